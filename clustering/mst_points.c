@@ -1,0 +1,315 @@
+/*
+ * Exact MST of the complete graph of a point set by Borůvka rounds of cross-component nearest
+ * neighbours. A point's sorted kNN list answers its query while the list still holds a point of
+ * another component (the first such entry is its nearest outside: lists are sorted by (distance,
+ * index), which orders one point's pairs exactly as the pair order (distance, lower, higher)).
+ * Components only grow, so a per-point cursor into its list only moves forward: O(n k) list work
+ * in all rounds together. Points whose whole list lies inside their component are brute-forced,
+ * unless their k-th distance already exceeds the component's best candidate.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <knnwb/clustering.h>
+#include <knnwb/error.h>
+#include "clustering_internal.h"
+
+typedef struct {
+  const KnnwbMatrix *data;
+  KnnwbMetric metric;
+  const KnnwbNeighbors *lists;
+  size_t n, k;
+  gboolean lists_complete; /* every list holds all n - 1 other points */
+  int32_t *component;
+  int32_t *cursor;
+  double *candidate_distance;
+  int64_t *candidate_point;
+  int64_t *best; /* per component: the point holding its lightest outgoing pair, -1 if none */
+  size_t n_components;
+  int64_t *brute;  /* points to brute-force this round */
+  size_t n_brute;
+  gint next_brute; /* dynamic scheduling cursor */
+  const volatile gint *cancel;
+  gint cancelled;
+} KnnwbMstPoints;
+
+void knnwb_clustering_mst_options_init(KnnwbMstOptions *options)
+{
+  options->metric = KNNWB_METRIC_PEARSON;
+  options->k = 0;
+  options->neighbors = NULL;
+  options->backend = KNNWB_BACKEND_AUTO;
+  options->n_threads = 0;
+  options->memory_bytes = 0;
+  options->cancel = NULL;
+}
+
+/* (distance, lower, higher) order of the pairs held by points p and q. */
+static inline gboolean knnwb_mst_points_lighter(const KnnwbMstPoints *m, int64_t p, int64_t q)
+{
+  double dp = m->candidate_distance[p], dq = m->candidate_distance[q];
+  if (dp != dq)
+    return dp < dq;
+  int64_t pa = MIN(p, m->candidate_point[p]), qa = MIN(q, m->candidate_point[q]);
+  if (pa != qa)
+    return pa < qa;
+  return MAX(p, m->candidate_point[p]) < MAX(q, m->candidate_point[q]);
+}
+
+static inline void knnwb_mst_points_offer(KnnwbMstPoints *m, int32_t c, int64_t p)
+{
+  int64_t current = __atomic_load_n(&m->best[c], __ATOMIC_ACQUIRE);
+  while (current < 0 || knnwb_mst_points_lighter(m, p, current)) {
+    if (__atomic_compare_exchange_n(&m->best[c], &current, p, TRUE, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+      return;
+  }
+}
+
+static void knnwb_mst_points_from_lists(int t, int n_threads, void *data)
+{
+  KnnwbMstPoints *m = data;
+  size_t first, last;
+  knnwb_clustering_range(m->n, t, n_threads, &first, &last);
+  for (size_t p = first; p < last; p++) {
+    const int64_t *list = m->lists->indices + p * m->k;
+    size_t found = (size_t)m->lists->n_found[p];
+    int32_t c = m->component[p];
+    int32_t r = m->cursor[p];
+    while ((size_t)r < found && m->component[list[r]] == c)
+      r++;
+    m->cursor[p] = r;
+    if ((size_t)r < found) {
+      m->candidate_distance[p] = m->lists->distances[p * m->k + (size_t)r];
+      m->candidate_point[p] = list[r];
+      knnwb_mst_points_offer(m, c, (int64_t)p);
+    } else {
+      m->candidate_distance[p] = INFINITY;
+      m->candidate_point[p] = -1;
+    }
+  }
+}
+
+static void knnwb_mst_points_brute_force(int t, int n_threads, void *data)
+{
+  (void)t, (void)n_threads;
+  KnnwbMstPoints *m = data;
+  size_t d = m->data->n_cols;
+  for (;;) {
+    gint i = g_atomic_int_add(&m->next_brute, 1);
+    if ((size_t)i >= m->n_brute)
+      break;
+    if (m->cancel && g_atomic_int_get(m->cancel)) {
+      g_atomic_int_set(&m->cancelled, 1);
+      break;
+    }
+    int64_t p = m->brute[i];
+    int32_t c = m->component[p];
+    double bound = m->lists->distances[(size_t)p * m->k + m->k - 1];
+    int64_t holder = __atomic_load_n(&m->best[c], __ATOMIC_ACQUIRE);
+    if (holder >= 0 && m->candidate_distance[holder] < bound)
+      continue; /* nothing outside p's list can beat the component's candidate */
+    const float *x = m->data->values + (size_t)p * d;
+    double best_distance = INFINITY;
+    int64_t best_point = -1;
+    for (size_t q = 0; q < m->n; q++) {
+      if (m->component[q] == c)
+        continue;
+      double distance = knnwb_distance_exact(m->metric, x, m->data->values + q * d, d);
+      if (distance < best_distance) { /* strict: ties keep the lower index */
+        best_distance = distance;
+        best_point = (int64_t)q;
+      }
+    }
+    m->candidate_distance[p] = best_distance;
+    m->candidate_point[p] = best_point;
+    if (best_point >= 0)
+      knnwb_mst_points_offer(m, c, p);
+  }
+}
+
+static void knnwb_mst_points_relabel(int t, int n_threads, void *data)
+{
+  KnnwbMstPoints *m = data;
+  size_t first, last;
+  knnwb_clustering_range(m->n, t, n_threads, &first, &last);
+  const int32_t *label = (const int32_t *)m->brute; /* reused as the relabel table */
+  for (size_t p = first; p < last; p++)
+    m->component[p] = label[m->component[p]];
+}
+
+static int knnwb_mst_points_bound_compare(const void *a, const void *b, void *data)
+{
+  const KnnwbMstPoints *m = data;
+  int64_t p = *(const int64_t *)a, q = *(const int64_t *)b;
+  double dp = m->lists->distances[(size_t)p * m->k + m->k - 1];
+  double dq = m->lists->distances[(size_t)q * m->k + m->k - 1];
+  if (dp != dq)
+    return dp < dq ? -1 : 1;
+  return (p > q) - (p < q);
+}
+
+static gboolean knnwb_mst_points_run(KnnwbMstPoints *m, int n_threads, int64_t *eu, int64_t *ev,
+                                     double *ew, GError **error)
+{
+  size_t n = m->n;
+  int64_t *parent = g_new(int64_t, n);
+  int32_t *label = g_new(int32_t, n);
+  size_t n_edges = 0;
+  gboolean ok = FALSE;
+  while (m->n_components > 1) {
+    if (m->cancel && g_atomic_int_get(m->cancel)) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "exact MST cancelled");
+      goto out;
+    }
+    for (size_t c = 0; c < m->n_components; c++)
+      m->best[c] = -1;
+    knnwb_clustering_team_run(n_threads, knnwb_mst_points_from_lists, m);
+    /* Points whose lists are exhausted; with complete lists there are none. */
+    m->n_brute = 0;
+    if (!m->lists_complete) {
+      for (size_t p = 0; p < n; p++) {
+        if (m->candidate_point[p] >= 0)
+          continue;
+        int64_t holder = m->best[m->component[p]];
+        double bound = m->lists->distances[p * m->k + m->k - 1];
+        if (holder >= 0 && m->candidate_distance[holder] < bound)
+          continue;
+        m->brute[m->n_brute++] = (int64_t)p;
+      }
+      /* Smallest bounds first: they are likeliest to win and then prune the rest. */
+      g_qsort_with_data(m->brute, (gint)m->n_brute, sizeof *m->brute,
+                        knnwb_mst_points_bound_compare, m);
+      m->next_brute = 0;
+      knnwb_clustering_team_run(n_threads, knnwb_mst_points_brute_force, m);
+      if (m->cancelled) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "exact MST cancelled");
+        goto out;
+      }
+    }
+    size_t nc = m->n_components;
+    for (size_t c = 0; c < nc; c++)
+      parent[c] = (int64_t)c;
+    for (size_t c = 0; c < nc; c++) {
+      int64_t p = m->best[c];
+      if (p < 0) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                    "exact MST: a component found no outside point (internal error)");
+        goto out;
+      }
+      int64_t q = m->candidate_point[p];
+      int32_t other = m->component[q];
+      int64_t p_other = m->best[other];
+      gboolean mutual = p_other == q && m->candidate_point[p_other] == p;
+      if (mutual && (size_t)other < c)
+        continue;
+      eu[n_edges] = p;
+      ev[n_edges] = q;
+      ew[n_edges] = m->candidate_distance[p];
+      n_edges++;
+      knnwb_clustering_union(parent, (int64_t)c, other);
+    }
+    int32_t count = 0;
+    for (size_t c = 0; c < nc; c++)
+      if (knnwb_clustering_find(parent, (int64_t)c) == (int64_t)c)
+        label[c] = count++;
+    for (size_t c = 0; c < nc; c++)
+      label[c] = label[knnwb_clustering_find(parent, (int64_t)c)];
+    /* brute is free between rounds: it carries the relabel table to the threads */
+    G_STATIC_ASSERT(sizeof(int64_t) >= sizeof(int32_t));
+    int32_t *table = (int32_t *)m->brute;
+    for (size_t c = 0; c < nc; c++)
+      table[c] = label[c];
+    knnwb_clustering_team_run(n_threads, knnwb_mst_points_relabel, m);
+    m->n_components = (size_t)count;
+  }
+  ok = n_edges == n - 1;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                "exact MST: %zu edges for %zu points (internal error)", n_edges, n);
+out:
+  g_free(parent);
+  g_free(label);
+  return ok;
+}
+
+gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOptions *options,
+                                     igraph_t *tree, igraph_vector_t *weights, GError **error)
+{
+  KnnwbMstOptions defaults;
+  if (!options) {
+    knnwb_clustering_mst_options_init(&defaults);
+    options = &defaults;
+  }
+  size_t n = data->n_rows;
+  if (n <= 1)
+    return knnwb_clustering_tree_from_pairs((int64_t)n, 0, NULL, NULL, NULL, FALSE, tree, weights,
+                                            error);
+  if (n >= INT32_MAX) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "exact MST supports fewer than 2^31 - 1 points");
+    return FALSE;
+  }
+  g_autoptr(KnnwbNeighbors) computed = NULL;
+  const KnnwbNeighbors *lists = options->neighbors;
+  if (!lists) {
+    KnnwbKnnOptions knn;
+    knnwb_knn_options_init(&knn);
+    knn.metric = options->metric;
+    knn.k = options->k ? MIN(options->k, n - 1) : MIN((size_t)16, n - 1);
+    knn.backend = options->backend;
+    knn.n_threads = options->n_threads;
+    knn.memory_bytes = options->memory_bytes;
+    knn.cancel = options->cancel;
+    if (!knnwb_knn_self(data, &knn, &computed, error))
+      return FALSE;
+    lists = computed;
+  }
+  if (lists->n_queries != n || lists->k == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "the kNN lists have %zu rows (k = %zu) but the data %zu", lists->n_queries,
+                lists->k, n);
+    return FALSE;
+  }
+  for (size_t p = 0; p < n; p++) {
+    if ((size_t)lists->n_found[p] < MIN(lists->k, n - 1)) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                  "row %zu has an incomplete kNN list (a degenerate row?): every point must be "
+                  "in the tree",
+                  p + 1);
+      return FALSE;
+    }
+  }
+  KnnwbMstPoints m = {0};
+  m.data = data;
+  m.metric = options->metric;
+  m.lists = lists;
+  m.n = n;
+  m.k = lists->k;
+  m.lists_complete = lists->k >= n - 1;
+  m.n_components = n;
+  m.cancel = options->cancel;
+  m.component = g_new(int32_t, n);
+  m.cursor = g_new0(int32_t, n);
+  m.candidate_distance = g_new(double, n);
+  m.candidate_point = g_new(int64_t, n);
+  m.best = g_new(int64_t, n);
+  m.brute = g_new(int64_t, n);
+  for (size_t p = 0; p < n; p++)
+    m.component[p] = (int32_t)p;
+  int64_t *eu = g_new(int64_t, n - 1), *ev = g_new(int64_t, n - 1);
+  double *ew = g_new(double, n - 1);
+  int n_threads = knnwb_clustering_thread_count(options->n_threads);
+  gboolean ok = knnwb_mst_points_run(&m, n_threads, eu, ev, ew, error) &&
+                knnwb_clustering_tree_from_pairs((int64_t)n, (int64_t)n - 1, eu, ev, ew, TRUE,
+                                                 tree, weights, error);
+  g_free(m.component);
+  g_free(m.cursor);
+  g_free(m.candidate_distance);
+  g_free(m.candidate_point);
+  g_free(m.best);
+  g_free(m.brute);
+  g_free(eu);
+  g_free(ev);
+  g_free(ew);
+  return ok;
+}

@@ -1,0 +1,16 @@
+/* Stand-ins for the CUDA launchers when knnwb is built without CUDA: no device, never an error. */
+#include <stdio.h>
+#include "knnwb_kernels.h"
+
+int knnwb_cuda_device_count(void)
+{
+  return 0;
+}
+
+int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_size)
+{
+  (void)job;
+  if (message != NULL && message_size > 0)
+    snprintf(message, message_size, "knnwb was built without CUDA (reconfigure with -DKNNWB_CUDA=ON)");
+  return KNNWB_KERNELS_NO_DEVICE;
+}

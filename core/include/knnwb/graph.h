@@ -1,0 +1,50 @@
+/* Turning neighbour lists into igraph graphs. */
+#ifndef KNNWB_GRAPH_H
+#define KNNWB_GRAPH_H
+
+#include <glib.h>
+#include <igraph.h>
+#include <knnwb/knn.h>
+
+G_BEGIN_DECLS
+
+/** Which graph to build from neighbour lists. */
+typedef enum {
+  KNNWB_GRAPH_DIRECTED, /**< k edges i -> neighbour per vertex, in rank order */
+  KNNWB_GRAPH_UNION,    /**< undirected, {i,j} when j in kNN(i) or i in kNN(j) */
+  KNNWB_GRAPH_MUTUAL    /**< undirected, {i,j} when j in kNN(i) and i in kNN(j) */
+} KnnwbGraphMode;
+
+/** Parses "directed", "union", "mutual". */
+gboolean knnwb_graph_mode_from_string(const char *name, KnnwbGraphMode *mode, GError **error);
+
+/**
+ * Builds the graph of self-kNN lists into graph (which must be uninitialised; it is initialised on
+ * success and left uninitialised on failure) and weights (an initialised vector, resized to the edge
+ * count; weight = distance). One vertex per row. Directed mode keeps edge order: vertex 0's edges in
+ * rank order, then vertex 1's, ... Undirected modes merge duplicate pairs keeping the smaller weight
+ * (both directions carry the same exact distance) and list edges sorted by (min, max) endpoint.
+ * The edge vector is built once (igraph_add_edges is O(V+E) per call).
+ * Errors: KNNWB_ERROR_NO_MEMORY, KNNWB_ERROR_IGRAPH. Complexity: O(n k log k) time, O(n k) memory.
+ */
+gboolean knnwb_graph_from_neighbors(const KnnwbNeighbors *neighbors, KnnwbGraphMode mode,
+                                    igraph_t *graph, igraph_vector_t *weights, GError **error);
+
+/**
+ * Convenience: knnwb_knn_self then knnwb_graph_from_neighbors.
+ */
+gboolean knnwb_knn_graph(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                         KnnwbGraphMode mode, igraph_t *graph, igraph_vector_t *weights,
+                         GError **error);
+
+/**
+ * For callers that installed igraph's attribute handler (igraph_set_attribute_table): sets the
+ * vertex attribute "name" from the row labels (when present) and the edge attribute "weight".
+ * Errors: KNNWB_ERROR_IGRAPH.
+ */
+gboolean knnwb_graph_set_attributes(igraph_t *graph, const igraph_vector_t *weights,
+                                    const KnnwbMatrix *data, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,111 @@
+/* The exact kNN engine: every row's k nearest rows (or a query set against a reference set). */
+#ifndef KNNWB_KNN_H
+#define KNNWB_KNN_H
+
+#include <glib.h>
+#include <stdint.h>
+#include <knnwb/matrix.h>
+
+G_BEGIN_DECLS
+
+/** Distance between two rows x and y of length d. */
+typedef enum {
+  KNNWB_METRIC_PEARSON,     /**< 1 - r (Pearson correlation); nearest = most correlated */
+  KNNWB_METRIC_ABS_PEARSON, /**< 1 - |r|; anti-correlated rows are near too */
+  KNNWB_METRIC_SPEARMAN,    /**< 1 - rho, Pearson on per-row ranks, ties get average ranks */
+  KNNWB_METRIC_EUCLIDEAN,   /**< sqrt(sum (x-y)^2) */
+  KNNWB_METRIC_MANHATTAN,   /**< sum |x-y| */
+  KNNWB_METRIC_COSINE,      /**< 1 - x.y / (|x||y|) */
+  KNNWB_METRIC_COUNT
+} KnnwbMetric;
+
+/** Where the distance tiles are computed. */
+typedef enum {
+  KNNWB_BACKEND_AUTO, /**< CUDA when built in and a GPU is usable, otherwise CPU (with a notice) */
+  KNNWB_BACKEND_CPU,
+  KNNWB_BACKEND_CUDA /**< CUDA or an error */
+} KnnwbBackend;
+
+/** Parses "pearson", "abs-pearson", "spearman", "euclidean", "manhattan", "cosine". */
+gboolean knnwb_metric_from_string(const char *name, KnnwbMetric *metric, GError **error);
+/** The name knnwb_metric_from_string accepts. */
+const char *knnwb_metric_to_string(KnnwbMetric metric);
+/** Parses "auto", "cpu", "cuda". */
+gboolean knnwb_backend_from_string(const char *name, KnnwbBackend *backend, GError **error);
+
+/**
+ * Progress callback: done of total tiles. Called from one thread at a time, at most ~10 times a
+ * second. It must be cheap.
+ */
+typedef void (*KnnwbProgressFunc)(uint64_t done, uint64_t total, void *data);
+
+/** Options of a kNN run. Initialise with knnwb_knn_options_init(); every field has a safe default. */
+typedef struct {
+  KnnwbMetric metric;         /**< default pearson */
+  size_t k;                   /**< neighbours per row, 1 <= k <= (reference rows - self) */
+  KnnwbBackend backend;       /**< default auto */
+  int n_threads;              /**< CPU threads; 0 = all cores */
+  size_t memory_bytes;        /**< CPU working-memory budget for tiles; 0 = 256 MiB */
+  size_t gpu_memory_bytes;    /**< per-GPU budget; 0 = 90% of free memory */
+  const int *devices;         /**< GPU ordinals; NULL = all visible */
+  int n_devices;              /**< length of devices */
+  gboolean drop_degenerate;   /**< constant rows (pearson/spearman) or zero rows (cosine): warn and
+                                   give them no edges, instead of failing */
+  KnnwbProgressFunc progress; /**< optional */
+  void *progress_data;
+  const volatile gint *cancel; /**< optional: the run stops with KNNWB_ERROR_CANCELLED once *cancel != 0 */
+} KnnwbKnnOptions;
+
+/** Fills options with defaults (pearson, k = 10, auto backend, all threads, 256 MiB). */
+void knnwb_knn_options_init(KnnwbKnnOptions *options);
+
+/**
+ * Neighbour lists: for query row i, indices[i*k + r] is its r-th nearest reference row (0-based)
+ * and distances[i*k + r] the exact distance (computed in double). Lists are sorted by (distance,
+ * index): ties break by the lower index. A row without neighbours (a dropped degenerate row) has
+ * n_found[i] < k and its unused slots hold index -1 and distance +inf.
+ */
+typedef struct {
+  size_t n_queries;
+  size_t k;
+  int64_t *indices;
+  double *distances;
+  int32_t *n_found;
+  char *backend_used; /**< "cpu" or "cuda:N" (number of GPUs), for reports */
+} KnnwbNeighbors;
+
+void knnwb_neighbors_free(KnnwbNeighbors *neighbors);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbNeighbors, knnwb_neighbors_free)
+
+/**
+ * The kNN graph's lists: every row of data against all other rows (self excluded).
+ *
+ * Exact: candidates are selected in float32 (SGEMM or a blocked kernel), their distances are
+ * recomputed in double, and a rounding-error bound certifies that no row outside the candidates can
+ * be nearer; rows that cannot be certified (for example many exact ties) are recomputed by brute
+ * force in double. So every backend, thread count and memory budget gives identical lists.
+ *
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT (k out of range), KNNWB_ERROR_INVALID_DATA (NaN/Inf, or a
+ * degenerate row naming it), KNNWB_ERROR_NO_MEMORY (size overflow or allocation), KNNWB_ERROR_DEVICE,
+ * KNNWB_ERROR_CANCELLED.
+ * Complexity: O(n^2 d / 2) arithmetic (each tile pair once), O(n k + n d) memory plus the tile budget.
+ */
+gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                        KnnwbNeighbors **result, GError **error);
+
+/**
+ * The k nearest reference rows of every query row (no self exclusion). Same contract as
+ * knnwb_knn_self; query and reference must have the same number of columns.
+ * Complexity: O(nq nr d) arithmetic.
+ */
+gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                         const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error);
+
+/**
+ * The exact distance between two rows (double precision), as knnwb reports it. For tests and tools.
+ */
+double knnwb_distance_exact(KnnwbMetric metric, const float *x, const float *y, size_t d);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,11 @@
+/* The knnwb library: include this one header. Link with `pkg-config --cflags --libs knnwb`. */
+#ifndef KNNWB_H
+#define KNNWB_H
+
+#include <knnwb/error.h>
+#include <knnwb/matrix.h>
+#include <knnwb/knn.h>
+#include <knnwb/graph.h>
+#include <knnwb/version.h>
+
+#endif

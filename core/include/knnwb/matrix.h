@@ -1,0 +1,84 @@
+/* The dense float32 data matrix: rows are points, columns are features (samples). */
+#ifndef KNNWB_MATRIX_H
+#define KNNWB_MATRIX_H
+
+#include <glib.h>
+#include <stddef.h>
+
+G_BEGIN_DECLS
+
+/**
+ * A dense row-major float32 matrix with optional labels.
+ *
+ * values holds n_rows * n_cols floats, row i at values + i * n_cols. It is owned by the matrix
+ * (malloc'd, or a file mapping released by values_destroy). Labels are NUL-terminated UTF-8 strings
+ * owned by the matrix (stored in a string chunk); each label array is NULL or has exactly n_rows
+ * (row_*) or n_cols (col_*) entries. row_classes/col_classes are optional class labels (the CIBM
+ * format's <SamplesClasses>, for example).
+ */
+typedef struct {
+  size_t n_rows;
+  size_t n_cols;
+  float *values;
+  char **row_labels;
+  char **col_labels;
+  char **row_classes;
+  char **col_classes;
+  /*< private >*/
+  GStringChunk *strings;
+  void (*values_destroy)(void *values, size_t n_bytes, void *data);
+  void *values_destroy_data;
+} KnnwbMatrix;
+
+/**
+ * Allocates an n_rows x n_cols matrix of zeros with no labels.
+ * Errors: KNNWB_ERROR_NO_MEMORY when n_rows * n_cols * sizeof(float) overflows or cannot be allocated.
+ * Complexity: O(n_rows * n_cols) time (zeroing) and memory.
+ */
+KnnwbMatrix *knnwb_matrix_new(size_t n_rows, size_t n_cols, GError **error);
+
+/**
+ * Wraps values the caller already has (a mapped file, for instance). values_destroy(values, n_bytes,
+ * data) is called by knnwb_matrix_free; pass NULL to keep ownership (then values must outlive the matrix).
+ */
+KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *values,
+                                      void (*values_destroy)(void *, size_t, void *), void *data);
+
+/** Frees the matrix, its values and labels. NULL is fine. */
+void knnwb_matrix_free(KnnwbMatrix *matrix);
+
+/** Sets row label i (copied). Allocates the label array on first use. O(length). */
+void knnwb_matrix_set_row_label(KnnwbMatrix *matrix, size_t i, const char *label);
+/** Sets column label j (copied). */
+void knnwb_matrix_set_col_label(KnnwbMatrix *matrix, size_t j, const char *label);
+/** Sets the class label of row i (copied). */
+void knnwb_matrix_set_row_class(KnnwbMatrix *matrix, size_t i, const char *label);
+/** Sets the class label of column j (copied). */
+void knnwb_matrix_set_col_class(KnnwbMatrix *matrix, size_t j, const char *label);
+
+/** Row label i, or NULL when rows are unlabelled. */
+const char *knnwb_matrix_row_label(const KnnwbMatrix *matrix, size_t i);
+
+/**
+ * Returns the transpose (labels and classes swap roles) as a new matrix.
+ * Errors: KNNWB_ERROR_NO_MEMORY. Complexity: O(n_rows * n_cols), cache-blocked.
+ */
+KnnwbMatrix *knnwb_matrix_transpose(const KnnwbMatrix *matrix, GError **error);
+
+/**
+ * Returns a new matrix holding the rows whose keep[i] is TRUE, in order, with their labels.
+ * Errors: KNNWB_ERROR_NO_MEMORY.
+ */
+KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean *keep, GError **error);
+
+/**
+ * Checks every value is finite. On the first NaN/Inf sets KNNWB_ERROR_INVALID_DATA naming the row
+ * (label and 1-based number) and column. O(n_rows * n_cols).
+ */
+gboolean knnwb_matrix_check_finite(const KnnwbMatrix *matrix, GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbMatrix, knnwb_matrix_free)
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,348 @@
+/*
+ * The kNN engine: validates a request, prepares the rows for the metric, runs a backend's
+ * candidate selection (CPU or CUDA), and refines the candidates into exact, certified neighbour
+ * lists. Rows the rounding bound cannot certify are selected again with four times as many
+ * candidates, so exactness never depends on the float arithmetic of a backend.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/knn.h>
+#include "knn_internal.h"
+
+void knnwb_knn_options_init(KnnwbKnnOptions *options)
+{
+  memset(options, 0, sizeof *options);
+  options->metric = KNNWB_METRIC_PEARSON;
+  options->k = 10;
+  options->backend = KNNWB_BACKEND_AUTO;
+}
+
+void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
+{
+  if (neighbors == NULL)
+    return;
+  g_free(neighbors->indices);
+  g_free(neighbors->distances);
+  g_free(neighbors->n_found);
+  g_free(neighbors->backend_used);
+  g_free(neighbors);
+}
+
+typedef int (*KnnwbSelectFunc)(const KnnwbSelectJob *job, char *message, size_t message_size);
+
+typedef struct {
+  const KnnwbPrepared *query, *reference;
+  gboolean self;
+  size_t k, kc, available;
+  const int64_t *rows;        /* query row of each job row, NULL = identity */
+  const int64_t *cand_index; /* job rows x kc */
+  const float *cand_score;
+  KnnwbNeighbors *result;
+  unsigned char *uncertified; /* per job row */
+} KnnwbRefineLoop;
+
+static void knnwb_refine_rows(size_t first, size_t last, void *user)
+{
+  KnnwbRefineLoop *loop = user;
+  KnnwbNeighbors *result = loop->result;
+  for (size_t t = first; t < last; t++) {
+    size_t i = loop->rows ? (size_t)loop->rows[t] : t;
+    int64_t *out_index = result->indices + i * loop->k;
+    double *out_distance = result->distances + i * loop->k;
+    if (loop->query->invalid != NULL && loop->query->invalid[i]) {
+      for (size_t r = 0; r < loop->k; r++) {
+        out_index[r] = -1;
+        out_distance[r] = INFINITY;
+      }
+      result->n_found[i] = 0;
+      loop->uncertified[t] = 0;
+      continue;
+    }
+    gboolean ok = knnwb_refine_row(loop->query, i, loop->reference, loop->self ? (int64_t)i : -1,
+                                   loop->cand_index + t * loop->kc, loop->cand_score + t * loop->kc,
+                                   loop->kc, loop->available, loop->k, out_index, out_distance);
+    result->n_found[i] = (int32_t)loop->k;
+    loop->uncertified[t] = ok ? 0 : 1;
+  }
+}
+
+static gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
+                                          GError **error)
+{
+  int code = KNNWB_ERROR_FAILED;
+  switch (status) {
+  case KNNWB_KERNELS_OK:
+    return TRUE;
+  case KNNWB_KERNELS_CANCELLED:
+    code = KNNWB_ERROR_CANCELLED;
+    break;
+  case KNNWB_KERNELS_OUT_OF_MEMORY:
+    code = KNNWB_ERROR_NO_MEMORY;
+    break;
+  default:
+    code = KNNWB_ERROR_DEVICE;
+  }
+  g_set_error(error, KNNWB_ERROR, code, "%s backend: %s", backend, message);
+  return FALSE;
+}
+
+static gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
+                                         char **name, GError **error)
+{
+  int devices = 0;
+  if (options->backend != KNNWB_BACKEND_CPU)
+    devices = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
+  if (options->backend != KNNWB_BACKEND_CPU && devices > 0 && knnwb_cuda_device_count() > 0) {
+    *select = knnwb_cuda_select;
+    *name = g_strdup_printf("cuda:%d", devices);
+    return TRUE;
+  }
+  if (options->backend == KNNWB_BACKEND_CUDA) {
+#ifdef KNNWB_HAVE_CUDA
+    const char *why = "no CUDA device is visible";
+#else
+    const char *why = "knnwb was built without CUDA";
+#endif
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_DEVICE,
+                "backend cuda: no usable GPU (%s); use the cpu or auto backend", why);
+    return FALSE;
+  }
+#ifdef KNNWB_HAVE_CUDA
+  if (options->backend == KNNWB_BACKEND_AUTO)
+    g_message("knnwb: no usable GPU, computing the kNN graph on the CPU");
+#endif
+  *select = knnwb_cpu_select;
+  *name = g_strdup("cpu");
+  return TRUE;
+}
+
+static void knnwb_knn_fill_job(KnnwbSelectJob *job, const KnnwbKnnOptions *options,
+                               const KnnwbPrepared *reference, int threads)
+{
+  memset(job, 0, sizeof *job);
+  job->reference = reference->scored;
+  job->n_reference = reference->n;
+  job->reference_sqnorms = reference->sqnorms;
+  job->reference_invalid = reference->invalid;
+  job->dim = reference->d;
+  job->score_kind = knnwb_metric_score_kind(reference->metric);
+  job->n_threads = threads;
+  job->devices = options->devices;
+  job->n_devices = options->n_devices;
+  job->cancel = options->cancel;
+}
+
+/* Runs one selection and its refinement; rows (NULL = all n_rows) are the query rows concerned.
+ * On return *uncertified holds the rows still uncertified (or is NULL). */
+static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                const char *backend, const KnnwbPrepared *query,
+                                const KnnwbPrepared *reference, gboolean self, size_t kc,
+                                size_t available, int threads, const int64_t *rows, size_t n_rows,
+                                KnnwbNeighbors *result, GArray **uncertified, GError **error)
+{
+  const size_t d = query->d;
+  size_t cells;
+  if (!knnwb_size_multiply(n_rows, kc, &cells)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%zu rows x %zu candidates overflow",
+                n_rows, kc);
+    return FALSE;
+  }
+  int64_t *cand_index = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t));
+  float *cand_score = g_try_malloc(MAX(cells, (size_t)1) * sizeof(float));
+  unsigned char *flags = g_try_malloc0(MAX(n_rows, (size_t)1));
+  float *gathered = NULL;
+  gboolean ok = FALSE;
+  if (cand_index == NULL || cand_score == NULL || flags == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate candidate lists for %zu rows x %zu candidates", n_rows, kc);
+    goto out;
+  }
+  KnnwbSelectJob job;
+  knnwb_knn_fill_job(&job, options, reference, threads);
+  job.kc = kc;
+  job.out_index = cand_index;
+  job.out_score = cand_score;
+  if (rows == NULL) {
+    job.query = query->scored;
+    job.n_query = query->n;
+    job.self = self;
+    job.progress = options->progress;
+    job.progress_data = options->progress_data;
+    job.memory_bytes = options->memory_bytes;
+  } else {
+    /* Retry rounds query a gathered copy of the uncertified rows against every reference. */
+    gathered = g_try_malloc(MAX(n_rows * d, (size_t)1) * sizeof(float));
+    if (gathered == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot gather %zu rows", n_rows);
+      goto out;
+    }
+    for (size_t t = 0; t < n_rows; t++)
+      memcpy(gathered + t * d, query->scored + (size_t)rows[t] * d, d * sizeof(float));
+    job.query = gathered;
+    job.n_query = n_rows;
+    job.self = FALSE;
+  }
+  if (options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select)
+    job.memory_bytes = options->gpu_memory_bytes;
+  char message[512] = "";
+  if (!knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error))
+    goto out;
+
+  KnnwbRefineLoop loop = {query,     reference,  self,       options->k, kc,
+                          available, rows,       cand_index, cand_score, result,
+                          flags};
+  knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
+  *uncertified = NULL;
+  for (size_t t = 0; t < n_rows; t++)
+    if (flags[t]) {
+      if (*uncertified == NULL)
+        *uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
+      int64_t i = rows ? rows[t] : (int64_t)t;
+      g_array_append_val(*uncertified, i);
+    }
+  ok = TRUE;
+out:
+  g_free(cand_index);
+  g_free(cand_score);
+  g_free(flags);
+  g_free(gathered);
+  return ok;
+}
+
+static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *reference_data,
+                              const KnnwbKnnOptions *options, KnnwbNeighbors **result_out,
+                              GError **error)
+{
+  const gboolean self = reference_data == NULL;
+  if (self)
+    reference_data = query_data;
+  g_return_val_if_fail(query_data != NULL && options != NULL && result_out != NULL, FALSE);
+  *result_out = NULL;
+  if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
+                (int)options->metric);
+    return FALSE;
+  }
+  if (options->k < 1) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "k must be at least 1 (got %zu)", options->k);
+    return FALSE;
+  }
+  if (query_data->n_cols != reference_data->n_cols) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "query rows have %zu columns but reference rows have %zu", query_data->n_cols,
+                reference_data->n_cols);
+    return FALSE;
+  }
+  if (query_data->n_cols == 0 && query_data->n_rows > 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "the rows have no columns: there is nothing to measure distances on");
+    return FALSE;
+  }
+  if (!knnwb_matrix_check_finite(query_data, error) ||
+      (!self && !knnwb_matrix_check_finite(reference_data, error)))
+    return FALSE;
+
+  const size_t n = query_data->n_rows, k = options->k;
+  size_t result_cells;
+  if (!knnwb_size_multiply(n, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%zu rows x k = %zu neighbours overflow the address space", n, k);
+    return FALSE;
+  }
+  g_autoptr(KnnwbNeighbors) result = g_new0(KnnwbNeighbors, 1);
+  result->n_queries = n;
+  result->k = k;
+  result->indices = g_try_malloc(MAX(result_cells, (size_t)1) * sizeof(int64_t));
+  result->distances = g_try_malloc(MAX(result_cells, (size_t)1) * sizeof(double));
+  result->n_found = g_try_malloc0(MAX(n, (size_t)1) * sizeof(int32_t));
+  if (result->indices == NULL || result->distances == NULL || result->n_found == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate neighbour lists for %zu rows x k = %zu (%zu MiB); lower k", n, k,
+                result_cells * (sizeof(int64_t) + sizeof(double)) >> 20);
+    return FALSE;
+  }
+
+  const int threads = knnwb_thread_count(options->n_threads);
+  KnnwbPrepared query = {0}, reference_storage = {0};
+  const KnnwbPrepared *reference = &query;
+  GArray *uncertified = NULL;
+  gboolean ok = FALSE;
+  if (!knnwb_prepared_init(&query, query_data, options->metric, options->drop_degenerate,
+                           self ? "data" : "query", threads, error))
+    return FALSE;
+  if (!self) {
+    if (!knnwb_prepared_init(&reference_storage, reference_data, options->metric,
+                             options->drop_degenerate, "reference", threads, error))
+      goto out;
+    reference = &reference_storage;
+  }
+  const size_t valid = reference->n - reference->n_invalid;
+  const size_t available = self ? (valid > 0 ? valid - 1 : 0) : valid;
+  if (n == 0 || (self && query.n_invalid == n)) {
+    result->backend_used = g_strdup("none");
+    for (size_t i = 0; i < result_cells; i++) {
+      result->indices[i] = -1;
+      result->distances[i] = INFINITY;
+    }
+    ok = TRUE;
+    goto out;
+  }
+  if (k > available) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu",
+                k, available, self ? "other" : "reference", available == 1 ? "" : "s", available);
+    goto out;
+  }
+  KnnwbSelectFunc select;
+  if (!knnwb_knn_choose_backend(options, &select, &result->backend_used, error))
+    goto out;
+
+  /* A margin of candidates past k absorbs float rounding; certification checks it sufficed. */
+  size_t kc = MIN(available, k + MAX((size_t)8, k / 8));
+  if (!knnwb_knn_round(options, select, result->backend_used, &query, reference, self, kc,
+                       available, threads, NULL, n, result, &uncertified, error))
+    goto out;
+  while (uncertified != NULL) {
+    size_t total = self ? available + 1 : available;
+    kc = MIN(total, kc * 4);
+    GArray *rows = uncertified;
+    uncertified = NULL;
+    g_debug("knnwb: %u row(s) re-selected with %zu candidates", rows->len, kc);
+    gboolean round_ok = knnwb_knn_round(options, select, result->backend_used, &query, reference,
+                                        self, kc, available, threads, (const int64_t *)rows->data,
+                                        rows->len, result, &uncertified, error);
+    g_array_free(rows, TRUE);
+    if (!round_ok)
+      goto out;
+    if (uncertified != NULL && kc == total) {
+      /* Every reference was a candidate: refine_row reports that as certified, so this is a bug. */
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
+      goto out;
+    }
+  }
+  ok = TRUE;
+out:
+  if (uncertified != NULL)
+    g_array_free(uncertified, TRUE);
+  knnwb_prepared_clear(&query);
+  knnwb_prepared_clear(&reference_storage);
+  if (ok)
+    *result_out = g_steal_pointer(&result);
+  return ok;
+}
+
+gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                        KnnwbNeighbors **result, GError **error)
+{
+  return knnwb_knn_run(data, NULL, options, result, error);
+}
+
+gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                         const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error)
+{
+  g_return_val_if_fail(reference != NULL, FALSE);
+  return knnwb_knn_run(query, reference, options, result, error);
+}

@@ -1,0 +1,76 @@
+/* Internal pieces of the kNN engine shared by knn.c, prepare.c, select_cpu.c and refine.c. */
+#ifndef KNNWB_KNN_INTERNAL_H
+#define KNNWB_KNN_INTERNAL_H
+
+#include <glib.h>
+#include <stdint.h>
+#include <knnwb/knn.h>
+#include "knnwb_kernels.h"
+
+/**
+ * A point set made ready for one metric: the float32 rows a backend scores (centred and
+ * normalised, ranked, or the raw data) and the double statistics the exact recomputation uses.
+ */
+typedef struct {
+  KnnwbMetric metric;
+  size_t n, d;
+  const float *scored;       /* n x d rows given to the backend (may alias the input) */
+  float *scored_owned;       /* what scored points to, when knnwb allocated it */
+  const float *exact;        /* n x d rows the exact distance is computed from */
+  float *ranks_owned;        /* spearman ranks (exact points here) */
+  float *sqnorms;            /* n squared norms of scored rows (euclidean), rounded from double */
+  double *mean;              /* n means (pearson family) */
+  double *inverse_norm;      /* n 1/|centred row| (pearson family) or 1/|row| (cosine) */
+  double max_norm;           /* largest |row| (euclidean error bound) */
+  double *norm;              /* n |row| (euclidean error bound) */
+  unsigned char *invalid;    /* n flags: degenerate rows left out, or NULL when none */
+  size_t n_invalid;
+} KnnwbPrepared;
+
+/**
+ * Prepares data for metric. Degenerate rows (constant for the pearson family, zero for cosine)
+ * are an error naming the first one, or, with drop_degenerate, flagged invalid with a warning.
+ * role names the matrix in messages ("data", "query", "reference").
+ * Complexity: O(n d) (O(n d log d) for spearman), multi-threaded.
+ */
+gboolean knnwb_prepared_init(KnnwbPrepared *prepared, const KnnwbMatrix *data, KnnwbMetric metric,
+                             gboolean drop_degenerate, const char *role, int n_threads,
+                             GError **error);
+void knnwb_prepared_clear(KnnwbPrepared *prepared);
+
+/** The score kind the backends compute for metric. */
+KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric);
+
+/** Exact distance between row i of a and row j of b (same metric and d), in double. */
+double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j);
+
+/** The per-row statistics both the engine and knnwb_distance_exact use, so they agree bit for bit. */
+void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,
+                          double *inverse_norm);
+double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
+                           double mean_x, double inverse_x, double mean_y, double inverse_y);
+/** Average ranks (1-based, ties averaged) of row into ranks. O(d log d). */
+void knnwb_row_ranks(const float *row, size_t d, float *ranks);
+
+/** The CPU backend of a selection job. Returns a KNNWB_KERNELS_* status. */
+int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_size);
+
+/**
+ * Refines one query row: exact distances of its m candidates (self_index, when >= 0, skipped),
+ * sorted by (distance, index), the first k into out_index/out_distance. Returns TRUE when a
+ * rounding-error bound proves no non-candidate is nearer than the k-th (or every valid reference
+ * was a candidate).
+ */
+gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const KnnwbPrepared *reference,
+                          int64_t self_index, const int64_t *candidate_index,
+                          const float *candidate_score, size_t m, size_t available, size_t k,
+                          int64_t *out_index, double *out_distance);
+
+/** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
+void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
+                        void (*body)(size_t first, size_t last, void *data), void *data);
+
+/** The number of threads to use for a request of n_threads (0 = all cores). */
+int knnwb_thread_count(int n_threads);
+
+#endif

@@ -1,0 +1,186 @@
+/* The dense float32 matrix with labels. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/matrix.h>
+
+static gboolean knnwb_matrix_bytes(size_t n_rows, size_t n_cols, size_t *bytes, GError **error)
+{
+  size_t cells;
+  if (!knnwb_size_multiply(n_rows, n_cols, &cells) ||
+      !knnwb_size_multiply(cells, sizeof(float), bytes)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "a %zu x %zu matrix is too large for this machine's address space", n_rows, n_cols);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+KnnwbMatrix *knnwb_matrix_new(size_t n_rows, size_t n_cols, GError **error)
+{
+  size_t bytes;
+  if (!knnwb_matrix_bytes(n_rows, n_cols, &bytes, error))
+    return NULL;
+  /* g_try_malloc0 so a huge request is an error, not an abort. */
+  float *values = bytes ? g_try_malloc0(bytes) : NULL;
+  if (bytes && values == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate %zu bytes for a %zu x %zu matrix", bytes, n_rows, n_cols);
+    return NULL;
+  }
+  KnnwbMatrix *matrix = g_new0(KnnwbMatrix, 1);
+  matrix->n_rows = n_rows;
+  matrix->n_cols = n_cols;
+  matrix->values = values;
+  return matrix;
+}
+
+KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *values,
+                                      void (*values_destroy)(void *, size_t, void *), void *data)
+{
+  KnnwbMatrix *matrix = g_new0(KnnwbMatrix, 1);
+  matrix->n_rows = n_rows;
+  matrix->n_cols = n_cols;
+  matrix->values = values;
+  matrix->values_destroy = values_destroy;
+  matrix->values_destroy_data = data;
+  return matrix;
+}
+
+void knnwb_matrix_free(KnnwbMatrix *matrix)
+{
+  if (matrix == NULL)
+    return;
+  if (matrix->values_destroy != NULL)
+    matrix->values_destroy(matrix->values, matrix->n_rows * matrix->n_cols * sizeof(float),
+                           matrix->values_destroy_data);
+  else
+    g_free(matrix->values);
+  g_free(matrix->row_labels);
+  g_free(matrix->col_labels);
+  g_free(matrix->row_classes);
+  g_free(matrix->col_classes);
+  if (matrix->strings != NULL)
+    g_string_chunk_free(matrix->strings);
+  g_free(matrix);
+}
+
+static void knnwb_matrix_set_string(KnnwbMatrix *matrix, char ***array, size_t length, size_t i,
+                                    const char *label)
+{
+  g_return_if_fail(i < length);
+  if (matrix->strings == NULL)
+    matrix->strings = g_string_chunk_new(4096);
+  if (*array == NULL)
+    *array = g_new0(char *, length);
+  (*array)[i] = label ? g_string_chunk_insert(matrix->strings, label) : NULL;
+}
+
+void knnwb_matrix_set_row_label(KnnwbMatrix *matrix, size_t i, const char *label)
+{
+  knnwb_matrix_set_string(matrix, &matrix->row_labels, matrix->n_rows, i, label);
+}
+
+void knnwb_matrix_set_col_label(KnnwbMatrix *matrix, size_t j, const char *label)
+{
+  knnwb_matrix_set_string(matrix, &matrix->col_labels, matrix->n_cols, j, label);
+}
+
+void knnwb_matrix_set_row_class(KnnwbMatrix *matrix, size_t i, const char *label)
+{
+  knnwb_matrix_set_string(matrix, &matrix->row_classes, matrix->n_rows, i, label);
+}
+
+void knnwb_matrix_set_col_class(KnnwbMatrix *matrix, size_t j, const char *label)
+{
+  knnwb_matrix_set_string(matrix, &matrix->col_classes, matrix->n_cols, j, label);
+}
+
+const char *knnwb_matrix_row_label(const KnnwbMatrix *matrix, size_t i)
+{
+  if (matrix->row_labels == NULL || i >= matrix->n_rows)
+    return NULL;
+  return matrix->row_labels[i];
+}
+
+static void knnwb_matrix_copy_strings(KnnwbMatrix *to, char ***to_array, size_t length,
+                                      char *const *from_array)
+{
+  if (from_array == NULL)
+    return;
+  for (size_t i = 0; i < length; i++)
+    knnwb_matrix_set_string(to, to_array, length, i, from_array[i]);
+}
+
+KnnwbMatrix *knnwb_matrix_transpose(const KnnwbMatrix *matrix, GError **error)
+{
+  KnnwbMatrix *result = knnwb_matrix_new(matrix->n_cols, matrix->n_rows, error);
+  if (result == NULL)
+    return NULL;
+  const size_t n = matrix->n_rows, d = matrix->n_cols;
+  /* 32 x 32 blocks keep both the reads and the writes within cache lines. */
+  enum { BLOCK = 32 };
+  for (size_t i0 = 0; i0 < n; i0 += BLOCK)
+    for (size_t j0 = 0; j0 < d; j0 += BLOCK) {
+      size_t i1 = MIN(n, i0 + BLOCK), j1 = MIN(d, j0 + BLOCK);
+      for (size_t i = i0; i < i1; i++)
+        for (size_t j = j0; j < j1; j++)
+          result->values[j * n + i] = matrix->values[i * d + j];
+    }
+  knnwb_matrix_copy_strings(result, &result->row_labels, d, matrix->col_labels);
+  knnwb_matrix_copy_strings(result, &result->col_labels, n, matrix->row_labels);
+  knnwb_matrix_copy_strings(result, &result->row_classes, d, matrix->col_classes);
+  knnwb_matrix_copy_strings(result, &result->col_classes, n, matrix->row_classes);
+  return result;
+}
+
+KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean *keep, GError **error)
+{
+  size_t kept = 0;
+  for (size_t i = 0; i < matrix->n_rows; i++)
+    kept += keep[i] ? 1 : 0;
+  KnnwbMatrix *result = knnwb_matrix_new(kept, matrix->n_cols, error);
+  if (result == NULL)
+    return NULL;
+  const size_t d = matrix->n_cols;
+  size_t r = 0;
+  for (size_t i = 0; i < matrix->n_rows; i++) {
+    if (!keep[i])
+      continue;
+    if (d > 0)
+      memcpy(result->values + r * d, matrix->values + i * d, d * sizeof(float));
+    if (matrix->row_labels != NULL)
+      knnwb_matrix_set_row_label(result, r, matrix->row_labels[i]);
+    if (matrix->row_classes != NULL)
+      knnwb_matrix_set_row_class(result, r, matrix->row_classes[i]);
+    r++;
+  }
+  knnwb_matrix_copy_strings(result, &result->col_labels, d, matrix->col_labels);
+  knnwb_matrix_copy_strings(result, &result->col_classes, d, matrix->col_classes);
+  return result;
+}
+
+gboolean knnwb_matrix_check_finite(const KnnwbMatrix *matrix, GError **error)
+{
+  const size_t n = matrix->n_rows, d = matrix->n_cols;
+  for (size_t i = 0; i < n; i++) {
+    const float *row = matrix->values + i * d;
+    /* Summing x*0 is NaN iff some x is NaN or Inf: one vectorisable pass per row. */
+    float probe = 0.0f;
+    for (size_t j = 0; j < d; j++)
+      probe += row[j] * 0.0f;
+    if (probe == 0.0f)
+      continue;
+    for (size_t j = 0; j < d; j++)
+      if (!isfinite(row[j])) {
+        const char *label = knnwb_matrix_row_label(matrix, i);
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                    "row %zu%s%s%s, column %zu holds %s: remove or impute missing values first", i + 1,
+                    label ? " (" : "", label ? label : "", label ? ")" : "", j + 1,
+                    isnan(row[j]) ? "NaN" : "an infinite value");
+        return FALSE;
+      }
+  }
+  return TRUE;
+}

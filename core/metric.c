@@ -1,0 +1,189 @@
+/* Metric names and the exact (double precision) distances every backend reports. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include "knn_internal.h"
+
+static const char *const knnwb_metric_names[KNNWB_METRIC_COUNT] = {
+    [KNNWB_METRIC_PEARSON] = "pearson",     [KNNWB_METRIC_ABS_PEARSON] = "abs-pearson",
+    [KNNWB_METRIC_SPEARMAN] = "spearman",   [KNNWB_METRIC_EUCLIDEAN] = "euclidean",
+    [KNNWB_METRIC_MANHATTAN] = "manhattan", [KNNWB_METRIC_COSINE] = "cosine"};
+
+gboolean knnwb_metric_from_string(const char *name, KnnwbMetric *metric, GError **error)
+{
+  for (int m = 0; m < KNNWB_METRIC_COUNT; m++)
+    if (name != NULL && g_ascii_strcasecmp(name, knnwb_metric_names[m]) == 0) {
+      *metric = (KnnwbMetric)m;
+      return TRUE;
+    }
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "unknown metric '%s': use pearson, abs-pearson, spearman, euclidean, manhattan or cosine",
+              name ? name : "(null)");
+  return FALSE;
+}
+
+const char *knnwb_metric_to_string(KnnwbMetric metric)
+{
+  return (unsigned)metric < KNNWB_METRIC_COUNT ? knnwb_metric_names[metric] : "unknown";
+}
+
+gboolean knnwb_backend_from_string(const char *name, KnnwbBackend *backend, GError **error)
+{
+  static const char *const names[] = {"auto", "cpu", "cuda"};
+  for (int b = 0; b < 3; b++)
+    if (name != NULL && g_ascii_strcasecmp(name, names[b]) == 0) {
+      *backend = (KnnwbBackend)b;
+      return TRUE;
+    }
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "unknown backend '%s': use auto, cpu or cuda", name ? name : "(null)");
+  return FALSE;
+}
+
+KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric)
+{
+  switch (metric) {
+  case KNNWB_METRIC_ABS_PEARSON:
+    return KNNWB_SCORE_ABS_DOT;
+  case KNNWB_METRIC_EUCLIDEAN:
+    return KNNWB_SCORE_L2;
+  case KNNWB_METRIC_MANHATTAN:
+    return KNNWB_SCORE_L1;
+  default:
+    return KNNWB_SCORE_DOT;
+  }
+}
+
+static gboolean knnwb_metric_is_centred(KnnwbMetric metric)
+{
+  return metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
+         metric == KNNWB_METRIC_SPEARMAN;
+}
+
+/* Eight independent accumulators, always combined in the same order: deterministic, and the
+ * compiler can vectorise them. Every caller therefore gets bit-identical results. */
+#define KNNWB_LANES 8
+static double knnwb_lanes_sum(const double *acc)
+{
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,
+                          double *inverse_norm)
+{
+  double acc[KNNWB_LANES] = {0};
+  size_t j = 0;
+  double m = 0.0;
+  if (knnwb_metric_is_centred(metric)) {
+    for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+      for (int t = 0; t < KNNWB_LANES; t++)
+        acc[t] += row[j + t];
+    double sum = knnwb_lanes_sum(acc);
+    for (; j < d; j++)
+      sum += row[j];
+    m = d ? sum / (double)d : 0.0;
+  }
+  double sq[KNNWB_LANES] = {0};
+  for (j = 0; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+    for (int t = 0; t < KNNWB_LANES; t++) {
+      double c = row[j + t] - m;
+      sq[t] += c * c;
+    }
+  double ss = knnwb_lanes_sum(sq);
+  for (; j < d; j++)
+    ss += (row[j] - m) * (row[j] - m);
+  *mean = m;
+  *inverse_norm = ss > 0.0 ? 1.0 / sqrt(ss) : 0.0;
+}
+
+double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
+                           double mean_x, double inverse_x, double mean_y, double inverse_y)
+{
+  double acc[KNNWB_LANES] = {0};
+  size_t j = 0;
+  double tail = 0.0;
+  switch (metric) {
+  case KNNWB_METRIC_EUCLIDEAN:
+    for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+      for (int t = 0; t < KNNWB_LANES; t++) {
+        double c = (double)x[j + t] - (double)y[j + t];
+        acc[t] += c * c;
+      }
+    for (; j < d; j++)
+      tail += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);
+    return sqrt(knnwb_lanes_sum(acc) + tail);
+  case KNNWB_METRIC_MANHATTAN:
+    for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+      for (int t = 0; t < KNNWB_LANES; t++)
+        acc[t] += fabs((double)x[j + t] - (double)y[j + t]);
+    for (; j < d; j++)
+      tail += fabs((double)x[j] - y[j]);
+    return knnwb_lanes_sum(acc) + tail;
+  default:
+    break;
+  }
+  /* Pearson family and cosine: a normalised dot product (means are 0 for cosine). */
+  for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+    for (int t = 0; t < KNNWB_LANES; t++)
+      acc[t] += ((double)x[j + t] - mean_x) * ((double)y[j + t] - mean_y);
+  for (; j < d; j++)
+    tail += ((double)x[j] - mean_x) * ((double)y[j] - mean_y);
+  double r = (knnwb_lanes_sum(acc) + tail) * inverse_x * inverse_y;
+  r = r > 1.0 ? 1.0 : (r < -1.0 ? -1.0 : r);
+  return metric == KNNWB_METRIC_ABS_PEARSON ? 1.0 - fabs(r) : 1.0 - r;
+}
+
+typedef struct {
+  float value;
+  size_t position;
+} KnnwbRankItem;
+
+static int knnwb_rank_item_compare(const void *a, const void *b)
+{
+  const KnnwbRankItem *x = a, *y = b;
+  if (x->value != y->value)
+    return x->value < y->value ? -1 : 1;
+  return x->position < y->position ? -1 : (x->position > y->position);
+}
+
+void knnwb_row_ranks(const float *row, size_t d, float *ranks)
+{
+  KnnwbRankItem *items = g_new(KnnwbRankItem, d);
+  for (size_t j = 0; j < d; j++)
+    items[j] = (KnnwbRankItem){row[j], j};
+  qsort(items, d, sizeof *items, knnwb_rank_item_compare);
+  for (size_t start = 0; start < d;) {
+    size_t end = start + 1;
+    while (end < d && items[end].value == items[start].value)
+      end++;
+    /* Ranks 1-based; a tie group start..end-1 shares the average (start+1 + end) / 2, which is an
+     * exact float for any d below 2^23. */
+    float average = (float)((double)(start + 1 + end) / 2.0);
+    for (size_t t = start; t < end; t++)
+      ranks[items[t].position] = average;
+    start = end;
+  }
+  g_free(items);
+}
+
+double knnwb_distance_exact(KnnwbMetric metric, const float *x, const float *y, size_t d)
+{
+  const float *a = x, *b = y;
+  float *ranks = NULL;
+  if (metric == KNNWB_METRIC_SPEARMAN) {
+    ranks = g_new(float, 2 * d + 1);
+    knnwb_row_ranks(x, d, ranks);
+    knnwb_row_ranks(y, d, ranks + d);
+    a = ranks;
+    b = ranks + d;
+  }
+  double mean_a = 0, inverse_a = 0, mean_b = 0, inverse_b = 0;
+  if (metric != KNNWB_METRIC_EUCLIDEAN && metric != KNNWB_METRIC_MANHATTAN) {
+    knnwb_row_statistics(metric, a, d, &mean_a, &inverse_a);
+    knnwb_row_statistics(metric, b, d, &mean_b, &inverse_b);
+  }
+  double distance = knnwb_pair_distance(metric, a, b, d, mean_a, inverse_a, mean_b, inverse_b);
+  g_free(ranks);
+  return distance;
+}

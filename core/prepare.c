@@ -1,0 +1,180 @@
+/* Makes a matrix ready for a metric: the float rows a backend scores and the double statistics of
+ * the exact recomputation. Centring and normalising happen in double and are rounded once, so a
+ * nearly constant row does not lose its signal to float cancellation. */
+#include <math.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include "knn_internal.h"
+
+typedef struct {
+  KnnwbPrepared *prepared;
+  const KnnwbMatrix *data;
+  unsigned char *degenerate;
+} KnnwbPrepareLoop;
+
+static gboolean knnwb_row_is_constant(const float *row, size_t d)
+{
+  for (size_t j = 1; j < d; j++)
+    if (row[j] != row[0])
+      return FALSE;
+  return TRUE;
+}
+
+static void knnwb_prepare_rows(size_t first, size_t last, void *user)
+{
+  KnnwbPrepareLoop *loop = user;
+  KnnwbPrepared *p = loop->prepared;
+  const size_t d = p->d;
+  for (size_t i = first; i < last; i++) {
+    const float *row = loop->data->values + i * d;
+    switch (p->metric) {
+    case KNNWB_METRIC_EUCLIDEAN: {
+      double ss = 0.0;
+      for (size_t j = 0; j < d; j++)
+        ss += (double)row[j] * row[j];
+      p->sqnorms[i] = (float)ss;
+      p->norm[i] = sqrt(ss);
+      break;
+    }
+    case KNNWB_METRIC_MANHATTAN:
+      break;
+    default: {
+      const float *source = row;
+      if (p->metric == KNNWB_METRIC_SPEARMAN) {
+        knnwb_row_ranks(row, d, p->ranks_owned + i * d);
+        source = p->ranks_owned + i * d;
+      }
+      knnwb_row_statistics(p->metric, source, d, &p->mean[i], &p->inverse_norm[i]);
+      gboolean degenerate = p->metric == KNNWB_METRIC_COSINE ? p->inverse_norm[i] == 0.0
+                                                              : knnwb_row_is_constant(source, d);
+      float *out = p->scored_owned + i * d;
+      if (degenerate) {
+        loop->degenerate[i] = 1;
+        memset(out, 0, d * sizeof(float));
+        break;
+      }
+      for (size_t j = 0; j < d; j++)
+        out[j] = (float)(((double)source[j] - p->mean[i]) * p->inverse_norm[i]);
+    }
+    }
+  }
+}
+
+void knnwb_prepared_clear(KnnwbPrepared *p)
+{
+  g_free(p->scored_owned);
+  g_free(p->ranks_owned);
+  g_free(p->sqnorms);
+  g_free(p->mean);
+  g_free(p->inverse_norm);
+  g_free(p->norm);
+  g_free(p->invalid);
+  memset(p, 0, sizeof *p);
+}
+
+static void *knnwb_try_alloc(size_t count, size_t size, gboolean *ok)
+{
+  size_t bytes;
+  if (!*ok || !knnwb_size_multiply(count, size, &bytes)) {
+    *ok = FALSE;
+    return NULL;
+  }
+  void *memory = g_try_malloc0(MAX(bytes, (size_t)1));
+  if (memory == NULL)
+    *ok = FALSE;
+  return memory;
+}
+
+gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMetric metric,
+                             gboolean drop_degenerate, const char *role, int n_threads,
+                             GError **error)
+{
+  memset(p, 0, sizeof *p);
+  p->metric = metric;
+  p->n = data->n_rows;
+  p->d = data->n_cols;
+  const size_t n = p->n, d = p->d;
+  size_t cells;
+  if (!knnwb_size_multiply(n, d, &cells)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: %zu x %zu is too large", role, n, d);
+    return FALSE;
+  }
+  gboolean ok = TRUE;
+  unsigned char *degenerate = knnwb_try_alloc(n, 1, &ok);
+  switch (metric) {
+  case KNNWB_METRIC_EUCLIDEAN:
+    p->scored = data->values;
+    p->exact = data->values;
+    p->sqnorms = knnwb_try_alloc(n, sizeof(float), &ok);
+    p->norm = knnwb_try_alloc(n, sizeof(double), &ok);
+    break;
+  case KNNWB_METRIC_MANHATTAN:
+    p->scored = data->values;
+    p->exact = data->values;
+    break;
+  default:
+    p->scored_owned = knnwb_try_alloc(cells, sizeof(float), &ok);
+    p->scored = p->scored_owned;
+    if (metric == KNNWB_METRIC_SPEARMAN) {
+      p->ranks_owned = knnwb_try_alloc(cells, sizeof(float), &ok);
+      p->exact = p->ranks_owned;
+    } else {
+      p->exact = data->values;
+    }
+    p->mean = knnwb_try_alloc(n, sizeof(double), &ok);
+    p->inverse_norm = knnwb_try_alloc(n, sizeof(double), &ok);
+    break;
+  }
+  if (!ok) {
+    g_free(degenerate);
+    knnwb_prepared_clear(p);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%s: cannot allocate the prepared copy of a %zu x %zu matrix (%s metric)", role, n,
+                d, knnwb_metric_to_string(metric));
+    return FALSE;
+  }
+  KnnwbPrepareLoop loop = {p, data, degenerate};
+  knnwb_parallel_for(n_threads, n, 1024, knnwb_prepare_rows, &loop);
+  for (size_t i = 0; i < n; i++)
+    if (p->norm != NULL && p->norm[i] > p->max_norm)
+      p->max_norm = p->norm[i];
+
+  size_t n_degenerate = 0, first = 0;
+  for (size_t i = 0; i < n; i++)
+    if (degenerate[i] && n_degenerate++ == 0)
+      first = i;
+  if (n_degenerate > 0) {
+    const char *label = knnwb_matrix_row_label(data, first);
+    const char *what = metric == KNNWB_METRIC_COSINE ? "is all zeros and has no direction"
+                                                     : "is constant and has no correlation";
+    if (!drop_degenerate) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                  "%s row %zu%s%s%s %s for the %s metric (%zu such row%s): remove %s, or drop "
+                  "them with --drop-degenerate",
+                  role, first + 1, label ? " (" : "", label ? label : "", label ? ")" : "", what,
+                  knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
+                  n_degenerate == 1 ? "it" : "them");
+      g_free(degenerate);
+      knnwb_prepared_clear(p);
+      return FALSE;
+    }
+    g_warning("%s: %zu row%s left out of the %s kNN graph (first: row %zu%s%s%s %s); they get no "
+              "edges",
+              role, n_degenerate, n_degenerate == 1 ? "" : "s", knnwb_metric_to_string(metric),
+              first + 1, label ? " (" : "", label ? label : "", label ? ")" : "", what);
+    p->invalid = degenerate;
+    p->n_invalid = n_degenerate;
+  } else {
+    g_free(degenerate);
+  }
+  return TRUE;
+}
+
+double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j)
+{
+  const size_t d = a->d;
+  double mean_a = a->mean ? a->mean[i] : 0.0, inverse_a = a->inverse_norm ? a->inverse_norm[i] : 0.0;
+  double mean_b = b->mean ? b->mean[j] : 0.0, inverse_b = b->inverse_norm ? b->inverse_norm[j] : 0.0;
+  return knnwb_pair_distance(a->metric, a->exact + i * d, b->exact + j * d, d, mean_a, inverse_a,
+                             mean_b, inverse_b);
+}

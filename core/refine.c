@@ -1,0 +1,103 @@
+/*
+ * Refinement: candidates scored in float32 become exact neighbours. Each candidate's distance is
+ * recomputed in double, the list is sorted by (distance, index), and a rounding-error bound on the
+ * float scores decides whether a row that was not a candidate could still be nearer than the k-th.
+ *
+ * The bound: a float32 dot product of length d has error at most d*u*|x||y| (u = 2^-24), plus a few
+ * u for rounding the normalised inputs and the final subtraction. For unit rows that is below
+ * (d + 16) * u; we use twice that. L2 scores (|r|^2 - 2 q.r) err by at most the same factor times
+ * (|q| + |r|)^2, and L1 sums by a relative (d + 16) * u.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include "knn_internal.h"
+
+#define KNNWB_UNIT_ROUNDOFF (1.0 / 16777216.0)
+
+typedef struct {
+  double distance;
+  int64_t index;
+} KnnwbScored;
+
+static int knnwb_scored_compare(const void *a, const void *b)
+{
+  const KnnwbScored *x = a, *y = b;
+  if (x->distance != y->distance)
+    return x->distance < y->distance ? -1 : 1;
+  return x->index < y->index ? -1 : (x->index > y->index);
+}
+
+static void knnwb_scored_sort(KnnwbScored *items, size_t m)
+{
+  if (m > 32) {
+    qsort(items, m, sizeof *items, knnwb_scored_compare);
+    return;
+  }
+  for (size_t i = 1; i < m; i++) {
+    KnnwbScored item = items[i];
+    size_t j = i;
+    while (j > 0 && knnwb_scored_compare(&items[j - 1], &item) > 0) {
+      items[j] = items[j - 1];
+      j--;
+    }
+    items[j] = item;
+  }
+}
+
+/* TRUE when every pair scored at least worst_score (in float) is provably farther than kth. */
+static gboolean knnwb_refine_certified(const KnnwbPrepared *query, size_t query_row,
+                                       const KnnwbPrepared *reference, float worst_score, double kth)
+{
+  const double slack = 2.0 * ((double)query->d + 16.0) * KNNWB_UNIT_ROUNDOFF;
+  switch (knnwb_metric_score_kind(query->metric)) {
+  case KNNWB_SCORE_L2: {
+    double qn = query->norm[query_row];
+    double bound = slack * (qn + reference->max_norm) * (qn + reference->max_norm);
+    double least_squared = (double)worst_score + qn * qn - bound;
+    return kth * kth * (1.0 + 1e-12) < least_squared;
+  }
+  case KNNWB_SCORE_L1:
+    return kth * (1.0 + 1e-12) < (double)worst_score / (1.0 + slack);
+  default:
+    return kth + 1e-12 < (double)worst_score - slack;
+  }
+}
+
+gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const KnnwbPrepared *reference,
+                          int64_t self_index, const int64_t *candidate_index,
+                          const float *candidate_score, size_t m, size_t available, size_t k,
+                          int64_t *out_index, double *out_distance)
+{
+  KnnwbScored stack_items[64];
+  KnnwbScored *items = m <= 64 ? stack_items : g_new(KnnwbScored, m);
+  size_t count = 0;
+  float worst = -INFINITY;
+  for (size_t c = 0; c < m; c++) {
+    int64_t j = candidate_index[c];
+    if (j < 0)
+      continue;
+    if (candidate_score[c] > worst)
+      worst = candidate_score[c];
+    if (j == self_index)
+      continue;
+    items[count].index = j;
+    items[count].distance = knnwb_prepared_distance(query, query_row, reference, (size_t)j);
+    count++;
+  }
+  knnwb_scored_sort(items, count);
+  size_t kept = MIN(k, count);
+  for (size_t r = 0; r < kept; r++) {
+    out_index[r] = items[r].index;
+    out_distance[r] = items[r].distance;
+  }
+  for (size_t r = kept; r < k; r++) {
+    out_index[r] = -1;
+    out_distance[r] = INFINITY;
+  }
+  gboolean certified = count >= available ||
+                       (kept == k && k > 0 &&
+                        knnwb_refine_certified(query, query_row, reference, worst, items[k - 1].distance));
+  if (items != stack_items)
+    g_free(items);
+  return certified;
+}

@@ -1,0 +1,133 @@
+/* Atomic file replacement: temporary file in the target's directory, fsync, rename, fsync dir. */
+#include <knnwb/atomic_file.h>
+#include <knnwb/error.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct KnnwbAtomicFile {
+  char *path;
+  char *temp_path;
+  char *directory;
+  FILE *stream;
+  char *buffer;
+};
+
+enum { KNNWB_ATOMIC_BUFFER_BYTES = 1 << 20 };
+
+static void knnwb_atomic_file_free(KnnwbAtomicFile *file)
+{
+  g_free(file->path);
+  g_free(file->temp_path);
+  g_free(file->directory);
+  g_free(file->buffer);
+  g_free(file);
+}
+
+KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error)
+{
+  g_return_val_if_fail(path != NULL, NULL);
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: exists and is not a regular file; write to a file path instead", path);
+    return NULL;
+  }
+  KnnwbAtomicFile *file = g_new0(KnnwbAtomicFile, 1);
+  file->path = g_strdup(path);
+  file->directory = g_path_get_dirname(path);
+  g_autofree char *base = g_path_get_basename(path);
+  /* open(O_EXCL, 0666) rather than mkstemp: mkstemp makes 0600, while an output file should honour
+   * the umask like fopen would, and changing the umask to read it is not thread-safe. */
+  int fd = -1;
+  int saved = EEXIST;
+  for (int attempt = 0; attempt < 100 && fd < 0 && saved == EEXIST; attempt++) {
+    g_autofree char *name = g_strdup_printf(".%s.%08x", base, g_random_int());
+    g_free(file->temp_path);
+    file->temp_path = g_build_filename(file->directory, name, NULL);
+    fd = open(file->temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    saved = fd < 0 ? errno : 0;
+  }
+  if (fd < 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot create a temporary file in %s: %s",
+                path, file->directory, g_strerror(saved));
+    knnwb_atomic_file_free(file);
+    return NULL;
+  }
+  file->stream = fdopen(fd, "w");
+  if (file->stream == NULL) {
+    saved = errno;
+    close(fd);
+    unlink(file->temp_path);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: %s", path, g_strerror(saved));
+    knnwb_atomic_file_free(file);
+    return NULL;
+  }
+  file->buffer = g_malloc(KNNWB_ATOMIC_BUFFER_BYTES);
+  setvbuf(file->stream, file->buffer, _IOFBF, KNNWB_ATOMIC_BUFFER_BYTES);
+  return file;
+}
+
+FILE *knnwb_atomic_file_stream(KnnwbAtomicFile *file)
+{
+  return file->stream;
+}
+
+const char *knnwb_atomic_file_path(const KnnwbAtomicFile *file)
+{
+  return file->path;
+}
+
+gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error)
+{
+  g_return_val_if_fail(file != NULL, FALSE);
+  int saved = 0;
+  const char *step = NULL;
+  if (ferror(file->stream)) {
+    saved = EIO;
+    step = "write";
+  } else if (fflush(file->stream) != 0) {
+    saved = errno;
+    step = "write";
+  } else if (fsync(fileno(file->stream)) != 0 && errno != EINVAL) {
+    saved = errno;
+    step = "fsync";
+  }
+  if (fclose(file->stream) != 0 && step == NULL) {
+    saved = errno;
+    step = "close";
+  }
+  file->stream = NULL;
+  if (step == NULL && rename(file->temp_path, file->path) != 0) {
+    saved = errno;
+    step = "rename";
+  }
+  if (step != NULL) {
+    unlink(file->temp_path);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: %s failed: %s", file->path, step,
+                g_strerror(saved));
+    knnwb_atomic_file_free(file);
+    return FALSE;
+  }
+  /* The rename is durable only once the directory entry is on disk. */
+  int dir_fd = open(file->directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    (void)fsync(dir_fd);
+    close(dir_fd);
+  }
+  knnwb_atomic_file_free(file);
+  return TRUE;
+}
+
+void knnwb_atomic_file_abort(KnnwbAtomicFile *file)
+{
+  if (file == NULL)
+    return;
+  if (file->stream != NULL)
+    fclose(file->stream);
+  unlink(file->temp_path);
+  knnwb_atomic_file_free(file);
+}

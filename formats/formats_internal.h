@@ -1,0 +1,181 @@
+/* Helpers shared by the readers and writers of formats/; not installed. */
+#ifndef KNNWB_FORMATS_INTERNAL_H
+#define KNNWB_FORMATS_INTERNAL_H
+
+#include <knnwb/error.h>
+#include <knnwb/formats.h>
+#include <knnwb/matrix.h>
+
+#include <glib.h>
+#include <locale.h>
+#include <stdint.h>
+#include <stdio.h>
+
+G_BEGIN_DECLS
+
+/* ---- numbers ---- */
+
+/** Result of knnwb_formats_parse_float(). */
+typedef enum {
+  KNNWB_FLOAT_OK,
+  KNNWB_FLOAT_SYNTAX, /**< no number starts at p */
+  KNNWB_FLOAT_RANGE   /**< a number, but beyond float range (it would be infinite) */
+} KnnwbFloatStatus;
+
+/**
+ * Parses a decimal number ([+-]digits[.digits][(e|E)[+-]digits]) starting exactly at p (no blanks
+ * skipped, no NUL needed) and ending at or before end. *stop is set past the number. The result is
+ * the float nearest to the decimal value, identical to strtof in the C locale: the common case
+ * (at most 19 significant digits, |exponent| <= 22) is one exact double operation followed by a
+ * rounding that is checked for the double-rounding hazard; other cases fall back to strtof_l.
+ */
+KnnwbFloatStatus knnwb_formats_parse_float(const char *p, const char *end, float *value,
+                                           const char **stop);
+
+/** The same for a double (strtod semantics), used by the .knn reader. */
+KnnwbFloatStatus knnwb_formats_parse_double(const char *p, const char *end, double *value,
+                                            const char **stop);
+
+/** TRUE when [p, p+length) spells a missing value: empty, NA, N/A, NaN, null, Inf (any case, signed). */
+gboolean knnwb_formats_is_missing_token(const char *p, size_t length);
+
+/** Formats a double so that strtod gives it back exactly, in the shortest of %.15g/%.16g/%.17g. */
+int knnwb_formats_format_double(char *buffer, size_t size, double value);
+
+/**
+ * The C locale, for strtof_l and for writers, which switch to it with uselocale() so that numbers
+ * are written with '.' whatever LC_NUMERIC the host program set.
+ */
+locale_t knnwb_formats_c_locale(void);
+
+/* ---- errors ---- */
+
+/** Sets KNNWB_ERROR_PARSE "path:line:column: message" (column 0: "path:line: message"). */
+void knnwb_formats_parse_error(GError **error, const char *path, size_t line, size_t column,
+                               const char *format, ...) G_GNUC_PRINTF(5, 6);
+
+/** A printable, shortened copy of a field for messages (at most 40 bytes, escapes controls). */
+char *knnwb_formats_quote_field(const char *p, size_t length);
+
+/* ---- buffered line input ---- */
+
+/**
+ * Streaming line reader over large read() calls. A line is returned without its "\n" or "\r\n"
+ * and stays valid until the next call. A UTF-8 byte-order mark at the start is skipped.
+ */
+typedef struct {
+  const char *path;
+  int fd;
+  char *buffer;
+  size_t capacity;
+  size_t filled;     /* valid bytes in buffer */
+  size_t line_begin; /* offset of the current line */
+  size_t line_end;   /* offset just past the current line's terminator */
+  size_t line_number;
+  uint64_t file_size;
+  gboolean eof;
+  gboolean started;
+} KnnwbTextInput;
+
+/** Opens path. Errors: KNNWB_ERROR_IO. */
+gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError **error);
+/** Closes and frees the buffer; safe on a zeroed or closed input. */
+void knnwb_text_input_close(KnnwbTextInput *input);
+/** Next line: 1 = a line, 0 = end of file, -1 = read error (KNNWB_ERROR_IO set). */
+int knnwb_text_input_next_line(KnnwbTextInput *input, const char **line, size_t *length,
+                               GError **error);
+/**
+ * Appends the next physical line to the current one (for quoted newlines): *line is the whole
+ * record from its first line, with the inner "\n" kept. 0 = end of file (record unchanged).
+ */
+int knnwb_text_input_extend_line(KnnwbTextInput *input, const char **line, size_t *length,
+                                 GError **error);
+
+/* ---- building a matrix row by row ---- */
+
+/** Grows the value array geometrically with realloc (mremap for large blocks: no copy, no peak). */
+typedef struct {
+  size_t n_cols;
+  size_t n_rows;
+  size_t capacity_rows;
+  float *values;
+  GStringChunk *labels_chunk;
+  GPtrArray *row_labels; /* char* into labels_chunk, or NULL when rows are unlabelled */
+  GPtrArray *col_labels; /* owned strings (g_free) */
+  GPtrArray *col_classes;
+} KnnwbMatrixBuilder;
+
+void knnwb_matrix_builder_init(KnnwbMatrixBuilder *builder, size_t n_cols, gboolean row_labels);
+/** Makes room for at least rows rows. Errors: KNNWB_ERROR_NO_MEMORY. */
+gboolean knnwb_matrix_builder_reserve(KnnwbMatrixBuilder *builder, size_t rows, GError **error);
+/** The storage of the next row (not yet counted); grows as needed. NULL + error on failure. */
+float *knnwb_matrix_builder_next_row(KnnwbMatrixBuilder *builder, GError **error);
+/** Counts the row written into knnwb_matrix_builder_next_row()'s storage, with its label. */
+void knnwb_matrix_builder_commit_row(KnnwbMatrixBuilder *builder, const char *label,
+                                     size_t label_length);
+/** Turns the builder into a matrix (the builder is emptied). Errors: KNNWB_ERROR_NO_MEMORY. */
+KnnwbMatrix *knnwb_matrix_builder_finish(KnnwbMatrixBuilder *builder, GError **error);
+void knnwb_matrix_builder_clear(KnnwbMatrixBuilder *builder);
+
+/* ---- the delimited-text engine shared by CSV/TSV and GCT ---- */
+
+/** What a column of a delimited file holds. */
+enum { KNNWB_COLUMN_VALUE = 0, KNNWB_COLUMN_LABEL = 1, KNNWB_COLUMN_SKIP = 2 };
+
+/** Parameters of knnwb_formats_read_delimited_rows(). */
+typedef struct {
+  char delimiter;
+  const guint8 *kinds; /* one KNNWB_COLUMN_* per field */
+  size_t n_fields;
+  KnnwbMissingPolicy missing;
+  size_t expected_rows; /* SIZE_MAX when the file does not declare it */
+} KnnwbDelimitedLayout;
+
+/**
+ * Splits one record (already read, starting at line input->line_number) into fields, handling
+ * quotes (which may pull further lines in through knnwb_text_input_extend_line). fields receives
+ * g_strdup'd unquoted field texts.
+ */
+gboolean knnwb_formats_split_record(KnnwbTextInput *input, char delimiter, const char **line,
+                                    size_t *length, GPtrArray *fields, GError **error);
+
+/**
+ * Reads the remaining records of input as data rows into builder (n_cols = number of VALUE
+ * columns). Blank lines are skipped. Errors: KNNWB_ERROR_PARSE with file:line:column.
+ */
+gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input, const KnnwbDelimitedLayout *layout,
+                                           KnnwbMatrixBuilder *builder, KnnwbReadInfo *info,
+                                           GError **error);
+
+/** Adds one record given as split fields (the first record after header detection). */
+gboolean knnwb_formats_add_split_row(KnnwbTextInput *input, const KnnwbDelimitedLayout *layout,
+                                     GPtrArray *fields, KnnwbMatrixBuilder *builder,
+                                     KnnwbReadInfo *info, GError **error);
+
+/* ---- readers, one per file ---- */
+
+gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,
+                                      char delimiter, KnnwbMatrix **out, KnnwbReadInfo *info,
+                                      GError **error);
+gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *options,
+                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+/** NPY applies options->transpose itself (a Fortran array transposed is a free mapping). */
+gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+
+/* ---- writers ---- */
+
+/** Writes s as a TSV field, quoting it ("" for ") when it holds a tab, quote, CR or LF. */
+void knnwb_formats_write_tsv_field(FILE *stream, const char *s);
+
+/** Label of vertex v: labels[v] when given and non-NULL, else its number in scratch. */
+const char *knnwb_formats_vertex_label(const char *const *labels, int64_t v, char scratch[32]);
+
+/** Checks membership/weights lengths and that membership ids are >= 0. */
+gboolean knnwb_formats_check_output(const KnnwbGraphOutput *output, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,46 @@
+/* Atomic file replacement: write a temporary file beside the target, then rename it into place. */
+#ifndef KNNWB_ATOMIC_FILE_H
+#define KNNWB_ATOMIC_FILE_H
+
+#include <glib.h>
+#include <stdio.h>
+
+G_BEGIN_DECLS
+
+/**
+ * An output file under construction. Readers of the target path see either the old file (or no
+ * file) or the complete new one, never a partial one; a failed or abandoned write leaves nothing.
+ */
+typedef struct KnnwbAtomicFile KnnwbAtomicFile;
+
+/**
+ * Creates a temporary file `.NAME.RANDOM` in the directory of path (same file system, so the final
+ * rename is atomic), with mode 0666 minus the umask, and returns it open for writing.
+ * The target itself is not touched until knnwb_atomic_file_commit().
+ * Errors: KNNWB_ERROR_IO when the directory is not writable or path exists and is not a regular
+ * file (a device such as /dev/null would be replaced by the rename).
+ */
+KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error);
+
+/** The buffered stream to write to (1 MiB buffer). Owned by the file: do not fclose it. */
+FILE *knnwb_atomic_file_stream(KnnwbAtomicFile *file);
+
+/** The final path given to knnwb_atomic_file_open(). */
+const char *knnwb_atomic_file_path(const KnnwbAtomicFile *file);
+
+/**
+ * Flushes, fsyncs and closes the temporary file, renames it over the target and fsyncs the
+ * directory. Always consumes file: on failure the temporary file is removed and the target is
+ * untouched. A write error that happened earlier on the stream (disk full) is reported here.
+ * Errors: KNNWB_ERROR_IO naming the path and the system error.
+ */
+gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error);
+
+/** Closes and removes the temporary file, leaving the target untouched. NULL is fine. */
+void knnwb_atomic_file_abort(KnnwbAtomicFile *file);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbAtomicFile, knnwb_atomic_file_abort)
+
+G_END_DECLS
+
+#endif

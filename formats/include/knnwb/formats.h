@@ -1,0 +1,250 @@
+/* Matrix readers (CIBM, CSV/TSV, GCT, NPY) and graph/table writers (.knn, yEd GML, GraphML, TSV). */
+#ifndef KNNWB_FORMATS_H
+#define KNNWB_FORMATS_H
+
+#include <glib.h>
+#include <igraph.h>
+#include <stddef.h>
+#include <knnwb/atomic_file.h>
+#include <knnwb/knn.h>
+#include <knnwb/matrix.h>
+
+G_BEGIN_DECLS
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading matrices                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Input formats. Rows of the file are the points unless the read options ask to transpose. */
+typedef enum {
+  KNNWB_INPUT_AUTO, /**< by extension (.npy .gct .csv .tsv .tab), then by content */
+  KNNWB_INPUT_CIBM, /**< the GPU-FS-kNN microarray format: <MicroarrayData>, `n m`, rows, ... */
+  KNNWB_INPUT_CSV,  /**< comma-separated, RFC 4180 quoting */
+  KNNWB_INPUT_TSV,  /**< tab-separated, same rules as CSV with a tab */
+  KNNWB_INPUT_GCT,  /**< the Broad's GCT 1.2 or 1.3 */
+  KNNWB_INPUT_NPY   /**< NumPy .npy, float32/float64, C or Fortran order, header versions 1-3 */
+} KnnwbInputFormat;
+
+/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy" (case-insensitive). Errors: INVALID_ARGUMENT. */
+gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format, GError **error);
+/** The name knnwb_formats_input_from_string() accepts. */
+const char *knnwb_formats_input_to_string(KnnwbInputFormat format);
+
+/**
+ * Decides the format of path: .npy, .gct, .csv, .tsv/.tab by extension; otherwise (and for .txt) by
+ * content: NPY magic, `#1.2`/`#1.3`, `<MicroarrayData>`, else TSV when the first line has a tab,
+ * CSV when it has a comma. Reads at most the first 64 KiB.
+ * Errors: KNNWB_ERROR_IO (cannot open), KNNWB_ERROR_PARSE (empty or unrecognisable file).
+ */
+gboolean knnwb_formats_detect_input(const char *path, KnnwbInputFormat *format, GError **error);
+
+/** Whether the first record of a delimited file holds column names. */
+typedef enum {
+  KNNWB_HEADER_AUTO, /**< a header when some field other than the label is not a number */
+  KNNWB_HEADER_YES,
+  KNNWB_HEADER_NO
+} KnnwbHeaderMode;
+
+/** What to do with missing values: empty fields, NA, NaN (any case); Inf counts as missing too. */
+typedef enum {
+  KNNWB_MISSING_ERROR,    /**< a parse error at file:line:column (the default) */
+  KNNWB_MISSING_DROP_ROWS /**< drop the row (of the file, before transposing) with one warning */
+} KnnwbMissingPolicy;
+
+/** Options of knnwb_formats_read_matrix(). Initialise with knnwb_formats_read_options_init(). */
+typedef struct {
+  KnnwbInputFormat format;    /**< default AUTO */
+  gboolean transpose;         /**< file columns become the points (samples as rows); default FALSE */
+  KnnwbHeaderMode header;     /**< CSV/TSV only; default AUTO */
+  int label_column;           /**< CSV/TSV: 0-based column of the row labels, -1 = none; default 0 */
+  KnnwbMissingPolicy missing; /**< default KNNWB_MISSING_ERROR */
+  const char *labels_path;    /**< NPY: optional side file, one row label per line (rows as stored) */
+} KnnwbReadOptions;
+
+/** Fills options with the defaults listed in KnnwbReadOptions. */
+void knnwb_formats_read_options_init(KnnwbReadOptions *options);
+
+/** What a read did, for reports. */
+typedef struct {
+  KnnwbInputFormat format; /**< the format actually read (never AUTO) */
+  size_t n_dropped_rows;   /**< rows dropped for missing values (policy DROP_ROWS) */
+  size_t first_dropped_line; /**< 1-based line (NPY: row) of the first dropped row, 0 if none */
+  gboolean mapped;         /**< the values are a memory mapping of the file (NPY) */
+} KnnwbReadInfo;
+
+/**
+ * Reads path into a new matrix (*out, freed with knnwb_matrix_free). Row labels come from the label
+ * column (CSV/TSV), the first field (CIBM) or Name (GCT); column labels from the header,
+ * <SamplesNames> or the GCT header; <SamplesClasses> become col_classes. Transposing swaps these.
+ * Values are parsed to the nearest float (exactly as strtof would); UTF-8 BOM, CRLF, trailing
+ * blanks and blank lines are accepted; quoted CSV/TSV fields may hold delimiters, quotes ("") and
+ * newlines; labels must be valid UTF-8. info may be NULL.
+ *
+ * Errors: KNNWB_ERROR_IO (open/read failed), KNNWB_ERROR_PARSE with the message
+ * "path:line:column: what is wrong" (NPY: "path: ..." with the byte offset or row), and
+ * KNNWB_ERROR_NO_MEMORY when declared or actual sizes overflow or cannot be allocated: absurd header
+ * dimensions are checked against the file size before anything is allocated.
+ * Complexity: one streaming pass, O(file size) time; memory: the matrix plus a 4 MiB buffer and the
+ * labels (a transposed read holds two copies of the matrix briefly). NPY float32 in C order (or
+ * Fortran order with transpose) is memory-mapped, not copied.
+ */
+gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
+                                   KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writing graphs and tables. Every writer is atomic (see atomic_file.h).                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Output formats. */
+typedef enum {
+  KNNWB_OUTPUT_AUTO,         /**< by extension, see knnwb_formats_output_from_path() */
+  KNNWB_OUTPUT_KNN,          /**< the seed's .knn: `n m`, then `source target weight`, 0-based */
+  KNNWB_OUTPUT_GML,          /**< GML for yEd, with graphics, layout and colours */
+  KNNWB_OUTPUT_GRAPHML,      /**< GraphML for Cytoscape and Gephi */
+  KNNWB_OUTPUT_LABELS_TSV,   /**< cluster labels: label, cluster, cluster size */
+  KNNWB_OUTPUT_NEIGHBORS_TSV /**< neighbour table: label, rank, neighbour label, distance */
+} KnnwbOutputFormat;
+
+/** Parses "auto", "knn", "gml", "graphml", "labels", "neighbors"/"neighbours". Errors: INVALID_ARGUMENT. */
+gboolean knnwb_formats_output_from_string(const char *name, KnnwbOutputFormat *format,
+                                          GError **error);
+/** The name knnwb_formats_output_from_string() accepts. */
+const char *knnwb_formats_output_to_string(KnnwbOutputFormat format);
+
+/**
+ * Picks the output format from path's extension (case-insensitive): .knn, .gml, .graphml,
+ * .labels.tsv or .clusters.tsv (labels), any other .tsv (neighbours).
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT for other extensions (the message lists the known ones).
+ */
+gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *format,
+                                        GError **error);
+
+/** How GML nodes get coordinates. */
+typedef enum {
+  KNNWB_LAYOUT_AUTO, /**< Fruchterman-Reingold up to fr_max_vertices, DrL above */
+  KNNWB_LAYOUT_FR,   /**< igraph_layout_fruchterman_reingold (weights as attraction) */
+  KNNWB_LAYOUT_DRL,  /**< igraph_layout_drl, for large graphs */
+  KNNWB_LAYOUT_NONE  /**< no coordinates (yEd piles the nodes up; use its own layouts) */
+} KnnwbLayout;
+
+/** Parses "auto", "fr", "drl", "none". Errors: INVALID_ARGUMENT. */
+gboolean knnwb_formats_layout_from_string(const char *name, KnnwbLayout *layout, GError **error);
+
+/**
+ * Computes a 2-D layout of graph into coordinates (an initialised matrix, resized to n x 2), scaled
+ * so that the mean edge is about 4 node sizes long. Weights (distances, may be NULL) make near
+ * neighbours pull harder. Deterministic for a given seed: it reseeds igraph's default RNG (global).
+ * Errors: KNNWB_ERROR_IGRAPH, KNNWB_ERROR_INVALID_ARGUMENT (layout NONE).
+ * Complexity: FR O(iterations * n^2) (use it for n up to a few thousand); DrL O(iterations * n).
+ */
+gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weights,
+                              KnnwbLayout layout, igraph_integer_t fr_max_vertices,
+                              unsigned long seed, double node_size, igraph_matrix_t *coordinates,
+                              GError **error);
+
+/** Appearance options of the yEd GML and GraphML writers. Initialise with knnwb_formats_gml_options_init(). */
+typedef struct {
+  KnnwbLayout layout;                   /**< default AUTO */
+  igraph_integer_t fr_max_vertices;     /**< AUTO switches to DrL above this; default 3000 */
+  unsigned long seed;                   /**< layout RNG seed; default 42 */
+  const igraph_matrix_t *coordinates;   /**< n x 2 precomputed coordinates; overrides layout */
+  const igraph_vector_int_t *focus;     /**< vertex ids to highlight (the "dummy probe"); may be NULL */
+  double node_size;                     /**< node width/height; default 30 */
+  double font_size;                     /**< label font size; default 12 */
+  double edge_width;                    /**< default 1 */
+} KnnwbGmlOptions;
+
+/** Fills options with the defaults listed in KnnwbGmlOptions. */
+void knnwb_formats_gml_options_init(KnnwbGmlOptions *options);
+
+/** Everything a graph writer may use. Only graph is required. */
+typedef struct {
+  const igraph_t *graph;
+  const igraph_vector_t *weights;        /**< per-edge distance; NULL = 1 everywhere */
+  const char *const *labels;             /**< per-vertex labels; NULL = vertex numbers */
+  const igraph_vector_int_t *membership; /**< per-vertex cluster (0-based); may be NULL */
+  const KnnwbGmlOptions *gml;            /**< NULL = defaults */
+} KnnwbGraphOutput;
+
+/**
+ * Writes the graph in the given format (AUTO = from path's extension). LABELS_TSV needs a
+ * membership. Errors: as the individual writers below, KNNWB_ERROR_INVALID_ARGUMENT when the
+ * format needs something missing.
+ */
+gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
+                                   const KnnwbGraphOutput *output, GError **error);
+
+/**
+ * Writes the seed's .knn format: first line `vertices edges`, then one `source target weight` line
+ * per edge in igraph edge order, 0-based; weights printed with %.9g when they are floats (enough to
+ * round-trip a float), %.17g otherwise, so that read_knn gives back identical doubles. weights
+ * NULL writes 1. Direction is not stored (the reader is told).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (weights of the wrong length).
+ * Complexity: O(V + E) time, O(1) extra memory.
+ */
+gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
+                                 const igraph_vector_t *weights, GError **error);
+
+/**
+ * Reads a .knn file into graph (uninitialised on entry; initialised on success only) and weights
+ * (an initialised vector, resized to the edge count). Strict: exactly `n m` then m lines of
+ * `source target weight` (whitespace separated, CRLF and trailing blank lines allowed), vertices in
+ * [0, n), finite weights, nothing after the m-th edge.
+ * Errors: KNNWB_ERROR_PARSE "path:line:column: message", KNNWB_ERROR_IO, KNNWB_ERROR_NO_MEMORY
+ * (declared sizes are checked against the file size before allocating), KNNWB_ERROR_IGRAPH.
+ * Complexity: O(file size).
+ */
+gboolean knnwb_formats_read_knn(const char *path, igraph_bool_t directed, igraph_t *graph,
+                                igraph_vector_t *weights, GError **error);
+
+/**
+ * Streams GML that yEd lays out and colours: node `id`, `label`, `graphics [ x y w h type fill
+ * outline ]`, `LabelGraphics [ text fontSize ]`, and keys `cluster`, `clusterSize`, `focus`; edges
+ * with `weight` and `graphics [ fill width ]` (targetArrow only for directed graphs). Nodes are
+ * coloured by cluster (a fixed 20-colour palette, grey without membership); focus nodes are
+ * hexagons twice the size with a red outline. Strings are ASCII with &-entities (GML's rule).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_IGRAPH (layout), KNNWB_ERROR_INVALID_ARGUMENT (vector sizes).
+ * Complexity: O(V + E) plus the layout.
+ */
+gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *output, GError **error);
+
+/**
+ * Streams GraphML with keys label (string), cluster (int), x, y (double, when a layout is computed
+ * or given), focus (boolean) on nodes and weight (double) on edges.
+ * Errors and complexity as knnwb_formats_write_gml().
+ */
+gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *output,
+                                     GError **error);
+
+/**
+ * Writes the cluster table: header `label<TAB>cluster<TAB>size`, then one line per vertex in
+ * order: its label (or number), its cluster (0-based) and that cluster's size. labels may be NULL.
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (negative cluster id).
+ * Complexity: O(n + number of clusters).
+ */
+gboolean knnwb_formats_write_labels_tsv(const char *path, const igraph_vector_int_t *membership,
+                                        const char *const *labels, GError **error);
+
+/**
+ * Writes the neighbour table of a graph: header `label<TAB>rank<TAB>neighbor<TAB>distance`, then
+ * for each vertex its neighbours (out-neighbours if directed) sorted by (distance, vertex id),
+ * rank from 1. For a graph from knnwb_graph_from_neighbors (directed) this is the kNN list.
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_IGRAPH. Complexity: O(V + E log(max degree)).
+ */
+gboolean knnwb_formats_write_neighbors_tsv(const char *path, const igraph_t *graph,
+                                           const igraph_vector_t *weights,
+                                           const char *const *labels, GError **error);
+
+/**
+ * The same table straight from neighbour lists (also query-vs-reference): query_labels label
+ * the queries, reference_labels the neighbours (either may be NULL = numbers). Slots with index -1
+ * (rows without neighbours) are skipped. Errors: KNNWB_ERROR_IO. Complexity: O(n k).
+ */
+gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNeighbors *neighbors,
+                                                const char *const *query_labels,
+                                                const char *const *reference_labels,
+                                                GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,156 @@
+/* Streaming line input over large read() calls: no stdio, no per-line allocation. */
+#include "formats_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Large enough that read() overhead vanishes, small enough to stay in L2/L3 reach. */
+enum { KNNWB_TEXT_INPUT_CHUNK = 4 << 20 };
+
+gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError **error)
+{
+  memset(input, 0, sizeof *input);
+  input->fd = -1;
+  input->path = path;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int saved = errno;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path,
+                g_strerror(saved));
+    return FALSE;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: not a readable file", path);
+    close(fd);
+    return FALSE;
+  }
+  input->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  input->fd = fd;
+  input->capacity = KNNWB_TEXT_INPUT_CHUNK;
+  input->buffer = g_malloc(input->capacity);
+  return TRUE;
+}
+
+void knnwb_text_input_close(KnnwbTextInput *input)
+{
+  if (input->fd >= 0)
+    close(input->fd);
+  input->fd = -1;
+  g_clear_pointer(&input->buffer, g_free);
+}
+
+/* Moves the current line to the front of the buffer and reads more after it. 0 = nothing more. */
+static int knnwb_text_input_fill(KnnwbTextInput *input, GError **error)
+{
+  if (input->eof)
+    return 0;
+  if (input->line_begin > 0) {
+    memmove(input->buffer, input->buffer + input->line_begin, input->filled - input->line_begin);
+    input->filled -= input->line_begin;
+    input->line_end -= input->line_begin;
+    input->line_begin = 0;
+  }
+  if (input->capacity - input->filled < KNNWB_TEXT_INPUT_CHUNK / 2) {
+    /* A single line longer than the buffer: grow (a 295-column row is a few KiB; this is rare). */
+    input->capacity *= 2;
+    input->buffer = g_realloc(input->buffer, input->capacity);
+  }
+  for (;;) {
+    ssize_t got = read(input->fd, input->buffer + input->filled, input->capacity - input->filled);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      int saved = errno;
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s:%zu: read failed: %s", input->path,
+                  input->line_number, g_strerror(saved));
+      return -1;
+    }
+    if (got == 0) {
+      input->eof = TRUE;
+      return 0;
+    }
+    if (!input->started) {
+      input->started = TRUE;
+      input->filled += (size_t)got;
+      if (input->filled >= 3 && memcmp(input->buffer, "\xEF\xBB\xBF", 3) == 0) {
+        input->line_begin = input->line_end = 3;
+      }
+      return 1;
+    }
+    input->filled += (size_t)got;
+    return 1;
+  }
+}
+
+/*
+ * Finds the end of the line that starts at line_begin, searching from line_begin + searched_from
+ * (the bytes before are known to hold no newline). Sets line_end. 1 = found (or the last line
+ * without a newline), 0 = end of file with no byte after line_begin + searched_from, -1 = error.
+ */
+static int knnwb_text_input_find_end(KnnwbTextInput *input, size_t searched_from, GError **error)
+{
+  size_t relative = searched_from;
+  for (;;) {
+    size_t from = input->line_begin + relative;
+    const char *newline =
+        from < input->filled ? memchr(input->buffer + from, '\n', input->filled - from) : NULL;
+    if (newline != NULL) {
+      input->line_end = (size_t)(newline - input->buffer) + 1;
+      return 1;
+    }
+    relative = input->filled - input->line_begin;
+    int filled = knnwb_text_input_fill(input, error); /* may move line_begin to 0 */
+    if (filled < 0)
+      return -1;
+    if (filled == 0) {
+      if (input->filled == input->line_begin + searched_from)
+        return 0;
+      input->line_end = input->filled;
+      return 1;
+    }
+  }
+}
+
+static void knnwb_text_input_current(KnnwbTextInput *input, const char **line, size_t *length)
+{
+  size_t end = input->line_end;
+  if (end > input->line_begin && input->buffer[end - 1] == '\n')
+    end--;
+  if (end > input->line_begin && input->buffer[end - 1] == '\r')
+    end--;
+  *line = input->buffer + input->line_begin;
+  *length = end - input->line_begin;
+}
+
+int knnwb_text_input_next_line(KnnwbTextInput *input, const char **line, size_t *length,
+                               GError **error)
+{
+  if (!input->started) {
+    int filled = knnwb_text_input_fill(input, error);
+    if (filled <= 0)
+      return filled;
+  }
+  input->line_begin = input->line_end;
+  int found = knnwb_text_input_find_end(input, 0, error);
+  if (found <= 0)
+    return found;
+  input->line_number++;
+  knnwb_text_input_current(input, line, length);
+  return 1;
+}
+
+int knnwb_text_input_extend_line(KnnwbTextInput *input, const char **line, size_t *length,
+                                 GError **error)
+{
+  int found = knnwb_text_input_find_end(input, input->line_end - input->line_begin, error);
+  if (found <= 0)
+    return found;
+  input->line_number++;
+  knnwb_text_input_current(input, line, length);
+  return 1;
+}

@@ -1,0 +1,89 @@
+/*
+ * The plain C interface of everything in kernels/ (CUDA). Nothing outside kernels/ includes CUDA
+ * headers; core and clustering call these launchers. When knnwb is built without CUDA, core/
+ * provides stand-ins that report "not built with CUDA".
+ */
+#ifndef KNNWB_KERNELS_H
+#define KNNWB_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Score of a (query, reference) pair computed in float32 by a backend; smaller is nearer. The
+ * exact double distance is recomputed afterwards by core, which also certifies the selection with
+ * a rounding-error bound, so a backend only has to find the kc smallest scores per query row.
+ */
+typedef enum {
+  KNNWB_SCORE_DOT = 0,     /* 1 - q.r          (rows already centred/normalised by core) */
+  KNNWB_SCORE_ABS_DOT = 1, /* 1 - |q.r| */
+  KNNWB_SCORE_L2 = 2,      /* |r|^2 - 2 q.r    (|q|^2 omitted: constant per query row) */
+  KNNWB_SCORE_L1 = 3       /* sum |q - r| */
+} KnnwbScoreKind;
+
+/** Status codes of the launchers. */
+enum {
+  KNNWB_KERNELS_OK = 0,
+  KNNWB_KERNELS_ERROR = 1,        /* a CUDA/cuBLAS call failed; message names it */
+  KNNWB_KERNELS_NO_DEVICE = 2,    /* no usable GPU, or not built with CUDA */
+  KNNWB_KERNELS_CANCELLED = 3,    /* *cancel became non-zero */
+  KNNWB_KERNELS_OUT_OF_MEMORY = 4 /* even the smallest tiles do not fit the budget */
+};
+
+typedef void (*KnnwbKernelsProgress)(uint64_t done, uint64_t total, void *data);
+
+/**
+ * One candidate-selection job: for every query row i, the kc reference rows with the smallest
+ * scores (any order, ties arbitrary) into out_index[i*kc ..] / out_score[i*kc ..].
+ *
+ * Contract: query is n_query x dim row-major float32, reference n_reference x dim (the same pointer
+ * when self != 0, then pairs i == j are excluded and tile (i, j) may also feed the rows of j; note
+ * that KNNWB_SCORE_L2 is not symmetric: seen from row j, the score of i is s(i,j) - |r_j|^2 + |r_i|^2).
+ * reference_sqnorms (n_reference floats) is given for KNNWB_SCORE_L2 only. reference_invalid (NULL
+ * or n_reference bytes) marks rows that must never be candidates (and, when self, never queried:
+ * their outputs are ignored). kc <= number of valid references (minus one when self), so every
+ * query row has kc candidates. Both matrices live in host memory (pinned or not) and may be far
+ * larger than a device: implementations stream them in tiles bounded by memory_bytes.
+ */
+typedef struct {
+  const float *query;
+  size_t n_query;
+  const float *reference;
+  size_t n_reference;
+  const float *reference_sqnorms;
+  const unsigned char *reference_invalid;
+  size_t dim;
+  int score_kind; /* KnnwbScoreKind */
+  int self;
+  size_t kc;
+  /* execution */
+  int n_threads;       /* CPU backend: threads (>= 1) */
+  size_t memory_bytes; /* CPU: tile budget in bytes; CUDA: per-device budget (0 = 90% of free) */
+  const int *devices;  /* CUDA: ordinals, NULL = all */
+  int n_devices;
+  KnnwbKernelsProgress progress;
+  void *progress_data;
+  const volatile int *cancel;
+  /* output */
+  int64_t *out_index;
+  float *out_score;
+} KnnwbSelectJob;
+
+/** Number of usable CUDA devices (0 when none, or when not built with CUDA). Never fails. */
+int knnwb_cuda_device_count(void);
+
+/**
+ * Runs a selection job on the GPUs. Returns a KNNWB_KERNELS_* status; on failure message (of
+ * message_size bytes) says what failed, naming the CUDA/cuBLAS call.
+ */
+int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,96 @@
+/*
+ * Internal C++ interface between the CUDA files of the selection backend (cuda_select.cu drives,
+ * tile_select.cu selects, tile_l1.cu computes manhattan tiles). Not installed, not for core.
+ *
+ * Selection state, per resident row r (device memory):
+ *   list_score/list_index[r*kc ..]  the kc best (score, reference index) so far, any order;
+ *                                   empty slots have index -1 and score +inf;
+ *   thr[r]                          the kc-th best score of the list (+inf while not full): a new
+ *                                   pair can only matter when its score is strictly below it;
+ *   cand_score/cand_index[r*cap ..] candidates that passed thr, appended by the tile filter;
+ *   count[r]                        candidates appended (may exceed cap: the row "overflowed").
+ * A row is merged (list + candidates -> new list, new thr) once its count passes lazy_limit, so the
+ * expensive k-selection runs rarely; an overflowed row is merged from the tile itself, which is still
+ * on the device.
+ */
+#ifndef KNNWB_SELECT_INTERNAL_H
+#define KNNWB_SELECT_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+namespace knnwb_cuda {
+
+/** Device-side selection state for a set of resident rows (see the file comment). */
+struct SelectState {
+  int kc;
+  int cap;
+  int lazy_limit;
+  float *list_score;
+  int *list_index;
+  float *thr;
+  float *cand_score;
+  int *cand_index;
+  int *count;
+  /* rows to merge after the current tile: tile-local line, bit 31 set for a tile column */
+  int *merge_list;
+  int *merge_count;
+  /* per merge block: room for one compacted tile line (key, index) */
+  uint32_t *scratch_key;
+  int *scratch_index;
+  int scratch_len;
+  int merge_blocks;
+};
+
+/**
+ * One tile of products: tile[i*ld + j] = q_i . r_j (or sum |q_i - r_j| for L1) for i < n_rows
+ * (queries), j < n_cols (references). The row pass updates state rows row_state0 + i with
+ * candidates col_global0 + j; when do_cols (self job, off-diagonal tile) the column pass updates
+ * state rows col_state0 + j with candidates row_global0 + i.
+ */
+struct TileGeom {
+  const float *tile;
+  size_t ld;
+  int n_rows;
+  int n_cols;
+  int row_global0;
+  int col_global0;
+  int row_state0;
+  int col_state0;
+  int do_cols;
+  int self;
+  int kind;
+  const float *sqnorms;         /* reference squared norms by global index (L2 only) */
+  const unsigned char *invalid; /* reference rows never to be candidates, or NULL */
+};
+
+/** Empties rows [row0, row0 + n_rows) of the state. */
+cudaError_t launch_state_reset(const SelectState &state, int row0, int n_rows, cudaStream_t stream);
+
+/** Filters a finished tile into the state and merges the rows that need it. */
+cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
+
+/** Merges the pending candidates of rows [row0, row0 + n_rows) into their lists. */
+cudaError_t launch_final_merge(const SelectState &state, int row0, int n_rows, cudaStream_t stream);
+
+/** Copies the lists of rows [row0, row0 + n_rows) to out_index (int64) and out_score. */
+cudaError_t launch_extract(const SelectState &state, int row0, int n_rows, int64_t *out_index,
+                           float *out_score, cudaStream_t stream);
+
+/** Dynamic shared memory of the merge kernel for kc; sets the kernel's limit on the current device. */
+cudaError_t prepare_merge_kernel(int kc, size_t *shared_bytes);
+
+/** Largest kc the merge kernel supports on the current device. */
+int max_supported_kc(void);
+
+/**
+ * Manhattan tile: out[i*ld + j] = sum_k |q[i*dpad + k] - r[j*dpad + k]| for i < n_q, j < n_r.
+ * dpad is a multiple of 8 (zero padding), ld a multiple of 128 and at least the rounded-up n_r.
+ */
+cudaError_t launch_l1_tile(const float *q, int n_q, const float *r, int n_r, int dpad, float *out,
+                           size_t ld, cudaStream_t stream);
+
+} // namespace knnwb_cuda
+
+#endif

@@ -1,0 +1,173 @@
+/* Internal interfaces of the `knnwb` program: step registry, plugin loader, pipelines, utilities. */
+#ifndef KNNWB_HOST_H
+#define KNNWB_HOST_H
+
+#include <glib.h>
+#include <gmodule.h>
+#include <knnwb/plugin.h>
+
+G_BEGIN_DECLS
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Utilities                                                                                        */
+
+/**
+ * Parses a byte size: a non-negative integer or decimal with an optional suffix K, M, G, T (powers
+ * of 1024, case-insensitive, optionally followed by "B" or "iB"): "4G", "512M", "1.5GiB", "1000".
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT (syntax or overflow of 64 bits).
+ */
+gboolean knnwb_host_parse_bytes(const char *text, guint64 *bytes, GError **error);
+
+/** Formats a byte count for humans ("1.5 GiB"). Returns a new string. */
+char *knnwb_host_format_bytes(guint64 bytes);
+
+/**
+ * Installs SIGINT/SIGTERM handlers that set the returned flag (the core's cancel option) and
+ * remember the signal; a second signal kills the process the default way. Idempotent.
+ */
+const volatile gint *knnwb_host_signals_install(void);
+/** The signal that set the flag (0 when none). */
+int knnwb_host_signals_received(void);
+/** The exit status for a run stopped by a signal: 128 + signal number. */
+int knnwb_host_signals_exit_status(void);
+
+/** The igraph error handler the host installs at start: records the message, never aborts. */
+void knnwb_host_igraph_init(void);
+
+/** A terminal progress line on stderr: "label: done/total tiles, rate/s, ETA". */
+typedef struct KnnwbHostProgress KnnwbHostProgress;
+/** Returns NULL (no progress) when quiet or stderr is not a terminal. */
+KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
+/** A KnnwbProgressFunc; data is the KnnwbHostProgress (NULL is fine). */
+void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
+/** Ends the line and frees. NULL is fine. */
+void knnwb_host_progress_finish(KnnwbHostProgress *progress);
+
+/** Resets the process's peak resident size (Linux clear_refs); FALSE when not supported. */
+gboolean knnwb_host_memory_reset_peak(void);
+/** The process's peak resident size in bytes since the last reset (or since start). */
+guint64 knnwb_host_memory_peak(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Step registry and plugins                                                                        */
+
+typedef struct {
+  char *name;
+  char *version;
+  char *description;
+  char *path; /* NULL for the steps built into the host */
+  GModule *module;
+  GPtrArray *steps; /* const KnnwbStepType * */
+} KnnwbHostPlugin;
+
+typedef struct {
+  const KnnwbStepType *type;
+  const KnnwbHostPlugin *plugin;
+} KnnwbHostStep;
+
+typedef struct {
+  GPtrArray *plugins; /* KnnwbHostPlugin *, in load order */
+  GHashTable *steps;  /* name -> KnnwbHostStep * */
+  GPtrArray *refused; /* char *: "path: reason" */
+} KnnwbHostRegistry;
+
+KnnwbHostRegistry *knnwb_host_registry_new(void);
+void knnwb_host_registry_free(KnnwbHostRegistry *registry);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbHostRegistry, knnwb_host_registry_free)
+
+/**
+ * Registers a plugin descriptor (from a module or built in). The plugin's steps are added only
+ * when its init and every registration succeed. Errors: KNNWB_ERROR_FAILED with the reason.
+ */
+gboolean knnwb_host_registry_add_plugin(KnnwbHostRegistry *registry,
+                                        const KnnwbPluginDescriptor *descriptor, const char *path,
+                                        GModule *module, GError **error);
+
+/** Looks a step type up; NULL when unknown. */
+const KnnwbHostStep *knnwb_host_registry_lookup(const KnnwbHostRegistry *registry,
+                                                const char *name);
+
+/** Step names sorted, for listings and "did you mean". Free the array only (g_free). */
+const char **knnwb_host_registry_step_names(const KnnwbHostRegistry *registry, guint *n);
+
+/** The descriptor of the steps built into the host (formats and clustering). */
+const KnnwbPluginDescriptor *knnwb_host_builtin_descriptor(void);
+
+/**
+ * The plugin search path: the --plugin-path entries, then KNNWB_PLUGIN_PATH, then the installed
+ * plugin directory (or, when the program runs from its build tree, the build's plugin directory).
+ * Returns a NULL-terminated array (g_strfreev).
+ */
+char **knnwb_host_plugin_search_path(const char *option_path);
+
+/**
+ * Loads every module in the directories (in order; a plugin name already loaded shadows later
+ * ones). Modules refused (wrong ABI, missing descriptor, failing init, name clash) are recorded in
+ * registry->refused and, unless quiet, reported on stderr; loading goes on.
+ */
+void knnwb_host_load_plugins(KnnwbHostRegistry *registry, char *const *directories, gboolean quiet);
+
+/** Loads one module file. Errors: KNNWB_ERROR_FAILED with a clear reason. */
+gboolean knnwb_host_load_plugin_file(KnnwbHostRegistry *registry, const char *path, GError **error);
+
+/**
+ * Checks one parameter value text against its spec (not file params' paths): fills value->v_*.
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT with a message naming the parameter.
+ */
+gboolean knnwb_host_param_parse(const KnnwbParamSpec *spec, const char *text,
+                                KnnwbParamValue *value, GError **error);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Pipelines                                                                                        */
+
+typedef struct KnnwbPipeline KnnwbPipeline;
+
+/** Options of loading and running a pipeline. */
+typedef struct {
+  GHashTable *overrides; /* variable name -> value (from --set) */
+  const char *output_dir; /* base of relative output paths; NULL = current directory */
+  int n_threads;
+  size_t memory_bytes;
+  gboolean quiet;
+  gboolean report;
+} KnnwbPipelineOptions;
+
+/**
+ * Parses and validates path: XML well-formedness and the schema, then every semantic check
+ * (unknown step types and parameters, types and ranges, references, cycles, kinds, file paths).
+ * All problems are reported, each as "file:line: message", in one error joined by newlines.
+ * Errors: KNNWB_ERROR_PARSE (XML/schema), KNNWB_ERROR_INVALID_ARGUMENT (semantic), KNNWB_ERROR_IO.
+ */
+KnnwbPipeline *knnwb_pipeline_load(const char *path, const KnnwbHostRegistry *registry,
+                                   const KnnwbPipelineOptions *options, GError **error);
+void knnwb_pipeline_free(KnnwbPipeline *pipeline);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbPipeline, knnwb_pipeline_free)
+
+/** Writes the plan (steps in run order, inputs, parameters, outputs) to out. */
+void knnwb_pipeline_print_plan(const KnnwbPipeline *pipeline, FILE *out);
+
+/**
+ * Runs the steps in dependency order. Outputs are written to temporaries and renamed into place
+ * only when every step succeeded; on failure or cancellation they are removed.
+ * Errors: the failing step's error prefixed with "file:line: step 'id' (type):".
+ */
+gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions *options,
+                            const volatile gint *cancel, GError **error);
+
+/** The vertex labels of a graph or clustering value (from its points), or NULL. */
+const char *const *knnwb_host_value_labels(const KnnwbValue *value);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Commands                                                                                         */
+
+int knnwb_host_command_knn(int argc, char **argv);
+int knnwb_host_command_run(int argc, char **argv);
+int knnwb_host_command_validate(int argc, char **argv);
+int knnwb_host_command_plugins(int argc, char **argv);
+
+/** Prints "knnwb: message" to stderr. */
+void knnwb_host_print_error(const GError *error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,645 @@
+/* Loading a pipeline: XML (libxml2, with big line numbers), the schema (share/pipeline.xsd, built
+ * into the program so validation never depends on finding a file), variables, then the semantic
+ * checks. Every problem is reported as "file:line: message"; all of them, not just the first. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlschemas.h>
+#include <knnwb/error.h>
+#include "knnwb_pipeline_schema.h"
+#include "pipeline_internal.h"
+
+typedef struct {
+  const char *path;
+  GString *messages;
+  guint n_errors;
+} KnnwbPipelineDiagnostics;
+
+G_GNUC_PRINTF(3, 4)
+static void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line,
+                                  const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  if (diagnostics->messages->len > 0)
+    g_string_append_c(diagnostics->messages, '\n');
+  if (line > 0)
+    g_string_append_printf(diagnostics->messages, "%s:%d: %s", diagnostics->path, line, message);
+  else
+    g_string_append_printf(diagnostics->messages, "%s: %s", diagnostics->path, message);
+  diagnostics->n_errors++;
+}
+
+/* libxml2's structured errors (parser and schema validator) into our diagnostics. */
+static void knnwb_pipeline_xml_error(void *data, xmlErrorPtr xml_error)
+{
+  KnnwbPipelineDiagnostics *diagnostics = data;
+  if (xml_error == NULL || xml_error->level == XML_ERR_WARNING)
+    return;
+  g_autofree char *message = g_strdup(xml_error->message ? xml_error->message : "XML error");
+  g_strchomp(message);
+  knnwb_pipeline_report(diagnostics, xml_error->line, "%s", message);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static void knnwb_pipeline_step_free(gpointer data)
+{
+  KnnwbPipelineStep *step = data;
+  g_free(step->id);
+  g_free(step->type_name);
+  g_ptr_array_unref(step->inputs);
+  g_ptr_array_unref(step->params);
+  if (step->texts != NULL && step->step != NULL)
+    for (guint i = 0; i < step->step->type->n_params; i++)
+      g_free(step->texts[i]);
+  g_free(step->texts);
+  g_free(step->values);
+  g_free(step->sources);
+  g_free(step);
+}
+
+static void knnwb_pipeline_input_free(gpointer data)
+{
+  KnnwbPipelineInput *input = data;
+  g_free(input->name);
+  g_free(input->from);
+  g_free(input);
+}
+
+static void knnwb_pipeline_param_free(gpointer data)
+{
+  KnnwbPipelineParam *param = data;
+  g_free(param->name);
+  g_free(param->raw);
+  g_free(param->value);
+  g_free(param);
+}
+
+static void knnwb_pipeline_variable_free(gpointer data)
+{
+  KnnwbPipelineVariable *variable = data;
+  g_free(variable->name);
+  g_free(variable->value);
+  g_free(variable);
+}
+
+void knnwb_pipeline_free(KnnwbPipeline *pipeline)
+{
+  if (pipeline == NULL)
+    return;
+  g_free(pipeline->path);
+  g_free(pipeline->dir);
+  g_free(pipeline->name);
+  g_free(pipeline->output_dir);
+  g_ptr_array_unref(pipeline->variables);
+  g_ptr_array_unref(pipeline->steps);
+  g_free(pipeline->order);
+  g_free(pipeline);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Reading the document into the pipeline structure.                                                */
+
+static char *knnwb_pipeline_attribute(xmlNode *node, const char *name)
+{
+  xmlChar *value = xmlGetProp(node, (const xmlChar *)name);
+  char *copy = g_strdup(value ? (const char *)value : "");
+  xmlFree(value);
+  return copy;
+}
+
+static gboolean knnwb_pipeline_is(xmlNode *node, const char *name)
+{
+  return node->type == XML_ELEMENT_NODE && xmlStrcmp(node->name, (const xmlChar *)name) == 0;
+}
+
+static void knnwb_pipeline_read_tree(KnnwbPipeline *pipeline, xmlNode *root)
+{
+  pipeline->name = knnwb_pipeline_attribute(root, "name");
+  for (xmlNode *node = root->children; node != NULL; node = node->next) {
+    if (knnwb_pipeline_is(node, "variable")) {
+      KnnwbPipelineVariable *variable = g_new0(KnnwbPipelineVariable, 1);
+      variable->name = knnwb_pipeline_attribute(node, "name");
+      variable->value = knnwb_pipeline_attribute(node, "value");
+      variable->line = (int)xmlGetLineNo(node);
+      g_ptr_array_add(pipeline->variables, variable);
+    } else if (knnwb_pipeline_is(node, "step")) {
+      KnnwbPipelineStep *step = g_new0(KnnwbPipelineStep, 1);
+      step->id = knnwb_pipeline_attribute(node, "id");
+      step->type_name = knnwb_pipeline_attribute(node, "type");
+      step->line = (int)xmlGetLineNo(node);
+      step->inputs = g_ptr_array_new_with_free_func(knnwb_pipeline_input_free);
+      step->params = g_ptr_array_new_with_free_func(knnwb_pipeline_param_free);
+      for (xmlNode *child = node->children; child != NULL; child = child->next) {
+        if (knnwb_pipeline_is(child, "input")) {
+          KnnwbPipelineInput *input = g_new0(KnnwbPipelineInput, 1);
+          input->name = knnwb_pipeline_attribute(child, "name");
+          input->from = knnwb_pipeline_attribute(child, "step");
+          input->line = (int)xmlGetLineNo(child);
+          g_ptr_array_add(step->inputs, input);
+        } else if (knnwb_pipeline_is(child, "param")) {
+          KnnwbPipelineParam *param = g_new0(KnnwbPipelineParam, 1);
+          param->name = knnwb_pipeline_attribute(child, "name");
+          param->raw = knnwb_pipeline_attribute(child, "value");
+          param->line = (int)xmlGetLineNo(child);
+          g_ptr_array_add(step->params, param);
+        }
+      }
+      g_ptr_array_add(pipeline->steps, step);
+    }
+  }
+}
+
+/* Parses and schema-validates path; returns the document or NULL with diagnostics reported. */
+static xmlDoc *knnwb_pipeline_read_xml(const char *path, KnnwbPipelineDiagnostics *diagnostics)
+{
+  xmlSetStructuredErrorFunc(diagnostics, knnwb_pipeline_xml_error);
+  /* BIG_LINES: line numbers past 65535 are right; NONET: a pipeline never fetches anything;
+   * no NOENT: external entities are not expanded. */
+  xmlDoc *document = xmlReadFile(path, NULL, XML_PARSE_BIG_LINES | XML_PARSE_NONET);
+  if (document == NULL) {
+    if (diagnostics->n_errors == 0)
+      knnwb_pipeline_report(diagnostics, 0, "not a well-formed XML document");
+    xmlSetStructuredErrorFunc(NULL, NULL);
+    return NULL;
+  }
+  xmlNode *root = xmlDocGetRootElement(document);
+  if (root == NULL || !knnwb_pipeline_is(root, "pipeline")) {
+    knnwb_pipeline_report(diagnostics, root ? (int)xmlGetLineNo(root) : 0,
+                          "the root element must be <pipeline>, not <%s>",
+                          root ? (const char *)root->name : "");
+    xmlSetStructuredErrorFunc(NULL, NULL);
+    xmlFreeDoc(document);
+    return NULL;
+  }
+
+  xmlSchemaParserCtxt *parser = xmlSchemaNewMemParserCtxt(knnwb_pipeline_schema,
+                                                          (int)sizeof knnwb_pipeline_schema - 1);
+  xmlSchema *schema = parser ? xmlSchemaParse(parser) : NULL;
+  xmlSchemaValidCtxt *validator = schema ? xmlSchemaNewValidCtxt(schema) : NULL;
+  int status = -1;
+  if (validator != NULL) {
+    xmlSchemaSetValidStructuredErrors(validator, knnwb_pipeline_xml_error, diagnostics);
+    status = xmlSchemaValidateDoc(validator, document);
+  } else {
+    knnwb_pipeline_report(diagnostics, 0, "internal error: the built-in schema does not load");
+  }
+  if (status != 0 && diagnostics->n_errors == 0)
+    knnwb_pipeline_report(diagnostics, 0, "does not follow the pipeline schema");
+  xmlSchemaFreeValidCtxt(validator);
+  xmlSchemaFree(schema);
+  xmlSchemaFreeParserCtxt(parser);
+  xmlSetStructuredErrorFunc(NULL, NULL);
+  if (status != 0) {
+    xmlFreeDoc(document);
+    return NULL;
+  }
+  return document;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Variables.                                                                                      */
+
+/* Replaces ${name} by the variable's value; NULL (with a report) on an undefined or unterminated
+ * reference. A '$' not followed by '{' is kept as is. */
+static char *knnwb_pipeline_substitute(const char *text, GHashTable *variables, int line,
+                                       KnnwbPipelineDiagnostics *diagnostics)
+{
+  GString *out = g_string_new(NULL);
+  const char *p = text;
+  while (*p) {
+    if (p[0] == '$' && p[1] == '{') {
+      const char *close = strchr(p + 2, '}');
+      if (close == NULL) {
+        knnwb_pipeline_report(diagnostics, line, "unterminated variable reference in '%s'", text);
+        g_string_free(out, TRUE);
+        return NULL;
+      }
+      g_autofree char *name = g_strndup(p + 2, (gsize)(close - p - 2));
+      const char *value = g_hash_table_lookup(variables, name);
+      if (value == NULL) {
+        knnwb_pipeline_report(diagnostics, line,
+                              "undefined variable '${%s}' (define it with <variable name=\"%s\" "
+                              "value=\"...\"/> or --set %s=...)",
+                              name, name, name);
+        g_string_free(out, TRUE);
+        return NULL;
+      }
+      g_string_append(out, value);
+      p = close + 1;
+    } else {
+      g_string_append_c(out, *p++);
+    }
+  }
+  return g_string_free(out, FALSE);
+}
+
+static void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable *overrides,
+                                             KnnwbPipelineDiagnostics *diagnostics)
+{
+  g_autoptr(GHashTable) values = g_hash_table_new(g_str_hash, g_str_equal);
+  g_hash_table_insert(values, "pipeline_dir", pipeline->dir);
+  g_hash_table_insert(values, "output_dir", pipeline->output_dir);
+  for (guint i = 0; i < pipeline->variables->len; i++) {
+    KnnwbPipelineVariable *variable = pipeline->variables->pdata[i];
+    if (g_hash_table_contains(values, variable->name)) {
+      knnwb_pipeline_report(diagnostics, variable->line, "variable '%s' is defined twice%s",
+                            variable->name,
+                            strcmp(variable->name, "pipeline_dir") == 0 ||
+                                    strcmp(variable->name, "output_dir") == 0
+                                ? " (it is built in)"
+                                : "");
+      continue;
+    }
+    const char *override = overrides ? g_hash_table_lookup(overrides, variable->name) : NULL;
+    if (override != NULL) {
+      g_free(variable->value);
+      variable->value = g_strdup(override);
+      variable->overridden = TRUE;
+    }
+    g_hash_table_insert(values, variable->name, variable->value);
+  }
+  if (overrides != NULL) {
+    GHashTableIter iter;
+    gpointer name;
+    g_hash_table_iter_init(&iter, overrides);
+    while (g_hash_table_iter_next(&iter, &name, NULL)) {
+      gboolean found = FALSE;
+      for (guint i = 0; i < pipeline->variables->len && !found; i++)
+        found = strcmp(((KnnwbPipelineVariable *)pipeline->variables->pdata[i])->name, name) == 0;
+      if (!found)
+        knnwb_pipeline_report(diagnostics, 0,
+                              "--set %s: the pipeline defines no variable '%s' (add <variable "
+                              "name=\"%s\" value=\"...\"/>)",
+                              (const char *)name, (const char *)name, (const char *)name);
+    }
+  }
+  for (guint s = 0; s < pipeline->steps->len; s++) {
+    KnnwbPipelineStep *step = pipeline->steps->pdata[s];
+    for (guint i = 0; i < step->params->len; i++) {
+      KnnwbPipelineParam *param = step->params->pdata[i];
+      param->value = knnwb_pipeline_substitute(param->raw, values, param->line, diagnostics);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Semantic checks.                                                                                */
+
+static char *knnwb_pipeline_resolve_path(const char *base, const char *path)
+{
+  if (g_path_is_absolute(path))
+    return g_strdup(path);
+  return g_build_filename(base, path, NULL);
+}
+
+static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
+                                      guint index, int line, GHashTable *outputs,
+                                      KnnwbPipelineDiagnostics *diagnostics)
+{
+  const KnnwbParamSpec *spec = &step->step->type->params[index];
+  const char *text = step->values[index].v_string;
+  if (text == NULL)
+    return;
+  if (spec->type == KNNWB_PARAM_INPUT_FILE) {
+    char *path = knnwb_pipeline_resolve_path(pipeline->dir, text);
+    g_free(step->texts[index]);
+    step->texts[index] = path;
+    step->values[index].v_string = path;
+    if (access(path, R_OK) != 0)
+      knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': cannot read '%s': %s",
+                            step->id, spec->name, path, g_strerror(errno));
+    else if (g_file_test(path, G_FILE_TEST_IS_DIR))
+      knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': '%s' is a directory",
+                            step->id, spec->name, path);
+  } else if (spec->type == KNNWB_PARAM_OUTPUT_FILE) {
+    char *path = knnwb_pipeline_resolve_path(pipeline->output_dir, text);
+    g_free(step->texts[index]);
+    step->texts[index] = path;
+    step->values[index].v_string = path;
+    g_autofree char *dir = g_path_get_dirname(path);
+    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+      knnwb_pipeline_report(diagnostics, line,
+                            "step '%s': parameter '%s': output directory '%s' does not exist",
+                            step->id, spec->name, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+      knnwb_pipeline_report(diagnostics, line,
+                            "step '%s': parameter '%s': output directory '%s' cannot be written: %s",
+                            step->id, spec->name, dir, g_strerror(errno));
+    else if (g_file_test(path, G_FILE_TEST_IS_DIR))
+      knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': '%s' is a directory",
+                            step->id, spec->name, path);
+    const char *other = g_hash_table_lookup(outputs, path);
+    if (other != NULL)
+      knnwb_pipeline_report(diagnostics, line,
+                            "step '%s': parameter '%s': '%s' is also written by step '%s'",
+                            step->id, spec->name, path, other);
+    else
+      g_hash_table_insert(outputs, path, step->id);
+  }
+}
+
+static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
+                                        GHashTable *outputs, KnnwbPipelineDiagnostics *diagnostics)
+{
+  const KnnwbStepType *type = step->step->type;
+  step->values = g_new0(KnnwbParamValue, type->n_params ? type->n_params : 1);
+  step->texts = g_new0(char *, type->n_params ? type->n_params : 1);
+  g_autofree int *lines = g_new0(int, type->n_params ? type->n_params : 1);
+  for (guint i = 0; i < step->params->len; i++) {
+    KnnwbPipelineParam *param = step->params->pdata[i];
+    guint index = 0;
+    while (index < type->n_params && strcmp(type->params[index].name, param->name) != 0)
+      index++;
+    if (index == type->n_params) {
+      g_autoptr(GString) known = g_string_new(NULL);
+      for (guint j = 0; j < type->n_params; j++)
+        g_string_append_printf(known, "%s%s", j ? ", " : "", type->params[j].name);
+      knnwb_pipeline_report(diagnostics, param->line,
+                            "step '%s': unknown parameter '%s' for step type '%s' (known: %s)",
+                            step->id, param->name, type->name,
+                            known->len ? known->str : "none");
+      continue;
+    }
+    if (lines[index] != 0) {
+      knnwb_pipeline_report(diagnostics, param->line,
+                            "step '%s': parameter '%s' is given twice (first at line %d)",
+                            step->id, param->name, lines[index]);
+      continue;
+    }
+    lines[index] = param->line;
+    if (param->value == NULL)
+      continue; /* substitution failed and was reported */
+    step->texts[index] = g_strdup(param->value);
+    g_autoptr(GError) error = NULL;
+    if (!knnwb_host_param_parse(&type->params[index], step->texts[index], &step->values[index],
+                                &error))
+      knnwb_pipeline_report(diagnostics, param->line, "step '%s': %s", step->id, error->message);
+  }
+  for (guint index = 0; index < type->n_params; index++) {
+    const KnnwbParamSpec *spec = &type->params[index];
+    if (lines[index] != 0) {
+      knnwb_pipeline_check_file(pipeline, step, index, lines[index], outputs, diagnostics);
+      continue;
+    }
+    if (spec->default_value == NULL) {
+      knnwb_pipeline_report(diagnostics, step->line,
+                            "step '%s': missing required parameter '%s' (%s)", step->id,
+                            spec->name, spec->description ? spec->description : "no description");
+      continue;
+    }
+    step->values[index].is_default = TRUE;
+    if ((spec->type == KNNWB_PARAM_INPUT_FILE || spec->type == KNNWB_PARAM_OUTPUT_FILE) &&
+        *spec->default_value == '\0')
+      continue; /* an optional file not given: v_string stays NULL */
+    step->texts[index] = g_strdup(spec->default_value);
+    /* Defaults were checked at registration. */
+    knnwb_host_param_parse(spec, step->texts[index], &step->values[index], NULL);
+    knnwb_pipeline_check_file(pipeline, step, index, step->line, outputs, diagnostics);
+  }
+}
+
+static void knnwb_pipeline_check_inputs(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
+                                        GHashTable *ids, KnnwbPipelineDiagnostics *diagnostics)
+{
+  const KnnwbStepType *type = step->step->type;
+  step->sources = g_new(int, type->n_inputs ? type->n_inputs : 1);
+  for (guint i = 0; i < type->n_inputs; i++)
+    step->sources[i] = -1;
+  g_autofree int *lines = g_new0(int, type->n_inputs ? type->n_inputs : 1);
+  for (guint i = 0; i < step->inputs->len; i++) {
+    KnnwbPipelineInput *input = step->inputs->pdata[i];
+    guint port = 0;
+    while (port < type->n_inputs && strcmp(type->inputs[port].name, input->name) != 0)
+      port++;
+    if (port == type->n_inputs) {
+      g_autoptr(GString) known = g_string_new(NULL);
+      for (guint j = 0; j < type->n_inputs; j++)
+        g_string_append_printf(known, "%s%s (%s)", j ? ", " : "", type->inputs[j].name,
+                               knnwb_kind_to_string(type->inputs[j].kind));
+      knnwb_pipeline_report(diagnostics, input->line,
+                            "step '%s': step type '%s' has no input '%s' (inputs: %s)", step->id,
+                            type->name, input->name, known->len ? known->str : "none");
+      continue;
+    }
+    if (lines[port] != 0) {
+      knnwb_pipeline_report(diagnostics, input->line,
+                            "step '%s': input '%s' is connected twice (first at line %d)",
+                            step->id, input->name, lines[port]);
+      continue;
+    }
+    lines[port] = input->line;
+    gpointer found = g_hash_table_lookup(ids, input->from);
+    if (found == NULL) {
+      knnwb_pipeline_report(diagnostics, input->line,
+                            "step '%s': input '%s' refers to step '%s', which does not exist",
+                            step->id, input->name, input->from);
+      continue;
+    }
+    int source = GPOINTER_TO_INT(found) - 1;
+    step->sources[port] = source;
+    const KnnwbPipelineStep *from = pipeline->steps->pdata[source];
+    if (from->step == NULL)
+      continue; /* its unknown type was reported */
+    KnnwbKind made = from->step->type->output;
+    KnnwbKind wanted = type->inputs[port].kind;
+    if (made != wanted)
+      knnwb_pipeline_report(
+          diagnostics, input->line,
+          "step '%s': input '%s' needs a %s, but step '%s' (%s) produces %s%s", step->id,
+          input->name, knnwb_kind_to_string(wanted), from->id, from->type_name,
+          made == KNNWB_KIND_NONE ? "nothing" : "a ",
+          made == KNNWB_KIND_NONE ? " (it only writes files)" : knnwb_kind_to_string(made));
+  }
+  for (guint port = 0; port < type->n_inputs; port++)
+    if (lines[port] == 0 && !type->inputs[port].optional)
+      knnwb_pipeline_report(diagnostics, step->line,
+                            "step '%s': missing input '%s' (a %s; add <input name=\"%s\" "
+                            "step=\"...\"/>)",
+                            step->id, type->inputs[port].name,
+                            knnwb_kind_to_string(type->inputs[port].kind), type->inputs[port].name);
+}
+
+/* Orders the steps so that every step comes after its sources (document order among equals); a
+ * cycle is reported with its path at the line of its first step. */
+static void knnwb_pipeline_order(KnnwbPipeline *pipeline, KnnwbPipelineDiagnostics *diagnostics)
+{
+  guint n = pipeline->steps->len;
+  pipeline->order = g_new0(guint, n ? n : 1);
+  g_autofree gboolean *placed = g_new0(gboolean, n ? n : 1);
+  guint n_placed = 0;
+  gboolean progress = TRUE;
+  while (n_placed < n && progress) {
+    progress = FALSE;
+    for (guint s = 0; s < n; s++) {
+      if (placed[s])
+        continue;
+      const KnnwbPipelineStep *step = pipeline->steps->pdata[s];
+      gboolean ready = TRUE;
+      if (step->step != NULL)
+        for (guint i = 0; i < step->step->type->n_inputs && ready; i++)
+          ready = step->sources[i] < 0 || placed[step->sources[i]];
+      if (ready) {
+        placed[s] = TRUE;
+        pipeline->order[n_placed++] = s;
+        progress = TRUE;
+        break; /* restart from the top: document order among ready steps */
+      }
+    }
+  }
+  if (n_placed == n)
+    return;
+  /* Walk back from an unplaced step along unplaced sources until a step repeats: that is a cycle. */
+  guint first = 0;
+  while (placed[first])
+    first++;
+  g_autofree int *seen_at = g_new(int, n);
+  for (guint s = 0; s < n; s++)
+    seen_at[s] = -1;
+  g_autoptr(GArray) path = g_array_new(FALSE, FALSE, sizeof(guint));
+  guint current = first;
+  while (seen_at[current] < 0) {
+    seen_at[current] = (int)path->len;
+    g_array_append_val(path, current);
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[current];
+    guint next = current;
+    for (guint i = 0; i < step->step->type->n_inputs; i++)
+      if (step->sources[i] >= 0 && !placed[step->sources[i]]) {
+        next = (guint)step->sources[i];
+        break;
+      }
+    current = next;
+  }
+  g_autoptr(GString) cycle = g_string_new(NULL);
+  for (guint i = (guint)seen_at[current]; i < path->len; i++) {
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[g_array_index(path, guint, i)];
+    g_string_append_printf(cycle, "'%s' <- ", step->id);
+  }
+  g_string_append_printf(cycle, "'%s'", ((KnnwbPipelineStep *)pipeline->steps->pdata[current])->id);
+  const KnnwbPipelineStep *start = pipeline->steps->pdata[current];
+  knnwb_pipeline_report(diagnostics, start->line,
+                        "step '%s' depends on itself through a cycle of inputs: %s", start->id,
+                        cycle->str);
+}
+
+static void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *registry,
+                                 KnnwbPipelineDiagnostics *diagnostics)
+{
+  g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) outputs = g_hash_table_new(g_str_hash, g_str_equal);
+  for (guint s = 0; s < pipeline->steps->len; s++) {
+    KnnwbPipelineStep *step = pipeline->steps->pdata[s];
+    gpointer previous = g_hash_table_lookup(ids, step->id);
+    if (previous != NULL) {
+      const KnnwbPipelineStep *other = pipeline->steps->pdata[GPOINTER_TO_INT(previous) - 1];
+      knnwb_pipeline_report(diagnostics, step->line, "step id '%s' is already used at line %d",
+                            step->id, other->line);
+    } else {
+      g_hash_table_insert(ids, step->id, GINT_TO_POINTER(s + 1));
+    }
+    step->step = knnwb_host_registry_lookup(registry, step->type_name);
+    if (step->step == NULL) {
+      guint n_names;
+      g_autofree const char **names = knnwb_host_registry_step_names(registry, &n_names);
+      g_autofree char *known = g_strjoinv(", ", (char **)names);
+      knnwb_pipeline_report(diagnostics, step->line,
+                            "step '%s': unknown step type '%s' (known: %s; `knnwb plugins` lists "
+                            "them with their plugins)",
+                            step->id, step->type_name, n_names ? known : "none");
+    }
+  }
+  for (guint s = 0; s < pipeline->steps->len; s++) {
+    KnnwbPipelineStep *step = pipeline->steps->pdata[s];
+    if (step->step == NULL)
+      continue;
+    knnwb_pipeline_check_params(pipeline, step, outputs, diagnostics);
+    knnwb_pipeline_check_inputs(pipeline, step, ids, diagnostics);
+  }
+  knnwb_pipeline_order(pipeline, diagnostics);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+KnnwbPipeline *knnwb_pipeline_load(const char *path, const KnnwbHostRegistry *registry,
+                                   const KnnwbPipelineOptions *options, GError **error)
+{
+  if (access(path, R_OK) != 0) {
+    int code = errno;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read: %s", path,
+                g_strerror(code));
+    return NULL;
+  }
+  KnnwbPipelineDiagnostics diagnostics = {path, g_string_new(NULL), 0};
+  g_autoptr(KnnwbPipeline) pipeline = g_new0(KnnwbPipeline, 1);
+  pipeline->path = g_strdup(path);
+  g_autofree char *absolute = g_canonicalize_filename(path, NULL);
+  pipeline->dir = g_path_get_dirname(absolute);
+  pipeline->output_dir = g_canonicalize_filename(
+      options && options->output_dir ? options->output_dir : ".", NULL);
+  pipeline->variables = g_ptr_array_new_with_free_func(knnwb_pipeline_variable_free);
+  pipeline->steps = g_ptr_array_new_with_free_func(knnwb_pipeline_step_free);
+
+  xmlDoc *document = knnwb_pipeline_read_xml(path, &diagnostics);
+  if (document != NULL) {
+    knnwb_pipeline_read_tree(pipeline, xmlDocGetRootElement(document));
+    xmlFreeDoc(document);
+    knnwb_pipeline_resolve_variables(pipeline, options ? options->overrides : NULL, &diagnostics);
+    knnwb_pipeline_check(pipeline, registry, &diagnostics);
+    if (diagnostics.n_errors > 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s",
+                  diagnostics.messages->str);
+      g_string_free(diagnostics.messages, TRUE);
+      return NULL;
+    }
+    g_string_free(diagnostics.messages, TRUE);
+    return g_steal_pointer(&pipeline);
+  }
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s", diagnostics.messages->str);
+  g_string_free(diagnostics.messages, TRUE);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+void knnwb_pipeline_print_plan(const KnnwbPipeline *pipeline, FILE *out)
+{
+  guint n = pipeline->steps->len;
+  fprintf(out, "pipeline '%s' (%s): %u step%s\n", pipeline->name ? pipeline->name : "",
+          pipeline->path, n, n == 1 ? "" : "s");
+  for (guint i = 0; i < pipeline->variables->len; i++) {
+    const KnnwbPipelineVariable *variable = pipeline->variables->pdata[i];
+    fprintf(out, "  ${%s} = %s%s\n", variable->name, variable->value,
+            variable->overridden ? " (--set)" : "");
+  }
+  for (guint position = 0; position < n; position++) {
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[pipeline->order[position]];
+    const KnnwbStepType *type = step->step->type;
+    fprintf(out, "%u. %s (%s, plugin %s) line %d\n", position + 1, step->id, type->name,
+            step->step->plugin->name, step->line);
+    for (guint i = 0; i < type->n_inputs; i++) {
+      if (step->sources[i] < 0)
+        continue;
+      const KnnwbPipelineStep *from = pipeline->steps->pdata[step->sources[i]];
+      fprintf(out, "     input %s <- %s (%s)\n", type->inputs[i].name, from->id,
+              knnwb_kind_to_string(type->inputs[i].kind));
+    }
+    for (guint i = 0; i < type->n_params; i++) {
+      const KnnwbParamValue *value = &step->values[i];
+      if (type->params[i].type == KNNWB_PARAM_OUTPUT_FILE && value->v_string != NULL)
+        fprintf(out, "     %s = %s (written)\n", type->params[i].name, value->v_string);
+      else
+        fprintf(out, "     %s = %s%s\n", type->params[i].name,
+                value->v_string ? value->v_string : "(none)", value->is_default ? " (default)" : "");
+    }
+    fprintf(out, "     -> %s\n", type->output == KNNWB_KIND_NONE
+                                       ? "files"
+                                       : knnwb_kind_to_string(type->output));
+  }
+}

@@ -1,0 +1,397 @@
+/* The CPU kNN engine against a double-precision brute-force oracle. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <knnwb/knnwb.h>
+#include "oracle.h"
+
+static const KnnwbMetric all_metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
+                                          KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_EUCLIDEAN,
+                                          KNNWB_METRIC_MANHATTAN, KNNWB_METRIC_COSINE};
+
+/* Random rows with planted structure: a third of the rows are noisy copies of a few centres, so
+ * neighbours are meaningful and near-ties occur; integers every few rows make exact ties. */
+static KnnwbMatrix *random_matrix(size_t n, size_t d, guint32 seed)
+{
+  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  g_assert_nonnull(m);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < d; j++) {
+      double v = g_rand_double_range(rng, -2, 2);
+      if (i % 3 == 0)
+        v = sin((double)(j + 1) * (double)(i % 7 + 1)) + 0.05 * v;
+      if (i % 5 == 4)
+        v = floor(v * 2);
+      m->values[i * d + j] = (float)v;
+    }
+  /* Guarantee no constant row (unless d == 1, where every row is constant for correlations). */
+  for (size_t i = 0; i < n && d > 1; i++) {
+    m->values[i * d] += 3.0f + (float)(i % 2);
+    if (m->values[i * d + 1] == m->values[i * d])
+      m->values[i * d + 1] += 1.0f;
+  }
+  return m;
+}
+
+static gboolean metric_needs_variance(KnnwbMetric metric)
+{
+  return metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
+         metric == KNNWB_METRIC_SPEARMAN;
+}
+
+static KnnwbNeighbors *run_self(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, int threads,
+                                size_t memory)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = threads;
+  options.memory_bytes = memory;
+  KnnwbNeighbors *nb = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = knnwb_knn_self(m, &options, &nb, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  return nb;
+}
+
+static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
+{
+  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
+  g_assert_cmpuint(a->k, ==, b->k);
+  size_t cells = a->n_queries * a->k;
+  for (size_t c = 0; c < cells; c++)
+    if (a->indices[c] != b->indices[c] || a->distances[c] != b->distances[c])
+      g_error("cell %zu (row %zu rank %zu): %" G_GINT64_FORMAT " %.17g vs %" G_GINT64_FORMAT " %.17g", c,
+              c / a->k, c % a->k, a->indices[c], a->distances[c], b->indices[c], b->distances[c]);
+  g_assert_cmpmem(a->indices, cells * sizeof(int64_t), b->indices, cells * sizeof(int64_t));
+  g_assert_cmpmem(a->distances, cells * sizeof(double), b->distances, cells * sizeof(double));
+}
+
+static void test_oracle_all_metrics(void)
+{
+  /* Sizes: tiny, k+1, and non-multiples of every tile size (32-multiples up to 1024). */
+  const size_t sizes[] = {2, 3, 6, 37, 129, 300};
+  const size_t dims[] = {2, 5, 33};
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++)
+    for (size_t si = 0; si < G_N_ELEMENTS(sizes); si++)
+      for (size_t di = 0; di < G_N_ELEMENTS(dims); di++) {
+        size_t n = sizes[si], d = dims[di];
+        g_autoptr(KnnwbMatrix) m = random_matrix(n, d, (guint32)(n * 31 + d + mi));
+        size_t ks[] = {1, MIN((size_t)5, n - 1), n - 1};
+        for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++) {
+          if (g_test_verbose())
+            g_printerr("%s n=%zu d=%zu k=%zu\n", knnwb_metric_to_string(all_metrics[mi]), n, d,
+                       ks[ki]);
+          /* 64 KiB forces 32 x 32 tiles: many tiles, diagonal and off-diagonal. */
+          g_autoptr(KnnwbNeighbors) nb = run_self(m, all_metrics[mi], ks[ki], 2, 64 << 10);
+          oracle_check(all_metrics[mi], m->values, n, m->values, n, d, TRUE, nb, 1e-9);
+        }
+      }
+}
+
+static void test_threads_and_budgets_identical(void)
+{
+  g_autoptr(KnnwbMatrix) m = random_matrix(1100, 17, 7);
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++) {
+    g_autoptr(KnnwbNeighbors) base = run_self(m, all_metrics[mi], 12, 1, 0);
+    const int threads[] = {2, 3, 4};
+    const size_t budgets[] = {16 << 10, 1 << 20, 64 << 20};
+    for (size_t t = 0; t < G_N_ELEMENTS(threads); t++) {
+      if (g_test_verbose())
+        g_printerr("%s threads %d budget %zu\n", knnwb_metric_to_string(all_metrics[mi]), threads[t], budgets[t]);
+      g_autoptr(KnnwbNeighbors) other = run_self(m, all_metrics[mi], 12, threads[t], budgets[t]);
+      assert_same_lists(base, other);
+    }
+    if (g_getenv("KNNWB_TEST_ALL_ORACLE") != NULL || mi == 0)
+      oracle_check(all_metrics[mi], m->values, 1100, m->values, 1100, 17, TRUE, base, 1e-9);
+  }
+}
+
+static void test_exact_ties_lower_index_first(void)
+{
+  /* 60 identical rows (more than the candidate margin) and 40 others: every copy's neighbours
+   * are the lowest-indexed other copies, all at distance 0. This also drives the re-selection. */
+  const size_t n = 100, d = 6, k = 20;
+  g_autoptr(KnnwbMatrix) m = random_matrix(n, d, 99);
+  for (size_t i = 0; i < n; i++)
+    if (i % 5 != 1)
+      for (size_t j = 0; j < d; j++)
+        m->values[i * d + j] = (float)(j * j) - 3.0f;
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++) {
+    g_autoptr(KnnwbNeighbors) nb = run_self(m, all_metrics[mi], k, 2, 32 << 10);
+    oracle_check(all_metrics[mi], m->values, n, m->values, n, d, TRUE, nb, 1e-9);
+    /* Row 0's neighbours: copies 2, 3, 4, 5, 7, ... (every i with i % 5 != 1), in order. */
+    size_t expect = 0, r = 0;
+    for (size_t j = 1; r < k; j++)
+      if (j % 5 != 1) {
+        expect = j;
+        g_assert_cmpint(nb->indices[r], ==, (int64_t)expect);
+        g_assert_cmpfloat(nb->distances[r], ==, 0.0);
+        r++;
+      }
+  }
+}
+
+static void test_query_against_reference(void)
+{
+  g_autoptr(KnnwbMatrix) q = random_matrix(45, 9, 3);
+  g_autoptr(KnnwbMatrix) ref = random_matrix(203, 9, 4);
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++) {
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.metric = all_metrics[mi];
+    options.k = 7;
+    options.backend = KNNWB_BACKEND_CPU;
+    options.memory_bytes = 20 << 10;
+    g_autoptr(KnnwbNeighbors) nb = NULL;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(knnwb_knn_query(q, ref, &options, &nb, &error));
+    g_assert_no_error(error);
+    oracle_check(all_metrics[mi], q->values, 45, ref->values, 203, 9, FALSE, nb, 1e-9);
+  }
+}
+
+static void test_large_k(void)
+{
+  g_autoptr(KnnwbMatrix) m = random_matrix(700, 8, 11);
+  g_autoptr(KnnwbNeighbors) nb = run_self(m, KNNWB_METRIC_EUCLIDEAN, 650, 2, 1 << 20);
+  oracle_check(KNNWB_METRIC_EUCLIDEAN, m->values, 700, m->values, 700, 8, TRUE, nb, 1e-9);
+}
+
+/* The seed's File S1 sample: its .knn lists r (not 1 - r) for the three most anti-correlated rows;
+ * our exact Pearson arithmetic must reproduce each listed r. The seed computed in float32 and
+ * printed 6 decimals: 18 of its 30 values match the double-precision r to 5e-7 (printing), the
+ * rest to 1.4e-6 (pair 1-4: seed -0.866238, exact -0.8662366380; numpy agrees with us), so the
+ * tolerance is 1.5e-6. */
+static void test_seed_sample_correlations(void)
+{
+  static const float sample[10][6] = {
+      {1, 4.5f, 2, 7.3f, 8.21f, 5.71f}, {1, 3, 8, 6.66f, 7.19f, 1.06f},  {3, 3, 9, 5, 6.67f, 7.73f},
+      {4, 4, 1, 4, 3.64f, 2.92f},       {8, 7, 1.5f, 4, 4.91f, 6.15f},   {8, 6, 3, 2.4f, 7.36f, 4.76f},
+      {3, 8, 3, 3.2f, 5.31f, 5.49f},    {2, 1, 4.02f, 5.8f, 3.08f, 7.15f}, {4, 1, 3.7f, 2.2f, 1.31f, 1.48f},
+      {-3, 0, 3, 1, 3.82f, 2.7f}};
+  g_autofree char *path = g_build_filename(KNNWB_SHARED_DATA_DIR, "cibm-sample.seed.knn", NULL);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  int checked = 0;
+  for (int l = 1; lines[l] != NULL; l++) {
+    int a, b;
+    double r;
+    if (sscanf(lines[l], "%d %d %lf", &a, &b, &r) != 3)
+      continue;
+    double distance = knnwb_distance_exact(KNNWB_METRIC_PEARSON, sample[a], sample[b], 6);
+    g_assert_cmpfloat_with_epsilon(1.0 - distance, r, 1.5e-6);
+    checked++;
+  }
+  g_assert_cmpint(checked, ==, 30);
+
+  /* And the engine's own neighbours of the sample (most correlated) match the oracle. */
+  g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(10, 6, NULL);
+  memcpy(m->values, sample, sizeof sample);
+  g_autoptr(KnnwbNeighbors) nb = run_self(m, KNNWB_METRIC_PEARSON, 3, 1, 0);
+  oracle_check(KNNWB_METRIC_PEARSON, m->values, 10, m->values, 10, 6, TRUE, nb, 1e-12);
+}
+
+static void expect_failure(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, int code,
+                           const char *fragment)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = KNNWB_BACKEND_CPU;
+  g_autoptr(KnnwbNeighbors) nb = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
+  g_assert_null(nb);
+  g_assert_error(error, KNNWB_ERROR, code);
+  if (strstr(error->message, fragment) == NULL)
+    g_error("message '%s' lacks '%s'", error->message, fragment);
+}
+
+static void test_bad_inputs(void)
+{
+  g_autoptr(KnnwbMatrix) m = random_matrix(8, 4, 1);
+  knnwb_matrix_set_row_label(m, 2, "GENE_C");
+  expect_failure(m, KNNWB_METRIC_PEARSON, 0, KNNWB_ERROR_INVALID_ARGUMENT, "at least 1");
+  expect_failure(m, KNNWB_METRIC_PEARSON, 8, KNNWB_ERROR_INVALID_ARGUMENT, "k <= 7");
+  m->values[2 * 4 + 1] = NAN;
+  expect_failure(m, KNNWB_METRIC_EUCLIDEAN, 3, KNNWB_ERROR_INVALID_DATA, "row 3 (GENE_C), column 2");
+  m->values[2 * 4 + 1] = INFINITY;
+  expect_failure(m, KNNWB_METRIC_EUCLIDEAN, 3, KNNWB_ERROR_INVALID_DATA, "infinite");
+  for (size_t j = 0; j < 4; j++)
+    m->values[2 * 4 + j] = 1.5f;
+  expect_failure(m, KNNWB_METRIC_PEARSON, 3, KNNWB_ERROR_INVALID_DATA, "row 3 (GENE_C) is constant");
+  expect_failure(m, KNNWB_METRIC_SPEARMAN, 3, KNNWB_ERROR_INVALID_DATA, "--drop-degenerate");
+  for (size_t j = 0; j < 4; j++)
+    m->values[2 * 4 + j] = 0.0f;
+  expect_failure(m, KNNWB_METRIC_COSINE, 3, KNNWB_ERROR_INVALID_DATA, "all zeros");
+
+  /* One row: no neighbour exists for any k. */
+  g_autoptr(KnnwbMatrix) one = random_matrix(1, 4, 2);
+  expect_failure(one, KNNWB_METRIC_EUCLIDEAN, 1, KNNWB_ERROR_INVALID_ARGUMENT, "k <= 0");
+
+  /* Ragged query/reference widths. */
+  g_autoptr(KnnwbMatrix) q = random_matrix(3, 5, 2);
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 1;
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *nb = NULL;
+  g_assert_false(knnwb_knn_query(q, m, &options, &nb, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+
+  /* Absurd sizes fail cleanly instead of allocating. */
+  g_clear_error(&error);
+  g_assert_null(knnwb_matrix_new(SIZE_MAX / 2, 3, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
+}
+
+static void test_empty_input(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(0, 4, NULL);
+  g_autoptr(KnnwbNeighbors) nb = run_self(m, KNNWB_METRIC_PEARSON, 3, 2, 0);
+  g_assert_cmpuint(nb->n_queries, ==, 0);
+  igraph_t graph;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_assert_true(knnwb_graph_from_neighbors(nb, KNNWB_GRAPH_UNION, &graph, &weights, NULL));
+  g_assert_cmpint(igraph_vcount(&graph), ==, 0);
+  igraph_destroy(&graph);
+  igraph_vector_destroy(&weights);
+}
+
+static void test_drop_degenerate(void)
+{
+  g_autoptr(KnnwbMatrix) m = random_matrix(30, 6, 5);
+  for (size_t j = 0; j < 6; j++) {
+    m->values[4 * 6 + j] = 2.0f;
+    m->values[17 * 6 + j] = -1.0f;
+  }
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 4;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.drop_degenerate = TRUE;
+  g_autoptr(KnnwbNeighbors) nb = NULL;
+  g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*2 rows left out*row 5*");
+  g_assert_true(knnwb_knn_self(m, &options, &nb, NULL));
+  g_test_assert_expected_messages();
+  g_assert_cmpint(nb->n_found[4], ==, 0);
+  g_assert_cmpint(nb->n_found[17], ==, 0);
+  for (size_t i = 0; i < 30; i++)
+    for (size_t r = 0; r < (size_t)nb->n_found[i]; r++) {
+      g_assert_cmpint(nb->indices[i * 4 + r], !=, 4);
+      g_assert_cmpint(nb->indices[i * 4 + r], !=, 17);
+    }
+  igraph_t graph;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_assert_true(knnwb_graph_from_neighbors(nb, KNNWB_GRAPH_DIRECTED, &graph, &weights, NULL));
+  g_assert_cmpint(igraph_vcount(&graph), ==, 30);
+  g_assert_cmpint(igraph_ecount(&graph), ==, 28 * 4);
+  igraph_destroy(&graph);
+  igraph_vector_destroy(&weights);
+}
+
+static void test_graph_modes(void)
+{
+  g_autoptr(KnnwbMatrix) m = random_matrix(57, 7, 21);
+  g_autoptr(KnnwbNeighbors) nb = run_self(m, KNNWB_METRIC_EUCLIDEAN, 4, 2, 0);
+  const size_t n = 57, k = 4;
+  /* Brute-force adjacency: in[i][j] = j in kNN(i). */
+  gboolean in[57][57] = {{0}};
+  for (size_t i = 0; i < n; i++)
+    for (size_t r = 0; r < k; r++)
+      in[i][nb->indices[i * k + r]] = TRUE;
+  for (int mode = KNNWB_GRAPH_DIRECTED; mode <= KNNWB_GRAPH_MUTUAL; mode++) {
+    igraph_t graph;
+    igraph_vector_t weights;
+    igraph_vector_init(&weights, 0);
+    g_autoptr(GError) error = NULL;
+    g_assert_true(knnwb_graph_from_neighbors(nb, (KnnwbGraphMode)mode, &graph, &weights, &error));
+    g_assert_cmpint(igraph_vcount(&graph), ==, (igraph_integer_t)n);
+    size_t expected = 0;
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < n; j++) {
+        if (mode == KNNWB_GRAPH_DIRECTED)
+          expected += in[i][j];
+        else if (i < j)
+          expected += mode == KNNWB_GRAPH_UNION ? (in[i][j] || in[j][i]) : (in[i][j] && in[j][i]);
+      }
+    g_assert_cmpint(igraph_ecount(&graph), ==, (igraph_integer_t)expected);
+    g_assert_cmpint(igraph_is_directed(&graph), ==, mode == KNNWB_GRAPH_DIRECTED);
+    for (igraph_integer_t e = 0; e < igraph_ecount(&graph); e++) {
+      igraph_integer_t from = IGRAPH_FROM(&graph, e), to = IGRAPH_TO(&graph, e);
+      if (mode == KNNWB_GRAPH_DIRECTED) {
+        g_assert_true(in[from][to]);
+        g_assert_cmpint(to, ==, nb->indices[(size_t)e]); /* rank order kept */
+      } else {
+        g_assert_true(mode == KNNWB_GRAPH_UNION ? (in[from][to] || in[to][from])
+                                                : (in[from][to] && in[to][from]));
+      }
+      double truth = knnwb_distance_exact(KNNWB_METRIC_EUCLIDEAN, m->values + from * 7,
+                                          m->values + to * 7, 7);
+      g_assert_cmpfloat_with_epsilon(VECTOR(weights)[e], truth, 1e-12);
+    }
+    igraph_destroy(&graph);
+    igraph_vector_destroy(&weights);
+  }
+}
+
+static void count_progress(uint64_t done, uint64_t total, void *data)
+{
+  uint64_t *last = data;
+  g_assert_cmpuint(done, <=, total);
+  last[0] = done;
+  last[1] = total;
+}
+
+static void test_progress_and_cancel(void)
+{
+  g_autoptr(KnnwbMatrix) m = random_matrix(500, 8, 8);
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 5;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.memory_bytes = 16 << 10;
+  uint64_t seen[2] = {0, 0};
+  options.progress = count_progress;
+  options.progress_data = seen;
+  g_autoptr(KnnwbNeighbors) nb = NULL;
+  g_assert_true(knnwb_knn_self(m, &options, &nb, NULL));
+  g_assert_cmpuint(seen[1], >, 1);
+  g_assert_cmpuint(seen[0], ==, seen[1]);
+
+  volatile gint cancel = 1;
+  options.cancel = &cancel;
+  g_autoptr(KnnwbNeighbors) none = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_knn_self(m, &options, &none, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+  g_assert_null(none);
+}
+
+int main(int argc, char **argv)
+{
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/knn/oracle/all-metrics", test_oracle_all_metrics);
+  g_test_add_func("/knn/threads-and-budgets-identical", test_threads_and_budgets_identical);
+  g_test_add_func("/knn/exact-ties", test_exact_ties_lower_index_first);
+  g_test_add_func("/knn/query", test_query_against_reference);
+  g_test_add_func("/knn/large-k", test_large_k);
+  g_test_add_func("/knn/seed-sample", test_seed_sample_correlations);
+  g_test_add_func("/knn/bad-inputs", test_bad_inputs);
+  g_test_add_func("/knn/empty", test_empty_input);
+  g_test_add_func("/knn/drop-degenerate", test_drop_degenerate);
+  g_test_add_func("/knn/graph-modes", test_graph_modes);
+  g_test_add_func("/knn/progress-and-cancel", test_progress_and_cancel);
+  (void)metric_needs_variance;
+  return g_test_run();
+}
