@@ -241,10 +241,6 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
                 "the rows have no columns: there is nothing to measure distances on");
     return FALSE;
   }
-  if (!knnwb_matrix_check_finite(query_data, error) ||
-      (!self && !knnwb_matrix_check_finite(reference_data, error)))
-    return FALSE;
-
   const size_t n = query_data->n_rows, k = options->k;
   size_t result_cells;
   if (!knnwb_size_multiply(n, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
@@ -252,6 +248,30 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
                 "%zu rows x k = %zu neighbours overflow the address space", n, k);
     return FALSE;
   }
+  /* Refuse up front what cannot fit: the lists (index + distance), the candidate lists of the
+   * first round, and the prepared copy of the rows. Working tiles come on top but are bounded by
+   * the memory budget. */
+  {
+    const size_t margin = MAX((size_t)8, k / 8);
+    double needed = (double)n * (double)k * (sizeof(int64_t) + sizeof(double)) +
+                    (double)n * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
+                    (double)(n + (self ? 0 : reference_data->n_rows)) * (double)query_data->n_cols *
+                        sizeof(float) * (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
+    size_t available = knnwb_memory_available();
+    if (needed > (double)available) {
+      g_autofree char *needed_text = knnwb_memory_format((size_t)MIN(needed, (double)SIZE_MAX));
+      g_autofree char *available_text = knnwb_memory_format(available);
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "a kNN graph of %zu rows with k = %zu needs about %s of memory but only %s is "
+                  "available: lower k, or run on a machine with more memory",
+                  n, k, needed_text, available_text);
+      return FALSE;
+    }
+  }
+  if (!knnwb_matrix_check_finite(query_data, error) ||
+      (!self && !knnwb_matrix_check_finite(reference_data, error)))
+    return FALSE;
+
   g_autoptr(KnnwbNeighbors) result = g_new0(KnnwbNeighbors, 1);
   result->n_queries = n;
   result->k = k;

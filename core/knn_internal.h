@@ -70,6 +70,11 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
 void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
                         void (*body)(size_t first, size_t last, void *data), void *data);
 
+/** Bytes the machine can still give (MemAvailable), SIZE_MAX when unknown. */
+size_t knnwb_memory_available(void);
+/** "1.5 GiB" style text for messages; free with g_free. */
+char *knnwb_memory_format(size_t bytes);
+
 /** The number of threads to use for a request of n_threads (0 = all cores). */
 int knnwb_thread_count(int n_threads);
 

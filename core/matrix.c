@@ -45,6 +45,7 @@ KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *value
   matrix->values = values;
   matrix->values_destroy = values_destroy;
   matrix->values_destroy_data = data;
+  matrix->values_borrowed = values_destroy == NULL;
   return matrix;
 }
 
@@ -55,7 +56,7 @@ void knnwb_matrix_free(KnnwbMatrix *matrix)
   if (matrix->values_destroy != NULL)
     matrix->values_destroy(matrix->values, matrix->n_rows * matrix->n_cols * sizeof(float),
                            matrix->values_destroy_data);
-  else
+  else if (!matrix->values_borrowed)
     g_free(matrix->values);
   g_free(matrix->row_labels);
   g_free(matrix->col_labels);

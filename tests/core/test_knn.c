@@ -252,6 +252,14 @@ static void test_bad_inputs(void)
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
 }
 
+static void test_refused_up_front(void)
+{
+  /* 2^36 rows that were never allocated: the run must be refused before touching them. */
+  float dummy[4] = {0};
+  g_autoptr(KnnwbMatrix) m = knnwb_matrix_new_wrapped((size_t)1 << 36, 4, dummy, NULL, NULL);
+  expect_failure(m, KNNWB_METRIC_EUCLIDEAN, 10, KNNWB_ERROR_NO_MEMORY, "only");
+}
+
 static void test_empty_input(void)
 {
   g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(0, 4, NULL);
@@ -389,6 +397,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/seed-sample", test_seed_sample_correlations);
   g_test_add_func("/knn/bad-inputs", test_bad_inputs);
   g_test_add_func("/knn/empty", test_empty_input);
+  g_test_add_func("/knn/refused-up-front", test_refused_up_front);
   g_test_add_func("/knn/drop-degenerate", test_drop_degenerate);
   g_test_add_func("/knn/graph-modes", test_graph_modes);
   g_test_add_func("/knn/progress-and-cancel", test_progress_and_cancel);

@@ -28,6 +28,7 @@ typedef struct {
   GStringChunk *strings;
   void (*values_destroy)(void *values, size_t n_bytes, void *data);
   void *values_destroy_data;
+  gboolean values_borrowed;
 } KnnwbMatrix;
 
 /**
