@@ -15,7 +15,8 @@ typedef struct {
   double *w;
   size_t n_active;
   /* per component of the current round */
-  int64_t *best; /* active-edge slot of the lightest outgoing edge, -1 if none */
+  uint64_t *best_key;  /* per component: order key of its lightest outgoing weight */
+  uint64_t *best_slot; /* per component: lowest active slot with that weight, UINT64_MAX if none */
   int32_t *relabel;
   size_t n_components;
   /* filled by the compaction pass */
@@ -24,17 +25,21 @@ typedef struct {
   const igraph_vector_t *weights;
 } KnnwbBoruvka;
 
-static inline gboolean knnwb_boruvka_lighter(const KnnwbBoruvka *b, int64_t i, int64_t j)
+/* Doubles as unsigned integers in the same order (NaN excluded; -0.0 folded into +0.0), so a
+ * component's lightest weight is a plain 64-bit atomic minimum on data read sequentially. */
+static inline uint64_t knnwb_boruvka_order_key(double w)
 {
-  return b->w[i] < b->w[j] || (b->w[i] == b->w[j] && b->eid[i] < b->eid[j]);
+  w += 0.0;
+  uint64_t bits;
+  memcpy(&bits, &w, sizeof bits);
+  return (bits >> 63) ? ~bits : bits | (UINT64_C(1) << 63);
 }
 
-/* Lowers best[c] to slot i when i is lighter; a compare-and-swap loop keeps it lock-free. */
-static inline void knnwb_boruvka_offer(KnnwbBoruvka *b, int32_t c, int64_t i)
+static inline void knnwb_boruvka_atomic_min(uint64_t *target, uint64_t value)
 {
-  int64_t current = __atomic_load_n(&b->best[c], __ATOMIC_RELAXED);
-  while (current < 0 || knnwb_boruvka_lighter(b, i, current)) {
-    if (__atomic_compare_exchange_n(&b->best[c], &current, i, TRUE, __ATOMIC_RELAXED,
+  uint64_t current = __atomic_load_n(target, __ATOMIC_RELAXED);
+  while (value < current) {
+    if (__atomic_compare_exchange_n(target, &current, value, TRUE, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED))
       return;
   }
@@ -59,18 +64,38 @@ static void knnwb_boruvka_clear_best(int t, int n_threads, void *data)
   KnnwbBoruvka *b = data;
   size_t first, last;
   knnwb_clustering_range(b->n_components, t, n_threads, &first, &last);
-  for (size_t c = first; c < last; c++)
-    b->best[c] = -1;
+  for (size_t c = first; c < last; c++) {
+    b->best_key[c] = UINT64_MAX;
+    b->best_slot[c] = UINT64_MAX;
+  }
 }
 
-static void knnwb_boruvka_pick(int t, int n_threads, void *data)
+/* Pass 1: each component's lightest weight. */
+static void knnwb_boruvka_pick_weight(int t, int n_threads, void *data)
 {
   KnnwbBoruvka *b = data;
   size_t first, last;
   knnwb_clustering_range(b->n_active, t, n_threads, &first, &last);
   for (size_t i = first; i < last; i++) {
-    knnwb_boruvka_offer(b, b->cu[i], (int64_t)i);
-    knnwb_boruvka_offer(b, b->cv[i], (int64_t)i);
+    uint64_t key = knnwb_boruvka_order_key(b->w[i]);
+    knnwb_boruvka_atomic_min(&b->best_key[b->cu[i]], key);
+    knnwb_boruvka_atomic_min(&b->best_key[b->cv[i]], key);
+  }
+}
+
+/* Pass 2: among the edges of that weight, the lowest slot. Compaction is stable, so slot order is
+ * edge id order: this is the (weight, edge id) minimum. */
+static void knnwb_boruvka_pick_slot(int t, int n_threads, void *data)
+{
+  KnnwbBoruvka *b = data;
+  size_t first, last;
+  knnwb_clustering_range(b->n_active, t, n_threads, &first, &last);
+  for (size_t i = first; i < last; i++) {
+    uint64_t key = knnwb_boruvka_order_key(b->w[i]);
+    if (key == b->best_key[b->cu[i]])
+      knnwb_boruvka_atomic_min(&b->best_slot[b->cu[i]], i);
+    if (key == b->best_key[b->cv[i]])
+      knnwb_boruvka_atomic_min(&b->best_slot[b->cv[i]], i);
   }
 }
 
@@ -136,13 +161,14 @@ gboolean knnwb_clustering_boruvka_cpu(const igraph_t *graph, const igraph_vector
   b.cv = g_try_new(int32_t, MAX(m, 1));
   b.eid = g_try_new(int64_t, MAX(m, 1));
   b.w = g_try_new(double, MAX(m, 1));
-  b.best = g_try_new(int64_t, MAX(n, 1));
+  b.best_key = g_try_new(uint64_t, MAX(n, 1));
+  b.best_slot = g_try_new(uint64_t, MAX(n, 1));
   b.relabel = NULL;
   int32_t *next_label = g_try_new(int32_t, MAX(n, 1));
   int64_t *parent = g_try_new(int64_t, MAX(n, 1));
   b.kept = g_new0(size_t, n_threads);
   gboolean ok = FALSE;
-  if (!b.cu || !b.cv || !b.eid || !b.w || !b.best || !next_label || !parent) {
+  if (!b.cu || !b.cv || !b.eid || !b.w || !b.best_key || !b.best_slot || !next_label || !parent) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate Borůvka work arrays for %zu edges", m);
     goto out;
@@ -152,7 +178,8 @@ gboolean knnwb_clustering_boruvka_cpu(const igraph_t *graph, const igraph_vector
 
   while (b.n_active > 0) {
     knnwb_clustering_team_run(n_threads, knnwb_boruvka_clear_best, &b);
-    knnwb_clustering_team_run(n_threads, knnwb_boruvka_pick, &b);
+    knnwb_clustering_team_run(n_threads, knnwb_boruvka_pick_weight, &b);
+    knnwb_clustering_team_run(n_threads, knnwb_boruvka_pick_slot, &b);
     /* Every component with an active edge points at the component across its pick. With a strict
      * total order the only cycles are mutual picks of one edge, so joining along picks never
      * closes a cycle; a mutual pick is recorded once. */
@@ -160,14 +187,14 @@ gboolean knnwb_clustering_boruvka_cpu(const igraph_t *graph, const igraph_vector
     for (size_t c = 0; c < nc; c++)
       parent[c] = (int64_t)c;
     for (size_t c = 0; c < nc; c++) {
-      int64_t i = b.best[c];
-      if (i < 0)
+      uint64_t i = b.best_slot[c];
+      if (i == UINT64_MAX)
         continue;
       int32_t other = b.cu[i] == (int32_t)c ? b.cv[i] : b.cu[i];
-      if (b.best[other] == i && (size_t)other < c)
+      if (b.best_slot[other] == i && (size_t)other < c)
         continue;
-      in_forest[b.eid[i]] = 1;
-      knnwb_clustering_union(parent, (int64_t)c, other);
+      if (knnwb_clustering_union(parent, (int64_t)c, other))
+        in_forest[b.eid[i]] = 1;
     }
     int32_t count = 0;
     for (size_t c = 0; c < nc; c++) {
@@ -187,7 +214,8 @@ out:
   g_free(b.cv);
   g_free(b.eid);
   g_free(b.w);
-  g_free(b.best);
+  g_free(b.best_key);
+  g_free(b.best_slot);
   g_free(b.kept);
   g_free(next_label);
   g_free(parent);

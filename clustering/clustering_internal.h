@@ -51,8 +51,6 @@ gboolean knnwb_clustering_tree_from_pairs(int64_t n, int64_t m, const int64_t *u
                                           const double *w, gboolean sort, igraph_t *tree,
                                           igraph_vector_t *weights, GError **error);
 
-
-
 /**
  * MST of the complete graph on the s points members (indices into the n x n matrix distances) as
  * the R package mstknnclust computes it: igraph's Prim on the complete graph whose vertices are the

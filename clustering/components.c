@@ -12,8 +12,8 @@ gboolean knnwb_clustering_components(const igraph_t *graph, igraph_vector_int_t 
   /* Union-find over the edge list: one pass, no adjacency lists (igraph's BFS would build them). */
   int64_t *parent = g_try_new(int64_t, MAX(n, 1));
   if (!parent) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate %" G_GINT64_FORMAT
-                " component labels", (gint64)n);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate %" G_GINT64_FORMAT " component labels", (gint64)n);
     return FALSE;
   }
   for (int64_t v = 0; v < n; v++)

@@ -46,7 +46,7 @@ static GPtrArray *knnwb_clustering_csv_split(const char *line, gboolean *ok)
 }
 
 gboolean knnwb_clustering_read_distance_csv(const char *path, igraph_matrix_t *distances,
-                                             char ***labels, GError **error)
+                                            char ***labels, GError **error)
 {
   g_autofree char *text = NULL;
   g_autoptr(GError) io_error = NULL;

@@ -14,8 +14,7 @@ gboolean knnwb_clustering_check_distance_matrix(const igraph_matrix_t *distances
   igraph_integer_t n = igraph_matrix_nrow(distances);
   if (igraph_matrix_ncol(distances) != n) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "the distance matrix is %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
-                ", not square",
+                "the distance matrix is %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT ", not square",
                 (gint64)n, (gint64)igraph_matrix_ncol(distances));
     return FALSE;
   }

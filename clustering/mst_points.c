@@ -25,7 +25,7 @@ typedef struct {
   int64_t *candidate_point;
   int64_t *best; /* per component: the point holding its lightest outgoing pair, -1 if none */
   size_t n_components;
-  int64_t *brute;  /* points to brute-force this round */
+  int64_t *brute; /* points to brute-force this round */
   size_t n_brute;
   gint next_brute; /* dynamic scheduling cursor */
   const volatile gint *cancel;
@@ -202,11 +202,14 @@ static gboolean knnwb_mst_points_run(KnnwbMstPoints *m, int n_threads, int64_t *
       gboolean mutual = p_other == q && m->candidate_point[p_other] == p;
       if (mutual && (size_t)other < c)
         continue;
+      /* Checked, not assumed: a distance that differed in its last bit between the two
+       * directions could otherwise close a cycle of near-tied picks. */
+      if (!knnwb_clustering_union(parent, (int64_t)c, other))
+        continue;
       eu[n_edges] = p;
       ev[n_edges] = q;
       ew[n_edges] = m->candidate_distance[p];
       n_edges++;
-      knnwb_clustering_union(parent, (int64_t)c, other);
     }
     int32_t count = 0;
     for (size_t c = 0; c < nc; c++)
@@ -300,8 +303,8 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
   double *ew = g_new(double, n - 1);
   int n_threads = knnwb_clustering_thread_count(options->n_threads);
   gboolean ok = knnwb_mst_points_run(&m, n_threads, eu, ev, ew, error) &&
-                knnwb_clustering_tree_from_pairs((int64_t)n, (int64_t)n - 1, eu, ev, ew, TRUE,
-                                                 tree, weights, error);
+                knnwb_clustering_tree_from_pairs((int64_t)n, (int64_t)n - 1, eu, ev, ew, TRUE, tree,
+                                                 weights, error);
   g_free(m.component);
   g_free(m.cursor);
   g_free(m.candidate_distance);

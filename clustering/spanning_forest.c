@@ -17,9 +17,8 @@ static gboolean knnwb_clustering_boruvka_gpu(const igraph_t *graph, const igraph
 {
   char message[512] = "";
   int status = knnwb_cuda_boruvka_forest(device, igraph_vcount(graph), igraph_ecount(graph),
-                                         VECTOR(graph->from), VECTOR(graph->to),
-                                         VECTOR(*weights), in_forest, NULL, message,
-                                         sizeof message);
+                                         VECTOR(graph->from), VECTOR(graph->to), VECTOR(*weights),
+                                         in_forest, NULL, message, sizeof message);
   if (status == KNNWB_KERNELS_OK)
     return TRUE;
   int code = status == KNNWB_KERNELS_OUT_OF_MEMORY ? KNNWB_ERROR_NO_MEMORY : KNNWB_ERROR_DEVICE;

@@ -110,8 +110,8 @@ gboolean knnwb_clustering_tree_from_pairs(int64_t n, int64_t m, const int64_t *u
 {
   KnnwbClusteringPair *pairs = g_try_new(KnnwbClusteringPair, MAX(m, 1));
   if (!pairs) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate %" G_GINT64_FORMAT
-                " tree edges", (gint64)m);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate %" G_GINT64_FORMAT " tree edges", (gint64)m);
     return FALSE;
   }
   for (int64_t i = 0; i < m; i++)

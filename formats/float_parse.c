@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* Powers of ten that are exact doubles (10^22 < 2^53 * 2^22 is the last one). */
-static const double knnwb_exact_powers_of_ten[23] = {
+const double knnwb_formats_powers_of_ten[23] = {
     1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
@@ -111,9 +111,9 @@ static gboolean knnwb_formats_fast_double(const KnnwbDecimal *d, double *out)
   double value = (double)d->mantissa;
   /* One IEEE operation on two exact operands: correctly rounded. */
   if (d->exponent10 < 0)
-    value /= knnwb_exact_powers_of_ten[-d->exponent10];
+    value /= knnwb_formats_powers_of_ten[-d->exponent10];
   else
-    value *= knnwb_exact_powers_of_ten[d->exponent10];
+    value *= knnwb_formats_powers_of_ten[d->exponent10];
   *out = d->negative ? -value : value;
   return TRUE;
 }
@@ -133,8 +133,8 @@ static KnnwbFloatStatus knnwb_formats_slow_float(const char *p, size_t length, f
   return KNNWB_FLOAT_OK;
 }
 
-KnnwbFloatStatus knnwb_formats_parse_float(const char *p, const char *end, float *value,
-                                           const char **stop)
+KnnwbFloatStatus knnwb_formats_parse_float_general(const char *p, const char *end, float *value,
+                                                   const char **stop)
 {
   KnnwbDecimal d;
   const char *s = knnwb_formats_scan_decimal(p, end, &d);

@@ -41,6 +41,9 @@ struct SelectState {
   int *scratch_index;
   int scratch_len;
   int merge_blocks;
+  /* per merge block: the new list (kc entries), when it does not fit in shared memory; else NULL */
+  uint32_t *out_key;
+  int *out_index;
 };
 
 /**
@@ -78,11 +81,14 @@ cudaError_t launch_final_merge(const SelectState &state, int row0, int n_rows, c
 cudaError_t launch_extract(const SelectState &state, int row0, int n_rows, int64_t *out_index,
                            float *out_score, cudaStream_t stream);
 
-/** Dynamic shared memory of the merge kernel for kc; sets the kernel's limit on the current device. */
-cudaError_t prepare_merge_kernel(int kc, size_t *shared_bytes);
+/**
+ * Prepares the merge kernel for kc on the current device. *in_shared says whether the new lists
+ * are built in shared memory; when FALSE, the state needs out_key/out_index (merge_blocks x kc).
+ */
+cudaError_t prepare_merge_kernel(int kc, bool *in_shared);
 
-/** Largest kc the merge kernel supports on the current device. */
-int max_supported_kc(void);
+/** Largest kc whose merge lists fit in shared memory on the current device. */
+int shared_memory_kc_limit(void);
 
 /**
  * Manhattan tile: out[i*ld + j] = sum_k |q[i*dpad + k] - r[j*dpad + k]| for i < n_q, j < n_r.

@@ -1,4 +1,5 @@
-/* Internal interfaces of the `knnwb` program: step registry, plugin loader, pipelines, utilities. */
+/* Internal interfaces of the `knnwb` program: step registry, plugin loader, pipelines, utilities.
+ */
 #ifndef KNNWB_HOST_H
 #define KNNWB_HOST_H
 
@@ -9,7 +10,7 @@
 G_BEGIN_DECLS
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Utilities                                                                                        */
+/* Utilities */
 
 /**
  * Parses a byte size: a non-negative integer or decimal with an optional suffix K, M, G, T (powers
@@ -49,7 +50,7 @@ gboolean knnwb_host_memory_reset_peak(void);
 guint64 knnwb_host_memory_peak(void);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Step registry and plugins                                                                        */
+/* Step registry and plugins */
 
 typedef struct {
   char *name;
@@ -118,13 +119,13 @@ gboolean knnwb_host_param_parse(const KnnwbParamSpec *spec, const char *text,
                                 KnnwbParamValue *value, GError **error);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Pipelines                                                                                        */
+/* Pipelines */
 
 typedef struct KnnwbPipeline KnnwbPipeline;
 
 /** Options of loading and running a pipeline. */
 typedef struct {
-  GHashTable *overrides; /* variable name -> value (from --set) */
+  GHashTable *overrides;  /* variable name -> value (from --set) */
   const char *output_dir; /* base of relative output paths; NULL = current directory */
   int n_threads;
   size_t memory_bytes;
@@ -158,7 +159,7 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
 const char *const *knnwb_host_value_labels(const KnnwbValue *value);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Commands                                                                                         */
+/* Commands */
 
 int knnwb_host_command_knn(int argc, char **argv);
 int knnwb_host_command_run(int argc, char **argv);

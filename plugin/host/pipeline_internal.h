@@ -41,7 +41,7 @@ struct KnnwbPipeline {
   char *path; /* as given */
   char *dir;  /* absolute directory of the file: base of relative input paths */
   char *name;
-  char *output_dir; /* absolute: base of relative output paths */
+  char *output_dir;     /* absolute: base of relative output paths */
   GPtrArray *variables; /* KnnwbPipelineVariable * */
   GPtrArray *steps;     /* KnnwbPipelineStep * */
   guint *order;         /* steps->len indices in run order */

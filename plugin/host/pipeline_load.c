@@ -105,7 +105,7 @@ void knnwb_pipeline_free(KnnwbPipeline *pipeline)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Reading the document into the pipeline structure.                                                */
+/* Reading the document into the pipeline structure. */
 
 static char *knnwb_pipeline_attribute(xmlNode *node, const char *name)
 {
@@ -113,6 +113,20 @@ static char *knnwb_pipeline_attribute(xmlNode *node, const char *name)
   char *copy = g_strdup(value ? (const char *)value : "");
   xmlFree(value);
   return copy;
+}
+
+/* xmlGetLineNo() of an element past line 65535 (XML_PARSE_BIG_LINES) is taken from the text after
+ * it, which may be on a later line; the text just before it ends on the element's own line. */
+static int knnwb_pipeline_line(xmlNode *node)
+{
+  long line = xmlGetLineNo(node);
+  if (node->line == 65535 && node->prev != NULL &&
+      (node->prev->type == XML_TEXT_NODE || node->prev->type == XML_COMMENT_NODE)) {
+    long before = xmlGetLineNo(node->prev);
+    if (before > 0)
+      line = before;
+  }
+  return line > G_MAXINT ? G_MAXINT : (int)line;
 }
 
 static gboolean knnwb_pipeline_is(xmlNode *node, const char *name)
@@ -128,13 +142,13 @@ static void knnwb_pipeline_read_tree(KnnwbPipeline *pipeline, xmlNode *root)
       KnnwbPipelineVariable *variable = g_new0(KnnwbPipelineVariable, 1);
       variable->name = knnwb_pipeline_attribute(node, "name");
       variable->value = knnwb_pipeline_attribute(node, "value");
-      variable->line = (int)xmlGetLineNo(node);
+      variable->line = knnwb_pipeline_line(node);
       g_ptr_array_add(pipeline->variables, variable);
     } else if (knnwb_pipeline_is(node, "step")) {
       KnnwbPipelineStep *step = g_new0(KnnwbPipelineStep, 1);
       step->id = knnwb_pipeline_attribute(node, "id");
       step->type_name = knnwb_pipeline_attribute(node, "type");
-      step->line = (int)xmlGetLineNo(node);
+      step->line = knnwb_pipeline_line(node);
       step->inputs = g_ptr_array_new_with_free_func(knnwb_pipeline_input_free);
       step->params = g_ptr_array_new_with_free_func(knnwb_pipeline_param_free);
       for (xmlNode *child = node->children; child != NULL; child = child->next) {
@@ -142,13 +156,13 @@ static void knnwb_pipeline_read_tree(KnnwbPipeline *pipeline, xmlNode *root)
           KnnwbPipelineInput *input = g_new0(KnnwbPipelineInput, 1);
           input->name = knnwb_pipeline_attribute(child, "name");
           input->from = knnwb_pipeline_attribute(child, "step");
-          input->line = (int)xmlGetLineNo(child);
+          input->line = knnwb_pipeline_line(child);
           g_ptr_array_add(step->inputs, input);
         } else if (knnwb_pipeline_is(child, "param")) {
           KnnwbPipelineParam *param = g_new0(KnnwbPipelineParam, 1);
           param->name = knnwb_pipeline_attribute(child, "name");
           param->raw = knnwb_pipeline_attribute(child, "value");
-          param->line = (int)xmlGetLineNo(child);
+          param->line = knnwb_pipeline_line(child);
           g_ptr_array_add(step->params, param);
         }
       }
@@ -172,7 +186,7 @@ static xmlDoc *knnwb_pipeline_read_xml(const char *path, KnnwbPipelineDiagnostic
   }
   xmlNode *root = xmlDocGetRootElement(document);
   if (root == NULL || !knnwb_pipeline_is(root, "pipeline")) {
-    knnwb_pipeline_report(diagnostics, root ? (int)xmlGetLineNo(root) : 0,
+    knnwb_pipeline_report(diagnostics, root ? knnwb_pipeline_line(root) : 0,
                           "the root element must be <pipeline>, not <%s>",
                           root ? (const char *)root->name : "");
     xmlSetStructuredErrorFunc(NULL, NULL);
@@ -180,8 +194,8 @@ static xmlDoc *knnwb_pipeline_read_xml(const char *path, KnnwbPipelineDiagnostic
     return NULL;
   }
 
-  xmlSchemaParserCtxt *parser = xmlSchemaNewMemParserCtxt(knnwb_pipeline_schema,
-                                                          (int)sizeof knnwb_pipeline_schema - 1);
+  xmlSchemaParserCtxt *parser =
+      xmlSchemaNewMemParserCtxt(knnwb_pipeline_schema, (int)sizeof knnwb_pipeline_schema - 1);
   xmlSchema *schema = parser ? xmlSchemaParse(parser) : NULL;
   xmlSchemaValidCtxt *validator = schema ? xmlSchemaNewValidCtxt(schema) : NULL;
   int status = -1;
@@ -205,7 +219,7 @@ static xmlDoc *knnwb_pipeline_read_xml(const char *path, KnnwbPipelineDiagnostic
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Variables.                                                                                      */
+/* Variables. */
 
 /* Replaces ${name} by the variable's value; NULL (with a report) on an undefined or unterminated
  * reference. A '$' not followed by '{' is kept as is. */
@@ -250,12 +264,11 @@ static void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable
   for (guint i = 0; i < pipeline->variables->len; i++) {
     KnnwbPipelineVariable *variable = pipeline->variables->pdata[i];
     if (g_hash_table_contains(values, variable->name)) {
-      knnwb_pipeline_report(diagnostics, variable->line, "variable '%s' is defined twice%s",
-                            variable->name,
-                            strcmp(variable->name, "pipeline_dir") == 0 ||
-                                    strcmp(variable->name, "output_dir") == 0
-                                ? " (it is built in)"
-                                : "");
+      knnwb_pipeline_report(
+          diagnostics, variable->line, "variable '%s' is defined twice%s", variable->name,
+          strcmp(variable->name, "pipeline_dir") == 0 || strcmp(variable->name, "output_dir") == 0
+              ? " (it is built in)"
+              : "");
       continue;
     }
     const char *override = overrides ? g_hash_table_lookup(overrides, variable->name) : NULL;
@@ -291,7 +304,7 @@ static void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Semantic checks.                                                                                */
+/* Semantic checks. */
 
 static char *knnwb_pipeline_resolve_path(const char *base, const char *path)
 {
@@ -300,8 +313,23 @@ static char *knnwb_pipeline_resolve_path(const char *base, const char *path)
   return g_build_filename(base, path, NULL);
 }
 
-static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
-                                      guint index, int line, GHashTable *outputs,
+/* access(W_OK) says yes to root on a read-only directory such as /proc; creating a file is the
+ * only check that cannot be fooled. */
+static gboolean knnwb_pipeline_directory_writable(const char *dir, int *code)
+{
+  g_autofree char *probe = g_build_filename(dir, ".knnwb-probe-XXXXXX", NULL);
+  int fd = g_mkstemp(probe);
+  if (fd < 0) {
+    *code = errno;
+    return FALSE;
+  }
+  close(fd);
+  unlink(probe);
+  return TRUE;
+}
+
+static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep *step, guint index,
+                                      int line, GHashTable *outputs,
                                       KnnwbPipelineDiagnostics *diagnostics)
 {
   const KnnwbParamSpec *spec = &step->step->type->params[index];
@@ -325,14 +353,16 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     step->texts[index] = path;
     step->values[index].v_string = path;
     g_autofree char *dir = g_path_get_dirname(path);
+    int code = 0;
     if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
       knnwb_pipeline_report(diagnostics, line,
                             "step '%s': parameter '%s': output directory '%s' does not exist",
                             step->id, spec->name, dir);
-    else if (access(dir, W_OK | X_OK) != 0)
-      knnwb_pipeline_report(diagnostics, line,
-                            "step '%s': parameter '%s': output directory '%s' cannot be written: %s",
-                            step->id, spec->name, dir, g_strerror(errno));
+    else if (!knnwb_pipeline_directory_writable(dir, &code))
+      knnwb_pipeline_report(
+          diagnostics, line,
+          "step '%s': parameter '%s': output directory '%s' cannot be written: %s", step->id,
+          spec->name, dir, g_strerror(code));
     else if (g_file_test(path, G_FILE_TEST_IS_DIR))
       knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': '%s' is a directory",
                             step->id, spec->name, path);
@@ -364,14 +394,13 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
         g_string_append_printf(known, "%s%s", j ? ", " : "", type->params[j].name);
       knnwb_pipeline_report(diagnostics, param->line,
                             "step '%s': unknown parameter '%s' for step type '%s' (known: %s)",
-                            step->id, param->name, type->name,
-                            known->len ? known->str : "none");
+                            step->id, param->name, type->name, known->len ? known->str : "none");
       continue;
     }
     if (lines[index] != 0) {
       knnwb_pipeline_report(diagnostics, param->line,
-                            "step '%s': parameter '%s' is given twice (first at line %d)",
-                            step->id, param->name, lines[index]);
+                            "step '%s': parameter '%s' is given twice (first at line %d)", step->id,
+                            param->name, lines[index]);
       continue;
     }
     lines[index] = param->line;
@@ -391,8 +420,8 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
     }
     if (spec->default_value == NULL) {
       knnwb_pipeline_report(diagnostics, step->line,
-                            "step '%s': missing required parameter '%s' (%s)", step->id,
-                            spec->name, spec->description ? spec->description : "no description");
+                            "step '%s': missing required parameter '%s' (%s)", step->id, spec->name,
+                            spec->description ? spec->description : "no description");
       continue;
     }
     step->values[index].is_default = TRUE;
@@ -431,8 +460,8 @@ static void knnwb_pipeline_check_inputs(KnnwbPipeline *pipeline, KnnwbPipelineSt
     }
     if (lines[port] != 0) {
       knnwb_pipeline_report(diagnostics, input->line,
-                            "step '%s': input '%s' is connected twice (first at line %d)",
-                            step->id, input->name, lines[port]);
+                            "step '%s': input '%s' is connected twice (first at line %d)", step->id,
+                            input->name, lines[port]);
       continue;
     }
     lines[port] = input->line;
@@ -451,12 +480,12 @@ static void knnwb_pipeline_check_inputs(KnnwbPipeline *pipeline, KnnwbPipelineSt
     KnnwbKind made = from->step->type->output;
     KnnwbKind wanted = type->inputs[port].kind;
     if (made != wanted)
-      knnwb_pipeline_report(
-          diagnostics, input->line,
-          "step '%s': input '%s' needs a %s, but step '%s' (%s) produces %s%s", step->id,
-          input->name, knnwb_kind_to_string(wanted), from->id, from->type_name,
-          made == KNNWB_KIND_NONE ? "nothing" : "a ",
-          made == KNNWB_KIND_NONE ? " (it only writes files)" : knnwb_kind_to_string(made));
+      knnwb_pipeline_report(diagnostics, input->line,
+                            "step '%s': input '%s' needs a %s, but step '%s' (%s) produces %s%s",
+                            step->id, input->name, knnwb_kind_to_string(wanted), from->id,
+                            from->type_name, made == KNNWB_KIND_NONE ? "nothing" : "a ",
+                            made == KNNWB_KIND_NONE ? " (it only writes files)"
+                                                    : knnwb_kind_to_string(made));
   }
   for (guint port = 0; port < type->n_inputs; port++)
     if (lines[port] == 0 && !type->inputs[port].optional)
@@ -496,7 +525,8 @@ static void knnwb_pipeline_order(KnnwbPipeline *pipeline, KnnwbPipelineDiagnosti
   }
   if (n_placed == n)
     return;
-  /* Walk back from an unplaced step along unplaced sources until a step repeats: that is a cycle. */
+  /* Walk back from an unplaced step along unplaced sources until a step repeats: that is a cycle.
+   */
   guint first = 0;
   while (placed[first])
     first++;
@@ -572,8 +602,7 @@ KnnwbPipeline *knnwb_pipeline_load(const char *path, const KnnwbHostRegistry *re
 {
   if (access(path, R_OK) != 0) {
     int code = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read: %s", path,
-                g_strerror(code));
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read: %s", path, g_strerror(code));
     return NULL;
   }
   KnnwbPipelineDiagnostics diagnostics = {path, g_string_new(NULL), 0};
@@ -581,8 +610,8 @@ KnnwbPipeline *knnwb_pipeline_load(const char *path, const KnnwbHostRegistry *re
   pipeline->path = g_strdup(path);
   g_autofree char *absolute = g_canonicalize_filename(path, NULL);
   pipeline->dir = g_path_get_dirname(absolute);
-  pipeline->output_dir = g_canonicalize_filename(
-      options && options->output_dir ? options->output_dir : ".", NULL);
+  pipeline->output_dir =
+      g_canonicalize_filename(options && options->output_dir ? options->output_dir : ".", NULL);
   pipeline->variables = g_ptr_array_new_with_free_func(knnwb_pipeline_variable_free);
   pipeline->steps = g_ptr_array_new_with_free_func(knnwb_pipeline_step_free);
 
@@ -636,10 +665,10 @@ void knnwb_pipeline_print_plan(const KnnwbPipeline *pipeline, FILE *out)
         fprintf(out, "     %s = %s (written)\n", type->params[i].name, value->v_string);
       else
         fprintf(out, "     %s = %s%s\n", type->params[i].name,
-                value->v_string ? value->v_string : "(none)", value->is_default ? " (default)" : "");
+                value->v_string ? value->v_string : "(none)",
+                value->is_default ? " (default)" : "");
     }
-    fprintf(out, "     -> %s\n", type->output == KNNWB_KIND_NONE
-                                       ? "files"
-                                       : knnwb_kind_to_string(type->output));
+    fprintf(out, "     -> %s\n",
+            type->output == KNNWB_KIND_NONE ? "files" : knnwb_kind_to_string(type->output));
   }
 }

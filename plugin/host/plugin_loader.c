@@ -10,17 +10,24 @@
 #error "KNNWB_PLUGIN_INSTALL_DIR must be defined by the build"
 #endif
 
-/* When the program runs from its build tree, the plugins are beside it there, not installed. */
+/* The installed plugin directory. When the program runs from its build tree, that is the build's
+ * plugin directory; when the installed tree was moved (or installed with another --prefix), the
+ * directory at the same place relative to the program; otherwise the configured one. */
 static char *knnwb_host_default_plugin_dir(void)
 {
-#if defined(KNNWB_BUILD_HOST_DIR) && defined(KNNWB_BUILD_PLUGIN_DIR)
   g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
   if (self != NULL) {
     g_autofree char *dir = g_path_get_dirname(self);
+#if defined(KNNWB_BUILD_HOST_DIR) && defined(KNNWB_BUILD_PLUGIN_DIR)
     if (strcmp(dir, KNNWB_BUILD_HOST_DIR) == 0)
       return g_strdup(KNNWB_BUILD_PLUGIN_DIR);
-  }
 #endif
+#ifdef KNNWB_PLUGIN_RELATIVE_DIR
+    g_autofree char *relative = g_build_filename(dir, KNNWB_PLUGIN_RELATIVE_DIR, NULL);
+    if (g_file_test(relative, G_FILE_TEST_IS_DIR))
+      return g_canonicalize_filename(relative, NULL);
+#endif
+  }
   return g_strdup(KNNWB_PLUGIN_INSTALL_DIR);
 }
 

@@ -38,8 +38,7 @@ void knnwb_host_registry_free(KnnwbHostRegistry *registry)
   g_free(registry);
 }
 
-const KnnwbHostStep *knnwb_host_registry_lookup(const KnnwbHostRegistry *registry,
-                                                const char *name)
+const KnnwbHostStep *knnwb_host_registry_lookup(const KnnwbHostRegistry *registry, const char *name)
 {
   return g_hash_table_lookup(registry->steps, name);
 }
@@ -225,8 +224,8 @@ static gboolean knnwb_host_check_step_type(const KnnwbStepType *type, GError **e
     }
     for (guint j = 0; j < i; j++)
       if (strcmp(type->inputs[j].name, port->name) == 0) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
-                    "step type '%s': two inputs named '%s'", type->name, port->name);
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "step type '%s': two inputs named '%s'",
+                    type->name, port->name);
         return FALSE;
       }
   }

@@ -10,8 +10,9 @@
  * each cluster's lowest vertex, so they are deterministic.
  *
  * Edge order ("weight, then edge id"): every spanning-forest function breaks weight ties by the
- * lower edge id, which makes the forest unique, so the CPU (any thread count) and the GPU return the
- * same edge set. Between points (no edge ids) ties break by the pair (lower index, higher index).
+ * lower edge id, which makes the forest unique, so the CPU (any thread count) and the GPU return
+ * the same edge set. Between points (no edge ids) ties break by the pair (lower index, higher
+ * index).
  */
 #ifndef KNNWB_CLUSTERING_H
 #define KNNWB_CLUSTERING_H
@@ -24,13 +25,15 @@
 G_BEGIN_DECLS
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Minimum spanning forest of a graph (the kNN graph) by Borůvka.                                  */
+/* Minimum spanning forest of a graph (the kNN graph) by Borůvka. */
 
-/** Options of knnwb_clustering_spanning_forest. Initialise with knnwb_clustering_forest_options_init(). */
+/** Options of knnwb_clustering_spanning_forest. Initialise with
+ * knnwb_clustering_forest_options_init(). */
 typedef struct {
-  KnnwbBackend backend; /**< auto (CUDA when built in and a GPU is usable), cpu, or cuda (or an error) */
-  int n_threads;        /**< CPU threads; 0 = all cores */
-  int device;           /**< CUDA device ordinal; default 0 */
+  KnnwbBackend
+      backend;   /**< auto (CUDA when built in and a GPU is usable), cpu, or cuda (or an error) */
+  int n_threads; /**< CPU threads; 0 = all cores */
+  int device;    /**< CUDA device ordinal; default 0 */
 } KnnwbForestOptions;
 
 /** Fills options with defaults: auto backend, all cores, device 0. */
@@ -50,8 +53,8 @@ void knnwb_clustering_forest_options_init(KnnwbForestOptions *options);
  * Errors: KNNWB_ERROR_INVALID_ARGUMENT (weights length differs from the edge count, NaN weight),
  * KNNWB_ERROR_DEVICE (backend cuda and no GPU / not built with CUDA, or a CUDA failure),
  * KNNWB_ERROR_NO_MEMORY, KNNWB_ERROR_IGRAPH.
- * Complexity: O(E log V) time in the worst case (O(E) per round, at most log2 V rounds; on kNN graphs
- * the active edge set shrinks fast), O(V + E) extra memory (about 20 bytes per edge).
+ * Complexity: O(E log V) time in the worst case (O(E) per round, at most log2 V rounds; on kNN
+ * graphs the active edge set shrinks fast), O(V + E) extra memory (about 20 bytes per edge).
  */
 gboolean knnwb_clustering_spanning_forest(const igraph_t *graph, const igraph_vector_t *weights,
                                           const KnnwbForestOptions *options,
@@ -81,19 +84,19 @@ gboolean knnwb_clustering_components(const igraph_t *graph, igraph_vector_int_t 
                                      GError **error);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Exact minimum spanning tree of the complete graph of a point set.                               */
+/* Exact minimum spanning tree of the complete graph of a point set. */
 
 /** Options of knnwb_clustering_mst_points. Initialise with knnwb_clustering_mst_options_init(). */
 typedef struct {
-  KnnwbMetric metric;       /**< default pearson */
-  size_t k;                 /**< length of the kNN lists that answer most queries; 0 = auto
-                                 (min(16, n - 1)). Larger k: fewer brute-force passes, more memory */
+  KnnwbMetric metric;              /**< default pearson */
+  size_t k;                        /**< length of the kNN lists that answer most queries; 0 = auto
+                                        (min(16, n - 1)). Larger k: fewer brute-force passes, more memory */
   const KnnwbNeighbors *neighbors; /**< optional self-kNN lists of exactly these points and this
                                         metric (knnwb_knn_self), reused instead of recomputed;
                                         then k is ignored */
-  KnnwbBackend backend;     /**< backend of the kNN lists (brute-force passes run on the CPU) */
-  int n_threads;            /**< CPU threads; 0 = all cores */
-  size_t memory_bytes;      /**< kNN tile budget; 0 = the engine's default */
+  KnnwbBackend backend;        /**< backend of the kNN lists (brute-force passes run on the CPU) */
+  int n_threads;               /**< CPU threads; 0 = all cores */
+  size_t memory_bytes;         /**< kNN tile budget; 0 = the engine's default */
   const volatile gint *cancel; /**< optional: stop with KNNWB_ERROR_CANCELLED once *cancel != 0 */
 } KnnwbMstOptions;
 
@@ -124,11 +127,12 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
 
 /**
  * The exact minimum spanning tree of a precomputed symmetric n x n distance matrix (diagonal
- * ignored), by Prim from vertex 0 with ties to the lowest index (the choice of the R package
- * mstknnclust). tree must be uninitialised; it gets n vertices and n - 1 edges in the order Prim
- * adds them; weights (initialised) their distances.
+ * ignored), computed as the R package mstknnclust does: igraph's Prim on the complete graph whose
+ * edges are the pairs (i < j) in row order. With tied distances the tree depends on that order and
+ * on Prim's heap, so this is what reproduces the package. tree must be uninitialised; it gets n
+ * vertices and n - 1 edges in the order Prim adds them; weights (initialised) their distances.
  * Errors: KNNWB_ERROR_INVALID_ARGUMENT (not square, NaN, negative or asymmetric entries),
- * KNNWB_ERROR_IGRAPH. Complexity: O(n^2) time, O(n) extra memory.
+ * KNNWB_ERROR_IGRAPH. Complexity: O(n^2 log n) time, O(n^2) memory (the complete graph).
  */
 gboolean knnwb_clustering_mst_distance_matrix(const igraph_matrix_t *distances, igraph_t *tree,
                                               igraph_vector_t *weights, GError **error);
@@ -136,16 +140,16 @@ gboolean knnwb_clustering_mst_distance_matrix(const igraph_matrix_t *distances, 
 /**
  * Reads a labelled square distance matrix in CSV as R's write.csv writes it (for example
  * share/data/dslanguages.csv): a header line with an empty first field and n column labels, then n
- * lines "label,d1,...,dn". Labels may be double-quoted. distances (initialised) is resized to n x n;
- * labels (may be NULL) receives a NULL-terminated array of the n row labels (free with g_strfreev).
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE ("file:line: message": wrong field count, bad number,
- * not square, row and column labels differ). Complexity: O(n^2).
+ * lines "label,d1,...,dn". Labels may be double-quoted. distances (initialised) is resized to n x
+ * n; labels (may be NULL) receives a NULL-terminated array of the n row labels (free with
+ * g_strfreev). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE ("file:line: message": wrong field count,
+ * bad number, not square, row and column labels differ). Complexity: O(n^2).
  */
 gboolean knnwb_clustering_read_distance_csv(const char *path, igraph_matrix_t *distances,
-                                             char ***labels, GError **error);
+                                            char ***labels, GError **error);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* MST-kNN (Inostroza-Ponta et al.; reference implementation: the R package mstknnclust).          */
+/* MST-kNN (Inostroza-Ponta et al.; reference implementation: the R package mstknnclust). */
 
 /** Which spanning tree MST-kNN intersects with the kNN graphs. */
 typedef enum {
@@ -162,14 +166,14 @@ typedef enum {
 
 /** Options of MST-kNN. Initialise with knnwb_clustering_mstknn_options_init(). */
 typedef struct {
-  KnnwbMetric metric;    /**< points only; default pearson */
-  KnnwbMstKnnTree tree;  /**< default exact */
-  size_t forest_k;       /**< k of the kNN graph of KNNWB_MSTKNN_TREE_KNN_FOREST; 0 = floor(ln n) */
-  size_t list_k;         /**< length of the global kNN lists (answer MST queries and the
-                              per-component kNN graphs); 0 = auto (max(16, floor(ln n) + 1)) */
-  KnnwbBackend backend;  /**< backend of the kNN lists */
-  int n_threads;         /**< CPU threads; 0 = all cores */
-  size_t memory_bytes;   /**< kNN tile budget; 0 = default */
+  KnnwbMetric metric;   /**< points only; default pearson */
+  KnnwbMstKnnTree tree; /**< default exact */
+  size_t forest_k;      /**< k of the kNN graph of KNNWB_MSTKNN_TREE_KNN_FOREST; 0 = floor(ln n) */
+  size_t list_k;        /**< length of the global kNN lists (answer MST queries and the
+                             per-component kNN graphs); 0 = auto (max(16, floor(ln n) + 1)) */
+  KnnwbBackend backend; /**< backend of the kNN lists */
+  int n_threads;        /**< CPU threads; 0 = all cores */
+  size_t memory_bytes;  /**< kNN tile budget; 0 = default */
   const volatile gint *cancel; /**< optional cancellation flag */
 } KnnwbMstKnnOptions;
 
@@ -178,31 +182,32 @@ void knnwb_clustering_mstknn_options_init(KnnwbMstKnnOptions *options);
 
 /**
  * MST-kNN of the rows of data. With T the spanning tree (options->tree) and for a set S of points
- * (first S = all): k = min(floor(ln |S|), smallest k whose kNN graph on S is connected), at least 1;
- * G = the undirected union kNN graph of S (neighbours only from S, ties to the lower index); keep the
- * edges of T inside S that are also in G; take connected components. One component: S is a final
- * cluster; otherwise recurse into each component (|S| = 1: a singleton; |S| = 2: one cluster).
+ * (first S = all): k = min(floor(ln |S|), smallest k whose kNN graph on S is connected), at least
+ * 1; G = the undirected union kNN graph of S (neighbours only from S, ties to the lower index);
+ * keep the edges of T inside S that are also in G; take connected components. One component: S is a
+ * final cluster; otherwise recurse into each component (|S| = 1: a singleton; |S| = 2: one
+ * cluster).
  *
  * membership (initialised) receives each row's cluster (numbered by lowest row); cluster_forest
- * (uninitialised; may be NULL) receives the cluster forest: n vertices and, for every final cluster,
- * the kept tree edges inside it (the two points' edge for a pair); forest_weights (initialised; may
- * be NULL) their distances.
- * Errors: those of knnwb_knn_self and knnwb_clustering_mst_points, KNNWB_ERROR_IGRAPH.
- * Complexity: the tree plus one kNN computation, O(n log n) list work per recursion level; points
- * whose global list lacks enough neighbours inside their component are brute-forced in it.
+ * (uninitialised; may be NULL) receives the cluster forest: n vertices and, for every final
+ * cluster, the kept tree edges inside it (the two points' edge for a pair); forest_weights
+ * (initialised; may be NULL) their distances. Errors: those of knnwb_knn_self and
+ * knnwb_clustering_mst_points, KNNWB_ERROR_IGRAPH. Complexity: the tree plus one kNN computation,
+ * O(n log n) list work per recursion level; points whose global list lacks enough neighbours inside
+ * their component are brute-forced in it.
  */
 gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstKnnOptions *options,
                                         igraph_vector_int_t *membership, igraph_t *cluster_forest,
                                         igraph_vector_t *forest_weights, GError **error);
 
 /**
- * MST-kNN of a precomputed n x n distance matrix (see knnwb_clustering_mstknn_points). Follows the R
- * package mstknnclust exactly: the tree of each component is recomputed by Prim from its lowest
+ * MST-kNN of a precomputed n x n distance matrix (see knnwb_clustering_mstknn_points). Follows the
+ * R package mstknnclust exactly: the tree of each component is recomputed by Prim from its lowest
  * vertex on its own sub-matrix, so ties are resolved the package's way. options may be NULL (only
  * cancel is used). On share/data/dslanguages.csv it gives 17 clusters of sizes
  * 13,11,10,8,5,5,5,5,3,3,3,3,2,2,2,2,2, the package's partition.
  * Errors: as knnwb_clustering_mst_distance_matrix, KNNWB_ERROR_CANCELLED.
- * Complexity: O(n^2) per recursion level, O(n^2) memory (the input).
+ * Complexity: O(n^2 log n) per recursion level, O(n^2) memory.
  */
 gboolean knnwb_clustering_mstknn_distance_matrix(const igraph_matrix_t *distances,
                                                  const KnnwbMstKnnOptions *options,
@@ -211,7 +216,7 @@ gboolean knnwb_clustering_mstknn_distance_matrix(const igraph_matrix_t *distance
                                                  igraph_vector_t *forest_weights, GError **error);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Single linkage from a minimum spanning tree or forest.                                          */
+/* Single linkage from a minimum spanning tree or forest. */
 
 /**
  * The single-linkage dendrogram of a minimum spanning tree/forest (tree: n vertices; weights: one

@@ -176,9 +176,9 @@ gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
 
 /**
  * Writes the seed's .knn format: first line `vertices edges`, then one `source target weight` line
- * per edge in igraph edge order, 0-based; weights printed with %.9g when they are floats (enough to
- * round-trip a float), %.17g otherwise, so that read_knn gives back identical doubles. weights
- * NULL writes 1. Direction is not stored (the reader is told).
+ * per edge in igraph edge order, 0-based; each weight in the shortest of %.15g, %.16g and %.17g
+ * that reads back as the identical double (the distances are doubles; the seed's 6 decimals would
+ * not round-trip). weights NULL writes 1. Direction is not stored (the reader is told).
  * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (weights of the wrong length).
  * Complexity: O(V + E) time, O(1) extra memory.
  */

@@ -66,7 +66,8 @@ struct KnnwbValue {
   igraph_integer_t n_clusters;
   /**
    * GRAPH and CLUSTERING: the matrix value whose rows are the vertices (for labels and for
-   * algorithms that need the points), or NULL. Borrowed: the host keeps every value until the run ends.
+   * algorithms that need the points), or NULL. Borrowed: the host keeps every value until the run
+   * ends.
    */
   const KnnwbValue *points;
   /** CLUSTERING: the graph that was clustered, or NULL. Borrowed like points. */
@@ -147,7 +148,8 @@ struct KnnwbStepContext {
   /** Host-wide settings from the command line (0 = library default). */
   int n_threads;
   size_t memory_bytes;
-  /** Set non-zero by the host when the run must stop (SIGINT/SIGTERM); pass to long computations. */
+  /** Set non-zero by the host when the run must stop (SIGINT/SIGTERM); pass to long computations.
+   */
   const volatile gint *cancel;
   /** Tile progress for long computations (may be NULL). */
   KnnwbProgressFunc progress;
@@ -179,8 +181,8 @@ typedef struct {
 } KnnwbPluginDescriptor;
 
 /** Defines the exported descriptor. Use once per plugin, at file scope. */
-#define KNNWB_PLUGIN_DEFINE(name, version, description, init)                                     \
-  G_MODULE_EXPORT const KnnwbPluginDescriptor knnwb_plugin_descriptor = {                         \
+#define KNNWB_PLUGIN_DEFINE(name, version, description, init)                                      \
+  G_MODULE_EXPORT const KnnwbPluginDescriptor knnwb_plugin_descriptor = {                          \
       KNNWB_PLUGIN_ABI_VERSION, name, version, description, init}
 
 G_END_DECLS

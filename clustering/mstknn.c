@@ -1,0 +1,528 @@
+/*
+ * MST-kNN (Inostroza-Ponta et al.), following the R package mstknnclust: for a set S, k =
+ * min(floor(ln |S|), smallest k whose union kNN graph on S is connected), at least 1; keep the
+ * spanning-tree edges inside S that are kNN edges; one component makes S a final cluster, more
+ * components are split off and each treated the same way.
+ *
+ * One driver serves both inputs through two callbacks: the kNN lists restricted to a set, and the
+ * tree edges inside a set. Sets are processed one at a time; `position` maps a global index to its
+ * local index in the current set (-1 outside), which makes membership tests O(1).
+ */
+#include <math.h>
+#include <string.h>
+#include <knnwb/clustering.h>
+#include <knnwb/error.h>
+#include <knnwb/graph.h>
+#include "clustering_internal.h"
+
+typedef struct {
+  /* out[i * kc + r]: local index of the r-th nearest member of members[i] (ties: lower index) */
+  gboolean (*knn)(void *context, const int64_t *members, int64_t s, const int64_t *position,
+                  int64_t kc, int64_t *out, GError **error);
+  /* tree edges with both ends in the set, in local indices; *count receives their number */
+  gboolean (*tree)(void *context, const int64_t *members, int64_t s, const int64_t *position,
+                   int64_t *eu, int64_t *ev, double *ew, int64_t *count, GError **error);
+  void *context;
+  const volatile gint *cancel;
+} KnnwbMstKnnSource;
+
+void knnwb_clustering_mstknn_options_init(KnnwbMstKnnOptions *options)
+{
+  options->metric = KNNWB_METRIC_PEARSON;
+  options->tree = KNNWB_MSTKNN_TREE_EXACT;
+  options->forest_k = 0;
+  options->list_k = 0;
+  options->backend = KNNWB_BACKEND_AUTO;
+  options->n_threads = 0;
+  options->memory_bytes = 0;
+  options->cancel = NULL;
+}
+
+static int64_t knnwb_mstknn_natural_k(int64_t s)
+{
+  return MAX((int64_t)1, (int64_t)floor(log((double)s)));
+}
+
+static gboolean knnwb_mstknn_listed(const int64_t *lists, int64_t kc, int64_t k, int64_t u,
+                                    int64_t v)
+{
+  for (int64_t r = 0; r < k; r++)
+    if (lists[u * kc + r] == v)
+      return TRUE;
+  return FALSE;
+}
+
+/* The recursion itself; cluster_of[v] receives a cluster index, kept edges go to the arrays. */
+static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, int64_t *cluster_of,
+                                   GArray *kept_u, GArray *kept_v, GArray *kept_w, GError **error)
+{
+  int64_t *position = g_new(int64_t, MAX(n, 1));
+  int64_t *parent = g_new(int64_t, MAX(n, 1));
+  int64_t *lists = NULL;
+  int64_t *eu = g_new(int64_t, MAX(n, 1)), *ev = g_new(int64_t, MAX(n, 1));
+  double *ew = g_new(double, MAX(n, 1));
+  gboolean *keep = g_new(gboolean, MAX(n, 1));
+  int64_t *order = g_new(int64_t, MAX(n, 1));
+  GQueue pending = G_QUEUE_INIT; /* GArray of int64 members each, sorted */
+  int64_t n_clusters = 0;
+  gboolean ok = FALSE;
+  for (int64_t v = 0; v < n; v++)
+    position[v] = -1;
+  GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(int64_t), (guint)n);
+  for (int64_t v = 0; v < n; v++)
+    g_array_append_val(all, v);
+  if (n > 0)
+    g_queue_push_tail(&pending, all);
+  else
+    g_array_unref(all);
+
+  while (!g_queue_is_empty(&pending)) {
+    GArray *set = g_queue_pop_head(&pending);
+    const int64_t *members = (const int64_t *)set->data;
+    int64_t s = set->len;
+    if (source->cancel && g_atomic_int_get(source->cancel)) {
+      g_array_unref(set);
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "MST-kNN cancelled");
+      goto out;
+    }
+    if (s == 1) {
+      cluster_of[members[0]] = n_clusters++;
+      g_array_unref(set);
+      continue;
+    }
+    for (int64_t i = 0; i < s; i++)
+      position[members[i]] = i;
+    int64_t natural = knnwb_mstknn_natural_k(s);
+    int64_t kc = MAX((int64_t)1, MIN(natural, s - 1));
+    g_free(lists);
+    lists = g_new(int64_t, s * kc);
+    int64_t n_tree = 0;
+    gboolean step = source->knn(source->context, members, s, position, kc, lists, error) &&
+                    source->tree(source->context, members, s, position, eu, ev, ew, &n_tree, error);
+    for (int64_t i = 0; i < s; i++)
+      position[members[i]] = -1;
+    if (!step) {
+      g_array_unref(set);
+      goto out;
+    }
+    /* Smallest k in 1..kc whose union kNN graph is connected: add rank k - 1 edges each step. */
+    int64_t k = kc;
+    for (int64_t i = 0; i < s; i++)
+      parent[i] = i;
+    int64_t joins = 0;
+    for (int64_t r = 0; r < kc; r++) {
+      for (int64_t i = 0; i < s; i++)
+        joins += knnwb_clustering_union(parent, i, lists[i * kc + r]);
+      if (joins == s - 1) {
+        k = r + 1;
+        break;
+      }
+    }
+    k = MAX((int64_t)1, MIN(natural, k));
+    /* Tree edges that are also kNN edges (either direction), then their components. */
+    for (int64_t i = 0; i < s; i++)
+      parent[i] = i;
+    int64_t n_parts = s;
+    for (int64_t e = 0; e < n_tree; e++) {
+      keep[e] = knnwb_mstknn_listed(lists, kc, k, eu[e], ev[e]) ||
+                knnwb_mstknn_listed(lists, kc, k, ev[e], eu[e]);
+      if (keep[e])
+        n_parts -= knnwb_clustering_union(parent, eu[e], ev[e]);
+    }
+    if (n_parts == 1) {
+      for (int64_t i = 0; i < s; i++)
+        cluster_of[members[i]] = n_clusters;
+      n_clusters++;
+      for (int64_t e = 0; e < n_tree; e++) {
+        if (!keep[e])
+          continue;
+        int64_t a = members[eu[e]], b = members[ev[e]];
+        g_array_append_val(kept_u, a);
+        g_array_append_val(kept_v, b);
+        g_array_append_val(kept_w, ew[e]);
+      }
+    } else {
+      /* Split into parts, members kept in increasing order (the package sorts them too). */
+      for (int64_t i = 0; i < s; i++)
+        order[i] = -1;
+      GPtrArray *parts = g_ptr_array_new();
+      for (int64_t i = 0; i < s; i++) {
+        int64_t root = knnwb_clustering_find(parent, i);
+        if (order[root] < 0) {
+          order[root] = parts->len;
+          g_ptr_array_add(parts, g_array_new(FALSE, FALSE, sizeof(int64_t)));
+        }
+        g_array_append_val(g_ptr_array_index(parts, order[root]), members[i]);
+      }
+      for (guint p = 0; p < parts->len; p++)
+        g_queue_push_tail(&pending, g_ptr_array_index(parts, p));
+      g_ptr_array_free(parts, TRUE);
+    }
+    g_array_unref(set);
+  }
+  ok = TRUE;
+out:
+  while (!g_queue_is_empty(&pending))
+    g_array_unref(g_queue_pop_head(&pending));
+  g_free(position);
+  g_free(parent);
+  g_free(lists);
+  g_free(eu);
+  g_free(ev);
+  g_free(ew);
+  g_free(keep);
+  g_free(order);
+  return ok;
+}
+
+/* Membership numbered by lowest vertex, and the cluster forest graph. */
+static gboolean knnwb_mstknn_finish(int64_t n, const int64_t *cluster_of, GArray *kept_u,
+                                    GArray *kept_v, GArray *kept_w, igraph_vector_int_t *membership,
+                                    igraph_t *cluster_forest, igraph_vector_t *forest_weights,
+                                    GError **error)
+{
+  igraph_error_t code = igraph_vector_int_resize(membership, n);
+  if (!knnwb_error_from_igraph(code, "resizing membership", error))
+    return FALSE;
+  int64_t *renumber = g_new(int64_t, MAX(n, 1));
+  for (int64_t v = 0; v < n; v++)
+    renumber[v] = -1;
+  int64_t count = 0;
+  for (int64_t v = 0; v < n; v++) {
+    if (renumber[cluster_of[v]] < 0)
+      renumber[cluster_of[v]] = count++;
+    VECTOR(*membership)[v] = renumber[cluster_of[v]];
+  }
+  g_free(renumber);
+  if (!cluster_forest) {
+    if (forest_weights) {
+      code = igraph_vector_resize(forest_weights, kept_w->len);
+      if (!knnwb_error_from_igraph(code, "resizing forest weights", error))
+        return FALSE;
+      for (guint e = 0; e < kept_w->len; e++)
+        VECTOR(*forest_weights)[e] = g_array_index(kept_w, double, e);
+    }
+    return TRUE;
+  }
+  igraph_vector_t scratch;
+  igraph_vector_t *target = forest_weights;
+  if (!target) {
+    igraph_vector_init(&scratch, 0);
+    target = &scratch;
+  }
+  gboolean ok = knnwb_clustering_tree_from_pairs(
+      n, kept_u->len, (const int64_t *)kept_u->data, (const int64_t *)kept_v->data,
+      (const double *)kept_w->data, TRUE, cluster_forest, target, error);
+  if (!forest_weights)
+    igraph_vector_destroy(&scratch);
+  return ok;
+}
+
+static gboolean knnwb_mstknn_run(const KnnwbMstKnnSource *source, int64_t n,
+                                 igraph_vector_int_t *membership, igraph_t *cluster_forest,
+                                 igraph_vector_t *forest_weights, GError **error)
+{
+  int64_t *cluster_of = g_new(int64_t, MAX(n, 1));
+  GArray *kept_u = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  GArray *kept_v = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  GArray *kept_w = g_array_new(FALSE, FALSE, sizeof(double));
+  gboolean ok = knnwb_mstknn_drive(source, n, cluster_of, kept_u, kept_v, kept_w, error) &&
+                knnwb_mstknn_finish(n, cluster_of, kept_u, kept_v, kept_w, membership,
+                                    cluster_forest, forest_weights, error);
+  g_free(cluster_of);
+  g_array_unref(kept_u);
+  g_array_unref(kept_v);
+  g_array_unref(kept_w);
+  return ok;
+}
+
+/* ---- distance-matrix source ---- */
+
+typedef struct {
+  const igraph_matrix_t *distances;
+} KnnwbMstKnnMatrix;
+
+static gboolean knnwb_mstknn_matrix_knn(void *context, const int64_t *members, int64_t s,
+                                        const int64_t *position, int64_t kc, int64_t *out,
+                                        GError **error)
+{
+  (void)position, (void)error;
+  const KnnwbMstKnnMatrix *source = context;
+  double *best = g_new(double, kc);
+  for (int64_t i = 0; i < s; i++) {
+    int64_t filled = 0;
+    /* Insertion into a short sorted list; j ascending and a strict comparison keep ties in index
+     * order, like R's order(). */
+    for (int64_t j = 0; j < s; j++) {
+      if (j == i)
+        continue;
+      double d = MATRIX(*source->distances, members[i], members[j]);
+      if (filled == kc && !(d < best[kc - 1]))
+        continue;
+      int64_t r = filled < kc ? filled++ : kc - 1;
+      while (r > 0 && d < best[r - 1]) {
+        best[r] = best[r - 1];
+        out[i * kc + r] = out[i * kc + r - 1];
+        r--;
+      }
+      best[r] = d;
+      out[i * kc + r] = j;
+    }
+  }
+  g_free(best);
+  return TRUE;
+}
+
+static gboolean knnwb_mstknn_matrix_tree(void *context, const int64_t *members, int64_t s,
+                                         const int64_t *position, int64_t *eu, int64_t *ev,
+                                         double *ew, int64_t *count, GError **error)
+{
+  (void)position;
+  const KnnwbMstKnnMatrix *source = context;
+  igraph_error_t code = knnwb_clustering_prim_subset(source->distances, members, s, eu, ev, ew);
+  *count = s - 1;
+  return knnwb_error_from_igraph(code, "Prim's minimum spanning tree", error);
+}
+
+gboolean knnwb_clustering_mstknn_distance_matrix(const igraph_matrix_t *distances,
+                                                 const KnnwbMstKnnOptions *options,
+                                                 igraph_vector_int_t *membership,
+                                                 igraph_t *cluster_forest,
+                                                 igraph_vector_t *forest_weights, GError **error)
+{
+  if (!knnwb_clustering_check_distance_matrix(distances, error))
+    return FALSE;
+  KnnwbMstKnnMatrix context = {distances};
+  KnnwbMstKnnSource source = {knnwb_mstknn_matrix_knn, knnwb_mstknn_matrix_tree, &context,
+                              options ? options->cancel : NULL};
+  return knnwb_mstknn_run(&source, igraph_matrix_nrow(distances), membership, cluster_forest,
+                          forest_weights, error);
+}
+
+/* ---- point source: global kNN lists, one global tree ---- */
+
+typedef struct {
+  const KnnwbMatrix *data;
+  KnnwbMetric metric;
+  const KnnwbNeighbors *lists;
+  /* the tree as adjacency (CSR): neighbours of v at adjacency[offset[v] .. offset[v + 1]) */
+  int64_t *offset;
+  int64_t *adjacency;
+  double *adjacency_weight;
+  int n_threads;
+  /* per call */
+  const int64_t *members;
+  int64_t s;
+  const int64_t *position;
+  int64_t kc;
+  int64_t *out;
+} KnnwbMstKnnPoints;
+
+static void knnwb_mstknn_points_knn_part(int t, int n_threads, void *data)
+{
+  KnnwbMstKnnPoints *source = data;
+  size_t first, last;
+  knnwb_clustering_range((size_t)source->s, t, n_threads, &first, &last);
+  const KnnwbNeighbors *lists = source->lists;
+  size_t n = source->data->n_rows, d = source->data->n_cols;
+  int64_t kc = source->kc;
+  double *best = g_new(double, kc);
+  for (size_t i = first; i < last; i++) {
+    int64_t p = source->members[i];
+    int64_t *out = source->out + i * kc;
+    int64_t filled = 0;
+    size_t found = (size_t)lists->n_found[p];
+    for (size_t r = 0; r < found && filled < kc; r++) {
+      int64_t local = source->position[lists->indices[(size_t)p * lists->k + r]];
+      if (local >= 0)
+        out[filled++] = local;
+    }
+    if (filled == kc || found >= n - 1)
+      continue;
+    /* The global list ran out inside the set: scan the set. Local order is global order, so the
+     * (distance, index) tie rule is the same. */
+    filled = 0;
+    const float *x = source->data->values + (size_t)p * d;
+    for (int64_t j = 0; j < source->s; j++) {
+      if ((size_t)j == i)
+        continue;
+      double dist = knnwb_distance_exact(source->metric, x,
+                                         source->data->values + (size_t)source->members[j] * d, d);
+      if (filled == kc && !(dist < best[kc - 1]))
+        continue;
+      int64_t r = filled < kc ? filled++ : kc - 1;
+      while (r > 0 && dist < best[r - 1]) {
+        best[r] = best[r - 1];
+        out[r] = out[r - 1];
+        r--;
+      }
+      best[r] = dist;
+      out[r] = j;
+    }
+  }
+  g_free(best);
+}
+
+static gboolean knnwb_mstknn_points_knn(void *context, const int64_t *members, int64_t s,
+                                        const int64_t *position, int64_t kc, int64_t *out,
+                                        GError **error)
+{
+  (void)error;
+  KnnwbMstKnnPoints *source = context;
+  source->members = members;
+  source->s = s;
+  source->position = position;
+  source->kc = kc;
+  source->out = out;
+  int threads = s > 4096 ? source->n_threads : 1;
+  knnwb_clustering_team_run(threads, knnwb_mstknn_points_knn_part, source);
+  return TRUE;
+}
+
+static gboolean knnwb_mstknn_points_tree(void *context, const int64_t *members, int64_t s,
+                                         const int64_t *position, int64_t *eu, int64_t *ev,
+                                         double *ew, int64_t *count, GError **error)
+{
+  (void)error;
+  KnnwbMstKnnPoints *source = context;
+  int64_t m = 0;
+  for (int64_t i = 0; i < s; i++) {
+    int64_t p = members[i];
+    for (int64_t a = source->offset[p]; a < source->offset[p + 1]; a++) {
+      int64_t j = position[source->adjacency[a]];
+      if (j > i) {
+        eu[m] = i;
+        ev[m] = j;
+        ew[m] = source->adjacency_weight[a];
+        m++;
+      }
+    }
+  }
+  *count = m;
+  return TRUE;
+}
+
+gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstKnnOptions *options,
+                                        igraph_vector_int_t *membership, igraph_t *cluster_forest,
+                                        igraph_vector_t *forest_weights, GError **error)
+{
+  KnnwbMstKnnOptions defaults;
+  if (!options) {
+    knnwb_clustering_mstknn_options_init(&defaults);
+    options = &defaults;
+  }
+  int64_t n = (int64_t)data->n_rows;
+  if (n <= 1) {
+    KnnwbMstKnnSource none = {0};
+    return knnwb_mstknn_run(&none, n, membership, cluster_forest, forest_weights, error);
+  }
+  int64_t natural = knnwb_mstknn_natural_k(n);
+  size_t forest_k = options->forest_k ? options->forest_k : (size_t)natural;
+  size_t list_k = options->list_k ? options->list_k : (size_t)MAX(16, natural + 1);
+  if (options->tree == KNNWB_MSTKNN_TREE_KNN_FOREST)
+    list_k = MAX(list_k, forest_k);
+  list_k = MIN(list_k, (size_t)n - 1);
+  forest_k = MIN(forest_k, (size_t)n - 1);
+
+  KnnwbKnnOptions knn;
+  knnwb_knn_options_init(&knn);
+  knn.metric = options->metric;
+  knn.k = list_k;
+  knn.backend = options->backend;
+  knn.n_threads = options->n_threads;
+  knn.memory_bytes = options->memory_bytes;
+  knn.cancel = options->cancel;
+  g_autoptr(KnnwbNeighbors) lists = NULL;
+  if (!knnwb_knn_self(data, &knn, &lists, error))
+    return FALSE;
+
+  /* The spanning tree (or forest) as an edge list. */
+  igraph_t tree;
+  igraph_vector_t tree_weights;
+  igraph_vector_init(&tree_weights, 0);
+  gboolean ok;
+  if (options->tree == KNNWB_MSTKNN_TREE_EXACT) {
+    KnnwbMstOptions mst;
+    knnwb_clustering_mst_options_init(&mst);
+    mst.metric = options->metric;
+    mst.neighbors = lists;
+    mst.n_threads = options->n_threads;
+    mst.cancel = options->cancel;
+    ok = knnwb_clustering_mst_points(data, &mst, &tree, &tree_weights, error);
+  } else {
+    /* Only the first forest_k entries of each list: a prefix of an exact list is an exact list. */
+    KnnwbNeighbors prefix = *lists;
+    prefix.k = forest_k;
+    prefix.indices = g_new(int64_t, (size_t)n * forest_k);
+    prefix.distances = g_new(double, (size_t)n *forest_k);
+    prefix.n_found = g_new(int32_t, n);
+    for (int64_t p = 0; p < n; p++) {
+      memcpy(prefix.indices + p * forest_k, lists->indices + p * lists->k,
+             forest_k * sizeof(int64_t));
+      memcpy(prefix.distances + p * forest_k, lists->distances + p * lists->k,
+             forest_k * sizeof(double));
+      prefix.n_found[p] = MIN(lists->n_found[p], (int32_t)forest_k);
+    }
+    igraph_t graph;
+    igraph_vector_t graph_weights;
+    igraph_vector_init(&graph_weights, 0);
+    ok = knnwb_graph_from_neighbors(&prefix, KNNWB_GRAPH_UNION, &graph, &graph_weights, error);
+    g_free(prefix.indices);
+    g_free(prefix.distances);
+    g_free(prefix.n_found);
+    if (ok) {
+      KnnwbForestOptions forest_options;
+      knnwb_clustering_forest_options_init(&forest_options);
+      forest_options.backend =
+          options->backend == KNNWB_BACKEND_CUDA ? KNNWB_BACKEND_CUDA : KNNWB_BACKEND_CPU;
+      forest_options.n_threads = options->n_threads;
+      igraph_vector_int_t forest_edges;
+      igraph_vector_int_init(&forest_edges, 0);
+      ok = knnwb_clustering_spanning_forest(&graph, &graph_weights, &forest_options, &forest_edges,
+                                            NULL, NULL, error) &&
+           knnwb_clustering_forest_graph(&graph, &graph_weights, &forest_edges, &tree,
+                                         &tree_weights, error);
+      igraph_vector_int_destroy(&forest_edges);
+      igraph_destroy(&graph);
+    }
+    igraph_vector_destroy(&graph_weights);
+  }
+  if (!ok) {
+    igraph_vector_destroy(&tree_weights);
+    return FALSE;
+  }
+  KnnwbMstKnnPoints context = {0};
+  context.data = data;
+  context.metric = options->metric;
+  context.lists = lists;
+  context.n_threads = knnwb_clustering_thread_count(options->n_threads);
+  igraph_integer_t m = igraph_ecount(&tree);
+  context.offset = g_new0(int64_t, n + 1);
+  context.adjacency = g_new(int64_t, MAX(2 * m, 1));
+  context.adjacency_weight = g_new(double, MAX(2 * m, 1));
+  for (igraph_integer_t e = 0; e < m; e++) {
+    context.offset[IGRAPH_FROM(&tree, e) + 1]++;
+    context.offset[IGRAPH_TO(&tree, e) + 1]++;
+  }
+  for (int64_t v = 0; v < n; v++)
+    context.offset[v + 1] += context.offset[v];
+  int64_t *fill = g_memdup2(context.offset, sizeof(int64_t) * (size_t)n);
+  for (igraph_integer_t e = 0; e < m; e++) {
+    int64_t a = IGRAPH_FROM(&tree, e), b = IGRAPH_TO(&tree, e);
+    double w = VECTOR(tree_weights)[e];
+    context.adjacency[fill[a]] = b;
+    context.adjacency_weight[fill[a]++] = w;
+    context.adjacency[fill[b]] = a;
+    context.adjacency_weight[fill[b]++] = w;
+  }
+  g_free(fill);
+  igraph_destroy(&tree);
+  igraph_vector_destroy(&tree_weights);
+  KnnwbMstKnnSource source = {knnwb_mstknn_points_knn, knnwb_mstknn_points_tree, &context,
+                              options->cancel};
+  ok = knnwb_mstknn_run(&source, n, membership, cluster_forest, forest_weights, error);
+  g_free(context.offset);
+  g_free(context.adjacency);
+  g_free(context.adjacency_weight);
+  return ok;
+}

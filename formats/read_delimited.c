@@ -1,0 +1,482 @@
+/* CSV and TSV: RFC 4180 quoting, CRLF, optional header, a label column, missing-value policy. */
+#include "formats_internal.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+/* Everything the row parser needs, to keep argument lists short. */
+typedef struct {
+  KnnwbTextInput *input;
+  const KnnwbDelimitedLayout *layout;
+  KnnwbMatrixBuilder *builder;
+  KnnwbReadInfo *info;
+  GString *scratch;
+  size_t record_line; /* line where the current record starts */
+} KnnwbDelimitedContext;
+
+static gboolean knnwb_delimited_is_blank(char c, char delimiter)
+{
+  return c == ' ' || (c == '\t' && delimiter != '\t');
+}
+
+/* Line and column (1-based) of byte offset within a record that may span lines. */
+static void knnwb_delimited_locate(const char *record, size_t record_line, size_t offset,
+                                   size_t *line, size_t *column)
+{
+  size_t line_start = 0;
+  *line = record_line;
+  for (size_t i = 0; i < offset; i++)
+    if (record[i] == '\n') {
+      (*line)++;
+      line_start = i + 1;
+    }
+  *column = offset - line_start + 1;
+}
+
+static void knnwb_delimited_error(KnnwbDelimitedContext *context, const char *record,
+                                  size_t offset, GError **error, const char *format, ...)
+    G_GNUC_PRINTF(5, 6);
+
+static void knnwb_delimited_error(KnnwbDelimitedContext *context, const char *record,
+                                  size_t offset, GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  size_t line, column;
+  knnwb_delimited_locate(record, context->record_line, offset, &line, &column);
+  knnwb_formats_parse_error(error, context->input->path, line, column, "%s", message);
+}
+
+/*
+ * Reads the field starting at *position of the record into scratch (unquoted, blanks trimmed when
+ * unquoted) and leaves *position at the delimiter after it or at the end of the record. A quoted
+ * field may continue on following lines: the record then grows (*line and *length change).
+ */
+static gboolean knnwb_delimited_field(KnnwbDelimitedContext *context, const char **line,
+                                      size_t *length, size_t *position, gboolean *quoted,
+                                      GError **error)
+{
+  char delimiter = context->layout->delimiter;
+  GString *scratch = context->scratch;
+  g_string_truncate(scratch, 0);
+  size_t i = *position;
+  while (i < *length && knnwb_delimited_is_blank((*line)[i], delimiter))
+    i++;
+  *quoted = i < *length && (*line)[i] == '"';
+  if (!*quoted) {
+    const char *start = *line + i;
+    const char *stop = memchr(start, delimiter, *length - i);
+    size_t end = stop != NULL ? (size_t)(stop - *line) : *length;
+    size_t trimmed = end;
+    while (trimmed > i && knnwb_delimited_is_blank((*line)[trimmed - 1], delimiter))
+      trimmed--;
+    g_string_append_len(scratch, start, (gssize)(trimmed - i));
+    *position = end;
+    return TRUE;
+  }
+  size_t open_quote = i;
+  i++;
+  for (;;) {
+    const char *quote = memchr(*line + i, '"', *length - i);
+    if (quote == NULL) {
+      g_string_append_len(scratch, *line + i, (gssize)(*length - i));
+      size_t old_length = *length;
+      int more = knnwb_text_input_extend_line(context->input, line, length, error);
+      if (more < 0)
+        return FALSE;
+      if (more == 0) {
+        knnwb_delimited_error(context, *line, open_quote, error,
+                              "quoted field is never closed (the file ends inside it)");
+        return FALSE;
+      }
+      /* The record now holds the line break; keep it as a single "\n". */
+      size_t resume = old_length;
+      if (resume < *length && (*line)[resume] == '\r')
+        resume++;
+      if (resume < *length && (*line)[resume] == '\n')
+        resume++;
+      g_string_append_c(scratch, '\n');
+      i = resume;
+      continue;
+    }
+    size_t q = (size_t)(quote - *line);
+    g_string_append_len(scratch, *line + i, (gssize)(q - i));
+    if (q + 1 < *length && (*line)[q + 1] == '"') {
+      g_string_append_c(scratch, '"');
+      i = q + 2;
+      continue;
+    }
+    i = q + 1;
+    while (i < *length && knnwb_delimited_is_blank((*line)[i], delimiter))
+      i++;
+    if (i < *length && (*line)[i] != delimiter) {
+      knnwb_delimited_error(context, *line, i, error,
+                            "unexpected %s after a closing quote (write a quote inside a quoted "
+                            "field as \"\")",
+                            (*line)[i] == '\0' ? "NUL byte" : "text");
+      return FALSE;
+    }
+    *position = i;
+    return TRUE;
+  }
+}
+
+gboolean knnwb_formats_split_record(KnnwbTextInput *input, char delimiter, const char **line,
+                                    size_t *length, GPtrArray *fields, GError **error)
+{
+  KnnwbDelimitedLayout layout = {.delimiter = delimiter};
+  g_autoptr(GString) scratch = g_string_new(NULL);
+  KnnwbDelimitedContext context = {
+      .input = input, .layout = &layout, .scratch = scratch, .record_line = input->line_number};
+  size_t position = 0;
+  for (;;) {
+    gboolean quoted;
+    if (!knnwb_delimited_field(&context, line, length, &position, &quoted, error))
+      return FALSE;
+    g_ptr_array_add(fields, g_strndup(scratch->str, scratch->len));
+    if (position >= *length)
+      return TRUE;
+    position++; /* the delimiter */
+  }
+}
+
+static const char *knnwb_delimited_column_name(KnnwbDelimitedContext *context, size_t value_index,
+                                               char scratch[32])
+{
+  GPtrArray *names = context->builder->col_labels;
+  if (names != NULL && value_index < names->len)
+    return g_ptr_array_index(names, value_index);
+  g_snprintf(scratch, 32, "%zu", value_index + 1);
+  return scratch;
+}
+
+/* Classifies a field's text (already unquoted and trimmed) as a value, missing, or an error. */
+static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char *record,
+                                      size_t offset, size_t value_index, float *value,
+                                      gboolean *missing, GError **error)
+{
+  const char *text = context->scratch->str;
+  size_t length = context->scratch->len;
+  char name[32];
+  if (memchr(text, '\0', length) != NULL) {
+    knnwb_delimited_error(context, record, offset, error, "NUL byte in a value (binary file?)");
+    return FALSE;
+  }
+  if (knnwb_formats_is_missing_token(text, length)) {
+    if (context->layout->missing == KNNWB_MISSING_ERROR) {
+      g_autofree char *shown = knnwb_formats_quote_field(text, length);
+      knnwb_delimited_error(
+          context, record, offset, error,
+          "missing value %s in column %s; fill it in, or choose the policy that drops rows with "
+          "missing values",
+          length == 0 ? "(empty field)" : shown,
+          knnwb_delimited_column_name(context, value_index, name));
+      return FALSE;
+    }
+    *missing = TRUE;
+    *value = 0.0f;
+    return TRUE;
+  }
+  const char *stop;
+  KnnwbFloatStatus status = knnwb_formats_parse_float(text, text + length, value, &stop);
+  if (status == KNNWB_FLOAT_RANGE) {
+    g_autofree char *shown = knnwb_formats_quote_field(text, length);
+    knnwb_delimited_error(context, record, offset, error,
+                          "value %s in column %s is beyond the float range (+-3.4e38)", shown,
+                          knnwb_delimited_column_name(context, value_index, name));
+    return FALSE;
+  }
+  if (status != KNNWB_FLOAT_OK || stop != text + length) {
+    g_autofree char *shown = knnwb_formats_quote_field(text, length);
+    knnwb_delimited_error(context, record, offset, error, "%s in column %s is not a number", shown,
+                          knnwb_delimited_column_name(context, value_index, name));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static size_t knnwb_delimited_count_fields(const char *line, size_t length, char delimiter)
+{
+  size_t count = 1;
+  for (size_t i = 0; i < length; i++)
+    count += line[i] == delimiter;
+  return count;
+}
+
+/* Parses one record into the builder. The fast path handles plain numbers in place. */
+static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char **line,
+                                    size_t *length, GError **error)
+{
+  const KnnwbDelimitedLayout *layout = context->layout;
+  const char delimiter = layout->delimiter;
+  KnnwbMatrixBuilder *builder = context->builder;
+  float *row = knnwb_matrix_builder_next_row(builder, error);
+  if (row == NULL)
+    return FALSE;
+  if (layout->expected_rows != SIZE_MAX &&
+      builder->n_rows + context->info->n_dropped_rows >= layout->expected_rows) {
+    knnwb_delimited_error(context, *line, 0, error,
+                          "more data rows than the %zu the header declares", layout->expected_rows);
+    return FALSE;
+  }
+  g_autoptr(GString) label = NULL;
+  size_t position = 0;
+  size_t value_index = 0;
+  gboolean missing = FALSE;
+  for (size_t field = 0; field < layout->n_fields; field++) {
+    if (field > 0) {
+      if (position >= *length) {
+        knnwb_delimited_error(context, *line, position, error,
+                              "the row has %zu fields, expected %zu", field, layout->n_fields);
+        return FALSE;
+      }
+      position++; /* the delimiter */
+    }
+    if (layout->kinds[field] == KNNWB_COLUMN_VALUE) {
+      const char *end = *line + *length;
+      const char *stop;
+      if (knnwb_formats_parse_float(*line + position, end, &row[value_index], &stop) ==
+              KNNWB_FLOAT_OK &&
+          (stop == end || *stop == delimiter)) {
+        position = (size_t)(stop - *line);
+        value_index++;
+        continue;
+      }
+    }
+    size_t start = position;
+    gboolean quoted;
+    if (!knnwb_delimited_field(context, line, length, &position, &quoted, error))
+      return FALSE;
+    if (layout->kinds[field] == KNNWB_COLUMN_VALUE) {
+      if (!knnwb_delimited_value(context, *line, start, value_index, &row[value_index], &missing,
+                                 error))
+        return FALSE;
+      value_index++;
+    } else if (layout->kinds[field] == KNNWB_COLUMN_LABEL) {
+      const char *invalid;
+      if (!g_utf8_validate_len(context->scratch->str, context->scratch->len, &invalid)) {
+        knnwb_delimited_error(context, *line, start, error, "the label is not valid UTF-8%s",
+                              *invalid == '\0' ? " (it holds a NUL byte)" : "");
+        return FALSE;
+      }
+      label = g_string_new_len(context->scratch->str, (gssize)context->scratch->len);
+    }
+  }
+  if (position < *length) {
+    size_t total = layout->n_fields +
+                   knnwb_delimited_count_fields(*line + position + 1, *length - position - 1,
+                                                delimiter);
+    knnwb_delimited_error(context, *line, position + 1, error,
+                          "the row has %zu fields, expected %zu", total, layout->n_fields);
+    return FALSE;
+  }
+  if (missing) {
+    if (context->info->n_dropped_rows++ == 0)
+      context->info->first_dropped_line = context->record_line;
+    return TRUE;
+  }
+  knnwb_matrix_builder_commit_row(builder, label ? label->str : NULL, label ? label->len : 0);
+  return TRUE;
+}
+
+static gboolean knnwb_delimited_line_is_blank(const char *line, size_t length)
+{
+  for (size_t i = 0; i < length; i++)
+    if (line[i] != ' ')
+      return FALSE;
+  return TRUE;
+}
+
+/* Shared by knnwb_formats_read_delimited_rows and the first record of a CSV/TSV. */
+static gboolean knnwb_delimited_rows_from(KnnwbDelimitedContext *context, const char *line,
+                                          size_t length, size_t line_number, GError **error)
+{
+  KnnwbTextInput *input = context->input;
+  gboolean have_line = line != NULL;
+  for (;;) {
+    if (have_line) {
+      context->record_line = line_number; /* a record read (and maybe extended) by the caller */
+      have_line = FALSE;
+    } else {
+      int got = knnwb_text_input_next_line(input, &line, &length, error);
+      if (got < 0)
+        return FALSE;
+      if (got == 0)
+        break;
+      if (knnwb_delimited_line_is_blank(line, length))
+        continue;
+      context->record_line = input->line_number;
+    }
+    if (!knnwb_delimited_row(context, &line, &length, error))
+      return FALSE;
+  }
+  size_t expected = context->layout->expected_rows;
+  size_t found = context->builder->n_rows + context->info->n_dropped_rows;
+  if (expected != SIZE_MAX && found != expected) {
+    knnwb_formats_parse_error(error, input->path, input->line_number, 0,
+                              "the file ends after %zu data rows, the header declares %zu "
+                              "(truncated file?)",
+                              found, expected);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input, const KnnwbDelimitedLayout *layout,
+                                           KnnwbMatrixBuilder *builder, KnnwbReadInfo *info,
+                                           GError **error)
+{
+  g_autoptr(GString) scratch = g_string_new(NULL);
+  KnnwbDelimitedContext context = {
+      .input = input, .layout = layout, .builder = builder, .info = info, .scratch = scratch};
+  return knnwb_delimited_rows_from(&context, NULL, 0, 0, error);
+}
+
+/* A header when some field other than the label is neither a number nor a missing value. */
+static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_column)
+{
+  for (guint f = 0; f < fields->len; f++) {
+    if ((int)f == label_column)
+      continue;
+    const char *text = g_ptr_array_index(fields, f);
+    size_t length = strlen(text);
+    float value;
+    const char *stop;
+    if (knnwb_formats_is_missing_token(text, length))
+      continue;
+    if (knnwb_formats_parse_float(text, text + length, &value, &stop) == KNNWB_FLOAT_SYNTAX ||
+        stop != text + length)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* Reads lines until a non-blank one. 0 = end of file. */
+static int knnwb_delimited_next_nonblank(KnnwbTextInput *input, const char **line, size_t *length,
+                                         GError **error)
+{
+  for (;;) {
+    int got = knnwb_text_input_next_line(input, line, length, error);
+    if (got <= 0)
+      return got;
+    if (!knnwb_delimited_line_is_blank(*line, *length))
+      return 1;
+  }
+}
+
+gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,
+                                      char delimiter, KnnwbMatrix **out, KnnwbReadInfo *info,
+                                      GError **error)
+{
+  KnnwbTextInput input;
+  if (!knnwb_text_input_open(&input, path, error))
+    return FALSE;
+  gboolean ok = FALSE;
+  KnnwbMatrixBuilder builder = {0};
+  g_autoptr(GPtrArray) first = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GPtrArray) header = NULL;
+  g_autofree guint8 *kinds = NULL;
+  g_autoptr(GString) scratch = g_string_new(NULL);
+  const char *line;
+  size_t length;
+  int got = knnwb_delimited_next_nonblank(&input, &line, &length, error);
+  if (got <= 0) {
+    if (got == 0)
+      knnwb_formats_parse_error(error, path, MAX(input.line_number, 1), 0,
+                                "the file is empty: no header and no data rows");
+    goto out;
+  }
+  size_t first_line = input.line_number;
+  if (!knnwb_formats_split_record(&input, delimiter, &line, &length, first, error))
+    goto out;
+  int label_column = options->label_column;
+  if (label_column >= 0 && (guint)label_column >= first->len) {
+    knnwb_formats_parse_error(error, path, first_line, 0,
+                              "the label column %d does not exist: the line has %u fields",
+                              label_column + 1, first->len);
+    goto out;
+  }
+  gboolean has_header = options->header == KNNWB_HEADER_YES ||
+                        (options->header == KNNWB_HEADER_AUTO &&
+                         knnwb_delimited_looks_like_header(first, label_column));
+  size_t n_fields = first->len;
+  size_t data_line = first_line;
+  if (has_header) {
+    header = g_steal_pointer(&first);
+    first = g_ptr_array_new_with_free_func(g_free);
+    got = knnwb_delimited_next_nonblank(&input, &line, &length, error);
+    if (got <= 0) {
+      if (got == 0)
+        knnwb_formats_parse_error(error, path, first_line, 0,
+                                  "a header but no data rows follow it");
+      goto out;
+    }
+    data_line = input.line_number;
+    n_fields = knnwb_delimited_count_fields(line, length, delimiter);
+    if (memchr(line, '"', length) != NULL) {
+      /* Quotes may hide delimiters: count properly (this may pull in continuation lines). */
+      if (!knnwb_formats_split_record(&input, delimiter, &line, &length, first, error))
+        goto out;
+      n_fields = first->len;
+    }
+    if (n_fields == header->len + 1 && label_column == 0) {
+      /* R's write.table: the header has no name for the row-label column. */
+      g_ptr_array_insert(header, 0, g_strdup(""));
+    } else if (n_fields != header->len) {
+      knnwb_formats_parse_error(error, path, data_line, 0,
+                                "the row has %zu fields, the header on line %zu has %u", n_fields,
+                                first_line, header->len);
+      goto out;
+    }
+  }
+  kinds = g_new0(guint8, n_fields);
+  size_t n_values = n_fields;
+  if (label_column >= 0) {
+    kinds[label_column] = KNNWB_COLUMN_LABEL;
+    n_values--;
+  }
+  if (n_values == 0) {
+    knnwb_formats_parse_error(error, path, first_line, 0,
+                              "no numeric columns (only the label column)");
+    goto out;
+  }
+  knnwb_matrix_builder_init(&builder, n_values, label_column >= 0);
+  if (header != NULL) {
+    builder.col_labels = g_ptr_array_new_with_free_func(g_free);
+    for (guint f = 0; f < header->len; f++)
+      if (kinds[f] == KNNWB_COLUMN_VALUE)
+        g_ptr_array_add(builder.col_labels, g_strdup(g_ptr_array_index(header, f)));
+  }
+  /* Reserve from the first row's length: one realloc in the common case. Untouched pages of an
+   * overestimate cost no memory. */
+  if (input.file_size > 0 && length > 0) {
+    size_t estimate = (size_t)(input.file_size / (length + 1)) + 16;
+    size_t bound = (size_t)(input.file_size / (2 * n_values)) + 16; /* "0\t" per value at least */
+    if (!knnwb_matrix_builder_reserve(&builder, MIN(estimate + estimate / 20, bound), error))
+      goto out;
+  }
+  KnnwbDelimitedLayout layout = {.delimiter = delimiter,
+                                 .kinds = kinds,
+                                 .n_fields = n_fields,
+                                 .missing = options->missing,
+                                 .expected_rows = SIZE_MAX};
+  KnnwbDelimitedContext context = {
+      .input = &input, .layout = &layout, .builder = &builder, .info = info, .scratch = scratch};
+  /* The first data record was read (and split) already and is still the current record. */
+  if (!knnwb_delimited_rows_from(&context, line, length, data_line, error))
+    goto out;
+  if (builder.n_rows == 0) {
+    knnwb_formats_parse_error(error, path, input.line_number, 0,
+                              "no data rows are left (%zu dropped for missing values)",
+                              info->n_dropped_rows);
+    goto out;
+  }
+  *out = knnwb_matrix_builder_finish(&builder, error);
+  ok = *out != NULL;
+out:
+  knnwb_matrix_builder_clear(&builder);
+  knnwb_text_input_close(&input);
+  return ok;
+}

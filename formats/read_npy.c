@@ -1,0 +1,528 @@
+/* NumPy .npy (format versions 1-3): float32/float64, either byte order, C or Fortran order. */
+#include "formats_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The parsed header dictionary. */
+typedef struct {
+  char byte_order; /* '<', '>', '|' or '=' */
+  char kind;       /* 'f' */
+  size_t item_size;
+  gboolean fortran_order;
+  size_t shape[2];
+  int n_dims;
+  gboolean have_descr, have_order, have_shape;
+} KnnwbNpyHeader;
+
+static void knnwb_npy_skip_blanks(const char **p, const char *end)
+{
+  while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r'))
+    (*p)++;
+}
+
+/* A Python string literal in single or double quotes (no escapes: numpy never writes them). */
+static gboolean knnwb_npy_string(const char **p, const char *end, const char **start,
+                                 size_t *length)
+{
+  if (*p >= end || (**p != '\'' && **p != '"'))
+    return FALSE;
+  char quote = **p;
+  const char *close = memchr(*p + 1, quote, (size_t)(end - *p - 1));
+  if (close == NULL)
+    return FALSE;
+  *start = *p + 1;
+  *length = (size_t)(close - *start);
+  *p = close + 1;
+  return TRUE;
+}
+
+static gboolean knnwb_npy_integer(const char **p, const char *end, size_t *value)
+{
+  size_t v = 0;
+  const char *s = *p;
+  if (s >= end || *s < '0' || *s > '9')
+    return FALSE;
+  while (s < end && *s >= '0' && *s <= '9') {
+    if (v > (SIZE_MAX - 9) / 10)
+      return FALSE;
+    v = v * 10 + (size_t)(*s - '0');
+    s++;
+  }
+  if (s < end && *s == 'L') /* Python 2 longs */
+    s++;
+  *p = s;
+  *value = v;
+  return TRUE;
+}
+
+/* Parses "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }". */
+static gboolean knnwb_npy_parse_header(const char *path, const char *text, size_t length,
+                                       size_t text_offset, KnnwbNpyHeader *header, GError **error)
+{
+  const char *p = text, *end = text + length;
+  const char *what = "expected '{'";
+  memset(header, 0, sizeof *header);
+  knnwb_npy_skip_blanks(&p, end);
+  if (p >= end || *p != '{')
+    goto fail;
+  p++;
+  for (;;) {
+    knnwb_npy_skip_blanks(&p, end);
+    if (p < end && *p == '}')
+      break;
+    const char *key;
+    size_t key_length;
+    what = "expected a quoted key or '}'";
+    if (!knnwb_npy_string(&p, end, &key, &key_length))
+      goto fail;
+    knnwb_npy_skip_blanks(&p, end);
+    what = "expected ':' after a key";
+    if (p >= end || *p != ':')
+      goto fail;
+    p++;
+    knnwb_npy_skip_blanks(&p, end);
+    if (key_length == 5 && memcmp(key, "descr", 5) == 0) {
+      const char *descr;
+      size_t descr_length;
+      what = "'descr' must be a type string such as '<f4' (structured arrays are not supported)";
+      if (!knnwb_npy_string(&p, end, &descr, &descr_length) || descr_length < 3)
+        goto fail;
+      header->byte_order = descr[0];
+      header->kind = descr[1];
+      const char *size_end = descr + descr_length;
+      const char *size_text = descr + 2;
+      if (!knnwb_npy_integer(&size_text, size_end, &header->item_size) || size_text != size_end)
+        goto fail;
+      header->have_descr = TRUE;
+    } else if (key_length == 13 && memcmp(key, "fortran_order", 13) == 0) {
+      if (end - p >= 4 && memcmp(p, "True", 4) == 0) {
+        header->fortran_order = TRUE;
+        p += 4;
+      } else if (end - p >= 5 && memcmp(p, "False", 5) == 0) {
+        p += 5;
+      } else {
+        what = "'fortran_order' must be True or False";
+        goto fail;
+      }
+      header->have_order = TRUE;
+    } else if (key_length == 5 && memcmp(key, "shape", 5) == 0) {
+      what = "'shape' must be a tuple of sizes";
+      if (p >= end || *p != '(')
+        goto fail;
+      p++;
+      for (;;) {
+        knnwb_npy_skip_blanks(&p, end);
+        if (p < end && *p == ')') {
+          p++;
+          break;
+        }
+        size_t size;
+        if (!knnwb_npy_integer(&p, end, &size))
+          goto fail;
+        if (header->n_dims < 2)
+          header->shape[header->n_dims] = size;
+        header->n_dims++;
+        knnwb_npy_skip_blanks(&p, end);
+        if (p < end && *p == ',')
+          p++;
+        else if (p >= end || *p != ')')
+          goto fail;
+      }
+      header->have_shape = TRUE;
+    } else {
+      what = "unknown key in the header dictionary";
+      goto fail;
+    }
+    knnwb_npy_skip_blanks(&p, end);
+    if (p < end && *p == ',') {
+      p++;
+      continue;
+    }
+    knnwb_npy_skip_blanks(&p, end);
+    what = "expected ',' or '}'";
+    if (p >= end || *p != '}')
+      goto fail;
+    break;
+  }
+  if (!header->have_descr || !header->have_order || !header->have_shape) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: the header lacks 'descr', 'fortran_order' or 'shape'", path);
+    return FALSE;
+  }
+  return TRUE;
+fail:
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: byte %zu: bad header: %s", path,
+              text_offset + (size_t)(p - text), what);
+  return FALSE;
+}
+
+/* The destroy callback of a mapped matrix. */
+typedef struct {
+  void *base;
+  size_t length;
+} KnnwbNpyMapping;
+
+static void knnwb_npy_unmap(void *values, size_t n_bytes, void *data)
+{
+  (void)values;
+  (void)n_bytes;
+  KnnwbNpyMapping *mapping = data;
+  munmap(mapping->base, mapping->length);
+  g_free(mapping);
+}
+
+static void knnwb_npy_free_values(void *values, size_t n_bytes, void *data)
+{
+  (void)n_bytes;
+  (void)data;
+  free(values);
+}
+
+static gboolean knnwb_npy_read_all(int fd, void *buffer, size_t bytes, uint64_t offset)
+{
+  char *p = buffer;
+  while (bytes > 0) {
+    ssize_t got = pread(fd, p, bytes, (off_t)offset);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      return FALSE;
+    p += got;
+    bytes -= (size_t)got;
+    offset += (uint64_t)got;
+  }
+  return TRUE;
+}
+
+/* Reads the labels side file: one label per line, count must match. */
+static gboolean knnwb_npy_labels(const char *labels_path, size_t count, KnnwbMatrix *matrix,
+                                 gboolean as_columns, GError **error)
+{
+  KnnwbTextInput input;
+  if (!knnwb_text_input_open(&input, labels_path, error))
+    return FALSE;
+  g_autoptr(GPtrArray) labels = g_ptr_array_new_with_free_func(g_free);
+  const char *line;
+  size_t length;
+  size_t last_nonblank = 0;
+  int got;
+  gboolean ok = FALSE;
+  while ((got = knnwb_text_input_next_line(&input, &line, &length, error)) > 0) {
+    const char *invalid;
+    if (!g_utf8_validate_len(line, length, &invalid)) {
+      knnwb_formats_parse_error(error, labels_path, input.line_number, (size_t)(invalid - line) + 1,
+                                *invalid == '\0' ? "NUL byte in a label" : "a label is not valid UTF-8");
+      goto out;
+    }
+    g_ptr_array_add(labels, g_strndup(line, length));
+    if (length > 0)
+      last_nonblank = labels->len;
+  }
+  if (got < 0)
+    goto out;
+  g_ptr_array_set_size(labels, (guint)last_nonblank); /* trailing blank lines */
+  if (labels->len != count) {
+    knnwb_formats_parse_error(error, labels_path, input.line_number, 0,
+                              "%u labels for %zu rows (one label per line)", labels->len, count);
+    goto out;
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (as_columns)
+      knnwb_matrix_set_col_label(matrix, i, g_ptr_array_index(labels, i));
+    else
+      knnwb_matrix_set_row_label(matrix, i, g_ptr_array_index(labels, i));
+  }
+  ok = TRUE;
+out:
+  knnwb_text_input_close(&input);
+  return ok;
+}
+
+static inline uint32_t knnwb_npy_swap32(uint32_t v)
+{
+  return __builtin_bswap32(v);
+}
+
+static inline uint64_t knnwb_npy_swap64(uint64_t v)
+{
+  return __builtin_bswap64(v);
+}
+
+/* Converts n stored items starting at item index first into values (with the destination index
+ * computed by the caller's order). Returns FALSE (with the item index) on a float64 overflow. */
+static gboolean knnwb_npy_convert(const unsigned char *src, size_t n, const KnnwbNpyHeader *header,
+                                  gboolean swap, float *dst, size_t *bad)
+{
+  for (size_t i = 0; i < n; i++) {
+    if (header->item_size == 4) {
+      uint32_t bits;
+      memcpy(&bits, src + 4 * i, 4);
+      if (swap)
+        bits = knnwb_npy_swap32(bits);
+      memcpy(&dst[i], &bits, 4);
+    } else {
+      uint64_t bits;
+      memcpy(&bits, src + 8 * i, 8);
+      if (swap)
+        bits = knnwb_npy_swap64(bits);
+      double value;
+      memcpy(&value, &bits, 8);
+      float f = (float)value;
+      if (isinf(f) && isfinite(value)) {
+        *bad = i;
+        return FALSE;
+      }
+      dst[i] = f;
+    }
+  }
+  return TRUE;
+}
+
+gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int saved = errno;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path,
+                g_strerror(saved));
+    return FALSE;
+  }
+  gboolean ok = FALSE;
+  g_autoptr(KnnwbMatrix) matrix = NULL;
+  g_autofree char *header_text = NULL;
+  float *converted = NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: not a regular file", path);
+    goto out;
+  }
+  uint64_t file_size = (uint64_t)st.st_size;
+  unsigned char preamble[12];
+  if (file_size < 10 || !knnwb_npy_read_all(fd, preamble, MIN(file_size, 12), 0) ||
+      memcmp(preamble, "\x93NUMPY", 6) != 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: byte 0: not an NPY file (no \\x93NUMPY magic)", path);
+    goto out;
+  }
+  unsigned major = preamble[6];
+  size_t header_length, header_start;
+  if (major == 1) {
+    header_length = (size_t)preamble[8] | (size_t)preamble[9] << 8;
+    header_start = 10;
+  } else if (major == 2 || major == 3) {
+    if (file_size < 12) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: byte %llu: truncated header", path,
+                  (unsigned long long)file_size);
+      goto out;
+    }
+    header_length = (size_t)preamble[8] | (size_t)preamble[9] << 8 |
+                    (size_t)preamble[10] << 16 | (size_t)preamble[11] << 24;
+    header_start = 12;
+  } else {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: byte 6: NPY format version %u is not supported (1, 2 and 3 are)", path,
+                major);
+    goto out;
+  }
+  uint64_t data_offset = (uint64_t)header_start + header_length;
+  if (data_offset > file_size) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: byte %zu: the header claims %zu bytes but the file has %llu", path,
+                header_start - 4 + (major == 1 ? 2 : 0), header_length,
+                (unsigned long long)file_size);
+    goto out;
+  }
+  header_text = g_malloc(header_length + 1);
+  if (!knnwb_npy_read_all(fd, header_text, header_length, header_start)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read the header", path);
+    goto out;
+  }
+  header_text[header_length] = '\0';
+  KnnwbNpyHeader header;
+  if (!knnwb_npy_parse_header(path, header_text, header_length, header_start, &header, error))
+    goto out;
+  gboolean little = header.byte_order == '<' || header.byte_order == '=' ||
+                    (header.byte_order == '|' && header.item_size == 1);
+  gboolean big = header.byte_order == '>';
+  if (header.kind != 'f' || (header.item_size != 4 && header.item_size != 8) || !(little || big)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: dtype '%c%c%zu' is not supported: save the array as float32 or float64",
+                path, header.byte_order, header.kind, header.item_size);
+    goto out;
+  }
+  if (header.n_dims != 2) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: the array has %d dimensions; a matrix needs 2 (reshape it to (n, d))", path,
+                header.n_dims);
+    goto out;
+  }
+  size_t stored_rows = header.shape[0], stored_cols = header.shape[1];
+  size_t count = 0, data_bytes = 0, matrix_bytes = 0;
+  if (!knnwb_size_multiply(stored_rows, stored_cols, &count) ||
+      !knnwb_size_multiply(count, header.item_size, &data_bytes) ||
+      !knnwb_size_multiply(count, sizeof(float), &matrix_bytes) ||
+      data_bytes > file_size - data_offset) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: the shape (%zu, %zu) needs %s bytes of data but the file has %llu after the "
+                "header (truncated?)",
+                path, stored_rows, stored_cols, "more",
+                (unsigned long long)(file_size - data_offset));
+    goto out;
+  }
+  if (data_bytes < file_size - data_offset) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: %llu bytes follow the (%zu, %zu) array", path,
+                (unsigned long long)(file_size - data_offset - data_bytes), stored_rows,
+                stored_cols);
+    goto out;
+  }
+  if (count == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: the array (%zu, %zu) is empty", path,
+                stored_rows, stored_cols);
+    goto out;
+  }
+  /* The matrix wanted is stored_rows x stored_cols, or its transpose. A Fortran-order array is
+   * stored as its transpose in C order. */
+  gboolean want_transpose = options->transpose;
+  size_t rows = want_transpose ? stored_cols : stored_rows;
+  size_t cols = want_transpose ? stored_rows : stored_cols;
+  gboolean memory_is_c_order_of_wanted = header.fortran_order == want_transpose;
+  G_STATIC_ASSERT(G_BYTE_ORDER == G_LITTLE_ENDIAN || G_BYTE_ORDER == G_BIG_ENDIAN);
+  gboolean native = G_BYTE_ORDER == G_LITTLE_ENDIAN ? little : big;
+  gboolean swap = !native;
+  if (header.item_size == 4 && native && memory_is_c_order_of_wanted && data_offset % 4 == 0) {
+    size_t map_length = (size_t)file_size;
+    /* Private and writable: the matrix API hands out float*; a write costs a copy-on-write page,
+     * never a change to the file. */
+    void *base = mmap(NULL, map_length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (base == MAP_FAILED) {
+      int saved = errno;
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: mmap failed: %s", path,
+                  g_strerror(saved));
+      goto out;
+    }
+    (void)madvise(base, map_length, MADV_SEQUENTIAL);
+    KnnwbNpyMapping *mapping = g_new(KnnwbNpyMapping, 1);
+    mapping->base = base;
+    mapping->length = map_length;
+    matrix = knnwb_matrix_new_wrapped(rows, cols, (float *)((char *)base + data_offset),
+                                      knnwb_npy_unmap, mapping);
+    info->mapped = TRUE;
+  } else {
+    converted = malloc(MAX(matrix_bytes, 1));
+    if (converted == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "%s: cannot allocate %zu bytes for the matrix", path, matrix_bytes);
+      goto out;
+    }
+    /* Stream the file in chunks; the k-th stored item is element (k / inner, k % inner) of the
+     * memory order, which is the wanted matrix itself or its transpose. */
+    size_t inner = header.fortran_order ? stored_rows : stored_cols;
+    size_t outer = count / inner;
+    const size_t chunk_items = (size_t)(8 << 20) / header.item_size;
+    g_autofree unsigned char *chunk = g_malloc(chunk_items * header.item_size);
+    g_autofree float *floats = g_new(float, chunk_items);
+    for (size_t first = 0; first < count; first += chunk_items) {
+      size_t n = MIN(chunk_items, count - first);
+      if (!knnwb_npy_read_all(fd, chunk, n * header.item_size,
+                              data_offset + (uint64_t)first * header.item_size)) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: read failed", path);
+        goto out;
+      }
+      size_t bad;
+      if (!knnwb_npy_convert(chunk, n, &header, swap, floats, &bad)) {
+        size_t k = first + bad;
+        size_t r = header.fortran_order ? k % stored_rows : k / stored_cols;
+        size_t c = header.fortran_order ? k / stored_rows : k % stored_cols;
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                    "%s: row %zu, column %zu: the float64 value is beyond the float range "
+                    "(+-3.4e38)",
+                    path, r + 1, c + 1);
+        goto out;
+      }
+      if (memory_is_c_order_of_wanted) {
+        memcpy(converted + first, floats, n * sizeof(float));
+      } else {
+        for (size_t i = 0; i < n; i++) {
+          size_t k = first + i;
+          converted[(k % inner) * outer + k / inner] = floats[i];
+        }
+      }
+    }
+    matrix = knnwb_matrix_new_wrapped(rows, cols, converted, knnwb_npy_free_values, NULL);
+    converted = NULL;
+  }
+  if (options->labels_path != NULL &&
+      !knnwb_npy_labels(options->labels_path, stored_rows, matrix, want_transpose, error))
+    goto out;
+  /* NaN/Inf: the text formats' missing values. Rows here are those of the file as stored. */
+  gboolean *keep = NULL;
+  for (size_t i = 0; i < rows; i++) {
+    const float *row = matrix->values + i * cols;
+    for (size_t j = 0; j < cols; j++) {
+      if (isfinite(row[j]))
+        continue;
+      size_t stored_row = want_transpose ? j : i;
+      size_t stored_col = want_transpose ? i : j;
+      if (options->missing == KNNWB_MISSING_ERROR) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                    "%s: row %zu, column %zu: %s; clean the array, or choose the policy that "
+                    "drops rows with missing values",
+                    path, stored_row + 1, stored_col + 1, isnan(row[j]) ? "NaN" : "infinite value");
+        g_free(keep);
+        goto out;
+      }
+      if (keep == NULL) {
+        keep = g_new(gboolean, stored_rows);
+        for (size_t r = 0; r < stored_rows; r++)
+          keep[r] = TRUE;
+      }
+      if (keep[stored_row]) {
+        keep[stored_row] = FALSE;
+        if (info->n_dropped_rows++ == 0 || stored_row + 1 < info->first_dropped_line)
+          info->first_dropped_line = stored_row + 1;
+      }
+      if (!want_transpose)
+        break; /* the rest of this row does not matter */
+    }
+  }
+  if (keep != NULL) {
+    KnnwbMatrix *kept = NULL;
+    if (!want_transpose) {
+      kept = knnwb_matrix_select_rows(matrix, keep, error);
+    } else {
+      /* Dropping stored rows = dropping columns here: transpose, select, transpose back. */
+      g_autoptr(KnnwbMatrix) flipped = knnwb_matrix_transpose(matrix, error);
+      g_autoptr(KnnwbMatrix) selected =
+          flipped ? knnwb_matrix_select_rows(flipped, keep, error) : NULL;
+      kept = selected ? knnwb_matrix_transpose(selected, error) : NULL;
+    }
+    g_free(keep);
+    if (kept == NULL)
+      goto out;
+    if (kept->n_rows == 0 || kept->n_cols == 0) {
+      knnwb_matrix_free(kept);
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s: no rows are left (%zu dropped for missing values)", path,
+                  info->n_dropped_rows);
+      goto out;
+    }
+    knnwb_matrix_free(matrix);
+    matrix = kept;
+    info->mapped = FALSE;
+  }
+  *out = g_steal_pointer(&matrix);
+  ok = TRUE;
+out:
+  free(converted);
+  close(fd);
+  return ok;
+}

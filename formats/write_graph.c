@@ -1,0 +1,91 @@
+/* Output format names, selection by extension and the one-call writer. */
+#include "formats_internal.h"
+
+#include <string.h>
+
+static const char *const knnwb_output_names[] = {"auto",    "knn",    "gml",
+                                                 "graphml", "labels", "neighbors"};
+
+gboolean knnwb_formats_output_from_string(const char *name, KnnwbOutputFormat *format,
+                                          GError **error)
+{
+  if (name != NULL && g_ascii_strcasecmp(name, "neighbours") == 0)
+    name = "neighbors";
+  for (size_t i = 0; i < G_N_ELEMENTS(knnwb_output_names); i++)
+    if (name != NULL && g_ascii_strcasecmp(name, knnwb_output_names[i]) == 0) {
+      *format = (KnnwbOutputFormat)i;
+      return TRUE;
+    }
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "unknown output format '%s' (known: auto, knn, gml, graphml, labels, neighbors)",
+              name ? name : "(null)");
+  return FALSE;
+}
+
+const char *knnwb_formats_output_to_string(KnnwbOutputFormat format)
+{
+  if ((size_t)format < G_N_ELEMENTS(knnwb_output_names))
+    return knnwb_output_names[format];
+  return "unknown";
+}
+
+static gboolean knnwb_formats_ends_with(const char *path, const char *suffix)
+{
+  size_t n = strlen(path), m = strlen(suffix);
+  return n >= m && g_ascii_strcasecmp(path + n - m, suffix) == 0;
+}
+
+gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *format,
+                                        GError **error)
+{
+  if (knnwb_formats_ends_with(path, ".knn"))
+    *format = KNNWB_OUTPUT_KNN;
+  else if (knnwb_formats_ends_with(path, ".gml"))
+    *format = KNNWB_OUTPUT_GML;
+  else if (knnwb_formats_ends_with(path, ".graphml"))
+    *format = KNNWB_OUTPUT_GRAPHML;
+  else if (knnwb_formats_ends_with(path, ".labels.tsv") ||
+           knnwb_formats_ends_with(path, ".clusters.tsv"))
+    *format = KNNWB_OUTPUT_LABELS_TSV;
+  else if (knnwb_formats_ends_with(path, ".tsv"))
+    *format = KNNWB_OUTPUT_NEIGHBORS_TSV;
+  else {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: cannot tell the output format from the extension (known: .knn, .gml, "
+                ".graphml, .labels.tsv, .tsv); name it with --output-format",
+                path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
+                                   const KnnwbGraphOutput *output, GError **error)
+{
+  if (format == KNNWB_OUTPUT_AUTO && !knnwb_formats_output_from_path(path, &format, error))
+    return FALSE;
+  if (!knnwb_formats_check_output(output, error))
+    return FALSE;
+  switch (format) {
+  case KNNWB_OUTPUT_KNN:
+    return knnwb_formats_write_knn(path, output->graph, output->weights, error);
+  case KNNWB_OUTPUT_GML:
+    return knnwb_formats_write_gml(path, output, error);
+  case KNNWB_OUTPUT_GRAPHML:
+    return knnwb_formats_write_graphml(path, output, error);
+  case KNNWB_OUTPUT_LABELS_TSV:
+    if (output->membership == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "%s: a cluster table needs a clustering (membership)", path);
+      return FALSE;
+    }
+    return knnwb_formats_write_labels_tsv(path, output->membership, output->labels, error);
+  case KNNWB_OUTPUT_NEIGHBORS_TSV:
+    return knnwb_formats_write_neighbors_tsv(path, output->graph, output->weights, output->labels,
+                                             error);
+  default:
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown output format %d",
+                (int)format);
+    return FALSE;
+  }
+}

@@ -1,0 +1,911 @@
+/*
+ * The CUDA backend of the candidate-selection job (knnwb_kernels.h): plans tiles from the memory
+ * budget, runs one host thread per GPU, streams blocks, computes score tiles with cuBLAS SGEMM
+ * (exact fp32, no TF32) or the manhattan kernel, and keeps the per-row selection on the device.
+ *
+ * Two schedules:
+ *  - symmetric (self jobs whose selection state for all n rows fits the budget): the upper triangle
+ *    of T x T tiles, tile (b, c) computed once feeding rows of b (row pass) and of c (column pass).
+ *    Row blocks b go to GPUs from a shared counter (largest first). Each GPU keeps state for all
+ *    rows; with several GPUs the per-GPU lists are merged on the host at the end.
+ *  - panels (query jobs, or state too large): query panels of T rows go to GPUs from a shared
+ *    counter; each panel meets every reference block, and its lists go straight to the output.
+ * Data are resident on each device when they fit the budget, otherwise reference blocks stream
+ * from (registered, pinned) host memory with double buffering on a copy stream. Per tile, the GEMM
+ * of the next tile (GEMM stream) overlaps the selection of this one (selection stream).
+ */
+#include "select_internal.h"
+
+#include <knnwb_kernels.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace knnwb_cuda {
+namespace {
+
+constexpr size_t kOverheadBytes = 96u << 20; /* cuBLAS workspace, context slack */
+constexpr int kMaxTile = 8192;
+constexpr int kMinTile = 128;
+
+struct Plan {
+  bool symmetric = false;
+  bool resident = false;
+  int tile = 0;
+  int dpad = 0;
+  int kc = 0;
+  int cap = 0;
+  int merge_blocks = 0;
+  bool lists_in_shared = true;
+  size_t state_rows = 0;
+  size_t bytes = 0;
+};
+
+class Barrier {
+public:
+  explicit Barrier(int n) : count_(n), waiting_(0), generation_(0) {}
+  void wait()
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    int gen = generation_;
+    if (++waiting_ == count_) {
+      waiting_ = 0;
+      generation_++;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen != generation_; });
+    }
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int count_, waiting_, generation_;
+};
+
+/* What all device threads of one attempt share. */
+struct Run {
+  const KnnwbSelectJob *job = nullptr;
+  Plan plan;
+  int n_devices = 0;
+  std::vector<int> ordinals;
+  std::atomic<long> next_item{0};
+  std::atomic<bool> abort{false};
+  bool pinned = false; /* the host rows are registered (page-locked) */
+  std::mutex error_mutex;
+  int status = KNNWB_KERNELS_OK;
+  char message[512] = {0};
+  std::atomic<uint64_t> tiles_done{0};
+  uint64_t tiles_total = 0;
+  std::mutex progress_mutex;
+  std::chrono::steady_clock::time_point last_report;
+  Barrier *barrier = nullptr;
+  /* symmetric with several GPUs: each GPU's lists, merged on the host */
+  std::vector<std::vector<int64_t>> partial_index;
+  std::vector<std::vector<float>> partial_score;
+
+  void fail(int code, const char *format, ...)
+  {
+    std::lock_guard<std::mutex> lock(error_mutex);
+    if (status == KNNWB_KERNELS_OK) {
+      status = code;
+      va_list args;
+      va_start(args, format);
+      vsnprintf(message, sizeof message, format, args);
+      va_end(args);
+    }
+    abort = true;
+  }
+  bool cancelled()
+  {
+    if (job->cancel && *job->cancel) {
+      fail(KNNWB_KERNELS_CANCELLED, "cancelled");
+      return true;
+    }
+    return abort.load();
+  }
+  void tile_finished()
+  {
+    uint64_t done = ++tiles_done;
+    if (!job->progress)
+      return;
+    std::unique_lock<std::mutex> lock(progress_mutex, std::try_to_lock);
+    if (!lock.owns_lock())
+      return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_report >= std::chrono::milliseconds(100)) {
+      last_report = now;
+      job->progress(done, tiles_total, job->progress_data);
+    }
+  }
+};
+
+#define CUDA_TRY(run, call)                                                                        \
+  do {                                                                                             \
+    cudaError_t err_ = (call);                                                                     \
+    if (err_ != cudaSuccess) {                                                                     \
+      (run).fail(err_ == cudaErrorMemoryAllocation ? KNNWB_KERNELS_OUT_OF_MEMORY                   \
+                                                   : KNNWB_KERNELS_ERROR,                          \
+                 "%s failed on GPU %d: %s (%s)", #call, device_ordinal_, cudaGetErrorName(err_), \
+                 cudaGetErrorString(err_));                                                        \
+      return false;                                                                                \
+    }                                                                                              \
+  } while (0)
+
+#define CUBLAS_TRY(run, call)                                                                      \
+  do {                                                                                             \
+    cublasStatus_t st_ = (call);                                                                   \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                            \
+      (run).fail(st_ == CUBLAS_STATUS_ALLOC_FAILED ? KNNWB_KERNELS_OUT_OF_MEMORY                   \
+                                                   : KNNWB_KERNELS_ERROR,                          \
+                 "%s failed on GPU %d: %s", #call, device_ordinal_, cublasGetStatusString(st_));  \
+      return false;                                                                                \
+    }                                                                                              \
+  } while (0)
+
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+/* Device bytes of a plan (everything cudaMalloc'd by a worker, plus fixed overhead). */
+size_t plan_bytes(const KnnwbSelectJob *job, Plan &p)
+{
+  const size_t T = (size_t)p.tile, row_bytes = (size_t)p.dpad * sizeof(float);
+  const bool same = job->self || job->query == job->reference;
+  size_t bytes = kOverheadBytes;
+  if (p.resident)
+    bytes += row_bytes * (job->n_reference + (same ? 0 : job->n_query));
+  else
+    bytes += row_bytes * T * 3; /* query block + two reference buffers */
+  if (job->score_kind == KNNWB_SCORE_L2)
+    bytes += job->n_reference * sizeof(float);
+  if (job->reference_invalid)
+    bytes += job->n_reference;
+  size_t tile_bytes = std::max(T * T * sizeof(float), (size_t)p.kc * 12);
+  bytes += 2 * tile_bytes;
+  p.state_rows = p.symmetric ? job->n_query : T;
+  bytes += p.state_rows * (((size_t)p.kc + p.cap) * 8 + 8);
+  bytes += 2 * T * sizeof(int) + 256;
+  bytes += (size_t)p.merge_blocks * T * 8;
+  if (!p.lists_in_shared)
+    bytes += (size_t)p.merge_blocks * p.kc * 8;
+  if (!p.symmetric)
+    bytes += T * (size_t)p.kc * 12; /* panel output staging */
+  p.bytes = bytes;
+  return bytes;
+}
+
+/* The largest tile (then residency) that fits the budget; symmetric preferred for self jobs. */
+bool plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc, Plan *out)
+{
+  Plan p;
+  p.lists_in_shared = job->kc <= (size_t)shared_kc;
+  p.kc = (int)job->kc;
+  p.cap = (int)round_up(std::max<size_t>(2 * job->kc, 64), 32);
+  p.dpad = (int)round_up(job->dim, 8);
+  size_t n_max = std::max(job->n_query, job->n_reference);
+  int largest = (int)std::min<size_t>(kMaxTile, round_up(std::max<size_t>(n_max, 1), kMinTile));
+  for (int symmetric = job->self ? 1 : 0; symmetric >= 0; symmetric--) {
+    for (int tile = largest; tile >= kMinTile; tile = tile == kMinTile ? 0 : (int)round_up(tile / 2, kMinTile)) {
+      for (int resident = 1; resident >= 0; resident--) {
+        p.symmetric = symmetric;
+        p.resident = resident;
+        p.tile = tile;
+        p.merge_blocks = std::max(1, std::min(p.lists_in_shared ? 4 * sm_count : sm_count, tile));
+        if (plan_bytes(job, p) > budget)
+          continue;
+        /* symmetric state must leave most of the budget to tiles */
+        if (symmetric && p.state_rows * ((size_t)p.kc + p.cap) * 8 > budget / 2)
+          continue;
+        *out = p;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+/* One GPU's worker: its streams, buffers and the tile loop. */
+class Worker {
+public:
+  Worker(Run &run, int index) : run_(run), index_(index), device_ordinal_(run.ordinals[index]) {}
+  ~Worker() { release(); }
+  void main();
+
+private:
+  bool setup();
+  bool upload_resident();
+  bool upload_staged(float *dst, const float *src, size_t rows);
+  bool load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream);
+  bool gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r);
+  bool select_tile(int slot, const TileGeom &geom);
+  bool finish_tile(long tile_counter);
+  bool run_symmetric();
+  bool run_panels();
+  bool drain();
+  bool extract_rows(size_t row0, size_t n_rows, int64_t *dst_index, float *dst_score);
+  void merge_partials();
+  void release();
+  void *device_alloc(size_t bytes, bool *ok);
+
+  Run &run_;
+  int index_;
+  int device_ordinal_;
+  cudaStream_t copy_stream_ = nullptr, gemm_stream_ = nullptr, select_stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cudaEvent_t copy_done_[2] = {}, gemm_done_[2] = {}, select_done_[2] = {}, query_free_ = nullptr,
+              query_ready_ = nullptr;
+  std::vector<void *> allocations_;
+  float *query_data_ = nullptr, *reference_data_ = nullptr; /* resident */
+  float *query_buffer_ = nullptr, *reference_buffer_[2] = {};
+  float *tiles_[2] = {};
+  float *sqnorms_ = nullptr;
+  unsigned char *invalid_ = nullptr;
+  int64_t *stage_index_ = nullptr;
+  float *stage_score_ = nullptr;
+  size_t stage_rows_ = 0;
+  SelectState state_ = {};
+};
+
+void *Worker::device_alloc(size_t bytes, bool *ok)
+{
+  void *p = nullptr;
+  cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 16));
+  if (err != cudaSuccess) {
+    run_.fail(err == cudaErrorMemoryAllocation ? KNNWB_KERNELS_OUT_OF_MEMORY : KNNWB_KERNELS_ERROR,
+              "cudaMalloc(%zu bytes) failed on GPU %d: %s", bytes, device_ordinal_,
+              cudaGetErrorString(err));
+    *ok = false;
+    return nullptr;
+  }
+  allocations_.push_back(p);
+  return p;
+}
+
+void Worker::release()
+{
+  if (device_ordinal_ < 0)
+    return;
+  cudaSetDevice(device_ordinal_);
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_})
+    if (s)
+      cudaStreamSynchronize(s);
+  for (void *p : allocations_)
+    cudaFree(p);
+  allocations_.clear();
+  if (blas_)
+    cublasDestroy(blas_);
+  for (int i = 0; i < 2; i++)
+    for (cudaEvent_t e : {copy_done_[i], gemm_done_[i], select_done_[i]})
+      if (e)
+        cudaEventDestroy(e);
+  for (cudaEvent_t e : {query_free_, query_ready_})
+    if (e)
+      cudaEventDestroy(e);
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_})
+    if (s)
+      cudaStreamDestroy(s);
+  blas_ = nullptr;
+  copy_stream_ = gemm_stream_ = select_stream_ = nullptr;
+  cudaGetLastError(); /* teardown errors must not leak into the next call */
+  device_ordinal_ = -1;
+}
+
+bool Worker::setup()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const Plan &p = run_.plan;
+  CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
+  CUDA_TRY(run_, cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
+  CUDA_TRY(run_, cudaStreamCreateWithFlags(&select_stream_, cudaStreamNonBlocking));
+  for (int i = 0; i < 2; i++) {
+    CUDA_TRY(run_, cudaEventCreateWithFlags(&copy_done_[i], cudaEventDisableTiming));
+    CUDA_TRY(run_, cudaEventCreateWithFlags(&gemm_done_[i], cudaEventDisableTiming));
+    CUDA_TRY(run_, cudaEventCreateWithFlags(&select_done_[i], cudaEventDisableTiming));
+  }
+  CUDA_TRY(run_, cudaEventCreateWithFlags(&query_free_, cudaEventDisableTiming));
+  CUDA_TRY(run_, cudaEventCreateWithFlags(&query_ready_, cudaEventDisableTiming));
+  if (job->score_kind != KNNWB_SCORE_L1) {
+    CUBLAS_TRY(run_, cublasCreate(&blas_));
+    CUBLAS_TRY(run_, cublasSetStream(blas_, gemm_stream_));
+    /* Plain fp32 FMA: TF32 would change which candidates are found. */
+    CUBLAS_TRY(run_, cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+  }
+  bool in_shared = true;
+  CUDA_TRY(run_, prepare_merge_kernel(p.kc, &in_shared));
+  if (in_shared != p.lists_in_shared) {
+    run_.fail(KNNWB_KERNELS_ERROR, "GPU %d has less shared memory per block than GPU %d",
+              device_ordinal_, run_.ordinals[0]);
+    return false;
+  }
+
+  bool ok = true;
+  const size_t T = (size_t)p.tile, row_bytes = (size_t)p.dpad * sizeof(float);
+  const bool same = job->self || job->query == job->reference;
+  if (p.resident) {
+    reference_data_ = (float *)device_alloc(row_bytes * job->n_reference, &ok);
+    query_data_ = same ? reference_data_ : (float *)device_alloc(row_bytes * job->n_query, &ok);
+  } else {
+    query_buffer_ = (float *)device_alloc(row_bytes * T, &ok);
+    reference_buffer_[0] = (float *)device_alloc(row_bytes * T, &ok);
+    reference_buffer_[1] = (float *)device_alloc(row_bytes * T, &ok);
+  }
+  if (job->score_kind == KNNWB_SCORE_L2)
+    sqnorms_ = (float *)device_alloc(job->n_reference * sizeof(float), &ok);
+  if (job->reference_invalid)
+    invalid_ = (unsigned char *)device_alloc(job->n_reference, &ok);
+  size_t tile_bytes = std::max(T * T * sizeof(float), (size_t)p.kc * 12);
+  tiles_[0] = (float *)device_alloc(tile_bytes, &ok);
+  tiles_[1] = (float *)device_alloc(tile_bytes, &ok);
+  size_t rows = p.state_rows;
+  state_.kc = p.kc;
+  state_.cap = p.cap;
+  state_.lazy_limit = p.cap / 2;
+  state_.list_score = (float *)device_alloc(rows * p.kc * sizeof(float), &ok);
+  state_.list_index = (int *)device_alloc(rows * p.kc * sizeof(int), &ok);
+  state_.thr = (float *)device_alloc(rows * sizeof(float), &ok);
+  state_.count = (int *)device_alloc(rows * sizeof(int), &ok);
+  state_.cand_score = (float *)device_alloc(rows * p.cap * sizeof(float), &ok);
+  state_.cand_index = (int *)device_alloc(rows * p.cap * sizeof(int), &ok);
+  state_.merge_list = (int *)device_alloc(2 * T * sizeof(int), &ok);
+  state_.merge_count = (int *)device_alloc(sizeof(int), &ok);
+  state_.merge_blocks = p.merge_blocks;
+  state_.scratch_len = (int)T;
+  state_.scratch_key = (uint32_t *)device_alloc((size_t)p.merge_blocks * T * sizeof(uint32_t), &ok);
+  state_.scratch_index = (int *)device_alloc((size_t)p.merge_blocks * T * sizeof(int), &ok);
+  if (!p.lists_in_shared) {
+    state_.out_key = (uint32_t *)device_alloc((size_t)p.merge_blocks * p.kc * sizeof(uint32_t), &ok);
+    state_.out_index = (int *)device_alloc((size_t)p.merge_blocks * p.kc * sizeof(int), &ok);
+  }
+  if (!p.symmetric) {
+    stage_rows_ = T;
+    stage_index_ = (int64_t *)device_alloc(T * p.kc * sizeof(int64_t), &ok);
+    stage_score_ = (float *)device_alloc(T * p.kc * sizeof(float), &ok);
+  } else {
+    /* the final extraction reuses the tile buffers as staging */
+    stage_rows_ = tile_bytes / ((size_t)p.kc * 12);
+    stage_index_ = (int64_t *)tiles_[0];
+    stage_score_ = (float *)tiles_[1];
+  }
+  if (!ok)
+    return false;
+  /* Zero padding columns once: copies write only the first dim columns of each row. */
+  if (p.resident) {
+    CUDA_TRY(run_, cudaMemsetAsync(reference_data_, 0, row_bytes * job->n_reference, copy_stream_));
+    if (query_data_ != reference_data_)
+      CUDA_TRY(run_, cudaMemsetAsync(query_data_, 0, row_bytes * job->n_query, copy_stream_));
+  } else {
+    CUDA_TRY(run_, cudaMemsetAsync(query_buffer_, 0, row_bytes * T, copy_stream_));
+    CUDA_TRY(run_, cudaMemsetAsync(reference_buffer_[0], 0, row_bytes * T, copy_stream_));
+    CUDA_TRY(run_, cudaMemsetAsync(reference_buffer_[1], 0, row_bytes * T, copy_stream_));
+  }
+  return true;
+}
+
+bool Worker::load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream)
+{
+  const KnnwbSelectJob *job = run_.job;
+  if (rows == 0)
+    return true;
+  CUDA_TRY(run_, cudaMemcpy2DAsync(dst, (size_t)run_.plan.dpad * sizeof(float),
+                                   src + first * job->dim, job->dim * sizeof(float),
+                                   job->dim * sizeof(float), rows, cudaMemcpyHostToDevice, stream));
+  return true;
+}
+
+/*
+ * Pageable host rows to padded device rows: host memcpy into two pinned staging buffers, contiguous
+ * DMA into a free tile buffer, then a device-side pitched copy. Avoids both registering gigabytes
+ * and the driver's slow pitched copies from pageable memory.
+ */
+bool Worker::upload_staged(float *dst, const float *src, size_t rows)
+{
+  const size_t dim = run_.job->dim, row_bytes = dim * sizeof(float);
+  const size_t tile_bytes = std::max((size_t)run_.plan.tile * run_.plan.tile * sizeof(float),
+                                     (size_t)run_.plan.kc * 12);
+  const size_t chunk_bytes = std::min<size_t>(tile_bytes, 64u << 20);
+  const size_t chunk_rows = chunk_bytes / row_bytes;
+  if (chunk_rows == 0 || run_.pinned)
+    return load_rows(dst, src, 0, rows, copy_stream_);
+  void *staging[2] = {nullptr, nullptr};
+  CUDA_TRY(run_, cudaMallocHost(&staging[0], chunk_rows * row_bytes));
+  if (cudaMallocHost(&staging[1], chunk_rows * row_bytes) != cudaSuccess) {
+    cudaFreeHost(staging[0]);
+    CUDA_TRY(run_, cudaGetLastError());
+  }
+  bool ok = true;
+  for (size_t first = 0, c = 0; first < rows && ok; first += chunk_rows, c++) {
+    const int b = (int)(c % 2);
+    const size_t n = std::min(chunk_rows, rows - first);
+    cudaError_t err = cudaEventSynchronize(copy_done_[b]);
+    if (err == cudaSuccess) {
+      memcpy(staging[b], src + first * dim, n * row_bytes);
+      err = cudaMemcpyAsync(tiles_[b], staging[b], n * row_bytes, cudaMemcpyHostToDevice,
+                            copy_stream_);
+    }
+    if (err == cudaSuccess)
+      err = cudaMemcpy2DAsync(dst + first * run_.plan.dpad, (size_t)run_.plan.dpad * sizeof(float),
+                              tiles_[b], row_bytes, row_bytes, n, cudaMemcpyDeviceToDevice,
+                              copy_stream_);
+    if (err == cudaSuccess)
+      err = cudaEventRecord(copy_done_[b], copy_stream_);
+    if (err != cudaSuccess) {
+      run_.fail(KNNWB_KERNELS_ERROR, "staged upload to GPU %d failed: %s", device_ordinal_,
+                cudaGetErrorString(err));
+      ok = false;
+    }
+  }
+  cudaError_t err = cudaStreamSynchronize(copy_stream_);
+  cudaFreeHost(staging[0]);
+  cudaFreeHost(staging[1]);
+  if (ok && err != cudaSuccess) {
+    run_.fail(KNNWB_KERNELS_ERROR, "cudaStreamSynchronize failed on GPU %d: %s", device_ordinal_,
+              cudaGetErrorString(err));
+    ok = false;
+  }
+  return ok;
+}
+
+bool Worker::upload_resident()
+{
+  const KnnwbSelectJob *job = run_.job;
+  if (run_.plan.resident) {
+    if (!upload_staged(reference_data_, job->reference, job->n_reference))
+      return false;
+    if (query_data_ != reference_data_ && !upload_staged(query_data_, job->query, job->n_query))
+      return false;
+  }
+  if (sqnorms_)
+    CUDA_TRY(run_, cudaMemcpyAsync(sqnorms_, job->reference_sqnorms,
+                                   job->n_reference * sizeof(float), cudaMemcpyHostToDevice,
+                                   copy_stream_));
+  if (invalid_)
+    CUDA_TRY(run_, cudaMemcpyAsync(invalid_, job->reference_invalid, job->n_reference,
+                                   cudaMemcpyHostToDevice, copy_stream_));
+  CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  return true;
+}
+
+/* tile[slot][i*T + j] = q_i . r_j: column-major C = R^T-view x Q, so rows of queries are contiguous. */
+bool Worker::gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r)
+{
+  const Plan &p = run_.plan;
+  CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_done_[slot], 0));
+  if (run_.job->score_kind == KNNWB_SCORE_L1) {
+    CUDA_TRY(run_, launch_l1_tile(q, n_q, r, n_r, p.dpad, tiles_[slot], (size_t)p.tile, gemm_stream_));
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_TRY(run_, cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, n_r, n_q, p.dpad, &one, r, p.dpad,
+                                 q, p.dpad, &zero, tiles_[slot], p.tile));
+  }
+  CUDA_TRY(run_, cudaEventRecord(gemm_done_[slot], gemm_stream_));
+  return true;
+}
+
+bool Worker::select_tile(int slot, const TileGeom &geom)
+{
+  CUDA_TRY(run_, cudaStreamWaitEvent(select_stream_, gemm_done_[slot], 0));
+  CUDA_TRY(run_, launch_tile_select(state_, geom, select_stream_));
+  CUDA_TRY(run_, cudaEventRecord(select_done_[slot], select_stream_));
+  return true;
+}
+
+/* Keeps at most two tiles in flight: waits for the previous tile, then reports it. */
+bool Worker::finish_tile(long tile_counter)
+{
+  if (tile_counter >= 1) {
+    CUDA_TRY(run_, cudaEventSynchronize(select_done_[(tile_counter - 1) % 2]));
+    run_.tile_finished();
+  }
+  return true;
+}
+
+bool Worker::drain()
+{
+  CUDA_TRY(run_, cudaStreamSynchronize(gemm_stream_));
+  CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
+  CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  return true;
+}
+
+bool Worker::extract_rows(size_t row0, size_t n_rows, int64_t *dst_index, float *dst_score)
+{
+  const size_t kc = (size_t)run_.plan.kc;
+  for (size_t done = 0; done < n_rows;) {
+    size_t chunk = std::min(stage_rows_, n_rows - done);
+    CUDA_TRY(run_, launch_extract(state_, (int)(row0 + done), (int)chunk, stage_index_,
+                                  stage_score_, select_stream_));
+    CUDA_TRY(run_, cudaMemcpyAsync(dst_index + done * kc, stage_index_,
+                                   chunk * kc * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                                   select_stream_));
+    CUDA_TRY(run_, cudaMemcpyAsync(dst_score + done * kc, stage_score_, chunk * kc * sizeof(float),
+                                   cudaMemcpyDeviceToHost, select_stream_));
+    CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
+    done += chunk;
+  }
+  return true;
+}
+
+bool Worker::run_symmetric()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const Plan &p = run_.plan;
+  const size_t n = job->n_query, T = (size_t)p.tile;
+  const long blocks = (long)((n + T - 1) / T);
+  CUDA_TRY(run_, launch_state_reset(state_, 0, (int)n, select_stream_));
+  long tile_counter = 0;
+  for (;;) {
+    long b = run_.next_item++;
+    if (b >= blocks || run_.cancelled())
+      break;
+    const size_t q0 = (size_t)b * T;
+    const int n_q = (int)std::min(T, n - q0);
+    const float *q = nullptr;
+    if (p.resident) {
+      q = query_data_ + q0 * p.dpad;
+    } else {
+      /* the query block is reloaded once every GEMM using the previous one is done */
+      CUDA_TRY(run_, cudaEventRecord(query_free_, gemm_stream_));
+      CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, query_free_, 0));
+      if (!load_rows(query_buffer_, job->query, q0, (size_t)n_q, copy_stream_))
+        return false;
+      CUDA_TRY(run_, cudaEventRecord(query_ready_, copy_stream_));
+      CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, query_ready_, 0));
+      q = query_buffer_;
+    }
+    for (long c = b; c < blocks; c++) {
+      if (run_.cancelled())
+        break;
+      const int slot = (int)(tile_counter % 2);
+      const size_t r0 = (size_t)c * T;
+      const int n_r = (int)std::min(T, n - r0);
+      const float *r;
+      if (p.resident) {
+        r = reference_data_ + r0 * p.dpad;
+      } else if (c == b) {
+        r = query_buffer_;
+      } else {
+        CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, gemm_done_[slot], 0));
+        if (!load_rows(reference_buffer_[slot], job->reference, r0, (size_t)n_r, copy_stream_))
+          return false;
+        CUDA_TRY(run_, cudaEventRecord(copy_done_[slot], copy_stream_));
+        CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, copy_done_[slot], 0));
+        r = reference_buffer_[slot];
+      }
+      if (!gemm_tile(slot, q, n_q, r, n_r))
+        return false;
+      TileGeom g = {};
+      g.tile = tiles_[slot];
+      g.ld = T;
+      g.n_rows = n_q;
+      g.n_cols = n_r;
+      g.row_global0 = (int)q0;
+      g.col_global0 = (int)r0;
+      g.row_state0 = (int)q0;
+      g.col_state0 = (int)r0;
+      g.do_cols = c != b;
+      g.self = 1;
+      g.kind = job->score_kind;
+      g.sqnorms = sqnorms_;
+      g.invalid = invalid_;
+      if (!select_tile(slot, g) || !finish_tile(tile_counter))
+        return false;
+      tile_counter++;
+    }
+  }
+  if (!drain())
+    return false;
+  if (tile_counter >= 1)
+    run_.tile_finished();
+  if (run_.abort)
+    return false;
+  CUDA_TRY(run_, launch_final_merge(state_, 0, (int)n, select_stream_));
+  if (run_.n_devices == 1)
+    return extract_rows(0, n, job->out_index, job->out_score);
+  run_.partial_index[index_].resize(n * p.kc);
+  run_.partial_score[index_].resize(n * p.kc);
+  return extract_rows(0, n, run_.partial_index[index_].data(), run_.partial_score[index_].data());
+}
+
+bool Worker::run_panels()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const Plan &p = run_.plan;
+  const size_t nq = job->n_query, nr = job->n_reference, T = (size_t)p.tile;
+  const long panels = (long)((nq + T - 1) / T), blocks = (long)((nr + T - 1) / T);
+  long tile_counter = 0;
+  for (;;) {
+    long panel = run_.next_item++;
+    if (panel >= panels || run_.cancelled())
+      break;
+    const size_t q0 = (size_t)panel * T;
+    const int n_q = (int)std::min(T, nq - q0);
+    CUDA_TRY(run_, launch_state_reset(state_, 0, n_q, select_stream_));
+    const float *q;
+    if (p.resident) {
+      q = query_data_ + q0 * p.dpad;
+    } else {
+      CUDA_TRY(run_, cudaEventRecord(query_free_, gemm_stream_));
+      CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, query_free_, 0));
+      if (!load_rows(query_buffer_, job->query, q0, (size_t)n_q, copy_stream_))
+        return false;
+      CUDA_TRY(run_, cudaEventRecord(query_ready_, copy_stream_));
+      CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, query_ready_, 0));
+      q = query_buffer_;
+    }
+    for (long c = 0; c < blocks; c++) {
+      if (run_.cancelled())
+        break;
+      const int slot = (int)(tile_counter % 2);
+      const size_t r0 = (size_t)c * T;
+      const int n_r = (int)std::min(T, nr - r0);
+      const float *r;
+      if (p.resident) {
+        r = reference_data_ + r0 * p.dpad;
+      } else {
+        CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, gemm_done_[slot], 0));
+        if (!load_rows(reference_buffer_[slot], job->reference, r0, (size_t)n_r, copy_stream_))
+          return false;
+        CUDA_TRY(run_, cudaEventRecord(copy_done_[slot], copy_stream_));
+        CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, copy_done_[slot], 0));
+        r = reference_buffer_[slot];
+      }
+      if (!gemm_tile(slot, q, n_q, r, n_r))
+        return false;
+      TileGeom g = {};
+      g.tile = tiles_[slot];
+      g.ld = T;
+      g.n_rows = n_q;
+      g.n_cols = n_r;
+      g.row_global0 = (int)q0;
+      g.col_global0 = (int)r0;
+      g.row_state0 = 0;
+      g.col_state0 = 0;
+      g.do_cols = 0;
+      g.self = job->self ? 1 : 0;
+      g.kind = job->score_kind;
+      g.sqnorms = sqnorms_;
+      g.invalid = invalid_;
+      if (!select_tile(slot, g) || !finish_tile(tile_counter))
+        return false;
+      tile_counter++;
+    }
+    if (run_.abort)
+      break;
+    CUDA_TRY(run_, launch_final_merge(state_, 0, n_q, select_stream_));
+    if (!extract_rows(0, (size_t)n_q, job->out_index + q0 * p.kc, job->out_score + q0 * p.kc))
+      return false;
+  }
+  if (!drain())
+    return false;
+  if (tile_counter >= 1)
+    run_.tile_finished();
+  return !run_.abort;
+}
+
+/* Several GPUs, symmetric: row i's candidates are spread over the GPUs' lists (no pair twice). */
+void Worker::merge_partials()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const size_t n = job->n_query, kc = job->kc;
+  const int G = run_.n_devices;
+  const size_t begin = n * index_ / G, end = n * (index_ + 1) / G;
+  std::vector<std::pair<float, int64_t>> pool;
+  pool.reserve(kc * G);
+  for (size_t i = begin; i < end; i++) {
+    pool.clear();
+    for (int g = 0; g < G; g++)
+      for (size_t t = 0; t < kc; t++) {
+        int64_t idx = run_.partial_index[g][i * kc + t];
+        if (idx >= 0)
+          pool.emplace_back(run_.partial_score[g][i * kc + t], idx);
+      }
+    size_t take = std::min(kc, pool.size());
+    if (pool.size() > kc)
+      std::nth_element(pool.begin(), pool.begin() + (kc - 1), pool.end());
+    for (size_t t = 0; t < kc; t++) {
+      job->out_index[i * kc + t] = t < take ? pool[t].second : -1;
+      job->out_score[i * kc + t] = t < take ? pool[t].first : __builtin_inff();
+    }
+  }
+}
+
+void Worker::main()
+{
+  bool ok = setup();
+  /* every worker must have its memory before any starts: an OOM anywhere retries them all */
+  run_.barrier->wait();
+  if (ok && !run_.abort)
+    ok = upload_resident();
+  if (ok && !run_.abort)
+    ok = run_.plan.symmetric ? run_symmetric() : run_panels();
+  if (!ok)
+    run_.abort = true;
+  if (run_.plan.symmetric && run_.n_devices > 1) {
+    run_.barrier->wait();
+    if (!run_.abort)
+      merge_partials();
+  }
+  release();
+}
+
+void set_message(char *message, size_t size, const char *format, ...)
+{
+  if (!message || size == 0)
+    return;
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, size, format, args);
+  va_end(args);
+}
+
+/* Registers host arrays for fast asynchronous copies; unregisters on destruction. */
+struct HostPin {
+  std::vector<void *> pinned;
+  bool pin(const void *p, size_t bytes)
+  {
+    if (!p || bytes == 0)
+      return false;
+    if (cudaHostRegister(const_cast<void *>(p), bytes, cudaHostRegisterPortable) == cudaSuccess) {
+      pinned.push_back(const_cast<void *>(p));
+      return true;
+    }
+    cudaGetLastError(); /* not fatal: copies then go through the driver's staging */
+    return false;
+  }
+  ~HostPin()
+  {
+    for (void *p : pinned)
+      cudaHostUnregister(p);
+    cudaGetLastError();
+  }
+};
+
+} // namespace
+} // namespace knnwb_cuda
+
+using namespace knnwb_cuda;
+
+extern "C" int knnwb_cuda_device_count(void)
+{
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_size)
+{
+  set_message(message, message_size, "ok");
+  if (!job || (job->n_query > 0 && (!job->query || !job->reference || !job->out_index ||
+                                    !job->out_score))) {
+    set_message(message, message_size, "knnwb_cuda_select: invalid job");
+    return KNNWB_KERNELS_ERROR;
+  }
+  if (job->n_query == 0 || job->kc == 0)
+    return KNNWB_KERNELS_OK;
+  if (job->n_query > 0x7fffffffu || job->n_reference > 0x7fffffffu || job->dim > 0x7ffffff0u) {
+    set_message(message, message_size, "knnwb_cuda_select: more than 2^31 rows is not supported");
+    return KNNWB_KERNELS_ERROR;
+  }
+  if (job->score_kind == KNNWB_SCORE_L2 && !job->reference_sqnorms) {
+    set_message(message, message_size, "knnwb_cuda_select: L2 scores need reference_sqnorms");
+    return KNNWB_KERNELS_ERROR;
+  }
+  int available = knnwb_cuda_device_count();
+  if (available <= 0) {
+    set_message(message, message_size, "no usable CUDA device");
+    return KNNWB_KERNELS_NO_DEVICE;
+  }
+  std::vector<int> ordinals;
+  if (job->devices && job->n_devices > 0) {
+    for (int i = 0; i < job->n_devices; i++) {
+      if (job->devices[i] < 0 || job->devices[i] >= available) {
+        set_message(message, message_size, "CUDA device %d does not exist (%d visible)",
+                    job->devices[i], available);
+        return KNNWB_KERNELS_NO_DEVICE;
+      }
+      ordinals.push_back(job->devices[i]);
+    }
+  } else {
+    for (int i = 0; i < available; i++)
+      ordinals.push_back(i);
+  }
+
+  /* Budget: the smallest device's (an explicit budget is per device). */
+  size_t budget = SIZE_MAX;
+  int sm_count = 1 << 30, shared_kc = 1 << 30;
+  for (int ordinal : ordinals) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaError_t err = cudaSetDevice(ordinal);
+    if (err == cudaSuccess)
+      err = cudaMemGetInfo(&free_bytes, &total_bytes);
+    int sms = 0;
+    if (err == cudaSuccess)
+      err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal);
+    if (err != cudaSuccess) {
+      set_message(message, message_size, "cudaMemGetInfo on GPU %d failed: %s", ordinal,
+                  cudaGetErrorString(err));
+      cudaGetLastError();
+      return KNNWB_KERNELS_NO_DEVICE;
+    }
+    size_t device_budget = job->memory_bytes ? job->memory_bytes : free_bytes / 10 * 9;
+    budget = std::min(budget, device_budget);
+    sm_count = std::min(sm_count, sms);
+    shared_kc = std::min(shared_kc, shared_memory_kc_limit());
+  }
+
+  const bool same = job->self || job->query == job->reference;
+  int status = KNNWB_KERNELS_OUT_OF_MEMORY;
+  for (int attempt = 0; attempt < 8; attempt++) {
+    Plan plan;
+    if (!plan_choose(job, budget, sm_count, shared_kc, &plan)) {
+      set_message(message, message_size,
+                  "out of GPU memory: a budget of %zu bytes per device cannot hold the smallest "
+                  "tiles for %zu x %zu rows, dim %zu, kc %zu",
+                  budget, job->n_query, job->n_reference, job->dim, job->kc);
+      return KNNWB_KERNELS_OUT_OF_MEMORY;
+    }
+    HostPin pins;
+    bool pinned = false;
+    if (!plan.resident) {
+      pinned = pins.pin(job->reference, job->n_reference * job->dim * sizeof(float));
+      if (!same)
+        pinned = pins.pin(job->query, job->n_query * job->dim * sizeof(float)) && pinned;
+    }
+    Run run;
+    run.job = job;
+    run.plan = plan;
+    run.ordinals = ordinals;
+    run.n_devices = (int)ordinals.size();
+    run.pinned = pinned;
+    size_t T = (size_t)plan.tile;
+    size_t qb = (job->n_query + T - 1) / T, rb = (job->n_reference + T - 1) / T;
+    run.tiles_total = plan.symmetric ? qb * (qb + 1) / 2 : qb * rb;
+    run.last_report = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+    Barrier barrier(run.n_devices);
+    run.barrier = &barrier;
+    run.partial_index.resize(run.n_devices);
+    run.partial_score.resize(run.n_devices);
+    {
+      std::vector<std::thread> threads;
+      std::vector<Worker *> workers;
+      for (int g = 0; g < run.n_devices; g++)
+        workers.push_back(new Worker(run, g));
+      for (int g = 1; g < run.n_devices; g++)
+        threads.emplace_back([w = workers[g]] { w->main(); });
+      workers[0]->main();
+      for (auto &t : threads)
+        t.join();
+      for (Worker *w : workers)
+        delete w;
+    }
+    status = run.status;
+    if (status == KNNWB_KERNELS_OUT_OF_MEMORY) {
+      budget = budget / 4 * 3; /* the allocator disagreed with our arithmetic: smaller tiles */
+      set_message(message, message_size, "%s", run.message);
+      continue;
+    }
+    if (status != KNNWB_KERNELS_OK) {
+      set_message(message, message_size, "%s", run.message);
+      return status;
+    }
+    if (job->progress)
+      job->progress(run.tiles_total, run.tiles_total, job->progress_data);
+    return KNNWB_KERNELS_OK;
+  }
+  return status;
+}

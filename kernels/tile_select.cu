@@ -1,0 +1,525 @@
+/*
+ * Per-row k-selection across tiles, kept on the device (see select_internal.h for the state).
+ *
+ * filter_kernel reads a tile once and, for both the row pass and (self jobs, off-diagonal tiles)
+ * the column pass, appends pairs whose score beats the row's threshold to that row's candidate
+ * buffer. After the first tile of a row almost nothing passes, so the kernel is a streaming read.
+ * merge_kernel then runs, one block per row that crossed lazy_limit, an exact radix select
+ * (4 passes of 8 bits over order-preserving float keys) of list + candidates: it works for any kc
+ * whose list fits in shared memory (tens of thousands), unlike warp-register heaps (FAISS: 2048).
+ */
+#include "select_internal.h"
+
+#include <knnwb_kernels.h>
+
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace knnwb_cuda {
+namespace {
+
+constexpr int kFilterThreads = 256;
+constexpr int kFilterRows = 16;
+constexpr int kFilterCols = kFilterThreads * 4;
+constexpr int kMergeThreads = 256; /* one thread per radix bin */
+constexpr uint32_t kEmptyKey = 0xffffffffu;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr uint32_t kColumnFlag = 0x80000000u;
+
+__device__ __forceinline__ float score_of(int kind, float v, float candidate_sqnorm)
+{
+  switch (kind) {
+  case KNNWB_SCORE_DOT:
+    return 1.0f - v;
+  case KNNWB_SCORE_ABS_DOT:
+    return 1.0f - fabsf(v);
+  case KNNWB_SCORE_L2:
+    return candidate_sqnorm - 2.0f * v;
+  default:
+    return v;
+  }
+}
+
+/* Unsigned keys with the order of the floats (negative values flipped). */
+__device__ __forceinline__ uint32_t float_key(float f)
+{
+  uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float key_float(uint32_t k)
+{
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+__device__ __forceinline__ void enqueue_merge(const SelectState &st, int entry)
+{
+  int slot = atomicAdd(st.merge_count, 1);
+  st.merge_list[slot] = entry;
+}
+
+__device__ __forceinline__ float component(const float4 &v, int u)
+{
+  return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w;
+}
+
+/*
+ * Grid: (ceil(n_cols / 1024), ceil(n_rows / 16)); block: 256 threads, each 4 adjacent columns of 16
+ * rows (16 independent 16-byte loads in flight per thread).
+ */
+__global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, TileGeom g)
+{
+  const int lane = threadIdx.x & 31;
+  const int j0 = blockIdx.x * kFilterCols + threadIdx.x * 4;
+  const int i0 = blockIdx.y * kFilterRows;
+  const float inf = __int_as_float(0x7f800000);
+
+  float col_sq[4], col_thr[4];
+  bool col_ok[4];
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    int j = j0 + u;
+    bool in = j < g.n_cols;
+    int cand = g.col_global0 + j;
+    col_ok[u] = in && !(g.invalid && g.invalid[cand]);
+    col_sq[u] = (in && g.kind == KNNWB_SCORE_L2) ? g.sqnorms[cand] : 0.0f;
+    col_thr[u] = (in && g.do_cols) ? st.thr[g.col_state0 + j] : -inf;
+  }
+
+  float4 v[kFilterRows];
+  float row_thr[kFilterRows], row_sq[kFilterRows];
+  bool row_ok[kFilterRows];
+#pragma unroll
+  for (int r = 0; r < kFilterRows; r++) {
+    int i = i0 + r;
+    bool in = i < g.n_rows;
+    v[r] = (in && j0 < g.n_cols)
+               ? __ldg(reinterpret_cast<const float4 *>(g.tile + (size_t)i * g.ld + j0))
+               : make_float4(0.f, 0.f, 0.f, 0.f);
+    row_thr[r] = in ? st.thr[g.row_state0 + i] : -inf;
+    int rg = g.row_global0 + i;
+    row_ok[r] = in && g.do_cols && !(g.invalid && g.invalid[rg]);
+    row_sq[r] = (in && g.do_cols && g.kind == KNNWB_SCORE_L2) ? g.sqnorms[rg] : 0.0f;
+  }
+
+  /* Row pass: the warp's passing pairs of one row get contiguous slots from one atomic. */
+#pragma unroll
+  for (int r = 0; r < kFilterRows; r++) {
+    float s[4];
+    unsigned m = 0;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      s[u] = score_of(g.kind, component(v[r], u), col_sq[u]);
+      bool pass = col_ok[u] && s[u] < row_thr[r] &&
+                  !(g.self && g.col_global0 + j0 + u == g.row_global0 + i0 + r);
+      m |= (unsigned)pass << u;
+    }
+    if (!__any_sync(kFullMask, m))
+      continue;
+    int n = __popc(m);
+    int incl = n;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      int t = __shfl_up_sync(kFullMask, incl, off);
+      if (lane >= off)
+        incl += t;
+    }
+    int total = __shfl_sync(kFullMask, incl, 31);
+    int row = g.row_state0 + i0 + r;
+    int base = 0;
+    if (lane == 31) {
+      base = atomicAdd(&st.count[row], total);
+      if (base <= st.lazy_limit && base + total > st.lazy_limit)
+        enqueue_merge(st, i0 + r);
+    }
+    base = __shfl_sync(kFullMask, base, 31);
+    int pos = base + incl - n;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      if (m & (1u << u)) {
+        if (pos < st.cap) {
+          st.cand_score[(size_t)row * st.cap + pos] = s[u];
+          st.cand_index[(size_t)row * st.cap + pos] = g.col_global0 + j0 + u;
+        }
+        pos++;
+      }
+    }
+  }
+
+  if (!g.do_cols)
+    return;
+  /* Column pass (self jobs): the pair (i, j) also offers i to row j. */
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    int j = j0 + u;
+    if (j >= g.n_cols)
+      continue;
+    int n = 0;
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++)
+      n += row_ok[r] && score_of(g.kind, component(v[r], u), row_sq[r]) < col_thr[u];
+    if (n == 0)
+      continue;
+    int row = g.col_state0 + j;
+    int pos = atomicAdd(&st.count[row], n);
+    if (pos <= st.lazy_limit && pos + n > st.lazy_limit)
+      enqueue_merge(st, (int)(kColumnFlag | (uint32_t)j));
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++) {
+      float s = score_of(g.kind, component(v[r], u), row_sq[r]);
+      if (row_ok[r] && s < col_thr[u]) {
+        if (pos < st.cap) {
+          st.cand_score[(size_t)row * st.cap + pos] = s;
+          st.cand_index[(size_t)row * st.cap + pos] = g.row_global0 + i0 + r;
+        }
+        pos++;
+      }
+    }
+  }
+}
+
+/* Warp-aggregated histogram increment: equal digits of a warp add once (skewed keys are common). */
+__device__ __forceinline__ void histogram_add(unsigned *hist, bool active, unsigned digit)
+{
+  unsigned act = __ballot_sync(kFullMask, active);
+  if (active) {
+    unsigned peers = __match_any_sync(act, digit);
+    if ((int)(threadIdx.x & 31) == __ffs(peers) - 1)
+      atomicAdd(&hist[digit], __popc(peers));
+  }
+}
+
+/* One line of a tile as seen from a state row (tile row or tile column). */
+struct Line {
+  const float *base;
+  size_t stride;
+  int length;
+  int cand0;
+  int self_index; /* candidate equal to the row itself, or -1 */
+};
+
+struct MergeShared {
+  unsigned hist[kMergeThreads];
+  unsigned warp_total[kMergeThreads / 32];
+  unsigned digit;
+  unsigned kprime;
+  int n_scratch;
+  int n_out;
+  int n_eq;
+};
+
+/*
+ * Visits every element (key, index) of the merge: the list, the candidate buffer (minus entries of
+ * the overflowed tile line, which the scratch holds in full) and the compacted line. All threads
+ * run the same number of iterations (warp intrinsics inside fn); inactive ones get active = false.
+ */
+template <typename Fn>
+__device__ __forceinline__ void for_each_element(const SelectState &st, int row, int n_buffer,
+                                                 bool overflow, const Line &line,
+                                                 const uint32_t *scratch_key,
+                                                 const int *scratch_index, int n_scratch, Fn fn)
+{
+  const float *ls = st.list_score + (size_t)row * st.kc;
+  const int *li = st.list_index + (size_t)row * st.kc;
+  for (int base = 0; base < st.kc; base += kMergeThreads) {
+    int t = base + threadIdx.x;
+    bool act = t < st.kc;
+    int idx = act ? li[t] : -1;
+    uint32_t key = act ? (idx < 0 ? kEmptyKey : float_key(ls[t])) : 0;
+    fn(act, key, idx);
+  }
+  const float *cs = st.cand_score + (size_t)row * st.cap;
+  const int *ci = st.cand_index + (size_t)row * st.cap;
+  for (int base = 0; base < n_buffer; base += kMergeThreads) {
+    int t = base + threadIdx.x;
+    bool act = t < n_buffer;
+    int idx = act ? ci[t] : -1;
+    if (overflow && idx >= line.cand0 && idx < line.cand0 + line.length)
+      act = false;
+    uint32_t key = act ? float_key(cs[t]) : 0;
+    fn(act, key, idx);
+  }
+  for (int base = 0; base < n_scratch; base += kMergeThreads) {
+    int t = base + threadIdx.x;
+    bool act = t < n_scratch;
+    fn(act, act ? scratch_key[t] : 0, act ? scratch_index[t] : -1);
+  }
+}
+
+/* Merges one state row; every thread of the block calls it with the same arguments. */
+__device__ void merge_row(const SelectState &st, const TileGeom &g, int row, bool has_line,
+                          const Line &line, MergeShared &sh, uint32_t *out_key, int *out_index)
+{
+  const float inf = __int_as_float(0x7f800000);
+  const int count = st.count[row];
+  const bool overflow = has_line && count > st.cap;
+  const int n_buffer = count < st.cap ? count : st.cap;
+  uint32_t *scratch_key = st.scratch_key + (size_t)blockIdx.x * st.scratch_len;
+  int *scratch_index = st.scratch_index + (size_t)blockIdx.x * st.scratch_len;
+
+  if (threadIdx.x == 0) {
+    sh.n_scratch = 0;
+    sh.kprime = (unsigned)st.kc;
+    sh.n_out = 0;
+    sh.n_eq = 0;
+  }
+  __syncthreads();
+  if (overflow) {
+    /* The buffer lost pairs of this tile: take the whole line again (filtered by the same thr). */
+    const float thr_old = st.thr[row];
+    for (int base = 0; base < line.length; base += kMergeThreads) {
+      int t = base + threadIdx.x;
+      bool ok = false;
+      float s = 0.0f;
+      int cand = line.cand0 + t;
+      if (t < line.length && cand != line.self_index && !(g.invalid && g.invalid[cand])) {
+        float sq = g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f;
+        s = score_of(g.kind, line.base[(size_t)t * line.stride], sq);
+        ok = s < thr_old;
+      }
+      unsigned ballot = __ballot_sync(kFullMask, ok);
+      int lane = threadIdx.x & 31;
+      int warp_base = 0;
+      if (lane == 0 && ballot)
+        warp_base = atomicAdd(&sh.n_scratch, __popc(ballot));
+      warp_base = __shfl_sync(kFullMask, warp_base, 0);
+      if (ok) {
+        int pos = warp_base + __popc(ballot & ((1u << lane) - 1u));
+        scratch_key[pos] = float_key(s);
+        scratch_index[pos] = cand;
+      }
+    }
+    __syncthreads();
+  }
+  const int n_scratch = overflow ? sh.n_scratch : 0;
+  if (overflow)
+    __threadfence_block(); /* scratch written above is read by other threads below */
+
+  uint32_t prefix = 0;
+  for (int pass = 0; pass < 4; pass++) {
+    const int shift = 24 - 8 * pass;
+    const uint32_t high_mask = pass == 0 ? 0u : (0xffffffffu << (32 - 8 * pass));
+    sh.hist[threadIdx.x] = 0;
+    __syncthreads();
+    for_each_element(st, row, n_buffer, overflow, line, scratch_key, scratch_index, n_scratch,
+                     [&](bool act, uint32_t key, int) {
+                       bool match = act && (key & high_mask) == prefix;
+                       histogram_add(sh.hist, match, (key >> shift) & 0xffu);
+                     });
+    __syncthreads();
+    /* Block scan of the 256 bins; the bin holding the kprime-th element is the next digit. */
+    unsigned h = sh.hist[threadIdx.x];
+    unsigned incl = h;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      unsigned t = __shfl_up_sync(kFullMask, incl, off);
+      if (lane >= off)
+        incl += t;
+    }
+    if (lane == 31)
+      sh.warp_total[warp] = incl;
+    __syncthreads();
+    for (int w = 0; w < warp; w++)
+      incl += sh.warp_total[w];
+    unsigned excl = incl - h;
+    unsigned kprime = sh.kprime;
+    __syncthreads();
+    if (excl < kprime && kprime <= incl) {
+      sh.digit = threadIdx.x;
+      sh.kprime = kprime - excl;
+    }
+    __syncthreads();
+    prefix |= sh.digit << shift;
+  }
+  const uint32_t pivot = prefix;
+  const int take_equal = (int)sh.kprime;
+
+  for_each_element(st, row, n_buffer, overflow, line, scratch_key, scratch_index, n_scratch,
+                   [&](bool act, uint32_t key, int idx) {
+                     if (!act)
+                       return;
+                     bool take = key < pivot;
+                     if (!take && key == pivot)
+                       take = atomicAdd(&sh.n_eq, 1) < take_equal;
+                     if (take) {
+                       int pos = atomicAdd(&sh.n_out, 1);
+                       out_key[pos] = key;
+                       out_index[pos] = idx;
+                     }
+                   });
+  __syncthreads();
+  float *ls = st.list_score + (size_t)row * st.kc;
+  int *li = st.list_index + (size_t)row * st.kc;
+  for (int t = threadIdx.x; t < st.kc; t += kMergeThreads) {
+    int idx = out_index[t];
+    li[t] = idx;
+    ls[t] = idx < 0 ? inf : key_float(out_key[t]);
+  }
+  if (threadIdx.x == 0) {
+    st.thr[row] = pivot == kEmptyKey ? inf : key_float(pivot);
+    st.count[row] = 0;
+  }
+  __syncthreads();
+}
+
+/*
+ * Grid: state.merge_blocks persistent blocks of 256 threads; dynamic shared memory kc * 8 bytes.
+ * Tile mode (n_final < 0): the rows queued by filter_kernel. Final mode: rows row0 .. row0+n_final-1
+ * with pending candidates.
+ */
+__global__ void __launch_bounds__(kMergeThreads) merge_kernel(SelectState st, TileGeom g,
+                                                               int row0, int n_final)
+{
+  extern __shared__ unsigned char dynamic_shared[];
+  __shared__ MergeShared sh;
+  uint32_t *out_key = reinterpret_cast<uint32_t *>(dynamic_shared);
+  int *out_index = reinterpret_cast<int *>(dynamic_shared + (size_t)st.kc * sizeof(uint32_t));
+  if (st.out_key) {
+    out_key = st.out_key + (size_t)blockIdx.x * st.kc;
+    out_index = st.out_index + (size_t)blockIdx.x * st.kc;
+  }
+  const bool final_mode = n_final >= 0;
+  const int n_entries = final_mode ? n_final : *st.merge_count;
+  for (int e = blockIdx.x; e < n_entries; e += gridDim.x) {
+    Line line = {nullptr, 0, 0, 0, -1};
+    int row;
+    if (final_mode) {
+      row = row0 + e;
+      if (st.count[row] == 0)
+        continue;
+    } else {
+      uint32_t entry = (uint32_t)st.merge_list[e];
+      if (entry & kColumnFlag) {
+        int j = (int)(entry & ~kColumnFlag);
+        row = g.col_state0 + j;
+        line.base = g.tile + j;
+        line.stride = g.ld;
+        line.length = g.n_rows;
+        line.cand0 = g.row_global0;
+        line.self_index = g.self ? g.col_global0 + j : -1;
+      } else {
+        int i = (int)entry;
+        row = g.row_state0 + i;
+        line.base = g.tile + (size_t)i * g.ld;
+        line.stride = 1;
+        line.length = g.n_cols;
+        line.cand0 = g.col_global0;
+        line.self_index = g.self ? g.row_global0 + i : -1;
+      }
+    }
+    merge_row(st, g, row, !final_mode, line, sh, out_key, out_index);
+  }
+}
+
+__global__ void reset_kernel(SelectState st, int row0, int n_rows)
+{
+  const float inf = __int_as_float(0x7f800000);
+  size_t total = (size_t)n_rows * st.kc;
+  for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
+       t += (size_t)gridDim.x * blockDim.x) {
+    size_t at = (size_t)row0 * st.kc + t;
+    st.list_score[at] = inf;
+    st.list_index[at] = -1;
+  }
+  for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < (size_t)n_rows;
+       t += (size_t)gridDim.x * blockDim.x) {
+    st.thr[row0 + t] = inf;
+    st.count[row0 + t] = 0;
+  }
+}
+
+__global__ void extract_kernel(SelectState st, int row0, int n_rows, int64_t *out_index,
+                               float *out_score)
+{
+  size_t total = (size_t)n_rows * st.kc;
+  for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
+       t += (size_t)gridDim.x * blockDim.x) {
+    size_t at = (size_t)row0 * st.kc + t;
+    out_index[t] = st.list_index[at];
+    out_score[t] = st.list_score[at];
+  }
+}
+
+unsigned grid_for(size_t work, unsigned threads)
+{
+  size_t blocks = (work + threads - 1) / threads;
+  if (blocks < 1)
+    blocks = 1;
+  if (blocks > 65535u * 8u)
+    blocks = 65535u * 8u;
+  return (unsigned)blocks;
+}
+
+} // namespace
+
+cudaError_t launch_state_reset(const SelectState &state, int row0, int n_rows, cudaStream_t stream)
+{
+  if (n_rows <= 0)
+    return cudaSuccess;
+  reset_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(state, row0, n_rows);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  if (geom.n_rows <= 0 || geom.n_cols <= 0)
+    return cudaSuccess;
+  cudaError_t err = cudaMemsetAsync(state.merge_count, 0, sizeof(int), stream);
+  if (err != cudaSuccess)
+    return err;
+  dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols, (geom.n_rows + kFilterRows - 1) / kFilterRows);
+  filter_kernel<<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return err;
+  size_t shared = state.out_key ? 0 : (size_t)state.kc * (sizeof(uint32_t) + sizeof(int));
+  merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(state, geom, 0, -1);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_final_merge(const SelectState &state, int row0, int n_rows, cudaStream_t stream)
+{
+  if (n_rows <= 0)
+    return cudaSuccess;
+  TileGeom none = {};
+  size_t shared = state.out_key ? 0 : (size_t)state.kc * (sizeof(uint32_t) + sizeof(int));
+  int blocks = n_rows < state.merge_blocks ? n_rows : state.merge_blocks;
+  merge_kernel<<<blocks, kMergeThreads, shared, stream>>>(state, none, row0, n_rows);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_extract(const SelectState &state, int row0, int n_rows, int64_t *out_index,
+                           float *out_score, cudaStream_t stream)
+{
+  if (n_rows <= 0)
+    return cudaSuccess;
+  extract_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(
+      state, row0, n_rows, out_index, out_score);
+  return cudaGetLastError();
+}
+
+int shared_memory_kc_limit(void)
+{
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  size_t fixed = sizeof(MergeShared) + 1024;
+  size_t room = (size_t)optin > fixed ? (size_t)optin - fixed : 0;
+  return (int)(room / (sizeof(uint32_t) + sizeof(int)));
+}
+
+cudaError_t prepare_merge_kernel(int kc, bool *in_shared)
+{
+  size_t shared = (size_t)kc * (sizeof(uint32_t) + sizeof(int));
+  *in_shared = kc <= shared_memory_kc_limit();
+  if (!*in_shared || shared <= 48 * 1024 - sizeof(MergeShared))
+    return cudaSuccess;
+  return cudaFuncSetAttribute(merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+}
+
+} // namespace knnwb_cuda

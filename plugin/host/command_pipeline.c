@@ -1,0 +1,264 @@
+/* `knnwb run`, `knnwb validate` and `knnwb plugins`: the commands that use the step registry. */
+#include <stdio.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include "host.h"
+
+typedef struct {
+  char *plugin_path;
+  char **set;
+  char *output_dir;
+  int threads;
+  char *memory;
+  gboolean dry_run;
+  gboolean report;
+  gboolean quiet;
+  char **rest;
+} KnnwbPipelineCommand;
+
+static void knnwb_pipeline_command_clear(KnnwbPipelineCommand *command)
+{
+  g_free(command->plugin_path);
+  g_strfreev(command->set);
+  g_free(command->output_dir);
+  g_free(command->memory);
+  g_strfreev(command->rest);
+}
+
+static KnnwbHostRegistry *knnwb_host_registry_load(const char *plugin_path, gboolean quiet)
+{
+  KnnwbHostRegistry *registry = knnwb_host_registry_new();
+  g_autoptr(GError) error = NULL;
+  if (!knnwb_host_registry_add_plugin(registry, knnwb_host_builtin_descriptor(), NULL, NULL,
+                                      &error))
+    g_error("built-in steps do not register: %s", error->message);
+  g_auto(GStrv) directories = knnwb_host_plugin_search_path(plugin_path);
+  knnwb_host_load_plugins(registry, directories, quiet);
+  return registry;
+}
+
+/* run and validate share their options; validate ignores the ones about running. */
+static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
+{
+  KnnwbPipelineCommand command = {0};
+  GOptionEntry entries[] = {
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &command.set,
+       "Override a pipeline variable (repeatable)", "NAME=VALUE"},
+      {"plugin-path", 'P', 0, G_OPTION_ARG_STRING, &command.plugin_path,
+       "Directories searched for plugins first (':'-separated), before KNNWB_PLUGIN_PATH and the "
+       "installed ones",
+       "DIRS"},
+      {"output-dir", 'O', 0, G_OPTION_ARG_FILENAME, &command.output_dir,
+       "Base of relative output paths (default: the current directory)", "DIR"},
+      {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &command.dry_run,
+       "Check the pipeline and print the plan, run nothing", NULL},
+      {"report", 'r', 0, G_OPTION_ARG_NONE, &command.report,
+       "Print each step's time and peak memory at the end", NULL},
+      {"threads", 't', 0, G_OPTION_ARG_INT, &command.threads,
+       "CPU threads for steps that do not set their own (default: all cores)", "N"},
+      {"memory", 0, 0, G_OPTION_ARG_STRING, &command.memory,
+       "Working-memory budget for kNN tiles, e.g. 512M, 4G", "BYTES"},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet, "No progress", NULL},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "PIPELINE.xml"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_autoptr(GOptionContext) context = g_option_context_new("PIPELINE.xml");
+  g_option_context_set_summary(context, validate_only
+                                            ? "Checks a pipeline (XML, schema and every semantic "
+                                              "check) without running it."
+                                            : "Runs a pipeline: its steps in dependency order. "
+                                              "Outputs appear only when every step succeeded.");
+  g_option_context_set_description(
+      context, "Relative input paths are relative to the pipeline's directory, relative output "
+               "paths to --output-dir.\nVariables: ${name} in parameter values; built in: "
+               "${pipeline_dir}, ${output_dir}.\nExit status: 0 success, 1 invalid pipeline or "
+               "failed step, 2 usage error, 130/143 interrupted.");
+  g_option_context_add_main_entries(context, entries, NULL);
+
+  int status = 1;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GHashTable) overrides = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autoptr(KnnwbHostRegistry) registry = NULL;
+  g_autoptr(KnnwbPipeline) pipeline = NULL;
+  KnnwbPipelineOptions options = {0};
+
+  if (!g_option_context_parse(context, &argc, &argv, &error))
+    goto usage;
+  if (command.rest == NULL || command.rest[0] == NULL || command.rest[1] != NULL) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "exactly one PIPELINE.xml expected");
+    goto usage;
+  }
+  for (char **s = command.set; s && *s; s++) {
+    char *equals = strchr(*s, '=');
+    if (equals == NULL || equals == *s) {
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "--set %s: expected NAME=VALUE", *s);
+      goto usage;
+    }
+    *equals = '\0';
+    g_hash_table_insert(overrides, *s, equals + 1);
+  }
+  if (command.threads < 0) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--threads must be >= 0");
+    goto usage;
+  }
+  if (command.memory != NULL) {
+    guint64 bytes;
+    if (!knnwb_host_parse_bytes(command.memory, &bytes, &error))
+      goto usage;
+    options.memory_bytes = (size_t)bytes;
+  }
+  options.overrides = overrides;
+  options.output_dir = command.output_dir;
+  options.n_threads = command.threads;
+  options.quiet = command.quiet;
+  options.report = command.report;
+
+  registry = knnwb_host_registry_load(command.plugin_path, command.quiet);
+  pipeline = knnwb_pipeline_load(command.rest[0], registry, &options, &error);
+  if (pipeline == NULL) {
+    g_printerr("%s\n", error->message);
+    goto done;
+  }
+  if (validate_only) {
+    if (!command.quiet)
+      printf("%s: valid\n", command.rest[0]);
+    status = 0;
+    goto done;
+  }
+  if (command.dry_run) {
+    knnwb_pipeline_print_plan(pipeline, stdout);
+    status = 0;
+    goto done;
+  }
+  const volatile gint *cancel = knnwb_host_signals_install();
+  if (!knnwb_pipeline_run(pipeline, &options, cancel, &error)) {
+    if (knnwb_host_signals_received() != 0) {
+      g_printerr("knnwb: %s\nknnwb: interrupted; no output written\n", error->message);
+      status = knnwb_host_signals_exit_status();
+    } else {
+      g_printerr("%s\n", error->message);
+    }
+    goto done;
+  }
+  status = 0;
+  goto done;
+
+usage:
+  g_printerr("knnwb %s: %s\nTry `knnwb %s --help`.\n", validate_only ? "validate" : "run",
+             error->message, validate_only ? "validate" : "run");
+  status = 2;
+done:
+  knnwb_pipeline_command_clear(&command);
+  return status;
+}
+
+int knnwb_host_command_run(int argc, char **argv)
+{
+  return knnwb_pipeline_command(argc, argv, FALSE);
+}
+
+int knnwb_host_command_validate(int argc, char **argv)
+{
+  return knnwb_pipeline_command(argc, argv, TRUE);
+}
+
+static const char *knnwb_param_type_name(KnnwbParamType type)
+{
+  switch (type) {
+  case KNNWB_PARAM_INT:
+    return "integer";
+  case KNNWB_PARAM_DOUBLE:
+    return "number";
+  case KNNWB_PARAM_BOOLEAN:
+    return "boolean";
+  case KNNWB_PARAM_STRING:
+    return "text";
+  case KNNWB_PARAM_CHOICE:
+    return "choice";
+  case KNNWB_PARAM_BYTES:
+    return "bytes";
+  case KNNWB_PARAM_INPUT_FILE:
+    return "input file";
+  case KNNWB_PARAM_OUTPUT_FILE:
+    return "output file";
+  }
+  return "?";
+}
+
+static void knnwb_print_step(const KnnwbStepType *type)
+{
+  printf("  %s -> %s: %s\n", type->name,
+         type->output == KNNWB_KIND_NONE ? "files" : knnwb_kind_to_string(type->output),
+         type->description ? type->description : "");
+  for (guint i = 0; i < type->n_inputs; i++)
+    printf("      input %-16s %s%s%s%s\n", type->inputs[i].name,
+           knnwb_kind_to_string(type->inputs[i].kind), type->inputs[i].optional ? ", optional" : "",
+           type->inputs[i].description ? ": " : "",
+           type->inputs[i].description ? type->inputs[i].description : "");
+  for (guint i = 0; i < type->n_params; i++) {
+    const KnnwbParamSpec *spec = &type->params[i];
+    g_autoptr(GString) detail = g_string_new(knnwb_param_type_name(spec->type));
+    if (spec->type == KNNWB_PARAM_CHOICE)
+      g_string_append_printf(detail, " %s", spec->choices);
+    if ((spec->type == KNNWB_PARAM_INT || spec->type == KNNWB_PARAM_DOUBLE) &&
+        spec->minimum <= spec->maximum)
+      g_string_append_printf(detail, " [%.15g, %.15g]", spec->minimum, spec->maximum);
+    if (spec->default_value == NULL)
+      g_string_append(detail, ", required");
+    else if (*spec->default_value == '\0')
+      g_string_append(detail, ", optional");
+    else
+      g_string_append_printf(detail, ", default %s", spec->default_value);
+    printf("      param %-16s %s%s%s\n", spec->name, detail->str, spec->description ? ": " : "",
+           spec->description ? spec->description : "");
+  }
+}
+
+int knnwb_host_command_plugins(int argc, char **argv)
+{
+  char *plugin_path = NULL;
+  gboolean brief = FALSE;
+  GOptionEntry entries[] = {
+      {"plugin-path", 'P', 0, G_OPTION_ARG_STRING, &plugin_path,
+       "Directories searched for plugins first (':'-separated)", "DIRS"},
+      {"brief", 'b', 0, G_OPTION_ARG_NONE, &brief, "Plugins and step names only", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_autoptr(GOptionContext) context = g_option_context_new(NULL);
+  g_option_context_set_summary(context,
+                               "Lists the plugins found (search order: --plugin-path, "
+                               "KNNWB_PLUGIN_PATH, the installed directory),\ntheir step types "
+                               "with inputs and parameters, and the modules that were refused.");
+  g_option_context_add_main_entries(context, entries, NULL);
+  g_autoptr(GError) error = NULL;
+  if (!g_option_context_parse(context, &argc, &argv, &error)) {
+    g_printerr("knnwb plugins: %s\n", error->message);
+    g_free(plugin_path);
+    return 2;
+  }
+  /* Refusals are listed below, not as warnings. */
+  g_autoptr(KnnwbHostRegistry) registry = knnwb_host_registry_load(plugin_path, TRUE);
+  g_auto(GStrv) directories = knnwb_host_plugin_search_path(plugin_path);
+  g_free(plugin_path);
+  printf("search path:\n");
+  for (char **d = directories; *d; d++)
+    printf("  %s\n", *d);
+  for (guint p = 0; p < registry->plugins->len; p++) {
+    const KnnwbHostPlugin *plugin = registry->plugins->pdata[p];
+    printf("\nplugin %s %s (%s): %s\n", plugin->name, plugin->version,
+           plugin->path ? plugin->path : "built in", plugin->description);
+    for (guint s = 0; s < plugin->steps->len; s++) {
+      const KnnwbStepType *type = plugin->steps->pdata[s];
+      if (brief)
+        printf("  %s\n", type->name);
+      else
+        knnwb_print_step(type);
+    }
+  }
+  if (registry->refused->len > 0) {
+    printf("\nrefused:\n");
+    for (guint i = 0; i < registry->refused->len; i++)
+      printf("  %s\n", (const char *)registry->refused->pdata[i]);
+  }
+  return 0;
+}

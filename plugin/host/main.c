@@ -1,0 +1,68 @@
+/* `knnwb`: the command-line workbench. Subcommands: knn, run, validate, plugins. */
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+#include <libxml/parser.h>
+#include <knnwb/version.h>
+#include "host.h"
+
+static const struct {
+  const char *name;
+  int (*main)(int argc, char **argv);
+  const char *summary;
+} knnwb_host_commands[] = {
+    {"knn", knnwb_host_command_knn, "build the exact kNN graph of a matrix file"},
+    {"run", knnwb_host_command_run, "run a pipeline (XML)"},
+    {"validate", knnwb_host_command_validate, "check a pipeline without running it"},
+    {"plugins", knnwb_host_command_plugins, "list plugins, their steps and parameters"},
+};
+
+static void knnwb_host_usage(FILE *out)
+{
+  fprintf(out, "Usage: knnwb COMMAND [OPTION...]\n\n"
+               "Exact k-nearest-neighbour graphs, clustering and pipelines.\n\nCommands:\n");
+  for (guint i = 0; i < G_N_ELEMENTS(knnwb_host_commands); i++)
+    fprintf(out, "  %-10s %s\n", knnwb_host_commands[i].name, knnwb_host_commands[i].summary);
+  fprintf(out, "\n`knnwb COMMAND --help` describes a command's options.\n"
+               "Options:\n  -h, --help     this text\n  -V, --version  the version\n");
+}
+
+void knnwb_host_print_error(const GError *error)
+{
+  g_printerr("knnwb: %s\n", error->message);
+}
+
+int main(int argc, char **argv)
+{
+  setlocale(LC_ALL, "");
+  /* Numbers are read and written with '.' whatever the user's locale says. */
+  setlocale(LC_NUMERIC, "C");
+  knnwb_host_igraph_init();
+  LIBXML_TEST_VERSION;
+
+  if (argc < 2) {
+    knnwb_host_usage(stderr);
+    return 2;
+  }
+  const char *command = argv[1];
+  if (strcmp(command, "-h") == 0 || strcmp(command, "--help") == 0 ||
+      strcmp(command, "help") == 0) {
+    knnwb_host_usage(stdout);
+    return 0;
+  }
+  if (strcmp(command, "-V") == 0 || strcmp(command, "--version") == 0) {
+    printf("knnwb %s (library %s)\n", KNNWB_VERSION_STRING, knnwb_version());
+    return 0;
+  }
+  for (guint i = 0; i < G_N_ELEMENTS(knnwb_host_commands); i++)
+    if (strcmp(command, knnwb_host_commands[i].name) == 0) {
+      g_autofree char *name = g_strdup_printf("knnwb %s", command);
+      g_set_prgname(name);
+      int status = knnwb_host_commands[i].main(argc - 1, argv + 1);
+      xmlCleanupParser();
+      return status;
+    }
+  g_printerr("knnwb: unknown command '%s'\n", command);
+  knnwb_host_usage(stderr);
+  return 2;
+}

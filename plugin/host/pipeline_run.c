@@ -1,0 +1,256 @@
+/* Running a checked pipeline: steps in dependency order, outputs committed only at the end. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <knnwb/error.h>
+#include "pipeline_internal.h"
+
+typedef struct {
+  double seconds;
+  guint64 peak_bytes;
+  char *summary;
+} KnnwbPipelineStepReport;
+
+/* An output file: the step writes temporary; the host renames it to final after every step
+ * succeeded, so a failed or interrupted run leaves none of its outputs behind. */
+typedef struct {
+  char *temporary;
+  char *final;
+} KnnwbPipelineOutput;
+
+static KnnwbValue *knnwb_pipeline_value_new(KnnwbKind kind)
+{
+  KnnwbValue *value = g_new0(KnnwbValue, 1);
+  value->kind = kind;
+  igraph_vector_init(&value->weights, 0);
+  igraph_vector_int_init(&value->membership, 0);
+  return value;
+}
+
+static void knnwb_pipeline_value_free(KnnwbValue *value)
+{
+  if (value == NULL)
+    return;
+  knnwb_matrix_free(value->matrix);
+  if (value->has_graph)
+    igraph_destroy(&value->graph);
+  igraph_vector_destroy(&value->weights);
+  igraph_vector_int_destroy(&value->membership);
+  g_free(value);
+}
+
+const char *const *knnwb_host_value_labels(const KnnwbValue *value)
+{
+  if (value == NULL)
+    return NULL;
+  if (value->points != NULL && value->points->matrix != NULL)
+    return (const char *const *)value->points->matrix->row_labels;
+  if (value->matrix != NULL)
+    return (const char *const *)value->matrix->row_labels;
+  if (value->source_graph != NULL)
+    return knnwb_host_value_labels(value->source_graph);
+  return NULL;
+}
+
+/* A step must fill what it promised; a plugin that does not is reported, not trusted. */
+static gboolean knnwb_pipeline_value_check(const KnnwbValue *value, const KnnwbStepType *type,
+                                           char **summary, GError **error)
+{
+  switch (value->kind) {
+  case KNNWB_KIND_MATRIX:
+    if (value->matrix == NULL)
+      break;
+    *summary = g_strdup_printf("matrix %zu x %zu", value->matrix->n_rows, value->matrix->n_cols);
+    return TRUE;
+  case KNNWB_KIND_GRAPH:
+    if (!value->has_graph)
+      break;
+    if (igraph_vector_size(&value->weights) != igraph_ecount(&value->graph)) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                  "step type '%s' returned %" IGRAPH_PRId " weights for %" IGRAPH_PRId " edges",
+                  type->name, igraph_vector_size(&value->weights), igraph_ecount(&value->graph));
+      return FALSE;
+    }
+    *summary = g_strdup_printf("%s graph, %" IGRAPH_PRId " vertices, %" IGRAPH_PRId " edges",
+                               igraph_is_directed(&value->graph) ? "directed" : "undirected",
+                               igraph_vcount(&value->graph), igraph_ecount(&value->graph));
+    return TRUE;
+  case KNNWB_KIND_CLUSTERING: {
+    igraph_integer_t n = igraph_vector_int_size(&value->membership);
+    igraph_integer_t clusters = n > 0 ? igraph_vector_int_max(&value->membership) + 1 : 0;
+    if (n > 0 && igraph_vector_int_min(&value->membership) < 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                  "step type '%s' returned a negative cluster id", type->name);
+      return FALSE;
+    }
+    if (value->n_clusters == 0)
+      ((KnnwbValue *)value)->n_clusters = clusters;
+    *summary = g_strdup_printf("%" IGRAPH_PRId " clusters of %" IGRAPH_PRId " points",
+                               value->n_clusters, n);
+    return TRUE;
+  }
+  case KNNWB_KIND_NONE:
+  case KNNWB_KIND_COUNT:
+    *summary = g_strdup("files");
+    return TRUE;
+  }
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "step type '%s' produced no %s", type->name,
+              knnwb_kind_to_string(value->kind));
+  return FALSE;
+}
+
+static void knnwb_pipeline_outputs_discard(GPtrArray *outputs)
+{
+  for (guint i = 0; i < outputs->len; i++) {
+    const KnnwbPipelineOutput *output = outputs->pdata[i];
+    if (unlink(output->temporary) != 0 && errno != ENOENT)
+      g_printerr("knnwb: cannot remove temporary %s: %s\n", output->temporary, g_strerror(errno));
+  }
+}
+
+static gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error)
+{
+  for (guint i = 0; i < outputs->len; i++) {
+    const KnnwbPipelineOutput *output = outputs->pdata[i];
+    if (!g_file_test(output->temporary, G_FILE_TEST_EXISTS))
+      continue; /* an output the step chose not to write (nothing to write) */
+    if (rename(output->temporary, output->final) != 0) {
+      int code = errno;
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "cannot rename %s to %s: %s",
+                  output->temporary, output->final, g_strerror(code));
+      /* Those already renamed stay (they are complete); the rest are removed. */
+      g_ptr_array_remove_range(outputs, 0, i);
+      knnwb_pipeline_outputs_discard(outputs);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static void knnwb_pipeline_output_free(gpointer data)
+{
+  KnnwbPipelineOutput *output = data;
+  g_free(output->temporary);
+  g_free(output->final);
+  g_free(output);
+}
+
+static void knnwb_pipeline_print_report(const KnnwbPipeline *pipeline,
+                                        const KnnwbPipelineStepReport *reports, guint n_done,
+                                        gboolean peak_per_step)
+{
+  printf("%-4s %-20s %-16s %10s %12s  %s\n", "#", "step", "type", "seconds",
+         peak_per_step ? "peak memory" : "peak so far", "result");
+  double total = 0;
+  for (guint position = 0; position < n_done; position++) {
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[pipeline->order[position]];
+    g_autofree char *peak = knnwb_host_format_bytes(reports[position].peak_bytes);
+    printf("%-4u %-20s %-16s %10.3f %12s  %s\n", position + 1, step->id, step->type_name,
+           reports[position].seconds, peak,
+           reports[position].summary ? reports[position].summary : "failed");
+    total += reports[position].seconds;
+  }
+  printf("total %.3f s\n", total);
+}
+
+gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions *options,
+                            const volatile gint *cancel, GError **error)
+{
+  guint n = pipeline->steps->len;
+  g_autofree KnnwbValue **values = g_new0(KnnwbValue *, n ? n : 1);
+  g_autofree KnnwbPipelineStepReport *reports = g_new0(KnnwbPipelineStepReport, n ? n : 1);
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_pipeline_output_free);
+  gboolean peak_per_step = knnwb_host_memory_reset_peak();
+  gboolean ok = TRUE;
+  guint n_done = 0;
+  static guint counter;
+
+  for (guint position = 0; position < n && ok; position++) {
+    guint s = pipeline->order[position];
+    KnnwbPipelineStep *step = pipeline->steps->pdata[s];
+    const KnnwbStepType *type = step->step->type;
+    if (cancel != NULL && *cancel) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted before step '%s'",
+                  step->id);
+      ok = FALSE;
+      break;
+    }
+
+    g_autofree const KnnwbValue **inputs = g_new0(const KnnwbValue *, type->n_inputs + 1);
+    for (guint i = 0; i < type->n_inputs; i++)
+      inputs[i] = step->sources[i] >= 0 ? values[step->sources[i]] : NULL;
+    g_autofree KnnwbParamValue *params = g_new0(KnnwbParamValue, type->n_params + 1);
+    for (guint i = 0; i < type->n_params; i++) {
+      params[i] = step->values[i];
+      if (type->params[i].type == KNNWB_PARAM_OUTPUT_FILE && params[i].v_string != NULL) {
+        KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
+        output->final = g_strdup(params[i].v_string);
+        g_autofree char *dir = g_path_get_dirname(output->final);
+        g_autofree char *base = g_path_get_basename(output->final);
+        /* The basename stays at the end so writers that look at the extension still can. */
+        g_autofree char *name = g_strdup_printf(".knnwb-%d-%u-%s", (int)getpid(), ++counter, base);
+        output->temporary = g_build_filename(dir, name, NULL);
+        params[i].v_string = output->temporary;
+        g_ptr_array_add(outputs, output);
+      }
+    }
+    values[s] = type->output != KNNWB_KIND_NONE ? knnwb_pipeline_value_new(type->output) : NULL;
+
+    g_autofree char *label = g_strdup_printf("[%u/%u] %s", position + 1, n, step->id);
+    if (!options->quiet)
+      g_printerr("knnwb: %s (%s)\n", label, type->name);
+    KnnwbHostProgress *progress = knnwb_host_progress_new(label, options->quiet);
+    KnnwbStepContext context = {
+        .step_id = step->id,
+        .type = type,
+        .inputs = inputs,
+        .params = params,
+        .output = values[s],
+        .n_threads = options->n_threads,
+        .memory_bytes = options->memory_bytes,
+        .cancel = cancel,
+        .progress = progress ? knnwb_host_progress_update : NULL,
+        .progress_data = progress,
+        .host_private = pipeline,
+    };
+    if (peak_per_step)
+      knnwb_host_memory_reset_peak();
+    gint64 start = g_get_monotonic_time();
+    g_autoptr(GError) local = NULL;
+    ok = type->run(&context, &local);
+    if (ok && local != NULL)
+      g_clear_error(&local);
+    if (!ok && local == NULL)
+      g_set_error(&local, KNNWB_ERROR, KNNWB_ERROR_FAILED, "failed without saying why");
+    reports[position].seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    reports[position].peak_bytes = knnwb_host_memory_peak();
+    knnwb_host_progress_finish(progress);
+    if (ok && values[s] != NULL)
+      ok = knnwb_pipeline_value_check(values[s], type, &reports[position].summary, &local);
+    else if (ok)
+      reports[position].summary = g_strdup("files written");
+    n_done = position + 1;
+    if (!ok) {
+      if (local->domain == KNNWB_ERROR && local->code == KNNWB_ERROR_CANCELLED)
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s:%d: step '%s' (%s): %s",
+                    pipeline->path, step->line, step->id, type->name, local->message);
+      else
+        g_set_error(error, local->domain, local->code, "%s:%d: step '%s' (%s) failed: %s",
+                    pipeline->path, step->line, step->id, type->name, local->message);
+    }
+  }
+
+  if (ok)
+    ok = knnwb_pipeline_outputs_commit(outputs, error);
+  else
+    knnwb_pipeline_outputs_discard(outputs);
+
+  if (options->report && n_done > 0)
+    knnwb_pipeline_print_report(pipeline, reports, n_done, peak_per_step);
+  for (guint i = 0; i < n; i++)
+    knnwb_pipeline_value_free(values[i]);
+  for (guint i = 0; i < n; i++)
+    g_free(reports[i].summary);
+  return ok;
+}

@@ -1,0 +1,52 @@
+/* Step load-matrix: a matrix file (CIBM, CSV, TSV, GCT, NPY) into a matrix value. */
+#include <knnwb/error.h>
+#include <knnwb/formats.h>
+#include "steps.h"
+
+enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, N_PARAMS };
+
+static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
+    [PATH] = {"path", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL, "the matrix file"},
+    [FORMAT] = {"format", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|cibm|csv|tsv|gct|npy",
+                "file format (auto: by extension, then content)"},
+    [TRANSPOSE] = {"transpose", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,
+                   "the file's columns are the points"},
+    [HEADER] = {"header", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|yes|no",
+                "CSV/TSV: whether the first line holds column names"},
+    [LABEL_COLUMN] = {"label-column", KNNWB_PARAM_INT, "0", -1, 1e9, NULL,
+                      "CSV/TSV: 0-based column of the row labels, -1 for none"},
+    [MISSING] = {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0, "error|drop-rows",
+                 "rows with missing values (NA, empty, NaN): an error, or dropped with a warning"},
+    [LABELS] = {"labels", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
+                "NPY: a side file with one row label per line"},
+};
+
+static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
+{
+  const KnnwbParamValue *p = context->params;
+  KnnwbReadOptions options;
+  knnwb_formats_read_options_init(&options);
+  if (!knnwb_formats_input_from_string(p[FORMAT].v_string, &options.format, error))
+    return FALSE;
+  options.transpose = p[TRANSPOSE].v_int != 0;
+  options.header = g_str_equal(p[HEADER].v_string, "yes")  ? KNNWB_HEADER_YES
+                   : g_str_equal(p[HEADER].v_string, "no") ? KNNWB_HEADER_NO
+                                                           : KNNWB_HEADER_AUTO;
+  options.label_column = (int)p[LABEL_COLUMN].v_int;
+  options.missing =
+      g_str_equal(p[MISSING].v_string, "drop-rows") ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
+  options.labels_path = p[LABELS].v_string;
+  return knnwb_formats_read_matrix(p[PATH].v_string, &options, &context->output->matrix, NULL,
+                                   error);
+}
+
+const KnnwbStepType knnwb_step_load_matrix = {
+    "load-matrix",
+    "read a matrix file (rows are points)",
+    NULL,
+    0,
+    knnwb_load_matrix_params,
+    N_PARAMS,
+    KNNWB_KIND_MATRIX,
+    knnwb_load_matrix_run,
+};

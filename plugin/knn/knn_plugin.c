@@ -1,0 +1,53 @@
+/* The kNN plugin: registers the knn-graph and knn-query steps with the knnwb host. */
+#include <knnwb/error.h>
+#include <knnwb/version.h>
+#include "knn_plugin.h"
+
+static gboolean knnwb_knn_plugin_init(KnnwbPluginRegistrar *registrar, GError **error)
+{
+  return registrar->add_step(registrar, &knnwb_knn_step_graph, error) &&
+         registrar->add_step(registrar, &knnwb_knn_step_query, error);
+}
+
+KNNWB_PLUGIN_DEFINE("knn", KNNWB_VERSION_STRING,
+                    "exact kNN graphs (CPU, and CUDA when libknnwb is built with it)",
+                    knnwb_knn_plugin_init);
+
+gboolean knnwb_knn_plugin_options(const KnnwbStepContext *context, KnnwbKnnOptions *options,
+                                  GArray *devices, GError **error)
+{
+  const KnnwbParamValue *p = context->params;
+  knnwb_knn_options_init(options);
+  options->k = (size_t)p[KNNWB_KNN_PARAM_K].v_int;
+  if (!knnwb_metric_from_string(p[KNNWB_KNN_PARAM_METRIC].v_string, &options->metric, error) ||
+      !knnwb_backend_from_string(p[KNNWB_KNN_PARAM_BACKEND].v_string, &options->backend, error))
+    return FALSE;
+  options->n_threads = p[KNNWB_KNN_PARAM_THREADS].v_int > 0 ? (int)p[KNNWB_KNN_PARAM_THREADS].v_int
+                                                            : context->n_threads;
+  options->memory_bytes = p[KNNWB_KNN_PARAM_MEMORY].v_int > 0
+                              ? (size_t)p[KNNWB_KNN_PARAM_MEMORY].v_int
+                              : context->memory_bytes;
+  options->gpu_memory_bytes = (size_t)p[KNNWB_KNN_PARAM_GPU_MEMORY].v_int;
+  options->drop_degenerate = p[KNNWB_KNN_PARAM_DROP_DEGENERATE].v_int != 0;
+  const char *list = p[KNNWB_KNN_PARAM_DEVICES].v_string;
+  if (list != NULL && *list != '\0') {
+    g_auto(GStrv) parts = g_strsplit(list, ",", -1);
+    for (char **part = parts; *part; part++) {
+      char *end = NULL;
+      gint64 device = g_ascii_strtoll(g_strstrip(*part), &end, 10);
+      if (**part == '\0' || *end != '\0' || device < 0 || device > 1024) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                    "devices: '%s' is not a GPU number (expected e.g. 0,1)", *part);
+        return FALSE;
+      }
+      int value = (int)device;
+      g_array_append_val(devices, value);
+    }
+    options->devices = (const int *)(void *)devices->data;
+    options->n_devices = (int)devices->len;
+  }
+  options->progress = context->progress;
+  options->progress_data = context->progress_data;
+  options->cancel = context->cancel;
+  return TRUE;
+}

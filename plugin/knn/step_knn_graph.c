@@ -1,0 +1,44 @@
+/* Step knn-graph: the exact kNN graph of the rows of a matrix. */
+#include <knnwb/error.h>
+#include <knnwb/graph.h>
+#include "knn_plugin.h"
+
+enum { GRAPH_MODE = KNNWB_KNN_N_COMMON_PARAMS, N_PARAMS };
+
+static const KnnwbParamSpec knnwb_knn_graph_params[N_PARAMS] = {
+    KNNWB_KNN_COMMON_PARAMS,
+    [GRAPH_MODE] = {"graph", KNNWB_PARAM_CHOICE, "directed", 1, 0, "directed|union|mutual",
+                    "directed: k edges per point in rank order; union/mutual: undirected"},
+};
+
+static const KnnwbPortSpec knnwb_knn_graph_inputs[] = {
+    {"data", KNNWB_KIND_MATRIX, FALSE, "the points (rows)"},
+};
+
+static gboolean knnwb_knn_graph_run(KnnwbStepContext *context, GError **error)
+{
+  const KnnwbValue *in = context->inputs[0];
+  KnnwbValue *out = context->output;
+  g_autoptr(GArray) devices = g_array_new(FALSE, FALSE, sizeof(int));
+  KnnwbKnnOptions options;
+  KnnwbGraphMode mode;
+  if (!knnwb_knn_plugin_options(context, &options, devices, error) ||
+      !knnwb_graph_mode_from_string(context->params[GRAPH_MODE].v_string, &mode, error))
+    return FALSE;
+  if (!knnwb_knn_graph(in->matrix, &options, mode, &out->graph, &out->weights, error))
+    return FALSE;
+  out->has_graph = TRUE;
+  out->points = in;
+  return TRUE;
+}
+
+const KnnwbStepType knnwb_knn_step_graph = {
+    "knn-graph",
+    "exact kNN graph of the rows of a matrix",
+    knnwb_knn_graph_inputs,
+    G_N_ELEMENTS(knnwb_knn_graph_inputs),
+    knnwb_knn_graph_params,
+    N_PARAMS,
+    KNNWB_KIND_GRAPH,
+    knnwb_knn_graph_run,
+};

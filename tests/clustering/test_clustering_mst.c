@@ -1,0 +1,233 @@
+/* Exact MST of point sets against brute-force Prim and a Kruskal with the same tie order. */
+#include <math.h>
+#include <stdlib.h>
+#include <igraph.h>
+#include <knnwb/clustering.h>
+#include <knnwb/error.h>
+
+typedef struct {
+  double w;
+  igraph_integer_t a, b;
+} Pair;
+
+static int compare_pair(const void *x, const void *y)
+{
+  const Pair *p = x, *q = y;
+  if (p->w != q->w)
+    return p->w < q->w ? -1 : 1;
+  if (p->a != q->a)
+    return p->a < q->a ? -1 : 1;
+  return (p->b > q->b) - (p->b < q->b);
+}
+
+static int compare_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static igraph_integer_t find(igraph_integer_t *parent, igraph_integer_t x)
+{
+  while (parent[x] != x)
+    x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+/* Prim in O(n^2) on exact distances: the total weight oracle. */
+static double prim_total(const KnnwbMatrix *data, KnnwbMetric metric)
+{
+  size_t n = data->n_rows, d = data->n_cols;
+  if (n <= 1)
+    return 0;
+  double *key = g_new(double, n);
+  gboolean *done = g_new0(gboolean, n);
+  for (size_t i = 0; i < n; i++)
+    key[i] = INFINITY;
+  key[0] = 0;
+  double total = 0;
+  for (size_t step = 0; step < n; step++) {
+    size_t u = SIZE_MAX;
+    for (size_t i = 0; i < n; i++)
+      if (!done[i] && (u == SIZE_MAX || key[i] < key[u]))
+        u = i;
+    done[u] = TRUE;
+    total += key[u];
+    for (size_t v = 0; v < n; v++) {
+      if (done[v])
+        continue;
+      double dist = knnwb_distance_exact(metric, data->values + u * d, data->values + v * d, d);
+      if (dist < key[v])
+        key[v] = dist;
+    }
+  }
+  g_free(key);
+  g_free(done);
+  return total;
+}
+
+/* Kruskal on the complete graph in (distance, lower, higher) order: the unique expected tree. */
+static Pair *kruskal_tree(const KnnwbMatrix *data, KnnwbMetric metric)
+{
+  size_t n = data->n_rows, d = data->n_cols, m = n * (n - 1) / 2;
+  Pair *pairs = g_new(Pair, m + 1);
+  size_t e = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      pairs[e++] =
+          (Pair){knnwb_distance_exact(metric, data->values + i * d, data->values + j * d, d),
+                 (igraph_integer_t)i, (igraph_integer_t)j};
+  qsort(pairs, m, sizeof *pairs, compare_pair);
+  igraph_integer_t *parent = g_new(igraph_integer_t, n);
+  for (size_t v = 0; v < n; v++)
+    parent[v] = (igraph_integer_t)v;
+  Pair *tree = g_new(Pair, n);
+  size_t t = 0;
+  for (size_t i = 0; i < m; i++) {
+    igraph_integer_t a = find(parent, pairs[i].a), b = find(parent, pairs[i].b);
+    if (a != b) {
+      parent[a] = b;
+      tree[t++] = pairs[i];
+    }
+  }
+  g_free(parent);
+  g_free(pairs);
+  return tree;
+}
+
+static void check_points(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, int threads)
+{
+  size_t n = data->n_rows;
+  KnnwbMstOptions options;
+  knnwb_clustering_mst_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = threads;
+  igraph_t tree;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_clustering_mst_points(data, &options, &tree, &weights, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(igraph_vcount(&tree), ==, (igraph_integer_t)n);
+  g_assert_cmpint(igraph_ecount(&tree), ==, (igraph_integer_t)(n > 0 ? n - 1 : 0));
+  if (n > 1) {
+    double total = igraph_vector_sum(&weights);
+    double oracle = prim_total(data, metric);
+    g_assert_cmpfloat_with_epsilon(total, oracle, 1e-9 * (1 + fabs(oracle)));
+    Pair *expected = kruskal_tree(data, metric);
+    double *got = g_new(double, n), *want = g_new(double, n);
+    for (size_t e = 0; e < n - 1; e++) {
+      /* Edges come sorted by (weight, endpoints): the same order as Kruskal's picks. */
+      /* igraph stores an undirected edge with from >= to */
+      igraph_integer_t lo = MIN(IGRAPH_FROM(&tree, e), IGRAPH_TO(&tree, e));
+      igraph_integer_t hi = MAX(IGRAPH_FROM(&tree, e), IGRAPH_TO(&tree, e));
+      g_assert_cmpint(lo, ==, expected[e].a);
+      g_assert_cmpint(hi, ==, expected[e].b);
+      got[e] = VECTOR(weights)[e];
+      want[e] = expected[e].w;
+    }
+    qsort(got, n - 1, sizeof(double), compare_double);
+    qsort(want, n - 1, sizeof(double), compare_double);
+    for (size_t e = 0; e < n - 1; e++) {
+      /* 1e-12, not equality: core's Pearson distance of (x, y) and (y, x) may differ in the
+       * last bit (multiplication order of the two inverse norms). */
+      g_assert_cmpfloat_with_epsilon(got[e], want[e], 1e-12);
+    }
+    g_free(got);
+    g_free(want);
+    g_free(expected);
+    igraph_bool_t connected = FALSE;
+    igraph_is_connected(&tree, &connected, IGRAPH_WEAK);
+    g_assert_true(connected);
+  }
+  igraph_destroy(&tree);
+  igraph_vector_destroy(&weights);
+}
+
+static void test_every_metric(void)
+{
+  GRand *rand = g_rand_new_with_seed(5150);
+  const size_t sizes[] = {0, 1, 2, 3, 17, 61};
+  const size_t ks[] = {1, 3, 0};
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+    for (size_t s = 0; s < G_N_ELEMENTS(sizes); s++) {
+      size_t n = sizes[s], d = 7;
+      g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+      /* Clustered values make later Borůvka rounds need the brute-force pass. */
+      for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+          data->values[i * d + j] =
+              (float)(g_rand_double_range(rand, -1, 1) + 5.0 * (double)((i % 3) * (j + 1)));
+      for (size_t kk = 0; kk < G_N_ELEMENTS(ks); kk++)
+        check_points(data, (KnnwbMetric)metric, ks[kk], 1 + (int)(kk % 3));
+    }
+  }
+  g_rand_free(rand);
+}
+
+/* Integer grid points: massive distance ties, the tie order has to be exact. */
+static void test_ties(void)
+{
+  GRand *rand = g_rand_new_with_seed(8);
+  for (int trial = 0; trial < 8; trial++) {
+    size_t n = 40 + (size_t)trial * 5, d = 2;
+    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+    for (size_t i = 0; i < n * d; i++)
+      data->values[i] = (float)g_rand_int_range(rand, 0, 12);
+    /* duplicates make zero distances; Manhattan on a grid gives many equal ones */
+    check_points(data, KNNWB_METRIC_MANHATTAN, 2, 2);
+    check_points(data, KNNWB_METRIC_EUCLIDEAN, 4, 3);
+  }
+  g_rand_free(rand);
+}
+
+static void test_reused_lists_and_errors(void)
+{
+  size_t n = 30, d = 3;
+  g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+  for (size_t i = 0; i < n * d; i++)
+    data->values[i] = (float)((i * 7919) % 101);
+  KnnwbKnnOptions knn;
+  knnwb_knn_options_init(&knn);
+  knn.metric = KNNWB_METRIC_EUCLIDEAN;
+  knn.k = 4;
+  knn.backend = KNNWB_BACKEND_CPU;
+  g_autoptr(KnnwbNeighbors) lists = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_knn_self(data, &knn, &lists, &error));
+  KnnwbMstOptions options;
+  knnwb_clustering_mst_options_init(&options);
+  options.metric = KNNWB_METRIC_EUCLIDEAN;
+  options.neighbors = lists;
+  igraph_t tree;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_assert_true(knnwb_clustering_mst_points(data, &options, &tree, &weights, &error));
+  g_assert_cmpfloat_with_epsilon(igraph_vector_sum(&weights),
+                                 prim_total(data, KNNWB_METRIC_EUCLIDEAN), 1e-9);
+  igraph_destroy(&tree);
+  /* Lists of other data are refused. */
+  g_autoptr(KnnwbMatrix) other = knnwb_matrix_new(n + 1, d, NULL);
+  g_assert_false(knnwb_clustering_mst_points(other, &options, &tree, &weights, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  /* A constant row under Pearson is an error, not a missing vertex. */
+  options.neighbors = NULL;
+  options.metric = KNNWB_METRIC_PEARSON;
+  for (size_t j = 0; j < d; j++)
+    data->values[j] = 1;
+  g_assert_false(knnwb_clustering_mst_points(data, &options, &tree, &weights, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+  igraph_vector_destroy(&weights);
+}
+
+int main(int argc, char **argv)
+{
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/clustering/mst/every-metric", test_every_metric);
+  g_test_add_func("/clustering/mst/ties", test_ties);
+  g_test_add_func("/clustering/mst/reused-lists-and-errors", test_reused_lists_and_errors);
+  return g_test_run();
+}

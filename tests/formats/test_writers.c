@@ -1,0 +1,462 @@
+/*
+ * Writers: .knn round trips (bit-identical weights), the .knn reader's malformed inputs, atomic
+ * replacement, the TSV tables' exact text, GML/GraphML structure (GraphML parsed by libxml2), and
+ * format selection.
+ */
+#include "formats_test_util.h"
+
+#include <glib/gstdio.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *read_text(const char *path)
+{
+  char *text = NULL;
+  GError *error = NULL;
+  g_file_get_contents(path, &text, NULL, &error);
+  g_assert_no_error(error);
+  return text;
+}
+
+static void random_graph(GRand *rand, igraph_integer_t n, igraph_integer_t m, gboolean directed,
+                         igraph_t *graph, igraph_vector_t *weights)
+{
+  igraph_vector_int_t edges;
+  igraph_vector_int_init(&edges, 2 * m);
+  igraph_vector_init(weights, m);
+  for (igraph_integer_t e = 0; e < m; e++) {
+    VECTOR(edges)[2 * e] = g_rand_int_range(rand, 0, (gint32)n);
+    VECTOR(edges)[2 * e + 1] = g_rand_int_range(rand, 0, (gint32)n);
+    double scale = pow(10.0, g_rand_int_range(rand, -300, 300));
+    VECTOR(*weights)[e] = (g_rand_double(rand) - 0.3) * (e % 3 == 0 ? 1.0 : scale);
+  }
+  VECTOR(*weights)[0] = (double)0.1f; /* a float widened to double */
+  igraph_create(graph, &edges, n, directed);
+  igraph_vector_int_destroy(&edges);
+}
+
+static void assert_same_graph(const igraph_t *a, const igraph_vector_t *wa, const igraph_t *b,
+                              const igraph_vector_t *wb)
+{
+  g_assert_cmpint(igraph_vcount(a), ==, igraph_vcount(b));
+  g_assert_cmpint(igraph_ecount(a), ==, igraph_ecount(b));
+  g_assert_cmpint(igraph_is_directed(a), ==, igraph_is_directed(b));
+  for (igraph_integer_t e = 0; e < igraph_ecount(a); e++) {
+    g_assert_cmpint(IGRAPH_FROM(a, e), ==, IGRAPH_FROM(b, e));
+    g_assert_cmpint(IGRAPH_TO(a, e), ==, IGRAPH_TO(b, e));
+    g_assert_true(memcmp(&VECTOR(*wa)[e], &VECTOR(*wb)[e], sizeof(double)) == 0);
+  }
+}
+
+static void test_knn_round_trip(void)
+{
+  GRand *rand = g_rand_new_with_seed(99);
+  for (int directed = 0; directed <= 1; directed++) {
+    igraph_t graph, back;
+    igraph_vector_t weights, back_weights;
+    random_graph(rand, 57, 400, directed, &graph, &weights);
+    g_autofree char *path = g_build_filename(formats_test_dir(), "round.knn", NULL);
+    GError *error = NULL;
+    g_assert_true(knnwb_formats_write_knn(path, &graph, &weights, &error));
+    g_assert_no_error(error);
+    igraph_vector_init(&back_weights, 0);
+    g_assert_true(knnwb_formats_read_knn(path, directed, &back, &back_weights, &error));
+    g_assert_no_error(error);
+    assert_same_graph(&graph, &weights, &back, &back_weights);
+    g_autofree char *text = read_text(path);
+    g_assert_true(g_str_has_prefix(text, "57 400\n"));
+    igraph_destroy(&back);
+    igraph_vector_destroy(&back_weights);
+    igraph_destroy(&graph);
+    igraph_vector_destroy(&weights);
+  }
+  g_rand_free(rand);
+
+  /* No weights: 1 is written. An empty graph. */
+  igraph_t ring, empty, back;
+  igraph_ring(&ring, 4, IGRAPH_UNDIRECTED, FALSE, TRUE);
+  g_autofree char *path = g_build_filename(formats_test_dir(), "ring.knn", NULL);
+  g_assert_true(knnwb_formats_write_knn(path, &ring, NULL, NULL));
+  g_autofree char *text = read_text(path);
+  g_assert_cmpstr(text, ==, "4 4\n0 1 1\n1 2 1\n2 3 1\n0 3 1\n");
+  igraph_empty(&empty, 0, IGRAPH_DIRECTED);
+  g_assert_true(knnwb_formats_write_knn(path, &empty, NULL, NULL));
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 3);
+  g_assert_true(knnwb_formats_read_knn(path, TRUE, &back, &weights, NULL));
+  g_assert_cmpint(igraph_vcount(&back), ==, 0);
+  g_assert_cmpint(igraph_vector_size(&weights), ==, 0);
+  igraph_destroy(&back);
+  igraph_destroy(&empty);
+  igraph_destroy(&ring);
+
+  /* The seed's own output file. */
+  GError *error = NULL;
+  g_assert_true(knnwb_formats_read_knn(KNNWB_SHARED_DATA_DIR "/cibm-sample.seed.knn", TRUE, &back,
+                                       &weights, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(igraph_vcount(&back), ==, 10);
+  g_assert_cmpint(igraph_ecount(&back), ==, 30);
+  g_assert_cmpint(IGRAPH_TO(&back, 1), ==, 8);
+  g_assert_cmpfloat(VECTOR(weights)[1], ==, -0.782624);
+  igraph_destroy(&back);
+  igraph_vector_destroy(&weights);
+}
+
+static void test_knn_malformed(void)
+{
+  static const struct {
+    const char *name;
+    const char *content;
+    gssize length;
+    int line;
+    const char *needle;
+  } cases[] = {
+      {"empty", "", -1, 1, "empty"},
+      {"header", "3\n", -1, 1, "edge count"},
+      {"header-junk", "3 1 x\n0 1 1\n", -1, 1, "after `vertices edges`"},
+      {"absurd", "3 99999999999\n0 1 1\n", -1, 1, "cannot fit"},
+      {"truncated", "3 3\n0 1 1\n1 2 1\n", -1, 3, "ends after 2 edges"},
+      {"range", "3 2\n0 1 1\n1 3 1\n", -1, 3, "vertex number in [0, 3)"},
+      {"negative", "3 1\n-1 1 1\n", -1, 2, "vertex number"},
+      {"weight", "3 1\n0 1 x\n", -1, 2, "finite weight"},
+      {"nan", "3 1\n0 1 nan\n", -1, 2, "finite weight"},
+      {"inf", "3 1\n0 1 1e999\n", -1, 2, "out of range"},
+      {"missing-weight", "3 1\n0 1\n", -1, 2, "finite weight"},
+      {"extra-text", "3 1\n0 1 0.5 9\n", -1, 2, "after `source target weight`"},
+      {"extra-edges", "3 1\n0 1 0.5\n1 2 0.5\n", -1, 3, "more edges than the 1"},
+      {"nul", "3 1\n0 1\0 0.5\n", 14, 2, "vertex number"},
+      {"no-vertices", "0 1\n0 0 1\n", -1, 1, "edges but no vertices"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *name = g_strdup_printf("bad-%s.knn", cases[i].name);
+    g_autofree char *path = formats_test_write(name, cases[i].content, cases[i].length);
+    igraph_t graph;
+    igraph_vector_t weights;
+    igraph_vector_init(&weights, 0);
+    GError *error = NULL;
+    g_test_message("case %s", cases[i].name);
+    g_assert_false(knnwb_formats_read_knn(path, TRUE, &graph, &weights, &error));
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+    g_autofree char *prefix = g_strdup_printf("%s:%d:", path, cases[i].line);
+    if (!g_str_has_prefix(error->message, prefix) || strstr(error->message, cases[i].needle) == NULL) {
+      g_test_message("want '%s' ... '%s', got: %s", prefix, cases[i].needle, error->message);
+      g_test_fail();
+    }
+    g_clear_error(&error);
+    igraph_vector_destroy(&weights);
+  }
+}
+
+static void test_atomic(void)
+{
+  const char *dir = formats_test_dir();
+  g_autofree char *target = formats_test_write("atomic.txt", "old\n", -1);
+  guint before = formats_test_count_entries(dir);
+
+  /* Abandoned: the target keeps its content and no temporary file is left. */
+  KnnwbAtomicFile *file = knnwb_atomic_file_open(target, NULL);
+  g_assert_nonnull(file);
+  fputs("new but abandoned\n", knnwb_atomic_file_stream(file));
+  g_assert_cmpuint(formats_test_count_entries(dir), ==, before + 1);
+  knnwb_atomic_file_abort(file);
+  g_autofree char *text = read_text(target);
+  g_assert_cmpstr(text, ==, "old\n");
+  g_assert_cmpuint(formats_test_count_entries(dir), ==, before);
+
+  /* Committed: replaced, with the umask's permissions rather than mkstemp's 0600. */
+  file = knnwb_atomic_file_open(target, NULL);
+  g_assert_cmpstr(knnwb_atomic_file_path(file), ==, target);
+  fputs("new\n", knnwb_atomic_file_stream(file));
+  g_assert_true(knnwb_atomic_file_commit(file, NULL));
+  g_free(text);
+  text = read_text(target);
+  g_assert_cmpstr(text, ==, "new\n");
+  g_assert_cmpuint(formats_test_count_entries(dir), ==, before);
+  GStatBuf st;
+  g_assert_cmpint(g_stat(target, &st), ==, 0);
+  mode_t mask = umask(022);
+  umask(mask);
+  g_assert_cmpint(st.st_mode & 0777, ==, 0666 & ~mask);
+
+  /* Failures: no directory, a directory as target, a device as target. */
+  GError *error = NULL;
+  g_assert_null(knnwb_atomic_file_open("/nonexistent-knnwb/x.knn", &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
+  g_clear_error(&error);
+  g_assert_null(knnwb_atomic_file_open(dir, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
+  g_clear_error(&error);
+  g_assert_null(knnwb_atomic_file_open("/dev/null", &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
+  g_clear_error(&error);
+
+  /* A writer that fails validation leaves nothing either. */
+  igraph_t graph;
+  igraph_ring(&graph, 3, IGRAPH_UNDIRECTED, FALSE, TRUE);
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 2); /* wrong length */
+  g_assert_false(knnwb_formats_write_knn(target, &graph, &weights, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  g_free(text);
+  text = read_text(target);
+  g_assert_cmpstr(text, ==, "new\n");
+  g_assert_cmpuint(formats_test_count_entries(dir), ==, before);
+  igraph_vector_destroy(&weights);
+  igraph_destroy(&graph);
+}
+
+/* A 4-vertex directed graph: 0 -> 1 (0.5), 0 -> 2 (0.25), 1 -> 0 (0.5), 3 -> 2 (2), 2 -> 3 (2). */
+static void small_graph(igraph_bool_t directed, igraph_t *graph, igraph_vector_t *weights)
+{
+  igraph_vector_int_t edges;
+  igraph_integer_t list[] = {0, 1, 0, 2, 1, 0, 3, 2, 2, 3};
+  igraph_vector_int_init_array(&edges, list, 10);
+  igraph_create(graph, &edges, 4, directed);
+  igraph_vector_int_destroy(&edges);
+  igraph_real_t w[] = {0.5, 0.25, 0.5, 2, 2};
+  igraph_vector_init_array(weights, w, 5);
+}
+
+static void test_tables(void)
+{
+  igraph_t graph;
+  igraph_vector_t weights;
+  small_graph(TRUE, &graph, &weights);
+  const char *labels[] = {"a", "tab\there", "say \"x\"", "d"};
+  g_autofree char *path = g_build_filename(formats_test_dir(), "nb.tsv", NULL);
+  GError *error = NULL;
+  g_assert_true(knnwb_formats_write_neighbors_tsv(path, &graph, &weights, labels, &error));
+  g_assert_no_error(error);
+  g_autofree char *text = read_text(path);
+  g_assert_cmpstr(text, ==,
+                  "label\trank\tneighbor\tdistance\n"
+                  "a\t1\t\"say \"\"x\"\"\"\t0.25\n"
+                  "a\t2\t\"tab\there\"\t0.5\n"
+                  "\"tab\there\"\t1\ta\t0.5\n"
+                  "\"say \"\"x\"\"\"\t1\td\t2\n"
+                  "d\t1\t\"say \"\"x\"\"\"\t2\n");
+  /* The table reads back through the TSV reader (labels in column 0, quoted). */
+  igraph_destroy(&graph);
+
+  small_graph(FALSE, &graph, &weights);
+  g_assert_true(knnwb_formats_write_neighbors_tsv(path, &graph, &weights, NULL, &error));
+  g_free(text);
+  text = read_text(path);
+  g_assert_cmpstr(text, ==,
+                  "label\trank\tneighbor\tdistance\n"
+                  "0\t1\t2\t0.25\n0\t2\t1\t0.5\n0\t3\t1\t0.5\n"
+                  "1\t1\t0\t0.5\n1\t2\t0\t0.5\n"
+                  "2\t1\t0\t0.25\n2\t2\t3\t2\n2\t3\t3\t2\n"
+                  "3\t1\t2\t2\n3\t2\t2\t2\n");
+
+  igraph_vector_int_t membership;
+  igraph_integer_t ids[] = {1, 0, 1, 1};
+  igraph_vector_int_init_array(&membership, ids, 4);
+  g_autofree char *labels_path = g_build_filename(formats_test_dir(), "x.labels.tsv", NULL);
+  KnnwbGraphOutput output = {.graph = &graph, .weights = &weights, .labels = labels,
+                             .membership = &membership};
+  g_assert_true(knnwb_formats_write_graph(labels_path, KNNWB_OUTPUT_AUTO, &output, &error));
+  g_assert_no_error(error);
+  g_free(text);
+  text = read_text(labels_path);
+  g_assert_cmpstr(text, ==,
+                  "label\tcluster\tsize\na\t1\t3\n\"tab\there\"\t0\t1\n\"say \"\"x\"\"\"\t1\t3\nd\t1\t3\n");
+
+  /* From neighbour lists, skipping empty slots. */
+  int64_t indices[] = {1, 2, 0, -1};
+  double distances[] = {0.125, 0.5, 1.0, INFINITY};
+  int32_t found[] = {2, 1};
+  KnnwbNeighbors neighbors = {.n_queries = 2, .k = 2, .indices = indices, .distances = distances,
+                              .n_found = found};
+  const char *queries[] = {"q0", "q1"};
+  g_assert_true(
+      knnwb_formats_write_neighbor_lists_tsv(path, &neighbors, queries, labels, &error));
+  g_free(text);
+  text = read_text(path);
+  g_assert_cmpstr(text, ==,
+                  "label\trank\tneighbor\tdistance\nq0\t1\t\"tab\there\"\t0.125\n"
+                  "q0\t2\t\"say \"\"x\"\"\"\t0.5\nq1\t1\ta\t1\n");
+
+  VECTOR(membership)[2] = -1;
+  g_assert_false(knnwb_formats_write_labels_tsv(labels_path, &membership, NULL, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  output.membership = NULL;
+  g_assert_false(knnwb_formats_write_graph(labels_path, KNNWB_OUTPUT_LABELS_TSV, &output, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  igraph_vector_int_destroy(&membership);
+  igraph_vector_destroy(&weights);
+  igraph_destroy(&graph);
+}
+
+static void test_gml_and_graphml(void)
+{
+  igraph_t graph;
+  igraph_vector_t weights;
+  small_graph(FALSE, &graph, &weights);
+  const char *labels[] = {"A&B", "g\xC3\xA8ne", "say \"x\"", "<d>"};
+  igraph_vector_int_t membership, focus;
+  igraph_integer_t ids[] = {0, 0, 1, 1}, focus_ids[] = {3};
+  igraph_vector_int_init_array(&membership, ids, 4);
+  igraph_vector_int_init_array(&focus, focus_ids, 1);
+  KnnwbGmlOptions gml;
+  knnwb_formats_gml_options_init(&gml);
+  gml.focus = &focus;
+  KnnwbGraphOutput output = {.graph = &graph, .weights = &weights, .labels = labels,
+                             .membership = &membership, .gml = &gml};
+  g_autofree char *path = g_build_filename(formats_test_dir(), "g.gml", NULL);
+  GError *error = NULL;
+  g_assert_true(knnwb_formats_write_graph(path, KNNWB_OUTPUT_AUTO, &output, &error));
+  g_assert_no_error(error);
+  g_autofree char *text = read_text(path);
+  g_assert_nonnull(strstr(text, "directed 0"));
+  g_assert_nonnull(strstr(text, "label \"A&amp;B\""));
+  g_assert_nonnull(strstr(text, "label \"g&#232;ne\""));
+  g_assert_nonnull(strstr(text, "text \"say &quot;x&quot;\""));
+  g_assert_nonnull(strstr(text, "    graphics\n    [\n      x "));
+  g_assert_nonnull(strstr(text, "LabelGraphics"));
+  g_assert_nonnull(strstr(text, "type \"hexagon\""));
+  g_assert_nonnull(strstr(text, "clusterSize 2"));
+  g_assert_null(strstr(text, "targetArrow"));
+  for (const char *c = text; *c; c++)
+    g_assert_cmpint((unsigned char)*c, <, 0x80);
+
+  /* Directed graphs get arrows; layout none gives no coordinates. */
+  igraph_t directed;
+  small_graph(TRUE, &directed, &weights);
+  gml.layout = KNNWB_LAYOUT_NONE;
+  output.graph = &directed;
+  g_assert_true(knnwb_formats_write_gml(path, &output, &error));
+  g_free(text);
+  text = read_text(path);
+  g_assert_nonnull(strstr(text, "targetArrow \"standard\""));
+  g_assert_null(strstr(text, "      x "));
+
+  /* GraphML is well-formed XML with the keys and the escaped label. */
+  gml.layout = KNNWB_LAYOUT_FR;
+  output.graph = &graph;
+  g_autofree char *graphml = g_build_filename(formats_test_dir(), "g.graphml", NULL);
+  g_assert_true(knnwb_formats_write_graph(graphml, KNNWB_OUTPUT_AUTO, &output, &error));
+  g_assert_no_error(error);
+  xmlDocPtr doc = xmlReadFile(graphml, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR);
+  g_assert_nonnull(doc);
+  xmlNodePtr root = xmlDocGetRootElement(doc);
+  g_assert_cmpstr((const char *)root->name, ==, "graphml");
+  int nodes = 0, edges = 0, keys = 0;
+  gboolean found_label = FALSE;
+  for (xmlNodePtr child = root->children; child; child = child->next) {
+    if (child->type != XML_ELEMENT_NODE)
+      continue;
+    if (strcmp((const char *)child->name, "key") == 0)
+      keys++;
+    if (strcmp((const char *)child->name, "graph") != 0)
+      continue;
+    for (xmlNodePtr item = child->children; item; item = item->next) {
+      if (item->type != XML_ELEMENT_NODE)
+        continue;
+      if (strcmp((const char *)item->name, "node") == 0) {
+        nodes++;
+        xmlChar *content = xmlNodeGetContent(item->children);
+        if (strcmp((const char *)content, "say \"x\"") == 0)
+          found_label = TRUE;
+        xmlFree(content);
+      } else if (strcmp((const char *)item->name, "edge") == 0) {
+        edges++;
+      }
+    }
+  }
+  xmlFreeDoc(doc);
+  g_assert_cmpint(nodes, ==, 4);
+  g_assert_cmpint(edges, ==, 5);
+  g_assert_cmpint(keys, ==, 6); /* label cluster x y focus weight */
+  g_assert_true(found_label);
+
+  /* Bad arguments. */
+  VECTOR(focus)[0] = 9;
+  g_assert_false(knnwb_formats_write_gml(path, &output, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+
+  igraph_vector_int_destroy(&focus);
+  igraph_vector_int_destroy(&membership);
+  igraph_vector_destroy(&weights);
+  igraph_destroy(&directed);
+  igraph_destroy(&graph);
+}
+
+static void test_output_names(void)
+{
+  static const struct {
+    const char *path;
+    KnnwbOutputFormat format;
+  } cases[] = {{"a.knn", KNNWB_OUTPUT_KNN},          {"a.GML", KNNWB_OUTPUT_GML},
+               {"a.graphml", KNNWB_OUTPUT_GRAPHML},  {"a.labels.tsv", KNNWB_OUTPUT_LABELS_TSV},
+               {"a.clusters.tsv", KNNWB_OUTPUT_LABELS_TSV}, {"a.tsv", KNNWB_OUTPUT_NEIGHBORS_TSV}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    KnnwbOutputFormat format;
+    g_assert_true(knnwb_formats_output_from_path(cases[i].path, &format, NULL));
+    g_assert_cmpint(format, ==, cases[i].format);
+  }
+  KnnwbOutputFormat format;
+  GError *error = NULL;
+  g_assert_false(knnwb_formats_output_from_path("a.png", &format, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  for (int f = KNNWB_OUTPUT_AUTO; f <= KNNWB_OUTPUT_NEIGHBORS_TSV; f++) {
+    g_assert_true(knnwb_formats_output_from_string(knnwb_formats_output_to_string(f), &format, NULL));
+    g_assert_cmpint(format, ==, f);
+  }
+  g_assert_true(knnwb_formats_output_from_string("neighbours", &format, NULL));
+  g_assert_cmpint(format, ==, KNNWB_OUTPUT_NEIGHBORS_TSV);
+  KnnwbLayout layout;
+  g_assert_true(knnwb_formats_layout_from_string("DrL", &layout, NULL));
+  g_assert_cmpint(layout, ==, KNNWB_LAYOUT_DRL);
+  g_assert_false(knnwb_formats_layout_from_string("circle", &layout, &error));
+  g_clear_error(&error);
+}
+
+/* DrL and FR both give finite coordinates scaled to the node size. */
+static void test_layouts(void)
+{
+  igraph_t graph;
+  igraph_vector_t weights;
+  GRand *rand = g_rand_new_with_seed(5);
+  random_graph(rand, 60, 150, FALSE, &graph, &weights);
+  for (igraph_integer_t e = 0; e < 150; e++)
+    VECTOR(weights)[e] = g_rand_double(rand);
+  for (int layout = KNNWB_LAYOUT_AUTO; layout <= KNNWB_LAYOUT_DRL; layout++) {
+    igraph_matrix_t coordinates;
+    igraph_matrix_init(&coordinates, 0, 0);
+    GError *error = NULL;
+    g_assert_true(knnwb_formats_layout(&graph, &weights, layout, 10, 1, 30.0, &coordinates, &error));
+    g_assert_no_error(error);
+    g_assert_cmpint(igraph_matrix_nrow(&coordinates), ==, 60);
+    for (igraph_integer_t v = 0; v < 60; v++)
+      g_assert_true(isfinite(MATRIX(coordinates, v, 0)) && isfinite(MATRIX(coordinates, v, 1)));
+    igraph_matrix_destroy(&coordinates);
+  }
+  g_rand_free(rand);
+  igraph_vector_destroy(&weights);
+  igraph_destroy(&graph);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  g_test_add_func("/formats/knn/round-trip", test_knn_round_trip);
+  g_test_add_func("/formats/knn/malformed", test_knn_malformed);
+  g_test_add_func("/formats/atomic", test_atomic);
+  g_test_add_func("/formats/tables", test_tables);
+  g_test_add_func("/formats/gml-graphml", test_gml_and_graphml);
+  g_test_add_func("/formats/output-names", test_output_names);
+  g_test_add_func("/formats/layouts", test_layouts);
+  return g_test_run();
+}

@@ -1,0 +1,333 @@
+/* The `knnwb` program's command line: help, version, `knnwb knn` on good and bad input, exit
+ * statuses, file:line messages and no output left behind by a failed run. */
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <igraph.h>
+#include <knnwb/formats.h>
+#include <knnwb/knnwb.h>
+#include "host.h"
+#include "host_test_util.h"
+
+#define CIBM_SAMPLE KNNWB_SHARED_DATA_DIR "/cibm-sample.txt"
+
+static void test_help_and_version(void)
+{
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_cmpint(host_test_run(NULL, &out, NULL, "--help", NULL), ==, 0);
+  g_assert_nonnull(strstr(out, "Usage: knnwb COMMAND"));
+  g_assert_nonnull(strstr(out, "knn"));
+  g_clear_pointer(&out, g_free);
+  g_assert_cmpint(host_test_run(NULL, &out, NULL, "knn", "--help", NULL), ==, 0);
+  g_assert_nonnull(strstr(out, "--metric"));
+  g_assert_nonnull(strstr(out, "--memory"));
+  g_assert_nonnull(strstr(out, "--drop-degenerate"));
+  g_clear_pointer(&out, g_free);
+  g_assert_cmpint(host_test_run(NULL, &out, NULL, "--version", NULL), ==, 0);
+  g_assert_nonnull(strstr(out, KNNWB_VERSION_STRING));
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "frobnicate", NULL), ==, 2);
+  g_assert_nonnull(strstr(err, "unknown command 'frobnicate'"));
+  g_clear_pointer(&err, g_free);
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, NULL), ==, 2);
+}
+
+/* The sample's graph, checked against the exact distances of a brute-force search. */
+static void test_knn_sample(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *output = g_build_filename(dir, "sample.knn", NULL);
+  g_autofree char *err = NULL;
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", "3", "--metric",
+                                "pearson", "--threads", "2", "--memory", "1M", "-o", output, NULL),
+                  ==, 0);
+  /* stderr is not a terminal here: a summary line, no progress. */
+  g_assert_null(strchr(err, '\r'));
+
+  KnnwbReadOptions options;
+  knnwb_formats_read_options_init(&options);
+  g_autoptr(KnnwbMatrix) data = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_formats_read_matrix(CIBM_SAMPLE, &options, &data, NULL, &error));
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(output, &text, NULL, NULL));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_assert_cmpstr(lines[0], ==, "10 30");
+  for (size_t i = 0; i < 10; i++) {
+    /* Brute force: the 3 smallest exact distances with lower index first on ties. */
+    double best[3] = {G_MAXDOUBLE, G_MAXDOUBLE, G_MAXDOUBLE};
+    int best_index[3] = {-1, -1, -1};
+    for (size_t j = 0; j < 10; j++) {
+      if (j == i)
+        continue;
+      double d =
+          knnwb_distance_exact(KNNWB_METRIC_PEARSON, data->values + i * 6, data->values + j * 6, 6);
+      for (int r = 0; r < 3; r++)
+        if (d < best[r]) {
+          for (int s = 2; s > r; s--) {
+            best[s] = best[s - 1];
+            best_index[s] = best_index[s - 1];
+          }
+          best[r] = d;
+          best_index[r] = (int)j;
+          break;
+        }
+    }
+    for (int r = 0; r < 3; r++) {
+      int source, target;
+      double weight;
+      g_assert_cmpint(sscanf(lines[1 + i * 3 + (size_t)r], "%d %d %lf", &source, &target, &weight),
+                      ==, 3);
+      g_assert_cmpint(source, ==, (int)i);
+      g_assert_cmpint(target, ==, best_index[r]);
+      g_assert_cmpfloat_with_epsilon(weight, best[r], 1e-12);
+    }
+  }
+  g_assert_true(lines[31] != NULL && *lines[31] == '\0');
+  host_test_rmtree(dir);
+}
+
+static void test_knn_formats_and_quiet(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *gml = g_build_filename(dir, "sample.gml", NULL);
+  g_autofree char *graphml = g_build_filename(dir, "sample.graphml", NULL);
+  g_autofree char *err = NULL;
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", "2", "--graph", "union",
+                                "--metric", "euclidean", "--quiet", "-o", gml, NULL),
+                  ==, 0);
+  g_assert_cmpstr(err, ==, "");
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(gml, &text, NULL, NULL));
+  g_assert_nonnull(strstr(text, "graphics"));
+  g_assert_nonnull(strstr(text, "label \"F_1\""));
+  g_clear_pointer(&err, g_free);
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", "2", "-q",
+                                "--output-format", "graphml", "-o", graphml, NULL),
+                  ==, 0);
+  g_assert_true(g_file_test(graphml, G_FILE_TEST_IS_REGULAR));
+  host_test_rmtree(dir);
+}
+
+/* Usage errors exit 2, input errors 1; neither leaves any file in the output directory. */
+static void test_knn_bad_arguments(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *output = g_build_filename(dir, "out.knn", NULL);
+  struct {
+    const char *k, *extra, *extra_value;
+    int status;
+    const char *message;
+  } cases[] = {
+      {"0", NULL, NULL, 2, "k must be at least 1"},
+      {"-3", NULL, NULL, 2, "k must be at least 1"},
+      {"abc", NULL, NULL, 2, "abc"},
+      {"10", NULL, NULL, 1, "use k <= 9"},
+      {"3", "--metric", "chebyshev", 2, "chebyshev"},
+      {"3", "--memory", "4X", 2, "not a size"},
+      {"3", "--graph", "sideways", 2, "sideways"},
+      {"3", "--output-format", "xlsx", 2, "xlsx"},
+      {"3", "--backend", "tpu", 2, "tpu"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *err = NULL;
+    int status = cases[i].extra
+                     ? host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", cases[i].k,
+                                     cases[i].extra, cases[i].extra_value, "-o", output, NULL)
+                     : host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", cases[i].k, "-o",
+                                     output, NULL);
+    g_test_message("case %u: status %d, stderr: %s", i, status, err);
+    g_assert_cmpint(status, ==, cases[i].status);
+    g_assert_nonnull(strstr(err, cases[i].message));
+    g_assert_cmpuint(host_test_count_files(dir), ==, 0);
+  }
+  g_autofree char *err = NULL;
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", "3", NULL), ==, 2);
+  g_assert_nonnull(strstr(err, "-o OUT is required"));
+  g_clear_pointer(&err, g_free);
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", "-k", "3", "-o", output, NULL), ==, 2);
+  g_assert_nonnull(strstr(err, "no INPUT"));
+  g_clear_pointer(&err, g_free);
+  /* An output directory that does not exist is refused before any work. */
+  g_autofree char *nowhere = g_build_filename(dir, "missing", "out.knn", NULL);
+  g_assert_cmpint(
+      host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", "3", "-o", nowhere, NULL), ==, 1);
+  g_assert_nonnull(strstr(err, "does not exist"));
+  g_assert_cmpuint(host_test_count_files(dir), ==, 0);
+  host_test_rmtree(dir);
+}
+
+/* Malformed files: the message names file:line and the run leaves nothing behind. */
+static void test_knn_bad_files(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *output = g_build_filename(out_dir, "out.knn", NULL);
+  struct {
+    const char *name, *text, *line;
+  } cases[] = {
+      {"ragged.tsv", "id\ta\tb\tc\nr1\t1\t2\t3\nr2\t1\t2\nr3\t4\t5\t6\n", ":3:"},
+      {"word.tsv", "id\ta\tb\nr1\t1\t2\nr2\t3\t4\nr3\t5\tfive\n", ":4:"},
+      {"nan.csv", "id,a,b\nr1,1,2\nr2,NaN,4\nr3,5,6\n", ":3:"},
+      {"constant.tsv", "id\ta\tb\tc\nr1\t1\t2\t3\nr2\t7\t7\t7\nr3\t4\t5\t9\nr4\t1\t0\t2\n", "r2"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *input = host_test_write(dir, cases[i].name, cases[i].text);
+    g_autofree char *err = NULL;
+    int status = host_test_run(NULL, NULL, &err, "knn", input, "-k", "1", "-o", output, NULL);
+    g_test_message("%s: status %d, stderr: %s", cases[i].name, status, err);
+    g_assert_cmpint(status, ==, 1);
+    g_autofree char *prefix = g_strdup_printf("knnwb: %s", input);
+    g_assert_true(g_str_has_prefix(err, prefix));
+    g_assert_nonnull(strstr(err, cases[i].line));
+    g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
+  }
+  g_autofree char *missing = g_build_filename(dir, "nothing-here.tsv", NULL);
+  g_autofree char *err = NULL;
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", missing, "-k", "1", "-o", output, NULL),
+                  ==, 1);
+  g_assert_nonnull(strstr(err, "nothing-here.tsv"));
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
+  host_test_rmtree(dir);
+}
+
+/* A float32 NPY file of n x d deterministic values. */
+static char *write_npy(const char *dir, size_t n, size_t d)
+{
+  g_autofree char *header =
+      g_strdup_printf("{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", n, d);
+  size_t header_length = strlen(header) + 1; /* + the newline */
+  size_t padded = (10 + header_length + 63) / 64 * 64 - 10;
+  g_autoptr(GString) bytes = g_string_new_len("\x93NUMPY\x01\x00", 8);
+  guint16 length = (guint16)padded;
+  g_string_append_len(bytes, (const char *)&length, 2);
+  g_string_append(bytes, header);
+  while (bytes->len < 10 + padded - 1)
+    g_string_append_c(bytes, ' ');
+  g_string_append_c(bytes, '\n');
+  guint32 state = 7;
+  for (size_t i = 0; i < n * d; i++) {
+    state = state * 1664525u + 1013904223u;
+    float value = (float)(state >> 8) / 16777216.0f;
+    g_string_append_len(bytes, (const char *)&value, sizeof value);
+  }
+  char *path = g_build_filename(dir, "big.npy", NULL);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(g_file_set_contents(path, bytes->str, (gssize)bytes->len, &error));
+  return path;
+}
+
+/* Starts knnwb with argv, sends signal_number after delay_ms, returns the exit status. */
+static int run_and_signal(char **argv, int signal_number, guint delay_ms)
+{
+  g_auto(GStrv) envp = g_get_environ();
+  g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
+  envp = g_environ_setenv(envp, "KNNWB_PLUGIN_PATH", plugin_dir, TRUE);
+  GPid pid;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(g_spawn_async(NULL, argv, envp,
+                              G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
+                                  G_SPAWN_STDERR_TO_DEV_NULL,
+                              NULL, NULL, &pid, &error));
+  g_usleep(delay_ms * 1000);
+  kill(pid, signal_number);
+  int status = 0;
+  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  g_spawn_close_pid(pid);
+  g_assert_true(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+/* SIGINT/SIGTERM during a long kNN: exit 130/143 soon after, no output file, no temporary. */
+static void test_knn_interrupted(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = write_npy(dir, 30000, 64);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *output = g_build_filename(out_dir, "big.knn", NULL);
+  char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input, "-k", "5",    "--threads", "1",
+                  "--memory",         "2M",  "-q",  "-o", output, NULL};
+  gint64 start = g_get_monotonic_time();
+  g_assert_cmpint(run_and_signal(argv, SIGINT, 400), ==, 130);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
+  g_assert_cmpint(run_and_signal(argv, SIGTERM, 400), ==, 143);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
+  /* Stopping takes a tile, not the whole run. */
+  g_assert_cmpint(g_get_monotonic_time() - start, <, 5 * G_USEC_PER_SEC);
+
+  /* The same through a pipeline: its earlier outputs are not committed either. */
+  g_autoptr(GString) xml = g_string_new(NULL);
+  g_string_append_printf(
+      xml,
+      "<pipeline>\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"%s\"/></step>\n"
+      "  <step id=\"w0\" type=\"write-graph\"><input name=\"graph\" step=\"small\"/>\n"
+      "    <param name=\"path\" value=\"small.knn\"/></step>\n"
+      "  <step id=\"small\" type=\"load-knn\"><param name=\"path\" value=\"%s\"/></step>\n"
+      "  <step id=\"g\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>\n"
+      "    <param name=\"k\" value=\"5\"/><param name=\"threads\" value=\"1\"/>\n"
+      "    <param name=\"memory\" value=\"2M\"/></step>\n"
+      "  <step id=\"w\" type=\"write-graph\"><input name=\"graph\" step=\"g\"/>\n"
+      "    <param name=\"path\" value=\"big.knn\"/></step>\n"
+      "</pipeline>\n",
+      input, KNNWB_SHARED_DATA_DIR "/cibm-sample.seed.knn");
+  g_autofree char *pipeline = host_test_write(dir, "interrupt.xml", xml->str);
+  char *run_argv[] = {KNNWB_HOST_PROGRAM, "run", "-q", "--output-dir", out_dir, pipeline, NULL};
+  g_assert_cmpint(run_and_signal(run_argv, SIGINT, 400), ==, 130);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
+  host_test_rmtree(dir);
+}
+
+static void test_parse_bytes(void)
+{
+  struct {
+    const char *text;
+    gboolean ok;
+    guint64 bytes;
+  } cases[] = {
+      {"0", TRUE, 0},
+      {"1000", TRUE, 1000},
+      {"4G", TRUE, 4ull << 30},
+      {"512M", TRUE, 512ull << 20},
+      {"512m", TRUE, 512ull << 20},
+      {"1.5GiB", TRUE, 3ull << 29},
+      {"64KB", TRUE, 64ull << 10},
+      {"2T", TRUE, 2ull << 40},
+      {"100B", TRUE, 100},
+      {"", FALSE, 0},
+      {"G", FALSE, 0},
+      {"-1", FALSE, 0},
+      {"4X", FALSE, 0},
+      {"4GG", FALSE, 0},
+      {"nan", FALSE, 0},
+      {"0x10", FALSE, 0},
+      {"99999999999T", FALSE, 0},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    guint64 bytes = 12345;
+    g_autoptr(GError) error = NULL;
+    gboolean ok = knnwb_host_parse_bytes(cases[i].text, &bytes, &error);
+    g_test_message("'%s'", cases[i].text);
+    g_assert_cmpint(ok, ==, cases[i].ok);
+    if (ok)
+      g_assert_cmpuint(bytes, ==, cases[i].bytes);
+    else
+      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  knnwb_host_igraph_init();
+  g_test_add_func("/host/cli/help-version", test_help_and_version);
+  g_test_add_func("/host/cli/knn-sample", test_knn_sample);
+  g_test_add_func("/host/cli/knn-formats-quiet", test_knn_formats_and_quiet);
+  g_test_add_func("/host/cli/knn-bad-arguments", test_knn_bad_arguments);
+  g_test_add_func("/host/cli/knn-bad-files", test_knn_bad_files);
+  g_test_add_func("/host/cli/parse-bytes", test_parse_bytes);
+  g_test_add_func("/host/cli/knn-interrupted", test_knn_interrupted);
+  return g_test_run();
+}

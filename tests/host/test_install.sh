@@ -1,0 +1,94 @@
+#!/bin/sh
+# Installs the build into a temporary prefix and uses it from outside, as another project would:
+#  1. a tiny C program built with nothing but `pkg-config --cflags --libs knnwb`;
+#  2. share/example_program (libknnwb's C API, and g_module_open of the kNN plugin), built with
+#     its Makefile against the installed tree;
+#  3. the installed knnwb finds its installed plugin and runs an installed example pipeline.
+# Usage: test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER
+set -eu
+build=$1
+source=$2
+cc=${3:-cc}
+work=$(mktemp -d "${TMPDIR:-/tmp}/knnwb-install-XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || {
+  cat "$work/install.log"; echo "FAIL: cmake --install"; exit 1; }
+pc=$(find "$prefix" -name knnwb.pc | head -n 1)
+[ -n "$pc" ] || { echo "FAIL: no knnwb.pc installed"; exit 1; }
+libdir=$(dirname "$(dirname "$pc")")
+[ -f "$libdir/libknnwb.so" ] || { echo "FAIL: no libknnwb.so in $libdir"; exit 1; }
+# knnwb.pc holds the configured (absolute) paths and this install went to another prefix: a copy
+# with the prefix replaced stands in for it (--define-variable would also redefine glib's paths).
+old_prefix=$(sed -n 's/^prefix=//p' "$pc")
+mkdir "$work/pkgconfig"
+sed "s|=$old_prefix|=$prefix|" "$pc" >"$work/pkgconfig/knnwb.pc"
+export PKG_CONFIG_PATH="$work/pkgconfig"
+pkgconf=pkg-config
+[ "$($pkgconf --variable=libdir knnwb)" = "$libdir" ] || {
+  cat "$work/pkgconfig/knnwb.pc"; echo "FAIL: knnwb.pc libdir is not $libdir"; exit 1; }
+for header in knnwb.h knn.h graph.h matrix.h error.h plugin.h knn_plugin.h; do
+  [ -f "$prefix/include/knnwb/$header" ] || { echo "FAIL: header $header not installed"; exit 1; }
+done
+
+# 1. A tiny external program.
+cat >"$work/tiny.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <knnwb/knnwb.h>
+int main(void)
+{
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  GError *error = NULL;
+  KnnwbMatrix *m = knnwb_matrix_new(4, 2, &error);
+  float v[] = {0, 0, 1, 0, 0, 1, 5, 5};
+  memcpy(m->values, v, sizeof v);
+  KnnwbKnnOptions o;
+  knnwb_knn_options_init(&o);
+  o.metric = KNNWB_METRIC_EUCLIDEAN;
+  o.k = 1;
+  igraph_t g;
+  igraph_vector_t w;
+  igraph_vector_init(&w, 0);
+  if (!knnwb_knn_graph(m, &o, KNNWB_GRAPH_DIRECTED, &g, &w, &error)) {
+    fprintf(stderr, "%s\n", error->message);
+    return 1;
+  }
+  /* Row 3 (5,5) has nearest row 1 or 2 at the same distance: the lower index wins. */
+  printf("knnwb %s: %d edges, 3 -> %d\n", knnwb_version(), (int)igraph_ecount(&g),
+         (int)IGRAPH_TO(&g, 3));
+  int ok = igraph_ecount(&g) == 4 && IGRAPH_TO(&g, 3) == 1;
+  igraph_destroy(&g);
+  igraph_vector_destroy(&w);
+  knnwb_matrix_free(m);
+  return ok ? 0 : 1;
+}
+C
+# shellcheck disable=SC2046
+$cc -std=c11 -Wall -Wextra -Werror "$work/tiny.c" -o "$work/tiny" \
+  $($pkgconf --cflags --libs knnwb) -Wl,-rpath,"$libdir" || { echo "FAIL: tiny program build"; exit 1; }
+"$work/tiny" || { echo "FAIL: tiny program run"; exit 1; }
+
+# 2. The example program, from the installed share/ (as a user would copy it).
+example=$prefix/share/knnwb/example_program
+[ -f "$example/example.c" ] || { echo "FAIL: example program not installed"; exit 1; }
+cp -r "$example" "$work/example"
+make -s -C "$work/example" PKG_CONFIG="$pkgconf" CC="$cc" >"$work/make.log" 2>&1 || {
+  cat "$work/make.log"; echo "FAIL: example program build"; exit 1; }
+plugin=$($pkgconf --variable=plugindir knnwb)/knnwb-knn.so
+[ -f "$plugin" ] || { echo "FAIL: kNN plugin not installed at $plugin"; exit 1; }
+"$work/example/example" "$plugin" || { echo "FAIL: example program run"; exit 1; }
+
+# 3. The installed program finds its installed plugin (relative to itself, since this prefix is
+#    not the configured one) and runs an installed example pipeline. KNNWB_PLUGIN_PATH must not
+#    point into the build tree for this check.
+unset KNNWB_PLUGIN_PATH
+mkdir "$work/run"
+"$prefix/bin/knnwb" plugins >"$work/plugins.txt"
+grep -q "knn-graph" "$work/plugins.txt" || { cat "$work/plugins.txt"; echo "FAIL: plugin not listed"; exit 1; }
+grep -q "plugin knn .*($prefix" "$work/plugins.txt" || {
+  cat "$work/plugins.txt"; echo "FAIL: plugin not from the installed tree"; exit 1; }
+"$prefix/bin/knnwb" run -q --output-dir "$work/run" "$prefix/share/knnwb/examples/seed-workflow.xml"
+head -n 1 "$work/run/seed-workflow.knn" | grep -qx "241 4820" || { echo "FAIL: installed example"; exit 1; }
+echo "PASS: install, pkg-config program, example program, installed pipeline"

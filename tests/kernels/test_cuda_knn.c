@@ -1,0 +1,148 @@
+/*
+ * The exact kNN engine on the CUDA backend against the CPU backend: identical indices and
+ * distances (bit for bit) for every metric, odd sizes, k in {1, 20, 1000, 4096}, budgets forcing
+ * many tiles, and 1 or 2 GPUs (device 0 listed twice when only one exists). Skips without a GPU.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <igraph.h>
+#include <knnwb/knnwb.h>
+#include "knnwb_kernels.h"
+
+static KnnwbMatrix *random_matrix(size_t n, size_t d, guint32 seed)
+{
+  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  g_assert_nonnull(m);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < d; j++) {
+      double v = g_rand_double_range(rng, -2, 2);
+      if (i % 3 == 0)
+        v = sin((double)(j + 1) * (double)(i % 7 + 1)) + 0.05 * v;
+      if (i % 5 == 4)
+        v = floor(v * 2); /* exact ties */
+      m->values[i * d + j] = (float)v;
+    }
+  for (size_t i = 0; i < n; i++) {
+    m->values[i * d] += 3.0f + (float)(i % 2); /* no constant rows */
+    if (d > 1 && m->values[i * d + 1] == m->values[i * d])
+      m->values[i * d + 1] += 1.0f;
+  }
+  return m;
+}
+
+static KnnwbNeighbors *run(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, KnnwbBackend backend,
+                           size_t gpu_memory, const int *devices, int n_devices)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = backend;
+  options.n_threads = 2;
+  options.gpu_memory_bytes = gpu_memory;
+  options.devices = devices;
+  options.n_devices = n_devices;
+  KnnwbNeighbors *nb = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = knnwb_knn_self(m, &options, &nb, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  return nb;
+}
+
+static void compare(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, size_t gpu_memory,
+                    int n_devices)
+{
+  static const int twice[2] = {0, 0};
+  const int *devices = NULL;
+  if (n_devices == 2)
+    devices = knnwb_cuda_device_count() >= 2 ? NULL : twice;
+  g_autoptr(KnnwbNeighbors) cpu = run(m, metric, k, KNNWB_BACKEND_CPU, 0, NULL, 0);
+  g_autoptr(KnnwbNeighbors) gpu =
+      run(m, metric, k, KNNWB_BACKEND_CUDA, gpu_memory, devices, devices ? 2 : 0);
+  g_assert_true(g_str_has_prefix(gpu->backend_used, "cuda"));
+  g_assert_cmpuint(cpu->n_queries, ==, gpu->n_queries);
+  size_t cells = cpu->n_queries * k;
+  size_t differences = 0;
+  for (size_t t = 0; t < cells; t++)
+    if (cpu->indices[t] != gpu->indices[t] ||
+        memcmp(&cpu->distances[t], &gpu->distances[t], sizeof(double)) != 0) {
+      if (differences++ < 5)
+        g_printerr("%s k=%zu row %zu slot %zu: cpu %" G_GINT64_FORMAT " %.17g, cuda %" G_GINT64_FORMAT
+                   " %.17g\n",
+                   knnwb_metric_to_string(metric), k, t / k, t % k, cpu->indices[t],
+                   cpu->distances[t], gpu->indices[t], gpu->distances[t]);
+    }
+  g_assert_cmpuint(differences, ==, 0);
+}
+
+#define MIB ((size_t)1 << 20)
+
+static gboolean gpu_or_skip(void)
+{
+  if (knnwb_cuda_device_count() > 0)
+    return TRUE;
+  g_test_skip("no usable CUDA device");
+  return FALSE;
+}
+
+static void test_every_metric(void)
+{
+  if (!gpu_or_skip())
+    return;
+  g_autoptr(KnnwbMatrix) m = random_matrix(1501, 33, 3);
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+    compare(m, metric, 20, 0, 1);
+    compare(m, metric, 1, 96 * MIB + 2 * MIB, 1);
+  }
+}
+
+static void test_many_tiles_two_gpus(void)
+{
+  if (!gpu_or_skip())
+    return;
+  g_autoptr(KnnwbMatrix) m = random_matrix(2777, 61, 4);
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
+    compare(m, metric, 20, 96 * MIB + 3 * MIB, 2);
+}
+
+static void test_large_k(void)
+{
+  if (!gpu_or_skip())
+    return;
+  g_autoptr(KnnwbMatrix) m = random_matrix(4603, 17, 5);
+  compare(m, KNNWB_METRIC_PEARSON, 1000, 0, 1);
+  compare(m, KNNWB_METRIC_EUCLIDEAN, 4096, 0, 2);
+  compare(m, KNNWB_METRIC_MANHATTAN, 4096, 96 * MIB + 64 * MIB, 1);
+}
+
+static void test_no_device_error(void)
+{
+  if (knnwb_cuda_device_count() > 0) {
+    g_test_skip("a GPU is present");
+    return;
+  }
+  g_autoptr(KnnwbMatrix) m = random_matrix(50, 4, 6);
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 3;
+  options.backend = KNNWB_BACKEND_CUDA;
+  KnnwbNeighbors *nb = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_DEVICE);
+  g_assert_null(nb);
+}
+
+int main(int argc, char **argv)
+{
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/kernels/cuda-knn/every-metric", test_every_metric);
+  g_test_add_func("/kernels/cuda-knn/many-tiles-two-gpus", test_many_tiles_two_gpus);
+  g_test_add_func("/kernels/cuda-knn/large-k", test_large_k);
+  g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
+  return g_test_run();
+}

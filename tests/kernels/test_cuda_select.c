@@ -1,0 +1,303 @@
+/*
+ * The CUDA selection job (knnwb_cuda_select) against a double-precision brute force of the same
+ * scores: every returned set must hold kc distinct valid candidates whose true scores are no worse
+ * than the kc-th best true score (up to float rounding), on odd sizes, every score kind, kc up to
+ * 4096 + margin, budgets that force small tiles and streaming, and the same device listed twice.
+ * Skips (passes) when no GPU is usable, as on CI.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <glib.h>
+#include "knnwb_kernels.h"
+
+typedef struct {
+  size_t n_query, n_reference, dim, kc;
+  int kind;
+  gboolean self;
+  size_t budget;
+  int n_devices; /* devices listed: 0 = all, 2 = device 0 twice */
+  gboolean with_invalid;
+  gboolean with_duplicates;
+  guint32 seed;
+} Case;
+
+static gboolean gpu_or_skip(void)
+{
+  if (knnwb_cuda_device_count() > 0)
+    return TRUE;
+  g_test_skip("no usable CUDA device");
+  return FALSE;
+}
+
+static void fill_rows(float *rows, size_t n, size_t d, int kind, gboolean duplicates, GRand *rng)
+{
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = 0; j < d; j++) {
+      double v = g_rand_double_range(rng, -1, 1);
+      if (i % 4 == 1)
+        v = sin((double)(j + 1) * (double)(i % 5 + 1)) + 0.1 * v; /* planted modules */
+      rows[i * d + j] = (float)v;
+    }
+    if (duplicates && i % 7 == 3 && i >= 7)
+      memcpy(rows + i * d, rows + (i - 7) * d, d * sizeof(float)); /* exact ties */
+    if (kind == KNNWB_SCORE_DOT || kind == KNNWB_SCORE_ABS_DOT) {
+      double s = 0;
+      for (size_t j = 0; j < d; j++)
+        s += (double)rows[i * d + j] * rows[i * d + j];
+      for (size_t j = 0; j < d; j++)
+        rows[i * d + j] = (float)(rows[i * d + j] / sqrt(s));
+    }
+  }
+}
+
+static double true_score(int kind, const float *q, const float *r, size_t d, double r_sq)
+{
+  double acc = 0;
+  for (size_t t = 0; t < d; t++)
+    acc += kind == KNNWB_SCORE_L1 ? fabs((double)q[t] - r[t]) : (double)q[t] * r[t];
+  switch (kind) {
+  case KNNWB_SCORE_DOT:
+    return 1 - acc;
+  case KNNWB_SCORE_ABS_DOT:
+    return 1 - fabs(acc);
+  case KNNWB_SCORE_L2:
+    return r_sq - 2 * acc;
+  default:
+    return acc;
+  }
+}
+
+static int compare_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void progress_count(uint64_t done, uint64_t total, void *data)
+{
+  uint64_t *last = data;
+  g_assert_cmpuint(done, <=, total);
+  g_assert_cmpuint(done, >=, *last);
+  *last = done;
+}
+
+static void run_case(const Case *c)
+{
+  g_autoptr(GRand) rng = g_rand_new_with_seed(c->seed);
+  const size_t d = c->dim;
+  float *reference = g_new(float, c->n_reference * d);
+  fill_rows(reference, c->n_reference, d, c->kind, c->with_duplicates, rng);
+  float *query = reference;
+  if (!c->self) {
+    query = g_new(float, c->n_query * d);
+    fill_rows(query, c->n_query, d, c->kind, FALSE, rng);
+  }
+  float *sq = g_new(float, c->n_reference);
+  double *sq_double = g_new(double, c->n_reference);
+  for (size_t j = 0; j < c->n_reference; j++) {
+    double s = 0;
+    for (size_t t = 0; t < d; t++)
+      s += (double)reference[j * d + t] * reference[j * d + t];
+    sq[j] = (float)s;
+    sq_double[j] = sq[j];
+  }
+  unsigned char *invalid = NULL;
+  if (c->with_invalid) {
+    invalid = g_new0(unsigned char, c->n_reference);
+    for (size_t j = 0; j < c->n_reference; j += 11)
+      invalid[j] = 1;
+  }
+  int devices[2] = {0, 0};
+  uint64_t last_progress = 0;
+  KnnwbSelectJob job;
+  memset(&job, 0, sizeof job);
+  job.query = query;
+  job.n_query = c->n_query;
+  job.reference = reference;
+  job.n_reference = c->n_reference;
+  job.reference_sqnorms = c->kind == KNNWB_SCORE_L2 ? sq : NULL;
+  job.reference_invalid = invalid;
+  job.dim = d;
+  job.score_kind = c->kind;
+  job.self = c->self;
+  job.kc = c->kc;
+  job.n_threads = 1;
+  job.memory_bytes = c->budget;
+  job.devices = c->n_devices == 2 ? devices : NULL;
+  job.n_devices = c->n_devices == 2 ? 2 : 0;
+  job.progress = progress_count;
+  job.progress_data = &last_progress;
+  job.out_index = g_new(int64_t, c->n_query * c->kc);
+  job.out_score = g_new(float, c->n_query * c->kc);
+  for (size_t t = 0; t < c->n_query * c->kc; t++) {
+    job.out_index[t] = -7; /* poison: every slot must be written */
+    job.out_score[t] = NAN;
+  }
+  char message[512];
+  int status = knnwb_cuda_select(&job, message, sizeof message);
+  if (status != KNNWB_KERNELS_OK)
+    g_error("knnwb_cuda_select: status %d: %s", status, message);
+  g_assert_cmpuint(last_progress, >, 0);
+
+  double *all = g_new(double, c->n_reference);
+  unsigned char *seen = g_new0(unsigned char, c->n_reference);
+  size_t failures = 0;
+  for (size_t i = 0; i < c->n_query; i++) {
+    if (c->self && invalid && invalid[i])
+      continue; /* invalid rows are not queried */
+    const float *q = query + i * d;
+    size_t m = 0;
+    double scale = 0;
+    for (size_t j = 0; j < c->n_reference; j++) {
+      if ((c->self && j == i) || (invalid && invalid[j]))
+        continue;
+      all[m] = true_score(c->kind, q, reference + j * d, d, sq_double[j]);
+      scale = fmax(scale, fabs(all[m]));
+      m++;
+    }
+    g_assert_cmpuint(m, >=, c->kc);
+    qsort(all, m, sizeof *all, compare_double);
+    double kth = all[c->kc - 1];
+    double tolerance = 1e-5 * (scale + 1) * sqrt((double)d);
+    double worst = -INFINITY;
+    for (size_t t = 0; t < c->kc; t++) {
+      int64_t j = job.out_index[i * c->kc + t];
+      if (j < 0 || (size_t)j >= c->n_reference || (c->self && (size_t)j == i) ||
+          (invalid && invalid[j]) || seen[j]) {
+        if (failures++ < 5)
+          g_printerr("row %zu slot %zu: bad index %" G_GINT64_FORMAT "\n", i, t, j);
+        continue;
+      }
+      seen[j] = 1;
+      double s = true_score(c->kind, q, reference + j * d, d, sq_double[j]);
+      if (fabs(s - job.out_score[i * c->kc + t]) > tolerance && failures++ < 5)
+        g_printerr("row %zu: score %g reported as %g\n", i, s, job.out_score[i * c->kc + t]);
+      worst = fmax(worst, s);
+    }
+    if (worst > kth + tolerance && failures++ < 5)
+      g_printerr("row %zu: worst candidate %.9g but the %zu-th best is %.9g\n", i, worst, c->kc, kth);
+    for (size_t t = 0; t < c->kc; t++) {
+      int64_t j = job.out_index[i * c->kc + t];
+      if (j >= 0 && (size_t)j < c->n_reference)
+        seen[j] = 0;
+    }
+  }
+  g_assert_cmpuint(failures, ==, 0);
+  g_free(all);
+  g_free(seen);
+  g_free(job.out_index);
+  g_free(job.out_score);
+  g_free(invalid);
+  g_free(sq);
+  g_free(sq_double);
+  if (query != reference)
+    g_free(query);
+  g_free(reference);
+}
+
+#define MIB ((size_t)1 << 20)
+
+static void test_kinds(void)
+{
+  if (!gpu_or_skip())
+    return;
+  for (int kind = 0; kind < 4; kind++) {
+    Case c = {1237, 1237, 37, 28, kind, TRUE, 0, 0, FALSE, TRUE, 11u + kind};
+    run_case(&c);
+    Case q = {301, 1999, 29, 9, kind, FALSE, 0, 0, TRUE, FALSE, 21u + kind};
+    run_case(&q);
+  }
+}
+
+static void test_k1(void)
+{
+  if (!gpu_or_skip())
+    return;
+  Case c = {777, 777, 5, 1, KNNWB_SCORE_L2, TRUE, 0, 0, FALSE, TRUE, 5};
+  run_case(&c);
+}
+
+/* Budgets just above the fixed overhead: tiles of 128-256 rows, reference blocks streamed. */
+static void test_small_budgets(void)
+{
+  if (!gpu_or_skip())
+    return;
+  Case c = {3001, 3001, 300, 28, KNNWB_SCORE_DOT, TRUE, 96 * MIB + 3 * MIB, 0, TRUE, TRUE, 7};
+  run_case(&c);
+  Case q = {1501, 2999, 300, 28, KNNWB_SCORE_L1, FALSE, 96 * MIB + 2 * MIB, 0, FALSE, FALSE, 8};
+  run_case(&q);
+  /* state for all rows does not fit half the budget: the panel schedule */
+  Case p = {2500, 2500, 41, 1100, KNNWB_SCORE_ABS_DOT, TRUE, 96 * MIB + 12 * MIB, 0, FALSE, TRUE, 9};
+  run_case(&p);
+}
+
+static void test_large_k(void)
+{
+  if (!gpu_or_skip())
+    return;
+  Case c = {4701, 4701, 13, 4096 + 512, KNNWB_SCORE_DOT, TRUE, 0, 0, FALSE, TRUE, 12};
+  run_case(&c);
+  Case l = {4701, 4701, 13, 1000 + 125, KNNWB_SCORE_L1, TRUE, 96 * MIB + 40 * MIB, 2, TRUE, FALSE, 13};
+  run_case(&l);
+}
+
+static void test_two_devices(void)
+{
+  if (!gpu_or_skip())
+    return;
+  for (int kind = 0; kind < 4; kind++) {
+    Case c = {2049, 2049, 19, 28, kind, TRUE, 96 * MIB + 4 * MIB, 2, kind == 1, TRUE, 31u + kind};
+    run_case(&c);
+  }
+  if (knnwb_cuda_device_count() >= 2) {
+    Case all = {3333, 3333, 23, 28, KNNWB_SCORE_DOT, TRUE, 0, 0, FALSE, TRUE, 41};
+    run_case(&all);
+  }
+}
+
+static void test_errors(void)
+{
+  if (!gpu_or_skip())
+    return;
+  float rows[64] = {0};
+  int64_t index[16];
+  float score[16];
+  KnnwbSelectJob job;
+  memset(&job, 0, sizeof job);
+  job.query = job.reference = rows;
+  job.n_query = job.n_reference = 8;
+  job.dim = 8;
+  job.self = 1;
+  job.kc = 2;
+  job.out_index = index;
+  job.out_score = score;
+  int bad_device = 999;
+  job.devices = &bad_device;
+  job.n_devices = 1;
+  char message[512];
+  g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==, KNNWB_KERNELS_NO_DEVICE);
+  g_assert_nonnull(strstr(message, "999"));
+  job.devices = NULL;
+  job.n_devices = 0;
+  job.memory_bytes = 1 << 20; /* below the fixed overhead */
+  g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==, KNNWB_KERNELS_OUT_OF_MEMORY);
+  g_assert_nonnull(strstr(message, "memory"));
+  volatile int cancel = 1;
+  job.memory_bytes = 0;
+  job.cancel = &cancel;
+  g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==, KNNWB_KERNELS_CANCELLED);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/kernels/cuda-select/kinds", test_kinds);
+  g_test_add_func("/kernels/cuda-select/k1", test_k1);
+  g_test_add_func("/kernels/cuda-select/small-budgets", test_small_budgets);
+  g_test_add_func("/kernels/cuda-select/large-k", test_large_k);
+  g_test_add_func("/kernels/cuda-select/two-devices", test_two_devices);
+  g_test_add_func("/kernels/cuda-select/errors", test_errors);
+  return g_test_run();
+}
