@@ -129,7 +129,8 @@ double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, s
       acc[t] += ((double)x[j + t] - mean_x) * ((double)y[j + t] - mean_y);
   for (; j < d; j++)
     tail += ((double)x[j] - mean_x) * ((double)y[j] - mean_y);
-  double r = (knnwb_lanes_sum(acc) + tail) * inverse_x * inverse_y;
+  /* (inverse_x * inverse_y) is symmetric in x and y, so d(x, y) == d(y, x) bit for bit. */
+  double r = (knnwb_lanes_sum(acc) + tail) * (inverse_x * inverse_y);
   r = r > 1.0 ? 1.0 : (r < -1.0 ? -1.0 : r);
   return metric == KNNWB_METRIC_ABS_PEARSON ? 1.0 - fabs(r) : 1.0 - r;
 }

@@ -11,6 +11,7 @@ typedef struct {
   KnnwbMatrixBuilder *builder;
   KnnwbReadInfo *info;
   GString *scratch;
+  GString *label;     /* the current row's label, reused from row to row */
   size_t record_line; /* line where the current record starts */
 } KnnwbDelimitedContext;
 
@@ -221,7 +222,7 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
                           "more data rows than the %zu the header declares", layout->expected_rows);
     return FALSE;
   }
-  g_autoptr(GString) label = NULL;
+  gboolean has_label = FALSE;
   size_t position = 0;
   size_t value_index = 0;
   gboolean missing = FALSE;
@@ -261,7 +262,9 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
                               *invalid == '\0' ? " (it holds a NUL byte)" : "");
         return FALSE;
       }
-      label = g_string_new_len(context->scratch->str, (gssize)context->scratch->len);
+      g_string_truncate(context->label, 0);
+      g_string_append_len(context->label, context->scratch->str, (gssize)context->scratch->len);
+      has_label = TRUE;
     }
   }
   if (position < *length) {
@@ -277,7 +280,8 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
       context->info->first_dropped_line = context->record_line;
     return TRUE;
   }
-  knnwb_matrix_builder_commit_row(builder, label ? label->str : NULL, label ? label->len : 0);
+  knnwb_matrix_builder_commit_row(builder, has_label ? context->label->str : NULL,
+                                  has_label ? context->label->len : 0);
   return TRUE;
 }
 
@@ -329,8 +333,13 @@ gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input, const KnnwbDel
                                            GError **error)
 {
   g_autoptr(GString) scratch = g_string_new(NULL);
-  KnnwbDelimitedContext context = {
-      .input = input, .layout = layout, .builder = builder, .info = info, .scratch = scratch};
+  g_autoptr(GString) label = g_string_new(NULL);
+  KnnwbDelimitedContext context = {.input = input,
+                                   .layout = layout,
+                                   .builder = builder,
+                                   .info = info,
+                                   .scratch = scratch,
+                                   .label = label};
   return knnwb_delimited_rows_from(&context, NULL, 0, 0, error);
 }
 
@@ -379,6 +388,7 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   g_autoptr(GPtrArray) header = NULL;
   g_autofree guint8 *kinds = NULL;
   g_autoptr(GString) scratch = g_string_new(NULL);
+  g_autoptr(GString) label = g_string_new(NULL);
   const char *line;
   size_t length;
   int got = knnwb_delimited_next_nonblank(&input, &line, &length, error);
@@ -462,8 +472,12 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                                  .n_fields = n_fields,
                                  .missing = options->missing,
                                  .expected_rows = SIZE_MAX};
-  KnnwbDelimitedContext context = {
-      .input = &input, .layout = &layout, .builder = &builder, .info = info, .scratch = scratch};
+  KnnwbDelimitedContext context = {.input = &input,
+                                   .layout = &layout,
+                                   .builder = &builder,
+                                   .info = info,
+                                   .scratch = scratch,
+                                   .label = label};
   /* The first data record was read (and split) already and is still the current record. */
   if (!knnwb_delimited_rows_from(&context, line, length, data_line, error))
     goto out;

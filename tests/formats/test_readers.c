@@ -583,6 +583,27 @@ static void test_npy_malformed(void)
   g_clear_error(&error);
 }
 
+/* ---------------------------------------------------------------- example data in share/ */
+
+static void test_example_data(void)
+{
+  const char *path = KNNWB_SOURCE_DIR "/share/examples/data/synthetic_expression.tsv";
+  KnnwbMatrix *m = read_ok(path, NULL, NULL);
+  g_assert_cmpuint(m->n_rows, ==, 5001);
+  g_assert_cmpuint(m->n_cols, ==, 100);
+  g_assert_cmpstr(m->row_labels[0], ==, "PRB00001");
+  g_assert_cmpstr(m->row_labels[5000], ==, "phenotype");
+  g_assert_cmpstr(m->col_labels[99], ==, "S100");
+  GError *error = NULL;
+  g_assert_true(knnwb_matrix_check_finite(m, &error));
+  g_assert_no_error(error);
+  knnwb_matrix_free(m);
+
+  m = read_ok(KNNWB_SOURCE_DIR "/share/examples/data/cibm-sample.txt", NULL, NULL);
+  g_assert_cmpuint(m->n_rows, ==, 10);
+  knnwb_matrix_free(m);
+}
+
 /* ---------------------------------------------------------------- detection and names */
 
 static void test_detection(void)
@@ -640,5 +661,6 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/npy/good", test_npy_good);
   g_test_add_func("/formats/npy/malformed", test_npy_malformed);
   g_test_add_func("/formats/detection", test_detection);
+  g_test_add_func("/formats/example-data", test_example_data);
   return g_test_run();
 }

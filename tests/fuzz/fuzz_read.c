@@ -67,6 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       sum += matrix->values[i];
     for (size_t i = 0; matrix->row_labels && i < matrix->n_rows; i++)
       sum += (float)matrix->row_labels[i][0];
+    (void)sum;
     knnwb_matrix_free(matrix);
   }
 #endif
