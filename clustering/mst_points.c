@@ -16,6 +16,7 @@
 typedef struct {
   const KnnwbMatrix *data;
   KnnwbMetric metric;
+  KnnwbExactRows *exact; /* statistics (and ranks) computed once for the brute-force passes */
   const KnnwbNeighbors *lists;
   size_t n, k;
   gboolean lists_complete; /* every list holds all n - 1 other points */
@@ -93,7 +94,6 @@ static void knnwb_mst_points_brute_force(int t, int n_threads, void *data)
 {
   (void)t, (void)n_threads;
   KnnwbMstPoints *m = data;
-  size_t d = m->data->n_cols;
   for (;;) {
     gint i = g_atomic_int_add(&m->next_brute, 1);
     if ((size_t)i >= m->n_brute)
@@ -108,13 +108,12 @@ static void knnwb_mst_points_brute_force(int t, int n_threads, void *data)
     int64_t holder = __atomic_load_n(&m->best[c], __ATOMIC_ACQUIRE);
     if (holder >= 0 && m->candidate_distance[holder] < bound)
       continue; /* nothing outside p's list can beat the component's candidate */
-    const float *x = m->data->values + (size_t)p * d;
     double best_distance = INFINITY;
     int64_t best_point = -1;
     for (size_t q = 0; q < m->n; q++) {
       if (m->component[q] == c)
         continue;
-      double distance = knnwb_distance_exact(m->metric, x, m->data->values + q * d, d);
+      double distance = knnwb_exact_rows_distance(m->exact, (size_t)p, q);
       if (distance < best_distance) { /* strict: ties keep the lower index */
         best_distance = distance;
         best_point = (int64_t)q;
@@ -302,9 +301,11 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
   int64_t *eu = g_new(int64_t, n - 1), *ev = g_new(int64_t, n - 1);
   double *ew = g_new(double, n - 1);
   int n_threads = knnwb_clustering_thread_count(options->n_threads);
-  gboolean ok = knnwb_mst_points_run(&m, n_threads, eu, ev, ew, error) &&
+  m.exact = knnwb_exact_rows_new(data, options->metric, n_threads, error);
+  gboolean ok = m.exact != NULL && knnwb_mst_points_run(&m, n_threads, eu, ev, ew, error) &&
                 knnwb_clustering_tree_from_pairs((int64_t)n, (int64_t)n - 1, eu, ev, ew, TRUE, tree,
                                                  weights, error);
+  knnwb_exact_rows_free(m.exact);
   g_free(m.component);
   g_free(m.cursor);
   g_free(m.candidate_distance);

@@ -305,6 +305,7 @@ typedef struct {
   const KnnwbMatrix *data;
   KnnwbMetric metric;
   const KnnwbNeighbors *lists;
+  KnnwbExactRows *exact; /* row statistics computed once for the in-set scans */
   /* the tree as adjacency (CSR): neighbours of v at adjacency[offset[v] .. offset[v + 1]) */
   int64_t *offset;
   int64_t *adjacency;
@@ -324,7 +325,7 @@ static void knnwb_mstknn_points_knn_part(int t, int n_threads, void *data)
   size_t first, last;
   knnwb_clustering_range((size_t)source->s, t, n_threads, &first, &last);
   const KnnwbNeighbors *lists = source->lists;
-  size_t n = source->data->n_rows, d = source->data->n_cols;
+  size_t n = source->data->n_rows;
   int64_t kc = source->kc;
   double *best = g_new(double, kc);
   for (size_t i = first; i < last; i++) {
@@ -342,12 +343,10 @@ static void knnwb_mstknn_points_knn_part(int t, int n_threads, void *data)
     /* The global list ran out inside the set: scan the set. Local order is global order, so the
      * (distance, index) tie rule is the same. */
     filled = 0;
-    const float *x = source->data->values + (size_t)p * d;
     for (int64_t j = 0; j < source->s; j++) {
       if ((size_t)j == i)
         continue;
-      double dist = knnwb_distance_exact(source->metric, x,
-                                         source->data->values + (size_t)source->members[j] * d, d);
+      double dist = knnwb_exact_rows_distance(source->exact, (size_t)p, (size_t)source->members[j]);
       if (filled == kc && !(dist < best[kc - 1]))
         continue;
       int64_t r = filled < kc ? filled++ : kc - 1;
@@ -520,7 +519,10 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
   igraph_vector_destroy(&tree_weights);
   KnnwbMstKnnSource source = {knnwb_mstknn_points_knn, knnwb_mstknn_points_tree, &context,
                               options->cancel};
-  ok = knnwb_mstknn_run(&source, n, membership, cluster_forest, forest_weights, error);
+  context.exact = knnwb_exact_rows_new(data, options->metric, context.n_threads, error);
+  ok = context.exact != NULL &&
+       knnwb_mstknn_run(&source, n, membership, cluster_forest, forest_weights, error);
+  knnwb_exact_rows_free(context.exact);
   g_free(context.offset);
   g_free(context.adjacency);
   g_free(context.adjacency_weight);

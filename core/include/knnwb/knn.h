@@ -106,6 +106,20 @@ gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
  */
 double knnwb_distance_exact(KnnwbMetric metric, const float *x, const float *y, size_t d);
 
+/**
+ * Rows made ready for many exact distance evaluations (per-row means, norms and, for spearman,
+ * ranks computed once): knnwb_exact_rows_distance(rows, i, j) equals
+ * knnwb_distance_exact(metric, row i, row j) bit for bit, in O(d) instead of O(d log d).
+ * Errors: as knnwb_knn_self for degenerate rows (constant / zero rows) and allocation.
+ * Memory: O(n d) floats (the prepared copy) plus O(n) doubles.
+ */
+typedef struct KnnwbExactRows KnnwbExactRows;
+KnnwbExactRows *knnwb_exact_rows_new(const KnnwbMatrix *data, KnnwbMetric metric, int n_threads,
+                                     GError **error);
+double knnwb_exact_rows_distance(const KnnwbExactRows *rows, size_t i, size_t j);
+void knnwb_exact_rows_free(KnnwbExactRows *rows);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbExactRows, knnwb_exact_rows_free)
+
 G_END_DECLS
 
 #endif
