@@ -31,7 +31,10 @@ gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError *
   input->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   input->fd = fd;
+  /* Small files get a small buffer: opening many of them (tests, fuzzing) stays cheap. */
   input->capacity = KNNWB_TEXT_INPUT_CHUNK;
+  if (input->file_size > 0 && input->file_size + 1 < KNNWB_TEXT_INPUT_CHUNK)
+    input->capacity = MAX((size_t)input->file_size + 1, 4096);
   input->buffer = g_malloc(input->capacity);
   return TRUE;
 }
@@ -55,7 +58,7 @@ static int knnwb_text_input_fill(KnnwbTextInput *input, GError **error)
     input->line_end -= input->line_begin;
     input->line_begin = 0;
   }
-  if (input->capacity - input->filled < KNNWB_TEXT_INPUT_CHUNK / 2) {
+  if (input->filled == input->capacity) {
     /* A single line longer than the buffer: grow (a 295-column row is a few KiB; this is rare). */
     input->capacity *= 2;
     input->buffer = g_realloc(input->buffer, input->capacity);

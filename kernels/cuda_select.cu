@@ -33,8 +33,10 @@
 #include <utility>
 #include <vector>
 
-namespace knnwb_cuda {
-namespace {
+namespace knnwb_cuda
+{
+namespace
+{
 
 constexpr size_t kOverheadBytes = 96u << 20; /* cuBLAS workspace, context slack */
 constexpr int kMaxTile = 8192;
@@ -53,9 +55,12 @@ struct Plan {
   size_t bytes = 0;
 };
 
-class Barrier {
+class Barrier
+{
 public:
-  explicit Barrier(int n) : count_(n), waiting_(0), generation_(0) {}
+  explicit Barrier(int n) : count_(n), waiting_(0), generation_(0)
+  {
+  }
   void wait()
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -138,7 +143,7 @@ struct Run {
     if (err_ != cudaSuccess) {                                                                     \
       (run).fail(err_ == cudaErrorMemoryAllocation ? KNNWB_KERNELS_OUT_OF_MEMORY                   \
                                                    : KNNWB_KERNELS_ERROR,                          \
-                 "%s failed on GPU %d: %s (%s)", #call, device_ordinal_, cudaGetErrorName(err_), \
+                 "%s failed on GPU %d: %s (%s)", #call, device_ordinal_, cudaGetErrorName(err_),   \
                  cudaGetErrorString(err_));                                                        \
       return false;                                                                                \
     }                                                                                              \
@@ -150,12 +155,15 @@ struct Run {
     if (st_ != CUBLAS_STATUS_SUCCESS) {                                                            \
       (run).fail(st_ == CUBLAS_STATUS_ALLOC_FAILED ? KNNWB_KERNELS_OUT_OF_MEMORY                   \
                                                    : KNNWB_KERNELS_ERROR,                          \
-                 "%s failed on GPU %d: %s", #call, device_ordinal_, cublasGetStatusString(st_));  \
+                 "%s failed on GPU %d: %s", #call, device_ordinal_, cublasGetStatusString(st_));   \
       return false;                                                                                \
     }                                                                                              \
   } while (0)
 
-size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+size_t round_up(size_t x, size_t m)
+{
+  return (x + m - 1) / m * m;
+}
 
 /* Device bytes of a plan (everything cudaMalloc'd by a worker, plus fixed overhead). */
 size_t plan_bytes(const KnnwbSelectJob *job, Plan &p)
@@ -196,7 +204,8 @@ bool plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int sha
   size_t n_max = std::max(job->n_query, job->n_reference);
   int largest = (int)std::min<size_t>(kMaxTile, round_up(std::max<size_t>(n_max, 1), kMinTile));
   for (int symmetric = job->self ? 1 : 0; symmetric >= 0; symmetric--) {
-    for (int tile = largest; tile >= kMinTile; tile = tile == kMinTile ? 0 : (int)round_up(tile / 2, kMinTile)) {
+    for (int tile = largest; tile >= kMinTile;
+         tile = tile == kMinTile ? 0 : (int)round_up(tile / 2, kMinTile)) {
       for (int resident = 1; resident >= 0; resident--) {
         p.symmetric = symmetric;
         p.resident = resident;
@@ -216,10 +225,16 @@ bool plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int sha
 }
 
 /* One GPU's worker: its streams, buffers and the tile loop. */
-class Worker {
+class Worker
+{
 public:
-  Worker(Run &run, int index) : run_(run), index_(index), device_ordinal_(run.ordinals[index]) {}
-  ~Worker() { release(); }
+  Worker(Run &run, int index) : run_(run), index_(index), device_ordinal_(run.ordinals[index])
+  {
+  }
+  ~Worker()
+  {
+    release();
+  }
   void main();
 
 private:
@@ -365,7 +380,8 @@ bool Worker::setup()
   state_.scratch_key = (uint32_t *)device_alloc((size_t)p.merge_blocks * T * sizeof(uint32_t), &ok);
   state_.scratch_index = (int *)device_alloc((size_t)p.merge_blocks * T * sizeof(int), &ok);
   if (!p.lists_in_shared) {
-    state_.out_key = (uint32_t *)device_alloc((size_t)p.merge_blocks * p.kc * sizeof(uint32_t), &ok);
+    state_.out_key =
+        (uint32_t *)device_alloc((size_t)p.merge_blocks * p.kc * sizeof(uint32_t), &ok);
     state_.out_index = (int *)device_alloc((size_t)p.merge_blocks * p.kc * sizeof(int), &ok);
   }
   if (!p.symmetric) {
@@ -412,8 +428,8 @@ bool Worker::load_rows(float *dst, const float *src, size_t first, size_t rows, 
 bool Worker::upload_staged(float *dst, const float *src, size_t rows)
 {
   const size_t dim = run_.job->dim, row_bytes = dim * sizeof(float);
-  const size_t tile_bytes = std::max((size_t)run_.plan.tile * run_.plan.tile * sizeof(float),
-                                     (size_t)run_.plan.kc * 12);
+  const size_t tile_bytes =
+      std::max((size_t)run_.plan.tile * run_.plan.tile * sizeof(float), (size_t)run_.plan.kc * 12);
   const size_t chunk_bytes = std::min<size_t>(tile_bytes, 64u << 20);
   const size_t chunk_rows = chunk_bytes / row_bytes;
   if (chunk_rows == 0 || run_.pinned)
@@ -467,9 +483,9 @@ bool Worker::upload_resident()
       return false;
   }
   if (sqnorms_)
-    CUDA_TRY(run_, cudaMemcpyAsync(sqnorms_, job->reference_sqnorms,
-                                   job->n_reference * sizeof(float), cudaMemcpyHostToDevice,
-                                   copy_stream_));
+    CUDA_TRY(run_,
+             cudaMemcpyAsync(sqnorms_, job->reference_sqnorms, job->n_reference * sizeof(float),
+                             cudaMemcpyHostToDevice, copy_stream_));
   if (invalid_)
     CUDA_TRY(run_, cudaMemcpyAsync(invalid_, job->reference_invalid, job->n_reference,
                                    cudaMemcpyHostToDevice, copy_stream_));
@@ -477,13 +493,15 @@ bool Worker::upload_resident()
   return true;
 }
 
-/* tile[slot][i*T + j] = q_i . r_j: column-major C = R^T-view x Q, so rows of queries are contiguous. */
+/* tile[slot][i*T + j] = q_i . r_j: column-major C = R^T-view x Q, so rows of queries are
+ * contiguous. */
 bool Worker::gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r)
 {
   const Plan &p = run_.plan;
   CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_done_[slot], 0));
   if (run_.job->score_kind == KNNWB_SCORE_L1) {
-    CUDA_TRY(run_, launch_l1_tile(q, n_q, r, n_r, p.dpad, tiles_[slot], (size_t)p.tile, gemm_stream_));
+    CUDA_TRY(run_,
+             launch_l1_tile(q, n_q, r, n_r, p.dpad, tiles_[slot], (size_t)p.tile, gemm_stream_));
   } else {
     const float one = 1.0f, zero = 0.0f;
     CUBLAS_TRY(run_, cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, n_r, n_q, p.dpad, &one, r, p.dpad,
@@ -526,9 +544,9 @@ bool Worker::extract_rows(size_t row0, size_t n_rows, int64_t *dst_index, float 
     size_t chunk = std::min(stage_rows_, n_rows - done);
     CUDA_TRY(run_, launch_extract(state_, (int)(row0 + done), (int)chunk, stage_index_,
                                   stage_score_, select_stream_));
-    CUDA_TRY(run_, cudaMemcpyAsync(dst_index + done * kc, stage_index_,
-                                   chunk * kc * sizeof(int64_t), cudaMemcpyDeviceToHost,
-                                   select_stream_));
+    CUDA_TRY(run_,
+             cudaMemcpyAsync(dst_index + done * kc, stage_index_, chunk * kc * sizeof(int64_t),
+                             cudaMemcpyDeviceToHost, select_stream_));
     CUDA_TRY(run_, cudaMemcpyAsync(dst_score + done * kc, stage_score_, chunk * kc * sizeof(float),
                                    cudaMemcpyDeviceToHost, select_stream_));
     CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
@@ -790,8 +808,8 @@ extern "C" int knnwb_cuda_device_count(void)
 extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_size)
 {
   set_message(message, message_size, "ok");
-  if (!job || (job->n_query > 0 && (!job->query || !job->reference || !job->out_index ||
-                                    !job->out_score))) {
+  if (!job || (job->n_query > 0 &&
+               (!job->query || !job->reference || !job->out_index || !job->out_score))) {
     set_message(message, message_size, "knnwb_cuda_select: invalid job");
     return KNNWB_KERNELS_ERROR;
   }

@@ -10,8 +10,8 @@
  *   cand_score/cand_index[r*cap ..] candidates that passed thr, appended by the tile filter;
  *   count[r]                        candidates appended (may exceed cap: the row "overflowed").
  * A row is merged (list + candidates -> new list, new thr) once its count passes lazy_limit, so the
- * expensive k-selection runs rarely; an overflowed row is merged from the tile itself, which is still
- * on the device.
+ * expensive k-selection runs rarely; an overflowed row is merged from the tile itself, which is
+ * still on the device.
  */
 #ifndef KNNWB_SELECT_INTERNAL_H
 #define KNNWB_SELECT_INTERNAL_H
@@ -20,7 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-namespace knnwb_cuda {
+namespace knnwb_cuda
+{
 
 /** Device-side selection state for a set of resident rows (see the file comment). */
 struct SelectState {

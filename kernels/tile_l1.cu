@@ -1,12 +1,14 @@
 /*
- * Manhattan distance tiles (no GEMM form): the shared-memory tiled kernel of Chang et al. (seed 002),
- * register-blocked like an SGEMM so each loaded value is used 8 times from registers: a 128 x 128
- * output block per 256 threads, 8 x 8 outputs per thread, the feature dimension in steps of 8.
+ * Manhattan distance tiles (no GEMM form): the shared-memory tiled kernel of Chang et al. (seed
+ * 002), register-blocked like an SGEMM so each loaded value is used 8 times from registers: a 128 x
+ * 128 output block per 256 threads, 8 x 8 outputs per thread, the feature dimension in steps of 8.
  */
 #include "select_internal.h"
 
-namespace knnwb_cuda {
-namespace {
+namespace knnwb_cuda
+{
+namespace
+{
 
 constexpr int kBlock = 128;
 constexpr int kStep = 8;
@@ -18,10 +20,9 @@ constexpr int kThreads = 256;
  * values of zero rows, never read as candidates).
  * Grid: (ceil(n_r / 128), ceil(n_q / 128)), block 256.
  */
-__global__ void __launch_bounds__(kThreads) l1_tile_kernel(const float *__restrict__ q, int n_q,
-                                                          const float *__restrict__ r, int n_r,
-                                                          int dpad, float *__restrict__ out,
-                                                          size_t ld)
+__global__ void __launch_bounds__(kThreads)
+    l1_tile_kernel(const float *__restrict__ q, int n_q, const float *__restrict__ r, int n_r,
+                   int dpad, float *__restrict__ out, size_t ld)
 {
   __shared__ __align__(16) float qs[kStep][kBlock + 4];
   __shared__ __align__(16) float rs[kStep][kBlock + 4];
@@ -77,7 +78,8 @@ __global__ void __launch_bounds__(kThreads) l1_tile_kernel(const float *__restri
     if (i >= n_q)
       continue;
     float *row = out + (size_t)i * ld + j0;
-    *reinterpret_cast<float4 *>(row + tx * 4) = make_float4(acc[x][0], acc[x][1], acc[x][2], acc[x][3]);
+    *reinterpret_cast<float4 *>(row + tx * 4) =
+        make_float4(acc[x][0], acc[x][1], acc[x][2], acc[x][3]);
     *reinterpret_cast<float4 *>(row + 64 + tx * 4) =
         make_float4(acc[x][4], acc[x][5], acc[x][6], acc[x][7]);
   }

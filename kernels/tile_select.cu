@@ -15,8 +15,10 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
-namespace knnwb_cuda {
-namespace {
+namespace knnwb_cuda
+{
+namespace
+{
 
 constexpr int kFilterThreads = 256;
 constexpr int kFilterRows = 16;
@@ -148,7 +150,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
 
   if (!g.do_cols)
     return;
-  /* Column pass (self jobs): the pair (i, j) also offers i to row j. */
+    /* Column pass (self jobs): the pair (i, j) also offers i to row j. */
 #pragma unroll
   for (int u = 0; u < 4; u++) {
     int j = j0 + u;
@@ -214,10 +216,9 @@ struct MergeShared {
  * run the same number of iterations (warp intrinsics inside fn); inactive ones get active = false.
  */
 template <typename Fn>
-__device__ __forceinline__ void for_each_element(const SelectState &st, int row, int n_buffer,
-                                                 bool overflow, const Line &line,
-                                                 const uint32_t *scratch_key,
-                                                 const int *scratch_index, int n_scratch, Fn fn)
+__device__ __forceinline__ void
+for_each_element(const SelectState &st, int row, int n_buffer, bool overflow, const Line &line,
+                 const uint32_t *scratch_key, const int *scratch_index, int n_scratch, Fn fn)
 {
   const float *ls = st.list_score + (size_t)row * st.kc;
   const int *li = st.list_index + (size_t)row * st.kc;
@@ -365,11 +366,11 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
 
 /*
  * Grid: state.merge_blocks persistent blocks of 256 threads; dynamic shared memory kc * 8 bytes.
- * Tile mode (n_final < 0): the rows queued by filter_kernel. Final mode: rows row0 .. row0+n_final-1
- * with pending candidates.
+ * Tile mode (n_final < 0): the rows queued by filter_kernel. Final mode: rows row0 ..
+ * row0+n_final-1 with pending candidates.
  */
-__global__ void __launch_bounds__(kMergeThreads) merge_kernel(SelectState st, TileGeom g,
-                                                               int row0, int n_final)
+__global__ void __launch_bounds__(kMergeThreads)
+    merge_kernel(SelectState st, TileGeom g, int row0, int n_final)
 {
   extern __shared__ unsigned char dynamic_shared[];
   __shared__ MergeShared sh;
@@ -468,7 +469,8 @@ cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, c
   cudaError_t err = cudaMemsetAsync(state.merge_count, 0, sizeof(int), stream);
   if (err != cudaSuccess)
     return err;
-  dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols, (geom.n_rows + kFilterRows - 1) / kFilterRows);
+  dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols,
+            (geom.n_rows + kFilterRows - 1) / kFilterRows);
   filter_kernel<<<grid, kFilterThreads, 0, stream>>>(state, geom);
   err = cudaGetLastError();
   if (err != cudaSuccess)
@@ -519,7 +521,8 @@ cudaError_t prepare_merge_kernel(int kc, bool *in_shared)
   *in_shared = kc <= shared_memory_kc_limit();
   if (!*in_shared || shared <= 48 * 1024 - sizeof(MergeShared))
     return cudaSuccess;
-  return cudaFuncSetAttribute(merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+  return cudaFuncSetAttribute(merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)shared);
 }
 
 } // namespace knnwb_cuda

@@ -28,7 +28,7 @@
   do {                                                                                             \
     cudaError_t e_ = (call);                                                                       \
     if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));                          \
+      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));                           \
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
@@ -36,7 +36,7 @@
   do {                                                                                             \
     cublasStatus_t s_ = (call);                                                                    \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      fprintf(stderr, "%s failed: %d\n", #call, (int)s_);                                         \
+      fprintf(stderr, "%s failed: %d\n", #call, (int)s_);                                          \
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
@@ -59,7 +59,10 @@ __device__ __forceinline__ unsigned hash3(unsigned a, unsigned b, unsigned c)
   return h;
 }
 
-__device__ __forceinline__ float uniform01(unsigned h) { return (h >> 8) * (1.0f / 16777216.0f); }
+__device__ __forceinline__ float uniform01(unsigned h)
+{
+  return (h >> 8) * (1.0f / 16777216.0f);
+}
 
 /* value = 8 + strength(row) * pattern(module(row), col) + noise; 1000 modules. */
 __global__ void generate(float *out, size_t n, int d, unsigned seed)
@@ -116,7 +119,8 @@ static double sgemm_floor(size_t n, int d)
     int K = variant == 0 ? d : kpad;
     const float one = 1, zero = 0;
     for (int w = 0; w < 3; w++)
-      CHECK_BLAS(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, K, &one, a, K, a + 0, K, &zero, c, T));
+      CHECK_BLAS(
+          cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, K, &one, a, K, a + 0, K, &zero, c, T));
     CHECK_CUDA(cudaEventRecord(e0));
     for (int r = 0; r < reps; r++)
       CHECK_BLAS(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, K, &one, a, K, a, K, &zero, c, T));
@@ -302,7 +306,8 @@ int main(int argc, char **argv)
     }
     table.push_back(row);
   }
-  printf("\n| n | d | k | GPUs | library end to end (s) | select alone (s) | SGEMM floor 1 GPU (s) | library / floor |\n");
+  printf("\n| n | d | k | GPUs | library end to end (s) | select alone (s) | SGEMM floor 1 GPU (s) "
+         "| library / floor |\n");
   printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const Row &r : table)
     printf("| %zu | %d | %zu | %zu | %.2f | %.2f | %.2f | %.2f |\n", r.n, d, k,

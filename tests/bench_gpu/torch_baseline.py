@@ -36,6 +36,7 @@ def knn_pearson(host, k, chunk):
     x = x - x.mean(dim=1, keepdim=True)
     x = x / x.norm(dim=1, keepdim=True)
     n = x.shape[0]
+    chunk = max(256, min(chunk, (16 << 30) // (4 * n)))  # score block of at most 16 GiB
     indices = torch.empty(n, k, dtype=torch.int64, device="cuda")
     distances = torch.empty(n, k, dtype=torch.float32, device="cuda")
     for a in range(0, n, chunk):

@@ -70,8 +70,8 @@ static void compare(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, size_t g
     if (cpu->indices[t] != gpu->indices[t] ||
         memcmp(&cpu->distances[t], &gpu->distances[t], sizeof(double)) != 0) {
       if (differences++ < 5)
-        g_printerr("%s k=%zu row %zu slot %zu: cpu %" G_GINT64_FORMAT " %.17g, cuda %" G_GINT64_FORMAT
-                   " %.17g\n",
+        g_printerr("%s k=%zu row %zu slot %zu: cpu %" G_GINT64_FORMAT
+                   " %.17g, cuda %" G_GINT64_FORMAT " %.17g\n",
                    knnwb_metric_to_string(metric), k, t / k, t % k, cpu->indices[t],
                    cpu->distances[t], gpu->indices[t], gpu->distances[t]);
     }

@@ -87,11 +87,11 @@ static void run_case(const Case *c)
 {
   g_autoptr(GRand) rng = g_rand_new_with_seed(c->seed);
   const size_t d = c->dim;
-  float *reference = g_new(float, c->n_reference * d);
+  float *reference = g_new(float, c->n_reference *d);
   fill_rows(reference, c->n_reference, d, c->kind, c->with_duplicates, rng);
   float *query = reference;
   if (!c->self) {
-    query = g_new(float, c->n_query * d);
+    query = g_new(float, c->n_query *d);
     fill_rows(query, c->n_query, d, c->kind, FALSE, rng);
   }
   float *sq = g_new(float, c->n_reference);
@@ -177,7 +177,8 @@ static void run_case(const Case *c)
       worst = fmax(worst, s);
     }
     if (worst > kth + tolerance && failures++ < 5)
-      g_printerr("row %zu: worst candidate %.9g but the %zu-th best is %.9g\n", i, worst, c->kc, kth);
+      g_printerr("row %zu: worst candidate %.9g but the %zu-th best is %.9g\n", i, worst, c->kc,
+                 kth);
     for (size_t t = 0; t < c->kc; t++) {
       int64_t j = job.out_index[i * c->kc + t];
       if (j >= 0 && (size_t)j < c->n_reference)
@@ -229,7 +230,8 @@ static void test_small_budgets(void)
   Case q = {1501, 2999, 300, 28, KNNWB_SCORE_L1, FALSE, 96 * MIB + 2 * MIB, 0, FALSE, FALSE, 8};
   run_case(&q);
   /* state for all rows does not fit half the budget: the panel schedule */
-  Case p = {2500, 2500, 41, 1100, KNNWB_SCORE_ABS_DOT, TRUE, 96 * MIB + 12 * MIB, 0, FALSE, TRUE, 9};
+  Case p = {2500, 2500,  41,   1100, KNNWB_SCORE_ABS_DOT, TRUE, 96 * MIB + 12 * MIB,
+            0,    FALSE, TRUE, 9};
   run_case(&p);
 }
 
@@ -239,7 +241,8 @@ static void test_large_k(void)
     return;
   Case c = {4701, 4701, 13, 4096 + 512, KNNWB_SCORE_DOT, TRUE, 0, 0, FALSE, TRUE, 12};
   run_case(&c);
-  Case l = {4701, 4701, 13, 1000 + 125, KNNWB_SCORE_L1, TRUE, 96 * MIB + 40 * MIB, 2, TRUE, FALSE, 13};
+  Case l = {4701, 4701, 13,    1000 + 125, KNNWB_SCORE_L1, TRUE, 96 * MIB + 40 * MIB,
+            2,    TRUE, FALSE, 13};
   run_case(&l);
 }
 
@@ -282,7 +285,8 @@ static void test_errors(void)
   job.devices = NULL;
   job.n_devices = 0;
   job.memory_bytes = 1 << 20; /* below the fixed overhead */
-  g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==, KNNWB_KERNELS_OUT_OF_MEMORY);
+  g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==,
+                  KNNWB_KERNELS_OUT_OF_MEMORY);
   g_assert_nonnull(strstr(message, "memory"));
   volatile int cancel = 1;
   job.memory_bytes = 0;
