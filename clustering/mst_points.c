@@ -16,7 +16,11 @@
 typedef struct {
   const KnnwbMatrix *data;
   KnnwbMetric metric;
-  KnnwbExactRows *exact; /* statistics (and ranks) computed once for the brute-force passes */
+  KnnwbOutsideSearch *search; /* masked nearest-outside search for the brute-force points */
+  /* A point's nearest outside its component stays its answer while that point remains outside:
+   * components only merge, so the outside set only shrinks. -1 = not known. */
+  int64_t *outside_index;
+  double *outside_distance;
   const KnnwbNeighbors *lists;
   size_t n, k;
   gboolean lists_complete; /* every list holds all n - 1 other points */
@@ -28,7 +32,6 @@ typedef struct {
   size_t n_components;
   int64_t *brute; /* points to brute-force this round */
   size_t n_brute;
-  gint next_brute; /* dynamic scheduling cursor */
   const volatile gint *cancel;
   gint cancelled;
 } KnnwbMstPoints;
@@ -90,40 +93,49 @@ static void knnwb_mst_points_from_lists(int t, int n_threads, void *data)
   }
 }
 
-static void knnwb_mst_points_brute_force(int t, int n_threads, void *data)
+/* Resolves the brute-force points in chunks of increasing bound, through the kNN engine's masked
+ * nearest-outside search (GEMM speed, exact, certified). Between chunks the component bests improve,
+ * which prunes later points whose k-th distance can no longer win. */
+static gboolean knnwb_mst_points_brute_force(KnnwbMstPoints *m, GError **error)
 {
-  (void)t, (void)n_threads;
-  KnnwbMstPoints *m = data;
-  for (;;) {
-    gint i = g_atomic_int_add(&m->next_brute, 1);
-    if ((size_t)i >= m->n_brute)
-      break;
-    if (m->cancel && g_atomic_int_get(m->cancel)) {
-      g_atomic_int_set(&m->cancelled, 1);
-      break;
-    }
-    int64_t p = m->brute[i];
-    int32_t c = m->component[p];
-    double bound = m->lists->distances[(size_t)p * m->k + m->k - 1];
-    int64_t holder = __atomic_load_n(&m->best[c], __ATOMIC_ACQUIRE);
-    if (holder >= 0 && m->candidate_distance[holder] < bound)
-      continue; /* nothing outside p's list can beat the component's candidate */
-    double best_distance = INFINITY;
-    int64_t best_point = -1;
-    for (size_t q = 0; q < m->n; q++) {
-      if (m->component[q] == c)
+  const size_t chunk = 2048;
+  int64_t *rows = g_new(int64_t, chunk);
+  int64_t *index = g_new(int64_t, chunk);
+  double *distance = g_new(double, chunk);
+  gboolean ok = TRUE;
+  for (size_t start = 0; ok && start < m->n_brute;) {
+    size_t count = 0;
+    for (; start < m->n_brute && count < chunk; start++) {
+      int64_t p = m->brute[start];
+      int32_t c = m->component[p];
+      double bound = m->lists->distances[(size_t)p * m->k + m->k - 1];
+      int64_t holder = m->best[c];
+      if (holder >= 0 && m->candidate_distance[holder] < bound)
+        continue; /* nothing outside p's list can beat the component's candidate */
+      int64_t known = m->outside_index[p];
+      if (known >= 0 && m->component[known] != c) {
+        m->candidate_distance[p] = m->outside_distance[p];
+        m->candidate_point[p] = known;
+        knnwb_mst_points_offer(m, c, p);
         continue;
-      double distance = knnwb_exact_rows_distance(m->exact, (size_t)p, q);
-      if (distance < best_distance) { /* strict: ties keep the lower index */
-        best_distance = distance;
-        best_point = (int64_t)q;
       }
+      rows[count++] = p;
     }
-    m->candidate_distance[p] = best_distance;
-    m->candidate_point[p] = best_point;
-    if (best_point >= 0)
-      knnwb_mst_points_offer(m, c, p);
+    ok = knnwb_outside_search_run(m->search, m->component, rows, count, index, distance, error);
+    for (size_t t = 0; ok && t < count; t++) {
+      int64_t p = rows[t];
+      m->candidate_distance[p] = distance[t];
+      m->candidate_point[p] = index[t];
+      m->outside_index[p] = index[t];
+      m->outside_distance[p] = distance[t];
+      if (index[t] >= 0)
+        knnwb_mst_points_offer(m, m->component[p], p);
+    }
   }
+  g_free(rows);
+  g_free(index);
+  g_free(distance);
+  return ok;
 }
 
 static void knnwb_mst_points_relabel(int t, int n_threads, void *data)
@@ -178,12 +190,11 @@ static gboolean knnwb_mst_points_run(KnnwbMstPoints *m, int n_threads, int64_t *
       /* Smallest bounds first: they are likeliest to win and then prune the rest. */
       g_qsort_with_data(m->brute, (gint)m->n_brute, sizeof *m->brute,
                         knnwb_mst_points_bound_compare, m);
-      m->next_brute = 0;
-      knnwb_clustering_team_run(n_threads, knnwb_mst_points_brute_force, m);
-      if (m->cancelled) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "exact MST cancelled");
+      gint64 brute_start = g_get_monotonic_time();
+      if (!knnwb_mst_points_brute_force(m, error))
         goto out;
-      }
+      g_debug("exact MST: %zu components, %zu points searched outside their lists in %.3f s",
+              m->n_components, m->n_brute, (double)(g_get_monotonic_time() - brute_start) / 1e6);
     }
     size_t nc = m->n_components;
     for (size_t c = 0; c < nc; c++)
@@ -296,22 +307,37 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
   m.candidate_point = g_new(int64_t, n);
   m.best = g_new(int64_t, n);
   m.brute = g_new(int64_t, n);
+  m.outside_index = g_new(int64_t, n);
+  m.outside_distance = g_new(double, n);
+  for (size_t p = 0; p < n; p++)
+    m.outside_index[p] = -1;
   for (size_t p = 0; p < n; p++)
     m.component[p] = (int32_t)p;
   int64_t *eu = g_new(int64_t, n - 1), *ev = g_new(int64_t, n - 1);
   double *ew = g_new(double, n - 1);
   int n_threads = knnwb_clustering_thread_count(options->n_threads);
-  m.exact = knnwb_exact_rows_new(data, options->metric, n_threads, error);
-  gboolean ok = m.exact != NULL && knnwb_mst_points_run(&m, n_threads, eu, ev, ew, error) &&
+  KnnwbKnnOptions search_options;
+  knnwb_knn_options_init(&search_options);
+  search_options.metric = options->metric;
+  search_options.backend = options->backend;
+  search_options.n_threads = options->n_threads;
+  search_options.memory_bytes = options->memory_bytes;
+  search_options.cancel = options->cancel;
+  if (!m.lists_complete)
+    m.search = knnwb_outside_search_new(data, &search_options, error);
+  gboolean ok = (m.lists_complete || m.search != NULL) &&
+                knnwb_mst_points_run(&m, n_threads, eu, ev, ew, error) &&
                 knnwb_clustering_tree_from_pairs((int64_t)n, (int64_t)n - 1, eu, ev, ew, TRUE, tree,
                                                  weights, error);
-  knnwb_exact_rows_free(m.exact);
+  knnwb_outside_search_free(m.search);
   g_free(m.component);
   g_free(m.cursor);
   g_free(m.candidate_distance);
   g_free(m.candidate_point);
   g_free(m.best);
   g_free(m.brute);
+  g_free(m.outside_index);
+  g_free(m.outside_distance);
   g_free(eu);
   g_free(ev);
   g_free(ew);

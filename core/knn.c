@@ -30,7 +30,6 @@ void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
   g_free(neighbors);
 }
 
-typedef int (*KnnwbSelectFunc)(const KnnwbSelectJob *job, char *message, size_t message_size);
 
 typedef struct {
   const KnnwbPrepared *query, *reference;
@@ -68,7 +67,7 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
   }
 }
 
-static gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
+gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
                                           GError **error)
 {
   int code = KNNWB_ERROR_FAILED;
@@ -88,8 +87,8 @@ static gboolean knnwb_knn_status_to_error(int status, const char *message, const
   return FALSE;
 }
 
-static gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
-                                         char **name, GError **error)
+gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
+                                  char **name, GError **error)
 {
   int devices = 0;
   if (options->backend != KNNWB_BACKEND_CPU)
@@ -187,13 +186,19 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   if (options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select)
     job.memory_bytes = options->gpu_memory_bytes;
   char message[512] = "";
+  gint64 select_start = g_get_monotonic_time();
   if (!knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error))
     goto out;
+  gint64 refine_start = g_get_monotonic_time();
 
   KnnwbRefineLoop loop = {query,     reference,  self,       options->k, kc,
                           available, rows,       cand_index, cand_score, result,
                           flags};
   knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
+  /* G_MESSAGES_DEBUG=knnwb shows where the time goes. */
+  g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s)", n_rows, kc,
+          (double)(refine_start - select_start) / 1e6,
+          (double)(g_get_monotonic_time() - refine_start) / 1e6, backend);
   *uncertified = NULL;
   for (size_t t = 0; t < n_rows; t++)
     if (flags[t]) {
@@ -290,6 +295,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   const KnnwbPrepared *reference = &query;
   GArray *uncertified = NULL;
   gboolean ok = FALSE;
+  gint64 prepare_start = g_get_monotonic_time();
   if (!knnwb_prepared_init(&query, query_data, options->metric, options->drop_degenerate,
                            self ? "data" : "query", threads, error))
     return FALSE;
@@ -299,6 +305,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
       goto out;
     reference = &reference_storage;
   }
+  g_debug("knnwb: prepare %.3f s", (double)(g_get_monotonic_time() - prepare_start) / 1e6);
   const size_t valid = reference->n - reference->n_invalid;
   const size_t available = self ? (valid > 0 ? valid - 1 : 0) : valid;
   if (n == 0 || (self && query.n_invalid == n)) {

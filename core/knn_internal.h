@@ -52,6 +52,15 @@ double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, s
 /** Average ranks (1-based, ties averaged) of row into ranks. O(d log d). */
 void knnwb_row_ranks(const float *row, size_t d, float *ranks);
 
+typedef int (*KnnwbSelectFunc)(const KnnwbSelectJob *job, char *message, size_t message_size);
+
+/** Picks the backend for options (auto: CUDA when usable, else CPU with a notice). */
+gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
+                                  char **name, GError **error);
+/** Turns a KNNWB_KERNELS_* status into a GError (TRUE when OK). */
+gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
+                                   GError **error);
+
 /** The CPU backend of a selection job. Returns a KNNWB_KERNELS_* status. */
 int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_size);
 

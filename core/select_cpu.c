@@ -145,6 +145,15 @@ static void knnwb_select_tile(KnnwbCpuSelect *s, size_t qb, size_t rb, float *ti
       if (job->reference_invalid[q0 + a])
         for (size_t b = 0; b < br; b++)
           tile[a * br + b] = INFINITY;
+  if (job->query_group != NULL)
+    for (size_t a = 0; a < bq; a++) {
+      const int32_t group = job->query_group[q0 + a];
+      const int32_t *reference_group = job->reference_group + r0;
+      float *row = tile + a * br;
+      for (size_t b = 0; b < br; b++)
+        if (reference_group[b] == group)
+          row[b] = INFINITY;
+    }
   if (job->self && qb == rb)
     for (size_t a = 0; a < bq; a++)
       tile[a * br + a] = INFINITY;

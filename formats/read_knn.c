@@ -97,6 +97,14 @@ gboolean knnwb_formats_read_knn(const char *path, igraph_bool_t directed, igraph
                               m, (guint64)input.file_size);
     goto out;
   }
+  /* Vertices cost memory too (igraph indexes them): at most 2^24 vertices without an edge. */
+  if (n > 2 * m + (UINT64_C(1) << 24)) {
+    knnwb_formats_parse_error(error, path, header_line, n_column,
+                              "%" G_GUINT64_FORMAT " vertices for %" G_GUINT64_FORMAT
+                              " edges is not plausible (more than 2^24 isolated vertices)",
+                              n, m);
+    goto out;
+  }
   if (m > 0 && n == 0) {
     knnwb_formats_parse_error(error, path, header_line, n_column, "edges but no vertices");
     goto out;

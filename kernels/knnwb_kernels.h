@@ -71,6 +71,11 @@ typedef struct {
   /* output */
   int64_t *out_index;
   float *out_score;
+  /* Optional groups (NULL = none): a pair (query i, reference j) with query_group[i] ==
+   * reference_group[j] is never a candidate (the exact MST's "nearest point in another component").
+   * Both are given or neither. A row whose valid references are all masked pads with index -1. */
+  const int32_t *query_group;
+  const int32_t *reference_group;
 } KnnwbSelectJob;
 
 /** Number of usable CUDA devices (0 when none, or when not built with CUDA). Never fails. */

@@ -385,6 +385,61 @@ static void test_progress_and_cancel(void)
   g_assert_null(none);
 }
 
+static void test_nearest_outside_group(void)
+{
+  const size_t n = 301, d = 7;
+  g_autoptr(KnnwbMatrix) m = random_matrix(n, d, 17);
+  /* Duplicate some rows across groups to force exact ties (lower index must win). */
+  for (size_t i = 200; i < 240; i++)
+    memcpy(m->values + i * d, m->values + (i - 200) * d, d * sizeof(float));
+  int32_t *group = g_new(int32_t, n);
+  int64_t rows[] = {0, 1, 5, 17, 99, 150, 200, 201, 239, 250, 300};
+  const size_t n_rows = G_N_ELEMENTS(rows);
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++)
+    for (int layout = 0; layout < 3; layout++) {
+      /* layout 0: 3 groups; 1: one giant group + singletons; 2: everything in one group. */
+      for (size_t i = 0; i < n; i++)
+        group[i] = layout == 0 ? (int32_t)(i % 3) : layout == 1 ? (i < 280 ? 0 : (int32_t)i) : 4;
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = all_metrics[mi];
+      options.backend = KNNWB_BACKEND_CPU;
+      options.memory_bytes = 32 << 10;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbOutsideSearch) search = knnwb_outside_search_new(m, &options, &error);
+      g_assert_no_error(error);
+      int64_t index[G_N_ELEMENTS(rows)];
+      double distance[G_N_ELEMENTS(rows)];
+      g_assert_true(knnwb_outside_search_run(search, group, rows, n_rows, index, distance, &error));
+      g_assert_no_error(error);
+      for (size_t t = 0; t < n_rows; t++) {
+        size_t i = (size_t)rows[t];
+        double best = INFINITY;
+        int64_t best_j = -1;
+        for (size_t j = 0; j < n; j++) {
+          if (group[j] == group[i])
+            continue;
+          double dist = oracle_distance(all_metrics[mi], m->values + i * d, m->values + j * d, d);
+          if (dist < best - 1e-12) {
+            best = dist;
+            best_j = (int64_t)j;
+          }
+        }
+        if (best_j < 0) {
+          g_assert_cmpint(index[t], ==, -1);
+          continue;
+        }
+        g_assert_cmpfloat_with_epsilon(distance[t], best, 1e-9);
+        double truth = oracle_distance(all_metrics[mi], m->values + i * d, m->values + index[t] * d, d);
+        g_assert_cmpfloat_with_epsilon(truth, best, 1e-9);
+        g_assert_cmpint(group[index[t]], !=, group[i]);
+        if (fabs(truth - best) == 0.0 && best == 0.0)
+          g_assert_cmpint(index[t], ==, best_j); /* exact duplicates: lower index */
+      }
+    }
+  g_free(group);
+}
+
 int main(int argc, char **argv)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
@@ -398,6 +453,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/bad-inputs", test_bad_inputs);
   g_test_add_func("/knn/empty", test_empty_input);
   g_test_add_func("/knn/refused-up-front", test_refused_up_front);
+  g_test_add_func("/knn/nearest-outside-group", test_nearest_outside_group);
   g_test_add_func("/knn/drop-degenerate", test_drop_degenerate);
   g_test_add_func("/knn/graph-modes", test_graph_modes);
   g_test_add_func("/knn/progress-and-cancel", test_progress_and_cancel);

@@ -131,6 +131,7 @@ static void test_knn_malformed(void)
       {"extra-edges", "3 1\n0 1 0.5\n1 2 0.5\n", -1, 3, "more edges than the 1"},
       {"nul", "3 1\n0 1\0 0.5\n", 14, 2, "vertex number"},
       {"no-vertices", "0 1\n0 0 1\n", -1, 1, "edges but no vertices"},
+      {"absurd-vertices", "644444494444410 1\n0 5 1\n", -1, 1, "not plausible"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *name = g_strdup_printf("bad-%s.knn", cases[i].name);

@@ -120,6 +120,28 @@ double knnwb_exact_rows_distance(const KnnwbExactRows *rows, size_t i, size_t j)
 void knnwb_exact_rows_free(KnnwbExactRows *rows);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbExactRows, knnwb_exact_rows_free)
 
+/**
+ * Repeated "nearest row in another group" searches over one point set (the exact MST's Borůvka
+ * rounds): the rows are prepared once; each run answers, for the given rows, the nearest row
+ * whose group differs, exactly (double distances, certified like knnwb_knn_self, ties to the lower
+ * index), with the backend's GEMM speed (options: metric, backend, threads, memory, devices,
+ * cancel; k is ignored).
+ * Errors: as knnwb_knn_self (degenerate rows are an error), KNNWB_ERROR_INVALID_ARGUMENT.
+ */
+typedef struct KnnwbOutsideSearch KnnwbOutsideSearch;
+KnnwbOutsideSearch *knnwb_outside_search_new(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                                             GError **error);
+/**
+ * group: n_rows(data) ids in [0, n); rows: the n_rows query rows. out_index[t] (or -1 when every
+ * row shares the group of rows[t]) and out_distance[t] (+inf then) receive the answers.
+ * Complexity: O(n_rows n d) arithmetic per run (plus rare re-selections for exact ties).
+ */
+gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *group,
+                                  const int64_t *rows, size_t n_rows, int64_t *out_index,
+                                  double *out_distance, GError **error);
+void knnwb_outside_search_free(KnnwbOutsideSearch *search);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbOutsideSearch, knnwb_outside_search_free)
+
 G_END_DECLS
 
 #endif
