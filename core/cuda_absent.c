@@ -14,3 +14,8 @@ int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_s
     snprintf(message, message_size, "knnwb was built without CUDA (reconfigure with -DKNNWB_CUDA=ON)");
   return KNNWB_KERNELS_NO_DEVICE;
 }
+
+int knnwb_cuda_select_supports_groups(void)
+{
+  return 0;
+}

@@ -32,6 +32,11 @@ KnnwbOutsideSearch *knnwb_outside_search_new(const KnnwbMatrix *data, const Knnw
     knnwb_outside_search_free(search);
     return NULL;
   }
+  if (search->select != knnwb_cpu_select && !knnwb_cuda_select_supports_groups()) {
+    search->select = knnwb_cpu_select;
+    g_free(search->backend);
+    search->backend = g_strdup("cpu");
+  }
   return search;
 }
 

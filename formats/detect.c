@@ -39,8 +39,10 @@ gboolean knnwb_formats_detect_input(const char *path, KnnwbInputFormat *format, 
   static const struct {
     const char *suffix;
     KnnwbInputFormat format;
-  } by_extension[] = {{".npy", KNNWB_INPUT_NPY}, {".gct", KNNWB_INPUT_GCT},
-                      {".csv", KNNWB_INPUT_CSV}, {".tsv", KNNWB_INPUT_TSV},
+  } by_extension[] = {{".npy", KNNWB_INPUT_NPY},
+                      {".gct", KNNWB_INPUT_GCT},
+                      {".csv", KNNWB_INPUT_CSV},
+                      {".tsv", KNNWB_INPUT_TSV},
                       {".tab", KNNWB_INPUT_TSV}};
   for (size_t i = 0; i < G_N_ELEMENTS(by_extension); i++)
     if (knnwb_formats_has_suffix(path, by_extension[i].suffix)) {
@@ -50,8 +52,7 @@ gboolean knnwb_formats_detect_input(const char *path, KnnwbInputFormat *format, 
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int saved = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path,
-                g_strerror(saved));
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(saved));
     return FALSE;
   }
   char head[65536];

@@ -8,9 +8,9 @@
 #include <string.h>
 
 /* Powers of ten that are exact doubles (10^22 < 2^53 * 2^22 is the last one). */
-const double knnwb_formats_powers_of_ten[23] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+const double knnwb_formats_powers_of_ten[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                                1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                                1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 /* strtof/strtod read the decimal point of LC_NUMERIC; data files always use '.'. */
 locale_t knnwb_formats_c_locale(void)
@@ -105,8 +105,7 @@ static const char *knnwb_formats_scan_decimal(const char *p, const char *end, Kn
 /* The exact double of the decimal when Clinger's fast path applies. */
 static gboolean knnwb_formats_fast_double(const KnnwbDecimal *d, double *out)
 {
-  if (!d->exact || d->mantissa > (UINT64_C(1) << 53) || d->exponent10 < -22 ||
-      d->exponent10 > 22)
+  if (!d->exact || d->mantissa > (UINT64_C(1) << 53) || d->exponent10 < -22 || d->exponent10 > 22)
     return FALSE;
   double value = (double)d->mantissa;
   /* One IEEE operation on two exact operands: correctly rounded. */

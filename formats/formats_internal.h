@@ -89,7 +89,8 @@ static inline KnnwbFloatStatus knnwb_formats_parse_float(const char *p, const ch
 KnnwbFloatStatus knnwb_formats_parse_double(const char *p, const char *end, double *value,
                                             const char **stop);
 
-/** TRUE when [p, p+length) spells a missing value: empty, NA, N/A, NaN, null, Inf (any case, signed). */
+/** TRUE when [p, p+length) spells a missing value: empty, NA, N/A, NaN, null, Inf (any case,
+ * signed). */
 gboolean knnwb_formats_is_missing_token(const char *p, size_t length);
 
 /** Formats a double so that strtod gives it back exactly, in the shortest of %.15g/%.16g/%.17g. */
@@ -196,7 +197,8 @@ gboolean knnwb_formats_split_record(KnnwbTextInput *input, char delimiter, const
  * Reads the remaining records of input as data rows into builder (n_cols = number of VALUE
  * columns). Blank lines are skipped. Errors: KNNWB_ERROR_PARSE with file:line:column.
  */
-gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input, const KnnwbDelimitedLayout *layout,
+gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input,
+                                           const KnnwbDelimitedLayout *layout,
                                            KnnwbMatrixBuilder *builder, KnnwbReadInfo *info,
                                            GError **error);
 

@@ -71,7 +71,8 @@ gboolean knnwb_formats_check_output(const KnnwbGraphOutput *output, GError **err
   igraph_integer_t m = igraph_ecount(output->graph);
   if (output->weights != NULL && igraph_vector_size(output->weights) != m) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "%" IGRAPH_PRId " weights for %" IGRAPH_PRId " edges", igraph_vector_size(output->weights), m);
+                "%" IGRAPH_PRId " weights for %" IGRAPH_PRId " edges",
+                igraph_vector_size(output->weights), m);
     return FALSE;
   }
   if (output->membership != NULL) {

@@ -107,7 +107,6 @@ gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weig
                      (layout == KNNWB_LAYOUT_AUTO && igraph_vcount(graph) > fr_max_vertices);
   igraph_rng_seed(igraph_rng_default(), seed);
   igraph_error_t code = knnwb_layout_compute(graph, weights, use_drl, node_size, coordinates);
-  return knnwb_error_from_igraph(code, use_drl ? "igraph_layout_drl"
-                                               : "igraph_layout_fruchterman_reingold",
-                                 error);
+  return knnwb_error_from_igraph(
+      code, use_drl ? "igraph_layout_drl" : "igraph_layout_fruchterman_reingold", error);
 }

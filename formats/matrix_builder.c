@@ -86,8 +86,8 @@ KnnwbMatrix *knnwb_matrix_builder_finish(KnnwbMatrixBuilder *builder, GError **e
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "out of memory");
     return NULL;
   }
-  KnnwbMatrix *matrix = knnwb_matrix_new_wrapped(n, builder->n_cols, values,
-                                                 knnwb_matrix_builder_free_values, NULL);
+  KnnwbMatrix *matrix =
+      knnwb_matrix_new_wrapped(n, builder->n_cols, values, knnwb_matrix_builder_free_values, NULL);
   if (builder->row_labels != NULL)
     for (size_t i = 0; i < n; i++)
       knnwb_matrix_set_row_label(matrix, i, g_ptr_array_index(builder->row_labels, i));

@@ -221,9 +221,10 @@ gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *optio
     goto out;
   if (got == 0 || !knnwb_cibm_is_tag(line, length, "<MicroarrayData>")) {
     knnwb_formats_parse_error(error, path, MAX(input.line_number, 1), got == 0 ? 0 : 1,
-                              got == 0 ? "the file is empty (a CIBM file starts with "
-                                         "<MicroarrayData>)"
-                                       : "expected <MicroarrayData> (the CIBM format's first line)");
+                              got == 0
+                                  ? "the file is empty (a CIBM file starts with "
+                                    "<MicroarrayData>)"
+                                  : "expected <MicroarrayData> (the CIBM format's first line)");
     goto out;
   }
   got = knnwb_cibm_next_line(&input, &line, &length, error);

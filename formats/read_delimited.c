@@ -34,12 +34,11 @@ static void knnwb_delimited_locate(const char *record, size_t record_line, size_
   *column = offset - line_start + 1;
 }
 
-static void knnwb_delimited_error(KnnwbDelimitedContext *context, const char *record,
-                                  size_t offset, GError **error, const char *format, ...)
-    G_GNUC_PRINTF(5, 6);
+static void knnwb_delimited_error(KnnwbDelimitedContext *context, const char *record, size_t offset,
+                                  GError **error, const char *format, ...) G_GNUC_PRINTF(5, 6);
 
-static void knnwb_delimited_error(KnnwbDelimitedContext *context, const char *record,
-                                  size_t offset, GError **error, const char *format, ...)
+static void knnwb_delimited_error(KnnwbDelimitedContext *context, const char *record, size_t offset,
+                                  GError **error, const char *format, ...)
 {
   va_list args;
   va_start(args, format);
@@ -268,9 +267,8 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
     }
   }
   if (position < *length) {
-    size_t total = layout->n_fields +
-                   knnwb_delimited_count_fields(*line + position + 1, *length - position - 1,
-                                                delimiter);
+    size_t total = layout->n_fields + knnwb_delimited_count_fields(
+                                          *line + position + 1, *length - position - 1, delimiter);
     knnwb_delimited_error(context, *line, position + 1, error,
                           "the row has %zu fields, expected %zu", total, layout->n_fields);
     return FALSE;
@@ -328,7 +326,8 @@ static gboolean knnwb_delimited_rows_from(KnnwbDelimitedContext *context, const 
   return TRUE;
 }
 
-gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input, const KnnwbDelimitedLayout *layout,
+gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input,
+                                           const KnnwbDelimitedLayout *layout,
                                            KnnwbMatrixBuilder *builder, KnnwbReadInfo *info,
                                            GError **error)
 {

@@ -1,4 +1,5 @@
-/* GCT 1.2 and 1.3, the Broad's expression format: #version, dimensions, header, (metadata), rows. */
+/* GCT 1.2 and 1.3, the Broad's expression format: #version, dimensions, header, (metadata), rows.
+ */
 #include "formats_internal.h"
 
 #include <string.h>
@@ -55,7 +56,8 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
   int got = knnwb_gct_next_record(&input, fields, error);
   if (got <= 0) {
     if (got == 0)
-      knnwb_formats_parse_error(error, path, 1, 0, "the file is empty (a GCT file starts with #1.2)");
+      knnwb_formats_parse_error(error, path, 1, 0,
+                                "the file is empty (a GCT file starts with #1.2)");
     goto out;
   }
   knnwb_gct_drop_trailing_empty(fields);
@@ -84,10 +86,11 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
     dims_ok = knnwb_gct_parse_size(g_ptr_array_index(fields, 2), &n_row_meta) &&
               knnwb_gct_parse_size(g_ptr_array_index(fields, 3), &n_col_meta);
   if (!dims_ok) {
-    knnwb_formats_parse_error(error, path, dims_line, 1,
-                              v13 ? "expected the dimensions line: rows, columns, row metadata "
-                                    "and column metadata counts, tab-separated"
-                                  : "expected the dimensions line: rows and columns, tab-separated");
+    knnwb_formats_parse_error(
+        error, path, dims_line, 1,
+        v13 ? "expected the dimensions line: rows, columns, row metadata "
+              "and column metadata counts, tab-separated"
+            : "expected the dimensions line: rows and columns, tab-separated");
     goto out;
   }
   if (n_rows == 0 || n_cols == 0) {

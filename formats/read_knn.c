@@ -111,8 +111,8 @@ gboolean knnwb_formats_read_knn(const char *path, igraph_bool_t directed, igraph
   }
   if (igraph_vector_int_init(&edges, (igraph_integer_t)(2 * m)) != IGRAPH_SUCCESS ||
       igraph_vector_resize(weights, (igraph_integer_t)m) != IGRAPH_SUCCESS) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: cannot allocate %" G_GUINT64_FORMAT
-                " edges", path, m);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%s: cannot allocate %" G_GUINT64_FORMAT " edges", path, m);
     goto out;
   }
   edges_initialised = TRUE;

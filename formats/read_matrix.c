@@ -1,4 +1,5 @@
-/* knnwb_formats_read_matrix: picks the reader, applies the missing-value report and transposition. */
+/* knnwb_formats_read_matrix: picks the reader, applies the missing-value report and transposition.
+ */
 #include "formats_internal.h"
 
 void knnwb_formats_read_options_init(KnnwbReadOptions *options)

@@ -218,7 +218,8 @@ static gboolean knnwb_npy_labels(const char *labels_path, size_t count, KnnwbMat
     const char *invalid;
     if (!g_utf8_validate_len(line, length, &invalid)) {
       knnwb_formats_parse_error(error, labels_path, input.line_number, (size_t)(invalid - line) + 1,
-                                *invalid == '\0' ? "NUL byte in a label" : "a label is not valid UTF-8");
+                                *invalid == '\0' ? "NUL byte in a label"
+                                                 : "a label is not valid UTF-8");
       goto out;
     }
     g_ptr_array_add(labels, g_strndup(line, length));
@@ -291,8 +292,7 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int saved = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path,
-                g_strerror(saved));
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(saved));
     return FALSE;
   }
   gboolean ok = FALSE;
@@ -323,13 +323,12 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
                   (unsigned long long)file_size);
       goto out;
     }
-    header_length = (size_t)preamble[8] | (size_t)preamble[9] << 8 |
-                    (size_t)preamble[10] << 16 | (size_t)preamble[11] << 24;
+    header_length = (size_t)preamble[8] | (size_t)preamble[9] << 8 | (size_t)preamble[10] << 16 |
+                    (size_t)preamble[11] << 24;
     header_start = 12;
   } else {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: byte 6: NPY format version %u is not supported (1, 2 and 3 are)", path,
-                major);
+                "%s: byte 6: NPY format version %u is not supported (1, 2 and 3 are)", path, major);
     goto out;
   }
   uint64_t data_offset = (uint64_t)header_start + header_length;
@@ -354,8 +353,8 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   gboolean big = header.byte_order == '>';
   if (header.kind != 'f' || (header.item_size != 4 && header.item_size != 8) || !(little || big)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: dtype '%c%c%zu' is not supported: save the array as float32 or float64",
-                path, header.byte_order, header.kind, header.item_size);
+                "%s: dtype '%c%c%zu' is not supported: save the array as float32 or float64", path,
+                header.byte_order, header.kind, header.item_size);
     goto out;
   }
   if (header.n_dims != 2) {
@@ -378,9 +377,8 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
     goto out;
   }
   if (data_bytes < file_size - data_offset) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: %llu bytes follow the (%zu, %zu) array", path,
-                (unsigned long long)(file_size - data_offset - data_bytes), stored_rows,
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: %llu bytes follow the (%zu, %zu) array",
+                path, (unsigned long long)(file_size - data_offset - data_bytes), stored_rows,
                 stored_cols);
     goto out;
   }

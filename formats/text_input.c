@@ -18,8 +18,7 @@ gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError *
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int saved = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path,
-                g_strerror(saved));
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(saved));
     return FALSE;
   }
   struct stat st;

@@ -35,8 +35,7 @@ static gboolean knnwb_formats_ends_with(const char *path, const char *suffix)
   return n >= m && g_ascii_strcasecmp(path + n - m, suffix) == 0;
 }
 
-gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *format,
-                                        GError **error)
+gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *format, GError **error)
 {
   if (knnwb_formats_ends_with(path, ".knn"))
     *format = KNNWB_OUTPUT_KNN;

@@ -105,8 +105,7 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
           "  <key id=\"y\" for=\"node\" attr.name=\"y\" attr.type=\"double\"/>\n",
           stream);
   if (focus != NULL)
-    fputs("  <key id=\"focus\" for=\"node\" attr.name=\"focus\" attr.type=\"boolean\"/>\n",
-          stream);
+    fputs("  <key id=\"focus\" for=\"node\" attr.name=\"focus\" attr.type=\"boolean\"/>\n", stream);
   if (output->weights != NULL)
     fputs("  <key id=\"weight\" for=\"edge\" attr.name=\"weight\" attr.type=\"double\"/>\n",
           stream);

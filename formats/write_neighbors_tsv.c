@@ -43,8 +43,7 @@ static igraph_error_t knnwb_neighbors_write(FILE *stream, const igraph_t *graph,
     g_array_set_size(entries, 0);
     for (igraph_integer_t i = 0; i < degree; i++) {
       igraph_integer_t e = VECTOR(*incident)[i];
-      KnnwbNeighborEntry entry = {weights ? VECTOR(*weights)[e] : 1.0,
-                                  IGRAPH_OTHER(graph, e, v)};
+      KnnwbNeighborEntry entry = {weights ? VECTOR(*weights)[e] : 1.0, IGRAPH_OTHER(graph, e, v)};
       g_array_append_val(entries, entry);
     }
     qsort(entries->data, entries->len, sizeof(KnnwbNeighborEntry), knnwb_neighbor_entry_compare);
@@ -87,8 +86,7 @@ gboolean knnwb_formats_write_neighbors_tsv(const char *path, const igraph_t *gra
 
 gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNeighbors *neighbors,
                                                 const char *const *query_labels,
-                                                const char *const *reference_labels,
-                                                GError **error)
+                                                const char *const *reference_labels, GError **error)
 {
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL)

@@ -6,8 +6,14 @@
  * Two schedules:
  *  - symmetric (self jobs whose selection state for all n rows fits the budget): the upper triangle
  *    of T x T tiles, tile (b, c) computed once feeding rows of b (row pass) and of c (column pass).
- *    Row blocks b go to GPUs from a shared counter (largest first). Each GPU keeps state for all
- *    rows; with several GPUs the per-GPU lists are merged on the host at the end.
+ *    Thresholds come first, so that no tile line is ever scanned in full against a +inf threshold
+ *    (which would merge, for the column side with strided reads, every line of the first tiles):
+ *    one GPU walks the columns c in order, diagonal tile (c, c) first, then (b, c) for b < c, so a
+ *    row's first pairs are always its own block's. With G GPUs each keeps state for all rows: every
+ *    GPU first runs all diagonal tiles (its own, b % G == g, in full; the others on a column sample
+ *    and only for the threshold, the lists emptied again), then pieces of at most kPiece
+ *    off-diagonal tiles go to GPUs from a shared counter (small pieces: even tails), and the per-GPU
+ *    lists are merged on the host at the end.
  *  - panels (query jobs, or state too large): query panels of T rows go to GPUs from a shared
  *    counter; each panel meets every reference block, and its lists go straight to the output.
  * Data are resident on each device when they fit the budget, otherwise reference blocks stream
@@ -27,6 +33,7 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -41,6 +48,56 @@ namespace
 constexpr size_t kOverheadBytes = 96u << 20; /* cuBLAS workspace, context slack */
 constexpr int kMaxTile = 8192;
 constexpr int kMinTile = 128;
+constexpr int kPiece = 16;               /* off-diagonal tiles per work item with several GPUs */
+constexpr size_t kStagingBytes = 64u << 20; /* per pinned host staging buffer */
+
+/* KNNWB_CUDA_TRACE=1: phase timings on stderr (how the time splits, for the benchmark README). */
+bool trace_enabled()
+{
+  static const bool on = [] {
+    const char *v = getenv("KNNWB_CUDA_TRACE");
+    return v && *v && strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+double seconds_now()
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/*
+ * memcpy split over a few threads: one core copies pageable memory at a fraction of the bandwidth
+ * of a PCIe 5 DMA (and first-touch page faults of fresh output arrays are per core as well).
+ */
+void parallel_copy(void *dst, const void *src, size_t bytes, int threads)
+{
+  const size_t min_part = 4u << 20;
+  int parts = (int)std::min<size_t>((size_t)std::max(threads, 1), bytes / min_part);
+  if (parts <= 1) {
+    memcpy(dst, src, bytes);
+    return;
+  }
+  const size_t per = (bytes + parts - 1) / parts;
+  std::vector<std::thread> workers;
+  for (int t = 1; t < parts; t++) {
+    size_t b0 = per * t;
+    if (b0 >= bytes)
+      break;
+    workers.emplace_back([=] {
+      memcpy((char *)dst + b0, (const char *)src + b0, std::min(per, bytes - b0));
+    });
+  }
+  memcpy(dst, src, std::min(per, bytes));
+  for (auto &w : workers)
+    w.join();
+}
+
+/* A work item of the symmetric schedule: tiles (b, c) for b in [b0, b1), after (c, c) if diagonal. */
+struct Segment {
+  int c, b0, b1;
+  bool diagonal;
+};
 
 struct Plan {
   bool symmetric = false;
@@ -87,6 +144,8 @@ struct Run {
   int n_devices = 0;
   std::vector<int> ordinals;
   std::atomic<long> next_item{0};
+  std::vector<Segment> segments; /* symmetric schedule */
+  int copy_threads = 1;          /* host threads per GPU for staging copies */
   std::atomic<bool> abort{false};
   bool pinned = false; /* the host rows are registered (page-locked) */
   std::mutex error_mutex;
@@ -245,6 +304,8 @@ private:
   bool gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r);
   bool select_tile(int slot, const TileGeom &geom);
   bool finish_tile(long tile_counter);
+  bool ensure_anchor(long c);
+  bool symmetric_tile(long b, long c, int n_cols, bool counted);
   bool run_symmetric();
   bool run_panels();
   bool drain();
@@ -269,6 +330,11 @@ private:
   int64_t *stage_index_ = nullptr;
   float *stage_score_ = nullptr;
   size_t stage_rows_ = 0;
+  void *host_staging_[2] = {nullptr, nullptr}; /* pinned, kStagingBytes each, or NULL */
+  size_t host_staging_bytes_ = 0;
+  long anchor_block_ = -1; /* symmetric streaming: the block held in query_buffer_ */
+  long tile_counter_ = 0;  /* symmetric: tiles issued */
+  bool counted_[2] = {false, false};
   SelectState state_ = {};
 };
 
@@ -298,6 +364,11 @@ void Worker::release()
   for (void *p : allocations_)
     cudaFree(p);
   allocations_.clear();
+  for (void *&p : host_staging_)
+    if (p) {
+      cudaFreeHost(p);
+      p = nullptr;
+    }
   if (blas_)
     cublasDestroy(blas_);
   for (int i = 0; i < 2; i++)
@@ -323,7 +394,12 @@ bool Worker::setup()
   CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
-  CUDA_TRY(run_, cudaStreamCreateWithFlags(&select_stream_, cudaStreamNonBlocking));
+  /* Selection at the highest priority: its blocks are scheduled ahead of the next GEMM's pending
+   * ones, so a tile's select never holds back the GEMM after next (two tile buffers). */
+  int least_priority = 0, greatest_priority = 0;
+  CUDA_TRY(run_, cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  CUDA_TRY(run_, cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking,
+                                              greatest_priority));
   for (int i = 0; i < 2; i++) {
     CUDA_TRY(run_, cudaEventCreateWithFlags(&copy_done_[i], cudaEventDisableTiming));
     CUDA_TRY(run_, cudaEventCreateWithFlags(&gemm_done_[i], cudaEventDisableTiming));
@@ -396,6 +472,20 @@ bool Worker::setup()
   }
   if (!ok)
     return false;
+  /* Pinned staging for uploads and the final download; without it copies go direct (slower). */
+  host_staging_bytes_ = std::min(kStagingBytes, tile_bytes);
+  for (void *&h : host_staging_)
+    if (cudaMallocHost(&h, host_staging_bytes_) != cudaSuccess) {
+      cudaGetLastError();
+      h = nullptr;
+    }
+  if (!host_staging_[0] || !host_staging_[1]) {
+    for (void *&h : host_staging_)
+      if (h) {
+        cudaFreeHost(h);
+        h = nullptr;
+      }
+  }
   /* Zero padding columns once: copies write only the first dim columns of each row. */
   if (p.resident) {
     CUDA_TRY(run_, cudaMemsetAsync(reference_data_, 0, row_bytes * job->n_reference, copy_stream_));
@@ -421,33 +511,24 @@ bool Worker::load_rows(float *dst, const float *src, size_t first, size_t rows, 
 }
 
 /*
- * Pageable host rows to padded device rows: host memcpy into two pinned staging buffers, contiguous
- * DMA into a free tile buffer, then a device-side pitched copy. Avoids both registering gigabytes
- * and the driver's slow pitched copies from pageable memory.
+ * Pageable host rows to padded device rows: a parallel host memcpy into the two pinned staging
+ * buffers, contiguous DMA into a free tile buffer, then a device-side pitched copy. Avoids both
+ * registering gigabytes and the driver's slow pitched copies from pageable memory.
  */
 bool Worker::upload_staged(float *dst, const float *src, size_t rows)
 {
   const size_t dim = run_.job->dim, row_bytes = dim * sizeof(float);
-  const size_t tile_bytes =
-      std::max((size_t)run_.plan.tile * run_.plan.tile * sizeof(float), (size_t)run_.plan.kc * 12);
-  const size_t chunk_bytes = std::min<size_t>(tile_bytes, 64u << 20);
-  const size_t chunk_rows = chunk_bytes / row_bytes;
-  if (chunk_rows == 0 || run_.pinned)
+  const size_t chunk_rows = host_staging_bytes_ / row_bytes;
+  if (chunk_rows == 0 || run_.pinned || !host_staging_[0])
     return load_rows(dst, src, 0, rows, copy_stream_);
-  void *staging[2] = {nullptr, nullptr};
-  CUDA_TRY(run_, cudaMallocHost(&staging[0], chunk_rows * row_bytes));
-  if (cudaMallocHost(&staging[1], chunk_rows * row_bytes) != cudaSuccess) {
-    cudaFreeHost(staging[0]);
-    CUDA_TRY(run_, cudaGetLastError());
-  }
   bool ok = true;
   for (size_t first = 0, c = 0; first < rows && ok; first += chunk_rows, c++) {
     const int b = (int)(c % 2);
     const size_t n = std::min(chunk_rows, rows - first);
     cudaError_t err = cudaEventSynchronize(copy_done_[b]);
     if (err == cudaSuccess) {
-      memcpy(staging[b], src + first * dim, n * row_bytes);
-      err = cudaMemcpyAsync(tiles_[b], staging[b], n * row_bytes, cudaMemcpyHostToDevice,
+      parallel_copy(host_staging_[b], src + first * dim, n * row_bytes, run_.copy_threads);
+      err = cudaMemcpyAsync(tiles_[b], host_staging_[b], n * row_bytes, cudaMemcpyHostToDevice,
                             copy_stream_);
     }
     if (err == cudaSuccess)
@@ -463,8 +544,6 @@ bool Worker::upload_staged(float *dst, const float *src, size_t rows)
     }
   }
   cudaError_t err = cudaStreamSynchronize(copy_stream_);
-  cudaFreeHost(staging[0]);
-  cudaFreeHost(staging[1]);
   if (ok && err != cudaSuccess) {
     run_.fail(KNNWB_KERNELS_ERROR, "cudaStreamSynchronize failed on GPU %d: %s", device_ordinal_,
               cudaGetErrorString(err));
@@ -537,21 +616,116 @@ bool Worker::drain()
   return true;
 }
 
+/* Lists of state rows [row0, row0 + n_rows) to host arrays, through pinned staging when there is. */
 bool Worker::extract_rows(size_t row0, size_t n_rows, int64_t *dst_index, float *dst_score)
 {
   const size_t kc = (size_t)run_.plan.kc;
+  size_t chunk_rows = stage_rows_;
+  bool staged = host_staging_[0] != nullptr;
+  if (staged) {
+    chunk_rows = std::min(chunk_rows, host_staging_bytes_ / (kc * sizeof(int64_t)));
+    if (chunk_rows == 0) {
+      chunk_rows = stage_rows_;
+      staged = false;
+    }
+  }
   for (size_t done = 0; done < n_rows;) {
-    size_t chunk = std::min(stage_rows_, n_rows - done);
+    size_t chunk = std::min(chunk_rows, n_rows - done);
     CUDA_TRY(run_, launch_extract(state_, (int)(row0 + done), (int)chunk, stage_index_,
                                   stage_score_, select_stream_));
-    CUDA_TRY(run_,
-             cudaMemcpyAsync(dst_index + done * kc, stage_index_, chunk * kc * sizeof(int64_t),
-                             cudaMemcpyDeviceToHost, select_stream_));
-    CUDA_TRY(run_, cudaMemcpyAsync(dst_score + done * kc, stage_score_, chunk * kc * sizeof(float),
+    int64_t *to_index = staged ? (int64_t *)host_staging_[0] : dst_index + done * kc;
+    float *to_score = staged ? (float *)host_staging_[1] : dst_score + done * kc;
+    CUDA_TRY(run_, cudaMemcpyAsync(to_index, stage_index_, chunk * kc * sizeof(int64_t),
+                                   cudaMemcpyDeviceToHost, select_stream_));
+    CUDA_TRY(run_, cudaMemcpyAsync(to_score, stage_score_, chunk * kc * sizeof(float),
                                    cudaMemcpyDeviceToHost, select_stream_));
     CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
+    if (staged) {
+      parallel_copy(dst_index + done * kc, to_index, chunk * kc * sizeof(int64_t),
+                    run_.copy_threads);
+      parallel_copy(dst_score + done * kc, to_score, chunk * kc * sizeof(float), run_.copy_threads);
+    }
     done += chunk;
   }
+  return true;
+}
+
+/* Streaming symmetric schedule: block c (the tile columns) held in query_buffer_. */
+bool Worker::ensure_anchor(long c)
+{
+  if (anchor_block_ == c)
+    return true;
+  const size_t n = run_.job->n_query, T = (size_t)run_.plan.tile, c0 = (size_t)c * T;
+  /* reloaded once every GEMM using the previous anchor is done */
+  CUDA_TRY(run_, cudaEventRecord(query_free_, gemm_stream_));
+  CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, query_free_, 0));
+  if (!load_rows(query_buffer_, run_.job->reference, c0, std::min(T, n - c0), copy_stream_))
+    return false;
+  CUDA_TRY(run_, cudaEventRecord(query_ready_, copy_stream_));
+  CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, query_ready_, 0));
+  anchor_block_ = c;
+  return true;
+}
+
+/*
+ * Issues tile (b, c), b <= c: rows of block b against the first n_cols rows of block c; the row
+ * pass feeds rows of b, the column pass (b < c) rows of c. counted: the tile is one of the
+ * B (B + 1) / 2 of the progress total (not a threshold-only sample).
+ */
+bool Worker::symmetric_tile(long b, long c, int n_cols, bool counted)
+{
+  const KnnwbSelectJob *job = run_.job;
+  const Plan &p = run_.plan;
+  const size_t n = job->n_query, T = (size_t)p.tile;
+  const int slot = (int)(tile_counter_ % 2);
+  const size_t q0 = (size_t)b * T, r0 = (size_t)c * T;
+  const int n_q = (int)std::min(T, n - q0);
+  const float *q, *r;
+  if (p.resident) {
+    q = query_data_ + q0 * p.dpad;
+    r = reference_data_ + r0 * p.dpad;
+  } else {
+    if (!ensure_anchor(c))
+      return false;
+    r = query_buffer_;
+    if (b == c) {
+      q = query_buffer_;
+    } else {
+      CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, gemm_done_[slot], 0));
+      if (!load_rows(reference_buffer_[slot], job->reference, q0, (size_t)n_q, copy_stream_))
+        return false;
+      CUDA_TRY(run_, cudaEventRecord(copy_done_[slot], copy_stream_));
+      CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, copy_done_[slot], 0));
+      q = reference_buffer_[slot];
+    }
+  }
+  if (!gemm_tile(slot, q, n_q, r, n_cols))
+    return false;
+  TileGeom g = {};
+  g.tile = tiles_[slot];
+  g.ld = T;
+  g.n_rows = n_q;
+  g.n_cols = n_cols;
+  g.row_global0 = (int)q0;
+  g.col_global0 = (int)r0;
+  g.row_state0 = (int)q0;
+  g.col_state0 = (int)r0;
+  g.do_cols = b != c;
+  g.self = 1;
+  g.kind = job->score_kind;
+  g.sqnorms = sqnorms_;
+  g.invalid = invalid_;
+  if (!select_tile(slot, g))
+    return false;
+  /* at most two tiles in flight: wait for the previous one, then report it */
+  if (tile_counter_ >= 1) {
+    const int previous = (int)((tile_counter_ - 1) % 2);
+    CUDA_TRY(run_, cudaEventSynchronize(select_done_[previous]));
+    if (counted_[previous])
+      run_.tile_finished();
+  }
+  counted_[slot] = counted;
+  tile_counter_++;
   return true;
 }
 
@@ -561,70 +735,37 @@ bool Worker::run_symmetric()
   const Plan &p = run_.plan;
   const size_t n = job->n_query, T = (size_t)p.tile;
   const long blocks = (long)((n + T - 1) / T);
+  const int G = run_.n_devices;
+  auto block_rows = [&](long b) { return (int)std::min(T, n - (size_t)b * T); };
   CUDA_TRY(run_, launch_state_reset(state_, 0, (int)n, select_stream_));
-  long tile_counter = 0;
+  if (G > 1) {
+    /* Thresholds for every row before any off-diagonal tile. Non-owned blocks: a column sample of
+     * the diagonal tile sets thr; their lists are emptied again, since the owner's lists hold kc
+     * pairs scoring at most that thr (the owner saw every sampled pair): no pair counted twice. */
+    const int sample = (int)std::max<size_t>(T / 4, 4 * (size_t)p.kc);
+    for (long b = 0; b < blocks && !run_.cancelled(); b++) {
+      const bool owner = b % G == index_;
+      const int n_b = block_rows(b);
+      if (!symmetric_tile(b, b, owner ? n_b : std::min(n_b, sample), owner))
+        return false;
+      if (!owner)
+        CUDA_TRY(run_, launch_state_clear_lists(state_, (int)((size_t)b * T), n_b, select_stream_));
+    }
+  }
   for (;;) {
-    long b = run_.next_item++;
-    if (b >= blocks || run_.cancelled())
+    long item = run_.next_item++;
+    if (item >= (long)run_.segments.size() || run_.cancelled())
       break;
-    const size_t q0 = (size_t)b * T;
-    const int n_q = (int)std::min(T, n - q0);
-    const float *q = nullptr;
-    if (p.resident) {
-      q = query_data_ + q0 * p.dpad;
-    } else {
-      /* the query block is reloaded once every GEMM using the previous one is done */
-      CUDA_TRY(run_, cudaEventRecord(query_free_, gemm_stream_));
-      CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, query_free_, 0));
-      if (!load_rows(query_buffer_, job->query, q0, (size_t)n_q, copy_stream_))
+    const Segment sg = run_.segments[item];
+    if (sg.diagonal && !symmetric_tile(sg.c, sg.c, block_rows(sg.c), true))
+      return false;
+    for (long b = sg.b0; b < sg.b1 && !run_.cancelled(); b++)
+      if (!symmetric_tile(b, sg.c, block_rows(sg.c), true))
         return false;
-      CUDA_TRY(run_, cudaEventRecord(query_ready_, copy_stream_));
-      CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, query_ready_, 0));
-      q = query_buffer_;
-    }
-    for (long c = b; c < blocks; c++) {
-      if (run_.cancelled())
-        break;
-      const int slot = (int)(tile_counter % 2);
-      const size_t r0 = (size_t)c * T;
-      const int n_r = (int)std::min(T, n - r0);
-      const float *r;
-      if (p.resident) {
-        r = reference_data_ + r0 * p.dpad;
-      } else if (c == b) {
-        r = query_buffer_;
-      } else {
-        CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, gemm_done_[slot], 0));
-        if (!load_rows(reference_buffer_[slot], job->reference, r0, (size_t)n_r, copy_stream_))
-          return false;
-        CUDA_TRY(run_, cudaEventRecord(copy_done_[slot], copy_stream_));
-        CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, copy_done_[slot], 0));
-        r = reference_buffer_[slot];
-      }
-      if (!gemm_tile(slot, q, n_q, r, n_r))
-        return false;
-      TileGeom g = {};
-      g.tile = tiles_[slot];
-      g.ld = T;
-      g.n_rows = n_q;
-      g.n_cols = n_r;
-      g.row_global0 = (int)q0;
-      g.col_global0 = (int)r0;
-      g.row_state0 = (int)q0;
-      g.col_state0 = (int)r0;
-      g.do_cols = c != b;
-      g.self = 1;
-      g.kind = job->score_kind;
-      g.sqnorms = sqnorms_;
-      g.invalid = invalid_;
-      if (!select_tile(slot, g) || !finish_tile(tile_counter))
-        return false;
-      tile_counter++;
-    }
   }
   if (!drain())
     return false;
-  if (tile_counter >= 1)
+  if (tile_counter_ >= 1 && counted_[(tile_counter_ - 1) % 2])
     run_.tile_finished();
   if (run_.abort)
     return false;
@@ -741,13 +882,17 @@ void Worker::merge_partials()
 
 void Worker::main()
 {
+  const double t0 = seconds_now();
   bool ok = setup();
+  const double t_setup = seconds_now();
   /* every worker must have its memory before any starts: an OOM anywhere retries them all */
   run_.barrier->wait();
   if (ok && !run_.abort)
     ok = upload_resident();
+  const double t_upload = seconds_now();
   if (ok && !run_.abort)
     ok = run_.plan.symmetric ? run_symmetric() : run_panels();
+  const double t_run = seconds_now();
   if (!ok)
     run_.abort = true;
   if (run_.plan.symmetric && run_.n_devices > 1) {
@@ -755,7 +900,14 @@ void Worker::main()
     if (!run_.abort)
       merge_partials();
   }
+  const double t_merge = seconds_now();
   release();
+  if (trace_enabled())
+    fprintf(stderr,
+            "knnwb cuda worker %d (GPU %d): setup %.3f s, upload %.3f s, tiles + extract %.3f s "
+            "(%ld tiles), host merge %.3f s, release %.3f s\n",
+            index_, run_.ordinals[index_], t_setup - t0, t_upload - t_setup, t_run - t_upload,
+            tile_counter_, t_merge - t_run, seconds_now() - t_merge);
 }
 
 void set_message(char *message, size_t size, const char *format, ...)
@@ -898,6 +1050,29 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
     run.barrier = &barrier;
     run.partial_index.resize(run.n_devices);
     run.partial_score.resize(run.n_devices);
+    {
+      unsigned hw = std::thread::hardware_concurrency();
+      run.copy_threads = std::max(1, std::min(8, (int)(hw ? hw : 1) / run.n_devices));
+    }
+    if (plan.symmetric) {
+      /* One GPU: column by column, diagonal first. Several: pieces of off-diagonal tiles (their
+       * diagonal tiles run first on every GPU, see run_symmetric). */
+      for (int c = 0; c < (int)qb; c++) {
+        if (run.n_devices == 1) {
+          run.segments.push_back({c, 0, c, true});
+          continue;
+        }
+        for (int b0 = 0; b0 < c; b0 += kPiece)
+          run.segments.push_back({c, b0, std::min(c, b0 + kPiece), false});
+      }
+    }
+    if (trace_enabled())
+      fprintf(stderr,
+              "knnwb cuda: %zu x %zu rows, dim %zu, kc %zu on %d GPU(s): %s, %s, tile %d, "
+              "%.2f GiB per device\n",
+              job->n_query, job->n_reference, job->dim, job->kc, run.n_devices,
+              plan.symmetric ? "symmetric" : "panels", plan.resident ? "resident" : "streaming",
+              plan.tile, plan.bytes / (double)(1u << 30));
     {
       std::vector<std::thread> threads;
       std::vector<Worker *> workers;

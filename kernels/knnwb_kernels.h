@@ -78,6 +78,9 @@ typedef struct {
   const int32_t *reference_group;
 } KnnwbSelectJob;
 
+/** Non-zero when knnwb_cuda_select honours query_group/reference_group. */
+int knnwb_cuda_select_supports_groups(void);
+
 /** Number of usable CUDA devices (0 when none, or when not built with CUDA). Never fails. */
 int knnwb_cuda_device_count(void);
 

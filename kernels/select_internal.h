@@ -5,8 +5,10 @@
  * Selection state, per resident row r (device memory):
  *   list_score/list_index[r*kc ..]  the kc best (score, reference index) so far, any order;
  *                                   empty slots have index -1 and score +inf;
- *   thr[r]                          the kc-th best score of the list (+inf while not full): a new
- *                                   pair can only matter when its score is strictly below it;
+ *   thr[r]                          an upper bound on the kc-th best score (the list's kc-th,
+ *                                   +inf while not full, or a tighter bound imported from the
+ *                                   rows' diagonal tile on another GPU): a new pair can only
+ *                                   matter when its score is strictly below it;
  *   cand_score/cand_index[r*cap ..] candidates that passed thr, appended by the tile filter;
  *   count[r]                        candidates appended (may exceed cap: the row "overflowed").
  * A row is merged (list + candidates -> new list, new thr) once its count passes lazy_limit, so the
@@ -71,6 +73,14 @@ struct TileGeom {
 
 /** Empties rows [row0, row0 + n_rows) of the state. */
 cudaError_t launch_state_reset(const SelectState &state, int row0, int n_rows, cudaStream_t stream);
+
+/**
+ * Empties the lists and pending candidates of rows [row0, row0 + n_rows) but keeps thr. Valid only
+ * when another GPU's lists hold, for each such row, kc pairs scoring at most its thr (the owner of
+ * the row's diagonal tile): pairs dropped here by that bound are then never needed in the union.
+ */
+cudaError_t launch_state_clear_lists(const SelectState &state, int row0, int n_rows,
+                                     cudaStream_t stream);
 
 /** Filters a finished tile into the state and merges the rows that need it. */
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);

@@ -253,6 +253,7 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
 {
   const float inf = __int_as_float(0x7f800000);
   const int count = st.count[row];
+  const float thr_row = st.thr[row]; /* written below by thread 0 only after the block's barriers */
   const bool overflow = has_line && count > st.cap;
   const int n_buffer = count < st.cap ? count : st.cap;
   uint32_t *scratch_key = st.scratch_key + (size_t)blockIdx.x * st.scratch_len;
@@ -267,7 +268,7 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
   __syncthreads();
   if (overflow) {
     /* The buffer lost pairs of this tile: take the whole line again (filtered by the same thr). */
-    const float thr_old = st.thr[row];
+    const float thr_old = thr_row;
     for (int base = 0; base < line.length; base += kMergeThreads) {
       int t = base + threadIdx.x;
       bool ok = false;
@@ -358,7 +359,9 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
     ls[t] = idx < 0 ? inf : key_float(out_key[t]);
   }
   if (threadIdx.x == 0) {
-    st.thr[row] = pivot == kEmptyKey ? inf : key_float(pivot);
+    /* min: a row may hold a bound imported from another GPU's lists (see launch_state_clear_lists),
+     * which an emptier list here must not loosen; with a full list the pivot is never larger. */
+    st.thr[row] = fminf(thr_row, pivot == kEmptyKey ? inf : key_float(pivot));
     st.count[row] = 0;
   }
   __syncthreads();
@@ -430,6 +433,21 @@ __global__ void reset_kernel(SelectState st, int row0, int n_rows)
   }
 }
 
+__global__ void clear_lists_kernel(SelectState st, int row0, int n_rows)
+{
+  const float inf = __int_as_float(0x7f800000);
+  size_t total = (size_t)n_rows * st.kc;
+  for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
+       t += (size_t)gridDim.x * blockDim.x) {
+    size_t at = (size_t)row0 * st.kc + t;
+    st.list_score[at] = inf;
+    st.list_index[at] = -1;
+  }
+  for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < (size_t)n_rows;
+       t += (size_t)gridDim.x * blockDim.x)
+    st.count[row0 + t] = 0;
+}
+
 __global__ void extract_kernel(SelectState st, int row0, int n_rows, int64_t *out_index,
                                float *out_score)
 {
@@ -459,6 +477,16 @@ cudaError_t launch_state_reset(const SelectState &state, int row0, int n_rows, c
   if (n_rows <= 0)
     return cudaSuccess;
   reset_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(state, row0, n_rows);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_state_clear_lists(const SelectState &state, int row0, int n_rows,
+                                     cudaStream_t stream)
+{
+  if (n_rows <= 0)
+    return cudaSuccess;
+  clear_lists_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(state, row0,
+                                                                                  n_rows);
   return cudaGetLastError();
 }
 

@@ -87,8 +87,8 @@ static void bench_write_npy(const char *path, size_t rows, size_t cols)
   FILE *f = fopen(path, "w");
   g_assert_nonnull(f);
   char dict[128];
-  int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }",
-                   rows, cols);
+  int n = snprintf(dict, sizeof dict,
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", rows, cols);
   size_t total = 10 + (size_t)n + 1;
   size_t padded = (total + 63) / 64 * 64;
   unsigned short header_length = (unsigned short)(padded - 10);

@@ -73,8 +73,8 @@ void formats_test_expect_parse_error(const char *path, const KnnwbReadOptions *o
       line > 0 ? g_strdup_printf("%s:%d:", path, line) : g_strdup_printf("%s: ", path);
   if (error->domain != KNNWB_ERROR || error->code != KNNWB_ERROR_PARSE ||
       !g_str_has_prefix(error->message, prefix) || strstr(error->message, needle) == NULL) {
-    g_test_message("expected a parse error starting '%s' containing '%s'; got code %d: %s",
-                   prefix, needle, error->code, error->message);
+    g_test_message("expected a parse error starting '%s' containing '%s'; got code %d: %s", prefix,
+                   needle, error->code, error->message);
     g_test_fail();
   }
   g_error_free(error);

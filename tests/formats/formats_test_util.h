@@ -9,7 +9,8 @@
 /** A per-process temporary directory, removed (with its files) at exit. */
 const char *formats_test_dir(void);
 
-/** Writes length bytes (strlen when length is -1) to a new file in the test dir; returns its path. */
+/** Writes length bytes (strlen when length is -1) to a new file in the test dir; returns its path.
+ */
 char *formats_test_write(const char *name, const char *content, gssize length);
 
 /** Number of entries in a directory (to prove no temporary file was left behind). */

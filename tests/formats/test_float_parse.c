@@ -60,7 +60,7 @@ static void test_float_matches_strtof(void)
   GRand *rand = g_rand_new_with_seed(20240611);
   GString *file = g_string_new(NULL);
   GString *number = g_string_new(NULL);
-  float *expected = g_new(float, ROWS * COLS);
+  float *expected = g_new(float, ROWS *COLS);
   for (int i = 0; i < ROWS; i++) {
     g_string_append_printf(file, "r%d", i);
     for (int j = 0; j < COLS; j++) {
@@ -104,10 +104,17 @@ static void test_float_edge_cases(void)
     const char *text;
     float value;
   } cases[] = {
-      {"16777217", 16777216.0f}, {"16777219", 16777220.0f}, {"-16777217", -16777216.0f},
-      {"0", 0.0f},               {"-0.0", -0.0f},           {".5", 0.5f},
-      {"5.", 5.0f},              {"+1.25", 1.25f},          {"1e-45", 1.40129846e-45f},
-      {"3.4028235e38", 3.4028235e38f}, {"0.000000000000000000000000000001", 1e-30f},
+      {"16777217", 16777216.0f},
+      {"16777219", 16777220.0f},
+      {"-16777217", -16777216.0f},
+      {"0", 0.0f},
+      {"-0.0", -0.0f},
+      {".5", 0.5f},
+      {"5.", 5.0f},
+      {"+1.25", 1.25f},
+      {"1e-45", 1.40129846e-45f},
+      {"3.4028235e38", 3.4028235e38f},
+      {"0.000000000000000000000000000001", 1e-30f},
       {"1234567890123456789012345", 1.23456789e24f},
   };
   GString *file = g_string_new("label");

@@ -170,7 +170,8 @@ static void test_csv_flavours(void)
 {
   /* Header, quoted labels holding commas, quotes and a newline, CRLF, UTF-8, blanks around
    * numbers, a quoted number, blank lines, no newline at the end. */
-  const char *text = "\xEF\xBB\xBF" "probe,S1,S2,S3\r\n"
+  const char *text = "\xEF\xBB\xBF"
+                     "probe,S1,S2,S3\r\n"
                      "\"a,b\",1,2,3\r\n"
                      "\r\n"
                      "\"say \"\"hi\"\"\", 4 ,5 , \"6\"\r\n"
@@ -273,7 +274,8 @@ static void test_tsv_large(void)
   g_assert_cmpuint(m->n_cols, ==, wide);
   for (int i = 0; i < 3; i++)
     for (size_t j = 0; j < wide; j += 9973)
-      g_assert_cmpfloat(m->values[(size_t)i * wide + j], ==, (float)((j * 7 + (size_t)i) % 1000) + 0.5f);
+      g_assert_cmpfloat(m->values[(size_t)i * wide + j], ==,
+                        (float)((j * 7 + (size_t)i) % 1000) + 0.5f);
   g_assert_cmpstr(m->col_labels[wide - 1], ==, "c699999");
   knnwb_matrix_free(m);
 
@@ -441,8 +443,8 @@ static void test_npy_good(void)
 {
   const float c_order[6] = {1, 2, 3, 4, 5, 6}; /* 2 x 3 */
   g_autofree char *f4 =
-      make_npy("c.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
-               c_order, sizeof c_order);
+      make_npy("c.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", c_order,
+               sizeof c_order);
   g_autofree char *labels = formats_test_write("c.labels", "first\nsecond\n\n", -1);
   KnnwbReadOptions options = options_for(KNNWB_INPUT_AUTO);
   options.labels_path = labels;
@@ -487,9 +489,9 @@ static void test_npy_good(void)
     bits = GUINT64_TO_BE(bits);
     memcpy(&big[i], &bits, 8);
   }
-  g_autofree char *f8 = make_npy("d.npy", 3,
-                                 "{\"descr\": \">f8\", \"fortran_order\": False, \"shape\": (2L, 2L)}",
-                                 big, sizeof big);
+  g_autofree char *f8 =
+      make_npy("d.npy", 3, "{\"descr\": \">f8\", \"fortran_order\": False, \"shape\": (2L, 2L)}",
+               big, sizeof big);
   options = options_for(KNNWB_INPUT_AUTO);
   m = read_ok(f8, &options, &info);
   assert_row(m, 0, NULL, (const float[]){1.5f, -2.25f});
@@ -529,13 +531,11 @@ static void test_npy_malformed(void)
       {"dims1", "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", 24, "1 dimensions"},
       {"truncated", NULL, 20, "truncated"},
       {"trailing", NULL, 28, "4 bytes follow"},
-      {"absurd", "{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000, 4000000000), }", 24,
-       "truncated"},
-      {"overflow",
-       "{'descr': '<f8', 'fortran_order': False, 'shape': (9223372036854775807, 4), }", 24,
-       "truncated"},
-      {"order", "{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3), }", 24,
-       "True or False"},
+      {"absurd", "{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000, 4000000000), }",
+       24, "truncated"},
+      {"overflow", "{'descr': '<f8', 'fortran_order': False, 'shape': (9223372036854775807, 4), }",
+       24, "truncated"},
+      {"order", "{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3), }", 24, "True or False"},
       {"key", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}", 24,
        "unknown key"},
       {"missing-key", "{'descr': '<f4', 'shape': (2, 3), }", 24, "lacks"},
@@ -559,9 +559,10 @@ static void test_npy_malformed(void)
   g_autofree char *magic = formats_test_write("bad-magic.npy", "NUMPY is not here", -1);
   KnnwbReadOptions options = options_for(KNNWB_INPUT_NPY);
   formats_test_expect_parse_error(magic, &options, 0, "not an NPY file");
-  g_autofree char *version = formats_test_write("bad-version.npy", "\x93NUMPY\x04\x00\x10\x00{}", 16);
+  g_autofree char *version =
+      formats_test_write("bad-version.npy", BIN("\x93NUMPY\x04\x00\x10\x00{}"));
   formats_test_expect_parse_error(version, &options, 0, "version 4");
-  g_autofree char *header = formats_test_write("bad-header.npy", "\x93NUMPY\x01\x00\xff\x7f{", 11);
+  g_autofree char *header = formats_test_write("bad-header.npy", BIN("\x93NUMPY\x01\x00\xff\x7f{"));
   formats_test_expect_parse_error(header, &options, 0, "the header claims");
   const float with_nan[6] = {1, 2, INFINITY, 4, 5, 6};
   g_autofree char *nan = make_npy("bad-nan.npy", 1, good, with_nan, sizeof with_nan);
@@ -613,9 +614,9 @@ static void test_detection(void)
     const char *content;
     KnnwbInputFormat format;
   } cases[] = {
-      {"a.csv", "x", KNNWB_INPUT_CSV},       {"a.TSV", "x", KNNWB_INPUT_TSV},
-      {"a.gct", "x", KNNWB_INPUT_GCT},       {"a.npy", "x", KNNWB_INPUT_NPY},
-      {"a.txt", "#1.2\n", KNNWB_INPUT_GCT},  {"b.txt", "\n<MicroarrayData>\n", KNNWB_INPUT_CIBM},
+      {"a.csv", "x", KNNWB_INPUT_CSV},        {"a.TSV", "x", KNNWB_INPUT_TSV},
+      {"a.gct", "x", KNNWB_INPUT_GCT},        {"a.npy", "x", KNNWB_INPUT_NPY},
+      {"a.txt", "#1.2\n", KNNWB_INPUT_GCT},   {"b.txt", "\n<MicroarrayData>\n", KNNWB_INPUT_CIBM},
       {"c.txt", "a\tb,c\n", KNNWB_INPUT_TSV}, {"d.dat", "a,b\n", KNNWB_INPUT_CSV},
       {"e", "\x93NUMPY", KNNWB_INPUT_NPY},
   };

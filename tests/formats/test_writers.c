@@ -144,7 +144,8 @@ static void test_knn_malformed(void)
     g_assert_false(knnwb_formats_read_knn(path, TRUE, &graph, &weights, &error));
     g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
     g_autofree char *prefix = g_strdup_printf("%s:%d:", path, cases[i].line);
-    if (!g_str_has_prefix(error->message, prefix) || strstr(error->message, cases[i].needle) == NULL) {
+    if (!g_str_has_prefix(error->message, prefix) ||
+        strstr(error->message, cases[i].needle) == NULL) {
       g_test_message("want '%s' ... '%s', got: %s", prefix, cases[i].needle, error->message);
       g_test_fail();
     }
@@ -244,6 +245,7 @@ static void test_tables(void)
                   "d\t1\t\"say \"\"x\"\"\"\t2\n");
   /* The table reads back through the TSV reader (labels in column 0, quoted). */
   igraph_destroy(&graph);
+  igraph_vector_destroy(&weights);
 
   small_graph(FALSE, &graph, &weights);
   g_assert_true(knnwb_formats_write_neighbors_tsv(path, &graph, &weights, NULL, &error));
@@ -260,24 +262,24 @@ static void test_tables(void)
   igraph_integer_t ids[] = {1, 0, 1, 1};
   igraph_vector_int_init_array(&membership, ids, 4);
   g_autofree char *labels_path = g_build_filename(formats_test_dir(), "x.labels.tsv", NULL);
-  KnnwbGraphOutput output = {.graph = &graph, .weights = &weights, .labels = labels,
-                             .membership = &membership};
+  KnnwbGraphOutput output = {
+      .graph = &graph, .weights = &weights, .labels = labels, .membership = &membership};
   g_assert_true(knnwb_formats_write_graph(labels_path, KNNWB_OUTPUT_AUTO, &output, &error));
   g_assert_no_error(error);
   g_free(text);
   text = read_text(labels_path);
-  g_assert_cmpstr(text, ==,
-                  "label\tcluster\tsize\na\t1\t3\n\"tab\there\"\t0\t1\n\"say \"\"x\"\"\"\t1\t3\nd\t1\t3\n");
+  g_assert_cmpstr(
+      text, ==,
+      "label\tcluster\tsize\na\t1\t3\n\"tab\there\"\t0\t1\n\"say \"\"x\"\"\"\t1\t3\nd\t1\t3\n");
 
   /* From neighbour lists, skipping empty slots. */
   int64_t indices[] = {1, 2, 0, -1};
   double distances[] = {0.125, 0.5, 1.0, INFINITY};
   int32_t found[] = {2, 1};
-  KnnwbNeighbors neighbors = {.n_queries = 2, .k = 2, .indices = indices, .distances = distances,
-                              .n_found = found};
+  KnnwbNeighbors neighbors = {
+      .n_queries = 2, .k = 2, .indices = indices, .distances = distances, .n_found = found};
   const char *queries[] = {"q0", "q1"};
-  g_assert_true(
-      knnwb_formats_write_neighbor_lists_tsv(path, &neighbors, queries, labels, &error));
+  g_assert_true(knnwb_formats_write_neighbor_lists_tsv(path, &neighbors, queries, labels, &error));
   g_free(text);
   text = read_text(path);
   g_assert_cmpstr(text, ==,
@@ -310,8 +312,11 @@ static void test_gml_and_graphml(void)
   KnnwbGmlOptions gml;
   knnwb_formats_gml_options_init(&gml);
   gml.focus = &focus;
-  KnnwbGraphOutput output = {.graph = &graph, .weights = &weights, .labels = labels,
-                             .membership = &membership, .gml = &gml};
+  KnnwbGraphOutput output = {.graph = &graph,
+                             .weights = &weights,
+                             .labels = labels,
+                             .membership = &membership,
+                             .gml = &gml};
   g_autofree char *path = g_build_filename(formats_test_dir(), "g.gml", NULL);
   GError *error = NULL;
   g_assert_true(knnwb_formats_write_graph(path, KNNWB_OUTPUT_AUTO, &output, &error));
@@ -331,6 +336,7 @@ static void test_gml_and_graphml(void)
 
   /* Directed graphs get arrows; layout none gives no coordinates. */
   igraph_t directed;
+  igraph_vector_destroy(&weights);
   small_graph(TRUE, &directed, &weights);
   gml.layout = KNNWB_LAYOUT_NONE;
   output.graph = &directed;
@@ -397,9 +403,12 @@ static void test_output_names(void)
   static const struct {
     const char *path;
     KnnwbOutputFormat format;
-  } cases[] = {{"a.knn", KNNWB_OUTPUT_KNN},          {"a.GML", KNNWB_OUTPUT_GML},
-               {"a.graphml", KNNWB_OUTPUT_GRAPHML},  {"a.labels.tsv", KNNWB_OUTPUT_LABELS_TSV},
-               {"a.clusters.tsv", KNNWB_OUTPUT_LABELS_TSV}, {"a.tsv", KNNWB_OUTPUT_NEIGHBORS_TSV}};
+  } cases[] = {{"a.knn", KNNWB_OUTPUT_KNN},
+               {"a.GML", KNNWB_OUTPUT_GML},
+               {"a.graphml", KNNWB_OUTPUT_GRAPHML},
+               {"a.labels.tsv", KNNWB_OUTPUT_LABELS_TSV},
+               {"a.clusters.tsv", KNNWB_OUTPUT_LABELS_TSV},
+               {"a.tsv", KNNWB_OUTPUT_NEIGHBORS_TSV}};
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     KnnwbOutputFormat format;
     g_assert_true(knnwb_formats_output_from_path(cases[i].path, &format, NULL));
@@ -411,7 +420,8 @@ static void test_output_names(void)
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
   g_clear_error(&error);
   for (int f = KNNWB_OUTPUT_AUTO; f <= KNNWB_OUTPUT_NEIGHBORS_TSV; f++) {
-    g_assert_true(knnwb_formats_output_from_string(knnwb_formats_output_to_string(f), &format, NULL));
+    g_assert_true(
+        knnwb_formats_output_from_string(knnwb_formats_output_to_string(f), &format, NULL));
     g_assert_cmpint(format, ==, f);
   }
   g_assert_true(knnwb_formats_output_from_string("neighbours", &format, NULL));
@@ -436,7 +446,8 @@ static void test_layouts(void)
     igraph_matrix_t coordinates;
     igraph_matrix_init(&coordinates, 0, 0);
     GError *error = NULL;
-    g_assert_true(knnwb_formats_layout(&graph, &weights, layout, 10, 1, 30.0, &coordinates, &error));
+    g_assert_true(
+        knnwb_formats_layout(&graph, &weights, layout, 10, 1, 30.0, &coordinates, &error));
     g_assert_no_error(error);
     g_assert_cmpint(igraph_matrix_nrow(&coordinates), ==, 60);
     for (igraph_integer_t v = 0; v < 60; v++)

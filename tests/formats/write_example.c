@@ -41,9 +41,10 @@ int main(int argc, char **argv)
   igraph_set_error_handler(igraph_error_handler_ignore);
   g_mkdir_with_parents(argv[1], 0755);
   enum { N = 15 };
-  const char *labels[N] = {"plain", "A&B", "say \"hi\"", "g\xC3\xA8ne", "\xE6\x97\xA5\xE6\x9C\xAC",
-                           "<tag>", "semi;colon", "tab\there", "v8", "v9",
-                           "v10", "v11", "v12", "v13", "dummy probe"};
+  const char *labels[N] = {
+      "plain", "A&B",        "say \"hi\"", "g\xC3\xA8ne", "\xE6\x97\xA5\xE6\x9C\xAC",
+      "<tag>", "semi;colon", "tab\there",  "v8",          "v9",
+      "v10",   "v11",        "v12",        "v13",         "dummy probe"};
   igraph_vector_int_t edges;
   igraph_vector_int_init(&edges, 0);
   for (int i = 0; i < N; i++) {
@@ -79,8 +80,11 @@ int main(int argc, char **argv)
     knnwb_formats_gml_options_init(&gml);
     gml.coordinates = &coordinates;
     gml.focus = &focus;
-    KnnwbGraphOutput output = {.graph = &graph, .weights = &weights, .labels = labels,
-                               .membership = &membership, .gml = &gml};
+    KnnwbGraphOutput output = {.graph = &graph,
+                               .weights = &weights,
+                               .labels = labels,
+                               .membership = &membership,
+                               .gml = &gml};
     const char *name = directed ? "directed" : "graph";
     const char *extensions[] = {".gml", ".graphml", ".knn"};
     for (int x = 0; x < 3; x++) {

@@ -1,4 +1,5 @@
-/* Matrix readers (CIBM, CSV/TSV, GCT, NPY) and graph/table writers (.knn, yEd GML, GraphML, TSV). */
+/* Matrix readers (CIBM, CSV/TSV, GCT, NPY) and graph/table writers (.knn, yEd GML, GraphML, TSV).
+ */
 #ifndef KNNWB_FORMATS_H
 #define KNNWB_FORMATS_H
 
@@ -25,8 +26,10 @@ typedef enum {
   KNNWB_INPUT_NPY   /**< NumPy .npy, float32/float64, C or Fortran order, header versions 1-3 */
 } KnnwbInputFormat;
 
-/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy" (case-insensitive). Errors: INVALID_ARGUMENT. */
-gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format, GError **error);
+/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy" (case-insensitive). Errors: INVALID_ARGUMENT.
+ */
+gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format,
+                                         GError **error);
 /** The name knnwb_formats_input_from_string() accepts. */
 const char *knnwb_formats_input_to_string(KnnwbInputFormat format);
 
@@ -53,12 +56,12 @@ typedef enum {
 
 /** Options of knnwb_formats_read_matrix(). Initialise with knnwb_formats_read_options_init(). */
 typedef struct {
-  KnnwbInputFormat format;    /**< default AUTO */
-  gboolean transpose;         /**< file columns become the points (samples as rows); default FALSE */
-  KnnwbHeaderMode header;     /**< CSV/TSV only; default AUTO */
-  int label_column;           /**< CSV/TSV: 0-based column of the row labels, -1 = none; default 0 */
+  KnnwbInputFormat format; /**< default AUTO */
+  gboolean transpose;      /**< file columns become the points (samples as rows); default FALSE */
+  KnnwbHeaderMode header;  /**< CSV/TSV only; default AUTO */
+  int label_column;        /**< CSV/TSV: 0-based column of the row labels, -1 = none; default 0 */
   KnnwbMissingPolicy missing; /**< default KNNWB_MISSING_ERROR */
-  const char *labels_path;    /**< NPY: optional side file, one row label per line (rows as stored) */
+  const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
 } KnnwbReadOptions;
 
 /** Fills options with the defaults listed in KnnwbReadOptions. */
@@ -66,10 +69,10 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options);
 
 /** What a read did, for reports. */
 typedef struct {
-  KnnwbInputFormat format; /**< the format actually read (never AUTO) */
-  size_t n_dropped_rows;   /**< rows dropped for missing values (policy DROP_ROWS) */
+  KnnwbInputFormat format;   /**< the format actually read (never AUTO) */
+  size_t n_dropped_rows;     /**< rows dropped for missing values (policy DROP_ROWS) */
   size_t first_dropped_line; /**< 1-based line (NPY: row) of the first dropped row, 0 if none */
-  gboolean mapped;         /**< the values are a memory mapping of the file (NPY) */
+  gboolean mapped;           /**< the values are a memory mapping of the file (NPY) */
 } KnnwbReadInfo;
 
 /**
@@ -82,11 +85,11 @@ typedef struct {
  *
  * Errors: KNNWB_ERROR_IO (open/read failed), KNNWB_ERROR_PARSE with the message
  * "path:line:column: what is wrong" (NPY: "path: ..." with the byte offset or row), and
- * KNNWB_ERROR_NO_MEMORY when declared or actual sizes overflow or cannot be allocated: absurd header
- * dimensions are checked against the file size before anything is allocated.
- * Complexity: one streaming pass, O(file size) time; memory: the matrix plus a 4 MiB buffer and the
- * labels (a transposed read holds two copies of the matrix briefly). NPY float32 in C order (or
- * Fortran order with transpose) is memory-mapped, not copied.
+ * KNNWB_ERROR_NO_MEMORY when declared or actual sizes overflow or cannot be allocated: absurd
+ * header dimensions are checked against the file size before anything is allocated. Complexity: one
+ * streaming pass, O(file size) time; memory: the matrix plus a 4 MiB buffer and the labels (a
+ * transposed read holds two copies of the matrix briefly). NPY float32 in C order (or Fortran order
+ * with transpose) is memory-mapped, not copied.
  */
 gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
                                    KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
@@ -105,7 +108,8 @@ typedef enum {
   KNNWB_OUTPUT_NEIGHBORS_TSV /**< neighbour table: label, rank, neighbour label, distance */
 } KnnwbOutputFormat;
 
-/** Parses "auto", "knn", "gml", "graphml", "labels", "neighbors"/"neighbours". Errors: INVALID_ARGUMENT. */
+/** Parses "auto", "knn", "gml", "graphml", "labels", "neighbors"/"neighbours". Errors:
+ * INVALID_ARGUMENT. */
 gboolean knnwb_formats_output_from_string(const char *name, KnnwbOutputFormat *format,
                                           GError **error);
 /** The name knnwb_formats_output_from_string() accepts. */
@@ -142,16 +146,17 @@ gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weig
                               unsigned long seed, double node_size, igraph_matrix_t *coordinates,
                               GError **error);
 
-/** Appearance options of the yEd GML and GraphML writers. Initialise with knnwb_formats_gml_options_init(). */
+/** Appearance options of the yEd GML and GraphML writers. Initialise with
+ * knnwb_formats_gml_options_init(). */
 typedef struct {
-  KnnwbLayout layout;                   /**< default AUTO */
-  igraph_integer_t fr_max_vertices;     /**< AUTO switches to DrL above this; default 3000 */
-  unsigned long seed;                   /**< layout RNG seed; default 42 */
-  const igraph_matrix_t *coordinates;   /**< n x 2 precomputed coordinates; overrides layout */
-  const igraph_vector_int_t *focus;     /**< vertex ids to highlight (the "dummy probe"); may be NULL */
-  double node_size;                     /**< node width/height; default 30 */
-  double font_size;                     /**< label font size; default 12 */
-  double edge_width;                    /**< default 1 */
+  KnnwbLayout layout;                 /**< default AUTO */
+  igraph_integer_t fr_max_vertices;   /**< AUTO switches to DrL above this; default 3000 */
+  unsigned long seed;                 /**< layout RNG seed; default 42 */
+  const igraph_matrix_t *coordinates; /**< n x 2 precomputed coordinates; overrides layout */
+  const igraph_vector_int_t *focus; /**< vertex ids to highlight (the "dummy probe"); may be NULL */
+  double node_size;                 /**< node width/height; default 30 */
+  double font_size;                 /**< label font size; default 12 */
+  double edge_width;                /**< default 1 */
 } KnnwbGmlOptions;
 
 /** Fills options with the defaults listed in KnnwbGmlOptions. */
