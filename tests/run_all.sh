@@ -35,7 +35,7 @@ if command -v clang >/dev/null; then
   for f in build/fuzz/tests/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     name=$(basename "$f")
-    corpus=tests/fuzz/corpus/${name#fuzz_}
+    corpus=tests/fuzz/corpus/${name#fuzz_read_}
     mkdir -p build/fuzz/corpus-"$name"
     "$f" -max_total_time="${KNNWB_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 build/fuzz/corpus-"$name" \
       $( [ -d "$corpus" ] && echo "$corpus" )
