@@ -7,5 +7,8 @@
 #include <knnwb/knn.h>
 #include <knnwb/graph.h>
 #include <knnwb/version.h>
+#include <knnwb/formats.h>
+#include <knnwb/atomic_file.h>
+#include <knnwb/clustering.h>
 
 #endif
