@@ -20,7 +20,7 @@ typedef struct {
   float *ranks_owned;        /* spearman ranks (exact points here) */
   float *sqnorms;            /* n squared norms of scored rows (euclidean), rounded from double */
   double *mean;              /* n means (pearson family) */
-  double *inverse_norm;      /* n 1/|centred row| (pearson family) or 1/|row| (cosine) */
+  double *sum_squares;       /* n |centred row|^2 (pearson family) or |row|^2 (cosine) */
   double max_norm;           /* largest |row| (euclidean error bound) */
   double *norm;              /* n |row| (euclidean error bound) */
   unsigned char *invalid;    /* n flags: degenerate rows left out, or NULL when none */
@@ -46,9 +46,9 @@ double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrep
 
 /** The per-row statistics both the engine and knnwb_distance_exact use, so they agree bit for bit. */
 void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,
-                          double *inverse_norm);
+                          double *sum_squares);
 double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
-                           double mean_x, double inverse_x, double mean_y, double inverse_y);
+                           double mean_x, double squares_x, double mean_y, double squares_y);
 /** Average ranks (1-based, ties averaged) of row into ranks. O(d log d). */
 void knnwb_row_ranks(const float *row, size_t d, float *ranks);
 

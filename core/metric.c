@@ -70,7 +70,7 @@ static double knnwb_lanes_sum(const double *acc)
 }
 
 void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,
-                          double *inverse_norm)
+                          double *sum_squares)
 {
   double acc[KNNWB_LANES] = {0};
   size_t j = 0;
@@ -94,11 +94,11 @@ void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double
   for (; j < d; j++)
     ss += (row[j] - m) * (row[j] - m);
   *mean = m;
-  *inverse_norm = ss > 0.0 ? 1.0 / sqrt(ss) : 0.0;
+  *sum_squares = ss;
 }
 
 double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
-                           double mean_x, double inverse_x, double mean_y, double inverse_y)
+                           double mean_x, double squares_x, double mean_y, double squares_y)
 {
   double acc[KNNWB_LANES] = {0};
   size_t j = 0;
@@ -129,8 +129,11 @@ double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, s
       acc[t] += ((double)x[j + t] - mean_x) * ((double)y[j + t] - mean_y);
   for (; j < d; j++)
     tail += ((double)x[j] - mean_x) * ((double)y[j] - mean_y);
-  /* (inverse_x * inverse_y) is symmetric in x and y, so d(x, y) == d(y, x) bit for bit. */
-  double r = (knnwb_lanes_sum(acc) + tail) * (inverse_x * inverse_y);
+  /* sqrt(ssx * ssy) is symmetric in x and y, so d(x, y) == d(y, x) bit for bit; and for x == y
+   * the dot product equals ssx bit for bit and sqrt(fl(ssx^2)) == ssx, so identical rows are at
+   * distance exactly 0. A zero norm (degenerate row) gives r = 0. */
+  double norms = sqrt(squares_x * squares_y);
+  double r = norms > 0.0 ? (knnwb_lanes_sum(acc) + tail) / norms : 0.0;
   r = r > 1.0 ? 1.0 : (r < -1.0 ? -1.0 : r);
   return metric == KNNWB_METRIC_ABS_PEARSON ? 1.0 - fabs(r) : 1.0 - r;
 }
@@ -179,12 +182,12 @@ double knnwb_distance_exact(KnnwbMetric metric, const float *x, const float *y, 
     a = ranks;
     b = ranks + d;
   }
-  double mean_a = 0, inverse_a = 0, mean_b = 0, inverse_b = 0;
+  double mean_a = 0, squares_a = 0, mean_b = 0, squares_b = 0;
   if (metric != KNNWB_METRIC_EUCLIDEAN && metric != KNNWB_METRIC_MANHATTAN) {
-    knnwb_row_statistics(metric, a, d, &mean_a, &inverse_a);
-    knnwb_row_statistics(metric, b, d, &mean_b, &inverse_b);
+    knnwb_row_statistics(metric, a, d, &mean_a, &squares_a);
+    knnwb_row_statistics(metric, b, d, &mean_b, &squares_b);
   }
-  double distance = knnwb_pair_distance(metric, a, b, d, mean_a, inverse_a, mean_b, inverse_b);
+  double distance = knnwb_pair_distance(metric, a, b, d, mean_a, squares_a, mean_b, squares_b);
   g_free(ranks);
   return distance;
 }

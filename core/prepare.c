@@ -44,8 +44,8 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
         knnwb_row_ranks(row, d, p->ranks_owned + i * d);
         source = p->ranks_owned + i * d;
       }
-      knnwb_row_statistics(p->metric, source, d, &p->mean[i], &p->inverse_norm[i]);
-      gboolean degenerate = p->metric == KNNWB_METRIC_COSINE ? p->inverse_norm[i] == 0.0
+      knnwb_row_statistics(p->metric, source, d, &p->mean[i], &p->sum_squares[i]);
+      gboolean degenerate = p->metric == KNNWB_METRIC_COSINE ? p->sum_squares[i] == 0.0
                                                               : knnwb_row_is_constant(source, d);
       float *out = p->scored_owned + i * d;
       if (degenerate) {
@@ -53,8 +53,9 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
         memset(out, 0, d * sizeof(float));
         break;
       }
+      const double inverse_norm = 1.0 / sqrt(p->sum_squares[i]);
       for (size_t j = 0; j < d; j++)
-        out[j] = (float)(((double)source[j] - p->mean[i]) * p->inverse_norm[i]);
+        out[j] = (float)(((double)source[j] - p->mean[i]) * inverse_norm);
     }
     }
   }
@@ -66,7 +67,7 @@ void knnwb_prepared_clear(KnnwbPrepared *p)
   g_free(p->ranks_owned);
   g_free(p->sqnorms);
   g_free(p->mean);
-  g_free(p->inverse_norm);
+  g_free(p->sum_squares);
   g_free(p->norm);
   g_free(p->invalid);
   memset(p, 0, sizeof *p);
@@ -122,7 +123,7 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
       p->exact = data->values;
     }
     p->mean = knnwb_try_alloc(n, sizeof(double), &ok);
-    p->inverse_norm = knnwb_try_alloc(n, sizeof(double), &ok);
+    p->sum_squares = knnwb_try_alloc(n, sizeof(double), &ok);
     break;
   }
   if (!ok) {
@@ -173,8 +174,8 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j)
 {
   const size_t d = a->d;
-  double mean_a = a->mean ? a->mean[i] : 0.0, inverse_a = a->inverse_norm ? a->inverse_norm[i] : 0.0;
-  double mean_b = b->mean ? b->mean[j] : 0.0, inverse_b = b->inverse_norm ? b->inverse_norm[j] : 0.0;
-  return knnwb_pair_distance(a->metric, a->exact + i * d, b->exact + j * d, d, mean_a, inverse_a,
-                             mean_b, inverse_b);
+  double mean_a = a->mean ? a->mean[i] : 0.0, squares_a = a->sum_squares ? a->sum_squares[i] : 0.0;
+  double mean_b = b->mean ? b->mean[j] : 0.0, squares_b = b->sum_squares ? b->sum_squares[j] : 0.0;
+  return knnwb_pair_distance(a->metric, a->exact + i * d, b->exact + j * d, d, mean_a, squares_a,
+                             mean_b, squares_b);
 }

@@ -131,7 +131,7 @@ int main(int argc, char **argv)
   GOptionEntry entries[] = {
       {"threads", 't', 0, G_OPTION_ARG_INT, &threads, "Threads for knnwb (0 = all cores)", "N"},
       {"quick", 'q', 0, G_OPTION_ARG_NONE, &quick, "Small sizes only (smoke run)", NULL},
-      {NULL}};
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) context = g_option_context_new("- knnwb CPU engine vs FAISS");
   g_option_context_add_main_entries(context, entries, NULL);
   g_autoptr(GError) error = NULL;

@@ -39,7 +39,7 @@ int main(int argc, char **argv)
                             {"k", 0, 0, G_OPTION_ARG_INT64, &k, "kNN list length", "K"},
                             {"modules", 0, 0, G_OPTION_ARG_INT64, &modules, "Planted modules", "M"},
                             {"backend", 0, 0, G_OPTION_ARG_STRING, &backend_name, "Backend", "B"},
-                            {NULL}};
+                            {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) context = g_option_context_new("- exact MST vs its kNN pass");
   g_option_context_add_main_entries(context, entries, NULL);
   g_autoptr(GError) error = NULL;
