@@ -63,13 +63,49 @@ static gboolean knnwb_refine_certified(const KnnwbPrepared *query, size_t query_
   }
 }
 
+/* A lower bound of the exact distance of any pair whose float score is at least score: the same
+ * error model as the certification, so skipping a candidate whose bound exceeds the k-th exact
+ * distance can never change the result. */
+static double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
+                                       const KnnwbPrepared *reference, float score)
+{
+  const double slack = 2.0 * ((double)query->d + 16.0) * KNNWB_UNIT_ROUNDOFF;
+  switch (knnwb_metric_score_kind(query->metric)) {
+  case KNNWB_SCORE_L2: {
+    double qn = query->norm[query_row];
+    double bound = slack * (qn + reference->max_norm) * (qn + reference->max_norm);
+    double least_squared = (double)score + qn * qn - bound;
+    return least_squared > 0.0 ? sqrt(least_squared) * (1.0 - 1e-12) : 0.0;
+  }
+  case KNNWB_SCORE_L1:
+    return (double)score / (1.0 + slack) * (1.0 - 1e-12);
+  default:
+    return (double)score - slack - 1e-12;
+  }
+}
+
+typedef struct {
+  float score;
+  int64_t index;
+} KnnwbCandidate;
+
+static int knnwb_candidate_compare(const void *a, const void *b)
+{
+  const KnnwbCandidate *x = a, *y = b;
+  if (x->score != y->score)
+    return x->score < y->score ? -1 : 1;
+  return x->index < y->index ? -1 : (x->index > y->index);
+}
+
 gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const KnnwbPrepared *reference,
                           int64_t self_index, const int64_t *candidate_index,
                           const float *candidate_score, size_t m, size_t available, size_t k,
                           int64_t *out_index, double *out_distance)
 {
   KnnwbScored stack_items[64];
+  KnnwbCandidate stack_candidates[64];
   KnnwbScored *items = m <= 64 ? stack_items : g_new(KnnwbScored, m);
+  KnnwbCandidate *candidates = m <= 64 ? stack_candidates : g_new(KnnwbCandidate, m);
   size_t count = 0;
   float worst = -INFINITY;
   for (size_t c = 0; c < m; c++) {
@@ -80,12 +116,36 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
       worst = candidate_score[c];
     if (j == self_index)
       continue;
-    items[count].index = j;
-    items[count].distance = knnwb_prepared_distance(query, query_row, reference, (size_t)j);
-    count++;
+    candidates[count++] = (KnnwbCandidate){candidate_score[c], j};
   }
-  knnwb_scored_sort(items, count);
-  size_t kept = MIN(k, count);
+  /* Exact distances in score order: the first k always, then only candidates whose lower bound
+   * does not exceed the k-th exact distance so far (the margin past k rarely needs them all). */
+  if (count > 32)
+    qsort(candidates, count, sizeof *candidates, knnwb_candidate_compare);
+  else
+    for (size_t i = 1; i < count; i++) {
+      KnnwbCandidate item = candidates[i];
+      size_t j = i;
+      while (j > 0 && knnwb_candidate_compare(&candidates[j - 1], &item) > 0) {
+        candidates[j] = candidates[j - 1];
+        j--;
+      }
+      candidates[j] = item;
+    }
+  size_t computed = 0;
+  double kth = -INFINITY;
+  for (size_t c = 0; c < count; c++) {
+    if (c >= k && knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
+      break; /* scores only grow from here, and so do the bounds */
+    items[computed].index = candidates[c].index;
+    items[computed].distance =
+        knnwb_prepared_distance(query, query_row, reference, (size_t)candidates[c].index);
+    if (c < k && items[computed].distance > kth)
+      kth = items[computed].distance;
+    computed++;
+  }
+  knnwb_scored_sort(items, computed);
+  size_t kept = MIN(k, computed);
   for (size_t r = 0; r < kept; r++) {
     out_index[r] = items[r].index;
     out_distance[r] = items[r].distance;
@@ -99,5 +159,7 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
                         knnwb_refine_certified(query, query_row, reference, worst, items[k - 1].distance));
   if (items != stack_items)
     g_free(items);
+  if (candidates != stack_candidates)
+    g_free(candidates);
   return certified;
 }

@@ -12,6 +12,37 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->labels_path = NULL;
 }
 
+/* Probe tables repeat gene symbols, so a repeated row label is normal input, not an error: the
+ * rows stay separate points (outputs name vertices by row, and GML/GraphML node ids are row
+ * numbers, so they stay unique), and one warning says so. O(n) expected time, one hash entry per
+ * distinct label. */
+static void knnwb_formats_warn_repeated_labels(const char *path, const KnnwbMatrix *matrix)
+{
+  if (matrix->row_labels == NULL || matrix->n_rows < 2)
+    return;
+  g_autoptr(GHashTable) first_row = g_hash_table_new(g_str_hash, g_str_equal);
+  size_t n_repeated = 0, example_first = 0, example_again = 0;
+  for (size_t i = 0; i < matrix->n_rows; i++) {
+    const char *label = matrix->row_labels[i];
+    if (label == NULL || *label == '\0')
+      continue;
+    gpointer seen = NULL;
+    if (g_hash_table_lookup_extended(first_row, label, NULL, &seen)) {
+      if (n_repeated++ == 0) {
+        example_first = GPOINTER_TO_SIZE(seen);
+        example_again = i;
+      }
+    } else {
+      g_hash_table_insert(first_row, (gpointer)label, GSIZE_TO_POINTER(i));
+    }
+  }
+  if (n_repeated > 0)
+    g_warning("%s: %zu row%s repeat%s an earlier row's label (first: '%s' on rows %zu and %zu); "
+              "the rows are kept as separate points, told apart by their row numbers",
+              path, n_repeated, n_repeated == 1 ? "" : "s", n_repeated == 1 ? "s" : "",
+              matrix->row_labels[example_again], example_first + 1, example_again + 1);
+}
+
 gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
                                    KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
 {
@@ -71,5 +102,6 @@ report:
     g_warning("%s: dropped %zu row%s with missing values (the first on %s %zu)", path,
               info->n_dropped_rows, info->n_dropped_rows == 1 ? "" : "s",
               format == KNNWB_INPUT_NPY ? "row" : "line", info->first_dropped_line);
+  knnwb_formats_warn_repeated_labels(path, *out);
   return TRUE;
 }
