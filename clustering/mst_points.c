@@ -98,12 +98,14 @@ static void knnwb_mst_points_from_lists(int t, int n_threads, void *data)
  * which prunes later points whose k-th distance can no longer win. */
 static gboolean knnwb_mst_points_brute_force(KnnwbMstPoints *m, GError **error)
 {
-  const size_t chunk = 2048;
-  int64_t *rows = g_new(int64_t, chunk);
-  int64_t *index = g_new(int64_t, chunk);
-  double *distance = g_new(double, chunk);
+  /* Chunks double in size: the first small ones set component bests that prune the rest, the
+   * later large ones keep the number of backend calls (each a pass over all points) logarithmic. */
+  size_t chunk = 2048;
+  int64_t *rows = g_new(int64_t, m->n_brute);
+  int64_t *index = g_new(int64_t, m->n_brute);
+  double *distance = g_new(double, m->n_brute);
   gboolean ok = TRUE;
-  for (size_t start = 0; ok && start < m->n_brute;) {
+  for (size_t start = 0; ok && start < m->n_brute; chunk *= 2) {
     size_t count = 0;
     for (; start < m->n_brute && count < chunk; start++) {
       int64_t p = m->brute[start];

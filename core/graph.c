@@ -3,6 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/graph.h>
+#include "knn_internal.h"
 
 gboolean knnwb_graph_mode_from_string(const char *name, KnnwbGraphMode *mode, GError **error)
 {
@@ -123,6 +124,28 @@ static igraph_error_t knnwb_graph_build(const KnnwbNeighbors *nb, KnnwbGraphMode
   return IGRAPH_SUCCESS;
 }
 
+/* Refuses a graph of about n * k edges that cannot fit, with the numbers. Per edge igraph keeps
+ * from, to and two index vectors (4 integers), and building it takes the edge vector (2 integers)
+ * and the weights (1 double); with_lists adds the neighbour lists (index + distance) that exist
+ * while the graph is built. */
+static gboolean knnwb_graph_check_memory(size_t n, size_t k, gboolean with_lists, GError **error)
+{
+  double per_edge = 6.0 * sizeof(igraph_integer_t) + sizeof(double) +
+                    (with_lists ? sizeof(int64_t) + sizeof(double) : 0.0);
+  double needed = (double)n * (double)k * per_edge;
+  size_t available = knnwb_memory_available();
+  if (needed <= (double)available)
+    return TRUE;
+  g_autofree char *needed_text = knnwb_memory_format((size_t)MIN(needed, (double)SIZE_MAX));
+  g_autofree char *available_text = knnwb_memory_format(available);
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+              "a kNN graph of %zu rows with k = %zu needs about %s of memory for its %s but only "
+              "%s is available: lower k, or run on a machine with more memory",
+              n, k, needed_text, with_lists ? "neighbour lists and igraph graph" : "igraph graph",
+              available_text);
+  return FALSE;
+}
+
 gboolean knnwb_graph_from_neighbors(const KnnwbNeighbors *neighbors, KnnwbGraphMode mode,
                                     igraph_t *graph, igraph_vector_t *weights, GError **error)
 {
@@ -132,6 +155,8 @@ gboolean knnwb_graph_from_neighbors(const KnnwbNeighbors *neighbors, KnnwbGraphM
                 neighbors->n_queries, neighbors->k);
     return FALSE;
   }
+  if (!knnwb_graph_check_memory(neighbors->n_queries, neighbors->k, FALSE, error))
+    return FALSE;
   return knnwb_error_from_igraph(knnwb_graph_build(neighbors, mode, graph, weights),
                                  "building the kNN graph", error);
 }
@@ -141,6 +166,11 @@ gboolean knnwb_knn_graph(const KnnwbMatrix *data, const KnnwbKnnOptions *options
                          GError **error)
 {
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
+  /* Up front: the lists and the graph together, before hours of search. k beyond the rows is
+   * knnwb_knn_self's error to report. */
+  if (data != NULL && options != NULL && data->n_rows > 0 &&
+      !knnwb_graph_check_memory(data->n_rows, MIN(options->k, data->n_rows - 1), TRUE, error))
+    return FALSE;
   if (!knnwb_knn_self(data, options, &neighbors, error))
     return FALSE;
   return knnwb_graph_from_neighbors(neighbors, mode, graph, weights, error);

@@ -247,6 +247,15 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     return FALSE;
   }
   const size_t n = query_data->n_rows, k = options->k;
+  /* Before the memory estimate, so that a k beyond the rows is reported as that and not as a
+   * request for petabytes (dropped rows can only lower the bound; checked again below). */
+  const size_t at_most = self ? (n > 0 ? n - 1 : 0) : reference_data->n_rows;
+  if (n > 0 && k > at_most) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu",
+                k, at_most, self ? "other" : "reference", at_most == 1 ? "" : "s", at_most);
+    return FALSE;
+  }
   size_t result_cells;
   if (!knnwb_size_multiply(n, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,

@@ -1,13 +1,14 @@
 /* How much memory the machine can give us, for refusing hopeless runs up front. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "knn_internal.h"
 
-size_t knnwb_memory_available(void)
+/* What the machine offers: MemAvailable counts reclaimable page cache, which a large run can use;
+ * sysconf's free pages do not. */
+static size_t knnwb_memory_machine_available(void)
 {
-  /* MemAvailable counts reclaimable page cache, which a large run can use; sysconf's free pages
-   * do not. */
   FILE *meminfo = fopen("/proc/meminfo", "r");
   if (meminfo != NULL) {
     char line[256];
@@ -23,6 +24,43 @@ size_t knnwb_memory_available(void)
   if (pages > 0 && page_size > 0)
     return (size_t)pages * (size_t)page_size;
   return SIZE_MAX;
+}
+
+/* The first number in a small file (cgroup and proc files), or FALSE ("max" reads as FALSE). */
+static gboolean knnwb_memory_read_number(const char *path, const char *key, unsigned long long *value)
+{
+  FILE *file = fopen(path, "r");
+  if (file == NULL)
+    return FALSE;
+  char line[256];
+  gboolean found = FALSE;
+  size_t key_length = key ? strlen(key) : 0;
+  while (!found && fgets(line, sizeof line, file) != NULL)
+    if (key == NULL || strncmp(line, key, key_length) == 0)
+      found = sscanf(line + key_length, " %llu", value) == 1;
+  fclose(file);
+  return found;
+}
+
+size_t knnwb_memory_available(void)
+{
+  size_t available = knnwb_memory_machine_available();
+  /* A process limit (ulimit -v) or a container's cgroup limit can be far below what the machine
+   * has; a run refused up front with those numbers beats one that fails half way. */
+  struct rlimit limit;
+  unsigned long long used = 0;
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      knnwb_memory_read_number("/proc/self/status", "VmSize:", &used)) {
+    unsigned long long used_bytes = used * 1024;
+    size_t left = limit.rlim_cur > used_bytes ? (size_t)(limit.rlim_cur - used_bytes) : 0;
+    available = MIN(available, left);
+  }
+  unsigned long long cgroup_max = 0, cgroup_current = 0;
+  if (knnwb_memory_read_number("/sys/fs/cgroup/memory.max", NULL, &cgroup_max) &&
+      knnwb_memory_read_number("/sys/fs/cgroup/memory.current", NULL, &cgroup_current))
+    available = MIN(available, cgroup_max > cgroup_current ? (size_t)(cgroup_max - cgroup_current)
+                                                           : (size_t)0);
+  return available;
 }
 
 char *knnwb_memory_format(size_t bytes)

@@ -327,6 +327,7 @@ private:
   float *tiles_[2] = {};
   float *sqnorms_ = nullptr;
   unsigned char *invalid_ = nullptr;
+  int32_t *query_group_ = nullptr, *reference_group_ = nullptr; /* job groups, or NULL */
   int64_t *stage_index_ = nullptr;
   float *stage_score_ = nullptr;
   size_t stage_rows_ = 0;
@@ -436,6 +437,10 @@ bool Worker::setup()
     sqnorms_ = (float *)device_alloc(job->n_reference * sizeof(float), &ok);
   if (job->reference_invalid)
     invalid_ = (unsigned char *)device_alloc(job->n_reference, &ok);
+  if (job->query_group && job->reference_group) {
+    query_group_ = (int32_t *)device_alloc(job->n_query * sizeof(int32_t), &ok);
+    reference_group_ = (int32_t *)device_alloc(job->n_reference * sizeof(int32_t), &ok);
+  }
   size_t tile_bytes = std::max(T * T * sizeof(float), (size_t)p.kc * 12);
   tiles_[0] = (float *)device_alloc(tile_bytes, &ok);
   tiles_[1] = (float *)device_alloc(tile_bytes, &ok);
@@ -568,6 +573,13 @@ bool Worker::upload_resident()
   if (invalid_)
     CUDA_TRY(run_, cudaMemcpyAsync(invalid_, job->reference_invalid, job->n_reference,
                                    cudaMemcpyHostToDevice, copy_stream_));
+  if (query_group_) {
+    CUDA_TRY(run_, cudaMemcpyAsync(query_group_, job->query_group, job->n_query * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, copy_stream_));
+    CUDA_TRY(run_, cudaMemcpyAsync(reference_group_, job->reference_group,
+                                   job->n_reference * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                   copy_stream_));
+  }
   CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
   return true;
 }
@@ -715,6 +727,8 @@ bool Worker::symmetric_tile(long b, long c, int n_cols, bool counted)
   g.kind = job->score_kind;
   g.sqnorms = sqnorms_;
   g.invalid = invalid_;
+  g.row_group = query_group_;
+  g.col_group = reference_group_;
   if (!select_tile(slot, g))
     return false;
   /* at most two tiles in flight: wait for the previous one, then report it */
@@ -836,6 +850,10 @@ bool Worker::run_panels()
       g.kind = job->score_kind;
       g.sqnorms = sqnorms_;
       g.invalid = invalid_;
+      g.row_group = query_group_;
+      g.col_group = reference_group_;
+  g.row_group = query_group_;
+  g.col_group = reference_group_;
       if (!select_tile(slot, g) || !finish_tile(tile_counter))
         return false;
       tile_counter++;

@@ -69,6 +69,8 @@ struct TileGeom {
   int kind;
   const float *sqnorms;         /* reference squared norms by global index (L2 only) */
   const unsigned char *invalid; /* reference rows never to be candidates, or NULL */
+  const int32_t *row_group;     /* query rows' groups by global index, or NULL (no groups) */
+  const int32_t *col_group;     /* reference rows' groups by global index (with row_group) */
 };
 
 /** Empties rows [row0, row0 + n_rows) of the state. */

@@ -78,11 +78,13 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
 
   float col_sq[4], col_thr[4];
   bool col_ok[4];
+  int col_grp[4];
 #pragma unroll
   for (int u = 0; u < 4; u++) {
     int j = j0 + u;
     bool in = j < g.n_cols;
     int cand = g.col_global0 + j;
+    col_grp[u] = (in && g.row_group) ? g.col_group[cand] : -1;
     col_ok[u] = in && !(g.invalid && g.invalid[cand]);
     col_sq[u] = (in && g.kind == KNNWB_SCORE_L2) ? g.sqnorms[cand] : 0.0f;
     col_thr[u] = (in && g.do_cols) ? st.thr[g.col_state0 + j] : -inf;
@@ -91,6 +93,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
   float4 v[kFilterRows];
   float row_thr[kFilterRows], row_sq[kFilterRows];
   bool row_ok[kFilterRows];
+  int row_grp[kFilterRows];
 #pragma unroll
   for (int r = 0; r < kFilterRows; r++) {
     int i = i0 + r;
@@ -100,6 +103,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
                : make_float4(0.f, 0.f, 0.f, 0.f);
     row_thr[r] = in ? st.thr[g.row_state0 + i] : -inf;
     int rg = g.row_global0 + i;
+    row_grp[r] = (in && g.row_group) ? g.row_group[rg] : -2;
     row_ok[r] = in && g.do_cols && !(g.invalid && g.invalid[rg]);
     row_sq[r] = (in && g.do_cols && g.kind == KNNWB_SCORE_L2) ? g.sqnorms[rg] : 0.0f;
   }
@@ -112,7 +116,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
 #pragma unroll
     for (int u = 0; u < 4; u++) {
       s[u] = score_of(g.kind, component(v[r], u), col_sq[u]);
-      bool pass = col_ok[u] && s[u] < row_thr[r] &&
+      bool pass = col_ok[u] && s[u] < row_thr[r] && row_grp[r] != col_grp[u] &&
                   !(g.self && g.col_global0 + j0 + u == g.row_global0 + i0 + r);
       m |= (unsigned)pass << u;
     }
@@ -159,7 +163,8 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
     int n = 0;
 #pragma unroll
     for (int r = 0; r < kFilterRows; r++)
-      n += row_ok[r] && score_of(g.kind, component(v[r], u), row_sq[r]) < col_thr[u];
+      n += row_ok[r] && row_grp[r] != col_grp[u] &&
+           score_of(g.kind, component(v[r], u), row_sq[r]) < col_thr[u];
     if (n == 0)
       continue;
     int row = g.col_state0 + j;
@@ -169,7 +174,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
 #pragma unroll
     for (int r = 0; r < kFilterRows; r++) {
       float s = score_of(g.kind, component(v[r], u), row_sq[r]);
-      if (row_ok[r] && s < col_thr[u]) {
+      if (row_ok[r] && row_grp[r] != col_grp[u] && s < col_thr[u]) {
         if (pos < st.cap) {
           st.cand_score[(size_t)row * st.cap + pos] = s;
           st.cand_index[(size_t)row * st.cap + pos] = g.row_global0 + i0 + r;
@@ -198,6 +203,8 @@ struct Line {
   int length;
   int cand0;
   int self_index; /* candidate equal to the row itself, or -1 */
+  int group;                 /* the state row's group (with cand_group) */
+  const int32_t *cand_group; /* candidates' groups by global index, or NULL */
 };
 
 struct MergeShared {
@@ -274,7 +281,8 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
       bool ok = false;
       float s = 0.0f;
       int cand = line.cand0 + t;
-      if (t < line.length && cand != line.self_index && !(g.invalid && g.invalid[cand])) {
+      if (t < line.length && cand != line.self_index && !(g.invalid && g.invalid[cand]) &&
+          !(line.cand_group && line.cand_group[cand] == line.group)) {
         float sq = g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f;
         s = score_of(g.kind, line.base[(size_t)t * line.stride], sq);
         ok = s < thr_old;
@@ -386,7 +394,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   const bool final_mode = n_final >= 0;
   const int n_entries = final_mode ? n_final : *st.merge_count;
   for (int e = blockIdx.x; e < n_entries; e += gridDim.x) {
-    Line line = {nullptr, 0, 0, 0, -1};
+    Line line = {nullptr, 0, 0, 0, -1, -1, nullptr};
     int row;
     if (final_mode) {
       row = row0 + e;
@@ -402,6 +410,10 @@ __global__ void __launch_bounds__(kMergeThreads)
         line.length = g.n_rows;
         line.cand0 = g.row_global0;
         line.self_index = g.self ? g.col_global0 + j : -1;
+        if (g.row_group) {
+          line.group = g.col_group[g.col_global0 + j];
+          line.cand_group = g.row_group;
+        }
       } else {
         int i = (int)entry;
         row = g.row_state0 + i;
@@ -410,6 +422,10 @@ __global__ void __launch_bounds__(kMergeThreads)
         line.length = g.n_cols;
         line.cand0 = g.col_global0;
         line.self_index = g.self ? g.row_global0 + i : -1;
+        if (g.row_group) {
+          line.group = g.row_group[g.row_global0 + i];
+          line.cand_group = g.col_group;
+        }
       }
     }
     merge_row(st, g, row, !final_mode, line, sh, out_key, out_index);

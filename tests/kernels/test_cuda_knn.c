@@ -8,6 +8,7 @@
 #include <string.h>
 #include <igraph.h>
 #include <knnwb/knnwb.h>
+#include <knnwb/clustering.h>
 #include "knnwb_kernels.h"
 
 static KnnwbMatrix *random_matrix(size_t n, size_t d, guint32 seed)
@@ -118,6 +119,70 @@ static void test_large_k(void)
   compare(m, KNNWB_METRIC_MANHATTAN, 4096, 96 * MIB + 64 * MIB, 1);
 }
 
+/* The exact MST's masked "nearest row in another group" search and the exact MST itself: the GPU
+ * (groups masked in its filter and merge) gives exactly the CPU's answers. */
+static void test_groups_and_exact_mst(void)
+{
+  if (!gpu_or_skip())
+    return;
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_EUCLIDEAN,
+                                        KNNWB_METRIC_MANHATTAN, KNNWB_METRIC_ABS_PEARSON};
+  const size_t n = 3001, d = 19;
+  g_autoptr(KnnwbMatrix) m = random_matrix(n, d, 77);
+  int32_t *group = g_new(int32_t, n);
+  int64_t *rows = g_new(int64_t, n);
+  for (size_t i = 0; i < n; i++) {
+    group[i] = (int32_t)(i < 2500 ? i % 7 : i); /* 7 big groups, then singletons */
+    rows[i] = (int64_t)i;
+  }
+  for (size_t mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
+    int64_t *index[2];
+    double *distance[2];
+    for (int b = 0; b < 2; b++) {
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = metrics[mi];
+      options.backend = b ? KNNWB_BACKEND_CUDA : KNNWB_BACKEND_CPU;
+      options.gpu_memory_bytes = (size_t)64 << 20;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbOutsideSearch) search = knnwb_outside_search_new(m, &options, &error);
+      g_assert_no_error(error);
+      index[b] = g_new(int64_t, n);
+      distance[b] = g_new(double, n);
+      g_assert_true(knnwb_outside_search_run(search, group, rows, n, index[b], distance[b], &error));
+      g_assert_no_error(error);
+    }
+    g_assert_cmpmem(index[0], n * sizeof(int64_t), index[1], n * sizeof(int64_t));
+    g_assert_cmpmem(distance[0], n * sizeof(double), distance[1], n * sizeof(double));
+    for (int b = 0; b < 2; b++) {
+      g_free(index[b]);
+      g_free(distance[b]);
+    }
+
+    double total[2];
+    for (int b = 0; b < 2; b++) {
+      KnnwbMstOptions options;
+      knnwb_clustering_mst_options_init(&options);
+      options.metric = metrics[mi];
+      options.k = 4;
+      options.backend = b ? KNNWB_BACKEND_CUDA : KNNWB_BACKEND_CPU;
+      igraph_t tree;
+      igraph_vector_t weights;
+      igraph_vector_init(&weights, 0);
+      g_autoptr(GError) error = NULL;
+      g_assert_true(knnwb_clustering_mst_points(m, &options, &tree, &weights, &error));
+      g_assert_no_error(error);
+      g_assert_cmpint(igraph_ecount(&tree), ==, (igraph_integer_t)n - 1);
+      total[b] = igraph_vector_sum(&weights);
+      igraph_destroy(&tree);
+      igraph_vector_destroy(&weights);
+    }
+    g_assert_cmpfloat(total[0], ==, total[1]);
+  }
+  g_free(group);
+  g_free(rows);
+}
+
 static void test_no_device_error(void)
 {
   if (knnwb_cuda_device_count() > 0) {
@@ -144,5 +209,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/many-tiles-two-gpus", test_many_tiles_two_gpus);
   g_test_add_func("/kernels/cuda-knn/large-k", test_large_k);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
+  g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);
   return g_test_run();
 }
