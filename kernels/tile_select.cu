@@ -69,6 +69,9 @@ __device__ __forceinline__ float component(const float4 &v, int u)
  * Grid: (ceil(n_cols / 1024), ceil(n_rows / 16)); block: 256 threads, each 4 adjacent columns of 16
  * rows (16 independent 16-byte loads in flight per thread).
  */
+/* kGroups: pairs of one group are masked (exact MST searches); a separate instantiation keeps the
+ * common path free of the extra registers and loads. */
+template <bool kGroups>
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, TileGeom g)
 {
   const int lane = threadIdx.x & 31;
@@ -84,7 +87,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
     int j = j0 + u;
     bool in = j < g.n_cols;
     int cand = g.col_global0 + j;
-    col_grp[u] = (in && g.row_group) ? g.col_group[cand] : -1;
+    col_grp[u] = (kGroups && in) ? g.col_group[cand] : -1;
     col_ok[u] = in && !(g.invalid && g.invalid[cand]);
     col_sq[u] = (in && g.kind == KNNWB_SCORE_L2) ? g.sqnorms[cand] : 0.0f;
     col_thr[u] = (in && g.do_cols) ? st.thr[g.col_state0 + j] : -inf;
@@ -103,7 +106,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
                : make_float4(0.f, 0.f, 0.f, 0.f);
     row_thr[r] = in ? st.thr[g.row_state0 + i] : -inf;
     int rg = g.row_global0 + i;
-    row_grp[r] = (in && g.row_group) ? g.row_group[rg] : -2;
+    row_grp[r] = (kGroups && in) ? g.row_group[rg] : -2;
     row_ok[r] = in && g.do_cols && !(g.invalid && g.invalid[rg]);
     row_sq[r] = (in && g.do_cols && g.kind == KNNWB_SCORE_L2) ? g.sqnorms[rg] : 0.0f;
   }
@@ -116,7 +119,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
 #pragma unroll
     for (int u = 0; u < 4; u++) {
       s[u] = score_of(g.kind, component(v[r], u), col_sq[u]);
-      bool pass = col_ok[u] && s[u] < row_thr[r] && row_grp[r] != col_grp[u] &&
+      bool pass = col_ok[u] && s[u] < row_thr[r] && (!kGroups || row_grp[r] != col_grp[u]) &&
                   !(g.self && g.col_global0 + j0 + u == g.row_global0 + i0 + r);
       m |= (unsigned)pass << u;
     }
@@ -163,7 +166,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
     int n = 0;
 #pragma unroll
     for (int r = 0; r < kFilterRows; r++)
-      n += row_ok[r] && row_grp[r] != col_grp[u] &&
+      n += row_ok[r] && (!kGroups || row_grp[r] != col_grp[u]) &&
            score_of(g.kind, component(v[r], u), row_sq[r]) < col_thr[u];
     if (n == 0)
       continue;
@@ -174,7 +177,7 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
 #pragma unroll
     for (int r = 0; r < kFilterRows; r++) {
       float s = score_of(g.kind, component(v[r], u), row_sq[r]);
-      if (row_ok[r] && row_grp[r] != col_grp[u] && s < col_thr[u]) {
+      if (row_ok[r] && (!kGroups || row_grp[r] != col_grp[u]) && s < col_thr[u]) {
         if (pos < st.cap) {
           st.cand_score[(size_t)row * st.cap + pos] = s;
           st.cand_index[(size_t)row * st.cap + pos] = g.row_global0 + i0 + r;
@@ -515,7 +518,10 @@ cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, c
     return err;
   dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols,
             (geom.n_rows + kFilterRows - 1) / kFilterRows);
-  filter_kernel<<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  if (geom.row_group)
+    filter_kernel<true><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  else
+    filter_kernel<false><<<grid, kFilterThreads, 0, stream>>>(state, geom);
   err = cudaGetLastError();
   if (err != cudaSuccess)
     return err;

@@ -26,6 +26,14 @@ mkdir "$work/pkgconfig"
 sed "s|=$old_prefix|=$prefix|" "$pc" >"$work/pkgconfig/knnwb.pc"
 export PKG_CONFIG_PATH="$work/pkgconfig"
 pkgconf=pkg-config
+# Under a pkg-config sysroot (dependencies unpacked in a folder, as on the GPU machine), every path
+# pkg-config prints is prefixed with it: make the install visible there too.
+if [ -n "${PKG_CONFIG_SYSROOT_DIR:-}" ]; then
+  mkdir -p "$PKG_CONFIG_SYSROOT_DIR$(dirname "$prefix")"
+  ln -sfn "$prefix" "$PKG_CONFIG_SYSROOT_DIR$prefix"
+  trap 'rm -f "$PKG_CONFIG_SYSROOT_DIR$prefix"; rm -rf "$work"' EXIT INT TERM
+  libdir="$PKG_CONFIG_SYSROOT_DIR$libdir"
+fi
 [ "$($pkgconf --variable=libdir knnwb)" = "$libdir" ] || {
   cat "$work/pkgconfig/knnwb.pc"; echo "FAIL: knnwb.pc libdir is not $libdir"; exit 1; }
 for header in knnwb.h knn.h graph.h matrix.h error.h plugin.h knn_plugin.h; do
