@@ -852,8 +852,6 @@ bool Worker::run_panels()
       g.invalid = invalid_;
       g.row_group = query_group_;
       g.col_group = reference_group_;
-  g.row_group = query_group_;
-  g.col_group = reference_group_;
       if (!select_tile(slot, g) || !finish_tile(tile_counter))
         return false;
       tile_counter++;
