@@ -137,6 +137,12 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
   for (size_t c = 0; c < count; c++) {
     if (c >= k && knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
       break; /* scores only grow from here, and so do the bounds */
+    if (c + 1 < count) {
+      /* Candidate rows are scattered over the matrix: fetch the next one while this one computes. */
+      const char *next = (const char *)(reference->exact + (size_t)candidates[c + 1].index * reference->d);
+      for (size_t offset = 0; offset < reference->d * sizeof(float); offset += 64)
+        __builtin_prefetch(next + offset);
+    }
     items[computed].index = candidates[c].index;
     items[computed].distance =
         knnwb_prepared_distance(query, query_row, reference, (size_t)candidates[c].index);

@@ -143,7 +143,7 @@ static void test_groups_and_exact_mst(void)
       knnwb_knn_options_init(&options);
       options.metric = metrics[mi];
       options.backend = b ? KNNWB_BACKEND_CUDA : KNNWB_BACKEND_CPU;
-      options.gpu_memory_bytes = (size_t)64 << 20;
+      options.gpu_memory_bytes = (size_t)512 << 20;
       g_autoptr(GError) error = NULL;
       g_autoptr(KnnwbOutsideSearch) search = knnwb_outside_search_new(m, &options, &error);
       g_assert_no_error(error);
