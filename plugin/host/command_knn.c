@@ -237,6 +237,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   }
   gint64 read_done = g_get_monotonic_time();
 
+  knnwb_host_log_set_quiet(command.quiet);
   progress = knnwb_host_progress_new("knn", command.quiet);
   options.progress = progress ? knnwb_host_progress_update : NULL;
   options.progress_data = progress;

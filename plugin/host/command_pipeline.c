@@ -114,6 +114,7 @@ static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
   options.quiet = command.quiet;
   options.report = command.report;
 
+  knnwb_host_log_set_quiet(command.quiet);
   registry = knnwb_host_registry_load(command.plugin_path, command.quiet);
   pipeline = knnwb_pipeline_load(command.rest[0], registry, &options, &error);
   if (pipeline == NULL) {

@@ -37,6 +37,11 @@ void knnwb_host_igraph_init(void);
 
 /** A terminal progress line on stderr: "label: done/total tiles, rate/s, ETA". */
 typedef struct KnnwbHostProgress KnnwbHostProgress;
+/** Installs the host's log writer (once, at start). */
+void knnwb_host_log_init(void);
+/** With quiet, notices (g_message/g_info) are not shown; warnings always are. */
+void knnwb_host_log_set_quiet(gboolean quiet);
+
 /** Returns NULL (no progress) when quiet or stderr is not a terminal. */
 KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 /** A KnnwbProgressFunc; data is the KnnwbHostProgress (NULL is fine). */

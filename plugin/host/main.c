@@ -38,6 +38,7 @@ int main(int argc, char **argv)
   /* Numbers are read and written with '.' whatever the user's locale says. */
   setlocale(LC_NUMERIC, "C");
   knnwb_host_igraph_init();
+  knnwb_host_log_init();
   LIBXML_TEST_VERSION;
 
   if (argc < 2) {

@@ -1,0 +1,42 @@
+/* How the host shows the library's log messages: "knnwb: warning: ..." and "knnwb: ..." lines
+ * without GLib's timestamps and PIDs; notices are silenced by --quiet, warnings never; debug
+ * messages keep GLib's default handling (G_MESSAGES_DEBUG). */
+#include <stdio.h>
+#include <string.h>
+#include "host.h"
+
+static gboolean knnwb_host_log_quiet;
+
+static GLogWriterOutput knnwb_host_log_write(GLogLevelFlags level, const GLogField *fields,
+                                             gsize n_fields, gpointer user_data)
+{
+  (void)user_data;
+  if (level & G_LOG_LEVEL_DEBUG)
+    return g_log_writer_default(level, fields, n_fields, NULL);
+  const char *message = NULL;
+  for (gsize i = 0; i < n_fields; i++)
+    if (strcmp(fields[i].key, "MESSAGE") == 0)
+      message = fields[i].value;
+  if (message == NULL)
+    return G_LOG_WRITER_UNHANDLED;
+  /* Library messages often start with "knnwb: " already. */
+  if (g_str_has_prefix(message, "knnwb: "))
+    message += strlen("knnwb: ");
+  if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING)) {
+    fprintf(stderr, "knnwb: warning: %s\n", message);
+  } else if (!knnwb_host_log_quiet) {
+    fprintf(stderr, "knnwb: %s\n", message);
+  }
+  fflush(stderr);
+  return G_LOG_WRITER_HANDLED;
+}
+
+void knnwb_host_log_init(void)
+{
+  g_log_set_writer_func(knnwb_host_log_write, NULL, NULL);
+}
+
+void knnwb_host_log_set_quiet(gboolean quiet)
+{
+  knnwb_host_log_quiet = quiet;
+}
