@@ -99,4 +99,22 @@ grep -q "plugin knn .*($prefix" "$work/plugins.txt" || {
   cat "$work/plugins.txt"; echo "FAIL: plugin not from the installed tree"; exit 1; }
 "$prefix/bin/knnwb" run -q --output-dir "$work/run" "$prefix/share/knnwb/examples/seed-workflow.xml"
 head -n 1 "$work/run/seed-workflow.knn" | grep -qx "241 4820" || { echo "FAIL: installed example"; exit 1; }
-echo "PASS: install, pkg-config program, example program, installed pipeline"
+# 4. A CMake consumer: find_package(knnwb) and the exported knnwb::knnwb target.
+if command -v cmake >/dev/null; then
+  mkdir "$work/cmake_consumer"
+  cp "$work/tiny.c" "$work/cmake_consumer/tiny.c"
+  cat >"$work/cmake_consumer/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(consumer C)
+find_package(knnwb REQUIRED)
+add_executable(tiny tiny.c)
+target_link_libraries(tiny PRIVATE knnwb::knnwb)
+CMAKE
+  cmake -S "$work/cmake_consumer" -B "$work/cmake_consumer/build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_BUILD_RPATH="$libdir" >"$work/cmake.log" 2>&1 &&
+    cmake --build "$work/cmake_consumer/build" >>"$work/cmake.log" 2>&1 || {
+      cat "$work/cmake.log"; echo "FAIL: CMake consumer build"; exit 1; }
+  LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" "$work/cmake_consumer/build/tiny" || {
+    echo "FAIL: CMake consumer run"; exit 1; }
+fi
+echo "PASS: install, pkg-config program, CMake consumer, example program, installed pipeline"
