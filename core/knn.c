@@ -161,6 +161,7 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   KnnwbSelectJob job;
   knnwb_knn_fill_job(&job, options, reference, threads);
   job.kc = kc;
+  job.memory_bytes = options->memory_bytes;
   job.out_index = cand_index;
   job.out_score = cand_score;
   if (rows == NULL) {
@@ -169,7 +170,6 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
     job.self = self;
     job.progress = options->progress;
     job.progress_data = options->progress_data;
-    job.memory_bytes = options->memory_bytes;
   } else {
     /* Retry rounds query a gathered copy of the uncertified rows against every reference. */
     gathered = g_try_malloc(MAX(n_rows * d, (size_t)1) * sizeof(float));
@@ -241,6 +241,14 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
                 reference_data->n_cols);
     return FALSE;
   }
+  if (query_data->n_cols == 1 && query_data->n_rows > 0 &&
+      (options->metric == KNNWB_METRIC_PEARSON || options->metric == KNNWB_METRIC_ABS_PEARSON ||
+       options->metric == KNNWB_METRIC_SPEARMAN)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "a correlation needs at least 2 columns but the rows have 1 (wrong delimiter, or "
+                "should the matrix be transposed?)");
+    return FALSE;
+  }
   if (query_data->n_cols == 0 && query_data->n_rows > 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                 "the rows have no columns: there is nothing to measure distances on");
@@ -305,15 +313,16 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   GArray *uncertified = NULL;
   gboolean ok = FALSE;
   gint64 prepare_start = g_get_monotonic_time();
-  if (!knnwb_prepared_init(&query, query_data, options->metric, options->drop_degenerate,
-                           self ? "data" : "query", threads, error))
-    return FALSE;
+  /* The reference first: a query shares its euclidean frame (column centring and scale). */
   if (!self) {
     if (!knnwb_prepared_init(&reference_storage, reference_data, options->metric,
-                             options->drop_degenerate, "reference", threads, error))
+                             options->drop_degenerate, "reference", threads, NULL, error))
       goto out;
     reference = &reference_storage;
   }
+  if (!knnwb_prepared_init(&query, query_data, options->metric, options->drop_degenerate,
+                           self ? "data" : "query", threads, self ? NULL : reference, error))
+    goto out;
   g_debug("knnwb: prepare %.3f s", (double)(g_get_monotonic_time() - prepare_start) / 1e6);
   const size_t valid = reference->n - reference->n_invalid;
   const size_t available = self ? (valid > 0 ? valid - 1 : 0) : valid;
@@ -392,7 +401,7 @@ KnnwbExactRows *knnwb_exact_rows_new(const KnnwbMatrix *data, KnnwbMetric metric
 {
   KnnwbExactRows *rows = g_new0(KnnwbExactRows, 1);
   if (!knnwb_prepared_init(&rows->prepared, data, metric, FALSE, "data",
-                           knnwb_thread_count(n_threads), error)) {
+                           knnwb_thread_count(n_threads), NULL, error)) {
     g_free(rows);
     return NULL;
   }

@@ -21,8 +21,15 @@ typedef struct {
   float *sqnorms;            /* n squared norms of scored rows (euclidean), rounded from double */
   double *mean;              /* n means (pearson family) */
   double *sum_squares;       /* n |centred row|^2 (pearson family) or |row|^2 (cosine) */
-  double max_norm;           /* largest |row| (euclidean error bound) */
-  double *norm;              /* n |row| (euclidean error bound) */
+  double max_norm;           /* largest |scored row| in data units (euclidean error bound) */
+  double *norm;              /* n |scored row| in data units (euclidean error bound) */
+  /* Euclidean: the scored rows are the column-centred rows times 2^-e (exact, and distances do not
+   * change under a common shift), so offsets and huge or tiny magnitudes cost no float precision.
+   * column_mean (d) and scale_exponent e are shared by query and reference. A score times
+   * score_scale (2^2e) is in squared data units. */
+  double *column_mean;
+  int scale_exponent;
+  double score_scale;
   unsigned char *invalid;    /* n flags: degenerate rows left out, or NULL when none */
   size_t n_invalid;
 } KnnwbPrepared;
@@ -30,12 +37,13 @@ typedef struct {
 /**
  * Prepares data for metric. Degenerate rows (constant for the pearson family, zero for cosine)
  * are an error naming the first one, or, with drop_degenerate, flagged invalid with a warning.
- * role names the matrix in messages ("data", "query", "reference").
+ * role names the matrix in messages ("data", "query", "reference"). like (NULL, or the prepared
+ * reference when preparing a query) supplies the shared euclidean centring and scale.
  * Complexity: O(n d) (O(n d log d) for spearman), multi-threaded.
  */
 gboolean knnwb_prepared_init(KnnwbPrepared *prepared, const KnnwbMatrix *data, KnnwbMetric metric,
                              gboolean drop_degenerate, const char *role, int n_threads,
-                             GError **error);
+                             const KnnwbPrepared *like, GError **error);
 void knnwb_prepared_clear(KnnwbPrepared *prepared);
 
 /** The score kind the backends compute for metric. */

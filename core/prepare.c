@@ -29,10 +29,15 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
     const float *row = loop->data->values + i * d;
     switch (p->metric) {
     case KNNWB_METRIC_EUCLIDEAN: {
-      double ss = 0.0;
-      for (size_t j = 0; j < d; j++)
-        ss += (double)row[j] * row[j];
-      p->sqnorms[i] = (float)ss;
+      float *out = p->scored_owned + i * d;
+      double ss = 0.0, ss_scaled = 0.0;
+      for (size_t j = 0; j < d; j++) {
+        double centred = (double)row[j] - p->column_mean[j];
+        ss += centred * centred;
+        out[j] = (float)ldexp(centred, -p->scale_exponent);
+        ss_scaled += (double)out[j] * out[j];
+      }
+      p->sqnorms[i] = (float)ss_scaled;
       p->norm[i] = sqrt(ss);
       break;
     }
@@ -61,6 +66,26 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
   }
 }
 
+/* Column means and the power of two that brings the largest centred value into [1, 2): after it,
+ * float scores neither overflow (values near 1e20) nor lose everything to an offset (raw
+ * intensities around 1e4 with differences near 1). */
+static void knnwb_prepare_euclidean_frame(KnnwbPrepared *p, const KnnwbMatrix *data)
+{
+  const size_t n = p->n, d = p->d;
+  for (size_t j = 0; j < d; j++)
+    p->column_mean[j] = 0.0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < d; j++)
+      p->column_mean[j] += data->values[i * d + j];
+  for (size_t j = 0; j < d && n > 0; j++)
+    p->column_mean[j] /= (double)n;
+  double largest = 0.0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < d; j++)
+      largest = MAX(largest, fabs((double)data->values[i * d + j] - p->column_mean[j]));
+  p->scale_exponent = largest > 0.0 ? ilogb(largest) : 0;
+}
+
 void knnwb_prepared_clear(KnnwbPrepared *p)
 {
   g_free(p->scored_owned);
@@ -70,6 +95,7 @@ void knnwb_prepared_clear(KnnwbPrepared *p)
   g_free(p->sum_squares);
   g_free(p->norm);
   g_free(p->invalid);
+  g_free(p->column_mean);
   memset(p, 0, sizeof *p);
 }
 
@@ -88,7 +114,7 @@ static void *knnwb_try_alloc(size_t count, size_t size, gboolean *ok)
 
 gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMetric metric,
                              gboolean drop_degenerate, const char *role, int n_threads,
-                             GError **error)
+                             const KnnwbPrepared *like, GError **error)
 {
   memset(p, 0, sizeof *p);
   p->metric = metric;
@@ -104,10 +130,12 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
   unsigned char *degenerate = knnwb_try_alloc(n, 1, &ok);
   switch (metric) {
   case KNNWB_METRIC_EUCLIDEAN:
-    p->scored = data->values;
+    p->scored_owned = knnwb_try_alloc(cells, sizeof(float), &ok);
+    p->scored = p->scored_owned;
     p->exact = data->values;
     p->sqnorms = knnwb_try_alloc(n, sizeof(float), &ok);
     p->norm = knnwb_try_alloc(n, sizeof(double), &ok);
+    p->column_mean = knnwb_try_alloc(MAX(d, (size_t)1), sizeof(double), &ok);
     break;
   case KNNWB_METRIC_MANHATTAN:
     p->scored = data->values;
@@ -133,6 +161,16 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
                 "%s: cannot allocate the prepared copy of a %zu x %zu matrix (%s metric)", role, n,
                 d, knnwb_metric_to_string(metric));
     return FALSE;
+  }
+  p->score_scale = 1.0;
+  if (metric == KNNWB_METRIC_EUCLIDEAN) {
+    if (like != NULL) {
+      memcpy(p->column_mean, like->column_mean, d * sizeof(double));
+      p->scale_exponent = like->scale_exponent;
+    } else {
+      knnwb_prepare_euclidean_frame(p, data);
+    }
+    p->score_scale = ldexp(1.0, 2 * p->scale_exponent);
   }
   KnnwbPrepareLoop loop = {p, data, degenerate};
   knnwb_parallel_for(n_threads, n, 1024, knnwb_prepare_rows, &loop);

@@ -53,7 +53,7 @@ static gboolean knnwb_refine_certified(const KnnwbPrepared *query, size_t query_
   case KNNWB_SCORE_L2: {
     double qn = query->norm[query_row];
     double bound = slack * (qn + reference->max_norm) * (qn + reference->max_norm);
-    double least_squared = (double)worst_score + qn * qn - bound;
+    double least_squared = (double)worst_score * reference->score_scale + qn * qn - bound;
     return kth * kth * (1.0 + 1e-12) < least_squared;
   }
   case KNNWB_SCORE_L1:
@@ -74,7 +74,7 @@ static double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_
   case KNNWB_SCORE_L2: {
     double qn = query->norm[query_row];
     double bound = slack * (qn + reference->max_norm) * (qn + reference->max_norm);
-    double least_squared = (double)score + qn * qn - bound;
+    double least_squared = (double)score * reference->score_scale + qn * qn - bound;
     return least_squared > 0.0 ? sqrt(least_squared) * (1.0 - 1e-12) : 0.0;
   }
   case KNNWB_SCORE_L1:

@@ -192,6 +192,12 @@ static void knnwb_select_tile(KnnwbCpuSelect *s, size_t qb, size_t rb, float *ti
   g_mutex_unlock(&s->reference_locks[rb]);
 }
 
+/* First tile of row i of the upper triangle of nb x nb blocks (unsigned: i = 0 gives 0). */
+static inline uint64_t knnwb_triangle_start(uint64_t i, uint64_t nb)
+{
+  return i * nb - i * (i - 1) / 2;
+}
+
 /* Tile t of a self job enumerates the upper triangle row by row; otherwise the full grid. */
 static void knnwb_select_tile_coordinates(const KnnwbCpuSelect *s, uint64_t t, size_t *qb, size_t *rb)
 {
@@ -200,13 +206,17 @@ static void knnwb_select_tile_coordinates(const KnnwbCpuSelect *s, uint64_t t, s
     *rb = (size_t)(t % s->n_reference_blocks);
     return;
   }
-  size_t nb = s->n_query_blocks, i = 0;
-  while (t >= nb - i) {
-    t -= nb - i;
+  /* Row i of the triangle starts at S(i) = i nb - i (i - 1) / 2: solve S(i) <= t in closed form
+   * (double), then correct the rounding by a step either way. O(1) per tile. */
+  const uint64_t nb = s->n_query_blocks;
+  const double b = 2.0 * (double)nb + 1.0;
+  uint64_t i = (uint64_t)floor((b - sqrt(b * b - 8.0 * (double)t)) / 2.0);
+  while (i > 0 && knnwb_triangle_start(i, nb) > t)
+    i--;
+  while (i + 1 < nb && knnwb_triangle_start(i + 1, nb) <= t)
     i++;
-  }
-  *qb = i;
-  *rb = i + (size_t)t;
+  *qb = (size_t)i;
+  *rb = (size_t)(i + (t - knnwb_triangle_start(i, nb)));
 }
 
 static void knnwb_select_report(KnnwbCpuSelect *s, gboolean force)

@@ -232,6 +232,10 @@ static void test_bad_inputs(void)
     m->values[2 * 4 + j] = 0.0f;
   expect_failure(m, KNNWB_METRIC_COSINE, 3, KNNWB_ERROR_INVALID_DATA, "all zeros");
 
+  /* One column: no correlation exists. */
+  g_autoptr(KnnwbMatrix) column = random_matrix(5, 1, 3);
+  expect_failure(column, KNNWB_METRIC_PEARSON, 1, KNNWB_ERROR_INVALID_DATA, "at least 2 columns");
+
   /* One row: no neighbour exists for any k. */
   g_autoptr(KnnwbMatrix) one = random_matrix(1, 4, 2);
   expect_failure(one, KNNWB_METRIC_EUCLIDEAN, 1, KNNWB_ERROR_INVALID_ARGUMENT, "k <= 0");
@@ -385,6 +389,37 @@ static void test_progress_and_cancel(void)
   g_assert_null(none);
 }
 
+/* Euclidean on uncentred or extreme data: raw intensities around 1e4 with differences near 1 (an
+ * offset must not cost precision and force re-selection), values near 1e20 (float squares would
+ * overflow) and near 1e-20 (they would underflow). Every case against the oracle. */
+static void test_euclidean_offsets_and_magnitudes(void)
+{
+  const double scales[] = {1.0, 1e20, 1e-20};
+  const double offsets[] = {0.0, 1e4, 0.0};
+  for (size_t c = 0; c < G_N_ELEMENTS(scales); c++) {
+    g_autoptr(KnnwbMatrix) m = random_matrix(403, 13, 31 + (guint32)c);
+    for (size_t i = 0; i < 403 * 13; i++)
+      m->values[i] = (float)(offsets[c] + scales[c] * m->values[i]);
+    g_autoptr(KnnwbNeighbors) nb = run_self(m, KNNWB_METRIC_EUCLIDEAN, 9, 2, 64 << 10);
+    oracle_check(KNNWB_METRIC_EUCLIDEAN, m->values, 403, m->values, 403, 13, TRUE, nb,
+                 1e-9 * scales[c]);
+    g_autoptr(KnnwbMatrix) q = random_matrix(21, 13, 5);
+    for (size_t i = 0; i < 21 * 13; i++)
+      q->values[i] = (float)(offsets[c] + scales[c] * q->values[i]);
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.metric = KNNWB_METRIC_EUCLIDEAN;
+    options.k = 5;
+    options.backend = KNNWB_BACKEND_CPU;
+    g_autoptr(KnnwbNeighbors) nq = NULL;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(knnwb_knn_query(q, m, &options, &nq, &error));
+    g_assert_no_error(error);
+    oracle_check(KNNWB_METRIC_EUCLIDEAN, q->values, 21, m->values, 403, 13, FALSE, nq,
+                 1e-9 * scales[c]);
+  }
+}
+
 static void test_nearest_outside_group(void)
 {
   const size_t n = 301, d = 7;
@@ -454,6 +489,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/empty", test_empty_input);
   g_test_add_func("/knn/refused-up-front", test_refused_up_front);
   g_test_add_func("/knn/nearest-outside-group", test_nearest_outside_group);
+  g_test_add_func("/knn/euclidean-offsets-and-magnitudes", test_euclidean_offsets_and_magnitudes);
   g_test_add_func("/knn/drop-degenerate", test_drop_degenerate);
   g_test_add_func("/knn/graph-modes", test_graph_modes);
   g_test_add_func("/knn/progress-and-cancel", test_progress_and_cancel);
