@@ -2,6 +2,7 @@
 #include "formats_internal.h"
 
 #include <stdarg.h>
+#include <math.h>
 #include <string.h>
 
 /* Everything the row parser needs, to keep argument lists short. */
@@ -361,6 +362,48 @@ static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_c
   return FALSE;
 }
 
+static gboolean knnwb_delimited_is_number(const char *text)
+{
+  size_t length = strlen(text);
+  float value;
+  const char *stop;
+  return length > 0 &&
+         knnwb_formats_parse_float(text, text + length, &value, &stop) != KNNWB_FLOAT_SYNTAX &&
+         stop == text + length;
+}
+
+/*
+ * Guesses the reader cannot be sure of, said out loud: a label column holding a number in every
+ * row is probably data (a purely numeric file), and a file without a detected header whose first
+ * row's values are all whole numbers probably had one (time points or numeric sample ids).
+ */
+static void knnwb_delimited_warn_ambiguous(const char *path, const KnnwbMatrix *matrix,
+                                           int label_column, gboolean has_header,
+                                           gboolean header_auto)
+{
+  if (label_column >= 0 && matrix->row_labels != NULL && matrix->n_rows >= 2) {
+    gboolean all_numbers = TRUE;
+    for (size_t i = 0; i < matrix->n_rows && all_numbers; i++)
+      all_numbers = matrix->row_labels[i] != NULL && knnwb_delimited_is_number(matrix->row_labels[i]);
+    if (all_numbers)
+      g_warning("%s: column %d was read as row labels but holds a number in every row; if it is "
+                "data, read the file with no label column (knnwb knn --label-column none)",
+                path, label_column + 1);
+  }
+  if (header_auto && !has_header && label_column >= 0 && matrix->n_rows >= 2 &&
+      matrix->n_cols > 0) {
+    gboolean whole = TRUE, next_whole = TRUE;
+    for (size_t j = 0; j < matrix->n_cols; j++) {
+      whole = whole && matrix->values[j] == floorf(matrix->values[j]);
+      next_whole = next_whole && matrix->values[matrix->n_cols + j] == floorf(matrix->values[matrix->n_cols + j]);
+    }
+    if (whole && !next_whole)
+      g_warning("%s: no header line was detected, so the first line (label '%s') was read as data; "
+                "if it names the columns, pass --header yes",
+                path, matrix->row_labels && matrix->row_labels[0] ? matrix->row_labels[0] : "");
+  }
+}
+
 /* Reads lines until a non-blank one. 0 = end of file. */
 static int knnwb_delimited_next_nonblank(KnnwbTextInput *input, const char **line, size_t *length,
                                          GError **error)
@@ -488,6 +531,9 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   }
   *out = knnwb_matrix_builder_finish(&builder, error);
   ok = *out != NULL;
+  if (ok)
+    knnwb_delimited_warn_ambiguous(path, *out, label_column, has_header,
+                                   options->header == KNNWB_HEADER_AUTO);
 out:
   knnwb_matrix_builder_clear(&builder);
   knnwb_text_input_close(&input);

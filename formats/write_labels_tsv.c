@@ -21,9 +21,10 @@ gboolean knnwb_formats_write_labels_tsv(const char *path, const igraph_vector_in
   if (file == NULL)
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
-  fputs("label\tcluster\tsize\n", stream);
+  fputs("row\tlabel\tcluster\tsize\n", stream);
   char scratch[32];
   for (igraph_integer_t v = 0; v < n; v++) {
+    fprintf(stream, "%" IGRAPH_PRId "\t", v);
     knnwb_formats_write_tsv_field(stream, knnwb_formats_vertex_label(labels, v, scratch));
     igraph_integer_t c = VECTOR(*membership)[v];
     fprintf(stream, "\t%" IGRAPH_PRId "\t%" IGRAPH_PRId "\n", c, size[c]);

@@ -17,11 +17,14 @@ static int knnwb_neighbor_entry_compare(const void *a, const void *b)
   return (x->vertex > y->vertex) - (x->vertex < y->vertex);
 }
 
-static void knnwb_neighbors_put_row(FILE *stream, const char *label, size_t rank,
-                                    const char *neighbor, double distance)
+/* Row numbers (0-based, as in .knn and GML ids) come first: labels may repeat (probes sharing a
+ * gene symbol), row numbers never do. */
+static void knnwb_neighbors_put_row(FILE *stream, int64_t row, const char *label, size_t rank,
+                                    int64_t neighbor_row, const char *neighbor, double distance)
 {
+  fprintf(stream, "%" G_GINT64_FORMAT "\t", row);
   knnwb_formats_write_tsv_field(stream, label);
-  fprintf(stream, "\t%zu\t", rank);
+  fprintf(stream, "\t%zu\t%" G_GINT64_FORMAT "\t", rank, neighbor_row);
   knnwb_formats_write_tsv_field(stream, neighbor);
   fprintf(stream, "\t%.9g\n", distance);
 }
@@ -50,7 +53,7 @@ static igraph_error_t knnwb_neighbors_write(FILE *stream, const igraph_t *graph,
     const char *label = knnwb_formats_vertex_label(labels, v, scratch[0]);
     for (guint r = 0; r < entries->len; r++) {
       KnnwbNeighborEntry *entry = &g_array_index(entries, KnnwbNeighborEntry, r);
-      knnwb_neighbors_put_row(stream, label, r + 1,
+      knnwb_neighbors_put_row(stream, (int64_t)v, label, r + 1, (int64_t)entry->vertex,
                               knnwb_formats_vertex_label(labels, entry->vertex, scratch[1]),
                               entry->distance);
     }
@@ -76,7 +79,7 @@ gboolean knnwb_formats_write_neighbors_tsv(const char *path, const igraph_t *gra
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
   locale_t saved_locale = uselocale(knnwb_formats_c_locale());
-  fputs("label\trank\tneighbor\tdistance\n", stream);
+  fputs("row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n", stream);
   igraph_error_t code = knnwb_neighbors_write(stream, graph, weights, labels);
   uselocale(saved_locale);
   if (!knnwb_error_from_igraph(code, "igraph_inclist_init", error))
@@ -93,7 +96,7 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
   locale_t saved_locale = uselocale(knnwb_formats_c_locale());
-  fputs("label\trank\tneighbor\tdistance\n", stream);
+  fputs("row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n", stream);
   char scratch[2][32];
   for (size_t q = 0; q < neighbors->n_queries; q++) {
     const char *label = knnwb_formats_vertex_label(query_labels, (int64_t)q, scratch[0]);
@@ -101,7 +104,7 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
       int64_t index = neighbors->indices[q * neighbors->k + r];
       if (index < 0)
         continue;
-      knnwb_neighbors_put_row(stream, label, r + 1,
+      knnwb_neighbors_put_row(stream, (int64_t)q, label, r + 1, index,
                               knnwb_formats_vertex_label(reference_labels, index, scratch[1]),
                               neighbors->distances[q * neighbors->k + r]);
     }

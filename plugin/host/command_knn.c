@@ -23,6 +23,8 @@ typedef struct {
   char *output_format;
   char *output;
   gboolean transpose;
+  char *header;       /* auto, yes, no */
+  char *label_column; /* 1-based column number, or none */
   gboolean drop_degenerate;
   gboolean drop_missing;
   gboolean quiet;
@@ -40,6 +42,8 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_free(command->format);
   g_free(command->output_format);
   g_free(command->output);
+  g_free(command->header);
+  g_free(command->label_column);
   g_strfreev(command->rest);
 }
 
@@ -115,6 +119,12 @@ int knnwb_host_command_knn(int argc, char **argv)
        "Input format: auto (default), cibm, csv, tsv, gct, npy", "F"},
       {"output-format", 'F', 0, G_OPTION_ARG_STRING, &command.output_format,
        "auto (default: by extension), knn, gml, graphml, neighbors", "F"},
+      {"header", 0, 0, G_OPTION_ARG_STRING, &command.header,
+       "CSV/TSV: is the first line a header? auto (default: when a value field is not a number), "
+       "yes or no",
+       "auto|yes|no"},
+      {"label-column", 0, 0, G_OPTION_ARG_STRING, &command.label_column,
+       "CSV/TSV: 1-based column of the row labels (default 1), or none", "N|none"},
       {"transpose", 'T', 0, G_OPTION_ARG_NONE, &command.transpose,
        "The file's columns are the points", NULL},
       {"drop-degenerate", 0, 0, G_OPTION_ARG_NONE, &command.drop_degenerate,
@@ -220,6 +230,30 @@ int knnwb_host_command_knn(int argc, char **argv)
     options.n_devices = (int)devices->len;
   }
   read_options.transpose = command.transpose;
+  if (command.header != NULL) {
+    if (g_ascii_strcasecmp(command.header, "yes") == 0)
+      read_options.header = KNNWB_HEADER_YES;
+    else if (g_ascii_strcasecmp(command.header, "no") == 0)
+      read_options.header = KNNWB_HEADER_NO;
+    else if (g_ascii_strcasecmp(command.header, "auto") != 0) {
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "--header must be auto, yes or no (got '%s')", command.header);
+      goto usage;
+    }
+  }
+  if (command.label_column != NULL) {
+    guint64 column = 0;
+    if (g_ascii_strcasecmp(command.label_column, "none") == 0)
+      read_options.label_column = -1;
+    else if (g_ascii_string_to_unsigned(command.label_column, 10, 1, G_MAXINT, &column, NULL))
+      read_options.label_column = (int)column - 1;
+    else {
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "--label-column must be a column number (1, 2, ...) or none (got '%s')",
+                  command.label_column);
+      goto usage;
+    }
+  }
   if (command.drop_missing)
     read_options.missing = KNNWB_MISSING_DROP_ROWS;
 

@@ -237,12 +237,12 @@ static void test_tables(void)
   g_assert_no_error(error);
   g_autofree char *text = read_text(path);
   g_assert_cmpstr(text, ==,
-                  "label\trank\tneighbor\tdistance\n"
-                  "a\t1\t\"say \"\"x\"\"\"\t0.25\n"
-                  "a\t2\t\"tab\there\"\t0.5\n"
-                  "\"tab\there\"\t1\ta\t0.5\n"
-                  "\"say \"\"x\"\"\"\t1\td\t2\n"
-                  "d\t1\t\"say \"\"x\"\"\"\t2\n");
+                  "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
+                  "0\ta\t1\t2\t\"say \"\"x\"\"\"\t0.25\n"
+                  "0\ta\t2\t1\t\"tab\there\"\t0.5\n"
+                  "1\t\"tab\there\"\t1\t0\ta\t0.5\n"
+                  "2\t\"say \"\"x\"\"\"\t1\t3\td\t2\n"
+                  "3\td\t1\t2\t\"say \"\"x\"\"\"\t2\n");
   /* The table reads back through the TSV reader (labels in column 0, quoted). */
   igraph_destroy(&graph);
   igraph_vector_destroy(&weights);
@@ -252,11 +252,11 @@ static void test_tables(void)
   g_free(text);
   text = read_text(path);
   g_assert_cmpstr(text, ==,
-                  "label\trank\tneighbor\tdistance\n"
-                  "0\t1\t2\t0.25\n0\t2\t1\t0.5\n0\t3\t1\t0.5\n"
-                  "1\t1\t0\t0.5\n1\t2\t0\t0.5\n"
-                  "2\t1\t0\t0.25\n2\t2\t3\t2\n2\t3\t3\t2\n"
-                  "3\t1\t2\t2\n3\t2\t2\t2\n");
+                  "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
+                  "0\t0\t1\t2\t2\t0.25\n0\t0\t2\t1\t1\t0.5\n0\t0\t3\t1\t1\t0.5\n"
+                  "1\t1\t1\t0\t0\t0.5\n1\t1\t2\t0\t0\t0.5\n"
+                  "2\t2\t1\t0\t0\t0.25\n2\t2\t2\t3\t3\t2\n2\t2\t3\t3\t3\t2\n"
+                  "3\t3\t1\t2\t2\t2\n3\t3\t2\t2\t2\t2\n");
 
   igraph_vector_int_t membership;
   igraph_integer_t ids[] = {1, 0, 1, 1};
@@ -270,7 +270,8 @@ static void test_tables(void)
   text = read_text(labels_path);
   g_assert_cmpstr(
       text, ==,
-      "label\tcluster\tsize\na\t1\t3\n\"tab\there\"\t0\t1\n\"say \"\"x\"\"\"\t1\t3\nd\t1\t3\n");
+      "row\tlabel\tcluster\tsize\n0\ta\t1\t3\n1\t\"tab\there\"\t0\t1\n2\t\"say \"\"x\"\"\"\t1\t3\n"
+      "3\td\t1\t3\n");
 
   /* From neighbour lists, skipping empty slots. */
   int64_t indices[] = {1, 2, 0, -1};
@@ -283,8 +284,9 @@ static void test_tables(void)
   g_free(text);
   text = read_text(path);
   g_assert_cmpstr(text, ==,
-                  "label\trank\tneighbor\tdistance\nq0\t1\t\"tab\there\"\t0.125\n"
-                  "q0\t2\t\"say \"\"x\"\"\"\t0.5\nq1\t1\ta\t1\n");
+                  "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
+                  "0\tq0\t1\t1\t\"tab\there\"\t0.125\n"
+                  "0\tq0\t2\t2\t\"say \"\"x\"\"\"\t0.5\n1\tq1\t1\t0\ta\t1\n");
 
   VECTOR(membership)[2] = -1;
   g_assert_false(knnwb_formats_write_labels_tsv(labels_path, &membership, NULL, &error));

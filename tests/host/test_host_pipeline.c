@@ -326,20 +326,21 @@ static void test_example_mst_knn(void)
                   ==, 0);
   g_autofree char *labels = read_text(dir, "mst-knn-clusters.labels.tsv");
   g_auto(GStrv) lines = g_strsplit(labels, "\n", -1);
-  g_assert_cmpstr(lines[0], ==, "label\tcluster\tsize");
+  g_assert_cmpstr(lines[0], ==, "row\tlabel\tcluster\tsize");
   g_assert_cmpuint(g_strv_length(lines), ==, 243);
   /* Every cluster's stated size is its number of rows; probes of one module mostly agree. */
   g_autoptr(GHashTable) counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   for (guint i = 1; i < 242; i++) {
     g_auto(GStrv) fields = g_strsplit(lines[i], "\t", -1);
-    g_assert_cmpuint(g_strv_length(fields), ==, 3);
+    g_assert_cmpuint(g_strv_length(fields), ==, 4);
+    g_assert_cmpint(atoi(fields[0]), ==, (int)i - 1);
     g_hash_table_insert(
-        counts, g_strdup(fields[1]),
-        GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(counts, fields[1])) + 1));
+        counts, g_strdup(fields[2]),
+        GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(counts, fields[2])) + 1));
   }
   for (guint i = 1; i < 242; i++) {
     g_auto(GStrv) fields = g_strsplit(lines[i], "\t", -1);
-    g_assert_cmpint(GPOINTER_TO_INT(g_hash_table_lookup(counts, fields[1])), ==, atoi(fields[2]));
+    g_assert_cmpint(GPOINTER_TO_INT(g_hash_table_lookup(counts, fields[2])), ==, atoi(fields[3]));
   }
   g_assert_cmpuint(g_hash_table_size(counts), >, 1);
   g_autofree char *gml = read_text(dir, "mst-knn-clusters.gml");
@@ -360,7 +361,7 @@ static void test_example_dslanguages(void)
   int n_clusters = 0;
   for (guint i = 1; i < 85; i++) {
     g_auto(GStrv) fields = g_strsplit(lines[i], "\t", -1);
-    int cluster = atoi(fields[1]);
+    int cluster = atoi(fields[2]);
     g_assert_cmpint(cluster, <, 84);
     sizes[cluster]++;
     n_clusters = MAX(n_clusters, cluster + 1);

@@ -104,7 +104,7 @@ typedef enum {
   KNNWB_OUTPUT_KNN,          /**< the seed's .knn: `n m`, then `source target weight`, 0-based */
   KNNWB_OUTPUT_GML,          /**< GML for yEd, with graphics, layout and colours */
   KNNWB_OUTPUT_GRAPHML,      /**< GraphML for Cytoscape and Gephi */
-  KNNWB_OUTPUT_LABELS_TSV,   /**< cluster labels: label, cluster, cluster size */
+  KNNWB_OUTPUT_LABELS_TSV,   /**< cluster labels: row, label, cluster, cluster size */
   KNNWB_OUTPUT_NEIGHBORS_TSV /**< neighbour table: label, rank, neighbour label, distance */
 } KnnwbOutputFormat;
 
@@ -222,19 +222,20 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
                                      GError **error);
 
 /**
- * Writes the cluster table: header `label<TAB>cluster<TAB>size`, then one line per vertex in
- * order: its label (or number), its cluster (0-based) and that cluster's size. labels may be NULL.
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (negative cluster id).
- * Complexity: O(n + number of clusters).
+ * Writes the cluster table: header `row<TAB>label<TAB>cluster<TAB>size` (row: 0-based, as in .knn
+ * and GML ids; labels may repeat), then one line per vertex in order: its label (or number), its
+ * cluster (0-based) and that cluster's size. labels may be NULL. Errors: KNNWB_ERROR_IO,
+ * KNNWB_ERROR_INVALID_ARGUMENT (negative cluster id). Complexity: O(n + number of clusters).
  */
 gboolean knnwb_formats_write_labels_tsv(const char *path, const igraph_vector_int_t *membership,
                                         const char *const *labels, GError **error);
 
 /**
- * Writes the neighbour table of a graph: header `label<TAB>rank<TAB>neighbor<TAB>distance`, then
- * for each vertex its neighbours (out-neighbours if directed) sorted by (distance, vertex id),
- * rank from 1. For a graph from knnwb_graph_from_neighbors (directed) this is the kNN list.
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_IGRAPH. Complexity: O(V + E log(max degree)).
+ * Writes the neighbour table of a graph: header
+ * `row<TAB>label<TAB>rank<TAB>neighbor_row<TAB>neighbor<TAB>distance`, then for each vertex its
+ * neighbours (out-neighbours if directed) sorted by (distance, vertex id), rank from 1. For a graph
+ * from knnwb_graph_from_neighbors (directed) this is the kNN list. Errors: KNNWB_ERROR_IO,
+ * KNNWB_ERROR_IGRAPH. Complexity: O(V + E log(max degree)).
  */
 gboolean knnwb_formats_write_neighbors_tsv(const char *path, const igraph_t *graph,
                                            const igraph_vector_t *weights,
