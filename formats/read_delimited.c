@@ -147,9 +147,10 @@ static const char *knnwb_delimited_column_name(KnnwbDelimitedContext *context, s
                                                char scratch[32])
 {
   GPtrArray *names = context->builder->col_labels;
-  if (names != NULL && value_index < names->len)
+  /* An unnamed column (an Excel export's trailing delimiter) is shown by its number. */
+  if (names != NULL && value_index < names->len && *(const char *)g_ptr_array_index(names, value_index))
     return g_ptr_array_index(names, value_index);
-  g_snprintf(scratch, 32, "%zu", value_index + 1);
+  g_snprintf(scratch, 32, "#%zu", value_index + 1);
   return scratch;
 }
 
@@ -170,8 +171,8 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
       g_autofree char *shown = knnwb_formats_quote_field(text, length);
       knnwb_delimited_error(
           context, record, offset, error,
-          "missing value %s in column %s; fill it in, or choose the policy that drops rows with "
-          "missing values",
+          "missing value %s in column %s; fill it in, or drop rows with missing values "
+          "(knnwb knn --drop-missing, pipeline missing=\"drop-rows\")",
           length == 0 ? "(empty field)" : shown,
           knnwb_delimited_column_name(context, value_index, name));
       return FALSE;
