@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <glib/gstdio.h>
 #include <unistd.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
@@ -311,6 +312,13 @@ int knnwb_host_command_knn(int argc, char **argv)
     igraph_vector_destroy(&weights);
     if (!written)
       goto failed;
+  }
+  /* A signal during the layout or the write (which do not poll the flag): the output was
+   * committed, so take it back before reporting the interruption. */
+  if (*options.cancel) {
+    g_unlink(command.output);
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+    goto failed;
   }
   if (!command.quiet) {
     double total = (double)(g_get_monotonic_time() - start) / 1e6;

@@ -50,7 +50,7 @@ G_MODULE_EXPORT int knnwb_knn_plugin_fill_graph(int entry_version, const float *
                 KNNWB_KNN_PLUGIN_ENTRY_VERSION);
     return knnwb_knn_plugin_fail(error, error_message);
   }
-  if (n_rows < 0 || n_cols < 0 || k < 1 || (values == NULL && n_rows * n_cols > 0) ||
+  if (n_rows < 0 || n_cols < 0 || k < 1 || (values == NULL && n_rows > 0 && n_cols > 0) ||
       graph == NULL || weights == NULL) {
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "invalid arguments (n_rows %" G_GINT64_FORMAT ", n_cols %" G_GINT64_FORMAT
