@@ -190,8 +190,7 @@ gboolean knnwb_graph_set_attributes(igraph_t *graph, const igraph_vector_t *weig
     if (!knnwb_error_from_igraph(code, "setting edge attribute 'weight'", error))
       return FALSE;
   }
-  if (data != NULL && data->row_labels != NULL &&
-      data->n_rows == (size_t)igraph_vcount(graph)) {
+  if (data != NULL && data->row_labels != NULL && data->n_rows == (size_t)igraph_vcount(graph)) {
     igraph_strvector_t names;
     int code = igraph_strvector_init(&names, (igraph_integer_t)data->n_rows);
     for (size_t i = 0; code == IGRAPH_SUCCESS && i < data->n_rows; i++)

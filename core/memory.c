@@ -27,7 +27,8 @@ static size_t knnwb_memory_machine_available(void)
 }
 
 /* The first number in a small file (cgroup and proc files), or FALSE ("max" reads as FALSE). */
-static gboolean knnwb_memory_read_number(const char *path, const char *key, unsigned long long *value)
+static gboolean knnwb_memory_read_number(const char *path, const char *key,
+                                         unsigned long long *value)
 {
   FILE *file = fopen(path, "r");
   if (file == NULL)

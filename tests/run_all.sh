@@ -18,13 +18,25 @@ ctest --test-dir build/ci --output-on-failure -j"$jobs"
 echo "== ASan + UBSan build =="
 cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=Debug -DKNNWB_CUDA=OFF -DKNNWB_ASAN=ON -DKNNWB_UBSAN=ON
 cmake --build build/sanitize -j"$jobs"
+# tests/lsan.supp lists one-time allocations inside system libraries only (never knnwb's own).
+# test_host_install builds outside programs with plain pkg-config flags against the installed
+# library; an ASan library cannot be loaded by an uninstrumented program, so it runs in the
+# normal build only.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/sanitize --output-on-failure -j"$jobs" -LE no-sanitize
+  LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp":print_suppressions=0 \
+  ctest --test-dir build/sanitize --output-on-failure -j"$jobs" -LE no-sanitize \
+  -E '^test_host_install$'
 
 if command -v valgrind >/dev/null; then
   echo "== valgrind memcheck subset =="
-  for t in build/ci/tests/core/test_core_matrix; do
-    valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite -q "$t"
+  # Fast, representative programs: the core matrix, every reader (good and malformed files), the
+  # writers, and the host's command line (its knnwb children run natively).
+  for t in build/ci/tests/core/test_core_matrix build/ci/tests/formats/test_formats_readers \
+    build/ci/tests/formats/test_formats_writers build/ci/tests/host/test_host_cli; do
+    [ -x "$t" ] || { echo "missing $t" >&2; exit 1; }
+    echo "-- $t"
+    valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+      --show-leak-kinds=definite --suppressions=tests/valgrind.supp -q "$t" >/dev/null
   done
 fi
 
@@ -32,13 +44,20 @@ if command -v clang >/dev/null; then
   echo "== libFuzzer smoke =="
   CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=Debug -DKNNWB_CUDA=OFF -DKNNWB_FUZZ=ON -DBUILD_TESTING=ON
   cmake --build build/fuzz -j"$jobs"
-  for f in build/fuzz/tests/fuzz/fuzz_*; do
-    [ -x "$f" ] || continue
-    name=$(basename "$f")
-    corpus=tests/fuzz/corpus/${name#fuzz_read_}
+  # Every target for KNNWB_FUZZ_SECONDS (30) on its seeds plus a scratch corpus, $jobs at a time;
+  # any crash, leak or sanitizer report fails the run (the reproducer is left in build/fuzz/).
+  fuzz_one() {
+    name=$(basename "$1")
+    seeds=tests/fuzz/corpus/${name##*_}
+    dict=tests/fuzz/${name##*_}.dict
     mkdir -p build/fuzz/corpus-"$name"
-    "$f" -max_total_time="${KNNWB_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 build/fuzz/corpus-"$name" \
-      $( [ -d "$corpus" ] && echo "$corpus" )
-  done
+    "$1" -max_total_time="${KNNWB_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 -print_final_stats=1 \
+      $([ -f "$dict" ] && echo "-dict=$dict") \
+      -artifact_prefix=build/fuzz/"$name"- build/fuzz/corpus-"$name" "$seeds" \
+      >build/fuzz/"$name".log 2>&1 || { tail -n 40 build/fuzz/"$name".log; return 1; }
+    echo "$name: $(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' build/fuzz/"$name".log)"
+  }
+  export -f fuzz_one
+  find build/fuzz/tests/fuzz -maxdepth 1 -type f -executable -name 'fuzz_*' | sort | xargs -P "$jobs" -I{} bash -c 'fuzz_one {}'
 fi
 echo "== all tests passed =="

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <glib/gstdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -28,12 +30,21 @@ static void fuzz_quiet(const gchar *domain, GLogLevelFlags level, const gchar *m
   (void)data;
 }
 
+/* The output-directory check only probes (creates and removes a file); the directory itself goes
+ * when the fuzzer exits. */
+static char *output_dir;
+
+static void fuzz_remove_output_dir(void)
+{
+  if (output_dir != NULL)
+    g_rmdir(output_dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   static int fd = -1;
   static char path[64];
   static KnnwbHostRegistry *registry;
-  static char *output_dir;
   static FILE *sink;
   if (fd < 0) {
     fd = memfd_create("knnwb-fuzz-pipeline.xml", 0);
@@ -41,6 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     output_dir = g_dir_make_tmp("knnwb-fuzz-XXXXXX", NULL);
     if (fd < 0 || sink == NULL || output_dir == NULL)
       return 0;
+    atexit(fuzz_remove_output_dir);
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     knnwb_host_igraph_init();
     g_log_set_handler(NULL, G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE, fuzz_quiet, NULL);

@@ -1,8 +1,10 @@
 /*
- * libFuzzer entry for one reader (chosen by KNNWB_FUZZ_<FORMAT>): the input becomes a memfd
+ * libFuzzer entry for one reader (chosen by KNNWB_FUZZ_<FORMAT>; DISTANCES is the clustering
+ * module's labelled CSV distance matrix): the input becomes a memfd
  * file read through the public reader; any crash, leak or sanitizer report is a bug, errors are
  * fine. Odd-sized inputs use the drop-rows missing-value policy to reach that path too.
  */
+#include <knnwb/clustering.h>
 #include <knnwb/formats.h>
 
 #include <stdint.h>
@@ -36,7 +38,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (ftruncate(fd, 0) != 0 || (size > 0 && pwrite(fd, data, size, 0) != (ssize_t)size))
     return 0;
   GError *error = NULL;
-#ifdef KNNWB_FUZZ_KNN
+#if defined(KNNWB_FUZZ_DISTANCES)
+  /* The labelled CSV distance matrix of the mst-knn-distances step (clustering/distance_csv.c). */
+  igraph_matrix_t distances;
+  char **labels = NULL;
+  igraph_matrix_init(&distances, 0, 0);
+  if (knnwb_clustering_read_distance_csv(path, &distances, size % 2 ? &labels : NULL, &error)) {
+    volatile double sum = 0;
+    for (igraph_integer_t i = 0; i < igraph_matrix_size(&distances); i++)
+      sum += VECTOR(distances.data)[i];
+    for (char **label = labels; label && *label; label++)
+      sum += (double)(*label)[0];
+    (void)sum;
+  }
+  g_strfreev(labels);
+  igraph_matrix_destroy(&distances);
+#elif defined(KNNWB_FUZZ_KNN)
   igraph_t graph;
   igraph_vector_t weights;
   igraph_vector_init(&weights, 0);

@@ -22,8 +22,8 @@
 /* An NPY header for shape, padded to 64 bytes, as a string. */
 static GString *npy_header(const char *shape)
 {
-  g_autofree char *dict = g_strdup_printf("{'descr': '<f4', 'fortran_order': False, 'shape': %s, }",
-                                          shape);
+  g_autofree char *dict =
+      g_strdup_printf("{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", shape);
   GString *bytes = g_string_new_len("\x93NUMPY\x01\x00", 8);
   guint16 length = (guint16)((10 + strlen(dict) + 1 + 63) / 64 * 64 - 10);
   g_string_append_len(bytes, (const char *)&length, 2);
@@ -89,7 +89,8 @@ static void test_absurd_headers(void)
     const char *expect;
   } cases[] = {
       {"huge.cibm", "<MicroarrayData>\n1000000000000 1000000000000\ng1 1 2\n<EndOfFile>\n", ":2:"},
-      {"overflow.cibm", "<MicroarrayData>\n18446744073709551615 18446744073709551615\ng1 1\n", ":2:"},
+      {"overflow.cibm", "<MicroarrayData>\n18446744073709551615 18446744073709551615\ng1 1\n",
+       ":2:"},
       {"huge.gct", "#1.2\n1000000000000\t1000000000000\nName\tDescription\ts1\ng\td\t1\n", ":2:"},
       {"overflow.gct", "#1.2\n18446744073709551615\t3\nName\tDescription\ts1\ts2\ts3\n", ":2:"},
       {"huge.knn", "1000000000000 1000000000000\n0 1 0.5\n", ":1:"},
@@ -217,8 +218,8 @@ static void test_cli_refused(void)
   /* Under `ulimit -v 2G` a run that would fit the machine but not the limit is refused with the
    * limit as "available" (2^20 rows, k = 1000: about 29 GB). */
   g_autofree char *medium = sparse_npy(dir, (size_t)1 << 20, 4);
-  const char *argv[] = {KNNWB_HOST_PROGRAM, "knn", medium, "-k", "1000", "--metric",
-                        "euclidean", "-q", "-o", output, NULL};
+  const char *argv[] = {KNNWB_HOST_PROGRAM, "knn", medium, "-k",   "1000", "--metric",
+                        "euclidean",        "-q",  "-o",   output, NULL};
   g_auto(GStrv) envp = g_get_environ();
   g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
   envp = g_environ_setenv(envp, "KNNWB_PLUGIN_PATH", plugin_dir, TRUE);

@@ -1,0 +1,171 @@
+/* Interruption (ROBUSTNESS.md), for real with a subprocess: SIGINT/SIGTERM in the middle of a
+ * pipeline with several outputs, some of them already written to their temporaries before the
+ * long kNN step and some due after it, stops at the next tile with 130/143 and leaves the output
+ * directory exactly as it was: no output, no temporary. An existing file at an output's path is
+ * left untouched. */
+#include <signal.h>
+#include <stdio.h>
+#include <igraph.h>
+#include <knnwb/knnwb.h>
+#include "host_test_util.h"
+
+/* A float32 NPY file of n x d deterministic values. */
+static char *write_npy(const char *dir, size_t n, size_t d)
+{
+  g_autofree char *header =
+      g_strdup_printf("{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", n, d);
+  size_t padded = (10 + strlen(header) + 1 + 63) / 64 * 64 - 10;
+  g_autoptr(GString) bytes = g_string_new_len("\x93NUMPY\x01\x00", 8);
+  guint16 length = (guint16)padded;
+  g_string_append_len(bytes, (const char *)&length, 2);
+  g_string_append(bytes, header);
+  while (bytes->len < 10 + padded - 1)
+    g_string_append_c(bytes, ' ');
+  g_string_append_c(bytes, '\n');
+  guint32 state = 3;
+  for (size_t i = 0; i < n * d; i++) {
+    state = state * 1664525u + 1013904223u;
+    float value = (float)(state >> 8) / 16777216.0f;
+    g_string_append_len(bytes, (const char *)&value, sizeof value);
+  }
+  char *path = g_build_filename(dir, "big.npy", NULL);
+  g_assert_true(g_file_set_contents(path, bytes->str, (gssize)bytes->len, NULL));
+  return path;
+}
+
+/* Runs knnwb with argv, sends signal_number 300 ms after its handlers are installed and stderr
+ * shows wait_for (NULL: no text to wait for; at most 3 s of waiting for it), returns the exit
+ * status and the seconds from the signal to the exit. */
+static int run_and_signal(char **argv, const char *wait_for, int signal_number,
+                          double *seconds_to_exit)
+{
+  g_auto(GStrv) envp = g_get_environ();
+  g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
+  envp = g_environ_setenv(envp, "KNNWB_PLUGIN_PATH", plugin_dir, TRUE);
+  GPid pid;
+  int err_fd = -1;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(g_spawn_async_with_pipes(NULL, argv, envp,
+                                         G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                                         NULL, NULL, &pid, NULL, NULL, &err_fd, &error));
+  /* The program installs its handlers after start-up (loading libraries and plugins can take a
+   * while on a loaded machine); a signal before that kills it the default way, with nothing
+   * written. Wait until /proc says both signals are caught. */
+  g_autofree char *status_path = g_strdup_printf("/proc/%d/status", (int)pid);
+  gint64 ready_deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  for (;;) {
+    g_autofree char *status_text = NULL;
+    guint64 caught = 0;
+    if (g_file_get_contents(status_path, &status_text, NULL, NULL)) {
+      const char *line = strstr(status_text, "SigCgt:");
+      if (line != NULL)
+        caught = g_ascii_strtoull(line + strlen("SigCgt:"), NULL, 16);
+    }
+    guint64 wanted = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1));
+    if ((caught & wanted) == wanted)
+      break;
+    g_assert_cmpint(g_get_monotonic_time(), <, ready_deadline);
+    g_usleep(10 * 1000);
+  }
+  /* Wait for the step line of the kNN step: by then the earlier writers have run. */
+  g_autoptr(GString) err = g_string_new(NULL);
+  gint64 deadline = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;
+  while (wait_for != NULL && strstr(err->str, wait_for) == NULL &&
+         g_get_monotonic_time() < deadline) {
+    GPollFD poll_fd = {err_fd, G_IO_IN, 0};
+    if (g_poll(&poll_fd, 1, 50) > 0) {
+      char buffer[256];
+      ssize_t got = read(err_fd, buffer, sizeof buffer);
+      if (got <= 0)
+        break;
+      g_string_append_len(err, buffer, got);
+    }
+  }
+  g_usleep(300 * 1000); /* well into the search */
+  gint64 signalled = g_get_monotonic_time();
+  kill(pid, signal_number);
+  int status = 0;
+  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  *seconds_to_exit = (double)(g_get_monotonic_time() - signalled) / G_USEC_PER_SEC;
+  g_spawn_close_pid(pid);
+  close(err_fd);
+  g_assert_true(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+static void test_pipeline_several_outputs(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = write_npy(dir, 60000, 64);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  /* An older result at one of the output paths must survive the interrupted run. */
+  g_autofree char *old = host_test_write(out_dir, "big.knn", "old result\n");
+
+  g_autoptr(GString) xml = g_string_new(NULL);
+  g_string_append_printf(
+      xml,
+      "<pipeline>\n"
+      "  <step id=\"small\" type=\"load-knn\"><param name=\"path\" value=\"%s\"/></step>\n"
+      "  <step id=\"w1\" type=\"write-graph\"><input name=\"graph\" step=\"small\"/>\n"
+      "    <param name=\"path\" value=\"small.knn\"/></step>\n"
+      "  <step id=\"w2\" type=\"write-graph\"><input name=\"graph\" step=\"small\"/>\n"
+      "    <param name=\"path\" value=\"small.gml\"/></step>\n"
+      "  <step id=\"c\" type=\"components\"><input name=\"graph\" step=\"small\"/></step>\n"
+      "  <step id=\"w3\" type=\"write-labels\"><input name=\"clusters\" step=\"c\"/>\n"
+      "    <param name=\"path\" value=\"small.labels.tsv\"/></step>\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"%s\"/></step>\n"
+      "  <step id=\"g\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>\n"
+      "    <param name=\"k\" value=\"5\"/><param name=\"threads\" value=\"1\"/>\n"
+      "    <param name=\"memory\" value=\"2M\"/></step>\n"
+      "  <step id=\"w4\" type=\"write-graph\"><input name=\"graph\" step=\"g\"/>\n"
+      "    <param name=\"path\" value=\"big.knn\"/></step>\n"
+      "  <step id=\"w5\" type=\"write-graph\"><input name=\"graph\" step=\"g\"/>\n"
+      "    <param name=\"path\" value=\"big.graphml\"/></step>\n"
+      "</pipeline>\n",
+      KNNWB_SHARED_DATA_DIR "/cibm-sample.seed.knn", input);
+  g_autofree char *pipeline = host_test_write(dir, "interrupt.xml", xml->str);
+  char *argv[] = {KNNWB_HOST_PROGRAM, "run", "--output-dir", out_dir, pipeline, NULL};
+  const int signals[] = {SIGINT, SIGTERM};
+  for (size_t s = 0; s < G_N_ELEMENTS(signals); s++) {
+    double seconds = 0;
+    g_assert_cmpint(run_and_signal(argv, "knn-graph", signals[s], &seconds), ==, 128 + signals[s]);
+    /* Only the older file: none of the five outputs, no temporary. */
+    g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
+    g_assert_cmpstr(text, ==, "old result\n");
+    /* Stopping takes a tile, not the rest of the run. */
+    g_assert_cmpfloat(seconds, <, 3.0);
+  }
+  host_test_rmtree(dir);
+}
+
+/* `knnwb knn`: same contract, an existing output kept as it was. */
+static void test_knn_keeps_old_output(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = write_npy(dir, 60000, 64);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *old = host_test_write(out_dir, "big.gml", "old\n");
+  char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input, "-k", "5", "--threads", "1",
+                  "--memory",         "2M",  "-o",  old,  NULL};
+  double seconds = 0;
+  g_assert_cmpint(run_and_signal(argv, NULL, SIGTERM, &seconds), ==, 143);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
+  g_assert_cmpstr(text, ==, "old\n");
+  g_assert_cmpfloat(seconds, <, 3.0);
+  host_test_rmtree(dir);
+}
+
+int main(int argc, char **argv)
+{
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/robustness/interrupt/pipeline-several-outputs", test_pipeline_several_outputs);
+  g_test_add_func("/robustness/interrupt/knn-keeps-old-output", test_knn_keeps_old_output);
+  return g_test_run();
+}
