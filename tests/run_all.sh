@@ -19,13 +19,12 @@ echo "== ASan + UBSan build =="
 cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=Debug -DKNNWB_CUDA=OFF -DKNNWB_ASAN=ON -DKNNWB_UBSAN=ON
 cmake --build build/sanitize -j"$jobs"
 # tests/lsan.supp lists one-time allocations inside system libraries only (never knnwb's own).
-# test_host_install builds outside programs with plain pkg-config flags against the installed
-# library; an ASan library cannot be loaded by an uninstrumented program, so it runs in the
-# normal build only.
+# test_host_install (label no-sanitize) builds outside programs with plain pkg-config flags against
+# the installed library; an ASan library cannot be loaded by an uninstrumented program, so it runs in
+# the normal build only.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp":print_suppressions=0 \
-  ctest --test-dir build/sanitize --output-on-failure -j"$jobs" -LE no-sanitize \
-  -E '^test_host_install$'
+  ctest --test-dir build/sanitize --output-on-failure -j"$jobs" -LE no-sanitize
 
 if command -v valgrind >/dev/null; then
   echo "== valgrind memcheck subset =="

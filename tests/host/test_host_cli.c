@@ -1,5 +1,6 @@
 /* The `knnwb` program's command line: help, version, `knnwb knn` on good and bad input, exit
  * statuses, file:line messages and no output left behind by a failed run. */
+#include "knnwb_test_process.h"
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -230,6 +231,7 @@ static int run_and_signal(char **argv, int signal_number, guint delay_ms)
                               G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
                                   G_SPAWN_STDERR_TO_DEV_NULL,
                               NULL, NULL, &pid, &error));
+  knnwb_test_wait_for_signal_handlers(pid);
   g_usleep(delay_ms * 1000);
   kill(pid, signal_number);
   int status = 0;

@@ -3,6 +3,7 @@
  * long kNN step and some due after it, stops at the next tile with 130/143 and leaves the output
  * directory exactly as it was: no output, no temporary. An existing file at an output's path is
  * left untouched. */
+#include "knnwb_test_process.h"
 #include <signal.h>
 #include <stdio.h>
 #include <igraph.h>
@@ -48,25 +49,7 @@ static int run_and_signal(char **argv, const char *wait_for, int signal_number,
   g_assert_true(g_spawn_async_with_pipes(NULL, argv, envp,
                                          G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
                                          NULL, NULL, &pid, NULL, NULL, &err_fd, &error));
-  /* The program installs its handlers after start-up (loading libraries and plugins can take a
-   * while on a loaded machine); a signal before that kills it the default way, with nothing
-   * written. Wait until /proc says both signals are caught. */
-  g_autofree char *status_path = g_strdup_printf("/proc/%d/status", (int)pid);
-  gint64 ready_deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
-  for (;;) {
-    g_autofree char *status_text = NULL;
-    guint64 caught = 0;
-    if (g_file_get_contents(status_path, &status_text, NULL, NULL)) {
-      const char *line = strstr(status_text, "SigCgt:");
-      if (line != NULL)
-        caught = g_ascii_strtoull(line + strlen("SigCgt:"), NULL, 16);
-    }
-    guint64 wanted = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1));
-    if ((caught & wanted) == wanted)
-      break;
-    g_assert_cmpint(g_get_monotonic_time(), <, ready_deadline);
-    g_usleep(10 * 1000);
-  }
+  knnwb_test_wait_for_signal_handlers(pid);
   /* Wait for the step line of the kNN step: by then the earlier writers have run. */
   g_autoptr(GString) err = g_string_new(NULL);
   gint64 deadline = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;

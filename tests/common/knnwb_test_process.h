@@ -1,0 +1,34 @@
+/* Helpers for tests that signal a child knnwb process. */
+#ifndef KNNWB_TEST_PROCESS_H
+#define KNNWB_TEST_PROCESS_H
+
+#include <signal.h>
+#include <string.h>
+#include <glib.h>
+
+/*
+ * Waits (up to 20 s) until /proc says process pid catches both SIGINT and SIGTERM. knnwb installs
+ * its handlers after start-up (loading libraries and plugins can take a while on a loaded machine);
+ * a signal before that kills it the default way, which is not what an interruption test tests.
+ */
+static inline void knnwb_test_wait_for_signal_handlers(GPid pid)
+{
+  g_autofree char *status_path = g_strdup_printf("/proc/%d/status", (int)pid);
+  gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  const guint64 wanted = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1));
+  for (;;) {
+    g_autofree char *status_text = NULL;
+    guint64 caught = 0;
+    if (g_file_get_contents(status_path, &status_text, NULL, NULL)) {
+      const char *line = strstr(status_text, "SigCgt:");
+      if (line != NULL)
+        caught = g_ascii_strtoull(line + strlen("SigCgt:"), NULL, 16);
+    }
+    if ((caught & wanted) == wanted)
+      return;
+    g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    g_usleep(10 * 1000);
+  }
+}
+
+#endif
