@@ -169,6 +169,21 @@ void knnwb_matrix_builder_commit_row(KnnwbMatrixBuilder *builder, const char *la
                                      size_t label_length);
 /** Turns the builder into a matrix (the builder is emptied). Errors: KNNWB_ERROR_NO_MEMORY. */
 KnnwbMatrix *knnwb_matrix_builder_finish(KnnwbMatrixBuilder *builder, GError **error);
+/**
+ * The readers' common ending: an error at line when every row was dropped for missing values,
+ * otherwise the finished matrix into *out. Returns FALSE on error.
+ */
+gboolean knnwb_matrix_builder_finish_rows(KnnwbMatrixBuilder *builder, const char *path, size_t line,
+                                          const KnnwbReadInfo *info, KnnwbMatrix **out,
+                                          GError **error);
+/**
+ * The coordinates a graph writer uses: options->coordinates when given, else a layout computed
+ * into layout (initialised by the caller, destroyed by the caller), else NULL (layout none or an
+ * empty graph). Returns FALSE (error set) when the layout fails.
+ */
+gboolean knnwb_formats_writer_coordinates(const KnnwbGraphOutput *output, const KnnwbGmlOptions *options,
+                                          igraph_matrix_t *layout,
+                                          const igraph_matrix_t **coordinates, GError **error);
 void knnwb_matrix_builder_clear(KnnwbMatrixBuilder *builder);
 
 /* ---- the delimited-text engine shared by CSV/TSV and GCT ---- */

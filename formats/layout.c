@@ -110,3 +110,19 @@ gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weig
   return knnwb_error_from_igraph(
       code, use_drl ? "igraph_layout_drl" : "igraph_layout_fruchterman_reingold", error);
 }
+
+gboolean knnwb_formats_writer_coordinates(const KnnwbGraphOutput *output, const KnnwbGmlOptions *options,
+                                          igraph_matrix_t *layout,
+                                          const igraph_matrix_t **coordinates, GError **error)
+{
+  *coordinates = options->coordinates;
+  if (*coordinates == NULL && options->layout != KNNWB_LAYOUT_NONE &&
+      igraph_vcount(output->graph) > 0) {
+    if (!knnwb_formats_layout(output->graph, output->weights, options->layout,
+                              options->fr_max_vertices, options->seed, options->node_size, layout,
+                              error))
+      return FALSE;
+    *coordinates = layout;
+  }
+  return TRUE;
+}

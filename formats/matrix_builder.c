@@ -120,3 +120,17 @@ void knnwb_matrix_builder_clear(KnnwbMatrixBuilder *builder)
   builder->n_rows = 0;
   builder->capacity_rows = 0;
 }
+
+gboolean knnwb_matrix_builder_finish_rows(KnnwbMatrixBuilder *builder, const char *path, size_t line,
+                                          const KnnwbReadInfo *info, KnnwbMatrix **out,
+                                          GError **error)
+{
+  if (builder->n_rows == 0) {
+    knnwb_formats_parse_error(error, path, line, 0,
+                              "no data rows are left (%zu dropped for missing values)",
+                              info->n_dropped_rows);
+    return FALSE;
+  }
+  *out = knnwb_matrix_builder_finish(builder, error);
+  return *out != NULL;
+}

@@ -329,14 +329,7 @@ gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *optio
       knnwb_formats_parse_error(error, path, input.line_number, 1, "text after <EndOfFile>");
     goto out;
   }
-  if (builder.n_rows == 0) {
-    knnwb_formats_parse_error(error, path, input.line_number, 0,
-                              "no data rows are left (%zu dropped for missing values)",
-                              info->n_dropped_rows);
-    goto out;
-  }
-  *out = knnwb_matrix_builder_finish(&builder, error);
-  ok = *out != NULL;
+  ok = knnwb_matrix_builder_finish_rows(&builder, path, input.line_number, info, out, error);
 out:
   knnwb_matrix_builder_clear(&builder);
   knnwb_text_input_close(&input);

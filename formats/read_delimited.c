@@ -524,14 +524,7 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   /* The first data record was read (and split) already and is still the current record. */
   if (!knnwb_delimited_rows_from(&context, line, length, data_line, error))
     goto out;
-  if (builder.n_rows == 0) {
-    knnwb_formats_parse_error(error, path, input.line_number, 0,
-                              "no data rows are left (%zu dropped for missing values)",
-                              info->n_dropped_rows);
-    goto out;
-  }
-  *out = knnwb_matrix_builder_finish(&builder, error);
-  ok = *out != NULL;
+  ok = knnwb_matrix_builder_finish_rows(&builder, path, input.line_number, info, out, error);
   if (ok)
     knnwb_delimited_warn_ambiguous(path, *out, label_column, has_header,
                                    options->header == KNNWB_HEADER_AUTO);

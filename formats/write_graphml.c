@@ -67,14 +67,10 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: out of memory", path);
     return FALSE;
   }
-  const igraph_matrix_t *coordinates = options->coordinates;
-  if (coordinates == NULL && options->layout != KNNWB_LAYOUT_NONE && n > 0) {
-    if (!knnwb_formats_layout(graph, output->weights, options->layout, options->fr_max_vertices,
-                              options->seed, options->node_size, &layout, error)) {
-      igraph_matrix_destroy(&layout);
-      return FALSE;
-    }
-    coordinates = &layout;
+  const igraph_matrix_t *coordinates = NULL;
+  if (!knnwb_formats_writer_coordinates(output, options, &layout, &coordinates, error)) {
+    igraph_matrix_destroy(&layout);
+    return FALSE;
   }
   g_autofree gboolean *focus = NULL;
   if (options->focus != NULL) {
