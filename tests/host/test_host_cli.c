@@ -1,5 +1,6 @@
 /* The `knnwb` program's command line: help, version, `knnwb knn` on good and bad input, exit
  * statuses, file:line messages and no output left behind by a failed run. */
+#include "knnwb_test_npy.h"
 #include "knnwb_test_process.h"
 #include <stdio.h>
 #include <signal.h>
@@ -196,27 +197,7 @@ static void test_knn_bad_files(void)
 /* A float32 NPY file of n x d deterministic values. */
 static char *write_npy(const char *dir, size_t n, size_t d)
 {
-  g_autofree char *header =
-      g_strdup_printf("{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", n, d);
-  size_t header_length = strlen(header) + 1; /* + the newline */
-  size_t padded = (10 + header_length + 63) / 64 * 64 - 10;
-  g_autoptr(GString) bytes = g_string_new_len("\x93NUMPY\x01\x00", 8);
-  guint16 length = (guint16)padded;
-  g_string_append_len(bytes, (const char *)&length, 2);
-  g_string_append(bytes, header);
-  while (bytes->len < 10 + padded - 1)
-    g_string_append_c(bytes, ' ');
-  g_string_append_c(bytes, '\n');
-  guint32 state = 7;
-  for (size_t i = 0; i < n * d; i++) {
-    state = state * 1664525u + 1013904223u;
-    float value = (float)(state >> 8) / 16777216.0f;
-    g_string_append_len(bytes, (const char *)&value, sizeof value);
-  }
-  char *path = g_build_filename(dir, "big.npy", NULL);
-  g_autoptr(GError) error = NULL;
-  g_assert_true(g_file_set_contents(path, bytes->str, (gssize)bytes->len, &error));
-  return path;
+  return knnwb_test_write_npy(dir, n, d, 7);
 }
 
 /* Starts knnwb with argv, sends signal_number after delay_ms, returns the exit status. */

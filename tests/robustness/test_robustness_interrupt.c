@@ -3,6 +3,7 @@
  * long kNN step and some due after it, stops at the next tile with 130/143 and leaves the output
  * directory exactly as it was: no output, no temporary. An existing file at an output's path is
  * left untouched. */
+#include "knnwb_test_npy.h"
 #include "knnwb_test_process.h"
 #include <signal.h>
 #include <stdio.h>
@@ -13,25 +14,7 @@
 /* A float32 NPY file of n x d deterministic values. */
 static char *write_npy(const char *dir, size_t n, size_t d)
 {
-  g_autofree char *header =
-      g_strdup_printf("{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", n, d);
-  size_t padded = (10 + strlen(header) + 1 + 63) / 64 * 64 - 10;
-  g_autoptr(GString) bytes = g_string_new_len("\x93NUMPY\x01\x00", 8);
-  guint16 length = (guint16)padded;
-  g_string_append_len(bytes, (const char *)&length, 2);
-  g_string_append(bytes, header);
-  while (bytes->len < 10 + padded - 1)
-    g_string_append_c(bytes, ' ');
-  g_string_append_c(bytes, '\n');
-  guint32 state = 3;
-  for (size_t i = 0; i < n * d; i++) {
-    state = state * 1664525u + 1013904223u;
-    float value = (float)(state >> 8) / 16777216.0f;
-    g_string_append_len(bytes, (const char *)&value, sizeof value);
-  }
-  char *path = g_build_filename(dir, "big.npy", NULL);
-  g_assert_true(g_file_set_contents(path, bytes->str, (gssize)bytes->len, NULL));
-  return path;
+  return knnwb_test_write_npy(dir, n, d, 3);
 }
 
 /* Runs knnwb with argv, sends signal_number 300 ms after its handlers are installed and stderr
