@@ -37,6 +37,21 @@ void knnwb_host_igraph_init(void);
 
 /** A terminal progress line on stderr: "label: done/total tiles, rate/s, ETA". */
 typedef struct KnnwbHostProgress KnnwbHostProgress;
+/* An output file: the step writes temporary; the host renames it to final after every step
+ * succeeded, so a failed or interrupted run leaves none of its outputs behind. */
+typedef struct {
+  char *temporary;
+  char *final;
+} KnnwbPipelineOutput;
+
+/**
+ * Renames every output's temporary (when it exists) over its final path, all or nothing: on a
+ * failure the finals already replaced get their previous contents back (hard-linked backups) or
+ * are removed when there was none, and the other temporaries are deleted. outputs holds
+ * KnnwbPipelineOutput pointers. Errors: KNNWB_ERROR_IO naming the rename that failed.
+ */
+gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error);
+
 /** Installs the host's log writer (once, at start). */
 void knnwb_host_log_init(void);
 /** With quiet, notices (g_message/g_info) are not shown; warnings always are. */

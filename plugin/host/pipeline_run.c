@@ -12,12 +12,6 @@ typedef struct {
   char *summary;
 } KnnwbPipelineStepReport;
 
-/* An output file: the step writes temporary; the host renames it to final after every step
- * succeeded, so a failed or interrupted run leaves none of its outputs behind. */
-typedef struct {
-  char *temporary;
-  char *final;
-} KnnwbPipelineOutput;
 
 static KnnwbValue *knnwb_pipeline_value_new(KnnwbKind kind)
 {
@@ -109,23 +103,67 @@ static void knnwb_pipeline_outputs_discard(GPtrArray *outputs)
   }
 }
 
-static gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error)
+/*
+ * Puts every output in place, all or nothing: existing targets are first hard-linked to backups
+ * (the old file stays where it is), then each temporary is renamed over its target; if a rename
+ * fails, the targets already replaced get their backups back (or are removed when there was none)
+ * and the remaining temporaries are deleted. Where hard links are not possible, a target that
+ * was already replaced cannot be restored and the message says so.
+ */
+gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error)
 {
-  for (guint i = 0; i < outputs->len; i++) {
+  const guint n = outputs->len;
+  g_autofree char **backups = g_new0(char *, n + 1);
+  g_autofree gboolean *existed = g_new0(gboolean, n + 1);
+  gboolean all_backed_up = TRUE;
+  for (guint i = 0; i < n; i++) {
     const KnnwbPipelineOutput *output = outputs->pdata[i];
-    if (!g_file_test(output->temporary, G_FILE_TEST_EXISTS))
-      continue; /* an output the step chose not to write (nothing to write) */
-    if (rename(output->temporary, output->final) != 0) {
-      int code = errno;
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "cannot rename %s to %s: %s",
-                  output->temporary, output->final, g_strerror(code));
-      /* Those already renamed stay (they are complete); the rest are removed. */
-      g_ptr_array_remove_range(outputs, 0, i);
-      knnwb_pipeline_outputs_discard(outputs);
-      return FALSE;
+    if (!g_file_test(output->temporary, G_FILE_TEST_EXISTS) ||
+        !g_file_test(output->final, G_FILE_TEST_EXISTS))
+      continue;
+    existed[i] = TRUE;
+    backups[i] = g_strconcat(output->temporary, ".previous", NULL);
+    unlink(backups[i]);
+    if (link(output->final, backups[i]) != 0) {
+      g_clear_pointer(&backups[i], g_free);
+      all_backed_up = FALSE;
     }
   }
-  return TRUE;
+  gboolean ok = TRUE;
+  g_autofree gboolean *replaced = g_new0(gboolean, n + 1);
+  guint renamed = 0;
+  for (; renamed < n; renamed++) {
+    const KnnwbPipelineOutput *output = outputs->pdata[renamed];
+    if (!g_file_test(output->temporary, G_FILE_TEST_EXISTS))
+      continue; /* an output the step chose not to write (nothing to write) */
+    replaced[renamed] = rename(output->temporary, output->final) == 0;
+    if (!replaced[renamed]) {
+      int code = errno;
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "cannot rename %s to %s: %s%s",
+                  output->temporary, output->final, g_strerror(code),
+                  all_backed_up ? "; the earlier outputs were restored"
+                                : "; some earlier outputs could not be restored");
+      ok = FALSE;
+      break;
+    }
+  }
+  for (guint i = 0; i < n; i++) {
+    const KnnwbPipelineOutput *output = outputs->pdata[i];
+    if (!ok && replaced[i]) {
+      /* Undo: the old file back, or no file where there was none. */
+      if (backups[i] != NULL)
+        rename(backups[i], output->final);
+      else if (!existed[i])
+        unlink(output->final);
+    }
+    if (!ok && i >= renamed)
+      unlink(output->temporary);
+    if (backups[i] != NULL) {
+      unlink(backups[i]);
+      g_free(backups[i]);
+    }
+  }
+  return ok;
 }
 
 static void knnwb_pipeline_output_free(gpointer data)

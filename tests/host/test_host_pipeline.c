@@ -2,6 +2,7 @@
  * the example pipelines run with their outputs checked, and failed runs leaving nothing behind. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <knnwb/error.h>
 #include "host.h"
 #include "host_test_util.h"
@@ -454,6 +455,53 @@ static void test_failed_run_leaves_nothing(void)
   host_test_rmtree(dir);
 }
 
+/* The final commit fails half-way (the third target is a non-empty directory): the first target,
+ * replaced already, gets its old contents back, the second (new) is removed, no temporary or
+ * backup is left, and the directory is untouched. */
+static void test_commit_rolls_back(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  const char *names[] = {"first.knn", "second.gml", "third.knn"};
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(g_free);
+  KnnwbPipelineOutput items[3];
+  for (int i = 0; i < 3; i++) {
+    items[i].final = g_build_filename(dir, names[i], NULL);
+    items[i].temporary = g_strconcat(items[i].final, ".tmp", NULL);
+    g_assert_true(g_file_set_contents(items[i].temporary, "NEW\n", -1, NULL));
+    g_ptr_array_add(outputs, g_memdup2(&items[i], sizeof items[i]));
+  }
+  g_assert_true(g_file_set_contents(items[0].final, "OLD\n", -1, NULL));
+  g_mkdir(items[2].final, 0755);
+  g_autofree char *inside = g_build_filename(items[2].final, "keep", NULL);
+  g_assert_true(g_file_set_contents(inside, "x", -1, NULL));
+
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_pipeline_outputs_commit(outputs, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
+  g_assert_nonnull(strstr(error->message, "restored"));
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(items[0].final, &text, NULL, NULL));
+  g_assert_cmpstr(text, ==, "OLD\n");
+  g_assert_false(g_file_test(items[1].final, G_FILE_TEST_EXISTS));
+  g_assert_true(g_file_test(inside, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint(host_test_count_files(dir), ==, 2); /* first.knn and the directory */
+
+  /* And the successful case replaces every target and leaves no backup. */
+  g_assert_true(g_file_set_contents(items[0].temporary, "NEW\n", -1, NULL));
+  g_assert_true(g_file_set_contents(items[1].temporary, "NEW\n", -1, NULL));
+  g_ptr_array_set_size(outputs, 2);
+  g_assert_true(knnwb_pipeline_outputs_commit(outputs, &error));
+  g_clear_pointer(&text, g_free);
+  g_assert_true(g_file_get_contents(items[0].final, &text, NULL, NULL));
+  g_assert_cmpstr(text, ==, "NEW\n");
+  g_assert_cmpuint(host_test_count_files(dir), ==, 3);
+  for (int i = 0; i < 3; i++) {
+    g_free(items[i].final);
+    g_free(items[i].temporary);
+  }
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -487,6 +535,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/pipeline/example-dslanguages", test_example_dslanguages);
   g_test_add_func("/host/pipeline/validate-dry-run", test_validate_and_dry_run);
   g_test_add_func("/host/pipeline/failed-run-leaves-nothing", test_failed_run_leaves_nothing);
+  g_test_add_func("/host/pipeline/commit-rolls-back", test_commit_rolls_back);
   int status = g_test_run();
   host_test_rmtree(test_dir);
   knnwb_host_registry_free(test_registry);
