@@ -160,6 +160,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   knnwb_formats_read_options_init(&read_options);
   g_autoptr(KnnwbMatrix) data = NULL;
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
+  g_autofree char *backend_used = NULL;
   KnnwbHostProgress *progress = NULL;
 
   if (!g_option_context_parse(context, &argc, &argv, &error))
@@ -303,6 +304,7 @@ int knnwb_host_command_knn(int argc, char **argv)
       goto failed;
     }
     /* The lists are no longer needed: give their memory back before the writer's layout. */
+    backend_used = g_strdup(neighbors->backend_used);
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     KnnwbGraphOutput output = {
         .graph = &graph, .weights = &weights, .labels = (const char *const *)data->row_labels};
@@ -322,10 +324,12 @@ int knnwb_host_command_knn(int argc, char **argv)
   }
   if (!command.quiet) {
     double total = (double)(g_get_monotonic_time() - start) / 1e6;
-    g_printerr("knnwb: %zu x %zu %s, k=%zu %s: %" IGRAPH_PRId
+    g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
                " edges -> %s (read %.2f s, knn %.2f s, total %.2f s)\n",
                data->n_rows, data->n_cols, knnwb_formats_input_to_string(info.format), options.k,
-               knnwb_metric_to_string(options.metric), n_edges, command.output,
+               knnwb_metric_to_string(options.metric),
+               backend_used ? backend_used : (neighbors ? neighbors->backend_used : "?"), n_edges,
+               command.output,
                (double)(read_done - start) / 1e6, (double)(knn_done - read_done) / 1e6, total);
   }
   status = 0;
