@@ -38,6 +38,7 @@ typedef struct {
   const int64_t *rows;        /* query row of each job row, NULL = identity */
   const int64_t *cand_index; /* job rows x kc */
   const float *cand_score;
+  const double *cand_distance; /* exact distances from the backend, or NULL */
   KnnwbNeighbors *result;
   unsigned char *uncertified; /* per job row */
 } KnnwbRefineLoop;
@@ -61,6 +62,7 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
     }
     gboolean ok = knnwb_refine_row(loop->query, i, loop->reference, loop->self ? (int64_t)i : -1,
                                    loop->cand_index + t * loop->kc, loop->cand_score + t * loop->kc,
+                                   loop->cand_distance ? loop->cand_distance + t * loop->kc : NULL,
                                    loop->kc, loop->available, loop->k, out_index, out_distance);
     result->n_found[i] = (int32_t)loop->k;
     loop->uncertified[t] = ok ? 0 : 1;
@@ -152,6 +154,8 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   float *cand_score = g_try_malloc(MAX(cells, (size_t)1) * sizeof(float));
   unsigned char *flags = g_try_malloc0(MAX(n_rows, (size_t)1));
   float *gathered = NULL;
+  double *cand_distance = NULL;
+  int distances_filled = 0;
   gboolean ok = FALSE;
   if (cand_index == NULL || cand_score == NULL || flags == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -183,22 +187,49 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
     job.n_query = n_rows;
     job.self = FALSE;
   }
-  if (options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select)
+  if (options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select) {
     job.memory_bytes = options->gpu_memory_bytes;
+    /* A GPU computes the exact distances of its final candidates (bit for bit as here) when it
+     * has room for the rows; the host then only sorts. Not for retry rounds (gathered rows). */
+    if (rows == NULL)
+      cand_distance = g_try_malloc(MAX(cells, (size_t)1) * sizeof(double));
+    if (cand_distance != NULL) {
+      job.exact_kind = knnwb_metric_exact_kind(query->metric);
+      job.exact_query = query->exact;
+      job.exact_reference = reference->exact;
+      job.exact_query_mean = query->mean;
+      job.exact_query_squares = query->sum_squares;
+      job.exact_reference_mean = reference->mean;
+      job.exact_reference_squares = reference->sum_squares;
+      job.out_distance = cand_distance;
+      job.out_distance_filled = &distances_filled;
+    }
+  }
   char message[512] = "";
   gint64 select_start = g_get_monotonic_time();
   if (!knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error))
     goto out;
   gint64 refine_start = g_get_monotonic_time();
 
-  KnnwbRefineLoop loop = {query,     reference,  self,       options->k, kc,
-                          available, rows,       cand_index, cand_score, result,
+  KnnwbRefineLoop loop = {query,
+                          reference,
+                          self,
+                          options->k,
+                          kc,
+                          available,
+                          rows,
+                          cand_index,
+                          cand_score,
+                          distances_filled ? cand_distance : NULL,
+                          result,
                           flags};
   knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
   /* G_MESSAGES_DEBUG=knnwb shows where the time goes. */
-  g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s)", n_rows, kc,
-          (double)(refine_start - select_start) / 1e6,
-          (double)(g_get_monotonic_time() - refine_start) / 1e6, backend);
+  g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s, exact distances "
+          "from the %s)",
+          n_rows, kc, (double)(refine_start - select_start) / 1e6,
+          (double)(g_get_monotonic_time() - refine_start) / 1e6, backend,
+          distances_filled ? "backend" : "host");
   *uncertified = NULL;
   for (size_t t = 0; t < n_rows; t++)
     if (flags[t]) {
@@ -213,6 +244,7 @@ out:
   g_free(cand_score);
   g_free(flags);
   g_free(gathered);
+  g_free(cand_distance);
   return ok;
 }
 

@@ -49,6 +49,9 @@ void knnwb_prepared_clear(KnnwbPrepared *prepared);
 /** The score kind the backends compute for metric. */
 KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric);
 
+/** The formula of knnwb_pair_distance for metric, as the backends name it. */
+KnnwbExactKind knnwb_metric_exact_kind(KnnwbMetric metric);
+
 /** Exact distance between row i of a and row j of b (same metric and d), in double. */
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j);
 
@@ -74,14 +77,16 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
 
 /**
  * Refines one query row: exact distances of its m candidates (self_index, when >= 0, skipped),
- * sorted by (distance, index), the first k into out_index/out_distance. Returns TRUE when a
- * rounding-error bound proves no non-candidate is nearer than the k-th (or every valid reference
- * was a candidate).
+ * sorted by (distance, index), the first k into out_index/out_distance. candidate_distance (NULL,
+ * or m distances a backend computed bit for bit as knnwb_prepared_distance) saves computing them.
+ * Returns TRUE when a rounding-error bound proves no non-candidate is nearer than the k-th (or
+ * every valid reference was a candidate).
  */
 gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const KnnwbPrepared *reference,
                           int64_t self_index, const int64_t *candidate_index,
-                          const float *candidate_score, size_t m, size_t available, size_t k,
-                          int64_t *out_index, double *out_distance);
+                          const float *candidate_score, const double *candidate_distance,
+                          size_t m, size_t available, size_t k, int64_t *out_index,
+                          double *out_distance);
 
 /** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
 void knnwb_parallel_for(int n_threads, size_t n, size_t grain,

@@ -73,7 +73,7 @@ static void knnwb_outside_refine(size_t first, size_t last, void *user)
       continue;
     }
     gboolean ok = knnwb_refine_row(p, (size_t)loop->rows[t], p, -1, loop->cand_index + t * loop->kc,
-                                   loop->cand_score + t * loop->kc, loop->kc, loop->available[t], 1,
+                                   loop->cand_score + t * loop->kc, NULL, loop->kc, loop->available[t], 1,
                                    &loop->answer_index[t], &loop->answer_distance[t]);
     loop->uncertified[t] = ok ? 0 : 1;
   }

@@ -55,6 +55,20 @@ KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric)
   }
 }
 
+KnnwbExactKind knnwb_metric_exact_kind(KnnwbMetric metric)
+{
+  switch (metric) {
+  case KNNWB_METRIC_ABS_PEARSON:
+    return KNNWB_EXACT_ABS_CORRELATION;
+  case KNNWB_METRIC_EUCLIDEAN:
+    return KNNWB_EXACT_EUCLIDEAN;
+  case KNNWB_METRIC_MANHATTAN:
+    return KNNWB_EXACT_MANHATTAN;
+  default:
+    return KNNWB_EXACT_CORRELATION; /* pearson, spearman (on ranks), cosine (zero means) */
+  }
+}
+
 static gboolean knnwb_metric_is_centred(KnnwbMetric metric)
 {
   return metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||

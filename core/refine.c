@@ -87,6 +87,7 @@ static double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_
 typedef struct {
   float score;
   int64_t index;
+  double distance; /* given by the backend, or NAN: compute it here */
 } KnnwbCandidate;
 
 static int knnwb_candidate_compare(const void *a, const void *b)
@@ -99,8 +100,9 @@ static int knnwb_candidate_compare(const void *a, const void *b)
 
 gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const KnnwbPrepared *reference,
                           int64_t self_index, const int64_t *candidate_index,
-                          const float *candidate_score, size_t m, size_t available, size_t k,
-                          int64_t *out_index, double *out_distance)
+                          const float *candidate_score, const double *candidate_distance,
+                          size_t m, size_t available, size_t k, int64_t *out_index,
+                          double *out_distance)
 {
   KnnwbScored stack_items[64];
   KnnwbCandidate stack_candidates[64];
@@ -116,7 +118,8 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
       worst = candidate_score[c];
     if (j == self_index)
       continue;
-    candidates[count++] = (KnnwbCandidate){candidate_score[c], j};
+    candidates[count++] =
+        (KnnwbCandidate){candidate_score[c], j, candidate_distance ? candidate_distance[c] : NAN};
   }
   /* Exact distances in score order: the first k always, then only candidates whose lower bound
    * does not exceed the k-th exact distance so far (the margin past k rarely needs them all). */
@@ -137,7 +140,7 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
   for (size_t c = 0; c < count; c++) {
     if (c >= k && knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
       break; /* scores only grow from here, and so do the bounds */
-    if (c + 1 < count) {
+    if (candidate_distance == NULL && c + 1 < count) {
       /* Candidate rows are scattered over the matrix: fetch the next one while this one computes. */
       const char *next = (const char *)(reference->exact + (size_t)candidates[c + 1].index * reference->d);
       for (size_t offset = 0; offset < reference->d * sizeof(float); offset += 64)
@@ -145,7 +148,9 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
     }
     items[computed].index = candidates[c].index;
     items[computed].distance =
-        knnwb_prepared_distance(query, query_row, reference, (size_t)candidates[c].index);
+        candidate_distance != NULL
+            ? candidates[c].distance
+            : knnwb_prepared_distance(query, query_row, reference, (size_t)candidates[c].index);
     if (c < k && items[computed].distance > kth)
       kth = items[computed].distance;
     computed++;

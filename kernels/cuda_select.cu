@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -156,9 +157,16 @@ struct Run {
   std::mutex progress_mutex;
   std::chrono::steady_clock::time_point last_report;
   Barrier *barrier = nullptr;
-  /* symmetric with several GPUs: each GPU's lists, merged on the host */
-  std::vector<std::vector<int64_t>> partial_index;
-  std::vector<std::vector<float>> partial_score;
+  /* exact distances of the final lists computed on the devices (job asked, and they fit) */
+  bool exact = false;
+  /* several GPUs, resident rows: each GPU uploads a slice from the host and copies the others
+   * from its peers, so the host sends the matrix once instead of once per GPU */
+  std::vector<float *> device_reference, device_query;
+  /* symmetric with several GPUs: each GPU's lists, merged on the host (not zero-filled: the
+   * downloads write every element, in parallel, which also spreads the page faults) */
+  std::vector<std::unique_ptr<int64_t[]>> partial_index;
+  std::vector<std::unique_ptr<float[]>> partial_score;
+  std::vector<std::unique_ptr<double[]>> partial_distance;
 
   void fail(int code, const char *format, ...)
   {
@@ -252,6 +260,17 @@ size_t plan_bytes(const KnnwbSelectJob *job, Plan &p)
   return bytes;
 }
 
+/* Device bytes of the exact rows, their statistics and (panels) the distance staging. */
+size_t exact_bytes(const KnnwbSelectJob *job, const Plan &p)
+{
+  const bool same = job->self || job->exact_query == job->exact_reference;
+  const size_t rows = job->n_reference + (same ? 0 : job->n_query);
+  size_t bytes = rows * job->dim * sizeof(float) + 2 * rows * sizeof(double) + 1024;
+  if (!p.symmetric)
+    bytes += (size_t)p.tile * p.kc * sizeof(double);
+  return bytes;
+}
+
 /* The largest tile (then residency) that fits the budget; symmetric preferred for self jobs. */
 bool plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc, Plan *out)
 {
@@ -299,7 +318,11 @@ public:
 private:
   bool setup();
   bool upload_resident();
+  bool upload_peer_slices();
   bool upload_staged(float *dst, const float *src, size_t rows);
+  void start_exact_upload();
+  bool exact_upload();
+  bool finish_exact_upload();
   bool load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream);
   bool gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r);
   bool select_tile(int slot, const TileGeom &geom);
@@ -309,7 +332,8 @@ private:
   bool run_symmetric();
   bool run_panels();
   bool drain();
-  bool extract_rows(size_t row0, size_t n_rows, int64_t *dst_index, float *dst_score);
+  bool extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index,
+                    float *dst_score, double *dst_distance);
   void merge_partials();
   void release();
   void *device_alloc(size_t bytes, bool *ok);
@@ -337,6 +361,13 @@ private:
   long tile_counter_ = 0;  /* symmetric: tiles issued */
   bool counted_[2] = {false, false};
   SelectState state_ = {};
+  /* exact distances (run_.exact): rows uploaded by a background thread during the tile loop */
+  ExactRows exact_ = {};
+  cudaStream_t exact_stream_ = nullptr;
+  double *stage_distance_ = nullptr;
+  void *host_staging_distance_ = nullptr;
+  std::thread exact_thread_;
+  bool exact_ok_ = true;
 };
 
 void *Worker::device_alloc(size_t bytes, bool *ok)
@@ -358,8 +389,11 @@ void Worker::release()
 {
   if (device_ordinal_ < 0)
     return;
+  /* A failure sets run_.abort, which ends the upload early; otherwise it is already joined. */
+  if (exact_thread_.joinable())
+    exact_thread_.join();
   cudaSetDevice(device_ordinal_);
-  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_})
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
     if (s)
       cudaStreamSynchronize(s);
   for (void *p : allocations_)
@@ -370,6 +404,10 @@ void Worker::release()
       cudaFreeHost(p);
       p = nullptr;
     }
+  if (host_staging_distance_) {
+    cudaFreeHost(host_staging_distance_);
+    host_staging_distance_ = nullptr;
+  }
   if (blas_)
     cublasDestroy(blas_);
   for (int i = 0; i < 2; i++)
@@ -379,11 +417,11 @@ void Worker::release()
   for (cudaEvent_t e : {query_free_, query_ready_})
     if (e)
       cudaEventDestroy(e);
-  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_})
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
     if (s)
       cudaStreamDestroy(s);
   blas_ = nullptr;
-  copy_stream_ = gemm_stream_ = select_stream_ = nullptr;
+  copy_stream_ = gemm_stream_ = select_stream_ = exact_stream_ = nullptr;
   cudaGetLastError(); /* teardown errors must not leak into the next call */
   device_ordinal_ = -1;
 }
@@ -395,6 +433,20 @@ bool Worker::setup()
   CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
+  if (run_.exact)
+    CUDA_TRY(run_, cudaStreamCreateWithFlags(&exact_stream_, cudaStreamNonBlocking));
+  if (run_.n_devices > 1 && p.resident) {
+    /* Peer copies of the rows' slices go over NVLink when the pair can map each other's memory
+     * (otherwise the runtime stages them through the host, still correct). */
+    for (int other : run_.ordinals) {
+      int can = 0;
+      if (other != device_ordinal_ &&
+          cudaDeviceCanAccessPeer(&can, device_ordinal_, other) == cudaSuccess && can &&
+          cudaDeviceEnablePeerAccess(other, 0) != cudaSuccess)
+        cudaGetLastError(); /* already enabled by an earlier call: fine */
+    }
+    cudaGetLastError();
+  }
   /* Selection at the highest priority: its blocks are scheduled ahead of the next GEMM's pending
    * ones, so a tile's select never holds back the GEMM after next (two tile buffers). */
   int least_priority = 0, greatest_priority = 0;
@@ -428,6 +480,8 @@ bool Worker::setup()
   if (p.resident) {
     reference_data_ = (float *)device_alloc(row_bytes * job->n_reference, &ok);
     query_data_ = same ? reference_data_ : (float *)device_alloc(row_bytes * job->n_query, &ok);
+    run_.device_reference[index_] = reference_data_;
+    run_.device_query[index_] = query_data_;
   } else {
     query_buffer_ = (float *)device_alloc(row_bytes * T, &ok);
     reference_buffer_[0] = (float *)device_alloc(row_bytes * T, &ok);
@@ -469,11 +523,34 @@ bool Worker::setup()
     stage_rows_ = T;
     stage_index_ = (int64_t *)device_alloc(T * p.kc * sizeof(int64_t), &ok);
     stage_score_ = (float *)device_alloc(T * p.kc * sizeof(float), &ok);
+    if (run_.exact)
+      stage_distance_ = (double *)device_alloc(T * p.kc * sizeof(double), &ok);
   } else {
-    /* the final extraction reuses the tile buffers as staging */
-    stage_rows_ = tile_bytes / ((size_t)p.kc * 12);
+    /* The final extraction reuses the tile buffers as staging: indices in the first, scores and
+     * (aligned after them) distances in the second. */
+    stage_rows_ = (tile_bytes - 256) / ((size_t)p.kc * 12);
     stage_index_ = (int64_t *)tiles_[0];
     stage_score_ = (float *)tiles_[1];
+    if (run_.exact)
+      stage_distance_ =
+          (double *)((char *)tiles_[1] + round_up(stage_rows_ * p.kc * sizeof(float), 256));
+  }
+  if (run_.exact) {
+    const bool same_exact = job->self || job->exact_query == job->exact_reference;
+    float *ref = (float *)device_alloc(job->n_reference * job->dim * sizeof(float), &ok);
+    float *qry = same_exact ? ref : (float *)device_alloc(job->n_query * job->dim * sizeof(float), &ok);
+    auto stats = [&](const double *host, size_t n) {
+      return host ? (double *)device_alloc(n * sizeof(double), &ok) : nullptr;
+    };
+    exact_.kind = job->exact_kind;
+    exact_.dim = (int)job->dim;
+    exact_.reference = ref;
+    exact_.query = qry;
+    exact_.reference_mean = stats(job->exact_reference_mean, job->n_reference);
+    exact_.reference_squares = stats(job->exact_reference_squares, job->n_reference);
+    exact_.query_mean = same_exact ? exact_.reference_mean : stats(job->exact_query_mean, job->n_query);
+    exact_.query_squares =
+        same_exact ? exact_.reference_squares : stats(job->exact_query_squares, job->n_query);
   }
   if (!ok)
     return false;
@@ -484,12 +561,21 @@ bool Worker::setup()
       cudaGetLastError();
       h = nullptr;
     }
-  if (!host_staging_[0] || !host_staging_[1]) {
+  if (run_.exact && host_staging_[0] && host_staging_[1] &&
+      cudaMallocHost(&host_staging_distance_, host_staging_bytes_) != cudaSuccess) {
+    cudaGetLastError();
+    host_staging_distance_ = nullptr;
+  }
+  if (!host_staging_[0] || !host_staging_[1] || (run_.exact && !host_staging_distance_)) {
     for (void *&h : host_staging_)
       if (h) {
         cudaFreeHost(h);
         h = nullptr;
       }
+    if (host_staging_distance_) {
+      cudaFreeHost(host_staging_distance_);
+      host_staging_distance_ = nullptr;
+    }
   }
   /* Zero padding columns once: copies write only the first dim columns of each row. */
   if (p.resident) {
@@ -557,13 +643,24 @@ bool Worker::upload_staged(float *dst, const float *src, size_t rows)
   return ok;
 }
 
+/* Rows [first, last) of n that GPU g of G uploads from the host (all of them with one GPU). */
+std::pair<size_t, size_t> slice_of(size_t n, int g, int G)
+{
+  return {n * (size_t)g / (size_t)G, n * (size_t)(g + 1) / (size_t)G};
+}
+
 bool Worker::upload_resident()
 {
   const KnnwbSelectJob *job = run_.job;
   if (run_.plan.resident) {
-    if (!upload_staged(reference_data_, job->reference, job->n_reference))
+    const size_t dpad = (size_t)run_.plan.dpad, dim = job->dim;
+    auto r = slice_of(job->n_reference, index_, run_.n_devices);
+    if (!upload_staged(reference_data_ + r.first * dpad, job->reference + r.first * dim,
+                       r.second - r.first))
       return false;
-    if (query_data_ != reference_data_ && !upload_staged(query_data_, job->query, job->n_query))
+    auto q = slice_of(job->n_query, index_, run_.n_devices);
+    if (query_data_ != reference_data_ &&
+        !upload_staged(query_data_ + q.first * dpad, job->query + q.first * dim, q.second - q.first))
       return false;
   }
   if (sqnorms_)
@@ -582,6 +679,121 @@ bool Worker::upload_resident()
   }
   CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
   return true;
+}
+
+/* The slices the other GPUs uploaded (resident rows, several GPUs), device to device. */
+bool Worker::upload_peer_slices()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const size_t row_bytes = (size_t)run_.plan.dpad * sizeof(float);
+  for (int h = 0; h < run_.n_devices; h++) {
+    if (h == index_)
+      continue;
+    auto r = slice_of(job->n_reference, h, run_.n_devices);
+    if (r.second > r.first)
+      CUDA_TRY(run_, cudaMemcpyPeerAsync(reference_data_ + r.first * run_.plan.dpad, device_ordinal_,
+                                         run_.device_reference[h] + r.first * run_.plan.dpad,
+                                         run_.ordinals[h], (r.second - r.first) * row_bytes,
+                                         copy_stream_));
+    auto q = slice_of(job->n_query, h, run_.n_devices);
+    if (query_data_ != reference_data_ && q.second > q.first)
+      CUDA_TRY(run_, cudaMemcpyPeerAsync(query_data_ + q.first * run_.plan.dpad, device_ordinal_,
+                                         run_.device_query[h] + q.first * run_.plan.dpad,
+                                         run_.ordinals[h], (q.second - q.first) * row_bytes,
+                                         copy_stream_));
+  }
+  CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  return true;
+}
+
+/*
+ * The exact rows and statistics (run_.exact), uploaded by a background thread while the tiles run:
+ * the copy engine and the host cores are idle then. Own pinned staging, own stream.
+ */
+bool Worker::exact_upload()
+{
+  const KnnwbSelectJob *job = run_.job;
+  CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
+  auto small = [&](const double *dst, const double *src, size_t n) {
+    return !dst || !src ||
+           cudaMemcpyAsync(const_cast<double *>(dst), src, n * sizeof(double),
+                           cudaMemcpyHostToDevice, exact_stream_) == cudaSuccess;
+  };
+  const bool same = exact_.query == exact_.reference;
+  if (!small(exact_.reference_mean, job->exact_reference_mean, job->n_reference) ||
+      !small(exact_.reference_squares, job->exact_reference_squares, job->n_reference) ||
+      (!same && (!small(exact_.query_mean, job->exact_query_mean, job->n_query) ||
+                 !small(exact_.query_squares, job->exact_query_squares, job->n_query)))) {
+    run_.fail(KNNWB_KERNELS_ERROR, "cudaMemcpyAsync of row statistics failed on GPU %d: %s",
+              device_ordinal_, cudaGetErrorString(cudaGetLastError()));
+    return false;
+  }
+  void *staging[2] = {nullptr, nullptr};
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  bool ok = true;
+  for (int b = 0; b < 2 && ok; b++)
+    ok = cudaMallocHost(&staging[b], kStagingBytes) == cudaSuccess &&
+         cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming) == cudaSuccess;
+  const bool staged = ok;
+  cudaGetLastError();
+  cudaError_t err = cudaSuccess;
+  const std::pair<const float *, const float *> arrays[2] = {
+      {exact_.reference, job->exact_reference}, {same ? nullptr : exact_.query, job->exact_query}};
+  const size_t counts[2] = {job->n_reference * job->dim, job->n_query * job->dim};
+  for (int a = 0; a < 2 && err == cudaSuccess; a++) {
+    float *dst = const_cast<float *>(arrays[a].first);
+    const float *src = arrays[a].second;
+    if (!dst)
+      continue;
+    if (!staged) {
+      err = cudaMemcpyAsync(dst, src, counts[a] * sizeof(float), cudaMemcpyHostToDevice,
+                            exact_stream_);
+      continue;
+    }
+    const size_t chunk = kStagingBytes / sizeof(float);
+    for (size_t first = 0, c = 0; first < counts[a] && err == cudaSuccess; first += chunk, c++) {
+      if (run_.abort)
+        break;
+      const int b = (int)(c % 2);
+      const size_t n = std::min(chunk, counts[a] - first);
+      err = cudaEventSynchronize(done[b]);
+      if (err != cudaSuccess)
+        break;
+      parallel_copy(staging[b], src + first, n * sizeof(float), run_.copy_threads);
+      err = cudaMemcpyAsync(dst + first, staging[b], n * sizeof(float), cudaMemcpyHostToDevice,
+                            exact_stream_);
+      if (err == cudaSuccess)
+        err = cudaEventRecord(done[b], exact_stream_);
+    }
+  }
+  cudaError_t sync = cudaStreamSynchronize(exact_stream_);
+  if (err == cudaSuccess)
+    err = sync;
+  for (int b = 0; b < 2; b++) {
+    if (staging[b])
+      cudaFreeHost(staging[b]);
+    if (done[b])
+      cudaEventDestroy(done[b]);
+  }
+  if (err != cudaSuccess) {
+    run_.fail(KNNWB_KERNELS_ERROR, "upload of the exact rows to GPU %d failed: %s",
+              device_ordinal_, cudaGetErrorString(err));
+    return false;
+  }
+  return !run_.abort;
+}
+
+void Worker::start_exact_upload()
+{
+  exact_ok_ = false;
+  exact_thread_ = std::thread([this] { exact_ok_ = exact_upload(); });
+}
+
+bool Worker::finish_exact_upload()
+{
+  if (exact_thread_.joinable())
+    exact_thread_.join();
+  return exact_ok_;
 }
 
 /* tile[slot][i*T + j] = q_i . r_j: column-major C = R^T-view x Q, so rows of queries are
@@ -628,10 +840,17 @@ bool Worker::drain()
   return true;
 }
 
-/* Lists of state rows [row0, row0 + n_rows) to host arrays, through pinned staging when there is. */
-bool Worker::extract_rows(size_t row0, size_t n_rows, int64_t *dst_index, float *dst_score)
+/*
+ * Lists of state rows [row0, row0 + n_rows) to host arrays, through pinned staging when there is;
+ * with dst_distance (run_.exact) also their exact distances, the state rows being query rows
+ * query0, query0 + 1, ...
+ */
+bool Worker::extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index,
+                          float *dst_score, double *dst_distance)
 {
   const size_t kc = (size_t)run_.plan.kc;
+  if (dst_distance && !finish_exact_upload())
+    return false;
   size_t chunk_rows = stage_rows_;
   bool staged = host_staging_[0] != nullptr;
   if (staged) {
@@ -647,15 +866,27 @@ bool Worker::extract_rows(size_t row0, size_t n_rows, int64_t *dst_index, float 
                                   stage_score_, select_stream_));
     int64_t *to_index = staged ? (int64_t *)host_staging_[0] : dst_index + done * kc;
     float *to_score = staged ? (float *)host_staging_[1] : dst_score + done * kc;
+    double *to_distance = dst_distance ? (staged ? (double *)host_staging_distance_
+                                                 : dst_distance + done * kc)
+                                       : nullptr;
+    if (to_distance)
+      CUDA_TRY(run_, launch_exact_distances(exact_, stage_index_, chunk, (int)kc, query0 + done,
+                                            stage_distance_, select_stream_));
     CUDA_TRY(run_, cudaMemcpyAsync(to_index, stage_index_, chunk * kc * sizeof(int64_t),
                                    cudaMemcpyDeviceToHost, select_stream_));
     CUDA_TRY(run_, cudaMemcpyAsync(to_score, stage_score_, chunk * kc * sizeof(float),
                                    cudaMemcpyDeviceToHost, select_stream_));
+    if (to_distance)
+      CUDA_TRY(run_, cudaMemcpyAsync(to_distance, stage_distance_, chunk * kc * sizeof(double),
+                                     cudaMemcpyDeviceToHost, select_stream_));
     CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
     if (staged) {
       parallel_copy(dst_index + done * kc, to_index, chunk * kc * sizeof(int64_t),
                     run_.copy_threads);
       parallel_copy(dst_score + done * kc, to_score, chunk * kc * sizeof(float), run_.copy_threads);
+      if (to_distance)
+        parallel_copy(dst_distance + done * kc, to_distance, chunk * kc * sizeof(double),
+                      run_.copy_threads);
     }
     done += chunk;
   }
@@ -785,10 +1016,22 @@ bool Worker::run_symmetric()
     return false;
   CUDA_TRY(run_, launch_final_merge(state_, 0, (int)n, select_stream_));
   if (run_.n_devices == 1)
-    return extract_rows(0, n, job->out_index, job->out_score);
-  run_.partial_index[index_].resize(n * p.kc);
-  run_.partial_score[index_].resize(n * p.kc);
-  return extract_rows(0, n, run_.partial_index[index_].data(), run_.partial_score[index_].data());
+    return extract_rows(0, n, 0, job->out_index, job->out_score,
+                        run_.exact ? job->out_distance : nullptr);
+  const size_t cells = n * (size_t)p.kc;
+  run_.partial_index[index_].reset(new (std::nothrow) int64_t[cells]);
+  run_.partial_score[index_].reset(new (std::nothrow) float[cells]);
+  if (run_.exact)
+    run_.partial_distance[index_].reset(new (std::nothrow) double[cells]);
+  if (!run_.partial_index[index_] || !run_.partial_score[index_] ||
+      (run_.exact && !run_.partial_distance[index_])) {
+    run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY,
+              "cannot allocate host memory for the candidate lists of GPU %d (%zu rows)",
+              device_ordinal_, n);
+    return false;
+  }
+  return extract_rows(0, n, 0, run_.partial_index[index_].get(), run_.partial_score[index_].get(),
+                      run_.exact ? run_.partial_distance[index_].get() : nullptr);
 }
 
 bool Worker::run_panels()
@@ -859,7 +1102,8 @@ bool Worker::run_panels()
     if (run_.abort)
       break;
     CUDA_TRY(run_, launch_final_merge(state_, 0, n_q, select_stream_));
-    if (!extract_rows(0, (size_t)n_q, job->out_index + q0 * p.kc, job->out_score + q0 * p.kc))
+    if (!extract_rows(0, (size_t)n_q, q0, job->out_index + q0 * p.kc, job->out_score + q0 * p.kc,
+                      run_.exact ? job->out_distance + q0 * p.kc : nullptr))
       return false;
   }
   if (!drain())
@@ -869,31 +1113,59 @@ bool Worker::run_panels()
   return !run_.abort;
 }
 
-/* Several GPUs, symmetric: row i's candidates are spread over the GPUs' lists (no pair twice). */
+/*
+ * Several GPUs, symmetric: row i's candidates are spread over the GPUs' lists (no pair twice).
+ * Each worker merges its share of the rows with copy_threads host threads.
+ */
 void Worker::merge_partials()
 {
   const KnnwbSelectJob *job = run_.job;
   const size_t n = job->n_query, kc = job->kc;
   const int G = run_.n_devices;
-  const size_t begin = n * index_ / G, end = n * (index_ + 1) / G;
-  std::vector<std::pair<float, int64_t>> pool;
-  pool.reserve(kc * G);
-  for (size_t i = begin; i < end; i++) {
-    pool.clear();
-    for (int g = 0; g < G; g++)
-      for (size_t t = 0; t < kc; t++) {
-        int64_t idx = run_.partial_index[g][i * kc + t];
-        if (idx >= 0)
-          pool.emplace_back(run_.partial_score[g][i * kc + t], idx);
-      }
-    size_t take = std::min(kc, pool.size());
-    if (pool.size() > kc)
-      std::nth_element(pool.begin(), pool.begin() + (kc - 1), pool.end());
-    for (size_t t = 0; t < kc; t++) {
-      job->out_index[i * kc + t] = t < take ? pool[t].second : -1;
-      job->out_score[i * kc + t] = t < take ? pool[t].first : __builtin_inff();
+  const bool exact = run_.exact;
+  struct Entry {
+    float score;
+    int64_t index;
+    double distance;
+    bool operator<(const Entry &o) const
+    {
+      return score != o.score ? score < o.score : index < o.index;
     }
+  };
+  auto merge_range = [&](size_t begin, size_t end) {
+    std::vector<Entry> pool;
+    pool.reserve(kc * G);
+    for (size_t i = begin; i < end; i++) {
+      pool.clear();
+      for (int g = 0; g < G; g++)
+        for (size_t t = 0; t < kc; t++) {
+          int64_t idx = run_.partial_index[g][i * kc + t];
+          if (idx >= 0)
+            pool.push_back({run_.partial_score[g][i * kc + t], idx,
+                            exact ? run_.partial_distance[g][i * kc + t] : 0.0});
+        }
+      size_t take = std::min(kc, pool.size());
+      if (pool.size() > kc)
+        std::nth_element(pool.begin(), pool.begin() + (kc - 1), pool.end());
+      for (size_t t = 0; t < kc; t++) {
+        job->out_index[i * kc + t] = t < take ? pool[t].index : -1;
+        job->out_score[i * kc + t] = t < take ? pool[t].score : __builtin_inff();
+        if (exact)
+          job->out_distance[i * kc + t] = t < take ? pool[t].distance : __builtin_nan("");
+      }
+    }
+  };
+  auto mine = slice_of(n, index_, G);
+  const int threads = std::max(1, run_.copy_threads);
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; t++) {
+    auto part = slice_of(mine.second - mine.first, t, threads);
+    helpers.emplace_back(merge_range, mine.first + part.first, mine.first + part.second);
   }
+  auto part = slice_of(mine.second - mine.first, 0, threads);
+  merge_range(mine.first + part.first, mine.first + part.second);
+  for (auto &h : helpers)
+    h.join();
 }
 
 void Worker::main()
@@ -905,9 +1177,19 @@ void Worker::main()
   run_.barrier->wait();
   if (ok && !run_.abort)
     ok = upload_resident();
+  if (run_.n_devices > 1 && run_.plan.resident) {
+    run_.barrier->wait(); /* every slice is on its GPU */
+    if (ok && !run_.abort)
+      ok = upload_peer_slices();
+    run_.barrier->wait(); /* no GPU frees its rows while a peer still reads them */
+  }
+  if (ok && !run_.abort && run_.exact)
+    start_exact_upload();
   const double t_upload = seconds_now();
   if (ok && !run_.abort)
     ok = run_.plan.symmetric ? run_symmetric() : run_panels();
+  if (ok && run_.exact)
+    ok = finish_exact_upload(); /* a GPU that extracted nothing (no panel) still waits here */
   const double t_run = seconds_now();
   if (!ok)
     run_.abort = true;
@@ -1066,6 +1348,11 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
     run.barrier = &barrier;
     run.partial_index.resize(run.n_devices);
     run.partial_score.resize(run.n_devices);
+    run.partial_distance.resize(run.n_devices);
+    run.device_reference.assign(run.n_devices, nullptr);
+    run.device_query.assign(run.n_devices, nullptr);
+    run.exact = job->exact_query && job->exact_reference && job->out_distance &&
+                plan.bytes + exact_bytes(job, plan) <= budget;
     {
       unsigned hw = std::thread::hardware_concurrency();
       run.copy_threads = std::max(1, std::min(8, (int)(hw ? hw : 1) / run.n_devices));
@@ -1085,10 +1372,10 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
     if (trace_enabled())
       fprintf(stderr,
               "knnwb cuda: %zu x %zu rows, dim %zu, kc %zu on %d GPU(s): %s, %s, tile %d, "
-              "%.2f GiB per device\n",
+              "%.2f GiB per device, exact distances on the %s\n",
               job->n_query, job->n_reference, job->dim, job->kc, run.n_devices,
               plan.symmetric ? "symmetric" : "panels", plan.resident ? "resident" : "streaming",
-              plan.tile, plan.bytes / (double)(1u << 30));
+              plan.tile, plan.bytes / (double)(1u << 30), run.exact ? "GPU" : "host");
     {
       std::vector<std::thread> threads;
       std::vector<Worker *> workers;
@@ -1112,6 +1399,8 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
       set_message(message, message_size, "%s", run.message);
       return status;
     }
+    if (run.exact && job->out_distance_filled)
+      *job->out_distance_filled = 1;
     if (job->progress)
       job->progress(run.tiles_total, run.tiles_total, job->progress_data);
     return KNNWB_KERNELS_OK;

@@ -25,6 +25,20 @@ typedef enum {
   KNNWB_SCORE_L1 = 3       /* sum |q - r| */
 } KnnwbScoreKind;
 
+/**
+ * The exact distance formulas of core (knnwb_pair_distance), which a backend may evaluate for its
+ * selected candidates: correlation-like metrics (pearson, spearman on ranks, cosine with zero
+ * means) give 1 - r or 1 - |r| with r = sum (x - mx)(y - my) / sqrt(ssx ssy); the others the plain
+ * euclidean or manhattan distance. All in double, eight lanes summed in core's fixed order, so a
+ * backend that evaluates them returns core's bits.
+ */
+typedef enum {
+  KNNWB_EXACT_CORRELATION = 0,
+  KNNWB_EXACT_ABS_CORRELATION = 1,
+  KNNWB_EXACT_EUCLIDEAN = 2,
+  KNNWB_EXACT_MANHATTAN = 3
+} KnnwbExactKind;
+
 /** Status codes of the launchers. */
 enum {
   KNNWB_KERNELS_OK = 0,
@@ -76,6 +90,21 @@ typedef struct {
    * Both are given or neither. A row whose valid references are all masked pads with index -1. */
   const int32_t *query_group;
   const int32_t *reference_group;
+  /* Optional exact distances (exact_query == NULL: not wanted; a backend may also decline, e.g.
+   * when the rows do not fit its memory): out_distance[i*kc + t] = the exact distance (exact_kind)
+   * of query i and candidate out_index[i*kc + t] (NaN where that index is -1), bit for bit as core
+   * computes it; *out_distance_filled is set to 1 when they were filled, else left alone. The
+   * exact rows are n_query (n_reference) x dim float32 row-major, the same pointer for self jobs;
+   * the statistics are n doubles each, NULL meaning all zero. */
+  int exact_kind; /* KnnwbExactKind */
+  const float *exact_query;
+  const float *exact_reference;
+  const double *exact_query_mean;
+  const double *exact_query_squares;
+  const double *exact_reference_mean;
+  const double *exact_reference_squares;
+  double *out_distance;
+  int *out_distance_filled;
 } KnnwbSelectJob;
 
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */

@@ -110,6 +110,23 @@ int shared_memory_kc_limit(void);
 cudaError_t launch_l1_tile(const float *q, int n_q, const float *r, int n_r, int dpad, float *out,
                            size_t ld, cudaStream_t stream);
 
+/** Exact rows on the device for launch_exact_distances (statistics NULL = all zero). */
+struct ExactRows {
+  int kind; /* KnnwbExactKind */
+  int dim;
+  const float *query;     /* n_query x dim */
+  const float *reference; /* n_reference x dim */
+  const double *query_mean, *query_squares, *reference_mean, *reference_squares;
+};
+
+/**
+ * out[t*kc + c] = core's exact distance of query row query0 + t and reference row
+ * index[t*kc + c] (NaN where the index is negative), for t < n_rows. Bit-identical to
+ * knnwb_pair_distance; see exact_distance.cu.
+ */
+cudaError_t launch_exact_distances(const ExactRows &rows, const int64_t *index, size_t n_rows,
+                                   int kc, size_t query0, double *out, cudaStream_t stream);
+
 } // namespace knnwb_cuda
 
 #endif

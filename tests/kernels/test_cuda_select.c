@@ -3,6 +3,8 @@
  * scores: every returned set must hold kc distinct valid candidates whose true scores are no worse
  * than the kc-th best true score (up to float rounding), on odd sizes, every score kind, kc up to
  * 4096 + margin, budgets that force small tiles and streaming, and the same device listed twice.
+ * Every case also asks for the candidates' exact distances, which must equal core's
+ * knnwb_pair_distance bit for bit (and must be given whenever the budget is the default).
  * Skips (passes) when no GPU is usable, as on CI.
  */
 #include <math.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <glib.h>
+#include "knn_internal.h"
 #include "knnwb_kernels.h"
 
 typedef struct {
@@ -75,6 +78,21 @@ static int compare_double(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
+/* The metric whose exact formula goes with a score kind; DOT alternates pearson and cosine. */
+static KnnwbMetric exact_metric(int kind, guint32 seed)
+{
+  switch (kind) {
+  case KNNWB_SCORE_ABS_DOT:
+    return KNNWB_METRIC_ABS_PEARSON;
+  case KNNWB_SCORE_L2:
+    return KNNWB_METRIC_EUCLIDEAN;
+  case KNNWB_SCORE_L1:
+    return KNNWB_METRIC_MANHATTAN;
+  default:
+    return seed % 2 ? KNNWB_METRIC_COSINE : KNNWB_METRIC_PEARSON;
+  }
+}
+
 static void progress_count(uint64_t done, uint64_t total, void *data)
 {
   uint64_t *last = data;
@@ -135,11 +153,54 @@ static void run_case(const Case *c)
     job.out_index[t] = -7; /* poison: every slot must be written */
     job.out_score[t] = NAN;
   }
+  /* Exact distances on the same rows, with core's own row statistics (cosine: no means). */
+  const KnnwbMetric metric = exact_metric(c->kind, c->seed);
+  double *stats = g_new0(double, 2 * (c->n_query + c->n_reference));
+  double *q_mean = stats, *q_squares = stats + c->n_query;
+  double *r_mean = q_squares + c->n_query, *r_squares = r_mean + c->n_reference;
+  for (size_t i = 0; i < c->n_query; i++)
+    knnwb_row_statistics(metric, query + i * d, d, &q_mean[i], &q_squares[i]);
+  for (size_t j = 0; j < c->n_reference; j++)
+    knnwb_row_statistics(metric, reference + j * d, d, &r_mean[j], &r_squares[j]);
+  const gboolean no_means = metric == KNNWB_METRIC_COSINE;
+  int distances_filled = 0;
+  job.exact_kind = knnwb_metric_exact_kind(metric);
+  job.exact_query = query;
+  job.exact_reference = reference;
+  job.exact_query_mean = no_means ? NULL : q_mean;
+  job.exact_query_squares = q_squares;
+  job.exact_reference_mean = no_means ? NULL : r_mean;
+  job.exact_reference_squares = r_squares;
+  job.out_distance = g_new(double, c->n_query * c->kc);
+  job.out_distance_filled = &distances_filled;
   char message[512];
   int status = knnwb_cuda_select(&job, message, sizeof message);
   if (status != KNNWB_KERNELS_OK)
     g_error("knnwb_cuda_select: status %d: %s", status, message);
   g_assert_cmpuint(last_progress, >, 0);
+  if (c->budget == 0)
+    g_assert_cmpint(distances_filled, ==, 1);
+  size_t distance_failures = 0;
+  for (size_t i = 0; distances_filled && i < c->n_query; i++) {
+    if (c->self && invalid && invalid[i])
+      continue;
+    for (size_t t = 0; t < c->kc; t++) {
+      int64_t j = job.out_index[i * c->kc + t];
+      double got = job.out_distance[i * c->kc + t];
+      if (j < 0) {
+        g_assert_true(isnan(got));
+        continue;
+      }
+      double want = knnwb_pair_distance(metric, query + i * d, reference + (size_t)j * d, d,
+                                        q_mean[i], q_squares[i], r_mean[j], r_squares[j]);
+      if (memcmp(&got, &want, sizeof got) != 0 && distance_failures++ < 5)
+        g_printerr("row %zu candidate %" G_GINT64_FORMAT ": GPU distance %.17g, host %.17g\n", i,
+                   j, got, want);
+    }
+  }
+  g_assert_cmpuint(distance_failures, ==, 0);
+  g_free(stats);
+  g_free(job.out_distance);
 
   double *all = g_new(double, c->n_reference);
   unsigned char *seen = g_new0(unsigned char, c->n_reference);
