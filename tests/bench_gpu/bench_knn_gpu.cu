@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,8 +294,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "knnwb_knn_self failed: %s\n", error->message);
         return 1;
       }
-      printf("  library (%s): %.2f s; row 0 nearest %lld at %.6f\n", nb->backend_used, row.lib,
-             (long long)nb->indices[0], nb->distances[0]);
+      /* FNV-1a over every index and distance bit: runs on 1 and N GPUs (or the CPU) must agree. */
+      uint64_t digest = 1469598103934665603ull;
+      for (size_t t = 0; t < n * k; t++) {
+        uint64_t words[2];
+        memcpy(&words[0], &nb->indices[t], 8);
+        memcpy(&words[1], &nb->distances[t], 8);
+        for (int w = 0; w < 2; w++)
+          for (int b = 0; b < 8; b++)
+            digest = (digest ^ ((words[w] >> (8 * b)) & 0xff)) * 1099511628211ull;
+      }
+      printf("  library (%s): %.2f s; row 0 nearest %lld at %.6f; lists digest %016llx\n",
+             nb->backend_used, row.lib, (long long)nb->indices[0], nb->distances[0],
+             (unsigned long long)digest);
       fflush(stdout);
       knnwb_neighbors_free(nb);
     }
