@@ -50,7 +50,11 @@ constexpr size_t kOverheadBytes = 96u << 20; /* cuBLAS workspace, context slack 
 constexpr int kMaxTile = 8192;
 constexpr int kMinTile = 128;
 constexpr int kPiece = 16;               /* off-diagonal tiles per work item with several GPUs */
-constexpr size_t kStagingBytes = 64u << 20; /* per pinned host staging buffer */
+constexpr int kExchangeItems = 2;       /* several GPUs: thresholds imported every this many pieces */
+/* Per pinned host staging buffer. Page-locking costs about as much as copying the bytes several
+ * times over, and with G GPUs it is paid G times at once, so buffers are small and kept in a
+ * process-wide pool (pinned_pool) for the next call (the exact MST makes many). */
+constexpr size_t kStagingBytes = 16u << 20;
 
 /* KNNWB_CUDA_TRACE=1: phase timings on stderr (how the time splits, for the benchmark README). */
 bool trace_enabled()
@@ -73,7 +77,7 @@ double seconds_now()
  */
 void parallel_copy(void *dst, const void *src, size_t bytes, int threads)
 {
-  const size_t min_part = 4u << 20;
+  const size_t min_part = 2u << 20;
   int parts = (int)std::min<size_t>((size_t)std::max(threads, 1), bytes / min_part);
   if (parts <= 1) {
     memcpy(dst, src, bytes);
@@ -92,6 +96,52 @@ void parallel_copy(void *dst, const void *src, size_t bytes, int threads)
   memcpy(dst, src, std::min(per, bytes));
   for (auto &w : workers)
     w.join();
+}
+
+/* Pinned host staging buffers of kStagingBytes, reused across calls and threads. */
+class PinnedPool
+{
+public:
+  void *take()
+  {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        void *p = free_.back();
+        free_.pop_back();
+        return p;
+      }
+    }
+    void *p = nullptr;
+    if (cudaHostAlloc(&p, kStagingBytes, cudaHostAllocPortable) != cudaSuccess) {
+      cudaGetLastError(); /* callers fall back to direct copies */
+      return nullptr;
+    }
+    return p;
+  }
+  void give(void *p)
+  {
+    if (!p)
+      return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.size() < kKeep) {
+      free_.push_back(p);
+      return;
+    }
+    cudaFreeHost(p);
+  }
+
+private:
+  static constexpr size_t kKeep = 48; /* 768 MiB at most stays pinned between calls */
+  std::mutex mutex_;
+  std::vector<void *> free_;
+};
+
+/* Never destroyed: at exit the CUDA runtime may already be gone, and the OS reclaims the pages. */
+PinnedPool &pinned_pool()
+{
+  static PinnedPool *pool = new PinnedPool;
+  return *pool;
 }
 
 /* A work item of the symmetric schedule: tiles (b, c) for b in [b0, b1), after (c, c) if diagonal. */
@@ -131,6 +181,16 @@ public:
       cv_.wait(lock, [&] { return gen != generation_; });
     }
   }
+  /* Leaves for good (a worker that failed before reaching it): the others no longer wait for it. */
+  void drop()
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--count_ > 0 && waiting_ == count_) {
+      waiting_ = 0;
+      generation_++;
+      cv_.notify_all();
+    }
+  }
 
 private:
   std::mutex mutex_;
@@ -147,6 +207,7 @@ struct Run {
   std::atomic<long> next_item{0};
   std::vector<Segment> segments; /* symmetric schedule */
   int copy_threads = 1;          /* host threads per GPU for staging copies */
+  int merge_threads = 1;         /* host threads per GPU merging the per-GPU lists */
   std::atomic<bool> abort{false};
   bool pinned = false; /* the host rows are registered (page-locked) */
   std::mutex error_mutex;
@@ -157,6 +218,11 @@ struct Run {
   std::mutex progress_mutex;
   std::chrono::steady_clock::time_point last_report;
   Barrier *barrier = nullptr;
+  /* several GPUs, symmetric: between the diagonal phase and the off-diagonal pieces */
+  Barrier *phase_barrier = nullptr;
+  /* several GPUs: each GPU's thresholds, read by its peers (peer access between every pair) */
+  std::vector<const float *> device_thr;
+  std::atomic<bool> peers_ok{true};
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;
   /* several GPUs, resident rows: each GPU uploads a slice from the host and copies the others
@@ -368,6 +434,8 @@ private:
   void *host_staging_distance_ = nullptr;
   std::thread exact_thread_;
   bool exact_ok_ = true;
+  bool phase_passed_ = false;
+  void quiesce();
 };
 
 void *Worker::device_alloc(size_t bytes, bool *ok)
@@ -399,15 +467,12 @@ void Worker::release()
   for (void *p : allocations_)
     cudaFree(p);
   allocations_.clear();
-  for (void *&p : host_staging_)
-    if (p) {
-      cudaFreeHost(p);
-      p = nullptr;
-    }
-  if (host_staging_distance_) {
-    cudaFreeHost(host_staging_distance_);
-    host_staging_distance_ = nullptr;
+  for (void *&p : host_staging_) {
+    pinned_pool().give(p);
+    p = nullptr;
   }
+  pinned_pool().give(host_staging_distance_);
+  host_staging_distance_ = nullptr;
   if (blas_)
     cublasDestroy(blas_);
   for (int i = 0; i < 2; i++)
@@ -435,17 +500,22 @@ bool Worker::setup()
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
   if (run_.exact)
     CUDA_TRY(run_, cudaStreamCreateWithFlags(&exact_stream_, cudaStreamNonBlocking));
-  if (run_.n_devices > 1 && p.resident) {
-    /* Peer copies of the rows' slices go over NVLink when the pair can map each other's memory
-     * (otherwise the runtime stages them through the host, still correct). */
+  if (run_.n_devices > 1) {
+    /* Peer access: slices of the rows are copied over NVLink, and thresholds read directly. Without
+     * it for some pair, copies go through the host (still correct) and thresholds stay local. */
     for (int other : run_.ordinals) {
+      if (other == device_ordinal_)
+        continue;
       int can = 0;
-      if (other != device_ordinal_ &&
-          cudaDeviceCanAccessPeer(&can, device_ordinal_, other) == cudaSuccess && can &&
-          cudaDeviceEnablePeerAccess(other, 0) != cudaSuccess)
-        cudaGetLastError(); /* already enabled by an earlier call: fine */
+      if (cudaDeviceCanAccessPeer(&can, device_ordinal_, other) != cudaSuccess || !can) {
+        run_.peers_ok = false;
+        continue;
+      }
+      cudaError_t err = cudaDeviceEnablePeerAccess(other, 0);
+      if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
+        run_.peers_ok = false;
     }
-    cudaGetLastError();
+    cudaGetLastError(); /* "already enabled" (an earlier call) is not an error */
   }
   /* Selection at the highest priority: its blocks are scheduled ahead of the next GEMM's pending
    * ones, so a tile's select never holds back the GEMM after next (two tile buffers). */
@@ -505,6 +575,7 @@ bool Worker::setup()
   state_.list_score = (float *)device_alloc(rows * p.kc * sizeof(float), &ok);
   state_.list_index = (int *)device_alloc(rows * p.kc * sizeof(int), &ok);
   state_.thr = (float *)device_alloc(rows * sizeof(float), &ok);
+  run_.device_thr[index_] = state_.thr;
   state_.count = (int *)device_alloc(rows * sizeof(int), &ok);
   state_.cand_score = (float *)device_alloc(rows * p.cap * sizeof(float), &ok);
   state_.cand_index = (int *)device_alloc(rows * p.cap * sizeof(int), &ok);
@@ -557,25 +628,16 @@ bool Worker::setup()
   /* Pinned staging for uploads and the final download; without it copies go direct (slower). */
   host_staging_bytes_ = std::min(kStagingBytes, tile_bytes);
   for (void *&h : host_staging_)
-    if (cudaMallocHost(&h, host_staging_bytes_) != cudaSuccess) {
-      cudaGetLastError();
+    h = pinned_pool().take();
+  if (run_.exact)
+    host_staging_distance_ = pinned_pool().take();
+  if (!host_staging_[0] || !host_staging_[1] || (run_.exact && !host_staging_distance_)) {
+    for (void *&h : host_staging_) {
+      pinned_pool().give(h);
       h = nullptr;
     }
-  if (run_.exact && host_staging_[0] && host_staging_[1] &&
-      cudaMallocHost(&host_staging_distance_, host_staging_bytes_) != cudaSuccess) {
-    cudaGetLastError();
+    pinned_pool().give(host_staging_distance_);
     host_staging_distance_ = nullptr;
-  }
-  if (!host_staging_[0] || !host_staging_[1] || (run_.exact && !host_staging_distance_)) {
-    for (void *&h : host_staging_)
-      if (h) {
-        cudaFreeHost(h);
-        h = nullptr;
-      }
-    if (host_staging_distance_) {
-      cudaFreeHost(host_staging_distance_);
-      host_staging_distance_ = nullptr;
-    }
   }
   /* Zero padding columns once: copies write only the first dim columns of each row. */
   if (p.resident) {
@@ -732,7 +794,7 @@ bool Worker::exact_upload()
   cudaEvent_t done[2] = {nullptr, nullptr};
   bool ok = true;
   for (int b = 0; b < 2 && ok; b++)
-    ok = cudaMallocHost(&staging[b], kStagingBytes) == cudaSuccess &&
+    ok = (staging[b] = pinned_pool().take()) != nullptr &&
          cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming) == cudaSuccess;
   const bool staged = ok;
   cudaGetLastError();
@@ -770,8 +832,7 @@ bool Worker::exact_upload()
   if (err == cudaSuccess)
     err = sync;
   for (int b = 0; b < 2; b++) {
-    if (staging[b])
-      cudaFreeHost(staging[b]);
+    pinned_pool().give(staging[b]);
     if (done[b])
       cudaEventDestroy(done[b]);
   }
@@ -996,11 +1057,24 @@ bool Worker::run_symmetric()
       if (!owner)
         CUDA_TRY(run_, launch_state_clear_lists(state_, (int)((size_t)b * T), n_b, select_stream_));
     }
+    /* From here on every threshold is backed by lists that already exist (the owners have seen
+     * their diagonal tiles in full), so the GPUs may tighten each other's. */
+    run_.phase_barrier->wait();
+    phase_passed_ = true;
   }
-  for (;;) {
+  PeerThresholds peers = {};
+  if (G > 1 && run_.peers_ok)
+    for (int h = 0; h < G && peers.count < PeerThresholds::kMax; h++)
+      if (h != index_)
+        peers.thr[peers.count++] = run_.device_thr[h];
+  for (long done_items = 0;; done_items++) {
     long item = run_.next_item++;
     if (item >= (long)run_.segments.size() || run_.cancelled())
       break;
+    /* Each GPU sees only its share of a row's pairs: without the others' thresholds its own would
+     * tighten G times slower and let G times more candidates through. */
+    if (peers.count > 0 && done_items % kExchangeItems == kExchangeItems - 1)
+      CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)n, select_stream_));
     const Segment sg = run_.segments[item];
     if (sg.diagonal && !symmetric_tile(sg.c, sg.c, block_rows(sg.c), true))
       return false;
@@ -1156,7 +1230,7 @@ void Worker::merge_partials()
     }
   };
   auto mine = slice_of(n, index_, G);
-  const int threads = std::max(1, run_.copy_threads);
+  const int threads = std::max(1, run_.merge_threads);
   std::vector<std::thread> helpers;
   for (int t = 1; t < threads; t++) {
     auto part = slice_of(mine.second - mine.first, t, threads);
@@ -1166,6 +1240,14 @@ void Worker::merge_partials()
   merge_range(mine.first + part.first, mine.first + part.second);
   for (auto &h : helpers)
     h.join();
+}
+
+void Worker::quiesce()
+{
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
+    if (s)
+      cudaStreamSynchronize(s);
+  cudaGetLastError();
 }
 
 void Worker::main()
@@ -1194,6 +1276,9 @@ void Worker::main()
   if (!ok)
     run_.abort = true;
   if (run_.plan.symmetric && run_.n_devices > 1) {
+    if (!phase_passed_)
+      run_.phase_barrier->drop(); /* failed before the diagonal phase ended */
+    quiesce(); /* no kernel of ours may still read a peer's thresholds once it frees them */
     run_.barrier->wait();
     if (!run_.abort)
       merge_partials();
@@ -1344,8 +1429,10 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
     size_t qb = (job->n_query + T - 1) / T, rb = (job->n_reference + T - 1) / T;
     run.tiles_total = plan.symmetric ? qb * (qb + 1) / 2 : qb * rb;
     run.last_report = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-    Barrier barrier(run.n_devices);
+    Barrier barrier(run.n_devices), phase_barrier(run.n_devices);
     run.barrier = &barrier;
+    run.phase_barrier = &phase_barrier;
+    run.device_thr.assign(run.n_devices, nullptr);
     run.partial_index.resize(run.n_devices);
     run.partial_score.resize(run.n_devices);
     run.partial_distance.resize(run.n_devices);
@@ -1356,6 +1443,7 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
     {
       unsigned hw = std::thread::hardware_concurrency();
       run.copy_threads = std::max(1, std::min(8, (int)(hw ? hw : 1) / run.n_devices));
+      run.merge_threads = std::max(1, (int)(hw ? hw : 1) / run.n_devices);
     }
     if (plan.symmetric) {
       /* One GPU: column by column, diagonal first. Several: pieces of off-diagonal tiles (their

@@ -84,6 +84,21 @@ cudaError_t launch_state_reset(const SelectState &state, int row0, int n_rows, c
 cudaError_t launch_state_clear_lists(const SelectState &state, int row0, int n_rows,
                                      cudaStream_t stream);
 
+/** Other GPUs' threshold arrays (device pointers readable from this GPU by peer access). */
+struct PeerThresholds {
+  static constexpr int kMax = 16;
+  const float *thr[kMax];
+  int count;
+};
+
+/**
+ * thr[i] = min(thr[i], every peer's thr[i]) for rows [0, n_rows). Valid only once every GPU's
+ * thresholds are backed by its own lists (after the diagonal phase): each peer value then bounds
+ * kc pairs that the union of the lists keeps, so pairs it filters out are never needed.
+ */
+cudaError_t launch_import_thresholds(const SelectState &state, const PeerThresholds &peers,
+                                     int n_rows, cudaStream_t stream);
+
 /** Filters a finished tile into the state and merges the rows that need it. */
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 

@@ -435,7 +435,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
 }
 
-__global__ void reset_kernel(SelectState st, int row0, int n_rows)
+/* Empties the lists and counts of rows [row0, row0 + n_rows); with reset_thr also their thresholds. */
+__global__ void empty_kernel(SelectState st, int row0, int n_rows, bool reset_thr)
 {
   const float inf = __int_as_float(0x7f800000);
   size_t total = (size_t)n_rows * st.kc;
@@ -447,24 +448,22 @@ __global__ void reset_kernel(SelectState st, int row0, int n_rows)
   }
   for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < (size_t)n_rows;
        t += (size_t)gridDim.x * blockDim.x) {
-    st.thr[row0 + t] = inf;
+    if (reset_thr)
+      st.thr[row0 + t] = inf;
     st.count[row0 + t] = 0;
   }
 }
 
-__global__ void clear_lists_kernel(SelectState st, int row0, int n_rows)
+/* thr[i] = min(thr[i], peers' thr[i]): reads other GPUs' memory over NVLink while they run. */
+__global__ void import_kernel(SelectState st, PeerThresholds peers, int n_rows)
 {
-  const float inf = __int_as_float(0x7f800000);
-  size_t total = (size_t)n_rows * st.kc;
-  for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
-       t += (size_t)gridDim.x * blockDim.x) {
-    size_t at = (size_t)row0 * st.kc + t;
-    st.list_score[at] = inf;
-    st.list_index[at] = -1;
-  }
   for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < (size_t)n_rows;
-       t += (size_t)gridDim.x * blockDim.x)
-    st.count[row0 + t] = 0;
+       t += (size_t)gridDim.x * blockDim.x) {
+    float v = st.thr[t];
+    for (int p = 0; p < peers.count; p++)
+      v = fminf(v, *((volatile const float *)peers.thr[p] + t));
+    st.thr[t] = v;
+  }
 }
 
 __global__ void extract_kernel(SelectState st, int row0, int n_rows, int64_t *out_index,
@@ -495,7 +494,8 @@ cudaError_t launch_state_reset(const SelectState &state, int row0, int n_rows, c
 {
   if (n_rows <= 0)
     return cudaSuccess;
-  reset_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(state, row0, n_rows);
+  empty_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(state, row0, n_rows,
+                                                                             true);
   return cudaGetLastError();
 }
 
@@ -504,8 +504,17 @@ cudaError_t launch_state_clear_lists(const SelectState &state, int row0, int n_r
 {
   if (n_rows <= 0)
     return cudaSuccess;
-  clear_lists_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(state, row0,
-                                                                                  n_rows);
+  empty_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(state, row0, n_rows,
+                                                                             false);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_import_thresholds(const SelectState &state, const PeerThresholds &peers,
+                                     int n_rows, cudaStream_t stream)
+{
+  if (n_rows <= 0 || peers.count == 0)
+    return cudaSuccess;
+  import_kernel<<<grid_for((size_t)n_rows, 256), 256, 0, stream>>>(state, peers, n_rows);
   return cudaGetLastError();
 }
 
