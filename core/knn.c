@@ -322,6 +322,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
       return FALSE;
     }
   }
+  const gint64 run_start = g_get_monotonic_time();
   if (!knnwb_matrix_check_finite(query_data, error) ||
       (!self && !knnwb_matrix_check_finite(reference_data, error)))
     return FALSE;
@@ -345,6 +346,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   GArray *uncertified = NULL;
   gboolean ok = FALSE;
   gint64 prepare_start = g_get_monotonic_time();
+  g_debug("knnwb: checks and allocation %.3f s", (double)(prepare_start - run_start) / 1e6);
   /* The reference first: a query shares its euclidean frame (column centring and scale). */
   if (!self) {
     if (!knnwb_prepared_init(&reference_storage, reference_data, options->metric,
@@ -404,8 +406,12 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
 out:
   if (uncertified != NULL)
     g_array_free(uncertified, TRUE);
+  gint64 clear_start = g_get_monotonic_time();
   knnwb_prepared_clear(&query);
   knnwb_prepared_clear(&reference_storage);
+  g_debug("knnwb: release %.3f s, whole call %.3f s",
+          (double)(g_get_monotonic_time() - clear_start) / 1e6,
+          (double)(g_get_monotonic_time() - run_start) / 1e6);
   if (ok)
     *result_out = g_steal_pointer(&result);
   return ok;

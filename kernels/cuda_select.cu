@@ -10,10 +10,12 @@
  *    (which would merge, for the column side with strided reads, every line of the first tiles):
  *    one GPU walks the columns c in order, diagonal tile (c, c) first, then (b, c) for b < c, so a
  *    row's first pairs are always its own block's. With G GPUs each keeps state for all rows: every
- *    GPU first runs all diagonal tiles (its own, b % G == g, in full; the others on a column sample
- *    and only for the threshold, the lists emptied again), then pieces of at most kPiece
- *    off-diagonal tiles go to GPUs from a shared counter (small pieces: even tails), and the per-GPU
- *    lists are merged on the host at the end.
+ *    GPU first runs the diagonal tiles of its own blocks (b % G == g), then takes the other rows'
+ *    thresholds from their owners by peer access (without peer access: from a column sample of
+ *    each other diagonal tile, the lists emptied again), then pieces of at most kPiece
+ *    off-diagonal tiles go to GPUs from a shared counter (small pieces: even tails) while the GPUs
+ *    keep importing each other's tighter thresholds, and the per-GPU lists are merged on the host
+ *    at the end.
  *  - panels (query jobs, or state too large): query panels of T rows go to GPUs from a shared
  *    counter; each panel meets every reference block, and its lists go straight to the output.
  * Data are resident on each device when they fit the budget, otherwise reference blocks stream
@@ -50,7 +52,7 @@ constexpr size_t kOverheadBytes = 96u << 20; /* cuBLAS workspace, context slack 
 constexpr int kMaxTile = 8192;
 constexpr int kMinTile = 128;
 constexpr int kPiece = 16;               /* off-diagonal tiles per work item with several GPUs */
-constexpr int kExchangeItems = 2;       /* several GPUs: thresholds imported every this many pieces */
+constexpr int kExchangeItems = 1;       /* several GPUs: thresholds imported every this many pieces */
 /* Per pinned host staging buffer. Page-locking costs about as much as copying the bytes several
  * times over, and with G GPUs it is paid G times at once, so buffers are small and kept in a
  * process-wide pool (pinned_pool) for the next call (the exact MST makes many). */
@@ -1044,29 +1046,37 @@ bool Worker::run_symmetric()
   const int G = run_.n_devices;
   auto block_rows = [&](long b) { return (int)std::min(T, n - (size_t)b * T); };
   CUDA_TRY(run_, launch_state_reset(state_, 0, (int)n, select_stream_));
+  PeerThresholds peers = {};
+  if (G > 1 && run_.peers_ok)
+    for (int h = 0; h < G && peers.count < PeerThresholds::kMax; h++)
+      if (h != index_)
+        peers.thr[peers.count++] = run_.device_thr[h];
   if (G > 1) {
-    /* Thresholds for every row before any off-diagonal tile. Non-owned blocks: a column sample of
-     * the diagonal tile sets thr; their lists are emptied again, since the owner's lists hold kc
-     * pairs scoring at most that thr (the owner saw every sampled pair): no pair counted twice. */
+    /* Thresholds for every row before any off-diagonal tile. Each GPU runs the diagonal tiles of
+     * its own blocks (b % G == g) in full. With peer access the others' rows then import the
+     * owners' thresholds directly. Without it, a column sample of each other diagonal tile sets
+     * thr and the lists are emptied again: the owner's lists hold kc pairs scoring at most that
+     * thr (the owner saw every sampled pair), so no pair is counted twice. */
     const int sample = (int)std::max<size_t>(T / 4, 4 * (size_t)p.kc);
     for (long b = 0; b < blocks && !run_.cancelled(); b++) {
       const bool owner = b % G == index_;
       const int n_b = block_rows(b);
+      if (!owner && peers.count > 0)
+        continue;
       if (!symmetric_tile(b, b, owner ? n_b : std::min(n_b, sample), owner))
         return false;
       if (!owner)
         CUDA_TRY(run_, launch_state_clear_lists(state_, (int)((size_t)b * T), n_b, select_stream_));
     }
     /* From here on every threshold is backed by lists that already exist (the owners have seen
-     * their diagonal tiles in full), so the GPUs may tighten each other's. */
+     * their diagonal tiles in full, and the kernels are done), so GPUs may tighten each other's. */
+    if (!drain())
+      return false;
     run_.phase_barrier->wait();
     phase_passed_ = true;
+    if (peers.count > 0)
+      CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)n, select_stream_));
   }
-  PeerThresholds peers = {};
-  if (G > 1 && run_.peers_ok)
-    for (int h = 0; h < G && peers.count < PeerThresholds::kMax; h++)
-      if (h != index_)
-        peers.thr[peers.count++] = run_.device_thr[h];
   for (long done_items = 0;; done_items++) {
     long item = run_.next_item++;
     if (item >= (long)run_.segments.size() || run_.cancelled())
