@@ -52,7 +52,6 @@ constexpr size_t kOverheadBytes = 96u << 20; /* cuBLAS workspace, context slack 
 constexpr int kMaxTile = 8192;
 constexpr int kMinTile = 128;
 constexpr int kPiece = 16;               /* off-diagonal tiles per work item with several GPUs */
-constexpr int kQuantileItems = 4;  /* several GPUs: list quantiles recomputed every this many pieces */
 constexpr int kExchangeItems = 1;       /* several GPUs: thresholds imported every this many pieces */
 /* Per pinned host staging buffer. Page-locking costs about as much as copying the bytes several
  * times over, and with G GPUs it is paid G times at once, so buffers are small and kept in a
@@ -225,7 +224,6 @@ struct Run {
   Barrier *phase_barrier = nullptr;
   /* several GPUs: each GPU's thresholds, read by its peers (peer access between every pair) */
   std::vector<const float *> device_thr;
-  std::vector<const float *> device_quantile; /* all non-NULL, or quantiles are not shared */
   std::atomic<bool> peers_ok{true};
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;
@@ -319,7 +317,7 @@ size_t plan_bytes(const KnnwbSelectJob *job, Plan &p)
   size_t tile_bytes = std::max(T * T * sizeof(float), (size_t)p.kc * 12);
   bytes += 2 * tile_bytes;
   p.state_rows = p.symmetric ? job->n_query : T;
-  bytes += p.state_rows * (((size_t)p.kc + p.cap) * 8 + 12); /* + quantile (several GPUs) */
+  bytes += p.state_rows * (((size_t)p.kc + p.cap) * 8 + 8);
   bytes += 2 * T * sizeof(int) + 256;
   bytes += (size_t)p.merge_blocks * T * 8;
   if (!p.lists_in_shared)
@@ -580,10 +578,6 @@ bool Worker::setup()
   state_.list_index = (int *)device_alloc(rows * p.kc * sizeof(int), &ok);
   state_.thr = (float *)device_alloc(rows * sizeof(float), &ok);
   run_.device_thr[index_] = state_.thr;
-  if (p.symmetric && run_.n_devices > 1 && p.kc <= kQuantileMaxKc) {
-    state_.quantile = (float *)device_alloc(rows * sizeof(float), &ok);
-    run_.device_quantile[index_] = state_.quantile;
-  }
   state_.count = (int *)device_alloc(rows * sizeof(int), &ok);
   state_.cand_score = (float *)device_alloc(rows * p.cap * sizeof(float), &ok);
   state_.cand_index = (int *)device_alloc(rows * p.cap * sizeof(int), &ok);
@@ -1052,21 +1046,11 @@ bool Worker::run_symmetric()
   const int G = run_.n_devices;
   auto block_rows = [&](long b) { return (int)std::min(T, n - (size_t)b * T); };
   CUDA_TRY(run_, launch_state_reset(state_, 0, (int)n, select_stream_));
-  /* m-th best of each GPU's list, m = ceil(kc / G): the union holds kc pairs at most their max */
-  const int quantile_rank = (int)((p.kc + G - 1) / G);
-  if (state_.quantile)
-    CUDA_TRY(run_, launch_list_quantiles(state_, quantile_rank, (int)n, select_stream_)); /* +inf */
   PeerThresholds peers = {};
-  if (G > 1 && run_.peers_ok && G <= PeerThresholds::kMax) {
-    for (int h = 0; h < G; h++)
+  if (G > 1 && run_.peers_ok)
+    for (int h = 0; h < G && peers.count < PeerThresholds::kMax; h++)
       if (h != index_)
         peers.thr[peers.count++] = run_.device_thr[h];
-    bool all = true;
-    for (int h = 0; h < G; h++)
-      all = all && run_.device_quantile[h] != nullptr;
-    for (int h = 0; all && h < G; h++)
-      peers.quantile[peers.n_quantiles++] = run_.device_quantile[h];
-  }
   if (G > 1) {
     /* Thresholds for every row before any off-diagonal tile. Each GPU runs the diagonal tiles of
      * its own blocks (b % G == g) in full. With peer access the others' rows then import the
@@ -1099,8 +1083,6 @@ bool Worker::run_symmetric()
       break;
     /* Each GPU sees only its share of a row's pairs: without the others' thresholds its own would
      * tighten G times slower and let G times more candidates through. */
-    if (peers.n_quantiles > 0 && done_items % kQuantileItems == kQuantileItems - 1)
-      CUDA_TRY(run_, launch_list_quantiles(state_, quantile_rank, (int)n, select_stream_));
     if (peers.count > 0 && done_items % kExchangeItems == kExchangeItems - 1)
       CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)n, select_stream_));
     const Segment sg = run_.segments[item];
@@ -1461,7 +1443,6 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
     run.barrier = &barrier;
     run.phase_barrier = &phase_barrier;
     run.device_thr.assign(run.n_devices, nullptr);
-    run.device_quantile.assign(run.n_devices, nullptr);
     run.partial_index.resize(run.n_devices);
     run.partial_score.resize(run.n_devices);
     run.partial_distance.resize(run.n_devices);

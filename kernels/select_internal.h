@@ -47,9 +47,6 @@ struct SelectState {
   /* per merge block: the new list (kc entries), when it does not fit in shared memory; else NULL */
   uint32_t *out_key;
   int *out_index;
-  /* several GPUs: per row, the m-th best score of this GPU's list (+inf while it holds fewer), for
-   * launch_list_quantiles; NULL when not shared */
-  float *quantile;
 };
 
 /**
@@ -87,34 +84,17 @@ cudaError_t launch_state_reset(const SelectState &state, int row0, int n_rows, c
 cudaError_t launch_state_clear_lists(const SelectState &state, int row0, int n_rows,
                                      cudaStream_t stream);
 
-/**
- * Other GPUs' threshold arrays, and every GPU's (this one included) list quantiles, as device
- * pointers readable from this GPU by peer access.
- */
+/** Other GPUs' threshold arrays (device pointers readable from this GPU by peer access). */
 struct PeerThresholds {
   static constexpr int kMax = 16;
   const float *thr[kMax];
   int count;
-  const float *quantile[kMax]; /* all GPUs, or none (n_quantiles == 0) */
-  int n_quantiles;
 };
 
-/** Largest kc for which launch_list_quantiles is supported (a warp keeps a list in registers). */
-constexpr int kQuantileMaxKc = 256;
-
 /**
- * quantile[i] = the m-th best score of row i's list (1-based; +inf when it has fewer than m
- * entries) for rows [0, n_rows). Needs state.quantile and kc <= kQuantileMaxKc.
- */
-cudaError_t launch_list_quantiles(const SelectState &state, int m, int n_rows, cudaStream_t stream);
-
-/**
- * thr[i] = min(thr[i], every peer's thr[i], max over the GPUs of quantile[i]) for rows
- * [0, n_rows). Valid only once every GPU's thresholds are backed by its own lists (after the
- * diagonal phase), with no pair in two GPUs' lists: a peer's thr bounds kc pairs the union of the
- * lists keeps; and with m = ceil(kc / G), each of the G lists holds m pairs at most its quantile,
- * so the union holds kc pairs at most their maximum. Pairs either bound filters out are never
- * among the kc best. Lists only improve, so stale values read from a running peer stay valid.
+ * thr[i] = min(thr[i], every peer's thr[i]) for rows [0, n_rows). Valid only once every GPU's
+ * thresholds are backed by its own lists (after the diagonal phase): each peer value then bounds
+ * kc pairs that the union of the lists keeps, so pairs it filters out are never needed.
  */
 cudaError_t launch_import_thresholds(const SelectState &state, const PeerThresholds &peers,
                                      int n_rows, cudaStream_t stream);

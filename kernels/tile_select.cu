@@ -454,7 +454,7 @@ __global__ void empty_kernel(SelectState st, int row0, int n_rows, bool reset_th
   }
 }
 
-/* See launch_import_thresholds: reads other GPUs' memory over NVLink while they run. */
+/* thr[i] = min(thr[i], peers' thr[i]): reads other GPUs' memory over NVLink while they run. */
 __global__ void import_kernel(SelectState st, PeerThresholds peers, int n_rows)
 {
   for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < (size_t)n_rows;
@@ -462,50 +462,8 @@ __global__ void import_kernel(SelectState st, PeerThresholds peers, int n_rows)
     float v = st.thr[t];
     for (int p = 0; p < peers.count; p++)
       v = fminf(v, *((volatile const float *)peers.thr[p] + t));
-    if (peers.n_quantiles > 0) {
-      float q = *((volatile const float *)peers.quantile[0] + t);
-      for (int p = 1; p < peers.n_quantiles; p++)
-        q = fmaxf(q, *((volatile const float *)peers.quantile[p] + t));
-      v = fminf(v, q);
-    }
     st.thr[t] = v;
   }
-}
-
-/* One warp per row: bitwise radix select of the m-th smallest list key, from registers. */
-__global__ void quantile_kernel(SelectState st, int m, int n_rows)
-{
-  constexpr int kPerLane = kQuantileMaxKc / 32;
-  const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
-  if (row >= n_rows)
-    return; /* whole warps: blockDim is a multiple of 32 */
-  uint32_t keys[kPerLane];
-#pragma unroll
-  for (int u = 0; u < kPerLane; u++) {
-    int t = lane + 32 * u;
-    keys[u] = kEmptyKey;
-    if (t < st.kc && st.list_index[row * st.kc + t] >= 0)
-      keys[u] = float_key(st.list_score[row * st.kc + t]);
-  }
-  uint32_t prefix = 0;
-  int rank = m; /* the rank sought among keys matching prefix on the bits fixed so far */
-  for (int bit = 31; bit >= 0; bit--) {
-    const uint32_t high = bit == 31 ? 0u : (0xffffffffu << (bit + 1));
-    int zeros = 0;
-#pragma unroll
-    for (int u = 0; u < kPerLane; u++)
-      zeros += (keys[u] & high) == prefix && !((keys[u] >> bit) & 1u);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      zeros += __shfl_xor_sync(kFullMask, zeros, off);
-    if (zeros < rank) {
-      prefix |= 1u << bit;
-      rank -= zeros;
-    }
-  }
-  if (lane == 0)
-    st.quantile[row] = prefix == kEmptyKey ? __int_as_float(0x7f800000) : key_float(prefix);
 }
 
 __global__ void extract_kernel(SelectState st, int row0, int n_rows, int64_t *out_index,
@@ -551,19 +509,10 @@ cudaError_t launch_state_clear_lists(const SelectState &state, int row0, int n_r
   return cudaGetLastError();
 }
 
-cudaError_t launch_list_quantiles(const SelectState &state, int m, int n_rows, cudaStream_t stream)
-{
-  if (n_rows <= 0 || !state.quantile || state.kc > kQuantileMaxKc || m < 1)
-    return cudaSuccess;
-  quantile_kernel<<<(unsigned)(((size_t)n_rows * 32 + 255) / 256), 256, 0, stream>>>(state, m,
-                                                                                     n_rows);
-  return cudaGetLastError();
-}
-
 cudaError_t launch_import_thresholds(const SelectState &state, const PeerThresholds &peers,
                                      int n_rows, cudaStream_t stream)
 {
-  if (n_rows <= 0 || (peers.count == 0 && peers.n_quantiles == 0))
+  if (n_rows <= 0 || peers.count == 0)
     return cudaSuccess;
   import_kernel<<<grid_for((size_t)n_rows, 256), 256, 0, stream>>>(state, peers, n_rows);
   return cudaGetLastError();
