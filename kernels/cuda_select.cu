@@ -119,6 +119,10 @@ public:
       cudaGetLastError(); /* callers fall back to direct copies */
       return nullptr;
     }
+    /* Registered after the CUDA runtime initialised (it just allocated), so this handler runs
+     * before the runtime's own teardown: the cached buffers are freed, not leaked, at exit. */
+    static std::once_flag registered;
+    std::call_once(registered, [] { atexit(free_cached); });
     return p;
   }
   void give(void *p)
@@ -133,17 +137,28 @@ public:
     cudaFreeHost(p);
   }
 
+  static void free_cached();
+
 private:
   static constexpr size_t kKeep = 48; /* 768 MiB at most stays pinned between calls */
   std::mutex mutex_;
   std::vector<void *> free_;
 };
 
-/* Never destroyed: at exit the CUDA runtime may already be gone, and the OS reclaims the pages. */
+/* The object is never destroyed (its buffers are freed by free_cached at exit). */
 PinnedPool &pinned_pool()
 {
   static PinnedPool *pool = new PinnedPool;
   return *pool;
+}
+
+void PinnedPool::free_cached()
+{
+  PinnedPool &pool = pinned_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex_);
+  for (void *p : pool.free_)
+    cudaFreeHost(p);
+  pool.free_.clear();
 }
 
 /* A work item of the symmetric schedule: tiles (b, c) for b in [b0, b1), after (c, c) if diagonal. */
