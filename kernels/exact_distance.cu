@@ -2,12 +2,13 @@
  * Exact double-precision distances of selected candidates, on the device, bit for bit as core's
  * knnwb_pair_distance (core/metric.c) computes them on the host: that function sums eight lanes,
  * lane t taking the products of columns t, t + 8, ... in order, combines the lanes as
- * ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), adds the remaining d mod 8 columns summed in order from
- * zero, and finishes with IEEE division and square root. Here eight threads are the eight lanes and
- * a butterfly of shuffles combines them in the same tree (IEEE addition commutes exactly, so every
- * thread ends with the same bits). Every operation is an explicit round-to-nearest intrinsic, which
- * the compiler never contracts into an FMA: the host build uses -ffp-contract=off for the same
- * reason. The host therefore only sorts, and the graph stays identical to the CPU backend's.
+ * ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), adds the remaining d mod 8 columns summed in order
+ * from zero, and finishes with IEEE division and square root. Here eight threads are the eight
+ * lanes and a butterfly of shuffles combines them in the same tree (IEEE addition commutes exactly,
+ * so every thread ends with the same bits). Every operation is an explicit round-to-nearest
+ * intrinsic, which the compiler never contracts into an FMA: the host build uses -ffp-contract=off
+ * for the same reason. The host therefore only sorts, and the graph stays identical to the CPU
+ * backend's.
  */
 #include "select_internal.h"
 
@@ -103,7 +104,7 @@ cudaError_t launch_exact_distances(const ExactRows &rows, const int64_t *index, 
     return cudaSuccess;
   const long long blocks = (pairs * kLanes + kThreads - 1) / kThreads;
   exact_distance_kernel<<<(unsigned)blocks, kThreads, 0, stream>>>(rows, index, pairs, kc,
-                                                                  (long long)query0, out);
+                                                                   (long long)query0, out);
   return cudaGetLastError();
 }
 
