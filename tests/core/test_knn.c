@@ -4,6 +4,7 @@
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "oracle.h"
+#include "knnwb_test_matrix.h"
 
 static const KnnwbMetric all_metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
                                           KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_EUCLIDEAN,
@@ -11,29 +12,6 @@ static const KnnwbMetric all_metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_A
 
 /* Random rows with planted structure: a third of the rows are noisy copies of a few centres, so
  * neighbours are meaningful and near-ties occur; integers every few rows make exact ties. */
-static KnnwbMatrix *random_matrix(size_t n, size_t d, guint32 seed)
-{
-  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
-  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
-  g_assert_nonnull(m);
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < d; j++) {
-      double v = g_rand_double_range(rng, -2, 2);
-      if (i % 3 == 0)
-        v = sin((double)(j + 1) * (double)(i % 7 + 1)) + 0.05 * v;
-      if (i % 5 == 4)
-        v = floor(v * 2);
-      m->values[i * d + j] = (float)v;
-    }
-  /* Guarantee no constant row (unless d == 1, where every row is constant for correlations). */
-  for (size_t i = 0; i < n && d > 1; i++) {
-    m->values[i * d] += 3.0f + (float)(i % 2);
-    if (m->values[i * d + 1] == m->values[i * d])
-      m->values[i * d + 1] += 1.0f;
-  }
-  return m;
-}
-
 static gboolean metric_needs_variance(KnnwbMetric metric)
 {
   return metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
@@ -80,7 +58,7 @@ static void test_oracle_all_metrics(void)
     for (size_t si = 0; si < G_N_ELEMENTS(sizes); si++)
       for (size_t di = 0; di < G_N_ELEMENTS(dims); di++) {
         size_t n = sizes[si], d = dims[di];
-        g_autoptr(KnnwbMatrix) m = random_matrix(n, d, (guint32)(n * 31 + d + mi));
+        g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, (guint32)(n * 31 + d + mi));
         size_t ks[] = {1, MIN((size_t)5, n - 1), n - 1};
         for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++) {
           if (g_test_verbose())
@@ -95,7 +73,7 @@ static void test_oracle_all_metrics(void)
 
 static void test_threads_and_budgets_identical(void)
 {
-  g_autoptr(KnnwbMatrix) m = random_matrix(1100, 17, 7);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(1100, 17, 7);
   for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++) {
     g_autoptr(KnnwbNeighbors) base = run_self(m, all_metrics[mi], 12, 1, 0);
     const int threads[] = {2, 3, 4};
@@ -116,7 +94,7 @@ static void test_exact_ties_lower_index_first(void)
   /* 60 identical rows (more than the candidate margin) and 40 others: every copy's neighbours
    * are the lowest-indexed other copies, all at distance 0. This also drives the re-selection. */
   const size_t n = 100, d = 6, k = 20;
-  g_autoptr(KnnwbMatrix) m = random_matrix(n, d, 99);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 99);
   for (size_t i = 0; i < n; i++)
     if (i % 5 != 1)
       for (size_t j = 0; j < d; j++)
@@ -138,8 +116,8 @@ static void test_exact_ties_lower_index_first(void)
 
 static void test_query_against_reference(void)
 {
-  g_autoptr(KnnwbMatrix) q = random_matrix(45, 9, 3);
-  g_autoptr(KnnwbMatrix) ref = random_matrix(203, 9, 4);
+  g_autoptr(KnnwbMatrix) q = knnwb_test_random_matrix(45, 9, 3);
+  g_autoptr(KnnwbMatrix) ref = knnwb_test_random_matrix(203, 9, 4);
   for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++) {
     KnnwbKnnOptions options;
     knnwb_knn_options_init(&options);
@@ -157,7 +135,7 @@ static void test_query_against_reference(void)
 
 static void test_large_k(void)
 {
-  g_autoptr(KnnwbMatrix) m = random_matrix(700, 8, 11);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(700, 8, 11);
   g_autoptr(KnnwbNeighbors) nb = run_self(m, KNNWB_METRIC_EUCLIDEAN, 650, 2, 1 << 20);
   oracle_check(KNNWB_METRIC_EUCLIDEAN, m->values, 700, m->values, 700, 8, TRUE, nb, 1e-9);
 }
@@ -216,7 +194,7 @@ static void expect_failure(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, i
 
 static void test_bad_inputs(void)
 {
-  g_autoptr(KnnwbMatrix) m = random_matrix(8, 4, 1);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(8, 4, 1);
   knnwb_matrix_set_row_label(m, 2, "GENE_C");
   expect_failure(m, KNNWB_METRIC_PEARSON, 0, KNNWB_ERROR_INVALID_ARGUMENT, "at least 1");
   expect_failure(m, KNNWB_METRIC_PEARSON, 8, KNNWB_ERROR_INVALID_ARGUMENT, "k <= 7");
@@ -233,15 +211,15 @@ static void test_bad_inputs(void)
   expect_failure(m, KNNWB_METRIC_COSINE, 3, KNNWB_ERROR_INVALID_DATA, "all zeros");
 
   /* One column: no correlation exists. */
-  g_autoptr(KnnwbMatrix) column = random_matrix(5, 1, 3);
+  g_autoptr(KnnwbMatrix) column = knnwb_test_random_matrix(5, 1, 3);
   expect_failure(column, KNNWB_METRIC_PEARSON, 1, KNNWB_ERROR_INVALID_DATA, "at least 2 columns");
 
   /* One row: no neighbour exists for any k. */
-  g_autoptr(KnnwbMatrix) one = random_matrix(1, 4, 2);
+  g_autoptr(KnnwbMatrix) one = knnwb_test_random_matrix(1, 4, 2);
   expect_failure(one, KNNWB_METRIC_EUCLIDEAN, 1, KNNWB_ERROR_INVALID_ARGUMENT, "k <= 0");
 
   /* Ragged query/reference widths. */
-  g_autoptr(KnnwbMatrix) q = random_matrix(3, 5, 2);
+  g_autoptr(KnnwbMatrix) q = knnwb_test_random_matrix(3, 5, 2);
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
   options.k = 1;
@@ -280,7 +258,7 @@ static void test_empty_input(void)
 
 static void test_drop_degenerate(void)
 {
-  g_autoptr(KnnwbMatrix) m = random_matrix(30, 6, 5);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(30, 6, 5);
   for (size_t j = 0; j < 6; j++) {
     m->values[4 * 6 + j] = 2.0f;
     m->values[17 * 6 + j] = -1.0f;
@@ -313,7 +291,7 @@ static void test_drop_degenerate(void)
 
 static void test_graph_modes(void)
 {
-  g_autoptr(KnnwbMatrix) m = random_matrix(57, 7, 21);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(57, 7, 21);
   g_autoptr(KnnwbNeighbors) nb = run_self(m, KNNWB_METRIC_EUCLIDEAN, 4, 2, 0);
   const size_t n = 57, k = 4;
   /* Brute-force adjacency: in[i][j] = j in kNN(i). */
@@ -366,7 +344,7 @@ static void count_progress(uint64_t done, uint64_t total, void *data)
 
 static void test_progress_and_cancel(void)
 {
-  g_autoptr(KnnwbMatrix) m = random_matrix(500, 8, 8);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(500, 8, 8);
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
   options.k = 5;
@@ -397,13 +375,13 @@ static void test_euclidean_offsets_and_magnitudes(void)
   const double scales[] = {1.0, 1e20, 1e-20};
   const double offsets[] = {0.0, 1e4, 0.0};
   for (size_t c = 0; c < G_N_ELEMENTS(scales); c++) {
-    g_autoptr(KnnwbMatrix) m = random_matrix(403, 13, 31 + (guint32)c);
+    g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(403, 13, 31 + (guint32)c);
     for (size_t i = 0; i < 403 * 13; i++)
       m->values[i] = (float)(offsets[c] + scales[c] * m->values[i]);
     g_autoptr(KnnwbNeighbors) nb = run_self(m, KNNWB_METRIC_EUCLIDEAN, 9, 2, 64 << 10);
     oracle_check(KNNWB_METRIC_EUCLIDEAN, m->values, 403, m->values, 403, 13, TRUE, nb,
                  1e-9 * scales[c]);
-    g_autoptr(KnnwbMatrix) q = random_matrix(21, 13, 5);
+    g_autoptr(KnnwbMatrix) q = knnwb_test_random_matrix(21, 13, 5);
     for (size_t i = 0; i < 21 * 13; i++)
       q->values[i] = (float)(offsets[c] + scales[c] * q->values[i]);
     KnnwbKnnOptions options;
@@ -423,7 +401,7 @@ static void test_euclidean_offsets_and_magnitudes(void)
 static void test_nearest_outside_group(void)
 {
   const size_t n = 301, d = 7;
-  g_autoptr(KnnwbMatrix) m = random_matrix(n, d, 17);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 17);
   /* Duplicate some rows across groups to force exact ties (lower index must win). */
   for (size_t i = 200; i < 240; i++)
     memcpy(m->values + i * d, m->values + (i - 200) * d, d * sizeof(float));

@@ -10,28 +10,7 @@
 #include <knnwb/knnwb.h>
 #include <knnwb/clustering.h>
 #include "knnwb_kernels.h"
-
-static KnnwbMatrix *random_matrix(size_t n, size_t d, guint32 seed)
-{
-  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
-  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
-  g_assert_nonnull(m);
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < d; j++) {
-      double v = g_rand_double_range(rng, -2, 2);
-      if (i % 3 == 0)
-        v = sin((double)(j + 1) * (double)(i % 7 + 1)) + 0.05 * v;
-      if (i % 5 == 4)
-        v = floor(v * 2); /* exact ties */
-      m->values[i * d + j] = (float)v;
-    }
-  for (size_t i = 0; i < n; i++) {
-    m->values[i * d] += 3.0f + (float)(i % 2); /* no constant rows */
-    if (d > 1 && m->values[i * d + 1] == m->values[i * d])
-      m->values[i * d + 1] += 1.0f;
-  }
-  return m;
-}
+#include "knnwb_test_matrix.h"
 
 static KnnwbNeighbors *run(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, KnnwbBackend backend,
                            size_t gpu_memory, const int *devices, int n_devices)
@@ -93,7 +72,7 @@ static void test_every_metric(void)
 {
   if (!gpu_or_skip())
     return;
-  g_autoptr(KnnwbMatrix) m = random_matrix(1501, 33, 3);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(1501, 33, 3);
   for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
     compare(m, metric, 20, 0, 1);
     compare(m, metric, 1, 96 * MIB + 2 * MIB, 1);
@@ -104,7 +83,7 @@ static void test_many_tiles_two_gpus(void)
 {
   if (!gpu_or_skip())
     return;
-  g_autoptr(KnnwbMatrix) m = random_matrix(2777, 61, 4);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(2777, 61, 4);
   for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
     compare(m, metric, 20, 96 * MIB + 3 * MIB, 2);
 }
@@ -113,7 +92,7 @@ static void test_large_k(void)
 {
   if (!gpu_or_skip())
     return;
-  g_autoptr(KnnwbMatrix) m = random_matrix(4603, 17, 5);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(4603, 17, 5);
   compare(m, KNNWB_METRIC_PEARSON, 1000, 0, 1);
   compare(m, KNNWB_METRIC_EUCLIDEAN, 4096, 0, 2);
   compare(m, KNNWB_METRIC_MANHATTAN, 4096, 96 * MIB + 64 * MIB, 1);
@@ -128,7 +107,7 @@ static void test_groups_and_exact_mst(void)
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_EUCLIDEAN,
                                         KNNWB_METRIC_MANHATTAN, KNNWB_METRIC_ABS_PEARSON};
   const size_t n = 3001, d = 19;
-  g_autoptr(KnnwbMatrix) m = random_matrix(n, d, 77);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 77);
   int32_t *group = g_new(int32_t, n);
   int64_t *rows = g_new(int64_t, n);
   for (size_t i = 0; i < n; i++) {
@@ -191,7 +170,7 @@ static void test_no_device_error(void)
     g_test_skip("a GPU is present");
     return;
   }
-  g_autoptr(KnnwbMatrix) m = random_matrix(50, 4, 6);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(50, 4, 6);
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
   options.k = 3;
