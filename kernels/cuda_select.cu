@@ -14,13 +14,17 @@
  *    thresholds from their owners by peer access (without peer access: from a column sample of
  *    each other diagonal tile, the lists emptied again), then pieces of at most kPiece
  *    off-diagonal tiles go to GPUs from a shared counter (small pieces: even tails) while the GPUs
- *    keep importing each other's tighter thresholds, and the per-GPU lists are merged on the host
- *    at the end.
+ *    keep importing each other's tighter thresholds. At the end GPU g gathers its slice of the rows
+ *    from its peers' lists over NVLink, merges them and computes and downloads only that slice
+ *    (without peer access: every GPU downloads all lists and the host merges them).
  *  - panels (query jobs, or state too large): query panels of T rows go to GPUs from a shared
  *    counter; each panel meets every reference block, and its lists go straight to the output.
  * Data are resident on each device when they fit the budget, otherwise reference blocks stream
  * from (registered, pinned) host memory with double buffering on a copy stream. Per tile, the GEMM
  * of the next tile (GEMM stream) overlaps the selection of this one (selection stream).
+ *
+ * KNNWB_CUDA_TRACE=1 prints phase timings; KNNWB_CUDA_NO_PEER_ACCESS=1 runs several GPUs as if
+ * they had no peer access (the tests use it to cover the host-side paths on NVLink machines).
  */
 #include "select_internal.h"
 
@@ -58,14 +62,20 @@ constexpr int kExchangeItems = 1;       /* several GPUs: thresholds imported eve
  * process-wide pool (pinned_pool) for the next call (the exact MST makes many). */
 constexpr size_t kStagingBytes = 16u << 20;
 
-/* KNNWB_CUDA_TRACE=1: phase timings on stderr (how the time splits, for the benchmark README). */
+/* KNNWB_CUDA_TRACE=1: phase timings on stderr (how the time splits, for the benchmark README);
+ * 2: also selection counters (candidates, merges; device atomics, so slightly slower). */
+int trace_level()
+{
+  static const int level = [] {
+    const char *v = getenv("KNNWB_CUDA_TRACE");
+    return v && *v ? atoi(v) : 0;
+  }();
+  return level;
+}
+
 bool trace_enabled()
 {
-  static const bool on = [] {
-    const char *v = getenv("KNNWB_CUDA_TRACE");
-    return v && *v && strcmp(v, "0") != 0;
-  }();
-  return on;
+  return trace_level() > 0;
 }
 
 double seconds_now()
@@ -237,15 +247,19 @@ struct Run {
   Barrier *barrier = nullptr;
   /* several GPUs, symmetric: between the diagonal phase and the off-diagonal pieces */
   Barrier *phase_barrier = nullptr;
-  /* several GPUs: each GPU's thresholds, read by its peers (peer access between every pair) */
+  /* several GPUs: each GPU's thresholds and lists, read by its peers (peer access between every
+   * pair); the lists only once every GPU passed lists_barrier (its lists are final) */
   std::vector<const float *> device_thr;
+  std::vector<const float *> device_list_score;
+  std::vector<const int *> device_list_index;
+  Barrier *lists_barrier = nullptr;
   std::atomic<bool> peers_ok{true};
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;
   /* several GPUs, resident rows: each GPU uploads a slice from the host and copies the others
    * from its peers, so the host sends the matrix once instead of once per GPU */
   std::vector<float *> device_reference, device_query;
-  /* symmetric with several GPUs: each GPU's lists, merged on the host (not zero-filled: the
+  /* symmetric with several GPUs, no peer access: each GPU's lists, merged on the host (not zero-filled: the
    * downloads write every element, in parallel, which also spreads the page faults) */
   std::vector<std::unique_ptr<int64_t[]>> partial_index;
   std::vector<std::unique_ptr<float[]>> partial_score;
@@ -417,6 +431,7 @@ private:
   bool drain();
   bool extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index,
                     float *dst_score, double *dst_distance);
+  bool merge_on_devices();
   void merge_partials();
   void release();
   void *device_alloc(size_t bytes, bool *ok);
@@ -452,6 +467,8 @@ private:
   std::thread exact_thread_;
   bool exact_ok_ = true;
   bool phase_passed_ = false;
+  bool lists_passed_ = false;
+  double lists_wait_s_ = 0, device_merge_s_ = 0; /* trace: waiting for the peers, merging */
   void quiesce();
 };
 
@@ -517,7 +534,10 @@ bool Worker::setup()
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
   if (run_.exact)
     CUDA_TRY(run_, cudaStreamCreateWithFlags(&exact_stream_, cudaStreamNonBlocking));
-  if (run_.n_devices > 1) {
+  const char *no_peer = getenv("KNNWB_CUDA_NO_PEER_ACCESS");
+  if (no_peer && *no_peer && strcmp(no_peer, "0") != 0)
+    run_.peers_ok = false;
+  else if (run_.n_devices > 1) {
     /* Peer access: slices of the rows are copied over NVLink, and thresholds read directly. Without
      * it for some pair, copies go through the host (still correct) and thresholds stay local. */
     for (int other : run_.ordinals) {
@@ -593,9 +613,13 @@ bool Worker::setup()
   state_.list_index = (int *)device_alloc(rows * p.kc * sizeof(int), &ok);
   state_.thr = (float *)device_alloc(rows * sizeof(float), &ok);
   run_.device_thr[index_] = state_.thr;
+  run_.device_list_score[index_] = state_.list_score;
+  run_.device_list_index[index_] = state_.list_index;
   state_.count = (int *)device_alloc(rows * sizeof(int), &ok);
   state_.cand_score = (float *)device_alloc(rows * p.cap * sizeof(float), &ok);
   state_.cand_index = (int *)device_alloc(rows * p.cap * sizeof(int), &ok);
+  if (trace_level() >= 2)
+    state_.stats = (unsigned long long *)device_alloc(4 * sizeof(unsigned long long), &ok);
   state_.merge_list = (int *)device_alloc(2 * T * sizeof(int), &ok);
   state_.merge_count = (int *)device_alloc(sizeof(int), &ok);
   state_.merge_blocks = p.merge_blocks;
@@ -657,6 +681,8 @@ bool Worker::setup()
     host_staging_distance_ = nullptr;
   }
   /* Zero padding columns once: copies write only the first dim columns of each row. */
+  if (state_.stats)
+    CUDA_TRY(run_, cudaMemsetAsync(state_.stats, 0, 4 * sizeof(unsigned long long), copy_stream_));
   if (p.resident) {
     CUDA_TRY(run_, cudaMemsetAsync(reference_data_, 0, row_bytes * job->n_reference, copy_stream_));
     if (query_data_ != reference_data_)
@@ -1117,6 +1143,8 @@ bool Worker::run_symmetric()
   if (run_.n_devices == 1)
     return extract_rows(0, n, 0, job->out_index, job->out_score,
                         run_.exact ? job->out_distance : nullptr);
+  if (run_.peers_ok)
+    return merge_on_devices();
   const size_t cells = n * (size_t)p.kc;
   run_.partial_index[index_].reset(new (std::nothrow) int64_t[cells]);
   run_.partial_score[index_].reset(new (std::nothrow) float[cells]);
@@ -1213,8 +1241,54 @@ bool Worker::run_panels()
 }
 
 /*
- * Several GPUs, symmetric: row i's candidates are spread over the GPUs' lists (no pair twice).
- * Each worker merges its share of the rows with copy_threads host threads.
+ * Several GPUs with peer access, symmetric, after the final merge: this GPU's slice of the rows
+ * takes the peers' lists as candidates (as many peers per merge as the candidate buffers hold) and
+ * keeps the kc best, then only that slice is extracted, with its exact distances, straight into
+ * the job's output. Device traffic is (G - 1) kc n / G entries per GPU over NVLink; the host no
+ * longer receives G copies of every list, nor merges them.
+ */
+bool Worker::merge_on_devices()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const size_t n = job->n_query, kc = (size_t)run_.plan.kc;
+  const int G = run_.n_devices;
+  if (!drain()) /* this GPU's lists are final */
+    return false;
+  const double t0 = seconds_now();
+  run_.lists_barrier->wait();
+  lists_passed_ = true;
+  const double t1 = seconds_now();
+  lists_wait_s_ = t1 - t0;
+  if (run_.abort)
+    return false;
+  const auto mine = slice_of(n, index_, G);
+  const int row0 = (int)mine.first, rows = (int)(mine.second - mine.first);
+  const int per_merge = std::max(1, std::min<int>(PeerLists::kMax, state_.cap / (int)kc));
+  PeerLists peers = {};
+  for (int h = 0; h < G; h++) {
+    if (h != index_) {
+      peers.score[peers.count] = run_.device_list_score[h];
+      peers.index[peers.count] = run_.device_list_index[h];
+      peers.count++;
+    }
+    if (peers.count > 0 && (peers.count == per_merge || h == G - 1)) {
+      CUDA_TRY(run_, launch_gather_lists(state_, peers, row0, rows, select_stream_));
+      CUDA_TRY(run_, launch_final_merge(state_, row0, rows, select_stream_));
+      peers.count = 0;
+    }
+  }
+  if (trace_enabled()) {
+    CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
+    device_merge_s_ = seconds_now() - t1;
+  }
+  return extract_rows(mine.first, (size_t)rows, mine.first, job->out_index + mine.first * kc,
+                      job->out_score + mine.first * kc,
+                      run_.exact ? job->out_distance + mine.first * kc : nullptr);
+}
+
+/*
+ * Several GPUs without peer access, symmetric: row i's candidates are spread over the GPUs' lists
+ * (no pair twice). Each worker merges its share of the rows with copy_threads host threads.
  */
 void Worker::merge_partials()
 {
@@ -1303,19 +1377,32 @@ void Worker::main()
   if (run_.plan.symmetric && run_.n_devices > 1) {
     if (!phase_passed_)
       run_.phase_barrier->drop(); /* failed before the diagonal phase ended */
-    quiesce(); /* no kernel of ours may still read a peer's thresholds once it frees them */
+    if (!lists_passed_)
+      run_.lists_barrier->drop(); /* failed before its lists were final (or no peer access) */
+    quiesce(); /* no kernel of ours may still read a peer's thresholds or lists once it frees them */
     run_.barrier->wait();
-    if (!run_.abort)
+    if (!run_.abort && !run_.peers_ok)
       merge_partials();
   }
   const double t_merge = seconds_now();
+  unsigned long long stats[4] = {0, 0, 0, 0};
+  if (state_.stats && cudaSetDevice(device_ordinal_) == cudaSuccess)
+    cudaMemcpy(stats, state_.stats, sizeof stats, cudaMemcpyDeviceToHost);
   release();
+  if (state_.stats)
+    fprintf(stderr,
+            "knnwb cuda worker %d: %llu candidates, %llu merged rows, %llu overflowed lines "
+            "(%.0f candidates and %.0f merges per tile)\n",
+            index_, stats[0], stats[1], stats[2], stats[0] / (double)std::max(1L, tile_counter_),
+            stats[1] / (double)std::max(1L, tile_counter_));
   if (trace_enabled())
     fprintf(stderr,
             "knnwb cuda worker %d (GPU %d): setup %.3f s, upload %.3f s, tiles + extract %.3f s "
-            "(%ld tiles), host merge %.3f s, release %.3f s\n",
+            "(%ld tiles; of which waiting for peers %.3f s, device merge %.3f s), host merge "
+            "%.3f s, release %.3f s\n",
             index_, run_.ordinals[index_], t_setup - t0, t_upload - t_setup, t_run - t_upload,
-            tile_counter_, t_merge - t_run, seconds_now() - t_merge);
+            tile_counter_, lists_wait_s_, device_merge_s_, t_merge - t_run,
+            seconds_now() - t_merge);
 }
 
 void set_message(char *message, size_t size, const char *format, ...)
@@ -1454,10 +1541,13 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
     size_t qb = (job->n_query + T - 1) / T, rb = (job->n_reference + T - 1) / T;
     run.tiles_total = plan.symmetric ? qb * (qb + 1) / 2 : qb * rb;
     run.last_report = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-    Barrier barrier(run.n_devices), phase_barrier(run.n_devices);
+    Barrier barrier(run.n_devices), phase_barrier(run.n_devices), lists_barrier(run.n_devices);
     run.barrier = &barrier;
     run.phase_barrier = &phase_barrier;
+    run.lists_barrier = &lists_barrier;
     run.device_thr.assign(run.n_devices, nullptr);
+    run.device_list_score.assign(run.n_devices, nullptr);
+    run.device_list_index.assign(run.n_devices, nullptr);
     run.partial_index.resize(run.n_devices);
     run.partial_score.resize(run.n_devices);
     run.partial_distance.resize(run.n_devices);

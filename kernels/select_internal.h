@@ -47,6 +47,8 @@ struct SelectState {
   /* per merge block: the new list (kc entries), when it does not fit in shared memory; else NULL */
   uint32_t *out_key;
   int *out_index;
+  /* KNNWB_CUDA_TRACE=2: counters (candidates appended, rows merged, overflowed lines), else NULL */
+  unsigned long long *stats;
 };
 
 /**
@@ -98,6 +100,24 @@ struct PeerThresholds {
  */
 cudaError_t launch_import_thresholds(const SelectState &state, const PeerThresholds &peers,
                                      int n_rows, cudaStream_t stream);
+
+/** Other GPUs' final lists (device pointers readable from this GPU by peer access). */
+struct PeerLists {
+  static constexpr int kMax = 16;
+  const float *score[kMax];
+  const int *index[kMax];
+  int count;
+};
+
+/**
+ * Appends the peers' lists of rows [row0, row0 + n_rows) to those rows' candidate buffers
+ * (count[row] = peers.count * kc; empty entries get a NaN score, which orders after every real
+ * one). Needs count[row] == 0 (a final merge ran) and peers.count * kc <= cap; a final merge of
+ * the rows then keeps the kc best of the union. The lists of different GPUs never share a pair
+ * (every tile is computed once), so that union is exactly what the host merge would build.
+ */
+cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers, int row0,
+                                int n_rows, cudaStream_t stream);
 
 /** Filters a finished tile into the state and merges the rows that need it. */
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);

@@ -140,6 +140,8 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
       base = atomicAdd(&st.count[row], total);
       if (base <= st.lazy_limit && base + total > st.lazy_limit)
         enqueue_merge(st, i0 + r);
+      if (st.stats)
+        atomicAdd(&st.stats[0], (unsigned long long)total);
     }
     base = __shfl_sync(kFullMask, base, 31);
     int pos = base + incl - n;
@@ -174,6 +176,8 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
     int pos = atomicAdd(&st.count[row], n);
     if (pos <= st.lazy_limit && pos + n > st.lazy_limit)
       enqueue_merge(st, (int)(kColumnFlag | (uint32_t)j));
+    if (st.stats)
+      atomicAdd(&st.stats[0], (unsigned long long)n);
 #pragma unroll
     for (int r = 0; r < kFilterRows; r++) {
       float s = score_of(g.kind, component(v[r], u), row_sq[r]);
@@ -274,6 +278,11 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
     sh.kprime = (unsigned)st.kc;
     sh.n_out = 0;
     sh.n_eq = 0;
+    if (st.stats) {
+      atomicAdd(&st.stats[1], 1ull);
+      if (overflow)
+        atomicAdd(&st.stats[2], 1ull);
+    }
   }
   __syncthreads();
   if (overflow) {
@@ -466,6 +475,24 @@ __global__ void import_kernel(SelectState st, PeerThresholds peers, int n_rows)
   }
 }
 
+/* See launch_gather_lists: one thread per (row, peer entry), reading the peers over NVLink. */
+__global__ void gather_kernel(SelectState st, PeerLists peers, int row0, int n_rows)
+{
+  const size_t per_row = (size_t)peers.count * st.kc;
+  const size_t total = (size_t)n_rows * per_row;
+  for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
+       t += (size_t)gridDim.x * blockDim.x) {
+    const size_t row = (size_t)row0 + t / per_row, slot = t % per_row;
+    const int p = (int)(slot / st.kc);
+    const size_t at = row * st.kc + slot % st.kc;
+    const int idx = peers.index[p][at];
+    st.cand_index[row * st.cap + slot] = idx;
+    st.cand_score[row * st.cap + slot] = idx < 0 ? __int_as_float(0x7fc00000) : peers.score[p][at];
+    if (slot == 0)
+      st.count[row] = (int)per_row;
+  }
+}
+
 __global__ void extract_kernel(SelectState st, int row0, int n_rows, int64_t *out_index,
                                float *out_score)
 {
@@ -515,6 +542,18 @@ cudaError_t launch_import_thresholds(const SelectState &state, const PeerThresho
   if (n_rows <= 0 || peers.count == 0)
     return cudaSuccess;
   import_kernel<<<grid_for((size_t)n_rows, 256), 256, 0, stream>>>(state, peers, n_rows);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers, int row0,
+                                int n_rows, cudaStream_t stream)
+{
+  if (n_rows <= 0 || peers.count <= 0)
+    return cudaSuccess;
+  if ((size_t)peers.count * state.kc > (size_t)state.cap)
+    return cudaErrorInvalidValue;
+  gather_kernel<<<grid_for((size_t)n_rows * peers.count * state.kc, 256), 256, 0, stream>>>(
+      state, peers, row0, n_rows);
   return cudaGetLastError();
 }
 

@@ -208,6 +208,13 @@ int main(int argc, char **argv)
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s x%d visible, using %zu; d=%d k=%zu\n", prop.name, n_gpus,
          devices.empty() ? (size_t)n_gpus : devices.size(), d, k);
+  /* Every GPU used gets its context before any timing: device 0 has one anyway (the data are
+   * generated there), so 1 and N GPUs are compared without N - 1 context creations on one side. */
+  for (int g = 0; g < (devices.empty() ? n_gpus : (int)devices.size()); g++) {
+    CHECK_CUDA(cudaSetDevice(devices.empty() ? g : devices[g]));
+    CHECK_CUDA(cudaFree(0));
+  }
+  CHECK_CUDA(cudaSetDevice(0));
   if (gpu_memory)
     printf("gpu-memory budget: %.2f GiB per device\n", gpu_memory / (double)(1 << 30));
   else

@@ -86,6 +86,11 @@ static void test_many_tiles_two_gpus(void)
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(2777, 61, 4);
   for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
     compare(m, metric, 20, 96 * MIB + 3 * MIB, 2);
+  /* The paths for GPUs without peer access (sampled thresholds, lists merged on the host). */
+  g_setenv("KNNWB_CUDA_NO_PEER_ACCESS", "1", TRUE);
+  compare(m, KNNWB_METRIC_PEARSON, 20, 96 * MIB + 3 * MIB, 2);
+  compare(m, KNNWB_METRIC_EUCLIDEAN, 7, 0, 2);
+  g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
 }
 
 static void test_large_k(void)

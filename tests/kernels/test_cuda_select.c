@@ -311,14 +311,23 @@ static void test_two_devices(void)
 {
   if (!gpu_or_skip())
     return;
-  for (int kind = 0; kind < 4; kind++) {
-    Case c = {2049, 2049, 19, 28, kind, TRUE, 96 * MIB + 4 * MIB, 2, kind == 1, TRUE, 31u + kind};
-    run_case(&c);
+  /* with peer access (where the GPUs have it), then as if they had none */
+  for (int no_peer = 0; no_peer < 2; no_peer++) {
+    if (no_peer)
+      g_setenv("KNNWB_CUDA_NO_PEER_ACCESS", "1", TRUE);
+    for (int kind = 0; kind < 4; kind++) {
+      Case c = {2049, 2049, 19,        28, kind, TRUE, 96 * MIB + 4 * MIB,
+                2,    kind == 1, TRUE, 31u + kind + 7u * no_peer};
+      run_case(&c);
+    }
+    if (knnwb_cuda_device_count() >= 2) {
+      Case all = {3333, 3333, 23, 28, KNNWB_SCORE_DOT, TRUE, 0, 0, FALSE, TRUE, 41u + no_peer};
+      run_case(&all);
+      Case big_k = {3001, 3001, 9, 700, KNNWB_SCORE_L2, TRUE, 0, 0, TRUE, TRUE, 43u + no_peer};
+      run_case(&big_k);
+    }
   }
-  if (knnwb_cuda_device_count() >= 2) {
-    Case all = {3333, 3333, 23, 28, KNNWB_SCORE_DOT, TRUE, 0, 0, FALSE, TRUE, 41};
-    run_case(&all);
-  }
+  g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
 }
 
 static void test_errors(void)
