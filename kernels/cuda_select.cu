@@ -43,6 +43,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -169,6 +170,26 @@ void PinnedPool::free_cached()
   for (void *p : pool.free_)
     cudaFreeHost(p);
   pool.free_.clear();
+}
+
+/*
+ * Lets the current device (ordinal device) read peer's memory. Peer access stays enabled for the
+ * life of the process and enabling it again is an error (which compute-sanitizer reports), so the
+ * pairs already enabled are remembered.
+ */
+bool enable_peer_access(int device, int peer)
+{
+  static std::mutex mutex;
+  static std::set<std::pair<int, int>> enabled;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (enabled.count({device, peer}))
+    return true;
+  cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+  cudaGetLastError(); /* "already enabled" (by other code in this process) is not an error */
+  if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
+    return false;
+  enabled.insert({device, peer});
+  return true;
 }
 
 /* A work item of the symmetric schedule: tiles (b, c) for b in [b0, b1), after (c, c) if diagonal. */
@@ -548,11 +569,9 @@ bool Worker::setup()
         run_.peers_ok = false;
         continue;
       }
-      cudaError_t err = cudaDeviceEnablePeerAccess(other, 0);
-      if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
+      if (!enable_peer_access(device_ordinal_, other))
         run_.peers_ok = false;
     }
-    cudaGetLastError(); /* "already enabled" (an earlier call) is not an error */
   }
   /* Selection at the highest priority: its blocks are scheduled ahead of the next GEMM's pending
    * ones, so a tile's select never holds back the GEMM after next (two tile buffers). */
