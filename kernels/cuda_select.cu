@@ -280,8 +280,9 @@ struct Run {
   /* several GPUs, resident rows: each GPU uploads a slice from the host and copies the others
    * from its peers, so the host sends the matrix once instead of once per GPU */
   std::vector<float *> device_reference, device_query;
-  /* symmetric with several GPUs, no peer access: each GPU's lists, merged on the host (not zero-filled: the
-   * downloads write every element, in parallel, which also spreads the page faults) */
+  /* symmetric with several GPUs, no peer access: each GPU's lists, merged on the host (not
+   * zero-filled: the downloads write every element, in parallel, which also spreads the page
+   * faults) */
   std::vector<std::unique_ptr<int64_t[]>> partial_index;
   std::vector<std::unique_ptr<float[]>> partial_score;
   std::vector<std::unique_ptr<double[]>> partial_distance;
@@ -1398,7 +1399,7 @@ void Worker::main()
       run_.phase_barrier->drop(); /* failed before the diagonal phase ended */
     if (!lists_passed_)
       run_.lists_barrier->drop(); /* failed before its lists were final (or no peer access) */
-    quiesce(); /* no kernel of ours may still read a peer's thresholds or lists once it frees them */
+    quiesce(); /* no kernel of ours may read a peer's thresholds or lists once it frees them */
     run_.barrier->wait();
     if (!run_.abort && !run_.peers_ok)
       merge_partials();
