@@ -480,6 +480,12 @@ private:
   long anchor_block_ = -1; /* symmetric streaming: the block held in query_buffer_ */
   long tile_counter_ = 0;  /* symmetric: tiles issued */
   bool counted_[2] = {false, false};
+  /* trace: timing of the selection kernels per slot, summed for diagonal ([1]) and other tiles */
+  cudaEvent_t select_start_[2] = {}, select_end_[2] = {};
+  bool diagonal_[2] = {false, false};
+  double select_ms_[2] = {0, 0};
+  long select_tiles_[2] = {0, 0};
+  bool time_select(int slot);
   SelectState state_ = {};
   /* exact distances (run_.exact): rows uploaded by a background thread during the tile loop */
   ExactRows exact_ = {};
@@ -535,7 +541,8 @@ void Worker::release()
     for (cudaEvent_t e : {copy_done_[i], gemm_done_[i], select_done_[i]})
       if (e)
         cudaEventDestroy(e);
-  for (cudaEvent_t e : {query_free_, query_ready_})
+  for (cudaEvent_t e : {query_free_, query_ready_, select_start_[0], select_start_[1],
+                        select_end_[0], select_end_[1]})
     if (e)
       cudaEventDestroy(e);
   for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
@@ -585,6 +592,11 @@ bool Worker::setup()
     CUDA_TRY(run_, cudaEventCreateWithFlags(&gemm_done_[i], cudaEventDisableTiming));
     CUDA_TRY(run_, cudaEventCreateWithFlags(&select_done_[i], cudaEventDisableTiming));
   }
+  if (trace_enabled())
+    for (int i = 0; i < 2; i++) {
+      CUDA_TRY(run_, cudaEventCreate(&select_start_[i]));
+      CUDA_TRY(run_, cudaEventCreate(&select_end_[i]));
+    }
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_free_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_ready_, cudaEventDisableTiming));
   if (job->score_kind != KNNWB_SCORE_L1) {
@@ -941,8 +953,24 @@ bool Worker::gemm_tile(int slot, const float *q, int n_q, const float *r, int n_
 bool Worker::select_tile(int slot, const TileGeom &geom)
 {
   CUDA_TRY(run_, cudaStreamWaitEvent(select_stream_, gemm_done_[slot], 0));
+  if (select_start_[slot])
+    CUDA_TRY(run_, cudaEventRecord(select_start_[slot], select_stream_));
   CUDA_TRY(run_, launch_tile_select(state_, geom, select_stream_));
+  if (select_end_[slot])
+    CUDA_TRY(run_, cudaEventRecord(select_end_[slot], select_stream_));
   CUDA_TRY(run_, cudaEventRecord(select_done_[slot], select_stream_));
+  return true;
+}
+
+/* Trace: adds the selection time of the (finished) tile in slot to its kind's sum. */
+bool Worker::time_select(int slot)
+{
+  if (!select_end_[slot])
+    return true;
+  float ms = 0;
+  CUDA_TRY(run_, cudaEventElapsedTime(&ms, select_start_[slot], select_end_[slot]));
+  select_ms_[diagonal_[slot]] += ms;
+  select_tiles_[diagonal_[slot]]++;
   return true;
 }
 
@@ -1079,6 +1107,7 @@ bool Worker::symmetric_tile(long b, long c, int n_cols, bool counted)
   g.col_state0 = (int)r0;
   g.do_cols = b != c;
   g.self = 1;
+  g.fresh = b == c; /* every schedule gives a block's rows their diagonal tile first */
   g.kind = job->score_kind;
   g.sqnorms = sqnorms_;
   g.invalid = invalid_;
@@ -1092,8 +1121,11 @@ bool Worker::symmetric_tile(long b, long c, int n_cols, bool counted)
     CUDA_TRY(run_, cudaEventSynchronize(select_done_[previous]));
     if (counted_[previous])
       run_.tile_finished();
+    if (!time_select(previous))
+      return false;
   }
   counted_[slot] = counted;
+  diagonal_[slot] = b == c;
   tile_counter_++;
   return true;
 }
@@ -1157,6 +1189,8 @@ bool Worker::run_symmetric()
     return false;
   if (tile_counter_ >= 1 && counted_[(tile_counter_ - 1) % 2])
     run_.tile_finished();
+  if (tile_counter_ >= 1 && !time_select((int)((tile_counter_ - 1) % 2)))
+    return false;
   if (run_.abort)
     return false;
   CUDA_TRY(run_, launch_final_merge(state_, 0, (int)n, select_stream_));
@@ -1237,6 +1271,7 @@ bool Worker::run_panels()
       g.col_state0 = 0;
       g.do_cols = 0;
       g.self = job->self ? 1 : 0;
+      g.fresh = c == 0; /* the panel's state was just emptied */
       g.kind = job->score_kind;
       g.sqnorms = sqnorms_;
       g.invalid = invalid_;
@@ -1409,6 +1444,12 @@ void Worker::main()
   if (state_.stats && cudaSetDevice(device_ordinal_) == cudaSuccess)
     cudaMemcpy(stats, state_.stats, sizeof stats, cudaMemcpyDeviceToHost);
   release();
+  if (select_tiles_[0] + select_tiles_[1] > 0)
+    fprintf(stderr,
+            "knnwb cuda worker %d: selection kernels %.3f ms per diagonal tile (%ld), %.3f ms per "
+            "other tile (%ld)\n",
+            index_, select_ms_[1] / (double)std::max(1L, select_tiles_[1]), select_tiles_[1],
+            select_ms_[0] / (double)std::max(1L, select_tiles_[0]), select_tiles_[0]);
   if (state_.stats)
     fprintf(stderr,
             "knnwb cuda worker %d: %llu candidates, %llu merged rows, %llu overflowed lines "

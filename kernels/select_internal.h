@@ -68,6 +68,8 @@ struct TileGeom {
   int col_state0;
   int do_cols;
   int self;
+  /* the rows have seen no pair yet (+inf thresholds): see launch_tile_select */
+  int fresh;
   int kind;
   const float *sqnorms;         /* reference squared norms by global index (L2 only) */
   const unsigned char *invalid; /* reference rows never to be candidates, or NULL */
@@ -119,7 +121,13 @@ struct PeerLists {
 cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers, int row0,
                                 int n_rows, cudaStream_t stream);
 
-/** Filters a finished tile into the state and merges the rows that need it. */
+/**
+ * Filters a finished tile into the state and merges the rows that need it. A tile of fresh rows
+ * (geom.fresh, row pass only) is filtered in column stages of doubling width, every row with
+ * candidates merged after each stage, so that thresholds exist before most of a line is read:
+ * in one pass every pair would beat a +inf threshold and every line would overflow into a full
+ * re-read by the merge (about 8x the cost of an ordinary tile's selection, measured).
+ */
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /** Merges the pending candidates of rows [row0, row0 + n_rows) into their lists. */

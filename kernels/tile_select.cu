@@ -222,7 +222,55 @@ struct MergeShared {
   int n_scratch;
   int n_out;
   int n_eq;
+  uint32_t small_key[kMergeThreads]; /* merge_row_small */
+  int small_index[kMergeThreads];
 };
+
+/*
+ * Merges one state row whose list and candidates fit the block (kc + n_buffer <= 256, no overflowed
+ * line): each element's rank is counted directly (ties by position), and the kc lowest go to their
+ * rank's slot. A few hundred shared-memory compares per thread instead of the radix select's four
+ * passes of histograms and block scans; most merges are of this size for the usual k (k + margin
+ * <= 85 with the default candidate buffers). Every thread calls it with the same arguments.
+ */
+__device__ void merge_row_small(const SelectState &st, int row, int n_buffer, float thr_row,
+                                MergeShared &sh)
+{
+  const float inf = __int_as_float(0x7f800000);
+  const int m = st.kc + n_buffer, t = threadIdx.x;
+  uint32_t key = kEmptyKey;
+  int idx = -1;
+  if (t < st.kc) {
+    idx = st.list_index[(size_t)row * st.kc + t];
+    key = idx < 0 ? kEmptyKey : float_key(st.list_score[(size_t)row * st.kc + t]);
+  } else if (t < m) {
+    const size_t at = (size_t)row * st.cap + (t - st.kc);
+    idx = st.cand_index[at];
+    key = float_key(st.cand_score[at]);
+  }
+  if (t < m) {
+    sh.small_key[t] = key;
+    sh.small_index[t] = idx;
+  }
+  __syncthreads(); /* every element read before any list slot is rewritten */
+  if (t < m) {
+    int rank = 0;
+    for (int u = 0; u < m; u++) {
+      const uint32_t other = sh.small_key[u];
+      rank += other < key || (other == key && u < t);
+    }
+    if (rank < st.kc) {
+      const float score = idx < 0 ? inf : key_float(key);
+      st.list_index[(size_t)row * st.kc + rank] = idx;
+      st.list_score[(size_t)row * st.kc + rank] = score;
+      if (rank == st.kc - 1)
+        st.thr[row] = fminf(thr_row, score); /* as merge_row: never loosened */
+    }
+  }
+  if (t == 0)
+    st.count[row] = 0;
+  __syncthreads();
+}
 
 /*
  * Visits every element (key, index) of the merge: the list, the candidate buffer (minus entries of
@@ -272,6 +320,12 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
   const int n_buffer = count < st.cap ? count : st.cap;
   uint32_t *scratch_key = st.scratch_key + (size_t)blockIdx.x * st.scratch_len;
   int *scratch_index = st.scratch_index + (size_t)blockIdx.x * st.scratch_len;
+  if (!overflow && st.kc + n_buffer <= kMergeThreads) {
+    if (st.stats && threadIdx.x == 0)
+      atomicAdd(&st.stats[1], 1ull);
+    merge_row_small(st, row, n_buffer, thr_row, sh);
+    return;
+  }
 
   if (threadIdx.x == 0) {
     sh.n_scratch = 0;
@@ -557,10 +611,12 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
   return cudaGetLastError();
 }
 
-cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+namespace
 {
-  if (geom.n_rows <= 0 || geom.n_cols <= 0)
-    return cudaSuccess;
+
+/* One filter pass over geom and the merge of the rows it queued. */
+cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
   cudaError_t err = cudaMemsetAsync(state.merge_count, 0, sizeof(int), stream);
   if (err != cudaSuccess)
     return err;
@@ -576,6 +632,33 @@ cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, c
   size_t shared = state.out_key ? 0 : (size_t)state.kc * (sizeof(uint32_t) + sizeof(int));
   merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(state, geom, 0, -1);
   return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  if (geom.n_rows <= 0 || geom.n_cols <= 0)
+    return cudaSuccess;
+  /* First stage: cap columns (all pass, none overflows); then each stage as wide as the columns
+   * already seen, so about kc pairs of it beat the kc-th best of those. Every row with candidates
+   * merges after each stage (lazy limit 0), so the next stage filters against fresh thresholds.
+   * cap is a multiple of 32: sub-tiles stay 16-byte aligned for the filter's vector loads. */
+  if (!geom.fresh || geom.do_cols || geom.n_cols <= state.cap)
+    return filter_and_merge(state, geom, stream);
+  SelectState eager = state;
+  eager.lazy_limit = 0;
+  for (int c0 = 0, width = state.cap; c0 < geom.n_cols; c0 += width, width = c0) {
+    TileGeom stage = geom;
+    stage.tile = geom.tile + c0;
+    stage.n_cols = width < geom.n_cols - c0 ? width : geom.n_cols - c0;
+    stage.col_global0 = geom.col_global0 + c0;
+    stage.col_state0 = geom.col_state0 + c0;
+    cudaError_t err = filter_and_merge(eager, stage, stream);
+    if (err != cudaSuccess)
+      return err;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t launch_final_merge(const SelectState &state, int row0, int n_rows, cudaStream_t stream)
