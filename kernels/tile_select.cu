@@ -320,9 +320,12 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
   const int n_buffer = count < st.cap ? count : st.cap;
   uint32_t *scratch_key = st.scratch_key + (size_t)blockIdx.x * st.scratch_len;
   int *scratch_index = st.scratch_index + (size_t)blockIdx.x * st.scratch_len;
+  if (st.stats && threadIdx.x == 0) {
+    atomicAdd(&st.stats[1], 1ull);
+    if (overflow)
+      atomicAdd(&st.stats[2], 1ull);
+  }
   if (!overflow && st.kc + n_buffer <= kMergeThreads) {
-    if (st.stats && threadIdx.x == 0)
-      atomicAdd(&st.stats[1], 1ull);
     merge_row_small(st, row, n_buffer, thr_row, sh);
     return;
   }
@@ -332,11 +335,6 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
     sh.kprime = (unsigned)st.kc;
     sh.n_out = 0;
     sh.n_eq = 0;
-    if (st.stats) {
-      atomicAdd(&st.stats[1], 1ull);
-      if (overflow)
-        atomicAdd(&st.stats[2], 1ull);
-    }
   }
   __syncthreads();
   if (overflow) {
