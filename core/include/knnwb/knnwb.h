@@ -10,5 +10,6 @@
 #include <knnwb/formats.h>
 #include <knnwb/atomic_file.h>
 #include <knnwb/clustering.h>
+#include <knnwb/community.h>
 
 #endif
