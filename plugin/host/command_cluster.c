@@ -552,6 +552,7 @@ int knnwb_host_command_cluster(int argc, char **argv)
   }
   if (command.input.k == -1)
     knn.k = 10;
+  knn.data_name = command.rest[0];
   const char *outputs[] = {command.output, command.gml, command.graphml, command.newick,
                            command.linkage};
   for (guint i = 0; i < G_N_ELEMENTS(outputs); i++)

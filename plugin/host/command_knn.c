@@ -88,6 +88,7 @@ int knnwb_host_command_knn(int argc, char **argv)
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-o OUT is required");
     goto usage;
   }
+  options.data_name = command.rest[0];
   if (!knnwb_host_input_options_apply(&command.input, &read_options, &options, &error) ||
       (command.graph && !knnwb_graph_mode_from_string(command.graph, &mode, &error)))
     goto usage;

@@ -30,7 +30,8 @@ void knnwb_host_input_options_add(GOptionContext *context, KnnwbHostInputOptions
        "yes or no",
        "auto|yes|no"},
       {"label-column", 0, 0, G_OPTION_ARG_STRING, &options->label_column,
-       "CSV/TSV: 1-based column of the row labels (default 1), or none", "N|none"},
+       "CSV/TSV: the row labels' column, counted from 1 (default 1), a header name, or none",
+       "N|NAME|none"},
       {"transpose", 'T', 0, G_OPTION_ARG_NONE, &options->transpose,
        "The file's columns are the points", NULL},
       {"drop-degenerate", 0, 0, G_OPTION_ARG_NONE, &options->drop_degenerate,
@@ -113,19 +114,9 @@ gboolean knnwb_host_input_options_apply(KnnwbHostInputOptions *options, KnnwbRea
       return FALSE;
     }
   }
-  if (options->label_column != NULL) {
-    guint64 column = 0;
-    if (g_ascii_strcasecmp(options->label_column, "none") == 0)
-      read->label_column = -1;
-    else if (g_ascii_string_to_unsigned(options->label_column, 10, 1, G_MAXINT, &column, NULL))
-      read->label_column = (int)column - 1;
-    else {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "--label-column must be a column number (1, 2, ...) or none (got '%s')",
-                  options->label_column);
-      return FALSE;
-    }
-  }
+  if (options->label_column != NULL &&
+      !knnwb_formats_label_column_from_string(options->label_column, read, error))
+    return FALSE;
   if (options->drop_missing)
     read->missing = KNNWB_MISSING_DROP_ROWS;
   return TRUE;

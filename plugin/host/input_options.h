@@ -15,7 +15,7 @@ typedef struct {
   char *format;
   gboolean transpose;
   char *header;       /* auto, yes, no */
-  char *label_column; /* 1-based column number, or none */
+  char *label_column; /* 1-based column number, a header name, or none */
   gboolean drop_missing;
   /* computing */
   gint64 k;
