@@ -202,13 +202,13 @@ static void knnwb_metafeatures_body(size_t first, size_t last, void *user)
   }
 }
 
-/* The row's label, or its 1-based number when the matrix has none. */
+/* The row's label, or its number (from 0, as everywhere in the C API) when the matrix has none. */
 static const char *knnwb_metafeatures_label(const KnnwbMatrix *data, size_t row, char scratch[32])
 {
   const char *label = knnwb_matrix_row_label(data, row);
   if (label != NULL)
     return label;
-  g_snprintf(scratch, 32, "%zu", row + 1);
+  g_snprintf(scratch, 32, "%zu", row);
   return scratch;
 }
 
@@ -256,7 +256,7 @@ static gboolean knnwb_metafeatures_check_rows(const KnnwbMatrix *data, const siz
   for (size_t i = 0; i < m; i++) {
     if (rows[i] >= data->n_rows) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "metafeatures: row %zu does not exist (the matrix has %zu rows)", rows[i] + 1,
+                  "metafeatures: row %zu does not exist (the matrix has %zu rows)", rows[i],
                   data->n_rows);
       return FALSE;
     }

@@ -26,7 +26,7 @@ static const char *knnwb_neighbourhood_label(const KnnwbMatrix *data, int64_t ro
   const char *label = knnwb_matrix_row_label(data, (size_t)row);
   if (label != NULL)
     return label;
-  g_snprintf(scratch, 32, "%" G_GINT64_FORMAT, (gint64)row + 1);
+  g_snprintf(scratch, 32, "%" G_GINT64_FORMAT, (gint64)row);
   return scratch;
 }
 

@@ -126,10 +126,8 @@ gboolean knnwb_phenotype_values(const KnnwbMatrix *data, const KnnwbAnnotationTa
   }
   for (size_t j = 0; j < d; j++)
     if (record_of[j] == 0)
-      knnwb_phenotype_problem(&problems,
-                              "%s: sample '%s' (matrix column %zu) is not in the table's column "
-                              "'%s'",
-                              table->path, data->col_labels[j] ? data->col_labels[j] : "", j + 1,
+      knnwb_phenotype_problem(&problems, "%s: sample '%s' is not in the table's column '%s'",
+                              table->path, data->col_labels[j] ? data->col_labels[j] : "",
                               table->header[id]);
   if (problems.n > 0) {
     if (problems.n > KNNWB_PHENOTYPE_MAX_LISTED)
@@ -156,8 +154,7 @@ gboolean knnwb_phenotype_append_row(KnnwbMatrix **data, const float *values, con
   for (size_t i = 0; old->row_labels != NULL && i < n; i++)
     if (old->row_labels[i] != NULL && strcmp(old->row_labels[i], label) == 0) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "a row labelled '%s' exists already (row %zu); choose another label", label,
-                  i + 1);
+                  "a row labelled '%s' exists already (row %zu); choose another label", label, i);
       return FALSE;
     }
   size_t bytes;
@@ -211,7 +208,7 @@ gboolean knnwb_phenotype_append_row(KnnwbMatrix **data, const float *values, con
     for (size_t i = 0; i < n; i++) {
       /* Unlabelled rows get their numbers, so the new row's label is not the only one. */
       char scratch[32];
-      g_snprintf(scratch, sizeof scratch, "%zu", i + 1);
+      g_snprintf(scratch, sizeof scratch, "%zu", i);
       knnwb_matrix_set_row_label(target, i, scratch);
     }
   knnwb_matrix_set_row_label(target, n, label);

@@ -16,7 +16,8 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
       {"header", 0, 0, G_OPTION_ARG_STRING, &args->header,
        "CSV/TSV: is the first line a header? auto (default), yes or no", "auto|yes|no"},
       {"label-column", 0, 0, G_OPTION_ARG_STRING, &args->label_column,
-       "CSV/TSV: 1-based column of the row labels (default 1), or none", "N|none"},
+       "CSV/TSV: the row labels' column, counted from 1 (default 1), a header name, or none",
+       "N|NAME|none"},
       {"labels", 0, 0, G_OPTION_ARG_FILENAME, &args->labels,
        "NPY: a side file with one row label per line", "FILE"},
       {"drop-missing", 0, 0, G_OPTION_ARG_NONE, &args->drop_missing,
@@ -43,19 +44,9 @@ gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptio
       return FALSE;
     }
   }
-  if (args->label_column != NULL) {
-    guint64 column = 0;
-    if (g_ascii_strcasecmp(args->label_column, "none") == 0)
-      options->label_column = -1;
-    else if (g_ascii_string_to_unsigned(args->label_column, 10, 1, G_MAXINT, &column, NULL))
-      options->label_column = (int)column - 1;
-    else {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "--label-column must be a column number (1, 2, ...) or none (got '%s')",
-                  args->label_column);
-      return FALSE;
-    }
-  }
+  if (args->label_column != NULL &&
+      !knnwb_formats_label_column_from_string(args->label_column, options, error))
+    return FALSE;
   options->labels_path = args->labels;
   if (args->drop_missing)
     options->missing = KNNWB_MISSING_DROP_ROWS;

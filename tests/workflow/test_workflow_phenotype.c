@@ -118,7 +118,7 @@ static void test_append_borrowed(void)
   g_assert_true(knnwb_phenotype_append_row(&data, row, "p", &error));
   g_assert_cmpuint(data->n_rows, ==, 2);
   g_assert_true(data->values != values);
-  g_assert_cmpstr(data->row_labels[0], ==, "1"); /* unlabelled rows get their numbers */
+  g_assert_cmpstr(data->row_labels[0], ==, "0"); /* unlabelled rows get their numbers */
   g_assert_cmpstr(data->row_labels[1], ==, "p");
   g_assert_cmpstr(data->col_labels[3], ==, "S4");
   g_assert_cmpfloat(data->values[5], ==, 6.0f);
@@ -142,7 +142,7 @@ static void test_mismatches(void)
   const char *expected[] = {":4: sample 'S3': 'lots' is not a number in column 'years'",
                             ":5: sample 'S1' is listed twice (first on line 2)",
                             ":6: sample 'S4': '' is empty in column 'years'",
-                            ": sample 'S2' (matrix column 2) is not in the table", "(4 problems)"};
+                            ": sample 'S2' is not in the table's column 'sample'", "(4 problems)"};
   for (guint i = 0; i < G_N_ELEMENTS(expected); i++)
     if (strstr(error->message, expected[i]) == NULL)
       g_error("expected '%s' in '%s'", expected[i], error->message);

@@ -58,7 +58,7 @@ gboolean knnwb_metafeatures_count(size_t n_rows, size_t n_paired, size_t n_ops, 
 /**
  * Returns a new matrix: the rows of data (with their labels), then for each operator in order one
  * row per unordered pair (a, b) of the paired rows, a before b in their order, labelled "A-B",
- * "A+B", "A*B", "A/B" from the row labels (row numbers from 1 when data has none). Values are
+ * "A+B", "A*B", "A/B" from the row labels (row numbers from 0 when data has none). Values are
  * computed in double and rounded to float. Column labels and classes are copied.
  *
  * Sizes are checked for overflow and the result against options->available_bytes before anything

@@ -94,7 +94,7 @@ gboolean knnwb_neighbourhood_from_lists(const KnnwbMatrix *data, const KnnwbNeig
 
 /**
  * Writes the ranked table: header focus, rank, label, order, distance and, for pearson,
- * abs-pearson and spearman, r; one line per member (labels from data, or row numbers from 1).
+ * abs-pearson and spearman, r; one line per member (labels from data, or row numbers from 0).
  * Atomic. Errors: KNNWB_ERROR_IO. Complexity: O(members).
  */
 gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourhood *neighbourhood,
