@@ -1,148 +1,175 @@
-/* One column of an annotation table (row name -> class), matched to the points by label. */
+/* Annotation tables (TSV/CSV with a header): sample sheets, phenotypes, class labels. */
 #include <string.h>
+#include <knnwb/annotation.h>
 #include "formats_internal.h"
 
-/* Splits one line into fields at delimiter, honouring double quotes ("" inside quotes is a quote).
- * Returns a GPtrArray of new strings. */
-static GPtrArray *knnwb_annotation_split(const char *line, char delimiter)
+void knnwb_annotation_free(KnnwbAnnotationTable *table)
 {
-  GPtrArray *fields = g_ptr_array_new_with_free_func(g_free);
-  GString *field = g_string_new(NULL);
-  gboolean quoted = FALSE;
-  for (const char *p = line;; p++) {
-    if (*p == '\0' || (!quoted && *p == delimiter)) {
-      g_ptr_array_add(fields, g_strdup(g_strstrip(field->str)));
-      g_string_truncate(field, 0);
-      if (*p == '\0')
-        break;
-    } else if (*p == '"') {
-      if (quoted && p[1] == '"') {
-        g_string_append_c(field, '"');
-        p++;
-      } else
-        quoted = !quoted;
-    } else
-      g_string_append_c(field, *p);
-  }
-  g_string_free(field, TRUE);
-  return fields;
+  if (table == NULL)
+    return;
+  g_free(table->path);
+  g_free(table->header);
+  g_free(table->fields);
+  g_free(table->line);
+  if (table->strings != NULL)
+    g_string_chunk_free(table->strings);
+  g_free(table);
 }
 
-gboolean knnwb_formats_read_annotation(const char *path, const char *column,
-                                       const char *const *labels, size_t n,
-                                       igraph_vector_int_t *classes, char ***class_names,
-                                       size_t *n_matched, GError **error)
+/* Blank lines separate nothing in a table: skip them (a line of only blanks counts as blank). */
+static int knnwb_annotation_next_record(KnnwbTextInput *input, const char **line, size_t *length,
+                                        GError **error)
 {
-  g_autofree char *text = NULL;
-  g_autoptr(GError) local = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &local)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: %s", path, local->message);
+  for (;;) {
+    int got = knnwb_text_input_next_line(input, line, length, error);
+    if (got <= 0)
+      return got;
+    for (size_t i = 0; i < *length; i++)
+      if ((*line)[i] != ' ' && (*line)[i] != '\t' && (*line)[i] != '\r')
+        return 1;
+  }
+}
+
+/* Splits the current record into trimmed fields stored in the table's chunk. */
+static gboolean knnwb_annotation_split(KnnwbTextInput *input, char delimiter,
+                                       KnnwbAnnotationTable *table, const char **line,
+                                       size_t *length, GPtrArray *fields, GError **error)
+{
+  size_t line_number = input->line_number;
+  g_ptr_array_set_size(fields, 0);
+  g_autoptr(GPtrArray) raw = g_ptr_array_new_with_free_func(g_free);
+  if (!knnwb_formats_split_record(input, delimiter, line, length, raw, error))
+    return FALSE;
+  if (memchr(*line, '\0', *length) != NULL) {
+    knnwb_formats_parse_error(error, input->path, line_number, 0,
+                              "NUL byte in the table (binary file?)");
     return FALSE;
   }
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-  int header_line = -1;
-  for (int i = 0; lines[i]; i++) {
-    g_strchomp(lines[i]);
-    if (header_line < 0 && lines[i][0] != '\0')
-      header_line = i;
+  for (guint i = 0; i < raw->len; i++) {
+    char *field = g_strstrip((char *)g_ptr_array_index(raw, i));
+    if (!g_utf8_validate(field, -1, NULL)) {
+      knnwb_formats_parse_error(error, input->path, line_number, 0, "field %u is not valid UTF-8",
+                                i + 1);
+      return FALSE;
+    }
+    g_ptr_array_add(fields, g_string_chunk_insert(table->strings, field));
   }
-  if (header_line < 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s:1: empty annotation table", path);
-    return FALSE;
+  return TRUE;
+}
+
+KnnwbAnnotationTable *knnwb_annotation_read(const char *path, GError **error)
+{
+  KnnwbTextInput input;
+  if (!knnwb_text_input_open(&input, path, error))
+    return NULL;
+  g_autoptr(KnnwbAnnotationTable) table = g_new0(KnnwbAnnotationTable, 1);
+  table->path = g_strdup(path);
+  table->strings = g_string_chunk_new(64 * 1024);
+  g_autoptr(GPtrArray) fields = g_ptr_array_new();
+  g_autoptr(GPtrArray) all = g_ptr_array_new();
+  g_autoptr(GArray) lines = g_array_new(FALSE, FALSE, sizeof(size_t));
+  gboolean ok = FALSE;
+  const char *line;
+  size_t length;
+  int got = knnwb_annotation_next_record(&input, &line, &length, error);
+  if (got <= 0) {
+    if (got == 0)
+      knnwb_formats_parse_error(error, path, MAX(input.line_number, 1), 0,
+                                "the table is empty (expected a header line, then one line per "
+                                "sample)");
+    goto out;
   }
-  char delimiter = strchr(lines[header_line], '\t') ? '\t' : ',';
-  g_autoptr(GPtrArray) header = knnwb_annotation_split(lines[header_line], delimiter);
-  /* The column: a header name, else a 1-based number. */
-  int wanted = -1;
-  for (guint c = 0; c < header->len; c++)
-    if (g_str_equal(g_ptr_array_index(header, c), column)) {
-      wanted = (int)c;
+  /* The header decides the delimiter: a sample sheet with a tab is TSV whatever its name. */
+  char delimiter = memchr(line, '\t', length) != NULL ? '\t' : ',';
+  table->header_line = input.line_number;
+  if (!knnwb_annotation_split(&input, delimiter, table, &line, &length, fields, error))
+    goto out;
+  if (fields->len < 2) {
+    knnwb_formats_parse_error(error, path, table->header_line, 0,
+                              "the header has %u column; a table needs a column of names and at "
+                              "least one column of values (tab- or comma-separated)",
+                              fields->len);
+    goto out;
+  }
+  table->n_columns = fields->len;
+  table->header = g_new(char *, table->n_columns);
+  for (size_t j = 0; j < table->n_columns; j++) {
+    table->header[j] = g_ptr_array_index(fields, j);
+    /* The first column (the names) may be unnamed, as R writes it. */
+    if (j > 0 && *table->header[j] == '\0') {
+      knnwb_formats_parse_error(error, path, table->header_line, 0, "column %zu has no name",
+                                j + 1);
+      goto out;
+    }
+    for (size_t i = 0; i < j; i++)
+      if (*table->header[j] != '\0' && strcmp(table->header[i], table->header[j]) == 0) {
+        knnwb_formats_parse_error(error, path, table->header_line, 0,
+                                  "column name '%s' appears twice (columns %zu and %zu)",
+                                  table->header[j], i + 1, j + 1);
+        goto out;
+      }
+  }
+  for (;;) {
+    got = knnwb_annotation_next_record(&input, &line, &length, error);
+    if (got < 0)
+      goto out;
+    if (got == 0)
       break;
+    size_t record_line = input.line_number;
+    if (!knnwb_annotation_split(&input, delimiter, table, &line, &length, fields, error))
+      goto out;
+    if (fields->len != table->n_columns) {
+      knnwb_formats_parse_error(error, path, record_line, 0,
+                                "the line has %u fields, the header on line %zu has %zu",
+                                fields->len, table->header_line, table->n_columns);
+      goto out;
     }
-  guint64 number = 0;
-  gboolean by_number =
-      wanted < 0 && g_ascii_string_to_unsigned(column, 10, 1, G_MAXINT, &number, NULL);
-  g_autoptr(GHashTable) value_of = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-  int data_fields = -1;
-  for (int i = header_line + 1; lines[i]; i++) {
-    if (lines[i][0] == '\0')
-      continue;
-    g_autoptr(GPtrArray) fields = knnwb_annotation_split(lines[i], delimiter);
-    if (data_fields < 0) {
-      data_fields = (int)fields->len;
-      /* R's write.table: the header lacks the row-name column. */
-      int shift = data_fields == (int)header->len + 1 ? 1 : 0;
-      if (shift == 0 && data_fields != (int)header->len) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s:%d: %d fields, the header has %u",
-                    path, i + 1, data_fields, header->len);
-        return FALSE;
-      }
-      if (wanted >= 0)
-        wanted += shift;
-      else if (by_number)
-        wanted = (int)number - 1;
-      if (wanted < 1 || wanted >= data_fields) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                    "%s:%d: no annotation column '%s' (the header has %u columns; the first "
-                    "holds the row names)",
-                    path, header_line + 1, column, header->len);
-        return FALSE;
-      }
-    } else if ((int)fields->len != data_fields) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s:%d: %u fields, expected %d", path,
-                  i + 1, fields->len, data_fields);
-      return FALSE;
-    }
-    const char *name = g_ptr_array_index(fields, 0);
-    if (g_hash_table_contains(value_of, name)) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s:%d: row name '%s' appears twice", path,
-                  i + 1, name);
-      return FALSE;
-    }
-    g_hash_table_insert(value_of, g_strdup(name),
-                        g_strdup((const char *)g_ptr_array_index(fields, wanted)));
+    for (guint j = 0; j < fields->len; j++)
+      g_ptr_array_add(all, g_ptr_array_index(fields, j));
+    g_array_append_val(lines, record_line);
   }
-  if (data_fields < 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s:%d: no rows after the header", path,
-                header_line + 1);
+  table->n_records = lines->len;
+  table->line = (size_t *)(void *)g_array_free(g_steal_pointer(&lines), FALSE);
+  table->fields = (char **)g_ptr_array_free(g_steal_pointer(&all), FALSE);
+  ok = TRUE;
+out:
+  knnwb_text_input_close(&input);
+  return ok ? g_steal_pointer(&table) : NULL;
+}
+
+gboolean knnwb_annotation_column(const KnnwbAnnotationTable *table, const char *name,
+                                 size_t *column, GError **error)
+{
+  if (name == NULL || *name == '\0') {
+    *column = 0;
+    return TRUE;
+  }
+  for (size_t j = 0; j < table->n_columns; j++)
+    if (strcmp(table->header[j], name) == 0) {
+      *column = j;
+      return TRUE;
+    }
+  g_autoptr(GString) names = g_string_new(NULL);
+  for (size_t j = 0; j < table->n_columns && j < 20; j++)
+    g_string_append_printf(names, "%s'%s'", j ? ", " : "", table->header[j]);
+  if (table->n_columns > 20)
+    g_string_append(names, ", ...");
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "%s:%zu: no column '%s' in the header (columns: %s)", table->path, table->header_line,
+              name, names->str);
+  return FALSE;
+}
+
+gboolean knnwb_annotation_parse_spec(const char *spec, char **path, char **column, GError **error)
+{
+  const char *colon = spec ? strrchr(spec, ':') : NULL;
+  if (colon == NULL || colon == spec || colon[1] == '\0') {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "'%s' is not TABLE:COLUMN (a table file, a colon, a column name of its header)",
+                spec ? spec : "");
     return FALSE;
   }
-  igraph_error_t code = igraph_vector_int_resize(classes, (igraph_integer_t)n);
-  if (code != IGRAPH_SUCCESS) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate %zu classes", n);
-    return FALSE;
-  }
-  g_autoptr(GHashTable) id_of = g_hash_table_new(g_str_hash, g_str_equal);
-  GPtrArray *names = g_ptr_array_new();
-  size_t matched = 0;
-  for (size_t v = 0; v < n; v++) {
-    char scratch[32];
-    const char *label = labels && labels[v] ? labels[v] : NULL;
-    if (!label) {
-      g_snprintf(scratch, sizeof scratch, "%zu", v);
-      label = scratch;
-    }
-    const char *value = g_hash_table_lookup(value_of, label);
-    if (!value || value[0] == '\0' || g_str_equal(value, "NA")) {
-      VECTOR(*classes)[v] = -1;
-      continue;
-    }
-    gpointer id;
-    if (!g_hash_table_lookup_extended(id_of, value, NULL, &id)) {
-      id = GINT_TO_POINTER(names->len);
-      g_hash_table_insert(id_of, (gpointer)value, id);
-      g_ptr_array_add(names, g_strdup(value));
-    }
-    VECTOR(*classes)[v] = GPOINTER_TO_INT(id);
-    matched++;
-  }
-  g_ptr_array_add(names, NULL);
-  char **owned = (char **)g_ptr_array_free(names, FALSE);
-  if (class_names)
-    *class_names = owned;
-  else
-    g_strfreev(owned);
-  if (n_matched)
-    *n_matched = matched;
+  *path = g_strndup(spec, (gsize)(colon - spec));
+  *column = g_strdup(colon + 1);
   return TRUE;
 }

@@ -15,7 +15,7 @@
 #include <knnwb/formats.h>
 #include <knnwb/graph.h>
 #include "host.h"
-#include "input_options.h"
+#include "command_common.h"
 
 typedef enum {
   KNNWB_CLUSTER_MST_KNN,
@@ -25,7 +25,8 @@ typedef enum {
 } KnnwbClusterKind;
 
 typedef struct {
-  KnnwbHostInputOptions input;
+  KnnwbHostInputArgs input;
+  KnnwbHostKnnArgs knn;
   char *method;
   char *graph;
   char *snn_weight;
@@ -63,7 +64,8 @@ typedef struct {
 
 static void knnwb_cluster_command_clear(KnnwbClusterCommand *command)
 {
-  knnwb_host_input_options_clear(&command->input);
+  knnwb_host_input_clear(&command->input);
+  knnwb_host_knn_clear(&command->knn);
   g_free(command->method);
   g_free(command->graph);
   g_free(command->snn_weight);
@@ -165,7 +167,7 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
   mst.n_threads = knn->n_threads;
   mst.memory_bytes = knn->memory_bytes;
   mst.cancel = knn->cancel;
-  if (command->input.k != -1)
+  if (command->knn.k != -1)
     mst.k = knn->k;
   if (!knnwb_clustering_mst_points(data, &mst, &result->graph, &result->distances, error))
     return FALSE;
@@ -201,7 +203,7 @@ static gboolean knnwb_cluster_run(const KnnwbMatrix *data, const KnnwbKnnOptions
     options.n_threads = knn->n_threads;
     options.memory_bytes = knn->memory_bytes;
     options.cancel = knn->cancel;
-    if (command->input.k != -1)
+    if (command->knn.k != -1)
       options.list_k = knn->k;
     if (!knnwb_clustering_mstknn_points(data, &options, &result->membership, &result->graph,
                                         &result->distances, error))
@@ -450,7 +452,7 @@ static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, KnnwbClu
 int knnwb_host_command_cluster(int argc, char **argv)
 {
   KnnwbClusterCommand command = {
-      .input = {.k = -1}, .resolution = 1.0, .seed = 42, .steps = 4, .height = -1};
+      .knn = {.k = -1}, .resolution = 1.0, .seed = 42, .steps = 4, .height = -1};
   GOptionEntry entries[] = {
       {"method", 'M', 0, G_OPTION_ARG_STRING, &command.method,
        "mst-knn, components, single-linkage, leiden, louvain or walktrap", "METHOD"},
@@ -503,7 +505,8 @@ int knnwb_host_command_cluster(int argc, char **argv)
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails, 2 on a usage error, "
                "130/143 when\ninterrupted. Outputs are written all or nothing.");
-  knnwb_host_input_options_add(context, &command.input);
+  knnwb_host_input_add_entries(context, &command.input);
+  knnwb_host_knn_add_entries(context, &command.knn);
   g_option_context_add_main_entries(context, entries, NULL);
 
   int status = 1;
@@ -542,7 +545,8 @@ int knnwb_host_command_cluster(int argc, char **argv)
     goto usage;
   }
   if (!knnwb_cluster_kind_from_string(command.method, &kind, &method, &error) ||
-      !knnwb_host_input_options_apply(&command.input, &read_options, &knn, &error) ||
+      !knnwb_host_knn_options(&command.knn, FALSE, &knn, &error) ||
+      !knnwb_host_input_options(&command.input, &read_options, &error) ||
       !knnwb_cluster_check(&command, kind, &error))
     goto usage;
   if (command.graph && !g_str_equal(command.graph, "snn")) {
@@ -550,7 +554,7 @@ int knnwb_host_command_cluster(int argc, char **argv)
     if (!knnwb_graph_mode_from_string(command.graph, &mode, &error))
       goto usage;
   }
-  if (command.input.k == -1)
+  if (command.knn.k == -1)
     knn.k = 10;
   knn.data_name = command.rest[0];
   const char *outputs[] = {command.output, command.gml, command.graphml, command.newick,
@@ -566,7 +570,7 @@ int knnwb_host_command_cluster(int argc, char **argv)
   if (!knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error))
     goto failed;
   gint64 read_done = g_get_monotonic_time();
-  if (command.input.k == -1 && data->n_rows >= 2)
+  if (command.knn.k == -1 && data->n_rows >= 2)
     knn.k = MIN(knn.k, data->n_rows - 1);
   if (!knnwb_cluster_run(data, &knn, kind, method, &command, &result, &error)) {
     if (error->domain == KNNWB_ERROR && error->code != KNNWB_ERROR_CANCELLED)

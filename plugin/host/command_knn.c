@@ -10,10 +10,11 @@
 #include <knnwb/graph.h>
 #include <knnwb/knn.h>
 #include "host.h"
-#include "input_options.h"
+#include "command_common.h"
 
 typedef struct {
-  KnnwbHostInputOptions input;
+  KnnwbHostInputArgs input;
+  KnnwbHostKnnArgs knn;
   char *graph;
   char *output_format;
   char *output;
@@ -23,7 +24,8 @@ typedef struct {
 
 static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
 {
-  knnwb_host_input_options_clear(&command->input);
+  knnwb_host_input_clear(&command->input);
+  knnwb_host_knn_clear(&command->knn);
   g_free(command->graph);
   g_free(command->output_format);
   g_free(command->output);
@@ -32,7 +34,7 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
 
 int knnwb_host_command_knn(int argc, char **argv)
 {
-  KnnwbKnnCommand command = {.input = {.k = -1}};
+  KnnwbKnnCommand command = {.knn = {.k = -1}};
   GOptionEntry entries[] = {
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command.output,
        "Output file (written atomically; format from its extension)", "OUT"},
@@ -53,7 +55,8 @@ int knnwb_host_command_knn(int argc, char **argv)
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
                "output file is left behind\nby a failed or interrupted run.");
-  knnwb_host_input_options_add(context, &command.input);
+  knnwb_host_input_add_entries(context, &command.input);
+  knnwb_host_knn_add_entries(context, &command.knn);
   g_option_context_add_main_entries(context, entries, NULL);
 
   int status = 1;
@@ -80,7 +83,7 @@ int knnwb_host_command_knn(int argc, char **argv)
                 "one INPUT file expected, got '%s' too", command.rest[1]);
     goto usage;
   }
-  if (command.input.k == -1) {
+  if (command.knn.k == -1) {
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-k K is required");
     goto usage;
   }
@@ -88,10 +91,11 @@ int knnwb_host_command_knn(int argc, char **argv)
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-o OUT is required");
     goto usage;
   }
-  options.data_name = command.rest[0];
-  if (!knnwb_host_input_options_apply(&command.input, &read_options, &options, &error) ||
+  if (!knnwb_host_knn_options(&command.knn, TRUE, &options, &error) ||
+      !knnwb_host_input_options(&command.input, &read_options, &error) ||
       (command.graph && !knnwb_graph_mode_from_string(command.graph, &mode, &error)))
     goto usage;
+  options.data_name = command.rest[0];
   if (command.output_format != NULL) {
     if (!knnwb_formats_output_from_string(command.output_format, &output_format, &error))
       goto usage;

@@ -274,16 +274,14 @@ gboolean knnwb_formats_write_linkage(const char *path, const igraph_matrix_t *li
                                      GError **error);
 
 /**
- * Reads one column of an annotation table (known classes) for the points labels[0..n-1]. The table
- * is CSV (comma, when the header has no tab) or TSV with a header line; fields may be
- * double-quoted; the first field of each line is the row name. A header one field shorter than the
- * data lines (R's write.table with row names) names the columns after the row names. column is a
- * header name or a 1-based column number. classes (initialised) is resized to n: the class of each
- * point numbered 0, 1, ... in order of first appearance among the points, or -1 when its label is
- * not in the table or the value is empty or NA; class_names (may be NULL) receives a
- * NULL-terminated array of the class names (g_strfreev); n_matched (may be NULL) the number of
- * points with a class. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE ("path:line: message": no such
- * column, wrong field count, a row name twice). Complexity: O(file size + n).
+ * Known classes for the points labels[0..n-1] from one column of an annotation table
+ * (knnwb_annotation_read: TSV or CSV with a header; the first column holds the row names). column
+ * is a header name or a 1-based column number (2 or more). classes (initialised) is resized to n:
+ * each point's class numbered 0, 1, ... in order of first appearance among the points, or -1 when
+ * its label is not in the table or the value is empty or NA; class_names (may be NULL) receives
+ * a NULL-terminated array of the class names (g_strfreev); n_matched (may be NULL) the number of
+ * points with a class. Errors: those of knnwb_annotation_read, KNNWB_ERROR_PARSE
+ * ("path:line: message": no such column, a row name twice). Complexity: O(file size + n).
  */
 gboolean knnwb_formats_read_annotation(const char *path, const char *column,
                                        const char *const *labels, size_t n,
