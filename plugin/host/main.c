@@ -17,7 +17,10 @@ static const struct {
     {"run", knnwb_host_command_run, "run a pipeline (XML)"},
     {"validate", knnwb_host_command_validate, "check a pipeline without running it"},
     {"plugins", knnwb_host_command_plugins, "list plugins, their steps and parameters"},
-    {"metafeatures", knnwb_host_command_metafeatures, "add pair rows (a-b, a+b, a*b, a/b) to a matrix"},
+    {"metafeatures", knnwb_host_command_metafeatures,
+     "add pair rows (a-b, a+b, a*b, a/b) to a matrix"},
+    {"neighbourhood", knnwb_host_command_neighbourhood,
+     "the kNN neighbourhood of focus rows (yEd GML, ranked table)"},
 };
 
 static void knnwb_host_usage(FILE *out)
