@@ -15,5 +15,6 @@
 #include <knnwb/metafeatures.h>
 #include <knnwb/phenotype.h>
 #include <knnwb/neighbourhood.h>
+#include <knnwb/classify.h>
 
 #endif
