@@ -66,31 +66,29 @@ static gboolean knnwb_knn_parse_devices(const char *text, GArray *devices, GErro
   return TRUE;
 }
 
-/* A long run must not end with "cannot write": check the output's directory before computing. */
-static gboolean knnwb_knn_check_output(const char *path, GError **error)
+/* A long run must not end with "cannot write": the target's kind, its directory and whether it
+ * is the input are checked before anything is read. */
+static gboolean knnwb_knn_check_output(const char *input, const char *output, GError **error)
 {
-  g_autofree char *dir = g_path_get_dirname(path);
-  if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: directory '%s' does not exist", path, dir);
+  if (!knnwb_host_output_check(output, error))
     return FALSE;
-  }
-  if (access(dir, W_OK | X_OK) != 0) {
-    int code = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: directory '%s' cannot be written: %s",
-                path, dir, g_strerror(code));
-    return FALSE;
-  }
-  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: is a directory", path);
+  g_autofree char *input_identity = knnwb_host_path_identity(input);
+  g_autofree char *output_identity = knnwb_host_path_identity(output);
+  if (strcmp(input_identity, output_identity) == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "'%s' is the input file '%s'; writing the graph there would destroy the data",
+                output, input);
     return FALSE;
   }
   return TRUE;
 }
 
+/* After a signal, whatever failed (a cancelled phase, or a write cut short) failed because of it.
+ */
 static int knnwb_knn_exit_status(const GError *error)
 {
-  if (error->domain == KNNWB_ERROR && error->code == KNNWB_ERROR_CANCELLED &&
-      knnwb_host_signals_received() != 0)
+  (void)error;
+  if (knnwb_host_signals_received() != 0)
     return knnwb_host_signals_exit_status();
   return 1;
 }
@@ -162,6 +160,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
   g_autofree char *backend_used = NULL;
   KnnwbHostProgress *progress = NULL;
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
+  const char *temporary = NULL;
 
   if (!g_option_context_parse(context, &argc, &argv, &error))
     goto usage;
@@ -259,9 +259,13 @@ int knnwb_host_command_knn(int argc, char **argv)
   if (command.drop_missing)
     read_options.missing = KNNWB_MISSING_DROP_ROWS;
 
-  if (!knnwb_knn_check_output(command.output, &error))
+  if (!knnwb_knn_check_output(command.rest[0], command.output, &error))
     goto failed;
   options.cancel = knnwb_host_signals_install();
+  /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
+  temporary = knnwb_host_outputs_add(outputs, command.output, &error);
+  if (temporary == NULL)
+    goto failed;
 
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
@@ -290,7 +294,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   if (output_format == KNNWB_OUTPUT_NEIGHBORS_TSV && mode == KNNWB_GRAPH_DIRECTED) {
     /* The table comes straight from the lists: no graph needed. */
     const char *const *labels = (const char *const *)data->row_labels;
-    if (!knnwb_formats_write_neighbor_lists_tsv(command.output, neighbors, labels, labels, &error))
+    if (!knnwb_formats_write_neighbor_lists_tsv(temporary, neighbors, labels, labels, &error))
       goto failed;
     for (size_t i = 0; i < neighbors->n_queries; i++)
       n_edges += neighbors->n_found[i];
@@ -308,20 +312,17 @@ int knnwb_host_command_knn(int argc, char **argv)
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     KnnwbGraphOutput output = {
         .graph = &graph, .weights = &weights, .labels = (const char *const *)data->row_labels};
-    gboolean written = knnwb_formats_write_graph(command.output, output_format, &output, &error);
+    gboolean written = knnwb_formats_write_graph(temporary, output_format, &output, &error);
     n_edges = igraph_ecount(&graph);
     igraph_destroy(&graph);
     igraph_vector_destroy(&weights);
     if (!written)
       goto failed;
   }
-  /* A signal during the layout or the write (which do not poll the flag): the output was
-   * committed, so take it back before reporting the interruption. */
-  if (*options.cancel) {
-    g_unlink(command.output);
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+  /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
+   * or the write: the previous output, if any, is never touched by an interrupted run. */
+  if (!knnwb_host_outputs_commit(outputs, options.cancel, &error))
     goto failed;
-  }
   if (!command.quiet) {
     double total = (double)(g_get_monotonic_time() - start) / 1e6;
     g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
@@ -340,6 +341,8 @@ usage:
   status = 2;
   goto done;
 failed:
+  knnwb_host_outputs_discard(outputs);
+  knnwb_host_outputs_name_targets(outputs, error);
   status = knnwb_knn_exit_status(error);
   if (status != 1)
     g_printerr("knnwb: interrupted; no output written\n");
