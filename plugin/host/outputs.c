@@ -133,6 +133,14 @@ const char *knnwb_host_outputs_add(GPtrArray *outputs, const char *final, GError
   return output->temporary;
 }
 
+void knnwb_host_outputs_add_side_file(GPtrArray *outputs, const char *temporary, const char *final)
+{
+  KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
+  output->final = g_strdup(final);
+  output->temporary = g_strdup(temporary);
+  g_ptr_array_add(outputs, output);
+}
+
 void knnwb_host_output_free(gpointer data)
 {
   KnnwbPipelineOutput *output = data;

@@ -162,7 +162,7 @@ static void test_knn_random_moments(void)
   char *argv[] = {KNNWB_HOST_PROGRAM, "knn",       input, "-k", "5",    "--metric",
                   "euclidean",        "--threads", "1",   "-o", output, NULL};
   char *outputs[] = {output, NULL};
-  signal_at_random_moments(argv, out_dir, outputs, 8);
+  signal_at_random_moments(argv, out_dir, outputs, 6);
   host_test_rmtree(dir);
 }
 
@@ -198,7 +198,7 @@ static void test_pipeline_random_moments(void)
   g_autofree char *o3 = g_build_filename(out_dir, "graph.gml", NULL);
   char *outputs[] = {o1, o2, o3, NULL};
   char *argv[] = {KNNWB_HOST_PROGRAM, "run", "--output-dir", out_dir, pipeline, NULL};
-  signal_at_random_moments(argv, out_dir, outputs, 8);
+  signal_at_random_moments(argv, out_dir, outputs, 6);
   host_test_rmtree(dir);
 }
 
