@@ -92,6 +92,8 @@ void knnwb_host_outputs_add_side_file(GPtrArray *outputs, const char *temporary,
  * cancel may be NULL. Errors: KNNWB_ERROR_CANCELLED; KNNWB_ERROR_IO naming the rename that failed.
  */
 gboolean knnwb_host_outputs_commit(GPtrArray *outputs, const volatile gint *cancel, GError **error);
+/** knnwb_host_outputs_commit() without a cancel flag (for callers that check it themselves). */
+gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error);
 /** Removes every temporary (those not written yet are fine). */
 void knnwb_host_outputs_discard(GPtrArray *outputs);
 /** Rewrites every temporary path in error's message as its target's path (NULL is fine). */
@@ -239,6 +241,7 @@ const char *const *knnwb_host_value_labels(const KnnwbValue *value);
 /* Commands */
 
 int knnwb_host_command_knn(int argc, char **argv);
+int knnwb_host_command_cluster(int argc, char **argv);
 int knnwb_host_command_run(int argc, char **argv);
 int knnwb_host_command_validate(int argc, char **argv);
 int knnwb_host_command_plugins(int argc, char **argv);

@@ -255,3 +255,8 @@ gboolean knnwb_host_outputs_commit(GPtrArray *outputs, const volatile gint *canc
   knnwb_host_signals_committing(FALSE);
   return ok;
 }
+
+gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error)
+{
+  return knnwb_host_outputs_commit(outputs, NULL, error);
+}
