@@ -117,7 +117,7 @@ int knnwb_host_command_knn(int argc, char **argv)
       {"graph", 'g', 0, G_OPTION_ARG_STRING, &command.graph,
        "directed (default: k edges per row), union or mutual", "MODE"},
       {"format", 'f', 0, G_OPTION_ARG_STRING, &command.format,
-       "Input format: auto (default), cibm, csv, tsv, gct, npy", "F"},
+       "Input format: auto (default), cibm, csv, tsv, gct, npy, geo (gzip-compressed or not)", "F"},
       {"output-format", 'F', 0, G_OPTION_ARG_STRING, &command.output_format,
        "auto (default: by extension), knn, gml, graphml, neighbors", "F"},
       {"header", 0, 0, G_OPTION_ARG_STRING, &command.header,
