@@ -32,6 +32,23 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_strfreev(command->rest);
 }
 
+/* A long run must not end with "cannot write": the target's kind, its directory and whether it
+ * is the input are checked before anything is read. */
+static gboolean knnwb_knn_check_output(const char *input, const char *output, GError **error)
+{
+  if (!knnwb_host_check_output(output, error))
+    return FALSE;
+  g_autofree char *input_identity = knnwb_host_path_identity(input);
+  g_autofree char *output_identity = knnwb_host_path_identity(output);
+  if (strcmp(input_identity, output_identity) == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "'%s' is the input file '%s'; writing the graph there would destroy the data",
+                output, input);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 int knnwb_host_command_knn(int argc, char **argv)
 {
   KnnwbKnnCommand command = {.knn = {.k = -1}};
@@ -71,6 +88,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
   g_autofree char *backend_used = NULL;
   KnnwbHostProgress *progress = NULL;
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
+  const char *temporary = NULL;
 
   if (!g_option_context_parse(context, &argc, &argv, &error))
     goto usage;
@@ -110,9 +129,13 @@ int knnwb_host_command_knn(int argc, char **argv)
     goto usage;
   }
 
-  if (!knnwb_host_check_output(command.output, &error))
+  if (!knnwb_knn_check_output(command.rest[0], command.output, &error))
     goto failed;
   options.cancel = knnwb_host_signals_install();
+  /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
+  temporary = knnwb_host_outputs_add(outputs, command.output, &error);
+  if (temporary == NULL)
+    goto failed;
 
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
@@ -141,7 +164,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   if (output_format == KNNWB_OUTPUT_NEIGHBORS_TSV && mode == KNNWB_GRAPH_DIRECTED) {
     /* The table comes straight from the lists: no graph needed. */
     const char *const *labels = (const char *const *)data->row_labels;
-    if (!knnwb_formats_write_neighbor_lists_tsv(command.output, neighbors, labels, labels, &error))
+    if (!knnwb_formats_write_neighbor_lists_tsv(temporary, neighbors, labels, labels, &error))
       goto failed;
     for (size_t i = 0; i < neighbors->n_queries; i++)
       n_edges += neighbors->n_found[i];
@@ -159,20 +182,17 @@ int knnwb_host_command_knn(int argc, char **argv)
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     KnnwbGraphOutput output = {
         .graph = &graph, .weights = &weights, .labels = (const char *const *)data->row_labels};
-    gboolean written = knnwb_formats_write_graph(command.output, output_format, &output, &error);
+    gboolean written = knnwb_formats_write_graph(temporary, output_format, &output, &error);
     n_edges = igraph_ecount(&graph);
     igraph_destroy(&graph);
     igraph_vector_destroy(&weights);
     if (!written)
       goto failed;
   }
-  /* A signal during the layout or the write (which do not poll the flag): the output was
-   * committed, so take it back before reporting the interruption. */
-  if (*options.cancel) {
-    g_unlink(command.output);
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+  /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
+   * or the write: the previous output, if any, is never touched by an interrupted run. */
+  if (!knnwb_host_outputs_commit(outputs, options.cancel, &error))
     goto failed;
-  }
   if (!command.quiet) {
     double total = (double)(g_get_monotonic_time() - start) / 1e6;
     g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
@@ -191,6 +211,8 @@ usage:
   status = 2;
   goto done;
 failed:
+  knnwb_host_outputs_discard(outputs);
+  knnwb_host_outputs_name_targets(outputs, error);
   status = knnwb_host_exit_status(error);
   if (status != 1)
     g_printerr("knnwb: interrupted; no output written\n");
