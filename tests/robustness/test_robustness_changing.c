@@ -42,8 +42,10 @@ static void test_npy_truncated_during_run(void)
     close(err_fd);
     g_test_message("run %d: status 0x%x, stderr: %s", run, status, buffer);
     g_assert_true(WIFEXITED(status));
+    /* Truncated before the header check ("needs more bytes") or during the read ("read failed"):
+     * a message naming the file either way. */
     if (WEXITSTATUS(status) == 1)
-      g_assert_nonnull(strstr(buffer, "read failed"));
+      g_assert_nonnull(strstr(buffer, input));
     else
       g_assert_cmpint(WEXITSTATUS(status), ==, 143);
     g_assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
