@@ -54,6 +54,7 @@ typedef struct {
   KnnwbProgressFunc progress; /**< optional */
   void *progress_data;
   const volatile gint *cancel; /**< optional: the run stops with KNNWB_ERROR_CANCELLED once *cancel != 0 */
+  const char *data_name; /**< what warnings call the data (its file name, say); NULL: "data" */
 } KnnwbKnnOptions;
 
 /** Fills options with defaults (pearson, k = 10, auto backend, all threads, 256 MiB). */

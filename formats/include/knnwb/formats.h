@@ -60,12 +60,24 @@ typedef struct {
   gboolean transpose;      /**< file columns become the points (samples as rows); default FALSE */
   KnnwbHeaderMode header;  /**< CSV/TSV only; default AUTO */
   int label_column;        /**< CSV/TSV: 0-based column of the row labels, -1 = none; default 0 */
+  const char *label_column_name; /**< CSV/TSV: the header name of the label column; overrides
+                                      label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing; /**< default KNNWB_MISSING_ERROR */
   const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
 } KnnwbReadOptions;
 
 /** Fills options with the defaults listed in KnnwbReadOptions. */
 void knnwb_formats_read_options_init(KnnwbReadOptions *options);
+
+/**
+ * Parses the label column as users write it, the one convention of `knnwb knn --label-column`
+ * and the pipeline parameter `label-column`: a 1-based column number ("1" is the first column),
+ * "none", or a column name from the header (any text that is not a positive number). Sets
+ * options->label_column (0-based) or options->label_column_name (pointing into text, which must
+ * outlive the read). Errors: KNNWB_ERROR_INVALID_ARGUMENT ("0", empty text).
+ */
+gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptions *options,
+                                                GError **error);
 
 /** What a read did, for reports. */
 typedef struct {
@@ -327,6 +339,31 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
                                                 const char *const *query_labels,
                                                 const char *const *reference_labels,
                                                 GError **error);
+
+/**
+ * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as knnwb_clustering_single_linkage
+ * returns it): as NPY float64 of shape (rows, 4) when path ends in .npy (numpy.load, then
+ * scipy.cluster.hierarchy.dendrogram / fcluster), else as TSV with the header
+ * `cluster_a<TAB>cluster_b<TAB>distance<TAB>size` (distances round-trip, %.17g).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (not 4 columns). Complexity: O(rows).
+ */
+gboolean knnwb_formats_write_linkage(const char *path, const igraph_matrix_t *linkage,
+                                     GError **error);
+
+/**
+ * Known classes for the points labels[0..n-1] from one column of an annotation table
+ * (knnwb_annotation_read: TSV or CSV with a header; the first column holds the row names). column
+ * is a header name or a 1-based column number (2 or more). classes (initialised) is resized to n:
+ * each point's class numbered 0, 1, ... in order of first appearance among the points, or -1 when
+ * its label is not in the table or the value is empty or NA; class_names (may be NULL) receives
+ * a NULL-terminated array of the class names (g_strfreev); n_matched (may be NULL) the number of
+ * points with a class. Errors: those of knnwb_annotation_read, KNNWB_ERROR_PARSE
+ * ("path:line: message": no such column, a row name twice). Complexity: O(file size + n).
+ */
+gboolean knnwb_formats_read_annotation(const char *path, const char *column,
+                                       const char *const *labels, size_t n,
+                                       igraph_vector_int_t *classes, char ***class_names,
+                                       size_t *n_matched, GError **error);
 
 G_END_DECLS
 
