@@ -17,6 +17,24 @@ static void knnwb_knn_put_index(FILE *stream, int64_t value)
     putc_unlocked(digits[--n], stream);
 }
 
+void knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists)
+{
+  char number[40];
+  locale_t saved_locale = uselocale(knnwb_formats_c_locale());
+  for (size_t q = 0; q < lists->n_queries; q++)
+    for (int32_t r = 0; r < lists->n_found[q]; r++) {
+      knnwb_knn_put_index(stream, (int64_t)(lists->first_row + q));
+      putc_unlocked(' ', stream);
+      knnwb_knn_put_index(stream, lists->indices[q * lists->k + (size_t)r]);
+      putc_unlocked(' ', stream);
+      knnwb_formats_format_double(number, sizeof number,
+                                  lists->distances[q * lists->k + (size_t)r]);
+      fputs(number, stream);
+      putc_unlocked('\n', stream);
+    }
+  uselocale(saved_locale);
+}
+
 gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
                                  const igraph_vector_t *weights, GError **error)
 {

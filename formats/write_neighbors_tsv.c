@@ -79,12 +79,33 @@ gboolean knnwb_formats_write_neighbors_tsv(const char *path, const igraph_t *gra
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
   locale_t saved_locale = uselocale(knnwb_formats_c_locale());
-  fputs("row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n", stream);
+  fputs(KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER, stream);
   igraph_error_t code = knnwb_neighbors_write(stream, graph, weights, labels);
   uselocale(saved_locale);
   if (!knnwb_error_from_igraph(code, "igraph_inclist_init", error))
     return FALSE;
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+}
+
+void knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors *neighbors,
+                                              const char *const *query_labels,
+                                              const char *const *reference_labels)
+{
+  char scratch[2][32];
+  locale_t saved_locale = uselocale(knnwb_formats_c_locale());
+  for (size_t q = 0; q < neighbors->n_queries; q++) {
+    const int64_t row = (int64_t)(neighbors->first_row + q);
+    const char *label = knnwb_formats_vertex_label(query_labels, row, scratch[0]);
+    for (size_t r = 0; r < neighbors->k; r++) {
+      int64_t index = neighbors->indices[q * neighbors->k + r];
+      if (index < 0)
+        continue;
+      knnwb_neighbors_put_row(stream, row, label, r + 1, index,
+                              knnwb_formats_vertex_label(reference_labels, index, scratch[1]),
+                              neighbors->distances[q * neighbors->k + r]);
+    }
+  }
+  uselocale(saved_locale);
 }
 
 gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNeighbors *neighbors,
@@ -96,19 +117,8 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
   locale_t saved_locale = uselocale(knnwb_formats_c_locale());
-  fputs("row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n", stream);
-  char scratch[2][32];
-  for (size_t q = 0; q < neighbors->n_queries; q++) {
-    const char *label = knnwb_formats_vertex_label(query_labels, (int64_t)q, scratch[0]);
-    for (size_t r = 0; r < neighbors->k; r++) {
-      int64_t index = neighbors->indices[q * neighbors->k + r];
-      if (index < 0)
-        continue;
-      knnwb_neighbors_put_row(stream, (int64_t)q, label, r + 1, index,
-                              knnwb_formats_vertex_label(reference_labels, index, scratch[1]),
-                              neighbors->distances[q * neighbors->k + r]);
-    }
-  }
+  fputs(KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER, stream);
+  knnwb_formats_write_neighbor_lists_lines(stream, neighbors, query_labels, reference_labels);
   uselocale(saved_locale);
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }

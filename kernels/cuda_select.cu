@@ -1144,17 +1144,24 @@ bool Worker::run_symmetric()
     for (int h = 0; h < G && peers.count < PeerThresholds::kMax; h++)
       if (h != index_)
         peers.thr[peers.count++] = run_.device_thr[h];
-  if (G > 1) {
+  const long shares = job->share_count > 1 ? job->share_count : 1;
+  const long share = shares > 1 ? job->share_index : 0;
+  if (G > 1 || shares > 1) {
     /* Thresholds for every row before any off-diagonal tile. Each GPU runs the diagonal tiles of
      * its own blocks (b % G == g) in full. With peer access the others' rows then import the
      * owners' thresholds directly. Without it, a column sample of each other diagonal tile sets
      * thr and the lists are emptied again: the owner's lists hold kc pairs scoring at most that
      * thr (the owner saw every sampled pair), so no pair is counted twice. */
     const int sample = (int)std::max<size_t>(T / 4, 4 * (size_t)p.kc);
+    /* With shares (one per process of a group) diagonal tile b belongs to process b % shares,
+     * there to GPU (b / shares) % G; GPUs of the other processes sample it like non-owners (the
+     * owner process's lists hold kc pairs under the sampled threshold, and the merge of the
+     * processes' lists keeps them). */
     for (long b = 0; b < blocks && !run_.cancelled(); b++) {
-      const bool owner = b % G == index_;
+      const bool owner_here = b % shares == share;
+      const bool owner = owner_here && (b / shares) % G == index_;
       const int n_b = block_rows(b);
-      if (!owner && peers.count > 0)
+      if (!owner && owner_here && peers.count > 0)
         continue;
       if (!symmetric_tile(b, b, owner ? n_b : std::min(n_b, sample), owner))
         return false;
@@ -1623,15 +1630,30 @@ extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_
     }
     if (plan.symmetric) {
       /* One GPU: column by column, diagonal first. Several: pieces of off-diagonal tiles (their
-       * diagonal tiles run first on every GPU, see run_symmetric). */
+       * diagonal tiles run first on every GPU, see run_symmetric). A share of the job (one process
+       * of a group, job->share_count > 1) keeps every share_count-th piece, a piece's diagonal
+       * tile included with one GPU; with several, run_symmetric gives each diagonal one owner. */
+      const int shares = job->share_count > 1 ? job->share_count : 1;
+      const int share = shares > 1 ? job->share_index : 0;
+      long piece = 0;
+      uint64_t tiles = 0;
       for (int c = 0; c < (int)qb; c++) {
-        if (run.n_devices == 1) {
+        if (run.n_devices == 1 && shares == 1) {
           run.segments.push_back({c, 0, c, true});
           continue;
         }
-        for (int b0 = 0; b0 < c; b0 += kPiece)
-          run.segments.push_back({c, b0, std::min(c, b0 + kPiece), false});
+        for (int b0 = 0; b0 < c; b0 += kPiece) {
+          Segment sg = {c, b0, std::min(c, b0 + kPiece), false};
+          if (piece++ % shares != share)
+            continue;
+          run.segments.push_back(sg);
+          tiles += (uint64_t)(sg.b1 - sg.b0);
+        }
+        if (c % shares == share)
+          tiles += 1; /* this process owns diagonal tile c (on one of its GPUs) */
       }
+      if (shares > 1)
+        run.tiles_total = tiles;
     }
     if (trace_enabled())
       fprintf(stderr,

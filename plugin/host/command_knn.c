@@ -5,6 +5,7 @@
 #include <string.h>
 #include <glib/gstdio.h>
 #include <unistd.h>
+#include <knnwb/distributed.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/graph.h>
@@ -259,18 +260,34 @@ int knnwb_host_command_knn(int argc, char **argv)
   if (command.drop_missing)
     read_options.missing = KNNWB_MISSING_DROP_ROWS;
 
-  if (!knnwb_knn_check_output(command.output, &error))
+  /* Under mpirun every rank reads the input (a memory-mapped NPY is shared through the page
+   * cache) and computes its share; the ranks agree after each local phase, so one rank's failure
+   * stops all with its message. */
+  const KnnwbKnnGroup *group = knnwb_host_group();
+  options.group = group;
+  /* Lists that are written row by row need no rank to hold them all. */
+  const gboolean rows_in_place =
+      group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
+      (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_NEIGHBORS_TSV);
+  options.group_own_rows = rows_in_place;
+  gboolean checked = knnwb_knn_check_output(command.output, &error);
+  if (group != NULL && !group->agree(group, checked, &error))
+    checked = FALSE;
+  if (!checked)
     goto failed;
   options.cancel = knnwb_host_signals_install();
 
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
-  if (!knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error))
-    goto failed;
-  if (*options.cancel) {
+  gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
+  if (read && *options.cancel) {
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
-    goto failed;
+    read = FALSE;
   }
+  if (group != NULL && !group->agree(group, read, &error))
+    read = FALSE;
+  if (!read)
+    goto failed;
   gint64 read_done = g_get_monotonic_time();
 
   knnwb_host_log_set_quiet(command.quiet);
@@ -287,21 +304,36 @@ int knnwb_host_command_knn(int argc, char **argv)
   gint64 knn_done = g_get_monotonic_time();
 
   igraph_integer_t n_edges = 0;
-  if (output_format == KNNWB_OUTPUT_NEIGHBORS_TSV && mode == KNNWB_GRAPH_DIRECTED) {
+  if (rows_in_place) {
+    /* Each rank writes its rows at their place in one file. */
+    KnnwbDistributedLists table = output_format == KNNWB_OUTPUT_KNN ? KNNWB_DISTRIBUTED_LISTS_KNN
+                                                                    : KNNWB_DISTRIBUTED_LISTS_TSV;
+    if (!knnwb_distributed_write_lists(group, command.output, table, neighbors, data->n_rows,
+                                       (const char *const *)data->row_labels, &error))
+      goto failed;
+    int64_t edges = 0;
+    for (size_t i = 0; i < neighbors->n_queries; i++)
+      edges += neighbors->n_found[i];
+    if (!group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error))
+      goto failed;
+    n_edges = (igraph_integer_t)edges;
+  } else if (group != NULL && group->rank != 0) {
+    /* Rank 0 builds the graph and writes it; the others learn how that went below. */
+  } else if (output_format == KNNWB_OUTPUT_NEIGHBORS_TSV && mode == KNNWB_GRAPH_DIRECTED) {
     /* The table comes straight from the lists: no graph needed. */
     const char *const *labels = (const char *const *)data->row_labels;
     if (!knnwb_formats_write_neighbor_lists_tsv(command.output, neighbors, labels, labels, &error))
-      goto failed;
+      goto written;
     for (size_t i = 0; i < neighbors->n_queries; i++)
       n_edges += neighbors->n_found[i];
   } else {
     igraph_t graph;
     igraph_vector_t weights;
     if (!knnwb_error_from_igraph(igraph_vector_init(&weights, 0), "igraph_vector_init", &error))
-      goto failed;
+      goto written;
     if (!knnwb_graph_from_neighbors(neighbors, mode, &graph, &weights, &error)) {
       igraph_vector_destroy(&weights);
-      goto failed;
+      goto written;
     }
     /* The lists are no longer needed: give their memory back before the writer's layout. */
     backend_used = g_strdup(neighbors->backend_used);
@@ -313,13 +345,23 @@ int knnwb_host_command_knn(int argc, char **argv)
     igraph_destroy(&graph);
     igraph_vector_destroy(&weights);
     if (!written)
-      goto failed;
+      goto written;
   }
+written:
+  if (group != NULL && !rows_in_place && !group->agree(group, error == NULL, &error))
+    goto failed;
+  if (error != NULL)
+    goto failed;
   /* A signal during the layout or the write (which do not poll the flag): the output was
    * committed, so take it back before reporting the interruption. */
-  if (*options.cancel) {
-    g_unlink(command.output);
+  gboolean interrupted = *options.cancel != 0;
+  if (interrupted)
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+  if (group != NULL && !group->agree(group, !interrupted, &error))
+    interrupted = TRUE;
+  if (interrupted) {
+    if (group == NULL || group->rank == 0)
+      g_unlink(command.output);
     goto failed;
   }
   if (!command.quiet) {

@@ -5,6 +5,7 @@
 
 #include <glib.h>
 #include <gmodule.h>
+#include <knnwb/knn_group.h>
 #include <knnwb/plugin.h>
 
 G_BEGIN_DECLS
@@ -51,6 +52,15 @@ typedef struct {
  * KnnwbPipelineOutput pointers. Errors: KNNWB_ERROR_IO naming the rename that failed.
  */
 gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error);
+
+/**
+ * The job this process is one rank of (NULL when alone). Ranks other than 0 stay silent: no
+ * notices, warnings, progress or error messages (every failure is agreed, and rank 0 reports it).
+ */
+void knnwb_host_set_group(const KnnwbKnnGroup *group);
+const KnnwbKnnGroup *knnwb_host_group(void);
+/** FALSE on ranks other than 0 of a job. */
+gboolean knnwb_host_speaks(void);
 
 /** Installs the host's log writer (once, at start). */
 void knnwb_host_log_init(void);

@@ -279,7 +279,9 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     }
   }
 
-  if (ok)
+  /* As one rank of a job every rank ran every step (the kNN steps shared their work): rank 0
+   * puts the outputs in place, the others' copies go. */
+  if (ok && knnwb_host_speaks())
     ok = knnwb_pipeline_outputs_commit(outputs, error);
   else
     knnwb_pipeline_outputs_discard(outputs);

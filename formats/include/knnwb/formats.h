@@ -251,6 +251,26 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
                                                 const char *const *reference_labels,
                                                 GError **error);
 
+/**
+ * The lines of a .knn file (`source target weight`, no `n m` header) for the rows of lists:
+ * row first_row + q's found neighbours in rank order, as knnwb_formats_write_knn writes the
+ * directed kNN graph, byte for byte. For writers that put several processes' rows into one file.
+ * Numbers are written in the C locale whatever the process's is. Complexity: O(rows k).
+ */
+void knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists);
+
+/**
+ * The data lines of knnwb_formats_write_neighbor_lists_tsv (no header line) for the rows of lists
+ * (row numbers first_row + q; query_labels are indexed by the global row), in the C locale.
+ * Complexity: O(rows k).
+ */
+void knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                              const char *const *query_labels,
+                                              const char *const *reference_labels);
+
+/** The header line of the neighbour table. */
+#define KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
+
 G_END_DECLS
 
 #endif
