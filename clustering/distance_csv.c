@@ -74,8 +74,9 @@ gboolean knnwb_clustering_read_distance_csv(const char *path, igraph_matrix_t *d
   size_t n = header->len - 1;
   if (n_lines - 1 != n) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s:%zu: the header names %zu columns but there are %zu data lines (not square)",
-                path, n_lines, n, n_lines - 1);
+                "%s:%zu: the header names %zu column%s but there %s %zu data line%s (not square)",
+                path, n_lines, n, KNNWB_PLURAL(n), n_lines - 1 == 1 ? "is" : "are", n_lines - 1,
+                KNNWB_PLURAL(n_lines - 1));
     return FALSE;
   }
   igraph_error_t code = igraph_matrix_resize(distances, (igraph_integer_t)n, (igraph_integer_t)n);
@@ -88,7 +89,7 @@ gboolean knnwb_clustering_read_distance_csv(const char *path, igraph_matrix_t *d
     if (!ok || fields->len != n + 1) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                   ok ? "%s:%zu: expected %zu fields, found %u" : "%s:%zu: malformed quoted field",
-                  path, line_number, n + 1, fields->len);
+                  path, line_number, n + 1, fields->len); /* n + 1 >= 2 */
       g_strfreev(row_labels);
       return FALSE;
     }

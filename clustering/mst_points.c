@@ -281,8 +281,8 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
   }
   if (lists->n_queries != n || lists->k == 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "the kNN lists have %zu rows (k = %zu) but the data %zu", lists->n_queries,
-                lists->k, n);
+                "the kNN lists have %zu row%s (k = %zu) but the data %zu", lists->n_queries,
+                KNNWB_PLURAL(lists->n_queries), lists->k, n);
     return FALSE;
   }
   for (size_t p = 0; p < n; p++) {

@@ -335,8 +335,8 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
   }
   if (query_data->n_cols != reference_data->n_cols) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "query rows have %zu columns but reference rows have %zu", query_data->n_cols,
-                reference_data->n_cols);
+                "query rows have %zu column%s but reference rows have %zu", query_data->n_cols,
+                KNNWB_PLURAL(query_data->n_cols), reference_data->n_cols);
     return FALSE;
   }
   if (query_data->n_cols == 1 && query_data->n_rows > 0 &&
@@ -478,7 +478,8 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     reference = &reference_storage;
   }
   if (!knnwb_prepared_init(&query, query_data, options->metric, options->drop_degenerate,
-                           self ? "data" : "query", threads, self ? NULL : reference, error))
+                           self ? (options->data_name ? options->data_name : "data") : "query",
+                           threads, self ? NULL : reference, error))
     goto checked;
   g_debug("knnwb: prepare %.3f s", (double)(g_get_monotonic_time() - prepare_start) / 1e6);
   const size_t valid = reference->n - reference->n_invalid;

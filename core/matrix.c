@@ -229,8 +229,9 @@ gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first,
     if (!isfinite(row[j])) {
       const char *label = knnwb_matrix_row_label(matrix, i);
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                  "row %zu%s%s%s, column %zu holds %s: remove or impute missing values first", i + 1,
-                  label ? " (" : "", label ? label : "", label ? ")" : "", j + 1,
+                  "row %zu%s%s%s, column %zu (both counted from 0) holds %s: remove or impute "
+                  "missing values first",
+                  i, label ? " (" : "", label ? label : "", label ? ")" : "", j,
                   isnan(row[j]) ? "NaN" : "an infinite value");
       return FALSE;
     }

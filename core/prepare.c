@@ -186,21 +186,23 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
     const char *label = knnwb_matrix_row_label(data, first);
     const char *what = metric == KNNWB_METRIC_COSINE ? "is all zeros and has no direction"
                                                      : "is constant and has no correlation";
+    /* role is "data", "query", "reference" or the data's name (a file) for warnings. */
+    const char *noun = g_str_equal(role, "query") || g_str_equal(role, "reference") ? role : "data";
     if (!drop_degenerate) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                  "%s row %zu%s%s%s %s for the %s metric (%zu such row%s): remove %s, or drop "
-                  "them with --drop-degenerate",
-                  role, first + 1, label ? " (" : "", label ? label : "", label ? ")" : "", what,
+                  "%s row %zu%s%s%s (counted from 0) %s for the %s metric (%zu such row%s): "
+                  "remove %s, or drop them with --drop-degenerate",
+                  noun, first, label ? " (" : "", label ? label : "", label ? ")" : "", what,
                   knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
                   n_degenerate == 1 ? "it" : "them");
       g_free(degenerate);
       knnwb_prepared_clear(p);
       return FALSE;
     }
-    g_warning("%s: %zu row%s left out of the %s kNN graph (first: row %zu%s%s%s %s); they get no "
-              "edges",
+    g_warning("%s: %zu row%s left out of the %s kNN graph (first: row %zu%s%s%s, counted from 0, "
+              "%s); they get no edges",
               role, n_degenerate, n_degenerate == 1 ? "" : "s", knnwb_metric_to_string(metric),
-              first + 1, label ? " (" : "", label ? label : "", label ? ")" : "", what);
+              first, label ? " (" : "", label ? label : "", label ? ")" : "", what);
     p->invalid = degenerate;
     p->n_invalid = n_degenerate;
   } else {

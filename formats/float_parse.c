@@ -212,6 +212,18 @@ gboolean knnwb_formats_is_missing_token(const char *p, size_t length)
   return FALSE;
 }
 
+const char *knnwb_formats_missing_token_kind(const char *p, size_t length)
+{
+  if (length > 0 && (*p == '+' || *p == '-')) {
+    p++;
+    length--;
+  }
+  if ((length == 3 && g_ascii_strncasecmp(p, "inf", 3) == 0) ||
+      (length == 8 && g_ascii_strncasecmp(p, "infinity", 8) == 0))
+    return "infinite value";
+  return "missing value";
+}
+
 int knnwb_formats_format_double(char *buffer, size_t size, double value)
 {
   int n = 0;

@@ -93,6 +93,10 @@ KnnwbFloatStatus knnwb_formats_parse_double(const char *p, const char *end, doub
  * signed). */
 gboolean knnwb_formats_is_missing_token(const char *p, size_t length);
 
+/** What a token that knnwb_formats_is_missing_token() accepts is, for messages: "infinite value"
+ * for Inf/Infinity (signed), else "missing value". */
+const char *knnwb_formats_missing_token_kind(const char *p, size_t length);
+
 /** Formats a double so that strtod gives it back exactly, in the shortest of %.15g/%.16g/%.17g. */
 int knnwb_formats_format_double(char *buffer, size_t size, double value);
 

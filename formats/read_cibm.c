@@ -121,7 +121,8 @@ static gboolean knnwb_cibm_row(KnnwbTextInput *input, const char *line, size_t l
       i++;
     if (i >= length) {
       knnwb_formats_parse_error(error, path, input->line_number, length + 1,
-                                "the row has %zu values, the dimensions line declares %zu", j, m);
+                                "the row has %zu value%s, the dimensions line declares %zu", j,
+                                KNNWB_PLURAL(j), m);
       return FALSE;
     }
     const char *stop;
@@ -137,9 +138,10 @@ static gboolean knnwb_cibm_row(KnnwbTextInput *input, const char *line, size_t l
       if (missing_policy == KNNWB_MISSING_ERROR) {
         g_autofree char *shown = knnwb_formats_quote_field(line + start, i - start);
         knnwb_formats_parse_error(error, path, input->line_number, start + 1,
-                                  "missing value %s in column %zu; fill it in, or choose the "
-                                  "policy that drops rows with missing values",
-                                  shown, j + 1);
+                                  "%s %s in column %zu; fill it in, or choose the policy "
+                                  "that drops rows with missing or infinite values",
+                                  knnwb_formats_missing_token_kind(line + start, i - start), shown,
+                                  j + 1);
         return FALSE;
       }
       *missing = TRUE;
@@ -163,8 +165,8 @@ static gboolean knnwb_cibm_row(KnnwbTextInput *input, const char *line, size_t l
     i++;
   if (i < length) {
     knnwb_formats_parse_error(error, path, input->line_number, i + 1,
-                              "the row has more than the %zu values the dimensions line declares",
-                              m);
+                              "the row has more than the %zu value%s the dimensions line declares",
+                              m, KNNWB_PLURAL(m));
     return FALSE;
   }
   return TRUE;
@@ -182,7 +184,7 @@ static gboolean knnwb_cibm_names(KnnwbTextInput *input, const char *tag, size_t 
     return FALSE;
   if (got == 0 || knnwb_cibm_starts_tag(line, length)) {
     knnwb_formats_parse_error(error, input->path, got == 0 ? tag_line : input->line_number, 0,
-                              "%s needs a line of %zu names after it", tag, m);
+                              "%s needs a line of %zu name%s after it", tag, m, KNNWB_PLURAL(m));
     return FALSE;
   }
   g_autoptr(GArray) offsets = g_array_new(FALSE, FALSE, sizeof(size_t));
@@ -190,8 +192,8 @@ static gboolean knnwb_cibm_names(KnnwbTextInput *input, const char *tag, size_t 
   size_t count = offsets->len / 2;
   if (count != m) {
     knnwb_formats_parse_error(error, input->path, input->line_number, 0,
-                              "%s lists %zu names, the dimensions line declares %zu columns", tag,
-                              count, m);
+                              "%s lists %zu name%s, the dimensions line declares %zu column%s", tag,
+                              count, KNNWB_PLURAL(count), m, KNNWB_PLURAL(m));
     return FALSE;
   }
   *names = g_ptr_array_new_with_free_func(g_free);

@@ -171,9 +171,9 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
       g_autofree char *shown = knnwb_formats_quote_field(text, length);
       knnwb_delimited_error(
           context, record, offset, error,
-          "missing value %s in column %s; fill it in, or drop rows with missing values "
+          "%s %s in column %s; fill it in, or drop rows with missing or infinite values "
           "(knnwb knn --drop-missing, pipeline missing=\"drop-rows\")",
-          length == 0 ? "(empty field)" : shown,
+          knnwb_formats_missing_token_kind(text, length), length == 0 ? "(empty field)" : shown,
           knnwb_delimited_column_name(context, value_index, name));
       return FALSE;
     }
@@ -231,7 +231,8 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
     if (field > 0) {
       if (position >= *length) {
         knnwb_delimited_error(context, *line, position, error,
-                              "the row has %zu fields, expected %zu", field, layout->n_fields);
+                              "the row has %zu field%s, expected %zu", field, KNNWB_PLURAL(field),
+                              layout->n_fields);
         return FALSE;
       }
       position++; /* the delimiter */
@@ -272,7 +273,8 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
     size_t total = layout->n_fields + knnwb_delimited_count_fields(
                                           *line + position + 1, *length - position - 1, delimiter);
     knnwb_delimited_error(context, *line, position + 1, error,
-                          "the row has %zu fields, expected %zu", total, layout->n_fields);
+                          "the row has %zu field%s, expected %zu", total, KNNWB_PLURAL(total),
+                          layout->n_fields);
     return FALSE;
   }
   if (missing) {
@@ -445,13 +447,37 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   if (!knnwb_formats_split_record(&input, delimiter, &line, &length, first, error))
     goto out;
   int label_column = options->label_column;
+  if (options->label_column_name != NULL) {
+    /* A named label column: the first record is the header, whatever --header says. */
+    if (options->header == KNNWB_HEADER_NO) {
+      knnwb_formats_parse_error(error, path, first_line, 0,
+                                "the label column is named ('%s') but the file is read without a "
+                                "header",
+                                options->label_column_name);
+      goto out;
+    }
+    label_column = -1;
+    for (guint f = 0; f < first->len && label_column < 0; f++)
+      if (g_str_equal(g_ptr_array_index(first, f), options->label_column_name))
+        label_column = (int)f;
+    if (label_column < 0) {
+      g_autofree char *names = NULL;
+      g_ptr_array_add(first, NULL);
+      names = g_strjoinv("', '", (char **)first->pdata);
+      g_ptr_array_remove_index(first, first->len - 1);
+      knnwb_formats_parse_error(error, path, first_line, 0,
+                                "no column is named '%s' (the header has '%s')",
+                                options->label_column_name, names);
+      goto out;
+    }
+  }
   if (label_column >= 0 && (guint)label_column >= first->len) {
     knnwb_formats_parse_error(error, path, first_line, 0,
-                              "the label column %d does not exist: the line has %u fields",
-                              label_column + 1, first->len);
+                              "the label column %d does not exist: the line has %u field%s",
+                              label_column + 1, first->len, KNNWB_PLURAL(first->len));
     goto out;
   }
-  gboolean has_header = options->header == KNNWB_HEADER_YES ||
+  gboolean has_header = options->header == KNNWB_HEADER_YES || options->label_column_name != NULL ||
                         (options->header == KNNWB_HEADER_AUTO &&
                          knnwb_delimited_looks_like_header(first, label_column));
   size_t n_fields = first->len;
@@ -479,8 +505,8 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
       g_ptr_array_insert(header, 0, g_strdup(""));
     } else if (n_fields != header->len) {
       knnwb_formats_parse_error(error, path, data_line, 0,
-                                "the row has %zu fields, the header on line %zu has %u", n_fields,
-                                first_line, header->len);
+                                "the row has %zu field%s, the header on line %zu has %u", n_fields,
+                                KNNWB_PLURAL(n_fields), first_line, header->len);
       goto out;
     }
   }

@@ -118,10 +118,11 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
     goto out;
   }
   if (fields->len != n_fields) {
-    knnwb_formats_parse_error(error, path, input.line_number, 0,
-                              "the header has %u fields, expected %zu (name, %zu %s, %zu samples)",
-                              fields->len, n_fields, n_row_meta,
-                              v13 ? "row metadata columns" : "description", n_cols);
+    knnwb_formats_parse_error(
+        error, path, input.line_number, 0,
+        "the header has %u field%s, expected %zu (name, %zu %s, %zu sample%s)", fields->len,
+        KNNWB_PLURAL(fields->len), n_fields, n_row_meta,
+        v13 ? "row metadata columns" : "description", n_cols, KNNWB_PLURAL(n_cols));
     goto out;
   }
   knnwb_matrix_builder_init(&builder, n_cols, TRUE);
@@ -138,8 +139,8 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
     }
     if (fields->len != n_fields) {
       knnwb_formats_parse_error(error, path, input.line_number, 0,
-                                "the column metadata row has %u fields, expected %zu", fields->len,
-                                n_fields);
+                                "the column metadata row has %u field%s, expected %zu", fields->len,
+                                KNNWB_PLURAL(fields->len), n_fields);
       goto out;
     }
   }

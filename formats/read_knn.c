@@ -124,9 +124,9 @@ gboolean knnwb_formats_read_knn(const char *path, igraph_bool_t directed, igraph
       goto out;
     if (got == 0) {
       knnwb_formats_parse_error(error, path, input.line_number, 0,
-                                "the file ends after %" G_GUINT64_FORMAT " edges; line %zu "
+                                "the file ends after %" G_GUINT64_FORMAT " edge%s; line %zu "
                                 "declares %" G_GUINT64_FORMAT " (truncated?)",
-                                e, header_line, m);
+                                e, KNNWB_PLURAL(e), header_line, m);
       goto out;
     }
     i = 0;
@@ -171,8 +171,8 @@ gboolean knnwb_formats_read_knn(const char *path, igraph_bool_t directed, igraph
   while ((got = knnwb_text_input_next_line(&input, &line, &length, error)) > 0)
     if (!knnwb_knn_is_blank(line, length)) {
       knnwb_formats_parse_error(error, path, input.line_number, 1,
-                                "more edges than the %" G_GUINT64_FORMAT " line %zu declares", m,
-                                header_line);
+                                "more edges than the %" G_GUINT64_FORMAT " that line %zu declares",
+                                m, header_line);
       goto out;
     }
   if (got < 0)

@@ -8,8 +8,30 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->transpose = FALSE;
   options->header = KNNWB_HEADER_AUTO;
   options->label_column = 0;
+  options->label_column_name = NULL;
   options->missing = KNNWB_MISSING_ERROR;
   options->labels_path = NULL;
+}
+
+gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptions *options,
+                                                GError **error)
+{
+  guint64 column = 0;
+  if (text == NULL || *text == '\0' || g_ascii_strcasecmp(text, "0") == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "label column '%s': expected a column number counted from 1, a column name or "
+                "none",
+                text ? text : "");
+    return FALSE;
+  }
+  options->label_column_name = NULL;
+  if (g_ascii_strcasecmp(text, "none") == 0)
+    options->label_column = -1;
+  else if (g_ascii_string_to_unsigned(text, 10, 1, G_MAXINT, &column, NULL))
+    options->label_column = (int)column - 1;
+  else
+    options->label_column_name = text;
+  return TRUE;
 }
 
 /* Probe tables repeat gene symbols, so a repeated row label is normal input, not an error: the

@@ -231,7 +231,8 @@ static gboolean knnwb_npy_labels(const char *labels_path, size_t count, KnnwbMat
   g_ptr_array_set_size(labels, (guint)last_nonblank); /* trailing blank lines */
   if (labels->len != count) {
     knnwb_formats_parse_error(error, labels_path, input.line_number, 0,
-                              "%u labels for %zu rows (one label per line)", labels->len, count);
+                              "%u label%s for %zu row%s (one label per line)", labels->len,
+                              KNNWB_PLURAL(labels->len), count, KNNWB_PLURAL(count));
     goto out;
   }
   for (size_t i = 0; i < count; i++) {
@@ -359,8 +360,8 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   }
   if (header.n_dims != 2) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: the array has %d dimensions; a matrix needs 2 (reshape it to (n, d))", path,
-                header.n_dims);
+                "%s: the array has %d dimension%s; a matrix needs 2 (reshape it to (n, d))", path,
+                header.n_dims, KNNWB_PLURAL(header.n_dims));
     goto out;
   }
   size_t stored_rows = header.shape[0], stored_cols = header.shape[1];

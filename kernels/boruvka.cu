@@ -27,6 +27,7 @@
 #include <thrust/system_error.h>
 #include <thrust/tuple.h>
 
+#include "cuda_check.h"
 #include "knnwb_kernels.h"
 #include "knnwb_kernels_boruvka.h"
 
@@ -157,15 +158,7 @@ struct DeviceBuffers {
 
 } // namespace
 
-#define KNNWB_BORUVKA_CHECK(call)                                                                  \
-  do {                                                                                             \
-    cudaError_t status_ = (call);                                                                  \
-    if (status_ != cudaSuccess) {                                                                  \
-      snprintf(message, message_size, "%s failed: %s", #call, cudaGetErrorString(status_));        \
-      return status_ == cudaErrorMemoryAllocation ? KNNWB_KERNELS_OUT_OF_MEMORY                    \
-                                                  : KNNWB_KERNELS_ERROR;                           \
-    }                                                                                              \
-  } while (0)
+#define KNNWB_BORUVKA_CHECK(call) KNNWB_CUDA_CHECK_STATUS(call)
 
 template <typename T>
 static cudaError_t knnwb_boruvka_alloc(DeviceBuffers &buffers, T **pointer, size_t count)

@@ -1,6 +1,7 @@
 /*
- * Internal C++ interface between the CUDA files of the selection backend (cuda_select.cu drives,
- * tile_select.cu selects, tile_l1.cu computes manhattan tiles). Not installed, not for core.
+ * Internal C++ interface between the CUDA files of the selection backend (the host side, from
+ * cuda_select.cu down, drives; tile_select.cu selects; tile_scores_l1.cu computes manhattan tiles;
+ * exact_distance.cu recomputes the final distances). Not installed, not for core.
  *
  * Selection state, per resident row r (device memory):
  *   list_score/list_index[r*kc ..]  the kc best (score, reference index) so far, any order;

@@ -26,7 +26,7 @@ typedef struct {
   char *output;
   gboolean transpose;
   char *header;       /* auto, yes, no */
-  char *label_column; /* 1-based column number, or none */
+  char *label_column; /* 1-based column number, a header name, or none */
   gboolean drop_degenerate;
   gboolean drop_missing;
   gboolean quiet;
@@ -126,7 +126,8 @@ int knnwb_host_command_knn(int argc, char **argv)
        "yes or no",
        "auto|yes|no"},
       {"label-column", 0, 0, G_OPTION_ARG_STRING, &command.label_column,
-       "CSV/TSV: 1-based column of the row labels (default 1), or none", "N|none"},
+       "CSV/TSV: the row labels' column, counted from 1 (default 1), a header name, or none",
+       "N|NAME|none"},
       {"transpose", 'T', 0, G_OPTION_ARG_NONE, &command.transpose,
        "The file's columns are the points", NULL},
       {"drop-degenerate", 0, 0, G_OPTION_ARG_NONE, &command.drop_degenerate,
@@ -196,6 +197,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   options.k = (size_t)command.k;
   options.n_threads = command.threads;
   options.drop_degenerate = command.drop_degenerate;
+  options.data_name = command.rest[0];
   if ((command.metric && !knnwb_metric_from_string(command.metric, &options.metric, &error)) ||
       (command.backend && !knnwb_backend_from_string(command.backend, &options.backend, &error)) ||
       (command.graph && !knnwb_graph_mode_from_string(command.graph, &mode, &error)) ||
@@ -244,19 +246,9 @@ int knnwb_host_command_knn(int argc, char **argv)
       goto usage;
     }
   }
-  if (command.label_column != NULL) {
-    guint64 column = 0;
-    if (g_ascii_strcasecmp(command.label_column, "none") == 0)
-      read_options.label_column = -1;
-    else if (g_ascii_string_to_unsigned(command.label_column, 10, 1, G_MAXINT, &column, NULL))
-      read_options.label_column = (int)column - 1;
-    else {
-      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "--label-column must be a column number (1, 2, ...) or none (got '%s')",
-                  command.label_column);
-      goto usage;
-    }
-  }
+  if (command.label_column != NULL &&
+      !knnwb_formats_label_column_from_string(command.label_column, &read_options, &error))
+    goto usage;
   if (command.drop_missing)
     read_options.missing = KNNWB_MISSING_DROP_ROWS;
 

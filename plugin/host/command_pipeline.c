@@ -37,11 +37,12 @@ static KnnwbHostRegistry *knnwb_host_registry_load(const char *plugin_path, gboo
   return registry;
 }
 
-/* run and validate share their options; validate ignores the ones about running. */
+/* run and validate share the options that decide what the pipeline is (variables, plugins,
+ * output directory); the options about running belong to run alone, so validate refuses them. */
 static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
 {
   KnnwbPipelineCommand command = {0};
-  GOptionEntry entries[] = {
+  GOptionEntry shared_entries[] = {
       {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &command.set,
        "Override a pipeline variable (repeatable)", "NAME=VALUE"},
       {"plugin-path", 'P', 0, G_OPTION_ARG_STRING, &command.plugin_path,
@@ -50,6 +51,12 @@ static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
        "DIRS"},
       {"output-dir", 'O', 0, G_OPTION_ARG_FILENAME, &command.output_dir,
        "Base of relative output paths (default: the current directory)", "DIR"},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet,
+       validate_only ? "No \"valid\" line; only errors" : "No progress", NULL},
+      /* The usage line names PIPELINE.xml once: from here, not from g_option_context_new. */
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "PIPELINE.xml"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionEntry run_entries[] = {
       {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &command.dry_run,
        "Check the pipeline and print the plan, run nothing", NULL},
       {"report", 'r', 0, G_OPTION_ARG_NONE, &command.report,
@@ -58,21 +65,26 @@ static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
        "CPU threads for steps that do not set their own (default: all cores)", "N"},
       {"memory", 0, 0, G_OPTION_ARG_STRING, &command.memory,
        "Working-memory budget for kNN tiles, e.g. 512M, 4G", "BYTES"},
-      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet, "No progress", NULL},
-      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "PIPELINE.xml"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  g_autoptr(GOptionContext) context = g_option_context_new("PIPELINE.xml");
+  g_autoptr(GOptionContext) context = g_option_context_new(NULL);
   g_option_context_set_summary(context, validate_only
                                             ? "Checks a pipeline (XML, schema and every semantic "
                                               "check) without running it."
                                             : "Runs a pipeline: its steps in dependency order. "
                                               "Outputs appear only when every step succeeded.");
   g_option_context_set_description(
-      context, "Relative input paths are relative to the pipeline's directory, relative output "
-               "paths to --output-dir.\nVariables: ${name} in parameter values; built in: "
-               "${pipeline_dir}, ${output_dir}.\nExit status: 0 success, 1 invalid pipeline or "
-               "failed step, 2 usage error, 130/143 interrupted.");
-  g_option_context_add_main_entries(context, entries, NULL);
+      context, validate_only
+                   ? "Relative input paths are relative to the pipeline's directory, relative "
+                     "output paths to --output-dir.\nVariables: ${name} in parameter values; "
+                     "built in: ${pipeline_dir}, ${output_dir}.\nExit status: 0 valid, 1 invalid "
+                     "pipeline, 2 usage error."
+                   : "Relative input paths are relative to the pipeline's directory, relative "
+                     "output paths to --output-dir.\nVariables: ${name} in parameter values; "
+                     "built in: ${pipeline_dir}, ${output_dir}.\nExit status: 0 success, 1 "
+                     "invalid pipeline or failed step, 2 usage error, 130/143 interrupted.");
+  g_option_context_add_main_entries(context, shared_entries, NULL);
+  if (!validate_only)
+    g_option_context_add_main_entries(context, run_entries, NULL);
 
   int status = 1;
   g_autoptr(GError) error = NULL;

@@ -74,10 +74,22 @@ void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
 /** Ends the line and frees. NULL is fine. */
 void knnwb_host_progress_finish(KnnwbHostProgress *progress);
 
-/** Resets the process's peak resident size (Linux clear_refs); FALSE when not supported. */
-gboolean knnwb_host_memory_reset_peak(void);
-/** The process's peak resident size in bytes since the last reset (or since start). */
+/** The process's peak resident size in bytes (VmHWM, else ru_maxrss); never reset. */
 guint64 knnwb_host_memory_peak(void);
+
+/** Measures one step's peak resident size without resetting the process's high-water mark. */
+typedef struct KnnwbHostMemorySampler KnnwbHostMemorySampler;
+/**
+ * Starts measuring (a thread samples VmRSS every 2 ms). NULL where /proc/self/status is missing;
+ * knnwb_host_memory_sampler_stop(NULL) then returns the process's peak so far.
+ */
+KnnwbHostMemorySampler *knnwb_host_memory_sampler_start(void);
+/**
+ * Stops and frees the sampler; returns the step's peak: the process's new high-water mark when the
+ * step raised it (exact), else the largest resident size sampled (a spike shorter than 2 ms may be
+ * missed).
+ */
+guint64 knnwb_host_memory_sampler_stop(KnnwbHostMemorySampler *sampler);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Step registry and plugins */

@@ -7,6 +7,7 @@
 #include <libxml/parser.h>
 #include <knnwb/distributed.h>
 #include <knnwb/version.h>
+#include "command_common.h"
 #include "host.h"
 
 static const struct {
@@ -18,6 +19,10 @@ static const struct {
     {"run", knnwb_host_command_run, "run a pipeline (XML)"},
     {"validate", knnwb_host_command_validate, "check a pipeline without running it"},
     {"plugins", knnwb_host_command_plugins, "list plugins, their steps and parameters"},
+    {"metafeatures", knnwb_host_command_metafeatures,
+     "add pair rows (a-b, a+b, a*b, a/b) to a matrix"},
+    {"neighbourhood", knnwb_host_command_neighbourhood,
+     "the kNN neighbourhood of focus rows (yEd GML, ranked table)"},
 };
 
 static void knnwb_host_usage(FILE *out)
@@ -25,7 +30,7 @@ static void knnwb_host_usage(FILE *out)
   fprintf(out, "Usage: knnwb COMMAND [OPTION...]\n\n"
                "Exact k-nearest-neighbour graphs, clustering and pipelines.\n\nCommands:\n");
   for (guint i = 0; i < G_N_ELEMENTS(knnwb_host_commands); i++)
-    fprintf(out, "  %-10s %s\n", knnwb_host_commands[i].name, knnwb_host_commands[i].summary);
+    fprintf(out, "  %-13s %s\n", knnwb_host_commands[i].name, knnwb_host_commands[i].summary);
   fprintf(out, "\n`knnwb COMMAND --help` describes a command's options.\n"
                "Options:\n  -h, --help     this text\n  -V, --version  the version\n");
 }

@@ -66,9 +66,12 @@ static gboolean knnwb_pipeline_value_check(const KnnwbValue *value, const KnnwbS
                   type->name, igraph_vector_size(&value->weights), igraph_ecount(&value->graph));
       return FALSE;
     }
-    *summary = g_strdup_printf("%s graph, %" IGRAPH_PRId " vertices, %" IGRAPH_PRId " edges",
-                               igraph_is_directed(&value->graph) ? "directed" : "undirected",
-                               igraph_vcount(&value->graph), igraph_ecount(&value->graph));
+    igraph_integer_t n_vertices = igraph_vcount(&value->graph);
+    igraph_integer_t n_edges = igraph_ecount(&value->graph);
+    *summary =
+        g_strdup_printf("%s graph, %" IGRAPH_PRId " vert%s, %" IGRAPH_PRId " edge%s",
+                        igraph_is_directed(&value->graph) ? "directed" : "undirected", n_vertices,
+                        n_vertices == 1 ? "ex" : "ices", n_edges, KNNWB_PLURAL(n_edges));
     return TRUE;
   case KNNWB_KIND_CLUSTERING: {
     igraph_integer_t n = igraph_vector_int_size(&value->membership);
@@ -80,8 +83,9 @@ static gboolean knnwb_pipeline_value_check(const KnnwbValue *value, const KnnwbS
     }
     if (value->n_clusters == 0)
       ((KnnwbValue *)value)->n_clusters = clusters;
-    *summary = g_strdup_printf("%" IGRAPH_PRId " clusters of %" IGRAPH_PRId " points",
-                               value->n_clusters, n);
+    *summary =
+        g_strdup_printf("%" IGRAPH_PRId " cluster%s of %" IGRAPH_PRId " point%s", value->n_clusters,
+                        KNNWB_PLURAL(value->n_clusters), n, KNNWB_PLURAL(n));
     return TRUE;
   }
   case KNNWB_KIND_NONE:
@@ -199,7 +203,8 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
   g_autofree KnnwbValue **values = g_new0(KnnwbValue *, n ? n : 1);
   g_autofree KnnwbPipelineStepReport *reports = g_new0(KnnwbPipelineStepReport, n ? n : 1);
   g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_pipeline_output_free);
-  gboolean peak_per_step = knnwb_host_memory_reset_peak();
+  /* Per-step peaks only when reported: the sampler costs a thread. */
+  gboolean peak_per_step = options->report && knnwb_host_memory_peak() > 0;
   gboolean ok = TRUE;
   guint n_done = 0;
   static guint counter;
@@ -252,8 +257,7 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
         .progress_data = progress,
         .host_private = pipeline,
     };
-    if (peak_per_step)
-      knnwb_host_memory_reset_peak();
+    KnnwbHostMemorySampler *sampler = peak_per_step ? knnwb_host_memory_sampler_start() : NULL;
     gint64 start = g_get_monotonic_time();
     g_autoptr(GError) local = NULL;
     ok = type->run(&context, &local);
@@ -262,7 +266,7 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     if (!ok && local == NULL)
       g_set_error(&local, KNNWB_ERROR, KNNWB_ERROR_FAILED, "failed without saying why");
     reports[position].seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    reports[position].peak_bytes = knnwb_host_memory_peak();
+    reports[position].peak_bytes = knnwb_host_memory_sampler_stop(sampler);
     knnwb_host_progress_finish(progress);
     if (ok && values[s] != NULL)
       ok = knnwb_pipeline_value_check(values[s], type, &reports[position].summary, &local);

@@ -6,7 +6,8 @@
 static gboolean knnwb_knn_plugin_init(KnnwbPluginRegistrar *registrar, GError **error)
 {
   return registrar->add_step(registrar, &knnwb_knn_step_graph, error) &&
-         registrar->add_step(registrar, &knnwb_knn_step_query, error);
+         registrar->add_step(registrar, &knnwb_knn_step_query, error) &&
+         registrar->add_step(registrar, &knnwb_knn_step_neighbourhood, error);
 }
 
 KNNWB_PLUGIN_DEFINE("knn", KNNWB_VERSION_STRING,
@@ -29,6 +30,7 @@ gboolean knnwb_knn_plugin_options(const KnnwbStepContext *context, KnnwbKnnOptio
                               : context->memory_bytes;
   options->gpu_memory_bytes = (size_t)p[KNNWB_KNN_PARAM_GPU_MEMORY].v_int;
   options->drop_degenerate = p[KNNWB_KNN_PARAM_DROP_DEGENERATE].v_int != 0;
+  options->data_name = context->step_id; /* warnings name the step, not "data" */
   const char *list = p[KNNWB_KNN_PARAM_DEVICES].v_string;
   if (list != NULL && *list != '\0') {
     g_auto(GStrv) parts = g_strsplit(list, ",", -1);

@@ -199,12 +199,14 @@ static void test_bad_inputs(void)
   expect_failure(m, KNNWB_METRIC_PEARSON, 0, KNNWB_ERROR_INVALID_ARGUMENT, "at least 1");
   expect_failure(m, KNNWB_METRIC_PEARSON, 8, KNNWB_ERROR_INVALID_ARGUMENT, "k <= 7");
   m->values[2 * 4 + 1] = NAN;
-  expect_failure(m, KNNWB_METRIC_EUCLIDEAN, 3, KNNWB_ERROR_INVALID_DATA, "row 3 (GENE_C), column 2");
+  expect_failure(m, KNNWB_METRIC_EUCLIDEAN, 3, KNNWB_ERROR_INVALID_DATA,
+                 "row 2 (GENE_C), column 1 (both counted from 0)");
   m->values[2 * 4 + 1] = INFINITY;
   expect_failure(m, KNNWB_METRIC_EUCLIDEAN, 3, KNNWB_ERROR_INVALID_DATA, "infinite");
   for (size_t j = 0; j < 4; j++)
     m->values[2 * 4 + j] = 1.5f;
-  expect_failure(m, KNNWB_METRIC_PEARSON, 3, KNNWB_ERROR_INVALID_DATA, "row 3 (GENE_C) is constant");
+  expect_failure(m, KNNWB_METRIC_PEARSON, 3, KNNWB_ERROR_INVALID_DATA,
+                 "row 2 (GENE_C) (counted from 0) is constant");
   expect_failure(m, KNNWB_METRIC_SPEARMAN, 3, KNNWB_ERROR_INVALID_DATA, "--drop-degenerate");
   for (size_t j = 0; j < 4; j++)
     m->values[2 * 4 + j] = 0.0f;
@@ -269,7 +271,8 @@ static void test_drop_degenerate(void)
   options.backend = KNNWB_BACKEND_CPU;
   options.drop_degenerate = TRUE;
   g_autoptr(KnnwbNeighbors) nb = NULL;
-  g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*2 rows left out*row 5*");
+  g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                        "*2 rows left out*row 4, counted from 0*");
   g_assert_true(knnwb_knn_self(m, &options, &nb, NULL));
   g_test_assert_expected_messages();
   g_assert_cmpint(nb->n_found[4], ==, 0);

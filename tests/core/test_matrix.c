@@ -55,7 +55,7 @@ static void test_finite_and_overflow(void)
   g_autoptr(GError) error = NULL;
   g_assert_false(knnwb_matrix_check_finite(m, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
-  g_assert_nonnull(strstr(error->message, "row 3, column 2"));
+  g_assert_nonnull(strstr(error->message, "row 2, column 1 (both counted from 0)"));
   g_clear_error(&error);
   g_assert_null(knnwb_matrix_new((size_t)1 << 40, (size_t)1 << 40, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);

@@ -2,7 +2,8 @@
 # `mpirun -np R knnwb ...` gives the single-process bytes: R = 1, 2, 3 on the CPU backend (ranks
 # oversubscribe the cores), every metric, the self graph (knnwb knn: each rank writes its rows into
 # one .knn/.tsv; rank 0 writes the GML of the union graph) and query panels (a pipeline), odd sizes
-# (fewer rows than ranks, tiles that do not divide the rows), and a rank that alone sees bad input.
+# (fewer rows than ranks, tiles that do not divide the rows), `knnwb neighbourhood`, and a rank
+# that alone sees bad input.
 # Usage: mpi_check.sh KNNWB MPIEXEC SOURCE_DIR
 set -euo pipefail
 knnwb=$1
@@ -60,6 +61,12 @@ done
   echo '</pipeline>'
 } >check.xml
 "$knnwb" run check.xml -q --set out=one
+# The neighbourhood command: kNN queries of the rows found (out), and the whole graph (both).
+demo=$3/share/examples/demo-expression.txt
+for direction in out both; do
+  "$knnwb" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" -b cpu \
+    -q -o "one-$direction.gml" --table "one-$direction.tsv"
+done
 
 for ranks in 1 2 3; do
   for metric in $metrics; do
@@ -76,6 +83,12 @@ for ranks in 1 2 3; do
   for metric in $metrics; do
     cmp "one-self-$metric.knn" "r$ranks-self-$metric.knn" || fail "$ranks ranks: pipeline self $metric"
     cmp "one-query-$metric.tsv" "r$ranks-query-$metric.tsv" || fail "$ranks ranks: pipeline query $metric"
+  done
+  for direction in out both; do
+    mpi "$ranks" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" \
+      -b cpu -q -o "r$ranks-$direction.gml" --table "r$ranks-$direction.tsv"
+    cmp "one-$direction.gml" "r$ranks-$direction.gml" || fail "$ranks ranks: neighbourhood $direction"
+    cmp "one-$direction.tsv" "r$ranks-$direction.tsv" || fail "$ranks ranks: neighbourhood table"
   done
   echo "$ranks rank(s): every output equals the single-process bytes"
 done

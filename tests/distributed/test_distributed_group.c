@@ -258,7 +258,7 @@ static void test_failing_rank(void)
   for (int r = 0; r < 3; r++) {
     g_assert_null(runs[r].result);
     g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
-    g_assert_true(g_str_has_prefix(runs[r].error->message, "rank 2: row 91, column 3"));
+    g_assert_true(g_str_has_prefix(runs[r].error->message, "rank 2: row 90, column 2 (both counted from 0) holds NaN"));
     g_clear_error(&runs[r].error);
   }
 }

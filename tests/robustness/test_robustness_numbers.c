@@ -111,7 +111,7 @@ static void test_nan_library(void)
   g_autoptr(GError) error = NULL;
   g_assert_false(knnwb_knn_self(m, &options, &neighbors, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
-  g_assert_nonnull(strstr(error->message, "row 3"));
+  g_assert_nonnull(strstr(error->message, "row 2, column 1 (both counted from 0)"));
 }
 
 /* The program: NaN is exit 1 with file:line and no output; --drop-missing runs without the row. */
@@ -160,7 +160,7 @@ static void test_constant_rows(void)
     g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", input, "-k", "2", "--metric", metrics[m],
                                   "-q", "-o", output, NULL),
                     ==, 1);
-    g_assert_nonnull(strstr(err, "row 3 (FLAT) is constant"));
+    g_assert_nonnull(strstr(err, "row 2 (FLAT) (counted from 0) is constant"));
     g_assert_nonnull(strstr(err, "--drop-degenerate"));
     g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
     g_clear_pointer(&err, g_free);
@@ -168,6 +168,10 @@ static void test_constant_rows(void)
                                   "--drop-degenerate", "-q", "-o", output, NULL),
                     ==, 0);
     g_assert_nonnull(strstr(err, "1 row left out"));
+    /* The warning names the file, not "data". */
+    g_autofree char *named = g_strdup_printf("%s: 1 row left out", input);
+    g_assert_nonnull(strstr(err, named));
+    g_assert_nonnull(strstr(err, "first: row 2 (FLAT), counted from 0"));
     g_autofree char *text = NULL;
     g_assert_true(g_file_get_contents(output, &text, NULL, NULL));
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
@@ -188,7 +192,7 @@ static void test_constant_rows(void)
   g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", zeros, "-k", "1", "--metric", "cosine",
                                 "-q", "-o", output, NULL),
                   ==, 1);
-  g_assert_nonnull(strstr(err, "row 2 (Z) is all zeros"));
+  g_assert_nonnull(strstr(err, "row 1 (Z) (counted from 0) is all zeros"));
   host_test_rmtree(dir);
 }
 

@@ -40,6 +40,10 @@ static inline gboolean knnwb_size_multiply(size_t a, size_t b, size_t *out)
  */
 gboolean knnwb_error_from_igraph(int code, const char *what, GError **error);
 
+/** "s" unless count is 1: messages say "1 field" and "2 fields" ("%zu field%s", n,
+ * KNNWB_PLURAL(n)). count is evaluated once. */
+#define KNNWB_PLURAL(count) ((count) == 1 ? "" : "s")
+
 G_END_DECLS
 
 #endif

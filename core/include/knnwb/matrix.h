@@ -74,7 +74,7 @@ KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean 
 
 /**
  * Checks every value is finite. On the first NaN/Inf sets KNNWB_ERROR_INVALID_DATA naming the row
- * (label and 1-based number) and column. O(n_rows * n_cols).
+ * (label and number, counted from 0 as everywhere in the C API) and column. O(n_rows * n_cols).
  */
 gboolean knnwb_matrix_check_finite(const KnnwbMatrix *matrix, GError **error);
 

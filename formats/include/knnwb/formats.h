@@ -60,12 +60,24 @@ typedef struct {
   gboolean transpose;      /**< file columns become the points (samples as rows); default FALSE */
   KnnwbHeaderMode header;  /**< CSV/TSV only; default AUTO */
   int label_column;        /**< CSV/TSV: 0-based column of the row labels, -1 = none; default 0 */
+  const char *label_column_name; /**< CSV/TSV: the header name of the label column; overrides
+                                      label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing; /**< default KNNWB_MISSING_ERROR */
   const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
 } KnnwbReadOptions;
 
 /** Fills options with the defaults listed in KnnwbReadOptions. */
 void knnwb_formats_read_options_init(KnnwbReadOptions *options);
+
+/**
+ * Parses the label column as users write it, the one convention of `knnwb knn --label-column`
+ * and the pipeline parameter `label-column`: a 1-based column number ("1" is the first column),
+ * "none", or a column name from the header (any text that is not a positive number). Sets
+ * options->label_column (0-based) or options->label_column_name (pointing into text, which must
+ * outlive the read). Errors: KNNWB_ERROR_INVALID_ARGUMENT ("0", empty text).
+ */
+gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptions *options,
+                                                GError **error);
 
 /** What a read did, for reports. */
 typedef struct {

@@ -26,9 +26,10 @@ static gboolean knnwb_load_knn_run(KnnwbStepContext *context, GError **error)
   if (points != NULL) {
     if ((size_t)igraph_vcount(&out->graph) != points->matrix->n_rows) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "%s has %" IGRAPH_PRId " vertices but the points matrix has %zu rows",
+                  "%s has %" IGRAPH_PRId " vert%s but the points matrix has %zu row%s",
                   context->params[PATH].v_string, igraph_vcount(&out->graph),
-                  points->matrix->n_rows);
+                  igraph_vcount(&out->graph) == 1 ? "ex" : "ices", points->matrix->n_rows,
+                  KNNWB_PLURAL(points->matrix->n_rows));
       return FALSE;
     }
     out->points = points;

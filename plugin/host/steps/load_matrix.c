@@ -13,8 +13,9 @@ static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
                    "the file's columns are the points"},
     [HEADER] = {"header", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|yes|no",
                 "CSV/TSV: whether the first line holds column names"},
-    [LABEL_COLUMN] = {"label-column", KNNWB_PARAM_INT, "0", -1, 1e9, NULL,
-                      "CSV/TSV: 0-based column of the row labels, -1 for none"},
+    [LABEL_COLUMN] = {"label-column", KNNWB_PARAM_STRING, "1", 1, 0, NULL,
+                      "CSV/TSV: the row labels' column: a number counted from 1 (as knnwb knn "
+                      "--label-column), a header name, or none"},
     [MISSING] = {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0, "error|drop-rows",
                  "rows with missing values (NA, empty, NaN): an error, or dropped with a warning"},
     [LABELS] = {"labels", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
@@ -32,7 +33,8 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   options.header = g_str_equal(p[HEADER].v_string, "yes")  ? KNNWB_HEADER_YES
                    : g_str_equal(p[HEADER].v_string, "no") ? KNNWB_HEADER_NO
                                                            : KNNWB_HEADER_AUTO;
-  options.label_column = (int)p[LABEL_COLUMN].v_int;
+  if (!knnwb_formats_label_column_from_string(p[LABEL_COLUMN].v_string, &options, error))
+    return FALSE;
   options.missing =
       g_str_equal(p[MISSING].v_string, "drop-rows") ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
   options.labels_path = p[LABELS].v_string;

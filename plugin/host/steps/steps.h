@@ -14,6 +14,8 @@ extern const KnnwbStepType knnwb_step_mst;
 extern const KnnwbStepType knnwb_step_mst_knn;
 extern const KnnwbStepType knnwb_step_mst_knn_distances;
 extern const KnnwbStepType knnwb_step_single_linkage;
+extern const KnnwbStepType knnwb_step_metafeatures;
+extern const KnnwbStepType knnwb_step_append_phenotype;
 
 /* Shared choice lists, matching the library's *_from_string functions. */
 #define KNNWB_STEP_METRICS "pearson|abs-pearson|spearman|euclidean|manhattan|cosine"

@@ -40,9 +40,10 @@ static gboolean knnwb_write_graph_run(KnnwbStepContext *context, GError **error)
   const igraph_t *graph = &graph_value->graph;
   if (clusters != NULL && igraph_vector_int_size(&clusters->membership) != igraph_vcount(graph)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "the clustering has %" IGRAPH_PRId " points but the graph %" IGRAPH_PRId
-                " vertices",
-                igraph_vector_int_size(&clusters->membership), igraph_vcount(graph));
+                "the clustering has %" IGRAPH_PRId " point%s but the graph %" IGRAPH_PRId " vert%s",
+                igraph_vector_int_size(&clusters->membership),
+                KNNWB_PLURAL(igraph_vector_int_size(&clusters->membership)), igraph_vcount(graph),
+                igraph_vcount(graph) == 1 ? "ex" : "ices");
     return FALSE;
   }
   KnnwbOutputFormat format;

@@ -1,0 +1,137 @@
+/* Matrix writers: NPY (with a labels side file) and TSV. */
+#include <stdlib.h>
+#include <knnwb/write_matrix.h>
+#include "formats_internal.h"
+
+char *knnwb_formats_npy_labels_path(const char *path)
+{
+  if (g_str_has_suffix(path, ".npy") || g_str_has_suffix(path, ".NPY"))
+    return g_strdup_printf("%.*s.labels.txt", (int)(strlen(path) - 4), path);
+  return g_strdup_printf("%s.labels.txt", path);
+}
+
+static gboolean knnwb_write_matrix_labels(const char *path, const KnnwbMatrix *matrix,
+                                          GError **error)
+{
+  for (size_t i = 0; i < matrix->n_rows; i++)
+    if (matrix->row_labels[i] && strpbrk(matrix->row_labels[i], "\r\n") != NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "%s: row %zu's label holds a line break; a labels file has one label per line",
+                  path, i + 1);
+      return FALSE;
+    }
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  if (file == NULL)
+    return FALSE;
+  FILE *stream = knnwb_atomic_file_stream(file);
+  for (size_t i = 0; i < matrix->n_rows; i++) {
+    fputs(matrix->row_labels[i] ? matrix->row_labels[i] : "", stream);
+    putc('\n', stream);
+  }
+  return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+}
+
+gboolean knnwb_formats_write_matrix_npy(const char *path, const KnnwbMatrix *matrix, GError **error)
+{
+  if (matrix->row_labels != NULL) {
+    g_autofree char *labels = knnwb_formats_npy_labels_path(path);
+    if (!knnwb_write_matrix_labels(labels, matrix, error))
+      return FALSE;
+  }
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  if (file == NULL)
+    return FALSE;
+  FILE *stream = knnwb_atomic_file_stream(file);
+  /* Format 1.0: magic, version, a little-endian u16 header length; the header is padded with
+   * spaces and a newline so that the data starts on a 64-byte boundary. */
+  g_autofree char *dict =
+      g_strdup_printf("{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }",
+                      matrix->n_rows, matrix->n_cols);
+  size_t header = strlen(dict) + 1, total = 10 + header;
+  size_t padded = (total + 63) / 64 * 64;
+  if (padded - 10 > 65535) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s: NPY header too long", path);
+    return FALSE;
+  }
+  unsigned char preamble[10] = {0x93,
+                                'N',
+                                'U',
+                                'M',
+                                'P',
+                                'Y',
+                                1,
+                                0,
+                                (unsigned char)((padded - 10) & 0xff),
+                                (unsigned char)((padded - 10) >> 8)};
+  fwrite(preamble, 1, sizeof preamble, stream);
+  fputs(dict, stream);
+  for (size_t i = total; i < padded; i++)
+    putc(' ', stream);
+  putc('\n', stream);
+#if G_BYTE_ORDER != G_LITTLE_ENDIAN
+#error "the NPY writer assumes a little-endian host"
+#endif
+  size_t count = matrix->n_rows * matrix->n_cols;
+  if (count > 0 && fwrite(matrix->values, sizeof(float), count, stream) != count) {
+    /* The commit reports the stream's error with the path. */
+  }
+  return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+}
+
+/* The shortest %.Ng that strtof reads back as the same float. */
+static void knnwb_write_matrix_float(FILE *stream, float value, locale_t c_locale)
+{
+  char text[32];
+  for (int precision = 6; precision <= 9; precision++) {
+    g_snprintf(text, sizeof text, "%.*g", precision, (double)value);
+    if (precision == 9 || strtof_l(text, NULL, c_locale) == value)
+      break;
+  }
+  fputs(text, stream);
+}
+
+gboolean knnwb_formats_write_matrix_tsv(const char *path, const KnnwbMatrix *matrix, GError **error)
+{
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  if (file == NULL)
+    return FALSE;
+  FILE *stream = knnwb_atomic_file_stream(file);
+  locale_t c_locale = knnwb_formats_c_locale();
+  locale_t previous = uselocale(c_locale);
+  fputs("label", stream);
+  for (size_t j = 0; j < matrix->n_cols; j++) {
+    putc('\t', stream);
+    if (matrix->col_labels && matrix->col_labels[j])
+      knnwb_formats_write_tsv_field(stream, matrix->col_labels[j]);
+    else
+      fprintf(stream, "S%zu", j + 1);
+  }
+  putc('\n', stream);
+  for (size_t i = 0; i < matrix->n_rows; i++) {
+    if (matrix->row_labels && matrix->row_labels[i])
+      knnwb_formats_write_tsv_field(stream, matrix->row_labels[i]);
+    else
+      fprintf(stream, "%zu", i + 1);
+    const float *row = matrix->values + i * matrix->n_cols;
+    for (size_t j = 0; j < matrix->n_cols; j++) {
+      putc('\t', stream);
+      knnwb_write_matrix_float(stream, row[j], c_locale);
+    }
+    putc('\n', stream);
+  }
+  uselocale(previous);
+  return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+}
+
+gboolean knnwb_formats_write_matrix(const char *path, const KnnwbMatrix *matrix, GError **error)
+{
+  g_autofree char *lower = g_ascii_strdown(path, -1);
+  if (g_str_has_suffix(lower, ".npy"))
+    return knnwb_formats_write_matrix_npy(path, matrix, error);
+  if (g_str_has_suffix(lower, ".tsv") || g_str_has_suffix(lower, ".txt") ||
+      g_str_has_suffix(lower, ".tab"))
+    return knnwb_formats_write_matrix_tsv(path, matrix, error);
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "%s: unknown matrix extension (expected .npy, or .tsv/.txt/.tab)", path);
+  return FALSE;
+}

@@ -1,0 +1,245 @@
+/*
+ * Rows to the device: the resident matrix (each GPU a slice from the host, the rest from its
+ * peers), the exact rows on a background thread, and, when the rows do not fit, blocks streamed
+ * into double buffers on the copy stream, ordered against the GEMMs that read them by events.
+ */
+#include "host_staging.h"
+#include "select_worker.h"
+
+#include <algorithm>
+
+namespace knnwb_cuda
+{
+
+bool Worker::load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream)
+{
+  const KnnwbSelectJob *job = run_.job;
+  if (rows == 0)
+    return true;
+  CUDA_TRY(run_, cudaMemcpy2DAsync(dst, (size_t)run_.plan.dpad * sizeof(float),
+                                   src + first * job->dim, job->dim * sizeof(float),
+                                   job->dim * sizeof(float), rows, cudaMemcpyHostToDevice, stream));
+  return true;
+}
+
+/*
+ * Streaming: host rows [first, first + rows) into the block buffer of slot, once the GEMM that
+ * last read it is done; the next GEMM waits for the copy. *rows_out: the rows on the device.
+ */
+bool Worker::stream_block(int slot, const float *host, size_t first, int rows,
+                          const float **rows_out)
+{
+  CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, gemm_done_[slot], 0));
+  if (!load_rows(reference_buffer_[slot], host, first, (size_t)rows, copy_stream_))
+    return false;
+  CUDA_TRY(run_, cudaEventRecord(copy_done_[slot], copy_stream_));
+  CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, copy_done_[slot], 0));
+  *rows_out = reference_buffer_[slot];
+  return true;
+}
+
+/*
+ * Streaming: host rows [first, first + rows) into query_buffer_ (a panel's queries, or the
+ * symmetric schedule's column block), once every GEMM reading the previous contents is done.
+ */
+bool Worker::load_anchor(const float *host, size_t first, int rows)
+{
+  CUDA_TRY(run_, cudaEventRecord(query_free_, gemm_stream_));
+  CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, query_free_, 0));
+  if (!load_rows(query_buffer_, host, first, (size_t)rows, copy_stream_))
+    return false;
+  CUDA_TRY(run_, cudaEventRecord(query_ready_, copy_stream_));
+  CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, query_ready_, 0));
+  return true;
+}
+
+/*
+ * Pageable host rows to padded device rows: a parallel host memcpy into the two pinned staging
+ * buffers, contiguous DMA into a free tile buffer, then a device-side pitched copy. Avoids both
+ * registering gigabytes and the driver's slow pitched copies from pageable memory.
+ */
+bool Worker::upload_staged(float *dst, const float *src, size_t rows)
+{
+  const size_t dim = run_.job->dim, row_bytes = dim * sizeof(float);
+  const size_t chunk_rows = host_staging_bytes_ / row_bytes;
+  if (chunk_rows == 0 || run_.pinned || !host_staging_[0])
+    return load_rows(dst, src, 0, rows, copy_stream_);
+  bool ok = true;
+  for (size_t first = 0, c = 0; first < rows && ok; first += chunk_rows, c++) {
+    const int b = (int)(c % 2);
+    const size_t n = std::min(chunk_rows, rows - first);
+    cudaError_t err = cudaEventSynchronize(copy_done_[b]);
+    if (err == cudaSuccess) {
+      parallel_copy(host_staging_[b], src + first * dim, n * row_bytes, run_.copy_threads);
+      err = cudaMemcpyAsync(tiles_[b], host_staging_[b], n * row_bytes, cudaMemcpyHostToDevice,
+                            copy_stream_);
+    }
+    if (err == cudaSuccess)
+      err = cudaMemcpy2DAsync(dst + first * run_.plan.dpad, (size_t)run_.plan.dpad * sizeof(float),
+                              tiles_[b], row_bytes, row_bytes, n, cudaMemcpyDeviceToDevice,
+                              copy_stream_);
+    if (err == cudaSuccess)
+      err = cudaEventRecord(copy_done_[b], copy_stream_);
+    if (err != cudaSuccess) {
+      run_.fail(KNNWB_KERNELS_ERROR, "staged upload to GPU %d failed: %s", device_ordinal_,
+                cudaGetErrorString(err));
+      ok = false;
+    }
+  }
+  cudaError_t err = cudaStreamSynchronize(copy_stream_);
+  if (ok && err != cudaSuccess) {
+    run_.fail(KNNWB_KERNELS_ERROR, "cudaStreamSynchronize failed on GPU %d: %s", device_ordinal_,
+              cudaGetErrorString(err));
+    ok = false;
+  }
+  return ok;
+}
+
+bool Worker::upload_resident()
+{
+  const KnnwbSelectJob *job = run_.job;
+  if (run_.plan.resident) {
+    const size_t dpad = (size_t)run_.plan.dpad, dim = job->dim;
+    auto r = slice_of(job->n_reference, index_, run_.n_devices);
+    if (!upload_staged(reference_data_ + r.first * dpad, job->reference + r.first * dim,
+                       r.second - r.first))
+      return false;
+    auto q = slice_of(job->n_query, index_, run_.n_devices);
+    if (query_data_ != reference_data_ &&
+        !upload_staged(query_data_ + q.first * dpad, job->query + q.first * dim,
+                       q.second - q.first))
+      return false;
+  }
+  if (sqnorms_)
+    CUDA_TRY(run_,
+             cudaMemcpyAsync(sqnorms_, job->reference_sqnorms, job->n_reference * sizeof(float),
+                             cudaMemcpyHostToDevice, copy_stream_));
+  if (invalid_)
+    CUDA_TRY(run_, cudaMemcpyAsync(invalid_, job->reference_invalid, job->n_reference,
+                                   cudaMemcpyHostToDevice, copy_stream_));
+  if (query_group_) {
+    CUDA_TRY(run_, cudaMemcpyAsync(query_group_, job->query_group, job->n_query * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, copy_stream_));
+    CUDA_TRY(run_, cudaMemcpyAsync(reference_group_, job->reference_group,
+                                   job->n_reference * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                   copy_stream_));
+  }
+  CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  return true;
+}
+
+/* The slices the other GPUs uploaded (resident rows, several GPUs), device to device. */
+bool Worker::upload_peer_slices()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const size_t row_bytes = (size_t)run_.plan.dpad * sizeof(float);
+  for (int h = 0; h < run_.n_devices; h++) {
+    if (h == index_)
+      continue;
+    auto r = slice_of(job->n_reference, h, run_.n_devices);
+    if (r.second > r.first)
+      CUDA_TRY(run_, cudaMemcpyPeerAsync(
+                         reference_data_ + r.first * run_.plan.dpad, device_ordinal_,
+                         run_.device_reference[h] + r.first * run_.plan.dpad, run_.ordinals[h],
+                         (r.second - r.first) * row_bytes, copy_stream_));
+    auto q = slice_of(job->n_query, h, run_.n_devices);
+    if (query_data_ != reference_data_ && q.second > q.first)
+      CUDA_TRY(run_, cudaMemcpyPeerAsync(query_data_ + q.first * run_.plan.dpad, device_ordinal_,
+                                         run_.device_query[h] + q.first * run_.plan.dpad,
+                                         run_.ordinals[h], (q.second - q.first) * row_bytes,
+                                         copy_stream_));
+  }
+  CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  return true;
+}
+
+/*
+ * The exact rows and statistics (run_.exact), uploaded by a background thread while the tiles run:
+ * the copy engine and the host cores are idle then. Own pinned staging, own stream.
+ */
+bool Worker::exact_upload()
+{
+  const KnnwbSelectJob *job = run_.job;
+  CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
+  auto small = [&](const double *dst, const double *src, size_t n) {
+    return !dst || !src ||
+           cudaMemcpyAsync(const_cast<double *>(dst), src, n * sizeof(double),
+                           cudaMemcpyHostToDevice, exact_stream_) == cudaSuccess;
+  };
+  const bool same = exact_.query == exact_.reference;
+  if (!small(exact_.reference_mean, job->exact_reference_mean, job->n_reference) ||
+      !small(exact_.reference_squares, job->exact_reference_squares, job->n_reference) ||
+      (!same && (!small(exact_.query_mean, job->exact_query_mean, job->n_query) ||
+                 !small(exact_.query_squares, job->exact_query_squares, job->n_query)))) {
+    run_.fail(KNNWB_KERNELS_ERROR, "cudaMemcpyAsync of row statistics failed on GPU %d: %s",
+              device_ordinal_, cudaGetErrorString(cudaGetLastError()));
+    return false;
+  }
+  void *staging[2] = {nullptr, nullptr};
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  bool ok = true;
+  for (int b = 0; b < 2 && ok; b++)
+    ok = (staging[b] = staging_take()) != nullptr &&
+         cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming) == cudaSuccess;
+  const bool staged = ok;
+  cudaGetLastError();
+  cudaError_t err = cudaSuccess;
+  const std::pair<const float *, const float *> arrays[2] = {
+      {exact_.reference, job->exact_reference}, {same ? nullptr : exact_.query, job->exact_query}};
+  const size_t counts[2] = {job->n_reference * job->dim, job->n_query * job->dim};
+  for (int a = 0; a < 2 && err == cudaSuccess; a++) {
+    float *dst = const_cast<float *>(arrays[a].first);
+    const float *src = arrays[a].second;
+    if (!dst)
+      continue;
+    if (!staged) {
+      err = cudaMemcpyAsync(dst, src, counts[a] * sizeof(float), cudaMemcpyHostToDevice,
+                            exact_stream_);
+      continue;
+    }
+    const size_t chunk = kStagingBytes / sizeof(float);
+    for (size_t first = 0, c = 0; first < counts[a] && err == cudaSuccess; first += chunk, c++) {
+      if (run_.abort)
+        break;
+      const int b = (int)(c % 2);
+      const size_t n = std::min(chunk, counts[a] - first);
+      err = cudaEventSynchronize(done[b]);
+      if (err != cudaSuccess)
+        break;
+      parallel_copy(staging[b], src + first, n * sizeof(float), run_.copy_threads);
+      err = cudaMemcpyAsync(dst + first, staging[b], n * sizeof(float), cudaMemcpyHostToDevice,
+                            exact_stream_);
+      if (err == cudaSuccess)
+        err = cudaEventRecord(done[b], exact_stream_);
+    }
+  }
+  cudaError_t sync = cudaStreamSynchronize(exact_stream_);
+  if (err == cudaSuccess)
+    err = sync;
+  for (int b = 0; b < 2; b++) {
+    staging_give(staging[b]);
+    if (done[b])
+      cudaEventDestroy(done[b]);
+  }
+  if (err != cudaSuccess) {
+    run_.fail(KNNWB_KERNELS_ERROR, "upload of the exact rows to GPU %d failed: %s", device_ordinal_,
+              cudaGetErrorString(err));
+    return false;
+  }
+  return !run_.abort;
+}
+
+void Worker::start_exact_upload()
+{
+  exact_ok_ = false;
+  exact_thread_ = std::thread([this] { exact_ok_ = exact_upload(); });
+}
+
+bool Worker::finish_exact_upload()
+{
+  if (exact_thread_.joinable())
+    exact_thread_.join();
+  return exact_ok_;
+}
+
+} // namespace knnwb_cuda

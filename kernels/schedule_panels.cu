@@ -1,0 +1,60 @@
+/*
+ * The panel schedule (query jobs, or self jobs whose state for all rows does not fit): query
+ * panels of T rows go to GPUs from a shared counter; each panel meets every reference block, and
+ * its lists (with their exact distances) go straight to the output.
+ */
+#include "select_worker.h"
+
+#include <algorithm>
+
+namespace knnwb_cuda
+{
+
+bool Worker::run_panels()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const KnnwbSelectPlan &p = run_.plan;
+  const size_t nq = job->n_query, nr = job->n_reference, T = (size_t)p.tile;
+  const long panels = (long)((nq + T - 1) / T), blocks = (long)((nr + T - 1) / T);
+  for (;;) {
+    long panel = run_.next_item++;
+    if (panel >= panels || run_.cancelled())
+      break;
+    const size_t q0 = (size_t)panel * T;
+    const int n_q = (int)std::min(T, nq - q0);
+    CUDA_TRY(run_, launch_state_reset(state_, 0, n_q, select_stream_));
+    const float *q = query_buffer_;
+    if (p.resident)
+      q = query_data_ + q0 * p.dpad;
+    else if (!load_anchor(job->query, q0, n_q))
+      return false;
+    for (long c = 0; c < blocks && !run_.cancelled(); c++) {
+      const size_t r0 = (size_t)c * T;
+      const int n_r = (int)std::min(T, nr - r0);
+      TileRequest t = {};
+      t.q = q;
+      t.n_q = n_q;
+      t.n_r = n_r;
+      if (p.resident)
+        t.r = reference_data_ + r0 * p.dpad;
+      else if (!stream_block(slot(), job->reference, r0, n_r, &t.r))
+        return false;
+      t.geom = tile_geom(n_q, n_r, q0, r0);
+      t.geom.fresh = c == 0; /* the panel's state was just emptied */
+      t.counted = true;
+      if (!issue_tile(t))
+        return false;
+    }
+    if (run_.abort)
+      break;
+    CUDA_TRY(run_, launch_final_merge(state_, 0, n_q, select_stream_));
+    if (!extract_rows(0, (size_t)n_q, q0, job->out_index + q0 * p.kc, job->out_score + q0 * p.kc,
+                      run_.exact ? job->out_distance + q0 * p.kc : nullptr))
+      return false;
+  }
+  if (!finish_last_tile())
+    return false;
+  return !run_.abort;
+}
+
+} // namespace knnwb_cuda

@@ -1,0 +1,131 @@
+/*
+ * The selection planner (select_plan.h): a pure function of the job's sizes and the budget, in the
+ * spirit of FAISS's chooseTileSize, with the device buffers listed once.
+ */
+#include "select_plan.h"
+
+static size_t knnwb_select_plan_round_up(size_t x, size_t m)
+{
+  return (x + m - 1) / m * m;
+}
+
+static size_t knnwb_select_plan_max(size_t a, size_t b)
+{
+  return a > b ? a : b;
+}
+
+void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int exact,
+                               int stats, size_t bytes[KNNWB_BUFFER_KINDS])
+{
+  const size_t T = (size_t)plan->tile, kc = (size_t)plan->kc, cap = (size_t)plan->cap;
+  const size_t row_bytes = (size_t)plan->dpad * sizeof(float), rows = plan->state_rows;
+  const int same = job->self || job->query == job->reference;
+  const size_t tile_bytes = knnwb_select_plan_max(T * T * sizeof(float), kc * 12);
+  for (int b = 0; b < KNNWB_BUFFER_KINDS; b++)
+    bytes[b] = 0;
+  if (plan->resident) {
+    bytes[KNNWB_BUFFER_REFERENCE_ROWS] = row_bytes * job->n_reference;
+    bytes[KNNWB_BUFFER_QUERY_ROWS] = same ? 0 : row_bytes * job->n_query;
+  } else {
+    bytes[KNNWB_BUFFER_QUERY_BLOCK] = row_bytes * T;
+    bytes[KNNWB_BUFFER_REFERENCE_BLOCK_0] = row_bytes * T;
+    bytes[KNNWB_BUFFER_REFERENCE_BLOCK_1] = row_bytes * T;
+  }
+  if (job->score_kind == KNNWB_SCORE_L2)
+    bytes[KNNWB_BUFFER_SQNORMS] = job->n_reference * sizeof(float);
+  if (job->reference_invalid)
+    bytes[KNNWB_BUFFER_INVALID] = job->n_reference;
+  if (job->query_group && job->reference_group) {
+    bytes[KNNWB_BUFFER_QUERY_GROUP] = job->n_query * sizeof(int);
+    bytes[KNNWB_BUFFER_REFERENCE_GROUP] = job->n_reference * sizeof(int);
+  }
+  bytes[KNNWB_BUFFER_TILE_0] = tile_bytes;
+  bytes[KNNWB_BUFFER_TILE_1] = tile_bytes;
+  bytes[KNNWB_BUFFER_LIST_SCORE] = rows * kc * sizeof(float);
+  bytes[KNNWB_BUFFER_LIST_INDEX] = rows * kc * sizeof(int);
+  bytes[KNNWB_BUFFER_THRESHOLD] = rows * sizeof(float);
+  bytes[KNNWB_BUFFER_COUNT] = rows * sizeof(int);
+  bytes[KNNWB_BUFFER_CANDIDATE_SCORE] = rows * cap * sizeof(float);
+  bytes[KNNWB_BUFFER_CANDIDATE_INDEX] = rows * cap * sizeof(int);
+  if (stats)
+    bytes[KNNWB_BUFFER_STATS] = 4 * sizeof(unsigned long long);
+  bytes[KNNWB_BUFFER_MERGE_LIST] = 2 * T * sizeof(int);
+  bytes[KNNWB_BUFFER_MERGE_COUNT] = sizeof(int);
+  bytes[KNNWB_BUFFER_SCRATCH_KEY] = (size_t)plan->merge_blocks * T * sizeof(unsigned);
+  bytes[KNNWB_BUFFER_SCRATCH_INDEX] = (size_t)plan->merge_blocks * T * sizeof(int);
+  if (!plan->lists_in_shared) {
+    bytes[KNNWB_BUFFER_OUT_KEY] = (size_t)plan->merge_blocks * kc * sizeof(unsigned);
+    bytes[KNNWB_BUFFER_OUT_INDEX] = (size_t)plan->merge_blocks * kc * sizeof(int);
+  }
+  /* Symmetric runs extract through the tile buffers (their rows are done by then). */
+  if (!plan->symmetric) {
+    bytes[KNNWB_BUFFER_STAGE_INDEX] = T * kc * sizeof(long long);
+    bytes[KNNWB_BUFFER_STAGE_SCORE] = T * kc * sizeof(float);
+  }
+  if (!exact)
+    return;
+  const int same_exact = job->self || job->exact_query == job->exact_reference;
+  if (!plan->symmetric)
+    bytes[KNNWB_BUFFER_STAGE_DISTANCE] = T * kc * sizeof(double);
+  bytes[KNNWB_BUFFER_EXACT_REFERENCE] = job->n_reference * job->dim * sizeof(float);
+  if (!same_exact)
+    bytes[KNNWB_BUFFER_EXACT_QUERY] = job->n_query * job->dim * sizeof(float);
+  if (job->exact_reference_mean)
+    bytes[KNNWB_BUFFER_EXACT_REFERENCE_MEAN] = job->n_reference * sizeof(double);
+  if (job->exact_reference_squares)
+    bytes[KNNWB_BUFFER_EXACT_REFERENCE_SQUARES] = job->n_reference * sizeof(double);
+  if (!same_exact && job->exact_query_mean)
+    bytes[KNNWB_BUFFER_EXACT_QUERY_MEAN] = job->n_query * sizeof(double);
+  if (!same_exact && job->exact_query_squares)
+    bytes[KNNWB_BUFFER_EXACT_QUERY_SQUARES] = job->n_query * sizeof(double);
+}
+
+size_t knnwb_select_plan_bytes(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int exact)
+{
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(job, plan, exact, 1, bytes);
+  size_t total = KNNWB_SELECT_OVERHEAD_BYTES;
+  for (int b = 0; b < KNNWB_BUFFER_KINDS; b++)
+    if (bytes[b] > 0)
+      total += knnwb_select_plan_round_up(bytes[b], 512);
+  return total;
+}
+
+int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,
+                             KnnwbSelectPlan *out)
+{
+  KnnwbSelectPlan p = {0};
+  p.lists_in_shared = job->kc <= (size_t)shared_kc;
+  p.kc = (int)job->kc;
+  p.cap = (int)knnwb_select_plan_round_up(knnwb_select_plan_max(2 * job->kc, 64), 32);
+  p.dpad = (int)knnwb_select_plan_round_up(job->dim, 8);
+  const size_t n_max = knnwb_select_plan_max(job->n_query, job->n_reference);
+  const size_t rounded =
+      knnwb_select_plan_round_up(knnwb_select_plan_max(n_max, 1), KNNWB_SELECT_MIN_TILE);
+  const int largest = (int)(rounded < KNNWB_SELECT_MAX_TILE ? rounded : KNNWB_SELECT_MAX_TILE);
+  for (int symmetric = job->self ? 1 : 0; symmetric >= 0; symmetric--) {
+    for (int tile = largest; tile >= KNNWB_SELECT_MIN_TILE;
+         tile = tile == KNNWB_SELECT_MIN_TILE
+                    ? 0
+                    : (int)knnwb_select_plan_round_up((size_t)tile / 2, KNNWB_SELECT_MIN_TILE)) {
+      for (int resident = 1; resident >= 0; resident--) {
+        p.symmetric = symmetric;
+        p.resident = resident;
+        p.tile = tile;
+        int blocks = p.lists_in_shared ? 4 * sm_count : sm_count;
+        blocks = blocks < tile ? blocks : tile;
+        p.merge_blocks = blocks > 1 ? blocks : 1;
+        p.state_rows = symmetric ? job->n_query : (size_t)tile;
+        p.bytes = knnwb_select_plan_bytes(job, &p, 0);
+        if (p.bytes > budget)
+          continue;
+        /* symmetric state must leave most of the budget to tiles */
+        if (symmetric && p.state_rows * ((size_t)p.kc + (size_t)p.cap) * 8 > budget / 2)
+          continue;
+        *out = p;
+        return 1;
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,103 @@
+/*
+ * The GPU selection backend's planner: tile size, residency and schedule from the job's sizes and
+ * a per-device memory budget, and the one list of device buffers that both the byte count and the
+ * worker's allocations (kernels/worker_setup.cu) are made from. Host-only C, no CUDA: the unit
+ * tests (tests/kernels/test_select_plan.c) run it where no GPU exists.
+ */
+#ifndef KNNWB_SELECT_PLAN_H
+#define KNNWB_SELECT_PLAN_H
+
+#include <stddef.h>
+
+#include "knnwb_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tiles are square, between these sizes (rows), multiples of the smaller. */
+#define KNNWB_SELECT_MAX_TILE 8192
+#define KNNWB_SELECT_MIN_TILE 128
+/* Fixed device bytes on top of the buffers: cuBLAS workspace, context slack. */
+#define KNNWB_SELECT_OVERHEAD_BYTES ((size_t)96 << 20)
+
+typedef struct {
+  int symmetric;       /* self job, upper triangle of tiles, state for all rows */
+  int resident;        /* every row on the device (else blocks stream from the host) */
+  int tile;            /* rows per tile side */
+  int dpad;            /* row length on the device: dim rounded up to 8 */
+  int kc;              /* candidates per row */
+  int cap;             /* candidate buffer per row */
+  int merge_blocks;    /* blocks of the merge kernel (each with its own scratch) */
+  int lists_in_shared; /* merge lists fit shared memory (else out_key/out_index buffers) */
+  size_t state_rows;   /* rows with selection state: all (symmetric) or one panel */
+  size_t bytes;        /* device bytes without the exact-distance buffers */
+} KnnwbSelectPlan;
+
+/* Every device buffer of one worker. Pointers of the same kind alias where noted. */
+typedef enum {
+  KNNWB_BUFFER_REFERENCE_ROWS = 0, /* resident: n_reference x dpad floats */
+  KNNWB_BUFFER_QUERY_ROWS,         /* resident, query != reference */
+  KNNWB_BUFFER_QUERY_BLOCK,        /* streaming: tile x dpad */
+  KNNWB_BUFFER_REFERENCE_BLOCK_0,  /* streaming: tile x dpad, double-buffered */
+  KNNWB_BUFFER_REFERENCE_BLOCK_1,
+  KNNWB_BUFFER_SQNORMS,         /* L2: n_reference floats */
+  KNNWB_BUFFER_INVALID,         /* reference_invalid given: n_reference bytes */
+  KNNWB_BUFFER_QUERY_GROUP,     /* groups given: n_query int32 */
+  KNNWB_BUFFER_REFERENCE_GROUP, /* groups given: n_reference int32 */
+  KNNWB_BUFFER_TILE_0,          /* tile x tile scores (symmetric: also the final staging) */
+  KNNWB_BUFFER_TILE_1,
+  KNNWB_BUFFER_LIST_SCORE, /* state_rows x kc */
+  KNNWB_BUFFER_LIST_INDEX,
+  KNNWB_BUFFER_THRESHOLD, /* state_rows */
+  KNNWB_BUFFER_COUNT,
+  KNNWB_BUFFER_CANDIDATE_SCORE, /* state_rows x cap */
+  KNNWB_BUFFER_CANDIDATE_INDEX,
+  KNNWB_BUFFER_STATS,      /* trace counters */
+  KNNWB_BUFFER_MERGE_LIST, /* 2 x tile ints */
+  KNNWB_BUFFER_MERGE_COUNT,
+  KNNWB_BUFFER_SCRATCH_KEY, /* merge_blocks x tile */
+  KNNWB_BUFFER_SCRATCH_INDEX,
+  KNNWB_BUFFER_OUT_KEY, /* lists not in shared memory: merge_blocks x kc */
+  KNNWB_BUFFER_OUT_INDEX,
+  KNNWB_BUFFER_STAGE_INDEX, /* panels: tile x kc int64 output staging */
+  KNNWB_BUFFER_STAGE_SCORE,
+  /* exact distances (only when the run computes them on the device) */
+  KNNWB_BUFFER_STAGE_DISTANCE,  /* panels: tile x kc doubles */
+  KNNWB_BUFFER_EXACT_REFERENCE, /* n_reference x dim floats */
+  KNNWB_BUFFER_EXACT_QUERY,     /* not the same rows */
+  KNNWB_BUFFER_EXACT_REFERENCE_MEAN,
+  KNNWB_BUFFER_EXACT_REFERENCE_SQUARES,
+  KNNWB_BUFFER_EXACT_QUERY_MEAN,
+  KNNWB_BUFFER_EXACT_QUERY_SQUARES,
+  KNNWB_BUFFER_KINDS
+} KnnwbSelectBuffer;
+
+/** The first buffer that exists only with exact distances on the device. */
+#define KNNWB_BUFFER_FIRST_EXACT KNNWB_BUFFER_STAGE_DISTANCE
+
+/**
+ * bytes[b] = size of buffer b for plan (0 = not allocated). exact: the exact-distance buffers
+ * too; stats: the trace counters. The one place that lists the buffers.
+ * Complexity: O(1).
+ */
+void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int exact,
+                               int stats, size_t bytes[KNNWB_BUFFER_KINDS]);
+
+/** Device bytes of plan: the overhead plus every buffer (rounded as cudaMalloc does). */
+size_t knnwb_select_plan_bytes(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int exact);
+
+/**
+ * The largest tile (then residency) that fits budget bytes per device; the symmetric schedule is
+ * preferred for self jobs while its state leaves at least half the budget to tiles. sm_count and
+ * shared_kc (largest kc whose merge lists fit shared memory) describe the smallest device.
+ * Returns 0 when even the smallest tiles do not fit. Complexity: O(log(n) ) plans tried.
+ */
+int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,
+                             KnnwbSelectPlan *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

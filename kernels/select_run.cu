@@ -1,0 +1,103 @@
+/*
+ * The shared state of one selection attempt (select_run.h).
+ */
+#include "select_run.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+
+namespace knnwb_cuda
+{
+
+std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, int shares,
+                                        uint64_t *tiles)
+{
+  std::vector<Segment> segments;
+  long piece = 0;
+  *tiles = 0;
+  for (int c = 0; c < blocks; c++) {
+    if (n_devices == 1 && shares == 1) {
+      segments.push_back({c, 0, c, true});
+      *tiles += (uint64_t)c + 1;
+      continue;
+    }
+    for (int b0 = 0; b0 < c; b0 += kPiece) {
+      Segment sg = {c, b0, std::min(c, b0 + kPiece), false};
+      if (piece++ % shares != share)
+        continue;
+      segments.push_back(sg);
+      *tiles += (uint64_t)(sg.b1 - sg.b0);
+    }
+    if (c % shares == share)
+      *tiles += 1; /* this process owns diagonal tile c (on one of its GPUs) */
+  }
+  return segments;
+}
+
+std::pair<size_t, size_t> slice_of(size_t n, int g, int G)
+{
+  return {n * (size_t)g / (size_t)G, n * (size_t)(g + 1) / (size_t)G};
+}
+
+void Barrier::wait()
+{
+  std::unique_lock<std::mutex> lock(mutex_);
+  int gen = generation_;
+  if (++waiting_ == count_) {
+    waiting_ = 0;
+    generation_++;
+    cv_.notify_all();
+  } else {
+    cv_.wait(lock, [&] { return gen != generation_; });
+  }
+}
+
+void Barrier::drop()
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--count_ > 0 && waiting_ == count_) {
+    waiting_ = 0;
+    generation_++;
+    cv_.notify_all();
+  }
+}
+
+void Run::fail(int code, const char *format, ...)
+{
+  std::lock_guard<std::mutex> lock(error_mutex);
+  if (status == KNNWB_KERNELS_OK) {
+    status = code;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(message, sizeof message, format, args);
+    va_end(args);
+  }
+  abort = true;
+}
+
+bool Run::cancelled()
+{
+  if (job->cancel && *job->cancel) {
+    fail(KNNWB_KERNELS_CANCELLED, "cancelled");
+    return true;
+  }
+  return abort.load();
+}
+
+void Run::tile_finished()
+{
+  uint64_t done = ++tiles_done;
+  if (!job->progress)
+    return;
+  std::unique_lock<std::mutex> lock(progress_mutex, std::try_to_lock);
+  if (!lock.owns_lock())
+    return;
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_report >= std::chrono::milliseconds(100)) {
+    last_report = now;
+    job->progress(done, tiles_total, job->progress_data);
+  }
+}
+
+} // namespace knnwb_cuda

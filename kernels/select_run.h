@@ -1,0 +1,118 @@
+/*
+ * What the host threads of one selection attempt share (one worker thread per GPU): the plan, the
+ * work items of the symmetric schedule, the first error (which stops every worker), progress, the
+ * barriers between phases, and the device pointers the GPUs read from each other.
+ */
+#ifndef KNNWB_SELECT_RUN_H
+#define KNNWB_SELECT_RUN_H
+
+#include <knnwb_kernels.h>
+
+#include "select_plan.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace knnwb_cuda
+{
+
+constexpr int kPiece = 16;        /* off-diagonal tiles per work item with several GPUs */
+constexpr int kExchangeItems = 1; /* several GPUs: thresholds imported every this many pieces */
+
+/* A work item of the symmetric schedule: tiles (b, c) for b in [b0, b1), after (c, c) if diagonal.
+ */
+struct Segment {
+  int c, b0, b1;
+  bool diagonal;
+};
+
+/**
+ * The work items of the symmetric schedule over blocks blocks. One GPU: column by column, diagonal
+ * first. Several: pieces of at most kPiece off-diagonal tiles (their diagonal tiles run first on
+ * every GPU, see schedule_symmetric.cu), taken from a shared counter so that tails are even.
+ * A share of the job (share of shares > 1: one process of a group, KnnwbSelectJob.share_index)
+ * keeps every shares-th piece and runs the diagonal phase of several GPUs even with one GPU, each
+ * diagonal tile with one owner. *tiles: the tiles this process computes in full.
+ */
+std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, int shares,
+                                        uint64_t *tiles);
+
+/** Rows [first, last) of n that GPU g of G handles alone (all of them with one GPU). */
+std::pair<size_t, size_t> slice_of(size_t n, int g, int G);
+
+/** A reusable barrier that a thread which failed early can leave for good. */
+class Barrier
+{
+public:
+  explicit Barrier(int n) : count_(n), waiting_(0), generation_(0)
+  {
+  }
+  void wait();
+  /** Leaves for good (a worker that failed before reaching it): the others no longer wait for it.
+   */
+  void drop();
+
+private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int count_, waiting_, generation_;
+};
+
+/* What all device threads of one attempt share. */
+struct Run {
+  const KnnwbSelectJob *job = nullptr;
+  KnnwbSelectPlan plan = {};
+  int n_devices = 0;
+  std::vector<int> ordinals;
+  std::atomic<long> next_item{0};
+  std::vector<Segment> segments; /* symmetric schedule */
+  int copy_threads = 1;          /* host threads per GPU for staging copies */
+  int merge_threads = 1;         /* host threads per GPU merging the per-GPU lists */
+  std::atomic<bool> abort{false};
+  bool pinned = false; /* the host rows are registered (page-locked) */
+  std::mutex error_mutex;
+  int status = KNNWB_KERNELS_OK;
+  char message[512] = {0};
+  std::atomic<uint64_t> tiles_done{0};
+  uint64_t tiles_total = 0;
+  std::mutex progress_mutex;
+  std::chrono::steady_clock::time_point last_report;
+  Barrier *barrier = nullptr;
+  /* several GPUs, symmetric: between the diagonal phase and the off-diagonal pieces */
+  Barrier *phase_barrier = nullptr;
+  /* several GPUs: each GPU's thresholds and lists, read by its peers (peer access between every
+   * pair); the lists only once every GPU passed lists_barrier (its lists are final) */
+  std::vector<const float *> device_thr;
+  std::vector<const float *> device_list_score;
+  std::vector<const int *> device_list_index;
+  Barrier *lists_barrier = nullptr;
+  std::atomic<bool> peers_ok{true};
+  /* exact distances of the final lists computed on the devices (job asked, and they fit) */
+  bool exact = false;
+  /* several GPUs, resident rows: each GPU uploads a slice from the host and copies the others
+   * from its peers, so the host sends the matrix once instead of once per GPU */
+  std::vector<float *> device_reference, device_query;
+  /* symmetric with several GPUs, no peer access: each GPU's lists, merged on the host (not
+   * zero-filled: the downloads write every element, in parallel, which also spreads the page
+   * faults) */
+  std::vector<std::unique_ptr<int64_t[]>> partial_index;
+  std::vector<std::unique_ptr<float[]>> partial_score;
+  std::vector<std::unique_ptr<double[]>> partial_distance;
+
+  /** Records the first failure (printf-style message) and stops every worker. */
+  void fail(int code, const char *format, ...) __attribute__((format(printf, 3, 4)));
+  /** TRUE once the job was cancelled or a worker failed. */
+  bool cancelled();
+  /** Counts a finished tile and reports progress (at most every 100 ms, from one thread). */
+  void tile_finished();
+};
+
+} // namespace knnwb_cuda
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * KNNWB_CUDA_TRACE output of the selection backend (select_trace.h).
+ */
+#include "select_trace.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+namespace knnwb_cuda
+{
+
+int trace_level()
+{
+  static const int level = [] {
+    const char *v = getenv("KNNWB_CUDA_TRACE");
+    return v && *v ? atoi(v) : 0;
+  }();
+  return level;
+}
+
+double seconds_now()
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void trace_worker(const WorkerTrace &t)
+{
+  if (t.select_tiles[0] + t.select_tiles[1] > 0)
+    fprintf(stderr,
+            "knnwb cuda worker %d: selection kernels %.3f ms per diagonal tile (%ld), %.3f ms per "
+            "other tile (%ld)\n",
+            t.index, t.select_ms[1] / (double)std::max(1L, t.select_tiles[1]), t.select_tiles[1],
+            t.select_ms[0] / (double)std::max(1L, t.select_tiles[0]), t.select_tiles[0]);
+  if (t.have_stats)
+    fprintf(stderr,
+            "knnwb cuda worker %d: %llu candidates, %llu merged rows, %llu overflowed lines "
+            "(%.0f candidates and %.0f merges per tile)\n",
+            t.index, t.stats[0], t.stats[1], t.stats[2], t.stats[0] / (double)std::max(1L, t.tiles),
+            t.stats[1] / (double)std::max(1L, t.tiles));
+  if (trace_enabled())
+    fprintf(stderr,
+            "knnwb cuda worker %d (GPU %d): setup %.3f s, upload %.3f s, tiles + extract %.3f s "
+            "(%ld tiles; of which waiting for peers %.3f s, device merge %.3f s), host merge "
+            "%.3f s, release %.3f s\n",
+            t.index, t.ordinal, t.setup_s, t.upload_s, t.run_s, t.tiles, t.lists_wait_s,
+            t.device_merge_s, t.host_merge_s, t.release_s);
+}
+
+} // namespace knnwb_cuda

@@ -1,0 +1,40 @@
+/*
+ * KNNWB_CUDA_TRACE: where the selection backend's time goes, on stderr (for the benchmark
+ * README). 1: phase timings per worker and the selection kernels' time per kind of tile; 2: also
+ * selection counters (candidates, merges; device atomics, so slightly slower).
+ */
+#ifndef KNNWB_SELECT_TRACE_H
+#define KNNWB_SELECT_TRACE_H
+
+namespace knnwb_cuda
+{
+
+/** The KNNWB_CUDA_TRACE level (0 when unset), read once. */
+int trace_level();
+
+inline bool trace_enabled()
+{
+  return trace_level() > 0;
+}
+
+/** A monotonic clock in seconds. */
+double seconds_now();
+
+/** What one worker measured, printed by trace_worker. */
+struct WorkerTrace {
+  int index, ordinal;
+  long tiles;
+  /* selection kernels: [1] tiles of fresh rows (diagonal, a panel's first), [0] the others */
+  double select_ms[2];
+  long select_tiles[2];
+  unsigned long long stats[4]; /* candidates, merged rows, overflowed lines (trace 2) */
+  bool have_stats;
+  double setup_s, upload_s, run_s, lists_wait_s, device_merge_s, host_merge_s, release_s;
+};
+
+/** Prints a worker's lines (only those whose data exist). */
+void trace_worker(const WorkerTrace &t);
+
+} // namespace knnwb_cuda
+
+#endif

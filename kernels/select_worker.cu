@@ -1,0 +1,70 @@
+/*
+ * A worker's phases, in order (one host thread per GPU): set up (every worker has its memory
+ * before any starts, so an out-of-memory anywhere retries them all), upload the rows (several
+ * GPUs: a slice each, then the peers' slices), start the exact rows' upload in the background,
+ * run the schedule, then (several GPUs without peer access) merge the lists on the host. Failures
+ * are recorded in the run; the barriers are left so that no peer waits for a failed worker.
+ */
+#include "select_worker.h"
+
+namespace knnwb_cuda
+{
+
+void Worker::main()
+{
+  WorkerTrace trace = {};
+  trace.index = index_;
+  trace.ordinal = device_ordinal_;
+  const double t0 = seconds_now();
+  bool ok = setup();
+  const double t_setup = seconds_now();
+  run_.barrier->wait();
+  if (ok && !run_.abort)
+    ok = upload_resident();
+  if (run_.n_devices > 1 && run_.plan.resident) {
+    run_.barrier->wait(); /* every slice is on its GPU */
+    if (ok && !run_.abort)
+      ok = upload_peer_slices();
+    run_.barrier->wait(); /* no GPU frees its rows while a peer still reads them */
+  }
+  if (ok && !run_.abort && run_.exact)
+    start_exact_upload();
+  const double t_upload = seconds_now();
+  if (ok && !run_.abort)
+    ok = run_.plan.symmetric ? run_symmetric() : run_panels();
+  if (ok && run_.exact)
+    ok = finish_exact_upload(); /* a GPU that extracted nothing (no panel) still waits here */
+  const double t_run = seconds_now();
+  if (!ok)
+    run_.abort = true;
+  if (run_.plan.symmetric && run_.n_devices > 1) {
+    if (!phase_passed_)
+      run_.phase_barrier->drop(); /* failed before the diagonal phase ended */
+    if (!lists_passed_)
+      run_.lists_barrier->drop(); /* failed before its lists were final (or no peer access) */
+    quiesce(); /* no kernel of ours may read a peer's thresholds or lists once it frees them */
+    run_.barrier->wait();
+    if (!run_.abort && !run_.peers_ok)
+      merge_partials();
+  }
+  const double t_merge = seconds_now();
+  if (state_.stats && cudaSetDevice(device_ordinal_) == cudaSuccess)
+    trace.have_stats = cudaMemcpy(trace.stats, state_.stats, sizeof trace.stats,
+                                  cudaMemcpyDeviceToHost) == cudaSuccess;
+  release();
+  trace.tiles = tile_counter_;
+  for (int i = 0; i < 2; i++) {
+    trace.select_ms[i] = select_ms_[i];
+    trace.select_tiles[i] = select_tiles_[i];
+  }
+  trace.setup_s = t_setup - t0;
+  trace.upload_s = t_upload - t_setup;
+  trace.run_s = t_run - t_upload;
+  trace.lists_wait_s = lists_wait_s_;
+  trace.device_merge_s = device_merge_s_;
+  trace.host_merge_s = t_merge - t_run;
+  trace.release_s = seconds_now() - t_merge;
+  trace_worker(trace);
+}
+
+} // namespace knnwb_cuda

@@ -1,0 +1,139 @@
+/*
+ * One GPU's worker of the selection backend: its streams, buffers and tile loop. The methods are
+ * spread over files by job, each named after it:
+ *   worker_setup.cu        streams, cuBLAS, peer access, the plan's buffers; release
+ *   row_upload.cu          rows to the device (resident slices, peers' slices, exact rows, blocks)
+ *   tile_issue.cu          one tile: operands, scores (tile_scores.h), selection, bookkeeping
+ *   schedule_symmetric.cu  self jobs: upper triangle of tiles, thresholds first
+ *   schedule_panels.cu     query panels against every reference block
+ *   lists_extract.cu       final lists (and exact distances) to host memory
+ *   lists_merge_peers.cu   several GPUs with peer access: lists merged on the devices
+ *   lists_merge_host.cu    several GPUs without: lists merged on the host
+ *   select_worker.cu       the worker's phases, in order
+ */
+#ifndef KNNWB_SELECT_WORKER_H
+#define KNNWB_SELECT_WORKER_H
+
+#include "cuda_check.h"
+#include "select_internal.h"
+#include "select_run.h"
+#include "select_trace.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <thread>
+#include <vector>
+
+namespace knnwb_cuda
+{
+
+/** A tile to issue: operands on the device and its geometry (geom.tile is filled in). */
+struct TileRequest {
+  const float *q;
+  int n_q;
+  const float *r;
+  int n_r;
+  TileGeom geom;
+  bool counted; /* one of the progress total's tiles (not a threshold-only sample) */
+};
+
+class Worker
+{
+public:
+  Worker(Run &run, int index) : run_(run), index_(index), device_ordinal_(run.ordinals[index])
+  {
+  }
+  ~Worker()
+  {
+    release();
+  }
+  Worker(const Worker &) = delete;
+  Worker &operator=(const Worker &) = delete;
+  /** Runs this GPU's share of the job; failures are recorded in the run. */
+  void main();
+
+private:
+  /* worker_setup.cu */
+  bool setup();
+  bool setup_peer_access();
+  void release();
+  void quiesce();
+  /* row_upload.cu */
+  bool upload_resident();
+  bool upload_peer_slices();
+  bool upload_staged(float *dst, const float *src, size_t rows);
+  bool load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream);
+  bool stream_block(int slot, const float *host, size_t first, int rows, const float **rows_out);
+  bool load_anchor(const float *host, size_t first, int rows);
+  void start_exact_upload();
+  bool exact_upload();
+  bool finish_exact_upload();
+  /* tile_issue.cu */
+  bool issue_tile(TileRequest &request);
+  bool finish_last_tile();
+  bool gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r);
+  bool select_tile(int slot, const TileGeom &geom);
+  bool time_select(int slot);
+  bool drain();
+  TileGeom tile_geom(int n_rows, int n_cols, size_t row0, size_t col0) const;
+  int slot() const
+  {
+    return (int)(tile_counter_ % 2);
+  }
+  /* schedule_symmetric.cu, schedule_panels.cu */
+  bool symmetric_tile(long b, long c, int n_cols, bool counted);
+  bool symmetric_thresholds(const PeerThresholds &peers);
+  bool run_symmetric();
+  bool run_panels();
+  /* lists_*.cu */
+  bool extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index, float *dst_score,
+                    double *dst_distance);
+  bool extract_partials();
+  bool merge_on_devices();
+  void merge_partials();
+
+  Run &run_;
+  int index_;
+  int device_ordinal_;
+  cudaStream_t copy_stream_ = nullptr, gemm_stream_ = nullptr, select_stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cudaEvent_t copy_done_[2] = {}, gemm_done_[2] = {}, select_done_[2] = {}, query_free_ = nullptr,
+              query_ready_ = nullptr;
+  std::vector<void *> allocations_;
+  float *query_data_ = nullptr, *reference_data_ = nullptr; /* resident */
+  float *query_buffer_ = nullptr, *reference_buffer_[2] = {};
+  float *tiles_[2] = {};
+  size_t tile_bytes_ = 0;
+  float *sqnorms_ = nullptr;
+  unsigned char *invalid_ = nullptr;
+  int32_t *query_group_ = nullptr, *reference_group_ = nullptr; /* job groups, or NULL */
+  int64_t *stage_index_ = nullptr;
+  float *stage_score_ = nullptr;
+  size_t stage_rows_ = 0;
+  void *host_staging_[2] = {nullptr, nullptr}; /* pinned, kStagingBytes each, or NULL */
+  size_t host_staging_bytes_ = 0;
+  long anchor_block_ = -1; /* symmetric streaming: the block held in query_buffer_ */
+  long tile_counter_ = 0;  /* tiles issued */
+  bool counted_[2] = {false, false};
+  /* trace: timing of the selection kernels per slot, summed for fresh ([1]) and other tiles */
+  cudaEvent_t select_start_[2] = {}, select_end_[2] = {};
+  bool fresh_[2] = {false, false};
+  double select_ms_[2] = {0, 0};
+  long select_tiles_[2] = {0, 0};
+  SelectState state_ = {};
+  /* exact distances (run_.exact): rows uploaded by a background thread during the tile loop */
+  ExactRows exact_ = {};
+  cudaStream_t exact_stream_ = nullptr;
+  double *stage_distance_ = nullptr;
+  void *host_staging_distance_ = nullptr;
+  std::thread exact_thread_;
+  bool exact_ok_ = true;
+  bool phase_passed_ = false;
+  bool lists_passed_ = false;
+  double lists_wait_s_ = 0, device_merge_s_ = 0; /* trace: waiting for the peers, merging */
+};
+
+} // namespace knnwb_cuda
+
+#endif

@@ -1,0 +1,117 @@
+/*
+ * Issuing one tile, for every schedule: its scores on the GEMM stream (tile_scores.h), then its
+ * selection on the selection stream (launch_tile_select), with two tile buffers in flight: the
+ * GEMM of the next tile overlaps the selection of this one. After issuing, the worker waits for
+ * the previous tile's selection, then counts it for progress and (trace) times it.
+ */
+#include "select_worker.h"
+#include "tile_scores.h"
+
+namespace knnwb_cuda
+{
+
+bool Worker::gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r)
+{
+  const KnnwbSelectPlan &p = run_.plan;
+  CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_done_[slot], 0));
+  if (run_.job->score_kind == KNNWB_SCORE_L1)
+    CUDA_TRY(run_,
+             launch_l1_tile(q, n_q, r, n_r, p.dpad, tiles_[slot], (size_t)p.tile, gemm_stream_));
+  else
+    CUBLAS_TRY(run_, tile_scores_gemm(blas_, GemmPrecision::kFp32, q, n_q, r, n_r, p.dpad, 1.0f,
+                                      tiles_[slot], p.tile));
+  CUDA_TRY(run_, cudaEventRecord(gemm_done_[slot], gemm_stream_));
+  return true;
+}
+
+bool Worker::select_tile(int slot, const TileGeom &geom)
+{
+  CUDA_TRY(run_, cudaStreamWaitEvent(select_stream_, gemm_done_[slot], 0));
+  if (select_start_[slot])
+    CUDA_TRY(run_, cudaEventRecord(select_start_[slot], select_stream_));
+  CUDA_TRY(run_, launch_tile_select(state_, geom, select_stream_));
+  if (select_end_[slot])
+    CUDA_TRY(run_, cudaEventRecord(select_end_[slot], select_stream_));
+  CUDA_TRY(run_, cudaEventRecord(select_done_[slot], select_stream_));
+  return true;
+}
+
+/* Trace: adds the selection time of the (finished) tile in slot to its kind's sum. */
+bool Worker::time_select(int slot)
+{
+  if (!select_end_[slot])
+    return true;
+  float ms = 0;
+  CUDA_TRY(run_, cudaEventElapsedTime(&ms, select_start_[slot], select_end_[slot]));
+  select_ms_[fresh_[slot]] += ms;
+  select_tiles_[fresh_[slot]]++;
+  return true;
+}
+
+/* The fields of a tile's geometry every schedule sets alike (rows and columns by global index). */
+TileGeom Worker::tile_geom(int n_rows, int n_cols, size_t row0, size_t col0) const
+{
+  const KnnwbSelectJob *job = run_.job;
+  TileGeom g = {};
+  g.ld = (size_t)run_.plan.tile;
+  g.n_rows = n_rows;
+  g.n_cols = n_cols;
+  g.row_global0 = (int)row0;
+  g.col_global0 = (int)col0;
+  g.self = job->self ? 1 : 0;
+  g.kind = job->score_kind;
+  g.sqnorms = sqnorms_;
+  g.invalid = invalid_;
+  g.row_group = query_group_;
+  g.col_group = reference_group_;
+  return g;
+}
+
+bool Worker::issue_tile(TileRequest &request)
+{
+  const int s = slot();
+  if (!gemm_tile(s, request.q, request.n_q, request.r, request.n_r))
+    return false;
+  request.geom.tile = tiles_[s];
+  if (!select_tile(s, request.geom))
+    return false;
+  /* at most two tiles in flight: wait for the previous one, then report it */
+  if (tile_counter_ >= 1) {
+    const int previous = (int)((tile_counter_ - 1) % 2);
+    CUDA_TRY(run_, cudaEventSynchronize(select_done_[previous]));
+    if (counted_[previous])
+      run_.tile_finished();
+    if (!time_select(previous))
+      return false;
+  }
+  counted_[s] = request.counted;
+  fresh_[s] = request.geom.fresh != 0;
+  tile_counter_++;
+  return true;
+}
+
+bool Worker::drain()
+{
+  CUDA_TRY(run_, cudaStreamSynchronize(gemm_stream_));
+  CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
+  CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  return true;
+}
+
+/* After a schedule's last tile: everything done, the last tile counted and timed. */
+bool Worker::finish_last_tile()
+{
+  if (!drain())
+    return false;
+  if (tile_counter_ >= 1) {
+    const int last = (int)((tile_counter_ - 1) % 2);
+    if (counted_[last])
+      run_.tile_finished();
+    counted_[last] = false;
+    if (!time_select(last))
+      return false;
+  }
+  return true;
+}
+
+} // namespace knnwb_cuda

@@ -1,0 +1,32 @@
+/*
+ * Score tiles: every GEMM of the selection backend goes through tile_scores_gemm, with the
+ * screening precision as a parameter (in the manner of FAISS's rawGemm); manhattan tiles come
+ * from the blocked kernel of tile_scores_l1.cu (launch_l1_tile, select_internal.h).
+ */
+#ifndef KNNWB_TILE_SCORES_H
+#define KNNWB_TILE_SCORES_H
+
+#include <cublas_v2.h>
+
+namespace knnwb_cuda
+{
+
+/* The arithmetic of a screening GEMM (inputs; accumulation is always float32). */
+enum class GemmPrecision {
+  kFp32, /* plain fp32 FMA (no TF32): the bound of core's refine, (d + 16) 2^-24 per unit */
+  kTf32, /* fp32 rows, tensor cores with TF32 inputs */
+  kFp16  /* fp16 rows (scaled copies), tensor cores */
+};
+
+/**
+ * tile[i*ld + j] = alpha * (q_i . r_j) for i < n_q, j < n_r: column-major C = R^T x Q, so the
+ * rows of queries are contiguous in the tile. q: n_q x dpad, r: n_r x dpad row-major (float, or
+ * __half for kFp16), dpad a multiple of 8. Runs on the handle's stream. Returns cuBLAS's status.
+ */
+cublasStatus_t tile_scores_gemm(cublasHandle_t blas, GemmPrecision precision, const void *q,
+                                int n_q, const void *r, int n_r, int dpad, float alpha, float *tile,
+                                int ld);
+
+} // namespace knnwb_cuda
+
+#endif

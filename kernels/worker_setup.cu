@@ -1,0 +1,274 @@
+/*
+ * A worker's GPU resources: streams and events, the cuBLAS handle, peer access, and the device
+ * buffers of the plan, allocated from the planner's one list (select_plan.h) so that the byte
+ * count the plan was chosen with and the allocations cannot disagree. Released in reverse.
+ */
+#include "host_staging.h"
+#include "select_worker.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <utility>
+
+namespace knnwb_cuda
+{
+namespace
+{
+
+/*
+ * Lets the current device (ordinal device) read peer's memory. Peer access stays enabled for the
+ * life of the process and enabling it again is an error (which compute-sanitizer reports), so the
+ * pairs already enabled are remembered.
+ */
+bool enable_peer_access(int device, int peer)
+{
+  static std::mutex mutex;
+  static std::set<std::pair<int, int>> enabled;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (enabled.count({device, peer}))
+    return true;
+  cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+  cudaGetLastError(); /* "already enabled" (by other code in this process) is not an error */
+  if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
+    return false;
+  enabled.insert({device, peer});
+  return true;
+}
+
+size_t round_up(size_t x, size_t m)
+{
+  return (x + m - 1) / m * m;
+}
+
+} // namespace
+
+/* Peer access: slices of the rows are copied over NVLink, and thresholds and lists read directly.
+ * Without it for some pair, copies go through the host (still correct) and thresholds stay local.
+ */
+bool Worker::setup_peer_access()
+{
+  const char *no_peer = getenv("KNNWB_CUDA_NO_PEER_ACCESS");
+  if (no_peer && *no_peer && strcmp(no_peer, "0") != 0) {
+    run_.peers_ok = false;
+    return true;
+  }
+  if (run_.n_devices == 1)
+    return true;
+  for (int other : run_.ordinals) {
+    if (other == device_ordinal_)
+      continue;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, device_ordinal_, other) != cudaSuccess || !can) {
+      cudaGetLastError();
+      run_.peers_ok = false;
+      continue;
+    }
+    if (!enable_peer_access(device_ordinal_, other))
+      run_.peers_ok = false;
+  }
+  return true;
+}
+
+bool Worker::setup()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const KnnwbSelectPlan &p = run_.plan;
+  CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
+  CUDA_TRY(run_, cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
+  if (run_.exact)
+    CUDA_TRY(run_, cudaStreamCreateWithFlags(&exact_stream_, cudaStreamNonBlocking));
+  if (!setup_peer_access())
+    return false;
+  /* Selection at the highest priority: its blocks are scheduled ahead of the next GEMM's pending
+   * ones, so a tile's select never holds back the GEMM after next (two tile buffers). */
+  int least_priority = 0, greatest_priority = 0;
+  CUDA_TRY(run_, cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  CUDA_TRY(run_,
+           cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking, greatest_priority));
+  for (int i = 0; i < 2; i++) {
+    CUDA_TRY(run_, cudaEventCreateWithFlags(&copy_done_[i], cudaEventDisableTiming));
+    CUDA_TRY(run_, cudaEventCreateWithFlags(&gemm_done_[i], cudaEventDisableTiming));
+    CUDA_TRY(run_, cudaEventCreateWithFlags(&select_done_[i], cudaEventDisableTiming));
+  }
+  if (trace_enabled())
+    for (int i = 0; i < 2; i++) {
+      CUDA_TRY(run_, cudaEventCreate(&select_start_[i]));
+      CUDA_TRY(run_, cudaEventCreate(&select_end_[i]));
+    }
+  CUDA_TRY(run_, cudaEventCreateWithFlags(&query_free_, cudaEventDisableTiming));
+  CUDA_TRY(run_, cudaEventCreateWithFlags(&query_ready_, cudaEventDisableTiming));
+  if (job->score_kind != KNNWB_SCORE_L1) {
+    CUBLAS_TRY(run_, cublasCreate(&blas_));
+    CUBLAS_TRY(run_, cublasSetStream(blas_, gemm_stream_));
+    /* Plain fp32 FMA unless a screening precision says otherwise (tile_scores.h). */
+    CUBLAS_TRY(run_, cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+  }
+  bool in_shared = true;
+  CUDA_TRY(run_, prepare_merge_kernel(p.kc, &in_shared));
+  if (in_shared != (bool)p.lists_in_shared) {
+    run_.fail(KNNWB_KERNELS_ERROR, "GPU %d has less shared memory per block than GPU %d",
+              device_ordinal_, run_.ordinals[0]);
+    return false;
+  }
+
+  /* The plan's buffers, from the same list the plan's byte count summed. */
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(job, &p, run_.exact, trace_level() >= 2, bytes);
+  void *buffer[KNNWB_BUFFER_KINDS] = {};
+  for (int b = 0; b < KNNWB_BUFFER_KINDS; b++) {
+    if (bytes[b] == 0)
+      continue;
+    cudaError_t err = cudaMalloc(&buffer[b], bytes[b]);
+    if (err != cudaSuccess) {
+      run_.fail(knnwb_cuda_status_of(err), "cudaMalloc(%zu bytes) failed on GPU %d: %s", bytes[b],
+                device_ordinal_, cudaGetErrorString(err));
+      return false;
+    }
+    allocations_.push_back(buffer[b]);
+  }
+  const size_t T = (size_t)p.tile, row_bytes = (size_t)p.dpad * sizeof(float);
+  reference_data_ = (float *)buffer[KNNWB_BUFFER_REFERENCE_ROWS];
+  query_data_ =
+      buffer[KNNWB_BUFFER_QUERY_ROWS] ? (float *)buffer[KNNWB_BUFFER_QUERY_ROWS] : reference_data_;
+  run_.device_reference[index_] = reference_data_;
+  run_.device_query[index_] = query_data_;
+  query_buffer_ = (float *)buffer[KNNWB_BUFFER_QUERY_BLOCK];
+  reference_buffer_[0] = (float *)buffer[KNNWB_BUFFER_REFERENCE_BLOCK_0];
+  reference_buffer_[1] = (float *)buffer[KNNWB_BUFFER_REFERENCE_BLOCK_1];
+  sqnorms_ = (float *)buffer[KNNWB_BUFFER_SQNORMS];
+  invalid_ = (unsigned char *)buffer[KNNWB_BUFFER_INVALID];
+  query_group_ = (int32_t *)buffer[KNNWB_BUFFER_QUERY_GROUP];
+  reference_group_ = (int32_t *)buffer[KNNWB_BUFFER_REFERENCE_GROUP];
+  tile_bytes_ = bytes[KNNWB_BUFFER_TILE_0];
+  tiles_[0] = (float *)buffer[KNNWB_BUFFER_TILE_0];
+  tiles_[1] = (float *)buffer[KNNWB_BUFFER_TILE_1];
+  state_.kc = p.kc;
+  state_.cap = p.cap;
+  state_.lazy_limit = p.cap / 2;
+  state_.list_score = (float *)buffer[KNNWB_BUFFER_LIST_SCORE];
+  state_.list_index = (int *)buffer[KNNWB_BUFFER_LIST_INDEX];
+  state_.thr = (float *)buffer[KNNWB_BUFFER_THRESHOLD];
+  state_.count = (int *)buffer[KNNWB_BUFFER_COUNT];
+  state_.cand_score = (float *)buffer[KNNWB_BUFFER_CANDIDATE_SCORE];
+  state_.cand_index = (int *)buffer[KNNWB_BUFFER_CANDIDATE_INDEX];
+  state_.stats = (unsigned long long *)buffer[KNNWB_BUFFER_STATS];
+  state_.merge_list = (int *)buffer[KNNWB_BUFFER_MERGE_LIST];
+  state_.merge_count = (int *)buffer[KNNWB_BUFFER_MERGE_COUNT];
+  state_.merge_blocks = p.merge_blocks;
+  state_.scratch_len = (int)T;
+  state_.scratch_key = (uint32_t *)buffer[KNNWB_BUFFER_SCRATCH_KEY];
+  state_.scratch_index = (int *)buffer[KNNWB_BUFFER_SCRATCH_INDEX];
+  state_.out_key = (uint32_t *)buffer[KNNWB_BUFFER_OUT_KEY];
+  state_.out_index = (int *)buffer[KNNWB_BUFFER_OUT_INDEX];
+  run_.device_thr[index_] = state_.thr;
+  run_.device_list_score[index_] = state_.list_score;
+  run_.device_list_index[index_] = state_.list_index;
+  if (!p.symmetric) {
+    stage_rows_ = T;
+    stage_index_ = (int64_t *)buffer[KNNWB_BUFFER_STAGE_INDEX];
+    stage_score_ = (float *)buffer[KNNWB_BUFFER_STAGE_SCORE];
+    stage_distance_ = (double *)buffer[KNNWB_BUFFER_STAGE_DISTANCE];
+  } else {
+    /* The final extraction reuses the tile buffers as staging: indices in the first, scores and
+     * (aligned after them) distances in the second. */
+    stage_rows_ = (tile_bytes_ - 256) / ((size_t)p.kc * 12);
+    stage_index_ = (int64_t *)tiles_[0];
+    stage_score_ = (float *)tiles_[1];
+    if (run_.exact)
+      stage_distance_ =
+          (double *)((char *)tiles_[1] + round_up(stage_rows_ * p.kc * sizeof(float), 256));
+  }
+  if (run_.exact) {
+    exact_.kind = job->exact_kind;
+    exact_.dim = (int)job->dim;
+    exact_.reference = (const float *)buffer[KNNWB_BUFFER_EXACT_REFERENCE];
+    exact_.query = buffer[KNNWB_BUFFER_EXACT_QUERY]
+                       ? (const float *)buffer[KNNWB_BUFFER_EXACT_QUERY]
+                       : exact_.reference;
+    exact_.reference_mean = (const double *)buffer[KNNWB_BUFFER_EXACT_REFERENCE_MEAN];
+    exact_.reference_squares = (const double *)buffer[KNNWB_BUFFER_EXACT_REFERENCE_SQUARES];
+    const bool same_exact = exact_.query == exact_.reference;
+    exact_.query_mean =
+        same_exact ? exact_.reference_mean : (const double *)buffer[KNNWB_BUFFER_EXACT_QUERY_MEAN];
+    exact_.query_squares = same_exact ? exact_.reference_squares
+                                      : (const double *)buffer[KNNWB_BUFFER_EXACT_QUERY_SQUARES];
+  }
+  /* Pinned staging for uploads and the final download; without it copies go direct (slower). */
+  host_staging_bytes_ = std::min(kStagingBytes, tile_bytes_);
+  for (void *&h : host_staging_)
+    h = staging_take();
+  if (run_.exact)
+    host_staging_distance_ = staging_take();
+  if (!host_staging_[0] || !host_staging_[1] || (run_.exact && !host_staging_distance_)) {
+    for (void *&h : host_staging_) {
+      staging_give(h);
+      h = nullptr;
+    }
+    staging_give(host_staging_distance_);
+    host_staging_distance_ = nullptr;
+  }
+  /* Zero padding columns once: copies write only the first dim columns of each row. */
+  if (state_.stats)
+    CUDA_TRY(run_, cudaMemsetAsync(state_.stats, 0, 4 * sizeof(unsigned long long), copy_stream_));
+  if (p.resident) {
+    CUDA_TRY(run_, cudaMemsetAsync(reference_data_, 0, row_bytes * job->n_reference, copy_stream_));
+    if (query_data_ != reference_data_)
+      CUDA_TRY(run_, cudaMemsetAsync(query_data_, 0, row_bytes * job->n_query, copy_stream_));
+  } else {
+    CUDA_TRY(run_, cudaMemsetAsync(query_buffer_, 0, row_bytes * T, copy_stream_));
+    CUDA_TRY(run_, cudaMemsetAsync(reference_buffer_[0], 0, row_bytes * T, copy_stream_));
+    CUDA_TRY(run_, cudaMemsetAsync(reference_buffer_[1], 0, row_bytes * T, copy_stream_));
+  }
+  return true;
+}
+
+void Worker::quiesce()
+{
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
+    if (s)
+      cudaStreamSynchronize(s);
+  cudaGetLastError();
+}
+
+void Worker::release()
+{
+  if (device_ordinal_ < 0)
+    return;
+  /* A failure sets run_.abort, which ends the upload early; otherwise it is already joined. */
+  if (exact_thread_.joinable())
+    exact_thread_.join();
+  cudaSetDevice(device_ordinal_);
+  quiesce();
+  for (void *p : allocations_)
+    cudaFree(p);
+  allocations_.clear();
+  for (void *&p : host_staging_) {
+    staging_give(p);
+    p = nullptr;
+  }
+  staging_give(host_staging_distance_);
+  host_staging_distance_ = nullptr;
+  if (blas_)
+    cublasDestroy(blas_);
+  for (int i = 0; i < 2; i++)
+    for (cudaEvent_t e : {copy_done_[i], gemm_done_[i], select_done_[i]})
+      if (e)
+        cudaEventDestroy(e);
+  for (cudaEvent_t e : {query_free_, query_ready_, select_start_[0], select_start_[1],
+                        select_end_[0], select_end_[1]})
+    if (e)
+      cudaEventDestroy(e);
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
+    if (s)
+      cudaStreamDestroy(s);
+  blas_ = nullptr;
+  copy_stream_ = gemm_stream_ = select_stream_ = exact_stream_ = nullptr;
+  cudaGetLastError(); /* teardown errors must not leak into the next call */
+  device_ordinal_ = -1;
+}
+
+} // namespace knnwb_cuda

@@ -1,0 +1,288 @@
+/* Options and helpers shared by the workflow commands. */
+#include <errno.h>
+#include <unistd.h>
+#include <knnwb/error.h>
+#include <knnwb/phenotype.h>
+#include "command_common.h"
+#include "host.h"
+
+void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *args)
+{
+  GOptionEntry entries[] = {
+      {"format", 'f', 0, G_OPTION_ARG_STRING, &args->format,
+       "Input format: auto (default), cibm, csv, tsv, gct, npy", "F"},
+      {"transpose", 'T', 0, G_OPTION_ARG_NONE, &args->transpose,
+       "The file's columns are the points (samples as rows)", NULL},
+      {"header", 0, 0, G_OPTION_ARG_STRING, &args->header,
+       "CSV/TSV: is the first line a header? auto (default), yes or no", "auto|yes|no"},
+      {"label-column", 0, 0, G_OPTION_ARG_STRING, &args->label_column,
+       "CSV/TSV: the row labels' column, counted from 1 (default 1), a header name, or none",
+       "N|NAME|none"},
+      {"labels", 0, 0, G_OPTION_ARG_FILENAME, &args->labels,
+       "NPY: a side file with one row label per line", "FILE"},
+      {"drop-missing", 0, 0, G_OPTION_ARG_NONE, &args->drop_missing,
+       "Drop rows with missing values (NA, empty, NaN) instead of failing", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_option_context_add_main_entries(context, entries, NULL);
+}
+
+gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptions *options,
+                                  GError **error)
+{
+  knnwb_formats_read_options_init(options);
+  if (args->format && !knnwb_formats_input_from_string(args->format, &options->format, error))
+    return FALSE;
+  options->transpose = args->transpose;
+  if (args->header != NULL) {
+    if (g_ascii_strcasecmp(args->header, "yes") == 0)
+      options->header = KNNWB_HEADER_YES;
+    else if (g_ascii_strcasecmp(args->header, "no") == 0)
+      options->header = KNNWB_HEADER_NO;
+    else if (g_ascii_strcasecmp(args->header, "auto") != 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "--header must be auto, yes or no (got '%s')", args->header);
+      return FALSE;
+    }
+  }
+  if (args->label_column != NULL &&
+      !knnwb_formats_label_column_from_string(args->label_column, options, error))
+    return FALSE;
+  options->labels_path = args->labels;
+  if (args->drop_missing)
+    options->missing = KNNWB_MISSING_DROP_ROWS;
+  return TRUE;
+}
+
+void knnwb_host_input_clear(KnnwbHostInputArgs *args)
+{
+  g_free(args->format);
+  g_free(args->header);
+  g_free(args->label_column);
+  g_free(args->labels);
+}
+
+void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
+{
+  args->k = -1;
+  GOptionEntry entries[] = {
+      {"k", 'k', 0, G_OPTION_ARG_INT64, &args->k, "Neighbours per row (1 <= K < rows)", "K"},
+      {"metric", 'm', 0, G_OPTION_ARG_STRING, &args->metric,
+       "pearson (default), abs-pearson, spearman, euclidean, manhattan or cosine", "M"},
+      {"backend", 'b', 0, G_OPTION_ARG_STRING, &args->backend, "auto (default), cpu or cuda", "B"},
+      {"threads", 't', 0, G_OPTION_ARG_INT, &args->threads, "CPU threads (default: all cores)",
+       "N"},
+      {"memory", 0, 0, G_OPTION_ARG_STRING, &args->memory,
+       "CPU working-memory budget for tiles, e.g. 512M, 4G (default 256M)", "BYTES"},
+      {"devices", 0, 0, G_OPTION_ARG_STRING, &args->devices, "GPUs to use, e.g. 0,1 (default: all)",
+       "LIST"},
+      {"gpu-memory", 0, 0, G_OPTION_ARG_STRING, &args->gpu_memory,
+       "Per-GPU memory budget (default: 90% of free)", "BYTES"},
+      {"drop-degenerate", 0, 0, G_OPTION_ARG_NONE, &args->drop_degenerate,
+       "Constant (pearson/spearman) or zero (cosine) rows get no neighbours, with a warning, "
+       "instead of an error",
+       NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_option_context_add_main_entries(context, entries, NULL);
+}
+
+gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
+                                KnnwbKnnOptions *options, GError **error)
+{
+  knnwb_knn_options_init(options);
+  if (args->k == -1 && k_required) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-k K is required");
+    return FALSE;
+  }
+  if (args->k != -1 && args->k < 1) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "-k %" G_GINT64_FORMAT ": k must be at least 1", args->k);
+    return FALSE;
+  }
+  if (args->k != -1)
+    options->k = (size_t)args->k;
+  if (args->threads < 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--threads must be 0 (all cores) or more");
+    return FALSE;
+  }
+  options->n_threads = args->threads;
+  options->drop_degenerate = args->drop_degenerate;
+  if ((args->metric && !knnwb_metric_from_string(args->metric, &options->metric, error)) ||
+      (args->backend && !knnwb_backend_from_string(args->backend, &options->backend, error)))
+    return FALSE;
+  guint64 bytes;
+  if (args->memory) {
+    if (!knnwb_host_parse_bytes(args->memory, &bytes, error))
+      return FALSE;
+    options->memory_bytes = (size_t)MIN(bytes, (guint64)SIZE_MAX);
+  }
+  if (args->gpu_memory) {
+    if (!knnwb_host_parse_bytes(args->gpu_memory, &bytes, error))
+      return FALSE;
+    options->gpu_memory_bytes = (size_t)MIN(bytes, (guint64)SIZE_MAX);
+  }
+  if (args->devices) {
+    if (args->device_list == NULL)
+      args->device_list = g_array_new(FALSE, FALSE, sizeof(int));
+    g_auto(GStrv) parts = g_strsplit(args->devices, ",", -1);
+    for (char **p = parts; *p; p++) {
+      char *end = NULL;
+      gint64 device = g_ascii_strtoll(g_strstrip(*p), &end, 10);
+      if (**p == '\0' || *end != '\0' || device < 0 || device > 1024) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                    "--devices: '%s' is not a GPU number (expected e.g. 0,1)", *p);
+        return FALSE;
+      }
+      int value = (int)device;
+      g_array_append_val(args->device_list, value);
+    }
+    options->devices = (const int *)(void *)args->device_list->data;
+    options->n_devices = (int)args->device_list->len;
+  }
+  return TRUE;
+}
+
+void knnwb_host_knn_clear(KnnwbHostKnnArgs *args)
+{
+  g_free(args->metric);
+  g_free(args->backend);
+  g_free(args->memory);
+  g_free(args->devices);
+  g_free(args->gpu_memory);
+  if (args->device_list)
+    g_array_free(args->device_list, TRUE);
+}
+
+void knnwb_host_expand_add_entries(GOptionContext *context, KnnwbHostExpandArgs *args,
+                                   const char *ops_name)
+{
+  GOptionEntry entries[] = {
+      {ops_name, 0, 0, G_OPTION_ARG_STRING, &args->ops,
+       "Metafeature operators, in this order: difference (default), sum, product, ratio, all",
+       "OPS"},
+      {"pair-rows", 0, 0, G_OPTION_ARG_FILENAME, &args->rows,
+       "Pair only the rows named in FILE (one label per line; default: all rows)", "FILE"},
+      {"missing", 0, 0, G_OPTION_ARG_STRING, &args->missing,
+       "A zero/subnormal denominator or an overflow: error (default) or drop-rows", "POLICY"},
+      {"phenotype", 0, 0, G_OPTION_ARG_STRING, &args->phenotype,
+       "Append a row from a per-sample table (TSV/CSV with a header): TABLE:COLUMN",
+       "TABLE:COLUMN"},
+      {"phenotype-id", 0, 0, G_OPTION_ARG_STRING, &args->phenotype_id,
+       "The table's column of sample names (default: its first column)", "COLUMN"},
+      {"phenotype-label", 0, 0, G_OPTION_ARG_STRING, &args->phenotype_label,
+       "The label of the phenotype row (default: the column name)", "LABEL"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_option_context_add_main_entries(context, entries, NULL);
+}
+
+void knnwb_host_expand_clear(KnnwbHostExpandArgs *args)
+{
+  g_free(args->ops);
+  g_free(args->rows);
+  g_free(args->missing);
+  g_free(args->phenotype);
+  g_free(args->phenotype_id);
+  g_free(args->phenotype_label);
+}
+
+gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metafeatures,
+                           int n_threads, gboolean quiet, const volatile gint *cancel,
+                           KnnwbMatrix **data, GError **error)
+{
+  KnnwbMetafeatureOptions options;
+  knnwb_metafeatures_options_init(&options);
+  if (args->missing != NULL) {
+    if (g_ascii_strcasecmp(args->missing, "drop-rows") == 0)
+      options.missing = KNNWB_MISSING_DROP_ROWS;
+    else if (g_ascii_strcasecmp(args->missing, "error") != 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "--missing must be error or drop-rows (got '%s')", args->missing);
+      return FALSE;
+    }
+  }
+  g_autofree char *table = NULL, *column = NULL;
+  if (args->phenotype != NULL &&
+      !knnwb_annotation_parse_spec(args->phenotype, &table, &column, error)) {
+    g_prefix_error(error, "--phenotype: ");
+    return FALSE;
+  }
+  if (args->ops != NULL || force_metafeatures) {
+    KnnwbMetafeatureOp ops[KNNWB_METAFEATURE_COUNT];
+    size_t n_ops = 1;
+    ops[0] = KNNWB_METAFEATURE_DIFFERENCE;
+    if (args->ops != NULL && !knnwb_metafeatures_parse_ops(args->ops, ops, &n_ops, error))
+      return FALSE;
+    options.ops = ops;
+    options.n_ops = n_ops;
+    g_autofree size_t *rows = NULL;
+    if (args->rows != NULL) {
+      if (!knnwb_metafeatures_rows_from_file(*data, args->rows, &rows, &options.n_rows, error))
+        return FALSE;
+      options.rows = rows;
+    }
+    options.n_threads = n_threads;
+    options.cancel = cancel;
+    KnnwbHostProgress *progress = knnwb_host_progress_new("metafeatures (rows)", quiet);
+    options.progress = progress ? knnwb_host_progress_update : NULL;
+    options.progress_data = progress;
+    KnnwbMatrix *expanded = NULL;
+    gboolean ok = knnwb_metafeatures_expand(*data, &options, &expanded, error);
+    knnwb_host_progress_finish(progress);
+    if (!ok)
+      return FALSE;
+    knnwb_matrix_free(*data);
+    *data = expanded;
+  }
+  if (table != NULL) {
+    if (cancel && *cancel) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
+      return FALSE;
+    }
+    if (!knnwb_phenotype_append(data, table, args->phenotype_id, column, args->phenotype_label,
+                                error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_host_check_output(const char *path, GError **error)
+{
+  g_autofree char *dir = g_path_get_dirname(path);
+  if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: directory '%s' does not exist", path, dir);
+    return FALSE;
+  }
+  if (access(dir, W_OK | X_OK) != 0) {
+    int code = errno;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: directory '%s' cannot be written: %s",
+                path, dir, g_strerror(code));
+    return FALSE;
+  }
+  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: is a directory", path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+int knnwb_host_exit_status(const GError *error)
+{
+  if (error->domain == KNNWB_ERROR && error->code == KNNWB_ERROR_CANCELLED &&
+      knnwb_host_signals_received() != 0)
+    return knnwb_host_signals_exit_status();
+  return 1;
+}
+
+int knnwb_host_command_fail(const char *command, const GError *error, gboolean usage)
+{
+  if (usage) {
+    g_printerr("knnwb %s: %s\nTry `knnwb %s --help`.\n", command, error->message, command);
+    return 2;
+  }
+  int status = knnwb_host_exit_status(error);
+  if (status != 1)
+    g_printerr("knnwb: interrupted; no output written\n");
+  else
+    knnwb_host_print_error(error);
+  return status;
+}

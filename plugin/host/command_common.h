@@ -1,0 +1,94 @@
+/* Options and helpers shared by the workflow commands (metafeatures, neighbourhood, classify):
+ * one parser per option. */
+#ifndef KNNWB_HOST_COMMAND_COMMON_H
+#define KNNWB_HOST_COMMAND_COMMON_H
+
+#include <glib.h>
+#include <knnwb/formats.h>
+#include <knnwb/knn.h>
+#include <knnwb/metafeatures.h>
+
+G_BEGIN_DECLS
+
+/** How the input matrix is read. */
+typedef struct {
+  char *format;
+  gboolean transpose;
+  char *header;       /* auto, yes, no */
+  char *label_column; /* 1-based column number, or none */
+  char *labels;       /* NPY labels side file */
+  gboolean drop_missing;
+} KnnwbHostInputArgs;
+
+/** Adds --format, --transpose, --header, --label-column, --labels, --drop-missing. */
+void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *args);
+/** Turns the parsed arguments into read options. Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
+gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptions *options,
+                                  GError **error);
+void knnwb_host_input_clear(KnnwbHostInputArgs *args);
+
+/** The kNN engine's settings. */
+typedef struct {
+  gint64 k;
+  char *metric;
+  char *backend;
+  int threads;
+  char *memory;
+  char *devices;
+  char *gpu_memory;
+  gboolean drop_degenerate;
+  GArray *device_list; /* int, filled by knnwb_host_knn_options */
+} KnnwbHostKnnArgs;
+
+/** Adds -k, --metric, --backend, --threads, --memory, --devices, --gpu-memory, --drop-degenerate.
+ */
+void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args);
+/** Fills options (k required when k_required). Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
+gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
+                                KnnwbKnnOptions *options, GError **error);
+void knnwb_host_knn_clear(KnnwbHostKnnArgs *args);
+
+/** Metafeature and phenotype arguments (knnwb metafeatures, knnwb neighbourhood). */
+typedef struct {
+  char *ops;             /* --metafeatures / --ops */
+  char *rows;            /* --pair-rows FILE */
+  char *missing;         /* error, drop-rows */
+  char *phenotype;       /* TABLE:COLUMN */
+  char *phenotype_id;    /* the table's sample-name column */
+  char *phenotype_label; /* the new row's label */
+} KnnwbHostExpandArgs;
+
+/** Adds the options; ops_name is "ops" or "metafeatures" (the option that turns expansion on). */
+void knnwb_host_expand_add_entries(GOptionContext *context, KnnwbHostExpandArgs *args,
+                                   const char *ops_name);
+void knnwb_host_expand_clear(KnnwbHostExpandArgs *args);
+
+/**
+ * Runs (metafeatures when args->ops, or always when force_metafeatures) then (phenotype when
+ * args->phenotype) on *data, replacing it. Progress on a terminal unless quiet.
+ * Errors: as knnwb_metafeatures_expand and knnwb_phenotype_append.
+ */
+gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metafeatures,
+                           int n_threads, gboolean quiet, const volatile gint *cancel,
+                           KnnwbMatrix **data, GError **error);
+
+/** Refuses an output whose directory is missing or not writable, before a long computation. */
+gboolean knnwb_host_check_output(const char *path, GError **error);
+
+/** 128 + signal when error is a cancellation by a signal, else 1. */
+int knnwb_host_exit_status(const GError *error);
+
+/**
+ * Ends a workflow command: prints the usage error (status 2), the failure or the interruption,
+ * and returns the exit status.
+ */
+int knnwb_host_command_fail(const char *command, const GError *error, gboolean usage);
+
+/* The workflow commands. */
+int knnwb_host_command_metafeatures(int argc, char **argv);
+int knnwb_host_command_neighbourhood(int argc, char **argv);
+int knnwb_host_command_classify(int argc, char **argv);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,63 @@
+/* Step append-phenotype: one row from a per-sample annotation table, matched by sample name. */
+#include <knnwb/error.h>
+#include <knnwb/phenotype.h>
+#include "steps.h"
+
+enum { TABLE, COLUMN, ID_COLUMN, LABEL, N_PARAMS };
+
+static const KnnwbParamSpec knnwb_append_phenotype_params[N_PARAMS] = {
+    [TABLE] = {"table", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL,
+               "TSV/CSV with a header, one line per sample"},
+    [COLUMN] = {"column", KNNWB_PARAM_STRING, NULL, 1, 0, NULL, "the numeric column to append"},
+    [ID_COLUMN] = {"id-column", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                   "the column of sample names (default: the first)"},
+    [LABEL] = {"label", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+               "the new row's label (default: the column name)"},
+};
+
+static const KnnwbPortSpec knnwb_append_phenotype_inputs[] = {
+    {"data", KNNWB_KIND_MATRIX, FALSE, "the matrix (columns are the samples, named)"},
+};
+
+static gboolean knnwb_append_phenotype_run(KnnwbStepContext *context, GError **error)
+{
+  const KnnwbParamValue *p = context->params;
+  const KnnwbMatrix *data = context->inputs[0]->matrix;
+  /* The input value may feed other steps too: the row goes onto a copy (which then grows in
+   * place). Check the table before copying a large matrix. */
+  g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(p[TABLE].v_string, error);
+  if (table == NULL)
+    return FALSE;
+  g_autofree float *values = NULL;
+  if (!knnwb_phenotype_values(data, table, p[ID_COLUMN].v_string, p[COLUMN].v_string, &values,
+                              error))
+    return FALSE;
+  g_autofree gboolean *keep = g_try_new(gboolean, MAX(data->n_rows, (size_t)1));
+  if (keep == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate");
+    return FALSE;
+  }
+  for (size_t i = 0; i < data->n_rows; i++)
+    keep[i] = TRUE;
+  KnnwbMatrix *copy = knnwb_matrix_select_rows(data, keep, error);
+  if (copy == NULL)
+    return FALSE;
+  const char *label = *p[LABEL].v_string ? p[LABEL].v_string : p[COLUMN].v_string;
+  if (!knnwb_phenotype_append_row(&copy, values, label, error)) {
+    knnwb_matrix_free(copy);
+    return FALSE;
+  }
+  context->output->matrix = copy;
+  return TRUE;
+}
+
+const KnnwbStepType knnwb_step_append_phenotype = {
+    "append-phenotype",
+    "append one row from a per-sample table (the seed's phenotype \"dummy probe\")",
+    knnwb_append_phenotype_inputs,
+    G_N_ELEMENTS(knnwb_append_phenotype_inputs),
+    knnwb_append_phenotype_params,
+    N_PARAMS,
+    KNNWB_KIND_MATRIX,
+    knnwb_append_phenotype_run,
+};

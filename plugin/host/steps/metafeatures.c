@@ -1,0 +1,56 @@
+/* Step metafeatures: one row per unordered pair of rows (a-b, a+b, a*b, a/b), handed on in memory.
+ */
+#include <knnwb/error.h>
+#include <knnwb/metafeatures.h>
+#include "steps.h"
+
+enum { OPS, ROWS, MISSING, N_PARAMS };
+
+static const KnnwbParamSpec knnwb_metafeatures_params[N_PARAMS] = {
+    [OPS] = {"ops", KNNWB_PARAM_STRING, "difference", 1, 0, NULL,
+             "operators in order, comma-separated: difference, sum, product, ratio (or all)"},
+    [ROWS] = {"rows", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
+              "pair only the rows named in this file (one label per line); default all rows"},
+    [MISSING] = {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0, "error|drop-rows",
+                 "a zero/subnormal denominator or an overflow: an error, or the pair dropped"},
+};
+
+static const KnnwbPortSpec knnwb_metafeatures_inputs[] = {
+    {"data", KNNWB_KIND_MATRIX, FALSE, "the rows to pair"},
+};
+
+static gboolean knnwb_metafeatures_step_run(KnnwbStepContext *context, GError **error)
+{
+  const KnnwbParamValue *p = context->params;
+  const KnnwbMatrix *data = context->inputs[0]->matrix;
+  KnnwbMetafeatureOp ops[KNNWB_METAFEATURE_COUNT];
+  KnnwbMetafeatureOptions options;
+  knnwb_metafeatures_options_init(&options);
+  if (!knnwb_metafeatures_parse_ops(p[OPS].v_string, ops, &options.n_ops, error))
+    return FALSE;
+  options.ops = ops;
+  g_autofree size_t *rows = NULL;
+  if (p[ROWS].v_string != NULL && *p[ROWS].v_string != '\0') {
+    if (!knnwb_metafeatures_rows_from_file(data, p[ROWS].v_string, &rows, &options.n_rows, error))
+      return FALSE;
+    options.rows = rows;
+  }
+  options.missing =
+      g_str_equal(p[MISSING].v_string, "drop-rows") ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
+  options.n_threads = context->n_threads;
+  options.cancel = context->cancel;
+  options.progress = context->progress;
+  options.progress_data = context->progress_data;
+  return knnwb_metafeatures_expand(data, &options, &context->output->matrix, error);
+}
+
+const KnnwbStepType knnwb_step_metafeatures = {
+    "metafeatures",
+    "add one row per unordered pair of rows: a-b, a+b, a*b, a/b (GPU-FS-kNN's expansion)",
+    knnwb_metafeatures_inputs,
+    G_N_ELEMENTS(knnwb_metafeatures_inputs),
+    knnwb_metafeatures_params,
+    N_PARAMS,
+    KNNWB_KIND_MATRIX,
+    knnwb_metafeatures_step_run,
+};

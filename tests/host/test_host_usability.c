@@ -1,0 +1,222 @@
+/* What new users tripped on, each as behaviour that a regression would break: the help texts of
+ * run and validate, one label-column convention in `knnwb knn` and pipelines, and the messages. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "host_test_util.h"
+
+static char *test_dir;
+
+/* `knnwb run --help` names PIPELINE.xml once (it used to say `PIPELINE.xml PIPELINE.xml`). */
+static void test_run_help(void)
+{
+  g_autofree char *out = NULL;
+  g_assert_cmpint(host_test_run(NULL, &out, NULL, "run", "--help", NULL), ==, 0);
+  g_assert_nonnull(strstr(out, "knnwb run [OPTION…] PIPELINE.xml\n"));
+  g_assert_null(strstr(out, "PIPELINE.xml PIPELINE.xml"));
+  g_assert_nonnull(strstr(out, "--report"));
+  g_assert_nonnull(strstr(out, "Runs a pipeline"));
+}
+
+/* validate has its own help and refuses the options that only make sense when running. */
+static void test_validate_help(void)
+{
+  g_autofree char *out = NULL;
+  g_assert_cmpint(host_test_run(NULL, &out, NULL, "validate", "--help", NULL), ==, 0);
+  g_assert_nonnull(strstr(out, "knnwb validate [OPTION…] PIPELINE.xml\n"));
+  g_assert_nonnull(strstr(out, "Checks a pipeline"));
+  g_assert_null(strstr(out, "Runs a pipeline"));
+  const char *run_only[] = {"--report", "--dry-run", "--threads", "--memory"};
+  for (size_t i = 0; i < G_N_ELEMENTS(run_only); i++)
+    g_assert_null(strstr(out, run_only[i]));
+  g_autofree char *pipeline =
+      g_build_filename(KNNWB_SOURCE_DIR, "share", "examples", "seed-workflow.xml", NULL);
+  const char *refused[][2] = {
+      {"--report", NULL}, {"--dry-run", NULL}, {"--threads", "2"}, {"--memory", "1G"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(refused); i++) {
+    g_autofree char *err = NULL;
+    int status = refused[i][1]
+                     ? host_test_run(NULL, NULL, &err, "validate", refused[i][0], refused[i][1],
+                                     pipeline, NULL)
+                     : host_test_run(NULL, NULL, &err, "validate", refused[i][0], pipeline, NULL);
+    g_assert_cmpint(status, ==, 2);
+    g_assert_nonnull(strstr(err, refused[i][0]));
+  }
+  g_autofree char *out2 = NULL;
+  g_assert_cmpint(host_test_run(NULL, &out2, NULL, "validate", pipeline, NULL), ==, 0);
+  g_assert_nonnull(strstr(out2, "valid"));
+}
+
+static char *read_text(const char *path)
+{
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  return text;
+}
+
+/* --label-column 2, --label-column name and the pipeline's label-column="2" and ="name" all take
+ * the second column as labels: 1-based numbers or names everywhere. */
+static void test_label_column_convention(void)
+{
+  g_autofree char *input = host_test_write(test_dir, "labelled.csv",
+                                           "a,name,b,c\n1,r0,2,0.5\n3,r1,4,9\n5,r2,7,1\n"
+                                           "2,r3,9,4\n8,r4,1,1\n");
+  g_autofree char *reference = NULL;
+  const char *specs[] = {"2", "name"};
+  for (size_t i = 0; i < G_N_ELEMENTS(specs); i++) {
+    g_autofree char *output = g_build_filename(test_dir, "cli.tsv", NULL);
+    g_autofree char *err = NULL;
+    g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", input, "-k", "2", "--label-column",
+                                  specs[i], "-q", "-o", output, NULL),
+                    ==, 0);
+    g_autofree char *text = read_text(output);
+    g_assert_nonnull(strstr(text, "\tr3\t"));
+    if (reference == NULL)
+      reference = g_strdup(text);
+    else
+      g_assert_cmpstr(text, ==, reference);
+
+    g_autofree char *xml = g_strdup_printf(
+        "<?xml version=\"1.0\"?>\n<pipeline name=\"lc\" version=\"1\">\n"
+        "  <step id=\"load\" type=\"load-matrix\">\n"
+        "    <param name=\"path\" value=\"labelled.csv\"/>\n"
+        "    <param name=\"label-column\" value=\"%s\"/>\n  </step>\n"
+        "  <step id=\"graph\" type=\"knn-graph\">\n    <input name=\"data\" step=\"load\"/>\n"
+        "    <param name=\"k\" value=\"2\"/>\n  </step>\n"
+        "  <step id=\"write\" type=\"write-graph\">\n    <input name=\"graph\" step=\"graph\"/>\n"
+        "    <param name=\"path\" value=\"pipeline.tsv\"/>\n  </step>\n</pipeline>\n",
+        specs[i]);
+    g_autofree char *pipeline = host_test_write(test_dir, "lc.xml", xml);
+    g_autofree char *perr = NULL;
+    g_assert_cmpint(host_test_run(test_dir, NULL, &perr, "run", "-q", pipeline, NULL), ==, 0);
+    g_autofree char *written = g_build_filename(test_dir, "pipeline.tsv", NULL);
+    g_autofree char *ptext = read_text(written);
+    g_assert_cmpstr(ptext, ==, reference);
+  }
+  /* 0 is not a column any more (it was the pipeline's first column). */
+  g_autofree char *output = g_build_filename(test_dir, "zero.tsv", NULL);
+  g_autofree char *err = NULL;
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", input, "-k", "2", "--label-column", "0",
+                                "-q", "-o", output, NULL),
+                  ==, 2);
+  g_assert_nonnull(strstr(err, "counted from 1"));
+  g_clear_pointer(&err, g_free);
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", input, "-k", "2", "--label-column",
+                                "nosuch", "-q", "-o", output, NULL),
+                  ==, 1);
+  g_assert_nonnull(strstr(err, "no column is named 'nosuch'"));
+  g_assert_false(g_file_test(output, G_FILE_TEST_EXISTS));
+}
+
+/* "40.5 MiB" (knnwb_host_format_bytes) in bytes; 0 when it is not a size. */
+static double parse_size(const char *text)
+{
+  double value = 0;
+  char unit[8] = "";
+  if (sscanf(text, "%lf %7s", &value, unit) < 1)
+    return 0;
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  for (size_t i = 0; i < G_N_ELEMENTS(units); i++)
+    if (g_str_equal(unit, units[i]))
+      return value * (double)(1ull << (10 * i));
+  return 0;
+}
+
+/* `knnwb run --report` measures each step without resetting the process's peak: what wait4()
+ * reports for the child (as /usr/bin/time does) is at least the biggest step's peak. The kNN step
+ * (transient candidate lists) peaks above the later steps, so a host that reset the counter before
+ * each step would report only the last step's figure. */
+static void test_run_keeps_process_peak(void)
+{
+  g_autofree char *input = g_build_filename(test_dir, "peak.tsv", NULL);
+  FILE *file = fopen(input, "w");
+  g_assert_nonnull(file);
+  fputs("id", file);
+  for (int j = 0; j < 16; j++)
+    fprintf(file, "\ts%d", j);
+  fputc('\n', file);
+  guint32 state = 12345;
+  for (int i = 0; i < 12000; i++) {
+    fprintf(file, "g%d", i);
+    for (int j = 0; j < 16; j++) {
+      state = state * 1664525u + 1013904223u;
+      fprintf(file, "\t%.4f", (double)(state >> 8) / 16777216.0);
+    }
+    fputc('\n', file);
+  }
+  g_assert_cmpint(fclose(file), ==, 0);
+  g_autofree char *xml = g_strdup_printf(
+      "<?xml version=\"1.0\"?>\n<pipeline name=\"peak\" version=\"1\">\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"%s\"/></step>\n"
+      "  <step id=\"graph\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>"
+      "<param name=\"k\" value=\"30\"/></step>\n"
+      "  <step id=\"forest\" type=\"spanning-forest\"><input name=\"graph\" step=\"graph\"/>"
+      "</step>\n"
+      "  <step id=\"write\" type=\"write-graph\"><input name=\"graph\" step=\"forest\"/>"
+      "<param name=\"path\" value=\"peak-forest.knn\"/></step>\n</pipeline>\n",
+      input);
+  g_autofree char *pipeline = host_test_write(test_dir, "peak.xml", xml);
+  g_autofree char *report = g_build_filename(test_dir, "peak-report.txt", NULL);
+  g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
+  pid_t child = fork();
+  g_assert_cmpint(child, >=, 0);
+  if (child == 0) {
+    FILE *out = freopen(report, "w", stdout);
+    if (out == NULL || chdir(test_dir) != 0)
+      _exit(127);
+    setenv("KNNWB_PLUGIN_PATH", plugin_dir, 1);
+    execl(KNNWB_HOST_PROGRAM, KNNWB_HOST_PROGRAM, "run", "-q", "--report", pipeline, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage usage;
+  g_assert_cmpint(wait4(child, &status, 0, &usage), ==, child);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(report, &text, NULL, NULL));
+  /* Sizes are written with a no-break space before the unit. */
+  g_auto(GStrv) pieces = g_strsplit(text, "\xc2\xa0", -1);
+  g_autofree char *plain = g_strjoinv(" ", pieces);
+  g_auto(GStrv) lines = g_strsplit(plain, "\n", -1);
+  double biggest = 0, last = 0;
+  guint steps = 0;
+  for (guint l = 0; lines[l]; l++) {
+    /* "2    graph   knn-graph   0.412    40.8 MiB  directed graph, ..." */
+    g_auto(GStrv) words = g_strsplit_set(lines[l], " ", -1);
+    g_autoptr(GPtrArray) fields = g_ptr_array_new();
+    for (guint w = 0; words[w]; w++)
+      if (*words[w])
+        g_ptr_array_add(fields, words[w]);
+    if (fields->len < 6 || atoi(g_ptr_array_index(fields, 0)) < 1)
+      continue;
+    g_autofree char *size = g_strdup_printf("%s %s", (char *)g_ptr_array_index(fields, 4),
+                                            (char *)g_ptr_array_index(fields, 5));
+    last = parse_size(size);
+    g_assert_cmpfloat(last, >, 0);
+    biggest = MAX(biggest, last);
+    steps++;
+  }
+  g_assert_cmpuint(steps, ==, 4);
+  double process_peak = (double)usage.ru_maxrss * 1024;
+  g_test_message("process peak %.1f MiB, biggest step %.1f MiB, last step %.1f MiB",
+                 process_peak / 1048576, biggest / 1048576, last / 1048576);
+  /* 3% for the report's rounding and the kernel's approximate (per-CPU) RSS counters. */
+  g_assert_cmpfloat(process_peak, >=, 0.97 * biggest);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  test_dir = host_test_tmpdir();
+  g_test_add_func("/host/usability/run-help", test_run_help);
+  g_test_add_func("/host/usability/validate-help", test_validate_help);
+  g_test_add_func("/host/usability/label-column", test_label_column_convention);
+  g_test_add_func("/host/usability/run-keeps-process-peak", test_run_keeps_process_peak);
+  int status = g_test_run();
+  host_test_rmtree(test_dir);
+  g_free(test_dir);
+  return status;
+}

@@ -1,0 +1,146 @@
+/*
+ * The GPU selection planner (kernels/select_plan.c) without a GPU: plans fit their budget, the
+ * byte count is the sum of the one buffer list, hand-computed sizes, the order of preference
+ * (largest tile, resident before streaming, symmetric for self jobs) and the refusals.
+ */
+#include <string.h>
+#include <glib.h>
+#include "select_plan.h"
+
+static KnnwbSelectJob job_of(size_t n_query, size_t n_reference, size_t dim, size_t kc, int self,
+                             int kind)
+{
+  static float rows[1]; /* never read: only the pointers' identity matters */
+  static float other[1];
+  KnnwbSelectJob job;
+  memset(&job, 0, sizeof job);
+  job.query = rows;
+  job.reference = self ? rows : other;
+  job.n_query = n_query;
+  job.n_reference = n_reference;
+  job.dim = dim;
+  job.kc = kc;
+  job.self = self;
+  job.score_kind = kind;
+  return job;
+}
+
+static size_t buffers_sum(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int exact)
+{
+  size_t bytes[KNNWB_BUFFER_KINDS], total = KNNWB_SELECT_OVERHEAD_BYTES;
+  knnwb_select_plan_buffers(job, plan, exact, 1, bytes);
+  for (int b = 0; b < KNNWB_BUFFER_KINDS; b++)
+    total += (bytes[b] + 511) / 512 * 512;
+  return total;
+}
+
+/* A small self job: one resident symmetric tile, every buffer by hand. */
+static void test_plan_hand_computed(void)
+{
+  KnnwbSelectJob job = job_of(1000, 1000, 10, 28, 1, KNNWB_SCORE_DOT);
+  KnnwbSelectPlan plan;
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)1 << 30, 132, 64, &plan));
+  g_assert_true(plan.symmetric);
+  g_assert_true(plan.resident);
+  g_assert_cmpint(plan.tile, ==, 1024);
+  g_assert_cmpint(plan.dpad, ==, 16);
+  g_assert_cmpint(plan.cap, ==, 64);
+  g_assert_cmpint(plan.merge_blocks, ==, 528);
+  g_assert_cmpuint(plan.state_rows, ==, 1000);
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(&job, &plan, 0, 0, bytes);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_REFERENCE_ROWS], ==, 1000 * 16 * 4);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_QUERY_ROWS], ==, 0); /* the same rows */
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_QUERY_BLOCK], ==, 0);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_TILE_0], ==, 1024 * 1024 * 4);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_LIST_SCORE], ==, 1000 * 28 * 4);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_CANDIDATE_INDEX], ==, 1000 * 64 * 4);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_SCRATCH_KEY], ==, 528 * 1024 * 4);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_SQNORMS], ==, 0);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_STATS], ==, 0);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_STAGE_INDEX], ==, 0); /* symmetric: the tiles stage */
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_OUT_KEY], ==, 0);
+  for (int b = KNNWB_BUFFER_FIRST_EXACT; b < KNNWB_BUFFER_KINDS; b++)
+    g_assert_cmpuint(bytes[b], ==, 0);
+  g_assert_cmpuint(plan.bytes, ==, buffers_sum(&job, &plan, 0));
+  g_assert_cmpuint(knnwb_select_plan_bytes(&job, &plan, 1), >, plan.bytes);
+  /* exact distances: the exact rows (dim, not dpad) and no query copy of the same rows */
+  knnwb_select_plan_buffers(&job, &plan, 1, 0, bytes);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_EXACT_REFERENCE], ==, 1000 * 10 * 4);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_EXACT_QUERY], ==, 0);
+}
+
+/* Query jobs never plan the symmetric schedule; their lists go out through panel staging. */
+static void test_plan_query_job(void)
+{
+  KnnwbSelectJob job = job_of(300, 5000, 33, 9, 0, KNNWB_SCORE_L2);
+  KnnwbSelectPlan plan;
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)1 << 30, 100, 64, &plan));
+  g_assert_false(plan.symmetric);
+  g_assert_cmpint(plan.tile, ==, 5120);
+  g_assert_cmpuint(plan.state_rows, ==, 5120);
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(&job, &plan, 0, 0, bytes);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_QUERY_ROWS], ==, 300 * 40 * 4);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_SQNORMS], ==, 5000 * 4);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_STAGE_INDEX], ==, 5120 * 9 * 8);
+}
+
+/* Every budget from tiny to large: a plan fits it, or none exists below the smallest one; more
+ * budget never gives a smaller tile; streaming only when resident rows do not fit. */
+static void test_plan_budgets(void)
+{
+  for (int self = 0; self <= 1; self++) {
+    KnnwbSelectJob job = job_of(100003, 100003, 295, 28, self, KNNWB_SCORE_DOT);
+    int last_tile = 0, planned = 0;
+    for (size_t budget = (size_t)64 << 20; budget <= ((size_t)64 << 30); budget += budget / 7) {
+      KnnwbSelectPlan plan;
+      if (!knnwb_select_plan_choose(&job, budget, 132, 64, &plan)) {
+        g_assert_cmpint(planned, ==, 0); /* a larger budget never loses its plan */
+        continue;
+      }
+      planned = 1;
+      g_assert_cmpuint(plan.bytes, <=, budget);
+      g_assert_cmpuint(plan.bytes, ==, buffers_sum(&job, &plan, 0));
+      g_assert_cmpint(plan.tile % KNNWB_SELECT_MIN_TILE, ==, 0);
+      g_assert_cmpint(plan.tile, <=, KNNWB_SELECT_MAX_TILE);
+      if (plan.symmetric == last_tile / 100000)
+        g_assert_cmpint(plan.tile, >=, last_tile % 100000);
+      last_tile = plan.symmetric * 100000 + plan.tile;
+      if (!plan.resident) {
+        /* the resident variant of the same tile would not have fit */
+        KnnwbSelectPlan resident = plan;
+        resident.resident = 1;
+        g_assert_cmpuint(knnwb_select_plan_bytes(&job, &resident, 0), >, budget);
+      }
+      if (plan.symmetric)
+        g_assert_true(self);
+    }
+    g_assert_true(planned);
+  }
+}
+
+/* Too small a budget is refused; merge lists outside shared memory get their buffers. */
+static void test_plan_refusals(void)
+{
+  KnnwbSelectJob job = job_of(1000, 1000, 10, 28, 1, KNNWB_SCORE_DOT);
+  KnnwbSelectPlan plan;
+  g_assert_false(knnwb_select_plan_choose(&job, KNNWB_SELECT_OVERHEAD_BYTES, 132, 64, &plan));
+  job.kc = 999;
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)1 << 30, 132, 500, &plan));
+  g_assert_false(plan.lists_in_shared);
+  g_assert_cmpint(plan.merge_blocks, ==, 132);
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(&job, &plan, 0, 0, bytes);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_OUT_KEY], ==, 132 * 999 * 4);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/kernels/select-plan/hand-computed", test_plan_hand_computed);
+  g_test_add_func("/kernels/select-plan/query-job", test_plan_query_job);
+  g_test_add_func("/kernels/select-plan/budgets", test_plan_budgets);
+  g_test_add_func("/kernels/select-plan/refusals", test_plan_refusals);
+  return g_test_run();
+}

@@ -1,0 +1,114 @@
+/* The neighbourhood of focus rows in the kNN graph, up to order r: Figure 3a of GPU-FS-kNN. */
+#ifndef KNNWB_NEIGHBOURHOOD_H
+#define KNNWB_NEIGHBOURHOOD_H
+
+#include <glib.h>
+#include <igraph.h>
+#include <stdint.h>
+#include <knnwb/knn.h>
+#include <knnwb/matrix.h>
+
+G_BEGIN_DECLS
+
+/** Which edges of the directed kNN graph a neighbourhood follows. */
+typedef enum {
+  KNNWB_DIRECTION_OUT, /**< the rows among the focus's k nearest (and theirs, ...) */
+  KNNWB_DIRECTION_IN,  /**< the rows that have the focus among their k nearest (whole graph) */
+  KNNWB_DIRECTION_BOTH /**< either (whole graph) */
+} KnnwbDirection;
+
+/** Parses "out", "in", "both". Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
+gboolean knnwb_direction_from_string(const char *name, KnnwbDirection *direction, GError **error);
+const char *knnwb_direction_to_string(KnnwbDirection direction);
+
+/** One line of the ranked table: a member of a focus's neighbourhood. */
+typedef struct {
+  size_t focus;    /**< index into KnnwbNeighbourhood.focus */
+  size_t rank;     /**< 1 = nearest to that focus (by distance, then row) */
+  int64_t row;     /**< the member's matrix row */
+  int order;       /**< hops from the focus (1 .. order) */
+  double distance; /**< exact distance between the focus and the member */
+  double r;        /**< signed correlation (pearson, abs-pearson: Pearson r; spearman: rho); NAN
+                        for the other metrics */
+} KnnwbNeighbourhoodMember;
+
+/**
+ * A neighbourhood: the vertices (matrix rows, the focus rows first in the order given), each
+ * vertex's order (hops from the nearest focus, 0 for a focus), the kNN edges among the vertices
+ * (directed i -> j when j is among the k nearest of i; vertex ids are indices into rows), with
+ * their exact distances, and the ranked table per focus.
+ */
+typedef struct {
+  size_t n_focus;
+  int64_t *focus; /**< n_focus matrix rows */
+  size_t n_vertices;
+  int64_t *rows;  /**< n_vertices matrix rows */
+  int *order;     /**< n_vertices hop counts */
+  igraph_t graph; /**< directed, n_vertices vertices */
+  igraph_vector_t weights;
+  size_t n_members;
+  KnnwbNeighbourhoodMember *members; /**< by focus, then rank */
+  size_t n_queries;     /**< rows queried against all rows (focused search), or n (whole graph) */
+  gboolean whole_graph; /**< TRUE when the whole kNN graph was built */
+} KnnwbNeighbourhood;
+
+void knnwb_neighbourhood_free(KnnwbNeighbourhood *neighbourhood);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbNeighbourhood, knnwb_neighbourhood_free)
+
+/**
+ * Finds the rows labelled by a comma-separated list (each label must name exactly one row; the
+ * first row wins when labels repeat). *rows (g_free) receives them in list order.
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT naming every unknown label.
+ */
+gboolean knnwb_neighbourhood_focus_rows(const KnnwbMatrix *data, const char *labels, int64_t **rows,
+                                        size_t *n_rows, GError **error);
+
+/**
+ * The neighbourhood of the focus rows up to order hops in the kNN graph of data (self excluded,
+ * k = options->k, exact lists as knnwb_knn_self gives them).
+ *
+ * OUT never builds the whole graph: the focus rows are queried against all rows (k + 1 nearest,
+ * the row itself dropped), then the new rows found, and so on, order + 1 rounds (the last round
+ * finds the edges among the farthest members): about k^order query rows instead of n. IN and
+ * BOTH need every row's list: they build the whole graph (knnwb_knn_self) and cut from it.
+ * Either way the result equals knnwb_neighbourhood_from_lists on the whole graph's lists.
+ * Errors: as knnwb_knn_query/knnwb_knn_self, KNNWB_ERROR_INVALID_ARGUMENT (order < 1, a focus
+ * row out of range, k >= rows). Complexity: OUT O(q n d) with q ~ k^order query rows; IN/BOTH as
+ * knnwb_knn_self; memory O(q k + n d).
+ */
+gboolean knnwb_neighbourhood_find(const KnnwbMatrix *data, const int64_t *focus, size_t n_focus,
+                                  int order, KnnwbDirection direction,
+                                  const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
+                                  GError **error);
+
+/**
+ * The same neighbourhood cut from given self-kNN lists of data (all n rows): breadth-first from
+ * the focus rows along out-edges, in-edges or both. For tests and for callers that have the
+ * graph. Errors: KNNWB_ERROR_INVALID_ARGUMENT, KNNWB_ERROR_NO_MEMORY, KNNWB_ERROR_IGRAPH.
+ * Complexity: O(n k) for IN/BOTH (the reverse lists), O(members k) for OUT.
+ */
+gboolean knnwb_neighbourhood_from_lists(const KnnwbMatrix *data, const KnnwbNeighbors *lists,
+                                        const int64_t *focus, size_t n_focus, int order,
+                                        KnnwbDirection direction, KnnwbMetric metric,
+                                        KnnwbNeighbourhood **result, GError **error);
+
+/**
+ * Writes the ranked table: header focus, rank, label, order, distance and, for pearson,
+ * abs-pearson and spearman, r; one line per member (labels from data, or row numbers from 0).
+ * Atomic. Errors: KNNWB_ERROR_IO. Complexity: O(members).
+ */
+gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourhood *neighbourhood,
+                                         const KnnwbMatrix *data, KnnwbMetric metric,
+                                         GError **error);
+
+/**
+ * Writes the neighbourhood as yEd GML: laid out (Fruchterman-Reingold), labelled, nodes coloured
+ * by order (the GML key "cluster" holds the order), the focus rows highlighted, directed kNN edges
+ * weighted by distance. seed: the layout's. Atomic. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_IGRAPH.
+ */
+gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhood *neighbourhood,
+                                       const KnnwbMatrix *data, unsigned long seed, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,499 @@
+/* Metafeatures: every unordered pair of rows combined by difference, sum, product or ratio,
+ * generated in parallel straight into the result matrix. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/metafeatures.h>
+#include "knn_internal.h"
+
+static const char *const knnwb_metafeatures_names[KNNWB_METAFEATURE_COUNT] = {"difference", "sum",
+                                                                              "product", "ratio"};
+static const char knnwb_metafeatures_symbols[KNNWB_METAFEATURE_COUNT] = {'-', '+', '*', '/'};
+
+const char *knnwb_metafeatures_op_to_string(KnnwbMetafeatureOp op)
+{
+  return (unsigned)op < KNNWB_METAFEATURE_COUNT ? knnwb_metafeatures_names[op] : "?";
+}
+
+gboolean knnwb_metafeatures_parse_ops(const char *text, KnnwbMetafeatureOp *ops, size_t *n_ops,
+                                      GError **error)
+{
+  g_auto(GStrv) words = g_strsplit(text ? text : "", ",", -1);
+  gboolean seen[KNNWB_METAFEATURE_COUNT] = {FALSE};
+  *n_ops = 0;
+  for (char **w = words; *w; w++) {
+    const char *word = g_strstrip(*w);
+    if (g_ascii_strcasecmp(word, "all") == 0) {
+      for (int op = 0; op < KNNWB_METAFEATURE_COUNT; op++)
+        if (!seen[op]) {
+          seen[op] = TRUE;
+          ops[(*n_ops)++] = (KnnwbMetafeatureOp)op;
+        }
+      continue;
+    }
+    int found = -1;
+    for (int op = 0; op < KNNWB_METAFEATURE_COUNT; op++)
+      if (g_ascii_strcasecmp(word, knnwb_metafeatures_names[op]) == 0)
+        found = op;
+    if (found < 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "metafeature operator '%s' is unknown (expected difference, sum, product, "
+                  "ratio or all, separated by commas)",
+                  word);
+      return FALSE;
+    }
+    if (seen[found]) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "metafeature operator '%s' is listed twice", word);
+      return FALSE;
+    }
+    seen[found] = TRUE;
+    ops[(*n_ops)++] = (KnnwbMetafeatureOp)found;
+  }
+  if (*n_ops == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "no metafeature operator given (expected e.g. difference or difference,ratio)");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+void knnwb_metafeatures_options_init(KnnwbMetafeatureOptions *options)
+{
+  memset(options, 0, sizeof *options);
+  options->missing = KNNWB_MISSING_ERROR;
+}
+
+gboolean knnwb_metafeatures_count(size_t n_rows, size_t n_paired, size_t n_ops, size_t *n_result,
+                                  GError **error)
+{
+  /* m (m - 1) / 2 without overflowing on the way: halve the even factor first. */
+  size_t pairs = 0;
+  if (n_paired >= 2) {
+    size_t a = n_paired, b = n_paired - 1;
+    if (a % 2 == 0)
+      a /= 2;
+    else
+      b /= 2;
+    if (!knnwb_size_multiply(a, b, &pairs))
+      goto overflow;
+  }
+  size_t generated;
+  if (!knnwb_size_multiply(pairs, n_ops, &generated) || generated > SIZE_MAX - n_rows)
+    goto overflow;
+  *n_result = n_rows + generated;
+  return TRUE;
+overflow:
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+              "metafeatures of %zu rows with %zu operators: the row count overflows this "
+              "machine's address space",
+              n_paired, n_ops);
+  return FALSE;
+}
+
+typedef struct {
+  const KnnwbMatrix *data;
+  const size_t *rows; /* m paired rows */
+  size_t m;
+  const KnnwbMetafeatureOp *ops;
+  size_t n_ops;
+  float *out;          /* the first generated row */
+  size_t pairs_per_op; /* m (m - 1) / 2 */
+  guint8 *bad;         /* one flag per generated row */
+  gint stop;           /* set on the first bad pair (error policy) or on cancellation */
+  gint n_bad;
+  const volatile gint *cancel;
+  gint64 done;
+  KnnwbProgressFunc progress;
+  void *progress_data;
+  GMutex progress_lock;
+  gint64 progress_last_us;
+} KnnwbMetafeatureJob;
+
+/* Offset of the pairs (a, b > a) of paired row a within one operator's block. */
+static size_t knnwb_metafeatures_pair_offset(size_t a, size_t m)
+{
+  return a * (m - 1) - a * (a - 1) / 2; /* a = 0: 0 * (SIZE_MAX) is 0 */
+}
+
+/* The float bit patterns of an infinite/NaN result, or of a zero/subnormal denominator. */
+static inline gboolean knnwb_metafeatures_row_bad(const float *row, size_t d)
+{
+  uint32_t any = 0;
+  for (size_t j = 0; j < d; j++) {
+    uint32_t bits;
+    memcpy(&bits, &row[j], sizeof bits);
+    any |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return any != 0;
+}
+
+static inline gboolean knnwb_metafeatures_denominator_bad(const float *row, size_t d)
+{
+  uint32_t any = 0;
+  for (size_t j = 0; j < d; j++) {
+    uint32_t bits;
+    memcpy(&bits, &row[j], sizeof bits);
+    any |= (uint32_t)((bits & 0x7f800000u) == 0);
+  }
+  return any != 0;
+}
+
+/* One pair's row: double arithmetic rounded once to float. */
+static void knnwb_metafeatures_combine(KnnwbMetafeatureOp op, const float *x, const float *y,
+                                       float *out, size_t d)
+{
+  switch (op) {
+  case KNNWB_METAFEATURE_DIFFERENCE:
+    for (size_t j = 0; j < d; j++)
+      out[j] = (float)((double)x[j] - (double)y[j]);
+    break;
+  case KNNWB_METAFEATURE_SUM:
+    for (size_t j = 0; j < d; j++)
+      out[j] = (float)((double)x[j] + (double)y[j]);
+    break;
+  case KNNWB_METAFEATURE_PRODUCT:
+    for (size_t j = 0; j < d; j++)
+      out[j] = (float)((double)x[j] * (double)y[j]);
+    break;
+  default:
+    for (size_t j = 0; j < d; j++)
+      out[j] = (float)((double)x[j] / (double)y[j]);
+    break;
+  }
+}
+
+/* Units are (operator, first row a): all pairs (a, b > a) of one operator. */
+static void knnwb_metafeatures_body(size_t first, size_t last, void *user)
+{
+  KnnwbMetafeatureJob *job = user;
+  const size_t d = job->data->n_cols, m = job->m;
+  for (size_t unit = first; unit < last; unit++) {
+    if (g_atomic_int_get(&job->stop) || (job->cancel && *job->cancel)) {
+      g_atomic_int_set(&job->stop, 1);
+      return;
+    }
+    size_t o = unit / m, a = unit % m;
+    KnnwbMetafeatureOp op = job->ops[o];
+    size_t base = o * job->pairs_per_op + knnwb_metafeatures_pair_offset(a, m);
+    const float *x = job->data->values + job->rows[a] * d;
+    for (size_t b = a + 1; b < m; b++) {
+      size_t index = base + (b - a - 1);
+      const float *y = job->data->values + job->rows[b] * d;
+      float *out = job->out + index * d;
+      knnwb_metafeatures_combine(op, x, y, out, d);
+      if ((op == KNNWB_METAFEATURE_RATIO && knnwb_metafeatures_denominator_bad(y, d)) ||
+          knnwb_metafeatures_row_bad(out, d)) {
+        job->bad[index] = 1;
+        g_atomic_int_inc(&job->n_bad);
+      }
+    }
+    gint64 done = g_atomic_pointer_add(&job->done, (gssize)(m - 1 - a)) + (gint64)(m - 1 - a);
+    if (job->progress != NULL && g_mutex_trylock(&job->progress_lock)) {
+      gint64 now = g_get_monotonic_time();
+      if (now - job->progress_last_us >= 100000) {
+        job->progress_last_us = now;
+        job->progress((uint64_t)done, (uint64_t)(job->pairs_per_op * job->n_ops),
+                      job->progress_data);
+      }
+      g_mutex_unlock(&job->progress_lock);
+    }
+  }
+}
+
+/* The row's label, or its number (from 0, as everywhere in the C API) when the matrix has none. */
+static const char *knnwb_metafeatures_label(const KnnwbMatrix *data, size_t row, char scratch[32])
+{
+  const char *label = knnwb_matrix_row_label(data, row);
+  if (label != NULL)
+    return label;
+  g_snprintf(scratch, 32, "%zu", row);
+  return scratch;
+}
+
+/* Names the first failing pair (lowest generated row) and why, for the error and the warning. */
+static char *knnwb_metafeatures_describe(const KnnwbMetafeatureJob *job, size_t index)
+{
+  const size_t d = job->data->n_cols, m = job->m;
+  size_t o = index / job->pairs_per_op, rest = index % job->pairs_per_op, a = 0;
+  while (a + 1 < m && knnwb_metafeatures_pair_offset(a + 1, m) <= rest)
+    a++;
+  size_t b = a + 1 + (rest - knnwb_metafeatures_pair_offset(a, m));
+  KnnwbMetafeatureOp op = job->ops[o];
+  const float *x = job->data->values + job->rows[a] * d;
+  const float *y = job->data->values + job->rows[b] * d;
+  char sa[32], sb[32];
+  const char *la = knnwb_metafeatures_label(job->data, job->rows[a], sa);
+  const char *lb = knnwb_metafeatures_label(job->data, job->rows[b], sb);
+  for (size_t j = 0; j < d; j++) {
+    float value;
+    knnwb_metafeatures_combine(op, x + j, y + j, &value, 1);
+    const char *column = job->data->col_labels ? job->data->col_labels[j] : NULL;
+    g_autofree char *where = column ? g_strdup_printf("column %zu (%s)", j + 1, column)
+                                    : g_strdup_printf("column %zu", j + 1);
+    if (op == KNNWB_METAFEATURE_RATIO && (y[j] == 0.0f || !isnormal(y[j])))
+      return g_strdup_printf("%s/%s: the denominator %s is %s in %s", la, lb, lb,
+                             y[j] == 0.0f ? "zero" : "subnormal", where);
+    if (!isfinite(value))
+      return g_strdup_printf("%s%c%s = %g %c %g overflows to %s in %s", la,
+                             knnwb_metafeatures_symbols[op], lb, (double)x[j],
+                             knnwb_metafeatures_symbols[op], (double)y[j],
+                             isnan(value) ? "NaN" : "infinity", where);
+  }
+  return g_strdup_printf("%s%c%s", la, knnwb_metafeatures_symbols[op], lb);
+}
+
+static gboolean knnwb_metafeatures_check_rows(const KnnwbMatrix *data, const size_t *rows, size_t m,
+                                              GError **error)
+{
+  g_autofree guint8 *seen = g_try_malloc0(MAX(data->n_rows, (size_t)1));
+  if (seen == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate %zu bytes",
+                data->n_rows);
+    return FALSE;
+  }
+  for (size_t i = 0; i < m; i++) {
+    if (rows[i] >= data->n_rows) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "metafeatures: row %zu does not exist (the matrix has %zu rows)", rows[i],
+                  data->n_rows);
+      return FALSE;
+    }
+    if (seen[rows[i]]++) {
+      char scratch[32];
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "metafeatures: row '%s' is listed twice",
+                  knnwb_metafeatures_label(data, rows[i], scratch));
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Labels "A-B" of the kept generated rows; the original rows keep theirs. */
+static void knnwb_metafeatures_labels(const KnnwbMetafeatureJob *job, KnnwbMatrix *result)
+{
+  const KnnwbMatrix *data = job->data;
+  for (size_t i = 0; i < data->n_rows; i++) {
+    char scratch[32];
+    knnwb_matrix_set_row_label(result, i, knnwb_metafeatures_label(data, i, scratch));
+  }
+  g_autoptr(GString) label = g_string_new(NULL);
+  size_t out = data->n_rows, index = 0;
+  for (size_t o = 0; o < job->n_ops; o++)
+    for (size_t a = 0; a < job->m; a++) {
+      char sa[32];
+      const char *la = knnwb_metafeatures_label(data, job->rows[a], sa);
+      for (size_t b = a + 1; b < job->m; b++, index++) {
+        if (job->bad[index])
+          continue;
+        char sb[32];
+        g_string_assign(label, la);
+        g_string_append_c(label, knnwb_metafeatures_symbols[job->ops[o]]);
+        g_string_append(label, knnwb_metafeatures_label(data, job->rows[b], sb));
+        knnwb_matrix_set_row_label(result, out++, label->str);
+      }
+    }
+}
+
+gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatureOptions *options,
+                                   KnnwbMatrix **result, GError **error)
+{
+  static const KnnwbMetafeatureOp difference_only[] = {KNNWB_METAFEATURE_DIFFERENCE};
+  const KnnwbMetafeatureOp *ops = options->ops ? options->ops : difference_only;
+  size_t n_ops = options->ops ? options->n_ops : 1;
+  const size_t d = data->n_cols;
+  g_autofree size_t *all_rows = NULL;
+  const size_t *rows = options->rows;
+  size_t m = options->rows ? options->n_rows : data->n_rows;
+  if (rows == NULL) {
+    all_rows = g_try_new(size_t, MAX(m, (size_t)1));
+    if (all_rows == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the row list");
+      return FALSE;
+    }
+    for (size_t i = 0; i < m; i++)
+      all_rows[i] = i;
+    rows = all_rows;
+  } else if (!knnwb_metafeatures_check_rows(data, rows, m, error)) {
+    return FALSE;
+  }
+  for (size_t o = 0; o < n_ops; o++)
+    if ((unsigned)ops[o] >= KNNWB_METAFEATURE_COUNT) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "metafeatures: operator %d is unknown", (int)ops[o]);
+      return FALSE;
+    }
+
+  size_t n_result, bytes, label_bytes;
+  if (!knnwb_metafeatures_count(data->n_rows, m, n_ops, &n_result, error))
+    return FALSE;
+  /* Values, plus the labels: a pointer and "A-B\0" in the string chunk per row. */
+  size_t longest = 1;
+  for (size_t i = 0; data->row_labels != NULL && i < data->n_rows; i++)
+    longest = MAX(longest, strlen(data->row_labels[i] ? data->row_labels[i] : ""));
+  if (!knnwb_size_multiply(n_result, d, &bytes) ||
+      !knnwb_size_multiply(bytes, sizeof(float), &bytes) ||
+      !knnwb_size_multiply(n_result, sizeof(char *) + 2 * MAX(longest, (size_t)20) + 2,
+                           &label_bytes) ||
+      bytes > SIZE_MAX - label_bytes) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "metafeatures: a %zu x %zu result overflows this machine's address space", n_result,
+                d);
+    return FALSE;
+  }
+  size_t needed = bytes + label_bytes;
+  size_t available = options->available_bytes ? options->available_bytes : knnwb_memory_available();
+  if (needed > available) {
+    g_autofree char *need_text = knnwb_memory_format(needed);
+    g_autofree char *have_text = knnwb_memory_format(available);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "metafeatures: the %zu x %zu result (%zu paired rows, %zu operator%s) needs %s "
+                "(%zu bytes), only %s (%zu bytes) available; pair fewer rows (a rows file) or "
+                "fewer operators",
+                n_result, d, m, n_ops, n_ops == 1 ? "" : "s", need_text, needed, have_text,
+                available);
+    return FALSE;
+  }
+  /* Not zeroed: every value is written below. */
+  float *values = bytes ? g_try_malloc(bytes) : NULL;
+  if (bytes && values == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "metafeatures: cannot allocate %zu bytes for a %zu x %zu matrix", bytes, n_result,
+                d);
+    return FALSE;
+  }
+  g_autoptr(KnnwbMatrix) out = knnwb_matrix_new_wrapped(n_result, d, values, NULL, NULL);
+  out->values_borrowed = FALSE; /* owned: knnwb_matrix_free g_frees it */
+  if (data->n_rows * d > 0)
+    memcpy(values, data->values, data->n_rows * d * sizeof(float));
+
+  size_t n_generated = n_result - data->n_rows;
+  KnnwbMetafeatureJob job = {.data = data,
+                             .rows = rows,
+                             .m = m,
+                             .ops = ops,
+                             .n_ops = n_ops,
+                             .out = values + data->n_rows * d,
+                             .pairs_per_op = m >= 2 ? m * (m - 1) / 2 : 0,
+                             .cancel = options->cancel,
+                             .progress = options->progress,
+                             .progress_data = options->progress_data};
+  job.bad = g_try_malloc0(MAX(n_generated, (size_t)1));
+  if (job.bad == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate %zu bytes",
+                n_generated);
+    return FALSE;
+  }
+  g_mutex_init(&job.progress_lock);
+  if (d > 0 && m >= 2)
+    knnwb_parallel_for(options->n_threads, n_ops * m, 1, knnwb_metafeatures_body, &job);
+  g_mutex_clear(&job.progress_lock);
+  gboolean ok = FALSE;
+  if (options->cancel && *options->cancel) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "metafeatures: interrupted");
+    goto out;
+  }
+  if (job.n_bad > 0) {
+    size_t first = 0;
+    while (!job.bad[first])
+      first++;
+    g_autofree char *what = knnwb_metafeatures_describe(&job, first);
+    if (options->missing == KNNWB_MISSING_ERROR) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                  "metafeatures: %s (%d pair%s fail%s; use the drop-rows missing-value policy to "
+                  "leave them out)",
+                  what, job.n_bad, job.n_bad == 1 ? "" : "s", job.n_bad == 1 ? "s" : "");
+      goto out;
+    }
+    g_warning("metafeatures: %d pair%s dropped (zero/subnormal denominator or overflow), the "
+              "first: %s",
+              job.n_bad, job.n_bad == 1 ? "" : "s", what);
+    /* Compact in place, in order; the kept rows only move towards the front. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n_generated; i++)
+      if (!job.bad[i]) {
+        if (kept != i)
+          memmove(job.out + kept * d, job.out + i * d, d * sizeof(float));
+        kept++;
+      }
+    out->n_rows = data->n_rows + kept;
+    float *smaller = g_try_realloc(out->values, MAX(out->n_rows * d, (size_t)1) * sizeof(float));
+    if (smaller != NULL)
+      out->values = smaller;
+  }
+  knnwb_metafeatures_labels(&job, out);
+  for (size_t j = 0; j < d; j++) {
+    if (data->col_labels)
+      knnwb_matrix_set_col_label(out, j, data->col_labels[j]);
+    if (data->col_classes)
+      knnwb_matrix_set_col_class(out, j, data->col_classes[j]);
+  }
+  *result = g_steal_pointer(&out);
+  ok = TRUE;
+out:
+  g_free(job.bad);
+  return ok;
+}
+
+gboolean knnwb_metafeatures_rows_from_file(const KnnwbMatrix *data, const char *path, size_t **rows,
+                                           size_t *n_rows, GError **error)
+{
+  if (data->row_labels == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: the matrix has no row labels to match", path);
+    return FALSE;
+  }
+  g_autofree char *text = NULL;
+  gsize length = 0;
+  GError *read_error = NULL;
+  if (!g_file_get_contents(path, &text, &length, &read_error)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s", read_error->message);
+    g_error_free(read_error);
+    return FALSE;
+  }
+  if (memchr(text, '\0', length) != NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: NUL byte in a label file", path);
+    return FALSE;
+  }
+  g_autoptr(GHashTable) index = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t i = data->n_rows; i-- > 0;) /* the first of repeated labels wins */
+    if (data->row_labels[i] != NULL)
+      g_hash_table_insert(index, data->row_labels[i], GSIZE_TO_POINTER(i + 1));
+  g_autoptr(GHashTable) listed = g_hash_table_new(g_direct_hash, g_direct_equal);
+  g_autoptr(GArray) found = g_array_new(FALSE, FALSE, sizeof(size_t));
+  g_autoptr(GString) problems = g_string_new(NULL);
+  size_t n_problems = 0;
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  for (size_t line = 0; lines[line] != NULL; line++) {
+    char *label = g_strstrip(lines[line]);
+    if (*label == '\0')
+      continue;
+    gpointer hit = g_hash_table_lookup(index, label);
+    const char *problem = NULL;
+    gpointer first_line = NULL;
+    if (hit == NULL)
+      problem = "is not a row label of the matrix";
+    else if ((first_line = g_hash_table_lookup(listed, hit)) != NULL)
+      problem = "is listed twice";
+    if (problem != NULL) {
+      if (n_problems++ < 20)
+        g_string_append_printf(problems, "%s%s:%zu: '%s' %s", problems->len ? "\n" : "", path,
+                               line + 1, label, problem);
+      continue;
+    }
+    g_hash_table_insert(listed, hit, GSIZE_TO_POINTER(line + 1));
+    size_t row = GPOINTER_TO_SIZE(hit) - 1;
+    g_array_append_val(found, row);
+  }
+  if (n_problems > 0) {
+    if (n_problems > 20)
+      g_string_append_printf(problems, "\n%s: ... and %zu more", path, n_problems - 20);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s", problems->str);
+    return FALSE;
+  }
+  *n_rows = found->len;
+  *rows = (size_t *)(void *)g_array_free(g_steal_pointer(&found), FALSE);
+  return TRUE;
+}

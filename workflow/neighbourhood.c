@@ -1,0 +1,486 @@
+/* Neighbourhoods of focus rows: a focused breadth-first search through kNN queries (out), or a cut
+ * from the whole kNN graph (in, both). */
+#include <math.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/neighbourhood.h>
+
+gboolean knnwb_direction_from_string(const char *name, KnnwbDirection *direction, GError **error)
+{
+  static const char *const names[] = {"out", "in", "both"};
+  for (int i = 0; i < 3; i++)
+    if (name != NULL && g_ascii_strcasecmp(name, names[i]) == 0) {
+      *direction = (KnnwbDirection)i;
+      return TRUE;
+    }
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "direction '%s' is unknown (expected out, in or both)", name ? name : "");
+  return FALSE;
+}
+
+const char *knnwb_direction_to_string(KnnwbDirection direction)
+{
+  static const char *const names[] = {"out", "in", "both"};
+  return (unsigned)direction < 3 ? names[direction] : "?";
+}
+
+void knnwb_neighbourhood_free(KnnwbNeighbourhood *neighbourhood)
+{
+  if (neighbourhood == NULL)
+    return;
+  g_free(neighbourhood->focus);
+  g_free(neighbourhood->rows);
+  g_free(neighbourhood->order);
+  g_free(neighbourhood->members);
+  igraph_destroy(&neighbourhood->graph);
+  igraph_vector_destroy(&neighbourhood->weights);
+  g_free(neighbourhood);
+}
+
+gboolean knnwb_neighbourhood_focus_rows(const KnnwbMatrix *data, const char *labels, int64_t **rows,
+                                        size_t *n_rows, GError **error)
+{
+  g_auto(GStrv) wanted = g_strsplit(labels ? labels : "", ",", -1);
+  g_autoptr(GArray) found = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  g_autoptr(GString) unknown = g_string_new(NULL);
+  size_t n_unknown = 0;
+  g_autoptr(GHashTable) index = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t i = data->n_rows; data->row_labels != NULL && i-- > 0;)
+    if (data->row_labels[i] != NULL)
+      g_hash_table_insert(index, data->row_labels[i], GSIZE_TO_POINTER(i + 1));
+  for (char **w = wanted; *w; w++) {
+    const char *label = g_strstrip(*w);
+    if (*label == '\0')
+      continue;
+    gpointer hit = g_hash_table_lookup(index, label);
+    if (hit == NULL) {
+      g_string_append_printf(unknown, "%s'%s'", n_unknown++ ? ", " : "", label);
+      continue;
+    }
+    int64_t row = (int64_t)GPOINTER_TO_SIZE(hit) - 1;
+    gboolean repeated = FALSE;
+    for (guint i = 0; i < found->len; i++)
+      repeated |= g_array_index(found, int64_t, i) == row;
+    if (!repeated)
+      g_array_append_val(found, row);
+  }
+  if (n_unknown > 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "focus: no row is labelled %s%s",
+                unknown->str, data->row_labels == NULL ? " (the matrix has no row labels)" : "");
+    return FALSE;
+  }
+  if (found->len == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "focus: no row label given (expected --focus LABEL[,LABEL...])");
+    return FALSE;
+  }
+  *n_rows = found->len;
+  *rows = (int64_t *)(void *)g_array_free(g_steal_pointer(&found), FALSE);
+  return TRUE;
+}
+
+/* The out-lists known so far: row -> slot in indices/distances (k per slot). */
+typedef struct {
+  size_t k;
+  GHashTable *slot_of; /* row + 1 -> slot + 1 */
+  GArray *indices;     /* int64_t */
+  GArray *distances;   /* double */
+  GArray *n_found;     /* int32_t */
+} KnnwbListStore;
+
+static void knnwb_list_store_init(KnnwbListStore *store, size_t k)
+{
+  store->k = k;
+  store->slot_of = g_hash_table_new(g_direct_hash, g_direct_equal);
+  store->indices = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  store->distances = g_array_new(FALSE, FALSE, sizeof(double));
+  store->n_found = g_array_new(FALSE, FALSE, sizeof(int32_t));
+}
+
+static void knnwb_list_store_clear(KnnwbListStore *store)
+{
+  g_hash_table_destroy(store->slot_of);
+  g_array_free(store->indices, TRUE);
+  g_array_free(store->distances, TRUE);
+  g_array_free(store->n_found, TRUE);
+}
+
+/* Where the BFS gets each row's out-list from: whole-graph lists, or the store. */
+typedef struct {
+  const KnnwbNeighbors *lists; /* whole graph (all rows), or NULL */
+  KnnwbListStore *store;
+  /* IN/BOTH: reverse lists in CSR form over all rows. */
+  int64_t *reverse_start;
+  int64_t *reverse;
+} KnnwbListSource;
+
+static size_t knnwb_list_get(const KnnwbListSource *source, int64_t row, const int64_t **indices,
+                             const double **distances)
+{
+  if (source->lists != NULL) {
+    size_t k = source->lists->k;
+    *indices = source->lists->indices + (size_t)row * k;
+    *distances = source->lists->distances + (size_t)row * k;
+    return (size_t)source->lists->n_found[row];
+  }
+  gpointer slot = g_hash_table_lookup(source->store->slot_of, GSIZE_TO_POINTER((gsize)row + 1));
+  g_assert(slot != NULL);
+  size_t s = GPOINTER_TO_SIZE(slot) - 1, k = source->store->k;
+  *indices = &g_array_index(source->store->indices, int64_t, s * k);
+  *distances = &g_array_index(source->store->distances, double, s *k);
+  return (size_t)g_array_index(source->store->n_found, int32_t, s);
+}
+
+/* Queries rows (not yet in the store) against all rows: k + 1 nearest, the row itself dropped,
+ * which is exactly the row's self-kNN list (both are sorted by distance, then index). */
+static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbMatrix *data,
+                                       const int64_t *rows, size_t n_rows,
+                                       const KnnwbKnnOptions *options, size_t *n_queries,
+                                       GError **error)
+{
+  g_autoptr(GArray) fresh = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  for (size_t i = 0; i < n_rows; i++)
+    if (!g_hash_table_contains(store->slot_of, GSIZE_TO_POINTER((gsize)rows[i] + 1)))
+      g_array_append_val(fresh, rows[i]);
+  if (fresh->len == 0)
+    return TRUE;
+  const size_t d = data->n_cols, k = store->k;
+  g_autoptr(KnnwbMatrix) query = knnwb_matrix_new(fresh->len, d, error);
+  if (query == NULL)
+    return FALSE;
+  for (guint i = 0; i < fresh->len; i++)
+    memcpy(query->values + (size_t)i * d,
+           data->values + (size_t)g_array_index(fresh, int64_t, i) * d, d * sizeof(float));
+  KnnwbKnnOptions query_options = *options;
+  query_options.k = k + 1;
+  g_autoptr(KnnwbNeighbors) found = NULL;
+  if (!knnwb_knn_query(query, data, &query_options, &found, error))
+    return FALSE;
+  for (guint i = 0; i < fresh->len; i++) {
+    int64_t row = g_array_index(fresh, int64_t, i);
+    size_t slot = store->n_found->len;
+    int32_t n = 0;
+    for (size_t r = 0; r < found->k && (size_t)n < k; r++) {
+      int64_t neighbour = found->indices[(size_t)i * found->k + r];
+      if (neighbour < 0 || neighbour == row)
+        continue;
+      g_array_append_val(store->indices, neighbour);
+      g_array_append_val(store->distances, found->distances[(size_t)i * found->k + r]);
+      n++;
+    }
+    /* A degenerate row dropped by the engine has no list at all, as in the self graph. */
+    for (int32_t r = n; (size_t)r < k; r++) {
+      int64_t none = -1;
+      double infinite = INFINITY;
+      g_array_append_val(store->indices, none);
+      g_array_append_val(store->distances, infinite);
+    }
+    g_array_append_val(store->n_found, n);
+    g_hash_table_insert(store->slot_of, GSIZE_TO_POINTER((gsize)row + 1),
+                        GSIZE_TO_POINTER(slot + 1));
+  }
+  *n_queries += fresh->len;
+  return TRUE;
+}
+
+/* Reverse lists (who lists row v) of whole-graph lists, as CSR. */
+static gboolean knnwb_list_source_reverse(KnnwbListSource *source, size_t n, GError **error)
+{
+  const KnnwbNeighbors *lists = source->lists;
+  source->reverse_start = g_try_new0(int64_t, n + 1);
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++)
+    total += (size_t)lists->n_found[i];
+  source->reverse = g_try_new(int64_t, MAX(total, (size_t)1));
+  if (source->reverse_start == NULL || source->reverse == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the reverse lists");
+    return FALSE;
+  }
+  for (size_t i = 0; i < n; i++)
+    for (int32_t r = 0; r < lists->n_found[i]; r++)
+      source->reverse_start[lists->indices[i * lists->k + (size_t)r] + 1]++;
+  for (size_t v = 0; v < n; v++)
+    source->reverse_start[v + 1] += source->reverse_start[v];
+  g_autofree int64_t *fill = g_new(int64_t, MAX(n, (size_t)1));
+  memcpy(fill, source->reverse_start, n * sizeof(int64_t));
+  /* Sources in increasing row order: deterministic traversal. */
+  for (size_t i = 0; i < n; i++)
+    for (int32_t r = 0; r < lists->n_found[i]; r++)
+      source->reverse[fill[lists->indices[i * lists->k + (size_t)r]]++] = (int64_t)i;
+  return TRUE;
+}
+
+/* The vertex set under construction: row -> vertex id. */
+typedef struct {
+  GHashTable *vertex_of; /* row + 1 -> vertex + 1 */
+  GArray *rows;          /* int64_t */
+  GArray *order;         /* int */
+} KnnwbVertexSet;
+
+static void knnwb_vertex_add(KnnwbVertexSet *set, int64_t row, int order)
+{
+  if (g_hash_table_contains(set->vertex_of, GSIZE_TO_POINTER((gsize)row + 1)))
+    return;
+  g_hash_table_insert(set->vertex_of, GSIZE_TO_POINTER((gsize)row + 1),
+                      GSIZE_TO_POINTER((gsize)set->rows->len + 1));
+  g_array_append_val(set->rows, row);
+  g_array_append_val(set->order, order);
+}
+
+static gint64 knnwb_vertex_of(const KnnwbVertexSet *set, int64_t row)
+{
+  return (gint64)GPOINTER_TO_SIZE(
+             g_hash_table_lookup(set->vertex_of, GSIZE_TO_POINTER((gsize)row + 1))) -
+         1;
+}
+
+typedef struct {
+  double distance;
+  int64_t row;
+  int order;
+} KnnwbRankedRow;
+
+static gint knnwb_ranked_compare(gconstpointer a, gconstpointer b)
+{
+  const KnnwbRankedRow *x = a, *y = b;
+  if (x->distance != y->distance)
+    return x->distance < y->distance ? -1 : 1;
+  return (x->row > y->row) - (x->row < y->row);
+}
+
+/* Per focus: BFS over the neighbourhood's own edges (it holds every path of length <= order from
+ * each focus), then its members ranked by exact distance to the focus. */
+static gboolean knnwb_neighbourhood_rank(KnnwbNeighbourhood *result, const KnnwbMatrix *data,
+                                         int max_order, KnnwbDirection direction,
+                                         KnnwbMetric metric, GError **error)
+{
+  const size_t n = result->n_vertices, d = data->n_cols;
+  igraph_neimode_t mode = direction == KNNWB_DIRECTION_OUT  ? IGRAPH_OUT
+                          : direction == KNNWB_DIRECTION_IN ? IGRAPH_IN
+                                                            : IGRAPH_ALL;
+  igraph_adjlist_t adjacency;
+  if (!knnwb_error_from_igraph(
+          igraph_adjlist_init(&result->graph, &adjacency, mode, IGRAPH_LOOPS, IGRAPH_MULTIPLE),
+          "igraph_adjlist_init", error))
+    return FALSE;
+  g_autofree int *hops = g_new(int, MAX(n, (size_t)1));
+  g_autofree igraph_integer_t *queue = g_new(igraph_integer_t, MAX(n, (size_t)1));
+  g_autoptr(GArray) members = g_array_new(FALSE, FALSE, sizeof(KnnwbNeighbourhoodMember));
+  g_autoptr(GArray) ranked = g_array_new(FALSE, FALSE, sizeof(KnnwbRankedRow));
+  for (size_t f = 0; f < result->n_focus; f++) {
+    for (size_t v = 0; v < n; v++)
+      hops[v] = -1;
+    size_t head = 0, tail = 0;
+    hops[f] = 0; /* the focus rows are vertices 0 .. n_focus - 1 */
+    queue[tail++] = (igraph_integer_t)f;
+    g_array_set_size(ranked, 0);
+    while (head < tail) {
+      igraph_integer_t v = queue[head++];
+      if (hops[v] >= max_order)
+        continue;
+      igraph_vector_int_t *next = igraph_adjlist_get(&adjacency, v);
+      for (igraph_integer_t e = 0; e < igraph_vector_int_size(next); e++) {
+        igraph_integer_t u = VECTOR(*next)[e];
+        if (hops[u] >= 0)
+          continue;
+        hops[u] = hops[v] + 1;
+        queue[tail++] = u;
+      }
+    }
+    const float *x = data->values + (size_t)result->focus[f] * d;
+    for (size_t t = 1; t < tail; t++) {
+      int64_t row = result->rows[queue[t]];
+      KnnwbRankedRow entry = {knnwb_distance_exact(metric, x, data->values + (size_t)row * d, d),
+                              row, hops[queue[t]]};
+      g_array_append_val(ranked, entry);
+    }
+    g_array_sort(ranked, knnwb_ranked_compare);
+    for (guint t = 0; t < ranked->len; t++) {
+      const KnnwbRankedRow *entry = &g_array_index(ranked, KnnwbRankedRow, t);
+      KnnwbNeighbourhoodMember member = {f, t + 1, entry->row, entry->order, entry->distance, NAN};
+      const float *y = data->values + (size_t)entry->row * d;
+      if (metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_SPEARMAN)
+        member.r = 1.0 - entry->distance;
+      else if (metric == KNNWB_METRIC_ABS_PEARSON)
+        member.r = 1.0 - knnwb_distance_exact(KNNWB_METRIC_PEARSON, x, y, d);
+      g_array_append_val(members, member);
+    }
+  }
+  igraph_adjlist_destroy(&adjacency);
+  result->n_members = members->len;
+  result->members =
+      (KnnwbNeighbourhoodMember *)(void *)g_array_free(g_steal_pointer(&members), FALSE);
+  return TRUE;
+}
+
+/* The shared breadth-first search: source gives out-lists (querying them on demand when it has a
+ * store) and, for IN/BOTH, reverse lists. */
+static gboolean knnwb_neighbourhood_search(const KnnwbMatrix *data, KnnwbListSource *source,
+                                           const int64_t *focus, size_t n_focus, int order,
+                                           KnnwbDirection direction, KnnwbMetric metric,
+                                           const KnnwbKnnOptions *options, KnnwbNeighbourhood **out,
+                                           GError **error)
+{
+  KnnwbVertexSet set = {g_hash_table_new(g_direct_hash, g_direct_equal),
+                        g_array_new(FALSE, FALSE, sizeof(int64_t)),
+                        g_array_new(FALSE, FALSE, sizeof(int))};
+  gboolean ok = FALSE;
+  size_t n_queries = 0;
+  g_autoptr(KnnwbNeighbourhood) result = g_new0(KnnwbNeighbourhood, 1);
+  igraph_vector_init(&result->weights, 0);
+  igraph_empty(&result->graph, 0, IGRAPH_DIRECTED);
+  for (size_t f = 0; f < n_focus; f++)
+    knnwb_vertex_add(&set, focus[f], 0);
+  size_t level_begin = 0;
+  for (int level = 0; level <= order; level++) {
+    size_t level_end = set.rows->len;
+    if (source->store != NULL &&
+        !knnwb_list_store_query(source->store, data, &g_array_index(set.rows, int64_t, level_begin),
+                                level_end - level_begin, options, &n_queries, error))
+      goto out;
+    if (level == order)
+      break;
+    for (size_t v = level_begin; v < level_end; v++) {
+      int64_t row = g_array_index(set.rows, int64_t, v);
+      if (direction != KNNWB_DIRECTION_IN) {
+        const int64_t *indices;
+        const double *distances;
+        size_t n = knnwb_list_get(source, row, &indices, &distances);
+        for (size_t r = 0; r < n; r++)
+          knnwb_vertex_add(&set, indices[r], level + 1);
+      }
+      if (direction != KNNWB_DIRECTION_OUT)
+        for (int64_t t = source->reverse_start[row]; t < source->reverse_start[row + 1]; t++)
+          knnwb_vertex_add(&set, source->reverse[t], level + 1);
+    }
+    level_begin = level_end;
+  }
+  /* Edges: every vertex's out-list restricted to the vertex set, in vertex then rank order. */
+  const size_t n_vertices = set.rows->len;
+  igraph_vector_int_t edges;
+  if (!knnwb_error_from_igraph(igraph_vector_int_init(&edges, 0), "igraph_vector_int_init", error))
+    goto out;
+  for (size_t v = 0; v < n_vertices; v++) {
+    const int64_t *indices;
+    const double *distances;
+    size_t n = knnwb_list_get(source, g_array_index(set.rows, int64_t, v), &indices, &distances);
+    for (size_t r = 0; r < n; r++) {
+      gint64 u = knnwb_vertex_of(&set, indices[r]);
+      if (u < 0)
+        continue;
+      if (igraph_vector_int_push_back(&edges, (igraph_integer_t)v) != IGRAPH_SUCCESS ||
+          igraph_vector_int_push_back(&edges, (igraph_integer_t)u) != IGRAPH_SUCCESS ||
+          igraph_vector_push_back(&result->weights, distances[r]) != IGRAPH_SUCCESS) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot store the edges");
+        igraph_vector_int_destroy(&edges);
+        goto out;
+      }
+    }
+  }
+  igraph_destroy(&result->graph);
+  igraph_error_t code =
+      igraph_create(&result->graph, &edges, (igraph_integer_t)n_vertices, IGRAPH_DIRECTED);
+  igraph_vector_int_destroy(&edges);
+  if (code != IGRAPH_SUCCESS) {
+    igraph_empty(&result->graph, 0, IGRAPH_DIRECTED);
+    knnwb_error_from_igraph(code, "igraph_create", error);
+    goto out;
+  }
+  result->n_focus = n_focus;
+  result->focus = g_memdup2(focus, n_focus * sizeof(int64_t));
+  result->n_vertices = n_vertices;
+  result->rows = g_memdup2(set.rows->data, MAX(n_vertices, 1) * sizeof(int64_t));
+  result->order = g_memdup2(set.order->data, MAX(n_vertices, 1) * sizeof(int));
+  result->n_queries = source->store != NULL ? n_queries : data->n_rows;
+  result->whole_graph = source->store == NULL;
+  if (!knnwb_neighbourhood_rank(result, data, order, direction, metric, error))
+    goto out;
+  *out = g_steal_pointer(&result);
+  ok = TRUE;
+out:
+  g_hash_table_destroy(set.vertex_of);
+  g_array_free(set.rows, TRUE);
+  g_array_free(set.order, TRUE);
+  return ok;
+}
+
+static gboolean knnwb_neighbourhood_check(const KnnwbMatrix *data, const int64_t *focus,
+                                          size_t n_focus, int order, GError **error)
+{
+  if (order < 1) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "neighbourhood: the order must be at least 1 (got %d)", order);
+    return FALSE;
+  }
+  if (n_focus == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "neighbourhood: no focus row");
+    return FALSE;
+  }
+  for (size_t f = 0; f < n_focus; f++) {
+    if (focus[f] < 0 || (size_t)focus[f] >= data->n_rows) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "neighbourhood: focus row %" G_GINT64_FORMAT " does not exist (%zu rows)",
+                  (gint64)focus[f], data->n_rows);
+      return FALSE;
+    }
+    for (size_t g = 0; g < f; g++)
+      if (focus[g] == focus[f]) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                    "neighbourhood: focus row %" G_GINT64_FORMAT " is given twice",
+                    (gint64)focus[f]);
+        return FALSE;
+      }
+  }
+  return TRUE;
+}
+
+gboolean knnwb_neighbourhood_from_lists(const KnnwbMatrix *data, const KnnwbNeighbors *lists,
+                                        const int64_t *focus, size_t n_focus, int order,
+                                        KnnwbDirection direction, KnnwbMetric metric,
+                                        KnnwbNeighbourhood **result, GError **error)
+{
+  if (!knnwb_neighbourhood_check(data, focus, n_focus, order, error))
+    return FALSE;
+  if (lists->n_queries != data->n_rows) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "neighbourhood: %zu lists for %zu rows", lists->n_queries, data->n_rows);
+    return FALSE;
+  }
+  KnnwbListSource source = {.lists = lists};
+  gboolean ok =
+      direction == KNNWB_DIRECTION_OUT || knnwb_list_source_reverse(&source, data->n_rows, error);
+  ok = ok && knnwb_neighbourhood_search(data, &source, focus, n_focus, order, direction, metric,
+                                        NULL, result, error);
+  g_free(source.reverse_start);
+  g_free(source.reverse);
+  return ok;
+}
+
+gboolean knnwb_neighbourhood_find(const KnnwbMatrix *data, const int64_t *focus, size_t n_focus,
+                                  int order, KnnwbDirection direction,
+                                  const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
+                                  GError **error)
+{
+  if (!knnwb_neighbourhood_check(data, focus, n_focus, order, error))
+    return FALSE;
+  if (options->k < 1 || options->k >= data->n_rows) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "neighbourhood: k = %zu, but it must be between 1 and %zu (rows - 1)", options->k,
+                data->n_rows > 0 ? data->n_rows - 1 : 0);
+    return FALSE;
+  }
+  if (direction != KNNWB_DIRECTION_OUT) {
+    g_autoptr(KnnwbNeighbors) lists = NULL;
+    if (!knnwb_knn_self(data, options, &lists, error))
+      return FALSE;
+    return knnwb_neighbourhood_from_lists(data, lists, focus, n_focus, order, direction,
+                                          options->metric, result, error);
+  }
+  KnnwbListStore store;
+  knnwb_list_store_init(&store, options->k);
+  KnnwbListSource source = {.store = &store};
+  gboolean ok = knnwb_neighbourhood_search(data, &source, focus, n_focus, order, direction,
+                                           options->metric, options, result, error);
+  knnwb_list_store_clear(&store);
+  return ok;
+}

@@ -1,0 +1,97 @@
+/* Writing a neighbourhood: the ranked table (Figure 3a as data) and yEd GML. */
+#include <math.h>
+#include <knnwb/atomic_file.h>
+#include <knnwb/error.h>
+#include <knnwb/formats.h>
+#include <knnwb/neighbourhood.h>
+
+/* A TSV field: labels from files may hold tabs or quotes. */
+static void knnwb_neighbourhood_put_field(FILE *stream, const char *s)
+{
+  if (strpbrk(s, "\t\"\r\n") == NULL) {
+    fputs(s, stream);
+    return;
+  }
+  putc('"', stream);
+  for (; *s; s++) {
+    if (*s == '"')
+      putc('"', stream);
+    putc(*s, stream);
+  }
+  putc('"', stream);
+}
+
+static const char *knnwb_neighbourhood_label(const KnnwbMatrix *data, int64_t row, char scratch[32])
+{
+  const char *label = knnwb_matrix_row_label(data, (size_t)row);
+  if (label != NULL)
+    return label;
+  g_snprintf(scratch, 32, "%" G_GINT64_FORMAT, (gint64)row);
+  return scratch;
+}
+
+gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourhood *neighbourhood,
+                                         const KnnwbMatrix *data, KnnwbMetric metric,
+                                         GError **error)
+{
+  gboolean with_r = metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
+                    metric == KNNWB_METRIC_SPEARMAN;
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  if (file == NULL)
+    return FALSE;
+  FILE *stream = knnwb_atomic_file_stream(file);
+  fprintf(stream, "focus\trank\tlabel\torder\tdistance%s\n", with_r ? "\tr" : "");
+  for (size_t i = 0; i < neighbourhood->n_members; i++) {
+    const KnnwbNeighbourhoodMember *member = &neighbourhood->members[i];
+    char scratch[32];
+    knnwb_neighbourhood_put_field(
+        stream, knnwb_neighbourhood_label(data, neighbourhood->focus[member->focus], scratch));
+    fprintf(stream, "\t%zu\t", member->rank);
+    knnwb_neighbourhood_put_field(stream, knnwb_neighbourhood_label(data, member->row, scratch));
+    /* %.9g: distances and r to float precision and beyond, readable in a spreadsheet. */
+    fprintf(stream, "\t%d\t%.9g", member->order, member->distance);
+    if (with_r)
+      fprintf(stream, "\t%.9g", member->r);
+    putc('\n', stream);
+  }
+  return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+}
+
+gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhood *neighbourhood,
+                                       const KnnwbMatrix *data, unsigned long seed, GError **error)
+{
+  const size_t n = neighbourhood->n_vertices;
+  g_autofree const char **labels = g_new0(const char *, MAX(n, (size_t)1));
+  g_autofree char *numbers = g_new0(char, MAX(n, (size_t)1) * 32);
+  for (size_t v = 0; v < n; v++)
+    labels[v] = knnwb_neighbourhood_label(data, neighbourhood->rows[v], numbers + v * 32);
+  igraph_vector_int_t order, focus;
+  if (!knnwb_error_from_igraph(igraph_vector_int_init(&order, (igraph_integer_t)n),
+                               "igraph_vector_int_init", error))
+    return FALSE;
+  if (!knnwb_error_from_igraph(
+          igraph_vector_int_init(&focus, (igraph_integer_t)neighbourhood->n_focus),
+          "igraph_vector_int_init", error)) {
+    igraph_vector_int_destroy(&order);
+    return FALSE;
+  }
+  for (size_t v = 0; v < n; v++)
+    VECTOR(order)[v] = neighbourhood->order[v];
+  for (size_t f = 0; f < neighbourhood->n_focus; f++)
+    VECTOR(focus)[f] = (igraph_integer_t)f; /* the focus rows are the first vertices */
+  KnnwbGmlOptions gml;
+  knnwb_formats_gml_options_init(&gml);
+  gml.layout = KNNWB_LAYOUT_FR;
+  gml.seed = seed;
+  gml.focus = &focus;
+  /* Colour by order: focus, first neighbours and second neighbours read apart at a glance. */
+  KnnwbGraphOutput output = {.graph = &neighbourhood->graph,
+                             .weights = &neighbourhood->weights,
+                             .labels = labels,
+                             .membership = &order,
+                             .gml = &gml};
+  gboolean ok = knnwb_formats_write_gml(path, &output, error);
+  igraph_vector_int_destroy(&order);
+  igraph_vector_int_destroy(&focus);
+  return ok;
+}

@@ -1,0 +1,236 @@
+/* The phenotype probe: annotation values matched to the matrix columns and appended as a row. */
+#include <math.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/phenotype.h>
+#include "formats_internal.h"
+
+/* Problems beyond this many are counted, not listed: a wrong table would print thousands. */
+enum { KNNWB_PHENOTYPE_MAX_LISTED = 40 };
+
+typedef struct {
+  GString *text;
+  size_t n;
+} KnnwbPhenotypeProblems;
+
+static void knnwb_phenotype_problem(KnnwbPhenotypeProblems *problems, const char *format, ...)
+    G_GNUC_PRINTF(2, 3);
+static void knnwb_phenotype_problem(KnnwbPhenotypeProblems *problems, const char *format, ...)
+{
+  if (problems->n++ >= KNNWB_PHENOTYPE_MAX_LISTED)
+    return;
+  if (problems->text->len > 0)
+    g_string_append_c(problems->text, '\n');
+  va_list args;
+  va_start(args, format);
+  g_string_append_vprintf(problems->text, format, args);
+  va_end(args);
+}
+
+/* A table value as a float, or FALSE (why: missing, not a number, out of range). */
+static gboolean knnwb_phenotype_number(const char *text, float *value, const char **why)
+{
+  size_t length = strlen(text);
+  if (knnwb_formats_is_missing_token(text, length)) {
+    *why = length == 0 ? "is empty" : "is missing";
+    return FALSE;
+  }
+  const char *stop;
+  KnnwbFloatStatus status = knnwb_formats_parse_float(text, text + length, value, &stop);
+  if (status == KNNWB_FLOAT_RANGE) {
+    *why = "is beyond the float range (+-3.4e38)";
+    return FALSE;
+  }
+  if (status != KNNWB_FLOAT_OK || stop != text + length) {
+    *why = "is not a number";
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_phenotype_values(const KnnwbMatrix *data, const KnnwbAnnotationTable *table,
+                                const char *id_column, const char *value_column, float **values,
+                                GError **error)
+{
+  if (data->col_labels == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: the matrix has no sample (column) names to match the table to; read it with "
+                "a header",
+                table->path);
+    return FALSE;
+  }
+  size_t id, column;
+  if (!knnwb_annotation_column(table, id_column, &id, error) ||
+      !knnwb_annotation_column(table, value_column, &column, error))
+    return FALSE;
+  if (id == column) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s:%zu: column '%s' holds the sample names; name a column of values", table->path,
+                table->header_line, table->header[column]);
+    return FALSE;
+  }
+  const size_t d = data->n_cols;
+  g_autoptr(GHashTable) samples = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t j = d; j-- > 0;)
+    if (data->col_labels[j] != NULL)
+      g_hash_table_insert(samples, data->col_labels[j], GSIZE_TO_POINTER(j + 1));
+  g_autofree size_t *record_of = g_new0(size_t, MAX(d, (size_t)1)); /* record + 1, 0 = none */
+  g_autofree float *result = g_new0(float, MAX(d, (size_t)1));
+  g_autoptr(GString) text = g_string_new(NULL);
+  KnnwbPhenotypeProblems problems = {text, 0};
+  g_autoptr(GString) extra = g_string_new(NULL);
+  size_t n_extra = 0, n_numbers = 0, n_not_numbers = 0;
+  const char *example = NULL, *example2 = NULL;
+  for (size_t i = 0; i < table->n_records; i++) {
+    const char *name = knnwb_annotation_field(table, i, id);
+    const char *field = knnwb_annotation_field(table, i, column);
+    gpointer hit = g_hash_table_lookup(samples, name);
+    if (hit == NULL) {
+      if (n_extra++ < 10)
+        g_string_append_printf(extra, "%s%s:%zu: '%s'", extra->len ? ", " : "", table->path,
+                               table->line[i], name);
+      continue;
+    }
+    size_t j = GPOINTER_TO_SIZE(hit) - 1;
+    if (record_of[j] != 0) {
+      knnwb_phenotype_problem(&problems, "%s:%zu: sample '%s' is listed twice (first on line %zu)",
+                              table->path, table->line[i], name, table->line[record_of[j] - 1]);
+      continue;
+    }
+    record_of[j] = i + 1;
+    const char *why = NULL;
+    if (knnwb_phenotype_number(field, &result[j], &why)) {
+      n_numbers++;
+      continue;
+    }
+    if (!knnwb_formats_is_missing_token(field, strlen(field))) {
+      n_not_numbers++;
+      if (example == NULL)
+        example = field;
+      else if (example2 == NULL && strcmp(example, field) != 0)
+        example2 = field;
+    }
+    g_autofree char *shown = knnwb_formats_quote_field(field, strlen(field));
+    knnwb_phenotype_problem(&problems, "%s:%zu: sample '%s': %s %s in column '%s'", table->path,
+                            table->line[i], name, shown, why, table->header[column]);
+  }
+  if (n_numbers == 0 && n_not_numbers > 0) {
+    /* One clear sentence instead of a line per sample. */
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s:%zu: column '%s' is categorical (values such as '%s'%s%s%s), not numeric: "
+                "the phenotype row needs numbers (code the categories as numbers; for classes use "
+                "knnwb classify --classes)",
+                table->path, table->header_line, table->header[column], example,
+                example2 ? ", '" : "", example2 ? example2 : "", example2 ? "'" : "");
+    return FALSE;
+  }
+  for (size_t j = 0; j < d; j++)
+    if (record_of[j] == 0)
+      knnwb_phenotype_problem(&problems, "%s: sample '%s' is not in the table's column '%s'",
+                              table->path, data->col_labels[j] ? data->col_labels[j] : "",
+                              table->header[id]);
+  if (problems.n > 0) {
+    if (problems.n > KNNWB_PHENOTYPE_MAX_LISTED)
+      g_string_append_printf(text, "\n%s: ... and %zu more problems", table->path,
+                             problems.n - KNNWB_PHENOTYPE_MAX_LISTED);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "the phenotype table does not match the matrix (%zu problem%s):\n%s", problems.n,
+                problems.n == 1 ? "" : "s", text->str);
+    return FALSE;
+  }
+  if (n_extra > 0)
+    g_warning("%zu sample%s of the phenotype table %s not in the matrix and ignored: %s%s", n_extra,
+              n_extra == 1 ? "" : "s", n_extra == 1 ? "is" : "are", extra->str,
+              n_extra > 10 ? ", ..." : "");
+  *values = g_steal_pointer(&result);
+  return TRUE;
+}
+
+gboolean knnwb_phenotype_append_row(KnnwbMatrix **data, const float *values, const char *label,
+                                    GError **error)
+{
+  KnnwbMatrix *old = *data;
+  const size_t n = old->n_rows, d = old->n_cols;
+  for (size_t i = 0; old->row_labels != NULL && i < n; i++)
+    if (old->row_labels[i] != NULL && strcmp(old->row_labels[i], label) == 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "a row labelled '%s' exists already (row %zu); choose another label", label, i);
+      return FALSE;
+    }
+  size_t bytes;
+  if (n == SIZE_MAX || !knnwb_size_multiply(n + 1, d, &bytes) ||
+      !knnwb_size_multiply(bytes, sizeof(float), &bytes)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "a %zu x %zu matrix is too large", n + 1,
+                d);
+    return FALSE;
+  }
+  KnnwbMatrix *target = old;
+  if (old->values_destroy == NULL && !old->values_borrowed) {
+    /* Owned (malloc'd) values grow in place: glibc remaps large blocks instead of copying. */
+    float *grown = g_try_realloc(old->values, MAX(bytes, (size_t)1));
+    if (grown == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "cannot grow the matrix to %zu bytes for the phenotype row", bytes);
+      return FALSE;
+    }
+    old->values = grown;
+    old->n_rows = n + 1;
+    if (old->row_labels != NULL) {
+      old->row_labels = g_renew(char *, old->row_labels, n + 1);
+      old->row_labels[n] = NULL;
+    }
+    if (old->row_classes != NULL) {
+      old->row_classes = g_renew(char *, old->row_classes, n + 1);
+      old->row_classes[n] = NULL;
+    }
+  } else {
+    target = knnwb_matrix_new(n + 1, d, error);
+    if (target == NULL)
+      return FALSE;
+    if (n * d > 0)
+      memcpy(target->values, old->values, n * d * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+      if (old->row_labels)
+        knnwb_matrix_set_row_label(target, i, old->row_labels[i]);
+      if (old->row_classes)
+        knnwb_matrix_set_row_class(target, i, old->row_classes[i]);
+    }
+    for (size_t j = 0; j < d; j++) {
+      if (old->col_labels)
+        knnwb_matrix_set_col_label(target, j, old->col_labels[j]);
+      if (old->col_classes)
+        knnwb_matrix_set_col_class(target, j, old->col_classes[j]);
+    }
+  }
+  if (d > 0)
+    memcpy(target->values + n * d, values, d * sizeof(float));
+  if (target->row_labels == NULL)
+    for (size_t i = 0; i < n; i++) {
+      /* Unlabelled rows get their numbers, so the new row's label is not the only one. */
+      char scratch[32];
+      g_snprintf(scratch, sizeof scratch, "%zu", i);
+      knnwb_matrix_set_row_label(target, i, scratch);
+    }
+  knnwb_matrix_set_row_label(target, n, label);
+  if (target != old) {
+    knnwb_matrix_free(old);
+    *data = target;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_phenotype_append(KnnwbMatrix **data, const char *table_path, const char *id_column,
+                                const char *value_column, const char *label, GError **error)
+{
+  g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(table_path, error);
+  if (table == NULL)
+    return FALSE;
+  g_autofree float *values = NULL;
+  if (!knnwb_phenotype_values(*data, table, id_column, value_column, &values, error))
+    return FALSE;
+  size_t column;
+  if (!knnwb_annotation_column(table, value_column, &column, error))
+    return FALSE;
+  return knnwb_phenotype_append_row(data, values, label && *label ? label : table->header[column],
+                                    error);
+}
