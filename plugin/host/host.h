@@ -204,6 +204,7 @@ const char *const *knnwb_host_value_labels(const KnnwbValue *value);
 /* Commands */
 
 int knnwb_host_command_knn(int argc, char **argv);
+int knnwb_host_command_cluster(int argc, char **argv);
 int knnwb_host_command_run(int argc, char **argv);
 int knnwb_host_command_validate(int argc, char **argv);
 int knnwb_host_command_plugins(int argc, char **argv);

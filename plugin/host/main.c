@@ -1,4 +1,4 @@
-/* `knnwb`: the command-line workbench. Subcommands: knn, run, validate, plugins. */
+/* `knnwb`: the command-line workbench. Subcommands: knn, cluster, run, validate, plugins. */
 #include <fcntl.h>
 #include <locale.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@ static const struct {
   const char *summary;
 } knnwb_host_commands[] = {
     {"knn", knnwb_host_command_knn, "build the exact kNN graph of a matrix file"},
+    {"cluster", knnwb_host_command_cluster, "cluster the rows of a matrix file (one command)"},
     {"run", knnwb_host_command_run, "run a pipeline (XML)"},
     {"validate", knnwb_host_command_validate, "check a pipeline without running it"},
     {"plugins", knnwb_host_command_plugins, "list plugins, their steps and parameters"},

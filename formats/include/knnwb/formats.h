@@ -283,6 +283,31 @@ void knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors
 /** The header line of the neighbour table. */
 #define KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
 
+/**
+ * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as knnwb_clustering_single_linkage
+ * returns it): as NPY float64 of shape (rows, 4) when path ends in .npy (numpy.load, then
+ * scipy.cluster.hierarchy.dendrogram / fcluster), else as TSV with the header
+ * `cluster_a<TAB>cluster_b<TAB>distance<TAB>size` (distances round-trip, %.17g).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (not 4 columns). Complexity: O(rows).
+ */
+gboolean knnwb_formats_write_linkage(const char *path, const igraph_matrix_t *linkage,
+                                     GError **error);
+
+/**
+ * Known classes for the points labels[0..n-1] from one column of an annotation table
+ * (knnwb_annotation_read: TSV or CSV with a header; the first column holds the row names). column
+ * is a header name or a 1-based column number (2 or more). classes (initialised) is resized to n:
+ * each point's class numbered 0, 1, ... in order of first appearance among the points, or -1 when
+ * its label is not in the table or the value is empty or NA; class_names (may be NULL) receives
+ * a NULL-terminated array of the class names (g_strfreev); n_matched (may be NULL) the number of
+ * points with a class. Errors: those of knnwb_annotation_read, KNNWB_ERROR_PARSE
+ * ("path:line: message": no such column, a row name twice). Complexity: O(file size + n).
+ */
+gboolean knnwb_formats_read_annotation(const char *path, const char *column,
+                                       const char *const *labels, size_t n,
+                                       igraph_vector_int_t *classes, char ***class_names,
+                                       size_t *n_matched, GError **error);
+
 G_END_DECLS
 
 #endif
