@@ -1,13 +1,13 @@
 /*
  * One list file from every rank's rows: each rank formats its rows in memory with the same line
  * writers as one process, an exclusive prefix sum of the byte counts gives each rank its offset,
- * and every rank writes there into one temporary file (MPI-IO). Rank 0 renames the temporary over
- * the target after every rank wrote, so readers see the old file or the whole new one.
+ * and every rank writes there into one file (MPI-IO): the temporary of an output that rank 0
+ * commits (renames into place) once every rank wrote, so readers see the old file or the whole
+ * new one.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 #include <mpi.h>
 #include <knnwb/distributed.h>
 #include <knnwb/error.h>
@@ -69,28 +69,27 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
   if (!group->agree(group, ok, error))
     return FALSE;
 
-  /* Offsets, and one temporary name for all: rank 0's process id. */
+  /* Rank 0's path for all, and each rank's offset. */
+  int length = group->rank == 0 ? (int)strlen(path) + 1 : 0;
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  g_autofree char *target = g_malloc0((size_t)length + 1);
+  if (group->rank == 0)
+    memcpy(target, path, (size_t)length);
+  MPI_Bcast(target, length, MPI_CHAR, 0, comm);
   int64_t offset = 0, mine = (int64_t)size;
   MPI_Exscan(&mine, &offset, 1, MPI_INT64_T, MPI_SUM, comm);
   if (group->rank == 0)
     offset = 0; /* MPI_Exscan leaves rank 0's result undefined */
-  int pid = (int)getpid();
-  MPI_Bcast(&pid, 1, MPI_INT, 0, comm);
-  g_autofree char *dir = g_path_get_dirname(path);
-  g_autofree char *base = g_path_get_basename(path);
-  g_autofree char *name = g_strdup_printf(".knnwb-%d-%s", pid, base);
-  g_autofree char *temporary = g_build_filename(dir, name, NULL);
 
   MPI_File file;
-  int code =
-      MPI_File_open(comm, temporary, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
+  int code = MPI_File_open(comm, target, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
   if (code != MPI_SUCCESS) {
     /* MPI_File_open is collective and fails on every rank alike. */
-    knnwb_distributed_io_error(code, "create a temporary file", temporary, error);
+    knnwb_distributed_io_error(code, "open for writing", target, error);
     return group->agree(group, FALSE, error);
   }
   if ((code = MPI_File_set_size(file, 0)) != MPI_SUCCESS) {
-    knnwb_distributed_io_error(code, "truncate", temporary, error);
+    knnwb_distributed_io_error(code, "truncate", target, error);
     ok = FALSE;
   }
   for (size_t at = 0; ok && at < size; at += KNNWB_WRITE_PIECE) {
@@ -99,32 +98,17 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
     code = MPI_File_write_at(file, (MPI_Offset)((size_t)offset + at), text + at, count, MPI_BYTE,
                              &status);
     if (code != MPI_SUCCESS) {
-      knnwb_distributed_io_error(code, "write", path, error);
+      knnwb_distributed_io_error(code, "write", target, error);
       ok = FALSE;
     }
   }
   if (ok && (code = MPI_File_sync(file)) != MPI_SUCCESS) {
-    knnwb_distributed_io_error(code, "write", path, error);
+    knnwb_distributed_io_error(code, "write", target, error);
     ok = FALSE;
   }
   code = MPI_File_close(&file);
   if (ok && code != MPI_SUCCESS) {
-    knnwb_distributed_io_error(code, "close", path, error);
-    ok = FALSE;
-  }
-  g_clear_pointer(&text, g_free);
-  if (!group->agree(group, ok, error)) {
-    if (group->rank == 0)
-      unlink(temporary);
-    return FALSE;
-  }
-  /* The commit: one rename by one rank. */
-  ok = TRUE;
-  if (group->rank == 0 && rename(temporary, path) != 0) {
-    int saved = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "cannot rename %s to %s: %s", temporary, path,
-                g_strerror(saved));
-    unlink(temporary);
+    knnwb_distributed_io_error(code, "close", target, error);
     ok = FALSE;
   }
   return group->agree(group, ok, error);

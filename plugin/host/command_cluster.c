@@ -327,7 +327,8 @@ static const char *knnwb_cluster_output(GPtrArray *outputs, const char *final)
   output->final = g_strdup(final);
   g_autofree char *dir = g_path_get_dirname(final);
   g_autofree char *base = g_path_get_basename(final);
-  g_autofree char *name = g_strdup_printf(".knnwb-%d-%u-%s", (int)getpid(), ++counter, base);
+  g_autofree char *name =
+      g_strdup_printf(KNNWB_HOST_TEMPORARY_PREFIX "%d-c%u-%s", (int)getpid(), ++counter, base);
   output->temporary = g_build_filename(dir, name, NULL);
   g_ptr_array_add(outputs, output);
   return output->temporary;
@@ -402,11 +403,8 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
   }
   if (have_classes)
     igraph_vector_int_destroy(&classes);
-  if (ok && knn->cancel && *knn->cancel) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
-    ok = FALSE;
-  }
-  return ok && knnwb_pipeline_outputs_commit(outputs, error);
+  /* The commit refuses when a signal arrived during the writes (which do not poll). */
+  return ok && knnwb_host_outputs_commit(outputs, knn->cancel, error);
 }
 
 /* Option combinations that cannot work are usage errors, found before anything is read. */

@@ -72,10 +72,11 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
                            int n_threads, gboolean quiet, const volatile gint *cancel,
                            KnnwbMatrix **data, GError **error);
 
-/** Refuses an output whose directory is missing or not writable, before a long computation. */
+/** Refuses, before a long computation, an output that is not a regular file or whose directory is
+ * missing or not writable (knnwb_host_output_check). */
 gboolean knnwb_host_check_output(const char *path, GError **error);
 
-/** 128 + signal when error is a cancellation by a signal, else 1. */
+/** 128 + signal after a signal (whatever the error), else 1. */
 int knnwb_host_exit_status(const GError *error);
 
 /**

@@ -33,6 +33,23 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_strfreev(command->rest);
 }
 
+/* A long run must not end with "cannot write": the target's kind, its directory and whether it
+ * is the input are checked before anything is read. */
+static gboolean knnwb_knn_check_output(const char *input, const char *output, GError **error)
+{
+  if (!knnwb_host_check_output(output, error))
+    return FALSE;
+  g_autofree char *input_identity = knnwb_host_path_identity(input);
+  g_autofree char *output_identity = knnwb_host_path_identity(output);
+  if (strcmp(input_identity, output_identity) == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "'%s' is the input file '%s'; writing the graph there would destroy the data",
+                output, input);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 int knnwb_host_command_knn(int argc, char **argv)
 {
   KnnwbKnnCommand command = {.knn = {.k = -1}};
@@ -72,6 +89,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
   g_autofree char *backend_used = NULL;
   KnnwbHostProgress *progress = NULL;
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
+  const char *temporary = NULL;
 
   if (!g_option_context_parse(context, &argc, &argv, &error))
     goto usage;
@@ -113,20 +132,24 @@ int knnwb_host_command_knn(int argc, char **argv)
 
   /* Under mpirun every rank reads the input (a memory-mapped NPY is shared through the page
    * cache) and computes its share; the ranks agree after each local phase, so one rank's failure
-   * stops all with its message. */
+   * stops all with its message. Rank 0 holds the output's temporary and commits it. */
   const KnnwbKnnGroup *group = knnwb_host_group();
+  const gboolean writer = group == NULL || group->rank == 0;
   options.group = group;
   /* Lists that are written row by row need no rank to hold them all. */
   const gboolean rows_in_place =
       group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
       (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_NEIGHBORS_TSV);
   options.group_own_rows = rows_in_place;
-  gboolean checked = knnwb_host_check_output(command.output, &error);
-  if (group != NULL && !group->agree(group, checked, &error))
-    checked = FALSE;
-  if (!checked)
-    goto failed;
+  gboolean ready = knnwb_knn_check_output(command.rest[0], command.output, &error);
   options.cancel = knnwb_host_signals_install();
+  /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
+  if (ready && writer)
+    ready = (temporary = knnwb_host_outputs_add(outputs, command.output, &error)) != NULL;
+  if (group != NULL && !group->agree(group, ready, &error))
+    ready = FALSE;
+  if (!ready)
+    goto failed;
 
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
@@ -156,10 +179,10 @@ int knnwb_host_command_knn(int argc, char **argv)
 
   igraph_integer_t n_edges = 0;
   if (rows_in_place) {
-    /* Each rank writes its rows at their place in one file. */
+    /* Each rank writes its rows at their place in rank 0's temporary. */
     KnnwbDistributedLists table = output_format == KNNWB_OUTPUT_KNN ? KNNWB_DISTRIBUTED_LISTS_KNN
                                                                     : KNNWB_DISTRIBUTED_LISTS_TSV;
-    if (!knnwb_distributed_write_lists(group, command.output, table, neighbors, data->n_rows,
+    if (!knnwb_distributed_write_lists(group, temporary, table, neighbors, data->n_rows,
                                        (const char *const *)data->row_labels, &error))
       goto failed;
     int64_t edges = 0;
@@ -168,12 +191,12 @@ int knnwb_host_command_knn(int argc, char **argv)
     if (!group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error))
       goto failed;
     n_edges = (igraph_integer_t)edges;
-  } else if (group != NULL && group->rank != 0) {
+  } else if (!writer) {
     /* Rank 0 builds the graph and writes it; the others learn how that went below. */
   } else if (output_format == KNNWB_OUTPUT_NEIGHBORS_TSV && mode == KNNWB_GRAPH_DIRECTED) {
     /* The table comes straight from the lists: no graph needed. */
     const char *const *labels = (const char *const *)data->row_labels;
-    if (!knnwb_formats_write_neighbor_lists_tsv(command.output, neighbors, labels, labels, &error))
+    if (!knnwb_formats_write_neighbor_lists_tsv(temporary, neighbors, labels, labels, &error))
       goto written;
     for (size_t i = 0; i < neighbors->n_queries; i++)
       n_edges += neighbors->n_found[i];
@@ -191,30 +214,31 @@ int knnwb_host_command_knn(int argc, char **argv)
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     KnnwbGraphOutput output = {
         .graph = &graph, .weights = &weights, .labels = (const char *const *)data->row_labels};
-    gboolean written = knnwb_formats_write_graph(command.output, output_format, &output, &error);
+    knnwb_formats_write_graph(temporary, output_format, &output, &error);
     n_edges = igraph_ecount(&graph);
     igraph_destroy(&graph);
     igraph_vector_destroy(&weights);
-    if (!written)
-      goto written;
   }
 written:
   if (group != NULL && !rows_in_place && !group->agree(group, error == NULL, &error))
     goto failed;
   if (error != NULL)
     goto failed;
-  /* A signal during the layout or the write (which do not poll the flag): the output was
-   * committed, so take it back before reporting the interruption. */
-  gboolean interrupted = *options.cancel != 0;
-  if (interrupted)
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
-  if (group != NULL && !group->agree(group, !interrupted, &error))
-    interrupted = TRUE;
-  if (interrupted) {
-    if (group == NULL || group->rank == 0)
-      g_unlink(command.output);
-    goto failed;
+  /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
+   * or the write: the previous output, if any, is never touched by an interrupted run. A job
+   * first agrees that no rank was interrupted. */
+  if (group != NULL) {
+    gboolean calm = *options.cancel == 0;
+    if (!calm)
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+    if (!group->agree(group, calm, &error))
+      goto failed;
   }
+  gboolean committed = !writer || knnwb_host_outputs_commit(outputs, options.cancel, &error);
+  if (group != NULL && !group->agree(group, committed, &error))
+    committed = FALSE;
+  if (!committed)
+    goto failed;
   if (!command.quiet) {
     double total = (double)(g_get_monotonic_time() - start) / 1e6;
     g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
@@ -233,6 +257,8 @@ usage:
   status = 2;
   goto done;
 failed:
+  knnwb_host_outputs_discard(outputs);
+  knnwb_host_outputs_name_targets(outputs, error);
   status = knnwb_host_exit_status(error);
   if (status != 1)
     g_printerr("knnwb: interrupted; no output written\n");

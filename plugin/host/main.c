@@ -24,6 +24,7 @@ static const struct {
      "add pair rows (a-b, a+b, a*b, a/b) to a matrix"},
     {"neighbourhood", knnwb_host_command_neighbourhood,
      "the kNN neighbourhood of focus rows (yEd GML, ranked table)"},
+    {"classify", knnwb_host_command_classify, "kNN classification with cross-validation"},
 };
 
 static void knnwb_host_usage(FILE *out)

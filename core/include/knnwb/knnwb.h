@@ -16,5 +16,6 @@
 #include <knnwb/metafeatures.h>
 #include <knnwb/phenotype.h>
 #include <knnwb/neighbourhood.h>
+#include <knnwb/classify.h>
 
 #endif

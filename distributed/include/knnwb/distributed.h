@@ -33,11 +33,12 @@ typedef enum {
 /**
  * Writes one file from every rank's own rows (lists from a group run with group_own_rows): each
  * rank formats its rows, the ranks learn each other's byte counts, and every rank writes its bytes
- * at its offset of one temporary file (MPI-IO); rank 0 renames it over path once every rank has
- * written, so the file appears whole or not at all. The bytes equal the single-process writer's
- * (knnwb_formats_write_knn of the directed graph, or knnwb_formats_write_neighbor_lists_tsv).
- * n_rows: all rows of the run; labels: NULL or n_rows labels. Collective. Errors: KNNWB_ERROR_IO
- * naming the file, the same on every rank. Memory: this rank's text.
+ * at its offset of path (MPI-IO), which rank 0 names (the other ranks' path is ignored): the
+ * temporary of an output rank 0 commits afterwards, so the target appears whole or not at all.
+ * The bytes equal the single-process writer's (knnwb_formats_write_knn of the directed graph, or
+ * knnwb_formats_write_neighbor_lists_tsv). n_rows: all rows of the run; labels: NULL or n_rows
+ * labels. Collective. Errors: KNNWB_ERROR_IO naming the file, the same on every rank. Memory:
+ * this rank's text.
  */
 gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *path,
                                        KnnwbDistributedLists table, const KnnwbNeighbors *own,
