@@ -296,6 +296,15 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(saved));
     return FALSE;
   }
+  if (knnwb_gzip_fd_is_gzip(fd)) {
+    /* A .npy.gz: the array is decompressed into memory once, then read (and mapped) as if it
+     * were the file. */
+    int memory = knnwb_gzip_decompress_to_memory_file(fd, path, error);
+    close(fd);
+    if (memory < 0)
+      return FALSE;
+    fd = memory;
+  }
   gboolean ok = FALSE;
   g_autoptr(KnnwbMatrix) matrix = NULL;
   g_autofree char *header_text = NULL;

@@ -493,7 +493,8 @@ int knnwb_host_command_cluster(int argc, char **argv)
   g_autoptr(GOptionContext) context = g_option_context_new("--method METHOD -o OUT");
   g_option_context_set_summary(
       context,
-      "Clusters the rows of INPUT (CIBM, CSV, TSV, GCT or NPY, read as `knnwb knn` reads it):\n"
+      "Clusters the rows of INPUT (CIBM, CSV, TSV, GCT, NPY or GEO, gzip or not, read as `knnwb "
+      "knn` reads it):\n"
       "  mst-knn         MST-kNN (Inostroza-Ponta et al.; the R package mstknnclust)\n"
       "  components      connected components of the kNN graph\n"
       "  single-linkage  cut of the exact MST (--height or --clusters; --newick, --linkage)\n"

@@ -10,7 +10,7 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
 {
   GOptionEntry entries[] = {
       {"format", 'f', 0, G_OPTION_ARG_STRING, &args->format,
-       "Input format: auto (default), cibm, csv, tsv, gct, npy", "F"},
+       "Input format: auto (default), cibm, csv, tsv, gct, npy, geo (gzip-compressed or not)", "F"},
       {"transpose", 'T', 0, G_OPTION_ARG_NONE, &args->transpose,
        "The file's columns are the points (samples as rows)", NULL},
       {"header", 0, 0, G_OPTION_ARG_STRING, &args->header,

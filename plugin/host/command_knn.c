@@ -66,7 +66,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   g_autoptr(GOptionContext) context = g_option_context_new("-k K -o OUT");
   g_option_context_set_summary(
       context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
-               "GCT or NPY)\nand writes it to OUT: .knn (the GPU-FS-kNN format: `n m`, then "
+               "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
+               ".knn (the GPU-FS-kNN format: `n m`, then "
                "`source target weight`,\n0-based), .gml (for yEd), .graphml, or .tsv (neighbour "
                "table). Byte sizes take K, M, G, T suffixes.");
   g_option_context_set_description(

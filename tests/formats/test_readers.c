@@ -615,7 +615,7 @@ static void test_detection(void)
     KnnwbInputFormat format;
   } cases[] = {
       {"a.csv", "x", KNNWB_INPUT_CSV},        {"a.TSV", "x", KNNWB_INPUT_TSV},
-      {"a.gct", "x", KNNWB_INPUT_GCT},        {"a.npy", "x", KNNWB_INPUT_NPY},
+      {"a.gct", "#1.2\n", KNNWB_INPUT_GCT},   {"a.npy", "\x93NUMPY", KNNWB_INPUT_NPY},
       {"a.txt", "#1.2\n", KNNWB_INPUT_GCT},   {"b.txt", "\n<MicroarrayData>\n", KNNWB_INPUT_CIBM},
       {"c.txt", "a\tb,c\n", KNNWB_INPUT_TSV}, {"d.dat", "a,b\n", KNNWB_INPUT_CSV},
       {"e", "\x93NUMPY", KNNWB_INPUT_NPY},
@@ -635,7 +635,7 @@ static void test_detection(void)
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
   g_clear_error(&error);
 
-  for (int f = KNNWB_INPUT_AUTO; f <= KNNWB_INPUT_NPY; f++) {
+  for (int f = KNNWB_INPUT_AUTO; f <= KNNWB_INPUT_GEO; f++) {
     KnnwbInputFormat back;
     g_assert_true(knnwb_formats_input_from_string(knnwb_formats_input_to_string(f), &back, NULL));
     g_assert_cmpint(back, ==, f);

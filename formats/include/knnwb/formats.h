@@ -23,20 +23,26 @@ typedef enum {
   KNNWB_INPUT_CSV,  /**< comma-separated, RFC 4180 quoting */
   KNNWB_INPUT_TSV,  /**< tab-separated, same rules as CSV with a tab */
   KNNWB_INPUT_GCT,  /**< the Broad's GCT 1.2 or 1.3 */
-  KNNWB_INPUT_NPY   /**< NumPy .npy, float32/float64, C or Fortran order, header versions 1-3 */
+  KNNWB_INPUT_NPY,  /**< NumPy .npy, float32/float64, C or Fortran order, header versions 1-3 */
+  KNNWB_INPUT_GEO   /**< NCBI GEO series matrix (GSE..._series_matrix.txt): the table between
+                         !series_matrix_table_begin and _end, ID_REF labels, and each sample's
+                         !Sample_ lines as column annotations (see knnwb_matrix_annotation) */
 } KnnwbInputFormat;
 
-/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy" (case-insensitive). Errors: INVALID_ARGUMENT.
- */
+/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy", "geo" (case-insensitive). Errors:
+ * INVALID_ARGUMENT. Every format may be gzip-compressed (recognised by content, any name). */
 gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format,
                                          GError **error);
 /** The name knnwb_formats_input_from_string() accepts. */
 const char *knnwb_formats_input_to_string(KnnwbInputFormat format);
 
 /**
- * Decides the format of path: .npy, .gct, .csv, .tsv/.tab by extension; otherwise (and for .txt) by
- * content: NPY magic, `#1.2`/`#1.3`, `<MicroarrayData>`, else TSV when the first line has a tab,
- * CSV when it has a comma. Reads at most the first 64 KiB.
+ * Decides the format of path: _series_matrix.txt, .npy, .gct, .csv, .tsv/.tab by extension (a
+ * trailing .gz ignored); otherwise (and for .txt) by content: NPY magic, `#1.2`/`#1.3`,
+ * `<MicroarrayData>`, `!Series_` (GEO), else TSV when the first line has a tab, CSV when it has a
+ * comma. Reads at most the first 64 KiB (decompressed when the file is gzip). A name whose format
+ * the content contradicts (a .tsv holding an NPY array, a zip archive, GML, an HTML page) is an
+ * error that says what the file looks like.
  * Errors: KNNWB_ERROR_IO (cannot open), KNNWB_ERROR_PARSE (empty or unrecognisable file).
  */
 gboolean knnwb_formats_detect_input(const char *path, KnnwbInputFormat *format, GError **error);
