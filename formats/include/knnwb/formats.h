@@ -90,7 +90,8 @@ typedef struct {
   KnnwbInputFormat format;   /**< the format actually read (never AUTO) */
   size_t n_dropped_rows;     /**< rows dropped for missing values (policy DROP_ROWS) */
   size_t first_dropped_line; /**< 1-based line (NPY: row) of the first dropped row, 0 if none */
-  gboolean mapped;           /**< the values are a memory mapping of the file (NPY) */
+  gboolean mapped;           /**< always FALSE: files are read, never mapped (a mapped file
+                                  truncated during a run would kill the process with SIGBUS) */
 } KnnwbReadInfo;
 
 /**
@@ -107,7 +108,8 @@ typedef struct {
  * header dimensions are checked against the file size before anything is allocated. Complexity: one
  * streaming pass, O(file size) time; memory: the matrix plus a 4 MiB buffer and the labels (a
  * transposed read holds two copies of the matrix briefly). NPY float32 in C order (or Fortran order
- * with transpose) is memory-mapped, not copied.
+ * with transpose) is read straight into the matrix with no conversion; it is not memory-mapped, so
+ * a file truncated or rewritten during a run cannot crash it (a read that ends early is an error).
  */
 gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
                                    KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
