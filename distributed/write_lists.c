@@ -41,21 +41,22 @@ static gboolean knnwb_distributed_format(const KnnwbKnnGroup *group, KnnwbDistri
                 g_strerror(errno));
     return FALSE;
   }
+  gboolean ok;
   if (table == KNNWB_DISTRIBUTED_LISTS_KNN) {
     if (group->rank == 0)
       fprintf(stream, "%zu %" G_GINT64_FORMAT "\n", n_rows, edges);
-    knnwb_formats_write_knn_lines(stream, own);
+    ok = knnwb_formats_write_knn_lines(stream, own, error);
   } else {
     if (group->rank == 0)
       fputs(KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER, stream);
-    knnwb_formats_write_neighbor_lists_lines(stream, own, labels, labels);
+    ok = knnwb_formats_write_neighbor_lists_lines(stream, own, labels, labels, error);
   }
-  if (fclose(stream) != 0) {
+  if (fclose(stream) != 0 && ok) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot format the lists: %s",
                 g_strerror(errno));
     return FALSE;
   }
-  return TRUE;
+  return ok;
 }
 
 gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *path,
