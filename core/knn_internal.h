@@ -118,8 +118,11 @@ char *knnwb_memory_format(size_t bytes);
 gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
                                         GError **error);
 
-/** The number of threads to use for a request of n_threads (0 = all cores). */
-int knnwb_thread_count(int n_threads);
+/**
+ * g_thread_try_new, with one warning per process when a thread cannot start (memory or process
+ * limits). Callers go on with the threads they have. NULL when it failed.
+ */
+GThread *knnwb_thread_try_start(const char *name, GThreadFunc body, gpointer data);
 
 /* Matrix annotations (matrix_annotations.c), for matrix.c. */
 /** Frees every annotation (their strings live in the matrix's chunk). */

@@ -222,6 +222,7 @@ typedef struct {
   size_t memory_bytes;
   gboolean quiet;
   gboolean report;
+  const char *confine; /* --confine: every input and output path must resolve inside; NULL = any */
 } KnnwbPipelineOptions;
 
 /**
