@@ -414,6 +414,112 @@ static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k,
   return result;
 }
 
+/* The first round with a margin of candidates past k, then the rows the rounding bound could not
+ * certify again with four times as many, until all are certified. A retry round's candidate lists
+ * (rows x candidates) are kept within the memory budget by taking its rows in batches. With a
+ * group the first round is shared (rows [row0, row0 + n_rows) are this rank's, result holds them)
+ * and each rank re-selects its own uncertified rows alone. */
+static gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                 const char *backend, const KnnwbPrepared *query,
+                                 const KnnwbPrepared *reference, gboolean self, size_t available,
+                                 int threads, const KnnwbKnnGroup *group, size_t row0,
+                                 size_t n_rows, KnnwbNeighbors *result, GError **error)
+{
+  const size_t k = options->k;
+  size_t kc = MIN(available, k + MAX((size_t)8, k / 8));
+  GArray *uncertified = NULL;
+  if (!knnwb_knn_round(options, select, backend, query, reference, self, kc, available, threads,
+                       NULL, n_rows, row0, group, result, &uncertified, error))
+    return FALSE;
+  const size_t budget = options->memory_bytes ? options->memory_bytes : (size_t)256 << 20;
+  while (uncertified != NULL) {
+    size_t total = self ? available + 1 : available;
+    kc = MIN(total, kc * 4);
+    GArray *rows = uncertified;
+    uncertified = NULL;
+    /* Candidate index, score and exact distance per cell. */
+    size_t batch =
+        MAX((size_t)1, budget / (kc * (sizeof(int64_t) + sizeof(float) + sizeof(double))));
+    g_debug("knnwb: %u row(s) re-selected with %zu candidates, %zu at a time", rows->len, kc,
+            batch);
+    gboolean round_ok = TRUE;
+    for (size_t first = 0; first < rows->len && round_ok; first += batch) {
+      size_t n_batch = MIN(batch, rows->len - first);
+      GArray *left = NULL;
+      round_ok = knnwb_knn_round(options, select, backend, query, reference, self, kc, available,
+                                 threads, (const int64_t *)(void *)rows->data + first, n_batch, 0,
+                                 NULL, result, &left, error);
+      if (left != NULL) {
+        if (uncertified == NULL)
+          uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
+        g_array_append_vals(uncertified, left->data, left->len);
+        g_array_free(left, TRUE);
+      }
+    }
+    g_array_free(rows, TRUE);
+    if (round_ok && uncertified != NULL && kc == total) {
+      /* Every reference was a candidate: refine_row reports that as certified, so this is a bug. */
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
+      round_ok = FALSE;
+    }
+    if (!round_ok) {
+      if (uncertified != NULL)
+        g_array_free(uncertified, TRUE);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* The self lists of data with exact duplicate rows: the distinct rows' lists, expanded into result
+ * (all n rows). With a group the distinct rows' lists are shared out and gathered on every rank
+ * first (each row's expansion needs its representative's list, which may be another rank's). */
+static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                   const char *backend, const KnnwbPrepared *query,
+                                   const KnnwbDuplicates *duplicates, int threads,
+                                   const KnnwbKnnGroup *group, KnnwbNeighbors *result,
+                                   GError **error)
+{
+  KnnwbPrepared distinct;
+  gboolean ok =
+      knnwb_prepared_gather(&distinct, query, duplicates->representative, duplicates->n_unique,
+                            error);
+  if (group != NULL && !group->agree(group, ok, error)) {
+    if (ok)
+      knnwb_prepared_clear(&distinct);
+    return FALSE;
+  }
+  if (!ok)
+    return FALSE;
+  const size_t valid = distinct.n - distinct.n_invalid;
+  KnnwbKnnOptions distinct_options = *options;
+  distinct_options.k = MIN(options->k, valid > 0 ? valid - 1 : 0);
+  g_autoptr(KnnwbNeighbors) lists = NULL;
+  if (distinct_options.k > 0) {
+    size_t first = 0, last = distinct.n;
+    if (group != NULL)
+      knnwb_knn_group_rows(distinct.n, group->rank, group->size, &first, &last);
+    lists = knnwb_knn_result_new(first, last - first, distinct_options.k, error);
+    ok = lists != NULL;
+    if (group != NULL && !group->agree(group, ok, error))
+      ok = FALSE;
+    ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, &distinct, &distinct, TRUE,
+                                valid - 1, threads, group, first, last - first, lists, error);
+    if (group != NULL) {
+      if (!group->agree(group, ok, error))
+        ok = FALSE;
+      KnnwbNeighbors *all = ok ? knnwb_knn_group_gather(group, lists, distinct.n, error) : NULL;
+      ok = all != NULL;
+      knnwb_neighbors_free(g_steal_pointer(&lists));
+      lists = all;
+    }
+  }
+  if (ok)
+    knnwb_duplicates_expand(duplicates, query, lists, threads, result);
+  knnwb_prepared_clear(&distinct);
+  return ok;
+}
+
 /*
  * The engine. Alone: check, prepare, select, refine, re-select the uncertified rows. In a group
  * every rank does the same steps on the same matrices, but selects and refines only its share (the
@@ -444,8 +550,9 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     threads = MAX(1, threads / MAX(1, group->local_size)); /* the host's cores are shared */
   KnnwbPrepared query = {0}, reference_storage = {0};
   const KnnwbPrepared *reference = &query;
-  GArray *uncertified = NULL;
+  KnnwbDuplicates duplicates = {0};
   g_autoptr(KnnwbNeighbors) result = NULL;
+  gboolean gathered = FALSE;
   KnnwbSelectFunc select = NULL;
   g_autofree char *backend = NULL;
   gboolean ok = FALSE, nothing_to_do = FALSE;
@@ -497,6 +604,11 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     goto checked;
   }
   ok = knnwb_knn_choose_backend(options, &select, &backend, error);
+  /* Exact duplicate rows are collapsed before the search and expanded after it: a group of copies
+   * larger than the candidate margin could never be certified and would be re-selected with ever
+   * more candidates. (Every rank finds the same duplicates.) */
+  if (ok && self)
+    ok = knnwb_duplicates_find(query_data, threads, &duplicates, error);
 checked:
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
@@ -504,40 +616,52 @@ checked:
     goto out;
   result->backend_used = group != NULL ? g_strdup_printf("%s x %d ranks", backend, group->size)
                                        : g_strdup(backend);
-
-  /* A margin of candidates past k absorbs float rounding; certification checks it sufficed. */
-  size_t kc = MIN(available, k + MAX((size_t)8, k / 8));
-  ok = knnwb_knn_round(options, select, backend, &query, reference, self, kc, available, threads,
-                       NULL, last - first, first, group, result, &uncertified, error);
-  while (ok && uncertified != NULL) {
-    size_t total = self ? available + 1 : available;
-    kc = MIN(total, kc * 4);
-    GArray *rows = uncertified;
-    uncertified = NULL;
-    g_debug("knnwb: %u row(s) re-selected with %zu candidates", rows->len, kc);
-    ok = knnwb_knn_round(options, select, backend, &query, reference, self, kc, available,
-                         threads, (const int64_t *)rows->data, rows->len, 0, NULL, result,
-                         &uncertified, error);
-    g_array_free(rows, TRUE);
-    if (ok && uncertified != NULL && kc == total) {
-      /* Every reference was a candidate: refine_row reports that as certified, so this is a bug. */
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
+  if (self && duplicates.n_unique < n) {
+    g_debug("knnwb: %zu distinct rows of %zu", duplicates.n_unique, n);
+    /* Every rank expands every row (see knnwb_knn_distinct): the lists are whole already. */
+    KnnwbNeighbors *all = group != NULL ? knnwb_knn_result_new(0, n, k, error) : result;
+    ok = all != NULL;
+    if (group != NULL && !group->agree(group, ok, error))
       ok = FALSE;
+    ok = ok && knnwb_knn_distinct(options, select, backend, &query, &duplicates, threads, group,
+                                  all, error);
+    if (group != NULL && !group->agree(group, ok, error))
+      ok = FALSE;
+    if (ok && group != NULL) {
+      all->backend_used = g_strdup(result->backend_used);
+      if (options->group_own_rows) {
+        /* This rank's slice of the whole lists. */
+        memcpy(result->indices, all->indices + first * k, (last - first) * k * sizeof(int64_t));
+        memcpy(result->distances, all->distances + first * k, (last - first) * k * sizeof(double));
+        memcpy(result->n_found, all->n_found + first, (last - first) * sizeof(int32_t));
+        knnwb_neighbors_free(all);
+      } else {
+        knnwb_neighbors_free(result);
+        result = all;
+      }
+      gathered = TRUE;
+    } else if (all != result) {
+      knnwb_neighbors_free(all);
     }
+    goto out;
   }
+  ok = knnwb_knn_rounds(options, select, backend, &query, reference, self, available, threads,
+                        group, first, last - first, result, error);
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
 out:
-  if (uncertified != NULL)
-    g_array_free(uncertified, TRUE);
+  knnwb_duplicates_clear(&duplicates);
   gint64 clear_start = g_get_monotonic_time();
   knnwb_prepared_clear(&query);
   knnwb_prepared_clear(&reference_storage);
   g_debug("knnwb: release %.3f s, whole call %.3f s",
           (double)(g_get_monotonic_time() - clear_start) / 1e6,
           (double)(g_get_monotonic_time() - run_start) / 1e6);
-  if (ok && group != NULL && !options->group_own_rows) {
+  if (ok && group != NULL && !options->group_own_rows && !gathered) {
+    gint64 gather_start = g_get_monotonic_time();
     KnnwbNeighbors *all = knnwb_knn_group_gather(group, result, n, error);
+    g_debug("knnwb: rank %d: lists gathered in %.3f s", group->rank,
+            (double)(g_get_monotonic_time() - gather_start) / 1e6);
     if (all == NULL)
       return FALSE;
     knnwb_neighbors_free(result);

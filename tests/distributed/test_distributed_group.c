@@ -180,9 +180,13 @@ static void assert_same_rows(const KnnwbNeighbors *expected, const KnnwbNeighbor
                   rows * sizeof(int32_t));
 }
 
-static void check_case(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k, gboolean own)
+static void check_case_copies(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k,
+                              gboolean own, size_t copies)
 {
   g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(n, d, (guint32)(n * 31 + d));
+  /* Exact duplicate rows take the core's collapse-and-expand path. */
+  for (size_t c = 1; c <= copies && 7 * c < n; c++)
+    memcpy(data->values + 7 * c * d, data->values + 3 * d, d * sizeof(float));
   g_autoptr(KnnwbMatrix) queries = nq ? knnwb_test_random_matrix(nq, d, (guint32)(nq + 7)) : NULL;
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
@@ -220,6 +224,11 @@ static void check_case(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t
   }
 }
 
+static void check_case(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k, gboolean own)
+{
+  check_case_copies(metric, n, nq, d, k, own, 0);
+}
+
 static void test_every_metric(void)
 {
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
@@ -241,6 +250,14 @@ static void test_odd_sizes(void)
   check_case(KNNWB_METRIC_MANHATTAN, 33, 0, 5, 32, TRUE);
   check_case(KNNWB_METRIC_COSINE, 65, 3, 9, 64, FALSE);
   check_case(KNNWB_METRIC_SPEARMAN, 1, 2, 4, 1, TRUE); /* one reference row, two queries */
+}
+
+/* Copies of one row (more than the candidate margin) in the self graph. */
+static void test_duplicate_rows(void)
+{
+  check_case_copies(KNNWB_METRIC_PEARSON, 150, 0, 6, 5, FALSE, 12);
+  check_case_copies(KNNWB_METRIC_EUCLIDEAN, 150, 0, 6, 5, TRUE, 12);
+  check_case_copies(KNNWB_METRIC_MANHATTAN, 150, 20, 6, 5, TRUE, 12);
 }
 
 /* A NaN in rank 2's rows: only rank 2 sees it, every rank fails with its message. */
@@ -289,6 +306,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/distributed/group/every-metric", test_every_metric);
   g_test_add_func("/distributed/group/odd-sizes", test_odd_sizes);
+  g_test_add_func("/distributed/group/duplicate-rows", test_duplicate_rows);
   g_test_add_func("/distributed/group/failing-rank", test_failing_rank);
   g_test_add_func("/distributed/group/cancelled", test_cancelled_rank);
   return g_test_run();
