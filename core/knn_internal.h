@@ -97,8 +97,11 @@ size_t knnwb_memory_available(void);
 /** "1.5 GiB" style text for messages; free with g_free. */
 char *knnwb_memory_format(size_t bytes);
 
-/** The number of threads to use for a request of n_threads (0 = all cores). */
-int knnwb_thread_count(int n_threads);
+/**
+ * g_thread_try_new, with one warning per process when a thread cannot start (memory or process
+ * limits). Callers go on with the threads they have. NULL when it failed.
+ */
+GThread *knnwb_thread_try_start(const char *name, GThreadFunc body, gpointer data);
 
 /* Matrix annotations (matrix_annotations.c), for matrix.c. */
 /** Frees every annotation (their strings live in the matrix's chunk). */

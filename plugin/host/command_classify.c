@@ -1,20 +1,10 @@
 /* `knnwb classify INPUT --classes TABLE:COLUMN -k K -o predictions.tsv`: kNN classification with
  * stratified cross-validation (or of new samples, --query), metrics on stdout. */
-#include <unistd.h>
-#include <glib/gstdio.h>
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include "command_common.h"
 #include "host.h"
-
-static char *knnwb_classify_temporary(const char *final)
-{
-  g_autofree char *dir = g_path_get_dirname(final);
-  g_autofree char *base = g_path_get_basename(final);
-  g_autofree char *name = g_strdup_printf(".knnwb-%d-%s", (int)getpid(), base);
-  return g_build_filename(dir, name, NULL);
-}
 
 int knnwb_host_command_classify(int argc, char **argv)
 {
@@ -75,8 +65,7 @@ int knnwb_host_command_classify(int argc, char **argv)
   g_autoptr(KnnwbClasses) classes = NULL;
   g_autoptr(KnnwbClassifyMetrics) metrics = NULL;
   g_autofree int32_t *fold = NULL, *predicted = NULL, *votes = NULL, *truth = NULL;
-  g_autoptr(GPtrArray) outputs = g_ptr_array_new();
-  KnnwbPipelineOutput predictions_output = {0}, metrics_output = {0};
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
   KnnwbReadOptions read_options;
   KnnwbKnnOptions options;
   size_t folds = 5;
@@ -116,6 +105,13 @@ int knnwb_host_command_classify(int argc, char **argv)
     goto fail;
   options.cancel = knnwb_host_signals_install();
   options.data_name = rest[0];
+  /* Temporaries renamed into place together at the end; created now to prove the directories. */
+  const char *predictions_temporary = knnwb_host_outputs_add(outputs, output, &error);
+  const char *metrics_temporary = NULL;
+  if (predictions_temporary == NULL ||
+      (metrics_path != NULL &&
+       (metrics_temporary = knnwb_host_outputs_add(outputs, metrics_path, &error)) == NULL))
+    goto fail;
   knnwb_host_log_set_quiet(quiet);
   if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
     goto fail;
@@ -163,28 +159,14 @@ int knnwb_host_command_classify(int argc, char **argv)
   if (!classified)
     goto fail;
   metrics = knnwb_classify_metrics_new(truth, predicted, rows->n_rows, classes->n_classes);
-  predictions_output.final = output;
-  predictions_output.temporary = knnwb_classify_temporary(output);
-  g_ptr_array_add(outputs, &predictions_output);
-  if (!knnwb_classify_write_predictions(predictions_output.temporary, rows, classes->names, truth,
+  if (!knnwb_classify_write_predictions(predictions_temporary, rows, classes->names, truth,
                                         predicted, votes, fold, options.k, &error))
     goto fail;
-  if (metrics_path != NULL) {
-    metrics_output.final = metrics_path;
-    metrics_output.temporary = knnwb_classify_temporary(metrics_path);
-    g_ptr_array_add(outputs, &metrics_output);
-    if (!knnwb_classify_write_metrics(metrics_output.temporary, metrics, classes->names, &error))
-      goto fail;
-  }
-  if (*options.cancel) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+  if (metrics_temporary != NULL &&
+      !knnwb_classify_write_metrics(metrics_temporary, metrics, classes->names, &error))
     goto fail;
-  }
-  if (!knnwb_pipeline_outputs_commit(outputs, &error)) {
-    g_ptr_array_set_size(outputs, 0);
+  if (!knnwb_host_outputs_commit(outputs, options.cancel, &error))
     goto fail;
-  }
-  g_ptr_array_set_size(outputs, 0);
   if (!quiet) {
     if (query_path != NULL)
       printf("%zu rows of %s classified against %s (k=%zu %s)\n", rows->n_rows, query_path, rest[0],
@@ -201,12 +183,10 @@ int knnwb_host_command_classify(int argc, char **argv)
   status = 0;
   goto done;
 fail:
-  for (guint i = 0; i < outputs->len; i++)
-    g_unlink(((KnnwbPipelineOutput *)outputs->pdata[i])->temporary);
+  knnwb_host_outputs_discard(outputs);
+  knnwb_host_outputs_name_targets(outputs, error);
   status = knnwb_host_command_fail("classify", error, usage);
 done:
-  g_free(predictions_output.temporary);
-  g_free(metrics_output.temporary);
   knnwb_host_input_clear(&input);
   knnwb_host_knn_clear(&knn);
   g_free(classes_spec);

@@ -273,44 +273,9 @@ static gboolean knnwb_cluster_write_summary(const char *path, const char *contin
     g_string_append_printf(text, "modularity\t%.6f\n", result->modularity);
   if (result->note)
     g_string_append_printf(text, "note\t%s\n", result->note);
-  if (classes) {
-    double ari = NAN, nmi = NAN;
-    igraph_integer_t used = 0;
-    igraph_matrix_int_t table;
-    if (!knnwb_error_from_igraph(igraph_matrix_int_init(&table, 0, 0), "matrix init", error))
-      return FALSE;
-    if (!knnwb_clustering_compare(&result->membership, classes, &ari, &nmi, &table, &used, error)) {
-      igraph_matrix_int_destroy(&table);
-      return FALSE;
-    }
-    igraph_integer_t n_classes = 0;
-    while (class_names[n_classes])
-      n_classes++;
-    g_string_append_printf(text,
-                           "annotation\t%s\nannotated_points\t%" IGRAPH_PRId
-                           "\nclasses\t%" IGRAPH_PRId "\nari\t%.6f\nnmi\t%.6f\n",
-                           command->annotation, used, n_classes, ari, nmi);
-    g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(contingency_path, error);
-    if (file == NULL) {
-      igraph_matrix_int_destroy(&table);
-      return FALSE;
-    }
-    FILE *stream = knnwb_atomic_file_stream(file);
-    fputs("cluster", stream);
-    for (igraph_integer_t c = 0; c < n_classes; c++)
-      fprintf(stream, "\t%s", class_names[c]);
-    fputc('\n', stream);
-    for (igraph_integer_t r = 0; r < igraph_matrix_int_nrow(&table); r++) {
-      fprintf(stream, "%" IGRAPH_PRId, r);
-      for (igraph_integer_t c = 0; c < n_classes; c++)
-        fprintf(stream, "\t%" IGRAPH_PRId,
-                c < igraph_matrix_int_ncol(&table) ? MATRIX(table, r, c) : 0);
-      fputc('\n', stream);
-    }
-    igraph_matrix_int_destroy(&table);
-    if (!knnwb_atomic_file_commit(g_steal_pointer(&file), error))
-      return FALSE;
-  }
+  if (classes && !knnwb_host_evaluation_append(text, command->annotation, &result->membership,
+                                               classes, class_names, contingency_path, error))
+    return FALSE;
   g_string_append_printf(text, "seconds\t%.3f\n", seconds);
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL)

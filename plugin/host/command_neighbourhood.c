@@ -1,34 +1,10 @@
 /* `knnwb neighbourhood INPUT --focus L -k K -o OUT.gml [--table OUT.tsv]`: load, (metafeatures),
  * (phenotype), the focus rows' kNN neighbourhood up to order r, as yEd GML and a ranked table. */
-#include <errno.h>
-#include <unistd.h>
-#include <glib/gstdio.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/neighbourhood.h>
 #include "command_common.h"
 #include "host.h"
-
-/* The outputs go to temporaries renamed into place together at the end (all or nothing). */
-static KnnwbPipelineOutput *knnwb_neighbourhood_output(GPtrArray *outputs, const char *final)
-{
-  KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
-  output->final = g_strdup(final);
-  g_autofree char *dir = g_path_get_dirname(final);
-  g_autofree char *base = g_path_get_basename(final);
-  g_autofree char *name = g_strdup_printf(".knnwb-%d-%u-%s", (int)getpid(), outputs->len, base);
-  output->temporary = g_build_filename(dir, name, NULL);
-  g_ptr_array_add(outputs, output);
-  return output;
-}
-
-static void knnwb_neighbourhood_output_free(gpointer data)
-{
-  KnnwbPipelineOutput *output = data;
-  g_free(output->temporary);
-  g_free(output->final);
-  g_free(output);
-}
 
 int knnwb_host_command_neighbourhood(int argc, char **argv)
 {
@@ -81,7 +57,7 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   g_autoptr(KnnwbMatrix) data = NULL;
   g_autoptr(KnnwbNeighbourhood) nb = NULL;
   g_autofree int64_t *focus = NULL;
-  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_neighbourhood_output_free);
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
   KnnwbReadOptions read_options;
   KnnwbKnnOptions options;
   KnnwbDirection direction = KNNWB_DIRECTION_OUT;
@@ -119,6 +95,13 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
     goto fail;
   options.cancel = knnwb_host_signals_install();
   options.data_name = rest[0];
+  /* The outputs go to temporaries renamed into place together at the end (all or nothing);
+   * creating them now proves the directories take files before any work. */
+  const char *gml_temporary = knnwb_host_outputs_add(outputs, output, &error);
+  const char *table_temporary = NULL;
+  if (gml_temporary == NULL ||
+      (table != NULL && (table_temporary = knnwb_host_outputs_add(outputs, table, &error)) == NULL))
+    goto fail;
   knnwb_host_log_set_quiet(quiet);
   gint64 start = g_get_monotonic_time();
   if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
@@ -141,23 +124,13 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   if (!found)
     goto fail;
   gint64 found_done = g_get_monotonic_time();
-  KnnwbPipelineOutput *gml = knnwb_neighbourhood_output(outputs, output);
-  if (!knnwb_neighbourhood_write_gml(gml->temporary, nb, data, (unsigned long)seed, &error))
+  if (!knnwb_neighbourhood_write_gml(gml_temporary, nb, data, (unsigned long)seed, &error) ||
+      (table_temporary != NULL &&
+       !knnwb_neighbourhood_write_table(table_temporary, nb, data, options.metric, &error)))
     goto fail;
-  if (table != NULL) {
-    KnnwbPipelineOutput *ranked = knnwb_neighbourhood_output(outputs, table);
-    if (!knnwb_neighbourhood_write_table(ranked->temporary, nb, data, options.metric, &error))
-      goto fail;
-  }
-  if (*options.cancel) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+  /* The last thing, refused when a signal arrived during the layout or the writes. */
+  if (!knnwb_host_outputs_commit(outputs, options.cancel, &error))
     goto fail;
-  }
-  if (!knnwb_pipeline_outputs_commit(outputs, &error)) {
-    g_ptr_array_set_size(outputs, 0); /* the commit removed what it could not place */
-    goto fail;
-  }
-  g_ptr_array_set_size(outputs, 0);
   if (!quiet)
     g_printerr("knnwb: %zu x %zu, k=%zu %s, order %" G_GINT64_FORMAT " %s: %zu rows, %" IGRAPH_PRId
                " edges, %zu rows queried%s -> %s%s%s (read %.2f "
@@ -171,10 +144,8 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   status = 0;
   goto done;
 fail:
-  for (guint i = 0; i < outputs->len; i++) {
-    const KnnwbPipelineOutput *pending = outputs->pdata[i];
-    g_unlink(pending->temporary);
-  }
+  knnwb_host_outputs_discard(outputs);
+  knnwb_host_outputs_name_targets(outputs, error);
   status = knnwb_host_command_fail("neighbourhood", error, usage);
 done:
   knnwb_host_input_clear(&input);

@@ -110,6 +110,8 @@ KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
 /** Ends the line and frees. NULL is fine. */
 void knnwb_host_progress_finish(KnnwbHostProgress *progress);
+/** What the counts are ("tiles" by default; unit must outlive the progress line). */
+void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit);
 
 /** The process's peak resident size in bytes (VmHWM, else ru_maxrss); never reset. */
 guint64 knnwb_host_memory_peak(void);
@@ -210,6 +212,7 @@ typedef struct {
   size_t memory_bytes;
   gboolean quiet;
   gboolean report;
+  const char *confine; /* --confine: every input and output path must resolve inside; NULL = any */
 } KnnwbPipelineOptions;
 
 /**
@@ -245,6 +248,19 @@ int knnwb_host_command_cluster(int argc, char **argv);
 int knnwb_host_command_run(int argc, char **argv);
 int knnwb_host_command_validate(int argc, char **argv);
 int knnwb_host_command_plugins(int argc, char **argv);
+
+/**
+ * Compares membership with classes (knnwb_clustering_compare; class -1 = not annotated) and
+ * appends "annotation, annotated_points, classes, ari, nmi" lines (key<TAB>value) to text; with
+ * contingency_path, writes the contingency table there (atomically): a header `cluster` + the
+ * class names, then one line per cluster with its counts. Errors: KNNWB_ERROR_IO and those of
+ * knnwb_clustering_compare.
+ */
+gboolean knnwb_host_evaluation_append(GString *text, const char *annotation,
+                                      const igraph_vector_int_t *membership,
+                                      const igraph_vector_int_t *classes,
+                                      char *const *class_names, const char *contingency_path,
+                                      GError **error);
 
 /** Prints "knnwb: message" to stderr. */
 void knnwb_host_print_error(const GError *error);

@@ -5,6 +5,7 @@
 #include <igraph.h>
 #include <knnwb/community.h>
 #include <knnwb/error.h>
+#include <knnwb/graph.h>
 
 /* Random self-kNN lists: k distinct other rows per row, in a random order (the SNN graph only
  * needs the order, not distances). */
@@ -401,6 +402,46 @@ static void test_compare(void)
   igraph_matrix_int_destroy(&table);
 }
 
+/* Lists -> directed graph -> lists is the identity; other graphs are refused. */
+static void test_lists_from_graph(void)
+{
+  KnnwbNeighbors *lists = random_lists(53, 4, 3);
+  /* Distances in rank order (ties by index are allowed: equal distances, increasing index). */
+  for (size_t i = 0; i < 53; i++)
+    for (size_t r = 0; r < 4; r++)
+      lists->distances[i * 4 + r] = (double)(r + 1);
+  igraph_t graph;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_graph_from_neighbors(lists, KNNWB_GRAPH_DIRECTED, &graph, &weights, &error));
+  KnnwbNeighbors *back = NULL;
+  g_assert_true(knnwb_clustering_lists_from_graph(&graph, &weights, &back, &error));
+  g_assert_no_error(error);
+  g_assert_cmpuint(back->n_queries, ==, 53);
+  g_assert_cmpuint(back->k, ==, 4);
+  g_assert_cmpmem(back->indices, 53 * 4 * sizeof(int64_t), lists->indices,
+                  53 * 4 * sizeof(int64_t));
+  g_assert_cmpmem(back->distances, 53 * 4 * sizeof(double), lists->distances,
+                  53 * 4 * sizeof(double));
+  for (size_t i = 0; i < 53; i++)
+    g_assert_cmpint(back->n_found[i], ==, 4);
+  knnwb_neighbors_free(back);
+  /* Out of rank order. */
+  VECTOR(weights)[1] = 0.5;
+  g_assert_false(knnwb_clustering_lists_from_graph(&graph, &weights, &back, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  igraph_destroy(&graph);
+  /* Undirected. */
+  g_assert_true(knnwb_graph_from_neighbors(lists, KNNWB_GRAPH_UNION, &graph, &weights, &error));
+  g_assert_false(knnwb_clustering_lists_from_graph(&graph, &weights, &back, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  igraph_destroy(&graph);
+  igraph_vector_destroy(&weights);
+  knnwb_neighbors_free(lists);
+}
+
 int main(int argc, char **argv)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
@@ -412,5 +453,6 @@ int main(int argc, char **argv)
   g_test_add_func("/clustering/community/undirected", test_undirected);
   g_test_add_func("/clustering/community/similarity", test_similarity);
   g_test_add_func("/clustering/community/compare", test_compare);
+  g_test_add_func("/clustering/community/lists-from-graph", test_lists_from_graph);
   return g_test_run();
 }

@@ -10,6 +10,9 @@
  */
 #include <knnwb/clustering.h>
 #include <knnwb/formats.h>
+#include <knnwb/annotation.h>
+#include <knnwb/classify.h>
+#include <knnwb/phenotype.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -83,6 +86,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
   g_strfreev(labels);
   igraph_matrix_destroy(&distances);
+#elif defined(KNNWB_FUZZ_ANNOTATION)
+  /* The annotation table reader, then the phenotype and class matching on what it read, against a
+   * 2 x 4 matrix whose rows and samples are named like the seed corpus (S1..S4, r1, r2). */
+  KnnwbAnnotationTable *table = knnwb_annotation_read(path, &error);
+  if (table != NULL) {
+    KnnwbMatrix *matrix = knnwb_matrix_new(2, 4, NULL);
+    for (size_t j = 0; j < 4; j++) {
+      char name[8];
+      snprintf(name, sizeof name, "S%zu", j + 1);
+      knnwb_matrix_set_col_label(matrix, j, name);
+    }
+    knnwb_matrix_set_row_label(matrix, 0, "r1");
+    knnwb_matrix_set_row_label(matrix, 1, "r2");
+    const char *column = table->header[table->n_columns - 1];
+    float *values = NULL;
+    g_clear_error(&error);
+    if (knnwb_phenotype_values(matrix, table, NULL, column, &values, &error))
+      knnwb_phenotype_append_row(&matrix, values, "fuzz-phenotype", NULL);
+    g_free(values);
+    g_clear_error(&error);
+    KnnwbClasses *classes = NULL;
+    if (knnwb_classes_from_table(matrix, table, NULL, column, &classes, &error))
+      knnwb_classes_free(classes);
+    knnwb_matrix_free(matrix);
+    knnwb_annotation_free(table);
+  }
 #elif defined(KNNWB_FUZZ_KNN)
   igraph_t graph;
   igraph_vector_t weights;

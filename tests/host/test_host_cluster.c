@@ -181,6 +181,87 @@ static void test_snn_and_cpm(void)
   host_test_rmtree(dir);
 }
 
+/* The same as pipeline steps: kNN graph -> SNN graph -> Leiden -> evaluate; mst-knn reusing the
+ * kNN graph; single-linkage writing its dendrogram; mst-knn-distances from a TSV matrix. */
+static const char *const PIPELINE =
+    "<?xml version=\"1.0\"?>\n"
+    "<pipeline name=\"clusters\" version=\"1\">\n"
+    "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"points.tsv\"/></step>\n"
+    "  <step id=\"knn\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>\n"
+    "    <param name=\"k\" value=\"3\"/><param name=\"metric\" value=\"euclidean\"/>\n"
+    "    <param name=\"graph\" value=\"directed\"/></step>\n"
+    "  <step id=\"snn\" type=\"snn-graph\"><input name=\"knn\" step=\"knn\"/>\n"
+    "    <param name=\"weighting\" value=\"jaccard\"/></step>\n"
+    "  <step id=\"leiden\" type=\"community\"><input name=\"graph\" step=\"snn\"/></step>\n"
+    "  <step id=\"eval\" type=\"evaluate\"><input name=\"clusters\" step=\"leiden\"/>\n"
+    "    <param name=\"annotation\" value=\"classes.csv\"/><param name=\"column\" "
+    "value=\"group\"/>\n"
+    "    <param name=\"path\" value=\"leiden.summary.tsv\"/>\n"
+    "    <param name=\"contingency\" value=\"leiden.contingency.tsv\"/></step>\n"
+    "  <step id=\"mstknn\" type=\"mst-knn\"><input name=\"data\" step=\"load\"/>\n"
+    "    <input name=\"knn\" step=\"knn\"/><param name=\"metric\" value=\"euclidean\"/></step>\n"
+    "  <step id=\"eval2\" type=\"evaluate\"><input name=\"clusters\" step=\"mstknn\"/>\n"
+    "    <param name=\"annotation\" value=\"classes.csv\"/><param name=\"column\" value=\"2\"/>\n"
+    "    <param name=\"path\" value=\"mstknn.summary.tsv\"/></step>\n"
+    "  <step id=\"mst\" type=\"mst\"><input name=\"data\" step=\"load\"/>\n"
+    "    <param name=\"metric\" value=\"euclidean\"/></step>\n"
+    "  <step id=\"cut\" type=\"single-linkage\"><input name=\"tree\" step=\"mst\"/>\n"
+    "    <param name=\"clusters\" value=\"2\"/><param name=\"newick\" value=\"tree.nwk\"/>\n"
+    "    <param name=\"linkage\" value=\"tree.npy\"/></step>\n"
+    "  <step id=\"dist\" type=\"mst-knn-distances\"><param name=\"path\" value=\"d.tsv\"/></step>\n"
+    "  <step id=\"labels\" type=\"write-labels\"><input name=\"clusters\" step=\"dist\"/>\n"
+    "    <param name=\"path\" value=\"dist.labels.tsv\"/></step>\n"
+    "</pipeline>\n";
+
+static void test_pipeline_steps(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *data = host_test_write(dir, "points.tsv", TWO_GROUPS);
+  g_autofree char *table = host_test_write(dir, "classes.csv", ANNOTATION);
+  /* 0, 2, 7, 12, 14 as a labelled TSV distance matrix: the package's tie rule (see the library
+   * test) gives {p0,p1},{p2,p3,p4}. */
+  g_autofree char *distances = host_test_write(dir, "d.tsv",
+                                               "\tp0\tp1\tp2\tp3\tp4\n"
+                                               "p0\t0\t2\t7\t12\t14\n"
+                                               "p1\t2\t0\t5\t10\t12\n"
+                                               "p2\t7\t5\t0\t5\t7\n"
+                                               "p3\t12\t10\t5\t0\t2\n"
+                                               "p4\t14\t12\t7\t2\t0\n");
+  g_autofree char *pipeline = host_test_write(dir, "p.xml", PIPELINE);
+  g_autofree char *err = NULL;
+  int status = host_test_run(dir, NULL, &err, "run", "p.xml", NULL);
+  if (status != 0)
+    g_printerr("%s", err);
+  g_assert_cmpint(status, ==, 0);
+  g_autofree char *summary = read_text(dir, "leiden.summary.tsv");
+  g_assert_cmpfloat(summary_value(summary, "ari"), ==, 1);
+  g_assert_cmpfloat(summary_value(summary, "clusters"), ==, 2);
+  g_assert_cmpfloat(summary_value(summary, "modularity"), >, 0.4);
+  g_autofree char *contingency = read_text(dir, "leiden.contingency.tsv");
+  g_assert_cmpstr(contingency, ==, "cluster\tA\tB\n0\t5\t0\n1\t0\t4\n");
+  g_autofree char *mstknn = read_text(dir, "mstknn.summary.tsv");
+  g_assert_cmpfloat(summary_value(mstknn, "ari"), ==, 1);
+  g_autofree char *newick = read_text(dir, "tree.nwk");
+  g_assert_nonnull(strstr(newick, "b5:"));
+  g_autofree char *labels = read_text(dir, "dist.labels.tsv");
+  g_assert_cmpstr(labels, ==,
+                  "row\tlabel\tcluster\tsize\n0\tp0\t0\t2\n1\tp1\t0\t2\n2\tp2\t1\t3\n"
+                  "3\tp3\t1\t3\n4\tp4\t1\t3\n");
+  /* single-linkage given both a height and a count is refused, and nothing is written. */
+  g_autoptr(GString) both = g_string_new(PIPELINE);
+  g_string_replace(both, "<param name=\"clusters\" value=\"2\"/>",
+                   "<param name=\"clusters\" value=\"2\"/><param name=\"height\" value=\"1\"/>", 1);
+  g_autofree char *both_path = host_test_write(dir, "both.xml", both->str);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "run", "both.xml", "--output-dir", "out", NULL);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_nonnull(strstr(err, "give height or clusters, not both"));
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -188,5 +269,6 @@ int main(int argc, char **argv)
   g_test_add_func("/host/cluster/usage-errors", test_usage_errors);
   g_test_add_func("/host/cluster/bad-annotation", test_bad_annotation);
   g_test_add_func("/host/cluster/snn-and-cpm", test_snn_and_cpm);
+  g_test_add_func("/host/cluster/pipeline-steps", test_pipeline_steps);
   return g_test_run();
 }

@@ -52,6 +52,18 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
                                     int n_threads, igraph_t *graph, igraph_vector_t *weights,
                                     GError **error);
 
+/**
+ * The kNN lists of a directed kNN graph as knnwb_graph_from_neighbors (mode directed), a knn-graph
+ * step or a directed .knn file give it: each vertex's out-edges, in edge order, are its neighbours
+ * in rank order (distance, then index); k = the largest out-degree, shorter lists have n_found
+ * below k (their empty slots hold index -1). *lists receives new lists (knnwb_neighbors_free).
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT (undirected graph, weights missing or of the wrong length,
+ * a self-loop, a negative distance, out-edges not in rank order), KNNWB_ERROR_NO_MEMORY.
+ * Complexity: O(V + E) time, O(V k) memory.
+ */
+gboolean knnwb_clustering_lists_from_graph(const igraph_t *graph, const igraph_vector_t *distances,
+                                           KnnwbNeighbors **lists, GError **error);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Distances and similarity weights. */
 
