@@ -64,6 +64,7 @@ void knnwb_matrix_free(KnnwbMatrix *matrix)
   g_free(matrix->row_classes);
   g_free(matrix->col_classes);
   knnwb_matrix_annotations_clear(matrix);
+  g_free(matrix->absent_rows);
   if (matrix->strings != NULL)
     g_string_chunk_free(matrix->strings);
   g_free(matrix);
@@ -98,6 +99,22 @@ void knnwb_matrix_set_row_class(KnnwbMatrix *matrix, size_t i, const char *label
 void knnwb_matrix_set_col_class(KnnwbMatrix *matrix, size_t j, const char *label)
 {
   knnwb_matrix_set_string(matrix, &matrix->col_classes, matrix->n_cols, j, label);
+}
+
+void knnwb_matrix_set_row_absent(KnnwbMatrix *matrix, size_t i)
+{
+  g_return_if_fail(i < matrix->n_rows);
+  if (matrix->absent_rows == NULL)
+    matrix->absent_rows = g_new0(unsigned char, matrix->n_rows);
+  if (!matrix->absent_rows[i]) {
+    matrix->absent_rows[i] = 1;
+    matrix->n_absent_rows++;
+  }
+}
+
+gboolean knnwb_matrix_row_is_absent(const KnnwbMatrix *matrix, size_t i)
+{
+  return matrix->absent_rows != NULL && i < matrix->n_rows && matrix->absent_rows[i];
 }
 
 const char *knnwb_matrix_row_label(const KnnwbMatrix *matrix, size_t i)
@@ -159,6 +176,8 @@ KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean 
       knnwb_matrix_set_row_label(result, r, matrix->row_labels[i]);
     if (matrix->row_classes != NULL)
       knnwb_matrix_set_row_class(result, r, matrix->row_classes[i]);
+    if (knnwb_matrix_row_is_absent(matrix, i))
+      knnwb_matrix_set_row_absent(result, r);
     r++;
   }
   knnwb_matrix_copy_strings(result, &result->col_labels, d, matrix->col_labels);
@@ -198,13 +217,33 @@ static void knnwb_matrix_scan_finite(size_t first, size_t last, void *data)
   }
 }
 
+/* Offsets the rows of a scan: parallel_for counts from 0. */
+typedef struct {
+  KnnwbFiniteScan *scan;
+  size_t first;
+} KnnwbFiniteRange;
+
+static void knnwb_matrix_scan_finite_range(size_t first, size_t last, void *data)
+{
+  KnnwbFiniteRange *range = data;
+  knnwb_matrix_scan_finite(range->first + first, range->first + last, range->scan);
+}
+
 gboolean knnwb_matrix_check_finite(const KnnwbMatrix *matrix, GError **error)
 {
-  const size_t n = matrix->n_rows, d = matrix->n_cols;
+  return knnwb_matrix_check_finite_rows(matrix, 0, matrix->n_rows, error);
+}
+
+gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
+                                        GError **error)
+{
+  const size_t d = matrix->n_cols;
   KnnwbFiniteScan scan = {.matrix = matrix, .first_bad = SIZE_MAX};
+  KnnwbFiniteRange range = {&scan, first};
   g_mutex_init(&scan.lock);
-  knnwb_parallel_for(0, n, MAX((size_t)1, ((size_t)1 << 20) / MAX(d, (size_t)1)),
-                     knnwb_matrix_scan_finite, &scan);
+  knnwb_parallel_for(0, last > first ? last - first : 0,
+                     MAX((size_t)1, ((size_t)1 << 20) / MAX(d, (size_t)1)),
+                     knnwb_matrix_scan_finite_range, &range);
   g_mutex_clear(&scan.lock);
   if (scan.first_bad == SIZE_MAX)
     return TRUE;

@@ -468,9 +468,16 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   if (options->labels_path != NULL &&
       !knnwb_npy_labels(options->labels_path, stored_rows, matrix, want_transpose, error))
     goto out;
-  /* NaN/Inf: the text formats' missing values. Rows here are those of the file as stored. */
+  /* NaN/Inf: the text formats' missing values. Rows here are those of the file as stored. As one
+   * rank of a job that fails on them, only this rank's rows are read here (every row is some
+   * rank's and the ranks agree on errors); dropping rows needs every rank to see every row. */
+  size_t scan_first = 0, scan_last = rows;
+  const KnnwbKnnGroup *group = knnwb_knn_group_get_default();
+  if (group != NULL && group->size > 1 && options->missing == KNNWB_MISSING_ERROR &&
+      !want_transpose)
+    knnwb_knn_group_rows(rows, group->rank, group->size, &scan_first, &scan_last);
   gboolean *keep = NULL;
-  for (size_t i = 0; i < rows; i++) {
+  for (size_t i = scan_first; i < scan_last; i++) {
     const float *row = matrix->values + i * cols;
     for (size_t j = 0; j < cols; j++) {
       if (isfinite(row[j]))
@@ -499,17 +506,31 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
         break; /* the rest of this row does not matter */
     }
   }
-  if (keep != NULL) {
-    KnnwbMatrix *kept = NULL;
-    if (!want_transpose) {
-      kept = knnwb_matrix_select_rows(matrix, keep, error);
-    } else {
-      /* Dropping stored rows = dropping columns here: transpose, select, transpose back. */
-      g_autoptr(KnnwbMatrix) flipped = knnwb_matrix_transpose(matrix, error);
-      g_autoptr(KnnwbMatrix) selected =
-          flipped ? knnwb_matrix_select_rows(flipped, keep, error) : NULL;
-      kept = selected ? knnwb_matrix_transpose(selected, error) : NULL;
+  if (keep != NULL && !want_transpose) {
+    /* Rows keep their numbers: a row with missing values stays, absent, with zeros (a mapped
+     * file's pages are private: the file is not touched). */
+    size_t n_left = rows;
+    for (size_t r = 0; r < rows; r++)
+      if (!keep[r]) {
+        memset(matrix->values + r * cols, 0, cols * sizeof(float));
+        knnwb_matrix_set_row_absent(matrix, r);
+        n_left--;
+      }
+    g_free(keep);
+    keep = NULL;
+    if (n_left == 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s: no rows are left (%zu with missing values)", path, info->n_dropped_rows);
+      goto out;
     }
+  }
+  if (keep != NULL) {
+    /* Transposed: the stored rows with missing values are features (columns) here and are
+     * dropped; the points keep their numbers. Transpose, select, transpose back. */
+    g_autoptr(KnnwbMatrix) flipped = knnwb_matrix_transpose(matrix, error);
+    g_autoptr(KnnwbMatrix) selected =
+        flipped ? knnwb_matrix_select_rows(flipped, keep, error) : NULL;
+    KnnwbMatrix *kept = selected ? knnwb_matrix_transpose(selected, error) : NULL;
     g_free(keep);
     if (kept == NULL)
       goto out;
