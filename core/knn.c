@@ -129,6 +129,8 @@ static void knnwb_knn_fill_job(KnnwbSelectJob *job, const KnnwbKnnOptions *optio
   job->reference_invalid = reference->invalid;
   job->dim = reference->d;
   job->score_kind = knnwb_metric_score_kind(reference->metric);
+  job->screen = knnwb_screen_kernel_precision(reference->screen);
+  job->screen_row_norm = reference->screen_row_norm;
   job->n_threads = threads;
   job->devices = options->devices;
   job->n_devices = options->n_devices;
@@ -380,8 +382,15 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   if (!knnwb_knn_choose_backend(options, &select, &result->backend_used, error))
     goto out;
 
-  /* A margin of candidates past k absorbs float rounding; certification checks it sufficed. */
-  size_t kc = MIN(available, k + MAX((size_t)8, k / 8));
+  /* The screening precision sets the certificate's bound, and so the margin of candidates past k
+   * that absorbs it; certification checks that the margin sufficed. */
+  KnnwbScreen screen;
+  if (!knnwb_screen_resolve(options->screen, result->backend_used, options->metric, k, &screen,
+                            error))
+    goto out;
+  knnwb_prepared_set_screen(&query, self ? &query : &reference_storage, screen);
+  result->screen_used = screen;
+  size_t kc = MIN(available, knnwb_screen_candidates(screen, k));
   if (!knnwb_knn_round(options, select, result->backend_used, &query, reference, self, kc,
                        available, threads, NULL, n, result, &uncertified, error))
     goto out;
@@ -390,6 +399,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     kc = MIN(total, kc * 4);
     GArray *rows = uncertified;
     uncertified = NULL;
+    result->n_reselected += rows->len;
     g_debug("knnwb: %u row(s) re-selected with %zu candidates", rows->len, kc);
     gboolean round_ok = knnwb_knn_round(options, select, result->backend_used, &query, reference,
                                         self, kc, available, threads, (const int64_t *)rows->data,
@@ -403,6 +413,9 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
       goto out;
     }
   }
+  g_debug("knnwb: screen %s, %zu candidates per row, %zu row(s) re-selected in all",
+          knnwb_screen_to_string(screen), knnwb_screen_candidates(screen, k),
+          result->n_reselected);
   ok = TRUE;
 out:
   if (uncertified != NULL)

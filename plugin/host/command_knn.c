@@ -15,6 +15,7 @@ typedef struct {
   gint64 k;
   char *metric;
   char *backend;
+  char *screen;
   int threads;
   char *memory;
   char *devices;
@@ -36,6 +37,7 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
 {
   g_free(command->metric);
   g_free(command->backend);
+  g_free(command->screen);
   g_free(command->memory);
   g_free(command->devices);
   g_free(command->gpu_memory);
@@ -106,6 +108,10 @@ int knnwb_host_command_knn(int argc, char **argv)
        "Output file (written atomically; format from its extension)", "OUT"},
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &command.backend, "auto (default), cpu or cuda",
        "B"},
+      {"screen", 0, 0, G_OPTION_ARG_STRING, &command.screen,
+       "GPU screening precision: auto (default: fp16 for k <= 256), fp32, tf32 or fp16; the lists "
+       "are exact with each",
+       "P"},
       {"threads", 't', 0, G_OPTION_ARG_INT, &command.threads, "CPU threads (default: all cores)",
        "N"},
       {"memory", 0, 0, G_OPTION_ARG_STRING, &command.memory,
@@ -199,6 +205,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   options.data_name = command.rest[0];
   if ((command.metric && !knnwb_metric_from_string(command.metric, &options.metric, &error)) ||
       (command.backend && !knnwb_backend_from_string(command.backend, &options.backend, &error)) ||
+      (command.screen && !knnwb_screen_from_string(command.screen, &options.screen, &error)) ||
       (command.graph && !knnwb_graph_mode_from_string(command.graph, &mode, &error)) ||
       (command.format &&
        !knnwb_formats_input_from_string(command.format, &read_options.format, &error)))
