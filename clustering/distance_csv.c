@@ -1,12 +1,13 @@
-/* Reader of a labelled square distance matrix in CSV, as R's write.csv writes it. */
+/* Reader of a labelled square distance matrix in CSV (as R's write.csv writes it) or TSV. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
 
-/* Splits one CSV line into fields; double-quoted fields may hold commas and "" for a quote. */
-static GPtrArray *knnwb_clustering_csv_split(const char *line, gboolean *ok)
+/* Splits one line into fields at delimiter; double-quoted fields may hold the delimiter and ""
+ * for a quote. */
+static GPtrArray *knnwb_clustering_csv_split(const char *line, char delimiter, gboolean *ok)
 {
   GPtrArray *fields = g_ptr_array_new_with_free_func(g_free);
   const char *p = line;
@@ -31,16 +32,16 @@ static GPtrArray *knnwb_clustering_csv_split(const char *line, gboolean *ok)
         }
         g_string_append_c(field, *p++);
       }
-      if (*ok && *p != ',' && *p != '\0')
+      if (*ok && *p != delimiter && *p != '\0')
         *ok = FALSE; /* text after a closing quote */
     } else {
-      while (*p != ',' && *p != '\0')
+      while (*p != delimiter && *p != '\0')
         g_string_append_c(field, *p++);
     }
     g_ptr_array_add(fields, g_string_free(field, FALSE));
     if (!*ok || *p == '\0')
       break;
-    p++; /* the comma */
+    p++; /* the delimiter */
   }
   return fields;
 }
@@ -66,7 +67,9 @@ gboolean knnwb_clustering_read_distance_csv(const char *path, igraph_matrix_t *d
     return FALSE;
   }
   gboolean ok;
-  g_autoptr(GPtrArray) header = knnwb_clustering_csv_split(lines[0], &ok);
+  /* TSV when the header has a tab (labels may hold commas), else CSV. */
+  char delimiter = strchr(lines[0], '\t') ? '\t' : ',';
+  g_autoptr(GPtrArray) header = knnwb_clustering_csv_split(lines[0], delimiter, &ok);
   if (!ok) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s:1: malformed quoted field", path);
     return FALSE;
@@ -85,7 +88,7 @@ gboolean knnwb_clustering_read_distance_csv(const char *path, igraph_matrix_t *d
   char **row_labels = g_new0(char *, n + 1);
   for (size_t i = 0; i < n; i++) {
     size_t line_number = i + 2;
-    g_autoptr(GPtrArray) fields = knnwb_clustering_csv_split(lines[i + 1], &ok);
+    g_autoptr(GPtrArray) fields = knnwb_clustering_csv_split(lines[i + 1], delimiter, &ok);
     if (!ok || fields->len != n + 1) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                   ok ? "%s:%zu: expected %zu fields, found %u" : "%s:%zu: malformed quoted field",

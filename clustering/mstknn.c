@@ -29,9 +29,8 @@ typedef struct {
 void knnwb_clustering_mstknn_options_init(KnnwbMstKnnOptions *options)
 {
   options->metric = KNNWB_METRIC_PEARSON;
-  options->tree = KNNWB_MSTKNN_TREE_EXACT;
-  options->forest_k = 0;
   options->list_k = 0;
+  options->neighbors = NULL;
   options->backend = KNNWB_BACKEND_AUTO;
   options->n_threads = 0;
   options->memory_bytes = 0;
@@ -251,9 +250,9 @@ static gboolean knnwb_mstknn_matrix_knn(void *context, const int64_t *members, i
   double *best = g_new(double, kc);
   for (int64_t i = 0; i < s; i++) {
     int64_t filled = 0;
-    /* Insertion into a short sorted list; j ascending and a strict comparison keep ties in index
-     * order, like R's order(). */
-    for (int64_t j = 0; j < s; j++) {
+    /* Insertion into a short sorted list; j descending and a strict comparison list tied
+     * neighbours with the higher index first, as the package's generate.knn does. */
+    for (int64_t j = s - 1; j >= 0; j--) {
       if (j == i)
         continue;
       double d = MATRIX(*source->distances, members[i], members[j]);
@@ -416,76 +415,41 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
     return knnwb_mstknn_run(&none, n, membership, cluster_forest, forest_weights, error);
   }
   int64_t natural = knnwb_mstknn_natural_k(n);
-  size_t forest_k = options->forest_k ? options->forest_k : (size_t)natural;
   size_t list_k = options->list_k ? options->list_k : (size_t)MAX(16, natural + 1);
-  if (options->tree == KNNWB_MSTKNN_TREE_KNN_FOREST)
-    list_k = MAX(list_k, forest_k);
   list_k = MIN(list_k, (size_t)n - 1);
-  forest_k = MIN(forest_k, (size_t)n - 1);
 
-  KnnwbKnnOptions knn;
-  knnwb_knn_options_init(&knn);
-  knn.metric = options->metric;
-  knn.k = list_k;
-  knn.backend = options->backend;
-  knn.n_threads = options->n_threads;
-  knn.memory_bytes = options->memory_bytes;
-  knn.cancel = options->cancel;
-  g_autoptr(KnnwbNeighbors) lists = NULL;
-  if (!knnwb_knn_self(data, &knn, &lists, error))
-    return FALSE;
+  /* Lists given by the caller (a knn-graph step, a .knn file) are used when they are these
+   * points' and long enough for the first level's kNN graph; otherwise compute them. */
+  g_autoptr(KnnwbNeighbors) computed = NULL;
+  const KnnwbNeighbors *lists = options->neighbors;
+  if (lists && (lists->n_queries != (size_t)n || lists->k < MIN((size_t)natural, (size_t)n - 1)))
+    lists = NULL;
+  if (!lists) {
+    KnnwbKnnOptions knn;
+    knnwb_knn_options_init(&knn);
+    knn.metric = options->metric;
+    knn.k = list_k;
+    knn.backend = options->backend;
+    knn.n_threads = options->n_threads;
+    knn.memory_bytes = options->memory_bytes;
+    knn.cancel = options->cancel;
+    if (!knnwb_knn_self(data, &knn, &computed, error))
+      return FALSE;
+    lists = computed;
+  }
 
-  /* The spanning tree (or forest) as an edge list. */
+  /* The exact spanning tree. */
   igraph_t tree;
   igraph_vector_t tree_weights;
-  igraph_vector_init(&tree_weights, 0);
-  gboolean ok;
-  if (options->tree == KNNWB_MSTKNN_TREE_EXACT) {
-    KnnwbMstOptions mst;
-    knnwb_clustering_mst_options_init(&mst);
-    mst.metric = options->metric;
-    mst.neighbors = lists;
-    mst.n_threads = options->n_threads;
-    mst.cancel = options->cancel;
-    ok = knnwb_clustering_mst_points(data, &mst, &tree, &tree_weights, error);
-  } else {
-    /* Only the first forest_k entries of each list: a prefix of an exact list is an exact list. */
-    KnnwbNeighbors prefix = *lists;
-    prefix.k = forest_k;
-    prefix.indices = g_new(int64_t, (size_t)n * forest_k);
-    prefix.distances = g_new(double, (size_t)n *forest_k);
-    prefix.n_found = g_new(int32_t, n);
-    for (int64_t p = 0; p < n; p++) {
-      memcpy(prefix.indices + p * forest_k, lists->indices + p * lists->k,
-             forest_k * sizeof(int64_t));
-      memcpy(prefix.distances + p * forest_k, lists->distances + p * lists->k,
-             forest_k * sizeof(double));
-      prefix.n_found[p] = MIN(lists->n_found[p], (int32_t)forest_k);
-    }
-    igraph_t graph;
-    igraph_vector_t graph_weights;
-    igraph_vector_init(&graph_weights, 0);
-    ok = knnwb_graph_from_neighbors(&prefix, KNNWB_GRAPH_UNION, &graph, &graph_weights, error);
-    g_free(prefix.indices);
-    g_free(prefix.distances);
-    g_free(prefix.n_found);
-    if (ok) {
-      KnnwbForestOptions forest_options;
-      knnwb_clustering_forest_options_init(&forest_options);
-      forest_options.backend =
-          options->backend == KNNWB_BACKEND_CUDA ? KNNWB_BACKEND_CUDA : KNNWB_BACKEND_CPU;
-      forest_options.n_threads = options->n_threads;
-      igraph_vector_int_t forest_edges;
-      igraph_vector_int_init(&forest_edges, 0);
-      ok = knnwb_clustering_spanning_forest(&graph, &graph_weights, &forest_options, &forest_edges,
-                                            NULL, NULL, error) &&
-           knnwb_clustering_forest_graph(&graph, &graph_weights, &forest_edges, &tree,
-                                         &tree_weights, error);
-      igraph_vector_int_destroy(&forest_edges);
-      igraph_destroy(&graph);
-    }
-    igraph_vector_destroy(&graph_weights);
-  }
+  if (!knnwb_error_from_igraph(igraph_vector_init(&tree_weights, 0), "igraph_vector_init", error))
+    return FALSE;
+  KnnwbMstOptions mst;
+  knnwb_clustering_mst_options_init(&mst);
+  mst.metric = options->metric;
+  mst.neighbors = lists;
+  mst.n_threads = options->n_threads;
+  mst.cancel = options->cancel;
+  gboolean ok = knnwb_clustering_mst_points(data, &mst, &tree, &tree_weights, error);
   if (!ok) {
     igraph_vector_destroy(&tree_weights);
     return FALSE;

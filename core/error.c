@@ -8,7 +8,14 @@ gboolean knnwb_error_from_igraph(int code, const char *what, GError **error)
 {
   if (code == IGRAPH_SUCCESS)
     return TRUE;
-  int knnwb_code = code == IGRAPH_ENOMEM ? KNNWB_ERROR_NO_MEMORY : KNNWB_ERROR_IGRAPH;
+  /* IGRAPH_INTERRUPTED comes from the host's interruption handler: a signal, not a failure. */
+  int knnwb_code = code == IGRAPH_ENOMEM        ? KNNWB_ERROR_NO_MEMORY
+                   : code == IGRAPH_INTERRUPTED ? KNNWB_ERROR_CANCELLED
+                                                : KNNWB_ERROR_IGRAPH;
+  if (knnwb_code == KNNWB_ERROR_CANCELLED) {
+    g_set_error(error, KNNWB_ERROR, knnwb_code, "%s: interrupted", what);
+    return FALSE;
+  }
   g_set_error(error, KNNWB_ERROR, knnwb_code, "%s failed: %s", what, igraph_strerror(code));
   return FALSE;
 }

@@ -119,4 +119,13 @@ char *knnwb_memory_format(size_t bytes);
 /** The number of threads to use for a request of n_threads (0 = all cores). */
 int knnwb_thread_count(int n_threads);
 
+/* Matrix annotations (matrix_annotations.c), for matrix.c. */
+/** Frees every annotation (their strings live in the matrix's chunk). */
+void knnwb_matrix_annotations_clear(KnnwbMatrix *matrix);
+/** Copies from's annotations along from_axis to to's along to_axis, entry i kept when keep is NULL
+ * or keep[i] (kept entries packed in order). */
+void knnwb_matrix_annotations_copy(KnnwbMatrix *to, KnnwbMatrixAxis to_axis,
+                                   const KnnwbMatrix *from, KnnwbMatrixAxis from_axis,
+                                   const gboolean *keep);
+
 #endif

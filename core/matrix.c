@@ -63,6 +63,7 @@ void knnwb_matrix_free(KnnwbMatrix *matrix)
   g_free(matrix->col_labels);
   g_free(matrix->row_classes);
   g_free(matrix->col_classes);
+  knnwb_matrix_annotations_clear(matrix);
   if (matrix->strings != NULL)
     g_string_chunk_free(matrix->strings);
   g_free(matrix);
@@ -134,6 +135,8 @@ KnnwbMatrix *knnwb_matrix_transpose(const KnnwbMatrix *matrix, GError **error)
   knnwb_matrix_copy_strings(result, &result->col_labels, n, matrix->row_labels);
   knnwb_matrix_copy_strings(result, &result->row_classes, d, matrix->col_classes);
   knnwb_matrix_copy_strings(result, &result->col_classes, n, matrix->row_classes);
+  knnwb_matrix_annotations_copy(result, KNNWB_MATRIX_ROWS, matrix, KNNWB_MATRIX_COLUMNS, NULL);
+  knnwb_matrix_annotations_copy(result, KNNWB_MATRIX_COLUMNS, matrix, KNNWB_MATRIX_ROWS, NULL);
   return result;
 }
 
@@ -160,6 +163,8 @@ KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean 
   }
   knnwb_matrix_copy_strings(result, &result->col_labels, d, matrix->col_labels);
   knnwb_matrix_copy_strings(result, &result->col_classes, d, matrix->col_classes);
+  knnwb_matrix_annotations_copy(result, KNNWB_MATRIX_ROWS, matrix, KNNWB_MATRIX_ROWS, keep);
+  knnwb_matrix_annotations_copy(result, KNNWB_MATRIX_COLUMNS, matrix, KNNWB_MATRIX_COLUMNS, NULL);
   return result;
 }
 

@@ -14,7 +14,37 @@ struct KnnwbAtomicFile {
   char *directory;
   FILE *stream;
   char *buffer;
+  int fd;
+  int write_errno; /* the first failed write's errno: stdio's ferror() forgets why */
 };
+
+/* The stream's write function: plain write(2), remembering the reason of a failure so the commit
+ * can say "No space left on device" rather than a generic I/O error. */
+static ssize_t knnwb_atomic_file_write(void *cookie, const char *buffer, size_t size)
+{
+  KnnwbAtomicFile *file = cookie;
+  size_t done = 0;
+  while (done < size) {
+    ssize_t written = write(file->fd, buffer + done, size - done);
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written <= 0) {
+      if (file->write_errno == 0)
+        file->write_errno = written < 0 ? errno : ENOSPC;
+      return done > 0 ? (ssize_t)done : -1;
+    }
+    done += (size_t)written;
+  }
+  return (ssize_t)done;
+}
+
+static int knnwb_atomic_file_close(void *cookie)
+{
+  KnnwbAtomicFile *file = cookie;
+  int result = close(file->fd);
+  file->fd = -1;
+  return result;
+}
 
 enum { KNNWB_ATOMIC_BUFFER_BYTES = 1 << 20 };
 
@@ -31,7 +61,8 @@ KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error)
 {
   g_return_val_if_fail(path != NULL, NULL);
   struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+  gboolean exists = stat(path, &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
                 "%s: exists and is not a regular file; write to a file path instead", path);
     return NULL;
@@ -45,7 +76,9 @@ KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error)
   int fd = -1;
   int saved = EEXIST;
   for (int attempt = 0; attempt < 100 && fd < 0 && saved == EEXIST; attempt++) {
-    g_autofree char *name = g_strdup_printf(".%s.%08x", base, g_random_int());
+    /* Recognisable litter should the process be killed: `.knnwb-tmp-PID-RANDOM-NAME`. */
+    g_autofree char *name =
+        g_strdup_printf(".knnwb-tmp-%d-%08x-%s", (int)getpid(), g_random_int(), base);
     g_free(file->temp_path);
     file->temp_path = g_build_filename(file->directory, name, NULL);
     fd = open(file->temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -57,7 +90,15 @@ KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error)
     knnwb_atomic_file_free(file);
     return NULL;
   }
-  file->stream = fdopen(fd, "w");
+  /* A replaced file keeps its permissions (a shared result stays readable by the group). */
+  if (exists)
+    (void)fchmod(fd, st.st_mode & 07777);
+  file->fd = fd;
+  cookie_io_functions_t functions = {.read = NULL,
+                                     .write = knnwb_atomic_file_write,
+                                     .seek = NULL,
+                                     .close = knnwb_atomic_file_close};
+  file->stream = fopencookie(file, "w", functions);
   if (file->stream == NULL) {
     saved = errno;
     close(fd);
@@ -86,13 +127,10 @@ gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error)
   g_return_val_if_fail(file != NULL, FALSE);
   int saved = 0;
   const char *step = NULL;
-  if (ferror(file->stream)) {
-    saved = EIO;
+  if (ferror(file->stream) || fflush(file->stream) != 0) {
+    saved = file->write_errno != 0 ? file->write_errno : EIO;
     step = "write";
-  } else if (fflush(file->stream) != 0) {
-    saved = errno;
-    step = "write";
-  } else if (fsync(fileno(file->stream)) != 0 && errno != EINVAL) {
+  } else if (fsync(file->fd) != 0 && errno != EINVAL) {
     saved = errno;
     step = "fsync";
   }

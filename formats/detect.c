@@ -1,12 +1,11 @@
-/* Input format names and detection by extension, then by content. */
+/* Input format names and detection by extension, then by content; a format that contradicts the
+ * content is refused with what the file looks like. */
 #include "formats_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-#include <unistd.h>
 
-static const char *const knnwb_input_names[] = {"auto", "cibm", "csv", "tsv", "gct", "npy"};
+/* In the order of KnnwbInputFormat. */
+static const char *const knnwb_input_names[] = {"auto", "cibm", "csv", "tsv", "gct", "npy", "geo"};
 
 gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format, GError **error)
 {
@@ -16,7 +15,7 @@ gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *for
       return TRUE;
     }
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown input format '%s' (known: auto, cibm, csv, tsv, gct, npy)",
+              "unknown input format '%s' (known: auto, cibm, csv, tsv, gct, npy, geo)",
               name ? name : "(null)");
   return FALSE;
 }
@@ -28,68 +27,146 @@ const char *knnwb_formats_input_to_string(KnnwbInputFormat format)
   return "unknown";
 }
 
-static gboolean knnwb_formats_has_suffix(const char *path, const char *suffix)
+static gboolean knnwb_formats_has_suffix(const char *path, size_t length, const char *suffix)
 {
-  size_t n = strlen(path), m = strlen(suffix);
-  return n >= m && g_ascii_strcasecmp(path + n - m, suffix) == 0;
+  size_t m = strlen(suffix);
+  return length >= m && g_ascii_strncasecmp(path + length - m, suffix, m) == 0;
 }
 
-gboolean knnwb_formats_detect_input(const char *path, KnnwbInputFormat *format, GError **error)
+/* The format the name promises (a trailing .gz ignored), or AUTO. */
+static KnnwbInputFormat knnwb_formats_input_from_name(const char *path)
 {
   static const struct {
     const char *suffix;
     KnnwbInputFormat format;
-  } by_extension[] = {{".npy", KNNWB_INPUT_NPY},
+  } by_extension[] = {{"_series_matrix.txt", KNNWB_INPUT_GEO},
+                      {".npy", KNNWB_INPUT_NPY},
                       {".gct", KNNWB_INPUT_GCT},
                       {".csv", KNNWB_INPUT_CSV},
                       {".tsv", KNNWB_INPUT_TSV},
                       {".tab", KNNWB_INPUT_TSV}};
+  size_t length = strlen(path);
+  if (knnwb_formats_has_suffix(path, length, ".gz"))
+    length -= 3;
   for (size_t i = 0; i < G_N_ELEMENTS(by_extension); i++)
-    if (knnwb_formats_has_suffix(path, by_extension[i].suffix)) {
-      *format = by_extension[i].format;
+    if (knnwb_formats_has_suffix(path, length, by_extension[i].suffix))
+      return by_extension[i].format;
+  return KNNWB_INPUT_AUTO;
+}
+
+/* Whether a reader of format can make sense of content of this kind. Only a recognised signature
+ * of something else is refused: plain or damaged text goes to the reader asked for, whose errors
+ * point at the line and column. Archives, other compressions, graphs and web pages are refused by
+ * every reader, NPY by every text reader, and anything but NPY by the NPY reader. */
+static gboolean knnwb_formats_content_fits(KnnwbInputFormat format, KnnwbContentKind kind)
+{
+  switch (kind) {
+  case KNNWB_CONTENT_EMPTY:
+  case KNNWB_CONTENT_TEXT:
+  case KNNWB_CONTENT_BINARY:
+    return format != KNNWB_INPUT_NPY;
+  case KNNWB_CONTENT_NPY:
+    return format == KNNWB_INPUT_NPY;
+  case KNNWB_CONTENT_GCT:
+    return format == KNNWB_INPUT_GCT;
+  case KNNWB_CONTENT_CIBM:
+    return format == KNNWB_INPUT_CIBM;
+  case KNNWB_CONTENT_GEO:
+    return format == KNNWB_INPUT_GEO;
+  default:
+    return FALSE;
+  }
+}
+
+static KnnwbInputFormat knnwb_formats_input_from_content(KnnwbContentKind kind, const char *head,
+                                                         size_t length)
+{
+  switch (kind) {
+  case KNNWB_CONTENT_NPY:
+    return KNNWB_INPUT_NPY;
+  case KNNWB_CONTENT_GCT:
+    return KNNWB_INPUT_GCT;
+  case KNNWB_CONTENT_CIBM:
+    return KNNWB_INPUT_CIBM;
+  case KNNWB_CONTENT_GEO:
+    return KNNWB_INPUT_GEO;
+  case KNNWB_CONTENT_TEXT: {
+    const char *text = head, *end = head + length;
+    if (length >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+      text += 3;
+    while (text < end && (*text == ' ' || *text == '\r' || *text == '\n' || *text == '\t'))
+      text++;
+    const char *newline = memchr(text, '\n', (size_t)(end - text));
+    size_t first_line = newline != NULL ? (size_t)(newline - text) : (size_t)(end - text);
+    if (memchr(text, '\t', first_line) != NULL)
+      return KNNWB_INPUT_TSV;
+    if (memchr(text, ',', first_line) != NULL)
+      return KNNWB_INPUT_CSV;
+    return KNNWB_INPUT_AUTO;
+  }
+  default:
+    return KNNWB_INPUT_AUTO;
+  }
+}
+
+gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requested,
+                                     KnnwbInputFormat *format, GError **error)
+{
+  enum { KNNWB_HEAD_BYTES = 65536 };
+  g_autofree char *head = g_malloc(KNNWB_HEAD_BYTES);
+  size_t length = 0;
+  gboolean compressed = FALSE;
+  if (!knnwb_formats_read_head(path, head, KNNWB_HEAD_BYTES, &length, &compressed, error))
+    return FALSE;
+  const char *looks_like = NULL;
+  KnnwbContentKind kind = knnwb_formats_sniff(head, length, &looks_like);
+  const char *gz = compressed ? " (once decompressed)" : "";
+  KnnwbInputFormat named = knnwb_formats_input_from_name(path);
+  KnnwbInputFormat chosen = requested != KNNWB_INPUT_AUTO ? requested : named;
+  if (chosen != KNNWB_INPUT_AUTO) {
+    if (knnwb_formats_content_fits(chosen, kind)) {
+      *format = chosen;
       return TRUE;
     }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int saved = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(saved));
+    KnnwbInputFormat fitting = knnwb_formats_input_from_content(kind, head, length);
+    g_autofree char *advice = fitting == KNNWB_INPUT_AUTO ? g_strdup("")
+                              : requested != KNNWB_INPUT_AUTO
+                                  ? g_strdup_printf("; read it with format %s or auto",
+                                                    knnwb_formats_input_to_string(fitting))
+                                  : g_strdup_printf("; rename it or name the format (--format %s)",
+                                                    knnwb_formats_input_to_string(fitting));
+    g_autofree char *asked =
+        requested != KNNWB_INPUT_AUTO
+            ? g_strdup_printf("format %s was asked for", knnwb_formats_input_to_string(requested))
+            : g_strdup_printf("the name says %s", knnwb_formats_input_to_string(named));
+    /* NPY messages name no line (a binary file has none). */
+    if (chosen == KNNWB_INPUT_NPY)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s: not an NPY file (no \\x93NUMPY magic; %s): the file%s looks like %s%s", path,
+                  asked, gz, looks_like, advice);
+    else
+      knnwb_formats_parse_error(error, path, 1, 0, "%s, but the file%s looks like %s%s", asked, gz,
+                                looks_like, advice);
     return FALSE;
   }
-  char head[65536];
-  ssize_t got = read(fd, head, sizeof head - 1);
-  close(fd);
-  if (got <= 0) {
-    knnwb_formats_parse_error(error, path, 1, 0, "the file is empty%s",
-                              got < 0 ? " or unreadable" : "");
+  if (kind == KNNWB_CONTENT_EMPTY) {
+    knnwb_formats_parse_error(error, path, 1, 0, "the file is empty%s", gz);
     return FALSE;
   }
-  head[got] = '\0';
-  const char *text = head;
-  if (got >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
-    text += 3;
-  if (got >= 6 && memcmp(head, "\x93NUMPY", 6) == 0) {
-    *format = KNNWB_INPUT_NPY;
+  *format = knnwb_formats_input_from_content(kind, head, length);
+  if (*format != KNNWB_INPUT_AUTO)
     return TRUE;
-  }
-  while (*text == ' ' || *text == '\r' || *text == '\n' || *text == '\t')
-    text++;
-  if (g_str_has_prefix(text, "#1.2") || g_str_has_prefix(text, "#1.3")) {
-    *format = KNNWB_INPUT_GCT;
-    return TRUE;
-  }
-  if (g_str_has_prefix(text, "<MicroarrayData>")) {
-    *format = KNNWB_INPUT_CIBM;
-    return TRUE;
-  }
-  size_t first_line = strcspn(text, "\n");
-  const char *tab = memchr(text, '\t', first_line);
-  const char *comma = memchr(text, ',', first_line);
-  if (tab != NULL || comma != NULL) {
-    *format = tab != NULL ? KNNWB_INPUT_TSV : KNNWB_INPUT_CSV;
-    return TRUE;
-  }
-  knnwb_formats_parse_error(error, path, 1, 0,
-                            "cannot tell the format: not NPY, GCT or CIBM, and the first line has "
-                            "no tab or comma; name it with --format");
+  if (kind == KNNWB_CONTENT_TEXT)
+    knnwb_formats_parse_error(error, path, 1, 0,
+                              "cannot tell the format: not NPY, GCT, CIBM or a GEO series matrix, "
+                              "and the first line has no tab or comma; name it with --format");
+  else
+    knnwb_formats_parse_error(
+        error, path, 1, 0, "cannot read it as a matrix: the file%s looks like %s", gz, looks_like);
   return FALSE;
+}
+
+gboolean knnwb_formats_detect_input(const char *path, KnnwbInputFormat *format, GError **error)
+{
+  return knnwb_formats_resolve_input(path, KNNWB_INPUT_AUTO, format, error);
 }

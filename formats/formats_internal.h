@@ -115,6 +115,61 @@ void knnwb_formats_parse_error(GError **error, const char *path, size_t line, si
 /** A printable, shortened copy of a field for messages (at most 40 bytes, escapes controls). */
 char *knnwb_formats_quote_field(const char *p, size_t length);
 
+/* ---- gzip-compressed input (gzip_input.c) ---- */
+
+/** Streaming gzip decompression of a file descriptor (not owned). */
+typedef struct KnnwbGzipReader KnnwbGzipReader;
+
+/** TRUE when the file behind fd starts with the gzip magic bytes 1f 8b (pread: offset kept). */
+gboolean knnwb_gzip_fd_is_gzip(int fd);
+/** Starts decompressing fd from its current offset. Errors: KNNWB_ERROR_NO_MEMORY. */
+KnnwbGzipReader *knnwb_gzip_reader_new(int fd, const char *path, GError **error);
+/**
+ * Up to capacity decompressed bytes into buffer: > 0 bytes, 0 at the end of the last member, -1 on
+ * error (KNNWB_ERROR_IO for read failures, KNNWB_ERROR_PARSE "path: byte N: ..." for corrupt,
+ * truncated or trailing non-gzip data). Concatenated members read as one stream.
+ */
+gssize knnwb_gzip_reader_read(KnnwbGzipReader *reader, void *buffer, size_t capacity,
+                              GError **error);
+/** NULL is fine. */
+void knnwb_gzip_reader_free(KnnwbGzipReader *reader);
+/**
+ * Decompresses all of fd into an anonymous memory file (memfd) and returns its descriptor, for
+ * readers that map or seek (NPY). Memory: the decompressed size. -1 with error set on failure.
+ */
+int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, GError **error);
+/**
+ * The first bytes of path, decompressed when it is gzip (*compressed set): up to capacity bytes
+ * into buffer, *length of them. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE (corrupt gzip).
+ */
+gboolean knnwb_formats_read_head(const char *path, char *buffer, size_t capacity, size_t *length,
+                                 gboolean *compressed, GError **error);
+
+/* ---- what a file looks like, for messages (sniff.c) ---- */
+
+/** The kinds of content knnwb_formats_sniff() tells apart. */
+typedef enum {
+  KNNWB_CONTENT_EMPTY,
+  KNNWB_CONTENT_TEXT, /**< text without a recognised signature (CSV/TSV candidates) */
+  KNNWB_CONTENT_NPY,
+  KNNWB_CONTENT_GZIP,              /**< still gzip after one decompression (compressed twice) */
+  KNNWB_CONTENT_ZIP,               /**< zip archive: .npz, .zip, .xlsx */
+  KNNWB_CONTENT_OTHER_COMPRESSION, /**< bzip2, xz, zstd */
+  KNNWB_CONTENT_GCT,
+  KNNWB_CONTENT_CIBM,
+  KNNWB_CONTENT_GEO,     /**< NCBI GEO series matrix */
+  KNNWB_CONTENT_GML,     /**< a graph, not a matrix */
+  KNNWB_CONTENT_GRAPHML, /**< a graph, not a matrix */
+  KNNWB_CONTENT_XML,     /**< other XML or HTML (an error page saved instead of the file?) */
+  KNNWB_CONTENT_BINARY   /**< NUL bytes or other binary data */
+} KnnwbContentKind;
+
+/**
+ * Classifies the first bytes of a file (decompressed already when it was gzip). *description is a
+ * static phrase for messages, e.g. "a NumPy .npy array", "a zip archive (an .npz?)". O(length).
+ */
+KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char **description);
+
 /* ---- buffered line input ---- */
 
 /**
@@ -130,12 +185,15 @@ typedef struct {
   size_t line_begin; /* offset of the current line */
   size_t line_end;   /* offset just past the current line's terminator */
   size_t line_number;
-  uint64_t file_size;
+  uint64_t file_size;  /* bytes the input yields when known (a plain regular file), else 0 */
+  uint64_t size_bound; /* an upper bound on the bytes the input yields (gzip: 1032 x the compressed
+                          size, deflate's largest ratio), 0 when unknown; for plausibility checks */
+  KnnwbGzipReader *gzip; /* non-NULL when the file is gzip-compressed */
   gboolean eof;
   gboolean started;
 } KnnwbTextInput;
 
-/** Opens path. Errors: KNNWB_ERROR_IO. */
+/** Opens path, gzip-compressed or not (by content). Errors: KNNWB_ERROR_IO. */
 gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError **error);
 /** Closes and frees the buffer; safe on a zeroed or closed input. */
 void knnwb_text_input_close(KnnwbTextInput *input);
@@ -202,6 +260,9 @@ typedef struct {
   size_t n_fields;
   KnnwbMissingPolicy missing;
   size_t expected_rows; /* SIZE_MAX when the file does not declare it */
+  const char *end_marker; /* optional: a line starting with it ends the rows (GEO's
+                             !series_matrix_table_end); *end_marker_seen is then set */
+  gboolean *end_marker_seen;
 } KnnwbDelimitedLayout;
 
 /**
@@ -235,6 +296,17 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
 gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *options,
                                  KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+/** NCBI GEO series matrix; column annotations from the !Sample_ lines (read_geo.c). */
+gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+/**
+ * The format to read path with: requested when not AUTO, else from the name (a trailing .gz
+ * ignored), else from the content. Fails with what the file looks like when the content cannot
+ * be read in that format (NPY as text, a zip archive, GML, HTML...). Reads the first 64 KiB,
+ * decompressed when gzip. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE.
+ */
+gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requested,
+                                     KnnwbInputFormat *format, GError **error);
 /** NPY applies options->transpose itself (a Fortran array transposed is a free mapping). */
 gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);

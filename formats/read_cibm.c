@@ -254,10 +254,11 @@ gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *optio
     goto out;
   }
   if (!knnwb_size_multiply(n, m, &total) || !knnwb_size_multiply(total, 2, &minimum_bytes) ||
-      (input.file_size > 0 && minimum_bytes > input.file_size)) {
+      (input.size_bound > 0 && minimum_bytes > input.size_bound)) {
     knnwb_formats_parse_error(error, path, dims_line, 1,
-                              "the dimensions %zu x %zu cannot fit in this %llu-byte file", n, m,
-                              (unsigned long long)input.file_size);
+                              "the dimensions %zu x %zu cannot fit in this file (%llu bytes%s)", n,
+                              m, (unsigned long long)input.size_bound,
+                              input.gzip ? " at most, decompressed" : "");
     goto out;
   }
   knnwb_matrix_builder_init(&builder, m, TRUE);

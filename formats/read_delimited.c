@@ -313,6 +313,11 @@ static gboolean knnwb_delimited_rows_from(KnnwbDelimitedContext *context, const 
         break;
       if (knnwb_delimited_line_is_blank(line, length))
         continue;
+      const char *marker = context->layout->end_marker;
+      if (marker != NULL && length >= strlen(marker) && memcmp(line, marker, strlen(marker)) == 0) {
+        *context->layout->end_marker_seen = TRUE;
+        break;
+      }
       context->record_line = input->line_number;
     }
     if (!knnwb_delimited_row(context, &line, &length, error))

@@ -102,11 +102,12 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
   size_t n_values_total, minimum_bytes;
   if (!knnwb_size_multiply(n_rows, n_cols, &n_values_total) ||
       !knnwb_size_multiply(n_values_total, 2, &minimum_bytes) ||
-      (input.file_size > 0 && minimum_bytes > input.file_size) || n_row_meta > 1000000 ||
+      (input.size_bound > 0 && minimum_bytes > input.size_bound) || n_row_meta > 1000000 ||
       n_col_meta > 1000000) {
     knnwb_formats_parse_error(error, path, dims_line, 1,
-                              "the dimensions %zu x %zu cannot fit in this %llu-byte file", n_rows,
-                              n_cols, (unsigned long long)input.file_size);
+                              "the dimensions %zu x %zu cannot fit in this file (%llu bytes%s)",
+                              n_rows, n_cols, (unsigned long long)input.size_bound,
+                              input.gzip ? " at most, decompressed" : "");
     goto out;
   }
   size_t n_fields = 1 + n_row_meta + n_cols;

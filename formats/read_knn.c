@@ -90,11 +90,11 @@ gboolean knnwb_formats_read_knn(const char *path, igraph_bool_t directed, igraph
   size_t header_line = input.line_number;
   /* Absurd counts must not allocate: an edge line takes 6 bytes ("0 1 2\n"); allow 4 so that a
    * truncated file is reported as truncated rather than as too small. */
-  if (input.file_size > 0 && m > input.file_size / 4) {
-    knnwb_formats_parse_error(error, path, header_line, m_column,
-                              "%" G_GUINT64_FORMAT " edges cannot fit in this %" G_GUINT64_FORMAT
-                              "-byte file",
-                              m, (guint64)input.file_size);
+  if (input.size_bound > 0 && m > input.size_bound / 4) {
+    knnwb_formats_parse_error(
+        error, path, header_line, m_column,
+        "%" G_GUINT64_FORMAT " edges cannot fit in this file (%" G_GUINT64_FORMAT " bytes%s)", m,
+        (guint64)input.size_bound, input.gzip ? " at most, decompressed" : "");
     goto out;
   }
   /* Vertices cost memory too (igraph indexes them): at most 2^24 vertices without an edge. */

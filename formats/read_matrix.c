@@ -80,7 +80,7 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
   *info = (KnnwbReadInfo){0};
   *out = NULL;
   KnnwbInputFormat format = options->format;
-  if (format == KNNWB_INPUT_AUTO && !knnwb_formats_detect_input(path, &format, error))
+  if (!knnwb_formats_resolve_input(path, options->format, &format, error))
     return FALSE;
   info->format = format;
   g_autoptr(KnnwbMatrix) matrix = NULL;
@@ -97,6 +97,9 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
     break;
   case KNNWB_INPUT_GCT:
     ok = knnwb_formats_read_gct(path, options, &matrix, info, error);
+    break;
+  case KNNWB_INPUT_GEO:
+    ok = knnwb_formats_read_geo(path, options, &matrix, info, error);
     break;
   case KNNWB_INPUT_NPY:
     /* NPY transposes itself: a Fortran-order array transposed is the mapping as it is. */

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -163,21 +162,6 @@ fail:
   return FALSE;
 }
 
-/* The destroy callback of a mapped matrix. */
-typedef struct {
-  void *base;
-  size_t length;
-} KnnwbNpyMapping;
-
-static void knnwb_npy_unmap(void *values, size_t n_bytes, void *data)
-{
-  (void)values;
-  (void)n_bytes;
-  KnnwbNpyMapping *mapping = data;
-  munmap(mapping->base, mapping->length);
-  g_free(mapping);
-}
-
 static void knnwb_npy_free_values(void *values, size_t n_bytes, void *data)
 {
   (void)n_bytes;
@@ -192,8 +176,11 @@ static gboolean knnwb_npy_read_all(int fd, void *buffer, size_t bytes, uint64_t 
     ssize_t got = pread(fd, p, bytes, (off_t)offset);
     if (got < 0 && errno == EINTR)
       continue;
-    if (got <= 0)
+    if (got <= 0) {
+      if (got == 0)
+        errno = 0; /* the end of the file came early */
       return FALSE;
+    }
     p += got;
     bytes -= (size_t)got;
     offset += (uint64_t)got;
@@ -296,6 +283,15 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(saved));
     return FALSE;
   }
+  if (knnwb_gzip_fd_is_gzip(fd)) {
+    /* A .npy.gz: the array is decompressed into memory once, then read (and mapped) as if it
+     * were the file. */
+    int memory = knnwb_gzip_decompress_to_memory_file(fd, path, error);
+    close(fd);
+    if (memory < 0)
+      return FALSE;
+    fd = memory;
+  }
   gboolean ok = FALSE;
   g_autoptr(KnnwbMatrix) matrix = NULL;
   g_autofree char *header_text = NULL;
@@ -397,24 +393,25 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   G_STATIC_ASSERT(G_BYTE_ORDER == G_LITTLE_ENDIAN || G_BYTE_ORDER == G_BIG_ENDIAN);
   gboolean native = G_BYTE_ORDER == G_LITTLE_ENDIAN ? little : big;
   gboolean swap = !native;
-  if (header.item_size == 4 && native && memory_is_c_order_of_wanted && data_offset % 4 == 0) {
-    size_t map_length = (size_t)file_size;
-    /* Private and writable: the matrix API hands out float*; a write costs a copy-on-write page,
-     * never a change to the file. */
-    void *base = mmap(NULL, map_length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (base == MAP_FAILED) {
-      int saved = errno;
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: mmap failed: %s", path,
-                  g_strerror(saved));
+  if (header.item_size == 4 && native && memory_is_c_order_of_wanted) {
+    /* Read, not mapped: a mapping dies with SIGBUS anywhere (in a worker thread, hours later) when
+     * the file is truncated under us, as `np.save` to the same name does. A read is one copy
+     * from the page cache and fails here, with a message, if the file shrinks meanwhile. */
+    converted = malloc(MAX(matrix_bytes, 1));
+    if (converted == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "%s: cannot allocate %zu bytes for the matrix", path, matrix_bytes);
       goto out;
     }
-    (void)madvise(base, map_length, MADV_SEQUENTIAL);
-    KnnwbNpyMapping *mapping = g_new(KnnwbNpyMapping, 1);
-    mapping->base = base;
-    mapping->length = map_length;
-    matrix = knnwb_matrix_new_wrapped(rows, cols, (float *)((char *)base + data_offset),
-                                      knnwb_npy_unmap, mapping);
-    info->mapped = TRUE;
+    if (!knnwb_npy_read_all(fd, converted, matrix_bytes, data_offset)) {
+      int saved = errno;
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                  "%s: read failed: %s (was the file rewritten while knnwb read it?)", path,
+                  saved != 0 ? g_strerror(saved) : "it ended early");
+      goto out;
+    }
+    matrix = knnwb_matrix_new_wrapped(rows, cols, converted, knnwb_npy_free_values, NULL);
+    converted = NULL;
   } else {
     converted = malloc(MAX(matrix_bytes, 1));
     if (converted == NULL) {
@@ -433,7 +430,10 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
       size_t n = MIN(chunk_items, count - first);
       if (!knnwb_npy_read_all(fd, chunk, n * header.item_size,
                               data_offset + (uint64_t)first * header.item_size)) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: read failed", path);
+        int saved = errno;
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                    "%s: read failed: %s (was the file rewritten while knnwb read it?)", path,
+                    saved != 0 ? g_strerror(saved) : "it ended early");
         goto out;
       }
       size_t bad;

@@ -1,4 +1,5 @@
-/* Streaming line input over large read() calls: no stdio, no per-line allocation. */
+/* Streaming line input over large read() calls (or a gzip stream): no stdio, no per-line
+ * allocation. */
 #include "formats_internal.h"
 
 #include <errno.h>
@@ -28,18 +29,31 @@ gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError *
     return FALSE;
   }
   input->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+  input->size_bound = input->file_size;
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   input->fd = fd;
+  if (S_ISREG(st.st_mode) && knnwb_gzip_fd_is_gzip(fd)) {
+    /* Compressed: the decompressed size is not known (the trailer holds it modulo 2^32 only). */
+    input->gzip = knnwb_gzip_reader_new(fd, path, error);
+    if (input->gzip == NULL) {
+      knnwb_text_input_close(input);
+      return FALSE;
+    }
+    input->size_bound =
+        input->file_size > G_MAXUINT64 / 1032 ? G_MAXUINT64 : input->file_size * 1032;
+    input->file_size = 0;
+  }
   /* Small files get a small buffer: opening many of them (tests, fuzzing) stays cheap. */
   input->capacity = KNNWB_TEXT_INPUT_CHUNK;
-  if (input->file_size > 0 && input->file_size + 1 < KNNWB_TEXT_INPUT_CHUNK)
-    input->capacity = MAX((size_t)input->file_size + 1, 4096);
+  if (input->size_bound > 0 && input->size_bound + 1 < KNNWB_TEXT_INPUT_CHUNK)
+    input->capacity = MAX((size_t)input->size_bound + 1, 4096);
   input->buffer = g_malloc(input->capacity);
   return TRUE;
 }
 
 void knnwb_text_input_close(KnnwbTextInput *input)
 {
+  g_clear_pointer(&input->gzip, knnwb_gzip_reader_free);
   if (input->fd >= 0)
     close(input->fd);
   input->fd = -1;
@@ -63,7 +77,20 @@ static int knnwb_text_input_fill(KnnwbTextInput *input, GError **error)
     input->buffer = g_realloc(input->buffer, input->capacity);
   }
   for (;;) {
-    ssize_t got = read(input->fd, input->buffer + input->filled, input->capacity - input->filled);
+    ssize_t got;
+    if (input->gzip != NULL) {
+      g_autoptr(GError) local = NULL;
+      got = knnwb_gzip_reader_read(input->gzip, input->buffer + input->filled,
+                                   input->capacity - input->filled, &local);
+      if (got < 0) {
+        /* The message says where in the compressed file; add the line reached. */
+        g_set_error(error, local->domain, local->code, "%s (after line %zu)", local->message,
+                    input->line_number);
+        return -1;
+      }
+    } else {
+      got = read(input->fd, input->buffer + input->filled, input->capacity - input->filled);
+    }
     if (got < 0 && errno == EINTR)
       continue;
     if (got < 0) {

@@ -11,5 +11,8 @@ cmake --build build -j"$(nproc)"
 mkdir -p demo-output
 build/bin/knnwb run share/examples/seed-workflow.xml --output-dir demo-output --report
 build/bin/knnwb run share/examples/mst-knn-clusters.xml --output-dir demo-output --report
+# The seed's own workflow: metafeatures, phenotype row, its neighbourhood; kNN classification.
+build/bin/knnwb run share/examples/seed-neighbourhood.xml --output-dir demo-output --report
+build/bin/knnwb run share/examples/classify-groups.xml --output-dir demo-output --report
 ls -l demo-output
 echo "Open demo-output/*.gml in yEd (Layout is already computed; nodes are coloured by cluster in the MST-kNN output)."

@@ -10,7 +10,7 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
 {
   GOptionEntry entries[] = {
       {"format", 'f', 0, G_OPTION_ARG_STRING, &args->format,
-       "Input format: auto (default), cibm, csv, tsv, gct, npy", "F"},
+       "Input format: auto (default), cibm, csv, tsv, gct, npy, geo (gzip-compressed or not)", "F"},
       {"transpose", 'T', 0, G_OPTION_ARG_NONE, &args->transpose,
        "The file's columns are the points (samples as rows)", NULL},
       {"header", 0, 0, G_OPTION_ARG_STRING, &args->header,
@@ -69,6 +69,10 @@ void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
       {"metric", 'm', 0, G_OPTION_ARG_STRING, &args->metric,
        "pearson (default), abs-pearson, spearman, euclidean, manhattan or cosine", "M"},
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &args->backend, "auto (default), cpu or cuda", "B"},
+      {"screen", 0, 0, G_OPTION_ARG_STRING, &args->screen,
+       "GPU screening precision: auto (default: fp16 for k <= 256), fp32, tf32 or fp16; the lists "
+       "are exact with each",
+       "P"},
       {"threads", 't', 0, G_OPTION_ARG_INT, &args->threads, "CPU threads (default: all cores)",
        "N"},
       {"memory", 0, 0, G_OPTION_ARG_STRING, &args->memory,
@@ -108,7 +112,8 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
   options->n_threads = args->threads;
   options->drop_degenerate = args->drop_degenerate;
   if ((args->metric && !knnwb_metric_from_string(args->metric, &options->metric, error)) ||
-      (args->backend && !knnwb_backend_from_string(args->backend, &options->backend, error)))
+      (args->backend && !knnwb_backend_from_string(args->backend, &options->backend, error)) ||
+      (args->screen && !knnwb_screen_from_string(args->screen, &options->screen, error)))
     return FALSE;
   guint64 bytes;
   if (args->memory) {
@@ -146,6 +151,7 @@ void knnwb_host_knn_clear(KnnwbHostKnnArgs *args)
 {
   g_free(args->metric);
   g_free(args->backend);
+  g_free(args->screen);
   g_free(args->memory);
   g_free(args->devices);
   g_free(args->gpu_memory);
@@ -247,28 +253,14 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
 
 gboolean knnwb_host_check_output(const char *path, GError **error)
 {
-  g_autofree char *dir = g_path_get_dirname(path);
-  if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: directory '%s' does not exist", path, dir);
-    return FALSE;
-  }
-  if (access(dir, W_OK | X_OK) != 0) {
-    int code = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: directory '%s' cannot be written: %s",
-                path, dir, g_strerror(code));
-    return FALSE;
-  }
-  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: is a directory", path);
-    return FALSE;
-  }
-  return TRUE;
+  return knnwb_host_output_check(path, error);
 }
 
 int knnwb_host_exit_status(const GError *error)
 {
-  if (error->domain == KNNWB_ERROR && error->code == KNNWB_ERROR_CANCELLED &&
-      knnwb_host_signals_received() != 0)
+  /* After a signal, whatever failed (a cancelled phase, a write cut short) failed because of it. */
+  (void)error;
+  if (knnwb_host_signals_received() != 0)
     return knnwb_host_signals_exit_status();
   return 1;
 }

@@ -32,6 +32,7 @@ typedef struct {
   gint64 k;
   char *metric;
   char *backend;
+  char *screen;
   int threads;
   char *memory;
   char *devices;
@@ -40,7 +41,7 @@ typedef struct {
   GArray *device_list; /* int, filled by knnwb_host_knn_options */
 } KnnwbHostKnnArgs;
 
-/** Adds -k, --metric, --backend, --threads, --memory, --devices, --gpu-memory, --drop-degenerate.
+/** Adds -k, --metric, --backend, --screen, --threads, --memory, --devices, --gpu-memory, --drop-degenerate.
  */
 void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args);
 /** Fills options (k required when k_required). Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
@@ -72,10 +73,11 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
                            int n_threads, gboolean quiet, const volatile gint *cancel,
                            KnnwbMatrix **data, GError **error);
 
-/** Refuses an output whose directory is missing or not writable, before a long computation. */
+/** Refuses, before a long computation, an output that is not a regular file or whose directory is
+ * missing or not writable (knnwb_host_output_check). */
 gboolean knnwb_host_check_output(const char *path, GError **error);
 
-/** 128 + signal when error is a cancellation by a signal, else 1. */
+/** 128 + signal after a signal (whatever the error), else 1. */
 int knnwb_host_exit_status(const GError *error);
 
 /**

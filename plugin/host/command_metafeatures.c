@@ -47,6 +47,7 @@ int knnwb_host_command_metafeatures(int argc, char **argv)
   int status = 1;
   g_autoptr(GError) error = NULL;
   g_autoptr(KnnwbMatrix) data = NULL;
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
   KnnwbReadOptions read_options;
   gboolean usage = TRUE;
   g_autofree char *lower = NULL;
@@ -79,6 +80,15 @@ int knnwb_host_command_metafeatures(int argc, char **argv)
   if (!knnwb_host_check_output(output, &error))
     goto fail;
   const volatile gint *cancel = knnwb_host_signals_install();
+  /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
+  const char *temporary = knnwb_host_outputs_add(outputs, output, &error);
+  if (temporary == NULL)
+    goto fail;
+  if (g_str_has_suffix(lower, ".npy")) {
+    g_autofree char *side_temporary = knnwb_formats_npy_labels_path(temporary);
+    g_autofree char *side_final = knnwb_formats_npy_labels_path(output);
+    knnwb_host_outputs_add_side_file(outputs, side_temporary, side_final);
+  }
   knnwb_host_log_set_quiet(quiet);
   gint64 start = g_get_monotonic_time();
   if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
@@ -88,14 +98,12 @@ int knnwb_host_command_metafeatures(int argc, char **argv)
   if (!knnwb_host_expand(&expand, TRUE, threads, quiet, cancel, &data, &error))
     goto fail;
   gint64 expand_done = g_get_monotonic_time();
-  if (!knnwb_formats_write_matrix(output, data, &error))
+  if (!knnwb_formats_write_matrix(temporary, data, &error))
     goto fail;
-  if (*cancel) {
-    /* A signal during the write, which does not poll: take the committed output back. */
-    g_unlink(output);
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+  /* The last thing, refused when a signal arrived during the write (which does not poll): an
+   * interrupted run never touches the previous output. */
+  if (!knnwb_host_outputs_commit(outputs, cancel, &error))
     goto fail;
-  }
   if (!quiet)
     g_printerr("knnwb: %zu rows -> %zu x %zu -> %s (read %.2f s, metafeatures %.2f s, write "
                "%.2f s)\n",
@@ -105,6 +113,8 @@ int knnwb_host_command_metafeatures(int argc, char **argv)
   status = 0;
   goto done;
 fail:
+  knnwb_host_outputs_discard(outputs);
+  knnwb_host_outputs_name_targets(outputs, error);
   status = knnwb_host_command_fail("metafeatures", error, usage);
 done:
   knnwb_host_input_clear(&input);

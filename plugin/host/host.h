@@ -31,6 +31,11 @@ const volatile gint *knnwb_host_signals_install(void);
 int knnwb_host_signals_received(void);
 /** The exit status for a run stopped by a signal: 128 + signal number. */
 int knnwb_host_signals_exit_status(void);
+/**
+ * Brackets the commit of the outputs: while committing, a second signal no longer kills the
+ * process (the renames must not stop half-way); the first still sets the flag.
+ */
+void knnwb_host_signals_committing(gboolean committing);
 
 /** The igraph error handler the host installs at start: records the message, never aborts. */
 void knnwb_host_igraph_init(void);
@@ -44,13 +49,55 @@ typedef struct {
   char *final;
 } KnnwbPipelineOutput;
 
+/** Temporaries are named `.knnwb-tmp-PID-N-NAME` beside their target NAME: a crashed run's
+ * litter is recognisable (`find DIR -name '.knnwb-tmp-*'`), and the extension stays last. */
+#define KNNWB_HOST_TEMPORARY_PREFIX ".knnwb-tmp-"
+
 /**
- * Renames every output's temporary (when it exists) over its final path, all or nothing: on a
- * failure the finals already replaced get their previous contents back (hard-linked backups) or
- * are removed when there was none, and the other temporaries are deleted. outputs holds
- * KnnwbPipelineOutput pointers. Errors: KNNWB_ERROR_IO naming the rename that failed.
+ * Checks, without side effects, that path can become an output: it is absent or a regular file
+ * (a FIFO, device or directory is refused: the rename would replace it), and its directory exists
+ * and looks writable (access() and the mount's read-only flag; root passes access() anywhere, so
+ * knnwb_host_outputs_add() proves it for real when the run starts).
+ * Errors: KNNWB_ERROR_IO with a message naming path.
  */
+gboolean knnwb_host_output_check(const char *path, GError **error);
+
+/**
+ * What identifies a file for "same file" checks: device and inode when it exists, otherwise the
+ * real path of its directory plus its name. `out.knn`, `./out.knn`, `sub/../out.knn`, a symbolic
+ * link's directory and a hard link all give the same identity. Returns a new string.
+ */
+char *knnwb_host_path_identity(const char *path);
+
+/**
+ * Adds final to outputs (a GPtrArray of KnnwbPipelineOutput with knnwb_host_output_free) and
+ * returns its temporary path (owned by outputs). The temporary is created (O_EXCL) and removed
+ * again, which proves the directory takes new files before any work; the writer creates it again.
+ * Errors: KNNWB_ERROR_IO naming final and the directory.
+ */
+const char *knnwb_host_outputs_add(GPtrArray *outputs, const char *final, GError **error);
+void knnwb_host_output_free(gpointer output);
+/**
+ * Adds a file a writer derives from another output's name (an NPY's labels side file: the
+ * writer given the temporary writes temporary's side file): committed and discarded with the rest.
+ */
+void knnwb_host_outputs_add_side_file(GPtrArray *outputs, const char *temporary, const char *final);
+
+/**
+ * The commit, the last thing a run does: when *cancel is set (a signal arrived), removes the
+ * temporaries and fails with KNNWB_ERROR_CANCELLED without touching any target. Otherwise renames
+ * every existing temporary over its target (keeping an existing target's mode), all or nothing:
+ * on a failure the targets already replaced get their previous contents back (hard-linked
+ * backups) or are removed when there was none, and the other temporaries are deleted.
+ * cancel may be NULL. Errors: KNNWB_ERROR_CANCELLED; KNNWB_ERROR_IO naming the rename that failed.
+ */
+gboolean knnwb_host_outputs_commit(GPtrArray *outputs, const volatile gint *cancel, GError **error);
+/** knnwb_host_outputs_commit() without a cancel flag (for callers that check it themselves). */
 gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error);
+/** Removes every temporary (those not written yet are fine). */
+void knnwb_host_outputs_discard(GPtrArray *outputs);
+/** Rewrites every temporary path in error's message as its target's path (NULL is fine). */
+void knnwb_host_outputs_name_targets(const GPtrArray *outputs, GError *error);
 
 /** Installs the host's log writer (once, at start). */
 void knnwb_host_log_init(void);
@@ -194,9 +241,23 @@ const char *const *knnwb_host_value_labels(const KnnwbValue *value);
 /* Commands */
 
 int knnwb_host_command_knn(int argc, char **argv);
+int knnwb_host_command_cluster(int argc, char **argv);
 int knnwb_host_command_run(int argc, char **argv);
 int knnwb_host_command_validate(int argc, char **argv);
 int knnwb_host_command_plugins(int argc, char **argv);
+
+/**
+ * Compares membership with classes (knnwb_clustering_compare; class -1 = not annotated) and
+ * appends "annotation, annotated_points, classes, ari, nmi" lines (key<TAB>value) to text; with
+ * contingency_path, writes the contingency table there (atomically): a header `cluster` + the
+ * class names, then one line per cluster with its counts. Errors: KNNWB_ERROR_IO and those of
+ * knnwb_clustering_compare.
+ */
+gboolean knnwb_host_evaluation_append(GString *text, const char *annotation,
+                                      const igraph_vector_int_t *membership,
+                                      const igraph_vector_int_t *classes,
+                                      char *const *class_names, const char *contingency_path,
+                                      GError **error);
 
 /** Prints "knnwb: message" to stderr. */
 void knnwb_host_print_error(const GError *error);

@@ -1,4 +1,4 @@
-/* `knnwb`: the command-line workbench. Subcommands: knn, run, validate, plugins. */
+/* `knnwb`: the command-line workbench. Subcommands: knn, cluster, run, validate, plugins. */
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,10 +13,15 @@ static const struct {
   const char *summary;
 } knnwb_host_commands[] = {
     {"knn", knnwb_host_command_knn, "build the exact kNN graph of a matrix file"},
+    {"cluster", knnwb_host_command_cluster, "cluster the rows of a matrix file (one command)"},
     {"run", knnwb_host_command_run, "run a pipeline (XML)"},
     {"validate", knnwb_host_command_validate, "check a pipeline without running it"},
     {"plugins", knnwb_host_command_plugins, "list plugins, their steps and parameters"},
-    {"metafeatures", knnwb_host_command_metafeatures, "add pair rows (a-b, a+b, a*b, a/b) to a matrix"},
+    {"metafeatures", knnwb_host_command_metafeatures,
+     "add pair rows (a-b, a+b, a*b, a/b) to a matrix"},
+    {"neighbourhood", knnwb_host_command_neighbourhood,
+     "the kNN neighbourhood of focus rows (yEd GML, ranked table)"},
+    {"classify", knnwb_host_command_classify, "kNN classification with cross-validation"},
 };
 
 static void knnwb_host_usage(FILE *out)

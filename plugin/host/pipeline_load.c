@@ -313,23 +313,28 @@ static char *knnwb_pipeline_resolve_path(const char *base, const char *path)
   return g_build_filename(base, path, NULL);
 }
 
-/* access(W_OK) says yes to root on a read-only directory such as /proc; creating a file is the
- * only check that cannot be fooled. */
-static gboolean knnwb_pipeline_directory_writable(const char *dir, int *code)
+/* Where a file is used: for "two steps write one file" and "an output replaces an input". */
+typedef struct {
+  const char *step_id;
+  const char *path;
+  int line;
+} KnnwbPipelineFileUse;
+
+typedef struct {
+  GHashTable *outputs; /* identity (knnwb_host_path_identity) -> KnnwbPipelineFileUse */
+  GHashTable *inputs;  /* same */
+} KnnwbPipelineFiles;
+
+static void knnwb_pipeline_files_note(GHashTable *table, char *identity, const char *step_id,
+                                      const char *path, int line)
 {
-  g_autofree char *probe = g_build_filename(dir, ".knnwb-probe-XXXXXX", NULL);
-  int fd = g_mkstemp(probe);
-  if (fd < 0) {
-    *code = errno;
-    return FALSE;
-  }
-  close(fd);
-  unlink(probe);
-  return TRUE;
+  KnnwbPipelineFileUse *use = g_new(KnnwbPipelineFileUse, 1);
+  *use = (KnnwbPipelineFileUse){step_id, path, line};
+  g_hash_table_insert(table, identity, use);
 }
 
 static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep *step, guint index,
-                                      int line, GHashTable *outputs,
+                                      int line, KnnwbPipelineFiles *files,
                                       KnnwbPipelineDiagnostics *diagnostics)
 {
   const KnnwbParamSpec *spec = &step->step->type->params[index];
@@ -347,37 +352,38 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     else if (g_file_test(path, G_FILE_TEST_IS_DIR))
       knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': '%s' is a directory",
                             step->id, spec->name, path);
+    else
+      knnwb_pipeline_files_note(files->inputs, knnwb_host_path_identity(path), step->id, path,
+                                line);
   } else if (spec->type == KNNWB_PARAM_OUTPUT_FILE) {
     char *path = knnwb_pipeline_resolve_path(pipeline->output_dir, text);
     g_free(step->texts[index]);
     step->texts[index] = path;
     step->values[index].v_string = path;
-    g_autofree char *dir = g_path_get_dirname(path);
-    int code = 0;
-    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+    /* No probe file: validation and --dry-run change nothing; `knnwb run` creates its
+     * temporaries before the first step, which proves writability for real. */
+    g_autoptr(GError) error = NULL;
+    if (!knnwb_host_output_check(path, &error))
+      knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': %s", step->id,
+                            spec->name, error->message);
+    /* Spellings differ (out.knn, ./out.knn, sub/../out.knn, links): compare the files. */
+    char *identity = knnwb_host_path_identity(path);
+    const KnnwbPipelineFileUse *other = g_hash_table_lookup(files->outputs, identity);
+    if (other != NULL) {
       knnwb_pipeline_report(diagnostics, line,
-                            "step '%s': parameter '%s': output directory '%s' does not exist",
-                            step->id, spec->name, dir);
-    else if (!knnwb_pipeline_directory_writable(dir, &code))
-      knnwb_pipeline_report(
-          diagnostics, line,
-          "step '%s': parameter '%s': output directory '%s' cannot be written: %s", step->id,
-          spec->name, dir, g_strerror(code));
-    else if (g_file_test(path, G_FILE_TEST_IS_DIR))
-      knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': '%s' is a directory",
-                            step->id, spec->name, path);
-    const char *other = g_hash_table_lookup(outputs, path);
-    if (other != NULL)
-      knnwb_pipeline_report(diagnostics, line,
-                            "step '%s': parameter '%s': '%s' is also written by step '%s'",
-                            step->id, spec->name, path, other);
-    else
-      g_hash_table_insert(outputs, path, step->id);
+                            "step '%s': parameter '%s': '%s' is also written by step '%s' (line "
+                            "%d, as '%s')",
+                            step->id, spec->name, path, other->step_id, other->line, other->path);
+      g_free(identity);
+    } else {
+      knnwb_pipeline_files_note(files->outputs, identity, step->id, path, line);
+    }
   }
 }
 
 static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
-                                        GHashTable *outputs, KnnwbPipelineDiagnostics *diagnostics)
+                                        KnnwbPipelineFiles *files,
+                                        KnnwbPipelineDiagnostics *diagnostics)
 {
   const KnnwbStepType *type = step->step->type;
   step->values = g_new0(KnnwbParamValue, type->n_params ? type->n_params : 1);
@@ -415,7 +421,7 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
   for (guint index = 0; index < type->n_params; index++) {
     const KnnwbParamSpec *spec = &type->params[index];
     if (lines[index] != 0) {
-      knnwb_pipeline_check_file(pipeline, step, index, lines[index], outputs, diagnostics);
+      knnwb_pipeline_check_file(pipeline, step, index, lines[index], files, diagnostics);
       continue;
     }
     if (spec->default_value == NULL) {
@@ -431,7 +437,7 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
     step->texts[index] = g_strdup(spec->default_value);
     /* Defaults were checked at registration. */
     knnwb_host_param_parse(spec, step->texts[index], &step->values[index], NULL);
-    knnwb_pipeline_check_file(pipeline, step, index, step->line, outputs, diagnostics);
+    knnwb_pipeline_check_file(pipeline, step, index, step->line, files, diagnostics);
   }
 }
 
@@ -563,7 +569,9 @@ static void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistr
                                  KnnwbPipelineDiagnostics *diagnostics)
 {
   g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
-  g_autoptr(GHashTable) outputs = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) outputs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  g_autoptr(GHashTable) inputs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  KnnwbPipelineFiles files = {outputs, inputs};
   for (guint s = 0; s < pipeline->steps->len; s++) {
     KnnwbPipelineStep *step = pipeline->steps->pdata[s];
     gpointer previous = g_hash_table_lookup(ids, step->id);
@@ -589,8 +597,23 @@ static void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistr
     KnnwbPipelineStep *step = pipeline->steps->pdata[s];
     if (step->step == NULL)
       continue;
-    knnwb_pipeline_check_params(pipeline, step, outputs, diagnostics);
+    knnwb_pipeline_check_params(pipeline, step, &files, diagnostics);
     knnwb_pipeline_check_inputs(pipeline, step, ids, diagnostics);
+  }
+  /* An output over an input of the same run would replace the data it was computed from (or
+   * that a later step still reads). */
+  GHashTableIter iter;
+  gpointer key, value;
+  g_hash_table_iter_init(&iter, outputs);
+  while (g_hash_table_iter_next(&iter, &key, &value)) {
+    const KnnwbPipelineFileUse *output = value;
+    const KnnwbPipelineFileUse *input = g_hash_table_lookup(inputs, key);
+    if (input != NULL)
+      knnwb_pipeline_report(diagnostics, output->line,
+                            "step '%s': output '%s' is the input '%s' of step '%s' (line %d); an "
+                            "output must not replace an input of the same run",
+                            output->step_id, output->path, input->path, input->step_id,
+                            input->line);
   }
   knnwb_pipeline_order(pipeline, diagnostics);
 }

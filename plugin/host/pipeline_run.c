@@ -98,86 +98,6 @@ static gboolean knnwb_pipeline_value_check(const KnnwbValue *value, const KnnwbS
   return FALSE;
 }
 
-static void knnwb_pipeline_outputs_discard(GPtrArray *outputs)
-{
-  for (guint i = 0; i < outputs->len; i++) {
-    const KnnwbPipelineOutput *output = outputs->pdata[i];
-    if (unlink(output->temporary) != 0 && errno != ENOENT)
-      g_printerr("knnwb: cannot remove temporary %s: %s\n", output->temporary, g_strerror(errno));
-  }
-}
-
-/*
- * Puts every output in place, all or nothing: existing targets are first hard-linked to backups
- * (the old file stays where it is), then each temporary is renamed over its target; if a rename
- * fails, the targets already replaced get their backups back (or are removed when there was none)
- * and the remaining temporaries are deleted. Where hard links are not possible, a target that
- * was already replaced cannot be restored and the message says so.
- */
-gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error)
-{
-  const guint n = outputs->len;
-  g_autofree char **backups = g_new0(char *, n + 1);
-  g_autofree gboolean *existed = g_new0(gboolean, n + 1);
-  gboolean all_backed_up = TRUE;
-  for (guint i = 0; i < n; i++) {
-    const KnnwbPipelineOutput *output = outputs->pdata[i];
-    if (!g_file_test(output->temporary, G_FILE_TEST_EXISTS) ||
-        !g_file_test(output->final, G_FILE_TEST_EXISTS))
-      continue;
-    existed[i] = TRUE;
-    backups[i] = g_strconcat(output->temporary, ".previous", NULL);
-    unlink(backups[i]);
-    if (link(output->final, backups[i]) != 0) {
-      g_clear_pointer(&backups[i], g_free);
-      all_backed_up = FALSE;
-    }
-  }
-  gboolean ok = TRUE;
-  g_autofree gboolean *replaced = g_new0(gboolean, n + 1);
-  guint renamed = 0;
-  for (; renamed < n; renamed++) {
-    const KnnwbPipelineOutput *output = outputs->pdata[renamed];
-    if (!g_file_test(output->temporary, G_FILE_TEST_EXISTS))
-      continue; /* an output the step chose not to write (nothing to write) */
-    replaced[renamed] = rename(output->temporary, output->final) == 0;
-    if (!replaced[renamed]) {
-      int code = errno;
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "cannot rename %s to %s: %s%s",
-                  output->temporary, output->final, g_strerror(code),
-                  all_backed_up ? "; the earlier outputs were restored"
-                                : "; some earlier outputs could not be restored");
-      ok = FALSE;
-      break;
-    }
-  }
-  for (guint i = 0; i < n; i++) {
-    const KnnwbPipelineOutput *output = outputs->pdata[i];
-    if (!ok && replaced[i]) {
-      /* Undo: the old file back, or no file where there was none. */
-      if (backups[i] != NULL)
-        rename(backups[i], output->final);
-      else if (!existed[i])
-        unlink(output->final);
-    }
-    if (!ok && i >= renamed)
-      unlink(output->temporary);
-    if (backups[i] != NULL) {
-      unlink(backups[i]);
-      g_free(backups[i]);
-    }
-  }
-  return ok;
-}
-
-static void knnwb_pipeline_output_free(gpointer data)
-{
-  KnnwbPipelineOutput *output = data;
-  g_free(output->temporary);
-  g_free(output->final);
-  g_free(output);
-}
-
 static void knnwb_pipeline_print_report(const KnnwbPipeline *pipeline,
                                         const KnnwbPipelineStepReport *reports, guint n_done,
                                         gboolean peak_per_step)
@@ -202,12 +122,31 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
   guint n = pipeline->steps->len;
   g_autofree KnnwbValue **values = g_new0(KnnwbValue *, n ? n : 1);
   g_autofree KnnwbPipelineStepReport *reports = g_new0(KnnwbPipelineStepReport, n ? n : 1);
-  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_pipeline_output_free);
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
+  /* Per step, the temporaries of its output parameters (index into outputs, or -1). */
+  g_autofree gint *first_output = g_new0(gint, n ? n : 1);
   /* Per-step peaks only when reported: the sampler costs a thread. */
   gboolean peak_per_step = options->report && knnwb_host_memory_peak() > 0;
   gboolean ok = TRUE;
   guint n_done = 0;
-  static guint counter;
+
+  /* Every output directory proves it takes new files before the first step runs, not after an
+   * hour of work (root passes access() even on /proc; creating a file cannot be fooled). */
+  for (guint position = 0; position < n && ok; position++) {
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[pipeline->order[position]];
+    const KnnwbStepType *type = step->step->type;
+    first_output[pipeline->order[position]] = (gint)outputs->len;
+    for (guint i = 0; i < type->n_params && ok; i++) {
+      const char *final = step->values[i].v_string;
+      if (type->params[i].type != KNNWB_PARAM_OUTPUT_FILE || final == NULL)
+        continue;
+      g_autoptr(GError) local = NULL;
+      ok = knnwb_host_outputs_add(outputs, final, &local) != NULL;
+      if (!ok)
+        g_set_error(error, local->domain, local->code, "%s:%d: step '%s' (%s): %s", pipeline->path,
+                    step->line, step->id, type->name, local->message);
+    }
+  }
 
   for (guint position = 0; position < n && ok; position++) {
     guint s = pipeline->order[position];
@@ -224,19 +163,11 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     for (guint i = 0; i < type->n_inputs; i++)
       inputs[i] = step->sources[i] >= 0 ? values[step->sources[i]] : NULL;
     g_autofree KnnwbParamValue *params = g_new0(KnnwbParamValue, type->n_params + 1);
+    guint next_output = (guint)first_output[s];
     for (guint i = 0; i < type->n_params; i++) {
       params[i] = step->values[i];
-      if (type->params[i].type == KNNWB_PARAM_OUTPUT_FILE && params[i].v_string != NULL) {
-        KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
-        output->final = g_strdup(params[i].v_string);
-        g_autofree char *dir = g_path_get_dirname(output->final);
-        g_autofree char *base = g_path_get_basename(output->final);
-        /* The basename stays at the end so writers that look at the extension still can. */
-        g_autofree char *name = g_strdup_printf(".knnwb-%d-%u-%s", (int)getpid(), ++counter, base);
-        output->temporary = g_build_filename(dir, name, NULL);
-        params[i].v_string = output->temporary;
-        g_ptr_array_add(outputs, output);
-      }
+      if (type->params[i].type == KNNWB_PARAM_OUTPUT_FILE && params[i].v_string != NULL)
+        params[i].v_string = ((KnnwbPipelineOutput *)outputs->pdata[next_output++])->temporary;
     }
     values[s] = type->output != KNNWB_KIND_NONE ? knnwb_pipeline_value_new(type->output) : NULL;
 
@@ -273,6 +204,8 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     else if (ok)
       reports[position].summary = g_strdup("files written");
     n_done = position + 1;
+    /* A message about a temporary names the file the user asked for. */
+    knnwb_host_outputs_name_targets(outputs, local);
     if (!ok) {
       if (local->domain == KNNWB_ERROR && local->code == KNNWB_ERROR_CANCELLED)
         g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s:%d: step '%s' (%s): %s",
@@ -283,10 +216,12 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     }
   }
 
+  /* The last thing, and only when no signal arrived during the last step (which may not have
+   * polled the flag): an interrupted run never touches the previous outputs. */
   if (ok)
-    ok = knnwb_pipeline_outputs_commit(outputs, error);
+    ok = knnwb_host_outputs_commit(outputs, cancel, error);
   else
-    knnwb_pipeline_outputs_discard(outputs);
+    knnwb_host_outputs_discard(outputs);
 
   if (options->report && n_done > 0)
     knnwb_pipeline_print_report(pipeline, reports, n_done, peak_per_step);

@@ -6,7 +6,9 @@
 static gboolean knnwb_knn_plugin_init(KnnwbPluginRegistrar *registrar, GError **error)
 {
   return registrar->add_step(registrar, &knnwb_knn_step_graph, error) &&
-         registrar->add_step(registrar, &knnwb_knn_step_query, error);
+         registrar->add_step(registrar, &knnwb_knn_step_query, error) &&
+         registrar->add_step(registrar, &knnwb_knn_step_neighbourhood, error) &&
+         registrar->add_step(registrar, &knnwb_knn_step_classify, error);
 }
 
 KNNWB_PLUGIN_DEFINE("knn", KNNWB_VERSION_STRING,

@@ -7,6 +7,8 @@
 
 extern const KnnwbStepType knnwb_knn_step_graph;
 extern const KnnwbStepType knnwb_knn_step_query;
+extern const KnnwbStepType knnwb_knn_step_neighbourhood;
+extern const KnnwbStepType knnwb_knn_step_classify;
 
 /* The parameters both steps share, first in both parameter tables in this order. */
 enum {

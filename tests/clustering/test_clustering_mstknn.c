@@ -5,6 +5,7 @@
 #include <glib/gstdio.h>
 #include <igraph.h>
 #include <knnwb/clustering.h>
+#include <knnwb/knn.h>
 #include <knnwb/error.h>
 
 /* Same partition up to renumbering: a bijection between the labels. */
@@ -179,13 +180,22 @@ static void test_blobs(void)
       data->values[i * d + j] = (float)(centre + sqrt(-2 * log(u1)) * cos(2 * G_PI * u2));
     }
   }
-  for (int tree = 0; tree < 2; tree++) {
+  for (int reuse = 0; reuse < 2; reuse++) {
     KnnwbMstKnnOptions options;
     knnwb_clustering_mstknn_options_init(&options);
     options.metric = KNNWB_METRIC_EUCLIDEAN;
     options.backend = KNNWB_BACKEND_CPU;
     options.n_threads = 2;
-    options.tree = tree == 0 ? KNNWB_MSTKNN_TREE_EXACT : KNNWB_MSTKNN_TREE_KNN_FOREST;
+    /* Second pass: lists given by the caller (as from a knn-graph step) instead of computed. */
+    g_autoptr(KnnwbNeighbors) lists = NULL;
+    if (reuse) {
+      KnnwbKnnOptions knn;
+      knnwb_knn_options_init(&knn);
+      knn.metric = KNNWB_METRIC_EUCLIDEAN;
+      knn.k = 6;
+      g_assert_true(knnwb_knn_self(data, &knn, &lists, NULL));
+      options.neighbors = lists;
+    }
     igraph_vector_int_t membership;
     igraph_vector_int_init(&membership, 0);
     g_autoptr(GError) error = NULL;
@@ -257,6 +267,221 @@ static void test_points_equal_matrix(void)
   g_rand_free(rand);
 }
 
+/* Points on a line (1 column) as a matrix and as their Euclidean distance matrix. */
+static void line_points(const double *x, size_t n, KnnwbMatrix **data, igraph_matrix_t *distances)
+{
+  *data = knnwb_matrix_new(n, 1, NULL);
+  igraph_matrix_init(distances, (igraph_integer_t)n, (igraph_integer_t)n);
+  for (size_t i = 0; i < n; i++) {
+    (*data)->values[i] = (float)x[i];
+    for (size_t j = 0; j < n; j++)
+      MATRIX(*distances, i, j) = fabs(x[i] - x[j]);
+  }
+}
+
+static void assert_membership(const igraph_vector_int_t *membership, const igraph_integer_t *want,
+                              size_t n)
+{
+  g_assert_cmpint(igraph_vector_int_size(membership), ==, (igraph_integer_t)n);
+  for (size_t i = 0; i < n; i++)
+    g_assert_cmpint(VECTOR(*membership)[i], ==, want[i]);
+}
+
+/* The R package lists a tied neighbour with the higher index first (generate.knn). On 0, 2, 7, 12,
+ * 14 (k = floor(ln 5) = 1), p2 is 5 from both p1 and p3: the package takes p3, so the kept edges
+ * are p0-p1, p2-p3, p3-p4: {p0,p1},{p2,p3,p4}. The points path keeps knnwb's lower-index rule (p2
+ * takes p1): {p0,p1,p2},{p3,p4}. */
+static void test_r_tie_rule(void)
+{
+  const double x[] = {0, 2, 7, 12, 14};
+  g_autoptr(KnnwbMatrix) data = NULL;
+  igraph_matrix_t distances;
+  line_points(x, 5, &data, &distances);
+  igraph_vector_int_t membership;
+  igraph_vector_int_init(&membership, 0);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(
+      knnwb_clustering_mstknn_distance_matrix(&distances, NULL, &membership, NULL, NULL, &error));
+  const igraph_integer_t r_rule[] = {0, 0, 1, 1, 1};
+  assert_membership(&membership, r_rule, 5);
+  KnnwbMstKnnOptions options;
+  knnwb_clustering_mstknn_options_init(&options);
+  options.metric = KNNWB_METRIC_EUCLIDEAN;
+  options.backend = KNNWB_BACKEND_CPU;
+  g_assert_true(knnwb_clustering_mstknn_points(data, &options, &membership, NULL, NULL, &error));
+  const igraph_integer_t lower_rule[] = {0, 0, 0, 1, 1};
+  assert_membership(&membership, lower_rule, 5);
+  igraph_vector_int_destroy(&membership);
+  igraph_matrix_destroy(&distances);
+}
+
+/* Duplicated rows: 0, 0, 3, 3, 10 (k = 1). Prim from p0 (igraph's, as the package) gives the tree
+ * p0-p1 (0), p1-p3 (3), p3-p2 (0), p3-p4 (7) (checked below). p4 is 7 from p2 and from p3; the
+ * package's rule lists p3 first, so p3-p4 is a kNN edge and stays: {p0,p1}, {p2,p3,p4} (p1-p3 is
+ * no kNN edge: p1 -> p0, p3 -> p2). The lower-index rule (p4 -> p2) would cut p3-p4 and leave p4
+ * alone. The points path (Borůvka, ties by the lower pair) builds p0-p2 and p2-p4 instead, and
+ * with p4 -> p2 reaches the same partition. */
+static void test_duplicated_rows(void)
+{
+  const double x[] = {0, 0, 3, 3, 10};
+  g_autoptr(KnnwbMatrix) data = NULL;
+  igraph_matrix_t distances;
+  line_points(x, 5, &data, &distances);
+  igraph_vector_int_t membership;
+  igraph_vector_int_init(&membership, 0);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(
+      knnwb_clustering_mstknn_distance_matrix(&distances, NULL, &membership, NULL, NULL, &error));
+  const igraph_integer_t r_rule[] = {0, 0, 1, 1, 1};
+  assert_membership(&membership, r_rule, 5);
+  igraph_t tree;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_assert_true(knnwb_clustering_mst_distance_matrix(&distances, &tree, &weights, &error));
+  const igraph_integer_t prim[4][2] = {{0, 1}, {1, 3}, {2, 3}, {3, 4}};
+  for (igraph_integer_t e = 0; e < 4; e++) {
+    g_assert_cmpint(MIN(IGRAPH_FROM(&tree, e), IGRAPH_TO(&tree, e)), ==, prim[e][0]);
+    g_assert_cmpint(MAX(IGRAPH_FROM(&tree, e), IGRAPH_TO(&tree, e)), ==, prim[e][1]);
+  }
+  igraph_destroy(&tree);
+  igraph_vector_destroy(&weights);
+  KnnwbMstKnnOptions options;
+  knnwb_clustering_mstknn_options_init(&options);
+  options.metric = KNNWB_METRIC_EUCLIDEAN;
+  options.backend = KNNWB_BACKEND_CPU;
+  g_assert_true(knnwb_clustering_mstknn_points(data, &options, &membership, NULL, NULL, &error));
+  const igraph_integer_t lower_rule[] = {0, 0, 1, 1, 1};
+  assert_membership(&membership, lower_rule, 5);
+  igraph_vector_int_destroy(&membership);
+  igraph_matrix_destroy(&distances);
+}
+
+/* Lists given by the caller give the same clusters as lists computed inside; lists too short for
+ * the first level are ignored (recomputed), not an error. */
+static void test_given_lists(void)
+{
+  GRand *rand = g_rand_new_with_seed(99);
+  const size_t n = 157, d = 3;
+  g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+  for (size_t i = 0; i < n * d; i++)
+    data->values[i] = (float)g_rand_double_range(rand, -5, 5) + (float)(10 * ((i / d) % 4));
+  g_rand_free(rand);
+  KnnwbMstKnnOptions options;
+  knnwb_clustering_mstknn_options_init(&options);
+  options.metric = KNNWB_METRIC_EUCLIDEAN;
+  options.backend = KNNWB_BACKEND_CPU;
+  igraph_vector_int_t computed, given;
+  igraph_vector_int_init(&computed, 0);
+  igraph_vector_int_init(&given, 0);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_clustering_mstknn_points(data, &options, &computed, NULL, NULL, &error));
+  const size_t lengths[] = {5, 9, 2};
+  for (guint t = 0; t < G_N_ELEMENTS(lengths); t++) {
+    KnnwbKnnOptions knn;
+    knnwb_knn_options_init(&knn);
+    knn.metric = KNNWB_METRIC_EUCLIDEAN;
+    knn.backend = KNNWB_BACKEND_CPU;
+    knn.k = lengths[t];
+    g_autoptr(KnnwbNeighbors) lists = NULL;
+    g_assert_true(knnwb_knn_self(data, &knn, &lists, &error));
+    options.neighbors = lists;
+    g_assert_true(knnwb_clustering_mstknn_points(data, &options, &given, NULL, NULL, &error));
+    g_assert_true(igraph_vector_int_all_e(&computed, &given));
+  }
+  igraph_vector_int_destroy(&computed);
+  igraph_vector_int_destroy(&given);
+}
+
+/* An n x n NPY file: float64 C order, or float32 Fortran order. */
+static void write_npy(const char *path, const igraph_matrix_t *m, gboolean single, gboolean fortran)
+{
+  igraph_integer_t n = igraph_matrix_nrow(m);
+  g_autofree char *dict = g_strdup_printf(
+      "{'descr': '%s', 'fortran_order': %s, 'shape': (%" IGRAPH_PRId ", %" IGRAPH_PRId "), }",
+      single ? "<f4" : "<f8", fortran ? "True" : "False", n, n);
+  GString *header = g_string_new(dict);
+  while ((10 + header->len + 1) % 64 != 0)
+    g_string_append_c(header, ' ');
+  g_string_append_c(header, '\n');
+  GByteArray *bytes = g_byte_array_new();
+  g_byte_array_append(bytes, (const guint8 *)"\x93NUMPY\x01\x00", 8);
+  guint8 length[2] = {(guint8)(header->len & 0xff), (guint8)(header->len >> 8)};
+  g_byte_array_append(bytes, length, 2);
+  g_byte_array_append(bytes, (const guint8 *)header->str, (guint)header->len);
+  for (igraph_integer_t a = 0; a < n; a++)
+    for (igraph_integer_t b = 0; b < n; b++) {
+      double value = fortran ? MATRIX(*m, b, a) : MATRIX(*m, a, b);
+      if (single) {
+        float f = (float)value;
+        g_byte_array_append(bytes, (const guint8 *)&f, 4);
+      } else
+        g_byte_array_append(bytes, (const guint8 *)&value, 8);
+    }
+  g_assert_true(g_file_set_contents(path, (const char *)bytes->data, bytes->len, NULL));
+  g_byte_array_unref(bytes);
+  g_string_free(header, TRUE);
+}
+
+/* The same matrix from CSV, TSV and NPY (float64 C order exactly; float32 Fortran order as its
+ * float32 values) gives the same clusters as the package's CSV. */
+static void test_distance_files(void)
+{
+  igraph_matrix_t csv, other;
+  igraph_matrix_init(&csv, 0, 0);
+  igraph_matrix_init(&other, 0, 0);
+  char **labels = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_clustering_read_distance_matrix(KNNWB_SHARED_DATA_DIR "/dslanguages.csv",
+                                                      &csv, &labels, &error));
+  igraph_integer_t n = igraph_matrix_nrow(&csv);
+  g_autofree char *dir = g_dir_make_tmp("knnwb-dist-XXXXXX", NULL);
+  g_autofree char *tsv = g_build_filename(dir, "d.tsv", NULL);
+  GString *text = g_string_new("");
+  for (igraph_integer_t j = 0; j < n; j++)
+    g_string_append_printf(text, "\t%s", labels[j]);
+  g_string_append_c(text, '\n');
+  for (igraph_integer_t i = 0; i < n; i++) {
+    g_string_append(text, labels[i]);
+    for (igraph_integer_t j = 0; j < n; j++)
+      g_string_append_printf(text, "\t%.17g", MATRIX(csv, i, j));
+    g_string_append_c(text, '\n');
+  }
+  g_assert_true(g_file_set_contents(tsv, text->str, -1, NULL));
+  g_string_free(text, TRUE);
+  char **tsv_labels = NULL;
+  g_assert_true(knnwb_clustering_read_distance_matrix(tsv, &other, &tsv_labels, &error));
+  g_assert_true(igraph_matrix_all_e(&csv, &other));
+  g_assert_cmpstr(tsv_labels[5], ==, labels[5]);
+  g_strfreev(tsv_labels);
+  g_autofree char *npy = g_build_filename(dir, "d.npy", NULL);
+  write_npy(npy, &csv, FALSE, FALSE);
+  g_assert_true(knnwb_clustering_read_distance_matrix(npy, &other, &tsv_labels, &error));
+  g_assert_null(tsv_labels);
+  g_assert_true(igraph_matrix_all_e(&csv, &other));
+  write_npy(npy, &csv, TRUE, TRUE);
+  g_assert_true(knnwb_clustering_read_distance_npy(npy, &other, &error));
+  for (igraph_integer_t i = 0; i < n; i++)
+    for (igraph_integer_t j = 0; j < n; j++)
+      g_assert_cmpfloat(MATRIX(other, i, j), ==, (double)(float)MATRIX(csv, i, j));
+  /* Not square, not NPY. */
+  g_assert_true(g_file_set_contents(npy,
+                                    "\x93NUMPY\x01\x00\x46\x00{'descr': '<f8', "
+                                    "'fortran_order': False, 'shape': (2, 3), }      \n",
+                                    -1, NULL));
+  g_assert_false(knnwb_clustering_read_distance_npy(npy, &other, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+  g_clear_error(&error);
+  g_assert_true(g_file_set_contents(npy, "not numpy", -1, NULL));
+  g_assert_false(knnwb_clustering_read_distance_npy(npy, &other, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+  g_unlink(npy);
+  g_unlink(tsv);
+  g_rmdir(dir);
+  g_strfreev(labels);
+  igraph_matrix_destroy(&csv);
+  igraph_matrix_destroy(&other);
+}
+
 int main(int argc, char **argv)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
@@ -264,6 +489,10 @@ int main(int argc, char **argv)
   g_test_add_func("/clustering/mstknn/dslanguages", test_dslanguages);
   g_test_add_func("/clustering/mstknn/csv-bad-input", test_csv_bad_input);
   g_test_add_func("/clustering/mstknn/blobs", test_blobs);
+  g_test_add_func("/clustering/mstknn/r-tie-rule", test_r_tie_rule);
+  g_test_add_func("/clustering/mstknn/duplicated-rows", test_duplicated_rows);
+  g_test_add_func("/clustering/mstknn/given-lists", test_given_lists);
+  g_test_add_func("/clustering/mstknn/distance-files", test_distance_files);
   g_test_add_func("/clustering/mstknn/points-equal-matrix", test_points_equal_matrix);
   return g_test_run();
 }

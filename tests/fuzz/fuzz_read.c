@@ -3,12 +3,22 @@
  * module's labelled CSV distance matrix): the input becomes a memfd
  * file read through the public reader; any crash, leak or sanitizer report is a bug, errors are
  * fine. Odd-sized inputs use the drop-rows missing-value policy to reach that path too.
+ * GEO reads the input as a GEO series matrix (column annotations touched too). GZIP fuzzes the
+ * compressed-input path with format detection: an input that starts with the gzip magic is read
+ * as it is (damaged streams), any other is gzip-compressed here first (the reader then sees valid
+ * gzip around fuzzed text), cut short when its size is a multiple of 5.
  */
 #include <knnwb/clustering.h>
 #include <knnwb/formats.h>
+#include <knnwb/annotation.h>
+#include <knnwb/classify.h>
+#include <knnwb/phenotype.h>
 
 #include <stdint.h>
 #include <stdio.h>
+#if defined(KNNWB_FUZZ_GZIP)
+#include <zlib.h>
+#endif
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -35,6 +45,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     igraph_set_error_handler(igraph_error_handler_ignore);
     g_log_set_handler("knnwb", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE, fuzz_quiet, NULL);
   }
+#if defined(KNNWB_FUZZ_GZIP)
+  uint8_t *compressed = NULL;
+  if (size < 2 || data[0] != 0x1f || data[1] != 0x8b) {
+    z_stream stream = {0};
+    if (deflateInit2(&stream, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+      return 0;
+    size_t bound = deflateBound(&stream, (uLong)size);
+    compressed = g_malloc(bound);
+    stream.next_in = (Bytef *)data;
+    stream.avail_in = (uInt)size;
+    stream.next_out = compressed;
+    stream.avail_out = (uInt)bound;
+    int status = deflate(&stream, Z_FINISH);
+    size_t produced = stream.total_out;
+    deflateEnd(&stream);
+    if (status != Z_STREAM_END) {
+      g_free(compressed);
+      return 0;
+    }
+    data = compressed;
+    size = size % 5 == 0 && produced > 4 ? produced - 4 : produced;
+  }
+#endif
   if (ftruncate(fd, 0) != 0 || (size > 0 && pwrite(fd, data, size, 0) != (ssize_t)size))
     return 0;
   GError *error = NULL;
@@ -53,6 +86,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
   g_strfreev(labels);
   igraph_matrix_destroy(&distances);
+#elif defined(KNNWB_FUZZ_ANNOTATION)
+  /* The annotation table reader, then the phenotype and class matching on what it read, against a
+   * 2 x 4 matrix whose rows and samples are named like the seed corpus (S1..S4, r1, r2). */
+  KnnwbAnnotationTable *table = knnwb_annotation_read(path, &error);
+  if (table != NULL) {
+    KnnwbMatrix *matrix = knnwb_matrix_new(2, 4, NULL);
+    for (size_t j = 0; j < 4; j++) {
+      char name[8];
+      snprintf(name, sizeof name, "S%zu", j + 1);
+      knnwb_matrix_set_col_label(matrix, j, name);
+    }
+    knnwb_matrix_set_row_label(matrix, 0, "r1");
+    knnwb_matrix_set_row_label(matrix, 1, "r2");
+    const char *column = table->header[table->n_columns - 1];
+    float *values = NULL;
+    g_clear_error(&error);
+    if (knnwb_phenotype_values(matrix, table, NULL, column, &values, &error))
+      knnwb_phenotype_append_row(&matrix, values, "fuzz-phenotype", NULL);
+    g_free(values);
+    g_clear_error(&error);
+    KnnwbClasses *classes = NULL;
+    if (knnwb_classes_from_table(matrix, table, NULL, column, &classes, &error))
+      knnwb_classes_free(classes);
+    knnwb_matrix_free(matrix);
+    knnwb_annotation_free(table);
+  }
 #elif defined(KNNWB_FUZZ_KNN)
   igraph_t graph;
   igraph_vector_t weights;
@@ -73,6 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   options.format = KNNWB_INPUT_GCT;
 #elif defined(KNNWB_FUZZ_NPY)
   options.format = KNNWB_INPUT_NPY;
+#elif defined(KNNWB_FUZZ_GEO)
+  options.format = KNNWB_INPUT_GEO;
 #endif
   options.missing = size % 2 ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
   options.transpose = size % 3 == 0;
@@ -84,10 +145,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       sum += matrix->values[i];
     for (size_t i = 0; matrix->row_labels && i < matrix->n_rows; i++)
       sum += (float)matrix->row_labels[i][0];
+    for (int axis = KNNWB_MATRIX_ROWS; axis <= KNNWB_MATRIX_COLUMNS; axis++) {
+      const char **keys = knnwb_matrix_annotation_keys(matrix, (KnnwbMatrixAxis)axis);
+      size_t length = axis == KNNWB_MATRIX_ROWS ? matrix->n_rows : matrix->n_cols;
+      for (const char **key = keys; *key; key++) {
+        const char *const *values = knnwb_matrix_annotation(matrix, (KnnwbMatrixAxis)axis, *key);
+        for (size_t i = 0; i < length; i++)
+          sum += values[i] ? (float)values[i][0] : 0.0f;
+      }
+      g_free(keys);
+    }
     (void)sum;
     knnwb_matrix_free(matrix);
   }
 #endif
   g_clear_error(&error);
+#if defined(KNNWB_FUZZ_GZIP)
+  g_free(compressed);
+#endif
   return 0;
 }

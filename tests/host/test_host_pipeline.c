@@ -476,7 +476,7 @@ static void test_commit_rolls_back(void)
   g_assert_true(g_file_set_contents(inside, "x", -1, NULL));
 
   g_autoptr(GError) error = NULL;
-  g_assert_false(knnwb_pipeline_outputs_commit(outputs, &error));
+  g_assert_false(knnwb_host_outputs_commit(outputs, NULL, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
   g_assert_nonnull(strstr(error->message, "restored"));
   g_autofree char *text = NULL;
@@ -490,7 +490,7 @@ static void test_commit_rolls_back(void)
   g_assert_true(g_file_set_contents(items[0].temporary, "NEW\n", -1, NULL));
   g_assert_true(g_file_set_contents(items[1].temporary, "NEW\n", -1, NULL));
   g_ptr_array_set_size(outputs, 2);
-  g_assert_true(knnwb_pipeline_outputs_commit(outputs, &error));
+  g_assert_true(knnwb_host_outputs_commit(outputs, NULL, &error));
   g_clear_pointer(&text, g_free);
   g_assert_true(g_file_get_contents(items[0].final, &text, NULL, NULL));
   g_assert_cmpstr(text, ==, "NEW\n");

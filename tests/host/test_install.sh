@@ -19,12 +19,10 @@ pc=$(find "$prefix" -name knnwb.pc | head -n 1)
 [ -n "$pc" ] || { echo "FAIL: no knnwb.pc installed"; exit 1; }
 libdir=$(dirname "$(dirname "$pc")")
 [ -f "$libdir/libknnwb.so" ] || { echo "FAIL: no libknnwb.so in $libdir"; exit 1; }
-# knnwb.pc holds the configured (absolute) paths and this install went to another prefix: a copy
-# with the prefix replaced stands in for it (--define-variable would also redefine glib's paths).
-old_prefix=$(sed -n 's/^prefix=//p' "$pc")
-mkdir "$work/pkgconfig"
-sed "s|=$old_prefix|=$prefix|" "$pc" >"$work/pkgconfig/knnwb.pc"
-export PKG_CONFIG_PATH="$work/pkgconfig"
+# This install went to another prefix than the configured one: knnwb.pc must work as installed
+# (its paths are relative to ${pcfiledir}), with no edit.
+grep -q '^prefix=${pcfiledir}/' "$pc" || { cat "$pc"; echo "FAIL: knnwb.pc is not relocatable"; exit 1; }
+export PKG_CONFIG_PATH="$(dirname "$pc")"
 pkgconf=pkg-config
 # Under a pkg-config sysroot (dependencies unpacked in a folder, as on the GPU machine), every path
 # pkg-config prints is prefixed with it: make the install visible there too.
@@ -34,8 +32,10 @@ if [ -n "${PKG_CONFIG_SYSROOT_DIR:-}" ]; then
   trap 'rm -f "$PKG_CONFIG_SYSROOT_DIR$prefix"; rm -rf "$work"' EXIT INT TERM
   libdir="$PKG_CONFIG_SYSROOT_DIR$libdir"
 fi
-[ "$($pkgconf --variable=libdir knnwb)" = "$libdir" ] || {
-  cat "$work/pkgconfig/knnwb.pc"; echo "FAIL: knnwb.pc libdir is not $libdir"; exit 1; }
+# pkg-config prints ${pcfiledir}/../../lib as it is: compare the directories, not the spellings.
+pc_libdir=$($pkgconf --variable=libdir knnwb)
+[ -d "$pc_libdir" ] && [ "$(cd "$pc_libdir" && pwd -P)" = "$(cd "$libdir" && pwd -P)" ] || {
+  cat "$pc"; echo "FAIL: knnwb.pc libdir $pc_libdir is not $libdir"; exit 1; }
 for header in knnwb.h knn.h graph.h matrix.h error.h plugin.h knn_plugin.h; do
   [ -f "$prefix/include/knnwb/$header" ] || { echo "FAIL: header $header not installed"; exit 1; }
 done

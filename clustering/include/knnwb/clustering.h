@@ -139,8 +139,9 @@ gboolean knnwb_clustering_mst_distance_matrix(const igraph_matrix_t *distances, 
 
 /**
  * Reads a labelled square distance matrix in CSV as R's write.csv writes it (for example
- * share/data/dslanguages.csv): a header line with an empty first field and n column labels, then n
- * lines "label,d1,...,dn". Labels may be double-quoted. distances (initialised) is resized to n x
+ * share/data/dslanguages.csv), or the same layout in TSV (tab-separated when the header line holds
+ * a tab): a header line with an empty first field and n column labels, then n lines
+ * "label,d1,...,dn". Labels may be double-quoted. distances (initialised) is resized to n x
  * n; labels (may be NULL) receives a NULL-terminated array of the n row labels (free with
  * g_strfreev). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE ("file:line: message": wrong field count,
  * bad number, not square, row and column labels differ). Complexity: O(n^2).
@@ -148,42 +149,49 @@ gboolean knnwb_clustering_mst_distance_matrix(const igraph_matrix_t *distances, 
 gboolean knnwb_clustering_read_distance_csv(const char *path, igraph_matrix_t *distances,
                                             char ***labels, GError **error);
 
+/**
+ * Reads a square distance matrix from NPY (numpy.save of an n x n float64 or float32 array, C or
+ * Fortran order; values kept in double). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE (not NPY, other
+ * dtype, not 2-D square, truncated). Complexity: O(n^2) time and memory (the file is read whole).
+ */
+gboolean knnwb_clustering_read_distance_npy(const char *path, igraph_matrix_t *distances,
+                                            GError **error);
+
+/**
+ * Either reader by the file name: .npy (then *labels = NULL) or CSV/TSV. Errors: as the readers.
+ */
+gboolean knnwb_clustering_read_distance_matrix(const char *path, igraph_matrix_t *distances,
+                                               char ***labels, GError **error);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* MST-kNN (Inostroza-Ponta et al.; reference implementation: the R package mstknnclust). */
 
-/** Which spanning tree MST-kNN intersects with the kNN graphs. */
-typedef enum {
-  KNNWB_MSTKNN_TREE_EXACT,     /**< the exact MST of the complete graph: the published algorithm */
-  KNNWB_MSTKNN_TREE_KNN_FOREST /**< the minimum spanning forest F of the union kNN graph with
-                                    forest_k neighbours instead: no brute-force passes, O(n k)
-                                    work after the kNN lists. F holds every exact-MST edge of that
-                                    graph, so the result is the exact one whenever the exact MST
-                                    lies inside it. Otherwise F swaps the long exact-MST edges that
-                                    leave the graph for kNN edges (which may then be kept and join
-                                    clusters the exact tree would split), and where the graph is
-                                    disconnected its components are never joined. */
-} KnnwbMstKnnTree;
-
 /** Options of MST-kNN. Initialise with knnwb_clustering_mstknn_options_init(). */
 typedef struct {
-  KnnwbMetric metric;   /**< points only; default pearson */
-  KnnwbMstKnnTree tree; /**< default exact */
-  size_t forest_k;      /**< k of the kNN graph of KNNWB_MSTKNN_TREE_KNN_FOREST; 0 = floor(ln n) */
-  size_t list_k;        /**< length of the global kNN lists (answer MST queries and the
-                             per-component kNN graphs); 0 = auto (max(16, floor(ln n) + 1)) */
+  KnnwbMetric metric; /**< points only; default pearson */
+  size_t list_k;      /**< length of the global kNN lists (answer MST queries and the
+                           per-component kNN graphs); 0 = auto (max(16, floor(ln n) + 1)) */
+  const KnnwbNeighbors *neighbors; /**< optional self-kNN lists of exactly these points and this
+                                        metric (from knnwb_knn_self, a knn-graph step or a .knn
+                                        file), used instead of computing new ones when they hold
+                                        at least min(floor(ln n), n - 1) neighbours per point
+                                        (shorter lists are ignored and new ones computed; callers
+                                        that want to know test the length themselves); list_k is
+                                        then ignored */
   KnnwbBackend backend; /**< backend of the kNN lists */
   int n_threads;        /**< CPU threads; 0 = all cores */
   size_t memory_bytes;  /**< kNN tile budget; 0 = default */
   const volatile gint *cancel; /**< optional cancellation flag */
 } KnnwbMstKnnOptions;
 
-/** Fills options with defaults: pearson, exact tree, automatic k, auto backend, all cores. */
+/** Fills options with defaults: pearson, automatic k, no lists given, auto backend, all cores. */
 void knnwb_clustering_mstknn_options_init(KnnwbMstKnnOptions *options);
 
 /**
- * MST-kNN of the rows of data. With T the spanning tree (options->tree) and for a set S of points
+ * MST-kNN of the rows of data. With T the exact minimum spanning tree and for a set S of points
  * (first S = all): k = min(floor(ln |S|), smallest k whose kNN graph on S is connected), at least
- * 1; G = the undirected union kNN graph of S (neighbours only from S, ties to the lower index);
+ * 1; G = the undirected union kNN graph of S (neighbours only from S, ties to the lower index,
+ * as every knnwb kNN list; the distance-matrix variant below follows the R package instead);
  * keep the edges of T inside S that are also in G; take connected components. One component: S is a
  * final cluster; otherwise recurse into each component (|S| = 1: a singleton; |S| = 2: one
  * cluster).
@@ -203,7 +211,10 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
 /**
  * MST-kNN of a precomputed n x n distance matrix (see knnwb_clustering_mstknn_points). Follows the
  * R package mstknnclust exactly: the tree of each component is recomputed by Prim from its lowest
- * vertex on its own sub-matrix, so ties are resolved the package's way. options may be NULL (only
+ * vertex on its own sub-matrix, and tied neighbours are listed with the higher index first (the
+ * package's generate.knn), so ties are resolved the package's way: five points on a line at 0, 2,
+ * 7, 12, 14 give {p0, p1}, {p2, p3, p4} (p2 takes p3, not p1, as its nearest neighbour), where
+ * the points variant (lower index first) gives {p0, p1, p2}, {p3, p4}. options may be NULL (only
  * cancel is used). On share/data/dslanguages.csv it gives 17 clusters of sizes
  * 13,11,10,8,5,5,5,5,3,3,3,3,2,2,2,2,2, the package's partition.
  * Errors: as knnwb_clustering_mst_distance_matrix, KNNWB_ERROR_CANCELLED.

@@ -10,10 +10,12 @@
 #include <knnwb/formats.h>
 #include <knnwb/atomic_file.h>
 #include <knnwb/clustering.h>
+#include <knnwb/community.h>
 #include <knnwb/annotation.h>
 #include <knnwb/write_matrix.h>
 #include <knnwb/metafeatures.h>
 #include <knnwb/phenotype.h>
 #include <knnwb/neighbourhood.h>
+#include <knnwb/classify.h>
 
 #endif

@@ -29,7 +29,35 @@ typedef struct {
   void (*values_destroy)(void *values, size_t n_bytes, void *data);
   void *values_destroy_data;
   gboolean values_borrowed;
+  GPtrArray *annotations[2]; /* per KnnwbMatrixAxis: KnnwbMatrixAnnotation*, in insertion order */
 } KnnwbMatrix;
+
+/** Which labels of a matrix: its rows or its columns. */
+typedef enum { KNNWB_MATRIX_ROWS = 0, KNNWB_MATRIX_COLUMNS = 1 } KnnwbMatrixAxis;
+
+/**
+ * Sets entry index of the annotation named key along axis (copied; NULL clears it). Annotations are
+ * named string vectors, one entry per row or per column: the GEO series matrix reader keeps each
+ * sample's title, accession and characteristics ("tissue", "age", ...) as column annotations, for
+ * phenotype and class tables. A new key starts with every entry NULL. Transposing swaps the axes;
+ * knnwb_matrix_select_rows keeps the entries of the kept rows. O(length of value), plus O(n) when
+ * key is new.
+ */
+void knnwb_matrix_set_annotation(KnnwbMatrix *matrix, KnnwbMatrixAxis axis, const char *key,
+                                 size_t index, const char *value);
+
+/**
+ * The annotation named key along axis: an array of n_rows (ROWS) or n_cols (COLUMNS) strings,
+ * entries NULL where unknown; NULL when the matrix has no such annotation. Owned by the matrix.
+ */
+const char *const *knnwb_matrix_annotation(const KnnwbMatrix *matrix, KnnwbMatrixAxis axis,
+                                           const char *key);
+
+/**
+ * The annotation names along axis in the order they were first set, NULL-terminated (free the
+ * array with g_free, not its strings, which the matrix owns). Never NULL.
+ */
+const char **knnwb_matrix_annotation_keys(const KnnwbMatrix *matrix, KnnwbMatrixAxis axis);
 
 /**
  * Allocates an n_rows x n_cols matrix of zeros with no labels.

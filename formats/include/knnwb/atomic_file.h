@@ -14,8 +14,10 @@ G_BEGIN_DECLS
 typedef struct KnnwbAtomicFile KnnwbAtomicFile;
 
 /**
- * Creates a temporary file `.NAME.RANDOM` in the directory of path (same file system, so the final
- * rename is atomic), with mode 0666 minus the umask, and returns it open for writing.
+ * Creates a temporary file `.knnwb-tmp-PID-RANDOM-NAME` in the directory of path (same file
+ * system, so the final rename is atomic; the name makes a killed process's litter recognisable),
+ * with the mode of the file it replaces, or 0666 minus the umask for a new file, and returns it
+ * open for writing.
  * The target itself is not touched until knnwb_atomic_file_commit().
  * Errors: KNNWB_ERROR_IO when the directory is not writable or path exists and is not a regular
  * file (a device such as /dev/null would be replaced by the rename).
@@ -31,8 +33,9 @@ const char *knnwb_atomic_file_path(const KnnwbAtomicFile *file);
 /**
  * Flushes, fsyncs and closes the temporary file, renames it over the target and fsyncs the
  * directory. Always consumes file: on failure the temporary file is removed and the target is
- * untouched. A write error that happened earlier on the stream (disk full) is reported here.
- * Errors: KNNWB_ERROR_IO naming the path and the system error.
+ * untouched. A write error that happened earlier on the stream (disk full) is reported here with
+ * its own reason ("No space left on device").
+ * Errors: KNNWB_ERROR_IO naming the target path (never the temporary) and the system error.
  */
 gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error);
 

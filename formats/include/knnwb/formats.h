@@ -23,20 +23,26 @@ typedef enum {
   KNNWB_INPUT_CSV,  /**< comma-separated, RFC 4180 quoting */
   KNNWB_INPUT_TSV,  /**< tab-separated, same rules as CSV with a tab */
   KNNWB_INPUT_GCT,  /**< the Broad's GCT 1.2 or 1.3 */
-  KNNWB_INPUT_NPY   /**< NumPy .npy, float32/float64, C or Fortran order, header versions 1-3 */
+  KNNWB_INPUT_NPY,  /**< NumPy .npy, float32/float64, C or Fortran order, header versions 1-3 */
+  KNNWB_INPUT_GEO   /**< NCBI GEO series matrix (GSE..._series_matrix.txt): the table between
+                         !series_matrix_table_begin and _end, ID_REF labels, and each sample's
+                         !Sample_ lines as column annotations (see knnwb_matrix_annotation) */
 } KnnwbInputFormat;
 
-/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy" (case-insensitive). Errors: INVALID_ARGUMENT.
- */
+/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy", "geo" (case-insensitive). Errors:
+ * INVALID_ARGUMENT. Every format may be gzip-compressed (recognised by content, any name). */
 gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format,
                                          GError **error);
 /** The name knnwb_formats_input_from_string() accepts. */
 const char *knnwb_formats_input_to_string(KnnwbInputFormat format);
 
 /**
- * Decides the format of path: .npy, .gct, .csv, .tsv/.tab by extension; otherwise (and for .txt) by
- * content: NPY magic, `#1.2`/`#1.3`, `<MicroarrayData>`, else TSV when the first line has a tab,
- * CSV when it has a comma. Reads at most the first 64 KiB.
+ * Decides the format of path: _series_matrix.txt, .npy, .gct, .csv, .tsv/.tab by extension (a
+ * trailing .gz ignored); otherwise (and for .txt) by content: NPY magic, `#1.2`/`#1.3`,
+ * `<MicroarrayData>`, `!Series_` (GEO), else TSV when the first line has a tab, CSV when it has a
+ * comma. Reads at most the first 64 KiB (decompressed when the file is gzip). A name whose format
+ * the content contradicts (a .tsv holding an NPY array, a zip archive, GML, an HTML page) is an
+ * error that says what the file looks like.
  * Errors: KNNWB_ERROR_IO (cannot open), KNNWB_ERROR_PARSE (empty or unrecognisable file).
  */
 gboolean knnwb_formats_detect_input(const char *path, KnnwbInputFormat *format, GError **error);
@@ -84,7 +90,8 @@ typedef struct {
   KnnwbInputFormat format;   /**< the format actually read (never AUTO) */
   size_t n_dropped_rows;     /**< rows dropped for missing values (policy DROP_ROWS) */
   size_t first_dropped_line; /**< 1-based line (NPY: row) of the first dropped row, 0 if none */
-  gboolean mapped;           /**< the values are a memory mapping of the file (NPY) */
+  gboolean mapped;           /**< always FALSE: files are read, never mapped (a mapped file
+                                  truncated during a run would kill the process with SIGBUS) */
 } KnnwbReadInfo;
 
 /**
@@ -101,7 +108,8 @@ typedef struct {
  * header dimensions are checked against the file size before anything is allocated. Complexity: one
  * streaming pass, O(file size) time; memory: the matrix plus a 4 MiB buffer and the labels (a
  * transposed read holds two copies of the matrix briefly). NPY float32 in C order (or Fortran order
- * with transpose) is memory-mapped, not copied.
+ * with transpose) is read straight into the matrix with no conversion; it is not memory-mapped, so
+ * a file truncated or rewritten during a run cannot crash it (a read that ends early is an error).
  */
 gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
                                    KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
@@ -262,6 +270,31 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
                                                 const char *const *query_labels,
                                                 const char *const *reference_labels,
                                                 GError **error);
+
+/**
+ * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as knnwb_clustering_single_linkage
+ * returns it): as NPY float64 of shape (rows, 4) when path ends in .npy (numpy.load, then
+ * scipy.cluster.hierarchy.dendrogram / fcluster), else as TSV with the header
+ * `cluster_a<TAB>cluster_b<TAB>distance<TAB>size` (distances round-trip, %.17g).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (not 4 columns). Complexity: O(rows).
+ */
+gboolean knnwb_formats_write_linkage(const char *path, const igraph_matrix_t *linkage,
+                                     GError **error);
+
+/**
+ * Known classes for the points labels[0..n-1] from one column of an annotation table
+ * (knnwb_annotation_read: TSV or CSV with a header; the first column holds the row names). column
+ * is a header name or a 1-based column number (2 or more). classes (initialised) is resized to n:
+ * each point's class numbered 0, 1, ... in order of first appearance among the points, or -1 when
+ * its label is not in the table or the value is empty or NA; class_names (may be NULL) receives
+ * a NULL-terminated array of the class names (g_strfreev); n_matched (may be NULL) the number of
+ * points with a class. Errors: those of knnwb_annotation_read, KNNWB_ERROR_PARSE
+ * ("path:line: message": no such column, a row name twice). Complexity: O(file size + n).
+ */
+gboolean knnwb_formats_read_annotation(const char *path, const char *column,
+                                       const char *const *labels, size_t n,
+                                       igraph_vector_int_t *classes, char ***class_names,
+                                       size_t *n_matched, GError **error);
 
 G_END_DECLS
 

@@ -12,11 +12,21 @@
 
 static gboolean knnwb_builtin_init(KnnwbPluginRegistrar *registrar, GError **error)
 {
-  const KnnwbStepType *types[] = {
-      &knnwb_step_load_matrix,   &knnwb_step_load_knn,        &knnwb_step_write_graph,
-      &knnwb_step_write_labels,  &knnwb_step_spanning_forest, &knnwb_step_components,
-      &knnwb_step_mst,           &knnwb_step_mst_knn,         &knnwb_step_mst_knn_distances,
-      &knnwb_step_single_linkage, &knnwb_step_metafeatures, &knnwb_step_append_phenotype};
+  const KnnwbStepType *types[] = {&knnwb_step_load_matrix,
+                                  &knnwb_step_load_knn,
+                                  &knnwb_step_write_graph,
+                                  &knnwb_step_write_labels,
+                                  &knnwb_step_spanning_forest,
+                                  &knnwb_step_components,
+                                  &knnwb_step_mst,
+                                  &knnwb_step_mst_knn,
+                                  &knnwb_step_mst_knn_distances,
+                                  &knnwb_step_single_linkage,
+                                  &knnwb_step_snn_graph,
+                                  &knnwb_step_community,
+                                  &knnwb_step_evaluate,
+                                  &knnwb_step_metafeatures,
+                                  &knnwb_step_append_phenotype};
   for (guint i = 0; i < G_N_ELEMENTS(types); i++)
     if (!registrar->add_step(registrar, types[i], error))
       return FALSE;

@@ -7,7 +7,7 @@ enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, N_PARAMS 
 
 static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL, "the matrix file"},
-    [FORMAT] = {"format", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|cibm|csv|tsv|gct|npy",
+    [FORMAT] = {"format", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|cibm|csv|tsv|gct|npy|geo",
                 "file format (auto: by extension, then content)"},
     [TRANSPOSE] = {"transpose", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,
                    "the file's columns are the points"},

@@ -14,6 +14,9 @@ extern const KnnwbStepType knnwb_step_mst;
 extern const KnnwbStepType knnwb_step_mst_knn;
 extern const KnnwbStepType knnwb_step_mst_knn_distances;
 extern const KnnwbStepType knnwb_step_single_linkage;
+extern const KnnwbStepType knnwb_step_snn_graph;
+extern const KnnwbStepType knnwb_step_community;
+extern const KnnwbStepType knnwb_step_evaluate;
 extern const KnnwbStepType knnwb_step_metafeatures;
 extern const KnnwbStepType knnwb_step_append_phenotype;
 

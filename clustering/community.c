@@ -1,0 +1,180 @@
+/* Leiden, Louvain and walktrap through igraph, on similarity weights; modularity of a partition. */
+#include <math.h>
+#include <knnwb/community.h>
+#include <knnwb/error.h>
+#include "clustering_internal.h"
+
+void knnwb_community_options_init(KnnwbCommunityOptions *options)
+{
+  options->method = KNNWB_COMMUNITY_LEIDEN;
+  options->objective = KNNWB_OBJECTIVE_MODULARITY;
+  options->resolution = 1.0;
+  options->beta = 0.01;
+  options->n_iterations = -1;
+  options->seed = 42;
+  options->steps = 4;
+}
+
+gboolean knnwb_community_method_from_string(const char *name, KnnwbCommunityMethod *method,
+                                            GError **error)
+{
+  if (g_ascii_strcasecmp(name, "leiden") == 0)
+    *method = KNNWB_COMMUNITY_LEIDEN;
+  else if (g_ascii_strcasecmp(name, "louvain") == 0 || g_ascii_strcasecmp(name, "multilevel") == 0)
+    *method = KNNWB_COMMUNITY_LOUVAIN;
+  else if (g_ascii_strcasecmp(name, "walktrap") == 0)
+    *method = KNNWB_COMMUNITY_WALKTRAP;
+  else {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "unknown community method '%s' (expected leiden, louvain or walktrap)", name);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* igraph numbers communities its own way; renumber by lowest vertex like every knnwb clustering. */
+static void knnwb_community_renumber(igraph_vector_int_t *membership)
+{
+  igraph_integer_t n = igraph_vector_int_size(membership);
+  igraph_integer_t *map = g_new(igraph_integer_t, MAX(n, 1));
+  for (igraph_integer_t v = 0; v < n; v++)
+    map[v] = -1;
+  igraph_integer_t count = 0;
+  for (igraph_integer_t v = 0; v < n; v++) {
+    igraph_integer_t c = VECTOR(*membership)[v];
+    if (map[c] < 0)
+      map[c] = count++;
+    VECTOR(*membership)[v] = map[c];
+  }
+  g_free(map);
+}
+
+static igraph_error_t knnwb_community_igraph(const igraph_t *graph, const igraph_vector_t *weights,
+                                             const KnnwbCommunityOptions *options,
+                                             igraph_vector_int_t *membership)
+{
+  igraph_integer_t n = igraph_vcount(graph);
+  if (options->method == KNNWB_COMMUNITY_WALKTRAP) {
+    igraph_matrix_int_t merges;
+    igraph_vector_t modularity;
+    IGRAPH_CHECK(igraph_matrix_int_init(&merges, 0, 0));
+    IGRAPH_FINALLY(igraph_matrix_int_destroy, &merges);
+    IGRAPH_CHECK(igraph_vector_init(&modularity, 0));
+    IGRAPH_FINALLY(igraph_vector_destroy, &modularity);
+    IGRAPH_CHECK(igraph_community_walktrap(graph, weights, options->steps, &merges, &modularity,
+                                           membership));
+    igraph_vector_destroy(&modularity);
+    igraph_matrix_int_destroy(&merges);
+    IGRAPH_FINALLY_CLEAN(2);
+    return IGRAPH_SUCCESS;
+  }
+  IGRAPH_CHECK(igraph_rng_seed(igraph_rng_default(), (igraph_uint_t)options->seed));
+  if (options->method == KNNWB_COMMUNITY_LOUVAIN)
+    return igraph_community_multilevel(graph, weights, options->resolution, membership, NULL, NULL);
+  /* Leiden: CPM takes the resolution as it is with unit node weights; modularity needs node
+   * weights = strengths and resolution / (2m) (igraph 0.10's documented conversion). */
+  igraph_vector_t node_weights;
+  IGRAPH_CHECK(igraph_vector_init(&node_weights, 0));
+  IGRAPH_FINALLY(igraph_vector_destroy, &node_weights);
+  double resolution = options->resolution;
+  const igraph_vector_t *nodes = NULL;
+  if (options->objective == KNNWB_OBJECTIVE_MODULARITY) {
+    IGRAPH_CHECK(
+        igraph_strength(graph, &node_weights, igraph_vss_all(), IGRAPH_ALL, IGRAPH_LOOPS, weights));
+    double total = weights ? igraph_vector_sum(weights) : (double)igraph_ecount(graph);
+    resolution = total > 0 ? options->resolution / (2.0 * total) : options->resolution;
+    nodes = &node_weights;
+  }
+  igraph_integer_t n_clusters = 0;
+  IGRAPH_CHECK(igraph_vector_int_resize(membership, n));
+  IGRAPH_CHECK(igraph_community_leiden(graph, weights, nodes, resolution, options->beta, 0,
+                                       options->n_iterations, membership, &n_clusters, NULL));
+  igraph_vector_destroy(&node_weights);
+  IGRAPH_FINALLY_CLEAN(1);
+  return IGRAPH_SUCCESS;
+}
+
+static gboolean knnwb_community_check_weights(const igraph_t *graph,
+                                              const igraph_vector_t *similarities, GError **error)
+{
+  if (!similarities)
+    return TRUE;
+  igraph_integer_t m = igraph_ecount(graph);
+  if (igraph_vector_size(similarities) != m) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%" IGRAPH_PRId " weights for %" IGRAPH_PRId " edges",
+                igraph_vector_size(similarities), m);
+    return FALSE;
+  }
+  for (igraph_integer_t e = 0; e < m; e++)
+    if (!(VECTOR(*similarities)[e] >= 0)) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "edge %" IGRAPH_PRId ": similarity weight %g is negative or NaN", e,
+                  VECTOR(*similarities)[e]);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean knnwb_clustering_community(const igraph_t *graph, const igraph_vector_t *similarities,
+                                    const KnnwbCommunityOptions *options,
+                                    igraph_vector_int_t *membership, double *modularity,
+                                    GError **error)
+{
+  KnnwbCommunityOptions defaults;
+  if (!options) {
+    knnwb_community_options_init(&defaults);
+    options = &defaults;
+  }
+  if (!(options->resolution > 0) || !isfinite(options->resolution)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "resolution must be a positive number (got %g)", options->resolution);
+    return FALSE;
+  }
+  if (options->method == KNNWB_COMMUNITY_WALKTRAP && options->steps < 1) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "walktrap steps must be at least 1 (got %" G_GINT64_FORMAT ")", options->steps);
+    return FALSE;
+  }
+  if (!knnwb_community_check_weights(graph, similarities, error))
+    return FALSE;
+  /* The igraph functions want a simple undirected graph (Leiden and Louvain refuse directed
+   * ones; a union kNN graph from knnwb already is one, but a directed one has u-v and v-u). */
+  igraph_t simple;
+  igraph_vector_t simple_weights;
+  if (!knnwb_error_from_igraph(igraph_vector_init(&simple_weights, 0), "igraph_vector_init", error))
+    return FALSE;
+  if (!knnwb_clustering_undirected(graph, similarities, &simple, &simple_weights, error)) {
+    igraph_vector_destroy(&simple_weights);
+    return FALSE;
+  }
+  const igraph_vector_t *weights = similarities ? &simple_weights : NULL;
+  igraph_error_t code = knnwb_community_igraph(&simple, weights, options, membership);
+  gboolean ok = knnwb_error_from_igraph(code, "community detection", error);
+  if (ok) {
+    knnwb_community_renumber(membership);
+    if (modularity)
+      ok = knnwb_clustering_modularity(&simple, weights, membership, modularity, error);
+  }
+  igraph_destroy(&simple);
+  igraph_vector_destroy(&simple_weights);
+  return ok;
+}
+
+gboolean knnwb_clustering_modularity(const igraph_t *graph, const igraph_vector_t *similarities,
+                                     const igraph_vector_int_t *membership, double *modularity,
+                                     GError **error)
+{
+  if (igraph_vector_int_size(membership) != igraph_vcount(graph)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%" IGRAPH_PRId " cluster ids for %" IGRAPH_PRId " vertices",
+                igraph_vector_int_size(membership), igraph_vcount(graph));
+    return FALSE;
+  }
+  if (!knnwb_community_check_weights(graph, similarities, error))
+    return FALSE;
+  igraph_real_t q = NAN;
+  igraph_error_t code = igraph_modularity(graph, membership, similarities, 1.0, FALSE, &q);
+  *modularity = q;
+  return knnwb_error_from_igraph(code, "igraph_modularity", error);
+}

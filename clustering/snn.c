@@ -1,0 +1,231 @@
+/*
+ * Shared-nearest-neighbour graphs from exact kNN lists, with bluster's weightings.
+ *
+ * Why the "holders" index: a pair (u, v) shares a point s when s is in both (k + 1)-sets, so
+ * for each v it suffices to visit, for every member s of v's set, the points h whose set holds s
+ * (h < v: each pair once). Holders are a CSR inverse of the lists, built once; the pass over v is
+ * parallel with a private score row per thread, and each thread's edges come out in v order, so
+ * the concatenation is the same for every thread count.
+ */
+#include <math.h>
+#include <string.h>
+#include <knnwb/community.h>
+#include <knnwb/error.h>
+#include "clustering_internal.h"
+
+gboolean knnwb_snn_weighting_from_string(const char *name, KnnwbSnnWeighting *weighting,
+                                         GError **error)
+{
+  if (g_ascii_strcasecmp(name, "rank") == 0)
+    *weighting = KNNWB_SNN_RANK;
+  else if (g_ascii_strcasecmp(name, "number") == 0)
+    *weighting = KNNWB_SNN_NUMBER;
+  else if (g_ascii_strcasecmp(name, "jaccard") == 0)
+    *weighting = KNNWB_SNN_JACCARD;
+  else {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "unknown SNN weighting '%s' (expected rank, number or jaccard)", name);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+typedef struct {
+  const KnnwbNeighbors *lists;
+  KnnwbSnnWeighting weighting;
+  int64_t n;
+  const int64_t *holder_offset; /* n + 1 */
+  const int64_t *holder;        /* who holds s in its set */
+  const int32_t *holder_rank;   /* at which rank (0 = itself) */
+  GArray **edges_u;             /* per thread */
+  GArray **edges_v;
+  GArray **edges_w;
+  gboolean *failed; /* per thread: out of memory */
+} KnnwbSnnPass;
+
+static void knnwb_snn_pass(int t, int n_threads, void *data)
+{
+  KnnwbSnnPass *pass = data;
+  size_t first, last;
+  knnwb_clustering_range((size_t)pass->n, t, n_threads, &first, &last);
+  double *score = g_try_new0(double, MAX(pass->n, 1));
+  int64_t *added = g_try_new(int64_t, MAX(pass->n, 1));
+  if (!score || !added) {
+    pass->failed[t] = TRUE;
+    g_free(score);
+    g_free(added);
+    return;
+  }
+  const KnnwbNeighbors *lists = pass->lists;
+  for (size_t v = first; v < last; v++) {
+    int64_t n_added = 0;
+    int64_t found = lists->n_found[v];
+    for (int64_t i = 0; i <= found; i++) {
+      int64_t s = i == 0 ? (int64_t)v : lists->indices[v * lists->k + (size_t)(i - 1)];
+      for (int64_t a = pass->holder_offset[s]; a < pass->holder_offset[s + 1]; a++) {
+        int64_t h = pass->holder[a];
+        if (h >= (int64_t)v)
+          continue;
+        /* 0 marks "not seen yet": rank sums here are >= 1 (h != v) and counts start at 1. */
+        if (pass->weighting == KNNWB_SNN_RANK) {
+          double sum = (double)pass->holder_rank[a] + (double)i;
+          if (score[h] == 0) {
+            score[h] = sum;
+            added[n_added++] = h;
+          } else if (sum < score[h])
+            score[h] = sum;
+        } else {
+          if (score[h] == 0)
+            added[n_added++] = h;
+          score[h] += 1;
+        }
+      }
+    }
+    /* Sorted partners make the edge order independent of the holders' visiting order. */
+    for (int64_t x = 1; x < n_added; x++) {
+      int64_t value = added[x], y = x;
+      for (; y > 0 && added[y - 1] > value; y--)
+        added[y] = added[y - 1];
+      added[y] = value;
+    }
+    for (int64_t x = 0; x < n_added; x++) {
+      int64_t h = added[x];
+      double weight;
+      if (pass->weighting == KNNWB_SNN_RANK)
+        weight = (double)found - 0.5 * score[h];
+      else if (pass->weighting == KNNWB_SNN_NUMBER)
+        weight = score[h];
+      else
+        weight = score[h] / (2.0 * (double)(found + 1) - score[h]);
+      weight = MAX(weight, 1e-6);
+      score[h] = 0;
+      int64_t vv = (int64_t)v;
+      g_array_append_val(pass->edges_u[t], h);
+      g_array_append_val(pass->edges_v[t], vv);
+      g_array_append_val(pass->edges_w[t], weight);
+    }
+  }
+  g_free(score);
+  g_free(added);
+}
+
+gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWeighting weighting,
+                                    int n_threads, igraph_t *graph, igraph_vector_t *weights,
+                                    GError **error)
+{
+  int64_t n = (int64_t)neighbors->n_queries;
+  size_t k = neighbors->k;
+  for (int64_t v = 0; v < n; v++) {
+    if (neighbors->n_found[v] < 0 || (size_t)neighbors->n_found[v] > k) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "row %" G_GINT64_FORMAT ": %d neighbours listed, at most %zu expected", (gint64)v,
+                  (int)neighbors->n_found[v], k);
+      return FALSE;
+    }
+    for (int32_t r = 0; r < neighbors->n_found[v]; r++) {
+      int64_t s = neighbors->indices[(size_t)v * k + (size_t)r];
+      if (s < 0 || s >= n || s == v) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                    "row %" G_GINT64_FORMAT ": neighbour %" G_GINT64_FORMAT
+                    " is not another row of these lists (self-kNN lists expected)",
+                    (gint64)v, (gint64)s);
+        return FALSE;
+      }
+    }
+  }
+  /* Holders: s is held by itself (rank 0) and by every v listing it (rank r + 1). */
+  int64_t *offset = g_try_new0(int64_t, n + 2);
+  size_t total = (size_t)n;
+  for (int64_t v = 0; v < n; v++)
+    total += (size_t)neighbors->n_found[v];
+  int64_t *holder = g_try_new(int64_t, MAX(total, 1));
+  int32_t *holder_rank = g_try_new(int32_t, MAX(total, 1));
+  int thread_count = knnwb_clustering_thread_count(n_threads);
+  if (n < 4096)
+    thread_count = 1;
+  KnnwbSnnPass pass = {neighbors,   weighting, n,    offset, holder,
+                       holder_rank, NULL,      NULL, NULL,   NULL};
+  gboolean ok = FALSE;
+  if (!offset || !holder || !holder_rank) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the SNN index of %zu entries", total);
+    goto out;
+  }
+  for (int64_t v = 0; v < n; v++) {
+    offset[v + 2]++;
+    for (int32_t r = 0; r < neighbors->n_found[v]; r++)
+      offset[neighbors->indices[(size_t)v * k + (size_t)r] + 2]++;
+  }
+  for (int64_t s = 0; s < n; s++)
+    offset[s + 2] += offset[s + 1];
+  /* offset[s + 1] is now the fill position of s; after filling, offset[s] is its start. */
+  for (int64_t v = 0; v < n; v++) {
+    int64_t at = offset[v + 1]++;
+    holder[at] = v;
+    holder_rank[at] = 0;
+    for (int32_t r = 0; r < neighbors->n_found[v]; r++) {
+      int64_t s = neighbors->indices[(size_t)v * k + (size_t)r];
+      at = offset[s + 1]++;
+      holder[at] = v;
+      holder_rank[at] = r + 1;
+    }
+  }
+  pass.edges_u = g_new(GArray *, thread_count);
+  pass.edges_v = g_new(GArray *, thread_count);
+  pass.edges_w = g_new(GArray *, thread_count);
+  pass.failed = g_new0(gboolean, thread_count);
+  for (int t = 0; t < thread_count; t++) {
+    pass.edges_u[t] = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    pass.edges_v[t] = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    pass.edges_w[t] = g_array_new(FALSE, FALSE, sizeof(double));
+  }
+  knnwb_clustering_team_run(thread_count, knnwb_snn_pass, &pass);
+  size_t m = 0;
+  for (int t = 0; t < thread_count; t++) {
+    if (pass.failed[t]) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "cannot allocate the SNN score rows of %" G_GINT64_FORMAT " points", (gint64)n);
+      goto out;
+    }
+    m += pass.edges_w[t]->len;
+  }
+  {
+    igraph_vector_int_t edges;
+    igraph_error_t code = igraph_vector_int_init(&edges, (igraph_integer_t)(2 * m));
+    if (!knnwb_error_from_igraph(code, "allocating the SNN edges", error))
+      goto out;
+    code = igraph_vector_resize(weights, (igraph_integer_t)m);
+    if (!knnwb_error_from_igraph(code, "allocating the SNN weights", error)) {
+      igraph_vector_int_destroy(&edges);
+      goto out;
+    }
+    size_t e = 0;
+    for (int t = 0; t < thread_count; t++)
+      for (guint x = 0; x < pass.edges_w[t]->len; x++, e++) {
+        VECTOR(edges)[2 * e] = g_array_index(pass.edges_u[t], int64_t, x);
+        VECTOR(edges)[2 * e + 1] = g_array_index(pass.edges_v[t], int64_t, x);
+        VECTOR(*weights)[e] = g_array_index(pass.edges_w[t], double, x);
+      }
+    code = igraph_create(graph, &edges, (igraph_integer_t)n, IGRAPH_UNDIRECTED);
+    igraph_vector_int_destroy(&edges);
+    if (!knnwb_error_from_igraph(code, "igraph_create (SNN graph)", error))
+      goto out;
+  }
+  ok = TRUE;
+out:
+  if (pass.edges_u) {
+    for (int t = 0; t < thread_count; t++) {
+      g_array_unref(pass.edges_u[t]);
+      g_array_unref(pass.edges_v[t]);
+      g_array_unref(pass.edges_w[t]);
+    }
+  }
+  g_free(pass.edges_u);
+  g_free(pass.edges_v);
+  g_free(pass.edges_w);
+  g_free(pass.failed);
+  g_free(offset);
+  g_free(holder);
+  g_free(holder_rank);
+  return ok;
+}

@@ -1,0 +1,102 @@
+/* What a file looks like from its first bytes, so that a wrong format or a misnamed file gets a
+ * message that says what it is. */
+#include "formats_internal.h"
+
+#include <string.h>
+
+static gboolean knnwb_sniff_prefix(const char *head, size_t length, const char *prefix,
+                                   size_t prefix_length)
+{
+  return length >= prefix_length && memcmp(head, prefix, prefix_length) == 0;
+}
+
+/* The first occurrence of needle in the first length bytes (head may hold NUL bytes). */
+static const char *knnwb_sniff_find(const char *head, size_t length, const char *needle)
+{
+  size_t n = strlen(needle);
+  for (size_t i = 0; i + n <= length; i++)
+    if (head[i] == needle[0] && memcmp(head + i, needle, n) == 0)
+      return head + i;
+  return NULL;
+}
+
+KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char **description)
+{
+#define KNNWB_SNIFF(kind, text)                                                                    \
+  do {                                                                                             \
+    *description = text;                                                                           \
+    return kind;                                                                                   \
+  } while (0)
+  if (length == 0)
+    KNNWB_SNIFF(KNNWB_CONTENT_EMPTY, "an empty file");
+  /* Binary signatures first: they sit at byte 0. */
+  if (knnwb_sniff_prefix(head, length, "\x93NUMPY", 6))
+    KNNWB_SNIFF(KNNWB_CONTENT_NPY, "a NumPy .npy array");
+  if (knnwb_sniff_prefix(head, length, "\x1f\x8b", 2))
+    KNNWB_SNIFF(KNNWB_CONTENT_GZIP,
+                "gzip data inside gzip data (compressed twice: gunzip it once)");
+  if (knnwb_sniff_prefix(head, length, "PK\x03\x04", 4) ||
+      knnwb_sniff_prefix(head, length, "PK\x05\x06", 4))
+    KNNWB_SNIFF(KNNWB_CONTENT_ZIP,
+                "a zip archive (an .npz or .zip: unzip it and read the .npy or text file inside)");
+  if (knnwb_sniff_prefix(head, length, "BZh", 3))
+    KNNWB_SNIFF(KNNWB_CONTENT_OTHER_COMPRESSION,
+                "bzip2-compressed data (decompress it with bunzip2, or recompress it with gzip)");
+  if (knnwb_sniff_prefix(head, length,
+                         "\xfd"
+                         "7zXZ",
+                         5))
+    KNNWB_SNIFF(KNNWB_CONTENT_OTHER_COMPRESSION,
+                "xz-compressed data (decompress it with unxz, or recompress it with gzip)");
+  if (knnwb_sniff_prefix(head, length, "\x28\xb5\x2f\xfd", 4))
+    KNNWB_SNIFF(KNNWB_CONTENT_OTHER_COMPRESSION,
+                "zstd-compressed data (decompress it with unzstd, or recompress it with gzip)");
+  if (memchr(head, '\0', length) != NULL)
+    KNNWB_SNIFF(KNNWB_CONTENT_BINARY, "binary data (it holds NUL bytes)");
+
+  const char *text = head;
+  const char *end = head + length;
+  if (knnwb_sniff_prefix(text, length, "\xef\xbb\xbf", 3))
+    text += 3;
+  while (text < end && (*text == ' ' || *text == '\r' || *text == '\n' || *text == '\t'))
+    text++;
+  size_t rest = (size_t)(end - text);
+  if (knnwb_sniff_prefix(text, rest, "#1.2", 4) || knnwb_sniff_prefix(text, rest, "#1.3", 4))
+    KNNWB_SNIFF(KNNWB_CONTENT_GCT, "a GCT file");
+  if (knnwb_sniff_prefix(text, rest, "<MicroarrayData>", 16))
+    KNNWB_SNIFF(KNNWB_CONTENT_CIBM, "a CIBM microarray file");
+  if (knnwb_sniff_prefix(text, rest, "!Series_", 8) ||
+      knnwb_sniff_prefix(text, rest, "!series_matrix_table_begin", 26) ||
+      knnwb_sniff_prefix(text, rest, "!Sample_", 8))
+    KNNWB_SNIFF(KNNWB_CONTENT_GEO, "an NCBI GEO series matrix");
+  if (*text == '<' && text < end) {
+    if (knnwb_sniff_find(text, rest, "<graphml") != NULL)
+      KNNWB_SNIFF(KNNWB_CONTENT_GRAPHML, "GraphML (a graph, not a matrix)");
+    if (knnwb_sniff_find(text, rest, "<MicroarrayData>") != NULL)
+      KNNWB_SNIFF(KNNWB_CONTENT_CIBM, "a CIBM microarray file");
+    if (knnwb_sniff_find(text, rest, "<html") != NULL ||
+        knnwb_sniff_find(text, rest, "<HTML") != NULL ||
+        knnwb_sniff_find(text, rest, "<!DOCTYPE html") != NULL)
+      KNNWB_SNIFF(KNNWB_CONTENT_XML, "an HTML page (an error page saved instead of the data?)");
+    KNNWB_SNIFF(KNNWB_CONTENT_XML, "XML that is not a CIBM microarray file");
+  }
+  /* GML: `graph [` after optional Creator/Version lines (igraph, yEd, Cytoscape write these). */
+  if (knnwb_sniff_prefix(text, rest, "Creator", 7) || knnwb_sniff_prefix(text, rest, "graph", 5)) {
+    for (const char *graph = knnwb_sniff_find(text, rest, "graph"); graph != NULL;
+         graph = knnwb_sniff_find(graph + 5, (size_t)(end - graph - 5), "graph")) {
+      const char *p = graph + 5;
+      while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+      if (p < end && *p == '[')
+        KNNWB_SNIFF(KNNWB_CONTENT_GML, "GML (a graph, not a matrix)");
+    }
+  }
+  const char *newline = memchr(text, '\n', rest);
+  size_t first_line = newline != NULL ? (size_t)(newline - text) : rest;
+  if (memchr(text, '\t', first_line) != NULL)
+    KNNWB_SNIFF(KNNWB_CONTENT_TEXT, "tab-separated text");
+  if (memchr(text, ',', first_line) != NULL)
+    KNNWB_SNIFF(KNNWB_CONTENT_TEXT, "comma-separated text");
+  KNNWB_SNIFF(KNNWB_CONTENT_TEXT, "text without a tab or comma on its first line");
+#undef KNNWB_SNIFF
+}

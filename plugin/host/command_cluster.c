@@ -1,0 +1,579 @@
+/*
+ * `knnwb cluster INPUT --method M -o clusters.tsv`: one clustering of a matrix file without a
+ * pipeline. Reads the matrix with the options of `knnwb knn`, builds what the method needs (kNN
+ * lists and graph, SNN graph, exact MST), clusters, optionally compares with an annotation, and
+ * writes the cluster table, its companion summary and the requested extras all or nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <glib/gstdio.h>
+#include <unistd.h>
+#include <knnwb/clustering.h>
+#include <knnwb/community.h>
+#include <knnwb/error.h>
+#include <knnwb/formats.h>
+#include <knnwb/graph.h>
+#include "host.h"
+#include "command_common.h"
+
+typedef enum {
+  KNNWB_CLUSTER_MST_KNN,
+  KNNWB_CLUSTER_COMPONENTS,
+  KNNWB_CLUSTER_SINGLE_LINKAGE,
+  KNNWB_CLUSTER_COMMUNITY
+} KnnwbClusterKind;
+
+typedef struct {
+  KnnwbHostInputArgs input;
+  KnnwbHostKnnArgs knn;
+  char *method;
+  char *graph;
+  char *snn_weight;
+  char *similarity;
+  double resolution;
+  char *objective;
+  gint64 seed;
+  gint64 steps;
+  double height;
+  gint64 clusters;
+  char *output;
+  char *gml;
+  char *graphml;
+  char *newick;
+  char *linkage;
+  char *annotation;
+  gboolean report;
+  gboolean quiet;
+  char **rest;
+} KnnwbClusterCommand;
+
+/* What a run produced, for the writers and the summary. */
+typedef struct {
+  igraph_vector_int_t membership;
+  igraph_t graph; /* what was clustered (or the tree / cluster forest), for --gml/--graphml */
+  gboolean has_graph;
+  igraph_vector_t distances;    /* per edge of graph */
+  igraph_vector_t similarities; /* per edge of graph, when it was clustered as a weighted graph */
+  gboolean has_similarities;
+  igraph_matrix_t linkage; /* single linkage */
+  double modularity;
+  igraph_integer_t n_clusters;
+  char *note; /* e.g. what a cut by count returned and why */
+} KnnwbClusterResult;
+
+static void knnwb_cluster_command_clear(KnnwbClusterCommand *command)
+{
+  knnwb_host_input_clear(&command->input);
+  knnwb_host_knn_clear(&command->knn);
+  g_free(command->method);
+  g_free(command->graph);
+  g_free(command->snn_weight);
+  g_free(command->similarity);
+  g_free(command->objective);
+  g_free(command->output);
+  g_free(command->gml);
+  g_free(command->graphml);
+  g_free(command->newick);
+  g_free(command->linkage);
+  g_free(command->annotation);
+  g_strfreev(command->rest);
+}
+
+static gboolean knnwb_cluster_kind_from_string(const char *name, KnnwbClusterKind *kind,
+                                               KnnwbCommunityMethod *method, GError **error)
+{
+  if (g_str_equal(name, "mst-knn"))
+    *kind = KNNWB_CLUSTER_MST_KNN;
+  else if (g_str_equal(name, "components"))
+    *kind = KNNWB_CLUSTER_COMPONENTS;
+  else if (g_str_equal(name, "single-linkage"))
+    *kind = KNNWB_CLUSTER_SINGLE_LINKAGE;
+  else if (knnwb_community_method_from_string(name, method, NULL))
+    *kind = KNNWB_CLUSTER_COMMUNITY;
+  else {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--method: unknown method '%s' (expected mst-knn, components, single-linkage, "
+                "leiden, louvain or walktrap)",
+                name);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* "clusters.tsv" -> "clusters<suffix>": the companion files sit beside the table. */
+static char *knnwb_cluster_companion(const char *output, const char *suffix)
+{
+  const char *dot = strrchr(output, '.');
+  const char *slash = strrchr(output, '/');
+  size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - output) : strlen(output);
+  return g_strdup_printf("%.*s%s", (int)stem, output, suffix);
+}
+
+/* kNN lists, then the graph to cluster: directed/union/mutual with similarity weights from the
+ * distances, or SNN with its own weights (distance = 1/w - 1 for the writers, the inverse of the
+ * default transform). */
+static gboolean knnwb_cluster_graph(const KnnwbMatrix *data, const KnnwbKnnOptions *knn,
+                                    const KnnwbClusterCommand *command, KnnwbClusterResult *result,
+                                    GError **error)
+{
+  g_autoptr(KnnwbNeighbors) lists = NULL;
+  KnnwbHostProgress *progress = knnwb_host_progress_new("knn", command->quiet);
+  KnnwbKnnOptions options = *knn;
+  options.progress = progress ? knnwb_host_progress_update : NULL;
+  options.progress_data = progress;
+  gboolean ok = knnwb_knn_self(data, &options, &lists, error);
+  knnwb_host_progress_finish(progress);
+  if (!ok)
+    return FALSE;
+  const char *mode_name = command->graph ? command->graph : "union";
+  if (g_str_equal(mode_name, "snn")) {
+    KnnwbSnnWeighting weighting = KNNWB_SNN_RANK;
+    if (command->snn_weight &&
+        !knnwb_snn_weighting_from_string(command->snn_weight, &weighting, error))
+      return FALSE;
+    if (!knnwb_clustering_snn_graph(lists, weighting, knn->n_threads, &result->graph,
+                                    &result->similarities, error))
+      return FALSE;
+    result->has_graph = TRUE;
+    result->has_similarities = TRUE;
+    igraph_integer_t m = igraph_vector_size(&result->similarities);
+    if (!knnwb_error_from_igraph(igraph_vector_resize(&result->distances, m), "resize", error))
+      return FALSE;
+    for (igraph_integer_t e = 0; e < m; e++)
+      VECTOR(result->distances)[e] = 1.0 / VECTOR(result->similarities)[e] - 1.0;
+    return TRUE;
+  }
+  KnnwbGraphMode mode;
+  if (!knnwb_graph_mode_from_string(mode_name, &mode, error) ||
+      !knnwb_graph_from_neighbors(lists, mode, &result->graph, &result->distances, error))
+    return FALSE;
+  result->has_graph = TRUE;
+  KnnwbSimilarity similarity = KNNWB_SIMILARITY_INVERSE;
+  if (command->similarity && !knnwb_similarity_from_string(command->similarity, &similarity, error))
+    return FALSE;
+  result->has_similarities = TRUE;
+  return knnwb_clustering_similarity(&result->distances, similarity, &result->similarities, error);
+}
+
+static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const KnnwbKnnOptions *knn,
+                                             const KnnwbClusterCommand *command,
+                                             KnnwbClusterResult *result, GError **error)
+{
+  KnnwbMstOptions mst;
+  knnwb_clustering_mst_options_init(&mst);
+  mst.metric = knn->metric;
+  mst.backend = knn->backend;
+  mst.n_threads = knn->n_threads;
+  mst.memory_bytes = knn->memory_bytes;
+  mst.cancel = knn->cancel;
+  if (command->knn.k != -1)
+    mst.k = knn->k;
+  if (!knnwb_clustering_mst_points(data, &mst, &result->graph, &result->distances, error))
+    return FALSE;
+  result->has_graph = TRUE;
+  if (!knnwb_clustering_single_linkage(&result->graph, &result->distances, &result->linkage, error))
+    return FALSE;
+  if (command->height >= 0)
+    return knnwb_clustering_cut_distance(&result->graph, &result->distances, command->height,
+                                         &result->membership, &result->n_clusters, error);
+  igraph_integer_t n = igraph_vcount(&result->graph);
+  igraph_integer_t wanted = (igraph_integer_t)MIN(command->clusters, (gint64)MAX(n, 1));
+  if (wanted < command->clusters)
+    result->note =
+        g_strdup_printf("asked for %" G_GINT64_FORMAT " clusters, but there are only %" IGRAPH_PRId
+                        " points: returned %" IGRAPH_PRId " singletons",
+                        command->clusters, n, wanted);
+  return knnwb_clustering_cut_count(&result->graph, &result->distances, wanted, &result->membership,
+                                    &result->n_clusters, error);
+}
+
+static gboolean knnwb_cluster_run(const KnnwbMatrix *data, const KnnwbKnnOptions *knn,
+                                  KnnwbClusterKind kind, KnnwbCommunityMethod method,
+                                  const KnnwbClusterCommand *command, KnnwbClusterResult *result,
+                                  GError **error)
+{
+  result->modularity = NAN;
+  switch (kind) {
+  case KNNWB_CLUSTER_MST_KNN: {
+    KnnwbMstKnnOptions options;
+    knnwb_clustering_mstknn_options_init(&options);
+    options.metric = knn->metric;
+    options.backend = knn->backend;
+    options.n_threads = knn->n_threads;
+    options.memory_bytes = knn->memory_bytes;
+    options.cancel = knn->cancel;
+    if (command->knn.k != -1)
+      options.list_k = knn->k;
+    if (!knnwb_clustering_mstknn_points(data, &options, &result->membership, &result->graph,
+                                        &result->distances, error))
+      return FALSE;
+    result->has_graph = TRUE;
+    break;
+  }
+  case KNNWB_CLUSTER_SINGLE_LINKAGE:
+    if (!knnwb_cluster_single_linkage(data, knn, command, result, error))
+      return FALSE;
+    break;
+  case KNNWB_CLUSTER_COMPONENTS:
+  case KNNWB_CLUSTER_COMMUNITY:
+    if (!knnwb_cluster_graph(data, knn, command, result, error))
+      return FALSE;
+    if (kind == KNNWB_CLUSTER_COMPONENTS) {
+      if (!knnwb_clustering_components(&result->graph, &result->membership, NULL, NULL, error))
+        return FALSE;
+    } else {
+      KnnwbCommunityOptions options;
+      knnwb_community_options_init(&options);
+      options.method = method;
+      options.resolution = command->resolution;
+      options.seed = (guint64)command->seed;
+      options.steps = command->steps;
+      if (command->objective && g_ascii_strcasecmp(command->objective, "cpm") == 0)
+        options.objective = KNNWB_OBJECTIVE_CPM;
+      if (!knnwb_clustering_community(&result->graph, &result->similarities, &options,
+                                      &result->membership, NULL, error))
+        return FALSE;
+    }
+    if (!knnwb_clustering_modularity(&result->graph, &result->similarities, &result->membership,
+                                     &result->modularity, error))
+      return FALSE;
+    break;
+  }
+  result->n_clusters = 0;
+  for (igraph_integer_t v = 0; v < igraph_vector_int_size(&result->membership); v++)
+    result->n_clusters = MAX(result->n_clusters, VECTOR(result->membership)[v] + 1);
+  return TRUE;
+}
+
+/* The summary (key<TAB>value) and, with an annotation, the contingency table. */
+static gboolean knnwb_cluster_write_summary(const char *path, const char *contingency_path,
+                                            const KnnwbClusterCommand *command,
+                                            const KnnwbMatrix *data, const KnnwbKnnOptions *knn,
+                                            const KnnwbClusterResult *result,
+                                            const igraph_vector_int_t *classes,
+                                            char *const *class_names, GString *text, double seconds,
+                                            GError **error)
+{
+  g_string_append_printf(text, "method\t%s\ninput\t%s\npoints\t%zu\n", command->method,
+                         command->rest[0], data->n_rows);
+  g_string_append_printf(text, "metric\t%s\n", knnwb_metric_to_string(knn->metric));
+  if (g_str_equal(command->method, "mst-knn") || g_str_equal(command->method, "single-linkage"))
+    g_string_append_printf(text, "graph\t%s\n",
+                           g_str_equal(command->method, "mst-knn")
+                               ? "exact MST and per-cluster kNN graphs (k chosen by MST-kNN)"
+                               : "exact MST of the complete graph");
+  else
+    g_string_append_printf(text, "k\t%zu\ngraph\t%s\n", knn->k,
+                           command->graph ? command->graph : "union");
+  g_string_append_printf(text, "clusters\t%" IGRAPH_PRId "\n", result->n_clusters);
+  if (isnan(result->modularity))
+    g_string_append(text, "modularity\tNA\n");
+  else
+    g_string_append_printf(text, "modularity\t%.6f\n", result->modularity);
+  if (result->note)
+    g_string_append_printf(text, "note\t%s\n", result->note);
+  if (classes && !knnwb_host_evaluation_append(text, command->annotation, &result->membership,
+                                               classes, class_names, contingency_path, error))
+    return FALSE;
+  g_string_append_printf(text, "seconds\t%.3f\n", seconds);
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  if (file == NULL)
+    return FALSE;
+  fputs(text->str, knnwb_atomic_file_stream(file));
+  return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+}
+
+/* Each output goes to a temporary beside its target; all are renamed at the end or removed. */
+static const char *knnwb_cluster_output(GPtrArray *outputs, const char *final)
+{
+  static guint counter;
+  KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
+  output->final = g_strdup(final);
+  g_autofree char *dir = g_path_get_dirname(final);
+  g_autofree char *base = g_path_get_basename(final);
+  g_autofree char *name =
+      g_strdup_printf(KNNWB_HOST_TEMPORARY_PREFIX "%d-c%u-%s", (int)getpid(), ++counter, base);
+  output->temporary = g_build_filename(dir, name, NULL);
+  g_ptr_array_add(outputs, output);
+  return output->temporary;
+}
+
+static void knnwb_cluster_output_free(gpointer data)
+{
+  KnnwbPipelineOutput *output = data;
+  g_unlink(output->temporary);
+  g_free(output->temporary);
+  g_free(output->final);
+  g_free(output);
+}
+
+static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const KnnwbMatrix *data,
+                                    const KnnwbKnnOptions *knn, const KnnwbClusterResult *result,
+                                    double seconds, GString *summary, GError **error)
+{
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_cluster_output_free);
+  const char *const *labels = (const char *const *)data->row_labels;
+  igraph_vector_int_t classes;
+  gboolean have_classes = FALSE;
+  g_auto(GStrv) class_names = NULL;
+  gboolean ok = TRUE;
+  if (command->annotation) {
+    const char *colon = strrchr(command->annotation, ':');
+    g_autofree char *table = g_strndup(command->annotation, (gsize)(colon - command->annotation));
+    ok = knnwb_error_from_igraph(igraph_vector_int_init(&classes, 0), "vector init", error);
+    have_classes = ok;
+    ok = ok && knnwb_formats_read_annotation(table, colon + 1, labels, data->n_rows, &classes,
+                                             &class_names, NULL, error);
+  }
+  ok = ok && knnwb_formats_write_labels_tsv(knnwb_cluster_output(outputs, command->output),
+                                            &result->membership, labels, error);
+  if (ok) {
+    g_autofree char *summary_path = knnwb_cluster_companion(command->output, ".summary.tsv");
+    g_autofree char *contingency_path =
+        knnwb_cluster_companion(command->output, ".contingency.tsv");
+    const char *summary_temporary = knnwb_cluster_output(outputs, summary_path);
+    const char *contingency_temporary =
+        have_classes ? knnwb_cluster_output(outputs, contingency_path) : NULL;
+    ok = knnwb_cluster_write_summary(summary_temporary, contingency_temporary, command, data, knn,
+                                     result, have_classes ? &classes : NULL, class_names, summary,
+                                     seconds, error);
+  }
+  for (int format = 0; ok && format < 2; format++) {
+    const char *path = format == 0 ? command->gml : command->graphml;
+    if (!path)
+      continue;
+    KnnwbGraphOutput output = {.graph = &result->graph,
+                               .weights = &result->distances,
+                               .labels = labels,
+                               .membership = &result->membership};
+    ok = knnwb_formats_write_graph(knnwb_cluster_output(outputs, path),
+                                   format == 0 ? KNNWB_OUTPUT_GML : KNNWB_OUTPUT_GRAPHML, &output,
+                                   error);
+  }
+  if (ok && command->linkage)
+    ok = knnwb_formats_write_linkage(knnwb_cluster_output(outputs, command->linkage),
+                                     &result->linkage, error);
+  if (ok && command->newick) {
+    g_autofree char *text =
+        knnwb_clustering_newick(&result->linkage, igraph_vcount(&result->graph), labels, error);
+    ok = text != NULL;
+    g_autoptr(KnnwbAtomicFile) file =
+        ok ? knnwb_atomic_file_open(knnwb_cluster_output(outputs, command->newick), error) : NULL;
+    ok = ok && file != NULL;
+    if (ok) {
+      fputs(text, knnwb_atomic_file_stream(file));
+      ok = knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+    }
+  }
+  if (have_classes)
+    igraph_vector_int_destroy(&classes);
+  /* The commit refuses when a signal arrived during the writes (which do not poll). */
+  return ok && knnwb_host_outputs_commit(outputs, knn->cancel, error);
+}
+
+/* Option combinations that cannot work are usage errors, found before anything is read. */
+static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, KnnwbClusterKind kind,
+                                    GError **error)
+{
+  const char *problem = NULL;
+  if (command->height >= 0 && command->clusters > 0)
+    problem = "--height and --clusters: give one of them, not both (a cut is either at a "
+              "distance or by count)";
+  else if (kind == KNNWB_CLUSTER_SINGLE_LINKAGE && command->height < 0 && command->clusters < 1)
+    problem = "single-linkage needs --height H (cut at distance H) or --clusters N";
+  else if (kind != KNNWB_CLUSTER_SINGLE_LINKAGE && (command->height >= 0 || command->clusters > 0))
+    problem = "--height and --clusters apply to --method single-linkage only";
+  else if (kind != KNNWB_CLUSTER_SINGLE_LINKAGE && (command->newick || command->linkage))
+    problem = "--newick and --linkage (the dendrogram) need --method single-linkage";
+  else if ((kind == KNNWB_CLUSTER_MST_KNN || kind == KNNWB_CLUSTER_SINGLE_LINKAGE) &&
+           command->graph)
+    problem = "--graph applies to components, leiden, louvain and walktrap (mst-knn and "
+              "single-linkage use the exact MST)";
+  else if (command->graph && !g_str_equal(command->graph, "snn") && command->snn_weight)
+    problem = "--snn-weight needs --graph snn";
+  else if (command->graph && g_str_equal(command->graph, "snn") && command->similarity)
+    problem = "--similarity applies to distance graphs; SNN graphs have their own weights";
+  else if (command->annotation &&
+           (!strchr(command->annotation, ':') || strrchr(command->annotation, ':')[1] == '\0' ||
+            command->annotation[0] == ':'))
+    problem = "--annotation must be TABLE:COLUMN (a file and a column name or number)";
+  else if (command->objective && g_ascii_strcasecmp(command->objective, "cpm") != 0 &&
+           g_ascii_strcasecmp(command->objective, "modularity") != 0)
+    problem = "--objective must be modularity or cpm";
+  else if (!(command->resolution > 0))
+    problem = "--resolution must be positive";
+  else if (command->steps < 1)
+    problem = "--steps must be at least 1";
+  if (problem) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s", problem);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+int knnwb_host_command_cluster(int argc, char **argv)
+{
+  KnnwbClusterCommand command = {
+      .knn = {.k = -1}, .resolution = 1.0, .seed = 42, .steps = 4, .height = -1};
+  GOptionEntry entries[] = {
+      {"method", 'M', 0, G_OPTION_ARG_STRING, &command.method,
+       "mst-knn, components, single-linkage, leiden, louvain or walktrap", "METHOD"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command.output,
+       "The cluster table (TSV: row, label, cluster, size); OUT.summary.tsv and, with "
+       "--annotation, OUT.contingency.tsv are written beside it",
+       "OUT"},
+      {"graph", 'g', 0, G_OPTION_ARG_STRING, &command.graph,
+       "Graph to cluster: union (default), directed, mutual or snn", "MODE"},
+      {"snn-weight", 0, 0, G_OPTION_ARG_STRING, &command.snn_weight,
+       "SNN edge weights as R bluster: rank (default), number or jaccard", "W"},
+      {"similarity", 0, 0, G_OPTION_ARG_STRING, &command.similarity,
+       "Distance to weight: inverse (default, 1/(1+d)), exp (exp(-d/mean d)) or unit", "S"},
+      {"resolution", 0, 0, G_OPTION_ARG_DOUBLE, &command.resolution,
+       "Leiden/Louvain resolution (default 1)", "R"},
+      {"objective", 0, 0, G_OPTION_ARG_STRING, &command.objective,
+       "Leiden objective: modularity (default) or cpm", "OBJ"},
+      {"seed", 0, 0, G_OPTION_ARG_INT64, &command.seed, "Random seed (default 42)", "N"},
+      {"steps", 0, 0, G_OPTION_ARG_INT64, &command.steps, "Walktrap walk length (default 4)", "N"},
+      {"height", 0, 0, G_OPTION_ARG_DOUBLE, &command.height, "single-linkage: cut at this distance",
+       "H"},
+      {"clusters", 0, 0, G_OPTION_ARG_INT64, &command.clusters,
+       "single-linkage: cut into this many clusters", "N"},
+      {"gml", 0, 0, G_OPTION_ARG_FILENAME, &command.gml,
+       "Also write the clustered graph (or tree) as GML for yEd, coloured by cluster", "FILE"},
+      {"graphml", 0, 0, G_OPTION_ARG_FILENAME, &command.graphml, "Also write it as GraphML",
+       "FILE"},
+      {"newick", 0, 0, G_OPTION_ARG_FILENAME, &command.newick,
+       "single-linkage: the dendrogram as Newick (ape::read.tree, Bio.Phylo)", "FILE"},
+      {"linkage", 0, 0, G_OPTION_ARG_FILENAME, &command.linkage,
+       "single-linkage: scipy linkage matrix, .npy or TSV", "FILE"},
+      {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command.annotation,
+       "Known classes: a table's column, rows matched by label; adds ARI, NMI and a contingency "
+       "table",
+       "TABLE:COLUMN"},
+      {"report", 'r', 0, G_OPTION_ARG_NONE, &command.report, "Print the summary to stdout", NULL},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet, "No progress or summary line", NULL},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "INPUT"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_autoptr(GOptionContext) context = g_option_context_new("--method METHOD -o OUT");
+  g_option_context_set_summary(
+      context,
+      "Clusters the rows of INPUT (CIBM, CSV, TSV, GCT, NPY or GEO, gzip or not, read as `knnwb "
+      "knn` reads it):\n"
+      "  mst-knn         MST-kNN (Inostroza-Ponta et al.; the R package mstknnclust)\n"
+      "  components      connected components of the kNN graph\n"
+      "  single-linkage  cut of the exact MST (--height or --clusters; --newick, --linkage)\n"
+      "  leiden, louvain, walktrap  igraph's community detection on the kNN or SNN graph, with\n"
+      "                  distances turned into similarity weights (--similarity)\n"
+      "-k defaults to 10 (components and the graph methods); mst-knn chooses its own k.");
+  g_option_context_set_description(
+      context, "Exit status: 0 on success, 1 when the input or the run fails, 2 on a usage error, "
+               "130/143 when\ninterrupted. Outputs are written all or nothing.");
+  knnwb_host_input_add_entries(context, &command.input);
+  knnwb_host_knn_add_entries(context, &command.knn);
+  g_option_context_add_main_entries(context, entries, NULL);
+
+  int status = 1;
+  g_autoptr(GError) error = NULL;
+  KnnwbKnnOptions knn;
+  knnwb_knn_options_init(&knn);
+  KnnwbReadOptions read_options;
+  knnwb_formats_read_options_init(&read_options);
+  g_autoptr(KnnwbMatrix) data = NULL;
+  KnnwbClusterKind kind = KNNWB_CLUSTER_COMMUNITY;
+  KnnwbCommunityMethod method = KNNWB_COMMUNITY_LEIDEN;
+  KnnwbClusterResult result = {0};
+  igraph_vector_int_init(&result.membership, 0);
+  igraph_vector_init(&result.distances, 0);
+  igraph_vector_init(&result.similarities, 0);
+  igraph_matrix_init(&result.linkage, 0, 0);
+  g_autoptr(GString) summary = g_string_new(NULL);
+
+  if (!g_option_context_parse(context, &argc, &argv, &error))
+    goto usage;
+  if (command.rest == NULL || command.rest[0] == NULL) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "no INPUT file given");
+    goto usage;
+  }
+  if (command.rest[1] != NULL) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "one INPUT file expected, got '%s' too", command.rest[1]);
+    goto usage;
+  }
+  if (command.method == NULL) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--method METHOD is required");
+    goto usage;
+  }
+  if (command.output == NULL) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-o OUT is required");
+    goto usage;
+  }
+  if (!knnwb_cluster_kind_from_string(command.method, &kind, &method, &error) ||
+      !knnwb_host_knn_options(&command.knn, FALSE, &knn, &error) ||
+      !knnwb_host_input_options(&command.input, &read_options, &error) ||
+      !knnwb_cluster_check(&command, kind, &error))
+    goto usage;
+  if (command.graph && !g_str_equal(command.graph, "snn")) {
+    KnnwbGraphMode mode;
+    if (!knnwb_graph_mode_from_string(command.graph, &mode, &error))
+      goto usage;
+  }
+  if (command.knn.k == -1)
+    knn.k = 10;
+  knn.data_name = command.rest[0];
+  const char *outputs[] = {command.output, command.gml, command.graphml, command.newick,
+                           command.linkage};
+  for (guint i = 0; i < G_N_ELEMENTS(outputs); i++)
+    if (outputs[i] && !knnwb_host_check_output(outputs[i], &error))
+      goto failed;
+  knn.cancel = knnwb_host_signals_install();
+  knnwb_host_log_set_quiet(command.quiet);
+
+  gint64 start = g_get_monotonic_time();
+  KnnwbReadInfo info = {0};
+  if (!knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error))
+    goto failed;
+  gint64 read_done = g_get_monotonic_time();
+  if (command.knn.k == -1 && data->n_rows >= 2)
+    knn.k = MIN(knn.k, data->n_rows - 1);
+  if (!knnwb_cluster_run(data, &knn, kind, method, &command, &result, &error)) {
+    if (error->domain == KNNWB_ERROR && error->code != KNNWB_ERROR_CANCELLED)
+      g_prefix_error(&error, "%s: ", command.rest[0]);
+    goto failed;
+  }
+  double seconds = (double)(g_get_monotonic_time() - read_done) / 1e6;
+  if (!knnwb_cluster_write(&command, data, &knn, &result, seconds, summary, &error))
+    goto failed;
+  if (result.note)
+    g_printerr("knnwb: %s\n", result.note);
+  if (command.report)
+    fputs(summary->str, stdout);
+  if (!command.quiet)
+    g_printerr("knnwb: %zu rows, %s: %" IGRAPH_PRId " clusters -> %s (read %.2f s, cluster "
+               "%.2f s)\n",
+               data->n_rows, command.method, result.n_clusters, command.output,
+               (double)(read_done - start) / 1e6, seconds);
+  status = 0;
+  goto done;
+
+usage:
+  g_printerr("knnwb cluster: %s\nTry `knnwb cluster --help`.\n", error->message);
+  status = 2;
+  goto done;
+failed:
+  status = knnwb_host_exit_status(error);
+  if (status != 1)
+    g_printerr("knnwb: interrupted; no output written\n");
+  else
+    knnwb_host_print_error(error);
+done:
+  if (result.has_graph)
+    igraph_destroy(&result.graph);
+  igraph_vector_int_destroy(&result.membership);
+  igraph_vector_destroy(&result.distances);
+  igraph_vector_destroy(&result.similarities);
+  igraph_matrix_destroy(&result.linkage);
+  g_free(result.note);
+  knnwb_cluster_command_clear(&command);
+  return status;
+}

@@ -1,0 +1,106 @@
+/* Step knn-classify: kNN classification of a matrix's rows (cross-validated) or of a query
+ * matrix's rows against them; writes the predictions and the metrics. */
+#include <string.h>
+#include <knnwb/classify.h>
+#include <knnwb/error.h>
+#include "knn_plugin.h"
+
+enum {
+  CLASSES = KNNWB_KNN_N_COMMON_PARAMS,
+  COLUMN,
+  ID_COLUMN,
+  FOLDS,
+  SEED,
+  PREDICTIONS,
+  METRICS,
+  N_PARAMS
+};
+
+static const KnnwbParamSpec knnwb_classify_params[N_PARAMS] = {
+    KNNWB_KNN_COMMON_PARAMS,
+    [CLASSES] = {"classes", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
+                 "table of class labels by row name (default: the matrix's row classes, e.g. "
+                 "CIBM <SamplesClasses> read transposed)"},
+    [COLUMN] = {"column", KNNWB_PARAM_STRING, "", 1, 0, NULL, "the table's class column"},
+    [ID_COLUMN] = {"id-column", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                   "the table's column of row names (default: the first)"},
+    [FOLDS] = {"folds", KNNWB_PARAM_STRING, "5", 1, 0, NULL,
+               "stratified folds (2 or more) or loo; ignored with a query input"},
+    [SEED] = {"seed", KNNWB_PARAM_INT, "1", 0, 4294967295.0, NULL, "seed of the fold assignment"},
+    [PREDICTIONS] = {"predictions", KNNWB_PARAM_OUTPUT_FILE, NULL, 1, 0, NULL,
+                     "predictions table (label, true_class, predicted, votes, fold, correct)"},
+    [METRICS] = {"metrics", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
+                 "accuracy, per-class precision/recall and the confusion matrix"},
+};
+
+static const KnnwbPortSpec knnwb_classify_inputs[] = {
+    {"data", KNNWB_KIND_MATRIX, FALSE, "the labelled points (rows)"},
+    {"query", KNNWB_KIND_MATRIX, TRUE, "new points to classify (default: cross-validate data)"},
+};
+
+static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **error)
+{
+  const KnnwbParamValue *p = context->params;
+  const KnnwbMatrix *data = context->inputs[0]->matrix;
+  const KnnwbMatrix *query = context->inputs[1] ? context->inputs[1]->matrix : NULL;
+  g_autoptr(GArray) devices = g_array_new(FALSE, FALSE, sizeof(int));
+  KnnwbKnnOptions options;
+  size_t folds = 5;
+  if (!knnwb_knn_plugin_options(context, &options, devices, error) ||
+      !knnwb_classify_folds_from_string(p[FOLDS].v_string, &folds, error))
+    return FALSE;
+  g_autoptr(KnnwbClasses) classes = NULL;
+  if (p[CLASSES].v_string != NULL) {
+    if (*p[COLUMN].v_string == '\0') {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "classes: name the table's class column (parameter 'column')");
+      return FALSE;
+    }
+    g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(p[CLASSES].v_string, error);
+    if (table == NULL || !knnwb_classes_from_table(data, table, p[ID_COLUMN].v_string,
+                                                   p[COLUMN].v_string, &classes, error))
+      return FALSE;
+  } else if (!knnwb_classes_from_rows(data, &classes, error)) {
+    return FALSE;
+  }
+  const KnnwbMatrix *rows = query ? query : data;
+  const size_t n = rows->n_rows;
+  g_autofree int32_t *predicted = g_new(int32_t, MAX(n, (size_t)1));
+  g_autofree int32_t *votes = g_new(int32_t, MAX(n, (size_t)1));
+  g_autofree int32_t *truth = g_new(int32_t, MAX(n, (size_t)1));
+  g_autofree int32_t *fold = NULL;
+  if (query != NULL) {
+    knnwb_classes_match_by_label(query, data, classes, truth);
+    if (!knnwb_classify_query(data, classes->of, classes->n_classes, query, &options, predicted,
+                              votes, error))
+      return FALSE;
+  } else {
+    fold = g_new(int32_t, MAX(n, (size_t)1));
+    memcpy(truth, classes->of, n * sizeof(int32_t));
+    if (!knnwb_classify_cross_validate(data, classes, folds, (guint32)p[SEED].v_int, &options, fold,
+                                       predicted, votes, error))
+      return FALSE;
+  }
+  if (!knnwb_classify_write_predictions(p[PREDICTIONS].v_string, rows, classes->names, truth,
+                                        predicted, votes, fold, options.k, error))
+    return FALSE;
+  g_autoptr(KnnwbClassifyMetrics) metrics =
+      knnwb_classify_metrics_new(truth, predicted, n, classes->n_classes);
+  if (metrics->n_scored > 0)
+    g_message("%s: accuracy %.4f (%zu of %zu)", context->step_id,
+              (double)metrics->n_correct / (double)metrics->n_scored, metrics->n_correct,
+              metrics->n_scored);
+  return p[METRICS].v_string == NULL ||
+         knnwb_classify_write_metrics(p[METRICS].v_string, metrics, classes->names, error);
+}
+
+const KnnwbStepType knnwb_knn_step_classify = {
+    "knn-classify",
+    "kNN classification: majority vote, stratified cross-validation or a query set, metrics",
+    knnwb_classify_inputs,
+    G_N_ELEMENTS(knnwb_classify_inputs),
+    knnwb_classify_params,
+    N_PARAMS,
+    KNNWB_KIND_NONE,
+    knnwb_classify_step_run,
+};

@@ -1,0 +1,94 @@
+/* Step neighbourhood: the focus rows' neighbours up to order r in the kNN graph (focused queries
+ * for out-neighbourhoods), as a graph value, yEd GML and the ranked table. */
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/neighbourhood.h>
+#include "knn_plugin.h"
+
+enum { FOCUS = KNNWB_KNN_N_COMMON_PARAMS, ORDER, DIRECTION, GML, TABLE, SEED, N_PARAMS };
+
+static const KnnwbParamSpec knnwb_neighbourhood_params[N_PARAMS] = {
+    KNNWB_KNN_COMMON_PARAMS,
+    [FOCUS] = {"focus", KNNWB_PARAM_STRING, NULL, 1, 0, NULL,
+               "comma-separated row labels (the phenotype row, say)"},
+    [ORDER] = {"order", KNNWB_PARAM_INT, "1", 1, 10, NULL, "hops from the focus"},
+    [DIRECTION] = {"direction", KNNWB_PARAM_CHOICE, "out", 1, 0, "out|in|both",
+                   "out: the focus's k nearest (no whole graph); in/both need the whole graph"},
+    [GML] = {"gml", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
+             "yEd GML of the neighbourhood (laid out, focus highlighted)"},
+    [TABLE] = {"table", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
+               "ranked table: focus, rank, label, order, distance (and r)"},
+    [SEED] = {"seed", KNNWB_PARAM_INT, "42", 0, 4294967295.0, NULL, "layout random seed"},
+};
+
+static const KnnwbPortSpec knnwb_neighbourhood_inputs[] = {
+    {"data", KNNWB_KIND_MATRIX, FALSE, "the points (rows)"},
+};
+
+/* The neighbourhood's own points, in vertex order, so later steps see real rows and labels. */
+static KnnwbMatrix *knnwb_neighbourhood_points(const KnnwbMatrix *data,
+                                               const KnnwbNeighbourhood *nb, GError **error)
+{
+  KnnwbMatrix *points = knnwb_matrix_new(nb->n_vertices, data->n_cols, error);
+  if (points == NULL)
+    return NULL;
+  for (size_t v = 0; v < nb->n_vertices; v++) {
+    size_t row = (size_t)nb->rows[v];
+    if (data->n_cols > 0)
+      memcpy(points->values + v * data->n_cols, data->values + row * data->n_cols,
+             data->n_cols * sizeof(float));
+    const char *label = knnwb_matrix_row_label(data, row);
+    g_autofree char *number = label ? NULL : g_strdup_printf("%zu", row);
+    knnwb_matrix_set_row_label(points, v, label ? label : number);
+  }
+  for (size_t j = 0; data->col_labels != NULL && j < data->n_cols; j++)
+    knnwb_matrix_set_col_label(points, j, data->col_labels[j]);
+  return points;
+}
+
+static gboolean knnwb_neighbourhood_step_run(KnnwbStepContext *context, GError **error)
+{
+  const KnnwbParamValue *p = context->params;
+  const KnnwbMatrix *data = context->inputs[0]->matrix;
+  KnnwbValue *out = context->output;
+  g_autoptr(GArray) devices = g_array_new(FALSE, FALSE, sizeof(int));
+  KnnwbKnnOptions options;
+  KnnwbDirection direction;
+  if (!knnwb_knn_plugin_options(context, &options, devices, error) ||
+      !knnwb_direction_from_string(p[DIRECTION].v_string, &direction, error))
+    return FALSE;
+  g_autofree int64_t *focus = NULL;
+  size_t n_focus = 0;
+  if (!knnwb_neighbourhood_focus_rows(data, p[FOCUS].v_string, &focus, &n_focus, error))
+    return FALSE;
+  g_autoptr(KnnwbNeighbourhood) nb = NULL;
+  if (!knnwb_neighbourhood_find(data, focus, n_focus, (int)p[ORDER].v_int, direction, &options, &nb,
+                                error))
+    return FALSE;
+  if (p[TABLE].v_string != NULL &&
+      !knnwb_neighbourhood_write_table(p[TABLE].v_string, nb, data, options.metric, error))
+    return FALSE;
+  if (p[GML].v_string != NULL &&
+      !knnwb_neighbourhood_write_gml(p[GML].v_string, nb, data, (unsigned long)p[SEED].v_int,
+                                     error))
+    return FALSE;
+  out->matrix = knnwb_neighbourhood_points(data, nb, error);
+  if (out->matrix == NULL)
+    return FALSE;
+  if (!knnwb_error_from_igraph(igraph_copy(&out->graph, &nb->graph), "igraph_copy", error))
+    return FALSE;
+  out->has_graph = TRUE;
+  return knnwb_error_from_igraph(igraph_vector_update(&out->weights, &nb->weights),
+                                 "igraph_vector_update", error);
+}
+
+const KnnwbStepType knnwb_knn_step_neighbourhood = {
+    "neighbourhood",
+    "the focus rows' kNN neighbourhood up to order r (yEd GML and a ranked table)",
+    knnwb_neighbourhood_inputs,
+    G_N_ELEMENTS(knnwb_neighbourhood_inputs),
+    knnwb_neighbourhood_params,
+    N_PARAMS,
+    KNNWB_KIND_GRAPH,
+    knnwb_neighbourhood_step_run,
+};

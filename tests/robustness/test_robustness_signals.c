@@ -1,0 +1,233 @@
+/* Signals at random moments of every phase (ROBUSTNESS.md, Interruption): `knnwb knn` with a GML
+ * output (read, search, graph, layout, write, commit) and a pipeline of several steps whose last
+ * step is a long GML write. Each run is signalled after a random delay and must either stop within
+ * a second with 130/143, the previous outputs byte-identical and no temporary left, or exit 0 with
+ * complete new outputs that were put in place before the signal (their ctime is not later than
+ * the signal: a run that commits after a signal has ignored it). */
+#include "knnwb_test_npy.h"
+#include "knnwb_test_process.h"
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <igraph.h>
+#include <knnwb/knnwb.h>
+#include "host_test_util.h"
+
+/* The limit of the promise ("stops within a second"); sanitizer builds are several times slower
+ * at freeing what a run holds, so they get more. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SIGNAL_EXIT_SECONDS 3.0
+#else
+#define SIGNAL_EXIT_SECONDS 1.0
+#endif
+
+typedef struct {
+  int status;            /* exit status; 128 + signal when killed by it */
+  double seconds;        /* from the signal to the exit */
+  gint64 signal_real_us; /* wall-clock time of the signal */
+  gboolean signalled;    /* FALSE when the run ended before the delay */
+} SignalResult;
+
+/* Runs knnwb with argv; delay_us after its handlers are installed (or, with wait_for, after
+ * stderr shows that text), sends signal_number unless it has ended already. */
+static SignalResult run_and_signal(char **argv, const char *wait_for, gint64 delay_us,
+                                   int signal_number)
+{
+  g_auto(GStrv) envp = g_get_environ();
+  g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
+  envp = g_environ_setenv(envp, "KNNWB_PLUGIN_PATH", plugin_dir, TRUE);
+  GPid pid;
+  int err_fd = -1;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(g_spawn_async_with_pipes(NULL, argv, envp,
+                                         G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                                         NULL, NULL, &pid, NULL, NULL, &err_fd, &error));
+  knnwb_test_wait_for_signal_handlers(pid);
+  g_autoptr(GString) err = g_string_new(NULL);
+  gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  while (wait_for != NULL && strstr(err->str, wait_for) == NULL &&
+         g_get_monotonic_time() < deadline) {
+    GPollFD poll_fd = {err_fd, G_IO_IN, 0};
+    if (g_poll(&poll_fd, 1, 20) > 0) {
+      char buffer[256];
+      ssize_t got = read(err_fd, buffer, sizeof buffer);
+      if (got <= 0)
+        break;
+      g_string_append_len(err, buffer, got);
+    }
+  }
+  SignalResult result = {0};
+  int status = 0;
+  gint64 signal_at = g_get_monotonic_time() + delay_us;
+  pid_t ended = 0;
+  while ((ended = waitpid(pid, &status, WNOHANG)) == 0 && g_get_monotonic_time() < signal_at)
+    g_usleep((gulong)MIN(2000, MAX(signal_at - g_get_monotonic_time(), 1)));
+  if (ended == 0) {
+    result.signal_real_us = g_get_real_time();
+    gint64 signalled = g_get_monotonic_time();
+    kill(pid, signal_number);
+    result.signalled = TRUE;
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    result.seconds = (double)(g_get_monotonic_time() - signalled) / G_USEC_PER_SEC;
+  }
+  g_spawn_close_pid(pid);
+  /* What it printed, for a failure's diagnosis. */
+  char buffer[4096];
+  ssize_t got;
+  while ((got = read(err_fd, buffer, sizeof buffer)) > 0)
+    g_string_append_len(err, buffer, got);
+  close(err_fd);
+  g_test_message("stderr: %s", err->str);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+static char *read_file(const char *path)
+{
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  return text;
+}
+
+/* The contract after one signalled run: see the file comment. old_texts[i] is what outputs[i]
+ * held before; new_texts[i] what a complete run writes. */
+static void check_signalled_run(const SignalResult *result, int signal_number, const char *out_dir,
+                                guint n_files_before, char **outputs, char **old_texts,
+                                char **new_texts)
+{
+  g_test_message("status %d, %.3f s after the signal", result->status, result->seconds);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, n_files_before);
+  if (result->status == 0) {
+    for (guint i = 0; outputs[i]; i++) {
+      g_autofree char *text = read_file(outputs[i]);
+      g_assert_true(strcmp(text, new_texts[i]) == 0);
+      GStatBuf st;
+      g_assert_cmpint(g_stat(outputs[i], &st), ==, 0);
+      /* Put in place before the signal (file time stamps are coarse: never later than real). */
+      gint64 changed_us = (gint64)st.st_ctim.tv_sec * G_USEC_PER_SEC + st.st_ctim.tv_nsec / 1000;
+      if (result->signalled)
+        g_assert_cmpint(changed_us, <=, result->signal_real_us);
+      g_assert_true(g_file_set_contents(outputs[i], old_texts[i], -1, NULL));
+    }
+    return;
+  }
+  g_assert_cmpint(result->status, ==, 128 + signal_number);
+  g_assert_cmpfloat(result->seconds, <, SIGNAL_EXIT_SECONDS);
+  for (guint i = 0; outputs[i]; i++) {
+    g_autofree char *text = read_file(outputs[i]);
+    g_assert_cmpstr(text, ==, old_texts[i]);
+  }
+}
+
+/* Random delays over the whole run (measured first) of argv; outputs get old contents first. */
+static void signal_at_random_moments(char **argv, const char *out_dir, char **outputs, int n_runs)
+{
+  guint n_outputs = g_strv_length(outputs);
+  g_auto(GStrv) old_texts = g_new0(char *, n_outputs + 1);
+  g_auto(GStrv) new_texts = g_new0(char *, n_outputs + 1);
+  /* One complete run: the new contents, and how long a run takes here. */
+  gint64 start = g_get_monotonic_time();
+  SignalResult complete = run_and_signal(argv, NULL, 60 * G_USEC_PER_SEC, SIGTERM);
+  gint64 run_us = g_get_monotonic_time() - start;
+  g_assert_false(complete.signalled);
+  g_assert_cmpint(complete.status, ==, 0);
+  for (guint i = 0; i < n_outputs; i++) {
+    new_texts[i] = read_file(outputs[i]);
+    old_texts[i] = g_strdup_printf("previous output %u\n", i);
+    g_assert_true(g_file_set_contents(outputs[i], old_texts[i], -1, NULL));
+  }
+  guint n_files = host_test_count_files(out_dir);
+  g_test_message("a complete run takes %.3f s", (double)run_us / G_USEC_PER_SEC);
+  int n_interrupted = 0;
+  for (int r = 0; r < n_runs; r++) {
+    int signal_number = r % 2 ? SIGTERM : SIGINT;
+    gint64 delay = g_test_rand_int_range(0, (gint32)MAX(run_us, 1000));
+    g_test_message("run %d: signal %d after %.3f s", r, signal_number, (double)delay / 1e6);
+    SignalResult result = run_and_signal(argv, NULL, delay, signal_number);
+    check_signalled_run(&result, signal_number, out_dir, n_files, outputs, old_texts, new_texts);
+    n_interrupted += result.status != 0;
+  }
+  /* Delays drawn over the whole run interrupt most runs; all passing as "complete" would mean
+   * the signal is ignored. */
+  g_assert_cmpint(n_interrupted, >, 0);
+}
+
+static void test_knn_random_moments(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = knnwb_test_write_npy(dir, 3000, 8, 5);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *output = g_build_filename(out_dir, "graph.gml", NULL);
+  char *argv[] = {KNNWB_HOST_PROGRAM, "knn",       input, "-k", "5",    "--metric",
+                  "euclidean",        "--threads", "1",   "-o", output, NULL};
+  char *outputs[] = {output, NULL};
+  signal_at_random_moments(argv, out_dir, outputs, 6);
+  host_test_rmtree(dir);
+}
+
+static char *write_pipeline(const char *dir, const char *input)
+{
+  g_autofree char *xml = g_strdup_printf(
+      "<pipeline>\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"%s\"/></step>\n"
+      "  <step id=\"g\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>\n"
+      "    <param name=\"k\" value=\"5\"/><param name=\"metric\" value=\"euclidean\"/>\n"
+      "    <param name=\"threads\" value=\"1\"/></step>\n"
+      "  <step id=\"w1\" type=\"write-graph\"><input name=\"graph\" step=\"g\"/>\n"
+      "    <param name=\"path\" value=\"graph.knn\"/></step>\n"
+      "  <step id=\"c\" type=\"components\"><input name=\"graph\" step=\"g\"/></step>\n"
+      "  <step id=\"w2\" type=\"write-labels\"><input name=\"clusters\" step=\"c\"/>\n"
+      "    <param name=\"path\" value=\"graph.labels.tsv\"/></step>\n"
+      "  <step id=\"w3\" type=\"write-graph\"><input name=\"graph\" step=\"g\"/>\n"
+      "    <param name=\"path\" value=\"graph.gml\"/></step>\n"
+      "</pipeline>\n",
+      input);
+  return host_test_write(dir, "signals.xml", xml);
+}
+
+static void test_pipeline_random_moments(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = knnwb_test_write_npy(dir, 3000, 8, 7);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *pipeline = write_pipeline(dir, input);
+  g_autofree char *o1 = g_build_filename(out_dir, "graph.knn", NULL);
+  g_autofree char *o2 = g_build_filename(out_dir, "graph.labels.tsv", NULL);
+  g_autofree char *o3 = g_build_filename(out_dir, "graph.gml", NULL);
+  char *outputs[] = {o1, o2, o3, NULL};
+  char *argv[] = {KNNWB_HOST_PROGRAM, "run", "--output-dir", out_dir, pipeline, NULL};
+  signal_at_random_moments(argv, out_dir, outputs, 6);
+  host_test_rmtree(dir);
+}
+
+/* The signal during the last step (the GML layout and write): not exit 0, nothing committed. */
+static void test_pipeline_last_step(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = knnwb_test_write_npy(dir, 3000, 8, 7);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *pipeline = write_pipeline(dir, input);
+  g_autofree char *old = host_test_write(out_dir, "graph.gml", "old\n");
+  char *argv[] = {KNNWB_HOST_PROGRAM, "run", "--output-dir", out_dir, pipeline, NULL};
+  SignalResult result = run_and_signal(argv, "[6/6] w3", 50 * 1000, SIGTERM);
+  g_assert_true(result.signalled);
+  g_assert_cmpint(result.status, ==, 143);
+  g_assert_cmpfloat(result.seconds, <, SIGNAL_EXIT_SECONDS);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
+  g_autofree char *text = read_file(old);
+  g_assert_cmpstr(text, ==, "old\n");
+  host_test_rmtree(dir);
+}
+
+int main(int argc, char **argv)
+{
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/robustness/signals/knn-random-moments", test_knn_random_moments);
+  g_test_add_func("/robustness/signals/pipeline-random-moments", test_pipeline_random_moments);
+  g_test_add_func("/robustness/signals/pipeline-last-step", test_pipeline_last_step);
+  return g_test_run();
+}
