@@ -250,6 +250,104 @@ out:
   return ok;
 }
 
+/* The first round with a margin of candidates past k, then the rows the rounding bound could not
+ * certify again with four times as many, until all are certified. A retry round's candidate lists
+ * (rows x candidates) are kept within the memory budget by taking its rows in batches. */
+static gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                 const char *backend, const KnnwbPrepared *query,
+                                 const KnnwbPrepared *reference, gboolean self, size_t available,
+                                 int threads, KnnwbNeighbors *result, GError **error)
+{
+  const size_t k = options->k;
+  /* The screening precision sets the certificate's bound, and so the margin of candidates past k
+   * that absorbs it; certification checks that the margin sufficed. */
+  size_t kc = MIN(available, knnwb_screen_candidates(query->screen, k));
+  GArray *uncertified = NULL;
+  if (!knnwb_knn_round(options, select, backend, query, reference, self, kc, available, threads,
+                       NULL, query->n, result, &uncertified, error))
+    return FALSE;
+  const size_t budget = options->memory_bytes ? options->memory_bytes : (size_t)256 << 20;
+  while (uncertified != NULL) {
+    size_t total = self ? available + 1 : available;
+    kc = MIN(total, kc * 4);
+    GArray *rows = uncertified;
+    uncertified = NULL;
+    result->n_reselected += rows->len;
+    /* Candidate index, score and exact distance per cell. */
+    size_t batch =
+        MAX((size_t)1, budget / (kc * (sizeof(int64_t) + sizeof(float) + sizeof(double))));
+    g_debug("knnwb: %u row(s) re-selected with %zu candidates, %zu at a time", rows->len, kc,
+            batch);
+    gboolean round_ok = TRUE;
+    for (size_t first = 0; first < rows->len && round_ok; first += batch) {
+      size_t n_batch = MIN(batch, rows->len - first);
+      GArray *left = NULL;
+      round_ok = knnwb_knn_round(options, select, backend, query, reference, self, kc, available,
+                                 threads, (const int64_t *)(void *)rows->data + first, n_batch,
+                                 result, &left, error);
+      if (left != NULL) {
+        if (uncertified == NULL)
+          uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
+        g_array_append_vals(uncertified, left->data, left->len);
+        g_array_free(left, TRUE);
+      }
+    }
+    g_array_free(rows, TRUE);
+    if (round_ok && uncertified != NULL && kc == total) {
+      /* Every reference was a candidate: refine_row reports that as certified, so this is a bug. */
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
+      round_ok = FALSE;
+    }
+    if (!round_ok) {
+      if (uncertified != NULL)
+        g_array_free(uncertified, TRUE);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* The self lists of data with exact duplicate rows: the distinct rows' lists, expanded. */
+static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                   const char *backend, const KnnwbPrepared *query,
+                                   const KnnwbDuplicates *duplicates, int threads,
+                                   KnnwbNeighbors *result, GError **error)
+{
+  KnnwbPrepared distinct;
+  if (!knnwb_prepared_gather(&distinct, query, duplicates->representative, duplicates->n_unique,
+                             error))
+    return FALSE;
+  knnwb_prepared_set_screen(&distinct, &distinct, query->screen);
+  const size_t valid = distinct.n - distinct.n_invalid;
+  KnnwbKnnOptions distinct_options = *options;
+  distinct_options.k = MIN(options->k, valid > 0 ? valid - 1 : 0);
+  g_autoptr(KnnwbNeighbors) lists = NULL;
+  gboolean ok = TRUE;
+  if (distinct_options.k > 0) {
+    const size_t cells = distinct.n * distinct_options.k; /* at most n x k: checked by the caller */
+    lists = g_new0(KnnwbNeighbors, 1);
+    lists->n_queries = distinct.n;
+    lists->k = distinct_options.k;
+    lists->indices = g_try_malloc(cells * sizeof(int64_t));
+    lists->distances = g_try_malloc(cells * sizeof(double));
+    lists->n_found = g_try_malloc0(distinct.n * sizeof(int32_t));
+    if (lists->indices == NULL || lists->distances == NULL || lists->n_found == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "cannot allocate neighbour lists for %zu distinct rows x k = %zu", distinct.n,
+                  distinct_options.k);
+      ok = FALSE;
+    }
+    ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, &distinct, &distinct, TRUE,
+                                valid - 1, threads, lists, error);
+  }
+  if (ok && lists != NULL)
+    result->n_reselected += lists->n_reselected;
+  if (ok)
+    knnwb_duplicates_expand(duplicates, query, lists, threads, result);
+  knnwb_prepared_clear(&distinct);
+  return ok;
+}
+
 static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *reference_data,
                               const KnnwbKnnOptions *options, KnnwbNeighbors **result_out,
                               GError **error)
@@ -345,7 +443,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   const int threads = knnwb_thread_count(options->n_threads);
   KnnwbPrepared query = {0}, reference_storage = {0};
   const KnnwbPrepared *reference = &query;
-  GArray *uncertified = NULL;
+  KnnwbDuplicates duplicates = {0};
   gboolean ok = FALSE;
   gint64 prepare_start = g_get_monotonic_time();
   g_debug("knnwb: checks and allocation %.3f s", (double)(prepare_start - run_start) / 1e6);
@@ -382,44 +480,34 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   if (!knnwb_knn_choose_backend(options, &select, &result->backend_used, error))
     goto out;
 
-  /* The screening precision sets the certificate's bound, and so the margin of candidates past k
-   * that absorbs it; certification checks that the margin sufficed. */
   KnnwbScreen screen;
-  if (!knnwb_screen_resolve(options->screen, result->backend_used, options->metric, k, &screen,
-                            error))
+  if (!knnwb_screen_resolve(options->screen, result->backend_used, options->metric, options->k,
+                            &screen, error))
     goto out;
   knnwb_prepared_set_screen(&query, self ? &query : &reference_storage, screen);
   result->screen_used = screen;
-  size_t kc = MIN(available, knnwb_screen_candidates(screen, k));
-  if (!knnwb_knn_round(options, select, result->backend_used, &query, reference, self, kc,
-                       available, threads, NULL, n, result, &uncertified, error))
-    goto out;
-  while (uncertified != NULL) {
-    size_t total = self ? available + 1 : available;
-    kc = MIN(total, kc * 4);
-    GArray *rows = uncertified;
-    uncertified = NULL;
-    result->n_reselected += rows->len;
-    g_debug("knnwb: %u row(s) re-selected with %zu candidates", rows->len, kc);
-    gboolean round_ok = knnwb_knn_round(options, select, result->backend_used, &query, reference,
-                                        self, kc, available, threads, (const int64_t *)rows->data,
-                                        rows->len, result, &uncertified, error);
-    g_array_free(rows, TRUE);
-    if (!round_ok)
+  /* Exact duplicate rows are collapsed before the search and expanded after it: a group of copies
+   * larger than the candidate margin could never be certified and would be re-selected with ever
+   * more candidates. */
+  if (self) {
+    if (!knnwb_duplicates_find(query_data, threads, &duplicates, error))
       goto out;
-    if (uncertified != NULL && kc == total) {
-      /* Every reference was a candidate: refine_row reports that as certified, so this is a bug. */
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
+    if (duplicates.n_unique < n) {
+      g_debug("knnwb: %zu distinct rows of %zu", duplicates.n_unique, n);
+      ok = knnwb_knn_distinct(options, select, result->backend_used, &query, &duplicates, threads,
+                              result, error);
       goto out;
     }
   }
+  if (!knnwb_knn_rounds(options, select, result->backend_used, &query, reference, self, available,
+                        threads, result, error))
+    goto out;
   g_debug("knnwb: screen %s, %zu candidates per row, %zu row(s) re-selected in all",
-          knnwb_screen_to_string(screen), knnwb_screen_candidates(screen, k),
+          knnwb_screen_to_string(screen), knnwb_screen_candidates(screen, options->k),
           result->n_reselected);
   ok = TRUE;
 out:
-  if (uncertified != NULL)
-    g_array_free(uncertified, TRUE);
+  knnwb_duplicates_clear(&duplicates);
   gint64 clear_start = g_get_monotonic_time();
   knnwb_prepared_clear(&query);
   knnwb_prepared_clear(&reference_storage);

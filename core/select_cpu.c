@@ -267,7 +267,7 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
   const size_t nq = job->n_query, nr = job->n_reference;
   if (nq == 0 || job->kc == 0)
     return KNNWB_KERNELS_OK;
-  int threads = MAX(1, job->n_threads);
+  int threads = knnwb_thread_count(MAX(1, job->n_threads));
   /* Square tiles from the budget: threads * B^2 floats, B in [32, 1024] and a multiple of 32.
    * 1024 keeps a tile (4 MiB) near the caches while SGEMM still runs at full speed. */
   size_t budget = job->memory_bytes ? job->memory_bytes : (size_t)256 << 20;
@@ -306,11 +306,18 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
 
   int saved_blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
-  GThread **workers = g_new(GThread *, threads);
-  for (int t = 1; t < threads; t++)
-    workers[t] = g_thread_new("knnwb-select", knnwb_select_worker, &s);
+  /* Tiles are taken from a shared counter: a thread that cannot start (memory or process limits)
+   * leaves its tiles to the others. */
+  GThread **workers = g_try_new(GThread *, threads);
+  int started = 1;
+  while (workers != NULL && started < threads) {
+    workers[started] = knnwb_thread_try_start("knnwb-select", knnwb_select_worker, &s);
+    if (workers[started] == NULL)
+      break;
+    started++;
+  }
   knnwb_select_worker(&s);
-  for (int t = 1; t < threads; t++)
+  for (int t = 1; t < started; t++)
     g_thread_join(workers[t]);
   g_free(workers);
   openblas_set_num_threads(saved_blas_threads);

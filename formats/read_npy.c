@@ -336,7 +336,13 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
                 (unsigned long long)file_size);
     goto out;
   }
-  header_text = g_malloc(header_length + 1);
+  header_text = g_try_malloc(header_length + 1); /* version 2/3 headers may claim 4 GiB */
+  if (header_text == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%s: byte %zu: cannot allocate the %zu-byte header it claims", path,
+                header_start - 4 + (major == 1 ? 2 : 0), header_length);
+    goto out;
+  }
   if (!knnwb_npy_read_all(fd, header_text, header_length, header_start)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read the header", path);
     goto out;

@@ -271,30 +271,89 @@ static gboolean knnwb_metafeatures_check_rows(const KnnwbMatrix *data, const siz
   return TRUE;
 }
 
-/* Labels "A-B" of the kept generated rows; the original rows keep theirs. */
-static void knnwb_metafeatures_labels(const KnnwbMetafeatureJob *job, KnnwbMatrix *result)
+/* The labels of the generated rows, written in parallel into one buffer: unit (o, a) holds the
+ * labels "A?B\0" of pairs (a, b > a) at a precomputed offset. */
+typedef struct {
+  const KnnwbMetafeatureJob *job;
+  const char *const *names; /* m paired rows' labels */
+  const size_t *lengths;    /* their lengths */
+  const size_t *unit_start; /* n_ops * m + 1 byte offsets */
+  char *buffer;
+  size_t *label_offset; /* one per generated row */
+} KnnwbMetafeatureLabels;
+
+static void knnwb_metafeatures_labels_body(size_t first, size_t last, void *user)
+{
+  KnnwbMetafeatureLabels *labels = user;
+  const KnnwbMetafeatureJob *job = labels->job;
+  const size_t m = job->m;
+  for (size_t unit = first; unit < last; unit++) {
+    size_t o = unit / m, a = unit % m;
+    char symbol = knnwb_metafeatures_symbols[job->ops[o]];
+    size_t index = o * job->pairs_per_op + knnwb_metafeatures_pair_offset(a, m);
+    char *p = labels->buffer + labels->unit_start[unit];
+    for (size_t b = a + 1; b < m; b++, index++) {
+      labels->label_offset[index] = (size_t)(p - labels->buffer);
+      memcpy(p, labels->names[a], labels->lengths[a]);
+      p += labels->lengths[a];
+      *p++ = symbol;
+      memcpy(p, labels->names[b], labels->lengths[b]);
+      p += labels->lengths[b];
+      *p++ = '\0';
+    }
+  }
+}
+
+/* Labels "A-B" of the kept generated rows; the original rows keep theirs. The string chunk takes
+ * the whole buffer in one insertion (the matrix owns its label strings). */
+static gboolean knnwb_metafeatures_labels(const KnnwbMetafeatureJob *job, int n_threads,
+                                          KnnwbMatrix *result, GError **error)
 {
   const KnnwbMatrix *data = job->data;
+  const size_t m = job->m, n_units = job->n_ops * m;
   for (size_t i = 0; i < data->n_rows; i++) {
     char scratch[32];
     knnwb_matrix_set_row_label(result, i, knnwb_metafeatures_label(data, i, scratch));
   }
-  g_autoptr(GString) label = g_string_new(NULL);
-  size_t out = data->n_rows, index = 0;
-  for (size_t o = 0; o < job->n_ops; o++)
-    for (size_t a = 0; a < job->m; a++) {
-      char sa[32];
-      const char *la = knnwb_metafeatures_label(data, job->rows[a], sa);
-      for (size_t b = a + 1; b < job->m; b++, index++) {
-        if (job->bad[index])
-          continue;
-        char sb[32];
-        g_string_assign(label, la);
-        g_string_append_c(label, knnwb_metafeatures_symbols[job->ops[o]]);
-        g_string_append(label, knnwb_metafeatures_label(data, job->rows[b], sb));
-        knnwb_matrix_set_row_label(result, out++, label->str);
-      }
-    }
+  size_t n_generated = job->n_ops * job->pairs_per_op;
+  if (n_generated == 0)
+    return TRUE;
+  g_autofree char *numbers = g_new0(char, m * 32);
+  g_autofree const char **names = g_new(const char *, m);
+  g_autofree size_t *lengths = g_new(size_t, m);
+  g_autofree size_t *suffix = g_new0(size_t, m + 1); /* sum of lengths of paired rows b >= a */
+  for (size_t a = 0; a < m; a++) {
+    names[a] = knnwb_metafeatures_label(data, job->rows[a], numbers + a * 32);
+    lengths[a] = strlen(names[a]);
+  }
+  for (size_t a = m; a-- > 0;)
+    suffix[a] = suffix[a + 1] + lengths[a];
+  g_autofree size_t *unit_start = g_new(size_t, n_units + 1);
+  unit_start[0] = 0;
+  for (size_t unit = 0; unit < n_units; unit++) {
+    size_t a = unit % m;
+    unit_start[unit + 1] = unit_start[unit] + (m - 1 - a) * (lengths[a] + 2) + suffix[a + 1];
+  }
+  KnnwbMetafeatureLabels labels = {job, names, lengths, unit_start, NULL, NULL};
+  labels.buffer = g_try_malloc(MAX(unit_start[n_units], (size_t)1));
+  labels.label_offset = g_try_new(size_t, n_generated);
+  if (labels.buffer == NULL || labels.label_offset == NULL) {
+    g_free(labels.buffer);
+    g_free(labels.label_offset);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "metafeatures: cannot allocate %zu bytes of labels", unit_start[n_units]);
+    return FALSE;
+  }
+  knnwb_parallel_for(n_threads, n_units, 1, knnwb_metafeatures_labels_body, &labels);
+  const char *base =
+      g_string_chunk_insert_len(result->strings, labels.buffer, (gssize)unit_start[n_units]);
+  g_free(labels.buffer);
+  size_t out = data->n_rows;
+  for (size_t index = 0; index < n_generated; index++)
+    if (!job->bad[index])
+      result->row_labels[out++] = (char *)base + labels.label_offset[index];
+  g_free(labels.label_offset);
+  return TRUE;
 }
 
 gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatureOptions *options,
@@ -423,7 +482,8 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
     if (smaller != NULL)
       out->values = smaller;
   }
-  knnwb_metafeatures_labels(&job, out);
+  if (!knnwb_metafeatures_labels(&job, options->n_threads, out, error))
+    goto out;
   for (size_t j = 0; j < d; j++) {
     if (data->col_labels)
       knnwb_matrix_set_col_label(out, j, data->col_labels[j]);

@@ -110,6 +110,8 @@ KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
 /** Ends the line and frees. NULL is fine. */
 void knnwb_host_progress_finish(KnnwbHostProgress *progress);
+/** What the counts are ("tiles" by default; unit must outlive the progress line). */
+void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit);
 
 /** The process's peak resident size in bytes (VmHWM, else ru_maxrss); never reset. */
 guint64 knnwb_host_memory_peak(void);
@@ -210,6 +212,7 @@ typedef struct {
   size_t memory_bytes;
   gboolean quiet;
   gboolean report;
+  const char *confine; /* --confine: every input and output path must resolve inside; NULL = any */
 } KnnwbPipelineOptions;
 
 /**

@@ -61,7 +61,7 @@ typedef struct {
   size_t k;                   /**< neighbours per row, 1 <= k <= (reference rows - self) */
   KnnwbBackend backend;       /**< default auto */
   KnnwbScreen screen;         /**< screening precision; default auto (manhattan: always fp32) */
-  int n_threads;              /**< CPU threads; 0 = all cores */
+  int n_threads;              /**< CPU threads; 0 = all cores; clamped to knnwb_thread_limit() */
   size_t memory_bytes;        /**< CPU working-memory budget for tiles; 0 = 256 MiB */
   size_t gpu_memory_bytes;    /**< per-GPU budget; 0 = 90% of free memory */
   const int *devices;         /**< GPU ordinals; NULL = all visible */
@@ -161,6 +161,22 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
                                   double *out_distance, GError **error);
 void knnwb_outside_search_free(KnnwbOutsideSearch *search);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbOutsideSearch, knnwb_outside_search_free)
+
+/** The most threads knnwb runs at once, whatever is asked for. */
+#define KNNWB_THREADS_MAX 1024
+
+/**
+ * The most CPU threads one knnwb computation starts: 4 per online CPU (g_get_num_processors),
+ * at most KNNWB_THREADS_MAX. More only cost memory (a stack each) and switching, and a number
+ * such as 100000 would fail to start.
+ */
+int knnwb_thread_limit(void);
+
+/**
+ * The threads to use for a request of n_threads: 0 (or less) = all online CPUs; more than
+ * knnwb_thread_limit() is clamped to it with one warning per process (g_warning).
+ */
+int knnwb_thread_count(int n_threads);
 
 G_END_DECLS
 
