@@ -41,12 +41,11 @@ static void knnwb_duplicates_hash_rows(size_t first, size_t last, void *user)
   }
 }
 
-static const guint64 *knnwb_duplicates_sort_hash;
-
-static int knnwb_duplicates_compare(const void *a, const void *b)
+static int knnwb_duplicates_compare(const void *a, const void *b, void *user)
 {
+  const guint64 *hash = user;
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  guint64 hx = knnwb_duplicates_sort_hash[x], hy = knnwb_duplicates_sort_hash[y];
+  guint64 hx = hash[x], hy = hash[y];
   if (hx != hy)
     return hx < hy ? -1 : 1;
   return x < y ? -1 : (x > y);
@@ -84,14 +83,7 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDupl
   knnwb_parallel_for(n_threads, n, 4096, knnwb_duplicates_hash_rows, &loop);
   for (size_t i = 0; i < n; i++)
     order[i] = (int64_t)i;
-  /* qsort has no user pointer; the engine sorts here from one thread at a time per call, but
-   * calls may run concurrently, so guard the comparator's hash table. */
-  static GMutex sort_lock;
-  g_mutex_lock(&sort_lock);
-  knnwb_duplicates_sort_hash = hash;
-  qsort(order, n, sizeof *order, knnwb_duplicates_compare);
-  knnwb_duplicates_sort_hash = NULL;
-  g_mutex_unlock(&sort_lock);
+  qsort_r(order, n, sizeof *order, knnwb_duplicates_compare, hash);
 
   /* Within a run of equal hashes (in row order), each row joins the first earlier row with the
    * same bytes, or is the first of its group. group_of holds the representative row for now. */
