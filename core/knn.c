@@ -248,9 +248,10 @@ out:
   return ok;
 }
 
+/* given: a reference prepared once by knnwb_knn_reference_new (NULL: prepare reference_data). */
 static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *reference_data,
-                              const KnnwbKnnOptions *options, KnnwbNeighbors **result_out,
-                              GError **error)
+                              const KnnwbPrepared *given, const KnnwbKnnOptions *options,
+                              KnnwbNeighbors **result_out, GError **error)
 {
   const gboolean self = reference_data == NULL;
   if (self)
@@ -309,7 +310,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     const size_t margin = MAX((size_t)8, k / 8);
     double needed = (double)n * (double)k * (sizeof(int64_t) + sizeof(double)) +
                     (double)n * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
-                    (double)(n + (self ? 0 : reference_data->n_rows)) * (double)query_data->n_cols *
+                    (double)(n + (self || given ? 0 : reference_data->n_rows)) * (double)query_data->n_cols *
                         sizeof(float) * (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
     size_t available = knnwb_memory_available();
     if (needed > (double)available) {
@@ -324,7 +325,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   }
   const gint64 run_start = g_get_monotonic_time();
   if (!knnwb_matrix_check_finite(query_data, error) ||
-      (!self && !knnwb_matrix_check_finite(reference_data, error)))
+      (!self && given == NULL && !knnwb_matrix_check_finite(reference_data, error)))
     return FALSE;
 
   g_autoptr(KnnwbNeighbors) result = g_new0(KnnwbNeighbors, 1);
@@ -348,7 +349,9 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   gint64 prepare_start = g_get_monotonic_time();
   g_debug("knnwb: checks and allocation %.3f s", (double)(prepare_start - run_start) / 1e6);
   /* The reference first: a query shares its euclidean frame (column centring and scale). */
-  if (!self) {
+  if (given != NULL) {
+    reference = given;
+  } else if (!self) {
     if (!knnwb_prepared_init(&reference_storage, reference_data, options->metric,
                              options->drop_degenerate, "reference", threads, NULL, error))
       goto out;
@@ -421,14 +424,71 @@ out:
 gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                         KnnwbNeighbors **result, GError **error)
 {
-  return knnwb_knn_run(data, NULL, options, result, error);
+  return knnwb_knn_run(data, NULL, NULL, options, result, error);
 }
 
 gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
                          const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error)
 {
   g_return_val_if_fail(reference != NULL, FALSE);
-  return knnwb_knn_run(query, reference, options, result, error);
+  return knnwb_knn_run(query, reference, NULL, options, result, error);
+}
+
+struct KnnwbKnnReference {
+  const KnnwbMatrix *data;
+  KnnwbMetric metric;
+  gboolean drop_degenerate;
+  KnnwbPrepared prepared;
+};
+
+KnnwbKnnReference *knnwb_knn_reference_new(const KnnwbMatrix *reference,
+                                           const KnnwbKnnOptions *options, GError **error)
+{
+  g_return_val_if_fail(reference != NULL && options != NULL, NULL);
+  if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
+                (int)options->metric);
+    return NULL;
+  }
+  if (!knnwb_matrix_check_finite(reference, error))
+    return NULL;
+  KnnwbKnnReference *prepared = g_new0(KnnwbKnnReference, 1);
+  prepared->data = reference;
+  prepared->metric = options->metric;
+  prepared->drop_degenerate = options->drop_degenerate;
+  if (!knnwb_prepared_init(&prepared->prepared, reference, options->metric,
+                           options->drop_degenerate, "reference",
+                           knnwb_thread_count(options->n_threads), NULL, error)) {
+    g_free(prepared);
+    return NULL;
+  }
+  return prepared;
+}
+
+gboolean knnwb_knn_reference_query(const KnnwbKnnReference *reference, const KnnwbMatrix *query,
+                                   const KnnwbKnnOptions *options, KnnwbNeighbors **result,
+                                   GError **error)
+{
+  g_return_val_if_fail(reference != NULL && options != NULL, FALSE);
+  if (options->metric != reference->metric ||
+      options->drop_degenerate != reference->drop_degenerate) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "the reference was prepared for %s%s, the query asks for %s%s",
+                knnwb_metric_to_string(reference->metric),
+                reference->drop_degenerate ? " (degenerate rows dropped)" : "",
+                knnwb_metric_to_string(options->metric),
+                options->drop_degenerate ? " (degenerate rows dropped)" : "");
+    return FALSE;
+  }
+  return knnwb_knn_run(query, reference->data, &reference->prepared, options, result, error);
+}
+
+void knnwb_knn_reference_free(KnnwbKnnReference *reference)
+{
+  if (reference == NULL)
+    return;
+  knnwb_prepared_clear(&reference->prepared);
+  g_free(reference);
 }
 
 struct KnnwbExactRows {
