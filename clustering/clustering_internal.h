@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <igraph.h>
 #include <stdint.h>
+#include <knnwb/knn.h>
 
 /** The number of threads for a request (0 = all cores). */
 int knnwb_clustering_thread_count(int n_threads);

@@ -95,29 +95,35 @@ static igraph_error_t knnwb_graph_undirected_edges(const KnnwbNeighbors *nb, gbo
   return IGRAPH_SUCCESS;
 }
 
-static igraph_error_t knnwb_graph_build(const KnnwbNeighbors *nb, KnnwbGraphMode mode,
-                                        igraph_t *graph, igraph_vector_t *weights)
+static igraph_error_t knnwb_graph_edges(const KnnwbNeighbors *nb, KnnwbGraphMode mode,
+                                        igraph_vector_int_t *edges, igraph_vector_t *weights)
 {
-  igraph_vector_int_t edges;
-  IGRAPH_VECTOR_INT_INIT_FINALLY(&edges, 0);
   const size_t n = nb->n_queries, k = nb->k;
   if (mode == KNNWB_GRAPH_DIRECTED) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
       total += (size_t)nb->n_found[i];
-    IGRAPH_CHECK(igraph_vector_int_resize(&edges, 2 * (igraph_integer_t)total));
+    IGRAPH_CHECK(igraph_vector_int_resize(edges, 2 * (igraph_integer_t)total));
     IGRAPH_CHECK(igraph_vector_resize(weights, (igraph_integer_t)total));
     size_t e = 0;
     for (size_t i = 0; i < n; i++)
       for (int32_t r = 0; r < nb->n_found[i]; r++, e++) {
-        VECTOR(edges)[2 * e] = (igraph_integer_t)i;
-        VECTOR(edges)[2 * e + 1] = (igraph_integer_t)nb->indices[i * k + (size_t)r];
+        VECTOR(*edges)[2 * e] = (igraph_integer_t)i;
+        VECTOR(*edges)[2 * e + 1] = (igraph_integer_t)nb->indices[i * k + (size_t)r];
         VECTOR(*weights)[e] = nb->distances[i * k + (size_t)r];
       }
-  } else {
-    IGRAPH_CHECK(knnwb_graph_undirected_edges(nb, mode == KNNWB_GRAPH_MUTUAL, &edges, weights));
+    return IGRAPH_SUCCESS;
   }
-  IGRAPH_CHECK(igraph_create(graph, &edges, (igraph_integer_t)n,
+  return knnwb_graph_undirected_edges(nb, mode == KNNWB_GRAPH_MUTUAL, edges, weights);
+}
+
+static igraph_error_t knnwb_graph_build(const KnnwbNeighbors *nb, KnnwbGraphMode mode,
+                                        igraph_t *graph, igraph_vector_t *weights)
+{
+  igraph_vector_int_t edges;
+  IGRAPH_VECTOR_INT_INIT_FINALLY(&edges, 0);
+  IGRAPH_CHECK(knnwb_graph_edges(nb, mode, &edges, weights));
+  IGRAPH_CHECK(igraph_create(graph, &edges, (igraph_integer_t)nb->n_queries,
                              mode == KNNWB_GRAPH_DIRECTED ? IGRAPH_DIRECTED : IGRAPH_UNDIRECTED));
   igraph_vector_int_destroy(&edges);
   IGRAPH_FINALLY_CLEAN(1);
@@ -159,6 +165,20 @@ gboolean knnwb_graph_from_neighbors(const KnnwbNeighbors *neighbors, KnnwbGraphM
     return FALSE;
   return knnwb_error_from_igraph(knnwb_graph_build(neighbors, mode, graph, weights),
                                  "building the kNN graph", error);
+}
+
+gboolean knnwb_graph_edges_from_neighbors(const KnnwbNeighbors *neighbors, KnnwbGraphMode mode,
+                                          igraph_vector_int_t *edges, igraph_vector_t *weights,
+                                          GError **error)
+{
+  g_return_val_if_fail(neighbors != NULL && edges != NULL && weights != NULL, FALSE);
+  if (neighbors->n_queries > (size_t)IGRAPH_INTEGER_MAX / 2 / MAX(neighbors->k, (size_t)1)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%zu x %zu edges exceed igraph's limits",
+                neighbors->n_queries, neighbors->k);
+    return FALSE;
+  }
+  return knnwb_error_from_igraph(knnwb_graph_edges(neighbors, mode, edges, weights),
+                                 "building the kNN edge list", error);
 }
 
 gboolean knnwb_knn_graph(const KnnwbMatrix *data, const KnnwbKnnOptions *options,

@@ -88,6 +88,53 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
                           size_t m, size_t available, size_t k, int64_t *out_index,
                           double *out_distance);
 
+/**
+ * A shared self job's candidates (index, score and, when not NULL, the backend's exact distances:
+ * n x kc on every rank, each from its share of the tiles) become the candidates of this rank's
+ * rows [row0, row0 + rows): every rank sends each other rank the block of its rows, and each row
+ * keeps the kc best by (score, index). Distances come back only when every rank had them
+ * (*own_distance NULL otherwise). Collective. Memory: ranks x rows x kc entries.
+ */
+gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
+                               const int64_t *index, const float *score, const double *distance,
+                               size_t row0, size_t rows, int64_t **own_index, float **own_score,
+                               double **own_distance, GError **error);
+
+/** Every rank's lists of its own rows (first_row = its first) into all n rows, on every rank.
+ * Collective. Returns NULL (error set, the same on every rank) on failure. */
+KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                       size_t n, GError **error);
+
+/** Exact duplicate rows of a matrix (duplicates.c). */
+typedef struct {
+  size_t n_unique; /* distinct rows; n_rows when there is no duplicate (then all else NULL) */
+  int64_t *representative; /* n_unique: the first row of each group, increasing */
+  int64_t *group_of;       /* n: each row's group */
+  int64_t *members;        /* n: rows by (group, row index) */
+  size_t *group_start;     /* n_unique + 1: each group's range in members */
+} KnnwbDuplicates;
+
+/**
+ * Groups the rows of data whose bytes are identical (hashing, then comparing equal hashes).
+ * O(n d + n log n) time, O(n) memory. Errors: KNNWB_ERROR_NO_MEMORY.
+ */
+gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDuplicates *duplicates,
+                               GError **error);
+void knnwb_duplicates_clear(KnnwbDuplicates *duplicates);
+
+/** A prepared copy of rows of from (all per-row arrays gathered, the frame shared). */
+gboolean knnwb_prepared_gather(KnnwbPrepared *out, const KnnwbPrepared *from, const int64_t *rows,
+                               size_t n_rows, GError **error);
+
+/**
+ * The self lists of every row (result: n x k, allocated) from the self lists of the distinct rows
+ * (distinct: n_unique x k' with k' = min(k, the valid distinct rows - 1), NULL when k' = 0): each
+ * row's neighbours are the other copies of itself and the copies of its distinct neighbours, by
+ * (distance, row index). Rows flagged invalid in prepared get none. O(n k log k) typical.
+ */
+void knnwb_duplicates_expand(const KnnwbDuplicates *duplicates, const KnnwbPrepared *prepared,
+                             const KnnwbNeighbors *distinct, int n_threads, KnnwbNeighbors *result);
+
 /** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
 void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
                         void (*body)(size_t first, size_t last, void *data), void *data);
@@ -97,8 +144,15 @@ size_t knnwb_memory_available(void);
 /** "1.5 GiB" style text for messages; free with g_free. */
 char *knnwb_memory_format(size_t bytes);
 
-/** The number of threads to use for a request of n_threads (0 = all cores). */
-int knnwb_thread_count(int n_threads);
+/** knnwb_matrix_check_finite over rows [first, last) only (messages name the global row). */
+gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
+                                        GError **error);
+
+/**
+ * g_thread_try_new, with one warning per process when a thread cannot start (memory or process
+ * limits). Callers go on with the threads they have. NULL when it failed.
+ */
+GThread *knnwb_thread_try_start(const char *name, GThreadFunc body, gpointer data);
 
 /* Matrix annotations (matrix_annotations.c), for matrix.c. */
 /** Frees every annotation (their strings live in the matrix's chunk). */

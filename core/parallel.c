@@ -21,11 +21,36 @@ static gpointer knnwb_parallel_worker(gpointer user)
   return NULL;
 }
 
+int knnwb_thread_limit(void)
+{
+  return (int)MIN((guint)KNNWB_THREADS_MAX, 4 * MAX(1u, g_get_num_processors()));
+}
+
 int knnwb_thread_count(int n_threads)
 {
-  if (n_threads > 0)
+  if (n_threads <= 0)
+    return MAX(1, (int)g_get_num_processors());
+  int limit = knnwb_thread_limit();
+  if (n_threads <= limit)
     return n_threads;
-  return MAX(1, (int)g_get_num_processors());
+  static gint warned;
+  if (g_atomic_int_compare_and_exchange(&warned, 0, 1))
+    g_warning("%d threads asked for; using %d (at most 4 per online CPU and %d in all: more "
+              "only add memory and switching)",
+              n_threads, limit, KNNWB_THREADS_MAX);
+  return limit;
+}
+
+GThread *knnwb_thread_try_start(const char *name, GThreadFunc body, gpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  GThread *thread = g_thread_try_new(name, body, data, &error);
+  if (thread == NULL) {
+    static gint warned;
+    if (g_atomic_int_compare_and_exchange(&warned, 0, 1))
+      g_warning("cannot start a thread (%s); going on with fewer", error->message);
+  }
+  return thread;
 }
 
 void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
@@ -41,11 +66,18 @@ void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
     return;
   }
   KnnwbParallelLoop loop = {n, grain, 0, body, data};
-  GThread **workers = g_new(GThread *, threads - 1);
-  for (int t = 0; t < threads - 1; t++)
-    workers[t] = g_thread_new("knnwb-worker", knnwb_parallel_worker, &loop);
+  /* The chunks are shared through one counter, so threads that cannot start (a memory or process
+   * limit) only leave more chunks to the others. */
+  GThread **workers = g_try_new(GThread *, threads - 1);
+  int started = 0;
+  while (workers != NULL && started < threads - 1) {
+    workers[started] = knnwb_thread_try_start("knnwb-worker", knnwb_parallel_worker, &loop);
+    if (workers[started] == NULL)
+      break;
+    started++;
+  }
   knnwb_parallel_worker(&loop);
-  for (int t = 0; t < threads - 1; t++)
+  for (int t = 0; t < started; t++)
     g_thread_join(workers[t]);
   g_free(workers);
 }

@@ -223,15 +223,3 @@ const char *knnwb_formats_missing_token_kind(const char *p, size_t length)
     return "infinite value";
   return "missing value";
 }
-
-int knnwb_formats_format_double(char *buffer, size_t size, double value)
-{
-  int n = 0;
-  for (int precision = 15; precision <= 17; precision++) {
-    n = snprintf(buffer, size, "%.*g", precision, value);
-    if (precision == 17 || !isfinite(value) ||
-        strtod_l(buffer, NULL, knnwb_formats_c_locale()) == value)
-      break;
-  }
-  return n;
-}

@@ -235,16 +235,16 @@ KnnwbMatrix *knnwb_matrix_builder_finish(KnnwbMatrixBuilder *builder, GError **e
  * The readers' common ending: an error at line when every row was dropped for missing values,
  * otherwise the finished matrix into *out. Returns FALSE on error.
  */
-gboolean knnwb_matrix_builder_finish_rows(KnnwbMatrixBuilder *builder, const char *path, size_t line,
-                                          const KnnwbReadInfo *info, KnnwbMatrix **out,
+gboolean knnwb_matrix_builder_finish_rows(KnnwbMatrixBuilder *builder, const char *path,
+                                          size_t line, const KnnwbReadInfo *info, KnnwbMatrix **out,
                                           GError **error);
 /**
  * The coordinates a graph writer uses: options->coordinates when given, else a layout computed
  * into layout (initialised by the caller, destroyed by the caller), else NULL (layout none or an
  * empty graph). Returns FALSE (error set) when the layout fails.
  */
-gboolean knnwb_formats_writer_coordinates(const KnnwbGraphOutput *output, const KnnwbGmlOptions *options,
-                                          igraph_matrix_t *layout,
+gboolean knnwb_formats_writer_coordinates(const KnnwbGraphOutput *output,
+                                          const KnnwbGmlOptions *options, igraph_matrix_t *layout,
                                           const igraph_matrix_t **coordinates, GError **error);
 void knnwb_matrix_builder_clear(KnnwbMatrixBuilder *builder);
 
@@ -312,6 +312,141 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
 
 /* ---- writers ---- */
+
+/** A growing text buffer that one thread formats into (see knnwb_formats_write_chunks). */
+typedef struct {
+  char *data;
+  size_t length, capacity;
+} KnnwbTextChunk;
+
+/** Grows chunk so that `more` bytes fit after its length (g_realloc: aborts only when out of
+ * memory for a few megabytes). */
+void knnwb_text_chunk_grow(KnnwbTextChunk *chunk, size_t more);
+
+/** Room for `more` bytes at the end of chunk; returns where to write them (then add to length). */
+static inline char *knnwb_text_chunk_room(KnnwbTextChunk *chunk, size_t more)
+{
+  if (chunk->capacity - chunk->length < more)
+    knnwb_text_chunk_grow(chunk, more);
+  return chunk->data + chunk->length;
+}
+
+static inline void knnwb_text_chunk_append(KnnwbTextChunk *chunk, const char *text, size_t length)
+{
+  memcpy(knnwb_text_chunk_room(chunk, length), text, length);
+  chunk->length += length;
+}
+
+static inline void knnwb_text_chunk_puts(KnnwbTextChunk *chunk, const char *text)
+{
+  knnwb_text_chunk_append(chunk, text, strlen(text));
+}
+
+static inline void knnwb_text_chunk_putc(KnnwbTextChunk *chunk, char c)
+{
+  *knnwb_text_chunk_room(chunk, 1) = c;
+  chunk->length++;
+}
+
+/** Appends an integer in decimal (the hot path of big graphs: no printf). */
+static inline void knnwb_text_chunk_put_int(KnnwbTextChunk *chunk, int64_t value)
+{
+  char digits[24];
+  int n = 0;
+  uint64_t v = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
+  do {
+    digits[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  char *p = knnwb_text_chunk_room(chunk, 24);
+  if (value < 0)
+    *p++ = '-';
+  while (n > 0)
+    *p++ = digits[--n];
+  chunk->length = (size_t)(p - chunk->data);
+}
+
+/** Appends knnwb_formats_format_double's text of value. */
+static inline void knnwb_text_chunk_put_double(KnnwbTextChunk *chunk, double value)
+{
+  char *p = knnwb_text_chunk_room(chunk, 40);
+  chunk->length += (size_t)knnwb_formats_format_double(p, 40, value);
+}
+
+/** Formats items [first, last) into out (appending). Called from worker threads, in the C locale.
+ */
+typedef void (*KnnwbChunkFormatFunc)(void *context, size_t first, size_t last, KnnwbTextChunk *out);
+
+/**
+ * Writes n_items formatted by format in chunks of grain items: the chunks are formatted in
+ * parallel (control's thread count) and written to stream in order, so the output equals a
+ * sequential formatting. Checks control's cancel flag after each chunk (and every 100 ms while
+ * waiting) and reports progress as progress_done + items written out of progress_total.
+ * Errors: KNNWB_ERROR_CANCELLED, KNNWB_ERROR_IO. Memory: 2 x threads chunk buffers.
+ */
+gboolean knnwb_formats_write_chunks(FILE *stream, const char *path, size_t n_items, size_t grain,
+                                    KnnwbChunkFormatFunc format, void *context,
+                                    const KnnwbWriteControl *control, uint64_t progress_done,
+                                    uint64_t progress_total, GError **error);
+
+/** Worker threads for a writer: control's count, 0 or no control = all cores. */
+int knnwb_formats_writer_threads(const KnnwbWriteControl *control);
+
+/** TRUE (and KNNWB_ERROR_CANCELLED set) once control's cancel flag is raised. */
+gboolean knnwb_formats_cancelled(const KnnwbWriteControl *control, const char *path,
+                                 GError **error);
+
+/** Appends s as a TSV field, quoted like knnwb_formats_write_tsv_field. */
+void knnwb_text_chunk_put_tsv_field(KnnwbTextChunk *chunk, const char *s);
+
+/* ---- appearance (appearance.c) ---- */
+
+/** Sizes and scales shared by the GML and GraphML writers. */
+typedef struct {
+  double node_size, font_size, edge_width;
+  double distance_lo, distance_hi; /* finite range of the distances (inf, -inf without) */
+  double distance_shift;           /* added before the similarity transform (>= 0) */
+} KnnwbAppearance;
+
+/** The spacing of drawn neighbours: a low quantile of each vertex's shortest drawn edge. */
+double knnwb_formats_layout_spacing(const igraph_t *graph, const igraph_matrix_t *coordinates);
+void knnwb_formats_appearance_init(KnnwbAppearance *appearance, const KnnwbGraphOutput *output,
+                                   const KnnwbGmlOptions *options,
+                                   const igraph_matrix_t *coordinates);
+/** weight = 1 / (1 + distance) (shifted when some distance is negative). */
+double knnwb_formats_similarity(const KnnwbAppearance *appearance, double distance);
+/** Edge width: 3x the base for the nearest pair down to 0.5x for the farthest. */
+double knnwb_formats_edge_width(const KnnwbAppearance *appearance, double distance);
+/** "#RRGGBB" of cluster id (golden-angle hues, three tiers). */
+void knnwb_formats_cluster_colour(igraph_integer_t cluster, char hex[8]);
+
+/* Per-format writers behind knnwb_formats_write_lists / _edges / _graph. */
+gboolean knnwb_formats_write_knn_edges(const char *path, const KnnwbEdgeList *edges,
+                                       const KnnwbWriteControl *control, GError **error);
+gboolean knnwb_formats_write_knn_lists(const char *path, const KnnwbNeighbors *neighbors,
+                                       const KnnwbWriteControl *control, GError **error);
+gboolean knnwb_formats_write_mtx_edges(const char *path, const KnnwbEdgeList *edges,
+                                       const char *const *labels, const KnnwbWriteControl *control,
+                                       GError **error);
+gboolean knnwb_formats_write_mtx_lists(const char *path, const KnnwbNeighbors *neighbors,
+                                       const char *const *labels, const KnnwbWriteControl *control,
+                                       GError **error);
+gboolean knnwb_formats_write_npy_lists(const char *path, const KnnwbNeighbors *neighbors,
+                                       const KnnwbWriteControl *control, GError **error);
+gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *neighbors,
+                                       const KnnwbWriteControl *control, GError **error);
+gboolean knnwb_formats_write_neighbors_tsv_control(const char *path, const igraph_t *graph,
+                                                   const igraph_vector_t *weights,
+                                                   const char *const *labels,
+                                                   const KnnwbWriteControl *control,
+                                                   GError **error);
+gboolean knnwb_formats_write_neighbor_lists_tsv_control(
+    const char *path, const KnnwbNeighbors *neighbors, const char *const *query_labels,
+    const char *const *reference_labels, const KnnwbWriteControl *control, GError **error);
+/** Rows per chunk so that a chunk holds about 64 Ki edges of k per row. */
+size_t knnwb_formats_rows_per_chunk(size_t k);
+/** Edges in the lists (sum of n_found). */
+size_t knnwb_formats_count_edges(const KnnwbNeighbors *neighbors);
 
 /** Writes s as a TSV field, quoting it ("" for ") when it holds a tab, quote, CR or LF. */
 void knnwb_formats_write_tsv_field(FILE *stream, const char *s);

@@ -1,31 +1,84 @@
-/* 2-D coordinates for drawing: Fruchterman-Reingold for small graphs, DrL for large ones. */
+/* 2-D coordinates for drawing: Fruchterman-Reingold (grid variant above 1000 vertices), DrL, UMAP
+ * from the kNN distances, or an automatic choice that stays fast at every size.
+ *
+ * igraph's layouts call IGRAPH_ALLOW_INTERRUPTION once per iteration (FR, UMAP epochs, DrL
+ * stages); the interruption handler installed for the duration of a layout reports progress
+ * from those calls and stops the layout (IGRAPH_INTERRUPTED) once the cancel flag is raised. */
 #include "formats_internal.h"
 
 #include <math.h>
 #include <string.h>
 
+static const char *const knnwb_layout_names[] = {"auto", "fr", "drl", "none", "umap"};
+
 gboolean knnwb_formats_layout_from_string(const char *name, KnnwbLayout *layout, GError **error)
 {
-  static const char *const names[] = {"auto", "fr", "drl", "none"};
-  for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
-    if (name != NULL && g_ascii_strcasecmp(name, names[i]) == 0) {
+  for (size_t i = 0; i < G_N_ELEMENTS(knnwb_layout_names); i++)
+    if (name != NULL && g_ascii_strcasecmp(name, knnwb_layout_names[i]) == 0) {
       *layout = (KnnwbLayout)i;
       return TRUE;
     }
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown layout '%s' (known: auto, fr, drl, none)", name ? name : "(null)");
+              "unknown layout '%s' (known: auto, fr, drl, umap, none)", name ? name : "(null)");
   return FALSE;
 }
 
-/* Distances become attractions in [~0.9, 10]: the nearest neighbours pull hardest. Both layouts
+const char *knnwb_formats_layout_to_string(KnnwbLayout layout)
+{
+  if ((size_t)layout < G_N_ELEMENTS(knnwb_layout_names))
+    return knnwb_layout_names[layout];
+  return "unknown";
+}
+
+KnnwbLayout knnwb_formats_layout_choose(KnnwbLayout layout, igraph_integer_t n_vertices,
+                                        igraph_integer_t fr_max_vertices)
+{
+  if (layout != KNNWB_LAYOUT_AUTO)
+    return layout;
+  /* Measured on kNN graphs of planted modules (README, Performance): FR with igraph's grid
+   * variant takes about 0.09 ms per vertex (12,625 vertices, k = 10 union: 1.1 s on one core)
+   * and separates the modules; UMAP costs more per vertex on such graphs, DrL far more. Past
+   * fr_max_vertices even FR takes longer than the kNN itself, so nothing is laid out by
+   * default (yEd and the render command then need a layout asked for by name). */
+  return n_vertices <= fr_max_vertices ? KNNWB_LAYOUT_FR : KNNWB_LAYOUT_NONE;
+}
+
+/* ---- progress and cancellation through igraph's interruption handler (process-wide) ---- */
+
+static const KnnwbWriteControl *knnwb_layout_control;
+static uint64_t knnwb_layout_calls, knnwb_layout_expected;
+/* FR and UMAP return IGRAPH_INTERRUPTED when the handler says so; DrL (C++) calls the handler but
+ * ignores its answer and runs to the end. */
+static gboolean knnwb_layout_stops;
+
+static igraph_error_t knnwb_layout_interruption(void *data)
+{
+  (void)data;
+  const KnnwbWriteControl *control = knnwb_layout_control;
+  if (control == NULL)
+    return IGRAPH_SUCCESS;
+  knnwb_layout_calls++;
+  if (control->progress != NULL)
+    control->progress(MIN(knnwb_layout_calls, knnwb_layout_expected), knnwb_layout_expected,
+                      control->progress_data);
+  if (control->cancel != NULL && *control->cancel != 0 && knnwb_layout_stops) {
+    /* igraph returns IGRAPH_INTERRUPTED from the iteration without freeing what the layout put on
+     * the FINALLY stack; the first IGRAPH_CHECK above it would free those entries after their
+     * frames are gone. Free them now, while the frames still live (knnwb_formats_layout_run is
+     * the outermost igraph caller, so the whole stack is the layout's). */
+    IGRAPH_FINALLY_FREE();
+    return IGRAPH_INTERRUPTED;
+  }
+  return IGRAPH_SUCCESS;
+}
+
+/* Distances become attractions in [~0.9, 10]: the nearest neighbours pull hardest. FR and DrL
  * need positive weights, and raw distances can be negative (the seed's r) or zero. */
 static igraph_error_t knnwb_layout_attractions(const igraph_vector_t *distances,
                                                igraph_vector_t *attractions)
 {
   igraph_integer_t m = igraph_vector_size(distances);
   IGRAPH_CHECK(igraph_vector_resize(attractions, m));
-  if (m == 0)
-    return IGRAPH_SUCCESS;
   double lo = INFINITY, hi = -INFINITY;
   for (igraph_integer_t e = 0; e < m; e++) {
     double d = VECTOR(*distances)[e];
@@ -43,57 +96,105 @@ static igraph_error_t knnwb_layout_attractions(const igraph_vector_t *distances,
   return IGRAPH_SUCCESS;
 }
 
+/* UMAP wants distances >= 0 (it turns them into memberships itself). */
+static igraph_error_t knnwb_layout_umap_distances(const igraph_vector_t *distances,
+                                                  igraph_vector_t *out)
+{
+  igraph_integer_t m = igraph_vector_size(distances);
+  IGRAPH_CHECK(igraph_vector_resize(out, m));
+  double lo = 0.0, hi = 0.0;
+  for (igraph_integer_t e = 0; e < m; e++)
+    if (isfinite(VECTOR(*distances)[e])) {
+      lo = MIN(lo, VECTOR(*distances)[e]);
+      hi = MAX(hi, VECTOR(*distances)[e]);
+    }
+  for (igraph_integer_t e = 0; e < m; e++) {
+    double d = VECTOR(*distances)[e];
+    VECTOR(*out)[e] = isfinite(d) ? d - lo : hi - lo;
+  }
+  return IGRAPH_SUCCESS;
+}
+
+enum { KNNWB_FR_ITERATIONS = 500, KNNWB_UMAP_EPOCHS = 200 };
+
 static igraph_error_t knnwb_layout_compute(const igraph_t *graph, const igraph_vector_t *weights,
-                                           gboolean use_drl, double node_size,
-                                           igraph_matrix_t *coordinates)
+                                           KnnwbLayout layout, igraph_matrix_t *coordinates)
 {
   igraph_integer_t n = igraph_vcount(graph);
-  igraph_vector_t attractions;
-  IGRAPH_VECTOR_INIT_FINALLY(&attractions, 0);
+  igraph_vector_t transformed;
+  IGRAPH_VECTOR_INIT_FINALLY(&transformed, 0);
   const igraph_vector_t *w = NULL;
-  if (weights != NULL) {
-    IGRAPH_CHECK(knnwb_layout_attractions(weights, &attractions));
-    w = &attractions;
-  }
   if (n == 0) {
     IGRAPH_CHECK(igraph_matrix_resize(coordinates, 0, 2));
-  } else if (use_drl) {
-    igraph_layout_drl_options_t options;
-    IGRAPH_CHECK(igraph_layout_drl_options_init(&options, IGRAPH_LAYOUT_DRL_DEFAULT));
-    IGRAPH_CHECK(igraph_layout_drl(graph, coordinates, /*use_seed=*/false, &options, w));
+  } else if (layout == KNNWB_LAYOUT_UMAP) {
+    if (weights != NULL) {
+      IGRAPH_CHECK(knnwb_layout_umap_distances(weights, &transformed));
+      w = &transformed;
+    }
+    knnwb_layout_expected = KNNWB_UMAP_EPOCHS;
+    IGRAPH_CHECK(igraph_layout_umap(graph, coordinates, /*use_seed=*/false, w, /*min_dist=*/0.1,
+                                    KNNWB_UMAP_EPOCHS, /*sampling_prob=*/0.3));
   } else {
-    IGRAPH_CHECK(igraph_layout_fruchterman_reingold(graph, coordinates, /*use_seed=*/false, 500,
-                                                    sqrt((double)n), IGRAPH_LAYOUT_AUTOGRID, w,
-                                                    NULL, NULL, NULL, NULL));
+    if (weights != NULL) {
+      IGRAPH_CHECK(knnwb_layout_attractions(weights, &transformed));
+      w = &transformed;
+    }
+    if (layout == KNNWB_LAYOUT_DRL) {
+      igraph_layout_drl_options_t options;
+      IGRAPH_CHECK(igraph_layout_drl_options_init(&options, IGRAPH_LAYOUT_DRL_DEFAULT));
+      knnwb_layout_expected =
+          (uint64_t)(options.init_iterations + options.liquid_iterations +
+                     options.expansion_iterations + options.cooldown_iterations +
+                     options.crunch_iterations + options.simmer_iterations);
+      IGRAPH_CHECK(igraph_layout_drl(graph, coordinates, /*use_seed=*/false, &options, w));
+    } else {
+      knnwb_layout_expected = KNNWB_FR_ITERATIONS;
+      IGRAPH_CHECK(igraph_layout_fruchterman_reingold(
+          graph, coordinates, /*use_seed=*/false, KNNWB_FR_ITERATIONS, sqrt((double)n),
+          IGRAPH_LAYOUT_AUTOGRID, w, NULL, NULL, NULL, NULL));
+    }
   }
-  /* Scale so that an average edge is about four node sizes: yEd then shows a readable drawing
-   * at 100% zoom whatever units the layout used. */
-  igraph_integer_t m = igraph_ecount(graph);
-  double total = 0.0;
-  igraph_integer_t counted = 0;
-  for (igraph_integer_t e = 0; e < m; e++) {
-    igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
-    if (a == b)
-      continue;
-    total += hypot(MATRIX(*coordinates, a, 0) - MATRIX(*coordinates, b, 0),
-                   MATRIX(*coordinates, a, 1) - MATRIX(*coordinates, b, 1));
-    counted++;
-  }
-  if (counted > 0 && total > 0.0) {
-    double scale = 4.0 * node_size / (total / (double)counted);
-    igraph_matrix_scale(coordinates, scale);
-  }
-  igraph_vector_destroy(&attractions);
+  igraph_vector_destroy(&transformed);
   IGRAPH_FINALLY_CLEAN(1);
   return IGRAPH_SUCCESS;
 }
 
-gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weights,
-                              KnnwbLayout layout, igraph_integer_t fr_max_vertices,
-                              unsigned long seed, double node_size, igraph_matrix_t *coordinates,
-                              GError **error)
+/* Centre on the origin (yEd and the picture then open on the drawing) and scale so that drawn
+ * neighbours in dense clusters are two node sizes apart: nodes of node_size then do not cover
+ * each other at 100% zoom, whatever units the layout used. */
+static void knnwb_layout_normalise(const igraph_t *graph, double node_size,
+                                   igraph_matrix_t *coordinates)
 {
-  if (layout == KNNWB_LAYOUT_NONE) {
+  igraph_integer_t n = igraph_matrix_nrow(coordinates);
+  if (n == 0)
+    return;
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (igraph_integer_t v = 0; v < n; v++) {
+    x0 = MIN(x0, MATRIX(*coordinates, v, 0));
+    x1 = MAX(x1, MATRIX(*coordinates, v, 0));
+    y0 = MIN(y0, MATRIX(*coordinates, v, 1));
+    y1 = MAX(y1, MATRIX(*coordinates, v, 1));
+  }
+  double cx = 0.5 * (x0 + x1), cy = 0.5 * (y0 + y1);
+  for (igraph_integer_t v = 0; v < n; v++) {
+    MATRIX(*coordinates, v, 0) -= cx;
+    MATRIX(*coordinates, v, 1) -= cy;
+  }
+  double spacing = knnwb_formats_layout_spacing(graph, coordinates);
+  if (spacing > 0.0)
+    igraph_matrix_scale(coordinates, 2.0 * node_size / spacing);
+}
+
+gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *weights,
+                                  KnnwbLayout layout, igraph_integer_t fr_max_vertices,
+                                  unsigned long seed, double node_size,
+                                  const KnnwbWriteControl *control, igraph_matrix_t *coordinates,
+                                  KnnwbLayout *used, GError **error)
+{
+  KnnwbLayout chosen = knnwb_formats_layout_choose(layout, igraph_vcount(graph), fr_max_vertices);
+  if (used != NULL)
+    *used = chosen;
+  if (chosen == KNNWB_LAYOUT_NONE) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "layout 'none' computes nothing");
     return FALSE;
   }
@@ -103,24 +204,72 @@ gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weig
                 igraph_ecount(graph));
     return FALSE;
   }
-  gboolean use_drl = layout == KNNWB_LAYOUT_DRL ||
-                     (layout == KNNWB_LAYOUT_AUTO && igraph_vcount(graph) > fr_max_vertices);
+  if (chosen == KNNWB_LAYOUT_UMAP) {
+    igraph_bool_t loops = false, multiple = false;
+    igraph_has_loop(graph, &loops);
+    igraph_has_multiple(graph, &multiple);
+    igraph_vector_int_t degree;
+    igraph_integer_t isolated = 0;
+    if (igraph_vector_int_init(&degree, 0) == IGRAPH_SUCCESS) {
+      if (igraph_degree(graph, &degree, igraph_vss_all(), IGRAPH_ALL, true) == IGRAPH_SUCCESS)
+        for (igraph_integer_t v = 0; v < igraph_vector_int_size(&degree); v++)
+          isolated += VECTOR(degree)[v] == 0;
+      igraph_vector_int_destroy(&degree);
+    }
+    /* igraph 0.10.2's UMAP crashes on any of these. */
+    if (loops || multiple || isolated > 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "the umap layout needs a graph without self-loops, repeated edges or vertices "
+                  "without edges (a kNN graph of rows that all have neighbours); use fr");
+      return FALSE;
+    }
+  }
   igraph_rng_seed(igraph_rng_default(), seed);
-  igraph_error_t code = knnwb_layout_compute(graph, weights, use_drl, node_size, coordinates);
-  return knnwb_error_from_igraph(
-      code, use_drl ? "igraph_layout_drl" : "igraph_layout_fruchterman_reingold", error);
+  knnwb_layout_control = control;
+  knnwb_layout_calls = 0;
+  knnwb_layout_expected = 1;
+  knnwb_layout_stops = chosen != KNNWB_LAYOUT_DRL;
+  igraph_interruption_handler_t *previous = NULL;
+  if (control != NULL)
+    previous = igraph_set_interruption_handler(knnwb_layout_interruption);
+  igraph_error_t code = knnwb_layout_compute(graph, weights, chosen, coordinates);
+  if (control != NULL)
+    igraph_set_interruption_handler(previous);
+  knnwb_layout_control = NULL;
+  if (code == IGRAPH_INTERRUPTED ||
+      (code == IGRAPH_SUCCESS && control != NULL && control->cancel != NULL && *control->cancel)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted during the %s layout",
+                knnwb_formats_layout_to_string(chosen));
+    return FALSE;
+  }
+  static const char *const functions[] = {"", "igraph_layout_fruchterman_reingold",
+                                          "igraph_layout_drl", "", "igraph_layout_umap"};
+  if (!knnwb_error_from_igraph(code, functions[chosen], error))
+    return FALSE;
+  knnwb_layout_normalise(graph, node_size, coordinates);
+  return TRUE;
 }
 
-gboolean knnwb_formats_writer_coordinates(const KnnwbGraphOutput *output, const KnnwbGmlOptions *options,
-                                          igraph_matrix_t *layout,
+gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weights,
+                              KnnwbLayout layout, igraph_integer_t fr_max_vertices,
+                              unsigned long seed, double node_size, igraph_matrix_t *coordinates,
+                              GError **error)
+{
+  return knnwb_formats_layout_run(graph, weights, layout, fr_max_vertices, seed, node_size, NULL,
+                                  coordinates, NULL, error);
+}
+
+gboolean knnwb_formats_writer_coordinates(const KnnwbGraphOutput *output,
+                                          const KnnwbGmlOptions *options, igraph_matrix_t *layout,
                                           const igraph_matrix_t **coordinates, GError **error)
 {
   *coordinates = options->coordinates;
-  if (*coordinates == NULL && options->layout != KNNWB_LAYOUT_NONE &&
-      igraph_vcount(output->graph) > 0) {
-    if (!knnwb_formats_layout(output->graph, output->weights, options->layout,
-                              options->fr_max_vertices, options->seed, options->node_size, layout,
-                              error))
+  if (*coordinates == NULL && igraph_vcount(output->graph) > 0 &&
+      knnwb_formats_layout_choose(options->layout, igraph_vcount(output->graph),
+                                  options->fr_max_vertices) != KNNWB_LAYOUT_NONE) {
+    if (!knnwb_formats_layout_run(output->graph, output->weights, options->layout,
+                                  options->fr_max_vertices, options->seed, options->node_size,
+                                  output->control, layout, NULL, error))
       return FALSE;
     *coordinates = layout;
   }

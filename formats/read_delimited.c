@@ -5,6 +5,12 @@
 #include <math.h>
 #include <string.h>
 
+/* The longest field (a label, a column name, a number) accepted: longer ones are refused with a
+ * message before they are copied. Lines themselves are capped by the text input. */
+#define KNNWB_DELIMITED_MAX_FIELD ((size_t)16 << 20)
+/* Columns of a header or first record: each becomes a string, so their number is capped too. */
+#define KNNWB_DELIMITED_MAX_FIELDS ((guint)1 << 24)
+
 /* Everything the row parser needs, to keep argument lists short. */
 typedef struct {
   KnnwbTextInput *input;
@@ -50,6 +56,22 @@ static void knnwb_delimited_error(KnnwbDelimitedContext *context, const char *re
   knnwb_formats_parse_error(error, context->input->path, line, column, "%s", message);
 }
 
+/* Appends n bytes of a field to scratch unless that makes the field too long (error at the field's
+ * start). */
+static gboolean knnwb_delimited_append(KnnwbDelimitedContext *context, const char *record,
+                                       size_t field_start, const char *bytes, size_t n,
+                                       GError **error)
+{
+  if (context->scratch->len + n > KNNWB_DELIMITED_MAX_FIELD) {
+    knnwb_delimited_error(context, record, field_start, error,
+                          "a field longer than %zu MiB (a quote never closed?)",
+                          KNNWB_DELIMITED_MAX_FIELD >> 20);
+    return FALSE;
+  }
+  g_string_append_len(context->scratch, bytes, (gssize)n);
+  return TRUE;
+}
+
 /*
  * Reads the field starting at *position of the record into scratch (unquoted, blanks trimmed when
  * unquoted) and leaves *position at the delimiter after it or at the end of the record. A quoted
@@ -73,7 +95,8 @@ static gboolean knnwb_delimited_field(KnnwbDelimitedContext *context, const char
     size_t trimmed = end;
     while (trimmed > i && knnwb_delimited_is_blank((*line)[trimmed - 1], delimiter))
       trimmed--;
-    g_string_append_len(scratch, start, (gssize)(trimmed - i));
+    if (!knnwb_delimited_append(context, *line, i, start, trimmed - i, error))
+      return FALSE;
     *position = end;
     return TRUE;
   }
@@ -82,7 +105,8 @@ static gboolean knnwb_delimited_field(KnnwbDelimitedContext *context, const char
   for (;;) {
     const char *quote = memchr(*line + i, '"', *length - i);
     if (quote == NULL) {
-      g_string_append_len(scratch, *line + i, (gssize)(*length - i));
+      if (!knnwb_delimited_append(context, *line, open_quote, *line + i, *length - i, error))
+        return FALSE;
       size_t old_length = *length;
       int more = knnwb_text_input_extend_line(context->input, line, length, error);
       if (more < 0)
@@ -103,7 +127,8 @@ static gboolean knnwb_delimited_field(KnnwbDelimitedContext *context, const char
       continue;
     }
     size_t q = (size_t)(quote - *line);
-    g_string_append_len(scratch, *line + i, (gssize)(q - i));
+    if (!knnwb_delimited_append(context, *line, open_quote, *line + i, q - i, error))
+      return FALSE;
     if (q + 1 < *length && (*line)[q + 1] == '"') {
       g_string_append_c(scratch, '"');
       i = q + 2;
@@ -136,6 +161,13 @@ gboolean knnwb_formats_split_record(KnnwbTextInput *input, char delimiter, const
     gboolean quoted;
     if (!knnwb_delimited_field(&context, line, length, &position, &quoted, error))
       return FALSE;
+    if (fields->len >= KNNWB_DELIMITED_MAX_FIELDS) {
+      knnwb_delimited_error(&context, *line, position, error,
+                            "more than %u fields in one record; at most that many columns are "
+                            "supported",
+                            KNNWB_DELIMITED_MAX_FIELDS);
+      return FALSE;
+    }
     g_ptr_array_add(fields, g_strndup(scratch->str, scratch->len));
     if (position >= *length)
       return TRUE;

@@ -336,7 +336,13 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
                 (unsigned long long)file_size);
     goto out;
   }
-  header_text = g_malloc(header_length + 1);
+  header_text = g_try_malloc(header_length + 1); /* version 2/3 headers may claim 4 GiB */
+  if (header_text == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%s: byte %zu: cannot allocate the %zu-byte header it claims", path,
+                header_start - 4 + (major == 1 ? 2 : 0), header_length);
+    goto out;
+  }
   if (!knnwb_npy_read_all(fd, header_text, header_length, header_start)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read the header", path);
     goto out;
@@ -462,9 +468,16 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   if (options->labels_path != NULL &&
       !knnwb_npy_labels(options->labels_path, stored_rows, matrix, want_transpose, error))
     goto out;
-  /* NaN/Inf: the text formats' missing values. Rows here are those of the file as stored. */
+  /* NaN/Inf: the text formats' missing values. Rows here are those of the file as stored. As one
+   * rank of a job that fails on them, only this rank's rows are read here (every row is some
+   * rank's and the ranks agree on errors); dropping rows needs every rank to see every row. */
+  size_t scan_first = 0, scan_last = rows;
+  const KnnwbKnnGroup *group = knnwb_knn_group_get_default();
+  if (group != NULL && group->size > 1 && options->missing == KNNWB_MISSING_ERROR &&
+      !want_transpose)
+    knnwb_knn_group_rows(rows, group->rank, group->size, &scan_first, &scan_last);
   gboolean *keep = NULL;
-  for (size_t i = 0; i < rows; i++) {
+  for (size_t i = scan_first; i < scan_last; i++) {
     const float *row = matrix->values + i * cols;
     for (size_t j = 0; j < cols; j++) {
       if (isfinite(row[j]))

@@ -10,6 +10,11 @@
 
 /* Large enough that read() overhead vanishes, small enough to stay in L2/L3 reach. */
 enum { KNNWB_TEXT_INPUT_CHUNK = 4 << 20 };
+/* The longest line (or quoted multi-line record) accepted: a header of a million 200-byte column
+ * names, or a row of ten million values, fits; a file without line breaks (/dev/zero, a binary
+ * file named .csv) is refused with a message instead of growing the buffer until memory runs
+ * out. Every field is part of a line, so this caps field lengths as well. */
+#define KNNWB_TEXT_INPUT_MAX_LINE ((size_t)256 << 20)
 
 gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError **error)
 {
@@ -47,7 +52,13 @@ gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError *
   input->capacity = KNNWB_TEXT_INPUT_CHUNK;
   if (input->size_bound > 0 && input->size_bound + 1 < KNNWB_TEXT_INPUT_CHUNK)
     input->capacity = MAX((size_t)input->size_bound + 1, 4096);
-  input->buffer = g_malloc(input->capacity);
+  input->buffer = g_try_malloc(input->capacity);
+  if (input->buffer == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%s: cannot allocate a %zu-byte read buffer", path, input->capacity);
+    knnwb_text_input_close(input);
+    return FALSE;
+  }
   return TRUE;
 }
 
@@ -73,8 +84,23 @@ static int knnwb_text_input_fill(KnnwbTextInput *input, GError **error)
   }
   if (input->filled == input->capacity) {
     /* A single line longer than the buffer: grow (a 295-column row is a few KiB; this is rare). */
-    input->capacity *= 2;
-    input->buffer = g_realloc(input->buffer, input->capacity);
+    if (input->capacity >= KNNWB_TEXT_INPUT_MAX_LINE) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s:%zu: a line (or quoted record) longer than %zu MiB: no line break where one "
+                  "was expected; is this a text matrix file?",
+                  input->path, input->line_number + 1, KNNWB_TEXT_INPUT_MAX_LINE >> 20);
+      return -1;
+    }
+    size_t capacity = MIN(input->capacity * 2, KNNWB_TEXT_INPUT_MAX_LINE);
+    char *grown = g_try_realloc(input->buffer, capacity);
+    if (grown == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "%s:%zu: cannot allocate %zu MiB for a line this long", input->path,
+                  input->line_number + 1, capacity >> 20);
+      return -1;
+    }
+    input->buffer = grown;
+    input->capacity = capacity;
   }
   for (;;) {
     ssize_t got;

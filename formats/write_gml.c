@@ -1,21 +1,16 @@
-/* GML for yEd: our own streaming writer, because igraph's cannot write nested graphics blocks. */
+/* GML for yEd: our own streaming writer, because igraph's cannot write nested graphics blocks.
+ * Nodes and edges are formatted in parallel chunks (chunk_writer.c). */
 #include "formats_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
-/* The D3/Tableau "category20" colours: distinct, readable on white, stable per cluster id. */
-static const char *const knnwb_gml_palette[20] = {
-    "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2",
-    "#7F7F7F", "#BCBD22", "#17BECF", "#AEC7E8", "#FFBB78", "#98DF8A", "#FF9896",
-    "#C5B0D5", "#C49C94", "#F7B6D2", "#C7C7C7", "#DBDB8D", "#9EDAE5"};
-
 void knnwb_formats_gml_options_init(KnnwbGmlOptions *options)
 {
   memset(options, 0, sizeof *options);
   options->layout = KNNWB_LAYOUT_AUTO;
-  options->fr_max_vertices = 3000;
+  options->fr_max_vertices = 20000;
   options->seed = 42;
   options->node_size = 30.0;
   options->font_size = 12.0;
@@ -24,34 +19,39 @@ void knnwb_formats_gml_options_init(KnnwbGmlOptions *options)
 
 /* GML strings are ASCII without '"'; everything else goes as an &-entity (GML's own rule, which
  * networkx, igraph and yEd decode). Invalid UTF-8 bytes are replaced. */
-static void knnwb_gml_put_string(FILE *stream, const char *text)
+static void knnwb_gml_put_string(KnnwbTextChunk *out, const char *text)
 {
-  g_autofree char *valid = g_utf8_make_valid(text, -1);
-  putc('"', stream);
-  for (const char *p = valid; *p != '\0'; p = g_utf8_next_char(p)) {
+  knnwb_text_chunk_putc(out, '"');
+  const char *end = NULL;
+  g_autofree char *repaired = NULL;
+  if (!g_utf8_validate(text, -1, &end))
+    text = repaired = g_utf8_make_valid(text, -1);
+  for (const char *p = text; *p != '\0'; p = g_utf8_next_char(p)) {
     gunichar c = g_utf8_get_char(p);
     if (c == '"')
-      fputs("&quot;", stream);
+      knnwb_text_chunk_puts(out, "&quot;");
     else if (c == '&')
-      fputs("&amp;", stream);
-    else if (c < 0x20 || c >= 0x7f)
-      fprintf(stream, "&#%" G_GUINT32_FORMAT ";", (guint32)c);
-    else
-      putc((int)c, stream);
+      knnwb_text_chunk_puts(out, "&amp;");
+    else if (c < 0x20 || c >= 0x7f) {
+      char entity[16];
+      g_snprintf(entity, sizeof entity, "&#%" G_GUINT32_FORMAT ";", (guint32)c);
+      knnwb_text_chunk_puts(out, entity);
+    } else
+      knnwb_text_chunk_putc(out, (char)c);
   }
-  putc('"', stream);
+  knnwb_text_chunk_putc(out, '"');
 }
 
 /* A GML real always has a '.', so every reader types it as a real, not an integer. */
-static void knnwb_gml_put_real(FILE *stream, double value)
+static void knnwb_gml_put_real(KnnwbTextChunk *out, double value)
 {
-  char text[48];
   if (!isfinite(value)) {
-    fputs(isnan(value) ? "NAN" : (value > 0 ? "INF" : "-INF"), stream);
+    knnwb_text_chunk_puts(out, isnan(value) ? "NAN" : (value > 0 ? "INF" : "-INF"));
     return;
   }
+  char text[48];
   knnwb_formats_format_double(text, sizeof text - 2, value);
-  if (strpbrk(text, ".") == NULL) {
+  if (strchr(text, '.') == NULL) {
     char *e = strpbrk(text, "eE");
     if (e != NULL) {
       memmove(e + 2, e, strlen(e) + 1);
@@ -61,7 +61,108 @@ static void knnwb_gml_put_real(FILE *stream, double value)
       strcat(text, ".0");
     }
   }
-  fputs(text, stream);
+  knnwb_text_chunk_puts(out, text);
+}
+
+typedef struct {
+  const KnnwbGraphOutput *output;
+  const KnnwbGmlOptions *options;
+  const igraph_matrix_t *coordinates;
+  const igraph_integer_t *cluster_size;
+  const gboolean *focus;
+  const KnnwbAppearance *appearance;
+  char (*colours)[8]; /* per cluster */
+} KnnwbGmlContext;
+
+static void knnwb_gml_format_nodes(void *context, size_t first, size_t last, KnnwbTextChunk *out)
+{
+  const KnnwbGmlContext *g = context;
+  const igraph_vector_int_t *membership = g->output->membership;
+  char scratch[32];
+  for (size_t i = first; i < last; i++) {
+    igraph_integer_t v = (igraph_integer_t)i;
+    const char *label = knnwb_formats_vertex_label(g->output->labels, v, scratch);
+    knnwb_text_chunk_puts(out, "  node\n  [\n    id ");
+    knnwb_text_chunk_put_int(out, v);
+    knnwb_text_chunk_puts(out, "\n    label ");
+    knnwb_gml_put_string(out, label);
+    const char *fill = "#C0C0C0";
+    if (membership != NULL) {
+      igraph_integer_t c = VECTOR(*membership)[v];
+      fill = g->colours[c];
+      knnwb_text_chunk_puts(out, "\n    cluster ");
+      knnwb_text_chunk_put_int(out, c);
+      knnwb_text_chunk_puts(out, "\n    clusterSize ");
+      knnwb_text_chunk_put_int(out, g->cluster_size[c]);
+    }
+    gboolean focus = g->focus[v];
+    if (focus)
+      knnwb_text_chunk_puts(out, "\n    focus 1");
+    double size = focus ? 2.0 * g->appearance->node_size : g->appearance->node_size;
+    knnwb_text_chunk_puts(out, "\n    graphics\n    [\n");
+    if (g->coordinates != NULL) {
+      knnwb_text_chunk_puts(out, "      x ");
+      knnwb_gml_put_real(out, MATRIX(*g->coordinates, v, 0));
+      knnwb_text_chunk_puts(out, "\n      y ");
+      knnwb_gml_put_real(out, MATRIX(*g->coordinates, v, 1));
+      knnwb_text_chunk_putc(out, '\n');
+    }
+    knnwb_text_chunk_puts(out, "      w ");
+    knnwb_gml_put_real(out, size);
+    knnwb_text_chunk_puts(out, "\n      h ");
+    knnwb_gml_put_real(out, size);
+    knnwb_text_chunk_puts(out, "\n      type \"");
+    knnwb_text_chunk_puts(out, focus ? "hexagon" : "ellipse");
+    knnwb_text_chunk_puts(out, "\"\n      fill \"");
+    knnwb_text_chunk_puts(out, focus ? "#FF0000" : fill);
+    knnwb_text_chunk_puts(out, "\"\n      outline \"");
+    knnwb_text_chunk_puts(out, focus ? "#000000" : "#404040");
+    knnwb_text_chunk_puts(out, "\"\n    ]\n    LabelGraphics\n    [\n      text ");
+    knnwb_gml_put_string(out, label);
+    knnwb_text_chunk_puts(out, "\n      fontSize ");
+    knnwb_text_chunk_put_int(
+        out, MAX(1, lround(focus ? 1.5 * g->appearance->font_size : g->appearance->font_size)));
+    knnwb_text_chunk_puts(out, "\n    ]\n  ]\n");
+  }
+}
+
+static void knnwb_gml_format_edges(void *context, size_t first, size_t last, KnnwbTextChunk *out)
+{
+  const KnnwbGmlContext *g = context;
+  const igraph_t *graph = g->output->graph;
+  const igraph_vector_int_t *membership = g->output->membership;
+  const igraph_vector_t *weights = g->output->weights;
+  gboolean directed = igraph_is_directed(graph);
+  for (size_t i = first; i < last; i++) {
+    igraph_integer_t e = (igraph_integer_t)i;
+    igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
+    if (!directed && a > b) { /* smaller end first, as people write it */
+      igraph_integer_t swap = a;
+      a = b;
+      b = swap;
+    }
+    knnwb_text_chunk_puts(out, "  edge\n  [\n    source ");
+    knnwb_text_chunk_put_int(out, a);
+    knnwb_text_chunk_puts(out, "\n    target ");
+    knnwb_text_chunk_put_int(out, b);
+    double distance = weights != NULL ? VECTOR(*weights)[e] : NAN;
+    if (weights != NULL) {
+      knnwb_text_chunk_puts(out, "\n    distance ");
+      knnwb_gml_put_real(out, distance);
+      knnwb_text_chunk_puts(out, "\n    weight ");
+      knnwb_gml_put_real(out, knnwb_formats_similarity(g->appearance, distance));
+    }
+    const char *colour = "#A0A0A0";
+    if (membership != NULL && VECTOR(*membership)[a] == VECTOR(*membership)[b])
+      colour = g->colours[VECTOR(*membership)[a]];
+    knnwb_text_chunk_puts(out, "\n    graphics\n    [\n      fill \"");
+    knnwb_text_chunk_puts(out, colour);
+    knnwb_text_chunk_puts(out, "\"\n      width ");
+    knnwb_gml_put_real(out, knnwb_formats_edge_width(g->appearance, distance));
+    if (directed)
+      knnwb_text_chunk_puts(out, "\n      targetArrow \"standard\"");
+    knnwb_text_chunk_puts(out, "\n    ]\n  ]\n");
+  }
 }
 
 gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *output, GError **error)
@@ -77,7 +178,6 @@ gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *outpu
   const igraph_vector_int_t *membership = output->membership;
 
   igraph_matrix_t layout;
-  gboolean have_layout = FALSE;
   if (igraph_matrix_init(&layout, 0, 0) != IGRAPH_SUCCESS) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: out of memory", path);
     return FALSE;
@@ -87,15 +187,19 @@ gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *outpu
     igraph_matrix_destroy(&layout);
     return FALSE;
   }
-  have_layout = coordinates != NULL;
+  KnnwbAppearance appearance;
+  knnwb_formats_appearance_init(&appearance, output, options, coordinates);
 
-  g_autofree igraph_integer_t *cluster_size = NULL;
-  if (membership != NULL) {
-    igraph_integer_t clusters = n > 0 ? igraph_vector_int_max(membership) + 1 : 0;
-    cluster_size = g_new0(igraph_integer_t, MAX(clusters, 1));
+  igraph_integer_t clusters =
+      membership != NULL && n > 0 ? igraph_vector_int_max(membership) + 1 : 0;
+  g_autofree igraph_integer_t *cluster_size = g_new0(igraph_integer_t, MAX(clusters, 1));
+  typedef char KnnwbColour[8];
+  g_autofree KnnwbColour *colours = g_new0(KnnwbColour, MAX(clusters, 1));
+  if (membership != NULL)
     for (igraph_integer_t v = 0; v < n; v++)
       cluster_size[VECTOR(*membership)[v]]++;
-  }
+  for (igraph_integer_t c = 0; c < clusters; c++)
+    knnwb_formats_cluster_colour(c, colours[c]);
   g_autofree gboolean *focus = g_new0(gboolean, MAX(n, 1));
   if (options->focus != NULL)
     for (igraph_integer_t i = 0; i < igraph_vector_int_size(options->focus); i++)
@@ -107,68 +211,18 @@ gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *outpu
     return FALSE;
   }
   FILE *stream = knnwb_atomic_file_stream(file);
-  locale_t saved_locale = uselocale(knnwb_formats_c_locale());
-  gboolean directed = igraph_is_directed(graph);
-  fprintf(stream, "Creator \"knnwb\"\nVersion 1\ngraph\n[\n  directed %d\n", directed ? 1 : 0);
-  char scratch[32];
-  for (igraph_integer_t v = 0; v < n; v++) {
-    const char *label = knnwb_formats_vertex_label(output->labels, v, scratch);
-    fprintf(stream, "  node\n  [\n    id %" IGRAPH_PRId "\n    label ", v);
-    knnwb_gml_put_string(stream, label);
-    const char *fill = "#C0C0C0";
-    if (membership != NULL) {
-      igraph_integer_t c = VECTOR(*membership)[v];
-      fill = knnwb_gml_palette[c % 20];
-      fprintf(stream, "\n    cluster %" IGRAPH_PRId "\n    clusterSize %" IGRAPH_PRId, c,
-              cluster_size[c]);
-    }
-    if (focus[v])
-      fputs("\n    focus 1", stream);
-    double size = focus[v] ? 2.0 * options->node_size : options->node_size;
-    fputs("\n    graphics\n    [\n", stream);
-    if (have_layout) {
-      fputs("      x ", stream);
-      knnwb_gml_put_real(stream, MATRIX(*coordinates, v, 0));
-      fputs("\n      y ", stream);
-      knnwb_gml_put_real(stream, MATRIX(*coordinates, v, 1));
-      putc('\n', stream);
-    }
-    fputs("      w ", stream);
-    knnwb_gml_put_real(stream, size);
-    fputs("\n      h ", stream);
-    knnwb_gml_put_real(stream, size);
-    fprintf(stream,
-            "\n      type \"%s\"\n      fill \"%s\"\n      outline \"%s\"\n    ]\n"
-            "    LabelGraphics\n    [\n      text ",
-            focus[v] ? "hexagon" : "ellipse", focus[v] ? "#FF0000" : fill,
-            focus[v] ? "#000000" : "#404040");
-    knnwb_gml_put_string(stream, label);
-    fputs("\n      fontSize ", stream);
-    fprintf(stream, "%d\n    ]\n  ]\n", (int)lround(options->font_size));
-  }
-  for (igraph_integer_t e = 0; e < m; e++) {
-    igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
-    if (!directed && a > b) { /* smaller end first, as people write it */
-      igraph_integer_t swap = a;
-      a = b;
-      b = swap;
-    }
-    fprintf(stream, "  edge\n  [\n    source %" IGRAPH_PRId "\n    target %" IGRAPH_PRId, a, b);
-    if (output->weights != NULL) {
-      fputs("\n    weight ", stream);
-      knnwb_gml_put_real(stream, VECTOR(*output->weights)[e]);
-    }
-    const char *colour = "#A0A0A0";
-    if (membership != NULL && VECTOR(*membership)[a] == VECTOR(*membership)[b])
-      colour = knnwb_gml_palette[VECTOR(*membership)[a] % 20];
-    fprintf(stream, "\n    graphics\n    [\n      fill \"%s\"\n      width ", colour);
-    knnwb_gml_put_real(stream, options->edge_width);
-    if (directed)
-      fputs("\n      targetArrow \"standard\"", stream);
-    fputs("\n    ]\n  ]\n", stream);
-  }
-  fputs("]\n", stream);
-  uselocale(saved_locale);
+  fprintf(stream, "Creator \"knnwb\"\nVersion 1\ngraph\n[\n  directed %d\n",
+          igraph_is_directed(graph) ? 1 : 0);
+  KnnwbGmlContext context = {output, options,     coordinates, cluster_size,
+                             focus,  &appearance, colours};
+  uint64_t total = (uint64_t)n + (uint64_t)m;
+  gboolean ok = knnwb_formats_write_chunks(stream, path, (size_t)n, 8192, knnwb_gml_format_nodes,
+                                           &context, output->control, 0, total, error) &&
+                knnwb_formats_write_chunks(stream, path, (size_t)m, 16384, knnwb_gml_format_edges,
+                                           &context, output->control, (uint64_t)n, total, error);
   igraph_matrix_destroy(&layout);
+  if (!ok)
+    return FALSE;
+  fputs("]\n", stream);
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }

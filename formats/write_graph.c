@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-static const char *const knnwb_output_names[] = {"auto",    "knn",    "gml",
-                                                 "graphml", "labels", "neighbors"};
+static const char *const knnwb_output_names[] = {"auto",      "knn", "gml", "graphml", "labels",
+                                                 "neighbors", "npy", "npz", "mtx"};
 
 gboolean knnwb_formats_output_from_string(const char *name, KnnwbOutputFormat *format,
                                           GError **error)
@@ -17,7 +17,8 @@ gboolean knnwb_formats_output_from_string(const char *name, KnnwbOutputFormat *f
       return TRUE;
     }
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown output format '%s' (known: auto, knn, gml, graphml, labels, neighbors)",
+              "unknown output format '%s' (known: auto, knn, gml, graphml, labels, neighbors, npy, "
+              "npz, mtx)",
               name ? name : "(null)");
   return FALSE;
 }
@@ -48,10 +49,16 @@ gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *for
     *format = KNNWB_OUTPUT_LABELS_TSV;
   else if (knnwb_formats_ends_with(path, ".tsv"))
     *format = KNNWB_OUTPUT_NEIGHBORS_TSV;
+  else if (knnwb_formats_ends_with(path, ".npy"))
+    *format = KNNWB_OUTPUT_NPY;
+  else if (knnwb_formats_ends_with(path, ".npz"))
+    *format = KNNWB_OUTPUT_NPZ;
+  else if (knnwb_formats_ends_with(path, ".mtx"))
+    *format = KNNWB_OUTPUT_MTX;
   else {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "%s: cannot tell the output format from the extension (known: .knn, .gml, "
-                ".graphml, .labels.tsv, .tsv); name it with --output-format",
+                ".graphml, .labels.tsv, .tsv, .npy, .npz, .mtx); name it with --output-format",
                 path);
     return FALSE;
   }
@@ -67,7 +74,18 @@ gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
     return FALSE;
   switch (format) {
   case KNNWB_OUTPUT_KNN:
-    return knnwb_formats_write_knn(path, output->graph, output->weights, error);
+  case KNNWB_OUTPUT_MTX: {
+    KnnwbEdgeList edges;
+    knnwb_formats_edges_of_graph(output->graph, output->weights, &edges);
+    return knnwb_formats_write_edges(path, format, &edges, output->labels, output->control, error);
+  }
+  case KNNWB_OUTPUT_NPY:
+  case KNNWB_OUTPUT_NPZ:
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: .npy/.npz hold n x k neighbour lists, which `knnwb knn` writes; a graph "
+                "goes to .knn, .mtx, .gml or .graphml",
+                path);
+    return FALSE;
   case KNNWB_OUTPUT_GML:
     return knnwb_formats_write_gml(path, output, error);
   case KNNWB_OUTPUT_GRAPHML:
@@ -80,11 +98,78 @@ gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
     }
     return knnwb_formats_write_labels_tsv(path, output->membership, output->labels, error);
   case KNNWB_OUTPUT_NEIGHBORS_TSV:
-    return knnwb_formats_write_neighbors_tsv(path, output->graph, output->weights, output->labels,
-                                             error);
+    return knnwb_formats_write_neighbors_tsv_control(path, output->graph, output->weights,
+                                                     output->labels, output->control, error);
   default:
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown output format %d",
                 (int)format);
     return FALSE;
   }
+}
+
+void knnwb_formats_edges_of_graph(const igraph_t *graph, const igraph_vector_t *weights,
+                                  KnnwbEdgeList *edges)
+{
+  edges->n_vertices = igraph_vcount(graph);
+  edges->n_edges = igraph_ecount(graph);
+  edges->directed = igraph_is_directed(graph);
+  edges->from = VECTOR(graph->from);
+  edges->to = VECTOR(graph->to);
+  edges->stride = 1;
+  edges->weights = weights != NULL ? VECTOR(*weights) : NULL;
+}
+
+char *knnwb_formats_side_path(const char *path, KnnwbOutputFormat format)
+{
+  const char *extension = format == KNNWB_OUTPUT_MTX ? ".mtx" : ".npy";
+  const char *suffix = format == KNNWB_OUTPUT_MTX ? ".rows.txt" : ".distances.npy";
+  if (format != KNNWB_OUTPUT_MTX && format != KNNWB_OUTPUT_NPY)
+    return NULL;
+  size_t length = strlen(path);
+  if (knnwb_formats_ends_with(path, extension))
+    length -= strlen(extension);
+  g_autofree char *stem = g_strndup(path, length);
+  return g_strconcat(stem, suffix, NULL);
+}
+
+gboolean knnwb_formats_write_lists(const char *path, KnnwbOutputFormat format,
+                                   const KnnwbNeighbors *neighbors, const char *const *labels,
+                                   const KnnwbWriteControl *control, GError **error)
+{
+  if (format == KNNWB_OUTPUT_AUTO && !knnwb_formats_output_from_path(path, &format, error))
+    return FALSE;
+  switch (format) {
+  case KNNWB_OUTPUT_KNN:
+    return knnwb_formats_write_knn_lists(path, neighbors, control, error);
+  case KNNWB_OUTPUT_MTX:
+    return knnwb_formats_write_mtx_lists(path, neighbors, labels, control, error);
+  case KNNWB_OUTPUT_NEIGHBORS_TSV:
+    return knnwb_formats_write_neighbor_lists_tsv_control(path, neighbors, labels, labels, control,
+                                                          error);
+  case KNNWB_OUTPUT_NPY:
+    return knnwb_formats_write_npy_lists(path, neighbors, control, error);
+  case KNNWB_OUTPUT_NPZ:
+    return knnwb_formats_write_npz_lists(path, neighbors, control, error);
+  default:
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: %s output needs a graph, not neighbour lists", path,
+                knnwb_formats_output_to_string(format));
+    return FALSE;
+  }
+}
+
+gboolean knnwb_formats_write_edges(const char *path, KnnwbOutputFormat format,
+                                   const KnnwbEdgeList *edges, const char *const *labels,
+                                   const KnnwbWriteControl *control, GError **error)
+{
+  if (format == KNNWB_OUTPUT_AUTO && !knnwb_formats_output_from_path(path, &format, error))
+    return FALSE;
+  if (format == KNNWB_OUTPUT_KNN)
+    return knnwb_formats_write_knn_edges(path, edges, control, error);
+  if (format == KNNWB_OUTPUT_MTX)
+    return knnwb_formats_write_mtx_edges(path, edges, labels, control, error);
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "%s: %s output needs a graph, not an edge list", path,
+              knnwb_formats_output_to_string(format));
+  return FALSE;
 }

@@ -5,48 +5,117 @@
 #include <string.h>
 
 /* XML text: escape markup, drop what XML 1.0 cannot hold (most C0 controls), repair UTF-8. */
-static void knnwb_graphml_put_text(FILE *stream, const char *text)
+static void knnwb_graphml_put_text(KnnwbTextChunk *out, const char *text)
 {
-  g_autofree char *valid = g_utf8_make_valid(text, -1);
-  for (const char *p = valid; *p != '\0'; p++) {
+  g_autofree char *repaired = NULL;
+  if (!g_utf8_validate(text, -1, NULL))
+    text = repaired = g_utf8_make_valid(text, -1);
+  for (const char *p = text; *p != '\0'; p++) {
     unsigned char c = (unsigned char)*p;
     switch (c) {
     case '&':
-      fputs("&amp;", stream);
+      knnwb_text_chunk_puts(out, "&amp;");
       break;
     case '<':
-      fputs("&lt;", stream);
+      knnwb_text_chunk_puts(out, "&lt;");
       break;
     case '>':
-      fputs("&gt;", stream);
+      knnwb_text_chunk_puts(out, "&gt;");
       break;
     case '"':
-      fputs("&quot;", stream);
+      knnwb_text_chunk_puts(out, "&quot;");
       break;
     case '\t':
+      knnwb_text_chunk_puts(out, "&#9;");
+      break;
     case '\n':
+      knnwb_text_chunk_puts(out, "&#10;");
+      break;
     case '\r':
-      fprintf(stream, "&#%d;", c);
+      knnwb_text_chunk_puts(out, "&#13;");
       break;
     default:
-      if (c >= 0x20)
-        putc(c, stream);
-      else
-        putc('?', stream);
+      knnwb_text_chunk_putc(out, c >= 0x20 ? (char)c : '?');
     }
   }
 }
 
-static void knnwb_graphml_put_real(FILE *stream, double value)
+static void knnwb_graphml_put_real(KnnwbTextChunk *out, double value)
 {
-  char text[48];
   if (isnan(value))
-    fputs("NaN", stream);
+    knnwb_text_chunk_puts(out, "NaN");
   else if (isinf(value))
-    fputs(value > 0 ? "INF" : "-INF", stream);
-  else {
-    knnwb_formats_format_double(text, sizeof text, value);
-    fputs(text, stream);
+    knnwb_text_chunk_puts(out, value > 0 ? "INF" : "-INF");
+  else
+    knnwb_text_chunk_put_double(out, value);
+}
+
+typedef struct {
+  const KnnwbGraphOutput *output;
+  const igraph_matrix_t *coordinates;
+  const gboolean *focus;
+  const KnnwbAppearance *appearance;
+} KnnwbGraphmlContext;
+
+static void knnwb_graphml_format_nodes(void *context, size_t first, size_t last,
+                                       KnnwbTextChunk *out)
+{
+  const KnnwbGraphmlContext *g = context;
+  char scratch[32];
+  for (size_t i = first; i < last; i++) {
+    igraph_integer_t v = (igraph_integer_t)i;
+    knnwb_text_chunk_puts(out, "    <node id=\"n");
+    knnwb_text_chunk_put_int(out, v);
+    knnwb_text_chunk_puts(out, "\"><data key=\"label\">");
+    knnwb_graphml_put_text(out, knnwb_formats_vertex_label(g->output->labels, v, scratch));
+    knnwb_text_chunk_puts(out, "</data>");
+    if (g->output->membership != NULL) {
+      knnwb_text_chunk_puts(out, "<data key=\"cluster\">");
+      knnwb_text_chunk_put_int(out, VECTOR(*g->output->membership)[v]);
+      knnwb_text_chunk_puts(out, "</data>");
+    }
+    if (g->coordinates != NULL) {
+      knnwb_text_chunk_puts(out, "<data key=\"x\">");
+      knnwb_graphml_put_real(out, MATRIX(*g->coordinates, v, 0));
+      knnwb_text_chunk_puts(out, "</data><data key=\"y\">");
+      knnwb_graphml_put_real(out, MATRIX(*g->coordinates, v, 1));
+      knnwb_text_chunk_puts(out, "</data>");
+    }
+    if (g->focus != NULL)
+      knnwb_text_chunk_puts(out, g->focus[v] ? "<data key=\"focus\">true</data>"
+                                             : "<data key=\"focus\">false</data>");
+    knnwb_text_chunk_puts(out, "</node>\n");
+  }
+}
+
+static void knnwb_graphml_format_edges(void *context, size_t first, size_t last,
+                                       KnnwbTextChunk *out)
+{
+  const KnnwbGraphmlContext *g = context;
+  const igraph_t *graph = g->output->graph;
+  gboolean directed = igraph_is_directed(graph);
+  for (size_t i = first; i < last; i++) {
+    igraph_integer_t e = (igraph_integer_t)i;
+    igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
+    if (!directed && a > b) { /* smaller end first, as people write it */
+      igraph_integer_t swap = a;
+      a = b;
+      b = swap;
+    }
+    knnwb_text_chunk_puts(out, "    <edge source=\"n");
+    knnwb_text_chunk_put_int(out, a);
+    knnwb_text_chunk_puts(out, "\" target=\"n");
+    knnwb_text_chunk_put_int(out, b);
+    knnwb_text_chunk_puts(out, "\">");
+    if (g->output->weights != NULL) {
+      double distance = VECTOR(*g->output->weights)[e];
+      knnwb_text_chunk_puts(out, "<data key=\"distance\">");
+      knnwb_graphml_put_real(out, distance);
+      knnwb_text_chunk_puts(out, "</data><data key=\"weight\">");
+      knnwb_graphml_put_real(out, knnwb_formats_similarity(g->appearance, distance));
+      knnwb_text_chunk_puts(out, "</data>");
+    }
+    knnwb_text_chunk_puts(out, "</edge>\n");
   }
 }
 
@@ -72,6 +141,8 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
     igraph_matrix_destroy(&layout);
     return FALSE;
   }
+  KnnwbAppearance appearance;
+  knnwb_formats_appearance_init(&appearance, output, options, coordinates);
   g_autofree gboolean *focus = NULL;
   if (options->focus != NULL) {
     focus = g_new0(gboolean, MAX(n, 1));
@@ -85,7 +156,6 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
     return FALSE;
   }
   FILE *stream = knnwb_atomic_file_stream(file);
-  locale_t saved_locale = uselocale(knnwb_formats_c_locale());
   fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
         "<graphml xmlns=\"http://graphml.graphdrawing.org/xmlns\"\n"
         "         xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"\n"
@@ -103,47 +173,21 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
   if (focus != NULL)
     fputs("  <key id=\"focus\" for=\"node\" attr.name=\"focus\" attr.type=\"boolean\"/>\n", stream);
   if (output->weights != NULL)
-    fputs("  <key id=\"weight\" for=\"edge\" attr.name=\"weight\" attr.type=\"double\"/>\n",
+    fputs("  <key id=\"distance\" for=\"edge\" attr.name=\"distance\" attr.type=\"double\"/>\n"
+          "  <key id=\"weight\" for=\"edge\" attr.name=\"weight\" attr.type=\"double\"/>\n",
           stream);
   fprintf(stream, "  <graph id=\"G\" edgedefault=\"%s\">\n",
           igraph_is_directed(graph) ? "directed" : "undirected");
-  char scratch[32];
-  for (igraph_integer_t v = 0; v < n; v++) {
-    fprintf(stream, "    <node id=\"n%" IGRAPH_PRId "\"><data key=\"label\">", v);
-    knnwb_graphml_put_text(stream, knnwb_formats_vertex_label(output->labels, v, scratch));
-    fputs("</data>", stream);
-    if (output->membership != NULL)
-      fprintf(stream, "<data key=\"cluster\">%" IGRAPH_PRId "</data>",
-              VECTOR(*output->membership)[v]);
-    if (coordinates != NULL) {
-      fputs("<data key=\"x\">", stream);
-      knnwb_graphml_put_real(stream, MATRIX(*coordinates, v, 0));
-      fputs("</data><data key=\"y\">", stream);
-      knnwb_graphml_put_real(stream, MATRIX(*coordinates, v, 1));
-      fputs("</data>", stream);
-    }
-    if (focus != NULL)
-      fprintf(stream, "<data key=\"focus\">%s</data>", focus[v] ? "true" : "false");
-    fputs("</node>\n", stream);
-  }
-  gboolean directed = igraph_is_directed(graph);
-  for (igraph_integer_t e = 0; e < m; e++) {
-    igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
-    if (!directed && a > b) { /* smaller end first, as people write it */
-      igraph_integer_t swap = a;
-      a = b;
-      b = swap;
-    }
-    fprintf(stream, "    <edge source=\"n%" IGRAPH_PRId "\" target=\"n%" IGRAPH_PRId "\">", a, b);
-    if (output->weights != NULL) {
-      fputs("<data key=\"weight\">", stream);
-      knnwb_graphml_put_real(stream, VECTOR(*output->weights)[e]);
-      fputs("</data>", stream);
-    }
-    fputs("</edge>\n", stream);
-  }
-  fputs("  </graph>\n</graphml>\n", stream);
-  uselocale(saved_locale);
+  KnnwbGraphmlContext context = {output, coordinates, focus, &appearance};
+  uint64_t total = (uint64_t)n + (uint64_t)m;
+  gboolean ok =
+      knnwb_formats_write_chunks(stream, path, (size_t)n, 16384, knnwb_graphml_format_nodes,
+                                 &context, output->control, 0, total, error) &&
+      knnwb_formats_write_chunks(stream, path, (size_t)m, 32768, knnwb_graphml_format_edges,
+                                 &context, output->control, (uint64_t)n, total, error);
   igraph_matrix_destroy(&layout);
+  if (!ok)
+    return FALSE;
+  fputs("  </graph>\n</graphml>\n", stream);
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }

@@ -1,61 +1,111 @@
-/* The seed's .knn format: `vertices edges`, then `source target weight` per edge, 0-based. */
+/* The seed's .knn format: `vertices edges`, then `source target weight` per edge, 0-based.
+ * Formatted in parallel chunks (chunk_writer.c), from neighbour lists or from an edge list. */
 #include "formats_internal.h"
 
 #include <inttypes.h>
 
-/* Writes an unsigned decimal without printf (the edge loop is the hot path of big graphs). */
-static void knnwb_knn_put_index(FILE *stream, int64_t value)
+enum { KNNWB_KNN_EDGES_PER_CHUNK = 1 << 16 };
+
+static void knnwb_knn_format_edges(void *context, size_t first, size_t last, KnnwbTextChunk *out)
 {
-  char digits[24];
-  int n = 0;
-  uint64_t v = (uint64_t)value;
-  do {
-    digits[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0)
-    putc_unlocked(digits[--n], stream);
+  const KnnwbEdgeList *edges = context;
+  for (size_t e = first; e < last; e++) {
+    igraph_integer_t a = edges->from[e * edges->stride], b = edges->to[e * edges->stride];
+    if (!edges->directed && a > b) {
+      /* igraph stores undirected edges larger end first; people read "0 1" better. */
+      igraph_integer_t swap = a;
+      a = b;
+      b = swap;
+    }
+    knnwb_text_chunk_put_int(out, a);
+    knnwb_text_chunk_putc(out, ' ');
+    knnwb_text_chunk_put_int(out, b);
+    knnwb_text_chunk_putc(out, ' ');
+    if (edges->weights != NULL)
+      knnwb_text_chunk_put_double(out, edges->weights[e]);
+    else
+      knnwb_text_chunk_putc(out, '1');
+    knnwb_text_chunk_putc(out, '\n');
+  }
+}
+
+static void knnwb_knn_format_lists(void *context, size_t first, size_t last, KnnwbTextChunk *out)
+{
+  const KnnwbNeighbors *nb = context;
+  for (size_t i = first; i < last; i++)
+    for (size_t r = 0; r < nb->k; r++) {
+      int64_t j = nb->indices[i * nb->k + r];
+      if (j < 0)
+        continue;
+      knnwb_text_chunk_put_int(out, (int64_t)(nb->first_row + i)); /* one rank's rows: not 0 */
+      knnwb_text_chunk_putc(out, ' ');
+      knnwb_text_chunk_put_int(out, j);
+      knnwb_text_chunk_putc(out, ' ');
+      knnwb_text_chunk_put_double(out, nb->distances[i * nb->k + r]);
+      knnwb_text_chunk_putc(out, '\n');
+    }
+}
+
+gboolean knnwb_formats_write_knn_edges(const char *path, const KnnwbEdgeList *edges,
+                                       const KnnwbWriteControl *control, GError **error)
+{
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  if (file == NULL)
+    return FALSE;
+  FILE *stream = knnwb_atomic_file_stream(file);
+  fprintf(stream, "%" IGRAPH_PRId " %" IGRAPH_PRId "\n", edges->n_vertices, edges->n_edges);
+  if (!knnwb_formats_write_chunks(stream, path, (size_t)edges->n_edges, KNNWB_KNN_EDGES_PER_CHUNK,
+                                  knnwb_knn_format_edges, (void *)edges, control, 0,
+                                  (uint64_t)edges->n_edges, error))
+    return FALSE;
+  return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+}
+
+size_t knnwb_formats_rows_per_chunk(size_t k)
+{
+  return MAX((size_t)1, (size_t)KNNWB_KNN_EDGES_PER_CHUNK / MAX(k, (size_t)1));
+}
+
+size_t knnwb_formats_count_edges(const KnnwbNeighbors *neighbors)
+{
+  size_t total = 0;
+  for (size_t i = 0; i < neighbors->n_queries; i++)
+    total += (size_t)neighbors->n_found[i];
+  return total;
+}
+
+gboolean knnwb_formats_write_knn_lists(const char *path, const KnnwbNeighbors *neighbors,
+                                       const KnnwbWriteControl *control, GError **error)
+{
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  if (file == NULL)
+    return FALSE;
+  FILE *stream = knnwb_atomic_file_stream(file);
+  fprintf(stream, "%zu %zu\n", neighbors->n_queries, knnwb_formats_count_edges(neighbors));
+  if (!knnwb_formats_write_chunks(
+          stream, path, neighbors->n_queries, knnwb_formats_rows_per_chunk(neighbors->k),
+          knnwb_knn_format_lists, (void *)neighbors, control, 0, neighbors->n_queries, error))
+    return FALSE;
+  return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
 
 gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
                                  const igraph_vector_t *weights, GError **error)
 {
-  igraph_integer_t n = igraph_vcount(graph);
-  igraph_integer_t m = igraph_ecount(graph);
-  if (weights != NULL && igraph_vector_size(weights) != m) {
+  if (weights != NULL && igraph_vector_size(weights) != igraph_ecount(graph)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "%s: %" IGRAPH_PRId " weights for %" IGRAPH_PRId " edges", path,
-                igraph_vector_size(weights), m);
+                igraph_vector_size(weights), igraph_ecount(graph));
     return FALSE;
   }
-  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
-  if (file == NULL)
-    return FALSE;
-  FILE *stream = knnwb_atomic_file_stream(file);
-  locale_t saved_locale = uselocale(knnwb_formats_c_locale());
-  fprintf(stream, "%" IGRAPH_PRId " %" IGRAPH_PRId "\n", n, m);
-  char number[40];
-  gboolean directed = igraph_is_directed(graph);
-  for (igraph_integer_t e = 0; e < m; e++) {
-    igraph_integer_t from = IGRAPH_FROM(graph, e), to = IGRAPH_TO(graph, e);
-    if (!directed && from > to) {
-      /* igraph stores undirected edges larger end first; people read "0 1" better. */
-      igraph_integer_t swap = from;
-      from = to;
-      to = swap;
-    }
-    knnwb_knn_put_index(stream, from);
-    putc_unlocked(' ', stream);
-    knnwb_knn_put_index(stream, to);
-    putc_unlocked(' ', stream);
-    if (weights != NULL) {
-      knnwb_formats_format_double(number, sizeof number, VECTOR(*weights)[e]);
-      fputs(number, stream);
-    } else {
-      putc_unlocked('1', stream);
-    }
-    putc_unlocked('\n', stream);
-  }
-  uselocale(saved_locale);
-  return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+  KnnwbEdgeList edges;
+  knnwb_formats_edges_of_graph(graph, weights, &edges);
+  return knnwb_formats_write_knn_edges(path, &edges, NULL, error);
+}
+
+gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error)
+{
+  return knnwb_formats_write_chunks(stream, "(.knn lines)", lists->n_queries,
+                                    knnwb_formats_rows_per_chunk(lists->k), knnwb_knn_format_lists,
+                                    (void *)lists, NULL, 0, lists->n_queries, error);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <glib/gstdio.h>
 #include <unistd.h>
+#include <knnwb/distributed.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/graph.h>
@@ -17,6 +18,7 @@ typedef struct {
   KnnwbHostKnnArgs knn;
   char *graph;
   char *output_format;
+  char *layout;
   char *output;
   gboolean quiet;
   char **rest;
@@ -28,6 +30,7 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   knnwb_host_knn_clear(&command->knn);
   g_free(command->graph);
   g_free(command->output_format);
+  g_free(command->layout);
   g_free(command->output);
   g_strfreev(command->rest);
 }
@@ -58,7 +61,11 @@ int knnwb_host_command_knn(int argc, char **argv)
       {"graph", 'g', 0, G_OPTION_ARG_STRING, &command.graph,
        "directed (default: k edges per row), union or mutual", "MODE"},
       {"output-format", 'F', 0, G_OPTION_ARG_STRING, &command.output_format,
-       "auto (default: by extension), knn, gml, graphml, neighbors", "F"},
+       "auto (default: by extension), knn, gml, graphml, neighbors, npy, npz, mtx", "F"},
+      {"layout", 'l', 0, G_OPTION_ARG_STRING, &command.layout,
+       "GML/GraphML coordinates: auto (default: fr up to 20,000 vertices, none above), fr, drl, "
+       "umap or none",
+       "L"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -66,9 +73,10 @@ int knnwb_host_command_knn(int argc, char **argv)
   g_option_context_set_summary(
       context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
                "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
-               ".knn (the GPU-FS-kNN format: `n m`, then "
-               "`source target weight`,\n0-based), .gml (for yEd), .graphml, or .tsv (neighbour "
-               "table). Byte sizes take K, M, G, T suffixes.");
+               ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
+               "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
+               "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
+               "T suffixes.");
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
@@ -91,6 +99,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   KnnwbHostProgress *progress = NULL;
   g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
   const char *temporary = NULL;
+  g_autofree char *side_final = NULL, *side_temporary = NULL;
 
   if (!g_option_context_parse(context, &argc, &argv, &error))
     goto usage;
@@ -129,23 +138,64 @@ int knnwb_host_command_knn(int argc, char **argv)
                 command.output);
     goto usage;
   }
+  KnnwbGmlOptions gml;
+  knnwb_formats_gml_options_init(&gml);
+  if (command.layout != NULL) {
+    if (!knnwb_formats_layout_from_string(command.layout, &gml.layout, &error))
+      goto usage;
+    if (output_format != KNNWB_OUTPUT_GML && output_format != KNNWB_OUTPUT_GRAPHML) {
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "--layout applies to .gml and .graphml outputs only");
+      goto usage;
+    }
+  }
+  if ((output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ) &&
+      mode != KNNWB_GRAPH_DIRECTED) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--graph %s: .npy/.npz hold the n x k neighbour lists; write .knn or .mtx for a "
+                "%s graph",
+                command.graph, command.graph);
+    goto usage;
+  }
 
-  if (!knnwb_knn_check_output(command.rest[0], command.output, &error))
-    goto failed;
+  /* Under mpirun every rank reads the input (a memory-mapped NPY is shared through the page
+   * cache) and computes its share; the ranks agree after each local phase, so one rank's failure
+   * stops all with its message. Rank 0 holds the output's temporary and commits it. */
+  const KnnwbKnnGroup *group = knnwb_host_group();
+  const gboolean writer = group == NULL || group->rank == 0;
+  options.group = group;
+  /* Lists that are written row by row need no rank to hold them all. */
+  const gboolean rows_in_place =
+      group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
+      (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_NEIGHBORS_TSV);
+  options.group_own_rows = rows_in_place;
+  gboolean ready = knnwb_knn_check_output(command.rest[0], command.output, &error);
   options.cancel = knnwb_host_signals_install();
   /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
-  temporary = knnwb_host_outputs_add(outputs, command.output, &error);
-  if (temporary == NULL)
+  if (ready && writer) {
+    ready = (temporary = knnwb_host_outputs_add(outputs, command.output, &error)) != NULL;
+    /* .mtx row labels and .npy distances go to a side file named after the output. */
+    side_final = ready ? knnwb_formats_side_path(command.output, output_format) : NULL;
+    side_temporary = ready ? knnwb_formats_side_path(temporary, output_format) : NULL;
+    if (side_final != NULL)
+      knnwb_host_outputs_add_side_file(outputs, side_temporary, side_final);
+  }
+  if (group != NULL && !group->agree(group, ready, &error))
+    ready = FALSE;
+  if (!ready)
     goto failed;
 
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
-  if (!knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error))
-    goto failed;
-  if (*options.cancel) {
+  gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
+  if (read && *options.cancel) {
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
-    goto failed;
+    read = FALSE;
   }
+  if (group != NULL && !group->agree(group, read, &error))
+    read = FALSE;
+  if (!read)
+    goto failed;
   gint64 read_done = g_get_monotonic_time();
 
   knnwb_host_log_set_quiet(command.quiet);
@@ -154,6 +204,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   options.progress_data = progress;
   gboolean computed = knnwb_knn_self(data, &options, &neighbors, &error);
   knnwb_host_progress_finish(progress);
+  progress = NULL;
   if (!computed) {
     if (error->domain == KNNWB_ERROR && error->code != KNNWB_ERROR_CANCELLED)
       g_prefix_error(&error, "%s: ", command.rest[0]);
@@ -162,47 +213,151 @@ int knnwb_host_command_knn(int argc, char **argv)
   gint64 knn_done = g_get_monotonic_time();
 
   igraph_integer_t n_edges = 0;
-  if (output_format == KNNWB_OUTPUT_NEIGHBORS_TSV && mode == KNNWB_GRAPH_DIRECTED) {
-    /* The table comes straight from the lists: no graph needed. */
-    const char *const *labels = (const char *const *)data->row_labels;
-    if (!knnwb_formats_write_neighbor_lists_tsv(temporary, neighbors, labels, labels, &error))
-      goto failed;
+  double layout_seconds = -1.0;
+  KnnwbLayout layout_used = KNNWB_LAYOUT_NONE;
+  backend_used = g_strdup(neighbors->backend_used);
+  const char *const *labels = (const char *const *)data->row_labels;
+  KnnwbWriteControl control = {.n_threads = options.n_threads, .cancel = options.cancel};
+  progress = knnwb_host_progress_new("write", command.quiet);
+  knnwb_host_progress_set_unit(progress, "rows");
+  control.progress = progress ? knnwb_host_progress_update : NULL;
+  control.progress_data = progress;
+  gboolean written = FALSE;
+  if (rows_in_place) {
+    /* Each rank writes its rows at their place in rank 0's temporary. */
+    KnnwbDistributedLists table = output_format == KNNWB_OUTPUT_KNN ? KNNWB_DISTRIBUTED_LISTS_KNN
+                                                                    : KNNWB_DISTRIBUTED_LISTS_TSV;
+    int64_t edges = 0;
+    for (size_t i = 0; i < neighbors->n_queries; i++)
+      edges += neighbors->n_found[i];
+    written = knnwb_distributed_write_lists(group, temporary, table, neighbors, data->n_rows,
+                                            labels, &error) &&
+              group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
+    n_edges = (igraph_integer_t)edges;
+  } else if (!writer) {
+    /* Rank 0 builds the graph and writes it; the others learn how that went below. */
+    written = TRUE;
+  } else if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ ||
+      (mode == KNNWB_GRAPH_DIRECTED &&
+       (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX ||
+        output_format == KNNWB_OUTPUT_NEIGHBORS_TSV))) {
+    /* Straight from the lists: no graph needed. */
+    if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ)
+      knnwb_host_progress_set_unit(progress, "bytes");
     for (size_t i = 0; i < neighbors->n_queries; i++)
       n_edges += neighbors->n_found[i];
+    written =
+        knnwb_formats_write_lists(temporary, output_format, neighbors, labels, &control, &error);
+  } else if (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX) {
+    /* An undirected edge list, still without an igraph_t (igraph would index it: 4 more integers
+     * per edge and a sort). */
+    igraph_vector_int_t edges;
+    igraph_vector_t weights;
+    if (!knnwb_error_from_igraph(igraph_vector_int_init(&edges, 0), "igraph_vector_int_init",
+                                 &error))
+      goto written_out;
+    if (igraph_vector_init(&weights, 0) != IGRAPH_SUCCESS) {
+      igraph_vector_int_destroy(&edges);
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "out of memory");
+      goto written_out;
+    }
+    written = knnwb_graph_edges_from_neighbors(neighbors, mode, &edges, &weights, &error);
+    g_clear_pointer(&neighbors, knnwb_neighbors_free);
+    if (written) {
+      KnnwbEdgeList list = {.n_vertices = (igraph_integer_t)data->n_rows,
+                            .n_edges = igraph_vector_size(&weights),
+                            .directed = FALSE,
+                            .from = VECTOR(edges),
+                            .to = VECTOR(edges) + 1,
+                            .stride = 2,
+                            .weights = VECTOR(weights)};
+      knnwb_host_progress_set_unit(progress, "edges");
+      n_edges = list.n_edges;
+      written =
+          knnwb_formats_write_edges(temporary, output_format, &list, labels, &control, &error);
+    }
+    igraph_vector_int_destroy(&edges);
+    igraph_vector_destroy(&weights);
   } else {
     igraph_t graph;
     igraph_vector_t weights;
+    igraph_matrix_t coordinates;
     if (!knnwb_error_from_igraph(igraph_vector_init(&weights, 0), "igraph_vector_init", &error))
-      goto failed;
+      goto written_out;
     if (!knnwb_graph_from_neighbors(neighbors, mode, &graph, &weights, &error)) {
       igraph_vector_destroy(&weights);
-      goto failed;
+      goto written_out;
     }
-    /* The lists are no longer needed: give their memory back before the writer's layout. */
-    backend_used = g_strdup(neighbors->backend_used);
+    /* The lists are no longer needed: give their memory back before the layout. */
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
-    KnnwbGraphOutput output = {
-        .graph = &graph, .weights = &weights, .labels = (const char *const *)data->row_labels};
-    gboolean written = knnwb_formats_write_graph(temporary, output_format, &output, &error);
+    written = knnwb_error_from_igraph(igraph_matrix_init(&coordinates, 0, 0), "igraph_matrix_init",
+                                      &error);
+    if (written && (output_format == KNNWB_OUTPUT_GML || output_format == KNNWB_OUTPUT_GRAPHML)) {
+      layout_used =
+          knnwb_formats_layout_choose(gml.layout, igraph_vcount(&graph), gml.fr_max_vertices);
+      if (layout_used != KNNWB_LAYOUT_NONE && igraph_vcount(&graph) > 0) {
+        gint64 layout_start = g_get_monotonic_time();
+        KnnwbHostProgress *layout_progress = knnwb_host_progress_new("layout", command.quiet);
+        knnwb_host_progress_set_unit(layout_progress, "iterations");
+        KnnwbWriteControl layout_control = control;
+        layout_control.progress = layout_progress ? knnwb_host_progress_update : NULL;
+        layout_control.progress_data = layout_progress;
+        written =
+            knnwb_formats_layout_run(&graph, &weights, layout_used, gml.fr_max_vertices, gml.seed,
+                                     gml.node_size, &layout_control, &coordinates, NULL, &error);
+        knnwb_host_progress_finish(layout_progress);
+        layout_seconds = (double)(g_get_monotonic_time() - layout_start) / 1e6;
+        gml.coordinates = &coordinates;
+      }
+      gml.layout = KNNWB_LAYOUT_NONE;
+    }
+    if (written) {
+      knnwb_host_progress_set_unit(progress, "items");
+      KnnwbGraphOutput output = {
+          .graph = &graph, .weights = &weights, .labels = labels, .gml = &gml, .control = &control};
+      written = knnwb_formats_write_graph(temporary, output_format, &output, &error);
+    }
     n_edges = igraph_ecount(&graph);
+    igraph_matrix_destroy(&coordinates);
     igraph_destroy(&graph);
     igraph_vector_destroy(&weights);
-    if (!written)
+  }
+written_out:
+  knnwb_host_progress_finish(g_steal_pointer(&progress));
+  /* Rank 0 wrote alone (or every rank wrote and agreed already): tell the others. */
+  if (group != NULL && !rows_in_place && !group->agree(group, written, &error))
+    written = FALSE;
+  if (!written)
+    goto failed;
+  /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
+   * or the write: the previous output, if any, is never touched by an interrupted run. A job
+   * first agrees that no rank was interrupted. */
+  if (group != NULL) {
+    gboolean calm = *options.cancel == 0;
+    if (!calm)
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+    if (!group->agree(group, calm, &error))
       goto failed;
   }
-  /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
-   * or the write: the previous output, if any, is never touched by an interrupted run. */
-  if (!knnwb_host_outputs_commit(outputs, options.cancel, &error))
+  gboolean committed = !writer || knnwb_host_outputs_commit(outputs, options.cancel, &error);
+  if (group != NULL && !group->agree(group, committed, &error))
+    committed = FALSE;
+  if (!committed)
     goto failed;
   if (!command.quiet) {
-    double total = (double)(g_get_monotonic_time() - start) / 1e6;
+    gint64 now = g_get_monotonic_time();
+    double total = (double)(now - start) / 1e6;
+    g_autofree char *layout_text =
+        layout_seconds >= 0.0 ? g_strdup_printf(", layout %.2f s (%s)", layout_seconds,
+                                                knnwb_formats_layout_to_string(layout_used))
+                              : g_strdup("");
+    double write_seconds = (double)(now - knn_done) / 1e6 - MAX(layout_seconds, 0.0);
     g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
-               " edges -> %s (read %.2f s, knn %.2f s, total %.2f s)\n",
+               " edges -> %s (read %.2f s, knn %.2f s%s, write %.2f s, total %.2f s)\n",
                data->n_rows, data->n_cols, knnwb_formats_input_to_string(info.format), options.k,
-               knnwb_metric_to_string(options.metric),
-               backend_used ? backend_used : (neighbors ? neighbors->backend_used : "?"), n_edges,
+               knnwb_metric_to_string(options.metric), backend_used ? backend_used : "?", n_edges,
                command.output, (double)(read_done - start) / 1e6,
-               (double)(knn_done - read_done) / 1e6, total);
+               (double)(knn_done - read_done) / 1e6, layout_text, write_seconds, total);
   }
   status = 0;
   goto done;
@@ -220,6 +375,7 @@ failed:
   else
     knnwb_host_print_error(error);
 done:
+  knnwb_host_progress_finish(progress);
   knnwb_knn_command_clear(&command);
   return status;
 }

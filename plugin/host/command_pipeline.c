@@ -8,6 +8,7 @@ typedef struct {
   char *plugin_path;
   char **set;
   char *output_dir;
+  char *confine;
   int threads;
   char *memory;
   gboolean dry_run;
@@ -21,6 +22,7 @@ static void knnwb_pipeline_command_clear(KnnwbPipelineCommand *command)
   g_free(command->plugin_path);
   g_strfreev(command->set);
   g_free(command->output_dir);
+  g_free(command->confine);
   g_free(command->memory);
   g_strfreev(command->rest);
 }
@@ -51,6 +53,10 @@ static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
        "DIRS"},
       {"output-dir", 'O', 0, G_OPTION_ARG_FILENAME, &command.output_dir,
        "Base of relative output paths (default: the current directory)", "DIR"},
+      {"confine", 0, 0, G_OPTION_ARG_FILENAME, &command.confine,
+       "Refuse the pipeline unless every file it reads or writes resolves (symbolic links "
+       "followed) inside DIR: for pipelines from others",
+       "DIR"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet,
        validate_only ? "No \"valid\" line; only errors" : "No progress", NULL},
       /* The usage line names PIPELINE.xml once: from here, not from g_option_context_new. */
@@ -122,6 +128,7 @@ static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
   }
   options.overrides = overrides;
   options.output_dir = command.output_dir;
+  options.confine = command.confine;
   options.n_threads = command.threads;
   options.quiet = command.quiet;
   options.report = command.report;

@@ -5,6 +5,7 @@
 
 #include <glib.h>
 #include <gmodule.h>
+#include <knnwb/knn_group.h>
 #include <knnwb/plugin.h>
 
 G_BEGIN_DECLS
@@ -99,6 +100,15 @@ void knnwb_host_outputs_discard(GPtrArray *outputs);
 /** Rewrites every temporary path in error's message as its target's path (NULL is fine). */
 void knnwb_host_outputs_name_targets(const GPtrArray *outputs, GError *error);
 
+/**
+ * The job this process is one rank of (NULL when alone). Ranks other than 0 stay silent: no
+ * notices, warnings, progress or error messages (every failure is agreed, and rank 0 reports it).
+ */
+void knnwb_host_set_group(const KnnwbKnnGroup *group);
+const KnnwbKnnGroup *knnwb_host_group(void);
+/** FALSE on ranks other than 0 of a job. */
+gboolean knnwb_host_speaks(void);
+
 /** Installs the host's log writer (once, at start). */
 void knnwb_host_log_init(void);
 /** With quiet, notices (g_message/g_info) are not shown; warnings always are. */
@@ -110,6 +120,8 @@ KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
 /** Ends the line and frees. NULL is fine. */
 void knnwb_host_progress_finish(KnnwbHostProgress *progress);
+/** What the counts are ("tiles" by default; unit must outlive the progress line). */
+void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit);
 
 /** The process's peak resident size in bytes (VmHWM, else ru_maxrss); never reset. */
 guint64 knnwb_host_memory_peak(void);
@@ -210,6 +222,7 @@ typedef struct {
   size_t memory_bytes;
   gboolean quiet;
   gboolean report;
+  const char *confine; /* --confine: every input and output path must resolve inside; NULL = any */
 } KnnwbPipelineOptions;
 
 /**

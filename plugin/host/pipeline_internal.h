@@ -45,6 +45,38 @@ struct KnnwbPipeline {
   GPtrArray *variables; /* KnnwbPipelineVariable * */
   GPtrArray *steps;     /* KnnwbPipelineStep * */
   guint *order;         /* steps->len indices in run order */
+  char *confine;        /* --confine directory, or NULL: every file path must resolve inside */
 };
+
+/* Problems of one load, each "file:line: message". */
+typedef struct {
+  const char *path;
+  GString *messages;
+  guint n_errors;
+} KnnwbPipelineDiagnostics;
+
+/* Messages kept in the error of one load; the others are counted. */
+#define KNNWB_PIPELINE_MAX_MESSAGES 200
+
+/* Adds "path:line: message" (line 0: "path: message") to diagnostics. */
+G_GNUC_PRINTF(3, 4)
+void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line, const char *format,
+                           ...);
+
+/* Reads, parses and schema-validates path (pipeline_xml.c): at most 64 MiB, no DOCTYPE, no
+ * entities, no network, nesting capped. Returns the document, or NULL with the problems reported.
+ * Time and memory: linear in the file's size. */
+struct _xmlDoc *knnwb_pipeline_read_xml(const char *path, KnnwbPipelineDiagnostics *diagnostics);
+
+/* Expands ${name} in variables' values and then in every parameter value (param->value; NULL where
+ * that failed, reported). overrides (--set) replace values first. pipeline_variables.c. */
+void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable *overrides,
+                                      KnnwbPipelineDiagnostics *diagnostics);
+
+/* --confine: checks that path (absolute; for an output, a file that may not exist yet) resolves,
+ * through every symbolic link, to a place inside the directory confine. FALSE with *reason (owned
+ * by the caller) when it does not or cannot be resolved. pipeline_confine.c. */
+gboolean knnwb_pipeline_confined(const char *confine, const char *path, gboolean output,
+                                 char **reason);
 
 #endif

@@ -6,45 +6,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <libxml/parser.h>
 #include <libxml/tree.h>
-#include <libxml/xmlschemas.h>
 #include <knnwb/error.h>
-#include "knnwb_pipeline_schema.h"
 #include "pipeline_internal.h"
 
-typedef struct {
-  const char *path;
-  GString *messages;
-  guint n_errors;
-} KnnwbPipelineDiagnostics;
-
-G_GNUC_PRINTF(3, 4)
-static void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line,
-                                  const char *format, ...)
+void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line, const char *format, ...)
 {
   va_list args;
   va_start(args, format);
   g_autofree char *message = g_strdup_vprintf(format, args);
   va_end(args);
+  diagnostics->n_errors++;
+  /* A generated pipeline can have a problem on each of its many lines; the first ones suffice. */
+  if (diagnostics->n_errors > KNNWB_PIPELINE_MAX_MESSAGES)
+    return;
   if (diagnostics->messages->len > 0)
     g_string_append_c(diagnostics->messages, '\n');
   if (line > 0)
     g_string_append_printf(diagnostics->messages, "%s:%d: %s", diagnostics->path, line, message);
   else
     g_string_append_printf(diagnostics->messages, "%s: %s", diagnostics->path, message);
-  diagnostics->n_errors++;
 }
 
-/* libxml2's structured errors (parser and schema validator) into our diagnostics. */
-static void knnwb_pipeline_xml_error(void *data, xmlErrorPtr xml_error)
+/* The messages, with the count of those left out. */
+static char *knnwb_pipeline_messages(KnnwbPipelineDiagnostics *diagnostics)
 {
-  KnnwbPipelineDiagnostics *diagnostics = data;
-  if (xml_error == NULL || xml_error->level == XML_ERR_WARNING)
-    return;
-  g_autofree char *message = g_strdup(xml_error->message ? xml_error->message : "XML error");
-  g_strchomp(message);
-  knnwb_pipeline_report(diagnostics, xml_error->line, "%s", message);
+  if (diagnostics->n_errors > KNNWB_PIPELINE_MAX_MESSAGES)
+    g_string_append_printf(diagnostics->messages, "\n%s: ... and %u more problems",
+                           diagnostics->path, diagnostics->n_errors - KNNWB_PIPELINE_MAX_MESSAGES);
+  return g_string_free(diagnostics->messages, FALSE);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -98,6 +88,7 @@ void knnwb_pipeline_free(KnnwbPipeline *pipeline)
   g_free(pipeline->dir);
   g_free(pipeline->name);
   g_free(pipeline->output_dir);
+  g_free(pipeline->confine);
   g_ptr_array_unref(pipeline->variables);
   g_ptr_array_unref(pipeline->steps);
   g_free(pipeline->order);
@@ -171,138 +162,6 @@ static void knnwb_pipeline_read_tree(KnnwbPipeline *pipeline, xmlNode *root)
   }
 }
 
-/* Parses and schema-validates path; returns the document or NULL with diagnostics reported. */
-static xmlDoc *knnwb_pipeline_read_xml(const char *path, KnnwbPipelineDiagnostics *diagnostics)
-{
-  xmlSetStructuredErrorFunc(diagnostics, knnwb_pipeline_xml_error);
-  /* BIG_LINES: line numbers past 65535 are right; NONET: a pipeline never fetches anything;
-   * no NOENT: external entities are not expanded. */
-  xmlDoc *document = xmlReadFile(path, NULL, XML_PARSE_BIG_LINES | XML_PARSE_NONET);
-  if (document == NULL) {
-    if (diagnostics->n_errors == 0)
-      knnwb_pipeline_report(diagnostics, 0, "not a well-formed XML document");
-    xmlSetStructuredErrorFunc(NULL, NULL);
-    return NULL;
-  }
-  xmlNode *root = xmlDocGetRootElement(document);
-  if (root == NULL || !knnwb_pipeline_is(root, "pipeline")) {
-    knnwb_pipeline_report(diagnostics, root ? knnwb_pipeline_line(root) : 0,
-                          "the root element must be <pipeline>, not <%s>",
-                          root ? (const char *)root->name : "");
-    xmlSetStructuredErrorFunc(NULL, NULL);
-    xmlFreeDoc(document);
-    return NULL;
-  }
-
-  xmlSchemaParserCtxt *parser =
-      xmlSchemaNewMemParserCtxt(knnwb_pipeline_schema, (int)sizeof knnwb_pipeline_schema - 1);
-  xmlSchema *schema = parser ? xmlSchemaParse(parser) : NULL;
-  xmlSchemaValidCtxt *validator = schema ? xmlSchemaNewValidCtxt(schema) : NULL;
-  int status = -1;
-  if (validator != NULL) {
-    xmlSchemaSetValidStructuredErrors(validator, knnwb_pipeline_xml_error, diagnostics);
-    status = xmlSchemaValidateDoc(validator, document);
-  } else {
-    knnwb_pipeline_report(diagnostics, 0, "internal error: the built-in schema does not load");
-  }
-  if (status != 0 && diagnostics->n_errors == 0)
-    knnwb_pipeline_report(diagnostics, 0, "does not follow the pipeline schema");
-  xmlSchemaFreeValidCtxt(validator);
-  xmlSchemaFree(schema);
-  xmlSchemaFreeParserCtxt(parser);
-  xmlSetStructuredErrorFunc(NULL, NULL);
-  if (status != 0) {
-    xmlFreeDoc(document);
-    return NULL;
-  }
-  return document;
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Variables. */
-
-/* Replaces ${name} by the variable's value; NULL (with a report) on an undefined or unterminated
- * reference. A '$' not followed by '{' is kept as is. */
-static char *knnwb_pipeline_substitute(const char *text, GHashTable *variables, int line,
-                                       KnnwbPipelineDiagnostics *diagnostics)
-{
-  GString *out = g_string_new(NULL);
-  const char *p = text;
-  while (*p) {
-    if (p[0] == '$' && p[1] == '{') {
-      const char *close = strchr(p + 2, '}');
-      if (close == NULL) {
-        knnwb_pipeline_report(diagnostics, line, "unterminated variable reference in '%s'", text);
-        g_string_free(out, TRUE);
-        return NULL;
-      }
-      g_autofree char *name = g_strndup(p + 2, (gsize)(close - p - 2));
-      const char *value = g_hash_table_lookup(variables, name);
-      if (value == NULL) {
-        knnwb_pipeline_report(diagnostics, line,
-                              "undefined variable '${%s}' (define it with <variable name=\"%s\" "
-                              "value=\"...\"/> or --set %s=...)",
-                              name, name, name);
-        g_string_free(out, TRUE);
-        return NULL;
-      }
-      g_string_append(out, value);
-      p = close + 1;
-    } else {
-      g_string_append_c(out, *p++);
-    }
-  }
-  return g_string_free(out, FALSE);
-}
-
-static void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable *overrides,
-                                             KnnwbPipelineDiagnostics *diagnostics)
-{
-  g_autoptr(GHashTable) values = g_hash_table_new(g_str_hash, g_str_equal);
-  g_hash_table_insert(values, "pipeline_dir", pipeline->dir);
-  g_hash_table_insert(values, "output_dir", pipeline->output_dir);
-  for (guint i = 0; i < pipeline->variables->len; i++) {
-    KnnwbPipelineVariable *variable = pipeline->variables->pdata[i];
-    if (g_hash_table_contains(values, variable->name)) {
-      knnwb_pipeline_report(
-          diagnostics, variable->line, "variable '%s' is defined twice%s", variable->name,
-          strcmp(variable->name, "pipeline_dir") == 0 || strcmp(variable->name, "output_dir") == 0
-              ? " (it is built in)"
-              : "");
-      continue;
-    }
-    const char *override = overrides ? g_hash_table_lookup(overrides, variable->name) : NULL;
-    if (override != NULL) {
-      g_free(variable->value);
-      variable->value = g_strdup(override);
-      variable->overridden = TRUE;
-    }
-    g_hash_table_insert(values, variable->name, variable->value);
-  }
-  if (overrides != NULL) {
-    GHashTableIter iter;
-    gpointer name;
-    g_hash_table_iter_init(&iter, overrides);
-    while (g_hash_table_iter_next(&iter, &name, NULL)) {
-      gboolean found = FALSE;
-      for (guint i = 0; i < pipeline->variables->len && !found; i++)
-        found = strcmp(((KnnwbPipelineVariable *)pipeline->variables->pdata[i])->name, name) == 0;
-      if (!found)
-        knnwb_pipeline_report(diagnostics, 0,
-                              "--set %s: the pipeline defines no variable '%s' (add <variable "
-                              "name=\"%s\" value=\"...\"/>)",
-                              (const char *)name, (const char *)name, (const char *)name);
-    }
-  }
-  for (guint s = 0; s < pipeline->steps->len; s++) {
-    KnnwbPipelineStep *step = pipeline->steps->pdata[s];
-    for (guint i = 0; i < step->params->len; i++) {
-      KnnwbPipelineParam *param = step->params->pdata[i];
-      param->value = knnwb_pipeline_substitute(param->raw, values, param->line, diagnostics);
-    }
-  }
-}
-
 /* ---------------------------------------------------------------------------------------------- */
 /* Semantic checks. */
 
@@ -331,6 +190,24 @@ static void knnwb_pipeline_files_note(GHashTable *table, char *identity, const c
   KnnwbPipelineFileUse *use = g_new(KnnwbPipelineFileUse, 1);
   *use = (KnnwbPipelineFileUse){step_id, path, line};
   g_hash_table_insert(table, identity, use);
+}
+
+/* --confine: a path that leads outside the directory is refused. */
+static void knnwb_pipeline_check_confined(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
+                                          guint index, int line,
+                                          KnnwbPipelineDiagnostics *diagnostics)
+{
+  const KnnwbParamSpec *spec = &step->step->type->params[index];
+  const char *path = step->values[index].v_string;
+  g_autofree char *reason = NULL;
+  if (pipeline->confine == NULL || path == NULL ||
+      (spec->type == KNNWB_PARAM_INPUT_FILE && access(path, F_OK) != 0))
+    return; /* no --confine, or a missing input, reported already */
+  if ((spec->type == KNNWB_PARAM_INPUT_FILE || spec->type == KNNWB_PARAM_OUTPUT_FILE) &&
+      !knnwb_pipeline_confined(pipeline->confine, path, spec->type == KNNWB_PARAM_OUTPUT_FILE,
+                               &reason))
+    knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': %s", step->id, spec->name,
+                          reason);
 }
 
 static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep *step, guint index,
@@ -422,6 +299,7 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
     const KnnwbParamSpec *spec = &type->params[index];
     if (lines[index] != 0) {
       knnwb_pipeline_check_file(pipeline, step, index, lines[index], files, diagnostics);
+      knnwb_pipeline_check_confined(pipeline, step, index, lines[index], diagnostics);
       continue;
     }
     if (spec->default_value == NULL) {
@@ -438,6 +316,7 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
     /* Defaults were checked at registration. */
     knnwb_host_param_parse(spec, step->texts[index], &step->values[index], NULL);
     knnwb_pipeline_check_file(pipeline, step, index, step->line, files, diagnostics);
+    knnwb_pipeline_check_confined(pipeline, step, index, step->line, diagnostics);
   }
 }
 
@@ -502,30 +381,77 @@ static void knnwb_pipeline_check_inputs(KnnwbPipeline *pipeline, KnnwbPipelineSt
                             knnwb_kind_to_string(type->inputs[port].kind), type->inputs[port].name);
 }
 
-/* Orders the steps so that every step comes after its sources (document order among equals); a
- * cycle is reported with its path at the line of its first step. */
+/* Orders the steps so that every step comes after its sources, and among the steps ready at
+ * any moment the first in document order goes first (Kahn's algorithm with a min-heap of ready
+ * indices: O(n log n + inputs)). A cycle is reported with its path at the line of its first step.
+ */
 static void knnwb_pipeline_order(KnnwbPipeline *pipeline, KnnwbPipelineDiagnostics *diagnostics)
 {
   guint n = pipeline->steps->len;
   pipeline->order = g_new0(guint, n ? n : 1);
   g_autofree gboolean *placed = g_new0(gboolean, n ? n : 1);
+  g_autofree guint *waiting = g_new0(guint, n ? n : 1); /* unplaced sources, with repeats */
+  g_autofree guint *first_user = g_new0(guint, n + 1);  /* CSR of the steps using each step */
+  guint n_edges = 0;
+  for (guint s = 0; s < n; s++) {
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[s];
+    if (step->step == NULL)
+      continue;
+    for (guint i = 0; i < step->step->type->n_inputs; i++)
+      if (step->sources[i] >= 0) {
+        first_user[step->sources[i] + 1]++;
+        waiting[s]++;
+        n_edges++;
+      }
+  }
+  for (guint s = 0; s < n; s++)
+    first_user[s + 1] += first_user[s];
+  g_autofree guint *users = g_new(guint, n_edges ? n_edges : 1);
+  g_autofree guint *fill = g_new(guint, n + 1);
+  memcpy(fill, first_user, (n + 1) * sizeof(guint));
+  for (guint s = 0; s < n; s++) {
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[s];
+    if (step->step == NULL)
+      continue;
+    for (guint i = 0; i < step->step->type->n_inputs; i++)
+      if (step->sources[i] >= 0)
+        users[fill[step->sources[i]]++] = s;
+  }
+  g_autofree guint *heap = g_new(guint, n ? n : 1);
+  guint heap_size = 0;
+  for (guint s = 0; s < n; s++)
+    if (waiting[s] == 0)
+      heap[heap_size++] = s; /* ascending: already a min-heap */
   guint n_placed = 0;
-  gboolean progress = TRUE;
-  while (n_placed < n && progress) {
-    progress = FALSE;
-    for (guint s = 0; s < n; s++) {
-      if (placed[s])
+  while (heap_size > 0) {
+    guint s = heap[0];
+    heap[0] = heap[--heap_size];
+    for (guint i = 0;;) { /* sift down */
+      guint smallest = i, left = 2 * i + 1, right = 2 * i + 2;
+      if (left < heap_size && heap[left] < heap[smallest])
+        smallest = left;
+      if (right < heap_size && heap[right] < heap[smallest])
+        smallest = right;
+      if (smallest == i)
+        break;
+      guint swap = heap[i];
+      heap[i] = heap[smallest];
+      heap[smallest] = swap;
+      i = smallest;
+    }
+    placed[s] = TRUE;
+    pipeline->order[n_placed++] = s;
+    for (guint e = first_user[s]; e < first_user[s + 1]; e++) {
+      guint user = users[e];
+      if (--waiting[user] > 0)
         continue;
-      const KnnwbPipelineStep *step = pipeline->steps->pdata[s];
-      gboolean ready = TRUE;
-      if (step->step != NULL)
-        for (guint i = 0; i < step->step->type->n_inputs && ready; i++)
-          ready = step->sources[i] < 0 || placed[step->sources[i]];
-      if (ready) {
-        placed[s] = TRUE;
-        pipeline->order[n_placed++] = s;
-        progress = TRUE;
-        break; /* restart from the top: document order among ready steps */
+      guint i = heap_size++; /* sift up */
+      heap[i] = user;
+      while (i > 0 && heap[(i - 1) / 2] > heap[i]) {
+        guint swap = heap[i];
+        heap[i] = heap[(i - 1) / 2];
+        heap[(i - 1) / 2] = swap;
+        i = (i - 1) / 2;
       }
     }
   }
@@ -635,6 +561,7 @@ KnnwbPipeline *knnwb_pipeline_load(const char *path, const KnnwbHostRegistry *re
   pipeline->dir = g_path_get_dirname(absolute);
   pipeline->output_dir =
       g_canonicalize_filename(options && options->output_dir ? options->output_dir : ".", NULL);
+  pipeline->confine = options && options->confine ? g_strdup(options->confine) : NULL;
   pipeline->variables = g_ptr_array_new_with_free_func(knnwb_pipeline_variable_free);
   pipeline->steps = g_ptr_array_new_with_free_func(knnwb_pipeline_step_free);
 
@@ -644,17 +571,15 @@ KnnwbPipeline *knnwb_pipeline_load(const char *path, const KnnwbHostRegistry *re
     xmlFreeDoc(document);
     knnwb_pipeline_resolve_variables(pipeline, options ? options->overrides : NULL, &diagnostics);
     knnwb_pipeline_check(pipeline, registry, &diagnostics);
+    g_autofree char *messages = knnwb_pipeline_messages(&diagnostics);
     if (diagnostics.n_errors > 0) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s",
-                  diagnostics.messages->str);
-      g_string_free(diagnostics.messages, TRUE);
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s", messages);
       return NULL;
     }
-    g_string_free(diagnostics.messages, TRUE);
     return g_steal_pointer(&pipeline);
   }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s", diagnostics.messages->str);
-  g_string_free(diagnostics.messages, TRUE);
+  g_autofree char *messages = knnwb_pipeline_messages(&diagnostics);
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s", messages);
   return NULL;
 }
 

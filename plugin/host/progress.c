@@ -5,6 +5,7 @@
 
 struct KnnwbHostProgress {
   char *label;
+  const char *unit;
   gint64 start_us;
   gboolean printed;
 };
@@ -12,10 +13,11 @@ struct KnnwbHostProgress {
 KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet)
 {
   /* Progress is for people: never into logs or pipes, where \r lines are noise. */
-  if (quiet || !isatty(STDERR_FILENO))
+  if (quiet || !isatty(STDERR_FILENO) || !knnwb_host_speaks())
     return NULL;
   KnnwbHostProgress *progress = g_new0(KnnwbHostProgress, 1);
   progress->label = g_strdup(label);
+  progress->unit = "tiles";
   progress->start_us = g_get_monotonic_time();
   return progress;
 }
@@ -39,11 +41,17 @@ void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data)
   } else if (done >= total) {
     g_snprintf(eta, sizeof eta, "0s");
   }
-  fprintf(stderr, "\r%s: %llu/%llu tiles (%3.0f%%), %.1f tiles/s, ETA %s   ", progress->label,
-          (unsigned long long)done, (unsigned long long)total, 100.0 * (double)done / (double)total,
-          rate, eta);
+  fprintf(stderr, "\r%s: %llu/%llu %s (%3.0f%%), %.1f %s/s, ETA %s   ", progress->label,
+          (unsigned long long)done, (unsigned long long)total, progress->unit,
+          100.0 * (double)done / (double)total, rate, progress->unit, eta);
   fflush(stderr);
   progress->printed = TRUE;
+}
+
+void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit)
+{
+  if (progress != NULL)
+    progress->unit = unit;
 }
 
 void knnwb_host_progress_finish(KnnwbHostProgress *progress)

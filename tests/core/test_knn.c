@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <knnwb/knnwb.h>
 #include "oracle.h"
 #include "knnwb_test_matrix.h"
@@ -112,6 +113,74 @@ static void test_exact_ties_lower_index_first(void)
         r++;
       }
   }
+}
+
+/* Many exact duplicates, mixed: groups of copies of every size from 1 to 41 scattered over an odd
+ * number of rows (first copies late, later copies early), affine images of a row (a distance of
+ * exactly 0 for the correlations, not identical bytes), and k below, at and above the group sizes.
+ * The engine collapses the copies before the search and expands them after: every metric must
+ * still match the double oracle, ties by lower index. */
+static void test_duplicates_against_oracle(void)
+{
+  const size_t n = 307, d = 7;
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 1234);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(77);
+  size_t row = 0;
+  for (size_t size = 1; row < n - 20; size = size % 41 + 1) {
+    /* A group of `size` copies of a random source row, at random places. */
+    size_t source = (size_t)g_rand_int_range(rng, 0, (gint32)n);
+    for (size_t c = 0; c < size && row < n - 20; c++, row++) {
+      size_t target = (size_t)g_rand_int_range(rng, 0, (gint32)n);
+      if (target != source)
+        memcpy(m->values + target * d, m->values + source * d, d * sizeof(float));
+    }
+  }
+  /* Rows 300..306: affine images of row 0 (2x + 1), and copies of those. */
+  for (size_t i = 300; i < n; i++)
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] = 2.0f * m->values[j] + (i % 2 ? 1.0f : 0.0f);
+  const size_t ks[] = {1, 5, 13, 50};
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++)
+    for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++) {
+      g_autoptr(KnnwbNeighbors) nb = run_self(m, all_metrics[mi], ks[ki], 2, 64 << 10);
+      oracle_check(all_metrics[mi], m->values, n, m->values, n, d, TRUE, nb, 1e-9);
+      /* Thread counts and budgets change nothing, with duplicates too. */
+      g_autoptr(KnnwbNeighbors) other = run_self(m, all_metrics[mi], ks[ki], 1, 0);
+      assert_same_lists(nb, other);
+    }
+}
+
+/* Every row the same (and three others): the lists are the lowest other indices at distance 0,
+ * found in well under a second and little memory whatever the budget. Before duplicates were
+ * collapsed, 20,000 copies took 57 s and 4.7 GB (the copies tie at the k-th distance and were
+ * re-selected with ever more candidates, up to all rows). The subprocess runs under a 1 GiB
+ * address-space limit (not under AddressSanitizer, which reserves far more) and a 30 s timeout. */
+static void test_duplicates_cost_nothing(void)
+{
+  if (g_test_subprocess()) {
+#if !defined(__SANITIZE_ADDRESS__)
+    struct rlimit limit = {(rlim_t)1 << 30, (rlim_t)1 << 30};
+    g_assert_cmpint(setrlimit(RLIMIT_AS, &limit), ==, 0);
+#endif
+    const size_t n = 20003, d = 8, k = 10;
+    g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(n, d, NULL);
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < d; j++)
+        m->values[i * d + j] = i < 20000 ? 1.5f : (float)(i + j);
+    const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
+                                   KNNWB_METRIC_COSINE};
+    for (size_t mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
+      g_autoptr(KnnwbNeighbors) nb = run_self(m, metrics[mi], k, 2, 2 << 20);
+      for (size_t i = 0; i < 20000; i += 997)
+        for (size_t r = 0; r < k; r++) {
+          g_assert_cmpint(nb->indices[i * k + r], ==, (int64_t)(r < i ? r : r + 1));
+          g_assert_cmpfloat(nb->distances[i * k + r], ==, 0.0);
+        }
+    }
+    return;
+  }
+  g_test_trap_subprocess(NULL, 30 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
 }
 
 static void test_query_against_reference(void)
@@ -464,6 +533,8 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/threads-and-budgets-identical", test_threads_and_budgets_identical);
   g_test_add_func("/knn/exact-ties", test_exact_ties_lower_index_first);
   g_test_add_func("/knn/query", test_query_against_reference);
+  g_test_add_func("/knn/duplicates/oracle", test_duplicates_against_oracle);
+  g_test_add_func("/knn/duplicates/cost-nothing", test_duplicates_cost_nothing);
   g_test_add_func("/knn/large-k", test_large_k);
   g_test_add_func("/knn/seed-sample", test_seed_sample_correlations);
   g_test_add_func("/knn/bad-inputs", test_bad_inputs);

@@ -54,6 +54,14 @@ def check_colours(fills, what):
     check(len(distinct) == len(by_cluster), f"{what}: clusters share colours {by_cluster}")
 
 
+def similar(found, what):
+    """weight is the similarity 1 / (1 + distance) (README: GML and GraphML)."""
+    for _, _, d in found:
+        if abs(d["weight"] - 1.0 / (1.0 + d["distance"])) > 1e-15:
+            check(False, f"{what}: weight {d['weight']} for distance {d['distance']}")
+            return
+
+
 # networkx, GML: labels (entities decoded), coordinates, colours, weights, clusters.
 for name, directed in (("graph.gml", False), ("directed.gml", True)):
     g = networkx.read_gml(os.path.join(directory, name), label="id")
@@ -66,10 +74,13 @@ for name, directed in (("graph.gml", False), ("directed.gml", True)):
         check(data["cluster"] == membership[v], f"networkx {name}: cluster of {v}")
         check(data["graphics"]["x"] == expected["x"][v] and data["graphics"]["y"] == expected["y"][v],
               f"networkx {name}: coordinates of {v}")
-        check(data["graphics"]["w"] == (60.0 if v in focus else 30.0), f"networkx {name}: size of {v}")
+    # Node sizes come from the layout's density: one size for all, twice that for the focus.
+    sizes = {g.nodes[v]["graphics"]["w"] / (2.0 if v in focus else 1.0) for v in range(n)}
+    check(len(sizes) == 1 and 0 < min(sizes) <= 30.0, f"networkx {name}: node sizes {sizes}")
     check_colours({v: g.nodes[v]["graphics"]["fill"] for v in range(n)}, f"networkx {name}")
-    found = [(a, b, d["weight"]) for a, b, d in g.edges(data=True)]
+    found = [(a, b, d["distance"]) for a, b, d in g.edges(data=True)]
     same_edges(found, f"networkx {name}")
+    similar(g.edges(data=True), f"networkx {name}")
     arrows = {d["graphics"].get("targetArrow") for _, _, d in g.edges(data=True)}
     check(arrows == ({"standard"} if directed else {None}), f"networkx {name}: arrows {arrows}")
 
@@ -82,7 +93,8 @@ for v in range(n):
     check(data["cluster"] == membership[v], f"networkx graphml: cluster of {v}")
     check(data["x"] == expected["x"][v] and data["y"] == expected["y"][v], f"networkx graphml: xy of {v}")
     check(data["focus"] == (v in focus), f"networkx graphml: focus of {v}")
-same_edges([(int(a[1:]), int(b[1:]), d["weight"]) for a, b, d in g.edges(data=True)], "networkx graphml")
+same_edges([(int(a[1:]), int(b[1:]), d["distance"]) for a, b, d in g.edges(data=True)], "networkx graphml")
+similar(g.edges(data=True), "networkx graphml")
 
 # python-igraph, GML and GraphML. GML is ASCII with &-entities (the GML rule, which networkx
 # enforces); igraph 0.10.2's GML reader decodes only &amp; &lt; &gt; &quot; and returns numeric
@@ -100,7 +112,7 @@ for name in ("graph.gml", "graph.graphml"):
     check([int(c) for c in g.vs["cluster"]] == membership, f"igraph {name}: clusters")
     if name.endswith(".graphml"):
         check(g.vs["x"] == expected["x"] and g.vs["y"] == expected["y"], f"igraph {name}: coordinates")
-    same_edges([(e.source, e.target, e["weight"]) for e in g.es], f"igraph {name}")
+    same_edges([(e.source, e.target, e["distance"]) for e in g.es], f"igraph {name}")
 
 # .knn, by hand: exact doubles.
 with open(os.path.join(directory, "graph.knn")) as f:

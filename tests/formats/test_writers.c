@@ -4,6 +4,7 @@
  * format selection.
  */
 #include "formats_test_util.h"
+#include <knnwb/graph.h>
 
 #include <glib/gstdio.h>
 #include <libxml/parser.h>
@@ -384,7 +385,7 @@ static void test_gml_and_graphml(void)
   xmlFreeDoc(doc);
   g_assert_cmpint(nodes, ==, 4);
   g_assert_cmpint(edges, ==, 5);
-  g_assert_cmpint(keys, ==, 6); /* label cluster x y focus weight */
+  g_assert_cmpint(keys, ==, 7); /* label cluster x y focus distance weight */
   g_assert_true(found_label);
 
   /* Bad arguments. */
@@ -435,30 +436,213 @@ static void test_output_names(void)
   g_clear_error(&error);
 }
 
-/* DrL and FR both give finite coordinates scaled to the node size. */
+static void count_progress(uint64_t done, uint64_t total, void *data)
+{
+  g_assert_cmpuint(done, <=, total);
+  (*(guint *)data)++;
+}
+
+/* FR, DrL and UMAP give finite coordinates, centred, with drawn neighbours two node sizes apart;
+ * AUTO picks FR below its limit and nothing above; a raised cancel flag stops every layout with
+ * CANCELLED after reporting progress. */
 static void test_layouts(void)
 {
   igraph_t graph;
   igraph_vector_t weights;
   GRand *rand = g_rand_new_with_seed(5);
   random_graph(rand, 60, 150, FALSE, &graph, &weights);
-  for (igraph_integer_t e = 0; e < 150; e++)
+  /* A kNN graph has no self-loops, repeated edges or isolated vertices (UMAP refuses those). */
+  for (igraph_integer_t v = 0; v < 60; v++)
+    igraph_add_edge(&graph, v, (v + 1) % 60);
+  igraph_simplify(&graph, TRUE, TRUE, NULL);
+  igraph_integer_t m = igraph_ecount(&graph);
+  igraph_vector_resize(&weights, m);
+  for (igraph_integer_t e = 0; e < m; e++)
     VECTOR(weights)[e] = g_rand_double(rand);
-  for (int layout = KNNWB_LAYOUT_AUTO; layout <= KNNWB_LAYOUT_DRL; layout++) {
+  /* UMAP is tested on kNN graphs (readback_lists.py): igraph 0.10.2's UMAP crashes inside on
+   * some random graphs like this one. */
+  const KnnwbLayout layouts[] = {KNNWB_LAYOUT_AUTO, KNNWB_LAYOUT_FR, KNNWB_LAYOUT_DRL};
+  for (size_t l = 0; l < G_N_ELEMENTS(layouts); l++) {
     igraph_matrix_t coordinates;
     igraph_matrix_init(&coordinates, 0, 0);
     GError *error = NULL;
-    g_assert_true(
-        knnwb_formats_layout(&graph, &weights, layout, 10, 1, 30.0, &coordinates, &error));
+    guint calls = 0;
+    KnnwbWriteControl control = {.progress = count_progress, .progress_data = &calls};
+    KnnwbLayout used = KNNWB_LAYOUT_NONE;
+    g_assert_true(knnwb_formats_layout_run(&graph, &weights, layouts[l], 100, 1, 30.0, &control,
+                                           &coordinates, &used, &error));
     g_assert_no_error(error);
+    g_assert_cmpint(used, ==, layouts[l] == KNNWB_LAYOUT_AUTO ? KNNWB_LAYOUT_FR : layouts[l]);
+    g_assert_cmpuint(calls, >, 0);
     g_assert_cmpint(igraph_matrix_nrow(&coordinates), ==, 60);
-    for (igraph_integer_t v = 0; v < 60; v++)
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    for (igraph_integer_t v = 0; v < 60; v++) {
       g_assert_true(isfinite(MATRIX(coordinates, v, 0)) && isfinite(MATRIX(coordinates, v, 1)));
+      x0 = MIN(x0, MATRIX(coordinates, v, 0));
+      x1 = MAX(x1, MATRIX(coordinates, v, 0));
+      y0 = MIN(y0, MATRIX(coordinates, v, 1));
+      y1 = MAX(y1, MATRIX(coordinates, v, 1));
+    }
+    g_assert_cmpfloat(fabs(x0 + x1), <, 1e-9 * (x1 - x0));
+    g_assert_cmpfloat(fabs(y0 + y1), <, 1e-9 * (y1 - y0));
+    /* The quarter of vertices with the shortest shortest-edge: about 60 apart (2 x 30). */
+    double shortest[60];
+    for (int v = 0; v < 60; v++)
+      shortest[v] = INFINITY;
+    for (igraph_integer_t e = 0; e < m; e++) {
+      igraph_integer_t a = IGRAPH_FROM(&graph, e), b = IGRAPH_TO(&graph, e);
+      double d = hypot(MATRIX(coordinates, a, 0) - MATRIX(coordinates, b, 0),
+                       MATRIX(coordinates, a, 1) - MATRIX(coordinates, b, 1));
+      if (a != b && d > 0) {
+        shortest[a] = MIN(shortest[a], d);
+        shortest[b] = MIN(shortest[b], d);
+      }
+    }
+    int below = 0;
+    for (int v = 0; v < 60; v++)
+      below += shortest[v] < 60.0 - 1e-6;
+    g_assert_cmpint(below, >=, 10);
+    g_assert_cmpint(below, <=, 20);
+
+    gint cancel = 1;
+    control.cancel = &cancel;
+    {
+      g_assert_false(knnwb_formats_layout_run(&graph, &weights, layouts[l], 100, 1, 30.0, &control,
+                                              &coordinates, NULL, &error));
+      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+      g_clear_error(&error);
+    }
     igraph_matrix_destroy(&coordinates);
   }
+  /* UMAP refuses self-loops (igraph 0.10.2 crashes on them). */
+  igraph_add_edge(&graph, 3, 3);
+  igraph_vector_push_back(&weights, 0.5);
+  igraph_matrix_t coordinates;
+  igraph_matrix_init(&coordinates, 0, 0);
+  GError *error = NULL;
+  g_assert_false(knnwb_formats_layout_run(&graph, &weights, KNNWB_LAYOUT_UMAP, 100, 1, 30.0, NULL,
+                                          &coordinates, NULL, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  igraph_matrix_destroy(&coordinates);
+  /* AUTO above its limit lays out nothing. */
+  g_assert_cmpint(knnwb_formats_layout_choose(KNNWB_LAYOUT_AUTO, 60, 10), ==, KNNWB_LAYOUT_NONE);
   g_rand_free(rand);
   igraph_vector_destroy(&weights);
   igraph_destroy(&graph);
+}
+
+/* The reference the fast formatter must match byte for byte: the shortest of %.15g/%.16g/%.17g
+ * that strtod reads back as the same double. */
+static void reference_double(char *buffer, size_t size, double value)
+{
+  for (int precision = 15; precision <= 17; precision++) {
+    g_snprintf(buffer, size, "%.*g", precision, value);
+    if (precision == 17 || !isfinite(value) || g_ascii_strtod(buffer, NULL) == value)
+      return;
+  }
+}
+
+/* .knn weights of every magnitude (random bits, decimal-looking values, powers of two and ten,
+ * halfway cases) come out as the reference writes them, and written from lists with 1 or 3 threads
+ * and from the graph the bytes are the same; a raised cancel flag leaves no file. */
+static void test_knn_numbers_and_threads(void)
+{
+  enum { N = 3001, K = 29 };
+  g_autoptr(GRand) rand = g_rand_new_with_seed(11);
+  KnnwbNeighbors nb = {.n_queries = N, .k = K};
+  nb.indices = g_new(int64_t, N * K);
+  nb.distances = g_new(double, N *K);
+  nb.n_found = g_new(int32_t, N);
+  for (size_t i = 0; i < N; i++) {
+    nb.n_found[i] = i % 97 == 5 ? 0 : K;
+    for (size_t r = 0; r < K; r++) {
+      size_t slot = i * K + r;
+      nb.indices[slot] = nb.n_found[i] ? (int64_t)((i + r + 1) % N) : -1;
+      double value;
+      switch (slot % 6) {
+      case 0: {
+        guint64 bits = ((guint64)g_rand_int(rand) << 32) | g_rand_int(rand);
+        memcpy(&value, &bits, sizeof value);
+        if (!isfinite(value))
+          value = 1.0;
+        break;
+      }
+      case 1:
+        value = g_rand_int_range(rand, 0, 1000000) / 1000.0;
+        break;
+      case 2:
+        value = ldexp(1.0, g_rand_int_range(rand, -1074, 1023));
+        break;
+      case 3:
+        value = pow(10.0, g_rand_int_range(rand, -30, 30));
+        break;
+      case 4:
+        value = 1.0 - g_rand_double(rand) * 1e-3;
+        break;
+      default:
+        value = g_rand_double_range(rand, -2.0, 2.0);
+      }
+      nb.distances[slot] = nb.n_found[i] ? value : INFINITY;
+    }
+  }
+  GError *error = NULL;
+  g_autofree char *one = g_build_filename(formats_test_dir(), "one.knn", NULL);
+  g_autofree char *three = g_build_filename(formats_test_dir(), "three.knn", NULL);
+  g_autofree char *graph_path = g_build_filename(formats_test_dir(), "graph.knn", NULL);
+  KnnwbWriteControl control = {.n_threads = 1};
+  g_assert_true(knnwb_formats_write_lists(one, KNNWB_OUTPUT_AUTO, &nb, NULL, &control, &error));
+  g_assert_no_error(error);
+  control.n_threads = 3;
+  g_assert_true(knnwb_formats_write_lists(three, KNNWB_OUTPUT_KNN, &nb, NULL, &control, &error));
+  g_assert_no_error(error);
+  igraph_t graph;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_assert_true(knnwb_graph_from_neighbors(&nb, KNNWB_GRAPH_DIRECTED, &graph, &weights, &error));
+  g_assert_true(knnwb_formats_write_knn(graph_path, &graph, &weights, &error));
+  g_assert_no_error(error);
+  g_autofree char *text_one = read_text(one);
+  g_autofree char *text_three = read_text(three);
+  g_autofree char *text_graph = read_text(graph_path);
+  g_assert_cmpstr(text_one, ==, text_three);
+  g_assert_cmpstr(text_one, ==, text_graph);
+  /* Every weight as the reference formats it. */
+  /* Walk the lines by hand: g_strsplit is quadratic under ASan's strstr interceptor. */
+  const char *line = strchr(text_one, '\n') + 1;
+  size_t e = 0;
+  for (size_t i = 0; i < N; i++)
+    for (size_t r = 0; r < (size_t)nb.n_found[i]; r++, e++) {
+      const char *end = line;
+      while (*end != '\n')
+        end++;
+      const char *weight = end;
+      while (weight[-1] != ' ')
+        weight--;
+      char want[40];
+      reference_double(want, sizeof want, nb.distances[i * K + r]);
+      if ((size_t)(end - weight) != strlen(want) || strncmp(weight, want, strlen(want)) != 0)
+        g_error("weight %.17g written as %.*s, reference %s", nb.distances[i * K + r],
+                (int)(end - weight), weight, want);
+      line = end + 1;
+    }
+  g_assert_cmpuint(e, ==, (size_t)igraph_ecount(&graph));
+
+  /* Cancelled: CANCELLED, no file, the previous one untouched. */
+  gint cancel = 1;
+  control.cancel = &cancel;
+  guint before = formats_test_count_entries(formats_test_dir());
+  g_assert_false(knnwb_formats_write_lists(one, KNNWB_OUTPUT_KNN, &nb, NULL, &control, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+  g_clear_error(&error);
+  g_assert_cmpuint(formats_test_count_entries(formats_test_dir()), ==, before);
+  g_autofree char *after = read_text(one);
+  g_assert_cmpstr(after, ==, text_one);
+  igraph_destroy(&graph);
+  igraph_vector_destroy(&weights);
+  g_free(nb.indices);
+  g_free(nb.distances);
+  g_free(nb.n_found);
 }
 
 int main(int argc, char **argv)
@@ -467,6 +651,7 @@ int main(int argc, char **argv)
   igraph_set_error_handler(igraph_error_handler_ignore);
   g_test_add_func("/formats/knn/round-trip", test_knn_round_trip);
   g_test_add_func("/formats/knn/malformed", test_knn_malformed);
+  g_test_add_func("/formats/knn/numbers-and-threads", test_knn_numbers_and_threads);
   g_test_add_func("/formats/atomic", test_atomic);
   g_test_add_func("/formats/tables", test_tables);
   g_test_add_func("/formats/gml-graphml", test_gml_and_graphml);

@@ -31,6 +31,16 @@ gboolean knnwb_graph_from_neighbors(const KnnwbNeighbors *neighbors, KnnwbGraphM
                                     igraph_t *graph, igraph_vector_t *weights, GError **error);
 
 /**
+ * The edges knnwb_graph_from_neighbors would create, without the igraph_t (for writers that need
+ * only an edge list): edges (initialised, resized to 2 x edges: from, to, from, to, ...) and
+ * weights, in the same order. Errors and complexity as knnwb_graph_from_neighbors, without
+ * igraph's indexing (4 integers per edge less memory, and no sort).
+ */
+gboolean knnwb_graph_edges_from_neighbors(const KnnwbNeighbors *neighbors, KnnwbGraphMode mode,
+                                          igraph_vector_int_t *edges, igraph_vector_t *weights,
+                                          GError **error);
+
+/**
  * Convenience: knnwb_knn_self then knnwb_graph_from_neighbors.
  */
 gboolean knnwb_knn_graph(const KnnwbMatrix *data, const KnnwbKnnOptions *options,

@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <stdint.h>
+#include <knnwb/knn_group.h>
 #include <knnwb/matrix.h>
 
 G_BEGIN_DECLS
@@ -44,7 +45,7 @@ typedef struct {
   KnnwbMetric metric;         /**< default pearson */
   size_t k;                   /**< neighbours per row, 1 <= k <= (reference rows - self) */
   KnnwbBackend backend;       /**< default auto */
-  int n_threads;              /**< CPU threads; 0 = all cores */
+  int n_threads;              /**< CPU threads; 0 = all cores; clamped to knnwb_thread_limit() */
   size_t memory_bytes;        /**< CPU working-memory budget for tiles; 0 = 256 MiB */
   size_t gpu_memory_bytes;    /**< per-GPU budget; 0 = 90% of free memory */
   const int *devices;         /**< GPU ordinals; NULL = all visible */
@@ -55,6 +56,14 @@ typedef struct {
   void *progress_data;
   const volatile gint *cancel; /**< optional: the run stops with KNNWB_ERROR_CANCELLED once *cancel != 0 */
   const char *data_name; /**< what warnings call the data (its file name, say); NULL: "data" */
+  /** Ranks computing this run together (NULL: knnwb_knn_group_get_default()). With a group of
+   * size > 1 the call is collective: every rank passes the same matrices and options, gets the
+   * same lists (or the same error) and each computes its share: the self graph's tiles, the query
+   * rows' panels. */
+  const KnnwbKnnGroup *group;
+  /** With a group: return only this rank's rows (knnwb_knn_group_rows; first_row in the result)
+   * instead of every row on every rank. For writers that write each rank's rows in place. */
+  gboolean group_own_rows;
 } KnnwbKnnOptions;
 
 /** Fills options with defaults (pearson, k = 10, auto backend, all threads, 256 MiB). */
@@ -73,6 +82,8 @@ typedef struct {
   double *distances;
   int32_t *n_found;
   char *backend_used; /**< "cpu" or "cuda:N" (number of GPUs), for reports */
+  size_t first_row;   /**< the lists are of rows first_row .. first_row + n_queries - 1 (not 0
+                           only for a group run with group_own_rows) */
 } KnnwbNeighbors;
 
 void knnwb_neighbors_free(KnnwbNeighbors *neighbors);
@@ -164,6 +175,22 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
                                   double *out_distance, GError **error);
 void knnwb_outside_search_free(KnnwbOutsideSearch *search);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbOutsideSearch, knnwb_outside_search_free)
+
+/** The most threads knnwb runs at once, whatever is asked for. */
+#define KNNWB_THREADS_MAX 1024
+
+/**
+ * The most CPU threads one knnwb computation starts: 4 per online CPU (g_get_num_processors),
+ * at most KNNWB_THREADS_MAX. More only cost memory (a stack each) and switching, and a number
+ * such as 100000 would fail to start.
+ */
+int knnwb_thread_limit(void);
+
+/**
+ * The threads to use for a request of n_threads: 0 (or less) = all online CPUs; more than
+ * knnwb_thread_limit() is clamped to it with one warning per process (g_warning).
+ */
+int knnwb_thread_count(int n_threads);
 
 G_END_DECLS
 

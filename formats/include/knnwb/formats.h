@@ -120,16 +120,41 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
 
 /** Output formats. */
 typedef enum {
-  KNNWB_OUTPUT_AUTO,         /**< by extension, see knnwb_formats_output_from_path() */
-  KNNWB_OUTPUT_KNN,          /**< the seed's .knn: `n m`, then `source target weight`, 0-based */
-  KNNWB_OUTPUT_GML,          /**< GML for yEd, with graphics, layout and colours */
-  KNNWB_OUTPUT_GRAPHML,      /**< GraphML for Cytoscape and Gephi */
-  KNNWB_OUTPUT_LABELS_TSV,   /**< cluster labels: row, label, cluster, cluster size */
-  KNNWB_OUTPUT_NEIGHBORS_TSV /**< neighbour table: label, rank, neighbour label, distance */
+  KNNWB_OUTPUT_AUTO,          /**< by extension, see knnwb_formats_output_from_path() */
+  KNNWB_OUTPUT_KNN,           /**< the seed's .knn: `n m`, then `source target weight`, 0-based */
+  KNNWB_OUTPUT_GML,           /**< GML for yEd, with graphics, layout and colours */
+  KNNWB_OUTPUT_GRAPHML,       /**< GraphML for Cytoscape and Gephi */
+  KNNWB_OUTPUT_LABELS_TSV,    /**< cluster labels: row, label, cluster, cluster size */
+  KNNWB_OUTPUT_NEIGHBORS_TSV, /**< neighbour table: label, rank, neighbour label, distance */
+  KNNWB_OUTPUT_NPY, /**< NumPy: two files, OUT (indices, int64 n x k) and OUT's `.distances.npy` */
+  KNNWB_OUTPUT_NPZ, /**< NumPy zip: arrays `indices` (int64 n x k) and `distances` (float64) */
+  KNNWB_OUTPUT_MTX  /**< Matrix Market sparse n x n distance matrix, 1-based; labels beside */
 } KnnwbOutputFormat;
 
-/** Parses "auto", "knn", "gml", "graphml", "labels", "neighbors"/"neighbours". Errors:
- * INVALID_ARGUMENT. */
+/** How writers run: threads, interruption and progress. Zero-initialised = all cores, no cancel,
+ * no progress. */
+typedef struct {
+  int n_threads;               /**< formatting threads; 0 = all cores */
+  const volatile gint *cancel; /**< optional: stop with KNNWB_ERROR_CANCELLED once *cancel != 0 */
+  KnnwbProgressFunc progress;  /**< optional: (items written, items in total) */
+  void *progress_data;
+} KnnwbWriteControl;
+
+/**
+ * Edges to write without an igraph_t: edge e runs from from[e * stride] to to[e * stride] with
+ * distance weights[e] (weights NULL = 1). An igraph_t gives from = VECTOR(graph->from), to =
+ * VECTOR(graph->to), stride 1; an interleaved edge vector (a b a b ...) gives stride 2.
+ */
+typedef struct {
+  igraph_integer_t n_vertices, n_edges;
+  gboolean directed;
+  const igraph_integer_t *from, *to;
+  size_t stride;
+  const double *weights;
+} KnnwbEdgeList;
+
+/** Parses "auto", "knn", "gml", "graphml", "labels", "neighbors"/"neighbours", "npy", "npz",
+ * "mtx". Errors: INVALID_ARGUMENT. */
 gboolean knnwb_formats_output_from_string(const char *name, KnnwbOutputFormat *format,
                                           GError **error);
 /** The name knnwb_formats_output_from_string() accepts. */
@@ -137,7 +162,7 @@ const char *knnwb_formats_output_to_string(KnnwbOutputFormat format);
 
 /**
  * Picks the output format from path's extension (case-insensitive): .knn, .gml, .graphml,
- * .labels.tsv or .clusters.tsv (labels), any other .tsv (neighbours).
+ * .labels.tsv or .clusters.tsv (labels), any other .tsv (neighbours), .npy, .npz, .mtx.
  * Errors: KNNWB_ERROR_INVALID_ARGUMENT for other extensions (the message lists the known ones).
  */
 gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *format,
@@ -145,22 +170,41 @@ gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *for
 
 /** How GML nodes get coordinates. */
 typedef enum {
-  KNNWB_LAYOUT_AUTO, /**< Fruchterman-Reingold up to fr_max_vertices, DrL above */
-  KNNWB_LAYOUT_FR,   /**< igraph_layout_fruchterman_reingold (weights as attraction) */
-  KNNWB_LAYOUT_DRL,  /**< igraph_layout_drl, for large graphs */
-  KNNWB_LAYOUT_NONE  /**< no coordinates (yEd piles the nodes up; use its own layouts) */
+  KNNWB_LAYOUT_AUTO, /**< FR up to fr_max_vertices, none above (never minutes by default) */
+  KNNWB_LAYOUT_FR,   /**< igraph Fruchterman-Reingold, grid variant above 1000 vertices */
+  KNNWB_LAYOUT_DRL,  /**< igraph_layout_drl */
+  KNNWB_LAYOUT_NONE, /**< no coordinates (yEd piles the nodes up; use its own layouts) */
+  KNNWB_LAYOUT_UMAP  /**< igraph_layout_umap from the kNN distances (as scanpy) */
 } KnnwbLayout;
 
-/** Parses "auto", "fr", "drl", "none". Errors: INVALID_ARGUMENT. */
+/** Parses "auto", "fr", "drl", "umap", "none". Errors: INVALID_ARGUMENT. */
 gboolean knnwb_formats_layout_from_string(const char *name, KnnwbLayout *layout, GError **error);
+/** The name knnwb_formats_layout_from_string() accepts. */
+const char *knnwb_formats_layout_to_string(KnnwbLayout layout);
+
+/** The layout AUTO stands for at n_vertices (other layouts are returned as they are). */
+KnnwbLayout knnwb_formats_layout_choose(KnnwbLayout layout, igraph_integer_t n_vertices,
+                                        igraph_integer_t fr_max_vertices);
 
 /**
- * Computes a 2-D layout of graph into coordinates (an initialised matrix, resized to n x 2), scaled
- * so that the mean edge is about 4 node sizes long. Weights (distances, may be NULL) make near
- * neighbours pull harder. Deterministic for a given seed: it reseeds igraph's default RNG (global).
- * Errors: KNNWB_ERROR_IGRAPH, KNNWB_ERROR_INVALID_ARGUMENT (layout NONE).
- * Complexity: FR O(iterations * n^2) (use it for n up to a few thousand); DrL O(iterations * n).
+ * Computes a 2-D layout of graph into coordinates (an initialised matrix, resized to n x 2),
+ * centred on the origin and scaled so that drawn neighbours inside dense clusters are two node
+ * sizes apart. Weights (distances, may be NULL) make near neighbours pull harder (UMAP uses them
+ * as distances). Deterministic for a given seed: it reseeds igraph's default RNG (global).
+ * control (may be NULL) gets progress per layout iteration and stops the layout within one
+ * iteration of its cancel flag, through igraph's (process-wide) interruption handler.
+ * *used (may be NULL) receives the layout actually run.
+ * Errors: KNNWB_ERROR_IGRAPH, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_INVALID_ARGUMENT (layout NONE, or
+ * AUTO resolving to NONE). Complexity: FR O(iterations * n^2) below 1000 vertices, grid FR about
+ * O(iterations * (n + m)), UMAP O(epochs * m), DrL O(iterations * n).
  */
+gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *weights,
+                                  KnnwbLayout layout, igraph_integer_t fr_max_vertices,
+                                  unsigned long seed, double node_size,
+                                  const KnnwbWriteControl *control, igraph_matrix_t *coordinates,
+                                  KnnwbLayout *used, GError **error);
+
+/** knnwb_formats_layout_run without control. */
 gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weights,
                               KnnwbLayout layout, igraph_integer_t fr_max_vertices,
                               unsigned long seed, double node_size, igraph_matrix_t *coordinates,
@@ -170,7 +214,7 @@ gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weig
  * knnwb_formats_gml_options_init(). */
 typedef struct {
   KnnwbLayout layout;                 /**< default AUTO */
-  igraph_integer_t fr_max_vertices;   /**< AUTO switches to DrL above this; default 3000 */
+  igraph_integer_t fr_max_vertices;   /**< AUTO: FR up to this, none above; default 20000 */
   unsigned long seed;                 /**< layout RNG seed; default 42 */
   const igraph_matrix_t *coordinates; /**< n x 2 precomputed coordinates; overrides layout */
   const igraph_vector_int_t *focus; /**< vertex ids to highlight (the "dummy probe"); may be NULL */
@@ -189,6 +233,7 @@ typedef struct {
   const char *const *labels;             /**< per-vertex labels; NULL = vertex numbers */
   const igraph_vector_int_t *membership; /**< per-vertex cluster (0-based); may be NULL */
   const KnnwbGmlOptions *gml;            /**< NULL = defaults */
+  const KnnwbWriteControl *control;      /**< threads, cancel, progress; NULL = defaults */
 } KnnwbGraphOutput;
 
 /**
@@ -209,6 +254,38 @@ gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
  */
 gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
                                  const igraph_vector_t *weights, GError **error);
+
+/**
+ * Writes the directed kNN graph straight from neighbour lists, without an igraph_t: row i's edges
+ * are i -> its list in rank order (slots with index -1 skipped), the edge order of
+ * knnwb_graph_from_neighbors(DIRECTED). Formats: KNN, MTX (coordinate real general), NEIGHBORS_TSV
+ * (labels for both ends), NPY and NPZ (the lists as n x k arrays: indices int64 with -1 in unused
+ * slots, distances float64 with +inf there). labels may be NULL; control may be NULL.
+ * Output is byte-identical whatever the thread count. Errors: KNNWB_ERROR_IO,
+ * KNNWB_ERROR_CANCELLED, KNNWB_ERROR_INVALID_ARGUMENT (a format that needs a graph).
+ * Complexity: O(n k) time; memory O(threads x chunk) beyond the lists.
+ */
+gboolean knnwb_formats_write_lists(const char *path, KnnwbOutputFormat format,
+                                   const KnnwbNeighbors *neighbors, const char *const *labels,
+                                   const KnnwbWriteControl *control, GError **error);
+
+/**
+ * Writes an edge list (no igraph_t needed) as KNN or MTX (undirected: `symmetric`, each edge once
+ * in the lower triangle). Same contract as knnwb_formats_write_lists.
+ */
+gboolean knnwb_formats_write_edges(const char *path, KnnwbOutputFormat format,
+                                   const KnnwbEdgeList *edges, const char *const *labels,
+                                   const KnnwbWriteControl *control, GError **error);
+
+/** The edge list view of a graph (no copy; valid while graph and weights live). */
+void knnwb_formats_edges_of_graph(const igraph_t *graph, const igraph_vector_t *weights,
+                                  KnnwbEdgeList *edges);
+
+/**
+ * The side files of a format: for MTX the row labels (`g.mtx` -> `g.rows.txt`), for NPY the
+ * distances (`g.npy` -> `g.distances.npy`); NULL for other formats. Free with g_free.
+ */
+char *knnwb_formats_side_path(const char *path, KnnwbOutputFormat format);
 
 /**
  * Reads a .knn file into graph (uninitialised on entry; initialised on success only) and weights
@@ -270,6 +347,27 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
                                                 const char *const *query_labels,
                                                 const char *const *reference_labels,
                                                 GError **error);
+
+/**
+ * The lines of a .knn file (`source target weight`, no `n m` header) for the rows of lists:
+ * row first_row + q's found neighbours in rank order, as knnwb_formats_write_knn writes the
+ * directed kNN graph, byte for byte. For writers that put several processes' rows into one file.
+ * Formatted in parallel chunks like the file writers. Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ */
+gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error);
+
+/**
+ * The data lines of knnwb_formats_write_neighbor_lists_tsv (no header line) for the rows of lists
+ * (row numbers first_row + q; query_labels are indexed by the global row), formatted like it.
+ * Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ */
+gboolean knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                                  const char *const *query_labels,
+                                                  const char *const *reference_labels,
+                                                  GError **error);
+
+/** The header line of the neighbour table. */
+#define KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
 
 /**
  * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as knnwb_clustering_single_linkage

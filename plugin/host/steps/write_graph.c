@@ -10,10 +10,11 @@ enum { PATH, FORMAT, LAYOUT, SEED, NODE_SIZE, FOCUS, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_write_graph_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_OUTPUT_FILE, NULL, 1, 0, NULL, "the file to write"},
-    [FORMAT] = {"format", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|knn|gml|graphml|neighbors|labels",
-                "auto: from the extension (.knn .gml .graphml .labels.tsv .tsv)"},
-    [LAYOUT] = {"layout", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|fr|drl|none",
-                "GML/GraphML node coordinates"},
+    [FORMAT] = {"format", KNNWB_PARAM_CHOICE, "auto", 1, 0,
+                "auto|knn|gml|graphml|neighbors|labels|mtx",
+                "auto: from the extension (.knn .gml .graphml .labels.tsv .tsv .mtx)"},
+    [LAYOUT] = {"layout", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|fr|drl|umap|none",
+                "GML/GraphML node coordinates (auto: fr up to 20,000 vertices, none above)"},
     [SEED] = {"seed", KNNWB_PARAM_INT, "42", 0, 4294967295.0, NULL, "layout random seed"},
     [NODE_SIZE] = {"node-size", KNNWB_PARAM_DOUBLE, "30", 1, 1000, NULL, "GML node size"},
     [FOCUS] = {"focus", KNNWB_PARAM_STRING, "", 1, 0, NULL,
@@ -81,11 +82,16 @@ static gboolean knnwb_write_graph_run(KnnwbStepContext *context, GError **error)
     gml.focus = &focus;
   }
   if (ok) {
+    KnnwbWriteControl control = {.n_threads = context->n_threads,
+                                 .cancel = context->cancel,
+                                 .progress = context->progress,
+                                 .progress_data = context->progress_data};
     KnnwbGraphOutput output = {.graph = graph,
                                .weights = &graph_value->weights,
                                .labels = labels,
                                .membership = clusters ? &clusters->membership : NULL,
-                               .gml = &gml};
+                               .gml = &gml,
+                               .control = &control};
     ok = knnwb_formats_write_graph(p[PATH].v_string, format, &output, error);
   }
   igraph_vector_int_destroy(&focus);

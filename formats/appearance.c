@@ -1,0 +1,134 @@
+/* How a laid-out graph looks in yEd and in pictures: node and label sizes from the layout's
+ * density, a generated palette with as many distinguishable colours as there are clusters, edge
+ * widths and similarity weights from the distances. Shared by the GML and GraphML writers; the
+ * render command reads the results back from the GML, so pictures show the same colours. */
+#include "formats_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int knnwb_appearance_compare_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double knnwb_formats_layout_spacing(const igraph_t *graph, const igraph_matrix_t *coordinates)
+{
+  /* Each vertex's shortest drawn edge, then a low quantile over vertices: the spacing inside the
+   * dense clusters, where overlaps happen. The mean edge would be dominated by the long edges
+   * between clusters. */
+  igraph_integer_t n = igraph_vcount(graph), m = igraph_ecount(graph);
+  if (n == 0 || coordinates == NULL)
+    return 0.0;
+  double *shortest = g_new(double, n);
+  for (igraph_integer_t v = 0; v < n; v++)
+    shortest[v] = INFINITY;
+  for (igraph_integer_t e = 0; e < m; e++) {
+    igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
+    double length = hypot(MATRIX(*coordinates, a, 0) - MATRIX(*coordinates, b, 0),
+                          MATRIX(*coordinates, a, 1) - MATRIX(*coordinates, b, 1));
+    if (a == b || !(length > 0.0))
+      continue;
+    shortest[a] = MIN(shortest[a], length);
+    shortest[b] = MIN(shortest[b], length);
+  }
+  igraph_integer_t counted = 0;
+  for (igraph_integer_t v = 0; v < n; v++)
+    if (isfinite(shortest[v]))
+      shortest[counted++] = shortest[v];
+  double spacing = 0.0;
+  if (counted > 0) {
+    qsort(shortest, (size_t)counted, sizeof(double), knnwb_appearance_compare_double);
+    spacing = shortest[counted / 4];
+  }
+  g_free(shortest);
+  if (spacing > 0.0)
+    return spacing;
+  /* No usable edge: the mean spacing of the points over their bounding box. */
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (igraph_integer_t v = 0; v < n; v++) {
+    x0 = MIN(x0, MATRIX(*coordinates, v, 0));
+    x1 = MAX(x1, MATRIX(*coordinates, v, 0));
+    y0 = MIN(y0, MATRIX(*coordinates, v, 1));
+    y1 = MAX(y1, MATRIX(*coordinates, v, 1));
+  }
+  double area = (x1 - x0) * (y1 - y0);
+  return area > 0.0 ? sqrt(area / (double)n) : 0.0;
+}
+
+void knnwb_formats_appearance_init(KnnwbAppearance *appearance, const KnnwbGraphOutput *output,
+                                   const KnnwbGmlOptions *options,
+                                   const igraph_matrix_t *coordinates)
+{
+  memset(appearance, 0, sizeof *appearance);
+  /* Nodes half the spacing wide: neighbours in a dense cluster touch at most. Our own layouts
+   * are scaled so that this is exactly options->node_size; given coordinates may be denser. */
+  double spacing = knnwb_formats_layout_spacing(output->graph, coordinates);
+  appearance->node_size = options->node_size;
+  if (spacing > 0.0)
+    appearance->node_size = MIN(options->node_size, 0.5 * spacing);
+  appearance->font_size = MAX(1.0, options->font_size * appearance->node_size / options->node_size);
+  appearance->edge_width = options->edge_width;
+  appearance->distance_lo = INFINITY;
+  appearance->distance_hi = -INFINITY;
+  if (output->weights != NULL)
+    for (igraph_integer_t e = 0; e < igraph_vector_size(output->weights); e++) {
+      double d = VECTOR(*output->weights)[e];
+      if (isfinite(d)) {
+        appearance->distance_lo = MIN(appearance->distance_lo, d);
+        appearance->distance_hi = MAX(appearance->distance_hi, d);
+      }
+    }
+  /* Every knnwb metric gives distances >= 0; other sources (the seed's r) may not. */
+  appearance->distance_shift = appearance->distance_lo < 0.0 ? -appearance->distance_lo : 0.0;
+}
+
+double knnwb_formats_similarity(const KnnwbAppearance *appearance, double distance)
+{
+  return 1.0 / (1.0 + distance + appearance->distance_shift);
+}
+
+double knnwb_formats_edge_width(const KnnwbAppearance *appearance, double distance)
+{
+  /* Nearest pairs 3x the base width, the farthest 0.5x: strong ties stand out. */
+  double span = appearance->distance_hi - appearance->distance_lo;
+  double relative =
+      span > 0.0 && isfinite(distance) ? (distance - appearance->distance_lo) / span : 0.5;
+  return appearance->edge_width * (3.0 - 2.5 * relative);
+}
+
+void knnwb_formats_cluster_colour(igraph_integer_t cluster, char hex[8])
+{
+  /* Hues a golden angle apart never repeat and the first few are far apart; three lightness
+   * and saturation tiers cycling with a different period separate the near hues of distant ids. */
+  double hue = fmod((double)cluster * 137.50776405003785, 360.0) / 60.0;
+  static const double saturation[3] = {0.75, 0.55, 0.95};
+  static const double value[3] = {0.90, 0.70, 0.55};
+  int tier = (int)(cluster % 3);
+  double s = saturation[tier], v = value[(cluster / 3) % 3];
+  double c = v * s, x = c * (1.0 - fabs(fmod(hue, 2.0) - 1.0)), m = v - c;
+  double r, g, b;
+  switch ((int)hue) {
+  case 0:
+    r = c, g = x, b = 0;
+    break;
+  case 1:
+    r = x, g = c, b = 0;
+    break;
+  case 2:
+    r = 0, g = c, b = x;
+    break;
+  case 3:
+    r = 0, g = x, b = c;
+    break;
+  case 4:
+    r = x, g = 0, b = c;
+    break;
+  default:
+    r = c, g = 0, b = x;
+    break;
+  }
+  g_snprintf(hex, 8, "#%02X%02X%02X", (int)lround((r + m) * 255), (int)lround((g + m) * 255),
+             (int)lround((b + m) * 255));
+}

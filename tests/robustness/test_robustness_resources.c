@@ -1,0 +1,160 @@
+/* Exhausted resources (ROBUSTNESS.md, "Hostile input and exhausted resources"): a file without line
+ * breaks, an endless field and absurd thread counts end in a message or a correct result, never in
+ * an abort, also under `ulimit -v` (the program runs in a child shell with the limit). */
+#include <stdio.h>
+#include <unistd.h>
+#include "host_test_util.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KNNWB_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KNNWB_TEST_ASAN 1
+#endif
+#endif
+
+static char *test_dir;
+
+/* Runs `sh -c "LIMITS; exec knnwb ARGS"`; returns the exit status (128 + signal when killed). */
+static int run_limited(const char *limits, const char *args, char **err)
+{
+  g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
+  g_autofree char *command =
+      g_strdup_printf("%s%sKNNWB_PLUGIN_PATH='%s' exec '%s' %s", limits ? limits : "",
+                      limits ? "; " : "", plugin_dir, KNNWB_HOST_PROGRAM, args);
+  char *argv[] = {"/bin/sh", "-c", command, NULL};
+  int status = -1;
+  g_assert_true(
+      g_spawn_sync(test_dir, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, err, &status, NULL));
+  g_test_message("%s\n  -> status %d: %s", command, status, err ? *err : "");
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#ifdef KNNWB_TEST_ASAN /* ASan reserves terabytes of shadow memory: no address-space limit there   \
+                        */
+#define LIMIT_3G NULL
+#else
+#define LIMIT_3G "ulimit -v 3145728"
+#endif
+
+/* `knnwb knn /dev/zero -f csv` grew its line buffer until g_realloc aborted (SIGTRAP) under a 3 GiB
+ * limit; now every text format stops at 256 MiB with the line number. */
+static void test_endless_line(void)
+{
+  const char *formats[] = {"csv", "tsv", "cibm", "gct"};
+  for (guint f = 0; f < G_N_ELEMENTS(formats); f++) {
+    g_autofree char *args = g_strdup_printf("knn /dev/zero -f %s -k 2 -o out.knn", formats[f]);
+    g_autofree char *err = NULL;
+    g_assert_cmpint(run_limited(LIMIT_3G, args, &err), ==, 1);
+    g_assert_nonnull(strstr(err, "/dev/zero:1: a line (or quoted record) longer than 256 MiB"));
+  }
+  g_assert_false(g_file_test("out.knn", G_FILE_TEST_EXISTS));
+}
+
+/* A quoted field that never closes (20 MiB of a header) is refused at 16 MiB, at its line and
+ * column, before it is copied. */
+static void test_long_field(void)
+{
+  g_autofree char *path = g_build_filename(test_dir, "field.csv", NULL);
+  FILE *file = fopen(path, "w");
+  g_assert_nonnull(file);
+  fputs("name,\"a", file);
+  g_autofree char *chunk = g_malloc(1 << 20);
+  memset(chunk, 'x', 1 << 20);
+  for (int i = 0; i < 20; i++) {
+    g_assert_cmpuint(fwrite(chunk, 1, 1 << 20, file), ==, 1 << 20);
+    fputc('\n', file);
+  }
+  fputs("\"\nr1,1\n", file);
+  g_assert_cmpint(fclose(file), ==, 0);
+  g_autofree char *err = NULL;
+  g_assert_cmpint(run_limited(NULL, "knn field.csv -k 1 -o out.knn", &err), ==, 1);
+  g_assert_nonnull(strstr(err, "field.csv:1:6: a field longer than 16 MiB"));
+  g_unlink(path);
+}
+
+/* A small random data set (6,001 rows: enough tiles for many threads) in CSV. */
+static char *write_data(void)
+{
+  g_autoptr(GString) text = g_string_new(NULL);
+  GRand *random = g_rand_new_with_seed(15);
+  for (int i = 0; i < 6001; i++) {
+    g_string_append_printf(text, "r%d", i);
+    for (int j = 0; j < 9; j++)
+      g_string_append_printf(text, ",%.4f", g_rand_double(random));
+    g_string_append_c(text, '\n');
+  }
+  g_rand_free(random);
+  return host_test_write(test_dir, "data.csv", text->str);
+}
+
+/* --threads 100000 (and 4096 under a memory limit) aborted in g_thread_new: now clamped to
+ * 4 x online CPUs (at most 1024) with a warning, and threads that cannot start (here: 1 GiB stacks
+ * under a 4 GiB address space) are done without; the graph is the same bytes as with one thread. */
+static void test_threads(void)
+{
+  g_autofree char *data = write_data();
+  g_autofree char *err = NULL;
+  g_assert_cmpint(run_limited(NULL, "knn data.csv -k 5 --threads 1 -q -o one.knn", &err), ==, 0);
+  g_autofree char *one = NULL;
+  g_assert_true(g_file_get_contents("one.knn", &one, NULL, NULL));
+  struct {
+    const char *limits;
+    const char *threads;
+    const char *warning;
+  } cases[] = {
+      {NULL, "100000", "100000 threads asked for; using"},
+      {"ulimit -v 2097152", "4096", "4096 threads asked for; using"},
+      {"ulimit -s 1048576; ulimit -v 4194304", "8", "cannot start a thread"},
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+#ifdef KNNWB_TEST_ASAN
+    if (cases[c].limits != NULL)
+      continue;
+#endif
+    g_autofree char *args =
+        g_strdup_printf("knn data.csv -k 5 --threads %s -q -o many.knn", cases[c].threads);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_limited(cases[c].limits, args, &err), ==, 0);
+    /* 4096 under 2 GiB: clamped on this machine, and on a large one threads may fail to start. */
+    g_assert_true(strstr(err, cases[c].warning) != NULL ||
+                  (c == 1 && strstr(err, "cannot start a thread") != NULL));
+    g_autofree char *many = NULL;
+    g_assert_true(g_file_get_contents("many.knn", &many, NULL, NULL));
+    g_assert_cmpstr(one, ==, many);
+    g_unlink("many.knn");
+  }
+  /* Pipelines: the knn-graph step's own threads parameter (up to 4096) goes through the same
+   * clamp. */
+  g_autofree char *pipeline = g_strdup_printf(
+      "<pipeline name=\"t\"><step id=\"l\" type=\"load-matrix\"><param name=\"path\" "
+      "value=\"%s\"/></step><step id=\"g\" type=\"knn-graph\"><input name=\"data\" step=\"l\"/>"
+      "<param name=\"k\" value=\"5\"/><param name=\"threads\" value=\"4096\"/></step>"
+      "<step id=\"w\" type=\"write-graph\"><input name=\"graph\" step=\"g\"/><param "
+      "name=\"path\" value=\"p.knn\"/></step></pipeline>",
+      data);
+  g_autofree char *pipeline_path = host_test_write(test_dir, "p.xml", pipeline);
+  g_clear_pointer(&err, g_free);
+  g_assert_cmpint(run_limited(NULL, "run -q p.xml", &err), ==, 0);
+  g_assert_nonnull(strstr(err, "4096 threads asked for; using"));
+  g_autofree char *piped = NULL;
+  g_assert_true(g_file_get_contents("p.knn", &piped, NULL, NULL));
+  g_assert_cmpstr(one, ==, piped);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  test_dir = host_test_tmpdir();
+  g_assert_cmpint(chdir(test_dir), ==, 0);
+  g_test_add_func("/robustness/resources/endless-line", test_endless_line);
+  g_test_add_func("/robustness/resources/long-field", test_long_field);
+  g_test_add_func("/robustness/resources/threads", test_threads);
+  int status = g_test_run();
+  g_assert_cmpint(chdir("/"), ==, 0);
+  host_test_rmtree(test_dir);
+  g_free(test_dir);
+  return status;
+}
