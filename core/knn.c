@@ -35,11 +35,12 @@ typedef struct {
   const KnnwbPrepared *query, *reference;
   gboolean self;
   size_t k, kc, available;
-  const int64_t *rows;        /* query row of each job row, NULL = identity */
+  const int64_t *rows;        /* query row of each job row, NULL = row0 + job row */
+  size_t row0;
   const int64_t *cand_index; /* job rows x kc */
   const float *cand_score;
   const double *cand_distance; /* exact distances from the backend, or NULL */
-  KnnwbNeighbors *result;
+  KnnwbNeighbors *result;     /* holds rows result->first_row ... */
   unsigned char *uncertified; /* per job row */
 } KnnwbRefineLoop;
 
@@ -48,15 +49,16 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
   KnnwbRefineLoop *loop = user;
   KnnwbNeighbors *result = loop->result;
   for (size_t t = first; t < last; t++) {
-    size_t i = loop->rows ? (size_t)loop->rows[t] : t;
-    int64_t *out_index = result->indices + i * loop->k;
-    double *out_distance = result->distances + i * loop->k;
+    size_t i = loop->rows ? (size_t)loop->rows[t] : loop->row0 + t;
+    size_t slot = i - result->first_row;
+    int64_t *out_index = result->indices + slot * loop->k;
+    double *out_distance = result->distances + slot * loop->k;
     if (loop->query->invalid != NULL && loop->query->invalid[i]) {
       for (size_t r = 0; r < loop->k; r++) {
         out_index[r] = -1;
         out_distance[r] = INFINITY;
       }
-      result->n_found[i] = 0;
+      result->n_found[slot] = 0;
       loop->uncertified[t] = 0;
       continue;
     }
@@ -64,7 +66,7 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
                                    loop->cand_index + t * loop->kc, loop->cand_score + t * loop->kc,
                                    loop->cand_distance ? loop->cand_distance + t * loop->kc : NULL,
                                    loop->kc, loop->available, loop->k, out_index, out_distance);
-    result->n_found[i] = (int32_t)loop->k;
+    result->n_found[slot] = (int32_t)loop->k;
     loop->uncertified[t] = ok ? 0 : 1;
   }
 }
@@ -135,19 +137,43 @@ static void knnwb_knn_fill_job(KnnwbSelectJob *job, const KnnwbKnnOptions *optio
   job->cancel = options->cancel;
 }
 
-/* Runs one selection and its refinement; rows (NULL = all n_rows) are the query rows concerned.
- * On return *uncertified holds the rows still uncertified (or is NULL). */
+/* Rank 0 of a group shows the job's progress: its own share's tiles stand for every rank's (the
+ * shares are even), so one line covers the whole job. */
+typedef struct {
+  KnnwbProgressFunc progress;
+  void *data;
+  uint64_t ranks;
+} KnnwbGroupProgress;
+
+static void knnwb_knn_group_progress(uint64_t done, uint64_t total, void *user)
+{
+  KnnwbGroupProgress *group = user;
+  group->progress(done * group->ranks, total * group->ranks, group->data);
+}
+
+/*
+ * Runs one selection and its refinement. rows (NULL = the n_rows rows from row0) are the query
+ * rows concerned. With a group (first round only: rows == NULL): a self job runs this rank's share
+ * of the tiles over every row, the ranks' candidates are merged for this rank's rows [row0, row0 +
+ * n_rows), and those are refined; a query job selects and refines this rank's rows. On return
+ * *uncertified holds the rows still uncertified (or is NULL).
+ */
 static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
                                 const char *backend, const KnnwbPrepared *query,
                                 const KnnwbPrepared *reference, gboolean self, size_t kc,
                                 size_t available, int threads, const int64_t *rows, size_t n_rows,
-                                KnnwbNeighbors *result, GArray **uncertified, GError **error)
+                                size_t row0, const KnnwbKnnGroup *group, KnnwbNeighbors *result,
+                                GArray **uncertified, GError **error)
 {
   const size_t d = query->d;
+  /* A self job of a group selects over every row (its share of the tiles touches them all). */
+  const gboolean shared = group != NULL && rows == NULL && self;
+  const size_t job_rows = shared ? query->n : n_rows;
   size_t cells;
-  if (!knnwb_size_multiply(n_rows, kc, &cells)) {
+  *uncertified = NULL;
+  if (!knnwb_size_multiply(job_rows, kc, &cells)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%zu rows x %zu candidates overflow",
-                n_rows, kc);
+                job_rows, kc);
     return FALSE;
   }
   int64_t *cand_index = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t));
@@ -155,12 +181,17 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   unsigned char *flags = g_try_malloc0(MAX(n_rows, (size_t)1));
   float *gathered = NULL;
   double *cand_distance = NULL;
+  int64_t *own_index = NULL;
+  float *own_score = NULL;
+  double *own_distance = NULL;
   int distances_filled = 0;
   gboolean ok = FALSE;
+  KnnwbGroupProgress group_progress = {options->progress, options->progress_data,
+                                       group ? (uint64_t)group->size : 1};
   if (cand_index == NULL || cand_score == NULL || flags == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate candidate lists for %zu rows x %zu candidates", n_rows, kc);
-    goto out;
+                "cannot allocate candidate lists for %zu rows x %zu candidates", job_rows, kc);
+    goto selected;
   }
   KnnwbSelectJob job;
   knnwb_knn_fill_job(&job, options, reference, threads);
@@ -168,18 +199,29 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   job.memory_bytes = options->memory_bytes;
   job.out_index = cand_index;
   job.out_score = cand_score;
+  const size_t job_row0 = shared ? 0 : row0;
   if (rows == NULL) {
-    job.query = query->scored;
-    job.n_query = query->n;
+    job.query = query->scored + job_row0 * d;
+    job.n_query = job_rows;
     job.self = self;
-    job.progress = options->progress;
-    job.progress_data = options->progress_data;
+    if (shared) {
+      job.share_index = group->rank;
+      job.share_count = group->size;
+    }
+    if (group == NULL || group->rank == 0) {
+      job.progress = options->progress;
+      job.progress_data = options->progress_data;
+      if (group != NULL && options->progress != NULL) {
+        job.progress = knnwb_knn_group_progress;
+        job.progress_data = &group_progress;
+      }
+    }
   } else {
     /* Retry rounds query a gathered copy of the uncertified rows against every reference. */
     gathered = g_try_malloc(MAX(n_rows * d, (size_t)1) * sizeof(float));
     if (gathered == NULL) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot gather %zu rows", n_rows);
-      goto out;
+      goto selected;
     }
     for (size_t t = 0; t < n_rows; t++)
       memcpy(gathered + t * d, query->scored + (size_t)rows[t] * d, d * sizeof(float));
@@ -195,10 +237,10 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
       cand_distance = g_try_malloc(MAX(cells, (size_t)1) * sizeof(double));
     if (cand_distance != NULL) {
       job.exact_kind = knnwb_metric_exact_kind(query->metric);
-      job.exact_query = query->exact;
+      job.exact_query = query->exact + job_row0 * d;
       job.exact_reference = reference->exact;
-      job.exact_query_mean = query->mean;
-      job.exact_query_squares = query->sum_squares;
+      job.exact_query_mean = query->mean ? query->mean + job_row0 : NULL;
+      job.exact_query_squares = query->sum_squares ? query->sum_squares + job_row0 : NULL;
       job.exact_reference_mean = reference->mean;
       job.exact_reference_squares = reference->sum_squares;
       job.out_distance = cand_distance;
@@ -207,7 +249,33 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   }
   char message[512] = "";
   gint64 select_start = g_get_monotonic_time();
-  if (!knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error))
+  ok = knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error);
+selected:
+  g_clear_pointer(&gathered, g_free);
+  if (shared) {
+    /* Every rank learns whether every selection worked before any exchanges its lists. */
+    if (!group->agree(group, ok, error)) {
+      ok = FALSE;
+      goto out;
+    }
+    gint64 merge_start = g_get_monotonic_time();
+    if (!knnwb_knn_group_merge(group, query->n, kc, cand_index, cand_score,
+                               distances_filled ? cand_distance : NULL, row0, n_rows, &own_index,
+                               &own_score, &own_distance, error)) {
+      ok = FALSE;
+      goto out;
+    }
+    g_debug("knnwb: rank %d: candidate exchange and merge %.3f s", group->rank,
+            (double)(g_get_monotonic_time() - merge_start) / 1e6);
+    g_clear_pointer(&cand_index, g_free);
+    g_clear_pointer(&cand_score, g_free);
+    g_clear_pointer(&cand_distance, g_free);
+    cand_index = g_steal_pointer(&own_index);
+    cand_score = g_steal_pointer(&own_score);
+    cand_distance = g_steal_pointer(&own_distance);
+    distances_filled = cand_distance != NULL;
+  }
+  if (!ok)
     goto out;
   gint64 refine_start = g_get_monotonic_time();
 
@@ -218,6 +286,7 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
                           kc,
                           available,
                           rows,
+                          row0,
                           cand_index,
                           cand_score,
                           distances_filled ? cand_distance : NULL,
@@ -230,125 +299,30 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
           n_rows, kc, (double)(refine_start - select_start) / 1e6,
           (double)(g_get_monotonic_time() - refine_start) / 1e6, backend,
           distances_filled ? "backend" : "host");
-  *uncertified = NULL;
   for (size_t t = 0; t < n_rows; t++)
     if (flags[t]) {
       if (*uncertified == NULL)
         *uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
-      int64_t i = rows ? rows[t] : (int64_t)t;
+      int64_t i = rows ? rows[t] : (int64_t)(row0 + t);
       g_array_append_val(*uncertified, i);
     }
-  ok = TRUE;
 out:
   g_free(cand_index);
   g_free(cand_score);
   g_free(flags);
   g_free(gathered);
   g_free(cand_distance);
+  g_free(own_index);
+  g_free(own_score);
+  g_free(own_distance);
   return ok;
 }
 
-/* The first round with a margin of candidates past k, then the rows the rounding bound could not
- * certify again with four times as many, until all are certified. A retry round's candidate lists
- * (rows x candidates) are kept within the memory budget by taking its rows in batches. */
-static gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
-                                 const char *backend, const KnnwbPrepared *query,
-                                 const KnnwbPrepared *reference, gboolean self, size_t available,
-                                 int threads, KnnwbNeighbors *result, GError **error)
+/* The checks of a request that need no data pass: metric, k, shapes. */
+static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
+                                        const KnnwbMatrix *reference_data, gboolean self,
+                                        const KnnwbKnnOptions *options, GError **error)
 {
-  const size_t k = options->k;
-  size_t kc = MIN(available, k + MAX((size_t)8, k / 8));
-  GArray *uncertified = NULL;
-  if (!knnwb_knn_round(options, select, backend, query, reference, self, kc, available, threads,
-                       NULL, query->n, result, &uncertified, error))
-    return FALSE;
-  const size_t budget = options->memory_bytes ? options->memory_bytes : (size_t)256 << 20;
-  while (uncertified != NULL) {
-    size_t total = self ? available + 1 : available;
-    kc = MIN(total, kc * 4);
-    GArray *rows = uncertified;
-    uncertified = NULL;
-    /* Candidate index, score and exact distance per cell. */
-    size_t batch =
-        MAX((size_t)1, budget / (kc * (sizeof(int64_t) + sizeof(float) + sizeof(double))));
-    g_debug("knnwb: %u row(s) re-selected with %zu candidates, %zu at a time", rows->len, kc,
-            batch);
-    gboolean round_ok = TRUE;
-    for (size_t first = 0; first < rows->len && round_ok; first += batch) {
-      size_t n_batch = MIN(batch, rows->len - first);
-      GArray *left = NULL;
-      round_ok = knnwb_knn_round(options, select, backend, query, reference, self, kc, available,
-                                 threads, (const int64_t *)(void *)rows->data + first, n_batch,
-                                 result, &left, error);
-      if (left != NULL) {
-        if (uncertified == NULL)
-          uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
-        g_array_append_vals(uncertified, left->data, left->len);
-        g_array_free(left, TRUE);
-      }
-    }
-    g_array_free(rows, TRUE);
-    if (round_ok && uncertified != NULL && kc == total) {
-      /* Every reference was a candidate: refine_row reports that as certified, so this is a bug. */
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
-      round_ok = FALSE;
-    }
-    if (!round_ok) {
-      if (uncertified != NULL)
-        g_array_free(uncertified, TRUE);
-      return FALSE;
-    }
-  }
-  return TRUE;
-}
-
-/* The self lists of data with exact duplicate rows: the distinct rows' lists, expanded. */
-static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
-                                   const char *backend, const KnnwbPrepared *query,
-                                   const KnnwbDuplicates *duplicates, int threads,
-                                   KnnwbNeighbors *result, GError **error)
-{
-  KnnwbPrepared distinct;
-  if (!knnwb_prepared_gather(&distinct, query, duplicates->representative, duplicates->n_unique,
-                             error))
-    return FALSE;
-  const size_t valid = distinct.n - distinct.n_invalid;
-  KnnwbKnnOptions distinct_options = *options;
-  distinct_options.k = MIN(options->k, valid > 0 ? valid - 1 : 0);
-  g_autoptr(KnnwbNeighbors) lists = NULL;
-  gboolean ok = TRUE;
-  if (distinct_options.k > 0) {
-    const size_t cells = distinct.n * distinct_options.k; /* at most n x k: checked by the caller */
-    lists = g_new0(KnnwbNeighbors, 1);
-    lists->n_queries = distinct.n;
-    lists->k = distinct_options.k;
-    lists->indices = g_try_malloc(cells * sizeof(int64_t));
-    lists->distances = g_try_malloc(cells * sizeof(double));
-    lists->n_found = g_try_malloc0(distinct.n * sizeof(int32_t));
-    if (lists->indices == NULL || lists->distances == NULL || lists->n_found == NULL) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "cannot allocate neighbour lists for %zu distinct rows x k = %zu", distinct.n,
-                  distinct_options.k);
-      ok = FALSE;
-    }
-    ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, &distinct, &distinct, TRUE,
-                                valid - 1, threads, lists, error);
-  }
-  if (ok)
-    knnwb_duplicates_expand(duplicates, query, lists, threads, result);
-  knnwb_prepared_clear(&distinct);
-  return ok;
-}
-
-static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *reference_data,
-                              const KnnwbKnnOptions *options, KnnwbNeighbors **result_out,
-                              GError **error)
-{
-  const gboolean self = reference_data == NULL;
-  if (self)
-    reference_data = query_data;
-  g_return_val_if_fail(query_data != NULL && options != NULL && result_out != NULL, FALSE);
-  *result_out = NULL;
   if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
                 (int)options->metric);
@@ -397,98 +371,284 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   /* Refuse up front what cannot fit: the lists (index + distance), the candidate lists of the
    * first round, and the prepared copy of the rows. Working tiles come on top but are bounded by
    * the memory budget. */
-  {
-    const size_t margin = MAX((size_t)8, k / 8);
-    double needed = (double)n * (double)k * (sizeof(int64_t) + sizeof(double)) +
-                    (double)n * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
-                    (double)(n + (self ? 0 : reference_data->n_rows)) * (double)query_data->n_cols *
-                        sizeof(float) * (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
-    size_t available = knnwb_memory_available();
-    if (needed > (double)available) {
-      g_autofree char *needed_text = knnwb_memory_format((size_t)MIN(needed, (double)SIZE_MAX));
-      g_autofree char *available_text = knnwb_memory_format(available);
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "a kNN graph of %zu rows with k = %zu needs about %s of memory but only %s is "
-                  "available: lower k, or run on a machine with more memory",
-                  n, k, needed_text, available_text);
+  const size_t margin = MAX((size_t)8, k / 8);
+  double needed = (double)n * (double)k * (sizeof(int64_t) + sizeof(double)) +
+                  (double)n * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
+                  (double)(n + (self ? 0 : reference_data->n_rows)) * (double)query_data->n_cols *
+                      sizeof(float) * (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
+  size_t available = knnwb_memory_available();
+  if (needed > (double)available) {
+    g_autofree char *needed_text = knnwb_memory_format((size_t)MIN(needed, (double)SIZE_MAX));
+    g_autofree char *available_text = knnwb_memory_format(available);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "a kNN graph of %zu rows with k = %zu needs about %s of memory but only %s is "
+                "available: lower k, or run on a machine with more memory",
+                n, k, needed_text, available_text);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Lists for rows [first, first + rows), every slot empty. */
+static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error)
+{
+  KnnwbNeighbors *result = g_new0(KnnwbNeighbors, 1);
+  result->n_queries = rows;
+  result->k = k;
+  result->first_row = first;
+  const size_t cells = rows * k; /* checked by knnwb_knn_check_request */
+  result->indices = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t));
+  result->distances = g_try_malloc(MAX(cells, (size_t)1) * sizeof(double));
+  result->n_found = g_try_malloc0(MAX(rows, (size_t)1) * sizeof(int32_t));
+  if (result->indices == NULL || result->distances == NULL || result->n_found == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate neighbour lists for %zu rows x k = %zu (%zu MiB); lower k", rows, k,
+                cells * (sizeof(int64_t) + sizeof(double)) >> 20);
+    knnwb_neighbors_free(result);
+    return NULL;
+  }
+  for (size_t i = 0; i < cells; i++) {
+    result->indices[i] = -1;
+    result->distances[i] = INFINITY;
+  }
+  return result;
+}
+
+/* The first round with a margin of candidates past k, then the rows the rounding bound could not
+ * certify again with four times as many, until all are certified. A retry round's candidate lists
+ * (rows x candidates) are kept within the memory budget by taking its rows in batches. With a
+ * group the first round is shared (rows [row0, row0 + n_rows) are this rank's, result holds them)
+ * and each rank re-selects its own uncertified rows alone. */
+static gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                 const char *backend, const KnnwbPrepared *query,
+                                 const KnnwbPrepared *reference, gboolean self, size_t available,
+                                 int threads, const KnnwbKnnGroup *group, size_t row0,
+                                 size_t n_rows, KnnwbNeighbors *result, GError **error)
+{
+  const size_t k = options->k;
+  size_t kc = MIN(available, k + MAX((size_t)8, k / 8));
+  GArray *uncertified = NULL;
+  if (!knnwb_knn_round(options, select, backend, query, reference, self, kc, available, threads,
+                       NULL, n_rows, row0, group, result, &uncertified, error))
+    return FALSE;
+  const size_t budget = options->memory_bytes ? options->memory_bytes : (size_t)256 << 20;
+  while (uncertified != NULL) {
+    size_t total = self ? available + 1 : available;
+    kc = MIN(total, kc * 4);
+    GArray *rows = uncertified;
+    uncertified = NULL;
+    /* Candidate index, score and exact distance per cell. */
+    size_t batch =
+        MAX((size_t)1, budget / (kc * (sizeof(int64_t) + sizeof(float) + sizeof(double))));
+    g_debug("knnwb: %u row(s) re-selected with %zu candidates, %zu at a time", rows->len, kc,
+            batch);
+    gboolean round_ok = TRUE;
+    for (size_t first = 0; first < rows->len && round_ok; first += batch) {
+      size_t n_batch = MIN(batch, rows->len - first);
+      GArray *left = NULL;
+      round_ok = knnwb_knn_round(options, select, backend, query, reference, self, kc, available,
+                                 threads, (const int64_t *)(void *)rows->data + first, n_batch, 0,
+                                 NULL, result, &left, error);
+      if (left != NULL) {
+        if (uncertified == NULL)
+          uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
+        g_array_append_vals(uncertified, left->data, left->len);
+        g_array_free(left, TRUE);
+      }
+    }
+    g_array_free(rows, TRUE);
+    if (round_ok && uncertified != NULL && kc == total) {
+      /* Every reference was a candidate: refine_row reports that as certified, so this is a bug. */
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
+      round_ok = FALSE;
+    }
+    if (!round_ok) {
+      if (uncertified != NULL)
+        g_array_free(uncertified, TRUE);
       return FALSE;
     }
   }
-  const gint64 run_start = g_get_monotonic_time();
-  if (!knnwb_matrix_check_finite(query_data, error) ||
-      (!self && !knnwb_matrix_check_finite(reference_data, error)))
-    return FALSE;
+  return TRUE;
+}
 
-  g_autoptr(KnnwbNeighbors) result = g_new0(KnnwbNeighbors, 1);
-  result->n_queries = n;
-  result->k = k;
-  result->indices = g_try_malloc(MAX(result_cells, (size_t)1) * sizeof(int64_t));
-  result->distances = g_try_malloc(MAX(result_cells, (size_t)1) * sizeof(double));
-  result->n_found = g_try_malloc0(MAX(n, (size_t)1) * sizeof(int32_t));
-  if (result->indices == NULL || result->distances == NULL || result->n_found == NULL) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate neighbour lists for %zu rows x k = %zu (%zu MiB); lower k", n, k,
-                result_cells * (sizeof(int64_t) + sizeof(double)) >> 20);
+/* The self lists of data with exact duplicate rows: the distinct rows' lists, expanded into result
+ * (all n rows). With a group the distinct rows' lists are shared out and gathered on every rank
+ * first (each row's expansion needs its representative's list, which may be another rank's). */
+static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                   const char *backend, const KnnwbPrepared *query,
+                                   const KnnwbDuplicates *duplicates, int threads,
+                                   const KnnwbKnnGroup *group, KnnwbNeighbors *result,
+                                   GError **error)
+{
+  KnnwbPrepared distinct;
+  gboolean ok =
+      knnwb_prepared_gather(&distinct, query, duplicates->representative, duplicates->n_unique,
+                            error);
+  if (group != NULL && !group->agree(group, ok, error)) {
+    if (ok)
+      knnwb_prepared_clear(&distinct);
     return FALSE;
   }
+  if (!ok)
+    return FALSE;
+  const size_t valid = distinct.n - distinct.n_invalid;
+  KnnwbKnnOptions distinct_options = *options;
+  distinct_options.k = MIN(options->k, valid > 0 ? valid - 1 : 0);
+  g_autoptr(KnnwbNeighbors) lists = NULL;
+  if (distinct_options.k > 0) {
+    size_t first = 0, last = distinct.n;
+    if (group != NULL)
+      knnwb_knn_group_rows(distinct.n, group->rank, group->size, &first, &last);
+    lists = knnwb_knn_result_new(first, last - first, distinct_options.k, error);
+    ok = lists != NULL;
+    if (group != NULL && !group->agree(group, ok, error))
+      ok = FALSE;
+    ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, &distinct, &distinct, TRUE,
+                                valid - 1, threads, group, first, last - first, lists, error);
+    if (group != NULL) {
+      if (!group->agree(group, ok, error))
+        ok = FALSE;
+      KnnwbNeighbors *all = ok ? knnwb_knn_group_gather(group, lists, distinct.n, error) : NULL;
+      ok = all != NULL;
+      knnwb_neighbors_free(g_steal_pointer(&lists));
+      lists = all;
+    }
+  }
+  if (ok)
+    knnwb_duplicates_expand(duplicates, query, lists, threads, result);
+  knnwb_prepared_clear(&distinct);
+  return ok;
+}
 
-  const int threads = knnwb_thread_count(options->n_threads);
+/*
+ * The engine. Alone: check, prepare, select, refine, re-select the uncertified rows. In a group
+ * every rank does the same steps on the same matrices, but selects and refines only its share (the
+ * self graph's tiles, the query rows' panels) and re-selects its own uncertified rows; the ranks
+ * agree after the local checks and after the work, so an error on any rank stops all of them with
+ * its message, and the lists of a rank's rows are exchanged only when the caller wants them all.
+ */
+static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *reference_data,
+                              const KnnwbKnnOptions *options, KnnwbNeighbors **result_out,
+                              GError **error)
+{
+  const gboolean self = reference_data == NULL;
+  if (self)
+    reference_data = query_data;
+  g_return_val_if_fail(query_data != NULL && options != NULL && result_out != NULL, FALSE);
+  *result_out = NULL;
+  const KnnwbKnnGroup *group = options->group ? options->group : knnwb_knn_group_get_default();
+  if (group != NULL && group->size <= 1)
+    group = NULL;
+  const size_t n = query_data->n_rows, k = options->k;
+  size_t first = 0, last = n;
+  if (group != NULL)
+    knnwb_knn_group_rows(n, group->rank, group->size, &first, &last);
+  const gint64 run_start = g_get_monotonic_time();
+
+  int threads = knnwb_thread_count(options->n_threads);
+  if (group != NULL && options->n_threads <= 0)
+    threads = MAX(1, threads / MAX(1, group->local_size)); /* the host's cores are shared */
   KnnwbPrepared query = {0}, reference_storage = {0};
   const KnnwbPrepared *reference = &query;
   KnnwbDuplicates duplicates = {0};
-  gboolean ok = FALSE;
+  g_autoptr(KnnwbNeighbors) result = NULL;
+  gboolean gathered = FALSE;
+  KnnwbSelectFunc select = NULL;
+  g_autofree char *backend = NULL;
+  gboolean ok = FALSE, nothing_to_do = FALSE;
+  size_t available = 0;
+
+  /* Local checks and preparation: each rank checks the values of its own rows only (every row is
+   * some rank's), the rest is the same on every rank. */
+  if (!knnwb_knn_check_request(query_data, reference_data, self, options, error))
+    goto checked;
+  if (!knnwb_matrix_check_finite_rows(query_data, first, last, error))
+    goto checked;
+  if (!self) {
+    size_t reference_first = 0, reference_last = reference_data->n_rows;
+    if (group != NULL)
+      knnwb_knn_group_rows(reference_data->n_rows, group->rank, group->size, &reference_first,
+                           &reference_last);
+    if (!knnwb_matrix_check_finite_rows(reference_data, reference_first, reference_last, error))
+      goto checked;
+  }
+  result = knnwb_knn_result_new(first, last - first, k, error);
+  if (result == NULL)
+    goto checked;
   gint64 prepare_start = g_get_monotonic_time();
   g_debug("knnwb: checks and allocation %.3f s", (double)(prepare_start - run_start) / 1e6);
   /* The reference first: a query shares its euclidean frame (column centring and scale). */
   if (!self) {
     if (!knnwb_prepared_init(&reference_storage, reference_data, options->metric,
                              options->drop_degenerate, "reference", threads, NULL, error))
-      goto out;
+      goto checked;
     reference = &reference_storage;
   }
   if (!knnwb_prepared_init(&query, query_data, options->metric, options->drop_degenerate,
                            self ? (options->data_name ? options->data_name : "data") : "query",
                            threads, self ? NULL : reference, error))
-    goto out;
+    goto checked;
   g_debug("knnwb: prepare %.3f s", (double)(g_get_monotonic_time() - prepare_start) / 1e6);
   const size_t valid = reference->n - reference->n_invalid;
-  const size_t available = self ? (valid > 0 ? valid - 1 : 0) : valid;
+  available = self ? (valid > 0 ? valid - 1 : 0) : valid;
   if (n == 0 || (self && query.n_invalid == n)) {
     result->backend_used = g_strdup("none");
-    for (size_t i = 0; i < result_cells; i++) {
-      result->indices[i] = -1;
-      result->distances[i] = INFINITY;
-    }
+    nothing_to_do = TRUE;
     ok = TRUE;
-    goto out;
+    goto checked;
   }
   if (k > available) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu",
                 k, available, self ? "other" : "reference", available == 1 ? "" : "s", available);
-    goto out;
+    goto checked;
   }
-  KnnwbSelectFunc select;
-  if (!knnwb_knn_choose_backend(options, &select, &result->backend_used, error))
-    goto out;
-
+  ok = knnwb_knn_choose_backend(options, &select, &backend, error);
   /* Exact duplicate rows are collapsed before the search and expanded after it: a group of copies
    * larger than the candidate margin could never be certified and would be re-selected with ever
-   * more candidates. */
-  if (self) {
-    if (!knnwb_duplicates_find(query_data, threads, &duplicates, error))
-      goto out;
-    if (duplicates.n_unique < n) {
-      g_debug("knnwb: %zu distinct rows of %zu", duplicates.n_unique, n);
-      ok = knnwb_knn_distinct(options, select, result->backend_used, &query, &duplicates, threads,
-                              result, error);
-      goto out;
-    }
-  }
-  if (!knnwb_knn_rounds(options, select, result->backend_used, &query, reference, self, available,
-                        threads, result, error))
+   * more candidates. (Every rank finds the same duplicates.) */
+  if (ok && self)
+    ok = knnwb_duplicates_find(query_data, threads, &duplicates, error);
+checked:
+  if (group != NULL && !group->agree(group, ok, error))
+    ok = FALSE;
+  if (!ok || nothing_to_do)
     goto out;
-  ok = TRUE;
+  result->backend_used = group != NULL ? g_strdup_printf("%s x %d ranks", backend, group->size)
+                                       : g_strdup(backend);
+  if (self && duplicates.n_unique < n) {
+    g_debug("knnwb: %zu distinct rows of %zu", duplicates.n_unique, n);
+    /* Every rank expands every row (see knnwb_knn_distinct): the lists are whole already. */
+    KnnwbNeighbors *all = group != NULL ? knnwb_knn_result_new(0, n, k, error) : result;
+    ok = all != NULL;
+    if (group != NULL && !group->agree(group, ok, error))
+      ok = FALSE;
+    ok = ok && knnwb_knn_distinct(options, select, backend, &query, &duplicates, threads, group,
+                                  all, error);
+    if (group != NULL && !group->agree(group, ok, error))
+      ok = FALSE;
+    if (ok && group != NULL) {
+      all->backend_used = g_strdup(result->backend_used);
+      if (options->group_own_rows) {
+        /* This rank's slice of the whole lists. */
+        memcpy(result->indices, all->indices + first * k, (last - first) * k * sizeof(int64_t));
+        memcpy(result->distances, all->distances + first * k, (last - first) * k * sizeof(double));
+        memcpy(result->n_found, all->n_found + first, (last - first) * sizeof(int32_t));
+        knnwb_neighbors_free(all);
+      } else {
+        knnwb_neighbors_free(result);
+        result = all;
+      }
+      gathered = TRUE;
+    } else if (all != result) {
+      knnwb_neighbors_free(all);
+    }
+    goto out;
+  }
+  ok = knnwb_knn_rounds(options, select, backend, &query, reference, self, available, threads,
+                        group, first, last - first, result, error);
+  if (group != NULL && !group->agree(group, ok, error))
+    ok = FALSE;
 out:
   knnwb_duplicates_clear(&duplicates);
   gint64 clear_start = g_get_monotonic_time();
@@ -497,6 +657,16 @@ out:
   g_debug("knnwb: release %.3f s, whole call %.3f s",
           (double)(g_get_monotonic_time() - clear_start) / 1e6,
           (double)(g_get_monotonic_time() - run_start) / 1e6);
+  if (ok && group != NULL && !options->group_own_rows && !gathered) {
+    gint64 gather_start = g_get_monotonic_time();
+    KnnwbNeighbors *all = knnwb_knn_group_gather(group, result, n, error);
+    g_debug("knnwb: rank %d: lists gathered in %.3f s", group->rank,
+            (double)(g_get_monotonic_time() - gather_start) / 1e6);
+    if (all == NULL)
+      return FALSE;
+    knnwb_neighbors_free(result);
+    result = all;
+  }
   if (ok)
     *result_out = g_steal_pointer(&result);
   return ok;

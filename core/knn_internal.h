@@ -88,6 +88,23 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
                           size_t m, size_t available, size_t k, int64_t *out_index,
                           double *out_distance);
 
+/**
+ * A shared self job's candidates (index, score and, when not NULL, the backend's exact distances:
+ * n x kc on every rank, each from its share of the tiles) become the candidates of this rank's
+ * rows [row0, row0 + rows): every rank sends each other rank the block of its rows, and each row
+ * keeps the kc best by (score, index). Distances come back only when every rank had them
+ * (*own_distance NULL otherwise). Collective. Memory: ranks x rows x kc entries.
+ */
+gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
+                               const int64_t *index, const float *score, const double *distance,
+                               size_t row0, size_t rows, int64_t **own_index, float **own_score,
+                               double **own_distance, GError **error);
+
+/** Every rank's lists of its own rows (first_row = its first) into all n rows, on every rank.
+ * Collective. Returns NULL (error set, the same on every rank) on failure. */
+KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                       size_t n, GError **error);
+
 /** Exact duplicate rows of a matrix (duplicates.c). */
 typedef struct {
   size_t n_unique; /* distinct rows; n_rows when there is no duplicate (then all else NULL) */
@@ -126,6 +143,10 @@ void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
 size_t knnwb_memory_available(void);
 /** "1.5 GiB" style text for messages; free with g_free. */
 char *knnwb_memory_format(size_t bytes);
+
+/** knnwb_matrix_check_finite over rows [first, last) only (messages name the global row). */
+gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
+                                        GError **error);
 
 /**
  * g_thread_try_new, with one warning per process when a thread cannot start (memory or process

@@ -198,13 +198,33 @@ static void knnwb_matrix_scan_finite(size_t first, size_t last, void *data)
   }
 }
 
+/* Offsets the rows of a scan: parallel_for counts from 0. */
+typedef struct {
+  KnnwbFiniteScan *scan;
+  size_t first;
+} KnnwbFiniteRange;
+
+static void knnwb_matrix_scan_finite_range(size_t first, size_t last, void *data)
+{
+  KnnwbFiniteRange *range = data;
+  knnwb_matrix_scan_finite(range->first + first, range->first + last, range->scan);
+}
+
 gboolean knnwb_matrix_check_finite(const KnnwbMatrix *matrix, GError **error)
 {
-  const size_t n = matrix->n_rows, d = matrix->n_cols;
+  return knnwb_matrix_check_finite_rows(matrix, 0, matrix->n_rows, error);
+}
+
+gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
+                                        GError **error)
+{
+  const size_t d = matrix->n_cols;
   KnnwbFiniteScan scan = {.matrix = matrix, .first_bad = SIZE_MAX};
+  KnnwbFiniteRange range = {&scan, first};
   g_mutex_init(&scan.lock);
-  knnwb_parallel_for(0, n, MAX((size_t)1, ((size_t)1 << 20) / MAX(d, (size_t)1)),
-                     knnwb_matrix_scan_finite, &scan);
+  knnwb_parallel_for(0, last > first ? last - first : 0,
+                     MAX((size_t)1, ((size_t)1 << 20) / MAX(d, (size_t)1)),
+                     knnwb_matrix_scan_finite_range, &range);
   g_mutex_clear(&scan.lock);
   if (scan.first_bad == SIZE_MAX)
     return TRUE;

@@ -6,7 +6,9 @@
  * tiles with rb >= qb are computed: tile (qb, rb) is scanned by rows for block qb and by columns for
  * block rb, so every pair is scored once. Each row keeps a max-heap of its kc best; a per-row
  * threshold (the heap top) makes the scan a vectorisable compare with rare inserts. A block's
- * heaps are guarded by a mutex because two tiles may feed the same block at once.
+ * heaps are guarded by a mutex because two tiles may feed the same block at once. A share of a job
+ * (job->share_count > 1, one per process of a group) takes every share_count-th tile of the
+ * enumeration, which spreads the long and short rows of the triangle evenly.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,8 +23,9 @@ extern void openblas_set_num_threads(int);
 typedef struct {
   const KnnwbSelectJob *job;
   size_t block, n_query_blocks, n_reference_blocks;
-  uint64_t n_tiles;
-  gssize next_tile; /* atomically advanced */
+  uint64_t n_tiles; /* of this share */
+  uint64_t share_index, share_count;
+  gssize next_tile; /* atomically advanced, in this share's tiles */
   gssize tiles_done;
   GMutex *query_locks;     /* one per query block */
   GMutex *reference_locks; /* self: the same array as query_locks */
@@ -253,7 +256,7 @@ static gpointer knnwb_select_worker(gpointer user)
     if ((uint64_t)t >= s->n_tiles)
       break;
     size_t qb, rb;
-    knnwb_select_tile_coordinates(s, (uint64_t)t, &qb, &rb);
+    knnwb_select_tile_coordinates(s, s->share_index + (uint64_t)t * s->share_count, &qb, &rb);
     knnwb_select_tile(s, qb, rb, tile);
     g_atomic_pointer_add(&s->tiles_done, 1);
     knnwb_select_report(s, FALSE);
@@ -279,9 +282,14 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
   s.block = B;
   s.n_query_blocks = (nq + B - 1) / B;
   s.n_reference_blocks = (nr + B - 1) / B;
-  s.n_tiles = job->self ? (uint64_t)s.n_query_blocks * (s.n_query_blocks + 1) / 2
-                        : (uint64_t)s.n_query_blocks * s.n_reference_blocks;
-  threads = (int)MIN((uint64_t)threads, s.n_tiles);
+  const uint64_t all_tiles = job->self ? (uint64_t)s.n_query_blocks * (s.n_query_blocks + 1) / 2
+                                       : (uint64_t)s.n_query_blocks * s.n_reference_blocks;
+  s.share_count = job->share_count > 1 ? (uint64_t)job->share_count : 1;
+  s.share_index = s.share_count > 1 ? (uint64_t)job->share_index : 0;
+  s.n_tiles = all_tiles > s.share_index
+                  ? (all_tiles - s.share_index + s.share_count - 1) / s.share_count
+                  : 0;
+  threads = (int)MAX((uint64_t)1, MIN((uint64_t)threads, s.n_tiles));
   s.heap_size = g_try_malloc0(nq * sizeof(int32_t));
   s.threshold = g_try_malloc(nq * sizeof(float));
   s.query_locks = g_new(GMutex, s.n_query_blocks);

@@ -468,9 +468,16 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   if (options->labels_path != NULL &&
       !knnwb_npy_labels(options->labels_path, stored_rows, matrix, want_transpose, error))
     goto out;
-  /* NaN/Inf: the text formats' missing values. Rows here are those of the file as stored. */
+  /* NaN/Inf: the text formats' missing values. Rows here are those of the file as stored. As one
+   * rank of a job that fails on them, only this rank's rows are read here (every row is some
+   * rank's and the ranks agree on errors); dropping rows needs every rank to see every row. */
+  size_t scan_first = 0, scan_last = rows;
+  const KnnwbKnnGroup *group = knnwb_knn_group_get_default();
+  if (group != NULL && group->size > 1 && options->missing == KNNWB_MISSING_ERROR &&
+      !want_transpose)
+    knnwb_knn_group_rows(rows, group->rank, group->size, &scan_first, &scan_last);
   gboolean *keep = NULL;
-  for (size_t i = 0; i < rows; i++) {
+  for (size_t i = scan_first; i < scan_last; i++) {
     const float *row = matrix->values + i * cols;
     for (size_t j = 0; j < cols; j++) {
       if (isfinite(row[j]))

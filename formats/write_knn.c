@@ -37,7 +37,7 @@ static void knnwb_knn_format_lists(void *context, size_t first, size_t last, Knn
       int64_t j = nb->indices[i * nb->k + r];
       if (j < 0)
         continue;
-      knnwb_text_chunk_put_int(out, (int64_t)i);
+      knnwb_text_chunk_put_int(out, (int64_t)(nb->first_row + i)); /* one rank's rows: not 0 */
       knnwb_text_chunk_putc(out, ' ');
       knnwb_text_chunk_put_int(out, j);
       knnwb_text_chunk_putc(out, ' ');
@@ -101,4 +101,11 @@ gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
   KnnwbEdgeList edges;
   knnwb_formats_edges_of_graph(graph, weights, &edges);
   return knnwb_formats_write_knn_edges(path, &edges, NULL, error);
+}
+
+gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error)
+{
+  return knnwb_formats_write_chunks(stream, "(.knn lines)", lists->n_queries,
+                                    knnwb_formats_rows_per_chunk(lists->k), knnwb_knn_format_lists,
+                                    (void *)lists, NULL, 0, lists->n_queries, error);
 }

@@ -52,7 +52,7 @@ static void knnwb_neighbors_put_row(KnnwbTextChunk *out, int64_t row, const char
   knnwb_text_chunk_putc(out, '\n');
 }
 
-static const char knnwb_neighbors_header[] = "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n";
+static const char knnwb_neighbors_header[] = KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER;
 
 /* ---- from a graph: each vertex's incident edges sorted by (distance, vertex) ---- */
 
@@ -144,12 +144,13 @@ static void knnwb_neighbors_format_lists(void *context, size_t first, size_t las
   const KnnwbNeighbors *nb = l->neighbors;
   char scratch[2][32];
   for (size_t q = first; q < last; q++) {
-    const char *label = knnwb_formats_vertex_label(l->query_labels, (int64_t)q, scratch[0]);
+    const int64_t row = (int64_t)(nb->first_row + q); /* lists of one rank's rows: not 0 */
+    const char *label = knnwb_formats_vertex_label(l->query_labels, row, scratch[0]);
     for (size_t r = 0; r < nb->k; r++) {
       int64_t index = nb->indices[q * nb->k + r];
       if (index < 0)
         continue;
-      knnwb_neighbors_put_row(out, (int64_t)q, label, r + 1, index,
+      knnwb_neighbors_put_row(out, row, label, r + 1, index,
                               knnwb_formats_vertex_label(l->reference_labels, index, scratch[1]),
                               nb->distances[q * nb->k + r]);
     }
@@ -179,4 +180,16 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
 {
   return knnwb_formats_write_neighbor_lists_tsv_control(path, neighbors, query_labels,
                                                         reference_labels, NULL, error);
+}
+
+gboolean knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                                  const char *const *query_labels,
+                                                  const char *const *reference_labels,
+                                                  GError **error)
+{
+  KnnwbNeighborsLists context = {lists, query_labels, reference_labels};
+  return knnwb_formats_write_chunks(stream, "(neighbour table)", lists->n_queries,
+                                    knnwb_formats_rows_per_chunk(lists->k),
+                                    knnwb_neighbors_format_lists, &context, NULL, 0,
+                                    lists->n_queries, error);
 }

@@ -169,8 +169,13 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   run.copy_threads = std::max(1, std::min(8, (int)hw / run.n_devices));
   run.merge_threads = std::max(1, (int)hw / run.n_devices);
-  if (plan.symmetric)
-    run.segments = symmetric_segments((int)qb, run.n_devices);
+  if (plan.symmetric) {
+    const int shares = job->share_count > 1 ? job->share_count : 1;
+    uint64_t tiles = 0;
+    run.segments =
+        symmetric_segments((int)qb, run.n_devices, shares > 1 ? job->share_index : 0, shares, &tiles);
+    run.tiles_total = tiles;
+  }
   if (trace_enabled())
     fprintf(stderr,
             "knnwb cuda: %zu x %zu rows, dim %zu, kc %zu on %d GPU(s): %s, %s, tile %d, "

@@ -105,6 +105,12 @@ typedef struct {
   const double *exact_reference_squares;
   double *out_distance;
   int *out_distance_filled;
+  /* Optional share of a self job's symmetric tiles (share_count <= 1: all of them): several
+   * processes each run the same job with their share_index and the union of their lists holds
+   * every pair once, so merging each row's lists by score gives the kc best of the whole job.
+   * Rows whose share saw fewer than kc valid pairs pad with index -1. */
+  int share_index;
+  int share_count;
 } KnnwbSelectJob;
 
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */

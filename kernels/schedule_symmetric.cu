@@ -72,10 +72,17 @@ bool Worker::symmetric_thresholds(const PeerThresholds &peers)
   const long blocks = (long)((n + T - 1) / T);
   const int G = run_.n_devices;
   const int sample = (int)std::max<size_t>(T / 4, 4 * (size_t)p.kc);
+  /* With shares (one per process of a group) diagonal tile b belongs to process b % shares, there
+   * to GPU (b / shares) % G; the GPUs of the other processes sample it like non-owners (the
+   * owner's lists hold kc pairs under the sampled threshold, and the merge of the processes' lists
+   * keeps them). */
+  const long shares = run_.job->share_count > 1 ? run_.job->share_count : 1;
+  const long share = shares > 1 ? run_.job->share_index : 0;
   for (long b = 0; b < blocks && !run_.cancelled(); b++) {
-    const bool owner = b % G == index_;
+    const bool owner_here = b % shares == share;
+    const bool owner = owner_here && (b / shares) % G == index_;
     const int n_b = (int)std::min(T, n - (size_t)b * T);
-    if (!owner && peers.count > 0)
+    if (!owner && owner_here && peers.count > 0)
       continue;
     if (!symmetric_tile(b, b, owner ? n_b : std::min(n_b, sample), owner))
       return false;
@@ -105,7 +112,9 @@ bool Worker::run_symmetric()
     for (int h = 0; h < G && peers.count < PeerThresholds::kMax; h++)
       if (h != index_)
         peers.thr[peers.count++] = run_.device_thr[h];
-  if (G > 1 && !symmetric_thresholds(peers))
+  /* A share of the job (one process of a group) has no lists of the diagonal tiles it does not
+   * own either: thresholds first, as with several GPUs. */
+  if ((G > 1 || run_.job->share_count > 1) && !symmetric_thresholds(peers))
     return false;
   for (long done_items = 0;; done_items++) {
     long item = run_.next_item++;

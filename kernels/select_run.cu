@@ -10,16 +10,27 @@
 namespace knnwb_cuda
 {
 
-std::vector<Segment> symmetric_segments(int blocks, int n_devices)
+std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, int shares,
+                                        uint64_t *tiles)
 {
   std::vector<Segment> segments;
+  long piece = 0;
+  *tiles = 0;
   for (int c = 0; c < blocks; c++) {
-    if (n_devices == 1) {
+    if (n_devices == 1 && shares == 1) {
       segments.push_back({c, 0, c, true});
+      *tiles += (uint64_t)c + 1;
       continue;
     }
-    for (int b0 = 0; b0 < c; b0 += kPiece)
-      segments.push_back({c, b0, std::min(c, b0 + kPiece), false});
+    for (int b0 = 0; b0 < c; b0 += kPiece) {
+      Segment sg = {c, b0, std::min(c, b0 + kPiece), false};
+      if (piece++ % shares != share)
+        continue;
+      segments.push_back(sg);
+      *tiles += (uint64_t)(sg.b1 - sg.b0);
+    }
+    if (c % shares == share)
+      *tiles += 1; /* this process owns diagonal tile c (on one of its GPUs) */
   }
   return segments;
 }

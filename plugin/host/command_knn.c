@@ -5,6 +5,7 @@
 #include <string.h>
 #include <glib/gstdio.h>
 #include <unistd.h>
+#include <knnwb/distributed.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/graph.h>
@@ -157,27 +158,44 @@ int knnwb_host_command_knn(int argc, char **argv)
     goto usage;
   }
 
-  if (!knnwb_knn_check_output(command.rest[0], command.output, &error))
-    goto failed;
+  /* Under mpirun every rank reads the input (a memory-mapped NPY is shared through the page
+   * cache) and computes its share; the ranks agree after each local phase, so one rank's failure
+   * stops all with its message. Rank 0 holds the output's temporary and commits it. */
+  const KnnwbKnnGroup *group = knnwb_host_group();
+  const gboolean writer = group == NULL || group->rank == 0;
+  options.group = group;
+  /* Lists that are written row by row need no rank to hold them all. */
+  const gboolean rows_in_place =
+      group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
+      (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_NEIGHBORS_TSV);
+  options.group_own_rows = rows_in_place;
+  gboolean ready = knnwb_knn_check_output(command.rest[0], command.output, &error);
   options.cancel = knnwb_host_signals_install();
   /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
-  temporary = knnwb_host_outputs_add(outputs, command.output, &error);
-  if (temporary == NULL)
+  if (ready && writer) {
+    ready = (temporary = knnwb_host_outputs_add(outputs, command.output, &error)) != NULL;
+    /* .mtx row labels and .npy distances go to a side file named after the output. */
+    side_final = ready ? knnwb_formats_side_path(command.output, output_format) : NULL;
+    side_temporary = ready ? knnwb_formats_side_path(temporary, output_format) : NULL;
+    if (side_final != NULL)
+      knnwb_host_outputs_add_side_file(outputs, side_temporary, side_final);
+  }
+  if (group != NULL && !group->agree(group, ready, &error))
+    ready = FALSE;
+  if (!ready)
     goto failed;
-  /* .mtx row labels and .npy distances go to a side file named after the output. */
-  side_final = knnwb_formats_side_path(command.output, output_format);
-  side_temporary = knnwb_formats_side_path(temporary, output_format);
-  if (side_final != NULL)
-    knnwb_host_outputs_add_side_file(outputs, side_temporary, side_final);
 
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
-  if (!knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error))
-    goto failed;
-  if (*options.cancel) {
+  gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
+  if (read && *options.cancel) {
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
-    goto failed;
+    read = FALSE;
   }
+  if (group != NULL && !group->agree(group, read, &error))
+    read = FALSE;
+  if (!read)
+    goto failed;
   gint64 read_done = g_get_monotonic_time();
 
   knnwb_host_log_set_quiet(command.quiet);
@@ -205,7 +223,21 @@ int knnwb_host_command_knn(int argc, char **argv)
   control.progress = progress ? knnwb_host_progress_update : NULL;
   control.progress_data = progress;
   gboolean written = FALSE;
-  if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ ||
+  if (rows_in_place) {
+    /* Each rank writes its rows at their place in rank 0's temporary. */
+    KnnwbDistributedLists table = output_format == KNNWB_OUTPUT_KNN ? KNNWB_DISTRIBUTED_LISTS_KNN
+                                                                    : KNNWB_DISTRIBUTED_LISTS_TSV;
+    int64_t edges = 0;
+    for (size_t i = 0; i < neighbors->n_queries; i++)
+      edges += neighbors->n_found[i];
+    written = knnwb_distributed_write_lists(group, temporary, table, neighbors, data->n_rows,
+                                            labels, &error) &&
+              group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
+    n_edges = (igraph_integer_t)edges;
+  } else if (!writer) {
+    /* Rank 0 builds the graph and writes it; the others learn how that went below. */
+    written = TRUE;
+  } else if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ ||
       (mode == KNNWB_GRAPH_DIRECTED &&
        (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX ||
         output_format == KNNWB_OUTPUT_NEIGHBORS_TSV))) {
@@ -223,11 +255,11 @@ int knnwb_host_command_knn(int argc, char **argv)
     igraph_vector_t weights;
     if (!knnwb_error_from_igraph(igraph_vector_int_init(&edges, 0), "igraph_vector_int_init",
                                  &error))
-      goto failed;
+      goto written_out;
     if (igraph_vector_init(&weights, 0) != IGRAPH_SUCCESS) {
       igraph_vector_int_destroy(&edges);
       g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "out of memory");
-      goto failed;
+      goto written_out;
     }
     written = knnwb_graph_edges_from_neighbors(neighbors, mode, &edges, &weights, &error);
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
@@ -251,10 +283,10 @@ int knnwb_host_command_knn(int argc, char **argv)
     igraph_vector_t weights;
     igraph_matrix_t coordinates;
     if (!knnwb_error_from_igraph(igraph_vector_init(&weights, 0), "igraph_vector_init", &error))
-      goto failed;
+      goto written_out;
     if (!knnwb_graph_from_neighbors(neighbors, mode, &graph, &weights, &error)) {
       igraph_vector_destroy(&weights);
-      goto failed;
+      goto written_out;
     }
     /* The lists are no longer needed: give their memory back before the layout. */
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
@@ -290,12 +322,27 @@ int knnwb_host_command_knn(int argc, char **argv)
     igraph_destroy(&graph);
     igraph_vector_destroy(&weights);
   }
+written_out:
   knnwb_host_progress_finish(g_steal_pointer(&progress));
+  /* Rank 0 wrote alone (or every rank wrote and agreed already): tell the others. */
+  if (group != NULL && !rows_in_place && !group->agree(group, written, &error))
+    written = FALSE;
   if (!written)
     goto failed;
   /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
-   * or the write: the previous output, if any, is never touched by an interrupted run. */
-  if (!knnwb_host_outputs_commit(outputs, options.cancel, &error))
+   * or the write: the previous output, if any, is never touched by an interrupted run. A job
+   * first agrees that no rank was interrupted. */
+  if (group != NULL) {
+    gboolean calm = *options.cancel == 0;
+    if (!calm)
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+    if (!group->agree(group, calm, &error))
+      goto failed;
+  }
+  gboolean committed = !writer || knnwb_host_outputs_commit(outputs, options.cancel, &error);
+  if (group != NULL && !group->agree(group, committed, &error))
+    committed = FALSE;
+  if (!committed)
     goto failed;
   if (!command.quiet) {
     gint64 now = g_get_monotonic_time();

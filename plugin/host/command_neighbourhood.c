@@ -124,9 +124,15 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   if (!found)
     goto fail;
   gint64 found_done = g_get_monotonic_time();
-  if (!knnwb_neighbourhood_write_gml(gml_temporary, nb, data, (unsigned long)seed, &error) ||
-      (table_temporary != NULL &&
-       !knnwb_neighbourhood_write_table(table_temporary, nb, data, options.metric, &error)))
+  /* Under mpirun every rank found the same neighbourhood (the kNN queries shared their work):
+   * rank 0 writes it, the others drop their temporaries. */
+  if (!knnwb_host_speaks()) {
+    knnwb_host_outputs_discard(outputs);
+    g_ptr_array_set_size(outputs, 0);
+  } else if (!knnwb_neighbourhood_write_gml(gml_temporary, nb, data, (unsigned long)seed,
+                                            &error) ||
+             (table_temporary != NULL &&
+              !knnwb_neighbourhood_write_table(table_temporary, nb, data, options.metric, &error)))
     goto fail;
   /* The last thing, refused when a signal arrived during the layout or the writes. */
   if (!knnwb_host_outputs_commit(outputs, options.cancel, &error))

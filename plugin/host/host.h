@@ -5,6 +5,7 @@
 
 #include <glib.h>
 #include <gmodule.h>
+#include <knnwb/knn_group.h>
 #include <knnwb/plugin.h>
 
 G_BEGIN_DECLS
@@ -98,6 +99,15 @@ gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error);
 void knnwb_host_outputs_discard(GPtrArray *outputs);
 /** Rewrites every temporary path in error's message as its target's path (NULL is fine). */
 void knnwb_host_outputs_name_targets(const GPtrArray *outputs, GError *error);
+
+/**
+ * The job this process is one rank of (NULL when alone). Ranks other than 0 stay silent: no
+ * notices, warnings, progress or error messages (every failure is agreed, and rank 0 reports it).
+ */
+void knnwb_host_set_group(const KnnwbKnnGroup *group);
+const KnnwbKnnGroup *knnwb_host_group(void);
+/** FALSE on ranks other than 0 of a job. */
+gboolean knnwb_host_speaks(void);
 
 /** Installs the host's log writer (once, at start). */
 void knnwb_host_log_init(void);

@@ -6,6 +6,22 @@
 #include "host.h"
 
 static gboolean knnwb_host_log_quiet;
+static const KnnwbKnnGroup *knnwb_host_job_group;
+
+void knnwb_host_set_group(const KnnwbKnnGroup *group)
+{
+  knnwb_host_job_group = group;
+}
+
+const KnnwbKnnGroup *knnwb_host_group(void)
+{
+  return knnwb_host_job_group;
+}
+
+gboolean knnwb_host_speaks(void)
+{
+  return knnwb_host_job_group == NULL || knnwb_host_job_group->rank == 0;
+}
 
 static GLogWriterOutput knnwb_host_log_write(GLogLevelFlags level, const GLogField *fields,
                                              gsize n_fields, gpointer user_data)
@@ -19,6 +35,8 @@ static GLogWriterOutput knnwb_host_log_write(GLogLevelFlags level, const GLogFie
       message = fields[i].value;
   if (message == NULL)
     return G_LOG_WRITER_UNHANDLED;
+  if (!knnwb_host_speaks())
+    return G_LOG_WRITER_HANDLED; /* every rank runs the same steps: rank 0 says it once */
   /* Library messages often start with "knnwb: " already. */
   if (g_str_has_prefix(message, "knnwb: "))
     message += strlen("knnwb: ");

@@ -1,8 +1,11 @@
 /* `knnwb`: the command-line workbench. Subcommands: knn, cluster, run, validate, plugins. */
+#include <fcntl.h>
 #include <locale.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include <libxml/parser.h>
+#include <knnwb/distributed.h>
 #include <knnwb/version.h>
 #include "command_common.h"
 #include "host.h"
@@ -36,7 +39,8 @@ static void knnwb_host_usage(FILE *out)
 
 void knnwb_host_print_error(const GError *error)
 {
-  g_printerr("knnwb: %s\n", error->message);
+  if (knnwb_host_speaks())
+    g_printerr("knnwb: %s\n", error->message);
 }
 
 int main(int argc, char **argv)
@@ -66,8 +70,26 @@ int main(int argc, char **argv)
     if (strcmp(command, knnwb_host_commands[i].name) == 0) {
       g_autofree char *name = g_strdup_printf("knnwb %s", command);
       g_set_prgname(name);
+      /* Under mpirun every rank runs the same command line; the ranks share the work. */
+      const KnnwbKnnGroup *group = NULL;
+      g_autoptr(GError) error = NULL;
+      if (!knnwb_distributed_init(&argc, &argv, &group, &error)) {
+        g_printerr("knnwb: %s\n", error->message);
+        return 1;
+      }
+      knnwb_host_set_group(group);
+      if (group != NULL && group->rank != 0 && g_getenv("KNNWB_MPI_VERBOSE") == NULL) {
+        /* Every rank runs the same steps and every failure is agreed: rank 0 speaks for all. */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+          dup2(null, STDOUT_FILENO);
+          dup2(null, STDERR_FILENO);
+          close(null);
+        }
+      }
       int status = knnwb_host_commands[i].main(argc - 1, argv + 1);
       xmlCleanupParser();
+      knnwb_distributed_finalize();
       return status;
     }
   g_printerr("knnwb: unknown command '%s'\n", command);

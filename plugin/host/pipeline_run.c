@@ -217,8 +217,10 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
   }
 
   /* The last thing, and only when no signal arrived during the last step (which may not have
-   * polled the flag): an interrupted run never touches the previous outputs. */
-  if (ok)
+   * polled the flag): an interrupted run never touches the previous outputs. As one rank of a
+   * job every rank ran every step (the kNN steps shared their work): rank 0 puts the outputs in
+   * place, the others' copies go. */
+  if (ok && knnwb_host_speaks())
     ok = knnwb_host_outputs_commit(outputs, cancel, error);
   else
     knnwb_host_outputs_discard(outputs);

@@ -13,7 +13,7 @@ struct KnnwbHostProgress {
 KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet)
 {
   /* Progress is for people: never into logs or pipes, where \r lines are noise. */
-  if (quiet || !isatty(STDERR_FILENO))
+  if (quiet || !isatty(STDERR_FILENO) || !knnwb_host_speaks())
     return NULL;
   KnnwbHostProgress *progress = g_new0(KnnwbHostProgress, 1);
   progress->label = g_strdup(label);

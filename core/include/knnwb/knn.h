@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <stdint.h>
+#include <knnwb/knn_group.h>
 #include <knnwb/matrix.h>
 
 G_BEGIN_DECLS
@@ -55,6 +56,14 @@ typedef struct {
   void *progress_data;
   const volatile gint *cancel; /**< optional: the run stops with KNNWB_ERROR_CANCELLED once *cancel != 0 */
   const char *data_name; /**< what warnings call the data (its file name, say); NULL: "data" */
+  /** Ranks computing this run together (NULL: knnwb_knn_group_get_default()). With a group of
+   * size > 1 the call is collective: every rank passes the same matrices and options, gets the
+   * same lists (or the same error) and each computes its share: the self graph's tiles, the query
+   * rows' panels. */
+  const KnnwbKnnGroup *group;
+  /** With a group: return only this rank's rows (knnwb_knn_group_rows; first_row in the result)
+   * instead of every row on every rank. For writers that write each rank's rows in place. */
+  gboolean group_own_rows;
 } KnnwbKnnOptions;
 
 /** Fills options with defaults (pearson, k = 10, auto backend, all threads, 256 MiB). */
@@ -73,6 +82,8 @@ typedef struct {
   double *distances;
   int32_t *n_found;
   char *backend_used; /**< "cpu" or "cuda:N" (number of GPUs), for reports */
+  size_t first_row;   /**< the lists are of rows first_row .. first_row + n_queries - 1 (not 0
+                           only for a group run with group_own_rows) */
 } KnnwbNeighbors;
 
 void knnwb_neighbors_free(KnnwbNeighbors *neighbors);

@@ -349,6 +349,27 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
                                                 GError **error);
 
 /**
+ * The lines of a .knn file (`source target weight`, no `n m` header) for the rows of lists:
+ * row first_row + q's found neighbours in rank order, as knnwb_formats_write_knn writes the
+ * directed kNN graph, byte for byte. For writers that put several processes' rows into one file.
+ * Formatted in parallel chunks like the file writers. Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ */
+gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error);
+
+/**
+ * The data lines of knnwb_formats_write_neighbor_lists_tsv (no header line) for the rows of lists
+ * (row numbers first_row + q; query_labels are indexed by the global row), formatted like it.
+ * Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ */
+gboolean knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                                  const char *const *query_labels,
+                                                  const char *const *reference_labels,
+                                                  GError **error);
+
+/** The header line of the neighbour table. */
+#define KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
+
+/**
  * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as knnwb_clustering_single_linkage
  * returns it): as NPY float64 of shape (rows, 4) when path ends in .npy (numpy.load, then
  * scipy.cluster.hierarchy.dendrogram / fcluster), else as TSV with the header

@@ -1,0 +1,62 @@
+/*
+ * A group of processes that compute one kNN run together (MPI ranks, for instance), seen by the
+ * core only through these plain C operations: the core stays free of any message-passing library.
+ * The `distributed/` module implements them with MPI; tests may implement them with anything.
+ */
+#ifndef KNNWB_KNN_GROUP_H
+#define KNNWB_KNN_GROUP_H
+
+#include <glib.h>
+#include <stddef.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+typedef enum { KNNWB_GROUP_MIN, KNNWB_GROUP_MAX, KNNWB_GROUP_SUM } KnnwbGroupReduction;
+
+/**
+ * The ranks of one job. Every operation is collective: every rank calls it, in the same order, with
+ * matching sizes. Each returns FALSE with error set when the transport fails (the job cannot go
+ * on). A rank that fails in its own computation must still reach the next agree() so that the
+ * others learn it and stop too.
+ */
+typedef struct KnnwbKnnGroup KnnwbKnnGroup;
+struct KnnwbKnnGroup {
+  int rank;       /**< 0 <= rank < size */
+  int size;       /**< number of ranks; 1 means no distribution */
+  int local_size; /**< ranks on this host (shares its cores), >= 1 */
+  /**
+   * Every rank passes ok (and, when !ok, its error). Returns TRUE when every rank was ok.
+   * Otherwise returns FALSE on every rank, with *error replaced by the error of the lowest failing
+   * rank, its message prefixed "rank R: " (domain and code kept, so a cancellation stays one).
+   */
+  gboolean (*agree)(const KnnwbKnnGroup *group, gboolean ok, GError **error);
+  /**
+   * All-to-all: send[r] (send_bytes[r] bytes) goes to rank r, receive[r] (receive_bytes[r] bytes)
+   * comes from rank r. The sizes must match pairwise. Buffers of size 0 may be NULL.
+   */
+  gboolean (*exchange)(const KnnwbKnnGroup *group, const void *const *send,
+                       const size_t *send_bytes, void *const *receive, const size_t *receive_bytes,
+                       GError **error);
+  /** Element-wise reduction of count values over all ranks, result on every rank (in place). */
+  gboolean (*reduce)(const KnnwbKnnGroup *group, int64_t *values, size_t count,
+                     KnnwbGroupReduction reduction, GError **error);
+  void *data; /**< the implementation's */
+};
+
+/**
+ * Makes group the default of every kNN run whose options name none (NULL: none). The host sets it
+ * once at start when it runs as one rank of several, so that pipelines and every command that
+ * computes kNN lists distribute their work without knowing it. Not thread-safe; set it before any
+ * run starts.
+ */
+void knnwb_knn_group_set_default(const KnnwbKnnGroup *group);
+/** The default group (NULL when none). */
+const KnnwbKnnGroup *knnwb_knn_group_get_default(void);
+
+/** The rows [*first, *last) that rank owns when n rows are cut into size contiguous shares. */
+void knnwb_knn_group_rows(size_t n, int rank, int size, size_t *first, size_t *last);
+
+G_END_DECLS
+
+#endif

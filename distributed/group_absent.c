@@ -1,0 +1,41 @@
+/* A build without MPI: alone is fine; a launch as one of several ranks is refused, since every
+ * rank would otherwise compute (and write) the whole job on its own. */
+#include <stdlib.h>
+#include <knnwb/distributed.h>
+#include <knnwb/error.h>
+
+gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **group,
+                                GError **error)
+{
+  (void)argc;
+  (void)argv;
+  *group = NULL;
+  const char *size = g_getenv("OMPI_COMM_WORLD_SIZE");
+  if (size == NULL)
+    size = g_getenv("PMI_SIZE");
+  if (size != NULL && atoi(size) > 1) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                "started as one of %s MPI ranks, but this knnwb was built without MPI "
+                "(build with -DKNNWB_MPI=ON, or run it without mpirun)",
+                size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+void knnwb_distributed_finalize(void)
+{
+}
+
+gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *path,
+                                       KnnwbDistributedLists table, const KnnwbNeighbors *own,
+                                       size_t n_rows, const char *const *labels, GError **error)
+{
+  (void)group;
+  (void)table;
+  (void)own;
+  (void)n_rows;
+  (void)labels;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "%s: knnwb was built without MPI", path);
+  return FALSE;
+}

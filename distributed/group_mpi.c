@@ -1,0 +1,178 @@
+/*
+ * The MPI side of a group: joining the job, and the three collective operations core's
+ * KnnwbKnnGroup asks for (agree on success or the first failure, all-to-all of byte blocks,
+ * reductions). Only the calling thread talks MPI (MPI_THREAD_FUNNELED): core calls the group from
+ * the thread that called it, never from its worker threads.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpi.h>
+#include <knnwb/distributed.h>
+#include <knnwb/error.h>
+#include "distributed_internal.h"
+
+/* Messages larger than this go in pieces: MPI counts are int. */
+#define KNNWB_DISTRIBUTED_PIECE ((size_t)1 << 30)
+
+static KnnwbKnnGroup knnwb_distributed_group;
+static MPI_Comm knnwb_distributed_comm = MPI_COMM_NULL;
+static gboolean knnwb_distributed_joined;
+
+MPI_Comm knnwb_distributed_communicator(void)
+{
+  return knnwb_distributed_comm;
+}
+
+/* The environment variables that Open MPI's, MPICH's and PMIx launchers set in every rank. */
+static gboolean knnwb_distributed_launched(void)
+{
+  const char *choice = g_getenv("KNNWB_MPI");
+  if (choice != NULL && strcmp(choice, "0") == 0)
+    return FALSE;
+  return g_getenv("OMPI_COMM_WORLD_SIZE") != NULL || g_getenv("PMI_SIZE") != NULL ||
+         g_getenv("PMIX_RANK") != NULL;
+}
+
+/* An error that agree() already made the job's carries the failing rank in front: keep it as is. */
+static gboolean knnwb_distributed_has_rank_prefix(const char *message)
+{
+  if (!g_str_has_prefix(message, "rank "))
+    return FALSE;
+  const char *p = message + 5;
+  if (!g_ascii_isdigit(*p))
+    return FALSE;
+  while (g_ascii_isdigit(*p))
+    p++;
+  return g_str_has_prefix(p, ": ");
+}
+
+static gboolean knnwb_distributed_agree(const KnnwbKnnGroup *group, gboolean ok, GError **error)
+{
+  int mine = ok ? INT_MAX : group->rank, lowest = INT_MAX;
+  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, knnwb_distributed_comm);
+  if (lowest == INT_MAX)
+    return TRUE;
+  /* The lowest failing rank sends its error: domain name, code, message. */
+  g_autofree char *packed = NULL;
+  int length = 0;
+  if (group->rank == lowest) {
+    const GError *own = error != NULL ? *error : NULL;
+    const char *domain = own ? g_quark_to_string(own->domain) : g_quark_to_string(KNNWB_ERROR);
+    const char *message = own ? own->message : "failed without a message";
+    g_autofree char *text = knnwb_distributed_has_rank_prefix(message)
+                                ? g_strdup(message)
+                                : g_strdup_printf("rank %d: %s", lowest, message);
+    g_autofree char *code = g_strdup_printf("%d", own ? own->code : KNNWB_ERROR_FAILED);
+    size_t total = strlen(domain) + 1 + strlen(code) + 1 + strlen(text) + 1;
+    packed = g_malloc(total);
+    char *p = packed;
+    for (const char *part[] = {domain, code, text}, **q = part; q < part + 3; q++) {
+      size_t n = strlen(*q) + 1;
+      memcpy(p, *q, n);
+      p += n;
+    }
+    length = (int)MIN(total, (size_t)INT_MAX);
+  }
+  MPI_Bcast(&length, 1, MPI_INT, lowest, knnwb_distributed_comm);
+  if (group->rank != lowest)
+    packed = g_malloc0((size_t)length + 1);
+  MPI_Bcast(packed, length, MPI_CHAR, lowest, knnwb_distributed_comm);
+  const char *domain = packed;
+  const char *code = domain + strlen(domain) + 1;
+  const char *text = code + strlen(code) + 1;
+  if (error != NULL) {
+    g_clear_error(error);
+    g_set_error_literal(error, g_quark_from_string(domain), atoi(code), text);
+  }
+  return FALSE;
+}
+
+static gboolean knnwb_distributed_exchange(const KnnwbKnnGroup *group, const void *const *send,
+                                           const size_t *send_bytes, void *const *receive,
+                                           const size_t *receive_bytes, GError **error)
+{
+  (void)error; /* MPI's default handler ends the job on transport errors */
+  const int ranks = group->size, me = group->rank;
+  size_t n_requests = 0;
+  for (int r = 0; r < ranks; r++)
+    if (r != me)
+      n_requests += (send_bytes[r] + KNNWB_DISTRIBUTED_PIECE - 1) / KNNWB_DISTRIBUTED_PIECE +
+                    (receive_bytes[r] + KNNWB_DISTRIBUTED_PIECE - 1) / KNNWB_DISTRIBUTED_PIECE;
+  MPI_Request *requests = g_new(MPI_Request, MAX(n_requests, (size_t)1));
+  size_t used = 0;
+  for (int r = 0; r < ranks; r++) {
+    if (r == me)
+      continue;
+    for (size_t at = 0, piece = 0; at < receive_bytes[r]; at += KNNWB_DISTRIBUTED_PIECE, piece++)
+      MPI_Irecv((char *)receive[r] + at, (int)MIN(KNNWB_DISTRIBUTED_PIECE, receive_bytes[r] - at),
+                MPI_BYTE, r, (int)piece, knnwb_distributed_comm, &requests[used++]);
+  }
+  for (int r = 0; r < ranks; r++) {
+    if (r == me)
+      continue;
+    for (size_t at = 0, piece = 0; at < send_bytes[r]; at += KNNWB_DISTRIBUTED_PIECE, piece++)
+      MPI_Isend((const char *)send[r] + at, (int)MIN(KNNWB_DISTRIBUTED_PIECE, send_bytes[r] - at),
+                MPI_BYTE, r, (int)piece, knnwb_distributed_comm, &requests[used++]);
+  }
+  if (send_bytes[me] > 0)
+    memmove(receive[me], send[me], MIN(send_bytes[me], receive_bytes[me]));
+  MPI_Waitall((int)used, requests, MPI_STATUSES_IGNORE);
+  g_free(requests);
+  return TRUE;
+}
+
+static gboolean knnwb_distributed_reduce(const KnnwbKnnGroup *group, int64_t *values, size_t count,
+                                         KnnwbGroupReduction reduction, GError **error)
+{
+  (void)group;
+  (void)error;
+  MPI_Op op = reduction == KNNWB_GROUP_MIN   ? MPI_MIN
+              : reduction == KNNWB_GROUP_MAX ? MPI_MAX
+                                             : MPI_SUM;
+  MPI_Allreduce(MPI_IN_PLACE, values, (int)count, MPI_INT64_T, op, knnwb_distributed_comm);
+  return TRUE;
+}
+
+gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **group,
+                                GError **error)
+{
+  *group = NULL;
+  if (knnwb_distributed_joined || !knnwb_distributed_launched())
+    return TRUE;
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "MPI_Init_thread failed");
+    return FALSE;
+  }
+  knnwb_distributed_joined = TRUE;
+  MPI_Comm_dup(MPI_COMM_WORLD, &knnwb_distributed_comm);
+  int rank = 0, size = 1, local_size = 1;
+  MPI_Comm_rank(knnwb_distributed_comm, &rank);
+  MPI_Comm_size(knnwb_distributed_comm, &size);
+  MPI_Comm local;
+  MPI_Comm_split_type(knnwb_distributed_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+  MPI_Comm_size(local, &local_size);
+  MPI_Comm_free(&local);
+  knnwb_distributed_group = (KnnwbKnnGroup){.rank = rank,
+                                            .size = size,
+                                            .local_size = local_size,
+                                            .agree = knnwb_distributed_agree,
+                                            .exchange = knnwb_distributed_exchange,
+                                            .reduce = knnwb_distributed_reduce};
+  if (size > 1) {
+    *group = &knnwb_distributed_group;
+    knnwb_knn_group_set_default(&knnwb_distributed_group);
+  }
+  return TRUE;
+}
+
+void knnwb_distributed_finalize(void)
+{
+  if (!knnwb_distributed_joined)
+    return;
+  knnwb_knn_group_set_default(NULL);
+  MPI_Comm_free(&knnwb_distributed_comm);
+  MPI_Finalize();
+  knnwb_distributed_joined = FALSE;
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# `mpirun -np R knnwb ...` gives the single-process bytes: R = 1, 2, 3 on the CPU backend (ranks
+# oversubscribe the cores), every metric, the self graph (knnwb knn: each rank writes its rows into
+# one .knn/.tsv; rank 0 writes the GML of the union graph) and query panels (a pipeline), odd sizes
+# (fewer rows than ranks, tiles that do not divide the rows), `knnwb neighbourhood`, and a rank
+# that alone sees bad input.
+# Usage: mpi_check.sh KNNWB MPIEXEC SOURCE_DIR
+set -euo pipefail
+knnwb=$1
+mpiexec=$2
+here=$3/tests/distributed
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Shared memory without the single-copy (CMA) path, which containers often forbid; one thread per
+# rank so that oversubscribed ranks do not fight over the two cores of a CI box.
+mpi() {
+  local ranks=$1
+  shift
+  "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader \
+    --mca btl_vader_single_copy_mechanism none -np "$ranks" "$knnwb" "$@"
+}
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+python3 "$here/make_npy.py" data.npy 307 13 1
+python3 "$here/make_npy.py" small.npy 2 5 2
+python3 "$here/make_npy.py" queries.npy 41 13 3
+python3 "$here/make_npy.py" bad.npy 307 13 1 300
+
+# The self graph through `knnwb knn`: 4 KiB of tile memory makes 32-row blocks (55 tiles of 10 x 10).
+metrics="pearson abs-pearson spearman euclidean manhattan cosine"
+for metric in $metrics; do
+  "$knnwb" knn data.npy -k 9 -m "$metric" -b cpu --memory 4K -t 1 -q -o "one-$metric.knn"
+done
+"$knnwb" knn data.npy -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o one.tsv
+"$knnwb" knn data.npy -k 9 -m cosine -b cpu --memory 4K -t 1 -q -g union -o one.gml
+"$knnwb" knn small.npy -k 1 -m euclidean -b cpu -q -o one-small.knn
+# Query panels and the self graph inside a pipeline, for every metric (one run per rank count).
+{
+  echo '<?xml version="1.0" encoding="UTF-8"?><pipeline name="mpi-check" version="1">'
+  echo '<variable name="out" value="x"/>'
+  echo '<step id="data" type="load-matrix"><param name="path" value="data.npy"/></step>'
+  echo '<step id="queries" type="load-matrix"><param name="path" value="queries.npy"/></step>'
+  for metric in $metrics; do
+    echo "<step id=\"self-$metric\" type=\"knn-graph\"><input name=\"data\" step=\"data\"/>"
+    echo "<param name=\"k\" value=\"7\"/><param name=\"metric\" value=\"$metric\"/>"
+    echo '<param name="backend" value="cpu"/><param name="memory" value="4K"/>'
+    echo '<param name="graph" value="union"/></step>'
+    echo "<step id=\"query-$metric\" type=\"knn-query\"><input name=\"query\" step=\"queries\"/>"
+    echo "<input name=\"reference\" step=\"data\"/><param name=\"k\" value=\"5\"/>"
+    echo "<param name=\"metric\" value=\"$metric\"/><param name=\"backend\" value=\"cpu\"/></step>"
+    echo "<step id=\"write-self-$metric\" type=\"write-graph\"><input name=\"graph\" step=\"self-$metric\"/>"
+    echo "<param name=\"path\" value=\"\${out}-self-$metric.knn\"/></step>"
+    echo "<step id=\"write-query-$metric\" type=\"write-graph\"><input name=\"graph\" step=\"query-$metric\"/>"
+    echo "<param name=\"path\" value=\"\${out}-query-$metric.tsv\"/></step>"
+  done
+  echo '</pipeline>'
+} >check.xml
+"$knnwb" run check.xml -q --set out=one
+# The neighbourhood command: kNN queries of the rows found (out), and the whole graph (both).
+demo=$3/share/examples/demo-expression.txt
+for direction in out both; do
+  "$knnwb" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" -b cpu \
+    -q -o "one-$direction.gml" --table "one-$direction.tsv"
+done
+
+for ranks in 1 2 3; do
+  for metric in $metrics; do
+    mpi "$ranks" knn data.npy -k 9 -m "$metric" -b cpu --memory 4K -q -o "r$ranks-$metric.knn"
+    cmp "one-$metric.knn" "r$ranks-$metric.knn" || fail "$ranks ranks, $metric .knn differs"
+  done
+  mpi "$ranks" knn data.npy -k 9 -m spearman -b cpu --memory 4K -q -o "r$ranks.tsv"
+  cmp one.tsv "r$ranks.tsv" || fail "$ranks ranks: .tsv differs"
+  mpi "$ranks" knn data.npy -k 9 -m cosine -b cpu --memory 4K -q -g union -o "r$ranks.gml"
+  cmp one.gml "r$ranks.gml" || fail "$ranks ranks: union .gml differs"
+  mpi "$ranks" knn small.npy -k 1 -m euclidean -b cpu -q -o "r$ranks-small.knn"
+  cmp one-small.knn "r$ranks-small.knn" || fail "$ranks ranks: 2-row .knn differs"
+  mpi "$ranks" run check.xml -q --set out="r$ranks"
+  for metric in $metrics; do
+    cmp "one-self-$metric.knn" "r$ranks-self-$metric.knn" || fail "$ranks ranks: pipeline self $metric"
+    cmp "one-query-$metric.tsv" "r$ranks-query-$metric.tsv" || fail "$ranks ranks: pipeline query $metric"
+  done
+  for direction in out both; do
+    mpi "$ranks" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" \
+      -b cpu -q -o "r$ranks-$direction.gml" --table "r$ranks-$direction.tsv"
+    cmp "one-$direction.gml" "r$ranks-$direction.gml" || fail "$ranks ranks: neighbourhood $direction"
+    cmp "one-$direction.tsv" "r$ranks-$direction.tsv" || fail "$ranks ranks: neighbourhood table"
+  done
+  echo "$ranks rank(s): every output equals the single-process bytes"
+done
+
+# Row 301 holds a NaN: with 3 ranks only rank 2 reads it (each rank checks its own rows). The job
+# stops with that rank's message, a non-zero status, and the previous output untouched.
+echo previous >out.knn
+status=0
+mpi 3 knn bad.npy -k 9 -b cpu -q -o out.knn 2>err.txt || status=$?
+cat err.txt
+[ "$status" -ne 0 ] || fail "a failing rank gave exit status 0"
+grep -q "^knnwb: rank 2: bad.npy: row 301, column 3: NaN" err.txt || fail "no message from rank 2"
+[ "$(cat out.knn)" = previous ] || fail "the previous output was touched"
+! ls -a | grep -q '^\.knnwb-' || fail "a temporary file was left behind"
+echo "a failing rank stops the job with its message"

@@ -1,0 +1,313 @@
+/*
+ * Core's group path with in-process ranks: threads share memory through a KnnwbKnnGroup of
+ * barriers, so the sharing of tiles and query panels, the candidate merge, the agreement on errors
+ * and the gathering of lists run under the sanitizers without MPI. Every result must equal the
+ * lists of one process, byte for byte.
+ */
+#include <math.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/knnwb.h>
+#include "knnwb_test_matrix.h"
+
+#define MAX_RANKS 4
+
+typedef struct {
+  int size;
+  GMutex lock;
+  GCond cond;
+  int waiting, generation;
+  /* what each rank published for the operation in progress */
+  const void *const *send[MAX_RANKS];
+  const size_t *send_bytes[MAX_RANKS];
+  gboolean ok[MAX_RANKS];
+  GError *error[MAX_RANKS];
+  int64_t *values[MAX_RANKS];
+  int64_t result[16];
+} ThreadJob;
+
+typedef struct {
+  KnnwbKnnGroup group;
+  ThreadJob *job;
+} ThreadRank;
+
+static void thread_job_barrier(ThreadJob *job)
+{
+  g_mutex_lock(&job->lock);
+  int generation = job->generation;
+  if (++job->waiting == job->size) {
+    job->waiting = 0;
+    job->generation++;
+    g_cond_broadcast(&job->cond);
+  } else {
+    while (generation == job->generation)
+      g_cond_wait(&job->cond, &job->lock);
+  }
+  g_mutex_unlock(&job->lock);
+}
+
+static ThreadJob *thread_job_of(const KnnwbKnnGroup *group)
+{
+  return ((const ThreadRank *)group)->job;
+}
+
+static gboolean thread_agree(const KnnwbKnnGroup *group, gboolean ok, GError **error)
+{
+  ThreadJob *job = thread_job_of(group);
+  job->ok[group->rank] = ok;
+  job->error[group->rank] = ok || error == NULL || *error == NULL ? NULL : g_error_copy(*error);
+  thread_job_barrier(job);
+  int lowest = -1;
+  for (int r = 0; r < job->size && lowest < 0; r++)
+    if (!job->ok[r])
+      lowest = r;
+  if (lowest >= 0 && error != NULL) {
+    const GError *failed = job->error[lowest];
+    const char *message = failed ? failed->message : "failed";
+    g_autofree char *prefix = g_strdup_printf("rank %d: ", lowest);
+    GError *agreed = g_error_new(failed ? failed->domain : KNNWB_ERROR,
+                                 failed ? failed->code : KNNWB_ERROR_FAILED, "%s%s",
+                                 g_str_has_prefix(message, "rank ") ? "" : prefix, message);
+    thread_job_barrier(job); /* everyone has read the errors */
+    g_clear_error(error);
+    *error = agreed;
+  } else {
+    thread_job_barrier(job);
+  }
+  g_clear_error(&job->error[group->rank]);
+  thread_job_barrier(job);
+  return lowest < 0;
+}
+
+static gboolean thread_exchange(const KnnwbKnnGroup *group, const void *const *send,
+                                const size_t *send_bytes, void *const *receive,
+                                const size_t *receive_bytes, GError **error)
+{
+  (void)error;
+  ThreadJob *job = thread_job_of(group);
+  job->send[group->rank] = send;
+  job->send_bytes[group->rank] = send_bytes;
+  thread_job_barrier(job);
+  for (int r = 0; r < job->size; r++) {
+    g_assert_cmpuint(job->send_bytes[r][group->rank], ==, receive_bytes[r]);
+    if (receive_bytes[r] > 0)
+      memcpy(receive[r], job->send[r][group->rank], receive_bytes[r]);
+  }
+  thread_job_barrier(job); /* the senders' buffers stay until every copy is done */
+  return TRUE;
+}
+
+static gboolean thread_reduce(const KnnwbKnnGroup *group, int64_t *values, size_t count,
+                              KnnwbGroupReduction reduction, GError **error)
+{
+  (void)error;
+  g_assert_cmpuint(count, <=, 16);
+  ThreadJob *job = thread_job_of(group);
+  job->values[group->rank] = values;
+  thread_job_barrier(job);
+  if (group->rank == 0)
+    for (size_t i = 0; i < count; i++) {
+      int64_t v = job->values[0][i];
+      for (int r = 1; r < job->size; r++) {
+        int64_t w = job->values[r][i];
+        v = reduction == KNNWB_GROUP_SUM   ? v + w
+            : reduction == KNNWB_GROUP_MIN ? MIN(v, w)
+                                           : MAX(v, w);
+      }
+      job->result[i] = v;
+    }
+  thread_job_barrier(job);
+  memcpy(values, job->result, count * sizeof(int64_t));
+  thread_job_barrier(job);
+  return TRUE;
+}
+
+typedef struct {
+  ThreadRank rank;
+  const KnnwbMatrix *query, *reference; /* reference NULL: self */
+  KnnwbKnnOptions options;
+  KnnwbNeighbors *result;
+  GError *error;
+} RankRun;
+
+static gpointer rank_main(gpointer data)
+{
+  RankRun *run = data;
+  run->options.group = &run->rank.group;
+  if (run->reference == NULL)
+    knnwb_knn_self(run->query, &run->options, &run->result, &run->error);
+  else
+    knnwb_knn_query(run->query, run->reference, &run->options, &run->result, &run->error);
+  return NULL;
+}
+
+/* Runs the request on ranks threads; results[r] / errors[r] per rank (caller frees). */
+static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                      const KnnwbKnnOptions *options, RankRun *runs)
+{
+  ThreadJob job = {.size = ranks};
+  g_mutex_init(&job.lock);
+  g_cond_init(&job.cond);
+  GThread *threads[MAX_RANKS];
+  for (int r = 0; r < ranks; r++) {
+    runs[r] = (RankRun){.query = query, .reference = reference, .options = *options};
+    runs[r].rank.job = &job;
+    runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
+                                         .size = ranks,
+                                         .local_size = ranks,
+                                         .agree = thread_agree,
+                                         .exchange = thread_exchange,
+                                         .reduce = thread_reduce};
+    threads[r] = g_thread_new("rank", rank_main, &runs[r]);
+  }
+  for (int r = 0; r < ranks; r++)
+    g_thread_join(threads[r]);
+  g_mutex_clear(&job.lock);
+  g_cond_clear(&job.cond);
+}
+
+static void assert_same_rows(const KnnwbNeighbors *expected, const KnnwbNeighbors *got)
+{
+  const size_t k = expected->k;
+  g_assert_cmpuint(got->k, ==, k);
+  g_assert_cmpuint(got->first_row + got->n_queries, <=, expected->n_queries);
+  const size_t first = got->first_row, rows = got->n_queries;
+  g_assert_cmpmem(expected->indices + first * k, rows * k * sizeof(int64_t), got->indices,
+                  rows * k * sizeof(int64_t));
+  g_assert_cmpmem(expected->distances + first * k, rows * k * sizeof(double), got->distances,
+                  rows * k * sizeof(double));
+  g_assert_cmpmem(expected->n_found + first, rows * sizeof(int32_t), got->n_found,
+                  rows * sizeof(int32_t));
+}
+
+static void check_case_copies(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k,
+                              gboolean own, size_t copies)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(n, d, (guint32)(n * 31 + d));
+  /* Exact duplicate rows take the core's collapse-and-expand path. */
+  for (size_t c = 1; c <= copies && 7 * c < n; c++)
+    memcpy(data->values + 7 * c * d, data->values + 3 * d, d * sizeof(float));
+  g_autoptr(KnnwbMatrix) queries = nq ? knnwb_test_random_matrix(nq, d, (guint32)(nq + 7)) : NULL;
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 1;
+  options.memory_bytes = 4096; /* 32-row blocks: many tiles to share */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(KnnwbNeighbors) expected = NULL;
+  if (queries)
+    g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
+  else
+    g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+  g_assert_no_error(error);
+  options.group_own_rows = own;
+  for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
+    RankRun runs[MAX_RANKS];
+    run_ranks(ranks, queries ? queries : data, queries ? data : NULL, &options, runs);
+    size_t covered = 0;
+    for (int r = 0; r < ranks; r++) {
+      g_assert_no_error(runs[r].error);
+      g_assert_nonnull(runs[r].result);
+      if (own && ranks > 1) {
+        g_assert_cmpuint(runs[r].result->first_row, ==, covered);
+        covered += runs[r].result->n_queries;
+      } else {
+        g_assert_cmpuint(runs[r].result->n_queries, ==, expected->n_queries);
+      }
+      assert_same_rows(expected, runs[r].result);
+      knnwb_neighbors_free(runs[r].result);
+    }
+    if (own && ranks > 1)
+      g_assert_cmpuint(covered, ==, expected->n_queries);
+  }
+}
+
+static void check_case(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k, gboolean own)
+{
+  check_case_copies(metric, n, nq, d, k, own, 0);
+}
+
+static void test_every_metric(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
+                                        KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_EUCLIDEAN,
+                                        KNNWB_METRIC_MANHATTAN, KNNWB_METRIC_COSINE};
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    check_case(metrics[m], 203, 0, 11, 7, FALSE);  /* self, all rows on every rank */
+    check_case(metrics[m], 203, 0, 11, 7, TRUE);   /* self, each rank its rows */
+    check_case(metrics[m], 203, 37, 11, 5, FALSE); /* query panels */
+    check_case(metrics[m], 203, 37, 11, 5, TRUE);
+  }
+}
+
+/* Fewer rows than ranks, k = n - 1, k + 1 rows, one block. */
+static void test_odd_sizes(void)
+{
+  check_case(KNNWB_METRIC_EUCLIDEAN, 2, 0, 3, 1, TRUE);
+  check_case(KNNWB_METRIC_PEARSON, 3, 0, 4, 2, FALSE);
+  check_case(KNNWB_METRIC_MANHATTAN, 33, 0, 5, 32, TRUE);
+  check_case(KNNWB_METRIC_COSINE, 65, 3, 9, 64, FALSE);
+  check_case(KNNWB_METRIC_SPEARMAN, 1, 2, 4, 1, TRUE); /* one reference row, two queries */
+}
+
+/* Copies of one row (more than the candidate margin) in the self graph. */
+static void test_duplicate_rows(void)
+{
+  check_case_copies(KNNWB_METRIC_PEARSON, 150, 0, 6, 5, FALSE, 12);
+  check_case_copies(KNNWB_METRIC_EUCLIDEAN, 150, 0, 6, 5, TRUE, 12);
+  check_case_copies(KNNWB_METRIC_MANHATTAN, 150, 20, 6, 5, TRUE, 12);
+}
+
+/* A NaN in rank 2's rows: only rank 2 sees it, every rank fails with its message. */
+static void test_failing_rank(void)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(100, 6, 5);
+  data->values[90 * 6 + 2] = NAN; /* rows 75..99 are rank 2's of 3 */
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 4;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 1;
+  RankRun runs[MAX_RANKS];
+  run_ranks(3, data, NULL, &options, runs);
+  for (int r = 0; r < 3; r++) {
+    g_assert_null(runs[r].result);
+    g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+    g_assert_true(g_str_has_prefix(runs[r].error->message, "rank 2: row 90, column 2 (both counted from 0) holds NaN"));
+    g_clear_error(&runs[r].error);
+  }
+}
+
+/* A cancelled run stays a cancellation on every rank (the host's exit status depends on it). */
+static void test_cancelled_rank(void)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(300, 6, 6);
+  static volatile gint cancel = 1;
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 4;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 1;
+  options.memory_bytes = 4096;
+  options.cancel = &cancel;
+  RankRun runs[MAX_RANKS];
+  run_ranks(2, data, NULL, &options, runs);
+  for (int r = 0; r < 2; r++) {
+    g_assert_null(runs[r].result);
+    g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+    g_clear_error(&runs[r].error);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/distributed/group/every-metric", test_every_metric);
+  g_test_add_func("/distributed/group/odd-sizes", test_odd_sizes);
+  g_test_add_func("/distributed/group/duplicate-rows", test_duplicate_rows);
+  g_test_add_func("/distributed/group/failing-rank", test_failing_rank);
+  g_test_add_func("/distributed/group/cancelled", test_cancelled_rank);
+  return g_test_run();
+}
