@@ -380,6 +380,17 @@ gboolean knnwb_formats_write_linkage(const char *path, const igraph_matrix_t *li
                                      GError **error);
 
 /**
+ * Writes MST-kNN's split hierarchy (the vectors of KnnwbMstKnnHierarchy) as TSV: header
+ * `node<TAB>parent<TAB>size<TAB>k<TAB>cluster`, one line per node in order; parent is NA for the
+ * root, cluster NA for a set that was split (else the final cluster id of the cluster table).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (lengths differ). Complexity: O(nodes).
+ */
+gboolean knnwb_formats_write_hierarchy_tsv(const char *path, const igraph_vector_int_t *parent,
+                                           const igraph_vector_int_t *size,
+                                           const igraph_vector_int_t *k,
+                                           const igraph_vector_int_t *cluster, GError **error);
+
+/**
  * Known classes for the points labels[0..n-1] from one column of an annotation table
  * (knnwb_annotation_read: TSV or CSV with a header; the first column holds the row names). column
  * is a header name or a 1-based column number (2 or more). classes (initialised) is resized to n:
