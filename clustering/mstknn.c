@@ -31,6 +31,7 @@ void knnwb_clustering_mstknn_options_init(KnnwbMstKnnOptions *options)
   options->metric = KNNWB_METRIC_PEARSON;
   options->list_k = 0;
   options->neighbors = NULL;
+  options->hierarchy = NULL;
   options->backend = KNNWB_BACKEND_AUTO;
   options->n_threads = 0;
   options->memory_bytes = 0;
@@ -52,8 +53,17 @@ static gboolean knnwb_mstknn_listed(const int64_t *lists, int64_t kc, int64_t k,
 }
 
 /* The recursion itself; cluster_of[v] receives a cluster index, kept edges go to the arrays. */
+/* One set the recursion looked at: the split hierarchy's node. */
+typedef struct {
+  int64_t parent; /* node index, -1 for the root */
+  int64_t size;
+  int64_t k;       /* the k of its kNN graph; 0 for a single point */
+  int64_t cluster; /* raw cluster index when it is a final cluster, else -1 */
+} KnnwbMstKnnNode;
+
 static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, int64_t *cluster_of,
-                                   GArray *kept_u, GArray *kept_v, GArray *kept_w, GError **error)
+                                   GArray *kept_u, GArray *kept_v, GArray *kept_w, GArray *nodes,
+                                   GError **error)
 {
   int64_t *position = g_new(int64_t, MAX(n, 1));
   int64_t *parent = g_new(int64_t, MAX(n, 1));
@@ -62,7 +72,8 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
   double *ew = g_new(double, MAX(n, 1));
   gboolean *keep = g_new(gboolean, MAX(n, 1));
   int64_t *order = g_new(int64_t, MAX(n, 1));
-  GQueue pending = G_QUEUE_INIT; /* GArray of int64 members each, sorted */
+  GQueue pending = G_QUEUE_INIT;       /* GArray of int64 members each, sorted */
+  GQueue pending_nodes = G_QUEUE_INIT; /* their node indices in nodes */
   int64_t n_clusters = 0;
   gboolean ok = FALSE;
   for (int64_t v = 0; v < n; v++)
@@ -70,13 +81,17 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
   GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(int64_t), (guint)n);
   for (int64_t v = 0; v < n; v++)
     g_array_append_val(all, v);
-  if (n > 0)
+  if (n > 0) {
     g_queue_push_tail(&pending, all);
-  else
+    KnnwbMstKnnNode root = {-1, n, 0, -1};
+    g_array_append_val(nodes, root);
+    g_queue_push_tail(&pending_nodes, GINT_TO_POINTER(0));
+  } else
     g_array_unref(all);
 
   while (!g_queue_is_empty(&pending)) {
     GArray *set = g_queue_pop_head(&pending);
+    int64_t node = GPOINTER_TO_INT(g_queue_pop_head(&pending_nodes));
     const int64_t *members = (const int64_t *)set->data;
     int64_t s = set->len;
     if (source->cancel && g_atomic_int_get(source->cancel)) {
@@ -85,6 +100,7 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
       goto out;
     }
     if (s == 1) {
+      g_array_index(nodes, KnnwbMstKnnNode, node).cluster = n_clusters;
       cluster_of[members[0]] = n_clusters++;
       g_array_unref(set);
       continue;
@@ -118,6 +134,7 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
       }
     }
     k = MAX((int64_t)1, MIN(natural, k));
+    g_array_index(nodes, KnnwbMstKnnNode, node).k = k;
     /* Tree edges that are also kNN edges (either direction), then their components. */
     for (int64_t i = 0; i < s; i++)
       parent[i] = i;
@@ -129,6 +146,7 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
         n_parts -= knnwb_clustering_union(parent, eu[e], ev[e]);
     }
     if (n_parts == 1) {
+      g_array_index(nodes, KnnwbMstKnnNode, node).cluster = n_clusters;
       for (int64_t i = 0; i < s; i++)
         cluster_of[members[i]] = n_clusters;
       n_clusters++;
@@ -153,8 +171,13 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
         }
         g_array_append_val(g_ptr_array_index(parts, order[root]), members[i]);
       }
-      for (guint p = 0; p < parts->len; p++)
-        g_queue_push_tail(&pending, g_ptr_array_index(parts, p));
+      for (guint p = 0; p < parts->len; p++) {
+        GArray *part = g_ptr_array_index(parts, p);
+        KnnwbMstKnnNode child = {node, part->len, 0, -1};
+        g_queue_push_tail(&pending_nodes, GINT_TO_POINTER(nodes->len));
+        g_array_append_val(nodes, child);
+        g_queue_push_tail(&pending, part);
+      }
       g_ptr_array_free(parts, TRUE);
     }
     g_array_unref(set);
@@ -163,6 +186,7 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
 out:
   while (!g_queue_is_empty(&pending))
     g_array_unref(g_queue_pop_head(&pending));
+  g_queue_clear(&pending_nodes);
   g_free(position);
   g_free(parent);
   g_free(lists);
@@ -176,9 +200,10 @@ out:
 
 /* Membership numbered by lowest vertex, and the cluster forest graph. */
 static gboolean knnwb_mstknn_finish(int64_t n, const int64_t *cluster_of, GArray *kept_u,
-                                    GArray *kept_v, GArray *kept_w, igraph_vector_int_t *membership,
-                                    igraph_t *cluster_forest, igraph_vector_t *forest_weights,
-                                    GError **error)
+                                    GArray *kept_v, GArray *kept_w, GArray *nodes,
+                                    igraph_vector_int_t *membership, igraph_t *cluster_forest,
+                                    igraph_vector_t *forest_weights,
+                                    KnnwbMstKnnHierarchy *hierarchy, GError **error)
 {
   igraph_error_t code = igraph_vector_int_resize(membership, n);
   if (!knnwb_error_from_igraph(code, "resizing membership", error))
@@ -191,6 +216,27 @@ static gboolean knnwb_mstknn_finish(int64_t n, const int64_t *cluster_of, GArray
     if (renumber[cluster_of[v]] < 0)
       renumber[cluster_of[v]] = count++;
     VECTOR(*membership)[v] = renumber[cluster_of[v]];
+  }
+  if (hierarchy) {
+    igraph_integer_t m = nodes->len;
+    code = igraph_vector_int_resize(&hierarchy->parent, m);
+    if (code == IGRAPH_SUCCESS)
+      code = igraph_vector_int_resize(&hierarchy->size, m);
+    if (code == IGRAPH_SUCCESS)
+      code = igraph_vector_int_resize(&hierarchy->k, m);
+    if (code == IGRAPH_SUCCESS)
+      code = igraph_vector_int_resize(&hierarchy->cluster, m);
+    if (!knnwb_error_from_igraph(code, "resizing the hierarchy", error)) {
+      g_free(renumber);
+      return FALSE;
+    }
+    for (igraph_integer_t i = 0; i < m; i++) {
+      const KnnwbMstKnnNode *node = &g_array_index(nodes, KnnwbMstKnnNode, i);
+      VECTOR(hierarchy->parent)[i] = node->parent;
+      VECTOR(hierarchy->size)[i] = node->size;
+      VECTOR(hierarchy->k)[i] = node->k;
+      VECTOR(hierarchy->cluster)[i] = node->cluster >= 0 ? renumber[node->cluster] : -1;
+    }
   }
   g_free(renumber);
   if (!cluster_forest) {
@@ -219,15 +265,18 @@ static gboolean knnwb_mstknn_finish(int64_t n, const int64_t *cluster_of, GArray
 
 static gboolean knnwb_mstknn_run(const KnnwbMstKnnSource *source, int64_t n,
                                  igraph_vector_int_t *membership, igraph_t *cluster_forest,
-                                 igraph_vector_t *forest_weights, GError **error)
+                                 igraph_vector_t *forest_weights, KnnwbMstKnnHierarchy *hierarchy,
+                                 GError **error)
 {
+  GArray *nodes = g_array_new(FALSE, FALSE, sizeof(KnnwbMstKnnNode));
   int64_t *cluster_of = g_new(int64_t, MAX(n, 1));
   GArray *kept_u = g_array_new(FALSE, FALSE, sizeof(int64_t));
   GArray *kept_v = g_array_new(FALSE, FALSE, sizeof(int64_t));
   GArray *kept_w = g_array_new(FALSE, FALSE, sizeof(double));
-  gboolean ok = knnwb_mstknn_drive(source, n, cluster_of, kept_u, kept_v, kept_w, error) &&
-                knnwb_mstknn_finish(n, cluster_of, kept_u, kept_v, kept_w, membership,
-                                    cluster_forest, forest_weights, error);
+  gboolean ok = knnwb_mstknn_drive(source, n, cluster_of, kept_u, kept_v, kept_w, nodes, error) &&
+                knnwb_mstknn_finish(n, cluster_of, kept_u, kept_v, kept_w, nodes, membership,
+                                    cluster_forest, forest_weights, hierarchy, error);
+  g_array_unref(nodes);
   g_free(cluster_of);
   g_array_unref(kept_u);
   g_array_unref(kept_v);
@@ -295,7 +344,7 @@ gboolean knnwb_clustering_mstknn_distance_matrix(const igraph_matrix_t *distance
   KnnwbMstKnnSource source = {knnwb_mstknn_matrix_knn, knnwb_mstknn_matrix_tree, &context,
                               options ? options->cancel : NULL};
   return knnwb_mstknn_run(&source, igraph_matrix_nrow(distances), membership, cluster_forest,
-                          forest_weights, error);
+                          forest_weights, options ? options->hierarchy : NULL, error);
 }
 
 /* ---- point source: global kNN lists, one global tree ---- */
@@ -412,7 +461,8 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
   int64_t n = (int64_t)data->n_rows;
   if (n <= 1) {
     KnnwbMstKnnSource none = {0};
-    return knnwb_mstknn_run(&none, n, membership, cluster_forest, forest_weights, error);
+    return knnwb_mstknn_run(&none, n, membership, cluster_forest, forest_weights,
+                            options->hierarchy, error);
   }
   int64_t natural = knnwb_mstknn_natural_k(n);
   size_t list_k = options->list_k ? options->list_k : (size_t)MAX(16, natural + 1);
@@ -484,8 +534,8 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
   KnnwbMstKnnSource source = {knnwb_mstknn_points_knn, knnwb_mstknn_points_tree, &context,
                               options->cancel};
   context.exact = knnwb_exact_rows_new(data, options->metric, context.n_threads, error);
-  ok = context.exact != NULL &&
-       knnwb_mstknn_run(&source, n, membership, cluster_forest, forest_weights, error);
+  ok = context.exact != NULL && knnwb_mstknn_run(&source, n, membership, cluster_forest,
+                                                 forest_weights, options->hierarchy, error);
   knnwb_exact_rows_free(context.exact);
   g_free(context.offset);
   g_free(context.adjacency);

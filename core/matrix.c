@@ -64,6 +64,7 @@ void knnwb_matrix_free(KnnwbMatrix *matrix)
   g_free(matrix->row_classes);
   g_free(matrix->col_classes);
   knnwb_matrix_annotations_clear(matrix);
+  g_free(matrix->absent_rows);
   if (matrix->strings != NULL)
     g_string_chunk_free(matrix->strings);
   g_free(matrix);
@@ -98,6 +99,22 @@ void knnwb_matrix_set_row_class(KnnwbMatrix *matrix, size_t i, const char *label
 void knnwb_matrix_set_col_class(KnnwbMatrix *matrix, size_t j, const char *label)
 {
   knnwb_matrix_set_string(matrix, &matrix->col_classes, matrix->n_cols, j, label);
+}
+
+void knnwb_matrix_set_row_absent(KnnwbMatrix *matrix, size_t i)
+{
+  g_return_if_fail(i < matrix->n_rows);
+  if (matrix->absent_rows == NULL)
+    matrix->absent_rows = g_new0(unsigned char, matrix->n_rows);
+  if (!matrix->absent_rows[i]) {
+    matrix->absent_rows[i] = 1;
+    matrix->n_absent_rows++;
+  }
+}
+
+gboolean knnwb_matrix_row_is_absent(const KnnwbMatrix *matrix, size_t i)
+{
+  return matrix->absent_rows != NULL && i < matrix->n_rows && matrix->absent_rows[i];
 }
 
 const char *knnwb_matrix_row_label(const KnnwbMatrix *matrix, size_t i)
@@ -159,6 +176,8 @@ KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean 
       knnwb_matrix_set_row_label(result, r, matrix->row_labels[i]);
     if (matrix->row_classes != NULL)
       knnwb_matrix_set_row_class(result, r, matrix->row_classes[i]);
+    if (knnwb_matrix_row_is_absent(matrix, i))
+      knnwb_matrix_set_row_absent(result, r);
     r++;
   }
   knnwb_matrix_copy_strings(result, &result->col_labels, d, matrix->col_labels);

@@ -178,9 +178,20 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
     if (p->norm != NULL && p->norm[i] > p->max_norm)
       p->max_norm = p->norm[i];
 
+  /* Absent rows (kept only for their numbers; their reader has said why) are left out like
+   * degenerate rows, without an error or another warning. Their values are zeros, so the scored
+   * copies above are finite; they are zeroed here to be sure no score depends on them. */
+  size_t n_absent = 0;
+  for (size_t i = 0; i < n && data->n_absent_rows > 0; i++)
+    if (knnwb_matrix_row_is_absent(data, i)) {
+      degenerate[i] = 2;
+      n_absent++;
+      if (p->scored_owned != NULL)
+        memset(p->scored_owned + i * d, 0, d * sizeof(float));
+    }
   size_t n_degenerate = 0, first = 0;
   for (size_t i = 0; i < n; i++)
-    if (degenerate[i] && n_degenerate++ == 0)
+    if (degenerate[i] == 1 && n_degenerate++ == 0)
       first = i;
   if (n_degenerate > 0) {
     const char *label = knnwb_matrix_row_label(data, first);
@@ -203,8 +214,12 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
               "%s); they get no edges",
               role, n_degenerate, n_degenerate == 1 ? "" : "s", knnwb_metric_to_string(metric),
               first, label ? " (" : "", label ? label : "", label ? ")" : "", what);
+  }
+  if (n_degenerate + n_absent > 0) {
+    for (size_t i = 0; i < n; i++)
+      degenerate[i] = degenerate[i] != 0; /* the backends read plain flags */
     p->invalid = degenerate;
-    p->n_invalid = n_degenerate;
+    p->n_invalid = n_degenerate + n_absent;
   } else {
     g_free(degenerate);
   }

@@ -219,6 +219,7 @@ typedef struct {
   GPtrArray *row_labels; /* char* into labels_chunk, or NULL when rows are unlabelled */
   GPtrArray *col_labels; /* owned strings (g_free) */
   GPtrArray *col_classes;
+  GArray *absent_rows; /* size_t row numbers of the rows kept without values, or NULL */
 } KnnwbMatrixBuilder;
 
 void knnwb_matrix_builder_init(KnnwbMatrixBuilder *builder, size_t n_cols, gboolean row_labels);
@@ -229,6 +230,13 @@ float *knnwb_matrix_builder_next_row(KnnwbMatrixBuilder *builder, GError **error
 /** Counts the row written into knnwb_matrix_builder_next_row()'s storage, with its label. */
 void knnwb_matrix_builder_commit_row(KnnwbMatrixBuilder *builder, const char *label,
                                      size_t label_length);
+/**
+ * Counts the row in knnwb_matrix_builder_next_row()'s storage as absent (missing values, policy
+ * DROP_ROWS): its values become zeros, its label stays, and the matrix marks it absent, so rows
+ * keep their input numbers and the row gets no edges.
+ */
+void knnwb_matrix_builder_commit_absent_row(KnnwbMatrixBuilder *builder, const char *label,
+                                            size_t label_length);
 /** Turns the builder into a matrix (the builder is emptied). Errors: KNNWB_ERROR_NO_MEMORY. */
 KnnwbMatrix *knnwb_matrix_builder_finish(KnnwbMatrixBuilder *builder, GError **error);
 /**

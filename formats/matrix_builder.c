@@ -60,6 +60,16 @@ void knnwb_matrix_builder_commit_row(KnnwbMatrixBuilder *builder, const char *la
   builder->n_rows++;
 }
 
+void knnwb_matrix_builder_commit_absent_row(KnnwbMatrixBuilder *builder, const char *label,
+                                            size_t label_length)
+{
+  memset(builder->values + builder->n_rows * builder->n_cols, 0, builder->n_cols * sizeof(float));
+  if (builder->absent_rows == NULL)
+    builder->absent_rows = g_array_new(FALSE, FALSE, sizeof(size_t));
+  g_array_append_val(builder->absent_rows, builder->n_rows);
+  knnwb_matrix_builder_commit_row(builder, label, label_length);
+}
+
 static void knnwb_matrix_builder_free_values(void *values, size_t n_bytes, void *data)
 {
   (void)n_bytes;
@@ -97,6 +107,8 @@ KnnwbMatrix *knnwb_matrix_builder_finish(KnnwbMatrixBuilder *builder, GError **e
   if (builder->col_classes != NULL && builder->col_classes->len == builder->n_cols)
     for (size_t j = 0; j < builder->n_cols; j++)
       knnwb_matrix_set_col_class(matrix, j, g_ptr_array_index(builder->col_classes, j));
+  for (guint a = 0; builder->absent_rows != NULL && a < builder->absent_rows->len; a++)
+    knnwb_matrix_set_row_absent(matrix, g_array_index(builder->absent_rows, size_t, a));
   knnwb_matrix_builder_clear(builder);
   return matrix;
 }
@@ -117,6 +129,9 @@ void knnwb_matrix_builder_clear(KnnwbMatrixBuilder *builder)
   if (builder->col_classes != NULL)
     g_ptr_array_free(builder->col_classes, TRUE);
   builder->col_classes = NULL;
+  if (builder->absent_rows != NULL)
+    g_array_free(builder->absent_rows, TRUE);
+  builder->absent_rows = NULL;
   builder->n_rows = 0;
   builder->capacity_rows = 0;
 }
@@ -125,9 +140,10 @@ gboolean knnwb_matrix_builder_finish_rows(KnnwbMatrixBuilder *builder, const cha
                                           const KnnwbReadInfo *info, KnnwbMatrix **out,
                                           GError **error)
 {
-  if (builder->n_rows == 0) {
+  size_t n_absent = builder->absent_rows ? builder->absent_rows->len : 0;
+  if (builder->n_rows == n_absent) {
     knnwb_formats_parse_error(error, path, line, 0,
-                              "no data rows are left (%zu dropped for missing values)",
+                              "no data rows are left (%zu with missing values)",
                               info->n_dropped_rows);
     return FALSE;
   }

@@ -287,6 +287,7 @@ gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *optio
     if (missing) {
       if (info->n_dropped_rows++ == 0)
         info->first_dropped_line = input.line_number;
+      knnwb_matrix_builder_commit_absent_row(&builder, line + label_start, label_end - label_start);
       continue;
     }
     knnwb_matrix_builder_commit_row(&builder, line + label_start, label_end - label_start);

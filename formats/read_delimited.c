@@ -249,8 +249,7 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
   float *row = knnwb_matrix_builder_next_row(builder, error);
   if (row == NULL)
     return FALSE;
-  if (layout->expected_rows != SIZE_MAX &&
-      builder->n_rows + context->info->n_dropped_rows >= layout->expected_rows) {
+  if (layout->expected_rows != SIZE_MAX && builder->n_rows >= layout->expected_rows) {
     knnwb_delimited_error(context, *line, 0, error,
                           "more data rows than the %zu the header declares", layout->expected_rows);
     return FALSE;
@@ -312,6 +311,8 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
   if (missing) {
     if (context->info->n_dropped_rows++ == 0)
       context->info->first_dropped_line = context->record_line;
+    knnwb_matrix_builder_commit_absent_row(builder, has_label ? context->label->str : NULL,
+                                           has_label ? context->label->len : 0);
     return TRUE;
   }
   knnwb_matrix_builder_commit_row(builder, has_label ? context->label->str : NULL,
@@ -356,7 +357,7 @@ static gboolean knnwb_delimited_rows_from(KnnwbDelimitedContext *context, const 
       return FALSE;
   }
   size_t expected = context->layout->expected_rows;
-  size_t found = context->builder->n_rows + context->info->n_dropped_rows;
+  size_t found = context->builder->n_rows; /* rows with missing values are kept, absent */
   if (expected != SIZE_MAX && found != expected) {
     knnwb_formats_parse_error(error, input->path, input->line_number, 0,
                               "the file ends after %zu data rows, the header declares %zu "

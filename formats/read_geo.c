@@ -224,7 +224,7 @@ gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *option
     }
   if (got < 0)
     goto out;
-  if (builder.n_rows + info->n_dropped_rows == 0) {
+  if (builder.n_rows == 0) {
     knnwb_formats_parse_error(error, path, end_line, 0, "the data table has no rows");
     goto out;
   }

@@ -65,6 +65,44 @@ static void knnwb_formats_warn_repeated_labels(const char *path, const KnnwbMatr
               matrix->row_labels[example_again], example_first + 1, example_again + 1);
 }
 
+/* Names the rows with missing values: their count and the first few, by row number (counted from 0,
+ * as in every output) and label. Without transposing they stay as absent rows (no edges, numbers
+ * kept); transposed they were features and are gone. */
+static void knnwb_formats_warn_missing_rows(const char *path, const KnnwbMatrix *matrix,
+                                            const KnnwbReadInfo *info, gboolean transposed,
+                                            const char *unit)
+{
+  size_t n = info->n_dropped_rows;
+  if (transposed || matrix->n_absent_rows == 0) {
+    g_warning("%s: dropped %zu row%s of the file with missing values (the first on %s %zu); "
+              "after transposing they are features, and every column (sample) stays",
+              path, n, KNNWB_PLURAL(n), unit, info->first_dropped_line);
+    return;
+  }
+  enum { SHOWN = 5 };
+  g_autoptr(GString) rows = g_string_new(NULL);
+  size_t shown = 0;
+  for (size_t i = 0; i < matrix->n_rows && shown < SHOWN; i++) {
+    if (!knnwb_matrix_row_is_absent(matrix, i))
+      continue;
+    const char *label = knnwb_matrix_row_label(matrix, i);
+    g_string_append_printf(rows, "%s%zu", shown > 0 ? ", " : "", i);
+    if (label != NULL && *label != '\0')
+      g_string_append_printf(rows, " (%s)", label);
+    shown++;
+  }
+  if (matrix->n_absent_rows > shown)
+    g_string_append_printf(rows, " and %zu more", matrix->n_absent_rows - shown);
+  /* Text files also say the line; an NPY row is its number already. */
+  g_autofree char *where = g_str_equal(unit, "line") ? g_strdup_printf("; the first on line %zu",
+                                                                       info->first_dropped_line)
+                                                     : g_strdup("");
+  g_warning("%s: %zu row%s with missing values keep%s %s number%s but get%s no edges: row%s %s "
+            "(counted from 0, as in the outputs%s)",
+            path, n, KNNWB_PLURAL(n), n == 1 ? "s" : "", n == 1 ? "its" : "their", KNNWB_PLURAL(n),
+            n == 1 ? "s" : "", KNNWB_PLURAL(n), rows->str, where);
+}
+
 gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
                                    KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
 {
@@ -114,6 +152,17 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
   }
   if (!ok)
     return FALSE;
+  if (options->transpose && matrix->n_absent_rows > 0) {
+    /* The file's rows with missing values are features after transposing: they go. */
+    g_autofree gboolean *keep = g_new(gboolean, matrix->n_rows);
+    for (size_t i = 0; i < matrix->n_rows; i++)
+      keep[i] = !knnwb_matrix_row_is_absent(matrix, i);
+    KnnwbMatrix *kept = knnwb_matrix_select_rows(matrix, keep, error);
+    if (kept == NULL)
+      return FALSE;
+    knnwb_matrix_free(matrix);
+    matrix = kept;
+  }
   if (options->transpose) {
     KnnwbMatrix *transposed = knnwb_matrix_transpose(matrix, error);
     if (transposed == NULL)
@@ -124,9 +173,8 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
   *out = g_steal_pointer(&matrix);
 report:
   if (info->n_dropped_rows > 0)
-    g_warning("%s: dropped %zu row%s with missing values (the first on %s %zu)", path,
-              info->n_dropped_rows, info->n_dropped_rows == 1 ? "" : "s",
-              format == KNNWB_INPUT_NPY ? "row" : "line", info->first_dropped_line);
+    knnwb_formats_warn_missing_rows(path, *out, info, options->transpose,
+                                    format == KNNWB_INPUT_NPY ? "row" : "line");
   knnwb_formats_warn_repeated_labels(path, *out);
   return TRUE;
 }

@@ -506,17 +506,31 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
         break; /* the rest of this row does not matter */
     }
   }
-  if (keep != NULL) {
-    KnnwbMatrix *kept = NULL;
-    if (!want_transpose) {
-      kept = knnwb_matrix_select_rows(matrix, keep, error);
-    } else {
-      /* Dropping stored rows = dropping columns here: transpose, select, transpose back. */
-      g_autoptr(KnnwbMatrix) flipped = knnwb_matrix_transpose(matrix, error);
-      g_autoptr(KnnwbMatrix) selected =
-          flipped ? knnwb_matrix_select_rows(flipped, keep, error) : NULL;
-      kept = selected ? knnwb_matrix_transpose(selected, error) : NULL;
+  if (keep != NULL && !want_transpose) {
+    /* Rows keep their numbers: a row with missing values stays, absent, with zeros (a mapped
+     * file's pages are private: the file is not touched). */
+    size_t n_left = rows;
+    for (size_t r = 0; r < rows; r++)
+      if (!keep[r]) {
+        memset(matrix->values + r * cols, 0, cols * sizeof(float));
+        knnwb_matrix_set_row_absent(matrix, r);
+        n_left--;
+      }
+    g_free(keep);
+    keep = NULL;
+    if (n_left == 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s: no rows are left (%zu with missing values)", path, info->n_dropped_rows);
+      goto out;
     }
+  }
+  if (keep != NULL) {
+    /* Transposed: the stored rows with missing values are features (columns) here and are
+     * dropped; the points keep their numbers. Transpose, select, transpose back. */
+    g_autoptr(KnnwbMatrix) flipped = knnwb_matrix_transpose(matrix, error);
+    g_autoptr(KnnwbMatrix) selected =
+        flipped ? knnwb_matrix_select_rows(flipped, keep, error) : NULL;
+    KnnwbMatrix *kept = selected ? knnwb_matrix_transpose(selected, error) : NULL;
     g_free(keep);
     if (kept == NULL)
       goto out;

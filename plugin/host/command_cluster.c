@@ -42,6 +42,7 @@ typedef struct {
   char *graphml;
   char *newick;
   char *linkage;
+  char *hierarchy;
   char *annotation;
   gboolean report;
   gboolean quiet;
@@ -56,7 +57,9 @@ typedef struct {
   igraph_vector_t distances;    /* per edge of graph */
   igraph_vector_t similarities; /* per edge of graph, when it was clustered as a weighted graph */
   gboolean has_similarities;
-  igraph_matrix_t linkage; /* single linkage */
+  igraph_matrix_t linkage;        /* single linkage */
+  KnnwbMstKnnHierarchy hierarchy; /* mst-knn */
+  gboolean has_hierarchy;
   double modularity;
   igraph_integer_t n_clusters;
   char *note; /* e.g. what a cut by count returned and why */
@@ -76,6 +79,7 @@ static void knnwb_cluster_command_clear(KnnwbClusterCommand *command)
   g_free(command->graphml);
   g_free(command->newick);
   g_free(command->linkage);
+  g_free(command->hierarchy);
   g_free(command->annotation);
   g_strfreev(command->rest);
 }
@@ -205,6 +209,10 @@ static gboolean knnwb_cluster_run(const KnnwbMatrix *data, const KnnwbKnnOptions
     options.cancel = knn->cancel;
     if (command->knn.k != -1)
       options.list_k = knn->k;
+    if (!knnwb_mstknn_hierarchy_init(&result->hierarchy, error))
+      return FALSE;
+    result->has_hierarchy = TRUE;
+    options.hierarchy = &result->hierarchy;
     if (!knnwb_clustering_mstknn_points(data, &options, &result->membership, &result->graph,
                                         &result->distances, error))
       return FALSE;
@@ -354,9 +362,17 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
   if (ok && command->linkage)
     ok = knnwb_formats_write_linkage(knnwb_cluster_output(outputs, command->linkage),
                                      &result->linkage, error);
+  if (ok && command->hierarchy)
+    ok = knnwb_formats_write_hierarchy_tsv(knnwb_cluster_output(outputs, command->hierarchy),
+                                           &result->hierarchy.parent, &result->hierarchy.size,
+                                           &result->hierarchy.k, &result->hierarchy.cluster, error);
   if (ok && command->newick) {
+    /* single linkage: the dendrogram; mst-knn: the split hierarchy. */
     g_autofree char *text =
-        knnwb_clustering_newick(&result->linkage, igraph_vcount(&result->graph), labels, error);
+        result->has_hierarchy
+            ? knnwb_mstknn_hierarchy_newick(&result->hierarchy, &result->membership, labels, error)
+            : knnwb_clustering_newick(&result->linkage, igraph_vcount(&result->graph), labels,
+                                      error);
     ok = text != NULL;
     g_autoptr(KnnwbAtomicFile) file =
         ok ? knnwb_atomic_file_open(knnwb_cluster_output(outputs, command->newick), error) : NULL;
@@ -384,8 +400,13 @@ static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, KnnwbClu
     problem = "single-linkage needs --height H (cut at distance H) or --clusters N";
   else if (kind != KNNWB_CLUSTER_SINGLE_LINKAGE && (command->height >= 0 || command->clusters > 0))
     problem = "--height and --clusters apply to --method single-linkage only";
-  else if (kind != KNNWB_CLUSTER_SINGLE_LINKAGE && (command->newick || command->linkage))
-    problem = "--newick and --linkage (the dendrogram) need --method single-linkage";
+  else if (kind != KNNWB_CLUSTER_SINGLE_LINKAGE && command->linkage)
+    problem = "--linkage (the dendrogram) needs --method single-linkage";
+  else if (kind != KNNWB_CLUSTER_SINGLE_LINKAGE && kind != KNNWB_CLUSTER_MST_KNN && command->newick)
+    problem = "--newick needs --method single-linkage (the dendrogram) or mst-knn (the split "
+              "hierarchy)";
+  else if (kind != KNNWB_CLUSTER_MST_KNN && command->hierarchy)
+    problem = "--hierarchy (the split table) needs --method mst-knn";
   else if ((kind == KNNWB_CLUSTER_MST_KNN || kind == KNNWB_CLUSTER_SINGLE_LINKAGE) &&
            command->graph)
     problem = "--graph applies to components, leiden, louvain and walktrap (mst-knn and "
@@ -444,7 +465,11 @@ int knnwb_host_command_cluster(int argc, char **argv)
       {"graphml", 0, 0, G_OPTION_ARG_FILENAME, &command.graphml, "Also write it as GraphML",
        "FILE"},
       {"newick", 0, 0, G_OPTION_ARG_FILENAME, &command.newick,
-       "single-linkage: the dendrogram as Newick (ape::read.tree, Bio.Phylo)", "FILE"},
+       "single-linkage: the dendrogram as Newick (ape::read.tree, Bio.Phylo); mst-knn: the split "
+       "hierarchy",
+       "FILE"},
+      {"hierarchy", 0, 0, G_OPTION_ARG_FILENAME, &command.hierarchy,
+       "mst-knn: the split hierarchy as TSV (node, parent, size, k, cluster)", "FILE"},
       {"linkage", 0, 0, G_OPTION_ARG_FILENAME, &command.linkage,
        "single-linkage: scipy linkage matrix, .npy or TSV", "FILE"},
       {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command.annotation,
@@ -521,8 +546,8 @@ int knnwb_host_command_cluster(int argc, char **argv)
   if (command.knn.k == -1)
     knn.k = 10;
   knn.data_name = command.rest[0];
-  const char *outputs[] = {command.output, command.gml, command.graphml, command.newick,
-                           command.linkage};
+  const char *outputs[] = {command.output, command.gml,     command.graphml,
+                           command.newick, command.linkage, command.hierarchy};
   for (guint i = 0; i < G_N_ELEMENTS(outputs); i++)
     if (outputs[i] && !knnwb_host_check_output(outputs[i], &error))
       goto failed;
@@ -573,6 +598,8 @@ done:
   igraph_vector_destroy(&result.distances);
   igraph_vector_destroy(&result.similarities);
   igraph_matrix_destroy(&result.linkage);
+  if (result.has_hierarchy)
+    knnwb_mstknn_hierarchy_destroy(&result.hierarchy);
   g_free(result.note);
   knnwb_cluster_command_clear(&command);
   return status;

@@ -89,6 +89,7 @@ int knnwb_host_command_fail(const char *command, const GError *error, gboolean u
 int knnwb_host_command_metafeatures(int argc, char **argv);
 int knnwb_host_command_neighbourhood(int argc, char **argv);
 int knnwb_host_command_classify(int argc, char **argv);
+int knnwb_host_command_render(int argc, char **argv);
 
 G_END_DECLS
 

@@ -25,6 +25,7 @@ static const struct {
     {"neighbourhood", knnwb_host_command_neighbourhood,
      "the kNN neighbourhood of focus rows (yEd GML, ranked table)"},
     {"classify", knnwb_host_command_classify, "kNN classification with cross-validation"},
+    {"render", knnwb_host_command_render, "draw a laid-out GML as PNG, SVG or PDF (cairo)"},
 };
 
 static void knnwb_host_usage(FILE *out)

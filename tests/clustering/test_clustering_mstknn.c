@@ -374,7 +374,48 @@ static void test_given_lists(void)
   igraph_vector_int_init(&computed, 0);
   igraph_vector_int_init(&given, 0);
   g_autoptr(GError) error = NULL;
+  KnnwbMstKnnHierarchy hierarchy;
+  g_assert_true(knnwb_mstknn_hierarchy_init(&hierarchy, &error));
+  options.hierarchy = &hierarchy;
   g_assert_true(knnwb_clustering_mstknn_points(data, &options, &computed, NULL, NULL, &error));
+  options.hierarchy = NULL;
+  /* The hierarchy's invariants: children partition their parent; each final cluster's size is
+   * its point count; every cluster appears once; k = min(floor(ln s), connecting k) >= 1. */
+  igraph_integer_t m = igraph_vector_int_size(&hierarchy.parent);
+  igraph_integer_t clusters = igraph_vector_int_max(&computed) + 1;
+  g_autofree igraph_integer_t *children_size = g_new0(igraph_integer_t, m);
+  g_autofree igraph_integer_t *cluster_size = g_new0(igraph_integer_t, clusters);
+  g_autofree int *seen = g_new0(int, clusters);
+  for (size_t v = 0; v < n; v++)
+    cluster_size[VECTOR(computed)[v]]++;
+  g_assert_cmpint(VECTOR(hierarchy.size)[0], ==, (igraph_integer_t)n);
+  g_assert_cmpint(m, >, 1);
+  for (igraph_integer_t i = 0; i < m; i++) {
+    igraph_integer_t p = VECTOR(hierarchy.parent)[i], c = VECTOR(hierarchy.cluster)[i];
+    if (i > 0) {
+      g_assert_cmpint(p, >=, 0);
+      g_assert_cmpint(p, <, i);
+      g_assert_cmpint(VECTOR(hierarchy.cluster)[p], ==, -1);
+      children_size[p] += VECTOR(hierarchy.size)[i];
+    }
+    if (c >= 0) {
+      g_assert_cmpint(VECTOR(hierarchy.size)[i], ==, cluster_size[c]);
+      seen[c]++;
+    }
+    igraph_integer_t s = VECTOR(hierarchy.size)[i];
+    if (s > 1) {
+      g_assert_cmpint(VECTOR(hierarchy.k)[i], >=, 1);
+      g_assert_cmpint(VECTOR(hierarchy.k)[i], <=, MAX(1, (igraph_integer_t)floor(log((double)s))));
+    }
+  }
+  for (igraph_integer_t i = 0; i < m; i++)
+    if (VECTOR(hierarchy.cluster)[i] < 0)
+      g_assert_cmpint(children_size[i], ==, VECTOR(hierarchy.size)[i]);
+  for (igraph_integer_t c = 0; c < clusters; c++)
+    g_assert_cmpint(seen[c], ==, 1);
+  g_autofree char *newick = knnwb_mstknn_hierarchy_newick(&hierarchy, &computed, NULL, &error);
+  g_assert_nonnull(newick);
+  knnwb_mstknn_hierarchy_destroy(&hierarchy);
   const size_t lengths[] = {5, 9, 2};
   for (guint t = 0; t < G_N_ELEMENTS(lengths); t++) {
     KnnwbKnnOptions knn;

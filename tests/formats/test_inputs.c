@@ -337,11 +337,13 @@ static void test_geo_good(void)
   expect_error(missing, NULL, ":13:");
   options.transpose = FALSE;
   options.missing = KNNWB_MISSING_DROP_ROWS;
-  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*missing_series_matrix.txt*1 row*");
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*missing_series_matrix.txt: 1 row*row 2 (117_at)*line 13*");
   g_autoptr(KnnwbMatrix) dropped = read_or_fail(missing, &options);
   g_test_assert_expected_messages();
-  g_assert_cmpuint(dropped->n_rows, ==, 3);
-  g_assert_cmpstr(dropped->row_labels[2], ==, "121_at");
+  g_assert_cmpuint(dropped->n_rows, ==, 4);
+  g_assert_true(knnwb_matrix_row_is_absent(dropped, 2));
+  g_assert_cmpstr(dropped->row_labels[3], ==, "121_at");
   g_assert_nonnull(knnwb_matrix_annotation(dropped, KNNWB_MATRIX_COLUMNS, "tissue"));
 }
 

@@ -83,19 +83,26 @@ static void test_cibm_flavours(void)
   g_assert_null(m->col_labels);
   knnwb_matrix_free(m);
 
-  /* Missing values dropped on request, with a warning. */
+  /* Missing values left out on request, with a warning naming the rows, which keep their
+   * numbers: the row stays, absent (zeros), with its label. */
   const char *missing = "<MicroarrayData>\n3 2\na 1 2\nb NA 2\nc 3 4\n<EndOfFile>\n";
   g_autofree char *missing_path = formats_test_write("missing.txt", missing, -1);
   KnnwbReadOptions options = options_for(KNNWB_INPUT_CIBM);
   options.missing = KNNWB_MISSING_DROP_ROWS;
   KnnwbReadInfo info;
-  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*dropped 1 row*line 4*");
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*1 row with missing values keeps its number but gets no edges: row 1 (b)"
+                        "*line 4*");
   m = read_ok(missing_path, &options, &info);
   g_test_assert_expected_messages();
   g_assert_cmpuint(info.n_dropped_rows, ==, 1);
   g_assert_cmpuint(info.first_dropped_line, ==, 4);
-  g_assert_cmpuint(m->n_rows, ==, 2);
-  assert_row(m, 1, "c", (const float[]){3, 4});
+  g_assert_cmpuint(m->n_rows, ==, 3);
+  g_assert_cmpuint(m->n_absent_rows, ==, 1);
+  g_assert_true(knnwb_matrix_row_is_absent(m, 1));
+  g_assert_false(knnwb_matrix_row_is_absent(m, 2));
+  assert_row(m, 1, "b", (const float[]){0, 0});
+  assert_row(m, 2, "c", (const float[]){3, 4});
   knnwb_matrix_free(m);
 }
 
@@ -244,12 +251,25 @@ static void test_tsv_flavours(void)
       formats_test_write("missing.tsv", "id\ta\tb\nr1\t1\tNA\nr2\t2\t3\nr3\t\t4\nr4\tnan\t1\n", -1);
   options = options_for(KNNWB_INPUT_TSV);
   options.missing = KNNWB_MISSING_DROP_ROWS;
-  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*dropped 3 rows*line 2*");
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*3 rows with missing values keep their numbers but get no edges: rows 0 "
+                        "(r1), 2 (r3), 3 (r4) (counted from 0*line 2*");
   m = read_ok(missing, &options, &info);
   g_test_assert_expected_messages();
   g_assert_cmpuint(info.n_dropped_rows, ==, 3);
-  g_assert_cmpuint(m->n_rows, ==, 1);
-  assert_row(m, 0, "r2", (const float[]){2, 3});
+  g_assert_cmpuint(m->n_rows, ==, 4);
+  g_assert_cmpuint(m->n_absent_rows, ==, 3);
+  assert_row(m, 1, "r2", (const float[]){2, 3});
+  knnwb_matrix_free(m);
+  /* Transposed, the file's rows are features: those with missing values go, every sample stays. */
+  options.transpose = TRUE;
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*dropped 3 rows of the file*features*");
+  m = read_ok(missing, &options, &info);
+  g_test_assert_expected_messages();
+  g_assert_cmpuint(m->n_rows, ==, 2);
+  g_assert_cmpuint(m->n_cols, ==, 1);
+  g_assert_cmpuint(m->n_absent_rows, ==, 0);
+  assert_row(m, 0, "a", (const float[]){2});
   knnwb_matrix_free(m);
 }
 
@@ -504,11 +524,13 @@ static void test_npy_good(void)
       make_npy("nan.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }",
                with_nan, sizeof with_nan);
   options.missing = KNNWB_MISSING_DROP_ROWS;
-  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*dropped 1 row*row 2*");
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*1 row with missing values*row 1 (counted*");
   m = read_ok(nan, &options, &info);
   g_test_assert_expected_messages();
-  g_assert_cmpuint(m->n_rows, ==, 2);
-  assert_row(m, 1, NULL, (const float[]){5, 6});
+  g_assert_cmpuint(m->n_rows, ==, 3); /* the NaN row stays, absent, with zeros */
+  g_assert_true(knnwb_matrix_row_is_absent(m, 1));
+  assert_row(m, 1, NULL, (const float[]){0, 0});
+  assert_row(m, 2, NULL, (const float[]){5, 6});
   knnwb_matrix_free(m);
 }
 

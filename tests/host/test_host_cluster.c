@@ -61,7 +61,11 @@ static void test_every_method(void)
   for (guint m = 0; m < G_N_ELEMENTS(methods); m++) {
     g_autofree char *out = NULL, *err = NULL;
     int status;
-    if (g_str_equal(methods[m], "single-linkage"))
+    if (g_str_equal(methods[m], "mst-knn"))
+      status = host_test_run(dir, &out, &err, "cluster", data, "--method", methods[m], "--metric",
+                             "euclidean", "-a", annotation, "--report", "-o", "c.tsv",
+                             "--hierarchy", "h.tsv", "--newick", "h.nwk", NULL);
+    else if (g_str_equal(methods[m], "single-linkage"))
       status = host_test_run(dir, &out, &err, "cluster", data, "--method", methods[m], "--metric",
                              "euclidean", "--clusters", "2", "-a", annotation, "--report", "-o",
                              "c.tsv", "--newick", "t.nwk", "--linkage", "l.tsv", NULL);
@@ -86,6 +90,14 @@ static void test_every_method(void)
     g_autofree char *contingency = read_text(dir, "c.contingency.tsv");
     g_assert_cmpstr(contingency, ==, "cluster\tA\tB\n0\t5\t0\n1\t0\t4\n");
   }
+  /* MST-kNN's split hierarchy: all 10 points (k = floor(ln 10) = 2, never connected) split into
+   * the two groups; group A's 1-NN graph is a star around a5 (k = 1) and stays one cluster. */
+  g_autofree char *hierarchy = read_text(dir, "h.tsv");
+  g_assert_true(g_str_has_prefix(hierarchy, "node\tparent\tsize\tk\tcluster\n0\tNA\t10\t2\tNA\n"
+                                            "1\t0\t5\t1\t0\n2\t0\t5\t"));
+  g_autofree char *split = read_text(dir, "h.nwk");
+  g_assert_true(g_str_has_prefix(split, "((a1,a2,a3,a4,a5)c0_k1,(b1,b2,b3,b4,b5)c1_k"));
+  g_assert_true(g_str_has_suffix(split, ")n0_k2;\n"));
   /* The dendrogram of the last run: 9 merges, the last one joins everything at the gap. */
   g_autofree char *linkage = read_text(dir, "l.tsv");
   g_auto(GStrv) rows = g_strsplit(linkage, "\n", -1);
@@ -109,7 +121,8 @@ static void test_usage_errors(void)
   } cases[] = {
       {{"--method", "single-linkage", "--height", "1", "--clusters", "2"}, "not both"},
       {{"--method", "single-linkage", NULL}, "needs --height H"},
-      {{"--method", "leiden", "--newick", "t.nwk", NULL}, "need --method single-linkage"},
+      {{"--method", "leiden", "--newick", "t.nwk", NULL}, "--newick needs --method"},
+      {{"--method", "leiden", "--hierarchy", "h.tsv", NULL}, "--hierarchy (the split table)"},
       {{"--method", "mst-knn", "--graph", "snn", NULL}, "--graph applies to"},
       {{"--method", "kmeans", NULL}, "unknown method 'kmeans'"},
       {{"--method", "leiden", "--graph", "snn", "--similarity", "exp"}, "own weights"},

@@ -52,12 +52,14 @@ static void test_nan_inf_text(void)
       g_assert_true(g_str_has_prefix(error->message, where));
       continue;
     }
-    g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*dropped 1 row*line 3*");
+    g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                          "*1 row with missing values*row 1 (r2)*line 3*");
     g_autoptr(KnnwbMatrix) kept = read_text(path, KNNWB_MISSING_DROP_ROWS, &info, NULL);
     g_test_assert_expected_messages();
     g_assert_nonnull(kept);
-    g_assert_cmpuint(kept->n_rows, ==, 2);
-    g_assert_cmpstr(kept->row_labels[1], ==, "r3");
+    g_assert_cmpuint(kept->n_rows, ==, 3); /* rows keep their numbers: r2 stays, absent */
+    g_assert_true(knnwb_matrix_row_is_absent(kept, 1));
+    g_assert_cmpstr(kept->row_labels[2], ==, "r3");
     g_assert_cmpuint(info.n_dropped_rows, ==, 1);
   }
   host_test_rmtree(dir);
@@ -86,12 +88,13 @@ static void test_nan_inf_npy(void)
     g_assert_nonnull(error);
     g_assert_true(g_str_has_prefix(error->message, path));
     g_assert_nonnull(strstr(error->message, "row 2"));
-    g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*dropped 1 row*");
+    g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*1 row with missing values*");
     g_autoptr(KnnwbMatrix) kept = read_text(path, KNNWB_MISSING_DROP_ROWS, NULL, NULL);
     g_test_assert_expected_messages();
     g_assert_nonnull(kept);
-    g_assert_cmpuint(kept->n_rows, ==, 2);
-    g_assert_cmpfloat(kept->values[2], ==, 5.0f);
+    g_assert_cmpuint(kept->n_rows, ==, 3); /* rows keep their numbers */
+    g_assert_true(knnwb_matrix_row_is_absent(kept, 1));
+    g_assert_cmpfloat(kept->values[4], ==, 5.0f);
   }
   host_test_rmtree(dir);
 }
@@ -114,7 +117,8 @@ static void test_nan_library(void)
   g_assert_nonnull(strstr(error->message, "row 2, column 1 (both counted from 0)"));
 }
 
-/* The program: NaN is exit 1 with file:line and no output; --drop-missing runs without the row. */
+/* The program: NaN is exit 1 with file:line and no output; --drop-missing leaves the row out but
+ * keeps the input's row numbers (the row is a vertex without edges) and names it. */
 static void test_nan_cli(void)
 {
   g_autofree char *dir = host_test_tmpdir();
@@ -135,10 +139,15 @@ static void test_nan_cli(void)
   g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", input, "-k", "1", "--metric", "euclidean",
                                 "--drop-missing", "-q", "-o", output, NULL),
                   ==, 0);
-  g_assert_nonnull(strstr(err, "dropped 1 row"));
+  g_assert_nonnull(strstr(err,
+                          "1 row with missing values keeps its number but gets no edges: "
+                          "row 1 (r2) (counted from 0, as in the outputs; the first on line 3)"));
   g_autofree char *text = NULL;
   g_assert_true(g_file_get_contents(output, &text, NULL, NULL));
-  g_assert_true(g_str_has_prefix(text, "3 3\n"));
+  /* Euclidean, k = 1, by hand: r1 (1,2,3) -> r4 (1,9,2) at sqrt(50); r3 (7,8,10) -> r4 at
+   * sqrt(101) (r1 is at sqrt(121)); r4 -> r1. Vertex 1 (r2) has no edge. */
+  g_assert_cmpstr(text, ==,
+                  "4 3\n0 3 7.0710678118654755\n2 3 10.04987562112089\n3 0 7.0710678118654755\n");
   host_test_rmtree(dir);
 }
 

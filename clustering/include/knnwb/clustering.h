@@ -166,6 +166,35 @@ gboolean knnwb_clustering_read_distance_matrix(const char *path, igraph_matrix_t
 /* ---------------------------------------------------------------------------------------------- */
 /* MST-kNN (Inostroza-Ponta et al.; reference implementation: the R package mstknnclust). */
 
+/**
+ * MST-kNN's split hierarchy: one node per set the recursion looked at, in the order it looked at
+ * them (node 0 = all points; children after their parent). parent[i] is the node it was split
+ * from (-1 for the root), size[i] its number of points, k[i] the k of its kNN graph (0 for a
+ * single point), cluster[i] the final cluster it became (as in the membership), or -1 when it was
+ * split. Initialise with knnwb_mstknn_hierarchy_init, free with knnwb_mstknn_hierarchy_destroy.
+ */
+typedef struct {
+  igraph_vector_int_t parent;
+  igraph_vector_int_t size;
+  igraph_vector_int_t k;
+  igraph_vector_int_t cluster;
+} KnnwbMstKnnHierarchy;
+
+/** Errors: KNNWB_ERROR_IGRAPH (out of memory). */
+gboolean knnwb_mstknn_hierarchy_init(KnnwbMstKnnHierarchy *hierarchy, GError **error);
+void knnwb_mstknn_hierarchy_destroy(KnnwbMstKnnHierarchy *hierarchy);
+
+/**
+ * The hierarchy as Newick: internal nodes are the sets that split, named n<node>_k<k>; final
+ * clusters are named c<cluster>_k<k> and hold their points as leaves (labels[i], quoted when
+ * needed, or the 0-based index when labels is NULL). No branch lengths (the levels are splits,
+ * not heights). One line ending in ";". Returns a new string (g_free); NULL with error
+ * KNNWB_ERROR_INVALID_ARGUMENT when membership does not match the hierarchy.
+ */
+char *knnwb_mstknn_hierarchy_newick(const KnnwbMstKnnHierarchy *hierarchy,
+                                    const igraph_vector_int_t *membership,
+                                    const char *const *labels, GError **error);
+
 /** Options of MST-kNN. Initialise with knnwb_clustering_mstknn_options_init(). */
 typedef struct {
   KnnwbMetric metric; /**< points only; default pearson */
@@ -181,7 +210,9 @@ typedef struct {
   KnnwbBackend backend; /**< backend of the kNN lists */
   int n_threads;        /**< CPU threads; 0 = all cores */
   size_t memory_bytes;  /**< kNN tile budget; 0 = default */
-  const volatile gint *cancel; /**< optional cancellation flag */
+  const volatile gint *cancel;     /**< optional cancellation flag */
+  KnnwbMstKnnHierarchy *hierarchy; /**< optional output: the split hierarchy (initialised by the
+                                        caller; filled on success). Both variants. */
 } KnnwbMstKnnOptions;
 
 /** Fills options with defaults: pearson, automatic k, no lists given, auto backend, all cores. */

@@ -30,7 +30,20 @@ typedef struct {
   void *values_destroy_data;
   gboolean values_borrowed;
   GPtrArray *annotations[2]; /* per KnnwbMatrixAxis: KnnwbMatrixAnnotation*, in insertion order */
+  unsigned char *absent_rows; /* n_rows flags, or NULL when no row is absent */
+  size_t n_absent_rows;
 } KnnwbMatrix;
+
+/**
+ * Marks row i absent: a row kept only so that rows keep their input numbers (the readers' policy
+ * for rows with missing values). Its values should be zeros; the kNN engine gives it no edges and
+ * never takes it as a neighbour, as it does with constant rows under drop_degenerate. Transposing
+ * forgets the marks (absent rows would be absent columns); knnwb_matrix_select_rows keeps them.
+ * O(1) (O(n_rows) the first time).
+ */
+void knnwb_matrix_set_row_absent(KnnwbMatrix *matrix, size_t i);
+/** Whether row i is absent (see knnwb_matrix_set_row_absent). */
+gboolean knnwb_matrix_row_is_absent(const KnnwbMatrix *matrix, size_t i);
 
 /** Which labels of a matrix: its rows or its columns. */
 typedef enum { KNNWB_MATRIX_ROWS = 0, KNNWB_MATRIX_COLUMNS = 1 } KnnwbMatrixAxis;

@@ -57,7 +57,10 @@ typedef enum {
 /** What to do with missing values: empty fields, NA, NaN (any case); Inf counts as missing too. */
 typedef enum {
   KNNWB_MISSING_ERROR,    /**< a parse error at file:line:column (the default) */
-  KNNWB_MISSING_DROP_ROWS /**< drop the row (of the file, before transposing) with one warning */
+  KNNWB_MISSING_DROP_ROWS /**< leave the row out, with one warning naming the rows: it stays in
+                               the matrix, absent (zeros, knnwb_matrix_row_is_absent), so rows keep
+                               their input numbers and it gets no edges; with transpose the file's
+                               row is a feature and is removed */
 } KnnwbMissingPolicy;
 
 /** Options of knnwb_formats_read_matrix(). Initialise with knnwb_formats_read_options_init(). */
@@ -88,7 +91,7 @@ gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptio
 /** What a read did, for reports. */
 typedef struct {
   KnnwbInputFormat format;   /**< the format actually read (never AUTO) */
-  size_t n_dropped_rows;     /**< rows dropped for missing values (policy DROP_ROWS) */
+  size_t n_dropped_rows;     /**< rows left out for missing values (policy DROP_ROWS) */
   size_t first_dropped_line; /**< 1-based line (NPY: row) of the first dropped row, 0 if none */
   gboolean mapped;           /**< always FALSE: files are read, never mapped (a mapped file
                                   truncated during a run would kill the process with SIGBUS) */
@@ -378,6 +381,17 @@ gboolean knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeigh
  */
 gboolean knnwb_formats_write_linkage(const char *path, const igraph_matrix_t *linkage,
                                      GError **error);
+
+/**
+ * Writes MST-kNN's split hierarchy (the vectors of KnnwbMstKnnHierarchy) as TSV: header
+ * `node<TAB>parent<TAB>size<TAB>k<TAB>cluster`, one line per node in order; parent is NA for the
+ * root, cluster NA for a set that was split (else the final cluster id of the cluster table).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (lengths differ). Complexity: O(nodes).
+ */
+gboolean knnwb_formats_write_hierarchy_tsv(const char *path, const igraph_vector_int_t *parent,
+                                           const igraph_vector_int_t *size,
+                                           const igraph_vector_int_t *k,
+                                           const igraph_vector_int_t *cluster, GError **error);
 
 /**
  * Known classes for the points labels[0..n-1] from one column of an annotation table

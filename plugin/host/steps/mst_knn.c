@@ -1,11 +1,13 @@
 /* Step mst-knn: MST-kNN clustering of the points (Inostroza-Ponta et al.). */
+#include <knnwb/atomic_file.h>
 #include <knnwb/clustering.h>
+#include <knnwb/formats.h>
 #include <knnwb/community.h>
 #include <knnwb/error.h>
 #include <math.h>
 #include "steps.h"
 
-enum { METRIC, LIST_K, BACKEND, N_PARAMS };
+enum { METRIC, LIST_K, BACKEND, HIERARCHY, NEWICK, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_mst_knn_params[N_PARAMS] = {
     [METRIC] = {"metric", KNNWB_PARAM_CHOICE, "pearson", 1, 0, KNNWB_STEP_METRICS,
@@ -14,6 +16,10 @@ static const KnnwbParamSpec knnwb_mst_knn_params[N_PARAMS] = {
                 "length of the global kNN lists (0: automatic; ignored with a knn input)"},
     [BACKEND] = {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_STEP_BACKENDS,
                  "backend of the kNN lists"},
+    [HIERARCHY] = {"hierarchy", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
+                   "optional: the split hierarchy as TSV (node, parent, size, k, cluster)"},
+    [NEWICK] = {"newick", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
+                "optional: the split hierarchy as Newick, the points as leaves"},
 };
 
 static const KnnwbPortSpec knnwb_mst_knn_inputs[] = {
@@ -58,14 +64,37 @@ static gboolean knnwb_mst_knn_run(KnnwbStepContext *context, GError **error)
     else
       options.neighbors = lists;
   }
+  const char *hierarchy_path = context->params[HIERARCHY].v_string;
+  const char *newick_path = context->params[NEWICK].v_string;
+  KnnwbMstKnnHierarchy hierarchy;
+  gboolean want_hierarchy = hierarchy_path || newick_path;
+  if (want_hierarchy) {
+    if (!knnwb_mstknn_hierarchy_init(&hierarchy, error))
+      return FALSE;
+    options.hierarchy = &hierarchy;
+  }
   /* The cluster forest becomes the value's own graph: write-graph draws it when given only the
    * clustering. */
-  if (!knnwb_clustering_mstknn_points(in->matrix, &options, &out->membership, &out->graph,
-                                      &out->weights, error))
-    return FALSE;
-  out->has_graph = TRUE;
+  gboolean ok = knnwb_clustering_mstknn_points(in->matrix, &options, &out->membership, &out->graph,
+                                               &out->weights, error);
+  out->has_graph = ok;
   out->points = in;
-  return TRUE;
+  if (ok && hierarchy_path)
+    ok = knnwb_formats_write_hierarchy_tsv(hierarchy_path, &hierarchy.parent, &hierarchy.size,
+                                           &hierarchy.k, &hierarchy.cluster, error);
+  if (ok && newick_path) {
+    g_autofree char *text = knnwb_mstknn_hierarchy_newick(
+        &hierarchy, &out->membership, (const char *const *)in->matrix->row_labels, error);
+    g_autoptr(KnnwbAtomicFile) file = text ? knnwb_atomic_file_open(newick_path, error) : NULL;
+    ok = file != NULL;
+    if (ok) {
+      fputs(text, knnwb_atomic_file_stream(file));
+      ok = knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+    }
+  }
+  if (want_hierarchy)
+    knnwb_mstknn_hierarchy_destroy(&hierarchy);
+  return ok;
 }
 
 const KnnwbStepType knnwb_step_mst_knn = {

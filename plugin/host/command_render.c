@@ -1,0 +1,120 @@
+/* `knnwb render GRAPH.gml -o picture.png|svg|pdf`: the laid-out graph as a picture, for people
+ * who do not use yEd, with the GML's colours and the focus highlighted. */
+#include <string.h>
+#include <knnwb/error.h>
+#include "command_common.h"
+#include "host.h"
+#include "render.h"
+
+static gboolean knnwb_render_format_from_path(const char *path, KnnwbPictureFormat *format,
+                                              GError **error)
+{
+  const char *dot = strrchr(path, '.');
+  if (dot != NULL && g_ascii_strcasecmp(dot, ".png") == 0)
+    *format = KNNWB_PICTURE_PNG;
+  else if (dot != NULL && g_ascii_strcasecmp(dot, ".svg") == 0)
+    *format = KNNWB_PICTURE_SVG;
+  else if (dot != NULL && g_ascii_strcasecmp(dot, ".pdf") == 0)
+    *format = KNNWB_PICTURE_PDF;
+  else {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: the picture format comes from the extension: .png, .svg or .pdf", path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+int knnwb_host_command_render(int argc, char **argv)
+{
+  char *output = NULL;
+  char **rest = NULL;
+  int width = 1200;
+  int label_limit = 150;
+  gboolean quiet = FALSE;
+  char *edges = NULL;
+  GOptionEntry entries[] = {
+      {"edges", 0, 0, G_OPTION_ARG_STRING, &edges,
+       "auto (default: drawn up to 50,000 edges; beyond, a 1200-pixel picture is a grey veil and "
+       "slow to draw), all or none",
+       "auto|all|none"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "picture.png, .svg or .pdf", "OUT"},
+      {"width", 'w', 0, G_OPTION_ARG_INT, &width,
+       "width in pixels (PNG) or points (SVG, PDF); the height follows the drawing (default 1200)",
+       "W"},
+      {"labels", 0, 0, G_OPTION_ARG_INT, &label_limit,
+       "label every node when there are at most N (default 150); the focus is always labelled",
+       "N"},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No summary", NULL},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &rest, NULL, "GRAPH.gml"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_autoptr(GOptionContext) context = g_option_context_new("GRAPH.gml -o OUT");
+  g_option_context_set_summary(
+      context,
+      "Draws a laid-out GML (from knnwb knn/cluster/neighbourhood with a layout) as a PNG, "
+      "SVG or PDF\nwith cairo: the GML's node colours and sizes, edges under the nodes, "
+      "focus nodes as red\nhexagons with their labels on top.");
+  g_option_context_add_main_entries(context, entries, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
+  g_autoptr(KnnwbDrawing) drawing = NULL;
+  KnnwbPictureFormat format = KNNWB_PICTURE_PNG;
+  int status = 1;
+  gboolean usage = TRUE;
+  if (!g_option_context_parse(context, &argc, &argv, &error))
+    goto out;
+  if (rest == NULL || rest[0] == NULL || rest[1] != NULL) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "one GRAPH.gml expected");
+    goto out;
+  }
+  if (output == NULL) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-o OUT is required");
+    goto out;
+  }
+  if (width < 16 || width > 20000) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--width %d: give 16 to 20000 pixels", width);
+    goto out;
+  }
+  if (label_limit < 0)
+    label_limit = 0;
+  if (edges != NULL && strcmp(edges, "auto") != 0 && strcmp(edges, "all") != 0 &&
+      strcmp(edges, "none") != 0) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--edges must be auto, all or none (got '%s')", edges);
+    goto out;
+  }
+  if (!knnwb_render_format_from_path(output, &format, &error))
+    goto out;
+  usage = FALSE;
+  if (!knnwb_host_check_output(output, &error))
+    goto out;
+  const volatile gint *cancel = knnwb_host_signals_install();
+  const char *temporary = knnwb_host_outputs_add(outputs, output, &error);
+  if (temporary == NULL)
+    goto out;
+  gint64 start = g_get_monotonic_time();
+  drawing = knnwb_render_read_gml(rest[0], &error);
+  if (drawing == NULL)
+    goto out;
+  gboolean draw_edges = edges != NULL && strcmp(edges, "all") == 0;
+  if (edges == NULL || strcmp(edges, "auto") == 0)
+    draw_edges = drawing->edges->len <= 50000;
+  if (!knnwb_render_draw(drawing, temporary, format, width, (guint)label_limit, draw_edges, cancel,
+                         &error) ||
+      !knnwb_host_outputs_commit(outputs, cancel, &error))
+    goto out;
+  if (!quiet)
+    g_printerr("knnwb: %u nodes, %u edges -> %s (%.2f s)\n", drawing->nodes->len,
+               drawing->edges->len, output, (double)(g_get_monotonic_time() - start) / 1e6);
+  status = 0;
+out:
+  if (status != 0) {
+    knnwb_host_outputs_discard(outputs);
+    knnwb_host_outputs_name_targets(outputs, error);
+    status = knnwb_host_command_fail("render", error, usage);
+  }
+  g_free(output);
+  g_free(edges);
+  g_strfreev(rest);
+  return status;
+}
