@@ -17,7 +17,7 @@ start=$(date +%s)
 # Carried Debian packages (.gpu/env.sh) may hold zlib's libz.so as a link to a runtime library the
 # box has under another version: CMake then links libz.a, which cannot go into a shared library.
 zlib_option=""
-libdir="${PKG_CONFIG_SYSROOT_DIR:-}$(pkg-config --variable=libdir zlib 2>/dev/null)"
+libdir="$(pkg-config --variable=libdir zlib 2>/dev/null)" # the sysroot is prefixed already
 if [ ! -e "$libdir/libz.so" ]; then
   for f in /lib/x86_64-linux-gnu/libz.so.1 /usr/lib/x86_64-linux-gnu/libz.so.1; do
     if [ -e "$f" ]; then zlib_option="-Dpkgcfg_lib_ZLIB_z=$f"; break; fi
