@@ -526,10 +526,12 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
  * self graph's tiles, the query rows' panels) and re-selects its own uncertified rows; the ranks
  * agree after the local checks and after the work, so an error on any rank stops all of them with
  * its message, and the lists of a rank's rows are exchanged only when the caller wants them all.
+ * given: a reference prepared once by knnwb_knn_reference_new (checked and prepared already), or
+ * NULL to check and prepare reference_data here.
  */
 static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *reference_data,
-                              const KnnwbKnnOptions *options, KnnwbNeighbors **result_out,
-                              GError **error)
+                              const KnnwbPrepared *given, const KnnwbKnnOptions *options,
+                              KnnwbNeighbors **result_out, GError **error)
 {
   const gboolean self = reference_data == NULL;
   if (self)
@@ -564,7 +566,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     goto checked;
   if (!knnwb_matrix_check_finite_rows(query_data, first, last, error))
     goto checked;
-  if (!self) {
+  if (!self && given == NULL) {
     size_t reference_first = 0, reference_last = reference_data->n_rows;
     if (group != NULL)
       knnwb_knn_group_rows(reference_data->n_rows, group->rank, group->size, &reference_first,
@@ -578,7 +580,9 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   gint64 prepare_start = g_get_monotonic_time();
   g_debug("knnwb: checks and allocation %.3f s", (double)(prepare_start - run_start) / 1e6);
   /* The reference first: a query shares its euclidean frame (column centring and scale). */
-  if (!self) {
+  if (given != NULL) {
+    reference = given;
+  } else if (!self) {
     if (!knnwb_prepared_init(&reference_storage, reference_data, options->metric,
                              options->drop_degenerate, "reference", threads, NULL, error))
       goto checked;
@@ -675,14 +679,71 @@ out:
 gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                         KnnwbNeighbors **result, GError **error)
 {
-  return knnwb_knn_run(data, NULL, options, result, error);
+  return knnwb_knn_run(data, NULL, NULL, options, result, error);
 }
 
 gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
                          const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error)
 {
   g_return_val_if_fail(reference != NULL, FALSE);
-  return knnwb_knn_run(query, reference, options, result, error);
+  return knnwb_knn_run(query, reference, NULL, options, result, error);
+}
+
+struct KnnwbKnnReference {
+  const KnnwbMatrix *data;
+  KnnwbMetric metric;
+  gboolean drop_degenerate;
+  KnnwbPrepared prepared;
+};
+
+KnnwbKnnReference *knnwb_knn_reference_new(const KnnwbMatrix *reference,
+                                           const KnnwbKnnOptions *options, GError **error)
+{
+  g_return_val_if_fail(reference != NULL && options != NULL, NULL);
+  if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
+                (int)options->metric);
+    return NULL;
+  }
+  if (!knnwb_matrix_check_finite(reference, error))
+    return NULL;
+  KnnwbKnnReference *prepared = g_new0(KnnwbKnnReference, 1);
+  prepared->data = reference;
+  prepared->metric = options->metric;
+  prepared->drop_degenerate = options->drop_degenerate;
+  if (!knnwb_prepared_init(&prepared->prepared, reference, options->metric,
+                           options->drop_degenerate, "reference",
+                           knnwb_thread_count(options->n_threads), NULL, error)) {
+    g_free(prepared);
+    return NULL;
+  }
+  return prepared;
+}
+
+gboolean knnwb_knn_reference_query(const KnnwbKnnReference *reference, const KnnwbMatrix *query,
+                                   const KnnwbKnnOptions *options, KnnwbNeighbors **result,
+                                   GError **error)
+{
+  g_return_val_if_fail(reference != NULL && options != NULL, FALSE);
+  if (options->metric != reference->metric ||
+      options->drop_degenerate != reference->drop_degenerate) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "the reference was prepared for %s%s, the query asks for %s%s",
+                knnwb_metric_to_string(reference->metric),
+                reference->drop_degenerate ? " (degenerate rows dropped)" : "",
+                knnwb_metric_to_string(options->metric),
+                options->drop_degenerate ? " (degenerate rows dropped)" : "");
+    return FALSE;
+  }
+  return knnwb_knn_run(query, reference->data, &reference->prepared, options, result, error);
+}
+
+void knnwb_knn_reference_free(KnnwbKnnReference *reference)
+{
+  if (reference == NULL)
+    return;
+  knnwb_prepared_clear(&reference->prepared);
+  g_free(reference);
 }
 
 struct KnnwbExactRows {

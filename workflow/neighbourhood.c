@@ -82,15 +82,17 @@ gboolean knnwb_neighbourhood_focus_rows(const KnnwbMatrix *data, const char *lab
 /* The out-lists known so far: row -> slot in indices/distances (k per slot). */
 typedef struct {
   size_t k;
-  GHashTable *slot_of; /* row + 1 -> slot + 1 */
-  GArray *indices;     /* int64_t */
-  GArray *distances;   /* double */
-  GArray *n_found;     /* int32_t */
+  GHashTable *slot_of;          /* row + 1 -> slot + 1 */
+  GArray *indices;              /* int64_t */
+  GArray *distances;            /* double */
+  GArray *n_found;              /* int32_t */
+  KnnwbKnnReference *reference; /* all rows, prepared once for every round's query */
 } KnnwbListStore;
 
 static void knnwb_list_store_init(KnnwbListStore *store, size_t k)
 {
   store->k = k;
+  store->reference = NULL;
   store->slot_of = g_hash_table_new(g_direct_hash, g_direct_equal);
   store->indices = g_array_new(FALSE, FALSE, sizeof(int64_t));
   store->distances = g_array_new(FALSE, FALSE, sizeof(double));
@@ -103,6 +105,7 @@ static void knnwb_list_store_clear(KnnwbListStore *store)
   g_array_free(store->indices, TRUE);
   g_array_free(store->distances, TRUE);
   g_array_free(store->n_found, TRUE);
+  knnwb_knn_reference_free(store->reference);
 }
 
 /* Where the BFS gets each row's out-list from: whole-graph lists, or the store. */
@@ -131,8 +134,9 @@ static size_t knnwb_list_get(const KnnwbListSource *source, int64_t row, const i
   return (size_t)g_array_index(source->store->n_found, int32_t, s);
 }
 
-/* Queries rows (not yet in the store) against all rows: k + 1 nearest, the row itself dropped,
- * which is exactly the row's self-kNN list (both are sorted by distance, then index). */
+/* Queries rows (not yet in the store) against all rows (prepared once): k + 1 nearest, the row
+ * itself dropped, which is exactly the row's self-kNN list (both are sorted by distance, then
+ * index). */
 static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbMatrix *data,
                                        const int64_t *rows, size_t n_rows,
                                        const KnnwbKnnOptions *options, size_t *n_queries,
@@ -153,8 +157,12 @@ static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbMatrix 
            data->values + (size_t)g_array_index(fresh, int64_t, i) * d, d * sizeof(float));
   KnnwbKnnOptions query_options = *options;
   query_options.k = k + 1;
+  /* All rows are the reference of every round: check and prepare them once. */
+  if (store->reference == NULL &&
+      (store->reference = knnwb_knn_reference_new(data, options, error)) == NULL)
+    return FALSE;
   g_autoptr(KnnwbNeighbors) found = NULL;
-  if (!knnwb_knn_query(query, data, &query_options, &found, error))
+  if (!knnwb_knn_reference_query(store->reference, query, &query_options, &found, error))
     return FALSE;
   for (guint i = 0; i < fresh->len; i++) {
     int64_t row = g_array_index(fresh, int64_t, i);

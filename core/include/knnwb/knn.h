@@ -114,6 +114,28 @@ gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
                          const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error);
 
 /**
+ * A reference set prepared once for many knnwb_knn_query calls (a breadth-first search through
+ * the kNN graph queries a few rows per round against the same rows): the finiteness check and the
+ * metric's preparation (centring, norms, ranks: O(n d)) are done here, not per query. The matrix
+ * must outlive the prepared reference and stay unchanged.
+ * Errors: as knnwb_knn_query (NaN/Inf, degenerate rows unless options->drop_degenerate,
+ * KNNWB_ERROR_NO_MEMORY). Memory: one prepared copy of the rows (two for spearman).
+ */
+typedef struct KnnwbKnnReference KnnwbKnnReference;
+KnnwbKnnReference *knnwb_knn_reference_new(const KnnwbMatrix *reference,
+                                           const KnnwbKnnOptions *options, GError **error);
+/**
+ * knnwb_knn_query(query, the prepared rows, options), with identical lists. options->metric and
+ * drop_degenerate must be those the reference was prepared with (KNNWB_ERROR_INVALID_ARGUMENT
+ * otherwise); k, backend, threads, budgets, progress and cancel may differ per call.
+ */
+gboolean knnwb_knn_reference_query(const KnnwbKnnReference *reference, const KnnwbMatrix *query,
+                                   const KnnwbKnnOptions *options, KnnwbNeighbors **result,
+                                   GError **error);
+void knnwb_knn_reference_free(KnnwbKnnReference *reference);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbKnnReference, knnwb_knn_reference_free)
+
+/**
  * The exact distance between two rows (double precision), as knnwb reports it. For tests and tools.
  */
 double knnwb_distance_exact(KnnwbMetric metric, const float *x, const float *y, size_t d);
