@@ -30,18 +30,17 @@ void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
   g_free(neighbors);
 }
 
-
 typedef struct {
   const KnnwbPrepared *query, *reference;
   gboolean self;
   size_t k, kc, available;
-  const int64_t *rows;        /* query row of each job row, NULL = row0 + job row */
+  const int64_t *rows; /* query row of each job row, NULL = row0 + job row */
   size_t row0;
   const int64_t *cand_index; /* job rows x kc */
   const float *cand_score;
   const double *cand_distance; /* exact distances from the backend, or NULL */
-  KnnwbNeighbors *result;     /* holds rows result->first_row ... */
-  unsigned char *uncertified; /* per job row */
+  KnnwbNeighbors *result;      /* holds rows result->first_row ... */
+  unsigned char *uncertified;  /* per job row */
 } KnnwbRefineLoop;
 
 static void knnwb_refine_rows(size_t first, size_t last, void *user)
@@ -72,7 +71,7 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
 }
 
 gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
-                                          GError **error)
+                                   GError **error)
 {
   int code = KNNWB_ERROR_FAILED;
   switch (status) {
@@ -131,6 +130,8 @@ static void knnwb_knn_fill_job(KnnwbSelectJob *job, const KnnwbKnnOptions *optio
   job->reference_invalid = reference->invalid;
   job->dim = reference->d;
   job->score_kind = knnwb_metric_score_kind(reference->metric);
+  job->screen = knnwb_screen_kernel_precision(reference->screen);
+  job->screen_row_norm = reference->screen_row_norm;
   job->n_threads = threads;
   job->devices = options->devices;
   job->n_devices = options->n_devices;
@@ -329,8 +330,8 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
     return FALSE;
   }
   if (options->k < 1) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "k must be at least 1 (got %zu)", options->k);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "k must be at least 1 (got %zu)",
+                options->k);
     return FALSE;
   }
   if (query_data->n_cols != reference_data->n_cols) {
@@ -357,9 +358,10 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
    * request for petabytes (dropped rows can only lower the bound; checked again below). */
   const size_t at_most = self ? (n > 0 ? n - 1 : 0) : reference_data->n_rows;
   if (n > 0 && k > at_most) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu",
-                k, at_most, self ? "other" : "reference", at_most == 1 ? "" : "s", at_most);
+    g_set_error(
+        error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+        "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu", k,
+        at_most, self ? "other" : "reference", at_most == 1 ? "" : "s", at_most);
     return FALSE;
   }
   size_t result_cells;
@@ -402,8 +404,8 @@ static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k,
   result->n_found = g_try_malloc0(MAX(rows, (size_t)1) * sizeof(int32_t));
   if (result->indices == NULL || result->distances == NULL || result->n_found == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate neighbour lists for %zu rows x k = %zu (%zu MiB); lower k", rows, k,
-                cells * (sizeof(int64_t) + sizeof(double)) >> 20);
+                "cannot allocate neighbour lists for %zu rows x k = %zu (%zu MiB); lower k", rows,
+                k, cells * (sizeof(int64_t) + sizeof(double)) >> 20);
     knnwb_neighbors_free(result);
     return NULL;
   }
@@ -426,7 +428,9 @@ static gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc
                                  size_t n_rows, KnnwbNeighbors *result, GError **error)
 {
   const size_t k = options->k;
-  size_t kc = MIN(available, k + MAX((size_t)8, k / 8));
+  /* The screening precision sets the certificate's bound, and so the margin of candidates past k
+   * that absorbs it; certification checks that the margin sufficed. */
+  size_t kc = MIN(available, knnwb_screen_candidates(query->screen, k));
   GArray *uncertified = NULL;
   if (!knnwb_knn_round(options, select, backend, query, reference, self, kc, available, threads,
                        NULL, n_rows, row0, group, result, &uncertified, error))
@@ -437,6 +441,7 @@ static gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc
     kc = MIN(total, kc * 4);
     GArray *rows = uncertified;
     uncertified = NULL;
+    result->n_reselected += rows->len;
     /* Candidate index, score and exact distance per cell. */
     size_t batch =
         MAX((size_t)1, budget / (kc * (sizeof(int64_t) + sizeof(float) + sizeof(double))));
@@ -481,9 +486,8 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
                                    GError **error)
 {
   KnnwbPrepared distinct;
-  gboolean ok =
-      knnwb_prepared_gather(&distinct, query, duplicates->representative, duplicates->n_unique,
-                            error);
+  gboolean ok = knnwb_prepared_gather(&distinct, query, duplicates->representative,
+                                      duplicates->n_unique, error);
   if (group != NULL && !group->agree(group, ok, error)) {
     if (ok)
       knnwb_prepared_clear(&distinct);
@@ -491,6 +495,7 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
   }
   if (!ok)
     return FALSE;
+  knnwb_prepared_set_screen(&distinct, &distinct, query->screen);
   const size_t valid = distinct.n - distinct.n_invalid;
   KnnwbKnnOptions distinct_options = *options;
   distinct_options.k = MIN(options->k, valid > 0 ? valid - 1 : 0);
@@ -505,6 +510,8 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
       ok = FALSE;
     ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, &distinct, &distinct, TRUE,
                                 valid - 1, threads, group, first, last - first, lists, error);
+    if (ok)
+      result->n_reselected += lists->n_reselected;
     if (group != NULL) {
       if (!group->agree(group, ok, error))
         ok = FALSE;
@@ -558,6 +565,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   KnnwbSelectFunc select = NULL;
   g_autofree char *backend = NULL;
   gboolean ok = FALSE, nothing_to_do = FALSE;
+  KnnwbScreen screen = KNNWB_SCREEN_FP32;
   size_t available = 0;
 
   /* Local checks and preparation: each rank checks the values of its own rows only (every row is
@@ -602,12 +610,16 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     goto checked;
   }
   if (k > available) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu",
-                k, available, self ? "other" : "reference", available == 1 ? "" : "s", available);
+    g_set_error(
+        error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+        "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu", k,
+        available, self ? "other" : "reference", available == 1 ? "" : "s", available);
     goto checked;
   }
-  ok = knnwb_knn_choose_backend(options, &select, &backend, error);
+  ok = knnwb_knn_choose_backend(options, &select, &backend, error) &&
+       knnwb_screen_resolve(options->screen, backend, options->metric, k, &screen, error);
+  if (ok)
+    knnwb_prepared_set_screen(&query, self ? &query : &reference_storage, screen);
   /* Exact duplicate rows are collapsed before the search and expanded after it: a group of copies
    * larger than the candidate margin could never be certified and would be re-selected with ever
    * more candidates. (Every rank finds the same duplicates.) */
@@ -618,8 +630,9 @@ checked:
     ok = FALSE;
   if (!ok || nothing_to_do)
     goto out;
-  result->backend_used = group != NULL ? g_strdup_printf("%s x %d ranks", backend, group->size)
-                                       : g_strdup(backend);
+  result->backend_used =
+      group != NULL ? g_strdup_printf("%s x %d ranks", backend, group->size) : g_strdup(backend);
+  result->screen_used = screen;
   if (self && duplicates.n_unique < n) {
     g_debug("knnwb: %zu distinct rows of %zu", duplicates.n_unique, n);
     /* Every rank expands every row (see knnwb_knn_distinct): the lists are whole already. */
@@ -651,6 +664,8 @@ checked:
   }
   ok = knnwb_knn_rounds(options, select, backend, &query, reference, self, available, threads,
                         group, first, last - first, result, error);
+  g_debug("knnwb: screen %s, %zu candidates per row, %zu row(s) re-selected in all",
+          knnwb_screen_to_string(screen), knnwb_screen_candidates(screen, k), result->n_reselected);
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
 out:

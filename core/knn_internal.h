@@ -32,6 +32,12 @@ typedef struct {
   double score_scale;
   unsigned char *invalid;    /* n flags: degenerate rows left out, or NULL when none */
   size_t n_invalid;
+  /* The run's screening precision (knnwb_prepared_set_screen; zero-initialised = FP32 with its
+   * bound), the bound on |screened score - exact| per unit the certificate uses, and a bound on
+   * every scored row's norm (the FP16 screen's scale). */
+  KnnwbScreen screen;
+  double screen_slack;
+  double screen_row_norm;
 } KnnwbPrepared;
 
 /**
@@ -45,6 +51,19 @@ gboolean knnwb_prepared_init(KnnwbPrepared *prepared, const KnnwbMatrix *data, K
                              gboolean drop_degenerate, const char *role, int n_threads,
                              const KnnwbPrepared *like, GError **error);
 void knnwb_prepared_clear(KnnwbPrepared *prepared);
+
+/** The bound on a screened score's error, per unit |q||r| (see screen.c for the derivation). */
+double knnwb_screen_slack(KnnwbScreen screen, size_t d);
+/** Candidates per row for k neighbours under screen (k plus a margin for the bound's window). */
+size_t knnwb_screen_candidates(KnnwbScreen screen, size_t k);
+/** The precision a run uses for requested on backend ("cpu", "cuda:N"); fp16/tf32 on the CPU is
+ * an error. */
+gboolean knnwb_screen_resolve(KnnwbScreen requested, const char *backend, KnnwbMetric metric,
+                              size_t k, KnnwbScreen *screen, GError **error);
+/** The KnnwbScreenPrecision of the kernels for screen. */
+int knnwb_screen_kernel_precision(KnnwbScreen screen);
+/** Records screen, its slack and the rows' norm bound on query and reference (may be the same). */
+void knnwb_prepared_set_screen(KnnwbPrepared *query, KnnwbPrepared *reference, KnnwbScreen screen);
 
 /** The score kind the backends compute for metric. */
 KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric);

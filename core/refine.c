@@ -6,10 +6,12 @@
  * The bound: a float32 dot product of length d has error at most d*u*|x||y| (u = 2^-24), plus a few
  * u for rounding the normalised inputs and the final subtraction. For unit rows that is below
  * (d + 16) * u; we use twice that. L2 scores (|r|^2 - 2 q.r) err by at most the same factor times
- * (|q| + |r|)^2, and L1 sums by a relative (d + 16) * u.
+ * (|q| + |r|)^2, and L1 sums by a relative (d + 16) * u. A GPU screen in TF32 or FP16 has a larger
+ * bound (screen.c derives each); the run's is in the prepared rows (screen_slack).
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "knn_internal.h"
 
 #define KNNWB_UNIT_ROUNDOFF (1.0 / 16777216.0)
@@ -27,10 +29,77 @@ static int knnwb_scored_compare(const void *a, const void *b)
   return x->index < y->index ? -1 : (x->index > y->index);
 }
 
+/* Order-preserving unsigned image of a double (no NaN reaches here): negative values flipped. */
+static uint64_t knnwb_scored_key(double distance)
+{
+  uint64_t bits;
+  memcpy(&bits, &distance, sizeof bits);
+  return bits >> 63 ? ~bits : bits | ((uint64_t)1 << 63);
+}
+
+/*
+ * Sorts m > 64 items by (distance, index): a stable LSD radix sort on the distance's key (passes
+ * whose byte is the same for every item skipped: distances of one row share their high bytes),
+ * then every run of equal distances by index. Large k (thousands of candidates per row) made
+ * qsort's comparator calls the refine's main cost. O(m) per pass, m + 2 m words of scratch.
+ */
+static void knnwb_scored_radix_sort(KnnwbScored *items, size_t m)
+{
+  uint64_t *keys = g_new(uint64_t, 2 * m);
+  KnnwbScored *other = g_new(KnnwbScored, m);
+  uint64_t *key = keys, *key_other = keys + m;
+  for (size_t i = 0; i < m; i++)
+    key[i] = knnwb_scored_key(items[i].distance);
+  KnnwbScored *from = items, *to = other;
+  for (int shift = 0; shift < 64; shift += 8) {
+    size_t count[256] = {0};
+    for (size_t i = 0; i < m; i++)
+      count[(key[i] >> shift) & 0xff]++;
+    if (count[(key[0] >> shift) & 0xff] == m)
+      continue; /* every item has this byte */
+    size_t offset = 0;
+    for (int b = 0; b < 256; b++) {
+      size_t c = count[b];
+      count[b] = offset;
+      offset += c;
+    }
+    for (size_t i = 0; i < m; i++) {
+      size_t slot = count[(key[i] >> shift) & 0xff]++;
+      to[slot] = from[i];
+      key_other[slot] = key[i];
+    }
+    KnnwbScored *t = from;
+    from = to;
+    to = t;
+    uint64_t *tk = key;
+    key = key_other;
+    key_other = tk;
+  }
+  if (from != items)
+    memcpy(items, from, m * sizeof *items);
+  for (size_t i = 0; i < m;) {
+    size_t j = i + 1;
+    while (j < m && items[j].distance == items[i].distance)
+      j++;
+    for (size_t a = i + 1; a < j; a++) { /* ties: lower index first */
+      KnnwbScored item = items[a];
+      size_t b = a;
+      while (b > i && items[b - 1].index > item.index) {
+        items[b] = items[b - 1];
+        b--;
+      }
+      items[b] = item;
+    }
+    i = j;
+  }
+  g_free(keys);
+  g_free(other);
+}
+
 static void knnwb_scored_sort(KnnwbScored *items, size_t m)
 {
-  if (m > 32) {
-    qsort(items, m, sizeof *items, knnwb_scored_compare);
+  if (m > 64) {
+    knnwb_scored_radix_sort(items, m);
     return;
   }
   for (size_t i = 1; i < m; i++) {
@@ -44,15 +113,34 @@ static void knnwb_scored_sort(KnnwbScored *items, size_t m)
   }
 }
 
+/* The screen's error bound per unit (screen.c); manhattan is always screened in float32. */
+static double knnwb_refine_slack(const KnnwbPrepared *query)
+{
+  if (query->screen_slack > 0.0 && knnwb_metric_score_kind(query->metric) != KNNWB_SCORE_L1)
+    return query->screen_slack;
+  return 2.0 * ((double)query->d + 16.0) * KNNWB_UNIT_ROUNDOFF;
+}
+
+/* The norm bound the euclidean error scales with: the reference rows' largest, and under a half
+ * precision screen also the query rows' (its tail term is relative to every scored row's norm). */
+static double knnwb_refine_reach(const KnnwbPrepared *query, const KnnwbPrepared *reference)
+{
+  if (query->screen == KNNWB_SCREEN_FP16 || query->screen == KNNWB_SCREEN_TF32)
+    return MAX(reference->max_norm, query->max_norm);
+  return reference->max_norm;
+}
+
 /* TRUE when every pair scored at least worst_score (in float) is provably farther than kth. */
 static gboolean knnwb_refine_certified(const KnnwbPrepared *query, size_t query_row,
-                                       const KnnwbPrepared *reference, float worst_score, double kth)
+                                       const KnnwbPrepared *reference, float worst_score,
+                                       double kth)
 {
-  const double slack = 2.0 * ((double)query->d + 16.0) * KNNWB_UNIT_ROUNDOFF;
+  const double slack = knnwb_refine_slack(query);
   switch (knnwb_metric_score_kind(query->metric)) {
   case KNNWB_SCORE_L2: {
     double qn = query->norm[query_row];
-    double bound = slack * (qn + reference->max_norm) * (qn + reference->max_norm);
+    double reach = knnwb_refine_reach(query, reference);
+    double bound = slack * (qn + reach) * (qn + reach);
     double least_squared = (double)worst_score * reference->score_scale + qn * qn - bound;
     return kth * kth * (1.0 + 1e-12) < least_squared;
   }
@@ -69,11 +157,12 @@ static gboolean knnwb_refine_certified(const KnnwbPrepared *query, size_t query_
 static double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
                                        const KnnwbPrepared *reference, float score)
 {
-  const double slack = 2.0 * ((double)query->d + 16.0) * KNNWB_UNIT_ROUNDOFF;
+  const double slack = knnwb_refine_slack(query);
   switch (knnwb_metric_score_kind(query->metric)) {
   case KNNWB_SCORE_L2: {
     double qn = query->norm[query_row];
-    double bound = slack * (qn + reference->max_norm) * (qn + reference->max_norm);
+    double reach = knnwb_refine_reach(query, reference);
+    double bound = slack * (qn + reach) * (qn + reach);
     double least_squared = (double)score * reference->score_scale + qn * qn - bound;
     return least_squared > 0.0 ? sqrt(least_squared) * (1.0 - 1e-12) : 0.0;
   }
@@ -98,11 +187,11 @@ static int knnwb_candidate_compare(const void *a, const void *b)
   return x->index < y->index ? -1 : (x->index > y->index);
 }
 
-gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const KnnwbPrepared *reference,
-                          int64_t self_index, const int64_t *candidate_index,
-                          const float *candidate_score, const double *candidate_distance,
-                          size_t m, size_t available, size_t k, int64_t *out_index,
-                          double *out_distance)
+gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
+                          const KnnwbPrepared *reference, int64_t self_index,
+                          const int64_t *candidate_index, const float *candidate_score,
+                          const double *candidate_distance, size_t m, size_t available, size_t k,
+                          int64_t *out_index, double *out_distance)
 {
   KnnwbScored stack_items[64];
   KnnwbCandidate stack_candidates[64];
@@ -122,8 +211,12 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
         (KnnwbCandidate){candidate_score[c], j, candidate_distance ? candidate_distance[c] : NAN};
   }
   /* Exact distances in score order: the first k always, then only candidates whose lower bound
-   * does not exceed the k-th exact distance so far (the margin past k rarely needs them all). */
-  if (count > 32)
+   * does not exceed the k-th exact distance so far (the margin past k rarely needs them all).
+   * Those left out are farther than that k-th, so the lists are the k best of all candidates by
+   * (distance, index) whatever the order: with the backend's distances, no order is needed. */
+  if (candidate_distance != NULL)
+    ; /* every candidate's distance is known: all of them go to the final sort */
+  else if (count > 32)
     qsort(candidates, count, sizeof *candidates, knnwb_candidate_compare);
   else
     for (size_t i = 1; i < count; i++) {
@@ -138,11 +231,14 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
   size_t computed = 0;
   double kth = -INFINITY;
   for (size_t c = 0; c < count; c++) {
-    if (c >= k && knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
+    if (c >= k && candidate_distance == NULL &&
+        knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
       break; /* scores only grow from here, and so do the bounds */
     if (candidate_distance == NULL && c + 1 < count) {
-      /* Candidate rows are scattered over the matrix: fetch the next one while this one computes. */
-      const char *next = (const char *)(reference->exact + (size_t)candidates[c + 1].index * reference->d);
+      /* Candidate rows are scattered over the matrix: fetch the next one while this one computes.
+       */
+      const char *next =
+          (const char *)(reference->exact + (size_t)candidates[c + 1].index * reference->d);
       for (size_t offset = 0; offset < reference->d * sizeof(float); offset += 64)
         __builtin_prefetch(next + offset);
     }
@@ -165,9 +261,9 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
     out_index[r] = -1;
     out_distance[r] = INFINITY;
   }
-  gboolean certified = count >= available ||
-                       (kept == k && k > 0 &&
-                        knnwb_refine_certified(query, query_row, reference, worst, items[k - 1].distance));
+  gboolean certified = count >= available || (kept == k && k > 0 &&
+                                              knnwb_refine_certified(query, query_row, reference,
+                                                                     worst, items[k - 1].distance));
   if (items != stack_items)
     g_free(items);
   if (candidates != stack_candidates)

@@ -39,6 +39,21 @@ typedef enum {
   KNNWB_EXACT_MANHATTAN = 3
 } KnnwbExactKind;
 
+/**
+ * The arithmetic a backend screens scores in (the exact distances never depend on it: core
+ * certifies the candidates against the screen's error bound, knnwb_screen_slack in core). The
+ * manhattan kind is always screened in float32.
+ *   FP32: float32 rows, float32 FMA (no TF32);
+ *   TF32: float32 rows, tensor cores with TF32 inputs, float32 accumulation;
+ *   FP16: rows scaled by a power of two (so that no component overflows, see screen_row_norm)
+ *         and rounded to half precision, tensor cores, float32 accumulation.
+ */
+typedef enum {
+  KNNWB_KERNELS_SCREEN_FP32 = 0,
+  KNNWB_KERNELS_SCREEN_TF32 = 1,
+  KNNWB_KERNELS_SCREEN_FP16 = 2
+} KnnwbScreenPrecision;
+
 /** Status codes of the launchers. */
 enum {
   KNNWB_KERNELS_OK = 0,
@@ -74,6 +89,12 @@ typedef struct {
   int score_kind; /* KnnwbScoreKind */
   int self;
   size_t kc;
+  /* Screening precision (KnnwbScreenPrecision; 0 = FP32). A backend that cannot honour it fails
+   * with KNNWB_KERNELS_ERROR: core's certificate assumes its bound. screen_row_norm: an upper
+   * bound on the norm of every query and reference row (so on every component); FP16 scales rows
+   * by 2^(14 - ceil(log2 screen_row_norm)), which keeps every component at most 2^14. */
+  int screen;
+  double screen_row_norm;
   /* execution */
   int n_threads;       /* CPU backend: threads (>= 1) */
   size_t memory_bytes; /* CPU: tile budget in bytes; CUDA: per-device budget (0 = 90% of free) */

@@ -5,6 +5,7 @@
  */
 #include "host_staging.h"
 #include "select_worker.h"
+#include "tile_scores.h"
 
 #include <algorithm>
 
@@ -24,60 +25,95 @@ bool Worker::load_rows(float *dst, const float *src, size_t first, size_t rows, 
 
 /*
  * Streaming: host rows [first, first + rows) into the block buffer of slot, once the GEMM that
- * last read it is done; the next GEMM waits for the copy. *rows_out: the rows on the device.
+ * last read it is done (FP16: converted into the slot's half block, on the same stream); the next
+ * GEMM waits for the copy. *rows_out: the rows the GEMM reads.
  */
 bool Worker::stream_block(int slot, const float *host, size_t first, int rows,
-                          const float **rows_out)
+                          const void **rows_out)
 {
+  const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, gemm_done_[slot], 0));
   if (!load_rows(reference_buffer_[slot], host, first, (size_t)rows, copy_stream_))
     return false;
+  *rows_out = reference_buffer_[slot];
+  if (screen_reference_block_[slot]) {
+    CUDA_TRY(run_, launch_rows_to_half(reference_buffer_[slot], (size_t)p.dpad, (size_t)rows,
+                                       (int)run_.job->dim, screen_reference_block_[slot], p.dpad,
+                                       screen_exponent_, copy_stream_));
+    *rows_out = screen_reference_block_[slot];
+  }
   CUDA_TRY(run_, cudaEventRecord(copy_done_[slot], copy_stream_));
   CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, copy_done_[slot], 0));
-  *rows_out = reference_buffer_[slot];
   return true;
+}
+
+/* The rows load_anchor placed, as the GEMM reads them. */
+const void *Worker::anchor_rows() const
+{
+  return screen_query_block_ ? screen_query_block_ : (const void *)query_buffer_;
 }
 
 /*
  * Streaming: host rows [first, first + rows) into query_buffer_ (a panel's queries, or the
- * symmetric schedule's column block), once every GEMM reading the previous contents is done.
+ * symmetric schedule's column block; FP16: converted into its half block), once every GEMM
+ * reading the previous contents is done.
  */
 bool Worker::load_anchor(const float *host, size_t first, int rows)
 {
+  const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaEventRecord(query_free_, gemm_stream_));
   CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, query_free_, 0));
   if (!load_rows(query_buffer_, host, first, (size_t)rows, copy_stream_))
     return false;
+  if (screen_query_block_)
+    CUDA_TRY(run_,
+             launch_rows_to_half(query_buffer_, (size_t)p.dpad, (size_t)rows, (int)run_.job->dim,
+                                 screen_query_block_, p.dpad, screen_exponent_, copy_stream_));
   CUDA_TRY(run_, cudaEventRecord(query_ready_, copy_stream_));
   CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, query_ready_, 0));
   return true;
 }
 
 /*
- * Pageable host rows to padded device rows: a parallel host memcpy into the two pinned staging
- * buffers, contiguous DMA into a free tile buffer, then a device-side pitched copy. Avoids both
- * registering gigabytes and the driver's slow pitched copies from pageable memory.
+ * Host rows to the device rows of the plan (dst: rows of plan.row_bytes): chunks go to a free tile
+ * buffer by contiguous DMA (from pageable rows through a parallel host memcpy into the two pinned
+ * staging buffers), then into place on the device: a pitched copy, or (FP16) the conversion to
+ * scaled halves. Avoids both registering gigabytes and the driver's slow pitched copies from
+ * pageable memory.
  */
-bool Worker::upload_staged(float *dst, const float *src, size_t rows)
+bool Worker::upload_staged(char *dst, const float *src, size_t rows)
 {
+  const KnnwbSelectPlan &p = run_.plan;
   const size_t dim = run_.job->dim, row_bytes = dim * sizeof(float);
-  const size_t chunk_rows = host_staging_bytes_ / row_bytes;
-  if (chunk_rows == 0 || run_.pinned || !host_staging_[0])
-    return load_rows(dst, src, 0, rows, copy_stream_);
+  const bool convert = p.screen == KNNWB_KERNELS_SCREEN_FP16;
+  const bool staged = !run_.pinned && host_staging_[0] && host_staging_bytes_ >= row_bytes;
+  if (!staged && !convert)
+    return load_rows((float *)dst, src, 0, rows, copy_stream_);
+  const size_t chunk_rows = (staged ? host_staging_bytes_ : tile_bytes_) / row_bytes;
+  if (chunk_rows == 0) {
+    run_.fail(KNNWB_KERNELS_ERROR, "rows of %zu floats do not fit a tile buffer of GPU %d", dim,
+              device_ordinal_);
+    return false;
+  }
   bool ok = true;
   for (size_t first = 0, c = 0; first < rows && ok; first += chunk_rows, c++) {
     const int b = (int)(c % 2);
     const size_t n = std::min(chunk_rows, rows - first);
     cudaError_t err = cudaEventSynchronize(copy_done_[b]);
-    if (err == cudaSuccess) {
+    if (err == cudaSuccess && staged) {
       parallel_copy(host_staging_[b], src + first * dim, n * row_bytes, run_.copy_threads);
       err = cudaMemcpyAsync(tiles_[b], host_staging_[b], n * row_bytes, cudaMemcpyHostToDevice,
                             copy_stream_);
+    } else if (err == cudaSuccess) {
+      err = cudaMemcpyAsync(tiles_[b], src + first * dim, n * row_bytes, cudaMemcpyHostToDevice,
+                            copy_stream_);
     }
-    if (err == cudaSuccess)
-      err = cudaMemcpy2DAsync(dst + first * run_.plan.dpad, (size_t)run_.plan.dpad * sizeof(float),
-                              tiles_[b], row_bytes, row_bytes, n, cudaMemcpyDeviceToDevice,
-                              copy_stream_);
+    if (err == cudaSuccess && convert)
+      err = launch_rows_to_half(tiles_[b], dim, n, (int)dim, dst + first * p.row_bytes, p.dpad,
+                                screen_exponent_, copy_stream_);
+    else if (err == cudaSuccess)
+      err = cudaMemcpy2DAsync(dst + first * p.row_bytes, (size_t)p.row_bytes, tiles_[b], row_bytes,
+                              row_bytes, n, cudaMemcpyDeviceToDevice, copy_stream_);
     if (err == cudaSuccess)
       err = cudaEventRecord(copy_done_[b], copy_stream_);
     if (err != cudaSuccess) {
@@ -99,14 +135,14 @@ bool Worker::upload_resident()
 {
   const KnnwbSelectJob *job = run_.job;
   if (run_.plan.resident) {
-    const size_t dpad = (size_t)run_.plan.dpad, dim = job->dim;
+    const size_t row_bytes = (size_t)run_.plan.row_bytes, dim = job->dim;
     auto r = slice_of(job->n_reference, index_, run_.n_devices);
-    if (!upload_staged(reference_data_ + r.first * dpad, job->reference + r.first * dim,
+    if (!upload_staged(reference_data_ + r.first * row_bytes, job->reference + r.first * dim,
                        r.second - r.first))
       return false;
     auto q = slice_of(job->n_query, index_, run_.n_devices);
     if (query_data_ != reference_data_ &&
-        !upload_staged(query_data_ + q.first * dpad, job->query + q.first * dim,
+        !upload_staged(query_data_ + q.first * row_bytes, job->query + q.first * dim,
                        q.second - q.first))
       return false;
   }
@@ -132,22 +168,22 @@ bool Worker::upload_resident()
 bool Worker::upload_peer_slices()
 {
   const KnnwbSelectJob *job = run_.job;
-  const size_t row_bytes = (size_t)run_.plan.dpad * sizeof(float);
+  const size_t row_bytes = (size_t)run_.plan.row_bytes;
   for (int h = 0; h < run_.n_devices; h++) {
     if (h == index_)
       continue;
     auto r = slice_of(job->n_reference, h, run_.n_devices);
     if (r.second > r.first)
-      CUDA_TRY(run_, cudaMemcpyPeerAsync(
-                         reference_data_ + r.first * run_.plan.dpad, device_ordinal_,
-                         run_.device_reference[h] + r.first * run_.plan.dpad, run_.ordinals[h],
-                         (r.second - r.first) * row_bytes, copy_stream_));
+      CUDA_TRY(run_,
+               cudaMemcpyPeerAsync(reference_data_ + r.first * row_bytes, device_ordinal_,
+                                   run_.device_reference[h] + r.first * row_bytes, run_.ordinals[h],
+                                   (r.second - r.first) * row_bytes, copy_stream_));
     auto q = slice_of(job->n_query, h, run_.n_devices);
     if (query_data_ != reference_data_ && q.second > q.first)
-      CUDA_TRY(run_, cudaMemcpyPeerAsync(query_data_ + q.first * run_.plan.dpad, device_ordinal_,
-                                         run_.device_query[h] + q.first * run_.plan.dpad,
-                                         run_.ordinals[h], (q.second - q.first) * row_bytes,
-                                         copy_stream_));
+      CUDA_TRY(run_,
+               cudaMemcpyPeerAsync(query_data_ + q.first * row_bytes, device_ordinal_,
+                                   run_.device_query[h] + q.first * row_bytes, run_.ordinals[h],
+                                   (q.second - q.first) * row_bytes, copy_stream_));
   }
   CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
   return true;

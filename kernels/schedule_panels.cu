@@ -23,10 +23,12 @@ bool Worker::run_panels()
     const size_t q0 = (size_t)panel * T;
     const int n_q = (int)std::min(T, nq - q0);
     CUDA_TRY(run_, launch_state_reset(state_, 0, n_q, select_stream_));
-    const float *q = query_buffer_;
+    const void *q = nullptr;
     if (p.resident)
-      q = query_data_ + q0 * p.dpad;
-    else if (!load_anchor(job->query, q0, n_q))
+      q = query_data_ + q0 * p.row_bytes;
+    else if (load_anchor(job->query, q0, n_q))
+      q = anchor_rows();
+    else
       return false;
     for (long c = 0; c < blocks && !run_.cancelled(); c++) {
       const size_t r0 = (size_t)c * T;
@@ -36,7 +38,7 @@ bool Worker::run_panels()
       t.n_q = n_q;
       t.n_r = n_r;
       if (p.resident)
-        t.r = reference_data_ + r0 * p.dpad;
+        t.r = reference_data_ + r0 * p.row_bytes;
       else if (!stream_block(slot(), job->reference, r0, n_r, &t.r))
         return false;
       t.geom = tile_geom(n_q, n_r, q0, r0);

@@ -32,8 +32,8 @@ bool Worker::symmetric_tile(long b, long c, int n_cols, bool counted)
   const int n_q = (int)std::min(T, n - q0);
   TileRequest t = {};
   if (p.resident) {
-    t.q = query_data_ + q0 * p.dpad;
-    t.r = reference_data_ + r0 * p.dpad;
+    t.q = query_data_ + q0 * p.row_bytes;
+    t.r = reference_data_ + r0 * p.row_bytes;
   } else {
     /* streaming: block c (the tile columns) held in query_buffer_ */
     if (anchor_block_ != c) {
@@ -41,9 +41,9 @@ bool Worker::symmetric_tile(long b, long c, int n_cols, bool counted)
         return false;
       anchor_block_ = c;
     }
-    t.r = query_buffer_;
+    t.r = anchor_rows();
     if (b == c)
-      t.q = query_buffer_;
+      t.q = anchor_rows();
     else if (!stream_block(slot(), job->reference, q0, n_q, &t.q))
       return false;
   }

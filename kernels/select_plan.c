@@ -18,7 +18,8 @@ void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan 
                                int stats, size_t bytes[KNNWB_BUFFER_KINDS])
 {
   const size_t T = (size_t)plan->tile, kc = (size_t)plan->kc, cap = (size_t)plan->cap;
-  const size_t row_bytes = (size_t)plan->dpad * sizeof(float), rows = plan->state_rows;
+  const size_t row_bytes = (size_t)plan->row_bytes, rows = plan->state_rows;
+  const size_t block_bytes = (size_t)plan->dpad * sizeof(float) * T;
   const int same = job->self || job->query == job->reference;
   const size_t tile_bytes = knnwb_select_plan_max(T * T * sizeof(float), kc * 12);
   for (int b = 0; b < KNNWB_BUFFER_KINDS; b++)
@@ -27,9 +28,15 @@ void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan 
     bytes[KNNWB_BUFFER_REFERENCE_ROWS] = row_bytes * job->n_reference;
     bytes[KNNWB_BUFFER_QUERY_ROWS] = same ? 0 : row_bytes * job->n_query;
   } else {
-    bytes[KNNWB_BUFFER_QUERY_BLOCK] = row_bytes * T;
-    bytes[KNNWB_BUFFER_REFERENCE_BLOCK_0] = row_bytes * T;
-    bytes[KNNWB_BUFFER_REFERENCE_BLOCK_1] = row_bytes * T;
+    /* float32 blocks from the host; FP16 converts them into blocks of its own */
+    bytes[KNNWB_BUFFER_QUERY_BLOCK] = block_bytes;
+    bytes[KNNWB_BUFFER_REFERENCE_BLOCK_0] = block_bytes;
+    bytes[KNNWB_BUFFER_REFERENCE_BLOCK_1] = block_bytes;
+    if (plan->screen == KNNWB_KERNELS_SCREEN_FP16) {
+      bytes[KNNWB_BUFFER_SCREEN_QUERY_BLOCK] = row_bytes * T;
+      bytes[KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_0] = row_bytes * T;
+      bytes[KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_1] = row_bytes * T;
+    }
   }
   if (job->score_kind == KNNWB_SCORE_L2)
     bytes[KNNWB_BUFFER_SQNORMS] = job->n_reference * sizeof(float);
@@ -99,6 +106,8 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   p.kc = (int)job->kc;
   p.cap = (int)knnwb_select_plan_round_up(knnwb_select_plan_max(2 * job->kc, 64), 32);
   p.dpad = (int)knnwb_select_plan_round_up(job->dim, 8);
+  p.screen = job->score_kind == KNNWB_SCORE_L1 ? KNNWB_KERNELS_SCREEN_FP32 : job->screen;
+  p.row_bytes = p.dpad * (p.screen == KNNWB_KERNELS_SCREEN_FP16 ? 2 : 4);
   const size_t n_max = knnwb_select_plan_max(job->n_query, job->n_reference);
   const size_t rounded =
       knnwb_select_plan_round_up(knnwb_select_plan_max(n_max, 1), KNNWB_SELECT_MIN_TILE);

@@ -30,13 +30,15 @@ typedef struct {
   int cap;             /* candidate buffer per row */
   int merge_blocks;    /* blocks of the merge kernel (each with its own scratch) */
   int lists_in_shared; /* merge lists fit shared memory (else out_key/out_index buffers) */
+  int screen;          /* KnnwbScreenPrecision of the score GEMMs (FP32 for manhattan) */
+  int row_bytes;       /* bytes of one device row: dpad floats, or dpad halves for FP16 */
   size_t state_rows;   /* rows with selection state: all (symmetric) or one panel */
   size_t bytes;        /* device bytes without the exact-distance buffers */
 } KnnwbSelectPlan;
 
 /* Every device buffer of one worker. Pointers of the same kind alias where noted. */
 typedef enum {
-  KNNWB_BUFFER_REFERENCE_ROWS = 0, /* resident: n_reference x dpad floats */
+  KNNWB_BUFFER_REFERENCE_ROWS = 0, /* resident: n_reference x row_bytes (floats or halves) */
   KNNWB_BUFFER_QUERY_ROWS,         /* resident, query != reference */
   KNNWB_BUFFER_QUERY_BLOCK,        /* streaming: tile x dpad */
   KNNWB_BUFFER_REFERENCE_BLOCK_0,  /* streaming: tile x dpad, double-buffered */
@@ -62,6 +64,9 @@ typedef enum {
   KNNWB_BUFFER_OUT_INDEX,
   KNNWB_BUFFER_STAGE_INDEX, /* panels: tile x kc int64 output staging */
   KNNWB_BUFFER_STAGE_SCORE,
+  KNNWB_BUFFER_SCREEN_QUERY_BLOCK, /* streaming FP16: the blocks converted, tile x dpad halves */
+  KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_0,
+  KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_1,
   /* exact distances (only when the run computes them on the device) */
   KNNWB_BUFFER_STAGE_DISTANCE,  /* panels: tile x kc doubles */
   KNNWB_BUFFER_EXACT_REFERENCE, /* n_reference x dim floats */

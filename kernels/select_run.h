@@ -97,7 +97,7 @@ struct Run {
   bool exact = false;
   /* several GPUs, resident rows: each GPU uploads a slice from the host and copies the others
    * from its peers, so the host sends the matrix once instead of once per GPU */
-  std::vector<float *> device_reference, device_query;
+  std::vector<char *> device_reference, device_query;
   /* symmetric with several GPUs, no peer access: each GPU's lists, merged on the host (not
    * zero-filled: the downloads write every element, in parallel, which also spreads the page
    * faults) */

@@ -30,9 +30,9 @@ namespace knnwb_cuda
 
 /** A tile to issue: operands on the device and its geometry (geom.tile is filled in). */
 struct TileRequest {
-  const float *q;
+  const void *q; /* rows of the plan's row_bytes (halves for FP16) */
   int n_q;
-  const float *r;
+  const void *r;
   int n_r;
   TileGeom geom;
   bool counted; /* one of the progress total's tiles (not a threshold-only sample) */
@@ -62,9 +62,10 @@ private:
   /* row_upload.cu */
   bool upload_resident();
   bool upload_peer_slices();
-  bool upload_staged(float *dst, const float *src, size_t rows);
+  bool upload_staged(char *dst, const float *src, size_t rows);
   bool load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream);
-  bool stream_block(int slot, const float *host, size_t first, int rows, const float **rows_out);
+  bool stream_block(int slot, const float *host, size_t first, int rows, const void **rows_out);
+  const void *anchor_rows() const;
   bool load_anchor(const float *host, size_t first, int rows);
   void start_exact_upload();
   bool exact_upload();
@@ -72,7 +73,7 @@ private:
   /* tile_issue.cu */
   bool issue_tile(TileRequest &request);
   bool finish_last_tile();
-  bool gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r);
+  bool gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r);
   bool select_tile(int slot, const TileGeom &geom);
   bool time_select(int slot);
   bool drain();
@@ -101,8 +102,10 @@ private:
   cudaEvent_t copy_done_[2] = {}, gemm_done_[2] = {}, select_done_[2] = {}, query_free_ = nullptr,
               query_ready_ = nullptr;
   std::vector<void *> allocations_;
-  float *query_data_ = nullptr, *reference_data_ = nullptr; /* resident */
-  float *query_buffer_ = nullptr, *reference_buffer_[2] = {};
+  char *query_data_ = nullptr, *reference_data_ = nullptr;    /* resident, plan.row_bytes a row */
+  float *query_buffer_ = nullptr, *reference_buffer_[2] = {}; /* streaming, float32 */
+  void *screen_query_block_ = nullptr, *screen_reference_block_[2] = {}; /* streaming FP16 */
+  int screen_exponent_ = 0; /* FP16: rows scaled by 2^screen_exponent_ */
   float *tiles_[2] = {};
   size_t tile_bytes_ = 0;
   float *sqnorms_ = nullptr;

@@ -7,19 +7,29 @@
 #include "select_worker.h"
 #include "tile_scores.h"
 
+#include <cmath>
+
 namespace knnwb_cuda
 {
 
-bool Worker::gemm_tile(int slot, const float *q, int n_q, const float *r, int n_r)
+/* The scores of a tile into tiles_[slot], once the selection that last read it is done. FP16
+ * rows are scaled by 2^s, so their products by 2^2s: alpha = 2^-2s undoes it exactly. */
+bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
 {
   const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_done_[slot], 0));
-  if (run_.job->score_kind == KNNWB_SCORE_L1)
-    CUDA_TRY(run_,
-             launch_l1_tile(q, n_q, r, n_r, p.dpad, tiles_[slot], (size_t)p.tile, gemm_stream_));
-  else
-    CUBLAS_TRY(run_, tile_scores_gemm(blas_, GemmPrecision::kFp32, q, n_q, r, n_r, p.dpad, 1.0f,
-                                      tiles_[slot], p.tile));
+  if (run_.job->score_kind == KNNWB_SCORE_L1) {
+    CUDA_TRY(run_, launch_l1_tile((const float *)q, n_q, (const float *)r, n_r, p.dpad,
+                                  tiles_[slot], (size_t)p.tile, gemm_stream_));
+  } else {
+    const GemmPrecision precision = p.screen == KNNWB_KERNELS_SCREEN_FP16   ? GemmPrecision::kFp16
+                                    : p.screen == KNNWB_KERNELS_SCREEN_TF32 ? GemmPrecision::kTf32
+                                                                            : GemmPrecision::kFp32;
+    const float alpha =
+        p.screen == KNNWB_KERNELS_SCREEN_FP16 ? ldexpf(1.0f, -2 * screen_exponent_) : 1.0f;
+    CUBLAS_TRY(run_, tile_scores_gemm(blas_, precision, q, n_q, r, n_r, p.dpad, alpha, tiles_[slot],
+                                      p.tile));
+  }
   CUDA_TRY(run_, cudaEventRecord(gemm_done_[slot], gemm_stream_));
   return true;
 }

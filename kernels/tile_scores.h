@@ -7,6 +7,9 @@
 #define KNNWB_TILE_SCORES_H
 
 #include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <stddef.h>
 
 namespace knnwb_cuda
 {
@@ -26,6 +29,22 @@ enum class GemmPrecision {
 cublasStatus_t tile_scores_gemm(cublasHandle_t blas, GemmPrecision precision, const void *q,
                                 int n_q, const void *r, int n_r, int dpad, float alpha, float *tile,
                                 int ld);
+
+/**
+ * The power of two FP16 screening scales rows by: 14 - ceil(log2 row_norm), so that every
+ * component of a row of norm at most row_norm is at most 2^14 in magnitude (half's largest finite
+ * value is 65504) and components down to 2^-28 row_norm stay normal halves (relative error 2^-11;
+ * below that, absolute error at most 2^-39 row_norm: the tail term of the bound in core).
+ */
+int screen_scale_exponent(double row_norm);
+
+/**
+ * FP16 screening rows: dst[i*dpad + j] = half(src[i*src_pitch + j] * 2^scale_exponent), rounded
+ * to nearest, for i < n, j < dim; dst[i*dpad + j] = 0 for dim <= j < dpad (dpad even). One pass
+ * over n * dpad elements on stream.
+ */
+cudaError_t launch_rows_to_half(const float *src, size_t src_pitch, size_t n, int dim, void *dst,
+                                int dpad, int scale_exponent, cudaStream_t stream);
 
 } // namespace knnwb_cuda
 

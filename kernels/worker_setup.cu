@@ -5,6 +5,7 @@
  */
 #include "host_staging.h"
 #include "select_worker.h"
+#include "tile_scores.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -130,15 +131,20 @@ bool Worker::setup()
     }
     allocations_.push_back(buffer[b]);
   }
-  const size_t T = (size_t)p.tile, row_bytes = (size_t)p.dpad * sizeof(float);
-  reference_data_ = (float *)buffer[KNNWB_BUFFER_REFERENCE_ROWS];
+  const size_t T = (size_t)p.tile, row_bytes = (size_t)p.row_bytes;
+  const size_t block_bytes = (size_t)p.dpad * sizeof(float) * T;
+  reference_data_ = (char *)buffer[KNNWB_BUFFER_REFERENCE_ROWS];
   query_data_ =
-      buffer[KNNWB_BUFFER_QUERY_ROWS] ? (float *)buffer[KNNWB_BUFFER_QUERY_ROWS] : reference_data_;
+      buffer[KNNWB_BUFFER_QUERY_ROWS] ? (char *)buffer[KNNWB_BUFFER_QUERY_ROWS] : reference_data_;
   run_.device_reference[index_] = reference_data_;
   run_.device_query[index_] = query_data_;
   query_buffer_ = (float *)buffer[KNNWB_BUFFER_QUERY_BLOCK];
   reference_buffer_[0] = (float *)buffer[KNNWB_BUFFER_REFERENCE_BLOCK_0];
   reference_buffer_[1] = (float *)buffer[KNNWB_BUFFER_REFERENCE_BLOCK_1];
+  screen_query_block_ = buffer[KNNWB_BUFFER_SCREEN_QUERY_BLOCK];
+  screen_reference_block_[0] = buffer[KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_0];
+  screen_reference_block_[1] = buffer[KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_1];
+  screen_exponent_ = screen_scale_exponent(job->screen_row_norm);
   sqnorms_ = (float *)buffer[KNNWB_BUFFER_SQNORMS];
   invalid_ = (unsigned char *)buffer[KNNWB_BUFFER_INVALID];
   query_group_ = (int32_t *)buffer[KNNWB_BUFFER_QUERY_GROUP];
@@ -219,9 +225,9 @@ bool Worker::setup()
     if (query_data_ != reference_data_)
       CUDA_TRY(run_, cudaMemsetAsync(query_data_, 0, row_bytes * job->n_query, copy_stream_));
   } else {
-    CUDA_TRY(run_, cudaMemsetAsync(query_buffer_, 0, row_bytes * T, copy_stream_));
-    CUDA_TRY(run_, cudaMemsetAsync(reference_buffer_[0], 0, row_bytes * T, copy_stream_));
-    CUDA_TRY(run_, cudaMemsetAsync(reference_buffer_[1], 0, row_bytes * T, copy_stream_));
+    CUDA_TRY(run_, cudaMemsetAsync(query_buffer_, 0, block_bytes, copy_stream_));
+    CUDA_TRY(run_, cudaMemsetAsync(reference_buffer_[0], 0, block_bytes, copy_stream_));
+    CUDA_TRY(run_, cudaMemsetAsync(reference_buffer_[1], 0, block_bytes, copy_stream_));
   }
   return true;
 }

@@ -69,6 +69,10 @@ void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
       {"metric", 'm', 0, G_OPTION_ARG_STRING, &args->metric,
        "pearson (default), abs-pearson, spearman, euclidean, manhattan or cosine", "M"},
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &args->backend, "auto (default), cpu or cuda", "B"},
+      {"screen", 0, 0, G_OPTION_ARG_STRING, &args->screen,
+       "GPU screening precision: auto (default: fp16 for k <= 256), fp32, tf32 or fp16; the lists "
+       "are exact with each",
+       "P"},
       {"threads", 't', 0, G_OPTION_ARG_INT, &args->threads, "CPU threads (default: all cores)",
        "N"},
       {"memory", 0, 0, G_OPTION_ARG_STRING, &args->memory,
@@ -108,7 +112,8 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
   options->n_threads = args->threads;
   options->drop_degenerate = args->drop_degenerate;
   if ((args->metric && !knnwb_metric_from_string(args->metric, &options->metric, error)) ||
-      (args->backend && !knnwb_backend_from_string(args->backend, &options->backend, error)))
+      (args->backend && !knnwb_backend_from_string(args->backend, &options->backend, error)) ||
+      (args->screen && !knnwb_screen_from_string(args->screen, &options->screen, error)))
     return FALSE;
   guint64 bytes;
   if (args->memory) {
@@ -146,6 +151,7 @@ void knnwb_host_knn_clear(KnnwbHostKnnArgs *args)
 {
   g_free(args->metric);
   g_free(args->backend);
+  g_free(args->screen);
   g_free(args->memory);
   g_free(args->devices);
   g_free(args->gpu_memory);

@@ -32,6 +32,7 @@ typedef struct {
   gint64 k;
   char *metric;
   char *backend;
+  char *screen;
   int threads;
   char *memory;
   char *devices;
@@ -40,7 +41,7 @@ typedef struct {
   GArray *device_list; /* int, filled by knnwb_host_knn_options */
 } KnnwbHostKnnArgs;
 
-/** Adds -k, --metric, --backend, --threads, --memory, --devices, --gpu-memory, --drop-degenerate.
+/** Adds -k, --metric, --backend, --screen, --threads, --memory, --devices, --gpu-memory, --drop-degenerate.
  */
 void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args);
 /** Fills options (k required when k_required). Errors: KNNWB_ERROR_INVALID_ARGUMENT. */

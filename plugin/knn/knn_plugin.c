@@ -22,7 +22,8 @@ gboolean knnwb_knn_plugin_options(const KnnwbStepContext *context, KnnwbKnnOptio
   knnwb_knn_options_init(options);
   options->k = (size_t)p[KNNWB_KNN_PARAM_K].v_int;
   if (!knnwb_metric_from_string(p[KNNWB_KNN_PARAM_METRIC].v_string, &options->metric, error) ||
-      !knnwb_backend_from_string(p[KNNWB_KNN_PARAM_BACKEND].v_string, &options->backend, error))
+      !knnwb_backend_from_string(p[KNNWB_KNN_PARAM_BACKEND].v_string, &options->backend, error) ||
+      !knnwb_screen_from_string(p[KNNWB_KNN_PARAM_SCREEN].v_string, &options->screen, error))
     return FALSE;
   options->n_threads = p[KNNWB_KNN_PARAM_THREADS].v_int > 0 ? (int)p[KNNWB_KNN_PARAM_THREADS].v_int
                                                             : context->n_threads;

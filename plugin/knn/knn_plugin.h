@@ -20,6 +20,7 @@ enum {
   KNNWB_KNN_PARAM_GPU_MEMORY,
   KNNWB_KNN_PARAM_DEVICES,
   KNNWB_KNN_PARAM_DROP_DEGENERATE,
+  KNNWB_KNN_PARAM_SCREEN,
   KNNWB_KNN_N_COMMON_PARAMS
 };
 
@@ -35,7 +36,9 @@ enum {
   {"gpu-memory", KNNWB_PARAM_BYTES, "0", 1, 0, NULL, "per-GPU budget (0: 90% of free)"},          \
   {"devices", KNNWB_PARAM_STRING, "", 1, 0, NULL, "GPUs, e.g. 0,1 (empty: all)"},                 \
   {"drop-degenerate", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,                                   \
-   "constant/zero rows get no edges (warning) instead of an error"}
+   "constant/zero rows get no edges (warning) instead of an error"},                               \
+  {"screen", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|fp32|tf32|fp16",                             \
+   "GPU screening precision (the lists are exact with each)"}
 /* clang-format on */
 
 /**

@@ -5,12 +5,16 @@
  *           (core prepare + GPU selection + exact double refinement and certification);
  *   select  knnwb_cuda_select alone on centred, normalised rows (kc = k + max(8, k/8), as core);
  *   floor   cuBLAS SGEMM alone doing n^2 d / 2 multiply-adds (the arithmetic with symmetry),
- *           measured on 8192 x 8192 tiles and scaled.
+ *           measured on 8192 x 8192 tiles and scaled; and the same work as FP16 tensor-core GEMMs
+ *           with float32 output (cublasGemmEx, what the FP16 screen runs): the new floor.
+ * --screen sets the library's and the select's screening precision (default auto: fp16 for
+ * k <= 256); the select then takes core's candidate count for it.
  *
  * Usage: bench_knn_gpu [--n N[,N...]] [--d D] [--k K] [--gpu-memory BYTES[G|M]] [--devices 0,1,..]
- *                      [--no-lib] [--no-select] [--no-floor]
+ *                      [--screen auto|fp32|tf32|fp16] [--no-lib] [--no-select] [--no-floor]
  */
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -105,6 +109,57 @@ __global__ void normalise(const float *in, float *out, size_t n, int d)
 }
 
 /* Seconds per n^2 d / 2 multiply-adds with cuBLAS SGEMM (best of K = d and K padded to 8). */
+__global__ void to_half(const float *a, __half *h, size_t count)
+{
+  for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < count;
+       t += (size_t)gridDim.x * blockDim.x)
+    h[t] = __float2half_rn(a[t]);
+}
+
+/* The FP16 floor: the same n^2 d / 2 multiply-adds as 8192^2 x d GEMMs with half inputs and
+ * float32 output (as the FP16 screen computes its tiles). */
+static double hgemm_floor(size_t n, int d)
+{
+  const int T = 8192, reps = 50;
+  int kpad = (d + 7) / 8 * 8;
+  float *a, *c;
+  __half *h;
+  CHECK_CUDA(cudaMalloc(&a, (size_t)T * kpad * sizeof(float)));
+  CHECK_CUDA(cudaMalloc(&h, (size_t)T * kpad * sizeof(__half)));
+  CHECK_CUDA(cudaMalloc(&c, (size_t)T * T * sizeof(float)));
+  generate<<<1024, 256>>>(a, T, kpad, 98);
+  to_half<<<1024, 256>>>(a, h, (size_t)T * kpad);
+  CHECK_CUDA(cudaGetLastError());
+  cublasHandle_t blas;
+  CHECK_BLAS(cublasCreate(&blas));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  const float one = 1, zero = 0;
+  for (int w = 0; w < 5; w++)
+    CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, kpad, &one, h, CUDA_R_16F, kpad,
+                            h, CUDA_R_16F, kpad, &zero, c, CUDA_R_32F, T, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+  CHECK_CUDA(cudaEventRecord(e0));
+  for (int r = 0; r < reps; r++)
+    CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, kpad, &one, h, CUDA_R_16F, kpad,
+                            h, CUDA_R_16F, kpad, &zero, c, CUDA_R_32F, T, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  float ms;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  double per = ms / 1e3 / reps;
+  double macs_per_second = (double)T * T * kpad / per;
+  printf("  cuBLAS FP16 GEMM (fp32 out) %dx%dx%d: %.3f ms, %.1f TFLOP/s\n", T, T, kpad, per * 1e3,
+         2 * macs_per_second / 1e12);
+  cublasDestroy(blas);
+  cudaFree(a);
+  cudaFree(h);
+  cudaFree(c);
+  return (double)n * n * kpad / 2 / macs_per_second;
+}
+
 static double sgemm_floor(size_t n, int d)
 {
   const int T = 8192, reps = 20;
@@ -195,6 +250,7 @@ int main(int argc, char **argv)
   size_t k = 20, gpu_memory = 0;
   std::vector<int> devices;
   bool do_lib = true, do_select = true, do_floor = true;
+  KnnwbScreen screen = KNNWB_SCREEN_AUTO;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--n") && a + 1 < argc) {
       for (char *tok = strtok(argv[++a], ","); tok; tok = strtok(NULL, ","))
@@ -208,6 +264,11 @@ int main(int argc, char **argv)
     } else if (!strcmp(argv[a], "--devices") && a + 1 < argc) {
       for (char *tok = strtok(argv[++a], ","); tok; tok = strtok(NULL, ","))
         devices.push_back(atoi(tok));
+    } else if (!strcmp(argv[a], "--screen") && a + 1 < argc) {
+      if (!knnwb_screen_from_string(argv[++a], &screen, NULL)) {
+        fprintf(stderr, "unknown --screen %s\n", argv[a]);
+        return 2;
+      }
     } else if (!strcmp(argv[a], "--no-lib")) {
       do_lib = false;
     } else if (!strcmp(argv[a], "--no-select")) {
@@ -244,13 +305,13 @@ int main(int argc, char **argv)
 
   struct Row {
     size_t n;
-    double lib, select, floor_s;
+    double lib, select, floor_s, hfloor_s;
   };
   std::vector<Row> table;
   for (size_t n : sizes) {
     printf("n = %zu\n", n);
     fflush(stdout);
-    Row row = {n, NAN, NAN, NAN};
+    Row row = {n, NAN, NAN, NAN, NAN};
     float *dev_raw, *dev_norm;
     CHECK_CUDA(cudaSetDevice(0));
     CHECK_CUDA(cudaMalloc(&dev_raw, n * d * sizeof(float)));
@@ -267,7 +328,10 @@ int main(int argc, char **argv)
       CHECK_CUDA(cudaFree(dev_norm));
       CHECK_CUDA(cudaFree(dev_raw));
       dev_raw = NULL;
-      size_t kc = k + (k / 8 > 8 ? k / 8 : 8);
+      /* core's candidate count and precision for the screen (auto: fp16 for k <= 256) */
+      const bool half = screen == KNNWB_SCREEN_FP16 || screen == KNNWB_SCREEN_TF32 ||
+                        (screen == KNNWB_SCREEN_AUTO && k <= 256);
+      size_t kc = half ? k + (k / 4 > 16 ? k / 4 : 16) : k + (k / 8 > 8 ? k / 8 : 8);
       KnnwbSelectJob job;
       memset(&job, 0, sizeof job);
       job.query = job.reference = scored;
@@ -276,6 +340,10 @@ int main(int argc, char **argv)
       job.score_kind = KNNWB_SCORE_DOT;
       job.self = 1;
       job.kc = kc;
+      job.screen = screen == KNNWB_SCREEN_TF32 ? KNNWB_KERNELS_SCREEN_TF32
+                   : half                      ? KNNWB_KERNELS_SCREEN_FP16
+                                               : KNNWB_KERNELS_SCREEN_FP32;
+      job.screen_row_norm = 1.0 + 1e-6;
       job.memory_bytes = gpu_memory;
       job.devices = devices.empty() ? NULL : devices.data();
       job.n_devices = (int)devices.size();
@@ -311,6 +379,7 @@ int main(int argc, char **argv)
       options.metric = KNNWB_METRIC_PEARSON;
       options.k = k;
       options.backend = KNNWB_BACKEND_CUDA;
+      options.screen = screen;
       options.gpu_memory_bytes = gpu_memory;
       options.devices = devices.empty() ? NULL : devices.data();
       options.n_devices = (int)devices.size();
@@ -333,9 +402,10 @@ int main(int argc, char **argv)
           for (int b = 0; b < 8; b++)
             digest = (digest ^ ((words[w] >> (8 * b)) & 0xff)) * 1099511628211ull;
       }
-      printf("  library (%s): %.2f s; row 0 nearest %lld at %.6f; lists digest %016llx\n",
-             nb->backend_used, row.lib, (long long)nb->indices[0], nb->distances[0],
-             (unsigned long long)digest);
+      printf("  library (%s, screen %s, %zu rows re-selected): %.2f s; row 0 nearest %lld at "
+             "%.6f; lists digest %016llx\n",
+             nb->backend_used, knnwb_screen_to_string(nb->screen_used), nb->n_reselected, row.lib,
+             (long long)nb->indices[0], nb->distances[0], (unsigned long long)digest);
       fflush(stdout);
       knnwb_neighbors_free(nb);
     }
@@ -344,16 +414,18 @@ int main(int argc, char **argv)
       CHECK_CUDA(cudaSetDevice(0));
       row.floor_s = sgemm_floor(n, d);
       printf("  SGEMM floor (n^2 d / 2 MACs, one GPU): %.2f s\n", row.floor_s);
+      row.hfloor_s = hgemm_floor(n, d);
+      printf("  FP16 GEMM floor (same MACs, one GPU): %.2f s\n", row.hfloor_s);
     }
     table.push_back(row);
   }
-  printf("\n| n | d | k | GPUs | library end to end (s) | select alone (s) | SGEMM floor 1 GPU (s) "
-         "| library / floor |\n");
-  printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  printf("\n| n | d | k | GPUs | screen | library end to end (s) | select alone (s) | SGEMM floor "
+         "1 GPU (s) | FP16 GEMM floor 1 GPU (s) | library / FP16 floor |\n");
+  printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const Row &r : table)
-    printf("| %zu | %d | %zu | %zu | %.2f | %.2f | %.2f | %.2f |\n", r.n, d, k,
-           devices.empty() ? (size_t)n_gpus : devices.size(), r.lib, r.select, r.floor_s,
-           r.lib / r.floor_s);
+    printf("| %zu | %d | %zu | %zu | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.n, d, k,
+           devices.empty() ? (size_t)n_gpus : devices.size(), knnwb_screen_to_string(screen), r.lib,
+           r.select, r.floor_s, r.hfloor_s, r.lib / r.hfloor_s);
 #ifdef KNNWB_HAVE_MPI
   knnwb_distributed_finalize();
 #endif

@@ -131,7 +131,8 @@ static void test_snn_hand(void)
   int64_t idx[] = {1, 2, 0, 2, 3, 1, 2, 0};
   double dist[8] = {0};
   int32_t found[] = {2, 2, 2, 2};
-  KnnwbNeighbors lists = {4, 2, idx, dist, found, NULL, 0};
+  KnnwbNeighbors lists = {
+      .n_queries = 4, .k = 2, .indices = idx, .distances = dist, .n_found = found};
   igraph_t graph;
   igraph_vector_t weights;
   igraph_vector_init(&weights, 0);

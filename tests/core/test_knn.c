@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <knnwb/knnwb.h>
+#include "knn_internal.h"
 #include "oracle.h"
 #include "knnwb_test_matrix.h"
 
@@ -259,6 +260,50 @@ static void expect_failure(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, i
   g_assert_error(error, KNNWB_ERROR, code);
   if (strstr(error->message, fragment) == NULL)
     g_error("message '%s' lacks '%s'", error->message, fragment);
+}
+
+/* Screening precisions: names, the CPU backend refusing the GPU-only ones, and the bound's
+ * order (FP32 < FP16 < TF32) and size (FP16 on d = 295: about 2^-10, as the issue measured). */
+static void test_screen_precisions(void)
+{
+  KnnwbScreen screen = KNNWB_SCREEN_AUTO;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_screen_from_string("FP16", &screen, NULL));
+  g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP16);
+  g_assert_cmpstr(knnwb_screen_to_string(KNNWB_SCREEN_TF32), ==, "tf32");
+  g_assert_false(knnwb_screen_from_string("bf16", &screen, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_FP32, 295), ==, 2.0 * 311 / 16777216.0);
+  g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_FP16, 295), >, 1.0 / 1024);
+  g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_FP16, 295), <, 1.1 / 1024);
+  g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_TF32, 295), >, 2.0 / 1024);
+  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cuda:1", KNNWB_METRIC_PEARSON, 20, &screen,
+                                     NULL));
+  g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP16);
+  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cuda:1", KNNWB_METRIC_PEARSON, 4096,
+                                     &screen, NULL));
+  g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
+  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_FP16, "cuda:2", KNNWB_METRIC_MANHATTAN, 20,
+                                     &screen, NULL));
+  g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
+
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(40, 6, 4);
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 3;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.screen = KNNWB_SCREEN_FP16;
+  KnnwbNeighbors *nb = NULL;
+  g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull(strstr(error->message, "needs the cuda backend"));
+  g_assert_null(nb);
+  options.screen = KNNWB_SCREEN_AUTO;
+  g_clear_error(&error);
+  g_assert_true(knnwb_knn_self(m, &options, &nb, &error));
+  g_assert_cmpint(nb->screen_used, ==, KNNWB_SCREEN_FP32);
+  knnwb_neighbors_free(nb);
 }
 
 static void test_bad_inputs(void)
@@ -538,6 +583,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/large-k", test_large_k);
   g_test_add_func("/knn/seed-sample", test_seed_sample_correlations);
   g_test_add_func("/knn/bad-inputs", test_bad_inputs);
+  g_test_add_func("/knn/screen-precisions", test_screen_precisions);
   g_test_add_func("/knn/empty", test_empty_input);
   g_test_add_func("/knn/refused-up-front", test_refused_up_front);
   g_test_add_func("/knn/nearest-outside-group", test_nearest_outside_group);

@@ -179,11 +179,16 @@ static void test_snn_and_cpm(void)
   const char *weights[] = {"rank", "number", "jaccard"};
   for (guint w = 0; w < G_N_ELEMENTS(weights); w++) {
     g_autofree char *out = NULL;
-    int status = host_test_run(dir, &out, NULL, "cluster", data, "--method", "leiden", "--graph",
-                               "snn", "--snn-weight", weights[w], "--metric", "euclidean", "-k",
-                               "3", "-a", annotation, "--report", "-o", "c.tsv", "-q", NULL);
+    int status =
+        host_test_run(dir, &out, NULL, "cluster", data, "--method", "leiden", "--graph", "snn",
+                      "--snn-weight", weights[w], "--metric", "euclidean", "-k", "3", "-a",
+                      annotation, "--report", "-o", "c.tsv", "-q", "--gml", "s.gml", NULL);
     g_assert_cmpint(status, ==, 0);
     g_assert_cmpfloat(summary_value(out, "ari"), ==, 1);
+    /* SNN edges are written with a distance >= 0 and a weight in (0, 1]. */
+    g_autofree char *gml = read_text(dir, "s.gml");
+    g_assert_null(strstr(gml, "distance -"));
+    g_assert_nonnull(strstr(gml, "weight "));
   }
   g_autofree char *out = NULL;
   int status = host_test_run(dir, &out, NULL, "cluster", data, "--method", "leiden", "--objective",

@@ -1,7 +1,10 @@
 /*
  * The exact kNN engine on the CUDA backend against the CPU backend: identical indices and
  * distances (bit for bit) for every metric, odd sizes, k in {1, 20, 1000, 4096}, budgets forcing
- * many tiles, and 1 or 2 GPUs (device 0 listed twice when only one exists). Skips without a GPU.
+ * many tiles, and 1 or 2 GPUs (device 0 listed twice when only one exists), with every screening
+ * precision (auto screens k <= 256 in FP16) on ordinary and adversarial inputs (near ties 1e-4
+ * apart, huge and tiny components in one row, duplicates). The CPU backend is itself checked
+ * against a double brute force (tests/core). Skips without a GPU.
  */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +14,10 @@
 #include <knnwb/clustering.h>
 #include "knnwb_kernels.h"
 #include "knnwb_test_matrix.h"
+
+/* The GPU runs' screening precision (the CPU backend always screens in FP32). */
+static KnnwbScreen gpu_screen = KNNWB_SCREEN_AUTO;
+static size_t last_reselected;
 
 static KnnwbNeighbors *run(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, KnnwbBackend backend,
                            size_t gpu_memory, const int *devices, int n_devices)
@@ -24,6 +31,8 @@ static KnnwbNeighbors *run(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, K
   options.gpu_memory_bytes = gpu_memory;
   options.devices = devices;
   options.n_devices = n_devices;
+  if (backend == KNNWB_BACKEND_CUDA)
+    options.screen = gpu_screen;
   KnnwbNeighbors *nb = NULL;
   g_autoptr(GError) error = NULL;
   gboolean ok = knnwb_knn_self(m, &options, &nb, &error);
@@ -43,6 +52,11 @@ static void compare(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, size_t g
   g_autoptr(KnnwbNeighbors) gpu =
       run(m, metric, k, KNNWB_BACKEND_CUDA, gpu_memory, devices, devices ? 2 : 0);
   g_assert_true(g_str_has_prefix(gpu->backend_used, "cuda"));
+  if (gpu_screen != KNNWB_SCREEN_AUTO && metric != KNNWB_METRIC_MANHATTAN)
+    g_assert_cmpint(gpu->screen_used, ==, gpu_screen);
+  if (metric == KNNWB_METRIC_MANHATTAN)
+    g_assert_cmpint(gpu->screen_used, ==, KNNWB_SCREEN_FP32);
+  last_reselected = gpu->n_reselected;
   g_assert_cmpuint(cpu->n_queries, ==, gpu->n_queries);
   size_t cells = cpu->n_queries * k;
   size_t differences = 0;
@@ -101,6 +115,67 @@ static void test_large_k(void)
   compare(m, KNNWB_METRIC_PEARSON, 1000, 0, 1);
   compare(m, KNNWB_METRIC_EUCLIDEAN, 4096, 0, 2);
   compare(m, KNNWB_METRIC_MANHATTAN, 4096, 96 * MIB + 64 * MIB, 1);
+}
+
+/* n x d rows built to stress the screen's bound: near ties (a row and its copy 1e-4 apart in one
+ * component), rows whose components span 1e-6 to 1e6 (the small ones fall below half precision's
+ * normal range once centred and scaled), exact duplicates, and constant offsets. */
+static KnnwbMatrix *adversarial_matrix(size_t n, size_t d, guint32 seed)
+{
+  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  g_assert_nonnull(m);
+  for (size_t i = 0; i < n; i++) {
+    float *row = m->values + i * d;
+    for (size_t j = 0; j < d; j++)
+      row[j] = (float)g_rand_double_range(rng, -1, 1);
+    if (i % 5 == 1) {
+      memcpy(row, row - d, d * sizeof(float));
+      row[i % d] += 1e-4f;
+    } else if (i % 11 == 3) {
+      for (size_t j = 0; j < d; j++)
+        row[j] *= j % 2 ? 1e6f : 1e-6f;
+    } else if (i % 13 == 7 && i >= 7) {
+      memcpy(row, row - 7 * d, d * sizeof(float));
+    } else if (i % 17 == 2) {
+      for (size_t j = 0; j < d; j++)
+        row[j] = 1000.0f + row[j] * 1e-3f; /* a large offset, small spread */
+    }
+    row[0] += 2.0f; /* never constant */
+  }
+  return m;
+}
+
+/* Every explicit screening precision against the CPU backend, on every metric: ordinary data,
+ * adversarial data, k = 1, a budget forcing streamed blocks, and k = 4096 under FP16. */
+static void test_screens(void)
+{
+  if (!gpu_or_skip())
+    return;
+  static const KnnwbScreen screens[] = {KNNWB_SCREEN_FP32, KNNWB_SCREEN_TF32, KNNWB_SCREEN_FP16};
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(1201, 45, 8);
+  g_autoptr(KnnwbMatrix) hard = adversarial_matrix(1303, 37, 9);
+  for (size_t s = 0; s < G_N_ELEMENTS(screens); s++) {
+    gpu_screen = screens[s];
+    for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+      compare(m, metric, 20, 0, 1);
+      compare(hard, metric, 20, 0, 1);
+      if (metric == KNNWB_METRIC_PEARSON)
+        g_test_message("%s: %zu row(s) of the adversarial set re-selected",
+                       knnwb_screen_to_string(screens[s]), last_reselected);
+      compare(hard, metric, 1, 0, 1);
+    }
+    /* streamed blocks (the FP16 blocks converted on the copy stream) and two GPUs (the
+     * adversarial euclidean rows re-select up to every row: their norms span 1e-6 to 1e6, and the
+     * bound scales with the largest, so they get the default budget) */
+    compare(m, KNNWB_METRIC_PEARSON, 9, 96 * MIB + 2 * MIB, 1);
+    compare(m, KNNWB_METRIC_EUCLIDEAN, 20, 96 * MIB + 3 * MIB, 2);
+    compare(hard, KNNWB_METRIC_EUCLIDEAN, 20, 0, 2);
+  }
+  gpu_screen = KNNWB_SCREEN_FP16;
+  g_autoptr(KnnwbMatrix) big = knnwb_test_random_matrix(4603, 17, 5);
+  compare(big, KNNWB_METRIC_PEARSON, 4096, 0, 1);
+  gpu_screen = KNNWB_SCREEN_AUTO;
 }
 
 /* The exact MST's masked "nearest row in another group" search and the exact MST itself: the GPU
@@ -194,6 +269,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/every-metric", test_every_metric);
   g_test_add_func("/kernels/cuda-knn/many-tiles-two-gpus", test_many_tiles_two_gpus);
   g_test_add_func("/kernels/cuda-knn/large-k", test_large_k);
+  g_test_add_func("/kernels/cuda-knn/screens", test_screens);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
   g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);
   return g_test_run();

@@ -27,12 +27,28 @@ typedef enum {
   KNNWB_BACKEND_CUDA /**< CUDA or an error */
 } KnnwbBackend;
 
+/**
+ * The arithmetic the GPU backend screens candidates in. The lists never depend on it: candidates
+ * are re-scored in double and certified against the screen's rounding-error bound (rows that fail
+ * are selected again with more candidates), so only the speed changes.
+ */
+typedef enum {
+  KNNWB_SCREEN_AUTO, /**< FP16 on the GPU for k <= 256, FP32 otherwise and on the CPU */
+  KNNWB_SCREEN_FP32, /**< float32 FMA: bound (d + 16) 2^-23 on unit rows */
+  KNNWB_SCREEN_TF32, /**< GPU tensor cores, TF32 inputs: bound about 2^-9 on unit rows */
+  KNNWB_SCREEN_FP16  /**< GPU tensor cores, scaled FP16 rows: bound about 2^-10 on unit rows */
+} KnnwbScreen;
+
 /** Parses "pearson", "abs-pearson", "spearman", "euclidean", "manhattan", "cosine". */
 gboolean knnwb_metric_from_string(const char *name, KnnwbMetric *metric, GError **error);
 /** The name knnwb_metric_from_string accepts. */
 const char *knnwb_metric_to_string(KnnwbMetric metric);
 /** Parses "auto", "cpu", "cuda". */
 gboolean knnwb_backend_from_string(const char *name, KnnwbBackend *backend, GError **error);
+/** Parses "auto", "fp32", "tf32", "fp16". */
+gboolean knnwb_screen_from_string(const char *name, KnnwbScreen *screen, GError **error);
+/** The name knnwb_screen_from_string accepts. */
+const char *knnwb_screen_to_string(KnnwbScreen screen);
 
 /**
  * Progress callback: done of total tiles. Called from one thread at a time, at most ~10 times a
@@ -45,6 +61,7 @@ typedef struct {
   KnnwbMetric metric;         /**< default pearson */
   size_t k;                   /**< neighbours per row, 1 <= k <= (reference rows - self) */
   KnnwbBackend backend;       /**< default auto */
+  KnnwbScreen screen;         /**< screening precision; default auto (manhattan: always fp32) */
   int n_threads;              /**< CPU threads; 0 = all cores; clamped to knnwb_thread_limit() */
   size_t memory_bytes;        /**< CPU working-memory budget for tiles; 0 = 256 MiB */
   size_t gpu_memory_bytes;    /**< per-GPU budget; 0 = 90% of free memory */
@@ -84,6 +101,8 @@ typedef struct {
   char *backend_used; /**< "cpu" or "cuda:N" (number of GPUs), for reports */
   size_t first_row;   /**< the lists are of rows first_row .. first_row + n_queries - 1 (not 0
                            only for a group run with group_own_rows) */
+  KnnwbScreen screen_used; /**< the screening precision the run used (never auto) */
+  size_t n_reselected;     /**< rows the certificate sent back for a wider selection (all rounds) */
 } KnnwbNeighbors;
 
 void knnwb_neighbors_free(KnnwbNeighbors *neighbors);

@@ -1,0 +1,118 @@
+/*
+ * Screening precisions: their names, which one a run uses, and the rigorous bound on the error of
+ * a screened score that core's certificate (refine.c) and candidate count (knn.c) take from it.
+ *
+ * The bound, per unit of |q||r| (rows q, r as the backend scores them; u = 2^-24):
+ *  - FP32 (float32 FMA, any summation order): a dot product of length d errs by at most d u |q||r|,
+ *    plus a few u for rounding the normalised inputs and the final subtraction, under (d + 16) u;
+ *    core uses twice that, 2 (d + 16) u (as it always did).
+ *  - FP16: rows scaled by 2^s (exact) so that every component is at most 2^14 and rounded to half:
+ *    q~_i = q_i (1 + a_i) + t_i with |a_i| <= 2^-11 (normal halves) and |t_i| <= 2^-25 2^-s <=
+ *    2^-38 R (subnormal halves; R bounds every row's norm, 2^-s <= 2 R 2^-14). Products of halves
+ *    are exact in float32. So |q~.r~ - q.r| <= (2 2^-11 + 2^-22) sum |q_i r_i| + 2 sqrt(d) 2^-38
+ *    R^2 (1 + 2^-11) + d 2^-76 R^2 <= (2^-10 + 2^-22) |q||r| + d 2^-36 R^2. The float32
+ *    accumulation on the tensor cores, allowing truncation instead of rounding at every addition
+ *    and any order: at most 2 d u sum |q~_i r~_i| <= 2 d u (1 + 2^-11)^2 |q||r|. Scaling the
+ *    product back by 2^-2s is exact. Inputs and the final subtraction: 32 u as for FP32. Total:
+ *    2^-10 + 2^-21 + 2 (d + 16) u + d 2^-36 (R <= 1 for the correlation kinds; euclidean's bound is
+ *    multiplied by (|q| + R)^2 >= R^2 in refine.c, and score = |r|^2 - 2 q.r doubles the dot's
+ *    error, which 2 |q||r| <= (|q| + |r|)^2 / 2 absorbs).
+ *  - TF32: float32 rows whose significands the tensor cores cut to 10 bits, possibly by truncation
+ *    (relative error below 2^-10 each, no subnormal loss: TF32 keeps float32's exponent range):
+ *    2 2^-10 + 2^-20 + 2 (d + 16) u.
+ * ABS_DOT: | |a| - |b| | <= |a - b|, so the same bound. L1 (manhattan) is always screened in FP32.
+ */
+#include <math.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include "knn_internal.h"
+
+static const char *const knnwb_screen_names[] = {"auto", "fp32", "tf32", "fp16"};
+
+gboolean knnwb_screen_from_string(const char *name, KnnwbScreen *screen, GError **error)
+{
+  for (int s = 0; s < 4; s++)
+    if (name != NULL && g_ascii_strcasecmp(name, knnwb_screen_names[s]) == 0) {
+      *screen = (KnnwbScreen)s;
+      return TRUE;
+    }
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "unknown screening precision '%s': use auto, fp32, tf32 or fp16",
+              name ? name : "(null)");
+  return FALSE;
+}
+
+const char *knnwb_screen_to_string(KnnwbScreen screen)
+{
+  return (unsigned)screen < 4 ? knnwb_screen_names[screen] : "?";
+}
+
+double knnwb_screen_slack(KnnwbScreen screen, size_t d)
+{
+  const double u = 1.0 / 16777216.0, accumulation = 2.0 * ((double)d + 16.0) * u;
+  switch (screen) {
+  case KNNWB_SCREEN_FP16:
+    return ldexp(1.0, -10) + ldexp(1.0, -21) + accumulation + (double)d * ldexp(1.0, -36);
+  case KNNWB_SCREEN_TF32:
+    return ldexp(1.0, -9) + ldexp(1.0, -20) + accumulation;
+  default:
+    return accumulation;
+  }
+}
+
+size_t knnwb_screen_candidates(KnnwbScreen screen, size_t k)
+{
+  /* FP32: the window of twice the bound holds a handful of rows. FP16/TF32: measured on the
+   * benchmark and real metafeatures (k = 20), at most 36 rows lie within 2 2^-10 of the k-th. */
+  if (screen == KNNWB_SCREEN_FP16 || screen == KNNWB_SCREEN_TF32)
+    return k + MAX((size_t)16, k / 4);
+  return k + MAX((size_t)8, k / 8);
+}
+
+gboolean knnwb_screen_resolve(KnnwbScreen requested, const char *backend, KnnwbMetric metric,
+                              size_t k, KnnwbScreen *screen, GError **error)
+{
+  const gboolean gpu = backend != NULL && g_str_has_prefix(backend, "cuda");
+  if (!gpu && (requested == KNNWB_SCREEN_FP16 || requested == KNNWB_SCREEN_TF32)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "screening in %s needs the cuda backend (this run uses %s): use --screen auto or "
+                "fp32",
+                knnwb_screen_to_string(requested), backend ? backend : "none");
+    return FALSE;
+  }
+  if (!gpu || metric == KNNWB_METRIC_MANHATTAN)
+    *screen = KNNWB_SCREEN_FP32; /* manhattan keeps its exact float32 kernel */
+  else if (requested == KNNWB_SCREEN_AUTO)
+    *screen = k <= 256 ? KNNWB_SCREEN_FP16 : KNNWB_SCREEN_FP32;
+  else
+    *screen = requested;
+  return TRUE;
+}
+
+int knnwb_screen_kernel_precision(KnnwbScreen screen)
+{
+  switch (screen) {
+  case KNNWB_SCREEN_FP16:
+    return KNNWB_KERNELS_SCREEN_FP16;
+  case KNNWB_SCREEN_TF32:
+    return KNNWB_KERNELS_SCREEN_TF32;
+  default:
+    return KNNWB_KERNELS_SCREEN_FP32;
+  }
+}
+
+void knnwb_prepared_set_screen(KnnwbPrepared *query, KnnwbPrepared *reference, KnnwbScreen screen)
+{
+  /* R: a bound on the norm of every scored row. Correlation kinds: unit rows (rounded to float). */
+  double norm = 1.0;
+  if (knnwb_metric_score_kind(reference->metric) == KNNWB_SCORE_L2) {
+    double largest = MAX(query->max_norm, reference->max_norm);
+    norm = largest > 0.0 ? ldexp(largest, -reference->scale_exponent) : 1.0;
+  }
+  norm *= 1.0 + ldexp(1.0, -20);
+  for (KnnwbPrepared *p = query; p != NULL; p = p == reference ? NULL : reference) {
+    p->screen = screen;
+    p->screen_slack = knnwb_screen_slack(screen, p->d);
+    p->screen_row_norm = norm;
+  }
+}
