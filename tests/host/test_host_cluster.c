@@ -280,6 +280,34 @@ static void test_pipeline_steps(void)
   host_test_rmtree(dir);
 }
 
+/* A forest of two components cannot be cut into one cluster: the step says what it returned and
+ * why. */
+static void test_forest_cut_count(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *data = host_test_write(dir, "points.tsv", TWO_GROUPS);
+  g_autofree char *pipeline = host_test_write(
+      dir, "forest.xml",
+      "<?xml version=\"1.0\"?>\n<pipeline name=\"forest\" version=\"1\">\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" "
+      "value=\"points.tsv\"/></step>\n"
+      "  <step id=\"knn\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>\n"
+      "    <param name=\"k\" value=\"2\"/><param name=\"metric\" value=\"euclidean\"/></step>\n"
+      "  <step id=\"forest\" type=\"spanning-forest\"><input name=\"graph\" step=\"knn\"/></step>\n"
+      "  <step id=\"cut\" type=\"single-linkage\"><input name=\"tree\" step=\"forest\"/>\n"
+      "    <param name=\"clusters\" value=\"1\"/></step>\n"
+      "  <step id=\"labels\" type=\"write-labels\"><input name=\"clusters\" step=\"cut\"/>\n"
+      "    <param name=\"path\" value=\"cut.tsv\"/></step>\n"
+      "</pipeline>\n");
+  g_autofree char *err = NULL;
+  int status = host_test_run(dir, NULL, &err, "run", "forest.xml", NULL);
+  g_assert_cmpint(status, ==, 0);
+  g_assert_nonnull(strstr(err, "asked for 1 clusters, returned 2: the tree is a forest"));
+  g_autofree char *labels = read_text(dir, "cut.tsv");
+  g_assert_nonnull(strstr(labels, "\n2\tb1\t1\t5\n"));
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -288,5 +316,6 @@ int main(int argc, char **argv)
   g_test_add_func("/host/cluster/bad-annotation", test_bad_annotation);
   g_test_add_func("/host/cluster/snn-and-cpm", test_snn_and_cpm);
   g_test_add_func("/host/cluster/pipeline-steps", test_pipeline_steps);
+  g_test_add_func("/host/cluster/forest-cut-count", test_forest_cut_count);
   return g_test_run();
 }
