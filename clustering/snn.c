@@ -30,6 +30,19 @@ gboolean knnwb_snn_weighting_from_string(const char *name, KnnwbSnnWeighting *we
   return TRUE;
 }
 
+double knnwb_snn_weight_scale(KnnwbSnnWeighting weighting, size_t k)
+{
+  switch (weighting) {
+  case KNNWB_SNN_RANK:
+    return MAX(1.0, (double)k);
+  case KNNWB_SNN_NUMBER:
+    return (double)k + 1.0;
+  case KNNWB_SNN_JACCARD:
+    break;
+  }
+  return 1.0;
+}
+
 typedef struct {
   const KnnwbNeighbors *lists;
   KnnwbSnnWeighting weighting;

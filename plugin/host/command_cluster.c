@@ -115,8 +115,8 @@ static char *knnwb_cluster_companion(const char *output, const char *suffix)
 }
 
 /* kNN lists, then the graph to cluster: directed/union/mutual with similarity weights from the
- * distances, or SNN with its own weights (distance = 1/w - 1 for the writers, the inverse of the
- * default transform). */
+ * distances, or SNN with its own weights (clustered as they are; for the writers distance =
+ * scale/w - 1, so their weight 1/(1+d) is w / scale, see knnwb_snn_weight_scale). */
 static gboolean knnwb_cluster_graph(const KnnwbMatrix *data, const KnnwbKnnOptions *knn,
                                     const KnnwbClusterCommand *command, KnnwbClusterResult *result,
                                     GError **error)
@@ -144,8 +144,9 @@ static gboolean knnwb_cluster_graph(const KnnwbMatrix *data, const KnnwbKnnOptio
     igraph_integer_t m = igraph_vector_size(&result->similarities);
     if (!knnwb_error_from_igraph(igraph_vector_resize(&result->distances, m), "resize", error))
       return FALSE;
+    double scale = knnwb_snn_weight_scale(weighting, lists->k);
     for (igraph_integer_t e = 0; e < m; e++)
-      VECTOR(result->distances)[e] = 1.0 / VECTOR(result->similarities)[e] - 1.0;
+      VECTOR(result->distances)[e] = scale / VECTOR(result->similarities)[e] - 1.0;
     return TRUE;
   }
   KnnwbGraphMode mode;

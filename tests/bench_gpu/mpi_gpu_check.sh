@@ -8,6 +8,10 @@ set -uo pipefail
 out=${1:-/tmp/knnwb-mpi}
 mkdir -p "$out"
 b=/tmp/knnwb-build-mpi
+# Open MPI outside PATH on some images (HPC-X, NGC containers).
+for d in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
+  [ -x "$d/mpicc" ] && ! command -v mpicc >/dev/null && export PATH=$d:$PATH
+done
 { mpicc -showme; mpirun --version | head -1; } >"$out/mpi.txt" 2>&1
 cat "$out/mpi.txt"
 { cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=ON -DKNNWB_CUDA_ARCHITECTURES=90 \

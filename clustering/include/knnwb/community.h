@@ -64,6 +64,13 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
 gboolean knnwb_clustering_lists_from_graph(const igraph_t *graph, const igraph_vector_t *distances,
                                            KnnwbNeighbors **lists, GError **error);
 
+/**
+ * The largest weight an SNN graph of k-neighbour lists can have, as a scale: k for rank (weights
+ * are below k), k + 1 for number, 1 for jaccard. knnwb stores an SNN graph's edge distance as
+ * scale / w - 1 (>= 0), so the writers' and the community step's similarity 1/(1+d) is w / scale.
+ */
+double knnwb_snn_weight_scale(KnnwbSnnWeighting weighting, size_t k);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Distances and similarity weights. */
 

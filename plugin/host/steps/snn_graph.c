@@ -33,12 +33,14 @@ static gboolean knnwb_snn_graph_run(KnnwbStepContext *context, GError **error)
                                            &similarities, error);
   if (ok) {
     out->has_graph = TRUE;
-    /* Graph values carry distances: 1/w - 1, which the default similarity (1/(1+d)) of the
-     * community step and of the GML/GraphML `weight` turns back into w. */
+    /* Graph values carry distances >= 0: scale / w - 1, which the default similarity 1/(1+d) of
+     * the community step and of the GML/GraphML `weight` turns back into w / scale (a uniform
+     * scale: modularity and Leiden/Louvain with the modularity objective do not change). */
+    double scale = knnwb_snn_weight_scale(weighting, lists->k);
     igraph_integer_t m = igraph_vector_size(&similarities);
     ok = knnwb_error_from_igraph(igraph_vector_resize(&out->weights, m), "resize", error);
     for (igraph_integer_t e = 0; ok && e < m; e++)
-      VECTOR(out->weights)[e] = 1.0 / VECTOR(similarities)[e] - 1.0;
+      VECTOR(out->weights)[e] = scale / VECTOR(similarities)[e] - 1.0;
     out->points = in->points;
   }
   igraph_vector_destroy(&similarities);
@@ -48,7 +50,7 @@ static gboolean knnwb_snn_graph_run(KnnwbStepContext *context, GError **error)
 const KnnwbStepType knnwb_step_snn_graph = {
     "snn-graph",
     "shared-nearest-neighbour graph of a directed kNN graph (R bluster's rank/number/jaccard "
-    "weights; edge distance 1/w - 1)",
+    "weights; edge distance scale/w - 1, scale k, k + 1 or 1)",
     knnwb_snn_graph_inputs,
     G_N_ELEMENTS(knnwb_snn_graph_inputs),
     knnwb_snn_graph_params,
