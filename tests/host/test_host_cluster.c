@@ -247,7 +247,34 @@ static void test_pipeline_steps(void)
                                                "p4\t14\t12\t7\t2\t0\n");
   g_autofree char *pipeline = host_test_write(dir, "p.xml", PIPELINE);
   g_autofree char *err = NULL;
-  int status = host_test_run(dir, NULL, &err, "run", "p.xml", NULL);
+  /* A .knn file from `knnwb knn` (directed, rank order) as MST-kNN's lists, through load-knn. */
+  int status = host_test_run(dir, NULL, &err, "knn", "points.tsv", "-k", "3", "--metric",
+                             "euclidean", "-o", "g.knn", "-q", NULL);
+  g_assert_cmpint(status, ==, 0);
+  g_autofree char *from_file = host_test_write(
+      dir, "fromfile.xml",
+      "<?xml version=\"1.0\"?>\n<pipeline name=\"fromfile\" version=\"1\">\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" "
+      "value=\"points.tsv\"/></step>\n"
+      "  <step id=\"knn\" type=\"load-knn\"><input name=\"points\" step=\"load\"/>\n"
+      "    <param name=\"path\" value=\"g.knn\"/></step>\n"
+      "  <step id=\"mstknn\" type=\"mst-knn\"><input name=\"data\" step=\"load\"/>\n"
+      "    <input name=\"knn\" step=\"knn\"/><param name=\"metric\" value=\"euclidean\"/>\n"
+      "    <param name=\"hierarchy\" value=\"fromfile.splits.tsv\"/></step>\n"
+      "  <step id=\"labels\" type=\"write-labels\"><input name=\"clusters\" step=\"mstknn\"/>\n"
+      "    <param name=\"path\" value=\"fromfile.tsv\"/></step>\n"
+      "</pipeline>\n");
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "run", "fromfile.xml", NULL);
+  if (status != 0)
+    g_printerr("%s", err);
+  g_assert_cmpint(status, ==, 0);
+  g_autofree char *from_file_labels = read_text(dir, "fromfile.tsv");
+  g_assert_true(g_str_has_prefix(from_file_labels, "row\tlabel\tcluster\tsize\n0\ta1\t0\t5\n"));
+  g_autofree char *splits = read_text(dir, "fromfile.splits.tsv");
+  g_assert_true(g_str_has_prefix(splits, "node\tparent\tsize\tk\tcluster\n0\tNA\t10\t2\tNA\n"));
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "run", "p.xml", NULL);
   if (status != 0)
     g_printerr("%s", err);
   g_assert_cmpint(status, ==, 0);
