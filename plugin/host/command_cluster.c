@@ -486,7 +486,8 @@ int knnwb_host_command_cluster(int argc, char **argv)
       context,
       "Clusters the rows of INPUT (CIBM, CSV, TSV, GCT, NPY or GEO, gzip or not, read as `knnwb "
       "knn` reads it):\n"
-      "  mst-knn         MST-kNN (Inostroza-Ponta et al.; the R package mstknnclust)\n"
+      "  mst-knn         MST-kNN (Inostroza-Ponta et al.; the R package mstknnclust); its splits:\n"
+      "                  --hierarchy, --newick\n"
       "  components      connected components of the kNN graph\n"
       "  single-linkage  cut of the exact MST (--height or --clusters; --newick, --linkage)\n"
       "  leiden, louvain, walktrap  igraph's community detection on the kNN or SNN graph, with\n"

@@ -15,10 +15,10 @@ static const KnnwbParamSpec knnwb_single_linkage_params[N_PARAMS] = {
     [CLUSTERS] = {"clusters", KNNWB_PARAM_INT, "0", 0, 1e12, NULL,
                   "number of clusters wanted (give height or clusters, not both)"},
     [NEWICK] = {"newick", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
-                "optional: the dendrogram as Newick (ape::read.tree, Bio.Phylo; one tree per "
+                "the dendrogram as Newick (ape::read.tree, Bio.Phylo; one tree per "
                 "component of a forest)"},
     [LINKAGE] = {"linkage", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
-                 "optional: the scipy linkage matrix, .npy or TSV (a forest lacks the merges at "
+                 "the scipy linkage matrix, .npy or TSV (a forest lacks the merges at "
                  "infinite height)"},
 };
 
