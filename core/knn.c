@@ -588,11 +588,21 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   gint64 prepare_start = g_get_monotonic_time();
   g_debug("knnwb: checks and allocation %.3f s", (double)(prepare_start - run_start) / 1e6);
   /* The reference first: a query shares its euclidean frame (column centring and scale). */
+  /* Manhattan: one scale for query and reference, from the larger magnitudes, so neither side's
+   * scores can overflow. */
+  KnnwbPrepared manhattan_frame = {0};
+  const KnnwbPrepared *reference_frame = NULL;
+  if (!self && given == NULL && options->metric == KNNWB_METRIC_MANHATTAN) {
+    manhattan_frame.scale_exponent = MAX(knnwb_prepare_manhattan_exponent(query_data),
+                                         knnwb_prepare_manhattan_exponent(reference_data));
+    reference_frame = &manhattan_frame;
+  }
   if (given != NULL) {
     reference = given;
   } else if (!self) {
     if (!knnwb_prepared_init(&reference_storage, reference_data, options->metric,
-                             options->drop_degenerate, "reference", threads, NULL, error))
+                             options->drop_degenerate, "reference", threads, reference_frame,
+                             error))
       goto checked;
     reference = &reference_storage;
   }

@@ -168,6 +168,14 @@ gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first,
                                         GError **error);
 
 /**
+ * Manhattan: the power of two e by which rows are scaled (scored as x 2^-e) so that float L1 sums
+ * of data's rows cannot overflow; 0 unless values come near the float limit. A query and its
+ * reference must share one e: pass the larger of the two, as the frame (like) of the reference.
+ * O(n d).
+ */
+int knnwb_prepare_manhattan_exponent(const KnnwbMatrix *data);
+
+/**
  * g_thread_try_new, with one warning per process when a thread cannot start (memory or process
  * limits). Callers go on with the threads they have. NULL when it failed.
  */

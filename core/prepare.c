@@ -42,6 +42,11 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
       break;
     }
     case KNNWB_METRIC_MANHATTAN:
+      if (p->scored_owned != NULL) {
+        float *out = p->scored_owned + i * d;
+        for (size_t j = 0; j < d; j++)
+          out[j] = (float)ldexp((double)row[j], -p->scale_exponent);
+      }
       break;
     default: {
       const float *source = row;
@@ -84,6 +89,24 @@ static void knnwb_prepare_euclidean_frame(KnnwbPrepared *p, const KnnwbMatrix *d
     for (size_t j = 0; j < d; j++)
       largest = MAX(largest, fabs((double)data->values[i * d + j] - p->column_mean[j]));
   p->scale_exponent = largest > 0.0 ? ilogb(largest) : 0;
+}
+
+/* The power of two that keeps float L1 sums finite: a sum of d terms |x - y| is at most
+ * 2 d max|x|, so max|x| 2^-e must stay below 2^127 / (4 d). 0 for all ordinary data, which is then
+ * scored as it is; near the float limit the rows are scaled, exactly except where a scaled value
+ * becomes subnormal (the refinement's bound allows for that). */
+int knnwb_prepare_manhattan_exponent(const KnnwbMatrix *data)
+{
+  const size_t cells = data->n_rows * data->n_cols;
+  float largest = 0.0f;
+  for (size_t c = 0; c < cells; c++)
+    largest = MAX(largest, fabsf(data->values[c]));
+  if (largest == 0.0f)
+    return 0;
+  int d_bits = 0;
+  while (d_bits < 64 && ((size_t)1 << d_bits) < data->n_cols)
+    d_bits++;
+  return MAX(0, ilogbf(largest) + 1 + d_bits + 2 - 127);
 }
 
 void knnwb_prepared_clear(KnnwbPrepared *p)
@@ -138,7 +161,16 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
     p->column_mean = knnwb_try_alloc(MAX(d, (size_t)1), sizeof(double), &ok);
     break;
   case KNNWB_METRIC_MANHATTAN:
-    p->scored = data->values;
+    /* The query shares the reference's scale; a query far beyond the reference's magnitudes may
+     * then score infinite, which the refinement treats as "unknown" and recomputes exactly. */
+    p->scale_exponent =
+        like != NULL ? like->scale_exponent : knnwb_prepare_manhattan_exponent(data);
+    if (p->scale_exponent > 0) {
+      p->scored_owned = knnwb_try_alloc(cells, sizeof(float), &ok);
+      p->scored = p->scored_owned;
+    } else {
+      p->scored = data->values;
+    }
     p->exact = data->values;
     break;
   default:
@@ -172,6 +204,8 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
     }
     p->score_scale = ldexp(1.0, 2 * p->scale_exponent);
   }
+  if (metric == KNNWB_METRIC_MANHATTAN)
+    p->score_scale = ldexp(1.0, p->scale_exponent);
   KnnwbPrepareLoop loop = {p, data, degenerate};
   knnwb_parallel_for(n_threads, n, 1024, knnwb_prepare_rows, &loop);
   for (size_t i = 0; i < n; i++)

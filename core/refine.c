@@ -113,6 +113,16 @@ static void knnwb_scored_sort(KnnwbScored *items, size_t m)
   }
 }
 
+/* L1 scores of rows scaled by 2^-e (e > 0 only near the float limit): scaling is exact except
+ * where a value becomes subnormal, off by at most 2^-150 each, so a sum of d differences is off by
+ * at most d 2^-149 besides the relative rounding. In data units. */
+static double knnwb_refine_l1_absolute(const KnnwbPrepared *reference)
+{
+  return reference->scale_exponent > 0
+             ? (double)reference->d * ldexp(1.0, reference->scale_exponent - 149)
+             : 0.0;
+}
+
 /* The screen's error bound per unit (screen.c); manhattan is always screened in float32. */
 static double knnwb_refine_slack(const KnnwbPrepared *query)
 {
@@ -130,12 +140,15 @@ static double knnwb_refine_reach(const KnnwbPrepared *query, const KnnwbPrepared
   return reference->max_norm;
 }
 
-/* TRUE when every pair scored at least worst_score (in float) is provably farther than kth. */
+/* TRUE when every pair scored at least worst_score (in float) is provably farther than kth. A
+ * score that is not finite (a float sum that overflowed) proves nothing. */
 static gboolean knnwb_refine_certified(const KnnwbPrepared *query, size_t query_row,
                                        const KnnwbPrepared *reference, float worst_score,
                                        double kth)
 {
   const double slack = knnwb_refine_slack(query);
+  if (!isfinite(worst_score))
+    return FALSE;
   switch (knnwb_metric_score_kind(query->metric)) {
   case KNNWB_SCORE_L2: {
     double qn = query->norm[query_row];
@@ -145,7 +158,8 @@ static gboolean knnwb_refine_certified(const KnnwbPrepared *query, size_t query_
     return kth * kth * (1.0 + 1e-12) < least_squared;
   }
   case KNNWB_SCORE_L1:
-    return kth * (1.0 + 1e-12) < (double)worst_score / (1.0 + slack);
+    return kth * (1.0 + 1e-12) < (double)worst_score * reference->score_scale / (1.0 + slack) -
+                                     knnwb_refine_l1_absolute(reference);
   default:
     return kth + 1e-12 < (double)worst_score - slack;
   }
@@ -158,6 +172,8 @@ static double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_
                                        const KnnwbPrepared *reference, float score)
 {
   const double slack = knnwb_refine_slack(query);
+  if (!isfinite(score))
+    return 0.0; /* an overflowed float score: the exact distance must be computed */
   switch (knnwb_metric_score_kind(query->metric)) {
   case KNNWB_SCORE_L2: {
     double qn = query->norm[query_row];
@@ -167,7 +183,9 @@ static double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_
     return least_squared > 0.0 ? sqrt(least_squared) * (1.0 - 1e-12) : 0.0;
   }
   case KNNWB_SCORE_L1:
-    return (double)score / (1.0 + slack) * (1.0 - 1e-12);
+    return MAX(0.0, ((double)score * reference->score_scale / (1.0 + slack) -
+                     knnwb_refine_l1_absolute(reference)) *
+                        (1.0 - 1e-12));
   default:
     return (double)score - slack - 1e-12;
   }
@@ -232,8 +250,13 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
   double kth = -INFINITY;
   for (size_t c = 0; c < count; c++) {
     if (c >= k && candidate_distance == NULL &&
-        knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
-      break; /* scores only grow from here, and so do the bounds */
+        knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth) {
+      /* Finite scores only grow from here, and so do their bounds; overflowed (infinite) scores
+       * sort last and bound nothing, so those are still computed. */
+      while (c + 1 < count && isfinite(candidates[c + 1].score))
+        c++;
+      continue;
+    }
     if (candidate_distance == NULL && c + 1 < count) {
       /* Candidate rows are scattered over the matrix: fetch the next one while this one computes.
        */

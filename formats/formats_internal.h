@@ -407,6 +407,22 @@ gboolean knnwb_formats_cancelled(const KnnwbWriteControl *control, const char *p
 /** Appends s as a TSV field, quoted like knnwb_formats_write_tsv_field. */
 void knnwb_text_chunk_put_tsv_field(KnnwbTextChunk *chunk, const char *s);
 
+/* ---- label text for the graph writers (escape.c) ---- */
+
+/**
+ * Appends text as XML 1.0 character data, safe in element content and in double-quoted
+ * attributes: markup and '"' escaped, tab/LF/CR as character references, code points XML 1.0
+ * cannot hold at all (other C0 controls, U+FFFE, U+FFFF) and invalid UTF-8 as U+FFFD. O(length).
+ */
+void knnwb_formats_put_xml_text(KnnwbTextChunk *out, const char *text);
+
+/**
+ * Appends text as a quoted GML string: ASCII only, '"', '&', controls and every non-ASCII code
+ * point as &-entities (&quot; &amp; &#N;), which networkx, igraph and yEd decode; invalid UTF-8
+ * repaired first. O(length).
+ */
+void knnwb_formats_put_gml_string(KnnwbTextChunk *out, const char *text);
+
 /* ---- appearance (appearance.c) ---- */
 
 /** Sizes and scales shared by the GML and GraphML writers. */

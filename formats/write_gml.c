@@ -17,31 +17,6 @@ void knnwb_formats_gml_options_init(KnnwbGmlOptions *options)
   options->edge_width = 1.0;
 }
 
-/* GML strings are ASCII without '"'; everything else goes as an &-entity (GML's own rule, which
- * networkx, igraph and yEd decode). Invalid UTF-8 bytes are replaced. */
-static void knnwb_gml_put_string(KnnwbTextChunk *out, const char *text)
-{
-  knnwb_text_chunk_putc(out, '"');
-  const char *end = NULL;
-  g_autofree char *repaired = NULL;
-  if (!g_utf8_validate(text, -1, &end))
-    text = repaired = g_utf8_make_valid(text, -1);
-  for (const char *p = text; *p != '\0'; p = g_utf8_next_char(p)) {
-    gunichar c = g_utf8_get_char(p);
-    if (c == '"')
-      knnwb_text_chunk_puts(out, "&quot;");
-    else if (c == '&')
-      knnwb_text_chunk_puts(out, "&amp;");
-    else if (c < 0x20 || c >= 0x7f) {
-      char entity[16];
-      g_snprintf(entity, sizeof entity, "&#%" G_GUINT32_FORMAT ";", (guint32)c);
-      knnwb_text_chunk_puts(out, entity);
-    } else
-      knnwb_text_chunk_putc(out, (char)c);
-  }
-  knnwb_text_chunk_putc(out, '"');
-}
-
 /* A GML real always has a '.', so every reader types it as a real, not an integer. */
 static void knnwb_gml_put_real(KnnwbTextChunk *out, double value)
 {
@@ -85,7 +60,7 @@ static void knnwb_gml_format_nodes(void *context, size_t first, size_t last, Knn
     knnwb_text_chunk_puts(out, "  node\n  [\n    id ");
     knnwb_text_chunk_put_int(out, v);
     knnwb_text_chunk_puts(out, "\n    label ");
-    knnwb_gml_put_string(out, label);
+    knnwb_formats_put_gml_string(out, label);
     const char *fill = "#C0C0C0";
     if (membership != NULL) {
       igraph_integer_t c = VECTOR(*membership)[v];
@@ -118,7 +93,7 @@ static void knnwb_gml_format_nodes(void *context, size_t first, size_t last, Knn
     knnwb_text_chunk_puts(out, "\"\n      outline \"");
     knnwb_text_chunk_puts(out, focus ? "#000000" : "#404040");
     knnwb_text_chunk_puts(out, "\"\n    ]\n    LabelGraphics\n    [\n      text ");
-    knnwb_gml_put_string(out, label);
+    knnwb_formats_put_gml_string(out, label);
     knnwb_text_chunk_puts(out, "\n      fontSize ");
     knnwb_text_chunk_put_int(
         out, MAX(1, lround(focus ? 1.5 * g->appearance->font_size : g->appearance->font_size)));

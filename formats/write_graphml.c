@@ -4,42 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-/* XML text: escape markup, drop what XML 1.0 cannot hold (most C0 controls), repair UTF-8. */
-static void knnwb_graphml_put_text(KnnwbTextChunk *out, const char *text)
-{
-  g_autofree char *repaired = NULL;
-  if (!g_utf8_validate(text, -1, NULL))
-    text = repaired = g_utf8_make_valid(text, -1);
-  for (const char *p = text; *p != '\0'; p++) {
-    unsigned char c = (unsigned char)*p;
-    switch (c) {
-    case '&':
-      knnwb_text_chunk_puts(out, "&amp;");
-      break;
-    case '<':
-      knnwb_text_chunk_puts(out, "&lt;");
-      break;
-    case '>':
-      knnwb_text_chunk_puts(out, "&gt;");
-      break;
-    case '"':
-      knnwb_text_chunk_puts(out, "&quot;");
-      break;
-    case '\t':
-      knnwb_text_chunk_puts(out, "&#9;");
-      break;
-    case '\n':
-      knnwb_text_chunk_puts(out, "&#10;");
-      break;
-    case '\r':
-      knnwb_text_chunk_puts(out, "&#13;");
-      break;
-    default:
-      knnwb_text_chunk_putc(out, c >= 0x20 ? (char)c : '?');
-    }
-  }
-}
-
 static void knnwb_graphml_put_real(KnnwbTextChunk *out, double value)
 {
   if (isnan(value))
@@ -67,7 +31,7 @@ static void knnwb_graphml_format_nodes(void *context, size_t first, size_t last,
     knnwb_text_chunk_puts(out, "    <node id=\"n");
     knnwb_text_chunk_put_int(out, v);
     knnwb_text_chunk_puts(out, "\"><data key=\"label\">");
-    knnwb_graphml_put_text(out, knnwb_formats_vertex_label(g->output->labels, v, scratch));
+    knnwb_formats_put_xml_text(out, knnwb_formats_vertex_label(g->output->labels, v, scratch));
     knnwb_text_chunk_puts(out, "</data>");
     if (g->output->membership != NULL) {
       knnwb_text_chunk_puts(out, "<data key=\"cluster\">");

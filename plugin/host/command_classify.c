@@ -71,6 +71,8 @@ int knnwb_host_command_classify(int argc, char **argv)
   size_t folds = 5;
   gboolean usage = TRUE;
   KnnwbHostProgress *progress = NULL;
+  /* Before the first goto: clang refuses a jump over a cleanup variable's initialisation. */
+  g_autofree char *table_path = NULL, *column = NULL;
   if (!g_option_context_parse(context, &argc, &argv, &error))
     goto fail;
   if (rest == NULL || rest[0] == NULL || rest[1] != NULL) {
@@ -93,7 +95,6 @@ int knnwb_host_command_classify(int argc, char **argv)
                 "cross-validation: give one of them");
     goto fail;
   }
-  g_autofree char *table_path = NULL, *column = NULL;
   if ((folds_text && !knnwb_classify_folds_from_string(folds_text, &folds, &error)) ||
       !knnwb_host_knn_options(&knn, TRUE, &options, &error) ||
       !knnwb_host_input_options(&input, &read_options, &error) ||
@@ -169,8 +170,9 @@ int knnwb_host_command_classify(int argc, char **argv)
     goto fail;
   if (!quiet) {
     if (query_path != NULL)
-      printf("%zu rows of %s classified against %s (k=%zu %s)\n", rows->n_rows, query_path, rest[0],
-             options.k, knnwb_metric_to_string(options.metric));
+      printf("%zu row%s of %s classified against %s (k=%zu %s)\n", rows->n_rows,
+             KNNWB_PLURAL(rows->n_rows), query_path, rest[0], options.k,
+             knnwb_metric_to_string(options.metric));
     else if (folds == 0)
       printf("leave-one-out over %s (k=%zu %s)\n", rest[0], options.k,
              knnwb_metric_to_string(options.metric));

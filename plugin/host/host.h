@@ -114,7 +114,10 @@ void knnwb_host_log_init(void);
 /** With quiet, notices (g_message/g_info) are not shown; warnings always are. */
 void knnwb_host_log_set_quiet(gboolean quiet);
 
-/** Returns NULL (no progress) when quiet or stderr is not a terminal. */
+/** The width of stderr's terminal (TIOCGWINSZ), else $COLUMNS, else 80. */
+int knnwb_host_terminal_width(void);
+/** Returns NULL (no progress) when quiet or stderr is not a terminal. The line fits the terminal's
+ * width (shorter forms, then cut). */
 KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 /** A KnnwbProgressFunc; data is the KnnwbHostProgress (NULL is fine). */
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);

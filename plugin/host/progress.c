@@ -1,5 +1,8 @@
-/* The progress line on a terminal: tiles done of total, rate and time left. */
+/* The progress line on a terminal: tiles done of total, rate and time left, fitted to the
+ * terminal's width (a line longer than the window wraps, and every update then scrolls). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include "host.h"
 
@@ -9,6 +12,18 @@ struct KnnwbHostProgress {
   gint64 start_us;
   gboolean printed;
 };
+
+int knnwb_host_terminal_width(void)
+{
+  struct winsize size;
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0)
+    return size.ws_col;
+  const char *columns = g_getenv("COLUMNS");
+  guint64 width = 0;
+  if (columns != NULL && g_ascii_string_to_unsigned(columns, 10, 1, 10000, &width, NULL))
+    return (int)width;
+  return 80;
+}
 
 KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet)
 {
@@ -41,9 +56,32 @@ void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data)
   } else if (done >= total) {
     g_snprintf(eta, sizeof eta, "0s");
   }
-  fprintf(stderr, "\r%s: %llu/%llu %s (%3.0f%%), %.1f %s/s, ETA %s   ", progress->label,
-          (unsigned long long)done, (unsigned long long)total, progress->unit,
-          100.0 * (double)done / (double)total, rate, progress->unit, eta);
+  double percent = 100.0 * (double)done / (double)total;
+  /* From the fullest form to the shortest; the first that fits is shown. */
+  char *forms[] = {
+      g_strdup_printf("%s: %llu/%llu %s (%.0f%%), %.1f %s/s, ETA %s", progress->label,
+                      (unsigned long long)done, (unsigned long long)total, progress->unit, percent,
+                      rate, progress->unit, eta),
+      g_strdup_printf("%s: %llu/%llu (%.0f%%), ETA %s", progress->label, (unsigned long long)done,
+                      (unsigned long long)total, percent, eta),
+      g_strdup_printf("%s: %.0f%%, ETA %s", progress->label, percent, eta),
+      g_strdup_printf("%.0f%% ETA %s", percent, eta),
+  };
+  /* One column stays free: writing into the last one makes some terminals wrap. */
+  glong room = MAX(knnwb_host_terminal_width() - 1, 1);
+  guint chosen = G_N_ELEMENTS(forms) - 1;
+  for (guint f = 0; f < G_N_ELEMENTS(forms); f++)
+    if (g_utf8_strlen(forms[f], -1) <= room) {
+      chosen = f;
+      break;
+    }
+  char *line = forms[chosen];
+  if (g_utf8_strlen(line, -1) > room)
+    *g_utf8_offset_to_pointer(line, room) = '\0';
+  /* \033[K clears what a longer earlier line left behind. */
+  fprintf(stderr, "\r%s\033[K", line);
+  for (guint f = 0; f < G_N_ELEMENTS(forms); f++)
+    g_free(forms[f]);
   fflush(stderr);
   progress->printed = TRUE;
 }

@@ -4,7 +4,27 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <glib.h>
+
+/*
+ * Limits this process's address space to what it maps now plus extra_bytes. A fixed limit (256 MiB,
+ * 1 GiB) is below what a CUDA-enabled build maps at start-up (libcublasLt alone is over 500 MB), so
+ * every allocation would fail before the code under test runs; the test wants the headroom, not the
+ * absolute figure. Returns FALSE when /proc or setrlimit is unavailable.
+ */
+static inline gboolean knnwb_test_cap_address_space(guint64 extra_bytes)
+{
+  g_autofree char *status_text = NULL;
+  if (!g_file_get_contents("/proc/self/status", &status_text, NULL, NULL))
+    return FALSE;
+  const char *line = strstr(status_text, "VmSize:");
+  if (line == NULL)
+    return FALSE;
+  guint64 mapped_bytes = g_ascii_strtoull(line + strlen("VmSize:"), NULL, 10) * 1024;
+  struct rlimit limit = {(rlim_t)(mapped_bytes + extra_bytes), (rlim_t)(mapped_bytes + extra_bytes)};
+  return setrlimit(RLIMIT_AS, &limit) == 0;
+}
 
 /*
  * Waits (up to 20 s) until /proc says process pid catches both SIGINT and SIGTERM. knnwb installs

@@ -247,7 +247,34 @@ static void test_pipeline_steps(void)
                                                "p4\t14\t12\t7\t2\t0\n");
   g_autofree char *pipeline = host_test_write(dir, "p.xml", PIPELINE);
   g_autofree char *err = NULL;
-  int status = host_test_run(dir, NULL, &err, "run", "p.xml", NULL);
+  /* A .knn file from `knnwb knn` (directed, rank order) as MST-kNN's lists, through load-knn. */
+  int status = host_test_run(dir, NULL, &err, "knn", "points.tsv", "-k", "3", "--metric",
+                             "euclidean", "-o", "g.knn", "-q", NULL);
+  g_assert_cmpint(status, ==, 0);
+  g_autofree char *from_file = host_test_write(
+      dir, "fromfile.xml",
+      "<?xml version=\"1.0\"?>\n<pipeline name=\"fromfile\" version=\"1\">\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" "
+      "value=\"points.tsv\"/></step>\n"
+      "  <step id=\"knn\" type=\"load-knn\"><input name=\"points\" step=\"load\"/>\n"
+      "    <param name=\"path\" value=\"g.knn\"/></step>\n"
+      "  <step id=\"mstknn\" type=\"mst-knn\"><input name=\"data\" step=\"load\"/>\n"
+      "    <input name=\"knn\" step=\"knn\"/><param name=\"metric\" value=\"euclidean\"/>\n"
+      "    <param name=\"hierarchy\" value=\"fromfile.splits.tsv\"/></step>\n"
+      "  <step id=\"labels\" type=\"write-labels\"><input name=\"clusters\" step=\"mstknn\"/>\n"
+      "    <param name=\"path\" value=\"fromfile.tsv\"/></step>\n"
+      "</pipeline>\n");
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "run", "fromfile.xml", NULL);
+  if (status != 0)
+    g_printerr("%s", err);
+  g_assert_cmpint(status, ==, 0);
+  g_autofree char *from_file_labels = read_text(dir, "fromfile.tsv");
+  g_assert_true(g_str_has_prefix(from_file_labels, "row\tlabel\tcluster\tsize\n0\ta1\t0\t5\n"));
+  g_autofree char *splits = read_text(dir, "fromfile.splits.tsv");
+  g_assert_true(g_str_has_prefix(splits, "node\tparent\tsize\tk\tcluster\n0\tNA\t10\t2\tNA\n"));
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "run", "p.xml", NULL);
   if (status != 0)
     g_printerr("%s", err);
   g_assert_cmpint(status, ==, 0);
@@ -280,6 +307,34 @@ static void test_pipeline_steps(void)
   host_test_rmtree(dir);
 }
 
+/* A forest of two components cannot be cut into one cluster: the step says what it returned and
+ * why. */
+static void test_forest_cut_count(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *data = host_test_write(dir, "points.tsv", TWO_GROUPS);
+  g_autofree char *pipeline = host_test_write(
+      dir, "forest.xml",
+      "<?xml version=\"1.0\"?>\n<pipeline name=\"forest\" version=\"1\">\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" "
+      "value=\"points.tsv\"/></step>\n"
+      "  <step id=\"knn\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>\n"
+      "    <param name=\"k\" value=\"2\"/><param name=\"metric\" value=\"euclidean\"/></step>\n"
+      "  <step id=\"forest\" type=\"spanning-forest\"><input name=\"graph\" step=\"knn\"/></step>\n"
+      "  <step id=\"cut\" type=\"single-linkage\"><input name=\"tree\" step=\"forest\"/>\n"
+      "    <param name=\"clusters\" value=\"1\"/></step>\n"
+      "  <step id=\"labels\" type=\"write-labels\"><input name=\"clusters\" step=\"cut\"/>\n"
+      "    <param name=\"path\" value=\"cut.tsv\"/></step>\n"
+      "</pipeline>\n");
+  g_autofree char *err = NULL;
+  int status = host_test_run(dir, NULL, &err, "run", "forest.xml", NULL);
+  g_assert_cmpint(status, ==, 0);
+  g_assert_nonnull(strstr(err, "asked for 1 cluster, returned 2: the tree is a forest"));
+  g_autofree char *labels = read_text(dir, "cut.tsv");
+  g_assert_nonnull(strstr(labels, "\n2\tb1\t1\t5\n"));
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -288,5 +343,6 @@ int main(int argc, char **argv)
   g_test_add_func("/host/cluster/bad-annotation", test_bad_annotation);
   g_test_add_func("/host/cluster/snn-and-cpm", test_snn_and_cpm);
   g_test_add_func("/host/cluster/pipeline-steps", test_pipeline_steps);
+  g_test_add_func("/host/cluster/forest-cut-count", test_forest_cut_count);
   return g_test_run();
 }

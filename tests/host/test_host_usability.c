@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pty.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include "host_test_util.h"
@@ -207,6 +209,138 @@ static void test_run_keeps_process_peak(void)
   g_assert_cmpfloat(process_peak, >=, 0.97 * biggest);
 }
 
+/* The examples' commands can be pasted: no "- -" stand-ins in the XML comments, and every command
+ * of share/examples/README.md runs as written (from a scratch directory, paths made absolute). */
+static void test_example_commands_paste(void)
+{
+  g_autofree char *examples = g_build_filename(KNNWB_SOURCE_DIR, "share", "examples", NULL);
+  g_autoptr(GDir) dir = g_dir_open(examples, 0, NULL);
+  g_assert_nonnull(dir);
+  const char *name;
+  while ((name = g_dir_read_name(dir)) != NULL) {
+    if (!g_str_has_suffix(name, ".xml"))
+      continue;
+    g_autofree char *path = g_build_filename(examples, name, NULL);
+    g_autofree char *text = read_text(path);
+    if (strstr(text, "- -") != NULL)
+      g_error("%s: a command written with '- -' cannot be pasted", path);
+  }
+  g_autofree char *readme_path = g_build_filename(examples, "README.md", NULL);
+  g_autofree char *readme = read_text(readme_path);
+  g_autofree char *work = g_build_filename(test_dir, "examples-run", NULL);
+  g_autofree char *outputs = g_build_filename(work, "demo-output", NULL);
+  g_assert_cmpint(g_mkdir_with_parents(outputs, 0755), ==, 0);
+  g_auto(GStrv) lines = g_strsplit(readme, "\n", -1);
+  guint n_commands = 0;
+  for (guint l = 0; lines[l]; l++) {
+    if (!g_str_has_prefix(lines[l], "build/bin/knnwb "))
+      continue;
+    g_auto(GStrv) argv = NULL;
+    g_assert_true(g_shell_parse_argv(lines[l], NULL, &argv, NULL));
+    g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(args, g_strdup(KNNWB_HOST_PROGRAM));
+    for (guint a = 1; argv[a]; a++)
+      g_ptr_array_add(args, g_str_has_prefix(argv[a], "share/")
+                                ? g_build_filename(KNNWB_SOURCE_DIR, argv[a], NULL)
+                                : g_strdup(argv[a]));
+    g_ptr_array_add(args, NULL);
+    g_auto(GStrv) envp = g_get_environ();
+    g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
+    envp = g_environ_setenv(envp, "KNNWB_PLUGIN_PATH", plugin_dir, TRUE);
+    int status = -1;
+    g_autofree char *err = NULL;
+    g_assert_true(g_spawn_sync(work, (char **)args->pdata, envp, G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                               NULL, NULL, &err, &status, NULL));
+    if (!g_spawn_check_wait_status(status, NULL))
+      g_error("share/examples/README.md: '%s' failed:\n%s", lines[l], err);
+    n_commands++;
+  }
+  g_assert_cmpuint(n_commands, >=, 7);
+}
+
+/* Runs `knnwb knn` with stderr on a pseudo-terminal of the given width (0: the size unset, so
+ * $COLUMNS decides) and returns everything the program wrote there. */
+static char *run_on_terminal(const char *input, const char *output, unsigned short width,
+                             const char *columns)
+{
+  struct winsize size = {.ws_row = 24, .ws_col = width};
+  int master = -1;
+  pid_t child = forkpty(&master, NULL, NULL, width > 0 ? &size : NULL);
+  g_assert_cmpint(child, >=, 0);
+  if (child == 0) {
+    g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
+    setenv("KNNWB_PLUGIN_PATH", plugin_dir, 1);
+    if (columns != NULL)
+      setenv("COLUMNS", columns, 1);
+    else
+      unsetenv("COLUMNS");
+    execl(KNNWB_HOST_PROGRAM, KNNWB_HOST_PROGRAM, "knn", input, "-k", "5", "--threads", "1",
+          "--memory", "1M", "-o", output, (char *)NULL);
+    _exit(127);
+  }
+  GString *text = g_string_new(NULL);
+  char buffer[4096];
+  for (;;) {
+    ssize_t got = read(master, buffer, sizeof buffer);
+    if (got <= 0)
+      break; /* EIO once the child has closed its side */
+    g_string_append_len(text, buffer, got);
+  }
+  int status = 0;
+  g_assert_cmpint(waitpid(child, &status, 0), ==, child);
+  close(master);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+  return g_string_free(text, FALSE);
+}
+
+/* Every progress line fits a 40-column terminal, from its size or from $COLUMNS. */
+static void test_progress_fits_terminal(void)
+{
+  g_autofree char *input = g_build_filename(test_dir, "progress.tsv", NULL);
+  FILE *file = fopen(input, "w");
+  g_assert_nonnull(file);
+  guint32 state = 777;
+  for (int i = 0; i < 3000; i++) {
+    fprintf(file, "a-rather-long-probe-label-%d", i);
+    for (int j = 0; j < 24; j++) {
+      state = state * 1664525u + 1013904223u;
+      fprintf(file, "\t%.3f", (double)(state >> 8) / 16777216.0);
+    }
+    fputc('\n', file);
+  }
+  g_assert_cmpint(fclose(file), ==, 0);
+  g_autofree char *output = g_build_filename(test_dir, "progress.knn", NULL);
+  struct {
+    unsigned short width;
+    const char *columns;
+  } terminals[] = {{40, NULL}, {0, "40"}, {200, "40"}};
+  for (size_t t = 0; t < G_N_ELEMENTS(terminals); t++) {
+    g_autofree char *text =
+        run_on_terminal(input, output, terminals[t].width, terminals[t].columns);
+    g_auto(GStrv) pieces = g_strsplit_set(text, "\r\n", -1);
+    guint progress_lines = 0;
+    size_t longest = 0;
+    for (guint p = 0; pieces[p]; p++) {
+      if (!g_str_has_prefix(pieces[p], "knn:"))
+        continue;
+      g_auto(GStrv) visible = g_strsplit(pieces[p], "\033[K", -1);
+      g_autofree char *shown = g_strjoinv("", visible);
+      longest = MAX(longest, (size_t)g_utf8_strlen(shown, -1));
+      progress_lines++;
+    }
+    g_test_message("terminal %u columns, COLUMNS=%s: %u progress lines, longest %zu",
+                   terminals[t].width, terminals[t].columns ? terminals[t].columns : "-",
+                   progress_lines, longest);
+    g_assert_cmpuint(progress_lines, >, 0);
+    /* The terminal's own size wins over COLUMNS; COLUMNS counts when the size is unknown. */
+    size_t limit = terminals[t].width > 0 ? terminals[t].width : 40;
+    g_assert_cmpuint(longest, <, limit);
+    if (terminals[t].width == 200)
+      g_assert_cmpuint(longest, >, 40); /* the full line, rate included */
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -215,6 +349,8 @@ int main(int argc, char **argv)
   g_test_add_func("/host/usability/validate-help", test_validate_help);
   g_test_add_func("/host/usability/label-column", test_label_column_convention);
   g_test_add_func("/host/usability/run-keeps-process-peak", test_run_keeps_process_peak);
+  g_test_add_func("/host/usability/example-commands-paste", test_example_commands_paste);
+  g_test_add_func("/host/usability/progress-fits-terminal", test_progress_fits_terminal);
   int status = g_test_run();
   host_test_rmtree(test_dir);
   g_free(test_dir);

@@ -10,6 +10,7 @@
 #include <knnwb/formats.h>
 #include <knnwb/knnwb.h>
 #include "host_test_util.h"
+#include "knnwb_test_process.h"
 #include "knnwb_kernels.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -48,8 +49,7 @@ static char *read_capped(const char *path, gboolean knn)
   if (pid == 0) {
     close(pipe_fds[0]);
 #ifndef KNNWB_TEST_ASAN
-    struct rlimit limit = {256u << 20, 256u << 20};
-    setrlimit(RLIMIT_AS, &limit);
+    knnwb_test_cap_address_space((guint64)256 << 20);
 #endif
     GError *error = NULL;
     gboolean ok;

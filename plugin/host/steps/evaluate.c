@@ -18,7 +18,7 @@ static const KnnwbParamSpec knnwb_evaluate_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_OUTPUT_FILE, NULL, 1, 0, NULL,
               "the summary (key<TAB>value: clusters, modularity, ari, nmi, ...)"},
     [CONTINGENCY] = {"contingency", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
-                     "optional: the contingency table (clusters x classes)"},
+                     "the contingency table (clusters x classes)"},
 };
 
 static const KnnwbPortSpec knnwb_evaluate_inputs[] = {

@@ -17,15 +17,15 @@ static const KnnwbParamSpec knnwb_mst_knn_params[N_PARAMS] = {
     [BACKEND] = {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_STEP_BACKENDS,
                  "backend of the kNN lists"},
     [HIERARCHY] = {"hierarchy", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
-                   "optional: the split hierarchy as TSV (node, parent, size, k, cluster)"},
+                   "the split hierarchy as TSV (node, parent, size, k, cluster)"},
     [NEWICK] = {"newick", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
-                "optional: the split hierarchy as Newick, the points as leaves"},
+                "the split hierarchy as Newick, the points as leaves"},
 };
 
 static const KnnwbPortSpec knnwb_mst_knn_inputs[] = {
     {"data", KNNWB_KIND_MATRIX, FALSE, "the points"},
     {"knn", KNNWB_KIND_GRAPH, TRUE,
-     "optional: the directed kNN graph of these points (knn-graph with graph=directed, or "
+     "the directed kNN graph of these points (knn-graph with graph=directed, or "
      "load-knn), reused when it lists at least floor(ln n) neighbours per point"},
 };
 

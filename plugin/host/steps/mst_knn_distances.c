@@ -15,7 +15,7 @@ static const KnnwbParamSpec knnwb_mst_knn_distances_params[N_PARAMS] = {
 
 static const KnnwbPortSpec knnwb_mst_knn_distances_inputs[] = {
     {"distances", KNNWB_KIND_MATRIX, TRUE,
-     "optional: an n x n distance matrix from another step (load-matrix), instead of path"},
+     "an n x n distance matrix from another step (load-matrix), instead of path"},
 };
 
 static gboolean knnwb_mst_knn_distances_run(KnnwbStepContext *context, GError **error)

@@ -15,10 +15,10 @@ static const KnnwbParamSpec knnwb_single_linkage_params[N_PARAMS] = {
     [CLUSTERS] = {"clusters", KNNWB_PARAM_INT, "0", 0, 1e12, NULL,
                   "number of clusters wanted (give height or clusters, not both)"},
     [NEWICK] = {"newick", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
-                "optional: the dendrogram as Newick (ape::read.tree, Bio.Phylo; one tree per "
+                "the dendrogram as Newick (ape::read.tree, Bio.Phylo; one tree per "
                 "component of a forest)"},
     [LINKAGE] = {"linkage", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
-                 "optional: the scipy linkage matrix, .npy or TSV (a forest lacks the merges at "
+                 "the scipy linkage matrix, .npy or TSV (a forest lacks the merges at "
                  "infinite height)"},
 };
 
@@ -84,8 +84,8 @@ static gboolean knnwb_single_linkage_run(KnnwbStepContext *context, GError **err
                                   &out->n_clusters, error))
     return FALSE;
   if (out->n_clusters != clusters)
-    g_warning("%s: asked for %" G_GINT64_FORMAT " clusters, returned %" IGRAPH_PRId ": %s",
-              context->step_id, clusters, out->n_clusters,
+    g_warning("%s: asked for %" G_GINT64_FORMAT " cluster%s, returned %" IGRAPH_PRId ": %s",
+              context->step_id, clusters, KNNWB_PLURAL(clusters), out->n_clusters,
               out->n_clusters > clusters
                   ? "the tree is a forest whose components are never joined (no edge between "
                     "them), so fewer clusters are impossible"
