@@ -47,10 +47,24 @@ static gboolean knnwb_distributed_has_rank_prefix(const char *message)
   return g_str_has_prefix(p, ": ");
 }
 
+/* Waits for a request without spinning: a rank that finished its share early (or waits for the
+ * lowest rank's message) must not take a core from the ranks still computing on the same host. */
+static void knnwb_distributed_wait(MPI_Request *request)
+{
+  int done = 0;
+  MPI_Test(request, &done, MPI_STATUS_IGNORE);
+  while (!done) {
+    g_usleep(200);
+    MPI_Test(request, &done, MPI_STATUS_IGNORE);
+  }
+}
+
 static gboolean knnwb_distributed_agree(const KnnwbKnnGroup *group, gboolean ok, GError **error)
 {
   int mine = ok ? INT_MAX : group->rank, lowest = INT_MAX;
-  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, knnwb_distributed_comm);
+  MPI_Request request;
+  MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, knnwb_distributed_comm, &request);
+  knnwb_distributed_wait(&request);
   if (lowest == INT_MAX)
     return TRUE;
   /* The lowest failing rank sends its error: domain name, code, message. */
@@ -117,7 +131,8 @@ static gboolean knnwb_distributed_exchange(const KnnwbKnnGroup *group, const voi
   }
   if (send_bytes[me] > 0)
     memmove(receive[me], send[me], MIN(send_bytes[me], receive_bytes[me]));
-  MPI_Waitall((int)used, requests, MPI_STATUSES_IGNORE);
+  for (size_t r = 0; r < used; r++)
+    knnwb_distributed_wait(&requests[r]);
   g_free(requests);
   return TRUE;
 }

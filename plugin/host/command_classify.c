@@ -170,8 +170,9 @@ int knnwb_host_command_classify(int argc, char **argv)
     goto fail;
   if (!quiet) {
     if (query_path != NULL)
-      printf("%zu rows of %s classified against %s (k=%zu %s)\n", rows->n_rows, query_path, rest[0],
-             options.k, knnwb_metric_to_string(options.metric));
+      printf("%zu row%s of %s classified against %s (k=%zu %s)\n", rows->n_rows,
+             KNNWB_PLURAL(rows->n_rows), query_path, rest[0], options.k,
+             knnwb_metric_to_string(options.metric));
     else if (folds == 0)
       printf("leave-one-out over %s (k=%zu %s)\n", rest[0], options.k,
              knnwb_metric_to_string(options.metric));

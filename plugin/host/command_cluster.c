@@ -185,10 +185,10 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
   igraph_integer_t n = igraph_vcount(&result->graph);
   igraph_integer_t wanted = (igraph_integer_t)MIN(command->clusters, (gint64)MAX(n, 1));
   if (wanted < command->clusters)
-    result->note =
-        g_strdup_printf("asked for %" G_GINT64_FORMAT " clusters, but there are only %" IGRAPH_PRId
-                        " points: returned %" IGRAPH_PRId " singletons",
-                        command->clusters, n, wanted);
+    result->note = g_strdup_printf(
+        "asked for %" G_GINT64_FORMAT " clusters, but there %s only %" IGRAPH_PRId
+        " point%s: returned %" IGRAPH_PRId " singleton%s",
+        command->clusters, n == 1 ? "is" : "are", n, KNNWB_PLURAL(n), wanted, KNNWB_PLURAL(wanted));
   return knnwb_clustering_cut_count(&result->graph, &result->distances, wanted, &result->membership,
                                     &result->n_clusters, error);
 }
@@ -576,10 +576,11 @@ int knnwb_host_command_cluster(int argc, char **argv)
   if (command.report)
     fputs(summary->str, stdout);
   if (!command.quiet)
-    g_printerr("knnwb: %zu rows, %s: %" IGRAPH_PRId " clusters -> %s (read %.2f s, cluster "
+    g_printerr("knnwb: %zu row%s, %s: %" IGRAPH_PRId " cluster%s -> %s (read %.2f s, cluster "
                "%.2f s)\n",
-               data->n_rows, command.method, result.n_clusters, command.output,
-               (double)(read_done - start) / 1e6, seconds);
+               data->n_rows, KNNWB_PLURAL(data->n_rows), command.method, result.n_clusters,
+               KNNWB_PLURAL(result.n_clusters), command.output, (double)(read_done - start) / 1e6,
+               seconds);
   status = 0;
   goto done;
 

@@ -21,7 +21,9 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
       {"labels", 0, 0, G_OPTION_ARG_FILENAME, &args->labels,
        "NPY: a side file with one row label per line", "FILE"},
       {"drop-missing", 0, 0, G_OPTION_ARG_NONE, &args->drop_missing,
-       "Drop rows with missing values (NA, empty, NaN) instead of failing", NULL},
+       "Rows with missing values (NA, empty, NaN, Inf) get no edges and keep their numbers, "
+       "instead of failing",
+       NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_add_main_entries(context, entries, NULL);
 }

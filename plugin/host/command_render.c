@@ -104,8 +104,10 @@ int knnwb_host_command_render(int argc, char **argv)
       !knnwb_host_outputs_commit(outputs, cancel, &error))
     goto out;
   if (!quiet)
-    g_printerr("knnwb: %u nodes, %u edges -> %s (%.2f s)\n", drawing->nodes->len,
-               drawing->edges->len, output, (double)(g_get_monotonic_time() - start) / 1e6);
+    g_printerr("knnwb: %u node%s, %u edge%s -> %s (%.2f s)\n", drawing->nodes->len,
+               KNNWB_PLURAL(drawing->nodes->len), drawing->edges->len,
+               KNNWB_PLURAL(drawing->edges->len), output,
+               (double)(g_get_monotonic_time() - start) / 1e6);
   status = 0;
 out:
   if (status != 0) {

@@ -329,7 +329,7 @@ static void test_forest_cut_count(void)
   g_autofree char *err = NULL;
   int status = host_test_run(dir, NULL, &err, "run", "forest.xml", NULL);
   g_assert_cmpint(status, ==, 0);
-  g_assert_nonnull(strstr(err, "asked for 1 clusters, returned 2: the tree is a forest"));
+  g_assert_nonnull(strstr(err, "asked for 1 cluster, returned 2: the tree is a forest"));
   g_autofree char *labels = read_text(dir, "cut.tsv");
   g_assert_nonnull(strstr(labels, "\n2\tb1\t1\t5\n"));
   host_test_rmtree(dir);

@@ -16,8 +16,10 @@ static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
     [LABEL_COLUMN] = {"label-column", KNNWB_PARAM_STRING, "1", 1, 0, NULL,
                       "CSV/TSV: the row labels' column: a number counted from 1 (as knnwb knn "
                       "--label-column), a header name, or none"},
-    [MISSING] = {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0, "error|drop-rows",
-                 "rows with missing values (NA, empty, NaN): an error, or dropped with a warning"},
+    [MISSING] =
+        {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0, "error|drop-rows",
+         "rows with missing values (NA, empty, NaN, Inf): an error, or left out with a warning "
+         "(they keep their row numbers and get no edges)"},
     [LABELS] = {"labels", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
                 "NPY: a side file with one row label per line"},
 };

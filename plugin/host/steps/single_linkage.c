@@ -84,8 +84,8 @@ static gboolean knnwb_single_linkage_run(KnnwbStepContext *context, GError **err
                                   &out->n_clusters, error))
     return FALSE;
   if (out->n_clusters != clusters)
-    g_warning("%s: asked for %" G_GINT64_FORMAT " clusters, returned %" IGRAPH_PRId ": %s",
-              context->step_id, clusters, out->n_clusters,
+    g_warning("%s: asked for %" G_GINT64_FORMAT " cluster%s, returned %" IGRAPH_PRId ": %s",
+              context->step_id, clusters, KNNWB_PLURAL(clusters), out->n_clusters,
               out->n_clusters > clusters
                   ? "the tree is a forest whose components are never joined (no edge between "
                     "them), so fewer clusters are impossible"
