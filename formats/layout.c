@@ -46,30 +46,35 @@ KnnwbLayout knnwb_formats_layout_choose(KnnwbLayout layout, igraph_integer_t n_v
 /* ---- progress and cancellation through igraph's interruption handler (process-wide) ---- */
 
 static const KnnwbWriteControl *knnwb_layout_control;
+static igraph_interruption_handler_t *knnwb_layout_previous;
 static uint64_t knnwb_layout_calls, knnwb_layout_expected;
+static gboolean knnwb_layout_interrupted;
 /* FR and UMAP return IGRAPH_INTERRUPTED when the handler says so; DrL (C++) calls the handler but
  * ignores its answer and runs to the end. */
 static gboolean knnwb_layout_stops;
 
 static igraph_error_t knnwb_layout_interruption(void *data)
 {
-  (void)data;
   const KnnwbWriteControl *control = knnwb_layout_control;
-  if (control == NULL)
-    return IGRAPH_SUCCESS;
   knnwb_layout_calls++;
-  if (control->progress != NULL)
+  if (control != NULL && control->progress != NULL)
     control->progress(MIN(knnwb_layout_calls, knnwb_layout_expected), knnwb_layout_expected,
                       control->progress_data);
-  if (control->cancel != NULL && *control->cancel != 0 && knnwb_layout_stops) {
-    /* igraph returns IGRAPH_INTERRUPTED from the iteration without freeing what the layout put on
-     * the FINALLY stack; the first IGRAPH_CHECK above it would free those entries after their
-     * frames are gone. Free them now, while the frames still live (knnwb_formats_layout_run is
-     * the outermost igraph caller, so the whole stack is the layout's). */
-    IGRAPH_FINALLY_FREE();
-    return IGRAPH_INTERRUPTED;
-  }
-  return IGRAPH_SUCCESS;
+  gboolean cancel = control != NULL && control->cancel != NULL && *control->cancel != 0;
+  if (!cancel && control == NULL && knnwb_layout_previous != NULL && knnwb_layout_stops)
+    /* No control of our own: the process's handler (the host's signals) decides. */
+    return knnwb_layout_previous(data);
+  if (!cancel)
+    return IGRAPH_SUCCESS;
+  knnwb_layout_interrupted = TRUE;
+  if (!knnwb_layout_stops)
+    return IGRAPH_SUCCESS; /* DrL would go on anyway: keep its FINALLY stack intact */
+  /* igraph returns IGRAPH_INTERRUPTED from the iteration without freeing what the layout put on
+   * the FINALLY stack; the first IGRAPH_CHECK above it would free those entries after their
+   * frames are gone. Free them now, while the frames still live (our own vectors are kept off
+   * that stack during the call). */
+  IGRAPH_FINALLY_FREE();
+  return IGRAPH_INTERRUPTED;
 }
 
 /* Distances become attractions in [~0.9, 10]: the nearest neighbours pull hardest. FR and DrL
@@ -117,46 +122,45 @@ static igraph_error_t knnwb_layout_umap_distances(const igraph_vector_t *distanc
 
 enum { KNNWB_FR_ITERATIONS = 500, KNNWB_UMAP_EPOCHS = 200 };
 
+/* Runs the igraph layout. The transformed weights stay off igraph's FINALLY stack: an interrupted
+ * layout empties that stack from the interruption handler, and DrL, which ignores interruptions,
+ * would otherwise return into a stack that no longer holds our entry. */
 static igraph_error_t knnwb_layout_compute(const igraph_t *graph, const igraph_vector_t *weights,
                                            KnnwbLayout layout, igraph_matrix_t *coordinates)
 {
   igraph_integer_t n = igraph_vcount(graph);
+  if (n == 0)
+    return igraph_matrix_resize(coordinates, 0, 2);
   igraph_vector_t transformed;
-  IGRAPH_VECTOR_INIT_FINALLY(&transformed, 0);
+  igraph_error_t code = igraph_vector_init(&transformed, 0);
+  if (code != IGRAPH_SUCCESS)
+    return code;
   const igraph_vector_t *w = NULL;
-  if (n == 0) {
-    IGRAPH_CHECK(igraph_matrix_resize(coordinates, 0, 2));
-  } else if (layout == KNNWB_LAYOUT_UMAP) {
-    if (weights != NULL) {
-      IGRAPH_CHECK(knnwb_layout_umap_distances(weights, &transformed));
-      w = &transformed;
-    }
+  if (weights != NULL) {
+    code = layout == KNNWB_LAYOUT_UMAP ? knnwb_layout_umap_distances(weights, &transformed)
+                                       : knnwb_layout_attractions(weights, &transformed);
+    w = &transformed;
+  }
+  if (code == IGRAPH_SUCCESS && layout == KNNWB_LAYOUT_UMAP) {
     knnwb_layout_expected = KNNWB_UMAP_EPOCHS;
-    IGRAPH_CHECK(igraph_layout_umap(graph, coordinates, /*use_seed=*/false, w, /*min_dist=*/0.1,
-                                    KNNWB_UMAP_EPOCHS, /*sampling_prob=*/0.3));
-  } else {
-    if (weights != NULL) {
-      IGRAPH_CHECK(knnwb_layout_attractions(weights, &transformed));
-      w = &transformed;
-    }
-    if (layout == KNNWB_LAYOUT_DRL) {
-      igraph_layout_drl_options_t options;
-      IGRAPH_CHECK(igraph_layout_drl_options_init(&options, IGRAPH_LAYOUT_DRL_DEFAULT));
-      knnwb_layout_expected =
-          (uint64_t)(options.init_iterations + options.liquid_iterations +
-                     options.expansion_iterations + options.cooldown_iterations +
-                     options.crunch_iterations + options.simmer_iterations);
-      IGRAPH_CHECK(igraph_layout_drl(graph, coordinates, /*use_seed=*/false, &options, w));
-    } else {
-      knnwb_layout_expected = KNNWB_FR_ITERATIONS;
-      IGRAPH_CHECK(igraph_layout_fruchterman_reingold(
-          graph, coordinates, /*use_seed=*/false, KNNWB_FR_ITERATIONS, sqrt((double)n),
-          IGRAPH_LAYOUT_AUTOGRID, w, NULL, NULL, NULL, NULL));
-    }
+    code = igraph_layout_umap(graph, coordinates, /*use_seed=*/false, w, /*min_dist=*/0.1,
+                              KNNWB_UMAP_EPOCHS, /*sampling_prob=*/0.3);
+  } else if (code == IGRAPH_SUCCESS && layout == KNNWB_LAYOUT_DRL) {
+    igraph_layout_drl_options_t options;
+    code = igraph_layout_drl_options_init(&options, IGRAPH_LAYOUT_DRL_DEFAULT);
+    knnwb_layout_expected = (uint64_t)(options.init_iterations + options.liquid_iterations +
+                                       options.expansion_iterations + options.cooldown_iterations +
+                                       options.crunch_iterations + options.simmer_iterations);
+    if (code == IGRAPH_SUCCESS)
+      code = igraph_layout_drl(graph, coordinates, /*use_seed=*/false, &options, w);
+  } else if (code == IGRAPH_SUCCESS) {
+    knnwb_layout_expected = KNNWB_FR_ITERATIONS;
+    code = igraph_layout_fruchterman_reingold(graph, coordinates, /*use_seed=*/false,
+                                              KNNWB_FR_ITERATIONS, sqrt((double)n),
+                                              IGRAPH_LAYOUT_AUTOGRID, w, NULL, NULL, NULL, NULL);
   }
   igraph_vector_destroy(&transformed);
-  IGRAPH_FINALLY_CLEAN(1);
-  return IGRAPH_SUCCESS;
+  return code;
 }
 
 /* Centre on the origin (yEd and the picture then open on the drawing) and scale so that drawn
@@ -229,15 +233,13 @@ gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *
   knnwb_layout_calls = 0;
   knnwb_layout_expected = 1;
   knnwb_layout_stops = chosen != KNNWB_LAYOUT_DRL;
-  igraph_interruption_handler_t *previous = NULL;
-  if (control != NULL)
-    previous = igraph_set_interruption_handler(knnwb_layout_interruption);
+  knnwb_layout_interrupted = FALSE;
+  knnwb_layout_previous = igraph_set_interruption_handler(knnwb_layout_interruption);
   igraph_error_t code = knnwb_layout_compute(graph, weights, chosen, coordinates);
-  if (control != NULL)
-    igraph_set_interruption_handler(previous);
+  igraph_set_interruption_handler(knnwb_layout_previous);
+  knnwb_layout_previous = NULL;
   knnwb_layout_control = NULL;
-  if (code == IGRAPH_INTERRUPTED ||
-      (code == IGRAPH_SUCCESS && control != NULL && control->cancel != NULL && *control->cancel)) {
+  if (code == IGRAPH_INTERRUPTED || (code == IGRAPH_SUCCESS && knnwb_layout_interrupted)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted during the %s layout",
                 knnwb_formats_layout_to_string(chosen));
     return FALSE;
