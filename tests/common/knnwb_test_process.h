@@ -8,21 +8,25 @@
 #include <glib.h>
 
 /*
- * Limits this process's address space to what it maps now plus extra_bytes. A fixed limit (256 MiB,
- * 1 GiB) is below what a CUDA-enabled build maps at start-up (libcublasLt alone is over 500 MB), so
- * every allocation would fail before the code under test runs; the test wants the headroom, not the
- * absolute figure. Returns FALSE when /proc or setrlimit is unavailable.
+ * What this process maps now, in KiB (0 when /proc is unavailable). A CUDA-enabled build maps over
+ * 500 MB of cuBLASLt at start-up, so address-space limits in tests are this figure plus the headroom
+ * the test wants, never a fixed figure (which would fail every allocation before the code under test
+ * runs). The knnwb program links the same libraries as the test programs.
  */
-static inline gboolean knnwb_test_cap_address_space(guint64 extra_bytes)
+static inline guint64 knnwb_test_mapped_kib(void)
 {
   g_autofree char *status_text = NULL;
   if (!g_file_get_contents("/proc/self/status", &status_text, NULL, NULL))
-    return FALSE;
+    return 0;
   const char *line = strstr(status_text, "VmSize:");
-  if (line == NULL)
-    return FALSE;
-  guint64 mapped_bytes = g_ascii_strtoull(line + strlen("VmSize:"), NULL, 10) * 1024;
-  struct rlimit limit = {(rlim_t)(mapped_bytes + extra_bytes), (rlim_t)(mapped_bytes + extra_bytes)};
+  return line == NULL ? 0 : g_ascii_strtoull(line + strlen("VmSize:"), NULL, 10);
+}
+
+/* Limits this process's address space to what it maps now plus extra_bytes; FALSE on failure. */
+static inline gboolean knnwb_test_cap_address_space(guint64 extra_bytes)
+{
+  guint64 bytes = knnwb_test_mapped_kib() * 1024 + extra_bytes;
+  struct rlimit limit = {(rlim_t)bytes, (rlim_t)bytes};
   return setrlimit(RLIMIT_AS, &limit) == 0;
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <unistd.h>
 #include "host_test_util.h"
+#include "knnwb_test_process.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KNNWB_TEST_ASAN 1
@@ -100,14 +101,22 @@ static void test_threads(void)
   g_assert_cmpint(run_limited(NULL, "knn data.csv -k 5 --threads 1 -q -o one.knn", &err), ==, 0);
   g_autofree char *one = NULL;
   g_assert_true(g_file_get_contents("one.knn", &one, NULL, NULL));
+  /* Limits are headroom above what the program maps at start (see knnwb_test_mapped_kib). */
+  guint64 mapped_kib = knnwb_test_mapped_kib();
+  g_autofree char *limit_2g = g_strdup_printf("ulimit -v %" G_GUINT64_FORMAT, mapped_kib + 2097152);
+  /* 2 GiB thread stacks in 6 GiB of headroom: two workers start, the third cannot, and what is left
+   * still holds OpenBLAS's per-thread buffers (OpenBLAS retries forever when those cannot be had,
+   * so the headroom must not be so tight that they fail too). */
+  g_autofree char *limit_stack =
+      g_strdup_printf("ulimit -s 2097152; ulimit -v %" G_GUINT64_FORMAT, mapped_kib + 6291456);
   struct {
     const char *limits;
     const char *threads;
     const char *warning;
   } cases[] = {
       {NULL, "100000", "100000 threads asked for; using"},
-      {"ulimit -v 2097152", "4096", "4096 threads asked for; using"},
-      {"ulimit -s 1048576; ulimit -v 4194304", "8", "cannot start a thread"},
+      {limit_2g, "4096", "4096 threads asked for; using"},
+      {limit_stack, "8", "cannot start a thread"},
   };
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
 #ifdef KNNWB_TEST_ASAN
