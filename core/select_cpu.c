@@ -13,12 +13,43 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <cblas.h>
 #include "knn_internal.h"
 
 /* OpenBLAS's own thread count; we run one single-threaded SGEMM per worker instead. */
 extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
+
+/* OpenBLAS takes a 128 MiB work buffer for every thread that calls SGEMM, and when that allocation
+ * fails it retries for ever (the program hangs instead of failing). Under an address-space limit
+ * (`ulimit -v`) the number of GEMM threads is therefore capped by the room left: each needs its
+ * buffer and its stack. Returns threads unchanged where there is no limit or /proc is unreadable. */
+static int knnwb_select_threads_for_address_space(int threads)
+{
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    return threads;
+  g_autofree char *status_text = NULL;
+  if (!g_file_get_contents("/proc/self/status", &status_text, NULL, NULL))
+    return threads;
+  const char *line = strstr(status_text, "VmSize:");
+  if (line == NULL)
+    return threads;
+  guint64 mapped = g_ascii_strtoull(line + strlen("VmSize:"), NULL, 10) * 1024;
+  struct rlimit stack;
+  guint64 stack_bytes = (guint64)8 << 20;
+  if (getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY)
+    stack_bytes = MAX(stack_bytes, (guint64)stack.rlim_cur);
+  const guint64 blas_buffer = (guint64)136 << 20, reserve = (guint64)64 << 20;
+  guint64 room = (guint64)limit.rlim_cur > mapped + reserve ? limit.rlim_cur - mapped - reserve : 0;
+  /* The calling thread needs only its buffer; every started thread a buffer and a stack. */
+  guint64 extra = room > blas_buffer ? (room - blas_buffer) / (blas_buffer + stack_bytes) : 0;
+  int fitting = (int)MIN((guint64)threads, 1 + extra);
+  if (fitting < threads)
+    g_debug("select: %d threads fit the address-space limit (of %d)", fitting, threads);
+  return fitting;
+}
 
 typedef struct {
   const KnnwbSelectJob *job;
@@ -290,6 +321,7 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
                   ? (all_tiles - s.share_index + s.share_count - 1) / s.share_count
                   : 0;
   threads = (int)MAX((uint64_t)1, MIN((uint64_t)threads, s.n_tiles));
+  threads = knnwb_select_threads_for_address_space(threads);
   s.heap_size = g_try_malloc0(nq * sizeof(int32_t));
   s.threshold = g_try_malloc(nq * sizeof(float));
   s.query_locks = g_new(GMutex, s.n_query_blocks);
