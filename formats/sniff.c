@@ -69,7 +69,7 @@ KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char
       knnwb_sniff_prefix(text, rest, "!series_matrix_table_begin", 26) ||
       knnwb_sniff_prefix(text, rest, "!Sample_", 8))
     KNNWB_SNIFF(KNNWB_CONTENT_GEO, "an NCBI GEO series matrix");
-  if (*text == '<' && text < end) {
+  if (text < end && *text == '<') {
     if (knnwb_sniff_find(text, rest, "<graphml") != NULL)
       KNNWB_SNIFF(KNNWB_CONTENT_GRAPHML, "GraphML (a graph, not a matrix)");
     if (knnwb_sniff_find(text, rest, "<MicroarrayData>") != NULL)
