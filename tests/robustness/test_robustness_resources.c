@@ -153,6 +153,7 @@ static void test_threads(void)
       "name=\"path\" value=\"p.knn\"/></step></pipeline>",
       data);
   g_autofree char *pipeline_path = host_test_write(test_dir, "p.xml", pipeline);
+  g_assert_true(g_file_test(pipeline_path, G_FILE_TEST_IS_REGULAR));
   g_clear_pointer(&err, g_free);
   g_assert_cmpint(run_limited(NULL, "run -q p.xml", &err), ==, 0);
   g_assert_nonnull(strstr(err, "4096 threads asked for; using"));
