@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 
 namespace knnwb_cuda
 {
@@ -65,6 +66,226 @@ __device__ __forceinline__ float component(const float4 &v, int u)
   return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w;
 }
 
+/* The score of product v, as score_of, with the kind fixed at compile time. */
+template <int kKind> __device__ __forceinline__ float kind_score(float v, float sq)
+{
+  if (kKind == KNNWB_SCORE_DOT)
+    return 1.0f - v;
+  if (kKind == KNNWB_SCORE_ABS_DOT)
+    return 1.0f - fabsf(v);
+  if (kKind == KNNWB_SCORE_L2)
+    return sq - 2.0f * v;
+  return v;
+}
+
+/*
+ * Reductions for the filter's test "does any of these products beat the threshold": the lowest
+ * score of products sharing sq. For DOT and ABS_DOT the score falls as the product (its magnitude)
+ * rises and rounding is monotone, so the lowest score is the score of the largest product, bit for
+ * bit: one max per product instead of a subtraction and a min. NaN (the filler of products outside
+ * the tile) is ignored by fmaxf/fminf and fails every comparison.
+ */
+template <int kKind> struct LowestScore {
+  float acc; /* start with NaN */
+  __device__ __forceinline__ void add(float v, float sq)
+  {
+    if (kKind == KNNWB_SCORE_DOT)
+      acc = fmaxf(acc, v);
+    else if (kKind == KNNWB_SCORE_ABS_DOT)
+      acc = fmaxf(acc, fabsf(v));
+    else
+      acc = fminf(acc, kind_score<kKind>(v, sq));
+  }
+  __device__ __forceinline__ float score() const
+  {
+    return kKind == KNNWB_SCORE_DOT || kKind == KNNWB_SCORE_ABS_DOT ? 1.0f - acc : acc;
+  }
+};
+
+/*
+ * Grid: (ceil(n_cols / 1024), ceil(n_rows / 16)); block: 256 threads, each 4 adjacent columns of 16
+ * rows (16 independent 16-byte loads in flight per thread, coalesced 512 bytes per warp and row).
+ * After a row's first tiles almost no pair passes, so the kernel must run at memory bandwidth: the
+ * common path is one max (or min) per product for the row test and one for the column test, then
+ * a warp vote; only rows and columns with a possible pass take the exact path (groups, invalid
+ * rows, the self pair, warp-aggregated appends).
+ * kGroups: pairs of one group are masked (exact MST searches); a separate instantiation keeps the
+ * common path free of the extra registers and loads. Two blocks per multiprocessor (at most 128
+ * registers) except for L2, whose squared norms would spill under that cap.
+ */
+template <int kKind, bool kGroups>
+__global__ void __launch_bounds__(kFilterThreads, kKind == KNNWB_SCORE_L2 ? 1 : 2) filter_kernel(SelectState st, TileGeom g)
+{
+  const int lane = threadIdx.x & 31;
+  const int j0 = blockIdx.x * kFilterCols + threadIdx.x * 4;
+  const int i0 = blockIdx.y * kFilterRows;
+  const float inf = __int_as_float(0x7f800000);
+  const float nan = __int_as_float(0x7fc00000);
+
+  float4 v[kFilterRows];
+#pragma unroll
+  for (int r = 0; r < kFilterRows; r++) {
+    const int i = i0 + r;
+    v[r] = (i < g.n_rows && j0 < g.n_cols)
+               ? __ldg(reinterpret_cast<const float4 *>(g.tile + (size_t)i * g.ld + j0))
+               : make_float4(nan, nan, nan, nan);
+  }
+  if (j0 + 4 > g.n_cols) {
+    /* the last columns of the tile: the products past n_cols are not pairs */
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++) {
+      if (j0 + 1 >= g.n_cols)
+        v[r].y = nan;
+      if (j0 + 2 >= g.n_cols)
+        v[r].z = nan;
+      if (j0 + 3 >= g.n_cols)
+        v[r].w = nan;
+    }
+  }
+  float col_sq[4], col_thr[4];
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    const int j = j0 + u;
+    const bool in = j < g.n_cols;
+    col_sq[u] = (kKind == KNNWB_SCORE_L2 && in) ? g.sqnorms[g.col_global0 + j] : 0.0f;
+    col_thr[u] = (in && g.do_cols) ? st.thr[g.col_state0 + j] : -inf;
+  }
+  float row_thr[kFilterRows];
+  unsigned row_hits = 0;
+#pragma unroll
+  for (int r = 0; r < kFilterRows; r++) {
+    const int i = i0 + r;
+    row_thr[r] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
+    LowestScore<kKind> low = {nan};
+    low.add(v[r].x, col_sq[0]);
+    low.add(v[r].y, col_sq[1]);
+    low.add(v[r].z, col_sq[2]);
+    low.add(v[r].w, col_sq[3]);
+    row_hits |= (unsigned)(low.score() < row_thr[r]) << r;
+  }
+  /* L2, column pass: the tile rows' squared norms (broadcast loads, re-read rather than held) */
+  auto row_sq = [&](int r) {
+    return (kKind == KNNWB_SCORE_L2 && i0 + r < g.n_rows) ? g.sqnorms[g.row_global0 + i0 + r]
+                                                          : 0.0f;
+  };
+  unsigned col_hits = 0;
+  if (g.do_cols) {
+    LowestScore<kKind> low[4] = {{nan}, {nan}, {nan}, {nan}};
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++) {
+      const float sq = row_sq(r);
+      low[0].add(v[r].x, sq);
+      low[1].add(v[r].y, sq);
+      low[2].add(v[r].z, sq);
+      low[3].add(v[r].w, sq);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+      col_hits |= (unsigned)(low[u].score() < col_thr[u]) << u;
+  }
+
+  /* Row pass: the warp's passing pairs of one row get contiguous slots from one atomic. */
+  const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
+  if (warp_rows) {
+    bool col_ok[4];
+    int col_grp[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int cand = g.col_global0 + j0 + u;
+      const bool in = j0 + u < g.n_cols;
+      col_ok[u] = in && !(g.invalid && g.invalid[cand]);
+      col_grp[u] = (kGroups && in) ? g.col_group[cand] : -1;
+    }
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++) {
+      if (!(warp_rows & (1u << r)))
+        continue;
+      const int i = i0 + r;
+      const int row_grp = (kGroups && i < g.n_rows) ? g.row_group[g.row_global0 + i] : -2;
+      float s[4];
+      unsigned m = 0;
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        s[u] = kind_score<kKind>(component(v[r], u), col_sq[u]);
+        const bool pass = col_ok[u] && s[u] < row_thr[r] && (!kGroups || row_grp != col_grp[u]) &&
+                          !(g.self && g.col_global0 + j0 + u == g.row_global0 + i);
+        m |= (unsigned)pass << u;
+      }
+      if (!__any_sync(kFullMask, m))
+        continue;
+      const int n = __popc(m);
+      int incl = n;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const int t = __shfl_up_sync(kFullMask, incl, off);
+        if (lane >= off)
+          incl += t;
+      }
+      const int total = __shfl_sync(kFullMask, incl, 31);
+      const int row = g.row_state0 + i;
+      int base = 0;
+      if (lane == 31) {
+        base = atomicAdd(&st.count[row], total);
+        if (base <= st.lazy_limit && base + total > st.lazy_limit)
+          enqueue_merge(st, i);
+        if (st.stats)
+          atomicAdd(&st.stats[0], (unsigned long long)total);
+      }
+      base = __shfl_sync(kFullMask, base, 31);
+      int pos = base + incl - n;
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        if (m & (1u << u)) {
+          if (pos < st.cap) {
+            st.cand_score[(size_t)row * st.cap + pos] = s[u];
+            st.cand_index[(size_t)row * st.cap + pos] = g.col_global0 + j0 + u;
+          }
+          pos++;
+        }
+      }
+    }
+  }
+
+  /* Column pass (self jobs, off-diagonal tiles): the pair (i, j) also offers i to row j. */
+  if (!col_hits)
+    return;
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    if (!(col_hits & (1u << u)))
+      continue;
+    const int j = j0 + u;
+    const int col_grp = kGroups ? g.col_group[g.col_global0 + j] : -1;
+    unsigned ok = 0;
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++) {
+      const int rg = g.row_global0 + i0 + r;
+      const bool pass = kind_score<kKind>(component(v[r], u), row_sq(r)) < col_thr[u] &&
+                        !(g.invalid && g.invalid[rg]) && (!kGroups || g.row_group[rg] != col_grp);
+      ok |= (unsigned)pass << r;
+    }
+    if (ok == 0)
+      continue;
+    const int n = __popc(ok);
+    const int row = g.col_state0 + j;
+    int pos = atomicAdd(&st.count[row], n);
+    if (pos <= st.lazy_limit && pos + n > st.lazy_limit)
+      enqueue_merge(st, (int)(kColumnFlag | (uint32_t)j));
+    if (st.stats)
+      atomicAdd(&st.stats[0], (unsigned long long)n);
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++) {
+      if (ok & (1u << r)) {
+        if (pos < st.cap) {
+          st.cand_score[(size_t)row * st.cap + pos] =
+              kind_score<kKind>(component(v[r], u), row_sq(r));
+          st.cand_index[(size_t)row * st.cap + pos] = g.row_global0 + i0 + r;
+        }
+        pos++;
+      }
+    }
+  }
+}
+
 /*
  * Grid: (ceil(n_cols / 1024), ceil(n_rows / 16)); block: 256 threads, each 4 adjacent columns of 16
  * rows (16 independent 16-byte loads in flight per thread).
@@ -72,7 +293,7 @@ __device__ __forceinline__ float component(const float4 &v, int u)
 /* kGroups: pairs of one group are masked (exact MST searches); a separate instantiation keeps the
  * common path free of the extra registers and loads. */
 template <bool kGroups>
-__global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, TileGeom g)
+__global__ void __launch_bounds__(kFilterThreads) filter_kernel_v1(SelectState st, TileGeom g)
 {
   const int lane = threadIdx.x & 31;
   const int j0 = blockIdx.x * kFilterCols + threadIdx.x * 4;
@@ -612,6 +833,42 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
 namespace
 {
 
+/* The filter kernel of the tile's score kind (and group masking). */
+template <bool kGroups>
+void launch_filter_groups(const SelectState &state, const TileGeom &geom, dim3 grid,
+                          cudaStream_t stream)
+{
+  switch (geom.kind) {
+  case KNNWB_SCORE_DOT:
+    filter_kernel<KNNWB_SCORE_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    break;
+  case KNNWB_SCORE_ABS_DOT:
+    filter_kernel<KNNWB_SCORE_ABS_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    break;
+  case KNNWB_SCORE_L2:
+    filter_kernel<KNNWB_SCORE_L2, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    break;
+  default:
+    filter_kernel<KNNWB_SCORE_L1, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    break;
+  }
+}
+
+void launch_filter(const SelectState &state, const TileGeom &geom, dim3 grid, cudaStream_t stream)
+{
+  if (geom.row_group)
+    launch_filter_groups<true>(state, geom, grid, stream);
+  else
+    launch_filter_groups<false>(state, geom, grid, stream);
+}
+
+/* TEMPORARY (profiling call): KNNWB_FILTER_V1=1 runs the previous filter kernel. */
+bool filter_v1()
+{
+  static const bool v1 = getenv("KNNWB_FILTER_V1") && *getenv("KNNWB_FILTER_V1") == '1';
+  return v1;
+}
+
 /* One filter pass over geom and the merge of the rows it queued. */
 cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
@@ -620,10 +877,14 @@ cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, cud
     return err;
   dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols,
             (geom.n_rows + kFilterRows - 1) / kFilterRows);
-  if (geom.row_group)
-    filter_kernel<true><<<grid, kFilterThreads, 0, stream>>>(state, geom);
-  else
-    filter_kernel<false><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  if (filter_v1()) {
+    if (geom.row_group)
+      filter_kernel_v1<true><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    else
+      filter_kernel_v1<false><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  } else {
+    launch_filter(state, geom, grid, stream);
+  }
   err = cudaGetLastError();
   if (err != cudaSuccess)
     return err;
