@@ -90,6 +90,13 @@ gboolean knnwb_knn_status_to_error(int status, const char *message, const char *
   return FALSE;
 }
 
+gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
+{
+  if (options->backend == KNNWB_BACKEND_CPU)
+    return FALSE;
+  return options->backend == KNNWB_BACKEND_CUDA || knnwb_cuda_device_count() > 0;
+}
+
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
                                   char **name, GError **error)
 {

@@ -93,6 +93,10 @@ typedef struct {
   gboolean group_split;
 } KnnwbKnnOptions;
 
+/** Whether a run with options would compute on GPUs (the cuda backend, or auto with a usable
+ * GPU). Never fails; O(1) after the first call. */
+gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options);
+
 /** Fills options with defaults (pearson, k = 10, auto backend, all threads, 256 MiB). */
 void knnwb_knn_options_init(KnnwbKnnOptions *options);
 
