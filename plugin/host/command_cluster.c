@@ -334,9 +334,9 @@ static gboolean knnwb_cluster_outputs_prepare(const KnnwbClusterCommand *command
         colon ? g_strndup(command->annotation, (gsize)(colon - command->annotation)) : NULL;
   }
   const char *inputs[] = {command->rest[0], annotation_table};
-  g_autofree char *input_identities[G_N_ELEMENTS(inputs)] = {NULL};
-  for (guint i = 0; i < G_N_ELEMENTS(inputs); i++)
-    input_identities[i] = inputs[i] ? knnwb_host_path_identity(inputs[i]) : NULL;
+  g_autofree char *matrix_identity = knnwb_host_path_identity(inputs[0]);
+  g_autofree char *table_identity = inputs[1] ? knnwb_host_path_identity(inputs[1]) : NULL;
+  const char *input_identities[] = {matrix_identity, table_identity};
   g_autoptr(GPtrArray) identities = g_ptr_array_new_with_free_func(g_free);
   for (int t = 0; t < KNNWB_CLUSTER_N_TARGETS; t++) {
     if (finals[t] == NULL)
