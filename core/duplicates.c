@@ -117,9 +117,18 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDupl
   }
   /* Groups numbered in the order of their first rows, so the distinct rows keep the data's order
    * and ties broken by distinct-row index are ties broken by row index. Members by row index. */
-  duplicates->representative = g_new(int64_t, n_unique);
-  duplicates->group_start = g_new0(size_t, n_unique + 1);
-  duplicates->members = g_new(int64_t, n);
+  const char *what = "the duplicate groups";
+  size_t *fill = NULL;
+  if ((duplicates->representative =
+           knnwb_try_new_array(n_unique, sizeof(int64_t), what, n, error)) == NULL ||
+      (duplicates->group_start =
+           knnwb_try_new0_array(n_unique + 1, sizeof(size_t), what, n, error)) == NULL ||
+      (duplicates->members = knnwb_try_new_array(n, sizeof(int64_t), what, n, error)) == NULL ||
+      (fill = knnwb_try_new_array(n_unique, sizeof(size_t), what, n, error)) == NULL) {
+    g_free(group_of);
+    knnwb_duplicates_clear(duplicates);
+    return FALSE;
+  }
   size_t next = 0;
   for (size_t i = 0; i < n; i++) {
     if (group_of[i] == (int64_t)i) {
@@ -132,7 +141,6 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDupl
   }
   for (size_t g = 0; g < n_unique; g++)
     duplicates->group_start[g + 1] += duplicates->group_start[g];
-  size_t *fill = g_new(size_t, n_unique);
   memcpy(fill, duplicates->group_start, n_unique * sizeof(size_t));
   for (size_t i = 0; i < n; i++)
     duplicates->members[fill[group_of[i]]++] = (int64_t)i;
