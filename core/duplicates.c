@@ -317,6 +317,53 @@ static void knnwb_duplicates_expand_rows(size_t first, size_t last, void *user)
   g_array_free(items, TRUE);
 }
 
+/* Query rows: no own copies; otherwise as knnwb_duplicates_expand_rows. Every group at or before
+ * the distance where k rows are reached takes part, each with at most k members. Groups cut off
+ * from the distinct list at the last listed distance come after every listed group at that
+ * distance (the engine breaks ties by distinct index, which follows the groups' first rows), and
+ * the listed groups' first rows alone fill k places before any of theirs: so the first k rows by
+ * (distance, index) are among the groups taken. */
+static void knnwb_duplicates_expand_query_rows(size_t first, size_t last, void *user)
+{
+  KnnwbExpandLoop *loop = user;
+  const KnnwbDuplicates *duplicates = loop->duplicates;
+  const KnnwbNeighbors *distinct = loop->distinct;
+  KnnwbNeighbors *result = loop->result;
+  const size_t k = result->k, kd = distinct->k;
+  GArray *items = g_array_new(FALSE, FALSE, sizeof(KnnwbExpandItem));
+  for (size_t i = first; i < last; i++) {
+    g_array_set_size(items, 0);
+    size_t count = 0;
+    double threshold = INFINITY;
+    for (size_t r = 0; r < (size_t)distinct->n_found[i]; r++) {
+      double distance = distinct->distances[i * kd + r];
+      if (distance > threshold)
+        break;
+      size_t h = (size_t)distinct->indices[i * kd + r];
+      count += knnwb_expand_add(duplicates, h, -1, distance, k, items);
+      if (count >= k && threshold == INFINITY)
+        threshold = distance;
+    }
+    g_array_sort(items, knnwb_expand_compare);
+    const KnnwbExpandItem *sorted = (const KnnwbExpandItem *)(void *)items->data;
+    size_t kept = MIN(k, (size_t)items->len);
+    for (size_t r = 0; r < k; r++) {
+      result->indices[i * k + r] = r < kept ? sorted[r].index : -1;
+      result->distances[i * k + r] = r < kept ? sorted[r].distance : INFINITY;
+    }
+    result->n_found[i] = (int32_t)kept;
+  }
+  g_array_free(items, TRUE);
+}
+
+void knnwb_duplicates_expand_query(const KnnwbDuplicates *duplicates,
+                                   const KnnwbNeighbors *distinct, int n_threads,
+                                   KnnwbNeighbors *result)
+{
+  KnnwbExpandLoop loop = {duplicates, NULL, distinct, result};
+  knnwb_parallel_for(n_threads, result->n_queries, 1024, knnwb_duplicates_expand_query_rows, &loop);
+}
+
 void knnwb_duplicates_expand(const KnnwbDuplicates *duplicates, const KnnwbPrepared *prepared,
                              const KnnwbNeighbors *distinct, int n_threads, KnnwbNeighbors *result)
 {

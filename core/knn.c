@@ -543,6 +543,45 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
   return ok;
 }
 
+/* The lists of rows row0 .. row0 + n_rows - 1 of query against a reference with exact duplicate
+ * rows: the lists against its distinct rows, expanded into result. In a group every rank does its
+ * own query rows, as without duplicates; the ranks agree after each step that can fail alone. */
+static gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                             const char *backend, KnnwbPrepared *query,
+                                             const KnnwbPrepared *reference,
+                                             const KnnwbDuplicates *duplicates, int threads,
+                                             const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
+                                             KnnwbNeighbors *result, GError **error)
+{
+  KnnwbPrepared distinct;
+  gboolean ok = knnwb_prepared_gather(&distinct, reference, duplicates->representative,
+                                      duplicates->n_unique, error);
+  if (group != NULL && !group->agree(group, ok, error)) {
+    if (ok)
+      knnwb_prepared_clear(&distinct);
+    return FALSE;
+  }
+  if (!ok)
+    return FALSE;
+  /* The gathered rows share the reference's bound on norms: the screen stays the same. */
+  knnwb_prepared_set_screen(query, &distinct, query->screen);
+  const size_t valid = distinct.n - distinct.n_invalid;
+  KnnwbKnnOptions distinct_options = *options;
+  distinct_options.k = MIN(options->k, valid);
+  g_autoptr(KnnwbNeighbors) lists = knnwb_knn_result_new(row0, n_rows, distinct_options.k, error);
+  ok = lists != NULL;
+  if (group != NULL && !group->agree(group, ok, error))
+    ok = FALSE;
+  ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, query, &distinct, FALSE, valid,
+                              threads, group, row0, n_rows, lists, error);
+  if (ok) {
+    result->n_reselected += lists->n_reselected;
+    knnwb_duplicates_expand_query(duplicates, lists, threads, result);
+  }
+  knnwb_prepared_clear(&distinct);
+  return ok;
+}
+
 /*
  * The engine. Alone: check, prepare, select, refine, re-select the uncertified rows. In a group
  * every rank does the same steps on the same matrices, but selects and refines only its share (the
@@ -654,6 +693,11 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
    * more candidates. (Every rank finds the same duplicates.) */
   if (ok && self)
     ok = knnwb_duplicates_find(query_data, threads, &duplicates, error);
+  /* Against a reference, copies among its rows tie at one distance from every query row just the
+   * same. (A reference prepared once for many queries, given, is searched as it is: hashing it on
+   * every call would cost more than a typical small query.) */
+  if (ok && !self && given == NULL && k > 0)
+    ok = knnwb_duplicates_find(reference_data, threads, &duplicates, error);
 checked:
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
@@ -689,6 +733,15 @@ checked:
     } else if (all != result) {
       knnwb_neighbors_free(all);
     }
+    goto out;
+  }
+  if (!self && duplicates.representative != NULL) {
+    g_debug("knnwb: %zu distinct reference rows of %zu", duplicates.n_unique,
+            reference_data->n_rows);
+    ok = knnwb_knn_distinct_reference(options, select, backend, &query, reference, &duplicates,
+                                      threads, group, first, last - first, result, error);
+    if (group != NULL && !group->agree(group, ok, error))
+      ok = FALSE;
     goto out;
   }
   ok = knnwb_knn_rounds(options, select, backend, &query, reference, self, available, threads,

@@ -178,6 +178,16 @@ gboolean knnwb_prepared_gather(KnnwbPrepared *out, const KnnwbPrepared *from, co
 void knnwb_duplicates_expand(const KnnwbDuplicates *duplicates, const KnnwbPrepared *prepared,
                              const KnnwbNeighbors *distinct, int n_threads, KnnwbNeighbors *result);
 
+/**
+ * The query lists against a reference with copies (duplicates: the reference's groups) from the
+ * lists against its distinct rows (distinct: one list per query row, k' = min(k, the valid
+ * distinct rows)): each distinct neighbour stands for its group's rows, all at its distance, and
+ * the first k by (distance, row index) are kept (result: same rows, k). O(rows k log k) typical.
+ */
+void knnwb_duplicates_expand_query(const KnnwbDuplicates *duplicates,
+                                   const KnnwbNeighbors *distinct, int n_threads,
+                                   KnnwbNeighbors *result);
+
 /** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
 void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
                         void (*body)(size_t first, size_t last, void *data), void *data);
