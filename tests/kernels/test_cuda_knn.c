@@ -229,7 +229,7 @@ static void test_refine_on_device(void)
     compare(hard, KNNWB_METRIC_PEARSON, 1000, 0, 1);
     compare(hard, KNNWB_METRIC_EUCLIDEAN, 1000, 0, 1);
     compare_query(query, m, KNNWB_METRIC_PEARSON, 1500, 0);
-    compare_query(query, m, KNNWB_METRIC_COSINE, 700, 96 * MIB + 2 * MIB);
+    compare_query(query, m, KNNWB_METRIC_COSINE, 700, 96 * MIB + 8 * MIB);
   }
   g_unsetenv("KNNWB_CUDA_HOST_REFINE");
   compare(m, KNNWB_METRIC_MANHATTAN, 1001, 96 * MIB + 16 * MIB, 1);
