@@ -10,8 +10,8 @@
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/refine_check.sh OUTDIR [MODE]
 #   bench: only the 384,126 runs and PyTorch (no tests, no subset, no memcheck);
 #   full: also the whole of test_cuda_knn (else its refine and large-k cases only);
-#   final: the whole of test_cuda_knn, the device refine and PyTorch at 384,126 (not the host
-#          refine nor FP16 there), the subset and memcheck.
+#   final: the whole of test_cuda_knn, the device refine on one and two GPUs and PyTorch at
+#          384,126 (not the host refine nor FP16 there), the subset and memcheck.
 set -uo pipefail
 out=${1:-/tmp/knnwb-refine}
 mode=${2:-}
@@ -42,6 +42,7 @@ run k4096_device $bench --n 384126 --k 4096 --no-select --no-floor
 CUDA_VISIBLE_DEVICES=${ONE_GPU:-0} timeout 200 python3 tests/bench_gpu/torch_baseline.py --n 384126 --k 4096 >"$out/torch.log" 2>&1
 echo "== torch rc=$?"; grep "^n = \|^| [0-9]" "$out/torch.log"
 [ "$mode" != final ] && run k4096_fp16 $bench --n 384126 --k 4096 --screen fp16 --no-select --no-floor
+[ "$mode" = final ] && ONE_GPU=0,1 run k4096_two_gpus $bench --n 384126 --k 4096 --no-select --no-floor
 [ "$mode" = bench ] && exit 0
 run subset_cuda $bench --n 20011 --k 4096 --no-select --no-floor
 run subset_cpu $bench --n 20011 --k 4096 --backend cpu --no-select --no-floor
