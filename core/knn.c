@@ -487,8 +487,6 @@ static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k,
     knnwb_neighbors_free(result);
     return NULL;
   }
-  knnwb_memory_advise_huge(result->indices, cells * sizeof(int64_t));
-  knnwb_memory_advise_huge(result->distances, cells * sizeof(double));
   knnwb_parallel_for(threads, cells, (size_t)1 << 20, knnwb_knn_result_clear, result);
   return result;
 }

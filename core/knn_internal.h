@@ -173,9 +173,6 @@ void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
 size_t knnwb_memory_available(void);
 /** "1.5 GiB" style text for messages; free with g_free. */
 char *knnwb_memory_format(size_t bytes);
-/** Asks the kernel for huge pages under an array of bytes (64 MiB or more; nothing otherwise, or
- * where it has no such advice): first touching tens of GB in 4 KiB pages costs seconds. */
-void knnwb_memory_advise_huge(void *memory, size_t bytes);
 
 /** knnwb_matrix_check_finite over rows [first, last) only (messages name the global row). */
 gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,

@@ -1,7 +1,6 @@
 /* How much memory the machine can give us, for refusing hopeless runs up front. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include "knn_internal.h"
@@ -68,19 +67,4 @@ size_t knnwb_memory_available(void)
 char *knnwb_memory_format(size_t bytes)
 {
   return g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
-}
-
-void knnwb_memory_advise_huge(void *memory, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-  const uintptr_t page = 4096, begin = ((uintptr_t)memory + page - 1) & ~(page - 1);
-  const uintptr_t end = ((uintptr_t)memory + bytes) & ~(page - 1);
-  if (memory == NULL || bytes < ((size_t)64 << 20) || end <= begin)
-    return;
-  /* Only advice: where the kernel gives no huge pages the memory works as before. */
-  (void)madvise((void *)begin, end - begin, MADV_HUGEPAGE);
-#else
-  (void)memory;
-  (void)bytes;
-#endif
 }
