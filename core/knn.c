@@ -125,6 +125,13 @@ gboolean knnwb_knn_status_to_error(int status, const char *message, const char *
   return FALSE;
 }
 
+gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
+{
+  if (options->backend == KNNWB_BACKEND_CPU)
+    return FALSE;
+  return options->backend == KNNWB_BACKEND_CUDA || knnwb_cuda_device_count() > 0;
+}
+
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
                                   char **name, GError **error)
 {
@@ -386,10 +393,9 @@ out:
   return ok;
 }
 
-/* The checks of a request that need no data pass: metric, k, shapes. */
-static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
-                                        const KnnwbMatrix *reference_data, gboolean self,
-                                        const KnnwbKnnOptions *options, GError **error)
+gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                               size_t held, size_t held_reference, gboolean self,
+                               const KnnwbKnnOptions *options, GError **error)
 {
   if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
@@ -401,13 +407,13 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
                 options->k);
     return FALSE;
   }
-  if (query_data->n_cols != reference_data->n_cols) {
+  if (d != d_reference) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "query rows have %zu column%s but reference rows have %zu", query_data->n_cols,
-                KNNWB_PLURAL(query_data->n_cols), reference_data->n_cols);
+                "query rows have %zu column%s but reference rows have %zu", d, KNNWB_PLURAL(d),
+                d_reference);
     return FALSE;
   }
-  if (query_data->n_cols == 1 && query_data->n_rows > 0 &&
+  if (d == 1 && n > 0 &&
       (options->metric == KNNWB_METRIC_PEARSON || options->metric == KNNWB_METRIC_ABS_PEARSON ||
        options->metric == KNNWB_METRIC_SPEARMAN)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
@@ -415,15 +421,15 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
                 "should the matrix be transposed?)");
     return FALSE;
   }
-  if (query_data->n_cols == 0 && query_data->n_rows > 0) {
+  if (d == 0 && n > 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                 "the rows have no columns: there is nothing to measure distances on");
     return FALSE;
   }
-  const size_t n = query_data->n_rows, k = options->k;
+  const size_t k = options->k;
   /* Before the memory estimate, so that a k beyond the rows is reported as that and not as a
    * request for petabytes (dropped rows can only lower the bound; checked again below). */
-  const size_t at_most = self ? (n > 0 ? n - 1 : 0) : reference_data->n_rows;
+  const size_t at_most = self ? (n > 0 ? n - 1 : 0) : n_reference;
   if (n > 0 && k > at_most) {
     g_set_error(
         error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -432,19 +438,19 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
     return FALSE;
   }
   size_t result_cells;
-  if (!knnwb_size_multiply(n, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
+  if (!knnwb_size_multiply(held, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "%zu rows x k = %zu neighbours overflow the address space", n, k);
+                "%zu rows x k = %zu neighbours overflow the address space", held, k);
     return FALSE;
   }
   /* Refuse up front what cannot fit: the lists (index + distance), the candidate lists of the
    * first round, and the prepared copy of the rows. Working tiles come on top but are bounded by
    * the memory budget. */
   const size_t margin = MAX((size_t)8, k / 8);
-  double needed = (double)n * (double)k * (sizeof(int64_t) + sizeof(double)) +
-                  (double)n * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
-                  (double)(n + (self ? 0 : reference_data->n_rows)) * (double)query_data->n_cols *
-                      sizeof(float) * (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
+  double needed = (double)held * (double)k * (sizeof(int64_t) + sizeof(double)) +
+                  (double)held * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
+                  (double)(held + (self ? 0 : held_reference)) * (double)d * sizeof(float) *
+                      (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
   size_t available = knnwb_memory_available();
   if (needed > (double)available) {
     g_autofree char *needed_text = knnwb_memory_format((size_t)MIN(needed, (double)SIZE_MAX));
@@ -458,6 +464,16 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
   return TRUE;
 }
 
+/* The checks of a request that need no data pass: metric, k, shapes. */
+static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
+                                        const KnnwbMatrix *reference_data, gboolean self,
+                                        const KnnwbKnnOptions *options, GError **error)
+{
+  return knnwb_knn_check_sizes(query_data->n_rows, reference_data->n_rows, query_data->n_cols,
+                               reference_data->n_cols, query_data->n_rows, reference_data->n_rows,
+                               self, options, error);
+}
+
 static void knnwb_knn_result_clear(size_t first, size_t last, void *user)
 {
   KnnwbNeighbors *result = user;
@@ -467,10 +483,9 @@ static void knnwb_knn_result_clear(size_t first, size_t last, void *user)
   }
 }
 
-/* Lists for rows [first, first + rows), every slot empty. Filled by threads: at large k the lists
- * are tens of GB, and their first touch (page faults) is the slow part. */
-static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, int threads,
-                                            GError **error)
+/* Lists for rows [first, first + rows), every slot empty. Filled by every core: at large k the
+ * lists are tens of GB, and their first touch (page faults) is the slow part. */
+KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error)
 {
   KnnwbNeighbors *result = g_new0(KnnwbNeighbors, 1);
   result->n_queries = rows;
@@ -487,7 +502,7 @@ static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k,
     knnwb_neighbors_free(result);
     return NULL;
   }
-  knnwb_parallel_for(threads, cells, (size_t)1 << 20, knnwb_knn_result_clear, result);
+  knnwb_parallel_for(0, cells, (size_t)1 << 20, knnwb_knn_result_clear, result);
   return result;
 }
 
@@ -579,7 +594,7 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
     size_t first = 0, last = distinct.n;
     if (group != NULL)
       knnwb_knn_group_rows(distinct.n, group->rank, group->size, &first, &last);
-    lists = knnwb_knn_result_new(first, last - first, distinct_options.k, threads, error);
+    lists = knnwb_knn_result_new(first, last - first, distinct_options.k, error);
     ok = lists != NULL;
     if (group != NULL && !group->agree(group, ok, error))
       ok = FALSE;
@@ -623,6 +638,9 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   const KnnwbKnnGroup *group = options->group ? options->group : knnwb_knn_group_get_default();
   if (group != NULL && group->size <= 1)
     group = NULL;
+  if (group != NULL && options->group_split)
+    return knnwb_knn_split_run(query_data, self ? NULL : reference_data, given, options, group,
+                               result_out, error);
   const size_t n = query_data->n_rows, k = options->k;
   size_t first = 0, last = n;
   if (group != NULL)
@@ -657,7 +675,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     if (!knnwb_matrix_check_finite_rows(reference_data, reference_first, reference_last, error))
       goto checked;
   }
-  result = knnwb_knn_result_new(first, last - first, k, threads, error);
+  result = knnwb_knn_result_new(first, last - first, k, error);
   if (result == NULL)
     goto checked;
   gint64 prepare_start = g_get_monotonic_time();
@@ -721,7 +739,7 @@ checked:
   if (self && duplicates.n_unique < n) {
     g_debug("knnwb: %zu distinct rows of %zu", duplicates.n_unique, n);
     /* Every rank expands every row (see knnwb_knn_distinct): the lists are whole already. */
-    KnnwbNeighbors *all = group != NULL ? knnwb_knn_result_new(0, n, k, threads, error) : result;
+    KnnwbNeighbors *all = group != NULL ? knnwb_knn_result_new(0, n, k, error) : result;
     ok = all != NULL;
     if (group != NULL && !group->agree(group, ok, error))
       ok = FALSE;

@@ -8,7 +8,10 @@
 #include "knnwb_test_process.h"
 #include <signal.h>
 #include <stdio.h>
+#include <errno.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <igraph.h>
 #include <knnwb/knnwb.h>
 #include "host_test_util.h"
@@ -226,6 +229,52 @@ static void test_pipeline_last_step(void)
   host_test_rmtree(dir);
 }
 
+/* A signal during a DrL layout (asked for by name) stops it within a second: DrL's own loop polls
+ * igraph's interruption handler only between iterations, and its set-up (a 1000 x 1000 density
+ * grid) and tear-down cannot be interrupted at all, so it runs in a child process that the run
+ * kills. The signals fall after the time the same run takes without a layout, inside DrL's first
+ * second (the whole layout takes several seconds here). The killed child must be gone too: the
+ * test is the subreaper of whatever knnwb leaves running, and no such process remains. */
+static void test_knn_drl_layout(void)
+{
+  g_assert_cmpint(prctl(PR_SET_CHILD_SUBREAPER, 1), ==, 0);
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = knnwb_test_write_npy(dir, 2000, 8, 11);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *output = g_build_filename(out_dir, "graph.gml", NULL);
+  char *no_layout[] = {
+      KNNWB_HOST_PROGRAM, "knn",  input, "-k", "10", "--threads", "1", "-o", output,
+      "--layout",         "none", NULL};
+  gint64 start = g_get_monotonic_time();
+  SignalResult plain = run_and_signal(no_layout, NULL, 60 * G_USEC_PER_SEC, SIGTERM);
+  gint64 before_layout_us = g_get_monotonic_time() - start;
+  g_assert_cmpint(plain.status, ==, 0);
+  g_test_message("without a layout the run takes %.3f s", (double)before_layout_us / 1e6);
+  char *old_texts[] = {"previous output\n", NULL};
+  char *outputs[] = {output, NULL};
+  g_assert_true(g_file_set_contents(output, old_texts[0], -1, NULL));
+  guint n_files = host_test_count_files(out_dir);
+  char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input, "-k", "10", "--threads", "1", "-o", output,
+                  "--layout",         "drl", NULL};
+  const gint64 into_layout_us[] = {20 * 1000, 150 * 1000, 400 * 1000, 700 * 1000};
+  for (guint r = 0; r < G_N_ELEMENTS(into_layout_us); r++) {
+    int signal_number = r % 2 ? SIGTERM : SIGINT;
+    SignalResult result =
+        run_and_signal(argv, NULL, before_layout_us + into_layout_us[r], signal_number);
+    /* DrL on 2,000 vertices takes seconds: every run is still laying out at the signal. */
+    g_assert_true(result.signalled);
+    g_assert_cmpint(result.status, !=, 0);
+    check_signalled_run(&result, signal_number, out_dir, n_files, outputs, old_texts, NULL);
+    int status = 0;
+    errno = 0;
+    g_assert_cmpint(waitpid(-1, &status, WNOHANG), ==, -1);
+    g_assert_cmpint(errno, ==, ECHILD);
+  }
+  g_assert_cmpint(prctl(PR_SET_CHILD_SUBREAPER, 0), ==, 0);
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
@@ -233,5 +282,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/signals/knn-random-moments", test_knn_random_moments);
   g_test_add_func("/robustness/signals/pipeline-random-moments", test_pipeline_random_moments);
   g_test_add_func("/robustness/signals/pipeline-last-step", test_pipeline_last_step);
+  g_test_add_func("/robustness/signals/drl-layout", test_knn_drl_layout);
   return g_test_run();
 }
