@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <new>
 
@@ -98,8 +99,16 @@ template <typename F> void parallel_rows(size_t n, int threads, size_t min_rows,
     return;
   }
   std::vector<std::thread> helpers;
-  for (int t = 1; t < parts; t++)
-    helpers.emplace_back(fn, n * t / parts, n * (t + 1) / parts);
+  int started = 1;
+  try {
+    helpers.reserve((size_t)parts);
+    for (; started < parts; started++)
+      helpers.emplace_back(fn, n * started / parts, n * (started + 1) / parts);
+  } catch (const std::exception &) {
+    /* A thread that cannot start (memory or process limits): this one does its part. */
+  }
+  for (int t = started; t < parts; t++)
+    fn(n * t / parts, n * (t + 1) / parts);
   fn((size_t)0, n / parts);
   for (auto &h : helpers)
     h.join();
