@@ -41,14 +41,50 @@ static void knnwb_duplicates_hash_rows(size_t first, size_t last, void *user)
   }
 }
 
-static int knnwb_duplicates_compare(const void *a, const void *b, void *user)
+/*
+ * order[0 .. n) = the rows 0 .. n-1 sorted by (hash, row): a stable LSD radix sort on the 64-bit
+ * hashes of rows given in row order, 8 passes of 8 bits (passes whose byte is the same in every
+ * hash are skipped). O(n) time and 2 n (hash, row) pairs of scratch; FALSE when that is not
+ * available. Replaces qsort_r with a comparator reading hash[] at random (about 0.25 s at
+ * 1.5 M rows, single-threaded, before every search).
+ */
+static gboolean knnwb_duplicates_sort(const guint64 *hash, size_t n, int64_t *order)
 {
-  const guint64 *hash = user;
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  guint64 hx = hash[x], hy = hash[y];
-  if (hx != hy)
-    return hx < hy ? -1 : 1;
-  return x < y ? -1 : (x > y);
+  typedef struct {
+    guint64 hash;
+    int64_t row;
+  } Pair;
+  Pair *a = g_try_malloc(n * sizeof(Pair)), *b = g_try_malloc(n * sizeof(Pair));
+  if (a == NULL || b == NULL) {
+    g_free(a);
+    g_free(b);
+    return FALSE;
+  }
+  for (size_t i = 0; i < n; i++)
+    a[i] = (Pair){hash[i], (int64_t)i};
+  for (int shift = 0; shift < 64; shift += 8) {
+    size_t count[256] = {0};
+    for (size_t i = 0; i < n; i++)
+      count[(a[i].hash >> shift) & 0xff]++;
+    if (count[(a[0].hash >> shift) & 0xff] == n)
+      continue; /* every hash has this byte: the pass would not move anything */
+    size_t start = 0;
+    for (int digit = 0; digit < 256; digit++) {
+      size_t c = count[digit];
+      count[digit] = start;
+      start += c;
+    }
+    for (size_t i = 0; i < n; i++)
+      b[count[(a[i].hash >> shift) & 0xff]++] = a[i];
+    Pair *t = a;
+    a = b;
+    b = t;
+  }
+  for (size_t i = 0; i < n; i++)
+    order[i] = a[i].row;
+  g_free(a);
+  g_free(b);
+  return TRUE;
 }
 
 void knnwb_duplicates_clear(KnnwbDuplicates *duplicates)
@@ -81,9 +117,14 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDupl
   }
   KnnwbHashLoop loop = {data, hash};
   knnwb_parallel_for(n_threads, n, 4096, knnwb_duplicates_hash_rows, &loop);
-  for (size_t i = 0; i < n; i++)
-    order[i] = (int64_t)i;
-  qsort_r(order, n, sizeof *order, knnwb_duplicates_compare, hash);
+  if (!knnwb_duplicates_sort(hash, n, order)) {
+    g_free(hash);
+    g_free(order);
+    g_free(group_of);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the row hashes of %zu rows", n);
+    return FALSE;
+  }
 
   /* Within a run of equal hashes (in row order), each row joins the first earlier row with the
    * same bytes, or is the first of its group. group_of holds the representative row for now. */
