@@ -414,6 +414,88 @@ static void test_screen_precisions(void)
   knnwb_neighbors_free(nb);
 }
 
+/* (distance, index) order of the device refine's emulation below. */
+static int refine_pair_compare(const void *a, const void *b)
+{
+  const double *x = a, *y = b;
+  if (x[0] != y[0])
+    return x[0] < y[0] ? -1 : 1;
+  return x[1] < y[1] ? -1 : (x[1] > y[1]);
+}
+
+/* A GPU that refines its lists itself hands core the k nearest valid candidates, their worst
+ * score and their count (kernels/lists_refine.cu); knnwb_refine_certify_row must then give what
+ * knnwb_refine_row gives from the whole candidate list: the same lists (padding included) and the
+ * same certificate. Random lists with empty slots, the row itself, fewer valid candidates than k,
+ * every row a candidate, and scores both inside and outside the certificate's window. */
+static void test_refine_certify_as_refine(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(203, 11, 31);
+  g_autoptr(GError) error = NULL;
+  KnnwbPrepared p;
+  g_assert_true(knnwb_prepared_init(&p, m, KNNWB_METRIC_PEARSON, FALSE, "data", 1, NULL, &error));
+  g_assert_no_error(error);
+  knnwb_prepared_set_screen(&p, &p, KNNWB_SCREEN_FP32);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(32);
+  const size_t available = m->n_rows - 1;
+  static const size_t ks[] = {1, 7, 64, 150, 202};
+  size_t certified = 0, uncertified = 0;
+  for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++)
+    for (size_t i = 0; i < m->n_rows; i += 3) {
+      const size_t k = ks[ki], kc = MIN(k + 8 + (size_t)g_rand_int_range(rng, 0, 20), 203);
+      int64_t *index = g_new(int64_t, kc), *out_a = g_new(int64_t, k), *out_b = g_new(int64_t, k);
+      float *score = g_new(float, kc);
+      double *distance = g_new(double, kc), *dist_a = g_new(double, k), *dist_b = g_new(double, k);
+      double *pairs = g_new(double, 2 * kc);
+      /* kc distinct rows (the row itself among them now and then), some slots empty */
+      const int64_t start = g_rand_int_range(rng, 0, (gint32)m->n_rows);
+      const double shift = g_rand_double_range(rng, -0.3, 0.3);
+      size_t valid = 0, n_pairs = 0;
+      float worst = -INFINITY;
+      for (size_t c = 0; c < kc; c++) {
+        index[c] = (start + (int64_t)c) % (int64_t)m->n_rows;
+        if (g_rand_int_range(rng, 0, 10) == 0)
+          index[c] = -1;
+        distance[c] = index[c] >= 0 ? knnwb_prepared_distance(&p, i, &p, (size_t)index[c]) : NAN;
+        score[c] = index[c] >= 0 ? (float)(distance[c] + shift) : INFINITY;
+        if (index[c] >= 0 && score[c] > worst)
+          worst = score[c];
+        if (index[c] >= 0 && index[c] != (int64_t)i) {
+          pairs[2 * n_pairs] = distance[c];
+          pairs[2 * n_pairs + 1] = (double)index[c];
+          n_pairs++;
+          valid++;
+        }
+      }
+      gboolean a = knnwb_refine_row(&p, i, &p, (int64_t)i, index, score, distance, kc, available, k,
+                                    out_a, dist_a);
+      qsort(pairs, n_pairs, 2 * sizeof(double), refine_pair_compare);
+      for (size_t r = 0; r < k; r++) { /* what the device writes; past the valid ones, junk */
+        out_b[r] = r < n_pairs ? (int64_t)pairs[2 * r + 1] : 12345;
+        dist_b[r] = r < n_pairs ? pairs[2 * r] : -1.0;
+      }
+      gboolean b = knnwb_refine_certify_row(&p, i, &p, worst, valid, available, k, out_b, dist_b);
+      g_assert_cmpint(a, ==, b);
+      g_assert_cmpmem(out_a, k * sizeof(int64_t), out_b, k * sizeof(int64_t));
+      g_assert_cmpmem(dist_a, k * sizeof(double), dist_b, k * sizeof(double));
+      if (a)
+        certified++;
+      else
+        uncertified++;
+      g_free(index);
+      g_free(out_a);
+      g_free(out_b);
+      g_free(score);
+      g_free(distance);
+      g_free(dist_a);
+      g_free(dist_b);
+      g_free(pairs);
+    }
+  g_assert_cmpuint(certified, >, 0);
+  g_assert_cmpuint(uncertified, >, 0);
+  knnwb_prepared_clear(&p);
+}
+
 static void test_bad_inputs(void)
 {
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(8, 4, 1);
@@ -694,6 +776,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/seed-sample", test_seed_sample_correlations);
   g_test_add_func("/knn/bad-inputs", test_bad_inputs);
   g_test_add_func("/knn/screen-precisions", test_screen_precisions);
+  g_test_add_func("/knn/refine/certify-as-refine", test_refine_certify_as_refine);
   g_test_add_func("/knn/empty", test_empty_input);
   g_test_add_func("/knn/refused-up-front", test_refused_up_front);
   g_test_add_func("/knn/nearest-outside-group", test_nearest_outside_group);
