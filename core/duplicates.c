@@ -158,9 +158,18 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDupl
   }
   /* Groups numbered in the order of their first rows, so the distinct rows keep the data's order
    * and ties broken by distinct-row index are ties broken by row index. Members by row index. */
-  duplicates->representative = g_new(int64_t, n_unique);
-  duplicates->group_start = g_new0(size_t, n_unique + 1);
-  duplicates->members = g_new(int64_t, n);
+  const char *what = "the duplicate groups";
+  size_t *fill = NULL;
+  if ((duplicates->representative =
+           knnwb_try_new_array(n_unique, sizeof(int64_t), what, n, error)) == NULL ||
+      (duplicates->group_start =
+           knnwb_try_new0_array(n_unique + 1, sizeof(size_t), what, n, error)) == NULL ||
+      (duplicates->members = knnwb_try_new_array(n, sizeof(int64_t), what, n, error)) == NULL ||
+      (fill = knnwb_try_new_array(n_unique, sizeof(size_t), what, n, error)) == NULL) {
+    g_free(group_of);
+    knnwb_duplicates_clear(duplicates);
+    return FALSE;
+  }
   size_t next = 0;
   for (size_t i = 0; i < n; i++) {
     if (group_of[i] == (int64_t)i) {
@@ -173,7 +182,6 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDupl
   }
   for (size_t g = 0; g < n_unique; g++)
     duplicates->group_start[g + 1] += duplicates->group_start[g];
-  size_t *fill = g_new(size_t, n_unique);
   memcpy(fill, duplicates->group_start, n_unique * sizeof(size_t));
   for (size_t i = 0; i < n; i++)
     duplicates->members[fill[group_of[i]]++] = (int64_t)i;
@@ -348,6 +356,53 @@ static void knnwb_duplicates_expand_rows(size_t first, size_t last, void *user)
     result->n_found[i] = (int32_t)kept;
   }
   g_array_free(items, TRUE);
+}
+
+/* Query rows: no own copies; otherwise as knnwb_duplicates_expand_rows. Every group at or before
+ * the distance where k rows are reached takes part, each with at most k members. Groups cut off
+ * from the distinct list at the last listed distance come after every listed group at that
+ * distance (the engine breaks ties by distinct index, which follows the groups' first rows), and
+ * the listed groups' first rows alone fill k places before any of theirs: so the first k rows by
+ * (distance, index) are among the groups taken. */
+static void knnwb_duplicates_expand_query_rows(size_t first, size_t last, void *user)
+{
+  KnnwbExpandLoop *loop = user;
+  const KnnwbDuplicates *duplicates = loop->duplicates;
+  const KnnwbNeighbors *distinct = loop->distinct;
+  KnnwbNeighbors *result = loop->result;
+  const size_t k = result->k, kd = distinct->k;
+  GArray *items = g_array_new(FALSE, FALSE, sizeof(KnnwbExpandItem));
+  for (size_t i = first; i < last; i++) {
+    g_array_set_size(items, 0);
+    size_t count = 0;
+    double threshold = INFINITY;
+    for (size_t r = 0; r < (size_t)distinct->n_found[i]; r++) {
+      double distance = distinct->distances[i * kd + r];
+      if (distance > threshold)
+        break;
+      size_t h = (size_t)distinct->indices[i * kd + r];
+      count += knnwb_expand_add(duplicates, h, -1, distance, k, items);
+      if (count >= k && threshold == INFINITY)
+        threshold = distance;
+    }
+    g_array_sort(items, knnwb_expand_compare);
+    const KnnwbExpandItem *sorted = (const KnnwbExpandItem *)(void *)items->data;
+    size_t kept = MIN(k, (size_t)items->len);
+    for (size_t r = 0; r < k; r++) {
+      result->indices[i * k + r] = r < kept ? sorted[r].index : -1;
+      result->distances[i * k + r] = r < kept ? sorted[r].distance : INFINITY;
+    }
+    result->n_found[i] = (int32_t)kept;
+  }
+  g_array_free(items, TRUE);
+}
+
+void knnwb_duplicates_expand_query(const KnnwbDuplicates *duplicates,
+                                   const KnnwbNeighbors *distinct, int n_threads,
+                                   KnnwbNeighbors *result)
+{
+  KnnwbExpandLoop loop = {duplicates, NULL, distinct, result};
+  knnwb_parallel_for(n_threads, result->n_queries, 1024, knnwb_duplicates_expand_query_rows, &loop);
 }
 
 void knnwb_duplicates_expand(const KnnwbDuplicates *duplicates, const KnnwbPrepared *prepared,
