@@ -30,6 +30,9 @@ void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
   g_free(neighbors);
 }
 
+/* The smallest k whose lists a GPU backend sorts and cuts itself (see knnwb_knn_round). */
+#define KNNWB_KNN_DEVICE_REFINE_MIN_K 64
+
 typedef struct {
   const KnnwbPrepared *query, *reference;
   gboolean self;
@@ -70,6 +73,41 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
   }
 }
 
+/* Rows the backend refined (sorted and cut to k into result): only the certificate is left. */
+typedef struct {
+  const KnnwbPrepared *query, *reference;
+  size_t k, available, row0;
+  const float *worst;   /* per job row: the largest candidate score */
+  const int32_t *valid; /* per job row: the valid candidates */
+  KnnwbNeighbors *result;
+  unsigned char *uncertified;
+} KnnwbCertifyLoop;
+
+static void knnwb_certify_rows(size_t first, size_t last, void *user)
+{
+  KnnwbCertifyLoop *loop = user;
+  KnnwbNeighbors *result = loop->result;
+  for (size_t t = first; t < last; t++) {
+    size_t i = loop->row0 + t, slot = i - result->first_row;
+    int64_t *out_index = result->indices + slot * loop->k;
+    double *out_distance = result->distances + slot * loop->k;
+    if (loop->query->invalid != NULL && loop->query->invalid[i]) {
+      for (size_t r = 0; r < loop->k; r++) {
+        out_index[r] = -1;
+        out_distance[r] = INFINITY;
+      }
+      result->n_found[slot] = 0;
+      loop->uncertified[t] = 0;
+      continue;
+    }
+    gboolean ok = knnwb_refine_certify_row(loop->query, i, loop->reference, loop->worst[t],
+                                           (size_t)MAX(loop->valid[t], 0), loop->available, loop->k,
+                                           out_index, out_distance);
+    result->n_found[slot] = (int32_t)loop->k;
+    loop->uncertified[t] = ok ? 0 : 1;
+  }
+}
+
 gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
                                    GError **error)
 {
@@ -88,6 +126,13 @@ gboolean knnwb_knn_status_to_error(int status, const char *message, const char *
   }
   g_set_error(error, KNNWB_ERROR, code, "%s backend: %s", backend, message);
   return FALSE;
+}
+
+gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
+{
+  if (options->backend == KNNWB_BACKEND_CPU)
+    return FALSE;
+  return options->backend == KNNWB_BACKEND_CUDA || knnwb_cuda_device_count() > 0;
 }
 
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
@@ -132,6 +177,7 @@ static void knnwb_knn_fill_job(KnnwbSelectJob *job, const KnnwbKnnOptions *optio
   job->score_kind = knnwb_metric_score_kind(reference->metric);
   job->screen = knnwb_screen_kernel_precision(reference->screen);
   job->screen_row_norm = reference->screen_row_norm;
+  job->screen_half_scores = knnwb_screen_half_scores(reference->screen);
   job->n_threads = threads;
   job->devices = options->devices;
   job->n_devices = options->n_devices;
@@ -186,6 +232,9 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   float *own_score = NULL;
   double *own_distance = NULL;
   int distances_filled = 0;
+  float *worst = NULL;
+  int32_t *valid_count = NULL;
+  int refined = 0;
   gboolean ok = FALSE;
   KnnwbGroupProgress group_progress = {options->progress, options->progress_data,
                                        group ? (uint64_t)group->size : 1};
@@ -246,6 +295,25 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
       job.exact_reference_squares = reference->sum_squares;
       job.out_distance = cand_distance;
       job.out_distance_filled = &distances_filled;
+      /* ...and, when the round is its own (no group merge by score follows) and k is large,
+       * refines them too: sorted by (distance, index) and cut to k on the device, straight into
+       * the lists, so that only k entries per row come back (k = 4,096: the download of kc =
+       * 4,608 candidates of 20 bytes per row and the host's sort were three quarters of the run).
+       * The candidate arrays above are then never touched, so they cost no memory. Small k keeps
+       * the host refine: it costs 0.05-0.14 s at k = 20 on 1,533,876 rows. */
+      if (!shared && options->k >= KNNWB_KNN_DEVICE_REFINE_MIN_K) {
+        worst = g_try_malloc(MAX(n_rows, (size_t)1) * sizeof(float));
+        valid_count = g_try_malloc(MAX(n_rows, (size_t)1) * sizeof(int32_t));
+      }
+      if (worst != NULL && valid_count != NULL) {
+        const size_t slot0 = row0 - result->first_row;
+        job.out_k = options->k;
+        job.out_k_index = result->indices + slot0 * options->k;
+        job.out_k_distance = result->distances + slot0 * options->k;
+        job.out_worst_score = worst;
+        job.out_valid = valid_count;
+        job.out_refined = &refined;
+      }
     }
   }
   char message[512] = "";
@@ -279,27 +347,36 @@ selected:
   if (!ok)
     goto out;
   gint64 refine_start = g_get_monotonic_time();
-
-  KnnwbRefineLoop loop = {query,
-                          reference,
-                          self,
-                          options->k,
-                          kc,
-                          available,
-                          rows,
-                          row0,
-                          cand_index,
-                          cand_score,
-                          distances_filled ? cand_distance : NULL,
-                          result,
-                          flags};
-  knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
-  /* G_MESSAGES_DEBUG=knnwb shows where the time goes. */
-  g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s, exact distances "
-          "from the %s)",
-          n_rows, kc, (double)(refine_start - select_start) / 1e6,
-          (double)(g_get_monotonic_time() - refine_start) / 1e6, backend,
-          distances_filled ? "backend" : "host");
+  if (refined) {
+    KnnwbCertifyLoop certify = {query, reference,   options->k, available, row0,
+                                worst, valid_count, result,     flags};
+    knnwb_parallel_for(threads, n_rows, 1024, knnwb_certify_rows, &certify);
+    /* G_MESSAGES_DEBUG=knnwb shows where the time goes. */
+    g_debug("knnwb: %zu rows, %zu candidates: select and refine %.3f s (%s, refined on the "
+            "device), certificate %.3f s",
+            n_rows, kc, (double)(refine_start - select_start) / 1e6, backend,
+            (double)(g_get_monotonic_time() - refine_start) / 1e6);
+  } else {
+    KnnwbRefineLoop loop = {query,
+                            reference,
+                            self,
+                            options->k,
+                            kc,
+                            available,
+                            rows,
+                            row0,
+                            cand_index,
+                            cand_score,
+                            distances_filled ? cand_distance : NULL,
+                            result,
+                            flags};
+    knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
+    g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s, exact distances "
+            "from the %s)",
+            n_rows, kc, (double)(refine_start - select_start) / 1e6,
+            (double)(g_get_monotonic_time() - refine_start) / 1e6, backend,
+            distances_filled ? "backend" : "host");
+  }
   for (size_t t = 0; t < n_rows; t++)
     if (flags[t]) {
       if (*uncertified == NULL)
@@ -316,13 +393,14 @@ out:
   g_free(own_index);
   g_free(own_score);
   g_free(own_distance);
+  g_free(worst);
+  g_free(valid_count);
   return ok;
 }
 
-/* The checks of a request that need no data pass: metric, k, shapes. */
-static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
-                                        const KnnwbMatrix *reference_data, gboolean self,
-                                        const KnnwbKnnOptions *options, GError **error)
+gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                               size_t held, size_t held_reference, gboolean self,
+                               const KnnwbKnnOptions *options, GError **error)
 {
   if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
@@ -334,13 +412,13 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
                 options->k);
     return FALSE;
   }
-  if (query_data->n_cols != reference_data->n_cols) {
+  if (d != d_reference) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "query rows have %zu column%s but reference rows have %zu", query_data->n_cols,
-                KNNWB_PLURAL(query_data->n_cols), reference_data->n_cols);
+                "query rows have %zu column%s but reference rows have %zu", d, KNNWB_PLURAL(d),
+                d_reference);
     return FALSE;
   }
-  if (query_data->n_cols == 1 && query_data->n_rows > 0 &&
+  if (d == 1 && n > 0 &&
       (options->metric == KNNWB_METRIC_PEARSON || options->metric == KNNWB_METRIC_ABS_PEARSON ||
        options->metric == KNNWB_METRIC_SPEARMAN)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
@@ -348,15 +426,15 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
                 "should the matrix be transposed?)");
     return FALSE;
   }
-  if (query_data->n_cols == 0 && query_data->n_rows > 0) {
+  if (d == 0 && n > 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                 "the rows have no columns: there is nothing to measure distances on");
     return FALSE;
   }
-  const size_t n = query_data->n_rows, k = options->k;
+  const size_t k = options->k;
   /* Before the memory estimate, so that a k beyond the rows is reported as that and not as a
    * request for petabytes (dropped rows can only lower the bound; checked again below). */
-  const size_t at_most = self ? (n > 0 ? n - 1 : 0) : reference_data->n_rows;
+  const size_t at_most = self ? (n > 0 ? n - 1 : 0) : n_reference;
   if (n > 0 && k > at_most) {
     g_set_error(
         error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -365,19 +443,19 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
     return FALSE;
   }
   size_t result_cells;
-  if (!knnwb_size_multiply(n, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
+  if (!knnwb_size_multiply(held, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "%zu rows x k = %zu neighbours overflow the address space", n, k);
+                "%zu rows x k = %zu neighbours overflow the address space", held, k);
     return FALSE;
   }
   /* Refuse up front what cannot fit: the lists (index + distance), the candidate lists of the
    * first round, and the prepared copy of the rows. Working tiles come on top but are bounded by
    * the memory budget. */
   const size_t margin = MAX((size_t)8, k / 8);
-  double needed = (double)n * (double)k * (sizeof(int64_t) + sizeof(double)) +
-                  (double)n * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
-                  (double)(n + (self ? 0 : reference_data->n_rows)) * (double)query_data->n_cols *
-                      sizeof(float) * (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
+  double needed = (double)held * (double)k * (sizeof(int64_t) + sizeof(double)) +
+                  (double)held * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
+                  (double)(held + (self ? 0 : held_reference)) * (double)d * sizeof(float) *
+                      (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
   size_t available = knnwb_memory_available();
   if (needed > (double)available) {
     g_autofree char *needed_text = knnwb_memory_format((size_t)MIN(needed, (double)SIZE_MAX));
@@ -391,8 +469,28 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
   return TRUE;
 }
 
-/* Lists for rows [first, first + rows), every slot empty. */
-static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error)
+/* The checks of a request that need no data pass: metric, k, shapes. */
+static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
+                                        const KnnwbMatrix *reference_data, gboolean self,
+                                        const KnnwbKnnOptions *options, GError **error)
+{
+  return knnwb_knn_check_sizes(query_data->n_rows, reference_data->n_rows, query_data->n_cols,
+                               reference_data->n_cols, query_data->n_rows, reference_data->n_rows,
+                               self, options, error);
+}
+
+static void knnwb_knn_result_clear(size_t first, size_t last, void *user)
+{
+  KnnwbNeighbors *result = user;
+  for (size_t i = first; i < last; i++) {
+    result->indices[i] = -1;
+    result->distances[i] = INFINITY;
+  }
+}
+
+/* Lists for rows [first, first + rows), every slot empty. Filled by every core: at large k the
+ * lists are tens of GB, and their first touch (page faults) is the slow part. */
+KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error)
 {
   KnnwbNeighbors *result = g_new0(KnnwbNeighbors, 1);
   result->n_queries = rows;
@@ -409,10 +507,7 @@ static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k,
     knnwb_neighbors_free(result);
     return NULL;
   }
-  for (size_t i = 0; i < cells; i++) {
-    result->indices[i] = -1;
-    result->distances[i] = INFINITY;
-  }
+  knnwb_parallel_for(0, cells, (size_t)1 << 20, knnwb_knn_result_clear, result);
   return result;
 }
 
@@ -527,6 +622,45 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
   return ok;
 }
 
+/* The lists of rows row0 .. row0 + n_rows - 1 of query against a reference with exact duplicate
+ * rows: the lists against its distinct rows, expanded into result. In a group every rank does its
+ * own query rows, as without duplicates; the ranks agree after each step that can fail alone. */
+static gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                             const char *backend, KnnwbPrepared *query,
+                                             const KnnwbPrepared *reference,
+                                             const KnnwbDuplicates *duplicates, int threads,
+                                             const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
+                                             KnnwbNeighbors *result, GError **error)
+{
+  KnnwbPrepared distinct;
+  gboolean ok = knnwb_prepared_gather(&distinct, reference, duplicates->representative,
+                                      duplicates->n_unique, error);
+  if (group != NULL && !group->agree(group, ok, error)) {
+    if (ok)
+      knnwb_prepared_clear(&distinct);
+    return FALSE;
+  }
+  if (!ok)
+    return FALSE;
+  /* The gathered rows share the reference's bound on norms: the screen stays the same. */
+  knnwb_prepared_set_screen(query, &distinct, query->screen);
+  const size_t valid = distinct.n - distinct.n_invalid;
+  KnnwbKnnOptions distinct_options = *options;
+  distinct_options.k = MIN(options->k, valid);
+  g_autoptr(KnnwbNeighbors) lists = knnwb_knn_result_new(row0, n_rows, distinct_options.k, error);
+  ok = lists != NULL;
+  if (group != NULL && !group->agree(group, ok, error))
+    ok = FALSE;
+  ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, query, &distinct, FALSE, valid,
+                              threads, group, row0, n_rows, lists, error);
+  if (ok) {
+    result->n_reselected += lists->n_reselected;
+    knnwb_duplicates_expand_query(duplicates, lists, threads, result);
+  }
+  knnwb_prepared_clear(&distinct);
+  return ok;
+}
+
 /*
  * The engine. Alone: check, prepare, select, refine, re-select the uncertified rows. In a group
  * every rank does the same steps on the same matrices, but selects and refines only its share (the
@@ -548,6 +682,9 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   const KnnwbKnnGroup *group = options->group ? options->group : knnwb_knn_group_get_default();
   if (group != NULL && group->size <= 1)
     group = NULL;
+  if (group != NULL && options->group_split)
+    return knnwb_knn_split_run(query_data, self ? NULL : reference_data, given, options, group,
+                               result_out, error);
   const size_t n = query_data->n_rows, k = options->k;
   size_t first = 0, last = n;
   if (group != NULL)
@@ -635,6 +772,11 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
    * more candidates. (Every rank finds the same duplicates.) */
   if (ok && self)
     ok = knnwb_duplicates_find(query_data, threads, &duplicates, error);
+  /* Against a reference, copies among its rows tie at one distance from every query row just the
+   * same. (A reference prepared once for many queries, given, is searched as it is: hashing it on
+   * every call would cost more than a typical small query.) */
+  if (ok && !self && given == NULL && k > 0)
+    ok = knnwb_duplicates_find(reference_data, threads, &duplicates, error);
 checked:
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
@@ -670,6 +812,15 @@ checked:
     } else if (all != result) {
       knnwb_neighbors_free(all);
     }
+    goto out;
+  }
+  if (!self && duplicates.representative != NULL) {
+    g_debug("knnwb: %zu distinct reference rows of %zu", duplicates.n_unique,
+            reference_data->n_rows);
+    ok = knnwb_knn_distinct_reference(options, select, backend, &query, reference, &duplicates,
+                                      threads, group, first, last - first, result, error);
+    if (group != NULL && !group->agree(group, ok, error))
+      ok = FALSE;
     goto out;
   }
   ok = knnwb_knn_rounds(options, select, backend, &query, reference, self, available, threads,

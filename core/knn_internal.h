@@ -50,10 +50,19 @@ typedef struct {
 gboolean knnwb_prepared_init(KnnwbPrepared *prepared, const KnnwbMatrix *data, KnnwbMetric metric,
                              gboolean drop_degenerate, const char *role, int n_threads,
                              const KnnwbPrepared *like, GError **error);
+/** knnwb_prepared_init of a block of rows whose first is row first_row of a larger matrix (the
+ * messages name rows by their number there). */
+gboolean knnwb_prepared_init_rows(KnnwbPrepared *prepared, const KnnwbMatrix *data,
+                                  size_t first_row, KnnwbMetric metric, gboolean drop_degenerate,
+                                  const char *role, int n_threads, const KnnwbPrepared *like,
+                                  GError **error);
 void knnwb_prepared_clear(KnnwbPrepared *prepared);
 
 /** The bound on a screened score's error, per unit |q||r| (see screen.c for the derivation). */
 double knnwb_screen_slack(KnnwbScreen screen, size_t d);
+/** Whether a screen keeps its scores in half precision (FP16 unless KNNWB_SCREEN_FLOAT_SCORES=1);
+ * the slack then includes their rounding, and jobs ask the backend for them. */
+gboolean knnwb_screen_half_scores(KnnwbScreen screen);
 /** Candidates per row for k neighbours under screen (k plus a margin for the bound's window). */
 size_t knnwb_screen_candidates(KnnwbScreen screen, size_t k);
 /** The precision a run uses for requested on backend ("cpu", "cuda:N"); fp16/tf32 on the CPU is
@@ -108,6 +117,17 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
                           double *out_distance);
 
 /**
+ * The certificate of knnwb_refine_row for a row a backend refined itself: out_index/out_distance
+ * hold its first min(k, valid) neighbours by (distance, index) from valid candidates (index >= 0,
+ * not the row itself) whose largest float score was worst; the slots past them are set empty.
+ * Returns what knnwb_refine_row would for the same candidates. O(k).
+ */
+gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
+                                  const KnnwbPrepared *reference, float worst, size_t valid,
+                                  size_t available, size_t k, int64_t *out_index,
+                                  double *out_distance);
+
+/**
  * A shared self job's candidates (index, score and, when not NULL, the backend's exact distances:
  * n x kc on every rank, each from its share of the tiles) become the candidates of this rank's
  * rows [row0, row0 + rows): every rank sends each other rank the block of its rows, and each row
@@ -123,6 +143,24 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
  * Collective. Returns NULL (error set, the same on every rank) on failure. */
 KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
                                        size_t n, GError **error);
+
+/** The request checks of knnwb_knn_self/query from sizes: n (n_reference) rows of d (d_reference)
+ * columns in the run, held (held_reference) of them in this process (the memory estimate). */
+gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                               size_t held, size_t held_reference, gboolean self,
+                               const KnnwbKnnOptions *options, GError **error);
+
+/** Lists for rows [first, first + rows) with every slot empty (index -1, distance +inf). */
+KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error);
+
+/**
+ * The split-memory run of a group (options->group_split, knn_split.c): query_block (and
+ * reference_block, NULL for the self graph) are this rank's blocks. given must be NULL.
+ * Collective; the same result or error on every rank.
+ */
+gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *reference_block,
+                             const KnnwbPrepared *given, const KnnwbKnnOptions *options,
+                             const KnnwbKnnGroup *group, KnnwbNeighbors **result, GError **error);
 
 /** Exact duplicate rows of a matrix (duplicates.c). */
 typedef struct {
@@ -153,6 +191,16 @@ gboolean knnwb_prepared_gather(KnnwbPrepared *out, const KnnwbPrepared *from, co
  */
 void knnwb_duplicates_expand(const KnnwbDuplicates *duplicates, const KnnwbPrepared *prepared,
                              const KnnwbNeighbors *distinct, int n_threads, KnnwbNeighbors *result);
+
+/**
+ * The query lists against a reference with copies (duplicates: the reference's groups) from the
+ * lists against its distinct rows (distinct: one list per query row, k' = min(k, the valid
+ * distinct rows)): each distinct neighbour stands for its group's rows, all at its distance, and
+ * the first k by (distance, row index) are kept (result: same rows, k). O(rows k log k) typical.
+ */
+void knnwb_duplicates_expand_query(const KnnwbDuplicates *duplicates,
+                                   const KnnwbNeighbors *distinct, int n_threads,
+                                   KnnwbNeighbors *result);
 
 /** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
 void knnwb_parallel_for(int n_threads, size_t n, size_t grain,

@@ -68,7 +68,7 @@ typedef struct {
   gssize tiles_done;
   GMutex *query_locks;     /* one per query block */
   GMutex *reference_locks; /* self: the same array as query_locks */
-  KnnwbCandidateRows rows; /* n_query */
+  KnnwbCandidateRows rows; /* n_query lists (then n_reference: two-sided jobs) */
   GMutex progress_lock;
   gint64 last_progress_us;
   gint failed; /* a KNNWB_KERNELS_* status */
@@ -141,9 +141,10 @@ static gboolean knnwb_select_tile(KnnwbCpuSelect *s, KnnwbCpuGemmWorker *worker,
       if (job->reference_invalid[r0 + b])
         for (size_t a = 0; a < bq; a++)
           tile[a * ld + b] = masked;
-  if (job->self && job->reference_invalid != NULL)
+  const unsigned char *query_invalid = job->self ? job->reference_invalid : job->query_invalid;
+  if (query_invalid != NULL)
     for (size_t a = 0; a < bq; a++)
-      if (job->reference_invalid[q0 + a])
+      if (query_invalid[q0 + a])
         for (size_t b = 0; b < br; b++)
           tile[a * ld + b] = masked;
   if (job->query_group != NULL)
@@ -165,13 +166,16 @@ static gboolean knnwb_select_tile(KnnwbCpuSelect *s, KnnwbCpuGemmWorker *worker,
   knnwb_candidate_rows_scan_rows(&s->rows, tile, ld, q0, bq, r0, br, kind, job->reference_sqnorms);
   g_mutex_unlock(&s->query_locks[qb]);
 
-  /* Columns feed the rows of block rb (self jobs, off-diagonal tiles). L2 scores are not
-   * symmetric (|r|^2 - 2 q.r): seen from row r0+b the score of q0+a is |q_a|^2 - 2 q.r. */
-  if (!job->self || qb == rb)
+  /* Columns feed the rows of block rb (self jobs, off-diagonal tiles; two-sided jobs, every tile,
+   * whose reference rows follow the query rows in the lists). L2 scores are not symmetric (|r|^2 -
+   * 2 q.r): seen from row r0+b the score of q0+a is |q_a|^2 - 2 q.r. */
+  const gboolean two_sided = !job->self && job->out_reference_index != NULL;
+  if (job->self ? qb == rb : !two_sided)
     return TRUE;
+  const size_t column0 = two_sided ? job->n_query + r0 : r0;
   g_mutex_lock(&s->reference_locks[rb]);
-  knnwb_candidate_rows_scan_columns(&s->rows, tile, ld, q0, bq, r0, br, kind,
-                                    job->reference_sqnorms);
+  knnwb_candidate_rows_scan_columns(&s->rows, tile, ld, q0, bq, column0, br, kind,
+                                    two_sided ? job->query_sqnorms : job->reference_sqnorms);
   g_mutex_unlock(&s->reference_locks[rb]);
   return TRUE;
 }
@@ -264,11 +268,19 @@ typedef struct {
   KnnwbCpuSelect *s;
 } KnnwbSelectFinish;
 
+/* Lists [first, last): query rows' into out_index/out_score, a two-sided job's reference rows'
+ * (after the query rows) into out_reference_index/out_reference_score. */
 static void knnwb_select_finish_rows(size_t first, size_t last, void *user)
 {
   KnnwbSelectFinish *finish = user;
-  knnwb_candidate_rows_finish(&finish->s->rows, first, last, finish->s->job->out_index,
-                              finish->s->job->out_score);
+  const KnnwbSelectJob *job = finish->s->job;
+  const size_t nq = job->n_query;
+  if (first < nq)
+    knnwb_candidate_rows_finish(&finish->s->rows, first, MIN(last, nq), 0, job->out_index,
+                                job->out_score);
+  if (last > nq)
+    knnwb_candidate_rows_finish(&finish->s->rows, MAX(first, nq), last, nq,
+                                job->out_reference_index, job->out_reference_score);
 }
 
 int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_size)
@@ -276,9 +288,9 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
   const size_t nq = job->n_query, nr = job->n_reference;
   if (nq == 0 || job->kc == 0)
     return KNNWB_KERNELS_OK;
-  if (nr > (size_t)G_MAXINT32) {
+  if (nr > (size_t)G_MAXINT32 || nq > (size_t)G_MAXINT32) {
     snprintf(message, message_size,
-             "the CPU backend takes at most 2^31 - 1 reference rows (got %zu)", nr);
+             "the CPU backend takes at most 2^31 - 1 rows a side (got %zu x %zu)", nq, nr);
     return KNNWB_KERNELS_ERROR;
   }
   int threads = knnwb_thread_count(MAX(1, job->n_threads));
@@ -317,9 +329,11 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
     g_debug("select: %s, %zu x %zu tiles, %d thread(s)", knnwb_cpu_gemm_name(s.gemm), s.block_query,
             s.block_reference, threads);
   }
-  if (!knnwb_candidate_rows_init(&s.rows, nq, job->kc)) {
+  /* A two-sided job keeps the lists of its reference rows after those of its query rows. */
+  const size_t lists = !job->self && job->out_reference_index != NULL ? nq + nr : nq;
+  if (!knnwb_candidate_rows_init(&s.rows, lists, job->kc)) {
     knnwb_cpu_gemm_free(s.gemm);
-    snprintf(message, message_size, "cannot allocate the candidate lists of %zu rows x %zu", nq,
+    snprintf(message, message_size, "cannot allocate the candidate lists of %zu rows x %zu", lists,
              job->kc);
     return KNNWB_KERNELS_OUT_OF_MEMORY;
   }
@@ -363,7 +377,7 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
     snprintf(message, message_size, "%s", s.failure);
   if (status == KNNWB_KERNELS_OK) {
     KnnwbSelectFinish finish = {&s};
-    knnwb_parallel_for(started, nq, 256, knnwb_select_finish_rows, &finish);
+    knnwb_parallel_for(started, lists, 256, knnwb_select_finish_rows, &finish);
   }
   for (size_t b = 0; b < s.n_query_blocks; b++)
     g_mutex_clear(&s.query_locks[b]);

@@ -286,7 +286,7 @@ void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, const float *ti
 }
 
 void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t last,
-                                 int64_t *out_index, float *out_score)
+                                 size_t out_row0, int64_t *out_index, float *out_score)
 {
   const size_t kc = rows->kc;
   for (size_t i = first; i < last; i++) {
@@ -298,12 +298,12 @@ void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t 
       count = kc;
     }
     for (size_t c = 0; c < count; c++) {
-      out_index[i * kc + c] = index[c];
-      out_score[i * kc + c] = score[c];
+      out_index[(i - out_row0) * kc + c] = index[c];
+      out_score[(i - out_row0) * kc + c] = score[c];
     }
     for (size_t c = count; c < kc; c++) {
-      out_index[i * kc + c] = -1;
-      out_score[i * kc + c] = INFINITY;
+      out_index[(i - out_row0) * kc + c] = -1;
+      out_score[(i - out_row0) * kc + c] = INFINITY;
     }
   }
 }

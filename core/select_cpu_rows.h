@@ -44,14 +44,15 @@ void knnwb_candidate_rows_scan_rows(KnnwbCandidateRows *rows, const float *tile,
                                     const float *sqnorms);
 
 /** The same tile seen from its reference rows (self jobs: they are query rows too): value (a, b)
- * is offered to row r0 + b as pair q0 + a; L2 scores take the query rows' squared norms. */
+ * is offered to list r0 + b (a two-sided job passes its reference rows' first list) as pair q0 +
+ * a; L2 scores take the query rows' squared norms (sqnorms[q0 + a]). */
 void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, const float *tile, size_t ld,
                                        size_t q0, size_t bq, size_t r0, size_t br,
                                        KnnwbTileKind kind, const float *sqnorms);
 
-/** Rows [first, last): their kc best into out_index/out_score (n x kc, any order), -1 and +inf
- * past what a row received. O(cap) per row. */
+/** Rows [first, last): their kc best into out_index/out_score at row i - out_row0 (kc per row,
+ * any order), -1 and +inf past what a row received. O(cap) per row. */
 void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t last,
-                                 int64_t *out_index, float *out_score);
+                                 size_t out_row0, int64_t *out_index, float *out_score);
 
 #endif

@@ -98,6 +98,11 @@ typedef struct {
    * by 2^(14 - ceil(log2 screen_row_norm)), which keeps every component at most 2^14. */
   int screen;
   double screen_row_norm;
+  /* FP16 only, non-zero: the backend may keep the tiles' scores in half precision (products
+   * rescaled to magnitude at most about 1, rounded to nearest: relative error 2^-11, absolute
+   * 2^-23 screen_row_norm^2 below half's normal range), halving the bytes every tile writes and
+   * reads. Core's bound must then include that rounding (knnwb_screen_slack). */
+  int screen_half_scores;
   /* execution */
   int n_threads;       /* CPU backend: threads (>= 1) */
   size_t memory_bytes; /* CPU: tile budget in bytes; CUDA: per-device budget (0 = 90% of free) */
@@ -129,12 +134,40 @@ typedef struct {
   const double *exact_reference_squares;
   double *out_distance;
   int *out_distance_filled;
+  /* Optional refinement on the device, on top of the exact distances (out_k == 0: not wanted; a
+   * backend may decline, e.g. when a row's candidates do not fit its sort): for every query row i,
+   * its valid candidates (index >= 0, and not i itself when self) sorted by (exact distance,
+   * index), the first out_k (<= kc) into out_k_index[i*out_k ..] / out_k_distance[i*out_k ..] (-1
+   * and +inf past the valid ones), out_worst_score[i] = the largest score of its candidates with
+   * index >= 0 (-inf when none), out_valid[i] = how many valid candidates it had: what core's
+   * refine and certificate take from the kc lists, without sending them to the host. When done,
+   * *out_refined is set to 1 and out_index/out_score/out_distance are not written; otherwise it
+   * is left alone and the kc lists are written as without it. Rows of invalid queries (self jobs)
+   * hold arbitrary values. */
+  size_t out_k;
+  int64_t *out_k_index;
+  double *out_k_distance;
+  float *out_worst_score;
+  int32_t *out_valid;
+  int *out_refined;
   /* Optional share of a self job's symmetric tiles (share_count <= 1: all of them): several
    * processes each run the same job with their share_index and the union of their lists holds
    * every pair once, so merging each row's lists by score gives the kc best of the whole job.
    * Rows whose share saw fewer than kc valid pairs pad with index -1. */
   int share_index;
   int share_count;
+  /* Optional transposed output of a job that is not self (out_reference_index == NULL: none): the
+   * same tiles also give every reference row its kc best query rows (indices into the query rows,
+   * padded with -1 when fewer are valid), into out_reference_index/out_reference_score (n_reference
+   * x kc), so a block pair of a distributed self graph is scored once for both sides. Seen from
+   * reference row j, the KNNWB_SCORE_L2 score of query i is s(i, j) - |r_j|^2 + |q_i|^2, hence
+   * query_sqnorms (n_query floats, L2 only); query_invalid (NULL or n_query bytes) marks query rows
+   * that are never candidates. Only the CPU backend honours it; core gives other backends the two
+   * panels as two jobs. */
+  int64_t *out_reference_index;
+  float *out_reference_score;
+  const float *query_sqnorms;
+  const unsigned char *query_invalid;
 } KnnwbSelectJob;
 
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */

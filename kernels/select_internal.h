@@ -54,12 +54,15 @@ struct SelectState {
 
 /**
  * One tile of products: tile[i*ld + j] = q_i . r_j (or sum |q_i - r_j| for L1) for i < n_rows
- * (queries), j < n_cols (references). The row pass updates state rows row_state0 + i with
- * candidates col_global0 + j; when do_cols (self job, off-diagonal tile) the column pass updates
- * state rows col_state0 + j with candidates row_global0 + i.
+ * (queries), j < n_cols (references); float, or with half_tile __half values that times
+ * tile_scale (a power of two) give q_i . r_j exactly. The row pass updates state rows
+ * row_state0 + i with candidates col_global0 + j; when do_cols (self job, off-diagonal tile) the
+ * column pass updates state rows col_state0 + j with candidates row_global0 + i.
  */
 struct TileGeom {
-  const float *tile;
+  const void *tile;
+  int half_tile;
+  float tile_scale; /* half_tile only */
   size_t ld;
   int n_rows;
   int n_cols;
@@ -170,6 +173,24 @@ struct ExactRows {
  */
 cudaError_t launch_exact_distances(const ExactRows &rows, const int64_t *index, size_t n_rows,
                                    int kc, size_t query0, double *out, cudaStream_t stream);
+
+/** Largest kc whose rows launch_refine_rows sorts in shared memory on the current device. */
+int refine_kc_limit(void);
+
+/** Prepares launch_refine_rows for kc on the current device (its shared memory). */
+cudaError_t prepare_refine_kernel(int kc);
+
+/**
+ * Core's refine of n_rows rows on the device (see lists_refine.cu): in index (int64, n_rows x kc),
+ * score and distance (the exact distances, from launch_exact_distances), in place, per row r:
+ * ((int32_t *)index)[r*2kc + c] = the c-th nearest valid candidate by (distance, index) for
+ * c < k (-1 past the valid ones), then the largest score of the row's candidates (float bits) and
+ * the number of valid ones; distance[r*kc + c] = its distance (+inf past them). self0 >= 0: a self
+ * job whose first row here is query row self0 (a row is never its own neighbour). kc <=
+ * refine_kc_limit(), k <= kc.
+ */
+cudaError_t launch_refine_rows(int64_t *index, const float *score, double *distance, int n_rows,
+                               int kc, int k, long long self0, cudaStream_t stream);
 
 } // namespace knnwb_cuda
 

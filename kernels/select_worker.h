@@ -7,6 +7,7 @@
  *   schedule_symmetric.cu  self jobs: upper triangle of tiles, thresholds first
  *   schedule_panels.cu     query panels against every reference block
  *   lists_extract.cu       final lists (and exact distances) to host memory
+ *   lists_refine.cu        or, for core, the lists sorted by exact distance and cut to k
  *   lists_merge_peers.cu   several GPUs with peer access: lists merged on the devices
  *   lists_merge_host.cu    several GPUs without: lists merged on the host
  *   select_worker.cu       the worker's phases, in order
@@ -89,7 +90,8 @@ private:
   bool run_panels();
   /* lists_*.cu */
   bool extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index, float *dst_score,
-                    double *dst_distance);
+                    double *dst_distance, bool allow_refine = true);
+  bool extract_refined(size_t row0, size_t n_rows, size_t query0);
   bool extract_partials();
   bool merge_on_devices();
   void merge_partials();
@@ -106,7 +108,8 @@ private:
   float *query_buffer_ = nullptr, *reference_buffer_[2] = {}; /* streaming, float32 */
   void *screen_query_block_ = nullptr, *screen_reference_block_[2] = {}; /* streaming FP16 */
   int screen_exponent_ = 0; /* FP16: rows scaled by 2^screen_exponent_ */
-  float *tiles_[2] = {};
+  bool half_tiles_ = false; /* FP16 with the job's screen_half_scores: tiles of halves */
+  float *tiles_[2] = {};    /* float, or __half with half_tiles_ (then half of it is used) */
   size_t tile_bytes_ = 0;
   float *sqnorms_ = nullptr;
   unsigned char *invalid_ = nullptr;
