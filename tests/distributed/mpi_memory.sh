@@ -2,7 +2,7 @@
 # Peak resident memory of every rank of `mpirun -np R knnwb knn` on a generated NPY (never
 # committed), split memory (the CPU default) against the whole input on every rank, and whether
 # every run wrote the single-process bytes. Not a ctest: minutes on a small machine.
-# Usage: mpi_memory.sh KNNWB [ROWS [COLS [K]]]   (defaults: 200000 64 10)
+# Usage: [MODES="split whole"] mpi_memory.sh KNNWB [ROWS [COLS [K]]]   (defaults: 200000 64 10)
 set -euo pipefail
 knnwb=$(realpath "$1")
 rows=${2:-200000}
@@ -27,7 +27,7 @@ PY
 echo "input: $rows x $cols float32, $(($(stat -c %s data.npy) / 1048576)) MiB; k = $k, pearson, cpu"
 /usr/bin/time -f %M -o rss.one "$knnwb" knn data.npy -k "$k" -b cpu -q -o one.knn
 echo "1 process: peak RSS $(($(cat rss.one) / 1024)) MiB"
-for mode in split whole; do
+for mode in ${MODES:-split whole}; do
   for ranks in 2 3; do
     start=$(date +%s.%N)
     mpiexec --oversubscribe --allow-run-as-root --mca btl self,vader \
