@@ -16,14 +16,14 @@
 #define KNNWB_GROUP_BOUND_ROUNDS 12
 
 /* Floats as int64 keys in the same order (a reduction of int64 is all the group offers). */
-static int64_t knnwb_group_bound_key(float value)
+int64_t knnwb_group_bound_key(float value)
 {
   uint32_t bits;
   memcpy(&bits, &value, sizeof bits);
   return (bits & 0x80000000u) ? -(int64_t)(bits & 0x7fffffffu) : (int64_t)bits;
 }
 
-static float knnwb_group_bound_value(int64_t key)
+float knnwb_group_bound_value(int64_t key)
 {
   const uint32_t bits = key < 0 ? 0x80000000u | (uint32_t)-key : (uint32_t)key;
   float value;

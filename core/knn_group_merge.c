@@ -1,11 +1,14 @@
 /*
  * The candidates of a shared self job, moved to the ranks that own their rows: every rank's backend
  * selected over its share of the tiles for all n rows; each rank needs, for its own rows, the kc
- * best by (score, index) of every rank's candidates. Only the other ranks' blocks travel, packed
- * (32-bit indices when n allows, float scores, the exact distances only when every backend gave
- * them), in one message per pair of ranks; a rank's own block is read in place. The merge is a
- * selection of kc among ranks x kc per row (linear on average), not a sort: the lists come in any
- * order and refinement sorts what is kept.
+ * best by (score, index) of every rank's candidates. First the ranks agree on a bound per row, the
+ * smallest over the ranks of their full lists' worst score: the rank holding it has kc candidates
+ * at least that good, so nothing worse can be among the kc best, and only candidates within the
+ * bound travel (about half of them with two ranks). They go packed (32-bit indices when n allows,
+ * float scores, the exact distances only when every backend gave them), one message per pair of
+ * ranks: the counts of the rows, then their candidates; a rank's own block is read in place. The
+ * merge is a selection of kc per row (linear on average), not a sort: the lists come in any order
+ * and refinement sorts what is kept.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -86,39 +89,78 @@ typedef struct {
   KnnwbGroupPacking packing;
   size_t kc, own_first; /* own_first: this rank's first row in the all-rows arrays */
   int ranks, me;
-  /* this rank's candidates of all n rows */
+  /* this rank's candidates of all n rows, and the keys of the rows' common bounds */
   const int64_t *index;
   const float *score;
   const double *distance;
-  /* packing: rows [first, first + rows) of the all-rows arrays into out */
+  int64_t *bound;
+  /* packing rows [first, first + rows) of the all-rows arrays: counts, then records at offsets */
   size_t pack_first;
-  char *pack_out;
-  /* merging: the other ranks' packed blocks of this rank's rows */
-  const char *const *received;
+  uint32_t *pack_counts;
+  const size_t *pack_offsets;
+  char *pack_records;
+  /* merging: the other ranks' messages (counts, offsets and records of this rank's rows) */
+  const uint32_t *const *received_counts;
+  const size_t *const *received_offsets;
+  const char *const *received_records;
   int64_t *out_index; /* rows x kc */
   float *out_score;
   double *out_distance;
 } KnnwbGroupMerge;
 
+static inline gboolean knnwb_group_within(const KnnwbGroupMerge *m, size_t row, size_t at)
+{
+  return m->index[at] >= 0 && knnwb_group_bound_key(m->score[at]) <= m->bound[row];
+}
+
+/* Each row's bound key: its list's worst score when the list is full, else +inf. */
+static void knnwb_group_bound_rows(size_t first, size_t last, void *user)
+{
+  KnnwbGroupMerge *m = user;
+  for (size_t i = first; i < last; i++) {
+    float worst = -INFINITY;
+    for (size_t c = 0; c < m->kc && worst < INFINITY; c++)
+      worst = m->index[i * m->kc + c] < 0 ? INFINITY : MAX(worst, m->score[i * m->kc + c]);
+    m->bound[i] = knnwb_group_bound_key(worst);
+  }
+}
+
+static void knnwb_group_count_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbGroupMerge *m = user;
+  for (size_t i = first; i < last; i++) {
+    const size_t row = m->pack_first + i;
+    uint32_t count = 0;
+    for (size_t c = 0; c < m->kc; c++)
+      count += knnwb_group_within(m, row, row * m->kc + c);
+    m->pack_counts[i] = count;
+  }
+}
+
 static void knnwb_group_pack_rows(size_t first, size_t last, void *user)
 {
   const KnnwbGroupMerge *m = user;
   const KnnwbGroupPacking p = m->packing;
-  char *out = m->pack_out + first * m->kc * p.bytes;
-  for (size_t at = (m->pack_first + first) * m->kc; at < (m->pack_first + last) * m->kc; at++) {
-    memcpy(out, &m->score[at], sizeof(float));
-    out += sizeof(float);
-    if (p.wide) {
-      memcpy(out, &m->index[at], sizeof(int64_t));
-      out += sizeof(int64_t);
-    } else {
-      const uint32_t index = m->index[at] < 0 ? UINT32_MAX : (uint32_t)m->index[at];
-      memcpy(out, &index, sizeof index);
-      out += sizeof index;
-    }
-    if (p.with_distance) {
-      memcpy(out, &m->distance[at], sizeof(double));
-      out += sizeof(double);
+  char *out = m->pack_records + m->pack_offsets[first] * p.bytes;
+  for (size_t i = first; i < last; i++) {
+    const size_t row = m->pack_first + i;
+    for (size_t at = row * m->kc; at < (row + 1) * m->kc; at++) {
+      if (!knnwb_group_within(m, row, at))
+        continue;
+      memcpy(out, &m->score[at], sizeof(float));
+      out += sizeof(float);
+      if (p.wide) {
+        memcpy(out, &m->index[at], sizeof(int64_t));
+        out += sizeof(int64_t);
+      } else {
+        const uint32_t index = (uint32_t)m->index[at];
+        memcpy(out, &index, sizeof index);
+        out += sizeof index;
+      }
+      if (p.with_distance) {
+        memcpy(out, &m->distance[at], sizeof(double));
+        out += sizeof(double);
+      }
     }
   }
 }
@@ -134,7 +176,7 @@ static void knnwb_group_unpack(const KnnwbGroupPacking p, const char *in, KnnwbG
     uint32_t index;
     memcpy(&index, in, sizeof index);
     in += sizeof index;
-    c->index = index == UINT32_MAX ? -1 : (int64_t)index;
+    c->index = (int64_t)index;
   }
   c->distance = NAN;
   if (p.with_distance)
@@ -148,18 +190,20 @@ static void knnwb_group_merge_rows(size_t first, size_t last, void *user)
   KnnwbGroupCandidate *pool = g_new(KnnwbGroupCandidate, ranks * kc);
   for (size_t i = first; i < last; i++) {
     size_t count = 0;
-    for (size_t r = 0; r < ranks; r++)
-      for (size_t c = 0; c < kc; c++) {
-        KnnwbGroupCandidate *x = &pool[count];
-        if ((int)r == m->me) {
-          const size_t at = (m->own_first + i) * kc + c;
-          *x = (KnnwbGroupCandidate){m->score[at], m->index[at],
-                                     m->distance ? m->distance[at] : NAN};
-        } else {
-          knnwb_group_unpack(m->packing, m->received[r] + (i * kc + c) * m->packing.bytes, x);
-        }
-        count += x->index >= 0;
+    const size_t row = m->own_first + i;
+    for (size_t r = 0; r < ranks; r++) {
+      if ((int)r == m->me) {
+        for (size_t at = row * kc; at < (row + 1) * kc; at++)
+          if (knnwb_group_within(m, row, at))
+            pool[count++] = (KnnwbGroupCandidate){m->score[at], m->index[at],
+                                                  m->distance ? m->distance[at] : NAN};
+        continue;
       }
+      const size_t *offsets = m->received_offsets[r];
+      for (size_t t = offsets[i]; t < offsets[i + 1] && count < ranks * kc; t++)
+        knnwb_group_unpack(m->packing, m->received_records[r] + t * m->packing.bytes,
+                           &pool[count++]);
+    }
     /* The tiles of the shares are disjoint, so no pair comes twice: the kc best by (score,
      * index) of the union are the kc best of the whole job. */
     if (count > kc)
@@ -175,6 +219,18 @@ static void knnwb_group_merge_rows(size_t first, size_t last, void *user)
   g_free(pool);
 }
 
+/* offsets[0..rows] of counts[0..rows); FALSE when a count exceeds kc (a corrupt message). */
+static gboolean knnwb_group_offsets(const uint32_t *counts, size_t rows, size_t kc, size_t *offsets)
+{
+  offsets[0] = 0;
+  for (size_t i = 0; i < rows; i++) {
+    if (counts[i] > kc)
+      return FALSE;
+    offsets[i + 1] = offsets[i] + counts[i];
+  }
+  return TRUE;
+}
+
 gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
                                const int64_t *index, const float *score, const double *distance,
                                size_t row0, size_t rows, int threads, int64_t **own_index,
@@ -184,6 +240,7 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   *own_index = NULL;
   *own_score = NULL;
   *own_distance = NULL;
+  const gint64 start = g_get_monotonic_time();
   /* Distances travel only when every rank's backend computed them. */
   int64_t with_distance = distance != NULL;
   if (!group->reduce(group, &with_distance, 1, KNNWB_GROUP_MIN, error))
@@ -202,63 +259,146 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   g_autofree size_t *send_bytes = g_new0(size_t, ranks);
   g_autofree void **receive = g_new0(void *, ranks);
   g_autofree size_t *receive_bytes = g_new0(size_t, ranks);
-  /* Every row block of n x kc was allocated by the backend's caller, so these sizes fit. */
-  gboolean ok = TRUE;
+  g_autofree uint64_t *sizes_out = g_new0(uint64_t, ranks);
+  g_autofree uint64_t *sizes_in = g_new0(uint64_t, ranks);
+  g_autofree const void **sizes_send = g_new0(const void *, ranks);
+  g_autofree void **sizes_receive = g_new0(void *, ranks);
+  g_autofree size_t *sizes_bytes = g_new0(size_t, ranks);
+  g_autofree const uint32_t **received_counts = g_new0(const uint32_t *, ranks);
+  g_autofree size_t **received_offsets = g_new0(size_t *, ranks);
+  g_autofree const char **received_records = g_new0(const char *, ranks);
+  gint64 exchanged = 0, agreed = 0;
+  size_t received_total = 0;
+
+  /* The common bounds. Allocation may fail on one rank only: agree before reducing. */
+  m.bound = g_try_malloc(MAX(n, (size_t)1) * sizeof(int64_t));
+  gboolean ok = m.bound != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the bounds of %zu rows",
+                n);
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  knnwb_parallel_for(threads, n, 4096, knnwb_group_bound_rows, &m);
+  if (!group->reduce(group, m.bound, n, KNNWB_GROUP_MIN, error)) {
+    ok = FALSE;
+    goto out;
+  }
+
+  /* What goes to each other rank: its rows' counts, then their candidates within the bounds. */
   for (int r = 0; r < ranks && ok; r++) {
     if (r == me)
       continue;
     size_t first, last;
     knnwb_knn_group_rows(n, r, ranks, &first, &last);
-    send_bytes[r] = (last - first) * kc * record;
-    receive_bytes[r] = rows * kc * record;
-    send[r] = send_bytes[r] ? g_try_malloc(send_bytes[r]) : NULL;
-    receive[r] = receive_bytes[r] ? g_try_malloc(receive_bytes[r]) : NULL;
-    ok = (send[r] != NULL || !send_bytes[r]) && (receive[r] != NULL || !receive_bytes[r]);
+    const size_t block = last - first;
+    g_autofree size_t *offsets = g_try_malloc((block + 1) * sizeof(size_t));
+    uint32_t *counts = g_try_malloc(MAX(block, (size_t)1) * sizeof(uint32_t));
+    ok = offsets != NULL && counts != NULL;
+    if (ok) {
+      m.pack_first = first;
+      m.pack_counts = counts;
+      knnwb_parallel_for(threads, block, 4096, knnwb_group_count_rows, &m);
+      knnwb_group_offsets(counts, block, kc, offsets);
+      send_bytes[r] = block * sizeof(uint32_t) + offsets[block] * record;
+      char *message = g_try_malloc(MAX(send_bytes[r], (size_t)1));
+      send[r] = message;
+      ok = message != NULL;
+      if (ok) {
+        memcpy(message, counts, block * sizeof(uint32_t));
+        m.pack_offsets = offsets;
+        m.pack_records = message + block * sizeof(uint32_t);
+        knnwb_parallel_for(threads, block, 4096, knnwb_group_pack_rows, &m);
+      }
+    }
+    g_free(counts);
+    sizes_out[r] = send_bytes[r];
+  }
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the candidates of %zu rows for the other ranks", n);
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  /* The sizes first, so that every receive is posted with its length. */
+  for (int r = 0; r < ranks; r++) {
+    sizes_send[r] = &sizes_out[r];
+    sizes_receive[r] = &sizes_in[r];
+    sizes_bytes[r] = r == me ? 0 : sizeof(uint64_t);
+  }
+  if (!group->exchange(group, sizes_send, sizes_bytes, sizes_receive, sizes_bytes, error)) {
+    ok = FALSE;
+    goto out;
   }
   const size_t cells = MAX(rows * kc, (size_t)1);
-  if (ok) {
-    *own_index = g_try_malloc(cells * sizeof(int64_t));
-    *own_score = g_try_malloc(cells * sizeof(float));
-    *own_distance = with_distance ? g_try_malloc(cells * sizeof(double)) : NULL;
-    ok = *own_index != NULL && *own_score != NULL && (!with_distance || *own_distance);
+  *own_index = g_try_malloc(cells * sizeof(int64_t));
+  *own_score = g_try_malloc(cells * sizeof(float));
+  *own_distance = with_distance ? g_try_malloc(cells * sizeof(double)) : NULL;
+  ok = *own_index != NULL && *own_score != NULL && (!with_distance || *own_distance);
+  for (int r = 0; r < ranks && ok; r++) {
+    if (r == me)
+      continue;
+    receive_bytes[r] = (size_t)sizes_in[r];
+    receive[r] = g_try_malloc(MAX(receive_bytes[r], (size_t)1));
+    received_offsets[r] = g_try_malloc((rows + 1) * sizeof(size_t));
+    ok = receive[r] != NULL && received_offsets[r] != NULL;
+    received_total += receive_bytes[r];
   }
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate the candidate lists of %d ranks for %zu rows", ranks, rows);
-  for (int r = 0; r < ranks && ok; r++) {
-    if (r == me || send_bytes[r] == 0)
-      continue;
-    size_t first, last;
-    knnwb_knn_group_rows(n, r, ranks, &first, &last);
-    m.pack_first = first;
-    m.pack_out = (char *)send[r];
-    knnwb_parallel_for(threads, last - first, 4096, knnwb_group_pack_rows, &m);
-  }
-  /* Allocation may fail on one rank only: agree before exchanging. */
-  gint64 start = g_get_monotonic_time();
-  if (!group->agree(group, ok, error))
+  agreed = g_get_monotonic_time();
+  if (!group->agree(group, ok, error)) {
     ok = FALSE;
-  gint64 agreed = g_get_monotonic_time();
-  if (ok)
-    ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
-  gint64 exchanged = g_get_monotonic_time();
-  if (ok) {
-    m.received = (const char *const *)receive;
-    m.out_index = *own_index;
-    m.out_score = *own_score;
-    m.out_distance = *own_distance;
-    knnwb_parallel_for(threads, rows, 1024, knnwb_group_merge_rows, &m);
-    g_autofree char *size = g_format_size_full(
-        (guint64)receive_bytes[(me + 1) % ranks] * (guint64)(ranks - 1), G_FORMAT_SIZE_IEC_UNITS);
-    g_debug("knnwb: rank %d: candidates received (%s) in %.3f s after waiting %.3f s, merged in "
-            "%.3f s",
-            me, size, (double)(exchanged - agreed) / 1e6, (double)(agreed - start) / 1e6,
-            (double)(g_get_monotonic_time() - exchanged) / 1e6);
+    goto out;
   }
+  agreed = g_get_monotonic_time() - agreed;
+  exchanged = g_get_monotonic_time();
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  exchanged = g_get_monotonic_time() - exchanged;
+  for (int r = 0; r < ranks && ok; r++) {
+    if (r == me)
+      continue;
+    received_counts[r] = receive[r];
+    received_records[r] = (const char *)receive[r] + rows * sizeof(uint32_t);
+    ok = receive_bytes[r] >= rows * sizeof(uint32_t) &&
+         knnwb_group_offsets(received_counts[r], rows, kc, received_offsets[r]) &&
+         receive_bytes[r] == rows * sizeof(uint32_t) + received_offsets[r][rows] * record;
+  }
+  if (!ok) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                "internal error: a rank sent candidates that do not add up");
+    goto out;
+  }
+  gint64 merge_start = g_get_monotonic_time();
+  m.received_counts = received_counts;
+  m.received_offsets = (const size_t *const *)received_offsets;
+  m.received_records = received_records;
+  m.out_index = *own_index;
+  m.out_score = *own_score;
+  m.out_distance = *own_distance;
+  knnwb_parallel_for(threads, rows, 1024, knnwb_group_merge_rows, &m);
+  {
+    g_autofree char *size = g_format_size_full(received_total, G_FORMAT_SIZE_IEC_UNITS);
+    g_debug(
+        "knnwb: rank %d: candidates received (%s) in %.3f s, waiting %.3f s; bounds and packing "
+        "%.3f s, merge %.3f s",
+        me, size, (double)exchanged / 1e6, (double)agreed / 1e6,
+        (double)(merge_start - start - exchanged - agreed) / 1e6,
+        (double)(g_get_monotonic_time() - merge_start) / 1e6);
+  }
+out:
   for (int r = 0; r < ranks; r++) {
     g_free((void *)send[r]);
     g_free(receive[r]);
+    g_free(received_offsets[r]);
   }
+  g_free(m.bound);
   if (!ok) {
     g_clear_pointer(own_index, g_free);
     g_clear_pointer(own_score, g_free);

@@ -138,6 +138,9 @@ typedef struct {
   int64_t tightened;
   double seconds;
 } KnnwbGroupBounds;
+/** A float as an int64 key in the same order (an int64 reduction finds the smallest), and back. */
+int64_t knnwb_group_bound_key(float value);
+float knnwb_group_bound_value(int64_t key);
 gboolean knnwb_group_bounds_init(KnnwbGroupBounds *bounds, const KnnwbKnnGroup *group, size_t n,
                                  gboolean wanted, GError **error);
 gboolean knnwb_group_bounds_ready(const KnnwbGroupBounds *bounds);
