@@ -58,6 +58,6 @@ single_copy=cma mpi_extra="--timeout 120" mpi 2 $b/tests/bench_gpu/bench_knn_gpu
 for f in bench1 bench2 bench2-nobounds bench1x2 bench2-cma; do
   echo "== $f"
   grep "library (\|MPI:\|gathering" "$out/$f.log"
-  grep "DEBUG.*\(candidates received\|thresholds shared\|gathered\|select .* refine\|prepare\|whole call\)\|knnwb cuda" "$out/$f.log" |
+  grep "DEBUG.*\(candidates received\|thresholds shared\|duplicate rows\|checks and\|gathered\|select .* refine\|prepare\|whole call\)\|knnwb cuda" "$out/$f.log" |
     sed 's/\*\* (process:[0-9]*): .*DEBUG.*: //' | cut -c1-220
 done
