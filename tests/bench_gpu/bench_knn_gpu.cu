@@ -431,6 +431,11 @@ int main(int argc, char **argv)
       /* As `knnwb knn -o graph.knn` under mpirun: each rank ends with its own rows' lists (and
        * writes them in place); gathering them all for the digest is timed apart. */
       options.group_own_rows = group != NULL;
+      /* Every rank starts the clock together (each generated the matrix at its own pace). */
+      if (group != NULL && !group->agree(group, TRUE, NULL)) {
+        fprintf(stderr, "the ranks could not meet\n");
+        return 1;
+      }
 #endif
       double t0 = now_seconds();
       gboolean ok = knnwb_knn_self(m, &options, &nb, &error);

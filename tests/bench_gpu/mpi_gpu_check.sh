@@ -4,8 +4,10 @@
 # benchmark (n = 1,533,876, d = 295, k = 20 Pearson) on 1 rank x 1 GPU, on 2 ranks x 1 GPU (with
 # and without the ranks sharing thresholds) and on one process with both GPUs, with every rank's
 # debug lines (exchange, merge, thresholds) and the CUDA trace (KNNWB_CUDA_TRACE=1) in the logs.
-# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests]
-# ("tests" also runs the GPU ctest label first).
+# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests|quick]
+# ("tests" also runs the GPU ctest label first; "quick": the byte checks and the 2-rank benchmark
+# only). Open MPI's shared-memory segments go to /dev/shm (a container's /tmp may be an overlay on
+# disk).
 set -uo pipefail
 out=${1:-/tmp/knnwb-mpi}
 mkdir -p "$out"
@@ -30,10 +32,12 @@ if [ "${2:-}" = tests ]; then
   echo "ctest rc=$?"; grep "tests passed\|Passed\|Failed" "$out/ctest.log"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+shm=; [ -w /dev/shm ] && shm=/dev/shm
 # One GPU per rank; no core binding (each rank's host threads prepare, merge and refine).
 mpi() {
   # shellcheck disable=SC2086
   mpirun --allow-run-as-root --bind-to none --tag-output ${mpi_extra:-} --mca btl self,vader \
+    ${shm:+--mca btl_vader_backing_directory $shm} \
     --mca btl_vader_single_copy_mechanism "${single_copy:-none}" -np "$1" \
     bash -c 'export CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK; exec "$@"' rank "${@:2}"
 }
@@ -48,14 +52,20 @@ for metric in pearson euclidean manhattan; do
 done 2>&1 | tee "$out/identity.txt"
 export G_MESSAGES_DEBUG=all KNNWB_CUDA_TRACE=1 KNNWB_MPI_VERBOSE=1
 bench="--n 1533876 --no-select --no-floor"
-CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
+runs="bench2"
+if [ "${2:-}" != quick ]; then
+  runs="bench1 bench2 bench2-nobounds bench1x2 bench2-cma"
+  CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
+fi
 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2.log" 2>&1
-KNNWB_CUDA_NO_SHARE_BOUNDS=1 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-nobounds.log" 2>&1
-CUDA_VISIBLE_DEVICES=0,1 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1x2.log" 2>&1
-# Open MPI's single-copy path (CMA: process_vm_readv) where the container allows it.
-single_copy=cma mpi_extra="--timeout 120" mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench \
-  >"$out/bench2-cma.log" 2>&1 || echo "cma run failed: $?"
-for f in bench1 bench2 bench2-nobounds bench1x2 bench2-cma; do
+if [ "${2:-}" != quick ]; then
+  KNNWB_CUDA_NO_SHARE_BOUNDS=1 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-nobounds.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0,1 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1x2.log" 2>&1
+  # Open MPI's single-copy path (CMA: process_vm_readv) where the container allows it.
+  single_copy=cma mpi_extra="--timeout 120" mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench \
+    >"$out/bench2-cma.log" 2>&1 || echo "cma run failed: $?"
+fi
+for f in $runs; do
   echo "== $f"
   grep "library (\|MPI:\|gathering" "$out/$f.log"
   grep "DEBUG.*\(candidates received\|thresholds shared\|duplicate rows\|checks and\|gathered\|select .* refine\|prepare\|whole call\)\|knnwb cuda" "$out/$f.log" |
