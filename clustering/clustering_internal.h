@@ -26,6 +26,9 @@ static inline void knnwb_clustering_range(size_t n, int t, int n_threads, size_t
   *last = n * (size_t)(t + 1) / (size_t)n_threads;
 }
 
+/** Appends a Newick leaf label (quoted when it holds a reserved character; index without one). */
+void knnwb_clustering_newick_label(GString *text, const char *label, int64_t index);
+
 /** Union-find over 0..n-1 with path halving and union by index (the lower root wins). */
 int64_t knnwb_clustering_find(int64_t *parent, int64_t x);
 /** Joins the sets of a and b; FALSE when they were already one set. */

@@ -94,17 +94,20 @@ static void knnwb_mst_points_from_lists(int t, int n_threads, void *data)
 }
 
 /* Resolves the brute-force points in chunks of increasing bound, through the kNN engine's masked
- * nearest-outside search (GEMM speed, exact, certified). Between chunks the component bests improve,
- * which prunes later points whose k-th distance can no longer win. */
+ * nearest-outside search (GEMM speed, exact, certified). Between chunks the component bests
+ * improve, which prunes later points whose k-th distance can no longer win. */
 static gboolean knnwb_mst_points_brute_force(KnnwbMstPoints *m, GError **error)
 {
   /* Chunks double in size: the first small ones set component bests that prune the rest, the
    * later large ones keep the number of backend calls (each a pass over all points) logarithmic. */
   size_t chunk = 2048;
-  int64_t *rows = g_new(int64_t, m->n_brute);
-  int64_t *index = g_new(int64_t, m->n_brute);
-  double *distance = g_new(double, m->n_brute);
-  gboolean ok = TRUE;
+  const char *what = "the exact MST's nearest-outside queries";
+  int64_t *rows = knnwb_try_new_array(m->n_brute, sizeof(int64_t), what, m->n, error);
+  int64_t *index =
+      rows ? knnwb_try_new_array(m->n_brute, sizeof(int64_t), what, m->n, error) : NULL;
+  double *distance =
+      index ? knnwb_try_new_array(m->n_brute, sizeof(double), what, m->n, error) : NULL;
+  gboolean ok = distance != NULL;
   for (size_t start = 0; ok && start < m->n_brute; chunk *= 2) {
     size_t count = 0;
     for (; start < m->n_brute && count < chunk; start++) {
@@ -165,10 +168,14 @@ static gboolean knnwb_mst_points_run(KnnwbMstPoints *m, int n_threads, int64_t *
                                      double *ew, GError **error)
 {
   size_t n = m->n;
-  int64_t *parent = g_new(int64_t, n);
-  int32_t *label = g_new(int32_t, n);
+  int64_t *parent = knnwb_try_new_array(n, sizeof(int64_t), "the exact MST's components", n, error);
+  int32_t *label =
+      parent ? knnwb_try_new_array(n, sizeof(int32_t), "the exact MST's components", n, error)
+             : NULL;
   size_t n_edges = 0;
   gboolean ok = FALSE;
+  if (label == NULL)
+    goto out;
   while (m->n_components > 1) {
     if (m->cancel && g_atomic_int_get(m->cancel)) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "exact MST cancelled");
@@ -303,20 +310,26 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
   m.lists_complete = lists->k >= n - 1;
   m.n_components = n;
   m.cancel = options->cancel;
-  m.component = g_new(int32_t, n);
-  m.cursor = g_new0(int32_t, n);
-  m.candidate_distance = g_new(double, n);
-  m.candidate_point = g_new(int64_t, n);
-  m.best = g_new(int64_t, n);
-  m.brute = g_new(int64_t, n);
-  m.outside_index = g_new(int64_t, n);
-  m.outside_distance = g_new(double, n);
-  for (size_t p = 0; p < n; p++)
+  /* O(n) state whose size the input decides: a failure is an error, not an abort. */
+  const char *what = "the exact MST's state";
+  int64_t *eu = NULL, *ev = NULL;
+  double *ew = NULL;
+  gboolean allocated =
+      (m.component = knnwb_try_new_array(n, sizeof(int32_t), what, n, error)) != NULL &&
+      (m.cursor = knnwb_try_new0_array(n, sizeof(int32_t), what, n, error)) != NULL &&
+      (m.candidate_distance = knnwb_try_new_array(n, sizeof(double), what, n, error)) != NULL &&
+      (m.candidate_point = knnwb_try_new_array(n, sizeof(int64_t), what, n, error)) != NULL &&
+      (m.best = knnwb_try_new_array(n, sizeof(int64_t), what, n, error)) != NULL &&
+      (m.brute = knnwb_try_new_array(n, sizeof(int64_t), what, n, error)) != NULL &&
+      (m.outside_index = knnwb_try_new_array(n, sizeof(int64_t), what, n, error)) != NULL &&
+      (m.outside_distance = knnwb_try_new_array(n, sizeof(double), what, n, error)) != NULL &&
+      (eu = knnwb_try_new_array(n - 1, sizeof(int64_t), what, n, error)) != NULL &&
+      (ev = knnwb_try_new_array(n - 1, sizeof(int64_t), what, n, error)) != NULL &&
+      (ew = knnwb_try_new_array(n - 1, sizeof(double), what, n, error)) != NULL;
+  for (size_t p = 0; allocated && p < n; p++)
     m.outside_index[p] = -1;
-  for (size_t p = 0; p < n; p++)
+  for (size_t p = 0; allocated && p < n; p++)
     m.component[p] = (int32_t)p;
-  int64_t *eu = g_new(int64_t, n - 1), *ev = g_new(int64_t, n - 1);
-  double *ew = g_new(double, n - 1);
   int n_threads = knnwb_clustering_thread_count(options->n_threads);
   KnnwbKnnOptions search_options;
   knnwb_knn_options_init(&search_options);
@@ -325,9 +338,9 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
   search_options.n_threads = options->n_threads;
   search_options.memory_bytes = options->memory_bytes;
   search_options.cancel = options->cancel;
-  if (!m.lists_complete)
+  if (allocated && !m.lists_complete)
     m.search = knnwb_outside_search_new(data, &search_options, error);
-  gboolean ok = (m.lists_complete || m.search != NULL) &&
+  gboolean ok = allocated && (m.lists_complete || m.search != NULL) &&
                 knnwb_mst_points_run(&m, n_threads, eu, ev, ew, error) &&
                 knnwb_clustering_tree_from_pairs((int64_t)n, (int64_t)n - 1, eu, ev, ew, TRUE, tree,
                                                  weights, error);

@@ -65,17 +65,24 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
                                    GArray *kept_u, GArray *kept_v, GArray *kept_w, GArray *nodes,
                                    GError **error)
 {
-  int64_t *position = g_new(int64_t, MAX(n, 1));
-  int64_t *parent = g_new(int64_t, MAX(n, 1));
-  int64_t *lists = NULL;
-  int64_t *eu = g_new(int64_t, MAX(n, 1)), *ev = g_new(int64_t, MAX(n, 1));
-  double *ew = g_new(double, MAX(n, 1));
-  gboolean *keep = g_new(gboolean, MAX(n, 1));
-  int64_t *order = g_new(int64_t, MAX(n, 1));
+  /* O(n) state whose size the input decides: a failure is an error, not an abort. */
+  const char *what = "MST-kNN's state";
+  size_t rows = (size_t)n;
+  int64_t *position = NULL, *parent = NULL, *lists = NULL, *eu = NULL, *ev = NULL, *order = NULL;
+  double *ew = NULL;
+  gboolean *keep = NULL;
   GQueue pending = G_QUEUE_INIT;       /* GArray of int64 members each, sorted */
   GQueue pending_nodes = G_QUEUE_INIT; /* their node indices in nodes */
   int64_t n_clusters = 0;
   gboolean ok = FALSE;
+  if ((position = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
+      (parent = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
+      (eu = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
+      (ev = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
+      (ew = knnwb_try_new_array(rows, sizeof(double), what, rows, error)) == NULL ||
+      (keep = knnwb_try_new_array(rows, sizeof(gboolean), what, rows, error)) == NULL ||
+      (order = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL)
+    goto out;
   for (int64_t v = 0; v < n; v++)
     position[v] = -1;
   GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(int64_t), (guint)n);
@@ -110,7 +117,12 @@ static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, i
     int64_t natural = knnwb_mstknn_natural_k(s);
     int64_t kc = MAX((int64_t)1, MIN(natural, s - 1));
     g_free(lists);
-    lists = g_new(int64_t, s * kc);
+    lists = knnwb_try_new_array((size_t)(s * kc), sizeof(int64_t), "MST-kNN's kNN lists", (size_t)s,
+                                error);
+    if (lists == NULL) {
+      g_array_unref(set);
+      goto out;
+    }
     int64_t n_tree = 0;
     gboolean step = source->knn(source->context, members, s, position, kc, lists, error) &&
                     source->tree(source->context, members, s, position, eu, ev, ew, &n_tree, error);
@@ -208,7 +220,10 @@ static gboolean knnwb_mstknn_finish(int64_t n, const int64_t *cluster_of, GArray
   igraph_error_t code = igraph_vector_int_resize(membership, n);
   if (!knnwb_error_from_igraph(code, "resizing membership", error))
     return FALSE;
-  int64_t *renumber = g_new(int64_t, MAX(n, 1));
+  int64_t *renumber = knnwb_try_new_array((size_t)n, sizeof(int64_t), "MST-kNN's cluster numbers",
+                                          (size_t)n, error);
+  if (renumber == NULL)
+    return FALSE;
   for (int64_t v = 0; v < n; v++)
     renumber[v] = -1;
   int64_t count = 0;
@@ -269,11 +284,13 @@ static gboolean knnwb_mstknn_run(const KnnwbMstKnnSource *source, int64_t n,
                                  GError **error)
 {
   GArray *nodes = g_array_new(FALSE, FALSE, sizeof(KnnwbMstKnnNode));
-  int64_t *cluster_of = g_new(int64_t, MAX(n, 1));
+  int64_t *cluster_of =
+      knnwb_try_new_array((size_t)n, sizeof(int64_t), "MST-kNN's clusters", (size_t)n, error);
   GArray *kept_u = g_array_new(FALSE, FALSE, sizeof(int64_t));
   GArray *kept_v = g_array_new(FALSE, FALSE, sizeof(int64_t));
   GArray *kept_w = g_array_new(FALSE, FALSE, sizeof(double));
-  gboolean ok = knnwb_mstknn_drive(source, n, cluster_of, kept_u, kept_v, kept_w, nodes, error) &&
+  gboolean ok = cluster_of != NULL &&
+                knnwb_mstknn_drive(source, n, cluster_of, kept_u, kept_v, kept_w, nodes, error) &&
                 knnwb_mstknn_finish(n, cluster_of, kept_u, kept_v, kept_w, nodes, membership,
                                     cluster_forest, forest_weights, hierarchy, error);
   g_array_unref(nodes);
@@ -510,16 +527,29 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
   context.lists = lists;
   context.n_threads = knnwb_clustering_thread_count(options->n_threads);
   igraph_integer_t m = igraph_ecount(&tree);
-  context.offset = g_new0(int64_t, n + 1);
-  context.adjacency = g_new(int64_t, MAX(2 * m, 1));
-  context.adjacency_weight = g_new(double, MAX(2 * m, 1));
+  const char *what = "MST-kNN's tree adjacency";
+  int64_t *fill = NULL;
+  if ((context.offset =
+           knnwb_try_new0_array((size_t)n + 1, sizeof(int64_t), what, (size_t)n, error)) == NULL ||
+      (context.adjacency =
+           knnwb_try_new_array((size_t)(2 * m), sizeof(int64_t), what, (size_t)n, error)) == NULL ||
+      (context.adjacency_weight =
+           knnwb_try_new_array((size_t)(2 * m), sizeof(double), what, (size_t)n, error)) == NULL ||
+      (fill = knnwb_try_new_array((size_t)n, sizeof(int64_t), what, (size_t)n, error)) == NULL) {
+    g_free(context.offset);
+    g_free(context.adjacency);
+    g_free(context.adjacency_weight);
+    igraph_destroy(&tree);
+    igraph_vector_destroy(&tree_weights);
+    return FALSE;
+  }
   for (igraph_integer_t e = 0; e < m; e++) {
     context.offset[IGRAPH_FROM(&tree, e) + 1]++;
     context.offset[IGRAPH_TO(&tree, e) + 1]++;
   }
   for (int64_t v = 0; v < n; v++)
     context.offset[v + 1] += context.offset[v];
-  int64_t *fill = g_memdup2(context.offset, sizeof(int64_t) * (size_t)n);
+  memcpy(fill, context.offset, sizeof(int64_t) * (size_t)n);
   for (igraph_integer_t e = 0; e < m; e++) {
     int64_t a = IGRAPH_FROM(&tree, e), b = IGRAPH_TO(&tree, e);
     double w = VECTOR(tree_weights)[e];

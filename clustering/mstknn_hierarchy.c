@@ -2,6 +2,7 @@
 #include <string.h>
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
+#include "clustering_internal.h"
 
 gboolean knnwb_mstknn_hierarchy_init(KnnwbMstKnnHierarchy *hierarchy, GError **error)
 {
@@ -27,26 +28,6 @@ void knnwb_mstknn_hierarchy_destroy(KnnwbMstKnnHierarchy *hierarchy)
   igraph_vector_int_destroy(&hierarchy->size);
   igraph_vector_int_destroy(&hierarchy->k);
   igraph_vector_int_destroy(&hierarchy->cluster);
-}
-
-static void knnwb_hierarchy_append_label(GString *text, const char *label, igraph_integer_t index)
-{
-  if (!label) {
-    g_string_append_printf(text, "%" IGRAPH_PRId, index);
-    return;
-  }
-  /* Newick reserves these characters; a quoted label doubles its quotes. */
-  if (label[0] != '\0' && strpbrk(label, " \t\n()[]':;,") == NULL) {
-    g_string_append(text, label);
-    return;
-  }
-  g_string_append_c(text, '\'');
-  for (const char *p = label; *p; p++) {
-    if (*p == '\'')
-      g_string_append_c(text, '\'');
-    g_string_append_c(text, *p);
-  }
-  g_string_append_c(text, '\'');
 }
 
 char *knnwb_mstknn_hierarchy_newick(const KnnwbMstKnnHierarchy *hierarchy,
@@ -103,7 +84,7 @@ char *knnwb_mstknn_hierarchy_newick(const KnnwbMstKnnHierarchy *hierarchy,
     g_string_append_c(text, '(');
     if (c >= 0) {
       for (igraph_integer_t v = first_point[c]; v >= 0; v = next_point[v]) {
-        knnwb_hierarchy_append_label(text, labels ? labels[v] : NULL, v);
+        knnwb_clustering_newick_label(text, labels ? labels[v] : NULL, v);
         if (next_point[v] >= 0)
           g_string_append_c(text, ',');
       }

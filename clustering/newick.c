@@ -3,8 +3,9 @@
 #include <string.h>
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
+#include "clustering_internal.h"
 
-static void knnwb_newick_append_label(GString *text, const char *label, int64_t index)
+void knnwb_clustering_newick_label(GString *text, const char *label, int64_t index)
 {
   if (!label) {
     g_string_append_printf(text, "%" G_GINT64_FORMAT, (gint64)index);
@@ -93,7 +94,7 @@ char *knnwb_clustering_newick(const igraph_matrix_t *linkage, igraph_integer_t n
         continue;
       }
       if (entry < n) {
-        knnwb_newick_append_label(text, labels ? labels[entry] : NULL, entry);
+        knnwb_clustering_newick_label(text, labels ? labels[entry] : NULL, entry);
         if (parent_of[entry] >= 0)
           knnwb_newick_append_length(text, height[parent_of[entry]]);
         continue;

@@ -90,6 +90,13 @@ gboolean knnwb_knn_status_to_error(int status, const char *message, const char *
   return FALSE;
 }
 
+gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
+{
+  if (options->backend == KNNWB_BACKEND_CPU)
+    return FALSE;
+  return options->backend == KNNWB_BACKEND_CUDA || knnwb_cuda_device_count() > 0;
+}
+
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
                                   char **name, GError **error)
 {
@@ -348,10 +355,9 @@ out:
   return ok;
 }
 
-/* The checks of a request that need no data pass: metric, k, shapes. */
-static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
-                                        const KnnwbMatrix *reference_data, gboolean self,
-                                        const KnnwbKnnOptions *options, GError **error)
+gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                               size_t held, size_t held_reference, gboolean self,
+                               const KnnwbKnnOptions *options, GError **error)
 {
   if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
@@ -363,13 +369,13 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
                 options->k);
     return FALSE;
   }
-  if (query_data->n_cols != reference_data->n_cols) {
+  if (d != d_reference) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "query rows have %zu column%s but reference rows have %zu", query_data->n_cols,
-                KNNWB_PLURAL(query_data->n_cols), reference_data->n_cols);
+                "query rows have %zu column%s but reference rows have %zu", d, KNNWB_PLURAL(d),
+                d_reference);
     return FALSE;
   }
-  if (query_data->n_cols == 1 && query_data->n_rows > 0 &&
+  if (d == 1 && n > 0 &&
       (options->metric == KNNWB_METRIC_PEARSON || options->metric == KNNWB_METRIC_ABS_PEARSON ||
        options->metric == KNNWB_METRIC_SPEARMAN)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
@@ -377,15 +383,15 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
                 "should the matrix be transposed?)");
     return FALSE;
   }
-  if (query_data->n_cols == 0 && query_data->n_rows > 0) {
+  if (d == 0 && n > 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                 "the rows have no columns: there is nothing to measure distances on");
     return FALSE;
   }
-  const size_t n = query_data->n_rows, k = options->k;
+  const size_t k = options->k;
   /* Before the memory estimate, so that a k beyond the rows is reported as that and not as a
    * request for petabytes (dropped rows can only lower the bound; checked again below). */
-  const size_t at_most = self ? (n > 0 ? n - 1 : 0) : reference_data->n_rows;
+  const size_t at_most = self ? (n > 0 ? n - 1 : 0) : n_reference;
   if (n > 0 && k > at_most) {
     g_set_error(
         error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -394,19 +400,19 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
     return FALSE;
   }
   size_t result_cells;
-  if (!knnwb_size_multiply(n, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
+  if (!knnwb_size_multiply(held, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "%zu rows x k = %zu neighbours overflow the address space", n, k);
+                "%zu rows x k = %zu neighbours overflow the address space", held, k);
     return FALSE;
   }
   /* Refuse up front what cannot fit: the lists (index + distance), the candidate lists of the
    * first round, and the prepared copy of the rows. Working tiles come on top but are bounded by
    * the memory budget. */
   const size_t margin = MAX((size_t)8, k / 8);
-  double needed = (double)n * (double)k * (sizeof(int64_t) + sizeof(double)) +
-                  (double)n * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
-                  (double)(n + (self ? 0 : reference_data->n_rows)) * (double)query_data->n_cols *
-                      sizeof(float) * (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
+  double needed = (double)held * (double)k * (sizeof(int64_t) + sizeof(double)) +
+                  (double)held * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
+                  (double)(held + (self ? 0 : held_reference)) * (double)d * sizeof(float) *
+                      (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
   size_t available = knnwb_memory_available();
   if (needed > (double)available) {
     g_autofree char *needed_text = knnwb_memory_format((size_t)MIN(needed, (double)SIZE_MAX));
@@ -420,8 +426,18 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
   return TRUE;
 }
 
+/* The checks of a request that need no data pass: metric, k, shapes. */
+static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
+                                        const KnnwbMatrix *reference_data, gboolean self,
+                                        const KnnwbKnnOptions *options, GError **error)
+{
+  return knnwb_knn_check_sizes(query_data->n_rows, reference_data->n_rows, query_data->n_cols,
+                               reference_data->n_cols, query_data->n_rows, reference_data->n_rows,
+                               self, options, error);
+}
+
 /* Lists for rows [first, first + rows), every slot empty. */
-static KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error)
+KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error)
 {
   KnnwbNeighbors *result = g_new0(KnnwbNeighbors, 1);
   result->n_queries = rows;
@@ -577,6 +593,9 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   const KnnwbKnnGroup *group = options->group ? options->group : knnwb_knn_group_get_default();
   if (group != NULL && group->size <= 1)
     group = NULL;
+  if (group != NULL && options->group_split)
+    return knnwb_knn_split_run(query_data, self ? NULL : reference_data, given, options, group,
+                               result_out, error);
   const size_t n = query_data->n_rows, k = options->k;
   size_t first = 0, last = n;
   if (group != NULL)

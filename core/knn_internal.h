@@ -50,6 +50,12 @@ typedef struct {
 gboolean knnwb_prepared_init(KnnwbPrepared *prepared, const KnnwbMatrix *data, KnnwbMetric metric,
                              gboolean drop_degenerate, const char *role, int n_threads,
                              const KnnwbPrepared *like, GError **error);
+/** knnwb_prepared_init of a block of rows whose first is row first_row of a larger matrix (the
+ * messages name rows by their number there). */
+gboolean knnwb_prepared_init_rows(KnnwbPrepared *prepared, const KnnwbMatrix *data,
+                                  size_t first_row, KnnwbMetric metric, gboolean drop_degenerate,
+                                  const char *role, int n_threads, const KnnwbPrepared *like,
+                                  GError **error);
 void knnwb_prepared_clear(KnnwbPrepared *prepared);
 
 /** The bound on a screened score's error, per unit |q||r| (see screen.c for the derivation). */
@@ -151,6 +157,24 @@ void knnwb_group_bounds_finish(KnnwbGroupBounds *bounds);
  * Collective. Returns NULL (error set, the same on every rank) on failure. */
 KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
                                        size_t n, GError **error);
+
+/** The request checks of knnwb_knn_self/query from sizes: n (n_reference) rows of d (d_reference)
+ * columns in the run, held (held_reference) of them in this process (the memory estimate). */
+gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                               size_t held, size_t held_reference, gboolean self,
+                               const KnnwbKnnOptions *options, GError **error);
+
+/** Lists for rows [first, first + rows) with every slot empty (index -1, distance +inf). */
+KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error);
+
+/**
+ * The split-memory run of a group (options->group_split, knn_split.c): query_block (and
+ * reference_block, NULL for the self graph) are this rank's blocks. given must be NULL.
+ * Collective; the same result or error on every rank.
+ */
+gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *reference_block,
+                             const KnnwbPrepared *given, const KnnwbKnnOptions *options,
+                             const KnnwbKnnGroup *group, KnnwbNeighbors **result, GError **error);
 
 /** Exact duplicate rows of a matrix (duplicates.c). */
 typedef struct {

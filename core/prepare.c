@@ -139,6 +139,14 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
                              gboolean drop_degenerate, const char *role, int n_threads,
                              const KnnwbPrepared *like, GError **error)
 {
+  return knnwb_prepared_init_rows(p, data, 0, metric, drop_degenerate, role, n_threads, like,
+                                  error);
+}
+
+gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, size_t first_row,
+                                  KnnwbMetric metric, gboolean drop_degenerate, const char *role,
+                                  int n_threads, const KnnwbPrepared *like, GError **error)
+{
   memset(p, 0, sizeof *p);
   p->metric = metric;
   p->n = data->n_rows;
@@ -237,8 +245,8 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                   "%s row %zu%s%s%s (counted from 0) %s for the %s metric (%zu such row%s): "
                   "remove %s, or drop them with --drop-degenerate",
-                  noun, first, label ? " (" : "", label ? label : "", label ? ")" : "", what,
-                  knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
+                  noun, first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "",
+                  what, knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
                   n_degenerate == 1 ? "it" : "them");
       g_free(degenerate);
       knnwb_prepared_clear(p);
@@ -247,7 +255,7 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
     g_warning("%s: %zu row%s left out of the %s kNN graph (first: row %zu%s%s%s, counted from 0, "
               "%s); they get no edges",
               role, n_degenerate, n_degenerate == 1 ? "" : "s", knnwb_metric_to_string(metric),
-              first, label ? " (" : "", label ? label : "", label ? ")" : "", what);
+              first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "", what);
   }
   if (n_degenerate + n_absent > 0) {
     for (size_t i = 0; i < n; i++)

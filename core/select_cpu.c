@@ -103,11 +103,16 @@ static void knnwb_heap_push(float *score, int64_t *index, int32_t *size, size_t 
   index[c] = id;
 }
 
+/* row < n_query: a query row's list; above (a two-sided job's reference rows): out_reference. */
 static void knnwb_select_offer(KnnwbCpuSelect *s, size_t row, float value, int64_t id)
 {
-  const size_t kc = s->job->kc;
-  float *score = s->job->out_score + row * kc;
-  knnwb_heap_push(score, s->job->out_index + row * kc, &s->heap_size[row], kc, value, id);
+  const KnnwbSelectJob *job = s->job;
+  const size_t kc = job->kc;
+  const gboolean transposed = !job->self && row >= job->n_query;
+  const size_t slot = transposed ? row - job->n_query : row;
+  float *score = (transposed ? job->out_reference_score : job->out_score) + slot * kc;
+  int64_t *index = (transposed ? job->out_reference_index : job->out_index) + slot * kc;
+  knnwb_heap_push(score, index, &s->heap_size[row], kc, value, id);
   if ((size_t)s->heap_size[row] == kc)
     s->threshold[row] = score[0];
 }
@@ -174,9 +179,10 @@ static void knnwb_select_tile(KnnwbCpuSelect *s, size_t qb, size_t rb, float *ti
       if (job->reference_invalid[r0 + b])
         for (size_t a = 0; a < bq; a++)
           tile[a * br + b] = INFINITY;
-  if (job->self && job->reference_invalid != NULL)
+  const unsigned char *query_invalid = job->self ? job->reference_invalid : job->query_invalid;
+  if (query_invalid != NULL)
     for (size_t a = 0; a < bq; a++)
-      if (job->reference_invalid[q0 + a])
+      if (query_invalid[q0 + a])
         for (size_t b = 0; b < br; b++)
           tile[a * br + b] = INFINITY;
   if (job->query_group != NULL)
@@ -205,22 +211,26 @@ static void knnwb_select_tile(KnnwbCpuSelect *s, size_t qb, size_t rb, float *ti
   }
   g_mutex_unlock(&s->query_locks[qb]);
 
-  /* Columns feed the rows of block rb (self jobs, off-diagonal tiles). */
-  if (!job->self || qb == rb)
+  /* Columns feed the rows of block rb (self jobs, off-diagonal tiles; two-sided jobs, every tile,
+   * whose reference rows follow the query rows in the heaps). */
+  const gboolean two_sided = !job->self && job->out_reference_index != NULL;
+  if (job->self ? qb == rb : !two_sided)
     return;
+  const size_t column0 = two_sided ? job->n_query + r0 : r0;
   g_mutex_lock(&s->reference_locks[rb]);
-  float *threshold = s->threshold + r0;
+  float *threshold = s->threshold + column0;
   /* L2 scores are not symmetric (|r|^2 - 2 q.r): seen from row r0+b the score of q0+a is
    * tile - |r_b|^2 + |q_a|^2. The other kinds are symmetric. */
   const gboolean l2 = job->score_kind == KNNWB_SCORE_L2;
   const float *sq = job->reference_sqnorms;
+  const float *query_sq = two_sided ? job->query_sqnorms : sq;
   for (size_t a = 0; a < bq; a++) {
     const float *row = tile + a * br;
-    const float shift = l2 ? sq[q0 + a] : 0.0f;
+    const float shift = l2 ? query_sq[q0 + a] : 0.0f;
     for (size_t b = 0; b < br; b++) {
       float value = l2 ? row[b] - sq[r0 + b] + shift : row[b];
       if (value < threshold[b])
-        knnwb_select_offer(s, r0 + b, value, (int64_t)(q0 + a));
+        knnwb_select_offer(s, column0 + b, value, (int64_t)(q0 + a));
     }
   }
   g_mutex_unlock(&s->reference_locks[rb]);
@@ -322,8 +332,10 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
                   : 0;
   threads = (int)MAX((uint64_t)1, MIN((uint64_t)threads, s.n_tiles));
   threads = knnwb_select_threads_for_address_space(threads);
-  s.heap_size = g_try_malloc0(nq * sizeof(int32_t));
-  s.threshold = g_try_malloc(nq * sizeof(float));
+  /* A two-sided job keeps the heaps of its reference rows after those of its query rows. */
+  const size_t heaps = !job->self && job->out_reference_index != NULL ? nq + nr : nq;
+  s.heap_size = g_try_malloc0(heaps * sizeof(int32_t));
+  s.threshold = g_try_malloc(heaps * sizeof(float));
   s.query_locks = g_new(GMutex, s.n_query_blocks);
   s.reference_locks = job->self ? s.query_locks : g_new(GMutex, s.n_reference_blocks);
   if (s.heap_size == NULL || s.threshold == NULL) {
@@ -335,7 +347,7 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
     snprintf(message, message_size, "cannot allocate the selection state of %zu rows", nq);
     return KNNWB_KERNELS_OUT_OF_MEMORY;
   }
-  for (size_t i = 0; i < nq; i++)
+  for (size_t i = 0; i < heaps; i++)
     s.threshold[i] = INFINITY;
   for (size_t b = 0; b < s.n_query_blocks; b++)
     g_mutex_init(&s.query_locks[b]);
@@ -370,11 +382,17 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
   else if (status == KNNWB_KERNELS_CANCELLED)
     snprintf(message, message_size, "cancelled");
   /* Rows whose heap is not full (only when kc exceeds the valid references) pad with -1. */
-  for (size_t i = 0; i < nq && status == KNNWB_KERNELS_OK; i++)
+  for (size_t i = 0; i < heaps && status == KNNWB_KERNELS_OK; i++) {
+    const gboolean transposed = i >= nq;
+    int64_t *index =
+        transposed ? job->out_reference_index + (i - nq) * job->kc : job->out_index + i * job->kc;
+    float *score =
+        transposed ? job->out_reference_score + (i - nq) * job->kc : job->out_score + i * job->kc;
     for (size_t c = (size_t)s.heap_size[i]; c < job->kc; c++) {
-      job->out_index[i * job->kc + c] = -1;
-      job->out_score[i * job->kc + c] = INFINITY;
+      index[c] = -1;
+      score[c] = INFINITY;
     }
+  }
   for (size_t b = 0; b < s.n_query_blocks; b++)
     g_mutex_clear(&s.query_locks[b]);
   if (!job->self) {

@@ -4,8 +4,10 @@
  * render command reads the results back from the GML, so pictures show the same colours. */
 #include "formats_internal.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int knnwb_appearance_compare_double(const void *a, const void *b)
 {
@@ -131,4 +133,44 @@ void knnwb_formats_cluster_colour(igraph_integer_t cluster, char hex[8])
   }
   g_snprintf(hex, 8, "#%02X%02X%02X", (int)lround((r + m) * 255), (int)lround((g + m) * 255),
              (int)lround((b + m) * 255));
+}
+
+gboolean knnwb_formats_drawing_init(KnnwbGraphDrawing *drawing, const char *path,
+                                    const KnnwbGraphOutput *output, GError **error)
+{
+  memset(drawing, 0, sizeof *drawing);
+  knnwb_formats_gml_options_init(&drawing->defaults);
+  drawing->options = output->gml != NULL ? output->gml : &drawing->defaults;
+  igraph_integer_t n = igraph_vcount(output->graph);
+  if (drawing->options->focus != NULL) {
+    drawing->focus = g_try_new0(gboolean, MAX(n, 1));
+    if (drawing->focus == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "%s: out of memory for the focus flags of %" PRId64 " vertices", path,
+                  (int64_t)n);
+      return FALSE;
+    }
+    for (igraph_integer_t i = 0; i < igraph_vector_int_size(drawing->options->focus); i++)
+      drawing->focus[VECTOR(*drawing->options->focus)[i]] = TRUE;
+  }
+  if (igraph_matrix_init(&drawing->layout, 0, 0) != IGRAPH_SUCCESS) {
+    g_clear_pointer(&drawing->focus, g_free);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: out of memory", path);
+    return FALSE;
+  }
+  if (!knnwb_formats_writer_coordinates(output, drawing->options, &drawing->layout,
+                                        &drawing->coordinates, error)) {
+    knnwb_formats_drawing_clear(drawing);
+    return FALSE;
+  }
+  knnwb_formats_appearance_init(&drawing->appearance, output, drawing->options,
+                                drawing->coordinates);
+  return TRUE;
+}
+
+void knnwb_formats_drawing_clear(KnnwbGraphDrawing *drawing)
+{
+  igraph_matrix_destroy(&drawing->layout);
+  g_clear_pointer(&drawing->focus, g_free);
+  drawing->coordinates = NULL;
 }

@@ -95,13 +95,32 @@ gboolean knnwb_formats_write_chunks(FILE *stream, const char *path, size_t n_ite
   run.context = context;
   g_mutex_init(&run.lock);
   g_cond_init(&run.changed);
+  /* Threads that cannot start (memory or process limits) leave their chunks to the others; with
+   * none at all, this thread formats each chunk before writing it. */
   GThread **workers = g_new0(GThread *, threads);
-  for (int t = 0; t < threads; t++)
-    workers[t] = g_thread_new("knnwb-writer", knnwb_chunk_worker, &run);
+  int started = 0;
+  while (started < threads) {
+    g_autoptr(GError) thread_error = NULL;
+    workers[started] = g_thread_try_new("knnwb-writer", knnwb_chunk_worker, &run, &thread_error);
+    if (workers[started] == NULL) {
+      static gint warned;
+      if (g_atomic_int_compare_and_exchange(&warned, 0, 1))
+        g_warning("cannot start a writer thread (%s); going on with fewer", thread_error->message);
+      break;
+    }
+    started++;
+  }
 
   gboolean ok = TRUE;
   for (size_t c = 0; c < run.n_chunks && ok; c++) {
     KnnwbTextChunk *slot = &run.slots[c % run.window];
+    if (started == 0) {
+      locale_t saved_locale = uselocale(knnwb_formats_c_locale());
+      slot->length = 0;
+      run.format(run.context, c * grain, MIN(n_items, (c + 1) * grain), slot);
+      uselocale(saved_locale);
+      run.ready[c % run.window] = TRUE;
+    }
     g_mutex_lock(&run.lock);
     while (!run.ready[c % run.window]) {
       /* Wake up now and then to honour a cancel request even while a chunk is formatted. */
@@ -139,7 +158,7 @@ gboolean knnwb_formats_write_chunks(FILE *stream, const char *path, size_t n_ite
   run.stop = TRUE;
   g_cond_broadcast(&run.changed);
   g_mutex_unlock(&run.lock);
-  for (int t = 0; t < threads; t++)
+  for (int t = 0; t < started; t++)
     g_thread_join(workers[t]);
   for (size_t s = 0; s < run.window; s++)
     g_free(run.slots[s].data);

@@ -267,7 +267,7 @@ typedef struct {
   const guint8 *kinds; /* one KNNWB_COLUMN_* per field */
   size_t n_fields;
   KnnwbMissingPolicy missing;
-  size_t expected_rows; /* SIZE_MAX when the file does not declare it */
+  size_t expected_rows;   /* SIZE_MAX when the file does not declare it */
   const char *end_marker; /* optional: a line starting with it ends the rows (GEO's
                              !series_matrix_table_end); *end_marker_seen is then set */
   gboolean *end_marker_seen;
@@ -434,6 +434,26 @@ typedef struct {
 
 /** The spacing of drawn neighbours: a low quantile of each vertex's shortest drawn edge. */
 double knnwb_formats_layout_spacing(const igraph_t *graph, const igraph_matrix_t *coordinates);
+
+/** Called by knnwb_formats_layout_drl_isolated every 10 ms with DrL's iterations so far; TRUE
+ * stops the layout. */
+typedef gboolean (*KnnwbDrlPoll)(uint64_t iterations, void *data);
+
+/**
+ * igraph_layout_drl (use_seed false) in a forked child that is killed within 10 ms of poll
+ * returning TRUE (layout_drl_child.c says why a process). *isolated is FALSE when no child could
+ * be started (no memory to share, no process to spare): nothing ran, and the caller runs DrL in
+ * its own process. Returns IGRAPH_SUCCESS with coordinates n x 2, IGRAPH_INTERRUPTED when poll
+ * stopped it, DrL's own error code, or IGRAPH_FAILURE when the child died without a result.
+ * Costs one fork (page tables of the caller) and 16 bytes per vertex of shared memory besides
+ * DrL's own O(iterations * (n + m)) time.
+ */
+igraph_error_t knnwb_formats_layout_drl_isolated(const igraph_t *graph,
+                                                 const igraph_vector_t *weights,
+                                                 const igraph_layout_drl_options_t *options,
+                                                 KnnwbDrlPoll poll, void *poll_data,
+                                                 igraph_matrix_t *coordinates, gboolean *isolated);
+
 void knnwb_formats_appearance_init(KnnwbAppearance *appearance, const KnnwbGraphOutput *output,
                                    const KnnwbGmlOptions *options,
                                    const igraph_matrix_t *coordinates);
@@ -443,6 +463,40 @@ double knnwb_formats_similarity(const KnnwbAppearance *appearance, double distan
 double knnwb_formats_edge_width(const KnnwbAppearance *appearance, double distance);
 /** "#RRGGBB" of cluster id (golden-angle hues, three tiers). */
 void knnwb_formats_cluster_colour(igraph_integer_t cluster, char hex[8]);
+
+/** What the GML and GraphML writers share before their first byte: the options (the caller's or
+ * the defaults), the coordinates (given, computed by the layout the options ask for, or none),
+ * the appearance derived from them and the focus flags (NULL when the options name no focus).
+ * The struct holds the defaults it may point to: do not copy it after init. */
+typedef struct {
+  KnnwbGmlOptions defaults;
+  const KnnwbGmlOptions *options;
+  igraph_matrix_t layout;             /* owned; coordinates points here when computed */
+  const igraph_matrix_t *coordinates; /* NULL when nothing is drawn */
+  KnnwbAppearance appearance;
+  gboolean *focus; /* n flags or NULL */
+} KnnwbGraphDrawing;
+
+/** Fills drawing for output (runs the layout: the long phase, cancellable through
+ * output->control). Errors: out of memory (KNNWB_ERROR_NO_MEMORY, naming path), a failed or
+ * cancelled layout. On failure nothing is left to clear. O(layout) time, O(n) memory. */
+gboolean knnwb_formats_drawing_init(KnnwbGraphDrawing *drawing, const char *path,
+                                    const KnnwbGraphOutput *output, GError **error);
+void knnwb_formats_drawing_clear(KnnwbGraphDrawing *drawing);
+
+/** Edge e's ends as people write them: an undirected edge smaller end first. */
+static inline void knnwb_formats_edge_ends(const igraph_t *graph, igraph_integer_t e,
+                                           igraph_integer_t *from, igraph_integer_t *to)
+{
+  igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
+  if (!igraph_is_directed(graph) && a > b) {
+    igraph_integer_t swap = a;
+    a = b;
+    b = swap;
+  }
+  *from = a;
+  *to = b;
+}
 
 /* Per-format writers behind knnwb_formats_write_lists / _edges / _graph. */
 gboolean knnwb_formats_write_knn_edges(const char *path, const KnnwbEdgeList *edges,

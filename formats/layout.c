@@ -2,8 +2,9 @@
  * from the kNN distances, or an automatic choice that stays fast at every size.
  *
  * igraph's layouts call IGRAPH_ALLOW_INTERRUPTION once per iteration (FR, UMAP epochs, DrL
- * stages); the interruption handler installed for the duration of a layout reports progress
- * from those calls and stops the layout (IGRAPH_INTERRUPTED) once the cancel flag is raised. */
+ * iterations); the interruption handler installed for the duration of a layout reports progress
+ * from those calls and stops the layout (IGRAPH_INTERRUPTED) once the cancel flag is raised.
+ * DrL runs in a child process that is killed instead (layout_drl_child.c says why). */
 #include "formats_internal.h"
 
 #include <math.h>
@@ -49,32 +50,44 @@ static const KnnwbWriteControl *knnwb_layout_control;
 static igraph_interruption_handler_t *knnwb_layout_previous;
 static uint64_t knnwb_layout_calls, knnwb_layout_expected;
 static gboolean knnwb_layout_interrupted;
-/* FR and UMAP return IGRAPH_INTERRUPTED when the handler says so; DrL (C++) calls the handler but
- * ignores its answer and runs to the end. */
-static gboolean knnwb_layout_stops;
 
-static igraph_error_t knnwb_layout_interruption(void *data)
+/* Reports progress; TRUE when the layout must stop: the control's cancel flag, or, without a
+ * control of our own, the process's handler (the host's signals). */
+static gboolean knnwb_layout_cancel_requested(void *data)
 {
   const KnnwbWriteControl *control = knnwb_layout_control;
-  knnwb_layout_calls++;
   if (control != NULL && control->progress != NULL)
     control->progress(MIN(knnwb_layout_calls, knnwb_layout_expected), knnwb_layout_expected,
                       control->progress_data);
-  gboolean cancel = control != NULL && control->cancel != NULL && *control->cancel != 0;
-  if (!cancel && control == NULL && knnwb_layout_previous != NULL && knnwb_layout_stops)
-    /* No control of our own: the process's handler (the host's signals) decides. */
-    return knnwb_layout_previous(data);
-  if (!cancel)
+  if (control != NULL)
+    return control->cancel != NULL && *control->cancel != 0;
+  return knnwb_layout_previous != NULL && knnwb_layout_previous(data) != IGRAPH_SUCCESS;
+}
+
+static igraph_error_t knnwb_layout_interruption(void *data)
+{
+  knnwb_layout_calls++;
+  if (!knnwb_layout_cancel_requested(data))
     return IGRAPH_SUCCESS;
   knnwb_layout_interrupted = TRUE;
-  if (!knnwb_layout_stops)
-    return IGRAPH_SUCCESS; /* DrL would go on anyway: keep its FINALLY stack intact */
   /* igraph returns IGRAPH_INTERRUPTED from the iteration without freeing what the layout put on
    * the FINALLY stack; the first IGRAPH_CHECK above it would free those entries after their
    * frames are gone. Free them now, while the frames still live (our own vectors are kept off
-   * that stack during the call). */
+   * that stack during the call). DrL run in this process (when no child could be started) puts
+   * nothing there; its iteration loop returns and igraph_layout_drl reports success without
+   * coordinates, which knnwb_layout_interrupted turns into the cancellation. */
   IGRAPH_FINALLY_FREE();
   return IGRAPH_INTERRUPTED;
+}
+
+/* The parent's side of the DrL child (layout_drl_child.c): progress and the cancel decision. */
+static gboolean knnwb_layout_drl_poll(uint64_t iterations, void *data)
+{
+  knnwb_layout_calls = iterations;
+  if (!knnwb_layout_cancel_requested(data))
+    return FALSE;
+  knnwb_layout_interrupted = TRUE;
+  return TRUE;
 }
 
 /* Distances become attractions in [~0.9, 10]: the nearest neighbours pull hardest. FR and DrL
@@ -123,8 +136,7 @@ static igraph_error_t knnwb_layout_umap_distances(const igraph_vector_t *distanc
 enum { KNNWB_FR_ITERATIONS = 500, KNNWB_UMAP_EPOCHS = 200 };
 
 /* Runs the igraph layout. The transformed weights stay off igraph's FINALLY stack: an interrupted
- * layout empties that stack from the interruption handler, and DrL, which ignores interruptions,
- * would otherwise return into a stack that no longer holds our entry. */
+ * layout empties that stack from the interruption handler. */
 static igraph_error_t knnwb_layout_compute(const igraph_t *graph, const igraph_vector_t *weights,
                                            KnnwbLayout layout, igraph_matrix_t *coordinates)
 {
@@ -151,7 +163,12 @@ static igraph_error_t knnwb_layout_compute(const igraph_t *graph, const igraph_v
     knnwb_layout_expected = (uint64_t)(options.init_iterations + options.liquid_iterations +
                                        options.expansion_iterations + options.cooldown_iterations +
                                        options.crunch_iterations + options.simmer_iterations);
+    /* In a child process that a cancellation kills at once (layout_drl_child.c says why). */
+    gboolean isolated = FALSE;
     if (code == IGRAPH_SUCCESS)
+      code = knnwb_formats_layout_drl_isolated(graph, w, &options, knnwb_layout_drl_poll, NULL,
+                                               coordinates, &isolated);
+    if (code == IGRAPH_SUCCESS && !isolated)
       code = igraph_layout_drl(graph, coordinates, /*use_seed=*/false, &options, w);
   } else if (code == IGRAPH_SUCCESS) {
     knnwb_layout_expected = KNNWB_FR_ITERATIONS;
@@ -232,7 +249,6 @@ gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *
   knnwb_layout_control = control;
   knnwb_layout_calls = 0;
   knnwb_layout_expected = 1;
-  knnwb_layout_stops = chosen != KNNWB_LAYOUT_DRL;
   knnwb_layout_interrupted = FALSE;
   knnwb_layout_previous = igraph_set_interruption_handler(knnwb_layout_interruption);
   igraph_error_t code = knnwb_layout_compute(graph, weights, chosen, coordinates);

@@ -11,6 +11,8 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->label_column_name = NULL;
   options->missing = KNNWB_MISSING_ERROR;
   options->labels_path = NULL;
+  options->block_index = 0;
+  options->block_count = 0;
 }
 
 gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptions *options,

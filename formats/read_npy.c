@@ -396,6 +396,23 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   size_t rows = want_transpose ? stored_cols : stored_rows;
   size_t cols = want_transpose ? stored_rows : stored_cols;
   gboolean memory_is_c_order_of_wanted = header.fortran_order == want_transpose;
+  /* One rank's block of rows: the bytes of rows [block_first, block_first + rows) only. */
+  const gboolean block = options->block_count > 1 && !header.fortran_order && !want_transpose &&
+                         options->labels_path == NULL;
+  size_t block_first = 0;
+  const size_t all_rows = rows;
+  if (block) {
+    size_t block_last;
+    knnwb_knn_group_rows(rows, options->block_index, options->block_count, &block_first,
+                         &block_last);
+    rows = block_last - block_first;
+    count = rows * cols;
+    matrix_bytes = count * sizeof(float);
+    data_offset += (uint64_t)block_first * cols * header.item_size;
+  }
+  info->block_read = block;
+  info->total_rows = all_rows;
+  info->first_row = block_first;
   G_STATIC_ASSERT(G_BYTE_ORDER == G_LITTLE_ENDIAN || G_BYTE_ORDER == G_BIG_ENDIAN);
   gboolean native = G_BYTE_ORDER == G_LITTLE_ENDIAN ? little : big;
   gboolean swap = !native;
@@ -444,7 +461,7 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
       }
       size_t bad;
       if (!knnwb_npy_convert(chunk, n, &header, swap, floats, &bad)) {
-        size_t k = first + bad;
+        size_t k = block_first * cols + first + bad;
         size_t r = header.fortran_order ? k % stored_rows : k / stored_cols;
         size_t c = header.fortran_order ? k / stored_rows : k % stored_cols;
         g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
@@ -473,7 +490,7 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
    * rank's and the ranks agree on errors); dropping rows needs every rank to see every row. */
   size_t scan_first = 0, scan_last = rows;
   const KnnwbKnnGroup *group = knnwb_knn_group_get_default();
-  if (group != NULL && group->size > 1 && options->missing == KNNWB_MISSING_ERROR &&
+  if (!block && group != NULL && group->size > 1 && options->missing == KNNWB_MISSING_ERROR &&
       !want_transpose)
     knnwb_knn_group_rows(rows, group->rank, group->size, &scan_first, &scan_last);
   gboolean *keep = NULL;
@@ -482,7 +499,7 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
     for (size_t j = 0; j < cols; j++) {
       if (isfinite(row[j]))
         continue;
-      size_t stored_row = want_transpose ? j : i;
+      size_t stored_row = want_transpose ? j : block_first + i;
       size_t stored_col = want_transpose ? i : j;
       if (options->missing == KNNWB_MISSING_ERROR) {
         g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
@@ -511,14 +528,14 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
      * file's pages are private: the file is not touched). */
     size_t n_left = rows;
     for (size_t r = 0; r < rows; r++)
-      if (!keep[r]) {
+      if (!keep[block_first + r]) {
         memset(matrix->values + r * cols, 0, cols * sizeof(float));
         knnwb_matrix_set_row_absent(matrix, r);
         n_left--;
       }
     g_free(keep);
     keep = NULL;
-    if (n_left == 0) {
+    if (n_left == 0 && !block) { /* a block may hold no row left: the job has others */
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                   "%s: no rows are left (%zu with missing values)", path, info->n_dropped_rows);
       goto out;

@@ -70,7 +70,7 @@ static void knnwb_gml_format_nodes(void *context, size_t first, size_t last, Knn
       knnwb_text_chunk_puts(out, "\n    clusterSize ");
       knnwb_text_chunk_put_int(out, g->cluster_size[c]);
     }
-    gboolean focus = g->focus[v];
+    gboolean focus = g->focus != NULL && g->focus[v];
     if (focus)
       knnwb_text_chunk_puts(out, "\n    focus 1");
     double size = focus ? 2.0 * g->appearance->node_size : g->appearance->node_size;
@@ -109,13 +109,8 @@ static void knnwb_gml_format_edges(void *context, size_t first, size_t last, Knn
   const igraph_vector_t *weights = g->output->weights;
   gboolean directed = igraph_is_directed(graph);
   for (size_t i = first; i < last; i++) {
-    igraph_integer_t e = (igraph_integer_t)i;
-    igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
-    if (!directed && a > b) { /* smaller end first, as people write it */
-      igraph_integer_t swap = a;
-      a = b;
-      b = swap;
-    }
+    igraph_integer_t e = (igraph_integer_t)i, a, b;
+    knnwb_formats_edge_ends(graph, e, &a, &b);
     knnwb_text_chunk_puts(out, "  edge\n  [\n    source ");
     knnwb_text_chunk_put_int(out, a);
     knnwb_text_chunk_puts(out, "\n    target ");
@@ -144,58 +139,46 @@ gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *outpu
 {
   if (!knnwb_formats_check_output(output, error))
     return FALSE;
-  KnnwbGmlOptions defaults;
-  knnwb_formats_gml_options_init(&defaults);
-  const KnnwbGmlOptions *options = output->gml ? output->gml : &defaults;
   const igraph_t *graph = output->graph;
   igraph_integer_t n = igraph_vcount(graph);
   igraph_integer_t m = igraph_ecount(graph);
   const igraph_vector_int_t *membership = output->membership;
-
-  igraph_matrix_t layout;
-  if (igraph_matrix_init(&layout, 0, 0) != IGRAPH_SUCCESS) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: out of memory", path);
-    return FALSE;
-  }
-  const igraph_matrix_t *coordinates = NULL;
-  if (!knnwb_formats_writer_coordinates(output, options, &layout, &coordinates, error)) {
-    igraph_matrix_destroy(&layout);
-    return FALSE;
-  }
-  KnnwbAppearance appearance;
-  knnwb_formats_appearance_init(&appearance, output, options, coordinates);
-
   igraph_integer_t clusters =
       membership != NULL && n > 0 ? igraph_vector_int_max(membership) + 1 : 0;
-  g_autofree igraph_integer_t *cluster_size = g_new0(igraph_integer_t, MAX(clusters, 1));
   typedef char KnnwbColour[8];
-  g_autofree KnnwbColour *colours = g_new0(KnnwbColour, MAX(clusters, 1));
+  g_autofree igraph_integer_t *cluster_size = g_try_new0(igraph_integer_t, MAX(clusters, 1));
+  g_autofree KnnwbColour *colours = g_try_new0(KnnwbColour, MAX(clusters, 1));
+  if (cluster_size == NULL || colours == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%s: out of memory for %" PRId64 " clusters", path, (int64_t)clusters);
+    return FALSE;
+  }
   if (membership != NULL)
     for (igraph_integer_t v = 0; v < n; v++)
       cluster_size[VECTOR(*membership)[v]]++;
   for (igraph_integer_t c = 0; c < clusters; c++)
     knnwb_formats_cluster_colour(c, colours[c]);
-  g_autofree gboolean *focus = g_new0(gboolean, MAX(n, 1));
-  if (options->focus != NULL)
-    for (igraph_integer_t i = 0; i < igraph_vector_int_size(options->focus); i++)
-      focus[VECTOR(*options->focus)[i]] = TRUE;
 
+  KnnwbGraphDrawing drawing;
+  if (!knnwb_formats_drawing_init(&drawing, path, output, error))
+    return FALSE;
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL) {
-    igraph_matrix_destroy(&layout);
+    knnwb_formats_drawing_clear(&drawing);
     return FALSE;
   }
   FILE *stream = knnwb_atomic_file_stream(file);
   fprintf(stream, "Creator \"knnwb\"\nVersion 1\ngraph\n[\n  directed %d\n",
           igraph_is_directed(graph) ? 1 : 0);
-  KnnwbGmlContext context = {output, options,     coordinates, cluster_size,
-                             focus,  &appearance, colours};
+  KnnwbGmlContext context = {output,       drawing.options, drawing.coordinates,
+                             cluster_size, drawing.focus,   &drawing.appearance,
+                             colours};
   uint64_t total = (uint64_t)n + (uint64_t)m;
   gboolean ok = knnwb_formats_write_chunks(stream, path, (size_t)n, 8192, knnwb_gml_format_nodes,
                                            &context, output->control, 0, total, error) &&
                 knnwb_formats_write_chunks(stream, path, (size_t)m, 16384, knnwb_gml_format_edges,
                                            &context, output->control, (uint64_t)n, total, error);
-  igraph_matrix_destroy(&layout);
+  knnwb_formats_drawing_clear(&drawing);
   if (!ok)
     return FALSE;
   fputs("]\n", stream);

@@ -57,15 +57,9 @@ static void knnwb_graphml_format_edges(void *context, size_t first, size_t last,
 {
   const KnnwbGraphmlContext *g = context;
   const igraph_t *graph = g->output->graph;
-  gboolean directed = igraph_is_directed(graph);
   for (size_t i = first; i < last; i++) {
-    igraph_integer_t e = (igraph_integer_t)i;
-    igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
-    if (!directed && a > b) { /* smaller end first, as people write it */
-      igraph_integer_t swap = a;
-      a = b;
-      b = swap;
-    }
+    igraph_integer_t e = (igraph_integer_t)i, a, b;
+    knnwb_formats_edge_ends(graph, e, &a, &b);
     knnwb_text_chunk_puts(out, "    <edge source=\"n");
     knnwb_text_chunk_put_int(out, a);
     knnwb_text_chunk_puts(out, "\" target=\"n");
@@ -88,35 +82,18 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
 {
   if (!knnwb_formats_check_output(output, error))
     return FALSE;
-  KnnwbGmlOptions defaults;
-  knnwb_formats_gml_options_init(&defaults);
-  const KnnwbGmlOptions *options = output->gml ? output->gml : &defaults;
   const igraph_t *graph = output->graph;
   igraph_integer_t n = igraph_vcount(graph);
   igraph_integer_t m = igraph_ecount(graph);
-
-  igraph_matrix_t layout;
-  if (igraph_matrix_init(&layout, 0, 0) != IGRAPH_SUCCESS) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: out of memory", path);
+  KnnwbGraphDrawing drawing;
+  if (!knnwb_formats_drawing_init(&drawing, path, output, error))
     return FALSE;
-  }
-  const igraph_matrix_t *coordinates = NULL;
-  if (!knnwb_formats_writer_coordinates(output, options, &layout, &coordinates, error)) {
-    igraph_matrix_destroy(&layout);
-    return FALSE;
-  }
-  KnnwbAppearance appearance;
-  knnwb_formats_appearance_init(&appearance, output, options, coordinates);
-  g_autofree gboolean *focus = NULL;
-  if (options->focus != NULL) {
-    focus = g_new0(gboolean, MAX(n, 1));
-    for (igraph_integer_t i = 0; i < igraph_vector_int_size(options->focus); i++)
-      focus[VECTOR(*options->focus)[i]] = TRUE;
-  }
+  const igraph_matrix_t *coordinates = drawing.coordinates;
+  const gboolean *focus = drawing.focus;
 
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL) {
-    igraph_matrix_destroy(&layout);
+    knnwb_formats_drawing_clear(&drawing);
     return FALSE;
   }
   FILE *stream = knnwb_atomic_file_stream(file);
@@ -142,14 +119,14 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
           stream);
   fprintf(stream, "  <graph id=\"G\" edgedefault=\"%s\">\n",
           igraph_is_directed(graph) ? "directed" : "undirected");
-  KnnwbGraphmlContext context = {output, coordinates, focus, &appearance};
+  KnnwbGraphmlContext context = {output, coordinates, focus, &drawing.appearance};
   uint64_t total = (uint64_t)n + (uint64_t)m;
   gboolean ok =
       knnwb_formats_write_chunks(stream, path, (size_t)n, 16384, knnwb_graphml_format_nodes,
                                  &context, output->control, 0, total, error) &&
       knnwb_formats_write_chunks(stream, path, (size_t)m, 32768, knnwb_graphml_format_edges,
                                  &context, output->control, (uint64_t)n, total, error);
-  igraph_matrix_destroy(&layout);
+  knnwb_formats_drawing_clear(&drawing);
   if (!ok)
     return FALSE;
   fputs("  </graph>\n</graphml>\n", stream);

@@ -30,6 +30,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <memory>
+#include <new>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -187,10 +189,40 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
     std::vector<std::unique_ptr<Worker>> workers;
     for (int g = 0; g < run.n_devices; g++)
       workers.emplace_back(new Worker(run, g));
+    /* An exception must not leave a worker's thread (that would terminate the process): it fails
+     * the attempt, and the worker leaves every barrier so that the others do not wait for it. */
+    auto guarded = [&run, &barrier, &phase_barrier, &lists_barrier](Worker *w) {
+      try {
+        w->main();
+        return;
+      } catch (const std::bad_alloc &) {
+        run.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "out of host memory in a GPU worker");
+      } catch (const std::exception &e) {
+        run.fail(KNNWB_KERNELS_ERROR, "a GPU worker failed on the host side: %s", e.what());
+      }
+      barrier.drop();
+      phase_barrier.drop();
+      lists_barrier.drop();
+    };
     std::vector<std::thread> threads;
-    for (int g = 1; g < run.n_devices; g++)
-      threads.emplace_back([w = workers[g].get()] { w->main(); });
-    workers[0]->main();
+    threads.reserve((size_t)run.n_devices);
+    for (int g = 1; g < run.n_devices; g++) {
+      try {
+        threads.emplace_back(guarded, workers[g].get());
+      } catch (const std::system_error &e) {
+        /* The GPUs work in step (barriers): without this one's thread the attempt fails, and the
+         * others must not wait for it, nor for those after it. */
+        run.fail(KNNWB_KERNELS_ERROR, "cannot start the host thread of GPU %d: %s", ordinals[g],
+                 e.what());
+        for (int missing = g; missing < run.n_devices; missing++) {
+          barrier.drop();
+          phase_barrier.drop();
+          lists_barrier.drop();
+        }
+        break;
+      }
+    }
+    guarded(workers[0].get());
     for (auto &t : threads)
       t.join();
   }
@@ -220,7 +252,28 @@ extern "C" int knnwb_cuda_device_count(void)
   return n;
 }
 
+/* The C boundary: no C++ exception may leave (host containers sized by the job throw
+ * std::bad_alloc, thread starts std::system_error); each becomes a status with a message. */
+static int select_entry(const KnnwbSelectJob *job, char *message, size_t message_size);
+
 extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_size)
+{
+  try {
+    return select_entry(job, message, message_size);
+  } catch (const std::bad_alloc &) {
+    set_message(message, message_size, "out of host memory for the GPU search of %zu x %zu rows",
+                job->n_query, job->n_reference);
+    return KNNWB_KERNELS_OUT_OF_MEMORY;
+  } catch (const std::exception &e) {
+    set_message(message, message_size, "GPU search failed on the host side: %s", e.what());
+    return KNNWB_KERNELS_ERROR;
+  } catch (...) {
+    set_message(message, message_size, "GPU search failed on the host side (unknown exception)");
+    return KNNWB_KERNELS_ERROR;
+  }
+}
+
+static int select_entry(const KnnwbSelectJob *job, char *message, size_t message_size)
 {
   set_message(message, message_size, "ok");
   int status = select_validate(job, message, message_size);

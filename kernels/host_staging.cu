@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -98,15 +99,23 @@ void parallel_copy(void *dst, const void *src, size_t bytes, int threads)
     return;
   }
   const size_t per = (bytes + parts - 1) / parts;
+  auto copy_part = [=](int t) {
+    size_t b0 = per * (size_t)t;
+    if (b0 < bytes)
+      memcpy((char *)dst + b0, (const char *)src + b0, std::min(per, bytes - b0));
+  };
   std::vector<std::thread> workers;
-  for (int t = 1; t < parts; t++) {
-    size_t b0 = per * t;
-    if (b0 >= bytes)
-      break;
-    workers.emplace_back(
-        [=] { memcpy((char *)dst + b0, (const char *)src + b0, std::min(per, bytes - b0)); });
+  int started = 1;
+  try {
+    workers.reserve((size_t)parts);
+    for (; started < parts; started++)
+      workers.emplace_back(copy_part, started);
+  } catch (const std::exception &) {
+    /* A thread that cannot start (memory or process limits): this thread copies its parts. */
   }
-  memcpy(dst, src, std::min(per, bytes));
+  for (int t = started; t < parts; t++)
+    copy_part(t);
+  copy_part(0);
   for (auto &w : workers)
     w.join();
 }

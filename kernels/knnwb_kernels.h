@@ -142,6 +142,18 @@ typedef struct {
   int (*share_bounds)(float *bounds, size_t n, void *data);
   void *share_bounds_data;
   int share_bound_rounds;
+  /* Optional transposed output of a job that is not self (out_reference_index == NULL: none): the
+   * same tiles also give every reference row its kc best query rows (indices into the query rows,
+   * padded with -1 when fewer are valid), into out_reference_index/out_reference_score (n_reference
+   * x kc), so a block pair of a distributed self graph is scored once for both sides. Seen from
+   * reference row j, the KNNWB_SCORE_L2 score of query i is s(i, j) - |r_j|^2 + |q_i|^2, hence
+   * query_sqnorms (n_query floats, L2 only); query_invalid (NULL or n_query bytes) marks query rows
+   * that are never candidates. Only the CPU backend honours it; core gives other backends the two
+   * panels as two jobs. */
+  int64_t *out_reference_index;
+  float *out_reference_score;
+  const float *query_sqnorms;
+  const unsigned char *query_invalid;
 } KnnwbSelectJob;
 
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */

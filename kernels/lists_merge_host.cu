@@ -6,6 +6,8 @@
 #include "select_worker.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -29,7 +31,13 @@ void Worker::merge_partials()
   };
   auto merge_range = [&](size_t begin, size_t end) {
     std::vector<Entry> pool;
-    pool.reserve(kc * G);
+    try {
+      pool.reserve(kc * G);
+    } catch (const std::bad_alloc &) {
+      run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY,
+                "cannot allocate the host merge of %zu candidates per row (%d GPUs)", kc * G, G);
+      return;
+    }
     for (size_t i = begin; i < end; i++) {
       pool.clear();
       for (int g = 0; g < G; g++)
@@ -52,13 +60,22 @@ void Worker::merge_partials()
   };
   auto mine = slice_of(n, index_, G);
   const int threads = std::max(1, run_.merge_threads);
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < threads; t++) {
+  auto merge_part = [&](int t) {
     auto part = slice_of(mine.second - mine.first, t, threads);
-    helpers.emplace_back(merge_range, mine.first + part.first, mine.first + part.second);
+    merge_range(mine.first + part.first, mine.first + part.second);
+  };
+  std::vector<std::thread> helpers;
+  int started = 1;
+  try {
+    helpers.reserve((size_t)threads);
+    for (; started < threads; started++)
+      helpers.emplace_back(merge_part, started);
+  } catch (const std::exception &) {
+    /* A helper that cannot start (memory or process limits): this thread merges its part. */
   }
-  auto part = slice_of(mine.second - mine.first, 0, threads);
-  merge_range(mine.first + part.first, mine.first + part.second);
+  for (int t = started; t < threads; t++)
+    merge_part(t);
+  merge_part(0);
   for (auto &h : helpers)
     h.join();
 }

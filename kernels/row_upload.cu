@@ -8,6 +8,8 @@
 #include "tile_scores.h"
 
 #include <algorithm>
+#include <system_error>
+#include <thread>
 
 namespace knnwb_cuda
 {
@@ -268,7 +270,12 @@ bool Worker::exact_upload()
 void Worker::start_exact_upload()
 {
   exact_ok_ = false;
-  exact_thread_ = std::thread([this] { exact_ok_ = exact_upload(); });
+  try {
+    exact_thread_ = std::thread([this] { exact_ok_ = exact_upload(); });
+  } catch (const std::system_error &) {
+    /* No thread to spare (memory or process limits): upload now, before the tiles. */
+    exact_ok_ = exact_upload();
+  }
 }
 
 bool Worker::finish_exact_upload()

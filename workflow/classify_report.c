@@ -4,6 +4,7 @@
 #include <knnwb/atomic_file.h>
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
+#include "formats_internal.h" /* knnwb_formats_write_tsv_field */
 
 KnnwbClassifyMetrics *knnwb_classify_metrics_new(const int32_t *truth, const int32_t *predicted,
                                                  size_t n, size_t n_classes)
@@ -85,22 +86,6 @@ void knnwb_classify_metrics_print(FILE *stream, const KnnwbClassifyMetrics *metr
   }
 }
 
-/* A TSV field: quote when the text holds a tab, quote or line break. */
-static void knnwb_classify_put_field(FILE *stream, const char *s)
-{
-  if (strpbrk(s, "\t\"\r\n") == NULL) {
-    fputs(s, stream);
-    return;
-  }
-  putc('"', stream);
-  for (; *s; s++) {
-    if (*s == '"')
-      putc('"', stream);
-    putc(*s, stream);
-  }
-  putc('"', stream);
-}
-
 gboolean knnwb_classify_write_predictions(const char *path, const KnnwbMatrix *rows,
                                           char *const *names, const int32_t *truth,
                                           const int32_t *predicted, const int32_t *votes,
@@ -114,15 +99,15 @@ gboolean knnwb_classify_write_predictions(const char *path, const KnnwbMatrix *r
   for (size_t i = 0; i < rows->n_rows; i++) {
     const char *label = knnwb_matrix_row_label(rows, i);
     if (label != NULL)
-      knnwb_classify_put_field(stream, label);
+      knnwb_formats_write_tsv_field(stream, label);
     else
       fprintf(stream, "%zu", i);
     putc('\t', stream);
     if (truth != NULL && truth[i] >= 0)
-      knnwb_classify_put_field(stream, names[truth[i]]);
+      knnwb_formats_write_tsv_field(stream, names[truth[i]]);
     putc('\t', stream);
     if (predicted[i] >= 0)
-      knnwb_classify_put_field(stream, names[predicted[i]]);
+      knnwb_formats_write_tsv_field(stream, names[predicted[i]]);
     fprintf(stream, "\t%d/%zu\t", votes[i], k);
     if (fold != NULL && fold[i] >= 0)
       fprintf(stream, "%d", fold[i] + 1);

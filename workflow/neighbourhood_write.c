@@ -4,22 +4,7 @@
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/neighbourhood.h>
-
-/* A TSV field: labels from files may hold tabs or quotes. */
-static void knnwb_neighbourhood_put_field(FILE *stream, const char *s)
-{
-  if (strpbrk(s, "\t\"\r\n") == NULL) {
-    fputs(s, stream);
-    return;
-  }
-  putc('"', stream);
-  for (; *s; s++) {
-    if (*s == '"')
-      putc('"', stream);
-    putc(*s, stream);
-  }
-  putc('"', stream);
-}
+#include "formats_internal.h" /* knnwb_formats_write_tsv_field */
 
 static const char *knnwb_neighbourhood_label(const KnnwbMatrix *data, int64_t row, char scratch[32])
 {
@@ -44,10 +29,10 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
   for (size_t i = 0; i < neighbourhood->n_members; i++) {
     const KnnwbNeighbourhoodMember *member = &neighbourhood->members[i];
     char scratch[32];
-    knnwb_neighbourhood_put_field(
+    knnwb_formats_write_tsv_field(
         stream, knnwb_neighbourhood_label(data, neighbourhood->focus[member->focus], scratch));
     fprintf(stream, "\t%zu\t", member->rank);
-    knnwb_neighbourhood_put_field(stream, knnwb_neighbourhood_label(data, member->row, scratch));
+    knnwb_formats_write_tsv_field(stream, knnwb_neighbourhood_label(data, member->row, scratch));
     /* %.9g: distances and r to float precision and beyond, readable in a spreadsheet. */
     fprintf(stream, "\t%d\t%.9g", member->order, member->distance);
     if (with_r)

@@ -65,6 +65,25 @@ typedef struct {
   char *note; /* e.g. what a cut by count returned and why */
 } KnnwbClusterResult;
 
+/* Every file a run writes: the cluster table, its companions and the extras asked for. */
+typedef enum {
+  KNNWB_CLUSTER_TABLE,
+  KNNWB_CLUSTER_SUMMARY,
+  KNNWB_CLUSTER_CONTINGENCY,
+  KNNWB_CLUSTER_GML,
+  KNNWB_CLUSTER_GRAPHML,
+  KNNWB_CLUSTER_LINKAGE,
+  KNNWB_CLUSTER_HIERARCHY,
+  KNNWB_CLUSTER_NEWICK,
+  KNNWB_CLUSTER_N_TARGETS
+} KnnwbClusterTarget;
+
+/* The temporary each target is written to (NULL: not asked for); outputs owns the strings. */
+typedef struct {
+  GPtrArray *outputs; /* KnnwbPipelineOutput, committed at the end or discarded */
+  const char *temporary[KNNWB_CLUSTER_N_TARGETS];
+} KnnwbClusterOutputs;
+
 static void knnwb_cluster_command_clear(KnnwbClusterCommand *command)
 {
   knnwb_host_input_clear(&command->input);
@@ -293,35 +312,68 @@ static gboolean knnwb_cluster_write_summary(const char *path, const char *contin
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
 
-/* Each output goes to a temporary beside its target; all are renamed at the end or removed. */
-static const char *knnwb_cluster_output(GPtrArray *outputs, const char *final)
+/* The targets of a run, checked before anything is read, like every command's (a long run must
+ * not end with "cannot write"): each is absent or a regular file in a directory that takes files
+ * (its temporary is created and removed now), none is an input of the run (the matrix or the
+ * annotation table), and no two are one file (`out.tsv`, `./out.tsv`, a hard link). */
+static gboolean knnwb_cluster_outputs_prepare(const KnnwbClusterCommand *command,
+                                              KnnwbClusterOutputs *outputs, GError **error)
 {
-  static guint counter;
-  KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
-  output->final = g_strdup(final);
-  g_autofree char *dir = g_path_get_dirname(final);
-  g_autofree char *base = g_path_get_basename(final);
-  g_autofree char *name =
-      g_strdup_printf(KNNWB_HOST_TEMPORARY_PREFIX "%d-c%u-%s", (int)getpid(), ++counter, base);
-  output->temporary = g_build_filename(dir, name, NULL);
-  g_ptr_array_add(outputs, output);
-  return output->temporary;
+  g_autofree char *summary = knnwb_cluster_companion(command->output, ".summary.tsv");
+  g_autofree char *contingency =
+      command->annotation ? knnwb_cluster_companion(command->output, ".contingency.tsv") : NULL;
+  const char *finals[KNNWB_CLUSTER_N_TARGETS] = {
+      [KNNWB_CLUSTER_TABLE] = command->output,        [KNNWB_CLUSTER_SUMMARY] = summary,
+      [KNNWB_CLUSTER_CONTINGENCY] = contingency,      [KNNWB_CLUSTER_GML] = command->gml,
+      [KNNWB_CLUSTER_GRAPHML] = command->graphml,     [KNNWB_CLUSTER_LINKAGE] = command->linkage,
+      [KNNWB_CLUSTER_HIERARCHY] = command->hierarchy, [KNNWB_CLUSTER_NEWICK] = command->newick};
+  g_autofree char *annotation_table = NULL;
+  if (command->annotation) {
+    const char *colon = strrchr(command->annotation, ':');
+    annotation_table =
+        colon ? g_strndup(command->annotation, (gsize)(colon - command->annotation)) : NULL;
+  }
+  const char *inputs[] = {command->rest[0], annotation_table};
+  g_autofree char *matrix_identity = knnwb_host_path_identity(inputs[0]);
+  g_autofree char *table_identity = inputs[1] ? knnwb_host_path_identity(inputs[1]) : NULL;
+  const char *input_identities[] = {matrix_identity, table_identity};
+  g_autoptr(GPtrArray) identities = g_ptr_array_new_with_free_func(g_free);
+  for (int t = 0; t < KNNWB_CLUSTER_N_TARGETS; t++) {
+    if (finals[t] == NULL)
+      continue;
+    if (!knnwb_host_check_output(finals[t], error))
+      return FALSE;
+    char *identity = knnwb_host_path_identity(finals[t]);
+    g_ptr_array_add(identities, identity);
+    for (guint i = 0; i < G_N_ELEMENTS(inputs); i++)
+      if (input_identities[i] && strcmp(identity, input_identities[i]) == 0) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                    "'%s' is the input file '%s'; writing there would destroy the data", finals[t],
+                    inputs[i]);
+        return FALSE;
+      }
+    for (int earlier = 0, seen = 0; earlier < t; earlier++)
+      if (finals[earlier] != NULL && strcmp(identity, g_ptr_array_index(identities, seen++)) == 0) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                    "'%s' and '%s' are the same file; give each output its own name", finals[t],
+                    finals[earlier]);
+        return FALSE;
+      }
+  }
+  for (int t = 0; t < KNNWB_CLUSTER_N_TARGETS; t++)
+    if (finals[t] != NULL && (outputs->temporary[t] = knnwb_host_outputs_add(
+                                  outputs->outputs, finals[t], error)) == NULL)
+      return FALSE;
+  return TRUE;
 }
 
-static void knnwb_cluster_output_free(gpointer data)
-{
-  KnnwbPipelineOutput *output = data;
-  g_unlink(output->temporary);
-  g_free(output->temporary);
-  g_free(output->final);
-  g_free(output);
-}
-
+/* Writes every target's temporary; the caller commits them, or discards them on failure. */
 static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const KnnwbMatrix *data,
                                     const KnnwbKnnOptions *knn, const KnnwbClusterResult *result,
-                                    double seconds, GString *summary, GError **error)
+                                    double seconds, GString *summary,
+                                    const KnnwbClusterOutputs *outputs, GError **error)
 {
-  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_cluster_output_free);
+  const char *const *temporary = outputs->temporary;
   const char *const *labels = (const char *const *)data->row_labels;
   igraph_vector_int_t classes;
   gboolean have_classes = FALSE;
@@ -335,36 +387,30 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
     ok = ok && knnwb_formats_read_annotation(table, colon + 1, labels, data->n_rows, &classes,
                                              &class_names, NULL, error);
   }
-  ok = ok && knnwb_formats_write_labels_tsv(knnwb_cluster_output(outputs, command->output),
-                                            &result->membership, labels, error);
-  if (ok) {
-    g_autofree char *summary_path = knnwb_cluster_companion(command->output, ".summary.tsv");
-    g_autofree char *contingency_path =
-        knnwb_cluster_companion(command->output, ".contingency.tsv");
-    const char *summary_temporary = knnwb_cluster_output(outputs, summary_path);
-    const char *contingency_temporary =
-        have_classes ? knnwb_cluster_output(outputs, contingency_path) : NULL;
-    ok = knnwb_cluster_write_summary(summary_temporary, contingency_temporary, command, data, knn,
-                                     result, have_classes ? &classes : NULL, class_names, summary,
-                                     seconds, error);
-  }
+  ok = ok && knnwb_formats_write_labels_tsv(temporary[KNNWB_CLUSTER_TABLE], &result->membership,
+                                            labels, error);
+  ok = ok && knnwb_cluster_write_summary(temporary[KNNWB_CLUSTER_SUMMARY],
+                                         have_classes ? temporary[KNNWB_CLUSTER_CONTINGENCY] : NULL,
+                                         command, data, knn, result, have_classes ? &classes : NULL,
+                                         class_names, summary, seconds, error);
+  /* The layout of a graph output polls the run's cancel flag (and shows no progress). */
+  KnnwbWriteControl control = {.cancel = knn->cancel};
   for (int format = 0; ok && format < 2; format++) {
-    const char *path = format == 0 ? command->gml : command->graphml;
+    const char *path = temporary[format == 0 ? KNNWB_CLUSTER_GML : KNNWB_CLUSTER_GRAPHML];
     if (!path)
       continue;
     KnnwbGraphOutput output = {.graph = &result->graph,
                                .weights = &result->distances,
                                .labels = labels,
-                               .membership = &result->membership};
-    ok = knnwb_formats_write_graph(knnwb_cluster_output(outputs, path),
-                                   format == 0 ? KNNWB_OUTPUT_GML : KNNWB_OUTPUT_GRAPHML, &output,
-                                   error);
+                               .membership = &result->membership,
+                               .control = &control};
+    ok = knnwb_formats_write_graph(path, format == 0 ? KNNWB_OUTPUT_GML : KNNWB_OUTPUT_GRAPHML,
+                                   &output, error);
   }
   if (ok && command->linkage)
-    ok = knnwb_formats_write_linkage(knnwb_cluster_output(outputs, command->linkage),
-                                     &result->linkage, error);
+    ok = knnwb_formats_write_linkage(temporary[KNNWB_CLUSTER_LINKAGE], &result->linkage, error);
   if (ok && command->hierarchy)
-    ok = knnwb_formats_write_hierarchy_tsv(knnwb_cluster_output(outputs, command->hierarchy),
+    ok = knnwb_formats_write_hierarchy_tsv(temporary[KNNWB_CLUSTER_HIERARCHY],
                                            &result->hierarchy.parent, &result->hierarchy.size,
                                            &result->hierarchy.k, &result->hierarchy.cluster, error);
   if (ok && command->newick) {
@@ -376,7 +422,7 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
                                       error);
     ok = text != NULL;
     g_autoptr(KnnwbAtomicFile) file =
-        ok ? knnwb_atomic_file_open(knnwb_cluster_output(outputs, command->newick), error) : NULL;
+        ok ? knnwb_atomic_file_open(temporary[KNNWB_CLUSTER_NEWICK], error) : NULL;
     ok = ok && file != NULL;
     if (ok) {
       fputs(text, knnwb_atomic_file_stream(file));
@@ -385,8 +431,7 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
   }
   if (have_classes)
     igraph_vector_int_destroy(&classes);
-  /* The commit refuses when a signal arrived during the writes (which do not poll). */
-  return ok && knnwb_host_outputs_commit(outputs, knn->cancel, error);
+  return ok;
 }
 
 /* Option combinations that cannot work are usage errors, found before anything is read. */
@@ -515,6 +560,8 @@ int knnwb_host_command_cluster(int argc, char **argv)
   igraph_vector_init(&result.similarities, 0);
   igraph_matrix_init(&result.linkage, 0, 0);
   g_autoptr(GString) summary = g_string_new(NULL);
+  g_autoptr(GPtrArray) output_list = g_ptr_array_new_with_free_func(knnwb_host_output_free);
+  KnnwbClusterOutputs outputs = {.outputs = output_list};
 
   if (!g_option_context_parse(context, &argc, &argv, &error))
     goto usage;
@@ -548,12 +595,9 @@ int knnwb_host_command_cluster(int argc, char **argv)
   if (command.knn.k == -1)
     knn.k = 10;
   knn.data_name = command.rest[0];
-  const char *outputs[] = {command.output, command.gml,     command.graphml,
-                           command.newick, command.linkage, command.hierarchy};
-  for (guint i = 0; i < G_N_ELEMENTS(outputs); i++)
-    if (outputs[i] && !knnwb_host_check_output(outputs[i], &error))
-      goto failed;
   knn.cancel = knnwb_host_signals_install();
+  if (!knnwb_cluster_outputs_prepare(&command, &outputs, &error))
+    goto failed;
   knnwb_host_log_set_quiet(command.quiet);
 
   gint64 start = g_get_monotonic_time();
@@ -569,7 +613,9 @@ int knnwb_host_command_cluster(int argc, char **argv)
     goto failed;
   }
   double seconds = (double)(g_get_monotonic_time() - read_done) / 1e6;
-  if (!knnwb_cluster_write(&command, data, &knn, &result, seconds, summary, &error))
+  /* The commit, the last thing: refused when a signal arrived during the writes. */
+  if (!knnwb_cluster_write(&command, data, &knn, &result, seconds, summary, &outputs, &error) ||
+      !knnwb_host_outputs_commit(outputs.outputs, knn.cancel, &error))
     goto failed;
   if (result.note)
     g_printerr("knnwb: %s\n", result.note);
@@ -589,6 +635,8 @@ usage:
   status = 2;
   goto done;
 failed:
+  knnwb_host_outputs_discard(outputs.outputs);
+  knnwb_host_outputs_name_targets(outputs.outputs, error);
   status = knnwb_host_exit_status(error);
   if (status != 1)
     g_printerr("knnwb: interrupted; no output written\n");

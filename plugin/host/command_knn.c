@@ -19,6 +19,7 @@ typedef struct {
   char *graph;
   char *output_format;
   char *layout;
+  char *mpi_input;
   char *output;
   gboolean quiet;
   char **rest;
@@ -31,6 +32,7 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_free(command->graph);
   g_free(command->output_format);
   g_free(command->layout);
+  g_free(command->mpi_input);
   g_free(command->output);
   g_strfreev(command->rest);
 }
@@ -66,6 +68,11 @@ int knnwb_host_command_knn(int argc, char **argv)
        "GML/GraphML coordinates: auto (default: fr up to 20,000 vertices, none above), fr, drl, "
        "umap or none",
        "L"},
+      {"mpi-input", 0, 0, G_OPTION_ARG_STRING, &command.mpi_input,
+       "Under mpirun: split (each rank reads and holds only its block of rows; the default on "
+       "the CPU), whole (every rank reads all rows and shares the tiles; the default on GPUs) or "
+       "auto",
+       "M"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -94,6 +101,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   KnnwbReadOptions read_options;
   knnwb_formats_read_options_init(&read_options);
   g_autoptr(KnnwbMatrix) data = NULL;
+  g_autoptr(KnnwbMatrix) block = NULL; /* this rank's rows of a matrix read whole (split memory) */
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
   g_autofree char *backend_used = NULL;
   KnnwbHostProgress *progress = NULL;
@@ -149,6 +157,13 @@ int knnwb_host_command_knn(int argc, char **argv)
       goto usage;
     }
   }
+  const gboolean split_asked = command.mpi_input != NULL && g_str_equal(command.mpi_input, "split");
+  if (command.mpi_input != NULL && !split_asked && !g_str_equal(command.mpi_input, "whole") &&
+      !g_str_equal(command.mpi_input, "auto")) {
+    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--mpi-input %s: use split, whole or auto", command.mpi_input);
+    goto usage;
+  }
   if ((output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ) &&
       mode != KNNWB_GRAPH_DIRECTED) {
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -169,6 +184,16 @@ int knnwb_host_command_knn(int argc, char **argv)
       group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
       (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_NEIGHBORS_TSV);
   options.group_own_rows = rows_in_place;
+  /* Split memory (each rank reads and holds its block of rows) unless the input is wanted whole:
+   * asked for, or by default on GPUs, whose backend scores a visiting block's pairs as two panels
+   * (twice the arithmetic) while the shared tiles of a whole input are scored once. */
+  const gboolean whole_asked = command.mpi_input != NULL && g_str_equal(command.mpi_input, "whole");
+  options.group_split =
+      group != NULL && (split_asked || (!whole_asked && !knnwb_knn_uses_gpu(&options)));
+  if (options.group_split) {
+    read_options.block_index = group->rank;
+    read_options.block_count = group->size;
+  }
   gboolean ready = knnwb_knn_check_output(command.rest[0], command.output, &error);
   options.cancel = knnwb_host_signals_install();
   /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
@@ -197,12 +222,28 @@ int knnwb_host_command_knn(int argc, char **argv)
   if (!read)
     goto failed;
   gint64 read_done = g_get_monotonic_time();
+  /* The rows this process computes on: all, its block as read, or (a format read whole: text, or
+   * an NPY with labels or transposed) a view of its block of the whole. */
+  size_t n_rows = data->n_rows;
+  const KnnwbMatrix *rows = data;
+  if (options.group_split && info.block_read) {
+    n_rows = info.total_rows;
+  } else if (options.group_split) {
+    size_t first, last;
+    knnwb_knn_group_rows(data->n_rows, group->rank, group->size, &first, &last);
+    block = knnwb_matrix_new_wrapped(last - first, data->n_cols,
+                                     data->values + first * data->n_cols, NULL, NULL);
+    for (size_t i = first; i < last && data->n_absent_rows > 0; i++)
+      if (knnwb_matrix_row_is_absent(data, i))
+        knnwb_matrix_set_row_absent(block, i - first);
+    rows = block;
+  }
 
   knnwb_host_log_set_quiet(command.quiet);
   progress = knnwb_host_progress_new("knn", command.quiet);
   options.progress = progress ? knnwb_host_progress_update : NULL;
   options.progress_data = progress;
-  gboolean computed = knnwb_knn_self(data, &options, &neighbors, &error);
+  gboolean computed = knnwb_knn_self(rows, &options, &neighbors, &error);
   knnwb_host_progress_finish(progress);
   progress = NULL;
   if (!computed) {
@@ -230,9 +271,9 @@ int knnwb_host_command_knn(int argc, char **argv)
     int64_t edges = 0;
     for (size_t i = 0; i < neighbors->n_queries; i++)
       edges += neighbors->n_found[i];
-    written = knnwb_distributed_write_lists(group, temporary, table, neighbors, data->n_rows,
-                                            labels, &error) &&
-              group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
+    written =
+        knnwb_distributed_write_lists(group, temporary, table, neighbors, n_rows, labels, &error) &&
+        group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
     n_edges = (igraph_integer_t)edges;
   } else if (!writer) {
     /* Rank 0 builds the graph and writes it; the others learn how that went below. */
@@ -264,7 +305,7 @@ int knnwb_host_command_knn(int argc, char **argv)
     written = knnwb_graph_edges_from_neighbors(neighbors, mode, &edges, &weights, &error);
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     if (written) {
-      KnnwbEdgeList list = {.n_vertices = (igraph_integer_t)data->n_rows,
+      KnnwbEdgeList list = {.n_vertices = (igraph_integer_t)n_rows,
                             .n_edges = igraph_vector_size(&weights),
                             .directed = FALSE,
                             .from = VECTOR(edges),
@@ -354,7 +395,7 @@ written_out:
     double write_seconds = (double)(now - knn_done) / 1e6 - MAX(layout_seconds, 0.0);
     g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
                " edges -> %s (read %.2f s, knn %.2f s%s, write %.2f s, total %.2f s)\n",
-               data->n_rows, data->n_cols, knnwb_formats_input_to_string(info.format), options.k,
+               n_rows, data->n_cols, knnwb_formats_input_to_string(info.format), options.k,
                knnwb_metric_to_string(options.metric), backend_used ? backend_used : "?", n_edges,
                command.output, (double)(read_done - start) / 1e6,
                (double)(knn_done - read_done) / 1e6, layout_text, write_seconds, total);

@@ -1,9 +1,11 @@
 /* Exact MST of point sets against brute-force Prim and a Kruskal with the same tie order. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <igraph.h>
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
+#include "knnwb_test_process.h"
 
 typedef struct {
   double w;
@@ -222,6 +224,54 @@ static void test_reused_lists_and_errors(void)
   igraph_vector_destroy(&weights);
 }
 
+/* Under an address-space limit that holds the data and its lists but not the exact MST's O(n)
+ * state (about 80 bytes per row), knnwb_clustering_mst_points fails with KNNWB_ERROR_NO_MEMORY
+ * naming the rows, where g_new aborted the process. In a subprocess, which keeps the limit. */
+static void test_allocation_failure(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+  /* ASan's allocator reports and aborts on a failed allocation (allocator_may_return_null=0). */
+  g_test_skip("allocation failures abort under AddressSanitizer");
+  return;
+#endif
+  if (!g_test_subprocess()) {
+    g_test_trap_subprocess(NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+    return;
+  }
+  const size_t n = (size_t)4 << 20;
+  g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, 1, NULL);
+  g_assert_nonnull(data);
+  /* Points on a line, each listed with its right neighbour (the last with its left one). */
+  KnnwbNeighbors lists = {.n_queries = n, .k = 1};
+  lists.indices = g_new(int64_t, n);
+  lists.distances = g_new(double, n);
+  lists.n_found = g_new(int32_t, n);
+  for (size_t i = 0; i < n; i++) {
+    data->values[i] = (float)i;
+    lists.indices[i] = i + 1 < n ? (int64_t)i + 1 : (int64_t)i - 1;
+    lists.distances[i] = 1.0;
+    lists.n_found[i] = 1;
+  }
+  KnnwbMstOptions options;
+  knnwb_clustering_mst_options_init(&options);
+  options.metric = KNNWB_METRIC_EUCLIDEAN;
+  options.neighbors = &lists;
+  options.n_threads = 1;
+  igraph_t tree;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_test_cap_address_space((guint64)64 << 20));
+  g_assert_false(knnwb_clustering_mst_points(data, &options, &tree, &weights, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
+  g_assert_nonnull(strstr(error->message, "for 4194304 rows"));
+  igraph_vector_destroy(&weights);
+  g_free(lists.indices);
+  g_free(lists.distances);
+  g_free(lists.n_found);
+}
+
 int main(int argc, char **argv)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
@@ -229,5 +279,6 @@ int main(int argc, char **argv)
   g_test_add_func("/clustering/mst/every-metric", test_every_metric);
   g_test_add_func("/clustering/mst/ties", test_ties);
   g_test_add_func("/clustering/mst/reused-lists-and-errors", test_reused_lists_and_errors);
+  g_test_add_func("/clustering/mst/allocation-failure", test_allocation_failure);
   return g_test_run();
 }

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <glib.h>
 
 /*
@@ -53,6 +54,31 @@ static inline void knnwb_test_wait_for_signal_handlers(GPid pid)
     g_assert_cmpint(g_get_monotonic_time(), <, deadline);
     g_usleep(10 * 1000);
   }
+}
+
+/*
+ * Reads fd (a child's stderr) into text until end of file, at most 60 s, and returns the monotonic
+ * time (microseconds) at which marker first arrived, or 0 when it never did. Interruption tests
+ * time a signal's effect to knnwb's "interrupted" line, printed once the work has stopped and the
+ * temporaries are gone: what the process does after that (freeing what it holds, a sanitizer's
+ * leak check at exit) is timed separately, with its own bound.
+ */
+static inline gint64 knnwb_test_read_until_end(int fd, GString *text, const char *marker)
+{
+  gint64 seen = 0, deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
+  while (g_get_monotonic_time() < deadline) {
+    GPollFD poll_fd = {fd, G_IO_IN | G_IO_HUP, 0};
+    if (g_poll(&poll_fd, 1, 10) <= 0)
+      continue;
+    char buffer[4096];
+    ssize_t got = read(fd, buffer, sizeof buffer);
+    if (got <= 0)
+      break;
+    g_string_append_len(text, buffer, got);
+    if (seen == 0 && marker != NULL && strstr(text->str, marker) != NULL)
+      seen = g_get_monotonic_time();
+  }
+  return seen;
 }
 
 #endif

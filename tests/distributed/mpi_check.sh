@@ -30,6 +30,23 @@ python3 "$here/make_npy.py" data.npy 307 13 1
 python3 "$here/make_npy.py" small.npy 2 5 2
 python3 "$here/make_npy.py" queries.npy 41 13 3
 python3 "$here/make_npy.py" bad.npy 307 13 1 300
+# The same matrix as float64 NPY (read in converted chunks) and as TSV text (read whole by every
+# rank, which then keeps a view of its block).
+python3 - <<'PY'
+import struct
+raw = open("data.npy", "rb").read()
+length = struct.unpack("<H", raw[8:10])[0]
+values = struct.unpack("<%df" % (307 * 13), raw[10 + length:])
+header = "{'descr': '<f8', 'fortran_order': False, 'shape': (307, 13), }"
+header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+with open("data64.npy", "wb") as out:
+    out.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+    out.write(struct.pack("<%dd" % len(values), *values))
+with open("data.tsv", "w") as out:
+    out.write("row\t" + "\t".join("c%d" % j for j in range(13)) + "\n")
+    for i in range(307):
+        out.write("r%d\t" % i + "\t".join(repr(v) for v in values[i * 13:(i + 1) * 13]) + "\n")
+PY
 
 # The self graph through `knnwb knn`: 4 KiB of tile memory makes 32-row blocks (55 tiles of 10 x 10).
 metrics="pearson abs-pearson spearman euclidean manhattan cosine"
@@ -79,6 +96,16 @@ for ranks in 1 2 3; do
   cmp one.gml "r$ranks.gml" || fail "$ranks ranks: union .gml differs"
   mpi "$ranks" knn small.npy -k 1 -m euclidean -b cpu -q -o "r$ranks-small.knn"
   cmp one-small.knn "r$ranks-small.knn" || fail "$ranks ranks: 2-row .knn differs"
+  # Split memory is the CPU default (each rank reads its rows of an NPY); the whole input on every
+  # rank stays available, and text formats are read whole and split after.
+  mpi "$ranks" knn data64.npy -k 9 -m euclidean -b cpu --memory 4K -q -o "r$ranks-64.knn"
+  cmp one-euclidean.knn "r$ranks-64.knn" || fail "$ranks ranks: float64 NPY blocks differ"
+  mpi "$ranks" knn data.npy -k 9 -m manhattan -b cpu --memory 4K -q --mpi-input whole \
+    -o "r$ranks-whole.knn"
+  cmp one-manhattan.knn "r$ranks-whole.knn" || fail "$ranks ranks: --mpi-input whole differs"
+  mpi "$ranks" knn data.tsv -k 9 -m spearman -b cpu --memory 4K -q -o "r$ranks-text.tsv"
+  "$knnwb" knn data.tsv -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o one-text.tsv
+  cmp one-text.tsv "r$ranks-text.tsv" || fail "$ranks ranks: text input split differs"
   mpi "$ranks" run check.xml -q --set out="r$ranks"
   for metric in $metrics; do
     cmp "one-self-$metric.knn" "r$ranks-self-$metric.knn" || fail "$ranks ranks: pipeline self $metric"
@@ -93,8 +120,9 @@ for ranks in 1 2 3; do
   echo "$ranks rank(s): every output equals the single-process bytes"
 done
 
-# Row 301 holds a NaN: with 3 ranks only rank 2 reads it (each rank checks its own rows). The job
-# stops with that rank's message, a non-zero status, and the previous output untouched.
+# Row 301 holds a NaN: with 3 ranks only rank 2 reads it (split memory: rank 2 reads only rows
+# 205..306 of the file). The job stops with that rank's message, a non-zero status, and the previous
+# output untouched.
 echo previous >out.knn
 status=0
 mpi 3 knn bad.npy -k 9 -b cpu -q -o out.knn 2>err.txt || status=$?

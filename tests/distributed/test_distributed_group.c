@@ -129,14 +129,30 @@ typedef struct {
   GError *error;
 } RankRun;
 
+/* The rank's block of a matrix (split memory): a view of its rows, which it alone gets. */
+static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *group)
+{
+  size_t first, last;
+  knnwb_knn_group_rows(whole->n_rows, group->rank, group->size, &first, &last);
+  return knnwb_matrix_new_wrapped(last - first, whole->n_cols,
+                                  whole->values + first * whole->n_cols, NULL, NULL);
+}
+
 static gpointer rank_main(gpointer data)
 {
   RankRun *run = data;
   run->options.group = &run->rank.group;
-  if (run->reference == NULL)
-    knnwb_knn_self(run->query, &run->options, &run->result, &run->error);
+  g_autoptr(KnnwbMatrix) query_block = NULL, reference_block = NULL;
+  const KnnwbMatrix *query = run->query, *reference = run->reference;
+  if (run->options.group_split && run->rank.group.size > 1) {
+    query = query_block = rank_block(run->query, &run->rank.group);
+    if (reference != NULL)
+      reference = reference_block = rank_block(run->reference, &run->rank.group);
+  }
+  if (reference == NULL)
+    knnwb_knn_self(query, &run->options, &run->result, &run->error);
   else
-    knnwb_knn_query(run->query, run->reference, &run->options, &run->result, &run->error);
+    knnwb_knn_query(query, reference, &run->options, &run->result, &run->error);
   return NULL;
 }
 
@@ -179,8 +195,8 @@ static void assert_same_rows(const KnnwbNeighbors *expected, const KnnwbNeighbor
                   rows * sizeof(int32_t));
 }
 
-static void check_case_copies(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k,
-                              gboolean own, size_t copies)
+static void check_case_split(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k,
+                             gboolean own, size_t copies, gboolean split)
 {
   g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(n, d, (guint32)(n * 31 + d));
   /* Exact duplicate rows take the core's collapse-and-expand path. */
@@ -202,6 +218,7 @@ static void check_case_copies(KnnwbMetric metric, size_t n, size_t nq, size_t d,
     g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
   g_assert_no_error(error);
   options.group_own_rows = own;
+  options.group_split = split;
   for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
     RankRun runs[MAX_RANKS];
     run_ranks(ranks, queries ? queries : data, queries ? data : NULL, &options, runs);
@@ -221,6 +238,13 @@ static void check_case_copies(KnnwbMetric metric, size_t n, size_t nq, size_t d,
     if (own && ranks > 1)
       g_assert_cmpuint(covered, ==, expected->n_queries);
   }
+}
+
+static void check_case_copies(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k,
+                              gboolean own, size_t copies)
+{
+  check_case_split(metric, n, nq, d, k, own, copies, FALSE);
+  check_case_split(metric, n, nq, d, k, own, copies, TRUE);
 }
 
 static void check_case(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k, gboolean own)
@@ -269,12 +293,39 @@ static void test_failing_rank(void)
   options.k = 4;
   options.backend = KNNWB_BACKEND_CPU;
   options.n_threads = 1;
+  for (int split = 0; split <= 1; split++) {
+    /* Split: rank 2 holds rows 67..99 only, and still names the row by its number in all. */
+    options.group_split = split;
+    RankRun runs[MAX_RANKS];
+    run_ranks(3, data, NULL, &options, runs);
+    for (int r = 0; r < 3; r++) {
+      g_assert_null(runs[r].result);
+      g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+      g_assert_true(g_str_has_prefix(runs[r].error->message,
+                                     "rank 2: row 90, column 2 (both counted from 0) holds NaN"));
+      g_clear_error(&runs[r].error);
+    }
+  }
+}
+
+/* A constant row in rank 1's block (pearson): every rank fails naming it by its global number. */
+static void test_split_degenerate_row(void)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(60, 5, 9);
+  for (size_t j = 0; j < 5; j++)
+    data->values[40 * 5 + j] = 2.0f; /* rows 30..59 are rank 1's of 2 */
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 3;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 1;
+  options.group_split = TRUE;
   RankRun runs[MAX_RANKS];
-  run_ranks(3, data, NULL, &options, runs);
-  for (int r = 0; r < 3; r++) {
+  run_ranks(2, data, NULL, &options, runs);
+  for (int r = 0; r < 2; r++) {
     g_assert_null(runs[r].result);
     g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
-    g_assert_true(g_str_has_prefix(runs[r].error->message, "rank 2: row 90, column 2 (both counted from 0) holds NaN"));
+    g_assert_true(g_str_has_prefix(runs[r].error->message, "rank 1: data row 40 (counted from 0)"));
     g_clear_error(&runs[r].error);
   }
 }
@@ -291,12 +342,15 @@ static void test_cancelled_rank(void)
   options.n_threads = 1;
   options.memory_bytes = 4096;
   options.cancel = &cancel;
-  RankRun runs[MAX_RANKS];
-  run_ranks(2, data, NULL, &options, runs);
-  for (int r = 0; r < 2; r++) {
-    g_assert_null(runs[r].result);
-    g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
-    g_clear_error(&runs[r].error);
+  for (int split = 0; split <= 1; split++) {
+    options.group_split = split;
+    RankRun runs[MAX_RANKS];
+    run_ranks(2, data, NULL, &options, runs);
+    for (int r = 0; r < 2; r++) {
+      g_assert_null(runs[r].result);
+      g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+      g_clear_error(&runs[r].error);
+    }
   }
 }
 
@@ -308,5 +362,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/duplicate-rows", test_duplicate_rows);
   g_test_add_func("/distributed/group/failing-rank", test_failing_rank);
   g_test_add_func("/distributed/group/cancelled", test_cancelled_rank);
+  g_test_add_func("/distributed/group/split-degenerate-row", test_split_degenerate_row);
   return g_test_run();
 }

@@ -169,6 +169,55 @@ static void test_bad_annotation(void)
   host_test_rmtree(dir);
 }
 
+/* The targets are checked and their temporaries made before anything is read, as in every
+ * command: a target whose temporary cannot be created (a name at the file-system's limit, so its
+ * longer temporary name is refused) is reported instead of the input's own error; two spellings
+ * of one file, and an output that is an input (the matrix, the annotation table), are refused;
+ * nothing is written and the files stay as they were. */
+static void test_targets_up_front(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *data = host_test_write(dir, "points.tsv", TWO_GROUPS);
+  g_autofree char *table = host_test_write(dir, "classes.csv", ANNOTATION);
+  g_autofree char *annotation = g_strdup_printf("%s:group", table);
+  g_autofree char *previous = host_test_write(dir, "c.tsv", "previous\n");
+  g_autofree char *long_name = g_strnfill(240, 'n');
+  g_autofree char *long_target = g_strdup_printf("%s.nwk", long_name);
+  struct {
+    const char *input;
+    const char *args[4];
+    const char *message;
+  } cases[] = {
+      {"no-such-input.tsv", {"--method", "mst-knn", "--newick", long_target}, "File name too long"},
+      {"points.tsv", {"--method", "mst-knn", "--newick", "./c.tsv"}, "are the same file"},
+      {"points.tsv",
+       {"--method", "mst-knn", "--hierarchy", "sub/../c.summary.tsv"},
+       "are the same file"},
+      {"points.tsv", {"--method", "mst-knn", "--newick", "points.tsv"}, "is the input file"},
+      {"points.tsv", {"--method", "leiden", "--gml", "classes.csv"}, "is the input file"},
+  };
+  g_autofree char *sub = g_build_filename(dir, "sub", NULL);
+  g_mkdir(sub, 0755);
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    g_autofree char *err = NULL;
+    const char *const *a = cases[c].args;
+    int status =
+        host_test_run(dir, NULL, &err, "cluster", cases[c].input, "--metric", "euclidean", "-k",
+                      "3", "-a", annotation, "-o", "c.tsv", a[0], a[1], a[2], a[3], NULL);
+    g_test_message("case %u: %s", c, err);
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(err, cases[c].message));
+    g_assert_cmpuint(host_test_count_files(dir), ==, 4);
+    g_autofree char *kept = read_text(dir, "c.tsv");
+    g_assert_cmpstr(kept, ==, "previous\n");
+    g_autofree char *points = read_text(dir, "points.tsv");
+    g_assert_cmpstr(points, ==, TWO_GROUPS);
+    g_autofree char *classes = read_text(dir, "classes.csv");
+    g_assert_cmpstr(classes, ==, ANNOTATION);
+  }
+  host_test_rmtree(dir);
+}
+
 /* SNN graph and the Leiden CPM objective through the command. */
 static void test_snn_and_cpm(void)
 {
@@ -341,6 +390,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/cluster/every-method", test_every_method);
   g_test_add_func("/host/cluster/usage-errors", test_usage_errors);
   g_test_add_func("/host/cluster/bad-annotation", test_bad_annotation);
+  g_test_add_func("/host/cluster/targets-up-front", test_targets_up_front);
   g_test_add_func("/host/cluster/snn-and-cpm", test_snn_and_cpm);
   g_test_add_func("/host/cluster/pipeline-steps", test_pipeline_steps);
   g_test_add_func("/host/cluster/forest-cut-count", test_forest_cut_count);

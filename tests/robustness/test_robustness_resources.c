@@ -56,7 +56,8 @@ static void test_endless_line(void)
     g_assert_cmpint(run_limited(LIMIT_3G, args, &err), ==, 1);
     /* Where the limit leaves less than the 256 MiB cap (a GPU machine maps more at start), the
      * refusal is the failed allocation, named just as clearly. */
-    g_assert_true(strstr(err, "/dev/zero:1: a line (or quoted record) longer than 256 MiB") != NULL ||
+    g_assert_true(strstr(err, "/dev/zero:1: a line (or quoted record) longer than 256 MiB") !=
+                      NULL ||
                   strstr(err, "/dev/zero:1: cannot allocate 256 MiB for a line") != NULL);
   }
   g_assert_false(g_file_test("out.knn", G_FILE_TEST_EXISTS));
@@ -162,6 +163,45 @@ static void test_threads(void)
   g_assert_cmpstr(one, ==, piped);
 }
 
+/* OpenBLAS starts a thread pool (one thread per core but one, each with a stack of RLIMIT_STACK
+ * bytes) from its library constructor, and ends the process when a thread cannot start: on a
+ * 16-core machine under a tight `ulimit -v`, knnwb died before main. The same happens on any
+ * machine of two or more cores when the stacks alone exceed the room: here 4 GiB stacks under
+ * 2 GiB of headroom. knnwb keeps that pool (which it never uses) from starting; its own threads
+ * (the search, the writers) that cannot start are done without. Every command runs: a search to
+ * GML (layout and writers too), a cluster run, a pipeline check; the graph is the same bytes as
+ * without limits. A one-core machine starts no pool: the case cannot fail there. */
+static void test_openblas_pool(void)
+{
+#ifdef KNNWB_TEST_ASAN
+  g_test_skip("ASan reserves terabytes of shadow memory: no address-space limit there");
+  return;
+#endif
+  g_autofree char *data = write_data();
+  g_autofree char *err = NULL;
+  g_assert_cmpint(run_limited(NULL, "knn data.csv -k 5 -q -o free.knn", &err), ==, 0);
+  g_autofree char *free_run = NULL;
+  g_assert_true(g_file_get_contents("free.knn", &free_run, NULL, NULL));
+  g_autofree char *limits = g_strdup_printf("ulimit -s 4194304; ulimit -v %" G_GUINT64_FORMAT,
+                                            knnwb_test_mapped_kib() + 2097152);
+  const char *commands[] = {"knn data.csv -k 5 -o pool.knn", "knn data.csv -k 5 -o pool.gml",
+                            "cluster data.csv --method leiden -k 5 -o pool.tsv"};
+  for (guint c = 0; c < G_N_ELEMENTS(commands); c++) {
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_limited(limits, commands[c], &err), ==, 0);
+    g_assert_null(strstr(err, "OpenBLAS"));
+  }
+  g_autofree char *pool_run = NULL;
+  g_assert_true(g_file_get_contents("pool.knn", &pool_run, NULL, NULL));
+  g_assert_cmpstr(free_run, ==, pool_run);
+  g_clear_pointer(&err, g_free);
+  g_assert_cmpint(run_limited(limits, "validate /dev/null", &err), ==, 1);
+  g_assert_nonnull(strstr(err, "/dev/null:1:"));
+  const char *outputs[] = {"free.knn", "pool.knn", "pool.gml", "pool.tsv", "pool.summary.tsv"};
+  for (guint o = 0; o < G_N_ELEMENTS(outputs); o++)
+    g_unlink(outputs[o]);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -170,6 +210,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/resources/endless-line", test_endless_line);
   g_test_add_func("/robustness/resources/long-field", test_long_field);
   g_test_add_func("/robustness/resources/threads", test_threads);
+  g_test_add_func("/robustness/resources/openblas-pool", test_openblas_pool);
   int status = g_test_run();
   g_assert_cmpint(chdir("/"), ==, 0);
   host_test_rmtree(test_dir);

@@ -35,6 +35,16 @@ static inline gboolean knnwb_size_multiply(size_t a, size_t b, size_t *out)
 }
 
 /**
+ * An array of count elements of size bytes whose size the input decides: g_try_malloc_n (zeroed
+ * with knnwb_try_new0_array), so a failure, or count * size overflowing, is KNNWB_ERROR_NO_MEMORY
+ * "cannot allocate WHAT for ROWS rows (N MiB)" instead of GLib's abort. count 0 gives a valid
+ * block. Free with g_free. O(count * size) for the zeroed form, O(1) otherwise.
+ */
+void *knnwb_try_new_array(size_t count, size_t size, const char *what, size_t rows, GError **error);
+void *knnwb_try_new0_array(size_t count, size_t size, const char *what, size_t rows,
+                           GError **error);
+
+/**
  * Turns an igraph error code into a GError naming the failed operation.
  * Returns FALSE when code is an error (so it can end a boundary function), TRUE otherwise.
  */

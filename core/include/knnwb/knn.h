@@ -81,7 +81,21 @@ typedef struct {
   /** With a group: return only this rank's rows (knnwb_knn_group_rows; first_row in the result)
    * instead of every row on every rank. For writers that write each rank's rows in place. */
   gboolean group_own_rows;
+  /** With a group of size > 1: split memory. Each rank passes only its own block of rows (rows
+   * knnwb_knn_group_rows(n, rank, size) of the whole matrix, n = every rank's rows together; for a
+   * query run, of the query and of the reference matrix) and no rank ever holds more than its
+   * block, one visiting block and the lists of its rows: the blocks travel between ranks (each
+   * pair of blocks scored once for both sides on the CPU backend) and the candidates of a rank's
+   * rows come back to it. The lists are those of one process, byte for byte; group_own_rows
+   * decides whether each rank gets its rows or every row. Exact duplicate rows are not collapsed
+   * in this mode (many copies of one row cost re-selection rounds instead). Not for a prepared
+   * reference (knnwb_knn_reference_query). */
+  gboolean group_split;
 } KnnwbKnnOptions;
+
+/** Whether a run with options would compute on GPUs (the cuda backend, or auto with a usable
+ * GPU). Never fails; O(1) after the first call. */
+gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options);
 
 /** Fills options with defaults (pearson, k = 10, auto backend, all threads, 256 MiB). */
 void knnwb_knn_options_init(KnnwbKnnOptions *options);

@@ -73,6 +73,12 @@ typedef struct {
                                       label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing; /**< default KNNWB_MISSING_ERROR */
   const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
+  /** NPY only, block_count > 1: read only block block_index of the rows cut into block_count
+   * contiguous shares (knnwb_knn_group_rows), the bytes of those rows and no others, for one rank
+   * of a split-memory job. C-order arrays without transpose or labels_path only; others are read
+   * whole (info->block_read tells). Values are checked for NaN/Inf in the block only. */
+  int block_index;
+  int block_count;
 } KnnwbReadOptions;
 
 /** Fills options with the defaults listed in KnnwbReadOptions. */
@@ -95,6 +101,9 @@ typedef struct {
   size_t first_dropped_line; /**< 1-based line (NPY: row) of the first dropped row, 0 if none */
   gboolean mapped;           /**< always FALSE: files are read, never mapped (a mapped file
                                   truncated during a run would kill the process with SIGBUS) */
+  gboolean block_read;       /**< the matrix is block block_index only (see KnnwbReadOptions) */
+  size_t total_rows;         /**< block_read: the rows of the whole array */
+  size_t first_row;          /**< block_read: the number of the block's first row in the array */
 } KnnwbReadInfo;
 
 /**

@@ -1,0 +1,1050 @@
+/*
+ * Split memory for a group of ranks (options->group_split): each rank holds only its block of
+ * rows, the blocks travel, and each rank ends with the exact lists of its own rows.
+ *
+ * Self graph, R ranks, rank r owning block A_r: step 0 scores A_r against itself (a self job);
+ * step s = 1 .. R/2 brings block A_{r+s} to rank r (every rank sends its block to rank r - s, one
+ * exchange per prepared array, so no rank packs a second copy of its block) and scores the pair
+ * (A_r, A_{r+s}) once for both sides (a two-sided job on the CPU backend; two panel jobs on other
+ * backends); the candidates of the visiting rows go back to their owner in the same step. Each
+ * unordered pair of blocks is scored once (for even R the pairs of step R/2 meet twice, so each of
+ * the two ranks scores half: the lower rank its first half against the other block, the higher
+ * rank its block against the other's second half), so the work is about n^2 d / 2 in all and
+ * (R/2) m^2 d per rank.
+ *
+ * Query runs: the query and the reference rows are both cut into blocks; rank r's query block
+ * meets every reference block in R steps (its own first).
+ *
+ * Exactness is core's: a candidate's exact double distance is computed while its row is present
+ * (knnwb_prepared_distance, the refinement's own function, with the list's row first), each row
+ * keeps the kc best candidates by (score, index) of all steps (every pair was scored once, so these
+ * are the kc best of the whole job), knnwb_refine_row sorts and certifies them, and rows it cannot
+ * certify are selected again with four times the candidates: those rows (a few) go to every rank,
+ * each selects them against its own reference block and sends the candidates back, until all are
+ * certified. The per-row preparation needs only the row; what depends on all rows (the euclidean
+ * column means and scale, the manhattan scale, the largest norm the bound uses, the valid rows) is
+ * reduced over the ranks first. So the lists equal one process's, byte for byte.
+ *
+ * Memory per rank: its block(s) and their prepared copy, one visiting block (the largest share),
+ * the candidate lists of its rows (m x kc) and of one visiting block, and the backend's tiles.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include "knn_internal.h"
+
+/* ---- Prepared rows that travel ----------------------------------------------------------------
+ */
+
+/* The per-row arrays of a prepared set, in the order they travel (doubles first, for alignment).
+ * Which ones a set has depends on the metric and the shared scale only: the same on every rank. */
+enum { KNNWB_SPLIT_SEGMENTS = 7 };
+
+typedef struct {
+  size_t row_bytes[KNNWB_SPLIT_SEGMENTS]; /* 0: absent */
+} KnnwbSplitLayout;
+
+static KnnwbSplitLayout knnwb_split_layout(KnnwbMetric metric, int scale_exponent, size_t d)
+{
+  const gboolean euclidean = metric == KNNWB_METRIC_EUCLIDEAN;
+  const gboolean manhattan = metric == KNNWB_METRIC_MANHATTAN;
+  KnnwbSplitLayout layout = {{
+      euclidean ? sizeof(double) : 0,                           /* norm */
+      euclidean || manhattan ? 0 : sizeof(double),              /* mean */
+      euclidean || manhattan ? 0 : sizeof(double),              /* sum_squares */
+      d * sizeof(float),                                        /* scored */
+      manhattan && scale_exponent == 0 ? 0 : d * sizeof(float), /* exact */
+      euclidean ? sizeof(float) : 0,                            /* sqnorms */
+      1,                                                        /* invalid */
+  }};
+  return layout;
+}
+
+/* The arrays of p (invalid: flags for every row, never NULL). */
+static void knnwb_split_arrays(const KnnwbPrepared *p, const unsigned char *invalid,
+                               const void **arrays)
+{
+  arrays[0] = p->norm;
+  arrays[1] = p->mean;
+  arrays[2] = p->sum_squares;
+  arrays[3] = p->scored;
+  arrays[4] = p->exact;
+  arrays[5] = p->sqnorms;
+  arrays[6] = invalid;
+}
+
+static size_t knnwb_split_bytes(const KnnwbSplitLayout *layout, size_t rows)
+{
+  size_t bytes = 0;
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++)
+    bytes += rows * layout->row_bytes[s];
+  return bytes;
+}
+
+/* A prepared view of rows packed segment by segment in buffer; the rest (metric, frame, screen,
+ * global norm bound) from like. Never cleared: it owns nothing. */
+static void knnwb_split_view(const KnnwbSplitLayout *layout, const KnnwbPrepared *like,
+                             char *buffer, size_t rows, KnnwbPrepared *view)
+{
+  *view = *like;
+  view->n = rows;
+  view->scored_owned = NULL;
+  view->ranks_owned = NULL;
+  void *arrays[KNNWB_SPLIT_SEGMENTS];
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
+    arrays[s] = layout->row_bytes[s] ? buffer : NULL;
+    buffer += rows * layout->row_bytes[s];
+  }
+  view->norm = arrays[0];
+  view->mean = arrays[1];
+  view->sum_squares = arrays[2];
+  view->scored = arrays[3];
+  view->exact = arrays[4] ? arrays[4] : arrays[3];
+  view->sqnorms = arrays[5];
+  view->invalid = arrays[6];
+  view->n_invalid = 0;
+  for (size_t i = 0; i < rows; i++)
+    view->n_invalid += view->invalid[i] != 0;
+}
+
+/* Packs the given rows of p (flags from invalid) segment by segment into out. */
+static void knnwb_split_pack(const KnnwbSplitLayout *layout, const KnnwbPrepared *p,
+                             const unsigned char *invalid, const int64_t *rows, size_t count,
+                             char *out)
+{
+  const void *arrays[KNNWB_SPLIT_SEGMENTS];
+  knnwb_split_arrays(p, invalid, arrays);
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
+    const size_t width = layout->row_bytes[s];
+    for (size_t t = 0; t < count && width > 0; t++)
+      memcpy(out + t * width, (const char *)arrays[s] + (size_t)rows[t] * width, width);
+    out += count * width;
+  }
+}
+
+/* ---- Candidate lists ---------------------------------------------------------------------------
+ */
+
+/* rows x kc candidates (global index, screen score, exact distance) in one buffer, which is also
+ * what travels: indices, then distances, then scores. */
+typedef struct {
+  size_t rows, kc;
+  char *buffer;
+  int64_t *index;
+  double *distance;
+  float *score;
+} KnnwbSplitLists;
+
+static size_t knnwb_split_lists_bytes(size_t rows, size_t kc)
+{
+  return rows * kc * (sizeof(int64_t) + sizeof(double) + sizeof(float));
+}
+
+/* Empty lists (index -1), or FALSE with error set. */
+static gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc,
+                                       GError **error)
+{
+  memset(lists, 0, sizeof *lists);
+  lists->rows = rows;
+  lists->kc = kc;
+  lists->buffer = g_try_malloc(MAX(knnwb_split_lists_bytes(rows, kc), (size_t)1));
+  if (lists->buffer == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate candidate lists for %zu rows x %zu candidates", rows, kc);
+    return FALSE;
+  }
+  lists->index = (int64_t *)(void *)lists->buffer;
+  lists->distance = (double *)(void *)(lists->buffer + rows * kc * sizeof(int64_t));
+  lists->score = (float *)(void *)(lists->buffer + rows * kc * (sizeof(int64_t) + sizeof(double)));
+  for (size_t c = 0; c < rows * kc; c++) {
+    lists->index[c] = -1;
+    lists->distance[c] = NAN;
+    lists->score[c] = INFINITY;
+  }
+  return TRUE;
+}
+
+static void knnwb_split_lists_clear(KnnwbSplitLists *lists)
+{
+  g_free(lists->buffer);
+  memset(lists, 0, sizeof *lists);
+}
+
+typedef struct {
+  float score;
+  int64_t index;
+  double distance;
+} KnnwbSplitCandidate;
+
+static int knnwb_split_candidate_compare(const void *a, const void *b)
+{
+  const KnnwbSplitCandidate *x = a, *y = b;
+  if (x->score != y->score)
+    return x->score < y->score ? -1 : 1;
+  return x->index < y->index ? -1 : (x->index > y->index);
+}
+
+/* Merges every row u of incoming into row at + u of lists: each keeps its kc best by (score,
+ * index). */
+typedef struct {
+  KnnwbSplitLists *lists;
+  const KnnwbSplitLists *incoming;
+  size_t at;
+} KnnwbSplitMerge;
+
+static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
+{
+  KnnwbSplitMerge *merge = user;
+  KnnwbSplitLists *lists = merge->lists;
+  const KnnwbSplitLists *incoming = merge->incoming;
+  const size_t kc = lists->kc;
+  KnnwbSplitCandidate *pool = g_new(KnnwbSplitCandidate, kc + incoming->kc);
+  for (size_t u = first; u < last; u++) {
+    const size_t t = merge->at + u;
+    size_t count = 0;
+    for (size_t c = 0; c < kc; c++)
+      if (lists->index[t * kc + c] >= 0)
+        pool[count++] = (KnnwbSplitCandidate){lists->score[t * kc + c], lists->index[t * kc + c],
+                                              lists->distance[t * kc + c]};
+    for (size_t c = 0; c < incoming->kc; c++) {
+      const size_t at = u * incoming->kc + c;
+      if (incoming->index[at] >= 0)
+        pool[count++] =
+            (KnnwbSplitCandidate){incoming->score[at], incoming->index[at], incoming->distance[at]};
+    }
+    qsort(pool, count, sizeof *pool, knnwb_split_candidate_compare);
+    for (size_t c = 0; c < kc; c++) {
+      const gboolean kept = c < count;
+      lists->index[t * kc + c] = kept ? pool[c].index : -1;
+      lists->score[t * kc + c] = kept ? pool[c].score : INFINITY;
+      lists->distance[t * kc + c] = kept ? pool[c].distance : NAN;
+    }
+  }
+  g_free(pool);
+}
+
+static void knnwb_split_merge(KnnwbSplitLists *lists, const KnnwbSplitLists *incoming, size_t at,
+                              int threads)
+{
+  KnnwbSplitMerge merge = {lists, incoming, at};
+  knnwb_parallel_for(threads, incoming->rows, 256, knnwb_split_merge_rows, &merge);
+}
+
+/* ---- One selection -----------------------------------------------------------------------------
+ */
+
+/* The rows [first, first + count) of a prepared set, numbered global + t in the whole run. */
+typedef struct {
+  const KnnwbPrepared *rows;
+  size_t first, count;
+  size_t global;
+} KnnwbSplitSide;
+
+typedef struct {
+  const KnnwbKnnOptions *options;
+  const KnnwbKnnGroup *group;
+  KnnwbSelectFunc select;
+  const char *backend;
+  int threads;
+  size_t kc;
+} KnnwbSplitRun;
+
+static size_t knnwb_split_valid(const KnnwbSplitSide *side)
+{
+  size_t valid = side->count;
+  for (size_t t = 0; t < side->count && side->rows->invalid != NULL; t++)
+    valid -= side->rows->invalid[side->first + t] != 0;
+  return valid;
+}
+
+/* Turns a job's local candidate indices of side `of` into global ones and computes each one's
+ * exact distance from its list's row (of side `rows`), as the refinement would. */
+typedef struct {
+  const KnnwbSplitSide *rows, *of;
+  KnnwbSplitLists *lists;
+} KnnwbSplitFinish;
+
+static void knnwb_split_finish_rows(size_t first, size_t last, void *user)
+{
+  KnnwbSplitFinish *finish = user;
+  const size_t kc = finish->lists->kc;
+  for (size_t t = first; t < last; t++)
+    for (size_t c = 0; c < kc; c++) {
+      int64_t *index = &finish->lists->index[t * kc + c];
+      if (*index < 0) {
+        finish->lists->distance[t * kc + c] = NAN;
+        continue;
+      }
+      const size_t j = finish->of->first + (size_t)*index;
+      finish->lists->distance[t * kc + c] =
+          knnwb_prepared_distance(finish->rows->rows, finish->rows->first + t, finish->of->rows, j);
+      *index = (int64_t)(finish->of->global + (size_t)*index);
+    }
+}
+
+static void knnwb_split_finish(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
+                               const KnnwbSplitSide *of, KnnwbSplitLists *lists)
+{
+  KnnwbSplitFinish finish = {rows, of, lists};
+  knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
+}
+
+static void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
+                                 const KnnwbSplitSide *query, const KnnwbSplitSide *reference,
+                                 size_t kc, KnnwbSplitLists *out)
+{
+  const KnnwbPrepared *r = reference->rows;
+  const size_t d = r->d;
+  memset(job, 0, sizeof *job);
+  job->query = query->rows->scored + query->first * d;
+  job->n_query = query->count;
+  job->reference = r->scored + reference->first * d;
+  job->n_reference = reference->count;
+  job->reference_sqnorms = r->sqnorms ? r->sqnorms + reference->first : NULL;
+  job->reference_invalid = r->invalid ? r->invalid + reference->first : NULL;
+  job->dim = d;
+  job->score_kind = knnwb_metric_score_kind(r->metric);
+  job->screen = knnwb_screen_kernel_precision(r->screen);
+  job->screen_row_norm = r->screen_row_norm;
+  job->n_threads = run->threads;
+  job->memory_bytes =
+      run->select == knnwb_cpu_select ? run->options->memory_bytes : run->options->gpu_memory_bytes;
+  job->devices = run->options->devices;
+  job->n_devices = run->options->n_devices;
+  job->cancel = run->options->cancel;
+  job->kc = kc;
+  job->out_index = out->index;
+  job->out_score = out->score;
+}
+
+static gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
+                                    GError **error)
+{
+  char message[512] = "";
+  return knnwb_knn_status_to_error(run->select(job, message, sizeof message), message, run->backend,
+                                   error);
+}
+
+/* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
+ * and, for a pair, of b's rows among a's into *b_lists (both allocated here, kc wide). */
+static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                                   const KnnwbSplitSide *b, KnnwbSplitLists *a_lists,
+                                   KnnwbSplitLists *b_lists, GError **error)
+{
+  const size_t kc = run->kc;
+  memset(b_lists, 0, sizeof *b_lists);
+  if (!knnwb_split_lists_init(a_lists, a->count, kc, error))
+    return FALSE;
+  if (b != NULL && !knnwb_split_lists_init(b_lists, b->count, kc, error))
+    return FALSE;
+  KnnwbSelectJob job;
+  if (b == NULL) {
+    const size_t valid = knnwb_split_valid(a);
+    if (valid < 2)
+      return TRUE;
+    knnwb_split_fill_job(run, &job, a, a, MIN(kc, valid - 1), a_lists);
+    job.self = 1;
+    if (!knnwb_split_run_job(run, &job, error))
+      return FALSE;
+    a_lists->kc = job.kc; /* the job's stride; knnwb_split_finish and the merge read it */
+    knnwb_split_finish(run, a, a, a_lists);
+    return TRUE;
+  }
+  const size_t valid_a = knnwb_split_valid(a), valid_b = knnwb_split_valid(b);
+  if (valid_a == 0 || valid_b == 0)
+    return TRUE;
+  if (run->select == knnwb_cpu_select) {
+    /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
+    knnwb_split_fill_job(run, &job, a, b, kc, a_lists);
+    job.out_reference_index = b_lists->index;
+    job.out_reference_score = b_lists->score;
+    job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
+    job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
+    if (!knnwb_split_run_job(run, &job, error))
+      return FALSE;
+  } else {
+    /* Other backends select for query rows only: the pair as two panels. */
+    knnwb_split_fill_job(run, &job, a, b, MIN(kc, valid_b), a_lists);
+    if (!knnwb_split_run_job(run, &job, error))
+      return FALSE;
+    a_lists->kc = job.kc;
+    knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), b_lists);
+    if (!knnwb_split_run_job(run, &job, error))
+      return FALSE;
+    b_lists->kc = job.kc;
+  }
+  knnwb_split_finish(run, a, b, a_lists);
+  knnwb_split_finish(run, b, a, b_lists);
+  return TRUE;
+}
+
+/* ---- Moving things between ranks ---------------------------------------------------------------
+ */
+
+/* send (send_bytes) to rank to, receive (receive_bytes) from rank from: one exchange. */
+static gboolean knnwb_split_shift(const KnnwbKnnGroup *group, int to, const void *send,
+                                  size_t send_bytes, int from, void *receive, size_t receive_bytes,
+                                  GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  g_autofree const void **sends = g_new0(const void *, ranks);
+  g_autofree size_t *sends_bytes = g_new0(size_t, ranks);
+  g_autofree void **receives = g_new0(void *, ranks);
+  g_autofree size_t *receives_bytes = g_new0(size_t, ranks);
+  sends[to] = send;
+  sends_bytes[to] = send_bytes;
+  receives[from] = receive;
+  receives_bytes[from] = receive_bytes;
+  return group->exchange(group, sends, sends_bytes, (void *const *)receives, receives_bytes, error);
+}
+
+static void knnwb_split_rows_of(const KnnwbKnnGroup *group, size_t n, int rank, size_t *first,
+                                size_t *count)
+{
+  size_t last;
+  knnwb_knn_group_rows(n, ((rank % group->size) + group->size) % group->size, group->size, first,
+                       &last);
+  *count = last - *first;
+}
+
+/* Block of rank from (rows rows) into buffer (view set), this rank's own (p, invalid) going to
+ * rank to: one exchange per array, so the own block is never copied. */
+static gboolean knnwb_split_fetch(const KnnwbKnnGroup *group, const KnnwbSplitLayout *layout,
+                                  const KnnwbPrepared *own, const unsigned char *own_invalid,
+                                  int to, int from, size_t rows, char *buffer, KnnwbPrepared *view,
+                                  GError **error)
+{
+  const void *arrays[KNNWB_SPLIT_SEGMENTS];
+  knnwb_split_arrays(own, own_invalid, arrays);
+  char *at = buffer;
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
+    const size_t width = layout->row_bytes[s];
+    if (width == 0)
+      continue;
+    if (!knnwb_split_shift(group, to, arrays[s], own->n * width, from, at, rows * width, error))
+      return FALSE;
+    at += rows * width;
+  }
+  knnwb_split_view(layout, own, buffer, rows, view);
+  return TRUE;
+}
+
+/* ---- The run -----------------------------------------------------------------------------------
+ */
+
+/* Row-wise finite check of a block, naming the row by its number in the whole matrix. */
+static gboolean knnwb_split_check_finite(const KnnwbMatrix *block, size_t first_row, GError **error)
+{
+  const size_t d = block->n_cols;
+  for (size_t i = 0; i < block->n_rows; i++)
+    for (size_t j = 0; j < d; j++) {
+      const float value = block->values[i * d + j];
+      if (isfinite(value))
+        continue;
+      const char *label = knnwb_matrix_row_label(block, i);
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                  "row %zu%s%s%s, column %zu (both counted from 0) holds %s: remove or impute "
+                  "missing values first",
+                  first_row + i, label ? " (" : "", label ? label : "", label ? ")" : "", j,
+                  isnan(value) ? "NaN" : "an infinite value");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static int64_t knnwb_split_double_bits(double value)
+{
+  int64_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  return bits; /* for value >= 0 the order of the bits is the order of the values */
+}
+
+static double knnwb_split_bits_double(int64_t bits)
+{
+  double value;
+  memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+/*
+ * The shared frame of the run (euclidean: column means and scale of the reference rows; manhattan:
+ * the scale of every row): the same on every rank. Column sums are added per block, then over the
+ * blocks in rank order.
+ */
+static gboolean knnwb_split_frame(const KnnwbKnnGroup *group, const KnnwbMatrix *query,
+                                  const KnnwbMatrix *reference, size_t n_reference,
+                                  KnnwbMetric metric, KnnwbPrepared *frame, GError **error)
+{
+  memset(frame, 0, sizeof *frame);
+  const size_t d = reference->n_cols, ranks = (size_t)group->size;
+  if (metric == KNNWB_METRIC_MANHATTAN) {
+    int64_t exponent = MAX(knnwb_prepare_manhattan_exponent(reference),
+                           query ? knnwb_prepare_manhattan_exponent(query) : 0);
+    if (!group->reduce(group, &exponent, 1, KNNWB_GROUP_MAX, error))
+      return FALSE;
+    frame->scale_exponent = (int)exponent;
+    return TRUE;
+  }
+  if (metric != KNNWB_METRIC_EUCLIDEAN)
+    return TRUE;
+  g_autofree double *sums = g_new0(double, MAX(d, (size_t)1));
+  g_autofree double *all = g_new0(double, MAX(ranks * d, (size_t)1));
+  for (size_t i = 0; i < reference->n_rows; i++)
+    for (size_t j = 0; j < d; j++)
+      sums[j] += reference->values[i * d + j];
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = sums;
+    bytes[r] = d * sizeof(double);
+    receive[r] = all + r * d;
+  }
+  if (!group->exchange(group, send, bytes, (void *const *)receive, bytes, error))
+    return FALSE;
+  frame->column_mean = g_new0(double, MAX(d, (size_t)1));
+  for (size_t j = 0; j < d; j++) {
+    for (size_t r = 0; r < ranks; r++)
+      frame->column_mean[j] += all[r * d + j];
+    if (n_reference > 0)
+      frame->column_mean[j] /= (double)n_reference;
+  }
+  double largest = 0.0;
+  for (size_t i = 0; i < reference->n_rows; i++)
+    for (size_t j = 0; j < d; j++)
+      largest = MAX(largest, fabs((double)reference->values[i * d + j] - frame->column_mean[j]));
+  int64_t bits = knnwb_split_double_bits(largest);
+  if (!group->reduce(group, &bits, 1, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  largest = knnwb_split_bits_double(bits);
+  frame->scale_exponent = largest > 0.0 ? ilogb(largest) : 0;
+  return TRUE;
+}
+
+/* Refines the own rows listed (rows: local numbers, NULL = all count from 0) from their
+ * candidates; uncertified local rows are appended to *left. */
+typedef struct {
+  const KnnwbPrepared *query, *reference;
+  gboolean self;
+  size_t k, available, first;
+  const int64_t *rows;
+  const KnnwbSplitLists *lists;
+  KnnwbNeighbors *result;
+  unsigned char *uncertified;
+} KnnwbSplitRefine;
+
+static void knnwb_split_refine_rows(size_t first, size_t last, void *user)
+{
+  KnnwbSplitRefine *refine = user;
+  const size_t k = refine->k, kc = refine->lists->kc;
+  for (size_t t = first; t < last; t++) {
+    const size_t i = refine->rows ? (size_t)refine->rows[t] : t;
+    int64_t *out_index = refine->result->indices + i * k;
+    double *out_distance = refine->result->distances + i * k;
+    refine->uncertified[t] = 0;
+    if (refine->query->invalid != NULL && refine->query->invalid[i]) {
+      for (size_t r = 0; r < k; r++) {
+        out_index[r] = -1;
+        out_distance[r] = INFINITY;
+      }
+      refine->result->n_found[i] = 0;
+      continue;
+    }
+    gboolean ok = knnwb_refine_row(
+        refine->query, i, refine->reference, refine->self ? (int64_t)(refine->first + i) : -1,
+        refine->lists->index + t * kc, refine->lists->score + t * kc,
+        refine->lists->distance + t * kc, kc, refine->available, k, out_index, out_distance);
+    refine->result->n_found[i] = (int32_t)k;
+    refine->uncertified[t] = ok ? 0 : 1;
+  }
+}
+
+static void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refine, size_t count,
+                               GArray *left)
+{
+  refine->uncertified = g_malloc0(MAX(count, (size_t)1));
+  knnwb_parallel_for(run->threads, count, 256, knnwb_split_refine_rows, refine);
+  for (size_t t = 0; t < count; t++)
+    if (refine->uncertified[t]) {
+      int64_t i = refine->rows ? refine->rows[t] : (int64_t)t;
+      g_array_append_val(left, i);
+    }
+  g_clear_pointer(&refine->uncertified, g_free);
+}
+
+/* Rank 0 shows the job's progress in steps of the schedule. */
+static void knnwb_split_progress(const KnnwbSplitRun *run, uint64_t done, uint64_t total)
+{
+  if (run->group->rank == 0 && run->options->progress != NULL)
+    run->options->progress(done, total, run->options->progress_data);
+}
+
+static gboolean knnwb_split_cancelled(const KnnwbSplitRun *run, GError **error)
+{
+  if (run->options->cancel != NULL && *run->options->cancel) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled");
+    return TRUE;
+  }
+  return FALSE;
+}
+
+/* The first pass of a self graph: every pair of blocks once (see the top of the file). Collective.
+ */
+static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
+                                      const unsigned char *own_invalid, size_t n,
+                                      KnnwbSplitLists *lists, GError **error)
+{
+  const KnnwbKnnGroup *group = run->group;
+  const int R = group->size, r = group->rank;
+  size_t first, m;
+  knnwb_split_rows_of(group, n, r, &first, &m);
+  const KnnwbSplitLayout layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d);
+  const uint64_t steps = (uint64_t)R / 2 + 1;
+  KnnwbSplitSide mine = {own, 0, m, first};
+  KnnwbSplitLists a_lists, b_lists;
+  gboolean ok = knnwb_split_select(run, &mine, NULL, &a_lists, &b_lists, error);
+  if (ok)
+    knnwb_split_merge(lists, &a_lists, 0, run->threads);
+  knnwb_split_lists_clear(&a_lists);
+  knnwb_split_lists_clear(&b_lists);
+  if (!group->agree(group, ok, error))
+    return FALSE;
+  knnwb_split_progress(run, 1, steps);
+  size_t largest_first, largest = 0;
+  knnwb_split_rows_of(group, n, 0, &largest_first, &largest);
+  char *visiting = g_try_malloc(MAX(knnwb_split_bytes(&layout, largest), (size_t)1));
+  ok = visiting != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate room for a visiting block of %zu rows", largest);
+  if (!group->agree(group, ok, error)) {
+    g_free(visiting);
+    return FALSE;
+  }
+  for (int s = 1; 2 * s <= R && ok; s++) {
+    const int q = (r + s) % R, p = (r - s + R) % R;
+    size_t q_first, q_rows, p_first, p_rows;
+    knnwb_split_rows_of(group, n, q, &q_first, &q_rows);
+    knnwb_split_rows_of(group, n, p, &p_first, &p_rows);
+    KnnwbPrepared view;
+    if (!knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting, &view,
+                           error)) {
+      ok = FALSE;
+      break;
+    }
+    /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half. */
+    KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
+    if (2 * s == R) {
+      if (r < q) {
+        a.count = m / 2;
+      } else {
+        b.first = q_rows / 2;
+        b.count = q_rows - q_rows / 2;
+        b.global = q_first + b.first;
+      }
+    }
+    ok = !knnwb_split_cancelled(run, error) &&
+         knnwb_split_select(run, &a, &b, &a_lists, &b_lists, error);
+    if (ok)
+      knnwb_split_merge(lists, &a_lists, 0, run->threads);
+    /* b's candidates, as q's whole rows (kc wide), go back to q. */
+    KnnwbSplitLists back = {0}, from_p = {0};
+    ok = ok && knnwb_split_lists_init(&back, q_rows, run->kc, error) &&
+         knnwb_split_lists_init(&from_p, m, run->kc, error);
+    if (ok) {
+      knnwb_split_merge(&back, &b_lists, b.first, run->threads);
+    }
+    knnwb_split_lists_clear(&a_lists);
+    knnwb_split_lists_clear(&b_lists);
+    if (group->agree(group, ok, error)) {
+      ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
+                             from_p.buffer, knnwb_split_lists_bytes(m, run->kc), error);
+      if (ok)
+        knnwb_split_merge(lists, &from_p, 0, run->threads);
+    } else {
+      ok = FALSE;
+    }
+    knnwb_split_lists_clear(&back);
+    knnwb_split_lists_clear(&from_p);
+    knnwb_split_progress(run, (uint64_t)s + 1, steps);
+  }
+  g_free(visiting);
+  return ok;
+}
+
+/* The first pass of a query run: the own query block against every reference block, its own
+ * first. Collective. */
+static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,
+                                       size_t query_first, const KnnwbPrepared *reference,
+                                       const unsigned char *reference_invalid, size_t n_reference,
+                                       KnnwbSplitLists *lists, GError **error)
+{
+  const KnnwbKnnGroup *group = run->group;
+  const int R = group->size, r = group->rank;
+  const KnnwbSplitLayout layout =
+      knnwb_split_layout(reference->metric, reference->scale_exponent, reference->d);
+  size_t largest_first, largest = 0;
+  knnwb_split_rows_of(group, n_reference, 0, &largest_first, &largest);
+  char *visiting = g_try_malloc(MAX(knnwb_split_bytes(&layout, largest), (size_t)1));
+  gboolean ok = visiting != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate room for a visiting block of %zu rows", largest);
+  ok = group->agree(group, ok, error);
+  KnnwbSplitSide mine = {query, 0, query->n, query_first};
+  for (int s = 0; s < R && ok; s++) {
+    const int q = (r + s) % R, p = (r - s + R) % R;
+    size_t q_first, q_rows;
+    knnwb_split_rows_of(group, n_reference, q, &q_first, &q_rows);
+    KnnwbPrepared view;
+    const KnnwbPrepared *block = reference;
+    if (s > 0) {
+      if (!knnwb_split_fetch(group, &layout, reference, reference_invalid, p, q, q_rows, visiting,
+                             &view, error)) {
+        ok = FALSE;
+        break;
+      }
+      block = &view;
+    }
+    KnnwbSplitSide b = {block, 0, q_rows, q_first};
+    KnnwbSplitLists found = {0};
+    const size_t valid = knnwb_split_valid(&b);
+    gboolean local = !knnwb_split_cancelled(run, error) &&
+                     knnwb_split_lists_init(&found, mine.count, run->kc, error);
+    if (local && valid > 0 && mine.count > 0) {
+      KnnwbSelectJob job;
+      knnwb_split_fill_job(run, &job, &mine, &b, MIN(run->kc, valid), &found);
+      local = knnwb_split_run_job(run, &job, error);
+      found.kc = job.kc;
+      if (local) {
+        knnwb_split_finish(run, &mine, &b, &found);
+        knnwb_split_merge(lists, &found, 0, run->threads);
+      }
+    }
+    knnwb_split_lists_clear(&found);
+    ok = group->agree(group, local, error);
+    knnwb_split_progress(run, (uint64_t)s + 1, (uint64_t)R);
+  }
+  g_free(visiting);
+  return ok;
+}
+
+/*
+ * Re-selects the uncertified own rows (local numbers in *left, which is replaced by those still
+ * uncertified) with kc candidates: every rank's rows go to every rank, each selects them against
+ * its own reference block, and the candidates come back. Collective: every rank calls it while
+ * any rank has rows left, in batches whose candidate lists fit the memory budget.
+ */
+static gboolean knnwb_split_retry(const KnnwbSplitRun *run, const KnnwbPrepared *query,
+                                  const unsigned char *query_invalid, size_t query_first,
+                                  const KnnwbPrepared *reference, size_t reference_first,
+                                  gboolean self, size_t k, size_t available, KnnwbNeighbors *result,
+                                  GArray **left, GError **error)
+{
+  const KnnwbKnnGroup *group = run->group;
+  const size_t ranks = (size_t)group->size, kc = run->kc;
+  const KnnwbSplitLayout layout =
+      knnwb_split_layout(query->metric, query->scale_exponent, query->d);
+  const size_t budget = run->options->memory_bytes ? run->options->memory_bytes : (size_t)256 << 20;
+  const size_t batch =
+      MAX((size_t)1, budget / (kc * (sizeof(int64_t) + sizeof(float) + sizeof(double))) / ranks);
+  GArray *rows = *left;
+  *left = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  int64_t rounds = ((int64_t)rows->len + (int64_t)batch - 1) / (int64_t)batch;
+  gboolean ok = group->reduce(group, &rounds, 1, KNNWB_GROUP_MAX, error);
+  g_autofree const void **send = g_new0(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new0(size_t, ranks);
+  g_autofree void **receive = g_new0(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new0(size_t, ranks);
+  g_autofree int64_t *counts = g_new0(int64_t, ranks);
+  g_autofree int64_t *all_counts = g_new0(int64_t, ranks);
+  KnnwbSplitSide own_reference = {reference, 0, reference->n, reference_first};
+  for (int64_t round = 0; ok && round < rounds; round++) {
+    const size_t at = MIN((size_t)round * batch, (size_t)rows->len);
+    const size_t count = MIN(batch, (size_t)rows->len - at);
+    const int64_t *mine = (const int64_t *)(void *)rows->data + at;
+    /* Every rank learns every rank's count, then the rows. */
+    for (size_t r = 0; r < ranks; r++) {
+      counts[r] = (int64_t)count;
+      send[r] = &counts[r];
+      send_bytes[r] = sizeof(int64_t);
+      receive[r] = &all_counts[r];
+      receive_bytes[r] = sizeof(int64_t);
+    }
+    if (!(ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes,
+                               error)))
+      break;
+    char *packed = g_malloc(MAX(knnwb_split_bytes(&layout, count), (size_t)1));
+    knnwb_split_pack(&layout, query, query_invalid, mine, count, packed);
+    char **gathered = g_new0(char *, ranks);
+    for (size_t r = 0; r < ranks; r++) {
+      gathered[r] = g_malloc(MAX(knnwb_split_bytes(&layout, (size_t)all_counts[r]), (size_t)1));
+      send[r] = packed;
+      send_bytes[r] = knnwb_split_bytes(&layout, count);
+      receive[r] = gathered[r];
+      receive_bytes[r] = knnwb_split_bytes(&layout, (size_t)all_counts[r]);
+    }
+    ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
+    g_free(packed);
+    /* Each rank's rows against this rank's reference block. */
+    KnnwbSplitLists *found = g_new0(KnnwbSplitLists, ranks);
+    const size_t valid = knnwb_split_valid(&own_reference);
+    gboolean local = ok;
+    for (size_t r = 0; r < ranks && local; r++) {
+      KnnwbPrepared view;
+      knnwb_split_view(&layout, query, gathered[r], (size_t)all_counts[r], &view);
+      KnnwbSplitSide theirs = {&view, 0, view.n, 0};
+      local = knnwb_split_lists_init(&found[r], view.n, kc, error);
+      if (local && valid > 0 && view.n > 0) {
+        KnnwbSelectJob job;
+        knnwb_split_fill_job(run, &job, &theirs, &own_reference, MIN(kc, valid), &found[r]);
+        local = knnwb_split_run_job(run, &job, error);
+        KnnwbSplitLists narrow = found[r];
+        narrow.kc = job.kc;
+        if (local) {
+          knnwb_split_finish(run, &theirs, &own_reference, &narrow);
+          /* Widen in place from the back: row t's job.kc entries move to t * kc. */
+          for (size_t t = view.n; t-- > 0;)
+            for (size_t c = kc; c-- > 0;) {
+              const gboolean kept = c < job.kc;
+              const size_t from = t * job.kc + c, to = t * kc + c;
+              found[r].index[to] = kept ? narrow.index[from] : -1;
+              found[r].distance[to] = kept ? narrow.distance[from] : NAN;
+              found[r].score[to] = kept ? narrow.score[from] : INFINITY;
+            }
+        }
+      }
+    }
+    /* The candidates go back to the rows' owners. */
+    KnnwbSplitLists *back = g_new0(KnnwbSplitLists, ranks);
+    for (size_t r = 0; r < ranks && local; r++)
+      local = knnwb_split_lists_init(&back[r], count, kc, error);
+    if (ok && !group->agree(group, local, error))
+      ok = FALSE;
+    if (ok) {
+      for (size_t r = 0; r < ranks; r++) {
+        send[r] = found[r].buffer;
+        send_bytes[r] = knnwb_split_lists_bytes((size_t)all_counts[r], kc);
+        receive[r] = back[r].buffer;
+        receive_bytes[r] = knnwb_split_lists_bytes(count, kc);
+      }
+      ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
+    }
+    if (ok) {
+      KnnwbSplitLists merged;
+      local = knnwb_split_lists_init(&merged, count, kc, error);
+      for (size_t r = 0; r < ranks && local; r++)
+        knnwb_split_merge(&merged, &back[r], 0, run->threads);
+      if (local) {
+        KnnwbSplitRefine refine = {query,       reference, self,    k,      available,
+                                   query_first, mine,      &merged, result, NULL};
+        knnwb_split_refine(run, &refine, count, *left);
+        knnwb_split_lists_clear(&merged);
+      }
+      ok = group->agree(group, local, error);
+    }
+    for (size_t r = 0; r < ranks; r++) {
+      g_free(gathered[r]);
+      knnwb_split_lists_clear(&found[r]);
+      knnwb_split_lists_clear(&back[r]);
+    }
+    g_free(gathered);
+    g_free(found);
+    g_free(back);
+  }
+  g_array_free(rows, TRUE);
+  return ok;
+}
+
+gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *reference_block,
+                             const KnnwbPrepared *given, const KnnwbKnnOptions *options,
+                             const KnnwbKnnGroup *group, KnnwbNeighbors **result_out,
+                             GError **error)
+{
+  const gboolean self = reference_block == NULL;
+  if (self)
+    reference_block = query_block;
+  *result_out = NULL;
+  const size_t k = options->k;
+  int threads = knnwb_thread_count(options->n_threads);
+  if (options->n_threads <= 0)
+    threads = MAX(1, threads / MAX(1, group->local_size)); /* the host's cores are shared */
+  KnnwbPrepared frame = {0}, query = {0}, reference_storage = {0};
+  KnnwbPrepared *reference = self ? &query : &reference_storage;
+  g_autoptr(KnnwbNeighbors) result = NULL;
+  g_autofree unsigned char *reference_invalid = NULL, *query_invalid = NULL;
+  g_autofree char *backend = NULL;
+  KnnwbSelectFunc select = NULL;
+  KnnwbSplitLists lists = {0};
+  GArray *left = NULL;
+  KnnwbScreen screen = KNNWB_SCREEN_FP32;
+  gboolean ok = TRUE, nothing_to_do = FALSE;
+
+  /* Sizes: every rank's rows together; the blocks must be knnwb_knn_group_rows's. */
+  int64_t rows[2] = {(int64_t)query_block->n_rows, (int64_t)reference_block->n_rows};
+  int64_t columns[4] = {(int64_t)query_block->n_cols, -(int64_t)query_block->n_cols,
+                        (int64_t)reference_block->n_cols, -(int64_t)reference_block->n_cols};
+  if (!group->reduce(group, rows, 2, KNNWB_GROUP_SUM, error) ||
+      !group->reduce(group, columns, 4, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  const size_t n = (size_t)rows[0], n_reference = (size_t)rows[1];
+  size_t first, count, reference_first, reference_count;
+  knnwb_split_rows_of(group, n, group->rank, &first, &count);
+  knnwb_split_rows_of(group, n_reference, group->rank, &reference_first, &reference_count);
+  if (given != NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "a prepared reference cannot be split over ranks");
+    ok = FALSE;
+  } else if (columns[0] != -columns[1] || columns[2] != -columns[3]) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "the ranks' blocks have different numbers of columns");
+    ok = FALSE;
+  } else if (count != query_block->n_rows || reference_count != reference_block->n_rows) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "rank %d holds %zu rows but its share of %zu rows is %zu", group->rank,
+                query_block->n_rows, n, count);
+    ok = FALSE;
+  }
+  ok = ok && knnwb_knn_check_sizes(n, n_reference, query_block->n_cols, reference_block->n_cols,
+                                   count, self ? 0 : reference_count, self, options, error);
+  ok = ok && knnwb_split_check_finite(query_block, first, error);
+  ok = ok && (self || knnwb_split_check_finite(reference_block, reference_first, error));
+  if (!group->agree(group, ok, error))
+    return FALSE;
+
+  /* The shared frame, then each block prepared in it. */
+  if (!knnwb_split_frame(group, self ? NULL : query_block, reference_block, n_reference,
+                         options->metric, &frame, error))
+    goto out;
+  const KnnwbPrepared *like =
+      options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN
+          ? &frame
+          : NULL;
+  ok = TRUE;
+  if (!self)
+    ok = knnwb_prepared_init_rows(&reference_storage, reference_block, reference_first,
+                                  options->metric, options->drop_degenerate, "reference", threads,
+                                  like, error);
+  ok = ok && knnwb_prepared_init_rows(
+                 &query, query_block, first, options->metric, options->drop_degenerate,
+                 self ? (options->data_name ? options->data_name : "data") : "query", threads,
+                 self ? like : reference, error);
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  /* What the bound and the candidate counts need of every row. */
+  int64_t valid = (int64_t)(reference->n - reference->n_invalid);
+  int64_t norms[2] = {knnwb_split_double_bits(query.max_norm),
+                      knnwb_split_double_bits(reference->max_norm)};
+  if (!group->reduce(group, &valid, 1, KNNWB_GROUP_SUM, error) ||
+      !group->reduce(group, norms, 2, KNNWB_GROUP_MAX, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  query.max_norm = knnwb_split_bits_double(norms[0]);
+  reference->max_norm = knnwb_split_bits_double(norms[1]);
+  const size_t available = self ? (valid > 0 ? (size_t)valid - 1 : 0) : (size_t)valid;
+  /* Flags of every row, for what travels (the prepared sets have none when no row is invalid). */
+  reference_invalid = g_malloc0(MAX(reference->n, (size_t)1));
+  if (reference->invalid != NULL)
+    memcpy(reference_invalid, reference->invalid, reference->n);
+  query_invalid = g_malloc0(MAX(query.n, (size_t)1));
+  if (query.invalid != NULL)
+    memcpy(query_invalid, query.invalid, query.n);
+  result = knnwb_knn_result_new(first, count, k, error);
+  ok = result != NULL;
+  if (ok && (n == 0 || (self && valid == 0))) {
+    result->backend_used = g_strdup("none");
+    nothing_to_do = TRUE;
+  } else if (ok && k > available) {
+    g_set_error(
+        error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+        "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu", k,
+        available, self ? "other" : "reference", available == 1 ? "" : "s", available);
+    ok = FALSE;
+  } else if (ok) {
+    ok = knnwb_knn_choose_backend(options, &select, &backend, error) &&
+         knnwb_screen_resolve(options->screen, backend, options->metric, k, &screen, error);
+  }
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  if (nothing_to_do)
+    goto gather;
+  knnwb_prepared_set_screen(&query, reference, screen);
+  result->backend_used = g_strdup_printf("%s x %d ranks (split)", backend, group->size);
+  result->screen_used = screen;
+  KnnwbSplitRun run = {options, group,   select,
+                       backend, threads, MIN(available, knnwb_screen_candidates(screen, k))};
+
+  ok = knnwb_split_lists_init(&lists, count, run.kc, error);
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  if (self)
+    ok = knnwb_split_self_pass(&run, &query, reference_invalid, n, &lists, error);
+  else
+    ok = knnwb_split_query_pass(&run, &query, first, reference, reference_invalid, n_reference,
+                                &lists, error);
+  if (!ok)
+    goto out;
+  left = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  KnnwbSplitRefine refine = {&query, reference, self,   k,      available,
+                             first,  NULL,      &lists, result, NULL};
+  knnwb_split_refine(&run, &refine, count, left);
+  knnwb_split_lists_clear(&lists);
+  /* Rows the bound cannot certify: four times the candidates, until every rank is done. */
+  const size_t total = self ? available + 1 : available;
+  for (;;) {
+    int64_t pending = (int64_t)left->len;
+    if (!group->reduce(group, &pending, 1, KNNWB_GROUP_SUM, error)) {
+      ok = FALSE;
+      goto out;
+    }
+    if (pending == 0)
+      break;
+    if (run.kc == total) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
+      ok = FALSE;
+      goto out;
+    }
+    run.kc = MIN(total, run.kc * 4);
+    result->n_reselected += left->len;
+    g_debug("knnwb: rank %d: %u row(s) re-selected with %zu candidates", group->rank, left->len,
+            run.kc);
+    ok = knnwb_split_retry(&run, &query, query_invalid, first, reference, reference_first, self, k,
+                           available, result, &left, error);
+    if (!ok)
+      goto out;
+  }
+  {
+    int64_t reselected = (int64_t)result->n_reselected;
+    ok = group->reduce(group, &reselected, 1, KNNWB_GROUP_SUM, error);
+    result->n_reselected = (size_t)reselected;
+  }
+gather:
+  if (ok && !options->group_own_rows) {
+    KnnwbNeighbors *all = knnwb_knn_group_gather(group, result, n, error);
+    ok = all != NULL;
+    if (ok) {
+      all->screen_used = result->screen_used;
+      all->n_reselected = result->n_reselected;
+      knnwb_neighbors_free(result);
+      result = all;
+    }
+  }
+out:
+  knnwb_split_lists_clear(&lists);
+  if (left != NULL)
+    g_array_free(left, TRUE);
+  knnwb_prepared_clear(&query);
+  knnwb_prepared_clear(&reference_storage);
+  g_free(frame.column_mean);
+  if (ok)
+    *result_out = g_steal_pointer(&result);
+  return ok;
+}
