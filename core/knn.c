@@ -202,10 +202,9 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
     /* The ranks agree on the threshold rounds and on every allocation before any selects: from
      * here on every rank makes the same collective calls. GPU ranks share thresholds; CPU ranks
      * would gain little per round (their tiles are many and small) and have no hook for it. */
-    ok = knnwb_group_bounds_init(&bounds, group, query->n,
-                                 options->backend != KNNWB_BACKEND_CPU &&
-                                     select != knnwb_cpu_select,
-                                 error);
+    ok = knnwb_group_bounds_init(
+        &bounds, group, query->n,
+        options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select, error);
     if (!ok)
       goto out;
     ok = cand_index != NULL && cand_score != NULL && flags != NULL &&

@@ -129,7 +129,8 @@ bool Worker::run_symmetric()
     if (item >= (long)run_.segments.size() || run_.cancelled())
       break;
     if (share_bounds && bounds_rounds_ < job->share_bound_rounds &&
-        tiles_issued * (uint64_t)job->share_bound_rounds >= share_tiles * (uint64_t)bounds_rounds_ &&
+        tiles_issued * (uint64_t)job->share_bound_rounds >=
+            share_tiles * (uint64_t)bounds_rounds_ &&
         !share_bounds_round())
       return false;
     /* Each GPU sees only its share of a row's pairs: without the others' thresholds its own would
