@@ -85,7 +85,9 @@ gboolean knnwb_clustering_read_distance_csv(const char *path, igraph_matrix_t *d
   igraph_error_t code = igraph_matrix_resize(distances, (igraph_integer_t)n, (igraph_integer_t)n);
   if (!knnwb_error_from_igraph(code, "allocating the distance matrix", error))
     return FALSE;
-  char **row_labels = g_new0(char *, n + 1);
+  char **row_labels = knnwb_try_new0_array(n + 1, sizeof(char *), "the row labels", n, error);
+  if (row_labels == NULL)
+    return FALSE;
   for (size_t i = 0; i < n; i++) {
     size_t line_number = i + 2;
     g_autoptr(GPtrArray) fields = knnwb_clustering_csv_split(lines[i + 1], delimiter, &ok);

@@ -30,6 +30,9 @@ void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
   g_free(neighbors);
 }
 
+/* The smallest k whose lists a GPU backend sorts and cuts itself (see knnwb_knn_round). */
+#define KNNWB_KNN_DEVICE_REFINE_MIN_K 64
+
 typedef struct {
   const KnnwbPrepared *query, *reference;
   gboolean self;
@@ -65,6 +68,41 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
                                    loop->cand_index + t * loop->kc, loop->cand_score + t * loop->kc,
                                    loop->cand_distance ? loop->cand_distance + t * loop->kc : NULL,
                                    loop->kc, loop->available, loop->k, out_index, out_distance);
+    result->n_found[slot] = (int32_t)loop->k;
+    loop->uncertified[t] = ok ? 0 : 1;
+  }
+}
+
+/* Rows the backend refined (sorted and cut to k into result): only the certificate is left. */
+typedef struct {
+  const KnnwbPrepared *query, *reference;
+  size_t k, available, row0;
+  const float *worst;   /* per job row: the largest candidate score */
+  const int32_t *valid; /* per job row: the valid candidates */
+  KnnwbNeighbors *result;
+  unsigned char *uncertified;
+} KnnwbCertifyLoop;
+
+static void knnwb_certify_rows(size_t first, size_t last, void *user)
+{
+  KnnwbCertifyLoop *loop = user;
+  KnnwbNeighbors *result = loop->result;
+  for (size_t t = first; t < last; t++) {
+    size_t i = loop->row0 + t, slot = i - result->first_row;
+    int64_t *out_index = result->indices + slot * loop->k;
+    double *out_distance = result->distances + slot * loop->k;
+    if (loop->query->invalid != NULL && loop->query->invalid[i]) {
+      for (size_t r = 0; r < loop->k; r++) {
+        out_index[r] = -1;
+        out_distance[r] = INFINITY;
+      }
+      result->n_found[slot] = 0;
+      loop->uncertified[t] = 0;
+      continue;
+    }
+    gboolean ok = knnwb_refine_certify_row(loop->query, i, loop->reference, loop->worst[t],
+                                           (size_t)MAX(loop->valid[t], 0), loop->available, loop->k,
+                                           out_index, out_distance);
     result->n_found[slot] = (int32_t)loop->k;
     loop->uncertified[t] = ok ? 0 : 1;
   }
@@ -193,6 +231,9 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   float *own_score = NULL;
   double *own_distance = NULL;
   int distances_filled = 0;
+  float *worst = NULL;
+  int32_t *valid_count = NULL;
+  int refined = 0;
   gboolean ok = FALSE;
   KnnwbGroupProgress group_progress = {options->progress, options->progress_data,
                                        group ? (uint64_t)group->size : 1};
@@ -279,6 +320,25 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
       job.exact_reference_squares = reference->sum_squares;
       job.out_distance = cand_distance;
       job.out_distance_filled = &distances_filled;
+      /* ...and, when the round is its own (no group merge by score follows) and k is large,
+       * refines them too: sorted by (distance, index) and cut to k on the device, straight into
+       * the lists, so that only k entries per row come back (k = 4,096: the download of kc =
+       * 4,608 candidates of 20 bytes per row and the host's sort were three quarters of the run).
+       * The candidate arrays above are then never touched, so they cost no memory. Small k keeps
+       * the host refine: it costs 0.05-0.14 s at k = 20 on 1,533,876 rows. */
+      if (!shared && options->k >= KNNWB_KNN_DEVICE_REFINE_MIN_K) {
+        worst = g_try_malloc(MAX(n_rows, (size_t)1) * sizeof(float));
+        valid_count = g_try_malloc(MAX(n_rows, (size_t)1) * sizeof(int32_t));
+      }
+      if (worst != NULL && valid_count != NULL) {
+        const size_t slot0 = row0 - result->first_row;
+        job.out_k = options->k;
+        job.out_k_index = result->indices + slot0 * options->k;
+        job.out_k_distance = result->distances + slot0 * options->k;
+        job.out_worst_score = worst;
+        job.out_valid = valid_count;
+        job.out_refined = &refined;
+      }
     }
   }
   char message[512] = "";
@@ -313,27 +373,36 @@ selected:
   if (!ok)
     goto out;
   gint64 refine_start = g_get_monotonic_time();
-
-  KnnwbRefineLoop loop = {query,
-                          reference,
-                          self,
-                          options->k,
-                          kc,
-                          available,
-                          rows,
-                          row0,
-                          cand_index,
-                          cand_score,
-                          distances_filled ? cand_distance : NULL,
-                          result,
-                          flags};
-  knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
-  /* G_MESSAGES_DEBUG=knnwb shows where the time goes. */
-  g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s, exact distances "
-          "from the %s)",
-          n_rows, kc, (double)(refine_start - select_start) / 1e6,
-          (double)(g_get_monotonic_time() - refine_start) / 1e6, backend,
-          distances_filled ? "backend" : "host");
+  if (refined) {
+    KnnwbCertifyLoop certify = {query, reference,   options->k, available, row0,
+                                worst, valid_count, result,     flags};
+    knnwb_parallel_for(threads, n_rows, 1024, knnwb_certify_rows, &certify);
+    /* G_MESSAGES_DEBUG=knnwb shows where the time goes. */
+    g_debug("knnwb: %zu rows, %zu candidates: select and refine %.3f s (%s, refined on the "
+            "device), certificate %.3f s",
+            n_rows, kc, (double)(refine_start - select_start) / 1e6, backend,
+            (double)(g_get_monotonic_time() - refine_start) / 1e6);
+  } else {
+    KnnwbRefineLoop loop = {query,
+                            reference,
+                            self,
+                            options->k,
+                            kc,
+                            available,
+                            rows,
+                            row0,
+                            cand_index,
+                            cand_score,
+                            distances_filled ? cand_distance : NULL,
+                            result,
+                            flags};
+    knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
+    g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s, exact distances "
+            "from the %s)",
+            n_rows, kc, (double)(refine_start - select_start) / 1e6,
+            (double)(g_get_monotonic_time() - refine_start) / 1e6, backend,
+            distances_filled ? "backend" : "host");
+  }
   for (size_t t = 0; t < n_rows; t++)
     if (flags[t]) {
       if (*uncertified == NULL)
@@ -351,6 +420,8 @@ out:
   g_free(own_index);
   g_free(own_score);
   g_free(own_distance);
+  g_free(worst);
+  g_free(valid_count);
   return ok;
 }
 
@@ -435,7 +506,17 @@ static gboolean knnwb_knn_check_request(const KnnwbMatrix *query_data,
                                self, options, error);
 }
 
-/* Lists for rows [first, first + rows), every slot empty. */
+static void knnwb_knn_result_clear(size_t first, size_t last, void *user)
+{
+  KnnwbNeighbors *result = user;
+  for (size_t i = first; i < last; i++) {
+    result->indices[i] = -1;
+    result->distances[i] = INFINITY;
+  }
+}
+
+/* Lists for rows [first, first + rows), every slot empty. Filled by every core: at large k the
+ * lists are tens of GB, and their first touch (page faults) is the slow part. */
 KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error)
 {
   KnnwbNeighbors *result = g_new0(KnnwbNeighbors, 1);
@@ -453,10 +534,7 @@ KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError
     knnwb_neighbors_free(result);
     return NULL;
   }
-  for (size_t i = 0; i < cells; i++) {
-    result->indices[i] = -1;
-    result->distances[i] = INFINITY;
-  }
+  knnwb_parallel_for(0, cells, (size_t)1 << 20, knnwb_knn_result_clear, result);
   return result;
 }
 
@@ -567,6 +645,45 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
   }
   if (ok)
     knnwb_duplicates_expand(duplicates, query, lists, threads, result);
+  knnwb_prepared_clear(&distinct);
+  return ok;
+}
+
+/* The lists of rows row0 .. row0 + n_rows - 1 of query against a reference with exact duplicate
+ * rows: the lists against its distinct rows, expanded into result. In a group every rank does its
+ * own query rows, as without duplicates; the ranks agree after each step that can fail alone. */
+static gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                             const char *backend, KnnwbPrepared *query,
+                                             const KnnwbPrepared *reference,
+                                             const KnnwbDuplicates *duplicates, int threads,
+                                             const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
+                                             KnnwbNeighbors *result, GError **error)
+{
+  KnnwbPrepared distinct;
+  gboolean ok = knnwb_prepared_gather(&distinct, reference, duplicates->representative,
+                                      duplicates->n_unique, error);
+  if (group != NULL && !group->agree(group, ok, error)) {
+    if (ok)
+      knnwb_prepared_clear(&distinct);
+    return FALSE;
+  }
+  if (!ok)
+    return FALSE;
+  /* The gathered rows share the reference's bound on norms: the screen stays the same. */
+  knnwb_prepared_set_screen(query, &distinct, query->screen);
+  const size_t valid = distinct.n - distinct.n_invalid;
+  KnnwbKnnOptions distinct_options = *options;
+  distinct_options.k = MIN(options->k, valid);
+  g_autoptr(KnnwbNeighbors) lists = knnwb_knn_result_new(row0, n_rows, distinct_options.k, error);
+  ok = lists != NULL;
+  if (group != NULL && !group->agree(group, ok, error))
+    ok = FALSE;
+  ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, query, &distinct, FALSE, valid,
+                              threads, group, row0, n_rows, lists, error);
+  if (ok) {
+    result->n_reselected += lists->n_reselected;
+    knnwb_duplicates_expand_query(duplicates, lists, threads, result);
+  }
   knnwb_prepared_clear(&distinct);
   return ok;
 }
@@ -686,6 +803,11 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     g_debug("knnwb: duplicate rows searched in %.3f s",
             (double)(g_get_monotonic_time() - duplicates_start) / 1e6);
   }
+  /* Against a reference, copies among its rows tie at one distance from every query row just the
+   * same. (A reference prepared once for many queries, given, is searched as it is: hashing it on
+   * every call would cost more than a typical small query.) */
+  if (ok && !self && given == NULL && k > 0)
+    ok = knnwb_duplicates_find(reference_data, threads, &duplicates, error);
 checked:
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
@@ -721,6 +843,15 @@ checked:
     } else if (all != result) {
       knnwb_neighbors_free(all);
     }
+    goto out;
+  }
+  if (!self && duplicates.representative != NULL) {
+    g_debug("knnwb: %zu distinct reference rows of %zu", duplicates.n_unique,
+            reference_data->n_rows);
+    ok = knnwb_knn_distinct_reference(options, select, backend, &query, reference, &duplicates,
+                                      threads, group, first, last - first, result, error);
+    if (group != NULL && !group->agree(group, ok, error))
+      ok = FALSE;
     goto out;
   }
   ok = knnwb_knn_rounds(options, select, backend, &query, reference, self, available, threads,

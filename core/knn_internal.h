@@ -114,6 +114,17 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const Kn
                           double *out_distance);
 
 /**
+ * The certificate of knnwb_refine_row for a row a backend refined itself: out_index/out_distance
+ * hold its first min(k, valid) neighbours by (distance, index) from valid candidates (index >= 0,
+ * not the row itself) whose largest float score was worst; the slots past them are set empty.
+ * Returns what knnwb_refine_row would for the same candidates. O(k).
+ */
+gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
+                                  const KnnwbPrepared *reference, float worst, size_t valid,
+                                  size_t available, size_t k, int64_t *out_index,
+                                  double *out_distance);
+
+/**
  * A shared self job's candidates (index, score and, when not NULL, the backend's exact distances:
  * n x kc on every rank, each from its share of the tiles) become the candidates of this rank's
  * rows [row0, row0 + rows): every rank sends each other rank the block of its rows, and each row
@@ -205,6 +216,16 @@ gboolean knnwb_prepared_gather(KnnwbPrepared *out, const KnnwbPrepared *from, co
  */
 void knnwb_duplicates_expand(const KnnwbDuplicates *duplicates, const KnnwbPrepared *prepared,
                              const KnnwbNeighbors *distinct, int n_threads, KnnwbNeighbors *result);
+
+/**
+ * The query lists against a reference with copies (duplicates: the reference's groups) from the
+ * lists against its distinct rows (distinct: one list per query row, k' = min(k, the valid
+ * distinct rows)): each distinct neighbour stands for its group's rows, all at its distance, and
+ * the first k by (distance, row index) are kept (result: same rows, k). O(rows k log k) typical.
+ */
+void knnwb_duplicates_expand_query(const KnnwbDuplicates *duplicates,
+                                   const KnnwbNeighbors *distinct, int n_threads,
+                                   KnnwbNeighbors *result);
 
 /** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
 void knnwb_parallel_for(int n_threads, size_t n, size_t grain,

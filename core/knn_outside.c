@@ -18,8 +18,8 @@ struct KnnwbOutsideSearch {
   int threads;
 };
 
-KnnwbOutsideSearch *knnwb_outside_search_new(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
-                                             GError **error)
+KnnwbOutsideSearch *knnwb_outside_search_new(const KnnwbMatrix *data,
+                                             const KnnwbKnnOptions *options, GError **error)
 {
   if (!knnwb_matrix_check_finite(data, error))
     return NULL;
@@ -51,12 +51,12 @@ void knnwb_outside_search_free(KnnwbOutsideSearch *search)
 
 typedef struct {
   const KnnwbOutsideSearch *search;
-  const int64_t *rows;    /* pending query rows */
+  const int64_t *rows;     /* pending query rows */
   const size_t *available; /* per pending row: rows outside its group */
   size_t kc;
   const int64_t *cand_index;
   const float *cand_score;
-  int64_t *answer_index;   /* per pending row */
+  int64_t *answer_index; /* per pending row */
   double *answer_distance;
   unsigned char *uncertified;
 } KnnwbOutsideLoop;
@@ -72,9 +72,10 @@ static void knnwb_outside_refine(size_t first, size_t last, void *user)
       loop->uncertified[t] = 0;
       continue;
     }
-    gboolean ok = knnwb_refine_row(p, (size_t)loop->rows[t], p, -1, loop->cand_index + t * loop->kc,
-                                   loop->cand_score + t * loop->kc, NULL, loop->kc, loop->available[t], 1,
-                                   &loop->answer_index[t], &loop->answer_distance[t]);
+    gboolean ok =
+        knnwb_refine_row(p, (size_t)loop->rows[t], p, -1, loop->cand_index + t * loop->kc,
+                         loop->cand_score + t * loop->kc, NULL, loop->kc, loop->available[t], 1,
+                         &loop->answer_index[t], &loop->answer_distance[t]);
     loop->uncertified[t] = ok ? 0 : 1;
   }
 }
@@ -93,13 +94,23 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
                   "group id %d of row %zu is outside [0, %zu)", group[i], i, n);
       return FALSE;
     }
-  size_t *group_size = g_new0(size_t, n);
+  /* Sized by the input: a failure is an error, not an abort. */
+  const char *what = "the nearest-outside search";
+  size_t *group_size = NULL, *slot = NULL, *available = NULL;
+  int64_t *pending = NULL;
+  if ((group_size = knnwb_try_new0_array(n, sizeof(size_t), what, n, error)) == NULL ||
+      (pending = knnwb_try_new_array(n_rows, sizeof(int64_t), what, n_rows, error)) == NULL ||
+      (slot = knnwb_try_new_array(n_rows, sizeof(size_t), what, n_rows, error)) == NULL ||
+      (available = knnwb_try_new_array(n_rows, sizeof(size_t), what, n_rows, error)) == NULL) {
+    g_free(group_size);
+    g_free(pending);
+    g_free(slot);
+    return FALSE;
+  }
   for (size_t i = 0; i < n; i++)
     group_size[group[i]]++;
   /* Pending rows shrink from round to round; answers land in the caller's arrays. */
-  int64_t *pending = g_memdup2(rows, n_rows * sizeof(int64_t));
-  size_t *slot = g_new(size_t, n_rows);
-  size_t *available = g_new(size_t, n_rows);
+  memcpy(pending, rows, n_rows * sizeof(int64_t));
   size_t n_pending = n_rows, max_available = 0;
   for (size_t t = 0; t < n_rows; t++) {
     slot[t] = t;
@@ -131,10 +142,15 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
                   "cannot allocate %zu rows x %zu candidates", n_pending, kc);
       goto out;
     }
-    query_group = g_new(int32_t, n_pending);
-    answer_index = g_new(int64_t, n_pending);
-    answer_distance = g_new(double, n_pending);
-    uncertified = g_new0(unsigned char, n_pending);
+    if ((query_group = knnwb_try_new_array(n_pending, sizeof(int32_t), what, n_pending, error)) ==
+            NULL ||
+        (answer_index = knnwb_try_new_array(n_pending, sizeof(int64_t), what, n_pending, error)) ==
+            NULL ||
+        (answer_distance =
+             knnwb_try_new_array(n_pending, sizeof(double), what, n_pending, error)) == NULL ||
+        (uncertified = knnwb_try_new0_array(n_pending, sizeof(unsigned char), what, n_pending,
+                                            error)) == NULL)
+      goto out;
     for (size_t t = 0; t < n_pending; t++) {
       memcpy(gathered + t * d, p->scored + (size_t)pending[t] * d, d * sizeof(float));
       query_group[t] = group[pending[t]];

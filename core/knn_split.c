@@ -131,6 +131,7 @@ static void knnwb_split_pack(const KnnwbSplitLayout *layout, const KnnwbPrepared
 typedef struct {
   size_t rows, kc;
   char *buffer;
+  gboolean borrowed; /* buffer belongs to someone else */
   int64_t *index;
   double *distance;
   float *score;
@@ -141,14 +142,16 @@ static size_t knnwb_split_lists_bytes(size_t rows, size_t kc)
   return rows * kc * (sizeof(int64_t) + sizeof(double) + sizeof(float));
 }
 
-/* Empty lists (index -1), or FALSE with error set. */
-static gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc,
-                                       GError **error)
+/* Empty lists (index -1) in room (NULL: allocated; else at least knnwb_split_lists_bytes), or
+ * FALSE with error set. */
+static gboolean knnwb_split_lists_init_in(KnnwbSplitLists *lists, size_t rows, size_t kc,
+                                          char *room, GError **error)
 {
   memset(lists, 0, sizeof *lists);
   lists->rows = rows;
   lists->kc = kc;
-  lists->buffer = g_try_malloc(MAX(knnwb_split_lists_bytes(rows, kc), (size_t)1));
+  lists->borrowed = room != NULL;
+  lists->buffer = room ? room : g_try_malloc(MAX(knnwb_split_lists_bytes(rows, kc), (size_t)1));
   if (lists->buffer == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates", rows, kc);
@@ -165,9 +168,30 @@ static gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size
   return TRUE;
 }
 
+static gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc,
+                                       GError **error)
+{
+  return knnwb_split_lists_init_in(lists, rows, kc, NULL, error);
+}
+
+/* Rows [first, first + rows) of lists, in place (owns nothing). */
+static KnnwbSplitLists knnwb_split_lists_window(const KnnwbSplitLists *lists, size_t first,
+                                                size_t rows)
+{
+  KnnwbSplitLists window = *lists;
+  window.rows = rows;
+  window.buffer = NULL;
+  window.borrowed = TRUE;
+  window.index += first * lists->kc;
+  window.distance += first * lists->kc;
+  window.score += first * lists->kc;
+  return window;
+}
+
 static void knnwb_split_lists_clear(KnnwbSplitLists *lists)
 {
-  g_free(lists->buffer);
+  if (!lists->borrowed)
+    g_free(lists->buffer);
   memset(lists, 0, sizeof *lists);
 }
 
@@ -248,6 +272,7 @@ typedef struct {
   const char *backend;
   int threads;
   size_t kc;
+  gboolean two_sided; /* the backend scores a pair for both sides in one job (the CPU's) */
 } KnnwbSplitRun;
 
 static size_t knnwb_split_valid(const KnnwbSplitSide *side)
@@ -327,16 +352,14 @@ static gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJ
 }
 
 /* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
- * and, for a pair, of b's rows among a's into *b_lists (both allocated here, kc wide). */
+ * (allocated here) and, for a pair, of b's rows among a's into b_lists (b->count empty rows, kc
+ * wide, given: the window of the lists that go back to b's owner). */
 static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                                    const KnnwbSplitSide *b, KnnwbSplitLists *a_lists,
                                    KnnwbSplitLists *b_lists, GError **error)
 {
   const size_t kc = run->kc;
-  memset(b_lists, 0, sizeof *b_lists);
   if (!knnwb_split_lists_init(a_lists, a->count, kc, error))
-    return FALSE;
-  if (b != NULL && !knnwb_split_lists_init(b_lists, b->count, kc, error))
     return FALSE;
   KnnwbSelectJob job;
   if (b == NULL) {
@@ -354,7 +377,7 @@ static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSid
   const size_t valid_a = knnwb_split_valid(a), valid_b = knnwb_split_valid(b);
   if (valid_a == 0 || valid_b == 0)
     return TRUE;
-  if (run->select == knnwb_cpu_select) {
+  if (run->two_sided) {
     /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
     knnwb_split_fill_job(run, &job, a, b, kc, a_lists);
     job.out_reference_index = b_lists->index;
@@ -364,15 +387,25 @@ static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSid
     if (!knnwb_split_run_job(run, &job, error))
       return FALSE;
   } else {
-    /* Other backends select for query rows only: the pair as two panels. */
+    /* Other backends select for query rows only: the pair as two panels (b's narrower lists
+     * are widened into b_lists). */
     knnwb_split_fill_job(run, &job, a, b, MIN(kc, valid_b), a_lists);
     if (!knnwb_split_run_job(run, &job, error))
       return FALSE;
     a_lists->kc = job.kc;
-    knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), b_lists);
-    if (!knnwb_split_run_job(run, &job, error))
+    KnnwbSplitLists narrow;
+    if (!knnwb_split_lists_init(&narrow, b->count, kc, error))
       return FALSE;
-    b_lists->kc = job.kc;
+    knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), &narrow);
+    gboolean ok = knnwb_split_run_job(run, &job, error);
+    narrow.kc = job.kc;
+    if (ok) {
+      knnwb_split_finish(run, b, a, &narrow);
+      knnwb_split_merge(b_lists, &narrow, 0, run->threads);
+    }
+    knnwb_split_lists_clear(&narrow);
+    knnwb_split_finish(run, a, b, a_lists);
+    return ok;
   }
   knnwb_split_finish(run, a, b, a_lists);
   knnwb_split_finish(run, b, a, b_lists);
@@ -602,7 +635,7 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   const KnnwbSplitLayout layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d);
   const uint64_t steps = (uint64_t)R / 2 + 1;
   KnnwbSplitSide mine = {own, 0, m, first};
-  KnnwbSplitLists a_lists, b_lists;
+  KnnwbSplitLists a_lists = {0}, b_lists = {0};
   gboolean ok = knnwb_split_select(run, &mine, NULL, &a_lists, &b_lists, error);
   if (ok)
     knnwb_split_merge(lists, &a_lists, 0, run->threads);
@@ -613,7 +646,8 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   knnwb_split_progress(run, 1, steps);
   size_t largest_first, largest = 0;
   knnwb_split_rows_of(group, n, 0, &largest_first, &largest);
-  char *visiting = g_try_malloc(MAX(knnwb_split_bytes(&layout, largest), (size_t)1));
+  const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
+  char *visiting = g_try_malloc(visiting_bytes);
   ok = visiting != NULL;
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -644,19 +678,21 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
         b.global = q_first + b.first;
       }
     }
-    ok = !knnwb_split_cancelled(run, error) &&
-         knnwb_split_select(run, &a, &b, &a_lists, &b_lists, error);
+    /* b's candidates are written straight into the lists of q's whole block, which go back to q;
+     * the lists of this block's rows that p computed arrive in the visiting block's room once it
+     * is no longer needed (when they fit there). */
+    KnnwbSplitLists back = {0}, from_p = {0};
+    ok =
+        !knnwb_split_cancelled(run, error) && knnwb_split_lists_init(&back, q_rows, run->kc, error);
+    if (ok) {
+      KnnwbSplitLists window = knnwb_split_lists_window(&back, b.first, b.count);
+      ok = knnwb_split_select(run, &a, &b, &a_lists, &window, error);
+    }
     if (ok)
       knnwb_split_merge(lists, &a_lists, 0, run->threads);
-    /* b's candidates, as q's whole rows (kc wide), go back to q. */
-    KnnwbSplitLists back = {0}, from_p = {0};
-    ok = ok && knnwb_split_lists_init(&back, q_rows, run->kc, error) &&
-         knnwb_split_lists_init(&from_p, m, run->kc, error);
-    if (ok) {
-      knnwb_split_merge(&back, &b_lists, b.first, run->threads);
-    }
     knnwb_split_lists_clear(&a_lists);
-    knnwb_split_lists_clear(&b_lists);
+    const gboolean fits = knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
+    ok = ok && knnwb_split_lists_init_in(&from_p, m, run->kc, fits ? visiting : NULL, error);
     if (group->agree(group, ok, error)) {
       ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
                              from_p.buffer, knnwb_split_lists_bytes(m, run->kc), error);
@@ -977,8 +1013,14 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   knnwb_prepared_set_screen(&query, reference, screen);
   result->backend_used = g_strdup_printf("%s x %d ranks (split)", backend, group->size);
   result->screen_used = screen;
-  KnnwbSplitRun run = {options, group,   select,
-                       backend, threads, MIN(available, knnwb_screen_candidates(screen, k))};
+  /* KNNWB_SPLIT_PANELS=1 (tests) gives the CPU the two-panel path of the other backends. */
+  KnnwbSplitRun run = {options,
+                       group,
+                       select,
+                       backend,
+                       threads,
+                       MIN(available, knnwb_screen_candidates(screen, k)),
+                       select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL};
 
   ok = knnwb_split_lists_init(&lists, count, run.kc, error);
   if (!group->agree(group, ok, error)) {

@@ -293,3 +293,18 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
     g_free(candidates);
   return certified;
 }
+
+gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
+                                  const KnnwbPrepared *reference, float worst, size_t valid,
+                                  size_t available, size_t k, int64_t *out_index,
+                                  double *out_distance)
+{
+  size_t kept = MIN(k, valid);
+  for (size_t r = kept; r < k; r++) {
+    out_index[r] = -1;
+    out_distance[r] = INFINITY;
+  }
+  return valid >= available ||
+         (kept == k && k > 0 &&
+          knnwb_refine_certified(query, query_row, reference, worst, out_distance[k - 1]));
+}

@@ -23,7 +23,10 @@ double knnwb_formats_layout_spacing(const igraph_t *graph, const igraph_matrix_t
   igraph_integer_t n = igraph_vcount(graph), m = igraph_ecount(graph);
   if (n == 0 || coordinates == NULL)
     return 0.0;
-  double *shortest = g_new(double, n);
+  /* No room for the per-vertex lengths: no spacing, so the drawing keeps the layout's own scale. */
+  double *shortest = g_try_new(double, n);
+  if (shortest == NULL)
+    return 0.0;
   for (igraph_integer_t v = 0; v < n; v++)
     shortest[v] = INFINITY;
   for (igraph_integer_t e = 0; e < m; e++) {

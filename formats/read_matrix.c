@@ -156,7 +156,10 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
     return FALSE;
   if (options->transpose && matrix->n_absent_rows > 0) {
     /* The file's rows with missing values are features after transposing: they go. */
-    g_autofree gboolean *keep = g_new(gboolean, matrix->n_rows);
+    g_autofree gboolean *keep = knnwb_try_new_array(matrix->n_rows, sizeof(gboolean),
+                                                    "the rows to keep", matrix->n_rows, error);
+    if (keep == NULL)
+      return FALSE;
     for (size_t i = 0; i < matrix->n_rows; i++)
       keep[i] = !knnwb_matrix_row_is_absent(matrix, i);
     KnnwbMatrix *kept = knnwb_matrix_select_rows(matrix, keep, error);

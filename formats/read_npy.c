@@ -510,7 +510,12 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
         goto out;
       }
       if (keep == NULL) {
-        keep = g_new(gboolean, stored_rows);
+        keep = knnwb_try_new_array(stored_rows, sizeof(gboolean), "the rows to keep", stored_rows,
+                                   error);
+        if (keep == NULL) {
+          g_prefix_error(error, "%s: ", path);
+          goto out;
+        }
         for (size_t r = 0; r < stored_rows; r++)
           keep[r] = TRUE;
       }

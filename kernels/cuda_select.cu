@@ -10,14 +10,16 @@
  * schedule_symmetric.cu or schedule_panels.cu walks the tiles, each issued by tile_issue.cu
  * (scores by tile_scores_gemm.cu or tile_scores_l1.cu, selection by tile_select.cu); the lists
  * come back through lists_extract.cu, merged across GPUs by lists_merge_peers.cu or
- * lists_merge_host.cu, with exact distances by exact_distance.cu. Data are resident on each device
+ * lists_merge_host.cu, with exact distances by exact_distance.cu and, when core asks, sorted and
+ * cut to k there by lists_refine.cu (core's refine on the device). Data are resident on each device
  * when they fit the budget, otherwise blocks stream from (registered, pinned) host memory with
  * double buffering on a copy stream; per tile, the GEMM of the next tile (GEMM stream) overlaps
  * the selection of this one (selection stream).
  *
  * KNNWB_CUDA_TRACE=1 prints phase timings (select_trace.h); KNNWB_CUDA_NO_PEER_ACCESS=1 runs
  * several GPUs as if they had no peer access (the tests use it to cover the host-side paths on
- * NVLink machines).
+ * NVLink machines); KNNWB_CUDA_HOST_REFINE=1 declines core's refine on the device (the lists then
+ * come back whole, as before lists_refine.cu: for comparisons).
  */
 #include "host_staging.h"
 #include "select_worker.h"
@@ -29,6 +31,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <system_error>
@@ -103,6 +106,7 @@ struct DeviceLimits {
   size_t budget = SIZE_MAX;
   int sm_count = 1 << 30;
   int shared_kc = 1 << 30;
+  int refine_kc = 1 << 30; /* largest kc lists_refine.cu sorts */
 };
 
 int select_limits(const KnnwbSelectJob *job, const std::vector<int> &ordinals, DeviceLimits *out,
@@ -126,6 +130,7 @@ int select_limits(const KnnwbSelectJob *job, const std::vector<int> &ordinals, D
     out->budget = std::min(out->budget, device_budget);
     out->sm_count = std::min(out->sm_count, sms);
     out->shared_kc = std::min(out->shared_kc, shared_memory_kc_limit());
+    out->refine_kc = std::min(out->refine_kc, refine_kc_limit());
   }
   return KNNWB_KERNELS_OK;
 }
@@ -133,7 +138,7 @@ int select_limits(const KnnwbSelectJob *job, const std::vector<int> &ordinals, D
 /* One attempt at plan on the devices: one worker thread per GPU. Returns the run's status (and
  * its message); KNNWB_KERNELS_OUT_OF_MEMORY asks the caller to retry with a smaller budget. */
 int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
-                   const std::vector<int> &ordinals, size_t budget, char *message,
+                   const std::vector<int> &ordinals, size_t budget, int refine_kc, char *message,
                    size_t message_size)
 {
   const bool same = job->self || job->query == job->reference;
@@ -168,23 +173,29 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   run.device_query.assign(run.n_devices, nullptr);
   run.exact = job->exact_query && job->exact_reference && job->out_distance &&
               knnwb_select_plan_bytes(job, &plan, 1) <= budget;
+  /* Core's refine in place in the staging, so no memory beyond the exact distances'. */
+  const char *host_refine = getenv("KNNWB_CUDA_HOST_REFINE");
+  run.refine = run.exact && job->out_k > 0 && job->out_k <= job->kc && job->out_k_index &&
+               job->out_k_distance && job->out_worst_score && job->out_valid && job->out_refined &&
+               job->kc <= (size_t)refine_kc && !(host_refine && atoi(host_refine) > 0);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   run.copy_threads = std::max(1, std::min(8, (int)hw / run.n_devices));
   run.merge_threads = std::max(1, (int)hw / run.n_devices);
   if (plan.symmetric) {
     const int shares = job->share_count > 1 ? job->share_count : 1;
     uint64_t tiles = 0;
-    run.segments =
-        symmetric_segments((int)qb, run.n_devices, shares > 1 ? job->share_index : 0, shares, &tiles);
+    run.segments = symmetric_segments((int)qb, run.n_devices, shares > 1 ? job->share_index : 0,
+                                      shares, &tiles);
     run.tiles_total = tiles;
   }
   if (trace_enabled())
     fprintf(stderr,
             "knnwb cuda: %zu x %zu rows, dim %zu, kc %zu on %d GPU(s): %s, %s, tile %d, "
-            "%.2f GiB per device, exact distances on the %s\n",
+            "%.2f GiB per device, exact distances on the %s%s\n",
             job->n_query, job->n_reference, job->dim, job->kc, run.n_devices,
             plan.symmetric ? "symmetric" : "panels", plan.resident ? "resident" : "streaming",
-            plan.tile, plan.bytes / (double)(1u << 30), run.exact ? "GPU" : "host");
+            plan.tile, plan.bytes / (double)(1u << 30), run.exact ? "GPU" : "host",
+            run.refine ? ", refined to k there" : "");
   {
     std::vector<std::unique_ptr<Worker>> workers;
     for (int g = 0; g < run.n_devices; g++)
@@ -230,7 +241,10 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
     set_message(message, message_size, "%s", run.message);
     return run.status;
   }
-  if (run.exact && job->out_distance_filled)
+  /* Several GPUs without peer access merge kc lists on the host: those are not refined. */
+  if (run.refine && !(plan.symmetric && run.n_devices > 1 && !run.peers_ok))
+    *job->out_refined = 1;
+  else if (run.exact && job->out_distance_filled)
     *job->out_distance_filled = 1;
   if (job->progress)
     job->progress(run.tiles_total, run.tiles_total, job->progress_data);
@@ -296,7 +310,8 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
                   limits.budget, job->n_query, job->n_reference, job->dim, job->kc);
       return KNNWB_KERNELS_OUT_OF_MEMORY;
     }
-    status = select_attempt(job, plan, ordinals, limits.budget, message, message_size);
+    status =
+        select_attempt(job, plan, ordinals, limits.budget, limits.refine_kc, message, message_size);
     /* the allocator disagreed with our arithmetic: smaller tiles */
     limits.budget = limits.budget / 4 * 3;
   }

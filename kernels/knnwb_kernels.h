@@ -126,6 +126,22 @@ typedef struct {
   const double *exact_reference_squares;
   double *out_distance;
   int *out_distance_filled;
+  /* Optional refinement on the device, on top of the exact distances (out_k == 0: not wanted; a
+   * backend may decline, e.g. when a row's candidates do not fit its sort): for every query row i,
+   * its valid candidates (index >= 0, and not i itself when self) sorted by (exact distance,
+   * index), the first out_k (<= kc) into out_k_index[i*out_k ..] / out_k_distance[i*out_k ..] (-1
+   * and +inf past the valid ones), out_worst_score[i] = the largest score of its candidates with
+   * index >= 0 (-inf when none), out_valid[i] = how many valid candidates it had: what core's
+   * refine and certificate take from the kc lists, without sending them to the host. When done,
+   * *out_refined is set to 1 and out_index/out_score/out_distance are not written; otherwise it
+   * is left alone and the kc lists are written as without it. Rows of invalid queries (self jobs)
+   * hold arbitrary values. */
+  size_t out_k;
+  int64_t *out_k_index;
+  double *out_k_distance;
+  float *out_worst_score;
+  int32_t *out_valid;
+  int *out_refined;
   /* Optional share of a self job's symmetric tiles (share_count <= 1: all of them): several
    * processes each run the same job with their share_index and the union of their lists holds
    * every pair once, so merging each row's lists by score gives the kc best of the whole job.

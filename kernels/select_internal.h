@@ -171,6 +171,24 @@ struct ExactRows {
 cudaError_t launch_exact_distances(const ExactRows &rows, const int64_t *index, size_t n_rows,
                                    int kc, size_t query0, double *out, cudaStream_t stream);
 
+/** Largest kc whose rows launch_refine_rows sorts in shared memory on the current device. */
+int refine_kc_limit(void);
+
+/** Prepares launch_refine_rows for kc on the current device (its shared memory). */
+cudaError_t prepare_refine_kernel(int kc);
+
+/**
+ * Core's refine of n_rows rows on the device (see lists_refine.cu): in index (int64, n_rows x kc),
+ * score and distance (the exact distances, from launch_exact_distances), in place, per row r:
+ * ((int32_t *)index)[r*2kc + c] = the c-th nearest valid candidate by (distance, index) for
+ * c < k (-1 past the valid ones), then the largest score of the row's candidates (float bits) and
+ * the number of valid ones; distance[r*kc + c] = its distance (+inf past them). self0 >= 0: a self
+ * job whose first row here is query row self0 (a row is never its own neighbour). kc <=
+ * refine_kc_limit(), k <= kc.
+ */
+cudaError_t launch_refine_rows(int64_t *index, const float *score, double *distance, int n_rows,
+                               int kc, int k, long long self0, cudaStream_t stream);
+
 } // namespace knnwb_cuda
 
 #endif

@@ -96,6 +96,9 @@ struct Run {
   std::atomic<bool> peers_ok{true};
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;
+  /* with them, core's refine too: the lists sorted and cut to out_k on the devices (job asked,
+   * and a row's candidates fit the sort; lists_refine.cu) */
+  bool refine = false;
   /* several GPUs, resident rows: each GPU uploads a slice from the host and copies the others
    * from its peers, so the host sends the matrix once instead of once per GPU */
   std::vector<char *> device_reference, device_query;

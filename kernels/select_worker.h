@@ -7,6 +7,7 @@
  *   schedule_symmetric.cu  self jobs: upper triangle of tiles, thresholds first
  *   schedule_panels.cu     query panels against every reference block
  *   lists_extract.cu       final lists (and exact distances) to host memory
+ *   lists_refine.cu        or, for core, the lists sorted by exact distance and cut to k
  *   lists_merge_peers.cu   several GPUs with peer access: lists merged on the devices
  *   lists_merge_host.cu    several GPUs without: lists merged on the host
  *   select_worker.cu       the worker's phases, in order
@@ -93,7 +94,8 @@ private:
   bool share_bounds_round();
   /* lists_*.cu */
   bool extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index, float *dst_score,
-                    double *dst_distance);
+                    double *dst_distance, bool allow_refine = true);
+  bool extract_refined(size_t row0, size_t n_rows, size_t query0);
   bool extract_partials();
   bool merge_on_devices();
   void merge_partials();

@@ -21,7 +21,7 @@ namespace
 {
 
 constexpr int kFilterThreads = 256;
-constexpr int kFilterRows = 16;
+constexpr int kFilterRows = 8;
 constexpr int kFilterCols = kFilterThreads * 4;
 constexpr int kMergeThreads = 256; /* one thread per radix bin */
 constexpr uint32_t kEmptyKey = 0xffffffffu;
@@ -60,86 +60,102 @@ __device__ __forceinline__ void enqueue_merge(const SelectState &st, int entry)
   st.merge_list[slot] = entry;
 }
 
-__device__ __forceinline__ float component(const float4 &v, int u)
+/* The score of product v, as score_of, with the kind fixed at compile time. */
+template <int kKind> __device__ __forceinline__ float kind_score(float v, float sq)
 {
-  return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w;
+  if (kKind == KNNWB_SCORE_DOT)
+    return 1.0f - v;
+  if (kKind == KNNWB_SCORE_ABS_DOT)
+    return 1.0f - fabsf(v);
+  if (kKind == KNNWB_SCORE_L2)
+    return sq - 2.0f * v;
+  return v;
 }
 
 /*
- * Grid: (ceil(n_cols / 1024), ceil(n_rows / 16)); block: 256 threads, each 4 adjacent columns of 16
- * rows (16 independent 16-byte loads in flight per thread).
+ * Reductions for the filter's test "does any of these products beat the threshold": the lowest
+ * score of products sharing sq. For DOT and ABS_DOT the score falls as the product (its magnitude)
+ * rises and rounding is monotone, so the lowest score is the score of the largest product, bit for
+ * bit: one max per product instead of a subtraction and a min. NaN (the filler of products outside
+ * the tile) is ignored by fmaxf/fminf and fails every comparison.
  */
-/* kGroups: pairs of one group are masked (exact MST searches); a separate instantiation keeps the
- * common path free of the extra registers and loads. */
-template <bool kGroups>
-__global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, TileGeom g)
+template <int kKind> struct LowestScore {
+  float acc; /* start with NaN */
+  __device__ __forceinline__ void add(float v, float sq)
+  {
+    if (kKind == KNNWB_SCORE_DOT)
+      acc = fmaxf(acc, v);
+    else if (kKind == KNNWB_SCORE_ABS_DOT)
+      acc = fmaxf(acc, fabsf(v));
+    else
+      acc = fminf(acc, kind_score<kKind>(v, sq));
+  }
+  __device__ __forceinline__ float score() const
+  {
+    return kKind == KNNWB_SCORE_DOT || kKind == KNNWB_SCORE_ABS_DOT ? 1.0f - acc : acc;
+  }
+};
+
+/* Product (i, j) of the tile, or NaN outside it (NaN fails every comparison). */
+__device__ __forceinline__ float tile_product(const TileGeom &g, int i, int j)
+{
+  return i < g.n_rows && j < g.n_cols ? __ldg(g.tile + (size_t)i * g.ld + j)
+                                      : __int_as_float(0x7fc00000);
+}
+
+/*
+ * The exact row pass of filter_kernel for the rows i0 + r of the block with bit r of warp_rows set
+ * (the same mask in every lane): each lane's 4 columns against the row's threshold, with invalid
+ * columns, group masking and the self pair; the warp's passing pairs of a row get contiguous slots
+ * from one atomic. Reads the products again (cache hits: the fast test just read them), so that
+ * the common path holds no code or registers for this.
+ */
+template <int kKind, bool kGroups>
+__device__ __noinline__ void filter_rows_exact(const SelectState &st, const TileGeom &g,
+                                               unsigned warp_rows, int i0, int j0)
 {
   const int lane = threadIdx.x & 31;
-  const int j0 = blockIdx.x * kFilterCols + threadIdx.x * 4;
-  const int i0 = blockIdx.y * kFilterRows;
-  const float inf = __int_as_float(0x7f800000);
-
-  float col_sq[4], col_thr[4];
   bool col_ok[4];
   int col_grp[4];
+  float col_sq[4];
 #pragma unroll
   for (int u = 0; u < 4; u++) {
-    int j = j0 + u;
-    bool in = j < g.n_cols;
-    int cand = g.col_global0 + j;
-    col_grp[u] = (kGroups && in) ? g.col_group[cand] : -1;
+    const int cand = g.col_global0 + j0 + u;
+    const bool in = j0 + u < g.n_cols;
     col_ok[u] = in && !(g.invalid && g.invalid[cand]);
-    col_sq[u] = (in && g.kind == KNNWB_SCORE_L2) ? g.sqnorms[cand] : 0.0f;
-    col_thr[u] = (in && g.do_cols) ? st.thr[g.col_state0 + j] : -inf;
+    col_grp[u] = (kGroups && in) ? g.col_group[cand] : -1;
+    col_sq[u] = (kKind == KNNWB_SCORE_L2 && in) ? g.sqnorms[cand] : 0.0f;
   }
-
-  float4 v[kFilterRows];
-  float row_thr[kFilterRows], row_sq[kFilterRows];
-  bool row_ok[kFilterRows];
-  int row_grp[kFilterRows];
-#pragma unroll
-  for (int r = 0; r < kFilterRows; r++) {
-    int i = i0 + r;
-    bool in = i < g.n_rows;
-    v[r] = (in && j0 < g.n_cols)
-               ? __ldg(reinterpret_cast<const float4 *>(g.tile + (size_t)i * g.ld + j0))
-               : make_float4(0.f, 0.f, 0.f, 0.f);
-    row_thr[r] = in ? st.thr[g.row_state0 + i] : -inf;
-    int rg = g.row_global0 + i;
-    row_grp[r] = (kGroups && in) ? g.row_group[rg] : -2;
-    row_ok[r] = in && g.do_cols && !(g.invalid && g.invalid[rg]);
-    row_sq[r] = (in && g.do_cols && g.kind == KNNWB_SCORE_L2) ? g.sqnorms[rg] : 0.0f;
-  }
-
-  /* Row pass: the warp's passing pairs of one row get contiguous slots from one atomic. */
-#pragma unroll
-  for (int r = 0; r < kFilterRows; r++) {
+  for (; warp_rows; warp_rows &= warp_rows - 1) {
+    const int i = i0 + __ffs(warp_rows) - 1;
+    const float thr = st.thr[g.row_state0 + i];
+    const int row_grp = kGroups ? g.row_group[g.row_global0 + i] : -2;
     float s[4];
     unsigned m = 0;
 #pragma unroll
     for (int u = 0; u < 4; u++) {
-      s[u] = score_of(g.kind, component(v[r], u), col_sq[u]);
-      bool pass = col_ok[u] && s[u] < row_thr[r] && (!kGroups || row_grp[r] != col_grp[u]) &&
-                  !(g.self && g.col_global0 + j0 + u == g.row_global0 + i0 + r);
+      s[u] = kind_score<kKind>(tile_product(g, i, j0 + u), col_sq[u]);
+      const bool pass = col_ok[u] && s[u] < thr && (!kGroups || row_grp != col_grp[u]) &&
+                        !(g.self && g.col_global0 + j0 + u == g.row_global0 + i);
       m |= (unsigned)pass << u;
     }
     if (!__any_sync(kFullMask, m))
       continue;
-    int n = __popc(m);
+    const int n = __popc(m);
     int incl = n;
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
-      int t = __shfl_up_sync(kFullMask, incl, off);
+      const int t = __shfl_up_sync(kFullMask, incl, off);
       if (lane >= off)
         incl += t;
     }
-    int total = __shfl_sync(kFullMask, incl, 31);
-    int row = g.row_state0 + i0 + r;
+    const int total = __shfl_sync(kFullMask, incl, 31);
+    const int row = g.row_state0 + i;
     int base = 0;
     if (lane == 31) {
       base = atomicAdd(&st.count[row], total);
       if (base <= st.lazy_limit && base + total > st.lazy_limit)
-        enqueue_merge(st, i0 + r);
+        enqueue_merge(st, i);
       if (st.stats)
         atomicAdd(&st.stats[0], (unsigned long long)total);
     }
@@ -156,40 +172,134 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(SelectState st, 
       }
     }
   }
+}
 
-  if (!g.do_cols)
-    return;
-    /* Column pass (self jobs): the pair (i, j) also offers i to row j. */
-#pragma unroll
-  for (int u = 0; u < 4; u++) {
-    int j = j0 + u;
-    if (j >= g.n_cols)
+/*
+ * The exact column pass of filter_kernel (self jobs, off-diagonal tiles) for the thread's columns
+ * j0 + u with bit u of col_hits set: the pair (i, j) offers i to row j; one atomic per column.
+ */
+template <int kKind, bool kGroups>
+__device__ __noinline__ void filter_cols_exact(const SelectState &st, const TileGeom &g,
+                                               unsigned col_hits, int i0, int j0)
+{
+  for (; col_hits; col_hits &= col_hits - 1) {
+    const int j = j0 + __ffs(col_hits) - 1;
+    const int row = g.col_state0 + j;
+    const float thr = st.thr[row];
+    const int col_grp = kGroups ? g.col_group[g.col_global0 + j] : -1;
+    unsigned ok = 0;
+    for (int r = 0; r < kFilterRows; r++) {
+      const int i = i0 + r;
+      const int rg = g.row_global0 + i;
+      const float sq = (kKind == KNNWB_SCORE_L2 && i < g.n_rows) ? g.sqnorms[rg] : 0.0f;
+      const bool pass = kind_score<kKind>(tile_product(g, i, j), sq) < thr &&
+                        !(g.invalid && g.invalid[rg]) && (!kGroups || g.row_group[rg] != col_grp);
+      ok |= (unsigned)pass << r;
+    }
+    if (ok == 0)
       continue;
-    int n = 0;
-#pragma unroll
-    for (int r = 0; r < kFilterRows; r++)
-      n += row_ok[r] && (!kGroups || row_grp[r] != col_grp[u]) &&
-           score_of(g.kind, component(v[r], u), row_sq[r]) < col_thr[u];
-    if (n == 0)
-      continue;
-    int row = g.col_state0 + j;
+    const int n = __popc(ok);
     int pos = atomicAdd(&st.count[row], n);
     if (pos <= st.lazy_limit && pos + n > st.lazy_limit)
       enqueue_merge(st, (int)(kColumnFlag | (uint32_t)j));
     if (st.stats)
       atomicAdd(&st.stats[0], (unsigned long long)n);
-#pragma unroll
-    for (int r = 0; r < kFilterRows; r++) {
-      float s = score_of(g.kind, component(v[r], u), row_sq[r]);
-      if (row_ok[r] && (!kGroups || row_grp[r] != col_grp[u]) && s < col_thr[u]) {
-        if (pos < st.cap) {
-          st.cand_score[(size_t)row * st.cap + pos] = s;
-          st.cand_index[(size_t)row * st.cap + pos] = g.row_global0 + i0 + r;
-        }
-        pos++;
+    for (; ok; ok &= ok - 1) {
+      const int i = i0 + __ffs(ok) - 1;
+      const float sq = kKind == KNNWB_SCORE_L2 ? g.sqnorms[g.row_global0 + i] : 0.0f;
+      if (pos < st.cap) {
+        st.cand_score[(size_t)row * st.cap + pos] = kind_score<kKind>(tile_product(g, i, j), sq);
+        st.cand_index[(size_t)row * st.cap + pos] = g.row_global0 + i;
       }
+      pos++;
     }
   }
+}
+
+/*
+ * Grid: (ceil(n_cols / 1024), ceil(n_rows / 8)); block: 256 threads, each 4 adjacent columns of 8
+ * rows (8 independent 16-byte loads in flight per thread, 512 contiguous bytes per warp and row).
+ * After a row's first tiles almost no pair passes, so this must run at memory bandwidth. The
+ * common path is one max (or min) per product for the row test and one for the column test, a
+ * warp vote, and nothing else: rows and columns with a possible pass go to the exact passes out of
+ * line (filter_rows_exact, filter_cols_exact), which keeps the kernel small (ncu, one H200, an
+ * 8192^2 tile: the earlier kernel with 16 rows and the exact passes unrolled inline ran 150-160 us
+ * at 1.7-1.8 TB/s with 126-128 registers, 2 blocks per multiprocessor and warps stalled mostly on
+ * instruction fetch). kGroups: pairs of one group are masked (exact MST searches). At most 64
+ * registers: 4 blocks (32 warps) per multiprocessor.
+ */
+template <int kKind, bool kGroups>
+__global__ void __launch_bounds__(kFilterThreads, 4)
+    filter_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
+{
+  const int j0 = blockIdx.x * kFilterCols + threadIdx.x * 4;
+  const int i0 = blockIdx.y * kFilterRows;
+  const float inf = __int_as_float(0x7f800000);
+  const float nan = __int_as_float(0x7fc00000);
+
+  float4 v[kFilterRows];
+#pragma unroll
+  for (int r = 0; r < kFilterRows; r++) {
+    const int i = i0 + r;
+    v[r] = (i < g.n_rows && j0 < g.n_cols)
+               ? __ldg(reinterpret_cast<const float4 *>(g.tile + (size_t)i * g.ld + j0))
+               : make_float4(nan, nan, nan, nan);
+  }
+  float col_sq[4], col_thr[4];
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    const int j = j0 + u;
+    const bool in = j < g.n_cols;
+    col_sq[u] = (kKind == KNNWB_SCORE_L2 && in) ? g.sqnorms[g.col_global0 + j] : 0.0f;
+    col_thr[u] = (in && g.do_cols) ? st.thr[g.col_state0 + j] : -inf;
+  }
+  float row_thr[kFilterRows];
+#pragma unroll
+  for (int r = 0; r < kFilterRows; r++)
+    row_thr[r] = i0 + r < g.n_rows ? st.thr[g.row_state0 + i0 + r] : -inf;
+  if (j0 + 4 > g.n_cols) {
+    /* the last columns of the tile: the products past n_cols are not pairs */
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++) {
+      if (j0 + 1 >= g.n_cols)
+        v[r].y = nan;
+      if (j0 + 2 >= g.n_cols)
+        v[r].z = nan;
+      if (j0 + 3 >= g.n_cols)
+        v[r].w = nan;
+    }
+  }
+  unsigned row_hits = 0;
+#pragma unroll
+  for (int r = 0; r < kFilterRows; r++) {
+    LowestScore<kKind> low = {nan};
+    low.add(v[r].x, col_sq[0]);
+    low.add(v[r].y, col_sq[1]);
+    low.add(v[r].z, col_sq[2]);
+    low.add(v[r].w, col_sq[3]);
+    row_hits |= (unsigned)(low.score() < row_thr[r]) << r;
+  }
+  unsigned col_hits = 0;
+  if (g.do_cols) {
+    LowestScore<kKind> low[4] = {{nan}, {nan}, {nan}, {nan}};
+#pragma unroll
+    for (int r = 0; r < kFilterRows; r++) {
+      const float sq =
+          (kKind == KNNWB_SCORE_L2 && i0 + r < g.n_rows) ? g.sqnorms[g.row_global0 + i0 + r] : 0.0f;
+      low[0].add(v[r].x, sq);
+      low[1].add(v[r].y, sq);
+      low[2].add(v[r].z, sq);
+      low[3].add(v[r].w, sq);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+      col_hits |= (unsigned)(low[u].score() < col_thr[u]) << u;
+  }
+  const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
+  if (warp_rows)
+    filter_rows_exact<kKind, kGroups>(st, g, warp_rows, i0, j0);
+  if (col_hits)
+    filter_cols_exact<kKind, kGroups>(st, g, col_hits, i0, j0);
 }
 
 /* Warp-aggregated histogram increment: equal digits of a warp add once (skewed keys are common). */
@@ -209,7 +319,7 @@ struct Line {
   size_t stride;
   int length;
   int cand0;
-  int self_index; /* candidate equal to the row itself, or -1 */
+  int self_index;            /* candidate equal to the row itself, or -1 */
   int group;                 /* the state row's group (with cand_group) */
   const int32_t *cand_group; /* candidates' groups by global index, or NULL */
 };
@@ -496,7 +606,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
 }
 
-/* Empties the lists and counts of rows [row0, row0 + n_rows); with reset_thr also their thresholds. */
+/* Empties the lists and counts of rows [row0, row0 + n_rows); with reset_thr also their thresholds.
+ */
 __global__ void empty_kernel(SelectState st, int row0, int n_rows, bool reset_thr)
 {
   const float inf = __int_as_float(0x7f800000);
@@ -612,6 +723,35 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
 namespace
 {
 
+/* The filter kernel of the tile's score kind (and group masking). */
+template <bool kGroups>
+void launch_filter_groups(const SelectState &state, const TileGeom &geom, dim3 grid,
+                          cudaStream_t stream)
+{
+  switch (geom.kind) {
+  case KNNWB_SCORE_DOT:
+    filter_kernel<KNNWB_SCORE_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    break;
+  case KNNWB_SCORE_ABS_DOT:
+    filter_kernel<KNNWB_SCORE_ABS_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    break;
+  case KNNWB_SCORE_L2:
+    filter_kernel<KNNWB_SCORE_L2, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    break;
+  default:
+    filter_kernel<KNNWB_SCORE_L1, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    break;
+  }
+}
+
+void launch_filter(const SelectState &state, const TileGeom &geom, dim3 grid, cudaStream_t stream)
+{
+  if (geom.row_group)
+    launch_filter_groups<true>(state, geom, grid, stream);
+  else
+    launch_filter_groups<false>(state, geom, grid, stream);
+}
+
 /* One filter pass over geom and the merge of the rows it queued. */
 cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
@@ -620,10 +760,7 @@ cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, cud
     return err;
   dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols,
             (geom.n_rows + kFilterRows - 1) / kFilterRows);
-  if (geom.row_group)
-    filter_kernel<true><<<grid, kFilterThreads, 0, stream>>>(state, geom);
-  else
-    filter_kernel<false><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  launch_filter(state, geom, grid, stream);
   err = cudaGetLastError();
   if (err != cudaSuccess)
     return err;

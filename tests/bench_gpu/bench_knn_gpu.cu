@@ -8,10 +8,12 @@
  *           measured on 8192 x 8192 tiles and scaled; and the same work as FP16 tensor-core GEMMs
  *           with float32 output (cublasGemmEx, what the FP16 screen runs): the new floor.
  * --screen sets the library's and the select's screening precision (default auto: fp16 for
- * k <= 256); the select then takes core's candidate count for it.
+ * k <= 256); the select then takes core's candidate count for it. --backend cpu runs the library
+ * on the CPU backend instead (the same lists digest as the GPU's on the same n and k).
  *
  * Usage: bench_knn_gpu [--n N[,N...]] [--d D] [--k K] [--gpu-memory BYTES[G|M]] [--devices 0,1,..]
- *                      [--screen auto|fp32|tf32|fp16] [--no-lib] [--no-select] [--no-floor]
+ *                      [--screen auto|fp32|tf32|fp16] [--backend cuda|cpu] [--no-lib]
+ *                      [--no-select] [--no-floor]
  */
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -23,6 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <algorithm>
+#include <thread>
 #include <vector>
 
 #include <igraph.h>
@@ -293,6 +298,7 @@ int main(int argc, char **argv)
   std::vector<int> devices;
   bool do_lib = true, do_select = true, do_floor = true;
   KnnwbScreen screen = KNNWB_SCREEN_AUTO;
+  KnnwbBackend backend = KNNWB_BACKEND_CUDA;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--n") && a + 1 < argc) {
       for (char *tok = strtok(argv[++a], ","); tok; tok = strtok(NULL, ","))
@@ -311,6 +317,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown --screen %s\n", argv[a]);
         return 2;
       }
+    } else if (!strcmp(argv[a], "--backend") && a + 1 < argc) {
+      backend = !strcmp(argv[++a], "cpu") ? KNNWB_BACKEND_CPU : KNNWB_BACKEND_CUDA;
     } else if (!strcmp(argv[a], "--no-lib")) {
       do_lib = false;
     } else if (!strcmp(argv[a], "--no-select")) {
@@ -420,7 +428,7 @@ int main(int argc, char **argv)
       knnwb_knn_options_init(&options);
       options.metric = KNNWB_METRIC_PEARSON;
       options.k = k;
-      options.backend = KNNWB_BACKEND_CUDA;
+      options.backend = backend;
       options.screen = screen;
       options.gpu_memory_bytes = gpu_memory;
       options.devices = devices.empty() ? NULL : devices.data();
@@ -453,20 +461,45 @@ int main(int argc, char **argv)
                now_seconds() - t1);
       }
 #endif
-      /* FNV-1a over every index and distance bit: runs on 1 and N GPUs (or the CPU) must agree. */
-      uint64_t digest = 1469598103934665603ull;
-      for (size_t t = 0; t < n * k; t++) {
-        uint64_t words[2];
-        memcpy(&words[0], &nb->indices[t], 8);
-        memcpy(&words[1], &nb->distances[t], 8);
-        for (int w = 0; w < 2; w++)
+      /* FNV-1a over every index and distance bit: runs on 1 and N GPUs (or the CPU) must agree.
+       * Beyond 2^27 entries (large k) one byte at a time takes half a minute: each row is hashed
+       * alone, by all cores, and the row hashes are hashed in order ("row-wise"). */
+      auto fnv = [](uint64_t digest, const int64_t *index, const double *distance, size_t cells) {
+        for (size_t t = 0; t < cells; t++) {
+          uint64_t words[2];
+          memcpy(&words[0], &index[t], 8);
+          memcpy(&words[1], &distance[t], 8);
+          for (int w = 0; w < 2; w++)
+            for (int b = 0; b < 8; b++)
+              digest = (digest ^ ((words[w] >> (8 * b)) & 0xff)) * 1099511628211ull;
+        }
+        return digest;
+      };
+      const uint64_t basis = 1469598103934665603ull;
+      const bool row_wise = n * k > ((size_t)1 << 27);
+      uint64_t digest = basis;
+      if (!row_wise) {
+        digest = fnv(basis, nb->indices, nb->distances, n * k);
+      } else {
+        std::vector<uint64_t> rows(n);
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < threads; t++)
+          pool.emplace_back([&, t] {
+            for (size_t i = n * t / threads; i < n * (t + 1) / threads; i++)
+              rows[i] = fnv(basis, nb->indices + i * k, nb->distances + i * k, k);
+          });
+        for (auto &th : pool)
+          th.join();
+        for (size_t i = 0; i < n; i++)
           for (int b = 0; b < 8; b++)
-            digest = (digest ^ ((words[w] >> (8 * b)) & 0xff)) * 1099511628211ull;
+            digest = (digest ^ ((rows[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
       }
       printf("  library (%s, screen %s, %zu rows re-selected): %.2f s; row 0 nearest %lld at "
-             "%.6f; lists digest %016llx\n",
+             "%.6f; lists digest %016llx%s\n",
              nb->backend_used, knnwb_screen_to_string(nb->screen_used), nb->n_reselected, row.lib,
-             (long long)nb->indices[0], nb->distances[0], (unsigned long long)digest);
+             (long long)nb->indices[0], nb->distances[0], (unsigned long long)digest,
+             row_wise ? " (row-wise)" : "");
       fflush(stdout);
       knnwb_neighbors_free(nb);
     }

@@ -185,6 +185,113 @@ static void test_duplicates_cost_nothing(void)
   g_test_trap_assert_passed();
 }
 
+static KnnwbNeighbors *run_query(const KnnwbMatrix *q, const KnnwbMatrix *ref, KnnwbMetric metric,
+                                 size_t k, int threads, size_t memory)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = threads;
+  options.memory_bytes = memory;
+  KnnwbNeighbors *nb = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = knnwb_knn_query(q, ref, &options, &nb, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  return nb;
+}
+
+/* Copies among the reference rows (groups of 1 to 41 copies scattered, affine images of a row)
+ * against query rows that are new, copies of reference rows, or copies of each other: the
+ * reference's copies are collapsed before the search and expanded after it. Every metric matches
+ * the double oracle, and the lists are the same bytes as those of the prepared-reference path
+ * (knnwb_knn_reference_query, which searches every copy), with 1 or 2 threads and any budget. */
+static void test_duplicates_query_against_oracle(void)
+{
+  const size_t nr = 311, nq = 53, d = 7;
+  g_autoptr(KnnwbMatrix) ref = knnwb_test_random_matrix(nr, d, 4321);
+  g_autoptr(KnnwbMatrix) q = knnwb_test_random_matrix(nq, d, 8765);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(78);
+  size_t row = 0;
+  for (size_t size = 1; row < nr - 20; size = size % 41 + 1) {
+    size_t source = (size_t)g_rand_int_range(rng, 0, (gint32)nr);
+    for (size_t c = 0; c < size && row < nr - 20; c++, row++) {
+      size_t target = (size_t)g_rand_int_range(rng, 0, (gint32)nr);
+      if (target != source)
+        memcpy(ref->values + target * d, ref->values + source * d, d * sizeof(float));
+    }
+  }
+  for (size_t i = 300; i < nr; i++)
+    for (size_t j = 0; j < d; j++)
+      ref->values[i * d + j] = 2.0f * ref->values[j] + (i % 2 ? 1.0f : 0.0f);
+  /* Query rows 0..19: copies of reference rows; 20..29: copies of query row 0; the rest new. */
+  for (size_t i = 0; i < 30; i++) {
+    size_t source = i < 20 ? (size_t)g_rand_int_range(rng, 0, (gint32)nr) : 0;
+    memcpy(q->values + i * d, (i < 20 ? ref->values : q->values) + source * d, d * sizeof(float));
+  }
+  const size_t ks[] = {1, 5, 13, 50};
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++) {
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.metric = all_metrics[mi];
+    options.backend = KNNWB_BACKEND_CPU;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(KnnwbKnnReference) prepared = knnwb_knn_reference_new(ref, &options, &error);
+    g_assert_no_error(error);
+    for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++) {
+      g_autoptr(KnnwbNeighbors) nb = run_query(q, ref, all_metrics[mi], ks[ki], 2, 64 << 10);
+      oracle_check(all_metrics[mi], q->values, nq, ref->values, nr, d, FALSE, nb, 1e-9);
+      g_autoptr(KnnwbNeighbors) other = run_query(q, ref, all_metrics[mi], ks[ki], 1, 0);
+      assert_same_lists(nb, other);
+      options.k = ks[ki];
+      g_autoptr(KnnwbNeighbors) every_copy = NULL;
+      g_assert_true(knnwb_knn_reference_query(prepared, q, &options, &every_copy, &error));
+      g_assert_no_error(error);
+      assert_same_lists(nb, every_copy);
+    }
+  }
+}
+
+/* A reference of 20,000 identical rows (and three others) against 20,000 query rows: each list is
+ * the lowest-indexed copies at one distance, found in well under a second and little memory. Before
+ * the reference's copies were collapsed, the copies tied at the k-th distance and every query row
+ * was re-selected with ever more candidates, up to all reference rows. Same limits as
+ * duplicates/cost-nothing. */
+static void test_duplicates_query_cost_nothing(void)
+{
+  if (g_test_subprocess()) {
+#if !defined(__SANITIZE_ADDRESS__)
+    g_assert_true(knnwb_test_cap_address_space((guint64)1 << 30));
+#endif
+    const size_t nr = 20003, nq = 20000, d = 8, k = 10;
+    g_autoptr(KnnwbMatrix) ref = knnwb_matrix_new(nr, d, NULL);
+    for (size_t i = 0; i < nr; i++)
+      for (size_t j = 0; j < d; j++)
+        ref->values[i * d + j] = i < 20000 ? 1.5f : (float)(i + j);
+    g_autoptr(KnnwbMatrix) q = knnwb_matrix_new(nq, d, NULL);
+    for (size_t i = 0; i < nq; i++)
+      for (size_t j = 0; j < d; j++)
+        q->values[i * d + j] = i % 2 == 0 ? 1.5f : 1.5f + 0.25f * (float)((i % 7) * (j + 1));
+    const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+    for (size_t mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
+      g_autoptr(KnnwbNeighbors) nb = run_query(q, ref, metrics[mi], k, 2, 2 << 20);
+      for (size_t i = 0; i < nq; i += 97) {
+        for (size_t r = 0; r < k; r++) {
+          g_assert_cmpint(nb->indices[i * k + r], ==, (int64_t)r);
+          g_assert_cmpfloat(nb->distances[i * k + r], ==, nb->distances[i * k]);
+        }
+        if (i % 2 == 0)
+          g_assert_cmpfloat(nb->distances[i * k], ==, 0.0);
+      }
+    }
+    return;
+  }
+  g_test_trap_subprocess(NULL, 30 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+}
+
 static void test_query_against_reference(void)
 {
   g_autoptr(KnnwbMatrix) q = knnwb_test_random_matrix(45, 9, 3);
@@ -305,6 +412,88 @@ static void test_screen_precisions(void)
   g_assert_true(knnwb_knn_self(m, &options, &nb, &error));
   g_assert_cmpint(nb->screen_used, ==, KNNWB_SCREEN_FP32);
   knnwb_neighbors_free(nb);
+}
+
+/* (distance, index) order of the device refine's emulation below. */
+static int refine_pair_compare(const void *a, const void *b)
+{
+  const double *x = a, *y = b;
+  if (x[0] != y[0])
+    return x[0] < y[0] ? -1 : 1;
+  return x[1] < y[1] ? -1 : (x[1] > y[1]);
+}
+
+/* A GPU that refines its lists itself hands core the k nearest valid candidates, their worst
+ * score and their count (kernels/lists_refine.cu); knnwb_refine_certify_row must then give what
+ * knnwb_refine_row gives from the whole candidate list: the same lists (padding included) and the
+ * same certificate. Random lists with empty slots, the row itself, fewer valid candidates than k,
+ * every row a candidate, and scores both inside and outside the certificate's window. */
+static void test_refine_certify_as_refine(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(203, 11, 31);
+  g_autoptr(GError) error = NULL;
+  KnnwbPrepared p;
+  g_assert_true(knnwb_prepared_init(&p, m, KNNWB_METRIC_PEARSON, FALSE, "data", 1, NULL, &error));
+  g_assert_no_error(error);
+  knnwb_prepared_set_screen(&p, &p, KNNWB_SCREEN_FP32);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(32);
+  const size_t available = m->n_rows - 1;
+  static const size_t ks[] = {1, 7, 64, 150, 202};
+  size_t certified = 0, uncertified = 0;
+  for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++)
+    for (size_t i = 0; i < m->n_rows; i += 3) {
+      const size_t k = ks[ki], kc = MIN(k + 8 + (size_t)g_rand_int_range(rng, 0, 20), 203);
+      int64_t *index = g_new(int64_t, kc), *out_a = g_new(int64_t, k), *out_b = g_new(int64_t, k);
+      float *score = g_new(float, kc);
+      double *distance = g_new(double, kc), *dist_a = g_new(double, k), *dist_b = g_new(double, k);
+      double *pairs = g_new(double, 2 * kc);
+      /* kc distinct rows (the row itself among them now and then), some slots empty */
+      const int64_t start = g_rand_int_range(rng, 0, (gint32)m->n_rows);
+      const double shift = g_rand_double_range(rng, -0.3, 0.3);
+      size_t valid = 0, n_pairs = 0;
+      float worst = -INFINITY;
+      for (size_t c = 0; c < kc; c++) {
+        index[c] = (start + (int64_t)c) % (int64_t)m->n_rows;
+        if (g_rand_int_range(rng, 0, 10) == 0)
+          index[c] = -1;
+        distance[c] = index[c] >= 0 ? knnwb_prepared_distance(&p, i, &p, (size_t)index[c]) : NAN;
+        score[c] = index[c] >= 0 ? (float)(distance[c] + shift) : INFINITY;
+        if (index[c] >= 0 && score[c] > worst)
+          worst = score[c];
+        if (index[c] >= 0 && index[c] != (int64_t)i) {
+          pairs[2 * n_pairs] = distance[c];
+          pairs[2 * n_pairs + 1] = (double)index[c];
+          n_pairs++;
+          valid++;
+        }
+      }
+      gboolean a = knnwb_refine_row(&p, i, &p, (int64_t)i, index, score, distance, kc, available, k,
+                                    out_a, dist_a);
+      qsort(pairs, n_pairs, 2 * sizeof(double), refine_pair_compare);
+      for (size_t r = 0; r < k; r++) { /* what the device writes; past the valid ones, junk */
+        out_b[r] = r < n_pairs ? (int64_t)pairs[2 * r + 1] : 12345;
+        dist_b[r] = r < n_pairs ? pairs[2 * r] : -1.0;
+      }
+      gboolean b = knnwb_refine_certify_row(&p, i, &p, worst, valid, available, k, out_b, dist_b);
+      g_assert_cmpint(a, ==, b);
+      g_assert_cmpmem(out_a, k * sizeof(int64_t), out_b, k * sizeof(int64_t));
+      g_assert_cmpmem(dist_a, k * sizeof(double), dist_b, k * sizeof(double));
+      if (a)
+        certified++;
+      else
+        uncertified++;
+      g_free(index);
+      g_free(out_a);
+      g_free(out_b);
+      g_free(score);
+      g_free(distance);
+      g_free(dist_a);
+      g_free(dist_b);
+      g_free(pairs);
+    }
+  g_assert_cmpuint(certified, >, 0);
+  g_assert_cmpuint(uncertified, >, 0);
+  knnwb_prepared_clear(&p);
 }
 
 static void test_bad_inputs(void)
@@ -581,10 +770,13 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/query", test_query_against_reference);
   g_test_add_func("/knn/duplicates/oracle", test_duplicates_against_oracle);
   g_test_add_func("/knn/duplicates/cost-nothing", test_duplicates_cost_nothing);
+  g_test_add_func("/knn/duplicates/query-oracle", test_duplicates_query_against_oracle);
+  g_test_add_func("/knn/duplicates/query-cost-nothing", test_duplicates_query_cost_nothing);
   g_test_add_func("/knn/large-k", test_large_k);
   g_test_add_func("/knn/seed-sample", test_seed_sample_correlations);
   g_test_add_func("/knn/bad-inputs", test_bad_inputs);
   g_test_add_func("/knn/screen-precisions", test_screen_precisions);
+  g_test_add_func("/knn/refine/certify-as-refine", test_refine_certify_as_refine);
   g_test_add_func("/knn/empty", test_empty_input);
   g_test_add_func("/knn/refused-up-front", test_refused_up_front);
   g_test_add_func("/knn/nearest-outside-group", test_nearest_outside_group);

@@ -245,6 +245,10 @@ static void check_case_copies(KnnwbMetric metric, size_t n, size_t nq, size_t d,
 {
   check_case_split(metric, n, nq, d, k, own, copies, FALSE);
   check_case_split(metric, n, nq, d, k, own, copies, TRUE);
+  /* The split path of backends without two-sided jobs (CUDA): each pair of blocks as two panels. */
+  g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+  check_case_split(metric, n, nq, d, k, own, copies, TRUE);
+  g_unsetenv("KNNWB_SPLIT_PANELS");
 }
 
 static void check_case(KnnwbMetric metric, size_t n, size_t nq, size_t d, size_t k, gboolean own)

@@ -3,7 +3,8 @@
  * distances (bit for bit) for every metric, odd sizes, k in {1, 20, 1000, 4096}, budgets forcing
  * many tiles, and 1 or 2 GPUs (device 0 listed twice when only one exists), with every screening
  * precision (auto screens k <= 256 in FP16) on ordinary and adversarial inputs (near ties 1e-4
- * apart, huge and tiny components in one row, duplicates). The CPU backend is itself checked
+ * apart, huge and tiny components in one row, duplicates), and core's refine on the device (k up to
+ * n - 1, query jobs, with and without it). The CPU backend is itself checked
  * against a double brute force (tests/core). Skips without a GPU.
  */
 #include <math.h>
@@ -178,6 +179,66 @@ static void test_screens(void)
   gpu_screen = KNNWB_SCREEN_AUTO;
 }
 
+/* A query job (query rows against other reference rows: the panel schedule) on both backends. */
+static void compare_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                          KnnwbMetric metric, size_t k, size_t gpu_memory)
+{
+  KnnwbNeighbors *nb[2] = {NULL, NULL};
+  for (int b = 0; b < 2; b++) {
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.metric = metric;
+    options.k = k;
+    options.backend = b ? KNNWB_BACKEND_CUDA : KNNWB_BACKEND_CPU;
+    options.n_threads = 2;
+    options.gpu_memory_bytes = b ? gpu_memory : 0;
+    g_autoptr(GError) error = NULL;
+    gboolean ok = knnwb_knn_query(query, reference, &options, &nb[b], &error);
+    g_assert_no_error(error);
+    g_assert_true(ok);
+  }
+  g_assert_true(g_str_has_prefix(nb[1]->backend_used, "cuda"));
+  g_assert_cmpmem(nb[0]->indices, query->n_rows * k * sizeof(int64_t), nb[1]->indices,
+                  query->n_rows * k * sizeof(int64_t));
+  g_assert_cmpmem(nb[0]->distances, query->n_rows * k * sizeof(double), nb[1]->distances,
+                  query->n_rows * k * sizeof(double));
+  knnwb_neighbors_free(nb[0]);
+  knnwb_neighbors_free(nb[1]);
+}
+
+/* Core's refine on the device (lists sorted by exact distance and cut to k before they come back,
+ * lists_refine.cu), which GPU runs with k >= 64 and room for the exact rows take: k up to the
+ * number of rows (every row a candidate), odd sizes, sort capacities just past a power of two,
+ * duplicates and near ties, query jobs (panels), streamed blocks, two GPUs with and without peer
+ * access, and the host refine it replaces (KNNWB_CUDA_HOST_REFINE=1) on the same inputs. */
+static void test_refine_on_device(void)
+{
+  if (!gpu_or_skip())
+    return;
+  g_autoptr(KnnwbMatrix) small = knnwb_test_random_matrix(301, 7, 21);
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(1777, 13, 22);
+  g_autoptr(KnnwbMatrix) hard = adversarial_matrix(1303, 37, 23);
+  g_autoptr(KnnwbMatrix) query = knnwb_test_random_matrix(777, 13, 24);
+  for (int host = 0; host < 2; host++) {
+    if (host)
+      g_setenv("KNNWB_CUDA_HOST_REFINE", "1", TRUE);
+    compare(small, KNNWB_METRIC_PEARSON, 300, 0, 1); /* k = n - 1: every row a candidate */
+    compare(small, KNNWB_METRIC_EUCLIDEAN, 299, 0, 1);
+    compare(m, KNNWB_METRIC_PEARSON, 1500, 0, 1);
+    compare(m, KNNWB_METRIC_ABS_PEARSON, 65, 0, 1); /* FP16, kc = 81: a sort of 128 */
+    compare(hard, KNNWB_METRIC_PEARSON, 1000, 0, 1);
+    compare(hard, KNNWB_METRIC_EUCLIDEAN, 1000, 0, 1);
+    compare_query(query, m, KNNWB_METRIC_PEARSON, 1500, 0);
+    compare_query(query, m, KNNWB_METRIC_COSINE, 700, 96 * MIB + 8 * MIB);
+  }
+  g_unsetenv("KNNWB_CUDA_HOST_REFINE");
+  compare(m, KNNWB_METRIC_MANHATTAN, 1001, 96 * MIB + 16 * MIB, 1);
+  compare(m, KNNWB_METRIC_PEARSON, 1000, 0, 2);
+  g_setenv("KNNWB_CUDA_NO_PEER_ACCESS", "1", TRUE);
+  compare(m, KNNWB_METRIC_PEARSON, 1000, 0, 2); /* kc lists merged and refined on the host */
+  g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
+}
+
 /* The exact MST's masked "nearest row in another group" search and the exact MST itself: the GPU
  * (groups masked in its filter and merge) gives exactly the CPU's answers. */
 static void test_groups_and_exact_mst(void)
@@ -270,6 +331,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/many-tiles-two-gpus", test_many_tiles_two_gpus);
   g_test_add_func("/kernels/cuda-knn/large-k", test_large_k);
   g_test_add_func("/kernels/cuda-knn/screens", test_screens);
+  g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
   g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);
   return g_test_run();
