@@ -177,6 +177,7 @@ static void knnwb_knn_fill_job(KnnwbSelectJob *job, const KnnwbKnnOptions *optio
   job->score_kind = knnwb_metric_score_kind(reference->metric);
   job->screen = knnwb_screen_kernel_precision(reference->screen);
   job->screen_row_norm = reference->screen_row_norm;
+  job->screen_half_scores = knnwb_screen_half_scores(reference->screen);
   job->n_threads = threads;
   job->devices = options->devices;
   job->n_devices = options->n_devices;

@@ -60,6 +60,9 @@ void knnwb_prepared_clear(KnnwbPrepared *prepared);
 
 /** The bound on a screened score's error, per unit |q||r| (see screen.c for the derivation). */
 double knnwb_screen_slack(KnnwbScreen screen, size_t d);
+/** Whether a screen keeps its scores in half precision (FP16 unless KNNWB_SCREEN_FLOAT_SCORES=1);
+ * the slack then includes their rounding, and jobs ask the backend for them. */
+gboolean knnwb_screen_half_scores(KnnwbScreen screen);
 /** Candidates per row for k neighbours under screen (k plus a margin for the bound's window). */
 size_t knnwb_screen_candidates(KnnwbScreen screen, size_t k);
 /** The precision a run uses for requested on backend ("cpu", "cuda:N"); fp16/tf32 on the CPU is

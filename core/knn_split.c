@@ -332,6 +332,7 @@ static void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
   job->score_kind = knnwb_metric_score_kind(r->metric);
   job->screen = knnwb_screen_kernel_precision(r->screen);
   job->screen_row_norm = r->screen_row_norm;
+  job->screen_half_scores = knnwb_screen_half_scores(r->screen);
   job->n_threads = run->threads;
   job->memory_bytes =
       run->select == knnwb_cpu_select ? run->options->memory_bytes : run->options->gpu_memory_bytes;

@@ -17,6 +17,11 @@
  *    2^-10 + 2^-21 + 2 (d + 16) u + d 2^-36 (R <= 1 for the correlation kinds; euclidean's bound is
  *    multiplied by (|q| + R)^2 >= R^2 in refine.c, and score = |r|^2 - 2 q.r doubles the dot's
  *    error, which 2 |q||r| <= (|q| + |r|)^2 / 2 absorbs).
+ *    With half scores (knnwb_screen_half_scores, the default: the GPU's tiles then hold half the
+ *    bytes) the float32 product P, |P| <= (1 + 2^-9) |q||r|, is stored as half(P 2^-2c) with
+ *    2^c >= R (a power of two, exactly undone), rounded to nearest by cuBLAS: relative error
+ *    2^-11 in half's normal range, absolute 2^-25 2^2c <= 2^-23 R^2 below it, and no overflow
+ *    (|P| 2^-2c <= 1 + 2^-9). Adding 2^-11 (1 + 2^-9) + 2^-23 <= 2^-11 + 2^-19 per unit.
  *  - TF32: float32 rows whose significands the tensor cores cut to 10 bits, possibly by truncation
  *    (relative error below 2^-10 each, no subnormal loss: TF32 keeps float32's exponent range):
  *    2 2^-10 + 2^-20 + 2 (d + 16) u.
@@ -47,12 +52,24 @@ const char *knnwb_screen_to_string(KnnwbScreen screen)
   return (unsigned)screen < 4 ? knnwb_screen_names[screen] : "?";
 }
 
+gboolean knnwb_screen_half_scores(KnnwbScreen screen)
+{
+  /* KNNWB_SCREEN_FLOAT_SCORES=1 keeps float32 tiles (to compare the two on a GPU). */
+  static int float_scores = -1;
+  if (float_scores < 0) {
+    const char *v = g_getenv("KNNWB_SCREEN_FLOAT_SCORES");
+    float_scores = v != NULL && g_strcmp0(v, "1") == 0;
+  }
+  return screen == KNNWB_SCREEN_FP16 && !float_scores;
+}
+
 double knnwb_screen_slack(KnnwbScreen screen, size_t d)
 {
   const double u = 1.0 / 16777216.0, accumulation = 2.0 * ((double)d + 16.0) * u;
+  const double scores = knnwb_screen_half_scores(screen) ? ldexp(1.0, -11) + ldexp(1.0, -19) : 0.0;
   switch (screen) {
   case KNNWB_SCREEN_FP16:
-    return ldexp(1.0, -10) + ldexp(1.0, -21) + accumulation + (double)d * ldexp(1.0, -36);
+    return ldexp(1.0, -10) + ldexp(1.0, -21) + accumulation + (double)d * ldexp(1.0, -36) + scores;
   case KNNWB_SCREEN_TF32:
     return ldexp(1.0, -9) + ldexp(1.0, -20) + accumulation;
   default:

@@ -95,6 +95,11 @@ typedef struct {
    * by 2^(14 - ceil(log2 screen_row_norm)), which keeps every component at most 2^14. */
   int screen;
   double screen_row_norm;
+  /* FP16 only, non-zero: the backend may keep the tiles' scores in half precision (products
+   * rescaled to magnitude at most about 1, rounded to nearest: relative error 2^-11, absolute
+   * 2^-23 screen_row_norm^2 below half's normal range), halving the bytes every tile writes and
+   * reads. Core's bound must then include that rounding (knnwb_screen_slack). */
+  int screen_half_scores;
   /* execution */
   int n_threads;       /* CPU backend: threads (>= 1) */
   size_t memory_bytes; /* CPU: tile budget in bytes; CUDA: per-device budget (0 = 90% of free) */

@@ -54,12 +54,15 @@ struct SelectState {
 
 /**
  * One tile of products: tile[i*ld + j] = q_i . r_j (or sum |q_i - r_j| for L1) for i < n_rows
- * (queries), j < n_cols (references). The row pass updates state rows row_state0 + i with
- * candidates col_global0 + j; when do_cols (self job, off-diagonal tile) the column pass updates
- * state rows col_state0 + j with candidates row_global0 + i.
+ * (queries), j < n_cols (references); float, or with half_tile __half values that times
+ * tile_scale (a power of two) give q_i . r_j exactly. The row pass updates state rows
+ * row_state0 + i with candidates col_global0 + j; when do_cols (self job, off-diagonal tile) the
+ * column pass updates state rows col_state0 + j with candidates row_global0 + i.
  */
 struct TileGeom {
-  const float *tile;
+  const void *tile;
+  int half_tile;
+  float tile_scale; /* half_tile only */
   size_t ld;
   int n_rows;
   int n_cols;

@@ -112,7 +112,8 @@ private:
   float *query_buffer_ = nullptr, *reference_buffer_[2] = {}; /* streaming, float32 */
   void *screen_query_block_ = nullptr, *screen_reference_block_[2] = {}; /* streaming FP16 */
   int screen_exponent_ = 0; /* FP16: rows scaled by 2^screen_exponent_ */
-  float *tiles_[2] = {};
+  bool half_tiles_ = false; /* FP16 with the job's screen_half_scores: tiles of halves */
+  float *tiles_[2] = {};    /* float, or __half with half_tiles_ (then half of it is used) */
   size_t tile_bytes_ = 0;
   float *sqnorms_ = nullptr;
   unsigned char *invalid_ = nullptr;

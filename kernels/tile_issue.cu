@@ -13,7 +13,8 @@ namespace knnwb_cuda
 {
 
 /* The scores of a tile into tiles_[slot], once the selection that last read it is done. FP16
- * rows are scaled by 2^s, so their products by 2^2s: alpha = 2^-2s undoes it exactly. */
+ * rows are scaled by 2^s, so their products by 2^2s: alpha = 2^-2s undoes it exactly (float
+ * tiles), or alpha = 2^kHalfTileExponent keeps half tiles at magnitude about 1 (tile_scores.h). */
 bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
 {
   const KnnwbSelectPlan &p = run_.plan;
@@ -25,10 +26,12 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
     const GemmPrecision precision = p.screen == KNNWB_KERNELS_SCREEN_FP16   ? GemmPrecision::kFp16
                                     : p.screen == KNNWB_KERNELS_SCREEN_TF32 ? GemmPrecision::kTf32
                                                                             : GemmPrecision::kFp32;
-    const float alpha =
-        p.screen == KNNWB_KERNELS_SCREEN_FP16 ? ldexpf(1.0f, -2 * screen_exponent_) : 1.0f;
+    const float alpha = half_tiles_ ? ldexpf(1.0f, kHalfTileExponent)
+                        : p.screen == KNNWB_KERNELS_SCREEN_FP16
+                            ? ldexpf(1.0f, -2 * screen_exponent_)
+                            : 1.0f;
     CUBLAS_TRY(run_, tile_scores_gemm(blas_, precision, q, n_q, r, n_r, p.dpad, alpha, tiles_[slot],
-                                      p.tile));
+                                      p.tile, half_tiles_));
   }
   CUDA_TRY(run_, cudaEventRecord(gemm_done_[slot], gemm_stream_));
   return true;
@@ -64,6 +67,8 @@ TileGeom Worker::tile_geom(int n_rows, int n_cols, size_t row0, size_t col0) con
   const KnnwbSelectJob *job = run_.job;
   TileGeom g = {};
   g.ld = (size_t)run_.plan.tile;
+  g.half_tile = half_tiles_ ? 1 : 0;
+  g.tile_scale = half_tiles_ ? ldexpf(1.0f, -kHalfTileExponent - 2 * screen_exponent_) : 1.0f;
   g.n_rows = n_rows;
   g.n_cols = n_cols;
   g.row_global0 = (int)row0;

@@ -24,11 +24,22 @@ enum class GemmPrecision {
 /**
  * tile[i*ld + j] = alpha * (q_i . r_j) for i < n_q, j < n_r: column-major C = R^T x Q, so the
  * rows of queries are contiguous in the tile. q: n_q x dpad, r: n_r x dpad row-major (float, or
- * __half for kFp16), dpad a multiple of 8. Runs on the handle's stream. Returns cuBLAS's status.
+ * __half for kFp16), dpad a multiple of 8. The tile is float, or (half_tile, kFp16 only) __half:
+ * the float32 accumulations times alpha rounded to nearest half. Runs on the handle's stream.
+ * Returns cuBLAS's status.
  */
 cublasStatus_t tile_scores_gemm(cublasHandle_t blas, GemmPrecision precision, const void *q,
-                                int n_q, const void *r, int n_r, int dpad, float alpha, float *tile,
-                                int ld);
+                                int n_q, const void *r, int n_r, int dpad, float alpha, void *tile,
+                                int ld, bool half_tile);
+
+/**
+ * Half-precision score tiles (FP16 screening): the product of rows scaled by 2^s is at most
+ * 2^28 in magnitude (each scaled row's norm is at most 2^14), so the GEMM writes it times
+ * 2^kHalfTileExponent (at most about 1: no overflow, and the subnormal range starts far below the
+ * scores that matter), and the selection multiplies the half by 2^(-kHalfTileExponent - 2 s),
+ * exactly, to get q.r back.
+ */
+constexpr int kHalfTileExponent = -28;
 
 /**
  * The power of two FP16 screening scales rows by: 14 - ceil(log2 row_norm), so that every

@@ -12,6 +12,7 @@
 
 #include <knnwb_kernels.h>
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -21,7 +22,8 @@ namespace
 {
 
 constexpr int kFilterThreads = 256;
-constexpr int kFilterRows = 8;
+/* rows per thread: 8 float4 loads of float tiles, 16 8-byte loads of half tiles */
+template <typename T> constexpr int kFilterRows = sizeof(T) == 2 ? 16 : 8;
 constexpr int kFilterCols = kFilterThreads * 4;
 constexpr int kMergeThreads = 256; /* one thread per radix bin */
 constexpr uint32_t kEmptyKey = 0xffffffffu;
@@ -96,12 +98,68 @@ template <int kKind> struct LowestScore {
   }
 };
 
+/* Element at of a tile as q.r (half tiles: times their exact power-of-two scale). */
+__device__ __forceinline__ float tile_value(const void *tile, bool half_tile, float scale,
+                                            size_t at)
+{
+  if (half_tile)
+    return __half2float(__ldg(static_cast<const __half *>(tile) + at)) * scale;
+  return __ldg(static_cast<const float *>(tile) + at);
+}
+
 /* Product (i, j) of the tile, or NaN outside it (NaN fails every comparison). */
 __device__ __forceinline__ float tile_product(const TileGeom &g, int i, int j)
 {
-  return i < g.n_rows && j < g.n_cols ? __ldg(g.tile + (size_t)i * g.ld + j)
-                                      : __int_as_float(0x7fc00000);
+  return i < g.n_rows && j < g.n_cols
+             ? tile_value(g.tile, g.half_tile, g.tile_scale, (size_t)i * g.ld + j)
+             : __int_as_float(0x7fc00000);
 }
+
+/*
+ * Four adjacent products (j .. j + 3) of a tile row: one 16-byte load of floats, or one 8-byte
+ * load of halves (kept raw until used, so that 16 rows fit the registers, then converted and
+ * scaled). Outside the tile: NaN.
+ */
+template <typename T> struct ProductLoad;
+
+template <> struct ProductLoad<float> {
+  using Raw = float4;
+  static __device__ __forceinline__ Raw load(const TileGeom &g, int i, int j)
+  {
+    return __ldg(reinterpret_cast<const float4 *>(static_cast<const float *>(g.tile) +
+                                                  (size_t)i * g.ld + j));
+  }
+  static __device__ __forceinline__ Raw outside()
+  {
+    const float nan = __int_as_float(0x7fc00000);
+    return make_float4(nan, nan, nan, nan);
+  }
+  static __device__ __forceinline__ float4 products(const Raw &raw, float)
+  {
+    return raw;
+  }
+};
+
+template <> struct ProductLoad<__half> {
+  using Raw = uint2;
+  static __device__ __forceinline__ Raw load(const TileGeom &g, int i, int j)
+  {
+    return __ldg(reinterpret_cast<const uint2 *>(static_cast<const __half *>(g.tile) +
+                                                 (size_t)i * g.ld + j));
+  }
+  static __device__ __forceinline__ Raw outside()
+  {
+    return make_uint2(0x7e007e00u, 0x7e007e00u); /* half NaNs */
+  }
+  static __device__ __forceinline__ float4 products(const Raw &raw, float scale)
+  {
+    __half2 lo, hi;
+    memcpy(&lo, &raw.x, sizeof lo);
+    memcpy(&hi, &raw.y, sizeof hi);
+    const float2 a = __half22float2(lo), b = __half22float2(hi);
+    return make_float4(a.x * scale, a.y * scale, b.x * scale, b.y * scale);
+  }
+};
 
 /*
  * The exact row pass of filter_kernel for the rows i0 + r of the block with bit r of warp_rows set
@@ -178,7 +236,7 @@ __device__ __noinline__ void filter_rows_exact(const SelectState &st, const Tile
  * The exact column pass of filter_kernel (self jobs, off-diagonal tiles) for the thread's columns
  * j0 + u with bit u of col_hits set: the pair (i, j) offers i to row j; one atomic per column.
  */
-template <int kKind, bool kGroups>
+template <int kRows, int kKind, bool kGroups>
 __device__ __noinline__ void filter_cols_exact(const SelectState &st, const TileGeom &g,
                                                unsigned col_hits, int i0, int j0)
 {
@@ -188,7 +246,7 @@ __device__ __noinline__ void filter_cols_exact(const SelectState &st, const Tile
     const float thr = st.thr[row];
     const int col_grp = kGroups ? g.col_group[g.col_global0 + j] : -1;
     unsigned ok = 0;
-    for (int r = 0; r < kFilterRows; r++) {
+    for (int r = 0; r < kRows; r++) {
       const int i = i0 + r;
       const int rg = g.row_global0 + i;
       const float sq = (kKind == KNNWB_SCORE_L2 && i < g.n_rows) ? g.sqnorms[rg] : 0.0f;
@@ -228,22 +286,22 @@ __device__ __noinline__ void filter_cols_exact(const SelectState &st, const Tile
  * instruction fetch). kGroups: pairs of one group are masked (exact MST searches). At most 64
  * registers: 4 blocks (32 warps) per multiprocessor.
  */
-template <int kKind, bool kGroups>
+template <typename T, int kKind, bool kGroups>
 __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
 {
+  constexpr int kRows = kFilterRows<T>;
   const int j0 = blockIdx.x * kFilterCols + threadIdx.x * 4;
-  const int i0 = blockIdx.y * kFilterRows;
+  const int i0 = blockIdx.y * kRows;
   const float inf = __int_as_float(0x7f800000);
   const float nan = __int_as_float(0x7fc00000);
 
-  float4 v[kFilterRows];
+  using Load = ProductLoad<T>;
+  typename Load::Raw raw[kRows];
 #pragma unroll
-  for (int r = 0; r < kFilterRows; r++) {
+  for (int r = 0; r < kRows; r++) {
     const int i = i0 + r;
-    v[r] = (i < g.n_rows && j0 < g.n_cols)
-               ? __ldg(reinterpret_cast<const float4 *>(g.tile + (size_t)i * g.ld + j0))
-               : make_float4(nan, nan, nan, nan);
+    raw[r] = (i < g.n_rows && j0 < g.n_cols) ? Load::load(g, i, j0) : Load::outside();
   }
   float col_sq[4], col_thr[4];
 #pragma unroll
@@ -253,53 +311,46 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
     col_sq[u] = (kKind == KNNWB_SCORE_L2 && in) ? g.sqnorms[g.col_global0 + j] : 0.0f;
     col_thr[u] = (in && g.do_cols) ? st.thr[g.col_state0 + j] : -inf;
   }
-  float row_thr[kFilterRows];
+  float row_thr[kRows];
 #pragma unroll
-  for (int r = 0; r < kFilterRows; r++)
+  for (int r = 0; r < kRows; r++)
     row_thr[r] = i0 + r < g.n_rows ? st.thr[g.row_state0 + i0 + r] : -inf;
-  if (j0 + 4 > g.n_cols) {
-    /* the last columns of the tile: the products past n_cols are not pairs */
-#pragma unroll
-    for (int r = 0; r < kFilterRows; r++) {
-      if (j0 + 1 >= g.n_cols)
-        v[r].y = nan;
-      if (j0 + 2 >= g.n_cols)
-        v[r].z = nan;
-      if (j0 + 3 >= g.n_cols)
-        v[r].w = nan;
-    }
-  }
+  /* one pass over the rows: each row's lowest score, and each column's over the rows */
   unsigned row_hits = 0;
+  LowestScore<kKind> col_low[4] = {{nan}, {nan}, {nan}, {nan}};
 #pragma unroll
-  for (int r = 0; r < kFilterRows; r++) {
+  for (int r = 0; r < kRows; r++) {
+    float4 v = Load::products(raw[r], g.tile_scale);
+    if (j0 + 4 > g.n_cols) {
+      /* the last columns of the tile: the products past n_cols are not pairs */
+      v.y = j0 + 1 < g.n_cols ? v.y : nan;
+      v.z = j0 + 2 < g.n_cols ? v.z : nan;
+      v.w = j0 + 3 < g.n_cols ? v.w : nan;
+    }
     LowestScore<kKind> low = {nan};
-    low.add(v[r].x, col_sq[0]);
-    low.add(v[r].y, col_sq[1]);
-    low.add(v[r].z, col_sq[2]);
-    low.add(v[r].w, col_sq[3]);
+    low.add(v.x, col_sq[0]);
+    low.add(v.y, col_sq[1]);
+    low.add(v.z, col_sq[2]);
+    low.add(v.w, col_sq[3]);
     row_hits |= (unsigned)(low.score() < row_thr[r]) << r;
-  }
-  unsigned col_hits = 0;
-  if (g.do_cols) {
-    LowestScore<kKind> low[4] = {{nan}, {nan}, {nan}, {nan}};
-#pragma unroll
-    for (int r = 0; r < kFilterRows; r++) {
+    if (g.do_cols) {
       const float sq =
           (kKind == KNNWB_SCORE_L2 && i0 + r < g.n_rows) ? g.sqnorms[g.row_global0 + i0 + r] : 0.0f;
-      low[0].add(v[r].x, sq);
-      low[1].add(v[r].y, sq);
-      low[2].add(v[r].z, sq);
-      low[3].add(v[r].w, sq);
+      col_low[0].add(v.x, sq);
+      col_low[1].add(v.y, sq);
+      col_low[2].add(v.z, sq);
+      col_low[3].add(v.w, sq);
     }
-#pragma unroll
-    for (int u = 0; u < 4; u++)
-      col_hits |= (unsigned)(low[u].score() < col_thr[u]) << u;
   }
+  unsigned col_hits = 0;
+#pragma unroll
+  for (int u = 0; u < 4; u++)
+    col_hits |= (unsigned)(col_low[u].score() < col_thr[u]) << u;
   const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
   if (warp_rows)
     filter_rows_exact<kKind, kGroups>(st, g, warp_rows, i0, j0);
   if (col_hits)
-    filter_cols_exact<kKind, kGroups>(st, g, col_hits, i0, j0);
+    filter_cols_exact<kRows, kKind, kGroups>(st, g, col_hits, i0, j0);
 }
 
 /* Warp-aggregated histogram increment: equal digits of a warp add once (skewed keys are common). */
@@ -315,7 +366,9 @@ __device__ __forceinline__ void histogram_add(unsigned *hist, bool active, unsig
 
 /* One line of a tile as seen from a state row (tile row or tile column). */
 struct Line {
-  const float *base;
+  const void *base; /* tile element of the line's first candidate */
+  bool half_tile;
+  float tile_scale;
   size_t stride;
   int length;
   int cand0;
@@ -458,7 +511,9 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
       if (t < line.length && cand != line.self_index && !(g.invalid && g.invalid[cand]) &&
           !(line.cand_group && line.cand_group[cand] == line.group)) {
         float sq = g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f;
-        s = score_of(g.kind, line.base[(size_t)t * line.stride], sq);
+        s = score_of(
+            g.kind, tile_value(line.base, line.half_tile, line.tile_scale, (size_t)t * line.stride),
+            sq);
         ok = s < thr_old;
       }
       unsigned ballot = __ballot_sync(kFullMask, ok);
@@ -568,7 +623,10 @@ __global__ void __launch_bounds__(kMergeThreads)
   const bool final_mode = n_final >= 0;
   const int n_entries = final_mode ? n_final : *st.merge_count;
   for (int e = blockIdx.x; e < n_entries; e += gridDim.x) {
-    Line line = {nullptr, 0, 0, 0, -1, -1, nullptr};
+    Line line = {nullptr, false, 1.0f, 0, 0, 0, -1, -1, nullptr};
+    line.half_tile = g.half_tile != 0;
+    line.tile_scale = g.tile_scale;
+    const size_t elem = g.half_tile ? sizeof(__half) : sizeof(float);
     int row;
     if (final_mode) {
       row = row0 + e;
@@ -579,7 +637,7 @@ __global__ void __launch_bounds__(kMergeThreads)
       if (entry & kColumnFlag) {
         int j = (int)(entry & ~kColumnFlag);
         row = g.col_state0 + j;
-        line.base = g.tile + j;
+        line.base = static_cast<const char *>(g.tile) + j * elem;
         line.stride = g.ld;
         line.length = g.n_rows;
         line.cand0 = g.row_global0;
@@ -591,7 +649,7 @@ __global__ void __launch_bounds__(kMergeThreads)
       } else {
         int i = (int)entry;
         row = g.row_state0 + i;
-        line.base = g.tile + (size_t)i * g.ld;
+        line.base = static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem;
         line.stride = 1;
         line.length = g.n_cols;
         line.cand0 = g.col_global0;
@@ -723,33 +781,42 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
 namespace
 {
 
-/* The filter kernel of the tile's score kind (and group masking). */
-template <bool kGroups>
-void launch_filter_groups(const SelectState &state, const TileGeom &geom, dim3 grid,
-                          cudaStream_t stream)
+/* The filter kernel of the tile's element type, score kind and group masking. */
+template <typename T, bool kGroups>
+void launch_filter_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
+  const dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols,
+                  (geom.n_rows + kFilterRows<T> - 1) / kFilterRows<T>);
   switch (geom.kind) {
   case KNNWB_SCORE_DOT:
-    filter_kernel<KNNWB_SCORE_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    filter_kernel<T, KNNWB_SCORE_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
     break;
   case KNNWB_SCORE_ABS_DOT:
-    filter_kernel<KNNWB_SCORE_ABS_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    filter_kernel<T, KNNWB_SCORE_ABS_DOT, kGroups>
+        <<<grid, kFilterThreads, 0, stream>>>(state, geom);
     break;
   case KNNWB_SCORE_L2:
-    filter_kernel<KNNWB_SCORE_L2, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    filter_kernel<T, KNNWB_SCORE_L2, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
     break;
   default:
-    filter_kernel<KNNWB_SCORE_L1, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    filter_kernel<T, KNNWB_SCORE_L1, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
     break;
   }
 }
 
-void launch_filter(const SelectState &state, const TileGeom &geom, dim3 grid, cudaStream_t stream)
+void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
-  if (geom.row_group)
-    launch_filter_groups<true>(state, geom, grid, stream);
-  else
-    launch_filter_groups<false>(state, geom, grid, stream);
+  if (geom.half_tile) {
+    /* half tiles come only from FP16 screens, never manhattan */
+    if (geom.row_group)
+      launch_filter_kind<__half, true>(state, geom, stream);
+    else
+      launch_filter_kind<__half, false>(state, geom, stream);
+  } else if (geom.row_group) {
+    launch_filter_kind<float, true>(state, geom, stream);
+  } else {
+    launch_filter_kind<float, false>(state, geom, stream);
+  }
 }
 
 /* One filter pass over geom and the merge of the rows it queued. */
@@ -758,9 +825,7 @@ cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, cud
   cudaError_t err = cudaMemsetAsync(state.merge_count, 0, sizeof(int), stream);
   if (err != cudaSuccess)
     return err;
-  dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols,
-            (geom.n_rows + kFilterRows - 1) / kFilterRows);
-  launch_filter(state, geom, grid, stream);
+  launch_filter(state, geom, stream);
   err = cudaGetLastError();
   if (err != cudaSuccess)
     return err;
@@ -785,7 +850,8 @@ cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, c
   eager.lazy_limit = 0;
   for (int c0 = 0, width = state.cap; c0 < geom.n_cols; c0 += width, width = c0) {
     TileGeom stage = geom;
-    stage.tile = geom.tile + c0;
+    stage.tile = static_cast<const char *>(geom.tile) +
+                 (size_t)c0 * (geom.half_tile ? sizeof(__half) : sizeof(float));
     stage.n_cols = width < geom.n_cols - c0 ? width : geom.n_cols - c0;
     stage.col_global0 = geom.col_global0 + c0;
     stage.col_state0 = geom.col_state0 + c0;

@@ -145,6 +145,10 @@ bool Worker::setup()
   screen_reference_block_[0] = buffer[KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_0];
   screen_reference_block_[1] = buffer[KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_1];
   screen_exponent_ = screen_scale_exponent(job->screen_row_norm);
+  /* Half tiles need their rescaling 2^(-kHalfTileExponent - 2 s) to be a normal float (any
+   * sensible row norm); core's bound covers half scores whenever it asked for them. */
+  half_tiles_ = p.screen == KNNWB_KERNELS_SCREEN_FP16 && job->screen_half_scores &&
+                std::abs(-kHalfTileExponent - 2 * screen_exponent_) <= 100;
   sqnorms_ = (float *)buffer[KNNWB_BUFFER_SQNORMS];
   invalid_ = (unsigned char *)buffer[KNNWB_BUFFER_INVALID];
   query_group_ = (int32_t *)buffer[KNNWB_BUFFER_QUERY_GROUP];

@@ -122,8 +122,9 @@ __global__ void to_half(const float *a, __half *h, size_t count)
 }
 
 /* The FP16 floor: the same n^2 d / 2 multiply-adds as 8192^2 x d GEMMs with half inputs and
- * float32 output (as the FP16 screen computes its tiles). */
-static double hgemm_floor(size_t n, int d)
+ * float32 output (the issue's definition), and *half_out_s the same with half output (what the
+ * FP16 screen computes its tiles as, by default). */
+static double hgemm_floor(size_t n, int d, double *half_out_s)
 {
   const int T = 8192, reps = 50;
   int kpad = (d + 7) / 8 * 8;
@@ -140,29 +141,35 @@ static double hgemm_floor(size_t n, int d)
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
-  const float one = 1, zero = 0;
-  for (int w = 0; w < 5; w++)
-    CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, kpad, &one, h, CUDA_R_16F, kpad,
-                            h, CUDA_R_16F, kpad, &zero, c, CUDA_R_32F, T, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
-  CHECK_CUDA(cudaEventRecord(e0));
-  for (int r = 0; r < reps; r++)
-    CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, kpad, &one, h, CUDA_R_16F, kpad,
-                            h, CUDA_R_16F, kpad, &zero, c, CUDA_R_32F, T, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
-  CHECK_CUDA(cudaEventRecord(e1));
-  CHECK_CUDA(cudaEventSynchronize(e1));
-  float ms;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-  double per = ms / 1e3 / reps;
-  double macs_per_second = (double)T * T * kpad / per;
-  printf("  cuBLAS FP16 GEMM (fp32 out) %dx%dx%d: %.3f ms, %.1f TFLOP/s\n", T, T, kpad, per * 1e3,
-         2 * macs_per_second / 1e12);
+  double floor_s[2];
+  for (int variant = 0; variant < 2; variant++) {
+    const cudaDataType out = variant == 0 ? CUDA_R_32F : CUDA_R_16F;
+    const float one = variant == 0 ? 1.0f : 1.0f / 512, zero = 0;
+    for (int w = 0; w < 5; w++)
+      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, kpad, &one, h, CUDA_R_16F, kpad,
+                              h, CUDA_R_16F, kpad, &zero, c, out, T, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+    CHECK_CUDA(cudaEventRecord(e0));
+    for (int r = 0; r < reps; r++)
+      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, kpad, &one, h, CUDA_R_16F, kpad,
+                              h, CUDA_R_16F, kpad, &zero, c, out, T, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    double per = ms / 1e3 / reps;
+    double macs_per_second = (double)T * T * kpad / per;
+    printf("  cuBLAS FP16 GEMM (%s out) %dx%dx%d: %.3f ms, %.1f TFLOP/s\n",
+           variant == 0 ? "fp32" : "fp16", T, T, kpad, per * 1e3, 2 * macs_per_second / 1e12);
+    floor_s[variant] = (double)n * n * kpad / 2 / macs_per_second;
+  }
   cublasDestroy(blas);
   cudaFree(a);
   cudaFree(h);
   cudaFree(c);
-  return (double)n * n * kpad / 2 / macs_per_second;
+  *half_out_s = floor_s[1];
+  return floor_s[0];
 }
 
 static double sgemm_floor(size_t n, int d)
@@ -355,13 +362,13 @@ int main(int argc, char **argv)
 
   struct Row {
     size_t n;
-    double lib, select, floor_s, hfloor_s;
+    double lib, select, floor_s, hfloor_s, hfloor_half_s;
   };
   std::vector<Row> table;
   for (size_t n : sizes) {
     printf("n = %zu\n", n);
     fflush(stdout);
-    Row row = {n, NAN, NAN, NAN, NAN};
+    Row row = {n, NAN, NAN, NAN, NAN, NAN};
     float *dev_raw, *dev_norm;
     CHECK_CUDA(cudaSetDevice(0));
     CHECK_CUDA(cudaMalloc(&dev_raw, n * d * sizeof(float)));
@@ -394,6 +401,10 @@ int main(int argc, char **argv)
                    : half                      ? KNNWB_KERNELS_SCREEN_FP16
                                                : KNNWB_KERNELS_SCREEN_FP32;
       job.screen_row_norm = 1.0 + 1e-6;
+      /* as core asks (KNNWB_SCREEN_FLOAT_SCORES=1 keeps float32 tiles) */
+      const char *float_scores = getenv("KNNWB_SCREEN_FLOAT_SCORES");
+      job.screen_half_scores = job.screen == KNNWB_KERNELS_SCREEN_FP16 &&
+                               !(float_scores != NULL && strcmp(float_scores, "1") == 0);
       job.memory_bytes = gpu_memory;
       job.devices = devices.empty() ? NULL : devices.data();
       job.n_devices = (int)devices.size();
@@ -508,18 +519,20 @@ int main(int argc, char **argv)
       CHECK_CUDA(cudaSetDevice(0));
       row.floor_s = sgemm_floor(n, d);
       printf("  SGEMM floor (n^2 d / 2 MACs, one GPU): %.2f s\n", row.floor_s);
-      row.hfloor_s = hgemm_floor(n, d);
-      printf("  FP16 GEMM floor (same MACs, one GPU): %.2f s\n", row.hfloor_s);
+      row.hfloor_s = hgemm_floor(n, d, &row.hfloor_half_s);
+      printf("  FP16 GEMM floor (same MACs, one GPU): %.2f s (fp16 out: %.2f s)\n", row.hfloor_s,
+             row.hfloor_half_s);
     }
     table.push_back(row);
   }
   printf("\n| n | d | k | GPUs | screen | library end to end (s) | select alone (s) | SGEMM floor "
-         "1 GPU (s) | FP16 GEMM floor 1 GPU (s) | library / FP16 floor |\n");
-  printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+         "1 GPU (s) | FP16 GEMM floor 1 GPU (s) | library / FP16 floor | FP16 GEMM floor, fp16 "
+         "out (s) |\n");
+  printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const Row &r : table)
-    printf("| %zu | %d | %zu | %zu | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.n, d, k,
+    printf("| %zu | %d | %zu | %zu | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.n, d, k,
            devices.empty() ? (size_t)n_gpus : devices.size(), knnwb_screen_to_string(screen), r.lib,
-           r.select, r.floor_s, r.hfloor_s, r.lib / r.hfloor_s);
+           r.select, r.floor_s, r.hfloor_s, r.lib / r.hfloor_s, r.hfloor_half_s);
 #ifdef KNNWB_HAVE_MPI
   knnwb_distributed_finalize();
 #endif

@@ -68,22 +68,45 @@ if [ "$mode" = check ]; then
   exit 0
 fi
 
-# final
+# final. The CUDA tests run on the second GPU meanwhile (their two-GPU parts then use one GPU
+# listed twice; the 2-GPU benchmark runs check the lists on both GPUs).
+t0=$(date +%s)
+{ CUDA_VISIBLE_DEVICES=1 KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= $b/tests/kernels/test_cuda_select \
+  && CUDA_VISIBLE_DEVICES=1 KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= $b/tests/kernels/test_cuda_knn; } \
+  >"$out/tests.log" 2>&1 &
+tests_pid=$!
+CUDA_VISIBLE_DEVICES=0 KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= timeout 200 compute-sanitizer \
+  --tool memcheck --error-exitcode 9 $bench --n 20000 --screen fp16 --no-floor \
+  >"$out/memcheck.log" 2>&1
+echo "memcheck (fp16, n = 20000) rc=$?"
+grep "ERROR SUMMARY\|digest" "$out/memcheck.log"
+CUDA_VISIBLE_DEVICES=0 KNNWB_CUDA_TRACE=0 timeout 150 ncu --clock-control none \
+  -k regex:'filter_kernel|merge_kernel|nvjet|gemm' --launch-skip 1800 --launch-count 6 $sections \
+  "$bench" --n 384126 --no-lib --no-floor >"$out/ncu_select.txt" 2>&1
+echo "ncu rc=$?"
+grep -E "filter_kernel|merge_kernel|nvjet|gemm|^ +(Duration|DRAM Throughput|Achieved Occupancy|Registers Per)" \
+  "$out/ncu_select.txt" | grep -v "==PROF==" | sed 's/(SelectState, TileGeom.*Context 1, //' | head -40
+echo "== PyTorch, 1 GPU"
+CUDA_VISIBLE_DEVICES=0 python3 tests/bench_gpu/torch_baseline.py --n 384126,1533876 \
+  >"$out/torch.log" 2>&1
+tail -4 "$out/torch.log"
+wait $tests_pid
+echo "tests (GPU 1) rc=$? ($(grep -c '^ok' "$out/tests.log") ok, $(($(date +%s) - t0)) s)"
+grep "^not ok\|ERROR\|FAIL\|Bail" "$out/tests.log" | head
 echo "== 1 GPU, 384,126 and 1,533,876 x 295 (select alone, library, floors)"
 CUDA_VISIBLE_DEVICES=0 $bench --n 384126,1533876 >"$out/b1.log" 2>&1
-sum "$out/b1.log" | grep -v "^knnwb cuda worker\|DEBUG"
-echo "== 1 GPU, --gpu-memory 4G"
+sum "$out/b1.log" | grep -v "DEBUG"
+echo "== 1 GPU, --gpu-memory 4G; float32 tiles"
 CUDA_VISIBLE_DEVICES=0 $bench --n 1533876 --gpu-memory 4G --no-select --no-floor >"$out/b4g.log" 2>&1
 sum "$out/b4g.log" | grep "library ("
+CUDA_VISIBLE_DEVICES=0 KNNWB_SCREEN_FLOAT_SCORES=1 $bench --n 1533876 --no-select --no-floor \
+  >"$out/bfloat.log" 2>&1
+sum "$out/bfloat.log" | grep "library (\|selection kernels"
 echo "== 2 GPUs, 384,126 and 1,533,876 x 295"
 $bench --n 384126,1533876 --no-floor >"$out/b2.log" 2>&1
-sum "$out/b2.log" | grep "library (\|select alone\|^| [0-9]"
+sum "$out/b2.log" | grep "library (\|select alone\|^| [0-9]\|worker"
 echo "== d = 128, 1 GPU and 2 GPUs"
 CUDA_VISIBLE_DEVICES=0 $bench --n 1533876 --d 128 --no-select >"$out/b128.log" 2>&1
 $bench --n 1533876 --d 128 --no-select --no-floor >"$out/b128x2.log" 2>&1
 sum "$out/b128.log" | grep "library (\|FP16 GEMM\|^| [0-9]"
 sum "$out/b128x2.log" | grep "library ("
-echo "== PyTorch, 1 GPU"
-CUDA_VISIBLE_DEVICES=0 python3 tests/bench_gpu/torch_baseline.py --n 384126,1533876 \
-  >"$out/torch.log" 2>&1
-tail -4 "$out/torch.log"
