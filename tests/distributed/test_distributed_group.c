@@ -23,7 +23,6 @@ typedef struct {
   gboolean ok[MAX_RANKS];
   GError *error[MAX_RANKS];
   int64_t *values[MAX_RANKS];
-  int64_t result[16];
 } ThreadJob;
 
 typedef struct {
@@ -101,23 +100,23 @@ static gboolean thread_reduce(const KnnwbKnnGroup *group, int64_t *values, size_
                               KnnwbGroupReduction reduction, GError **error)
 {
   (void)error;
-  g_assert_cmpuint(count, <=, 16);
   ThreadJob *job = thread_job_of(group);
   job->values[group->rank] = values;
   thread_job_barrier(job);
-  if (group->rank == 0)
-    for (size_t i = 0; i < count; i++) {
-      int64_t v = job->values[0][i];
-      for (int r = 1; r < job->size; r++) {
-        int64_t w = job->values[r][i];
-        v = reduction == KNNWB_GROUP_SUM   ? v + w
-            : reduction == KNNWB_GROUP_MIN ? MIN(v, w)
-                                           : MAX(v, w);
-      }
-      job->result[i] = v;
+  /* Each rank reduces for itself (any count), then all write once every rank has read. */
+  g_autofree int64_t *result = g_new(int64_t, MAX(count, (size_t)1));
+  for (size_t i = 0; i < count; i++) {
+    int64_t v = job->values[0][i];
+    for (int r = 1; r < job->size; r++) {
+      int64_t w = job->values[r][i];
+      v = reduction == KNNWB_GROUP_SUM   ? v + w
+          : reduction == KNNWB_GROUP_MIN ? MIN(v, w)
+                                         : MAX(v, w);
     }
+    result[i] = v;
+  }
   thread_job_barrier(job);
-  memcpy(values, job->result, count * sizeof(int64_t));
+  memcpy(values, result, count * sizeof(int64_t));
   thread_job_barrier(job);
   return TRUE;
 }
