@@ -238,6 +238,27 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   gboolean ok = FALSE;
   KnnwbGroupProgress group_progress = {options->progress, options->progress_data,
                                        group ? (uint64_t)group->size : 1};
+  KnnwbGroupBounds bounds = {0};
+  gint64 select_start = g_get_monotonic_time();
+  if (shared) {
+    /* The ranks agree on the threshold rounds and on every allocation before any selects: from
+     * here on every rank makes the same collective calls. GPU ranks share thresholds; CPU ranks
+     * would gain little per round (their tiles are many and small) and have no hook for it. */
+    ok = knnwb_group_bounds_init(
+        &bounds, group, query->n,
+        options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select, error);
+    if (!ok)
+      goto out;
+    ok = cand_index != NULL && cand_score != NULL && flags != NULL &&
+         knnwb_group_bounds_ready(&bounds);
+    if (!ok)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "cannot allocate candidate lists for %zu rows x %zu candidates", job_rows, kc);
+    if (!group->agree(group, ok, error)) {
+      ok = FALSE;
+      goto out;
+    }
+  }
   if (cand_index == NULL || cand_score == NULL || flags == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates", job_rows, kc);
@@ -257,6 +278,11 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
     if (shared) {
       job.share_index = group->rank;
       job.share_count = group->size;
+      if (bounds.rounds > 0) {
+        job.share_bounds = knnwb_group_bounds_share;
+        job.share_bounds_data = &bounds;
+        job.share_bound_rounds = bounds.rounds;
+      }
     }
     if (group == NULL || group->rank == 0) {
       job.progress = options->progress;
@@ -317,11 +343,12 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
     }
   }
   char message[512] = "";
-  gint64 select_start = g_get_monotonic_time();
+  select_start = g_get_monotonic_time();
   ok = knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error);
 selected:
   g_clear_pointer(&gathered, g_free);
   if (shared) {
+    knnwb_group_bounds_finish(&bounds);
     /* Every rank learns whether every selection worked before any exchanges its lists. */
     if (!group->agree(group, ok, error)) {
       ok = FALSE;
@@ -329,8 +356,8 @@ selected:
     }
     gint64 merge_start = g_get_monotonic_time();
     if (!knnwb_knn_group_merge(group, query->n, kc, cand_index, cand_score,
-                               distances_filled ? cand_distance : NULL, row0, n_rows, &own_index,
-                               &own_score, &own_distance, error)) {
+                               distances_filled ? cand_distance : NULL, row0, n_rows, threads,
+                               &own_index, &own_score, &own_distance, error)) {
       ok = FALSE;
       goto out;
     }
@@ -385,6 +412,7 @@ selected:
       g_array_append_val(*uncertified, i);
     }
 out:
+  g_free(bounds.keys);
   g_free(cand_index);
   g_free(cand_score);
   g_free(flags);
@@ -770,8 +798,12 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   /* Exact duplicate rows are collapsed before the search and expanded after it: a group of copies
    * larger than the candidate margin could never be certified and would be re-selected with ever
    * more candidates. (Every rank finds the same duplicates.) */
-  if (ok && self)
+  if (ok && self) {
+    const gint64 duplicates_start = g_get_monotonic_time();
     ok = knnwb_duplicates_find(query_data, threads, &duplicates, error);
+    g_debug("knnwb: duplicate rows searched in %.3f s",
+            (double)(g_get_monotonic_time() - duplicates_start) / 1e6);
+  }
   /* Against a reference, copies among its rows tie at one distance from every query row just the
    * same. (A reference prepared once for many queries, given, is searched as it is: hashing it on
    * every call would cost more than a typical small query.) */

@@ -131,13 +131,41 @@ gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
  * A shared self job's candidates (index, score and, when not NULL, the backend's exact distances:
  * n x kc on every rank, each from its share of the tiles) become the candidates of this rank's
  * rows [row0, row0 + rows): every rank sends each other rank the block of its rows, and each row
- * keeps the kc best by (score, index). Distances come back only when every rank had them
- * (*own_distance NULL otherwise). Collective. Memory: ranks x rows x kc entries.
+ * keeps the kc best by (score, index) (threads: host threads packing and merging). Distances come
+ * back only when every rank had them (*own_distance NULL otherwise). Collective. Memory: about
+ * 2 x (ranks - 1) x rows x kc packed entries (8 to 20 bytes) beside the rows x kc result; time
+ * linear in the entries.
  */
 gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
                                const int64_t *index, const float *score, const double *distance,
-                               size_t row0, size_t rows, int64_t **own_index, float **own_score,
-                               double **own_distance, GError **error);
+                               size_t row0, size_t rows, int threads, int64_t **own_index,
+                               float **own_score, double **own_distance, GError **error);
+
+/**
+ * The thresholds of a shared self job made common between the ranks (knn_group_bounds.c), as
+ * KnnwbSelectJob.share_bounds / share_bounds_data / share_bound_rounds. init is collective (the
+ * ranks agree on the rounds: none unless every rank wanted them) and allocates n int64; when
+ * ready() is FALSE the allocation failed (the caller agrees on that before selecting). finish
+ * completes the rounds the backend did not use (collective) and frees. Each round: O(n) and one
+ * reduction of n int64.
+ */
+typedef struct {
+  const KnnwbKnnGroup *group;
+  size_t n;
+  int rounds, done;
+  gboolean failed;
+  int64_t *keys;
+  int64_t tightened;
+  double seconds;
+} KnnwbGroupBounds;
+/** A float as an int64 key in the same order (an int64 reduction finds the smallest), and back. */
+int64_t knnwb_group_bound_key(float value);
+float knnwb_group_bound_value(int64_t key);
+gboolean knnwb_group_bounds_init(KnnwbGroupBounds *bounds, const KnnwbKnnGroup *group, size_t n,
+                                 gboolean wanted, GError **error);
+gboolean knnwb_group_bounds_ready(const KnnwbGroupBounds *bounds);
+int knnwb_group_bounds_share(float *values, size_t n, void *data);
+void knnwb_group_bounds_finish(KnnwbGroupBounds *bounds);
 
 /** Every rank's lists of its own rows (first_row = its first) into all n rows, on every rank.
  * Collective. Returns NULL (error set, the same on every rank) on failure. */

@@ -156,6 +156,16 @@ typedef struct {
    * Rows whose share saw fewer than kc valid pairs pad with index -1. */
   int share_index;
   int share_count;
+  /* Optional with a share (NULL: none): the processes' thresholds, made common. share_bounds gets
+   * this process's upper bounds on each query row's kc-th best score (n_query floats, or NULL
+   * when it has none to give), and when it returns non-zero has replaced each by the minimum over
+   * the processes; 0 means nothing came back (leave them). It is collective: a backend calls it at
+   * most share_bound_rounds times per job, from the calling thread, and its caller completes the
+   * rounds a backend did not use. A bound from another process is valid here because that
+   * process's lists hold kc pairs scoring at most it, and the merge keeps the best of the union. */
+  int (*share_bounds)(float *bounds, size_t n, void *data);
+  void *share_bounds_data;
+  int share_bound_rounds;
   /* Optional transposed output of a job that is not self (out_reference_index == NULL: none): the
    * same tiles also give every reference row its kc best query rows (indices into the query rows,
    * padded with -1 when fewer are valid), into out_reference_index/out_reference_score (n_reference

@@ -97,6 +97,9 @@ bool Worker::symmetric_thresholds(const PeerThresholds &peers)
   phase_passed_ = true;
   if (peers.count > 0)
     CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)n, select_stream_));
+  /* Every process's thresholds are backed by its lists now: make them common. */
+  if (share_bounds_wanted() && !share_bounds_round())
+    return false;
   return true;
 }
 
@@ -116,15 +119,26 @@ bool Worker::run_symmetric()
    * own either: thresholds first, as with several GPUs. */
   if ((G > 1 || run_.job->share_count > 1) && !symmetric_thresholds(peers))
     return false;
+  /* A share of a group's job imports the other processes' thresholds at even steps of its tiles,
+   * as GPUs do from their peers: alone its own would tighten share_count times slower. */
+  const bool share_bounds = share_bounds_wanted();
+  const uint64_t share_tiles = run_.tiles_total;
+  uint64_t tiles_issued = 0;
   for (long done_items = 0;; done_items++) {
     long item = run_.next_item++;
     if (item >= (long)run_.segments.size() || run_.cancelled())
       break;
+    if (share_bounds && bounds_rounds_ < job->share_bound_rounds &&
+        tiles_issued * (uint64_t)job->share_bound_rounds >=
+            share_tiles * (uint64_t)bounds_rounds_ &&
+        !share_bounds_round())
+      return false;
     /* Each GPU sees only its share of a row's pairs: without the others' thresholds its own would
      * tighten G times slower and let G times more candidates through. */
     if (peers.count > 0 && done_items % kExchangeItems == kExchangeItems - 1)
       CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)n, select_stream_));
     const Segment sg = run_.segments[item];
+    tiles_issued += (uint64_t)(sg.b1 - sg.b0) + (sg.diagonal ? 1 : 0);
     if (sg.diagonal && !symmetric_tile(sg.c, sg.c, block_rows(sg.c), true))
       return false;
     for (long b = sg.b0; b < sg.b1 && !run_.cancelled(); b++)

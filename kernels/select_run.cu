@@ -14,7 +14,12 @@ std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, in
                                         uint64_t *tiles)
 {
   std::vector<Segment> segments;
-  long piece = 0;
+  /* With shares, each piece goes to the share with the least work so far (the same choice in
+   * every process), counting a diagonal tile as kDiagonalWeight ordinary ones (its selection
+   * sorts fresh lists): taking every shares-th piece left one share 8% more tiles, since each
+   * column's last piece is short and the first one always fell to share 0. */
+  constexpr uint64_t kDiagonalWeight = 3;
+  std::vector<uint64_t> load((size_t)std::max(shares, 1), 0);
   *tiles = 0;
   for (int c = 0; c < blocks; c++) {
     if (n_devices == 1 && shares == 1) {
@@ -22,9 +27,13 @@ std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, in
       *tiles += (uint64_t)c + 1;
       continue;
     }
+    if (shares > 1)
+      load[(size_t)(c % shares)] += kDiagonalWeight;
     for (int b0 = 0; b0 < c; b0 += kPiece) {
       Segment sg = {c, b0, std::min(c, b0 + kPiece), false};
-      if (piece++ % shares != share)
+      const size_t to = (size_t)(std::min_element(load.begin(), load.end()) - load.begin());
+      load[to] += (uint64_t)(sg.b1 - sg.b0);
+      if ((int)to != share)
         continue;
       segments.push_back(sg);
       *tiles += (uint64_t)(sg.b1 - sg.b0);

@@ -37,8 +37,9 @@ struct Segment {
  * first. Several: pieces of at most kPiece off-diagonal tiles (their diagonal tiles run first on
  * every GPU, see schedule_symmetric.cu), taken from a shared counter so that tails are even.
  * A share of the job (share of shares > 1: one process of a group, KnnwbSelectJob.share_index)
- * keeps every shares-th piece and runs the diagonal phase of several GPUs even with one GPU, each
- * diagonal tile with one owner. *tiles: the tiles this process computes in full.
+ * keeps the pieces that balance the shares' work (the same choice in every process) and runs the
+ * diagonal phase of several GPUs even with one GPU, each diagonal tile with one owner. *tiles: the
+ * tiles this process computes in full.
  */
 std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, int shares,
                                         uint64_t *tiles);

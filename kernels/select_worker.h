@@ -23,6 +23,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -88,6 +89,9 @@ private:
   bool symmetric_thresholds(const PeerThresholds &peers);
   bool run_symmetric();
   bool run_panels();
+  /* schedule_share_bounds.cu */
+  bool share_bounds_wanted() const;
+  bool share_bounds_round();
   /* lists_*.cu */
   bool extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index, float *dst_score,
                     double *dst_distance, bool allow_refine = true);
@@ -138,6 +142,10 @@ private:
   bool phase_passed_ = false;
   bool lists_passed_ = false;
   double lists_wait_s_ = 0, device_merge_s_ = 0; /* trace: waiting for the peers, merging */
+  /* a share of a group's job: thresholds shared with the other processes (rounds used, buffers) */
+  int bounds_rounds_ = 0;
+  float *bounds_device_ = nullptr;
+  std::unique_ptr<float[]> bounds_host_;
 };
 
 } // namespace knnwb_cuda

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # One batch on the 2-GPU machine (nvidia-h200-x2): build with CUDA and MPI; `knnwb knn` with the
-# CUDA backend on 2 ranks (one GPU each) against one process (bytes compared); then the benchmark
-# (n = 1,533,876, d = 295, k = 20 Pearson) on 1 rank x 1 GPU and on 2 ranks x 1 GPU, with the
-# time spent exchanging candidates and gathering lists (G_MESSAGES_DEBUG lines of every rank).
-# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR
+# CUDA backend on 2 ranks (one GPU each) against one process and the CPU (bytes compared); then the
+# benchmark (n = 1,533,876, d = 295, k = 20 Pearson) on 1 rank x 1 GPU, on 2 ranks x 1 GPU (with
+# and without the ranks sharing thresholds) and on one process with both GPUs, with every rank's
+# debug lines (exchange, merge, thresholds) and the CUDA trace (KNNWB_CUDA_TRACE=1) in the logs.
+# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests|quick]
+# ("tests" also runs the GPU ctest label first; "quick": the byte checks and the 2-rank benchmark
+# only). Open MPI's shared-memory segments go to /dev/shm (a container's /tmp may be an overlay on
+# disk).
 set -uo pipefail
 out=${1:-/tmp/knnwb-mpi}
 mkdir -p "$out"
@@ -14,34 +18,56 @@ for d in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
 done
 { mpicc -showme; mpirun --version | head -1; } >"$out/mpi.txt" 2>&1
 cat "$out/mpi.txt"
+targets="bench_knn_gpu knnwb_host knnwb_knn_plugin"
+[ "${2:-}" = tests ] && targets="$targets test_cuda_select test_cuda_knn"
+SECONDS=0
 { cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=ON -DKNNWB_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_TYPE=Release \
-  && cmake --build $b --target bench_knn_gpu knnwb_host knnwb_knn_plugin -j"$(nproc)"; } \
+  && cmake --build $b --target $targets -j"$(nproc)"; } \
   >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+echo "build ${SECONDS} s"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+if [ "${2:-}" = tests ]; then
+  timeout 150 ctest --test-dir $b -R 'test_cuda_(select|knn)$' --output-on-failure >"$out/ctest.log" 2>&1
+  echo "ctest rc=$?"; grep "tests passed\|Passed\|Failed" "$out/ctest.log"
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+shm=; [ -w /dev/shm ] && shm=/dev/shm
 # One GPU per rank; no core binding (each rank's host threads prepare, merge and refine).
 mpi() {
-  mpirun --allow-run-as-root --bind-to none --mca btl self,vader \
-    --mca btl_vader_single_copy_mechanism none -np "$1" \
+  # shellcheck disable=SC2086
+  mpirun --allow-run-as-root --bind-to none --tag-output ${mpi_extra:-} --mca btl self,vader \
+    ${shm:+--mca btl_vader_backing_directory $shm} \
+    --mca btl_vader_single_copy_mechanism "${single_copy:-none}" -np "$1" \
     bash -c 'export CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK; exec "$@"' rank "${@:2}"
 }
 knnwb=$b/bin/knnwb
 python3 tests/distributed/make_npy.py /tmp/mpi-check.npy 30011 40 7
-for metric in pearson euclidean; do
+for metric in pearson euclidean manhattan; do
   CUDA_VISIBLE_DEVICES=0 $knnwb knn /tmp/mpi-check.npy -k 15 -m $metric -b cuda -q -o /tmp/one.knn
   mpi 2 $knnwb knn /tmp/mpi-check.npy -k 15 -m $metric -b cuda -q -o /tmp/two.knn
   $knnwb knn /tmp/mpi-check.npy -k 15 -m $metric -b cpu -q -o /tmp/cpu.knn
   cmp /tmp/one.knn /tmp/two.knn && cmp /tmp/one.knn /tmp/cpu.knn &&
     echo "knnwb knn 30011 x 40 $metric: 2 ranks x 1 GPU = 1 GPU = CPU bytes"
 done 2>&1 | tee "$out/identity.txt"
-export G_MESSAGES_DEBUG=all
-CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu --n 1533876 --no-select --no-floor \
-  >"$out/bench1.log" 2>&1
-mpi 2 $b/tests/bench_gpu/bench_knn_gpu --n 1533876 --no-select --no-floor >"$out/bench2.log" 2>&1
-for f in bench1 bench2; do
+export G_MESSAGES_DEBUG=all KNNWB_CUDA_TRACE=1 KNNWB_MPI_VERBOSE=1
+bench="--n 1533876 --no-select --no-floor"
+runs="bench2"
+if [ "${2:-}" != quick ]; then
+  runs="bench1 bench2 bench2-nobounds bench1x2 bench2-cma"
+  CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
+fi
+mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2.log" 2>&1
+if [ "${2:-}" != quick ]; then
+  KNNWB_CUDA_NO_SHARE_BOUNDS=1 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-nobounds.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0,1 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1x2.log" 2>&1
+  # Open MPI's single-copy path (CMA: process_vm_readv) where the container allows it.
+  single_copy=cma mpi_extra="--timeout 120" mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench \
+    >"$out/bench2-cma.log" 2>&1 || echo "cma run failed: $?"
+fi
+for f in $runs; do
   echo "== $f"
-  grep "library (\|MPI:" "$out/$f.log"
-  grep "DEBUG.*\(exchange\|gathered\|select .* refine\|prepare\|whole call\)" "$out/$f.log" |
-    sed 's/.*DEBUG: //' | tail -8
+  grep "library (\|MPI:\|gathering" "$out/$f.log"
+  grep "DEBUG.*\(candidates received\|thresholds shared\|duplicate rows\|checks and\|gathered\|select .* refine\|prepare\|whole call\)\|knnwb cuda" "$out/$f.log" |
+    sed 's/\*\* (process:[0-9]*): .*DEBUG.*: //' | cut -c1-220
 done

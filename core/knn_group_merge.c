@@ -1,0 +1,408 @@
+/*
+ * The candidates of a shared self job, moved to the ranks that own their rows: every rank's backend
+ * selected over its share of the tiles for all n rows; each rank needs, for its own rows, the kc
+ * best by (score, index) of every rank's candidates. First the ranks agree on a bound per row, the
+ * smallest over the ranks of their full lists' worst score: the rank holding it has kc candidates
+ * at least that good, so nothing worse can be among the kc best, and only candidates within the
+ * bound travel (about half of them with two ranks). They go packed (32-bit indices when n allows,
+ * float scores, the exact distances only when every backend gave them), one message per pair of
+ * ranks: the counts of the rows, then their candidates; a rank's own block is read in place. The
+ * merge is a selection of kc per row (linear on average), not a sort: the lists come in any order
+ * and refinement sorts what is kept.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include "knn_internal.h"
+
+/* The packed form of one candidate: score (float), index (uint32, or int64 when n >= 2^32 - 1,
+ * UINT32_MAX standing for -1), then the distance (double) when distances travel. */
+typedef struct {
+  gboolean wide, with_distance;
+  size_t bytes;
+} KnnwbGroupPacking;
+
+static KnnwbGroupPacking knnwb_group_packing(size_t n, gboolean with_distance)
+{
+  KnnwbGroupPacking p = {n >= (size_t)UINT32_MAX, with_distance, 0};
+  p.bytes = sizeof(float) + (p.wide ? sizeof(int64_t) : sizeof(uint32_t)) +
+            (with_distance ? sizeof(double) : 0);
+  return p;
+}
+
+typedef struct {
+  float score;
+  int64_t index;
+  double distance;
+} KnnwbGroupCandidate;
+
+/* (score, index) order; a NaN score (never produced by the backends) sorts last. */
+static inline gboolean knnwb_group_candidate_before(const KnnwbGroupCandidate *x,
+                                                    const KnnwbGroupCandidate *y)
+{
+  if (x->score < y->score || (isnan(y->score) && !isnan(x->score)))
+    return TRUE;
+  if (y->score < x->score || isnan(x->score) != isnan(y->score))
+    return FALSE;
+  return x->index < y->index;
+}
+
+/* Moves the kc smallest of pool[0, count) (count > kc) to its front, in any order: Hoare's
+ * selection with a median of three, expected O(count). */
+static void knnwb_group_select_smallest(KnnwbGroupCandidate *pool, size_t count, size_t kc)
+{
+  size_t lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    KnnwbGroupCandidate t;
+#define KNNWB_SWAP(a, b) (t = pool[a], pool[a] = pool[b], pool[b] = t)
+    if (knnwb_group_candidate_before(&pool[mid], &pool[lo]))
+      KNNWB_SWAP(mid, lo);
+    if (knnwb_group_candidate_before(&pool[hi], &pool[lo]))
+      KNNWB_SWAP(hi, lo);
+    if (knnwb_group_candidate_before(&pool[hi], &pool[mid]))
+      KNNWB_SWAP(hi, mid);
+    const KnnwbGroupCandidate pivot = pool[mid];
+    size_t i = lo, j = hi;
+    for (;;) {
+      while (knnwb_group_candidate_before(&pool[i], &pivot))
+        i++;
+      while (knnwb_group_candidate_before(&pivot, &pool[j]))
+        j--;
+      if (i >= j)
+        break;
+      KNNWB_SWAP(i, j);
+      i++;
+      j--;
+    }
+#undef KNNWB_SWAP
+    /* [lo, j] <= pivot <= [j + 1, hi] */
+    if (kc - 1 <= j)
+      hi = j;
+    else
+      lo = j + 1;
+  }
+}
+
+typedef struct {
+  KnnwbGroupPacking packing;
+  size_t kc, own_first; /* own_first: this rank's first row in the all-rows arrays */
+  int ranks, me;
+  /* this rank's candidates of all n rows, and the keys of the rows' common bounds */
+  const int64_t *index;
+  const float *score;
+  const double *distance;
+  int64_t *bound;
+  /* packing rows [first, first + rows) of the all-rows arrays: counts, then records at offsets */
+  size_t pack_first;
+  uint32_t *pack_counts;
+  const size_t *pack_offsets;
+  char *pack_records;
+  /* merging: the other ranks' messages (counts, offsets and records of this rank's rows) */
+  const uint32_t *const *received_counts;
+  const size_t *const *received_offsets;
+  const char *const *received_records;
+  int64_t *out_index; /* rows x kc */
+  float *out_score;
+  double *out_distance;
+} KnnwbGroupMerge;
+
+static inline gboolean knnwb_group_within(const KnnwbGroupMerge *m, size_t row, size_t at)
+{
+  return m->index[at] >= 0 && knnwb_group_bound_key(m->score[at]) <= m->bound[row];
+}
+
+/* Each row's bound key: its list's worst score when the list is full, else +inf. */
+static void knnwb_group_bound_rows(size_t first, size_t last, void *user)
+{
+  KnnwbGroupMerge *m = user;
+  for (size_t i = first; i < last; i++) {
+    float worst = -INFINITY;
+    for (size_t c = 0; c < m->kc && worst < INFINITY; c++)
+      worst = m->index[i * m->kc + c] < 0 ? INFINITY : MAX(worst, m->score[i * m->kc + c]);
+    m->bound[i] = knnwb_group_bound_key(worst);
+  }
+}
+
+static void knnwb_group_count_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbGroupMerge *m = user;
+  for (size_t i = first; i < last; i++) {
+    const size_t row = m->pack_first + i;
+    uint32_t count = 0;
+    for (size_t c = 0; c < m->kc; c++)
+      count += knnwb_group_within(m, row, row * m->kc + c);
+    m->pack_counts[i] = count;
+  }
+}
+
+static void knnwb_group_pack_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbGroupMerge *m = user;
+  const KnnwbGroupPacking p = m->packing;
+  char *out = m->pack_records + m->pack_offsets[first] * p.bytes;
+  for (size_t i = first; i < last; i++) {
+    const size_t row = m->pack_first + i;
+    for (size_t at = row * m->kc; at < (row + 1) * m->kc; at++) {
+      if (!knnwb_group_within(m, row, at))
+        continue;
+      memcpy(out, &m->score[at], sizeof(float));
+      out += sizeof(float);
+      if (p.wide) {
+        memcpy(out, &m->index[at], sizeof(int64_t));
+        out += sizeof(int64_t);
+      } else {
+        const uint32_t index = (uint32_t)m->index[at];
+        memcpy(out, &index, sizeof index);
+        out += sizeof index;
+      }
+      if (p.with_distance) {
+        memcpy(out, &m->distance[at], sizeof(double));
+        out += sizeof(double);
+      }
+    }
+  }
+}
+
+static void knnwb_group_unpack(const KnnwbGroupPacking p, const char *in, KnnwbGroupCandidate *c)
+{
+  memcpy(&c->score, in, sizeof(float));
+  in += sizeof(float);
+  if (p.wide) {
+    memcpy(&c->index, in, sizeof(int64_t));
+    in += sizeof(int64_t);
+  } else {
+    uint32_t index;
+    memcpy(&index, in, sizeof index);
+    in += sizeof index;
+    c->index = (int64_t)index;
+  }
+  c->distance = NAN;
+  if (p.with_distance)
+    memcpy(&c->distance, in, sizeof(double));
+}
+
+static void knnwb_group_merge_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbGroupMerge *m = user;
+  const size_t kc = m->kc, ranks = (size_t)m->ranks;
+  KnnwbGroupCandidate *pool = g_new(KnnwbGroupCandidate, ranks * kc);
+  for (size_t i = first; i < last; i++) {
+    size_t count = 0;
+    const size_t row = m->own_first + i;
+    for (size_t r = 0; r < ranks; r++) {
+      if ((int)r == m->me) {
+        for (size_t at = row * kc; at < (row + 1) * kc; at++)
+          if (knnwb_group_within(m, row, at))
+            pool[count++] = (KnnwbGroupCandidate){m->score[at], m->index[at],
+                                                  m->distance ? m->distance[at] : NAN};
+        continue;
+      }
+      const size_t *offsets = m->received_offsets[r];
+      for (size_t t = offsets[i]; t < offsets[i + 1] && count < ranks * kc; t++)
+        knnwb_group_unpack(m->packing, m->received_records[r] + t * m->packing.bytes,
+                           &pool[count++]);
+    }
+    /* The tiles of the shares are disjoint, so no pair comes twice: the kc best by (score,
+     * index) of the union are the kc best of the whole job. */
+    if (count > kc)
+      knnwb_group_select_smallest(pool, count, kc);
+    for (size_t c = 0; c < kc; c++) {
+      const gboolean kept = c < count;
+      m->out_index[i * kc + c] = kept ? pool[c].index : -1;
+      m->out_score[i * kc + c] = kept ? pool[c].score : INFINITY;
+      if (m->out_distance != NULL)
+        m->out_distance[i * kc + c] = kept ? pool[c].distance : NAN;
+    }
+  }
+  g_free(pool);
+}
+
+/* offsets[0..rows] of counts[0..rows); FALSE when a count exceeds kc (a corrupt message). */
+static gboolean knnwb_group_offsets(const uint32_t *counts, size_t rows, size_t kc, size_t *offsets)
+{
+  offsets[0] = 0;
+  for (size_t i = 0; i < rows; i++) {
+    if (counts[i] > kc)
+      return FALSE;
+    offsets[i + 1] = offsets[i] + counts[i];
+  }
+  return TRUE;
+}
+
+gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
+                               const int64_t *index, const float *score, const double *distance,
+                               size_t row0, size_t rows, int threads, int64_t **own_index,
+                               float **own_score, double **own_distance, GError **error)
+{
+  const int ranks = group->size, me = group->rank;
+  *own_index = NULL;
+  *own_score = NULL;
+  *own_distance = NULL;
+  const gint64 start = g_get_monotonic_time();
+  /* Distances travel only when every rank's backend computed them. */
+  int64_t with_distance = distance != NULL;
+  if (!group->reduce(group, &with_distance, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  KnnwbGroupMerge m = {0};
+  m.packing = knnwb_group_packing(n, with_distance != 0);
+  m.kc = kc;
+  m.own_first = row0;
+  m.ranks = ranks;
+  m.me = me;
+  m.index = index;
+  m.score = score;
+  m.distance = with_distance ? distance : NULL;
+  const size_t record = m.packing.bytes;
+  g_autofree const void **send = g_new0(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new0(size_t, ranks);
+  g_autofree void **receive = g_new0(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new0(size_t, ranks);
+  g_autofree uint64_t *sizes_out = g_new0(uint64_t, ranks);
+  g_autofree uint64_t *sizes_in = g_new0(uint64_t, ranks);
+  g_autofree const void **sizes_send = g_new0(const void *, ranks);
+  g_autofree void **sizes_receive = g_new0(void *, ranks);
+  g_autofree size_t *sizes_bytes = g_new0(size_t, ranks);
+  g_autofree const uint32_t **received_counts = g_new0(const uint32_t *, ranks);
+  g_autofree size_t **received_offsets = g_new0(size_t *, ranks);
+  g_autofree const char **received_records = g_new0(const char *, ranks);
+  gint64 exchanged = 0, agreed = 0;
+  size_t received_total = 0;
+
+  /* The common bounds. Allocation may fail on one rank only: agree before reducing. */
+  m.bound = g_try_malloc(MAX(n, (size_t)1) * sizeof(int64_t));
+  gboolean ok = m.bound != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the bounds of %zu rows",
+                n);
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  knnwb_parallel_for(threads, n, 4096, knnwb_group_bound_rows, &m);
+  if (!group->reduce(group, m.bound, n, KNNWB_GROUP_MIN, error)) {
+    ok = FALSE;
+    goto out;
+  }
+
+  /* What goes to each other rank: its rows' counts, then their candidates within the bounds. */
+  for (int r = 0; r < ranks && ok; r++) {
+    if (r == me)
+      continue;
+    size_t first, last;
+    knnwb_knn_group_rows(n, r, ranks, &first, &last);
+    const size_t block = last - first;
+    g_autofree size_t *offsets = g_try_malloc((block + 1) * sizeof(size_t));
+    uint32_t *counts = g_try_malloc(MAX(block, (size_t)1) * sizeof(uint32_t));
+    ok = offsets != NULL && counts != NULL;
+    if (ok) {
+      m.pack_first = first;
+      m.pack_counts = counts;
+      knnwb_parallel_for(threads, block, 4096, knnwb_group_count_rows, &m);
+      knnwb_group_offsets(counts, block, kc, offsets);
+      send_bytes[r] = block * sizeof(uint32_t) + offsets[block] * record;
+      char *message = g_try_malloc(MAX(send_bytes[r], (size_t)1));
+      send[r] = message;
+      ok = message != NULL;
+      if (ok) {
+        memcpy(message, counts, block * sizeof(uint32_t));
+        m.pack_offsets = offsets;
+        m.pack_records = message + block * sizeof(uint32_t);
+        knnwb_parallel_for(threads, block, 4096, knnwb_group_pack_rows, &m);
+      }
+    }
+    g_free(counts);
+    sizes_out[r] = send_bytes[r];
+  }
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the candidates of %zu rows for the other ranks", n);
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  /* The sizes first, so that every receive is posted with its length. */
+  for (int r = 0; r < ranks; r++) {
+    sizes_send[r] = &sizes_out[r];
+    sizes_receive[r] = &sizes_in[r];
+    sizes_bytes[r] = r == me ? 0 : sizeof(uint64_t);
+  }
+  if (!group->exchange(group, sizes_send, sizes_bytes, sizes_receive, sizes_bytes, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  const size_t cells = MAX(rows * kc, (size_t)1);
+  *own_index = g_try_malloc(cells * sizeof(int64_t));
+  *own_score = g_try_malloc(cells * sizeof(float));
+  *own_distance = with_distance ? g_try_malloc(cells * sizeof(double)) : NULL;
+  ok = *own_index != NULL && *own_score != NULL && (!with_distance || *own_distance);
+  for (int r = 0; r < ranks && ok; r++) {
+    if (r == me)
+      continue;
+    receive_bytes[r] = (size_t)sizes_in[r];
+    receive[r] = g_try_malloc(MAX(receive_bytes[r], (size_t)1));
+    received_offsets[r] = g_try_malloc((rows + 1) * sizeof(size_t));
+    ok = receive[r] != NULL && received_offsets[r] != NULL;
+    received_total += receive_bytes[r];
+  }
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the candidate lists of %d ranks for %zu rows", ranks, rows);
+  agreed = g_get_monotonic_time();
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  agreed = g_get_monotonic_time() - agreed;
+  exchanged = g_get_monotonic_time();
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  exchanged = g_get_monotonic_time() - exchanged;
+  for (int r = 0; r < ranks && ok; r++) {
+    if (r == me)
+      continue;
+    received_counts[r] = receive[r];
+    received_records[r] = (const char *)receive[r] + rows * sizeof(uint32_t);
+    ok = receive_bytes[r] >= rows * sizeof(uint32_t) &&
+         knnwb_group_offsets(received_counts[r], rows, kc, received_offsets[r]) &&
+         receive_bytes[r] == rows * sizeof(uint32_t) + received_offsets[r][rows] * record;
+  }
+  if (!ok) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                "internal error: a rank sent candidates that do not add up");
+    goto out;
+  }
+  gint64 merge_start = g_get_monotonic_time();
+  m.received_counts = received_counts;
+  m.received_offsets = (const size_t *const *)received_offsets;
+  m.received_records = received_records;
+  m.out_index = *own_index;
+  m.out_score = *own_score;
+  m.out_distance = *own_distance;
+  knnwb_parallel_for(threads, rows, 1024, knnwb_group_merge_rows, &m);
+  {
+    g_autofree char *size = g_format_size_full(received_total, G_FORMAT_SIZE_IEC_UNITS);
+    g_debug(
+        "knnwb: rank %d: candidates received (%s) in %.3f s, waiting %.3f s; bounds and packing "
+        "%.3f s, merge %.3f s",
+        me, size, (double)exchanged / 1e6, (double)agreed / 1e6,
+        (double)(merge_start - start - exchanged - agreed) / 1e6,
+        (double)(g_get_monotonic_time() - merge_start) / 1e6);
+  }
+out:
+  for (int r = 0; r < ranks; r++) {
+    g_free((void *)send[r]);
+    g_free(receive[r]);
+    g_free(received_offsets[r]);
+  }
+  g_free(m.bound);
+  if (!ok) {
+    g_clear_pointer(own_index, g_free);
+    g_clear_pointer(own_score, g_free);
+    g_clear_pointer(own_distance, g_free);
+  }
+  return ok;
+}
