@@ -173,9 +173,9 @@ int knnwb_host_command_knn(int argc, char **argv)
     goto usage;
   }
 
-  /* Under mpirun every rank reads the input (a memory-mapped NPY is shared through the page
-   * cache) and computes its share; the ranks agree after each local phase, so one rank's failure
-   * stops all with its message. Rank 0 holds the output's temporary and commits it. */
+  /* Under mpirun every rank reads its block of rows (split memory) or the whole input, and
+   * computes its share; the ranks agree after each local phase, so one rank's failure stops all
+   * with its message. Rank 0 holds the output's temporary and commits it. */
   const KnnwbKnnGroup *group = knnwb_host_group();
   const gboolean writer = group == NULL || group->rank == 0;
   options.group = group;

@@ -9,6 +9,7 @@
 # Every run prints its lists digest: 1,533,876 x 295 must give 839ee8e3b912cbe5 everywhere.
 # Usage (repository root, after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/tile_loop_check.sh OUTDIR [BUILD] [check|final]
+# The logs end up packed in OUTDIR/logs.tar.gz.
 # BUILD: a CUDA build holding bench_knn_gpu and the CUDA tests (carried from a machine with the
 # same CUDA, or built here when absent or unable to start on this machine).
 set -uo pipefail
@@ -29,6 +30,12 @@ bench=$b/tests/bench_gpu/bench_knn_gpu
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem --format=csv,noheader
 export KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all
 # the lines that say where the time goes
+# at most 8 files come back from a device call: pack the logs into one (run.log, if the caller
+# tees into OUTDIR, stays beside it)
+pack() {
+  (cd "$out" && ls | grep -v '^run\.log$\|^logs\.tar\.gz$' | tar -czf logs.tar.gz -T - --remove-files)
+}
+trap pack EXIT
 sum() {
   grep "library (\|select alone\|floor\|GEMM\|^| [0-9]\|^knnwb cuda worker\|DEBUG.*knnwb:" "$1" |
     sed 's/.*DEBUG: [0-9:.]* //'

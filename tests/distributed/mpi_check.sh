@@ -120,6 +120,15 @@ for ranks in 1 2 3; do
   echo "$ranks rank(s): every output equals the single-process bytes"
 done
 
+# The same file with its NaN row dropped (kept as an absent row without edges): the rank holding
+# it marks it in its block.
+"$knnwb" knn bad.npy -k 9 -b cpu --memory 4K -t 1 -q --drop-missing -o one-dropped.knn 2>/dev/null
+for ranks in 2 3; do
+  mpi "$ranks" knn bad.npy -k 9 -b cpu --memory 4K -q --drop-missing -o "r$ranks-dropped.knn" \
+    2>/dev/null
+  cmp one-dropped.knn "r$ranks-dropped.knn" || fail "$ranks ranks: --drop-missing differs"
+done
+
 # Row 301 holds a NaN: with 3 ranks only rank 2 reads it (split memory: rank 2 reads only rows
 # 205..306 of the file). The job stops with that rank's message, a non-zero status, and the previous
 # output untouched.

@@ -312,6 +312,50 @@ static void test_failing_rank(void)
   }
 }
 
+/* Split memory on data whose global statistics matter: dropped degenerate rows (constant rows in
+ * several blocks, pearson and cosine with zero rows), and euclidean rows far from the origin and
+ * of mixed scale (the shared column means and scale come from block sums). Bytes as one process. */
+static void test_split_global_statistics(void)
+{
+  /* Dropping rows warns (each rank about its own rows): expected here, not fatal. */
+  GLogLevelFlags fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_COSINE,
+                                        KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(157, 9, 77 + m);
+    for (size_t i = 0; i < 157; i++)
+      for (size_t j = 0; j < 9; j++) {
+        float *value = &data->values[i * 9 + j];
+        if (metrics[m] == KNNWB_METRIC_EUCLIDEAN || metrics[m] == KNNWB_METRIC_MANHATTAN)
+          *value = *value * (i % 3 == 0 ? 1e3f : 1.0f) + 1e4f;
+        else if (i % 50 == 7)
+          *value = metrics[m] == KNNWB_METRIC_COSINE ? 0.0f : 3.0f; /* rows 7, 57, 107 */
+      }
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.metric = metrics[m];
+    options.k = 6;
+    options.backend = KNNWB_BACKEND_CPU;
+    options.n_threads = 1;
+    options.memory_bytes = 4096;
+    options.drop_degenerate = TRUE;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(KnnwbNeighbors) expected = NULL;
+    g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+    options.group_split = TRUE;
+    for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+      RankRun runs[MAX_RANKS];
+      run_ranks(ranks, data, NULL, &options, runs);
+      for (int r = 0; r < ranks; r++) {
+        g_assert_no_error(runs[r].error);
+        assert_same_rows(expected, runs[r].result);
+        knnwb_neighbors_free(runs[r].result);
+      }
+    }
+  }
+  g_log_set_always_fatal(fatal);
+}
+
 /* A constant row in rank 1's block (pearson): every rank fails naming it by its global number. */
 static void test_split_degenerate_row(void)
 {
@@ -367,5 +411,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/failing-rank", test_failing_rank);
   g_test_add_func("/distributed/group/cancelled", test_cancelled_rank);
   g_test_add_func("/distributed/group/split-degenerate-row", test_split_degenerate_row);
+  g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
   return g_test_run();
 }

@@ -201,23 +201,38 @@ static char *write_npy(const char *dir, size_t n, size_t d)
 }
 
 /* Starts knnwb with argv, sends signal_number after delay_ms, returns the exit status. */
+/* Signals argv delay_ms after its handlers are installed; returns the exit status. What is timed
+ * is the promised phase: from the signal to knnwb's "interrupted" line (the search stopped at the
+ * next tile, the temporaries removed), not the start-up before it nor the freeing after it (which
+ * only has to end within 10 s), so a loaded machine does not fail a run that kept the promise. */
 static int run_and_signal(char **argv, int signal_number, guint delay_ms)
 {
   g_auto(GStrv) envp = g_get_environ();
   g_autofree char *plugin_dir = g_path_get_dirname(KNNWB_KNN_PLUGIN_FILE);
   envp = g_environ_setenv(envp, "KNNWB_PLUGIN_PATH", plugin_dir, TRUE);
   GPid pid;
+  int err_fd = -1;
   g_autoptr(GError) error = NULL;
-  g_assert_true(g_spawn_async(NULL, argv, envp,
-                              G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL |
-                                  G_SPAWN_STDERR_TO_DEV_NULL,
-                              NULL, NULL, &pid, &error));
+  g_assert_true(g_spawn_async_with_pipes(NULL, argv, envp,
+                                         G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                                         NULL, NULL, &pid, NULL, NULL, &err_fd, &error));
   knnwb_test_wait_for_signal_handlers(pid);
   g_usleep(delay_ms * 1000);
+  gint64 signalled = g_get_monotonic_time();
   kill(pid, signal_number);
+  g_autoptr(GString) err = g_string_new(NULL);
+  gint64 stopped = knnwb_test_read_until_end(err_fd, err, "interrupted");
+  close(err_fd);
   int status = 0;
   g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  gint64 exited = g_get_monotonic_time();
   g_spawn_close_pid(pid);
+  g_test_message("stopped %.3f s, exited %.3f s after the signal: %s",
+                 (double)(stopped - signalled) / 1e6, (double)(exited - signalled) / 1e6, err->str);
+  /* Stopping takes a tile, not the rest of the run (tens of seconds on one thread). */
+  g_assert_cmpint(stopped, >, 0);
+  g_assert_cmpint(stopped - signalled, <, 3 * G_USEC_PER_SEC);
+  g_assert_cmpint(exited - signalled, <, 10 * G_USEC_PER_SEC);
   g_assert_true(WIFEXITED(status));
   return WEXITSTATUS(status);
 }
@@ -232,13 +247,10 @@ static void test_knn_interrupted(void)
   g_autofree char *output = g_build_filename(out_dir, "big.knn", NULL);
   char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input, "-k", "5",    "--threads", "1",
                   "--memory",         "2M",  "-q",  "-o", output, NULL};
-  gint64 start = g_get_monotonic_time();
   g_assert_cmpint(run_and_signal(argv, SIGINT, 400), ==, 130);
   g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
   g_assert_cmpint(run_and_signal(argv, SIGTERM, 400), ==, 143);
   g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
-  /* Stopping takes a tile, not the whole run. */
-  g_assert_cmpint(g_get_monotonic_time() - start, <, 5 * G_USEC_PER_SEC);
 
   /* The same through a pipeline: its earlier outputs are not committed either. */
   g_autoptr(GString) xml = g_string_new(NULL);

@@ -89,7 +89,11 @@ typedef struct {
    * rows come back to it. The lists are those of one process, byte for byte; group_own_rows
    * decides whether each rank gets its rows or every row. Exact duplicate rows are not collapsed
    * in this mode (many copies of one row cost re-selection rounds instead). Not for a prepared
-   * reference (knnwb_knn_reference_query). */
+   * reference (knnwb_knn_reference_query). Per rank, with m = n / R rows: about (R/2) m^2 d
+   * arithmetic on the CPU (twice that on backends that score only query rows, such as CUDA),
+   * memory about 4 m d floats (its rows, their prepared copy, a visiting block's scored and exact
+   * rows) plus m x kc candidates; R/2 block transfers. Errors as knnwb_knn_self, and
+   * KNNWB_ERROR_INVALID_ARGUMENT when a rank's block is not its share. */
   gboolean group_split;
 } KnnwbKnnOptions;
 
