@@ -135,7 +135,8 @@ static double knnwb_refine_slack(const KnnwbPrepared *query)
  * precision screen also the query rows' (its tail term is relative to every scored row's norm). */
 static double knnwb_refine_reach(const KnnwbPrepared *query, const KnnwbPrepared *reference)
 {
-  if (query->screen == KNNWB_SCREEN_FP16 || query->screen == KNNWB_SCREEN_TF32)
+  if (query->screen == KNNWB_SCREEN_FP16 || query->screen == KNNWB_SCREEN_TF32 ||
+      query->screen == KNNWB_SCREEN_BF16)
     return MAX(reference->max_norm, query->max_norm);
   return reference->max_norm;
 }
@@ -197,12 +198,40 @@ typedef struct {
   double distance; /* given by the backend, or NAN: compute it here */
 } KnnwbCandidate;
 
-static int knnwb_candidate_compare(const void *a, const void *b)
+/* Reorders candidates[0, m) so that the first k (0 < k < m) have the k smallest scores (any of
+ * tied ones; infinite scores sort last, no NaN reaches here). Quickselect with branch-free
+ * partitions: O(m) expected, where sorting every candidate by score was most of the refine at
+ * large k. */
+static size_t knnwb_candidate_partition(KnnwbCandidate *candidates, size_t lo, size_t hi,
+                                        float pivot, gboolean or_equal)
 {
-  const KnnwbCandidate *x = a, *y = b;
-  if (x->score != y->score)
-    return x->score < y->score ? -1 : 1;
-  return x->index < y->index ? -1 : (x->index > y->index);
+  size_t store = lo;
+  for (size_t i = lo; i < hi; i++) {
+    KnnwbCandidate item = candidates[i];
+    candidates[i] = candidates[store];
+    candidates[store] = item;
+    store += or_equal ? item.score <= pivot : item.score < pivot;
+  }
+  return store;
+}
+
+static void knnwb_candidate_select_first(KnnwbCandidate *candidates, size_t m, size_t k)
+{
+  size_t lo = 0, hi = m; /* [lo, hi) holds position k - 1 */
+  while (hi - lo > 1) {
+    float a = candidates[lo].score, b = candidates[lo + (hi - lo) / 2].score,
+          c = candidates[hi - 1].score;
+    float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+    size_t below = knnwb_candidate_partition(candidates, lo, hi, pivot, FALSE);
+    if (k - 1 < below) {
+      hi = below;
+      continue;
+    }
+    size_t equal = knnwb_candidate_partition(candidates, below, hi, pivot, TRUE);
+    if (k - 1 < equal)
+      break;
+    lo = equal;
+  }
 }
 
 gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
@@ -228,35 +257,19 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
     candidates[count++] =
         (KnnwbCandidate){candidate_score[c], j, candidate_distance ? candidate_distance[c] : NAN};
   }
-  /* Exact distances in score order: the first k always, then only candidates whose lower bound
-   * does not exceed the k-th exact distance so far (the margin past k rarely needs them all).
-   * Those left out are farther than that k-th, so the lists are the k best of all candidates by
-   * (distance, index) whatever the order: with the backend's distances, no order is needed. */
-  if (candidate_distance != NULL)
-    ; /* every candidate's distance is known: all of them go to the final sort */
-  else if (count > 32)
-    qsort(candidates, count, sizeof *candidates, knnwb_candidate_compare);
-  else
-    for (size_t i = 1; i < count; i++) {
-      KnnwbCandidate item = candidates[i];
-      size_t j = i;
-      while (j > 0 && knnwb_candidate_compare(&candidates[j - 1], &item) > 0) {
-        candidates[j] = candidates[j - 1];
-        j--;
-      }
-      candidates[j] = item;
-    }
+  /* Exact distances of the k best scores always (their largest, kth, bounds the k-th exact
+   * distance from above), then only of candidates whose lower bound does not exceed kth (the
+   * margin past k rarely needs them all). Those left out are farther than the k-th, so the lists
+   * are the k best of all candidates by (distance, index) whatever the order: with the backend's
+   * distances, no order is needed. */
+  if (candidate_distance == NULL && count > k)
+    knnwb_candidate_select_first(candidates, count, k);
   size_t computed = 0;
   double kth = -INFINITY;
   for (size_t c = 0; c < count; c++) {
     if (c >= k && candidate_distance == NULL &&
-        knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth) {
-      /* Finite scores only grow from here, and so do their bounds; overflowed (infinite) scores
-       * sort last and bound nothing, so those are still computed. */
-      while (c + 1 < count && isfinite(candidates[c + 1].score))
-        c++;
-      continue;
-    }
+        knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
+      continue; /* an overflowed (infinite) score bounds nothing: it is computed */
     if (candidate_distance == NULL && c + 1 < count) {
       /* Candidate rows are scattered over the matrix: fetch the next one while this one computes.
        */

@@ -25,31 +25,51 @@
  *  - TF32: float32 rows whose significands the tensor cores cut to 10 bits, possibly by truncation
  *    (relative error below 2^-10 each, no subnormal loss: TF32 keeps float32's exponent range):
  *    2 2^-10 + 2^-20 + 2 (d + 16) u.
+ *  - BF16 (CPU, gemm_cpu.c): rows scaled by 2^s (exact, up to float subnormals) so that every
+ *    row's norm is at most 1 (R 2^s in (1/2, 1]), rounded to bfloat16 to nearest even: q~_i = q_i
+ *    (1 + a_i) + t_i with |a_i| <= 2^-8 (8-bit significands) and |t_i| <= 2^-126 (the instructions
+ *    treat BF16 subnormals as zero, DAZ; float subnormals lost in the scaling are smaller still).
+ *    BF16 keeps float32's exponent range, so nothing overflows. Products of two BF16 values are
+ *    exact in float32 (16-bit significands). So, per unit of (R 2^s)^2 >= 1/4 and of |q||r|:
+ *    |q~.r~ - q.r| <= (2 2^-8 + 2^-16) sum |q_i r_i| + 2 sqrt(d) 2^-126 (1 + 2^-8) + d 2^-252
+ *    <= (2^-7 + 2^-16) |q||r| + d 2^-122. The float32 accumulation (vdpbf16ps or AMX: any order,
+ *    rounding or truncating at each addition, results below 2^-126 flushed to zero, FTZ, each
+ *    flush off by at most 2^-126): 2 d u sum |q~_i r~_i| + d 2^-126 <= 2 d u (1 + 2^-7 + 2^-16)
+ *    |q||r| + d 2^-124. Scaling back by 2^-2s is exact (a flushed result is off by at most 2^-126
+ *    before it). Inputs and the final subtraction: 32 u as for FP32. Total, with room: 2^-7 +
+ *    2^-16 + 2 (d + 16) u (1 + 2^-6) + d 2^-120, about 2^-7 + 2^-15 for d in the hundreds. The
+ *    correlation kinds have R = 1 (unit rows); euclidean's bound is multiplied by (|q| + R)^2 >=
+ *    R^2 in refine.c as for FP16, which covers the absolute tail terms.
  * ABS_DOT: | |a| - |b| | <= |a - b|, so the same bound. L1 (manhattan) is always screened in FP32.
  */
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
+#include "gemm_cpu.h"
 #include "knn_internal.h"
 
-static const char *const knnwb_screen_names[] = {"auto", "fp32", "tf32", "fp16"};
+/* Candidates past k under BF16 (at least), and the largest k auto screens in BF16 on the CPU. */
+#define KNNWB_BF16_MARGIN 16
+#define KNNWB_BF16_AUTO_K 256
+
+static const char *const knnwb_screen_names[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
 
 gboolean knnwb_screen_from_string(const char *name, KnnwbScreen *screen, GError **error)
 {
-  for (int s = 0; s < 4; s++)
+  for (int s = 0; s < (int)G_N_ELEMENTS(knnwb_screen_names); s++)
     if (name != NULL && g_ascii_strcasecmp(name, knnwb_screen_names[s]) == 0) {
       *screen = (KnnwbScreen)s;
       return TRUE;
     }
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown screening precision '%s': use auto, fp32, tf32 or fp16",
+              "unknown screening precision '%s': use auto, fp32, tf32, fp16 or bf16",
               name ? name : "(null)");
   return FALSE;
 }
 
 const char *knnwb_screen_to_string(KnnwbScreen screen)
 {
-  return (unsigned)screen < 4 ? knnwb_screen_names[screen] : "?";
+  return (unsigned)screen < G_N_ELEMENTS(knnwb_screen_names) ? knnwb_screen_names[screen] : "?";
 }
 
 gboolean knnwb_screen_half_scores(KnnwbScreen screen)
@@ -72,6 +92,9 @@ double knnwb_screen_slack(KnnwbScreen screen, size_t d)
     return ldexp(1.0, -10) + ldexp(1.0, -21) + accumulation + (double)d * ldexp(1.0, -36) + scores;
   case KNNWB_SCREEN_TF32:
     return ldexp(1.0, -9) + ldexp(1.0, -20) + accumulation;
+  case KNNWB_SCREEN_BF16:
+    return ldexp(1.0, -7) + ldexp(1.0, -16) + accumulation * (1.0 + ldexp(1.0, -6)) +
+           (double)d * ldexp(1.0, -120);
   default:
     return accumulation;
   }
@@ -83,6 +106,9 @@ size_t knnwb_screen_candidates(KnnwbScreen screen, size_t k)
    * benchmark and real metafeatures (k = 20), at most 36 rows lie within 2 2^-10 of the k-th. */
   if (screen == KNNWB_SCREEN_FP16 || screen == KNNWB_SCREEN_TF32)
     return k + MAX((size_t)16, k / 4);
+  /* BF16: a window of 2 2^-7 (KNNWB_BF16_MARGIN rows measured below). */
+  if (screen == KNNWB_SCREEN_BF16)
+    return k + MAX((size_t)KNNWB_BF16_MARGIN, k / 2);
   return k + MAX((size_t)8, k / 8);
 }
 
@@ -92,17 +118,39 @@ gboolean knnwb_screen_resolve(KnnwbScreen requested, const char *backend, KnnwbM
   const gboolean gpu = backend != NULL && g_str_has_prefix(backend, "cuda");
   if (!gpu && (requested == KNNWB_SCREEN_FP16 || requested == KNNWB_SCREEN_TF32)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "screening in %s needs the cuda backend (this run uses %s): use --screen auto or "
-                "fp32",
+                "screening in %s needs the cuda backend (this run uses %s): use --screen auto, "
+                "fp32 or bf16",
                 knnwb_screen_to_string(requested), backend ? backend : "none");
     return FALSE;
   }
-  if (!gpu || metric == KNNWB_METRIC_MANHATTAN)
+  if (gpu && requested == KNNWB_SCREEN_BF16) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "screening in bf16 needs the cpu backend (this run uses %s): use --screen auto, "
+                "fp32, tf32 or fp16",
+                backend);
+    return FALSE;
+  }
+  const gboolean cpu_bf16 = !gpu && knnwb_cpu_gemm_has_bf16();
+  if (requested == KNNWB_SCREEN_BF16 && !cpu_bf16) {
+#ifdef KNNWB_HAVE_ONEDNN
+    const char *why = "this CPU has no AVX512_BF16 or AMX-BF16 instructions";
+#else
+    const char *why = "knnwb was built without oneDNN (libdnnl-dev)";
+#endif
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "screening in bf16 is not available: %s; use --screen auto or fp32", why);
+    return FALSE;
+  }
+  /* BF16's window (2 2^-7) holds ever more rows past the k-th as k grows, and large k is bound by
+   * the selection and the exact re-scoring, not by the GEMM: FP32 there, as on the GPU. */
+  if (metric == KNNWB_METRIC_MANHATTAN)
     *screen = KNNWB_SCREEN_FP32; /* manhattan keeps its exact float32 kernel */
-  else if (requested == KNNWB_SCREEN_AUTO)
+  else if (requested != KNNWB_SCREEN_AUTO)
+    *screen = requested;
+  else if (gpu)
     *screen = k <= 256 ? KNNWB_SCREEN_FP16 : KNNWB_SCREEN_FP32;
   else
-    *screen = requested;
+    *screen = cpu_bf16 && k <= KNNWB_BF16_AUTO_K ? KNNWB_SCREEN_BF16 : KNNWB_SCREEN_FP32;
   return TRUE;
 }
 
@@ -113,6 +161,8 @@ int knnwb_screen_kernel_precision(KnnwbScreen screen)
     return KNNWB_KERNELS_SCREEN_FP16;
   case KNNWB_SCREEN_TF32:
     return KNNWB_KERNELS_SCREEN_TF32;
+  case KNNWB_SCREEN_BF16:
+    return KNNWB_KERNELS_SCREEN_BF16;
   default:
     return KNNWB_KERNELS_SCREEN_FP32;
   }

@@ -47,11 +47,14 @@ typedef enum {
  *   TF32: float32 rows, tensor cores with TF32 inputs, float32 accumulation;
  *   FP16: rows scaled by a power of two (so that no component overflows, see screen_row_norm)
  *         and rounded to half precision, tensor cores, float32 accumulation.
+ *   BF16: (CPU backend) rows scaled by a power of two (every norm at most 1) and rounded to
+ *         bfloat16, float32 accumulation (AVX512_BF16 or AMX through oneDNN).
  */
 typedef enum {
   KNNWB_KERNELS_SCREEN_FP32 = 0,
   KNNWB_KERNELS_SCREEN_TF32 = 1,
-  KNNWB_KERNELS_SCREEN_FP16 = 2
+  KNNWB_KERNELS_SCREEN_FP16 = 2,
+  KNNWB_KERNELS_SCREEN_BF16 = 3
 } KnnwbScreenPrecision;
 
 /** Status codes of the launchers. */

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # First command on a fresh Debian 12 machine: install what building and running knnwb needs
-# (share/debian-packages-run.txt: compiler, CMake, GLib, igraph, libxml2, OpenBLAS, zlib, cairo;
-# not the test tools), build knnwb, run the demo pipelines on the bundled example data. Outputs land
-# in ./demo-output/. Installing packages needs root: run it as root, or as a user with sudo.
+# (share/debian-packages-run.txt: compiler, CMake, GLib, igraph, libxml2, OpenBLAS, oneDNN, zlib,
+# cairo; not the test tools), build knnwb, run the demo pipelines on the bundled example data.
+# Outputs land in ./demo-output/. Installing packages needs root: run it as root, or as a user with sudo.
 # Without either (a fresh Debian has no sudo): as root, `apt-get install $(cat
 # share/debian-packages-run.txt)` once, then run this script as yourself with KNNWB_SKIP_INSTALL=1.
 set -euo pipefail

@@ -37,8 +37,8 @@ enum {
   {"devices", KNNWB_PARAM_STRING, "", 1, 0, NULL, "GPUs, e.g. 0,1 (empty: all)"},                 \
   {"drop-degenerate", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,                                   \
    "constant/zero rows get no edges (warning) instead of an error"},                               \
-  {"screen", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|fp32|tf32|fp16",                             \
-   "GPU screening precision (the lists are exact with each)"}
+  {"screen", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|fp32|tf32|fp16|bf16",                        \
+   "screening precision (the lists are exact with each)"}
 /* clang-format on */
 
 /**

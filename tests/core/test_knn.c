@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <knnwb/knnwb.h>
+#include "gemm_cpu.h"
 #include "knn_internal.h"
 #include "oracle.h"
 #include "knnwb_test_matrix.h"
@@ -370,8 +371,9 @@ static void expect_failure(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, i
     g_error("message '%s' lacks '%s'", error->message, fragment);
 }
 
-/* Screening precisions: names, the CPU backend refusing the GPU-only ones, and the bound's
- * order (FP32 < FP16 < TF32) and size (FP16 on d = 295: about 2^-10, as the issue measured). */
+/* Screening precisions: names, the CPU backend refusing the GPU-only ones (and the GPU BF16), and
+ * the bound's order (FP32 < FP16 < TF32 < BF16) and size (FP16 on d = 295: about 2^-10, as the
+ * issue measured; BF16 about 2^-7). */
 static void test_screen_precisions(void)
 {
   KnnwbScreen screen = KNNWB_SCREEN_AUTO;
@@ -379,7 +381,9 @@ static void test_screen_precisions(void)
   g_assert_true(knnwb_screen_from_string("FP16", &screen, NULL));
   g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP16);
   g_assert_cmpstr(knnwb_screen_to_string(KNNWB_SCREEN_TF32), ==, "tf32");
-  g_assert_false(knnwb_screen_from_string("bf16", &screen, &error));
+  g_assert_true(knnwb_screen_from_string("BF16", &screen, NULL));
+  g_assert_cmpint(screen, ==, KNNWB_SCREEN_BF16);
+  g_assert_false(knnwb_screen_from_string("int8", &screen, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
   g_clear_error(&error);
   g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_FP32, 295), ==, 2.0 * 311 / 16777216.0);
@@ -388,6 +392,22 @@ static void test_screen_precisions(void)
   g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_FP16, 295), >, 1.5 / 1024);
   g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_FP16, 295), <, 1.6 / 1024);
   g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_TF32, 295), >, 2.0 / 1024);
+  g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_BF16, 128), >, 1.0 / 128);
+  g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_BF16, 128), <, 1.0 / 128 + 1.0 / 16384);
+  g_assert_false(knnwb_screen_resolve(KNNWB_SCREEN_BF16, "cuda:1", KNNWB_METRIC_PEARSON, 20,
+                                      &screen, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  /* The CPU: auto is BF16 for k <= 256 where the CPU has the instructions, FP32 otherwise. */
+  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_PEARSON, 20, &screen,
+                                     NULL));
+  g_assert_cmpint(screen, ==, knnwb_cpu_gemm_has_bf16() ? KNNWB_SCREEN_BF16 : KNNWB_SCREEN_FP32);
+  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_PEARSON, 4096, &screen,
+                                     NULL));
+  g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
+  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_MANHATTAN, 20, &screen,
+                                     NULL));
+  g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
   g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cuda:1", KNNWB_METRIC_PEARSON, 20, &screen,
                                      NULL));
   g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP16);
@@ -412,7 +432,8 @@ static void test_screen_precisions(void)
   options.screen = KNNWB_SCREEN_AUTO;
   g_clear_error(&error);
   g_assert_true(knnwb_knn_self(m, &options, &nb, &error));
-  g_assert_cmpint(nb->screen_used, ==, KNNWB_SCREEN_FP32);
+  g_assert_cmpint(nb->screen_used, ==,
+                  knnwb_cpu_gemm_has_bf16() ? KNNWB_SCREEN_BF16 : KNNWB_SCREEN_FP32);
   knnwb_neighbors_free(nb);
 }
 

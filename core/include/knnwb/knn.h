@@ -28,15 +28,17 @@ typedef enum {
 } KnnwbBackend;
 
 /**
- * The arithmetic the GPU backend screens candidates in. The lists never depend on it: candidates
- * are re-scored in double and certified against the screen's rounding-error bound (rows that fail
- * are selected again with more candidates), so only the speed changes.
+ * The arithmetic a backend screens candidates in. The lists never depend on it: candidates are
+ * re-scored in double and certified against the screen's rounding-error bound (rows that fail are
+ * selected again with more candidates), so only the speed changes.
  */
 typedef enum {
-  KNNWB_SCREEN_AUTO, /**< FP16 on the GPU for k <= 256, FP32 otherwise and on the CPU */
+  KNNWB_SCREEN_AUTO, /**< FP16 on the GPU for k <= 256; on the CPU BF16 for k <= 256 where the
+                          CPU has BF16 instructions (and knnwb has oneDNN); FP32 otherwise */
   KNNWB_SCREEN_FP32, /**< float32 FMA: bound (d + 16) 2^-23 on unit rows */
   KNNWB_SCREEN_TF32, /**< GPU tensor cores, TF32 inputs: bound about 2^-9 on unit rows */
-  KNNWB_SCREEN_FP16  /**< GPU tensor cores, scaled FP16 rows: bound about 2^-10 on unit rows */
+  KNNWB_SCREEN_FP16, /**< GPU tensor cores, scaled FP16 rows: bound about 2^-10 on unit rows */
+  KNNWB_SCREEN_BF16  /**< CPU AVX512_BF16 or AMX (oneDNN), BF16 rows: bound about 2^-7 */
 } KnnwbScreen;
 
 /** Parses "pearson", "abs-pearson", "spearman", "euclidean", "manhattan", "cosine". */
@@ -45,7 +47,7 @@ gboolean knnwb_metric_from_string(const char *name, KnnwbMetric *metric, GError 
 const char *knnwb_metric_to_string(KnnwbMetric metric);
 /** Parses "auto", "cpu", "cuda". */
 gboolean knnwb_backend_from_string(const char *name, KnnwbBackend *backend, GError **error);
-/** Parses "auto", "fp32", "tf32", "fp16". */
+/** Parses "auto", "fp32", "tf32", "fp16", "bf16". */
 gboolean knnwb_screen_from_string(const char *name, KnnwbScreen *screen, GError **error);
 /** The name knnwb_screen_from_string accepts. */
 const char *knnwb_screen_to_string(KnnwbScreen screen);

@@ -1,0 +1,309 @@
+/*
+ * Per-row candidate buffers and the tile scans of the CPU backend (select_cpu_rows.h).
+ *
+ * A scan turns the GEMM's raw values into scores in registers (1 - g, 1 - |g|, |r|^2 - 2 g: the
+ * same IEEE operations as the scalar code, no contraction, so both give the same bits) and
+ * compares 16 at a time with the threshold(s); only the rare values below it leave the vector
+ * unit. The heap this replaces cost a sift per offer, which at k = 4096 was most of the selection
+ * and at k = 20 as much as the GEMM once the GEMM ran in BF16.
+ */
+#include <math.h>
+#include <string.h>
+#include "select_cpu_rows.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define KNNWB_SCAN_AVX512 1
+#endif
+
+gboolean knnwb_candidate_rows_init(KnnwbCandidateRows *rows, size_t n, size_t kc)
+{
+  memset(rows, 0, sizeof *rows);
+  /* A margin of kc (at least 64) makes a cut cost about two passes per appended pair; lists past
+   * 512 MiB get a smaller one (at least kc / 4), which cuts more often. */
+  size_t margin = MAX((size_t)64, 4 * kc);
+  const size_t floor_margin = MAX((size_t)16, kc / 4), allowance = (size_t)512 << 20;
+  while (margin > floor_margin && (double)n * (double)(kc + margin) * 8.0 > (double)allowance)
+    margin = MAX(floor_margin, margin / 2);
+  rows->n = n;
+  rows->kc = kc;
+  rows->cap = kc + margin;
+  size_t cells;
+  if (!g_size_checked_mul(&cells, n, rows->cap) || cells > G_MAXSIZE / 8)
+    return FALSE;
+  rows->score = g_try_malloc(MAX(cells, (size_t)1) * sizeof(float));
+  rows->index = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int32_t));
+  rows->count = g_try_malloc0(MAX(n, (size_t)1) * sizeof(int32_t));
+  rows->threshold = g_try_malloc(MAX(n, (size_t)1) * sizeof(float));
+  if (rows->score == NULL || rows->index == NULL || rows->count == NULL ||
+      rows->threshold == NULL) {
+    knnwb_candidate_rows_clear(rows);
+    return FALSE;
+  }
+  for (size_t i = 0; i < n; i++)
+    rows->threshold[i] = INFINITY;
+  return TRUE;
+}
+
+void knnwb_candidate_rows_clear(KnnwbCandidateRows *rows)
+{
+  g_free(rows->score);
+  g_free(rows->index);
+  g_free(rows->count);
+  g_free(rows->threshold);
+  memset(rows, 0, sizeof *rows);
+}
+
+/* Moves the items of [lo, hi] whose score is below pivot (below or equal with or_equal) to the
+ * front, returning where the others start. Branch-free (an unconditional swap and a conditional
+ * step): the comparisons of nearby scores are unpredictable. */
+static gssize knnwb_candidate_partition(float *score, int32_t *index, gssize lo, gssize hi,
+                                        float pivot, gboolean or_equal)
+{
+  gssize store = lo;
+  for (gssize i = lo; i <= hi; i++) {
+    const float s = score[i];
+    const int32_t x = index[i];
+    score[i] = score[store];
+    index[i] = index[store];
+    score[store] = s;
+    index[store] = x;
+    store += or_equal ? s <= pivot : s < pivot;
+  }
+  return store;
+}
+
+/* Reorders score/index[0, n) so that the first k (0 < k < n) are the k smallest scores (no NaN).
+ * Quickselect around medians of three, each round splitting below / equal / above the pivot (the
+ * pivot is one of the items, so every round shrinks the range): O(n) expected. */
+static void knnwb_candidate_select(float *score, int32_t *index, size_t n, size_t k)
+{
+  gssize lo = 0, hi = (gssize)n - 1;
+  const gssize target = (gssize)k - 1;
+  while (hi > lo) {
+    float a = score[lo], b = score[lo + (hi - lo) / 2], c = score[hi];
+    float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+    gssize below = knnwb_candidate_partition(score, index, lo, hi, pivot, FALSE);
+    if (target < below) {
+      hi = below - 1;
+      continue;
+    }
+    gssize equal = knnwb_candidate_partition(score, index, below, hi, pivot, TRUE);
+    if (target < equal)
+      break;
+    lo = equal;
+  }
+}
+
+/* Cuts row i's full buffer to its kc smallest; the threshold becomes the largest kept. */
+static size_t knnwb_candidate_rows_cut(KnnwbCandidateRows *rows, size_t i)
+{
+  float *score = rows->score + i * rows->cap;
+  knnwb_candidate_select(score, rows->index + i * rows->cap, rows->cap, rows->kc);
+  float largest = score[0];
+  for (size_t c = 1; c < rows->kc; c++)
+    largest = score[c] > largest ? score[c] : largest;
+  rows->threshold[i] = largest;
+  return rows->kc;
+}
+
+static inline void knnwb_candidate_rows_append(KnnwbCandidateRows *rows, size_t i, float score,
+                                               size_t j)
+{
+  size_t c = (size_t)rows->count[i];
+  rows->score[i * rows->cap + c] = score;
+  rows->index[i * rows->cap + c] = (int32_t)j;
+  if (++c == rows->cap)
+    c = knnwb_candidate_rows_cut(rows, i);
+  rows->count[i] = (int32_t)c;
+}
+
+/* The score of raw value g; base is |r|^2 for L2 (ignored otherwise). */
+static inline float knnwb_tile_score(KnnwbTileKind kind, float g, float base)
+{
+  switch (kind) {
+  case KNNWB_TILE_DOT:
+    return 1.0f - g;
+  case KNNWB_TILE_ABS_DOT:
+    return 1.0f - fabsf(g);
+  case KNNWB_TILE_L2:
+    return base - 2.0f * g;
+  default:
+    return g;
+  }
+}
+
+static void knnwb_scan_rows_scalar(KnnwbCandidateRows *rows, const float *tile, size_t ld,
+                                   size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
+                                   const float *sqnorms)
+{
+  for (size_t a = 0; a < bq; a++) {
+    const float *row = tile + a * ld;
+    const size_t i = q0 + a;
+    for (size_t b = 0; b < br; b++) {
+      float s = knnwb_tile_score(kind, row[b], kind == KNNWB_TILE_L2 ? sqnorms[r0 + b] : 0.0f);
+      if (s < rows->threshold[i])
+        knnwb_candidate_rows_append(rows, i, s, r0 + b);
+    }
+  }
+}
+
+static void knnwb_scan_columns_scalar(KnnwbCandidateRows *rows, const float *tile, size_t ld,
+                                      size_t q0, size_t bq, size_t r0, size_t br,
+                                      KnnwbTileKind kind, const float *sqnorms)
+{
+  const float *threshold = rows->threshold + r0;
+  for (size_t a = 0; a < bq; a++) {
+    const float *row = tile + a * ld;
+    const float base = kind == KNNWB_TILE_L2 ? sqnorms[q0 + a] : 0.0f;
+    for (size_t b = 0; b < br; b++) {
+      float s = knnwb_tile_score(kind, row[b], base);
+      if (s < threshold[b])
+        knnwb_candidate_rows_append(rows, r0 + b, s, q0 + a);
+    }
+  }
+}
+
+#ifdef KNNWB_SCAN_AVX512
+__attribute__((target("avx512f"))) static inline __m512 knnwb_tile_score16(KnnwbTileKind kind,
+                                                                           __m512 g, __m512 base)
+{
+  switch (kind) {
+  case KNNWB_TILE_DOT:
+    return _mm512_sub_ps(_mm512_set1_ps(1.0f), g);
+  case KNNWB_TILE_ABS_DOT:
+    return _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_abs_ps(g));
+  case KNNWB_TILE_L2:
+    return _mm512_sub_ps(base, _mm512_mul_ps(_mm512_set1_ps(2.0f), g));
+  default:
+    return g;
+  }
+}
+
+static inline __mmask16 knnwb_scan_lanes(size_t b, size_t br)
+{
+  return b + 16 <= br ? (__mmask16)0xffff : (__mmask16)((1u << (br - b)) - 1u);
+}
+
+__attribute__((target("avx512f"))) static void
+knnwb_scan_rows_avx512(KnnwbCandidateRows *rows, const float *tile, size_t ld, size_t q0, size_t bq,
+                       size_t r0, size_t br, KnnwbTileKind kind, const float *sqnorms)
+{
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t a = 0; a < bq; a++) {
+    const float *row = tile + a * ld;
+    const size_t i = q0 + a;
+    __m512 threshold = _mm512_set1_ps(rows->threshold[i]);
+    for (size_t b = 0; b < br; b += 16) {
+      const __mmask16 lanes = knnwb_scan_lanes(b, br);
+      __m512 g = _mm512_maskz_loadu_ps(lanes, row + b);
+      __m512 base = kind == KNNWB_TILE_L2 ? _mm512_maskz_loadu_ps(lanes, sqnorms + r0 + b) : zero;
+      __mmask16 hits =
+          _mm512_mask_cmp_ps_mask(lanes, knnwb_tile_score16(kind, g, base), threshold, _CMP_LT_OQ);
+      if (hits == 0)
+        continue;
+      while (hits != 0) {
+        const size_t t = (size_t)__builtin_ctz(hits);
+        hits &= (__mmask16)(hits - 1);
+        float s =
+            knnwb_tile_score(kind, row[b + t], kind == KNNWB_TILE_L2 ? sqnorms[r0 + b + t] : 0.0f);
+        if (s < rows->threshold[i])
+          knnwb_candidate_rows_append(rows, i, s, r0 + b + t);
+      }
+      threshold = _mm512_set1_ps(rows->threshold[i]);
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) static void
+knnwb_scan_columns_avx512(KnnwbCandidateRows *rows, const float *tile, size_t ld, size_t q0,
+                          size_t bq, size_t r0, size_t br, KnnwbTileKind kind, const float *sqnorms)
+{
+  const float *threshold = rows->threshold + r0;
+  for (size_t a = 0; a < bq; a++) {
+    const float *row = tile + a * ld;
+    const float base_value = kind == KNNWB_TILE_L2 ? sqnorms[q0 + a] : 0.0f;
+    const __m512 base = _mm512_set1_ps(base_value);
+    for (size_t b = 0; b < br; b += 16) {
+      const __mmask16 lanes = knnwb_scan_lanes(b, br);
+      __m512 g = _mm512_maskz_loadu_ps(lanes, row + b);
+      __mmask16 hits =
+          _mm512_mask_cmp_ps_mask(lanes, knnwb_tile_score16(kind, g, base),
+                                  _mm512_maskz_loadu_ps(lanes, threshold + b), _CMP_LT_OQ);
+      while (hits != 0) {
+        const size_t t = (size_t)__builtin_ctz(hits);
+        hits &= (__mmask16)(hits - 1);
+        float s = knnwb_tile_score(kind, row[b + t], base_value);
+        if (s < threshold[b + t])
+          knnwb_candidate_rows_append(rows, r0 + b + t, s, q0 + a);
+      }
+    }
+  }
+}
+#endif
+
+/* AVX-512 where the CPU has it; KNNWB_CPU_SCAN=scalar keeps the portable loops (tests; read per
+ * tile, which costs nothing next to a tile's scan). */
+static gboolean knnwb_scan_vector(void)
+{
+#ifdef KNNWB_SCAN_AVX512
+  static gsize decided = 0;
+  static gboolean vector = FALSE;
+  if (g_once_init_enter(&decided)) {
+    vector = __builtin_cpu_supports("avx512f");
+    g_once_init_leave(&decided, 1);
+  }
+  const char *choice = g_getenv("KNNWB_CPU_SCAN");
+  return vector && !(choice != NULL && g_ascii_strcasecmp(choice, "scalar") == 0);
+#else
+  return FALSE;
+#endif
+}
+
+void knnwb_candidate_rows_scan_rows(KnnwbCandidateRows *rows, const float *tile, size_t ld,
+                                    size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
+                                    const float *sqnorms)
+{
+#ifdef KNNWB_SCAN_AVX512
+  if (knnwb_scan_vector()) {
+    knnwb_scan_rows_avx512(rows, tile, ld, q0, bq, r0, br, kind, sqnorms);
+    return;
+  }
+#endif
+  knnwb_scan_rows_scalar(rows, tile, ld, q0, bq, r0, br, kind, sqnorms);
+}
+
+void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, const float *tile, size_t ld,
+                                       size_t q0, size_t bq, size_t r0, size_t br,
+                                       KnnwbTileKind kind, const float *sqnorms)
+{
+#ifdef KNNWB_SCAN_AVX512
+  if (knnwb_scan_vector()) {
+    knnwb_scan_columns_avx512(rows, tile, ld, q0, bq, r0, br, kind, sqnorms);
+    return;
+  }
+#endif
+  knnwb_scan_columns_scalar(rows, tile, ld, q0, bq, r0, br, kind, sqnorms);
+}
+
+void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t last,
+                                 size_t out_row0, int64_t *out_index, float *out_score)
+{
+  const size_t kc = rows->kc;
+  for (size_t i = first; i < last; i++) {
+    float *score = rows->score + i * rows->cap;
+    int32_t *index = rows->index + i * rows->cap;
+    size_t count = (size_t)rows->count[i];
+    if (count > kc) {
+      knnwb_candidate_select(score, index, count, kc);
+      count = kc;
+    }
+    for (size_t c = 0; c < count; c++) {
+      out_index[(i - out_row0) * kc + c] = index[c];
+      out_score[(i - out_row0) * kc + c] = score[c];
+    }
+    for (size_t c = count; c < kc; c++) {
+      out_index[(i - out_row0) * kc + c] = -1;
+      out_score[(i - out_row0) * kc + c] = INFINITY;
+    }
+  }
+}

@@ -1,0 +1,259 @@
+/* The CPU backend's screening precisions (FP32, and BF16 where the CPU has it) against the double
+ * oracle, on ordinary and adversarial inputs; BF16 lists must be FP32's bytes. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <knnwb/knnwb.h>
+#include "gemm_cpu.h"
+#include "knn_internal.h"
+#include "oracle.h"
+#include "knnwb_test_matrix.h"
+
+static const KnnwbMetric all_metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
+                                          KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_EUCLIDEAN,
+                                          KNNWB_METRIC_MANHATTAN, KNNWB_METRIC_COSINE};
+
+static KnnwbNeighbors *run(const KnnwbMatrix *m, const KnnwbMatrix *reference, KnnwbMetric metric,
+                           size_t k, KnnwbScreen screen, size_t memory)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 2;
+  options.memory_bytes = memory;
+  options.screen = screen;
+  KnnwbNeighbors *nb = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = reference ? knnwb_knn_query(m, reference, &options, &nb, &error)
+                          : knnwb_knn_self(m, &options, &nb, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  if (metric != KNNWB_METRIC_MANHATTAN)
+    g_assert_cmpint(nb->screen_used, ==, screen);
+  return nb;
+}
+
+static void assert_same_bytes(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
+{
+  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
+  g_assert_cmpuint(a->k, ==, b->k);
+  const size_t cells = a->n_queries * a->k;
+  g_assert_cmpmem(a->indices, cells * sizeof(int64_t), b->indices, cells * sizeof(int64_t));
+  g_assert_cmpmem(a->distances, cells * sizeof(double), b->distances, cells * sizeof(double));
+}
+
+/* The screens to try: FP32 always, BF16 where this CPU (and build) has it. */
+static size_t screens_here(KnnwbScreen screens[2])
+{
+  screens[0] = KNNWB_SCREEN_FP32;
+  if (!knnwb_cpu_gemm_has_bf16()) {
+    if (g_test_verbose())
+      g_printerr("no BF16 on this CPU or build: FP32 only\n");
+    return 1;
+  }
+  screens[1] = KNNWB_SCREEN_BF16;
+  return 2;
+}
+
+/* Every metric, odd sizes (many 32 x 32 tiles under 64 KiB, edges that are no multiple of 32),
+ * k = 1, 5 and n - 1, self and query jobs, each screen against the oracle and BF16 = FP32 bytes.
+ * The same once with the portable scans and once with OpenBLAS's SGEMM. */
+static void test_oracle(void)
+{
+  KnnwbScreen screens[2];
+  const size_t n_screens = screens_here(screens);
+  const size_t sizes[] = {2, 37, 129, 301};
+  const size_t dims[] = {3, 33, 128};
+  for (int variant = 0; variant < 3; variant++) {
+    if (variant == 1)
+      g_setenv("KNNWB_CPU_SCAN", "scalar", TRUE);
+    if (variant == 2) {
+      g_unsetenv("KNNWB_CPU_SCAN");
+      g_setenv("KNNWB_CPU_GEMM", "openblas", TRUE);
+    }
+    for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++)
+      for (size_t si = 0; si < G_N_ELEMENTS(sizes); si++)
+        for (size_t di = 0; di < G_N_ELEMENTS(dims); di++) {
+          const size_t n = sizes[si], d = dims[di];
+          /* Long rows (d = 128, the metafeatures' width) only with the most rows, and there only
+           * pearson and euclidean: the oracle costs O(n^2 d), its ranks O(d^2) per pair. The
+           * variants need coverage, not size. */
+          if ((d == 128) != (n == 301))
+            continue;
+          if (n == 301 && all_metrics[mi] != KNNWB_METRIC_PEARSON &&
+              all_metrics[mi] != KNNWB_METRIC_EUCLIDEAN)
+            continue;
+          if (variant > 0 && (n > 129 || d != 33))
+            continue;
+          if (all_metrics[mi] == KNNWB_METRIC_SPEARMAN && n * d > 37 * 33)
+            continue;
+          g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, (guint32)(n * 7 + d + mi));
+          g_autoptr(KnnwbMatrix) q = knnwb_test_random_matrix(n / 2 + 1, d, (guint32)(n + mi));
+          const size_t ks[] = {1, MIN((size_t)5, n - 1), n - 1};
+          for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++) {
+            g_autoptr(KnnwbNeighbors) first = NULL;
+            g_autoptr(KnnwbNeighbors) first_query = NULL;
+            const size_t screens_used = variant == 2 ? 1 : n_screens;
+            for (size_t s = 0; s < screens_used; s++) {
+              if (g_test_verbose())
+                g_printerr("variant %d %s n=%zu d=%zu k=%zu %s\n", variant,
+                           knnwb_metric_to_string(all_metrics[mi]), n, d, ks[ki],
+                           knnwb_screen_to_string(screens[s]));
+              KnnwbNeighbors *nb = run(m, NULL, all_metrics[mi], ks[ki], screens[s], 64 << 10);
+              KnnwbNeighbors *nq = run(q, m, all_metrics[mi], ks[ki], screens[s], 64 << 10);
+              if (first == NULL) {
+                /* The first screen against the oracle, the others byte for byte against it. */
+                if (first == NULL)
+                  oracle_check(all_metrics[mi], m->values, n, m->values, n, d, TRUE, nb, 1e-9);
+                oracle_check(all_metrics[mi], q->values, q->n_rows, m->values, n, d, FALSE, nq,
+                             1e-9);
+                first = nb;
+                first_query = nq;
+              } else {
+                assert_same_bytes(first, nb);
+                assert_same_bytes(first_query, nq);
+                knnwb_neighbors_free(nb);
+                knnwb_neighbors_free(nq);
+              }
+            }
+          }
+        }
+  }
+  g_unsetenv("KNNWB_CPU_GEMM");
+}
+
+/*
+ * Inputs aimed at the bound: near-ties 1e-4 apart (a fan of rows whose correlation with row 0
+ * steps by 1e-4, 150 of them inside BF16's window, so its first candidates cannot certify and
+ * the re-selection must), rows mixing components from 1e-6 to 1e6, exact duplicates, constant
+ * offsets, k = 1 and k = n - 1. Every metric but spearman (ranks erase magnitudes) against the
+ * oracle, BF16 = FP32 bytes.
+ */
+static void test_adversarial(void)
+{
+  KnnwbScreen screens[2];
+  const size_t n_screens = screens_here(screens);
+  const size_t n = 331, d = 40;
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 4242);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(5);
+  /* u, v: centred, orthonormal patterns. Rows 1..180: u + t v with corr(row, u) = 1 - 1e-4 i. */
+  double u[40], v[40];
+  for (size_t j = 0; j < d; j++) {
+    u[j] = sin(0.7 * (double)j + 0.3);
+    v[j] = cos(1.9 * (double)j + 0.1);
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    double *x = pass == 0 ? u : v, mean = 0, norm = 0;
+    for (size_t j = 0; j < d; j++)
+      mean += x[j] / (double)d;
+    for (size_t j = 0; j < d; j++)
+      x[j] -= mean;
+    if (pass == 1) { /* v orthogonal to u */
+      double dot = 0;
+      for (size_t j = 0; j < d; j++)
+        dot += u[j] * v[j];
+      for (size_t j = 0; j < d; j++)
+        v[j] -= dot * u[j];
+    }
+    for (size_t j = 0; j < d; j++)
+      norm += x[j] * x[j];
+    for (size_t j = 0; j < d; j++)
+      x[j] /= sqrt(norm);
+  }
+  for (size_t i = 0; i <= 180; i++) {
+    double r = 1.0 - 1e-4 * (double)i, t = sqrt(1.0 / (r * r) - 1.0);
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] = (float)(5.0 + u[j] + t * v[j]);
+  }
+  /* Rows 181..220: components from 1e-6 to 1e6 in one row. */
+  for (size_t i = 181; i <= 220; i++)
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] =
+          (float)(g_rand_double_range(rng, 0.5, 1.5) * pow(10.0, (double)((i + j) % 13) - 6.0));
+  /* Rows 221..240: copies of rows 3 and 200 (duplicates); rows 241..250: row 7 plus 1e3. */
+  for (size_t i = 221; i <= 240; i++)
+    memcpy(m->values + i * d, m->values + (i % 2 ? 3 : 200) * d, d * sizeof(float));
+  for (size_t i = 241; i <= 250; i++)
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] = m->values[7 * d + j] + 1e3f;
+  const size_t ks[] = {1, 20, n - 1};
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++)
+    for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++) {
+      if (all_metrics[mi] == KNNWB_METRIC_SPEARMAN)
+        continue; /* ranks erase magnitudes; the oracle's ranks cost O(d^2) per pair */
+      g_autoptr(KnnwbNeighbors) first = NULL;
+      for (size_t s = 0; s < n_screens; s++) {
+        if (g_test_verbose())
+          g_printerr("%s k=%zu %s\n", knnwb_metric_to_string(all_metrics[mi]), ks[ki],
+                     knnwb_screen_to_string(screens[s]));
+        KnnwbNeighbors *nb = run(m, NULL, all_metrics[mi], ks[ki], screens[s], 256 << 10);
+        /* Distances of rows with components near 1e6 are near 1e7: a relative tolerance. */
+        const gboolean data_units =
+            all_metrics[mi] == KNNWB_METRIC_EUCLIDEAN || all_metrics[mi] == KNNWB_METRIC_MANHATTAN;
+        oracle_check(all_metrics[mi], m->values, n, m->values, n, d, TRUE, nb,
+                     data_units ? 1e-3 : 1e-9);
+        if (all_metrics[mi] == KNNWB_METRIC_PEARSON && ks[ki] == 20 &&
+            screens[s] == KNNWB_SCREEN_BF16)
+          g_assert_cmpuint(nb->n_reselected, >, 0); /* the fan cannot certify at first */
+        if (first == NULL) {
+          first = nb;
+        } else {
+          assert_same_bytes(first, nb);
+          knnwb_neighbors_free(nb);
+        }
+      }
+    }
+}
+
+/* Large k: k = 4096 of 4,200 rows (1,024 of 1,100 under ASan), BF16 = FP32 bytes (the FP32 lists
+ * are checked against the oracle at large k in test_knn.c). */
+static void test_large_k(void)
+{
+  KnnwbScreen screens[2];
+  if (screens_here(screens) < 2) {
+    g_test_skip("no BF16 on this CPU or build");
+    return;
+  }
+  /* The sanitizer build is many times slower: a smaller k there (the same code paths). */
+#if defined(__SANITIZE_ADDRESS__)
+  const size_t n = 1100, k = 1024;
+#else
+  const size_t n = 4200, k = 4096;
+#endif
+  /* No duplicate rows (knnwb_test_random_matrix has some): the selection path, not the expansion.
+   */
+  g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(n, 6, NULL);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(31);
+  for (size_t c = 0; c < n * 6; c++)
+    m->values[c] = (float)g_rand_double_range(rng, -1, 1);
+  g_autoptr(KnnwbNeighbors) fp32 = run(m, NULL, KNNWB_METRIC_PEARSON, k, KNNWB_SCREEN_FP32, 0);
+  g_autoptr(KnnwbNeighbors) bf16 = run(m, NULL, KNNWB_METRIC_PEARSON, k, KNNWB_SCREEN_BF16, 0);
+  assert_same_bytes(fp32, bf16);
+  /* Spot-check a few rows against the oracle. */
+  for (size_t i = 0; i < n; i += (n / 3)) {
+    const double *got = fp32->distances + i * k;
+    OracleItem *items = g_new(OracleItem, n);
+    size_t count = 0;
+    for (size_t j = 0; j < n; j++)
+      if (j != i)
+        items[count++] = (OracleItem){
+            oracle_distance(KNNWB_METRIC_PEARSON, m->values + i * 6, m->values + j * 6, 6),
+            (int64_t)j};
+    qsort(items, count, sizeof *items, oracle_item_compare);
+    for (size_t r = 0; r < k; r++)
+      g_assert_cmpfloat_with_epsilon(got[r], items[r].distance, 1e-9);
+    g_free(items);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  g_test_add_func("/knn/screen-cpu/oracle", test_oracle);
+  g_test_add_func("/knn/screen-cpu/adversarial", test_adversarial);
+  g_test_add_func("/knn/screen-cpu/large-k", test_large_k);
+  return g_test_run();
+}
