@@ -433,13 +433,100 @@ static gboolean knnwb_split_shift(const KnnwbKnnGroup *group, int to, const void
   return group->exchange(group, sends, sends_bytes, (void *const *)receives, receives_bytes, error);
 }
 
-static void knnwb_split_rows_of(const KnnwbKnnGroup *group, size_t n, int rank, size_t *first,
+/* Where every rank's block lies: rows [first[r], first[r] + count[r]) of n, in rank order. */
+typedef struct {
+  int ranks;
+  size_t n, largest;
+  size_t *first, *count;
+} KnnwbSplitBlocks;
+
+/* Every rank's block size (this rank's: mine), learnt from all. Collective. */
+static gboolean knnwb_split_blocks_init(const KnnwbKnnGroup *group, size_t mine,
+                                        KnnwbSplitBlocks *blocks, GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  memset(blocks, 0, sizeof *blocks);
+  blocks->ranks = group->size;
+  blocks->first = g_new0(size_t, ranks);
+  blocks->count = g_new0(size_t, ranks);
+  int64_t own = (int64_t)mine;
+  g_autofree int64_t *counts = g_new0(int64_t, ranks);
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = &own;
+    bytes[r] = sizeof own;
+    receive[r] = &counts[r];
+  }
+  if (!group->exchange(group, send, bytes, (void *const *)receive, bytes, error))
+    return FALSE;
+  for (size_t r = 0; r < ranks; r++) {
+    blocks->first[r] = blocks->n;
+    blocks->count[r] = (size_t)counts[r];
+    blocks->n += (size_t)counts[r];
+    blocks->largest = MAX(blocks->largest, (size_t)counts[r]);
+  }
+  return TRUE;
+}
+
+static void knnwb_split_blocks_clear(KnnwbSplitBlocks *blocks)
+{
+  g_free(blocks->first);
+  g_free(blocks->count);
+  memset(blocks, 0, sizeof *blocks);
+}
+
+static void knnwb_split_rows_of(const KnnwbSplitBlocks *blocks, int rank, size_t *first,
                                 size_t *count)
 {
-  size_t last;
-  knnwb_knn_group_rows(n, ((rank % group->size) + group->size) % group->size, group->size, first,
-                       &last);
-  *count = last - *first;
+  const int r = ((rank % blocks->ranks) + blocks->ranks) % blocks->ranks;
+  *first = blocks->first[r];
+  *count = blocks->count[r];
+}
+
+/* Every rank's lists of its block into all rows, on every rank. Collective. */
+static KnnwbNeighbors *knnwb_split_gather(const KnnwbKnnGroup *group,
+                                          const KnnwbSplitBlocks *blocks, const KnnwbNeighbors *own,
+                                          GError **error)
+{
+  const size_t ranks = (size_t)group->size, k = own->k;
+  GError *local = NULL;
+  KnnwbNeighbors *all = knnwb_knn_result_new(0, blocks->n, k, &local);
+  gboolean ok = all != NULL;
+  if (!group->agree(group, ok, &local)) {
+    g_propagate_error(error, local);
+    knnwb_neighbors_free(all);
+    return NULL;
+  }
+  all->backend_used = g_strdup(own->backend_used);
+  all->screen_used = own->screen_used;
+  all->n_reselected = own->n_reselected;
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
+  const struct {
+    const void *mine;
+    void *all;
+    size_t size;
+  } arrays[] = {{own->indices, all->indices, k * sizeof(int64_t)},
+                {own->distances, all->distances, k * sizeof(double)},
+                {own->n_found, all->n_found, sizeof(int32_t)}};
+  for (guint a = 0; a < G_N_ELEMENTS(arrays) && ok; a++) {
+    for (size_t r = 0; r < ranks; r++) {
+      send[r] = arrays[a].mine;
+      send_bytes[r] = own->n_queries * arrays[a].size;
+      receive[r] = (char *)arrays[a].all + blocks->first[r] * arrays[a].size;
+      receive_bytes[r] = blocks->count[r] * arrays[a].size;
+    }
+    ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
+  }
+  if (!ok) {
+    knnwb_neighbors_free(all);
+    return NULL;
+  }
+  return all;
 }
 
 /* Block of rank from (rows rows) into buffer (view set), this rank's own (p, invalid) going to
@@ -626,13 +713,14 @@ static gboolean knnwb_split_cancelled(const KnnwbSplitRun *run, GError **error)
 /* The first pass of a self graph: every pair of blocks once (see the top of the file). Collective.
  */
 static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
-                                      const unsigned char *own_invalid, size_t n,
-                                      KnnwbSplitLists *lists, GError **error)
+                                      const unsigned char *own_invalid,
+                                      const KnnwbSplitBlocks *blocks, KnnwbSplitLists *lists,
+                                      GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
   const int R = group->size, r = group->rank;
   size_t first, m;
-  knnwb_split_rows_of(group, n, r, &first, &m);
+  knnwb_split_rows_of(blocks, r, &first, &m);
   const KnnwbSplitLayout layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d);
   const uint64_t steps = (uint64_t)R / 2 + 1;
   KnnwbSplitSide mine = {own, 0, m, first};
@@ -645,8 +733,7 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   if (!group->agree(group, ok, error))
     return FALSE;
   knnwb_split_progress(run, 1, steps);
-  size_t largest_first, largest = 0;
-  knnwb_split_rows_of(group, n, 0, &largest_first, &largest);
+  const size_t largest = blocks->largest;
   const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
   char *visiting = g_try_malloc(visiting_bytes);
   ok = visiting != NULL;
@@ -660,8 +747,8 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   for (int s = 1; 2 * s <= R && ok; s++) {
     const int q = (r + s) % R, p = (r - s + R) % R;
     size_t q_first, q_rows, p_first, p_rows;
-    knnwb_split_rows_of(group, n, q, &q_first, &q_rows);
-    knnwb_split_rows_of(group, n, p, &p_first, &p_rows);
+    knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
+    knnwb_split_rows_of(blocks, p, &p_first, &p_rows);
     KnnwbPrepared view;
     if (!knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting, &view,
                            error)) {
@@ -714,15 +801,15 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
  * first. Collective. */
 static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,
                                        size_t query_first, const KnnwbPrepared *reference,
-                                       const unsigned char *reference_invalid, size_t n_reference,
-                                       KnnwbSplitLists *lists, GError **error)
+                                       const unsigned char *reference_invalid,
+                                       const KnnwbSplitBlocks *blocks, KnnwbSplitLists *lists,
+                                       GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
   const int R = group->size, r = group->rank;
   const KnnwbSplitLayout layout =
       knnwb_split_layout(reference->metric, reference->scale_exponent, reference->d);
-  size_t largest_first, largest = 0;
-  knnwb_split_rows_of(group, n_reference, 0, &largest_first, &largest);
+  const size_t largest = blocks->largest;
   char *visiting = g_try_malloc(MAX(knnwb_split_bytes(&layout, largest), (size_t)1));
   gboolean ok = visiting != NULL;
   if (!ok)
@@ -733,7 +820,7 @@ static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrep
   for (int s = 0; s < R && ok; s++) {
     const int q = (r + s) % R, p = (r - s + R) % R;
     size_t q_first, q_rows;
-    knnwb_split_rows_of(group, n_reference, q, &q_first, &q_rows);
+    knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
     KnnwbPrepared view;
     const KnnwbPrepared *block = reference;
     if (s > 0) {
@@ -914,21 +1001,24 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   g_autofree char *backend = NULL;
   KnnwbSelectFunc select = NULL;
   KnnwbSplitLists lists = {0};
+  KnnwbSplitBlocks blocks = {0}, reference_blocks = {0};
   GArray *left = NULL;
   KnnwbScreen screen = KNNWB_SCREEN_FP32;
   gboolean ok = TRUE, nothing_to_do = FALSE;
 
-  /* Sizes: every rank's rows together; the blocks must be knnwb_knn_group_rows's. */
-  int64_t rows[2] = {(int64_t)query_block->n_rows, (int64_t)reference_block->n_rows};
+  /* Sizes: every rank's block, in rank order. */
   int64_t columns[4] = {(int64_t)query_block->n_cols, -(int64_t)query_block->n_cols,
                         (int64_t)reference_block->n_cols, -(int64_t)reference_block->n_cols};
-  if (!group->reduce(group, rows, 2, KNNWB_GROUP_SUM, error) ||
-      !group->reduce(group, columns, 4, KNNWB_GROUP_MAX, error))
-    return FALSE;
-  const size_t n = (size_t)rows[0], n_reference = (size_t)rows[1];
+  if (!knnwb_split_blocks_init(group, query_block->n_rows, &blocks, error) ||
+      !knnwb_split_blocks_init(group, reference_block->n_rows, &reference_blocks, error) ||
+      !group->reduce(group, columns, 4, KNNWB_GROUP_MAX, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  const size_t n = blocks.n, n_reference = reference_blocks.n;
   size_t first, count, reference_first, reference_count;
-  knnwb_split_rows_of(group, n, group->rank, &first, &count);
-  knnwb_split_rows_of(group, n_reference, group->rank, &reference_first, &reference_count);
+  knnwb_split_rows_of(&blocks, group->rank, &first, &count);
+  knnwb_split_rows_of(&reference_blocks, group->rank, &reference_first, &reference_count);
   if (given != NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "a prepared reference cannot be split over ranks");
@@ -937,18 +1027,15 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "the ranks' blocks have different numbers of columns");
     ok = FALSE;
-  } else if (count != query_block->n_rows || reference_count != reference_block->n_rows) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "rank %d holds %zu rows but its share of %zu rows is %zu", group->rank,
-                query_block->n_rows, n, count);
-    ok = FALSE;
   }
   ok = ok && knnwb_knn_check_sizes(n, n_reference, query_block->n_cols, reference_block->n_cols,
                                    count, self ? 0 : reference_count, self, options, error);
   ok = ok && knnwb_split_check_finite(query_block, first, error);
   ok = ok && (self || knnwb_split_check_finite(reference_block, reference_first, error));
-  if (!group->agree(group, ok, error))
-    return FALSE;
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
 
   /* The shared frame, then each block prepared in it. */
   if (!knnwb_split_frame(group, self ? NULL : query_block, reference_block, n_reference,
@@ -1029,10 +1116,10 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     goto out;
   }
   if (self)
-    ok = knnwb_split_self_pass(&run, &query, reference_invalid, n, &lists, error);
+    ok = knnwb_split_self_pass(&run, &query, reference_invalid, &blocks, &lists, error);
   else
-    ok = knnwb_split_query_pass(&run, &query, first, reference, reference_invalid, n_reference,
-                                &lists, error);
+    ok = knnwb_split_query_pass(&run, &query, first, reference, reference_invalid,
+                                &reference_blocks, &lists, error);
   if (!ok)
     goto out;
   left = g_array_new(FALSE, FALSE, sizeof(int64_t));
@@ -1071,17 +1158,17 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   }
 gather:
   if (ok && !options->group_own_rows) {
-    KnnwbNeighbors *all = knnwb_knn_group_gather(group, result, n, error);
+    KnnwbNeighbors *all = knnwb_split_gather(group, &blocks, result, error);
     ok = all != NULL;
     if (ok) {
-      all->screen_used = result->screen_used;
-      all->n_reselected = result->n_reselected;
       knnwb_neighbors_free(result);
       result = all;
     }
   }
 out:
   knnwb_split_lists_clear(&lists);
+  knnwb_split_blocks_clear(&blocks);
+  knnwb_split_blocks_clear(&reference_blocks);
   if (left != NULL)
     g_array_free(left, TRUE);
   knnwb_prepared_clear(&query);
