@@ -179,6 +179,24 @@ static void test_knn_random_moments(void)
   host_test_rmtree(dir);
 }
 
+/* `knnwb cluster` (kNN graph, Leiden, summary, GML with its layout) signalled at random moments:
+ * its outputs are committed together at the end, never after a signal. The summary (which holds
+ * the run's seconds) is committed with the others but not compared. */
+static void test_cluster_random_moments(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = knnwb_test_write_npy(dir, 3000, 8, 9);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *table = g_build_filename(out_dir, "c.tsv", NULL);
+  g_autofree char *gml = g_build_filename(out_dir, "c.gml", NULL);
+  char *argv[] = {KNNWB_HOST_PROGRAM, "cluster", input, "--method", "leiden", "-k", "5",
+                  "--threads",        "1",       "-o",  table,      "--gml",  gml,  NULL};
+  char *outputs[] = {table, gml, NULL};
+  signal_at_random_moments(argv, out_dir, outputs, 6);
+  host_test_rmtree(dir);
+}
+
 static char *write_pipeline(const char *dir, const char *input)
 {
   g_autofree char *xml = g_strdup_printf(
@@ -290,5 +308,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/signals/pipeline-random-moments", test_pipeline_random_moments);
   g_test_add_func("/robustness/signals/pipeline-last-step", test_pipeline_last_step);
   g_test_add_func("/robustness/signals/drl-layout", test_knn_drl_layout);
+  g_test_add_func("/robustness/signals/cluster-random-moments", test_cluster_random_moments);
   return g_test_run();
 }
