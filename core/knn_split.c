@@ -32,228 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
-
-/* ---- Prepared rows that travel ----------------------------------------------------------------
- */
-
-/* The per-row arrays of a prepared set, in the order they travel (doubles first, for alignment).
- * Which ones a set has depends on the metric and the shared scale only: the same on every rank. */
-enum { KNNWB_SPLIT_SEGMENTS = 7 };
-
-typedef struct {
-  size_t row_bytes[KNNWB_SPLIT_SEGMENTS]; /* 0: absent */
-} KnnwbSplitLayout;
-
-static KnnwbSplitLayout knnwb_split_layout(KnnwbMetric metric, int scale_exponent, size_t d)
-{
-  const gboolean euclidean = metric == KNNWB_METRIC_EUCLIDEAN;
-  const gboolean manhattan = metric == KNNWB_METRIC_MANHATTAN;
-  KnnwbSplitLayout layout = {{
-      euclidean ? sizeof(double) : 0,                           /* norm */
-      euclidean || manhattan ? 0 : sizeof(double),              /* mean */
-      euclidean || manhattan ? 0 : sizeof(double),              /* sum_squares */
-      d * sizeof(float),                                        /* scored */
-      manhattan && scale_exponent == 0 ? 0 : d * sizeof(float), /* exact */
-      euclidean ? sizeof(float) : 0,                            /* sqnorms */
-      1,                                                        /* invalid */
-  }};
-  return layout;
-}
-
-/* The arrays of p (invalid: flags for every row, never NULL). */
-static void knnwb_split_arrays(const KnnwbPrepared *p, const unsigned char *invalid,
-                               const void **arrays)
-{
-  arrays[0] = p->norm;
-  arrays[1] = p->mean;
-  arrays[2] = p->sum_squares;
-  arrays[3] = p->scored;
-  arrays[4] = p->exact;
-  arrays[5] = p->sqnorms;
-  arrays[6] = invalid;
-}
-
-static size_t knnwb_split_bytes(const KnnwbSplitLayout *layout, size_t rows)
-{
-  size_t bytes = 0;
-  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++)
-    bytes += rows * layout->row_bytes[s];
-  return bytes;
-}
-
-/* A prepared view of rows packed segment by segment in buffer; the rest (metric, frame, screen,
- * global norm bound) from like. Never cleared: it owns nothing. */
-static void knnwb_split_view(const KnnwbSplitLayout *layout, const KnnwbPrepared *like,
-                             char *buffer, size_t rows, KnnwbPrepared *view)
-{
-  *view = *like;
-  view->n = rows;
-  view->scored_owned = NULL;
-  view->ranks_owned = NULL;
-  void *arrays[KNNWB_SPLIT_SEGMENTS];
-  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
-    arrays[s] = layout->row_bytes[s] ? buffer : NULL;
-    buffer += rows * layout->row_bytes[s];
-  }
-  view->norm = arrays[0];
-  view->mean = arrays[1];
-  view->sum_squares = arrays[2];
-  view->scored = arrays[3];
-  view->exact = arrays[4] ? arrays[4] : arrays[3];
-  view->sqnorms = arrays[5];
-  view->invalid = arrays[6];
-  view->n_invalid = 0;
-  for (size_t i = 0; i < rows; i++)
-    view->n_invalid += view->invalid[i] != 0;
-}
-
-/* Packs the given rows of p (flags from invalid) segment by segment into out. */
-static void knnwb_split_pack(const KnnwbSplitLayout *layout, const KnnwbPrepared *p,
-                             const unsigned char *invalid, const int64_t *rows, size_t count,
-                             char *out)
-{
-  const void *arrays[KNNWB_SPLIT_SEGMENTS];
-  knnwb_split_arrays(p, invalid, arrays);
-  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
-    const size_t width = layout->row_bytes[s];
-    for (size_t t = 0; t < count && width > 0; t++)
-      memcpy(out + t * width, (const char *)arrays[s] + (size_t)rows[t] * width, width);
-    out += count * width;
-  }
-}
-
-/* ---- Candidate lists ---------------------------------------------------------------------------
- */
-
-/* rows x kc candidates (global index, screen score, exact distance) in one buffer, which is also
- * what travels: indices, then distances, then scores. */
-typedef struct {
-  size_t rows, kc;
-  char *buffer;
-  gboolean borrowed; /* buffer belongs to someone else */
-  int64_t *index;
-  double *distance;
-  float *score;
-} KnnwbSplitLists;
-
-static size_t knnwb_split_lists_bytes(size_t rows, size_t kc)
-{
-  return rows * kc * (sizeof(int64_t) + sizeof(double) + sizeof(float));
-}
-
-/* Empty lists (index -1) in room (NULL: allocated; else at least knnwb_split_lists_bytes), or
- * FALSE with error set. */
-static gboolean knnwb_split_lists_init_in(KnnwbSplitLists *lists, size_t rows, size_t kc,
-                                          char *room, GError **error)
-{
-  memset(lists, 0, sizeof *lists);
-  lists->rows = rows;
-  lists->kc = kc;
-  lists->borrowed = room != NULL;
-  lists->buffer = room ? room : g_try_malloc(MAX(knnwb_split_lists_bytes(rows, kc), (size_t)1));
-  if (lists->buffer == NULL) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate candidate lists for %zu rows x %zu candidates", rows, kc);
-    return FALSE;
-  }
-  lists->index = (int64_t *)(void *)lists->buffer;
-  lists->distance = (double *)(void *)(lists->buffer + rows * kc * sizeof(int64_t));
-  lists->score = (float *)(void *)(lists->buffer + rows * kc * (sizeof(int64_t) + sizeof(double)));
-  for (size_t c = 0; c < rows * kc; c++) {
-    lists->index[c] = -1;
-    lists->distance[c] = NAN;
-    lists->score[c] = INFINITY;
-  }
-  return TRUE;
-}
-
-static gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc,
-                                       GError **error)
-{
-  return knnwb_split_lists_init_in(lists, rows, kc, NULL, error);
-}
-
-/* Rows [first, first + rows) of lists, in place (owns nothing). */
-static KnnwbSplitLists knnwb_split_lists_window(const KnnwbSplitLists *lists, size_t first,
-                                                size_t rows)
-{
-  KnnwbSplitLists window = *lists;
-  window.rows = rows;
-  window.buffer = NULL;
-  window.borrowed = TRUE;
-  window.index += first * lists->kc;
-  window.distance += first * lists->kc;
-  window.score += first * lists->kc;
-  return window;
-}
-
-static void knnwb_split_lists_clear(KnnwbSplitLists *lists)
-{
-  if (!lists->borrowed)
-    g_free(lists->buffer);
-  memset(lists, 0, sizeof *lists);
-}
-
-typedef struct {
-  float score;
-  int64_t index;
-  double distance;
-} KnnwbSplitCandidate;
-
-static int knnwb_split_candidate_compare(const void *a, const void *b)
-{
-  const KnnwbSplitCandidate *x = a, *y = b;
-  if (x->score != y->score)
-    return x->score < y->score ? -1 : 1;
-  return x->index < y->index ? -1 : (x->index > y->index);
-}
-
-/* Merges every row u of incoming into row at + u of lists: each keeps its kc best by (score,
- * index). */
-typedef struct {
-  KnnwbSplitLists *lists;
-  const KnnwbSplitLists *incoming;
-  size_t at;
-} KnnwbSplitMerge;
-
-static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
-{
-  KnnwbSplitMerge *merge = user;
-  KnnwbSplitLists *lists = merge->lists;
-  const KnnwbSplitLists *incoming = merge->incoming;
-  const size_t kc = lists->kc;
-  KnnwbSplitCandidate *pool = g_new(KnnwbSplitCandidate, kc + incoming->kc);
-  for (size_t u = first; u < last; u++) {
-    const size_t t = merge->at + u;
-    size_t count = 0;
-    for (size_t c = 0; c < kc; c++)
-      if (lists->index[t * kc + c] >= 0)
-        pool[count++] = (KnnwbSplitCandidate){lists->score[t * kc + c], lists->index[t * kc + c],
-                                              lists->distance[t * kc + c]};
-    for (size_t c = 0; c < incoming->kc; c++) {
-      const size_t at = u * incoming->kc + c;
-      if (incoming->index[at] >= 0)
-        pool[count++] =
-            (KnnwbSplitCandidate){incoming->score[at], incoming->index[at], incoming->distance[at]};
-    }
-    qsort(pool, count, sizeof *pool, knnwb_split_candidate_compare);
-    for (size_t c = 0; c < kc; c++) {
-      const gboolean kept = c < count;
-      lists->index[t * kc + c] = kept ? pool[c].index : -1;
-      lists->score[t * kc + c] = kept ? pool[c].score : INFINITY;
-      lists->distance[t * kc + c] = kept ? pool[c].distance : NAN;
-    }
-  }
-  g_free(pool);
-}
-
-static void knnwb_split_merge(KnnwbSplitLists *lists, const KnnwbSplitLists *incoming, size_t at,
-                              int threads)
-{
-  KnnwbSplitMerge merge = {lists, incoming, at};
-  knnwb_parallel_for(threads, incoming->rows, 256, knnwb_split_merge_rows, &merge);
-}
+#include "knn_split_internal.h"
 
 /* ---- One selection -----------------------------------------------------------------------------
  */
@@ -410,57 +189,6 @@ static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSid
   }
   knnwb_split_finish(run, a, b, a_lists);
   knnwb_split_finish(run, b, a, b_lists);
-  return TRUE;
-}
-
-/* ---- Moving things between ranks ---------------------------------------------------------------
- */
-
-/* send (send_bytes) to rank to, receive (receive_bytes) from rank from: one exchange. */
-static gboolean knnwb_split_shift(const KnnwbKnnGroup *group, int to, const void *send,
-                                  size_t send_bytes, int from, void *receive, size_t receive_bytes,
-                                  GError **error)
-{
-  const size_t ranks = (size_t)group->size;
-  g_autofree const void **sends = g_new0(const void *, ranks);
-  g_autofree size_t *sends_bytes = g_new0(size_t, ranks);
-  g_autofree void **receives = g_new0(void *, ranks);
-  g_autofree size_t *receives_bytes = g_new0(size_t, ranks);
-  sends[to] = send;
-  sends_bytes[to] = send_bytes;
-  receives[from] = receive;
-  receives_bytes[from] = receive_bytes;
-  return group->exchange(group, sends, sends_bytes, (void *const *)receives, receives_bytes, error);
-}
-
-static void knnwb_split_rows_of(const KnnwbKnnGroup *group, size_t n, int rank, size_t *first,
-                                size_t *count)
-{
-  size_t last;
-  knnwb_knn_group_rows(n, ((rank % group->size) + group->size) % group->size, group->size, first,
-                       &last);
-  *count = last - *first;
-}
-
-/* Block of rank from (rows rows) into buffer (view set), this rank's own (p, invalid) going to
- * rank to: one exchange per array, so the own block is never copied. */
-static gboolean knnwb_split_fetch(const KnnwbKnnGroup *group, const KnnwbSplitLayout *layout,
-                                  const KnnwbPrepared *own, const unsigned char *own_invalid,
-                                  int to, int from, size_t rows, char *buffer, KnnwbPrepared *view,
-                                  GError **error)
-{
-  const void *arrays[KNNWB_SPLIT_SEGMENTS];
-  knnwb_split_arrays(own, own_invalid, arrays);
-  char *at = buffer;
-  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
-    const size_t width = layout->row_bytes[s];
-    if (width == 0)
-      continue;
-    if (!knnwb_split_shift(group, to, arrays[s], own->n * width, from, at, rows * width, error))
-      return FALSE;
-    at += rows * width;
-  }
-  knnwb_split_view(layout, own, buffer, rows, view);
   return TRUE;
 }
 
@@ -626,13 +354,14 @@ static gboolean knnwb_split_cancelled(const KnnwbSplitRun *run, GError **error)
 /* The first pass of a self graph: every pair of blocks once (see the top of the file). Collective.
  */
 static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
-                                      const unsigned char *own_invalid, size_t n,
-                                      KnnwbSplitLists *lists, GError **error)
+                                      const unsigned char *own_invalid,
+                                      const KnnwbSplitBlocks *blocks, KnnwbSplitLists *lists,
+                                      GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
   const int R = group->size, r = group->rank;
   size_t first, m;
-  knnwb_split_rows_of(group, n, r, &first, &m);
+  knnwb_split_rows_of(blocks, r, &first, &m);
   const KnnwbSplitLayout layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d);
   const uint64_t steps = (uint64_t)R / 2 + 1;
   KnnwbSplitSide mine = {own, 0, m, first};
@@ -645,8 +374,7 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   if (!group->agree(group, ok, error))
     return FALSE;
   knnwb_split_progress(run, 1, steps);
-  size_t largest_first, largest = 0;
-  knnwb_split_rows_of(group, n, 0, &largest_first, &largest);
+  const size_t largest = blocks->largest;
   const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
   char *visiting = g_try_malloc(visiting_bytes);
   ok = visiting != NULL;
@@ -659,9 +387,8 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   }
   for (int s = 1; 2 * s <= R && ok; s++) {
     const int q = (r + s) % R, p = (r - s + R) % R;
-    size_t q_first, q_rows, p_first, p_rows;
-    knnwb_split_rows_of(group, n, q, &q_first, &q_rows);
-    knnwb_split_rows_of(group, n, p, &p_first, &p_rows);
+    size_t q_first, q_rows;
+    knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
     KnnwbPrepared view;
     if (!knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting, &view,
                            error)) {
@@ -714,15 +441,15 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
  * first. Collective. */
 static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,
                                        size_t query_first, const KnnwbPrepared *reference,
-                                       const unsigned char *reference_invalid, size_t n_reference,
-                                       KnnwbSplitLists *lists, GError **error)
+                                       const unsigned char *reference_invalid,
+                                       const KnnwbSplitBlocks *blocks, KnnwbSplitLists *lists,
+                                       GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
   const int R = group->size, r = group->rank;
   const KnnwbSplitLayout layout =
       knnwb_split_layout(reference->metric, reference->scale_exponent, reference->d);
-  size_t largest_first, largest = 0;
-  knnwb_split_rows_of(group, n_reference, 0, &largest_first, &largest);
+  const size_t largest = blocks->largest;
   char *visiting = g_try_malloc(MAX(knnwb_split_bytes(&layout, largest), (size_t)1));
   gboolean ok = visiting != NULL;
   if (!ok)
@@ -733,7 +460,7 @@ static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrep
   for (int s = 0; s < R && ok; s++) {
     const int q = (r + s) % R, p = (r - s + R) % R;
     size_t q_first, q_rows;
-    knnwb_split_rows_of(group, n_reference, q, &q_first, &q_rows);
+    knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
     KnnwbPrepared view;
     const KnnwbPrepared *block = reference;
     if (s > 0) {
@@ -914,21 +641,24 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   g_autofree char *backend = NULL;
   KnnwbSelectFunc select = NULL;
   KnnwbSplitLists lists = {0};
+  KnnwbSplitBlocks blocks = {0}, reference_blocks = {0};
   GArray *left = NULL;
   KnnwbScreen screen = KNNWB_SCREEN_FP32;
   gboolean ok = TRUE, nothing_to_do = FALSE;
 
-  /* Sizes: every rank's rows together; the blocks must be knnwb_knn_group_rows's. */
-  int64_t rows[2] = {(int64_t)query_block->n_rows, (int64_t)reference_block->n_rows};
+  /* Sizes: every rank's block, in rank order. */
   int64_t columns[4] = {(int64_t)query_block->n_cols, -(int64_t)query_block->n_cols,
                         (int64_t)reference_block->n_cols, -(int64_t)reference_block->n_cols};
-  if (!group->reduce(group, rows, 2, KNNWB_GROUP_SUM, error) ||
-      !group->reduce(group, columns, 4, KNNWB_GROUP_MAX, error))
-    return FALSE;
-  const size_t n = (size_t)rows[0], n_reference = (size_t)rows[1];
+  if (!knnwb_split_blocks_init(group, query_block->n_rows, &blocks, error) ||
+      !knnwb_split_blocks_init(group, reference_block->n_rows, &reference_blocks, error) ||
+      !group->reduce(group, columns, 4, KNNWB_GROUP_MAX, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  const size_t n = blocks.n, n_reference = reference_blocks.n;
   size_t first, count, reference_first, reference_count;
-  knnwb_split_rows_of(group, n, group->rank, &first, &count);
-  knnwb_split_rows_of(group, n_reference, group->rank, &reference_first, &reference_count);
+  knnwb_split_rows_of(&blocks, group->rank, &first, &count);
+  knnwb_split_rows_of(&reference_blocks, group->rank, &reference_first, &reference_count);
   if (given != NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "a prepared reference cannot be split over ranks");
@@ -937,18 +667,15 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "the ranks' blocks have different numbers of columns");
     ok = FALSE;
-  } else if (count != query_block->n_rows || reference_count != reference_block->n_rows) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "rank %d holds %zu rows but its share of %zu rows is %zu", group->rank,
-                query_block->n_rows, n, count);
-    ok = FALSE;
   }
   ok = ok && knnwb_knn_check_sizes(n, n_reference, query_block->n_cols, reference_block->n_cols,
                                    count, self ? 0 : reference_count, self, options, error);
   ok = ok && knnwb_split_check_finite(query_block, first, error);
   ok = ok && (self || knnwb_split_check_finite(reference_block, reference_first, error));
-  if (!group->agree(group, ok, error))
-    return FALSE;
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
 
   /* The shared frame, then each block prepared in it. */
   if (!knnwb_split_frame(group, self ? NULL : query_block, reference_block, n_reference,
@@ -1029,10 +756,10 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     goto out;
   }
   if (self)
-    ok = knnwb_split_self_pass(&run, &query, reference_invalid, n, &lists, error);
+    ok = knnwb_split_self_pass(&run, &query, reference_invalid, &blocks, &lists, error);
   else
-    ok = knnwb_split_query_pass(&run, &query, first, reference, reference_invalid, n_reference,
-                                &lists, error);
+    ok = knnwb_split_query_pass(&run, &query, first, reference, reference_invalid,
+                                &reference_blocks, &lists, error);
   if (!ok)
     goto out;
   left = g_array_new(FALSE, FALSE, sizeof(int64_t));
@@ -1071,17 +798,17 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   }
 gather:
   if (ok && !options->group_own_rows) {
-    KnnwbNeighbors *all = knnwb_knn_group_gather(group, result, n, error);
+    KnnwbNeighbors *all = knnwb_split_gather(group, &blocks, result, error);
     ok = all != NULL;
     if (ok) {
-      all->screen_used = result->screen_used;
-      all->n_reselected = result->n_reselected;
       knnwb_neighbors_free(result);
       result = all;
     }
   }
 out:
   knnwb_split_lists_clear(&lists);
+  knnwb_split_blocks_clear(&blocks);
+  knnwb_split_blocks_clear(&reference_blocks);
   if (left != NULL)
     g_array_free(left, TRUE);
   knnwb_prepared_clear(&query);

@@ -191,12 +191,24 @@ typedef struct {
   KnnwbGzipReader *gzip; /* non-NULL when the file is gzip-compressed */
   gboolean eof;
   gboolean started;
+  uint64_t base; /* file offset of buffer[0] */
+  /* A byte window (knnwb_text_input_set_window): next_line skips (but counts) the lines that start
+   * before window_start and ends at the first that starts at window_end or later; quoted tells
+   * whether any line it returned or skipped held a '"'. */
+  gboolean windowed;
+  uint64_t window_start, window_end;
+  gboolean quoted;
 } KnnwbTextInput;
 
 /** Opens path, gzip-compressed or not (by content). Errors: KNNWB_ERROR_IO. */
 gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError **error);
 /** Closes and frees the buffer; safe on a zeroed or closed input. */
 void knnwb_text_input_close(KnnwbTextInput *input);
+/** From the next line on, returns only the lines that start in [start, end) (file offsets); the
+ * line numbers still count every line. For one rank's rows of a text file. */
+void knnwb_text_input_set_window(KnnwbTextInput *input, uint64_t start, uint64_t end);
+/** The file offset where the current line starts. */
+uint64_t knnwb_text_input_line_offset(const KnnwbTextInput *input);
 /** Next line: 1 = a line, 0 = end of file, -1 = read error (KNNWB_ERROR_IO set). */
 int knnwb_text_input_next_line(KnnwbTextInput *input, const char **line, size_t *length,
                                GError **error);

@@ -482,6 +482,8 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
     goto out;
   }
   size_t first_line = input.line_number;
+  const gboolean header_quoted = memchr(line, '"', length) != NULL;
+  gboolean data_quoted = FALSE;
   if (!knnwb_formats_split_record(&input, delimiter, &line, &length, first, error))
     goto out;
   int label_column = options->label_column;
@@ -531,6 +533,7 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
       goto out;
     }
     data_line = input.line_number;
+    data_quoted = memchr(line, '"', length) != NULL;
     n_fields = knnwb_delimited_count_fields(line, length, delimiter);
     if (memchr(line, '"', length) != NULL) {
       /* Quotes may hide delimiters: count properly (this may pull in continuation lines). */
@@ -585,14 +588,40 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                                    .info = info,
                                    .scratch = scratch,
                                    .label = label};
+  /* One rank's byte range of a split-memory job: only the records whose line starts in it (see
+   * KnnwbReadOptions.block_count). A quote seen so far may mean fields that span lines. */
+  const gboolean window = options->block_count > 1 && !options->transpose &&
+                          input.file_size > 0 && input.gzip == NULL;
+  if (window) {
+    const unsigned __int128 size = input.file_size;
+    const uint64_t start = (uint64_t)(size * (unsigned)options->block_index /
+                                      (unsigned)options->block_count);
+    const uint64_t end = (uint64_t)(size * ((unsigned)options->block_index + 1) /
+                                    (unsigned)options->block_count);
+    const uint64_t at = knnwb_text_input_line_offset(&input);
+    input.quoted = header_quoted || data_quoted;
+    knnwb_text_input_set_window(&input, start, end);
+    if (at < start || at >= end)
+      line = NULL; /* the first data record is another rank's */
+    info->block_read = TRUE;
+  }
   /* The first data record was read (and split) already and is still the current record. */
   if (!knnwb_delimited_rows_from(&context, line, length, data_line, error))
     goto out;
+  if (window) {
+    /* A rank's range may hold no row, or only rows with missing values: the job has others. */
+    info->quoted = input.quoted;
+    *out = knnwb_matrix_builder_finish(&builder, error);
+    ok = *out != NULL;
+    goto out;
+  }
   ok = knnwb_matrix_builder_finish_rows(&builder, path, input.line_number, info, out, error);
   if (ok)
     knnwb_delimited_warn_ambiguous(path, *out, label_column, has_header,
                                    options->header == KNNWB_HEADER_AUTO);
 out:
+  if (input.windowed)
+    info->quoted = input.quoted; /* also after an error: a cut record may be its cause */
   knnwb_matrix_builder_clear(&builder);
   knnwb_text_input_close(&input);
   return ok;

@@ -77,6 +77,7 @@ static int knnwb_text_input_fill(KnnwbTextInput *input, GError **error)
   if (input->eof)
     return 0;
   if (input->line_begin > 0) {
+    input->base += input->line_begin;
     memmove(input->buffer, input->buffer + input->line_begin, input->filled - input->line_begin);
     input->filled -= input->line_begin;
     input->line_end -= input->line_begin;
@@ -182,6 +183,18 @@ static void knnwb_text_input_current(KnnwbTextInput *input, const char **line, s
   *length = end - input->line_begin;
 }
 
+void knnwb_text_input_set_window(KnnwbTextInput *input, uint64_t start, uint64_t end)
+{
+  input->windowed = TRUE;
+  input->window_start = start;
+  input->window_end = end;
+}
+
+uint64_t knnwb_text_input_line_offset(const KnnwbTextInput *input)
+{
+  return input->base + input->line_begin;
+}
+
 int knnwb_text_input_next_line(KnnwbTextInput *input, const char **line, size_t *length,
                                GError **error)
 {
@@ -190,13 +203,23 @@ int knnwb_text_input_next_line(KnnwbTextInput *input, const char **line, size_t 
     if (filled <= 0)
       return filled;
   }
-  input->line_begin = input->line_end;
-  int found = knnwb_text_input_find_end(input, 0, error);
-  if (found <= 0)
-    return found;
-  input->line_number++;
-  knnwb_text_input_current(input, line, length);
-  return 1;
+  for (;;) {
+    input->line_begin = input->line_end;
+    int found = knnwb_text_input_find_end(input, 0, error);
+    if (found <= 0)
+      return found;
+    input->line_number++;
+    knnwb_text_input_current(input, line, length);
+    if (!input->windowed)
+      return 1;
+    const uint64_t offset = knnwb_text_input_line_offset(input);
+    if (offset >= input->window_end)
+      return 0; /* the next rank's lines */
+    if (memchr(*line, '"', *length) != NULL)
+      input->quoted = TRUE;
+    if (offset >= input->window_start)
+      return 1;
+  }
 }
 
 int knnwb_text_input_extend_line(KnnwbTextInput *input, const char **line, size_t *length,

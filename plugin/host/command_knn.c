@@ -54,6 +54,60 @@ static gboolean knnwb_knn_check_output(const char *input, const char *output, GE
   return TRUE;
 }
 
+/* Every rank's row count and labels (NULL when the rows have none), in rank order: the blocks of a
+ * text file read by byte ranges, for the writers of all rows. Collective. */
+static gboolean knnwb_knn_gather_labels(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                        size_t *n_rows, char **bytes, char ***labels,
+                                        GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  int64_t counts[2] = {(int64_t)block->n_rows, block->row_labels != NULL};
+  if (!group->reduce(group, counts, 2, KNNWB_GROUP_SUM, error))
+    return FALSE;
+  *n_rows = (size_t)counts[0];
+  *bytes = NULL;
+  *labels = NULL;
+  if (counts[1] == 0)
+    return TRUE;
+  /* Each rank's labels, NUL-terminated, after each rank's byte count. */
+  g_autoptr(GString) mine = g_string_new(NULL);
+  for (size_t i = 0; i < block->n_rows; i++) {
+    const char *label = knnwb_matrix_row_label(block, i);
+    g_string_append_len(mine, label ? label : "", (gssize)strlen(label ? label : "") + 1);
+  }
+  int64_t length = (int64_t)mine->len;
+  g_autofree int64_t *lengths = g_new0(int64_t, ranks);
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = &length;
+    send_bytes[r] = receive_bytes[r] = sizeof length;
+    receive[r] = &lengths[r];
+  }
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+    return FALSE;
+  size_t total = 0;
+  for (size_t r = 0; r < ranks; r++)
+    total += (size_t)lengths[r];
+  *bytes = g_malloc(MAX(total, (size_t)1));
+  for (size_t r = 0, at = 0; r < ranks; at += (size_t)lengths[r], r++) {
+    send[r] = mine->str;
+    send_bytes[r] = mine->len;
+    receive[r] = *bytes + at;
+    receive_bytes[r] = (size_t)lengths[r];
+  }
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+    return FALSE;
+  *labels = g_new(char *, MAX(*n_rows, (size_t)1));
+  for (size_t i = 0, at = 0; i < *n_rows && at < total; i++) {
+    (*labels)[i] = *bytes + at;
+    at += strlen(*bytes + at) + 1;
+  }
+  return TRUE;
+}
+
 int knnwb_host_command_knn(int argc, char **argv)
 {
   KnnwbKnnCommand command = {.knn = {.k = -1}};
@@ -102,6 +156,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   knnwb_formats_read_options_init(&read_options);
   g_autoptr(KnnwbMatrix) data = NULL;
   g_autoptr(KnnwbMatrix) block = NULL; /* this rank's rows of a matrix read whole (split memory) */
+  g_autofree char *label_bytes = NULL; /* every rank's labels of a text read by byte ranges */
+  g_autofree char **all_labels = NULL;
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
   g_autofree char *backend_used = NULL;
   KnnwbHostProgress *progress = NULL;
@@ -213,6 +269,20 @@ int knnwb_host_command_knn(int argc, char **argv)
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
   gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
+  const gboolean text_block = options.group_split && info.block_read && info.format != KNNWB_INPUT_NPY;
+  if (text_block) {
+    /* Byte ranges of a text file: when any rank saw a quote, a field may span lines and a range
+     * may have cut a record (perhaps the cause of an error), so every rank reads it whole. */
+    int64_t quoted = info.quoted;
+    if (!group->reduce(group, &quoted, 1, KNNWB_GROUP_MAX, &error)) {
+      read = FALSE;
+    } else if (quoted) {
+      g_clear_error(&error);
+      g_clear_pointer(&data, knnwb_matrix_free);
+      read_options.block_count = 0;
+      read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
+    }
+  }
   if (read && *options.cancel) {
     g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
     read = FALSE;
@@ -226,7 +296,13 @@ int knnwb_host_command_knn(int argc, char **argv)
    * an NPY with labels or transposed) a view of its block of the whole. */
   size_t n_rows = data->n_rows;
   const KnnwbMatrix *rows = data;
-  if (options.group_split && info.block_read) {
+  const char *const *labels = (const char *const *)data->row_labels;
+  if (options.group_split && info.block_read && info.format != KNNWB_INPUT_NPY) {
+    /* A text block: the rows before it are the other ranks'; the writers want every label. */
+    if (!knnwb_knn_gather_labels(group, data, &n_rows, &label_bytes, &all_labels, &error))
+      goto failed;
+    labels = (const char *const *)all_labels;
+  } else if (options.group_split && info.block_read) {
     n_rows = info.total_rows;
   } else if (options.group_split) {
     size_t first, last;
@@ -257,7 +333,6 @@ int knnwb_host_command_knn(int argc, char **argv)
   double layout_seconds = -1.0;
   KnnwbLayout layout_used = KNNWB_LAYOUT_NONE;
   backend_used = g_strdup(neighbors->backend_used);
-  const char *const *labels = (const char *const *)data->row_labels;
   KnnwbWriteControl control = {.n_threads = options.n_threads, .cancel = options.cancel};
   progress = knnwb_host_progress_new("write", command.quiet);
   knnwb_host_progress_set_unit(progress, "rows");

@@ -48,6 +48,11 @@ with open("data.tsv", "w") as out:
         out.write("r%d\t" % i + "\t".join(repr(v) for v in values[i * 13:(i + 1) * 13]) + "\n")
 PY
 
+# data.tsv with one quoted label (row 150), and with a value on line 300 (rank 2's byte range of 3) that is not a number.
+sed '151s/^r150/"r150"/' data.tsv >quoted.tsv
+sed '300s/\t[^\t]*$/\tabc/' data.tsv >bad.tsv
+"$knnwb" knn quoted.tsv -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o one-quoted.tsv
+
 # The self graph through `knnwb knn`: 4 KiB of tile memory makes 32-row blocks (55 tiles of 10 x 10).
 metrics="pearson abs-pearson spearman euclidean manhattan cosine"
 for metric in $metrics; do
@@ -106,6 +111,9 @@ for ranks in 1 2 3; do
   mpi "$ranks" knn data.tsv -k 9 -m spearman -b cpu --memory 4K -q -o "r$ranks-text.tsv"
   "$knnwb" knn data.tsv -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o one-text.tsv
   cmp one-text.tsv "r$ranks-text.tsv" || fail "$ranks ranks: text input split differs"
+  # A quote anywhere (a field could span lines): every rank reads the file whole instead.
+  mpi "$ranks" knn quoted.tsv -k 9 -m spearman -b cpu --memory 4K -q -o "r$ranks-quoted.tsv"
+  cmp one-quoted.tsv "r$ranks-quoted.tsv" || fail "$ranks ranks: quoted text input differs"
   mpi "$ranks" run check.xml -q --set out="r$ranks"
   for metric in $metrics; do
     cmp "one-self-$metric.knn" "r$ranks-self-$metric.knn" || fail "$ranks ranks: pipeline self $metric"
@@ -128,6 +136,13 @@ for ranks in 2 3; do
     2>/dev/null
   cmp one-dropped.knn "r$ranks-dropped.knn" || fail "$ranks ranks: --drop-missing differs"
 done
+
+# Text read by byte ranges: line 300 lies in rank 2's range of 3; lines keep their numbers.
+status=0
+mpi 3 knn bad.tsv -k 9 -b cpu -q -o out.tsv 2>err.txt || status=$?
+[ "$status" -ne 0 ] || fail "a failing rank (text) gave exit status 0"
+grep -q "^knnwb: rank 2: bad.tsv:300:" err.txt || { cat err.txt; fail "no message from rank 2 (text)"; }
+[ ! -e out.tsv ] || fail "a failed text run left an output"
 
 # Row 301 holds a NaN: with 3 ranks only rank 2 reads it (split memory: rank 2 reads only rows
 # 205..306 of the file). The job stops with that rank's message, a non-zero status, and the previous

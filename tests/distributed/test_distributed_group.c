@@ -129,11 +129,20 @@ typedef struct {
   GError *error;
 } RankRun;
 
+/* Uneven blocks for split runs (NULL: knnwb_knn_group_rows's): rank r gets rows
+ * [cuts[r], cuts[r + 1]) of the query matrix (and the even share of a reference). */
+static const size_t *rank_cuts;
+
 /* The rank's block of a matrix (split memory): a view of its rows, which it alone gets. */
-static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *group)
+static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *group,
+                               gboolean uneven)
 {
   size_t first, last;
   knnwb_knn_group_rows(whole->n_rows, group->rank, group->size, &first, &last);
+  if (uneven && rank_cuts != NULL) {
+    first = rank_cuts[group->rank];
+    last = rank_cuts[group->rank + 1];
+  }
   return knnwb_matrix_new_wrapped(last - first, whole->n_cols,
                                   whole->values + first * whole->n_cols, NULL, NULL);
 }
@@ -145,9 +154,9 @@ static gpointer rank_main(gpointer data)
   g_autoptr(KnnwbMatrix) query_block = NULL, reference_block = NULL;
   const KnnwbMatrix *query = run->query, *reference = run->reference;
   if (run->options.group_split && run->rank.group.size > 1) {
-    query = query_block = rank_block(run->query, &run->rank.group);
+    query = query_block = rank_block(run->query, &run->rank.group, TRUE);
     if (reference != NULL)
-      reference = reference_block = rank_block(run->reference, &run->rank.group);
+      reference = reference_block = rank_block(run->reference, &run->rank.group, FALSE);
   }
   if (reference == NULL)
     knnwb_knn_self(query, &run->options, &run->result, &run->error);
@@ -356,6 +365,48 @@ static void test_split_global_statistics(void)
   g_log_set_always_fatal(fatal);
 }
 
+/* Blocks of any sizes (text read by byte ranges gives uneven ones), one of them empty. */
+static void test_split_uneven_blocks(void)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(131, 7, 21);
+  g_autoptr(KnnwbMatrix) queries = knnwb_test_random_matrix(131, 7, 22);
+  static const size_t three[] = {0, 9, 9, 131}, four[] = {0, 70, 71, 100, 131};
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_EUCLIDEAN};
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++)
+    for (int query = 0; query <= 1; query++) {
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = metrics[m];
+      options.k = 5;
+      options.backend = KNNWB_BACKEND_CPU;
+      options.n_threads = 1;
+      options.memory_bytes = 4096;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbNeighbors) expected = NULL;
+      if (query)
+        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
+      else
+        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+      options.group_split = TRUE;
+      for (int ranks = 3; ranks <= 4; ranks++) {
+        rank_cuts = ranks == 3 ? three : four;
+        for (int own = 0; own <= 1; own++) {
+          options.group_own_rows = own;
+          RankRun runs[MAX_RANKS];
+          run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+          for (int r = 0; r < ranks; r++) {
+            g_assert_no_error(runs[r].error);
+            if (own)
+              g_assert_cmpuint(runs[r].result->first_row, ==, rank_cuts[r]);
+            assert_same_rows(expected, runs[r].result);
+            knnwb_neighbors_free(runs[r].result);
+          }
+        }
+      }
+      rank_cuts = NULL;
+    }
+}
+
 /* A constant row in rank 1's block (pearson): every rank fails naming it by its global number. */
 static void test_split_degenerate_row(void)
 {
@@ -412,5 +463,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/cancelled", test_cancelled_rank);
   g_test_add_func("/distributed/group/split-degenerate-row", test_split_degenerate_row);
   g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
+  g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   return g_test_run();
 }

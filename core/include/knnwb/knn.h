@@ -83,9 +83,10 @@ typedef struct {
   /** With a group: return only this rank's rows (knnwb_knn_group_rows; first_row in the result)
    * instead of every row on every rank. For writers that write each rank's rows in place. */
   gboolean group_own_rows;
-  /** With a group of size > 1: split memory. Each rank passes only its own block of rows (rows
-   * knnwb_knn_group_rows(n, rank, size) of the whole matrix, n = every rank's rows together; for a
-   * query run, of the query and of the reference matrix) and no rank ever holds more than its
+  /** With a group of size > 1: split memory. Each rank passes only its own block of rows: the
+   * blocks of ranks 0, 1, ... in order make the whole matrix (any sizes, empty ones too; the
+   * even shares of knnwb_knn_group_rows balance the work best; for a query run, blocks of the
+   * query and of the reference matrix) and no rank ever holds more than its
    * block, one visiting block and the lists of its rows: the blocks travel between ranks (each
    * pair of blocks scored once for both sides on the CPU backend) and the candidates of a rank's
    * rows come back to it. The lists are those of one process, byte for byte; group_own_rows
@@ -94,8 +95,7 @@ typedef struct {
    * reference (knnwb_knn_reference_query). Per rank, with m = n / R rows: about (R/2) m^2 d
    * arithmetic on the CPU (twice that on backends that score only query rows, such as CUDA),
    * memory about 4 m d floats (its rows, their prepared copy, a visiting block's scored and exact
-   * rows) plus m x kc candidates; R/2 block transfers. Errors as knnwb_knn_self, and
-   * KNNWB_ERROR_INVALID_ARGUMENT when a rank's block is not its share. */
+   * rows) plus m x kc candidates; R/2 block transfers. Errors as knnwb_knn_self. */
   gboolean group_split;
 } KnnwbKnnOptions;
 

@@ -73,10 +73,14 @@ typedef struct {
                                       label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing; /**< default KNNWB_MISSING_ERROR */
   const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
-  /** NPY only, block_count > 1: read only block block_index of the rows cut into block_count
-   * contiguous shares (knnwb_knn_group_rows), the bytes of those rows and no others, for one rank
-   * of a split-memory job. C-order arrays without transpose or labels_path only; others are read
-   * whole (info->block_read tells). Values are checked for NaN/Inf in the block only. */
+  /** block_count > 1: read only block block_index, for one rank of a split-memory job. NPY: the
+   * rows knnwb_knn_group_rows(n, block_index, block_count), only their bytes read (C-order arrays
+   * without transpose or labels_path). CSV/TSV (not gzip-compressed, not transposed): the rows
+   * whose line starts in byte range block_index of block_count equal ranges of the file (the
+   * lines before are skipped but counted, so messages keep their line numbers; line ranges that a
+   * quoted field could straddle are flagged in info->quoted: the caller must then read whole).
+   * Other formats and cases are read whole; info->block_read tells which happened. Values are
+   * checked in the block only. */
   int block_index;
   int block_count;
 } KnnwbReadOptions;
@@ -103,7 +107,10 @@ typedef struct {
                                   truncated during a run would kill the process with SIGBUS) */
   gboolean block_read;       /**< the matrix is block block_index only (see KnnwbReadOptions) */
   size_t total_rows;         /**< block_read: the rows of the whole array */
-  size_t first_row;          /**< block_read: the number of the block's first row in the array */
+  size_t first_row;          /**< block_read NPY: the number of the block's first row (text: 0,
+                                  unknown; the rows of the blocks before it) */
+  gboolean quoted;           /**< block_read text: a '"' was seen, so a field may span lines and
+                                  the byte ranges may cut a record: read the file whole instead */
 } KnnwbReadInfo;
 
 /**

@@ -1,0 +1,333 @@
+/* Data of a split-memory group run: the prepared rows that travel between ranks (array by array,
+ * so a block is sent without a packed copy), the candidate lists that travel back, and where each
+ * rank's block lies. The schedule is in knn_split.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include "knn_split_internal.h"
+
+/* ---- Prepared rows that travel ----------------------------------------------------------------
+ */
+
+KnnwbSplitLayout knnwb_split_layout(KnnwbMetric metric, int scale_exponent, size_t d)
+{
+  const gboolean euclidean = metric == KNNWB_METRIC_EUCLIDEAN;
+  const gboolean manhattan = metric == KNNWB_METRIC_MANHATTAN;
+  KnnwbSplitLayout layout = {{
+      euclidean ? sizeof(double) : 0,                           /* norm */
+      euclidean || manhattan ? 0 : sizeof(double),              /* mean */
+      euclidean || manhattan ? 0 : sizeof(double),              /* sum_squares */
+      d * sizeof(float),                                        /* scored */
+      manhattan && scale_exponent == 0 ? 0 : d * sizeof(float), /* exact */
+      euclidean ? sizeof(float) : 0,                            /* sqnorms */
+      1,                                                        /* invalid */
+  }};
+  return layout;
+}
+
+/* The arrays of p (invalid: flags for every row, never NULL). */
+void knnwb_split_arrays(const KnnwbPrepared *p, const unsigned char *invalid, const void **arrays)
+{
+  arrays[0] = p->norm;
+  arrays[1] = p->mean;
+  arrays[2] = p->sum_squares;
+  arrays[3] = p->scored;
+  arrays[4] = p->exact;
+  arrays[5] = p->sqnorms;
+  arrays[6] = invalid;
+}
+
+size_t knnwb_split_bytes(const KnnwbSplitLayout *layout, size_t rows)
+{
+  size_t bytes = 0;
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++)
+    bytes += rows * layout->row_bytes[s];
+  return bytes;
+}
+
+/* A prepared view of rows packed segment by segment in buffer; the rest (metric, frame, screen,
+ * global norm bound) from like. Never cleared: it owns nothing. */
+void knnwb_split_view(const KnnwbSplitLayout *layout, const KnnwbPrepared *like, char *buffer,
+                      size_t rows, KnnwbPrepared *view)
+{
+  *view = *like;
+  view->n = rows;
+  view->scored_owned = NULL;
+  view->ranks_owned = NULL;
+  void *arrays[KNNWB_SPLIT_SEGMENTS];
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
+    arrays[s] = layout->row_bytes[s] ? buffer : NULL;
+    buffer += rows * layout->row_bytes[s];
+  }
+  view->norm = arrays[0];
+  view->mean = arrays[1];
+  view->sum_squares = arrays[2];
+  view->scored = arrays[3];
+  view->exact = arrays[4] ? arrays[4] : arrays[3];
+  view->sqnorms = arrays[5];
+  view->invalid = arrays[6];
+  view->n_invalid = 0;
+  for (size_t i = 0; i < rows; i++)
+    view->n_invalid += view->invalid[i] != 0;
+}
+
+/* Packs the given rows of p (flags from invalid) segment by segment into out. */
+void knnwb_split_pack(const KnnwbSplitLayout *layout, const KnnwbPrepared *p,
+                      const unsigned char *invalid, const int64_t *rows, size_t count, char *out)
+{
+  const void *arrays[KNNWB_SPLIT_SEGMENTS];
+  knnwb_split_arrays(p, invalid, arrays);
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
+    const size_t width = layout->row_bytes[s];
+    for (size_t t = 0; t < count && width > 0; t++)
+      memcpy(out + t * width, (const char *)arrays[s] + (size_t)rows[t] * width, width);
+    out += count * width;
+  }
+}
+
+/* ---- Candidate lists ---------------------------------------------------------------------------
+ */
+
+size_t knnwb_split_lists_bytes(size_t rows, size_t kc)
+{
+  return rows * kc * (sizeof(int64_t) + sizeof(double) + sizeof(float));
+}
+
+/* Empty lists (index -1) in room (NULL: allocated; else at least knnwb_split_lists_bytes), or
+ * FALSE with error set. */
+gboolean knnwb_split_lists_init_in(KnnwbSplitLists *lists, size_t rows, size_t kc, char *room,
+                                   GError **error)
+{
+  memset(lists, 0, sizeof *lists);
+  lists->rows = rows;
+  lists->kc = kc;
+  lists->borrowed = room != NULL;
+  lists->buffer = room ? room : g_try_malloc(MAX(knnwb_split_lists_bytes(rows, kc), (size_t)1));
+  if (lists->buffer == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate candidate lists for %zu rows x %zu candidates", rows, kc);
+    return FALSE;
+  }
+  lists->index = (int64_t *)(void *)lists->buffer;
+  lists->distance = (double *)(void *)(lists->buffer + rows * kc * sizeof(int64_t));
+  lists->score = (float *)(void *)(lists->buffer + rows * kc * (sizeof(int64_t) + sizeof(double)));
+  for (size_t c = 0; c < rows * kc; c++) {
+    lists->index[c] = -1;
+    lists->distance[c] = NAN;
+    lists->score[c] = INFINITY;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc, GError **error)
+{
+  return knnwb_split_lists_init_in(lists, rows, kc, NULL, error);
+}
+
+/* Rows [first, first + rows) of lists, in place (owns nothing). */
+KnnwbSplitLists knnwb_split_lists_window(const KnnwbSplitLists *lists, size_t first, size_t rows)
+{
+  KnnwbSplitLists window = *lists;
+  window.rows = rows;
+  window.buffer = NULL;
+  window.borrowed = TRUE;
+  window.index += first * lists->kc;
+  window.distance += first * lists->kc;
+  window.score += first * lists->kc;
+  return window;
+}
+
+void knnwb_split_lists_clear(KnnwbSplitLists *lists)
+{
+  if (!lists->borrowed)
+    g_free(lists->buffer);
+  memset(lists, 0, sizeof *lists);
+}
+
+typedef struct {
+  float score;
+  int64_t index;
+  double distance;
+} KnnwbSplitCandidate;
+
+static int knnwb_split_candidate_compare(const void *a, const void *b)
+{
+  const KnnwbSplitCandidate *x = a, *y = b;
+  if (x->score != y->score)
+    return x->score < y->score ? -1 : 1;
+  return x->index < y->index ? -1 : (x->index > y->index);
+}
+
+/* Merges every row u of incoming into row at + u of lists: each keeps its kc best by (score,
+ * index). */
+typedef struct {
+  KnnwbSplitLists *lists;
+  const KnnwbSplitLists *incoming;
+  size_t at;
+} KnnwbSplitMerge;
+
+static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
+{
+  KnnwbSplitMerge *merge = user;
+  KnnwbSplitLists *lists = merge->lists;
+  const KnnwbSplitLists *incoming = merge->incoming;
+  const size_t kc = lists->kc;
+  KnnwbSplitCandidate *pool = g_new(KnnwbSplitCandidate, kc + incoming->kc);
+  for (size_t u = first; u < last; u++) {
+    const size_t t = merge->at + u;
+    size_t count = 0;
+    for (size_t c = 0; c < kc; c++)
+      if (lists->index[t * kc + c] >= 0)
+        pool[count++] = (KnnwbSplitCandidate){lists->score[t * kc + c], lists->index[t * kc + c],
+                                              lists->distance[t * kc + c]};
+    for (size_t c = 0; c < incoming->kc; c++) {
+      const size_t at = u * incoming->kc + c;
+      if (incoming->index[at] >= 0)
+        pool[count++] =
+            (KnnwbSplitCandidate){incoming->score[at], incoming->index[at], incoming->distance[at]};
+    }
+    qsort(pool, count, sizeof *pool, knnwb_split_candidate_compare);
+    for (size_t c = 0; c < kc; c++) {
+      const gboolean kept = c < count;
+      lists->index[t * kc + c] = kept ? pool[c].index : -1;
+      lists->score[t * kc + c] = kept ? pool[c].score : INFINITY;
+      lists->distance[t * kc + c] = kept ? pool[c].distance : NAN;
+    }
+  }
+  g_free(pool);
+}
+
+void knnwb_split_merge(KnnwbSplitLists *lists, const KnnwbSplitLists *incoming, size_t at,
+                       int threads)
+{
+  KnnwbSplitMerge merge = {lists, incoming, at};
+  knnwb_parallel_for(threads, incoming->rows, 256, knnwb_split_merge_rows, &merge);
+}
+
+/* ---- Moving things between ranks ---------------------------------------------------------------
+ */
+
+/* send (send_bytes) to rank to, receive (receive_bytes) from rank from: one exchange. */
+gboolean knnwb_split_shift(const KnnwbKnnGroup *group, int to, const void *send, size_t send_bytes,
+                           int from, void *receive, size_t receive_bytes, GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  g_autofree const void **sends = g_new0(const void *, ranks);
+  g_autofree size_t *sends_bytes = g_new0(size_t, ranks);
+  g_autofree void **receives = g_new0(void *, ranks);
+  g_autofree size_t *receives_bytes = g_new0(size_t, ranks);
+  sends[to] = send;
+  sends_bytes[to] = send_bytes;
+  receives[from] = receive;
+  receives_bytes[from] = receive_bytes;
+  return group->exchange(group, sends, sends_bytes, (void *const *)receives, receives_bytes, error);
+}
+
+/* Every rank's block size (this rank's: mine), learnt from all. Collective. */
+gboolean knnwb_split_blocks_init(const KnnwbKnnGroup *group, size_t mine, KnnwbSplitBlocks *blocks,
+                                 GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  memset(blocks, 0, sizeof *blocks);
+  blocks->ranks = group->size;
+  blocks->first = g_new0(size_t, ranks);
+  blocks->count = g_new0(size_t, ranks);
+  int64_t own = (int64_t)mine;
+  g_autofree int64_t *counts = g_new0(int64_t, ranks);
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = &own;
+    bytes[r] = sizeof own;
+    receive[r] = &counts[r];
+  }
+  if (!group->exchange(group, send, bytes, (void *const *)receive, bytes, error))
+    return FALSE;
+  for (size_t r = 0; r < ranks; r++) {
+    blocks->first[r] = blocks->n;
+    blocks->count[r] = (size_t)counts[r];
+    blocks->n += (size_t)counts[r];
+    blocks->largest = MAX(blocks->largest, (size_t)counts[r]);
+  }
+  return TRUE;
+}
+
+void knnwb_split_blocks_clear(KnnwbSplitBlocks *blocks)
+{
+  g_free(blocks->first);
+  g_free(blocks->count);
+  memset(blocks, 0, sizeof *blocks);
+}
+
+void knnwb_split_rows_of(const KnnwbSplitBlocks *blocks, int rank, size_t *first, size_t *count)
+{
+  const int r = ((rank % blocks->ranks) + blocks->ranks) % blocks->ranks;
+  *first = blocks->first[r];
+  *count = blocks->count[r];
+}
+
+/* Every rank's lists of its block into all rows, on every rank. Collective. */
+KnnwbNeighbors *knnwb_split_gather(const KnnwbKnnGroup *group, const KnnwbSplitBlocks *blocks,
+                                   const KnnwbNeighbors *own, GError **error)
+{
+  const size_t ranks = (size_t)group->size, k = own->k;
+  GError *local = NULL;
+  KnnwbNeighbors *all = knnwb_knn_result_new(0, blocks->n, k, &local);
+  gboolean ok = all != NULL;
+  if (!group->agree(group, ok, &local)) {
+    g_propagate_error(error, local);
+    knnwb_neighbors_free(all);
+    return NULL;
+  }
+  all->backend_used = g_strdup(own->backend_used);
+  all->screen_used = own->screen_used;
+  all->n_reselected = own->n_reselected;
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
+  const struct {
+    const void *mine;
+    void *all;
+    size_t size;
+  } arrays[] = {{own->indices, all->indices, k * sizeof(int64_t)},
+                {own->distances, all->distances, k * sizeof(double)},
+                {own->n_found, all->n_found, sizeof(int32_t)}};
+  for (guint a = 0; a < G_N_ELEMENTS(arrays) && ok; a++) {
+    for (size_t r = 0; r < ranks; r++) {
+      send[r] = arrays[a].mine;
+      send_bytes[r] = own->n_queries * arrays[a].size;
+      receive[r] = (char *)arrays[a].all + blocks->first[r] * arrays[a].size;
+      receive_bytes[r] = blocks->count[r] * arrays[a].size;
+    }
+    ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
+  }
+  if (!ok) {
+    knnwb_neighbors_free(all);
+    return NULL;
+  }
+  return all;
+}
+
+/* Block of rank from (rows rows) into buffer (view set), this rank's own (p, invalid) going to
+ * rank to: one exchange per array, so the own block is never copied. */
+gboolean knnwb_split_fetch(const KnnwbKnnGroup *group, const KnnwbSplitLayout *layout,
+                           const KnnwbPrepared *own, const unsigned char *own_invalid, int to,
+                           int from, size_t rows, char *buffer, KnnwbPrepared *view, GError **error)
+{
+  const void *arrays[KNNWB_SPLIT_SEGMENTS];
+  knnwb_split_arrays(own, own_invalid, arrays);
+  char *at = buffer;
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
+    const size_t width = layout->row_bytes[s];
+    if (width == 0)
+      continue;
+    if (!knnwb_split_shift(group, to, arrays[s], own->n * width, from, at, rows * width, error))
+      return FALSE;
+    at += rows * width;
+  }
+  knnwb_split_view(layout, own, buffer, rows, view);
+  return TRUE;
+}
