@@ -197,6 +197,50 @@ static void test_cluster_random_moments(void)
   host_test_rmtree(dir);
 }
 
+/* A signal during walktrap (`knnwb cluster --method walktrap`) stops it within a second: igraph's
+ * walktrap polls for interruption once per merge, but its set-up (an exact delta-sigma for every
+ * edge) does not poll at all, so it runs in a child process the run kills. The signals fall after
+ * the time the same run takes with Leiden (kNN, graph, a fast clustering), inside walktrap's
+ * set-up, which takes seconds on 20,000 rows. */
+static void test_cluster_walktrap(void)
+{
+  g_assert_cmpint(prctl(PR_SET_CHILD_SUBREAPER, 1), ==, 0);
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = knnwb_test_write_npy(dir, 20000, 8, 13);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *table = g_build_filename(out_dir, "c.tsv", NULL);
+  char *leiden[] = {
+      KNNWB_HOST_PROGRAM, "cluster", input, "--method", "leiden", "-k", "10", "-o", table, NULL};
+  gint64 start = g_get_monotonic_time();
+  SignalResult plain = run_and_signal(leiden, NULL, 60 * G_USEC_PER_SEC, SIGTERM);
+  gint64 before_us = g_get_monotonic_time() - start;
+  g_assert_cmpint(plain.status, ==, 0);
+  g_test_message("with Leiden the run takes %.3f s", (double)before_us / 1e6);
+  g_autofree char *summary = g_build_filename(out_dir, "c.summary.tsv", NULL);
+  g_assert_true(g_file_set_contents(summary, "previous summary\n", -1, NULL));
+  char *old_texts[] = {"previous output\n", "previous summary\n", NULL};
+  char *outputs[] = {table, summary, NULL};
+  g_assert_true(g_file_set_contents(table, old_texts[0], -1, NULL));
+  guint n_files = host_test_count_files(out_dir);
+  char *argv[] = {
+      KNNWB_HOST_PROGRAM, "cluster", input, "--method", "walktrap", "-k", "10", "-o", table, NULL};
+  const gint64 into_us[] = {200 * 1000, 600 * 1000};
+  for (guint r = 0; r < G_N_ELEMENTS(into_us); r++) {
+    int signal_number = r % 2 ? SIGTERM : SIGINT;
+    SignalResult result = run_and_signal(argv, NULL, before_us + into_us[r], signal_number);
+    g_assert_true(result.signalled);
+    g_assert_cmpint(result.status, !=, 0);
+    check_signalled_run(&result, signal_number, out_dir, n_files, outputs, old_texts, NULL);
+    int status = 0;
+    errno = 0;
+    g_assert_cmpint(waitpid(-1, &status, WNOHANG), ==, -1);
+    g_assert_cmpint(errno, ==, ECHILD);
+  }
+  g_assert_cmpint(prctl(PR_SET_CHILD_SUBREAPER, 0), ==, 0);
+  host_test_rmtree(dir);
+}
+
 static char *write_pipeline(const char *dir, const char *input)
 {
   g_autofree char *xml = g_strdup_printf(
@@ -309,5 +353,6 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/signals/pipeline-last-step", test_pipeline_last_step);
   g_test_add_func("/robustness/signals/drl-layout", test_knn_drl_layout);
   g_test_add_func("/robustness/signals/cluster-random-moments", test_cluster_random_moments);
+  g_test_add_func("/robustness/signals/walktrap", test_cluster_walktrap);
   return g_test_run();
 }
