@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "knn_internal.h"
+#include "select_cpu_rows.h"
 
 #define KNNWB_UNIT_ROUNDOFF (1.0 / 16777216.0)
 
@@ -198,40 +199,26 @@ typedef struct {
   double distance; /* given by the backend, or NAN: compute it here */
 } KnnwbCandidate;
 
-/* Reorders candidates[0, m) so that the first k (0 < k < m) have the k smallest scores (any of
- * tied ones; infinite scores sort last, no NaN reaches here). Quickselect with branch-free
- * partitions: O(m) expected, where sorting every candidate by score was most of the refine at
- * large k. */
-static size_t knnwb_candidate_partition(KnnwbCandidate *candidates, size_t lo, size_t hi,
-                                        float pivot, gboolean or_equal)
+/* The exact distance of candidate c into item (the backend's, or computed here while the next
+ * candidate's row is fetched: candidate rows are scattered over the matrix). */
+static void knnwb_refine_compute(const KnnwbPrepared *query, size_t query_row,
+                                 const KnnwbPrepared *reference, const KnnwbCandidate *candidates,
+                                 size_t count, size_t c, const double *candidate_distance,
+                                 KnnwbScored *item)
 {
-  size_t store = lo;
-  for (size_t i = lo; i < hi; i++) {
-    KnnwbCandidate item = candidates[i];
-    candidates[i] = candidates[store];
-    candidates[store] = item;
-    store += or_equal ? item.score <= pivot : item.score < pivot;
+  item->index = candidates[c].index;
+  if (candidate_distance != NULL) {
+    item->distance = candidates[c].distance;
+    return;
   }
-  return store;
-}
-
-static void knnwb_candidate_select_first(KnnwbCandidate *candidates, size_t m, size_t k)
-{
-  size_t lo = 0, hi = m; /* [lo, hi) holds position k - 1 */
-  while (hi - lo > 1) {
-    float a = candidates[lo].score, b = candidates[lo + (hi - lo) / 2].score,
-          c = candidates[hi - 1].score;
-    float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-    size_t below = knnwb_candidate_partition(candidates, lo, hi, pivot, FALSE);
-    if (k - 1 < below) {
-      hi = below;
-      continue;
-    }
-    size_t equal = knnwb_candidate_partition(candidates, below, hi, pivot, TRUE);
-    if (k - 1 < equal)
-      break;
-    lo = equal;
+  if (c + 1 < count) {
+    const char *next =
+        (const char *)(reference->exact + (size_t)candidates[c + 1].index * reference->d);
+    for (size_t offset = 0; offset < reference->d * sizeof(float); offset += 64)
+      __builtin_prefetch(next + offset);
   }
+  item->distance =
+      knnwb_prepared_distance(query, query_row, reference, (size_t)candidates[c].index);
 }
 
 gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
@@ -262,31 +249,47 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
    * margin past k rarely needs them all). Those left out are farther than the k-th, so the lists
    * are the k best of all candidates by (distance, index) whatever the order: with the backend's
    * distances, no order is needed. */
-  if (candidate_distance == NULL && count > k)
-    knnwb_candidate_select_first(candidates, count, k);
+  unsigned char stack_first[64];
+  unsigned char *first = count <= 64 ? stack_first : g_new(unsigned char, count);
+  if (candidate_distance == NULL && count > k) {
+    /* The k best scores by the k-th of them (selected on a copy: O(m), where sorting every
+     * candidate by score was most of the refine at large k); ties at the k-th: the first ones. */
+    float *scratch = g_new(float, count);
+    for (size_t c = 0; c < count; c++)
+      scratch[c] = candidates[c].score;
+    const float kth_score = knnwb_float_kth_smallest(scratch, count, k);
+    g_free(scratch);
+    size_t below = 0;
+    for (size_t c = 0; c < count; c++)
+      below += candidates[c].score < kth_score;
+    size_t ties = k - below;
+    for (size_t c = 0; c < count; c++) {
+      const float s = candidates[c].score;
+      first[c] = s < kth_score || (s == kth_score && ties > 0);
+      ties -= s == kth_score && first[c];
+    }
+  } else {
+    memset(first, 1, count);
+  }
   size_t computed = 0;
   double kth = -INFINITY;
-  for (size_t c = 0; c < count; c++) {
-    if (c >= k && candidate_distance == NULL &&
-        knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
-      continue; /* an overflowed (infinite) score bounds nothing: it is computed */
-    if (candidate_distance == NULL && c + 1 < count) {
-      /* Candidate rows are scattered over the matrix: fetch the next one while this one computes.
-       */
-      const char *next =
-          (const char *)(reference->exact + (size_t)candidates[c + 1].index * reference->d);
-      for (size_t offset = 0; offset < reference->d * sizeof(float); offset += 64)
-        __builtin_prefetch(next + offset);
+  /* Two passes: the k best first (kth: their largest exact distance), then the others whose lower
+   * bound does not exceed it. */
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t c = 0; c < count; c++) {
+      if (first[c] != (pass == 0))
+        continue;
+      if (pass == 1 &&
+          knnwb_refine_lower_bound(query, query_row, reference, candidates[c].score) > kth)
+        continue; /* an overflowed (infinite) score bounds nothing: it is computed */
+      knnwb_refine_compute(query, query_row, reference, candidates, count, c, candidate_distance,
+                           &items[computed]);
+      if (pass == 0 && items[computed].distance > kth)
+        kth = items[computed].distance;
+      computed++;
     }
-    items[computed].index = candidates[c].index;
-    items[computed].distance =
-        candidate_distance != NULL
-            ? candidates[c].distance
-            : knnwb_prepared_distance(query, query_row, reference, (size_t)candidates[c].index);
-    if (c < k && items[computed].distance > kth)
-      kth = items[computed].distance;
-    computed++;
-  }
+  if (first != stack_first)
+    g_free(first);
   knnwb_scored_sort(items, computed);
   size_t kept = MIN(k, computed);
   for (size_t r = 0; r < kept; r++) {

@@ -114,7 +114,7 @@ static KnnwbTileKind knnwb_select_tile_kind(const KnnwbSelectJob *job)
 }
 
 static gboolean knnwb_select_tile(KnnwbCpuSelect *s, KnnwbCpuGemmWorker *worker, size_t qb,
-                                  size_t rb, float *tile)
+                                  size_t rb, float *tile, float *scratch)
 {
   const KnnwbSelectJob *job = s->job;
   const size_t ld = s->block_reference;
@@ -163,7 +163,8 @@ static gboolean knnwb_select_tile(KnnwbCpuSelect *s, KnnwbCpuGemmWorker *worker,
   /* Rows of block qb. */
   const KnnwbTileKind kind = knnwb_select_tile_kind(job);
   g_mutex_lock(&s->query_locks[qb]);
-  knnwb_candidate_rows_scan_rows(&s->rows, tile, ld, q0, bq, r0, br, kind, job->reference_sqnorms);
+  knnwb_candidate_rows_scan_rows(&s->rows, scratch, tile, ld, q0, bq, r0, br, kind,
+                                 job->reference_sqnorms);
   g_mutex_unlock(&s->query_locks[qb]);
 
   /* Columns feed the rows of block rb (self jobs, off-diagonal tiles; two-sided jobs, every tile,
@@ -174,7 +175,7 @@ static gboolean knnwb_select_tile(KnnwbCpuSelect *s, KnnwbCpuGemmWorker *worker,
     return TRUE;
   const size_t column0 = two_sided ? job->n_query + r0 : r0;
   g_mutex_lock(&s->reference_locks[rb]);
-  knnwb_candidate_rows_scan_columns(&s->rows, tile, ld, q0, bq, column0, br, kind,
+  knnwb_candidate_rows_scan_columns(&s->rows, scratch, tile, ld, q0, bq, column0, br, kind,
                                     two_sided ? job->query_sqnorms : job->reference_sqnorms);
   g_mutex_unlock(&s->reference_locks[rb]);
   return TRUE;
@@ -225,10 +226,12 @@ static gpointer knnwb_select_worker(gpointer user)
 {
   KnnwbCpuSelect *s = user;
   float *tile = g_try_malloc(s->block_query * s->block_reference * sizeof(float));
+  float *scratch = g_try_malloc(s->rows.cap * sizeof(float)); /* for cutting candidate lists */
   KnnwbCpuGemmWorker *worker = s->gemm ? knnwb_cpu_gemm_worker_new(s->gemm) : NULL;
-  if (tile == NULL || (s->gemm != NULL && worker == NULL)) {
+  if (tile == NULL || scratch == NULL || (s->gemm != NULL && worker == NULL)) {
     g_atomic_int_set(&s->failed, KNNWB_KERNELS_OUT_OF_MEMORY);
     g_free(tile);
+    g_free(scratch);
     knnwb_cpu_gemm_worker_free(worker);
     return NULL;
   }
@@ -244,12 +247,13 @@ static gpointer knnwb_select_worker(gpointer user)
       break;
     size_t qb, rb;
     knnwb_select_tile_coordinates(s, s->share_index + (uint64_t)t * s->share_count, &qb, &rb);
-    if (!knnwb_select_tile(s, worker, qb, rb, tile))
+    if (!knnwb_select_tile(s, worker, qb, rb, tile, scratch))
       break;
     g_atomic_pointer_add(&s->tiles_done, 1);
     knnwb_select_report(s, FALSE);
   }
   knnwb_cpu_gemm_worker_free(worker);
+  g_free(scratch);
   g_free(tile);
   return NULL;
 }

@@ -53,67 +53,79 @@ void knnwb_candidate_rows_clear(KnnwbCandidateRows *rows)
   memset(rows, 0, sizeof *rows);
 }
 
-/* Moves the items of [lo, hi] whose score is below pivot (below or equal with or_equal) to the
- * front, returning where the others start. Branch-free (an unconditional swap and a conditional
- * step): the comparisons of nearby scores are unpredictable. */
-static gssize knnwb_candidate_partition(float *score, int32_t *index, gssize lo, gssize hi,
-                                        float pivot, gboolean or_equal)
+/* Moves the values of [lo, hi) below pivot (below or equal with or_equal) to the front, returning
+ * where the others start. Branch-free (an unconditional swap and a conditional step): comparisons
+ * of nearby scores are unpredictable. */
+static size_t knnwb_float_partition(float *values, size_t lo, size_t hi, float pivot,
+                                    gboolean or_equal)
 {
-  gssize store = lo;
-  for (gssize i = lo; i <= hi; i++) {
-    const float s = score[i];
-    const int32_t x = index[i];
-    score[i] = score[store];
-    index[i] = index[store];
-    score[store] = s;
-    index[store] = x;
-    store += or_equal ? s <= pivot : s < pivot;
+  size_t store = lo;
+  for (size_t i = lo; i < hi; i++) {
+    const float v = values[i];
+    values[i] = values[store];
+    values[store] = v;
+    store += or_equal ? v <= pivot : v < pivot;
   }
   return store;
 }
 
-/* Reorders score/index[0, n) so that the first k (0 < k < n) are the k smallest scores (no NaN).
- * Quickselect around medians of three, each round splitting below / equal / above the pivot (the
- * pivot is one of the items, so every round shrinks the range): O(n) expected. */
-static void knnwb_candidate_select(float *score, int32_t *index, size_t n, size_t k)
+float knnwb_float_kth_smallest(float *values, size_t n, size_t k)
 {
-  gssize lo = 0, hi = (gssize)n - 1;
-  const gssize target = (gssize)k - 1;
-  while (hi > lo) {
-    float a = score[lo], b = score[lo + (hi - lo) / 2], c = score[hi];
+  size_t lo = 0, hi = n; /* [lo, hi) holds position k - 1 */
+  while (hi - lo > 1) {
+    float a = values[lo], b = values[lo + (hi - lo) / 2], c = values[hi - 1];
     float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-    gssize below = knnwb_candidate_partition(score, index, lo, hi, pivot, FALSE);
-    if (target < below) {
-      hi = below - 1;
+    size_t below = knnwb_float_partition(values, lo, hi, pivot, FALSE);
+    if (k - 1 < below) {
+      hi = below;
       continue;
     }
-    gssize equal = knnwb_candidate_partition(score, index, below, hi, pivot, TRUE);
-    if (target < equal)
-      break;
+    size_t equal = knnwb_float_partition(values, below, hi, pivot, TRUE);
+    if (k - 1 < equal)
+      return pivot; /* the pivot is one of the values: every round shrinks the range */
     lo = equal;
   }
+  return values[k - 1];
+}
+
+/* Keeps the k (< n) smallest of score/index[0, n) in [0, k), in their order (ties at the k-th:
+ * the first ones); scratch holds n floats. Returns the k-th smallest. Selecting on a copy of the
+ * scores alone and compacting once moves a third of the bytes a partition of the pairs would. */
+static float knnwb_candidate_keep(float *score, int32_t *index, size_t n, size_t k, float *scratch)
+{
+  memcpy(scratch, score, n * sizeof(float));
+  const float kth = knnwb_float_kth_smallest(scratch, n, k);
+  size_t below = 0;
+  for (size_t c = 0; c < n; c++)
+    below += score[c] < kth;
+  size_t ties = k - below, kept = 0;
+  for (size_t c = 0; c < n; c++) {
+    const float s = score[c];
+    const gboolean keep = s < kth || (s == kth && ties > 0);
+    ties -= s == kth && keep;
+    score[kept] = s;
+    index[kept] = index[c];
+    kept += keep;
+  }
+  return kth;
 }
 
 /* Cuts row i's full buffer to its kc smallest; the threshold becomes the largest kept. */
-static size_t knnwb_candidate_rows_cut(KnnwbCandidateRows *rows, size_t i)
+static size_t knnwb_candidate_rows_cut(KnnwbCandidateRows *rows, size_t i, float *scratch)
 {
-  float *score = rows->score + i * rows->cap;
-  knnwb_candidate_select(score, rows->index + i * rows->cap, rows->cap, rows->kc);
-  float largest = score[0];
-  for (size_t c = 1; c < rows->kc; c++)
-    largest = score[c] > largest ? score[c] : largest;
-  rows->threshold[i] = largest;
+  rows->threshold[i] = knnwb_candidate_keep(
+      rows->score + i * rows->cap, rows->index + i * rows->cap, rows->cap, rows->kc, scratch);
   return rows->kc;
 }
 
-static inline void knnwb_candidate_rows_append(KnnwbCandidateRows *rows, size_t i, float score,
-                                               size_t j)
+static inline void knnwb_candidate_rows_append(KnnwbCandidateRows *rows, float *scratch, size_t i,
+                                               float score, size_t j)
 {
   size_t c = (size_t)rows->count[i];
   rows->score[i * rows->cap + c] = score;
   rows->index[i * rows->cap + c] = (int32_t)j;
   if (++c == rows->cap)
-    c = knnwb_candidate_rows_cut(rows, i);
+    c = knnwb_candidate_rows_cut(rows, i, scratch);
   rows->count[i] = (int32_t)c;
 }
 
@@ -132,9 +144,9 @@ static inline float knnwb_tile_score(KnnwbTileKind kind, float g, float base)
   }
 }
 
-static void knnwb_scan_rows_scalar(KnnwbCandidateRows *rows, const float *tile, size_t ld,
-                                   size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
-                                   const float *sqnorms)
+static void knnwb_scan_rows_scalar(KnnwbCandidateRows *rows, float *scratch, const float *tile,
+                                   size_t ld, size_t q0, size_t bq, size_t r0, size_t br,
+                                   KnnwbTileKind kind, const float *sqnorms)
 {
   for (size_t a = 0; a < bq; a++) {
     const float *row = tile + a * ld;
@@ -142,13 +154,13 @@ static void knnwb_scan_rows_scalar(KnnwbCandidateRows *rows, const float *tile, 
     for (size_t b = 0; b < br; b++) {
       float s = knnwb_tile_score(kind, row[b], kind == KNNWB_TILE_L2 ? sqnorms[r0 + b] : 0.0f);
       if (s < rows->threshold[i])
-        knnwb_candidate_rows_append(rows, i, s, r0 + b);
+        knnwb_candidate_rows_append(rows, scratch, i, s, r0 + b);
     }
   }
 }
 
-static void knnwb_scan_columns_scalar(KnnwbCandidateRows *rows, const float *tile, size_t ld,
-                                      size_t q0, size_t bq, size_t r0, size_t br,
+static void knnwb_scan_columns_scalar(KnnwbCandidateRows *rows, float *scratch, const float *tile,
+                                      size_t ld, size_t q0, size_t bq, size_t r0, size_t br,
                                       KnnwbTileKind kind, const float *sqnorms)
 {
   const float *threshold = rows->threshold + r0;
@@ -158,7 +170,7 @@ static void knnwb_scan_columns_scalar(KnnwbCandidateRows *rows, const float *til
     for (size_t b = 0; b < br; b++) {
       float s = knnwb_tile_score(kind, row[b], base);
       if (s < threshold[b])
-        knnwb_candidate_rows_append(rows, r0 + b, s, q0 + a);
+        knnwb_candidate_rows_append(rows, scratch, r0 + b, s, q0 + a);
     }
   }
 }
@@ -185,8 +197,9 @@ static inline __mmask16 knnwb_scan_lanes(size_t b, size_t br)
 }
 
 __attribute__((target("avx512f"))) static void
-knnwb_scan_rows_avx512(KnnwbCandidateRows *rows, const float *tile, size_t ld, size_t q0, size_t bq,
-                       size_t r0, size_t br, KnnwbTileKind kind, const float *sqnorms)
+knnwb_scan_rows_avx512(KnnwbCandidateRows *rows, float *scratch, const float *tile, size_t ld,
+                       size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
+                       const float *sqnorms)
 {
   const __m512 zero = _mm512_setzero_ps();
   for (size_t a = 0; a < bq; a++) {
@@ -207,7 +220,7 @@ knnwb_scan_rows_avx512(KnnwbCandidateRows *rows, const float *tile, size_t ld, s
         float s =
             knnwb_tile_score(kind, row[b + t], kind == KNNWB_TILE_L2 ? sqnorms[r0 + b + t] : 0.0f);
         if (s < rows->threshold[i])
-          knnwb_candidate_rows_append(rows, i, s, r0 + b + t);
+          knnwb_candidate_rows_append(rows, scratch, i, s, r0 + b + t);
       }
       threshold = _mm512_set1_ps(rows->threshold[i]);
     }
@@ -215,8 +228,9 @@ knnwb_scan_rows_avx512(KnnwbCandidateRows *rows, const float *tile, size_t ld, s
 }
 
 __attribute__((target("avx512f"))) static void
-knnwb_scan_columns_avx512(KnnwbCandidateRows *rows, const float *tile, size_t ld, size_t q0,
-                          size_t bq, size_t r0, size_t br, KnnwbTileKind kind, const float *sqnorms)
+knnwb_scan_columns_avx512(KnnwbCandidateRows *rows, float *scratch, const float *tile, size_t ld,
+                          size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
+                          const float *sqnorms)
 {
   const float *threshold = rows->threshold + r0;
   for (size_t a = 0; a < bq; a++) {
@@ -234,7 +248,7 @@ knnwb_scan_columns_avx512(KnnwbCandidateRows *rows, const float *tile, size_t ld
         hits &= (__mmask16)(hits - 1);
         float s = knnwb_tile_score(kind, row[b + t], base_value);
         if (s < threshold[b + t])
-          knnwb_candidate_rows_append(rows, r0 + b + t, s, q0 + a);
+          knnwb_candidate_rows_append(rows, scratch, r0 + b + t, s, q0 + a);
       }
     }
   }
@@ -259,42 +273,43 @@ static gboolean knnwb_scan_vector(void)
 #endif
 }
 
-void knnwb_candidate_rows_scan_rows(KnnwbCandidateRows *rows, const float *tile, size_t ld,
-                                    size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
-                                    const float *sqnorms)
+void knnwb_candidate_rows_scan_rows(KnnwbCandidateRows *rows, float *scratch, const float *tile,
+                                    size_t ld, size_t q0, size_t bq, size_t r0, size_t br,
+                                    KnnwbTileKind kind, const float *sqnorms)
 {
 #ifdef KNNWB_SCAN_AVX512
   if (knnwb_scan_vector()) {
-    knnwb_scan_rows_avx512(rows, tile, ld, q0, bq, r0, br, kind, sqnorms);
+    knnwb_scan_rows_avx512(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
     return;
   }
 #endif
-  knnwb_scan_rows_scalar(rows, tile, ld, q0, bq, r0, br, kind, sqnorms);
+  knnwb_scan_rows_scalar(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
 }
 
-void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, const float *tile, size_t ld,
-                                       size_t q0, size_t bq, size_t r0, size_t br,
+void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, float *scratch, const float *tile,
+                                       size_t ld, size_t q0, size_t bq, size_t r0, size_t br,
                                        KnnwbTileKind kind, const float *sqnorms)
 {
 #ifdef KNNWB_SCAN_AVX512
   if (knnwb_scan_vector()) {
-    knnwb_scan_columns_avx512(rows, tile, ld, q0, bq, r0, br, kind, sqnorms);
+    knnwb_scan_columns_avx512(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
     return;
   }
 #endif
-  knnwb_scan_columns_scalar(rows, tile, ld, q0, bq, r0, br, kind, sqnorms);
+  knnwb_scan_columns_scalar(rows, scratch, tile, ld, q0, bq, r0, br, kind, sqnorms);
 }
 
 void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t last,
                                  size_t out_row0, int64_t *out_index, float *out_score)
 {
   const size_t kc = rows->kc;
+  float *scratch = g_new(float, rows->cap);
   for (size_t i = first; i < last; i++) {
     float *score = rows->score + i * rows->cap;
     int32_t *index = rows->index + i * rows->cap;
     size_t count = (size_t)rows->count[i];
     if (count > kc) {
-      knnwb_candidate_select(score, index, count, kc);
+      knnwb_candidate_keep(score, index, count, kc, scratch);
       count = kc;
     }
     for (size_t c = 0; c < count; c++) {
@@ -306,4 +321,5 @@ void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t 
       out_score[(i - out_row0) * kc + c] = INFINITY;
     }
   }
+  g_free(scratch);
 }

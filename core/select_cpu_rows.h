@@ -37,22 +37,26 @@ void knnwb_candidate_rows_clear(KnnwbCandidateRows *rows);
 /**
  * Offers tile (bq x br values, row stride ld) of query rows [q0, q0 + bq) x reference rows [r0,
  * r0 + br) to the query rows (scores by kind; sqnorms: the reference rows' squared norms, L2 only).
- * NaN values are never appended (masked pairs). O(bq br) plus the appends.
+ * NaN values are never appended (masked pairs). scratch: rows->cap floats of the calling thread's
+ * own. O(bq br) plus the appends.
  */
-void knnwb_candidate_rows_scan_rows(KnnwbCandidateRows *rows, const float *tile, size_t ld,
-                                    size_t q0, size_t bq, size_t r0, size_t br, KnnwbTileKind kind,
-                                    const float *sqnorms);
+void knnwb_candidate_rows_scan_rows(KnnwbCandidateRows *rows, float *scratch, const float *tile,
+                                    size_t ld, size_t q0, size_t bq, size_t r0, size_t br,
+                                    KnnwbTileKind kind, const float *sqnorms);
 
 /** The same tile seen from its reference rows (self jobs: they are query rows too): value (a, b)
  * is offered to list r0 + b (a two-sided job passes its reference rows' first list) as pair q0 +
  * a; L2 scores take the query rows' squared norms (sqnorms[q0 + a]). */
-void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, const float *tile, size_t ld,
-                                       size_t q0, size_t bq, size_t r0, size_t br,
+void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, float *scratch, const float *tile,
+                                       size_t ld, size_t q0, size_t bq, size_t r0, size_t br,
                                        KnnwbTileKind kind, const float *sqnorms);
 
 /** Rows [first, last): their kc best into out_index/out_score at row i - out_row0 (kc per row,
  * any order), -1 and +inf past what a row received. O(cap) per row. */
 void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t last,
                                  size_t out_row0, int64_t *out_index, float *out_score);
+
+/** The k-th smallest (0 < k <= n) of values[0, n) (no NaN), which it reorders. O(n) expected. */
+float knnwb_float_kth_smallest(float *values, size_t n, size_t k);
 
 #endif
