@@ -52,8 +52,12 @@ gboolean knnwb_group_bounds_ready(const KnnwbGroupBounds *bounds)
 int knnwb_group_bounds_share(float *values, size_t n, void *data)
 {
   KnnwbGroupBounds *bounds = data;
-  if (bounds->done >= bounds->rounds || bounds->failed || n != bounds->n)
+  if (bounds->done >= bounds->rounds || bounds->failed)
     return 0;
+  if (n != bounds->n) {
+    values = NULL; /* not this job's rows: take part in the round with nothing to give */
+    n = bounds->n;
+  }
   bounds->done++;
   const gint64 start = g_get_monotonic_time();
   for (size_t i = 0; i < n; i++)

@@ -19,7 +19,8 @@ typedef gboolean (*KnnwbIsolatedPoll)(uint64_t progress, void *data);
 /**
  * Runs work(data, ...) in a forked child process and waits for it, polling every 10 ms; when poll
  * says so the child is killed (SIGKILL) and reaped at once, whatever it is doing. For computations
- * inside libraries that poll for interruption rarely or not at all (igraph's walktrap set-up),
+ * inside libraries that poll for interruption rarely or not at all (igraph's DrL and walktrap
+ * set-ups),
  * which a thread could not abandon: igraph keeps its state in process globals. The child shares
  * nothing else with the caller; it never returns into the caller's code (it ends with _exit).
  *
