@@ -4,11 +4,12 @@
  * IndexFlatIP timed on the same normalised rows in the same run when python3-faiss is installed.
  *
  * Usage: bench_knn_cpu [--threads N] [--quick] [--n N --d D --k K[,K...]] [--screen S] [--no-faiss]
+ *                      [--reps R]
  * Without --n: the README's cases (12,625 x 128 and 100,000 x 64, k = 20). Each case runs knnwb
- * and FAISS alternately, three times each, and reports the best of each, so that the ratio is
- * measured under the same load (the machine is shared).
- * GFLOP/s counts the arithmetic a symmetric engine must do: n^2 d multiply-adds (= n(n-1)/2 pairs
- * x d x 2 flops), the same count for FAISS (which does 2 n^2 d) so the rates compare the work done.
+ * and FAISS alternately, three times each (--reps), and reports the best of each, so that the ratio
+ * is measured under the same load (the machine is shared). GFLOP/s counts the arithmetic a
+ * symmetric engine must do: n^2 d multiply-adds (= n(n-1)/2 pairs x d x 2 flops), the same count
+ * for FAISS (which does 2 n^2 d) so the rates compare the work done.
  */
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +97,7 @@ static double bench_faiss(const KnnwbMatrix *m, size_t k)
 }
 
 static gboolean bench_faiss_wanted = TRUE;
+static int bench_reps = 3;
 static KnnwbScreen bench_screen = KNNWB_SCREEN_AUTO;
 
 static void bench_case(size_t n, size_t d, size_t k, int threads)
@@ -114,7 +116,7 @@ static void bench_case(size_t n, size_t d, size_t k, int threads)
   double best = INFINITY, faiss = INFINITY;
   const char *screen_used = "?";
   size_t reselected = 0;
-  for (int rep = 0; rep < 3; rep++) {
+  for (int rep = 0; rep < bench_reps; rep++) {
     g_autoptr(KnnwbNeighbors) nb = NULL;
     double start = bench_now();
     if (!knnwb_knn_self(m, &options, &nb, &error)) {
@@ -152,6 +154,7 @@ int main(int argc, char **argv)
       {"k", 'k', 0, G_OPTION_ARG_STRING, &k_list, "Neighbours, a comma list (20)", "K,..."},
       {"screen", 0, 0, G_OPTION_ARG_STRING, &screen, "Screening precision: auto, fp32, bf16", "S"},
       {"no-faiss", 0, 0, G_OPTION_ARG_NONE, &no_faiss, "Do not run FAISS", NULL},
+      {"reps", 0, 0, G_OPTION_ARG_INT, &bench_reps, "Runs of each, the best kept (3)", "N"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) context = g_option_context_new("- knnwb CPU engine vs FAISS");
   g_option_context_add_main_entries(context, entries, NULL);
