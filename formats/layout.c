@@ -4,7 +4,7 @@
  * igraph's layouts call IGRAPH_ALLOW_INTERRUPTION once per iteration (FR, UMAP epochs, DrL
  * iterations); the interruption handler installed for the duration of a layout reports progress
  * from those calls and stops the layout (IGRAPH_INTERRUPTED) once the cancel flag is raised.
- * DrL runs in a child process that is killed instead (layout_drl_child.c says why). */
+ * DrL and UMAP run in a child process that is killed instead (layout_child.c says why). */
 #include "formats_internal.h"
 
 #include <math.h>
@@ -50,6 +50,9 @@ static const KnnwbWriteControl *knnwb_layout_control;
 static igraph_interruption_handler_t *knnwb_layout_previous;
 static uint64_t knnwb_layout_calls, knnwb_layout_expected;
 static gboolean knnwb_layout_interrupted;
+/* FALSE for UMAP run in this process: igraph 0.10.2 goes on after an interrupted epoch with freed
+ * weights (layout_child.c), so the cancellation is reported after it ends instead. */
+static gboolean knnwb_layout_may_stop;
 
 /* Reports progress; TRUE when the layout must stop: the control's cancel flag, or, without a
  * control of our own, the process's handler (the host's signals). */
@@ -70,6 +73,8 @@ static igraph_error_t knnwb_layout_interruption(void *data)
   if (!knnwb_layout_cancel_requested(data))
     return IGRAPH_SUCCESS;
   knnwb_layout_interrupted = TRUE;
+  if (!knnwb_layout_may_stop)
+    return IGRAPH_SUCCESS;
   /* igraph returns IGRAPH_INTERRUPTED from the iteration without freeing what the layout put on
    * the FINALLY stack; the first IGRAPH_CHECK above it would free those entries after their
    * frames are gone. Free them now, while the frames still live (our own vectors are kept off
@@ -80,7 +85,7 @@ static igraph_error_t knnwb_layout_interruption(void *data)
   return IGRAPH_INTERRUPTED;
 }
 
-/* The parent's side of the DrL child (layout_drl_child.c): progress and the cancel decision. */
+/* The parent's side of the layout child (layout_child.c): progress and the cancel decision. */
 static gboolean knnwb_layout_drl_poll(uint64_t iterations, void *data)
 {
   knnwb_layout_calls = iterations;
@@ -155,19 +160,25 @@ static igraph_error_t knnwb_layout_compute(const igraph_t *graph, const igraph_v
   }
   if (code == IGRAPH_SUCCESS && layout == KNNWB_LAYOUT_UMAP) {
     knnwb_layout_expected = KNNWB_UMAP_EPOCHS;
-    code = igraph_layout_umap(graph, coordinates, /*use_seed=*/false, w, /*min_dist=*/0.1,
-                              KNNWB_UMAP_EPOCHS, /*sampling_prob=*/0.3);
+    /* In a child process that a cancellation kills at once (layout_child.c says why). */
+    gboolean isolated = FALSE;
+    code = knnwb_formats_layout_isolated(graph, w, layout, NULL, KNNWB_UMAP_EPOCHS,
+                                         knnwb_layout_drl_poll, NULL, coordinates, &isolated);
+    knnwb_layout_may_stop = FALSE;
+    if (code == IGRAPH_SUCCESS && !isolated)
+      code = igraph_layout_umap(graph, coordinates, /*use_seed=*/false, w, /*min_dist=*/0.1,
+                                KNNWB_UMAP_EPOCHS, /*sampling_prob=*/0.3);
   } else if (code == IGRAPH_SUCCESS && layout == KNNWB_LAYOUT_DRL) {
     igraph_layout_drl_options_t options;
     code = igraph_layout_drl_options_init(&options, IGRAPH_LAYOUT_DRL_DEFAULT);
     knnwb_layout_expected = (uint64_t)(options.init_iterations + options.liquid_iterations +
                                        options.expansion_iterations + options.cooldown_iterations +
                                        options.crunch_iterations + options.simmer_iterations);
-    /* In a child process that a cancellation kills at once (layout_drl_child.c says why). */
+    /* In a child process that a cancellation kills at once (layout_child.c says why). */
     gboolean isolated = FALSE;
     if (code == IGRAPH_SUCCESS)
-      code = knnwb_formats_layout_drl_isolated(graph, w, &options, knnwb_layout_drl_poll, NULL,
-                                               coordinates, &isolated);
+      code = knnwb_formats_layout_isolated(graph, w, layout, &options, 0, knnwb_layout_drl_poll,
+                                           NULL, coordinates, &isolated);
     if (code == IGRAPH_SUCCESS && !isolated)
       code = igraph_layout_drl(graph, coordinates, /*use_seed=*/false, &options, w);
   } else if (code == IGRAPH_SUCCESS) {
@@ -250,6 +261,7 @@ gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *
   knnwb_layout_calls = 0;
   knnwb_layout_expected = 1;
   knnwb_layout_interrupted = FALSE;
+  knnwb_layout_may_stop = TRUE;
   knnwb_layout_previous = igraph_set_interruption_handler(knnwb_layout_interruption);
   igraph_error_t code = knnwb_layout_compute(graph, weights, chosen, coordinates);
   igraph_set_interruption_handler(knnwb_layout_previous);

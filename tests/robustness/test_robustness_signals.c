@@ -298,13 +298,14 @@ static void test_pipeline_last_step(void)
   host_test_rmtree(dir);
 }
 
-/* A signal during a DrL layout (asked for by name) stops it within a second: DrL's own loop polls
- * igraph's interruption handler only between iterations, and its set-up (a 1000 x 1000 density
- * grid) and tear-down cannot be interrupted at all, so it runs in a child process that the run
- * kills. The signals fall after the time the same run takes without a layout, inside DrL's first
- * second (the whole layout takes several seconds here). The killed child must be gone too: the
- * test is the subreaper of whatever knnwb leaves running, and no such process remains. */
-static void test_knn_drl_layout(void)
+/* A signal during a DrL or UMAP layout (asked for by name) stops it within a second. DrL's own
+ * loop polls igraph's interruption handler only between iterations, and its set-up (a 1000 x 1000
+ * density grid) and tear-down cannot be interrupted at all; igraph 0.10.2's UMAP crashed when
+ * interrupted (it goes on with freed weights). Both run in a child process that the run kills.
+ * The signals fall after the time the same run takes without a layout, inside the layout's first
+ * second (the whole layout takes seconds here). The killed child must be gone too: the test is
+ * the subreaper of whatever knnwb leaves running, and no such process remains. */
+static void signal_during_layout(const char *layout)
 {
   g_assert_cmpint(prctl(PR_SET_CHILD_SUBREAPER, 1), ==, 0);
   g_autofree char *dir = host_test_tmpdir();
@@ -324,14 +325,15 @@ static void test_knn_drl_layout(void)
   char *outputs[] = {output, NULL};
   g_assert_true(g_file_set_contents(output, old_texts[0], -1, NULL));
   guint n_files = host_test_count_files(out_dir);
-  char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input, "-k", "10", "--threads", "1", "-o", output,
-                  "--layout",         "drl", NULL};
+  char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input, "-k",   "10",
+                  "--threads",        "1",   "-o",  output, "--layout",
+                  (char *)layout,     NULL};
   const gint64 into_layout_us[] = {20 * 1000, 150 * 1000, 400 * 1000, 700 * 1000};
   for (guint r = 0; r < G_N_ELEMENTS(into_layout_us); r++) {
     int signal_number = r % 2 ? SIGTERM : SIGINT;
     SignalResult result =
         run_and_signal(argv, NULL, before_layout_us + into_layout_us[r], signal_number);
-    /* DrL on 2,000 vertices takes seconds: every run is still laying out at the signal. */
+    /* DrL and UMAP on 2,000 vertices take seconds: every run is still laying out then. */
     g_assert_true(result.signalled);
     g_assert_cmpint(result.status, !=, 0);
     check_signalled_run(&result, signal_number, out_dir, n_files, outputs, old_texts, NULL);
@@ -344,6 +346,16 @@ static void test_knn_drl_layout(void)
   host_test_rmtree(dir);
 }
 
+static void test_knn_drl_layout(void)
+{
+  signal_during_layout("drl");
+}
+
+static void test_knn_umap_layout(void)
+{
+  signal_during_layout("umap");
+}
+
 int main(int argc, char **argv)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
@@ -352,6 +364,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/signals/pipeline-random-moments", test_pipeline_random_moments);
   g_test_add_func("/robustness/signals/pipeline-last-step", test_pipeline_last_step);
   g_test_add_func("/robustness/signals/drl-layout", test_knn_drl_layout);
+  g_test_add_func("/robustness/signals/umap-layout", test_knn_umap_layout);
   g_test_add_func("/robustness/signals/cluster-random-moments", test_cluster_random_moments);
   g_test_add_func("/robustness/signals/walktrap", test_cluster_walktrap);
   return g_test_run();

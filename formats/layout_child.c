@@ -1,6 +1,13 @@
-/* DrL in a child process that the caller can kill at any moment.
+/* DrL and UMAP in a child process that the caller can kill at any moment.
  *
- * Why a process: igraph 0.10's DrL (src/layout/drl/drl_graph.cpp, drl_layout.cpp) polls the
+ * Why a process for UMAP: igraph 0.10.2's UMAP polls the interruption handler in its inner loop,
+ * but the epoch loop (igraph_i_umap_optimize_layout_stochastic_gradient) ignores what
+ * igraph_i_umap_apply_forces returns and goes on with the next epoch, on the weights the
+ * interrupted call's FINALLY stack already freed: interrupting UMAP crashed (SIGSEGV, seen with
+ * `knnwb knn --layout umap` and Ctrl-C). Its set-up (membership strengths, the a/b fit) does not
+ * poll at all. Killed in a child, neither matters.
+ *
+ * Why a process for DrL: igraph 0.10's DrL (src/layout/drl/drl_graph.cpp, drl_layout.cpp) polls the
  * interruption handler once per iteration only, and igraph_layout_drl ignores what that poll
  * returns. Around the iterations it does long work that cannot be interrupted at all: the
  * constructor fills std::maps with every edge, and the density grid is 1000 x 1000 std::deque
@@ -19,31 +26,37 @@
 typedef struct {
   const igraph_t *graph;
   const igraph_vector_t *weights;
-  const igraph_layout_drl_options_t *options;
-} KnnwbDrlJob;
+  KnnwbLayout layout;                         /* DRL or UMAP */
+  const igraph_layout_drl_options_t *options; /* DRL */
+  igraph_integer_t epochs;                    /* UMAP */
+} KnnwbLayoutJob;
 
-static volatile uint64_t *knnwb_drl_child_progress;
+static volatile uint64_t *knnwb_layout_child_progress;
 
 /* In the child: count iterations for the parent's progress; the parent decides about stopping. */
-static igraph_error_t knnwb_drl_child_interruption(void *data)
+static igraph_error_t knnwb_layout_child_interruption(void *data)
 {
   (void)data;
-  (*knnwb_drl_child_progress)++;
+  (*knnwb_layout_child_progress)++;
   return IGRAPH_SUCCESS;
 }
 
 /* The child's work: the coordinates, row by row, into result (n x 2 doubles). */
-static int knnwb_drl_child(void *data, void *result, volatile uint64_t *progress)
+static int knnwb_layout_child(void *data, void *result, volatile uint64_t *progress)
 {
-  const KnnwbDrlJob *job = data;
-  knnwb_drl_child_progress = progress;
-  igraph_set_interruption_handler(knnwb_drl_child_interruption);
+  const KnnwbLayoutJob *job = data;
+  knnwb_layout_child_progress = progress;
+  igraph_set_interruption_handler(knnwb_layout_child_interruption);
   igraph_matrix_t coordinates;
   igraph_error_t code = igraph_matrix_init(&coordinates, 0, 0);
   if (code != IGRAPH_SUCCESS)
     return (int)code;
-  code =
-      igraph_layout_drl(job->graph, &coordinates, /*use_seed=*/false, job->options, job->weights);
+  if (job->layout == KNNWB_LAYOUT_UMAP)
+    code = igraph_layout_umap(job->graph, &coordinates, /*use_seed=*/false, job->weights,
+                              /*min_dist=*/0.1, job->epochs, /*sampling_prob=*/0.3);
+  else
+    code =
+        igraph_layout_drl(job->graph, &coordinates, /*use_seed=*/false, job->options, job->weights);
   igraph_integer_t n = igraph_vcount(job->graph);
   if (code == IGRAPH_SUCCESS &&
       (igraph_matrix_nrow(&coordinates) != n || igraph_matrix_ncol(&coordinates) != 2))
@@ -57,22 +70,24 @@ static int knnwb_drl_child(void *data, void *result, volatile uint64_t *progress
   return (int)code;
 }
 
-igraph_error_t knnwb_formats_layout_drl_isolated(const igraph_t *graph,
-                                                 const igraph_vector_t *weights,
-                                                 const igraph_layout_drl_options_t *options,
-                                                 KnnwbDrlPoll poll, void *poll_data,
-                                                 igraph_matrix_t *coordinates, gboolean *isolated)
+igraph_error_t knnwb_formats_layout_isolated(const igraph_t *graph, const igraph_vector_t *weights,
+                                             KnnwbLayout layout,
+                                             const igraph_layout_drl_options_t *drl_options,
+                                             igraph_integer_t umap_epochs, KnnwbDrlPoll poll,
+                                             void *poll_data, igraph_matrix_t *coordinates,
+                                             gboolean *isolated)
 {
-  KnnwbDrlJob job = {graph, weights, options};
+  KnnwbLayoutJob job = {graph, weights, layout, drl_options, umap_epochs};
   const igraph_integer_t n = igraph_vcount(graph);
   const size_t bytes = (size_t)n * 2 * sizeof(double);
   void *result = NULL;
   int child_code = 0;
   g_autoptr(GError) error = NULL;
-  gboolean done = knnwb_isolated_run("the DrL layout", knnwb_drl_child, &job, bytes, poll,
-                                     poll_data, &result, &child_code, isolated, &error);
+  gboolean done = knnwb_isolated_run(
+      layout == KNNWB_LAYOUT_UMAP ? "the UMAP layout" : "the DrL layout", knnwb_layout_child, &job,
+      bytes, poll, poll_data, &result, &child_code, isolated, &error);
   if (!*isolated)
-    return IGRAPH_SUCCESS; /* no child to be had: the caller runs DrL here */
+    return IGRAPH_SUCCESS; /* no child to be had: the caller runs the layout here */
   if (!done) {
     if (g_error_matches(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED))
       return IGRAPH_INTERRUPTED;
