@@ -24,9 +24,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
-/* From the OpenMP runtime oneDNN runs on (linked without compiling knnwb with OpenMP). */
-extern void omp_set_num_threads(int threads);
-extern int omp_get_max_threads(void);
+#include <dlfcn.h>
 #endif
 
 typedef enum {
@@ -58,6 +56,29 @@ struct KnnwbCpuGemmWorker {
 #endif
 };
 
+#ifdef KNNWB_HAVE_ONEDNN
+/* The thread count of the calling thread's OpenMP regions, in the OpenMP runtime oneDNN was built
+ * with (Debian's: GNU libgomp, loaded with it): looked up in the process rather than linked, so
+ * that a knnwb built by clang does not bring a second runtime. Sets *saved to the previous count
+ * (0 when no runtime is found, and then does nothing). */
+static void knnwb_cpu_gemm_openmp_threads(int threads, int *saved)
+{
+  typedef void (*SetThreads)(int);
+  typedef int (*GetThreads)(void);
+  static gsize found = 0;
+  static SetThreads set_threads;
+  static GetThreads get_threads;
+  if (g_once_init_enter(&found)) {
+    set_threads = (SetThreads)dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+    get_threads = (GetThreads)dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+    g_once_init_leave(&found, 1);
+  }
+  if (saved != NULL)
+    *saved = set_threads != NULL && get_threads != NULL ? get_threads() : 0;
+  if (set_threads != NULL && threads > 0)
+    set_threads(threads);
+}
+
 /* KNNWB_CPU_GEMM=openblas: every GEMM through OpenBLAS (tests, comparisons). */
 static gboolean knnwb_cpu_gemm_forced_openblas(void)
 {
@@ -65,7 +86,6 @@ static gboolean knnwb_cpu_gemm_forced_openblas(void)
   return choice != NULL && g_ascii_strcasecmp(choice, "openblas") == 0;
 }
 
-#ifdef KNNWB_HAVE_ONEDNN
 #define KNNWB_DNNL_TRY(call, what)                                                                 \
   do {                                                                                             \
     dnnl_status_t dnnl_status_ = (call);                                                           \
@@ -300,10 +320,8 @@ KnnwbCpuGemmWorker *knnwb_cpu_gemm_worker_new(KnnwbCpuGemm *gemm)
     return NULL;
   worker->gemm = gemm;
 #ifdef KNNWB_HAVE_ONEDNN
-  if (gemm->kind != KNNWB_CPU_GEMM_OPENBLAS) {
-    worker->saved_threads = omp_get_max_threads();
-    omp_set_num_threads(1); /* this thread's oneDNN calls: one GEMM per worker */
-  }
+  if (gemm->kind != KNNWB_CPU_GEMM_OPENBLAS) /* this thread's oneDNN calls: one GEMM a worker */
+    knnwb_cpu_gemm_openmp_threads(1, &worker->saved_threads);
   if (gemm->kind == KNNWB_CPU_GEMM_ONEDNN_BF16) {
     size_t scratch = dnnl_memory_desc_get_size(&gemm->scratch_desc);
     worker->scratch_bytes = scratch > 0 ? g_try_malloc(scratch) : NULL;
@@ -340,7 +358,7 @@ void knnwb_cpu_gemm_worker_free(KnnwbCpuGemmWorker *worker)
     dnnl_stream_destroy(worker->stream);
   g_free(worker->scratch_bytes);
   if (worker->saved_threads > 0)
-    omp_set_num_threads(worker->saved_threads);
+    knnwb_cpu_gemm_openmp_threads(worker->saved_threads, NULL);
 #endif
   g_free(worker);
 }
