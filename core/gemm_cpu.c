@@ -313,6 +313,16 @@ const char *knnwb_cpu_gemm_name(const KnnwbCpuGemm *gemm)
   return gemm->name;
 }
 
+size_t knnwb_cpu_gemm_worker_bytes(const KnnwbCpuGemm *gemm)
+{
+  size_t bytes = gemm != NULL ? sizeof(KnnwbCpuGemmWorker) : 0;
+#ifdef KNNWB_HAVE_ONEDNN
+  if (gemm != NULL && gemm->kind == KNNWB_CPU_GEMM_ONEDNN_BF16)
+    bytes += dnnl_memory_desc_get_size(&gemm->scratch_desc);
+#endif
+  return bytes;
+}
+
 KnnwbCpuGemmWorker *knnwb_cpu_gemm_worker_new(KnnwbCpuGemm *gemm)
 {
   KnnwbCpuGemmWorker *worker = g_try_new0(KnnwbCpuGemmWorker, 1);

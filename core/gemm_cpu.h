@@ -40,6 +40,8 @@ const char *knnwb_cpu_gemm_name(const KnnwbCpuGemm *gemm);
  */
 KnnwbCpuGemmWorker *knnwb_cpu_gemm_worker_new(KnnwbCpuGemm *gemm);
 void knnwb_cpu_gemm_worker_free(KnnwbCpuGemmWorker *worker);
+/** The bytes knnwb_cpu_gemm_worker_new allocates for one thread (0 for a NULL gemm). O(1). */
+size_t knnwb_cpu_gemm_worker_bytes(const KnnwbCpuGemm *gemm);
 
 /**
  * out[a * block + b] = q_{q0+a} . r_{r0+b} for a < bq, b < br (q0, r0 multiples of block; bq, br

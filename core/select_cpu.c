@@ -29,10 +29,13 @@ extern void openblas_set_num_threads(int);
 
 /* OpenBLAS takes a 128 MiB work buffer for every thread that calls SGEMM, and when that allocation
  * fails it retries for ever (the program hangs instead of failing). Under an address-space limit
- * (`ulimit -v`) the number of GEMM threads is therefore capped by the room left: each needs its
- * buffer and its stack. Returns threads unchanged where there is no limit or /proc is unreadable.
- */
-static int knnwb_select_threads_for_address_space(int threads)
+ * (`ulimit -v`) the number of GEMM threads is therefore capped by the room left when they start
+ * (called after every shared allocation of the selection): each started thread needs its buffer,
+ * its stack, the 64 MiB heap glibc reserves for a new thread's malloc arena, and per_thread bytes
+ * of its own buffers. Returns threads unchanged where there is no limit or /proc is unreadable.
+ * (Seen on a 32-core GPU machine: a CUDA start that failed under the limit left less room than a
+ * count taken before the lists were allocated assumed, and a worker spun in OpenBLAS for ever.) */
+static int knnwb_select_threads_for_address_space(int threads, guint64 per_thread)
 {
   struct rlimit limit;
   if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
@@ -48,10 +51,12 @@ static int knnwb_select_threads_for_address_space(int threads)
   guint64 stack_bytes = (guint64)8 << 20;
   if (getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY)
     stack_bytes = MAX(stack_bytes, (guint64)stack.rlim_cur);
-  const guint64 blas_buffer = (guint64)136 << 20, reserve = (guint64)64 << 20;
+  const guint64 blas_buffer = (guint64)136 << 20, arena = (guint64)64 << 20;
+  const guint64 reserve = (guint64)128 << 20; /* the caller's later small allocations */
   guint64 room = (guint64)limit.rlim_cur > mapped + reserve ? limit.rlim_cur - mapped - reserve : 0;
-  /* The calling thread needs only its buffer; every started thread a buffer and a stack. */
-  guint64 extra = room > blas_buffer ? (room - blas_buffer) / (blas_buffer + stack_bytes) : 0;
+  /* The calling thread needs its buffer and its own buffers; every started thread all of it. */
+  guint64 caller = blas_buffer + per_thread, worker = caller + stack_bytes + arena;
+  guint64 extra = room > caller ? (room - caller) / worker : 0;
   int fitting = (int)MIN((guint64)threads, 1 + extra);
   if (fitting < threads)
     g_debug("select: %d threads fit the address-space limit (of %d)", fitting, threads);
@@ -317,7 +322,6 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
                   ? (all_tiles - s.share_index + s.share_count - 1) / s.share_count
                   : 0;
   threads = (int)MAX((uint64_t)1, MIN((uint64_t)threads, s.n_tiles));
-  threads = knnwb_select_threads_for_address_space(threads);
   if (job->score_kind != KNNWB_SCORE_L1) {
     const int precision = job->screen == KNNWB_KERNELS_SCREEN_BF16 ? KNNWB_KERNELS_SCREEN_BF16
                                                                    : KNNWB_KERNELS_SCREEN_FP32;
@@ -351,6 +355,10 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
   g_mutex_init(&s.progress_lock);
   g_mutex_init(&s.failure_lock);
 
+  /* Counted now, after the lists and GEMM copies exist: what is left is what the workers get. */
+  threads = knnwb_select_threads_for_address_space(
+      threads, (guint64)s.block_query * s.block_reference * sizeof(float) +
+                   (guint64)s.rows.cap * sizeof(float) + knnwb_cpu_gemm_worker_bytes(s.gemm));
   int saved_blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
   /* Tiles are taken from a shared counter: a thread that cannot start (memory or process limits)
