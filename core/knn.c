@@ -33,6 +33,16 @@ void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
 /* The smallest k whose lists a GPU backend sorts and cuts itself (see knnwb_knn_round). */
 #define KNNWB_KNN_DEVICE_REFINE_MIN_K 64
 
+/* An invalid query row (dropped or degenerate) gets an empty list: no neighbour found. */
+static void knnwb_knn_row_empty(KnnwbNeighbors *result, size_t slot, size_t k)
+{
+  for (size_t r = 0; r < k; r++) {
+    result->indices[slot * k + r] = -1;
+    result->distances[slot * k + r] = INFINITY;
+  }
+  result->n_found[slot] = 0;
+}
+
 typedef struct {
   const KnnwbPrepared *query, *reference;
   gboolean self;
@@ -56,11 +66,7 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
     int64_t *out_index = result->indices + slot * loop->k;
     double *out_distance = result->distances + slot * loop->k;
     if (loop->query->invalid != NULL && loop->query->invalid[i]) {
-      for (size_t r = 0; r < loop->k; r++) {
-        out_index[r] = -1;
-        out_distance[r] = INFINITY;
-      }
-      result->n_found[slot] = 0;
+      knnwb_knn_row_empty(result, slot, loop->k);
       loop->uncertified[t] = 0;
       continue;
     }
@@ -92,11 +98,7 @@ static void knnwb_certify_rows(size_t first, size_t last, void *user)
     int64_t *out_index = result->indices + slot * loop->k;
     double *out_distance = result->distances + slot * loop->k;
     if (loop->query->invalid != NULL && loop->query->invalid[i]) {
-      for (size_t r = 0; r < loop->k; r++) {
-        out_index[r] = -1;
-        out_distance[r] = INFINITY;
-      }
-      result->n_found[slot] = 0;
+      knnwb_knn_row_empty(result, slot, loop->k);
       loop->uncertified[t] = 0;
       continue;
     }

@@ -29,25 +29,22 @@ void knnwb_knn_group_rows(size_t n, int rank, int size, size_t *first, size_t *l
   *last = *first + base + (r < extra ? 1 : 0);
 }
 
-KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
-                                       size_t n, GError **error)
+KnnwbNeighbors *knnwb_knn_group_gather_blocks(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                              size_t n, const size_t *first, const size_t *count,
+                                              GError **error)
 {
   const size_t ranks = (size_t)group->size, k = own->k;
-  KnnwbNeighbors *all = g_new0(KnnwbNeighbors, 1);
-  all->n_queries = n;
-  all->k = k;
-  all->backend_used = g_strdup(own->backend_used);
-  all->indices = g_try_malloc(MAX(n * k, (size_t)1) * sizeof(int64_t));
-  all->distances = g_try_malloc(MAX(n * k, (size_t)1) * sizeof(double));
-  all->n_found = g_try_malloc(MAX(n, (size_t)1) * sizeof(int32_t));
-  gboolean ok = all->indices != NULL && all->distances != NULL && all->n_found != NULL;
-  if (!ok)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the neighbour lists of all %zu rows (k = %zu) on this rank", n, k);
-  if (!group->agree(group, ok, error)) {
+  GError *local = NULL;
+  KnnwbNeighbors *all = knnwb_knn_result_new(0, n, k, &local);
+  gboolean ok = all != NULL;
+  if (!group->agree(group, ok, &local)) {
+    g_propagate_error(error, local);
     knnwb_neighbors_free(all);
     return NULL;
   }
+  all->backend_used = g_strdup(own->backend_used);
+  all->screen_used = own->screen_used;
+  all->n_reselected = own->n_reselected;
   g_autofree const void **send = g_new(const void *, ranks);
   g_autofree size_t *send_bytes = g_new(size_t, ranks);
   g_autofree void **receive = g_new(void *, ranks);
@@ -61,12 +58,10 @@ KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNe
                 {own->n_found, all->n_found, sizeof(int32_t)}};
   for (guint a = 0; a < G_N_ELEMENTS(arrays) && ok; a++) {
     for (size_t r = 0; r < ranks; r++) {
-      size_t first, last;
-      knnwb_knn_group_rows(n, (int)r, group->size, &first, &last);
       send[r] = arrays[a].mine;
       send_bytes[r] = own->n_queries * arrays[a].size;
-      receive[r] = (char *)arrays[a].all + first * arrays[a].size;
-      receive_bytes[r] = (last - first) * arrays[a].size;
+      receive[r] = (char *)arrays[a].all + first[r] * arrays[a].size;
+      receive_bytes[r] = count[r] * arrays[a].size;
     }
     ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
   }
@@ -75,4 +70,18 @@ KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNe
     return NULL;
   }
   return all;
+}
+
+KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                       size_t n, GError **error)
+{
+  const size_t ranks = (size_t)MAX(group->size, 1);
+  g_autofree size_t *first = g_new(size_t, ranks);
+  g_autofree size_t *count = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    size_t last;
+    knnwb_knn_group_rows(n, (int)r, group->size, &first[r], &last);
+    count[r] = last - first[r];
+  }
+  return knnwb_knn_group_gather_blocks(group, own, n, first, count, error);
 }

@@ -14,15 +14,15 @@
 typedef struct {
   KnnwbMetric metric;
   size_t n, d;
-  const float *scored;       /* n x d rows given to the backend (may alias the input) */
-  float *scored_owned;       /* what scored points to, when knnwb allocated it */
-  const float *exact;        /* n x d rows the exact distance is computed from */
-  float *ranks_owned;        /* spearman ranks (exact points here) */
-  float *sqnorms;            /* n squared norms of scored rows (euclidean), rounded from double */
-  double *mean;              /* n means (pearson family) */
-  double *sum_squares;       /* n |centred row|^2 (pearson family) or |row|^2 (cosine) */
-  double max_norm;           /* largest |scored row| in data units (euclidean error bound) */
-  double *norm;              /* n |scored row| in data units (euclidean error bound) */
+  const float *scored; /* n x d rows given to the backend (may alias the input) */
+  float *scored_owned; /* what scored points to, when knnwb allocated it */
+  const float *exact;  /* n x d rows the exact distance is computed from */
+  float *ranks_owned;  /* spearman ranks (exact points here) */
+  float *sqnorms;      /* n squared norms of scored rows (euclidean), rounded from double */
+  double *mean;        /* n means (pearson family) */
+  double *sum_squares; /* n |centred row|^2 (pearson family) or |row|^2 (cosine) */
+  double max_norm;     /* largest |scored row| in data units (euclidean error bound) */
+  double *norm;        /* n |scored row| in data units (euclidean error bound) */
   /* Euclidean: the scored rows are the column-centred rows times 2^-e (exact, and distances do not
    * change under a common shift), so offsets and huge or tiny magnitudes cost no float precision.
    * column_mean (d) and scale_exponent e are shared by query and reference. A score times
@@ -30,7 +30,7 @@ typedef struct {
   double *column_mean;
   int scale_exponent;
   double score_scale;
-  unsigned char *invalid;    /* n flags: degenerate rows left out, or NULL when none */
+  unsigned char *invalid; /* n flags: degenerate rows left out, or NULL when none */
   size_t n_invalid;
   /* The run's screening precision (knnwb_prepared_set_screen; zero-initialised = FP32 with its
    * bound), the bound on |screened score - exact| per unit the certificate uses, and a bound on
@@ -83,7 +83,8 @@ KnnwbExactKind knnwb_metric_exact_kind(KnnwbMetric metric);
 /** Exact distance between row i of a and row j of b (same metric and d), in double. */
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j);
 
-/** The per-row statistics both the engine and knnwb_distance_exact use, so they agree bit for bit. */
+/** The per-row statistics both the engine and knnwb_distance_exact use, so they agree bit for bit.
+ */
 void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,
                           double *sum_squares);
 double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
@@ -110,11 +111,11 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
  * Returns TRUE when a rounding-error bound proves no non-candidate is nearer than the k-th (or
  * every valid reference was a candidate).
  */
-gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row, const KnnwbPrepared *reference,
-                          int64_t self_index, const int64_t *candidate_index,
-                          const float *candidate_score, const double *candidate_distance,
-                          size_t m, size_t available, size_t k, int64_t *out_index,
-                          double *out_distance);
+gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
+                          const KnnwbPrepared *reference, int64_t self_index,
+                          const int64_t *candidate_index, const float *candidate_score,
+                          const double *candidate_distance, size_t m, size_t available, size_t k,
+                          int64_t *out_index, double *out_distance);
 
 /**
  * The certificate of knnwb_refine_row for a row a backend refined itself: out_index/out_distance
@@ -171,6 +172,10 @@ void knnwb_group_bounds_finish(KnnwbGroupBounds *bounds);
  * Collective. Returns NULL (error set, the same on every rank) on failure. */
 KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
                                        size_t n, GError **error);
+/** The same for blocks of any sizes: rank r's rows are [first[r], first[r] + count[r]). */
+KnnwbNeighbors *knnwb_knn_group_gather_blocks(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                              size_t n, const size_t *first, const size_t *count,
+                                              GError **error);
 
 /** The request checks of knnwb_knn_self/query from sizes: n (n_reference) rows of d (d_reference)
  * columns in the run, held (held_reference) of them in this process (the memory estimate). */

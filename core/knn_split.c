@@ -798,7 +798,8 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   }
 gather:
   if (ok && !options->group_own_rows) {
-    KnnwbNeighbors *all = knnwb_split_gather(group, &blocks, result, error);
+    KnnwbNeighbors *all =
+        knnwb_knn_group_gather_blocks(group, result, blocks.n, blocks.first, blocks.count, error);
     ok = all != NULL;
     if (ok) {
       knnwb_neighbors_free(result);

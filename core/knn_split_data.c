@@ -268,49 +268,6 @@ void knnwb_split_rows_of(const KnnwbSplitBlocks *blocks, int rank, size_t *first
   *count = blocks->count[r];
 }
 
-/* Every rank's lists of its block into all rows, on every rank. Collective. */
-KnnwbNeighbors *knnwb_split_gather(const KnnwbKnnGroup *group, const KnnwbSplitBlocks *blocks,
-                                   const KnnwbNeighbors *own, GError **error)
-{
-  const size_t ranks = (size_t)group->size, k = own->k;
-  GError *local = NULL;
-  KnnwbNeighbors *all = knnwb_knn_result_new(0, blocks->n, k, &local);
-  gboolean ok = all != NULL;
-  if (!group->agree(group, ok, &local)) {
-    g_propagate_error(error, local);
-    knnwb_neighbors_free(all);
-    return NULL;
-  }
-  all->backend_used = g_strdup(own->backend_used);
-  all->screen_used = own->screen_used;
-  all->n_reselected = own->n_reselected;
-  g_autofree const void **send = g_new(const void *, ranks);
-  g_autofree size_t *send_bytes = g_new(size_t, ranks);
-  g_autofree void **receive = g_new(void *, ranks);
-  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
-  const struct {
-    const void *mine;
-    void *all;
-    size_t size;
-  } arrays[] = {{own->indices, all->indices, k * sizeof(int64_t)},
-                {own->distances, all->distances, k * sizeof(double)},
-                {own->n_found, all->n_found, sizeof(int32_t)}};
-  for (guint a = 0; a < G_N_ELEMENTS(arrays) && ok; a++) {
-    for (size_t r = 0; r < ranks; r++) {
-      send[r] = arrays[a].mine;
-      send_bytes[r] = own->n_queries * arrays[a].size;
-      receive[r] = (char *)arrays[a].all + blocks->first[r] * arrays[a].size;
-      receive_bytes[r] = blocks->count[r] * arrays[a].size;
-    }
-    ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
-  }
-  if (!ok) {
-    knnwb_neighbors_free(all);
-    return NULL;
-  }
-  return all;
-}
-
 /* Block of rank from (rows rows) into buffer (view set), this rank's own (p, invalid) going to
  * rank to: one exchange per array, so the own block is never copied. */
 gboolean knnwb_split_fetch(const KnnwbKnnGroup *group, const KnnwbSplitLayout *layout,

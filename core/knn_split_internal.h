@@ -53,8 +53,6 @@ gboolean knnwb_split_blocks_init(const KnnwbKnnGroup *group, size_t mine, KnnwbS
                                  GError **error);
 void knnwb_split_blocks_clear(KnnwbSplitBlocks *blocks);
 void knnwb_split_rows_of(const KnnwbSplitBlocks *blocks, int rank, size_t *first, size_t *count);
-KnnwbNeighbors *knnwb_split_gather(const KnnwbKnnGroup *group, const KnnwbSplitBlocks *blocks,
-                                   const KnnwbNeighbors *own, GError **error);
 gboolean knnwb_split_fetch(const KnnwbKnnGroup *group, const KnnwbSplitLayout *layout,
                            const KnnwbPrepared *own, const unsigned char *own_invalid, int to,
                            int from, size_t rows, char *buffer, KnnwbPrepared *view,
