@@ -290,6 +290,20 @@ static size_t knnwb_expand_add(const KnnwbDuplicates *duplicates, size_t g, int6
   return added;
 }
 
+/* The k best items by (distance, index) into a list of k slots (the rest empty); returns how
+ * many were found. */
+static size_t knnwb_expand_write(GArray *items, size_t k, int64_t *out_index, double *out_distance)
+{
+  g_array_sort(items, knnwb_expand_compare);
+  const KnnwbExpandItem *sorted = (const KnnwbExpandItem *)(void *)items->data;
+  size_t kept = MIN(k, (size_t)items->len);
+  for (size_t r = 0; r < k; r++) {
+    out_index[r] = r < kept ? sorted[r].index : -1;
+    out_distance[r] = r < kept ? sorted[r].distance : INFINITY;
+  }
+  return kept;
+}
+
 static void knnwb_duplicates_expand_rows(size_t first, size_t last, void *user)
 {
   KnnwbExpandLoop *loop = user;
@@ -342,18 +356,7 @@ static void knnwb_duplicates_expand_rows(size_t first, size_t last, void *user)
       if (count >= k && threshold == INFINITY)
         threshold = distance;
     }
-    g_array_sort(items, knnwb_expand_compare);
-    const KnnwbExpandItem *sorted = (const KnnwbExpandItem *)(void *)items->data;
-    size_t kept = MIN(k, (size_t)items->len);
-    for (size_t r = 0; r < kept; r++) {
-      out_index[r] = sorted[r].index;
-      out_distance[r] = sorted[r].distance;
-    }
-    for (size_t r = kept; r < k; r++) {
-      out_index[r] = -1;
-      out_distance[r] = INFINITY;
-    }
-    result->n_found[i] = (int32_t)kept;
+    result->n_found[i] = (int32_t)knnwb_expand_write(items, k, out_index, out_distance);
   }
   g_array_free(items, TRUE);
 }
@@ -385,14 +388,8 @@ static void knnwb_duplicates_expand_query_rows(size_t first, size_t last, void *
       if (count >= k && threshold == INFINITY)
         threshold = distance;
     }
-    g_array_sort(items, knnwb_expand_compare);
-    const KnnwbExpandItem *sorted = (const KnnwbExpandItem *)(void *)items->data;
-    size_t kept = MIN(k, (size_t)items->len);
-    for (size_t r = 0; r < k; r++) {
-      result->indices[i * k + r] = r < kept ? sorted[r].index : -1;
-      result->distances[i * k + r] = r < kept ? sorted[r].distance : INFINITY;
-    }
-    result->n_found[i] = (int32_t)kept;
+    result->n_found[i] =
+        (int32_t)knnwb_expand_write(items, k, result->indices + i * k, result->distances + i * k);
   }
   g_array_free(items, TRUE);
 }

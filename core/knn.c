@@ -601,6 +601,21 @@ static gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc
   return TRUE;
 }
 
+/* The distinct rows of from (duplicates' representatives), agreed by every rank of group. */
+static gboolean knnwb_knn_gather_distinct(KnnwbPrepared *distinct, const KnnwbPrepared *from,
+                                          const KnnwbDuplicates *duplicates,
+                                          const KnnwbKnnGroup *group, GError **error)
+{
+  gboolean ok = knnwb_prepared_gather(distinct, from, duplicates->representative,
+                                      duplicates->n_unique, error);
+  if (group != NULL && !group->agree(group, ok, error)) {
+    if (ok)
+      knnwb_prepared_clear(distinct);
+    return FALSE;
+  }
+  return ok;
+}
+
 /* The self lists of data with exact duplicate rows: the distinct rows' lists, expanded into result
  * (all n rows). With a group the distinct rows' lists are shared out and gathered on every rank
  * first (each row's expansion needs its representative's list, which may be another rank's). */
@@ -611,15 +626,9 @@ static gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFu
                                    GError **error)
 {
   KnnwbPrepared distinct;
-  gboolean ok = knnwb_prepared_gather(&distinct, query, duplicates->representative,
-                                      duplicates->n_unique, error);
-  if (group != NULL && !group->agree(group, ok, error)) {
-    if (ok)
-      knnwb_prepared_clear(&distinct);
+  if (!knnwb_knn_gather_distinct(&distinct, query, duplicates, group, error))
     return FALSE;
-  }
-  if (!ok)
-    return FALSE;
+  gboolean ok = TRUE;
   knnwb_prepared_set_screen(&distinct, &distinct, query->screen);
   const size_t valid = distinct.n - distinct.n_invalid;
   KnnwbKnnOptions distinct_options = *options;
@@ -663,15 +672,9 @@ static gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, Knn
                                              KnnwbNeighbors *result, GError **error)
 {
   KnnwbPrepared distinct;
-  gboolean ok = knnwb_prepared_gather(&distinct, reference, duplicates->representative,
-                                      duplicates->n_unique, error);
-  if (group != NULL && !group->agree(group, ok, error)) {
-    if (ok)
-      knnwb_prepared_clear(&distinct);
+  if (!knnwb_knn_gather_distinct(&distinct, reference, duplicates, group, error))
     return FALSE;
-  }
-  if (!ok)
-    return FALSE;
+  gboolean ok = TRUE;
   /* The gathered rows share the reference's bound on norms: the screen stays the same. */
   knnwb_prepared_set_screen(query, &distinct, query->screen);
   const size_t valid = distinct.n - distinct.n_invalid;
