@@ -79,12 +79,13 @@ int knnwb_host_command_knn(int argc, char **argv)
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) context = g_option_context_new("-k K -o OUT");
   g_option_context_set_summary(
-      context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
-               "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
-               ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
-               "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
-               "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
-               "T suffixes.");
+      context,
+      "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
+      "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
+      ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
+      "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
+      "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
+      "T suffixes.");
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
@@ -278,9 +279,9 @@ int knnwb_host_command_knn(int argc, char **argv)
     /* Rank 0 builds the graph and writes it; the others learn how that went below. */
     written = TRUE;
   } else if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ ||
-      (mode == KNNWB_GRAPH_DIRECTED &&
-       (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX ||
-        output_format == KNNWB_OUTPUT_NEIGHBORS_TSV))) {
+             (mode == KNNWB_GRAPH_DIRECTED &&
+              (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX ||
+               output_format == KNNWB_OUTPUT_NEIGHBORS_TSV))) {
     /* Straight from the lists: no graph needed. */
     if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ)
       knnwb_host_progress_set_unit(progress, "bytes");
