@@ -100,18 +100,18 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
   options->block_count = group->size;
   KnnwbMatrix *data = NULL;
   gboolean read = knnwb_formats_read_matrix(path, options, &data, &input->info, error);
-  if (input->info.block_read && input->info.format != KNNWB_INPUT_NPY) {
-    /* Byte ranges of a text file: when any rank saw a quote, a field may span lines and a range
-     * may have cut a record (perhaps the cause of an error), so every rank reads it whole. */
-    int64_t quoted = input->info.quoted;
-    if (!group->reduce(group, &quoted, 1, KNNWB_GROUP_MAX, error)) {
-      read = FALSE;
-    } else if (quoted) {
-      g_clear_error(error);
-      g_clear_pointer(&data, knnwb_matrix_free);
-      options->block_count = 0;
-      read = knnwb_formats_read_matrix(path, options, &data, &input->info, error);
-    }
+  /* Byte ranges of a text file: when any rank saw a quote, a field may span lines and a range
+   * may have cut a record (perhaps the cause of an error), so every rank reads it whole. Every
+   * rank takes part, whatever its read did (a rank that failed may not know the format). */
+  int64_t quoted =
+      input->info.block_read && input->info.format != KNNWB_INPUT_NPY && input->info.quoted;
+  if (!group->reduce(group, &quoted, 1, KNNWB_GROUP_MAX, error)) {
+    read = FALSE;
+  } else if (quoted) {
+    g_clear_error(error);
+    g_clear_pointer(&data, knnwb_matrix_free);
+    options->block_count = 0;
+    read = knnwb_formats_read_matrix(path, options, &data, &input->info, error);
   }
   if (read && cancel != NULL && *cancel) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
