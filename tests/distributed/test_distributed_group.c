@@ -9,6 +9,7 @@
 #include <knnwb/error.h>
 #include <knnwb/knnwb.h>
 #include "knnwb_test_matrix.h"
+#include "../core/oracle.h"
 
 #define MAX_RANKS 4
 
@@ -230,11 +231,14 @@ static gpointer rank_main(gpointer data)
   return NULL;
 }
 
-/* Runs the request on ranks threads; results[r] / errors[r] per rank (caller frees). */
-static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *reference,
-                      const KnnwbKnnOptions *options, RankRun *runs)
+/* Runs the request on ranks threads, with what task (may be NULL) asks besides: the root gather
+ * (gather_root) or a split neighbourhood (focus ...); results[r] / errors[r] per rank (caller
+ * frees). */
+static void run_ranks_task(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                           const KnnwbKnnOptions *options, const RankRun *task_or_null,
+                           RankRun *runs)
 {
-  RankRun task = runs[0]; /* what to run besides the kNN request (zeroed by most callers) */
+  const RankRun task = task_or_null ? *task_or_null : (RankRun){0};
   ThreadJob job = {.size = ranks};
   g_mutex_init(&job.lock);
   g_cond_init(&job.cond);
@@ -261,6 +265,13 @@ static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *re
     g_thread_join(threads[r]);
   g_mutex_clear(&job.lock);
   g_cond_clear(&job.cond);
+}
+
+/* The plain request. */
+static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                      const KnnwbKnnOptions *options, RankRun *runs)
+{
+  run_ranks_task(ranks, query, reference, options, NULL, runs);
 }
 
 static void assert_same_rows(const KnnwbNeighbors *expected, const KnnwbNeighbors *got)
@@ -302,7 +313,7 @@ static void check_case_split(KnnwbMetric metric, size_t n, size_t nq, size_t d, 
   options.group_own_rows = own;
   options.group_split = split;
   for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
-    RankRun runs[MAX_RANKS] = {0};
+    RankRun runs[MAX_RANKS];
     run_ranks(ranks, queries ? queries : data, queries ? data : NULL, &options, runs);
     size_t covered = 0;
     for (int r = 0; r < ranks; r++) {
@@ -382,7 +393,7 @@ static void test_failing_rank(void)
   for (int split = 0; split <= 1; split++) {
     /* Split: rank 2 holds rows 67..99 only, and still names the row by its number in all. */
     options.group_split = split;
-    RankRun runs[MAX_RANKS] = {0};
+    RankRun runs[MAX_RANKS];
     run_ranks(3, data, NULL, &options, runs);
     for (int r = 0; r < 3; r++) {
       g_assert_null(runs[r].result);
@@ -426,7 +437,7 @@ static void test_split_global_statistics(void)
     g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
     options.group_split = TRUE;
     for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
-      RankRun runs[MAX_RANKS] = {0};
+      RankRun runs[MAX_RANKS];
       run_ranks(ranks, data, NULL, &options, runs);
       for (int r = 0; r < ranks; r++) {
         g_assert_no_error(runs[r].error);
@@ -465,7 +476,7 @@ static void test_split_uneven_blocks(void)
         rank_cuts = ranks == 3 ? three : four;
         for (int own = 0; own <= 1; own++) {
           options.group_own_rows = own;
-          RankRun runs[MAX_RANKS] = {0};
+          RankRun runs[MAX_RANKS];
           run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
           for (int r = 0; r < ranks; r++) {
             g_assert_no_error(runs[r].error);
@@ -480,6 +491,69 @@ static void test_split_uneven_blocks(void)
     }
 }
 
+/*
+ * Split runs start every step after the first with each row's kc-th best score so far as its
+ * threshold, and compute the exact distances of the first step's candidates only where refine
+ * needs them. Small integer values give many pairs of equal score and equal distance (ties at the
+ * thresholds and at the k-th neighbour): for 1-4 ranks, two-sided and two-panel, self and query,
+ * the lists must be one process's bytes and the double oracle's neighbours, ties by lower index.
+ */
+static void test_split_thresholds_ties(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
+                                        KNNWB_METRIC_PEARSON, KNNWB_METRIC_COSINE};
+  const size_t n = 233, nq = 41, d = 5;
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+    g_autoptr(KnnwbMatrix) queries = knnwb_matrix_new(nq, d, NULL);
+    g_autoptr(GRand) rng = g_rand_new_with_seed(40 + m);
+    for (size_t i = 0; i < (n + nq) * d; i++) {
+      float *value = i < n * d ? &data->values[i] : &queries->values[i - n * d];
+      *value = (float)g_rand_int_range(rng, -2, 3);
+    }
+    /* No constant row (correlations): the first two columns differ. */
+    for (size_t i = 0; i < n + nq; i++) {
+      float *row = i < n ? data->values + i * d : queries->values + (i - n) * d;
+      if (row[0] == row[1])
+        row[1] = row[0] + 1.0f;
+    }
+    for (int query = 0; query <= 1; query++) {
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = metrics[m];
+      options.k = 6;
+      options.backend = KNNWB_BACKEND_CPU;
+      options.n_threads = 1;
+      options.memory_bytes = 4096; /* 32-row tiles */
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbNeighbors) expected = NULL;
+      if (query)
+        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
+      else
+        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+      g_assert_no_error(error);
+      options.group_split = TRUE;
+      for (int panels = 0; panels <= 1; panels++) {
+        if (panels)
+          g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+        for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
+          RankRun runs[MAX_RANKS];
+          run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+          for (int r = 0; r < ranks; r++) {
+            g_assert_no_error(runs[r].error);
+            assert_same_rows(expected, runs[r].result);
+            if (r == ranks - 1)
+              oracle_check(metrics[m], query ? queries->values : data->values, query ? nq : n,
+                           data->values, n, d, !query, runs[r].result, 1e-9);
+            knnwb_neighbors_free(runs[r].result);
+          }
+        }
+        g_unsetenv("KNNWB_SPLIT_PANELS");
+      }
+    }
+  }
+}
+
 /* A constant row in rank 1's block (pearson): every rank fails naming it by its global number. */
 static void test_split_degenerate_row(void)
 {
@@ -492,7 +566,7 @@ static void test_split_degenerate_row(void)
   options.backend = KNNWB_BACKEND_CPU;
   options.n_threads = 1;
   options.group_split = TRUE;
-  RankRun runs[MAX_RANKS] = {0};
+  RankRun runs[MAX_RANKS];
   run_ranks(2, data, NULL, &options, runs);
   for (int r = 0; r < 2; r++) {
     g_assert_null(runs[r].result);
@@ -516,7 +590,7 @@ static void test_cancelled_rank(void)
   options.cancel = &cancel;
   for (int split = 0; split <= 1; split++) {
     options.group_split = split;
-    RankRun runs[MAX_RANKS] = {0};
+    RankRun runs[MAX_RANKS];
     run_ranks(2, data, NULL, &options, runs);
     for (int r = 0; r < 2; r++) {
       g_assert_null(runs[r].result);
@@ -547,9 +621,9 @@ static void test_gather_root(void)
       options.group_split = TRUE;
       options.group_own_rows = TRUE;
       for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
-        RankRun runs[MAX_RANKS] = {0};
-        runs[0].gather_root = TRUE;
-        run_ranks(ranks, queries ? queries : data, queries ? data : NULL, &options, runs);
+        RankRun runs[MAX_RANKS], task = {.gather_root = TRUE};
+        run_ranks_task(ranks, queries ? queries : data, queries ? data : NULL, &options, &task,
+                       runs);
         for (int r = 0; r < ranks; r++) {
           g_assert_no_error(runs[r].error);
           if (r > 0) {
@@ -584,12 +658,9 @@ static void test_split_neighbourhood(void)
     g_assert_true(knnwb_neighbourhood_find(data, focus, 2, 2, (KnnwbDirection)direction, &options,
                                            &expected, NULL));
     for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
-      RankRun runs[MAX_RANKS] = {0};
-      runs[0].focus = focus;
-      runs[0].n_focus = 2;
-      runs[0].order = 2;
-      runs[0].direction = (KnnwbDirection)direction;
-      run_ranks(ranks, data, NULL, &options, runs);
+      RankRun runs[MAX_RANKS],
+          task = {.focus = focus, .n_focus = 2, .order = 2, .direction = direction};
+      run_ranks_task(ranks, data, NULL, &options, &task, runs);
       for (int r = 0; r < ranks; r++) {
         g_assert_no_error(runs[r].error);
         KnnwbNeighbourhood *got = runs[r].neighbourhood;
@@ -633,6 +704,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-degenerate-row", test_split_degenerate_row);
   g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
+  g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   g_test_add_func("/distributed/group/gather-root", test_gather_root);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   return g_test_run();
