@@ -205,4 +205,24 @@ grep -q "^knnwb: rank 2: bad.tsv:300:" err.txt || { cat err.txt; fail "no messag
 [ "$(cat bad-nb.gml)" = previous ] || fail "a failed neighbourhood touched the previous output"
 [ ! -e bad-nb.tsv ] || fail "a failed neighbourhood left an output"
 ! ls -a | grep -q '^\.knnwb-' || fail "a temporary file was left behind"
+# A step of rank 0's own fails (a phenotype column that is not there) while the other ranks wait
+# for the split kNN step after it: all stop, with rank 0's message.
+printf 'sample\tage\nc0\t1\n' >pheno.tsv
+cat >rank0.xml <<'XML'
+<?xml version="1.0" encoding="UTF-8"?><pipeline name="rank0" version="1">
+<step id="a" type="load-matrix"><param name="path" value="data.tsv"/></step>
+<step id="b" type="load-matrix"><param name="path" value="data.tsv"/></step>
+<step id="p" type="append-phenotype"><input name="data" step="b"/>
+<param name="table" value="pheno.tsv"/><param name="column" value="nope"/></step>
+<step id="g" type="knn-graph"><input name="data" step="a"/><param name="k" value="5"/>
+<param name="backend" value="cpu"/></step>
+<step id="w" type="write-graph"><input name="graph" step="g"/><param name="path" value="rank0.knn"/></step>
+</pipeline>
+XML
+status=0
+mpi 3 run rank0.xml -q 2>err.txt || status=$?
+[ "$status" -ne 0 ] || fail "a failing rank 0 step gave exit status 0"
+grep -q "^rank 0: rank0.xml:4: step 'p' (append-phenotype) failed: .*pheno.tsv:1: no column 'nope'" \
+  err.txt || { cat err.txt; fail "no message from rank 0's step"; }
+[ ! -e rank0.knn ] || fail "a failed pipeline (rank 0's step) left an output"
 echo "a failing rank stops the job with its message"
