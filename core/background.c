@@ -93,22 +93,17 @@ void knnwb_prefault_finish(KnnwbPrefault *prefault)
   g_free(prefault);
 }
 
-/* Blocks being freed by helper threads: counted, so that the next run can wait for them. */
+/* Blocks handed over and not yet freed: queued until knnwb_release_start, then counted until
+ * their helper thread has freed them, so that the next run can wait for them. */
 static GMutex knnwb_release_lock;
 static GCond knnwb_release_done;
+static GPtrArray *knnwb_release_queue;
 static guint knnwb_release_pending;
-
-typedef struct {
-  size_t n_blocks;
-  void *blocks[];
-} KnnwbRelease;
 
 static gpointer knnwb_release_run(gpointer user)
 {
-  KnnwbRelease *release = user;
-  for (size_t b = 0; b < release->n_blocks; b++)
-    g_free(release->blocks[b]);
-  g_free(release);
+  GPtrArray *blocks = user;
+  g_ptr_array_free(blocks, TRUE); /* its free function is g_free */
   g_mutex_lock(&knnwb_release_lock);
   knnwb_release_pending--;
   g_cond_broadcast(&knnwb_release_done);
@@ -121,32 +116,41 @@ void knnwb_release_later(void *const *blocks, const size_t *bytes, size_t n_bloc
   size_t total = 0;
   for (size_t b = 0; b < n_blocks; b++)
     total += blocks[b] != NULL ? bytes[b] : 0;
-  KnnwbRelease *release =
-      total >= KNNWB_RELEASE_LATER_MIN
-          ? g_try_malloc(sizeof(KnnwbRelease) + MAX(n_blocks, (size_t)1) * sizeof(void *))
-          : NULL;
   /* Freed here when small, or when memory is short: the caller's next allocations may need the
    * room at once (a process limit, a container). */
-  if (release == NULL || knnwb_memory_available() / 4 < total) {
-    g_free(release);
+  if (total < KNNWB_RELEASE_LATER_MIN || knnwb_memory_available() / 4 < total) {
     for (size_t b = 0; b < n_blocks; b++)
       g_free(blocks[b]);
     return;
   }
-  release->n_blocks = n_blocks;
-  memcpy(release->blocks, blocks, n_blocks * sizeof(void *));
   g_mutex_lock(&knnwb_release_lock);
-  knnwb_release_pending++;
+  if (knnwb_release_queue == NULL)
+    knnwb_release_queue = g_ptr_array_new_with_free_func(g_free);
+  for (size_t b = 0; b < n_blocks; b++)
+    if (blocks[b] != NULL)
+      g_ptr_array_add(knnwb_release_queue, blocks[b]);
   g_mutex_unlock(&knnwb_release_lock);
-  GThread *thread = knnwb_thread_try_start("knnwb-release", knnwb_release_run, release);
+}
+
+void knnwb_release_start(void)
+{
+  g_mutex_lock(&knnwb_release_lock);
+  GPtrArray *blocks = g_steal_pointer(&knnwb_release_queue);
+  if (blocks != NULL)
+    knnwb_release_pending++;
+  g_mutex_unlock(&knnwb_release_lock);
+  if (blocks == NULL)
+    return;
+  GThread *thread = knnwb_thread_try_start("knnwb-release", knnwb_release_run, blocks);
   if (thread == NULL)
-    knnwb_release_run(release);
+    knnwb_release_run(blocks);
   else
     g_thread_unref(thread);
 }
 
 void knnwb_release_wait(void)
 {
+  knnwb_release_start();
   g_mutex_lock(&knnwb_release_lock);
   while (knnwb_release_pending > 0)
     g_cond_wait(&knnwb_release_done, &knnwb_release_lock);

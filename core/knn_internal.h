@@ -258,12 +258,15 @@ void knnwb_prefault_finish(KnnwbPrefault *prefault);
 /** Below this many bytes in all, knnwb_release_later frees at once (a thread costs more). */
 #define KNNWB_RELEASE_LATER_MIN ((size_t)64 << 20)
 /**
- * g_free of blocks[0 .. n_blocks) (bytes[b] each, for the total; NULL allowed) on a helper
- * thread, so that unmapping gigabytes does not hold up the caller; at once when the total is
- * small, when memory is short (a quarter of knnwb_memory_available) or no thread can start.
- * knnwb_release_wait waits for every block handed over so far.
+ * Hands blocks[0 .. n_blocks) (bytes[b] each, for the total; NULL allowed) over to be freed: at
+ * once when the total is small or memory is short (a quarter of knnwb_memory_available), else
+ * queued, and freed by a helper thread from knnwb_release_start on, so that unmapping gigabytes
+ * holds up neither the caller nor a GPU's next pinned allocations.
  */
 void knnwb_release_later(void *const *blocks, const size_t *bytes, size_t n_blocks);
+/** Starts a helper thread freeing every queued block (frees them here when none can start). */
+void knnwb_release_start(void);
+/** knnwb_release_start, then waits until every block handed over so far is freed. */
 void knnwb_release_wait(void);
 
 /** Bytes the machine can still give (MemAvailable), SIZE_MAX when unknown. */

@@ -1,6 +1,7 @@
 /* Host work off a GPU run's critical path (core/background.c): prefaulting keeps every value, even
  * while another thread writes the block; blocks handed to knnwb_release_later are freed (the
  * sanitizer build's leak check sees any that are not) and knnwb_release_wait waits for them. */
+#include <malloc.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "knn_internal.h"
@@ -39,11 +40,24 @@ static void test_prefault_keeps_values(void)
   knnwb_prefault_finish(NULL);
 }
 
-/* Large blocks go to a helper, small ones are freed at once; after knnwb_release_wait nothing is
- * pending (run twice, so a wait with nothing pending returns too). */
+/* Bytes in blocks malloc maps on their own (every large block), or 0 where that is not known
+ * (AddressSanitizer's allocator). */
+static size_t mapped_bytes(void)
+{
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+  return mallinfo2().hblkhd;
+#else
+  return 0;
+#endif
+}
+
+/* Large blocks are queued: still mapped after knnwb_release_later, freed by a helper from
+ * knnwb_release_start (first round) or knnwb_release_wait alone (second round), and unmapped once
+ * knnwb_release_wait returns. Small ones are freed at once. */
 static void test_release_later(void)
 {
   for (int round = 0; round < 2; round++) {
+    const size_t before = mapped_bytes();
     void *large[] = {g_malloc((size_t)48 << 20), NULL, g_malloc((size_t)40 << 20)};
     memset(large[0], 1, 4096);
     const size_t large_bytes[] = {(size_t)48 << 20, 0, (size_t)40 << 20};
@@ -51,8 +65,13 @@ static void test_release_later(void)
     void *small[] = {g_malloc(1000)};
     const size_t small_bytes[] = {1000};
     knnwb_release_later(small, small_bytes, 1);
+    if (before > 0 || mapped_bytes() > 0)
+      g_assert_cmpuint(mapped_bytes(), >=, before + ((size_t)88 << 20));
+    if (round == 0)
+      knnwb_release_start();
     knnwb_release_wait();
-    knnwb_release_wait();
+    g_assert_cmpuint(mapped_bytes(), <=, before);
+    knnwb_release_wait(); /* nothing pending: returns */
   }
 }
 
