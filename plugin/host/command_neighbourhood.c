@@ -200,7 +200,7 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
     committed = FALSE;
   if (!committed)
     goto fail;
-  if (!quiet)
+  if (!quiet && nb != NULL) /* split: rank 0 holds the neighbourhood and speaks */
     g_printerr("knnwb: %zu x %zu, k=%zu %s, order %" G_GINT64_FORMAT " %s: %zu rows, %" IGRAPH_PRId
                " edges, %zu rows queried%s -> %s%s%s (read %.2f "
                "s, expand %.2f s, neighbourhood %.2f s, write %.2f s)\n",
