@@ -30,6 +30,9 @@ void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
   g_free(neighbors);
 }
 
+/* Candidate arrays from this size on are made resident while a GPU computes (prefault.c). */
+#define KNNWB_KNN_PREFAULT_MIN ((size_t)64 << 20)
+
 /* The smallest k whose lists a GPU backend sorts and cuts itself (see knnwb_knn_round). */
 #define KNNWB_KNN_DEVICE_REFINE_MIN_K 64
 
@@ -260,6 +263,16 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
       ok = FALSE;
       goto out;
     }
+    /* The merge's memory now, made resident while the backend computes (below): its shared
+     * blocks and this rank's merged lists. (Lists that cannot be had here are tried again by the
+     * merge.) */
+    if (group->share_reserve != NULL &&
+        !group->share_reserve(group, knnwb_knn_group_merge_bytes(group, query->n, kc), error)) {
+      ok = FALSE;
+      goto out;
+    }
+    own_index = g_try_malloc(MAX(n_rows * kc, (size_t)1) * sizeof(int64_t));
+    own_score = g_try_malloc(MAX(n_rows * kc, (size_t)1) * sizeof(float));
   }
   if (cand_index == NULL || cand_score == NULL || flags == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -344,9 +357,24 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
       }
     }
   }
+  /* A GPU leaves the host's cores idle during its tile loop: they take the page faults of the
+   * fresh candidate arrays the extraction fills (and of this rank's merged lists) meanwhile. */
+  KnnwbPrefault *prefault = NULL;
+  if (options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select && rows == NULL &&
+      cells * (sizeof(int64_t) + sizeof(float) + sizeof(double)) >= KNNWB_KNN_PREFAULT_MIN) {
+    if (shared && cand_distance != NULL)
+      own_distance = g_try_malloc(MAX(n_rows * kc, (size_t)1) * sizeof(double));
+    const size_t own_cells = shared ? n_rows * kc : 0;
+    const KnnwbPrefaultRegion regions[] = {
+        {cand_index, cells * sizeof(int64_t)},   {cand_score, cells * sizeof(float)},
+        {cand_distance, cells * sizeof(double)}, {own_index, own_cells * sizeof(int64_t)},
+        {own_score, own_cells * sizeof(float)},  {own_distance, own_cells * sizeof(double)}};
+    prefault = knnwb_prefault_start(regions, G_N_ELEMENTS(regions), MAX(1, threads / 2));
+  }
   char message[512] = "";
   select_start = g_get_monotonic_time();
   ok = knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error);
+  knnwb_prefault_finish(prefault);
 selected:
   g_clear_pointer(&gathered, g_free);
   if (shared) {
