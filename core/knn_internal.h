@@ -118,6 +118,13 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
                           int64_t *out_index, double *out_distance);
 
 /**
+ * A lower bound of the exact distance of a pair (query_row, any reference row) whose float score
+ * is at least score, by the certificate's error model (0 for a score that overflowed). O(1).
+ */
+double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
+                                const KnnwbPrepared *reference, float score);
+
+/**
  * The certificate of knnwb_refine_row for a row a backend refined itself: out_index/out_distance
  * hold its first min(k, valid) neighbours by (distance, index) from valid candidates (index >= 0,
  * not the row itself) whose largest float score was worst; the slots past them are set empty.

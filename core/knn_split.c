@@ -31,6 +31,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <knnwb/error.h>
 #include "knn_split_internal.h"
 
@@ -63,10 +64,14 @@ static size_t knnwb_split_valid(const KnnwbSplitSide *side)
 }
 
 /* Turns a job's local candidate indices of side `of` into global ones and computes each one's
- * exact distance from its list's row (of side `rows`), as the refinement would. */
+ * exact distance from its list's row (of side `rows`), as the refinement would; without
+ * `distances` (candidates from the rank's own reference block, which stays until the refinement)
+ * they are left NaN and computed there for the candidates that are still listed
+ * (knnwb_split_refine_rows): most of the first step's are displaced by the other blocks'. */
 typedef struct {
   const KnnwbSplitSide *rows, *of;
   KnnwbSplitLists *lists;
+  gboolean distances;
 } KnnwbSplitFinish;
 
 static void knnwb_split_finish_rows(size_t first, size_t last, void *user)
@@ -82,15 +87,25 @@ static void knnwb_split_finish_rows(size_t first, size_t last, void *user)
       }
       const size_t j = finish->of->first + (size_t)*index;
       finish->lists->distance[t * kc + c] =
-          knnwb_prepared_distance(finish->rows->rows, finish->rows->first + t, finish->of->rows, j);
+          finish->distances ? knnwb_prepared_distance(finish->rows->rows, finish->rows->first + t,
+                                                      finish->of->rows, j)
+                            : NAN;
       *index = (int64_t)(finish->of->global + (size_t)*index);
     }
+}
+
+static void knnwb_split_finish_as(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
+                                  const KnnwbSplitSide *of, KnnwbSplitLists *lists,
+                                  gboolean distances)
+{
+  KnnwbSplitFinish finish = {rows, of, lists, distances};
+  knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
 }
 
 static void knnwb_split_finish(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
                                const KnnwbSplitSide *of, KnnwbSplitLists *lists)
 {
-  KnnwbSplitFinish finish = {rows, of, lists};
+  KnnwbSplitFinish finish = {rows, of, lists, TRUE};
   knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
 }
 
@@ -133,9 +148,12 @@ static gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJ
 
 /* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
  * (allocated here) and, for a pair, of b's rows among a's into b_lists (b->count empty rows, kc
- * wide, given: the window of the lists that go back to b's owner). */
+ * wide, given: the window of the lists that go back to b's owner). a_bounds/b_bounds (NULL: none):
+ * the rows' starting thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them
+ * (the rest padded with -1). */
 static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
-                                   const KnnwbSplitSide *b, KnnwbSplitLists *a_lists,
+                                   const KnnwbSplitSide *b, const float *a_bounds,
+                                   const float *b_bounds, KnnwbSplitLists *a_lists,
                                    KnnwbSplitLists *b_lists, GError **error)
 {
   const size_t kc = run->kc;
@@ -151,7 +169,7 @@ static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSid
     if (!knnwb_split_run_job(run, &job, error))
       return FALSE;
     a_lists->kc = job.kc; /* the job's stride; knnwb_split_finish and the merge read it */
-    knnwb_split_finish(run, a, a, a_lists);
+    knnwb_split_finish_as(run, a, a, a_lists, FALSE);
     return TRUE;
   }
   const size_t valid_a = knnwb_split_valid(a), valid_b = knnwb_split_valid(b);
@@ -160,6 +178,8 @@ static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSid
   if (run->two_sided) {
     /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
     knnwb_split_fill_job(run, &job, a, b, kc, a_lists);
+    job.query_bounds = a_bounds;
+    job.reference_bounds = b_bounds;
     job.out_reference_index = b_lists->index;
     job.out_reference_score = b_lists->score;
     job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
@@ -170,6 +190,7 @@ static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSid
     /* Other backends select for query rows only: the pair as two panels (b's narrower lists
      * are widened into b_lists). */
     knnwb_split_fill_job(run, &job, a, b, MIN(kc, valid_b), a_lists);
+    job.query_bounds = a_bounds;
     if (!knnwb_split_run_job(run, &job, error))
       return FALSE;
     a_lists->kc = job.kc;
@@ -177,6 +198,7 @@ static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSid
     if (!knnwb_split_lists_init(&narrow, b->count, kc, error))
       return FALSE;
     knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), &narrow);
+    job.query_bounds = b_bounds;
     gboolean ok = knnwb_split_run_job(run, &job, error);
     narrow.kc = job.kc;
     if (ok) {
@@ -289,12 +311,45 @@ static gboolean knnwb_split_frame(const KnnwbKnnGroup *group, const KnnwbMatrix 
 typedef struct {
   const KnnwbPrepared *query, *reference;
   gboolean self;
-  size_t k, available, first;
+  size_t k, available, first, reference_first;
   const int64_t *rows;
   const KnnwbSplitLists *lists;
   KnnwbNeighbors *result;
   unsigned char *uncertified;
 } KnnwbSplitRefine;
+
+/* The distances left NaN (candidates of the own reference block, knnwb_split_finish_as) of list
+ * t (own row i), as knnwb_refine_row would want them: those of the k best by score (the list is
+ * sorted), whose largest, kth, bounds the k-th exact distance from above, then of the others whose
+ * lower bound does not exceed kth. The rest become +inf: each is farther than the k-th, so it
+ * could not be among the k kept, and the certificate reads the worst score and the k-th distance
+ * only: the output is what computing them all would give, with about k distances a row instead of
+ * kc. */
+static void knnwb_split_complete_row(const KnnwbSplitRefine *refine, size_t i, size_t t)
+{
+  const size_t kc = refine->lists->kc, first = refine->reference_first;
+  const int64_t self_index = refine->self ? (int64_t)(refine->first + i) : -1;
+  const int64_t *index = refine->lists->index + t * kc;
+  const float *score = refine->lists->score + t * kc;
+  double *distance = refine->lists->distance + t * kc;
+  double kth = -INFINITY;
+  size_t seen = 0;
+  for (size_t c = 0; c < kc; c++) {
+    if (index[c] < 0 || index[c] == self_index)
+      continue;
+    const gboolean best = seen++ < refine->k;
+    if (isnan(distance[c]) && (size_t)index[c] >= first &&
+        (size_t)index[c] - first < refine->reference->n) {
+      if (!best && knnwb_refine_lower_bound(refine->query, i, refine->reference, score[c]) > kth)
+        distance[c] = INFINITY;
+      else
+        distance[c] =
+            knnwb_prepared_distance(refine->query, i, refine->reference, (size_t)index[c] - first);
+    }
+    if (best)
+      kth = MAX(kth, distance[c]);
+  }
+}
 
 static void knnwb_split_refine_rows(size_t first, size_t last, void *user)
 {
@@ -313,6 +368,7 @@ static void knnwb_split_refine_rows(size_t first, size_t last, void *user)
       refine->result->n_found[i] = 0;
       continue;
     }
+    knnwb_split_complete_row(refine, i, t);
     gboolean ok = knnwb_refine_row(
         refine->query, i, refine->reference, refine->self ? (int64_t)(refine->first + i) : -1,
         refine->lists->index + t * kc, refine->lists->score + t * kc,
@@ -333,6 +389,45 @@ static void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refin
       g_array_append_val(left, i);
     }
   g_clear_pointer(&refine->uncertified, g_free);
+}
+
+/*
+ * Each row's starting threshold for the next step: the kc-th best score its lists (sorted by
+ * knnwb_split_merge) hold so far, +inf while they hold fewer than kc.
+ *
+ * Why dropping the pairs that do not beat it changes no output. Say row i holds kc candidates, the
+ * worst scoring T, when a step starts, and the step's job leaves out a pair (i, j) with score
+ * s >= T. The merges after it only replace candidates by better ones (by (score, index)), so the
+ * worst candidate row i finally keeps, W, satisfies W <= T <= s: every pair left out scores at or
+ * above the final worst kept, which is all the certificate (knnwb_refine_row: the bound on
+ * everything outside the list from the worst listed score) and the re-selection assume, as for
+ * the pairs a job's own cuts drop. Would (i, j) have entered the merged list? Only by beating its
+ * worst by (score, index), i.e. with s < T, or s == T and a lower index than the candidate at T;
+ * that tie can drop a pair one process would have kept among its kc screen candidates. The
+ * candidates are a screen, not the answer: refine computes exact distances, and where the kept
+ * candidates certify, the k nearest by (exact distance, index) are the same whichever of equally
+ * scored pairs were kept; where they do not, the row is re-selected with more candidates, as in
+ * one process. So the lists stay one process's lists, byte for byte (tested with ties:
+ * test_distributed_group's duplicate rows, against the double oracle).
+ */
+static void knnwb_split_bounds(const KnnwbSplitLists *lists, float *bounds)
+{
+  const size_t kc = lists->kc;
+  for (size_t t = 0; t < lists->rows; t++)
+    bounds[t] =
+        kc > 0 && lists->index[t * kc + kc - 1] >= 0 ? lists->score[t * kc + kc - 1] : INFINITY;
+}
+
+/* A debug line with the seconds since *since (then reset) and the process's CPU seconds so far:
+ * where a rank's time goes (on a shared machine the CPU time is the steadier figure). */
+static void knnwb_split_mark(const KnnwbKnnGroup *group, const char *what, gint64 *since)
+{
+  const gint64 now = g_get_monotonic_time();
+  struct timespec cpu = {0};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  g_debug("knnwb: rank %d: %s %.3f s (CPU time so far %.3f s)", group->rank, what,
+          (double)(now - *since) / 1e6, (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9);
+  *since = now;
 }
 
 /* Rank 0 shows the job's progress in steps of the schedule. */
@@ -366,23 +461,31 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   const uint64_t steps = (uint64_t)R / 2 + 1;
   KnnwbSplitSide mine = {own, 0, m, first};
   KnnwbSplitLists a_lists = {0}, b_lists = {0};
-  gboolean ok = knnwb_split_select(run, &mine, NULL, &a_lists, &b_lists, error);
+  gint64 since = g_get_monotonic_time();
+  gboolean ok = knnwb_split_select(run, &mine, NULL, NULL, NULL, &a_lists, &b_lists, error);
   if (ok)
     knnwb_split_merge(lists, &a_lists, 0, run->threads);
   knnwb_split_lists_clear(&a_lists);
   knnwb_split_lists_clear(&b_lists);
+  knnwb_split_mark(group, "step 0 (own block) selected and merged in", &since);
   if (!group->agree(group, ok, error))
     return FALSE;
+  knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
   knnwb_split_progress(run, 1, steps);
   const size_t largest = blocks->largest;
   const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
   char *visiting = g_try_malloc(visiting_bytes);
-  ok = visiting != NULL;
+  /* The own rows' thresholds, and the visiting rows' (they travel with their block). */
+  float *bounds = g_try_new(float, MAX(m, (size_t)1));
+  float *visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
+  ok = visiting != NULL && bounds != NULL && visiting_bounds != NULL;
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate room for a visiting block of %zu rows", largest);
   if (!group->agree(group, ok, error)) {
     g_free(visiting);
+    g_free(bounds);
+    g_free(visiting_bounds);
     return FALSE;
   }
   for (int s = 1; 2 * s <= R && ok; s++) {
@@ -390,11 +493,15 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     size_t q_first, q_rows;
     knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
     KnnwbPrepared view;
+    knnwb_split_bounds(lists, bounds);
     if (!knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting, &view,
-                           error)) {
+                           error) ||
+        !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
+                           q_rows * sizeof(float), error)) {
       ok = FALSE;
       break;
     }
+    knnwb_split_mark(group, "block fetched in", &since);
     /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half. */
     KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
     if (2 * s == R) {
@@ -414,11 +521,13 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
         !knnwb_split_cancelled(run, error) && knnwb_split_lists_init(&back, q_rows, run->kc, error);
     if (ok) {
       KnnwbSplitLists window = knnwb_split_lists_window(&back, b.first, b.count);
-      ok = knnwb_split_select(run, &a, &b, &a_lists, &window, error);
+      ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, &a_lists,
+                              &window, error);
     }
     if (ok)
       knnwb_split_merge(lists, &a_lists, 0, run->threads);
     knnwb_split_lists_clear(&a_lists);
+    knnwb_split_mark(group, "pair selected and merged in", &since);
     const gboolean fits = knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
     ok = ok && knnwb_split_lists_init_in(&from_p, m, run->kc, fits ? visiting : NULL, error);
     if (group->agree(group, ok, error)) {
@@ -431,9 +540,12 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     }
     knnwb_split_lists_clear(&back);
     knnwb_split_lists_clear(&from_p);
+    knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &since);
     knnwb_split_progress(run, (uint64_t)s + 1, steps);
   }
   g_free(visiting);
+  g_free(bounds);
+  g_free(visiting_bounds);
   return ok;
 }
 
@@ -455,6 +567,12 @@ static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrep
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate room for a visiting block of %zu rows", largest);
+  float *bounds = g_try_new(float, MAX(query->n, (size_t)1));
+  if (ok && bounds == NULL) {
+    ok = FALSE;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the thresholds of %zu rows", query->n);
+  }
   ok = group->agree(group, ok, error);
   KnnwbSplitSide mine = {query, 0, query->n, query_first};
   for (int s = 0; s < R && ok; s++) {
@@ -479,10 +597,12 @@ static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrep
     if (local && valid > 0 && mine.count > 0) {
       KnnwbSelectJob job;
       knnwb_split_fill_job(run, &job, &mine, &b, MIN(run->kc, valid), &found);
+      knnwb_split_bounds(lists, bounds);
+      job.query_bounds = bounds;
       local = knnwb_split_run_job(run, &job, error);
       found.kc = job.kc;
       if (local) {
-        knnwb_split_finish(run, &mine, &b, &found);
+        knnwb_split_finish_as(run, &mine, &b, &found, s > 0);
         knnwb_split_merge(lists, &found, 0, run->threads);
       }
     }
@@ -491,6 +611,7 @@ static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrep
     knnwb_split_progress(run, (uint64_t)s + 1, (uint64_t)R);
   }
   g_free(visiting);
+  g_free(bounds);
   return ok;
 }
 
@@ -601,8 +722,9 @@ static gboolean knnwb_split_retry(const KnnwbSplitRun *run, const KnnwbPrepared 
       for (size_t r = 0; r < ranks && local; r++)
         knnwb_split_merge(&merged, &back[r], 0, run->threads);
       if (local) {
-        KnnwbSplitRefine refine = {query,       reference, self,    k,      available,
-                                   query_first, mine,      &merged, result, NULL};
+        KnnwbSplitRefine refine = {query,       reference,       self, k,       available,
+                                   query_first, reference_first, mine, &merged, result,
+                                   NULL};
         knnwb_split_refine(run, &refine, count, *left);
         knnwb_split_lists_clear(&merged);
       }
@@ -645,6 +767,7 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   GArray *left = NULL;
   KnnwbScreen screen = KNNWB_SCREEN_FP32;
   gboolean ok = TRUE, nothing_to_do = FALSE;
+  gint64 since = g_get_monotonic_time();
 
   /* Sizes: every rank's block, in rank order. */
   int64_t columns[4] = {(int64_t)query_block->n_cols, -(int64_t)query_block->n_cols,
@@ -677,6 +800,7 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     goto out;
   }
 
+  knnwb_split_mark(group, "checks", &since);
   /* The shared frame, then each block prepared in it. */
   if (!knnwb_split_frame(group, self ? NULL : query_block, reference_block, n_reference,
                          options->metric, &frame, error))
@@ -755,6 +879,7 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     ok = FALSE;
     goto out;
   }
+  knnwb_split_mark(group, "frame, prepare and allocation", &since);
   if (self)
     ok = knnwb_split_self_pass(&run, &query, reference_invalid, &blocks, &lists, error);
   else
@@ -762,11 +887,13 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
                                 &reference_blocks, &lists, error);
   if (!ok)
     goto out;
+  since = g_get_monotonic_time();
   left = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  KnnwbSplitRefine refine = {&query, reference, self,   k,      available,
-                             first,  NULL,      &lists, result, NULL};
+  KnnwbSplitRefine refine = {&query,          reference, self,   k,      available, first,
+                             reference_first, NULL,      &lists, result, NULL};
   knnwb_split_refine(&run, &refine, count, left);
   knnwb_split_lists_clear(&lists);
+  knnwb_split_mark(group, "refine", &since);
   /* Rows the bound cannot certify: four times the candidates, until every rank is done. */
   const size_t total = self ? available + 1 : available;
   for (;;) {
@@ -796,6 +923,7 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     ok = group->reduce(group, &reselected, 1, KNNWB_GROUP_SUM, error);
     result->n_reselected = (size_t)reselected;
   }
+  knnwb_split_mark(group, "re-selection", &since);
 gather:
   if (ok && !options->group_own_rows) {
     KnnwbNeighbors *all =

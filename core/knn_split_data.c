@@ -159,8 +159,16 @@ static int knnwb_split_candidate_compare(const void *a, const void *b)
   return x->index < y->index ? -1 : (x->index > y->index);
 }
 
+static gboolean knnwb_split_candidate_before(const KnnwbSplitCandidate *x,
+                                             const KnnwbSplitCandidate *y)
+{
+  return x->score < y->score || (x->score == y->score && x->index < y->index);
+}
+
 /* Merges every row u of incoming into row at + u of lists: each keeps its kc best by (score,
- * index). */
+ * index), sorted. lists' rows are sorted already (every list starts empty and changes only here),
+ * incoming's need not be: its valid candidates are sorted (few, after a job with starting
+ * thresholds: insertion sort) and the two runs merged, O(kc + c log c) a row. */
 typedef struct {
   KnnwbSplitLists *lists;
   const KnnwbSplitLists *incoming;
@@ -174,25 +182,45 @@ static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
   const KnnwbSplitLists *incoming = merge->incoming;
   const size_t kc = lists->kc;
   KnnwbSplitCandidate *pool = g_new(KnnwbSplitCandidate, kc + incoming->kc);
+  KnnwbSplitCandidate *added = pool + kc;
   for (size_t u = first; u < last; u++) {
     const size_t t = merge->at + u;
     size_t count = 0;
-    for (size_t c = 0; c < kc; c++)
-      if (lists->index[t * kc + c] >= 0)
-        pool[count++] = (KnnwbSplitCandidate){lists->score[t * kc + c], lists->index[t * kc + c],
-                                              lists->distance[t * kc + c]};
     for (size_t c = 0; c < incoming->kc; c++) {
       const size_t at = u * incoming->kc + c;
-      if (incoming->index[at] >= 0)
-        pool[count++] =
-            (KnnwbSplitCandidate){incoming->score[at], incoming->index[at], incoming->distance[at]};
+      if (incoming->index[at] < 0)
+        continue;
+      const KnnwbSplitCandidate candidate = {incoming->score[at], incoming->index[at],
+                                             incoming->distance[at]};
+      if (count >= 32) {
+        added[count++] = candidate;
+        continue;
+      }
+      size_t place = count++;
+      for (; place > 0 && knnwb_split_candidate_before(&candidate, &added[place - 1]); place--)
+        added[place] = added[place - 1];
+      added[place] = candidate;
     }
-    qsort(pool, count, sizeof *pool, knnwb_split_candidate_compare);
+    if (count == 0)
+      continue;
+    if (count > 32)
+      qsort(added, count, sizeof *added, knnwb_split_candidate_compare);
+    size_t held = 0;
+    while (held < kc && lists->index[t * kc + held] >= 0) {
+      pool[held] = (KnnwbSplitCandidate){lists->score[t * kc + held], lists->index[t * kc + held],
+                                         lists->distance[t * kc + held]};
+      held++;
+    }
+    size_t x = 0, y = 0;
     for (size_t c = 0; c < kc; c++) {
-      const gboolean kept = c < count;
-      lists->index[t * kc + c] = kept ? pool[c].index : -1;
-      lists->score[t * kc + c] = kept ? pool[c].score : INFINITY;
-      lists->distance[t * kc + c] = kept ? pool[c].distance : NAN;
+      const KnnwbSplitCandidate *next = NULL;
+      if (x < held && (y == count || knnwb_split_candidate_before(&pool[x], &added[y])))
+        next = &pool[x++];
+      else if (y < count)
+        next = &added[y++];
+      lists->index[t * kc + c] = next ? next->index : -1;
+      lists->score[t * kc + c] = next ? next->score : INFINITY;
+      lists->distance[t * kc + c] = next ? next->distance : NAN;
     }
   }
   g_free(pool);

@@ -170,8 +170,8 @@ static gboolean knnwb_refine_certified(const KnnwbPrepared *query, size_t query_
 /* A lower bound of the exact distance of any pair whose float score is at least score: the same
  * error model as the certification, so skipping a candidate whose bound exceeds the k-th exact
  * distance can never change the result. */
-static double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
-                                       const KnnwbPrepared *reference, float score)
+double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
+                                const KnnwbPrepared *reference, float score)
 {
   const double slack = knnwb_refine_slack(query);
   if (!isfinite(score))

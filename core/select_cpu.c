@@ -345,6 +345,12 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
              job->kc);
     return KNNWB_KERNELS_OUT_OF_MEMORY;
   }
+  /* Starting thresholds from the caller: a row then appends only what beats what it already has
+   * elsewhere (fewer appends and cuts; the scans are the same). */
+  if (job->query_bounds != NULL)
+    memcpy(s.rows.threshold, job->query_bounds, nq * sizeof(float));
+  if (lists > nq && job->reference_bounds != NULL)
+    memcpy(s.rows.threshold + nq, job->reference_bounds, nr * sizeof(float));
   s.query_locks = g_new(GMutex, s.n_query_blocks);
   s.reference_locks = job->self ? s.query_locks : g_new(GMutex, s.n_reference_blocks);
   for (size_t b = 0; b < s.n_query_blocks; b++)

@@ -178,6 +178,14 @@ typedef struct {
   float *out_reference_score;
   const float *query_sqnorms;
   const unsigned char *query_invalid;
+  /* Optional starting thresholds (NULL: none): a pair whose score (as seen from the row) is not
+   * below query_bounds[i] (n_query floats) or, for the transposed output, reference_bounds[j]
+   * (n_reference floats) need not become a candidate of that row, so its list may hold fewer than
+   * kc (padded with -1). Core gives the kc-th best score a row already holds from other rows, so
+   * the pairs left out could never enter its merged list. Only the CPU backend honours them
+   * (others ignore them: their lists are then simply longer). Never NaN. */
+  const float *query_bounds;
+  const float *reference_bounds;
 } KnnwbSelectJob;
 
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */

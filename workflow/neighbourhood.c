@@ -5,6 +5,15 @@
 #include <knnwb/error.h>
 #include <knnwb/neighbourhood.h>
 
+/* The rows a search reads: the whole matrix, or (one rank of a split-memory group) this rank's
+ * block, rows first[rank] .. first[rank + 1] - 1 of first[size]. */
+typedef struct {
+  const KnnwbMatrix *data;
+  const KnnwbKnnGroup *group; /* NULL: data is whole */
+  const size_t *first;        /* group: size + 1 block starts */
+  size_t n_rows;              /* every rank's rows */
+} KnnwbNeighbourhoodRows;
+
 gboolean knnwb_direction_from_string(const char *name, KnnwbDirection *direction, GError **error)
 {
   static const char *const names[] = {"out", "in", "both"};
@@ -40,14 +49,22 @@ void knnwb_neighbourhood_free(KnnwbNeighbourhood *neighbourhood)
 gboolean knnwb_neighbourhood_focus_rows(const KnnwbMatrix *data, const char *labels, int64_t **rows,
                                         size_t *n_rows, GError **error)
 {
+  return knnwb_neighbourhood_focus_labels((const char *const *)data->row_labels, data->n_rows,
+                                          labels, rows, n_rows, error);
+}
+
+gboolean knnwb_neighbourhood_focus_labels(const char *const *row_labels, size_t n,
+                                          const char *labels, int64_t **rows, size_t *n_rows,
+                                          GError **error)
+{
   g_auto(GStrv) wanted = g_strsplit(labels ? labels : "", ",", -1);
   g_autoptr(GArray) found = g_array_new(FALSE, FALSE, sizeof(int64_t));
   g_autoptr(GString) unknown = g_string_new(NULL);
   size_t n_unknown = 0;
   g_autoptr(GHashTable) index = g_hash_table_new(g_str_hash, g_str_equal);
-  for (size_t i = data->n_rows; data->row_labels != NULL && i-- > 0;)
-    if (data->row_labels[i] != NULL)
-      g_hash_table_insert(index, data->row_labels[i], GSIZE_TO_POINTER(i + 1));
+  for (size_t i = n; row_labels != NULL && i-- > 0;)
+    if (row_labels[i] != NULL)
+      g_hash_table_insert(index, (gpointer)row_labels[i], GSIZE_TO_POINTER(i + 1));
   for (char **w = wanted; *w; w++) {
     const char *label = g_strstrip(*w);
     if (*label == '\0')
@@ -66,7 +83,7 @@ gboolean knnwb_neighbourhood_focus_rows(const KnnwbMatrix *data, const char *lab
   }
   if (n_unknown > 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "focus: no row is labelled %s%s",
-                unknown->str, data->row_labels == NULL ? " (the matrix has no row labels)" : "");
+                unknown->str, row_labels == NULL ? " (the matrix has no row labels)" : "");
     return FALSE;
   }
   if (found->len == 0) {
@@ -137,35 +154,76 @@ static size_t knnwb_list_get(const KnnwbListSource *source, int64_t row, const i
 /* Queries rows (not yet in the store) against all rows (prepared once): k + 1 nearest, the row
  * itself dropped, which is exactly the row's self-kNN list (both are sorted by distance, then
  * index). */
-static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbMatrix *data,
-                                       const int64_t *rows, size_t n_rows,
+/* Rows of a split search: the rank holding each, and this rank's part of rows in their order. */
+static int knnwb_rows_owner(const KnnwbNeighbourhoodRows *rows, int64_t row)
+{
+  int r = 0;
+  while ((size_t)row >= rows->first[r + 1])
+    r++;
+  return r;
+}
+
+/* Queries rows (not yet in the store) against all rows (prepared once): k + 1 nearest, the row
+ * itself dropped, which is exactly the row's self-kNN list (both are sorted by distance, then
+ * index). Split: each rank queries the rows it holds against its block, the group shares the
+ * work, and every rank gets every list, in rank order of the rows' holders. */
+static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbNeighbourhoodRows *rows,
+                                       const int64_t *wanted, size_t n_wanted,
                                        const KnnwbKnnOptions *options, size_t *n_queries,
                                        GError **error)
 {
+  const KnnwbMatrix *data = rows->data;
   g_autoptr(GArray) fresh = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  for (size_t i = 0; i < n_rows; i++)
-    if (!g_hash_table_contains(store->slot_of, GSIZE_TO_POINTER((gsize)rows[i] + 1)))
-      g_array_append_val(fresh, rows[i]);
+  for (size_t i = 0; i < n_wanted; i++)
+    if (!g_hash_table_contains(store->slot_of, GSIZE_TO_POINTER((gsize)wanted[i] + 1)))
+      g_array_append_val(fresh, wanted[i]);
   if (fresh->len == 0)
     return TRUE;
+  /* The order the lists come back in: fresh order, or grouped by holder (stable) when split. */
+  g_autoptr(GArray) asked = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  size_t mine_begin = 0, mine_end = fresh->len;
+  if (rows->group == NULL) {
+    g_array_append_vals(asked, fresh->data, fresh->len);
+  } else {
+    for (int r = 0; r < rows->group->size; r++) {
+      if (r == rows->group->rank)
+        mine_begin = asked->len;
+      for (guint i = 0; i < fresh->len; i++)
+        if (knnwb_rows_owner(rows, g_array_index(fresh, int64_t, i)) == r)
+          g_array_append_val(asked, g_array_index(fresh, int64_t, i));
+      if (r == rows->group->rank)
+        mine_end = asked->len;
+    }
+  }
   const size_t d = data->n_cols, k = store->k;
-  g_autoptr(KnnwbMatrix) query = knnwb_matrix_new(fresh->len, d, error);
+  const size_t offset = rows->group != NULL ? rows->first[rows->group->rank] : 0;
+  g_autoptr(KnnwbMatrix) query = knnwb_matrix_new(mine_end - mine_begin, d, error);
   if (query == NULL)
     return FALSE;
-  for (guint i = 0; i < fresh->len; i++)
-    memcpy(query->values + (size_t)i * d,
-           data->values + (size_t)g_array_index(fresh, int64_t, i) * d, d * sizeof(float));
+  for (size_t i = mine_begin; i < mine_end; i++)
+    memcpy(query->values + (i - mine_begin) * d,
+           data->values + ((size_t)g_array_index(asked, int64_t, i) - offset) * d,
+           d * sizeof(float));
   KnnwbKnnOptions query_options = *options;
   query_options.k = k + 1;
-  /* All rows are the reference of every round: check and prepare them once. */
-  if (store->reference == NULL &&
-      (store->reference = knnwb_knn_reference_new(data, options, error)) == NULL)
-    return FALSE;
   g_autoptr(KnnwbNeighbors) found = NULL;
-  if (!knnwb_knn_reference_query(store->reference, query, &query_options, &found, error))
-    return FALSE;
-  for (guint i = 0; i < fresh->len; i++) {
-    int64_t row = g_array_index(fresh, int64_t, i);
+  if (rows->group != NULL) {
+    /* A split run prepares the blocks itself (no prepared reference in this mode). */
+    query_options.group = rows->group;
+    query_options.group_split = TRUE;
+    query_options.group_own_rows = FALSE;
+    if (!knnwb_knn_query(query, data, &query_options, &found, error))
+      return FALSE;
+  } else {
+    /* All rows are the reference of every round: check and prepare them once. */
+    if (store->reference == NULL &&
+        (store->reference = knnwb_knn_reference_new(data, options, error)) == NULL)
+      return FALSE;
+    if (!knnwb_knn_reference_query(store->reference, query, &query_options, &found, error))
+      return FALSE;
+  }
+  for (guint i = 0; i < asked->len; i++) {
+    int64_t row = g_array_index(asked, int64_t, i);
     size_t slot = store->n_found->len;
     int32_t n = 0;
     for (size_t r = 0; r < found->k && (size_t)n < k; r++) {
@@ -189,6 +247,48 @@ static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbMatrix 
   }
   *n_queries += fresh->len;
   return TRUE;
+}
+
+/* The rows of the vertices, in vertex order, on every rank of a split search (each sends the rows
+ * it holds). Collective. */
+static KnnwbMatrix *knnwb_rows_gather(const KnnwbNeighbourhoodRows *rows, const int64_t *wanted,
+                                      size_t n_wanted, GError **error)
+{
+  const KnnwbKnnGroup *group = rows->group;
+  const size_t d = rows->data->n_cols, ranks = (size_t)group->size;
+  g_autoptr(KnnwbMatrix) out = knnwb_matrix_new(n_wanted, d, error);
+  if (out == NULL)
+    return NULL;
+  /* Per rank, its vertices in vertex order: the layout of what it sends. */
+  g_autofree size_t *count = g_new0(size_t, ranks);
+  g_autofree int *owner = g_new(int, MAX(n_wanted, (size_t)1));
+  for (size_t v = 0; v < n_wanted; v++)
+    count[owner[v] = knnwb_rows_owner(rows, wanted[v])]++;
+  const size_t me = (size_t)group->rank, offset = rows->first[me];
+  g_autofree float *mine = g_new(float, MAX(count[me] * d, (size_t)1));
+  g_autofree float *received = g_new(float, MAX(n_wanted * d, (size_t)1));
+  for (size_t v = 0, i = 0; v < n_wanted; v++)
+    if ((size_t)owner[v] == me)
+      memcpy(mine + d * i++, rows->data->values + ((size_t)wanted[v] - offset) * d,
+             d * sizeof(float));
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
+  for (size_t r = 0, at = 0; r < ranks; at += count[r], r++) {
+    send[r] = mine;
+    send_bytes[r] = count[me] * d * sizeof(float);
+    receive[r] = received + at * d;
+    receive_bytes[r] = count[r] * d * sizeof(float);
+  }
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+    return NULL;
+  g_autofree size_t *next = g_new0(size_t, ranks);
+  for (size_t r = 1; r < ranks; r++)
+    next[r] = next[r - 1] + count[r - 1];
+  for (size_t v = 0; v < n_wanted; v++)
+    memcpy(out->values + v * d, received + d * next[owner[v]]++, d * sizeof(float));
+  return g_steal_pointer(&out);
 }
 
 /* Reverse lists (who lists row v) of whole-graph lists, as CSR. */
@@ -246,6 +346,7 @@ typedef struct {
   double distance;
   int64_t row;
   int order;
+  size_t vertex;
 } KnnwbRankedRow;
 
 static gint knnwb_ranked_compare(gconstpointer a, gconstpointer b)
@@ -257,10 +358,12 @@ static gint knnwb_ranked_compare(gconstpointer a, gconstpointer b)
 }
 
 /* Per focus: BFS over the neighbourhood's own edges (it holds every path of length <= order from
- * each focus), then its members ranked by exact distance to the focus. */
+ * each focus), then its members ranked by exact distance to the focus. Vertex v's values are row
+ * value_rows[v] of data. */
 static gboolean knnwb_neighbourhood_rank(KnnwbNeighbourhood *result, const KnnwbMatrix *data,
-                                         int max_order, KnnwbDirection direction,
-                                         KnnwbMetric metric, GError **error)
+                                         const int64_t *value_rows, int max_order,
+                                         KnnwbDirection direction, KnnwbMetric metric,
+                                         GError **error)
 {
   const size_t n = result->n_vertices, d = data->n_cols;
   igraph_neimode_t mode = direction == KNNWB_DIRECTION_OUT  ? IGRAPH_OUT
@@ -295,18 +398,19 @@ static gboolean knnwb_neighbourhood_rank(KnnwbNeighbourhood *result, const Knnwb
         queue[tail++] = u;
       }
     }
-    const float *x = data->values + (size_t)result->focus[f] * d;
+    const float *x = data->values + (size_t)value_rows[f] * d;
     for (size_t t = 1; t < tail; t++) {
       int64_t row = result->rows[queue[t]];
-      KnnwbRankedRow entry = {knnwb_distance_exact(metric, x, data->values + (size_t)row * d, d),
-                              row, hops[queue[t]]};
+      const float *y = data->values + (size_t)value_rows[queue[t]] * d;
+      KnnwbRankedRow entry = {knnwb_distance_exact(metric, x, y, d), row, hops[queue[t]],
+                              (size_t)queue[t]};
       g_array_append_val(ranked, entry);
     }
     g_array_sort(ranked, knnwb_ranked_compare);
     for (guint t = 0; t < ranked->len; t++) {
       const KnnwbRankedRow *entry = &g_array_index(ranked, KnnwbRankedRow, t);
       KnnwbNeighbourhoodMember member = {f, t + 1, entry->row, entry->order, entry->distance, NAN};
-      const float *y = data->values + (size_t)entry->row * d;
+      const float *y = data->values + (size_t)value_rows[entry->vertex] * d;
       if (metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_SPEARMAN)
         member.r = 1.0 - entry->distance;
       else if (metric == KNNWB_METRIC_ABS_PEARSON)
@@ -323,11 +427,11 @@ static gboolean knnwb_neighbourhood_rank(KnnwbNeighbourhood *result, const Knnwb
 
 /* The shared breadth-first search: source gives out-lists (querying them on demand when it has a
  * store) and, for IN/BOTH, reverse lists. */
-static gboolean knnwb_neighbourhood_search(const KnnwbMatrix *data, KnnwbListSource *source,
-                                           const int64_t *focus, size_t n_focus, int order,
-                                           KnnwbDirection direction, KnnwbMetric metric,
-                                           const KnnwbKnnOptions *options, KnnwbNeighbourhood **out,
-                                           GError **error)
+static gboolean knnwb_neighbourhood_search(const KnnwbNeighbourhoodRows *rows,
+                                           KnnwbListSource *source, const int64_t *focus,
+                                           size_t n_focus, int order, KnnwbDirection direction,
+                                           KnnwbMetric metric, const KnnwbKnnOptions *options,
+                                           KnnwbNeighbourhood **out, GError **error)
 {
   KnnwbVertexSet set = {g_hash_table_new(g_direct_hash, g_direct_equal),
                         g_array_new(FALSE, FALSE, sizeof(int64_t)),
@@ -343,7 +447,7 @@ static gboolean knnwb_neighbourhood_search(const KnnwbMatrix *data, KnnwbListSou
   for (int level = 0; level <= order; level++) {
     size_t level_end = set.rows->len;
     if (source->store != NULL &&
-        !knnwb_list_store_query(source->store, data, &g_array_index(set.rows, int64_t, level_begin),
+        !knnwb_list_store_query(source->store, rows, &g_array_index(set.rows, int64_t, level_begin),
                                 level_end - level_begin, options, &n_queries, error))
       goto out;
     if (level == order)
@@ -399,10 +503,22 @@ static gboolean knnwb_neighbourhood_search(const KnnwbMatrix *data, KnnwbListSou
   result->n_vertices = n_vertices;
   result->rows = g_memdup2(set.rows->data, MAX(n_vertices, 1) * sizeof(int64_t));
   result->order = g_memdup2(set.order->data, MAX(n_vertices, 1) * sizeof(int));
-  result->n_queries = source->store != NULL ? n_queries : data->n_rows;
+  result->n_queries = source->store != NULL ? n_queries : rows->n_rows;
   result->whole_graph = source->store == NULL;
-  if (!knnwb_neighbourhood_rank(result, data, order, direction, metric, error))
-    goto out;
+  if (rows->group == NULL) {
+    if (!knnwb_neighbourhood_rank(result, rows->data, result->rows, order, direction, metric,
+                                  error))
+      goto out;
+  } else {
+    /* Split: the vertices' rows come to every rank (about k^order of them). */
+    g_autoptr(KnnwbMatrix) values = knnwb_rows_gather(rows, result->rows, n_vertices, error);
+    g_autofree int64_t *identity = g_new(int64_t, MAX(n_vertices, (size_t)1));
+    for (size_t v = 0; v < n_vertices; v++)
+      identity[v] = (int64_t)v;
+    if (values == NULL ||
+        !knnwb_neighbourhood_rank(result, values, identity, order, direction, metric, error))
+      goto out;
+  }
   *out = g_steal_pointer(&result);
   ok = TRUE;
 out:
@@ -412,8 +528,8 @@ out:
   return ok;
 }
 
-static gboolean knnwb_neighbourhood_check(const KnnwbMatrix *data, const int64_t *focus,
-                                          size_t n_focus, int order, GError **error)
+static gboolean knnwb_neighbourhood_check(size_t n_rows, const int64_t *focus, size_t n_focus,
+                                          int order, GError **error)
 {
   if (order < 1) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -425,10 +541,10 @@ static gboolean knnwb_neighbourhood_check(const KnnwbMatrix *data, const int64_t
     return FALSE;
   }
   for (size_t f = 0; f < n_focus; f++) {
-    if (focus[f] < 0 || (size_t)focus[f] >= data->n_rows) {
+    if (focus[f] < 0 || (size_t)focus[f] >= n_rows) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                   "neighbourhood: focus row %" G_GINT64_FORMAT " does not exist (%zu rows)",
-                  (gint64)focus[f], data->n_rows);
+                  (gint64)focus[f], n_rows);
       return FALSE;
     }
     for (size_t g = 0; g < f; g++)
@@ -442,25 +558,73 @@ static gboolean knnwb_neighbourhood_check(const KnnwbMatrix *data, const int64_t
   return TRUE;
 }
 
+/* The cut from whole-graph lists (all rows). */
+static gboolean knnwb_neighbourhood_cut(const KnnwbNeighbourhoodRows *rows,
+                                        const KnnwbNeighbors *lists, const int64_t *focus,
+                                        size_t n_focus, int order, KnnwbDirection direction,
+                                        KnnwbMetric metric, KnnwbNeighbourhood **result,
+                                        GError **error)
+{
+  if (lists->n_queries != rows->n_rows) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "neighbourhood: %zu lists for %zu rows", lists->n_queries, rows->n_rows);
+    return FALSE;
+  }
+  KnnwbListSource source = {.lists = lists};
+  gboolean ok =
+      direction == KNNWB_DIRECTION_OUT || knnwb_list_source_reverse(&source, rows->n_rows, error);
+  ok = ok && knnwb_neighbourhood_search(rows, &source, focus, n_focus, order, direction, metric,
+                                        NULL, result, error);
+  g_free(source.reverse_start);
+  g_free(source.reverse);
+  return ok;
+}
+
 gboolean knnwb_neighbourhood_from_lists(const KnnwbMatrix *data, const KnnwbNeighbors *lists,
                                         const int64_t *focus, size_t n_focus, int order,
                                         KnnwbDirection direction, KnnwbMetric metric,
                                         KnnwbNeighbourhood **result, GError **error)
 {
-  if (!knnwb_neighbourhood_check(data, focus, n_focus, order, error))
+  if (!knnwb_neighbourhood_check(data->n_rows, focus, n_focus, order, error))
     return FALSE;
-  if (lists->n_queries != data->n_rows) {
+  KnnwbNeighbourhoodRows rows = {.data = data, .n_rows = data->n_rows};
+  return knnwb_neighbourhood_cut(&rows, lists, focus, n_focus, order, direction, metric, result,
+                                 error);
+}
+
+/* Both entry points: check, then the whole graph's cut (in, both) or the focused queries (out). */
+static gboolean knnwb_neighbourhood_run(const KnnwbNeighbourhoodRows *rows, const int64_t *focus,
+                                        size_t n_focus, int order, KnnwbDirection direction,
+                                        const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
+                                        GError **error)
+{
+  if (!knnwb_neighbourhood_check(rows->n_rows, focus, n_focus, order, error))
+    return FALSE;
+  if (options->k < 1 || options->k >= rows->n_rows) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "neighbourhood: %zu lists for %zu rows", lists->n_queries, data->n_rows);
+                "neighbourhood: k = %zu, but it must be between 1 and %zu (rows - 1)", options->k,
+                rows->n_rows > 0 ? rows->n_rows - 1 : 0);
     return FALSE;
   }
-  KnnwbListSource source = {.lists = lists};
-  gboolean ok =
-      direction == KNNWB_DIRECTION_OUT || knnwb_list_source_reverse(&source, data->n_rows, error);
-  ok = ok && knnwb_neighbourhood_search(data, &source, focus, n_focus, order, direction, metric,
-                                        NULL, result, error);
-  g_free(source.reverse_start);
-  g_free(source.reverse);
+  if (direction != KNNWB_DIRECTION_OUT) {
+    KnnwbKnnOptions self_options = *options;
+    if (rows->group != NULL) {
+      self_options.group = rows->group;
+      self_options.group_split = TRUE;
+      self_options.group_own_rows = FALSE;
+    }
+    g_autoptr(KnnwbNeighbors) lists = NULL;
+    if (!knnwb_knn_self(rows->data, &self_options, &lists, error))
+      return FALSE;
+    return knnwb_neighbourhood_cut(rows, lists, focus, n_focus, order, direction, options->metric,
+                                   result, error);
+  }
+  KnnwbListStore store;
+  knnwb_list_store_init(&store, options->k);
+  KnnwbListSource source = {.store = &store};
+  gboolean ok = knnwb_neighbourhood_search(rows, &source, focus, n_focus, order, direction,
+                                           options->metric, options, result, error);
+  knnwb_list_store_clear(&store);
   return ok;
 }
 
@@ -469,26 +633,17 @@ gboolean knnwb_neighbourhood_find(const KnnwbMatrix *data, const int64_t *focus,
                                   const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
                                   GError **error)
 {
-  if (!knnwb_neighbourhood_check(data, focus, n_focus, order, error))
-    return FALSE;
-  if (options->k < 1 || options->k >= data->n_rows) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "neighbourhood: k = %zu, but it must be between 1 and %zu (rows - 1)", options->k,
-                data->n_rows > 0 ? data->n_rows - 1 : 0);
-    return FALSE;
-  }
-  if (direction != KNNWB_DIRECTION_OUT) {
-    g_autoptr(KnnwbNeighbors) lists = NULL;
-    if (!knnwb_knn_self(data, options, &lists, error))
-      return FALSE;
-    return knnwb_neighbourhood_from_lists(data, lists, focus, n_focus, order, direction,
-                                          options->metric, result, error);
-  }
-  KnnwbListStore store;
-  knnwb_list_store_init(&store, options->k);
-  KnnwbListSource source = {.store = &store};
-  gboolean ok = knnwb_neighbourhood_search(data, &source, focus, n_focus, order, direction,
-                                           options->metric, options, result, error);
-  knnwb_list_store_clear(&store);
-  return ok;
+  KnnwbNeighbourhoodRows rows = {.data = data, .n_rows = data->n_rows};
+  return knnwb_neighbourhood_run(&rows, focus, n_focus, order, direction, options, result, error);
+}
+
+gboolean knnwb_neighbourhood_find_split(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                        const size_t *first_row, const int64_t *focus,
+                                        size_t n_focus, int order, KnnwbDirection direction,
+                                        const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
+                                        GError **error)
+{
+  KnnwbNeighbourhoodRows rows = {
+      .data = block, .group = group, .first = first_row, .n_rows = first_row[group->size]};
+  return knnwb_neighbourhood_run(&rows, focus, n_focus, order, direction, options, result, error);
 }

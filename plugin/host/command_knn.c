@@ -12,6 +12,7 @@
 #include <knnwb/knn.h>
 #include "host.h"
 #include "command_common.h"
+#include "split_input.h"
 
 typedef struct {
   KnnwbHostInputArgs input;
@@ -54,60 +55,6 @@ static gboolean knnwb_knn_check_output(const char *input, const char *output, GE
   return TRUE;
 }
 
-/* Every rank's row count and labels (NULL when the rows have none), in rank order: the blocks of a
- * text file read by byte ranges, for the writers of all rows. Collective. */
-static gboolean knnwb_knn_gather_labels(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
-                                        size_t *n_rows, char **bytes, char ***labels,
-                                        GError **error)
-{
-  const size_t ranks = (size_t)group->size;
-  int64_t counts[2] = {(int64_t)block->n_rows, block->row_labels != NULL};
-  if (!group->reduce(group, counts, 2, KNNWB_GROUP_SUM, error))
-    return FALSE;
-  *n_rows = (size_t)counts[0];
-  *bytes = NULL;
-  *labels = NULL;
-  if (counts[1] == 0)
-    return TRUE;
-  /* Each rank's labels, NUL-terminated, after each rank's byte count. */
-  g_autoptr(GString) mine = g_string_new(NULL);
-  for (size_t i = 0; i < block->n_rows; i++) {
-    const char *label = knnwb_matrix_row_label(block, i);
-    g_string_append_len(mine, label ? label : "", (gssize)strlen(label ? label : "") + 1);
-  }
-  int64_t length = (int64_t)mine->len;
-  g_autofree int64_t *lengths = g_new0(int64_t, ranks);
-  g_autofree const void **send = g_new(const void *, ranks);
-  g_autofree size_t *send_bytes = g_new(size_t, ranks);
-  g_autofree void **receive = g_new(void *, ranks);
-  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
-  for (size_t r = 0; r < ranks; r++) {
-    send[r] = &length;
-    send_bytes[r] = receive_bytes[r] = sizeof length;
-    receive[r] = &lengths[r];
-  }
-  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
-    return FALSE;
-  size_t total = 0;
-  for (size_t r = 0; r < ranks; r++)
-    total += (size_t)lengths[r];
-  *bytes = g_malloc(MAX(total, (size_t)1));
-  for (size_t r = 0, at = 0; r < ranks; at += (size_t)lengths[r], r++) {
-    send[r] = mine->str;
-    send_bytes[r] = mine->len;
-    receive[r] = *bytes + at;
-    receive_bytes[r] = (size_t)lengths[r];
-  }
-  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
-    return FALSE;
-  *labels = g_new(char *, MAX(*n_rows, (size_t)1));
-  for (size_t i = 0, at = 0; i < *n_rows && at < total; i++) {
-    (*labels)[i] = *bytes + at;
-    at += strlen(*bytes + at) + 1;
-  }
-  return TRUE;
-}
-
 int knnwb_host_command_knn(int argc, char **argv)
 {
   KnnwbKnnCommand command = {.knn = {.k = -1}};
@@ -132,12 +79,13 @@ int knnwb_host_command_knn(int argc, char **argv)
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) context = g_option_context_new("-k K -o OUT");
   g_option_context_set_summary(
-      context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
-               "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
-               ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
-               "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
-               "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
-               "T suffixes.");
+      context,
+      "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
+      "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
+      ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
+      "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
+      "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
+      "T suffixes.");
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
@@ -155,9 +103,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   KnnwbReadOptions read_options;
   knnwb_formats_read_options_init(&read_options);
   g_autoptr(KnnwbMatrix) data = NULL;
-  g_autoptr(KnnwbMatrix) block = NULL; /* this rank's rows of a matrix read whole (split memory) */
-  g_autofree char *label_bytes = NULL; /* every rank's labels of a text read by byte ranges */
-  g_autofree char **all_labels = NULL;
+  KnnwbHostSplitInput split = {0}; /* this rank's rows (split memory) */
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
   g_autofree char *backend_used = NULL;
   KnnwbHostProgress *progress = NULL;
@@ -246,10 +192,6 @@ int knnwb_host_command_knn(int argc, char **argv)
   const gboolean whole_asked = command.mpi_input != NULL && g_str_equal(command.mpi_input, "whole");
   options.group_split =
       group != NULL && (split_asked || (!whole_asked && !knnwb_knn_uses_gpu(&options)));
-  if (options.group_split) {
-    read_options.block_index = group->rank;
-    read_options.block_count = group->size;
-  }
   gboolean ready = knnwb_knn_check_output(command.rest[0], command.output, &error);
   options.cancel = knnwb_host_signals_install();
   /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
@@ -268,52 +210,35 @@ int knnwb_host_command_knn(int argc, char **argv)
 
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
-  gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
-  const gboolean text_block = options.group_split && info.block_read && info.format != KNNWB_INPUT_NPY;
-  if (text_block) {
-    /* Byte ranges of a text file: when any rank saw a quote, a field may span lines and a range
-     * may have cut a record (perhaps the cause of an error), so every rank reads it whole. */
-    int64_t quoted = info.quoted;
-    if (!group->reduce(group, &quoted, 1, KNNWB_GROUP_MAX, &error)) {
-      read = FALSE;
-    } else if (quoted) {
-      g_clear_error(&error);
-      g_clear_pointer(&data, knnwb_matrix_free);
-      read_options.block_count = 0;
-      read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
-    }
-  }
-  if (read && *options.cancel) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
-    read = FALSE;
-  }
-  if (group != NULL && !group->agree(group, read, &error))
-    read = FALSE;
-  if (!read)
-    goto failed;
-  gint64 read_done = g_get_monotonic_time();
-  /* The rows this process computes on: all, its block as read, or (a format read whole: text, or
-   * an NPY with labels or transposed) a view of its block of the whole. */
-  size_t n_rows = data->n_rows;
-  const KnnwbMatrix *rows = data;
-  const char *const *labels = (const char *const *)data->row_labels;
-  if (options.group_split && info.block_read && info.format != KNNWB_INPUT_NPY) {
-    /* A text block: the rows before it are the other ranks'; the writers want every label. */
-    if (!knnwb_knn_gather_labels(group, data, &n_rows, &label_bytes, &all_labels, &error))
+  /* The rows this process computes on: all, or (split memory) its block, which the helper reads
+   * alone or cuts from the whole file; the writers of all rows want every rank's labels. */
+  size_t n_rows = 0, n_cols = 0;
+  const KnnwbMatrix *rows = NULL;
+  const char *const *labels = NULL;
+  if (options.group_split) {
+    if (!knnwb_host_split_read(group, command.rest[0], &read_options, TRUE, options.cancel, &split,
+                               &error))
       goto failed;
-    labels = (const char *const *)all_labels;
-  } else if (options.group_split && info.block_read) {
-    n_rows = info.total_rows;
-  } else if (options.group_split) {
-    size_t first, last;
-    knnwb_knn_group_rows(data->n_rows, group->rank, group->size, &first, &last);
-    block = knnwb_matrix_new_wrapped(last - first, data->n_cols,
-                                     data->values + first * data->n_cols, NULL, NULL);
-    for (size_t i = first; i < last && data->n_absent_rows > 0; i++)
-      if (knnwb_matrix_row_is_absent(data, i))
-        knnwb_matrix_set_row_absent(block, i - first);
-    rows = block;
+    info = split.info;
+    rows = split.block;
+    n_rows = split.n_rows;
+    labels = split.labels;
+  } else {
+    gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
+    if (read && *options.cancel) {
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
+      read = FALSE;
+    }
+    if (group != NULL && !group->agree(group, read, &error))
+      read = FALSE;
+    if (!read)
+      goto failed;
+    rows = data;
+    n_rows = data->n_rows;
+    labels = (const char *const *)data->row_labels;
   }
+  n_cols = rows->n_cols;
+  gint64 read_done = g_get_monotonic_time();
 
   knnwb_host_log_set_quiet(command.quiet);
   progress = knnwb_host_progress_new("knn", command.quiet);
@@ -354,9 +279,9 @@ int knnwb_host_command_knn(int argc, char **argv)
     /* Rank 0 builds the graph and writes it; the others learn how that went below. */
     written = TRUE;
   } else if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ ||
-      (mode == KNNWB_GRAPH_DIRECTED &&
-       (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX ||
-        output_format == KNNWB_OUTPUT_NEIGHBORS_TSV))) {
+             (mode == KNNWB_GRAPH_DIRECTED &&
+              (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX ||
+               output_format == KNNWB_OUTPUT_NEIGHBORS_TSV))) {
     /* Straight from the lists: no graph needed. */
     if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ)
       knnwb_host_progress_set_unit(progress, "bytes");
@@ -470,7 +395,7 @@ written_out:
     double write_seconds = (double)(now - knn_done) / 1e6 - MAX(layout_seconds, 0.0);
     g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
                " edges -> %s (read %.2f s, knn %.2f s%s, write %.2f s, total %.2f s)\n",
-               n_rows, data->n_cols, knnwb_formats_input_to_string(info.format), options.k,
+               n_rows, n_cols, knnwb_formats_input_to_string(info.format), options.k,
                knnwb_metric_to_string(options.metric), backend_used ? backend_used : "?", n_edges,
                command.output, (double)(read_done - start) / 1e6,
                (double)(knn_done - read_done) / 1e6, layout_text, write_seconds, total);
@@ -492,6 +417,7 @@ failed:
     knnwb_host_print_error(error);
 done:
   knnwb_host_progress_finish(progress);
+  knnwb_host_split_input_clear(&split);
   knnwb_knn_command_clear(&command);
   return status;
 }

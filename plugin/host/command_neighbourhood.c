@@ -5,6 +5,7 @@
 #include <knnwb/neighbourhood.h>
 #include "command_common.h"
 #include "host.h"
+#include "split_input.h"
 
 int knnwb_host_command_neighbourhood(int argc, char **argv)
 {
@@ -63,6 +64,9 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   KnnwbDirection direction = KNNWB_DIRECTION_OUT;
   gboolean usage = TRUE;
   KnnwbHostProgress *progress = NULL;
+  KnnwbHostSplitInput split = {0};
+  g_autofree size_t *first_row = NULL;
+  g_autoptr(KnnwbMatrix) label_rows = NULL;
   if (!g_option_context_parse(context, &argc, &argv, &error))
     goto fail;
   if (rest == NULL || rest[0] == NULL || rest[1] != NULL) {
@@ -95,23 +99,52 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
     goto fail;
   options.cancel = knnwb_host_signals_install();
   options.data_name = rest[0];
+  /* Under mpirun each rank reads and holds its block of rows (split memory) and the kNN runs
+   * share the work, unless the rows are expanded first (metafeatures pair every row with every
+   * other, the phenotype row joins them: every rank then reads the whole input and shares the
+   * tiles) or the run computes on GPUs (as `knnwb knn --mpi-input auto`). Rank 0 writes. */
+  const KnnwbKnnGroup *group = knnwb_host_group();
+  const gboolean split_rows = group != NULL && group->size > 1 && expand.ops == NULL &&
+                              expand.phenotype == NULL && !knnwb_knn_uses_gpu(&options);
+  const gboolean writer = !split_rows || group->rank == 0;
   /* The outputs go to temporaries renamed into place together at the end (all or nothing);
    * creating them now proves the directories take files before any work. */
-  const char *gml_temporary = knnwb_host_outputs_add(outputs, output, &error);
-  const char *table_temporary = NULL;
-  if (gml_temporary == NULL ||
-      (table != NULL && (table_temporary = knnwb_host_outputs_add(outputs, table, &error)) == NULL))
+  const char *gml_temporary = NULL, *table_temporary = NULL;
+  gboolean ready =
+      !writer || ((gml_temporary = knnwb_host_outputs_add(outputs, output, &error)) &&
+                  (table == NULL ||
+                   (table_temporary = knnwb_host_outputs_add(outputs, table, &error)) != NULL));
+  if (split_rows && !group->agree(group, ready, &error))
+    ready = FALSE;
+  if (!ready)
     goto fail;
   knnwb_host_log_set_quiet(quiet);
   gint64 start = g_get_monotonic_time();
-  if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
-    goto fail;
+  const char *const *labels = NULL;
+  size_t n_rows = 0;
+  if (split_rows) {
+    if (!knnwb_host_split_read(group, rest[0], &read_options, TRUE, options.cancel, &split,
+                               &error) ||
+        !knnwb_host_split_offsets(group, split.block->n_rows, &first_row, &error))
+      goto fail;
+    labels = split.labels;
+    n_rows = split.n_rows;
+  } else {
+    if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
+      goto fail;
+  }
   gint64 read_done = g_get_monotonic_time();
-  if (!knnwb_host_expand(&expand, FALSE, options.n_threads, quiet, options.cancel, &data, &error))
-    goto fail;
+  if (!split_rows) {
+    if (!knnwb_host_expand(&expand, FALSE, options.n_threads, quiet, options.cancel, &data, &error))
+      goto fail;
+    labels = (const char *const *)data->row_labels;
+    n_rows = data->n_rows;
+  }
+  const size_t n_cols = split_rows ? split.block->n_cols : data->n_cols;
   gint64 expand_done = g_get_monotonic_time();
   size_t n_focus = 0;
-  if (!knnwb_neighbourhood_focus_rows(data, focus_text, &focus, &n_focus, &error)) {
+  /* Every rank has every label: the ranks find the same rows or fail alike. */
+  if (!knnwb_neighbourhood_focus_labels(labels, n_rows, focus_text, &focus, &n_focus, &error)) {
     g_prefix_error(&error, "%s: ", rest[0]);
     goto fail;
   }
@@ -119,29 +152,59 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   options.progress = progress ? knnwb_host_progress_update : NULL;
   options.progress_data = progress;
   gboolean found =
-      knnwb_neighbourhood_find(data, focus, n_focus, (int)order, direction, &options, &nb, &error);
+      split_rows ? knnwb_neighbourhood_find_split(group, split.block, first_row, focus, n_focus,
+                                                  (int)order, direction, &options, &nb, &error)
+                 : knnwb_neighbourhood_find(data, focus, n_focus, (int)order, direction, &options,
+                                            &nb, &error);
   knnwb_host_progress_finish(progress);
   if (!found)
     goto fail;
   gint64 found_done = g_get_monotonic_time();
-  /* Under mpirun every rank found the same neighbourhood (the kNN queries shared their work):
-   * rank 0 writes it, the others drop their temporaries. */
-  if (!knnwb_host_speaks()) {
+  /* The writers name rows by label: split, rank 0 gets a matrix of the members' labels only. */
+  const KnnwbMatrix *named = data;
+  if (split_rows && writer) {
+    named = label_rows = knnwb_matrix_new(n_rows, 0, &error);
+    if (label_rows == NULL)
+      goto fail;
+    for (size_t v = 0; labels != NULL && v < nb->n_vertices; v++)
+      knnwb_matrix_set_row_label(label_rows, (size_t)nb->rows[v], labels[nb->rows[v]]);
+  }
+  gboolean written = TRUE;
+  if (!writer) {
+    /* split: rank 0 writes alone */
+  } else if (!knnwb_host_speaks()) {
+    /* Whole input under mpirun: every rank found the same neighbourhood (the kNN queries shared
+     * their work): rank 0 writes it, the others drop their temporaries. */
     knnwb_host_outputs_discard(outputs);
     g_ptr_array_set_size(outputs, 0);
-  } else if (!knnwb_neighbourhood_write_gml(gml_temporary, nb, data, (unsigned long)seed,
-                                            &error) ||
-             (table_temporary != NULL &&
-              !knnwb_neighbourhood_write_table(table_temporary, nb, data, options.metric, &error)))
+  } else {
+    written =
+        knnwb_neighbourhood_write_gml(gml_temporary, nb, named, (unsigned long)seed, &error) &&
+        (table_temporary == NULL ||
+         knnwb_neighbourhood_write_table(table_temporary, nb, named, options.metric, &error));
+  }
+  if (split_rows && !group->agree(group, written, &error))
+    written = FALSE;
+  if (!written)
     goto fail;
+  if (split_rows) {
+    gboolean calm = *options.cancel == 0;
+    if (!calm)
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+    if (!group->agree(group, calm, &error))
+      goto fail;
+  }
   /* The last thing, refused when a signal arrived during the layout or the writes. */
-  if (!knnwb_host_outputs_commit(outputs, options.cancel, &error))
+  gboolean committed = knnwb_host_outputs_commit(outputs, options.cancel, &error);
+  if (split_rows && !group->agree(group, committed, &error))
+    committed = FALSE;
+  if (!committed)
     goto fail;
   if (!quiet)
     g_printerr("knnwb: %zu x %zu, k=%zu %s, order %" G_GINT64_FORMAT " %s: %zu rows, %" IGRAPH_PRId
                " edges, %zu rows queried%s -> %s%s%s (read %.2f "
                "s, expand %.2f s, neighbourhood %.2f s, write %.2f s)\n",
-               data->n_rows, data->n_cols, options.k, knnwb_metric_to_string(options.metric), order,
+               n_rows, n_cols, options.k, knnwb_metric_to_string(options.metric), order,
                knnwb_direction_to_string(direction), nb->n_vertices, igraph_ecount(&nb->graph),
                nb->n_queries, nb->whole_graph ? " (whole graph)" : "", output, table ? ", " : "",
                table ? table : "", (double)(read_done - start) / 1e6,
@@ -154,6 +217,7 @@ fail:
   knnwb_host_outputs_name_targets(outputs, error);
   status = knnwb_host_command_fail("neighbourhood", error, usage);
 done:
+  knnwb_host_split_input_clear(&split);
   knnwb_host_input_clear(&input);
   knnwb_host_knn_clear(&knn);
   knnwb_host_expand_clear(&expand);

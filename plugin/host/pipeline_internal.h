@@ -79,4 +79,16 @@ void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable *overr
 gboolean knnwb_pipeline_confined(const char *confine, const char *path, gboolean output,
                                  char **reason);
 
+/* Under mpirun (pipeline_ranks.c): which steps run on every rank with their matrices split
+ * between the ranks (TRUE) and which on rank 0 alone (FALSE), steps->len entries (g_free). A
+ * KNNWB_STEP_SPLIT_ROWS step is split when each of its inputs is a split matrix; a split step's
+ * matrix output stays split only when every step that takes it is split too; other outputs of
+ * split steps are complete on rank 0. Iterated to the fixed point: O(steps x inputs x steps). */
+gboolean *knnwb_pipeline_split_plan(const KnnwbPipeline *pipeline);
+
+/* Every rank's ok after a point all ranks reach (collective). A failure of every rank (a step
+ * whose collective runs agreed inside) keeps each rank's error, which is the same everywhere; a
+ * failure of some ranks gives every rank the lowest failing rank's error, prefixed "rank R: ". */
+gboolean knnwb_pipeline_ranks_sync(const KnnwbKnnGroup *group, gboolean ok, GError **error);
+
 #endif

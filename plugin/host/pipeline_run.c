@@ -5,13 +5,13 @@
 #include <unistd.h>
 #include <knnwb/error.h>
 #include "pipeline_internal.h"
+#include "split_input.h"
 
 typedef struct {
   double seconds;
   guint64 peak_bytes;
   char *summary;
 } KnnwbPipelineStepReport;
-
 
 static KnnwbValue *knnwb_pipeline_value_new(KnnwbKind kind)
 {
@@ -27,6 +27,11 @@ static void knnwb_pipeline_value_free(KnnwbValue *value)
   if (value == NULL)
     return;
   knnwb_matrix_free(value->matrix);
+  /* A split matrix's labels (load-matrix under mpirun). */
+  if (value->host_private != NULL) {
+    knnwb_host_split_input_clear(value->host_private);
+    g_free(value->host_private);
+  }
   if (value->has_graph)
     igraph_destroy(&value->graph);
   igraph_vector_destroy(&value->weights);
@@ -38,8 +43,12 @@ const char *const *knnwb_host_value_labels(const KnnwbValue *value)
 {
   if (value == NULL)
     return NULL;
+  if (value->points != NULL && value->points->block_total > 0)
+    return value->points->block_labels;
   if (value->points != NULL && value->points->matrix != NULL)
     return (const char *const *)value->points->matrix->row_labels;
+  if (value->block_total > 0)
+    return value->block_labels;
   if (value->matrix != NULL)
     return (const char *const *)value->matrix->row_labels;
   if (value->source_graph != NULL)
@@ -129,10 +138,20 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
   gboolean peak_per_step = options->report && knnwb_host_memory_peak() > 0;
   gboolean ok = TRUE;
   guint n_done = 0;
+  /* Under mpirun the steps flagged KNNWB_STEP_SPLIT_ROWS run on every rank with their matrices
+   * split (each rank reads and holds its block of rows; the kNN steps share the work and rank 0
+   * builds the graph); every other step runs on rank 0 alone, which also writes every file. The
+   * ranks meet before and after each split step and at the end, so a failure anywhere stops all. */
+  const KnnwbKnnGroup *group = knnwb_host_group();
+  if (group != NULL && group->size <= 1)
+    group = NULL;
+  const gboolean root = group == NULL || group->rank == 0;
+  g_autofree gboolean *split = group != NULL ? knnwb_pipeline_split_plan(pipeline) : NULL;
+  gboolean synced_failure = FALSE; /* the ranks agreed on a failure: no more meetings */
 
   /* Every output directory proves it takes new files before the first step runs, not after an
    * hour of work (root passes access() even on /proc; creating a file cannot be fooled). */
-  for (guint position = 0; position < n && ok; position++) {
+  for (guint position = 0; position < n && ok && root; position++) {
     const KnnwbPipelineStep *step = pipeline->steps->pdata[pipeline->order[position]];
     const KnnwbStepType *type = step->step->type;
     first_output[pipeline->order[position]] = (gint)outputs->len;
@@ -148,10 +167,23 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     }
   }
 
+  if (group != NULL && !knnwb_pipeline_ranks_sync(group, ok, error)) {
+    ok = FALSE;
+    synced_failure = TRUE;
+  }
+
   for (guint position = 0; position < n && ok; position++) {
     guint s = pipeline->order[position];
     KnnwbPipelineStep *step = pipeline->steps->pdata[s];
     const KnnwbStepType *type = step->step->type;
+    const gboolean split_step = split != NULL && split[s];
+    if (!split_step && !root)
+      continue; /* rank 0's step: this rank holds none of its inputs */
+    if (split_step && !knnwb_pipeline_ranks_sync(group, TRUE, error)) {
+      ok = FALSE; /* rank 0 failed in a step of its own */
+      synced_failure = TRUE;
+      break;
+    }
     if (cancel != NULL && *cancel) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted before step '%s'",
                   step->id);
@@ -166,8 +198,10 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     guint next_output = (guint)first_output[s];
     for (guint i = 0; i < type->n_params; i++) {
       params[i] = step->values[i];
+      /* Files are rank 0's to write (the other ranks hold no temporaries). */
       if (type->params[i].type == KNNWB_PARAM_OUTPUT_FILE && params[i].v_string != NULL)
-        params[i].v_string = ((KnnwbPipelineOutput *)outputs->pdata[next_output++])->temporary;
+        params[i].v_string =
+            root ? ((KnnwbPipelineOutput *)outputs->pdata[next_output++])->temporary : NULL;
     }
     values[s] = type->output != KNNWB_KIND_NONE ? knnwb_pipeline_value_new(type->output) : NULL;
 
@@ -186,12 +220,18 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
         .cancel = cancel,
         .progress = progress ? knnwb_host_progress_update : NULL,
         .progress_data = progress,
+        .group = split_step ? group : NULL,
         .host_private = pipeline,
     };
     KnnwbHostMemorySampler *sampler = peak_per_step ? knnwb_host_memory_sampler_start() : NULL;
     gint64 start = g_get_monotonic_time();
     g_autoptr(GError) local = NULL;
+    /* Rank 0's own steps compute alone: a kNN run inside must not wait for the other ranks. */
+    if (group != NULL && !split_step)
+      knnwb_knn_group_set_default(NULL);
     ok = type->run(&context, &local);
+    if (group != NULL && !split_step)
+      knnwb_knn_group_set_default(group);
     if (ok && local != NULL)
       g_clear_error(&local);
     if (!ok && local == NULL)
@@ -199,7 +239,11 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     reports[position].seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     reports[position].peak_bytes = knnwb_host_memory_sampler_stop(sampler);
     knnwb_host_progress_finish(progress);
-    if (ok && values[s] != NULL)
+    if (ok && values[s] != NULL && split_step && values[s]->block_total > 0)
+      reports[position].summary = g_strdup_printf(
+          "matrix %zu x %zu (rank 0's block of %zu rows)", values[s]->matrix->n_rows,
+          values[s]->matrix->n_cols, values[s]->block_total);
+    else if (ok && values[s] != NULL && root)
       ok = knnwb_pipeline_value_check(values[s], type, &reports[position].summary, &local);
     else if (ok)
       reports[position].summary = g_strdup("files written");
@@ -214,16 +258,26 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
         g_set_error(error, local->domain, local->code, "%s:%d: step '%s' (%s) failed: %s",
                     pipeline->path, step->line, step->id, type->name, local->message);
     }
+    if (split_step && !knnwb_pipeline_ranks_sync(group, ok, error)) {
+      ok = FALSE;
+      synced_failure = TRUE;
+    }
+  }
+  /* The last meeting: every rank learns how rank 0's steps went. */
+  if (group != NULL && !synced_failure && !knnwb_pipeline_ranks_sync(group, ok, error)) {
+    ok = FALSE;
+    synced_failure = TRUE;
   }
 
   /* The last thing, and only when no signal arrived during the last step (which may not have
-   * polled the flag): an interrupted run never touches the previous outputs. As one rank of a
-   * job every rank ran every step (the kNN steps shared their work): rank 0 puts the outputs in
-   * place, the others' copies go. */
-  if (ok && knnwb_host_speaks())
+   * polled the flag): an interrupted run never touches the previous outputs. In a job rank 0
+   * wrote every file and puts them in place; the others learn whether that worked. */
+  if (ok && root)
     ok = knnwb_host_outputs_commit(outputs, cancel, error);
   else
     knnwb_host_outputs_discard(outputs);
+  if (group != NULL && !synced_failure && !knnwb_pipeline_ranks_sync(group, ok, error))
+    ok = FALSE;
 
   if (options->report && n_done > 0)
     knnwb_pipeline_print_report(pipeline, reports, n_done, peak_per_step);

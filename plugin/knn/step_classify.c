@@ -103,4 +103,5 @@ const KnnwbStepType knnwb_knn_step_classify = {
     N_PARAMS,
     KNNWB_KIND_NONE,
     knnwb_classify_step_run,
+    0,
 };

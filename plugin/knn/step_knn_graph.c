@@ -25,8 +25,21 @@ static gboolean knnwb_knn_graph_run(KnnwbStepContext *context, GError **error)
   if (!knnwb_knn_plugin_options(context, &options, devices, error) ||
       !knnwb_graph_mode_from_string(context->params[GRAPH_MODE].v_string, &mode, error))
     return FALSE;
-  if (!knnwb_knn_graph(in->matrix, &options, mode, &out->graph, &out->weights, error))
+  if (context->group != NULL && in->block_total > 0) {
+    /* Split rows under mpirun: the ranks compute together, every rank gets every list (the
+     * core's gather), rank 0 alone builds the graph the steps after this one use. */
+    options.group = context->group;
+    options.group_split = TRUE;
+    g_autoptr(KnnwbNeighbors) neighbors = NULL;
+    if (!knnwb_knn_self(in->matrix, &options, &neighbors, error))
+      return FALSE;
+    if (context->group->rank != 0)
+      return TRUE;
+    if (!knnwb_graph_from_neighbors(neighbors, mode, &out->graph, &out->weights, error))
+      return FALSE;
+  } else if (!knnwb_knn_graph(in->matrix, &options, mode, &out->graph, &out->weights, error)) {
     return FALSE;
+  }
   out->has_graph = TRUE;
   out->points = in;
   return TRUE;
@@ -41,4 +54,5 @@ const KnnwbStepType knnwb_knn_step_graph = {
     N_PARAMS,
     KNNWB_KIND_GRAPH,
     knnwb_knn_graph_run,
+    KNNWB_STEP_SPLIT_ROWS,
 };

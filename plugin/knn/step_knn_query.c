@@ -12,21 +12,36 @@ static const KnnwbPortSpec knnwb_knn_query_inputs[] = {
     {"reference", KNNWB_KIND_MATRIX, FALSE, "the points neighbours are taken from"},
 };
 
+/* A matrix value's rows and labels: the whole matrix's, or (split rows under mpirun) every rank's
+ * rows and, on rank 0, every label. */
+static size_t knnwb_knn_query_rows(const KnnwbValue *value, const char *const **labels)
+{
+  if (value->block_total > 0) {
+    *labels = value->block_labels;
+    return value->block_total;
+  }
+  *labels = (const char *const *)value->matrix->row_labels;
+  return value->matrix->n_rows;
+}
+
 /* The vertex labels: queries then references (numbers where a side has none). */
-static gboolean knnwb_knn_query_labels(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+static gboolean knnwb_knn_query_labels(const KnnwbValue *query, const KnnwbValue *reference,
                                        KnnwbValue *out, GError **error)
 {
-  size_t n = query->n_rows + reference->n_rows;
+  const char *const *query_labels, *const *reference_labels;
+  size_t n_query = knnwb_knn_query_rows(query, &query_labels);
+  size_t n = n_query + knnwb_knn_query_rows(reference, &reference_labels);
   out->matrix = knnwb_matrix_new(n, 0, error);
   if (out->matrix == NULL)
     return FALSE;
   for (size_t i = 0; i < n; i++) {
-    const KnnwbMatrix *side = i < query->n_rows ? query : reference;
-    size_t row = i < query->n_rows ? i : i - query->n_rows;
-    const char *label = knnwb_matrix_row_label(side, row);
+    const gboolean is_query = i < n_query;
+    const char *const *side = is_query ? query_labels : reference_labels;
+    size_t row = is_query ? i : i - n_query;
+    const char *label = side != NULL ? side[row] : NULL;
     g_autofree char *number = NULL;
     if (label == NULL)
-      label = number = g_strdup_printf("%s%zu", side == query ? "q" : "r", row);
+      label = number = g_strdup_printf("%s%zu", is_query ? "q" : "r", row);
     knnwb_matrix_set_row_label(out->matrix, i, label);
   }
   return TRUE;
@@ -34,16 +49,26 @@ static gboolean knnwb_knn_query_labels(const KnnwbMatrix *query, const KnnwbMatr
 
 static gboolean knnwb_knn_query_run(KnnwbStepContext *context, GError **error)
 {
-  const KnnwbMatrix *query = context->inputs[0]->matrix;
-  const KnnwbMatrix *reference = context->inputs[1]->matrix;
+  const KnnwbValue *query = context->inputs[0], *reference = context->inputs[1];
   KnnwbValue *out = context->output;
   g_autoptr(GArray) devices = g_array_new(FALSE, FALSE, sizeof(int));
   KnnwbKnnOptions options;
   if (!knnwb_knn_plugin_options(context, &options, devices, error))
     return FALSE;
+  /* Split rows under mpirun: each rank passes its blocks, every rank gets every list, rank 0
+   * builds the graph. */
+  if (context->group != NULL && query->block_total > 0 && reference->block_total > 0) {
+    options.group = context->group;
+    options.group_split = TRUE;
+  }
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
-  if (!knnwb_knn_query(query, reference, &options, &neighbors, error))
+  if (!knnwb_knn_query(query->matrix, reference->matrix, &options, &neighbors, error))
     return FALSE;
+  if (options.group_split && context->group->rank != 0)
+    return TRUE;
+  const char *const *labels;
+  const size_t n_query = knnwb_knn_query_rows(query, &labels);
+  const size_t n_reference = knnwb_knn_query_rows(reference, &labels);
 
   size_t n_edges = 0;
   for (size_t i = 0; i < neighbors->n_queries; i++)
@@ -62,15 +87,14 @@ static gboolean knnwb_knn_query_run(KnnwbStepContext *context, GError **error)
     for (int32_t r = 0; r < neighbors->n_found[i]; r++) {
       VECTOR(edges)[2 * e] = (igraph_integer_t)i;
       VECTOR(edges)
-      [2 * e + 1] =
-          (igraph_integer_t)(query->n_rows + (size_t)neighbors->indices[i * neighbors->k + r]);
+      [2 * e + 1] = (igraph_integer_t)(n_query + (size_t)neighbors->indices[i * neighbors->k + r]);
       VECTOR(out->weights)[e] = neighbors->distances[i * neighbors->k + r];
       e++;
     }
-  gboolean ok = knnwb_error_from_igraph(
-      igraph_create(&out->graph, &edges, (igraph_integer_t)(query->n_rows + reference->n_rows),
-                    IGRAPH_DIRECTED),
-      "igraph_create", error);
+  gboolean ok = knnwb_error_from_igraph(igraph_create(&out->graph, &edges,
+                                                      (igraph_integer_t)(n_query + n_reference),
+                                                      IGRAPH_DIRECTED),
+                                        "igraph_create", error);
   igraph_vector_int_destroy(&edges);
   if (!ok)
     return FALSE;
@@ -87,4 +111,5 @@ const KnnwbStepType knnwb_knn_step_query = {
     N_PARAMS,
     KNNWB_KIND_GRAPH,
     knnwb_knn_query_run,
+    KNNWB_STEP_SPLIT_ROWS,
 };

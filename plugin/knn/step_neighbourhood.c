@@ -91,4 +91,5 @@ const KnnwbStepType knnwb_knn_step_neighbourhood = {
     N_PARAMS,
     KNNWB_KIND_GRAPH,
     knnwb_neighbourhood_step_run,
+    0,
 };

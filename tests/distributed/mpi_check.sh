@@ -2,7 +2,8 @@
 # `mpirun -np R knnwb ...` gives the single-process bytes: R = 1, 2, 3 on the CPU backend (ranks
 # oversubscribe the cores), every metric, the self graph (knnwb knn: each rank writes its rows into
 # one .knn/.tsv; rank 0 writes the GML of the union graph) and query panels (a pipeline), odd sizes
-# (fewer rows than ranks, tiles that do not divide the rows), `knnwb neighbourhood`, and a rank
+# (fewer rows than ranks, tiles that do not divide the rows), `knnwb neighbourhood` and pipelines
+# with split input (each rank reads its rows; rank 0 clusters and writes), and a rank
 # that alone sees bad input.
 # Usage: mpi_check.sh KNNWB MPIEXEC SOURCE_DIR
 set -euo pipefail
@@ -83,11 +84,31 @@ done
   echo '</pipeline>'
 } >check.xml
 "$knnwb" run check.xml -q --set out=one
+# A pipeline on labelled text: load-matrix reads each rank's byte range, knn-graph runs split,
+# rank 0 alone clusters and writes (GML with labels and clusters, the labels table).
+cat >labels.xml <<'XML'
+<?xml version="1.0" encoding="UTF-8"?><pipeline name="mpi-labels" version="1">
+<variable name="out" value="x"/><variable name="in" value="data.tsv"/>
+<step id="data" type="load-matrix"><param name="path" value="${in}"/></step>
+<step id="self" type="knn-graph"><input name="data" step="data"/><param name="k" value="7"/>
+<param name="metric" value="euclidean"/><param name="backend" value="cpu"/>
+<param name="memory" value="4K"/><param name="graph" value="union"/></step>
+<step id="clusters" type="community"><input name="graph" step="self"/></step>
+<step id="gml" type="write-graph"><input name="graph" step="self"/>
+<input name="clusters" step="clusters"/><param name="path" value="${out}.gml"/></step>
+<step id="labels" type="write-labels"><input name="clusters" step="clusters"/>
+<param name="path" value="${out}-labels.tsv"/></step>
+</pipeline>
+XML
+"$knnwb" run labels.xml -q --set out=one-labels
 # The neighbourhood command: kNN queries of the rows found (out), and the whole graph (both).
 demo=$3/share/examples/demo-expression.txt
 for direction in out both; do
   "$knnwb" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" -b cpu \
     -q -o "one-$direction.gml" --table "one-$direction.tsv"
+  # Labelled TSV rows read by byte ranges (split memory), two focus rows.
+  "$knnwb" neighbourhood data.tsv --focus r250,r3 -k 6 -r 2 -m euclidean --direction "$direction" \
+    -b cpu --memory 4K -q -o "one-text-$direction.gml" --table "one-text-$direction.tsv"
 done
 
 for ranks in 1 2 3; do
@@ -131,7 +152,17 @@ for ranks in 1 2 3; do
       -b cpu -q -o "r$ranks-$direction.gml" --table "r$ranks-$direction.tsv"
     cmp "one-$direction.gml" "r$ranks-$direction.gml" || fail "$ranks ranks: neighbourhood $direction"
     cmp "one-$direction.tsv" "r$ranks-$direction.tsv" || fail "$ranks ranks: neighbourhood table"
+    mpi "$ranks" neighbourhood data.tsv --focus r250,r3 -k 6 -r 2 -m euclidean \
+      --direction "$direction" -b cpu --memory 4K -q -o "r$ranks-text-$direction.gml" \
+      --table "r$ranks-text-$direction.tsv"
+    cmp "one-text-$direction.gml" "r$ranks-text-$direction.gml" ||
+      fail "$ranks ranks: split neighbourhood $direction"
+    cmp "one-text-$direction.tsv" "r$ranks-text-$direction.tsv" ||
+      fail "$ranks ranks: split neighbourhood table"
   done
+  mpi "$ranks" run labels.xml -q --set out="r$ranks-labels"
+  cmp one-labels.gml "r$ranks-labels.gml" || fail "$ranks ranks: pipeline on text, GML"
+  cmp one-labels-labels.tsv "r$ranks-labels-labels.tsv" || fail "$ranks ranks: pipeline labels"
   echo "$ranks rank(s): every output equals the single-process bytes"
 done
 
@@ -161,5 +192,24 @@ cat err.txt
 [ "$status" -ne 0 ] || fail "a failing rank gave exit status 0"
 grep -q "^knnwb: rank 2: bad.npy: row 301, column 3: NaN" err.txt || fail "no message from rank 2"
 [ "$(cat out.knn)" = previous ] || fail "the previous output was touched"
+! ls -a | grep -q '^\.knnwb-' || fail "a temporary file was left behind"
+
+# The same bad line in a pipeline and in `knnwb neighbourhood`: rank 2 alone reads it.
+echo previous >bad-run.gml
+status=0
+mpi 3 run labels.xml -q --set in=bad.tsv --set out=bad-run 2>err.txt || status=$?
+[ "$status" -ne 0 ] || fail "a failing rank (pipeline) gave exit status 0"
+grep -q "labels.xml:3: step 'data' (load-matrix) failed: rank 2: .*bad.tsv:300:" err.txt ||
+  { cat err.txt; fail "no message from rank 2 (pipeline)"; }
+[ "$(cat bad-run.gml)" = previous ] || fail "a failed pipeline touched the previous output"
+[ ! -e bad-run-labels.tsv ] || fail "a failed pipeline left an output"
+echo previous >bad-nb.gml
+status=0
+mpi 3 neighbourhood bad.tsv --focus r250 -k 6 -b cpu -q -o bad-nb.gml --table bad-nb.tsv \
+  2>err.txt || status=$?
+[ "$status" -ne 0 ] || fail "a failing rank (neighbourhood) gave exit status 0"
+grep -q "^knnwb: rank 2: bad.tsv:300:" err.txt || { cat err.txt; fail "no message from rank 2 (neighbourhood)"; }
+[ "$(cat bad-nb.gml)" = previous ] || fail "a failed neighbourhood touched the previous output"
+[ ! -e bad-nb.tsv ] || fail "a failed neighbourhood left an output"
 ! ls -a | grep -q '^\.knnwb-' || fail "a temporary file was left behind"
 echo "a failing rank stops the job with its message"

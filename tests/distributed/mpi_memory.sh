@@ -2,8 +2,10 @@
 # Peak resident memory of every rank of `mpirun -np R knnwb knn` on a generated NPY (never
 # committed), split memory (the CPU default) against the whole input on every rank, and whether
 # every run wrote the single-process bytes. Not a ctest: minutes on a small machine.
-# Usage: [MODES="split whole"] [FORMAT=npy|tsv] mpi_memory.sh KNNWB [ROWS [COLS [K]]]
-#        (defaults: split whole, npy, 200000 64 10)
+# COMMAND=run measures `knnwb run` of a pipeline (load-matrix, knn-graph, write-graph .knn) instead:
+# its kNN step runs split under mpirun (MODES is ignored there).
+# Usage: [MODES="split whole"] [FORMAT=npy|tsv] [COMMAND=knn|run] mpi_memory.sh KNNWB [ROWS [COLS [K]]]
+#        (defaults: split whole, npy, knn, 200000 64 10)
 set -euo pipefail
 knnwb=$(realpath "$1")
 rows=${2:-200000}
@@ -32,8 +34,29 @@ with open("data.npy", "wb") as out:
         n = min(10000, rows - start)
         out.write(array.array("f", [rng.gauss(0.0, 1.0) for _ in range(n * cols)]).tobytes())
 PY
+command=${COMMAND:-knn}
+cat >pipeline.xml <<XML
+<?xml version="1.0" encoding="UTF-8"?><pipeline name="memory" version="1">
+<variable name="out" value="x"/>
+<step id="data" type="load-matrix"><param name="path" value="data.$format"/></step>
+<step id="graph" type="knn-graph"><input name="data" step="data"/><param name="k" value="$k"/>
+<param name="backend" value="cpu"/></step>
+<step id="write" type="write-graph"><input name="graph" step="graph"/>
+<param name="path" value="\${out}.knn"/></step>
+</pipeline>
+XML
+# The command line of one run writing $1 (split or whole: $2; a pipeline has no such option).
+args() {
+  if [ "$command" = run ]; then
+    echo run pipeline.xml -q --set "out=${1%.knn}"
+  else
+    echo knn "data.$format" -k "$k" -b cpu -q ${2:+--mpi-input "$2"} -o "$1"
+  fi
+}
+[ "$command" = knn ] || MODES=split
 echo "input: $rows x $cols $format, $(($(stat -c %s "data.$format") / 1048576)) MiB; k = $k, pearson, cpu"
-/usr/bin/time -f %M -o rss.one "$knnwb" knn "data.$format" -k "$k" -b cpu -q -o one.knn
+# shellcheck disable=SC2046 # args prints words
+/usr/bin/time -f %M -o rss.one "$knnwb" $(args one.knn)
 echo "1 process: peak RSS $(($(cat rss.one) / 1024)) MiB"
 for mode in ${MODES:-split whole}; do
   for ranks in 2 3; do
@@ -41,11 +64,11 @@ for mode in ${MODES:-split whole}; do
     mpiexec --oversubscribe --allow-run-as-root --mca btl self,vader \
       --mca btl_vader_single_copy_mechanism none -np "$ranks" \
       bash -c '/usr/bin/time -f %M -o "rss.$OMPI_COMM_WORLD_RANK" "$@"' rank \
-      "$knnwb" knn "data.$format" -k "$k" -b cpu -q --mpi-input "$mode" -o "r$ranks-$mode.knn"
+      "$knnwb" $(args "r$ranks-$mode.knn" "$mode")
     seconds=$(echo "$(date +%s.%N) - $start" | bc)
     peaks=""
     for ((r = 0; r < ranks; r++)); do peaks="$peaks $(($(cat "rss.$r") / 1024))"; done
     same=$(cmp -s one.knn "r$ranks-$mode.knn" && echo "same bytes" || echo "DIFFERENT")
-    echo "$ranks ranks, --mpi-input $mode: peak RSS per rank (MiB):$peaks; ${seconds%.*} s; $same"
+    echo "$ranks ranks, $command, --mpi-input $mode: peak RSS per rank (MiB):$peaks; ${seconds%.*} s; $same"
   done
 done

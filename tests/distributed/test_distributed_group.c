@@ -9,6 +9,7 @@
 #include <knnwb/error.h>
 #include <knnwb/knnwb.h>
 #include "knnwb_test_matrix.h"
+#include "../core/oracle.h"
 
 #define MAX_RANKS 4
 
@@ -446,6 +447,69 @@ static void test_split_uneven_blocks(void)
     }
 }
 
+/*
+ * Split runs start every step after the first with each row's kc-th best score so far as its
+ * threshold, and compute the exact distances of the first step's candidates only where refine
+ * needs them. Small integer values give many pairs of equal score and equal distance (ties at the
+ * thresholds and at the k-th neighbour): for 1-4 ranks, two-sided and two-panel, self and query,
+ * the lists must be one process's bytes and the double oracle's neighbours, ties by lower index.
+ */
+static void test_split_thresholds_ties(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
+                                        KNNWB_METRIC_PEARSON, KNNWB_METRIC_COSINE};
+  const size_t n = 233, nq = 41, d = 5;
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+    g_autoptr(KnnwbMatrix) queries = knnwb_matrix_new(nq, d, NULL);
+    g_autoptr(GRand) rng = g_rand_new_with_seed(40 + m);
+    for (size_t i = 0; i < (n + nq) * d; i++) {
+      float *value = i < n * d ? &data->values[i] : &queries->values[i - n * d];
+      *value = (float)g_rand_int_range(rng, -2, 3);
+    }
+    /* No constant row (correlations): the first two columns differ. */
+    for (size_t i = 0; i < n + nq; i++) {
+      float *row = i < n ? data->values + i * d : queries->values + (i - n) * d;
+      if (row[0] == row[1])
+        row[1] = row[0] + 1.0f;
+    }
+    for (int query = 0; query <= 1; query++) {
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = metrics[m];
+      options.k = 6;
+      options.backend = KNNWB_BACKEND_CPU;
+      options.n_threads = 1;
+      options.memory_bytes = 4096; /* 32-row tiles */
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbNeighbors) expected = NULL;
+      if (query)
+        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
+      else
+        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+      g_assert_no_error(error);
+      options.group_split = TRUE;
+      for (int panels = 0; panels <= 1; panels++) {
+        if (panels)
+          g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+        for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
+          RankRun runs[MAX_RANKS];
+          run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+          for (int r = 0; r < ranks; r++) {
+            g_assert_no_error(runs[r].error);
+            assert_same_rows(expected, runs[r].result);
+            if (r == ranks - 1)
+              oracle_check(metrics[m], query ? queries->values : data->values, query ? nq : n,
+                           data->values, n, d, !query, runs[r].result, 1e-9);
+            knnwb_neighbors_free(runs[r].result);
+          }
+        }
+        g_unsetenv("KNNWB_SPLIT_PANELS");
+      }
+    }
+  }
+}
+
 /* A constant row in rank 1's block (pearson): every rank fails naming it by its global number. */
 static void test_split_degenerate_row(void)
 {
@@ -503,5 +567,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-degenerate-row", test_split_degenerate_row);
   g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
+  g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   return g_test_run();
 }

@@ -110,8 +110,8 @@ static void test_refusals(void)
   for (guint i = 0; i < registry->refused->len; i++) {
     const char *message = registry->refused->pdata[i];
     g_test_message("refused: %s", message);
-    if (strstr(message, "test-bad_abi") && strstr(message, "built for plugin ABI 42") &&
-        strstr(message, "this knnwb has ABI 1"))
+    if (strstr(message, "test-bad_abi") && strstr(message, "built for plugin ABI 43") &&
+        strstr(message, "this knnwb has ABI 2"))
       abi = TRUE;
     if (strstr(message, "test-failing_init") && strstr(message, "no licence for the frobnicator"))
       init = TRUE;
@@ -129,7 +129,7 @@ static void test_refusals(void)
   g_assert_nonnull(strstr(out, "test-scale"));
   g_assert_nonnull(strstr(out, "plugin knn"));
   g_assert_nonnull(strstr(out, "refused:"));
-  g_assert_nonnull(strstr(out, "built for plugin ABI 42"));
+  g_assert_nonnull(strstr(out, "built for plugin ABI 43"));
   host_test_rmtree(dir);
 }
 
@@ -137,7 +137,7 @@ static void test_refusals(void)
 static gboolean clash_init(KnnwbPluginRegistrar *registrar, GError **error)
 {
   static const KnnwbStepType clash = {
-      "load-matrix", "clash", NULL, 0, NULL, 0, KNNWB_KIND_MATRIX, (KnnwbStepRunFunc)clash_init};
+      "load-matrix", "clash", NULL, 0, NULL, 0, KNNWB_KIND_MATRIX, (KnnwbStepRunFunc)clash_init, 0};
   return registrar->add_step(registrar, &clash, error);
 }
 
@@ -151,7 +151,7 @@ static gboolean bad_default_init(KnnwbPluginRegistrar *registrar, GError **error
                                     params,
                                     1,
                                     KNNWB_KIND_MATRIX,
-                                    (KnnwbStepRunFunc)bad_default_init};
+                                    (KnnwbStepRunFunc)bad_default_init, 0};
   return registrar->add_step(registrar, &bad, error);
 }
 

@@ -60,4 +60,5 @@ const KnnwbStepType knnwb_step_append_phenotype = {
     N_PARAMS,
     KNNWB_KIND_MATRIX,
     knnwb_append_phenotype_run,
+    0,
 };

@@ -67,4 +67,5 @@ const KnnwbStepType knnwb_step_community = {
     N_PARAMS,
     KNNWB_KIND_CLUSTERING,
     knnwb_community_run,
+    0,
 };

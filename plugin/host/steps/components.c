@@ -25,4 +25,5 @@ const KnnwbStepType knnwb_step_components = {
     0,
     KNNWB_KIND_CLUSTERING,
     knnwb_components_run,
+    0,
 };

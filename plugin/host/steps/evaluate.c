@@ -88,4 +88,5 @@ const KnnwbStepType knnwb_step_evaluate = {
     N_PARAMS,
     KNNWB_KIND_NONE,
     knnwb_evaluate_run,
+    0,
 };

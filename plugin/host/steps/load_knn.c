@@ -46,4 +46,5 @@ const KnnwbStepType knnwb_step_load_knn = {
     N_PARAMS,
     KNNWB_KIND_GRAPH,
     knnwb_load_knn_run,
+    0,
 };

@@ -2,6 +2,7 @@
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include "steps.h"
+#include "../split_input.h"
 
 enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, N_PARAMS };
 
@@ -40,8 +41,22 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   options.missing =
       g_str_equal(p[MISSING].v_string, "drop-rows") ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
   options.labels_path = p[LABELS].v_string;
-  return knnwb_formats_read_matrix(p[PATH].v_string, &options, &context->output->matrix, NULL,
-                                   error);
+  if (context->group == NULL)
+    return knnwb_formats_read_matrix(p[PATH].v_string, &options, &context->output->matrix, NULL,
+                                     error);
+  /* Under mpirun, for split kNN steps: this rank's block of rows (the ranks agree on the read, so
+   * a bad value seen by one rank fails every rank with its message); rank 0 keeps every label. */
+  KnnwbValue *out = context->output;
+  KnnwbHostSplitInput *split = g_new0(KnnwbHostSplitInput, 1);
+  out->host_private = split;
+  if (!knnwb_host_split_read(context->group, p[PATH].v_string, &options, TRUE, context->cancel,
+                             split, error))
+    return FALSE;
+  out->matrix = g_steal_pointer(&split->block);
+  out->block_first = split->first_row;
+  out->block_total = split->n_rows;
+  out->block_labels = context->group->rank == 0 ? split->labels : NULL;
+  return TRUE;
 }
 
 const KnnwbStepType knnwb_step_load_matrix = {
@@ -53,4 +68,5 @@ const KnnwbStepType knnwb_step_load_matrix = {
     N_PARAMS,
     KNNWB_KIND_MATRIX,
     knnwb_load_matrix_run,
+    KNNWB_STEP_SPLIT_ROWS,
 };

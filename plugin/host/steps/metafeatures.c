@@ -53,4 +53,5 @@ const KnnwbStepType knnwb_step_metafeatures = {
     N_PARAMS,
     KNNWB_KIND_MATRIX,
     knnwb_metafeatures_step_run,
+    0,
 };

@@ -46,4 +46,5 @@ const KnnwbStepType knnwb_step_mst = {
     N_PARAMS,
     KNNWB_KIND_GRAPH,
     knnwb_mst_run,
+    0,
 };

@@ -106,4 +106,5 @@ const KnnwbStepType knnwb_step_mst_knn = {
     N_PARAMS,
     KNNWB_KIND_CLUSTERING,
     knnwb_mst_knn_run,
+    0,
 };

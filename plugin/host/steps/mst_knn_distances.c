@@ -84,4 +84,5 @@ const KnnwbStepType knnwb_step_mst_knn_distances = {
     N_PARAMS,
     KNNWB_KIND_CLUSTERING,
     knnwb_mst_knn_distances_run,
+    0,
 };

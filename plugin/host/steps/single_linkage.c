@@ -103,4 +103,5 @@ const KnnwbStepType knnwb_step_single_linkage = {
     N_PARAMS,
     KNNWB_KIND_CLUSTERING,
     knnwb_single_linkage_run,
+    0,
 };

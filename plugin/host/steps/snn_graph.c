@@ -57,4 +57,5 @@ const KnnwbStepType knnwb_step_snn_graph = {
     N_PARAMS,
     KNNWB_KIND_GRAPH,
     knnwb_snn_graph_run,
+    0,
 };

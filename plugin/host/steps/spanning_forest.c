@@ -44,4 +44,5 @@ const KnnwbStepType knnwb_step_spanning_forest = {
     N_PARAMS,
     KNNWB_KIND_GRAPH,
     knnwb_spanning_forest_run,
+    0,
 };

@@ -107,4 +107,5 @@ const KnnwbStepType knnwb_step_write_graph = {
     N_PARAMS,
     KNNWB_KIND_NONE,
     knnwb_write_graph_run,
+    0,
 };

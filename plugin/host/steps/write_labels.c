@@ -30,4 +30,5 @@ const KnnwbStepType knnwb_step_write_labels = {
     N_PARAMS,
     KNNWB_KIND_NONE,
     knnwb_write_labels_run,
+    0,
 };

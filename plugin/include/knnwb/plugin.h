@@ -24,7 +24,7 @@ G_BEGIN_DECLS
  * Bumped whenever any structure in this header changes layout or meaning. A plugin built against
  * another number is refused by the host.
  */
-#define KNNWB_PLUGIN_ABI_VERSION 1
+#define KNNWB_PLUGIN_ABI_VERSION 2
 
 /** The name of the descriptor symbol every plugin exports. */
 #define KNNWB_PLUGIN_DESCRIPTOR_SYMBOL "knnwb_plugin_descriptor"
@@ -72,6 +72,18 @@ struct KnnwbValue {
   const KnnwbValue *points;
   /** CLUSTERING: the graph that was clustered, or NULL. Borrowed like points. */
   const KnnwbValue *source_graph;
+  /**
+   * MATRIX in a `knnwb run` under mpirun whose rows are split between the ranks (block_total >
+   * 0): matrix holds only this rank's rows, block_first .. block_first + matrix->n_rows - 1 of
+   * block_total, the ranks' blocks in rank order. Only steps flagged KNNWB_STEP_SPLIT_ROWS get
+   * such a value; the host gives them the ranks in KnnwbStepContext.group. block_labels: on rank
+   * 0, every row's label (NULL when the rows have none); NULL on the other ranks.
+   */
+  size_t block_first;
+  size_t block_total;
+  const char *const *block_labels;
+  /*< private >*/
+  void *host_private;
 };
 
 /** Parameter types; values are checked by the host before any step runs. */
@@ -123,6 +135,17 @@ typedef struct KnnwbStepContext KnnwbStepContext;
 /** Runs one step. Returns FALSE with error set on failure (the host then stops the run). */
 typedef gboolean (*KnnwbStepRunFunc)(KnnwbStepContext *context, GError **error);
 
+/** KnnwbStepType.flags. */
+typedef enum {
+  /**
+   * Under mpirun the step runs on every rank with its matrix inputs split between the ranks (see
+   * KnnwbValue.block_total) and computes on them together (a split kNN run over
+   * KnnwbStepContext.group); its output must be complete on rank 0 only. A step without the flag
+   * runs on rank 0 alone, with whole matrices.
+   */
+  KNNWB_STEP_SPLIT_ROWS = 1 << 0
+} KnnwbStepFlags;
+
 /** A step type a plugin registers. All pointers must stay valid while the plugin is loaded. */
 typedef struct {
   const char *name;        /**< unique, e.g. "knn-graph" */
@@ -133,6 +156,7 @@ typedef struct {
   guint n_params;
   KnnwbKind output; /**< KNNWB_KIND_NONE for steps that only write files */
   KnnwbStepRunFunc run;
+  guint flags; /**< KnnwbStepFlags */
 } KnnwbStepType;
 
 /** What a running step gets from the host. */
@@ -154,6 +178,12 @@ struct KnnwbStepContext {
   /** Tile progress for long computations (may be NULL). */
   KnnwbProgressFunc progress;
   void *progress_data;
+  /**
+   * The ranks running this step together (a KNNWB_STEP_SPLIT_ROWS step whose matrix inputs are
+   * split), or NULL: the step runs in this process alone, and so do the kNN runs it starts (no
+   * default group is set while it runs).
+   */
+  const KnnwbKnnGroup *group;
   /*< private >*/
   void *host_private;
 };

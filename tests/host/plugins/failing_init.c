@@ -10,7 +10,7 @@ static gboolean test_run(KnnwbStepContext *context, GError **error)
 }
 
 static const KnnwbStepType test_half = {"test-half-registered", "never visible", NULL, 0, NULL, 0,
-                                        KNNWB_KIND_NONE,        test_run};
+                                        KNNWB_KIND_NONE,        test_run, 0};
 
 static gboolean test_init(KnnwbPluginRegistrar *registrar, GError **error)
 {

@@ -62,6 +62,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbNeighbourhood, knnwb_neighbourhood_free)
  */
 gboolean knnwb_neighbourhood_focus_rows(const KnnwbMatrix *data, const char *labels, int64_t **rows,
                                         size_t *n_rows, GError **error);
+/** The same over row_labels (n labels, or NULL when the rows have none). */
+gboolean knnwb_neighbourhood_focus_labels(const char *const *row_labels, size_t n,
+                                          const char *labels, int64_t **rows, size_t *n_rows,
+                                          GError **error);
 
 /**
  * The neighbourhood of the focus rows up to order hops in the kNN graph of data (self excluded,
@@ -80,6 +84,22 @@ gboolean knnwb_neighbourhood_find(const KnnwbMatrix *data, const int64_t *focus,
                                   int order, KnnwbDirection direction,
                                   const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
                                   GError **error);
+
+/**
+ * knnwb_neighbourhood_find as one rank of a split-memory group (size > 1; collective): block holds
+ * this rank's rows first_row[rank] .. first_row[rank + 1] - 1 of first_row[size] (size + 1
+ * entries, every rank's), focus counts rows among all. The out-neighbourhood's queries and the
+ * whole graph of in/both are split kNN runs (KnnwbKnnOptions.group_split; every rank gets every
+ * list); the members' rows are then gathered for the ranking. Every rank gets the same result,
+ * byte for byte that of knnwb_neighbourhood_find on the whole matrix, or the same error.
+ * Errors and complexity as knnwb_neighbourhood_find, the arithmetic shared; memory per rank: its
+ * block, the lists found (all n x k for in/both) and the members' rows.
+ */
+gboolean knnwb_neighbourhood_find_split(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                        const size_t *first_row, const int64_t *focus,
+                                        size_t n_focus, int order, KnnwbDirection direction,
+                                        const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
+                                        GError **error);
 
 /**
  * The same neighbourhood cut from given self-kNN lists of data (all n rows): breadth-first from

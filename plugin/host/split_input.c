@@ -1,0 +1,162 @@
+/* One rank's block of an input matrix (split memory under mpirun). */
+#include <string.h>
+#include <knnwb/error.h>
+#include "split_input.h"
+
+gboolean knnwb_host_split_offsets(const KnnwbKnnGroup *group, size_t block_rows, size_t **first_row,
+                                  GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  int64_t mine = (int64_t)block_rows;
+  g_autofree int64_t *counts = g_new0(int64_t, ranks);
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = &mine;
+    bytes[r] = sizeof mine;
+    receive[r] = &counts[r];
+  }
+  if (!group->exchange(group, send, bytes, (void *const *)receive, bytes, error))
+    return FALSE;
+  *first_row = g_new(size_t, ranks + 1);
+  (*first_row)[0] = 0;
+  for (size_t r = 0; r < ranks; r++)
+    (*first_row)[r + 1] = (*first_row)[r] + (size_t)counts[r];
+  return TRUE;
+}
+
+/* Every rank's labels (NUL-terminated, in rank order) of the blocks of a text file read by byte
+ * ranges, for the writers of all rows; none when no rank has labels. Collective. */
+static gboolean knnwb_host_split_gather_labels(const KnnwbKnnGroup *group,
+                                               KnnwbHostSplitInput *input, GError **error)
+{
+  const KnnwbMatrix *block = input->block;
+  const size_t ranks = (size_t)group->size;
+  int64_t any = block->row_labels != NULL;
+  if (!group->reduce(group, &any, 1, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  if (any == 0)
+    return TRUE;
+  g_autoptr(GString) mine = g_string_new(NULL);
+  for (size_t i = 0; i < block->n_rows; i++) {
+    const char *label = knnwb_matrix_row_label(block, i);
+    g_string_append_len(mine, label ? label : "", (gssize)strlen(label ? label : "") + 1);
+  }
+  int64_t length = (int64_t)mine->len;
+  g_autofree int64_t *lengths = g_new0(int64_t, ranks);
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = &length;
+    send_bytes[r] = receive_bytes[r] = sizeof length;
+    receive[r] = &lengths[r];
+  }
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+    return FALSE;
+  size_t total = 0;
+  for (size_t r = 0; r < ranks; r++)
+    total += (size_t)lengths[r];
+  input->label_bytes = g_try_malloc(MAX(total, (size_t)1));
+  input->label_index = g_try_new(char *, MAX(input->n_rows, (size_t)1));
+  if (input->label_bytes == NULL || input->label_index == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot hold the %zu row labels",
+                input->n_rows);
+    return FALSE;
+  }
+  for (size_t r = 0, at = 0; r < ranks; at += (size_t)lengths[r], r++) {
+    send[r] = mine->str;
+    send_bytes[r] = mine->len;
+    receive[r] = input->label_bytes + at;
+    receive_bytes[r] = (size_t)lengths[r];
+  }
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+    return FALSE;
+  for (size_t i = 0, at = 0; i < input->n_rows && at < total; i++) {
+    input->label_index[i] = input->label_bytes + at;
+    at += strlen(input->label_bytes + at) + 1;
+  }
+  input->labels = (const char *const *)input->label_index;
+  return TRUE;
+}
+
+/* The view of a block owns the whole matrix it looks into. */
+static void knnwb_host_split_free_whole(void *values, size_t n_bytes, void *data)
+{
+  (void)values;
+  (void)n_bytes;
+  knnwb_matrix_free(data);
+}
+
+gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
+                               KnnwbReadOptions *options, gboolean want_labels,
+                               const volatile gint *cancel, KnnwbHostSplitInput *input,
+                               GError **error)
+{
+  memset(input, 0, sizeof *input);
+  options->block_index = group->rank;
+  options->block_count = group->size;
+  KnnwbMatrix *data = NULL;
+  gboolean read = knnwb_formats_read_matrix(path, options, &data, &input->info, error);
+  /* Byte ranges of a text file: when any rank saw a quote, a field may span lines and a range
+   * may have cut a record (perhaps the cause of an error), so every rank reads it whole. Every
+   * rank takes part, whatever its read did (a rank that failed may not know the format). */
+  int64_t quoted =
+      input->info.block_read && input->info.format != KNNWB_INPUT_NPY && input->info.quoted;
+  if (!group->reduce(group, &quoted, 1, KNNWB_GROUP_MAX, error)) {
+    read = FALSE;
+  } else if (quoted) {
+    g_clear_error(error);
+    g_clear_pointer(&data, knnwb_matrix_free);
+    options->block_count = 0;
+    read = knnwb_formats_read_matrix(path, options, &data, &input->info, error);
+  }
+  if (read && cancel != NULL && *cancel) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
+    read = FALSE;
+  }
+  if (!group->agree(group, read, error)) {
+    knnwb_matrix_free(data);
+    return FALSE;
+  }
+  if (input->info.block_read && input->info.format == KNNWB_INPUT_NPY) {
+    input->block = data;
+    input->first_row = input->info.first_row;
+    input->n_rows = input->info.total_rows;
+    return TRUE;
+  }
+  if (input->info.block_read) {
+    /* A text block: where it starts and the labels follow from the other ranks' blocks. */
+    input->block = data;
+    g_autofree size_t *first_row = NULL;
+    if (!knnwb_host_split_offsets(group, data->n_rows, &first_row, error))
+      return FALSE;
+    input->first_row = first_row[group->rank];
+    input->n_rows = first_row[group->size];
+    return !want_labels || knnwb_host_split_gather_labels(group, input, error);
+  }
+  /* Read whole (gzip, quoted or transposed text, other formats, NPY with labels): a view of this
+   * rank's even share, with its absent-row marks. */
+  size_t first, last;
+  knnwb_knn_group_rows(data->n_rows, group->rank, group->size, &first, &last);
+  input->block =
+      knnwb_matrix_new_wrapped(last - first, data->n_cols, data->values + first * data->n_cols,
+                               knnwb_host_split_free_whole, data);
+  for (size_t i = first; i < last && data->n_absent_rows > 0; i++)
+    if (knnwb_matrix_row_is_absent(data, i))
+      knnwb_matrix_set_row_absent(input->block, i - first);
+  input->first_row = first;
+  input->n_rows = data->n_rows;
+  input->labels = (const char *const *)data->row_labels;
+  return TRUE;
+}
+
+void knnwb_host_split_input_clear(KnnwbHostSplitInput *input)
+{
+  g_clear_pointer(&input->block, knnwb_matrix_free);
+  g_clear_pointer(&input->label_bytes, g_free);
+  g_clear_pointer(&input->label_index, g_free);
+  input->labels = NULL;
+}

@@ -1,0 +1,55 @@
+/* Reading an input matrix as one rank of an MPI job in split-memory mode: each rank holds only its
+ * block of rows. Shared by `knnwb knn`, `knnwb neighbourhood` and the pipeline step load-matrix. */
+#ifndef KNNWB_HOST_SPLIT_INPUT_H
+#define KNNWB_HOST_SPLIT_INPUT_H
+
+#include <glib.h>
+#include <knnwb/formats.h>
+#include <knnwb/knn.h>
+
+G_BEGIN_DECLS
+
+/** One rank's share of a matrix file. */
+typedef struct {
+  /** This rank's rows, in file order (a block of NPY rows or of text lines read alone, or a view
+   * of its block of a file that had to be read whole, which it then owns). */
+  KnnwbMatrix *block;
+  size_t first_row; /**< the number of block's first row among all rows */
+  size_t n_rows;    /**< the rows of every rank together */
+  /** n_rows labels, every rank's (borrowed from the whole matrix, or gathered), or NULL when the
+   * rows have none. Only filled when asked for (the writers of all rows want them). */
+  const char *const *labels;
+  KnnwbReadInfo info; /**< what the read did (block_read: this rank read only its rows) */
+  /*< private >*/
+  char *label_bytes;
+  char **label_index;
+} KnnwbHostSplitInput;
+
+/**
+ * Reads this rank's block of path (options->block_index/block_count are set here). Text read by
+ * byte ranges falls back to every rank reading the file whole when any rank saw a quote (a field
+ * may span lines). Collective: the ranks agree at the end, so every rank returns the same result
+ * and, on failure, the error of the lowest failing rank prefixed "rank R: ". cancel (may be
+ * NULL): a signal during the read fails it with KNNWB_ERROR_CANCELLED. want_labels: gather every
+ * rank's labels of a text file (one exchange of the label bytes). Errors: as
+ * knnwb_formats_read_matrix, KNNWB_ERROR_CANCELLED. Memory: the block (the whole matrix, for the
+ * formats read whole), plus every label when asked for.
+ */
+gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
+                               KnnwbReadOptions *options, gboolean want_labels,
+                               const volatile gint *cancel, KnnwbHostSplitInput *input,
+                               GError **error);
+
+/** Frees what knnwb_host_split_read filled (the struct itself is the caller's). */
+void knnwb_host_split_input_clear(KnnwbHostSplitInput *input);
+
+/**
+ * The rows [first_row[r], first_row[r + 1]) that rank r holds, for r < size (size + 1 entries,
+ * g_free), from every rank's block size. Collective (one exchange).
+ */
+gboolean knnwb_host_split_offsets(const KnnwbKnnGroup *group, size_t block_rows, size_t **first_row,
+                                  GError **error);
+
+G_END_DECLS
+
+#endif
