@@ -286,12 +286,17 @@ typedef struct {
 } KnnwbPrefaultRegion;
 typedef struct KnnwbPrefault KnnwbPrefault;
 /**
- * Starts making the pages of regions resident (at most 8) on threads threads, in the background
- * (prefault.c): for fresh memory a backend will write while the calling thread waits for it. No
- * byte changes (MADV_POPULATE_WRITE), so the regions may be read and written meanwhile; nothing
- * is done where the kernel lacks it. Memory: none beyond the pages. Never NULL; pass the result to
- * knnwb_prefault_finish before freeing a region.
+ * Work that makes the pages of regions (at most 16; empty ones skipped) resident on threads
+ * threads in the background (prefault.c), once knnwb_prefault_begin is called: for fresh memory a
+ * backend will write while the calling thread waits for it. No byte changes
+ * (MADV_POPULATE_WRITE), so the regions may be read and written meanwhile; nothing is done where
+ * the kernel lacks it. Memory: none beyond the pages. Never NULL; pass it to
+ * knnwb_prefault_finish (begun or not) before freeing a region.
  */
+KnnwbPrefault *knnwb_prefault_new(const KnnwbPrefaultRegion *regions, size_t count, int threads);
+/** Starts the background work; any thread, any number of times (the first one counts). */
+void knnwb_prefault_begin(KnnwbPrefault *prefault);
+/** knnwb_prefault_new, then knnwb_prefault_begin. */
 KnnwbPrefault *knnwb_prefault_start(const KnnwbPrefaultRegion *regions, size_t count, int threads);
 /** Waits for the background work and frees prefault (NULL: nothing). */
 void knnwb_prefault_finish(KnnwbPrefault *prefault);

@@ -24,10 +24,10 @@ void knnwb_distributed_shared_finalize(void);
  */
 gboolean knnwb_distributed_shared_begin(size_t bytes, void **blocks);
 /**
- * The group's share_reserve: the window for a share_begin of up to bytes per rank, kept until
- * share_end, its pages made resident by background threads meanwhile. Collective; always TRUE.
+ * The group's share_reserve: the window for a share_begin of up to bytes per rank (blocks[r]:
+ * rank r's part), kept until share_end; FALSE as share_begin. Collective.
  */
-gboolean knnwb_distributed_shared_reserve(size_t bytes);
+gboolean knnwb_distributed_shared_reserve(size_t bytes, void **blocks);
 /** The group's share_sync: the ranks' writes are seen by all. */
 void knnwb_distributed_shared_sync(void);
 /** The group's share_end: nobody reads the window any more. */

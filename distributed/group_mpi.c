@@ -176,11 +176,11 @@ static gboolean knnwb_distributed_share_begin(const KnnwbKnnGroup *group, size_t
 }
 
 static gboolean knnwb_distributed_share_reserve(const KnnwbKnnGroup *group, size_t bytes,
-                                                GError **error)
+                                                void **blocks, GError **error)
 {
   (void)group;
   (void)error;
-  return knnwb_distributed_shared_reserve(bytes);
+  return knnwb_distributed_shared_reserve(bytes, blocks);
 }
 
 static gboolean knnwb_distributed_share_sync(const KnnwbKnnGroup *group, GError **error)

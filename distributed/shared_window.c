@@ -12,11 +12,8 @@
  * small reduction), so the collective calls always match. KNNWB_MPI_SHARED=0 turns the path off,
  * =1 uses it for every exchange and reduction (tests), unset: above the threshold.
  */
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <mpi.h>
@@ -43,9 +40,7 @@ static struct {
   char **bases;      /* every rank's part of the window */
   gboolean lent;     /* between share_begin and share_end: the window is the caller's */
   gboolean reserved; /* between share_reserve and share_end: keep the window however large */
-  GThread *populate; /* making the window's pages resident (share_reserve) */
-} knnwb_shared = {MPI_COMM_NULL, KNNWB_SHARED_OFF, 1, 0, 1, MPI_WIN_NULL, 0, NULL, FALSE, FALSE,
-                  NULL};
+} knnwb_shared = {MPI_COMM_NULL, KNNWB_SHARED_OFF, 1, 0, 1, MPI_WIN_NULL, 0, NULL, FALSE, FALSE};
 
 void knnwb_distributed_shared_init(MPI_Comm comm, int local_size)
 {
@@ -67,16 +62,8 @@ void knnwb_distributed_shared_init(MPI_Comm comm, int local_size)
   knnwb_shared.bases = g_new0(char *, ranks);
 }
 
-static void knnwb_shared_populate_join(void)
-{
-  if (knnwb_shared.populate != NULL)
-    g_thread_join(knnwb_shared.populate);
-  knnwb_shared.populate = NULL;
-}
-
 static void knnwb_shared_window_free(void)
 {
-  knnwb_shared_populate_join();
   if (knnwb_shared.window != MPI_WIN_NULL) {
     MPI_Win_unlock_all(knnwb_shared.window);
     MPI_Win_free(&knnwb_shared.window);
@@ -218,75 +205,18 @@ static void knnwb_shared_copy(char *const *to, const char *const *from, const si
   }
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
-typedef struct {
-  size_t thread, threads, chunks_per_part;
-} KnnwbSharedPopulate;
-
-/* Chunks thread, thread + threads, ... of every rank's part: MADV_POPULATE_WRITE maps the pages
- * without changing a byte, so ranks may use the window meanwhile (the threshold rounds reduce
- * through it); on kernels without it the first call fails and nothing is done. */
-static gpointer knnwb_shared_populate_part(gpointer user)
+gboolean knnwb_distributed_shared_reserve(size_t bytes, void **blocks)
 {
-  const KnnwbSharedPopulate *p = user;
-  const size_t chunk = (size_t)8 << 20;
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  for (size_t c = p->thread; c < p->chunks_per_part * (size_t)knnwb_shared.ranks; c += p->threads) {
-    const size_t r = c / p->chunks_per_part, at = (c % p->chunks_per_part) * chunk;
-    uintptr_t begin = ((uintptr_t)knnwb_shared.bases[r] + at + page - 1) & ~(page - 1);
-    uintptr_t end =
-        ((uintptr_t)knnwb_shared.bases[r] + MIN(at + chunk, knnwb_shared.capacity)) & ~(page - 1);
-    if (end > begin && madvise((void *)begin, end - begin, MADV_POPULATE_WRITE) != 0 &&
-        errno == EINVAL)
-      break;
-  }
-  return NULL;
-}
-
-static gpointer knnwb_shared_populate_main(gpointer user)
-{
-  (void)user;
-  const size_t threads = (size_t)MAX(1, knnwb_shared.threads / 2);
-  const gint64 start = g_get_monotonic_time();
-  g_autofree KnnwbSharedPopulate *parts = g_new(KnnwbSharedPopulate, threads);
-  g_autofree GThread **workers = g_new0(GThread *, threads);
-  for (size_t t = 0; t < threads; t++) {
-    parts[t] = (KnnwbSharedPopulate){
-        t, threads, (knnwb_shared.capacity + ((size_t)8 << 20) - 1) / ((size_t)8 << 20)};
-    if (t > 0)
-      workers[t] = g_thread_try_new("knnwb-populate", knnwb_shared_populate_part, &parts[t], NULL);
-  }
-  knnwb_shared_populate_part(&parts[0]);
-  for (size_t t = 1; t < threads; t++)
-    if (workers[t] != NULL)
-      g_thread_join(workers[t]);
-    else
-      knnwb_shared_populate_part(&parts[t]);
-  g_debug("knnwb: rank %d: shared window of %zu MiB per rank made resident in %.3f s",
-          knnwb_shared.me, knnwb_shared.capacity >> 20,
-          (double)(g_get_monotonic_time() - start) / 1e6);
-  return NULL;
-}
-
-gboolean knnwb_distributed_shared_reserve(size_t bytes)
-{
-  if (knnwb_shared.use == KNNWB_SHARED_OFF || knnwb_shared.lent)
-    return TRUE;
-  knnwb_shared_populate_join();
-  if (!knnwb_shared_acquire(bytes))
-    return TRUE;
+  if (knnwb_shared.use == KNNWB_SHARED_OFF || knnwb_shared.lent || !knnwb_shared_acquire(bytes))
+    return FALSE;
   knnwb_shared.reserved = TRUE;
-  knnwb_shared.populate =
-      g_thread_try_new("knnwb-populate", knnwb_shared_populate_main, NULL, NULL);
+  for (int r = 0; r < knnwb_shared.ranks; r++)
+    blocks[r] = knnwb_shared.bases[r];
   return TRUE;
 }
 
 gboolean knnwb_distributed_shared_begin(size_t bytes, void **blocks)
 {
-  knnwb_shared_populate_join();
   if (knnwb_shared.lent || !knnwb_shared_acquire(bytes))
     return FALSE;
   knnwb_shared.lent = TRUE;
