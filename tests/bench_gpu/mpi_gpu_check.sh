@@ -4,9 +4,9 @@
 # benchmark (n = 1,533,876, d = 295, k = 20 Pearson) on 1 rank x 1 GPU, on 2 ranks x 1 GPU (with
 # and without the ranks sharing thresholds) and on one process with both GPUs, with every rank's
 # debug lines (exchange, merge, thresholds) and the CUDA trace (KNNWB_CUDA_TRACE=1) in the logs.
-# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests|quick|all]
+# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests|quick|ratio|all]
 # ("tests" also runs the GPU ctest label first; "quick": the byte checks and the 2-rank benchmark
-# only; "all" adds 2 ranks without threshold rounds, one process with both GPUs and Open MPI's CMA
+# only; "ratio": the byte checks, 1 GPU and 2 ranks; "all" adds 2 ranks without threshold rounds, one process with both GPUs and Open MPI's CMA
 # path). Default: 1 GPU, 2 ranks, 2 ranks with KNNWB_MPI_SHARED=0 (messages instead of the shared
 # window), and bench_exchange (the transports alone). At most 8 files in OUTDIR. Open MPI's
 # shared-memory segments go to /dev/shm (a container's /tmp may be an overlay on disk).
@@ -22,7 +22,8 @@ done
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } >"$out/mpi.txt" 2>&1
 cat "$out/mpi.txt"
 mode=${2:-}
-targets="bench_knn_gpu knnwb_host knnwb_knn_plugin bench_exchange"
+targets="bench_knn_gpu knnwb_host knnwb_knn_plugin"
+[ "$mode" = ratio ] || [ "$mode" = quick ] || targets="$targets bench_exchange"
 [ "$mode" = tests ] && targets="$targets test_cuda_select test_cuda_knn"
 SECONDS=0
 { cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=ON -DKNNWB_CUDA_ARCHITECTURES=90 \
@@ -56,7 +57,10 @@ done 2>&1 | tee "$out/identity.txt"
 export G_MESSAGES_DEBUG=all KNNWB_CUDA_TRACE=1 KNNWB_MPI_VERBOSE=1
 bench="--n 1533876 --no-select --no-floor"
 runs="bench2"
-if [ "$mode" != quick ]; then
+if [ "$mode" = ratio ]; then
+  runs="bench1 bench2"
+  CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
+elif [ "$mode" != quick ]; then
   # The transports alone: the candidates' size each way, the threshold rounds' reduction.
   for shared in 0 1 auto; do
     KNNWB_MPI_SHARED=$shared mpi 2 $b/tests/distributed/bench_exchange --mib 383 --reps 3
@@ -65,7 +69,7 @@ if [ "$mode" != quick ]; then
   CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
 fi
 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2.log" 2>&1
-if [ "$mode" != quick ]; then
+if [ "$mode" != quick ] && [ "$mode" != ratio ]; then
   KNNWB_MPI_SHARED=0 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-messages.log" 2>&1
 fi
 if [ "$mode" = all ]; then
