@@ -30,9 +30,6 @@ void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
   g_free(neighbors);
 }
 
-/* Candidate arrays from this size on are made resident while a GPU computes (prefault.c). */
-#define KNNWB_KNN_PREFAULT_MIN ((size_t)64 << 20)
-
 /* The smallest k whose lists a GPU backend sorts and cuts itself (see knnwb_knn_round). */
 #define KNNWB_KNN_DEVICE_REFINE_MIN_K 64
 
@@ -189,12 +186,6 @@ static void knnwb_knn_fill_job(KnnwbSelectJob *job, const KnnwbKnnOptions *optio
   job->cancel = options->cancel;
 }
 
-/* The GPU's tile loop has begun: background work may use the host's cores now. */
-static void knnwb_knn_tiles_started(void *data)
-{
-  knnwb_prefault_begin(data);
-}
-
 /* Rank 0 of a group shows the job's progress: its own share's tiles stand for every rank's (the
  * shares are even), so one line covers the whole job. */
 typedef struct {
@@ -250,8 +241,6 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   KnnwbGroupProgress group_progress = {options->progress, options->progress_data,
                                        group ? (uint64_t)group->size : 1};
   KnnwbGroupBounds bounds = {0};
-  void **reserved = NULL; /* the merge's shared blocks, set up before the selection */
-  size_t reserved_bytes = 0;
   gint64 select_start = g_get_monotonic_time();
   if (shared) {
     /* The ranks agree on the threshold rounds and on every allocation before any selects: from
@@ -271,19 +260,6 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
       ok = FALSE;
       goto out;
     }
-    /* The merge's memory now, made resident while the backend computes (below): its shared
-     * blocks and this rank's merged lists. (Lists that cannot be had here are tried again by the
-     * merge.) */
-    reserved_bytes = knnwb_knn_group_merge_bytes(group, query->n, kc);
-    reserved = g_new0(void *, group->size);
-    if (group->share_reserve != NULL &&
-        !group->share_reserve(group, reserved_bytes, reserved, error) && error != NULL &&
-        *error != NULL) {
-      ok = FALSE;
-      goto out;
-    }
-    own_index = g_try_malloc(MAX(n_rows * kc, (size_t)1) * sizeof(int64_t));
-    own_score = g_try_malloc(MAX(n_rows * kc, (size_t)1) * sizeof(float));
   }
   if (cand_index == NULL || cand_score == NULL || flags == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -368,31 +344,9 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
       }
     }
   }
-  /* A GPU leaves the host's cores idle during its tile loop: they take the page faults of the
-   * fresh candidate arrays the extraction fills (and of the merge's shared blocks and this rank's
-   * merged lists) meanwhile. */
-  KnnwbPrefault *prefault = NULL;
-  if (options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select && rows == NULL &&
-      cells * (sizeof(int64_t) + sizeof(float) + sizeof(double)) >= KNNWB_KNN_PREFAULT_MIN) {
-    if (shared && cand_distance != NULL)
-      own_distance = g_try_malloc(MAX(n_rows * kc, (size_t)1) * sizeof(double));
-    const size_t own_cells = shared ? n_rows * kc : 0;
-    KnnwbPrefaultRegion regions[16] = {
-        {cand_index, cells * sizeof(int64_t)},   {cand_score, cells * sizeof(float)},
-        {cand_distance, cells * sizeof(double)}, {own_index, own_cells * sizeof(int64_t)},
-        {own_score, own_cells * sizeof(float)},  {own_distance, own_cells * sizeof(double)}};
-    size_t count = 6;
-    /* Every rank's block: this rank writes its own and reads the others'. */
-    for (int r = 0; shared && reserved != NULL && r < group->size && count < 16; r++)
-      regions[count++] = (KnnwbPrefaultRegion){reserved[r], reserved[r] ? reserved_bytes : 0};
-    prefault = knnwb_prefault_new(regions, count, MAX(1, threads / 4));
-    job.tiles_started = knnwb_knn_tiles_started;
-    job.tiles_started_data = prefault;
-  }
   char message[512] = "";
   select_start = g_get_monotonic_time();
   ok = knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error);
-  knnwb_prefault_finish(prefault);
 selected:
   g_clear_pointer(&gathered, g_free);
   if (shared) {
@@ -460,7 +414,6 @@ selected:
       g_array_append_val(*uncertified, i);
     }
 out:
-  g_free(reserved);
   g_free(bounds.keys);
   g_free(cand_index);
   g_free(cand_score);

@@ -231,36 +231,20 @@ static gboolean knnwb_group_offsets(const uint32_t *counts, size_t rows, size_t 
   return TRUE;
 }
 
-size_t knnwb_knn_group_merge_bytes(const KnnwbKnnGroup *group, size_t n, size_t kc)
-{
-  const KnnwbGroupPacking p = knnwb_group_packing(n, TRUE);
-  size_t bytes = 0;
-  for (int r = 0; r < group->size; r++) {
-    size_t first, last;
-    knnwb_knn_group_rows(n, r, group->size, &first, &last);
-    if (r != group->rank)
-      bytes += (last - first) * (sizeof(uint32_t) + kc * p.bytes);
-  }
-  return bytes;
-}
-
 gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
                                const int64_t *index, const float *score, const double *distance,
                                size_t row0, size_t rows, int threads, int64_t **own_index,
                                float **own_score, double **own_distance, GError **error)
 {
   const int ranks = group->size, me = group->rank;
+  *own_index = NULL;
+  *own_score = NULL;
+  *own_distance = NULL;
   const gint64 start = g_get_monotonic_time();
   /* Distances travel only when every rank's backend computed them. */
   int64_t with_distance = distance != NULL;
-  if (!group->reduce(group, &with_distance, 1, KNNWB_GROUP_MIN, error)) {
-    g_clear_pointer(own_index, g_free);
-    g_clear_pointer(own_score, g_free);
-    g_clear_pointer(own_distance, g_free);
+  if (!group->reduce(group, &with_distance, 1, KNNWB_GROUP_MIN, error))
     return FALSE;
-  }
-  if (!with_distance)
-    g_clear_pointer(own_distance, g_free);
   KnnwbGroupMerge m = {0};
   m.packing = knnwb_group_packing(n, with_distance != 0);
   m.kc = kc;
@@ -355,8 +339,8 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
     size_t first, last;
     knnwb_knn_group_rows(n, r, ranks, &first, &last);
     const size_t block = last - first;
-    char *message =
-        shared ? (char *)blocks[me] + offsets_out[r] : g_try_malloc(MAX(send_bytes[r], (size_t)1));
+    char *message = shared ? (char *)blocks[me] + offsets_out[r]
+                           : g_try_malloc(MAX(send_bytes[r], (size_t)1));
     if (!shared)
       send[r] = message;
     ok = message != NULL;
@@ -389,12 +373,9 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
     goto out;
   }
   const size_t cells = MAX(rows * kc, (size_t)1);
-  if (*own_index == NULL)
-    *own_index = g_try_malloc(cells * sizeof(int64_t));
-  if (*own_score == NULL)
-    *own_score = g_try_malloc(cells * sizeof(float));
-  if (with_distance && *own_distance == NULL)
-    *own_distance = g_try_malloc(cells * sizeof(double));
+  *own_index = g_try_malloc(cells * sizeof(int64_t));
+  *own_score = g_try_malloc(cells * sizeof(float));
+  *own_distance = with_distance ? g_try_malloc(cells * sizeof(double)) : NULL;
   ok = *own_index != NULL && *own_score != NULL && (!with_distance || *own_distance);
   for (int r = 0; r < ranks && ok; r++) {
     if (r == me)
@@ -453,11 +434,13 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   knnwb_parallel_for(threads, rows, 1024, knnwb_group_merge_rows, &m);
   {
     g_autofree char *size = g_format_size_full(received_total, G_FORMAT_SIZE_IEC_UNITS);
-    g_debug("knnwb: rank %d: candidates received (%s) in %.3f s (%s), waiting %.3f s; bounds and "
-            "packing %.3f s, merge %.3f s",
-            me, size, (double)exchanged / 1e6, shared ? "shared memory" : "messages",
-            (double)agreed / 1e6, (double)(merge_start - start - exchanged - agreed) / 1e6,
-            (double)(g_get_monotonic_time() - merge_start) / 1e6);
+    g_debug(
+        "knnwb: rank %d: candidates received (%s) in %.3f s (%s), waiting %.3f s; bounds and "
+        "packing %.3f s, merge %.3f s",
+        me, size, (double)exchanged / 1e6, shared ? "shared memory" : "messages",
+        (double)agreed / 1e6,
+        (double)(merge_start - start - exchanged - agreed) / 1e6,
+        (double)(g_get_monotonic_time() - merge_start) / 1e6);
   }
 out:
   /* Collective like share_begin: every rank that began reaches this (the agreements above fail

@@ -136,21 +136,11 @@ gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
                                   double *out_distance);
 
 /**
- * The most bytes this rank's candidates for the other ranks can take in knnwb_knn_group_merge
- * (every row's kc candidates, with distances): what a group's share_reserve is asked for before
- * the selection. O(ranks).
- */
-size_t knnwb_knn_group_merge_bytes(const KnnwbKnnGroup *group, size_t n, size_t kc);
-
-/**
  * A shared self job's candidates (index, score and, when not NULL, the backend's exact distances:
  * n x kc on every rank, each from its share of the tiles) become the candidates of this rank's
  * rows [row0, row0 + rows): every rank sends each other rank the block of its rows, and each row
  * keeps the kc best by (score, index) (threads: host threads packing and merging). Distances come
- * back only when every rank had them (*own_distance NULL otherwise). The result arrays are
- * allocated here unless *own_index (and *own_score, *own_distance when distances may come) hold
- * rows x kc arrays already (allocated before the selection, to be made resident meanwhile);
- * freed on failure either way. Collective. Memory: about
+ * back only when every rank had them (*own_distance NULL otherwise). Collective. Memory: about
  * 2 x (ranks - 1) x rows x kc packed entries (8 to 20 bytes) beside the rows x kc result; time
  * linear in the entries.
  */
@@ -278,28 +268,6 @@ int knnwb_prepare_manhattan_exponent(const KnnwbMatrix *data);
  * limits). Callers go on with the threads they have. NULL when it failed.
  */
 GThread *knnwb_thread_try_start(const char *name, GThreadFunc body, gpointer data);
-
-/** A span of memory whose pages knnwb_prefault_start makes resident. */
-typedef struct {
-  void *data;
-  size_t bytes;
-} KnnwbPrefaultRegion;
-typedef struct KnnwbPrefault KnnwbPrefault;
-/**
- * Work that makes the pages of regions (at most 16; empty ones skipped) resident on threads
- * threads in the background (prefault.c), once knnwb_prefault_begin is called: for fresh memory a
- * backend will write while the calling thread waits for it. No byte changes
- * (MADV_POPULATE_WRITE), so the regions may be read and written meanwhile; nothing is done where
- * the kernel lacks it. Memory: none beyond the pages. Never NULL; pass it to
- * knnwb_prefault_finish (begun or not) before freeing a region.
- */
-KnnwbPrefault *knnwb_prefault_new(const KnnwbPrefaultRegion *regions, size_t count, int threads);
-/** Starts the background work; any thread, any number of times (the first one counts). */
-void knnwb_prefault_begin(KnnwbPrefault *prefault);
-/** knnwb_prefault_new, then knnwb_prefault_begin. */
-KnnwbPrefault *knnwb_prefault_start(const KnnwbPrefaultRegion *regions, size_t count, int threads);
-/** Waits for the background work and frees prefault (NULL: nothing). */
-void knnwb_prefault_finish(KnnwbPrefault *prefault);
 
 /* Matrix annotations (matrix_annotations.c), for matrix.c. */
 /** Frees every annotation (their strings live in the matrix's chunk). */

@@ -23,20 +23,14 @@ void knnwb_distributed_shared_finalize(void);
  * Collective, like the two below.
  */
 gboolean knnwb_distributed_shared_begin(size_t bytes, void **blocks);
-/**
- * The group's share_reserve: the window for a share_begin of up to bytes per rank (blocks[r]:
- * rank r's part), kept until share_end; FALSE as share_begin. Collective.
- */
-gboolean knnwb_distributed_shared_reserve(size_t bytes, void **blocks);
 /** The group's share_sync: the ranks' writes are seen by all. */
 void knnwb_distributed_shared_sync(void);
 /** The group's share_end: nobody reads the window any more. */
 void knnwb_distributed_shared_end(void);
 /**
  * The group's exchange through the shared window (a copy in, a copy out) when KNNWB_MPI_SHARED=1
- * (tests); in the default mode messages are faster for copies (they pay one set of page faults).
- * Collective; returns FALSE on every rank (having done nothing but a small reduction) when the
- * messages path should do it: off, small, no room.
+ * (tests); in the default mode messages are faster for copies (they pay one set of page faults). Collective; returns FALSE on every rank (having
+ * done nothing but a small reduction) when the messages path should do it: off, small, no room.
  */
 gboolean knnwb_distributed_shared_exchange(const void *const *send, const size_t *send_bytes,
                                            void *const *receive, const size_t *receive_bytes);

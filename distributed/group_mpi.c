@@ -175,14 +175,6 @@ static gboolean knnwb_distributed_share_begin(const KnnwbKnnGroup *group, size_t
   return knnwb_distributed_shared_begin(bytes, blocks);
 }
 
-static gboolean knnwb_distributed_share_reserve(const KnnwbKnnGroup *group, size_t bytes,
-                                                void **blocks, GError **error)
-{
-  (void)group;
-  (void)error;
-  return knnwb_distributed_shared_reserve(bytes, blocks);
-}
-
 static gboolean knnwb_distributed_share_sync(const KnnwbKnnGroup *group, GError **error)
 {
   (void)group;
@@ -227,7 +219,6 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
                                             .exchange = knnwb_distributed_exchange,
                                             .reduce = knnwb_distributed_reduce,
                                             .share_begin = knnwb_distributed_share_begin,
-                                            .share_reserve = knnwb_distributed_share_reserve,
                                             .share_sync = knnwb_distributed_share_sync,
                                             .share_end = knnwb_distributed_share_end};
   if (size > 1) {

@@ -36,11 +36,10 @@ static struct {
   KnnwbSharedUse use;
   int ranks, me, threads;
   MPI_Win window;
-  size_t capacity;   /* bytes per rank */
-  char **bases;      /* every rank's part of the window */
-  gboolean lent;     /* between share_begin and share_end: the window is the caller's */
-  gboolean reserved; /* between share_reserve and share_end: keep the window however large */
-} knnwb_shared = {MPI_COMM_NULL, KNNWB_SHARED_OFF, 1, 0, 1, MPI_WIN_NULL, 0, NULL, FALSE, FALSE};
+  size_t capacity; /* bytes per rank */
+  char **bases;    /* every rank's part of the window */
+  gboolean lent;   /* between share_begin and share_end: the window is the caller's */
+} knnwb_shared = {MPI_COMM_NULL, KNNWB_SHARED_OFF, 1, 0, 1, MPI_WIN_NULL, 0, NULL, FALSE};
 
 void knnwb_distributed_shared_init(MPI_Comm comm, int local_size)
 {
@@ -48,7 +47,7 @@ void knnwb_distributed_shared_init(MPI_Comm comm, int local_size)
   MPI_Comm_size(comm, &ranks);
   MPI_Comm_rank(comm, &me);
   const char *choice = g_getenv("KNNWB_MPI_SHARED");
-  knnwb_shared.use = choice == NULL             ? KNNWB_SHARED_AUTO
+  knnwb_shared.use = choice == NULL              ? KNNWB_SHARED_AUTO
                      : strcmp(choice, "0") == 0 ? KNNWB_SHARED_OFF
                      : strcmp(choice, "1") == 0 ? KNNWB_SHARED_ALWAYS
                                                 : KNNWB_SHARED_AUTO;
@@ -108,7 +107,8 @@ static gboolean knnwb_shared_acquire(size_t need)
   agreed[1] = grow && !knnwb_shared_room(need) ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT64_T, MPI_MAX, knnwb_shared.comm);
   const size_t largest = (size_t)agreed[0];
-  if (largest == 0 || (knnwb_shared.use == KNNWB_SHARED_AUTO && largest < KNNWB_SHARED_WINDOW_MIN))
+  if (largest == 0 ||
+      (knnwb_shared.use == KNNWB_SHARED_AUTO && largest < KNNWB_SHARED_WINDOW_MIN))
     return FALSE;
   if (largest <= knnwb_shared.capacity)
     return TRUE;
@@ -148,7 +148,7 @@ static void knnwb_shared_publish(void)
 static void knnwb_shared_release(void)
 {
   MPI_Barrier(knnwb_shared.comm);
-  if (knnwb_shared.capacity > KNNWB_SHARED_WINDOW_KEEP && !knnwb_shared.reserved)
+  if (knnwb_shared.capacity > KNNWB_SHARED_WINDOW_KEEP)
     knnwb_shared_window_free();
 }
 
@@ -205,16 +205,6 @@ static void knnwb_shared_copy(char *const *to, const char *const *from, const si
   }
 }
 
-gboolean knnwb_distributed_shared_reserve(size_t bytes, void **blocks)
-{
-  if (knnwb_shared.use == KNNWB_SHARED_OFF || knnwb_shared.lent || !knnwb_shared_acquire(bytes))
-    return FALSE;
-  knnwb_shared.reserved = TRUE;
-  for (int r = 0; r < knnwb_shared.ranks; r++)
-    blocks[r] = knnwb_shared.bases[r];
-  return TRUE;
-}
-
 gboolean knnwb_distributed_shared_begin(size_t bytes, void **blocks)
 {
   if (knnwb_shared.lent || !knnwb_shared_acquire(bytes))
@@ -233,7 +223,6 @@ void knnwb_distributed_shared_sync(void)
 void knnwb_distributed_shared_end(void)
 {
   knnwb_shared.lent = FALSE;
-  knnwb_shared.reserved = FALSE;
   knnwb_shared_release();
 }
 

@@ -74,13 +74,12 @@ typedef void (*KnnwbKernelsProgress)(uint64_t done, uint64_t total, void *data);
  *
  * Contract: query is n_query x dim row-major float32, reference n_reference x dim (the same pointer
  * when self != 0, then pairs i == j are excluded and tile (i, j) may also feed the rows of j; note
- * that KNNWB_SCORE_L2 is not symmetric: seen from row j, the score of i is s(i,j) - |r_j|^2 +
- * |r_i|^2). reference_sqnorms (n_reference floats) is given for KNNWB_SCORE_L2 only.
- * reference_invalid (NULL or n_reference bytes) marks rows that must never be candidates (and, when
- * self, never queried: their outputs are ignored). kc <= number of valid references (minus one when
- * self), so every query row has kc candidates. Both matrices live in host memory (pinned or not)
- * and may be far larger than a device: implementations stream them in tiles bounded by
- * memory_bytes.
+ * that KNNWB_SCORE_L2 is not symmetric: seen from row j, the score of i is s(i,j) - |r_j|^2 + |r_i|^2).
+ * reference_sqnorms (n_reference floats) is given for KNNWB_SCORE_L2 only. reference_invalid (NULL
+ * or n_reference bytes) marks rows that must never be candidates (and, when self, never queried:
+ * their outputs are ignored). kc <= number of valid references (minus one when self), so every
+ * query row has kc candidates. Both matrices live in host memory (pinned or not) and may be far
+ * larger than a device: implementations stream them in tiles bounded by memory_bytes.
  */
 typedef struct {
   const float *query;
@@ -187,12 +186,6 @@ typedef struct {
    * (others ignore them: their lists are then simply longer). Never NaN. */
   const float *query_bounds;
   const float *reference_bounds;
-  /* Optional (NULL: none): called when the tile loop begins (the rows are on the GPUs), from any
-   * thread, at least once per job if it gets that far (again after an out-of-memory retry): from
-   * here until the lists come back the host's cores are idle, so the caller may start background
-   * work (core makes its fresh candidate arrays resident). The CPU backend never calls it. */
-  void (*tiles_started)(void *data);
-  void *tiles_started_data;
 } KnnwbSelectJob;
 
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */

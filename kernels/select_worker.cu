@@ -29,8 +29,6 @@ void Worker::main()
   }
   if (ok && !run_.abort && run_.exact)
     start_exact_upload();
-  if (ok && !run_.abort && index_ == 0 && run_.job->tiles_started != nullptr)
-    run_.job->tiles_started(run_.job->tiles_started_data);
   const double t_upload = seconds_now();
   if (ok && !run_.abort)
     ok = run_.plan.symmetric ? run_symmetric() : run_panels();

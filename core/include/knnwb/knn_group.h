@@ -49,16 +49,8 @@ struct KnnwbKnnGroup {
    * no blocks this time (too small to be worth it, no room); use exchange. FALSE with *error set:
    * the transport failed.
    */
-  gboolean (*share_begin)(const KnnwbKnnGroup *group, size_t bytes, void **blocks, GError **error);
-  /**
-   * Optional (NULL: none): a share_begin of at most bytes per rank will follow, after work that
-   * leaves cores idle (a GPU's tile loop). Collective. TRUE (on every rank alike): the blocks are
-   * set up now, blocks[r] being rank r's (at least bytes long), so that the caller may make their
-   * pages resident meanwhile; they are the ones share_begin gives. FALSE with *error unset: not
-   * now; with *error set: the transport failed.
-   */
-  gboolean (*share_reserve)(const KnnwbKnnGroup *group, size_t bytes, void **blocks,
-                            GError **error);
+  gboolean (*share_begin)(const KnnwbKnnGroup *group, size_t bytes, void **blocks,
+                          GError **error);
   /** Collective: every rank's writes to its block are seen by all once it returns. */
   gboolean (*share_sync)(const KnnwbKnnGroup *group, GError **error);
   /** Collective: nobody reads the blocks any more (they may be freed). */
