@@ -597,8 +597,10 @@ static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrep
     if (local && valid > 0 && mine.count > 0) {
       KnnwbSelectJob job;
       knnwb_split_fill_job(run, &job, &mine, &b, MIN(run->kc, valid), &found);
-      knnwb_split_bounds(lists, bounds);
-      job.query_bounds = bounds;
+      if (s > 0) { /* the first step has nothing to start from */
+        knnwb_split_bounds(lists, bounds);
+        job.query_bounds = bounds;
+      }
       local = knnwb_split_run_job(run, &job, error);
       found.kc = job.kc;
       if (local) {

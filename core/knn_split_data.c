@@ -167,8 +167,8 @@ static gboolean knnwb_split_candidate_before(const KnnwbSplitCandidate *x,
 
 /* Merges every row u of incoming into row at + u of lists: each keeps its kc best by (score,
  * index), sorted. lists' rows are sorted already (every list starts empty and changes only here),
- * incoming's need not be: its valid candidates are sorted (few, after a job with starting
- * thresholds: insertion sort) and the two runs merged, O(kc + c log c) a row. */
+ * incoming's need not be: its valid candidates are sorted (insertion sort up to 64: a job's kc,
+ * fewer after a job with starting thresholds) and the two runs merged, O(kc + c log c) a row. */
 typedef struct {
   KnnwbSplitLists *lists;
   const KnnwbSplitLists *incoming;
@@ -192,7 +192,7 @@ static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
         continue;
       const KnnwbSplitCandidate candidate = {incoming->score[at], incoming->index[at],
                                              incoming->distance[at]};
-      if (count >= 32) {
+      if (count >= 64) {
         added[count++] = candidate;
         continue;
       }
@@ -203,7 +203,7 @@ static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
     }
     if (count == 0)
       continue;
-    if (count > 32)
+    if (count > 64)
       qsort(added, count, sizeof *added, knnwb_split_candidate_compare);
     size_t held = 0;
     while (held < kc && lists->index[t * kc + held] >= 0) {

@@ -56,7 +56,7 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
       }
       knnwb_row_statistics(p->metric, source, d, &p->mean[i], &p->sum_squares[i]);
       gboolean degenerate = p->metric == KNNWB_METRIC_COSINE ? p->sum_squares[i] == 0.0
-                                                              : knnwb_row_is_constant(source, d);
+                                                             : knnwb_row_is_constant(source, d);
       float *out = p->scored_owned + i * d;
       if (degenerate) {
         loop->degenerate[i] = 1;
@@ -122,6 +122,24 @@ void knnwb_prepared_clear(KnnwbPrepared *p)
   memset(p, 0, sizeof *p);
 }
 
+void knnwb_prepared_release(KnnwbPrepared *p)
+{
+  /* The copies are n x d floats each (1.8 GB at 1,533,876 x 295): their unmapping took 0.09 s. */
+  const size_t cells = p->n * p->d;
+  void *blocks[] = {p->scored_owned, p->ranks_owned, p->sqnorms, p->mean,
+                    p->sum_squares,  p->norm,        p->invalid, p->column_mean};
+  const size_t bytes[] = {cells * sizeof(float),
+                          cells * sizeof(float),
+                          p->n * sizeof(float),
+                          p->n * sizeof(double),
+                          p->n * sizeof(double),
+                          p->n * sizeof(double),
+                          p->n,
+                          p->d * sizeof(double)};
+  knnwb_release_later(blocks, bytes, G_N_ELEMENTS(blocks));
+  memset(p, 0, sizeof *p);
+}
+
 static void *knnwb_try_alloc(size_t count, size_t size, gboolean *ok)
 {
   size_t bytes;
@@ -154,7 +172,8 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
   const size_t n = p->n, d = p->d;
   size_t cells;
   if (!knnwb_size_multiply(n, d, &cells)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: %zu x %zu is too large", role, n, d);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: %zu x %zu is too large", role, n,
+                d);
     return FALSE;
   }
   gboolean ok = TRUE;

@@ -339,7 +339,9 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
   }
   /* A two-sided job keeps the lists of its reference rows after those of its query rows. */
   const size_t lists = !job->self && job->out_reference_index != NULL ? nq + nr : nq;
-  if (!knnwb_candidate_rows_init(&s.rows, lists, job->kc)) {
+  const gboolean seeded =
+      job->query_bounds != NULL && (lists == nq || job->reference_bounds != NULL);
+  if (!knnwb_candidate_rows_init(&s.rows, lists, job->kc, seeded)) {
     knnwb_cpu_gemm_free(s.gemm);
     snprintf(message, message_size, "cannot allocate the candidate lists of %zu rows x %zu", lists,
              job->kc);

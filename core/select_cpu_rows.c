@@ -15,12 +15,15 @@
 #define KNNWB_SCAN_AVX512 1
 #endif
 
-gboolean knnwb_candidate_rows_init(KnnwbCandidateRows *rows, size_t n, size_t kc)
+gboolean knnwb_candidate_rows_init(KnnwbCandidateRows *rows, size_t n, size_t kc, gboolean seeded)
 {
   memset(rows, 0, sizeof *rows);
-  /* A margin of kc (at least 64) makes a cut cost about two passes per appended pair; lists past
-   * 512 MiB get a smaller one (at least kc / 4), which cuts more often. */
-  size_t margin = MAX((size_t)64, 4 * kc);
+  /* A margin of 4 kc (at least 64) makes a cut cost about 1.25 passes per appended pair; lists
+   * past 512 MiB get a smaller one (at least kc / 4), which cuts more often. Rows that start from
+   * a bound append only what beats what they already hold elsewhere (in a split run's later steps,
+   * a few pairs a row): a margin of kc (at least 32) rarely fills, and the buffers touch fewer
+   * pages. */
+  size_t margin = seeded ? MAX((size_t)32, kc) : MAX((size_t)64, 4 * kc);
   const size_t floor_margin = MAX((size_t)16, kc / 4), allowance = (size_t)512 << 20;
   while (margin > floor_margin && (double)n * (double)(kc + margin) * 8.0 > (double)allowance)
     margin = MAX(floor_margin, margin / 2);

@@ -18,7 +18,7 @@ typedef struct {
   float *score;     /* n x cap */
   int32_t *index;   /* n x cap: reference rows below 2^31 */
   int32_t *count;   /* n */
-  float *threshold; /* n: +inf until the first cut */
+  float *threshold; /* n: +inf (or the caller's starting bound) until the first cut */
 } KnnwbCandidateRows;
 
 /** How raw tile values (dot products, or scores already) become scores. */
@@ -29,9 +29,11 @@ typedef enum {
   KNNWB_TILE_L2       /* |r|^2 - 2 g, |r| of the row whose list it joins */
 } KnnwbTileKind;
 
-/** Buffers for n rows of kc; the margin from kc and a memory allowance. FALSE when out of memory
- * (nothing allocated). O(n) time, n (kc + margin) 8 bytes. */
-gboolean knnwb_candidate_rows_init(KnnwbCandidateRows *rows, size_t n, size_t kc);
+/** Buffers for n rows of kc; the margin from kc and a memory allowance (seeded: the rows will
+ * start from bounds the caller sets, so few pairs are appended and a smaller margin keeps the
+ * buffers' pages few). FALSE when out of memory (nothing allocated). O(n) time, n (kc + margin) 8
+ * bytes. */
+gboolean knnwb_candidate_rows_init(KnnwbCandidateRows *rows, size_t n, size_t kc, gboolean seeded);
 void knnwb_candidate_rows_clear(KnnwbCandidateRows *rows);
 
 /**

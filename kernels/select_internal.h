@@ -37,7 +37,9 @@ struct SelectState {
   float *cand_score;
   int *cand_index;
   int *count;
-  /* rows to merge after the current tile: tile-local line, bit 31 set for a tile column */
+  /* rows to merge after the current tile: tile-local line, bit 31 set for a tile column (2 x tile
+   * entries: a fresh tile's stages queue rows only, and its second half holds the rows that the
+   * warp merge leaves to the block merge, counted in merge_count[1]) */
   int *merge_list;
   int *merge_count;
   /* per merge block: room for one compacted tile line (key, index) */

@@ -57,7 +57,7 @@ void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan 
   if (stats)
     bytes[KNNWB_BUFFER_STATS] = 4 * sizeof(unsigned long long);
   bytes[KNNWB_BUFFER_MERGE_LIST] = 2 * T * sizeof(int);
-  bytes[KNNWB_BUFFER_MERGE_COUNT] = sizeof(int);
+  bytes[KNNWB_BUFFER_MERGE_COUNT] = 2 * sizeof(int); /* rows queued, rows the warp merge defers */
   bytes[KNNWB_BUFFER_SCRATCH_KEY] = (size_t)plan->merge_blocks * T * sizeof(unsigned);
   bytes[KNNWB_BUFFER_SCRATCH_INDEX] = (size_t)plan->merge_blocks * T * sizeof(int);
   if (!plan->lists_in_shared) {

@@ -15,6 +15,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 namespace knnwb_cuda
 {
@@ -163,21 +165,21 @@ template <> struct ProductLoad<__half> {
 
 /*
  * The exact row pass of filter_kernel for the rows i0 + r of the block with bit r of warp_rows set
- * (the same mask in every lane): each lane's 4 columns against the row's threshold, with invalid
- * columns, group masking and the self pair; the warp's passing pairs of a row get contiguous slots
- * from one atomic. Reads the products again (cache hits: the fast test just read them), so that
- * the common path holds no code or registers for this.
+ * (the same mask in every lane): each lane's kCols columns against the row's threshold, with
+ * invalid columns, group masking and the self pair; the warp's passing pairs of a row get
+ * contiguous slots from one atomic. Reads the products again (cache hits: the fast test just read
+ * them), so that the common path holds no code or registers for this.
  */
-template <int kKind, bool kGroups>
+template <int kCols, int kKind, bool kGroups>
 __device__ __noinline__ void filter_rows_exact(const SelectState &st, const TileGeom &g,
                                                unsigned warp_rows, int i0, int j0)
 {
   const int lane = threadIdx.x & 31;
-  bool col_ok[4];
-  int col_grp[4];
-  float col_sq[4];
+  bool col_ok[kCols];
+  int col_grp[kCols];
+  float col_sq[kCols];
 #pragma unroll
-  for (int u = 0; u < 4; u++) {
+  for (int u = 0; u < kCols; u++) {
     const int cand = g.col_global0 + j0 + u;
     const bool in = j0 + u < g.n_cols;
     col_ok[u] = in && !(g.invalid && g.invalid[cand]);
@@ -188,10 +190,10 @@ __device__ __noinline__ void filter_rows_exact(const SelectState &st, const Tile
     const int i = i0 + __ffs(warp_rows) - 1;
     const float thr = st.thr[g.row_state0 + i];
     const int row_grp = kGroups ? g.row_group[g.row_global0 + i] : -2;
-    float s[4];
+    float s[kCols];
     unsigned m = 0;
 #pragma unroll
-    for (int u = 0; u < 4; u++) {
+    for (int u = 0; u < kCols; u++) {
       s[u] = kind_score<kKind>(tile_product(g, i, j0 + u), col_sq[u]);
       const bool pass = col_ok[u] && s[u] < thr && (!kGroups || row_grp != col_grp[u]) &&
                         !(g.self && g.col_global0 + j0 + u == g.row_global0 + i);
@@ -220,7 +222,7 @@ __device__ __noinline__ void filter_rows_exact(const SelectState &st, const Tile
     base = __shfl_sync(kFullMask, base, 31);
     int pos = base + incl - n;
 #pragma unroll
-    for (int u = 0; u < 4; u++) {
+    for (int u = 0; u < kCols; u++) {
       if (m & (1u << u)) {
         if (pos < st.cap) {
           st.cand_score[(size_t)row * st.cap + pos] = s[u];
@@ -348,9 +350,130 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
     col_hits |= (unsigned)(col_low[u].score() < col_thr[u]) << u;
   const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
   if (warp_rows)
-    filter_rows_exact<kKind, kGroups>(st, g, warp_rows, i0, j0);
+    filter_rows_exact<4, kKind, kGroups>(st, g, warp_rows, i0, j0);
   if (col_hits)
     filter_cols_exact<kRows, kKind, kGroups>(st, g, col_hits, i0, j0);
+}
+
+/*
+ * The half-tile filter for DOT and ABS_DOT (the FP16 screens of every metric but euclidean): as
+ * filter_kernel, but each thread reads 8 adjacent halves per 16-byte load (8 rows x 8 columns, the
+ * 128 bytes in flight per thread of the float kernel) and the tests reduce in half precision: the
+ * largest product (magnitude) of a row or column, converted and scaled once. Conversion and
+ * scaling by a power of two are monotone, so that equals the largest of the scaled float products
+ * filter_kernel takes, bit for bit: the same rows and columns go to the exact passes, and the
+ * same candidates pass. Grid: (ceil(n_cols / 2048), ceil(n_rows / 8)); needs ld, the tile's column
+ * offset and every stage start a multiple of 8.
+ * Measured (one H200, ncu and the trace): 72-77 us per 8192^2 tile, as the 4-column kernel, at
+ * 37-40% of DRAM bandwidth; selection per ordinary tile in the loop 0.146-0.155 ms against
+ * 0.154-0.163 ms. The time is not the loads but the exact passes: about one pass per row and
+ * column of a tile on average, each a chain of dependent loads and an atomic. Moved into a kernel
+ * of their own (the filter queuing its warps with a pass), the streaming part took 53 us and the
+ * exact passes 53-107 us: worse (0.180 ms per tile), so they stay inline.
+ */
+constexpr int kHalfFilterRows = 8;
+constexpr int kHalfFilterCols = kFilterThreads * 8;
+
+template <int kKind> __device__ __forceinline__ __half2 half_magnitude(__half2 v)
+{
+  return kKind == KNNWB_SCORE_ABS_DOT ? __habs2(v) : v;
+}
+
+/* The largest of 8 products (magnitudes for ABS_DOT); NaNs (outside the tile) are ignored. */
+template <int kKind> __device__ __forceinline__ __half2 half_max8(const uint4 &raw)
+{
+  __half2 a, b, c, d;
+  memcpy(&a, &raw.x, sizeof a);
+  memcpy(&b, &raw.y, sizeof b);
+  memcpy(&c, &raw.z, sizeof c);
+  memcpy(&d, &raw.w, sizeof d);
+  return __hmax2(__hmax2(half_magnitude<kKind>(a), half_magnitude<kKind>(b)),
+                 __hmax2(half_magnitude<kKind>(c), half_magnitude<kKind>(d)));
+}
+
+/* raw with the halves at columns j0 + p >= n_cols replaced by NaN (not pairs). */
+__device__ __forceinline__ uint4 half_mask_columns(uint4 raw, int j0, int n_cols)
+{
+  uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int p = 0; p < 8; p++)
+    if (j0 + p >= n_cols)
+      w[p / 2] = (w[p / 2] & (p % 2 ? 0x0000ffffu : 0xffff0000u)) | (p % 2 ? 0x7e000000u : 0x7e00u);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/*
+ * The fast tests of filter_half_kernel for the thread's 8 rows i0.. and 8 columns j0..: bit r of
+ * *row_hits when a product of row i0 + r beats its threshold, bit u of *col_hits (do_cols) when
+ * one of column j0 + u beats the column's. Reads the 8 x 8 halves with 8 16-byte loads.
+ */
+template <int kKind>
+__device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom &g, int i0, int j0,
+                                          unsigned *row_hits, unsigned *col_hits)
+{
+  constexpr int kRows = kHalfFilterRows;
+  const float inf = __int_as_float(0x7f800000);
+  const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
+  const __half *tile = static_cast<const __half *>(g.tile);
+  uint4 raw[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    const int i = i0 + r;
+    raw[r] = (i < g.n_rows && j0 < g.n_cols)
+                 ? __ldg(reinterpret_cast<const uint4 *>(tile + (size_t)i * g.ld + j0))
+                 : outside;
+  }
+  float row_thr[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; r++)
+    row_thr[r] = i0 + r < g.n_rows ? st.thr[g.row_state0 + i0 + r] : -inf;
+  unsigned rows = 0;
+  const __half2 nan2 = __halves2half2(__ushort_as_half(0x7e00), __ushort_as_half(0x7e00));
+  __half2 col_max[4] = {nan2, nan2, nan2, nan2};
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    uint4 v = raw[r];
+    if (j0 + 8 > g.n_cols)
+      v = half_mask_columns(v, j0, g.n_cols);
+    const __half2 m2 = half_max8<kKind>(v);
+    const float largest = fmaxf(__low2float(m2), __high2float(m2)) * g.tile_scale;
+    rows |= (unsigned)(1.0f - largest < row_thr[r]) << r;
+    if (g.do_cols) {
+      __half2 h[4];
+      memcpy(h, &v, sizeof h);
+#pragma unroll
+      for (int w = 0; w < 4; w++)
+        col_max[w] = __hmax2(col_max[w], half_magnitude<kKind>(h[w]));
+    }
+  }
+  unsigned cols = 0;
+  if (g.do_cols) {
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int j = j0 + u;
+      const float thr = j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
+      const float largest =
+          (u % 2 ? __high2float(col_max[u / 2]) : __low2float(col_max[u / 2])) * g.tile_scale;
+      cols |= (unsigned)(1.0f - largest < thr) << u;
+    }
+  }
+  *row_hits = rows;
+  *col_hits = cols;
+}
+
+template <int kKind, bool kGroups>
+__global__ void __launch_bounds__(kFilterThreads, 4)
+    filter_half_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
+{
+  const int j0 = blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
+  const int i0 = blockIdx.y * kHalfFilterRows;
+  unsigned row_hits, col_hits;
+  half_hits<kKind>(st, g, i0, j0, &row_hits, &col_hits);
+  const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
+  if (warp_rows)
+    filter_rows_exact<8, kKind, kGroups>(st, g, warp_rows, i0, j0);
+  if (col_hits)
+    filter_cols_exact<kHalfFilterRows, kKind, kGroups>(st, g, col_hits, i0, j0);
 }
 
 /* Warp-aggregated histogram increment: equal digits of a warp add once (skewed keys are common). */
@@ -664,6 +787,80 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
 }
 
+/*
+ * The merge of a fresh tile's stages (tile mode, rows only), one warp per queued row instead of one
+ * block: a stage queues every row of the tile (8,192) with at most cap candidates each, so the
+ * block merge spent most of its time with 256 threads waiting on one small row (a diagonal tile
+ * took 0.94 ms, ncu). A row that fits (no overflow, kc + candidates <= 256) is merged as
+ * merge_row_small does, with the same ranks (ties by position: the list first, then the
+ * candidates in buffer order), so the lists are the same; any other row goes to defer_list for
+ * merge_kernel. Grid: persistent blocks of kMergeThreads (8 warps), 2 KiB of shared memory a warp.
+ */
+__global__ void __launch_bounds__(kMergeThreads)
+    merge_warp_kernel(SelectState st, TileGeom g, int *defer_list, int *defer_count)
+{
+  constexpr int kWarps = kMergeThreads / 32;
+  /* keys read 4 at a time; padding past the row's m elements holds kEmptyKey, which ranks no
+   * element lower (it is the largest key, and ties count only positions before the element) */
+  __shared__ uint4 warp_key[kWarps][kMergeThreads / 4];
+  __shared__ int warp_index[kWarps][kMergeThreads];
+  const float inf = __int_as_float(0x7f800000);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint32_t *sk = reinterpret_cast<uint32_t *>(warp_key[warp]);
+  int *si = warp_index[warp];
+  const int n_entries = *st.merge_count;
+  for (int e = blockIdx.x * kWarps + warp; e < n_entries; e += gridDim.x * kWarps) {
+    const int entry = st.merge_list[e];
+    const int row = g.row_state0 + (int)(entry & ~kColumnFlag);
+    const int count = st.count[row];
+    if ((entry & (int)kColumnFlag) || count > st.cap || st.kc + count > kMergeThreads) {
+      if (lane == 0)
+        defer_list[atomicAdd(defer_count, 1)] = entry;
+      continue;
+    }
+    if (st.stats && lane == 0)
+      atomicAdd(&st.stats[1], 1ull);
+    const float thr_row = st.thr[row];
+    const int m = st.kc + count, m4 = (m + 3) / 4;
+    for (int t = lane; t < 4 * m4; t += 32) {
+      uint32_t key = kEmptyKey;
+      int idx = -1;
+      if (t < st.kc) {
+        idx = st.list_index[(size_t)row * st.kc + t];
+        key = idx < 0 ? kEmptyKey : float_key(st.list_score[(size_t)row * st.kc + t]);
+      } else if (t < m) {
+        const size_t at = (size_t)row * st.cap + (t - st.kc);
+        idx = st.cand_index[at];
+        key = float_key(st.cand_score[at]);
+      }
+      sk[t] = key;
+      si[t] = idx;
+    }
+    __syncwarp(); /* every element read (and in shared memory) before any list slot is rewritten */
+    for (int t = lane; t < m; t += 32) {
+      const uint32_t key = sk[t];
+      int rank = 0;
+      for (int v4 = 0; v4 < m4; v4++) {
+        const uint4 o = warp_key[warp][v4];
+        const int v = 4 * v4;
+        rank += (o.x < key || (o.x == key && v < t)) + (o.y < key || (o.y == key && v + 1 < t)) +
+                (o.z < key || (o.z == key && v + 2 < t)) + (o.w < key || (o.w == key && v + 3 < t));
+      }
+      if (rank < st.kc) {
+        const int idx = si[t];
+        const float score = idx < 0 ? inf : key_float(key);
+        st.list_index[(size_t)row * st.kc + rank] = idx;
+        st.list_score[(size_t)row * st.kc + rank] = score;
+        if (rank == st.kc - 1)
+          st.thr[row] = fminf(thr_row, score); /* as merge_row: never loosened */
+      }
+    }
+    if (lane == 0)
+      st.count[row] = 0;
+    __syncwarp(); /* the shared arrays are reused for the next row */
+  }
+}
+
 /* Empties the lists and counts of rows [row0, row0 + n_rows); with reset_thr also their thresholds.
  */
 __global__ void empty_kernel(SelectState st, int row0, int n_rows, bool reset_thr)
@@ -804,9 +1001,44 @@ void launch_filter_kind(const SelectState &state, const TileGeom &geom, cudaStre
   }
 }
 
+/* KNNWB_CUDA_HALF_FILTER=4: the 4-column half filter (filter_kernel) for every kind, to compare. */
+bool half_filter_narrow(void)
+{
+  static int narrow = -1;
+  if (narrow < 0) {
+    const char *v = getenv("KNNWB_CUDA_HALF_FILTER");
+    narrow = v != nullptr && strcmp(v, "4") == 0;
+  }
+  return narrow != 0;
+}
+
+/* The half-tile filter of DOT and ABS_DOT (filter_half_kernel). */
+template <int kKind, bool kGroups>
+void launch_filter_half_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
+                  (geom.n_rows + kHalfFilterRows - 1) / kHalfFilterRows);
+  filter_half_kernel<kKind, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+}
+
+template <bool kGroups>
+void launch_filter_half(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  if (geom.kind == KNNWB_SCORE_DOT)
+    launch_filter_half_kind<KNNWB_SCORE_DOT, kGroups>(state, geom, stream);
+  else
+    launch_filter_half_kind<KNNWB_SCORE_ABS_DOT, kGroups>(state, geom, stream);
+}
+
 void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
-  if (geom.half_tile) {
+  if (geom.half_tile && (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) &&
+      !half_filter_narrow()) {
+    if (geom.row_group)
+      launch_filter_half<true>(state, geom, stream);
+    else
+      launch_filter_half<false>(state, geom, stream);
+  } else if (geom.half_tile) {
     /* half tiles come only from FP16 screens, never manhattan */
     if (geom.row_group)
       launch_filter_kind<__half, true>(state, geom, stream);
@@ -819,10 +1051,23 @@ void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t 
   }
 }
 
-/* One filter pass over geom and the merge of the rows it queued. */
-cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+/* KNNWB_CUDA_BLOCK_MERGE=1: fresh stages merge one block per row (to compare with the warps). */
+bool block_merge_only(void)
 {
-  cudaError_t err = cudaMemsetAsync(state.merge_count, 0, sizeof(int), stream);
+  static int only = -1;
+  if (only < 0) {
+    const char *v = getenv("KNNWB_CUDA_BLOCK_MERGE");
+    only = v != nullptr && strcmp(v, "1") == 0;
+  }
+  return only != 0;
+}
+
+/* One filter pass over geom and the merge of the rows it queued; warp_merge: a fresh tile's stage
+ * (rows only), merged by merge_warp_kernel and the rows it defers by merge_kernel. */
+cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, bool warp_merge,
+                             cudaStream_t stream)
+{
+  cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
   if (err != cudaSuccess)
     return err;
   launch_filter(state, geom, stream);
@@ -830,7 +1075,19 @@ cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, cud
   if (err != cudaSuccess)
     return err;
   size_t shared = state.out_key ? 0 : (size_t)state.kc * (sizeof(uint32_t) + sizeof(int));
-  merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(state, geom, 0, -1);
+  if (!warp_merge) {
+    merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(state, geom, 0, -1);
+    return cudaGetLastError();
+  }
+  SelectState deferred = state;
+  deferred.merge_list = state.merge_list + geom.ld;
+  deferred.merge_count = state.merge_count + 1;
+  merge_warp_kernel<<<state.merge_blocks, kMergeThreads, 0, stream>>>(
+      state, geom, deferred.merge_list, deferred.merge_count);
+  err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return err;
+  merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(deferred, geom, 0, -1);
   return cudaGetLastError();
 }
 
@@ -845,9 +1102,11 @@ cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, c
    * merges after each stage (lazy limit 0), so the next stage filters against fresh thresholds.
    * cap is a multiple of 32: sub-tiles stay 16-byte aligned for the filter's vector loads. */
   if (!geom.fresh || geom.do_cols || geom.n_cols <= state.cap)
-    return filter_and_merge(state, geom, stream);
+    return filter_and_merge(state, geom, false, stream);
   SelectState eager = state;
   eager.lazy_limit = 0;
+  /* rows of kc + cap entries fit a warp's merge; larger ones would all be deferred */
+  const bool warp_merge = state.kc + state.cap <= kMergeThreads && !block_merge_only();
   for (int c0 = 0, width = state.cap; c0 < geom.n_cols; c0 += width, width = c0) {
     TileGeom stage = geom;
     stage.tile = static_cast<const char *>(geom.tile) +
@@ -855,7 +1114,7 @@ cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, c
     stage.n_cols = width < geom.n_cols - c0 ? width : geom.n_cols - c0;
     stage.col_global0 = geom.col_global0 + c0;
     stage.col_state0 = geom.col_state0 + c0;
-    cudaError_t err = filter_and_merge(eager, stage, stream);
+    cudaError_t err = filter_and_merge(eager, stage, warp_merge, stream);
     if (err != cudaSuccess)
       return err;
   }

@@ -4,15 +4,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/neighbourhood.h>
-
-/* The rows a search reads: the whole matrix, or (one rank of a split-memory group) this rank's
- * block, rows first[rank] .. first[rank + 1] - 1 of first[size]. */
-typedef struct {
-  const KnnwbMatrix *data;
-  const KnnwbKnnGroup *group; /* NULL: data is whole */
-  const size_t *first;        /* group: size + 1 block starts */
-  size_t n_rows;              /* every rank's rows */
-} KnnwbNeighbourhoodRows;
+#include "neighbourhood_internal.h"
 
 gboolean knnwb_direction_from_string(const char *name, KnnwbDirection *direction, GError **error)
 {
@@ -153,18 +145,6 @@ static size_t knnwb_list_get(const KnnwbListSource *source, int64_t row, const i
 
 /* Queries rows (not yet in the store) against all rows (prepared once): k + 1 nearest, the row
  * itself dropped, which is exactly the row's self-kNN list (both are sorted by distance, then
- * index). */
-/* Rows of a split search: the rank holding each, and this rank's part of rows in their order. */
-static int knnwb_rows_owner(const KnnwbNeighbourhoodRows *rows, int64_t row)
-{
-  int r = 0;
-  while ((size_t)row >= rows->first[r + 1])
-    r++;
-  return r;
-}
-
-/* Queries rows (not yet in the store) against all rows (prepared once): k + 1 nearest, the row
- * itself dropped, which is exactly the row's self-kNN list (both are sorted by distance, then
  * index). Split: each rank queries the rows it holds against its block, the group shares the
  * work, and every rank gets every list, in rank order of the rows' holders. */
 static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbNeighbourhoodRows *rows,
@@ -189,7 +169,7 @@ static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbNeighbo
       if (r == rows->group->rank)
         mine_begin = asked->len;
       for (guint i = 0; i < fresh->len; i++)
-        if (knnwb_rows_owner(rows, g_array_index(fresh, int64_t, i)) == r)
+        if (knnwb_neighbourhood_rows_owner(rows, g_array_index(fresh, int64_t, i)) == r)
           g_array_append_val(asked, g_array_index(fresh, int64_t, i));
       if (r == rows->group->rank)
         mine_end = asked->len;
@@ -247,48 +227,6 @@ static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbNeighbo
   }
   *n_queries += fresh->len;
   return TRUE;
-}
-
-/* The rows of the vertices, in vertex order, on every rank of a split search (each sends the rows
- * it holds). Collective. */
-static KnnwbMatrix *knnwb_rows_gather(const KnnwbNeighbourhoodRows *rows, const int64_t *wanted,
-                                      size_t n_wanted, GError **error)
-{
-  const KnnwbKnnGroup *group = rows->group;
-  const size_t d = rows->data->n_cols, ranks = (size_t)group->size;
-  g_autoptr(KnnwbMatrix) out = knnwb_matrix_new(n_wanted, d, error);
-  if (out == NULL)
-    return NULL;
-  /* Per rank, its vertices in vertex order: the layout of what it sends. */
-  g_autofree size_t *count = g_new0(size_t, ranks);
-  g_autofree int *owner = g_new(int, MAX(n_wanted, (size_t)1));
-  for (size_t v = 0; v < n_wanted; v++)
-    count[owner[v] = knnwb_rows_owner(rows, wanted[v])]++;
-  const size_t me = (size_t)group->rank, offset = rows->first[me];
-  g_autofree float *mine = g_new(float, MAX(count[me] * d, (size_t)1));
-  g_autofree float *received = g_new(float, MAX(n_wanted * d, (size_t)1));
-  for (size_t v = 0, i = 0; v < n_wanted; v++)
-    if ((size_t)owner[v] == me)
-      memcpy(mine + d * i++, rows->data->values + ((size_t)wanted[v] - offset) * d,
-             d * sizeof(float));
-  g_autofree const void **send = g_new(const void *, ranks);
-  g_autofree size_t *send_bytes = g_new(size_t, ranks);
-  g_autofree void **receive = g_new(void *, ranks);
-  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
-  for (size_t r = 0, at = 0; r < ranks; at += count[r], r++) {
-    send[r] = mine;
-    send_bytes[r] = count[me] * d * sizeof(float);
-    receive[r] = received + at * d;
-    receive_bytes[r] = count[r] * d * sizeof(float);
-  }
-  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
-    return NULL;
-  g_autofree size_t *next = g_new0(size_t, ranks);
-  for (size_t r = 1; r < ranks; r++)
-    next[r] = next[r - 1] + count[r - 1];
-  for (size_t v = 0; v < n_wanted; v++)
-    memcpy(out->values + v * d, received + d * next[owner[v]]++, d * sizeof(float));
-  return g_steal_pointer(&out);
 }
 
 /* Reverse lists (who lists row v) of whole-graph lists, as CSR. */
@@ -425,6 +363,30 @@ static gboolean knnwb_neighbourhood_rank(KnnwbNeighbourhood *result, const Knnwb
   return TRUE;
 }
 
+/* Split: the members' rows (about k^order of them) come to rank 0, which ranks them. Collective
+ * (every rank passes the same result->rows). */
+static gboolean knnwb_neighbourhood_rank_split(const KnnwbNeighbourhoodRows *rows,
+                                               KnnwbNeighbourhood *result, int order,
+                                               KnnwbDirection direction, KnnwbMetric metric,
+                                               GError **error)
+{
+  g_autoptr(KnnwbMatrix) values = NULL;
+  if (!knnwb_neighbourhood_rows_gather(rows, result->rows, result->n_vertices, TRUE, &values,
+                                       error))
+    return FALSE;
+  if (rows->group->rank != 0)
+    return TRUE;
+  g_autofree int64_t *identity = g_try_new(int64_t, MAX(result->n_vertices, (size_t)1));
+  if (identity == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot rank %zu rows",
+                result->n_vertices);
+    return FALSE;
+  }
+  for (size_t v = 0; v < result->n_vertices; v++)
+    identity[v] = (int64_t)v;
+  return knnwb_neighbourhood_rank(result, values, identity, order, direction, metric, error);
+}
+
 /* The shared breadth-first search: source gives out-lists (querying them on demand when it has a
  * store) and, for IN/BOTH, reverse lists. */
 static gboolean knnwb_neighbourhood_search(const KnnwbNeighbourhoodRows *rows,
@@ -437,6 +399,7 @@ static gboolean knnwb_neighbourhood_search(const KnnwbNeighbourhoodRows *rows,
                         g_array_new(FALSE, FALSE, sizeof(int64_t)),
                         g_array_new(FALSE, FALSE, sizeof(int))};
   gboolean ok = FALSE;
+  gboolean met = FALSE; /* split: this rank met the others before the ranking */
   size_t n_queries = 0;
   g_autoptr(KnnwbNeighbourhood) result = g_new0(KnnwbNeighbourhood, 1);
   igraph_vector_init(&result->weights, 0);
@@ -505,23 +468,33 @@ static gboolean knnwb_neighbourhood_search(const KnnwbNeighbourhoodRows *rows,
   result->order = g_memdup2(set.order->data, MAX(n_vertices, 1) * sizeof(int));
   result->n_queries = source->store != NULL ? n_queries : rows->n_rows;
   result->whole_graph = source->store == NULL;
-  if (rows->group == NULL) {
+  if (rows->defer_rank) {
+    /* The caller gathers the members' rows and ranks them (knnwb_neighbourhood_rank_split). */
+  } else if (rows->group == NULL) {
     if (!knnwb_neighbourhood_rank(result, rows->data, result->rows, order, direction, metric,
                                   error))
       goto out;
   } else {
-    /* Split: the vertices' rows come to every rank (about k^order of them). */
-    g_autoptr(KnnwbMatrix) values = knnwb_rows_gather(rows, result->rows, n_vertices, error);
-    g_autofree int64_t *identity = g_new(int64_t, MAX(n_vertices, (size_t)1));
-    for (size_t v = 0; v < n_vertices; v++)
-      identity[v] = (int64_t)v;
-    if (values == NULL ||
-        !knnwb_neighbourhood_rank(result, values, identity, order, direction, metric, error))
+    /* Every rank reaches this point (the queries were collective): the ranks agree, so that a
+     * failure of one (out of memory) does not leave the others in the gather. */
+    met = TRUE;
+    if (!rows->group->agree(rows->group, TRUE, error))
       goto out;
+    gboolean ranked = knnwb_neighbourhood_rank_split(rows, result, order, direction, metric, error);
+    if (!rows->group->agree(rows->group, ranked, error))
+      goto out;
+    if (rows->group->rank != 0)
+      g_clear_pointer(&result, knnwb_neighbourhood_free); /* rank 0's result */
   }
   *out = g_steal_pointer(&result);
   ok = TRUE;
 out:
+  /* A rank that failed before the meeting (its edges, say) still meets the others there. */
+  if (!ok && !met && rows->group != NULL && !rows->defer_rank) {
+    GError *local = NULL;
+    rows->group->agree(rows->group, FALSE, error ? error : &local);
+    g_clear_error(&local);
+  }
   g_hash_table_destroy(set.vertex_of);
   g_array_free(set.rows, TRUE);
   g_array_free(set.order, TRUE);
@@ -592,6 +565,59 @@ gboolean knnwb_neighbourhood_from_lists(const KnnwbMatrix *data, const KnnwbNeig
                                  error);
 }
 
+/* In and both over split rows: the whole graph computed split, its lists gathered on rank 0,
+ * which alone walks them; the members' rows then travel to rank 0 for the ranking. Every rank
+ * returns the same success (agreed); the result is rank 0's (NULL on the others). */
+static gboolean knnwb_neighbourhood_cut_split(const KnnwbNeighbourhoodRows *rows,
+                                              const int64_t *focus, size_t n_focus, int order,
+                                              KnnwbDirection direction,
+                                              const KnnwbKnnOptions *options,
+                                              KnnwbNeighbourhood **result, GError **error)
+{
+  const KnnwbKnnGroup *group = rows->group;
+  const gboolean root = group->rank == 0;
+  KnnwbKnnOptions self_options = *options;
+  self_options.group = group;
+  self_options.group_split = TRUE;
+  self_options.group_own_rows = TRUE;
+  g_autoptr(KnnwbNeighbors) own = NULL, lists = NULL;
+  if (!knnwb_knn_self(rows->data, &self_options, &own, error) ||
+      !knnwb_neighbors_gather_root(group, own, &lists, error))
+    return FALSE;
+  g_clear_pointer(&own, knnwb_neighbors_free);
+  KnnwbNeighbourhoodRows deferred = *rows;
+  deferred.defer_rank = TRUE;
+  g_autoptr(KnnwbNeighbourhood) found = NULL;
+  gboolean ok = !root || knnwb_neighbourhood_cut(&deferred, lists, focus, n_focus, order, direction,
+                                                 options->metric, &found, error);
+  g_clear_pointer(&lists, knnwb_neighbors_free);
+  if (!group->agree(group, ok, error))
+    return FALSE;
+  /* The members, from rank 0 to every rank, which sends the rows it holds. */
+  g_autofree int64_t *members = NULL;
+  size_t n_members = root ? found->n_vertices : 0;
+  int64_t *list = root ? found->rows : NULL;
+  if (!knnwb_neighbourhood_rows_broadcast(group, &list, &n_members, error))
+    return FALSE;
+  if (!root)
+    members = list;
+  g_autoptr(KnnwbMatrix) values = NULL;
+  ok = knnwb_neighbourhood_rows_gather(&deferred, list, n_members, TRUE, &values, error);
+  if (ok && root) {
+    g_autofree int64_t *identity = g_try_new(int64_t, MAX(n_members, (size_t)1));
+    for (size_t v = 0; identity != NULL && v < n_members; v++)
+      identity[v] = (int64_t)v;
+    if (identity == NULL)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot rank %zu rows", n_members);
+    ok = identity != NULL && knnwb_neighbourhood_rank(found, values, identity, order, direction,
+                                                      options->metric, error);
+  }
+  if (!group->agree(group, ok, error))
+    return FALSE;
+  *result = root ? g_steal_pointer(&found) : NULL;
+  return TRUE;
+}
+
 /* Both entry points: check, then the whole graph's cut (in, both) or the focused queries (out). */
 static gboolean knnwb_neighbourhood_run(const KnnwbNeighbourhoodRows *rows, const int64_t *focus,
                                         size_t n_focus, int order, KnnwbDirection direction,
@@ -606,15 +632,12 @@ static gboolean knnwb_neighbourhood_run(const KnnwbNeighbourhoodRows *rows, cons
                 rows->n_rows > 0 ? rows->n_rows - 1 : 0);
     return FALSE;
   }
+  if (direction != KNNWB_DIRECTION_OUT && rows->group != NULL)
+    return knnwb_neighbourhood_cut_split(rows, focus, n_focus, order, direction, options, result,
+                                         error);
   if (direction != KNNWB_DIRECTION_OUT) {
-    KnnwbKnnOptions self_options = *options;
-    if (rows->group != NULL) {
-      self_options.group = rows->group;
-      self_options.group_split = TRUE;
-      self_options.group_own_rows = FALSE;
-    }
     g_autoptr(KnnwbNeighbors) lists = NULL;
-    if (!knnwb_knn_self(rows->data, &self_options, &lists, error))
+    if (!knnwb_knn_self(rows->data, options, &lists, error))
       return FALSE;
     return knnwb_neighbourhood_cut(rows, lists, focus, n_focus, order, direction, options->metric,
                                    result, error);

@@ -185,7 +185,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   const gboolean rows_in_place =
       group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
       (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_NEIGHBORS_TSV);
-  options.group_own_rows = rows_in_place;
+  /* Each rank gets its rows' lists; for the other outputs rank 0 gathers them (below). */
+  options.group_own_rows = group != NULL;
   /* Split memory (each rank reads and holds its block of rows) unless the input is wanted whole:
    * asked for, or by default on GPUs, whose backend scores a visiting block's pairs as two panels
    * (twice the arithmetic) while the shared tiles of a whole input are scored once. */
@@ -253,11 +254,17 @@ int knnwb_host_command_knn(int argc, char **argv)
     goto failed;
   }
   gint64 knn_done = g_get_monotonic_time();
+  backend_used = g_strdup(neighbors->backend_used);
+  if (group != NULL && !rows_in_place) {
+    /* Rank 0 builds the graph or writes every row: it alone holds every list. */
+    g_autoptr(KnnwbNeighbors) own = g_steal_pointer(&neighbors);
+    if (!knnwb_neighbors_gather_root(group, own, &neighbors, &error))
+      goto failed;
+  }
 
   igraph_integer_t n_edges = 0;
   double layout_seconds = -1.0;
   KnnwbLayout layout_used = KNNWB_LAYOUT_NONE;
-  backend_used = g_strdup(neighbors->backend_used);
   KnnwbWriteControl control = {.n_threads = options.n_threads, .cancel = options.cancel};
   progress = knnwb_host_progress_new("write", command.quiet);
   knnwb_host_progress_set_unit(progress, "rows");

@@ -26,15 +26,18 @@ static gboolean knnwb_knn_graph_run(KnnwbStepContext *context, GError **error)
       !knnwb_graph_mode_from_string(context->params[GRAPH_MODE].v_string, &mode, error))
     return FALSE;
   if (context->group != NULL && in->block_total > 0) {
-    /* Split rows under mpirun: the ranks compute together, every rank gets every list (the
-     * core's gather), rank 0 alone builds the graph the steps after this one use. */
+    /* Split rows under mpirun: the ranks compute together, each gets its rows' lists, rank 0
+     * gathers them and alone builds the graph the steps after this one use. */
     options.group = context->group;
     options.group_split = TRUE;
-    g_autoptr(KnnwbNeighbors) neighbors = NULL;
-    if (!knnwb_knn_self(in->matrix, &options, &neighbors, error))
+    options.group_own_rows = TRUE;
+    g_autoptr(KnnwbNeighbors) own = NULL, neighbors = NULL;
+    if (!knnwb_knn_self(in->matrix, &options, &own, error) ||
+        !knnwb_neighbors_gather_root(context->group, own, &neighbors, error))
       return FALSE;
-    if (context->group->rank != 0)
-      return TRUE;
+    if (neighbors == NULL)
+      return TRUE; /* not rank 0 */
+    g_clear_pointer(&own, knnwb_neighbors_free);
     if (!knnwb_graph_from_neighbors(neighbors, mode, &out->graph, &out->weights, error))
       return FALSE;
   } else if (!knnwb_knn_graph(in->matrix, &options, mode, &out->graph, &out->weights, error)) {

@@ -55,17 +55,23 @@ static gboolean knnwb_knn_query_run(KnnwbStepContext *context, GError **error)
   KnnwbKnnOptions options;
   if (!knnwb_knn_plugin_options(context, &options, devices, error))
     return FALSE;
-  /* Split rows under mpirun: each rank passes its blocks, every rank gets every list, rank 0
-   * builds the graph. */
+  /* Split rows under mpirun: each rank passes its blocks and gets its query rows' lists, rank 0
+   * gathers them and builds the graph. */
   if (context->group != NULL && query->block_total > 0 && reference->block_total > 0) {
     options.group = context->group;
     options.group_split = TRUE;
+    options.group_own_rows = TRUE;
   }
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
   if (!knnwb_knn_query(query->matrix, reference->matrix, &options, &neighbors, error))
     return FALSE;
-  if (options.group_split && context->group->rank != 0)
-    return TRUE;
+  if (options.group_split) {
+    g_autoptr(KnnwbNeighbors) own = g_steal_pointer(&neighbors);
+    if (!knnwb_neighbors_gather_root(context->group, own, &neighbors, error))
+      return FALSE;
+    if (neighbors == NULL)
+      return TRUE; /* not rank 0 */
+  }
   const char *const *labels;
   const size_t n_query = knnwb_knn_query_rows(query, &labels);
   const size_t n_reference = knnwb_knn_query_rows(reference, &labels);

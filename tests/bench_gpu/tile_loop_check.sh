@@ -4,8 +4,10 @@
 #          kernels and the score GEMM under ncu (a few mid-loop launches each, profiled alone), then
 #          1,533,876 x 295 (and x 128) on 1 and 2 GPUs with KNNWB_CUDA_TRACE=1.
 #   final: the benchmark set side by side: 1,533,876 x 295 Pearson k = 20 on 1 GPU (with both GEMM
-#          floors), under --gpu-memory 4G and on 2 GPUs; 384,126 x 295 and 1,533,876 x 128 on 1 and
-#          2 GPUs; PyTorch's chunked GEMM + topk on 1 GPU in the same call.
+#          floors), under --gpu-memory 4G, with float32 tiles, with the 4-column half filter
+#          (KNNWB_CUDA_HALF_FILTER=4) and on 2 GPUs; 384,126 x 295 (k = 20 and 4096) and
+#          1,533,876 x 128 on 1 and 2 GPUs; PyTorch's chunked GEMM + topk in the same call, on the
+#          second GPU while the first runs knnwb (the CUDA tests run there first).
 # Every run prints its lists digest: 1,533,876 x 295 must give 839ee8e3b912cbe5 everywhere.
 # Usage (repository root, after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/tile_loop_check.sh OUTDIR [BUILD] [check|final]
@@ -75,45 +77,53 @@ if [ "$mode" = check ]; then
   exit 0
 fi
 
-# final. The CUDA tests run on the second GPU meanwhile (their two-GPU parts then use one GPU
-# listed twice; the 2-GPU benchmark runs check the lists on both GPUs).
+# final. The CUDA tests, then PyTorch (1,533,876 and 384,126 rows), run on the second GPU
+# meanwhile (the tests' two-GPU parts then use one GPU listed twice; the 2-GPU benchmark runs
+# check the lists on both GPUs, after PyTorch is done).
 t0=$(date +%s)
-{ CUDA_VISIBLE_DEVICES=1 KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= $b/tests/kernels/test_cuda_select \
+{ { CUDA_VISIBLE_DEVICES=1 KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= $b/tests/kernels/test_cuda_select \
   && CUDA_VISIBLE_DEVICES=1 KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= $b/tests/kernels/test_cuda_knn; } \
-  >"$out/tests.log" 2>&1 &
-tests_pid=$!
+  >"$out/tests.log" 2>&1; echo "tests (GPU 1) rc=$? ($(grep -c '^ok' "$out/tests.log") ok, $(($(date +%s) - t0)) s)" >"$out/tests.rc"
+  CUDA_VISIBLE_DEVICES=1 python3 tests/bench_gpu/torch_baseline.py --n 384126,1533876 \
+  >"$out/torch.log" 2>&1; } &
+side_pid=$!
 CUDA_VISIBLE_DEVICES=0 KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= timeout 200 compute-sanitizer \
   --tool memcheck --error-exitcode 9 $bench --n 20000 --screen fp16 --no-floor \
   >"$out/memcheck.log" 2>&1
 echo "memcheck (fp16, n = 20000) rc=$?"
 grep "ERROR SUMMARY\|digest" "$out/memcheck.log"
 CUDA_VISIBLE_DEVICES=0 KNNWB_CUDA_TRACE=0 timeout 150 ncu --clock-control none \
-  -k regex:'filter_kernel|merge_kernel|nvjet|gemm' --launch-skip 1800 --launch-count 6 $sections \
+  -k regex:'filter|merge_|nvjet|gemm' --launch-skip 1800 --launch-count 8 $sections \
   "$bench" --n 384126 --no-lib --no-floor >"$out/ncu_select.txt" 2>&1
 echo "ncu rc=$?"
-grep -E "filter_kernel|merge_kernel|nvjet|gemm|^ +(Duration|DRAM Throughput|Achieved Occupancy|Registers Per)" \
-  "$out/ncu_select.txt" | grep -v "==PROF==" | sed 's/(SelectState, TileGeom.*Context 1, //' | head -40
-echo "== PyTorch, 1 GPU"
-CUDA_VISIBLE_DEVICES=0 python3 tests/bench_gpu/torch_baseline.py --n 384126,1533876 \
-  >"$out/torch.log" 2>&1
-tail -4 "$out/torch.log"
-wait $tests_pid
-echo "tests (GPU 1) rc=$? ($(grep -c '^ok' "$out/tests.log") ok, $(($(date +%s) - t0)) s)"
-grep "^not ok\|ERROR\|FAIL\|Bail" "$out/tests.log" | head
+grep -E "filter|merge_|nvjet|gemm|^ +(Duration|DRAM Throughput|Achieved Occupancy|Registers Per)" \
+  "$out/ncu_select.txt" | grep -v "==PROF==" | sed 's/(knnwb_cuda::SelectState, knnwb_cuda::TileGeom.*Context 1, //' |
+  cut -c1-140 | head -48
 echo "== 1 GPU, 384,126 and 1,533,876 x 295 (select alone, library, floors)"
 CUDA_VISIBLE_DEVICES=0 $bench --n 384126,1533876 >"$out/b1.log" 2>&1
 sum "$out/b1.log" | grep -v "DEBUG"
-echo "== 1 GPU, --gpu-memory 4G; float32 tiles"
+echo "== 1 GPU, --gpu-memory 4G; float32 tiles; the 4-column half filter (KNNWB_CUDA_HALF_FILTER=4)"
 CUDA_VISIBLE_DEVICES=0 $bench --n 1533876 --gpu-memory 4G --no-select --no-floor >"$out/b4g.log" 2>&1
 sum "$out/b4g.log" | grep "library ("
 CUDA_VISIBLE_DEVICES=0 KNNWB_SCREEN_FLOAT_SCORES=1 $bench --n 1533876 --no-select --no-floor \
   >"$out/bfloat.log" 2>&1
 sum "$out/bfloat.log" | grep "library (\|selection kernels"
-echo "== 2 GPUs, 384,126 and 1,533,876 x 295"
+CUDA_VISIBLE_DEVICES=0 KNNWB_CUDA_HALF_FILTER=4 $bench --n 1533876 --no-select --no-floor \
+  >"$out/bv4.log" 2>&1
+sum "$out/bv4.log" | grep "library (\|selection kernels"
+echo "== 1 GPU, 384,126 x 295, k = 4096"
+CUDA_VISIBLE_DEVICES=0 $bench --n 384126 --k 4096 --no-select --no-floor >"$out/bk.log" 2>&1
+sum "$out/bk.log" | grep "library ("
+echo "== d = 128, 1 GPU"
+CUDA_VISIBLE_DEVICES=0 $bench --n 1533876 --d 128 --no-select >"$out/b128.log" 2>&1
+sum "$out/b128.log" | grep "library (\|FP16 GEMM\|^| [0-9]"
+wait $side_pid
+cat "$out/tests.rc"
+grep "^not ok\|ERROR\|FAIL\|Bail" "$out/tests.log" | head
+echo "== PyTorch, GPU 1 (beside the runs on GPU 0)"
+tail -4 "$out/torch.log"
+echo "== 2 GPUs, 384,126 and 1,533,876 x 295; d = 128"
 $bench --n 384126,1533876 --no-floor >"$out/b2.log" 2>&1
 sum "$out/b2.log" | grep "library (\|select alone\|^| [0-9]\|worker"
-echo "== d = 128, 1 GPU and 2 GPUs"
-CUDA_VISIBLE_DEVICES=0 $bench --n 1533876 --d 128 --no-select >"$out/b128.log" 2>&1
 $bench --n 1533876 --d 128 --no-select --no-floor >"$out/b128x2.log" 2>&1
-sum "$out/b128.log" | grep "library (\|FP16 GEMM\|^| [0-9]"
 sum "$out/b128x2.log" | grep "library ("

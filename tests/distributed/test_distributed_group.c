@@ -161,6 +161,14 @@ typedef struct {
   KnnwbKnnOptions options;
   KnnwbNeighbors *result;
   GError *error;
+  /* Own rows' lists, then knnwb_neighbors_gather_root: every list on rank 0, none elsewhere. */
+  gboolean gather_root;
+  /* Non-NULL: knnwb_neighbourhood_find_split of these focus rows over the even blocks of query. */
+  const int64_t *focus;
+  size_t n_focus;
+  int order;
+  KnnwbDirection direction;
+  KnnwbNeighbourhood *neighbourhood;
 } RankRun;
 
 /* Uneven blocks for split runs (NULL: knnwb_knn_group_rows's): rank r gets rows
@@ -181,10 +189,63 @@ static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *gr
                                   whole->values + first * whole->n_cols, NULL, NULL);
 }
 
+/* igraph as Debian builds it is not thread-safe (IGRAPH_THREAD_SAFE 0): the neighbourhood's ranks
+ * compute one at a time, holding rank_turn, and let go of it only inside the group's operations,
+ * where they meet (as processes would). */
+static GMutex rank_turn;
+
+static gboolean turn_agree(const KnnwbKnnGroup *group, gboolean ok, GError **error)
+{
+  g_mutex_unlock(&rank_turn);
+  gboolean agreed = thread_agree(group, ok, error);
+  g_mutex_lock(&rank_turn);
+  return agreed;
+}
+
+static gboolean turn_exchange(const KnnwbKnnGroup *group, const void *const *send,
+                              const size_t *send_bytes, void *const *receive,
+                              const size_t *receive_bytes, GError **error)
+{
+  g_mutex_unlock(&rank_turn);
+  gboolean ok = thread_exchange(group, send, send_bytes, receive, receive_bytes, error);
+  g_mutex_lock(&rank_turn);
+  return ok;
+}
+
+static gboolean turn_reduce(const KnnwbKnnGroup *group, int64_t *values, size_t count,
+                            KnnwbGroupReduction reduction, GError **error)
+{
+  g_mutex_unlock(&rank_turn);
+  gboolean ok = thread_reduce(group, values, count, reduction, error);
+  g_mutex_lock(&rank_turn);
+  return ok;
+}
+
+/* A neighbourhood searched over split rows: each rank passes its even block. */
+static void rank_neighbourhood(RankRun *run)
+{
+  const KnnwbKnnGroup *group = &run->rank.group;
+  g_autofree size_t *first = g_new(size_t, (size_t)group->size + 1);
+  for (int r = 0; r < group->size; r++) {
+    size_t last;
+    knnwb_knn_group_rows(run->query->n_rows, r, group->size, &first[r], &last);
+    first[r + 1] = last;
+  }
+  g_autoptr(KnnwbMatrix) block = rank_block(run->query, group, FALSE);
+  g_mutex_lock(&rank_turn);
+  knnwb_neighbourhood_find_split(group, block, first, run->focus, run->n_focus, run->order,
+                                 run->direction, &run->options, &run->neighbourhood, &run->error);
+  g_mutex_unlock(&rank_turn);
+}
+
 static gpointer rank_main(gpointer data)
 {
   RankRun *run = data;
   run->options.group = &run->rank.group;
+  if (run->focus != NULL) {
+    rank_neighbourhood(run);
+    return NULL;
+  }
   g_autoptr(KnnwbMatrix) query_block = NULL, reference_block = NULL;
   const KnnwbMatrix *query = run->query, *reference = run->reference;
   if (run->options.group_split && run->rank.group.size > 1) {
@@ -196,27 +257,43 @@ static gpointer rank_main(gpointer data)
     knnwb_knn_self(query, &run->options, &run->result, &run->error);
   else
     knnwb_knn_query(query, reference, &run->options, &run->result, &run->error);
+  if (run->gather_root && run->result != NULL) {
+    g_autoptr(KnnwbNeighbors) own = g_steal_pointer(&run->result);
+    knnwb_neighbors_gather_root(&run->rank.group, own, &run->result, &run->error);
+  }
   return NULL;
 }
 
-/* Runs the request on ranks threads; results[r] / errors[r] per rank (caller frees). */
-static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *reference,
-                      const KnnwbKnnOptions *options, RankRun *runs)
+/* Runs the request on ranks threads, with what task (may be NULL) asks besides: the root gather
+ * (gather_root) or a split neighbourhood (focus ...); results[r] / errors[r] per rank (caller
+ * frees). */
+static void run_ranks_task(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                           const KnnwbKnnOptions *options, const RankRun *task_or_null,
+                           RankRun *runs)
 {
+  const RankRun task = task_or_null ? *task_or_null : (RankRun){0};
   ThreadJob job = {.size = ranks};
   g_mutex_init(&job.lock);
   g_cond_init(&job.cond);
   GThread *threads[MAX_RANKS];
   for (int r = 0; r < ranks; r++) {
-    runs[r] = (RankRun){.query = query, .reference = reference, .options = *options};
+    runs[r] = (RankRun){.query = query,
+                        .reference = reference,
+                        .options = *options,
+                        .gather_root = task.gather_root,
+                        .focus = task.focus,
+                        .n_focus = task.n_focus,
+                        .order = task.order,
+                        .direction = task.direction};
     runs[r].rank.job = &job;
     runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
                                          .size = ranks,
                                          .local_size = ranks,
-                                         .agree = thread_agree,
-                                         .exchange = thread_exchange,
-                                         .reduce = thread_reduce};
-    if (thread_share_next) {
+                                         .agree = task.focus ? turn_agree : thread_agree,
+                                         .exchange = task.focus ? turn_exchange : thread_exchange,
+                                         .reduce = task.focus ? turn_reduce : thread_reduce};
+    /* (The turn-taking group of the focus tasks keeps to messages.) */
+    if (thread_share_next && !task.focus) {
       runs[r].rank.group.share_begin = thread_share_begin;
       runs[r].rank.group.share_sync = thread_share_sync;
       runs[r].rank.group.share_end = thread_share_end;
@@ -228,6 +305,13 @@ static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *re
   thread_share_next = !thread_share_next;
   g_mutex_clear(&job.lock);
   g_cond_clear(&job.cond);
+}
+
+/* The plain request. */
+static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                      const KnnwbKnnOptions *options, RankRun *runs)
+{
+  run_ranks_task(ranks, query, reference, options, NULL, runs);
 }
 
 static void assert_same_rows(const KnnwbNeighbors *expected, const KnnwbNeighbors *got)
@@ -556,6 +640,104 @@ static void test_cancelled_rank(void)
   }
 }
 
+/* Each rank's own lists (split) gathered on rank 0 alone: all rows there, nothing elsewhere. */
+static void test_gather_root(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_EUCLIDEAN};
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++)
+    for (size_t nq = 0; nq <= 37; nq += 37) {
+      g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(203, 11, 5 + m);
+      g_autoptr(KnnwbMatrix) queries = nq ? knnwb_test_random_matrix(nq, 11, 9) : NULL;
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = metrics[m];
+      options.k = 7;
+      options.backend = KNNWB_BACKEND_CPU;
+      options.n_threads = 1;
+      options.memory_bytes = 4096;
+      g_autoptr(KnnwbNeighbors) expected = NULL;
+      g_assert_true(queries ? knnwb_knn_query(queries, data, &options, &expected, NULL)
+                            : knnwb_knn_self(data, &options, &expected, NULL));
+      options.group_split = TRUE;
+      options.group_own_rows = TRUE;
+      for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+        RankRun runs[MAX_RANKS], task = {.gather_root = TRUE};
+        run_ranks_task(ranks, queries ? queries : data, queries ? data : NULL, &options, &task,
+                       runs);
+        for (int r = 0; r < ranks; r++) {
+          g_assert_no_error(runs[r].error);
+          if (r > 0) {
+            g_assert_null(runs[r].result);
+            continue;
+          }
+          g_assert_nonnull(runs[r].result);
+          g_assert_cmpuint(runs[r].result->first_row, ==, 0);
+          g_assert_cmpuint(runs[r].result->n_queries, ==, expected->n_queries);
+          assert_same_rows(expected, runs[r].result);
+          knnwb_neighbors_free(runs[r].result);
+        }
+      }
+    }
+}
+
+/* knnwb_neighbourhood_find_split on 1-4 ranks: the single process's neighbourhood, every field, on
+ * rank 0 (none elsewhere). */
+static void test_split_neighbourhood(void)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(157, 9, 21);
+  memcpy(data->values + 40 * 9, data->values + 150 * 9, 9 * sizeof(float)); /* a tie */
+  const int64_t focus[] = {150, 3};
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = KNNWB_METRIC_PEARSON;
+  options.k = 5;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 1;
+  options.memory_bytes = 4096;
+  for (int direction = KNNWB_DIRECTION_OUT; direction <= KNNWB_DIRECTION_BOTH; direction++) {
+    g_autoptr(KnnwbNeighbourhood) expected = NULL;
+    g_assert_true(knnwb_neighbourhood_find(data, focus, 2, 2, (KnnwbDirection)direction, &options,
+                                           &expected, NULL));
+    for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
+      RankRun runs[MAX_RANKS],
+          task = {.focus = focus, .n_focus = 2, .order = 2, .direction = direction};
+      run_ranks_task(ranks, data, NULL, &options, &task, runs);
+      for (int r = 0; r < ranks; r++) {
+        g_assert_no_error(runs[r].error);
+        KnnwbNeighbourhood *got = runs[r].neighbourhood;
+        if (r > 0) {
+          g_assert_null(got); /* rank 0's result */
+          continue;
+        }
+        g_assert_nonnull(got);
+        g_assert_cmpuint(got->n_vertices, ==, expected->n_vertices);
+        g_assert_cmpmem(got->rows, got->n_vertices * sizeof(int64_t), expected->rows,
+                        expected->n_vertices * sizeof(int64_t));
+        g_assert_cmpmem(got->order, got->n_vertices * sizeof(int), expected->order,
+                        expected->n_vertices * sizeof(int));
+        g_assert_cmpint(igraph_ecount(&got->graph), ==, igraph_ecount(&expected->graph));
+        for (igraph_integer_t e = 0; e < igraph_ecount(&got->graph); e++) {
+          g_assert_cmpint(IGRAPH_FROM(&got->graph, e), ==, IGRAPH_FROM(&expected->graph, e));
+          g_assert_cmpint(IGRAPH_TO(&got->graph, e), ==, IGRAPH_TO(&expected->graph, e));
+          g_assert_cmpfloat(VECTOR(got->weights)[e], ==, VECTOR(expected->weights)[e]);
+        }
+        g_assert_cmpuint(got->n_members, ==, expected->n_members);
+        for (size_t i = 0; i < got->n_members; i++) {
+          const KnnwbNeighbourhoodMember *a = &got->members[i], *b = &expected->members[i];
+          g_assert_cmpuint(a->focus, ==, b->focus);
+          g_assert_cmpuint(a->rank, ==, b->rank);
+          g_assert_cmpint(a->row, ==, b->row);
+          g_assert_cmpint(a->order, ==, b->order);
+          g_assert_cmpmem(&a->distance, sizeof(double), &b->distance, sizeof(double));
+          g_assert_cmpmem(&a->r, sizeof(double), &b->r, sizeof(double));
+        }
+        g_assert_cmpuint(got->n_queries, ==, expected->n_queries);
+        knnwb_neighbourhood_free(got);
+      }
+    }
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -568,5 +750,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
+  g_test_add_func("/distributed/group/gather-root", test_gather_root);
+  g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   return g_test_run();
 }

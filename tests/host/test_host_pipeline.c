@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "host.h"
 #include "host_test_util.h"
+#include "pipeline_internal.h"
 
 #define CIBM_SAMPLE KNNWB_SHARED_DATA_DIR "/cibm-sample.txt"
 #define EXAMPLES KNNWB_SOURCE_DIR "/share/examples"
@@ -502,6 +502,43 @@ static void test_commit_rolls_back(void)
   host_test_rmtree(dir);
 }
 
+/* Under mpirun: the kNN steps whose matrices come straight from load-matrix run split; a matrix
+ * that any rank-0 step needs is read whole, and a kNN step fed by a rank-0 step runs there. */
+static void test_split_plan(void)
+{
+  static const char *const lines[] = {
+      "<pipeline name=\"split\">",
+      "  <step id=\"a\" type=\"load-matrix\"><param name=\"path\" value=\"DATA\"/></step>",
+      "  <step id=\"b\" type=\"load-matrix\"><param name=\"path\" value=\"DATA\"/></step>",
+      "  <step id=\"c\" type=\"load-matrix\"><param name=\"path\" value=\"DATA\"/></step>",
+      "  <step id=\"ga\" type=\"knn-graph\"><input name=\"data\" step=\"a\"/>",
+      "    <param name=\"k\" value=\"3\"/></step>",
+      "  <step id=\"mf\" type=\"metafeatures\"><input name=\"data\" step=\"b\"/></step>",
+      "  <step id=\"gb\" type=\"knn-graph\"><input name=\"data\" step=\"mf\"/>",
+      "    <param name=\"k\" value=\"3\"/></step>",
+      "  <step id=\"q\" type=\"knn-query\"><input name=\"query\" step=\"c\"/>",
+      "    <input name=\"reference\" step=\"b\"/><param name=\"k\" value=\"3\"/></step>",
+      "  <step id=\"w\" type=\"write-graph\"><input name=\"graph\" step=\"ga\"/>",
+      "    <param name=\"path\" value=\"OUT/g.knn\"/></step>",
+      "</pipeline>",
+      NULL};
+  g_autofree char *path = write_pipeline(lines);
+  KnnwbPipelineOptions options = {.output_dir = test_dir};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(KnnwbPipeline) pipeline = knnwb_pipeline_load(path, test_registry, &options, &error);
+  g_assert_no_error(error);
+  g_autofree gboolean *split = knnwb_pipeline_split_plan(pipeline);
+  static const char *const expected_split[] = {"a", "ga"};
+  for (guint s = 0; s < pipeline->steps->len; s++) {
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[s];
+    gboolean expected = FALSE;
+    for (guint e = 0; e < G_N_ELEMENTS(expected_split); e++)
+      expected |= g_str_equal(step->id, expected_split[e]);
+    g_test_message("%s: %s", step->id, split[s] ? "split" : "rank 0");
+    g_assert_cmpint(split[s], ==, expected);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -518,6 +555,7 @@ int main(int argc, char **argv)
   g_assert_nonnull(knnwb_host_registry_lookup(test_registry, "test-scale"));
 
   g_test_add_func("/host/pipeline/valid-plan", test_valid_and_plan);
+  g_test_add_func("/host/pipeline/split-plan", test_split_plan);
   g_test_add_func("/host/pipeline/unknown-step-type", test_unknown_step_type);
   g_test_add_func("/host/pipeline/unknown-parameter", test_unknown_parameter);
   g_test_add_func("/host/pipeline/missing-parameter", test_missing_parameter);

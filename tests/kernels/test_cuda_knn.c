@@ -147,6 +147,46 @@ static KnnwbMatrix *adversarial_matrix(size_t n, size_t d, guint32 seed)
   return m;
 }
 
+/* n x d rows on an arc (angles 0.5 .. 2 in the first two components, small noise in the others),
+ * and row 0 at angle pi: from row 0, every later row is nearer than the ones before it (cosine,
+ * euclidean). A fresh tile is filtered in column stages of doubling width against the kc-th best
+ * of the columns before: row 0's third stage passes every one of its 192 columns, more than a
+ * candidate buffer holds (cap = 96 at k = 20), so that row leaves the warp merge for the block
+ * merge, which re-reads the line (tile_select.cu, merge_warp_kernel). */
+static KnnwbMatrix *arc_matrix(size_t n, size_t d, guint32 seed)
+{
+  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  g_assert_nonnull(m);
+  for (size_t i = 0; i < n; i++) {
+    float *row = m->values + i * d;
+    const double angle = i == 0 ? G_PI : 0.5 + 1.5 * (double)i / (double)n;
+    row[0] = (float)cos(angle);
+    row[1] = (float)sin(angle);
+    for (size_t j = 2; j < d; j++)
+      row[j] = (float)g_rand_double_range(rng, -0.01, 0.01);
+  }
+  return m;
+}
+
+/* Fresh tiles whose stages overflow a row's buffer (arc_matrix), on one tile and on many tiles
+ * of two GPUs, every metric, in the default (FP16 for k <= 256) and the FP32 screen. */
+static void test_fresh_tile_overflow(void)
+{
+  if (!gpu_or_skip())
+    return;
+  g_autoptr(KnnwbMatrix) m = arc_matrix(1201, 9, 31);
+  static const KnnwbScreen screens[] = {KNNWB_SCREEN_AUTO, KNNWB_SCREEN_FP32};
+  for (size_t s = 0; s < G_N_ELEMENTS(screens); s++) {
+    gpu_screen = screens[s];
+    for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+      compare(m, metric, 20, 0, 1);
+      compare(m, metric, 20, 96 * MIB + 3 * MIB, 2);
+    }
+  }
+  gpu_screen = KNNWB_SCREEN_AUTO;
+}
+
 /* Every explicit screening precision against the CPU backend, on every metric: ordinary data,
  * adversarial data, k = 1, a budget forcing streamed blocks, and k = 4096 under FP16. */
 static void test_screens(void)
@@ -331,6 +371,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/many-tiles-two-gpus", test_many_tiles_two_gpus);
   g_test_add_func("/kernels/cuda-knn/large-k", test_large_k);
   g_test_add_func("/kernels/cuda-knn/screens", test_screens);
+  g_test_add_func("/kernels/cuda-knn/fresh-tile-overflow", test_fresh_tile_overflow);
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
   g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);

@@ -129,6 +129,16 @@ void knnwb_neighbors_free(KnnwbNeighbors *neighbors);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbNeighbors, knnwb_neighbors_free)
 
 /**
+ * The lists of a group run with group_own_rows (each rank's own rows, its block; the blocks in
+ * rank order make all rows) gathered on rank 0 alone, for the outputs rank 0 builds a graph for:
+ * rank 0 gets every row's lists in *all, the other ranks NULL and hold nothing more than their
+ * own. Collective. Errors: KNNWB_ERROR_NO_MEMORY (rank 0's allocation, on every rank), the
+ * group's transport errors. Memory: n x k x 20 bytes on rank 0.
+ */
+gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                     KnnwbNeighbors **all, GError **error);
+
+/**
  * The kNN graph's lists: every row of data against all other rows (self excluded).
  *
  * Exact: candidates are selected in float32 (SGEMM or a blocked kernel), their distances are

@@ -88,12 +88,14 @@ gboolean knnwb_neighbourhood_find(const KnnwbMatrix *data, const int64_t *focus,
 /**
  * knnwb_neighbourhood_find as one rank of a split-memory group (size > 1; collective): block holds
  * this rank's rows first_row[rank] .. first_row[rank + 1] - 1 of first_row[size] (size + 1
- * entries, every rank's), focus counts rows among all. The out-neighbourhood's queries and the
- * whole graph of in/both are split kNN runs (KnnwbKnnOptions.group_split; every rank gets every
- * list); the members' rows are then gathered for the ranking. Every rank gets the same result,
- * byte for byte that of knnwb_neighbourhood_find on the whole matrix, or the same error.
- * Errors and complexity as knnwb_neighbourhood_find, the arithmetic shared; memory per rank: its
- * block, the lists found (all n x k for in/both) and the members' rows.
+ * entries, every rank's), focus counts rows among all. The out-neighbourhood's queries are split
+ * kNN runs (KnnwbKnnOptions.group_split) whose lists every rank gets (about k^order rows); for
+ * in/both the whole graph is computed split and its lists gathered on rank 0, which walks them.
+ * The members' rows then travel to rank 0 for the ranking. Rank 0 gets the result, byte for byte
+ * that of knnwb_neighbourhood_find on the whole matrix; the other ranks get *result = NULL. Every
+ * rank returns the same success or the same error. Errors and complexity as
+ * knnwb_neighbourhood_find, the arithmetic shared; memory per rank: its block and the lists found
+ * (rank 0, for in/both: every row's), rank 0 the members' rows.
  */
 gboolean knnwb_neighbourhood_find_split(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
                                         const size_t *first_row, const int64_t *focus,

@@ -1,0 +1,60 @@
+/* Every rank's lists of its own rows onto rank 0 alone: for the outputs rank 0 builds a graph for,
+ * so that no other rank ever holds more than its share of the lists. */
+#include <string.h>
+#include <knnwb/error.h>
+#include "knn_internal.h"
+
+gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                     KnnwbNeighbors **all, GError **error)
+{
+  *all = NULL;
+  const size_t ranks = (size_t)group->size, k = own->k;
+  const gboolean root = group->rank == 0;
+  /* Every rank's row count: where its rows go on rank 0. */
+  int64_t mine = (int64_t)own->n_queries;
+  g_autofree int64_t *counts = g_new0(int64_t, ranks);
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = &mine;
+    send_bytes[r] = receive_bytes[r] = sizeof mine;
+    receive[r] = &counts[r];
+  }
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+    return FALSE;
+  size_t n = 0;
+  for (size_t r = 0; r < ranks; r++)
+    n += (size_t)counts[r];
+  GError *local = NULL;
+  g_autoptr(KnnwbNeighbors) gathered = root ? knnwb_knn_result_new(0, n, k, &local) : NULL;
+  if (!group->agree(group, !root || gathered != NULL, &local)) {
+    g_propagate_error(error, local);
+    return FALSE;
+  }
+  if (root) {
+    gathered->backend_used = g_strdup(own->backend_used);
+    gathered->screen_used = own->screen_used;
+    gathered->n_reselected = own->n_reselected;
+  }
+  const struct {
+    const void *mine;
+    void *all;
+    size_t size;
+  } arrays[] = {{own->indices, root ? gathered->indices : NULL, k * sizeof(int64_t)},
+                {own->distances, root ? gathered->distances : NULL, k * sizeof(double)},
+                {own->n_found, root ? gathered->n_found : NULL, sizeof(int32_t)}};
+  for (guint a = 0; a < G_N_ELEMENTS(arrays); a++) {
+    for (size_t r = 0, at = 0; r < ranks; at += (size_t)counts[r], r++) {
+      send[r] = r == 0 ? arrays[a].mine : NULL;
+      send_bytes[r] = r == 0 ? own->n_queries * arrays[a].size : 0;
+      receive[r] = root ? (char *)arrays[a].all + at * arrays[a].size : NULL;
+      receive_bytes[r] = root ? (size_t)counts[r] * arrays[a].size : 0;
+    }
+    if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+      return FALSE;
+  }
+  *all = g_steal_pointer(&gathered);
+  return TRUE;
+}

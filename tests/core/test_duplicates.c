@@ -1,0 +1,95 @@
+/* The duplicate-row search (core/duplicates.c) against an independent grouping: a hash table keyed
+ * on each row's bytes. */
+#include <string.h>
+#include <knnwb/knnwb.h>
+#include "knn_internal.h"
+
+/* A table keyed on a row's bytes (d floats). */
+static guint row_hash(gconstpointer key)
+{
+  const GBytes *bytes = key;
+  return g_bytes_hash(bytes);
+}
+
+/*
+ * n rows drawn from a small alphabet (values 0..levels-1 in d columns), so that groups of every
+ * size occur, some rows are unique and copies lie far apart; then each row's group is checked: the
+ * representative is the first row with the same bytes, representatives increase and are the
+ * groups' first rows, members list each group's rows in order. With 1, 2 and 7 threads, and sizes
+ * around the bucket and chunk boundaries of the parallel grouping (one bucket below 512 rows, 2^16
+ * buckets from 32 M, chunks of at least 16,384 rows).
+ */
+static void check_duplicates(size_t n, size_t d, int levels, guint32 seed, int threads)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(n, d, NULL);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
+  for (size_t c = 0; c < n * d; c++)
+    m->values[c] = (float)g_rand_int_range(rng, 0, levels);
+  /* -0.0 and 0.0 compare equal but are different bytes: different rows for this search. */
+  if (n > 3) {
+    memset(m->values, 0, d * sizeof(float));
+    memset(m->values + d, 0, d * sizeof(float));
+    m->values[d] = -0.0f;
+  }
+  KnnwbDuplicates duplicates;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_duplicates_find(m, threads, &duplicates, &error));
+  g_assert_no_error(error);
+
+  g_autoptr(GHashTable) first =
+      g_hash_table_new_full(row_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
+  g_autofree int64_t *expected = g_new(int64_t, n);
+  size_t n_unique = 0;
+  for (size_t i = 0; i < n; i++) {
+    GBytes *key = g_bytes_new(m->values + i * d, d * sizeof(float));
+    gpointer value = NULL;
+    if (g_hash_table_lookup_extended(first, key, NULL, &value)) {
+      expected[i] = GPOINTER_TO_SIZE(value) - 1;
+      g_bytes_unref(key);
+    } else {
+      expected[i] = (int64_t)i;
+      g_hash_table_insert(first, key, GSIZE_TO_POINTER(i + 1));
+      n_unique++;
+    }
+  }
+  g_assert_cmpuint(duplicates.n_unique, ==, n_unique);
+  if (n_unique == n) {
+    g_assert_null(duplicates.group_of);
+  } else {
+    for (size_t g = 0; g < n_unique; g++) {
+      int64_t r = duplicates.representative[g];
+      g_assert_cmpint(expected[r], ==, r);
+      if (g > 0)
+        g_assert_cmpint(r, >, duplicates.representative[g - 1]);
+      g_assert_cmpuint(duplicates.group_start[g], <, duplicates.group_start[g + 1]);
+      g_assert_cmpint(duplicates.members[duplicates.group_start[g]], ==, r);
+      for (size_t t = duplicates.group_start[g] + 1; t < duplicates.group_start[g + 1]; t++)
+        g_assert_cmpint(duplicates.members[t], >, duplicates.members[t - 1]);
+    }
+    g_assert_cmpuint(duplicates.group_start[n_unique], ==, n);
+    for (size_t i = 0; i < n; i++)
+      g_assert_cmpint(duplicates.representative[duplicates.group_of[i]], ==, expected[i]);
+  }
+  knnwb_duplicates_clear(&duplicates);
+}
+
+static void test_duplicates_groups(void)
+{
+  const int threads[] = {1, 2, 7};
+  for (size_t t = 0; t < G_N_ELEMENTS(threads); t++) {
+    check_duplicates(2, 3, 1, 1, threads[t]);        /* one pair of copies */
+    check_duplicates(5, 3, 2, 2, threads[t]);        /* -0.0 apart */
+    check_duplicates(511, 4, 3, 3, threads[t]);      /* one bucket */
+    check_duplicates(1025, 2, 9, 4, threads[t]);     /* 2 buckets, groups of all sizes */
+    check_duplicates(70001, 3, 40, 5, threads[t]);   /* 128 buckets, 4 chunks: a third unique */
+    check_duplicates(40003, 5, 1000, 6, threads[t]); /* no copies at all */
+    check_duplicates(33000, 1, 1, 7, threads[t]);    /* every row the same */
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/duplicates/groups", test_duplicates_groups);
+  return g_test_run();
+}
