@@ -339,8 +339,8 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
     size_t first, last;
     knnwb_knn_group_rows(n, r, ranks, &first, &last);
     const size_t block = last - first;
-    char *message = shared ? (char *)blocks[me] + offsets_out[r]
-                           : g_try_malloc(MAX(send_bytes[r], (size_t)1));
+    char *message =
+        shared ? (char *)blocks[me] + offsets_out[r] : g_try_malloc(MAX(send_bytes[r], (size_t)1));
     if (!shared)
       send[r] = message;
     ok = message != NULL;
@@ -434,13 +434,11 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   knnwb_parallel_for(threads, rows, 1024, knnwb_group_merge_rows, &m);
   {
     g_autofree char *size = g_format_size_full(received_total, G_FORMAT_SIZE_IEC_UNITS);
-    g_debug(
-        "knnwb: rank %d: candidates received (%s) in %.3f s (%s), waiting %.3f s; bounds and "
-        "packing %.3f s, merge %.3f s",
-        me, size, (double)exchanged / 1e6, shared ? "shared memory" : "messages",
-        (double)agreed / 1e6,
-        (double)(merge_start - start - exchanged - agreed) / 1e6,
-        (double)(g_get_monotonic_time() - merge_start) / 1e6);
+    g_debug("knnwb: rank %d: candidates received (%s) in %.3f s (%s), waiting %.3f s; bounds and "
+            "packing %.3f s, merge %.3f s",
+            me, size, (double)exchanged / 1e6, shared ? "shared memory" : "messages",
+            (double)agreed / 1e6, (double)(merge_start - start - exchanged - agreed) / 1e6,
+            (double)(g_get_monotonic_time() - merge_start) / 1e6);
   }
 out:
   /* Collective like share_begin: every rank that began reaches this (the agreements above fail

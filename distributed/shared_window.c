@@ -1,16 +1,18 @@
 /*
  * Exchanges and reductions between ranks of one host through an MPI-3 shared-memory window
- * (MPI_Win_allocate_shared): each rank copies what it sends into its part of the window, and the
- * receivers copy it out of the sender's part, with several threads each. Open MPI's shared-memory
- * transport moved the 2-GPU benchmark's candidates (383 MiB each way) at only 0.7-0.85 GB/s, with
- * or without its single-copy (CMA) path, and the threshold rounds' reductions (12 MB each) just as
- * slowly; two memory copies by every core cost a fraction of that. Used only when every rank of the
- * job is on this host (one communicator of type MPI_COMM_TYPE_SHARED), for messages of at least
- * KNNWB_SHARED_WINDOW_MIN bytes, and when the window's directory (/dev/shm, Open MPI's
- * osc_sm_backing_directory) has room: a container's /dev/shm is often 64 MiB, and touching a page
- * beyond it would end the process with SIGBUS. Every decision is taken the same on every rank (one
- * small reduction), so the collective calls always match. KNNWB_MPI_SHARED=0 turns the path off,
- * =1 uses it for every exchange and reduction (tests), unset: above the threshold.
+ * (MPI_Win_allocate_shared, Open MPI's osc/sm). Three uses: the group's share_begin/sync/end lend
+ * the window to core, which packs a self job's candidates into it and merges the other ranks' in
+ * place (nothing copied between ranks: 0.65 s of exchange became 0.34 s of packing and merging on
+ * two H200s); the group's exchange copies in and out of it on the rank's threads (383 MiB at
+ * 1.3-2.3 GB/s, Open MPI's messages 1.0-1.2 GB/s there, CMA no faster); its reduce (the threshold
+ * rounds' 12 MB, twelve times a run) combines the ranks' parts of a window kept between calls
+ * (3-4 ms against 7-10 ms). Used only when every rank of the job is on this host (one communicator
+ * of type MPI_COMM_TYPE_SHARED), for at least KNNWB_SHARED_WINDOW_MIN bytes, and when the window's
+ * directory (/dev/shm, Open MPI's osc_sm_backing_directory) has room: a container's /dev/shm is
+ * often 64 MiB, and touching a page beyond it would end the process with SIGBUS. Every decision is
+ * taken the same on every rank (one small reduction), so the collective calls always match.
+ * KNNWB_MPI_SHARED=0 turns the window off, =1 uses it for every size (tests), unset: from the
+ * threshold on.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,7 +49,7 @@ void knnwb_distributed_shared_init(MPI_Comm comm, int local_size)
   MPI_Comm_size(comm, &ranks);
   MPI_Comm_rank(comm, &me);
   const char *choice = g_getenv("KNNWB_MPI_SHARED");
-  knnwb_shared.use = choice == NULL              ? KNNWB_SHARED_AUTO
+  knnwb_shared.use = choice == NULL             ? KNNWB_SHARED_AUTO
                      : strcmp(choice, "0") == 0 ? KNNWB_SHARED_OFF
                      : strcmp(choice, "1") == 0 ? KNNWB_SHARED_ALWAYS
                                                 : KNNWB_SHARED_AUTO;
@@ -107,8 +109,7 @@ static gboolean knnwb_shared_acquire(size_t need)
   agreed[1] = grow && !knnwb_shared_room(need) ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT64_T, MPI_MAX, knnwb_shared.comm);
   const size_t largest = (size_t)agreed[0];
-  if (largest == 0 ||
-      (knnwb_shared.use == KNNWB_SHARED_AUTO && largest < KNNWB_SHARED_WINDOW_MIN))
+  if (largest == 0 || (knnwb_shared.use == KNNWB_SHARED_AUTO && largest < KNNWB_SHARED_WINDOW_MIN))
     return FALSE;
   if (largest <= knnwb_shared.capacity)
     return TRUE;
@@ -242,7 +243,7 @@ gboolean knnwb_distributed_shared_exchange(const void *const *send, const size_t
       need += send_bytes[r];
   }
   /* While the caller holds the window (share_begin), its small exchanges go as messages. */
-  if (knnwb_shared.use != KNNWB_SHARED_ALWAYS || knnwb_shared.lent || !knnwb_shared_acquire(need))
+  if (knnwb_shared.use == KNNWB_SHARED_OFF || knnwb_shared.lent || !knnwb_shared_acquire(need))
     return FALSE;
   MPI_Alltoall(offset_out, 1, MPI_UINT64_T, offset_in, 1, MPI_UINT64_T, knnwb_shared.comm);
   g_autofree char **to = g_new0(char *, ranks);

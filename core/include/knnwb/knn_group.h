@@ -49,8 +49,7 @@ struct KnnwbKnnGroup {
    * no blocks this time (too small to be worth it, no room); use exchange. FALSE with *error set:
    * the transport failed.
    */
-  gboolean (*share_begin)(const KnnwbKnnGroup *group, size_t bytes, void **blocks,
-                          GError **error);
+  gboolean (*share_begin)(const KnnwbKnnGroup *group, size_t bytes, void **blocks, GError **error);
   /** Collective: every rank's writes to its block are seen by all once it returns. */
   gboolean (*share_sync)(const KnnwbKnnGroup *group, GError **error);
   /** Collective: nobody reads the blocks any more (they may be freed). */
