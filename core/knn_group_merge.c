@@ -103,7 +103,7 @@ typedef struct {
   const uint32_t *const *received_counts;
   const size_t *const *received_offsets;
   const char *const *received_records;
-  int64_t *out_index; /* rows x kc */
+  int64_t *out_index; /* rows x kc: this rank's rows of index/score/distance */
   float *out_score;
   double *out_distance;
 } KnnwbGroupMerge;
@@ -231,15 +231,12 @@ static gboolean knnwb_group_offsets(const uint32_t *counts, size_t rows, size_t 
   return TRUE;
 }
 
-gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
-                               const int64_t *index, const float *score, const double *distance,
-                               size_t row0, size_t rows, int threads, int64_t **own_index,
-                               float **own_score, double **own_distance, GError **error)
+gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, int64_t *index,
+                               float *score, double *distance, size_t row0, size_t rows,
+                               int threads, gboolean *distances_kept, GError **error)
 {
   const int ranks = group->size, me = group->rank;
-  *own_index = NULL;
-  *own_score = NULL;
-  *own_distance = NULL;
+  *distances_kept = FALSE;
   const gint64 start = g_get_monotonic_time();
   /* Distances travel only when every rank's backend computed them. */
   int64_t with_distance = distance != NULL;
@@ -372,11 +369,6 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
     ok = FALSE;
     goto out;
   }
-  const size_t cells = MAX(rows * kc, (size_t)1);
-  *own_index = g_try_malloc(cells * sizeof(int64_t));
-  *own_score = g_try_malloc(cells * sizeof(float));
-  *own_distance = with_distance ? g_try_malloc(cells * sizeof(double)) : NULL;
-  ok = *own_index != NULL && *own_score != NULL && (!with_distance || *own_distance);
   for (int r = 0; r < ranks && ok; r++) {
     if (r == me)
       continue;
@@ -428,9 +420,11 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   m.received_counts = received_counts;
   m.received_offsets = (const size_t *const *)received_offsets;
   m.received_records = received_records;
-  m.out_index = *own_index;
-  m.out_score = *own_score;
-  m.out_distance = *own_distance;
+  /* In place: a row's own candidates are in its pool before its slots are written, and no other
+   * row (nor the packing, done) reads them. */
+  m.out_index = index + row0 * kc;
+  m.out_score = score + row0 * kc;
+  m.out_distance = with_distance ? distance + row0 * kc : NULL;
   knnwb_parallel_for(threads, rows, 1024, knnwb_group_merge_rows, &m);
   {
     g_autofree char *size = g_format_size_full(received_total, G_FORMAT_SIZE_IEC_UNITS);
@@ -453,10 +447,7 @@ out:
     g_free(pack_counts[r]);
   }
   g_free(m.bound);
-  if (!ok) {
-    g_clear_pointer(own_index, g_free);
-    g_clear_pointer(own_score, g_free);
-    g_clear_pointer(own_distance, g_free);
-  }
+  if (ok)
+    *distances_kept = with_distance != 0;
   return ok;
 }
