@@ -63,6 +63,15 @@ static size_t knnwb_split_valid(const KnnwbSplitSide *side)
   return valid;
 }
 
+/* Candidate rows lie anywhere in a block: each loop below fetches the next candidate's exact row
+ * while it computes the current one's distance (as refine.c does). */
+static inline void knnwb_split_prefetch(const KnnwbPrepared *p, size_t row)
+{
+  const char *at = (const char *)(p->exact + row * p->d);
+  for (size_t offset = 0; offset < p->d * sizeof(float); offset += 64)
+    __builtin_prefetch(at + offset);
+}
+
 /* Turns a job's local candidate indices of side `of` into global ones and computes each one's
  * exact distance from its list's row (of side `rows`), as the refinement would; without
  * `distances` (candidates from the rank's own reference block, which stays until the refinement)
@@ -86,6 +95,8 @@ static void knnwb_split_finish_rows(size_t first, size_t last, void *user)
         continue;
       }
       const size_t j = finish->of->first + (size_t)*index;
+      if (finish->distances && c + 1 < kc && index[1] >= 0)
+        knnwb_split_prefetch(finish->of->rows, finish->of->first + (size_t)index[1]);
       finish->lists->distance[t * kc + c] =
           finish->distances ? knnwb_prepared_distance(finish->rows->rows, finish->rows->first + t,
                                                       finish->of->rows, j)
@@ -232,9 +243,13 @@ static void knnwb_split_fill_rows(size_t first, size_t last, void *user)
       const int64_t index = fill->lists->index[t * kc + c];
       double *distance = &fill->lists->distance[t * kc + c];
       if (index >= 0 && (size_t)index >= lowest && (size_t)index - lowest < fill->b->count &&
-          isnan(*distance))
+          isnan(*distance)) {
+        const int64_t next = c + 1 < kc ? fill->lists->index[t * kc + c + 1] : -1;
+        if (next >= 0 && (size_t)next >= lowest && (size_t)next - lowest < fill->b->count)
+          knnwb_split_prefetch(fill->b->rows, fill->b->first + ((size_t)next - lowest));
         *distance = knnwb_prepared_distance(fill->a->rows, fill->a->first + t, fill->b->rows,
                                             fill->b->first + ((size_t)index - lowest));
+      }
     }
 }
 
@@ -371,11 +386,15 @@ static void knnwb_split_complete_row(const KnnwbSplitRefine *refine, size_t i, s
     const gboolean best = seen++ < refine->k;
     if (isnan(distance[c]) && (size_t)index[c] >= first &&
         (size_t)index[c] - first < refine->reference->n) {
-      if (!best && knnwb_refine_lower_bound(refine->query, i, refine->reference, score[c]) > kth)
+      if (!best && knnwb_refine_lower_bound(refine->query, i, refine->reference, score[c]) > kth) {
         distance[c] = INFINITY;
-      else
-        distance[c] =
-            knnwb_prepared_distance(refine->query, i, refine->reference, (size_t)index[c] - first);
+        continue;
+      }
+      if (c + 1 < kc && index[c + 1] >= 0 && (size_t)index[c + 1] >= first &&
+          (size_t)index[c + 1] - first < refine->reference->n)
+        knnwb_split_prefetch(refine->reference, (size_t)index[c + 1] - first);
+      distance[c] =
+          knnwb_prepared_distance(refine->query, i, refine->reference, (size_t)index[c] - first);
     }
     if (best)
       kth = MAX(kth, distance[c]);
