@@ -23,23 +23,23 @@ struct KnnwbPrefault {
   GThread *thread;
   int threads;
   GArray *pieces; /* KnnwbPrefaultPiece */
-  gint unsupported;
+  gint stop;      /* no more pieces: the kernel lacks the call, or the caller no longer waits */
 };
 
 static void knnwb_prefault_pieces(size_t first, size_t last, void *user)
 {
   KnnwbPrefault *prefault = user;
   for (size_t p = first; p < last; p++) {
-    if (g_atomic_int_get(&prefault->unsupported))
+    if (g_atomic_int_get(&prefault->stop))
       return;
 #ifdef MADV_POPULATE_WRITE
     const KnnwbPrefaultPiece *piece = &g_array_index(prefault->pieces, KnnwbPrefaultPiece, p);
     /* Faults the pages in writable without writing them: the values, which the GPU's download
      * may be writing at the same time, stay as they are. Errors only leave the faults for later. */
     if (madvise(piece->start, piece->bytes, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
-      g_atomic_int_set(&prefault->unsupported, 1); /* a kernel before 5.14 */
+      g_atomic_int_set(&prefault->stop, 1); /* a kernel before 5.14 */
 #else
-    g_atomic_int_set(&prefault->unsupported, 1);
+    g_atomic_int_set(&prefault->stop, 1);
 #endif
   }
 }
@@ -88,6 +88,9 @@ void knnwb_prefault_finish(KnnwbPrefault *prefault)
 {
   if (prefault == NULL)
     return;
+  /* A selection that ended first (small, cancelled, failed) does not wait for the rest: the pages
+   * left fault in when written, as without the helpers. */
+  g_atomic_int_set(&prefault->stop, 1);
   g_thread_join(prefault->thread);
   g_array_free(prefault->pieces, TRUE);
   g_free(prefault);

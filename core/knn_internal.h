@@ -259,7 +259,8 @@ typedef struct KnnwbPrefault KnnwbPrefault;
  */
 KnnwbPrefault *knnwb_prefault_start(void *const *blocks, const size_t *bytes, size_t n_blocks,
                                     int threads);
-/** Waits for the helper (NULL: nothing to wait for) and frees the handle. */
+/** Stops the helper after the pieces (64 MiB) it is faulting in, waits for it (NULL: nothing to
+ * wait for) and frees the handle. */
 void knnwb_prefault_finish(KnnwbPrefault *prefault);
 
 /** Below this many bytes in all, knnwb_release_later frees at once (a thread costs more). */

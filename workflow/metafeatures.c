@@ -100,6 +100,9 @@ typedef struct {
   size_t n_ops;
   float *out;          /* the first generated row */
   size_t pairs_per_op; /* m (m - 1) / 2 */
+  size_t unit_first;   /* the units (operator, a) generated here: all, or a share's run */
+  size_t index_first;  /* the pair index (over all units) of unit_first's first pair */
+  size_t n_generated;  /* the pairs generated here (progress) */
   guint8 *bad;         /* one flag per generated row */
   gint stop;           /* set on the first bad pair (error policy) or on cancellation */
   gint n_bad;
@@ -169,14 +172,14 @@ static void knnwb_metafeatures_body(size_t first, size_t last, void *user)
 {
   KnnwbMetafeatureJob *job = user;
   const size_t d = job->data->n_cols, m = job->m;
-  for (size_t unit = first; unit < last; unit++) {
+  for (size_t unit = job->unit_first + first; unit < job->unit_first + last; unit++) {
     if (g_atomic_int_get(&job->stop) || (job->cancel && *job->cancel)) {
       g_atomic_int_set(&job->stop, 1);
       return;
     }
     size_t o = unit / m, a = unit % m;
     KnnwbMetafeatureOp op = job->ops[o];
-    size_t base = o * job->pairs_per_op + knnwb_metafeatures_pair_offset(a, m);
+    size_t base = o * job->pairs_per_op + knnwb_metafeatures_pair_offset(a, m) - job->index_first;
     const float *x = job->data->values + job->rows[a] * d;
     for (size_t b = a + 1; b < m; b++) {
       size_t index = base + (b - a - 1);
@@ -194,8 +197,7 @@ static void knnwb_metafeatures_body(size_t first, size_t last, void *user)
       gint64 now = g_get_monotonic_time();
       if (now - job->progress_last_us >= 100000) {
         job->progress_last_us = now;
-        job->progress((uint64_t)done, (uint64_t)(job->pairs_per_op * job->n_ops),
-                      job->progress_data);
+        job->progress((uint64_t)done, (uint64_t)job->n_generated, job->progress_data);
       }
       g_mutex_unlock(&job->progress_lock);
     }
@@ -287,11 +289,11 @@ static void knnwb_metafeatures_labels_body(size_t first, size_t last, void *user
   KnnwbMetafeatureLabels *labels = user;
   const KnnwbMetafeatureJob *job = labels->job;
   const size_t m = job->m;
-  for (size_t unit = first; unit < last; unit++) {
+  for (size_t unit = job->unit_first + first; unit < job->unit_first + last; unit++) {
     size_t o = unit / m, a = unit % m;
     char symbol = knnwb_metafeatures_symbols[job->ops[o]];
-    size_t index = o * job->pairs_per_op + knnwb_metafeatures_pair_offset(a, m);
-    char *p = labels->buffer + labels->unit_start[unit];
+    size_t index = o * job->pairs_per_op + knnwb_metafeatures_pair_offset(a, m) - job->index_first;
+    char *p = labels->buffer + labels->unit_start[unit - job->unit_first];
     for (size_t b = a + 1; b < m; b++, index++) {
       labels->label_offset[index] = (size_t)(p - labels->buffer);
       memcpy(p, labels->names[a], labels->lengths[a]);
@@ -307,15 +309,15 @@ static void knnwb_metafeatures_labels_body(size_t first, size_t last, void *user
 /* Labels "A-B" of the kept generated rows; the original rows keep theirs. The string chunk takes
  * the whole buffer in one insertion (the matrix owns its label strings). */
 static gboolean knnwb_metafeatures_labels(const KnnwbMetafeatureJob *job, int n_threads,
+                                          size_t n_originals, size_t n_units, size_t n_generated,
                                           KnnwbMatrix *result, GError **error)
 {
   const KnnwbMatrix *data = job->data;
-  const size_t m = job->m, n_units = job->n_ops * m;
-  for (size_t i = 0; i < data->n_rows; i++) {
+  const size_t m = job->m;
+  for (size_t i = 0; i < n_originals; i++) {
     char scratch[32];
     knnwb_matrix_set_row_label(result, i, knnwb_metafeatures_label(data, i, scratch));
   }
-  size_t n_generated = job->n_ops * job->pairs_per_op;
   if (n_generated == 0)
     return TRUE;
   g_autofree char *numbers = g_new0(char, m * 32);
@@ -331,7 +333,7 @@ static gboolean knnwb_metafeatures_labels(const KnnwbMetafeatureJob *job, int n_
   g_autofree size_t *unit_start = g_new(size_t, n_units + 1);
   unit_start[0] = 0;
   for (size_t unit = 0; unit < n_units; unit++) {
-    size_t a = unit % m;
+    size_t a = (job->unit_first + unit) % m;
     unit_start[unit + 1] = unit_start[unit] + (m - 1 - a) * (lengths[a] + 2) + suffix[a + 1];
   }
   KnnwbMetafeatureLabels labels = {job, names, lengths, unit_start, NULL, NULL};
@@ -345,10 +347,17 @@ static gboolean knnwb_metafeatures_labels(const KnnwbMetafeatureJob *job, int n_
     return FALSE;
   }
   knnwb_parallel_for(n_threads, n_units, 1, knnwb_metafeatures_labels_body, &labels);
+  if (result->n_rows == n_originals) { /* every generated row dropped */
+    g_free(labels.buffer);
+    g_free(labels.label_offset);
+    return TRUE;
+  }
+  if (result->row_labels == NULL)
+    knnwb_matrix_set_row_label(result, 0, ""); /* a share without the originals: the label store */
   const char *base =
       g_string_chunk_insert_len(result->strings, labels.buffer, (gssize)unit_start[n_units]);
   g_free(labels.buffer);
-  size_t out = data->n_rows;
+  size_t out = n_originals;
   for (size_t index = 0; index < n_generated; index++)
     if (!job->bad[index])
       result->row_labels[out++] = (char *)base + labels.label_offset[index];
@@ -388,6 +397,38 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
   size_t n_result, bytes, label_bytes;
   if (!knnwb_metafeatures_count(data->n_rows, m, n_ops, &n_result, error))
     return FALSE;
+  /* A share: the original rows go to share 0, the units (operator, a) are cut into runs of about
+   * equal pair counts, in order, so the shares in order are the whole result. */
+  const size_t pairs_per_op = m >= 2 ? m * (m - 1) / 2 : 0, n_all_units = n_ops * m;
+  size_t n_originals = data->n_rows, unit_first = 0, unit_last = n_all_units, index_first = 0;
+  if (options->share_count > 1) {
+    const size_t total = n_ops * pairs_per_op, count = (size_t)options->share_count;
+    const size_t share = (size_t)options->share_index;
+    n_originals = share == 0 ? data->n_rows : 0;
+    /* A unit starts a share's run when its first pair index reaches the share's even cut. */
+    size_t start = 0;
+    unit_first = unit_last = n_all_units;
+    for (size_t unit = 0, at = 0; unit <= n_all_units; unit++) {
+      size_t cut_first = (size_t)((double)total * (double)share / (double)count);
+      size_t cut_last = (size_t)((double)total * (double)(share + 1) / (double)count);
+      if (unit_first == n_all_units && (at >= cut_first || unit == n_all_units)) {
+        unit_first = unit;
+        start = at;
+      }
+      if (at >= cut_last || unit == n_all_units) {
+        unit_last = unit;
+        break;
+      }
+      at += m - 1 - unit % m;
+    }
+    if (share + 1 == count)
+      unit_last = n_all_units;
+    index_first = start;
+    size_t generated = 0;
+    for (size_t unit = unit_first; unit < unit_last; unit++)
+      generated += m - 1 - unit % m;
+    n_result = n_originals + generated;
+  }
   /* Values, plus the labels: a pointer and "A-B\0" in the string chunk per row. */
   size_t longest = 1;
   for (size_t i = 0; data->row_labels != NULL && i < data->n_rows; i++)
@@ -425,17 +466,20 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
   }
   g_autoptr(KnnwbMatrix) out = knnwb_matrix_new_wrapped(n_result, d, values, NULL, NULL);
   out->values_borrowed = FALSE; /* owned: knnwb_matrix_free g_frees it */
-  if (data->n_rows * d > 0)
-    memcpy(values, data->values, data->n_rows * d * sizeof(float));
+  if (n_originals * d > 0)
+    memcpy(values, data->values, n_originals * d * sizeof(float));
 
-  size_t n_generated = n_result - data->n_rows;
+  size_t n_generated = n_result - n_originals;
   KnnwbMetafeatureJob job = {.data = data,
                              .rows = rows,
                              .m = m,
                              .ops = ops,
                              .n_ops = n_ops,
-                             .out = values + data->n_rows * d,
-                             .pairs_per_op = m >= 2 ? m * (m - 1) / 2 : 0,
+                             .out = values + n_originals * d,
+                             .pairs_per_op = pairs_per_op,
+                             .unit_first = unit_first,
+                             .index_first = index_first,
+                             .n_generated = n_generated,
                              .cancel = options->cancel,
                              .progress = options->progress,
                              .progress_data = options->progress_data};
@@ -447,7 +491,8 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
   }
   g_mutex_init(&job.progress_lock);
   if (d > 0 && m >= 2)
-    knnwb_parallel_for(options->n_threads, n_ops * m, 1, knnwb_metafeatures_body, &job);
+    knnwb_parallel_for(options->n_threads, unit_last - unit_first, 1, knnwb_metafeatures_body,
+                       &job);
   g_mutex_clear(&job.progress_lock);
   gboolean ok = FALSE;
   if (options->cancel && *options->cancel) {
@@ -458,7 +503,7 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
     size_t first = 0;
     while (!job.bad[first])
       first++;
-    g_autofree char *what = knnwb_metafeatures_describe(&job, first);
+    g_autofree char *what = knnwb_metafeatures_describe(&job, index_first + first);
     if (options->missing == KNNWB_MISSING_ERROR) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                   "metafeatures: %s (%d pair%s fail%s; use the drop-rows missing-value policy to "
@@ -477,12 +522,13 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
           memmove(job.out + kept * d, job.out + i * d, d * sizeof(float));
         kept++;
       }
-    out->n_rows = data->n_rows + kept;
+    out->n_rows = n_originals + kept;
     float *smaller = g_try_realloc(out->values, MAX(out->n_rows * d, (size_t)1) * sizeof(float));
     if (smaller != NULL)
       out->values = smaller;
   }
-  if (!knnwb_metafeatures_labels(&job, options->n_threads, out, error))
+  if (!knnwb_metafeatures_labels(&job, options->n_threads, n_originals, unit_last - unit_first,
+                                 n_generated, out, error))
     goto out;
   for (size_t j = 0; j < d; j++) {
     if (data->col_labels)

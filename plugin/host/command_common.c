@@ -196,8 +196,9 @@ void knnwb_host_expand_clear(KnnwbHostExpandArgs *args)
 
 gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metafeatures,
                            int n_threads, gboolean quiet, const volatile gint *cancel,
-                           KnnwbMatrix **data, GError **error)
+                           const KnnwbKnnGroup *group, KnnwbMatrix **data, GError **error)
 {
+  const gboolean last_share = group == NULL || group->rank == group->size - 1;
   KnnwbMetafeatureOptions options;
   knnwb_metafeatures_options_init(&options);
   if (args->missing != NULL) {
@@ -231,6 +232,10 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
     }
     options.n_threads = n_threads;
     options.cancel = cancel;
+    if (group != NULL) {
+      options.share_index = group->rank;
+      options.share_count = group->size;
+    }
     KnnwbHostProgress *progress = knnwb_host_progress_new("metafeatures (rows)", quiet);
     options.progress = progress ? knnwb_host_progress_update : NULL;
     options.progress_data = progress;
@@ -242,7 +247,7 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
     knnwb_matrix_free(*data);
     *data = expanded;
   }
-  if (table != NULL) {
+  if (table != NULL && last_share) {
     if (cancel && *cancel) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
       return FALSE;

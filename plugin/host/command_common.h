@@ -41,7 +41,8 @@ typedef struct {
   GArray *device_list; /* int, filled by knnwb_host_knn_options */
 } KnnwbHostKnnArgs;
 
-/** Adds -k, --metric, --backend, --screen, --threads, --memory, --devices, --gpu-memory, --drop-degenerate.
+/** Adds -k, --metric, --backend, --screen, --threads, --memory, --devices, --gpu-memory,
+ * --drop-degenerate.
  */
 void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args);
 /** Fills options (k required when k_required). Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
@@ -66,12 +67,16 @@ void knnwb_host_expand_clear(KnnwbHostExpandArgs *args);
 
 /**
  * Runs (metafeatures when args->ops, or always when force_metafeatures) then (phenotype when
- * args->phenotype) on *data, replacing it. Progress on a terminal unless quiet.
+ * args->phenotype) on *data, replacing it. Progress on a terminal unless quiet. group (NULL:
+ * the whole result): one rank of a split-memory job; *data is then the whole input when
+ * metafeatures run (this rank generates its share of the pair rows) or this rank's block, and the
+ * phenotype row goes to the last rank's block, so the blocks in rank order are the single
+ * process's result. Not collective: the caller agrees.
  * Errors: as knnwb_metafeatures_expand and knnwb_phenotype_append.
  */
 gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metafeatures,
                            int n_threads, gboolean quiet, const volatile gint *cancel,
-                           KnnwbMatrix **data, GError **error);
+                           const KnnwbKnnGroup *group, KnnwbMatrix **data, GError **error);
 
 /** Refuses, before a long computation, an output that is not a regular file or whose directory is
  * missing or not writable (knnwb_host_output_check). */

@@ -95,7 +95,7 @@ int knnwb_host_command_metafeatures(int argc, char **argv)
     goto fail;
   size_t n_in = data->n_rows;
   gint64 read_done = g_get_monotonic_time();
-  if (!knnwb_host_expand(&expand, TRUE, threads, quiet, cancel, &data, &error))
+  if (!knnwb_host_expand(&expand, TRUE, threads, quiet, cancel, NULL, &data, &error))
     goto fail;
   gint64 expand_done = g_get_monotonic_time();
   if (!knnwb_formats_write_matrix(temporary, data, &error))

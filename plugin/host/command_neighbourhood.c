@@ -99,13 +99,14 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
     goto fail;
   options.cancel = knnwb_host_signals_install();
   options.data_name = rest[0];
-  /* Under mpirun each rank reads and holds its block of rows (split memory) and the kNN runs
-   * share the work, unless the rows are expanded first (metafeatures pair every row with every
-   * other, the phenotype row joins them: every rank then reads the whole input and shares the
-   * tiles) or the run computes on GPUs (as `knnwb knn --mpi-input auto`). Rank 0 writes. */
+  /* Under mpirun each rank holds its block of rows (split memory) and the kNN runs share the
+   * work, unless the run computes on GPUs (as `knnwb knn --mpi-input auto`): each rank reads its
+   * block, or, when metafeatures pair every row with every other, reads the (small) input whole
+   * and generates its share of the pair rows; the phenotype row joins the last rank's block.
+   * Rank 0 writes. */
   const KnnwbKnnGroup *group = knnwb_host_group();
-  const gboolean split_rows = group != NULL && group->size > 1 && expand.ops == NULL &&
-                              expand.phenotype == NULL && !knnwb_knn_uses_gpu(&options);
+  const gboolean split_rows = group != NULL && group->size > 1 && !knnwb_knn_uses_gpu(&options);
+  const gboolean expanding = expand.ops != NULL || expand.phenotype != NULL;
   const gboolean writer = !split_rows || group->rank == 0;
   /* The outputs go to temporaries renamed into place together at the end (all or nothing);
    * creating them now proves the directories take files before any work. */
@@ -122,20 +123,35 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   gint64 start = g_get_monotonic_time();
   const char *const *labels = NULL;
   size_t n_rows = 0;
-  if (split_rows) {
-    if (!knnwb_host_split_read(group, rest[0], &read_options, TRUE, options.cancel, &split,
-                               &error) ||
-        !knnwb_host_split_offsets(group, split.block->n_rows, &first_row, &error))
+  if (split_rows && expand.ops != NULL) {
+    gboolean read =
+        knnwb_formats_read_matrix(rest[0], &read_options, &split.block, &split.info, &error);
+    if (!group->agree(group, read, &error))
       goto fail;
-    labels = split.labels;
-    n_rows = split.n_rows;
+  } else if (split_rows) {
+    if (!knnwb_host_split_read(group, rest[0], &read_options, !expanding, options.cancel, &split,
+                               &error))
+      goto fail;
   } else {
     if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
       goto fail;
   }
   gint64 read_done = g_get_monotonic_time();
-  if (!split_rows) {
-    if (!knnwb_host_expand(&expand, FALSE, options.n_threads, quiet, options.cancel, &data, &error))
+  if (split_rows) {
+    if (expanding) {
+      gboolean expanded = knnwb_host_expand(&expand, FALSE, options.n_threads, quiet,
+                                            options.cancel, group, &split.block, &error);
+      if (!group->agree(group, expanded, &error) ||
+          !knnwb_host_split_relabel(group, &split, &error))
+        goto fail;
+    }
+    if (!knnwb_host_split_offsets(group, split.block->n_rows, &first_row, &error))
+      goto fail;
+    labels = split.labels;
+    n_rows = split.n_rows;
+  } else {
+    if (!knnwb_host_expand(&expand, FALSE, options.n_threads, quiet, options.cancel, NULL, &data,
+                           &error))
       goto fail;
     labels = (const char *const *)data->row_labels;
     n_rows = data->n_rows;

@@ -153,6 +153,20 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
   return TRUE;
 }
 
+gboolean knnwb_host_split_relabel(const KnnwbKnnGroup *group, KnnwbHostSplitInput *input,
+                                  GError **error)
+{
+  g_autofree size_t *first_row = NULL;
+  if (!knnwb_host_split_offsets(group, input->block->n_rows, &first_row, error))
+    return FALSE;
+  input->first_row = first_row[group->rank];
+  input->n_rows = first_row[group->size];
+  g_clear_pointer(&input->label_bytes, g_free);
+  g_clear_pointer(&input->label_index, g_free);
+  input->labels = NULL;
+  return knnwb_host_split_gather_labels(group, input, error);
+}
+
 void knnwb_host_split_input_clear(KnnwbHostSplitInput *input)
 {
   g_clear_pointer(&input->block, knnwb_matrix_free);

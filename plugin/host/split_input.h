@@ -40,6 +40,13 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
                                const volatile gint *cancel, KnnwbHostSplitInput *input,
                                GError **error);
 
+/**
+ * After input->block was replaced (rows added or expanded on this rank): where each block starts
+ * and every rank's labels again. Collective. Errors: KNNWB_ERROR_NO_MEMORY, transport errors.
+ */
+gboolean knnwb_host_split_relabel(const KnnwbKnnGroup *group, KnnwbHostSplitInput *input,
+                                  GError **error);
+
 /** Frees what knnwb_host_split_read filled (the struct itself is the caller's). */
 void knnwb_host_split_input_clear(KnnwbHostSplitInput *input);
 

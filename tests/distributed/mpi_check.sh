@@ -103,9 +103,18 @@ XML
 "$knnwb" run labels.xml -q --set out=one-labels
 # The neighbourhood command: kNN queries of the rows found (out), and the whole graph (both).
 demo=$3/share/examples/demo-expression.txt
+# The seed's own workflow (share/examples/README.md): metafeatures of 120 probes (each rank
+# generates its share of the pair rows), the phenotype row (the last rank's), its neighbourhood.
+synthetic=$3/share/examples/data
+seed_args=("$synthetic/synthetic_expression.tsv" --metafeatures difference
+  --pair-rows "$synthetic/synthetic_pair_rows.txt"
+  --phenotype "$synthetic/synthetic_clinical.tsv:YearsToRelapse" --focus YearsToRelapse -k 20
+  --order 2 -b cpu -q)
 for direction in out both; do
   "$knnwb" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" -b cpu \
     -q -o "one-$direction.gml" --table "one-$direction.tsv"
+  "$knnwb" neighbourhood "${seed_args[@]}" --direction "$direction" -o "one-seed-$direction.gml" \
+    --table "one-seed-$direction.tsv"
   # Labelled TSV rows read by byte ranges (split memory), two focus rows.
   "$knnwb" neighbourhood data.tsv --focus r250,r3 -k 6 -r 2 -m euclidean --direction "$direction" \
     -b cpu --memory 4K -q -o "one-text-$direction.gml" --table "one-text-$direction.tsv"
@@ -152,6 +161,12 @@ for ranks in 1 2 3; do
       fail "$ranks ranks: split neighbourhood $direction"
     cmp "one-text-$direction.tsv" "r$ranks-text-$direction.tsv" ||
       fail "$ranks ranks: split neighbourhood table"
+    mpi "$ranks" neighbourhood "${seed_args[@]}" --direction "$direction" \
+      -o "r$ranks-seed-$direction.gml" --table "r$ranks-seed-$direction.tsv"
+    cmp "one-seed-$direction.gml" "r$ranks-seed-$direction.gml" ||
+      fail "$ranks ranks: seed neighbourhood (metafeatures, phenotype) $direction"
+    cmp "one-seed-$direction.tsv" "r$ranks-seed-$direction.tsv" ||
+      fail "$ranks ranks: seed neighbourhood table $direction"
   done
   mpi "$ranks" run labels.xml -q --set out="r$ranks-labels"
   cmp one-labels.gml "r$ranks-labels.gml" || fail "$ranks ranks: pipeline on text, GML"
@@ -205,6 +220,15 @@ grep -q "^knnwb: rank 2: bad.tsv:300:" err.txt || { cat err.txt; fail "no messag
 [ "$(cat bad-nb.gml)" = previous ] || fail "a failed neighbourhood touched the previous output"
 [ ! -e bad-nb.tsv ] || fail "a failed neighbourhood left an output"
 ! ls -a | grep -q '^\.knnwb-' || fail "a temporary file was left behind"
+# The phenotype row is the last rank's to append: its error stops every rank.
+status=0
+mpi 3 neighbourhood "$synthetic/synthetic_expression.tsv" --phenotype \
+  "$synthetic/synthetic_clinical.tsv:nope" --focus YearsToRelapse -k 5 -b cpu -q -o bad-nb.gml \
+  2>err.txt || status=$?
+[ "$status" -ne 0 ] || fail "a failing phenotype row gave exit status 0"
+grep -q "^knnwb: rank 2: .*synthetic_clinical.tsv:1: no column 'nope'" err.txt ||
+  { cat err.txt; fail "no message from rank 2 (phenotype)"; }
+[ "$(cat bad-nb.gml)" = previous ] || fail "a failed neighbourhood touched the previous output"
 # A step of rank 0's own fails (a phenotype column that is not there) while the other ranks wait
 # for the split kNN step after it: all stop, with rank 0's message.
 printf 'sample\tage\nc0\t1\n' >pheno.tsv

@@ -252,6 +252,77 @@ static void test_rows_file(void)
   g_rmdir(dir);
 }
 
+static void count_warning(const char *domain, GLogLevelFlags level, const char *message,
+                          gpointer data)
+{
+  (void)domain, (void)level, (void)message;
+  (*(guint *)data)++;
+}
+
+/* Shares (one rank's part of a split-memory job): in order they are the whole result, values,
+ * labels and drops, for every share count, with a subset of rows and several operators. */
+static void check_shares(const KnnwbMatrix *data, const KnnwbMetafeatureOptions *base)
+{
+  g_autoptr(KnnwbMatrix) whole = NULL;
+  g_assert_true(knnwb_metafeatures_expand(data, base, &whole, NULL));
+  const size_t d = data->n_cols;
+  for (int count = 2; count <= 7; count++) {
+    size_t at = 0;
+    for (int share = 0; share < count; share++) {
+      KnnwbMetafeatureOptions options = *base;
+      options.share_index = share;
+      options.share_count = count;
+      g_autoptr(KnnwbMatrix) part = NULL;
+      g_assert_true(knnwb_metafeatures_expand(data, &options, &part, NULL));
+      g_assert_cmpuint(at + part->n_rows, <=, whole->n_rows);
+      if (part->n_rows * d > 0)
+        g_assert_cmpmem(part->values, part->n_rows * d * sizeof(float), whole->values + at * d,
+                        part->n_rows * d * sizeof(float));
+      for (size_t i = 0; i < part->n_rows; i++)
+        g_assert_cmpstr(part->row_labels[i], ==, whole->row_labels[at + i]);
+      for (size_t j = 0; j < d; j++)
+        g_assert_cmpstr(part->col_labels[j], ==, whole->col_labels[j]);
+      at += part->n_rows;
+    }
+    g_assert_cmpuint(at, ==, whole->n_rows);
+  }
+}
+
+static void test_shares(void)
+{
+  g_autoptr(KnnwbMatrix) data = labelled(11, 5, 13);
+  KnnwbMetafeatureOptions options;
+  knnwb_metafeatures_options_init(&options);
+  options.n_threads = 2;
+  check_shares(data, &options); /* difference only */
+  KnnwbMetafeatureOp all[] = {KNNWB_METAFEATURE_DIFFERENCE, KNNWB_METAFEATURE_SUM,
+                              KNNWB_METAFEATURE_PRODUCT, KNNWB_METAFEATURE_RATIO};
+  options.ops = all;
+  options.n_ops = 4;
+  check_shares(data, &options);
+  const size_t subset[] = {9, 2, 4, 7};
+  options.rows = subset;
+  options.n_rows = G_N_ELEMENTS(subset);
+  check_shares(data, &options);
+  /* Failing pairs dropped, wherever the share boundaries fall (each share that drops warns). */
+  data->values[3 * 5 + 2] = 0.0f;
+  options.rows = NULL;
+  options.missing = KNNWB_MISSING_DROP_ROWS;
+  GLogLevelFlags fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
+  guint warnings = 0;
+  guint handler = g_log_set_handler("knnwb", G_LOG_LEVEL_WARNING, count_warning, &warnings);
+  check_shares(data, &options);
+  g_log_remove_handler("knnwb", handler);
+  g_log_set_always_fatal(fatal);
+  g_assert_cmpuint(warnings, >, 6);
+  /* Two rows (one pair) and one row (none) in more shares than pairs. */
+  g_autoptr(KnnwbMatrix) two = labelled(2, 3, 17);
+  g_autoptr(KnnwbMatrix) one = labelled(1, 3, 19);
+  options.missing = KNNWB_MISSING_ERROR;
+  check_shares(two, &options);
+  check_shares(one, &options);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -260,6 +331,7 @@ int main(int argc, char **argv)
   g_test_add_func("/workflow/metafeatures/expand-all", test_expand_all);
   g_test_add_func("/workflow/metafeatures/expand-subset", test_expand_subset);
   g_test_add_func("/workflow/metafeatures/policy", test_policy);
+  g_test_add_func("/workflow/metafeatures/shares", test_shares);
   g_test_add_func("/workflow/metafeatures/memory-refused", test_memory_refused);
   g_test_add_func("/workflow/metafeatures/cancel", test_cancel);
   g_test_add_func("/workflow/metafeatures/rows-file", test_rows_file);

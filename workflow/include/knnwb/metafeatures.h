@@ -43,6 +43,13 @@ typedef struct {
   KnnwbProgressFunc progress; /**< optional; counts generated rows */
   void *progress_data;
   const volatile gint *cancel; /**< optional; stops with KNNWB_ERROR_CANCELLED within ~0.1 s */
+  /** share_count > 1: only share share_index of the result, for one rank of a split-memory job:
+   * share 0 gets the original rows, and the generated rows are cut, in order, into share_count
+   * runs of about equal size (at whole (operator, first row) units), so the shares of 0, 1, ...
+   * in order are the whole result, with the same rows, labels and drops. Checks, errors (the first
+   * failing pair of the share; counts of the share) and memory are the share's. */
+  int share_index;
+  int share_count;
 } KnnwbMetafeatureOptions;
 
 void knnwb_metafeatures_options_init(KnnwbMetafeatureOptions *options);
