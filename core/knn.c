@@ -418,9 +418,14 @@ selected:
     }
     g_debug("knnwb: rank %d: candidate exchange and merge %.3f s", group->rank,
             (double)(g_get_monotonic_time() - merge_start) / 1e6);
-    g_clear_pointer(&cand_index, g_free);
-    g_clear_pointer(&cand_score, g_free);
-    g_clear_pointer(&cand_distance, g_free);
+    {
+      /* Every row's candidates (1.1 GB at 1.5 M rows): unmapped after the run, not before the
+       * refine and the re-selection (see out below). */
+      void *blocks[] = {cand_index, cand_score, cand_distance};
+      const size_t bytes[] = {cells * sizeof(int64_t), cells * sizeof(float),
+                              cells * sizeof(double)};
+      knnwb_release_later(blocks, bytes, G_N_ELEMENTS(blocks));
+    }
     cand_index = g_steal_pointer(&own_index);
     cand_score = g_steal_pointer(&own_score);
     cand_distance = g_steal_pointer(&own_distance);
