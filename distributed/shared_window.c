@@ -84,6 +84,10 @@ void knnwb_distributed_shared_finalize(void)
  * then reports a failed allocation itself). */
 static gboolean knnwb_shared_room(size_t bytes_per_rank)
 {
+  /* Tests: this rank sees no room, so that every rank must fall back to messages together. */
+  const char *no_room = g_getenv("KNNWB_MPI_SHARED_NO_ROOM_RANK");
+  if (no_room != NULL && atoi(no_room) == knnwb_shared.me)
+    return FALSE;
   const char *directory = g_getenv("OMPI_MCA_osc_sm_backing_directory");
   if (directory == NULL)
     directory = "/dev/shm";
