@@ -24,6 +24,7 @@ typedef struct {
   gboolean ok[MAX_RANKS];
   GError *error[MAX_RANKS];
   int64_t *values[MAX_RANKS];
+  void *blocks[MAX_RANKS];
 } ThreadJob;
 
 typedef struct {
@@ -121,6 +122,38 @@ static gboolean thread_reduce(const KnnwbKnnGroup *group, int64_t *values, size_
   thread_job_barrier(job);
   return TRUE;
 }
+
+/* Blocks every rank reads (the group's optional zero-copy path): each rank's own allocation. */
+static gboolean thread_share_begin(const KnnwbKnnGroup *group, size_t bytes, void **blocks,
+                                   GError **error)
+{
+  (void)error;
+  ThreadJob *job = thread_job_of(group);
+  job->blocks[group->rank] = g_malloc(MAX(bytes, (size_t)1));
+  thread_job_barrier(job);
+  memcpy(blocks, job->blocks, (size_t)job->size * sizeof(void *));
+  return TRUE;
+}
+
+static gboolean thread_share_sync(const KnnwbKnnGroup *group, GError **error)
+{
+  (void)error;
+  thread_job_barrier(thread_job_of(group));
+  return TRUE;
+}
+
+static gboolean thread_share_end(const KnnwbKnnGroup *group, GError **error)
+{
+  (void)error;
+  ThreadJob *job = thread_job_of(group);
+  thread_job_barrier(job); /* nobody reads any block any more */
+  g_clear_pointer(&job->blocks[group->rank], g_free);
+  return TRUE;
+}
+
+/* Every other group run shares blocks (zero-copy candidates), the others exchange messages, so
+ * that both paths of core's merge run through every kind of case. */
+static gboolean thread_share_next;
 
 typedef struct {
   ThreadRank rank;
@@ -259,10 +292,17 @@ static void run_ranks_task(int ranks, const KnnwbMatrix *query, const KnnwbMatri
                                          .agree = task.focus ? turn_agree : thread_agree,
                                          .exchange = task.focus ? turn_exchange : thread_exchange,
                                          .reduce = task.focus ? turn_reduce : thread_reduce};
+    /* (The turn-taking group of the focus tasks keeps to messages.) */
+    if (thread_share_next && !task.focus) {
+      runs[r].rank.group.share_begin = thread_share_begin;
+      runs[r].rank.group.share_sync = thread_share_sync;
+      runs[r].rank.group.share_end = thread_share_end;
+    }
     threads[r] = g_thread_new("rank", rank_main, &runs[r]);
   }
   for (int r = 0; r < ranks; r++)
     g_thread_join(threads[r]);
+  thread_share_next = !thread_share_next;
   g_mutex_clear(&job.lock);
   g_cond_clear(&job.cond);
 }
