@@ -255,9 +255,6 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   unsigned char *flags = g_try_malloc0(MAX(n_rows, (size_t)1));
   float *gathered = NULL;
   double *cand_distance = NULL;
-  int64_t *own_index = NULL;
-  float *own_score = NULL;
-  double *own_distance = NULL;
   int distances_filled = 0;
   float *worst = NULL;
   int32_t *valid_count = NULL;
@@ -266,6 +263,7 @@ static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc 
   KnnwbGroupProgress group_progress = {options->progress, options->progress_data,
                                        group ? (uint64_t)group->size : 1};
   KnnwbGroupBounds bounds = {0};
+  size_t list0 = 0; /* the job row of the refine's first row in the candidate arrays */
   gint64 select_start = g_get_monotonic_time();
   if (shared) {
     /* The ranks agree on the threshold rounds and on every allocation before any selects: from
@@ -410,21 +408,18 @@ selected:
       goto out;
     }
     gint64 merge_start = g_get_monotonic_time();
+    gboolean distances_kept = FALSE;
     if (!knnwb_knn_group_merge(group, query->n, kc, cand_index, cand_score,
                                distances_filled ? cand_distance : NULL, row0, n_rows, threads,
-                               &own_index, &own_score, &own_distance, error)) {
+                               &distances_kept, error)) {
       ok = FALSE;
       goto out;
     }
     g_debug("knnwb: rank %d: candidate exchange and merge %.3f s", group->rank,
             (double)(g_get_monotonic_time() - merge_start) / 1e6);
-    g_clear_pointer(&cand_index, g_free);
-    g_clear_pointer(&cand_score, g_free);
-    g_clear_pointer(&cand_distance, g_free);
-    cand_index = g_steal_pointer(&own_index);
-    cand_score = g_steal_pointer(&own_score);
-    cand_distance = g_steal_pointer(&own_distance);
-    distances_filled = cand_distance != NULL;
+    /* This rank's rows' lists now sit at row0 of the all-rows arrays. */
+    list0 = row0;
+    distances_filled = distances_kept;
   }
   if (!ok)
     goto out;
@@ -447,9 +442,9 @@ selected:
                             available,
                             rows,
                             row0,
-                            cand_index,
-                            cand_score,
-                            distances_filled ? cand_distance : NULL,
+                            cand_index + list0 * kc,
+                            cand_score + list0 * kc,
+                            distances_filled ? cand_distance + list0 * kc : NULL,
                             result,
                             flags};
     knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
@@ -479,9 +474,6 @@ out:
   g_free(flags);
   g_free(gathered);
   g_free(cand_distance);
-  g_free(own_index);
-  g_free(own_score);
-  g_free(own_distance);
   g_free(worst);
   g_free(valid_count);
   return ok;

@@ -103,7 +103,7 @@ typedef struct {
   const uint32_t *const *received_counts;
   const size_t *const *received_offsets;
   const char *const *received_records;
-  int64_t *out_index; /* rows x kc */
+  int64_t *out_index; /* rows x kc: this rank's rows of index/score/distance */
   float *out_score;
   double *out_distance;
 } KnnwbGroupMerge;
@@ -231,15 +231,12 @@ static gboolean knnwb_group_offsets(const uint32_t *counts, size_t rows, size_t 
   return TRUE;
 }
 
-gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
-                               const int64_t *index, const float *score, const double *distance,
-                               size_t row0, size_t rows, int threads, int64_t **own_index,
-                               float **own_score, double **own_distance, GError **error)
+gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, int64_t *index,
+                               float *score, double *distance, size_t row0, size_t rows,
+                               int threads, gboolean *distances_kept, GError **error)
 {
   const int ranks = group->size, me = group->rank;
-  *own_index = NULL;
-  *own_score = NULL;
-  *own_distance = NULL;
+  *distances_kept = FALSE;
   const gint64 start = g_get_monotonic_time();
   /* Distances travel only when every rank's backend computed them. */
   int64_t with_distance = distance != NULL;
@@ -259,8 +256,13 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   g_autofree size_t *send_bytes = g_new0(size_t, ranks);
   g_autofree void **receive = g_new0(void *, ranks);
   g_autofree size_t *receive_bytes = g_new0(size_t, ranks);
-  g_autofree uint64_t *sizes_out = g_new0(uint64_t, ranks);
-  g_autofree uint64_t *sizes_in = g_new0(uint64_t, ranks);
+  g_autofree uint64_t *sizes_out = g_new0(uint64_t, 2 * ranks);
+  g_autofree uint64_t *sizes_in = g_new0(uint64_t, 2 * ranks);
+  g_autofree size_t *offsets_out = g_new0(size_t, ranks);
+  g_autofree void **blocks = g_new0(void *, ranks);
+  g_autofree size_t **pack_offsets = g_new0(size_t *, ranks);
+  g_autofree uint32_t **pack_counts = g_new0(uint32_t *, ranks);
+  gboolean shared = FALSE;
   g_autofree const void **sizes_send = g_new0(const void *, ranks);
   g_autofree void **sizes_receive = g_new0(void *, ranks);
   g_autofree size_t *sizes_bytes = g_new0(size_t, ranks);
@@ -286,34 +288,68 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
     goto out;
   }
 
-  /* What goes to each other rank: its rows' counts, then their candidates within the bounds. */
+  /* What goes to each other rank: its rows' counts, then their candidates within the bounds. The
+   * counts first, so that every message's size is known before it is packed. */
   for (int r = 0; r < ranks && ok; r++) {
     if (r == me)
       continue;
     size_t first, last;
     knnwb_knn_group_rows(n, r, ranks, &first, &last);
     const size_t block = last - first;
-    g_autofree size_t *offsets = g_try_malloc((block + 1) * sizeof(size_t));
-    uint32_t *counts = g_try_malloc(MAX(block, (size_t)1) * sizeof(uint32_t));
-    ok = offsets != NULL && counts != NULL;
+    pack_offsets[r] = g_try_malloc((block + 1) * sizeof(size_t));
+    pack_counts[r] = g_try_malloc(MAX(block, (size_t)1) * sizeof(uint32_t));
+    ok = pack_offsets[r] != NULL && pack_counts[r] != NULL;
     if (ok) {
       m.pack_first = first;
-      m.pack_counts = counts;
+      m.pack_counts = pack_counts[r];
       knnwb_parallel_for(threads, block, 4096, knnwb_group_count_rows, &m);
-      knnwb_group_offsets(counts, block, kc, offsets);
-      send_bytes[r] = block * sizeof(uint32_t) + offsets[block] * record;
-      char *message = g_try_malloc(MAX(send_bytes[r], (size_t)1));
-      send[r] = message;
-      ok = message != NULL;
-      if (ok) {
-        memcpy(message, counts, block * sizeof(uint32_t));
-        m.pack_offsets = offsets;
-        m.pack_records = message + block * sizeof(uint32_t);
-        knnwb_parallel_for(threads, block, 4096, knnwb_group_pack_rows, &m);
-      }
+      knnwb_group_offsets(pack_counts[r], block, kc, pack_offsets[r]);
+      send_bytes[r] = block * sizeof(uint32_t) + pack_offsets[r][block] * record;
     }
-    g_free(counts);
-    sizes_out[r] = send_bytes[r];
+  }
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the candidate counts of %zu rows for the other ranks", n);
+  if (!group->agree(group, ok, error)) {
+    ok = FALSE;
+    goto out;
+  }
+  /* The messages: in blocks the other ranks read in place when the group shares memory (no
+   * transport, no receive buffers: the candidates are written once and read once), else in
+   * buffers of their own that the exchange copies. This rank's block holds its messages in rank
+   * order; each receiver learns where its message starts. */
+  size_t shared_bytes = 0;
+  for (int r = 0; r < ranks; r++) {
+    offsets_out[r] = shared_bytes;
+    shared_bytes += r == me ? 0 : send_bytes[r];
+  }
+  if (group->share_begin != NULL) {
+    shared = group->share_begin(group, shared_bytes, blocks, error);
+    if (!shared && error != NULL && *error != NULL) {
+      ok = FALSE;
+      goto out;
+    }
+  }
+  for (int r = 0; r < ranks && ok; r++) {
+    if (r == me)
+      continue;
+    size_t first, last;
+    knnwb_knn_group_rows(n, r, ranks, &first, &last);
+    const size_t block = last - first;
+    char *message =
+        shared ? (char *)blocks[me] + offsets_out[r] : g_try_malloc(MAX(send_bytes[r], (size_t)1));
+    if (!shared)
+      send[r] = message;
+    ok = message != NULL;
+    if (ok) {
+      memcpy(message, pack_counts[r], block * sizeof(uint32_t));
+      m.pack_first = first;
+      m.pack_offsets = pack_offsets[r];
+      m.pack_records = message + block * sizeof(uint32_t);
+      knnwb_parallel_for(threads, block, 4096, knnwb_group_pack_rows, &m);
+    }
+    sizes_out[2 * r] = send_bytes[r];
+    sizes_out[2 * r + 1] = offsets_out[r];
   }
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -322,28 +358,27 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
     ok = FALSE;
     goto out;
   }
-  /* The sizes first, so that every receive is posted with its length. */
+  /* The sizes (and where each message starts in a shared block) first, so that every receive is
+   * posted with its length. */
   for (int r = 0; r < ranks; r++) {
-    sizes_send[r] = &sizes_out[r];
-    sizes_receive[r] = &sizes_in[r];
-    sizes_bytes[r] = r == me ? 0 : sizeof(uint64_t);
+    sizes_send[r] = &sizes_out[2 * r];
+    sizes_receive[r] = &sizes_in[2 * r];
+    sizes_bytes[r] = r == me ? 0 : 2 * sizeof(uint64_t);
   }
   if (!group->exchange(group, sizes_send, sizes_bytes, sizes_receive, sizes_bytes, error)) {
     ok = FALSE;
     goto out;
   }
-  const size_t cells = MAX(rows * kc, (size_t)1);
-  *own_index = g_try_malloc(cells * sizeof(int64_t));
-  *own_score = g_try_malloc(cells * sizeof(float));
-  *own_distance = with_distance ? g_try_malloc(cells * sizeof(double)) : NULL;
-  ok = *own_index != NULL && *own_score != NULL && (!with_distance || *own_distance);
   for (int r = 0; r < ranks && ok; r++) {
     if (r == me)
       continue;
-    receive_bytes[r] = (size_t)sizes_in[r];
-    receive[r] = g_try_malloc(MAX(receive_bytes[r], (size_t)1));
+    receive_bytes[r] = (size_t)sizes_in[2 * r];
+    if (!shared) {
+      receive[r] = g_try_malloc(MAX(receive_bytes[r], (size_t)1));
+      ok = receive[r] != NULL;
+    }
     received_offsets[r] = g_try_malloc((rows + 1) * sizeof(size_t));
-    ok = receive[r] != NULL && received_offsets[r] != NULL;
+    ok = ok && received_offsets[r] != NULL;
     received_total += receive_bytes[r];
   }
   if (!ok)
@@ -356,7 +391,9 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   }
   agreed = g_get_monotonic_time() - agreed;
   exchanged = g_get_monotonic_time();
-  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error)) {
+  if (shared ? !group->share_sync(group, error)
+             : !group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes,
+                                error)) {
     ok = FALSE;
     goto out;
   }
@@ -364,8 +401,10 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   for (int r = 0; r < ranks && ok; r++) {
     if (r == me)
       continue;
-    received_counts[r] = receive[r];
-    received_records[r] = (const char *)receive[r] + rows * sizeof(uint32_t);
+    const char *message =
+        shared ? (const char *)blocks[r] + (size_t)sizes_in[2 * r + 1] : (const char *)receive[r];
+    received_counts[r] = (const uint32_t *)(const void *)message;
+    received_records[r] = message + rows * sizeof(uint32_t);
     ok = receive_bytes[r] >= rows * sizeof(uint32_t) &&
          knnwb_group_offsets(received_counts[r], rows, kc, received_offsets[r]) &&
          receive_bytes[r] == rows * sizeof(uint32_t) + received_offsets[r][rows] * record;
@@ -373,36 +412,42 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
   if (!ok) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
                 "internal error: a rank sent candidates that do not add up");
-    goto out;
+    /* Every rank reaches share_end below (a corrupt message is a bug, seen by all alike). */
   }
   gint64 merge_start = g_get_monotonic_time();
+  if (!ok)
+    goto out;
   m.received_counts = received_counts;
   m.received_offsets = (const size_t *const *)received_offsets;
   m.received_records = received_records;
-  m.out_index = *own_index;
-  m.out_score = *own_score;
-  m.out_distance = *own_distance;
+  /* In place: a row's own candidates are in its pool before its slots are written, and no other
+   * row (nor the packing, done) reads them. */
+  m.out_index = index + row0 * kc;
+  m.out_score = score + row0 * kc;
+  m.out_distance = with_distance ? distance + row0 * kc : NULL;
   knnwb_parallel_for(threads, rows, 1024, knnwb_group_merge_rows, &m);
   {
     g_autofree char *size = g_format_size_full(received_total, G_FORMAT_SIZE_IEC_UNITS);
-    g_debug(
-        "knnwb: rank %d: candidates received (%s) in %.3f s, waiting %.3f s; bounds and packing "
-        "%.3f s, merge %.3f s",
-        me, size, (double)exchanged / 1e6, (double)agreed / 1e6,
-        (double)(merge_start - start - exchanged - agreed) / 1e6,
-        (double)(g_get_monotonic_time() - merge_start) / 1e6);
+    g_debug("knnwb: rank %d: candidates received (%s) in %.3f s (%s), waiting %.3f s; bounds and "
+            "packing %.3f s, merge %.3f s",
+            me, size, (double)exchanged / 1e6, shared ? "shared memory" : "messages",
+            (double)agreed / 1e6, (double)(merge_start - start - exchanged - agreed) / 1e6,
+            (double)(g_get_monotonic_time() - merge_start) / 1e6);
   }
 out:
+  /* Collective like share_begin: every rank that began reaches this (the agreements above fail
+   * on all ranks alike). */
+  if (shared && !group->share_end(group, ok ? error : NULL))
+    ok = FALSE;
   for (int r = 0; r < ranks; r++) {
     g_free((void *)send[r]);
     g_free(receive[r]);
     g_free(received_offsets[r]);
+    g_free(pack_offsets[r]);
+    g_free(pack_counts[r]);
   }
   g_free(m.bound);
-  if (!ok) {
-    g_clear_pointer(own_index, g_free);
-    g_clear_pointer(own_score, g_free);
-    g_clear_pointer(own_distance, g_free);
-  }
+  if (ok)
+    *distances_kept = with_distance != 0;
   return ok;
 }

@@ -140,16 +140,16 @@ gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
 /**
  * A shared self job's candidates (index, score and, when not NULL, the backend's exact distances:
  * n x kc on every rank, each from its share of the tiles) become the candidates of this rank's
- * rows [row0, row0 + rows): every rank sends each other rank the block of its rows, and each row
- * keeps the kc best by (score, index) (threads: host threads packing and merging). Distances come
- * back only when every rank had them (*own_distance NULL otherwise). Collective. Memory: about
- * 2 x (ranks - 1) x rows x kc packed entries (8 to 20 bytes) beside the rows x kc result; time
- * linear in the entries.
+ * rows [row0, row0 + rows), written over those rows of the same arrays: every rank sends each
+ * other rank the block of its rows, and each row keeps the kc best by (score, index) (threads:
+ * host threads packing and merging). Distances are merged only when every rank had them
+ * (*distances_kept). Collective. Memory: about 2 x (ranks - 1) x rows x kc packed entries (8 to 20
+ * bytes; one copy when the group shares memory), nothing for the result; time linear in the
+ * entries.
  */
-gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc,
-                               const int64_t *index, const float *score, const double *distance,
-                               size_t row0, size_t rows, int threads, int64_t **own_index,
-                               float **own_score, double **own_distance, GError **error);
+gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, int64_t *index,
+                               float *score, double *distance, size_t row0, size_t rows,
+                               int threads, gboolean *distances_kept, GError **error);
 
 /**
  * The thresholds of a shared self job made common between the ranks (knn_group_bounds.c), as

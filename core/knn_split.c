@@ -63,6 +63,15 @@ static size_t knnwb_split_valid(const KnnwbSplitSide *side)
   return valid;
 }
 
+/* Candidate rows lie anywhere in a block: each loop below fetches the next candidate's exact row
+ * while it computes the current one's distance (as refine.c does). */
+static inline void knnwb_split_prefetch(const KnnwbPrepared *p, size_t row)
+{
+  const char *at = (const char *)(p->exact + row * p->d);
+  for (size_t offset = 0; offset < p->d * sizeof(float); offset += 64)
+    __builtin_prefetch(at + offset);
+}
+
 /* Turns a job's local candidate indices of side `of` into global ones and computes each one's
  * exact distance from its list's row (of side `rows`), as the refinement would; without
  * `distances` (candidates from the rank's own reference block, which stays until the refinement)
@@ -86,6 +95,8 @@ static void knnwb_split_finish_rows(size_t first, size_t last, void *user)
         continue;
       }
       const size_t j = finish->of->first + (size_t)*index;
+      if (finish->distances && c + 1 < kc && index[1] >= 0)
+        knnwb_split_prefetch(finish->of->rows, finish->of->first + (size_t)index[1]);
       finish->lists->distance[t * kc + c] =
           finish->distances ? knnwb_prepared_distance(finish->rows->rows, finish->rows->first + t,
                                                       finish->of->rows, j)
@@ -150,7 +161,9 @@ static gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJ
  * (allocated here) and, for a pair, of b's rows among a's into b_lists (b->count empty rows, kc
  * wide, given: the window of the lists that go back to b's owner). a_bounds/b_bounds (NULL: none):
  * the rows' starting thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them
- * (the rest padded with -1). */
+ * (the rest padded with -1). a's lists come without exact distances (NaN): the caller merges them
+ * and computes those of the candidates that stayed (knnwb_split_fill_distances) while b's rows
+ * are present, about half of them at two ranks. */
 static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                                    const KnnwbSplitSide *b, const float *a_bounds,
                                    const float *b_bounds, KnnwbSplitLists *a_lists,
@@ -206,12 +219,45 @@ static gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSid
       knnwb_split_merge(b_lists, &narrow, 0, run->threads);
     }
     knnwb_split_lists_clear(&narrow);
-    knnwb_split_finish(run, a, b, a_lists);
+    knnwb_split_finish_as(run, a, b, a_lists, FALSE);
     return ok;
   }
-  knnwb_split_finish(run, a, b, a_lists);
+  knnwb_split_finish_as(run, a, b, a_lists, FALSE);
   knnwb_split_finish(run, b, a, b_lists);
   return TRUE;
+}
+
+/* The exact distances left NaN in rows [0, a->count) of lists (a's rows, merged) of candidates
+ * among b's rows, which are present now. */
+typedef struct {
+  const KnnwbSplitSide *a, *b;
+  KnnwbSplitLists *lists;
+} KnnwbSplitFill;
+
+static void knnwb_split_fill_rows(size_t first, size_t last, void *user)
+{
+  KnnwbSplitFill *fill = user;
+  const size_t kc = fill->lists->kc, lowest = fill->b->global;
+  for (size_t t = first; t < last; t++)
+    for (size_t c = 0; c < kc; c++) {
+      const int64_t index = fill->lists->index[t * kc + c];
+      double *distance = &fill->lists->distance[t * kc + c];
+      if (index >= 0 && (size_t)index >= lowest && (size_t)index - lowest < fill->b->count &&
+          isnan(*distance)) {
+        const int64_t next = c + 1 < kc ? fill->lists->index[t * kc + c + 1] : -1;
+        if (next >= 0 && (size_t)next >= lowest && (size_t)next - lowest < fill->b->count)
+          knnwb_split_prefetch(fill->b->rows, fill->b->first + ((size_t)next - lowest));
+        *distance = knnwb_prepared_distance(fill->a->rows, fill->a->first + t, fill->b->rows,
+                                            fill->b->first + ((size_t)index - lowest));
+      }
+    }
+}
+
+static void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                                       const KnnwbSplitSide *b, KnnwbSplitLists *lists)
+{
+  KnnwbSplitFill fill = {a, b, lists};
+  knnwb_parallel_for(run->threads, a->count, 64, knnwb_split_fill_rows, &fill);
 }
 
 /* ---- The run -----------------------------------------------------------------------------------
@@ -340,11 +386,15 @@ static void knnwb_split_complete_row(const KnnwbSplitRefine *refine, size_t i, s
     const gboolean best = seen++ < refine->k;
     if (isnan(distance[c]) && (size_t)index[c] >= first &&
         (size_t)index[c] - first < refine->reference->n) {
-      if (!best && knnwb_refine_lower_bound(refine->query, i, refine->reference, score[c]) > kth)
+      if (!best && knnwb_refine_lower_bound(refine->query, i, refine->reference, score[c]) > kth) {
         distance[c] = INFINITY;
-      else
-        distance[c] =
-            knnwb_prepared_distance(refine->query, i, refine->reference, (size_t)index[c] - first);
+        continue;
+      }
+      if (c + 1 < kc && index[c + 1] >= 0 && (size_t)index[c + 1] >= first &&
+          (size_t)index[c + 1] - first < refine->reference->n)
+        knnwb_split_prefetch(refine->reference, (size_t)index[c + 1] - first);
+      distance[c] =
+          knnwb_prepared_distance(refine->query, i, refine->reference, (size_t)index[c] - first);
     }
     if (best)
       kth = MAX(kth, distance[c]);
@@ -524,8 +574,10 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
       ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, &a_lists,
                               &window, error);
     }
-    if (ok)
+    if (ok) {
       knnwb_split_merge(lists, &a_lists, 0, run->threads);
+      knnwb_split_fill_distances(run, &a, &b, lists);
+    }
     knnwb_split_lists_clear(&a_lists);
     knnwb_split_mark(group, "pair selected and merged in", &since);
     const gboolean fits = knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
@@ -604,8 +656,10 @@ static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrep
       local = knnwb_split_run_job(run, &job, error);
       found.kc = job.kc;
       if (local) {
-        knnwb_split_finish_as(run, &mine, &b, &found, s > 0);
+        knnwb_split_finish_as(run, &mine, &b, &found, FALSE);
         knnwb_split_merge(lists, &found, 0, run->threads);
+        if (s > 0) /* the own reference block's are computed by the refinement */
+          knnwb_split_fill_distances(run, &mine, &b, lists);
       }
     }
     knnwb_split_lists_clear(&found);
@@ -690,7 +744,8 @@ static gboolean knnwb_split_retry(const KnnwbSplitRun *run, const KnnwbPrepared 
         KnnwbSplitLists narrow = found[r];
         narrow.kc = job.kc;
         if (local) {
-          knnwb_split_finish(run, &theirs, &own_reference, &narrow);
+          /* The own rows' distances are left to the refinement (which needs about k of them). */
+          knnwb_split_finish_as(run, &theirs, &own_reference, &narrow, r != (size_t)group->rank);
           /* Widen in place from the back: row t's job.kc entries move to t * kc. */
           for (size_t t = view.n; t-- > 0;)
             for (size_t c = kc; c-- > 0;) {
@@ -898,6 +953,13 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   knnwb_split_mark(group, "refine", &since);
   /* Rows the bound cannot certify: four times the candidates, until every rank is done. */
   const size_t total = self ? available + 1 : available;
+  /* The ranks finish their passes at different times: the first to finish waits here in the
+   * group's sleeping poll, not in the reduction's busy one (which would take a core from the
+   * others when ranks share cores). */
+  if (!group->agree(group, TRUE, error)) {
+    ok = FALSE;
+    goto out;
+  }
   for (;;) {
     int64_t pending = (int64_t)left->len;
     if (!group->reduce(group, &pending, 1, KNNWB_GROUP_SUM, error)) {

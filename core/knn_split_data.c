@@ -151,14 +151,6 @@ typedef struct {
   double distance;
 } KnnwbSplitCandidate;
 
-static int knnwb_split_candidate_compare(const void *a, const void *b)
-{
-  const KnnwbSplitCandidate *x = a, *y = b;
-  if (x->score != y->score)
-    return x->score < y->score ? -1 : 1;
-  return x->index < y->index ? -1 : (x->index > y->index);
-}
-
 static gboolean knnwb_split_candidate_before(const KnnwbSplitCandidate *x,
                                              const KnnwbSplitCandidate *y)
 {
@@ -167,13 +159,29 @@ static gboolean knnwb_split_candidate_before(const KnnwbSplitCandidate *x,
 
 /* Merges every row u of incoming into row at + u of lists: each keeps its kc best by (score,
  * index), sorted. lists' rows are sorted already (every list starts empty and changes only here),
- * incoming's need not be: its valid candidates are sorted (insertion sort up to 64: a job's kc,
- * fewer after a job with starting thresholds) and the two runs merged, O(kc + c log c) a row. */
+ * incoming's need not be: those of its valid candidates that can enter are sorted (8-byte keys;
+ * insertion sort for lists up to 64, a job's kc, a few after a job with starting thresholds) and
+ * the two runs merged, O(kc + c^2) a row for c entering (O(kc + c log c) past 64). */
 typedef struct {
   KnnwbSplitLists *lists;
   const KnnwbSplitLists *incoming;
   size_t at;
 } KnnwbSplitMerge;
+
+/* An incoming candidate while a row is merged: its score and where it is (8 bytes to move). */
+typedef struct {
+  float score;
+  uint32_t at;
+} KnnwbSplitKey;
+
+static gint knnwb_split_key_compare(gconstpointer a, gconstpointer b, gpointer indices)
+{
+  const KnnwbSplitKey *x = a, *y = b;
+  if (x->score != y->score)
+    return x->score < y->score ? -1 : 1;
+  const int64_t i = ((const int64_t *)indices)[x->at], j = ((const int64_t *)indices)[y->at];
+  return i < j ? -1 : (i > j);
+}
 
 static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
 {
@@ -181,49 +189,70 @@ static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
   KnnwbSplitLists *lists = merge->lists;
   const KnnwbSplitLists *incoming = merge->incoming;
   const size_t kc = lists->kc;
-  KnnwbSplitCandidate *pool = g_new(KnnwbSplitCandidate, kc + incoming->kc);
-  KnnwbSplitCandidate *added = pool + kc;
+  KnnwbSplitCandidate *held = g_new(KnnwbSplitCandidate, MAX(kc, (size_t)1));
+  KnnwbSplitKey *added = g_new(KnnwbSplitKey, MAX(incoming->kc, (size_t)1));
+  KnnwbSplitCandidate *sorted = g_new(KnnwbSplitCandidate, MAX(incoming->kc, (size_t)1));
   for (size_t u = first; u < last; u++) {
-    const size_t t = merge->at + u;
+    const size_t t = merge->at + u, base = u * incoming->kc;
+    /* A full list takes only what beats its last (most incoming candidates, after the lists they
+     * were selected against have improved). */
+    const gboolean full = kc > 0 && lists->index[t * kc + kc - 1] >= 0;
+    const KnnwbSplitCandidate last_held = {full ? lists->score[t * kc + kc - 1] : INFINITY,
+                                           full ? lists->index[t * kc + kc - 1] : 0, 0.0};
     size_t count = 0;
     for (size_t c = 0; c < incoming->kc; c++) {
-      const size_t at = u * incoming->kc + c;
-      if (incoming->index[at] < 0)
+      const int64_t index = incoming->index[base + c];
+      if (index < 0)
         continue;
-      const KnnwbSplitCandidate candidate = {incoming->score[at], incoming->index[at],
-                                             incoming->distance[at]};
-      if (count >= 64) {
-        added[count++] = candidate;
+      const KnnwbSplitKey key = {incoming->score[base + c], (uint32_t)c};
+      if (full && !(key.score < last_held.score ||
+                    (key.score == last_held.score && index < last_held.index)))
+        continue;
+      if (incoming->kc > 64) { /* long lists (re-selection): sorted below */
+        added[count++] = key;
         continue;
       }
       size_t place = count++;
-      for (; place > 0 && knnwb_split_candidate_before(&candidate, &added[place - 1]); place--)
-        added[place] = added[place - 1];
-      added[place] = candidate;
+      for (; place > 0; place--) {
+        const KnnwbSplitKey *before = &added[place - 1];
+        if (!(key.score < before->score ||
+              (key.score == before->score && index < incoming->index[base + before->at])))
+          break;
+        added[place] = *before;
+      }
+      added[place] = key;
     }
     if (count == 0)
       continue;
-    if (count > 64)
-      qsort(added, count, sizeof *added, knnwb_split_candidate_compare);
-    size_t held = 0;
-    while (held < kc && lists->index[t * kc + held] >= 0) {
-      pool[held] = (KnnwbSplitCandidate){lists->score[t * kc + held], lists->index[t * kc + held],
-                                         lists->distance[t * kc + held]};
-      held++;
+    if (incoming->kc > 64)
+      g_qsort_with_data(added, (gint)count, sizeof *added, knnwb_split_key_compare,
+                        (gpointer)(incoming->index + base));
+    for (size_t y = 0; y < count; y++) {
+      const size_t at = base + added[y].at;
+      sorted[y] =
+          (KnnwbSplitCandidate){incoming->score[at], incoming->index[at], incoming->distance[at]};
+    }
+    size_t kept = 0;
+    while (kept < kc && lists->index[t * kc + kept] >= 0) {
+      held[kept] = (KnnwbSplitCandidate){lists->score[t * kc + kept], lists->index[t * kc + kept],
+                                         lists->distance[t * kc + kept]};
+      kept++;
     }
     size_t x = 0, y = 0;
     for (size_t c = 0; c < kc; c++) {
       const KnnwbSplitCandidate *next = NULL;
-      if (x < held && (y == count || knnwb_split_candidate_before(&pool[x], &added[y])))
-        next = &pool[x++];
+      if (x < kept && (y == count || knnwb_split_candidate_before(&held[x], &sorted[y])))
+        next = &held[x++];
       else if (y < count)
-        next = &added[y++];
+        next = &sorted[y++];
       lists->index[t * kc + c] = next ? next->index : -1;
       lists->score[t * kc + c] = next ? next->score : INFINITY;
       lists->distance[t * kc + c] = next ? next->distance : NAN;
     }
   }
-  g_free(pool);
+  g_free(held);
+  g_free(added);
+  g_free(sorted);
 }
 
 void knnwb_split_merge(KnnwbSplitLists *lists, const KnnwbSplitLists *incoming, size_t at,

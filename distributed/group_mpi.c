@@ -123,6 +123,8 @@ static gboolean knnwb_distributed_exchange(const KnnwbKnnGroup *group, const voi
 {
   (void)error; /* MPI's default handler ends the job on transport errors */
   const int ranks = group->size, me = group->rank;
+  if (knnwb_distributed_shared_exchange(send, send_bytes, receive, receive_bytes))
+    return TRUE;
   size_t n_requests = 0;
   for (int r = 0; r < ranks; r++)
     if (r != me)
@@ -156,10 +158,36 @@ static gboolean knnwb_distributed_reduce(const KnnwbKnnGroup *group, int64_t *va
 {
   (void)group;
   (void)error;
+  if (knnwb_distributed_shared_reduce(values, count, reduction))
+    return TRUE;
   MPI_Op op = reduction == KNNWB_GROUP_MIN   ? MPI_MIN
               : reduction == KNNWB_GROUP_MAX ? MPI_MAX
                                              : MPI_SUM;
   MPI_Allreduce(MPI_IN_PLACE, values, (int)count, MPI_INT64_T, op, knnwb_distributed_comm);
+  return TRUE;
+}
+
+static gboolean knnwb_distributed_share_begin(const KnnwbKnnGroup *group, size_t bytes,
+                                              void **blocks, GError **error)
+{
+  (void)group;
+  (void)error;
+  return knnwb_distributed_shared_begin(bytes, blocks);
+}
+
+static gboolean knnwb_distributed_share_sync(const KnnwbKnnGroup *group, GError **error)
+{
+  (void)group;
+  (void)error;
+  knnwb_distributed_shared_sync();
+  return TRUE;
+}
+
+static gboolean knnwb_distributed_share_end(const KnnwbKnnGroup *group, GError **error)
+{
+  (void)group;
+  (void)error;
+  knnwb_distributed_shared_end();
   return TRUE;
 }
 
@@ -183,12 +211,16 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   MPI_Comm_split_type(knnwb_distributed_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_size);
   MPI_Comm_free(&local);
+  knnwb_distributed_shared_init(knnwb_distributed_comm, local_size);
   knnwb_distributed_group = (KnnwbKnnGroup){.rank = rank,
                                             .size = size,
                                             .local_size = local_size,
                                             .agree = knnwb_distributed_agree,
                                             .exchange = knnwb_distributed_exchange,
-                                            .reduce = knnwb_distributed_reduce};
+                                            .reduce = knnwb_distributed_reduce,
+                                            .share_begin = knnwb_distributed_share_begin,
+                                            .share_sync = knnwb_distributed_share_sync,
+                                            .share_end = knnwb_distributed_share_end};
   if (size > 1) {
     *group = &knnwb_distributed_group;
     knnwb_knn_group_set_default(&knnwb_distributed_group);
@@ -201,6 +233,7 @@ void knnwb_distributed_finalize(void)
   if (!knnwb_distributed_joined)
     return;
   knnwb_knn_group_set_default(NULL);
+  knnwb_distributed_shared_finalize();
   MPI_Comm_free(&knnwb_distributed_comm);
   MPI_Finalize();
   knnwb_distributed_joined = FALSE;

@@ -4,10 +4,12 @@
 # benchmark (n = 1,533,876, d = 295, k = 20 Pearson) on 1 rank x 1 GPU, on 2 ranks x 1 GPU (with
 # and without the ranks sharing thresholds) and on one process with both GPUs, with every rank's
 # debug lines (exchange, merge, thresholds) and the CUDA trace (KNNWB_CUDA_TRACE=1) in the logs.
-# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests|quick]
+# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests|quick|ratio|all]
 # ("tests" also runs the GPU ctest label first; "quick": the byte checks and the 2-rank benchmark
-# only). Open MPI's shared-memory segments go to /dev/shm (a container's /tmp may be an overlay on
-# disk).
+# only; "ratio": the byte checks, 1 GPU and 2 ranks; "all" adds 2 ranks without threshold rounds, one process with both GPUs and Open MPI's CMA
+# path). Default: 1 GPU, 2 ranks, 2 ranks with KNNWB_MPI_SHARED=0 (messages instead of the shared
+# window), and bench_exchange (the transports alone). At most 8 files in OUTDIR. Open MPI's
+# shared-memory segments go to /dev/shm (a container's /tmp may be an overlay on disk).
 set -uo pipefail
 out=${1:-/tmp/knnwb-mpi}
 mkdir -p "$out"
@@ -16,18 +18,20 @@ b=/tmp/knnwb-build-mpi
 for d in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
   [ -x "$d/mpicc" ] && ! command -v mpicc >/dev/null && export PATH=$d:$PATH
 done
-{ mpicc -showme; mpirun --version | head -1; } >"$out/mpi.txt" 2>&1
+{ mpicc -showme; mpirun --version | head -1; df -h /dev/shm; nproc
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; } >"$out/mpi.txt" 2>&1
 cat "$out/mpi.txt"
+mode=${2:-}
 targets="bench_knn_gpu knnwb_host knnwb_knn_plugin"
-[ "${2:-}" = tests ] && targets="$targets test_cuda_select test_cuda_knn"
+[ "$mode" = ratio ] || [ "$mode" = quick ] || targets="$targets bench_exchange"
+[ "$mode" = tests ] && targets="$targets test_cuda_select test_cuda_knn"
 SECONDS=0
 { cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=ON -DKNNWB_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_TYPE=Release \
   && cmake --build $b --target $targets -j"$(nproc)"; } \
   >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "build ${SECONDS} s"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-if [ "${2:-}" = tests ]; then
+if [ "$mode" = tests ]; then
   timeout 150 ctest --test-dir $b -R 'test_cuda_(select|knn)$' --output-on-failure >"$out/ctest.log" 2>&1
   echo "ctest rc=$?"; grep "tests passed\|Passed\|Failed" "$out/ctest.log"
 fi
@@ -53,21 +57,32 @@ done 2>&1 | tee "$out/identity.txt"
 export G_MESSAGES_DEBUG=all KNNWB_CUDA_TRACE=1 KNNWB_MPI_VERBOSE=1
 bench="--n 1533876 --no-select --no-floor"
 runs="bench2"
-if [ "${2:-}" != quick ]; then
-  runs="bench1 bench2 bench2-nobounds bench1x2 bench2-cma"
+if [ "$mode" = ratio ]; then
+  runs="bench1 bench2"
+  CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
+elif [ "$mode" != quick ]; then
+  # The transports alone: the candidates' size each way, the threshold rounds' reduction.
+  for shared in 0 1 auto; do
+    KNNWB_MPI_SHARED=$shared mpi 2 $b/tests/distributed/bench_exchange --mib 383 --reps 3
+  done 2>&1 | grep -v "^\[1,1\]" | tee "$out/exchange.txt"
+  runs="bench1 bench2 bench2-messages"
   CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
 fi
 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2.log" 2>&1
-if [ "${2:-}" != quick ]; then
+if [ "$mode" != quick ] && [ "$mode" != ratio ]; then
+  KNNWB_MPI_SHARED=0 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-messages.log" 2>&1
+fi
+if [ "$mode" = all ]; then
+  runs="$runs bench2-nobounds bench1x2 bench2-cma"
   KNNWB_CUDA_NO_SHARE_BOUNDS=1 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-nobounds.log" 2>&1
   CUDA_VISIBLE_DEVICES=0,1 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1x2.log" 2>&1
   # Open MPI's single-copy path (CMA: process_vm_readv) where the container allows it.
-  single_copy=cma mpi_extra="--timeout 120" mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench \
+  KNNWB_MPI_SHARED=0 single_copy=cma mpi_extra="--timeout 120" mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench \
     >"$out/bench2-cma.log" 2>&1 || echo "cma run failed: $?"
 fi
 for f in $runs; do
   echo "== $f"
   grep "library (\|MPI:\|gathering" "$out/$f.log"
-  grep "DEBUG.*\(candidates received\|thresholds shared\|duplicate rows\|checks and\|gathered\|select .* refine\|prepare\|whole call\)\|knnwb cuda" "$out/$f.log" |
+  grep "DEBUG.*\(candidates received\|thresholds shared\|duplicate rows\|checks and\|gathered\|select .* refine\|prepare\|whole call\|re-selected\|exchange and merge\)\|knnwb cuda" "$out/$f.log" |
     sed 's/\*\* (process:[0-9]*): .*DEBUG.*: //' | cut -c1-220
 done

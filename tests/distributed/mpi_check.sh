@@ -138,6 +138,17 @@ for ranks in 1 2 3; do
   mpi "$ranks" knn data.npy -k 9 -m manhattan -b cpu --memory 4K -q --mpi-input whole \
     -o "r$ranks-whole.knn"
   cmp one-manhattan.knn "r$ranks-whole.knn" || fail "$ranks ranks: --mpi-input whole differs"
+  # Every exchange and reduction through Open MPI's shared-memory window (the default takes it
+  # for large ones only), and none at all.
+  for shared in 1 0; do
+    KNNWB_MPI_SHARED=$shared mpi "$ranks" knn data.npy -k 9 -m pearson -b cpu --memory 4K -q \
+      --mpi-input whole -o "r$ranks-shared$shared.knn"
+    cmp one-pearson.knn "r$ranks-shared$shared.knn" || fail "$ranks ranks: KNNWB_MPI_SHARED=$shared differs"
+  done
+  # The last rank finds no room for the window: every rank must take messages with it.
+  KNNWB_MPI_SHARED=1 KNNWB_MPI_SHARED_NO_ROOM_RANK=$((ranks - 1)) mpi "$ranks" knn data.npy -k 9 \
+    -m pearson -b cpu --memory 4K -q --mpi-input whole -o "r$ranks-noroom.knn"
+  cmp one-pearson.knn "r$ranks-noroom.knn" || fail "$ranks ranks: no room on one rank differs"
   mpi "$ranks" knn data.tsv -k 9 -m spearman -b cpu --memory 4K -q -o "r$ranks-text.tsv"
   "$knnwb" knn data.tsv -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o one-text.tsv
   cmp one-text.tsv "r$ranks-text.tsv" || fail "$ranks ranks: text input split differs"

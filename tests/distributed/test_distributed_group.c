@@ -10,6 +10,7 @@
 #include <knnwb/knnwb.h>
 #include "knnwb_test_matrix.h"
 #include "../core/oracle.h"
+#include "knn_internal.h"
 
 #define MAX_RANKS 4
 
@@ -24,6 +25,7 @@ typedef struct {
   gboolean ok[MAX_RANKS];
   GError *error[MAX_RANKS];
   int64_t *values[MAX_RANKS];
+  void *blocks[MAX_RANKS];
 } ThreadJob;
 
 typedef struct {
@@ -121,6 +123,38 @@ static gboolean thread_reduce(const KnnwbKnnGroup *group, int64_t *values, size_
   thread_job_barrier(job);
   return TRUE;
 }
+
+/* Blocks every rank reads (the group's optional zero-copy path): each rank's own allocation. */
+static gboolean thread_share_begin(const KnnwbKnnGroup *group, size_t bytes, void **blocks,
+                                   GError **error)
+{
+  (void)error;
+  ThreadJob *job = thread_job_of(group);
+  job->blocks[group->rank] = g_malloc(MAX(bytes, (size_t)1));
+  thread_job_barrier(job);
+  memcpy(blocks, job->blocks, (size_t)job->size * sizeof(void *));
+  return TRUE;
+}
+
+static gboolean thread_share_sync(const KnnwbKnnGroup *group, GError **error)
+{
+  (void)error;
+  thread_job_barrier(thread_job_of(group));
+  return TRUE;
+}
+
+static gboolean thread_share_end(const KnnwbKnnGroup *group, GError **error)
+{
+  (void)error;
+  ThreadJob *job = thread_job_of(group);
+  thread_job_barrier(job); /* nobody reads any block any more */
+  g_clear_pointer(&job->blocks[group->rank], g_free);
+  return TRUE;
+}
+
+/* Every other group run shares blocks (zero-copy candidates), the others exchange messages, so
+ * that both paths of core's merge run through every kind of case. */
+static gboolean thread_share_next;
 
 typedef struct {
   ThreadRank rank;
@@ -259,10 +293,17 @@ static void run_ranks_task(int ranks, const KnnwbMatrix *query, const KnnwbMatri
                                          .agree = task.focus ? turn_agree : thread_agree,
                                          .exchange = task.focus ? turn_exchange : thread_exchange,
                                          .reduce = task.focus ? turn_reduce : thread_reduce};
+    /* (The turn-taking group of the focus tasks keeps to messages.) */
+    if (thread_share_next && !task.focus) {
+      runs[r].rank.group.share_begin = thread_share_begin;
+      runs[r].rank.group.share_sync = thread_share_sync;
+      runs[r].rank.group.share_end = thread_share_end;
+    }
     threads[r] = g_thread_new("rank", rank_main, &runs[r]);
   }
   for (int r = 0; r < ranks; r++)
     g_thread_join(threads[r]);
+  thread_share_next = !thread_share_next;
   g_mutex_clear(&job.lock);
   g_cond_clear(&job.cond);
 }
@@ -698,6 +739,105 @@ static void test_split_neighbourhood(void)
   }
 }
 
+/*
+ * The threshold rounds of a shared GPU job (core/knn_group_bounds.c), which no CPU run uses: every
+ * rank's values become the element-wise minimum over the ranks (infinities, negatives, a float
+ * just below another), a rank whose values are of another size takes part with nothing, a rank
+ * that used fewer rounds has them completed by finish (the others' rounds still match), and one
+ * rank not wanting rounds makes them none for all.
+ */
+#define BOUND_ROWS 1001
+
+typedef struct {
+  ThreadRank rank;
+  gboolean wanted;
+  int used; /* rounds this rank calls share for */
+  float values[3][BOUND_ROWS];
+  int returned[3];
+  int rounds;
+} BoundsRun;
+
+static float bound_value(int rank, int round, size_t i)
+{
+  if ((i + (size_t)rank) % 7 == 0)
+    return INFINITY; /* this rank has no full list for the row */
+  const float base = (float)((i * 37 + (size_t)rank * 11 + (size_t)round * 5) % 101) - 50.0f;
+  /* Neighbouring floats must stay apart (rank 1 a step below rank 0 on some rows). */
+  return rank == 1 && i % 5 == 0 ? nextafterf(bound_value(0, round, i), -INFINITY) : base;
+}
+
+static gpointer bounds_main(gpointer data)
+{
+  BoundsRun *run = data;
+  const KnnwbKnnGroup *group = &run->rank.group;
+  KnnwbGroupBounds bounds;
+  g_assert_true(knnwb_group_bounds_init(&bounds, group, BOUND_ROWS, run->wanted, NULL));
+  g_assert_true(knnwb_group_bounds_ready(&bounds));
+  run->rounds = bounds.rounds;
+  for (int round = 0; round < run->used && round < 3; round++) {
+    for (size_t i = 0; i < BOUND_ROWS; i++)
+      run->values[round][i] = bound_value(group->rank, round, i);
+    /* Round 1 of rank 2 comes with the wrong size: it must give nothing and still take part. */
+    const size_t n = group->rank == 2 && round == 1 ? BOUND_ROWS - 1 : BOUND_ROWS;
+    run->returned[round] = knnwb_group_bounds_share(run->values[round], n, &bounds);
+  }
+  knnwb_group_bounds_finish(&bounds);
+  return NULL;
+}
+
+static void test_threshold_rounds(void)
+{
+  for (int wanted_by_all = 1; wanted_by_all >= 0; wanted_by_all--) {
+    const int ranks = 3;
+    ThreadJob job = {.size = ranks};
+    g_mutex_init(&job.lock);
+    g_cond_init(&job.cond);
+    BoundsRun *runs = g_new0(BoundsRun, ranks);
+    GThread *threads[MAX_RANKS];
+    for (int r = 0; r < ranks; r++) {
+      runs[r].rank.job = &job;
+      runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
+                                           .size = ranks,
+                                           .local_size = ranks,
+                                           .agree = thread_agree,
+                                           .exchange = thread_exchange,
+                                           .reduce = thread_reduce};
+      runs[r].wanted = wanted_by_all || r != 1;
+      runs[r].used = r == 1 ? 1 : 3; /* rank 1's backend stops after one round */
+      threads[r] = g_thread_new("rank", bounds_main, &runs[r]);
+    }
+    for (int r = 0; r < ranks; r++)
+      g_thread_join(threads[r]);
+    for (int r = 0; r < ranks; r++) {
+      if (!wanted_by_all) {
+        g_assert_cmpint(runs[r].rounds, ==, 0);
+        for (int round = 0; round < runs[r].used; round++)
+          g_assert_cmpint(runs[r].returned[round], ==, 0);
+        continue;
+      }
+      g_assert_cmpint(runs[r].rounds, >=, 3);
+      for (int round = 0; round < runs[r].used; round++) {
+        const gboolean gave = !(r == 2 && round == 1);
+        g_assert_cmpint(runs[r].returned[round], ==, gave ? 1 : 0);
+        for (size_t i = 0; i < BOUND_ROWS; i++) {
+          float expected = bound_value(r, round, i);
+          if (gave)
+            for (int o = 0; o < ranks; o++) {
+              /* Rank 1 gave nothing after round 0 (finish), rank 2 nothing in round 1. */
+              const gboolean other_gave = !(o == 1 && round > 0) && !(o == 2 && round == 1);
+              if (other_gave)
+                expected = MIN(expected, bound_value(o, round, i));
+            }
+          g_assert_cmpfloat(runs[r].values[round][i], ==, expected);
+        }
+      }
+    }
+    g_free(runs);
+    g_mutex_clear(&job.lock);
+    g_cond_clear(&job.cond);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -712,5 +852,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   g_test_add_func("/distributed/group/gather-root", test_gather_root);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
+  g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   return g_test_run();
 }

@@ -102,6 +102,10 @@ static void test_valid_and_plan(void)
   g_assert_nonnull(strstr(plan, "metric = pearson\n"));
   g_assert_nonnull(strstr(plan, "graph = directed (default)"));
   g_assert_nonnull(strstr(plan, "/g.knn (written)"));
+  /* load and graph run split under mpirun, the writer on rank 0. */
+  g_assert_nonnull(strstr(plan, "1. load (load-matrix, plugin builtin) line 3\n"
+                                "     under mpirun: every rank, rows split\n"));
+  g_assert_nonnull(strstr(plan, "line 11\n     under mpirun: rank 0 alone\n"));
   free(plan);
 }
 

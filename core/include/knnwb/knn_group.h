@@ -41,6 +41,19 @@ struct KnnwbKnnGroup {
   /** Element-wise reduction of count values over all ranks, result on every rank (in place). */
   gboolean (*reduce)(const KnnwbKnnGroup *group, int64_t *values, size_t count,
                      KnnwbGroupReduction reduction, GError **error);
+  /**
+   * Optional (NULL when the ranks cannot share memory): blocks every rank can read, for exchanges
+   * without a copy. Collective: each rank asks for bytes of its own (0 too). TRUE (on every rank
+   * alike): blocks[r] is rank r's block; a rank writes only its own, calls share_sync, may then
+   * read every block, and calls share_end when done. FALSE with *error unset (on every rank alike):
+   * no blocks this time (too small to be worth it, no room); use exchange. FALSE with *error set:
+   * the transport failed.
+   */
+  gboolean (*share_begin)(const KnnwbKnnGroup *group, size_t bytes, void **blocks, GError **error);
+  /** Collective: every rank's writes to its block are seen by all once it returns. */
+  gboolean (*share_sync)(const KnnwbKnnGroup *group, GError **error);
+  /** Collective: nobody reads the blocks any more (they may be freed). */
+  gboolean (*share_end)(const KnnwbKnnGroup *group, GError **error);
   void *data; /**< the implementation's */
 };
 

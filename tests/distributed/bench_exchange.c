@@ -1,0 +1,102 @@
+/*
+ * How fast the group's exchange and reduce move bytes between MPI ranks: the transports the kNN run
+ * uses for the candidate exchange and the threshold rounds, measured alone. Each rank sends
+ * --mib MiB to every other rank (fresh buffers each repetition, as the kNN run allocates them) and
+ * reduces --reduce int64 values; the content is checked after each transfer, so a fast wrong
+ * transport fails. Run it twice to compare the paths: KNNWB_MPI_SHARED=0 (Open MPI's messages)
+ * and unset (the shared-memory window when all ranks share a host).
+ * Usage: mpirun -np R bench_exchange [--mib M] [--reduce N] [--reps R]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <glib.h>
+#include <knnwb/distributed.h>
+#include <knnwb/knn_group.h>
+
+static double knnwb_bench_now(void)
+{
+  return (double)g_get_monotonic_time() / 1e6;
+}
+
+int main(int argc, char **argv)
+{
+  const KnnwbKnnGroup *group = NULL;
+  GError *error = NULL;
+  if (!knnwb_distributed_init(&argc, &argv, &group, &error) || group == NULL) {
+    fprintf(stderr, "bench_exchange: run under mpirun with 2 or more ranks (%s)\n",
+            error ? error->message : "one rank");
+    return 1;
+  }
+  gint64 mib = 384, reduce_count = 1533876, reps = 3;
+  GOptionEntry entries[] = {
+      {"mib", 0, 0, G_OPTION_ARG_INT64, &mib, "MiB sent to each other rank", "M"},
+      {"reduce", 0, 0, G_OPTION_ARG_INT64, &reduce_count, "int64 values reduced", "N"},
+      {"reps", 0, 0, G_OPTION_ARG_INT64, &reps, "repetitions", "R"},
+      {NULL}};
+  g_autoptr(GOptionContext) context = g_option_context_new("- group exchange bandwidth");
+  g_option_context_add_main_entries(context, entries, NULL);
+  if (!g_option_context_parse(context, &argc, &argv, &error)) {
+    fprintf(stderr, "bench_exchange: %s\n", error->message);
+    return 2;
+  }
+  const int ranks = group->size, me = group->rank;
+  const size_t bytes = (size_t)mib << 20, words = bytes / sizeof(uint64_t);
+  int failures = 0;
+  for (gint64 rep = 0; rep < reps; rep++) {
+    g_autofree const void **send = g_new0(const void *, ranks);
+    g_autofree void **receive = g_new0(void *, ranks);
+    g_autofree size_t *sizes = g_new0(size_t, ranks);
+    for (int r = 0; r < ranks; r++) {
+      if (r == me)
+        continue;
+      uint64_t *out = g_malloc(bytes);
+      for (size_t w = 0; w < words; w++)
+        out[w] = ((uint64_t)me << 48) ^ ((uint64_t)r << 40) ^ w;
+      send[r] = out;
+      receive[r] = g_malloc(bytes); /* untouched: its page faults count, as in the kNN run */
+      sizes[r] = bytes;
+    }
+    group->agree(group, TRUE, NULL);
+    double start = knnwb_bench_now();
+    group->exchange(group, send, sizes, receive, sizes, NULL);
+    double exchanged = knnwb_bench_now() - start;
+    for (int r = 0; r < ranks; r++) {
+      if (r == me)
+        continue;
+      const uint64_t *in = receive[r];
+      for (size_t w = 0; w < words && failures < 10; w++)
+        if (in[w] != (((uint64_t)r << 48) ^ ((uint64_t)me << 40) ^ w)) {
+          fprintf(stderr, "rank %d: word %zu from rank %d is wrong\n", me, w, r);
+          failures++;
+        }
+      g_free((void *)send[r]);
+      g_free(receive[r]);
+    }
+    int64_t *values = g_new(int64_t, MAX(reduce_count, 1));
+    for (gint64 i = 0; i < reduce_count; i++)
+      values[i] = (i * 7 + me * 13) % 101;
+    group->agree(group, TRUE, NULL);
+    start = knnwb_bench_now();
+    group->reduce(group, values, (size_t)reduce_count, KNNWB_GROUP_MIN, NULL);
+    double reduced = knnwb_bench_now() - start;
+    for (gint64 i = 0; i < reduce_count && failures < 10; i++) {
+      int64_t expected = INT64_MAX;
+      for (int r = 0; r < ranks; r++)
+        expected = MIN(expected, (i * 7 + r * 13) % 101);
+      if (values[i] != expected) {
+        fprintf(stderr, "rank %d: reduced value %" G_GINT64_FORMAT " is wrong\n", me, i);
+        failures++;
+      }
+    }
+    g_free(values);
+    if (me == 0)
+      printf("exchange %" G_GINT64_FORMAT " MiB to each of %d rank(s): %.3f s (%.2f GB/s "
+             "received per rank); reduce of %" G_GINT64_FORMAT " int64: %.4f s (shared: %s)\n",
+             mib, ranks - 1, exchanged, (double)bytes * (ranks - 1) / exchanged / 1e9, reduce_count,
+             reduced, g_getenv("KNNWB_MPI_SHARED") ? g_getenv("KNNWB_MPI_SHARED") : "auto");
+  }
+  gboolean ok = group->agree(group, failures == 0, &error);
+  knnwb_distributed_finalize();
+  return ok ? 0 : 1;
+}
