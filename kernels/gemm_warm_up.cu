@@ -6,7 +6,7 @@
  * KNNWB_CUDA_TRACE=1 timeline). So each worker makes one GEMM of the real tile shape on a helper
  * thread as soon as its handle exists, while the rows upload, into a buffer of its own (the
  * upload stages through the tile buffers). Best effort: without memory or a thread there is no
- * warm-up, and the tiles pay the cost as before. KNNWB_CUDA_WARM_UP=0 turns it off (to measure).
+ * warm-up, and the tiles pay the cost as before. KNNWB_CUDA_WARM_UP=1/0 turns it on/off.
  */
 #include "select_worker.h"
 #include "tile_scores.h"
@@ -22,13 +22,16 @@ namespace knnwb_cuda
 namespace
 {
 
+/* Off until measured on two GPUs; KNNWB_CUDA_WARM_UP=1 or 0 decides. */
+constexpr bool kWarmUpDefault = false;
+
 bool warm_up_wanted()
 {
-  static const bool off = [] {
+  static const bool on = [] {
     const char *v = getenv("KNNWB_CUDA_WARM_UP");
-    return v != nullptr && strcmp(v, "0") == 0;
+    return v == nullptr || *v == 0 ? kWarmUpDefault : strcmp(v, "0") != 0;
   }();
-  return !off;
+  return on;
 }
 
 } // namespace

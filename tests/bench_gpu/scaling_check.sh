@@ -4,13 +4,13 @@
 # gives each GPU's phases (set up, uploaded, own diagonal tiles, every GPU's, tiles done, lists
 # out) and splits the tile loop's GPU time into selection, threshold imports and the rest.
 # Variants (each must keep the digest 839ee8e3b912cbe5):
-#   KNNWB_CUDA_WARM_UP=0      no warm-up of the first score GEMM on a helper thread
+#   KNNWB_CUDA_WARM_UP=1/0    the first score GEMM warmed up on a helper thread, or not
 #   KNNWB_CUDA_IMPORT=all     every threshold import takes all n rows (default: the piece's rows)
 #   KNNWB_CUDA_PIECE=N        N off-diagonal tiles per work item (default: whole columns)
 #   KNNWB_CUDA_EXCHANGE=N     thresholds imported every N pieces (default 1)
 # and KNNWB_CUDA_TRACE=2 (candidate and merge counters, slightly slower).
 # full: every variant on 2 GPUs, then the CUDA tests on both GPUs and --gpu-memory 4G (streaming)
-# on 2 GPUs; short (default): 1 and 2 GPUs with and without the warm-up, and the old pieces.
+# on 2 GPUs; short (default): 1 and 2 GPUs with and without the warm-up, then test_cuda_knn.
 # Usage (repository root, after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/scaling_check.sh OUTDIR [BUILD] [short|full]
 # BUILD: a CUDA build holding bench_knn_gpu and the CUDA tests (carried from a machine with the
@@ -50,17 +50,22 @@ run() {
     grep -v "lists of\|per diagonal tile (1)" | sed 's/.*DEBUG: [0-9:.]* //'
 }
 if [ "$mode" = short ]; then
-  run two 2
+  run two-warm-up 2 KNNWB_CUDA_WARM_UP=1
   run two-no-warm-up 2 KNNWB_CUDA_WARM_UP=0
-  run one 1
+  run one-warm-up 1 KNNWB_CUDA_WARM_UP=1
   run one-no-warm-up 1 KNNWB_CUDA_WARM_UP=0
-  run two-piece-16 2 KNNWB_CUDA_PIECE=16
-  run two-again 2
+  run two-warm-up-again 2 KNNWB_CUDA_WARM_UP=1
+  t0=$(date +%s)
+  KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= KNNWB_CUDA_WARM_UP=1 $b/tests/kernels/test_cuda_knn \
+    >"$out/tests.log" 2>&1
+  echo "test_cuda_knn (2 GPUs, warm-up) rc=$? ($(grep -c '^ok' "$out/tests.log") ok, $(($(date +%s) - t0)) s)"
+  grep "^not ok\|ERROR\|FAIL\|Bail" "$out/tests.log" | head
   exit 0
 fi
 run one 1
 run two 2
 run two-no-warm-up 2 KNNWB_CUDA_WARM_UP=0
+run two-warm-up 2 KNNWB_CUDA_WARM_UP=1
 run two-import-all 2 KNNWB_CUDA_IMPORT=all
 run two-piece-4 2 KNNWB_CUDA_PIECE=4
 run two-piece-16 2 KNNWB_CUDA_PIECE=16
