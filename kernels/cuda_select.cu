@@ -150,6 +150,7 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
       pinned = pins.pin(job->query, job->n_query * job->dim * sizeof(float)) && pinned;
   }
   Run run;
+  run.trace_t0 = seconds_now();
   run.job = job;
   run.plan = plan;
   run.ordinals = ordinals;

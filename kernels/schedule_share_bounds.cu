@@ -61,7 +61,7 @@ bool Worker::share_bounds_round()
   PeerThresholds common = {};
   common.thr[0] = bounds_device_;
   common.count = 1;
-  CUDA_TRY(run_, launch_import_thresholds(state_, common, (int)n, select_stream_));
+  CUDA_TRY(run_, launch_import_thresholds(state_, common, 0, (int)n, select_stream_));
   return true;
 }
 

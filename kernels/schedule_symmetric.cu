@@ -7,9 +7,10 @@
  * (b, c) for b < c, so a row's first pairs are always its own block's. With G GPUs each keeps
  * state for all rows: every GPU first runs the diagonal tiles of its own blocks (b % G == g), then
  * takes the other rows' thresholds from their owners by peer access (without peer access: from a
- * column sample of each other diagonal tile, the lists emptied again), then pieces of at most
- * kPiece off-diagonal tiles go to GPUs from a shared counter (small pieces: even tails) while the
- * GPUs keep importing each other's tighter thresholds.
+ * column sample of each other diagonal tile, the lists emptied again), then the columns'
+ * off-diagonal tiles (whole columns in one process, pieces of kPiece for shares of a group; see
+ * piece_tiles) go to GPUs from a shared counter while the GPUs keep importing each other's
+ * tighter thresholds for the rows of their next piece.
  */
 #include "select_worker.h"
 
@@ -59,6 +60,35 @@ bool Worker::symmetric_tile(long b, long c, int n_cols, bool counted)
 }
 
 /*
+ * Several GPUs: rows [row0, row0 + n_rows) and [row1, row1 + n_rows1) take the peers' thresholds
+ * (min), on the selection stream, so in order with this GPU's tiles (trace: timed, each import's
+ * time added at the next one, long done by then).
+ */
+bool Worker::import_rows(const PeerThresholds &peers, size_t row0, size_t n_rows, size_t row1,
+                         size_t n_rows1)
+{
+  if (import_pending_) {
+    float ms = 0;
+    CUDA_TRY(run_, cudaEventSynchronize(import_end_));
+    CUDA_TRY(run_, cudaEventElapsedTime(&ms, import_start_, import_end_));
+    import_ms_ += ms;
+    import_pending_ = false;
+  }
+  if (peers.count == 0 || n_rows + n_rows1 == 0)
+    return true;
+  if (import_start_)
+    CUDA_TRY(run_, cudaEventRecord(import_start_, select_stream_));
+  CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)row0, (int)n_rows, select_stream_));
+  CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)row1, (int)n_rows1, select_stream_));
+  if (import_end_) {
+    CUDA_TRY(run_, cudaEventRecord(import_end_, select_stream_));
+    import_pending_ = true;
+  }
+  imports_++;
+  return true;
+}
+
+/*
  * Several GPUs: thresholds for every row before any off-diagonal tile. Each GPU runs the diagonal
  * tiles of its own blocks (b % G == g) in full. With peer access the others' rows then import the
  * owners' thresholds directly. Without it, a column sample of each other diagonal tile sets thr
@@ -100,10 +130,12 @@ bool Worker::symmetric_thresholds(const PeerThresholds &peers)
    * their diagonal tiles in full, and the kernels are done), so GPUs may tighten each other's. */
   if (!drain())
     return false;
+  t_phase_done_ = seconds_now();
   run_.phase_barrier->wait();
   phase_passed_ = true;
-  if (peers.count > 0)
-    CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)n, select_stream_));
+  t_phase_passed_ = seconds_now();
+  if (!import_rows(peers, 0, n))
+    return false;
   /* Every process's thresholds are backed by its lists now: make them common. */
   if (share_bounds_wanted() && !share_bounds_round())
     return false;
@@ -117,6 +149,8 @@ bool Worker::run_symmetric()
   const int G = run_.n_devices;
   auto block_rows = [&](long b) { return (int)std::min(T, n - (size_t)b * T); };
   CUDA_TRY(run_, launch_state_reset(state_, 0, (int)n, select_stream_));
+  if (loop_start_)
+    CUDA_TRY(run_, cudaEventRecord(loop_start_, select_stream_));
   PeerThresholds peers = {};
   if (G > 1 && run_.peers_ok)
     for (int h = 0; h < G && peers.count < PeerThresholds::kMax; h++)
@@ -141,10 +175,17 @@ bool Worker::run_symmetric()
         !share_bounds_round())
       return false;
     /* Each GPU sees only its share of a row's pairs: without the others' thresholds its own would
-     * tighten G times slower and let G times more candidates through. */
-    if (peers.count > 0 && done_items % kExchangeItems == kExchangeItems - 1)
-      CUDA_TRY(run_, launch_import_thresholds(state_, peers, (int)n, select_stream_));
+     * tighten G times slower and let G times more candidates through. The piece's tiles read the
+     * thresholds of its rows only (blocks b0..b1 - 1 and c): importing those (1 + kPiece blocks
+     * of n / T) costs a fraction of all n rows' import. */
     const Segment sg = run_.segments[item];
+    if (peers.count > 0 && done_items % exchange_items() == exchange_items() - 1) {
+      const bool rows = import_piece_rows();
+      const size_t lo = rows ? (size_t)sg.b0 * T : 0, hi = rows ? (size_t)sg.b1 * T : n;
+      const size_t c0 = (size_t)sg.c * T, c1 = std::min(n, c0 + T);
+      if (!import_rows(peers, lo, std::min(hi, n) - lo, c0, rows ? c1 - c0 : 0))
+        return false;
+    }
     tiles_issued += (uint64_t)(sg.b1 - sg.b0) + (sg.diagonal ? 1 : 0);
     if (sg.diagonal && !symmetric_tile(sg.c, sg.c, block_rows(sg.c), true))
       return false;
@@ -152,8 +193,16 @@ bool Worker::run_symmetric()
       if (!symmetric_tile(b, sg.c, block_rows(sg.c), true))
         return false;
   }
-  if (!finish_last_tile())
+  if (!finish_last_tile() || !import_rows(PeerThresholds{}, 0, 0))
     return false;
+  t_tiles_done_ = seconds_now();
+  if (loop_start_) {
+    float ms = 0;
+    CUDA_TRY(run_, cudaEventRecord(loop_end_, select_stream_));
+    CUDA_TRY(run_, cudaEventSynchronize(loop_end_));
+    CUDA_TRY(run_, cudaEventElapsedTime(&ms, loop_start_, loop_end_));
+    loop_ms_ = ms;
+  }
   if (run_.abort)
     return false;
   CUDA_TRY(run_, launch_final_merge(state_, 0, (int)n, select_stream_));

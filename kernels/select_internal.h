@@ -102,12 +102,13 @@ struct PeerThresholds {
 };
 
 /**
- * thr[i] = min(thr[i], every peer's thr[i]) for rows [0, n_rows). Valid only once every GPU's
- * thresholds are backed by its own lists (after the diagonal phase): each peer value then bounds
- * kc pairs that the union of the lists keeps, so pairs it filters out are never needed.
+ * thr[i] = min(thr[i], every peer's thr[i]) for rows [row0, row0 + n_rows). Valid only once every
+ * GPU's thresholds are backed by its own lists (after the diagonal phase): each peer value then
+ * bounds kc pairs that the union of the lists keeps, so pairs it filters out are never needed.
+ * That holds row by row, so any subset of the rows may be imported.
  */
 cudaError_t launch_import_thresholds(const SelectState &state, const PeerThresholds &peers,
-                                     int n_rows, cudaStream_t stream);
+                                     int row0, int n_rows, cudaStream_t stream);
 
 /** Other GPUs' final lists (device pointers readable from this GPU by peer access). */
 struct PeerLists {

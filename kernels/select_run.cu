@@ -6,9 +6,46 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace knnwb_cuda
 {
+
+namespace
+{
+
+int env_int(const char *name, int fallback, int low, int high)
+{
+  const char *v = getenv(name);
+  if (v == nullptr || *v == 0)
+    return fallback;
+  const int x = atoi(v);
+  return x < low || x > high ? fallback : x;
+}
+
+} // namespace
+
+int piece_tiles(bool shares)
+{
+  static const int piece = env_int("KNNWB_CUDA_PIECE", 0, 1, 4096);
+  return piece > 0 ? piece : shares ? kPiece : 1 << 30;
+}
+
+int exchange_items()
+{
+  static const int items = env_int("KNNWB_CUDA_EXCHANGE", kExchangeItems, 1, 1 << 20);
+  return items;
+}
+
+bool import_piece_rows()
+{
+  static const bool all = [] {
+    const char *v = getenv("KNNWB_CUDA_IMPORT");
+    return v != nullptr && strcmp(v, "all") == 0;
+  }();
+  return !all;
+}
 
 std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, int shares,
                                         uint64_t *tiles)
@@ -29,8 +66,9 @@ std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, in
     }
     if (shares > 1)
       load[(size_t)(c % shares)] += kDiagonalWeight;
-    for (int b0 = 0; b0 < c; b0 += kPiece) {
-      Segment sg = {c, b0, std::min(c, b0 + kPiece), false};
+    const int piece = piece_tiles(shares > 1);
+    for (int b0 = 0; b0 < c; b0 += piece) {
+      Segment sg = {c, b0, std::min(c, b0 + piece), false};
       const size_t to = (size_t)(std::min_element(load.begin(), load.end()) - load.begin());
       load[to] += (uint64_t)(sg.b1 - sg.b0);
       if ((int)to != share)

@@ -22,8 +22,24 @@
 namespace knnwb_cuda
 {
 
-constexpr int kPiece = 16;        /* off-diagonal tiles per work item with several GPUs */
+constexpr int kPiece = 16;        /* off-diagonal tiles per work item of a share (process) */
 constexpr int kExchangeItems = 1; /* several GPUs: thresholds imported every this many pieces */
+
+/**
+ * Off-diagonal tiles per work item: kPiece for shares of a group's job; whole columns (0) for the
+ * GPUs of one process, where a column's pieces on two GPUs left each GPU's lists of the column's
+ * rows with half its pairs: thresholds looser (candidates per tile 76,000 against 58,000 on one
+ * GPU) and the off-diagonal phase 3% longer than with whole columns (1,533,876 x 295, 2 H200s).
+ * KNNWB_CUDA_PIECE=N (1..4096) sets N for both (to measure).
+ */
+int piece_tiles(bool shares);
+/** Pieces between threshold imports: kExchangeItems, or KNNWB_CUDA_EXCHANGE (to measure). */
+int exchange_items();
+/**
+ * Several GPUs: a piece's import takes the peers' thresholds of the piece's own rows only (its
+ * row blocks and its column block), not of all n rows; KNNWB_CUDA_IMPORT=all keeps the old import.
+ */
+bool import_piece_rows();
 
 /* A work item of the symmetric schedule: tiles (b, c) for b in [b0, b1), after (c, c) if diagonal.
  */
@@ -34,8 +50,9 @@ struct Segment {
 
 /**
  * The work items of the symmetric schedule over blocks blocks. One GPU: column by column, diagonal
- * first. Several: pieces of at most kPiece off-diagonal tiles (their diagonal tiles run first on
- * every GPU, see schedule_symmetric.cu), taken from a shared counter so that tails are even.
+ * first. Several: each column's off-diagonal tiles (their diagonal tiles run first on every GPU,
+ * see schedule_symmetric.cu), in pieces of piece_tiles(), taken from a shared counter so that
+ * tails are even.
  * A share of the job (share of shares > 1: one process of a group, KnnwbSelectJob.share_index)
  * keeps the pieces that balance the shares' work (the same choice in every process) and runs the
  * diagonal phase of several GPUs even with one GPU, each diagonal tile with one owner. *tiles: the
@@ -94,6 +111,8 @@ struct Run {
   std::vector<const int *> device_list_index;
   Barrier *lists_barrier = nullptr;
   std::atomic<bool> peers_ok{true};
+  /* trace: when the attempt started (seconds_now), so the workers' timelines share an origin */
+  double trace_t0 = 0;
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;
   /* with them, core's refine too: the lists sorted and cut to out_k on the devices (job asked,

@@ -46,6 +46,16 @@ void trace_worker(const WorkerTrace &t)
             "%.3f s, release %.3f s\n",
             t.index, t.ordinal, t.setup_s, t.upload_s, t.run_s, t.tiles, t.lists_wait_s,
             t.device_merge_s, t.host_merge_s, t.release_s);
+  if (trace_enabled())
+    fprintf(stderr,
+            "knnwb cuda worker %d timeline (s from the start): set up %.3f, uploaded %.3f, own "
+            "diagonal tiles %.3f, every GPU's %.3f, tiles done %.3f, lists out %.3f; tile loop on "
+            "the GPU %.3f s = selection %.3f + imports %.3f (%ld) + idle or GEMM alone %.3f; GEMM "
+            "%.3f s; host waited for tiles %.3f s; GEMM warm-up %.3f s (waited %.3f s)\n",
+            t.index, t.at_setup, t.at_upload, t.at_phase_done, t.at_phase_passed, t.at_tiles_done,
+            t.at_run, t.loop_ms / 1e3, (t.select_ms[0] + t.select_ms[1]) / 1e3, t.import_ms / 1e3,
+            t.imports, (t.loop_ms - t.select_ms[0] - t.select_ms[1] - t.import_ms) / 1e3,
+            t.gemm_ms / 1e3, t.host_wait_s, t.warm_up_s, t.warm_up_wait_s);
 }
 
 } // namespace knnwb_cuda

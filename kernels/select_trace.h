@@ -30,6 +30,15 @@ struct WorkerTrace {
   unsigned long long stats[4]; /* candidates, merged rows, overflowed lines (trace 2) */
   bool have_stats;
   double setup_s, upload_s, run_s, lists_wait_s, device_merge_s, host_merge_s, release_s;
+  /* the timeline, seconds since the attempt started: set up, rows uploaded, (several GPUs) own
+   * diagonal tiles done and every GPU's done, every tile done, lists extracted (0: not reached) */
+  double at_setup, at_upload, at_phase_done, at_phase_passed, at_tiles_done, at_run;
+  double host_wait_s; /* the host thread waiting for a tile's selection (the GPU busy) */
+  double gemm_ms;     /* GEMM kernels of every tile */
+  double import_ms;   /* threshold imports from the peers (imports of them) */
+  long imports;
+  double loop_ms; /* GPU time from the first tile's issue to the last tile's end */
+  double warm_up_s, warm_up_wait_s; /* the first GEMM's warm-up; the wait for it after the upload */
 };
 
 /** Prints a worker's lines (only those whose data exist). */

@@ -1,6 +1,7 @@
 /*
  * A worker's phases, in order (one host thread per GPU): set up (every worker has its memory
- * before any starts, so an out-of-memory anywhere retries them all), upload the rows (several
+ * before any starts, so an out-of-memory anywhere retries them all), start the first GEMM's
+ * warm-up on a helper thread (gemm_warm_up.cu), upload the rows (several
  * GPUs: a slice each, then the peers' slices), start the exact rows' upload in the background,
  * run the schedule, then (several GPUs without peer access) merge the lists on the host. Failures
  * are recorded in the run; the barriers are left so that no peer waits for a failed worker.
@@ -17,6 +18,8 @@ void Worker::main()
   trace.ordinal = device_ordinal_;
   const double t0 = seconds_now();
   bool ok = setup();
+  if (ok)
+    start_warm_up(); /* meanwhile the rows upload */
   const double t_setup = seconds_now();
   run_.barrier->wait();
   if (ok && !run_.abort)
@@ -30,6 +33,7 @@ void Worker::main()
   if (ok && !run_.abort && run_.exact)
     start_exact_upload();
   const double t_upload = seconds_now();
+  finish_warm_up();
   if (ok && !run_.abort)
     ok = run_.plan.symmetric ? run_symmetric() : run_panels();
   if (ok && run_.exact)
@@ -64,6 +68,20 @@ void Worker::main()
   trace.device_merge_s = device_merge_s_;
   trace.host_merge_s = t_merge - t_run;
   trace.release_s = seconds_now() - t_merge;
+  auto since = [this](double t) { return t > 0 ? t - run_.trace_t0 : 0.0; };
+  trace.at_setup = since(t_setup);
+  trace.at_upload = since(t_upload);
+  trace.at_phase_done = since(t_phase_done_);
+  trace.at_phase_passed = since(t_phase_passed_);
+  trace.at_tiles_done = since(t_tiles_done_);
+  trace.at_run = since(t_run);
+  trace.host_wait_s = host_wait_s_;
+  trace.gemm_ms = gemm_ms_;
+  trace.import_ms = import_ms_;
+  trace.imports = imports_;
+  trace.loop_ms = loop_ms_;
+  trace.warm_up_s = warm_up_s_;
+  trace.warm_up_wait_s = warm_up_wait_s_;
   trace_worker(trace);
 }
 

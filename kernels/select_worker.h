@@ -2,6 +2,7 @@
  * One GPU's worker of the selection backend: its streams, buffers and tile loop. The methods are
  * spread over files by job, each named after it:
  *   worker_setup.cu        streams, cuBLAS, peer access, the plan's buffers; release
+ *   gemm_warm_up.cu        the first score GEMM's lazy set-up, on a helper thread
  *   row_upload.cu          rows to the device (resident slices, peers' slices, exact rows, blocks)
  *   tile_issue.cu          one tile: operands, scores (tile_scores.h), selection, bookkeeping
  *   schedule_symmetric.cu  self jobs: upper triangle of tiles, thresholds first
@@ -19,6 +20,7 @@
 #include "select_internal.h"
 #include "select_run.h"
 #include "select_trace.h"
+#include "tile_scores.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -72,6 +74,12 @@ private:
   void start_exact_upload();
   bool exact_upload();
   bool finish_exact_upload();
+  /* gemm_warm_up.cu */
+  GemmPrecision gemm_precision() const;
+  float gemm_alpha() const;
+  void warm_up();
+  void start_warm_up();
+  void finish_warm_up();
   /* tile_issue.cu */
   bool issue_tile(TileRequest &request);
   bool finish_last_tile();
@@ -87,6 +95,8 @@ private:
   /* schedule_symmetric.cu, schedule_panels.cu */
   bool symmetric_tile(long b, long c, int n_cols, bool counted);
   bool symmetric_thresholds(const PeerThresholds &peers);
+  bool import_rows(const PeerThresholds &peers, size_t row0, size_t n_rows, size_t row1 = 0,
+                   size_t n_rows1 = 0);
   bool run_symmetric();
   bool run_panels();
   /* schedule_share_bounds.cu */
@@ -142,6 +152,17 @@ private:
   bool phase_passed_ = false;
   bool lists_passed_ = false;
   double lists_wait_s_ = 0, device_merge_s_ = 0; /* trace: waiting for the peers, merging */
+  /* trace: the timeline (seconds_now) of the symmetric schedule's phases, the host's wait for
+   * tiles, and GPU times of the imports, the GEMMs and the whole tile loop */
+  double t_phase_done_ = 0, t_phase_passed_ = 0, t_tiles_done_ = 0, host_wait_s_ = 0;
+  cudaEvent_t import_start_ = nullptr, import_end_ = nullptr, gemm_start_[2] = {},
+              gemm_end_[2] = {}, loop_start_ = nullptr, loop_end_ = nullptr;
+  bool import_pending_ = false;
+  double import_ms_ = 0, gemm_ms_ = 0, loop_ms_ = 0;
+  long imports_ = 0;
+  /* the GEMM warm-up's thread; its time and the worker's wait for it (trace) */
+  std::thread warm_up_thread_;
+  double warm_up_s_ = 0, warm_up_wait_s_ = 0;
   /* a share of a group's job: thresholds shared with the other processes (rounds used, buffers) */
   int bounds_rounds_ = 0;
   float *bounds_device_ = nullptr;

@@ -12,27 +12,23 @@
 namespace knnwb_cuda
 {
 
-/* The scores of a tile into tiles_[slot], once the selection that last read it is done. FP16
- * rows are scaled by 2^s, so their products by 2^2s: alpha = 2^-2s undoes it exactly (float
- * tiles), or alpha = 2^kHalfTileExponent keeps half tiles at magnitude about 1 (tile_scores.h). */
+/* The scores of a tile into tiles_[slot], once the selection that last read it is done (scaling:
+ * gemm_alpha). */
 bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
 {
   const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_done_[slot], 0));
+  if (gemm_start_[slot])
+    CUDA_TRY(run_, cudaEventRecord(gemm_start_[slot], gemm_stream_));
   if (run_.job->score_kind == KNNWB_SCORE_L1) {
     CUDA_TRY(run_, launch_l1_tile((const float *)q, n_q, (const float *)r, n_r, p.dpad,
                                   tiles_[slot], (size_t)p.tile, gemm_stream_));
   } else {
-    const GemmPrecision precision = p.screen == KNNWB_KERNELS_SCREEN_FP16   ? GemmPrecision::kFp16
-                                    : p.screen == KNNWB_KERNELS_SCREEN_TF32 ? GemmPrecision::kTf32
-                                                                            : GemmPrecision::kFp32;
-    const float alpha = half_tiles_ ? ldexpf(1.0f, kHalfTileExponent)
-                        : p.screen == KNNWB_KERNELS_SCREEN_FP16
-                            ? ldexpf(1.0f, -2 * screen_exponent_)
-                            : 1.0f;
-    CUBLAS_TRY(run_, tile_scores_gemm(blas_, precision, q, n_q, r, n_r, p.dpad, alpha, tiles_[slot],
-                                      p.tile, half_tiles_));
+    CUBLAS_TRY(run_, tile_scores_gemm(blas_, gemm_precision(), q, n_q, r, n_r, p.dpad, gemm_alpha(),
+                                      tiles_[slot], p.tile, half_tiles_));
   }
+  if (gemm_end_[slot])
+    CUDA_TRY(run_, cudaEventRecord(gemm_end_[slot], gemm_stream_));
   CUDA_TRY(run_, cudaEventRecord(gemm_done_[slot], gemm_stream_));
   return true;
 }
@@ -58,6 +54,10 @@ bool Worker::time_select(int slot)
   CUDA_TRY(run_, cudaEventElapsedTime(&ms, select_start_[slot], select_end_[slot]));
   select_ms_[fresh_[slot]] += ms;
   select_tiles_[fresh_[slot]]++;
+  if (gemm_end_[slot]) {
+    CUDA_TRY(run_, cudaEventElapsedTime(&ms, gemm_start_[slot], gemm_end_[slot]));
+    gemm_ms_ += ms;
+  }
   return true;
 }
 
@@ -93,7 +93,9 @@ bool Worker::issue_tile(TileRequest &request)
   /* at most two tiles in flight: wait for the previous one, then report it */
   if (tile_counter_ >= 1) {
     const int previous = (int)((tile_counter_ - 1) % 2);
+    const double waited = seconds_now();
     CUDA_TRY(run_, cudaEventSynchronize(select_done_[previous]));
+    host_wait_s_ += seconds_now() - waited;
     if (counted_[previous])
       run_.tile_finished();
     if (!time_select(previous))

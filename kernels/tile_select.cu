@@ -882,14 +882,15 @@ __global__ void empty_kernel(SelectState st, int row0, int n_rows, bool reset_th
 }
 
 /* thr[i] = min(thr[i], peers' thr[i]): reads other GPUs' memory over NVLink while they run. */
-__global__ void import_kernel(SelectState st, PeerThresholds peers, int n_rows)
+__global__ void import_kernel(SelectState st, PeerThresholds peers, int row0, int n_rows)
 {
   for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < (size_t)n_rows;
        t += (size_t)gridDim.x * blockDim.x) {
-    float v = st.thr[t];
+    const size_t row = (size_t)row0 + t;
+    float v = st.thr[row];
     for (int p = 0; p < peers.count; p++)
-      v = fminf(v, *((volatile const float *)peers.thr[p] + t));
-    st.thr[t] = v;
+      v = fminf(v, *((volatile const float *)peers.thr[p] + row));
+    st.thr[row] = v;
   }
 }
 
@@ -955,11 +956,11 @@ cudaError_t launch_state_clear_lists(const SelectState &state, int row0, int n_r
 }
 
 cudaError_t launch_import_thresholds(const SelectState &state, const PeerThresholds &peers,
-                                     int n_rows, cudaStream_t stream)
+                                     int row0, int n_rows, cudaStream_t stream)
 {
   if (n_rows <= 0 || peers.count == 0)
     return cudaSuccess;
-  import_kernel<<<grid_for((size_t)n_rows, 256), 256, 0, stream>>>(state, peers, n_rows);
+  import_kernel<<<grid_for((size_t)n_rows, 256), 256, 0, stream>>>(state, peers, row0, n_rows);
   return cudaGetLastError();
 }
 

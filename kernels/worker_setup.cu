@@ -95,11 +95,16 @@ bool Worker::setup()
     CUDA_TRY(run_, cudaEventCreateWithFlags(&gemm_done_[i], cudaEventDisableTiming));
     CUDA_TRY(run_, cudaEventCreateWithFlags(&select_done_[i], cudaEventDisableTiming));
   }
-  if (trace_enabled())
+  if (trace_enabled()) {
     for (int i = 0; i < 2; i++) {
       CUDA_TRY(run_, cudaEventCreate(&select_start_[i]));
       CUDA_TRY(run_, cudaEventCreate(&select_end_[i]));
+      CUDA_TRY(run_, cudaEventCreate(&gemm_start_[i]));
+      CUDA_TRY(run_, cudaEventCreate(&gemm_end_[i]));
     }
+    for (cudaEvent_t *e : {&import_start_, &import_end_, &loop_start_, &loop_end_})
+      CUDA_TRY(run_, cudaEventCreate(e));
+  }
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_free_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_ready_, cudaEventDisableTiming));
   if (job->score_kind != KNNWB_SCORE_L1) {
@@ -251,6 +256,7 @@ void Worker::release()
   /* A failure sets run_.abort, which ends the upload early; otherwise it is already joined. */
   if (exact_thread_.joinable())
     exact_thread_.join();
+  finish_warm_up();
   cudaSetDevice(device_ordinal_);
   quiesce();
   for (void *p : allocations_)
@@ -268,10 +274,14 @@ void Worker::release()
     for (cudaEvent_t e : {copy_done_[i], gemm_done_[i], select_done_[i]})
       if (e)
         cudaEventDestroy(e);
-  for (cudaEvent_t e : {query_free_, query_ready_, select_start_[0], select_start_[1],
-                        select_end_[0], select_end_[1]})
+  for (cudaEvent_t e :
+       {query_free_, query_ready_, select_start_[0], select_start_[1], select_end_[0],
+        select_end_[1], gemm_start_[0], gemm_start_[1], gemm_end_[0], gemm_end_[1], import_start_,
+        import_end_, loop_start_, loop_end_})
     if (e)
       cudaEventDestroy(e);
+  gemm_start_[0] = gemm_start_[1] = gemm_end_[0] = gemm_end_[1] = nullptr;
+  import_start_ = import_end_ = loop_start_ = loop_end_ = nullptr;
   for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
     if (s)
       cudaStreamDestroy(s);

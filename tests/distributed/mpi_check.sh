@@ -261,3 +261,17 @@ grep -q "^rank 0: rank0.xml:4: step 'p' (append-phenotype) failed: .*pheno.tsv:1
   err.txt || { cat err.txt; fail "no message from rank 0's step"; }
 [ ! -e rank0.knn ] || fail "a failed pipeline (rank 0's step) left an output"
 echo "a failing rank stops the job with its message"
+
+# Ranks all on one host start with Open MPI's ob1 layer alone: its default also opens the cm layer,
+# whose libfabric/PSM probing took 0.2 s of every start; a layer the user names is kept.
+"$mpiexec" --oversubscribe --allow-run-as-root --mca pml_base_verbose 10 -np 2 "$knnwb" knn \
+  small.npy -k 1 -b cpu -q -o pml.knn >pml.txt 2>&1 || { cat pml.txt; fail "the ob1 start failed"; }
+grep -q "component ob1 selected" pml.txt || { cat pml.txt; fail "ob1 was not selected"; }
+if grep -q "found loaded component cm" pml.txt; then
+  cat pml.txt
+  fail "the cm layer was opened although every rank is on this host"
+fi
+"$mpiexec" --oversubscribe --allow-run-as-root --mca pml_base_verbose 10 --mca pml ob1,cm -np 2 \
+  "$knnwb" knn small.npy -k 1 -b cpu -q -o pml.knn >pml.txt 2>&1 || true
+grep -q "found loaded component cm" pml.txt || { cat pml.txt; fail "the user's --mca pml was not kept"; }
+echo "one host: the ob1 layer alone; the user's choice kept"

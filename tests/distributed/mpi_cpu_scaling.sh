@@ -7,9 +7,9 @@
 # Not a ctest: tens of seconds, and on a shared machine the times are only as good as its load.
 # Usage: [PAIRS=7] [MODE=split|whole] [MPIRUN_OPTIONS="..."] [HWLOC_COMPONENTS=-pci,-linuxio] \
 #        mpi_cpu_scaling.sh KNNWB [ROWS [COLS [K]]]
-#        (defaults: 7 pairs, split, 40000 128 20, pearson; MPIRUN_OPTIONS defaults to the
-#        README's shared-memory-only start: --mca pml ob1 --mca btl self,vader; HWLOC_COMPONENTS
-#        (inherited by mpirun and the ranks) keeps hwloc from probing PCI devices at start)
+#        (defaults: 7 pairs, split, 40000 128 20, pearson; MPIRUN_OPTIONS: none, the plain
+#        command a user types (knnwb picks Open MPI's ob1 layer itself when every rank is on one
+#        host); HWLOC_COMPONENTS, inherited by mpirun, keeps hwloc from probing PCI devices)
 set -euo pipefail
 knnwb=$(realpath "$1")
 rows=${2:-40000}
@@ -17,7 +17,7 @@ cols=${3:-128}
 k=${4:-20}
 pairs=${PAIRS:-7}
 mode=${MODE:-split}
-options=${MPIRUN_OPTIONS:---mca pml ob1 --mca btl self,vader}
+options=${MPIRUN_OPTIONS:-}
 here=$(dirname "$(realpath "$0")")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -29,7 +29,7 @@ seconds() { # command...: "wall cpu" seconds of the whole command (cpu: user + s
   awk '{printf "%s %.2f\n", $1, $2 + $3}' time.txt
 }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-echo "input: $rows x $cols float32 NPY, k = $k, pearson, cpu; 2 ranks: --mpi-input $mode, $options"
+echo "input: $rows x $cols float32 NPY, k = $k, pearson, cpu; 2 ranks: --mpi-input $mode${options:+, $options}"
 echo "load before: $(cut -d ' ' -f 1-3 /proc/loadavg)"
 one_times="" two_times="" one_cpus="" two_cpus="" same=1
 for ((p = 1; p <= pairs; p++)); do

@@ -1,0 +1,100 @@
+/*
+ * The first score GEMM on a device costs about 0.1-0.3 s on the host (cuBLAS picks and loads its
+ * kernel lazily on the first call of a shape), and with several GPUs in one process those first
+ * calls were measured to queue behind each other: the second GPU's diagonal phase ended 0.2-0.3 s
+ * after the first's, which then waited at the phase barrier (1,533,876 x 295 on 2 H200s,
+ * KNNWB_CUDA_TRACE=1 timeline). So each worker makes one GEMM of the real tile shape on a helper
+ * thread as soon as its handle exists, while the rows upload, into a buffer of its own (the
+ * upload stages through the tile buffers). Best effort: without memory or a thread there is no
+ * warm-up, and the tiles pay the cost as before. KNNWB_CUDA_WARM_UP=1/0 turns it on/off.
+ */
+#include "select_worker.h"
+#include "tile_scores.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+
+namespace knnwb_cuda
+{
+
+namespace
+{
+
+/* Off until measured on two GPUs; KNNWB_CUDA_WARM_UP=1 or 0 decides. */
+constexpr bool kWarmUpDefault = false;
+
+bool warm_up_wanted()
+{
+  static const bool on = [] {
+    const char *v = getenv("KNNWB_CUDA_WARM_UP");
+    return v == nullptr || *v == 0 ? kWarmUpDefault : strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+} // namespace
+
+GemmPrecision Worker::gemm_precision() const
+{
+  const KnnwbSelectPlan &p = run_.plan;
+  return p.screen == KNNWB_KERNELS_SCREEN_FP16   ? GemmPrecision::kFp16
+         : p.screen == KNNWB_KERNELS_SCREEN_TF32 ? GemmPrecision::kTf32
+                                                 : GemmPrecision::kFp32;
+}
+
+/* FP16 rows are scaled by 2^s, so their products by 2^2s: alpha = 2^-2s undoes it exactly (float
+ * tiles), or alpha = 2^kHalfTileExponent keeps half tiles at magnitude about 1 (tile_scores.h). */
+float Worker::gemm_alpha() const
+{
+  return half_tiles_                                     ? ldexpf(1.0f, kHalfTileExponent)
+         : run_.plan.screen == KNNWB_KERNELS_SCREEN_FP16 ? ldexpf(1.0f, -2 * screen_exponent_)
+                                                         : 1.0f;
+}
+
+/* The helper thread: one T x T GEMM of zero rows on the GEMM stream, into its own buffer. */
+void Worker::warm_up()
+{
+  const KnnwbSelectPlan &p = run_.plan;
+  const double t0 = seconds_now();
+  const size_t T = (size_t)p.tile;
+  const size_t rows_bytes = (T * (size_t)p.row_bytes + 255) / 256 * 256;
+  const size_t tile_bytes = T * T * (half_tiles_ ? 2 : 4);
+  void *buffer = nullptr;
+  if (cudaSetDevice(device_ordinal_) != cudaSuccess ||
+      cudaMallocAsync(&buffer, rows_bytes + tile_bytes, gemm_stream_) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  char *rows = static_cast<char *>(buffer);
+  if (cudaMemsetAsync(rows, 0, rows_bytes, gemm_stream_) == cudaSuccess)
+    tile_scores_gemm(blas_, gemm_precision(), rows, (int)T, rows, (int)T, p.dpad, gemm_alpha(),
+                     rows + rows_bytes, p.tile, half_tiles_);
+  cudaFreeAsync(buffer, gemm_stream_);
+  cudaStreamSynchronize(gemm_stream_);
+  cudaGetLastError(); /* best effort: nothing of it may fail the run */
+  warm_up_s_ = seconds_now() - t0;
+}
+
+void Worker::start_warm_up()
+{
+  if (!warm_up_wanted() || !blas_ || run_.job->score_kind == KNNWB_SCORE_L1)
+    return;
+  try {
+    warm_up_thread_ = std::thread([this] { warm_up(); });
+  } catch (const std::system_error &) {
+    /* no thread to spare: the first tile loads the kernel, as without a warm-up */
+  }
+}
+
+void Worker::finish_warm_up()
+{
+  if (!warm_up_thread_.joinable())
+    return;
+  const double t0 = seconds_now();
+  warm_up_thread_.join();
+  warm_up_wait_s_ = seconds_now() - t0;
+}
+
+} // namespace knnwb_cuda
