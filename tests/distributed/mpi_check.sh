@@ -153,6 +153,10 @@ for ranks in 1 2 3; do
   cmp one.tsv "r$ranks.tsv" || fail "$ranks ranks: .tsv differs"
   mpi "$ranks" knn data.npy -k 9 -m cosine -b cpu --memory 4K -q -g union -o "r$ranks.gml"
   cmp one.gml "r$ranks.gml" || fail "$ranks ranks: union .gml differs"
+  # Each rank's own lists gathered on rank 0 alone, from the whole-input mode's shares too.
+  mpi "$ranks" knn data.npy -k 9 -m cosine -b cpu --memory 4K -q -g union --mpi-input whole \
+    -o "r$ranks-whole.gml"
+  cmp one.gml "r$ranks-whole.gml" || fail "$ranks ranks: union .gml (--mpi-input whole) differs"
   mpi "$ranks" knn small.npy -k 1 -m euclidean -b cpu -q -o "r$ranks-small.knn"
   cmp one-small.knn "r$ranks-small.knn" || fail "$ranks ranks: 2-row .knn differs"
   # Split memory is the CPU default (each rank reads its rows of an NPY); the whole input on every
