@@ -123,6 +123,24 @@ cat >scatter.xml <<'XML'
 </pipeline>
 XML
 "$knnwb" run scatter.xml -q --set out=one-scatter
+# The neighbourhood step: on rows split by load-matrix (both directions), and in the seed's own
+# pipeline after rank 0's metafeatures and phenotype row (scattered).
+cat >nb.xml <<'XML'
+<?xml version="1.0" encoding="UTF-8"?><pipeline name="mpi-neighbourhood" version="1">
+<variable name="out" value="x"/>
+<step id="data" type="load-matrix"><param name="path" value="data.tsv"/></step>
+<step id="nb" type="neighbourhood"><input name="data" step="data"/>
+<param name="focus" value="r250,r3"/><param name="k" value="6"/><param name="order" value="2"/>
+<param name="direction" value="both"/><param name="metric" value="euclidean"/>
+<param name="backend" value="cpu"/><param name="memory" value="4K"/>
+<param name="gml" value="${out}.gml"/><param name="table" value="${out}.tsv"/></step>
+<step id="points" type="write-graph"><input name="graph" step="nb"/>
+<param name="path" value="${out}-graph.tsv"/></step>
+</pipeline>
+XML
+"$knnwb" run nb.xml -q --set out=one-nb
+mkdir one-seed-run
+"$knnwb" run "$3/share/examples/seed-neighbourhood.xml" -q -O one-seed-run
 "$knnwb" run scatter.xml --dry-run | grep -q "rows split from rank 0's matrices" ||
   fail "the dry run does not show the scattered steps"
 # The neighbourhood command: kNN queries of the rows found (out), and the whole graph (both).
@@ -211,6 +229,15 @@ for ranks in 1 2 3; do
   cmp one-scatter.gml "r$ranks-scatter.gml" || fail "$ranks ranks: pipeline, scattered kNN graph"
   cmp one-scatter-query.tsv "r$ranks-scatter-query.tsv" ||
     fail "$ranks ranks: pipeline, scattered kNN query"
+  mpi "$ranks" run nb.xml -q --set out="r$ranks-nb"
+  for f in nb.gml nb.tsv nb-graph.tsv; do
+    cmp "one-$f" "r$ranks-$f" || fail "$ranks ranks: pipeline neighbourhood step, $f"
+  done
+  mkdir "r$ranks-seed-run"
+  mpi "$ranks" run "$3/share/examples/seed-neighbourhood.xml" -q -O "r$ranks-seed-run"
+  for f in one-seed-run/*; do
+    cmp "$f" "r$ranks-seed-run/${f#one-seed-run/}" || fail "$ranks ranks: seed-neighbourhood.xml, $f"
+  done
   mpi "$ranks" run labels.xml -q --set out="r$ranks-labels"
   cmp one-labels.gml "r$ranks-labels.gml" || fail "$ranks ranks: pipeline on text, GML"
   cmp one-labels-labels.tsv "r$ranks-labels-labels.tsv" || fail "$ranks ranks: pipeline labels"
