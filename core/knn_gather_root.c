@@ -1,8 +1,24 @@
-/* Every rank's lists of its own rows onto rank 0 alone: for the outputs rank 0 builds a graph for,
- * so that no other rank ever holds more than its share of the lists. */
+/* Gathers for callers of the group: every rank's count (the blocks' layout), and every rank's
+ * lists of its own rows onto rank 0 alone, for the outputs rank 0 builds a graph for, so that no
+ * other rank ever holds more than its share of the lists. */
 #include <string.h>
 #include <knnwb/error.h>
 #include "knn_internal.h"
+
+gboolean knnwb_knn_group_gather_values(const KnnwbKnnGroup *group, int64_t value, int64_t *values,
+                                       GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = &value;
+    bytes[r] = sizeof value;
+    receive[r] = &values[r];
+  }
+  return group->exchange(group, send, bytes, (void *const *)receive, bytes, error);
+}
 
 gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
                                      KnnwbNeighbors **all, GError **error)
@@ -11,19 +27,13 @@ gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeig
   const size_t ranks = (size_t)group->size, k = own->k;
   const gboolean root = group->rank == 0;
   /* Every rank's row count: where its rows go on rank 0. */
-  int64_t mine = (int64_t)own->n_queries;
   g_autofree int64_t *counts = g_new0(int64_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)own->n_queries, counts, error))
+    return FALSE;
   g_autofree const void **send = g_new(const void *, ranks);
   g_autofree size_t *send_bytes = g_new(size_t, ranks);
   g_autofree void **receive = g_new(void *, ranks);
   g_autofree size_t *receive_bytes = g_new(size_t, ranks);
-  for (size_t r = 0; r < ranks; r++) {
-    send[r] = &mine;
-    send_bytes[r] = receive_bytes[r] = sizeof mine;
-    receive[r] = &counts[r];
-  }
-  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
-    return FALSE;
   size_t n = 0;
   for (size_t r = 0; r < ranks; r++)
     n += (size_t)counts[r];

@@ -161,8 +161,10 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   run.tiles_total = plan.symmetric ? qb * (qb + 1) / 2 : qb * rb;
   run.last_report = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   Barrier barrier(run.n_devices), phase_barrier(run.n_devices), lists_barrier(run.n_devices);
+  Latch diagonal_latch((long)qb);
   run.barrier = &barrier;
   run.phase_barrier = &phase_barrier;
+  run.diagonal_latch = &diagonal_latch;
   run.lists_barrier = &lists_barrier;
   run.device_thr.assign(run.n_devices, nullptr);
   run.device_list_score.assign(run.n_devices, nullptr);
@@ -203,7 +205,7 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
       workers.emplace_back(new Worker(run, g));
     /* An exception must not leave a worker's thread (that would terminate the process): it fails
      * the attempt, and the worker leaves every barrier so that the others do not wait for it. */
-    auto guarded = [&run, &barrier, &phase_barrier, &lists_barrier](Worker *w) {
+    auto guarded = [&run, &barrier, &phase_barrier, &lists_barrier, &diagonal_latch](Worker *w) {
       try {
         w->main();
         return;
@@ -215,6 +217,7 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
       barrier.drop();
       phase_barrier.drop();
       lists_barrier.drop();
+      diagonal_latch.release();
     };
     std::vector<std::thread> threads;
     threads.reserve((size_t)run.n_devices);
@@ -231,6 +234,7 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
           phase_barrier.drop();
           lists_barrier.drop();
         }
+        diagonal_latch.release();
         break;
       }
     }

@@ -1,12 +1,14 @@
 /*
- * The first score GEMM on a device costs about 0.1-0.3 s on the host (cuBLAS picks and loads its
- * kernel lazily on the first call of a shape), and with several GPUs in one process those first
- * calls were measured to queue behind each other: the second GPU's diagonal phase ended 0.2-0.3 s
- * after the first's, which then waited at the phase barrier (1,533,876 x 295 on 2 H200s,
- * KNNWB_CUDA_TRACE=1 timeline). So each worker makes one GEMM of the real tile shape on a helper
- * thread as soon as its handle exists, while the rows upload, into a buffer of its own (the
- * upload stages through the tile buffers). Best effort: without memory or a thread there is no
- * warm-up, and the tiles pay the cost as before. KNNWB_CUDA_WARM_UP=1/0 turns it on/off.
+ * With two GPUs in one process, the second GPU's diagonal phase ended 0.15-0.31 s after the
+ * first's in every run, and the first GPU waited that long at the phase barrier. The selection
+ * kernels took the same time on both GPUs; the difference was in the second GPU's GEMMs, whose
+ * total was 0.15-0.30 s more (1,533,876 x 295 on 2 H200s, KNNWB_CUDA_TRACE=1 timeline). The
+ * guess, not measured: cuBLAS sets up its kernel lazily on a device's first call of a shape, and
+ * the two GPUs' first calls queue behind each other. So each worker can make one GEMM of the real
+ * tile shape on a helper thread as soon as its handle exists, while the rows upload. The GEMM
+ * writes into a buffer of its own, because the upload stages through the tile buffers. Best
+ * effort: without memory or a thread there is no warm-up, and the first tiles pay the cost as
+ * before. KNNWB_CUDA_WARM_UP=1/0 turns it on/off; off by default until measured.
  */
 #include "select_worker.h"
 #include "tile_scores.h"

@@ -89,6 +89,42 @@ bool Worker::import_rows(const PeerThresholds &peers, size_t row0, size_t n_rows
 }
 
 /*
+ * shared_diagonals_wanted(): the diagonal tiles from a shared counter, each in full on the GPU that
+ * takes it (it owns those lists); then this GPU waits until every diagonal tile is done, wherever,
+ * and imports the others' thresholds, which that makes backed by lists. A GPU that comes late
+ * finds the latch open. Every GPU reset its state in setup, before the upload's barriers, so a peer
+ * that reads this GPU's thresholds before its schedule starts reads +inf, never stale memory.
+ */
+bool Worker::symmetric_diagonals_shared(const PeerThresholds &peers)
+{
+  const size_t n = run_.job->n_query, T = (size_t)run_.plan.tile;
+  const long blocks = (long)((n + T - 1) / T);
+  long taken = 0;
+  bool ok = true;
+  while (ok && !run_.cancelled()) {
+    const long b = run_.next_diagonal++;
+    if (b >= blocks)
+      break;
+    ok = symmetric_tile(b, b, (int)std::min(T, n - (size_t)b * T), true);
+    taken++;
+  }
+  if (ok && !run_.cancelled())
+    ok = drain();
+  if (!ok || run_.cancelled()) {
+    run_.diagonal_latch->release(); /* a tile taken here may never be done: nobody waits for it */
+    return false;
+  }
+  t_phase_done_ = seconds_now();
+  run_.diagonal_latch->count_down(taken);
+  run_.diagonal_latch->wait();
+  phase_passed_ = true;
+  t_phase_passed_ = seconds_now();
+  if (run_.abort)
+    return false;
+  return import_rows(peers, 0, n);
+}
+
+/*
  * Several GPUs: thresholds for every row before any off-diagonal tile. Each GPU runs the diagonal
  * tiles of its own blocks (b % G == g) in full. With peer access the others' rows then import the
  * owners' thresholds directly. Without it, a column sample of each other diagonal tile sets thr
@@ -113,6 +149,8 @@ bool Worker::symmetric_thresholds(const PeerThresholds &peers)
    * so sampling another process's diagonal tiles would only repeat that: each process then runs
    * its own diagonal tiles alone (2 ranks at n = 1.5 M: 94 tiles each instead of 188). */
   const bool others_from_round = shares > 1 && share_bounds_wanted();
+  if (shares == 1 && peers.count > 0 && run_.diagonal_latch && shared_diagonals_wanted())
+    return symmetric_diagonals_shared(peers);
   for (long b = 0; b < blocks && !run_.cancelled(); b++) {
     const bool owner_here = b % shares == share;
     const bool owner = owner_here && (b / shares) % G == index_;

@@ -47,6 +47,15 @@ bool import_piece_rows()
   return !all;
 }
 
+bool shared_diagonals_wanted()
+{
+  static const bool shared = [] {
+    const char *v = getenv("KNNWB_CUDA_DIAGONALS");
+    return v != nullptr && strcmp(v, "shared") == 0;
+  }();
+  return shared;
+}
+
 std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, int shares,
                                         uint64_t *tiles)
 {
@@ -108,6 +117,27 @@ void Barrier::drop()
     generation_++;
     cv_.notify_all();
   }
+}
+
+void Latch::count_down(long done)
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  left_ -= done;
+  if (left_ <= 0)
+    cv_.notify_all();
+}
+
+void Latch::release()
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  open_ = true;
+  cv_.notify_all();
+}
+
+void Latch::wait()
+{
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return left_ <= 0 || open_; });
 }
 
 void Run::fail(int code, const char *format, ...)

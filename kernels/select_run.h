@@ -61,6 +61,15 @@ struct Segment {
 std::vector<Segment> symmetric_segments(int blocks, int n_devices, int share, int shares,
                                         uint64_t *tiles);
 
+/**
+ * Several GPUs of one process with peer access, KNNWB_CUDA_DIAGONALS=shared: the diagonal tiles
+ * go to the GPUs from a shared counter, and a GPU waits only until every diagonal tile is done,
+ * not for the other GPUs to arrive (a GPU that starts late takes fewer of them). Opt-in until
+ * measured: by default each GPU runs the diagonal tiles of its own blocks (b % G) and all meet at
+ * a barrier.
+ */
+bool shared_diagonals_wanted();
+
 /** Rows [first, last) of n that GPU g of G handles alone (all of them with one GPU). */
 std::pair<size_t, size_t> slice_of(size_t n, int g, int G);
 
@@ -80,6 +89,25 @@ private:
   std::mutex mutex_;
   std::condition_variable cv_;
   int count_, waiting_, generation_;
+};
+
+/** Counts done work down to zero; release() opens it for good (a failed or cancelled worker). */
+class Latch
+{
+public:
+  explicit Latch(long count) : left_(count)
+  {
+  }
+  void count_down(long done);
+  void release();
+  /** Returns once the count reached zero or the latch was released. */
+  void wait();
+
+private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  long left_;
+  bool open_ = false;
 };
 
 /* What all device threads of one attempt share. */
@@ -104,6 +132,9 @@ struct Run {
   Barrier *barrier = nullptr;
   /* several GPUs, symmetric: between the diagonal phase and the off-diagonal pieces */
   Barrier *phase_barrier = nullptr;
+  /* the same with shared_diagonals_wanted(): the next diagonal tile to take, and the tiles done */
+  std::atomic<long> next_diagonal{0};
+  Latch *diagonal_latch = nullptr;
   /* several GPUs: each GPU's thresholds and lists, read by its peers (peer access between every
    * pair); the lists only once every GPU passed lists_barrier (its lists are final) */
   std::vector<const float *> device_thr;

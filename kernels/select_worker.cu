@@ -42,8 +42,11 @@ void Worker::main()
   if (!ok)
     run_.abort = true;
   if (run_.plan.symmetric && run_.n_devices > 1) {
-    if (!phase_passed_)
+    if (!phase_passed_) {
       run_.phase_barrier->drop(); /* failed before the diagonal phase ended */
+      if (run_.diagonal_latch)
+        run_.diagonal_latch->release();
+    }
     if (!lists_passed_)
       run_.lists_barrier->drop(); /* failed before its lists were final (or no peer access) */
     quiesce(); /* no kernel of ours may read a peer's thresholds or lists once it frees them */

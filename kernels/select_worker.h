@@ -95,6 +95,7 @@ private:
   /* schedule_symmetric.cu, schedule_panels.cu */
   bool symmetric_tile(long b, long c, int n_cols, bool counted);
   bool symmetric_thresholds(const PeerThresholds &peers);
+  bool symmetric_diagonals_shared(const PeerThresholds &peers);
   bool import_rows(const PeerThresholds &peers, size_t row0, size_t n_rows, size_t row1 = 0,
                    size_t n_rows1 = 0);
   bool run_symmetric();

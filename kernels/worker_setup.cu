@@ -229,6 +229,12 @@ bool Worker::setup()
   /* Zero padding columns once: copies write only the first dim columns of each row. */
   if (state_.stats)
     CUDA_TRY(run_, cudaMemsetAsync(state_.stats, 0, 4 * sizeof(unsigned long long), copy_stream_));
+  /* Shared diagonal tiles: a peer may read this GPU's thresholds before its schedule starts (it
+   * resets them again there, to the same +inf). */
+  if (p.symmetric && run_.n_devices > 1 && shared_diagonals_wanted()) {
+    CUDA_TRY(run_, launch_state_reset(state_, 0, (int)job->n_query, select_stream_));
+    CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
+  }
   if (p.resident) {
     CUDA_TRY(run_, cudaMemsetAsync(reference_data_, 0, row_bytes * job->n_reference, copy_stream_));
     if (query_data_ != reference_data_)

@@ -7,17 +7,8 @@ gboolean knnwb_host_split_offsets(const KnnwbKnnGroup *group, size_t block_rows,
                                   GError **error)
 {
   const size_t ranks = (size_t)group->size;
-  int64_t mine = (int64_t)block_rows;
   g_autofree int64_t *counts = g_new0(int64_t, ranks);
-  g_autofree const void **send = g_new(const void *, ranks);
-  g_autofree size_t *bytes = g_new(size_t, ranks);
-  g_autofree void **receive = g_new(void *, ranks);
-  for (size_t r = 0; r < ranks; r++) {
-    send[r] = &mine;
-    bytes[r] = sizeof mine;
-    receive[r] = &counts[r];
-  }
-  if (!group->exchange(group, send, bytes, (void *const *)receive, bytes, error))
+  if (!knnwb_knn_group_gather_values(group, (int64_t)block_rows, counts, error))
     return FALSE;
   *first_row = g_new(size_t, ranks + 1);
   (*first_row)[0] = 0;
@@ -43,29 +34,24 @@ static gboolean knnwb_host_split_gather_labels(const KnnwbKnnGroup *group,
     const char *label = knnwb_matrix_row_label(block, i);
     g_string_append_len(mine, label ? label : "", (gssize)strlen(label ? label : "") + 1);
   }
-  int64_t length = (int64_t)mine->len;
   g_autofree int64_t *lengths = g_new0(int64_t, ranks);
-  g_autofree const void **send = g_new(const void *, ranks);
-  g_autofree size_t *send_bytes = g_new(size_t, ranks);
-  g_autofree void **receive = g_new(void *, ranks);
-  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
-  for (size_t r = 0; r < ranks; r++) {
-    send[r] = &length;
-    send_bytes[r] = receive_bytes[r] = sizeof length;
-    receive[r] = &lengths[r];
-  }
-  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+  if (!knnwb_knn_group_gather_values(group, (int64_t)mine->len, lengths, error))
     return FALSE;
   size_t total = 0;
   for (size_t r = 0; r < ranks; r++)
     total += (size_t)lengths[r];
   input->label_bytes = g_try_malloc(MAX(total, (size_t)1));
   input->label_index = g_try_new(char *, MAX(input->n_rows, (size_t)1));
-  if (input->label_bytes == NULL || input->label_index == NULL) {
+  gboolean room = input->label_bytes != NULL && input->label_index != NULL;
+  if (!room)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot hold the %zu row labels",
                 input->n_rows);
+  if (!group->agree(group, room, error))
     return FALSE;
-  }
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
   for (size_t r = 0, at = 0; r < ranks; at += (size_t)lengths[r], r++) {
     send[r] = mine->str;
     send_bytes[r] = mine->len;

@@ -4,13 +4,15 @@
 # gives each GPU's phases (set up, uploaded, own diagonal tiles, every GPU's, tiles done, lists
 # out) and splits the tile loop's GPU time into selection, threshold imports and the rest.
 # Variants (each must keep the digest 839ee8e3b912cbe5):
-#   KNNWB_CUDA_WARM_UP=1/0    the first score GEMM warmed up on a helper thread, or not
+#   KNNWB_CUDA_WARM_UP=1/0    the first score GEMM warmed up on a helper thread, or not (default 0)
+#   KNNWB_CUDA_DIAGONALS=shared  diagonal tiles from a shared counter, a latch instead of a barrier
 #   KNNWB_CUDA_IMPORT=all     every threshold import takes all n rows (default: the piece's rows)
 #   KNNWB_CUDA_PIECE=N        N off-diagonal tiles per work item (default: whole columns)
 #   KNNWB_CUDA_EXCHANGE=N     thresholds imported every N pieces (default 1)
 # and KNNWB_CUDA_TRACE=2 (candidate and merge counters, slightly slower).
 # full: every variant on 2 GPUs, then the CUDA tests on both GPUs and --gpu-memory 4G (streaming)
-# on 2 GPUs; short (default): 1 and 2 GPUs with and without the warm-up, then test_cuda_knn.
+# on 2 GPUs; short (default): the warm-up and the shared diagonal tiles, on and off, then
+# test_cuda_knn with both on.
 # Usage (repository root, after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/scaling_check.sh OUTDIR [BUILD] [short|full]
 # BUILD: a CUDA build holding bench_knn_gpu and the CUDA tests (carried from a machine with the
@@ -51,14 +53,16 @@ run() {
 }
 if [ "$mode" = short ]; then
   run two-warm-up 2 KNNWB_CUDA_WARM_UP=1
-  run two-no-warm-up 2 KNNWB_CUDA_WARM_UP=0
+  run two-shared-diagonals 2 KNNWB_CUDA_DIAGONALS=shared
+  run two-both 2 KNNWB_CUDA_WARM_UP=1 KNNWB_CUDA_DIAGONALS=shared
+  run two-neither 2 KNNWB_CUDA_WARM_UP=0
   run one-warm-up 1 KNNWB_CUDA_WARM_UP=1
   run one-no-warm-up 1 KNNWB_CUDA_WARM_UP=0
-  run two-warm-up-again 2 KNNWB_CUDA_WARM_UP=1
+  run two-both-again 2 KNNWB_CUDA_WARM_UP=1 KNNWB_CUDA_DIAGONALS=shared
   t0=$(date +%s)
-  KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= KNNWB_CUDA_WARM_UP=1 $b/tests/kernels/test_cuda_knn \
-    >"$out/tests.log" 2>&1
-  echo "test_cuda_knn (2 GPUs, warm-up) rc=$? ($(grep -c '^ok' "$out/tests.log") ok, $(($(date +%s) - t0)) s)"
+  KNNWB_CUDA_TRACE=0 G_MESSAGES_DEBUG= KNNWB_CUDA_WARM_UP=1 KNNWB_CUDA_DIAGONALS=shared \
+    $b/tests/kernels/test_cuda_knn >"$out/tests.log" 2>&1
+  echo "test_cuda_knn (2 GPUs, warm-up, shared diagonals) rc=$? ($(grep -c '^ok' "$out/tests.log") ok, $(($(date +%s) - t0)) s)"
   grep "^not ok\|ERROR\|FAIL\|Bail" "$out/tests.log" | head
   exit 0
 fi

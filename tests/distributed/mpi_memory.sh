@@ -3,9 +3,11 @@
 # committed), split memory (the CPU default) against the whole input on every rank, and whether
 # every run wrote the single-process bytes. Not a ctest: minutes on a small machine.
 # COMMAND=run measures `knnwb run` of a pipeline (load-matrix, knn-graph, write-graph .knn) instead:
-# its kNN step runs split under mpirun (MODES is ignored there).
-# Usage: [MODES="split whole"] [FORMAT=npy|tsv] [COMMAND=knn|run] mpi_memory.sh KNNWB [ROWS [COLS [K]]]
-#        (defaults: split whole, npy, knn, 200000 64 10)
+# its kNN step runs split under mpirun; COMMAND=neighbourhood (FORMAT=tsv: it needs row labels)
+# the order-2 neighbourhood of row r7 in both directions (the whole graph, split; GML compared).
+# MODES is ignored for both.
+# Usage: [MODES="split whole"] [FORMAT=npy|tsv] [COMMAND=knn|run|neighbourhood] mpi_memory.sh KNNWB
+#        [ROWS [COLS [K]]]   (defaults: split whole, npy, knn, 200000 64 10)
 set -euo pipefail
 knnwb=$(realpath "$1")
 rows=${2:-200000}
@@ -49,6 +51,8 @@ XML
 args() {
   if [ "$command" = run ]; then
     echo run pipeline.xml -q --set "out=${1%.knn}"
+  elif [ "$command" = neighbourhood ]; then
+    echo neighbourhood "data.$format" --focus r7 -k "$k" -r 2 --direction both -b cpu -q -o "$1"
   else
     echo knn "data.$format" -k "$k" -b cpu -q ${2:+--mpi-input "$2"} -o "$1"
   fi

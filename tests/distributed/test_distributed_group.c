@@ -371,6 +371,22 @@ static void check_case_split(KnnwbMetric metric, size_t n, size_t nq, size_t d, 
     }
     if (own && ranks > 1)
       g_assert_cmpuint(covered, ==, expected->n_queries);
+    if (!own || !split || ranks == 1)
+      continue;
+    /* Each rank's own lists gathered on rank 0 alone: all rows there, nothing elsewhere. */
+    const RankRun task = {.gather_root = TRUE};
+    run_ranks_task(ranks, queries ? queries : data, queries ? data : NULL, &options, &task, runs);
+    for (int r = 0; r < ranks; r++) {
+      g_assert_no_error(runs[r].error);
+      if (r > 0) {
+        g_assert_null(runs[r].result);
+        continue;
+      }
+      g_assert_cmpuint(runs[r].result->first_row, ==, 0);
+      g_assert_cmpuint(runs[r].result->n_queries, ==, expected->n_queries);
+      assert_same_rows(expected, runs[r].result);
+      knnwb_neighbors_free(runs[r].result);
+    }
   }
 }
 
@@ -641,46 +657,6 @@ static void test_cancelled_rank(void)
   }
 }
 
-/* Each rank's own lists (split) gathered on rank 0 alone: all rows there, nothing elsewhere. */
-static void test_gather_root(void)
-{
-  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_EUCLIDEAN};
-  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++)
-    for (size_t nq = 0; nq <= 37; nq += 37) {
-      g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(203, 11, 5 + m);
-      g_autoptr(KnnwbMatrix) queries = nq ? knnwb_test_random_matrix(nq, 11, 9) : NULL;
-      KnnwbKnnOptions options;
-      knnwb_knn_options_init(&options);
-      options.metric = metrics[m];
-      options.k = 7;
-      options.backend = KNNWB_BACKEND_CPU;
-      options.n_threads = 1;
-      options.memory_bytes = 4096;
-      g_autoptr(KnnwbNeighbors) expected = NULL;
-      g_assert_true(queries ? knnwb_knn_query(queries, data, &options, &expected, NULL)
-                            : knnwb_knn_self(data, &options, &expected, NULL));
-      options.group_split = TRUE;
-      options.group_own_rows = TRUE;
-      for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
-        RankRun runs[MAX_RANKS], task = {.gather_root = TRUE};
-        run_ranks_task(ranks, queries ? queries : data, queries ? data : NULL, &options, &task,
-                       runs);
-        for (int r = 0; r < ranks; r++) {
-          g_assert_no_error(runs[r].error);
-          if (r > 0) {
-            g_assert_null(runs[r].result);
-            continue;
-          }
-          g_assert_nonnull(runs[r].result);
-          g_assert_cmpuint(runs[r].result->first_row, ==, 0);
-          g_assert_cmpuint(runs[r].result->n_queries, ==, expected->n_queries);
-          assert_same_rows(expected, runs[r].result);
-          knnwb_neighbors_free(runs[r].result);
-        }
-      }
-    }
-}
-
 /* knnwb_neighbourhood_find_split on 1-4 ranks: the single process's neighbourhood, every field, on
  * rank 0 (none elsewhere). */
 static void test_split_neighbourhood(void)
@@ -850,7 +826,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
-  g_test_add_func("/distributed/group/gather-root", test_gather_root);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   return g_test_run();

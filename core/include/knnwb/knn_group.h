@@ -67,6 +67,11 @@ void knnwb_knn_group_set_default(const KnnwbKnnGroup *group);
 /** The default group (NULL when none). */
 const KnnwbKnnGroup *knnwb_knn_group_get_default(void);
 
+/** Every rank's value, in rank order, into values (group->size entries) on every rank: the
+ * layout of blocks of any sizes, say. Collective. Errors: the group's. */
+gboolean knnwb_knn_group_gather_values(const KnnwbKnnGroup *group, int64_t value, int64_t *values,
+                                       GError **error);
+
 /** The rows [*first, *last) that rank owns when n rows are cut into size contiguous shares. */
 void knnwb_knn_group_rows(size_t n, int rank, int size, size_t *first, size_t *last);
 
