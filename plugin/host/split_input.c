@@ -2,6 +2,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include "split_input.h"
+#include "host.h"
 
 gboolean knnwb_host_split_offsets(const KnnwbKnnGroup *group, size_t block_rows, size_t **first_row,
                                   GError **error)
@@ -133,6 +134,9 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
   for (size_t i = first; i < last && data->n_absent_rows > 0; i++)
     if (knnwb_matrix_row_is_absent(data, i))
       knnwb_matrix_set_row_absent(input->block, i - first);
+  /* The samples' names, for a phenotype row matched by them. */
+  for (size_t j = 0; data->col_labels != NULL && j < data->n_cols; j++)
+    knnwb_matrix_set_col_label(input->block, j, data->col_labels[j]);
   input->first_row = first;
   input->n_rows = data->n_rows;
   input->labels = (const char *const *)data->row_labels;
@@ -159,4 +163,60 @@ void knnwb_host_split_input_clear(KnnwbHostSplitInput *input)
   g_clear_pointer(&input->label_bytes, g_free);
   g_clear_pointer(&input->label_index, g_free);
   input->labels = NULL;
+}
+
+gboolean knnwb_host_split_value_finish(const KnnwbKnnGroup *group, KnnwbValue *out, GError **error)
+{
+  KnnwbHostSplitInput *split = g_new0(KnnwbHostSplitInput, 1);
+  out->host_private = split;
+  split->block = out->matrix; /* borrowed: the value owns its matrix */
+  gboolean ok = knnwb_host_split_relabel(group, split, error);
+  split->block = NULL;
+  if (!ok)
+    return FALSE;
+  out->block_first = split->first_row;
+  out->block_total = split->n_rows;
+  out->block_labels = group->rank == 0 ? split->labels : NULL;
+  return TRUE;
+}
+
+const char *const *knnwb_host_split_value_labels(const KnnwbValue *value)
+{
+  const KnnwbHostSplitInput *split = value->host_private;
+  return split != NULL ? split->labels : NULL;
+}
+
+KnnwbMatrix *knnwb_host_split_value_whole(const KnnwbKnnGroup *group, const KnnwbValue *value,
+                                          GError **error)
+{
+  const KnnwbMatrix *block = value->matrix;
+  const size_t ranks = (size_t)group->size, d = block->n_cols;
+  g_autofree int64_t *sizes = g_new(int64_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, sizes, error))
+    return NULL;
+  size_t n = 0;
+  for (size_t r = 0; r < ranks; r++)
+    n += (size_t)sizes[r];
+  g_autoptr(KnnwbMatrix) whole = knnwb_matrix_new(n, d, error);
+  if (!group->agree(group, whole != NULL, error))
+    return NULL;
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
+  for (size_t r = 0, at = 0; r < ranks; at += (size_t)sizes[r], r++) {
+    send[r] = block->values;
+    send_bytes[r] = block->n_rows * d * sizeof(float);
+    receive[r] = whole->values + at * d;
+    receive_bytes[r] = (size_t)sizes[r] * d * sizeof(float);
+  }
+  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+    return NULL;
+  const char *const *labels = knnwb_host_split_value_labels(value);
+  for (size_t i = 0; labels != NULL && i < n; i++)
+    if (labels[i] != NULL && *labels[i] != '\0')
+      knnwb_matrix_set_row_label(whole, i, labels[i]);
+  for (size_t j = 0; block->col_labels != NULL && j < d; j++)
+    knnwb_matrix_set_col_label(whole, j, block->col_labels[j]);
+  return g_steal_pointer(&whole);
 }

@@ -6,6 +6,7 @@
 #include <glib.h>
 #include <knnwb/formats.h>
 #include <knnwb/knn.h>
+#include <knnwb/plugin.h>
 
 G_BEGIN_DECLS
 
@@ -46,6 +47,25 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
  */
 gboolean knnwb_host_split_relabel(const KnnwbKnnGroup *group, KnnwbHostSplitInput *input,
                                   GError **error);
+
+/**
+ * A split step's MATRIX output (out->matrix: this rank's new block, the blocks in rank order the
+ * whole result): sets block_first/block_total and every rank's labels (rank 0's block_labels; all
+ * of them on every rank for knnwb_host_split_value_labels). Collective. Errors: as relabel.
+ */
+gboolean knnwb_host_split_value_finish(const KnnwbKnnGroup *group, KnnwbValue *out, GError **error);
+
+/** Every row's label of a split value made by load-matrix or knnwb_host_split_value_finish, on
+ * every rank (NULL when the rows have none or the value is another's). */
+const char *const *knnwb_host_split_value_labels(const KnnwbValue *value);
+
+/**
+ * Every rank's block of a split value put together on every rank (with every label and the column
+ * labels): for steps that combine every row with every other (metafeatures of a small input).
+ * Collective. Errors: KNNWB_ERROR_NO_MEMORY (agreed), transport errors. Memory: the whole matrix.
+ */
+KnnwbMatrix *knnwb_host_split_value_whole(const KnnwbKnnGroup *group, const KnnwbValue *value,
+                                          GError **error);
 
 /** Frees what knnwb_host_split_read filled (the struct itself is the caller's). */
 void knnwb_host_split_input_clear(KnnwbHostSplitInput *input);

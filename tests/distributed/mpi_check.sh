@@ -101,13 +101,15 @@ cat >labels.xml <<'XML'
 </pipeline>
 XML
 "$knnwb" run labels.xml -q --set out=one-labels
-# kNN steps fed by a step of rank 0's own (metafeatures of 40 rows): rank 0 scatters the pair rows
-# into every rank's block, the kNN work is shared, rank 0 writes.
+# kNN steps fed by a step of rank 0's own (metafeatures of 40 rows, on rank 0 because the exact
+# MST of the same matrix needs it whole there): rank 0 scatters the pair rows into every rank's
+# block, the kNN work is shared, rank 0 writes.
 for i in $(seq 0 39); do echo "r$i"; done >pair-rows.txt
 cat >scatter.xml <<'XML'
 <?xml version="1.0" encoding="UTF-8"?><pipeline name="mpi-scatter" version="1">
 <variable name="out" value="x"/>
 <step id="data" type="load-matrix"><param name="path" value="data.tsv"/></step>
+<step id="tree" type="mst"><input name="data" step="data"/></step>
 <step id="pairs" type="metafeatures"><input name="data" step="data"/>
 <param name="rows" value="pair-rows.txt"/></step>
 <step id="graph" type="knn-graph"><input name="data" step="pairs"/><param name="k" value="6"/>
@@ -141,6 +143,9 @@ XML
 "$knnwb" run nb.xml -q --set out=one-nb
 mkdir one-seed-run
 "$knnwb" run "$3/share/examples/seed-neighbourhood.xml" -q -O one-seed-run
+# Every step of it runs on split rows (metafeatures: each rank its share of the pairs).
+[ "$("$knnwb" run "$3/share/examples/seed-neighbourhood.xml" --dry-run | grep -c "rows split$")" = 4 ] ||
+  fail "seed-neighbourhood.xml does not run split"
 "$knnwb" run scatter.xml --dry-run | grep -q "rows split from rank 0's matrices" ||
   fail "the dry run does not show the scattered steps"
 # The neighbourhood command: kNN queries of the rows found (out), and the whole graph (both).
@@ -299,15 +304,13 @@ mpi 3 neighbourhood "$synthetic/synthetic_expression.tsv" --phenotype \
 grep -q "^knnwb: rank 2: .*synthetic_clinical.tsv:1: no column 'nope'" err.txt ||
   { cat err.txt; fail "no message from rank 2 (phenotype)"; }
 [ "$(cat bad-nb.gml)" = previous ] || fail "a failed neighbourhood touched the previous output"
-# A step of rank 0's own fails (a phenotype column that is not there) while the other ranks wait
-# for the split kNN step after it: all stop, with rank 0's message.
-printf 'sample\tage\nc0\t1\n' >pheno.tsv
+# A step of rank 0's own fails (a malformed .knn file) while the other ranks wait for the split
+# kNN step after it: all stop, with rank 0's message.
+printf 'x y\n' >bad.knn
 cat >rank0.xml <<'XML'
 <?xml version="1.0" encoding="UTF-8"?><pipeline name="rank0" version="1">
 <step id="a" type="load-matrix"><param name="path" value="data.tsv"/></step>
-<step id="b" type="load-matrix"><param name="path" value="data.tsv"/></step>
-<step id="p" type="append-phenotype"><input name="data" step="b"/>
-<param name="table" value="pheno.tsv"/><param name="column" value="nope"/></step>
+<step id="graph" type="load-knn"><param name="path" value="bad.knn"/></step>
 <step id="g" type="knn-graph"><input name="data" step="a"/><param name="k" value="5"/>
 <param name="backend" value="cpu"/></step>
 <step id="w" type="write-graph"><input name="graph" step="g"/><param name="path" value="rank0.knn"/></step>
@@ -316,8 +319,8 @@ XML
 status=0
 mpi 3 run rank0.xml -q 2>err.txt || status=$?
 [ "$status" -ne 0 ] || fail "a failing rank 0 step gave exit status 0"
-grep -q "^rank 0: rank0.xml:4: step 'p' (append-phenotype) failed: .*pheno.tsv:1: no column 'nope'" \
-  err.txt || { cat err.txt; fail "no message from rank 0's step"; }
+grep -q "^rank 0: rank0.xml:3: step 'graph' (load-knn) failed: .*bad.knn:1:1:" err.txt ||
+  { cat err.txt; fail "no message from rank 0's step"; }
 [ ! -e rank0.knn ] || fail "a failed pipeline (rank 0's step) left an output"
 echo "a failing rank stops the job with its message"
 

@@ -507,7 +507,8 @@ static void test_commit_rolls_back(void)
 }
 
 /* Under mpirun: the kNN steps whose matrices come straight from load-matrix run split; a matrix
- * that any rank-0 step needs is read whole, and a kNN step fed by a rank-0 step gets its matrices
+ * that any rank-0 step needs (b: the exact MST) is read whole, the split steps it feeds
+ * (metafeatures) run on rank 0 too, and a kNN step fed by a rank-0 step gets its matrices
  * scattered from rank 0. */
 static void test_split_plan(void)
 {
@@ -523,6 +524,7 @@ static void test_split_plan(void)
       "    <param name=\"k\" value=\"3\"/></step>",
       "  <step id=\"q\" type=\"knn-query\"><input name=\"query\" step=\"c\"/>",
       "    <input name=\"reference\" step=\"b\"/><param name=\"k\" value=\"3\"/></step>",
+      "  <step id=\"tree\" type=\"mst\"><input name=\"data\" step=\"b\"/></step>",
       "  <step id=\"w\" type=\"write-graph\"><input name=\"graph\" step=\"ga\"/>",
       "    <param name=\"path\" value=\"OUT/g.knn\"/></step>",
       "</pipeline>",

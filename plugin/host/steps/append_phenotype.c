@@ -2,6 +2,7 @@
 #include <knnwb/error.h>
 #include <knnwb/phenotype.h>
 #include "steps.h"
+#include "../split_input.h"
 
 enum { TABLE, COLUMN, ID_COLUMN, LABEL, N_PARAMS };
 
@@ -43,12 +44,16 @@ static gboolean knnwb_append_phenotype_run(KnnwbStepContext *context, GError **e
   if (copy == NULL)
     return FALSE;
   const char *label = *p[LABEL].v_string ? p[LABEL].v_string : p[COLUMN].v_string;
-  if (!knnwb_phenotype_append_row(&copy, values, label, error)) {
-    knnwb_matrix_free(copy);
-    return FALSE;
-  }
+  /* Split rows under mpirun: the row joins the last rank's block, as it ends the whole. */
+  const KnnwbKnnGroup *group =
+      context->group != NULL && context->inputs[0]->block_total > 0 ? context->group : NULL;
+  gboolean appended = (group != NULL && group->rank != group->size - 1) ||
+                      knnwb_phenotype_append_row(&copy, values, label, error);
   context->output->matrix = copy;
-  return TRUE;
+  if (group == NULL)
+    return appended;
+  return group->agree(group, appended, error) &&
+         knnwb_host_split_value_finish(group, context->output, error);
 }
 
 const KnnwbStepType knnwb_step_append_phenotype = {
@@ -60,5 +65,5 @@ const KnnwbStepType knnwb_step_append_phenotype = {
     N_PARAMS,
     KNNWB_KIND_MATRIX,
     knnwb_append_phenotype_run,
-    0,
+    KNNWB_STEP_SPLIT_ROWS,
 };

@@ -3,6 +3,7 @@
 #include <knnwb/error.h>
 #include <knnwb/metafeatures.h>
 #include "steps.h"
+#include "../split_input.h"
 
 enum { OPS, ROWS, MISSING, N_PARAMS };
 
@@ -19,10 +20,10 @@ static const KnnwbPortSpec knnwb_metafeatures_inputs[] = {
     {"data", KNNWB_KIND_MATRIX, FALSE, "the rows to pair"},
 };
 
-static gboolean knnwb_metafeatures_step_run(KnnwbStepContext *context, GError **error)
+static gboolean knnwb_metafeatures_step_expand(KnnwbStepContext *context, const KnnwbMatrix *data,
+                                               KnnwbMatrix **result, GError **error)
 {
   const KnnwbParamValue *p = context->params;
-  const KnnwbMatrix *data = context->inputs[0]->matrix;
   KnnwbMetafeatureOp ops[KNNWB_METAFEATURE_COUNT];
   KnnwbMetafeatureOptions options;
   knnwb_metafeatures_options_init(&options);
@@ -41,7 +42,29 @@ static gboolean knnwb_metafeatures_step_run(KnnwbStepContext *context, GError **
   options.cancel = context->cancel;
   options.progress = context->progress;
   options.progress_data = context->progress_data;
-  return knnwb_metafeatures_expand(data, &options, &context->output->matrix, error);
+  if (context->group != NULL) {
+    options.share_index = context->group->rank;
+    options.share_count = context->group->size;
+  }
+  return knnwb_metafeatures_expand(data, &options, result, error);
+}
+
+static gboolean knnwb_metafeatures_step_run(KnnwbStepContext *context, GError **error)
+{
+  const KnnwbValue *in = context->inputs[0];
+  if (context->group == NULL || in->block_total == 0)
+    return knnwb_metafeatures_step_expand(context, in->matrix, &context->output->matrix, error);
+  /* Split rows under mpirun: the pairs combine every row with every other, so every rank puts the
+   * (small) input together and generates only its share of the pair rows; the shares in rank
+   * order are the single process's result. */
+  const KnnwbKnnGroup *group = context->group;
+  g_autoptr(KnnwbMatrix) whole = knnwb_host_split_value_whole(group, in, error);
+  if (whole == NULL)
+    return FALSE;
+  gboolean ok = knnwb_metafeatures_step_expand(context, whole, &context->output->matrix, error);
+  g_clear_pointer(&whole, knnwb_matrix_free);
+  return group->agree(group, ok, error) &&
+         knnwb_host_split_value_finish(group, context->output, error);
 }
 
 const KnnwbStepType knnwb_step_metafeatures = {
@@ -53,5 +76,5 @@ const KnnwbStepType knnwb_step_metafeatures = {
     N_PARAMS,
     KNNWB_KIND_MATRIX,
     knnwb_metafeatures_step_run,
-    0,
+    KNNWB_STEP_SPLIT_ROWS,
 };
