@@ -457,8 +457,9 @@ static void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refin
  * candidates are a screen, not the answer: refine computes exact distances, and where the kept
  * candidates certify, the k nearest by (exact distance, index) are the same whichever of equally
  * scored pairs were kept; where they do not, the row is re-selected with more candidates, as in
- * one process. So the lists stay one process's lists, byte for byte (tested with ties:
- * test_distributed_group's duplicate rows, against the double oracle).
+ * one process. So the lists stay one process's lists, byte for byte (tested with many tied
+ * scores and distances against one process and the double oracle: test_distributed_group's
+ * split-thresholds-ties).
  */
 static void knnwb_split_bounds(const KnnwbSplitLists *lists, float *bounds)
 {

@@ -384,7 +384,11 @@ static gboolean knnwb_neighbourhood_rank_split(const KnnwbNeighbourhoodRows *row
   }
   for (size_t v = 0; v < result->n_vertices; v++)
     identity[v] = (int64_t)v;
-  return knnwb_neighbourhood_rank(result, values, identity, order, direction, metric, error);
+  if (!knnwb_neighbourhood_rank(result, values, identity, order, direction, metric, error))
+    return FALSE;
+  if (rows->members != NULL)
+    *rows->members = g_steal_pointer(&values);
+  return TRUE;
 }
 
 /* The shared breadth-first search: source gives out-lists (querying them on demand when it has a
@@ -614,6 +618,8 @@ static gboolean knnwb_neighbourhood_cut_split(const KnnwbNeighbourhoodRows *rows
   }
   if (!group->agree(group, ok, error))
     return FALSE;
+  if (root && rows->members != NULL)
+    *rows->members = g_steal_pointer(&values);
   *result = root ? g_steal_pointer(&found) : NULL;
   return TRUE;
 }
@@ -664,9 +670,14 @@ gboolean knnwb_neighbourhood_find_split(const KnnwbKnnGroup *group, const KnnwbM
                                         const size_t *first_row, const int64_t *focus,
                                         size_t n_focus, int order, KnnwbDirection direction,
                                         const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
-                                        GError **error)
+                                        KnnwbMatrix **members, GError **error)
 {
-  KnnwbNeighbourhoodRows rows = {
-      .data = block, .group = group, .first = first_row, .n_rows = first_row[group->size]};
+  if (members != NULL)
+    *members = NULL;
+  KnnwbNeighbourhoodRows rows = {.data = block,
+                                 .group = group,
+                                 .first = first_row,
+                                 .n_rows = first_row[group->size],
+                                 .members = members};
   return knnwb_neighbourhood_run(&rows, focus, n_focus, order, direction, options, result, error);
 }

@@ -12,8 +12,9 @@ typedef struct {
   const KnnwbKnnGroup *group; /* NULL: data is whole */
   const size_t *first;        /* group: size + 1 block starts */
   size_t n_rows;              /* every rank's rows */
-  gboolean
-      defer_rank; /* search: stop before the ranking (members), whose rows the caller gathers */
+  /* search: stop before the ranking (members), whose rows the caller gathers */
+  gboolean defer_rank;
+  KnnwbMatrix **members; /* split, when not NULL: rank 0 gets the vertices' rows here */
 } KnnwbNeighbourhoodRows;
 
 /* The rank that holds row (split rows). O(ranks). */

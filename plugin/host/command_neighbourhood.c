@@ -167,11 +167,11 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   progress = knnwb_host_progress_new("neighbourhood", quiet);
   options.progress = progress ? knnwb_host_progress_update : NULL;
   options.progress_data = progress;
-  gboolean found =
-      split_rows ? knnwb_neighbourhood_find_split(group, split.block, first_row, focus, n_focus,
-                                                  (int)order, direction, &options, &nb, &error)
-                 : knnwb_neighbourhood_find(data, focus, n_focus, (int)order, direction, &options,
-                                            &nb, &error);
+  gboolean found = split_rows ? knnwb_neighbourhood_find_split(group, split.block, first_row, focus,
+                                                               n_focus, (int)order, direction,
+                                                               &options, &nb, NULL, &error)
+                              : knnwb_neighbourhood_find(data, focus, n_focus, (int)order,
+                                                         direction, &options, &nb, &error);
   knnwb_host_progress_finish(progress);
   if (!found)
     goto fail;

@@ -86,6 +86,18 @@ gboolean knnwb_pipeline_confined(const char *confine, const char *path, gboolean
  * split steps are complete on rank 0. Iterated to the fixed point: O(steps x inputs x steps). */
 gboolean *knnwb_pipeline_split_plan(const KnnwbPipeline *pipeline);
 
+/* The KNNWB_STEP_SPLIT_ROWS steps that take only matrices, produce no matrix and are not split by
+ * the plan (a matrix of rank 0's own feeds them): rank 0 scatters their matrices into every
+ * rank's block before they run, so their kNN work is still shared. steps->len entries (g_free). */
+gboolean *knnwb_pipeline_scatter_plan(const KnnwbPipeline *pipeline, const gboolean *split);
+
+/* Rank 0's whole matrix (whole: ignored on the other ranks) cut into the even blocks of
+ * knnwb_knn_group_rows: every rank's *block (rank 0's a view into whole, which must outlive it),
+ * rows *first .. of *total. Collective. Errors: KNNWB_ERROR_NO_MEMORY (agreed), transport. */
+gboolean knnwb_pipeline_scatter_rows(const KnnwbKnnGroup *group, const KnnwbMatrix *whole,
+                                     KnnwbMatrix **block, size_t *first, size_t *total,
+                                     GError **error);
+
 /* Every rank's ok after a point all ranks reach (collective). A failure of every rank (a step
  * whose collective runs agreed inside) keeps each rank's error, which is the same everywhere; a
  * failure of some ranks gives every rank the lowest failing rank's error, prefixed "rank R: ". */

@@ -597,13 +597,17 @@ void knnwb_pipeline_print_plan(const KnnwbPipeline *pipeline, FILE *out)
   }
   /* Where each step runs under mpirun (pipeline_ranks.c): the same plan as a job's. */
   g_autofree gboolean *split = knnwb_pipeline_split_plan(pipeline);
+  g_autofree gboolean *scatter = knnwb_pipeline_scatter_plan(pipeline, split);
   for (guint position = 0; position < n; position++) {
     const KnnwbPipelineStep *step = pipeline->steps->pdata[pipeline->order[position]];
     const KnnwbStepType *type = step->step->type;
     fprintf(out, "%u. %s (%s, plugin %s) line %d\n", position + 1, step->id, type->name,
             step->step->plugin->name, step->line);
+    const guint s = pipeline->order[position];
     fprintf(out, "     under mpirun: %s\n",
-            split[pipeline->order[position]] ? "every rank, rows split" : "rank 0 alone");
+            split[s]     ? "every rank, rows split"
+            : scatter[s] ? "every rank, rows split from rank 0's matrices"
+                         : "rank 0 alone");
     for (guint i = 0; i < type->n_inputs; i++) {
       if (step->sources[i] < 0)
         continue;

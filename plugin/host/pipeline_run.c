@@ -147,6 +147,11 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     group = NULL;
   const gboolean root = group == NULL || group->rank == 0;
   g_autofree gboolean *split = group != NULL ? knnwb_pipeline_split_plan(pipeline) : NULL;
+  g_autofree gboolean *scatter =
+      group != NULL ? knnwb_pipeline_scatter_plan(pipeline, split) : NULL;
+  /* The blocks scattered from rank 0's matrices: the steps' outputs may point at them (points). */
+  g_autoptr(GPtrArray) scattered =
+      g_ptr_array_new_with_free_func((GDestroyNotify)knnwb_pipeline_value_free);
   gboolean synced_failure = FALSE; /* the ranks agreed on a failure: no more meetings */
 
   /* Every output directory proves it takes new files before the first step runs, not after an
@@ -176,24 +181,46 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     guint s = pipeline->order[position];
     KnnwbPipelineStep *step = pipeline->steps->pdata[s];
     const KnnwbStepType *type = step->step->type;
-    const gboolean split_step = split != NULL && split[s];
+    const gboolean scatter_step = scatter != NULL && scatter[s];
+    const gboolean split_step = (split != NULL && split[s]) || scatter_step;
     if (!split_step && !root)
       continue; /* rank 0's step: this rank holds none of its inputs */
-    if (split_step && !knnwb_pipeline_ranks_sync(group, TRUE, error)) {
-      ok = FALSE; /* rank 0 failed in a step of its own */
-      synced_failure = TRUE;
-      break;
-    }
     if (cancel != NULL && *cancel) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted before step '%s'",
                   step->id);
       ok = FALSE;
-      break;
     }
+    /* Every rank of a split step meets the others first (rank 0 may have failed alone). */
+    if (split_step && !knnwb_pipeline_ranks_sync(group, ok, error)) {
+      ok = FALSE;
+      synced_failure = TRUE;
+    }
+    if (!ok)
+      break;
 
     g_autofree const KnnwbValue **inputs = g_new0(const KnnwbValue *, type->n_inputs + 1);
     for (guint i = 0; i < type->n_inputs; i++)
       inputs[i] = step->sources[i] >= 0 ? values[step->sources[i]] : NULL;
+    /* Rank 0's matrices cut into every rank's block, so that the kNN work is shared. */
+    for (guint i = 0; i < type->n_inputs && scatter_step; i++) {
+      if (step->sources[i] < 0)
+        continue;
+      KnnwbValue *block = knnwb_pipeline_value_new(KNNWB_KIND_MATRIX);
+      g_ptr_array_add(scattered, block);
+      g_autoptr(GError) local = NULL;
+      if (!knnwb_pipeline_scatter_rows(group, root ? inputs[i]->matrix : NULL, &block->matrix,
+                                       &block->block_first, &block->block_total, &local)) {
+        g_set_error(error, local->domain, local->code, "%s:%d: step '%s' (%s): %s", pipeline->path,
+                    step->line, step->id, type->name, local->message);
+        ok = FALSE;
+        synced_failure = TRUE; /* agreed inside */
+        break;
+      }
+      block->block_labels = root ? knnwb_host_value_labels(inputs[i]) : NULL;
+      inputs[i] = block;
+    }
+    if (!ok)
+      break;
     g_autofree KnnwbParamValue *params = g_new0(KnnwbParamValue, type->n_params + 1);
     guint next_output = (guint)first_output[s];
     for (guint i = 0; i < type->n_params; i++) {

@@ -46,6 +46,77 @@ static KnnwbMatrix *knnwb_neighbourhood_points(const KnnwbMatrix *data,
   return points;
 }
 
+/* Split rows under mpirun (the host split or scattered the matrix): rank 0 finds the focus rows in
+ * every label and tells the others, the ranks search together, rank 0 gets the neighbourhood, its
+ * rows and (through the labels) writes the files. */
+static gboolean knnwb_neighbourhood_step_split(KnnwbStepContext *context,
+                                               const KnnwbKnnOptions *options,
+                                               KnnwbDirection direction, GError **error)
+{
+  const KnnwbParamValue *p = context->params;
+  const KnnwbValue *in = context->inputs[0];
+  const KnnwbKnnGroup *group = context->group;
+  const gboolean root = group->rank == 0;
+  const size_t ranks = (size_t)group->size;
+  g_autofree int64_t *focus = NULL;
+  size_t n_focus = 0;
+  gboolean found =
+      !root || knnwb_neighbourhood_focus_labels(in->block_labels, in->block_total,
+                                                p[FOCUS].v_string, &focus, &n_focus, error);
+  if (!group->agree(group, found, error))
+    return FALSE;
+  /* Rank 0's focus rows to every rank: sums to which the others add zeros. */
+  int64_t count = (int64_t)n_focus;
+  if (!group->reduce(group, &count, 1, KNNWB_GROUP_SUM, error))
+    return FALSE;
+  if (!root)
+    focus = g_new0(int64_t, MAX((size_t)count, (size_t)1));
+  n_focus = (size_t)count;
+  if (!group->reduce(group, focus, n_focus, KNNWB_GROUP_SUM, error))
+    return FALSE;
+  g_autofree int64_t *sizes = g_new(int64_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)in->matrix->n_rows, sizes, error))
+    return FALSE;
+  g_autofree size_t *first_row = g_new0(size_t, ranks + 1);
+  for (size_t r = 0; r < ranks; r++)
+    first_row[r + 1] = first_row[r] + (size_t)sizes[r];
+  g_autoptr(KnnwbNeighbourhood) nb = NULL;
+  g_autoptr(KnnwbMatrix) members = NULL;
+  if (!knnwb_neighbourhood_find_split(group, in->matrix, first_row, focus, n_focus,
+                                      (int)p[ORDER].v_int, direction, options, &nb, &members,
+                                      error))
+    return FALSE;
+  if (!root)
+    return TRUE;
+  /* The writers and the points want the members' labels: a matrix of all rows, labels only. */
+  g_autoptr(KnnwbMatrix) named = knnwb_matrix_new(in->block_total, 0, error);
+  if (named == NULL)
+    return FALSE;
+  for (size_t v = 0; in->block_labels != NULL && v < nb->n_vertices; v++)
+    knnwb_matrix_set_row_label(named, (size_t)nb->rows[v], in->block_labels[nb->rows[v]]);
+  if (p[TABLE].v_string != NULL &&
+      !knnwb_neighbourhood_write_table(p[TABLE].v_string, nb, named, options->metric, error))
+    return FALSE;
+  if (p[GML].v_string != NULL &&
+      !knnwb_neighbourhood_write_gml(p[GML].v_string, nb, named, (unsigned long)p[SEED].v_int,
+                                     error))
+    return FALSE;
+  KnnwbValue *out = context->output;
+  out->matrix = g_steal_pointer(&members);
+  for (size_t v = 0; v < nb->n_vertices; v++) {
+    const char *label = knnwb_matrix_row_label(named, (size_t)nb->rows[v]);
+    g_autofree char *number = label ? NULL : g_strdup_printf("%zu", (size_t)nb->rows[v]);
+    knnwb_matrix_set_row_label(out->matrix, v, label ? label : number);
+  }
+  for (size_t j = 0; in->matrix->col_labels != NULL && j < in->matrix->n_cols; j++)
+    knnwb_matrix_set_col_label(out->matrix, j, in->matrix->col_labels[j]);
+  if (!knnwb_error_from_igraph(igraph_copy(&out->graph, &nb->graph), "igraph_copy", error))
+    return FALSE;
+  out->has_graph = TRUE;
+  return knnwb_error_from_igraph(igraph_vector_update(&out->weights, &nb->weights),
+                                 "igraph_vector_update", error);
+}
+
 static gboolean knnwb_neighbourhood_step_run(KnnwbStepContext *context, GError **error)
 {
   const KnnwbParamValue *p = context->params;
@@ -57,6 +128,8 @@ static gboolean knnwb_neighbourhood_step_run(KnnwbStepContext *context, GError *
   if (!knnwb_knn_plugin_options(context, &options, devices, error) ||
       !knnwb_direction_from_string(p[DIRECTION].v_string, &direction, error))
     return FALSE;
+  if (context->group != NULL && context->inputs[0]->block_total > 0)
+    return knnwb_neighbourhood_step_split(context, &options, direction, error);
   g_autofree int64_t *focus = NULL;
   size_t n_focus = 0;
   if (!knnwb_neighbourhood_focus_rows(data, p[FOCUS].v_string, &focus, &n_focus, error))
@@ -91,5 +164,5 @@ const KnnwbStepType knnwb_knn_step_neighbourhood = {
     N_PARAMS,
     KNNWB_KIND_GRAPH,
     knnwb_neighbourhood_step_run,
-    0,
+    KNNWB_STEP_SPLIT_ROWS,
 };

@@ -101,6 +101,48 @@ cat >labels.xml <<'XML'
 </pipeline>
 XML
 "$knnwb" run labels.xml -q --set out=one-labels
+# kNN steps fed by a step of rank 0's own (metafeatures of 40 rows): rank 0 scatters the pair rows
+# into every rank's block, the kNN work is shared, rank 0 writes.
+for i in $(seq 0 39); do echo "r$i"; done >pair-rows.txt
+cat >scatter.xml <<'XML'
+<?xml version="1.0" encoding="UTF-8"?><pipeline name="mpi-scatter" version="1">
+<variable name="out" value="x"/>
+<step id="data" type="load-matrix"><param name="path" value="data.tsv"/></step>
+<step id="pairs" type="metafeatures"><input name="data" step="data"/>
+<param name="rows" value="pair-rows.txt"/></step>
+<step id="graph" type="knn-graph"><input name="data" step="pairs"/><param name="k" value="6"/>
+<param name="metric" value="manhattan"/><param name="backend" value="cpu"/>
+<param name="memory" value="16K"/><param name="graph" value="mutual"/></step>
+<step id="query" type="knn-query"><input name="query" step="data"/>
+<input name="reference" step="pairs"/><param name="k" value="4"/>
+<param name="metric" value="euclidean"/><param name="backend" value="cpu"/></step>
+<step id="write-graph" type="write-graph"><input name="graph" step="graph"/>
+<param name="path" value="${out}.gml"/></step>
+<step id="write-query" type="write-graph"><input name="graph" step="query"/>
+<param name="path" value="${out}-query.tsv"/></step>
+</pipeline>
+XML
+"$knnwb" run scatter.xml -q --set out=one-scatter
+# The neighbourhood step: on rows split by load-matrix (both directions), and in the seed's own
+# pipeline after rank 0's metafeatures and phenotype row (scattered).
+cat >nb.xml <<'XML'
+<?xml version="1.0" encoding="UTF-8"?><pipeline name="mpi-neighbourhood" version="1">
+<variable name="out" value="x"/>
+<step id="data" type="load-matrix"><param name="path" value="data.tsv"/></step>
+<step id="nb" type="neighbourhood"><input name="data" step="data"/>
+<param name="focus" value="r250,r3"/><param name="k" value="6"/><param name="order" value="2"/>
+<param name="direction" value="both"/><param name="metric" value="euclidean"/>
+<param name="backend" value="cpu"/><param name="memory" value="4K"/>
+<param name="gml" value="${out}.gml"/><param name="table" value="${out}.tsv"/></step>
+<step id="points" type="write-graph"><input name="graph" step="nb"/>
+<param name="path" value="${out}-graph.tsv"/></step>
+</pipeline>
+XML
+"$knnwb" run nb.xml -q --set out=one-nb
+mkdir one-seed-run
+"$knnwb" run "$3/share/examples/seed-neighbourhood.xml" -q -O one-seed-run
+"$knnwb" run scatter.xml --dry-run | grep -q "rows split from rank 0's matrices" ||
+  fail "the dry run does not show the scattered steps"
 # The neighbourhood command: kNN queries of the rows found (out), and the whole graph (both).
 demo=$3/share/examples/demo-expression.txt
 # The seed's own workflow (share/examples/README.md): metafeatures of 120 probes (each rank
@@ -129,6 +171,10 @@ for ranks in 1 2 3; do
   cmp one.tsv "r$ranks.tsv" || fail "$ranks ranks: .tsv differs"
   mpi "$ranks" knn data.npy -k 9 -m cosine -b cpu --memory 4K -q -g union -o "r$ranks.gml"
   cmp one.gml "r$ranks.gml" || fail "$ranks ranks: union .gml differs"
+  # Each rank's own lists gathered on rank 0 alone, from the whole-input mode's shares too.
+  mpi "$ranks" knn data.npy -k 9 -m cosine -b cpu --memory 4K -q -g union --mpi-input whole \
+    -o "r$ranks-whole.gml"
+  cmp one.gml "r$ranks-whole.gml" || fail "$ranks ranks: union .gml (--mpi-input whole) differs"
   mpi "$ranks" knn small.npy -k 1 -m euclidean -b cpu -q -o "r$ranks-small.knn"
   cmp one-small.knn "r$ranks-small.knn" || fail "$ranks ranks: 2-row .knn differs"
   # Split memory is the CPU default (each rank reads its rows of an NPY); the whole input on every
@@ -178,6 +224,19 @@ for ranks in 1 2 3; do
       fail "$ranks ranks: seed neighbourhood (metafeatures, phenotype) $direction"
     cmp "one-seed-$direction.tsv" "r$ranks-seed-$direction.tsv" ||
       fail "$ranks ranks: seed neighbourhood table $direction"
+  done
+  mpi "$ranks" run scatter.xml -q --set out="r$ranks-scatter"
+  cmp one-scatter.gml "r$ranks-scatter.gml" || fail "$ranks ranks: pipeline, scattered kNN graph"
+  cmp one-scatter-query.tsv "r$ranks-scatter-query.tsv" ||
+    fail "$ranks ranks: pipeline, scattered kNN query"
+  mpi "$ranks" run nb.xml -q --set out="r$ranks-nb"
+  for f in nb.gml nb.tsv nb-graph.tsv; do
+    cmp "one-$f" "r$ranks-$f" || fail "$ranks ranks: pipeline neighbourhood step, $f"
+  done
+  mkdir "r$ranks-seed-run"
+  mpi "$ranks" run "$3/share/examples/seed-neighbourhood.xml" -q -O "r$ranks-seed-run"
+  for f in one-seed-run/*; do
+    cmp "$f" "r$ranks-seed-run/${f#one-seed-run/}" || fail "$ranks ranks: seed-neighbourhood.xml, $f"
   done
   mpi "$ranks" run labels.xml -q --set out="r$ranks-labels"
   cmp one-labels.gml "r$ranks-labels.gml" || fail "$ranks ranks: pipeline on text, GML"

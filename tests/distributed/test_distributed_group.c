@@ -170,6 +170,7 @@ typedef struct {
   int order;
   KnnwbDirection direction;
   KnnwbNeighbourhood *neighbourhood;
+  KnnwbMatrix *members; /* rank 0: the neighbourhood's rows, in vertex order */
 } RankRun;
 
 /* Uneven blocks for split runs (NULL: knnwb_knn_group_rows's): rank r gets rows
@@ -235,7 +236,8 @@ static void rank_neighbourhood(RankRun *run)
   g_autoptr(KnnwbMatrix) block = rank_block(run->query, group, FALSE);
   g_mutex_lock(&rank_turn);
   knnwb_neighbourhood_find_split(group, block, first, run->focus, run->n_focus, run->order,
-                                 run->direction, &run->options, &run->neighbourhood, &run->error);
+                                 run->direction, &run->options, &run->neighbourhood, &run->members,
+                                 &run->error);
   g_mutex_unlock(&rank_turn);
 }
 
@@ -684,9 +686,18 @@ static void test_split_neighbourhood(void)
         KnnwbNeighbourhood *got = runs[r].neighbourhood;
         if (r > 0) {
           g_assert_null(got); /* rank 0's result */
+          g_assert_null(runs[r].members);
           continue;
         }
         g_assert_nonnull(got);
+        /* The members' rows, in vertex order, as the data holds them. */
+        g_autoptr(KnnwbMatrix) members = runs[r].members;
+        g_assert_nonnull(members);
+        g_assert_cmpuint(members->n_rows, ==, got->n_vertices);
+        for (size_t v = 0; v < got->n_vertices; v++)
+          g_assert_cmpmem(members->values + v * data->n_cols, data->n_cols * sizeof(float),
+                          data->values + (size_t)got->rows[v] * data->n_cols,
+                          data->n_cols * sizeof(float));
         g_assert_cmpuint(got->n_vertices, ==, expected->n_vertices);
         g_assert_cmpmem(got->rows, got->n_vertices * sizeof(int64_t), expected->rows,
                         expected->n_vertices * sizeof(int64_t));

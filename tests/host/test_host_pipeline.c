@@ -507,7 +507,8 @@ static void test_commit_rolls_back(void)
 }
 
 /* Under mpirun: the kNN steps whose matrices come straight from load-matrix run split; a matrix
- * that any rank-0 step needs is read whole, and a kNN step fed by a rank-0 step runs there. */
+ * that any rank-0 step needs is read whole, and a kNN step fed by a rank-0 step gets its matrices
+ * scattered from rank 0. */
 static void test_split_plan(void)
 {
   static const char *const lines[] = {
@@ -532,14 +533,19 @@ static void test_split_plan(void)
   g_autoptr(KnnwbPipeline) pipeline = knnwb_pipeline_load(path, test_registry, &options, &error);
   g_assert_no_error(error);
   g_autofree gboolean *split = knnwb_pipeline_split_plan(pipeline);
-  static const char *const expected_split[] = {"a", "ga"};
+  g_autofree gboolean *scatter = knnwb_pipeline_scatter_plan(pipeline, split);
+  /* The kNN steps fed by rank 0's matrices get them scattered instead. */
+  static const char *const expected_split[] = {"a", "ga"}, *const expected_scatter[] = {"gb", "q"};
   for (guint s = 0; s < pipeline->steps->len; s++) {
     const KnnwbPipelineStep *step = pipeline->steps->pdata[s];
-    gboolean expected = FALSE;
+    gboolean expected = FALSE, expected_scattered = FALSE;
     for (guint e = 0; e < G_N_ELEMENTS(expected_split); e++)
       expected |= g_str_equal(step->id, expected_split[e]);
-    g_test_message("%s: %s", step->id, split[s] ? "split" : "rank 0");
+    for (guint e = 0; e < G_N_ELEMENTS(expected_scatter); e++)
+      expected_scattered |= g_str_equal(step->id, expected_scatter[e]);
+    g_test_message("%s: %s", step->id, split[s] ? "split" : scatter[s] ? "scattered" : "rank 0");
     g_assert_cmpint(split[s], ==, expected);
+    g_assert_cmpint(scatter[s], ==, expected_scattered);
   }
 }
 

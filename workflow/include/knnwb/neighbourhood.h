@@ -91,8 +91,10 @@ gboolean knnwb_neighbourhood_find(const KnnwbMatrix *data, const int64_t *focus,
  * entries, every rank's), focus counts rows among all. The out-neighbourhood's queries are split
  * kNN runs (KnnwbKnnOptions.group_split) whose lists every rank gets (about k^order rows); for
  * in/both the whole graph is computed split and its lists gathered on rank 0, which walks them.
- * The members' rows then travel to rank 0 for the ranking. Rank 0 gets the result, byte for byte
- * that of knnwb_neighbourhood_find on the whole matrix; the other ranks get *result = NULL. Every
+ * The members' rows then travel to rank 0 for the ranking (and, when members is not NULL, stay
+ * there: *members, n_vertices x d in vertex order, without labels). Rank 0 gets the result, byte
+ * for byte that of knnwb_neighbourhood_find on the whole matrix; the other ranks get *result (and
+ * *members) NULL. Every
  * rank returns the same success or the same error. Errors and complexity as
  * knnwb_neighbourhood_find, the arithmetic shared; memory per rank: its block and the lists found
  * (rank 0, for in/both: every row's), rank 0 the members' rows.
@@ -101,7 +103,7 @@ gboolean knnwb_neighbourhood_find_split(const KnnwbKnnGroup *group, const KnnwbM
                                         const size_t *first_row, const int64_t *focus,
                                         size_t n_focus, int order, KnnwbDirection direction,
                                         const KnnwbKnnOptions *options, KnnwbNeighbourhood **result,
-                                        GError **error);
+                                        KnnwbMatrix **members, GError **error);
 
 /**
  * The same neighbourhood cut from given self-kNN lists of data (all n rows): breadth-first from
