@@ -8,13 +8,13 @@
  * How a run goes (the file names say where): select_plan.c chooses tiles and residency from the
  * memory budget; worker_setup.cu allocates the plan's buffers; row_upload.cu sends the rows;
  * schedule_symmetric.cu or schedule_panels.cu walks the tiles, each issued by tile_issue.cu
- * (scores by tile_scores_gemm.cu or tile_scores_l1.cu, selection by tile_select.cu); the lists
- * come back through lists_extract.cu, merged across GPUs by lists_merge_peers.cu or
- * lists_merge_host.cu, with exact distances by exact_distance.cu and, when core asks, sorted and
- * cut to k there by lists_refine.cu (core's refine on the device). Data are resident on each device
- * when they fit the budget, otherwise blocks stream from (registered, pinned) host memory with
- * double buffering on a copy stream; per tile, the GEMM of the next tile (GEMM stream) overlaps
- * the selection of this one (selection stream).
+ * (scores by tile_scores_gemm.cu or tile_scores_l1.cu, the threshold filter by tile_filter.cu, the
+ * per-row merge by tile_select.cu); the lists come back through lists_extract.cu, merged across
+ * GPUs by lists_merge_peers.cu or lists_merge_host.cu, with exact distances by exact_distance.cu
+ * and, when core asks, sorted and cut to k there by lists_refine.cu (core's refine on the device).
+ * Data are resident on each device when they fit the budget, otherwise blocks stream from
+ * (registered, pinned) host memory with double buffering on a copy stream; per tile, the GEMM of
+ * the next tile (GEMM stream) overlaps the selection of this one (selection stream).
  *
  * KNNWB_CUDA_TRACE=1 prints phase timings (select_trace.h); KNNWB_CUDA_NO_PEER_ACCESS=1 runs
  * several GPUs as if they had no peer access (the tests use it to cover the host-side paths on

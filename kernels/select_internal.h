@@ -1,7 +1,8 @@
 /*
  * Internal C++ interface between the CUDA files of the selection backend (the host side, from
- * cuda_select.cu down, drives; tile_select.cu selects; tile_scores_l1.cu computes manhattan tiles;
- * exact_distance.cu recomputes the final distances). Not installed, not for core.
+ * cuda_select.cu down, drives; tile_filter.cu filters a tile, tile_select.cu merges;
+ * tile_scores_l1.cu computes manhattan tiles; exact_distance.cu recomputes the final distances).
+ * Not installed, not for core.
  *
  * Selection state, per resident row r (device memory):
  *   list_score/list_index[r*kc ..]  the kc best (score, reference index) so far, any order;
@@ -127,6 +128,13 @@ struct PeerLists {
  */
 cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers, int row0,
                                 int n_rows, cudaStream_t stream);
+
+/**
+ * Launches the threshold filter of tile geom on stream (tile_filter.cu): pairs that beat their
+ * row's (and, for column passes, column's) threshold go to the candidate buffers, rows that cross
+ * lazy_limit are queued in merge_list. Errors: the caller reads cudaGetLastError(). O(tile) reads.
+ */
+void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
  * Filters a finished tile into the state and merges the rows that need it. A tile of fresh rows
