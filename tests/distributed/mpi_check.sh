@@ -22,6 +22,13 @@ mpi() {
   "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader \
     --mca btl_vader_single_copy_mechanism none -np "$ranks" "$knnwb" "$@"
 }
+# As mpi, replacing the (sub)shell that runs it: `(exec_mpi ...) &` makes $! mpirun itself.
+exec_mpi() {
+  local ranks=$1
+  shift
+  exec "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader \
+    --mca btl_vader_single_copy_mechanism none -np "$ranks" "$knnwb" "$@"
+}
 fail() {
   echo "FAIL: $*" >&2
   exit 1
@@ -337,3 +344,42 @@ fi
   "$knnwb" knn small.npy -k 1 -b cpu -q -o pml.knn >pml.txt 2>&1 || true
 grep -q "found loaded component cm" pml.txt || { cat pml.txt; fail "the user's --mca pml was not kept"; }
 echo "one host: the ob1 layer alone; the user's choice kept"
+
+# Ctrl-C or SIGTERM on mpirun: Open MPI ends the job by sending the ranks SIGCONT, SIGTERM a second
+# later, then SIGKILL; the ranks stop at the SIGCONT (before they waited for the SIGTERM, and a run
+# ending within that second committed its outputs after the user's signal). mpirun itself still
+# waits its second before it exits (status 1); waiting for the ranks' SIGTERM took two.
+python3 "$here/make_npy.py" long.npy 60000 64 5
+for sig in INT TERM; do
+  echo previous >sig.knn
+  (exec_mpi 2 knn long.npy -k 10 -m manhattan -b cpu -t 1 -o sig.knn 2>sig.err) &
+  pid=$!
+  sleep 1
+  start=$(date +%s%N)
+  kill -"$sig" "$pid"
+  status=0
+  wait "$pid" || status=$?
+  elapsed=$((($(date +%s%N) - start) / 1000000))
+  [ "$status" -ne 0 ] || fail "SIG$sig on mpirun: exit status 0 (did the run end before the signal?)"
+  grep -q "interrupted; no output written" sig.err || { cat sig.err; fail "SIG$sig: no interruption message"; }
+  [ "$(cat sig.knn)" = previous ] || fail "SIG$sig on mpirun: the previous output was replaced"
+  ! ls -a | grep -q '^\.knnwb-' || fail "SIG$sig on mpirun: a temporary file was left behind"
+  [ "$elapsed" -lt 1700 ] || fail "SIG$sig on mpirun: the job took $elapsed ms to end (the ranks waited for the launcher's SIGTERM)"
+  echo "SIG$sig on mpirun: no output, the job ended $elapsed ms after the signal"
+done
+# Job control is not an interruption: Ctrl-Z on mpirun stops the ranks (SIGSTOP), fg resumes them
+# (SIGCONT), and the run ends with the single process's bytes.
+python3 "$here/make_npy.py" jc.npy 6000 64 6
+"$knnwb" knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o one-jc.knn
+(exec_mpi 2 knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o jc.knn 2>jc.err) &
+pid=$!
+sleep 0.1
+kill -TSTP "$pid"
+sleep 0.5
+stopped=$(ps -o stat= --ppid "$pid" | grep -c '^T' || true)
+kill -CONT "$pid"
+status=0
+wait "$pid" || status=$?
+[ "$status" -eq 0 ] || { cat jc.err; fail "a run stopped and resumed through mpirun failed ($status)"; }
+cmp -s one-jc.knn jc.knn || fail "a run stopped and resumed through mpirun: bytes differ"
+echo "job control through mpirun: $stopped rank(s) seen stopped, resumed, same bytes"
