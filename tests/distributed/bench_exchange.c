@@ -33,7 +33,7 @@ int main(int argc, char **argv)
       {"mib", 0, 0, G_OPTION_ARG_INT64, &mib, "MiB sent to each other rank", "M"},
       {"reduce", 0, 0, G_OPTION_ARG_INT64, &reduce_count, "int64 values reduced", "N"},
       {"reps", 0, 0, G_OPTION_ARG_INT64, &reps, "repetitions", "R"},
-      {NULL}};
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) context = g_option_context_new("- group exchange bandwidth");
   g_option_context_add_main_entries(context, entries, NULL);
   if (!g_option_context_parse(context, &argc, &argv, &error)) {
