@@ -290,17 +290,8 @@ gboolean knnwb_split_blocks_init(const KnnwbKnnGroup *group, size_t mine, KnnwbS
   blocks->ranks = group->size;
   blocks->first = g_new0(size_t, ranks);
   blocks->count = g_new0(size_t, ranks);
-  int64_t own = (int64_t)mine;
   g_autofree int64_t *counts = g_new0(int64_t, ranks);
-  g_autofree const void **send = g_new(const void *, ranks);
-  g_autofree size_t *bytes = g_new(size_t, ranks);
-  g_autofree void **receive = g_new(void *, ranks);
-  for (size_t r = 0; r < ranks; r++) {
-    send[r] = &own;
-    bytes[r] = sizeof own;
-    receive[r] = &counts[r];
-  }
-  if (!group->exchange(group, send, bytes, (void *const *)receive, bytes, error))
+  if (!knnwb_knn_group_gather_values(group, (int64_t)mine, counts, error))
     return FALSE;
   for (size_t r = 0; r < ranks; r++) {
     blocks->first[r] = blocks->n;
