@@ -70,6 +70,23 @@ struct MergeShared {
   int small_index[kMergeThreads];
 };
 
+/* Entry t of row's merge input, the m = kc + buffered candidates: list slots first (empty ones,
+ * and t >= m, give the empty key and index -1), then the candidate buffer. */
+__device__ __forceinline__ void merge_entry(const SelectState &st, int row, int t, int m,
+                                            uint32_t *key, int *idx)
+{
+  *key = kEmptyKey;
+  *idx = -1;
+  if (t < st.kc) {
+    *idx = st.list_index[(size_t)row * st.kc + t];
+    *key = *idx < 0 ? kEmptyKey : float_key(st.list_score[(size_t)row * st.kc + t]);
+  } else if (t < m) {
+    const size_t at = (size_t)row * st.cap + (t - st.kc);
+    *idx = st.cand_index[at];
+    *key = float_key(st.cand_score[at]);
+  }
+}
+
 /*
  * Merges one state row whose list and candidates fit the block (kc + n_buffer <= 256, no overflowed
  * line): each element's rank is counted directly (ties by position), and the kc lowest go to their
@@ -82,16 +99,9 @@ __device__ void merge_row_small(const SelectState &st, int row, int n_buffer, fl
 {
   const float inf = __int_as_float(0x7f800000);
   const int m = st.kc + n_buffer, t = threadIdx.x;
-  uint32_t key = kEmptyKey;
-  int idx = -1;
-  if (t < st.kc) {
-    idx = st.list_index[(size_t)row * st.kc + t];
-    key = idx < 0 ? kEmptyKey : float_key(st.list_score[(size_t)row * st.kc + t]);
-  } else if (t < m) {
-    const size_t at = (size_t)row * st.cap + (t - st.kc);
-    idx = st.cand_index[at];
-    key = float_key(st.cand_score[at]);
-  }
+  uint32_t key;
+  int idx;
+  merge_entry(st, row, t, m, &key, &idx);
   if (t < m) {
     sh.small_key[t] = key;
     sh.small_index[t] = idx;
@@ -381,16 +391,9 @@ __global__ void __launch_bounds__(kMergeThreads)
     const float thr_row = st.thr[row];
     const int m = st.kc + count, m4 = (m + 3) / 4;
     for (int t = lane; t < 4 * m4; t += 32) {
-      uint32_t key = kEmptyKey;
-      int idx = -1;
-      if (t < st.kc) {
-        idx = st.list_index[(size_t)row * st.kc + t];
-        key = idx < 0 ? kEmptyKey : float_key(st.list_score[(size_t)row * st.kc + t]);
-      } else if (t < m) {
-        const size_t at = (size_t)row * st.cap + (t - st.kc);
-        idx = st.cand_index[at];
-        key = float_key(st.cand_score[at]);
-      }
+      uint32_t key;
+      int idx;
+      merge_entry(st, row, t, m, &key, &idx);
       sk[t] = key;
       si[t] = idx;
     }
