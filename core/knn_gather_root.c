@@ -1,4 +1,5 @@
-/* Gathers for callers of the group: every rank's count (the blocks' layout), and every rank's
+/* Gathers for callers of the group: every rank's count (the blocks' layout), every rank's block
+ * of bytes (labels, rows) on every rank, and every rank's
  * lists of its own rows onto rank 0 alone, for the outputs rank 0 builds a graph for, so that no
  * other rank ever holds more than its share of the lists. */
 #include <string.h>
@@ -18,6 +19,21 @@ gboolean knnwb_knn_group_gather_values(const KnnwbKnnGroup *group, int64_t value
     receive[r] = &values[r];
   }
   return group->exchange(group, send, bytes, (void *const *)receive, bytes, error);
+}
+
+gboolean knnwb_knn_group_gather_bytes(const KnnwbKnnGroup *group, const void *mine,
+                                      const size_t *bytes, void *all, GError **error)
+{
+  const size_t ranks = (size_t)group->size, me = (size_t)group->rank;
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  for (size_t r = 0, at = 0; r < ranks; at += bytes[r], r++) {
+    send[r] = mine;
+    send_bytes[r] = bytes[me];
+    receive[r] = (char *)all + at;
+  }
+  return group->exchange(group, send, send_bytes, (void *const *)receive, bytes, error);
 }
 
 gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,

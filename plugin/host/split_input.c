@@ -49,17 +49,10 @@ static gboolean knnwb_host_split_gather_labels(const KnnwbKnnGroup *group,
                 input->n_rows);
   if (!group->agree(group, room, error))
     return FALSE;
-  g_autofree const void **send = g_new(const void *, ranks);
-  g_autofree size_t *send_bytes = g_new(size_t, ranks);
-  g_autofree void **receive = g_new(void *, ranks);
-  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
-  for (size_t r = 0, at = 0; r < ranks; at += (size_t)lengths[r], r++) {
-    send[r] = mine->str;
-    send_bytes[r] = mine->len;
-    receive[r] = input->label_bytes + at;
-    receive_bytes[r] = (size_t)lengths[r];
-  }
-  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++)
+    bytes[r] = (size_t)lengths[r];
+  if (!knnwb_knn_group_gather_bytes(group, mine->str, bytes, input->label_bytes, error))
     return FALSE;
   for (size_t i = 0, at = 0; i < input->n_rows && at < total; i++) {
     input->label_index[i] = input->label_bytes + at;
@@ -200,17 +193,10 @@ KnnwbMatrix *knnwb_host_split_value_whole(const KnnwbKnnGroup *group, const Knnw
   g_autoptr(KnnwbMatrix) whole = knnwb_matrix_new(n, d, error);
   if (!group->agree(group, whole != NULL, error))
     return NULL;
-  g_autofree const void **send = g_new(const void *, ranks);
-  g_autofree size_t *send_bytes = g_new(size_t, ranks);
-  g_autofree void **receive = g_new(void *, ranks);
-  g_autofree size_t *receive_bytes = g_new(size_t, ranks);
-  for (size_t r = 0, at = 0; r < ranks; at += (size_t)sizes[r], r++) {
-    send[r] = block->values;
-    send_bytes[r] = block->n_rows * d * sizeof(float);
-    receive[r] = whole->values + at * d;
-    receive_bytes[r] = (size_t)sizes[r] * d * sizeof(float);
-  }
-  if (!group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error))
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++)
+    bytes[r] = (size_t)sizes[r] * d * sizeof(float);
+  if (!knnwb_knn_group_gather_bytes(group, block->values, bytes, whole->values, error))
     return NULL;
   const char *const *labels = knnwb_host_split_value_labels(value);
   for (size_t i = 0; labels != NULL && i < n; i++)

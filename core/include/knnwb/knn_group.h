@@ -72,6 +72,12 @@ const KnnwbKnnGroup *knnwb_knn_group_get_default(void);
 gboolean knnwb_knn_group_gather_values(const KnnwbKnnGroup *group, int64_t value, int64_t *values,
                                        GError **error);
 
+/** Every rank's block of bytes, one after another in rank order, into all on every rank: rank r
+ * sends bytes[r] (known to every rank, e.g. from knnwb_knn_group_gather_values) from mine, and all
+ * holds their sum. Collective. Errors: the group's. O(sum of bytes). */
+gboolean knnwb_knn_group_gather_bytes(const KnnwbKnnGroup *group, const void *mine,
+                                      const size_t *bytes, void *all, GError **error);
+
 /** The rows [*first, *last) that rank owns when n rows are cut into size contiguous shares. */
 void knnwb_knn_group_rows(size_t n, int rank, int size, size_t *first, size_t *last);
 
