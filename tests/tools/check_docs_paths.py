@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check that what the documentation names exists: every relative Markdown link (and its #anchor),
+"""Check that what the documentation names exists (and that no file repeats a heading): every relative Markdown link (and its #anchor),
 every repository path (core/..., tests/..., share/...), every source file named by its bare name
 (select_plan.c, tile_filter.cu) and every build output named as build/tests/DIR/PROGRAM (a
 target of tests/DIR/CMakeLists.txt).
@@ -76,6 +76,15 @@ def main():
         rel = os.path.relpath(md, ROOT)
         with open(md, encoding='utf-8') as f:
             lines = f.read().split('\n')
+        seen, fence = {}, False
+        for number, line in enumerate(lines, 1):
+            if line.startswith('```'):
+                fence = not fence
+            elif not fence and re.match(r'#+ ', line):
+                if slug(line.lstrip('#')) in seen:
+                    problems.append(f'{rel}:{number}: heading repeats line {seen[slug(line.lstrip("#"))]} '
+                                    '(its link would reach the first one)')
+                seen.setdefault(slug(line.lstrip('#')), number)
         for number, line in enumerate(lines, 1):
             where = f'{rel}:{number}'
             checked += len(re.findall(r'\]\(|(?:%s)/|\.(?:%s)\b' % ('|'.join(TOP), '|'.join(SOURCE_EXT)), line))
