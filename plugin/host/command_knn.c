@@ -182,9 +182,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   const gboolean writer = group == NULL || group->rank == 0;
   options.group = group;
   /* Lists that are written row by row need no rank to hold them all. */
-  const gboolean rows_in_place =
-      group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
-      (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_NEIGHBORS_TSV);
+  const gboolean rows_in_place = group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
+                                 knnwb_distributed_writes_in_place(output_format);
   /* Each rank gets its rows' lists; for the other outputs rank 0 gathers them (below). */
   options.group_own_rows = group != NULL;
   /* Split memory (each rank reads and holds its block of rows) unless the input is wanted whole:
@@ -272,15 +271,13 @@ int knnwb_host_command_knn(int argc, char **argv)
   control.progress_data = progress;
   gboolean written = FALSE;
   if (rows_in_place) {
-    /* Each rank writes its rows at their place in rank 0's temporary. */
-    KnnwbDistributedLists table = output_format == KNNWB_OUTPUT_KNN ? KNNWB_DISTRIBUTED_LISTS_KNN
-                                                                    : KNNWB_DISTRIBUTED_LISTS_TSV;
+    /* Each rank writes its rows at their place in rank 0's temporary (and its side file). */
     int64_t edges = 0;
     for (size_t i = 0; i < neighbors->n_queries; i++)
       edges += neighbors->n_found[i];
-    written =
-        knnwb_distributed_write_lists(group, temporary, table, neighbors, n_rows, labels, &error) &&
-        group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
+    written = knnwb_distributed_write_lists(group, temporary, output_format, neighbors, n_rows,
+                                            labels, options.cancel, &error) &&
+              group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
     n_edges = (igraph_integer_t)edges;
   } else if (!writer) {
     /* Rank 0 builds the graph and writes it; the others learn how that went below. */
