@@ -513,27 +513,50 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   KnnwbSplitSide mine = {own, 0, m, first};
   KnnwbSplitLists a_lists = {0}, b_lists = {0};
   gint64 since = g_get_monotonic_time();
+  /* Ranks that share memory (one host) publish their prepared block once, before step 0, and read
+   * the others' in place: no copy per step (two at the window: in and out) and no fetch to wait
+   * for; else each step fetches its block. Collective; FALSE with *error unset: not shared. */
+  g_autofree void **parts = g_new0(void *, (size_t)R);
+  gboolean shared = FALSE;
+  if (group->share_begin != NULL && R > 1) {
+    shared = group->share_begin(group, knnwb_split_bytes(&layout, m), parts, error);
+    if (!shared && error != NULL && *error != NULL)
+      return FALSE;
+    if (shared) {
+      knnwb_split_pack(&layout, own, own_invalid, NULL, m, parts[r]);
+      if (!group->share_sync(group, error)) {
+        group->share_end(group, NULL);
+        return FALSE;
+      }
+    }
+  }
   gboolean ok = knnwb_split_select(run, &mine, NULL, NULL, NULL, &a_lists, &b_lists, error);
   if (ok)
     knnwb_split_merge(lists, &a_lists, 0, run->threads);
   knnwb_split_lists_clear(&a_lists);
   knnwb_split_lists_clear(&b_lists);
   knnwb_split_mark(group, "step 0 (own block) selected and merged in", &since);
-  if (!group->agree(group, ok, error))
+  if (!group->agree(group, ok, error)) {
+    if (shared)
+      group->share_end(group, NULL);
     return FALSE;
+  }
   knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
   knnwb_split_progress(run, 1, steps);
   const size_t largest = blocks->largest;
   const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
-  char *visiting = g_try_malloc(visiting_bytes);
+  /* The room of a fetched block, which then takes the lists coming back (shared: these only). */
+  char *visiting = shared ? NULL : g_try_malloc(visiting_bytes);
   /* The own rows' thresholds, and the visiting rows' (they travel with their block). */
   float *bounds = g_try_new(float, MAX(m, (size_t)1));
   float *visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
-  ok = visiting != NULL && bounds != NULL && visiting_bounds != NULL;
+  ok = (shared || visiting != NULL) && bounds != NULL && visiting_bounds != NULL;
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate room for a visiting block of %zu rows", largest);
   if (!group->agree(group, ok, error)) {
+    if (shared)
+      group->share_end(group, NULL);
     g_free(visiting);
     g_free(bounds);
     g_free(visiting_bounds);
@@ -545,14 +568,17 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
     KnnwbPrepared view;
     knnwb_split_bounds(lists, bounds);
-    if (!knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting, &view,
-                           error) ||
+    if (shared)
+      knnwb_split_view(&layout, own, parts[q], q_rows, &view);
+    if ((!shared && !knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting,
+                                       &view, error)) ||
         !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
                            q_rows * sizeof(float), error)) {
       ok = FALSE;
       break;
     }
-    knnwb_split_mark(group, "block fetched in", &since);
+    knnwb_split_mark(
+        group, shared ? "block in shared memory, bounds fetched in" : "block fetched in", &since);
     /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half. */
     KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
     if (2 * s == R) {
@@ -581,7 +607,14 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     }
     knnwb_split_lists_clear(&a_lists);
     knnwb_split_mark(group, "pair selected and merged in", &since);
-    const gboolean fits = knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
+    /* The last step has read the shared blocks (every rank reaches this, failed or not): the
+     * window is free for the lists that go back. */
+    if (shared && 2 * (s + 1) > R) {
+      shared = FALSE;
+      if (!group->share_end(group, ok ? error : NULL))
+        ok = FALSE;
+    }
+    const gboolean fits = visiting != NULL && knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
     ok = ok && knnwb_split_lists_init_in(&from_p, m, run->kc, fits ? visiting : NULL, error);
     if (group->agree(group, ok, error)) {
       ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
@@ -596,6 +629,9 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &since);
     knnwb_split_progress(run, (uint64_t)s + 1, steps);
   }
+  /* A fetch or bounds shift that failed left the loop early (transport errors: on every rank). */
+  if (shared && !group->share_end(group, ok ? error : NULL))
+    ok = FALSE;
   g_free(visiting);
   g_free(bounds);
   g_free(visiting_bounds);

@@ -427,6 +427,28 @@ fi
 grep -q "found loaded component cm" pml.txt || { cat pml.txt; fail "the user's --mca pml was not kept"; }
 echo "one host: the ob1 layer alone; the user's choice kept"
 
+# Ranks that mpirun does not bind (--bind-to none) build their own hwloc topology in MPI_Init; on one
+# host they leave out I/O devices (PCI configuration space, block and network devices: a third of
+# MPI_Init in a VM); mpirun's own discovery keeps them (its lines name pci); a HWLOC_COMPONENTS of
+# the user's reaches the ranks unchanged.
+HWLOC_COMPONENTS_VERBOSE=1 "$mpiexec" --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+  "$knnwb" knn small.npy -k 1 -b cpu -q -o hwloc.knn >hwloc.txt 2>&1 ||
+  { cat hwloc.txt; fail "the hwloc start failed"; }
+# (A rank's list without I/O phases starts "linux(0x2)"; with them, as mpirun's, "linux(0x7a)".)
+if grep -q "Final list of enabled discovery components" hwloc.txt; then
+  grep -q "discovery components: linux(0x2)" hwloc.txt ||
+    { cat hwloc.txt; fail "the ranks' hwloc still discovered I/O devices"; }
+  HWLOC_COMPONENTS=-gl HWLOC_COMPONENTS_VERBOSE=1 "$mpiexec" --oversubscribe --allow-run-as-root \
+    --bind-to none -np 2 "$knnwb" knn small.npy -k 1 -b cpu -q -o hwloc.knn >hwloc.txt 2>&1 || true
+  if grep -q "discovery components: linux(0x2)" hwloc.txt; then
+    cat hwloc.txt
+    fail "the user's HWLOC_COMPONENTS was not kept"
+  fi
+  echo "one host: the ranks' hwloc without I/O devices; the user's HWLOC_COMPONENTS kept"
+else
+  echo "hwloc prints no component list here (HWLOC_COMPONENTS_VERBOSE): the hwloc check skipped"
+fi
+
 # Ctrl-C or SIGTERM on mpirun: Open MPI ends the job by sending the ranks SIGCONT, SIGTERM a second
 # later, then SIGKILL; the ranks stop at the SIGCONT (before they waited for the SIGTERM, and a run
 # ending within that second committed its outputs after the user's signal). mpirun itself still
