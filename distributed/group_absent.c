@@ -47,3 +47,18 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "%s: knnwb was built without MPI", path);
   return FALSE;
 }
+
+gboolean knnwb_distributed_write_edges(const KnnwbKnnGroup *group, const char *path,
+                                       KnnwbOutputFormat format, const KnnwbEdgeList *own,
+                                       size_t n_rows, const char *const *labels,
+                                       const volatile gint *cancel, GError **error)
+{
+  (void)group;
+  (void)format;
+  (void)own;
+  (void)n_rows;
+  (void)labels;
+  (void)cancel;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "%s: knnwb was built without MPI", path);
+  return FALSE;
+}

@@ -109,3 +109,11 @@ gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists
                                     knnwb_formats_rows_per_chunk(lists->k), knnwb_knn_format_lists,
                                     (void *)lists, NULL, 0, lists->n_queries, error);
 }
+
+gboolean knnwb_formats_write_knn_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
+                                            GError **error)
+{
+  return knnwb_formats_write_chunks(stream, "(.knn lines)", (size_t)edges->n_edges,
+                                    KNNWB_KNN_EDGES_PER_CHUNK, knnwb_knn_format_edges,
+                                    (void *)edges, NULL, 0, (uint64_t)edges->n_edges, error);
+}

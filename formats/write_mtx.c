@@ -113,3 +113,11 @@ gboolean knnwb_formats_write_mtx_lines(FILE *stream, const KnnwbNeighbors *lists
                                     knnwb_formats_rows_per_chunk(lists->k), knnwb_mtx_format_lists,
                                     (void *)lists, NULL, 0, lists->n_queries, error);
 }
+
+gboolean knnwb_formats_write_mtx_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
+                                            GError **error)
+{
+  return knnwb_formats_write_chunks(stream, "(.mtx lines)", (size_t)edges->n_edges, 1 << 16,
+                                    knnwb_mtx_format_edges, (void *)edges, NULL, 0,
+                                    (uint64_t)edges->n_edges, error);
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mpirun -np R knnwb ...` gives the single-process bytes: R = 1, 2, 3 on the CPU backend (ranks
 # oversubscribe the cores), every metric, the self graph (knnwb knn: each rank writes its rows into
-# one .knn/.tsv/.mtx/.npy/.npz; rank 0 writes the GML of the union graph) and query panels (a pipeline), odd sizes
+# one .knn/.tsv/.mtx/.npy/.npz, the union/mutual graph's .knn/.mtx too; rank 0 writes the GML of
+# the union graph) and query panels (a pipeline), odd sizes
 # (fewer rows than ranks, tiles that do not divide the rows), `knnwb neighbourhood` and pipelines
 # with split input (each rank reads its rows; rank 0 clusters and writes), and a rank
 # that alone sees bad input.
@@ -75,6 +76,14 @@ for ext in npy npz mtx; do
   "$knnwb" knn data.tsv -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o "one-text.$ext"
   "$knnwb" knn data.npy -k 9 -m manhattan -b cpu --memory 4K -t 1 -q -o "one-lists.$ext"
   "$knnwb" knn small.npy -k 1 -m euclidean -b cpu -q -o "one-small.$ext"
+done
+# The union and mutual graphs' edges: each rank writes those whose smaller end is one of its rows.
+for graph in union mutual; do
+  for ext in knn mtx; do
+    "$knnwb" knn data.tsv -k 9 -m euclidean -b cpu --memory 4K -t 1 -q -g "$graph" \
+      -o "one-$graph.$ext"
+    "$knnwb" knn small.npy -k 1 -m euclidean -b cpu -q -g "$graph" -o "one-small-$graph.$ext"
+  done
 done
 # Query panels and the self graph inside a pipeline, for every metric (one run per rank count).
 {
@@ -213,6 +222,24 @@ for ranks in 1 2 3; do
       fail "$ranks ranks: $input .distances.npy differs"
   done
   cmp one-text.rows.txt "r$ranks-text.rows.txt" || fail "$ranks ranks: .mtx row labels differ"
+  for graph in union mutual; do
+    for ext in knn mtx; do
+      mpi "$ranks" knn data.tsv -k 9 -m euclidean -b cpu --memory 4K -q -g "$graph" \
+        -o "r$ranks-$graph.$ext"
+      cmp "one-$graph.$ext" "r$ranks-$graph.$ext" || fail "$ranks ranks: $graph .$ext differs"
+      mpi "$ranks" knn small.npy -k 1 -m euclidean -b cpu -q -g "$graph" \
+        -o "r$ranks-small-$graph.$ext"
+      cmp "one-small-$graph.$ext" "r$ranks-small-$graph.$ext" ||
+        fail "$ranks ranks: 2-row $graph .$ext differs"
+    done
+    mpi "$ranks" knn data.npy -k 9 -m cosine -b cpu --memory 4K -q -g "$graph" --mpi-input whole \
+      -o "r$ranks-whole-$graph.knn"
+    "$knnwb" knn data.npy -k 9 -m cosine -b cpu --memory 4K -t 1 -q -g "$graph" \
+      -o "one-whole-$graph.knn"
+    cmp "one-whole-$graph.knn" "r$ranks-whole-$graph.knn" ||
+      fail "$ranks ranks: $graph .knn (--mpi-input whole) differs"
+  done
+  cmp one-union.rows.txt "r$ranks-union.rows.txt" || fail "$ranks ranks: union .mtx labels differ"
   [ ! -e "r$ranks-lists.rows.txt" ] || fail "$ranks ranks: row labels written for an NPY input"
   # Split memory is the CPU default (each rank reads its rows of an NPY); the whole input on every
   # rank stays available, and text formats are read whole and split after.
@@ -284,10 +311,16 @@ done
 # The same file with its NaN row dropped (kept as an absent row without edges): the rank holding
 # it marks it in its block.
 "$knnwb" knn bad.npy -k 9 -b cpu --memory 4K -t 1 -q --drop-missing -o one-dropped.knn 2>/dev/null
+"$knnwb" knn bad.npy -k 9 -b cpu --memory 4K -t 1 -q --drop-missing -g mutual \
+  -o one-dropped-mutual.mtx 2>/dev/null
 for ranks in 2 3; do
   mpi "$ranks" knn bad.npy -k 9 -b cpu --memory 4K -q --drop-missing -o "r$ranks-dropped.knn" \
     2>/dev/null
   cmp one-dropped.knn "r$ranks-dropped.knn" || fail "$ranks ranks: --drop-missing differs"
+  mpi "$ranks" knn bad.npy -k 9 -b cpu --memory 4K -q --drop-missing -g mutual \
+    -o "r$ranks-dropped-mutual.mtx" 2>/dev/null
+  cmp one-dropped-mutual.mtx "r$ranks-dropped-mutual.mtx" ||
+    fail "$ranks ranks: --drop-missing mutual .mtx differs"
 done
 
 # Text read by byte ranges: line 300 lies in rank 2's range of 3; lines keep their numbers.
@@ -311,18 +344,21 @@ grep -q "^knnwb: rank 2: bad.npy: row 301, column 3: NaN" err.txt || fail "no me
 
 # One rank's write fails (a full disk seen by that rank alone, KNNWB_MPI_WRITE_FAIL_RANK): every
 # rank stops with its message, the previous outputs (and side files) stay, no temporary is left.
-for ext in npy npz mtx knn tsv; do
+for ext in npy npz mtx knn tsv union.knn mutual.mtx; do
+  graph=directed
+  case $ext in union.* | mutual.*) graph=${ext%.*} ;; esac
   for failing in 0 2; do
     echo previous >"fail.$ext"
     echo previous >fail.distances.npy
     echo previous >fail.rows.txt
+    echo previous >fail.mutual.rows.txt
     status=0
-    KNNWB_MPI_WRITE_FAIL_RANK=$failing mpi 3 knn data.tsv -k 9 -b cpu -q -o "fail.$ext" 2>err.txt ||
-      status=$?
+    KNNWB_MPI_WRITE_FAIL_RANK=$failing mpi 3 knn data.tsv -k 9 -b cpu -q -g "$graph" \
+      -o "fail.$ext" 2>err.txt || status=$?
     [ "$status" -ne 0 ] || fail "a failing write (rank $failing, .$ext) gave exit status 0"
     grep -q "^knnwb: rank $failing: fail.$ext: cannot write: " err.txt ||
       { cat err.txt; fail "no message from rank $failing's write (.$ext)"; }
-    for f in "fail.$ext" fail.distances.npy fail.rows.txt; do
+    for f in "fail.$ext" fail.distances.npy fail.rows.txt fail.mutual.rows.txt; do
       [ "$(cat "$f")" = previous ] || fail "a failing write (rank $failing, .$ext) touched $f"
     done
     ! ls -a | grep -q '^\.knnwb-' || fail "a failing write (.$ext) left a temporary file"

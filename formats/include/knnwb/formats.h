@@ -396,6 +396,18 @@ gboolean knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeigh
 gboolean knnwb_formats_write_mtx_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error);
 
 /**
+ * The data lines of knnwb_formats_write_edges (no header) for edges, byte for byte as the file
+ * writer formats them: KNN (`a b weight`, undirected edges smaller end first) or MTX (1-based,
+ * undirected edges in the lower triangle). For writers that put several processes' edges into one
+ * file. Errors: KNNWB_ERROR_IO. Complexity: O(edges).
+ */
+gboolean knnwb_formats_write_knn_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
+                                            GError **error);
+/** See knnwb_formats_write_knn_edge_lines. */
+gboolean knnwb_formats_write_mtx_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
+                                            GError **error);
+
+/**
  * The three header lines of a Matrix Market kNN file (`general` or `symmetric`, n x n, nnz
  * entries; labelled: a comment names the .rows.txt side file). Never fails (the stream's error
  * flag tells). O(1).
