@@ -35,6 +35,16 @@
 #include <knnwb/error.h>
 #include "knn_split_internal.h"
 
+/* Bytes before each rank's block in a shared window: the chunk counter of knnwb_split_pair_chunks
+ * (a cache line, so the block stays aligned). */
+#define KNNWB_SPLIT_HEADER ((size_t)64)
+/* The chunks of the pair met from both ends, in eighths of the cut rows: two large ones (each rank
+ * takes one), then two small ones that go to whichever rank is free first. Every chunk costs its
+ * job's lists of the other whole block (filled, finished, merged: 15-25 ms a chunk at 20,000
+ * rows), so few chunks; the small ones leave an imbalance of at most an eighth of the pair. */
+static const size_t knnwb_split_pair_eighths[] = {0, 3, 6, 7, 8};
+#define KNNWB_SPLIT_PAIR_CHUNKS (G_N_ELEMENTS(knnwb_split_pair_eighths) - 1)
+
 /* ---- One selection -----------------------------------------------------------------------------
  */
 
@@ -497,6 +507,83 @@ static gboolean knnwb_split_cancelled(const KnnwbSplitRun *run, GError **error)
   return FALSE;
 }
 
+/*
+ * The pair met from both ends (s = R/2, R even) when the ranks share their blocks: the lower
+ * rank's rows are cut into chunks that the two ranks take from a counter in the lower rank's part
+ * of the window, so a rank slowed by other work on its core takes fewer of them (as one process's
+ * threads share tiles), instead of each scoring a fixed half. The lower rank scores a chunk of its
+ * rows against the other block (its chunk's candidates merged into lists, the other block's rows'
+ * into back), the higher rank its block against a chunk (its rows' candidates merged into lists,
+ * the chunk rows' written into their window of back: every chunk once). Each job starts from the
+ * rows' current kc-th best scores: lists improve chunk by chunk, and the lower rank's back lists
+ * tighten the other block's bounds (any kc-th best of a subset of a row's final candidates is at
+ * or above its final kc-th, all knnwb_split_bounds needs). Which rank takes which chunk varies from
+ * run to run; the lists do not: each row keeps the kc best of all pairs by (score, index) whatever
+ * the order, and the refinement makes them exact as for the fixed halves. Local, apart from the
+ * counter. mine/other: this rank's block and the other's (whole).
+ */
+static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSplitSide *mine,
+                                        const KnnwbSplitSide *other, gboolean lower, int *counter,
+                                        float *bounds, float *other_bounds, KnnwbSplitLists *lists,
+                                        KnnwbSplitLists *back, GError **error)
+{
+  const size_t kc = run->kc, cut = lower ? mine->count : other->count;
+  const size_t chunks = MIN(cut, (size_t)KNNWB_SPLIT_PAIR_CHUNKS);
+  KnnwbSplitLists a_lists = {0}, b_lists = {0};
+  /* The lower rank's room for the other block's lists of one chunk (emptied for each). */
+  char *b_room =
+      lower ? g_try_malloc(MAX(knnwb_split_lists_bytes(other->count, kc), (size_t)1)) : NULL;
+  if (lower && b_room == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate candidate lists for %zu rows x %zu candidates", other->count, kc);
+    return FALSE;
+  }
+  /* Tests: this rank comes late, so the other one takes every chunk. */
+  const char *late = g_getenv("KNNWB_SPLIT_LATE_RANK");
+  if (late != NULL && atoi(late) == run->group->rank)
+    g_usleep(50000);
+  gboolean ok = TRUE;
+  size_t taken = 0;
+  for (size_t c; ok && (c = (size_t)__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED)) < chunks;) {
+    const size_t c0 = chunks == KNNWB_SPLIT_PAIR_CHUNKS ? cut * knnwb_split_pair_eighths[c] / 8
+                                                        : cut * c / chunks,
+                 c1 = chunks == KNNWB_SPLIT_PAIR_CHUNKS ? cut * knnwb_split_pair_eighths[c + 1] / 8
+                                                        : cut * (c + 1) / chunks;
+    taken++;
+    if (knnwb_split_cancelled(run, error)) {
+      ok = FALSE;
+      break;
+    }
+    knnwb_split_bounds(lists, bounds);
+    if (lower) {
+      const KnnwbSplitSide a = {mine->rows, mine->first + c0, c1 - c0, mine->global + c0};
+      ok = knnwb_split_lists_init_in(&b_lists, other->count, kc, b_room, error) &&
+           knnwb_split_select(run, &a, other, bounds + c0, other_bounds, &a_lists, &b_lists, error);
+      if (ok) {
+        KnnwbSplitLists rows = knnwb_split_lists_window(lists, c0, c1 - c0);
+        knnwb_split_merge(lists, &a_lists, c0, run->threads);
+        knnwb_split_fill_distances(run, &a, other, &rows);
+        knnwb_split_merge(back, &b_lists, 0, run->threads);
+        for (size_t t = 0; t < other->count && kc > 0; t++)
+          if (back->index[t * kc + kc - 1] >= 0)
+            other_bounds[t] = MIN(other_bounds[t], back->score[t * kc + kc - 1]);
+      }
+    } else {
+      const KnnwbSplitSide b = {other->rows, other->first + c0, c1 - c0, other->global + c0};
+      KnnwbSplitLists window = knnwb_split_lists_window(back, c0, c1 - c0);
+      ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, &a_lists, &window, error);
+      if (ok) {
+        knnwb_split_merge(lists, &a_lists, 0, run->threads);
+        knnwb_split_fill_distances(run, mine, &b, lists);
+      }
+    }
+    knnwb_split_lists_clear(&a_lists);
+  }
+  g_free(b_room);
+  g_debug("knnwb: rank %d: %zu of the pair's %zu chunks taken", run->group->rank, taken, chunks);
+  return ok;
+}
+
 /* The first pass of a self graph: every pair of blocks once (see the top of the file). Collective.
  */
 static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
@@ -519,11 +606,13 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   g_autofree void **parts = g_new0(void *, (size_t)R);
   gboolean shared = FALSE;
   if (group->share_begin != NULL && R > 1) {
-    shared = group->share_begin(group, knnwb_split_bytes(&layout, m), parts, error);
+    shared =
+        group->share_begin(group, KNNWB_SPLIT_HEADER + knnwb_split_bytes(&layout, m), parts, error);
     if (!shared && error != NULL && *error != NULL)
       return FALSE;
     if (shared) {
-      knnwb_split_pack(&layout, own, own_invalid, NULL, m, parts[r]);
+      *(int *)parts[r] = 0; /* the chunk counter of the pair this rank's block is cut for */
+      knnwb_split_pack(&layout, own, own_invalid, NULL, m, (char *)parts[r] + KNNWB_SPLIT_HEADER);
       if (!group->share_sync(group, error)) {
         group->share_end(group, NULL);
         return FALSE;
@@ -569,7 +658,7 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     KnnwbPrepared view;
     knnwb_split_bounds(lists, bounds);
     if (shared)
-      knnwb_split_view(&layout, own, parts[q], q_rows, &view);
+      knnwb_split_view(&layout, own, (char *)parts[q] + KNNWB_SPLIT_HEADER, q_rows, &view);
     if ((!shared && !knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting,
                                        &view, error)) ||
         !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
@@ -579,9 +668,11 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     }
     knnwb_split_mark(
         group, shared ? "block in shared memory, bounds fetched in" : "block fetched in", &since);
-    /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half. */
+    /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half (with shared
+     * blocks: as many chunks as it takes first). */
     KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
-    if (2 * s == R) {
+    const gboolean chunked = shared && 2 * s == R;
+    if (2 * s == R && !chunked) {
       if (r < q) {
         a.count = m / 2;
       } else {
@@ -596,12 +687,16 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     KnnwbSplitLists back = {0}, from_p = {0};
     ok =
         !knnwb_split_cancelled(run, error) && knnwb_split_lists_init(&back, q_rows, run->kc, error);
-    if (ok) {
+    if (ok && chunked) {
+      const int lower = MIN(r, q);
+      ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)parts[lower], bounds,
+                                   visiting_bounds, lists, &back, error);
+    } else if (ok) {
       KnnwbSplitLists window = knnwb_split_lists_window(&back, b.first, b.count);
       ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, &a_lists,
                               &window, error);
     }
-    if (ok) {
+    if (ok && !chunked) {
       knnwb_split_merge(lists, &a_lists, 0, run->threads);
       knnwb_split_fill_distances(run, &a, &b, lists);
     }

@@ -613,6 +613,71 @@ static void test_split_thresholds_ties(void)
   }
 }
 
+/* The pair met from both ends (even ranks) in chunks that the ranks take from a shared counter:
+ * whichever rank takes which chunk (one rank late: the other takes them all; or as they come), the
+ * lists are one process's bytes and the oracle's, also with many equal scores at the thresholds
+ * (small integers), self or query runs, two-sided jobs or two panels. */
+static void test_split_pair_chunks(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON};
+  const size_t n = 301, nq = 37, d = 4;
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+    g_autoptr(KnnwbMatrix) queries = knnwb_matrix_new(nq, d, NULL);
+    g_autoptr(GRand) rng = g_rand_new_with_seed(70 + m);
+    for (size_t i = 0; i < (n + nq) * d; i++) {
+      float *value = i < n * d ? &data->values[i] : &queries->values[i - n * d];
+      *value = (float)g_rand_int_range(rng, -3, 4);
+    }
+    for (size_t i = 0; i < n + nq; i++) { /* no constant row (correlations) */
+      float *row = i < n ? data->values + i * d : queries->values + (i - n) * d;
+      if (row[0] == row[1])
+        row[1] = row[0] + 1.0f;
+    }
+    for (int query = 0; query <= 1; query++) {
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = metrics[m];
+      options.k = 7;
+      options.backend = KNNWB_BACKEND_CPU;
+      options.n_threads = 1;
+      options.memory_bytes = 4096;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbNeighbors) expected = NULL;
+      if (query)
+        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
+      else
+        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+      g_assert_no_error(error);
+      options.group_split = TRUE;
+      for (int job = 0; job < 4; job++) {
+        /* the CPU's two-sided jobs, or the two panels of other backends */
+        const int ranks = 2 + 2 * (job % 2);
+        if (job >= 2)
+          g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+        for (int late = -1; late < ranks; late++) {
+          g_autofree char *rank = g_strdup_printf("%d", late);
+          if (late >= 0)
+            g_setenv("KNNWB_SPLIT_LATE_RANK", rank, TRUE);
+          thread_share_next = TRUE; /* the chunks need shared blocks */
+          RankRun runs[MAX_RANKS];
+          run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+          g_unsetenv("KNNWB_SPLIT_LATE_RANK");
+          for (int r = 0; r < ranks; r++) {
+            g_assert_no_error(runs[r].error);
+            assert_same_rows(expected, runs[r].result);
+            if (r == 0)
+              oracle_check(metrics[m], query ? queries->values : data->values, query ? nq : n,
+                           data->values, n, d, !query, runs[r].result, 1e-9);
+            knnwb_neighbors_free(runs[r].result);
+          }
+        }
+        g_unsetenv("KNNWB_SPLIT_PANELS");
+      }
+    }
+  }
+}
+
 /* A constant row in rank 1's block (pearson): every rank fails naming it by its global number. */
 static void test_split_degenerate_row(void)
 {
@@ -953,6 +1018,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
+  g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
