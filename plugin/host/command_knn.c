@@ -184,8 +184,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   /* Lists that are written row by row need no rank to hold them all. */
   const gboolean rows_in_place = group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
                                  knnwb_distributed_writes_in_place(output_format);
-  /* Nor do the undirected graph's edge lists: each rank sends the pairs whose smaller end is an
-   * earlier rank's row to that rank, which writes those edges. */
+  /* Nor do the undirected graph's edge lists: each rank writes the edges whose smaller end lies in
+   * its range of rows (ranges cut by edge count), sent there by the ranks that hold them. */
   const gboolean edges_in_place =
       group != NULL && mode != KNNWB_GRAPH_DIRECTED &&
       (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX);
@@ -285,7 +285,7 @@ int knnwb_host_command_knn(int argc, char **argv)
               group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
     n_edges = (igraph_integer_t)edges;
   } else if (edges_in_place) {
-    /* Each rank's edges (smaller end in its rows) at their place in rank 0's temporary. */
+    /* Each rank's edges (smaller end in its range) at their place in rank 0's temporary. */
     igraph_vector_int_t edges;
     igraph_vector_t weights;
     gboolean edges_ready = igraph_vector_int_init(&edges, 0) == IGRAPH_SUCCESS;
