@@ -36,14 +36,14 @@ gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format)
 gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *path,
                                        KnnwbOutputFormat format, const KnnwbNeighbors *own,
                                        size_t n_rows, const char *const *labels,
-                                       const volatile gint *cancel, GError **error)
+                                       const KnnwbWriteControl *control, GError **error)
 {
   (void)group;
   (void)format;
   (void)own;
   (void)n_rows;
   (void)labels;
-  (void)cancel;
+  (void)control;
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "%s: knnwb was built without MPI", path);
   return FALSE;
 }
@@ -51,14 +51,14 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
 gboolean knnwb_distributed_write_edges(const KnnwbKnnGroup *group, const char *path,
                                        KnnwbOutputFormat format, const KnnwbEdgeList *own,
                                        size_t n_rows, const char *const *labels,
-                                       const volatile gint *cancel, GError **error)
+                                       const KnnwbWriteControl *control, GError **error)
 {
   (void)group;
   (void)format;
   (void)own;
   (void)n_rows;
   (void)labels;
-  (void)cancel;
+  (void)control;
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "%s: knnwb was built without MPI", path);
   return FALSE;
 }

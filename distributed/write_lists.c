@@ -18,8 +18,9 @@
 /* This rank's bytes: rank 0 adds the header, which needs the job's edge count. */
 static gboolean knnwb_distributed_format(const KnnwbKnnGroup *group, KnnwbOutputFormat format,
                                          const KnnwbNeighbors *own, size_t n_rows,
-                                         const char *const *labels, char **text, size_t *size,
-                                         GError **error)
+                                         const char *const *labels,
+                                         const KnnwbWriteControl *control, char **text,
+                                         size_t *size, GError **error)
 {
   int64_t edges = 0;
   for (size_t q = 0; q < own->n_queries; q++)
@@ -36,15 +37,15 @@ static gboolean knnwb_distributed_format(const KnnwbKnnGroup *group, KnnwbOutput
   if (format == KNNWB_OUTPUT_KNN) {
     if (group->rank == 0)
       fprintf(stream, "%zu %" G_GINT64_FORMAT "\n", n_rows, edges);
-    ok = knnwb_formats_write_knn_lines(stream, own, error);
+    ok = knnwb_formats_write_knn_lines(stream, own, control, error);
   } else if (format == KNNWB_OUTPUT_MTX) {
     if (group->rank == 0)
       knnwb_formats_write_mtx_header(stream, FALSE, n_rows, (size_t)edges, labels != NULL);
-    ok = knnwb_formats_write_mtx_lines(stream, own, error);
+    ok = knnwb_formats_write_mtx_lines(stream, own, control, error);
   } else {
     if (group->rank == 0)
       fputs(KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER, stream);
-    ok = knnwb_formats_write_neighbor_lists_lines(stream, own, labels, labels, error);
+    ok = knnwb_formats_write_neighbor_lists_lines(stream, own, labels, labels, control, error);
   }
   if (fclose(stream) != 0 && ok) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot format the lists: %s",
@@ -57,8 +58,9 @@ static gboolean knnwb_distributed_format(const KnnwbKnnGroup *group, KnnwbOutput
 /* This rank's edges (undirected, the lower ends in its rows): rank 0 adds the header. */
 static gboolean knnwb_distributed_format_edges(const KnnwbKnnGroup *group, KnnwbOutputFormat format,
                                                const KnnwbEdgeList *edges, size_t n_rows,
-                                               const char *const *labels, char **text, size_t *size,
-                                               GError **error)
+                                               const char *const *labels,
+                                               const KnnwbWriteControl *control, char **text,
+                                               size_t *size, GError **error)
 {
   int64_t total = edges->n_edges;
   if (!group->reduce(group, &total, 1, KNNWB_GROUP_SUM, error))
@@ -73,12 +75,12 @@ static gboolean knnwb_distributed_format_edges(const KnnwbKnnGroup *group, Knnwb
   if (format == KNNWB_OUTPUT_KNN) {
     if (group->rank == 0)
       fprintf(stream, "%zu %" G_GINT64_FORMAT "\n", n_rows, total);
-    ok = knnwb_formats_write_knn_edge_lines(stream, edges, error);
+    ok = knnwb_formats_write_knn_edge_lines(stream, edges, control, error);
   } else {
     if (group->rank == 0)
       knnwb_formats_write_mtx_header(stream, !edges->directed, n_rows, (size_t)total,
                                      labels != NULL);
-    ok = knnwb_formats_write_mtx_edge_lines(stream, edges, error);
+    ok = knnwb_formats_write_mtx_edge_lines(stream, edges, control, error);
   }
   if (fclose(stream) != 0 && ok) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot format the edges: %s",
@@ -92,8 +94,8 @@ static gboolean knnwb_distributed_format_edges(const KnnwbKnnGroup *group, Knnwb
 static gboolean knnwb_distributed_write_text(const KnnwbKnnGroup *group, const char *path,
                                              KnnwbOutputFormat format, gboolean ok,
                                              const char *text, size_t size, size_t n_rows,
-                                             const char *const *labels, const volatile gint *cancel,
-                                             GError **error)
+                                             const char *const *labels,
+                                             const KnnwbWriteControl *control, GError **error)
 {
   g_autofree char *target = knnwb_distributed_root_path(group, path);
   /* The row labels of a Matrix Market file: rank 0 holds them all (the host gathers them for
@@ -107,7 +109,22 @@ static gboolean knnwb_distributed_write_text(const KnnwbKnnGroup *group, const c
   if (group->rank == 0)
     offset = 0; /* MPI_Exscan leaves rank 0's result undefined */
   KnnwbDistributedPiece piece = {.offset = offset, .data = text, .bytes = size};
-  return knnwb_distributed_write_pieces(group, target, &piece, 1, cancel, error);
+  return knnwb_distributed_write_pieces(group, target, &piece, 1, control->cancel, error);
+}
+
+/* The caller's control, with the formatting threads of this rank: by default the host's cores
+ * shared by the ranks on it (as the kNN step shares them), not every core for every rank. */
+static KnnwbWriteControl knnwb_distributed_control(const KnnwbKnnGroup *group,
+                                                   const KnnwbWriteControl *control)
+{
+  KnnwbWriteControl local = {0};
+  if (control != NULL)
+    local = *control;
+  local.progress = NULL; /* one progress line is rank 0's; a rank's own share is not the job's */
+  local.progress_data = NULL;
+  if (local.n_threads <= 0)
+    local.n_threads = MAX(1, (int)g_get_num_processors() / MAX(1, group->local_size));
+  return local;
 }
 
 gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format)
@@ -119,28 +136,31 @@ gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format)
 gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *path,
                                        KnnwbOutputFormat format, const KnnwbNeighbors *own,
                                        size_t n_rows, const char *const *labels,
-                                       const volatile gint *cancel, GError **error)
+                                       const KnnwbWriteControl *control, GError **error)
 {
   g_return_val_if_fail(knnwb_distributed_writes_in_place(format), FALSE);
+  const KnnwbWriteControl local = knnwb_distributed_control(group, control);
   if (format == KNNWB_OUTPUT_NPY || format == KNNWB_OUTPUT_NPZ)
-    return knnwb_distributed_write_arrays(group, path, format, own, n_rows, cancel, error);
+    return knnwb_distributed_write_arrays(group, path, format, own, n_rows, local.cancel, error);
   g_autofree char *text = NULL;
   size_t size = 0;
-  gboolean ok = knnwb_distributed_format(group, format, own, n_rows, labels, &text, &size, error);
-  return knnwb_distributed_write_text(group, path, format, ok, text, size, n_rows, labels, cancel,
+  gboolean ok =
+      knnwb_distributed_format(group, format, own, n_rows, labels, &local, &text, &size, error);
+  return knnwb_distributed_write_text(group, path, format, ok, text, size, n_rows, labels, &local,
                                       error);
 }
 
 gboolean knnwb_distributed_write_edges(const KnnwbKnnGroup *group, const char *path,
                                        KnnwbOutputFormat format, const KnnwbEdgeList *own,
                                        size_t n_rows, const char *const *labels,
-                                       const volatile gint *cancel, GError **error)
+                                       const KnnwbWriteControl *control, GError **error)
 {
   g_return_val_if_fail(format == KNNWB_OUTPUT_KNN || format == KNNWB_OUTPUT_MTX, FALSE);
+  const KnnwbWriteControl local = knnwb_distributed_control(group, control);
   g_autofree char *text = NULL;
   size_t size = 0;
-  gboolean ok =
-      knnwb_distributed_format_edges(group, format, own, n_rows, labels, &text, &size, error);
-  return knnwb_distributed_write_text(group, path, format, ok, text, size, n_rows, labels, cancel,
+  gboolean ok = knnwb_distributed_format_edges(group, format, own, n_rows, labels, &local, &text,
+                                               &size, error);
+  return knnwb_distributed_write_text(group, path, format, ok, text, size, n_rows, labels, &local,
                                       error);
 }

@@ -281,7 +281,7 @@ int knnwb_host_command_knn(int argc, char **argv)
     for (size_t i = 0; i < neighbors->n_queries; i++)
       edges += neighbors->n_found[i];
     written = knnwb_distributed_write_lists(group, temporary, output_format, neighbors, n_rows,
-                                            labels, options.cancel, &error) &&
+                                            labels, &control, &error) &&
               group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
     n_edges = (igraph_integer_t)edges;
   } else if (edges_in_place) {
@@ -306,7 +306,7 @@ int knnwb_host_command_knn(int argc, char **argv)
                             .weights = VECTOR(weights)};
       int64_t total = list.n_edges;
       written = knnwb_distributed_write_edges(group, temporary, output_format, &list, n_rows,
-                                              labels, options.cancel, &error) &&
+                                              labels, &control, &error) &&
                 group->reduce(group, &total, 1, KNNWB_GROUP_SUM, &error);
       n_edges = (igraph_integer_t)total;
     }

@@ -715,8 +715,9 @@ static void test_lists_pieces(void)
       fprintf(stream, "%d %zu\n", N, edges);
     for (size_t b = 0; b < n_blocks; b++) {
       KnnwbNeighbors block = lists_block(&nb, cuts[b], cuts[b + 1]);
-      g_assert_true(format == 0 ? knnwb_formats_write_mtx_lines(stream, &block, &error)
-                                : knnwb_formats_write_knn_lines(stream, &block, &error));
+      KnnwbWriteControl control = {.n_threads = (int)b % 3 + 1};
+      g_assert_true(format == 0 ? knnwb_formats_write_mtx_lines(stream, &block, &control, &error)
+                                : knnwb_formats_write_knn_lines(stream, &block, &control, &error));
       g_assert_no_error(error);
     }
     fclose(stream);

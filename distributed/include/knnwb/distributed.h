@@ -42,7 +42,8 @@ gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format);
  * NPZ: each rank writes its arrays' bytes at first_row x k x 8 after the header; rank 0 the
  * headers and the zip frame (CRCs combined from every rank's). The bytes equal the single-process
  * writer's (knnwb_formats_write_lists). n_rows: all rows of the run; labels: NULL or n_rows labels
- * (used by TSV and MTX). cancel (may be NULL): stop with KNNWB_ERROR_CANCELLED once set.
+ * (used by TSV and MTX). control (may be NULL): cancel (stop with KNNWB_ERROR_CANCELLED once
+ * set) and the formatting threads (0: the host's cores divided by the ranks on it); no progress.
  * Collective. Errors: KNNWB_ERROR_IO naming the file, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_NO_MEMORY,
  * KNNWB_ERROR_INVALID_ARGUMENT (a .npz past 4 GiB), the same on every rank (the lowest failing
  * rank's, "rank R: " in front); files written so far are left for the caller's cleanup. Memory:
@@ -51,7 +52,7 @@ gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format);
 gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *path,
                                        KnnwbOutputFormat format, const KnnwbNeighbors *own,
                                        size_t n_rows, const char *const *labels,
-                                       const volatile gint *cancel, GError **error);
+                                       const KnnwbWriteControl *control, GError **error);
 
 /**
  * knnwb_distributed_write_lists for the undirected (union or mutual) graph: own holds this rank's
@@ -63,7 +64,7 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
 gboolean knnwb_distributed_write_edges(const KnnwbKnnGroup *group, const char *path,
                                        KnnwbOutputFormat format, const KnnwbEdgeList *own,
                                        size_t n_rows, const char *const *labels,
-                                       const volatile gint *cancel, GError **error);
+                                       const KnnwbWriteControl *control, GError **error);
 
 G_END_DECLS
 

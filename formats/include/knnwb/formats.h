@@ -371,41 +371,48 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
  * The lines of a .knn file (`source target weight`, no `n m` header) for the rows of lists:
  * row first_row + q's found neighbours in rank order, as knnwb_formats_write_knn writes the
  * directed kNN graph, byte for byte. For writers that put several processes' rows into one file.
- * Formatted in parallel chunks like the file writers. Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ * Formatted in parallel chunks like the file writers (control: threads and cancel; NULL = all
+ * cores, no cancel; progress is not reported). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED.
+ * Complexity: O(rows k).
  */
-gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error);
+gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                       const KnnwbWriteControl *control, GError **error);
 
 /**
  * The data lines of knnwb_formats_write_neighbor_lists_tsv (no header line) for the rows of lists
  * (row numbers first_row + q; query_labels are indexed by the global row), formatted like it.
- * Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ * control as knnwb_formats_write_knn_lines. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED.
+ * Complexity: O(rows k).
  */
 gboolean knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors *lists,
                                                   const char *const *query_labels,
                                                   const char *const *reference_labels,
-                                                  GError **error);
+                                                  const KnnwbWriteControl *control, GError **error);
 
 /** The header line of the neighbour table. */
 #define KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
 
 /**
  * The data lines of knnwb_formats_write_lists' MTX (`i j distance`, 1-based, no header) for the
- * rows of lists (row first_row + q), byte for byte as the file writer formats them.
- * Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ * rows of lists (row first_row + q), byte for byte as the file writer formats them. control as
+ * knnwb_formats_write_knn_lines. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED.
+ * Complexity: O(rows k).
  */
-gboolean knnwb_formats_write_mtx_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error);
+gboolean knnwb_formats_write_mtx_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                       const KnnwbWriteControl *control, GError **error);
 
 /**
  * The data lines of knnwb_formats_write_edges (no header) for edges, byte for byte as the file
  * writer formats them: KNN (`a b weight`, undirected edges smaller end first) or MTX (1-based,
  * undirected edges in the lower triangle). For writers that put several processes' edges into one
- * file. Errors: KNNWB_ERROR_IO. Complexity: O(edges).
+ * file. control as knnwb_formats_write_knn_lines. Errors: KNNWB_ERROR_IO,
+ * KNNWB_ERROR_CANCELLED. Complexity: O(edges).
  */
 gboolean knnwb_formats_write_knn_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
-                                            GError **error);
+                                            const KnnwbWriteControl *control, GError **error);
 /** See knnwb_formats_write_knn_edge_lines. */
 gboolean knnwb_formats_write_mtx_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
-                                            GError **error);
+                                            const KnnwbWriteControl *control, GError **error);
 
 /**
  * The three header lines of a Matrix Market kNN file (`general` or `symmetric`, n x n, nnz
