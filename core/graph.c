@@ -3,6 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/graph.h>
+#include "graph_internal.h"
 #include "knn_internal.h"
 
 gboolean knnwb_graph_mode_from_string(const char *name, KnnwbGraphMode *mode, GError **error)
@@ -18,15 +19,42 @@ gboolean knnwb_graph_mode_from_string(const char *name, KnnwbGraphMode *mode, GE
   return FALSE;
 }
 
-typedef struct {
-  igraph_integer_t other;
-  double weight;
-} KnnwbHalfEdge;
-
 static int knnwb_half_edge_compare(const void *a, const void *b)
 {
   const KnnwbHalfEdge *x = a, *y = b;
   return x->other < y->other ? -1 : (x->other > y->other);
+}
+
+igraph_error_t knnwb_graph_merge_half_edges(KnnwbHalfEdge *half, const size_t *start,
+                                            size_t n_buckets, size_t first, gboolean mutual,
+                                            igraph_vector_int_t *edges, igraph_vector_t *weights)
+{
+  const size_t total = start[n_buckets];
+  igraph_vector_int_clear(edges);
+  igraph_vector_clear(weights);
+  IGRAPH_CHECK(igraph_vector_int_reserve(edges, 2 * (igraph_integer_t)total));
+  IGRAPH_CHECK(igraph_vector_reserve(weights, (igraph_integer_t)total));
+  for (size_t lo = 0; lo < n_buckets; lo++) {
+    KnnwbHalfEdge *bucket = half + start[lo];
+    size_t size = start[lo + 1] - start[lo];
+    qsort(bucket, size, sizeof *bucket, knnwb_half_edge_compare);
+    for (size_t a = 0; a < size;) {
+      size_t b = a + 1;
+      double weight = bucket[a].weight;
+      while (b < size && bucket[b].other == bucket[a].other) {
+        weight = MIN(weight, bucket[b].weight);
+        b++;
+      }
+      if (!mutual || b - a >= 2) {
+        /* reserved: cannot fail */
+        igraph_vector_int_push_back(edges, (igraph_integer_t)(first + lo));
+        igraph_vector_int_push_back(edges, bucket[a].other);
+        igraph_vector_push_back(weights, weight);
+      }
+      a = b;
+    }
+  }
+  return IGRAPH_SUCCESS;
 }
 
 /* Undirected edges from directed lists: bucket each pair under its smaller endpoint (counting sort,
@@ -65,30 +93,7 @@ static igraph_error_t knnwb_graph_undirected_edges(const KnnwbNeighbors *nb, gbo
       half[fill[lo]++] = (KnnwbHalfEdge){(igraph_integer_t)hi, nb->distances[i * k + (size_t)r]};
     }
   g_free(fill);
-
-  igraph_vector_int_clear(edges);
-  igraph_vector_clear(weights);
-  IGRAPH_CHECK(igraph_vector_int_reserve(edges, 2 * (igraph_integer_t)total));
-  IGRAPH_CHECK(igraph_vector_reserve(weights, (igraph_integer_t)total));
-  for (size_t lo = 0; lo < n; lo++) {
-    KnnwbHalfEdge *bucket = half + start[lo];
-    size_t size = start[lo + 1] - start[lo];
-    qsort(bucket, size, sizeof *bucket, knnwb_half_edge_compare);
-    for (size_t a = 0; a < size;) {
-      size_t b = a + 1;
-      double weight = bucket[a].weight;
-      while (b < size && bucket[b].other == bucket[a].other) {
-        weight = MIN(weight, bucket[b].weight);
-        b++;
-      }
-      if (!mutual || b - a >= 2) {
-        igraph_vector_int_push_back(edges, (igraph_integer_t)lo); /* reserved: cannot fail */
-        igraph_vector_int_push_back(edges, bucket[a].other);
-        igraph_vector_push_back(weights, weight);
-      }
-      a = b;
-    }
-  }
+  IGRAPH_CHECK(knnwb_graph_merge_half_edges(half, start, n, 0, mutual, edges, weights));
   g_free(half);
   g_free(start);
   IGRAPH_FINALLY_CLEAN(2);

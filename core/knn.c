@@ -159,8 +159,13 @@ gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFun
     return FALSE;
   }
 #ifdef KNNWB_HAVE_CUDA
-  if (options->backend == KNNWB_BACKEND_AUTO)
+  /* Once per process: a clustering or a pipeline runs several kNN searches, and a user reading
+   * the same line a dozen times looks for a dozen problems. */
+  static gsize told = 0;
+  if (options->backend == KNNWB_BACKEND_AUTO && g_once_init_enter(&told)) {
     g_message("knnwb: no usable GPU, computing the kNN graph on the CPU");
+    g_once_init_leave(&told, 1);
+  }
 #endif
   *select = knnwb_cpu_select;
   *name = g_strdup("cpu");

@@ -35,6 +35,22 @@
 #include <knnwb/error.h>
 #include "knn_split_internal.h"
 
+/* Bytes before each rank's block in a shared window: the chunk counter of knnwb_split_pair_chunks
+ * and the flag saying the rank's bounds (after its block) are there (a cache line, so the block
+ * stays aligned). */
+#define KNNWB_SPLIT_HEADER ((size_t)64)
+/* Where a rank's bounds start in its part of a shared window (after its block of rows bytes). */
+static size_t knnwb_split_bounds_at(size_t bytes)
+{
+  return KNNWB_SPLIT_HEADER + (bytes + 7) / 8 * 8;
+}
+/* The chunks of the pair met from both ends, in eighths of the cut rows: two large ones (each rank
+ * takes one), then two small ones that go to whichever rank is free first. Every chunk costs its
+ * job's lists of the other whole block (filled, finished, merged: 15-25 ms a chunk at 20,000
+ * rows), so few chunks; the small ones leave an imbalance of at most an eighth of the pair. */
+static const size_t knnwb_split_pair_eighths[] = {0, 3, 6, 7, 8};
+#define KNNWB_SPLIT_PAIR_CHUNKS (G_N_ELEMENTS(knnwb_split_pair_eighths) - 1)
+
 /* ---- One selection -----------------------------------------------------------------------------
  */
 
@@ -497,6 +513,92 @@ static gboolean knnwb_split_cancelled(const KnnwbSplitRun *run, GError **error)
   return FALSE;
 }
 
+/*
+ * The pair met from both ends (s = R/2, R even) when the ranks share their blocks: the lower
+ * rank's rows are cut into chunks that the two ranks take from a counter in the lower rank's part
+ * of the window, so a rank slowed by other work on its core takes fewer of them (as one process's
+ * threads share tiles), instead of each scoring a fixed half. The lower rank scores a chunk of its
+ * rows against the other block (its chunk's candidates merged into lists, the other block's rows'
+ * into back), the higher rank its block against a chunk (its rows' candidates merged into lists,
+ * the chunk rows' written into their window of back: every chunk once). Each job starts from the
+ * rows' current kc-th best scores: lists improve chunk by chunk, and the lower rank's back lists
+ * tighten the other block's bounds (any kc-th best of a subset of a row's final candidates is at
+ * or above its final kc-th, all knnwb_split_bounds needs). Which rank takes which chunk varies from
+ * run to run; the lists do not: each row keeps the kc best of all pairs by (score, index) whatever
+ * the order, and the refinement makes them exact as for the fixed halves. Local, apart from the
+ * counter. mine/other: this rank's block and the other's (whole). ready/published (NULL: the
+ * other's bounds are in other_bounds already): the flag and bounds the other rank publishes after
+ * its step 0, which two ranks do not wait for: the first one done starts on the chunks.
+ */
+static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSplitSide *mine,
+                                        const KnnwbSplitSide *other, gboolean lower, int *counter,
+                                        const int *ready, const float *published, float *bounds,
+                                        float *other_bounds, KnnwbSplitLists *lists,
+                                        KnnwbSplitLists *back, GError **error)
+{
+  const size_t kc = run->kc, cut = lower ? mine->count : other->count;
+  const size_t chunks = MIN(cut, (size_t)KNNWB_SPLIT_PAIR_CHUNKS);
+  KnnwbSplitLists a_lists = {0}, b_lists = {0};
+  /* The lower rank's room for the other block's lists of one chunk (emptied for each). */
+  char *b_room =
+      lower ? g_try_malloc(MAX(knnwb_split_lists_bytes(other->count, kc), (size_t)1)) : NULL;
+  if (lower && b_room == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate candidate lists for %zu rows x %zu candidates", other->count, kc);
+    return FALSE;
+  }
+  /* Tests: this rank comes late, so the other one takes every chunk. */
+  const char *late = g_getenv("KNNWB_SPLIT_LATE_RANK");
+  if (late != NULL && atoi(late) == run->group->rank)
+    g_usleep(50000);
+  gboolean ok = TRUE;
+  size_t taken = 0;
+  for (size_t c; ok && (c = (size_t)__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED)) < chunks;) {
+    const size_t c0 = chunks == KNNWB_SPLIT_PAIR_CHUNKS ? cut * knnwb_split_pair_eighths[c] / 8
+                                                        : cut * c / chunks,
+                 c1 = chunks == KNNWB_SPLIT_PAIR_CHUNKS ? cut * knnwb_split_pair_eighths[c + 1] / 8
+                                                        : cut * (c + 1) / chunks;
+    taken++;
+    if (knnwb_split_cancelled(run, error)) {
+      ok = FALSE;
+      break;
+    }
+    knnwb_split_bounds(lists, bounds);
+    /* The other rank's bounds, once its step 0 published them (until then: none, +inf). */
+    if (ready != NULL && __atomic_load_n(ready, __ATOMIC_ACQUIRE)) {
+      for (size_t t = 0; t < other->count; t++)
+        other_bounds[t] = MIN(other_bounds[t], published[t]);
+      ready = NULL;
+    }
+    if (lower) {
+      const KnnwbSplitSide a = {mine->rows, mine->first + c0, c1 - c0, mine->global + c0};
+      ok = knnwb_split_lists_init_in(&b_lists, other->count, kc, b_room, error) &&
+           knnwb_split_select(run, &a, other, bounds + c0, other_bounds, &a_lists, &b_lists, error);
+      if (ok) {
+        KnnwbSplitLists rows = knnwb_split_lists_window(lists, c0, c1 - c0);
+        knnwb_split_merge(lists, &a_lists, c0, run->threads);
+        knnwb_split_fill_distances(run, &a, other, &rows);
+        knnwb_split_merge(back, &b_lists, 0, run->threads);
+        for (size_t t = 0; t < other->count && kc > 0; t++)
+          if (back->index[t * kc + kc - 1] >= 0)
+            other_bounds[t] = MIN(other_bounds[t], back->score[t * kc + kc - 1]);
+      }
+    } else {
+      const KnnwbSplitSide b = {other->rows, other->first + c0, c1 - c0, other->global + c0};
+      KnnwbSplitLists window = knnwb_split_lists_window(back, c0, c1 - c0);
+      ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, &a_lists, &window, error);
+      if (ok) {
+        knnwb_split_merge(lists, &a_lists, 0, run->threads);
+        knnwb_split_fill_distances(run, mine, &b, lists);
+      }
+    }
+    knnwb_split_lists_clear(&a_lists);
+  }
+  g_free(b_room);
+  g_debug("knnwb: rank %d: %zu of the pair's %zu chunks taken", run->group->rank, taken, chunks);
+  return ok;
+}
+
 /* The first pass of a self graph: every pair of blocks once (see the top of the file). Collective.
  */
 static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
@@ -513,49 +615,99 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   KnnwbSplitSide mine = {own, 0, m, first};
   KnnwbSplitLists a_lists = {0}, b_lists = {0};
   gint64 since = g_get_monotonic_time();
+  /* Ranks that share memory (one host) publish their prepared block once, before step 0, and read
+   * the others' in place: no copy per step (two at the window: in and out) and no fetch to wait
+   * for; else each step fetches its block. Collective; FALSE with *error unset: not shared. */
+  g_autofree void **parts = g_new0(void *, (size_t)R);
+  gboolean shared = FALSE;
+  if (group->share_begin != NULL && R > 1) {
+    shared = group->share_begin(
+        group, knnwb_split_bounds_at(knnwb_split_bytes(&layout, m)) + m * sizeof(float), parts,
+        error);
+    if (!shared && error != NULL && *error != NULL)
+      return FALSE;
+    if (shared) {
+      ((int *)parts[r])[0] = 0; /* the chunk counter of the pair this rank's block is cut for */
+      ((int *)parts[r])[1] = 0; /* its bounds are not there yet */
+      knnwb_split_pack(&layout, own, own_invalid, NULL, m, (char *)parts[r] + KNNWB_SPLIT_HEADER);
+      if (!group->share_sync(group, error)) {
+        group->share_end(group, NULL);
+        return FALSE;
+      }
+    }
+  }
   gboolean ok = knnwb_split_select(run, &mine, NULL, NULL, NULL, &a_lists, &b_lists, error);
   if (ok)
     knnwb_split_merge(lists, &a_lists, 0, run->threads);
   knnwb_split_lists_clear(&a_lists);
   knnwb_split_lists_clear(&b_lists);
   knnwb_split_mark(group, "step 0 (own block) selected and merged in", &since);
-  if (!group->agree(group, ok, error))
+  /* Two ranks that share their blocks go on to the pair without waiting for each other: the bounds
+   * go through the window (published when ready, taken when there), and a failure here is agreed
+   * after the pair (the other rank then takes every chunk). */
+  const gboolean early = shared && R == 2;
+  if (early && ok) {
+    char *part = parts[r];
+    knnwb_split_bounds(
+        lists, (float *)(void *)(part + knnwb_split_bounds_at(knnwb_split_bytes(&layout, m))));
+    __atomic_store_n(&((int *)parts[r])[1], 1, __ATOMIC_RELEASE);
+  }
+  if (!early && !group->agree(group, ok, error)) {
+    if (shared)
+      group->share_end(group, NULL);
     return FALSE;
-  knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
+  }
+  if (!early)
+    knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
   knnwb_split_progress(run, 1, steps);
   const size_t largest = blocks->largest;
   const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
-  char *visiting = g_try_malloc(visiting_bytes);
+  /* The room of a fetched block, which then takes the lists coming back (shared: these only). */
+  char *visiting = shared ? NULL : g_try_malloc(visiting_bytes);
   /* The own rows' thresholds, and the visiting rows' (they travel with their block). */
   float *bounds = g_try_new(float, MAX(m, (size_t)1));
   float *visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
-  ok = visiting != NULL && bounds != NULL && visiting_bounds != NULL;
-  if (!ok)
+  const gboolean allocated =
+      (shared || visiting != NULL) && bounds != NULL && visiting_bounds != NULL;
+  if (!allocated && (!early || ok))
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate room for a visiting block of %zu rows", largest);
-  if (!group->agree(group, ok, error)) {
+  ok = (!early || ok) && allocated;
+  if (early && allocated)
+    for (size_t t = 0; t < largest; t++)
+      visiting_bounds[t] = INFINITY;
+  if (!early && !group->agree(group, ok, error)) {
+    if (shared)
+      group->share_end(group, NULL);
     g_free(visiting);
     g_free(bounds);
     g_free(visiting_bounds);
     return FALSE;
   }
-  for (int s = 1; 2 * s <= R && ok; s++) {
+  /* (Early: a rank that failed goes through the one step too, for the collective calls.) */
+  for (int s = 1; 2 * s <= R && (ok || early); s++) {
     const int q = (r + s) % R, p = (r - s + R) % R;
     size_t q_first, q_rows;
     knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
     KnnwbPrepared view;
-    knnwb_split_bounds(lists, bounds);
-    if (!knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting, &view,
-                           error) ||
-        !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
-                           q_rows * sizeof(float), error)) {
+    if (ok)
+      knnwb_split_bounds(lists, bounds);
+    if (shared)
+      knnwb_split_view(&layout, own, (char *)parts[q] + KNNWB_SPLIT_HEADER, q_rows, &view);
+    if (!early && ((!shared && !knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows,
+                                                  visiting, &view, error)) ||
+                   !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
+                                      q_rows * sizeof(float), error))) {
       ok = FALSE;
       break;
     }
-    knnwb_split_mark(group, "block fetched in", &since);
-    /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half. */
+    knnwb_split_mark(
+        group, shared ? "block in shared memory, bounds fetched in" : "block fetched in", &since);
+    /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half (with shared
+     * blocks: as many chunks as it takes first). */
     KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
-    if (2 * s == R) {
+    const gboolean chunked = shared && 2 * s == R;
+    if (2 * s == R && !chunked) {
       if (r < q) {
         a.count = m / 2;
       } else {
@@ -568,20 +720,35 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
      * the lists of this block's rows that p computed arrive in the visiting block's room once it
      * is no longer needed (when they fit there). */
     KnnwbSplitLists back = {0}, from_p = {0};
-    ok =
-        !knnwb_split_cancelled(run, error) && knnwb_split_lists_init(&back, q_rows, run->kc, error);
-    if (ok) {
+    ok = ok && !knnwb_split_cancelled(run, error) &&
+         knnwb_split_lists_init(&back, q_rows, run->kc, error);
+    if (ok && chunked) {
+      const int lower = MIN(r, q);
+      const char *other_part = parts[q];
+      const size_t other_bounds_at = knnwb_split_bounds_at(knnwb_split_bytes(&layout, q_rows));
+      ok = knnwb_split_pair_chunks(
+          run, &a, &b, r == lower, (int *)parts[lower], early ? &((const int *)parts[q])[1] : NULL,
+          early ? (const float *)(const void *)(other_part + other_bounds_at) : NULL, bounds,
+          visiting_bounds, lists, &back, error);
+    } else if (ok) {
       KnnwbSplitLists window = knnwb_split_lists_window(&back, b.first, b.count);
       ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, &a_lists,
                               &window, error);
     }
-    if (ok) {
+    if (ok && !chunked) {
       knnwb_split_merge(lists, &a_lists, 0, run->threads);
       knnwb_split_fill_distances(run, &a, &b, lists);
     }
     knnwb_split_lists_clear(&a_lists);
     knnwb_split_mark(group, "pair selected and merged in", &since);
-    const gboolean fits = knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
+    /* The last step has read the shared blocks (every rank reaches this, failed or not): the
+     * window is free for the lists that go back. */
+    if (shared && 2 * (s + 1) > R) {
+      shared = FALSE;
+      if (!group->share_end(group, ok ? error : NULL))
+        ok = FALSE;
+    }
+    const gboolean fits = visiting != NULL && knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
     ok = ok && knnwb_split_lists_init_in(&from_p, m, run->kc, fits ? visiting : NULL, error);
     if (group->agree(group, ok, error)) {
       ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
@@ -596,6 +763,9 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &since);
     knnwb_split_progress(run, (uint64_t)s + 1, steps);
   }
+  /* A fetch or bounds shift that failed left the loop early (transport errors: on every rank). */
+  if (shared && !group->share_end(group, ok ? error : NULL))
+    ok = FALSE;
   g_free(visiting);
   g_free(bounds);
   g_free(visiting_bounds);

@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <stdint.h>
 #include <mpi.h>
+#include <knnwb/formats.h>
 #include <knnwb/knn_group.h>
 
 /** The job's communicator (a duplicate of MPI_COMM_WORLD), MPI_COMM_NULL when alone. */
@@ -39,5 +40,32 @@ gboolean knnwb_distributed_shared_exchange(const void *const *send, const size_t
 /** The group's reduce through the shared window, or FALSE as above. */
 gboolean knnwb_distributed_shared_reduce(int64_t *values, size_t count,
                                          KnnwbGroupReduction reduction);
+
+/** Bytes one rank writes at an offset of a file that every rank writes (write_file.c). */
+typedef struct {
+  int64_t offset;
+  const void *data;
+  size_t bytes;
+} KnnwbDistributedPiece;
+
+/** Rank 0's path, on every rank (g_free). Collective. */
+char *knnwb_distributed_root_path(const KnnwbKnnGroup *group, const char *path);
+
+/**
+ * Every rank writes its pieces (any number, 0 too) into path, which every rank names alike
+ * (knnwb_distributed_root_path): created or truncated first, then the pieces at their offsets, in
+ * 64 MiB slices with a look at cancel between slices. Collective; ends with an agree, so the
+ * result (and the lowest failing rank's error, "rank R: " in front) is the same on every rank.
+ * Errors: KNNWB_ERROR_IO naming path, KNNWB_ERROR_CANCELLED. The file is left as it is on failure
+ * (it is the caller's temporary, removed by rank 0).
+ */
+gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *path,
+                                        const KnnwbDistributedPiece *pieces, size_t n_pieces,
+                                        const volatile gint *cancel, GError **error);
+
+/** knnwb_distributed_write_lists for NPY and NPZ (write_arrays.c). */
+gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *path,
+                                        KnnwbOutputFormat format, const KnnwbNeighbors *own,
+                                        size_t n_rows, const volatile gint *cancel, GError **error);
 
 #endif

@@ -27,15 +27,38 @@ void knnwb_distributed_finalize(void)
 {
 }
 
+gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format)
+{
+  (void)format;
+  return FALSE;
+}
+
 gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *path,
-                                       KnnwbDistributedLists table, const KnnwbNeighbors *own,
-                                       size_t n_rows, const char *const *labels, GError **error)
+                                       KnnwbOutputFormat format, const KnnwbNeighbors *own,
+                                       size_t n_rows, const char *const *labels,
+                                       const KnnwbWriteControl *control, GError **error)
 {
   (void)group;
-  (void)table;
+  (void)format;
   (void)own;
   (void)n_rows;
   (void)labels;
+  (void)control;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "%s: knnwb was built without MPI", path);
+  return FALSE;
+}
+
+gboolean knnwb_distributed_write_edges(const KnnwbKnnGroup *group, const char *path,
+                                       KnnwbOutputFormat format, const KnnwbEdgeList *own,
+                                       size_t n_rows, const char *const *labels,
+                                       const KnnwbWriteControl *control, GError **error)
+{
+  (void)group;
+  (void)format;
+  (void)own;
+  (void)n_rows;
+  (void)labels;
+  (void)control;
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "%s: knnwb was built without MPI", path);
   return FALSE;
 }

@@ -36,7 +36,7 @@ KnnwbLayout knnwb_formats_layout_choose(KnnwbLayout layout, igraph_integer_t n_v
 {
   if (layout != KNNWB_LAYOUT_AUTO)
     return layout;
-  /* Measured on kNN graphs of planted modules (README, Performance): FR with igraph's grid
+  /* Measured on kNN graphs of planted modules (docs/performance-files.md): FR with igraph's grid
    * variant takes about 0.09 ms per vertex (12,625 vertices, k = 10 union: 1.1 s on one core)
    * and separates the modules; UMAP costs more per vertex on such graphs, DrL far more. Past
    * fr_max_vertices even FR takes longer than the kNN itself, so nothing is laid out by

@@ -103,9 +103,18 @@ gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
   return knnwb_formats_write_knn_edges(path, &edges, NULL, error);
 }
 
-gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error)
+gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                       const KnnwbWriteControl *control, GError **error)
 {
   return knnwb_formats_write_chunks(stream, "(.knn lines)", lists->n_queries,
                                     knnwb_formats_rows_per_chunk(lists->k), knnwb_knn_format_lists,
-                                    (void *)lists, NULL, 0, lists->n_queries, error);
+                                    (void *)lists, control, 0, lists->n_queries, error);
+}
+
+gboolean knnwb_formats_write_knn_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
+                                            const KnnwbWriteControl *control, GError **error)
+{
+  return knnwb_formats_write_chunks(stream, "(.knn lines)", (size_t)edges->n_edges,
+                                    KNNWB_KNN_EDGES_PER_CHUNK, knnwb_knn_format_edges,
+                                    (void *)edges, control, 0, (uint64_t)edges->n_edges, error);
 }

@@ -37,14 +37,14 @@ static void knnwb_mtx_format_lists(void *context, size_t first, size_t last, Knn
     for (size_t r = 0; r < nb->k; r++) {
       int64_t j = nb->indices[i * nb->k + r];
       if (j >= 0)
-        knnwb_mtx_put_entry(out, (int64_t)i, j, nb->distances[i * nb->k + r]);
+        knnwb_mtx_put_entry(out, (int64_t)(nb->first_row + i), j, nb->distances[i * nb->k + r]);
     }
 }
 
 /* One label per line, row 1 first; labels are single lines already (readers reject nothing, so
  * newlines and tabs inside a label are replaced by spaces to keep line = row). */
-static gboolean knnwb_mtx_write_labels(const char *path, size_t n, const char *const *labels,
-                                       GError **error)
+gboolean knnwb_formats_write_mtx_labels(const char *path, size_t n, const char *const *labels,
+                                        GError **error)
 {
   g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_MTX);
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(side, error);
@@ -60,6 +60,17 @@ static gboolean knnwb_mtx_write_labels(const char *path, size_t n, const char *c
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
 
+void knnwb_formats_write_mtx_header(FILE *stream, gboolean symmetric, size_t n, size_t nnz,
+                                    gboolean labelled)
+{
+  fprintf(stream,
+          "%%%%MatrixMarket matrix coordinate real %s\n"
+          "%% knnwb kNN graph: entry (i, j) = distance from row i to its neighbour j (1-based)%s\n"
+          "%zu %zu %zu\n",
+          symmetric ? "symmetric" : "general", labelled ? "; row labels in the .rows.txt file" : "",
+          n, n, nnz);
+}
+
 static gboolean knnwb_mtx_write(const char *path, gboolean symmetric, size_t n, size_t nnz,
                                 size_t n_items, size_t grain, KnnwbChunkFormatFunc format,
                                 void *context, const char *const *labels,
@@ -69,16 +80,11 @@ static gboolean knnwb_mtx_write(const char *path, gboolean symmetric, size_t n, 
   if (file == NULL)
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
-  fprintf(stream,
-          "%%%%MatrixMarket matrix coordinate real %s\n"
-          "%% knnwb kNN graph: entry (i, j) = distance from row i to its neighbour j (1-based)%s\n"
-          "%zu %zu %zu\n",
-          symmetric ? "symmetric" : "general", labels ? "; row labels in the .rows.txt file" : "",
-          n, n, nnz);
+  knnwb_formats_write_mtx_header(stream, symmetric, n, nnz, labels != NULL);
   if (!knnwb_formats_write_chunks(stream, path, n_items, grain, format, context, control, 0,
                                   n_items, error))
     return FALSE;
-  if (labels != NULL && !knnwb_mtx_write_labels(path, n, labels, error))
+  if (labels != NULL && !knnwb_formats_write_mtx_labels(path, n, labels, error))
     return FALSE;
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
@@ -99,4 +105,20 @@ gboolean knnwb_formats_write_mtx_lists(const char *path, const KnnwbNeighbors *n
   return knnwb_mtx_write(path, FALSE, neighbors->n_queries, knnwb_formats_count_edges(neighbors),
                          neighbors->n_queries, knnwb_formats_rows_per_chunk(neighbors->k),
                          knnwb_mtx_format_lists, (void *)neighbors, labels, control, error);
+}
+
+gboolean knnwb_formats_write_mtx_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                       const KnnwbWriteControl *control, GError **error)
+{
+  return knnwb_formats_write_chunks(stream, "(.mtx lines)", lists->n_queries,
+                                    knnwb_formats_rows_per_chunk(lists->k), knnwb_mtx_format_lists,
+                                    (void *)lists, control, 0, lists->n_queries, error);
+}
+
+gboolean knnwb_formats_write_mtx_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
+                                            const KnnwbWriteControl *control, GError **error)
+{
+  return knnwb_formats_write_chunks(stream, "(.mtx lines)", (size_t)edges->n_edges, 1 << 16,
+                                    knnwb_mtx_format_edges, (void *)edges, control, 0,
+                                    (uint64_t)edges->n_edges, error);
 }

@@ -185,11 +185,10 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
 gboolean knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors *lists,
                                                   const char *const *query_labels,
                                                   const char *const *reference_labels,
-                                                  GError **error)
+                                                  const KnnwbWriteControl *control, GError **error)
 {
   KnnwbNeighborsLists context = {lists, query_labels, reference_labels};
-  return knnwb_formats_write_chunks(stream, "(neighbour table)", lists->n_queries,
-                                    knnwb_formats_rows_per_chunk(lists->k),
-                                    knnwb_neighbors_format_lists, &context, NULL, 0,
-                                    lists->n_queries, error);
+  return knnwb_formats_write_chunks(
+      stream, "(neighbour table)", lists->n_queries, knnwb_formats_rows_per_chunk(lists->k),
+      knnwb_neighbors_format_lists, &context, control, 0, lists->n_queries, error);
 }

@@ -2,7 +2,9 @@
  * float64 (+inf there). `.npy` holds one array per file, so the indices go to OUT and the distances
  * to OUT's `.distances.npy`; `.npz` is a zip of `indices.npy` and `distances.npy` (stored, not
  * deflated: the lists do not compress much and `np.load` then reads at disk speed). Both are raw
- * copies of the lists in memory, written in 64 MiB blocks with a cancel check between blocks. */
+ * copies of the lists in memory, written in 64 MiB blocks with a cancel check between blocks.
+ * The headers and the zip frame are functions of their own, so that MPI ranks writing their rows
+ * in place (distributed/write_arrays.c) put the same bytes around them. */
 #include "formats_internal.h"
 
 #include <errno.h>
@@ -10,10 +12,10 @@
 
 enum { KNNWB_NPY_BLOCK_BYTES = 64 << 20 };
 
-/* NPY format 1.0: magic, version, header length, then the header dict padded with spaces to a
- * multiple of 64 bytes and ended by a newline. */
-static GString *knnwb_npy_header(const char *descr, size_t rows, size_t columns)
+GString *knnwb_formats_npy_header(const char *descr, size_t rows, size_t columns)
 {
+  /* NPY format 1.0: magic, version, header length, then the header dict padded with spaces to a
+   * multiple of 64 bytes and ended by a newline. */
   GString *header = g_string_new(NULL);
   g_string_append_len(header, "\x93NUMPY\x01\x00\x00\x00", 10);
   g_string_append_printf(header, "{'descr': '%c%s', 'fortran_order': False, 'shape': (%zu, %zu), }",
@@ -58,7 +60,7 @@ static gboolean knnwb_npy_write_one(const char *path, const char *descr, const v
   if (file == NULL)
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
-  g_autoptr(GString) header = knnwb_npy_header(descr, nb->n_queries, nb->k);
+  g_autoptr(GString) header = knnwb_formats_npy_header(descr, nb->n_queries, nb->k);
   fwrite(header->str, 1, header->len, stream);
   if (!knnwb_npy_put_data(stream, path, data, nb->n_queries * nb->k * 8, control, done, total,
                           error))
@@ -105,10 +107,8 @@ static void knnwb_zip_put32(GString *out, uint32_t value)
 
 typedef struct {
   const char *name;
-  const void *data;
-  GString *npy_header;
   uint32_t crc;
-  uint64_t size;   /* header + data */
+  uint64_t size;   /* NPY header + data */
   uint64_t offset; /* of the local file header */
 } KnnwbZipEntry;
 
@@ -129,79 +129,100 @@ static void knnwb_zip_put_common(GString *out, const KnnwbZipEntry *entry)
   knnwb_zip_put16(out, 0); /* extra field length */
 }
 
-static uint32_t knnwb_zip_crc(const GString *header, const void *data, size_t bytes)
+uint32_t knnwb_formats_crc32(uint32_t crc, const void *data, size_t bytes)
 {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, (const Bytef *)header->str, (uInt)header->len);
+  uLong value = crc;
   const Bytef *p = data;
   for (size_t offset = 0; offset < bytes; offset += 1u << 30)
-    crc = crc32(crc, p + offset, (uInt)MIN((size_t)1 << 30, bytes - offset));
-  return (uint32_t)crc;
+    value = crc32(value, p + offset, (uInt)MIN((size_t)1 << 30, bytes - offset));
+  return (uint32_t)value;
+}
+
+uint32_t knnwb_formats_crc32_combine(uint32_t first, uint32_t second, uint64_t second_bytes)
+{
+  return (uint32_t)crc32_combine(first, second, (z_off_t)second_bytes);
+}
+
+gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
+                                       const uint32_t data_crc[2], GString *parts[3],
+                                       GError **error)
+{
+  uint64_t bytes = (uint64_t)rows * k * 8;
+  /* Without ZIP64 every size and offset must stay below 4 GiB. */
+  if (bytes * 2 + 4096 >= UINT32_MAX) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: the lists take %" G_GUINT64_FORMAT " bytes, beyond what a .npz without ZIP64 "
+                "holds (4 GiB); write .npy instead",
+                path, 2 * bytes);
+    return FALSE;
+  }
+  KnnwbZipEntry entries[2] = {{"indices.npy", 0, 0, 0}, {"distances.npy", 0, 0, 0}};
+  uint64_t offset = 0;
+  for (int i = 0; i < 2; i++) {
+    KnnwbZipEntry *entry = &entries[i];
+    g_autoptr(GString) npy_header = knnwb_formats_npy_header(i == 0 ? "i8" : "f8", rows, k);
+    /* The entry's CRC covers its NPY header and then the data, whose own CRC (computed apart,
+     * by one process or by every rank for its rows) is appended by zlib's combine. */
+    uLong crc = knnwb_formats_crc32(0, npy_header->str, npy_header->len);
+    entry->crc = knnwb_formats_crc32_combine((uint32_t)crc, data_crc[i], bytes);
+    entry->size = npy_header->len + bytes;
+    entry->offset = offset;
+    GString *local = parts[i] = g_string_new(NULL);
+    knnwb_zip_put32(local, 0x04034b50);
+    knnwb_zip_put_common(local, entry);
+    g_string_append(local, entry->name);
+    size_t local_header = local->len;
+    g_string_append_len(local, npy_header->str, (gssize)npy_header->len);
+    offset += local_header + entry->size;
+  }
+  GString *central = parts[2] = g_string_new(NULL);
+  for (int i = 0; i < 2; i++) {
+    knnwb_zip_put32(central, 0x02014b50);
+    knnwb_zip_put16(central, 20); /* version made by: MS-DOS, 2.0 */
+    knnwb_zip_put_common(central, &entries[i]);
+    knnwb_zip_put16(central, 0); /* comment length */
+    knnwb_zip_put16(central, 0); /* disk number */
+    knnwb_zip_put16(central, 0); /* internal attributes */
+    knnwb_zip_put32(central, 0); /* external attributes */
+    knnwb_zip_put32(central, (uint32_t)entries[i].offset);
+    g_string_append(central, entries[i].name);
+  }
+  size_t central_size = central->len;
+  knnwb_zip_put32(central, 0x06054b50); /* end of central directory */
+  knnwb_zip_put16(central, 0);
+  knnwb_zip_put16(central, 0);
+  knnwb_zip_put16(central, 2);
+  knnwb_zip_put16(central, 2);
+  knnwb_zip_put32(central, (uint32_t)central_size);
+  knnwb_zip_put32(central, (uint32_t)offset);
+  knnwb_zip_put16(central, 0);
+  return TRUE;
 }
 
 gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *neighbors,
                                        const KnnwbWriteControl *control, GError **error)
 {
   size_t bytes = neighbors->n_queries * neighbors->k * 8;
-  KnnwbZipEntry entries[2] = {{"indices.npy", neighbors->indices, NULL, 0, 0, 0},
-                              {"distances.npy", neighbors->distances, NULL, 0, 0, 0}};
-  /* Without ZIP64 every size and offset must stay below 4 GiB. */
-  if ((uint64_t)bytes * 2 + 4096 >= UINT32_MAX) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "%s: the lists take %zu bytes, beyond what a .npz without ZIP64 holds (4 GiB); "
-                "write .npy instead",
-                path, 2 * bytes);
-    return FALSE;
-  }
-  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
-  if (file == NULL)
-    return FALSE;
-  FILE *stream = knnwb_atomic_file_stream(file);
-  uint64_t offset = 0;
-  gboolean ok = TRUE;
-  for (int i = 0; i < 2 && ok; i++) {
-    KnnwbZipEntry *entry = &entries[i];
-    entry->npy_header = knnwb_npy_header(i == 0 ? "i8" : "f8", neighbors->n_queries, neighbors->k);
-    entry->crc = knnwb_zip_crc(entry->npy_header, entry->data, bytes);
-    entry->size = entry->npy_header->len + bytes;
-    entry->offset = offset;
-    g_autoptr(GString) local = g_string_new(NULL);
-    knnwb_zip_put32(local, 0x04034b50);
-    knnwb_zip_put_common(local, entry);
-    g_string_append(local, entry->name);
-    fwrite(local->str, 1, local->len, stream);
-    fwrite(entry->npy_header->str, 1, entry->npy_header->len, stream);
-    ok = knnwb_npy_put_data(stream, path, entry->data, bytes, control, (uint64_t)i * bytes,
-                            2 * (uint64_t)bytes, error);
-    offset += local->len + entry->size;
-  }
-  if (ok) {
-    g_autoptr(GString) central = g_string_new(NULL);
-    for (int i = 0; i < 2; i++) {
-      knnwb_zip_put32(central, 0x02014b50);
-      knnwb_zip_put16(central, 20); /* version made by: MS-DOS, 2.0 */
-      knnwb_zip_put_common(central, &entries[i]);
-      knnwb_zip_put16(central, 0); /* comment length */
-      knnwb_zip_put16(central, 0); /* disk number */
-      knnwb_zip_put16(central, 0); /* internal attributes */
-      knnwb_zip_put32(central, 0); /* external attributes */
-      knnwb_zip_put32(central, (uint32_t)entries[i].offset);
-      g_string_append(central, entries[i].name);
-    }
-    size_t central_size = central->len;
-    knnwb_zip_put32(central, 0x06054b50); /* end of central directory */
-    knnwb_zip_put16(central, 0);
-    knnwb_zip_put16(central, 0);
-    knnwb_zip_put16(central, 2);
-    knnwb_zip_put16(central, 2);
-    knnwb_zip_put32(central, (uint32_t)central_size);
-    knnwb_zip_put32(central, (uint32_t)offset);
-    knnwb_zip_put16(central, 0);
-    fwrite(central->str, 1, central->len, stream);
-  }
+  const void *data[2] = {neighbors->indices, neighbors->distances};
+  uint32_t data_crc[2];
   for (int i = 0; i < 2; i++)
-    if (entries[i].npy_header != NULL)
-      g_string_free(entries[i].npy_header, TRUE);
+    data_crc[i] = knnwb_formats_crc32(0, data[i], bytes);
+  GString *parts[3] = {NULL, NULL, NULL};
+  if (!knnwb_formats_npz_lists_frame(path, neighbors->n_queries, neighbors->k, data_crc, parts,
+                                     error))
+    return FALSE;
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  gboolean ok = file != NULL;
+  FILE *stream = ok ? knnwb_atomic_file_stream(file) : NULL;
+  for (int i = 0; i < 2 && ok; i++) {
+    fwrite(parts[i]->str, 1, parts[i]->len, stream);
+    ok = knnwb_npy_put_data(stream, path, data[i], bytes, control, (uint64_t)i * bytes,
+                            2 * (uint64_t)bytes, error);
+  }
+  if (ok)
+    fwrite(parts[2]->str, 1, parts[2]->len, stream);
+  for (int i = 0; i < 3; i++)
+    g_string_free(parts[i], TRUE);
   if (!ok)
     return FALSE;
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);

@@ -23,13 +23,51 @@ if [ "${KNNWB_SKIP_INSTALL:-0}" != 1 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $packages >/dev/null
 fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$(nproc)"
-mkdir -p demo-output
+# The compiler's messages go to a log: a biologist running the demo needs the results, not pages of
+# build output (the log's end is shown if the build fails).
+mkdir -p build demo-output
+echo "demo.sh: building knnwb in build/ (a few minutes; compiler messages in build/demo-build.log)"
+if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(nproc)"; } \
+  >build/demo-build.log 2>&1; then
+  tail -n 40 build/demo-build.log >&2
+  echo "demo.sh: the build failed; the whole log is build/demo-build.log" >&2
+  exit 1
+fi
+echo "demo.sh: built build/bin/knnwb; running the four demo pipelines (share/examples/*.xml)"
 build/bin/knnwb run share/examples/seed-workflow.xml --output-dir demo-output --report
 build/bin/knnwb run share/examples/mst-knn-clusters.xml --output-dir demo-output --report
 # The seed's own workflow: metafeatures, phenotype row, its neighbourhood; kNN classification.
 build/bin/knnwb run share/examples/seed-neighbourhood.xml --output-dir demo-output --report
 build/bin/knnwb run share/examples/classify-groups.xml --output-dir demo-output --report
-ls -l demo-output
-echo "Open demo-output/*.gml in yEd (Layout is already computed; nodes are coloured by cluster in the MST-kNN output)."
+# Pictures for a first look without yEd (knnwb render needs cairo, which the run list installs).
+pictures=yes
+for graph in seed-workflow mst-knn-clusters relapse-neighbourhood; do
+  build/bin/knnwb render -q "demo-output/$graph.gml" -o "demo-output/$graph.png" || pictures=no
+done
+cat <<'TEXT'
+
+demo.sh: done. What is in demo-output/:
+  seed-workflow.knn            the exact kNN graph (Pearson, k = 20) of the 241 rows (240 probes
+                               and a clinical "dummy probe") of share/examples/demo-expression.txt:
+                               a line `rows edges`, then one `row neighbour distance` line per
+                               edge (rows numbered from 0 in file order)
+  seed-workflow.gml            the same graph for yEd; the dummy probe YearsToRelapse is the red
+                               hexagon
+  mst-knn-clusters.gml         the probes' kNN graph (k = 10), nodes coloured by MST-kNN cluster
+  mst-knn-clusters.labels.tsv  each probe's cluster
+  relapse-neighbourhood.gml    the probes and probe pairs (differences of 120 probes of
+                               share/examples/data/synthetic_expression.tsv) nearest to the
+                               phenotype YearsToRelapse (red hexagon), up to 2 hops away, nodes
+                               coloured by hop
+  relapse-neighbourhood.tsv    the same, ranked by distance, with each one's Pearson r
+  groups-predictions.tsv       each sample's predicted group (vote of its 5 nearest samples,
+                               5-fold cross-validation) next to its true group
+  groups-metrics.txt           accuracy, precision and recall per group, confusion matrix
+TEXT
+if [ "$pictures" = yes ]; then
+  echo "  *.png                        pictures of the three graphs, for a first look"
+fi
+cat <<'TEXT'
+Open a .gml file in yEd (File > Open): positions, colours and sizes are in the file, so no layout
+is needed; yEd's "Fit Graph to Window" shows the whole graph. Cytoscape and Gephi read them too.
+TEXT

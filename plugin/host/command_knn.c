@@ -182,9 +182,13 @@ int knnwb_host_command_knn(int argc, char **argv)
   const gboolean writer = group == NULL || group->rank == 0;
   options.group = group;
   /* Lists that are written row by row need no rank to hold them all. */
-  const gboolean rows_in_place =
-      group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
-      (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_NEIGHBORS_TSV);
+  const gboolean rows_in_place = group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
+                                 knnwb_distributed_writes_in_place(output_format);
+  /* Nor do the undirected graph's edge lists: each rank writes the edges whose smaller end lies in
+   * its range of rows (ranges cut by edge count), sent there by the ranks that hold them. */
+  const gboolean edges_in_place =
+      group != NULL && mode != KNNWB_GRAPH_DIRECTED &&
+      (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX);
   /* Each rank gets its rows' lists; for the other outputs rank 0 gathers them (below). */
   options.group_own_rows = group != NULL;
   /* Split memory (each rank reads and holds its block of rows) unless the input is wanted whole:
@@ -255,7 +259,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   }
   gint64 knn_done = g_get_monotonic_time();
   backend_used = g_strdup(neighbors->backend_used);
-  if (group != NULL && !rows_in_place) {
+  if (group != NULL && !rows_in_place && !edges_in_place) {
     /* Rank 0 builds the graph or writes every row: it alone holds every list. */
     g_autoptr(KnnwbNeighbors) own = g_steal_pointer(&neighbors);
     if (!knnwb_neighbors_gather_root(group, own, &neighbors, &error))
@@ -272,16 +276,44 @@ int knnwb_host_command_knn(int argc, char **argv)
   control.progress_data = progress;
   gboolean written = FALSE;
   if (rows_in_place) {
-    /* Each rank writes its rows at their place in rank 0's temporary. */
-    KnnwbDistributedLists table = output_format == KNNWB_OUTPUT_KNN ? KNNWB_DISTRIBUTED_LISTS_KNN
-                                                                    : KNNWB_DISTRIBUTED_LISTS_TSV;
+    /* Each rank writes its rows at their place in rank 0's temporary (and its side file). */
     int64_t edges = 0;
     for (size_t i = 0; i < neighbors->n_queries; i++)
       edges += neighbors->n_found[i];
-    written =
-        knnwb_distributed_write_lists(group, temporary, table, neighbors, n_rows, labels, &error) &&
-        group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
+    written = knnwb_distributed_write_lists(group, temporary, output_format, neighbors, n_rows,
+                                            labels, &control, &error) &&
+              group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
     n_edges = (igraph_integer_t)edges;
+  } else if (edges_in_place) {
+    /* Each rank's edges (smaller end in its range) at their place in rank 0's temporary. */
+    igraph_vector_int_t edges;
+    igraph_vector_t weights;
+    gboolean edges_ready = igraph_vector_int_init(&edges, 0) == IGRAPH_SUCCESS;
+    gboolean weights_ready = igraph_vector_init(&weights, 0) == IGRAPH_SUCCESS;
+    if (!edges_ready || !weights_ready)
+      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "out of memory");
+    written =
+        group->agree(group, edges_ready && weights_ready, &error) &&
+        knnwb_graph_edges_from_own_neighbors(group, neighbors, mode, &edges, &weights, &error);
+    g_clear_pointer(&neighbors, knnwb_neighbors_free);
+    if (written) {
+      KnnwbEdgeList list = {.n_vertices = (igraph_integer_t)n_rows,
+                            .n_edges = igraph_vector_size(&weights),
+                            .directed = FALSE,
+                            .from = VECTOR(edges),
+                            .to = VECTOR(edges) + 1,
+                            .stride = 2,
+                            .weights = VECTOR(weights)};
+      int64_t total = list.n_edges;
+      written = knnwb_distributed_write_edges(group, temporary, output_format, &list, n_rows,
+                                              labels, &control, &error) &&
+                group->reduce(group, &total, 1, KNNWB_GROUP_SUM, &error);
+      n_edges = (igraph_integer_t)total;
+    }
+    if (edges_ready)
+      igraph_vector_int_destroy(&edges);
+    if (weights_ready)
+      igraph_vector_destroy(&weights);
   } else if (!writer) {
     /* Rank 0 builds the graph and writes it; the others learn how that went below. */
     written = TRUE;
@@ -373,7 +405,7 @@ int knnwb_host_command_knn(int argc, char **argv)
 written_out:
   knnwb_host_progress_finish(g_steal_pointer(&progress));
   /* Rank 0 wrote alone (or every rank wrote and agreed already): tell the others. */
-  if (group != NULL && !rows_in_place && !group->agree(group, written, &error))
+  if (group != NULL && !rows_in_place && !edges_in_place && !group->agree(group, written, &error))
     written = FALSE;
   if (!written)
     goto failed;

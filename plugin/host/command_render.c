@@ -47,7 +47,8 @@ int knnwb_host_command_render(int argc, char **argv)
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &rest, NULL, "GRAPH.gml"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  g_autoptr(GOptionContext) context = g_option_context_new("GRAPH.gml -o OUT");
+  /* GLib names GRAPH.gml in the usage line from the remaining-arguments entry above. */
+  g_autoptr(GOptionContext) context = g_option_context_new("-o OUT");
   g_option_context_set_summary(
       context,
       "Draws a laid-out GML (from knnwb knn/cluster/neighbourhood with a layout) as a PNG, "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mpirun -np R knnwb ...` gives the single-process bytes: R = 1, 2, 3 on the CPU backend (ranks
 # oversubscribe the cores), every metric, the self graph (knnwb knn: each rank writes its rows into
-# one .knn/.tsv; rank 0 writes the GML of the union graph) and query panels (a pipeline), odd sizes
+# one .knn/.tsv/.mtx/.npy/.npz, the union/mutual graph's .knn/.mtx too; rank 0 writes the GML of
+# the union graph) and query panels (a pipeline), odd sizes
 # (fewer rows than ranks, tiles that do not divide the rows), `knnwb neighbourhood` and pipelines
 # with split input (each rank reads its rows; rank 0 clusters and writes), and a rank
 # that alone sees bad input.
@@ -69,6 +70,21 @@ done
 "$knnwb" knn data.npy -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o one.tsv
 "$knnwb" knn data.npy -k 9 -m cosine -b cpu --memory 4K -t 1 -q -g union -o one.gml
 "$knnwb" knn small.npy -k 1 -m euclidean -b cpu -q -o one-small.knn
+# The NumPy arrays and the Matrix Market file, written in place by every rank (labels from text,
+# none from NPY; 2 rows: a rank without rows at 3 ranks).
+for ext in npy npz mtx; do
+  "$knnwb" knn data.tsv -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o "one-text.$ext"
+  "$knnwb" knn data.npy -k 9 -m manhattan -b cpu --memory 4K -t 1 -q -o "one-lists.$ext"
+  "$knnwb" knn small.npy -k 1 -m euclidean -b cpu -q -o "one-small.$ext"
+done
+# The union and mutual graphs' edges: each rank writes those whose smaller end is one of its rows.
+for graph in union mutual; do
+  for ext in knn mtx; do
+    "$knnwb" knn data.tsv -k 9 -m euclidean -b cpu --memory 4K -t 1 -q -g "$graph" \
+      -o "one-$graph.$ext"
+    "$knnwb" knn small.npy -k 1 -m euclidean -b cpu -q -g "$graph" -o "one-small-$graph.$ext"
+  done
+done
 # Query panels and the self graph inside a pipeline, for every metric (one run per rank count).
 {
   echo '<?xml version="1.0" encoding="UTF-8"?><pipeline name="mpi-check" version="1">'
@@ -189,6 +205,42 @@ for ranks in 1 2 3; do
   cmp one.gml "r$ranks-whole.gml" || fail "$ranks ranks: union .gml (--mpi-input whole) differs"
   mpi "$ranks" knn small.npy -k 1 -m euclidean -b cpu -q -o "r$ranks-small.knn"
   cmp one-small.knn "r$ranks-small.knn" || fail "$ranks ranks: 2-row .knn differs"
+  # Every rank writes its rows of .npy (and .distances.npy), .npz and .mtx (and .rows.txt).
+  for ext in npy npz mtx; do
+    for input in text lists small; do
+      case $input in
+      text) args=(data.tsv -k 9 -m spearman --memory 4K) ;;
+      lists) args=(data.npy -k 9 -m manhattan --memory 4K) ;;
+      small) args=(small.npy -k 1 -m euclidean) ;;
+      esac
+      mpi "$ranks" knn "${args[@]}" -b cpu -q -o "r$ranks-$input.$ext"
+      cmp "one-$input.$ext" "r$ranks-$input.$ext" || fail "$ranks ranks: $input .$ext differs"
+    done
+  done
+  for input in text lists small; do
+    cmp "one-$input.distances.npy" "r$ranks-$input.distances.npy" ||
+      fail "$ranks ranks: $input .distances.npy differs"
+  done
+  cmp one-text.rows.txt "r$ranks-text.rows.txt" || fail "$ranks ranks: .mtx row labels differ"
+  for graph in union mutual; do
+    for ext in knn mtx; do
+      mpi "$ranks" knn data.tsv -k 9 -m euclidean -b cpu --memory 4K -q -g "$graph" \
+        -o "r$ranks-$graph.$ext"
+      cmp "one-$graph.$ext" "r$ranks-$graph.$ext" || fail "$ranks ranks: $graph .$ext differs"
+      mpi "$ranks" knn small.npy -k 1 -m euclidean -b cpu -q -g "$graph" \
+        -o "r$ranks-small-$graph.$ext"
+      cmp "one-small-$graph.$ext" "r$ranks-small-$graph.$ext" ||
+        fail "$ranks ranks: 2-row $graph .$ext differs"
+    done
+    mpi "$ranks" knn data.npy -k 9 -m cosine -b cpu --memory 4K -q -g "$graph" --mpi-input whole \
+      -o "r$ranks-whole-$graph.knn"
+    "$knnwb" knn data.npy -k 9 -m cosine -b cpu --memory 4K -t 1 -q -g "$graph" \
+      -o "one-whole-$graph.knn"
+    cmp "one-whole-$graph.knn" "r$ranks-whole-$graph.knn" ||
+      fail "$ranks ranks: $graph .knn (--mpi-input whole) differs"
+  done
+  cmp one-union.rows.txt "r$ranks-union.rows.txt" || fail "$ranks ranks: union .mtx labels differ"
+  [ ! -e "r$ranks-lists.rows.txt" ] || fail "$ranks ranks: row labels written for an NPY input"
   # Split memory is the CPU default (each rank reads its rows of an NPY); the whole input on every
   # rank stays available, and text formats are read whole and split after.
   mpi "$ranks" knn data64.npy -k 9 -m euclidean -b cpu --memory 4K -q -o "r$ranks-64.knn"
@@ -259,10 +311,16 @@ done
 # The same file with its NaN row dropped (kept as an absent row without edges): the rank holding
 # it marks it in its block.
 "$knnwb" knn bad.npy -k 9 -b cpu --memory 4K -t 1 -q --drop-missing -o one-dropped.knn 2>/dev/null
+"$knnwb" knn bad.npy -k 9 -b cpu --memory 4K -t 1 -q --drop-missing -g mutual \
+  -o one-dropped-mutual.mtx 2>/dev/null
 for ranks in 2 3; do
   mpi "$ranks" knn bad.npy -k 9 -b cpu --memory 4K -q --drop-missing -o "r$ranks-dropped.knn" \
     2>/dev/null
   cmp one-dropped.knn "r$ranks-dropped.knn" || fail "$ranks ranks: --drop-missing differs"
+  mpi "$ranks" knn bad.npy -k 9 -b cpu --memory 4K -q --drop-missing -g mutual \
+    -o "r$ranks-dropped-mutual.mtx" 2>/dev/null
+  cmp one-dropped-mutual.mtx "r$ranks-dropped-mutual.mtx" ||
+    fail "$ranks ranks: --drop-missing mutual .mtx differs"
 done
 
 # Text read by byte ranges: line 300 lies in rank 2's range of 3; lines keep their numbers.
@@ -283,6 +341,30 @@ cat err.txt
 grep -q "^knnwb: rank 2: bad.npy: row 301, column 3: NaN" err.txt || fail "no message from rank 2"
 [ "$(cat out.knn)" = previous ] || fail "the previous output was touched"
 ! ls -a | grep -q '^\.knnwb-' || fail "a temporary file was left behind"
+
+# One rank's write fails (a full disk seen by that rank alone, KNNWB_MPI_WRITE_FAIL_RANK): every
+# rank stops with its message, the previous outputs (and side files) stay, no temporary is left.
+for ext in npy npz mtx knn tsv union.knn mutual.mtx; do
+  graph=directed
+  case $ext in union.* | mutual.*) graph=${ext%.*} ;; esac
+  for failing in 0 2; do
+    echo previous >"fail.$ext"
+    echo previous >fail.distances.npy
+    echo previous >fail.rows.txt
+    echo previous >fail.mutual.rows.txt
+    status=0
+    KNNWB_MPI_WRITE_FAIL_RANK=$failing mpi 3 knn data.tsv -k 9 -b cpu -q -g "$graph" \
+      -o "fail.$ext" 2>err.txt || status=$?
+    [ "$status" -ne 0 ] || fail "a failing write (rank $failing, .$ext) gave exit status 0"
+    grep -q "^knnwb: rank $failing: fail.$ext: cannot write: " err.txt ||
+      { cat err.txt; fail "no message from rank $failing's write (.$ext)"; }
+    for f in "fail.$ext" fail.distances.npy fail.rows.txt fail.mutual.rows.txt; do
+      [ "$(cat "$f")" = previous ] || fail "a failing write (rank $failing, .$ext) touched $f"
+    done
+    ! ls -a | grep -q '^\.knnwb-' || fail "a failing write (.$ext) left a temporary file"
+  done
+done
+echo "a rank whose write fails: no output, the previous files kept"
 
 # The same bad line in a pipeline and in `knnwb neighbourhood`: rank 2 alone reads it.
 echo previous >bad-run.gml
@@ -345,6 +427,28 @@ fi
 grep -q "found loaded component cm" pml.txt || { cat pml.txt; fail "the user's --mca pml was not kept"; }
 echo "one host: the ob1 layer alone; the user's choice kept"
 
+# Ranks that mpirun does not bind (--bind-to none) build their own hwloc topology in MPI_Init; on one
+# host they leave out I/O devices (PCI configuration space, block and network devices: a third of
+# MPI_Init in a VM); mpirun's own discovery keeps them (its lines name pci); a HWLOC_COMPONENTS of
+# the user's reaches the ranks unchanged.
+HWLOC_COMPONENTS_VERBOSE=1 "$mpiexec" --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+  "$knnwb" knn small.npy -k 1 -b cpu -q -o hwloc.knn >hwloc.txt 2>&1 ||
+  { cat hwloc.txt; fail "the hwloc start failed"; }
+# (A rank's list without I/O phases starts "linux(0x2)"; with them, as mpirun's, "linux(0x7a)".)
+if grep -q "Final list of enabled discovery components" hwloc.txt; then
+  grep -q "discovery components: linux(0x2)" hwloc.txt ||
+    { cat hwloc.txt; fail "the ranks' hwloc still discovered I/O devices"; }
+  HWLOC_COMPONENTS=-gl HWLOC_COMPONENTS_VERBOSE=1 "$mpiexec" --oversubscribe --allow-run-as-root \
+    --bind-to none -np 2 "$knnwb" knn small.npy -k 1 -b cpu -q -o hwloc.knn >hwloc.txt 2>&1 || true
+  if grep -q "discovery components: linux(0x2)" hwloc.txt; then
+    cat hwloc.txt
+    fail "the user's HWLOC_COMPONENTS was not kept"
+  fi
+  echo "one host: the ranks' hwloc without I/O devices; the user's HWLOC_COMPONENTS kept"
+else
+  echo "hwloc prints no component list here (HWLOC_COMPONENTS_VERBOSE): the hwloc check skipped"
+fi
+
 # Ctrl-C or SIGTERM on mpirun: Open MPI ends the job by sending the ranks SIGCONT, SIGTERM a second
 # later, then SIGKILL; the ranks stop at the SIGCONT (before they waited for the SIGTERM, and a run
 # ending within that second committed its outputs after the user's signal). mpirun itself still
@@ -367,17 +471,41 @@ for sig in INT TERM; do
   [ "$elapsed" -lt 1700 ] || fail "SIG$sig on mpirun: the job took $elapsed ms to end (the ranks waited for the launcher's SIGTERM)"
   echo "SIG$sig on mpirun: no output, the job ended $elapsed ms after the signal"
 done
+# SIGINT on mpirun while every rank writes its rows (the ranks wait at the start of their write
+# until the signal, KNNWB_MPI_WRITE_PAUSE): no output, the previous files untouched.
+for ext in npy npz mtx; do
+  echo previous >"sig.$ext"
+  echo previous >sig.distances.npy
+  rm -f pause.flag
+  (KNNWB_MPI_WRITE_PAUSE=pause.flag exec_mpi 2 knn data.tsv -k 9 -b cpu -t 1 -o "sig.$ext" \
+    2>sig.err) &
+  pid=$!
+  for _ in $(seq 100); do [ -e pause.flag ] && break; sleep 0.1; done
+  [ -e pause.flag ] || fail "the ranks never reached their write (.$ext)"
+  kill -INT "$pid"
+  status=0
+  wait "$pid" || status=$?
+  [ "$status" -ne 0 ] || fail "SIGINT during the write (.$ext): exit status 0"
+  grep -q "interrupted; no output written" sig.err || { cat sig.err; fail "SIGINT during the write (.$ext): no message"; }
+  [ "$(cat "sig.$ext")" = previous ] || fail "SIGINT during the write: the previous .$ext was replaced"
+  [ "$(cat sig.distances.npy)" = previous ] || fail "SIGINT during the write: the side file was replaced"
+  [ ! -e sig.rows.txt ] || fail "SIGINT during the write: a .rows.txt was left"
+  ! ls -a | grep -q '^\.knnwb-' || fail "SIGINT during the write (.$ext): a temporary file was left behind"
+done
+echo "SIGINT during the ranks' write: no output"
 # Job control is not an interruption: Ctrl-Z on mpirun stops the ranks (SIGSTOP), fg resumes them
 # (SIGCONT), and the run ends with the single process's bytes.
-python3 "$here/make_npy.py" jc.npy 6000 64 6
+# (30,000 rows: about 2 s of Manhattan scans for 2 ranks on the 2-core VM, so the stop falls
+# inside the run; 6,000 rows had become quick enough to end before it.)
+python3 "$here/make_npy.py" jc.npy 30000 64 6
 "$knnwb" knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o one-jc.knn
 (exec_mpi 2 knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o jc.knn 2>jc.err) &
 pid=$!
-sleep 0.1
-kill -TSTP "$pid"
+sleep 0.2
+kill -TSTP "$pid" 2>/dev/null || fail "job control: the run ended before the stop (make jc.npy bigger)"
 sleep 0.5
 stopped=$(ps -o stat= --ppid "$pid" | grep -c '^T' || true)
-kill -CONT "$pid"
+kill -CONT "$pid" 2>/dev/null || fail "job control: the run ended while stopped"
 status=0
 wait "$pid" || status=$?
 [ "$status" -eq 0 ] || { cat jc.err; fail "a run stopped and resumed through mpirun failed ($status)"; }

@@ -5,9 +5,11 @@
 # COMMAND=run measures `knnwb run` of a pipeline (load-matrix, knn-graph, write-graph .knn) instead:
 # its kNN step runs split under mpirun; COMMAND=neighbourhood (FORMAT=tsv: it needs row labels)
 # the order-2 neighbourhood of row r7 in both directions (the whole graph, split; GML compared).
-# MODES is ignored for both.
-# Usage: [MODES="split whole"] [FORMAT=npy|tsv] [COMMAND=knn|run|neighbourhood] mpi_memory.sh KNNWB
-#        [ROWS [COLS [K]]]   (defaults: split whole, npy, knn, 200000 64 10)
+# MODES is ignored for both. RANKS="2 3" (the default) lists the rank counts. OUTPUT=npy|npz|mtx|tsv (knn only) writes that format instead of .knn
+# (with -g union|mutual in GRAPH=, .knn and .mtx); side files are compared too.
+# Usage: [MODES="split whole"] [FORMAT=npy|tsv] [COMMAND=knn|run|neighbourhood] [OUTPUT=knn|npy|...]
+#        [GRAPH=directed|union|mutual] mpi_memory.sh KNNWB [ROWS [COLS [K]]]
+#        (defaults: split whole, npy, knn, knn, directed, 200000 64 10)
 set -euo pipefail
 knnwb=$(realpath "$1")
 rows=${2:-200000}
@@ -37,6 +39,9 @@ with open("data.npy", "wb") as out:
         out.write(array.array("f", [rng.gauss(0.0, 1.0) for _ in range(n * cols)]).tobytes())
 PY
 command=${COMMAND:-knn}
+output=${OUTPUT:-knn}
+graph=${GRAPH:-directed}
+[ "$command" = knn ] || output=knn
 cat >pipeline.xml <<XML
 <?xml version="1.0" encoding="UTF-8"?><pipeline name="memory" version="1">
 <variable name="out" value="x"/>
@@ -54,25 +59,30 @@ args() {
   elif [ "$command" = neighbourhood ]; then
     echo neighbourhood "data.$format" --focus r7 -k "$k" -r 2 --direction both -b cpu -q -o "$1"
   else
-    echo knn "data.$format" -k "$k" -b cpu -q ${2:+--mpi-input "$2"} -o "$1"
+    echo knn "data.$format" -k "$k" -b cpu -q -g "$graph" ${2:+--mpi-input "$2"} -o "$1"
   fi
 }
 [ "$command" = knn ] || MODES=split
-echo "input: $rows x $cols $format, $(($(stat -c %s "data.$format") / 1048576)) MiB; k = $k, pearson, cpu"
+echo "input: $rows x $cols $format, $(($(stat -c %s "data.$format") / 1048576)) MiB; k = $k, pearson, cpu; output .$output ($graph)"
 # shellcheck disable=SC2046 # args prints words
-/usr/bin/time -f %M -o rss.one "$knnwb" $(args one.knn)
-echo "1 process: peak RSS $(($(cat rss.one) / 1024)) MiB"
+/usr/bin/time -f "%M %e" -o rss.one "$knnwb" $(args "one.$output")
+read -r one_rss one_seconds <rss.one
+echo "1 process: peak RSS $((one_rss / 1024)) MiB; $one_seconds s"
 for mode in ${MODES:-split whole}; do
-  for ranks in 2 3; do
+  for ranks in ${RANKS:-2 3}; do
     start=$(date +%s.%N)
     mpiexec --oversubscribe --allow-run-as-root --mca btl self,vader \
       --mca btl_vader_single_copy_mechanism none -np "$ranks" \
       bash -c '/usr/bin/time -f %M -o "rss.$OMPI_COMM_WORLD_RANK" "$@"' rank \
-      "$knnwb" $(args "r$ranks-$mode.knn" "$mode")
+      "$knnwb" $(args "r$ranks-$mode.$output" "$mode")
     seconds=$(echo "$(date +%s.%N) - $start" | bc)
     peaks=""
     for ((r = 0; r < ranks; r++)); do peaks="$peaks $(($(cat "rss.$r") / 1024))"; done
-    same=$(cmp -s one.knn "r$ranks-$mode.knn" && echo "same bytes" || echo "DIFFERENT")
-    echo "$ranks ranks, $command, --mpi-input $mode: peak RSS per rank (MiB):$peaks; ${seconds%.*} s; $same"
+    same="same bytes"
+    for f in one.*; do
+      [ "$f" = one.$output ] || [ "$f" = one.distances.npy ] || [ "$f" = one.rows.txt ] || continue
+      cmp -s "$f" "r$ranks-$mode${f#one}" || same="DIFFERENT (${f#one})"
+    done
+    echo "$ranks ranks, $command, --mpi-input $mode: peak RSS per rank (MiB):$peaks; $(printf %.1f "$seconds") s; $same"
   done
 done

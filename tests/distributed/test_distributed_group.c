@@ -613,6 +613,71 @@ static void test_split_thresholds_ties(void)
   }
 }
 
+/* The pair met from both ends (even ranks) in chunks that the ranks take from a shared counter:
+ * whichever rank takes which chunk (one rank late: the other takes them all; or as they come), the
+ * lists are one process's bytes and the oracle's, also with many equal scores at the thresholds
+ * (small integers), self or query runs, two-sided jobs or two panels. */
+static void test_split_pair_chunks(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON};
+  const size_t n = 301, nq = 37, d = 4;
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+    g_autoptr(KnnwbMatrix) queries = knnwb_matrix_new(nq, d, NULL);
+    g_autoptr(GRand) rng = g_rand_new_with_seed(70 + m);
+    for (size_t i = 0; i < (n + nq) * d; i++) {
+      float *value = i < n * d ? &data->values[i] : &queries->values[i - n * d];
+      *value = (float)g_rand_int_range(rng, -3, 4);
+    }
+    for (size_t i = 0; i < n + nq; i++) { /* no constant row (correlations) */
+      float *row = i < n ? data->values + i * d : queries->values + (i - n) * d;
+      if (row[0] == row[1])
+        row[1] = row[0] + 1.0f;
+    }
+    for (int query = 0; query <= 1; query++) {
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = metrics[m];
+      options.k = 7;
+      options.backend = KNNWB_BACKEND_CPU;
+      options.n_threads = 1;
+      options.memory_bytes = 4096;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbNeighbors) expected = NULL;
+      if (query)
+        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
+      else
+        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+      g_assert_no_error(error);
+      options.group_split = TRUE;
+      for (int job = 0; job < 4; job++) {
+        /* the CPU's two-sided jobs, or the two panels of other backends */
+        const int ranks = 2 + 2 * (job % 2);
+        if (job >= 2)
+          g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+        for (int late = -1; late < ranks; late++) {
+          g_autofree char *rank = g_strdup_printf("%d", late);
+          if (late >= 0)
+            g_setenv("KNNWB_SPLIT_LATE_RANK", rank, TRUE);
+          thread_share_next = TRUE; /* the chunks need shared blocks */
+          RankRun runs[MAX_RANKS];
+          run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+          g_unsetenv("KNNWB_SPLIT_LATE_RANK");
+          for (int r = 0; r < ranks; r++) {
+            g_assert_no_error(runs[r].error);
+            assert_same_rows(expected, runs[r].result);
+            if (r == 0)
+              oracle_check(metrics[m], query ? queries->values : data->values, query ? nq : n,
+                           data->values, n, d, !query, runs[r].result, 1e-9);
+            knnwb_neighbors_free(runs[r].result);
+          }
+        }
+        g_unsetenv("KNNWB_SPLIT_PANELS");
+      }
+    }
+  }
+}
+
 /* A constant row in rank 1's block (pearson): every rank fails naming it by its global number. */
 static void test_split_degenerate_row(void)
 {
@@ -825,6 +890,127 @@ static void test_threshold_rounds(void)
   }
 }
 
+/* ---- The undirected graph's edges from every rank's own lists ---- */
+
+typedef struct {
+  ThreadRank rank;
+  KnnwbNeighbors own; /* a view of rows [first_row, first_row + n_queries) */
+  KnnwbGraphMode mode;
+  igraph_vector_int_t edges;
+  igraph_vector_t weights;
+  gboolean ok;
+  GError *error;
+} EdgesRun;
+
+static gpointer edges_main(gpointer data)
+{
+  EdgesRun *run = data;
+  g_mutex_lock(&rank_turn); /* igraph vectors: one rank at a time outside the group's calls */
+  igraph_vector_int_init(&run->edges, 0);
+  igraph_vector_init(&run->weights, 0);
+  run->ok = knnwb_graph_edges_from_own_neighbors(&run->rank.group, &run->own, run->mode,
+                                                 &run->edges, &run->weights, &run->error);
+  g_mutex_unlock(&rank_turn);
+  return NULL;
+}
+
+/* Lists with pairs named by one side or both, ties, and rows with fewer neighbours: the ranks'
+ * edges in rank order must be one process's edge list, for even and uneven (empty) blocks. */
+static void test_undirected_edges(void)
+{
+  enum { N = 97, K = 6 };
+  KnnwbNeighbors all = {.n_queries = N, .k = K};
+  all.indices = g_new(int64_t, N * K);
+  all.distances = g_new(double, N *K);
+  all.n_found = g_new(int32_t, N);
+  for (size_t i = 0; i < N; i++) {
+    all.n_found[i] = i % 11 == 4 ? 0 : i % 7 == 2 ? 3 : K;
+    for (size_t r = 0; r < K; r++) {
+      /* Neighbours near i (often naming each other) and far ones (one side only). */
+      size_t j = r < 4 ? (i + N - 2 + r + (r >= 2)) % N : (i * 13 + r * 29 + 5) % N;
+      if (j == i)
+        j = (i + 1) % N;
+      gboolean found = r < (size_t)all.n_found[i];
+      all.indices[i * K + r] = found ? (int64_t)j : -1;
+      all.distances[i * K + r] = found ? (double)((MIN(i, j) * 7 + MAX(i, j)) % 5) / 3.0 : INFINITY;
+    }
+  }
+  const size_t uneven[][MAX_RANKS + 1] = {
+      {0, 0, 0, 0, 0}, {0, N}, {0, 1, N}, {0, 0, 40, N}, {0, 50, 50, 51, N}};
+  for (int mode = KNNWB_GRAPH_UNION; mode <= KNNWB_GRAPH_MUTUAL; mode++) {
+    igraph_vector_int_t expected;
+    igraph_vector_t expected_weights;
+    igraph_vector_int_init(&expected, 0);
+    igraph_vector_init(&expected_weights, 0);
+    GError *error = NULL;
+    g_assert_true(knnwb_graph_edges_from_neighbors(&all, (KnnwbGraphMode)mode, &expected,
+                                                   &expected_weights, &error));
+    g_assert_no_error(error);
+    for (int ranks = 1; ranks <= MAX_RANKS; ranks++)
+      for (int even = 1; even >= 0; even--) {
+        ThreadJob job = {.size = ranks};
+        g_mutex_init(&job.lock);
+        g_cond_init(&job.cond);
+        EdgesRun runs[MAX_RANKS];
+        GThread *threads[MAX_RANKS];
+        for (int r = 0; r < ranks; r++) {
+          size_t first = uneven[ranks][r], last = uneven[ranks][r + 1];
+          if (even)
+            knnwb_knn_group_rows(N, r, ranks, &first, &last);
+          runs[r] = (EdgesRun){.mode = (KnnwbGraphMode)mode};
+          runs[r].own = (KnnwbNeighbors){.n_queries = last - first,
+                                         .k = K,
+                                         .indices = all.indices + first * K,
+                                         .distances = all.distances + first * K,
+                                         .n_found = all.n_found + first,
+                                         .first_row = first};
+          runs[r].rank.job = &job;
+          runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
+                                               .size = ranks,
+                                               .local_size = ranks,
+                                               .agree = turn_agree,
+                                               .exchange = turn_exchange,
+                                               .reduce = turn_reduce};
+          threads[r] = g_thread_new("rank", edges_main, &runs[r]);
+        }
+        for (int r = 0; r < ranks; r++)
+          g_thread_join(threads[r]);
+        igraph_integer_t e = 0;
+        for (int r = 0; r < ranks; r++) {
+          g_assert_no_error(runs[r].error);
+          g_assert_true(runs[r].ok);
+          for (igraph_integer_t f = 0; f < igraph_vector_size(&runs[r].weights); f++, e++) {
+            g_assert_cmpint(e, <, igraph_vector_size(&expected_weights));
+            g_assert_cmpint(VECTOR(runs[r].edges)[2 * f], ==, VECTOR(expected)[2 * e]);
+            g_assert_cmpint(VECTOR(runs[r].edges)[2 * f + 1], ==, VECTOR(expected)[2 * e + 1]);
+            g_assert_true(memcmp(&VECTOR(runs[r].weights)[f], &VECTOR(expected_weights)[e],
+                                 sizeof(double)) == 0);
+          }
+          /* The edges are shared out by count, not by the blocks of rows (rank 0 would get
+           * most): every rank within a few rows' worth of directions of its share. */
+          if (ranks > 1)
+            g_assert_cmpint(igraph_vector_size(&runs[r].weights), <=,
+                            igraph_vector_size(&expected_weights) / ranks + 4 * K);
+          g_test_message("%d ranks, rank %d: %" IGRAPH_PRId " edges of %" IGRAPH_PRId, ranks, r,
+                         igraph_vector_size(&runs[r].weights),
+                         igraph_vector_size(&expected_weights));
+          igraph_vector_int_destroy(&runs[r].edges);
+          igraph_vector_destroy(&runs[r].weights);
+        }
+        g_assert_cmpint(e, ==, igraph_vector_size(&expected_weights));
+        g_mutex_clear(&job.lock);
+        g_cond_clear(&job.cond);
+      }
+    /* The test means something: some pairs are named by both sides, some by one. */
+    g_assert_cmpint(igraph_vector_size(&expected_weights), >, 0);
+    igraph_vector_int_destroy(&expected);
+    igraph_vector_destroy(&expected_weights);
+  }
+  g_free(all.indices);
+  g_free(all.distances);
+  g_free(all.n_found);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -837,7 +1023,9 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
+  g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
+  g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
   return g_test_run();
 }

@@ -1,7 +1,8 @@
 /*
  * Writers: .knn round trips (bit-identical weights), the .knn reader's malformed inputs, atomic
- * replacement, the TSV tables' exact text, GML/GraphML structure (GraphML parsed by libxml2), and
- * format selection.
+ * replacement, the TSV tables' exact text, GML/GraphML structure (GraphML parsed by libxml2),
+ * format selection, and the pieces MPI ranks assemble one file from (headers, lines of a block of
+ * rows, the .npz frame with combined CRCs) against the whole-file writers.
  */
 #include "formats_test_util.h"
 #include <knnwb/graph.h>
@@ -645,6 +646,152 @@ static void test_knn_numbers_and_threads(void)
   g_free(nb.n_found);
 }
 
+static char *read_bytes(const char *path, gsize *length)
+{
+  char *bytes = NULL;
+  GError *error = NULL;
+  g_file_get_contents(path, &bytes, length, &error);
+  g_assert_no_error(error);
+  return bytes;
+}
+
+/* Rows [first, last) of lists, as one rank holds them (first_row set). */
+static KnnwbNeighbors lists_block(const KnnwbNeighbors *all, size_t first, size_t last)
+{
+  return (KnnwbNeighbors){.n_queries = last - first,
+                          .k = all->k,
+                          .indices = all->indices + first * all->k,
+                          .distances = all->distances + first * all->k,
+                          .n_found = all->n_found + first,
+                          .first_row = first};
+}
+
+/* What distributed/ writes from every rank's block: the same bytes as the one-process writers,
+ * for cuts with an empty block and a one-row block. */
+static void test_lists_pieces(void)
+{
+  enum { N = 1001, K = 7 };
+  KnnwbNeighbors nb = {.n_queries = N, .k = K};
+  nb.indices = g_new(int64_t, N * K);
+  nb.distances = g_new(double, N *K);
+  nb.n_found = g_new(int32_t, N);
+  g_autoptr(GPtrArray) labels = g_ptr_array_new_with_free_func(g_free);
+  for (size_t i = 0; i < N; i++) {
+    nb.n_found[i] = i % 89 == 3 ? 2 : K;
+    for (size_t r = 0; r < K; r++) {
+      gboolean found = r < (size_t)nb.n_found[i];
+      nb.indices[i * K + r] = found ? (int64_t)((i * 31 + r * 7 + 1) % N) : -1;
+      nb.distances[i * K + r] = found ? (double)r / 3.0 + (double)i * 1e-3 : INFINITY;
+    }
+    g_ptr_array_add(labels, i % 50 == 7 ? g_strdup("tab\there") : g_strdup_printf("r%zu", i));
+  }
+  g_ptr_array_add(labels, NULL);
+  const char *const *names = (const char *const *)labels->pdata;
+  size_t edges = 0;
+  for (size_t i = 0; i < N; i++)
+    edges += (size_t)nb.n_found[i];
+  const size_t cuts[] = {0, 0, 1, 400, 401, N};
+  const size_t n_blocks = G_N_ELEMENTS(cuts) - 1;
+  GError *error = NULL;
+  const char *dir = formats_test_dir();
+  g_autofree char *mtx = g_build_filename(dir, "pieces.mtx", NULL);
+  g_autofree char *npy = g_build_filename(dir, "pieces.npy", NULL);
+  g_autofree char *npz = g_build_filename(dir, "pieces.npz", NULL);
+  g_autofree char *knn = g_build_filename(dir, "pieces.knn", NULL);
+  g_assert_true(knnwb_formats_write_lists(mtx, KNNWB_OUTPUT_MTX, &nb, names, NULL, &error));
+  g_assert_true(knnwb_formats_write_lists(npy, KNNWB_OUTPUT_NPY, &nb, NULL, NULL, &error));
+  g_assert_true(knnwb_formats_write_lists(npz, KNNWB_OUTPUT_NPZ, &nb, NULL, NULL, &error));
+  g_assert_true(knnwb_formats_write_lists(knn, KNNWB_OUTPUT_KNN, &nb, NULL, NULL, &error));
+  g_assert_no_error(error);
+
+  /* Text: rank 0's header, then each block's lines. */
+  for (int format = 0; format < 2; format++) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *stream = open_memstream(&text, &size);
+    if (format == 0)
+      knnwb_formats_write_mtx_header(stream, FALSE, N, edges, TRUE);
+    else
+      fprintf(stream, "%d %zu\n", N, edges);
+    for (size_t b = 0; b < n_blocks; b++) {
+      KnnwbNeighbors block = lists_block(&nb, cuts[b], cuts[b + 1]);
+      KnnwbWriteControl control = {.n_threads = (int)b % 3 + 1};
+      g_assert_true(format == 0 ? knnwb_formats_write_mtx_lines(stream, &block, &control, &error)
+                                : knnwb_formats_write_knn_lines(stream, &block, &control, &error));
+      g_assert_no_error(error);
+    }
+    fclose(stream);
+    gsize length = 0;
+    g_autofree char *file = read_bytes(format == 0 ? mtx : knn, &length);
+    g_assert_cmpuint(size, ==, length);
+    g_assert_true(memcmp(text, file, length) == 0);
+    free(text);
+  }
+  g_autofree char *labels_path = g_build_filename(dir, "labels-only.mtx", NULL);
+  g_assert_true(knnwb_formats_write_mtx_labels(labels_path, N, names, &error));
+  g_assert_no_error(error);
+  g_autofree char *side_one = knnwb_formats_side_path(mtx, KNNWB_OUTPUT_MTX);
+  g_autofree char *side_two = knnwb_formats_side_path(labels_path, KNNWB_OUTPUT_MTX);
+  g_autofree char *rows_one = read_text(side_one);
+  g_autofree char *rows_two = read_text(side_two);
+  g_assert_cmpstr(rows_one, ==, rows_two);
+  g_assert_nonnull(strstr(rows_one, "\ntab here\n"));
+
+  /* .npy: the header, then the rows' bytes (rank r's at first_row x k x 8). */
+  const size_t bytes = (size_t)N * K * 8;
+  const void *data[2] = {nb.indices, nb.distances};
+  g_autofree char *npy_side = knnwb_formats_side_path(npy, KNNWB_OUTPUT_NPY);
+  for (int a = 0; a < 2; a++) {
+    g_autoptr(GString) header = knnwb_formats_npy_header(a == 0 ? "i8" : "f8", N, K);
+    g_assert_cmpuint(header->len % 64, ==, 0);
+    gsize length = 0;
+    g_autofree char *file = read_bytes(a == 0 ? npy : npy_side, &length);
+    g_assert_cmpuint(length, ==, header->len + bytes);
+    g_assert_true(memcmp(file, header->str, header->len) == 0);
+    g_assert_true(memcmp(file + header->len, data[a], bytes) == 0);
+  }
+
+  /* .npz: each block's CRC, combined in order, gives the frame of the one-process file. */
+  uint32_t data_crc[2] = {0, 0};
+  for (int a = 0; a < 2; a++) {
+    for (size_t b = 0; b < n_blocks; b++) {
+      size_t block_bytes = (cuts[b + 1] - cuts[b]) * K * 8;
+      uint32_t crc = knnwb_formats_crc32(0, (const char *)data[a] + cuts[b] * K * 8, block_bytes);
+      data_crc[a] = knnwb_formats_crc32_combine(data_crc[a], crc, block_bytes);
+    }
+    g_assert_cmpuint(data_crc[a], ==, knnwb_formats_crc32(0, data[a], bytes));
+  }
+  GString *parts[3] = {NULL, NULL, NULL};
+  g_assert_true(knnwb_formats_npz_lists_frame(npz, N, K, data_crc, parts, &error));
+  g_assert_no_error(error);
+  g_autoptr(GByteArray) assembled = g_byte_array_new();
+  for (int p = 0; p < 3; p++) {
+    g_byte_array_append(assembled, (const guint8 *)parts[p]->str, (guint)parts[p]->len);
+    if (p < 2)
+      g_byte_array_append(assembled, data[p], (guint)bytes);
+    g_string_free(parts[p], TRUE);
+  }
+  gsize length = 0;
+  g_autofree char *file = read_bytes(npz, &length);
+  g_assert_cmpuint(assembled->len, ==, length);
+  g_assert_true(memcmp(assembled->data, file, length) == 0);
+  /* A wrong CRC must show (the frame carries it). */
+  data_crc[1] ^= 1;
+  g_assert_true(knnwb_formats_npz_lists_frame(npz, N, K, data_crc, parts, &error));
+  g_assert_false(memcmp(parts[1]->str, file + parts[0]->len + bytes, parts[1]->len) == 0 &&
+                 memcmp(parts[2]->str, file + length - parts[2]->len, parts[2]->len) == 0);
+  for (int p = 0; p < 3; p++)
+    g_string_free(parts[p], TRUE);
+  /* Past 4 GiB (no ZIP64): refused, naming the file. */
+  g_assert_false(knnwb_formats_npz_lists_frame(npz, (size_t)1 << 26, 8, data_crc, parts, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull(strstr(error->message, "pieces.npz"));
+  g_clear_error(&error);
+  g_free(nb.indices);
+  g_free(nb.distances);
+  g_free(nb.n_found);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -657,5 +804,6 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/gml-graphml", test_gml_and_graphml);
   g_test_add_func("/formats/output-names", test_output_names);
   g_test_add_func("/formats/layouts", test_layouts);
+  g_test_add_func("/formats/lists/pieces", test_lists_pieces);
   return g_test_run();
 }

@@ -14,6 +14,26 @@
 
 #define CIBM_SAMPLE KNNWB_SHARED_DATA_DIR "/cibm-sample.txt"
 
+/* Each command's usage line names its arguments once, as README shows them (`knnwb render --help`
+ * said `GRAPH.gml GRAPH.gml -o OUT`: GLib adds the remaining-arguments entry's name itself). */
+static void test_usage_lines(void)
+{
+  const char *usage[][2] = {
+      {"knn", "knnwb knn [OPTION…] INPUT -k K -o OUT\n"},
+      {"cluster", "knnwb cluster [OPTION…] INPUT --method METHOD -o OUT\n"},
+      {"metafeatures", "knnwb metafeatures [OPTION…] INPUT -o OUT\n"},
+      {"neighbourhood", "knnwb neighbourhood [OPTION…] INPUT --focus LABEL -k K -o OUT.gml\n"},
+      {"classify", "knnwb classify [OPTION…] INPUT -k K -o OUT.tsv\n"},
+      {"render", "knnwb render [OPTION…] GRAPH.gml -o OUT\n"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(usage); i++) {
+    g_autofree char *out = NULL;
+    g_assert_cmpint(host_test_run(NULL, &out, NULL, usage[i][0], "--help", NULL), ==, 0);
+    if (strstr(out, usage[i][1]) == NULL)
+      g_error("knnwb %s --help: no line '%s' in:\n%s", usage[i][0], usage[i][1], out);
+  }
+}
+
 static void test_help_and_version(void)
 {
   g_autofree char *out = NULL, *err = NULL;
@@ -318,6 +338,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   knnwb_host_igraph_init();
   g_test_add_func("/host/cli/help-version", test_help_and_version);
+  g_test_add_func("/host/cli/usage-lines", test_usage_lines);
   g_test_add_func("/host/cli/knn-sample", test_knn_sample);
   g_test_add_func("/host/cli/knn-formats-quiet", test_knn_formats_and_quiet);
   g_test_add_func("/host/cli/knn-bad-arguments", test_knn_bad_arguments);

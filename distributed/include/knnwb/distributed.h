@@ -7,6 +7,7 @@
 #define KNNWB_DISTRIBUTED_H
 
 #include <glib.h>
+#include <knnwb/formats.h>
 #include <knnwb/knn.h>
 
 G_BEGIN_DECLS
@@ -24,25 +25,46 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
 /** Leaves the job (MPI_Finalize) when knnwb_distributed_init joined one. */
 void knnwb_distributed_finalize(void);
 
-/** Which list table knnwb_distributed_write_lists writes. */
-typedef enum {
-  KNNWB_DISTRIBUTED_LISTS_KNN, /**< the .knn file of the directed kNN graph */
-  KNNWB_DISTRIBUTED_LISTS_TSV  /**< the neighbour table (.tsv) */
-} KnnwbDistributedLists;
+/**
+ * Whether knnwb_distributed_write_lists writes format in place: KNN, NEIGHBORS_TSV, MTX, NPY, NPZ
+ * (the outputs of the directed graph that are written row by row). O(1), never fails.
+ */
+gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format);
 
 /**
- * Writes one file from every rank's own rows (lists from a group run with group_own_rows): each
- * rank formats its rows, the ranks learn each other's byte counts, and every rank writes its bytes
- * at its offset of path (MPI-IO), which rank 0 names (the other ranks' path is ignored): the
- * temporary of an output rank 0 commits afterwards, so the target appears whole or not at all.
- * The bytes equal the single-process writer's (knnwb_formats_write_knn of the directed graph, or
- * knnwb_formats_write_neighbor_lists_tsv). n_rows: all rows of the run; labels: NULL or n_rows
- * labels. Collective. Errors: KNNWB_ERROR_IO naming the file, the same on every rank. Memory:
- * this rank's text.
+ * Writes the directed kNN graph (or its lists) from every rank's own rows (lists from a group run
+ * with group_own_rows; rank r's rows follow rank r - 1's), with no rank holding more than its
+ * rows: into path, which rank 0 names (the other ranks' path is ignored): the temporary of an
+ * output rank 0 commits afterwards, so the target appears whole or not at all. Text (KNN, MTX,
+ * NEIGHBORS_TSV): each rank formats its rows in memory and writes them at its offset (the sum of
+ * the lower ranks' byte counts); rank 0 adds the header (the job's edge count) and, for MTX with
+ * labels, writes the .rows.txt side file of path. NPY (path, and its .distances.npy side file) and
+ * NPZ: each rank writes its arrays' bytes at first_row x k x 8 after the header; rank 0 the
+ * headers and the zip frame (CRCs combined from every rank's). The bytes equal the single-process
+ * writer's (knnwb_formats_write_lists). n_rows: all rows of the run; labels: NULL or n_rows labels
+ * (used by TSV and MTX). control (may be NULL): cancel (stop with KNNWB_ERROR_CANCELLED once
+ * set) and the formatting threads (0: the host's cores divided by the ranks on it); no progress.
+ * Collective. Errors: KNNWB_ERROR_IO naming the file, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_NO_MEMORY,
+ * KNNWB_ERROR_INVALID_ARGUMENT (a .npz past 4 GiB), the same on every rank (the lowest failing
+ * rank's, "rank R: " in front); files written so far are left for the caller's cleanup. Memory:
+ * this rank's text for the text formats, nothing beyond the lists for NPY/NPZ.
  */
 gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *path,
-                                       KnnwbDistributedLists table, const KnnwbNeighbors *own,
-                                       size_t n_rows, const char *const *labels, GError **error);
+                                       KnnwbOutputFormat format, const KnnwbNeighbors *own,
+                                       size_t n_rows, const char *const *labels,
+                                       const KnnwbWriteControl *control, GError **error);
+
+/**
+ * knnwb_distributed_write_lists for the undirected (union or mutual) graph: own holds this rank's
+ * edges (knnwb_graph_edges_from_own_neighbors: those whose smaller end lies in its range of rows,
+ * in order), written as KNN or MTX (`symmetric`) at the rank's offset, rank 0 adding the header (the
+ * job's edge count) and the MTX labels. The bytes equal knnwb_formats_write_edges' of the single
+ * process's edge list. Same contract, errors and memory (this rank's text) otherwise.
+ */
+gboolean knnwb_distributed_write_edges(const KnnwbKnnGroup *group, const char *path,
+                                       KnnwbOutputFormat format, const KnnwbEdgeList *own,
+                                       size_t n_rows, const char *const *labels,
+                                       const KnnwbWriteControl *control, GError **error);
 
 G_END_DECLS
 

@@ -371,22 +371,91 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
  * The lines of a .knn file (`source target weight`, no `n m` header) for the rows of lists:
  * row first_row + q's found neighbours in rank order, as knnwb_formats_write_knn writes the
  * directed kNN graph, byte for byte. For writers that put several processes' rows into one file.
- * Formatted in parallel chunks like the file writers. Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ * Formatted in parallel chunks like the file writers (control: threads and cancel; NULL = all
+ * cores, no cancel; progress is not reported). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED.
+ * Complexity: O(rows k).
  */
-gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists, GError **error);
+gboolean knnwb_formats_write_knn_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                       const KnnwbWriteControl *control, GError **error);
 
 /**
  * The data lines of knnwb_formats_write_neighbor_lists_tsv (no header line) for the rows of lists
  * (row numbers first_row + q; query_labels are indexed by the global row), formatted like it.
- * Errors: KNNWB_ERROR_IO. Complexity: O(rows k).
+ * control as knnwb_formats_write_knn_lines. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED.
+ * Complexity: O(rows k).
  */
 gboolean knnwb_formats_write_neighbor_lists_lines(FILE *stream, const KnnwbNeighbors *lists,
                                                   const char *const *query_labels,
                                                   const char *const *reference_labels,
-                                                  GError **error);
+                                                  const KnnwbWriteControl *control, GError **error);
 
 /** The header line of the neighbour table. */
 #define KNNWB_FORMATS_NEIGHBOR_TABLE_HEADER "row\tlabel\trank\tneighbor_row\tneighbor\tdistance\n"
+
+/**
+ * The data lines of knnwb_formats_write_lists' MTX (`i j distance`, 1-based, no header) for the
+ * rows of lists (row first_row + q), byte for byte as the file writer formats them. control as
+ * knnwb_formats_write_knn_lines. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED.
+ * Complexity: O(rows k).
+ */
+gboolean knnwb_formats_write_mtx_lines(FILE *stream, const KnnwbNeighbors *lists,
+                                       const KnnwbWriteControl *control, GError **error);
+
+/**
+ * The data lines of knnwb_formats_write_edges (no header) for edges, byte for byte as the file
+ * writer formats them: KNN (`a b weight`, undirected edges smaller end first) or MTX (1-based,
+ * undirected edges in the lower triangle). For writers that put several processes' edges into one
+ * file. control as knnwb_formats_write_knn_lines. Errors: KNNWB_ERROR_IO,
+ * KNNWB_ERROR_CANCELLED. Complexity: O(edges).
+ */
+gboolean knnwb_formats_write_knn_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
+                                            const KnnwbWriteControl *control, GError **error);
+/** See knnwb_formats_write_knn_edge_lines. */
+gboolean knnwb_formats_write_mtx_edge_lines(FILE *stream, const KnnwbEdgeList *edges,
+                                            const KnnwbWriteControl *control, GError **error);
+
+/**
+ * The three header lines of a Matrix Market kNN file (`general` or `symmetric`, n x n, nnz
+ * entries; labelled: a comment names the .rows.txt side file). Never fails (the stream's error
+ * flag tells). O(1).
+ */
+void knnwb_formats_write_mtx_header(FILE *stream, gboolean symmetric, size_t n, size_t nnz,
+                                    gboolean labelled);
+
+/**
+ * Writes the row labels of the Matrix Market file path into its side file
+ * (knnwb_formats_side_path, atomically): one label per line, row 1 first, newlines and tabs in a
+ * label turned into spaces; labels[i] NULL gives the row number. Errors: KNNWB_ERROR_IO. O(n).
+ */
+gboolean knnwb_formats_write_mtx_labels(const char *path, size_t n, const char *const *labels,
+                                        GError **error);
+
+/**
+ * The NPY 1.0 header of a C-order rows x columns array of descr ("i8", "f8": NumPy's type code
+ * without byte order; the host's order is written): magic, version, length, the dict padded so that
+ * the data starts at a multiple of 64 bytes. Free with g_string_free. Never fails. O(1).
+ */
+GString *knnwb_formats_npy_header(const char *descr, size_t rows, size_t columns);
+
+/** zlib's CRC-32 of bytes, continuing crc (0 to start), for any size. O(bytes). */
+uint32_t knnwb_formats_crc32(uint32_t crc, const void *data, size_t bytes);
+
+/** The CRC-32 of two byte runs one after the other from each run's CRC and the second's length
+ * (zlib's crc32_combine), so that pieces written by different processes get one CRC. O(log n). */
+uint32_t knnwb_formats_crc32_combine(uint32_t first, uint32_t second, uint64_t second_bytes);
+
+/**
+ * The bytes of knnwb_formats_write_lists' NPZ (a zip of stored `indices.npy` and `distances.npy`
+ * for rows x k lists) around the two arrays' data: parts[0] goes before the indices' data (local
+ * header, name, NPY header), parts[1] between the indices and the distances, parts[2] after the
+ * distances (central directory, end record). data_crc: the CRC-32 (knnwb_formats_crc32) of each
+ * array's data bytes alone (rows x k x 8 each). The lengths of the parts do not depend on the CRCs.
+ * Free the parts with g_string_free. Errors: KNNWB_ERROR_INVALID_ARGUMENT naming path when the
+ * archive would pass 4 GiB (no ZIP64); the parts are then unset. O(1).
+ */
+gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
+                                       const uint32_t data_crc[2], GString *parts[3],
+                                       GError **error);
 
 /**
  * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as knnwb_clustering_single_linkage

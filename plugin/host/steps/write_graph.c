@@ -100,7 +100,7 @@ static gboolean knnwb_write_graph_run(KnnwbStepContext *context, GError **error)
 
 const KnnwbStepType knnwb_step_write_graph = {
     "write-graph",
-    "write a graph: .knn, yEd GML, GraphML or a neighbour table",
+    "write a graph: .knn, yEd GML, GraphML, Matrix Market or a neighbour table",
     knnwb_write_graph_inputs,
     G_N_ELEMENTS(knnwb_write_graph_inputs),
     knnwb_write_graph_params,

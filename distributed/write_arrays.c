@@ -1,0 +1,101 @@
+/*
+ * The NumPy outputs of the lists (.npy: indices in OUT, distances in its side file; .npz: both in
+ * one stored zip) from every rank's own rows, in place: a row takes k x 8 bytes in each array, so
+ * rank r's rows start at first_row x k x 8 after the header, and each rank writes its arrays
+ * there with no formatting and no copy. Rank 0 writes the NPY headers (formats' own, from the
+ * job's row count) and, for .npz, the zip frame, whose CRC-32s it combines from every rank's
+ * (zlib's crc32_combine: the CRC of a concatenation from the pieces' CRCs and lengths). The
+ * members are stored, as one process writes them: a deflated member could not be cut into
+ * pieces that ranks compress apart without changing its bytes.
+ */
+#include <string.h>
+#include <knnwb/distributed.h>
+#include <knnwb/error.h>
+#include <knnwb/formats.h>
+#include "distributed_internal.h"
+
+/* Every rank's row count, and (for .npz) every rank's data CRCs, on every rank. */
+static gboolean knnwb_distributed_array_layout(const KnnwbKnnGroup *group,
+                                               const KnnwbNeighbors *own, size_t n_rows,
+                                               gboolean with_crc, uint32_t data_crc[2],
+                                               GError **error)
+{
+  const size_t ranks = (size_t)group->size, bytes = own->n_queries * own->k * 8;
+  g_autofree int64_t *rows = g_new(int64_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)own->n_queries, rows, error))
+    return FALSE;
+  size_t total = 0;
+  for (size_t r = 0; r < ranks; r++)
+    total += (size_t)rows[r];
+  if (total != n_rows) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "the ranks hold %zu rows' lists, not the run's %zu", total, n_rows);
+    return FALSE;
+  }
+  if (!with_crc)
+    return TRUE;
+  const void *data[2] = {own->indices, own->distances};
+  g_autofree int64_t *crcs = g_new(int64_t, ranks);
+  for (int a = 0; a < 2; a++) {
+    if (!knnwb_knn_group_gather_values(group, knnwb_formats_crc32(0, data[a], bytes), crcs, error))
+      return FALSE;
+    /* In rank order: the data of the array is rank 0's rows, then rank 1's, ... */
+    uint32_t crc = 0;
+    for (size_t r = 0; r < ranks; r++)
+      crc = knnwb_formats_crc32_combine(crc, (uint32_t)crcs[r], (uint64_t)rows[r] * own->k * 8);
+    data_crc[a] = crc;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *path,
+                                        KnnwbOutputFormat format, const KnnwbNeighbors *own,
+                                        size_t n_rows, const volatile gint *cancel, GError **error)
+{
+  const size_t k = own->k, bytes = own->n_queries * k * 8;
+  const int64_t row_offset = (int64_t)(own->first_row * k * 8);
+  const void *data[2] = {own->indices, own->distances};
+  g_autofree char *target = knnwb_distributed_root_path(group, path);
+  uint32_t data_crc[2] = {0, 0};
+  gboolean ok = knnwb_distributed_array_layout(group, own, n_rows, format == KNNWB_OUTPUT_NPZ,
+                                               data_crc, error);
+  if (!group->agree(group, ok, error))
+    return FALSE;
+
+  if (format == KNNWB_OUTPUT_NPY) {
+    /* Two files, OUT and its side file of distances, each written by every rank. */
+    g_autofree char *side = knnwb_formats_side_path(target, KNNWB_OUTPUT_NPY);
+    for (int a = 0; a < 2; a++) {
+      g_autoptr(GString) header = knnwb_formats_npy_header(a == 0 ? "i8" : "f8", n_rows, k);
+      KnnwbDistributedPiece pieces[2] = {
+          {.offset = (int64_t)header->len + row_offset, .data = data[a], .bytes = bytes},
+          {.offset = 0, .data = header->str, .bytes = header->len}};
+      if (!knnwb_distributed_write_pieces(group, a == 0 ? target : side, pieces,
+                                          group->rank == 0 ? 2 : 1, cancel, error))
+        return FALSE;
+    }
+    return TRUE;
+  }
+
+  /* .npz: head, indices, middle, distances, tail. Every rank builds the frame for its lengths;
+   * only rank 0's carries the combined CRCs, and only rank 0 writes it. */
+  GString *parts[3] = {NULL, NULL, NULL};
+  ok = knnwb_formats_npz_lists_frame(target, n_rows, k, data_crc, parts, error);
+  if (!group->agree(group, ok, error))
+    return FALSE;
+  const int64_t array_bytes = (int64_t)(n_rows * k * 8);
+  const int64_t head = (int64_t)parts[0]->len, middle = (int64_t)parts[1]->len;
+  KnnwbDistributedPiece pieces[5] = {
+      {.offset = head + row_offset, .data = data[0], .bytes = bytes},
+      {.offset = head + array_bytes + middle + row_offset, .data = data[1], .bytes = bytes},
+      {.offset = 0, .data = parts[0]->str, .bytes = parts[0]->len},
+      {.offset = head + array_bytes, .data = parts[1]->str, .bytes = parts[1]->len},
+      {.offset = head + array_bytes + middle + array_bytes,
+       .data = parts[2]->str,
+       .bytes = parts[2]->len}};
+  ok = knnwb_distributed_write_pieces(group, target, pieces, group->rank == 0 ? 5 : 2, cancel,
+                                      error);
+  for (int i = 0; i < 3; i++)
+    g_string_free(parts[i], TRUE);
+  return ok;
+}

@@ -1,0 +1,109 @@
+/*
+ * One file written by every rank at once (MPI-IO): each rank puts its pieces (bytes at offsets it
+ * knows) into the file that rank 0 names, the temporary of an output rank 0 commits once all
+ * wrote. The writers of distributed/ (text lists, NumPy arrays) differ only in the bytes and
+ * offsets they pass here.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpi.h>
+#include <knnwb/error.h>
+#include "distributed_internal.h"
+
+/* MPI counts are int; slices this size also bound the time between two looks at cancel. */
+#define KNNWB_WRITE_SLICE ((size_t)64 << 20)
+
+static void knnwb_distributed_io_error(int code, const char *what, const char *path, GError **error)
+{
+  char text[MPI_MAX_ERROR_STRING] = "";
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot %s: %s", path, what, text);
+}
+
+char *knnwb_distributed_root_path(const KnnwbKnnGroup *group, const char *path)
+{
+  MPI_Comm comm = knnwb_distributed_communicator();
+  int length = group->rank == 0 ? (int)strlen(path) : 0;
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  char *target = g_malloc0((size_t)length + 1);
+  if (group->rank == 0)
+    memcpy(target, path, (size_t)length);
+  MPI_Bcast(target, length, MPI_CHAR, 0, comm);
+  return target;
+}
+
+/* Test hooks, as KNNWB_MPI_SHARED_NO_ROOM_RANK: KNNWB_MPI_WRITE_FAIL_RANK=r makes rank r's writes
+ * fail (a full disk seen by one rank); KNNWB_MPI_WRITE_PAUSE=FILE has rank 0 create FILE once
+ * every rank is about to write, and every rank wait there (up to 20 s) for an interruption, so
+ * that a test can signal the job in the middle of its write. */
+static gboolean knnwb_distributed_write_hooks(const KnnwbKnnGroup *group, const char *path,
+                                              const volatile gint *cancel, GError **error)
+{
+  const char *pause = g_getenv("KNNWB_MPI_WRITE_PAUSE");
+  if (pause != NULL && *pause != '\0') {
+    MPI_Barrier(knnwb_distributed_communicator());
+    if (group->rank == 0)
+      g_file_set_contents(pause, "writing\n", -1, NULL);
+    for (int waited = 0; waited < 2000 && (cancel == NULL || !*cancel); waited++)
+      g_usleep(10000);
+  }
+  const char *fail = g_getenv("KNNWB_MPI_WRITE_FAIL_RANK");
+  if (fail != NULL && *fail != '\0' && atoi(fail) == group->rank) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: cannot write: %s (KNNWB_MPI_WRITE_FAIL_RANK)", path, g_strerror(ENOSPC));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *path,
+                                        const KnnwbDistributedPiece *pieces, size_t n_pieces,
+                                        const volatile gint *cancel, GError **error)
+{
+  MPI_Comm comm = knnwb_distributed_communicator();
+  MPI_File file;
+  int code = MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
+  if (code != MPI_SUCCESS) {
+    /* MPI_File_open is collective and fails on every rank alike. */
+    knnwb_distributed_io_error(code, "open for writing", path, error);
+    return group->agree(group, FALSE, error);
+  }
+  /* Collective calls (set_size, sync, close) are made by every rank whatever its own writes did,
+   * so that a rank that failed does not leave the others waiting. */
+  gboolean ok = TRUE;
+  if ((code = MPI_File_set_size(file, 0)) != MPI_SUCCESS) {
+    knnwb_distributed_io_error(code, "truncate", path, error);
+    ok = FALSE;
+  }
+  gboolean hooked = knnwb_distributed_write_hooks(group, path, cancel, ok ? error : NULL);
+  ok = ok && hooked;
+  for (size_t p = 0; ok && p < n_pieces; p++)
+    for (size_t at = 0; ok && at < pieces[p].bytes; at += KNNWB_WRITE_SLICE) {
+      if (cancel != NULL && *cancel) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+        ok = FALSE;
+        break;
+      }
+      int count = (int)MIN(KNNWB_WRITE_SLICE, pieces[p].bytes - at);
+      MPI_Status status;
+      code = MPI_File_write_at(file, (MPI_Offset)(pieces[p].offset + at),
+                               (const char *)pieces[p].data + at, count, MPI_BYTE, &status);
+      if (code != MPI_SUCCESS) {
+        knnwb_distributed_io_error(code, "write", path, error);
+        ok = FALSE;
+      }
+    }
+  code = MPI_File_sync(file);
+  if (ok && code != MPI_SUCCESS) {
+    knnwb_distributed_io_error(code, "write", path, error);
+    ok = FALSE;
+  }
+  code = MPI_File_close(&file);
+  if (ok && code != MPI_SUCCESS) {
+    knnwb_distributed_io_error(code, "close", path, error);
+    ok = FALSE;
+  }
+  return group->agree(group, ok, error);
+}
