@@ -671,7 +671,8 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half (with shared
      * blocks: as many chunks as it takes first). */
     KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
-    const gboolean chunked = shared && 2 * s == R;
+    /* KNNWB_SPLIT_CHUNKS=0 (benchmarks): the fixed halves even with shared blocks. */
+    const gboolean chunked = shared && 2 * s == R && g_strcmp0(g_getenv("KNNWB_SPLIT_CHUNKS"), "0");
     if (2 * s == R && !chunked) {
       if (r < q) {
         a.count = m / 2;
