@@ -1,10 +1,10 @@
 /*
  * The undirected (union or mutual) kNN graph's edges when the lists are spread over a group's
- * ranks, each holding its block of rows: an edge {lo, hi} belongs to the rank that holds row lo
- * (as one process buckets it under lo), so each rank sends the directions i -> j of its lists
- * whose lower end is another rank's (j < i, an earlier block) to that rank, and merges what it
- * holds and receives exactly as one process does (graph.c's merge). The ranks' edges in rank order
- * are then the single process's edge list, and no rank ever holds more than its rows' pairs.
+ * ranks, each holding its block of rows: one process buckets an edge {lo, hi} under lo and lists
+ * the buckets in order, so rank r takes the edges whose lo lies in its range of rows (ranges cut so
+ * that every rank gets about as many directions), receives from every rank the directions i -> j
+ * whose smaller end lies there, and merges them exactly as one process does (graph.c's merge). The
+ * ranks' edges in rank order are then the single process's edge list.
  */
 #include <string.h>
 #include <knnwb/error.h>
@@ -17,13 +17,13 @@ typedef struct {
   double weight;
 } KnnwbGraphPair;
 
-/* The rank whose block [firsts[r], firsts[r + 1]) holds row. */
-static int knnwb_graph_owner(const int64_t *firsts, int size, int64_t row)
+/* The rank r with cuts[r] <= row < cuts[r + 1] (empty ranges skipped). */
+static int knnwb_graph_owner(const int64_t *cuts, int size, int64_t row)
 {
   int low = 0, high = size - 1;
   while (low < high) {
     int middle = (low + high + 1) / 2;
-    if (firsts[middle] <= row)
+    if (cuts[middle] <= row)
       low = middle;
     else
       high = middle - 1;
@@ -31,9 +31,18 @@ static int knnwb_graph_owner(const int64_t *firsts, int size, int64_t row)
   return low;
 }
 
+/* Direction s of own row q as a pair (lo, hi), and the rank that merges it. */
+static int knnwb_graph_direction(const KnnwbNeighbors *own, size_t q, int32_t s,
+                                 const int64_t *cuts, int size, KnnwbGraphPair *pair)
+{
+  const int64_t i = (int64_t)(own->first_row + q), j = own->indices[q * own->k + (size_t)s];
+  *pair = (KnnwbGraphPair){MIN(i, j), MAX(i, j), own->distances[q * own->k + (size_t)s]};
+  return knnwb_graph_owner(cuts, size, pair->lo);
+}
+
 /* The allocations of one call, freed at the end whatever happened. */
 typedef struct {
-  int64_t *firsts, *send_counts, *receive_counts;
+  int64_t *cuts, *send_counts, *receive_counts, *histogram;
   size_t *send_at, *start, *fill;
   KnnwbGraphPair *send, *receive;
   KnnwbHalfEdge *half;
@@ -41,9 +50,10 @@ typedef struct {
 
 static void knnwb_graph_group_buffers_clear(KnnwbGraphGroupBuffers *b)
 {
-  g_free(b->firsts);
+  g_free(b->cuts);
   g_free(b->send_counts);
   g_free(b->receive_counts);
+  g_free(b->histogram);
   g_free(b->send_at);
   g_free(b->start);
   g_free(b->fill);
@@ -52,11 +62,50 @@ static void knnwb_graph_group_buffers_clear(KnnwbGraphGroupBuffers *b)
   g_free(b->half);
 }
 
-/* Sends every rank the directions whose lower end it holds; *received gets their count. */
+/* Bins of the smaller ends' histogram: enough to cut within a few rows' worth of directions. */
+enum { KNNWB_GRAPH_CUT_BINS = 1 << 16 };
+
+/*
+ * The rows [cuts[r], cuts[r + 1]) whose edges rank r merges and writes. Cut by rows alone, rank 0
+ * would get most edges (every pair with a row of the first block has its smaller end there: about
+ * three quarters at 2 ranks); so the job's directions are counted by their smaller end in bins
+ * (a sum over the ranks), and rank r's range starts at the first bin where r / R of them are
+ * reached. Every rank computes the same cuts from the same sums.
+ */
+static gboolean knnwb_graph_cut(const KnnwbKnnGroup *group, const KnnwbNeighbors *own, size_t n,
+                                KnnwbGraphGroupBuffers *b, GError **error)
+{
+  const size_t ranks = (size_t)group->size, bins = MAX((size_t)1, MIN(n, KNNWB_GRAPH_CUT_BINS));
+  b->histogram = g_new0(int64_t, bins);
+  for (size_t q = 0; q < own->n_queries; q++)
+    for (int32_t s = 0; s < own->n_found[q]; s++) {
+      const uint64_t i = own->first_row + q, j = (uint64_t)own->indices[q * own->k + (size_t)s];
+      b->histogram[MIN(i, j) * bins / n]++;
+    }
+  if (!group->reduce(group, b->histogram, bins, KNNWB_GROUP_SUM, error))
+    return FALSE;
+  int64_t total = 0;
+  for (size_t bin = 0; bin < bins; bin++)
+    total += b->histogram[bin];
+  b->cuts = g_new(int64_t, ranks + 1);
+  b->cuts[0] = 0;
+  b->cuts[ranks] = (int64_t)n;
+  size_t bin = 0;
+  int64_t below = 0; /* directions in the bins before bin */
+  for (size_t r = 1; r < ranks; r++) {
+    const int64_t target = (int64_t)((double)total * (double)r / (double)ranks);
+    while (bin < bins && below < target)
+      below += b->histogram[bin++];
+    b->cuts[r] = (int64_t)((bin * n + bins - 1) / bins); /* the first row of bin */
+  }
+  return TRUE;
+}
+
+/* Sends every rank the directions it merges; *received gets their count. */
 static gboolean knnwb_graph_send_pairs(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
                                        KnnwbGraphGroupBuffers *b, size_t *received, GError **error)
 {
-  const size_t ranks = (size_t)group->size, first = own->first_row, k = own->k;
+  const size_t ranks = (size_t)group->size;
   size_t n_send = 0;
   for (size_t r = 0; r < ranks; r++)
     n_send += (size_t)b->send_counts[r];
@@ -72,11 +121,10 @@ static gboolean knnwb_graph_send_pairs(const KnnwbKnnGroup *group, const KnnwbNe
     b->send_at[r] = b->send_at[r - 1] + (size_t)b->send_counts[r - 1];
   for (size_t q = 0; q < own->n_queries; q++)
     for (int32_t s = 0; s < own->n_found[q]; s++) {
-      int64_t i = (int64_t)(first + q), j = own->indices[q * k + (size_t)s];
-      if (j >= (int64_t)first)
-        continue; /* this rank's own bucket */
-      size_t to = (size_t)knnwb_graph_owner(b->firsts, group->size, j);
-      b->send[b->send_at[to]++] = (KnnwbGraphPair){j, i, own->distances[q * k + (size_t)s]};
+      KnnwbGraphPair pair;
+      const int to = knnwb_graph_direction(own, q, s, b->cuts, group->size, &pair);
+      if (to != group->rank)
+        b->send[b->send_at[to]++] = pair;
     }
   /* Counts first (each rank learns what comes), then the pairs. */
   g_autofree const void **send = g_new(const void *, ranks);
@@ -120,17 +168,16 @@ gboolean knnwb_graph_edges_from_own_neighbors(const KnnwbKnnGroup *group, const 
                                               igraph_vector_t *weights, GError **error)
 {
   g_return_val_if_fail(group != NULL && own != NULL && mode != KNNWB_GRAPH_DIRECTED, FALSE);
-  const size_t ranks = (size_t)group->size, m = own->n_queries, first = own->first_row, k = own->k;
+  const size_t ranks = (size_t)group->size;
   KnnwbGraphGroupBuffers b = {0};
   gboolean ok = FALSE;
-  b.firsts = g_new(int64_t, ranks + 1);
-  if (!knnwb_knn_group_gather_values(group, (int64_t)m, b.firsts + 1, error))
+  int64_t n = (int64_t)own->n_queries;
+  if (!group->reduce(group, &n, 1, KNNWB_GROUP_SUM, error) ||
+      !knnwb_graph_cut(group, own, (size_t)n, &b, error))
     goto done;
-  b.firsts[0] = 0;
-  for (size_t r = 1; r <= ranks; r++)
-    b.firsts[r] += b.firsts[r - 1];
+  const size_t first = (size_t)b.cuts[group->rank], m = (size_t)b.cuts[group->rank + 1] - first;
 
-  /* Bucket sizes of this rank's rows, and what goes to each earlier rank. */
+  /* Bucket sizes of this rank's range, and what goes to each other rank. */
   b.send_counts = g_new0(int64_t, ranks);
   b.receive_counts = g_new0(int64_t, ranks);
   b.start = g_try_new0(size_t, m + 1);
@@ -139,13 +186,14 @@ gboolean knnwb_graph_edges_from_own_neighbors(const KnnwbKnnGroup *group, const 
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate edge buckets");
   if (!group->agree(group, ok, error))
     goto failed;
-  for (size_t q = 0; q < m; q++)
+  for (size_t q = 0; q < own->n_queries; q++)
     for (int32_t s = 0; s < own->n_found[q]; s++) {
-      int64_t j = own->indices[q * k + (size_t)s];
-      if (j >= (int64_t)first)
-        b.start[MIN(q, (size_t)j - first) + 1]++;
+      KnnwbGraphPair pair;
+      const int to = knnwb_graph_direction(own, q, s, b.cuts, group->size, &pair);
+      if (to == group->rank)
+        b.start[(size_t)pair.lo - first + 1]++;
       else
-        b.send_counts[knnwb_graph_owner(b.firsts, group->size, j)]++;
+        b.send_counts[to]++;
     }
   size_t received = 0;
   if (!knnwb_graph_send_pairs(group, own, &b, &received, error))
@@ -165,15 +213,12 @@ gboolean knnwb_graph_edges_from_own_neighbors(const KnnwbKnnGroup *group, const 
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate %zu half edges", total);
   } else {
     memcpy(b.fill, b.start, m * sizeof(size_t));
-    for (size_t q = 0; q < m; q++)
+    for (size_t q = 0; q < own->n_queries; q++)
       for (int32_t s = 0; s < own->n_found[q]; s++) {
-        int64_t j = own->indices[q * k + (size_t)s];
-        if (j < (int64_t)first)
-          continue;
-        size_t lo = MIN(q, (size_t)j - first);
-        size_t hi = first + MAX(q, (size_t)j - first);
-        b.half[b.fill[lo]++] =
-            (KnnwbHalfEdge){(igraph_integer_t)hi, own->distances[q * k + (size_t)s]};
+        KnnwbGraphPair pair;
+        if (knnwb_graph_direction(own, q, s, b.cuts, group->size, &pair) == group->rank)
+          b.half[b.fill[pair.lo - (int64_t)first]++] =
+              (KnnwbHalfEdge){(igraph_integer_t)pair.hi, pair.weight};
       }
     for (size_t p = 0; p < received; p++) {
       const KnnwbGraphPair *pair = &b.receive[p];

@@ -3,8 +3,8 @@
  * writers as one process, an exclusive prefix sum of the byte counts gives each rank its offset,
  * and every rank writes there into one file (write_file.c): the temporary of an output that rank 0
  * commits (renames into place) once every rank wrote, so readers see the old file or the whole
- * new one. The same for the undirected graph's edges (each rank's: those whose smaller end is one
- * of its rows). The NumPy outputs, binary and of fixed row size, are write_arrays.c's.
+ * new one. The same for the undirected graph's edges (each rank's: those whose smaller end lies in
+ * its range of rows). The NumPy outputs, binary and of fixed row size, are write_arrays.c's.
  */
 #include <errno.h>
 #include <stdio.h>

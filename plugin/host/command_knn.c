@@ -55,6 +55,20 @@ static gboolean knnwb_knn_check_output(const char *input, const char *output, GE
   return TRUE;
 }
 
+/* The undirected edges of an interleaved vector (a b a b ...) and their weights, as writers take
+ * them. */
+static KnnwbEdgeList knnwb_knn_edge_list(size_t n_rows, igraph_vector_int_t *edges,
+                                         igraph_vector_t *weights)
+{
+  return (KnnwbEdgeList){.n_vertices = (igraph_integer_t)n_rows,
+                         .n_edges = igraph_vector_size(weights),
+                         .directed = FALSE,
+                         .from = VECTOR(*edges),
+                         .to = VECTOR(*edges) + 1,
+                         .stride = 2,
+                         .weights = VECTOR(*weights)};
+}
+
 int knnwb_host_command_knn(int argc, char **argv)
 {
   KnnwbKnnCommand command = {.knn = {.k = -1}};
@@ -184,8 +198,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   /* Lists that are written row by row need no rank to hold them all. */
   const gboolean rows_in_place = group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
                                  knnwb_distributed_writes_in_place(output_format);
-  /* Nor do the undirected graph's edge lists: each rank sends the pairs whose smaller end is an
-   * earlier rank's row to that rank, which writes those edges. */
+  /* Nor do the undirected graph's edge lists: each rank writes the edges whose smaller end lies in
+   * its range of rows (ranges cut by edge count), sent there by the ranks that hold them. */
   const gboolean edges_in_place =
       group != NULL && mode != KNNWB_GRAPH_DIRECTED &&
       (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX);
@@ -285,7 +299,7 @@ int knnwb_host_command_knn(int argc, char **argv)
               group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
     n_edges = (igraph_integer_t)edges;
   } else if (edges_in_place) {
-    /* Each rank's edges (smaller end in its rows) at their place in rank 0's temporary. */
+    /* Each rank's edges (smaller end in its range) at their place in rank 0's temporary. */
     igraph_vector_int_t edges;
     igraph_vector_t weights;
     gboolean edges_ready = igraph_vector_int_init(&edges, 0) == IGRAPH_SUCCESS;
@@ -297,13 +311,7 @@ int knnwb_host_command_knn(int argc, char **argv)
         knnwb_graph_edges_from_own_neighbors(group, neighbors, mode, &edges, &weights, &error);
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     if (written) {
-      KnnwbEdgeList list = {.n_vertices = (igraph_integer_t)n_rows,
-                            .n_edges = igraph_vector_size(&weights),
-                            .directed = FALSE,
-                            .from = VECTOR(edges),
-                            .to = VECTOR(edges) + 1,
-                            .stride = 2,
-                            .weights = VECTOR(weights)};
+      KnnwbEdgeList list = knnwb_knn_edge_list(n_rows, &edges, &weights);
       int64_t total = list.n_edges;
       written = knnwb_distributed_write_edges(group, temporary, output_format, &list, n_rows,
                                               labels, &control, &error) &&
@@ -344,13 +352,7 @@ int knnwb_host_command_knn(int argc, char **argv)
     written = knnwb_graph_edges_from_neighbors(neighbors, mode, &edges, &weights, &error);
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     if (written) {
-      KnnwbEdgeList list = {.n_vertices = (igraph_integer_t)n_rows,
-                            .n_edges = igraph_vector_size(&weights),
-                            .directed = FALSE,
-                            .from = VECTOR(edges),
-                            .to = VECTOR(edges) + 1,
-                            .stride = 2,
-                            .weights = VECTOR(weights)};
+      KnnwbEdgeList list = knnwb_knn_edge_list(n_rows, &edges, &weights);
       knnwb_host_progress_set_unit(progress, "edges");
       n_edges = list.n_edges;
       written =

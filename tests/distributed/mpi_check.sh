@@ -495,15 +495,17 @@ done
 echo "SIGINT during the ranks' write: no output"
 # Job control is not an interruption: Ctrl-Z on mpirun stops the ranks (SIGSTOP), fg resumes them
 # (SIGCONT), and the run ends with the single process's bytes.
-python3 "$here/make_npy.py" jc.npy 6000 64 6
+# (30,000 rows: about 2 s of Manhattan scans for 2 ranks on the 2-core VM, so the stop falls
+# inside the run; 6,000 rows had become quick enough to end before it.)
+python3 "$here/make_npy.py" jc.npy 30000 64 6
 "$knnwb" knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o one-jc.knn
 (exec_mpi 2 knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o jc.knn 2>jc.err) &
 pid=$!
-sleep 0.1
-kill -TSTP "$pid"
+sleep 0.2
+kill -TSTP "$pid" 2>/dev/null || fail "job control: the run ended before the stop (make jc.npy bigger)"
 sleep 0.5
 stopped=$(ps -o stat= --ppid "$pid" | grep -c '^T' || true)
-kill -CONT "$pid"
+kill -CONT "$pid" 2>/dev/null || fail "job control: the run ended while stopped"
 status=0
 wait "$pid" || status=$?
 [ "$status" -eq 0 ] || { cat jc.err; fail "a run stopped and resumed through mpirun failed ($status)"; }

@@ -44,12 +44,15 @@ gboolean knnwb_graph_edges_from_neighbors(const KnnwbNeighbors *neighbors, Knnwb
 /**
  * knnwb_graph_edges_from_neighbors (UNION or MUTUAL) when a group's ranks each hold the lists of
  * their block of rows (own, from a group run with group_own_rows: rank r's rows follow rank
- * r - 1's): each rank gets the edges whose smaller end is one of its rows, in the single-process
- * order, so the ranks' edges in rank order are knnwb_graph_edges_from_neighbors' of all lists (same
- * vertices, order and weights). Each rank sends the directions whose smaller end is an earlier
- * rank's row to that rank (two all-to-alls), none holds more than its rows' pairs. Collective.
- * Errors: KNNWB_ERROR_NO_MEMORY, the group's transport errors, the same on every rank (agreed).
- * Complexity: O(m k log k) time per rank of m rows; memory about 40 bytes per direction held.
+ * r - 1's): each rank gets the edges whose smaller end lies in its range of rows, in the
+ * single-process order, so the ranks' edges in rank order are knnwb_graph_edges_from_neighbors'
+ * of all lists (same vertices, order and weights). The ranges are cut so that every rank merges
+ * about as many directions (a histogram of the smaller ends in at most 65,536 bins, summed over
+ * the ranks), not by the blocks (rank 0 would get most); each rank sends every direction to the
+ * rank whose range holds its smaller end (two all-to-alls). Collective. Errors:
+ * KNNWB_ERROR_NO_MEMORY, the group's transport errors, the same on every rank (agreed).
+ * Complexity: O(m k log k) time per rank of m rows; memory about 40 bytes per direction held plus
+ * 512 KiB of histogram.
  */
 gboolean knnwb_graph_edges_from_own_neighbors(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
                                               KnnwbGraphMode mode, igraph_vector_int_t *edges,

@@ -56,8 +56,8 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
 
 /**
  * knnwb_distributed_write_lists for the undirected (union or mutual) graph: own holds this rank's
- * edges (knnwb_graph_edges_from_own_neighbors: those whose smaller end is one of its rows, in
- * order), written as KNN or MTX (`symmetric`) at the rank's offset, rank 0 adding the header (the
+ * edges (knnwb_graph_edges_from_own_neighbors: those whose smaller end lies in its range of rows,
+ * in order), written as KNN or MTX (`symmetric`) at the rank's offset, rank 0 adding the header (the
  * job's edge count) and the MTX labels. The bytes equal knnwb_formats_write_edges' of the single
  * process's edge list. Same contract, errors and memory (this rank's text) otherwise.
  */
