@@ -55,6 +55,20 @@ static gboolean knnwb_knn_check_output(const char *input, const char *output, GE
   return TRUE;
 }
 
+/* The undirected edges of an interleaved vector (a b a b ...) and their weights, as writers take
+ * them. */
+static KnnwbEdgeList knnwb_knn_edge_list(size_t n_rows, igraph_vector_int_t *edges,
+                                         igraph_vector_t *weights)
+{
+  return (KnnwbEdgeList){.n_vertices = (igraph_integer_t)n_rows,
+                         .n_edges = igraph_vector_size(weights),
+                         .directed = FALSE,
+                         .from = VECTOR(*edges),
+                         .to = VECTOR(*edges) + 1,
+                         .stride = 2,
+                         .weights = VECTOR(*weights)};
+}
+
 int knnwb_host_command_knn(int argc, char **argv)
 {
   KnnwbKnnCommand command = {.knn = {.k = -1}};
@@ -297,13 +311,7 @@ int knnwb_host_command_knn(int argc, char **argv)
         knnwb_graph_edges_from_own_neighbors(group, neighbors, mode, &edges, &weights, &error);
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     if (written) {
-      KnnwbEdgeList list = {.n_vertices = (igraph_integer_t)n_rows,
-                            .n_edges = igraph_vector_size(&weights),
-                            .directed = FALSE,
-                            .from = VECTOR(edges),
-                            .to = VECTOR(edges) + 1,
-                            .stride = 2,
-                            .weights = VECTOR(weights)};
+      KnnwbEdgeList list = knnwb_knn_edge_list(n_rows, &edges, &weights);
       int64_t total = list.n_edges;
       written = knnwb_distributed_write_edges(group, temporary, output_format, &list, n_rows,
                                               labels, &control, &error) &&
@@ -344,13 +352,7 @@ int knnwb_host_command_knn(int argc, char **argv)
     written = knnwb_graph_edges_from_neighbors(neighbors, mode, &edges, &weights, &error);
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     if (written) {
-      KnnwbEdgeList list = {.n_vertices = (igraph_integer_t)n_rows,
-                            .n_edges = igraph_vector_size(&weights),
-                            .directed = FALSE,
-                            .from = VECTOR(edges),
-                            .to = VECTOR(edges) + 1,
-                            .stride = 2,
-                            .weights = VECTOR(weights)};
+      KnnwbEdgeList list = knnwb_knn_edge_list(n_rows, &edges, &weights);
       knnwb_host_progress_set_unit(progress, "edges");
       n_edges = list.n_edges;
       written =
