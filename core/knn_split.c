@@ -36,14 +36,8 @@
 #include "knn_split_internal.h"
 
 /* Bytes before each rank's block in a shared window: the chunk counter of knnwb_split_pair_chunks
- * and the flag saying the rank's bounds (after its block) are there (a cache line, so the block
- * stays aligned). */
+ * (a cache line, so the block stays aligned). */
 #define KNNWB_SPLIT_HEADER ((size_t)64)
-/* Where a rank's bounds start in its part of a shared window (after its block of rows bytes). */
-static size_t knnwb_split_bounds_at(size_t bytes)
-{
-  return KNNWB_SPLIT_HEADER + (bytes + 7) / 8 * 8;
-}
 /* The chunks of the pair met from both ends, in eighths of the cut rows: two large ones (each rank
  * takes one), then two small ones that go to whichever rank is free first. Every chunk costs its
  * job's lists of the other whole block (filled, finished, merged: 15-25 ms a chunk at 20,000
@@ -526,14 +520,11 @@ static gboolean knnwb_split_cancelled(const KnnwbSplitRun *run, GError **error)
  * or above its final kc-th, all knnwb_split_bounds needs). Which rank takes which chunk varies from
  * run to run; the lists do not: each row keeps the kc best of all pairs by (score, index) whatever
  * the order, and the refinement makes them exact as for the fixed halves. Local, apart from the
- * counter. mine/other: this rank's block and the other's (whole). ready/published (NULL: the
- * other's bounds are in other_bounds already): the flag and bounds the other rank publishes after
- * its step 0, which two ranks do not wait for: the first one done starts on the chunks.
+ * counter. mine/other: this rank's block and the other's (whole).
  */
 static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSplitSide *mine,
                                         const KnnwbSplitSide *other, gboolean lower, int *counter,
-                                        const int *ready, const float *published, float *bounds,
-                                        float *other_bounds, KnnwbSplitLists *lists,
+                                        float *bounds, float *other_bounds, KnnwbSplitLists *lists,
                                         KnnwbSplitLists *back, GError **error)
 {
   const size_t kc = run->kc, cut = lower ? mine->count : other->count;
@@ -564,12 +555,6 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
       break;
     }
     knnwb_split_bounds(lists, bounds);
-    /* The other rank's bounds, once its step 0 published them (until then: none, +inf). */
-    if (ready != NULL && __atomic_load_n(ready, __ATOMIC_ACQUIRE)) {
-      for (size_t t = 0; t < other->count; t++)
-        other_bounds[t] = MIN(other_bounds[t], published[t]);
-      ready = NULL;
-    }
     if (lower) {
       const KnnwbSplitSide a = {mine->rows, mine->first + c0, c1 - c0, mine->global + c0};
       ok = knnwb_split_lists_init_in(&b_lists, other->count, kc, b_room, error) &&
@@ -621,14 +606,12 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   g_autofree void **parts = g_new0(void *, (size_t)R);
   gboolean shared = FALSE;
   if (group->share_begin != NULL && R > 1) {
-    shared = group->share_begin(
-        group, knnwb_split_bounds_at(knnwb_split_bytes(&layout, m)) + m * sizeof(float), parts,
-        error);
+    shared =
+        group->share_begin(group, KNNWB_SPLIT_HEADER + knnwb_split_bytes(&layout, m), parts, error);
     if (!shared && error != NULL && *error != NULL)
       return FALSE;
     if (shared) {
-      ((int *)parts[r])[0] = 0; /* the chunk counter of the pair this rank's block is cut for */
-      ((int *)parts[r])[1] = 0; /* its bounds are not there yet */
+      *(int *)parts[r] = 0; /* the chunk counter of the pair this rank's block is cut for */
       knnwb_split_pack(&layout, own, own_invalid, NULL, m, (char *)parts[r] + KNNWB_SPLIT_HEADER);
       if (!group->share_sync(group, error)) {
         group->share_end(group, NULL);
@@ -642,23 +625,12 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   knnwb_split_lists_clear(&a_lists);
   knnwb_split_lists_clear(&b_lists);
   knnwb_split_mark(group, "step 0 (own block) selected and merged in", &since);
-  /* Two ranks that share their blocks go on to the pair without waiting for each other: the bounds
-   * go through the window (published when ready, taken when there), and a failure here is agreed
-   * after the pair (the other rank then takes every chunk). */
-  const gboolean early = shared && R == 2;
-  if (early && ok) {
-    char *part = parts[r];
-    knnwb_split_bounds(
-        lists, (float *)(void *)(part + knnwb_split_bounds_at(knnwb_split_bytes(&layout, m))));
-    __atomic_store_n(&((int *)parts[r])[1], 1, __ATOMIC_RELEASE);
-  }
-  if (!early && !group->agree(group, ok, error)) {
+  if (!group->agree(group, ok, error)) {
     if (shared)
       group->share_end(group, NULL);
     return FALSE;
   }
-  if (!early)
-    knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
+  knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
   knnwb_split_progress(run, 1, steps);
   const size_t largest = blocks->largest;
   const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
@@ -667,16 +639,11 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   /* The own rows' thresholds, and the visiting rows' (they travel with their block). */
   float *bounds = g_try_new(float, MAX(m, (size_t)1));
   float *visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
-  const gboolean allocated =
-      (shared || visiting != NULL) && bounds != NULL && visiting_bounds != NULL;
-  if (!allocated && (!early || ok))
+  ok = (shared || visiting != NULL) && bounds != NULL && visiting_bounds != NULL;
+  if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate room for a visiting block of %zu rows", largest);
-  ok = (!early || ok) && allocated;
-  if (early && allocated)
-    for (size_t t = 0; t < largest; t++)
-      visiting_bounds[t] = INFINITY;
-  if (!early && !group->agree(group, ok, error)) {
+  if (!group->agree(group, ok, error)) {
     if (shared)
       group->share_end(group, NULL);
     g_free(visiting);
@@ -684,20 +651,18 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     g_free(visiting_bounds);
     return FALSE;
   }
-  /* (Early: a rank that failed goes through the one step too, for the collective calls.) */
-  for (int s = 1; 2 * s <= R && (ok || early); s++) {
+  for (int s = 1; 2 * s <= R && ok; s++) {
     const int q = (r + s) % R, p = (r - s + R) % R;
     size_t q_first, q_rows;
     knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
     KnnwbPrepared view;
-    if (ok)
-      knnwb_split_bounds(lists, bounds);
+    knnwb_split_bounds(lists, bounds);
     if (shared)
       knnwb_split_view(&layout, own, (char *)parts[q] + KNNWB_SPLIT_HEADER, q_rows, &view);
-    if (!early && ((!shared && !knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows,
-                                                  visiting, &view, error)) ||
-                   !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
-                                      q_rows * sizeof(float), error))) {
+    if ((!shared && !knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting,
+                                       &view, error)) ||
+        !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
+                           q_rows * sizeof(float), error)) {
       ok = FALSE;
       break;
     }
@@ -706,7 +671,8 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
     /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half (with shared
      * blocks: as many chunks as it takes first). */
     KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
-    const gboolean chunked = shared && 2 * s == R;
+    /* KNNWB_SPLIT_CHUNKS=0 (benchmarks): the fixed halves even with shared blocks. */
+    const gboolean chunked = shared && 2 * s == R && g_strcmp0(g_getenv("KNNWB_SPLIT_CHUNKS"), "0");
     if (2 * s == R && !chunked) {
       if (r < q) {
         a.count = m / 2;
@@ -720,16 +686,12 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
      * the lists of this block's rows that p computed arrive in the visiting block's room once it
      * is no longer needed (when they fit there). */
     KnnwbSplitLists back = {0}, from_p = {0};
-    ok = ok && !knnwb_split_cancelled(run, error) &&
-         knnwb_split_lists_init(&back, q_rows, run->kc, error);
+    ok =
+        !knnwb_split_cancelled(run, error) && knnwb_split_lists_init(&back, q_rows, run->kc, error);
     if (ok && chunked) {
       const int lower = MIN(r, q);
-      const char *other_part = parts[q];
-      const size_t other_bounds_at = knnwb_split_bounds_at(knnwb_split_bytes(&layout, q_rows));
-      ok = knnwb_split_pair_chunks(
-          run, &a, &b, r == lower, (int *)parts[lower], early ? &((const int *)parts[q])[1] : NULL,
-          early ? (const float *)(const void *)(other_part + other_bounds_at) : NULL, bounds,
-          visiting_bounds, lists, &back, error);
+      ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)parts[lower], bounds,
+                                   visiting_bounds, lists, &back, error);
     } else if (ok) {
       KnnwbSplitLists window = knnwb_split_lists_window(&back, b.first, b.count);
       ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, &a_lists,
