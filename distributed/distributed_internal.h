@@ -54,18 +54,22 @@ char *knnwb_distributed_root_path(const KnnwbKnnGroup *group, const char *path);
 /**
  * Every rank writes its pieces (any number, 0 too) into path, which every rank names alike
  * (knnwb_distributed_root_path): created or truncated first, then the pieces at their offsets, in
- * 64 MiB slices with a look at cancel between slices. Collective; ends with an agree, so the
+ * 64 MiB slices with a look at control's cancel between slices and its progress after each
+ * (progress_done + the bytes written so far, of progress_total; control may be NULL).
+ * Collective; ends with an agree, so the
  * result (and the lowest failing rank's error, "rank R: " in front) is the same on every rank.
  * Errors: KNNWB_ERROR_IO naming path, KNNWB_ERROR_CANCELLED. The file is left as it is on failure
  * (it is the caller's temporary, removed by rank 0).
  */
 gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *path,
                                         const KnnwbDistributedPiece *pieces, size_t n_pieces,
-                                        const volatile gint *cancel, GError **error);
+                                        const KnnwbWriteControl *control, uint64_t progress_done,
+                                        uint64_t progress_total, GError **error);
 
 /** knnwb_distributed_write_lists for NPY and NPZ (write_arrays.c). */
 gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *path,
                                         KnnwbOutputFormat format, const KnnwbNeighbors *own,
-                                        size_t n_rows, const volatile gint *cancel, GError **error);
+                                        size_t n_rows, const KnnwbWriteControl *control,
+                                        GError **error);
 
 #endif

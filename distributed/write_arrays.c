@@ -50,7 +50,8 @@ static gboolean knnwb_distributed_array_layout(const KnnwbKnnGroup *group,
 
 gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *path,
                                         KnnwbOutputFormat format, const KnnwbNeighbors *own,
-                                        size_t n_rows, const volatile gint *cancel, GError **error)
+                                        size_t n_rows, const KnnwbWriteControl *control,
+                                        GError **error)
 {
   const size_t k = own->k, bytes = own->n_queries * k * 8;
   const int64_t row_offset = (int64_t)(own->first_row * k * 8);
@@ -70,8 +71,10 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
       KnnwbDistributedPiece pieces[2] = {
           {.offset = (int64_t)header->len + row_offset, .data = data[a], .bytes = bytes},
           {.offset = 0, .data = header->str, .bytes = header->len}};
+      /* Progress: this rank's bytes of both arrays (rank 0's line stands for the job). */
       if (!knnwb_distributed_write_pieces(group, a == 0 ? target : side, pieces,
-                                          group->rank == 0 ? 2 : 1, cancel, error))
+                                          group->rank == 0 ? 2 : 1, control, (uint64_t)a * bytes,
+                                          2 * (uint64_t)bytes, error))
         return FALSE;
     }
     return TRUE;
@@ -93,8 +96,8 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
       {.offset = head + array_bytes + middle + array_bytes,
        .data = parts[2]->str,
        .bytes = parts[2]->len}};
-  ok = knnwb_distributed_write_pieces(group, target, pieces, group->rank == 0 ? 5 : 2, cancel,
-                                      error);
+  ok = knnwb_distributed_write_pieces(group, target, pieces, group->rank == 0 ? 5 : 2, control, 0,
+                                      2 * (uint64_t)bytes, error);
   for (int i = 0; i < 3; i++)
     g_string_free(parts[i], TRUE);
   return ok;

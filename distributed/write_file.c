@@ -60,8 +60,11 @@ static gboolean knnwb_distributed_write_hooks(const KnnwbKnnGroup *group, const 
 
 gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *path,
                                         const KnnwbDistributedPiece *pieces, size_t n_pieces,
-                                        const volatile gint *cancel, GError **error)
+                                        const KnnwbWriteControl *control, uint64_t progress_done,
+                                        uint64_t progress_total, GError **error)
 {
+  const volatile gint *cancel = control != NULL ? control->cancel : NULL;
+  uint64_t written = progress_done;
   MPI_Comm comm = knnwb_distributed_communicator();
   MPI_File file;
   int code = MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
@@ -94,6 +97,9 @@ gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *
         knnwb_distributed_io_error(code, "write", path, error);
         ok = FALSE;
       }
+      written += (uint64_t)count;
+      if (ok && control != NULL && control->progress != NULL)
+        control->progress(written, progress_total, control->progress_data);
     }
   code = MPI_File_sync(file);
   if (ok && code != MPI_SUCCESS) {

@@ -109,19 +109,20 @@ static gboolean knnwb_distributed_write_text(const KnnwbKnnGroup *group, const c
   if (group->rank == 0)
     offset = 0; /* MPI_Exscan leaves rank 0's result undefined */
   KnnwbDistributedPiece piece = {.offset = offset, .data = text, .bytes = size};
-  return knnwb_distributed_write_pieces(group, target, &piece, 1, control->cancel, error);
+  /* The formatting was the long part (and reported progress); the write is one piece. */
+  const KnnwbWriteControl quiet = {.cancel = control->cancel};
+  return knnwb_distributed_write_pieces(group, target, &piece, 1, &quiet, 0, size, error);
 }
 
 /* The caller's control, with the formatting threads of this rank: by default the host's cores
- * shared by the ranks on it (as the kNN step shares them), not every core for every rank. */
+ * shared by the ranks on it (as the kNN step shares them), not every core for every rank. Progress
+ * counts this rank's rows or bytes (only rank 0 prints it: its share stands for the job's). */
 static KnnwbWriteControl knnwb_distributed_control(const KnnwbKnnGroup *group,
                                                    const KnnwbWriteControl *control)
 {
   KnnwbWriteControl local = {0};
   if (control != NULL)
     local = *control;
-  local.progress = NULL; /* one progress line is rank 0's; a rank's own share is not the job's */
-  local.progress_data = NULL;
   if (local.n_threads <= 0)
     local.n_threads = MAX(1, (int)g_get_num_processors() / MAX(1, group->local_size));
   return local;
@@ -141,7 +142,7 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
   g_return_val_if_fail(knnwb_distributed_writes_in_place(format), FALSE);
   const KnnwbWriteControl local = knnwb_distributed_control(group, control);
   if (format == KNNWB_OUTPUT_NPY || format == KNNWB_OUTPUT_NPZ)
-    return knnwb_distributed_write_arrays(group, path, format, own, n_rows, local.cancel, error);
+    return knnwb_distributed_write_arrays(group, path, format, own, n_rows, &local, error);
   g_autofree char *text = NULL;
   size_t size = 0;
   gboolean ok =

@@ -291,6 +291,8 @@ int knnwb_host_command_knn(int argc, char **argv)
   gboolean written = FALSE;
   if (rows_in_place) {
     /* Each rank writes its rows at their place in rank 0's temporary (and its side file). */
+    if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ)
+      knnwb_host_progress_set_unit(progress, "bytes");
     int64_t edges = 0;
     for (size_t i = 0; i < neighbors->n_queries; i++)
       edges += neighbors->n_found[i];
@@ -312,6 +314,7 @@ int knnwb_host_command_knn(int argc, char **argv)
     g_clear_pointer(&neighbors, knnwb_neighbors_free);
     if (written) {
       KnnwbEdgeList list = knnwb_knn_edge_list(n_rows, &edges, &weights);
+      knnwb_host_progress_set_unit(progress, "edges");
       int64_t total = list.n_edges;
       written = knnwb_distributed_write_edges(group, temporary, output_format, &list, n_rows,
                                               labels, &control, &error) &&

@@ -43,7 +43,8 @@ gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format);
  * headers and the zip frame (CRCs combined from every rank's). The bytes equal the single-process
  * writer's (knnwb_formats_write_lists). n_rows: all rows of the run; labels: NULL or n_rows labels
  * (used by TSV and MTX). control (may be NULL): cancel (stop with KNNWB_ERROR_CANCELLED once
- * set) and the formatting threads (0: the host's cores divided by the ranks on it); no progress.
+ * set), the formatting threads (0: the host's cores divided by the ranks on it) and progress (this
+ * rank's rows formatted, or for NPY/NPZ its bytes written).
  * Collective. Errors: KNNWB_ERROR_IO naming the file, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_NO_MEMORY,
  * KNNWB_ERROR_INVALID_ARGUMENT (a .npz past 4 GiB), the same on every rank (the lowest failing
  * rank's, "rank R: " in front); files written so far are left for the caller's cleanup. Memory:
