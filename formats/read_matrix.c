@@ -40,14 +40,15 @@ gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptio
  * rows stay separate points (outputs name vertices by row, and GML/GraphML node ids are row
  * numbers, so they stay unique), and one warning says so. O(n) expected time, one hash entry per
  * distinct label. */
-static void knnwb_formats_warn_repeated_labels(const char *path, const KnnwbMatrix *matrix)
+static void knnwb_formats_warn_repeated_labels(const char *path, const char *const *labels,
+                                               size_t n_rows)
 {
-  if (matrix->row_labels == NULL || matrix->n_rows < 2)
+  if (labels == NULL || n_rows < 2)
     return;
   g_autoptr(GHashTable) first_row = g_hash_table_new(g_str_hash, g_str_equal);
   size_t n_repeated = 0, example_first = 0, example_again = 0;
-  for (size_t i = 0; i < matrix->n_rows; i++) {
-    const char *label = matrix->row_labels[i];
+  for (size_t i = 0; i < n_rows; i++) {
+    const char *label = labels[i];
     if (label == NULL || *label == '\0')
       continue;
     gpointer seen = NULL;
@@ -64,18 +65,22 @@ static void knnwb_formats_warn_repeated_labels(const char *path, const KnnwbMatr
     g_warning("%s: %zu row%s repeat%s an earlier row's label (first: '%s' on rows %zu and %zu); "
               "the rows are kept as separate points, told apart by their row numbers",
               path, n_repeated, n_repeated == 1 ? "" : "s", n_repeated == 1 ? "s" : "",
-              matrix->row_labels[example_again], example_first + 1, example_again + 1);
+              labels[example_again], example_first + 1, example_again + 1);
 }
 
 /* Names the rows with missing values: their count and the first few, by row number (counted from 0,
  * as in every output) and label. Without transposing they stay as absent rows (no edges, numbers
  * kept); transposed they were features and are gone. */
-static void knnwb_formats_warn_missing_rows(const char *path, const KnnwbMatrix *matrix,
+static void knnwb_formats_warn_missing_rows(const char *path, size_t n_rows,
+                                            const char *const *labels, const unsigned char *absent,
                                             const KnnwbReadInfo *info, gboolean transposed,
                                             const char *unit)
 {
   size_t n = info->n_dropped_rows;
-  if (transposed || matrix->n_absent_rows == 0) {
+  size_t n_absent = 0;
+  for (size_t i = 0; absent != NULL && i < n_rows; i++)
+    n_absent += absent[i] != 0;
+  if (transposed || n_absent == 0) {
     g_warning("%s: dropped %zu row%s of the file with missing values (the first on %s %zu); "
               "after transposing they are features, and every column (sample) stays",
               path, n, KNNWB_PLURAL(n), unit, info->first_dropped_line);
@@ -84,17 +89,17 @@ static void knnwb_formats_warn_missing_rows(const char *path, const KnnwbMatrix 
   enum { SHOWN = 5 };
   g_autoptr(GString) rows = g_string_new(NULL);
   size_t shown = 0;
-  for (size_t i = 0; i < matrix->n_rows && shown < SHOWN; i++) {
-    if (!knnwb_matrix_row_is_absent(matrix, i))
+  for (size_t i = 0; i < n_rows && shown < SHOWN; i++) {
+    if (!absent[i])
       continue;
-    const char *label = knnwb_matrix_row_label(matrix, i);
+    const char *label = labels != NULL ? labels[i] : NULL;
     g_string_append_printf(rows, "%s%zu", shown > 0 ? ", " : "", i);
     if (label != NULL && *label != '\0')
       g_string_append_printf(rows, " (%s)", label);
     shown++;
   }
-  if (matrix->n_absent_rows > shown)
-    g_string_append_printf(rows, " and %zu more", matrix->n_absent_rows - shown);
+  if (n_absent > shown)
+    g_string_append_printf(rows, " and %zu more", n_absent - shown);
   /* Text files also say the line; an NPY row is its number already. */
   g_autofree char *where = g_str_equal(unit, "line") ? g_strdup_printf("; the first on line %zu",
                                                                        info->first_dropped_line)
@@ -103,6 +108,16 @@ static void knnwb_formats_warn_missing_rows(const char *path, const KnnwbMatrix 
             "(counted from 0, as in the outputs%s)",
             path, n, KNNWB_PLURAL(n), n == 1 ? "s" : "", n == 1 ? "its" : "their", KNNWB_PLURAL(n),
             n == 1 ? "s" : "", KNNWB_PLURAL(n), rows->str, where);
+}
+
+void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
+                             const KnnwbReadInfo *info, size_t n_rows, const char *const *labels,
+                             const unsigned char *absent)
+{
+  if (info->n_dropped_rows > 0)
+    knnwb_formats_warn_missing_rows(path, n_rows, labels, absent, info, options->transpose,
+                                    info->format == KNNWB_INPUT_NPY ? "row" : "line");
+  knnwb_formats_warn_repeated_labels(path, labels, n_rows);
 }
 
 gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
@@ -177,9 +192,9 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
   }
   *out = g_steal_pointer(&matrix);
 report:
-  if (info->n_dropped_rows > 0)
-    knnwb_formats_warn_missing_rows(path, *out, info, options->transpose,
-                                    format == KNNWB_INPUT_NPY ? "row" : "line");
-  knnwb_formats_warn_repeated_labels(path, *out);
+  /* A block's rows are a part of the job's: the caller reports for all rows at once. */
+  if (!info->block_read)
+    knnwb_formats_warn_read(path, options, info, (*out)->n_rows,
+                            (const char *const *)(*out)->row_labels, (*out)->absent_rows);
   return TRUE;
 }

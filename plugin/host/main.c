@@ -1,6 +1,7 @@
 /* `knnwb`: the command-line workbench. Subcommands: knn, cluster, run, validate, plugins. */
 #include <fcntl.h>
 #include <locale.h>
+#include <signal.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,11 @@ int main(int argc, char **argv)
   setlocale(LC_ALL, "");
   /* Numbers are read and written with '.' whatever the user's locale says. */
   setlocale(LC_NUMERIC, "C");
+  /* A file size limit (`ulimit -f`, a batch system's quota) is a write error like a full disk:
+   * by default SIGXFSZ kills the process without a word and leaves other ranks' temporaries
+   * behind; ignored, write() fails with EFBIG and the writer says which file, removes its
+   * temporary and keeps the previous output. */
+  signal(SIGXFSZ, SIG_IGN);
   knnwb_host_igraph_init();
   knnwb_host_log_init();
   LIBXML_TEST_VERSION;

@@ -62,6 +62,45 @@ static gboolean knnwb_host_split_gather_labels(const KnnwbKnnGroup *group,
   return TRUE;
 }
 
+/* The reader's warnings (rows with missing values, repeated labels) for the rows of all blocks,
+ * as one process gives them: a block read leaves them to its caller, since each rank sees only
+ * its rows (counted from its block's start). Collective; rank 0 speaks. */
+static gboolean knnwb_host_split_warn(const KnnwbKnnGroup *group, const char *path,
+                                      const KnnwbReadOptions *options, KnnwbHostSplitInput *input,
+                                      GError **error)
+{
+  KnnwbReadInfo info = input->info;
+  int64_t dropped = (int64_t)info.n_dropped_rows;
+  int64_t first_line = info.first_dropped_line > 0 ? (int64_t)info.first_dropped_line : INT64_MAX;
+  if (!group->reduce(group, &dropped, 1, KNNWB_GROUP_SUM, error) ||
+      !group->reduce(group, &first_line, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  info.n_dropped_rows = (size_t)dropped;
+  info.first_dropped_line = first_line == INT64_MAX ? 0 : (size_t)first_line;
+  g_autofree unsigned char *absent = NULL;
+  if (dropped > 0) {
+    /* One byte per row of the job, as every rank's labels already are. */
+    const KnnwbMatrix *block = input->block;
+    g_autofree unsigned char *mine = g_new0(unsigned char, MAX(block->n_rows, (size_t)1));
+    for (size_t i = 0; i < block->n_rows; i++)
+      mine[i] = knnwb_matrix_row_is_absent(block, i) ? 1 : 0;
+    g_autofree int64_t *counts = g_new0(int64_t, (size_t)group->size);
+    if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, counts, error))
+      return FALSE;
+    g_autofree size_t *bytes = g_new(size_t, (size_t)group->size);
+    for (int r = 0; r < group->size; r++)
+      bytes[r] = (size_t)counts[r];
+    absent = g_try_malloc(MAX(input->n_rows, (size_t)1));
+    if (!group->agree(group, absent != NULL, error))
+      return FALSE;
+    if (!knnwb_knn_group_gather_bytes(group, mine, bytes, absent, error))
+      return FALSE;
+  }
+  if (group->rank == 0)
+    knnwb_formats_warn_read(path, options, &info, input->n_rows, input->labels, absent);
+  return TRUE;
+}
+
 /* The view of a block owns the whole matrix it looks into. */
 static void knnwb_host_split_free_whole(void *values, size_t n_bytes, void *data)
 {
@@ -105,7 +144,7 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
     input->block = data;
     input->first_row = input->info.first_row;
     input->n_rows = input->info.total_rows;
-    return TRUE;
+    return knnwb_host_split_warn(group, path, options, input, error);
   }
   if (input->info.block_read) {
     /* A text block: where it starts and the labels follow from the other ranks' blocks. */
@@ -115,7 +154,9 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
       return FALSE;
     input->first_row = first_row[group->rank];
     input->n_rows = first_row[group->size];
-    return !want_labels || knnwb_host_split_gather_labels(group, input, error);
+    if (want_labels && !knnwb_host_split_gather_labels(group, input, error))
+      return FALSE;
+    return knnwb_host_split_warn(group, path, options, input, error);
   }
   /* Read whole (gzip, quoted or transposed text, other formats, NPY with labels): a view of this
    * rank's even share, with its absent-row marks. */

@@ -323,6 +323,18 @@ for ranks in 2 3; do
     fail "$ranks ranks: --drop-missing mutual .mtx differs"
 done
 
+# The reader's warnings name every rank's rows, as one process's do: rows with missing values on
+# lines 20 and 290 (ranks 0 and 2 of 3) and the label r5 again on line 280 (rank 2). Before, each
+# rank checked its own block and only rank 0 spoke ("1 row with missing values ...", no repeat).
+sed -e '20s/\t[^\t]*$/\tNA/' -e '290s/\t[^\t]*$/\tNA/' -e '280s/^r278/r5/' data.tsv >warn.tsv
+"$knnwb" knn warn.tsv -k 9 -b cpu -t 1 -q --drop-missing -o one-warn.knn 2>one-warn.txt
+grep -c "warning" one-warn.txt | grep -qx 2 || { cat one-warn.txt; fail "one process: warnings"; }
+for ranks in 2 3; do
+  mpi "$ranks" knn warn.tsv -k 9 -b cpu -q --drop-missing -o "r$ranks-warn.knn" 2>"r$ranks-warn.txt"
+  cmp one-warn.knn "r$ranks-warn.knn" || fail "$ranks ranks: warn.tsv differs"
+  cmp one-warn.txt "r$ranks-warn.txt" || fail "$ranks ranks: warnings differ from one process's"
+done
+
 # Text read by byte ranges: line 300 lies in rank 2's range of 3; lines keep their numbers.
 status=0
 mpi 3 knn bad.tsv -k 9 -b cpu -q -o out.tsv 2>err.txt || status=$?

@@ -202,6 +202,39 @@ static void test_openblas_pool(void)
     g_unlink(outputs[o]);
 }
 
+/* A file size limit (`ulimit -f`, a batch system's quota) is a write error like a full disk: the
+ * program used to die of SIGXFSZ without a word, leaving its temporary behind. Now every writer
+ * says which file, the exit status is 1, the previous output stays and no temporary is left. */
+static void test_file_size_limit(void)
+{
+  g_autofree char *data = write_data();
+  const char *outputs[] = {"limited.knn", "limited.tsv", "limited.gml", "limited.npy",
+                           "limited.mtx"};
+  for (guint o = 0; o < G_N_ELEMENTS(outputs); o++) {
+    g_autofree char *previous = host_test_write(test_dir, outputs[o], "previous\n");
+    g_autofree char *args = g_strdup_printf("knn data.csv -k 5 -t 1 -q -o %s", outputs[o]);
+    g_autofree char *err = NULL;
+    g_assert_cmpint(run_limited("ulimit -f 16", args, &err), ==, 1);
+    g_assert_nonnull(strstr(err, "File too large"));
+    g_autofree char *after = NULL;
+    g_assert_true(g_file_get_contents(previous, &after, NULL, NULL));
+    g_assert_cmpstr(after, ==, "previous\n");
+    g_unlink(previous);
+  }
+  g_autofree char *err = NULL;
+  g_assert_cmpint(
+      run_limited("ulimit -f 16", "cluster data.csv --method leiden -k 5 -q -o limited.tsv", &err),
+      ==, 1);
+  g_assert_nonnull(strstr(err, "File too large"));
+  g_unlink(data);
+  /* Every temporary is gone. */
+  g_autoptr(GDir) dir = g_dir_open(test_dir, 0, NULL);
+  g_assert_nonnull(dir);
+  const char *name;
+  while ((name = g_dir_read_name(dir)) != NULL)
+    g_assert_false(g_str_has_prefix(name, ".knnwb-tmp-"));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -211,6 +244,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/resources/long-field", test_long_field);
   g_test_add_func("/robustness/resources/threads", test_threads);
   g_test_add_func("/robustness/resources/openblas-pool", test_openblas_pool);
+  g_test_add_func("/robustness/resources/file-size-limit", test_file_size_limit);
   int status = g_test_run();
   g_assert_cmpint(chdir("/"), ==, 0);
   host_test_rmtree(test_dir);

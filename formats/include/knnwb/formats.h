@@ -133,6 +133,17 @@ typedef struct {
 gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
                                    KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
 
+/**
+ * The warnings of a read (rows with missing values: count, the first few by row number and label;
+ * repeated row labels), which knnwb_formats_read_matrix gives itself except for a block read
+ * (info->block_read): the caller of block reads gives them once for the rows of all blocks, with
+ * info's counts summed (first_dropped_line: the smallest), labels (may be NULL) and absent
+ * (n_rows flags, may be NULL when no row is absent) of every row in order. O(n_rows) time.
+ */
+void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
+                             const KnnwbReadInfo *info, size_t n_rows, const char *const *labels,
+                             const unsigned char *absent);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Writing graphs and tables. Every writer is atomic (see atomic_file.h).                     */
 /* ------------------------------------------------------------------------------------------ */
