@@ -180,10 +180,14 @@ static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbNeighbo
   g_autoptr(KnnwbMatrix) query = knnwb_matrix_new(mine_end - mine_begin, d, error);
   if (query == NULL)
     return FALSE;
-  for (size_t i = mine_begin; i < mine_end; i++)
-    memcpy(query->values + (i - mine_begin) * d,
-           data->values + ((size_t)g_array_index(asked, int64_t, i) - offset) * d,
-           d * sizeof(float));
+  for (size_t i = mine_begin; i < mine_end; i++) {
+    const size_t at = (size_t)g_array_index(asked, int64_t, i) - offset;
+    memcpy(query->values + (i - mine_begin) * d, data->values + at * d, d * sizeof(float));
+    /* A focus row with missing values (kept absent, zeros) gets no list, as in the whole graph:
+     * queried as it stands, its zeros would have had neighbours. */
+    if (knnwb_matrix_row_is_absent(data, at))
+      knnwb_matrix_set_row_absent(query, i - mine_begin);
+  }
   KnnwbKnnOptions query_options = *options;
   query_options.k = k + 1;
   g_autoptr(KnnwbNeighbors) found = NULL;

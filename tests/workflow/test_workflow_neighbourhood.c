@@ -227,6 +227,45 @@ static void test_focused_equals_cut(void)
     }
 }
 
+/* A focus row with missing values (kept absent, zeros: --drop-missing) has no neighbours in the
+ * whole graph, so its out-neighbourhood is itself alone, as --direction both says. The focused
+ * search queried its zeros: euclidean found neighbours of the origin, pearson failed with "query
+ * row 0 is constant". A second focus keeps its own neighbourhood. */
+static void test_absent_focus(void)
+{
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
+                                 KNNWB_METRIC_MANHATTAN};
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(61, 7, 11);
+  memset(data->values + 44 * 7, 0, 7 * sizeof(float));
+  knnwb_matrix_set_row_absent(data, 44);
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.metric = metrics[m];
+    options.k = 4;
+    options.backend = KNNWB_BACKEND_CPU;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(KnnwbNeighbors) lists = NULL;
+    g_assert_true(knnwb_knn_self(data, &options, &lists, &error));
+    g_assert_cmpint(lists->n_found[44], ==, 0);
+    const int64_t focus[][2] = {{44, -1}, {44, 3}};
+    for (guint f = 0; f < G_N_ELEMENTS(focus); f++) {
+      size_t n_focus = focus[f][1] < 0 ? 1 : 2;
+      g_autoptr(KnnwbNeighbourhood) found = NULL, cut = NULL;
+      g_assert_true(knnwb_neighbourhood_find(data, focus[f], n_focus, 2, KNNWB_DIRECTION_OUT,
+                                             &options, &found, &error));
+      g_assert_no_error(error);
+      g_assert_true(knnwb_neighbourhood_from_lists(data, lists, focus[f], n_focus, 2,
+                                                   KNNWB_DIRECTION_OUT, metrics[m], &cut, &error));
+      assert_same(found, cut);
+      if (n_focus == 1)
+        g_assert_cmpuint(found->n_vertices, ==, 1);
+      else
+        g_assert_cmpuint(found->n_vertices, >, 2);
+    }
+  }
+}
+
 static void test_r_column(void)
 {
   g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(60, 12, 3);
@@ -328,6 +367,7 @@ int main(int argc, char **argv)
   g_test_add_func("/workflow/neighbourhood/hand-graph", test_hand_graph);
   g_test_add_func("/workflow/neighbourhood/focused-equals-cut", test_focused_equals_cut);
   g_test_add_func("/workflow/neighbourhood/r-column", test_r_column);
+  g_test_add_func("/workflow/neighbourhood/absent-focus", test_absent_focus);
   g_test_add_func("/workflow/neighbourhood/files", test_files);
   return g_test_run();
 }
