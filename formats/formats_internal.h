@@ -307,6 +307,11 @@ gboolean knnwb_formats_add_split_row(KnnwbTextInput *input, const KnnwbDelimited
                                      GPtrArray *fields, KnnwbMatrixBuilder *builder,
                                      KnnwbReadInfo *info, GError **error);
 
+/** Warns that the label column (0-based; none when < 0) holding a number in every one of its 2 or
+ * more labels is probably data (a purely numeric file). O(n_rows). */
+void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labels, size_t n_rows,
+                                       int label_column);
+
 /* ---- readers, one per file ---- */
 
 gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,

@@ -413,30 +413,33 @@ static gboolean knnwb_delimited_is_number(const char *text)
          stop == text + length;
 }
 
-/*
- * Guesses the reader cannot be sure of, said out loud: a label column holding a number in every
- * row is probably data (a purely numeric file), and a file without a detected header whose first
- * row's values are all whole numbers probably had one (time points or numeric sample ids).
- */
-static void knnwb_delimited_warn_ambiguous(const char *path, const KnnwbMatrix *matrix,
-                                           int label_column, gboolean has_header,
-                                           gboolean header_auto)
+void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labels, size_t n_rows,
+                                       int label_column)
 {
-  if (label_column >= 0 && matrix->row_labels != NULL && matrix->n_rows >= 2) {
-    gboolean all_numbers = TRUE;
-    for (size_t i = 0; i < matrix->n_rows && all_numbers; i++)
-      all_numbers = matrix->row_labels[i] != NULL && knnwb_delimited_is_number(matrix->row_labels[i]);
-    if (all_numbers)
-      g_warning("%s: column %d was read as row labels but holds a number in every row; if it is "
-                "data, read the file with no label column (knnwb knn --label-column none)",
-                path, label_column + 1);
-  }
+  if (label_column < 0 || labels == NULL || n_rows < 2)
+    return;
+  for (size_t i = 0; i < n_rows; i++)
+    if (labels[i] == NULL || !knnwb_delimited_is_number(labels[i]))
+      return;
+  g_warning("%s: column %d was read as row labels but holds a number in every row; if it is "
+            "data, read the file with no label column (knnwb knn --label-column none)",
+            path, label_column + 1);
+}
+
+/* A file without a detected header whose first row's values are all whole numbers (and the
+ * second's not) probably had one: time points or numeric sample ids. matrix: the file's first
+ * rows. */
+static void knnwb_delimited_warn_header_guess(const char *path, const KnnwbMatrix *matrix,
+                                              int label_column, gboolean has_header,
+                                              gboolean header_auto)
+{
   if (header_auto && !has_header && label_column >= 0 && matrix->n_rows >= 2 &&
       matrix->n_cols > 0) {
     gboolean whole = TRUE, next_whole = TRUE;
     for (size_t j = 0; j < matrix->n_cols; j++) {
       whole = whole && matrix->values[j] == floorf(matrix->values[j]);
-      next_whole = next_whole && matrix->values[matrix->n_cols + j] == floorf(matrix->values[matrix->n_cols + j]);
+      next_whole = next_whole &&
+                   matrix->values[matrix->n_cols + j] == floorf(matrix->values[matrix->n_cols + j]);
     }
     if (whole && !next_whole)
       g_warning("%s: no header line was detected, so the first line (label '%s') was read as data; "
@@ -626,16 +629,24 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   if (!knnwb_delimited_rows_from(&context, line, length, data_line, error))
     goto out;
   if (window) {
-    /* A rank's range may hold no row, or only rows with missing values: the job has others. */
+    /* A rank's range may hold no row, or only rows with missing values: the job has others.
+     * Labels that are all numbers are told by the caller, who sees every block's
+     * (knnwb_formats_warn_read); the first block starts with the file's first rows. */
     info->quoted = input.quoted;
     *out = knnwb_matrix_builder_finish(&builder, error);
     ok = *out != NULL;
+    if (ok && options->block_index == 0 && line != NULL) /* the first record is this block's */
+      knnwb_delimited_warn_header_guess(path, *out, label_column, has_header,
+                                        options->header == KNNWB_HEADER_AUTO);
     goto out;
   }
   ok = knnwb_matrix_builder_finish_rows(&builder, path, input.line_number, info, out, error);
-  if (ok)
-    knnwb_delimited_warn_ambiguous(path, *out, label_column, has_header,
-                                   options->header == KNNWB_HEADER_AUTO);
+  if (ok) {
+    knnwb_formats_warn_numeric_labels(path, (const char *const *)(*out)->row_labels, (*out)->n_rows,
+                                      label_column);
+    knnwb_delimited_warn_header_guess(path, *out, label_column, has_header,
+                                      options->header == KNNWB_HEADER_AUTO);
+  }
 out:
   if (input.windowed)
     info->quoted = input.quoted; /* also after an error: a cut record may be its cause */

@@ -114,6 +114,10 @@ void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
                              const KnnwbReadInfo *info, size_t n_rows, const char *const *labels,
                              const unsigned char *absent)
 {
+  /* The text reader tells this itself after reading a file whole (before transposing). */
+  const gboolean text = info->format == KNNWB_INPUT_CSV || info->format == KNNWB_INPUT_TSV;
+  if (info->block_read && text && !options->transpose && options->label_column_name == NULL)
+    knnwb_formats_warn_numeric_labels(path, labels, n_rows, options->label_column);
   if (info->n_dropped_rows > 0)
     knnwb_formats_warn_missing_rows(path, n_rows, labels, absent, info, options->transpose,
                                     info->format == KNNWB_INPUT_NPY ? "row" : "line");

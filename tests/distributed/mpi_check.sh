@@ -334,6 +334,16 @@ for ranks in 2 3; do
   cmp one-warn.knn "r$ranks-warn.knn" || fail "$ranks ranks: warn.tsv differs"
   cmp one-warn.txt "r$ranks-warn.txt" || fail "$ranks ranks: warnings differ from one process's"
 done
+# A purely numeric file: its first column is read as labels, every one a number; one process warns
+# (perhaps data), and so must a split run, whose ranks each hold a part of the labels.
+cut -f2- data.tsv | tail -n +2 >numeric.tsv
+"$knnwb" knn numeric.tsv -k 9 -b cpu -t 1 -q -o one-numeric.knn 2>one-numeric.txt
+grep -q "column 1 was read as row labels but holds a number in every row" one-numeric.txt ||
+  fail "one process: no warning for numeric labels"
+for ranks in 2 3; do
+  mpi "$ranks" knn numeric.tsv -k 9 -b cpu -q -o "r$ranks-numeric.knn" 2>"r$ranks-numeric.txt"
+  cmp one-numeric.txt "r$ranks-numeric.txt" || fail "$ranks ranks: numeric-label warning differs"
+done
 
 # Text read by byte ranges: line 300 lies in rank 2's range of 3; lines keep their numbers.
 status=0
