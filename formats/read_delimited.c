@@ -558,8 +558,25 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
     n_values--;
   }
   if (n_values == 0) {
-    knnwb_formats_parse_error(error, path, first_line, 0,
-                              "no numeric columns (only the label column)");
+    /* One field per line is most often the wrong separator: Excel writes ';' (with decimal
+     * commas) where the comma is the decimal mark. Say which one the line holds. */
+    const char *line_text = g_ptr_array_index(header != NULL ? header : first, 0);
+    const char *other = n_fields != 1                                  ? NULL
+                        : delimiter != ';' && strchr(line_text, ';')   ? "';'"
+                        : delimiter != ',' && strchr(line_text, ',')   ? "','"
+                        : delimiter != '\t' && strchr(line_text, '\t') ? "a tab"
+                                                                       : NULL;
+    if (other != NULL)
+      knnwb_formats_parse_error(
+          error, path, first_line, 0,
+          "no numeric columns: with %s as the separator the line is one field, yet it holds %s "
+          "(as Excel writes with ';' where the comma is the decimal mark?); knnwb reads CSV "
+          "separated by ',' and TSV by tabs, with '.' as the decimal mark: convert the file, or "
+          "name it .csv or .tsv (or pass --format) to match its separator",
+          delimiter == ',' ? "','" : "a tab", other);
+    else
+      knnwb_formats_parse_error(error, path, first_line, 0,
+                                "no numeric columns (only the label column)");
     goto out;
   }
   knnwb_matrix_builder_init(&builder, n_values, label_column >= 0);

@@ -335,12 +335,18 @@ static void test_delimited_malformed(void)
       {"bad-utf8.tsv", "id\ta\tb\nx\xc3\t1\t2\n", -1, 2, "not valid UTF-8"},
       {"unclosed.tsv", "id\ta\tb\n\"x\t1\t2\ny\t3\t4\n", -1, 2, "never closed"},
       {"after-quote.tsv", "id\ta\tb\n\"x\"y\t1\t2\n", -1, 2, "after a closing quote"},
-      {"labels-only.tsv", "id\nx\ny\n", -1, 1, "no numeric columns"},
+      {"labels-only.tsv", "id\nx\ny\n", -1, 1, "no numeric columns (only the label column)"},
+      /* The wrong separator: one field per line, and the message says which one the line has. */
+      {"commas.tsv", "id,a,b\nx,1,2\n", -1, 1, "the line is one field, yet it holds ','"},
   };
   run_bad_files(tsv, G_N_ELEMENTS(tsv), KNNWB_INPUT_TSV, NULL);
 
   static const BadFile csv[] = {
       {"short.csv", "id,a,b\r\nx,1,2\r\ny,1\r\n", -1, 3, "the row has 2 fields, expected 3"},
+      /* Excel where the comma is the decimal mark: BOM, CRLF, ';' between fields. */
+      {"excel.csv", "\xef\xbb\xbfid;a;b\r\nx;1,5;2\r\n", -1, 1,
+       "with ',' as the separator the line is one field, yet it holds ';'"},
+      {"tabs.csv", "id\ta\tb\nx\t1\t2\n", -1, 1, "yet it holds a tab"},
       {"word.csv", "id,a,b\nx,1,2\ny,\"1,5\",3\n", -1, 3, "'1,5' in column a is not a number"},
       {"quote-newline.csv", "id,a,b\n\"multi\nline\",1,x\n", -1, 3, "'x' in column b"},
   };
