@@ -512,6 +512,35 @@ for ext in npy npz mtx; do
   ! ls -a | grep -q '^\.knnwb-' || fail "SIGINT during the write (.$ext): a temporary file was left behind"
 done
 echo "SIGINT during the ranks' write: no output"
+# One progress line for the whole job, on the user's terminal: a rank's stderr is mpirun's pipe,
+# so rank 0 looks at mpirun's own stderr (script(1) gives mpirun a terminal here); the other ranks
+# stay silent, --quiet silences it, and a log file (no terminal) gets no \r lines.
+if command -v script >/dev/null; then
+  python3 "$here/make_npy.py" progress.npy 20000 32 6
+  for quiet in "" -q; do
+    rm -f progress.txt
+    script -qec "$mpiexec --oversubscribe --allow-run-as-root --mca btl self,vader --mca btl_vader_single_copy_mechanism none --tag-output -np 2 $knnwb knn progress.npy -k 10 -b cpu -t 1 $quiet -o progress.knn" progress.txt >/dev/null ||
+      { cat progress.txt; fail "the run under script(1) failed"; }
+    updates=$(tr '\r' '\n' <progress.txt | grep -c '^knn: .*%' || true)
+    writes=$(tr '\r' '\n' <progress.txt | grep -c '^write: .*%' || true)
+    summaries=$(grep -c 'knnwb: .* 2 ranks' progress.txt || true)
+    if [ -z "$quiet" ]; then
+      [ "$updates" -ge 1 ] && [ "$writes" -ge 1 ] ||
+        { cat -v progress.txt; fail "mpirun on a terminal: no progress line (knn $updates, write $writes)"; }
+      # --tag-output starts each rank's lines with [job,rank]: rank 0's alone may hold progress.
+      ! grep -a -E '\[[0-9]+,[1-9][0-9]*\]<stderr>:.(knn|write): ' progress.txt ||
+        { cat -v progress.txt; fail "mpirun on a terminal: a rank other than 0 showed progress"; }
+      [ "$summaries" -eq 1 ] || { cat -v progress.txt; fail "mpirun on a terminal: $summaries summary lines"; }
+    else
+      [ "$updates" -eq 0 ] && [ "$writes" -eq 0 ] || { cat -v progress.txt; fail "--quiet under mpirun: progress shown"; }
+    fi
+  done
+  exec_mpi_log=$( (exec_mpi 2 knn progress.npy -k 10 -b cpu -t 1 -o progress.knn) 2>&1 >/dev/null)
+  case "$exec_mpi_log" in *$'\r'*) fail "mpirun into a log: progress lines written" ;; esac
+  echo "progress under mpirun: one line from rank 0 on a terminal, none with -q or into a log"
+else
+  echo "progress under mpirun: skipped (no script(1))"
+fi
 # Job control is not an interruption: Ctrl-Z on mpirun stops the ranks (SIGSTOP), fg resumes them
 # (SIGCONT), and the run ends with the single process's bytes.
 # (30,000 rows: about 2 s of Manhattan scans for 2 ranks on the 2-core VM, so the stop falls
