@@ -549,7 +549,22 @@ python3 "$here/make_npy.py" jc.npy 30000 64 6
 "$knnwb" knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o one-jc.knn
 (exec_mpi 2 knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o jc.knn 2>jc.err) &
 pid=$!
-sleep 0.2
+# The stop must find the ranks' handlers installed (a rank started late under load would
+# otherwise take the launcher's SIGCONT before knnwb's handlers exist): wait until both ranks, the
+# children of mpirun, catch SIGINT, SIGTERM and SIGCONT (/proc's SigCgt mask), at most 20 s.
+ready=0
+for _ in $(seq 2000); do
+  ready=0
+  for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+    mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$child/status" 2>/dev/null || true)
+    [ -n "$mask" ] && (((0x$mask >> 1 & 1) && (0x$mask >> 14 & 1) && (0x$mask >> 17 & 1))) &&
+      ready=$((ready + 1))
+  done
+  [ "$ready" -ge 2 ] && break
+  sleep 0.01
+done
+[ "$ready" -ge 2 ] || fail "job control: the ranks never installed their signal handlers"
+sleep 0.1
 kill -TSTP "$pid" 2>/dev/null || fail "job control: the run ended before the stop (make jc.npy bigger)"
 sleep 0.5
 stopped=$(ps -o stat= --ppid "$pid" | grep -c '^T' || true)
