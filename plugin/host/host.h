@@ -124,7 +124,8 @@ KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
 /** Ends the line and frees. NULL is fine. */
 void knnwb_host_progress_finish(KnnwbHostProgress *progress);
-/** What the counts are ("tiles" by default; unit must outlive the progress line). */
+/** What the counts are ("tiles" by default; unit must outlive the progress line; NULL: counts that
+ * mean nothing to a user, shown as a share alone). */
 void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit);
 
 /** The process's peak resident size in bytes (VmHWM, else ru_maxrss); never reset. */

@@ -88,6 +88,29 @@ KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet)
   return progress;
 }
 
+/* Shows the first of the n forms (fullest first) that fits the terminal, the last one cut if none
+ * does, and frees them. */
+static void knnwb_host_progress_show(KnnwbHostProgress *progress, char **forms, guint n)
+{
+  /* One column stays free: writing into the last one makes some terminals wrap. */
+  glong room = MAX(knnwb_host_terminal_width() - 1, 1);
+  guint chosen = n - 1;
+  for (guint f = 0; f < n; f++)
+    if (g_utf8_strlen(forms[f], -1) <= room) {
+      chosen = f;
+      break;
+    }
+  char *line = forms[chosen];
+  if (g_utf8_strlen(line, -1) > room)
+    *g_utf8_offset_to_pointer(line, room) = '\0';
+  /* \033[K clears what a longer earlier line left behind. */
+  fprintf(stderr, "\r%s\033[K", line);
+  for (guint f = 0; f < n; f++)
+    g_free(forms[f]);
+  fflush(stderr);
+  progress->printed = TRUE;
+}
+
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data)
 {
   KnnwbHostProgress *progress = data;
@@ -108,33 +131,21 @@ void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data)
     g_snprintf(eta, sizeof eta, "0s");
   }
   double percent = 100.0 * (double)done / (double)total;
-  /* From the fullest form to the shortest; the first that fits is shown. */
-  char *forms[] = {
-      g_strdup_printf("%s: %llu/%llu %s (%.0f%%), %.1f %s/s, ETA %s", progress->label,
-                      (unsigned long long)done, (unsigned long long)total, progress->unit, percent,
-                      rate, progress->unit, eta),
-      g_strdup_printf("%s: %llu/%llu (%.0f%%), ETA %s", progress->label, (unsigned long long)done,
-                      (unsigned long long)total, percent, eta),
-      g_strdup_printf("%s: %.0f%%, ETA %s", progress->label, percent, eta),
-      g_strdup_printf("%.0f%% ETA %s", percent, eta),
-  };
-  /* One column stays free: writing into the last one makes some terminals wrap. */
-  glong room = MAX(knnwb_host_terminal_width() - 1, 1);
-  guint chosen = G_N_ELEMENTS(forms) - 1;
-  for (guint f = 0; f < G_N_ELEMENTS(forms); f++)
-    if (g_utf8_strlen(forms[f], -1) <= room) {
-      chosen = f;
-      break;
-    }
-  char *line = forms[chosen];
-  if (g_utf8_strlen(line, -1) > room)
-    *g_utf8_offset_to_pointer(line, room) = '\0';
-  /* \033[K clears what a longer earlier line left behind. */
-  fprintf(stderr, "\r%s\033[K", line);
-  for (guint f = 0; f < G_N_ELEMENTS(forms); f++)
-    g_free(forms[f]);
-  fflush(stderr);
-  progress->printed = TRUE;
+  /* From the fullest form to the shortest; the first that fits is shown. Without a unit (counts a
+   * user would not recognise, such as a split run's share of its schedule) only the last two: the
+   * share and the time left. */
+  char *forms[4];
+  guint n = 0;
+  if (progress->unit != NULL) {
+    forms[n++] = g_strdup_printf("%s: %llu/%llu %s (%.0f%%), %.1f %s/s, ETA %s", progress->label,
+                                 (unsigned long long)done, (unsigned long long)total,
+                                 progress->unit, percent, rate, progress->unit, eta);
+    forms[n++] = g_strdup_printf("%s: %llu/%llu (%.0f%%), ETA %s", progress->label,
+                                 (unsigned long long)done, (unsigned long long)total, percent, eta);
+  }
+  forms[n++] = g_strdup_printf("%s: %.0f%%, ETA %s", progress->label, percent, eta);
+  forms[n++] = g_strdup_printf("%.0f%% ETA %s", percent, eta);
+  knnwb_host_progress_show(progress, forms, n);
 }
 
 void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit)

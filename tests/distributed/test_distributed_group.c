@@ -724,6 +724,78 @@ static void test_cancelled_rank(void)
   }
 }
 
+/* What rank 0's split run shows as progress: (done, total) calls in order. */
+typedef struct {
+  GMutex lock;
+  GArray *done, *total;
+} ProgressLog;
+
+static void progress_log(uint64_t done, uint64_t total, void *data)
+{
+  ProgressLog *log = data;
+  g_mutex_lock(&log->lock);
+  g_array_append_val(log->done, done);
+  g_array_append_val(log->total, total);
+  g_mutex_unlock(&log->lock);
+}
+
+/* One progress line for the whole split job: rank 0 alone reports, never backwards, ending at the
+ * total, with the tiles of the jobs inside each step of the schedule (not only the steps' ends:
+ * a step of a long run takes minutes), self and query runs, 2-4 ranks; the lists unchanged. */
+static void test_split_progress(void)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(203, 5, 31);
+  g_autoptr(KnnwbMatrix) queries = knnwb_test_random_matrix(57, 5, 32);
+  for (int query = 0; query <= 1; query++) {
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.k = 6;
+    options.backend = KNNWB_BACKEND_CPU;
+    options.n_threads = 1;
+    options.memory_bytes = 4096;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(KnnwbNeighbors) expected = NULL;
+    if (query)
+      g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
+    else
+      g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+    options.group_split = TRUE;
+    for (int ranks = 2; ranks <= 4; ranks++) {
+      ProgressLog log = {.done = g_array_new(FALSE, FALSE, sizeof(uint64_t)),
+                         .total = g_array_new(FALSE, FALSE, sizeof(uint64_t))};
+      g_mutex_init(&log.lock);
+      options.progress = progress_log;
+      options.progress_data = &log;
+      RankRun runs[MAX_RANKS];
+      run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+      for (int r = 0; r < ranks; r++) {
+        g_assert_no_error(runs[r].error);
+        assert_same_rows(expected, runs[r].result);
+        knnwb_neighbors_free(runs[r].result);
+      }
+      g_assert_cmpuint(log.done->len, >=, 2);
+      const uint64_t total = g_array_index(log.total, uint64_t, 0);
+      gboolean inside_a_step = FALSE;
+      for (guint i = 0; i < log.done->len; i++) {
+        const uint64_t done = g_array_index(log.done, uint64_t, i);
+        g_assert_cmpuint(g_array_index(log.total, uint64_t, i), ==, total);
+        g_assert_cmpuint(done, <=, total);
+        if (i > 0) /* one reporter (rank 0), never backwards */
+          g_assert_cmpuint(done, >, g_array_index(log.done, uint64_t, i - 1));
+        /* A step's end is a whole share of the total; a job's tiles fall in between. */
+        const uint64_t steps = query ? (uint64_t)ranks : (uint64_t)ranks / 2 + 1;
+        if (done % (total / steps) != 0)
+          inside_a_step = TRUE;
+      }
+      g_assert_cmpuint(g_array_index(log.done, uint64_t, log.done->len - 1), ==, total);
+      g_assert_true(inside_a_step);
+      g_mutex_clear(&log.lock);
+      g_array_free(log.done, TRUE);
+      g_array_free(log.total, TRUE);
+    }
+  }
+}
+
 /* knnwb_neighbourhood_find_split on 1-4 ranks: the single process's neighbourhood, every field, on
  * rank 0 (none elsewhere). */
 static void test_split_neighbourhood(void)
@@ -1024,6 +1096,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
+  g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
