@@ -317,6 +317,32 @@ static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *re
   run_ranks_task(ranks, query, reference, options, NULL, runs);
 }
 
+/* One thread, 32-row blocks (many tiles to share between ranks), the CPU backend. */
+static void small_cpu_options(KnnwbKnnOptions *options, KnnwbMetric metric, size_t k)
+{
+  knnwb_knn_options_init(options);
+  options->metric = metric;
+  options->k = k;
+  options->backend = KNNWB_BACKEND_CPU;
+  options->n_threads = 1;
+  options->memory_bytes = 4096;
+}
+
+/* One process's lists (the bytes every split run must give): queries against data, or data's
+ * self graph when queries is NULL. */
+static KnnwbNeighbors *one_process_lists(const KnnwbMatrix *queries, const KnnwbMatrix *data,
+                                         const KnnwbKnnOptions *options)
+{
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *lists = NULL;
+  if (queries != NULL)
+    g_assert_true(knnwb_knn_query(queries, data, options, &lists, &error));
+  else
+    g_assert_true(knnwb_knn_self(data, options, &lists, &error));
+  g_assert_no_error(error);
+  return lists;
+}
+
 static void assert_same_rows(const KnnwbNeighbors *expected, const KnnwbNeighbors *got)
 {
   const size_t k = expected->k;
@@ -518,18 +544,9 @@ static void test_split_uneven_blocks(void)
   for (guint m = 0; m < G_N_ELEMENTS(metrics); m++)
     for (int query = 0; query <= 1; query++) {
       KnnwbKnnOptions options;
-      knnwb_knn_options_init(&options);
-      options.metric = metrics[m];
-      options.k = 5;
-      options.backend = KNNWB_BACKEND_CPU;
-      options.n_threads = 1;
-      options.memory_bytes = 4096;
-      g_autoptr(GError) error = NULL;
-      g_autoptr(KnnwbNeighbors) expected = NULL;
-      if (query)
-        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
-      else
-        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+      small_cpu_options(&options, metrics[m], 5);
+      g_autoptr(KnnwbNeighbors) expected =
+          one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = TRUE;
       for (int ranks = 3; ranks <= 4; ranks++) {
         rank_cuts = ranks == 3 ? three : four;
@@ -578,19 +595,9 @@ static void test_split_thresholds_ties(void)
     }
     for (int query = 0; query <= 1; query++) {
       KnnwbKnnOptions options;
-      knnwb_knn_options_init(&options);
-      options.metric = metrics[m];
-      options.k = 6;
-      options.backend = KNNWB_BACKEND_CPU;
-      options.n_threads = 1;
-      options.memory_bytes = 4096; /* 32-row tiles */
-      g_autoptr(GError) error = NULL;
-      g_autoptr(KnnwbNeighbors) expected = NULL;
-      if (query)
-        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
-      else
-        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
-      g_assert_no_error(error);
+      small_cpu_options(&options, metrics[m], 6); /* 32-row tiles */
+      g_autoptr(KnnwbNeighbors) expected =
+          one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = TRUE;
       for (int panels = 0; panels <= 1; panels++) {
         if (panels)
@@ -636,19 +643,9 @@ static void test_split_pair_chunks(void)
     }
     for (int query = 0; query <= 1; query++) {
       KnnwbKnnOptions options;
-      knnwb_knn_options_init(&options);
-      options.metric = metrics[m];
-      options.k = 7;
-      options.backend = KNNWB_BACKEND_CPU;
-      options.n_threads = 1;
-      options.memory_bytes = 4096;
-      g_autoptr(GError) error = NULL;
-      g_autoptr(KnnwbNeighbors) expected = NULL;
-      if (query)
-        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
-      else
-        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
-      g_assert_no_error(error);
+      small_cpu_options(&options, metrics[m], 7);
+      g_autoptr(KnnwbNeighbors) expected =
+          one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = TRUE;
       for (int job = 0; job < 4; job++) {
         /* the CPU's two-sided jobs, or the two panels of other backends */
@@ -748,17 +745,8 @@ static void test_split_progress(void)
   g_autoptr(KnnwbMatrix) queries = knnwb_test_random_matrix(57, 5, 32);
   for (int query = 0; query <= 1; query++) {
     KnnwbKnnOptions options;
-    knnwb_knn_options_init(&options);
-    options.k = 6;
-    options.backend = KNNWB_BACKEND_CPU;
-    options.n_threads = 1;
-    options.memory_bytes = 4096;
-    g_autoptr(GError) error = NULL;
-    g_autoptr(KnnwbNeighbors) expected = NULL;
-    if (query)
-      g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
-    else
-      g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+    small_cpu_options(&options, KNNWB_METRIC_PEARSON, 6);
+    g_autoptr(KnnwbNeighbors) expected = one_process_lists(query ? queries : NULL, data, &options);
     options.group_split = TRUE;
     for (int ranks = 2; ranks <= 4; ranks++) {
       ProgressLog log = {.done = g_array_new(FALSE, FALSE, sizeof(uint64_t)),
