@@ -63,7 +63,16 @@ typedef struct {
   int threads;
   size_t kc;
   gboolean two_sided; /* the backend scores a pair for both sides in one job (the CPU's) */
+  struct KnnwbSplitProgress *progress; /* rank 0's progress line, else NULL */
 } KnnwbSplitRun;
+
+/* Rank 0's progress through a pass, in thousandths of a step of the schedule: the steps' ends, and
+ * within a step its jobs' own tile counts (never backwards: a step's second job starts again at 0
+ * and is shown only once it passes the first). */
+#define KNNWB_SPLIT_PROGRESS_UNIT 1000
+typedef struct KnnwbSplitProgress {
+  uint64_t step, steps, shown;
+} KnnwbSplitProgress;
 
 static size_t knnwb_split_valid(const KnnwbSplitSide *side)
 {
@@ -159,12 +168,38 @@ static void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
   job->out_score = out->score;
 }
 
+/* Shows rank 0's progress: units thousandths of a step (above). */
+static void knnwb_split_show(const KnnwbSplitRun *run, uint64_t units)
+{
+  KnnwbSplitProgress *p = run->progress;
+  /* Re-selection jobs after the pass would count past its end. */
+  if (p == NULL || units <= p->shown || units > p->steps * KNNWB_SPLIT_PROGRESS_UNIT)
+    return;
+  p->shown = units;
+  run->options->progress(units, p->steps * KNNWB_SPLIT_PROGRESS_UNIT, run->options->progress_data);
+}
+
+/* A job's tiles as a share of the step it belongs to (the select's progress, called by one
+ * thread at a time). */
+static void knnwb_split_job_progress(uint64_t done, uint64_t total, void *data)
+{
+  const KnnwbSplitRun *run = data;
+  if (total > 0)
+    knnwb_split_show(run, run->progress->step * KNNWB_SPLIT_PROGRESS_UNIT +
+                              MIN(done, total) * (KNNWB_SPLIT_PROGRESS_UNIT - 1) / total);
+}
+
 static gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
                                     GError **error)
 {
   char message[512] = "";
-  return knnwb_knn_status_to_error(run->select(job, message, sizeof message), message, run->backend,
-                                   error);
+  KnnwbSelectJob shown = *job;
+  if (run->progress != NULL) {
+    shown.progress = knnwb_split_job_progress;
+    shown.progress_data = (void *)run;
+  }
+  return knnwb_knn_status_to_error(run->select(&shown, message, sizeof message), message,
+                                   run->backend, error);
 }
 
 /* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
@@ -491,11 +526,17 @@ static void knnwb_split_mark(const KnnwbKnnGroup *group, const char *what, gint6
   *since = now;
 }
 
-/* Rank 0 shows the job's progress in steps of the schedule. */
+/* Rank 0 shows the job's progress in steps of the schedule: done of total steps are over (the
+ * next job's tiles count towards step done). */
 static void knnwb_split_progress(const KnnwbSplitRun *run, uint64_t done, uint64_t total)
 {
-  if (run->group->rank == 0 && run->options->progress != NULL)
-    run->options->progress(done, total, run->options->progress_data);
+  if (run->progress == NULL)
+    return;
+  run->progress->steps = total;
+  run->progress->step = done;
+  if (done == 0) /* a pass begins */
+    run->progress->shown = 0;
+  knnwb_split_show(run, done * KNNWB_SPLIT_PROGRESS_UNIT);
 }
 
 static gboolean knnwb_split_cancelled(const KnnwbSplitRun *run, GError **error)
@@ -598,6 +639,7 @@ static gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepa
   const KnnwbSplitLayout layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d);
   const uint64_t steps = (uint64_t)R / 2 + 1;
   KnnwbSplitSide mine = {own, 0, m, first};
+  knnwb_split_progress(run, 0, steps);
   KnnwbSplitLists a_lists = {0}, b_lists = {0};
   gint64 since = g_get_monotonic_time();
   /* Ranks that share memory (one host) publish their prepared block once, before step 0, and read
@@ -744,6 +786,7 @@ static gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrep
 {
   const KnnwbKnnGroup *group = run->group;
   const int R = group->size, r = group->rank;
+  knnwb_split_progress(run, 0, (uint64_t)R);
   const KnnwbSplitLayout layout =
       knnwb_split_layout(reference->metric, reference->scale_exponent, reference->d);
   const size_t largest = blocks->largest;
@@ -1062,7 +1105,11 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
                        backend,
                        threads,
                        MIN(available, knnwb_screen_candidates(screen, k)),
-                       select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL};
+                       select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL,
+                       NULL};
+  KnnwbSplitProgress progress = {0};
+  if (group->rank == 0 && options->progress != NULL)
+    run.progress = &progress;
 
   ok = knnwb_split_lists_init(&lists, count, run.kc, error);
   if (!group->agree(group, ok, error)) {

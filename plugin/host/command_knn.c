@@ -261,6 +261,8 @@ int knnwb_host_command_knn(int argc, char **argv)
 
   knnwb_host_log_set_quiet(command.quiet);
   progress = knnwb_host_progress_new("knn", command.quiet);
+  if (options.group_split) /* a share of the ranks' schedule, not tiles */
+    knnwb_host_progress_set_unit(progress, NULL);
   options.progress = progress ? knnwb_host_progress_update : NULL;
   options.progress_data = progress;
   gboolean computed = knnwb_knn_self(rows, &options, &neighbors, &error);

@@ -165,6 +165,8 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
     goto fail;
   }
   progress = knnwb_host_progress_new("neighbourhood", quiet);
+  if (split_rows) /* a share of the ranks' schedule, not tiles */
+    knnwb_host_progress_set_unit(progress, NULL);
   options.progress = progress ? knnwb_host_progress_update : NULL;
   options.progress_data = progress;
   gboolean found = split_rows ? knnwb_neighbourhood_find_split(group, split.block, first_row, focus,

@@ -114,7 +114,8 @@ void knnwb_host_log_init(void);
 /** With quiet, notices (g_message/g_info) are not shown; warnings always are. */
 void knnwb_host_log_set_quiet(gboolean quiet);
 
-/** The width of stderr's terminal (TIOCGWINSZ), else $COLUMNS, else 80. */
+/** The width of stderr's terminal (TIOCGWINSZ; under mpirun the launcher's), else $COLUMNS,
+ * else 80. */
 int knnwb_host_terminal_width(void);
 /** Returns NULL (no progress) when quiet or stderr is not a terminal. The line fits the terminal's
  * width (shorter forms, then cut). */
@@ -123,7 +124,8 @@ KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
 /** Ends the line and frees. NULL is fine. */
 void knnwb_host_progress_finish(KnnwbHostProgress *progress);
-/** What the counts are ("tiles" by default; unit must outlive the progress line). */
+/** What the counts are ("tiles" by default; unit must outlive the progress line; NULL: counts that
+ * mean nothing to a user, shown as a share alone). */
 void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit);
 
 /** The process's peak resident size in bytes (VmHWM, else ru_maxrss); never reset. */
@@ -271,9 +273,8 @@ int knnwb_host_command_plugins(int argc, char **argv);
  */
 gboolean knnwb_host_evaluation_append(GString *text, const char *annotation,
                                       const igraph_vector_int_t *membership,
-                                      const igraph_vector_int_t *classes,
-                                      char *const *class_names, const char *contingency_path,
-                                      GError **error);
+                                      const igraph_vector_int_t *classes, char *const *class_names,
+                                      const char *contingency_path, GError **error);
 
 /** Prints "knnwb: message" to stderr. */
 void knnwb_host_print_error(const GError *error);

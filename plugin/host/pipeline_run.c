@@ -236,6 +236,8 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     if (!options->quiet)
       g_printerr("knnwb: %s (%s)\n", label, type->name);
     KnnwbHostProgress *progress = knnwb_host_progress_new(label, options->quiet);
+    if (split_step && group != NULL) /* a share of the ranks' schedule, not tiles */
+      knnwb_host_progress_set_unit(progress, NULL);
     KnnwbStepContext context = {
         .step_id = step->id,
         .type = type,

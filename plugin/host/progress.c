@@ -1,5 +1,6 @@
 /* The progress line on a terminal: tiles done of total, rate and time left, fitted to the
  * terminal's width (a line longer than the window wraps, and every update then scrolls). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -13,11 +14,59 @@ struct KnnwbHostProgress {
   gboolean printed;
 };
 
+/* Under mpirun a rank's stderr is a pipe that the launcher copies to its own stderr, so isatty()
+ * says no even when the user watches a terminal (Open MPI gives the ranks a pseudo-terminal for
+ * stdout whatever mpirun's own stdout is, so that says nothing either). The launcher is the rank's
+ * parent on the host where mpirun runs (Open MPI starts local ranks itself); its stderr, read
+ * through /proc, is the user's. Returns the terminal's path (g_free) or NULL: not under a
+ * launcher, another host's daemon (whose stderr is not a terminal), no /proc, or not a terminal. */
+static char *knnwb_host_launcher_terminal(void)
+{
+  if (g_getenv("OMPI_COMM_WORLD_SIZE") == NULL && g_getenv("PMIX_RANK") == NULL)
+    return NULL;
+  g_autofree char *link = g_strdup_printf("/proc/%ld/fd/%d", (long)getppid(), STDERR_FILENO);
+  g_autofree char *target = g_file_read_link(link, NULL);
+  if (target == NULL ||
+      !(g_str_has_prefix(target, "/dev/pts/") || g_str_has_prefix(target, "/dev/tty") ||
+        g_str_has_prefix(target, "/dev/console")))
+    return NULL;
+  /* The name alone could be stale: the file must still be a terminal. */
+  int fd = open(target, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  gboolean terminal = isatty(fd);
+  close(fd);
+  return terminal ? g_steal_pointer(&target) : NULL;
+}
+
+/* The launcher's terminal when stderr is not one (asked once: it cannot change during a run;
+ * kept for the process's life). */
+static const char *knnwb_host_progress_launcher(void)
+{
+  static gsize asked = 0;
+  static char *launcher = NULL;
+  if (g_once_init_enter(&asked)) {
+    if (!isatty(STDERR_FILENO))
+      launcher = knnwb_host_launcher_terminal();
+    g_once_init_leave(&asked, 1);
+  }
+  return launcher;
+}
+
 int knnwb_host_terminal_width(void)
 {
   struct winsize size;
   if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0)
     return size.ws_col;
+  const char *launcher = knnwb_host_progress_launcher();
+  if (launcher != NULL) {
+    int fd = open(launcher, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    gboolean known = fd >= 0 && ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0;
+    if (fd >= 0)
+      close(fd);
+    if (known)
+      return size.ws_col;
+  }
   const char *columns = g_getenv("COLUMNS");
   guint64 width = 0;
   if (columns != NULL && g_ascii_string_to_unsigned(columns, 10, 1, 10000, &width, NULL))
@@ -27,14 +76,39 @@ int knnwb_host_terminal_width(void)
 
 KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet)
 {
-  /* Progress is for people: never into logs or pipes, where \r lines are noise. */
-  if (quiet || !isatty(STDERR_FILENO) || !knnwb_host_speaks())
+  /* Progress is for people: never into logs or pipes, where \r lines are noise. Under mpirun
+   * rank 0 alone shows it, when mpirun's stderr is a terminal. */
+  if (quiet || !knnwb_host_speaks() ||
+      !(isatty(STDERR_FILENO) || knnwb_host_progress_launcher() != NULL))
     return NULL;
   KnnwbHostProgress *progress = g_new0(KnnwbHostProgress, 1);
   progress->label = g_strdup(label);
   progress->unit = "tiles";
   progress->start_us = g_get_monotonic_time();
   return progress;
+}
+
+/* Shows the first of the n forms (fullest first) that fits the terminal, the last one cut if none
+ * does, and frees them. */
+static void knnwb_host_progress_show(KnnwbHostProgress *progress, char **forms, guint n)
+{
+  /* One column stays free: writing into the last one makes some terminals wrap. */
+  glong room = MAX(knnwb_host_terminal_width() - 1, 1);
+  guint chosen = n - 1;
+  for (guint f = 0; f < n; f++)
+    if (g_utf8_strlen(forms[f], -1) <= room) {
+      chosen = f;
+      break;
+    }
+  char *line = forms[chosen];
+  if (g_utf8_strlen(line, -1) > room)
+    *g_utf8_offset_to_pointer(line, room) = '\0';
+  /* \033[K clears what a longer earlier line left behind. */
+  fprintf(stderr, "\r%s\033[K", line);
+  for (guint f = 0; f < n; f++)
+    g_free(forms[f]);
+  fflush(stderr);
+  progress->printed = TRUE;
 }
 
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data)
@@ -57,33 +131,21 @@ void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data)
     g_snprintf(eta, sizeof eta, "0s");
   }
   double percent = 100.0 * (double)done / (double)total;
-  /* From the fullest form to the shortest; the first that fits is shown. */
-  char *forms[] = {
-      g_strdup_printf("%s: %llu/%llu %s (%.0f%%), %.1f %s/s, ETA %s", progress->label,
-                      (unsigned long long)done, (unsigned long long)total, progress->unit, percent,
-                      rate, progress->unit, eta),
-      g_strdup_printf("%s: %llu/%llu (%.0f%%), ETA %s", progress->label, (unsigned long long)done,
-                      (unsigned long long)total, percent, eta),
-      g_strdup_printf("%s: %.0f%%, ETA %s", progress->label, percent, eta),
-      g_strdup_printf("%.0f%% ETA %s", percent, eta),
-  };
-  /* One column stays free: writing into the last one makes some terminals wrap. */
-  glong room = MAX(knnwb_host_terminal_width() - 1, 1);
-  guint chosen = G_N_ELEMENTS(forms) - 1;
-  for (guint f = 0; f < G_N_ELEMENTS(forms); f++)
-    if (g_utf8_strlen(forms[f], -1) <= room) {
-      chosen = f;
-      break;
-    }
-  char *line = forms[chosen];
-  if (g_utf8_strlen(line, -1) > room)
-    *g_utf8_offset_to_pointer(line, room) = '\0';
-  /* \033[K clears what a longer earlier line left behind. */
-  fprintf(stderr, "\r%s\033[K", line);
-  for (guint f = 0; f < G_N_ELEMENTS(forms); f++)
-    g_free(forms[f]);
-  fflush(stderr);
-  progress->printed = TRUE;
+  /* From the fullest form to the shortest; the first that fits is shown. Without a unit (counts a
+   * user would not recognise, such as a split run's share of its schedule) only the last two: the
+   * share and the time left. */
+  char *forms[4];
+  guint n = 0;
+  if (progress->unit != NULL) {
+    forms[n++] = g_strdup_printf("%s: %llu/%llu %s (%.0f%%), %.1f %s/s, ETA %s", progress->label,
+                                 (unsigned long long)done, (unsigned long long)total,
+                                 progress->unit, percent, rate, progress->unit, eta);
+    forms[n++] = g_strdup_printf("%s: %llu/%llu (%.0f%%), ETA %s", progress->label,
+                                 (unsigned long long)done, (unsigned long long)total, percent, eta);
+  }
+  forms[n++] = g_strdup_printf("%s: %.0f%%, ETA %s", progress->label, percent, eta);
+  forms[n++] = g_strdup_printf("%.0f%% ETA %s", percent, eta);
+  knnwb_host_progress_show(progress, forms, n);
 }
 
 void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit)

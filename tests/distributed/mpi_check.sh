@@ -456,10 +456,14 @@ echo "one host: the ob1 layer alone; the user's choice kept"
 HWLOC_COMPONENTS_VERBOSE=1 "$mpiexec" --oversubscribe --allow-run-as-root --bind-to none -np 2 \
   "$knnwb" knn small.npy -k 1 -b cpu -q -o hwloc.knn >hwloc.txt 2>&1 ||
   { cat hwloc.txt; fail "the hwloc start failed"; }
-# (A rank's list without I/O phases starts "linux(0x2)"; with them, as mpirun's, "linux(0x7a)".)
-if grep -q "Final list of enabled discovery components" hwloc.txt; then
-  grep -q "discovery components: linux(0x2)" hwloc.txt ||
-    { cat hwloc.txt; fail "the ranks' hwloc still discovered I/O devices"; }
+# (A rank's list without I/O phases starts "linux(0x2)"; with them, as mpirun's, "linux(0x7a)";
+# mpirun's own lines are counted with a job that builds no topology of its own, `true`.)
+HWLOC_COMPONENTS_VERBOSE=1 "$mpiexec" --oversubscribe --allow-run-as-root --bind-to none -np 2 \
+  true >hwloc-mpirun.txt 2>&1 || true
+full=$(grep -c "discovery components: linux(0x7a)" hwloc-mpirun.txt || true)
+if grep -q "discovery components: linux(0x2)" hwloc.txt; then
+  [ "$(grep -c "discovery components: linux(0x7a)" hwloc.txt || true)" -le "$full" ] ||
+    { cat hwloc.txt; fail "a rank's hwloc still discovered I/O devices"; }
   HWLOC_COMPONENTS=-gl HWLOC_COMPONENTS_VERBOSE=1 "$mpiexec" --oversubscribe --allow-run-as-root \
     --bind-to none -np 2 "$knnwb" knn small.npy -k 1 -b cpu -q -o hwloc.knn >hwloc.txt 2>&1 || true
   if grep -q "discovery components: linux(0x2)" hwloc.txt; then
@@ -467,8 +471,11 @@ if grep -q "Final list of enabled discovery components" hwloc.txt; then
     fail "the user's HWLOC_COMPONENTS was not kept"
   fi
   echo "one host: the ranks' hwloc without I/O devices; the user's HWLOC_COMPONENTS kept"
+elif [ "$(grep -c "discovery components: linux(0x7a)" hwloc.txt || true)" -gt "$full" ]; then
+  cat hwloc.txt
+  fail "the ranks' hwloc still discovered I/O devices"
 else
-  echo "hwloc prints no component list here (HWLOC_COMPONENTS_VERBOSE): the hwloc check skipped"
+  echo "the ranks built no hwloc topology of their own here: the hwloc check skipped"
 fi
 
 # Ctrl-C or SIGTERM on mpirun: Open MPI ends the job by sending the ranks SIGCONT, SIGTERM a second
@@ -515,6 +522,35 @@ for ext in npy npz mtx; do
   ! ls -a | grep -q '^\.knnwb-' || fail "SIGINT during the write (.$ext): a temporary file was left behind"
 done
 echo "SIGINT during the ranks' write: no output"
+# One progress line for the whole job, on the user's terminal: a rank's stderr is mpirun's pipe,
+# so rank 0 looks at mpirun's own stderr (script(1) gives mpirun a terminal here); the other ranks
+# stay silent, --quiet silences it, and a log file (no terminal) gets no \r lines.
+if command -v script >/dev/null; then
+  python3 "$here/make_npy.py" progress.npy 20000 32 6
+  for quiet in "" -q; do
+    rm -f progress.txt
+    script -qec "$mpiexec --oversubscribe --allow-run-as-root --mca btl self,vader --mca btl_vader_single_copy_mechanism none --tag-output -np 2 $knnwb knn progress.npy -k 10 -b cpu -t 1 $quiet -o progress.knn" progress.txt >/dev/null ||
+      { cat progress.txt; fail "the run under script(1) failed"; }
+    updates=$(tr '\r' '\n' <progress.txt | grep -c '^knn: .*%' || true)
+    writes=$(tr '\r' '\n' <progress.txt | grep -c '^write: .*%' || true)
+    summaries=$(grep -c 'knnwb: .* 2 ranks' progress.txt || true)
+    if [ -z "$quiet" ]; then
+      [ "$updates" -ge 1 ] && [ "$writes" -ge 1 ] ||
+        { cat -v progress.txt; fail "mpirun on a terminal: no progress line (knn $updates, write $writes)"; }
+      # --tag-output starts each rank's lines with [job,rank]: rank 0's alone may hold progress.
+      ! grep -a -E '\[[0-9]+,[1-9][0-9]*\]<stderr>:.(knn|write): ' progress.txt ||
+        { cat -v progress.txt; fail "mpirun on a terminal: a rank other than 0 showed progress"; }
+      [ "$summaries" -eq 1 ] || { cat -v progress.txt; fail "mpirun on a terminal: $summaries summary lines"; }
+    else
+      [ "$updates" -eq 0 ] && [ "$writes" -eq 0 ] || { cat -v progress.txt; fail "--quiet under mpirun: progress shown"; }
+    fi
+  done
+  exec_mpi_log=$( (exec_mpi 2 knn progress.npy -k 10 -b cpu -t 1 -o progress.knn) 2>&1 >/dev/null)
+  case "$exec_mpi_log" in *$'\r'*) fail "mpirun into a log: progress lines written" ;; esac
+  echo "progress under mpirun: one line from rank 0 on a terminal, none with -q or into a log"
+else
+  echo "progress under mpirun: skipped (no script(1))"
+fi
 # Job control is not an interruption: Ctrl-Z on mpirun stops the ranks (SIGSTOP), fg resumes them
 # (SIGCONT), and the run ends with the single process's bytes.
 # (30,000 rows: about 2 s of Manhattan scans for 2 ranks on the 2-core VM, so the stop falls
@@ -523,7 +559,22 @@ python3 "$here/make_npy.py" jc.npy 30000 64 6
 "$knnwb" knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o one-jc.knn
 (exec_mpi 2 knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o jc.knn 2>jc.err) &
 pid=$!
-sleep 0.2
+# The stop must find the ranks' handlers installed (a rank started late under load would
+# otherwise take the launcher's SIGCONT before knnwb's handlers exist): wait until both ranks, the
+# children of mpirun, catch SIGINT, SIGTERM and SIGCONT (/proc's SigCgt mask), at most 20 s.
+ready=0
+for _ in $(seq 2000); do
+  ready=0
+  for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+    mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$child/status" 2>/dev/null || true)
+    [ -n "$mask" ] && (((0x$mask >> 1 & 1) && (0x$mask >> 14 & 1) && (0x$mask >> 17 & 1))) &&
+      ready=$((ready + 1))
+  done
+  [ "$ready" -ge 2 ] && break
+  sleep 0.01
+done
+[ "$ready" -ge 2 ] || fail "job control: the ranks never installed their signal handlers"
+sleep 0.1
 kill -TSTP "$pid" 2>/dev/null || fail "job control: the run ended before the stop (make jc.npy bigger)"
 sleep 0.5
 stopped=$(ps -o stat= --ppid "$pid" | grep -c '^T' || true)

@@ -317,6 +317,32 @@ static void run_ranks(int ranks, const KnnwbMatrix *query, const KnnwbMatrix *re
   run_ranks_task(ranks, query, reference, options, NULL, runs);
 }
 
+/* One thread, 32-row blocks (many tiles to share between ranks), the CPU backend. */
+static void small_cpu_options(KnnwbKnnOptions *options, KnnwbMetric metric, size_t k)
+{
+  knnwb_knn_options_init(options);
+  options->metric = metric;
+  options->k = k;
+  options->backend = KNNWB_BACKEND_CPU;
+  options->n_threads = 1;
+  options->memory_bytes = 4096;
+}
+
+/* One process's lists (the bytes every split run must give): queries against data, or data's
+ * self graph when queries is NULL. */
+static KnnwbNeighbors *one_process_lists(const KnnwbMatrix *queries, const KnnwbMatrix *data,
+                                         const KnnwbKnnOptions *options)
+{
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *lists = NULL;
+  if (queries != NULL)
+    g_assert_true(knnwb_knn_query(queries, data, options, &lists, &error));
+  else
+    g_assert_true(knnwb_knn_self(data, options, &lists, &error));
+  g_assert_no_error(error);
+  return lists;
+}
+
 static void assert_same_rows(const KnnwbNeighbors *expected, const KnnwbNeighbors *got)
 {
   const size_t k = expected->k;
@@ -518,18 +544,9 @@ static void test_split_uneven_blocks(void)
   for (guint m = 0; m < G_N_ELEMENTS(metrics); m++)
     for (int query = 0; query <= 1; query++) {
       KnnwbKnnOptions options;
-      knnwb_knn_options_init(&options);
-      options.metric = metrics[m];
-      options.k = 5;
-      options.backend = KNNWB_BACKEND_CPU;
-      options.n_threads = 1;
-      options.memory_bytes = 4096;
-      g_autoptr(GError) error = NULL;
-      g_autoptr(KnnwbNeighbors) expected = NULL;
-      if (query)
-        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
-      else
-        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
+      small_cpu_options(&options, metrics[m], 5);
+      g_autoptr(KnnwbNeighbors) expected =
+          one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = TRUE;
       for (int ranks = 3; ranks <= 4; ranks++) {
         rank_cuts = ranks == 3 ? three : four;
@@ -578,19 +595,9 @@ static void test_split_thresholds_ties(void)
     }
     for (int query = 0; query <= 1; query++) {
       KnnwbKnnOptions options;
-      knnwb_knn_options_init(&options);
-      options.metric = metrics[m];
-      options.k = 6;
-      options.backend = KNNWB_BACKEND_CPU;
-      options.n_threads = 1;
-      options.memory_bytes = 4096; /* 32-row tiles */
-      g_autoptr(GError) error = NULL;
-      g_autoptr(KnnwbNeighbors) expected = NULL;
-      if (query)
-        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
-      else
-        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
-      g_assert_no_error(error);
+      small_cpu_options(&options, metrics[m], 6); /* 32-row tiles */
+      g_autoptr(KnnwbNeighbors) expected =
+          one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = TRUE;
       for (int panels = 0; panels <= 1; panels++) {
         if (panels)
@@ -636,19 +643,9 @@ static void test_split_pair_chunks(void)
     }
     for (int query = 0; query <= 1; query++) {
       KnnwbKnnOptions options;
-      knnwb_knn_options_init(&options);
-      options.metric = metrics[m];
-      options.k = 7;
-      options.backend = KNNWB_BACKEND_CPU;
-      options.n_threads = 1;
-      options.memory_bytes = 4096;
-      g_autoptr(GError) error = NULL;
-      g_autoptr(KnnwbNeighbors) expected = NULL;
-      if (query)
-        g_assert_true(knnwb_knn_query(queries, data, &options, &expected, &error));
-      else
-        g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
-      g_assert_no_error(error);
+      small_cpu_options(&options, metrics[m], 7);
+      g_autoptr(KnnwbNeighbors) expected =
+          one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = TRUE;
       for (int job = 0; job < 4; job++) {
         /* the CPU's two-sided jobs, or the two panels of other backends */
@@ -720,6 +717,69 @@ static void test_cancelled_rank(void)
       g_assert_null(runs[r].result);
       g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
       g_clear_error(&runs[r].error);
+    }
+  }
+}
+
+/* What rank 0's split run shows as progress: (done, total) calls in order. */
+typedef struct {
+  GMutex lock;
+  GArray *done, *total;
+} ProgressLog;
+
+static void progress_log(uint64_t done, uint64_t total, void *data)
+{
+  ProgressLog *log = data;
+  g_mutex_lock(&log->lock);
+  g_array_append_val(log->done, done);
+  g_array_append_val(log->total, total);
+  g_mutex_unlock(&log->lock);
+}
+
+/* One progress line for the whole split job: rank 0 alone reports, never backwards, ending at the
+ * total, with the tiles of the jobs inside each step of the schedule (not only the steps' ends:
+ * a step of a long run takes minutes), self and query runs, 2-4 ranks; the lists unchanged. */
+static void test_split_progress(void)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(203, 5, 31);
+  g_autoptr(KnnwbMatrix) queries = knnwb_test_random_matrix(57, 5, 32);
+  for (int query = 0; query <= 1; query++) {
+    KnnwbKnnOptions options;
+    small_cpu_options(&options, KNNWB_METRIC_PEARSON, 6);
+    g_autoptr(KnnwbNeighbors) expected = one_process_lists(query ? queries : NULL, data, &options);
+    options.group_split = TRUE;
+    for (int ranks = 2; ranks <= 4; ranks++) {
+      ProgressLog log = {.done = g_array_new(FALSE, FALSE, sizeof(uint64_t)),
+                         .total = g_array_new(FALSE, FALSE, sizeof(uint64_t))};
+      g_mutex_init(&log.lock);
+      options.progress = progress_log;
+      options.progress_data = &log;
+      RankRun runs[MAX_RANKS];
+      run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+      for (int r = 0; r < ranks; r++) {
+        g_assert_no_error(runs[r].error);
+        assert_same_rows(expected, runs[r].result);
+        knnwb_neighbors_free(runs[r].result);
+      }
+      g_assert_cmpuint(log.done->len, >=, 2);
+      const uint64_t total = g_array_index(log.total, uint64_t, 0);
+      gboolean inside_a_step = FALSE;
+      for (guint i = 0; i < log.done->len; i++) {
+        const uint64_t done = g_array_index(log.done, uint64_t, i);
+        g_assert_cmpuint(g_array_index(log.total, uint64_t, i), ==, total);
+        g_assert_cmpuint(done, <=, total);
+        if (i > 0) /* one reporter (rank 0), never backwards */
+          g_assert_cmpuint(done, >, g_array_index(log.done, uint64_t, i - 1));
+        /* A step's end is a whole share of the total; a job's tiles fall in between. */
+        const uint64_t steps = query ? (uint64_t)ranks : (uint64_t)ranks / 2 + 1;
+        if (done % (total / steps) != 0)
+          inside_a_step = TRUE;
+      }
+      g_assert_cmpuint(g_array_index(log.done, uint64_t, log.done->len - 1), ==, total);
+      g_assert_true(inside_a_step);
+      g_mutex_clear(&log.lock);
+      g_array_free(log.done, TRUE);
+      g_array_free(log.total, TRUE);
     }
   }
 }
@@ -1024,6 +1084,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
+  g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
