@@ -5,6 +5,8 @@
  * offsets they pass here.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <mpi.h>
@@ -20,6 +22,45 @@ static void knnwb_distributed_io_error(int code, const char *what, const char *p
   int length = 0;
   MPI_Error_string(code, text, &length);
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot %s: %s", path, what, text);
+}
+
+/* Open MPI 4.1's MPI_File_write_at returns MPI_SUCCESS for a short write (a full disk, a file size
+ * limit: it wrote what fitted and says so only in the status's count), so a file the ranks
+ * believed whole would be committed truncated. The rest goes through write(2) at its offset, which
+ * either finishes it or gives the reason ("No space left on device", "File too large"): the one
+ * process's message. */
+static gboolean knnwb_distributed_write_rest(const char *path, uint64_t offset, const char *data,
+                                             size_t bytes, GError **error)
+{
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int saved = errno;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: write failed: %s", path,
+                g_strerror(saved));
+    return FALSE;
+  }
+  while (bytes > 0) {
+    ssize_t n = pwrite(fd, data, bytes, (off_t)offset);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int saved = n < 0 ? errno : ENOSPC;
+      close(fd);
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: write failed: %s", path,
+                  g_strerror(saved));
+      return FALSE;
+    }
+    data += n;
+    offset += (uint64_t)n;
+    bytes -= (size_t)n;
+  }
+  if (close(fd) != 0) {
+    int saved = errno;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: write failed: %s", path,
+                g_strerror(saved));
+    return FALSE;
+  }
+  return TRUE;
 }
 
 char *knnwb_distributed_root_path(const KnnwbKnnGroup *group, const char *path)
@@ -93,9 +134,14 @@ gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *
       MPI_Status status;
       code = MPI_File_write_at(file, (MPI_Offset)(pieces[p].offset + at),
                                (const char *)pieces[p].data + at, count, MPI_BYTE, &status);
+      int wrote = 0;
       if (code != MPI_SUCCESS) {
         knnwb_distributed_io_error(code, "write", path, error);
         ok = FALSE;
+      } else if (MPI_Get_count(&status, MPI_BYTE, &wrote) != MPI_SUCCESS || wrote != count) {
+        ok = knnwb_distributed_write_rest(path, pieces[p].offset + at + (uint64_t)MAX(wrote, 0),
+                                          (const char *)pieces[p].data + at + MAX(wrote, 0),
+                                          (size_t)(count - MAX(wrote, 0)), error);
       }
       written += (uint64_t)count;
       if (ok && control != NULL && control->progress != NULL)

@@ -522,6 +522,23 @@ for ext in npy npz mtx; do
   ! ls -a | grep -q '^\.knnwb-' || fail "SIGINT during the write (.$ext): a temporary file was left behind"
 done
 echo "SIGINT during the ranks' write: no output"
+# A write that runs out of room (a full disk, a file size limit): Open MPI's MPI_File_write_at
+# says success for a short write, so each rank checks the count. Every rank under `ulimit -f`
+# (messages between ranks over TCP and no shared window: Open MPI's own shared-memory files need
+# room too): exit status 1, the reason, the previous output untouched, no temporary.
+python3 "$here/make_npy.py" room-input.npy 3000 8 1
+for ext in knn tsv npy; do
+  echo previous >"room.$ext"
+  status=0
+  KNNWB_MPI_SHARED=0 "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,tcp -np 2 \
+    sh -c "ulimit -f 100; exec \"$knnwb\" knn room-input.npy -k 10 -b cpu -t 1 -q -o room.$ext" \
+    2>room.err || status=$?
+  [ "$status" -ne 0 ] || fail "a write beyond the file size limit (.$ext): exit status 0"
+  grep -q "write failed: File too large" room.err || { cat room.err; fail "a short write (.$ext): no reason given"; }
+  [ "$(cat "room.$ext")" = previous ] || fail "a short write (.$ext): the previous output was replaced"
+  ! ls -a | grep -q '^\.knnwb-' || fail "a short write (.$ext): a temporary file was left behind"
+done
+echo "a write beyond the file size limit: exit 1, the reason, the previous outputs kept"
 # One progress line for the whole job, on the user's terminal: a rank's stderr is mpirun's pipe,
 # so rank 0 looks at mpirun's own stderr (script(1) gives mpirun a terminal here); the other ranks
 # stay silent, --quiet silences it, and a log file (no terminal) gets no \r lines.
