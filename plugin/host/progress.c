@@ -17,40 +17,28 @@ struct KnnwbHostProgress {
 /* Under mpirun a rank's stderr is a pipe that the launcher copies to its own stderr, so isatty()
  * says no even when the user watches a terminal (Open MPI gives the ranks a pseudo-terminal for
  * stdout whatever mpirun's own stdout is, so that says nothing either). The launcher is the rank's
- * parent on the host where mpirun runs (Open MPI starts local ranks itself); its stderr, read
- * through /proc, is the user's. Returns the terminal's path (g_free) or NULL: not under a
- * launcher, another host's daemon (whose stderr is not a terminal), no /proc, or not a terminal. */
-static char *knnwb_host_launcher_terminal(void)
-{
-  if (g_getenv("OMPI_COMM_WORLD_SIZE") == NULL && g_getenv("PMIX_RANK") == NULL)
-    return NULL;
-  g_autofree char *link = g_strdup_printf("/proc/%ld/fd/%d", (long)getppid(), STDERR_FILENO);
-  g_autofree char *target = g_file_read_link(link, NULL);
-  if (target == NULL ||
-      !(g_str_has_prefix(target, "/dev/pts/") || g_str_has_prefix(target, "/dev/tty") ||
-        g_str_has_prefix(target, "/dev/console")))
-    return NULL;
-  /* The name alone could be stale: the file must still be a terminal. */
-  int fd = open(target, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    return NULL;
-  gboolean terminal = isatty(fd);
-  close(fd);
-  return terminal ? g_steal_pointer(&target) : NULL;
-}
-
-/* The launcher's terminal when stderr is not one (asked once: it cannot change during a run;
- * kept for the process's life). */
-static const char *knnwb_host_progress_launcher(void)
+ * parent on the host where mpirun runs (Open MPI starts local ranks itself); its stderr, opened
+ * through /proc, is the user's. Returns a descriptor of that terminal, or -1: stderr is a terminal
+ * itself, not under a launcher, another host's daemon (whose stderr is not a terminal), no /proc,
+ * or not a terminal. Asked once (it cannot change during a run); kept open for the process's life
+ * (the width is read from it at each update: windows are resized). */
+static int knnwb_host_launcher_terminal(void)
 {
   static gsize asked = 0;
-  static char *launcher = NULL;
+  static int terminal = -1;
   if (g_once_init_enter(&asked)) {
-    if (!isatty(STDERR_FILENO))
-      launcher = knnwb_host_launcher_terminal();
+    if (!isatty(STDERR_FILENO) &&
+        (g_getenv("OMPI_COMM_WORLD_SIZE") != NULL || g_getenv("PMIX_RANK") != NULL)) {
+      g_autofree char *path = g_strdup_printf("/proc/%ld/fd/%d", (long)getppid(), STDERR_FILENO);
+      int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0 && isatty(fd))
+        terminal = fd;
+      else if (fd >= 0)
+        close(fd);
+    }
     g_once_init_leave(&asked, 1);
   }
-  return launcher;
+  return terminal;
 }
 
 int knnwb_host_terminal_width(void)
@@ -58,15 +46,9 @@ int knnwb_host_terminal_width(void)
   struct winsize size;
   if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0)
     return size.ws_col;
-  const char *launcher = knnwb_host_progress_launcher();
-  if (launcher != NULL) {
-    int fd = open(launcher, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-    gboolean known = fd >= 0 && ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0;
-    if (fd >= 0)
-      close(fd);
-    if (known)
-      return size.ws_col;
-  }
+  const int launcher = knnwb_host_launcher_terminal();
+  if (launcher >= 0 && ioctl(launcher, TIOCGWINSZ, &size) == 0 && size.ws_col > 0)
+    return size.ws_col;
   const char *columns = g_getenv("COLUMNS");
   guint64 width = 0;
   if (columns != NULL && g_ascii_string_to_unsigned(columns, 10, 1, 10000, &width, NULL))
@@ -79,7 +61,7 @@ KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet)
   /* Progress is for people: never into logs or pipes, where \r lines are noise. Under mpirun
    * rank 0 alone shows it, when mpirun's stderr is a terminal. */
   if (quiet || !knnwb_host_speaks() ||
-      !(isatty(STDERR_FILENO) || knnwb_host_progress_launcher() != NULL))
+      !(isatty(STDERR_FILENO) || knnwb_host_launcher_terminal() >= 0))
     return NULL;
   KnnwbHostProgress *progress = g_new0(KnnwbHostProgress, 1);
   progress->label = g_strdup(label);
