@@ -1,0 +1,361 @@
+/*
+ * The fused tile: the FP16 score GEMM and the threshold filter in one kernel, for ordinary tiles
+ * of DOT and ABS_DOT screens (see launch_fused_filter in select_internal.h).
+ *
+ * Why: with cuBLAS, a tile's scores go to memory (8192^2 halves, 128 MiB) and the filter reads
+ * them back; on one H200 the GEMM took 0.085 ms and the filter 0.072-0.077 ms a tile (ncu), the
+ * selection about as long as the GEMM it follows. Here the products stay in registers: each warp
+ * tests its 64 x 64 block of accumulators against the rows' and columns' thresholds, and only
+ * pairs that pass go to memory (about one per row and column of a tile, after a row's first
+ * tiles). The arithmetic is the FP16 screen's: half inputs, float32 accumulation, so the bound of
+ * core's certificate holds for any order of the sum; the products are not rounded to half (the
+ * tiles' rounding term of the bound then only adds slack).
+ *
+ * The GEMM is a plain Ampere-style tensor-core kernel (mma.sync m16n8k16, ldmatrix from swizzled
+ * shared memory, a 3-stage cp.async pipeline): blocks of 128 x 128 products, 4 warps of 64 x 64,
+ * K in steps of 32. A row that overflows its candidate buffer is merged from its line recomputed
+ * by the merge (tile_select.cu), as there is no tile to read it from.
+ */
+#include "tile_common.cuh"
+
+#include <cuda_fp16.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+namespace knnwb_cuda
+{
+namespace
+{
+
+constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32, kStages = 3, kFusedThreads = 128;
+constexpr int kStageHalves = (kBlockM + kBlockN) * kBlockK; /* 16 KiB a stage */
+
+__device__ __forceinline__ uint32_t shared_address(const void *p)
+{
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, zero-filled when !valid (then nothing is read). */
+__device__ __forceinline__ void copy_async_16(uint32_t dst, const void *src, bool valid)
+{
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void copy_async_commit()
+{
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int kPending> __device__ __forceinline__ void copy_async_wait()
+{
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void load_matrix_x4(uint32_t (&r)[4], uint32_t address)
+{
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1)
+{
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/*
+ * Offset in halves of 16-byte chunk c (0..3) of row r in a stage's [rows][32] operand: the chunk
+ * index XOR bits 1-2 of the row, so the 8 rows an ldmatrix phase reads hit 8 different bank
+ * groups (rows are 64 bytes: unswizzled, rows r and r + 2 share banks).
+ */
+__device__ __forceinline__ int swizzled(int r, int c)
+{
+  return r * kBlockK + ((c ^ ((r >> 1) & 3)) << 3);
+}
+
+/* Issues the copies of K step kt of both operands into stage s (zero beyond the rows or dpad). */
+__device__ __forceinline__ void load_stage(__half *stage, const __half *q, int n_q, const __half *r,
+                                           int n_r, int dpad, int m0, int n0, int kt)
+{
+  const int k0 = kt * kBlockK;
+#pragma unroll
+  for (int it = 0; it < (kBlockM * 4) / kFusedThreads; it++) {
+    const int idx = threadIdx.x + it * kFusedThreads;
+    const int row = idx >> 2, c = idx & 3;
+    const int k = k0 + c * 8;
+    const bool ok = m0 + row < n_q && k < dpad;
+    copy_async_16(shared_address(stage + swizzled(row, c)),
+                  ok ? q + (size_t)(m0 + row) * dpad + k : q, ok);
+  }
+  __half *stage_b = stage + kBlockM * kBlockK;
+#pragma unroll
+  for (int it = 0; it < (kBlockN * 4) / kFusedThreads; it++) {
+    const int idx = threadIdx.x + it * kFusedThreads;
+    const int row = idx >> 2, c = idx & 3;
+    const int k = k0 + c * 8;
+    const bool ok = n0 + row < n_r && k < dpad;
+    copy_async_16(shared_address(stage_b + swizzled(row, c)),
+                  ok ? r + (size_t)(n0 + row) * dpad + k : r, ok);
+  }
+}
+
+template <int kKind> __device__ __forceinline__ float magnitude(float v)
+{
+  return kKind == KNNWB_SCORE_ABS_DOT ? fabsf(v) : v;
+}
+
+/*
+ * Grid: (ceil(n_cols / 128), ceil(n_rows / 128)); block: 4 warps, warp w computes the 64 x 64
+ * products of rows (w / 2) * 64 and columns (w % 2) * 64 of the block. Accumulator layout of
+ * mma m16n8k16: acc[mt][nt][h * 2 + e] is row mt * 16 + lane / 4 + h * 8, column nt * 8 +
+ * (lane % 4) * 2 + e of the warp's block. Then the filter's tests on the registers: a row's
+ * largest product over the warp's 64 columns (4 lanes share a row), a column's over its 64 rows
+ * (8 lanes share a column); only rows and columns with a pass take the exact path, one atomic
+ * per thread and line.
+ */
+template <int kKind>
+__global__ void __launch_bounds__(kFusedThreads, 2)
+    fused_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
+{
+  __shared__ __align__(128) __half smem[kStages * kStageHalves];
+  const __half *q = static_cast<const __half *>(g.q_rows);
+  const __half *r = static_cast<const __half *>(g.r_rows);
+  const int m0 = blockIdx.y * kBlockM, n0 = blockIdx.x * kBlockN;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int wm = (warp >> 1) * 64, wn = (warp & 1) * 64;
+  const int n_k = (g.dpad + kBlockK - 1) / kBlockK;
+  const float inf = __int_as_float(0x7f800000);
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; s++) {
+    if (s < n_k)
+      load_stage(smem + s * kStageHalves, q, g.n_rows, r, g.n_cols, g.dpad, m0, n0, s);
+    copy_async_commit();
+  }
+
+  /* the thresholds, read while the first stages load */
+  float row_thr[8], col_thr[16];
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int i = m0 + wm + mt * 16 + (lane >> 2) + h * 8;
+      row_thr[mt * 2 + h] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
+    }
+#pragma unroll
+  for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int j = n0 + wn + nt * 8 + (lane & 3) * 2 + e;
+      col_thr[nt * 2 + e] = (g.do_cols && j < g.n_cols) ? st.thr[g.col_state0 + j] : -inf;
+    }
+
+  float acc[4][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int v = 0; v < 4; v++)
+        acc[mt][nt][v] = 0.0f;
+
+  for (int kt = 0; kt < n_k; kt++) {
+    copy_async_wait<kStages - 2>();
+    __syncthreads(); /* stage kt landed for every thread; stage kt - 1 is free for reuse */
+    const int next = kt + kStages - 1;
+    if (next < n_k)
+      load_stage(smem + (next % kStages) * kStageHalves, q, g.n_rows, r, g.n_cols, g.dpad, m0, n0,
+                 next);
+    copy_async_commit();
+    const __half *sa = smem + (kt % kStages) * kStageHalves;
+    const __half *sb = sa + kBlockM * kBlockK;
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+      if (kt * kBlockK + kk * 16 >= g.dpad)
+        break; /* dpad is a multiple of 8: the last step of 16 may be all padding */
+      uint32_t a[4][4], b[8][2];
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++) {
+        const int row = wm + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        load_matrix_x4(a[mt], shared_address(sa + swizzled(row, kk * 2 + (lane >> 4))));
+      }
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        const int row = wn + np * 16 + (lane & 7) + (lane >> 4) * 8;
+        uint32_t t[4];
+        load_matrix_x4(t, shared_address(sb + swizzled(row, kk * 2 + ((lane >> 3) & 1))));
+        b[2 * np][0] = t[0];
+        b[2 * np][1] = t[1];
+        b[2 * np + 1][0] = t[2];
+        b[2 * np + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+          mma_16816(acc[mt][nt], a[mt], b[nt][0], b[nt][1]);
+    }
+  }
+  copy_async_wait<0>();
+
+  /* q.r, and NaN for products outside the tile (NaN fails every comparison, fmaxf skips it) */
+  const float scale = g.alpha * g.tile_scale;
+  const bool edge = m0 + kBlockM > g.n_rows || n0 + kBlockN > g.n_cols;
+  const float nan = __int_as_float(0x7fc00000);
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int v = 0; v < 4; v++) {
+        acc[mt][nt][v] *= scale;
+        if (edge) {
+          const int i = m0 + wm + mt * 16 + (lane >> 2) + (v >> 1) * 8;
+          const int j = n0 + wn + nt * 8 + (lane & 3) * 2 + (v & 1);
+          if (i >= g.n_rows || j >= g.n_cols)
+            acc[mt][nt][v] = nan;
+        }
+      }
+
+  /* rows: the largest product of each of the thread's 8 rows over the warp's 64 columns */
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float best = nan;
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++) {
+        best = fmaxf(best, magnitude<kKind>(acc[mt][nt][h * 2]));
+        best = fmaxf(best, magnitude<kKind>(acc[mt][nt][h * 2 + 1]));
+      }
+      best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 1));
+      best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 2));
+      if (!(1.0f - best < row_thr[mt * 2 + h]))
+        continue;
+      /* exact row pass: this thread's 16 products of the row */
+      const int il = wm + mt * 16 + (lane >> 2) + h * 8;
+      const int i = m0 + il;
+      const int row = g.row_state0 + i;
+      const float thr = row_thr[mt * 2 + h];
+      uint32_t pass = 0;
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int cand = g.col_global0 + n0 + wn + nt * 8 + (lane & 3) * 2 + e;
+          const float s = 1.0f - magnitude<kKind>(acc[mt][nt][h * 2 + e]);
+          const bool ok = s < thr && !(g.invalid && g.invalid[cand]) &&
+                          !(g.self && cand == g.row_global0 + i);
+          pass |= (uint32_t)ok << (nt * 2 + e);
+        }
+      if (!pass)
+        continue;
+      const int n = __popc(pass);
+      int pos = atomicAdd(&st.count[row], n);
+      if (pos <= st.lazy_limit && pos + n > st.lazy_limit) {
+        const int slot = atomicAdd(st.merge_count, 1);
+        st.merge_list[slot] = m0 + il;
+      }
+      if (st.stats)
+        atomicAdd(&st.stats[0], (unsigned long long)n);
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+          if (pass & (1u << (nt * 2 + e))) {
+            if (pos < st.cap) {
+              const size_t at = (size_t)row * st.cap + pos;
+              st.cand_score[at] = 1.0f - magnitude<kKind>(acc[mt][nt][h * 2 + e]);
+              st.cand_index[at] = g.col_global0 + n0 + wn + nt * 8 + (lane & 3) * 2 + e;
+            }
+            pos++;
+          }
+    }
+  if (!g.do_cols)
+    return;
+
+  /* columns: the largest product of each of the thread's 16 columns over the warp's 64 rows */
+#pragma unroll
+  for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      float best = nan;
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++) {
+        best = fmaxf(best, magnitude<kKind>(acc[mt][nt][e]));
+        best = fmaxf(best, magnitude<kKind>(acc[mt][nt][2 + e]));
+      }
+      best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 4));
+      best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 8));
+      best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 16));
+      if (!(1.0f - best < col_thr[nt * 2 + e]))
+        continue;
+      /* exact column pass: this thread's 8 products of the column */
+      const int jl = wn + nt * 8 + (lane & 3) * 2 + e;
+      const int row = g.col_state0 + n0 + jl;
+      const float thr = col_thr[nt * 2 + e];
+      uint32_t pass = 0;
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int cand = g.row_global0 + m0 + wm + mt * 16 + (lane >> 2) + h * 8;
+          const float s = 1.0f - magnitude<kKind>(acc[mt][nt][h * 2 + e]);
+          const bool ok = s < thr && !(g.invalid && g.invalid[cand]);
+          pass |= (uint32_t)ok << (mt * 2 + h);
+        }
+      if (!pass)
+        continue;
+      const int n = __popc(pass);
+      int pos = atomicAdd(&st.count[row], n);
+      if (pos <= st.lazy_limit && pos + n > st.lazy_limit) {
+        const int slot = atomicAdd(st.merge_count, 1);
+        st.merge_list[slot] = (int)(kColumnFlag | (uint32_t)(n0 + jl));
+      }
+      if (st.stats)
+        atomicAdd(&st.stats[0], (unsigned long long)n);
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+          if (pass & (1u << (mt * 2 + h))) {
+            if (pos < st.cap) {
+              const size_t at = (size_t)row * st.cap + pos;
+              st.cand_score[at] = 1.0f - magnitude<kKind>(acc[mt][nt][h * 2 + e]);
+              st.cand_index[at] = g.row_global0 + m0 + wm + mt * 16 + (lane >> 2) + h * 8;
+            }
+            pos++;
+          }
+    }
+}
+
+} // namespace
+
+/* Read at every tile (a getenv, no cache), so that a test can compare both paths in one process. */
+bool fused_tiles_wanted(void)
+{
+  const char *v = getenv("KNNWB_CUDA_FUSED");
+  return v == nullptr || *v == 0 ? kFusedTilesDefault : strcmp(v, "0") != 0;
+}
+
+cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom,
+                                cudaStream_t stream)
+{
+  const dim3 grid((geom.n_cols + kBlockN - 1) / kBlockN, (geom.n_rows + kBlockM - 1) / kBlockM);
+  const cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
+  if (err != cudaSuccess)
+    return err;
+  if (geom.kind == KNNWB_SCORE_ABS_DOT)
+    fused_kernel<KNNWB_SCORE_ABS_DOT><<<grid, kFusedThreads, 0, stream>>>(state, geom);
+  else
+    fused_kernel<KNNWB_SCORE_DOT><<<grid, kFusedThreads, 0, stream>>>(state, geom);
+  return cudaGetLastError();
+}
+
+} // namespace knnwb_cuda
