@@ -5,7 +5,8 @@
 # digest 839ee8e3b912cbe5 both ways, KNNWB_CUDA_TRACE=1 lines), the real-metafeature shape
 # (d = 128), --gpu-memory 4G (streamed rows), memcheck, and ncu of the fused kernel beside the
 # cuBLAS GEMM and filter of the same tiles.
-# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/fused_check.sh OUT [BUILD] [quick]
+# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/fused_check.sh OUT [BUILD] [full|quick|ncu]
+# (quick: tests and the 1,533,876 x 295 runs; ncu: tests, one run, and ncu --set full of one fused launch)
 set -uo pipefail
 out=$1; b=${2:-/tmp/knnwb-fused}; mode=${3:-full}; mkdir -p "$out"
 SECONDS=0
@@ -21,11 +22,21 @@ SECONDS=0
 timeout 240 "$b/tests/kernels/test_cuda_knn" >"$out/tests.log" 2>&1; echo "test_cuda_knn rc=$? ${SECONDS} s"
 grep -E "^not ok|^ok|cpu .* cuda" "$out/tests.log" | head -20
 timeout 120 "$b/tests/kernels/test_cuda_select" >>"$out/tests.log" 2>&1; echo "test_cuda_select rc=$?"
-for f in 1 0 1 0; do
+[ "$mode" = ncu ] && runs="1" || runs="1 0 1 0"
+for f in $runs; do
   KNNWB_CUDA_FUSED=$f KNNWB_CUDA_TRACE=1 timeout 100 "$bench" --n 1533876 --no-select --no-floor >"$out/one.log" 2>&1
   echo "== 1533876 x 295, fused=$f"; sum "$out/one.log"; cat "$out/one.log" >>"$log"
 done
 [ "$mode" = quick ] && exit 0
+if [ "$mode" = ncu ]; then
+  # one fused launch mid-loop, every section: where its time goes
+  timeout 150 ncu --clock-control none -k regex:'fused_kernel' --launch-skip 200 --launch-count 1 --set full \
+    "$bench" --n 200000 --no-lib --no-floor >"$out/ncu_full.txt" 2>&1
+  echo "ncu rc=$?"
+  grep -E "Duration|Throughput|Occupancy|Registers|Stall|Issue|Pipe|Warp Cycles|Eligible|Bank|L2 Hit|L1/TEX Hit|Executed Ipc" \
+    "$out/ncu_full.txt" | head -60
+  exit 0
+fi
 for f in 1 0; do
   KNNWB_CUDA_FUSED=$f KNNWB_CUDA_TRACE=2 timeout 100 "$bench" --n 1533876 --d 128 --no-select --no-floor >"$out/one.log" 2>&1
   echo "== 1533876 x 128, fused=$f (trace 2: counters)"; sum "$out/one.log"; cat "$out/one.log" >>"$log"
