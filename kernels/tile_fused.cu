@@ -30,6 +30,12 @@ namespace
 
 constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32, kStages = 3, kFusedThreads = 128;
 constexpr int kStageHalves = (kBlockM + kBlockN) * kBlockK; /* 16 KiB a stage */
+/* the epilogue's copy of a block's products in the stages' memory: rows of 136 halves (272 bytes:
+ * the fragments' stores and the row passes' reads hit distinct banks), then 2 x 128 flags */
+constexpr int kCopyPitch = kBlockN + 8;
+static_assert(kBlockM * kCopyPitch * 2 + kBlockM + kBlockN <= kStages * kStageHalves * 2,
+              "the epilogue's copy fits the stages");
+static_assert(kFusedThreads == kBlockM && kFusedThreads == kBlockN, "a thread per row and column");
 
 __device__ __forceinline__ uint32_t shared_address(const void *p)
 {
@@ -111,13 +117,110 @@ template <int kKind> __device__ __forceinline__ float magnitude(float v)
 }
 
 /*
+ * Appends the pairs of a line that pass to state row `row` (n passes of this lane, bits in
+ * `pass` for its slots u = 0..3 with candidates cand(u)): one atomic per warp and line, as the
+ * filter's exact passes (tile_filter.cu); queues the line for the merge when it crosses
+ * lazy_limit. Called by the whole warp.
+ */
+template <typename Cand>
+__device__ __forceinline__ void append_line(const SelectState &st, int row, int entry,
+                                            uint32_t pass, const float (&score)[4], Cand cand)
+{
+  const int lane = threadIdx.x & 31;
+  const int n = __popc(pass);
+  int incl = n;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const int t = __shfl_up_sync(kFullMask, incl, off);
+    if (lane >= off)
+      incl += t;
+  }
+  const int total = __shfl_sync(kFullMask, incl, 31);
+  if (total == 0)
+    return;
+  int base = 0;
+  if (lane == 31) {
+    base = atomicAdd(&st.count[row], total);
+    if (base <= st.lazy_limit && base + total > st.lazy_limit)
+      st.merge_list[atomicAdd(st.merge_count, 1)] = entry;
+    if (st.stats)
+      atomicAdd(&st.stats[0], (unsigned long long)total);
+  }
+  int pos = __shfl_sync(kFullMask, base, 31) + incl - n;
+  for (int u = 0; u < 4; u++)
+    if (pass & (1u << u)) {
+      if (pos < st.cap) {
+        st.cand_score[(size_t)row * st.cap + pos] = score[u];
+        st.cand_index[(size_t)row * st.cap + pos] = cand(u);
+      }
+      pos++;
+    }
+}
+
+/*
+ * The exact passes of a fused block over its products in shared memory (copy: 128 x 128 halves,
+ * pitch kCopyPitch, the values cuBLAS's half tile would hold): warp w takes the flagged rows and
+ * columns of index w mod 4, a lane 4 products of each. Pairs of one row beating its threshold
+ * go to its candidate buffer (invalid references and the self pair excluded), likewise for
+ * columns (do_cols).
+ */
+template <int kKind>
+__device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom &g,
+                                          const __half *copy, const unsigned char *row_flag,
+                                          const unsigned char *col_flag, int m0, int n0)
+{
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int base = 0; base < kBlockM; base += 32) {
+    uint32_t rows = __ballot_sync(kFullMask, row_flag[base + lane] != 0) & (0x11111111u << warp);
+    for (; rows; rows &= rows - 1) {
+      const int il = base + __ffs(rows) - 1;
+      const int i = m0 + il;
+      const float thr = st.thr[g.row_state0 + i];
+      float score[4];
+      uint32_t pass = 0;
+      for (int u = 0; u < 4; u++) {
+        const int j = n0 + lane * 4 + u;
+        const int cand = g.col_global0 + j;
+        score[u] = 1.0f - magnitude<kKind>(__half2float(copy[il * kCopyPitch + lane * 4 + u]) *
+                                            g.tile_scale);
+        const bool ok = j < g.n_cols && score[u] < thr && !(g.invalid && g.invalid[cand]) &&
+                        !(g.self && cand == g.row_global0 + i);
+        pass |= (uint32_t)ok << u;
+      }
+      append_line(st, g.row_state0 + i, i, pass, score,
+                  [&](int u) { return g.col_global0 + n0 + lane * 4 + u; });
+    }
+  }
+  if (!g.do_cols)
+    return;
+  for (int base = 0; base < kBlockN; base += 32) {
+    uint32_t cols = __ballot_sync(kFullMask, col_flag[base + lane] != 0) & (0x11111111u << warp);
+    for (; cols; cols &= cols - 1) {
+      const int jl = base + __ffs(cols) - 1;
+      const int j = n0 + jl;
+      const float thr = st.thr[g.col_state0 + j];
+      float score[4];
+      uint32_t pass = 0;
+      for (int u = 0; u < 4; u++) {
+        const int i = m0 + u * 32 + lane;
+        const int cand = g.row_global0 + i;
+        score[u] = 1.0f - magnitude<kKind>(__half2float(copy[(u * 32 + lane) * kCopyPitch + jl]) *
+                                            g.tile_scale);
+        const bool ok = i < g.n_rows && score[u] < thr && !(g.invalid && g.invalid[cand]);
+        pass |= (uint32_t)ok << u;
+      }
+      append_line(st, g.col_state0 + j, (int)(kColumnFlag | (uint32_t)j), pass, score,
+                  [&](int u) { return g.row_global0 + m0 + u * 32 + lane; });
+    }
+  }
+}
+
+/*
  * Grid: (ceil(n_cols / 128), ceil(n_rows / 128)); block: 4 warps, warp w computes the 64 x 64
  * products of rows (w / 2) * 64 and columns (w % 2) * 64 of the block. Accumulator layout of
  * mma m16n8k16: acc[mt][nt][h * 2 + e] is row mt * 16 + lane / 4 + h * 8, column nt * 8 +
- * (lane % 4) * 2 + e of the warp's block. Then the filter's tests on the registers: a row's
- * largest product over the warp's 64 columns (4 lanes share a row), a column's over its 64 rows
- * (8 lanes share a column); only rows and columns with a pass take the exact path, one atomic
- * per thread and line.
+ * (lane % 4) * 2 + e of the warp's block. Then the filter's tests on the registers, and the exact
+ * passes (exact_passes) for the lines with a pass, about one per row and column of a tile.
  */
 template <int kKind>
 __global__ void __launch_bounds__(kFusedThreads, 2)
@@ -204,26 +307,26 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   }
   copy_async_wait<0>();
 
-  /* q.r, and NaN for products outside the tile (NaN fails every comparison, fmaxf skips it) */
+  /* The tests, on the registers: the largest product (magnitude) of each of the thread's 8 rows
+   * over the warp's 64 columns (4 lanes share a row) and of its 16 columns over the warp's 64
+   * rows (8 lanes share a column), times the positive scale. NaN marks products outside the tile
+   * (fmaxf skips it, every comparison fails). */
   const float scale = g.alpha * g.tile_scale;
-  const bool edge = m0 + kBlockM > g.n_rows || n0 + kBlockN > g.n_cols;
   const float nan = __int_as_float(0x7fc00000);
+  if (m0 + kBlockM > g.n_rows || n0 + kBlockN > g.n_cols) {
 #pragma unroll
-  for (int mt = 0; mt < 4; mt++)
+    for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+      for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-      for (int v = 0; v < 4; v++) {
-        acc[mt][nt][v] *= scale;
-        if (edge) {
+        for (int v = 0; v < 4; v++) {
           const int i = m0 + wm + mt * 16 + (lane >> 2) + (v >> 1) * 8;
           const int j = n0 + wn + nt * 8 + (lane & 3) * 2 + (v & 1);
           if (i >= g.n_rows || j >= g.n_cols)
             acc[mt][nt][v] = nan;
         }
-      }
-
-  /* rows: the largest product of each of the thread's 8 rows over the warp's 64 columns */
+  }
+  uint32_t row_hits = 0, col_hits = 0;
 #pragma unroll
   for (int mt = 0; mt < 4; mt++)
 #pragma unroll
@@ -236,103 +339,60 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
       }
       best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 1));
       best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 2));
-      if (!(1.0f - best < row_thr[mt * 2 + h]))
-        continue;
-      /* exact row pass: this thread's 16 products of the row */
-      const int il = wm + mt * 16 + (lane >> 2) + h * 8;
-      const int i = m0 + il;
-      const int row = g.row_state0 + i;
-      const float thr = row_thr[mt * 2 + h];
-      uint32_t pass = 0;
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const int cand = g.col_global0 + n0 + wn + nt * 8 + (lane & 3) * 2 + e;
-          const float s = 1.0f - magnitude<kKind>(acc[mt][nt][h * 2 + e]);
-          const bool ok = s < thr && !(g.invalid && g.invalid[cand]) &&
-                          !(g.self && cand == g.row_global0 + i);
-          pass |= (uint32_t)ok << (nt * 2 + e);
-        }
-      if (!pass)
-        continue;
-      const int n = __popc(pass);
-      int pos = atomicAdd(&st.count[row], n);
-      if (pos <= st.lazy_limit && pos + n > st.lazy_limit) {
-        const int slot = atomicAdd(st.merge_count, 1);
-        st.merge_list[slot] = m0 + il;
-      }
-      if (st.stats)
-        atomicAdd(&st.stats[0], (unsigned long long)n);
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-          if (pass & (1u << (nt * 2 + e))) {
-            if (pos < st.cap) {
-              const size_t at = (size_t)row * st.cap + pos;
-              st.cand_score[at] = 1.0f - magnitude<kKind>(acc[mt][nt][h * 2 + e]);
-              st.cand_index[at] = g.col_global0 + n0 + wn + nt * 8 + (lane & 3) * 2 + e;
-            }
-            pos++;
-          }
+      row_hits |= (uint32_t)(1.0f - best * scale < row_thr[mt * 2 + h]) << (mt * 2 + h);
     }
-  if (!g.do_cols)
-    return;
+  if (g.do_cols) {
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        float best = nan;
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++) {
+          best = fmaxf(best, magnitude<kKind>(acc[mt][nt][e]));
+          best = fmaxf(best, magnitude<kKind>(acc[mt][nt][2 + e]));
+        }
+        best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 4));
+        best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 8));
+        best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 16));
+        col_hits |= (uint32_t)(1.0f - best * scale < col_thr[nt * 2 + e]) << (nt * 2 + e);
+      }
+  }
 
-  /* columns: the largest product of each of the thread's 16 columns over the warp's 64 rows */
+  /* Lines with a pass: the block's products go to shared memory (the stages are free now) as the
+   * half tile cuBLAS would write, and the exact passes read them there in compact loops; unrolled
+   * over the registers they made the kernel too large for the instruction cache (ncu: most
+   * stalls were instruction fetch). */
+  __syncthreads(); /* every warp is done with the stages */
+  unsigned char *row_flag = reinterpret_cast<unsigned char *>(smem + kBlockM * kCopyPitch);
+  unsigned char *col_flag = row_flag + kBlockM;
+  row_flag[threadIdx.x] = 0; /* kFusedThreads == kBlockM == kBlockN */
+  col_flag[threadIdx.x] = 0;
+  __syncthreads();
 #pragma unroll
-  for (int nt = 0; nt < 8; nt++)
+  for (int b = 0; b < 8; b++)
+    if (row_hits & (1u << b))
+      row_flag[wm + (b >> 1) * 16 + (lane >> 2) + (b & 1) * 8] = 1;
 #pragma unroll
-    for (int e = 0; e < 2; e++) {
-      float best = nan;
+  for (int b = 0; b < 16; b++)
+    if (col_hits & (1u << b))
+      col_flag[wn + (b >> 1) * 8 + (lane & 3) * 2 + (b & 1)] = 1;
+  if (!__syncthreads_or((row_hits | col_hits) != 0))
+    return;
+  __half *copy = smem;
 #pragma unroll
-      for (int mt = 0; mt < 4; mt++) {
-        best = fmaxf(best, magnitude<kKind>(acc[mt][nt][e]));
-        best = fmaxf(best, magnitude<kKind>(acc[mt][nt][2 + e]));
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int il = wm + mt * 16 + (lane >> 2) + h * 8;
+        const int jl = wn + nt * 8 + (lane & 3) * 2;
+        *reinterpret_cast<__half2 *>(copy + il * kCopyPitch + jl) = __floats2half2_rn(
+            acc[mt][nt][h * 2] * g.alpha, acc[mt][nt][h * 2 + 1] * g.alpha);
       }
-      best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 4));
-      best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 8));
-      best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 16));
-      if (!(1.0f - best < col_thr[nt * 2 + e]))
-        continue;
-      /* exact column pass: this thread's 8 products of the column */
-      const int jl = wn + nt * 8 + (lane & 3) * 2 + e;
-      const int row = g.col_state0 + n0 + jl;
-      const float thr = col_thr[nt * 2 + e];
-      uint32_t pass = 0;
-#pragma unroll
-      for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int cand = g.row_global0 + m0 + wm + mt * 16 + (lane >> 2) + h * 8;
-          const float s = 1.0f - magnitude<kKind>(acc[mt][nt][h * 2 + e]);
-          const bool ok = s < thr && !(g.invalid && g.invalid[cand]);
-          pass |= (uint32_t)ok << (mt * 2 + h);
-        }
-      if (!pass)
-        continue;
-      const int n = __popc(pass);
-      int pos = atomicAdd(&st.count[row], n);
-      if (pos <= st.lazy_limit && pos + n > st.lazy_limit) {
-        const int slot = atomicAdd(st.merge_count, 1);
-        st.merge_list[slot] = (int)(kColumnFlag | (uint32_t)(n0 + jl));
-      }
-      if (st.stats)
-        atomicAdd(&st.stats[0], (unsigned long long)n);
-#pragma unroll
-      for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-          if (pass & (1u << (mt * 2 + h))) {
-            if (pos < st.cap) {
-              const size_t at = (size_t)row * st.cap + pos;
-              st.cand_score[at] = 1.0f - magnitude<kKind>(acc[mt][nt][h * 2 + e]);
-              st.cand_index[at] = g.row_global0 + m0 + wm + mt * 16 + (lane >> 2) + h * 8;
-            }
-            pos++;
-          }
-    }
+  __syncthreads();
+  exact_passes<kKind>(st, g, copy, row_flag, col_flag, m0, n0);
 }
 
 } // namespace

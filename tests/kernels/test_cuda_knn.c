@@ -204,6 +204,10 @@ static void test_fused_tiles(void)
     for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
       compare(arc, metric, 20, 96 * MIB + 3 * MIB, 1);
       compare(arc, metric, 20, 96 * MIB + 3 * MIB, 2);
+      /* (euclidean is never fused, and its adversarial rows re-select too many for this budget:
+       * test_screens) */
+      if (metric == KNNWB_METRIC_EUCLIDEAN)
+        continue;
       compare(adversarial, metric, 20, 96 * MIB + 3 * MIB, 2);
       compare(adversarial, metric, 1, 96 * MIB + 3 * MIB, 1);
     }
