@@ -111,6 +111,43 @@ __device__ __forceinline__ void load_stage(__half *stage, const __half *q, int n
   }
 }
 
+/* One warp's operands of one step of 16: 4 row tiles of 16 (a) and 8 column tiles of 8 (b). */
+struct Fragments {
+  uint32_t a[4][4];
+  uint32_t b[8][2];
+};
+
+/* The fragments of step kk (0 or 1) of the stage at `stage`, for the warp's 64 x 64 block. */
+__device__ __forceinline__ void load_fragments(Fragments &f, const __half *stage, int kk, int wm,
+                                               int wn, int lane)
+{
+  const __half *sb = stage + kBlockM * kBlockK;
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++) {
+    const int row = wm + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    load_matrix_x4(f.a[mt], shared_address(stage + swizzled(row, kk * 2 + (lane >> 4))));
+  }
+#pragma unroll
+  for (int np = 0; np < 4; np++) {
+    const int row = wn + np * 16 + (lane & 7) + (lane >> 4) * 8;
+    uint32_t t[4];
+    load_matrix_x4(t, shared_address(sb + swizzled(row, kk * 2 + ((lane >> 3) & 1))));
+    f.b[2 * np][0] = t[0];
+    f.b[2 * np][1] = t[1];
+    f.b[2 * np + 1][0] = t[2];
+    f.b[2 * np + 1][1] = t[3];
+  }
+}
+
+__device__ __forceinline__ void mma_fragments(float (&acc)[4][8][4], const Fragments &f)
+{
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+      mma_16816(acc[mt][nt], f.a[mt], f.b[nt][0], f.b[nt][1]);
+}
+
 template <int kKind> __device__ __forceinline__ float magnitude(float v)
 {
   return kKind == KNNWB_SCORE_ABS_DOT ? fabsf(v) : v;
@@ -178,11 +215,14 @@ __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom 
       const float thr = st.thr[g.row_state0 + i];
       float score[4];
       uint32_t pass = 0;
+      /* one 8-byte read a lane: a warp reads the row's 256 bytes at once */
+      const uint2 raw = *reinterpret_cast<const uint2 *>(copy + il * kCopyPitch + lane * 4);
+      __half four[4];
+      memcpy(four, &raw, sizeof four);
       for (int u = 0; u < 4; u++) {
         const int j = n0 + lane * 4 + u;
         const int cand = g.col_global0 + j;
-        score[u] = 1.0f - magnitude<kKind>(__half2float(copy[il * kCopyPitch + lane * 4 + u]) *
-                                            g.tile_scale);
+        score[u] = 1.0f - magnitude<kKind>(__half2float(four[u]) * g.tile_scale);
         const bool ok = j < g.n_cols && score[u] < thr && !(g.invalid && g.invalid[cand]) &&
                         !(g.self && cand == g.row_global0 + i);
         pass |= (uint32_t)ok << u;
@@ -242,7 +282,45 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     copy_async_commit();
   }
 
-  /* the thresholds, read while the first stages load */
+  float acc[4][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int v = 0; v < 4; v++)
+        acc[mt][nt][v] = 0.0f;
+
+  /* Fragments double-buffered in registers: the ldmatrix of one step of 16 is issued before the
+   * mma of the other, so that with two warps per scheduler the tensor pipe does not wait for
+   * shared memory (ncu: without, stalls on fixed-latency dependencies dominated). Stage kt + 2
+   * goes into the slot of stage kt - 1, which every warp finished reading before the previous
+   * iteration's barrier. */
+  copy_async_wait<kStages - 2>();
+  __syncthreads(); /* stage 0 landed for every thread */
+  Fragments f[2];
+  load_fragments(f[0], smem, 0, wm, wn, lane);
+  for (int kt = 0; kt < n_k; kt++) {
+    const int next = kt + kStages - 1;
+    if (next < n_k)
+      load_stage(smem + (next % kStages) * kStageHalves, q, g.n_rows, r, g.n_cols, g.dpad, m0, n0,
+                 next);
+    copy_async_commit();
+    /* dpad is a multiple of 8: the second step of 16 of the last stage may be all padding */
+    const bool second = kt * kBlockK + 16 < g.dpad;
+    if (second)
+      load_fragments(f[1], smem + (kt % kStages) * kStageHalves, 1, wm, wn, lane);
+    mma_fragments(acc, f[0]);
+    copy_async_wait<kStages - 2>();
+    __syncthreads(); /* stage kt + 1 landed for every thread; stage kt is read */
+    if (kt + 1 < n_k)
+      load_fragments(f[0], smem + ((kt + 1) % kStages) * kStageHalves, 0, wm, wn, lane);
+    if (second)
+      mma_fragments(acc, f[1]);
+  }
+  copy_async_wait<0>();
+
+  /* the thresholds (read after the products: held through the loop they cost 24 registers) */
   float row_thr[8], col_thr[16];
 #pragma unroll
   for (int mt = 0; mt < 4; mt++)
@@ -258,54 +336,6 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
       const int j = n0 + wn + nt * 8 + (lane & 3) * 2 + e;
       col_thr[nt * 2 + e] = (g.do_cols && j < g.n_cols) ? st.thr[g.col_state0 + j] : -inf;
     }
-
-  float acc[4][8][4];
-#pragma unroll
-  for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-    for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-      for (int v = 0; v < 4; v++)
-        acc[mt][nt][v] = 0.0f;
-
-  for (int kt = 0; kt < n_k; kt++) {
-    copy_async_wait<kStages - 2>();
-    __syncthreads(); /* stage kt landed for every thread; stage kt - 1 is free for reuse */
-    const int next = kt + kStages - 1;
-    if (next < n_k)
-      load_stage(smem + (next % kStages) * kStageHalves, q, g.n_rows, r, g.n_cols, g.dpad, m0, n0,
-                 next);
-    copy_async_commit();
-    const __half *sa = smem + (kt % kStages) * kStageHalves;
-    const __half *sb = sa + kBlockM * kBlockK;
-#pragma unroll
-    for (int kk = 0; kk < 2; kk++) {
-      if (kt * kBlockK + kk * 16 >= g.dpad)
-        break; /* dpad is a multiple of 8: the last step of 16 may be all padding */
-      uint32_t a[4][4], b[8][2];
-#pragma unroll
-      for (int mt = 0; mt < 4; mt++) {
-        const int row = wm + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        load_matrix_x4(a[mt], shared_address(sa + swizzled(row, kk * 2 + (lane >> 4))));
-      }
-#pragma unroll
-      for (int np = 0; np < 4; np++) {
-        const int row = wn + np * 16 + (lane & 7) + (lane >> 4) * 8;
-        uint32_t t[4];
-        load_matrix_x4(t, shared_address(sb + swizzled(row, kk * 2 + ((lane >> 3) & 1))));
-        b[2 * np][0] = t[0];
-        b[2 * np][1] = t[1];
-        b[2 * np + 1][0] = t[2];
-        b[2 * np + 1][1] = t[3];
-      }
-#pragma unroll
-      for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-          mma_16816(acc[mt][nt], a[mt], b[nt][0], b[nt][1]);
-    }
-  }
-  copy_async_wait<0>();
 
   /* The tests, on the registers: the largest product (magnitude) of each of the thread's 8 rows
    * over the warp's 64 columns (4 lanes share a row) and of its 16 columns over the warp's 64
