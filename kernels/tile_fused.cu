@@ -20,6 +20,10 @@
 
 #include <cuda_fp16.h>
 
+#ifndef KNNWB_FUSED_WARP_N
+#define KNNWB_FUSED_WARP_N 32
+#endif
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,14 +32,19 @@ namespace knnwb_cuda
 namespace
 {
 
-constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32, kStages = 3, kFusedThreads = 128;
+constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32, kStages = 3;
+/* warps of 64 x kWarpN products: 64 x 64 (4 warps, 128 accumulators a thread) or 64 x 32 (8 warps,
+ * 64 accumulators: twice the warps per scheduler to hide latencies) */
+constexpr int kWarpN = KNNWB_FUSED_WARP_N, kNT = kWarpN / 8, kWarpsN = kBlockN / kWarpN;
+constexpr int kFusedThreads = 32 * (kBlockM / 64) * kWarpsN;
+constexpr uint32_t kEveryWarp = kFusedThreads / 32 == 8 ? 0x01010101u : 0x11111111u;
 constexpr int kStageHalves = (kBlockM + kBlockN) * kBlockK; /* 16 KiB a stage */
 /* the epilogue's copy of a block's products in the stages' memory: rows of 136 halves (272 bytes:
  * the fragments' stores and the row passes' reads hit distinct banks), then 2 x 128 flags */
 constexpr int kCopyPitch = kBlockN + 8;
 static_assert(kBlockM * kCopyPitch * 2 + kBlockM + kBlockN <= kStages * kStageHalves * 2,
               "the epilogue's copy fits the stages");
-static_assert(kFusedThreads == kBlockM && kFusedThreads == kBlockN, "a thread per row and column");
+static_assert(kFusedThreads >= kBlockM && kFusedThreads >= kBlockN, "a thread per row and column");
 
 __device__ __forceinline__ uint32_t shared_address(const void *p)
 {
@@ -114,7 +123,7 @@ __device__ __forceinline__ void load_stage(__half *stage, const __half *q, int n
 /* One warp's operands of one step of 16: 4 row tiles of 16 (a) and 8 column tiles of 8 (b). */
 struct Fragments {
   uint32_t a[4][4];
-  uint32_t b[8][2];
+  uint32_t b[kNT][2];
 };
 
 /* The fragments of step kk (0 or 1) of the stage at `stage`, for the warp's 64 x 64 block. */
@@ -128,7 +137,7 @@ __device__ __forceinline__ void load_fragments(Fragments &f, const __half *stage
     load_matrix_x4(f.a[mt], shared_address(stage + swizzled(row, kk * 2 + (lane >> 4))));
   }
 #pragma unroll
-  for (int np = 0; np < 4; np++) {
+  for (int np = 0; np < kNT / 2; np++) {
     const int row = wn + np * 16 + (lane & 7) + (lane >> 4) * 8;
     uint32_t t[4];
     load_matrix_x4(t, shared_address(sb + swizzled(row, kk * 2 + ((lane >> 3) & 1))));
@@ -139,12 +148,12 @@ __device__ __forceinline__ void load_fragments(Fragments &f, const __half *stage
   }
 }
 
-__device__ __forceinline__ void mma_fragments(float (&acc)[4][8][4], const Fragments &f)
+__device__ __forceinline__ void mma_fragments(float (&acc)[4][kNT][4], const Fragments &f)
 {
 #pragma unroll
   for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < kNT; nt++)
       mma_16816(acc[mt][nt], f.a[mt], f.b[nt][0], f.b[nt][1]);
 }
 
@@ -208,7 +217,7 @@ __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom 
 {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int base = 0; base < kBlockM; base += 32) {
-    uint32_t rows = __ballot_sync(kFullMask, row_flag[base + lane] != 0) & (0x11111111u << warp);
+    uint32_t rows = __ballot_sync(kFullMask, row_flag[base + lane] != 0) & (kEveryWarp << warp);
     for (; rows; rows &= rows - 1) {
       const int il = base + __ffs(rows) - 1;
       const int i = m0 + il;
@@ -234,7 +243,7 @@ __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom 
   if (!g.do_cols)
     return;
   for (int base = 0; base < kBlockN; base += 32) {
-    uint32_t cols = __ballot_sync(kFullMask, col_flag[base + lane] != 0) & (0x11111111u << warp);
+    uint32_t cols = __ballot_sync(kFullMask, col_flag[base + lane] != 0) & (kEveryWarp << warp);
     for (; cols; cols &= cols - 1) {
       const int jl = base + __ffs(cols) - 1;
       const int j = n0 + jl;
@@ -271,7 +280,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   const __half *r = static_cast<const __half *>(g.r_rows);
   const int m0 = blockIdx.y * kBlockM, n0 = blockIdx.x * kBlockN;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int wm = (warp >> 1) * 64, wn = (warp & 1) * 64;
+  const int wm = (warp / kWarpsN) * 64, wn = (warp % kWarpsN) * kWarpN;
   const int n_k = (g.dpad + kBlockK - 1) / kBlockK;
   const float inf = __int_as_float(0x7f800000);
 
@@ -282,11 +291,11 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     copy_async_commit();
   }
 
-  float acc[4][8][4];
+  float acc[4][kNT][4];
 #pragma unroll
   for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < kNT; nt++)
 #pragma unroll
       for (int v = 0; v < 4; v++)
         acc[mt][nt][v] = 0.0f;
@@ -321,7 +330,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   copy_async_wait<0>();
 
   /* the thresholds (read after the products: held through the loop they cost 24 registers) */
-  float row_thr[8], col_thr[16];
+  float row_thr[8], col_thr[2 * kNT];
 #pragma unroll
   for (int mt = 0; mt < 4; mt++)
 #pragma unroll
@@ -330,7 +339,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
       row_thr[mt * 2 + h] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
     }
 #pragma unroll
-  for (int nt = 0; nt < 8; nt++)
+  for (int nt = 0; nt < kNT; nt++)
 #pragma unroll
     for (int e = 0; e < 2; e++) {
       const int j = n0 + wn + nt * 8 + (lane & 3) * 2 + e;
@@ -338,7 +347,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     }
 
   /* The tests, on the registers: the largest product (magnitude) of each of the thread's 8 rows
-   * over the warp's 64 columns (4 lanes share a row) and of its 16 columns over the warp's 64
+   * over the warp's kWarpN columns (4 lanes share a row) and of its 2 kNT columns over the warp's 64
    * rows (8 lanes share a column), times the positive scale. NaN marks products outside the tile
    * (fmaxf skips it, every comparison fails). */
   const float scale = g.alpha * g.tile_scale;
@@ -347,7 +356,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-      for (int nt = 0; nt < 8; nt++)
+      for (int nt = 0; nt < kNT; nt++)
 #pragma unroll
         for (int v = 0; v < 4; v++) {
           const int i = m0 + wm + mt * 16 + (lane >> 2) + (v >> 1) * 8;
@@ -363,7 +372,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     for (int h = 0; h < 2; h++) {
       float best = nan;
 #pragma unroll
-      for (int nt = 0; nt < 8; nt++) {
+      for (int nt = 0; nt < kNT; nt++) {
         best = fmaxf(best, magnitude<kKind>(acc[mt][nt][h * 2]));
         best = fmaxf(best, magnitude<kKind>(acc[mt][nt][h * 2 + 1]));
       }
@@ -373,7 +382,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     }
   if (g.do_cols) {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < kNT; nt++)
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         float best = nan;
@@ -396,15 +405,17 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   __syncthreads(); /* every warp is done with the stages */
   unsigned char *row_flag = reinterpret_cast<unsigned char *>(smem + kBlockM * kCopyPitch);
   unsigned char *col_flag = row_flag + kBlockM;
-  row_flag[threadIdx.x] = 0; /* kFusedThreads == kBlockM == kBlockN */
-  col_flag[threadIdx.x] = 0;
+  if (threadIdx.x < kBlockM)
+    row_flag[threadIdx.x] = 0;
+  if (threadIdx.x < kBlockN)
+    col_flag[threadIdx.x] = 0;
   __syncthreads();
 #pragma unroll
   for (int b = 0; b < 8; b++)
     if (row_hits & (1u << b))
       row_flag[wm + (b >> 1) * 16 + (lane >> 2) + (b & 1) * 8] = 1;
 #pragma unroll
-  for (int b = 0; b < 16; b++)
+  for (int b = 0; b < 2 * kNT; b++)
     if (col_hits & (1u << b))
       col_flag[wn + (b >> 1) * 8 + (lane & 3) * 2 + (b & 1)] = 1;
   if (!__syncthreads_or((row_hits | col_hits) != 0))
@@ -413,7 +424,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
 #pragma unroll
   for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < kNT; nt++)
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int il = wm + mt * 16 + (lane >> 2) + h * 8;

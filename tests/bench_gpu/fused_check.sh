@@ -22,12 +22,24 @@ SECONDS=0
 timeout 240 "$b/tests/kernels/test_cuda_knn" >"$out/tests.log" 2>&1; echo "test_cuda_knn rc=$? ${SECONDS} s"
 grep -E "^not ok|^ok|cpu .* cuda" "$out/tests.log" | head -20
 timeout 120 "$b/tests/kernels/test_cuda_select" >>"$out/tests.log" 2>&1; echo "test_cuda_select rc=$?"
-[ "$mode" = ncu ] && runs="1 0" || runs="1 0 1 0"
+[ "$mode" = ncu ] || [ "$mode" = ab ] && runs="1 0" || runs="1 0 1 0"
 for f in $runs; do
   KNNWB_CUDA_FUSED=$f KNNWB_CUDA_TRACE=1 timeout 100 "$bench" --n 1533876 --no-select --no-floor >"$out/one.log" 2>&1
   echo "== 1533876 x 295, fused=$f"; sum "$out/one.log"; cat "$out/one.log" >>"$log"
 done
 [ "$mode" = quick ] && exit 0
+if [ "$mode" = ab ]; then
+  # warps of 64 x 64 (4 a block) against 64 x 32 (8 a block, the default build above)
+  { cmake -S . -B "$b-w64" -DKNNWB_CUDA=ON -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_FLAGS=-DKNNWB_FUSED_WARP_N=64 && cmake --build "$b-w64" -j"$(nproc)" --target bench_knn_gpu; } \
+    >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+  for v in w64 w32 w64; do
+    [ $v = w64 ] && bb=$b-w64/tests/bench_gpu/bench_knn_gpu || bb=$bench
+    KNNWB_CUDA_FUSED=1 KNNWB_CUDA_TRACE=1 timeout 100 "$bb" --n 1533876 --no-select --no-floor >"$out/one.log" 2>&1
+    echo "== 1533876 x 295, fused, warps $v"; sum "$out/one.log"; cat "$out/one.log" >>"$log"
+  done
+  exit 0
+fi
 if [ "$mode" = ncu ]; then
   # one fused launch mid-loop, every section: where its time goes
   timeout 150 ncu --clock-control none -k regex:'fused_kernel' --launch-skip 200 --launch-count 1 --set full \
