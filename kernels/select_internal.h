@@ -143,10 +143,15 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
  */
 void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
-/** Fused tiles are used unless KNNWB_CUDA_FUSED=0 (kFusedTilesDefault: the default). */
-constexpr bool kFusedTilesDefault = true;
+/**
+ * Fused tiles only with KNNWB_CUDA_FUSED=1: measured slower than cuBLAS + the filter kernel (one
+ * H200, 1,533,876 x 295 Pearson k = 20: 5.00-5.11 s against 3.42-3.51 s end to end; the
+ * mma.sync GEMM runs at 0.22 ms a tile against 0.14 ms for cuBLAS's in the loop), see
+ * tile_fused.cu and docs/performance-gpu.md.
+ */
+constexpr bool kFusedTilesDefault = false;
 
-/** Whether ordinary FP16 tiles of DOT and ABS_DOT scores are fused (KNNWB_CUDA_FUSED). */
+/** Whether ordinary FP16 tiles of DOT and ABS_DOT scores are fused (KNNWB_CUDA_FUSED=1 or 0). */
 bool fused_tiles_wanted(void);
 
 /**

@@ -1,27 +1,34 @@
 /*
  * The fused tile: the FP16 score GEMM and the threshold filter in one kernel, for ordinary tiles
- * of DOT and ABS_DOT screens (see launch_fused_filter in select_internal.h).
+ * of DOT and ABS_DOT screens (see launch_fused_filter in select_internal.h). Off by default;
+ * KNNWB_CUDA_FUSED=1 turns it on.
  *
  * Why: with cuBLAS, a tile's scores go to memory (8192^2 halves, 128 MiB) and the filter reads
  * them back; on one H200 the GEMM took 0.085 ms and the filter 0.072-0.077 ms a tile (ncu), the
  * selection about as long as the GEMM it follows. Here the products stay in registers: each warp
- * tests its 64 x 64 block of accumulators against the rows' and columns' thresholds, and only
- * pairs that pass go to memory (about one per row and column of a tile, after a row's first
- * tiles). The arithmetic is the FP16 screen's: half inputs, float32 accumulation, so the bound of
- * core's certificate holds for any order of the sum; the products are not rounded to half (the
- * tiles' rounding term of the bound then only adds slack).
+ * tests its block of accumulators against the rows' and columns' thresholds, and only lines with
+ * a pass (about one per row and column of a tile, after a row's first tiles) are copied to shared
+ * memory for the exact passes. The arithmetic is the FP16 screen's: half inputs, float32
+ * accumulation, so the bound of core's certificate holds for any order of the sum.
  *
  * The GEMM is a plain Ampere-style tensor-core kernel (mma.sync m16n8k16, ldmatrix from swizzled
- * shared memory, a 3-stage cp.async pipeline): blocks of 128 x 128 products, 4 warps of 64 x 64,
- * K in steps of 32. A row that overflows its candidate buffer is merged from its line recomputed
- * by the merge (tile_select.cu), as there is no tile to read it from.
+ * shared memory, a 3-stage cp.async pipeline, fragments double-buffered): blocks of 128 x 128
+ * products, K in steps of 32. A row that overflows its candidate buffer is merged from its line
+ * recomputed by the merge (tile_select.cu), as there is no tile to read it from.
+ *
+ * Measured (one H200, fused_check.sh): exact (the lists digest of 1,533,876 x 295 unchanged, the
+ * CUDA tests pass both ways), and the selection left on the selection stream falls from 2.81 s to
+ * 0.66 s (the merges), but this GEMM reaches about 180 TFLOP/s (0.22 ms a tile, 2 warps per
+ * scheduler, ncu: issue-bound at 33% of the issue slots) against cuBLAS's Hopper kernel (wgmma,
+ * 0.085 ms alone): 5.0-5.1 s end to end against 3.4-3.5 s. Matching it needs a wgmma/TMA kernel
+ * (CUTLASS 3's epilogue visitors are the way in); until then cuBLAS + the filter is the default.
  */
 #include "tile_common.cuh"
 
 #include <cuda_fp16.h>
 
 #ifndef KNNWB_FUSED_WARP_N
-#define KNNWB_FUSED_WARP_N 32
+#define KNNWB_FUSED_WARP_N 64
 #endif
 
 #include <stdlib.h>
@@ -33,8 +40,9 @@ namespace
 {
 
 constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32, kStages = 3;
-/* warps of 64 x kWarpN products: 64 x 64 (4 warps, 128 accumulators a thread) or 64 x 32 (8 warps,
- * 64 accumulators: twice the warps per scheduler to hide latencies) */
+/* warps of 64 x kWarpN products: 64 x 64 (4 warps, 128 accumulators a thread, the default) or
+ * 64 x 32 (8 warps, 64 accumulators: twice the warps per scheduler; measured the same, 5.08-5.11 s
+ * against 5.00-5.06 s end to end, and it spills 8 bytes at 128 registers) */
 constexpr int kWarpN = KNNWB_FUSED_WARP_N, kNT = kWarpN / 8, kWarpsN = kBlockN / kWarpN;
 constexpr int kFusedThreads = 32 * (kBlockM / 64) * kWarpsN;
 constexpr uint32_t kEveryWarp = kFusedThreads / 32 == 8 ? 0x01010101u : 0x11111111u;
