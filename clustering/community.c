@@ -158,6 +158,27 @@ static gboolean knnwb_community_walktrap(const igraph_t *graph, const igraph_vec
                                  "community detection", error);
 }
 
+/* Leiden and Louvain draw from a private generator of the default's type seeded with the seed
+ * (the draws are those of the default seeded so), set as igraph's default for the call only: a
+ * caller's own stream is left where it was, not reset to the seed by every call (a program that
+ * drew a permutation after each clustering drew the same one every time). */
+static igraph_error_t knnwb_community_private_rng(const igraph_t *graph,
+                                                  const igraph_vector_t *weights,
+                                                  const KnnwbCommunityOptions *options,
+                                                  igraph_vector_int_t *membership)
+{
+  /* igraph_rng_set_default copies the structure (its type and state pointers): the caller's is
+   * kept as a copy and copied back. */
+  igraph_rng_t caller = *igraph_rng_default();
+  igraph_rng_t rng;
+  IGRAPH_CHECK(igraph_rng_init(&rng, caller.type));
+  igraph_rng_set_default(&rng);
+  igraph_error_t code = knnwb_community_igraph(graph, weights, options, membership);
+  igraph_rng_set_default(&caller);
+  igraph_rng_destroy(&rng);
+  return code;
+}
+
 static gboolean knnwb_community_check_weights(const igraph_t *graph,
                                               const igraph_vector_t *similarities, GError **error)
 {
@@ -213,11 +234,11 @@ gboolean knnwb_clustering_community(const igraph_t *graph, const igraph_vector_t
     return FALSE;
   }
   const igraph_vector_t *weights = similarities ? &simple_weights : NULL;
-  gboolean ok =
-      options->method == KNNWB_COMMUNITY_WALKTRAP
-          ? knnwb_community_walktrap(&simple, weights, options, membership, error)
-          : knnwb_error_from_igraph(knnwb_community_igraph(&simple, weights, options, membership),
-                                    "community detection", error);
+  gboolean ok = options->method == KNNWB_COMMUNITY_WALKTRAP
+                    ? knnwb_community_walktrap(&simple, weights, options, membership, error)
+                    : knnwb_error_from_igraph(
+                          knnwb_community_private_rng(&simple, weights, options, membership),
+                          "community detection", error);
   if (ok) {
     knnwb_community_renumber(membership);
     if (modularity)

@@ -154,6 +154,14 @@ gboolean knnwb_screen_resolve(KnnwbScreen requested, const char *backend, KnnwbM
     *screen = requested;
   else if (gpu)
     *screen = k <= 256 ? KNNWB_SCREEN_FP16 : KNNWB_SCREEN_FP32;
+  else if (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_COSINE)
+    /* BF16 pays where the rows are centred (the pearson family): their distances spread over
+     * [0, 2]. Euclidean's bound grows with (|q| + max |r|)^2, which BF16's 2^-7 turns into a
+     * window past most rows' k-th distance (86% of 20,000 centred Gaussian rows, d = 128, k = 20:
+     * 1.01 s against 0.38 s in FP32), and cosine on rows with an offset (intensities, counts)
+     * has every distance inside it (50,000 x 16: 2.04 s against 0.60 s; 14% faster than FP32 on
+     * centred rows). */
+    *screen = KNNWB_SCREEN_FP32;
   else
     *screen = cpu_bf16 && k <= KNNWB_BF16_AUTO_K ? KNNWB_SCREEN_BF16 : KNNWB_SCREEN_FP32;
   return TRUE;

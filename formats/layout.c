@@ -256,7 +256,15 @@ gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *
       return FALSE;
     }
   }
-  igraph_rng_seed(igraph_rng_default(), seed);
+  /* A private generator of the default's type, seeded and set as igraph's default for the call
+   * only (the same draws): a library caller's own stream is not reset to the seed.
+   * igraph_rng_set_default copies the structure: the caller's is kept as a copy. */
+  igraph_rng_t caller_rng = *igraph_rng_default();
+  igraph_rng_t rng;
+  if (!knnwb_error_from_igraph(igraph_rng_init(&rng, caller_rng.type), "igraph_rng_init", error))
+    return FALSE;
+  igraph_rng_seed(&rng, seed);
+  igraph_rng_set_default(&rng);
   knnwb_layout_control = control;
   knnwb_layout_calls = 0;
   knnwb_layout_expected = 1;
@@ -265,6 +273,8 @@ gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *
   knnwb_layout_previous = igraph_set_interruption_handler(knnwb_layout_interruption);
   igraph_error_t code = knnwb_layout_compute(graph, weights, chosen, coordinates);
   igraph_set_interruption_handler(knnwb_layout_previous);
+  igraph_rng_set_default(&caller_rng);
+  igraph_rng_destroy(&rng);
   knnwb_layout_previous = NULL;
   knnwb_layout_control = NULL;
   if (code == IGRAPH_INTERRUPTED || (code == IGRAPH_SUCCESS && knnwb_layout_interrupted)) {

@@ -81,16 +81,12 @@ KnnwbAnnotationTable *knnwb_annotation_read(const char *path, GError **error)
   }
   /* The header decides the delimiter: a sample sheet with a tab is TSV whatever its name. */
   char delimiter = memchr(line, '\t', length) != NULL ? '\t' : ',';
+  /* A header of one name (R's write.table of a one-column data frame) leaves it to the first
+   * line of values. */
+  gboolean delimiter_open = delimiter == ',' && memchr(line, ',', length) == NULL;
   table->header_line = input.line_number;
   if (!knnwb_annotation_split(&input, delimiter, table, &line, &length, fields, error))
     goto out;
-  if (fields->len < 2) {
-    knnwb_formats_parse_error(error, path, table->header_line, 0,
-                              "the header has %u column; a table needs a column of names and at "
-                              "least one column of values (tab- or comma-separated)",
-                              fields->len);
-    goto out;
-  }
   table->n_columns = fields->len;
   table->header = g_new(char *, table->n_columns);
   for (size_t j = 0; j < table->n_columns; j++) {
@@ -116,8 +112,22 @@ KnnwbAnnotationTable *knnwb_annotation_read(const char *path, GError **error)
     if (got == 0)
       break;
     size_t record_line = input.line_number;
+    if (delimiter_open)
+      delimiter = memchr(line, '\t', length) != NULL ? '\t' : ',';
+    delimiter_open = FALSE;
     if (!knnwb_annotation_split(&input, delimiter, table, &line, &length, fields, error))
       goto out;
+    if (lines->len == 0 && fields->len == table->n_columns + 1) {
+      /* R's write.table (row.names = TRUE, the default) leaves the row names' column out of the
+       * header: every line has one field more (a one-column data frame has a one-name header).
+       * That column is the names, as the first is. */
+      char **header = g_new(char *, table->n_columns + 1);
+      header[0] = g_string_chunk_insert(table->strings, "");
+      memcpy(header + 1, table->header, table->n_columns * sizeof *header);
+      g_free(table->header);
+      table->header = header;
+      table->n_columns++;
+    }
     if (fields->len != table->n_columns) {
       knnwb_formats_parse_error(error, path, record_line, 0,
                                 "the line has %u fields, the header on line %zu has %zu",
@@ -127,6 +137,13 @@ KnnwbAnnotationTable *knnwb_annotation_read(const char *path, GError **error)
     for (guint j = 0; j < fields->len; j++)
       g_ptr_array_add(all, g_ptr_array_index(fields, j));
     g_array_append_val(lines, record_line);
+  }
+  if (table->n_columns < 2) {
+    knnwb_formats_parse_error(error, path, table->header_line, 0,
+                              "the header has %zu column; a table needs a column of names and at "
+                              "least one column of values (tab- or comma-separated)",
+                              table->n_columns);
+    goto out;
   }
   table->n_records = lines->len;
   table->line = (size_t *)(void *)g_array_free(g_steal_pointer(&lines), FALSE);

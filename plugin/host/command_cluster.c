@@ -133,6 +133,21 @@ static char *knnwb_cluster_companion(const char *output, const char *suffix)
   return g_strdup_printf("%.*s%s", (int)stem, output, suffix);
 }
 
+/* The self kNN lists of data with k neighbours and every kNN option of the command (screen,
+ * devices, budgets), with their progress line: the longest phase of every method. */
+static gboolean knnwb_cluster_lists(const KnnwbMatrix *data, const KnnwbKnnOptions *knn, size_t k,
+                                    gboolean quiet, KnnwbNeighbors **lists, GError **error)
+{
+  KnnwbHostProgress *progress = knnwb_host_progress_new("knn", quiet);
+  KnnwbKnnOptions options = *knn;
+  options.k = k;
+  options.progress = progress ? knnwb_host_progress_update : NULL;
+  options.progress_data = progress;
+  gboolean ok = knnwb_knn_self(data, &options, lists, error);
+  knnwb_host_progress_finish(progress);
+  return ok;
+}
+
 /* kNN lists, then the graph to cluster: directed/union/mutual with similarity weights from the
  * distances, or SNN with its own weights (clustered as they are; for the writers distance =
  * scale/w - 1, so their weight 1/(1+d) is w / scale, see knnwb_snn_weight_scale). */
@@ -141,13 +156,7 @@ static gboolean knnwb_cluster_graph(const KnnwbMatrix *data, const KnnwbKnnOptio
                                     GError **error)
 {
   g_autoptr(KnnwbNeighbors) lists = NULL;
-  KnnwbHostProgress *progress = knnwb_host_progress_new("knn", command->quiet);
-  KnnwbKnnOptions options = *knn;
-  options.progress = progress ? knnwb_host_progress_update : NULL;
-  options.progress_data = progress;
-  gboolean ok = knnwb_knn_self(data, &options, &lists, error);
-  knnwb_host_progress_finish(progress);
-  if (!ok)
+  if (!knnwb_cluster_lists(data, knn, knn->k, command->quiet, &lists, error))
     return FALSE;
   const char *mode_name = command->graph ? command->graph : "union";
   if (g_str_equal(mode_name, "snn")) {
@@ -191,8 +200,17 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
   mst.n_threads = knn->n_threads;
   mst.memory_bytes = knn->memory_bytes;
   mst.cancel = knn->cancel;
-  if (command->knn.k != -1)
-    mst.k = knn->k;
+  /* The lists here, as the library would make them (k = 16 unless -k), but with the command's
+   * kNN options and progress line: the library's own pass showed none and ignored --screen,
+   * --devices and --gpu-memory. */
+  g_autoptr(KnnwbNeighbors) lists = NULL;
+  const size_t n = data->n_rows;
+  if (n > 1) {
+    const size_t k = command->knn.k != -1 ? knn->k : 16;
+    if (!knnwb_cluster_lists(data, knn, MIN(k, n - 1), command->quiet, &lists, error))
+      return FALSE;
+    mst.neighbors = lists;
+  }
   if (!knnwb_clustering_mst_points(data, &mst, &result->graph, &result->distances, error))
     return FALSE;
   result->has_graph = TRUE;
@@ -201,13 +219,14 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
   if (command->height >= 0)
     return knnwb_clustering_cut_distance(&result->graph, &result->distances, command->height,
                                          &result->membership, &result->n_clusters, error);
-  igraph_integer_t n = igraph_vcount(&result->graph);
-  igraph_integer_t wanted = (igraph_integer_t)MIN(command->clusters, (gint64)MAX(n, 1));
+  igraph_integer_t vertices = igraph_vcount(&result->graph);
+  igraph_integer_t wanted = (igraph_integer_t)MIN(command->clusters, (gint64)MAX(vertices, 1));
   if (wanted < command->clusters)
-    result->note = g_strdup_printf(
-        "asked for %" G_GINT64_FORMAT " clusters, but there %s only %" IGRAPH_PRId
-        " point%s: returned %" IGRAPH_PRId " singleton%s",
-        command->clusters, n == 1 ? "is" : "are", n, KNNWB_PLURAL(n), wanted, KNNWB_PLURAL(wanted));
+    result->note =
+        g_strdup_printf("asked for %" G_GINT64_FORMAT " clusters, but there %s only %" IGRAPH_PRId
+                        " point%s: returned %" IGRAPH_PRId " singleton%s",
+                        command->clusters, vertices == 1 ? "is" : "are", vertices,
+                        KNNWB_PLURAL(vertices), wanted, KNNWB_PLURAL(wanted));
   return knnwb_clustering_cut_count(&result->graph, &result->distances, wanted, &result->membership,
                                     &result->n_clusters, error);
 }
@@ -229,6 +248,16 @@ static gboolean knnwb_cluster_run(const KnnwbMatrix *data, const KnnwbKnnOptions
     options.cancel = knn->cancel;
     if (command->knn.k != -1)
       options.list_k = knn->k;
+    /* The lists here with the command's options and progress line (see single linkage), as
+     * long as the library's default (max(16, floor(ln n) + 1)). */
+    g_autoptr(KnnwbNeighbors) lists = NULL;
+    const size_t n = data->n_rows;
+    if (n > 1) {
+      const size_t k = command->knn.k != -1 ? knn->k : MAX(16, (size_t)log((double)n) + 1);
+      if (!knnwb_cluster_lists(data, knn, MIN(k, n - 1), command->quiet, &lists, error))
+        return FALSE;
+      options.neighbors = lists;
+    }
     if (!knnwb_mstknn_hierarchy_init(&result->hierarchy, error))
       return FALSE;
     result->has_hierarchy = TRUE;

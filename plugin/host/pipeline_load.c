@@ -220,12 +220,22 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     return;
   if (spec->type == KNNWB_PARAM_INPUT_FILE) {
     char *path = knnwb_pipeline_resolve_path(pipeline->dir, text);
+    g_autofree char *given = g_strdup(text); /* text may be the string freed next */
     g_free(step->texts[index]);
     step->texts[index] = path;
     step->values[index].v_string = path;
-    if (access(path, R_OK) != 0)
+    int failure = access(path, R_OK) != 0 ? errno : 0;
+    if (failure != 0 && !g_path_is_absolute(given) && g_strcmp0(path, given) != 0 &&
+        access(given, R_OK) == 0)
+      /* `--set input=mine.tsv` from the data's directory: say why that file was not taken. */
+      knnwb_pipeline_report(diagnostics, line,
+                            "step '%s': parameter '%s': cannot read '%s': %s (relative input "
+                            "paths are read from the pipeline file's directory; for '%s' in the "
+                            "current directory give its absolute path, such as $PWD/%s)",
+                            step->id, spec->name, path, g_strerror(failure), given, given);
+    else if (failure != 0)
       knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': cannot read '%s': %s",
-                            step->id, spec->name, path, g_strerror(errno));
+                            step->id, spec->name, path, g_strerror(failure));
     else if (g_file_test(path, G_FILE_TEST_IS_DIR))
       knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': '%s' is a directory",
                             step->id, spec->name, path);

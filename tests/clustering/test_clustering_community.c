@@ -290,6 +290,40 @@ static void test_methods_match_igraph(void)
   igraph_destroy(&graph);
 }
 
+/* A library caller's own igraph random stream is left where it was: Leiden and Louvain seed a
+ * private generator, not igraph's default (before, every call reset the caller's stream to the
+ * seed, so a program drawing after each clustering drew the same numbers every time). Their
+ * results do not change (methods-match-igraph). */
+static void test_caller_rng_kept(void)
+{
+  igraph_t graph;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  planted_graph(3, 20, &graph, &weights);
+  igraph_vector_int_t membership;
+  igraph_vector_int_init(&membership, 0);
+  const KnnwbCommunityMethod methods[] = {KNNWB_COMMUNITY_LEIDEN, KNNWB_COMMUNITY_LOUVAIN};
+  for (size_t m = 0; m < G_N_ELEMENTS(methods); m++) {
+    igraph_rng_seed(igraph_rng_default(), 2024);
+    igraph_integer_t expected[3];
+    for (int i = 0; i < 3; i++)
+      expected[i] = igraph_rng_get_integer(igraph_rng_default(), 0, 1000000000);
+    igraph_rng_seed(igraph_rng_default(), 2024);
+    KnnwbCommunityOptions options;
+    knnwb_community_options_init(&options);
+    options.method = methods[m];
+    for (int i = 0; i < 3; i++) {
+      g_autoptr(GError) error = NULL;
+      g_assert_true(
+          knnwb_clustering_community(&graph, &weights, &options, &membership, NULL, &error));
+      g_assert_cmpint(igraph_rng_get_integer(igraph_rng_default(), 0, 1000000000), ==, expected[i]);
+    }
+  }
+  igraph_vector_int_destroy(&membership);
+  igraph_vector_destroy(&weights);
+  igraph_destroy(&graph);
+}
+
 /* A directed graph with both u->v and v->u becomes one undirected edge with the larger weight. */
 static void test_undirected(void)
 {
@@ -451,6 +485,7 @@ int main(int argc, char **argv)
   g_test_add_func("/clustering/community/snn-hand", test_snn_hand);
   g_test_add_func("/clustering/community/snn-threads", test_snn_threads);
   g_test_add_func("/clustering/community/methods-match-igraph", test_methods_match_igraph);
+  g_test_add_func("/clustering/community/caller-rng-kept", test_caller_rng_kept);
   g_test_add_func("/clustering/community/undirected", test_undirected);
   g_test_add_func("/clustering/community/similarity", test_similarity);
   g_test_add_func("/clustering/community/compare", test_compare);

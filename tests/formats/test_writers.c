@@ -443,6 +443,38 @@ static void count_progress(uint64_t done, uint64_t total, void *data)
   (*(guint *)data)++;
 }
 
+/* A layout leaves a library caller's igraph random stream where it was (it seeds a private
+ * generator; before, every layout reset the caller's stream to the layout's seed), and the same
+ * seed still gives the same coordinates. */
+static void test_layout_caller_rng_kept(void)
+{
+  igraph_t graph;
+  igraph_vector_t weights;
+  GRand *rand = g_rand_new_with_seed(8);
+  random_graph(rand, 40, 100, FALSE, &graph, &weights);
+  g_rand_free(rand);
+  igraph_rng_seed(igraph_rng_default(), 77);
+  igraph_integer_t expected[2];
+  for (int i = 0; i < 2; i++)
+    expected[i] = igraph_rng_get_integer(igraph_rng_default(), 0, 1000000000);
+  igraph_rng_seed(igraph_rng_default(), 77);
+  igraph_matrix_t first, again;
+  igraph_matrix_init(&first, 0, 0);
+  igraph_matrix_init(&again, 0, 0);
+  for (int i = 0; i < 2; i++) {
+    GError *error = NULL;
+    g_assert_true(knnwb_formats_layout_run(&graph, &weights, KNNWB_LAYOUT_FR, 100, 3, 30.0, NULL,
+                                           i == 0 ? &first : &again, NULL, &error));
+    g_assert_no_error(error);
+    g_assert_cmpint(igraph_rng_get_integer(igraph_rng_default(), 0, 1000000000), ==, expected[i]);
+  }
+  g_assert_true(igraph_matrix_all_e(&first, &again));
+  igraph_matrix_destroy(&first);
+  igraph_matrix_destroy(&again);
+  igraph_vector_destroy(&weights);
+  igraph_destroy(&graph);
+}
+
 /* FR, DrL and UMAP give finite coordinates, centred, with drawn neighbours two node sizes apart;
  * AUTO picks FR below its limit and nothing above; a raised cancel flag stops every layout with
  * CANCELLED after reporting progress. */
@@ -804,6 +836,7 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/gml-graphml", test_gml_and_graphml);
   g_test_add_func("/formats/output-names", test_output_names);
   g_test_add_func("/formats/layouts", test_layouts);
+  g_test_add_func("/formats/layout-caller-rng-kept", test_layout_caller_rng_kept);
   g_test_add_func("/formats/lists/pieces", test_lists_pieces);
   return g_test_run();
 }

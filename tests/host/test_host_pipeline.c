@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <knnwb/error.h>
 #include "host_test_util.h"
 #include "pipeline_internal.h"
@@ -242,6 +243,28 @@ static void test_variables(void)
   g_hash_table_remove_all(overrides);
   g_hash_table_insert(overrides, "kk", "2");
   expect_error_at(valid, overrides, 0, "--set kk: the pipeline defines no variable 'kk'");
+}
+
+/* A relative input that is missing beside the pipeline but present in the current directory (as
+ * `--set input=mine.tsv` typed in the data's directory): the error says where relative paths are
+ * read from and how to name that file. Before, only "cannot read '<pipeline dir>/mine.tsv'". */
+static void test_relative_input_hint(void)
+{
+  g_autofree char *here = g_get_current_dir();
+  g_autofree char *elsewhere = g_build_filename(test_dir, "cwd", NULL);
+  g_assert_cmpint(g_mkdir_with_parents(elsewhere, 0755), ==, 0);
+  g_assert_cmpint(chdir(elsewhere), ==, 0);
+  g_autofree char *mine = host_test_write(elsewhere, "mine.tsv", "id\ta\tb\nr1\t1\t2\n");
+  const char *lines[G_N_ELEMENTS(valid)];
+  memcpy(lines, valid, sizeof valid);
+  lines[3] = "    <param name=\"path\" value=\"mine.tsv\"/>";
+  expect_error_at(lines, NULL, 4,
+                  "relative input paths are read from the pipeline file's directory; "
+                  "for 'mine.tsv' in the current directory give its absolute path");
+  /* A file that is nowhere: the plain message. */
+  lines[3] = "    <param name=\"path\" value=\"nowhere.tsv\"/>";
+  expect_error_at(lines, NULL, 4, "nowhere.tsv': No such file or directory");
+  g_assert_cmpint(chdir(here), ==, 0);
 }
 
 static void test_schema_and_xml(void)
@@ -580,6 +603,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/pipeline/duplicates", test_duplicate_ids_and_outputs);
   g_test_add_func("/host/pipeline/variables-set", test_variables);
   g_test_add_func("/host/pipeline/schema-xml", test_schema_and_xml);
+  g_test_add_func("/host/pipeline/relative-input-hint", test_relative_input_hint);
   g_test_add_func("/host/pipeline/example-seed-workflow", test_example_seed_workflow);
   g_test_add_func("/host/pipeline/example-mst-knn", test_example_mst_knn);
   g_test_add_func("/host/pipeline/example-dslanguages", test_example_dslanguages);

@@ -258,10 +258,11 @@ static void test_example_commands_paste(void)
   g_assert_cmpuint(n_commands, >=, 7);
 }
 
-/* Runs `knnwb knn` with stderr on a pseudo-terminal of the given width (0: the size unset, so
- * $COLUMNS decides) and returns everything the program wrote there. */
-static char *run_on_terminal(const char *input, const char *output, unsigned short width,
-                             const char *columns)
+/* Runs knnwb with args (NULL-terminated, after the program) with stderr on a pseudo-terminal of
+ * the given width (0: the size unset, so $COLUMNS decides) and returns everything the program
+ * wrote there. */
+static char *run_args_on_terminal(const char *const *args, unsigned short width,
+                                  const char *columns)
 {
   struct winsize size = {.ws_row = 24, .ws_col = width};
   int master = -1;
@@ -274,8 +275,12 @@ static char *run_on_terminal(const char *input, const char *output, unsigned sho
       setenv("COLUMNS", columns, 1);
     else
       unsetenv("COLUMNS");
-    execl(KNNWB_HOST_PROGRAM, KNNWB_HOST_PROGRAM, "knn", input, "-k", "5", "--threads", "1",
-          "--memory", "1M", "-o", output, (char *)NULL);
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)KNNWB_HOST_PROGRAM);
+    for (size_t a = 0; args[a] != NULL; a++)
+      g_ptr_array_add(argv, (gpointer)args[a]);
+    g_ptr_array_add(argv, NULL);
+    execv(KNNWB_HOST_PROGRAM, (char **)argv->pdata);
     _exit(127);
   }
   GString *text = g_string_new(NULL);
@@ -292,6 +297,25 @@ static char *run_on_terminal(const char *input, const char *output, unsigned sho
   g_assert_true(WIFEXITED(status));
   g_assert_cmpint(WEXITSTATUS(status), ==, 0);
   return g_string_free(text, FALSE);
+}
+
+/* `knnwb knn INPUT -k 5 -o OUTPUT` on a terminal (see run_args_on_terminal). */
+static char *run_on_terminal(const char *input, const char *output, unsigned short width,
+                             const char *columns)
+{
+  const char *args[] = {"knn",      input, "-k", "5",    "--threads", "1",
+                        "--memory", "1M",  "-o", output, NULL};
+  return run_args_on_terminal(args, width, columns);
+}
+
+/* The number of progress lines ("label:" after a carriage return or a line start) in text. */
+static guint count_progress_lines(const char *text, const char *label)
+{
+  g_auto(GStrv) pieces = g_strsplit_set(text, "\r\n", -1);
+  guint lines = 0;
+  for (guint p = 0; pieces[p]; p++)
+    lines += g_str_has_prefix(pieces[p], label);
+  return lines;
 }
 
 /* Every progress line fits a 40-column terminal, from its size or from $COLUMNS. */
@@ -341,6 +365,38 @@ static void test_progress_fits_terminal(void)
   }
 }
 
+/* `knnwb cluster` shows the kNN phase's progress with every method: the exact MST's methods
+ * (single linkage, MST-kNN) computed their lists without any (5 minutes of silence at 200,000
+ * rows), and without the command's --screen, --devices and --gpu-memory. */
+static void test_cluster_progress(void)
+{
+  g_autofree char *input = g_build_filename(test_dir, "cluster-progress.tsv", NULL);
+  FILE *file = fopen(input, "w");
+  g_assert_nonnull(file);
+  guint32 state = 4242;
+  for (int i = 0; i < 3000; i++) {
+    fprintf(file, "p%d", i);
+    for (int j = 0; j < 24; j++) {
+      state = state * 1664525u + 1013904223u;
+      fprintf(file, "\t%.3f", (double)(state >> 8) / 16777216.0);
+    }
+    fputc('\n', file);
+  }
+  g_assert_cmpint(fclose(file), ==, 0);
+  g_autofree char *output = g_build_filename(test_dir, "cluster-progress.out.tsv", NULL);
+  const char *methods[][3] = {
+      {"single-linkage", "--clusters", "3"}, {"mst-knn", "--seed", "1"}, {"leiden", "--seed", "1"}};
+  for (size_t m = 0; m < G_N_ELEMENTS(methods); m++) {
+    const char *args[] = {"cluster",     input,       "--method", methods[m][0], methods[m][1],
+                          methods[m][2], "--threads", "1",        "--memory",    "1M",
+                          "-o",          output,      NULL};
+    g_autofree char *text = run_args_on_terminal(args, 120, NULL);
+    guint lines = count_progress_lines(text, "knn:");
+    g_test_message("%s: %u progress lines", methods[m][0], lines);
+    g_assert_cmpuint(lines, >, 0);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -351,6 +407,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/usability/run-keeps-process-peak", test_run_keeps_process_peak);
   g_test_add_func("/host/usability/example-commands-paste", test_example_commands_paste);
   g_test_add_func("/host/usability/progress-fits-terminal", test_progress_fits_terminal);
+  g_test_add_func("/host/usability/cluster-progress", test_cluster_progress);
   int status = g_test_run();
   host_test_rmtree(test_dir);
   g_free(test_dir);

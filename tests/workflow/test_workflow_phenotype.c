@@ -77,6 +77,46 @@ static void test_table_errors(void)
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
 }
 
+/* R's write.table (row.names = TRUE, its default) writes the header without the row names'
+ * column: every line has one field more than the header. That column names the rows, as the
+ * first column does in other tables (before: "the line has 4 fields, the header on line 1 has
+ * 3"). A one-column data frame written with sep = "," likewise. */
+static void test_table_r_layout(void)
+{
+  g_autofree char *path = write_file("r.tsv", "\"YearsToRelapse\"\t\"Group\"\n"
+                                              "\"S2\"\t1.5\t\"a\"\n\"S1\"\t2\t\"b\"\n");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(path, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(table->n_columns, ==, 3);
+  g_assert_cmpuint(table->n_records, ==, 2);
+  g_assert_cmpstr(table->header[0], ==, "");
+  g_assert_cmpstr(table->header[2], ==, "Group");
+  g_assert_cmpstr(knnwb_annotation_field(table, 1, 0), ==, "S1");
+  g_assert_cmpstr(knnwb_annotation_field(table, 1, 1), ==, "2");
+  size_t column = 9;
+  g_assert_true(knnwb_annotation_column(table, "YearsToRelapse", &column, &error));
+  g_assert_cmpuint(column, ==, 1);
+
+  /* One-column data frames, with tabs and with commas. */
+  g_autofree char *tabs = write_file("r4.tsv", "x\nS3\t3\nS1\t1\nS4\t4\nS2\t2\n");
+  g_autofree char *commas = write_file("r1.csv", "\"x\"\n\"S3\",3\n\"S1\",1\n\"S4\",4\n\"S2\",2\n");
+  const char *tables[] = {tabs, commas};
+  for (size_t t = 0; t < G_N_ELEMENTS(tables); t++) {
+    g_autoptr(GError) failure = NULL;
+    g_autofree char *spec = g_strdup_printf("%s:x", tables[t]);
+    g_autofree char *table_path = NULL, *column_name = NULL;
+    g_assert_true(knnwb_annotation_parse_spec(spec, &table_path, &column_name, &failure));
+    g_autoptr(KnnwbAnnotationTable) read = knnwb_annotation_read(table_path, &failure);
+    g_assert_no_error(failure);
+    g_assert_cmpuint(read->n_columns, ==, 2);
+    g_assert_cmpstr(knnwb_annotation_field(read, 1, 0), ==, "S1");
+    g_assert_cmpstr(knnwb_annotation_field(read, 1, 1), ==, "1");
+  }
+  /* Only the first line decides: a later line with one field more is still an error. */
+  expect_parse_error("id\tx\nS1\t1\nS2\t1\t3\n", "3: the line has 3 fields, the header on line 1");
+}
+
 static void test_append(void)
 {
   g_autofree char *path = write_file("p.tsv", "sample\tyears\tname\n"
@@ -199,6 +239,7 @@ int main(int argc, char **argv)
   test_dir = g_dir_make_tmp("knnwb-phenotype-XXXXXX", NULL);
   g_test_add_func("/workflow/phenotype/table-read", test_table_read);
   g_test_add_func("/workflow/phenotype/table-errors", test_table_errors);
+  g_test_add_func("/workflow/phenotype/table-r-layout", test_table_r_layout);
   g_test_add_func("/workflow/phenotype/append", test_append);
   g_test_add_func("/workflow/phenotype/append-borrowed", test_append_borrowed);
   g_test_add_func("/workflow/phenotype/mismatches", test_mismatches);

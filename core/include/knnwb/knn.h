@@ -34,7 +34,8 @@ typedef enum {
  */
 typedef enum {
   KNNWB_SCREEN_AUTO, /**< FP16 on the GPU for k <= 256; on the CPU BF16 for k <= 256 where the
-                          CPU has BF16 instructions (and knnwb has oneDNN); FP32 otherwise */
+                          CPU has BF16 instructions (and knnwb has oneDNN), except euclidean
+                          and cosine; FP32 otherwise (and for the CPU's re-selected rows) */
   KNNWB_SCREEN_FP32, /**< float32 FMA: bound (d + 16) 2^-23 on unit rows */
   KNNWB_SCREEN_TF32, /**< GPU tensor cores, TF32 inputs: bound about 2^-9 on unit rows */
   KNNWB_SCREEN_FP16, /**< GPU tensor cores, scaled FP16 rows: bound about 2^-10 on unit rows */
