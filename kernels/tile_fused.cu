@@ -262,7 +262,7 @@ __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom 
         const int i = m0 + u * 32 + lane;
         const int cand = g.row_global0 + i;
         score[u] = 1.0f - magnitude<kKind>(__half2float(copy[(u * 32 + lane) * kCopyPitch + jl]) *
-                                            g.tile_scale);
+                                           g.tile_scale);
         const bool ok = i < g.n_rows && score[u] < thr && !(g.invalid && g.invalid[cand]);
         pass |= (uint32_t)ok << u;
       }
@@ -355,8 +355,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     }
 
   /* The tests, on the registers: the largest product (magnitude) of each of the thread's 8 rows
-   * over the warp's kWarpN columns (4 lanes share a row) and of its 2 kNT columns over the warp's 64
-   * rows (8 lanes share a column), times the positive scale. NaN marks products outside the tile
+   * over the warp's kWarpN columns (4 lanes share a row) and of its 2 kNT columns over the warp's
+   * 64 rows (8 lanes share a column), times the positive scale. NaN marks products outside the tile
    * (fmaxf skips it, every comparison fails). */
   const float scale = g.alpha * g.tile_scale;
   const float nan = __int_as_float(0x7fc00000);
@@ -437,8 +437,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
       for (int h = 0; h < 2; h++) {
         const int il = wm + mt * 16 + (lane >> 2) + h * 8;
         const int jl = wn + nt * 8 + (lane & 3) * 2;
-        *reinterpret_cast<__half2 *>(copy + il * kCopyPitch + jl) = __floats2half2_rn(
-            acc[mt][nt][h * 2] * g.alpha, acc[mt][nt][h * 2 + 1] * g.alpha);
+        *reinterpret_cast<__half2 *>(copy + il * kCopyPitch + jl) =
+            __floats2half2_rn(acc[mt][nt][h * 2] * g.alpha, acc[mt][nt][h * 2 + 1] * g.alpha);
       }
   __syncthreads();
   exact_passes<kKind>(st, g, copy, row_flag, col_flag, m0, n0);
@@ -453,8 +453,7 @@ bool fused_tiles_wanted(void)
   return v == nullptr || *v == 0 ? kFusedTilesDefault : strcmp(v, "0") != 0;
 }
 
-cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom,
-                                cudaStream_t stream)
+cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   const dim3 grid((geom.n_cols + kBlockN - 1) / kBlockN, (geom.n_rows + kBlockM - 1) / kBlockM);
   const cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);

@@ -2,8 +2,9 @@
  * Issuing one tile, for every schedule: its scores on the GEMM stream (tile_scores.h), then its
  * selection on the selection stream (launch_tile_select), with two tile buffers in flight: the
  * GEMM of the next tile overlaps the selection of this one. Or a fused tile (tile_fused.cu):
- * products and filter in one kernel on the GEMM stream, then the merge on the selection stream. After issuing, the worker waits for
- * the previous tile's selection, then counts it for progress and (trace) times it.
+ * products and filter in one kernel on the GEMM stream, then the merge on the selection stream.
+ * After issuing, the worker waits for the previous tile's selection, then counts it for progress
+ * and (trace) times it.
  */
 #include "select_worker.h"
 #include "tile_scores.h"
@@ -38,8 +39,7 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
 bool Worker::fused_wanted(const TileGeom &geom) const
 {
   return half_tiles_ && !geom.fresh && !geom.row_group &&
-         (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) &&
-         fused_tiles_wanted();
+         (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) && fused_tiles_wanted();
 }
 
 /*
