@@ -15,7 +15,7 @@
  *   count[r]                        candidates appended (may exceed cap: the row "overflowed").
  * A row is merged (list + candidates -> new list, new thr) once its count passes lazy_limit, so the
  * expensive k-selection runs rarely; an overflowed row is merged from the tile itself, which is
- * still on the device.
+ * still on the device (or, for a fused tile, from its line recomputed from the rows).
  */
 #ifndef KNNWB_SELECT_INTERNAL_H
 #define KNNWB_SELECT_INTERNAL_H
@@ -82,6 +82,13 @@ struct TileGeom {
   const unsigned char *invalid; /* reference rows never to be candidates, or NULL */
   const int32_t *row_group;     /* query rows' groups by global index, or NULL (no groups) */
   const int32_t *col_group;     /* reference rows' groups by global index (with row_group) */
+  /* fused tiles (tile == NULL, launch_fused_filter): the FP16 rows of the tile's queries
+   * (n_rows x dpad halves) and references (n_cols x dpad), and the GEMM's alpha; the products
+   * are alpha * tile_scale * (q_rows_i . r_rows_j) */
+  const void *q_rows;
+  const void *r_rows;
+  int dpad;
+  float alpha;
 };
 
 /** Empties rows [row0, row0 + n_rows) of the state. */
@@ -135,6 +142,28 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
  * lazy_limit are queued in merge_list. Errors: the caller reads cudaGetLastError(). O(tile) reads.
  */
 void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
+
+/**
+ * Fused tiles only with KNNWB_CUDA_FUSED=1: measured slower than cuBLAS + the filter kernel (one
+ * H200, 1,533,876 x 295 Pearson k = 20: 5.00-5.11 s against 3.42-3.51 s end to end; the
+ * mma.sync GEMM runs at 0.22 ms a tile against 0.14 ms for cuBLAS's in the loop), see
+ * tile_fused.cu and docs/performance-gpu.md.
+ */
+constexpr bool kFusedTilesDefault = false;
+
+/** Whether ordinary FP16 tiles of DOT and ABS_DOT scores are fused (KNNWB_CUDA_FUSED=1 or 0). */
+bool fused_tiles_wanted(void);
+
+/**
+ * The fused tile (tile_fused.cu): the products of geom.q_rows and geom.r_rows on the tensor
+ * cores, filtered in registers as launch_filter filters a tile, without writing the tile. For
+ * geom.kind DOT or ABS_DOT, no groups, rows with thresholds (not fresh); geom.dpad a multiple of
+ * 8 and the rows 16-byte aligned. Empties the merge queue first: launch_tile_select with
+ * geom.tile NULL then merges what it queued. Errors: the launch's. O(n_rows n_cols dpad)
+ * tensor-core work.
+ */
+cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom,
+                                cudaStream_t stream);
 
 /**
  * Filters a finished tile into the state and merges the rows that need it. A tile of fresh rows

@@ -4,7 +4,8 @@
  *   worker_setup.cu        streams, cuBLAS, peer access, the plan's buffers; release
  *   gemm_warm_up.cu        the first score GEMM's lazy set-up, on a helper thread
  *   row_upload.cu          rows to the device (resident slices, peers' slices, exact rows, blocks)
- *   tile_issue.cu          one tile: operands, scores (tile_scores.h), selection, bookkeeping
+ *   tile_issue.cu          one tile: operands, scores (tile_scores.h) or the fused tile
+ *                          (tile_fused.cu), selection, bookkeeping
  *   schedule_symmetric.cu  self jobs: upper triangle of tiles, thresholds first
  *   schedule_panels.cu     query panels against every reference block
  *   lists_extract.cu       final lists (and exact distances) to host memory
@@ -84,6 +85,8 @@ private:
   bool issue_tile(TileRequest &request);
   bool finish_last_tile();
   bool gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r);
+  bool fused_wanted(const TileGeom &geom) const;
+  bool fused_tile(int slot, TileRequest &request);
   bool select_tile(int slot, const TileGeom &geom);
   bool time_select(int slot);
   bool drain();
@@ -118,6 +121,8 @@ private:
   cublasHandle_t blas_ = nullptr;
   cudaEvent_t copy_done_[2] = {}, gemm_done_[2] = {}, select_done_[2] = {}, query_free_ = nullptr,
               query_ready_ = nullptr;
+  /* fused tiles: the selection stream's work so far, which the fused kernel waits for */
+  cudaEvent_t select_tail_ = nullptr;
   std::vector<void *> allocations_;
   char *query_data_ = nullptr, *reference_data_ = nullptr;    /* resident, plan.row_bytes a row */
   float *query_buffer_ = nullptr, *reference_buffer_[2] = {}; /* streaming, float32 */
@@ -136,6 +141,7 @@ private:
   size_t host_staging_bytes_ = 0;
   long anchor_block_ = -1; /* symmetric streaming: the block held in query_buffer_ */
   long tile_counter_ = 0;  /* tiles issued */
+  long fused_tiles_ = 0;   /* of which fused (tile_fused.cu) */
   bool counted_[2] = {false, false};
   /* trace: timing of the selection kernels per slot, summed for fresh ([1]) and other tiles */
   cudaEvent_t select_start_[2] = {}, select_end_[2] = {};

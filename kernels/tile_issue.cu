@@ -1,8 +1,10 @@
 /*
  * Issuing one tile, for every schedule: its scores on the GEMM stream (tile_scores.h), then its
  * selection on the selection stream (launch_tile_select), with two tile buffers in flight: the
- * GEMM of the next tile overlaps the selection of this one. After issuing, the worker waits for
- * the previous tile's selection, then counts it for progress and (trace) times it.
+ * GEMM of the next tile overlaps the selection of this one. Or a fused tile (tile_fused.cu):
+ * products and filter in one kernel on the GEMM stream, then the merge on the selection stream.
+ * After issuing, the worker waits for the previous tile's selection, then counts it for progress
+ * and (trace) times it.
  */
 #include "select_worker.h"
 #include "tile_scores.h"
@@ -30,6 +32,41 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
   if (gemm_end_[slot])
     CUDA_TRY(run_, cudaEventRecord(gemm_end_[slot], gemm_stream_));
   CUDA_TRY(run_, cudaEventRecord(gemm_done_[slot], gemm_stream_));
+  return true;
+}
+
+/* Ordinary FP16 tiles of DOT and ABS_DOT scores without groups are fused (tile_fused.cu). */
+bool Worker::fused_wanted(const TileGeom &geom) const
+{
+  return half_tiles_ && !geom.fresh && !geom.row_group &&
+         (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) && fused_tiles_wanted();
+}
+
+/*
+ * A fused tile in slot's place on the GEMM stream, so that the streaming schedules' copies order
+ * against it as against a GEMM (they wait for gemm_done_): the products and the filter in one
+ * kernel, after everything the selection stream was given so far (the previous tile's merge,
+ * imported thresholds, cleared lists: the kernel reads thresholds and appends candidates). The
+ * merge then runs on the selection stream as for any tile (select_tile, geom.tile NULL).
+ */
+bool Worker::fused_tile(int slot, TileRequest &request)
+{
+  TileGeom &g = request.geom;
+  g.tile = nullptr;
+  g.q_rows = request.q;
+  g.r_rows = request.r;
+  g.dpad = run_.plan.dpad;
+  g.alpha = gemm_alpha();
+  CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_done_[slot], 0));
+  CUDA_TRY(run_, cudaEventRecord(select_tail_, select_stream_));
+  CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_tail_, 0));
+  if (gemm_start_[slot])
+    CUDA_TRY(run_, cudaEventRecord(gemm_start_[slot], gemm_stream_));
+  CUDA_TRY(run_, launch_fused_filter(state_, g, gemm_stream_));
+  if (gemm_end_[slot])
+    CUDA_TRY(run_, cudaEventRecord(gemm_end_[slot], gemm_stream_));
+  CUDA_TRY(run_, cudaEventRecord(gemm_done_[slot], gemm_stream_));
+  fused_tiles_++;
   return true;
 }
 
@@ -85,9 +122,14 @@ TileGeom Worker::tile_geom(int n_rows, int n_cols, size_t row0, size_t col0) con
 bool Worker::issue_tile(TileRequest &request)
 {
   const int s = slot();
-  if (!gemm_tile(s, request.q, request.n_q, request.r, request.n_r))
-    return false;
-  request.geom.tile = tiles_[s];
+  if (fused_wanted(request.geom)) {
+    if (!fused_tile(s, request))
+      return false;
+  } else {
+    if (!gemm_tile(s, request.q, request.n_q, request.r, request.n_r))
+      return false;
+    request.geom.tile = tiles_[s];
+  }
   if (!select_tile(s, request.geom))
     return false;
   /* at most two tiles in flight: wait for the previous one, then report it */

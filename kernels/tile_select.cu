@@ -56,7 +56,33 @@ struct Line {
   int self_index;            /* candidate equal to the row itself, or -1 */
   int group;                 /* the state row's group (with cand_group) */
   const int32_t *cand_group; /* candidates' groups by global index, or NULL */
+  /* a fused tile's line (base NULL): the state row's FP16 row, the candidates' rows (dpad halves
+   * each) and the products' scale */
+  const __half *own_row;
+  const __half *cand_rows;
+  int dpad;
+  float scale;
 };
+
+/*
+ * Product t of a line: read from the tile, or for a fused tile recomputed from the FP16 rows with
+ * float32 accumulation (the screen's arithmetic in another order: within the same bound). Only an
+ * overflowed line is read this way, rarely: O(dpad) per element.
+ */
+__device__ __forceinline__ float line_value(const Line &line, int t)
+{
+  if (line.base)
+    return tile_value(line.base, line.half_tile, line.tile_scale, (size_t)t * line.stride);
+  const __half2 *a = reinterpret_cast<const __half2 *>(line.own_row);
+  const __half2 *b = reinterpret_cast<const __half2 *>(line.cand_rows + (size_t)t * line.dpad);
+  float sum = 0.0f;
+  for (int k = 0; k < line.dpad / 2; k++) {
+    const float2 x = __half22float2(a[k]), y = __half22float2(__ldg(b + k));
+    sum = fmaf(x.x, y.x, sum);
+    sum = fmaf(x.y, y.y, sum);
+  }
+  return sum * line.scale;
+}
 
 struct MergeShared {
   unsigned hist[kMergeThreads];
@@ -202,9 +228,7 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
       if (t < line.length && cand != line.self_index && !(g.invalid && g.invalid[cand]) &&
           !(line.cand_group && line.cand_group[cand] == line.group)) {
         float sq = g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f;
-        s = score_of(
-            g.kind, tile_value(line.base, line.half_tile, line.tile_scale, (size_t)t * line.stride),
-            sq);
+        s = score_of(g.kind, line_value(line, t), sq);
         ok = s < thr_old;
       }
       unsigned ballot = __ballot_sync(kFullMask, ok);
@@ -314,9 +338,13 @@ __global__ void __launch_bounds__(kMergeThreads)
   const bool final_mode = n_final >= 0;
   const int n_entries = final_mode ? n_final : *st.merge_count;
   for (int e = blockIdx.x; e < n_entries; e += gridDim.x) {
-    Line line = {nullptr, false, 1.0f, 0, 0, 0, -1, -1, nullptr};
+    Line line = {nullptr, false, 1.0f, 0, 0, 0, -1, -1, nullptr, nullptr, nullptr, 0, 1.0f};
     line.half_tile = g.half_tile != 0;
     line.tile_scale = g.tile_scale;
+    line.dpad = g.dpad;
+    line.scale = g.alpha * g.tile_scale;
+    const __half *q_rows = static_cast<const __half *>(g.q_rows);
+    const __half *r_rows = static_cast<const __half *>(g.r_rows);
     const size_t elem = g.half_tile ? sizeof(__half) : sizeof(float);
     int row;
     if (final_mode) {
@@ -328,7 +356,9 @@ __global__ void __launch_bounds__(kMergeThreads)
       if (entry & kColumnFlag) {
         int j = (int)(entry & ~kColumnFlag);
         row = g.col_state0 + j;
-        line.base = static_cast<const char *>(g.tile) + j * elem;
+        line.base = g.tile ? static_cast<const char *>(g.tile) + j * elem : nullptr;
+        line.own_row = g.tile ? nullptr : r_rows + (size_t)j * g.dpad;
+        line.cand_rows = q_rows;
         line.stride = g.ld;
         line.length = g.n_rows;
         line.cand0 = g.row_global0;
@@ -340,7 +370,9 @@ __global__ void __launch_bounds__(kMergeThreads)
       } else {
         int i = (int)entry;
         row = g.row_state0 + i;
-        line.base = static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem;
+        line.base = g.tile ? static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem : nullptr;
+        line.own_row = g.tile ? nullptr : q_rows + (size_t)i * g.dpad;
+        line.cand_rows = r_rows;
         line.stride = 1;
         line.length = g.n_cols;
         line.cand0 = g.col_global0;
@@ -556,13 +588,16 @@ bool block_merge_only(void)
 cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, bool warp_merge,
                              cudaStream_t stream)
 {
-  cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
-  if (err != cudaSuccess)
-    return err;
-  launch_filter(state, geom, stream);
-  err = cudaGetLastError();
-  if (err != cudaSuccess)
-    return err;
+  /* a fused tile (no tile) was filtered on the GEMM stream, which queued its rows */
+  if (geom.tile) {
+    cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
+    if (err != cudaSuccess)
+      return err;
+    launch_filter(state, geom, stream);
+    err = cudaGetLastError();
+    if (err != cudaSuccess)
+      return err;
+  }
   size_t shared = state.out_key ? 0 : (size_t)state.kc * (sizeof(uint32_t) + sizeof(int));
   if (!warp_merge) {
     merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(state, geom, 0, -1);
@@ -573,7 +608,7 @@ cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, boo
   deferred.merge_count = state.merge_count + 1;
   merge_warp_kernel<<<state.merge_blocks, kMergeThreads, 0, stream>>>(
       state, geom, deferred.merge_list, deferred.merge_count);
-  err = cudaGetLastError();
+  cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     return err;
   merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(deferred, geom, 0, -1);

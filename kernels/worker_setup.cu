@@ -107,6 +107,7 @@ bool Worker::setup()
   }
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_free_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_ready_, cudaEventDisableTiming));
+  CUDA_TRY(run_, cudaEventCreateWithFlags(&select_tail_, cudaEventDisableTiming));
   if (job->score_kind != KNNWB_SCORE_L1) {
     CUBLAS_TRY(run_, cublasCreate(&blas_));
     CUBLAS_TRY(run_, cublasSetStream(blas_, gemm_stream_));
@@ -281,7 +282,7 @@ void Worker::release()
       if (e)
         cudaEventDestroy(e);
   for (cudaEvent_t e :
-       {query_free_, query_ready_, select_start_[0], select_start_[1], select_end_[0],
+       {query_free_, query_ready_, select_tail_, select_start_[0], select_start_[1], select_end_[0],
         select_end_[1], gemm_start_[0], gemm_start_[1], gemm_end_[0], gemm_end_[1], import_start_,
         import_end_, loop_start_, loop_end_})
     if (e)

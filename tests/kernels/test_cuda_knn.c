@@ -187,6 +187,31 @@ static void test_fresh_tile_overflow(void)
   gpu_screen = KNNWB_SCREEN_AUTO;
 }
 
+/* Ordinary FP16 tiles of DOT and ABS_DOT scores are fused (GEMM and filter in one kernel,
+ * kernels/tile_fused.cu) unless KNNWB_CUDA_FUSED=0: both paths against the CPU on many tiles of
+ * one and two GPUs, with near ties and duplicates (adversarial_matrix), and with ordinary tiles
+ * whose lines overflow a row's buffer (arc_matrix's row 0: every later column is nearer than the
+ * ones before), which the merge recomputes from the rows when the tile is fused. */
+static void test_fused_tiles(void)
+{
+  if (!gpu_or_skip())
+    return;
+  g_autoptr(KnnwbMatrix) arc = arc_matrix(1201, 9, 41);
+  g_autoptr(KnnwbMatrix) adversarial = adversarial_matrix(9001, 45, 43); /* > one 8192 tile */
+  static const char *const fused[] = {"1", "0"};
+  for (size_t f = 0; f < G_N_ELEMENTS(fused); f++) {
+    g_setenv("KNNWB_CUDA_FUSED", fused[f], TRUE);
+    for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+      compare(arc, metric, 20, 96 * MIB + 3 * MIB, 1);
+      compare(arc, metric, 20, 96 * MIB + 3 * MIB, 2);
+      /* the adversarial rows re-select more rows than the small budget holds (test_screens) */
+      compare(adversarial, metric, 20, 0, 2);
+      compare(adversarial, metric, 1, 0, 1);
+    }
+  }
+  g_unsetenv("KNNWB_CUDA_FUSED");
+}
+
 /* Every explicit screening precision against the CPU backend, on every metric: ordinary data,
  * adversarial data, k = 1, a budget forcing streamed blocks, and k = 4096 under FP16. */
 static void test_screens(void)
@@ -372,6 +397,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/large-k", test_large_k);
   g_test_add_func("/kernels/cuda-knn/screens", test_screens);
   g_test_add_func("/kernels/cuda-knn/fresh-tile-overflow", test_fresh_tile_overflow);
+  g_test_add_func("/kernels/cuda-knn/fused-tiles", test_fused_tiles);
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
   g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);
