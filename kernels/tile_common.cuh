@@ -1,7 +1,8 @@
 /*
- * What the tile filter (tile_filter.cu) and the per-row merge (tile_select.cu) share: the flag
- * that marks column entries of the merge list, the score of a product, and the read of one tile
- * element. Included by those two files only (internal linkage in each).
+ * What the tile filters (tile_filter.cu, tile_fused.cu) and the per-row merge (tile_select.cu)
+ * share: the flag that marks column entries of the merge list, the score of a product, the read
+ * of one tile element, and the appending of candidates. Included by those files only (internal
+ * linkage in each).
  */
 #pragma once
 
@@ -43,6 +44,37 @@ __device__ __forceinline__ float tile_value(const void *tile, bool half_tile, fl
   if (half_tile)
     return __half2float(__ldg(static_cast<const __half *>(tile) + at)) * scale;
   return __ldg(static_cast<const float *>(tile) + at);
+}
+
+/* Inclusive prefix sum of v over the lanes of a warp; every lane of the warp calls it. */
+__device__ __forceinline__ int warp_inclusive_sum(int v)
+{
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const int t = __shfl_up_sync(kFullMask, v, off);
+    if (lane >= off)
+      v += t;
+  }
+  return v;
+}
+
+/*
+ * Reserves n slots (n > 0) in state row `row`'s candidate buffer with one atomic and returns the
+ * first (slots at cap and beyond are counted but not stored: the row overflowed), queues `entry`
+ * (tile-local line, kColumnFlag for a column) for the merge when the count crosses lazy_limit, and
+ * counts the candidates for the trace.
+ */
+__device__ __forceinline__ int reserve_candidates(const SelectState &st, int row, int n, int entry)
+{
+  const int base = atomicAdd(&st.count[row], n);
+  if (base <= st.lazy_limit && base + n > st.lazy_limit) {
+    const int slot = atomicAdd(st.merge_count, 1);
+    st.merge_list[slot] = entry;
+  }
+  if (st.stats)
+    atomicAdd(&st.stats[0], (unsigned long long)n);
+  return base;
 }
 
 } // namespace

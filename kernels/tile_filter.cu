@@ -23,12 +23,6 @@ constexpr int kFilterThreads = 256;
 template <typename T> constexpr int kFilterRows = sizeof(T) == 2 ? 16 : 8;
 constexpr int kFilterCols = kFilterThreads * 4;
 
-__device__ __forceinline__ void enqueue_merge(const SelectState &st, int entry)
-{
-  int slot = atomicAdd(st.merge_count, 1);
-  st.merge_list[slot] = entry;
-}
-
 /* The score of product v, as score_of, with the kind fixed at compile time. */
 template <int kKind> __device__ __forceinline__ float kind_score(float v, float sq)
 {
@@ -158,23 +152,12 @@ __device__ __noinline__ void filter_rows_exact(const SelectState &st, const Tile
     if (!__any_sync(kFullMask, m))
       continue;
     const int n = __popc(m);
-    int incl = n;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int t = __shfl_up_sync(kFullMask, incl, off);
-      if (lane >= off)
-        incl += t;
-    }
+    const int incl = warp_inclusive_sum(n);
     const int total = __shfl_sync(kFullMask, incl, 31);
     const int row = g.row_state0 + i;
     int base = 0;
-    if (lane == 31) {
-      base = atomicAdd(&st.count[row], total);
-      if (base <= st.lazy_limit && base + total > st.lazy_limit)
-        enqueue_merge(st, i);
-      if (st.stats)
-        atomicAdd(&st.stats[0], (unsigned long long)total);
-    }
+    if (lane == 31)
+      base = reserve_candidates(st, row, total, i);
     base = __shfl_sync(kFullMask, base, 31);
     int pos = base + incl - n;
 #pragma unroll
@@ -214,12 +197,7 @@ __device__ __noinline__ void filter_cols_exact(const SelectState &st, const Tile
     }
     if (ok == 0)
       continue;
-    const int n = __popc(ok);
-    int pos = atomicAdd(&st.count[row], n);
-    if (pos <= st.lazy_limit && pos + n > st.lazy_limit)
-      enqueue_merge(st, (int)(kColumnFlag | (uint32_t)j));
-    if (st.stats)
-      atomicAdd(&st.stats[0], (unsigned long long)n);
+    int pos = reserve_candidates(st, row, __popc(ok), (int)(kColumnFlag | (uint32_t)j));
     for (; ok; ok &= ok - 1) {
       const int i = i0 + __ffs(ok) - 1;
       const float sq = kKind == KNNWB_SCORE_L2 ? g.sqnorms[g.row_global0 + i] : 0.0f;

@@ -182,24 +182,13 @@ __device__ __forceinline__ void append_line(const SelectState &st, int row, int 
 {
   const int lane = threadIdx.x & 31;
   const int n = __popc(pass);
-  int incl = n;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const int t = __shfl_up_sync(kFullMask, incl, off);
-    if (lane >= off)
-      incl += t;
-  }
+  const int incl = warp_inclusive_sum(n);
   const int total = __shfl_sync(kFullMask, incl, 31);
   if (total == 0)
     return;
   int base = 0;
-  if (lane == 31) {
-    base = atomicAdd(&st.count[row], total);
-    if (base <= st.lazy_limit && base + total > st.lazy_limit)
-      st.merge_list[atomicAdd(st.merge_count, 1)] = entry;
-    if (st.stats)
-      atomicAdd(&st.stats[0], (unsigned long long)total);
-  }
+  if (lane == 31)
+    base = reserve_candidates(st, row, total, entry);
   int pos = __shfl_sync(kFullMask, base, 31) + incl - n;
   for (int u = 0; u < 4; u++)
     if (pass & (1u << u)) {
