@@ -43,6 +43,44 @@ double knnwb_snn_weight_scale(KnnwbSnnWeighting weighting, size_t k)
   return 1.0;
 }
 
+/* One thread's edges: grown with g_try_realloc, as their number (up to about k^2 per point)
+ * comes from the input; GArray's growth aborted the process when memory ran out. */
+typedef struct {
+  int64_t *u, *v;
+  double *w;
+  size_t len, cap;
+} KnnwbSnnEdges;
+
+static gboolean knnwb_snn_edges_push(KnnwbSnnEdges *edges, int64_t u, int64_t v, double w)
+{
+  if (edges->len == edges->cap) {
+    size_t cap = edges->cap ? edges->cap * 2 : 4096;
+    if (cap > G_MAXSIZE / sizeof(int64_t))
+      return FALSE;
+    int64_t *grown_u = g_try_realloc(edges->u, cap * sizeof(int64_t));
+    if (grown_u == NULL)
+      return FALSE;
+    edges->u = grown_u;
+    int64_t *grown_v = g_try_realloc(edges->v, cap * sizeof(int64_t));
+    if (grown_v == NULL)
+      return FALSE;
+    edges->v = grown_v;
+    double *grown_w = g_try_realloc(edges->w, cap * sizeof(double));
+    if (grown_w == NULL)
+      return FALSE;
+    edges->w = grown_w;
+    edges->cap = cap;
+  }
+  edges->u[edges->len] = u;
+  edges->v[edges->len] = v;
+  edges->w[edges->len] = w;
+  edges->len++;
+  return TRUE;
+}
+
+/* Why a thread stopped. */
+enum { KNNWB_SNN_OK, KNNWB_SNN_NO_SCORES, KNNWB_SNN_NO_EDGES };
+
 typedef struct {
   const KnnwbNeighbors *lists;
   KnnwbSnnWeighting weighting;
@@ -50,10 +88,8 @@ typedef struct {
   const int64_t *holder_offset; /* n + 1 */
   const int64_t *holder;        /* who holds s in its set */
   const int32_t *holder_rank;   /* at which rank (0 = itself) */
-  GArray **edges_u;             /* per thread */
-  GArray **edges_v;
-  GArray **edges_w;
-  gboolean *failed; /* per thread: out of memory */
+  KnnwbSnnEdges *edges;         /* per thread */
+  int *failed;                  /* per thread: KNNWB_SNN_OK or why it stopped */
 } KnnwbSnnPass;
 
 static void knnwb_snn_pass(int t, int n_threads, void *data)
@@ -64,7 +100,7 @@ static void knnwb_snn_pass(int t, int n_threads, void *data)
   double *score = g_try_new0(double, MAX(pass->n, 1));
   int64_t *added = g_try_new(int64_t, MAX(pass->n, 1));
   if (!score || !added) {
-    pass->failed[t] = TRUE;
+    pass->failed[t] = KNNWB_SNN_NO_SCORES;
     g_free(score);
     g_free(added);
     return;
@@ -112,12 +148,13 @@ static void knnwb_snn_pass(int t, int n_threads, void *data)
         weight = score[h] / (2.0 * (double)(found + 1) - score[h]);
       weight = MAX(weight, 1e-6);
       score[h] = 0;
-      int64_t vv = (int64_t)v;
-      g_array_append_val(pass->edges_u[t], h);
-      g_array_append_val(pass->edges_v[t], vv);
-      g_array_append_val(pass->edges_w[t], weight);
+      if (!knnwb_snn_edges_push(&pass->edges[t], h, (int64_t)v, weight)) {
+        pass->failed[t] = KNNWB_SNN_NO_EDGES;
+        goto out;
+      }
     }
   }
+out:
   g_free(score);
   g_free(added);
 }
@@ -156,8 +193,7 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
   int thread_count = knnwb_clustering_thread_count(n_threads);
   if (n < 4096)
     thread_count = 1;
-  KnnwbSnnPass pass = {neighbors,   weighting, n,    offset, holder,
-                       holder_rank, NULL,      NULL, NULL,   NULL};
+  KnnwbSnnPass pass = {neighbors, weighting, n, offset, holder, holder_rank, NULL, NULL};
   gboolean ok = FALSE;
   if (!offset || !holder || !holder_rank) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -183,24 +219,25 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
       holder_rank[at] = r + 1;
     }
   }
-  pass.edges_u = g_new(GArray *, thread_count);
-  pass.edges_v = g_new(GArray *, thread_count);
-  pass.edges_w = g_new(GArray *, thread_count);
-  pass.failed = g_new0(gboolean, thread_count);
-  for (int t = 0; t < thread_count; t++) {
-    pass.edges_u[t] = g_array_new(FALSE, FALSE, sizeof(int64_t));
-    pass.edges_v[t] = g_array_new(FALSE, FALSE, sizeof(int64_t));
-    pass.edges_w[t] = g_array_new(FALSE, FALSE, sizeof(double));
-  }
+  pass.edges = g_new0(KnnwbSnnEdges, thread_count);
+  pass.failed = g_new0(int, thread_count);
   knnwb_clustering_team_run(thread_count, knnwb_snn_pass, &pass);
   size_t m = 0;
+  for (int t = 0; t < thread_count; t++)
+    m += pass.edges[t].len;
   for (int t = 0; t < thread_count; t++) {
-    if (pass.failed[t]) {
+    if (pass.failed[t] == KNNWB_SNN_NO_SCORES) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                   "cannot allocate the SNN score rows of %" G_GINT64_FORMAT " points", (gint64)n);
       goto out;
     }
-    m += pass.edges_w[t]->len;
+    if (pass.failed[t] == KNNWB_SNN_NO_EDGES) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "out of memory for the SNN graph's edges after %zu of them (%" G_GINT64_FORMAT
+                  " points, k = %zu: up to about k^2 shared-neighbour pairs per point); lower k",
+                  m, (gint64)n, k);
+      goto out;
+    }
   }
   {
     igraph_vector_int_t edges;
@@ -214,10 +251,10 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
     }
     size_t e = 0;
     for (int t = 0; t < thread_count; t++)
-      for (guint x = 0; x < pass.edges_w[t]->len; x++, e++) {
-        VECTOR(edges)[2 * e] = g_array_index(pass.edges_u[t], int64_t, x);
-        VECTOR(edges)[2 * e + 1] = g_array_index(pass.edges_v[t], int64_t, x);
-        VECTOR(*weights)[e] = g_array_index(pass.edges_w[t], double, x);
+      for (size_t x = 0; x < pass.edges[t].len; x++, e++) {
+        VECTOR(edges)[2 * e] = pass.edges[t].u[x];
+        VECTOR(edges)[2 * e + 1] = pass.edges[t].v[x];
+        VECTOR(*weights)[e] = pass.edges[t].w[x];
       }
     code = igraph_create(graph, &edges, (igraph_integer_t)n, IGRAPH_UNDIRECTED);
     igraph_vector_int_destroy(&edges);
@@ -226,16 +263,12 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
   }
   ok = TRUE;
 out:
-  if (pass.edges_u) {
-    for (int t = 0; t < thread_count; t++) {
-      g_array_unref(pass.edges_u[t]);
-      g_array_unref(pass.edges_v[t]);
-      g_array_unref(pass.edges_w[t]);
-    }
+  for (int t = 0; pass.edges != NULL && t < thread_count; t++) {
+    g_free(pass.edges[t].u);
+    g_free(pass.edges[t].v);
+    g_free(pass.edges[t].w);
   }
-  g_free(pass.edges_u);
-  g_free(pass.edges_v);
-  g_free(pass.edges_w);
+  g_free(pass.edges);
   g_free(pass.failed);
   g_free(offset);
   g_free(holder);

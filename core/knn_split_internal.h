@@ -1,6 +1,8 @@
-/* The pieces of a split-memory group run that hold and move data (knn_split_data.c): prepared
- * rows travelling between ranks, candidate lists, where each rank's block lies. The schedule that
- * uses them is knn_split.c; each function's contract is beside its definition. */
+/* The pieces of a split-memory group run (knnwb_knn_split_run, knn_split.c), shared between its
+ * files: first the data that travels (knn_split_data.c: prepared rows between ranks, candidate
+ * lists, where each rank's block lies), then the run's steps (the frame, the first pass, one
+ * selection, the refinement and re-selection, progress). A function's full contract is beside its
+ * definition; the lines here say what it is for, its errors and its cost. */
 #ifndef KNNWB_KNN_SPLIT_INTERNAL_H
 #define KNNWB_KNN_SPLIT_INTERNAL_H
 
@@ -57,5 +59,134 @@ gboolean knnwb_split_fetch(const KnnwbKnnGroup *group, const KnnwbSplitLayout *l
                            const KnnwbPrepared *own, const unsigned char *own_invalid, int to,
                            int from, size_t rows, char *buffer, KnnwbPrepared *view,
                            GError **error);
+
+/* ---- The run's steps ---------------------------------------------------------------------------
+ */
+
+/* The rows [first, first + count) of a prepared set, numbered global + t in the whole run. */
+typedef struct {
+  const KnnwbPrepared *rows;
+  size_t first, count;
+  size_t global;
+} KnnwbSplitSide;
+
+/* What every job of a run needs (knnwb_knn_split_run fills it; the re-selection raises kc). */
+typedef struct {
+  const KnnwbKnnOptions *options;
+  const KnnwbKnnGroup *group;
+  KnnwbSelectFunc select;
+  const char *backend;
+  int threads;
+  size_t kc;
+  gboolean two_sided; /* the backend scores a pair for both sides in one job (the CPU's) */
+  struct KnnwbSplitProgress *progress; /* rank 0's progress line, else NULL */
+} KnnwbSplitRun;
+
+/* Rank 0's progress through a pass, in thousandths of a step of the schedule: the steps' ends, and
+ * within a step its jobs' own tile counts (never backwards: a step's second job starts again at 0
+ * and is shown only once it passes the first). */
+#define KNNWB_SPLIT_PROGRESS_UNIT 1000
+typedef struct KnnwbSplitProgress {
+  uint64_t step, steps, shown;
+} KnnwbSplitProgress;
+
+/* Candidate rows lie anywhere in a block: each loop that computes exact distances
+ * (knn_split_select.c, knn_split_refine.c) fetches the next candidate's exact row while it computes
+ * the current one's distance (as refine.c does). */
+static inline void knnwb_split_prefetch(const KnnwbPrepared *p, size_t row)
+{
+  const char *at = (const char *)(p->exact + row * p->d);
+  for (size_t offset = 0; offset < p->d * sizeof(float); offset += 64)
+    __builtin_prefetch(at + offset);
+}
+
+/* Refines the own rows listed (rows: local numbers, NULL = all count from 0) from their
+ * candidates; uncertified local rows are appended to *left. */
+typedef struct {
+  const KnnwbPrepared *query, *reference;
+  gboolean self;
+  size_t k, available, first, reference_first;
+  const int64_t *rows;
+  const KnnwbSplitLists *lists;
+  KnnwbNeighbors *result;
+  unsigned char *uncertified;
+} KnnwbSplitRefine;
+
+/* knn_split_frame.c */
+/** The shared frame of the run into frame (column_mean and scale_exponent only). Collective;
+ * errors: the group's transport. O(m d) per rank and d doubles sent to every rank. */
+gboolean knnwb_split_frame(const KnnwbKnnGroup *group, const KnnwbMatrix *query,
+                           const KnnwbMatrix *reference, size_t n_reference, KnnwbMetric metric,
+                           KnnwbPrepared *frame, GError **error);
+/** A double >= 0 as int64 bits in the same order (an int64 maximum over the ranks finds the
+ * largest), and back. */
+int64_t knnwb_split_double_bits(double value);
+double knnwb_split_bits_double(int64_t bits);
+
+/* knn_split_pass.c */
+/** The first pass of a self graph into lists (this rank's rows, kc wide, merged step by step).
+ * Collective: the ranks agree after each step, so an allocation, backend, transport or cancel
+ * error on one rank fails the pass on every rank. Time: about (R/2) m^2 d scores per rank. */
+gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
+                               const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
+                               KnnwbSplitLists *lists, GError **error);
+/** The first pass of a query run into lists (the own query rows). Collective, errors as
+ * knnwb_split_self_pass. Time: m x n_reference scores per rank, R - 1 block fetches. */
+gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,
+                                size_t query_first, const KnnwbPrepared *reference,
+                                const unsigned char *reference_invalid,
+                                const KnnwbSplitBlocks *blocks, KnnwbSplitLists *lists,
+                                GError **error);
+
+/* knn_split_select.c */
+/** The rows of side not flagged invalid. O(count). */
+size_t knnwb_split_valid(const KnnwbSplitSide *side);
+/** A job's candidates in lists (local to side of) made global, with their exact distances from
+ * rows' rows when distances (else NaN, for the refinement). O(rows kc d) on run->threads. */
+void knnwb_split_finish_as(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
+                           const KnnwbSplitSide *of, KnnwbSplitLists *lists, gboolean distances);
+/** A select job of query's rows against reference's, kc candidates a row into out (index, score),
+ * with the run's backend settings; the caller adds bounds, self and the two-sided outputs. O(1). */
+void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
+                          const KnnwbSplitSide *query, const KnnwbSplitSide *reference, size_t kc,
+                          KnnwbSplitLists *out);
+/** Runs job on the run's backend (with rank 0's progress). Errors: the backend's status as a
+ * GError (cancelled, out of memory, device). Time: the backend's. */
+gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job, GError **error);
+/** The candidates of a pair of sides (or of one side against itself) into a_lists (allocated) and
+ * b_lists (given). Errors: allocation, the backend's. Time: |a| |b| d scores on the backend. */
+gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                            const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
+                            KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists, GError **error);
+/** The exact distances left NaN in lists (a's rows) of candidates among b's rows, now present.
+ * O(a->count kc d) at most, on run->threads. */
+void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                                const KnnwbSplitSide *b, KnnwbSplitLists *lists);
+
+/* knn_split_refine.c */
+/** Refines count rows of refine (see KnnwbSplitRefine) into refine->result; the local numbers of
+ * the rows left uncertified are appended to left. No errors. About k exact distances a row, on
+ * run->threads. */
+void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refine, size_t count,
+                        GArray *left);
+/** One re-selection round of the own uncertified rows in *left (replaced by those still
+ * uncertified) with run->kc candidates, against every rank's reference block. Collective; errors:
+ * allocation, the backend's, the group's transport (the same on every rank). Memory: batches
+ * within the budget. */
+gboolean knnwb_split_retry(const KnnwbSplitRun *run, const KnnwbPrepared *query,
+                           const unsigned char *query_invalid, size_t query_first,
+                           const KnnwbPrepared *reference, size_t reference_first, gboolean self,
+                           size_t k, size_t available, KnnwbNeighbors *result, GArray **left,
+                           GError **error);
+
+/* knn_split_progress.c */
+/** The select job's progress callback of a run with a progress line (data: the KnnwbSplitRun). */
+void knnwb_split_job_progress(uint64_t done, uint64_t total, void *data);
+/** Rank 0's progress line: done of total steps of the pass are over. O(1). */
+void knnwb_split_progress(const KnnwbSplitRun *run, uint64_t done, uint64_t total);
+/** TRUE, with KNNWB_ERROR_CANCELLED set, once the run's cancel flag is set. O(1). */
+gboolean knnwb_split_cancelled(const KnnwbSplitRun *run, GError **error);
+/** A debug line: what took the seconds since *since (then reset to now), and the CPU time. */
+void knnwb_split_mark(const KnnwbKnnGroup *group, const char *what, gint64 *since);
 
 #endif

@@ -1,7 +1,10 @@
 /* SNN graphs against a brute-force pair oracle; Leiden/Louvain/walktrap against igraph called
  * directly; ARI/NMI/contingency against hand-computed tables. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <igraph.h>
 #include <knnwb/community.h>
 #include <knnwb/error.h>
@@ -122,6 +125,45 @@ static void test_snn_oracle(void)
     for (size_t k = 1; k <= 9 && k < sizes[s]; k += 4)
       for (int w = KNNWB_SNN_RANK; w <= KNNWB_SNN_JACCARD; w++)
         check_snn_against_oracle(sizes[s], k, (KnnwbSnnWeighting)w, (guint32)(sizes[s] * 31 + k));
+}
+
+/* The SNN graph's edges (up to about k^2 per point, so the input decides how many) run out of
+ * memory with an error, not an abort: GArray's growth aborted the process ("failed to allocate
+ * 536870912 bytes", SIGTRAP after 56 s for 200,000 rows, k = 300, under a 4 GB limit). Here
+ * 5,000 random lists of 60 (about 9 million pairs) under an address-space limit of 128 MiB above
+ * what the process has. Not under AddressSanitizer, which reserves terabytes of address space. */
+static void test_snn_out_of_memory(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+  g_test_skip("AddressSanitizer and an address-space limit do not mix");
+#else
+  if (!g_test_subprocess()) {
+    g_test_trap_subprocess(NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+    g_test_trap_assert_passed();
+    return;
+  }
+  KnnwbNeighbors *lists = random_lists(5000, 60, 99);
+  long pages = 0;
+  FILE *statm = fopen("/proc/self/statm", "r");
+  if (statm == NULL || fscanf(statm, "%ld", &pages) != 1) {
+    g_test_skip("no /proc/self/statm");
+    return;
+  }
+  fclose(statm);
+  struct rlimit limit;
+  limit.rlim_cur = limit.rlim_max =
+      (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)128 << 20);
+  g_assert_cmpint(setrlimit(RLIMIT_AS, &limit), ==, 0);
+  igraph_t graph;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_clustering_snn_graph(lists, KNNWB_SNN_RANK, 2, &graph, &weights, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
+  g_assert_nonnull(strstr(error->message, "lower k"));
+  igraph_vector_destroy(&weights);
+  knnwb_neighbors_free(lists);
+#endif
 }
 
 /* bluster's documented example shape: a hand-checked pair. Lists of 4 points, k = 2. */
@@ -483,6 +525,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/clustering/community/snn-oracle", test_snn_oracle);
   g_test_add_func("/clustering/community/snn-hand", test_snn_hand);
+  g_test_add_func("/clustering/community/snn-out-of-memory", test_snn_out_of_memory);
   g_test_add_func("/clustering/community/snn-threads", test_snn_threads);
   g_test_add_func("/clustering/community/methods-match-igraph", test_methods_match_igraph);
   g_test_add_func("/clustering/community/caller-rng-kept", test_caller_rng_kept);

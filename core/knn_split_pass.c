@@ -1,0 +1,346 @@
+/* The first pass of a split-memory run: the schedule that brings the blocks together (self graph:
+ * every pair of blocks once, the pair of step R/2 cut into chunks when the ranks share memory;
+ * query run: the own query block against every reference block), each step starting from the
+ * rows' current kc-th best scores. It leaves each rank the candidate lists of its own rows, which
+ * knn_split_refine.c makes exact. Why the schedule is exact and what it costs: the top of
+ * knn_split.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <knnwb/error.h>
+#include "knn_split_internal.h"
+
+/* Bytes before each rank's block in a shared window: the chunk counter of knnwb_split_pair_chunks
+ * (a cache line, so the block stays aligned). */
+#define KNNWB_SPLIT_HEADER ((size_t)64)
+/* The chunks of the pair met from both ends, in eighths of the cut rows: two large ones (each rank
+ * takes one), then two small ones that go to whichever rank is free first. Every chunk costs its
+ * job's lists of the other whole block (filled, finished, merged: 15-25 ms a chunk at 20,000
+ * rows), so few chunks; the small ones leave an imbalance of at most an eighth of the pair. */
+static const size_t knnwb_split_pair_eighths[] = {0, 3, 6, 7, 8};
+#define KNNWB_SPLIT_PAIR_CHUNKS (G_N_ELEMENTS(knnwb_split_pair_eighths) - 1)
+
+/*
+ * Each row's starting threshold for the next step: the kc-th best score its lists (sorted by
+ * knnwb_split_merge) hold so far, +inf while they hold fewer than kc.
+ *
+ * Why dropping the pairs that do not beat it changes no output. Say row i holds kc candidates, the
+ * worst scoring T, when a step starts, and the step's job leaves out a pair (i, j) with score
+ * s >= T. The merges after it only replace candidates by better ones (by (score, index)), so the
+ * worst candidate row i finally keeps, W, satisfies W <= T <= s: every pair left out scores at or
+ * above the final worst kept, which is all the certificate (knnwb_refine_row: the bound on
+ * everything outside the list from the worst listed score) and the re-selection assume, as for
+ * the pairs a job's own cuts drop. Would (i, j) have entered the merged list? Only by beating its
+ * worst by (score, index), i.e. with s < T, or s == T and a lower index than the candidate at T;
+ * that tie can drop a pair one process would have kept among its kc screen candidates. The
+ * candidates are a screen, not the answer: refine computes exact distances, and where the kept
+ * candidates certify, the k nearest by (exact distance, index) are the same whichever of equally
+ * scored pairs were kept; where they do not, the row is re-selected with more candidates, as in
+ * one process. So the lists stay one process's lists, byte for byte (tested with many tied
+ * scores and distances against one process and the double oracle: test_distributed_group's
+ * split-thresholds-ties).
+ */
+static void knnwb_split_bounds(const KnnwbSplitLists *lists, float *bounds)
+{
+  const size_t kc = lists->kc;
+  for (size_t t = 0; t < lists->rows; t++)
+    bounds[t] =
+        kc > 0 && lists->index[t * kc + kc - 1] >= 0 ? lists->score[t * kc + kc - 1] : INFINITY;
+}
+
+/*
+ * The pair met from both ends (s = R/2, R even) when the ranks share their blocks: the lower
+ * rank's rows are cut into chunks that the two ranks take from a counter in the lower rank's part
+ * of the window, so a rank slowed by other work on its core takes fewer of them (as one process's
+ * threads share tiles), instead of each scoring a fixed half. The lower rank scores a chunk of its
+ * rows against the other block (its chunk's candidates merged into lists, the other block's rows'
+ * into back), the higher rank its block against a chunk (its rows' candidates merged into lists,
+ * the chunk rows' written into their window of back: every chunk once). Each job starts from the
+ * rows' current kc-th best scores: lists improve chunk by chunk, and the lower rank's back lists
+ * tighten the other block's bounds (any kc-th best of a subset of a row's final candidates is at
+ * or above its final kc-th, all knnwb_split_bounds needs). Which rank takes which chunk varies from
+ * run to run; the lists do not: each row keeps the kc best of all pairs by (score, index) whatever
+ * the order, and the refinement makes them exact as for the fixed halves. Local, apart from the
+ * counter. mine/other: this rank's block and the other's (whole).
+ */
+static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSplitSide *mine,
+                                        const KnnwbSplitSide *other, gboolean lower, int *counter,
+                                        float *bounds, float *other_bounds, KnnwbSplitLists *lists,
+                                        KnnwbSplitLists *back, GError **error)
+{
+  const size_t kc = run->kc, cut = lower ? mine->count : other->count;
+  const size_t chunks = MIN(cut, (size_t)KNNWB_SPLIT_PAIR_CHUNKS);
+  KnnwbSplitLists a_lists = {0}, b_lists = {0};
+  /* The lower rank's room for the other block's lists of one chunk (emptied for each). */
+  char *b_room =
+      lower ? g_try_malloc(MAX(knnwb_split_lists_bytes(other->count, kc), (size_t)1)) : NULL;
+  if (lower && b_room == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate candidate lists for %zu rows x %zu candidates", other->count, kc);
+    return FALSE;
+  }
+  /* Tests: this rank comes late, so the other one takes every chunk. */
+  const char *late = g_getenv("KNNWB_SPLIT_LATE_RANK");
+  if (late != NULL && atoi(late) == run->group->rank)
+    g_usleep(50000);
+  gboolean ok = TRUE;
+  size_t taken = 0;
+  for (size_t c; ok && (c = (size_t)__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED)) < chunks;) {
+    const size_t c0 = chunks == KNNWB_SPLIT_PAIR_CHUNKS ? cut * knnwb_split_pair_eighths[c] / 8
+                                                        : cut * c / chunks,
+                 c1 = chunks == KNNWB_SPLIT_PAIR_CHUNKS ? cut * knnwb_split_pair_eighths[c + 1] / 8
+                                                        : cut * (c + 1) / chunks;
+    taken++;
+    if (knnwb_split_cancelled(run, error)) {
+      ok = FALSE;
+      break;
+    }
+    knnwb_split_bounds(lists, bounds);
+    if (lower) {
+      const KnnwbSplitSide a = {mine->rows, mine->first + c0, c1 - c0, mine->global + c0};
+      ok = knnwb_split_lists_init_in(&b_lists, other->count, kc, b_room, error) &&
+           knnwb_split_select(run, &a, other, bounds + c0, other_bounds, &a_lists, &b_lists, error);
+      if (ok) {
+        KnnwbSplitLists rows = knnwb_split_lists_window(lists, c0, c1 - c0);
+        knnwb_split_merge(lists, &a_lists, c0, run->threads);
+        knnwb_split_fill_distances(run, &a, other, &rows);
+        knnwb_split_merge(back, &b_lists, 0, run->threads);
+        for (size_t t = 0; t < other->count && kc > 0; t++)
+          if (back->index[t * kc + kc - 1] >= 0)
+            other_bounds[t] = MIN(other_bounds[t], back->score[t * kc + kc - 1]);
+      }
+    } else {
+      const KnnwbSplitSide b = {other->rows, other->first + c0, c1 - c0, other->global + c0};
+      KnnwbSplitLists window = knnwb_split_lists_window(back, c0, c1 - c0);
+      ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, &a_lists, &window, error);
+      if (ok) {
+        knnwb_split_merge(lists, &a_lists, 0, run->threads);
+        knnwb_split_fill_distances(run, mine, &b, lists);
+      }
+    }
+    knnwb_split_lists_clear(&a_lists);
+  }
+  g_free(b_room);
+  g_debug("knnwb: rank %d: %zu of the pair's %zu chunks taken", run->group->rank, taken, chunks);
+  return ok;
+}
+
+/* The first pass of a self graph: every pair of blocks once (see the top of knn_split.c).
+ * Collective. */
+gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
+                               const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
+                               KnnwbSplitLists *lists, GError **error)
+{
+  const KnnwbKnnGroup *group = run->group;
+  const int R = group->size, r = group->rank;
+  size_t first, m;
+  knnwb_split_rows_of(blocks, r, &first, &m);
+  const KnnwbSplitLayout layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d);
+  const uint64_t steps = (uint64_t)R / 2 + 1;
+  KnnwbSplitSide mine = {own, 0, m, first};
+  knnwb_split_progress(run, 0, steps);
+  KnnwbSplitLists a_lists = {0}, b_lists = {0};
+  gint64 since = g_get_monotonic_time();
+  /* Ranks that share memory (one host) publish their prepared block once, before step 0, and read
+   * the others' in place: no copy per step (two at the window: in and out) and no fetch to wait
+   * for; else each step fetches its block. Collective; FALSE with *error unset: not shared. */
+  g_autofree void **parts = g_new0(void *, (size_t)R);
+  gboolean shared = FALSE;
+  if (group->share_begin != NULL && R > 1) {
+    shared =
+        group->share_begin(group, KNNWB_SPLIT_HEADER + knnwb_split_bytes(&layout, m), parts, error);
+    if (!shared && error != NULL && *error != NULL)
+      return FALSE;
+    if (shared) {
+      *(int *)parts[r] = 0; /* the chunk counter of the pair this rank's block is cut for */
+      knnwb_split_pack(&layout, own, own_invalid, NULL, m, (char *)parts[r] + KNNWB_SPLIT_HEADER);
+      if (!group->share_sync(group, error)) {
+        group->share_end(group, NULL);
+        return FALSE;
+      }
+    }
+  }
+  gboolean ok = knnwb_split_select(run, &mine, NULL, NULL, NULL, &a_lists, &b_lists, error);
+  if (ok)
+    knnwb_split_merge(lists, &a_lists, 0, run->threads);
+  knnwb_split_lists_clear(&a_lists);
+  knnwb_split_lists_clear(&b_lists);
+  knnwb_split_mark(group, "step 0 (own block) selected and merged in", &since);
+  if (!group->agree(group, ok, error)) {
+    if (shared)
+      group->share_end(group, NULL);
+    return FALSE;
+  }
+  knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
+  knnwb_split_progress(run, 1, steps);
+  const size_t largest = blocks->largest;
+  const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
+  /* The room of a fetched block, which then takes the lists coming back (shared: these only). */
+  char *visiting = shared ? NULL : g_try_malloc(visiting_bytes);
+  /* The own rows' thresholds, and the visiting rows' (they travel with their block). */
+  float *bounds = g_try_new(float, MAX(m, (size_t)1));
+  float *visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
+  ok = (shared || visiting != NULL) && bounds != NULL && visiting_bounds != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate room for a visiting block of %zu rows", largest);
+  if (!group->agree(group, ok, error)) {
+    if (shared)
+      group->share_end(group, NULL);
+    g_free(visiting);
+    g_free(bounds);
+    g_free(visiting_bounds);
+    return FALSE;
+  }
+  for (int s = 1; 2 * s <= R && ok; s++) {
+    const int q = (r + s) % R, p = (r - s + R) % R;
+    size_t q_first, q_rows;
+    knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
+    KnnwbPrepared view;
+    knnwb_split_bounds(lists, bounds);
+    if (shared)
+      knnwb_split_view(&layout, own, (char *)parts[q] + KNNWB_SPLIT_HEADER, q_rows, &view);
+    if ((!shared && !knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting,
+                                       &view, error)) ||
+        !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
+                           q_rows * sizeof(float), error)) {
+      ok = FALSE;
+      break;
+    }
+    knnwb_split_mark(
+        group, shared ? "block in shared memory, bounds fetched in" : "block fetched in", &since);
+    /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half (with shared
+     * blocks: as many chunks as it takes first). */
+    KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
+    /* KNNWB_SPLIT_CHUNKS=0 (benchmarks): the fixed halves even with shared blocks. */
+    const gboolean chunked = shared && 2 * s == R && g_strcmp0(g_getenv("KNNWB_SPLIT_CHUNKS"), "0");
+    if (2 * s == R && !chunked) {
+      if (r < q) {
+        a.count = m / 2;
+      } else {
+        b.first = q_rows / 2;
+        b.count = q_rows - q_rows / 2;
+        b.global = q_first + b.first;
+      }
+    }
+    /* b's candidates are written straight into the lists of q's whole block, which go back to q;
+     * the lists of this block's rows that p computed arrive in the visiting block's room once it
+     * is no longer needed (when they fit there). */
+    KnnwbSplitLists back = {0}, from_p = {0};
+    ok =
+        !knnwb_split_cancelled(run, error) && knnwb_split_lists_init(&back, q_rows, run->kc, error);
+    if (ok && chunked) {
+      const int lower = MIN(r, q);
+      ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)parts[lower], bounds,
+                                   visiting_bounds, lists, &back, error);
+    } else if (ok) {
+      KnnwbSplitLists window = knnwb_split_lists_window(&back, b.first, b.count);
+      ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, &a_lists,
+                              &window, error);
+    }
+    if (ok && !chunked) {
+      knnwb_split_merge(lists, &a_lists, 0, run->threads);
+      knnwb_split_fill_distances(run, &a, &b, lists);
+    }
+    knnwb_split_lists_clear(&a_lists);
+    knnwb_split_mark(group, "pair selected and merged in", &since);
+    /* The last step has read the shared blocks (every rank reaches this, failed or not): the
+     * window is free for the lists that go back. */
+    if (shared && 2 * (s + 1) > R) {
+      shared = FALSE;
+      if (!group->share_end(group, ok ? error : NULL))
+        ok = FALSE;
+    }
+    const gboolean fits = visiting != NULL && knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
+    ok = ok && knnwb_split_lists_init_in(&from_p, m, run->kc, fits ? visiting : NULL, error);
+    if (group->agree(group, ok, error)) {
+      ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
+                             from_p.buffer, knnwb_split_lists_bytes(m, run->kc), error);
+      if (ok)
+        knnwb_split_merge(lists, &from_p, 0, run->threads);
+    } else {
+      ok = FALSE;
+    }
+    knnwb_split_lists_clear(&back);
+    knnwb_split_lists_clear(&from_p);
+    knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &since);
+    knnwb_split_progress(run, (uint64_t)s + 1, steps);
+  }
+  /* A fetch or bounds shift that failed left the loop early (transport errors: on every rank). */
+  if (shared && !group->share_end(group, ok ? error : NULL))
+    ok = FALSE;
+  g_free(visiting);
+  g_free(bounds);
+  g_free(visiting_bounds);
+  return ok;
+}
+
+/* The first pass of a query run: the own query block against every reference block, its own
+ * first. Collective. */
+gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,
+                                size_t query_first, const KnnwbPrepared *reference,
+                                const unsigned char *reference_invalid,
+                                const KnnwbSplitBlocks *blocks, KnnwbSplitLists *lists,
+                                GError **error)
+{
+  const KnnwbKnnGroup *group = run->group;
+  const int R = group->size, r = group->rank;
+  knnwb_split_progress(run, 0, (uint64_t)R);
+  const KnnwbSplitLayout layout =
+      knnwb_split_layout(reference->metric, reference->scale_exponent, reference->d);
+  const size_t largest = blocks->largest;
+  char *visiting = g_try_malloc(MAX(knnwb_split_bytes(&layout, largest), (size_t)1));
+  gboolean ok = visiting != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate room for a visiting block of %zu rows", largest);
+  float *bounds = g_try_new(float, MAX(query->n, (size_t)1));
+  if (ok && bounds == NULL) {
+    ok = FALSE;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the thresholds of %zu rows", query->n);
+  }
+  ok = group->agree(group, ok, error);
+  KnnwbSplitSide mine = {query, 0, query->n, query_first};
+  for (int s = 0; s < R && ok; s++) {
+    const int q = (r + s) % R, p = (r - s + R) % R;
+    size_t q_first, q_rows;
+    knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
+    KnnwbPrepared view;
+    const KnnwbPrepared *block = reference;
+    if (s > 0) {
+      if (!knnwb_split_fetch(group, &layout, reference, reference_invalid, p, q, q_rows, visiting,
+                             &view, error)) {
+        ok = FALSE;
+        break;
+      }
+      block = &view;
+    }
+    KnnwbSplitSide b = {block, 0, q_rows, q_first};
+    KnnwbSplitLists found = {0};
+    const size_t valid = knnwb_split_valid(&b);
+    gboolean local = !knnwb_split_cancelled(run, error) &&
+                     knnwb_split_lists_init(&found, mine.count, run->kc, error);
+    if (local && valid > 0 && mine.count > 0) {
+      KnnwbSelectJob job;
+      knnwb_split_fill_job(run, &job, &mine, &b, MIN(run->kc, valid), &found);
+      if (s > 0) { /* the first step has nothing to start from */
+        knnwb_split_bounds(lists, bounds);
+        job.query_bounds = bounds;
+      }
+      local = knnwb_split_run_job(run, &job, error);
+      found.kc = job.kc;
+      if (local) {
+        knnwb_split_finish_as(run, &mine, &b, &found, FALSE);
+        knnwb_split_merge(lists, &found, 0, run->threads);
+        if (s > 0) /* the own reference block's are computed by the refinement */
+          knnwb_split_fill_distances(run, &mine, &b, lists);
+      }
+    }
+    knnwb_split_lists_clear(&found);
+    ok = group->agree(group, local, error);
+    knnwb_split_progress(run, (uint64_t)s + 1, (uint64_t)R);
+  }
+  g_free(visiting);
+  g_free(bounds);
+  return ok;
+}

@@ -1,0 +1,205 @@
+/* One selection of a split-memory run, as the passes and the re-selection use it: a select job over
+ * two sides (blocks, or parts of blocks) filled for the run's backend and run with rank 0's
+ * progress, its candidates turned into global indices with their exact distances computed while
+ * the candidates' rows are present, and the distances a merge kept but left unknown filled in. */
+#include <math.h>
+#include <string.h>
+#include "knn_split_internal.h"
+
+size_t knnwb_split_valid(const KnnwbSplitSide *side)
+{
+  size_t valid = side->count;
+  for (size_t t = 0; t < side->count && side->rows->invalid != NULL; t++)
+    valid -= side->rows->invalid[side->first + t] != 0;
+  return valid;
+}
+
+/* Turns a job's local candidate indices of side `of` into global ones and computes each one's
+ * exact distance from its list's row (of side `rows`), as the refinement would; without
+ * `distances` (candidates from the rank's own reference block, which stays until the refinement)
+ * they are left NaN and computed there for the candidates that are still listed
+ * (knnwb_split_refine_rows): most of the first step's are displaced by the other blocks'. */
+typedef struct {
+  const KnnwbSplitSide *rows, *of;
+  KnnwbSplitLists *lists;
+  gboolean distances;
+} KnnwbSplitFinish;
+
+static void knnwb_split_finish_rows(size_t first, size_t last, void *user)
+{
+  KnnwbSplitFinish *finish = user;
+  const size_t kc = finish->lists->kc;
+  for (size_t t = first; t < last; t++)
+    for (size_t c = 0; c < kc; c++) {
+      int64_t *index = &finish->lists->index[t * kc + c];
+      if (*index < 0) {
+        finish->lists->distance[t * kc + c] = NAN;
+        continue;
+      }
+      const size_t j = finish->of->first + (size_t)*index;
+      if (finish->distances && c + 1 < kc && index[1] >= 0)
+        knnwb_split_prefetch(finish->of->rows, finish->of->first + (size_t)index[1]);
+      finish->lists->distance[t * kc + c] =
+          finish->distances ? knnwb_prepared_distance(finish->rows->rows, finish->rows->first + t,
+                                                      finish->of->rows, j)
+                            : NAN;
+      *index = (int64_t)(finish->of->global + (size_t)*index);
+    }
+}
+
+void knnwb_split_finish_as(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
+                           const KnnwbSplitSide *of, KnnwbSplitLists *lists, gboolean distances)
+{
+  KnnwbSplitFinish finish = {rows, of, lists, distances};
+  knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
+}
+
+static void knnwb_split_finish(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
+                               const KnnwbSplitSide *of, KnnwbSplitLists *lists)
+{
+  KnnwbSplitFinish finish = {rows, of, lists, TRUE};
+  knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
+}
+
+void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
+                          const KnnwbSplitSide *query, const KnnwbSplitSide *reference, size_t kc,
+                          KnnwbSplitLists *out)
+{
+  const KnnwbPrepared *r = reference->rows;
+  const size_t d = r->d;
+  memset(job, 0, sizeof *job);
+  job->query = query->rows->scored + query->first * d;
+  job->n_query = query->count;
+  job->reference = r->scored + reference->first * d;
+  job->n_reference = reference->count;
+  job->reference_sqnorms = r->sqnorms ? r->sqnorms + reference->first : NULL;
+  job->reference_invalid = r->invalid ? r->invalid + reference->first : NULL;
+  job->dim = d;
+  job->score_kind = knnwb_metric_score_kind(r->metric);
+  job->screen = knnwb_screen_kernel_precision(r->screen);
+  job->screen_row_norm = r->screen_row_norm;
+  job->screen_half_scores = knnwb_screen_half_scores(r->screen);
+  job->n_threads = run->threads;
+  job->memory_bytes =
+      run->select == knnwb_cpu_select ? run->options->memory_bytes : run->options->gpu_memory_bytes;
+  job->devices = run->options->devices;
+  job->n_devices = run->options->n_devices;
+  job->cancel = run->options->cancel;
+  job->kc = kc;
+  job->out_index = out->index;
+  job->out_score = out->score;
+}
+
+gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job, GError **error)
+{
+  char message[512] = "";
+  KnnwbSelectJob shown = *job;
+  if (run->progress != NULL) {
+    shown.progress = knnwb_split_job_progress;
+    shown.progress_data = (void *)run;
+  }
+  return knnwb_knn_status_to_error(run->select(&shown, message, sizeof message), message,
+                                   run->backend, error);
+}
+
+/* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
+ * (allocated here) and, for a pair, of b's rows among a's into b_lists (b->count empty rows, kc
+ * wide, given: the window of the lists that go back to b's owner). a_bounds/b_bounds (NULL: none):
+ * the rows' starting thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them
+ * (the rest padded with -1). a's lists come without exact distances (NaN): the caller merges them
+ * and computes those of the candidates that stayed (knnwb_split_fill_distances) while b's rows
+ * are present, about half of them at two ranks. */
+gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                            const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
+                            KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists, GError **error)
+{
+  const size_t kc = run->kc;
+  if (!knnwb_split_lists_init(a_lists, a->count, kc, error))
+    return FALSE;
+  KnnwbSelectJob job;
+  if (b == NULL) {
+    const size_t valid = knnwb_split_valid(a);
+    if (valid < 2)
+      return TRUE;
+    knnwb_split_fill_job(run, &job, a, a, MIN(kc, valid - 1), a_lists);
+    job.self = 1;
+    if (!knnwb_split_run_job(run, &job, error))
+      return FALSE;
+    a_lists->kc = job.kc; /* the job's stride; knnwb_split_finish and the merge read it */
+    knnwb_split_finish_as(run, a, a, a_lists, FALSE);
+    return TRUE;
+  }
+  const size_t valid_a = knnwb_split_valid(a), valid_b = knnwb_split_valid(b);
+  if (valid_a == 0 || valid_b == 0)
+    return TRUE;
+  if (run->two_sided) {
+    /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
+    knnwb_split_fill_job(run, &job, a, b, kc, a_lists);
+    job.query_bounds = a_bounds;
+    job.reference_bounds = b_bounds;
+    job.out_reference_index = b_lists->index;
+    job.out_reference_score = b_lists->score;
+    job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
+    job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
+    if (!knnwb_split_run_job(run, &job, error))
+      return FALSE;
+  } else {
+    /* Other backends select for query rows only: the pair as two panels (b's narrower lists
+     * are widened into b_lists). */
+    knnwb_split_fill_job(run, &job, a, b, MIN(kc, valid_b), a_lists);
+    job.query_bounds = a_bounds;
+    if (!knnwb_split_run_job(run, &job, error))
+      return FALSE;
+    a_lists->kc = job.kc;
+    KnnwbSplitLists narrow;
+    if (!knnwb_split_lists_init(&narrow, b->count, kc, error))
+      return FALSE;
+    knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), &narrow);
+    job.query_bounds = b_bounds;
+    gboolean ok = knnwb_split_run_job(run, &job, error);
+    narrow.kc = job.kc;
+    if (ok) {
+      knnwb_split_finish(run, b, a, &narrow);
+      knnwb_split_merge(b_lists, &narrow, 0, run->threads);
+    }
+    knnwb_split_lists_clear(&narrow);
+    knnwb_split_finish_as(run, a, b, a_lists, FALSE);
+    return ok;
+  }
+  knnwb_split_finish_as(run, a, b, a_lists, FALSE);
+  knnwb_split_finish(run, b, a, b_lists);
+  return TRUE;
+}
+
+/* The exact distances left NaN in rows [0, a->count) of lists (a's rows, merged) of candidates
+ * among b's rows, which are present now. */
+typedef struct {
+  const KnnwbSplitSide *a, *b;
+  KnnwbSplitLists *lists;
+} KnnwbSplitFill;
+
+static void knnwb_split_fill_rows(size_t first, size_t last, void *user)
+{
+  KnnwbSplitFill *fill = user;
+  const size_t kc = fill->lists->kc, lowest = fill->b->global;
+  for (size_t t = first; t < last; t++)
+    for (size_t c = 0; c < kc; c++) {
+      const int64_t index = fill->lists->index[t * kc + c];
+      double *distance = &fill->lists->distance[t * kc + c];
+      if (index >= 0 && (size_t)index >= lowest && (size_t)index - lowest < fill->b->count &&
+          isnan(*distance)) {
+        const int64_t next = c + 1 < kc ? fill->lists->index[t * kc + c + 1] : -1;
+        if (next >= 0 && (size_t)next >= lowest && (size_t)next - lowest < fill->b->count)
+          knnwb_split_prefetch(fill->b->rows, fill->b->first + ((size_t)next - lowest));
+        *distance = knnwb_prepared_distance(fill->a->rows, fill->a->first + t, fill->b->rows,
+                                            fill->b->first + ((size_t)index - lowest));
+      }
+    }
+}
+
+void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                                const KnnwbSplitSide *b, KnnwbSplitLists *lists)
+{
+  KnnwbSplitFill fill = {a, b, lists};
+  knnwb_parallel_for(run->threads, a->count, 64, knnwb_split_fill_rows, &fill);
+}
