@@ -100,9 +100,13 @@ int knnwb_host_command_render(int argc, char **argv)
   gboolean draw_edges = edges != NULL && strcmp(edges, "all") == 0;
   if (edges == NULL || strcmp(edges, "auto") == 0)
     draw_edges = drawing->edges->len <= 50000;
-  if (!knnwb_render_draw(drawing, temporary, format, width, (guint)label_limit, draw_edges, cancel,
-                         &error) ||
-      !knnwb_host_outputs_commit(outputs, cancel, &error))
+  KnnwbHostProgress *progress = knnwb_host_progress_new("render", quiet);
+  knnwb_host_progress_set_unit(progress, "shapes");
+  gboolean drawn =
+      knnwb_render_draw(drawing, temporary, format, width, (guint)label_limit, draw_edges, cancel,
+                        progress ? knnwb_host_progress_update : NULL, progress, &error);
+  knnwb_host_progress_finish(progress);
+  if (!drawn || !knnwb_host_outputs_commit(outputs, cancel, &error))
     goto out;
   if (!quiet)
     g_printerr("knnwb: %u node%s, %u edge%s -> %s (%.2f s)\n", drawing->nodes->len,

@@ -2,6 +2,7 @@
 #ifndef KNNWB_HOST_RENDER_H
 #define KNNWB_HOST_RENDER_H
 
+#include <stdint.h>
 #include <glib.h>
 
 G_BEGIN_DECLS
@@ -37,6 +38,9 @@ KnnwbDrawing *knnwb_render_read_gml(const char *path, GError **error);
 void knnwb_render_drawing_free(KnnwbDrawing *drawing);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbDrawing, knnwb_render_drawing_free)
 
+/** Progress of a drawing: done of total (edges, then nodes). */
+typedef void (*KnnwbRenderProgress)(uint64_t done, uint64_t total, void *data);
+
 /** Picture formats. */
 typedef enum { KNNWB_PICTURE_PNG, KNNWB_PICTURE_SVG, KNNWB_PICTURE_PDF } KnnwbPictureFormat;
 
@@ -44,12 +48,14 @@ typedef enum { KNNWB_PICTURE_PNG, KNNWB_PICTURE_SVG, KNNWB_PICTURE_PDF } KnnwbPi
  * Draws drawing into path (written atomically) width pixels (points for SVG/PDF) wide, the height
  * from the drawing's aspect ratio: edges under the nodes in their GML colour (translucent), nodes
  * in their fill, focus nodes last as large red hexagons with their labels; all labels when there
- * are at most label_limit nodes; edges only when draw_edges. Checks cancel between nodes.
+ * are at most label_limit nodes; edges only when draw_edges. Checks cancel every 64 edges and 4,096
+ * nodes; progress (may be NULL) gets edges and nodes drawn of their total every 4,096.
  * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_INVALID_ARGUMENT (no cairo support).
  */
 gboolean knnwb_render_draw(const KnnwbDrawing *drawing, const char *path, KnnwbPictureFormat format,
                            int width, guint label_limit, gboolean draw_edges,
-                           const volatile gint *cancel, GError **error);
+                           const volatile gint *cancel, KnnwbRenderProgress progress,
+                           void *progress_data, GError **error);
 
 G_END_DECLS
 

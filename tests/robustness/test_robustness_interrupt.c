@@ -133,11 +133,54 @@ static void test_knn_keeps_old_output(void)
   host_test_rmtree(dir);
 }
 
+/* `knnwb render --edges all` of 160,000 edges of one colour (no clusters: one grey group) stops
+ * within a second and keeps the older picture. Before, the flag was read once per colour group:
+ * a signal waited for every edge (12-14 s for 200,000 edges). */
+static void test_render_keeps_old_output(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autoptr(GString) gml = g_string_new("graph\n[\n  directed 1\n");
+  const int n = 4000, per_node = 40;
+  guint32 state = 99;
+  for (int v = 0; v < n; v++) {
+    state = state * 1664525u + 1013904223u;
+    double x = (double)(state >> 8) / 16777216.0 * 1000.0;
+    state = state * 1664525u + 1013904223u;
+    double y = (double)(state >> 8) / 16777216.0 * 1000.0;
+    g_string_append_printf(gml,
+                           "  node\n  [\n    id %d\n    label \"p%d\"\n    graphics\n    [\n"
+                           "      x %.3f\n      y %.3f\n      w 4\n      h 4\n"
+                           "      fill \"#C0C0C0\"\n    ]\n  ]\n",
+                           v, v, x, y);
+  }
+  for (int v = 0; v < n; v++)
+    for (int j = 1; j <= per_node; j++)
+      g_string_append_printf(gml,
+                             "  edge\n  [\n    source %d\n    target %d\n    graphics\n    [\n"
+                             "      fill \"#A0A0A0\"\n    ]\n  ]\n",
+                             v, (v + j * 97) % n);
+  g_string_append(gml, "]\n");
+  g_autofree char *input = host_test_write(dir, "many-edges.gml", gml->str);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *old = host_test_write(out_dir, "picture.png", "old\n");
+  char *argv[] = {KNNWB_HOST_PROGRAM, "render", input, "--edges", "all", "-o", old, NULL};
+  double seconds = 0;
+  g_assert_cmpint(run_and_signal(argv, NULL, SIGINT, &seconds), ==, 130);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
+  g_assert_cmpstr(text, ==, "old\n");
+  g_assert_cmpfloat(seconds, <, 1.0);
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/robustness/interrupt/pipeline-several-outputs", test_pipeline_several_outputs);
   g_test_add_func("/robustness/interrupt/knn-keeps-old-output", test_knn_keeps_old_output);
+  g_test_add_func("/robustness/interrupt/render-keeps-old-output", test_render_keeps_old_output);
   return g_test_run();
 }
