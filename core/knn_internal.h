@@ -1,4 +1,7 @@
-/* Internal pieces of the kNN engine shared by knn.c, prepare.c, select_cpu.c and refine.c. */
+/* Internal pieces of the kNN engine shared by its files: the run (knn.c) and its steps
+ * (knn_check.c, knn_backend.c, knn_rounds.c, knn_distinct.c, knn_result.c), the preparation
+ * (prepare.c), the CPU backend (select_cpu.c), the refinement (refine.c) and the group and
+ * split-memory runs. */
 #ifndef KNNWB_KNN_INTERNAL_H
 #define KNNWB_KNN_INTERNAL_H
 
@@ -194,6 +197,28 @@ gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_
 
 /** Lists for rows [first, first + rows) with every slot empty (index -1, distance +inf). */
 KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error);
+/** knnwb_knn_result_new, or with clear FALSE every index and distance left unset for a caller that
+ * writes them all (knn_result.c). Errors: KNNWB_ERROR_NO_MEMORY. O(rows k) when clearing, on every
+ * core. */
+KnnwbNeighbors *knnwb_knn_result_alloc(size_t first, size_t rows, size_t k, gboolean clear,
+                                       GError **error);
+/** A knnwb_parallel_for body emptying slots [first, last) of the KnnwbNeighbors user. */
+void knnwb_knn_result_clear(size_t first, size_t last, void *user);
+
+/**
+ * The search (knn_rounds.c): select, refine and certify rows [row0, row0 + n_rows) of query into
+ * result, re-selecting the uncertified rows with four times the candidates until all are
+ * certified; with a group the first round's self tiles are shared (collective). Errors: the
+ * backend's, KNNWB_ERROR_NO_MEMORY, KNNWB_ERROR_FAILED for a certificate that cannot succeed.
+ * Time: the backend's selection plus O(rows kc d) exact distances per round (fewer when the
+ * backend computed them); memory: rows x kc candidates in the first round, re-selection batches
+ * within options->memory_bytes.
+ */
+gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                          const char *backend, const KnnwbPrepared *query,
+                          const KnnwbPrepared *reference, gboolean self, size_t available,
+                          int threads, const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
+                          gboolean lists_fresh, KnnwbNeighbors *result, GError **error);
 
 /**
  * The split-memory run of a group (options->group_split, knn_split.c): query_block (and
@@ -243,6 +268,26 @@ void knnwb_duplicates_expand(const KnnwbDuplicates *duplicates, const KnnwbPrepa
 void knnwb_duplicates_expand_query(const KnnwbDuplicates *duplicates,
                                    const KnnwbNeighbors *distinct, int n_threads,
                                    KnnwbNeighbors *result);
+
+/**
+ * Self lists of query (all n rows, into result) when it has exact duplicate rows (knn_distinct.c):
+ * knnwb_knn_rounds on the distinct rows, then knnwb_duplicates_expand. Collective with a group.
+ * Errors: those of knnwb_knn_rounds and of the group's gather. Time: the search of the distinct
+ * rows plus O(n k log k).
+ */
+gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                            const char *backend, const KnnwbPrepared *query,
+                            const KnnwbDuplicates *duplicates, int threads,
+                            const KnnwbKnnGroup *group, KnnwbNeighbors *result, GError **error);
+/** The query lists of rows [row0, row0 + n_rows) against a reference with exact duplicate rows:
+ * the search against its distinct rows, then knnwb_duplicates_expand_query. Errors and time as
+ * knnwb_knn_distinct. */
+gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                      const char *backend, KnnwbPrepared *query,
+                                      const KnnwbPrepared *reference,
+                                      const KnnwbDuplicates *duplicates, int threads,
+                                      const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
+                                      KnnwbNeighbors *result, GError **error);
 
 /** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
 void knnwb_parallel_for(int n_threads, size_t n, size_t grain,

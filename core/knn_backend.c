@@ -1,0 +1,66 @@
+/* Which backend a kNN run selects its candidates with (CUDA when usable, else the CPU), and how a
+ * backend's status becomes an error. */
+#include <knnwb/error.h>
+#include "knn_internal.h"
+
+gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
+                                   GError **error)
+{
+  int code = KNNWB_ERROR_FAILED;
+  switch (status) {
+  case KNNWB_KERNELS_OK:
+    return TRUE;
+  case KNNWB_KERNELS_CANCELLED:
+    code = KNNWB_ERROR_CANCELLED;
+    break;
+  case KNNWB_KERNELS_OUT_OF_MEMORY:
+    code = KNNWB_ERROR_NO_MEMORY;
+    break;
+  default:
+    code = KNNWB_ERROR_DEVICE;
+  }
+  g_set_error(error, KNNWB_ERROR, code, "%s backend: %s", backend, message);
+  return FALSE;
+}
+
+gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
+{
+  if (options->backend == KNNWB_BACKEND_CPU)
+    return FALSE;
+  return options->backend == KNNWB_BACKEND_CUDA || knnwb_cuda_device_count() > 0;
+}
+
+gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
+                                  char **name, GError **error)
+{
+  int devices = 0;
+  if (options->backend != KNNWB_BACKEND_CPU)
+    devices = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
+  if (options->backend != KNNWB_BACKEND_CPU && devices > 0 && knnwb_cuda_device_count() > 0) {
+    *select = knnwb_cuda_select;
+    *name = g_strdup_printf("cuda:%d", devices);
+    return TRUE;
+  }
+  if (options->backend == KNNWB_BACKEND_CUDA) {
+#ifdef KNNWB_HAVE_CUDA
+    const char *why = "no CUDA device is visible";
+#else
+    const char *why = "knnwb was built without CUDA";
+#endif
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_DEVICE,
+                "backend cuda: no usable GPU (%s); use the cpu or auto backend", why);
+    return FALSE;
+  }
+#ifdef KNNWB_HAVE_CUDA
+  /* Once per process: a clustering or a pipeline runs several kNN searches, and a user reading
+   * the same line a dozen times looks for a dozen problems. */
+  static gsize told = 0;
+  if (options->backend == KNNWB_BACKEND_AUTO && g_once_init_enter(&told)) {
+    g_message("knnwb: no usable GPU, computing the kNN graph on the CPU");
+    g_once_init_leave(&told, 1);
+  }
+#endif
+  *select = knnwb_cpu_select;
+  *name = g_strdup("cpu");
+  return TRUE;
+}

@@ -1,0 +1,75 @@
+/* The checks of a kNN request that need only its sizes (metric, k, shapes, the memory it would
+ * take), before any data is read or prepared, so a bad request fails at once with its reason. */
+#include <knnwb/error.h>
+#include "knn_internal.h"
+
+gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                               size_t held, size_t held_reference, gboolean self,
+                               const KnnwbKnnOptions *options, GError **error)
+{
+  if ((unsigned)options->metric >= KNNWB_METRIC_COUNT) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "unknown metric %d",
+                (int)options->metric);
+    return FALSE;
+  }
+  if (options->k < 1) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "k must be at least 1 (got %zu)",
+                options->k);
+    return FALSE;
+  }
+  if (d != d_reference) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "query rows have %zu column%s but reference rows have %zu", d, KNNWB_PLURAL(d),
+                d_reference);
+    return FALSE;
+  }
+  if (d == 1 && n > 0 &&
+      (options->metric == KNNWB_METRIC_PEARSON || options->metric == KNNWB_METRIC_ABS_PEARSON ||
+       options->metric == KNNWB_METRIC_SPEARMAN)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "a correlation needs at least 2 columns but the rows have 1 (wrong delimiter, or "
+                "should the matrix be transposed?)");
+    return FALSE;
+  }
+  if (d == 0 && n > 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "the rows have no columns: there is nothing to measure distances on");
+    return FALSE;
+  }
+  const size_t k = options->k;
+  /* Before the memory estimate, so that a k beyond the rows is reported as that and not as a
+   * request for petabytes (dropped rows can only lower the bound; checked again below). */
+  const size_t at_most = self ? (n > 0 ? n - 1 : 0) : n_reference;
+  if (n > 0 && k > at_most) {
+    g_set_error(
+        error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+        "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu", k,
+        at_most, self ? "other" : "reference", at_most == 1 ? "" : "s", at_most);
+    return FALSE;
+  }
+  size_t result_cells;
+  if (!knnwb_size_multiply(held, k, &result_cells) || result_cells > SIZE_MAX / sizeof(double)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%zu rows x k = %zu neighbours overflow the address space", held, k);
+    return FALSE;
+  }
+  /* Refuse up front what cannot fit: the lists (index + distance), the candidate lists of the
+   * first round, and the prepared copy of the rows. Working tiles come on top but are bounded by
+   * the memory budget. */
+  const size_t margin = MAX((size_t)8, k / 8);
+  double needed = (double)held * (double)k * (sizeof(int64_t) + sizeof(double)) +
+                  (double)held * (double)(k + margin) * (sizeof(int64_t) + sizeof(float)) +
+                  (double)(held + (self ? 0 : held_reference)) * (double)d * sizeof(float) *
+                      (options->metric == KNNWB_METRIC_SPEARMAN ? 2.0 : 1.0);
+  size_t available = knnwb_memory_available();
+  if (needed > (double)available) {
+    g_autofree char *needed_text = knnwb_memory_format((size_t)MIN(needed, (double)SIZE_MAX));
+    g_autofree char *available_text = knnwb_memory_format(available);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "a kNN graph of %zu rows with k = %zu needs about %s of memory but only %s is "
+                "available: lower k, or run on a machine with more memory",
+                n, k, needed_text, available_text);
+    return FALSE;
+  }
+  return TRUE;
+}
