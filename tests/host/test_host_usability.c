@@ -397,6 +397,41 @@ static void test_cluster_progress(void)
   }
 }
 
+/* The pipeline's mst and mst-knn steps show their kNN lists' tile progress, as knn-graph does
+ * (they showed only their step line). */
+static void test_pipeline_mst_progress(void)
+{
+  g_autofree char *input = g_build_filename(test_dir, "mst-progress.tsv", NULL);
+  FILE *file = fopen(input, "w");
+  g_assert_nonnull(file);
+  guint32 state = 99;
+  for (int i = 0; i < 3000; i++) {
+    fprintf(file, "p%d", i);
+    for (int j = 0; j < 24; j++) {
+      state = state * 1664525u + 1013904223u;
+      fprintf(file, "\t%.3f", (double)(state >> 8) / 16777216.0);
+    }
+    fputc('\n', file);
+  }
+  g_assert_cmpint(fclose(file), ==, 0);
+  g_autofree char *xml = g_strdup_printf(
+      "<pipeline>\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"%s\"/></step>\n"
+      "  <step id=\"tree\" type=\"mst\"><input name=\"data\" step=\"load\"/></step>\n"
+      "  <step id=\"mk\" type=\"mst-knn\"><input name=\"data\" step=\"load\"/></step>\n"
+      "</pipeline>\n",
+      input);
+  g_autofree char *pipeline = g_build_filename(test_dir, "mst-progress.xml", NULL);
+  g_assert_true(g_file_set_contents(pipeline, xml, -1, NULL));
+  const char *args[] = {"run", "--threads", "1", "--memory", "1M", pipeline, NULL};
+  g_autofree char *text = run_args_on_terminal(args, 120, NULL);
+  guint tree = count_progress_lines(text, "[2/3] tree:"),
+        mk = count_progress_lines(text, "[3/3] mk:");
+  g_test_message("mst: %u progress lines, mst-knn: %u", tree, mk);
+  g_assert_cmpuint(tree, >, 0);
+  g_assert_cmpuint(mk, >, 0);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -408,6 +443,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/usability/example-commands-paste", test_example_commands_paste);
   g_test_add_func("/host/usability/progress-fits-terminal", test_progress_fits_terminal);
   g_test_add_func("/host/usability/cluster-progress", test_cluster_progress);
+  g_test_add_func("/host/usability/pipeline-mst-progress", test_pipeline_mst_progress);
   int status = g_test_run();
   host_test_rmtree(test_dir);
   g_free(test_dir);

@@ -30,6 +30,25 @@ static gboolean knnwb_mst_run(KnnwbStepContext *context, GError **error)
   options.n_threads = context->n_threads;
   options.memory_bytes = context->memory_bytes;
   options.cancel = context->cancel;
+  /* The lists here, as the library would make them (k = 16 unless given), with the step's tile
+   * progress: the library's own pass showed none (the longest phase of the step). */
+  g_autoptr(KnnwbNeighbors) lists = NULL;
+  const size_t n = in->matrix->n_rows;
+  if (n > 1) {
+    KnnwbKnnOptions knn;
+    knnwb_knn_options_init(&knn);
+    knn.metric = options.metric;
+    knn.k = MIN(options.k ? options.k : 16, n - 1);
+    knn.backend = options.backend;
+    knn.n_threads = options.n_threads;
+    knn.memory_bytes = options.memory_bytes;
+    knn.cancel = options.cancel;
+    knn.progress = context->progress;
+    knn.progress_data = context->progress_data;
+    if (!knnwb_knn_self(in->matrix, &knn, &lists, error))
+      return FALSE;
+    options.neighbors = lists;
+  }
   if (!knnwb_clustering_mst_points(in->matrix, &options, &out->graph, &out->weights, error))
     return FALSE;
   out->has_graph = TRUE;

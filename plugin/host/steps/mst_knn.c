@@ -64,6 +64,27 @@ static gboolean knnwb_mst_knn_run(KnnwbStepContext *context, GError **error)
     else
       options.neighbors = lists;
   }
+  /* Without usable lists from the knn input: the lists here, as long as the library would make
+   * them (max(16, floor(ln n) + 1) unless list-k), with the step's tile progress (the library's
+   * own pass showed none). */
+  g_autoptr(KnnwbNeighbors) computed = NULL;
+  const size_t n_points = in->matrix->n_rows;
+  if (options.neighbors == NULL && n_points > 1) {
+    KnnwbKnnOptions knn_options;
+    knnwb_knn_options_init(&knn_options);
+    knn_options.metric = options.metric;
+    knn_options.k = MIN(
+        options.list_k ? options.list_k : MAX(16, (size_t)log((double)n_points) + 1), n_points - 1);
+    knn_options.backend = options.backend;
+    knn_options.n_threads = options.n_threads;
+    knn_options.memory_bytes = options.memory_bytes;
+    knn_options.cancel = options.cancel;
+    knn_options.progress = context->progress;
+    knn_options.progress_data = context->progress_data;
+    if (!knnwb_knn_self(in->matrix, &knn_options, &computed, error))
+      return FALSE;
+    options.neighbors = computed;
+  }
   const char *hierarchy_path = context->params[HIERARCHY].v_string;
   const char *newick_path = context->params[NEWICK].v_string;
   KnnwbMstKnnHierarchy hierarchy;
