@@ -1,5 +1,6 @@
 /* Leiden, Louvain and walktrap through igraph, on similarity weights; modularity of a partition. */
 #include <math.h>
+#include <string.h>
 #include <knnwb/community.h>
 #include <knnwb/error.h>
 #include <knnwb/isolated.h>
@@ -95,69 +96,6 @@ static igraph_error_t knnwb_community_igraph(const igraph_t *graph, const igraph
   return IGRAPH_SUCCESS;
 }
 
-/* ---- walktrap in a child process (knnwb/isolated.h) ----
- * igraph 0.10's walktrap polls for interruption once per merge, but its set-up (the Communities
- * constructor: an exact delta-sigma, from random walks of `steps` on both sides, for every edge)
- * never does: on a 50,000-row kNN graph here a signal took 10 to 33 s to act. */
-
-typedef struct {
-  const igraph_t *graph;
-  const igraph_vector_t *weights;
-  const KnnwbCommunityOptions *options;
-} KnnwbWalktrapJob;
-
-static int knnwb_walktrap_child(void *data, void *result, volatile uint64_t *progress)
-{
-  (void)progress;
-  const KnnwbWalktrapJob *job = data;
-  igraph_vector_int_t membership;
-  igraph_error_t code = igraph_vector_int_init(&membership, 0);
-  if (code == IGRAPH_SUCCESS)
-    code = knnwb_community_igraph(job->graph, job->weights, job->options, &membership);
-  int64_t *out = result;
-  for (igraph_integer_t v = 0; code == IGRAPH_SUCCESS && v < igraph_vcount(job->graph); v++)
-    out[v] = VECTOR(membership)[v];
-  return (int)code;
-}
-
-static igraph_interruption_handler_t *knnwb_walktrap_handler;
-
-/* The parent's side: the process's interruption handler (the host's signals) decides. */
-static gboolean knnwb_walktrap_poll(uint64_t progress, void *data)
-{
-  (void)progress, (void)data;
-  return knnwb_walktrap_handler != NULL && knnwb_walktrap_handler(NULL) != IGRAPH_SUCCESS;
-}
-
-static gboolean knnwb_community_walktrap(const igraph_t *graph, const igraph_vector_t *weights,
-                                         const KnnwbCommunityOptions *options,
-                                         igraph_vector_int_t *membership, GError **error)
-{
-  KnnwbWalktrapJob job = {graph, weights, options};
-  const igraph_integer_t n = igraph_vcount(graph);
-  const size_t bytes = (size_t)n * sizeof(int64_t);
-  knnwb_walktrap_handler = igraph_set_interruption_handler(NULL);
-  igraph_set_interruption_handler(knnwb_walktrap_handler);
-  void *result = NULL;
-  int code = 0;
-  gboolean started = FALSE;
-  if (knnwb_isolated_run("walktrap", knnwb_walktrap_child, &job, bytes, knnwb_walktrap_poll, NULL,
-                         &result, &code, &started, error)) {
-    gboolean ok = knnwb_error_from_igraph(code, "community detection", error) &&
-                  knnwb_error_from_igraph(igraph_vector_int_resize(membership, n),
-                                          "igraph_vector_int_resize", error);
-    for (igraph_integer_t v = 0; ok && v < n; v++)
-      VECTOR(*membership)[v] = ((const int64_t *)result)[v];
-    knnwb_isolated_release(result, bytes);
-    return ok;
-  }
-  if (started)
-    return FALSE;
-  /* No child to be had: here, interruptible between merges only. */
-  return knnwb_error_from_igraph(knnwb_community_igraph(graph, weights, options, membership),
-                                 "community detection", error);
-}
-
 /* Leiden and Louvain draw from a private generator of the default's type seeded with the seed
  * (the draws are those of the default seeded so), set as igraph's default for the call only: a
  * caller's own stream is left where it was, not reset to the seed by every call (a program that
@@ -177,6 +115,108 @@ static igraph_error_t knnwb_community_private_rng(const igraph_t *graph,
   igraph_rng_set_default(&caller);
   igraph_rng_destroy(&rng);
   return code;
+}
+
+/* ---- community detection in a child process (knnwb/isolated.h) ----
+ * igraph 0.10's walktrap polls for interruption once per merge, but its set-up (the Communities
+ * constructor: an exact delta-sigma, from random walks of `steps` on both sides, for every edge)
+ * never does: on a 50,000-row kNN graph here a signal took 10 to 33 s to act. Leiden and Louvain
+ * on a dense SNN graph (20,000 rows, k = 60: 19 million edges) kept one waiting 11-15 s. */
+
+typedef struct {
+  const igraph_t *graph;               /* as given: directed or not, maybe with repeated edges */
+  const igraph_vector_t *similarities; /* per edge of graph, or NULL */
+  const KnnwbCommunityOptions *options;
+  gboolean modularity; /* also the partition's modularity on the simple graph */
+} KnnwbCommunityJob;
+
+/* The whole detection: the simple undirected graph the igraph functions want (Leiden and Louvain
+ * refuse directed ones; a union kNN graph from knnwb already is one, but a directed one has u-v
+ * and v-u), the method, and the modularity when asked. membership (initialised) gets the
+ * clusters. Run in the child, or here without one. */
+static igraph_error_t knnwb_community_detect(const KnnwbCommunityJob *job,
+                                             igraph_vector_int_t *membership, double *modularity)
+{
+  igraph_t simple;
+  igraph_vector_t simple_weights;
+  IGRAPH_CHECK(igraph_vector_init(&simple_weights, 0));
+  IGRAPH_FINALLY(igraph_vector_destroy, &simple_weights);
+  gint64 simple_start = g_get_monotonic_time();
+  if (!knnwb_clustering_undirected(job->graph, job->similarities, &simple, &simple_weights, NULL))
+    IGRAPH_ERROR("cannot build the simple undirected graph", IGRAPH_ENOMEM);
+  IGRAPH_FINALLY(igraph_destroy, &simple);
+  g_debug("knnwb: simple undirected graph for community detection in %.3f s",
+          (double)(g_get_monotonic_time() - simple_start) / 1e6);
+  const igraph_vector_t *weights = job->similarities ? &simple_weights : NULL;
+  IGRAPH_CHECK(knnwb_community_private_rng(&simple, weights, job->options, membership));
+  if (job->modularity)
+    IGRAPH_CHECK(igraph_modularity(&simple, membership, weights, 1.0, FALSE, modularity));
+  igraph_destroy(&simple);
+  igraph_vector_destroy(&simple_weights);
+  IGRAPH_FINALLY_CLEAN(2);
+  return IGRAPH_SUCCESS;
+}
+
+/* The child's side: the clusters as n int64, then the modularity (a double). */
+static int knnwb_community_child(void *data, void *result, volatile uint64_t *progress)
+{
+  (void)progress;
+  const KnnwbCommunityJob *job = data;
+  igraph_vector_int_t membership;
+  double modularity = NAN;
+  igraph_error_t code = igraph_vector_int_init(&membership, 0);
+  if (code == IGRAPH_SUCCESS)
+    code = knnwb_community_detect(job, &membership, &modularity);
+  const igraph_integer_t n = igraph_vcount(job->graph);
+  int64_t *out = result;
+  for (igraph_integer_t v = 0; code == IGRAPH_SUCCESS && v < n; v++)
+    out[v] = VECTOR(membership)[v];
+  memcpy(out + n, &modularity, sizeof modularity);
+  return (int)code;
+}
+
+static igraph_interruption_handler_t *knnwb_community_handler;
+
+/* The parent's side: the process's interruption handler (the host's signals) decides. */
+static gboolean knnwb_community_poll(uint64_t progress, void *data)
+{
+  (void)progress, (void)data;
+  return knnwb_community_handler != NULL && knnwb_community_handler(NULL) != IGRAPH_SUCCESS;
+}
+
+static gboolean knnwb_community_isolated(const KnnwbCommunityJob *job,
+                                         igraph_vector_int_t *membership, double *modularity,
+                                         GError **error)
+{
+  const igraph_integer_t n = igraph_vcount(job->graph);
+  const size_t bytes = (size_t)n * sizeof(int64_t) + sizeof(double);
+  knnwb_community_handler = igraph_set_interruption_handler(NULL);
+  igraph_set_interruption_handler(knnwb_community_handler);
+  void *result = NULL;
+  int code = 0;
+  gboolean started = FALSE;
+  if (knnwb_isolated_run("community detection", knnwb_community_child, (void *)job, bytes,
+                         knnwb_community_poll, NULL, &result, &code, &started, error)) {
+    gboolean ok = knnwb_error_from_igraph(code, "community detection", error) &&
+                  knnwb_error_from_igraph(igraph_vector_int_resize(membership, n),
+                                          "igraph_vector_int_resize", error);
+    for (igraph_integer_t v = 0; ok && v < n; v++)
+      VECTOR(*membership)[v] = ((const int64_t *)result)[v];
+    memcpy(modularity, (const int64_t *)result + n, sizeof *modularity);
+    knnwb_isolated_release(result, bytes);
+    return ok;
+  }
+  if (started)
+    return FALSE;
+  /* No child to be had: here, interruptible where igraph polls, except Leiden: igraph 0.10.2's
+   * igraph_community_leiden crashes when interrupted (IGRAPH_FINALLY_FREE frees a stale entry:
+   * a segmentation fault), so it runs to its end. */
+  igraph_interruption_handler_t *handler = knnwb_community_handler;
+  if (job->options->method == KNNWB_COMMUNITY_LEIDEN)
+    igraph_set_interruption_handler(NULL);
+  igraph_error_t detected = knnwb_community_detect(job, membership, modularity);
+  igraph_set_interruption_handler(handler);
+  return knnwb_error_from_igraph(detected, "community detection", error);
 }
 
 static gboolean knnwb_community_check_weights(const igraph_t *graph,
@@ -223,29 +263,17 @@ gboolean knnwb_clustering_community(const igraph_t *graph, const igraph_vector_t
   }
   if (!knnwb_community_check_weights(graph, similarities, error))
     return FALSE;
-  /* The igraph functions want a simple undirected graph (Leiden and Louvain refuse directed
-   * ones; a union kNN graph from knnwb already is one, but a directed one has u-v and v-u). */
-  igraph_t simple;
-  igraph_vector_t simple_weights;
-  if (!knnwb_error_from_igraph(igraph_vector_init(&simple_weights, 0), "igraph_vector_init", error))
-    return FALSE;
-  if (!knnwb_clustering_undirected(graph, similarities, &simple, &simple_weights, error)) {
-    igraph_vector_destroy(&simple_weights);
-    return FALSE;
-  }
-  const igraph_vector_t *weights = similarities ? &simple_weights : NULL;
-  gboolean ok = options->method == KNNWB_COMMUNITY_WALKTRAP
-                    ? knnwb_community_walktrap(&simple, weights, options, membership, error)
-                    : knnwb_error_from_igraph(
-                          knnwb_community_private_rng(&simple, weights, options, membership),
-                          "community detection", error);
+  /* Every method in a child that a signal kills at once, the simple graph's making included:
+   * Leiden and Louvain on a dense SNN graph (50,000 rows, k = 100: 200 million edges) kept a
+   * signal waiting minutes in igraph and in the edges' sort. */
+  KnnwbCommunityJob job = {graph, similarities, options, modularity != NULL};
+  double q = NAN;
+  gboolean ok = knnwb_community_isolated(&job, membership, &q, error);
   if (ok) {
     knnwb_community_renumber(membership);
     if (modularity)
-      ok = knnwb_clustering_modularity(&simple, weights, membership, modularity, error);
+      *modularity = q;
   }
-  igraph_destroy(&simple);
-  igraph_vector_destroy(&simple_weights);
   return ok;
 }
 

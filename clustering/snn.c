@@ -79,7 +79,7 @@ static gboolean knnwb_snn_edges_push(KnnwbSnnEdges *edges, int64_t u, int64_t v,
 }
 
 /* Why a thread stopped. */
-enum { KNNWB_SNN_OK, KNNWB_SNN_NO_SCORES, KNNWB_SNN_NO_EDGES };
+enum { KNNWB_SNN_OK, KNNWB_SNN_NO_SCORES, KNNWB_SNN_NO_EDGES, KNNWB_SNN_INTERRUPTED };
 
 typedef struct {
   const KnnwbNeighbors *lists;
@@ -107,6 +107,12 @@ static void knnwb_snn_pass(int t, int n_threads, void *data)
   }
   const KnnwbNeighbors *lists = pass->lists;
   for (size_t v = first; v < last; v++) {
+    /* igraph's interruption handler (the host's signals): rows cost up to k^2 steps each, and
+     * the pass took minutes at k = 100. */
+    if ((v & 255) == 0 && igraph_allow_interruption(NULL) != IGRAPH_SUCCESS) {
+      pass->failed[t] = KNNWB_SNN_INTERRUPTED;
+      goto out;
+    }
     int64_t n_added = 0;
     int64_t found = lists->n_found[v];
     for (int64_t i = 0; i <= found; i++) {
@@ -221,11 +227,17 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
   }
   pass.edges = g_new0(KnnwbSnnEdges, thread_count);
   pass.failed = g_new0(int, thread_count);
+  gint64 pass_start = g_get_monotonic_time();
   knnwb_clustering_team_run(thread_count, knnwb_snn_pass, &pass);
+  g_debug("knnwb: SNN pairs %.3f s", (double)(g_get_monotonic_time() - pass_start) / 1e6);
   size_t m = 0;
   for (int t = 0; t < thread_count; t++)
     m += pass.edges[t].len;
   for (int t = 0; t < thread_count; t++) {
+    if (pass.failed[t] == KNNWB_SNN_INTERRUPTED) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "SNN graph interrupted");
+      goto out;
+    }
     if (pass.failed[t] == KNNWB_SNN_NO_SCORES) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                   "cannot allocate the SNN score rows of %" G_GINT64_FORMAT " points", (gint64)n);
@@ -256,7 +268,10 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
         VECTOR(edges)[2 * e + 1] = pass.edges[t].v[x];
         VECTOR(*weights)[e] = pass.edges[t].w[x];
       }
+    gint64 create_start = g_get_monotonic_time();
     code = igraph_create(graph, &edges, (igraph_integer_t)n, IGRAPH_UNDIRECTED);
+    g_debug("knnwb: SNN graph of %zu edges created in %.3f s", m,
+            (double)(g_get_monotonic_time() - create_start) / 1e6);
     igraph_vector_int_destroy(&edges);
     if (!knnwb_error_from_igraph(code, "igraph_create (SNN graph)", error))
       goto out;

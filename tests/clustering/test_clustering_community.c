@@ -366,6 +366,60 @@ static void test_caller_rng_kept(void)
   igraph_destroy(&graph);
 }
 
+static igraph_error_t always_interrupted(void *data)
+{
+  (void)data;
+  return IGRAPH_INTERRUPTED;
+}
+
+/* A signal stops community detection at once, whatever it is doing: every method runs in a child
+ * that is killed, the simple undirected graph's making (a sort of every edge) included. Before,
+ * Leiden and Louvain ran here and the sort and igraph's set-up never polled: a signal waited
+ * 11-15 s on a 19-million-edge SNN graph (20,000 rows, k = 60); and when Leiden itself saw the
+ * interruption, igraph 0.10.2 crashed (a segmentation fault in IGRAPH_FINALLY_FREE): this test
+ * crashed before. Here 3 million random directed edges and an interruption handler that always
+ * says stop: CANCELLED within 0.5 s. */
+static void test_interrupted_at_once(void)
+{
+  const igraph_integer_t n = 100000, m = 3000000;
+  igraph_vector_int_t edges;
+  igraph_vector_int_init(&edges, 2 * m);
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, m);
+  guint32 state = 7;
+  for (igraph_integer_t e = 0; e < m; e++) {
+    state = state * 1664525u + 1013904223u;
+    VECTOR(edges)[2 * e] = (igraph_integer_t)(state % (guint32)n);
+    state = state * 1664525u + 1013904223u;
+    VECTOR(edges)[2 * e + 1] = (igraph_integer_t)(state % (guint32)n);
+    VECTOR(weights)[e] = (double)(state >> 8) / 16777216.0;
+  }
+  igraph_t graph;
+  g_assert_cmpint(igraph_create(&graph, &edges, n, IGRAPH_DIRECTED), ==, IGRAPH_SUCCESS);
+  igraph_vector_int_destroy(&edges);
+  igraph_vector_int_t membership;
+  igraph_vector_int_init(&membership, 0);
+  const KnnwbCommunityMethod methods[] = {KNNWB_COMMUNITY_LEIDEN, KNNWB_COMMUNITY_LOUVAIN};
+  for (size_t i = 0; i < G_N_ELEMENTS(methods); i++) {
+    KnnwbCommunityOptions options;
+    knnwb_community_options_init(&options);
+    options.method = methods[i];
+    igraph_interruption_handler_t *previous = igraph_set_interruption_handler(always_interrupted);
+    g_autoptr(GError) error = NULL;
+    gint64 start = g_get_monotonic_time();
+    gboolean ok = knnwb_clustering_community(&graph, &weights, &options, &membership, NULL, &error);
+    double seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    igraph_set_interruption_handler(previous);
+    g_test_message("method %d: stopped after %.3f s", (int)methods[i], seconds);
+    g_assert_false(ok);
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+    g_assert_cmpfloat(seconds, <, 0.5);
+  }
+  igraph_vector_int_destroy(&membership);
+  igraph_vector_destroy(&weights);
+  igraph_destroy(&graph);
+}
+
 /* A directed graph with both u->v and v->u becomes one undirected edge with the larger weight. */
 static void test_undirected(void)
 {
@@ -529,6 +583,7 @@ int main(int argc, char **argv)
   g_test_add_func("/clustering/community/snn-threads", test_snn_threads);
   g_test_add_func("/clustering/community/methods-match-igraph", test_methods_match_igraph);
   g_test_add_func("/clustering/community/caller-rng-kept", test_caller_rng_kept);
+  g_test_add_func("/clustering/community/interrupted-at-once", test_interrupted_at_once);
   g_test_add_func("/clustering/community/undirected", test_undirected);
   g_test_add_func("/clustering/community/similarity", test_similarity);
   g_test_add_func("/clustering/community/compare", test_compare);
