@@ -1,6 +1,7 @@
 /*
  * Screening precisions: their names, which one a run uses, and the rigorous bound on the error of
- * a screened score that core's certificate (refine.c) and candidate count (knn.c) take from it.
+ * a screened score that core's certificate (refine.c) and candidate count (knn_rounds.c) take from
+ * it.
  *
  * The bound, per unit of |q||r| (rows q, r as the backend scores them; u = 2^-24):
  *  - FP32 (float32 FMA, any summation order): a dot product of length d errs by at most d u |q||r|,
