@@ -62,7 +62,8 @@ typedef struct {
   gboolean has_hierarchy;
   double modularity;
   igraph_integer_t n_clusters;
-  char *note; /* e.g. what a cut by count returned and why */
+  KnnwbHostTicker *ticker; /* the phase line after the kNN lists' progress */
+  char *note;              /* e.g. what a cut by count returned and why */
 } KnnwbClusterResult;
 
 /* Every file a run writes: the cluster table, its companions and the extras asked for. */
@@ -158,6 +159,8 @@ static gboolean knnwb_cluster_graph(const KnnwbMatrix *data, const KnnwbKnnOptio
   g_autoptr(KnnwbNeighbors) lists = NULL;
   if (!knnwb_cluster_lists(data, knn, knn->k, command->quiet, &lists, error))
     return FALSE;
+  /* The graph and the clustering report no counts: a phase line (cluster_run ends it). */
+  result->ticker = knnwb_host_ticker_new(command->method, command->quiet);
   const char *mode_name = command->graph ? command->graph : "union";
   if (g_str_equal(mode_name, "snn")) {
     KnnwbSnnWeighting weighting = KNNWB_SNN_RANK;
@@ -211,6 +214,7 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
       return FALSE;
     mst.neighbors = lists;
   }
+  result->ticker = knnwb_host_ticker_new(command->method, command->quiet);
   if (!knnwb_clustering_mst_points(data, &mst, &result->graph, &result->distances, error))
     return FALSE;
   result->has_graph = TRUE;
@@ -258,6 +262,7 @@ static gboolean knnwb_cluster_run(const KnnwbMatrix *data, const KnnwbKnnOptions
         return FALSE;
       options.neighbors = lists;
     }
+    result->ticker = knnwb_host_ticker_new(command->method, command->quiet);
     if (!knnwb_mstknn_hierarchy_init(&result->hierarchy, error))
       return FALSE;
     result->has_hierarchy = TRUE;
@@ -636,7 +641,9 @@ int knnwb_host_command_cluster(int argc, char **argv)
   gint64 read_done = g_get_monotonic_time();
   if (command.knn.k == -1 && data->n_rows >= 2)
     knn.k = MIN(knn.k, data->n_rows - 1);
-  if (!knnwb_cluster_run(data, &knn, kind, method, &command, &result, &error)) {
+  gboolean clustered = knnwb_cluster_run(data, &knn, kind, method, &command, &result, &error);
+  knnwb_host_ticker_free(g_steal_pointer(&result.ticker));
+  if (!clustered) {
     if (error->domain == KNNWB_ERROR && error->code != KNNWB_ERROR_CANCELLED)
       g_prefix_error(&error, "%s: ", command.rest[0]);
     goto failed;

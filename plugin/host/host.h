@@ -124,6 +124,12 @@ KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
 /** Ends the line and frees. NULL is fine. */
 void knnwb_host_progress_finish(KnnwbHostProgress *progress);
+/** A phase line without counts ("label: 12 s", every half second from a thread) for library
+ * calls that report no progress; NULL (nothing shown) as knnwb_host_progress_new. */
+typedef struct KnnwbHostTicker KnnwbHostTicker;
+KnnwbHostTicker *knnwb_host_ticker_new(const char *label, gboolean quiet);
+/** Stops the line (ends it with a newline when it was shown) and frees. NULL is fine. */
+void knnwb_host_ticker_free(KnnwbHostTicker *ticker);
 /** What the counts are ("tiles" by default; unit must outlive the progress line; NULL: counts that
  * mean nothing to a user, shown as a share alone). */
 void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit);

@@ -145,3 +145,64 @@ void knnwb_host_progress_finish(KnnwbHostProgress *progress)
   g_free(progress->label);
   g_free(progress);
 }
+
+/* A phase without counts (a library call that reports none): its label and the seconds spent,
+ * every half second, from a thread of its own, so that a long phase does not look hung. */
+struct KnnwbHostTicker {
+  KnnwbHostProgress *progress;
+  GThread *thread;
+  GMutex lock;
+  GCond cond;
+  gboolean stop;
+};
+
+static gpointer knnwb_host_ticker_run(gpointer data)
+{
+  KnnwbHostTicker *ticker = data;
+  g_mutex_lock(&ticker->lock);
+  gint64 next = ticker->progress->start_us + G_USEC_PER_SEC / 2;
+  while (!ticker->stop) {
+    if (g_cond_wait_until(&ticker->cond, &ticker->lock, next) || ticker->stop)
+      continue;
+    next += G_USEC_PER_SEC / 2;
+    double seconds = (double)(g_get_monotonic_time() - ticker->progress->start_us) / 1e6;
+    char *forms[] = {g_strdup_printf("%s: %.0f s", ticker->progress->label, seconds)};
+    knnwb_host_progress_show(ticker->progress, forms, 1);
+  }
+  g_mutex_unlock(&ticker->lock);
+  return NULL;
+}
+
+KnnwbHostTicker *knnwb_host_ticker_new(const char *label, gboolean quiet)
+{
+  KnnwbHostProgress *progress = knnwb_host_progress_new(label, quiet);
+  if (progress == NULL)
+    return NULL;
+  KnnwbHostTicker *ticker = g_new0(KnnwbHostTicker, 1);
+  ticker->progress = progress;
+  g_mutex_init(&ticker->lock);
+  g_cond_init(&ticker->cond);
+  ticker->thread = g_thread_try_new("knnwb-ticker", knnwb_host_ticker_run, ticker, NULL);
+  if (ticker->thread == NULL) {
+    knnwb_host_ticker_free(ticker);
+    return NULL;
+  }
+  return ticker;
+}
+
+void knnwb_host_ticker_free(KnnwbHostTicker *ticker)
+{
+  if (ticker == NULL)
+    return;
+  if (ticker->thread != NULL) {
+    g_mutex_lock(&ticker->lock);
+    ticker->stop = TRUE;
+    g_cond_signal(&ticker->cond);
+    g_mutex_unlock(&ticker->lock);
+    g_thread_join(ticker->thread);
+  }
+  g_mutex_clear(&ticker->lock);
+  g_cond_clear(&ticker->cond);
+  knnwb_host_progress_finish(ticker->progress);
+  g_free(ticker);
+}

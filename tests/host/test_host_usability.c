@@ -367,7 +367,8 @@ static void test_progress_fits_terminal(void)
 
 /* `knnwb cluster` shows the kNN phase's progress with every method: the exact MST's methods
  * (single linkage, MST-kNN) computed their lists without any (5 minutes of silence at 200,000
- * rows), and without the command's --screen, --devices and --gpu-memory. */
+ * rows), and without the command's --screen, --devices and --gpu-memory. Then a phase line for
+ * the clustering itself (SNN and Leiden at 50,000 rows, k = 100: 160 s of silence). */
 static void test_cluster_progress(void)
 {
   g_autofree char *input = g_build_filename(test_dir, "cluster-progress.tsv", NULL);
@@ -395,6 +396,14 @@ static void test_cluster_progress(void)
     g_test_message("%s: %u progress lines", methods[m][0], lines);
     g_assert_cmpuint(lines, >, 0);
   }
+  /* The clustering after the lists reports no counts: a phase line with the seconds spent
+   * (about 2 s here, ticking every half second; silent before). */
+  const char *snn[] = {"cluster", input,       "--method", "leiden", "--graph", "snn", "-k",
+                       "40",      "--threads", "1",        "-o",     output,    NULL};
+  g_autofree char *text = run_args_on_terminal(snn, 120, NULL);
+  guint lines = count_progress_lines(text, "leiden: ");
+  g_test_message("leiden --graph snn -k 40: %u phase lines", lines);
+  g_assert_cmpuint(lines, >, 0);
 }
 
 /* The pipeline's mst and mst-knn steps show their kNN lists' tile progress, as knn-graph does
