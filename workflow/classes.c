@@ -108,6 +108,25 @@ gboolean knnwb_classes_from_table(const KnnwbMatrix *data, const KnnwbAnnotation
     record_of[i] = r + 1;
     values[i] = knnwb_annotation_field(table, r, column);
   }
+  size_t matched = 0;
+  for (size_t i = 0; i < n; i++)
+    matched += record_of[i] != 0;
+  if (matched == 0 && n > 0 && table->n_records > 0) {
+    /* Nothing matches: one sentence with both sides' names, not a line per row (a GEO matrix's
+     * GSM ids against a sheet of sample titles said the same thing 100 times). */
+    const char *first = knnwb_matrix_row_label(data, 0);
+    const char *second = n > 1 ? knnwb_matrix_row_label(data, 1) : NULL;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s: none of the matrix's %zu rows is named in the table's column '%s': the "
+                "rows are named like '%s'%s%s%s, the column holds '%s'%s%s%s (another column of "
+                "names: --classes-id; samples as rows: --transpose)",
+                table->path, n, table->header[id], first ? first : "", n > 1 ? ", '" : "",
+                second ? second : "", n > 1 ? "'" : "", knnwb_annotation_field(table, 0, id),
+                table->n_records > 1 ? ", '" : "",
+                table->n_records > 1 ? knnwb_annotation_field(table, 1, id) : "",
+                table->n_records > 1 ? "'" : "");
+    return FALSE;
+  }
   for (size_t i = 0; i < n; i++)
     if (record_of[i] == 0 && n_problems++ < 40)
       g_string_append_printf(problems, "\n%s: row '%s' is not in the table's column '%s'",

@@ -124,6 +124,24 @@ gboolean knnwb_phenotype_values(const KnnwbMatrix *data, const KnnwbAnnotationTa
                 example2 ? ", '" : "", example2 ? example2 : "", example2 ? "'" : "");
     return FALSE;
   }
+  size_t matched = 0;
+  for (size_t j = 0; j < d; j++)
+    matched += record_of[j] != 0;
+  if (matched == 0 && d > 0 && table->n_records > 0) {
+    /* Nothing matches: one sentence with both sides' names, not a line per sample. */
+    const char *first = data->col_labels[0] ? data->col_labels[0] : "";
+    const char *second = d > 1 && data->col_labels[1] ? data->col_labels[1] : "";
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s: none of the matrix's %zu samples (columns) is named in the table's column "
+                "'%s': the samples are named like '%s'%s%s%s, the column holds '%s'%s%s%s "
+                "(another column of names: --phenotype-id)",
+                table->path, d, table->header[id], first, d > 1 ? ", '" : "", second,
+                d > 1 ? "'" : "", knnwb_annotation_field(table, 0, id),
+                table->n_records > 1 ? ", '" : "",
+                table->n_records > 1 ? knnwb_annotation_field(table, 1, id) : "",
+                table->n_records > 1 ? "'" : "");
+    return FALSE;
+  }
   for (size_t j = 0; j < d; j++)
     if (record_of[j] == 0)
       knnwb_phenotype_problem(&problems, "%s: sample '%s' is not in the table's column '%s'",

@@ -245,6 +245,21 @@ static void test_classes_and_metrics(void)
   g_assert_cmpint(classes->of[1], ==, 1);
   g_assert_cmpint(classes->of[2], ==, -1);
 
+  /* No row matches (a GEO matrix's GSM ids against a sheet of sample titles): one sentence with
+   * both sides' names, not a line per row. */
+  g_assert_true(g_file_set_contents(table_path, "name\tclass\nS1\tA\nS2\tB\nS3\tA\n", -1, NULL));
+  g_clear_pointer(&table, knnwb_annotation_free);
+  table = knnwb_annotation_read(table_path, &error);
+  g_clear_pointer(&classes, knnwb_classes_free);
+  g_assert_false(knnwb_classes_from_table(rows, table, NULL, "class", &classes, &error));
+  g_autofree char *none =
+      g_strdup_printf("%s: none of the matrix's 4 rows is named in the table's column 'name': the "
+                      "rows are named like 'r0', 'r1', the column holds 'S1', 'S2'",
+                      table_path);
+  if (strstr(error->message, none) == NULL || strchr(error->message, '\n') != NULL)
+    g_error("expected one line '%s...', got '%s'", none, error->message);
+  g_clear_error(&error);
+
   /* Metrics by hand: truth A A B B B, predicted A B B B A (and one unscored). */
   const int32_t truth[] = {0, 0, 1, 1, 1, -1};
   const int32_t predicted[] = {0, 1, 1, 1, 0, 1};

@@ -189,6 +189,19 @@ static void test_mismatches(void)
   g_assert_cmpuint(data->n_rows, ==, 2); /* untouched */
   g_clear_error(&error);
 
+  /* No sample matches (GEO's GSM ids against sample titles): one sentence with both sides'
+   * names, not a line per sample. */
+  g_autofree char *other = write_file("o.tsv", "sample\tyears\nGSM1\t1\nGSM2\t2\n");
+  g_assert_false(knnwb_phenotype_append(&data, other, NULL, "years", NULL, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+  g_autofree char *none = g_strdup_printf(
+      "%s: none of the matrix's 4 samples (columns) is named in the table's column 'sample': the "
+      "samples are named like 'S1', 'S2', the column holds 'GSM1', 'GSM2'",
+      other);
+  if (strstr(error->message, none) == NULL || strchr(error->message, '\n') != NULL)
+    g_error("expected one line '%s...', got '%s'", none, error->message);
+  g_clear_error(&error);
+
   /* Only extra samples: a warning naming them, and the row is appended. */
   g_autofree char *extra =
       write_file("e.tsv", "sample\tyears\nS1\t1\nS2\t2\nS3\t3\nS4\t4\nS7\t7\n");
