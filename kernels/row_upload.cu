@@ -27,8 +27,8 @@ bool Worker::load_rows(float *dst, const float *src, size_t first, size_t rows, 
 
 /*
  * Streaming: host rows [first, first + rows) into the block buffer of slot, once the GEMM and the
- * selection that last read it are done (FP16: converted into the slot's half block, on the same stream); the next
- * GEMM waits for the copy. *rows_out: the rows the GEMM reads.
+ * selection that last read it are done (FP16: converted into the slot's half block, on the same
+ * stream); the next GEMM waits for the copy. *rows_out: the rows the GEMM reads.
  */
 bool Worker::stream_block(int slot, const float *host, size_t first, int rows,
                           const void **rows_out)
