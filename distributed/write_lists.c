@@ -124,7 +124,7 @@ static KnnwbWriteControl knnwb_distributed_control(const KnnwbKnnGroup *group,
   if (control != NULL)
     local = *control;
   if (local.n_threads <= 0)
-    local.n_threads = MAX(1, (int)g_get_num_processors() / MAX(1, group->local_size));
+    local.n_threads = MAX(1, knnwb_thread_count(0) / MAX(1, group->local_size));
   return local;
 }
 

@@ -26,15 +26,17 @@ bool Worker::load_rows(float *dst, const float *src, size_t first, size_t rows, 
 }
 
 /*
- * Streaming: host rows [first, first + rows) into the block buffer of slot, once the GEMM that
- * last read it is done (FP16: converted into the slot's half block, on the same stream); the next
- * GEMM waits for the copy. *rows_out: the rows the GEMM reads.
+ * Streaming: host rows [first, first + rows) into the block buffer of slot, once the GEMM and the
+ * selection that last read it are done (FP16: converted into the slot's half block, on the same
+ * stream); the next GEMM waits for the copy. *rows_out: the rows the GEMM reads.
  */
 bool Worker::stream_block(int slot, const float *host, size_t first, int rows,
                           const void **rows_out)
 {
   const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, gemm_done_[slot], 0));
+  /* a fused tile's merge may read the rows again (an overflowed line, tile_fused.cu) */
+  CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, select_done_[slot], 0));
   if (!load_rows(reference_buffer_[slot], host, first, (size_t)rows, copy_stream_))
     return false;
   *rows_out = reference_buffer_[slot];
@@ -65,6 +67,11 @@ bool Worker::load_anchor(const float *host, size_t first, int rows)
   const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaEventRecord(query_free_, gemm_stream_));
   CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, query_free_, 0));
+  if (half_tiles_ && fused_tiles_wanted()) {
+    /* a fused tile's merge may still read these rows (an overflowed line, tile_fused.cu) */
+    CUDA_TRY(run_, cudaEventRecord(select_tail_, select_stream_));
+    CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, select_tail_, 0));
+  }
   if (!load_rows(query_buffer_, host, first, (size_t)rows, copy_stream_))
     return false;
   if (screen_query_block_)

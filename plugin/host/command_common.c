@@ -78,8 +78,8 @@ void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
        "lists are exact with "
        "each",
        "P"},
-      {"threads", 't', 0, G_OPTION_ARG_INT, &args->threads, "CPU threads (default: all cores)",
-       "N"},
+      {"threads", 't', 0, G_OPTION_ARG_INT, &args->threads,
+       "CPU threads (default: every core this process may run on)", "N"},
       {"memory", 0, 0, G_OPTION_ARG_STRING, &args->memory,
        "CPU working-memory budget for tiles, e.g. 512M, 4G (default 256M)", "BYTES"},
       {"devices", 0, 0, G_OPTION_ARG_STRING, &args->devices, "GPUs to use, e.g. 0,1 (default: all)",
@@ -111,7 +111,7 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
     options->k = (size_t)args->k;
   if (args->threads < 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--threads must be 0 (all cores) or more");
+                "--threads must be 0 (every core this process may run on) or more");
     return FALSE;
   }
   options->n_threads = args->threads;

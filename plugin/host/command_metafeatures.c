@@ -18,7 +18,8 @@ int knnwb_host_command_metafeatures(int argc, char **argv)
   GOptionEntry entries[] = {
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
        "Output matrix: .npy (with OUT.labels.txt beside it) or .tsv", "OUT"},
-      {"threads", 't', 0, G_OPTION_ARG_INT, &threads, "Threads (default: all cores)", "N"},
+      {"threads", 't', 0, G_OPTION_ARG_INT, &threads,
+       "Threads (default: every core this process may run on)", "N"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};

@@ -62,16 +62,17 @@ static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
       /* The usage line names PIPELINE.xml once: from here, not from g_option_context_new. */
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "PIPELINE.xml"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionEntry run_entries[] = {
-      {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &command.dry_run,
-       "Check the pipeline and print the plan, run nothing", NULL},
-      {"report", 'r', 0, G_OPTION_ARG_NONE, &command.report,
-       "Print each step's time and peak memory at the end", NULL},
-      {"threads", 't', 0, G_OPTION_ARG_INT, &command.threads,
-       "CPU threads for steps that do not set their own (default: all cores)", "N"},
-      {"memory", 0, 0, G_OPTION_ARG_STRING, &command.memory,
-       "Working-memory budget for kNN tiles, e.g. 512M, 4G", "BYTES"},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionEntry run_entries[] = {{"dry-run", 'n', 0, G_OPTION_ARG_NONE, &command.dry_run,
+                                 "Check the pipeline and print the plan, run nothing", NULL},
+                                {"report", 'r', 0, G_OPTION_ARG_NONE, &command.report,
+                                 "Print each step's time and peak memory at the end", NULL},
+                                {"threads", 't', 0, G_OPTION_ARG_INT, &command.threads,
+                                 "CPU threads for steps that do not set their own (default: every "
+                                 "core this process may run on)",
+                                 "N"},
+                                {"memory", 0, 0, G_OPTION_ARG_STRING, &command.memory,
+                                 "Working-memory budget for kNN tiles, e.g. 512M, 4G", "BYTES"},
+                                {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) context = g_option_context_new(NULL);
   g_option_context_set_summary(context, validate_only
                                             ? "Checks a pipeline (XML, schema and every semantic "

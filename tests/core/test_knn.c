@@ -1,8 +1,10 @@
 /* The CPU kNN engine against a double-precision brute-force oracle. */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <knnwb/knnwb.h>
 #include "gemm_cpu.h"
 #include "knn_internal.h"
@@ -47,8 +49,9 @@ static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
   size_t cells = a->n_queries * a->k;
   for (size_t c = 0; c < cells; c++)
     if (a->indices[c] != b->indices[c] || a->distances[c] != b->distances[c])
-      g_error("cell %zu (row %zu rank %zu): %" G_GINT64_FORMAT " %.17g vs %" G_GINT64_FORMAT " %.17g", c,
-              c / a->k, c % a->k, a->indices[c], a->distances[c], b->indices[c], b->distances[c]);
+      g_error(
+          "cell %zu (row %zu rank %zu): %" G_GINT64_FORMAT " %.17g vs %" G_GINT64_FORMAT " %.17g",
+          c, c / a->k, c % a->k, a->indices[c], a->distances[c], b->indices[c], b->distances[c]);
   g_assert_cmpmem(a->indices, cells * sizeof(int64_t), b->indices, cells * sizeof(int64_t));
   g_assert_cmpmem(a->distances, cells * sizeof(double), b->distances, cells * sizeof(double));
 }
@@ -84,7 +87,8 @@ static void test_threads_and_budgets_identical(void)
     const size_t budgets[] = {16 << 10, 1 << 20, 64 << 20};
     for (size_t t = 0; t < G_N_ELEMENTS(threads); t++) {
       if (g_test_verbose())
-        g_printerr("%s threads %d budget %zu\n", knnwb_metric_to_string(all_metrics[mi]), threads[t], budgets[t]);
+        g_printerr("%s threads %d budget %zu\n", knnwb_metric_to_string(all_metrics[mi]),
+                   threads[t], budgets[t]);
       g_autoptr(KnnwbNeighbors) other = run_self(m, all_metrics[mi], 12, threads[t], budgets[t]);
       assert_same_lists(base, other);
     }
@@ -327,10 +331,11 @@ static void test_large_k(void)
 static void test_seed_sample_correlations(void)
 {
   static const float sample[10][6] = {
-      {1, 4.5f, 2, 7.3f, 8.21f, 5.71f}, {1, 3, 8, 6.66f, 7.19f, 1.06f},  {3, 3, 9, 5, 6.67f, 7.73f},
-      {4, 4, 1, 4, 3.64f, 2.92f},       {8, 7, 1.5f, 4, 4.91f, 6.15f},   {8, 6, 3, 2.4f, 7.36f, 4.76f},
-      {3, 8, 3, 3.2f, 5.31f, 5.49f},    {2, 1, 4.02f, 5.8f, 3.08f, 7.15f}, {4, 1, 3.7f, 2.2f, 1.31f, 1.48f},
-      {-3, 0, 3, 1, 3.82f, 2.7f}};
+      {1, 4.5f, 2, 7.3f, 8.21f, 5.71f}, {1, 3, 8, 6.66f, 7.19f, 1.06f},
+      {3, 3, 9, 5, 6.67f, 7.73f},       {4, 4, 1, 4, 3.64f, 2.92f},
+      {8, 7, 1.5f, 4, 4.91f, 6.15f},    {8, 6, 3, 2.4f, 7.36f, 4.76f},
+      {3, 8, 3, 3.2f, 5.31f, 5.49f},    {2, 1, 4.02f, 5.8f, 3.08f, 7.15f},
+      {4, 1, 3.7f, 2.2f, 1.31f, 1.48f}, {-3, 0, 3, 1, 3.82f, 2.7f}};
   g_autofree char *path = g_build_filename(KNNWB_SHARED_DATA_DIR, "cibm-sample.seed.knn", NULL);
   g_autofree char *text = NULL;
   g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
@@ -394,28 +399,28 @@ static void test_screen_precisions(void)
   g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_TF32, 295), >, 2.0 / 1024);
   g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_BF16, 128), >, 1.0 / 128);
   g_assert_cmpfloat(knnwb_screen_slack(KNNWB_SCREEN_BF16, 128), <, 1.0 / 128 + 1.0 / 16384);
-  g_assert_false(knnwb_screen_resolve(KNNWB_SCREEN_BF16, "cuda:1", KNNWB_METRIC_PEARSON, 20,
-                                      &screen, &error));
+  g_assert_false(
+      knnwb_screen_resolve(KNNWB_SCREEN_BF16, "cuda:1", KNNWB_METRIC_PEARSON, 20, &screen, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
   g_clear_error(&error);
   /* The CPU: auto is BF16 for k <= 256 where the CPU has the instructions, FP32 otherwise. */
-  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_PEARSON, 20, &screen,
-                                     NULL));
+  g_assert_true(
+      knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_PEARSON, 20, &screen, NULL));
   g_assert_cmpint(screen, ==, knnwb_cpu_gemm_has_bf16() ? KNNWB_SCREEN_BF16 : KNNWB_SCREEN_FP32);
-  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_PEARSON, 4096, &screen,
-                                     NULL));
+  g_assert_true(
+      knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_PEARSON, 4096, &screen, NULL));
   g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
-  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_MANHATTAN, 20, &screen,
-                                     NULL));
+  g_assert_true(
+      knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_MANHATTAN, 20, &screen, NULL));
   g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
-  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cuda:1", KNNWB_METRIC_PEARSON, 20, &screen,
-                                     NULL));
+  g_assert_true(
+      knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cuda:1", KNNWB_METRIC_PEARSON, 20, &screen, NULL));
   g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP16);
-  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cuda:1", KNNWB_METRIC_PEARSON, 4096,
-                                     &screen, NULL));
+  g_assert_true(
+      knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cuda:1", KNNWB_METRIC_PEARSON, 4096, &screen, NULL));
   g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
-  g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_FP16, "cuda:2", KNNWB_METRIC_MANHATTAN, 20,
-                                     &screen, NULL));
+  g_assert_true(
+      knnwb_screen_resolve(KNNWB_SCREEN_FP16, "cuda:2", KNNWB_METRIC_MANHATTAN, 20, &screen, NULL));
   g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
 
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(40, 6, 4);
@@ -655,8 +660,8 @@ static void test_graph_modes(void)
         g_assert_true(mode == KNNWB_GRAPH_UNION ? (in[from][to] || in[to][from])
                                                 : (in[from][to] && in[to][from]));
       }
-      double truth = knnwb_distance_exact(KNNWB_METRIC_EUCLIDEAN, m->values + from * 7,
-                                          m->values + to * 7, 7);
+      double truth =
+          knnwb_distance_exact(KNNWB_METRIC_EUCLIDEAN, m->values + from * 7, m->values + to * 7, 7);
       g_assert_cmpfloat_with_epsilon(VECTOR(weights)[e], truth, 1e-12);
     }
     igraph_destroy(&graph);
@@ -773,7 +778,8 @@ static void test_nearest_outside_group(void)
           continue;
         }
         g_assert_cmpfloat_with_epsilon(distance[t], best, 1e-9);
-        double truth = oracle_distance(all_metrics[mi], m->values + i * d, m->values + index[t] * d, d);
+        double truth =
+            oracle_distance(all_metrics[mi], m->values + i * d, m->values + index[t] * d, d);
         g_assert_cmpfloat_with_epsilon(truth, best, 1e-9);
         g_assert_cmpint(group[index[t]], !=, group[i]);
         if (fabs(truth - best) == 0.0 && best == 0.0)
@@ -781,6 +787,40 @@ static void test_nearest_outside_group(void)
       }
     }
   g_free(group);
+}
+
+/* More threads than a bound process may run on (mpirun's binding, here set by hand): one warning
+ * naming the affinity and what to pass to mpirun; the count asked for is kept. Within the
+ * affinity, and with the default count (which follows it), nothing is said. */
+static void test_threads_bound_process(void)
+{
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    g_test_skip("one online CPU: no narrower affinity to set");
+    return;
+  }
+  if (g_test_subprocess()) {
+    g_log_set_always_fatal(G_LOG_FATAL_MASK); /* the warning is the point: not fatal here */
+    cpu_set_t all, one;
+    g_assert_cmpint(sched_getaffinity(0, sizeof all, &all), ==, 0);
+    CPU_ZERO(&one);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+      if (CPU_ISSET(cpu, &all)) {
+        CPU_SET(cpu, &one);
+        break;
+      }
+    g_assert_cmpint(sched_setaffinity(0, sizeof one, &one), ==, 0);
+    g_assert_cmpint(knnwb_thread_count(0), ==, 1);
+    g_assert_cmpint(knnwb_thread_count(1), ==, 1);
+    fprintf(stderr, "no warning so far\n");
+    g_assert_cmpint(knnwb_thread_count(2), ==, 2);
+    g_assert_cmpint(knnwb_thread_count(3), ==, 3); /* once per process */
+    return;
+  }
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  g_test_trap_assert_stderr("*no warning so far*2 threads asked for, but this process may only run "
+                            "on 1 of the machine's*--bind-to none*");
+  g_test_trap_assert_stderr_unmatched("*3 threads asked for*");
 }
 
 int main(int argc, char **argv)
@@ -807,6 +847,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/drop-degenerate", test_drop_degenerate);
   g_test_add_func("/knn/graph-modes", test_graph_modes);
   g_test_add_func("/knn/progress-and-cancel", test_progress_and_cancel);
+  g_test_add_func("/knn/threads-bound-process", test_threads_bound_process);
   (void)metric_needs_variance;
   return g_test_run();
 }
