@@ -40,6 +40,14 @@ gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_
   /* Before the memory estimate, so that a k beyond the rows is reported as that and not as a
    * request for petabytes (dropped rows can only lower the bound; checked again below). */
   const size_t at_most = self ? (n > 0 ? n - 1 : 0) : n_reference;
+  if (n > 0 && k > at_most && at_most == 0) {
+    /* Not "use k <= 0": k is at least 1, so the input is what falls short. */
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                self ? "k = %zu but there is only one row: a kNN graph needs at least 2 rows"
+                     : "k = %zu but the reference has no rows",
+                k);
+    return FALSE;
+  }
   if (n > 0 && k > at_most) {
     g_set_error(
         error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,

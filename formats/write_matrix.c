@@ -1,4 +1,5 @@
 /* Matrix writers: NPY (with a labels side file) and TSV. */
+#include <math.h>
 #include <stdlib.h>
 #include <knnwb/write_matrix.h>
 #include "formats_internal.h"
@@ -72,8 +73,20 @@ gboolean knnwb_formats_write_matrix_npy(const char *path, const KnnwbMatrix *mat
 #error "the NPY writer assumes a little-endian host"
 #endif
   size_t count = matrix->n_rows * matrix->n_cols;
-  if (count > 0 && fwrite(matrix->values, sizeof(float), count, stream) != count) {
-    /* The commit reports the stream's error with the path. */
+  if (matrix->n_absent_rows == 0) {
+    if (count > 0 && fwrite(matrix->values, sizeof(float), count, stream) != count) {
+      /* The commit reports the stream's error with the path. */
+    }
+  } else {
+    /* Rows kept absent for their missing values hold zeros, not data: NaN, as NumPy marks a
+     * missing value. */
+    const float nan = NAN;
+    for (size_t i = 0; i < matrix->n_rows; i++) {
+      const float *row = matrix->values + i * matrix->n_cols;
+      gboolean absent = knnwb_matrix_row_is_absent(matrix, i);
+      for (size_t j = 0; j < matrix->n_cols; j++)
+        fwrite(absent ? &nan : row + j, sizeof(float), 1, stream);
+    }
   }
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
@@ -113,9 +126,14 @@ gboolean knnwb_formats_write_matrix_tsv(const char *path, const KnnwbMatrix *mat
     else
       fprintf(stream, "%zu", i + 1);
     const float *row = matrix->values + i * matrix->n_cols;
+    /* A row kept absent for its missing values holds zeros, not data: NA, as it was read. */
+    const gboolean absent = knnwb_matrix_row_is_absent(matrix, i);
     for (size_t j = 0; j < matrix->n_cols; j++) {
       putc('\t', stream);
-      knnwb_write_matrix_float(stream, row[j], c_locale);
+      if (absent)
+        fputs("NA", stream);
+      else
+        knnwb_write_matrix_float(stream, row[j], c_locale);
     }
     putc('\n', stream);
   }

@@ -103,9 +103,10 @@ typedef struct {
   size_t unit_first;   /* the units (operator, a) generated here: all, or a share's run */
   size_t index_first;  /* the pair index (over all units) of unit_first's first pair */
   size_t n_generated;  /* the pairs generated here (progress) */
-  guint8 *bad;         /* one flag per generated row */
+  guint8 *bad;         /* one flag per generated row: 1 failed, 2 a row of it absent */
   gint stop;           /* set on the first bad pair (error policy) or on cancellation */
   gint n_bad;
+  gint n_absent; /* pairs left out because a row of them is absent (missing values) */
   const volatile gint *cancel;
   gint64 done;
   KnnwbProgressFunc progress;
@@ -181,8 +182,16 @@ static void knnwb_metafeatures_body(size_t first, size_t last, void *user)
     KnnwbMetafeatureOp op = job->ops[o];
     size_t base = o * job->pairs_per_op + knnwb_metafeatures_pair_offset(a, m) - job->index_first;
     const float *x = job->data->values + job->rows[a] * d;
+    const gboolean a_absent = knnwb_matrix_row_is_absent(job->data, job->rows[a]);
     for (size_t b = a + 1; b < m; b++) {
       size_t index = base + (b - a - 1);
+      /* A row kept absent for its missing values holds zeros, not data: its pairs would be
+       * made-up rows (A-C = A) that the kNN graph and the written matrix took as real. */
+      if (a_absent || knnwb_matrix_row_is_absent(job->data, job->rows[b])) {
+        job->bad[index] = 2;
+        g_atomic_int_inc(&job->n_absent);
+        continue;
+      }
       const float *y = job->data->values + job->rows[b] * d;
       float *out = job->out + index * d;
       knnwb_metafeatures_combine(op, x, y, out, d);
@@ -215,13 +224,36 @@ static const char *knnwb_metafeatures_label(const KnnwbMatrix *data, size_t row,
 }
 
 /* Names the first failing pair (lowest generated row) and why, for the error and the warning. */
+/* The operator and the paired rows (positions in job->rows) of pair index. */
+static void knnwb_metafeatures_pair_of(const KnnwbMetafeatureJob *job, size_t index, size_t *o,
+                                       size_t *a, size_t *b)
+{
+  const size_t m = job->m, rest = index % job->pairs_per_op;
+  *o = index / job->pairs_per_op;
+  *a = 0;
+  while (*a + 1 < m && knnwb_metafeatures_pair_offset(*a + 1, m) <= rest)
+    (*a)++;
+  *b = *a + 1 + (rest - knnwb_metafeatures_pair_offset(*a, m));
+}
+
+/* "A-C (C has missing values)": a pair left out for an absent row. */
+static char *knnwb_metafeatures_describe_absent(const KnnwbMetafeatureJob *job, size_t index)
+{
+  size_t o, a, b;
+  knnwb_metafeatures_pair_of(job, index, &o, &a, &b);
+  char sa[32], sb[32];
+  const char *la = knnwb_metafeatures_label(job->data, job->rows[a], sa);
+  const char *lb = knnwb_metafeatures_label(job->data, job->rows[b], sb);
+  return g_strdup_printf("%s%c%s (%s has missing values)", la,
+                         knnwb_metafeatures_symbols[job->ops[o]], lb,
+                         knnwb_matrix_row_is_absent(job->data, job->rows[a]) ? la : lb);
+}
+
 static char *knnwb_metafeatures_describe(const KnnwbMetafeatureJob *job, size_t index)
 {
-  const size_t d = job->data->n_cols, m = job->m;
-  size_t o = index / job->pairs_per_op, rest = index % job->pairs_per_op, a = 0;
-  while (a + 1 < m && knnwb_metafeatures_pair_offset(a + 1, m) <= rest)
-    a++;
-  size_t b = a + 1 + (rest - knnwb_metafeatures_pair_offset(a, m));
+  const size_t d = job->data->n_cols;
+  size_t o, a, b;
+  knnwb_metafeatures_pair_of(job, index, &o, &a, &b);
   KnnwbMetafeatureOp op = job->ops[o];
   const float *x = job->data->values + job->rows[a] * d;
   const float *y = job->data->values + job->rows[b] * d;
@@ -468,6 +500,9 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
   out->values_borrowed = FALSE; /* owned: knnwb_matrix_free g_frees it */
   if (n_originals * d > 0)
     memcpy(values, data->values, n_originals * d * sizeof(float));
+  for (size_t i = 0; i < n_originals; i++)
+    if (knnwb_matrix_row_is_absent(data, i))
+      knnwb_matrix_set_row_absent(out, i);
 
   size_t n_generated = n_result - n_originals;
   KnnwbMetafeatureJob job = {.data = data,
@@ -499,21 +534,31 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "metafeatures: interrupted");
     goto out;
   }
-  if (job.n_bad > 0) {
+  if (job.n_absent > 0) {
     size_t first = 0;
-    while (!job.bad[first])
+    while (job.bad[first] != 2)
       first++;
-    g_autofree char *what = knnwb_metafeatures_describe(&job, index_first + first);
-    if (options->missing == KNNWB_MISSING_ERROR) {
+    g_autofree char *what = knnwb_metafeatures_describe_absent(&job, index_first + first);
+    g_warning("metafeatures: %d pair%s with a row of missing values left out, the first: %s",
+              job.n_absent, job.n_absent == 1 ? "" : "s", what);
+  }
+  if (job.n_bad > 0 || job.n_absent > 0) {
+    size_t first = 0;
+    while (job.n_bad > 0 && job.bad[first] != 1)
+      first++;
+    g_autofree char *what =
+        job.n_bad > 0 ? knnwb_metafeatures_describe(&job, index_first + first) : NULL;
+    if (job.n_bad > 0 && options->missing == KNNWB_MISSING_ERROR) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                   "metafeatures: %s (%d pair%s fail%s; use the drop-rows missing-value policy to "
                   "leave them out)",
                   what, job.n_bad, job.n_bad == 1 ? "" : "s", job.n_bad == 1 ? "s" : "");
       goto out;
     }
-    g_warning("metafeatures: %d pair%s dropped (zero/subnormal denominator or overflow), the "
-              "first: %s",
-              job.n_bad, job.n_bad == 1 ? "" : "s", what);
+    if (job.n_bad > 0)
+      g_warning("metafeatures: %d pair%s dropped (zero/subnormal denominator or overflow), the "
+                "first: %s",
+                job.n_bad, job.n_bad == 1 ? "" : "s", what);
     /* Compact in place, in order; the kept rows only move towards the front. */
     size_t kept = 0;
     for (size_t i = 0; i < n_generated; i++)

@@ -550,7 +550,8 @@ static void test_bad_inputs(void)
 
   /* One row: no neighbour exists for any k. */
   g_autoptr(KnnwbMatrix) one = knnwb_test_random_matrix(1, 4, 2);
-  expect_failure(one, KNNWB_METRIC_EUCLIDEAN, 1, KNNWB_ERROR_INVALID_ARGUMENT, "k <= 0");
+  expect_failure(one, KNNWB_METRIC_EUCLIDEAN, 1, KNNWB_ERROR_INVALID_ARGUMENT,
+                 "a kNN graph needs at least 2 rows");
 
   /* Ragged query/reference widths. */
   g_autoptr(KnnwbMatrix) q = knnwb_test_random_matrix(3, 5, 2);

@@ -137,6 +137,17 @@ static void test_knn_limits(void)
     g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
     g_assert_nonnull(strstr(error->message, "use k <= 1"));
   }
+  /* One row: the input falls short, not k (before: "use k <= 0"). */
+  g_autoptr(KnnwbMatrix) one = knnwb_matrix_new_wrapped(1, 4, values, NULL, NULL);
+  options.k = 1;
+  {
+    KnnwbNeighbors *neighbors = NULL;
+    g_autoptr(GError) error = NULL;
+    g_assert_false(knnwb_knn_self(one, &options, &neighbors, &error));
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+    g_assert_cmpstr(error->message, ==,
+                    "k = 1 but there is only one row: a kNN graph needs at least 2 rows");
+  }
 
   /* 2^40 rows that were never allocated (the wrapped pointer is never read). */
   float dummy[4] = {0};

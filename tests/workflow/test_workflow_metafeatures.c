@@ -4,7 +4,9 @@
 #include <string.h>
 #include <glib/gstdio.h>
 #include <knnwb/error.h>
+#include <knnwb/formats.h>
 #include <knnwb/metafeatures.h>
+#include <knnwb/write_matrix.h>
 #include "knnwb_test_matrix.h"
 
 static void test_counts(void)
@@ -197,6 +199,64 @@ static void test_policy(void)
   g_assert_nonnull(strstr(error->message, "g0*g1 = 3e+30 * 3e+30 overflows to infinity"));
 }
 
+/* A row kept absent for its missing values (`--drop-missing`, pipeline missing="drop-rows") holds
+ * zeros, not data: its pairs are left out (with a warning), under either policy, and it stays
+ * absent in the result. Written, it reads NA (TSV) or NaN (NPY), not zeros. Before, its pairs
+ * were made from the zeros (g2-g? = -g?, with edges in the kNN graph) and the files held zeros. */
+static void test_absent_rows(void)
+{
+  g_autoptr(KnnwbMatrix) data = labelled(5, 3, 12);
+  for (size_t j = 0; j < 3; j++)
+    data->values[2 * 3 + j] = 0.0f;
+  knnwb_matrix_set_row_absent(data, 2);
+  KnnwbMetafeatureOp ops[] = {KNNWB_METAFEATURE_DIFFERENCE, KNNWB_METAFEATURE_RATIO};
+  KnnwbMetafeatureOptions options;
+  knnwb_metafeatures_options_init(&options);
+  options.ops = ops;
+  options.n_ops = 2;
+  g_autoptr(KnnwbMatrix) out = NULL;
+  g_autoptr(GError) error = NULL;
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*8 pairs with a row of missing values left out, the first: g0-g2 (g2 *");
+  g_assert_true(knnwb_metafeatures_expand(data, &options, &out, &error));
+  g_test_assert_expected_messages();
+  g_assert_no_error(error);
+  /* 5 originals, then 6 pairs of 4 present rows per operator. */
+  g_assert_cmpuint(out->n_rows, ==, 5 + 2 * 6);
+  for (size_t i = 5; i < out->n_rows; i++)
+    g_assert_null(strstr(out->row_labels[i], "g2"));
+  g_assert_cmpstr(out->row_labels[5], ==, "g0-g1");
+  g_assert_cmpstr(out->row_labels[6], ==, "g0-g3");
+  g_assert_true(knnwb_matrix_row_is_absent(out, 2));
+  g_assert_false(knnwb_matrix_row_is_absent(out, 1));
+
+  g_autofree char *dir = g_dir_make_tmp("knnwb-mf-absent-XXXXXX", NULL);
+  g_autofree char *tsv = g_build_filename(dir, "m.tsv", NULL);
+  g_autofree char *npy = g_build_filename(dir, "m.npy", NULL);
+  g_assert_true(knnwb_formats_write_matrix(tsv, out, &error));
+  g_assert_true(knnwb_formats_write_matrix(npy, out, &error));
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(tsv, &text, NULL, NULL));
+  g_assert_nonnull(strstr(text, "\ng2\tNA\tNA\tNA\n"));
+  KnnwbReadOptions read;
+  knnwb_formats_read_options_init(&read);
+  read.missing = KNNWB_MISSING_DROP_ROWS;
+  g_autoptr(KnnwbMatrix) back = NULL;
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*1 row with missing values*");
+  g_assert_true(knnwb_formats_read_matrix(npy, &read, &back, NULL, &error));
+  g_test_assert_expected_messages();
+  g_assert_no_error(error);
+  g_assert_cmpuint(back->n_rows, ==, out->n_rows);
+  g_assert_true(knnwb_matrix_row_is_absent(back, 2));
+  g_assert_cmpmem(back->values + 3 * 3, (out->n_rows - 3) * 3 * sizeof(float), out->values + 3 * 3,
+                  (out->n_rows - 3) * 3 * sizeof(float));
+  g_remove(tsv);
+  g_remove(npy);
+  g_autofree char *labels = g_build_filename(dir, "m.labels.txt", NULL);
+  g_remove(labels);
+  g_rmdir(dir);
+}
+
 static void test_memory_refused(void)
 {
   g_autoptr(KnnwbMatrix) data = labelled(40, 10, 2);
@@ -331,6 +391,7 @@ int main(int argc, char **argv)
   g_test_add_func("/workflow/metafeatures/expand-all", test_expand_all);
   g_test_add_func("/workflow/metafeatures/expand-subset", test_expand_subset);
   g_test_add_func("/workflow/metafeatures/policy", test_policy);
+  g_test_add_func("/workflow/metafeatures/absent-rows", test_absent_rows);
   g_test_add_func("/workflow/metafeatures/shares", test_shares);
   g_test_add_func("/workflow/metafeatures/memory-refused", test_memory_refused);
   g_test_add_func("/workflow/metafeatures/cancel", test_cancel);
