@@ -51,11 +51,111 @@ static void knnwb_community_renumber(igraph_vector_int_t *membership)
   g_free(map);
 }
 
-static igraph_error_t knnwb_community_igraph(const igraph_t *graph, const igraph_vector_t *weights,
+/* Leiden as igraph runs it: CPM takes the resolution as it is with unit node weights; modularity
+ * needs node weights = strengths and resolution / (2m) (igraph 0.10's documented conversion). */
+static igraph_error_t knnwb_community_leiden(const igraph_t *graph, const igraph_vector_t *weights,
                                              const KnnwbCommunityOptions *options,
                                              igraph_vector_int_t *membership)
 {
   igraph_integer_t n = igraph_vcount(graph);
+  igraph_vector_t node_weights;
+  IGRAPH_CHECK(igraph_vector_init(&node_weights, 0));
+  IGRAPH_FINALLY(igraph_vector_destroy, &node_weights);
+  double resolution = options->resolution;
+  const igraph_vector_t *nodes = NULL;
+  if (options->objective == KNNWB_OBJECTIVE_MODULARITY) {
+    IGRAPH_CHECK(
+        igraph_strength(graph, &node_weights, igraph_vss_all(), IGRAPH_ALL, IGRAPH_LOOPS, weights));
+    double total = weights ? igraph_vector_sum(weights) : (double)igraph_ecount(graph);
+    resolution = total > 0 ? options->resolution / (2.0 * total) : options->resolution;
+    nodes = &node_weights;
+  }
+  igraph_integer_t n_clusters = 0;
+  IGRAPH_CHECK(igraph_vector_int_resize(membership, n));
+  if (options->n_iterations >= 0) {
+    IGRAPH_CHECK(igraph_community_leiden(graph, weights, nodes, resolution, options->beta, 0,
+                                         options->n_iterations, membership, &n_clusters, NULL));
+    igraph_vector_destroy(&node_weights);
+    IGRAPH_FINALLY_CLEAN(1);
+    return IGRAPH_SUCCESS;
+  }
+  /* igraph 0.10.2's "until an iteration changes nothing" (n_iterations < 0) never ends when the
+   * best partition keeps every vertex alone (CPM with a resolution above every weight:
+   * `--objective cpm` with the default resolution 1 and similarities below 1 hung; python-igraph
+   * hangs alike). One iteration first: when it leaves every vertex alone, that is the answer;
+   * otherwise the generator is seeded again and igraph's own loop runs, as before. */
+  IGRAPH_CHECK(igraph_community_leiden(graph, weights, nodes, resolution, options->beta, 0, 1,
+                                       membership, &n_clusters, NULL));
+  if (n_clusters < n) {
+    IGRAPH_CHECK(igraph_rng_seed(igraph_rng_default(), (igraph_uint_t)options->seed));
+    IGRAPH_CHECK(igraph_community_leiden(graph, weights, nodes, resolution, options->beta, 0,
+                                         options->n_iterations, membership, &n_clusters, NULL));
+  }
+  igraph_vector_destroy(&node_weights);
+  IGRAPH_FINALLY_CLEAN(1);
+  return IGRAPH_SUCCESS;
+}
+
+/* igraph 0.10.2's Leiden never ends (with n_iterations < 0, knnwb's default) on a graph without
+ * edges, or when a vertex without edges has a positive node weight (CPM's unit weights): rows
+ * kept for missing values or dropped as degenerate are such vertices (`knnwb cluster --objective
+ * cpm --drop-missing` hung). They are clusters of their own (joining one would only add CPM's
+ * penalty), so Leiden runs on the other vertices, renumbered, when it has to. */
+static igraph_error_t knnwb_community_leiden_connected(const igraph_t *graph,
+                                                       const igraph_vector_t *weights,
+                                                       const KnnwbCommunityOptions *options,
+                                                       igraph_vector_int_t *membership)
+{
+  const igraph_integer_t n = igraph_vcount(graph), m = igraph_ecount(graph);
+  igraph_vector_int_t degree;
+  IGRAPH_CHECK(igraph_vector_int_init(&degree, 0));
+  IGRAPH_FINALLY(igraph_vector_int_destroy, &degree);
+  IGRAPH_CHECK(igraph_degree(graph, &degree, igraph_vss_all(), IGRAPH_ALL, IGRAPH_LOOPS));
+  igraph_integer_t kept = 0;
+  for (igraph_integer_t v = 0; v < n; v++)
+    kept += VECTOR(degree)[v] > 0;
+  if (kept == n || (m > 0 && options->objective == KNNWB_OBJECTIVE_MODULARITY)) {
+    igraph_vector_int_destroy(&degree);
+    IGRAPH_FINALLY_CLEAN(1);
+    return knnwb_community_leiden(graph, weights, options, membership);
+  }
+  /* degree becomes each vertex's number in the graph of the others (-1: a cluster of its own). */
+  igraph_integer_t next = 0;
+  for (igraph_integer_t v = 0; v < n; v++)
+    VECTOR(degree)[v] = VECTOR(degree)[v] > 0 ? next++ : -1;
+  igraph_vector_int_t edges, inner;
+  IGRAPH_CHECK(igraph_vector_int_init(&edges, 2 * m));
+  IGRAPH_FINALLY(igraph_vector_int_destroy, &edges);
+  for (igraph_integer_t e = 0; e < m; e++) {
+    VECTOR(edges)[2 * e] = VECTOR(degree)[IGRAPH_FROM(graph, e)];
+    VECTOR(edges)[2 * e + 1] = VECTOR(degree)[IGRAPH_TO(graph, e)];
+  }
+  igraph_t connected;
+  IGRAPH_CHECK(igraph_create(&connected, &edges, kept, igraph_is_directed(graph)));
+  IGRAPH_FINALLY(igraph_destroy, &connected);
+  IGRAPH_CHECK(igraph_vector_int_init(&inner, 0));
+  IGRAPH_FINALLY(igraph_vector_int_destroy, &inner);
+  igraph_integer_t clusters = 0;
+  if (kept > 0) {
+    IGRAPH_CHECK(knnwb_community_leiden(&connected, weights, options, &inner));
+    for (igraph_integer_t v = 0; v < kept; v++)
+      clusters = MAX(clusters, VECTOR(inner)[v] + 1);
+  }
+  IGRAPH_CHECK(igraph_vector_int_resize(membership, n));
+  for (igraph_integer_t v = 0; v < n; v++)
+    VECTOR(*membership)[v] = VECTOR(degree)[v] >= 0 ? VECTOR(inner)[VECTOR(degree)[v]] : clusters++;
+  igraph_vector_int_destroy(&inner);
+  igraph_destroy(&connected);
+  igraph_vector_int_destroy(&edges);
+  igraph_vector_int_destroy(&degree);
+  IGRAPH_FINALLY_CLEAN(4);
+  return IGRAPH_SUCCESS;
+}
+
+static igraph_error_t knnwb_community_igraph(const igraph_t *graph, const igraph_vector_t *weights,
+                                             const KnnwbCommunityOptions *options,
+                                             igraph_vector_int_t *membership)
+{
   if (options->method == KNNWB_COMMUNITY_WALKTRAP) {
     igraph_matrix_int_t merges;
     igraph_vector_t modularity;
@@ -73,27 +173,7 @@ static igraph_error_t knnwb_community_igraph(const igraph_t *graph, const igraph
   IGRAPH_CHECK(igraph_rng_seed(igraph_rng_default(), (igraph_uint_t)options->seed));
   if (options->method == KNNWB_COMMUNITY_LOUVAIN)
     return igraph_community_multilevel(graph, weights, options->resolution, membership, NULL, NULL);
-  /* Leiden: CPM takes the resolution as it is with unit node weights; modularity needs node
-   * weights = strengths and resolution / (2m) (igraph 0.10's documented conversion). */
-  igraph_vector_t node_weights;
-  IGRAPH_CHECK(igraph_vector_init(&node_weights, 0));
-  IGRAPH_FINALLY(igraph_vector_destroy, &node_weights);
-  double resolution = options->resolution;
-  const igraph_vector_t *nodes = NULL;
-  if (options->objective == KNNWB_OBJECTIVE_MODULARITY) {
-    IGRAPH_CHECK(
-        igraph_strength(graph, &node_weights, igraph_vss_all(), IGRAPH_ALL, IGRAPH_LOOPS, weights));
-    double total = weights ? igraph_vector_sum(weights) : (double)igraph_ecount(graph);
-    resolution = total > 0 ? options->resolution / (2.0 * total) : options->resolution;
-    nodes = &node_weights;
-  }
-  igraph_integer_t n_clusters = 0;
-  IGRAPH_CHECK(igraph_vector_int_resize(membership, n));
-  IGRAPH_CHECK(igraph_community_leiden(graph, weights, nodes, resolution, options->beta, 0,
-                                       options->n_iterations, membership, &n_clusters, NULL));
-  igraph_vector_destroy(&node_weights);
-  IGRAPH_FINALLY_CLEAN(1);
-  return IGRAPH_SUCCESS;
+  return knnwb_community_leiden_connected(graph, weights, options, membership);
 }
 
 /* Leiden and Louvain draw from a private generator of the default's type seeded with the seed

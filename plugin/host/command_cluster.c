@@ -156,6 +156,15 @@ static gboolean knnwb_cluster_graph(const KnnwbMatrix *data, const KnnwbKnnOptio
                                     const KnnwbClusterCommand *command, KnnwbClusterResult *result,
                                     GError **error)
 {
+  if (data->n_rows < 2) {
+    /* One point has no neighbours: its kNN graph has no edges and it is its own cluster, as
+     * mst-knn and single-linkage say (not "k = 10 but there is only one row"). */
+    result->has_graph = knnwb_error_from_igraph(
+        igraph_empty(&result->graph, (igraph_integer_t)data->n_rows, IGRAPH_UNDIRECTED),
+        "igraph_empty", error);
+    result->has_similarities = result->has_graph;
+    return result->has_graph;
+  }
   g_autoptr(KnnwbNeighbors) lists = NULL;
   if (!knnwb_cluster_lists(data, knn, knn->k, command->quiet, &lists, error))
     return FALSE;

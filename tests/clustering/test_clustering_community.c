@@ -420,6 +420,60 @@ static void test_interrupted_at_once(void)
   igraph_destroy(&graph);
 }
 
+/* Leiden ends where igraph 0.10.2's own loop (n_iterations < 0) never did: when the best
+ * partition leaves every vertex alone (CPM with a resolution above every weight, as `--objective
+ * cpm` with its default resolution 1 on similarities below 1), when a vertex has no edge under CPM
+ * (a row kept for missing values) and on a graph without edges. Each case in a subprocess with
+ * 20 s: before, the first never returned. */
+static void test_leiden_ends(void)
+{
+  if (!g_test_subprocess()) {
+    g_test_trap_subprocess(NULL, 20 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+    g_test_trap_assert_passed();
+    return;
+  }
+  igraph_t graph;
+  igraph_vector_t weights;
+  igraph_vector_init(&weights, 0);
+  planted_graph(3, 10, &graph, &weights);
+  for (igraph_integer_t e = 0; e < igraph_ecount(&graph); e++)
+    VECTOR(weights)[e] = 0.2 + 0.1 * (double)(e % 3); /* all below the resolution 1 */
+  igraph_vector_int_t membership;
+  igraph_vector_int_init(&membership, 0);
+  KnnwbCommunityOptions options;
+  knnwb_community_options_init(&options);
+  options.objective = KNNWB_OBJECTIVE_CPM;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_clustering_community(&graph, &weights, &options, &membership, NULL, &error));
+  for (igraph_integer_t v = 0; v < 30; v++)
+    g_assert_cmpint(VECTOR(membership)[v], ==, v); /* every vertex alone, numbered by vertex */
+  igraph_destroy(&graph);
+
+  /* A vertex without edges beside two dense blocks, CPM at 0.05: the blocks, and it alone. */
+  planted_graph(2, 10, &graph, &weights);
+  igraph_add_vertices(&graph, 1, NULL);
+  options.resolution = 0.05;
+  g_assert_true(knnwb_clustering_community(&graph, &weights, &options, &membership, NULL, &error));
+  for (igraph_integer_t v = 0; v < 20; v++)
+    g_assert_cmpint(VECTOR(membership)[v], ==, v / 10);
+  g_assert_cmpint(VECTOR(membership)[20], ==, 2);
+  igraph_destroy(&graph);
+
+  /* No edges at all, both objectives. */
+  igraph_empty(&graph, 3, IGRAPH_UNDIRECTED);
+  igraph_vector_resize(&weights, 0);
+  for (int objective = 0; objective < 2; objective++) {
+    options.objective = objective == 0 ? KNNWB_OBJECTIVE_MODULARITY : KNNWB_OBJECTIVE_CPM;
+    g_assert_true(
+        knnwb_clustering_community(&graph, &weights, &options, &membership, NULL, &error));
+    for (igraph_integer_t v = 0; v < 3; v++)
+      g_assert_cmpint(VECTOR(membership)[v], ==, v);
+  }
+  igraph_destroy(&graph);
+  igraph_vector_int_destroy(&membership);
+  igraph_vector_destroy(&weights);
+}
+
 /* A directed graph with both u->v and v->u becomes one undirected edge with the larger weight. */
 static void test_undirected(void)
 {
@@ -584,6 +638,7 @@ int main(int argc, char **argv)
   g_test_add_func("/clustering/community/methods-match-igraph", test_methods_match_igraph);
   g_test_add_func("/clustering/community/caller-rng-kept", test_caller_rng_kept);
   g_test_add_func("/clustering/community/interrupted-at-once", test_interrupted_at_once);
+  g_test_add_func("/clustering/community/leiden-ends", test_leiden_ends);
   g_test_add_func("/clustering/community/undirected", test_undirected);
   g_test_add_func("/clustering/community/similarity", test_similarity);
   g_test_add_func("/clustering/community/compare", test_compare);
