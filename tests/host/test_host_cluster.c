@@ -111,6 +111,30 @@ static void test_every_method(void)
   host_test_rmtree(dir);
 }
 
+/* One row: one cluster with every method (the graph methods said "k = 10 but each row has only
+ * 0 other rows ...; use k <= 0" and failed, while mst-knn and single-linkage gave one cluster). */
+static void test_one_row(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *data = host_test_write(dir, "one.tsv", "name\tx\ty\tz\nr1\t1\t2\t3\n");
+  const char *methods[] = {"leiden",     "louvain", "walktrap",
+                           "components", "mst-knn", "single-linkage"};
+  for (guint m = 0; m < G_N_ELEMENTS(methods); m++) {
+    g_autofree char *out = NULL, *err = NULL;
+    int status = g_str_equal(methods[m], "single-linkage")
+                     ? host_test_run(dir, &out, &err, "cluster", data, "--method", methods[m],
+                                     "--clusters", "1", "-q", "-o", "c.tsv", NULL)
+                     : host_test_run(dir, &out, &err, "cluster", data, "--method", methods[m], "-q",
+                                     "-o", "c.tsv", NULL);
+    if (status != 0)
+      g_printerr("%s: %s", methods[m], err);
+    g_assert_cmpint(status, ==, 0);
+    g_autofree char *labels = read_text(dir, "c.tsv");
+    g_assert_cmpstr(labels, ==, "row\tlabel\tcluster\tsize\n0\tr1\t0\t1\n");
+  }
+  host_test_rmtree(dir);
+}
+
 static void test_usage_errors(void)
 {
   g_autofree char *dir = host_test_tmpdir();
@@ -388,6 +412,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/host/cluster/every-method", test_every_method);
+  g_test_add_func("/host/cluster/one-row", test_one_row);
   g_test_add_func("/host/cluster/usage-errors", test_usage_errors);
   g_test_add_func("/host/cluster/bad-annotation", test_bad_annotation);
   g_test_add_func("/host/cluster/targets-up-front", test_targets_up_front);

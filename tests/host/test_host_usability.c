@@ -318,15 +318,16 @@ static guint count_progress_lines(const char *text, const char *label)
   return lines;
 }
 
-/* Every progress line fits a 40-column terminal, from its size or from $COLUMNS. */
-static void test_progress_fits_terminal(void)
+/* test_dir/name: 3,000 rows of 24 values in [0, 1) from a linear congruential generator started
+ * at seed, each row labelled label_prefix + its index, tab-separated, no header. */
+static char *write_random_rows(const char *name, const char *label_prefix, guint32 seed)
 {
-  g_autofree char *input = g_build_filename(test_dir, "progress.tsv", NULL);
-  FILE *file = fopen(input, "w");
+  char *path = g_build_filename(test_dir, name, NULL);
+  FILE *file = fopen(path, "w");
   g_assert_nonnull(file);
-  guint32 state = 777;
+  guint32 state = seed;
   for (int i = 0; i < 3000; i++) {
-    fprintf(file, "a-rather-long-probe-label-%d", i);
+    fprintf(file, "%s%d", label_prefix, i);
     for (int j = 0; j < 24; j++) {
       state = state * 1664525u + 1013904223u;
       fprintf(file, "\t%.3f", (double)(state >> 8) / 16777216.0);
@@ -334,6 +335,13 @@ static void test_progress_fits_terminal(void)
     fputc('\n', file);
   }
   g_assert_cmpint(fclose(file), ==, 0);
+  return path;
+}
+
+/* Every progress line fits a 40-column terminal, from its size or from $COLUMNS. */
+static void test_progress_fits_terminal(void)
+{
+  g_autofree char *input = write_random_rows("progress.tsv", "a-rather-long-probe-label-", 777);
   g_autofree char *output = g_build_filename(test_dir, "progress.knn", NULL);
   struct {
     unsigned short width;
@@ -371,19 +379,7 @@ static void test_progress_fits_terminal(void)
  * the clustering itself (SNN and Leiden at 50,000 rows, k = 100: 160 s of silence). */
 static void test_cluster_progress(void)
 {
-  g_autofree char *input = g_build_filename(test_dir, "cluster-progress.tsv", NULL);
-  FILE *file = fopen(input, "w");
-  g_assert_nonnull(file);
-  guint32 state = 4242;
-  for (int i = 0; i < 3000; i++) {
-    fprintf(file, "p%d", i);
-    for (int j = 0; j < 24; j++) {
-      state = state * 1664525u + 1013904223u;
-      fprintf(file, "\t%.3f", (double)(state >> 8) / 16777216.0);
-    }
-    fputc('\n', file);
-  }
-  g_assert_cmpint(fclose(file), ==, 0);
+  g_autofree char *input = write_random_rows("cluster-progress.tsv", "p", 4242);
   g_autofree char *output = g_build_filename(test_dir, "cluster-progress.out.tsv", NULL);
   const char *methods[][3] = {
       {"single-linkage", "--clusters", "3"}, {"mst-knn", "--seed", "1"}, {"leiden", "--seed", "1"}};
@@ -410,19 +406,7 @@ static void test_cluster_progress(void)
  * (they showed only their step line). */
 static void test_pipeline_mst_progress(void)
 {
-  g_autofree char *input = g_build_filename(test_dir, "mst-progress.tsv", NULL);
-  FILE *file = fopen(input, "w");
-  g_assert_nonnull(file);
-  guint32 state = 99;
-  for (int i = 0; i < 3000; i++) {
-    fprintf(file, "p%d", i);
-    for (int j = 0; j < 24; j++) {
-      state = state * 1664525u + 1013904223u;
-      fprintf(file, "\t%.3f", (double)(state >> 8) / 16777216.0);
-    }
-    fputc('\n', file);
-  }
-  g_assert_cmpint(fclose(file), ==, 0);
+  g_autofree char *input = write_random_rows("mst-progress.tsv", "p", 99);
   g_autofree char *xml = g_strdup_printf(
       "<pipeline>\n"
       "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"%s\"/></step>\n"
