@@ -78,9 +78,6 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   g_autoptr(KnnwbNeighbors) result = NULL;
   g_autofree unsigned char *reference_invalid = NULL, *query_invalid = NULL;
   g_autofree char *backend = NULL;
-  /* Self runs with shared blocks: every rank's block, held in the window through the refinement. */
-  g_autofree KnnwbPrepared *views = NULL;
-  gboolean held = FALSE;
   KnnwbSelectFunc select = NULL;
   KnnwbSplitLists lists = {0};
   KnnwbSplitBlocks blocks = {0}, reference_blocks = {0};
@@ -194,7 +191,6 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
                        MIN(available, knnwb_screen_candidates(screen, k)),
                        select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL,
                        NULL,
-                       FALSE,
                        FALSE};
   KnnwbSplitProgress progress = {0};
   if (group->rank == 0 && options->progress != NULL)
@@ -206,10 +202,8 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     goto out;
   }
   knnwb_split_mark(group, "frame, prepare and allocation", &since);
-  views = g_new0(KnnwbPrepared, (size_t)group->size);
   if (self)
-    ok = knnwb_split_self_pass(&run, &query, reference_invalid, &blocks, &lists, views, &held,
-                               error);
+    ok = knnwb_split_self_pass(&run, &query, reference_invalid, &blocks, &lists, error);
   else
     ok = knnwb_split_query_pass(&run, &query, first, reference, reference_invalid,
                                 &reference_blocks, &lists, error);
@@ -217,16 +211,10 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
     goto out;
   since = g_get_monotonic_time();
   left = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  KnnwbSplitRefine refine = {&query, reference,           self,   k,      available,
-                             first,  reference_first,     NULL,   &lists, result,
-                             NULL,   held ? views : NULL, &blocks};
+  KnnwbSplitRefine refine = {&query,          reference, self,   k,      available, first,
+                             reference_first, NULL,      &lists, result, NULL};
   knnwb_split_refine(&run, &refine, count, left);
   knnwb_split_lists_clear(&lists);
-  /* The other blocks were read (every rank reaches this after a pass that held the window). */
-  if (held && !group->share_end(group, error)) {
-    ok = FALSE;
-    goto out;
-  }
   knnwb_split_mark(group, "refine", &since);
   /* Rows the bound cannot certify: four times the candidates, until every rank is done. */
   const size_t total = self ? available + 1 : available;

@@ -84,10 +84,6 @@ typedef struct {
    * the owner computes those of the candidates its merge kept, reading the other block in the
    * shared window (knnwb_split_self_pass with shared blocks); else all are computed here. */
   gboolean back_distances_deferred;
-  /* Every rank's block stays in the shared window until the refinement, which computes the exact
-   * distances it needs (knnwb_split_complete_row) of any block's candidates: the pass computes
-   * none (knnwb_split_self_pass with shared blocks). */
-  gboolean distances_at_refine;
 } KnnwbSplitRun;
 
 /* Rank 0's progress through a pass, in thousandths of a step of the schedule: the steps' ends, and
@@ -118,10 +114,6 @@ typedef struct {
   const KnnwbSplitLists *lists;
   KnnwbNeighbors *result;
   unsigned char *uncertified;
-  /* Non-NULL (self runs with shared blocks): every rank's block, where blocks says, for the
-   * candidates outside the own one whose distances the pass left NaN. */
-  const KnnwbPrepared *views;
-  const KnnwbSplitBlocks *blocks;
 } KnnwbSplitRefine;
 
 /* knn_split_frame.c */
@@ -138,14 +130,10 @@ double knnwb_split_bits_double(int64_t bits);
 /* knn_split_pass.c */
 /** The first pass of a self graph into lists (this rank's rows, kc wide, merged step by step).
  * Collective: the ranks agree after each step, so an allocation, backend, transport or cancel
- * error on one rank fails the pass on every rank. Time: about (R/2) m^2 d scores per rank.
- * *held TRUE on return (success only): the group's shared window is still lent, views (R, given)
- * shows every rank's block in it, the lists' distances of other blocks' candidates are NaN, and
- * the caller gives the window back (share_end, collective) after the refinement. */
+ * error on one rank fails the pass on every rank. Time: about (R/2) m^2 d scores per rank. */
 gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
                                const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
-                               KnnwbSplitLists *lists, KnnwbPrepared *views, gboolean *held,
-                               GError **error);
+                               KnnwbSplitLists *lists, GError **error);
 /** The first pass of a query run into lists (the own query rows). Collective, errors as
  * knnwb_split_self_pass. Time: m x n_reference scores per rank, R - 1 block fetches. */
 gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,

@@ -102,8 +102,7 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
       if (ok) {
         KnnwbSplitLists rows = knnwb_split_lists_window(lists, c0, c1 - c0);
         knnwb_split_merge(lists, &a_lists, c0, run->threads);
-        if (!run->distances_at_refine)
-          knnwb_split_fill_distances(run, &a, other, &rows);
+        knnwb_split_fill_distances(run, &a, other, &rows);
         knnwb_split_merge(back, &b_lists, 0, run->threads);
         for (size_t t = 0; t < other->count && kc > 0; t++)
           if (back->index[t * kc + kc - 1] >= 0)
@@ -115,8 +114,7 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
       ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, &a_lists, &window, error);
       if (ok) {
         knnwb_split_merge(lists, &a_lists, 0, run->threads);
-        if (!run->distances_at_refine)
-          knnwb_split_fill_distances(run, mine, &b, lists);
+        knnwb_split_fill_distances(run, mine, &b, lists);
       }
     }
     knnwb_split_lists_clear(&a_lists);
@@ -130,11 +128,9 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
  * Collective. */
 gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
                                const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
-                               KnnwbSplitLists *lists, KnnwbPrepared *views, gboolean *held,
-                               GError **error)
+                               KnnwbSplitLists *lists, GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
-  *held = FALSE;
   const int R = group->size, r = group->rank;
   size_t first, m;
   knnwb_split_rows_of(blocks, r, &first, &m);
@@ -199,18 +195,12 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
    * rank computes those of the candidates its merge kept (about half of them at two ranks:
    * the rest are displaced by better ones), reading the other block where it lies in the window,
    * which is therefore kept until every rank has filled them (the lists then go back as messages,
-   * not through the window). Further, the window is kept through the refinement, which computes
-   * only the distances it needs (about k a row, knnwb_split_complete_row) of every block's
-   * candidates, the own rows' as the visiting rows': the pass computes none. Benchmarks:
-   * KNNWB_SPLIT_BACK_DISTANCES=all: every listed candidate's distance computed by the rank that
-   * scored the pair, as without shared blocks; =fill: the owner fills the kept ones after each
-   * step, and the window goes back after the pass. */
+   * not through the window). KNNWB_SPLIT_BACK_DISTANCES=all (benchmarks): every listed candidate's
+   * distance computed by the rank that scored the pair, as without shared blocks. */
   KnnwbSplitRun pair_run = *run;
-  const char *way = g_getenv("KNNWB_SPLIT_BACK_DISTANCES");
-  pair_run.back_distances_deferred = shared && g_strcmp0(way, "all") != 0;
-  pair_run.distances_at_refine = pair_run.back_distances_deferred && g_strcmp0(way, "fill") != 0;
+  pair_run.back_distances_deferred =
+      shared && g_strcmp0(g_getenv("KNNWB_SPLIT_BACK_DISTANCES"), "all") != 0;
   const gboolean deferred = pair_run.back_distances_deferred;
-  const gboolean at_refine = pair_run.distances_at_refine;
   run = &pair_run;
   for (int s = 1; 2 * s <= R && ok; s++) {
     const int q = (r + s) % R, p = (r - s + R) % R;
@@ -260,8 +250,7 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
     }
     if (ok && !chunked) {
       knnwb_split_merge(lists, &a_lists, 0, run->threads);
-      if (!at_refine)
-        knnwb_split_fill_distances(run, &a, &b, lists);
+      knnwb_split_fill_distances(run, &a, &b, lists);
     }
     knnwb_split_lists_clear(&a_lists);
     knnwb_split_mark(group, "pair selected and merged in", &since);
@@ -279,7 +268,7 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
                              from_p.buffer, knnwb_split_lists_bytes(m, run->kc), error);
       if (ok)
         knnwb_split_merge(lists, &from_p, 0, run->threads);
-      if (ok && deferred && !at_refine) {
+      if (ok && deferred) {
         size_t p_first, p_rows;
         knnwb_split_rows_of(blocks, p, &p_first, &p_rows);
         KnnwbPrepared p_view;
@@ -294,19 +283,6 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
     knnwb_split_lists_clear(&from_p);
     knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &since);
     knnwb_split_progress(run, (uint64_t)s + 1, steps);
-  }
-  /* The refinement reads every block in the window: the caller gives it back. */
-  if (shared && ok && at_refine) {
-    for (int b = 0; b < R; b++) {
-      size_t b_first, b_rows;
-      knnwb_split_rows_of(blocks, b, &b_first, &b_rows);
-      if (b == r)
-        views[b] = *own;
-      else
-        knnwb_split_view(&layout, own, (char *)parts[b] + KNNWB_SPLIT_HEADER, b_rows, &views[b]);
-    }
-    *held = TRUE;
-    shared = FALSE;
   }
   /* A fetch or bounds shift that failed left the loop early (transport errors: on every rank). */
   if (shared && !group->share_end(group, ok ? error : NULL))

@@ -25,23 +25,8 @@ static void knnwb_split_complete_row(const KnnwbSplitRefine *refine, size_t i, s
     if (index[c] < 0 || index[c] == self_index)
       continue;
     const gboolean best = seen++ < refine->k;
-    /* The candidate's block: the own reference block, or (views) the rank's whose rows hold it. */
-    const KnnwbPrepared *block = NULL;
-    size_t row = 0;
-    if (isnan(distance[c])) {
-      if ((size_t)index[c] >= first && (size_t)index[c] - first < refine->reference->n) {
-        block = refine->reference;
-        row = (size_t)index[c] - first;
-      } else if (refine->views != NULL) {
-        for (int r = 0; r < refine->blocks->ranks && block == NULL; r++)
-          if ((size_t)index[c] >= refine->blocks->first[r] &&
-              (size_t)index[c] - refine->blocks->first[r] < refine->blocks->count[r]) {
-            block = &refine->views[r];
-            row = (size_t)index[c] - refine->blocks->first[r];
-          }
-      }
-    }
-    if (block != NULL) {
+    if (isnan(distance[c]) && (size_t)index[c] >= first &&
+        (size_t)index[c] - first < refine->reference->n) {
       if (!best && knnwb_refine_lower_bound(refine->query, i, refine->reference, score[c]) > kth) {
         distance[c] = INFINITY;
         continue;
@@ -49,7 +34,8 @@ static void knnwb_split_complete_row(const KnnwbSplitRefine *refine, size_t i, s
       if (c + 1 < kc && index[c + 1] >= 0 && (size_t)index[c + 1] >= first &&
           (size_t)index[c + 1] - first < refine->reference->n)
         knnwb_split_prefetch(refine->reference, (size_t)index[c + 1] - first);
-      distance[c] = knnwb_prepared_distance(refine->query, i, block, row);
+      distance[c] =
+          knnwb_prepared_distance(refine->query, i, refine->reference, (size_t)index[c] - first);
     }
     if (best)
       kth = MAX(kth, distance[c]);
@@ -204,9 +190,9 @@ gboolean knnwb_split_retry(const KnnwbSplitRun *run, const KnnwbPrepared *query,
       for (size_t r = 0; r < ranks && local; r++)
         knnwb_split_merge(&merged, &back[r], 0, run->threads);
       if (local) {
-        KnnwbSplitRefine refine = {
-            query, reference, self,   k,    available, query_first, reference_first,
-            mine,  &merged,   result, NULL, NULL,      NULL};
+        KnnwbSplitRefine refine = {query,       reference,       self, k,       available,
+                                   query_first, reference_first, mine, &merged, result,
+                                   NULL};
         knnwb_split_refine(run, &refine, count, *left);
         knnwb_split_lists_clear(&merged);
       }

@@ -676,13 +676,12 @@ static void test_split_pair_chunks(void)
 }
 
 /*
- * With shared blocks the pass computes no exact distances of other blocks' candidates: the window
- * is kept through the refinement, which computes those it needs of any block
- * (KNNWB_SPLIT_BACK_DISTANCES=fill: the visiting rows' owner computes those its merge kept after
- * each step, reading the other block in the window; =all: the scoring rank computes them all, as
- * without shared blocks). All three ways, for 2-4 ranks (3: no pair met from both ends; 4: a step
- * before the pair), chunked or fixed halves, two-sided or two panels, self and query runs, many
- * tied scores: the lists are one process's bytes and the double oracle's (distances included).
+ * With shared blocks the lists of the visiting rows go back without exact distances and their
+ * owner computes those of the candidates its merge kept, reading the other block in the shared
+ * window (KNNWB_SPLIT_BACK_DISTANCES=all: the scoring rank computes them all, as without shared
+ * blocks). Both ways, for 2-4 ranks (3: no pair met from both ends; 4: a step before the pair),
+ * chunked or fixed halves, two-sided or two panels, self and query runs, many tied scores: the
+ * lists are one process's bytes and the double oracle's (distances included).
  */
 static void test_split_back_distances(void)
 {
@@ -708,13 +707,12 @@ static void test_split_back_distances(void)
       g_autoptr(KnnwbNeighbors) expected =
           one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = TRUE;
-      for (int variant = 0; variant < 12; variant++) {
-        /* 0: the refinement computes them, 1: the owner after each step, 2: the scoring rank */
-        if (variant % 3 > 0)
-          g_setenv("KNNWB_SPLIT_BACK_DISTANCES", variant % 3 == 1 ? "fill" : "all", TRUE);
-        if ((variant / 3) & 1)
+      for (int variant = 0; variant < 8; variant++) {
+        if (variant & 1)
+          g_setenv("KNNWB_SPLIT_BACK_DISTANCES", "all", TRUE);
+        if (variant & 2)
           g_setenv("KNNWB_SPLIT_CHUNKS", "0", TRUE);
-        if ((variant / 3) & 2)
+        if (variant & 4)
           g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
         for (int ranks = 2; ranks <= MIN(4, MAX_RANKS); ranks++) {
           thread_share_next = TRUE;
