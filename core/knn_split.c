@@ -190,8 +190,7 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
                        threads,
                        MIN(available, knnwb_screen_candidates(screen, k)),
                        select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL,
-                       NULL,
-                       FALSE};
+                       NULL};
   KnnwbSplitProgress progress = {0};
   if (group->rank == 0 && options->progress != NULL)
     run.progress = &progress;

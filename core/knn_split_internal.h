@@ -80,10 +80,6 @@ typedef struct {
   size_t kc;
   gboolean two_sided; /* the backend scores a pair for both sides in one job (the CPU's) */
   struct KnnwbSplitProgress *progress; /* rank 0's progress line, else NULL */
-  /* A pair's lists of b's rows (those that go back to b's owner) leave their exact distances NaN:
-   * the owner computes those of the candidates its merge kept, reading the other block in the
-   * shared window (knnwb_split_self_pass with shared blocks); else all are computed here. */
-  gboolean back_distances_deferred;
 } KnnwbSplitRun;
 
 /* Rank 0's progress through a pass, in thousandths of a step of the schedule: the steps' ends, and

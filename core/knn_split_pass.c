@@ -191,17 +191,6 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
     g_free(visiting_bounds);
     return FALSE;
   }
-  /* With shared blocks the lists of the visiting rows go back without exact distances, and each
-   * rank computes those of the candidates its merge kept (about half of them at two ranks:
-   * the rest are displaced by better ones), reading the other block where it lies in the window,
-   * which is therefore kept until every rank has filled them (the lists then go back as messages,
-   * not through the window). KNNWB_SPLIT_BACK_DISTANCES=all (benchmarks): every listed candidate's
-   * distance computed by the rank that scored the pair, as without shared blocks. */
-  KnnwbSplitRun pair_run = *run;
-  pair_run.back_distances_deferred =
-      shared && g_strcmp0(g_getenv("KNNWB_SPLIT_BACK_DISTANCES"), "all") != 0;
-  const gboolean deferred = pair_run.back_distances_deferred;
-  run = &pair_run;
   for (int s = 1; 2 * s <= R && ok; s++) {
     const int q = (r + s) % R, p = (r - s + R) % R;
     size_t q_first, q_rows;
@@ -256,7 +245,7 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
     knnwb_split_mark(group, "pair selected and merged in", &since);
     /* The last step has read the shared blocks (every rank reaches this, failed or not): the
      * window is free for the lists that go back. */
-    if (shared && !deferred && 2 * (s + 1) > R) {
+    if (shared && 2 * (s + 1) > R) {
       shared = FALSE;
       if (!group->share_end(group, ok ? error : NULL))
         ok = FALSE;
@@ -268,14 +257,6 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
                              from_p.buffer, knnwb_split_lists_bytes(m, run->kc), error);
       if (ok)
         knnwb_split_merge(lists, &from_p, 0, run->threads);
-      if (ok && deferred) {
-        size_t p_first, p_rows;
-        knnwb_split_rows_of(blocks, p, &p_first, &p_rows);
-        KnnwbPrepared p_view;
-        knnwb_split_view(&layout, own, (char *)parts[p] + KNNWB_SPLIT_HEADER, p_rows, &p_view);
-        const KnnwbSplitSide from = {&p_view, 0, p_rows, p_first};
-        knnwb_split_fill_distances(run, &mine, &from, lists);
-      }
     } else {
       ok = FALSE;
     }

@@ -54,6 +54,13 @@ void knnwb_split_finish_as(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
   knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
 }
 
+static void knnwb_split_finish(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
+                               const KnnwbSplitSide *of, KnnwbSplitLists *lists)
+{
+  KnnwbSplitFinish finish = {rows, of, lists, TRUE};
+  knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
+}
+
 void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
                           const KnnwbSplitSide *query, const KnnwbSplitSide *reference, size_t kc,
                           KnnwbSplitLists *out)
@@ -101,8 +108,7 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
  * the rows' starting thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them
  * (the rest padded with -1). a's lists come without exact distances (NaN): the caller merges them
  * and computes those of the candidates that stayed (knnwb_split_fill_distances) while b's rows
- * are present, about half of them at two ranks. b's lists come with them, unless
- * run->back_distances_deferred (then NaN, for b's owner to fill after its merge). */
+ * are present, about half of them at two ranks. */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
                             KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists, GError **error)
@@ -153,7 +159,7 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
     gboolean ok = knnwb_split_run_job(run, &job, error);
     narrow.kc = job.kc;
     if (ok) {
-      knnwb_split_finish_as(run, b, a, &narrow, !run->back_distances_deferred);
+      knnwb_split_finish(run, b, a, &narrow);
       knnwb_split_merge(b_lists, &narrow, 0, run->threads);
     }
     knnwb_split_lists_clear(&narrow);
@@ -161,7 +167,7 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
     return ok;
   }
   knnwb_split_finish_as(run, a, b, a_lists, FALSE);
-  knnwb_split_finish_as(run, b, a, b_lists, !run->back_distances_deferred);
+  knnwb_split_finish(run, b, a, b_lists);
   return TRUE;
 }
 

@@ -675,66 +675,6 @@ static void test_split_pair_chunks(void)
   }
 }
 
-/*
- * With shared blocks the lists of the visiting rows go back without exact distances and their
- * owner computes those of the candidates its merge kept, reading the other block in the shared
- * window (KNNWB_SPLIT_BACK_DISTANCES=all: the scoring rank computes them all, as without shared
- * blocks). Both ways, for 2-4 ranks (3: no pair met from both ends; 4: a step before the pair),
- * chunked or fixed halves, two-sided or two panels, self and query runs, many tied scores: the
- * lists are one process's bytes and the double oracle's (distances included).
- */
-static void test_split_back_distances(void)
-{
-  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
-                                        KNNWB_METRIC_PEARSON, KNNWB_METRIC_COSINE};
-  const size_t n = 211, nq = 29, d = 5;
-  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
-    g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
-    g_autoptr(KnnwbMatrix) queries = knnwb_matrix_new(nq, d, NULL);
-    g_autoptr(GRand) rng = g_rand_new_with_seed(90 + m);
-    for (size_t i = 0; i < (n + nq) * d; i++) {
-      float *value = i < n * d ? &data->values[i] : &queries->values[i - n * d];
-      *value = (float)g_rand_int_range(rng, -3, 4) + (m % 2 ? 0.25f * (float)(i % 3) : 0.0f);
-    }
-    for (size_t i = 0; i < n + nq; i++) { /* no constant row (correlations) */
-      float *row = i < n ? data->values + i * d : queries->values + (i - n) * d;
-      if (row[0] == row[1])
-        row[1] = row[0] + 1.0f;
-    }
-    for (int query = 0; query <= 1; query++) {
-      KnnwbKnnOptions options;
-      small_cpu_options(&options, metrics[m], 6);
-      g_autoptr(KnnwbNeighbors) expected =
-          one_process_lists(query ? queries : NULL, data, &options);
-      options.group_split = TRUE;
-      for (int variant = 0; variant < 8; variant++) {
-        if (variant & 1)
-          g_setenv("KNNWB_SPLIT_BACK_DISTANCES", "all", TRUE);
-        if (variant & 2)
-          g_setenv("KNNWB_SPLIT_CHUNKS", "0", TRUE);
-        if (variant & 4)
-          g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
-        for (int ranks = 2; ranks <= MIN(4, MAX_RANKS); ranks++) {
-          thread_share_next = TRUE;
-          RankRun runs[MAX_RANKS];
-          run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
-          for (int r = 0; r < ranks; r++) {
-            g_assert_no_error(runs[r].error);
-            assert_same_rows(expected, runs[r].result);
-            if (r == ranks - 1)
-              oracle_check(metrics[m], query ? queries->values : data->values, query ? nq : n,
-                           data->values, n, d, !query, runs[r].result, 1e-9);
-            knnwb_neighbors_free(runs[r].result);
-          }
-        }
-        g_unsetenv("KNNWB_SPLIT_BACK_DISTANCES");
-        g_unsetenv("KNNWB_SPLIT_CHUNKS");
-        g_unsetenv("KNNWB_SPLIT_PANELS");
-      }
-    }
-  }
-}
-
 /* A constant row in rank 1's block (pearson): every rank fails naming it by its global number. */
 static void test_split_degenerate_row(void)
 {
@@ -1144,7 +1084,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
-  g_test_add_func("/distributed/group/split-back-distances", test_split_back_distances);
   g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
