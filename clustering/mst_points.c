@@ -47,6 +47,11 @@ void knnwb_clustering_mst_options_init(KnnwbMstOptions *options)
   options->cancel = NULL;
 }
 
+size_t knnwb_clustering_mst_lists_k(const KnnwbMstOptions *options, size_t n)
+{
+  return MIN(options->k ? options->k : (size_t)16, n - 1);
+}
+
 /* (distance, lower, higher) order of the pairs held by points p and q. */
 static inline gboolean knnwb_mst_points_lighter(const KnnwbMstPoints *m, int64_t p, int64_t q)
 {
@@ -277,7 +282,7 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
     KnnwbKnnOptions knn;
     knnwb_knn_options_init(&knn);
     knn.metric = options->metric;
-    knn.k = options->k ? MIN(options->k, n - 1) : MIN((size_t)16, n - 1);
+    knn.k = knnwb_clustering_mst_lists_k(options, n);
     knn.backend = options->backend;
     knn.n_threads = options->n_threads;
     knn.memory_bytes = options->memory_bytes;

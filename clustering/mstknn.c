@@ -43,6 +43,13 @@ static int64_t knnwb_mstknn_natural_k(int64_t s)
   return MAX((int64_t)1, (int64_t)floor(log((double)s)));
 }
 
+size_t knnwb_clustering_mstknn_lists_k(const KnnwbMstKnnOptions *options, size_t n)
+{
+  const size_t k =
+      options->list_k ? options->list_k : (size_t)MAX(16, knnwb_mstknn_natural_k((int64_t)n) + 1);
+  return MIN(k, n - 1);
+}
+
 static gboolean knnwb_mstknn_listed(const int64_t *lists, int64_t kc, int64_t k, int64_t u,
                                     int64_t v)
 {
@@ -482,8 +489,7 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
                             options->hierarchy, error);
   }
   int64_t natural = knnwb_mstknn_natural_k(n);
-  size_t list_k = options->list_k ? options->list_k : (size_t)MAX(16, natural + 1);
-  list_k = MIN(list_k, (size_t)n - 1);
+  const size_t list_k = knnwb_clustering_mstknn_lists_k(options, (size_t)n);
 
   /* Lists given by the caller (a knn-graph step, a .knn file) are used when they are these
    * points' and long enough for the first level's kNN graph; otherwise compute them. */

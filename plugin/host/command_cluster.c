@@ -217,9 +217,11 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
    * --devices and --gpu-memory. */
   g_autoptr(KnnwbNeighbors) lists = NULL;
   const size_t n = data->n_rows;
+  if (command->knn.k != -1)
+    mst.k = knn->k;
   if (n > 1) {
-    const size_t k = command->knn.k != -1 ? knn->k : 16;
-    if (!knnwb_cluster_lists(data, knn, MIN(k, n - 1), command->quiet, &lists, error))
+    if (!knnwb_cluster_lists(data, knn, knnwb_clustering_mst_lists_k(&mst, n), command->quiet,
+                             &lists, error))
       return FALSE;
     mst.neighbors = lists;
   }
@@ -266,8 +268,8 @@ static gboolean knnwb_cluster_run(const KnnwbMatrix *data, const KnnwbKnnOptions
     g_autoptr(KnnwbNeighbors) lists = NULL;
     const size_t n = data->n_rows;
     if (n > 1) {
-      const size_t k = command->knn.k != -1 ? knn->k : MAX(16, (size_t)log((double)n) + 1);
-      if (!knnwb_cluster_lists(data, knn, MIN(k, n - 1), command->quiet, &lists, error))
+      if (!knnwb_cluster_lists(data, knn, knnwb_clustering_mstknn_lists_k(&options, n),
+                               command->quiet, &lists, error))
         return FALSE;
       options.neighbors = lists;
     }

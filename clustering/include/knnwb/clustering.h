@@ -104,6 +104,13 @@ typedef struct {
 void knnwb_clustering_mst_options_init(KnnwbMstOptions *options);
 
 /**
+ * The length of the kNN lists knnwb_clustering_mst_points computes for n >= 2 points when
+ * options->neighbors is NULL: options->k, or 16, at most n - 1. For callers that compute the lists
+ * themselves (with options of their own, such as a progress callback) and pass them in. O(1).
+ */
+size_t knnwb_clustering_mst_lists_k(const KnnwbMstOptions *options, size_t n);
+
+/**
  * The exact minimum spanning tree of the complete graph on the rows of data under options->metric,
  * by Borůvka rounds of cross-component nearest neighbours: a point whose sorted kNN list holds a
  * point of another component takes the first such entry; a point without one is resolved by a
@@ -197,9 +204,9 @@ char *knnwb_mstknn_hierarchy_newick(const KnnwbMstKnnHierarchy *hierarchy,
 
 /** Options of MST-kNN. Initialise with knnwb_clustering_mstknn_options_init(). */
 typedef struct {
-  KnnwbMetric metric; /**< points only; default pearson */
-  size_t list_k;      /**< length of the global kNN lists (answer MST queries and the
-                           per-component kNN graphs); 0 = auto (max(16, floor(ln n) + 1)) */
+  KnnwbMetric metric;              /**< points only; default pearson */
+  size_t list_k;                   /**< length of the global kNN lists (answer MST queries and the
+                                        per-component kNN graphs); 0 = auto (max(16, floor(ln n) + 1)) */
   const KnnwbNeighbors *neighbors; /**< optional self-kNN lists of exactly these points and this
                                         metric (from knnwb_knn_self, a knn-graph step or a .knn
                                         file), used instead of computing new ones when they hold
@@ -207,9 +214,9 @@ typedef struct {
                                         (shorter lists are ignored and new ones computed; callers
                                         that want to know test the length themselves); list_k is
                                         then ignored */
-  KnnwbBackend backend; /**< backend of the kNN lists */
-  int n_threads;        /**< CPU threads; 0 = all cores */
-  size_t memory_bytes;  /**< kNN tile budget; 0 = default */
+  KnnwbBackend backend;            /**< backend of the kNN lists */
+  int n_threads;                   /**< CPU threads; 0 = all cores */
+  size_t memory_bytes;             /**< kNN tile budget; 0 = default */
   const volatile gint *cancel;     /**< optional cancellation flag */
   KnnwbMstKnnHierarchy *hierarchy; /**< optional output: the split hierarchy (initialised by the
                                         caller; filled on success). Both variants. */
@@ -217,6 +224,13 @@ typedef struct {
 
 /** Fills options with defaults: pearson, automatic k, no lists given, auto backend, all cores. */
 void knnwb_clustering_mstknn_options_init(KnnwbMstKnnOptions *options);
+
+/**
+ * The length of the kNN lists knnwb_clustering_mstknn_points computes for n >= 2 points when it
+ * has no usable lists: options->list_k, or max(16, floor(ln n) + 1), at most n - 1. For callers
+ * that compute the lists themselves and pass them in. O(1).
+ */
+size_t knnwb_clustering_mstknn_lists_k(const KnnwbMstKnnOptions *options, size_t n);
 
 /**
  * MST-kNN of the rows of data. With T the exact minimum spanning tree and for a set S of points

@@ -38,7 +38,7 @@ static gboolean knnwb_mst_run(KnnwbStepContext *context, GError **error)
     KnnwbKnnOptions knn;
     knnwb_knn_options_init(&knn);
     knn.metric = options.metric;
-    knn.k = MIN(options.k ? options.k : 16, n - 1);
+    knn.k = knnwb_clustering_mst_lists_k(&options, n);
     knn.backend = options.backend;
     knn.n_threads = options.n_threads;
     knn.memory_bytes = options.memory_bytes;

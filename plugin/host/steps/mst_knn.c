@@ -73,8 +73,7 @@ static gboolean knnwb_mst_knn_run(KnnwbStepContext *context, GError **error)
     KnnwbKnnOptions knn_options;
     knnwb_knn_options_init(&knn_options);
     knn_options.metric = options.metric;
-    knn_options.k = MIN(
-        options.list_k ? options.list_k : MAX(16, (size_t)log((double)n_points) + 1), n_points - 1);
+    knn_options.k = knnwb_clustering_mstknn_lists_k(&options, n_points);
     knn_options.backend = options.backend;
     knn_options.n_threads = options.n_threads;
     knn_options.memory_bytes = options.memory_bytes;
