@@ -37,11 +37,19 @@ int knnwb_thread_limit(void)
  */
 static int knnwb_usable_cpus(void)
 {
+  /* read once, as GLib does: every parallel loop asks, and the affinity is set at launch */
+  static gint usable;
+  int n = g_atomic_int_get(&usable);
+  if (n > 0)
+    return n;
   cpu_set_t mask;
   CPU_ZERO(&mask);
   if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0)
-    return CPU_COUNT(&mask);
-  return MAX(1, (int)g_get_num_processors());
+    n = CPU_COUNT(&mask);
+  else
+    n = MAX(1, (int)g_get_num_processors());
+  g_atomic_int_set(&usable, n);
+  return n;
 }
 
 /*
@@ -53,9 +61,11 @@ static int knnwb_usable_cpus(void)
  */
 static void knnwb_thread_warn_bound(int n_threads)
 {
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
   const int usable = knnwb_usable_cpus();
-  if (online <= 0 || usable >= online || n_threads <= usable)
+  if (n_threads <= usable)
+    return;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online <= 0 || usable >= online)
     return;
   static gint warned;
   if (g_atomic_int_compare_and_exchange(&warned, 0, 1))

@@ -238,7 +238,7 @@ int knnwb_thread_limit(void);
 
 /**
  * The threads to use for a request of n_threads: 0 (or less) = the CPUs this process may run on
- * (its CPU affinity: a cpuset or an MPI rank's binding narrows it); more than knnwb_thread_limit() is clamped to it with one warning per
+ * (its CPU affinity at the first call: a cpuset or an MPI rank's binding narrows it); more than knnwb_thread_limit() is clamped to it with one warning per
  * process (g_warning). A request for more threads than the affinity allows, when that is narrower
  * than the machine (a bound MPI rank), is kept, with one warning per process.
  */
