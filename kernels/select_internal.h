@@ -159,11 +159,19 @@ bool fused_tiles_wanted(void);
  * cores, filtered in registers as launch_filter filters a tile, without writing the tile. For
  * geom.kind DOT or ABS_DOT, no groups, rows with thresholds (not fresh); geom.dpad a multiple of
  * 8 and the rows 16-byte aligned. Empties the merge queue first: launch_tile_select with
- * geom.tile NULL then merges what it queued. Errors: the launch's. O(n_rows n_cols dpad)
- * tensor-core work.
+ * geom.tile NULL then merges what it queued. *wgmma: whether the wgmma kernel ran
+ * (launch_fused_wgmma, the default where the device runs it; KNNWB_CUDA_FUSED_MMA=sync forces the
+ * mma.sync one). Errors: the launch's. O(n_rows n_cols dpad) tensor-core work.
  */
 cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom,
-                                cudaStream_t stream);
+                                cudaStream_t stream, bool *wgmma);
+
+/**
+ * launch_fused_filter's kernel on Hopper's wgmma instructions (tile_fused_wgmma.cu), same
+ * contract; cudaErrorNotSupported (nothing launched) where it cannot run: a device other than
+ * compute capability 9.0, or a build without sm_90 among the architectures.
+ */
+cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
  * Filters a finished tile into the state and merges the rows that need it. A tile of fresh rows

@@ -1,0 +1,201 @@
+/*
+ * What the two fused tiles (tile_fused.cu: mma.sync, any GPU from sm_80; tile_fused_wgmma.cu:
+ * wgmma, Hopper only) share: the asynchronous copies of their operands to shared memory, and once
+ * their products are tested, the exact passes over a block's products copied to shared memory as
+ * cuBLAS's half tile would hold them, with the appending of a line's candidates. Blocks are 128 x 128 products in both. Included by those files only (internal
+ * linkage in each).
+ */
+#pragma once
+
+#include "tile_common.cuh"
+
+#include <cuda_fp16.h>
+#include <string.h>
+
+namespace knnwb_cuda
+{
+namespace
+{
+
+/* a fused block's products: 128 rows x 128 columns */
+constexpr int kFusedBlock = 128;
+/* the epilogue's copy of a block's products in shared memory: rows of 136 halves (272 bytes: the
+ * fragments' stores and the row passes' reads hit distinct banks), then 2 x 128 flags */
+constexpr int kCopyPitch = kFusedBlock + 8;
+constexpr int kCopyBytes = kFusedBlock * kCopyPitch * 2 + 2 * kFusedBlock;
+
+__device__ __forceinline__ uint32_t shared_address(const void *p)
+{
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, zero-filled when !valid (then nothing is read). */
+__device__ __forceinline__ void copy_async_16(uint32_t dst, const void *src, bool valid)
+{
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void copy_async_commit()
+{
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int kPending> __device__ __forceinline__ void copy_async_wait()
+{
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+template <int kKind> __device__ __forceinline__ float magnitude(float v)
+{
+  return kKind == KNNWB_SCORE_ABS_DOT ? fabsf(v) : v;
+}
+
+/*
+ * The flagged lines (flag[0..127] != 0) the calling warp takes: those of index w, w + warps, ...
+ * in each group of 32, at most 32 (4 or 8 warps). Lane l gets the l-th of them in my_line (-1
+ * past them); returns how many. Called by the whole warp.
+ */
+template <int kThreads>
+__device__ __forceinline__ int warp_lines(const unsigned char *flag, int &my_line)
+{
+  static_assert(kThreads == 128 || kThreads == 256, "4 or 8 warps share the lines");
+  constexpr uint32_t kEveryWarp = kThreads == 256 ? 0x01010101u : 0x11111111u;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int count = 0;
+  my_line = -1;
+#pragma unroll
+  for (int base = 0; base < kFusedBlock; base += 32) {
+    uint32_t m = __ballot_sync(kFullMask, flag[base + lane] != 0) & (kEveryWarp << warp);
+    const int k = lane - count, c = __popc(m);
+    if (k >= 0 && k < c) {
+      for (int t = 0; t < k; t++)
+        m &= m - 1;
+      my_line = base + __ffs(m) - 1;
+    }
+    count += c;
+  }
+  return count;
+}
+
+/* Row il of a block's copy: the lane's 4 products (columns 4 lane + u) that beat thr, as bits of
+ * the result, with their scores (invalid references and the self pair excluded). */
+template <int kKind>
+__device__ __forceinline__ uint32_t row_passes(const TileGeom &g, const __half *copy, int il, int m0,
+                                               int n0, float thr, float (&score)[4])
+{
+  const int lane = threadIdx.x & 31, i = m0 + il;
+  /* one 8-byte read a lane: a warp reads the row's 256 bytes at once */
+  const uint2 raw = *reinterpret_cast<const uint2 *>(copy + il * kCopyPitch + lane * 4);
+  __half four[4];
+  memcpy(four, &raw, sizeof four);
+  uint32_t pass = 0;
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    const int j = n0 + lane * 4 + u;
+    const int cand = g.col_global0 + j;
+    score[u] = 1.0f - magnitude<kKind>(__half2float(four[u]) * g.tile_scale);
+    const bool ok = j < g.n_cols && score[u] < thr && !(g.invalid && g.invalid[cand]) &&
+                    !(g.self && cand == g.row_global0 + i);
+    pass |= (uint32_t)ok << u;
+  }
+  return pass;
+}
+
+/* Column jl of a block's copy: the lane's 4 products (rows 32 u + lane) that beat thr. */
+template <int kKind>
+__device__ __forceinline__ uint32_t column_passes(const TileGeom &g, const __half *copy, int jl,
+                                                  int m0, float thr, float (&score)[4])
+{
+  const int lane = threadIdx.x & 31;
+  uint32_t pass = 0;
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    const int i = m0 + u * 32 + lane;
+    const int cand = g.row_global0 + i;
+    score[u] =
+        1.0f - magnitude<kKind>(__half2float(copy[(u * 32 + lane) * kCopyPitch + jl]) * g.tile_scale);
+    const bool ok = i < g.n_rows && score[u] < thr && !(g.invalid && g.invalid[cand]);
+    pass |= (uint32_t)ok << u;
+  }
+  return pass;
+}
+
+/*
+ * The exact passes of the warp's flagged lines of one kind (rows, or columns when kColumns) over
+ * a block's products in shared memory. In three rounds, so that the global latencies overlap
+ * instead of adding up line after line (measured: with one line at a time, a threshold load and
+ * the reserving atomic in a chain, these passes took 38% of the wgmma kernel's samples): every
+ * lane loads the threshold of its line at once; the warp counts each line's passes; every lane
+ * reserves its line's slots at once (reserve_candidates: one atomic a line, the merge queue);
+ * the warp stores each line's candidates. Called by the whole warp.
+ */
+template <int kKind, int kThreads, bool kColumns>
+__device__ __forceinline__ void pass_lines(const SelectState &st, const TileGeom &g, const __half *copy,
+                                           const unsigned char *flag, int m0, int n0)
+{
+  const int lane = threadIdx.x & 31;
+  int line;
+  const int n_lines = warp_lines<kThreads>(flag, line);
+  if (n_lines == 0)
+    return;
+  /* the line's state row, its merge-queue entry, its candidates' first global index */
+  const int state_row = kColumns ? g.col_state0 + n0 + line : g.row_state0 + m0 + line;
+  const float my_thr = line >= 0 ? st.thr[state_row] : 0.0f;
+  auto passes = [&](int l, float (&score)[4]) {
+    const int il = __shfl_sync(kFullMask, line, l);
+    const float thr = __shfl_sync(kFullMask, my_thr, l);
+    return kColumns ? column_passes<kKind>(g, copy, il, m0, thr, score)
+                    : row_passes<kKind>(g, copy, il, m0, n0, thr, score);
+  };
+  int my_total = 0;
+  for (int l = 0; l < n_lines; l++) {
+    float score[4];
+    const int total = __shfl_sync(kFullMask, warp_inclusive_sum(__popc(passes(l, score))), 31);
+    if (lane == l)
+      my_total = total;
+  }
+  int my_base = 0;
+  if (line >= 0 && my_total > 0)
+    my_base = reserve_candidates(st, state_row, my_total,
+                                 kColumns ? (int)(kColumnFlag | (uint32_t)(n0 + line)) : m0 + line);
+  for (int l = 0; l < n_lines; l++) {
+    if (__shfl_sync(kFullMask, my_total, l) == 0)
+      continue;
+    float score[4];
+    const uint32_t pass = passes(l, score);
+    const int n = __popc(pass);
+    const size_t at = (size_t)__shfl_sync(kFullMask, state_row, l) * st.cap;
+    int pos = __shfl_sync(kFullMask, my_base, l) + warp_inclusive_sum(n) - n;
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+      if (pass & (1u << u)) {
+        if (pos < st.cap) {
+          st.cand_score[at + pos] = score[u];
+          st.cand_index[at + pos] = kColumns ? g.row_global0 + m0 + u * 32 + lane
+                                             : g.col_global0 + n0 + lane * 4 + u;
+        }
+        pos++;
+      }
+  }
+}
+
+/*
+ * The exact passes of a fused block over its products in shared memory (copy: 128 x 128 halves,
+ * pitch kCopyPitch, the values cuBLAS's half tile would hold): the flagged rows, then (do_cols)
+ * the flagged columns, the warps taking them in turn (warp_lines), a lane 4 products of each.
+ * Pairs of one row beating its threshold go to its candidate buffer, likewise for columns; a
+ * line crossing lazy_limit is queued for the merge.
+ */
+template <int kKind, int kThreads>
+__device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom &g,
+                                          const __half *copy, const unsigned char *row_flag,
+                                          const unsigned char *col_flag, int m0, int n0)
+{
+  pass_lines<kKind, kThreads, false>(st, g, copy, row_flag, m0, n0);
+  if (g.do_cols)
+    pass_lines<kKind, kThreads, true>(st, g, copy, col_flag, m0, n0);
+}
+
+} // namespace
+} // namespace knnwb_cuda
