@@ -19,10 +19,15 @@ namespace
 
 /* a fused block's products: 128 rows x 128 columns */
 constexpr int kFusedBlock = 128;
-/* the epilogue's copy of a block's products in shared memory: rows of 136 halves (272 bytes: the
- * fragments' stores and the row passes' reads hit distinct banks), then 2 x 128 flags */
+/* The epilogue's shared memory (it reuses the stages): the copy of a block's products, rows of 136
+ * halves (272 bytes: the fragments' stores and the row passes' reads hit distinct banks), then
+ * the rows' and columns' flags (a pass in the block) and thresholds. */
 constexpr int kCopyPitch = kFusedBlock + 8;
-constexpr int kCopyBytes = kFusedBlock * kCopyPitch * 2 + 2 * kFusedBlock;
+constexpr int kRowFlagOffset = kFusedBlock * kCopyPitch * 2;
+constexpr int kColFlagOffset = kRowFlagOffset + kFusedBlock;
+constexpr int kRowThrOffset = kColFlagOffset + kFusedBlock;
+constexpr int kColThrOffset = kRowThrOffset + kFusedBlock * 4;
+constexpr int kCopyBytes = kColThrOffset + kFusedBlock * 4;
 
 __device__ __forceinline__ uint32_t shared_address(const void *p)
 {
@@ -53,21 +58,20 @@ template <int kKind> __device__ __forceinline__ float magnitude(float v)
 
 /*
  * The flagged lines (flag[0..127] != 0) the calling warp takes: those of index w, w + warps, ...
- * in each group of 32, at most 32 (4 or 8 warps). Lane l gets the l-th of them in my_line (-1
- * past them); returns how many. Called by the whole warp.
+ * in each group of 32, at most 32 (4 warps) or 16 (8 warps). Lane offset + l gets the l-th of
+ * them in my_line (lanes outside keep theirs); returns how many. Called by the whole warp.
  */
 template <int kThreads>
-__device__ __forceinline__ int warp_lines(const unsigned char *flag, int &my_line)
+__device__ __forceinline__ int warp_lines(const unsigned char *flag, int offset, int &my_line)
 {
   static_assert(kThreads == 128 || kThreads == 256, "4 or 8 warps share the lines");
   constexpr uint32_t kEveryWarp = kThreads == 256 ? 0x01010101u : 0x11111111u;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int count = 0;
-  my_line = -1;
 #pragma unroll
   for (int base = 0; base < kFusedBlock; base += 32) {
     uint32_t m = __ballot_sync(kFullMask, flag[base + lane] != 0) & (kEveryWarp << warp);
-    const int k = lane - count, c = __popc(m);
+    const int k = lane - offset - count, c = __popc(m);
     if (k >= 0 && k < c) {
       for (int t = 0; t < k; t++)
         m &= m - 1;
@@ -122,31 +126,35 @@ __device__ __forceinline__ uint32_t column_passes(const TileGeom &g, const __hal
 }
 
 /*
- * The exact passes of the warp's flagged lines of one kind (rows, or columns when kColumns) over
- * a block's products in shared memory. In three rounds, so that the global latencies overlap
- * instead of adding up line after line (measured: with one line at a time, a threshold load and
- * the reserving atomic in a chain, these passes took 38% of the wgmma kernel's samples): every
- * lane loads the threshold of its line at once; the warp counts each line's passes; every lane
- * reserves its line's slots at once (reserve_candidates: one atomic a line, the merge queue);
- * the warp stores each line's candidates. Called by the whole warp.
+ * The exact passes of the warp's flagged lines over a block's products in shared memory (epi:
+ * the layout above): its rows (kRows) and its columns (kColumns), in one batch of at most 32
+ * lines. In three rounds, so that the global latencies of the lines overlap instead of adding up
+ * line after line: the warp counts each line's passes; every lane reserves its line's slots at
+ * once (reserve_candidates: one atomic a line, the merge queue); the warp stores each line's
+ * candidates. Called by the whole warp.
  */
-template <int kKind, int kThreads, bool kColumns>
-__device__ __forceinline__ void pass_lines(const SelectState &st, const TileGeom &g, const __half *copy,
-                                           const unsigned char *flag, int m0, int n0)
+template <int kKind, int kThreads, bool kRows, bool kColumns>
+__device__ __forceinline__ void pass_lines(const SelectState &st, const TileGeom &g,
+                                           const unsigned char *epi, int m0, int n0)
 {
   const int lane = threadIdx.x & 31;
-  int line;
-  const int n_lines = warp_lines<kThreads>(flag, line);
+  const __half *copy = reinterpret_cast<const __half *>(epi);
+  int line = -1;
+  const int n_rows = kRows ? warp_lines<kThreads>(epi + kRowFlagOffset, 0, line) : 0;
+  const int n_lines =
+      n_rows + (kColumns ? warp_lines<kThreads>(epi + kColFlagOffset, n_rows, line) : 0);
   if (n_lines == 0)
     return;
-  /* the line's state row, its merge-queue entry, its candidates' first global index */
-  const int state_row = kColumns ? g.col_state0 + n0 + line : g.row_state0 + m0 + line;
-  const float my_thr = line >= 0 ? st.thr[state_row] : 0.0f;
+  const bool column = lane >= n_rows;
+  /* the lane's line: its threshold, state row and merge-queue entry */
+  const float *thr = reinterpret_cast<const float *>(epi + (column ? kColThrOffset : kRowThrOffset));
+  const float my_thr = line >= 0 ? thr[line] : 0.0f;
+  const int state_row = column ? g.col_state0 + n0 + line : g.row_state0 + m0 + line;
   auto passes = [&](int l, float (&score)[4]) {
     const int il = __shfl_sync(kFullMask, line, l);
-    const float thr = __shfl_sync(kFullMask, my_thr, l);
-    return kColumns ? column_passes<kKind>(g, copy, il, m0, thr, score)
-                    : row_passes<kKind>(g, copy, il, m0, n0, thr, score);
+    const float t = __shfl_sync(kFullMask, my_thr, l);
+    return l >= n_rows ? column_passes<kKind>(g, copy, il, m0, t, score)
+                       : row_passes<kKind>(g, copy, il, m0, n0, t, score);
   };
   int my_total = 0;
   for (int l = 0; l < n_lines; l++) {
@@ -158,7 +166,7 @@ __device__ __forceinline__ void pass_lines(const SelectState &st, const TileGeom
   int my_base = 0;
   if (line >= 0 && my_total > 0)
     my_base = reserve_candidates(st, state_row, my_total,
-                                 kColumns ? (int)(kColumnFlag | (uint32_t)(n0 + line)) : m0 + line);
+                                 column ? (int)(kColumnFlag | (uint32_t)(n0 + line)) : m0 + line);
   for (int l = 0; l < n_lines; l++) {
     if (__shfl_sync(kFullMask, my_total, l) == 0)
       continue;
@@ -172,8 +180,8 @@ __device__ __forceinline__ void pass_lines(const SelectState &st, const TileGeom
       if (pass & (1u << u)) {
         if (pos < st.cap) {
           st.cand_score[at + pos] = score[u];
-          st.cand_index[at + pos] = kColumns ? g.row_global0 + m0 + u * 32 + lane
-                                             : g.col_global0 + n0 + lane * 4 + u;
+          st.cand_index[at + pos] = l >= n_rows ? g.row_global0 + m0 + u * 32 + lane
+                                                : g.col_global0 + n0 + lane * 4 + u;
         }
         pos++;
       }
@@ -181,20 +189,24 @@ __device__ __forceinline__ void pass_lines(const SelectState &st, const TileGeom
 }
 
 /*
- * The exact passes of a fused block over its products in shared memory (copy: 128 x 128 halves,
- * pitch kCopyPitch, the values cuBLAS's half tile would hold): the flagged rows, then (do_cols)
- * the flagged columns, the warps taking them in turn (warp_lines), a lane 4 products of each.
- * Pairs of one row beating its threshold go to its candidate buffer, likewise for columns; a
- * line crossing lazy_limit is queued for the merge.
+ * The exact passes of a fused block over its products in shared memory (epi: the copy, 128 x 128
+ * halves at pitch kCopyPitch, the values cuBLAS's half tile would hold, then the lines' flags and
+ * thresholds): the flagged rows and (do_cols) columns, the warps taking them in turn
+ * (warp_lines), a lane 4 products of each. Pairs of one row beating its threshold go to its
+ * candidate buffer, likewise for columns; a line crossing lazy_limit is queued for the merge.
  */
 template <int kKind, int kThreads>
 __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom &g,
-                                          const __half *copy, const unsigned char *row_flag,
-                                          const unsigned char *col_flag, int m0, int n0)
+                                          const unsigned char *epi, int m0, int n0)
 {
-  pass_lines<kKind, kThreads, false>(st, g, copy, row_flag, m0, n0);
+  if (kThreads == 256 && g.do_cols) {
+    /* 8 warps: at most 16 rows and 16 columns a warp, one batch */
+    pass_lines<kKind, kThreads, true, true>(st, g, epi, m0, n0);
+    return;
+  }
+  pass_lines<kKind, kThreads, true, false>(st, g, epi, m0, n0);
   if (g.do_cols)
-    pass_lines<kKind, kThreads, true>(st, g, copy, col_flag, m0, n0);
+    pass_lines<kKind, kThreads, false, true>(st, g, epi, m0, n0);
 }
 
 } // namespace
