@@ -278,33 +278,21 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
    * over the registers they made the kernel too large for the instruction cache (ncu: most
    * stalls were instruction fetch). */
   __syncthreads(); /* every warp is done with the stages */
-  unsigned char *epi = reinterpret_cast<unsigned char *>(smem);
-  unsigned char *row_flag = epi + kRowFlagOffset, *col_flag = epi + kColFlagOffset;
-  float *row_thr_s = reinterpret_cast<float *>(epi + kRowThrOffset);
-  float *col_thr_s = reinterpret_cast<float *>(epi + kColThrOffset);
+  unsigned char *row_flag = reinterpret_cast<unsigned char *>(smem + kBlockM * kCopyPitch);
+  unsigned char *col_flag = row_flag + kBlockM;
   if (threadIdx.x < kBlockM)
     row_flag[threadIdx.x] = 0;
   if (threadIdx.x < kBlockN)
     col_flag[threadIdx.x] = 0;
   __syncthreads();
-  /* flags, and the lines' thresholds for the exact passes (the warps of the first column and row
-   * of warps write them) */
 #pragma unroll
-  for (int b = 0; b < 8; b++) {
-    const int il = wm + (b >> 1) * 16 + (lane >> 2) + (b & 1) * 8;
+  for (int b = 0; b < 8; b++)
     if (row_hits & (1u << b))
-      row_flag[il] = 1;
-    if (wn == 0 && (lane & 3) == 0)
-      row_thr_s[il] = row_thr[b];
-  }
+      row_flag[wm + (b >> 1) * 16 + (lane >> 2) + (b & 1) * 8] = 1;
 #pragma unroll
-  for (int b = 0; b < 2 * kNT; b++) {
-    const int jl = wn + (b >> 1) * 8 + (lane & 3) * 2 + (b & 1);
+  for (int b = 0; b < 2 * kNT; b++)
     if (col_hits & (1u << b))
-      col_flag[jl] = 1;
-    if (wm == 0 && (lane >> 2) == 0)
-      col_thr_s[jl] = col_thr[b];
-  }
+      col_flag[wn + (b >> 1) * 8 + (lane & 3) * 2 + (b & 1)] = 1;
   if (!__syncthreads_or((row_hits | col_hits) != 0))
     return;
   __half *copy = smem;
@@ -320,7 +308,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
             __floats2half2_rn(acc[mt][nt][h * 2] * g.alpha, acc[mt][nt][h * 2 + 1] * g.alpha);
       }
   __syncthreads();
-  exact_passes<kKind, kFusedThreads>(st, g, epi, m0, n0);
+  exact_passes<kKind, kFusedThreads>(st, g, copy, row_flag, col_flag, m0, n0);
 }
 
 } // namespace

@@ -19,15 +19,10 @@ namespace
 
 /* a fused block's products: 128 rows x 128 columns */
 constexpr int kFusedBlock = 128;
-/* The epilogue's shared memory (it reuses the stages): the copy of a block's products, rows of 136
- * halves (272 bytes: the fragments' stores and the row passes' reads hit distinct banks), then
- * the rows' and columns' flags (a pass in the block) and thresholds. */
+/* the epilogue's copy of a block's products in shared memory: rows of 136 halves (272 bytes: the
+ * fragments' stores and the row passes' reads hit distinct banks), then 2 x 128 flags */
 constexpr int kCopyPitch = kFusedBlock + 8;
-constexpr int kRowFlagOffset = kFusedBlock * kCopyPitch * 2;
-constexpr int kColFlagOffset = kRowFlagOffset + kFusedBlock;
-constexpr int kRowThrOffset = kColFlagOffset + kFusedBlock;
-constexpr int kColThrOffset = kRowThrOffset + kFusedBlock * 4;
-constexpr int kCopyBytes = kColThrOffset + kFusedBlock * 4;
+constexpr int kCopyBytes = kFusedBlock * kCopyPitch * 2 + 2 * kFusedBlock;
 
 __device__ __forceinline__ uint32_t shared_address(const void *p)
 {
@@ -57,156 +52,98 @@ template <int kKind> __device__ __forceinline__ float magnitude(float v)
 }
 
 /*
- * The flagged lines (flag[0..127] != 0) the calling warp takes: those of index w, w + warps, ...
- * in each group of 32, at most 32 (4 warps) or 16 (8 warps). Lane offset + l gets the l-th of
- * them in my_line (lanes outside keep theirs); returns how many. Called by the whole warp.
+ * Appends the pairs of a line that pass to state row `row` (n passes of this lane, bits in
+ * `pass` for its slots u = 0..3 with candidates cand(u)): one atomic per warp and line, as the
+ * filter's exact passes (tile_filter.cu); queues the line for the merge when it crosses
+ * lazy_limit. Called by the whole warp. (Measured: doing the lines of a warp in one batch, their
+ * thresholds and atomics at once, was slower on the wgmma kernel, 205 against 191 us a launch.)
  */
-template <int kThreads>
-__device__ __forceinline__ int warp_lines(const unsigned char *flag, int offset, int &my_line)
-{
-  static_assert(kThreads == 128 || kThreads == 256, "4 or 8 warps share the lines");
-  constexpr uint32_t kEveryWarp = kThreads == 256 ? 0x01010101u : 0x11111111u;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int count = 0;
-#pragma unroll
-  for (int base = 0; base < kFusedBlock; base += 32) {
-    uint32_t m = __ballot_sync(kFullMask, flag[base + lane] != 0) & (kEveryWarp << warp);
-    const int k = lane - offset - count, c = __popc(m);
-    if (k >= 0 && k < c) {
-      for (int t = 0; t < k; t++)
-        m &= m - 1;
-      my_line = base + __ffs(m) - 1;
-    }
-    count += c;
-  }
-  return count;
-}
-
-/* Row il of a block's copy: the lane's 4 products (columns 4 lane + u) that beat thr, as bits of
- * the result, with their scores (invalid references and the self pair excluded). */
-template <int kKind>
-__device__ __forceinline__ uint32_t row_passes(const TileGeom &g, const __half *copy, int il, int m0,
-                                               int n0, float thr, float (&score)[4])
-{
-  const int lane = threadIdx.x & 31, i = m0 + il;
-  /* one 8-byte read a lane: a warp reads the row's 256 bytes at once */
-  const uint2 raw = *reinterpret_cast<const uint2 *>(copy + il * kCopyPitch + lane * 4);
-  __half four[4];
-  memcpy(four, &raw, sizeof four);
-  uint32_t pass = 0;
-#pragma unroll
-  for (int u = 0; u < 4; u++) {
-    const int j = n0 + lane * 4 + u;
-    const int cand = g.col_global0 + j;
-    score[u] = 1.0f - magnitude<kKind>(__half2float(four[u]) * g.tile_scale);
-    const bool ok = j < g.n_cols && score[u] < thr && !(g.invalid && g.invalid[cand]) &&
-                    !(g.self && cand == g.row_global0 + i);
-    pass |= (uint32_t)ok << u;
-  }
-  return pass;
-}
-
-/* Column jl of a block's copy: the lane's 4 products (rows 32 u + lane) that beat thr. */
-template <int kKind>
-__device__ __forceinline__ uint32_t column_passes(const TileGeom &g, const __half *copy, int jl,
-                                                  int m0, float thr, float (&score)[4])
+template <typename Cand>
+__device__ __forceinline__ void append_line(const SelectState &st, int row, int entry,
+                                            uint32_t pass, const float (&score)[4], Cand cand)
 {
   const int lane = threadIdx.x & 31;
-  uint32_t pass = 0;
-#pragma unroll
-  for (int u = 0; u < 4; u++) {
-    const int i = m0 + u * 32 + lane;
-    const int cand = g.row_global0 + i;
-    score[u] =
-        1.0f - magnitude<kKind>(__half2float(copy[(u * 32 + lane) * kCopyPitch + jl]) * g.tile_scale);
-    const bool ok = i < g.n_rows && score[u] < thr && !(g.invalid && g.invalid[cand]);
-    pass |= (uint32_t)ok << u;
-  }
-  return pass;
-}
-
-/*
- * The exact passes of the warp's flagged lines over a block's products in shared memory (epi:
- * the layout above): its rows (kRows) and its columns (kColumns), in one batch of at most 32
- * lines. In three rounds, so that the global latencies of the lines overlap instead of adding up
- * line after line: the warp counts each line's passes; every lane reserves its line's slots at
- * once (reserve_candidates: one atomic a line, the merge queue); the warp stores each line's
- * candidates. Called by the whole warp.
- */
-template <int kKind, int kThreads, bool kRows, bool kColumns>
-__device__ __forceinline__ void pass_lines(const SelectState &st, const TileGeom &g,
-                                           const unsigned char *epi, int m0, int n0)
-{
-  const int lane = threadIdx.x & 31;
-  const __half *copy = reinterpret_cast<const __half *>(epi);
-  int line = -1;
-  const int n_rows = kRows ? warp_lines<kThreads>(epi + kRowFlagOffset, 0, line) : 0;
-  const int n_lines =
-      n_rows + (kColumns ? warp_lines<kThreads>(epi + kColFlagOffset, n_rows, line) : 0);
-  if (n_lines == 0)
+  const int n = __popc(pass);
+  const int incl = warp_inclusive_sum(n);
+  const int total = __shfl_sync(kFullMask, incl, 31);
+  if (total == 0)
     return;
-  const bool column = lane >= n_rows;
-  /* the lane's line: its threshold, state row and merge-queue entry */
-  const float *thr = reinterpret_cast<const float *>(epi + (column ? kColThrOffset : kRowThrOffset));
-  const float my_thr = line >= 0 ? thr[line] : 0.0f;
-  const int state_row = column ? g.col_state0 + n0 + line : g.row_state0 + m0 + line;
-  auto passes = [&](int l, float (&score)[4]) {
-    const int il = __shfl_sync(kFullMask, line, l);
-    const float t = __shfl_sync(kFullMask, my_thr, l);
-    return l >= n_rows ? column_passes<kKind>(g, copy, il, m0, t, score)
-                       : row_passes<kKind>(g, copy, il, m0, n0, t, score);
-  };
-  int my_total = 0;
-  for (int l = 0; l < n_lines; l++) {
-    float score[4];
-    const int total = __shfl_sync(kFullMask, warp_inclusive_sum(__popc(passes(l, score))), 31);
-    if (lane == l)
-      my_total = total;
-  }
-  int my_base = 0;
-  if (line >= 0 && my_total > 0)
-    my_base = reserve_candidates(st, state_row, my_total,
-                                 column ? (int)(kColumnFlag | (uint32_t)(n0 + line)) : m0 + line);
-  for (int l = 0; l < n_lines; l++) {
-    if (__shfl_sync(kFullMask, my_total, l) == 0)
-      continue;
-    float score[4];
-    const uint32_t pass = passes(l, score);
-    const int n = __popc(pass);
-    const size_t at = (size_t)__shfl_sync(kFullMask, state_row, l) * st.cap;
-    int pos = __shfl_sync(kFullMask, my_base, l) + warp_inclusive_sum(n) - n;
-#pragma unroll
-    for (int u = 0; u < 4; u++)
-      if (pass & (1u << u)) {
-        if (pos < st.cap) {
-          st.cand_score[at + pos] = score[u];
-          st.cand_index[at + pos] = l >= n_rows ? g.row_global0 + m0 + u * 32 + lane
-                                                : g.col_global0 + n0 + lane * 4 + u;
-        }
-        pos++;
+  int base = 0;
+  if (lane == 31)
+    base = reserve_candidates(st, row, total, entry);
+  int pos = __shfl_sync(kFullMask, base, 31) + incl - n;
+  for (int u = 0; u < 4; u++)
+    if (pass & (1u << u)) {
+      if (pos < st.cap) {
+        st.cand_score[(size_t)row * st.cap + pos] = score[u];
+        st.cand_index[(size_t)row * st.cap + pos] = cand(u);
       }
-  }
+      pos++;
+    }
 }
 
 /*
- * The exact passes of a fused block over its products in shared memory (epi: the copy, 128 x 128
- * halves at pitch kCopyPitch, the values cuBLAS's half tile would hold, then the lines' flags and
- * thresholds): the flagged rows and (do_cols) columns, the warps taking them in turn
- * (warp_lines), a lane 4 products of each. Pairs of one row beating its threshold go to its
- * candidate buffer, likewise for columns; a line crossing lazy_limit is queued for the merge.
+ * The exact passes of a fused block over its products in shared memory (copy: 128 x 128 halves,
+ * pitch kCopyPitch, the values cuBLAS's half tile would hold): warps take the flagged rows and
+ * columns in turn (kEveryWarp), a lane 4 products of each. Pairs of one row beating its threshold
+ * go to its candidate buffer (invalid references and the self pair excluded), likewise for
+ * columns (do_cols).
  */
 template <int kKind, int kThreads>
 __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom &g,
-                                          const unsigned char *epi, int m0, int n0)
+                                          const __half *copy, const unsigned char *row_flag,
+                                          const unsigned char *col_flag, int m0, int n0)
 {
-  if (kThreads == 256 && g.do_cols) {
-    /* 8 warps: at most 16 rows and 16 columns a warp, one batch */
-    pass_lines<kKind, kThreads, true, true>(st, g, epi, m0, n0);
-    return;
+  static_assert(kThreads == 128 || kThreads == 256, "4 or 8 warps share the lines");
+  /* warp w takes the lines w, w + warps, ... of each group of 32 */
+  constexpr uint32_t kEveryWarp = kThreads == 256 ? 0x01010101u : 0x11111111u;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int base = 0; base < kFusedBlock; base += 32) {
+    uint32_t rows = __ballot_sync(kFullMask, row_flag[base + lane] != 0) & (kEveryWarp << warp);
+    for (; rows; rows &= rows - 1) {
+      const int il = base + __ffs(rows) - 1;
+      const int i = m0 + il;
+      const float thr = st.thr[g.row_state0 + i];
+      float score[4];
+      uint32_t pass = 0;
+      /* one 8-byte read a lane: a warp reads the row's 256 bytes at once */
+      const uint2 raw = *reinterpret_cast<const uint2 *>(copy + il * kCopyPitch + lane * 4);
+      __half four[4];
+      memcpy(four, &raw, sizeof four);
+      for (int u = 0; u < 4; u++) {
+        const int j = n0 + lane * 4 + u;
+        const int cand = g.col_global0 + j;
+        score[u] = 1.0f - magnitude<kKind>(__half2float(four[u]) * g.tile_scale);
+        const bool ok = j < g.n_cols && score[u] < thr && !(g.invalid && g.invalid[cand]) &&
+                        !(g.self && cand == g.row_global0 + i);
+        pass |= (uint32_t)ok << u;
+      }
+      append_line(st, g.row_state0 + i, i, pass, score,
+                  [&](int u) { return g.col_global0 + n0 + lane * 4 + u; });
+    }
   }
-  pass_lines<kKind, kThreads, true, false>(st, g, epi, m0, n0);
-  if (g.do_cols)
-    pass_lines<kKind, kThreads, false, true>(st, g, epi, m0, n0);
+  if (!g.do_cols)
+    return;
+  for (int base = 0; base < kFusedBlock; base += 32) {
+    uint32_t cols = __ballot_sync(kFullMask, col_flag[base + lane] != 0) & (kEveryWarp << warp);
+    for (; cols; cols &= cols - 1) {
+      const int jl = base + __ffs(cols) - 1;
+      const int j = n0 + jl;
+      const float thr = st.thr[g.col_state0 + j];
+      float score[4];
+      uint32_t pass = 0;
+      for (int u = 0; u < 4; u++) {
+        const int i = m0 + u * 32 + lane;
+        const int cand = g.row_global0 + i;
+        score[u] = 1.0f - magnitude<kKind>(__half2float(copy[(u * 32 + lane) * kCopyPitch + jl]) *
+                                           g.tile_scale);
+        const bool ok = i < g.n_rows && score[u] < thr && !(g.invalid && g.invalid[cand]);
+        pass |= (uint32_t)ok << u;
+      }
+      append_line(st, g.col_state0 + j, (int)(kColumnFlag | (uint32_t)j), pass, score,
+                  [&](int u) { return g.row_global0 + m0 + u * 32 + lane; });
+    }
+  }
 }
 
 } // namespace

@@ -44,18 +44,14 @@ namespace
 {
 
 constexpr int kBlockK = 64; /* halves: a stage's rows are 128 bytes, the swizzle's width */
-/* 3 stages: 96 KiB, 2 blocks an SM. A third block would need at most 85 registers a thread,
- * fewer than 64 accumulators and a wgmma's operands take (ptxas refuses). */
 constexpr int kStages = 3;
-constexpr int kBlocksPerSm = 2;
 constexpr int kThreads = 256;
 constexpr int kOperandBytes = kFusedBlock * kBlockK * 2; /* 16 KiB */
 constexpr int kStageBytes = 2 * kOperandBytes;
 /* stages, plus the slack that aligns them to 1024 bytes (dynamic shared memory is only 16-byte
  * aligned by contract) */
 constexpr int kSmemBytes = kStages * kStageBytes + 1024;
-/* after the loop: the copy, flags and thresholds (kCopyBytes), then each warp's column maxima
- * (halves) */
+/* after the loop: the copy and flags (kCopyBytes), then each warp's column maxima (halves) */
 constexpr int kColumnMaxOffset = (kCopyBytes + 15) / 16 * 16;
 static_assert(kColumnMaxOffset + 8 * kFusedBlock * 2 <= kStages * kStageBytes,
               "the epilogue fits the stages");
@@ -174,7 +170,7 @@ __device__ __forceinline__ float pair_max(__half2 v)
  * map_q, map_r: the TMA maps of g.q_rows and g.r_rows (launch_fused_wgmma).
  */
 template <int kKind>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kThreads, 2)
     fused_wgmma_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g,
                        const __grid_constant__ CUtensorMap map_q,
                        const __grid_constant__ CUtensorMap map_r)
@@ -187,20 +183,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int m0 = blockIdx.y * kFusedBlock, n0 = blockIdx.x * kFusedBlock;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = threadIdx.x >> 7;
   const int n_k = (g.dpad + kBlockK - 1) / kBlockK;
-  /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
-  const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
-  const int col_base = (lane & 3) * 2;
-  /* The thresholds of the thread's rows and (threads < 128) column, read now so that their
-   * latency hides behind the products (-inf: outside the tile, never passes). */
-  const float inf = __int_as_float(0x7f800000);
-  float row_thr[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const int i = m0 + row_base + h * 8;
-    row_thr[h] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
-  }
-  const int col = n0 + (int)(threadIdx.x & (kFusedBlock - 1));
-  const float col_thr = g.do_cols && col < g.n_cols ? st.thr[g.col_state0 + col] : -inf;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; s++)
@@ -238,6 +220,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     }
   }
 
+  /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
+  const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
+  const int col_base = (lane & 3) * 2;
   /* NaN marks products outside the tile: __hmax2 and fmaxf skip it, every comparison fails */
   const float nan = __int_as_float(0x7fc00000);
   if (m0 + kFusedBlock > g.n_rows || n0 + kFusedBlock > g.n_cols) {
@@ -266,19 +251,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       best = __hmax2(best, magnitude2<kKind>(v[nt][h]));
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 1));
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 2));
-    row_hit[h] = 1.0f - pair_max(best) * g.tile_scale < row_thr[h];
+    const int i = m0 + row_base + h * 8;
+    row_hit[h] =
+        i < g.n_rows && 1.0f - pair_max(best) * g.tile_scale < st.thr[g.row_state0 + i];
   }
 
   __syncthreads(); /* every warpgroup is done with the stages */
-  unsigned char *row_flag = smem + kRowFlagOffset, *col_flag = smem + kColFlagOffset;
-  float *row_thr_s = reinterpret_cast<float *>(smem + kRowThrOffset);
-  float *col_thr_s = reinterpret_cast<float *>(smem + kColThrOffset);
+  unsigned char *row_flag = smem + kFusedBlock * kCopyPitch * 2;
+  unsigned char *col_flag = row_flag + kFusedBlock;
   __half2 *col_max = reinterpret_cast<__half2 *>(smem + kColumnMaxOffset);
   if ((lane & 3) == 0) {
     row_flag[row_base] = row_hit[0];
     row_flag[row_base + 8] = row_hit[1];
-    row_thr_s[row_base] = row_thr[0];
-    row_thr_s[row_base + 8] = row_thr[1];
   }
   /* Columns: each warp's largest product of a column pair over its 16 rows, then over the 8
    * warps. */
@@ -296,16 +280,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   __syncthreads();
   bool col_hit = false;
   if (threadIdx.x < kFusedBlock) {
-    if (g.do_cols && col < g.n_cols) {
+    const int j = n0 + threadIdx.x;
+    if (g.do_cols && j < g.n_cols) {
       const __half *cm = reinterpret_cast<const __half *>(col_max);
       float best = nan;
 #pragma unroll
       for (int w = 0; w < kThreads / 32; w++)
         best = fmaxf(best, __half2float(cm[w * kFusedBlock + threadIdx.x]));
-      col_hit = 1.0f - best * g.tile_scale < col_thr;
+      col_hit = 1.0f - best * g.tile_scale < st.thr[g.col_state0 + j];
     }
     col_flag[threadIdx.x] = col_hit;
-    col_thr_s[threadIdx.x] = col_thr;
   }
   if (!__syncthreads_or(row_hit[0] || row_hit[1] || col_hit))
     return;
@@ -319,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       *reinterpret_cast<__half2 *>(copy + (row_base + h * 8) * kCopyPitch + nt * 8 + col_base) =
           v[nt][h];
   __syncthreads();
-  exact_passes<kKind, kThreads>(st, g, smem, m0, n0);
+  exact_passes<kKind, kThreads>(st, g, copy, row_flag, col_flag, m0, n0);
 }
 
 /* The driver's cuTensorMapEncodeTiled, through the runtime (no link to libcuda), or NULL. */
