@@ -1,7 +1,9 @@
 /*
  * The fused tile: the FP16 score GEMM and the threshold filter in one kernel, for ordinary tiles
  * of DOT and ABS_DOT screens (see launch_fused_filter in select_internal.h). Off by default;
- * KNNWB_CUDA_FUSED=1 turns it on.
+ * KNNWB_CUDA_FUSED=1 turns it on. On compute capability 9.0 the wgmma kernel runs
+ * (tile_fused_wgmma.cu, faster); this mma.sync kernel is the path of other GPUs and of
+ * KNNWB_CUDA_FUSED_MMA=sync.
  *
  * Why: with cuBLAS, a tile's scores go to memory (8192^2 halves, 128 MiB) and the filter reads
  * them back; on one H200 the GEMM took 0.085 ms and the filter 0.072-0.077 ms a tile (ncu), the

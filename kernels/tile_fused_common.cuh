@@ -2,8 +2,8 @@
  * What the two fused tiles (tile_fused.cu: mma.sync, any GPU from sm_80; tile_fused_wgmma.cu:
  * wgmma, Hopper only) share: the asynchronous copies of their operands to shared memory, and once
  * their products are tested, the exact passes over a block's products copied to shared memory as
- * cuBLAS's half tile would hold them, with the appending of a line's candidates. Blocks are 128 x 128 products in both. Included by those files only (internal
- * linkage in each).
+ * cuBLAS's half tile would hold them, with the appending of a line's candidates. Blocks are 128 x
+ * 128 products in both. Included by those files only (internal linkage in each).
  */
 #pragma once
 

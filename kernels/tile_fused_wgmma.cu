@@ -25,6 +25,17 @@
  * passes (tile_fused_common.cuh), as in tile_fused.cu: the decisions are those of the filter
  * kernel on cuBLAS's tile, up to the order of the sums.
  *
+ * Measured (one H200, 1,533,876 x 295 Pearson k = 20, fused_check.sh wgmma and profile): exact
+ * (lists digest unchanged, the CUDA tests and memcheck pass), 0.176 ms a tile in the loop against
+ * 0.22 ms for the mma.sync kernel, 4.30 s end to end against 5.02 s; but cuBLAS + the filter
+ * kernel take 0.168 ms a tile and 3.42-3.46 s, so fused tiles stay off by default. ncu, one launch
+ * (n = 200,000): 191 us, the tensor pipe active 24% of the time (cuBLAS's GEMM: 61%, 87 us) and
+ * twice cuBLAS's L2 reads (its 256 x 128 tiles in clusters of 2 share operands by multicast); PC
+ * samples 30% in the main loop (waits for the copies and the MMAs), 22% in the tests, 38% in the
+ * exact passes. Doing a warp's exact passes in one batch (thresholds and atomics at once) was
+ * slower (205 us). What remains: a persistent, warp-specialized kernel whose epilogue overlaps the
+ * next block's MMAs, and larger tiles with multicast (docs/performance-gpu.md).
+ *
  * Built only for sm_90a (kernels/CMakeLists.txt): wgmma is an arch-specific instruction with no
  * forward compatibility, so without 90 among the architectures the launcher reports
  * cudaErrorNotSupported and the mma.sync kernel runs instead.
@@ -143,14 +154,17 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
                " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
                " %64, %65, p, 1, 1, 0, 0;\n"
                "}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+                 "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+                 "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                 "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+                 "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+                 "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
@@ -239,7 +253,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int nt = 0; nt < 16; nt++)
 #pragma unroll
     for (int h = 0; h < 2; h++)
-      v[nt][h] = __floats2half2_rn(acc[nt * 4 + h * 2] * g.alpha, acc[nt * 4 + h * 2 + 1] * g.alpha);
+      v[nt][h] =
+          __floats2half2_rn(acc[nt * 4 + h * 2] * g.alpha, acc[nt * 4 + h * 2 + 1] * g.alpha);
 
   /* Rows: a row's 128 products are in the 4 lanes of one quad of one warp. */
   bool row_hit[2];
@@ -252,8 +267,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 1));
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 2));
     const int i = m0 + row_base + h * 8;
-    row_hit[h] =
-        i < g.n_rows && 1.0f - pair_max(best) * g.tile_scale < st.thr[g.row_state0 + i];
+    row_hit[h] = i < g.n_rows && 1.0f - pair_max(best) * g.tile_scale < st.thr[g.row_state0 + i];
   }
 
   __syncthreads(); /* every warpgroup is done with the stages */
@@ -353,14 +367,14 @@ bool wgmma_ready(void)
     return false;
   if (__atomic_load_n(&state[device], __ATOMIC_RELAXED) == 0) {
     int major = 0, minor = 0;
-    bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
-                  cudaSuccess &&
-              cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
-                  cudaSuccess &&
-              major == 9 && minor == 0 && tensor_map_encoder() != nullptr;
+    bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        major == 9 && minor == 0 && tensor_map_encoder() != nullptr;
     /* 96 KiB of dynamic shared memory, and all of L1 as shared memory so that two blocks fit an
      * SM (the exact passes' reads are few) */
-    for (auto kernel : {fused_wgmma_kernel<KNNWB_SCORE_DOT>, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>})
+    for (auto kernel :
+         {fused_wgmma_kernel<KNNWB_SCORE_DOT>, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>})
       ok = ok &&
            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) ==
                cudaSuccess &&

@@ -188,10 +188,11 @@ static void test_fresh_tile_overflow(void)
 }
 
 /* Ordinary FP16 tiles of DOT and ABS_DOT scores are fused (GEMM and filter in one kernel,
- * kernels/tile_fused_wgmma.cu or tile_fused.cu) unless KNNWB_CUDA_FUSED=0: every path against the CPU on many tiles of
- * one and two GPUs, with near ties and duplicates (adversarial_matrix), and with ordinary tiles
- * whose lines overflow a row's buffer (arc_matrix's row 0: every later column is nearer than the
- * ones before), which the merge recomputes from the rows when the tile is fused. */
+ * kernels/tile_fused_wgmma.cu or tile_fused.cu) unless KNNWB_CUDA_FUSED=0: every path against the
+ * CPU on many tiles of one and two GPUs, with near ties and duplicates (adversarial_matrix), and
+ * with ordinary tiles whose lines overflow a row's buffer (arc_matrix's row 0: every later column
+ * is nearer than the ones before), which the merge recomputes from the rows when the tile is fused.
+ */
 static void test_fused_tiles(void)
 {
   if (!gpu_or_skip())
