@@ -74,6 +74,19 @@ static inline void knnwb_mst_points_offer(KnnwbMstPoints *m, int32_t c, int64_t 
   }
 }
 
+/* A lower bound on the distance from a point whose whole list lies inside its component to the
+ * nearest point outside it: its k-th list distance, and the nearest outside distance found in an
+ * earlier round (the outside set only shrinks as components merge). The second is what prunes
+ * the late rounds: there every list is exhausted, and without it every point was searched again
+ * in each of them (200,000 rows in 50 clusters: 4 passes over all points, 68 s of 81). */
+static inline double knnwb_mst_points_lower_bound(const KnnwbMstPoints *m, int64_t p)
+{
+  double bound = m->lists->distances[(size_t)p * m->k + m->k - 1];
+  if (m->outside_index[p] >= 0 && m->outside_distance[p] > bound)
+    bound = m->outside_distance[p];
+  return bound;
+}
+
 static void knnwb_mst_points_from_lists(int t, int n_threads, void *data)
 {
   KnnwbMstPoints *m = data;
@@ -101,11 +114,12 @@ static void knnwb_mst_points_from_lists(int t, int n_threads, void *data)
 /* Resolves the brute-force points in chunks of increasing bound, through the kNN engine's masked
  * nearest-outside search (GEMM speed, exact, certified). Between chunks the component bests
  * improve, which prunes later points whose k-th distance can no longer win. */
-static gboolean knnwb_mst_points_brute_force(KnnwbMstPoints *m, GError **error)
+static gboolean knnwb_mst_points_brute_force(KnnwbMstPoints *m, size_t *searched, GError **error)
 {
   /* Chunks double in size: the first small ones set component bests that prune the rest, the
-   * later large ones keep the number of backend calls (each a pass over all points) logarithmic. */
-  size_t chunk = 2048;
+   * later large ones keep the number of backend calls (each a pass over all points) logarithmic.
+   * A sixteenth of the points first, so that small sets are pruned too. */
+  size_t chunk = CLAMP(m->n_brute / 16, (size_t)64, (size_t)2048);
   const char *what = "the exact MST's nearest-outside queries";
   int64_t *rows = knnwb_try_new_array(m->n_brute, sizeof(int64_t), what, m->n, error);
   int64_t *index =
@@ -118,10 +132,10 @@ static gboolean knnwb_mst_points_brute_force(KnnwbMstPoints *m, GError **error)
     for (; start < m->n_brute && count < chunk; start++) {
       int64_t p = m->brute[start];
       int32_t c = m->component[p];
-      double bound = m->lists->distances[(size_t)p * m->k + m->k - 1];
+      double bound = knnwb_mst_points_lower_bound(m, p);
       int64_t holder = m->best[c];
       if (holder >= 0 && m->candidate_distance[holder] < bound)
-        continue; /* nothing outside p's list can beat the component's candidate */
+        continue; /* nothing outside p's component can beat the component's candidate */
       int64_t known = m->outside_index[p];
       if (known >= 0 && m->component[known] != c) {
         m->candidate_distance[p] = m->outside_distance[p];
@@ -131,6 +145,7 @@ static gboolean knnwb_mst_points_brute_force(KnnwbMstPoints *m, GError **error)
       }
       rows[count++] = p;
     }
+    *searched += count;
     ok = knnwb_outside_search_run(m->search, m->component, rows, count, index, distance, error);
     for (size_t t = 0; ok && t < count; t++) {
       int64_t p = rows[t];
@@ -162,8 +177,8 @@ static int knnwb_mst_points_bound_compare(const void *a, const void *b, void *da
 {
   const KnnwbMstPoints *m = data;
   int64_t p = *(const int64_t *)a, q = *(const int64_t *)b;
-  double dp = m->lists->distances[(size_t)p * m->k + m->k - 1];
-  double dq = m->lists->distances[(size_t)q * m->k + m->k - 1];
+  double dp = knnwb_mst_points_lower_bound(m, p);
+  double dq = knnwb_mst_points_lower_bound(m, q);
   if (dp != dq)
     return dp < dq ? -1 : 1;
   return (p > q) - (p < q);
@@ -196,8 +211,7 @@ static gboolean knnwb_mst_points_run(KnnwbMstPoints *m, int n_threads, int64_t *
         if (m->candidate_point[p] >= 0)
           continue;
         int64_t holder = m->best[m->component[p]];
-        double bound = m->lists->distances[p * m->k + m->k - 1];
-        if (holder >= 0 && m->candidate_distance[holder] < bound)
+        if (holder >= 0 && m->candidate_distance[holder] < knnwb_mst_points_lower_bound(m, p))
           continue;
         m->brute[m->n_brute++] = (int64_t)p;
       }
@@ -205,10 +219,13 @@ static gboolean knnwb_mst_points_run(KnnwbMstPoints *m, int n_threads, int64_t *
       g_qsort_with_data(m->brute, (gint)m->n_brute, sizeof *m->brute,
                         knnwb_mst_points_bound_compare, m);
       gint64 brute_start = g_get_monotonic_time();
-      if (!knnwb_mst_points_brute_force(m, error))
+      size_t searched = 0;
+      if (!knnwb_mst_points_brute_force(m, &searched, error))
         goto out;
-      g_debug("exact MST: %zu components, %zu points searched outside their lists in %.3f s",
-              m->n_components, m->n_brute, (double)(g_get_monotonic_time() - brute_start) / 1e6);
+      g_debug("exact MST: %zu components, %zu points searched outside their lists (%zu lists "
+              "exhausted) in %.3f s",
+              m->n_components, searched, m->n_brute,
+              (double)(g_get_monotonic_time() - brute_start) / 1e6);
     }
     size_t nc = m->n_components;
     for (size_t c = 0; c < nc; c++)

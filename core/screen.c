@@ -49,10 +49,8 @@
 #include "gemm_cpu.h"
 #include "knn_internal.h"
 
-/* Candidates past k under BF16 (at least; see knnwb_screen_candidates), and the largest k auto
- * screens in BF16 on the CPU. */
+/* Candidates past k under BF16 (at least; see knnwb_screen_candidates). */
 #define KNNWB_BF16_MARGIN 16
-#define KNNWB_BF16_AUTO_K 256
 
 static const char *const knnwb_screen_names[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
 
@@ -147,24 +145,25 @@ gboolean knnwb_screen_resolve(KnnwbScreen requested, const char *backend, KnnwbM
                 "screening in bf16 is not available: %s; use --screen auto or fp32", why);
     return FALSE;
   }
-  /* BF16's window (2 2^-7) holds ever more rows past the k-th as k grows, and large k is bound by
-   * the selection and the exact re-scoring, not by the GEMM: FP32 there, as on the GPU. */
+  /* A half-precision window holds ever more rows past the k-th as k grows, and large k is bound by
+   * the selection and the exact re-scoring, not by the GEMM: FP32 there. */
   if (metric == KNNWB_METRIC_MANHATTAN)
     *screen = KNNWB_SCREEN_FP32; /* manhattan keeps its exact float32 kernel */
   else if (requested != KNNWB_SCREEN_AUTO)
     *screen = requested;
   else if (gpu)
     *screen = k <= 256 ? KNNWB_SCREEN_FP16 : KNNWB_SCREEN_FP32;
-  else if (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_COSINE)
-    /* BF16 pays where the rows are centred (the pearson family): their distances spread over
-     * [0, 2]. Euclidean's bound grows with (|q| + max |r|)^2, which BF16's 2^-7 turns into a
-     * window past most rows' k-th distance (86% of 20,000 centred Gaussian rows, d = 128, k = 20:
-     * 1.01 s against 0.38 s in FP32), and cosine on rows with an offset (intensities, counts)
-     * has every distance inside it (50,000 x 16: 2.04 s against 0.60 s; 14% faster than FP32 on
-     * centred rows). */
-    *screen = KNNWB_SCREEN_FP32;
   else
-    *screen = cpu_bf16 && k <= KNNWB_BF16_AUTO_K ? KNNWB_SCREEN_BF16 : KNNWB_SCREEN_FP32;
+    /* The CPU screens in FP32 unless told otherwise. BF16's window (2 2^-7 of |q||r|) holds a fixed
+     * share of the rows, so the rows inside it past the k-th grow with n: at 12,625 x 128 (the
+     * benchmark's modules, k = 20) 3% of the rows needed an FP32 re-selection and BF16 ran even
+     * with FP32 (0.16 s against 0.15 s), at 50,000 x 128 of the same modules 48% (2.40-2.81 s
+     * against 1.30-1.37 s), at 50,000 x 295 79% (6.2-6.7 s against 2.7-3.0 s), on 50,000 x 64
+     * rows of 50 Gaussian clusters all of them (3.4-4.0 s against 0.95-1.2 s). A re-selected row
+     * costs its whole FP32 pass again, so BF16 can gain at most its GEMM share (about 10% here)
+     * and loses up to 3.5x. Euclidean's bound grows with (|q| + max |r|)^2 and cosine on rows
+     * with an offset has every distance inside the window: worse still. */
+    *screen = KNNWB_SCREEN_FP32;
   return TRUE;
 }
 

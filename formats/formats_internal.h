@@ -100,6 +100,10 @@ const char *knnwb_formats_missing_token_kind(const char *p, size_t length);
 /** Formats a double so that strtod gives it back exactly, in the shortest of %.15g/%.16g/%.17g. */
 int knnwb_formats_format_double(char *buffer, size_t size, double value);
 
+/** Formats a float so that strtof gives it back exactly, in the shortest of %.6g to %.9g (of the
+ * value as a double), as printf would. Needs 32 bytes for the fast path. Returns the length. */
+int knnwb_formats_format_float(char *buffer, size_t size, float value);
+
 /**
  * The C locale, for strtof_l and for writers, which switch to it with uselocale() so that numbers
  * are written with '.' whatever LC_NUMERIC the host program set.

@@ -32,7 +32,28 @@ static gboolean knnwb_write_matrix_labels(const char *path, const KnnwbMatrix *m
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
 
-gboolean knnwb_formats_write_matrix_npy(const char *path, const KnnwbMatrix *matrix, GError **error)
+/* Writes count floats in pieces of 1 Mi values, so that a raised cancel flag stops a write of
+ * gigabytes within a piece and progress (in rows) moves. */
+static gboolean knnwb_write_matrix_values(FILE *stream, const char *path, const float *values,
+                                          size_t count, size_t n_cols,
+                                          const KnnwbWriteControl *control, GError **error)
+{
+  const size_t piece = (size_t)1 << 20;
+  for (size_t done = 0; done < count;) {
+    if (knnwb_formats_cancelled(control, path, error))
+      return FALSE;
+    size_t now = MIN(piece, count - done);
+    if (fwrite(values + done, sizeof(float), now, stream) != now)
+      return TRUE; /* the commit reports the stream's error with the path */
+    done += now;
+    if (control != NULL && control->progress != NULL && n_cols > 0)
+      control->progress(done / n_cols, count / n_cols, control->progress_data);
+  }
+  return TRUE;
+}
+
+static gboolean knnwb_write_matrix_npy_run(const char *path, const KnnwbMatrix *matrix,
+                                           const KnnwbWriteControl *control, GError **error)
 {
   if (matrix->row_labels != NULL) {
     g_autofree char *labels = knnwb_formats_npy_labels_path(path);
@@ -74,14 +95,16 @@ gboolean knnwb_formats_write_matrix_npy(const char *path, const KnnwbMatrix *mat
 #endif
   size_t count = matrix->n_rows * matrix->n_cols;
   if (matrix->n_absent_rows == 0) {
-    if (count > 0 && fwrite(matrix->values, sizeof(float), count, stream) != count) {
-      /* The commit reports the stream's error with the path. */
-    }
+    if (!knnwb_write_matrix_values(stream, path, matrix->values, count, matrix->n_cols, control,
+                                   error))
+      return FALSE;
   } else {
     /* Rows kept absent for their missing values hold zeros, not data: NaN, as NumPy marks a
      * missing value. */
     const float nan = NAN;
     for (size_t i = 0; i < matrix->n_rows; i++) {
+      if (i % 4096 == 0 && knnwb_formats_cancelled(control, path, error))
+        return FALSE;
       const float *row = matrix->values + i * matrix->n_cols;
       gboolean absent = knnwb_matrix_row_is_absent(matrix, i);
       for (size_t j = 0; j < matrix->n_cols; j++)
@@ -91,26 +114,44 @@ gboolean knnwb_formats_write_matrix_npy(const char *path, const KnnwbMatrix *mat
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
 
-/* The shortest %.Ng that strtof reads back as the same float. */
-static void knnwb_write_matrix_float(FILE *stream, float value, locale_t c_locale)
+gboolean knnwb_formats_write_matrix_npy(const char *path, const KnnwbMatrix *matrix, GError **error)
 {
-  char text[32];
-  for (int precision = 6; precision <= 9; precision++) {
-    g_snprintf(text, sizeof text, "%.*g", precision, (double)value);
-    if (precision == 9 || strtof_l(text, NULL, c_locale) == value)
-      break;
-  }
-  fputs(text, stream);
+  return knnwb_write_matrix_npy_run(path, matrix, NULL, error);
 }
 
-gboolean knnwb_formats_write_matrix_tsv(const char *path, const KnnwbMatrix *matrix, GError **error)
+/* One chunk of rows: the label (or number), then the values in the shortest form that strtof
+ * reads back as the same float (knnwb_formats_format_float), NA for a row kept absent. */
+static void knnwb_write_matrix_rows(void *context, size_t first, size_t last, KnnwbTextChunk *out)
+{
+  const KnnwbMatrix *matrix = context;
+  for (size_t i = first; i < last; i++) {
+    if (matrix->row_labels && matrix->row_labels[i])
+      knnwb_text_chunk_put_tsv_field(out, matrix->row_labels[i]);
+    else
+      knnwb_text_chunk_put_int(out, (int64_t)i + 1);
+    const float *row = matrix->values + i * matrix->n_cols;
+    /* A row kept absent for its missing values holds zeros, not data: NA, as it was read. */
+    const gboolean absent = knnwb_matrix_row_is_absent(matrix, i);
+    for (size_t j = 0; j < matrix->n_cols; j++) {
+      if (absent) {
+        knnwb_text_chunk_append(out, "\tNA", 3);
+        continue;
+      }
+      char *p = knnwb_text_chunk_room(out, 40);
+      *p = '\t';
+      out->length += 1 + (size_t)knnwb_formats_format_float(p + 1, 39, row[j]);
+    }
+    knnwb_text_chunk_putc(out, '\n');
+  }
+}
+
+static gboolean knnwb_write_matrix_tsv_run(const char *path, const KnnwbMatrix *matrix,
+                                           const KnnwbWriteControl *control, GError **error)
 {
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL)
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
-  locale_t c_locale = knnwb_formats_c_locale();
-  locale_t previous = uselocale(c_locale);
   fputs("label", stream);
   for (size_t j = 0; j < matrix->n_cols; j++) {
     putc('\t', stream);
@@ -120,36 +161,34 @@ gboolean knnwb_formats_write_matrix_tsv(const char *path, const KnnwbMatrix *mat
       fprintf(stream, "S%zu", j + 1);
   }
   putc('\n', stream);
-  for (size_t i = 0; i < matrix->n_rows; i++) {
-    if (matrix->row_labels && matrix->row_labels[i])
-      knnwb_formats_write_tsv_field(stream, matrix->row_labels[i]);
-    else
-      fprintf(stream, "%zu", i + 1);
-    const float *row = matrix->values + i * matrix->n_cols;
-    /* A row kept absent for its missing values holds zeros, not data: NA, as it was read. */
-    const gboolean absent = knnwb_matrix_row_is_absent(matrix, i);
-    for (size_t j = 0; j < matrix->n_cols; j++) {
-      putc('\t', stream);
-      if (absent)
-        fputs("NA", stream);
-      else
-        knnwb_write_matrix_float(stream, row[j], c_locale);
-    }
-    putc('\n', stream);
-  }
-  uselocale(previous);
+  /* About 64 Ki values a chunk, formatted by the writer threads and written in order. */
+  size_t grain = MAX((size_t)1, ((size_t)1 << 16) / MAX(matrix->n_cols, (size_t)1));
+  if (!knnwb_formats_write_chunks(stream, path, matrix->n_rows, grain, knnwb_write_matrix_rows,
+                                  (void *)matrix, control, 0, matrix->n_rows, error))
+    return FALSE;
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
+}
+
+gboolean knnwb_formats_write_matrix_tsv(const char *path, const KnnwbMatrix *matrix, GError **error)
+{
+  return knnwb_write_matrix_tsv_run(path, matrix, NULL, error);
+}
+
+gboolean knnwb_formats_write_matrix_run(const char *path, const KnnwbMatrix *matrix,
+                                        const KnnwbWriteControl *control, GError **error)
+{
+  g_autofree char *lower = g_ascii_strdown(path, -1);
+  if (g_str_has_suffix(lower, ".npy"))
+    return knnwb_write_matrix_npy_run(path, matrix, control, error);
+  if (g_str_has_suffix(lower, ".tsv") || g_str_has_suffix(lower, ".txt") ||
+      g_str_has_suffix(lower, ".tab"))
+    return knnwb_write_matrix_tsv_run(path, matrix, control, error);
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "%s: unknown matrix extension (expected .npy, or .tsv/.txt/.tab)", path);
+  return FALSE;
 }
 
 gboolean knnwb_formats_write_matrix(const char *path, const KnnwbMatrix *matrix, GError **error)
 {
-  g_autofree char *lower = g_ascii_strdown(path, -1);
-  if (g_str_has_suffix(lower, ".npy"))
-    return knnwb_formats_write_matrix_npy(path, matrix, error);
-  if (g_str_has_suffix(lower, ".tsv") || g_str_has_suffix(lower, ".txt") ||
-      g_str_has_suffix(lower, ".tab"))
-    return knnwb_formats_write_matrix_tsv(path, matrix, error);
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "%s: unknown matrix extension (expected .npy, or .tsv/.txt/.tab)", path);
-  return FALSE;
+  return knnwb_formats_write_matrix_run(path, matrix, NULL, error);
 }

@@ -72,11 +72,9 @@ void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
        "pearson (default), abs-pearson, spearman, euclidean, manhattan or cosine", "M"},
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &args->backend, "auto (default), cpu or cuda", "B"},
       {"screen", 0, 0, G_OPTION_ARG_STRING, &args->screen,
-       "screening precision: auto (default: k <= 256 screens in fp16 on a GPU, in bf16 on a CPU "
-       "with BF16 instructions, not for euclidean or cosine), fp32, tf32 or fp16 (GPU), bf16 "
-       "(CPU); the "
-       "lists are exact with "
-       "each",
+       "screening precision: auto (default: k <= 256 screens in fp16 on a GPU, fp32 on a CPU), "
+       "fp32, tf32 or fp16 (GPU), bf16 (CPU with BF16 instructions; slower where many rows lie "
+       "close); the lists are exact with each",
        "P"},
       {"threads", 't', 0, G_OPTION_ARG_INT, &args->threads,
        "CPU threads (default: every core this process may run on)", "N"},

@@ -99,10 +99,19 @@ int knnwb_host_command_metafeatures(int argc, char **argv)
   if (!knnwb_host_expand(&expand, TRUE, threads, quiet, cancel, NULL, &data, &error))
     goto fail;
   gint64 expand_done = g_get_monotonic_time();
-  if (!knnwb_formats_write_matrix(temporary, data, &error))
+  /* The writer polls the cancel flag and shows its progress: a 1,533,876 x 295 TSV is gigabytes
+   * (a signal used to wait for the whole of it, formatted on one thread at 15 MB/s). */
+  KnnwbWriteControl control = {.n_threads = threads, .cancel = cancel};
+  KnnwbHostProgress *progress = knnwb_host_progress_new("write", quiet);
+  knnwb_host_progress_set_unit(progress, "rows");
+  control.progress = progress ? knnwb_host_progress_update : NULL;
+  control.progress_data = progress;
+  gboolean written = knnwb_formats_write_matrix_run(temporary, data, &control, &error);
+  knnwb_host_progress_finish(progress);
+  if (!written)
     goto fail;
-  /* The last thing, refused when a signal arrived during the write (which does not poll): an
-   * interrupted run never touches the previous output. */
+  /* The last thing, refused when a signal arrived after the write: an interrupted run never
+   * touches the previous output. */
   if (!knnwb_host_outputs_commit(outputs, cancel, &error))
     goto fail;
   if (!quiet)

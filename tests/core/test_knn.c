@@ -403,10 +403,17 @@ static void test_screen_precisions(void)
       knnwb_screen_resolve(KNNWB_SCREEN_BF16, "cuda:1", KNNWB_METRIC_PEARSON, 20, &screen, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
   g_clear_error(&error);
-  /* The CPU: auto is BF16 for k <= 256 where the CPU has the instructions, FP32 otherwise. */
-  g_assert_true(
-      knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_PEARSON, 20, &screen, NULL));
-  g_assert_cmpint(screen, ==, knnwb_cpu_gemm_has_bf16() ? KNNWB_SCREEN_BF16 : KNNWB_SCREEN_FP32);
+  /* The CPU: auto is FP32 for every metric, BF16 only when asked for (its window grows with the
+   * rows: tests/core/test_knn_screen_cpu.c, /knn/screen-cpu/dense-rows). */
+  for (KnnwbMetric metric = 0; metric <= KNNWB_METRIC_COSINE; metric++) {
+    g_assert_true(knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", metric, 20, &screen, NULL));
+    g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
+  }
+  if (knnwb_cpu_gemm_has_bf16()) {
+    g_assert_true(
+        knnwb_screen_resolve(KNNWB_SCREEN_BF16, "cpu", KNNWB_METRIC_PEARSON, 20, &screen, NULL));
+    g_assert_cmpint(screen, ==, KNNWB_SCREEN_BF16);
+  }
   g_assert_true(
       knnwb_screen_resolve(KNNWB_SCREEN_AUTO, "cpu", KNNWB_METRIC_PEARSON, 4096, &screen, NULL));
   g_assert_cmpint(screen, ==, KNNWB_SCREEN_FP32);
@@ -437,8 +444,7 @@ static void test_screen_precisions(void)
   options.screen = KNNWB_SCREEN_AUTO;
   g_clear_error(&error);
   g_assert_true(knnwb_knn_self(m, &options, &nb, &error));
-  g_assert_cmpint(nb->screen_used, ==,
-                  knnwb_cpu_gemm_has_bf16() ? KNNWB_SCREEN_BF16 : KNNWB_SCREEN_FP32);
+  g_assert_cmpint(nb->screen_used, ==, KNNWB_SCREEN_FP32);
   knnwb_neighbors_free(nb);
 }
 

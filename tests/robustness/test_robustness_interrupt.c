@@ -175,6 +175,27 @@ static void test_render_keeps_old_output(void)
   host_test_rmtree(dir);
 }
 
+/* `knnwb metafeatures` writing a TSV of 180,300 pair rows x 64 (120 MB, on one thread): a signal
+ * stops the write within a second and keeps the older file. Before, the TSV writer did not poll
+ * the flag: the signal waited for the whole file (5.3 s here). */
+static void test_metafeatures_keeps_old_output(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = write_npy(dir, 601, 64);
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *old = host_test_write(out_dir, "pairs.tsv", "old\n");
+  char *argv[] = {KNNWB_HOST_PROGRAM, "metafeatures", input, "--threads", "1", "-o", old, NULL};
+  double seconds = 0;
+  g_assert_cmpint(run_and_signal(argv, NULL, SIGINT, &seconds), ==, 130);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
+  g_assert_cmpstr(text, ==, "old\n");
+  g_assert_cmpfloat(seconds, <, 1.0);
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
@@ -182,5 +203,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/interrupt/pipeline-several-outputs", test_pipeline_several_outputs);
   g_test_add_func("/robustness/interrupt/knn-keeps-old-output", test_knn_keeps_old_output);
   g_test_add_func("/robustness/interrupt/render-keeps-old-output", test_render_keeps_old_output);
+  g_test_add_func("/robustness/interrupt/metafeatures-keeps-old-output",
+                  test_metafeatures_keeps_old_output);
   return g_test_run();
 }

@@ -3,6 +3,7 @@
 #define KNNWB_WRITE_MATRIX_H
 
 #include <glib.h>
+#include <knnwb/formats.h>
 #include <knnwb/matrix.h>
 
 G_BEGIN_DECLS
@@ -27,16 +28,27 @@ gboolean knnwb_formats_write_matrix_npy(const char *path, const KnnwbMatrix *mat
 /**
  * Writes the matrix as TSV: a header (a first field "label" then the column labels, or S1, S2, ...)
  * and one line per row (its label or number, then the values in the shortest form that reads back
- * as the same float). Atomic. Errors: KNNWB_ERROR_IO. Complexity: O(n d).
+ * as the same float, NA for a row kept absent). Atomic; formatted on every core (see
+ * knnwb_formats_write_matrix_run). Errors: KNNWB_ERROR_IO. Complexity: O(n d).
  */
 gboolean knnwb_formats_write_matrix_tsv(const char *path, const KnnwbMatrix *matrix,
                                         GError **error);
 
 /**
  * By extension: .npy -> NPY, .tsv/.txt/.tab -> TSV. Errors: KNNWB_ERROR_INVALID_ARGUMENT for other
- * extensions, and as the writers.
+ * extensions, and as the writers. The same as knnwb_formats_write_matrix_run with no control.
  */
 gboolean knnwb_formats_write_matrix(const char *path, const KnnwbMatrix *matrix, GError **error);
+
+/**
+ * knnwb_formats_write_matrix with control (may be NULL): the TSV formatted by control's threads
+ * in chunks of rows written in order (the bytes do not depend on the thread count), both formats
+ * stopping with KNNWB_ERROR_CANCELLED (and no file) within a chunk of a raised cancel flag, and
+ * progress reported in rows. Errors: as knnwb_formats_write_matrix, KNNWB_ERROR_CANCELLED.
+ * Complexity: O(n d); memory O(threads x chunk) beyond the matrix.
+ */
+gboolean knnwb_formats_write_matrix_run(const char *path, const KnnwbMatrix *matrix,
+                                        const KnnwbWriteControl *control, GError **error);
 
 G_END_DECLS
 

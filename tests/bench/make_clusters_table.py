@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""Writes ROWS x COLS rows of 50 Gaussian clusters as R's write.table writes a data frame (a header
+of quoted column names without the row names' cell, quoted row names, 15 significant digits;
+tab-separated for .tsv, comma-separated for .csv) or as a float32 .npy, for timing whole
+commands on large text inputs (README, Performance, "Whole commands at scale").
+
+    python3 tests/bench/make_clusters_table.py OUT.tsv|OUT.csv|OUT.npy ROWS COLS
+"""
+import sys
+
+import numpy as np
+
+out, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(1)
+centres = rng.normal(0, 3, (50, cols))
+values = centres[rng.integers(0, 50, rows)] + rng.normal(0, 1, (rows, cols))
+if out.endswith(".npy"):
+    np.save(out, values.astype(np.float32))
+    sys.exit(0)
+sep = "," if out.endswith(".csv") else "\t"
+with open(out, "w") as f:
+    f.write(sep.join('"S%d"' % j for j in range(cols)) + "\n")
+    for i in range(rows):
+        f.write('"g%d"' % i + sep + sep.join("%.15g" % v for v in values[i]) + "\n")
