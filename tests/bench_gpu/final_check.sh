@@ -75,4 +75,10 @@ done
 # the fused tile (wgmma) on the merged tree, beside the default
 KNNWB_CUDA_FUSED=1 KNNWB_CUDA_TRACE=1 CUDA_VISIBLE_DEVICES=0 timeout 120 $bench --n 1533876 --no-select --no-floor >"$out/bf.log" 2>&1
 grep "library (\|of which" "$out/bf.log" | cut -c1-200
+# streamed rows (--gpu-memory 4G: the copies that order against fused tiles), fused and not
+for f in 1 0; do
+  KNNWB_CUDA_FUSED=$f CUDA_VISIBLE_DEVICES=0 timeout 120 $bench --n 1533876 --gpu-memory 4G --no-select --no-floor \
+    >"$out/bs.log" 2>&1
+  echo "--gpu-memory 4G, fused=$f: $(grep "library (" "$out/bs.log" | cut -c1-200)"
+done
 rm -f "$out"/*.npy "$out"/*.knn
