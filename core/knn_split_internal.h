@@ -153,11 +153,13 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
 /** Runs job on the run's backend (with rank 0's progress). Errors: the backend's status as a
  * GError (cancelled, out of memory, device). Time: the backend's. */
 gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job, GError **error);
-/** The candidates of a pair of sides (or of one side against itself) into a_lists (allocated) and
- * b_lists (given). Errors: allocation, the backend's. Time: |a| |b| d scores on the backend. */
+/** The candidates of a pair of sides (or of one side against itself) into a_lists (in a_room, or
+ * allocated when NULL) and b_lists (given). Errors: allocation, the backend's. Time: |a| |b| d
+ * scores on the backend. */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
-                            KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists, GError **error);
+                            char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists,
+                            GError **error);
 /** The exact distances left NaN in lists (a's rows) of candidates among b's rows, now present.
  * O(a->count kc d) at most, on run->threads. */
 void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,

@@ -60,12 +60,14 @@ static void knnwb_split_bounds(const KnnwbSplitLists *lists, float *bounds)
  * or above its final kc-th, all knnwb_split_bounds needs). Which rank takes which chunk varies from
  * run to run; the lists do not: each row keeps the kc best of all pairs by (score, index) whatever
  * the order, and the refinement makes them exact as for the fixed halves. Local, apart from the
- * counter. mine/other: this rank's block and the other's (whole).
+ * counter. mine/other: this rank's block and the other's (whole); room: the pass's room for the
+ * lists of this rank's rows that a job produces (knnwb_split_self_pass).
  */
 static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSplitSide *mine,
                                         const KnnwbSplitSide *other, gboolean lower, int *counter,
-                                        float *bounds, float *other_bounds, KnnwbSplitLists *lists,
-                                        KnnwbSplitLists *back, GError **error)
+                                        float *bounds, float *other_bounds, char *room,
+                                        KnnwbSplitLists *lists, KnnwbSplitLists *back,
+                                        GError **error)
 {
   const size_t kc = run->kc, cut = lower ? mine->count : other->count;
   const size_t chunks = MIN(cut, (size_t)KNNWB_SPLIT_PAIR_CHUNKS);
@@ -98,7 +100,8 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
     if (lower) {
       const KnnwbSplitSide a = {mine->rows, mine->first + c0, c1 - c0, mine->global + c0};
       ok = knnwb_split_lists_init_in(&b_lists, other->count, kc, b_room, error) &&
-           knnwb_split_select(run, &a, other, bounds + c0, other_bounds, &a_lists, &b_lists, error);
+           knnwb_split_select(run, &a, other, bounds + c0, other_bounds, room, &a_lists, &b_lists,
+                              error);
       if (ok) {
         KnnwbSplitLists rows = knnwb_split_lists_window(lists, c0, c1 - c0);
         knnwb_split_merge(lists, &a_lists, c0, run->threads);
@@ -111,7 +114,8 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
     } else {
       const KnnwbSplitSide b = {other->rows, other->first + c0, c1 - c0, other->global + c0};
       KnnwbSplitLists window = knnwb_split_lists_window(back, c0, c1 - c0);
-      ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, &a_lists, &window, error);
+      ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, room, &a_lists, &window,
+                              error);
       if (ok) {
         knnwb_split_merge(lists, &a_lists, 0, run->threads);
         knnwb_split_fill_distances(run, mine, &b, lists);
@@ -159,7 +163,21 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
       }
     }
   }
-  gboolean ok = knnwb_split_select(run, &mine, NULL, NULL, NULL, &a_lists, &b_lists, error);
+  /* Rooms kept for the whole pass: one for the lists of the own rows that each job produces (step
+   * 0, the pair or its chunks) and then for those that come back, one for the lists that go back.
+   * A fresh buffer for each is fresh pages each time (14-36 MB each at 40,000-100,000 rows and
+   * k = 20 on 2 ranks), which the kernel clears and faults in again (glibc mmaps blocks above 32
+   * MB afresh whatever knnwb_distributed_init asks). */
+  const size_t largest = blocks->largest;
+  char *room = g_try_malloc(MAX(knnwb_split_lists_bytes(MAX(m, largest), run->kc), (size_t)1));
+  char *back_room =
+      R > 1 ? g_try_malloc(MAX(knnwb_split_lists_bytes(largest, run->kc), (size_t)1)) : NULL;
+  gboolean ok = room != NULL && (R == 1 || back_room != NULL);
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate candidate lists for %zu rows x %zu candidates", MAX(m, largest),
+                run->kc);
+  ok = ok && knnwb_split_select(run, &mine, NULL, NULL, NULL, room, &a_lists, &b_lists, error);
   if (ok)
     knnwb_split_merge(lists, &a_lists, 0, run->threads);
   knnwb_split_lists_clear(&a_lists);
@@ -168,13 +186,14 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
   if (!group->agree(group, ok, error)) {
     if (shared)
       group->share_end(group, NULL);
+    g_free(room);
+    g_free(back_room);
     return FALSE;
   }
   knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
   knnwb_split_progress(run, 1, steps);
-  const size_t largest = blocks->largest;
   const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
-  /* The room of a fetched block, which then takes the lists coming back (shared: these only). */
+  /* The room of a fetched block (shared: none). */
   char *visiting = shared ? NULL : g_try_malloc(visiting_bytes);
   /* The own rows' thresholds, and the visiting rows' (they travel with their block). */
   float *bounds = g_try_new(float, MAX(m, (size_t)1));
@@ -186,6 +205,8 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
   if (!group->agree(group, ok, error)) {
     if (shared)
       group->share_end(group, NULL);
+    g_free(room);
+    g_free(back_room);
     g_free(visiting);
     g_free(bounds);
     g_free(visiting_bounds);
@@ -223,19 +244,19 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
       }
     }
     /* b's candidates are written straight into the lists of q's whole block, which go back to q;
-     * the lists of this block's rows that p computed arrive in the visiting block's room once it
-     * is no longer needed (when they fit there). */
+     * the lists of this block's rows that p computed arrive in the pass's room, once this step's
+     * own lists are merged. */
     KnnwbSplitLists back = {0}, from_p = {0};
-    ok =
-        !knnwb_split_cancelled(run, error) && knnwb_split_lists_init(&back, q_rows, run->kc, error);
+    ok = !knnwb_split_cancelled(run, error) &&
+         knnwb_split_lists_init_in(&back, q_rows, run->kc, back_room, error);
     if (ok && chunked) {
       const int lower = MIN(r, q);
       ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)parts[lower], bounds,
-                                   visiting_bounds, lists, &back, error);
+                                   visiting_bounds, room, lists, &back, error);
     } else if (ok) {
       KnnwbSplitLists window = knnwb_split_lists_window(&back, b.first, b.count);
-      ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, &a_lists,
-                              &window, error);
+      ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, room,
+                              &a_lists, &window, error);
     }
     if (ok && !chunked) {
       knnwb_split_merge(lists, &a_lists, 0, run->threads);
@@ -250,8 +271,7 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
       if (!group->share_end(group, ok ? error : NULL))
         ok = FALSE;
     }
-    const gboolean fits = visiting != NULL && knnwb_split_lists_bytes(m, run->kc) <= visiting_bytes;
-    ok = ok && knnwb_split_lists_init_in(&from_p, m, run->kc, fits ? visiting : NULL, error);
+    ok = ok && knnwb_split_lists_init_in(&from_p, m, run->kc, room, error);
     if (group->agree(group, ok, error)) {
       ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
                              from_p.buffer, knnwb_split_lists_bytes(m, run->kc), error);
@@ -268,6 +288,8 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
   /* A fetch or bounds shift that failed left the loop early (transport errors: on every rank). */
   if (shared && !group->share_end(group, ok ? error : NULL))
     ok = FALSE;
+  g_free(room);
+  g_free(back_room);
   g_free(visiting);
   g_free(bounds);
   g_free(visiting_bounds);

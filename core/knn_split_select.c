@@ -103,18 +103,20 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
 }
 
 /* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
- * (allocated here) and, for a pair, of b's rows among a's into b_lists (b->count empty rows, kc
- * wide, given: the window of the lists that go back to b's owner). a_bounds/b_bounds (NULL: none):
- * the rows' starting thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them
- * (the rest padded with -1). a's lists come without exact distances (NaN): the caller merges them
- * and computes those of the candidates that stayed (knnwb_split_fill_distances) while b's rows
- * are present, about half of them at two ranks. */
+ * (in a_room, at least knnwb_split_lists_bytes(a->count, run->kc) bytes; NULL: allocated here) and,
+ * for a pair, of b's rows among a's into b_lists (b->count empty rows, kc wide, given: the window
+ * of the lists that go back to b's owner). a_bounds/b_bounds (NULL: none): the rows' starting
+ * thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them (the rest padded
+ * with -1). a's lists come without exact distances (NaN): the caller merges them and computes those
+ * of the candidates that stayed (knnwb_split_fill_distances) while b's rows are present, about half
+ * of them at two ranks. */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
-                            KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists, GError **error)
+                            char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists,
+                            GError **error)
 {
   const size_t kc = run->kc;
-  if (!knnwb_split_lists_init(a_lists, a->count, kc, error))
+  if (!knnwb_split_lists_init_in(a_lists, a->count, kc, a_room, error))
     return FALSE;
   KnnwbSelectJob job;
   if (b == NULL) {
