@@ -202,7 +202,18 @@ typedef struct {
   gboolean windowed;
   uint64_t window_start, window_end;
   gboolean quoted;
+  /* From the read options (knnwb_text_input_watch): polled and reported at every buffer fill. */
+  const volatile gint *cancel;
+  KnnwbProgressFunc progress;
+  void *progress_data;
+  uint64_t stored_size; /* the file's own size (compressed for gzip), for progress */
 } KnnwbTextInput;
+
+/** Takes options' cancel flag and progress callback (either may be NULL) for input: a raised flag
+ * makes the next buffer fill fail with KNNWB_ERROR_CANCELLED, and each fill reports the bytes of
+ * the file read so far. A long read of a large or compressed file then stops within a buffer
+ * (4 MiB) of Ctrl-C, and shows its progress. */
+void knnwb_text_input_watch(KnnwbTextInput *input, const KnnwbReadOptions *options);
 
 /** Opens path, gzip-compressed or not (by content). Errors: KNNWB_ERROR_IO. */
 gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError **error);

@@ -145,9 +145,9 @@ void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t 
 
 /**
  * Fused tiles only with KNNWB_CUDA_FUSED=1: measured slower than cuBLAS + the filter kernel (one
- * H200, 1,533,876 x 295 Pearson k = 20: 5.00-5.11 s against 3.42-3.51 s end to end; the
- * mma.sync GEMM runs at 0.22 ms a tile against 0.14 ms for cuBLAS's in the loop), see
- * tile_fused.cu and docs/performance-gpu.md.
+ * H200, 1,533,876 x 295 Pearson k = 20, end to end: wgmma kernel 4.30 s, mma.sync kernel
+ * 5.00-5.11 s, cuBLAS + filter 3.42-3.51 s), see tile_fused_wgmma.cu, tile_fused.cu and
+ * docs/performance-gpu.md.
  */
 constexpr bool kFusedTilesDefault = false;
 
@@ -159,11 +159,19 @@ bool fused_tiles_wanted(void);
  * cores, filtered in registers as launch_filter filters a tile, without writing the tile. For
  * geom.kind DOT or ABS_DOT, no groups, rows with thresholds (not fresh); geom.dpad a multiple of
  * 8 and the rows 16-byte aligned. Empties the merge queue first: launch_tile_select with
- * geom.tile NULL then merges what it queued. Errors: the launch's. O(n_rows n_cols dpad)
- * tensor-core work.
+ * geom.tile NULL then merges what it queued. *wgmma: whether the wgmma kernel ran
+ * (launch_fused_wgmma, the default where the device runs it; KNNWB_CUDA_FUSED_MMA=sync forces the
+ * mma.sync one). Errors: the launch's. O(n_rows n_cols dpad) tensor-core work.
  */
-cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom,
-                                cudaStream_t stream);
+cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream,
+                                bool *wgmma);
+
+/**
+ * launch_fused_filter's kernel on Hopper's wgmma instructions (tile_fused_wgmma.cu), same
+ * contract; cudaErrorNotSupported (nothing launched) where it cannot run: a device other than
+ * compute capability 9.0, or a build without sm_90 among the architectures.
+ */
+cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
  * Filters a finished tile into the state and merges the rows that need it. A tile of fresh rows

@@ -28,12 +28,14 @@ double seconds_now()
 void trace_worker(const WorkerTrace &t)
 {
   if (t.select_tiles[0] + t.select_tiles[1] > 0)
-    fprintf(stderr,
-            "knnwb cuda worker %d: selection kernels %.3f ms per diagonal tile (%ld), %.3f ms per "
-            "other tile (%ld, of which %ld fused: their filter is timed with the GEMMs)\n",
-            t.index, t.select_ms[1] / (double)std::max(1L, t.select_tiles[1]), t.select_tiles[1],
-            t.select_ms[0] / (double)std::max(1L, t.select_tiles[0]), t.select_tiles[0],
-            t.fused_tiles);
+    fprintf(
+        stderr,
+        "knnwb cuda worker %d: selection kernels %.3f ms per diagonal tile (%ld), %.3f ms per "
+        "other tile (%ld, of which %ld fused, %ld of them on wgmma: their filter is timed with the "
+        "GEMMs)\n",
+        t.index, t.select_ms[1] / (double)std::max(1L, t.select_tiles[1]), t.select_tiles[1],
+        t.select_ms[0] / (double)std::max(1L, t.select_tiles[0]), t.select_tiles[0], t.fused_tiles,
+        t.fused_wgmma_tiles);
   if (t.have_stats)
     fprintf(stderr,
             "knnwb cuda worker %d: %llu candidates, %llu merged rows, %llu overflowed lines "

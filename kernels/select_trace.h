@@ -28,6 +28,7 @@ struct WorkerTrace {
   double select_ms[2];
   long select_tiles[2];
   long fused_tiles; /* of the others: fused tiles (GEMM and filter in one kernel, timed as GEMM) */
+  long fused_wgmma_tiles;      /* of those: on the wgmma kernel (tile_fused_wgmma.cu) */
   unsigned long long stats[4]; /* candidates, merged rows, overflowed lines (trace 2) */
   bool have_stats;
   double setup_s, upload_s, run_s, lists_wait_s, device_merge_s, host_merge_s, release_s;

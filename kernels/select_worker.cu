@@ -61,6 +61,7 @@ void Worker::main()
   release();
   trace.tiles = tile_counter_;
   trace.fused_tiles = fused_tiles_;
+  trace.fused_wgmma_tiles = fused_wgmma_tiles_;
   for (int i = 0; i < 2; i++) {
     trace.select_ms[i] = select_ms_[i];
     trace.select_tiles[i] = select_tiles_[i];

@@ -139,9 +139,10 @@ private:
   size_t stage_rows_ = 0;
   void *host_staging_[2] = {nullptr, nullptr}; /* pinned, kStagingBytes each, or NULL */
   size_t host_staging_bytes_ = 0;
-  long anchor_block_ = -1; /* symmetric streaming: the block held in query_buffer_ */
-  long tile_counter_ = 0;  /* tiles issued */
-  long fused_tiles_ = 0;   /* of which fused (tile_fused.cu) */
+  long anchor_block_ = -1;     /* symmetric streaming: the block held in query_buffer_ */
+  long tile_counter_ = 0;      /* tiles issued */
+  long fused_tiles_ = 0;       /* of which fused (tile_fused.cu) */
+  long fused_wgmma_tiles_ = 0; /* of those, on wgmma (tile_fused_wgmma.cu) */
   bool counted_[2] = {false, false};
   /* trace: timing of the selection kernels per slot, summed for fresh ([1]) and other tiles */
   cudaEvent_t select_start_[2] = {}, select_end_[2] = {};

@@ -1,7 +1,9 @@
 /*
  * The fused tile: the FP16 score GEMM and the threshold filter in one kernel, for ordinary tiles
  * of DOT and ABS_DOT screens (see launch_fused_filter in select_internal.h). Off by default;
- * KNNWB_CUDA_FUSED=1 turns it on.
+ * KNNWB_CUDA_FUSED=1 turns it on. On compute capability 9.0 the wgmma kernel runs
+ * (tile_fused_wgmma.cu, faster); this mma.sync kernel is the path of other GPUs and of
+ * KNNWB_CUDA_FUSED_MMA=sync.
  *
  * Why: with cuBLAS, a tile's scores go to memory (8192^2 halves, 128 MiB) and the filter reads
  * them back; on one H200 the GEMM took 0.085 ms and the filter 0.072-0.077 ms a tile (ncu), the
@@ -23,7 +25,7 @@
  * 0.085 ms alone): 5.0-5.1 s end to end against 3.4-3.5 s. Matching it needs a wgmma/TMA kernel
  * (CUTLASS 3's epilogue visitors are the way in); until then cuBLAS + the filter is the default.
  */
-#include "tile_common.cuh"
+#include "tile_fused_common.cuh"
 
 #include <cuda_fp16.h>
 
@@ -45,36 +47,10 @@ constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32, kStages = 3;
  * against 5.00-5.06 s end to end, and it spills 8 bytes at 128 registers) */
 constexpr int kWarpN = KNNWB_FUSED_WARP_N, kNT = kWarpN / 8, kWarpsN = kBlockN / kWarpN;
 constexpr int kFusedThreads = 32 * (kBlockM / 64) * kWarpsN;
-constexpr uint32_t kEveryWarp = kFusedThreads / 32 == 8 ? 0x01010101u : 0x11111111u;
 constexpr int kStageHalves = (kBlockM + kBlockN) * kBlockK; /* 16 KiB a stage */
-/* the epilogue's copy of a block's products in the stages' memory: rows of 136 halves (272 bytes:
- * the fragments' stores and the row passes' reads hit distinct banks), then 2 x 128 flags */
-constexpr int kCopyPitch = kBlockN + 8;
-static_assert(kBlockM * kCopyPitch * 2 + kBlockM + kBlockN <= kStages * kStageHalves * 2,
-              "the epilogue's copy fits the stages");
+static_assert(kBlockM == kFusedBlock && kBlockN == kFusedBlock, "the epilogue's blocks");
+static_assert(kCopyBytes <= kStages * kStageHalves * 2, "the epilogue's copy fits the stages");
 static_assert(kFusedThreads >= kBlockM && kFusedThreads >= kBlockN, "a thread per row and column");
-
-__device__ __forceinline__ uint32_t shared_address(const void *p)
-{
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, zero-filled when !valid (then nothing is read). */
-__device__ __forceinline__ void copy_async_16(uint32_t dst, const void *src, bool valid)
-{
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void copy_async_commit()
-{
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int kPending> __device__ __forceinline__ void copy_async_wait()
-{
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
 
 __device__ __forceinline__ void load_matrix_x4(uint32_t (&r)[4], uint32_t address)
 {
@@ -163,102 +139,6 @@ __device__ __forceinline__ void mma_fragments(float (&acc)[4][kNT][4], const Fra
 #pragma unroll
     for (int nt = 0; nt < kNT; nt++)
       mma_16816(acc[mt][nt], f.a[mt], f.b[nt][0], f.b[nt][1]);
-}
-
-template <int kKind> __device__ __forceinline__ float magnitude(float v)
-{
-  return kKind == KNNWB_SCORE_ABS_DOT ? fabsf(v) : v;
-}
-
-/*
- * Appends the pairs of a line that pass to state row `row` (n passes of this lane, bits in
- * `pass` for its slots u = 0..3 with candidates cand(u)): one atomic per warp and line, as the
- * filter's exact passes (tile_filter.cu); queues the line for the merge when it crosses
- * lazy_limit. Called by the whole warp.
- */
-template <typename Cand>
-__device__ __forceinline__ void append_line(const SelectState &st, int row, int entry,
-                                            uint32_t pass, const float (&score)[4], Cand cand)
-{
-  const int lane = threadIdx.x & 31;
-  const int n = __popc(pass);
-  const int incl = warp_inclusive_sum(n);
-  const int total = __shfl_sync(kFullMask, incl, 31);
-  if (total == 0)
-    return;
-  int base = 0;
-  if (lane == 31)
-    base = reserve_candidates(st, row, total, entry);
-  int pos = __shfl_sync(kFullMask, base, 31) + incl - n;
-  for (int u = 0; u < 4; u++)
-    if (pass & (1u << u)) {
-      if (pos < st.cap) {
-        st.cand_score[(size_t)row * st.cap + pos] = score[u];
-        st.cand_index[(size_t)row * st.cap + pos] = cand(u);
-      }
-      pos++;
-    }
-}
-
-/*
- * The exact passes of a fused block over its products in shared memory (copy: 128 x 128 halves,
- * pitch kCopyPitch, the values cuBLAS's half tile would hold): warp w takes the flagged rows and
- * columns of index w mod 4, a lane 4 products of each. Pairs of one row beating its threshold
- * go to its candidate buffer (invalid references and the self pair excluded), likewise for
- * columns (do_cols).
- */
-template <int kKind>
-__device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom &g,
-                                          const __half *copy, const unsigned char *row_flag,
-                                          const unsigned char *col_flag, int m0, int n0)
-{
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int base = 0; base < kBlockM; base += 32) {
-    uint32_t rows = __ballot_sync(kFullMask, row_flag[base + lane] != 0) & (kEveryWarp << warp);
-    for (; rows; rows &= rows - 1) {
-      const int il = base + __ffs(rows) - 1;
-      const int i = m0 + il;
-      const float thr = st.thr[g.row_state0 + i];
-      float score[4];
-      uint32_t pass = 0;
-      /* one 8-byte read a lane: a warp reads the row's 256 bytes at once */
-      const uint2 raw = *reinterpret_cast<const uint2 *>(copy + il * kCopyPitch + lane * 4);
-      __half four[4];
-      memcpy(four, &raw, sizeof four);
-      for (int u = 0; u < 4; u++) {
-        const int j = n0 + lane * 4 + u;
-        const int cand = g.col_global0 + j;
-        score[u] = 1.0f - magnitude<kKind>(__half2float(four[u]) * g.tile_scale);
-        const bool ok = j < g.n_cols && score[u] < thr && !(g.invalid && g.invalid[cand]) &&
-                        !(g.self && cand == g.row_global0 + i);
-        pass |= (uint32_t)ok << u;
-      }
-      append_line(st, g.row_state0 + i, i, pass, score,
-                  [&](int u) { return g.col_global0 + n0 + lane * 4 + u; });
-    }
-  }
-  if (!g.do_cols)
-    return;
-  for (int base = 0; base < kBlockN; base += 32) {
-    uint32_t cols = __ballot_sync(kFullMask, col_flag[base + lane] != 0) & (kEveryWarp << warp);
-    for (; cols; cols &= cols - 1) {
-      const int jl = base + __ffs(cols) - 1;
-      const int j = n0 + jl;
-      const float thr = st.thr[g.col_state0 + j];
-      float score[4];
-      uint32_t pass = 0;
-      for (int u = 0; u < 4; u++) {
-        const int i = m0 + u * 32 + lane;
-        const int cand = g.row_global0 + i;
-        score[u] = 1.0f - magnitude<kKind>(__half2float(copy[(u * 32 + lane) * kCopyPitch + jl]) *
-                                           g.tile_scale);
-        const bool ok = i < g.n_rows && score[u] < thr && !(g.invalid && g.invalid[cand]);
-        pass |= (uint32_t)ok << u;
-      }
-      append_line(st, g.col_state0 + j, (int)(kColumnFlag | (uint32_t)j), pass, score,
-                  [&](int u) { return g.row_global0 + m0 + u * 32 + lane; });
-    }
-  }
 }
 
 /*
@@ -430,7 +310,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
             __floats2half2_rn(acc[mt][nt][h * 2] * g.alpha, acc[mt][nt][h * 2 + 1] * g.alpha);
       }
   __syncthreads();
-  exact_passes<kKind>(st, g, copy, row_flag, col_flag, m0, n0);
+  exact_passes<kKind, kFusedThreads>(st, g, copy, row_flag, col_flag, m0, n0);
 }
 
 } // namespace
@@ -442,8 +322,24 @@ bool fused_tiles_wanted(void)
   return v == nullptr || *v == 0 ? kFusedTilesDefault : strcmp(v, "0") != 0;
 }
 
-cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+/* The wgmma kernel where the device runs it, unless KNNWB_CUDA_FUSED_MMA=sync (comparisons). */
+static bool wgmma_wanted(void)
 {
+  const char *v = getenv("KNNWB_CUDA_FUSED_MMA");
+  return v == nullptr || strcmp(v, "sync") != 0;
+}
+
+cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream,
+                                bool *wgmma)
+{
+  *wgmma = false;
+  if (wgmma_wanted()) {
+    const cudaError_t err = launch_fused_wgmma(state, geom, stream);
+    if (err != cudaErrorNotSupported) {
+      *wgmma = err == cudaSuccess;
+      return err;
+    }
+  }
   const dim3 grid((geom.n_cols + kBlockN - 1) / kBlockN, (geom.n_rows + kBlockM - 1) / kBlockM);
   const cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
   if (err != cudaSuccess)

@@ -62,7 +62,9 @@ bool Worker::fused_tile(int slot, TileRequest &request)
   CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_tail_, 0));
   if (gemm_start_[slot])
     CUDA_TRY(run_, cudaEventRecord(gemm_start_[slot], gemm_stream_));
-  CUDA_TRY(run_, launch_fused_filter(state_, g, gemm_stream_));
+  bool wgmma = false;
+  CUDA_TRY(run_, launch_fused_filter(state_, g, gemm_stream_, &wgmma));
+  fused_wgmma_tiles_ += wgmma;
   if (gemm_end_[slot])
     CUDA_TRY(run_, cudaEventRecord(gemm_end_[slot], gemm_stream_));
   CUDA_TRY(run_, cudaEventRecord(gemm_done_[slot], gemm_stream_));

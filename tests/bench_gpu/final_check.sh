@@ -58,3 +58,21 @@ if [ "$ngpu" -ge 2 ]; then
 fi
 CUDA_VISIBLE_DEVICES=0 timeout 150 $bench --n 384126 --k 4096 --no-select --no-floor >"$out/bk.log" 2>&1
 grep "library (\|digest\|^| [0-9]" "$out/bk.log"
+# Rows with a common offset (cosine and euclidean: every pair's score near the same value, the
+# case where the CPU's BF16 screen needed far more candidates than FP32, a17's finding):
+# --screen auto (FP16 on the GPU) against --screen fp32, time and bytes.
+$py -c "
+import numpy as np; r=np.random.default_rng(5); x=5+r.standard_normal((200003,128)); np.save('$out/o.npy', x.astype(np.float32))"
+for m in cosine euclidean; do
+  for s in auto fp32; do
+    t0=$(date +%s.%N)
+    $k knn "$out/o.npy" -k 20 -m $m --backend cuda --screen $s -o "$out/o_$s.knn" --quiet 2>"$out/o_$s.err"
+    r=$?; t1=$(date +%s.%N)
+    echo "offset rows $m --screen $s: rc=$r $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b - a}') s $(tail -1 $out/o_$s.err | cut -c1-150)"
+  done
+  cmp -s "$out/o_auto.knn" "$out/o_fp32.knn" && echo "offset rows $m: auto = fp32 bytes" || echo "offset rows $m: DIFFERENT"
+done
+# the fused tile (wgmma) on the merged tree, beside the default
+KNNWB_CUDA_FUSED=1 KNNWB_CUDA_TRACE=1 CUDA_VISIBLE_DEVICES=0 timeout 120 $bench --n 1533876 --no-select --no-floor >"$out/bf.log" 2>&1
+grep "library (\|of which" "$out/bf.log" | cut -c1-200
+rm -f "$out"/*.npy "$out"/*.knn

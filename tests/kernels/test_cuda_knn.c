@@ -188,19 +188,25 @@ static void test_fresh_tile_overflow(void)
 }
 
 /* Ordinary FP16 tiles of DOT and ABS_DOT scores are fused (GEMM and filter in one kernel,
- * kernels/tile_fused.cu) unless KNNWB_CUDA_FUSED=0: both paths against the CPU on many tiles of
- * one and two GPUs, with near ties and duplicates (adversarial_matrix), and with ordinary tiles
- * whose lines overflow a row's buffer (arc_matrix's row 0: every later column is nearer than the
- * ones before), which the merge recomputes from the rows when the tile is fused. */
+ * kernels/tile_fused_wgmma.cu or tile_fused.cu) unless KNNWB_CUDA_FUSED=0: every path against the
+ * CPU on many tiles of one and two GPUs, with near ties and duplicates (adversarial_matrix), and
+ * with ordinary tiles whose lines overflow a row's buffer (arc_matrix's row 0: every later column
+ * is nearer than the ones before), which the merge recomputes from the rows when the tile is fused.
+ */
 static void test_fused_tiles(void)
 {
   if (!gpu_or_skip())
     return;
   g_autoptr(KnnwbMatrix) arc = arc_matrix(1201, 9, 41);
   g_autoptr(KnnwbMatrix) adversarial = adversarial_matrix(9001, 45, 43); /* > one 8192 tile */
-  static const char *const fused[] = {"1", "0"};
+  /* dpad 208: 4 K stages of 64 on the wgmma kernel's ring of 3, the last one partly padding */
+  g_autoptr(KnnwbMatrix) wide = knnwb_test_random_matrix(8501, 201, 44);
+  /* the fused tile on the kernel the device runs (wgmma on compute capability 9.0), on the
+   * mma.sync kernel, and not fused */
+  static const char *const fused[][2] = {{"1", "auto"}, {"1", "sync"}, {"0", "auto"}};
   for (size_t f = 0; f < G_N_ELEMENTS(fused); f++) {
-    g_setenv("KNNWB_CUDA_FUSED", fused[f], TRUE);
+    g_setenv("KNNWB_CUDA_FUSED", fused[f][0], TRUE);
+    g_setenv("KNNWB_CUDA_FUSED_MMA", fused[f][1], TRUE);
     for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
       compare(arc, metric, 20, 96 * MIB + 3 * MIB, 1);
       compare(arc, metric, 20, 96 * MIB + 3 * MIB, 2);
@@ -208,8 +214,11 @@ static void test_fused_tiles(void)
       compare(adversarial, metric, 20, 0, 2);
       compare(adversarial, metric, 1, 0, 1);
     }
+    compare(wide, KNNWB_METRIC_PEARSON, 20, 0, 1);
+    compare(wide, KNNWB_METRIC_COSINE, 7, 0, 2);
   }
   g_unsetenv("KNNWB_CUDA_FUSED");
+  g_unsetenv("KNNWB_CUDA_FUSED_MMA");
 }
 
 /* Every explicit screening precision against the CPU backend, on every metric: ordinary data,

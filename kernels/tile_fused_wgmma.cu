@@ -1,0 +1,424 @@
+/*
+ * The fused tile on Hopper's warpgroup tensor-core instructions (wgmma, sm_90a): the FP16 score
+ * GEMM and the threshold filter in one kernel, like tile_fused.cu's mma.sync kernel, which stays
+ * the path of GPUs other than compute capability 9.0 (and of KNNWB_CUDA_FUSED_MMA=sync).
+ *
+ * Why a second kernel: the mma.sync one is exact but issue-bound (one warp instruction per
+ * 16 x 8 x 16 products; 0.22 ms a tile against 0.085 ms for cuBLAS's Hopper GEMM, ncu), so fusing
+ * the filter cost more than it saved. One wgmma m64n128k16 does 64 x 128 x 16 products from
+ * shared memory for a whole warpgroup, asynchronously, and the Tensor Memory Accelerator (TMA)
+ * copies a stage's operands with one instruction: the two that cuBLAS's kernel is built on.
+ *
+ * Block: 128 x 128 products, 2 warpgroups (256 threads), warpgroup g the rows 64 g .. 64 g + 63
+ * against all 128 columns. K in steps of 64 halves: each operand's stage is 128 rows of 128 bytes
+ * in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r mod 8); stages 1024-byte
+ * aligned) that both the TMA copies write and wgmma's descriptors read. 3 stages (96 KiB: 2
+ * blocks an SM), each with an mbarrier that the copies complete; rows past the tile and K past
+ * dpad arrive as zeros (the TMA's out-of-bounds fill), so every stage does 4 steps of 16.
+ *
+ * The accumulators are then the layout of mma.sync's m16n8 fragments repeated over the 16 column
+ * groups: acc[nt * 4 + h * 2 + e] is row 16 (warp mod 4) + lane / 4 + 8 h of the warpgroup's
+ * rows, column 8 nt + 2 (lane mod 4) + e. They are rounded to the half values cuBLAS's half tile
+ * would hold (times alpha, a power of two), and the filter's tests run on those in pairs
+ * (__hmax2): a row's largest product lies within one warp, a column's in 8 warps, combined in
+ * shared memory. Only blocks with a pass copy their products to shared memory for the exact
+ * passes (tile_fused_common.cuh), as in tile_fused.cu: the decisions are those of the filter
+ * kernel on cuBLAS's tile, up to the order of the sums.
+ *
+ * Measured (one H200, 1,533,876 x 295 Pearson k = 20, fused_check.sh wgmma and profile): exact
+ * (lists digest unchanged, the CUDA tests and memcheck pass), 0.176 ms a tile in the loop against
+ * 0.22 ms for the mma.sync kernel, 4.30 s end to end against 5.02 s; but cuBLAS + the filter
+ * kernel take 0.168 ms a tile and 3.42-3.46 s, so fused tiles stay off by default. ncu, one launch
+ * (n = 200,000): 191 us, the tensor pipe active 24% of the time (cuBLAS's GEMM: 61%, 87 us) and
+ * twice cuBLAS's L2 reads (its 256 x 128 tiles in clusters of 2 share operands by multicast); PC
+ * samples 30% in the main loop (waits for the copies and the MMAs), 22% in the tests, 38% in the
+ * exact passes. Doing a warp's exact passes in one batch (thresholds and atomics at once) was
+ * slower (205 us). What remains: a persistent, warp-specialized kernel whose epilogue overlaps the
+ * next block's MMAs, and larger tiles with multicast (docs/performance-gpu.md).
+ *
+ * Built only for sm_90a (kernels/CMakeLists.txt): wgmma is an arch-specific instruction with no
+ * forward compatibility, so without 90 among the architectures the launcher reports
+ * cudaErrorNotSupported and the mma.sync kernel runs instead.
+ */
+#include "tile_fused_common.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_fp16.h>
+#include <mutex>
+
+namespace knnwb_cuda
+{
+
+#if defined(KNNWB_WGMMA)
+namespace
+{
+
+constexpr int kBlockK = 64; /* halves: a stage's rows are 128 bytes, the swizzle's width */
+constexpr int kStages = 3;
+constexpr int kThreads = 256;
+constexpr int kOperandBytes = kFusedBlock * kBlockK * 2; /* 16 KiB */
+constexpr int kStageBytes = 2 * kOperandBytes;
+/* stages, plus the slack that aligns them to 1024 bytes (dynamic shared memory is only 16-byte
+ * aligned by contract) */
+constexpr int kSmemBytes = kStages * kStageBytes + 1024;
+/* after the loop: the copy and flags (kCopyBytes), then each warp's column maxima (halves) */
+constexpr int kColumnMaxOffset = (kCopyBytes + 15) / 16 * 16;
+static_assert(kColumnMaxOffset + 8 * kFusedBlock * 2 <= kStages * kStageBytes,
+              "the epilogue fits the stages");
+
+__device__ __forceinline__ void barrier_init(uint32_t bar, int count)
+{
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+
+/* Arms the stage's barrier for its two copies (bytes) and issues them: K step kt of the rows
+ * m0.. of q and n0.. of r. One thread. */
+__device__ __forceinline__ void load_stage(uint32_t stage, uint32_t bar, const CUtensorMap &map_q,
+                                           const CUtensorMap &map_r, int m0, int n0, int kt)
+{
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+               "r"(kStageBytes)
+               : "memory");
+  const int k0 = kt * kBlockK;
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(stage),
+               "l"(reinterpret_cast<uint64_t>(&map_q)), "r"(k0), "r"(m0), "r"(bar)
+               : "memory");
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(stage + kOperandBytes),
+               "l"(reinterpret_cast<uint64_t>(&map_r)), "r"(k0), "r"(n0), "r"(bar)
+               : "memory");
+}
+
+/* Waits until phase `parity` of the barrier completed (the stage's copies landed). */
+__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity)
+{
+  asm volatile("{\n"
+               ".reg .pred done;\n"
+               "wait:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra wait;\n"
+               "}\n" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+
+/*
+ * wgmma's shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle: start
+ * address in 16-byte units (bits 0-13), leading byte offset 1 (unused by swizzled K-major
+ * layouts), stride byte offset 1024 bytes between groups of 8 rows (bits 32-45), swizzle mode
+ * 128 bytes (bits 62-63 = 1). A step of 16 halves along K adds 32 bytes to the start address:
+ * the hardware applies the swizzle to the address bits, as the TMA did when writing.
+ */
+__device__ __forceinline__ uint64_t smem_descriptor(uint32_t address)
+{
+  return (uint64_t)((address & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) |
+         ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence()
+{
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit()
+{
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int kPending> __device__ __forceinline__ void wgmma_wait()
+{
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+/* Keeps the compiler from moving reads or writes of the accumulators across the asynchronous
+ * MMAs (their registers change between the issue and the wait). */
+__device__ __forceinline__ void fence_accumulators(float (&d)[64])
+{
+#pragma unroll
+  for (int i = 0; i < 64; i++)
+    asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* D(64 x 128, float) += A(64 x 16, K-major) . B(128 x 16, K-major)^T, both FP16 in shared memory */
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b)
+{
+  asm volatile("{\n"
+               ".reg .pred p;\n"
+               "setp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+               " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+               " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+               " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
+               " %64, %65, p, 1, 1, 0, 0;\n"
+               "}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+                 "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+                 "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                 "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+                 "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+                 "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+template <int kKind> __device__ __forceinline__ __half2 magnitude2(__half2 v)
+{
+  return kKind == KNNWB_SCORE_ABS_DOT ? __habs2(v) : v;
+}
+
+/* The larger of a pair's two halves as a float (NaN only when both are NaN). */
+__device__ __forceinline__ float pair_max(__half2 v)
+{
+  return fmaxf(__low2float(v), __high2float(v));
+}
+
+/*
+ * Grid: (ceil(n_cols / 128), ceil(n_rows / 128)); block: 2 warpgroups, see the file comment.
+ * map_q, map_r: the TMA maps of g.q_rows and g.r_rows (launch_fused_wgmma).
+ */
+template <int kKind>
+__global__ void __launch_bounds__(kThreads, 2)
+    fused_wgmma_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g,
+                       const __grid_constant__ CUtensorMap map_q,
+                       const __grid_constant__ CUtensorMap map_r)
+{
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kStages];
+  const uint32_t raw = shared_address(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  unsigned char *smem = smem_raw + (base - raw);
+  const int m0 = blockIdx.y * kFusedBlock, n0 = blockIdx.x * kFusedBlock;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = threadIdx.x >> 7;
+  const int n_k = (g.dpad + kBlockK - 1) / kBlockK;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; s++)
+      barrier_init(shared_address(&full[s]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int s = 0; s < kStages && s < n_k; s++)
+      load_stage(base + s * kStageBytes, shared_address(&full[s]), map_q, map_r, m0, n0, s);
+
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++)
+    acc[i] = 0.0f;
+  for (int kt = 0; kt < n_k; kt++) {
+    const int slot = kt % kStages;
+    barrier_wait(shared_address(&full[slot]), (uint32_t)(kt / kStages) & 1u);
+    const uint32_t stage = base + slot * kStageBytes;
+    const uint32_t a = stage + wg * 64 * 128, b = stage + kOperandBytes;
+    fence_accumulators(acc);
+    wgmma_fence();
+    /* all 4 steps, also past dpad (zeros): a data-dependent branch between the MMAs makes ptxas
+     * wait for each one before the next (its warning C7519), which costs more than the padding */
+#pragma unroll
+    for (int s = 0; s < kBlockK / 16; s++)
+      wgmma_m64n128k16(acc, smem_descriptor(a + s * 32), smem_descriptor(b + s * 32));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(acc);
+    if (kt + kStages < n_k) {
+      __syncthreads(); /* both warpgroups are done with the slot */
+      if (threadIdx.x == 0)
+        load_stage(stage, shared_address(&full[slot]), map_q, map_r, m0, n0, kt + kStages);
+    }
+  }
+
+  /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
+  const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
+  const int col_base = (lane & 3) * 2;
+  /* NaN marks products outside the tile: __hmax2 and fmaxf skip it, every comparison fails */
+  const float nan = __int_as_float(0x7fc00000);
+  if (m0 + kFusedBlock > g.n_rows || n0 + kFusedBlock > g.n_cols) {
+#pragma unroll
+    for (int i = 0; i < 64; i++) {
+      const int il = row_base + ((i >> 1) & 1) * 8, jl = (i >> 2) * 8 + col_base + (i & 1);
+      if (m0 + il >= g.n_rows || n0 + jl >= g.n_cols)
+        acc[i] = nan;
+    }
+  }
+  /* the half tile's values: alpha is a power of two, so this is cuBLAS's rounding of the sum */
+  __half2 v[16][2];
+#pragma unroll
+  for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      v[nt][h] =
+          __floats2half2_rn(acc[nt * 4 + h * 2] * g.alpha, acc[nt * 4 + h * 2 + 1] * g.alpha);
+
+  /* Rows: a row's 128 products are in the 4 lanes of one quad of one warp. */
+  bool row_hit[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    __half2 best = magnitude2<kKind>(v[0][h]);
+#pragma unroll
+    for (int nt = 1; nt < 16; nt++)
+      best = __hmax2(best, magnitude2<kKind>(v[nt][h]));
+    best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 1));
+    best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 2));
+    const int i = m0 + row_base + h * 8;
+    row_hit[h] = i < g.n_rows && 1.0f - pair_max(best) * g.tile_scale < st.thr[g.row_state0 + i];
+  }
+
+  __syncthreads(); /* every warpgroup is done with the stages */
+  unsigned char *row_flag = smem + kFusedBlock * kCopyPitch * 2;
+  unsigned char *col_flag = row_flag + kFusedBlock;
+  __half2 *col_max = reinterpret_cast<__half2 *>(smem + kColumnMaxOffset);
+  if ((lane & 3) == 0) {
+    row_flag[row_base] = row_hit[0];
+    row_flag[row_base + 8] = row_hit[1];
+  }
+  /* Columns: each warp's largest product of a column pair over its 16 rows, then over the 8
+   * warps. */
+  if (g.do_cols) {
+#pragma unroll
+    for (int nt = 0; nt < 16; nt++) {
+      __half2 best = __hmax2(magnitude2<kKind>(v[nt][0]), magnitude2<kKind>(v[nt][1]));
+      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 4));
+      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 8));
+      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 16));
+      if (lane < 4)
+        col_max[(warp * kFusedBlock + nt * 8 + col_base) / 2] = best;
+    }
+  }
+  __syncthreads();
+  bool col_hit = false;
+  if (threadIdx.x < kFusedBlock) {
+    const int j = n0 + threadIdx.x;
+    if (g.do_cols && j < g.n_cols) {
+      const __half *cm = reinterpret_cast<const __half *>(col_max);
+      float best = nan;
+#pragma unroll
+      for (int w = 0; w < kThreads / 32; w++)
+        best = fmaxf(best, __half2float(cm[w * kFusedBlock + threadIdx.x]));
+      col_hit = 1.0f - best * g.tile_scale < st.thr[g.col_state0 + j];
+    }
+    col_flag[threadIdx.x] = col_hit;
+  }
+  if (!__syncthreads_or(row_hit[0] || row_hit[1] || col_hit))
+    return;
+
+  /* Lines with a pass: the products go to shared memory as the half tile cuBLAS would write. */
+  __half *copy = reinterpret_cast<__half *>(smem);
+#pragma unroll
+  for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      *reinterpret_cast<__half2 *>(copy + (row_base + h * 8) * kCopyPitch + nt * 8 + col_base) =
+          v[nt][h];
+  __syncthreads();
+  exact_passes<kKind, kThreads>(st, g, copy, row_flag, col_flag, m0, n0);
+}
+
+/* The driver's cuTensorMapEncodeTiled, through the runtime (no link to libcuda), or NULL. */
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void)
+{
+  static std::once_flag once;
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  std::call_once(once, [] {
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                             cudaEnableDefault, &found);
+#else
+    const cudaError_t err =
+        cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found);
+#endif
+    if (err == cudaSuccess && found == cudaDriverEntryPointSuccess)
+      encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    else
+      (void)cudaGetLastError();
+  });
+  return encode;
+}
+
+/* The TMA map of n rows of dpad halves at rows (16-byte aligned, dpad a multiple of 8): boxes of
+ * 128 rows x 64 halves in the 128-byte swizzle, zeros outside. */
+bool encode_rows(CUtensorMap *map, const void *rows, int n, int dpad)
+{
+  const cuuint64_t dims[2] = {(cuuint64_t)dpad, (cuuint64_t)n};
+  const cuuint64_t strides[1] = {(cuuint64_t)dpad * sizeof(__half)};
+  const cuuint32_t box[2] = {kBlockK, kFusedBlock};
+  const cuuint32_t element_strides[2] = {1, 1};
+  return tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void *>(rows),
+                              dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* Whether the kernel runs on the current device (compute capability 9.0: sm_90a code only; the
+ * driver's TMA maps), with its shared memory granted; asked once per device. */
+bool wgmma_ready(void)
+{
+  static int state[64]; /* 0 unknown, 1 ready, 2 not */
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64)
+    return false;
+  if (__atomic_load_n(&state[device], __ATOMIC_RELAXED) == 0) {
+    int major = 0, minor = 0;
+    bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        major == 9 && minor == 0 && tensor_map_encoder() != nullptr;
+    /* 96 KiB of dynamic shared memory, and all of L1 as shared memory so that two blocks fit an
+     * SM (the exact passes' reads are few) */
+    for (auto kernel :
+         {fused_wgmma_kernel<KNNWB_SCORE_DOT>, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>})
+      ok = ok &&
+           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) ==
+               cudaSuccess &&
+           cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                cudaSharedmemCarveoutMaxShared) == cudaSuccess;
+    if (!ok)
+      (void)cudaGetLastError(); /* a refused attribute is an answer, not a pending error */
+    __atomic_store_n(&state[device], ok ? 1 : 2, __ATOMIC_RELAXED);
+  }
+  return __atomic_load_n(&state[device], __ATOMIC_RELAXED) == 1;
+}
+
+} // namespace
+
+cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  if (!wgmma_ready())
+    return cudaErrorNotSupported;
+  /* the maps travel as kernel parameters (__grid_constant__): nothing to free */
+  CUtensorMap map_q, map_r;
+  if (!encode_rows(&map_q, geom.q_rows, geom.n_rows, geom.dpad) ||
+      !encode_rows(&map_r, geom.r_rows, geom.n_cols, geom.dpad))
+    return cudaErrorInvalidValue;
+  const dim3 grid((geom.n_cols + kFusedBlock - 1) / kFusedBlock,
+                  (geom.n_rows + kFusedBlock - 1) / kFusedBlock);
+  const cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
+  if (err != cudaSuccess)
+    return err;
+  if (geom.kind == KNNWB_SCORE_ABS_DOT)
+    fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>
+        <<<grid, kThreads, kSmemBytes, stream>>>(state, geom, map_q, map_r);
+  else
+    fused_wgmma_kernel<KNNWB_SCORE_DOT>
+        <<<grid, kThreads, kSmemBytes, stream>>>(state, geom, map_q, map_r);
+  return cudaGetLastError();
+}
+
+#else
+
+cudaError_t launch_fused_wgmma(const SelectState &, const TileGeom &, cudaStream_t)
+{
+  return cudaErrorNotSupported;
+}
+
+#endif
+
+} // namespace knnwb_cuda
