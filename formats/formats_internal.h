@@ -139,9 +139,12 @@ gssize knnwb_gzip_reader_read(KnnwbGzipReader *reader, void *buffer, size_t capa
 void knnwb_gzip_reader_free(KnnwbGzipReader *reader);
 /**
  * Decompresses all of fd into an anonymous memory file (memfd) and returns its descriptor, for
- * readers that map or seek (NPY). Memory: the decompressed size. -1 with error set on failure.
+ * readers that map or seek (NPY). Memory: the decompressed size. -1 with error set on failure
+ * (KNNWB_ERROR_CANCELLED once options' cancel flag rises, checked every MiB; options may be NULL;
+ * its progress callback gets the compressed bytes read).
  */
-int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, GError **error);
+int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, const KnnwbReadOptions *options,
+                                         GError **error);
 /**
  * The first bytes of path, decompressed when it is gzip (*compressed set): up to capacity bytes
  * into buffer, *length of them. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE (corrupt gzip).

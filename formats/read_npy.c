@@ -313,7 +313,7 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   if (knnwb_gzip_fd_is_gzip(fd)) {
     /* A .npy.gz: the array is decompressed into memory once, then read (and mapped) as if it
      * were the file. */
-    int memory = knnwb_gzip_decompress_to_memory_file(fd, path, error);
+    int memory = knnwb_gzip_decompress_to_memory_file(fd, path, options, error);
     close(fd);
     if (memory < 0)
       return FALSE;

@@ -206,7 +206,8 @@ static int read_watched(const char *path, ReadWatch *watch)
  * its gzip copy stop with CANCELLED at the next 4 MiB buffer after the flag rises mid-read (before,
  * a read went on to the end: 0.74 s for a 1.1 GB CSV, 3.4 s for its gzip copy, then the run
  * stopped); read to the end, the last report is the whole file (compressed bytes for gzip). An
- * NPY and a CIBM file with the flag already raised stop at once. */
+ * gzip-compressed NPY stops while it is inflated; an NPY and a CIBM file with the flag already
+ * raised stop at once. */
 static void test_read_cancel_and_progress(void)
 {
   GString *text = g_string_new("id\tx\ty\tz\n");
@@ -238,6 +239,15 @@ static void test_read_cancel_and_progress(void)
   g_assert_cmpuint(npy_whole.total, ==, npy->len);
   g_autofree char *cibm = formats_test_write(
       "watched.txt", "<MicroarrayData>\n2 2\na 1 2\nb 3 4\n<SamplesNames>\nx y\n<EndOfFile>\n", -1);
+  /* A gzip NPY is inflated whole first (into memory): that loop follows the flag too. */
+  g_autoptr(GByteArray) big_npy = npy_bytes(30000, 64);
+  g_autoptr(GByteArray) big_npy_gz = gzip_bytes(big_npy->data, big_npy->len, 1);
+  g_assert_cmpuint(big_npy->len, >, (guint)(2 << 20)); /* inflated a MiB at a time */
+  g_autofree char *npy_gz = write_bytes("watched.npy.gz", big_npy_gz);
+  ReadWatch npy_gz_stopped = {.raise = TRUE};
+  g_assert_cmpint(read_watched(npy_gz, &npy_gz_stopped), ==, KNNWB_ERROR_CANCELLED);
+  g_assert_cmpuint(npy_gz_stopped.calls, ==, 1);
+  g_assert_cmpuint(npy_gz_stopped.total, ==, big_npy_gz->len);
   const char *raised[] = {npy_path, cibm, plain};
   for (size_t f = 0; f < G_N_ELEMENTS(raised); f++) {
     ReadWatch early = {.cancel = 1};
