@@ -116,13 +116,13 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   } else if (!self) {
     if (!knnwb_prepared_init(&reference_storage, reference_data, options->metric,
                              options->drop_degenerate, "reference", threads, reference_frame,
-                             error))
+                             options->cancel, error))
       goto checked;
     reference = &reference_storage;
   }
   if (!knnwb_prepared_init(&query, query_data, options->metric, options->drop_degenerate,
                            self ? (options->data_name ? options->data_name : "data") : "query",
-                           threads, self ? NULL : reference, error))
+                           threads, self ? NULL : reference, options->cancel, error))
     goto checked;
   g_debug("knnwb: prepare %.3f s", (double)(g_get_monotonic_time() - prepare_start) / 1e6);
   const size_t valid = reference->n - reference->n_invalid;
@@ -276,7 +276,7 @@ KnnwbKnnReference *knnwb_knn_reference_new(const KnnwbMatrix *reference,
   prepared->drop_degenerate = options->drop_degenerate;
   if (!knnwb_prepared_init(&prepared->prepared, reference, options->metric,
                            options->drop_degenerate, "reference",
-                           knnwb_thread_count(options->n_threads), NULL, error)) {
+                           knnwb_thread_count(options->n_threads), NULL, options->cancel, error)) {
     g_free(prepared);
     return NULL;
   }

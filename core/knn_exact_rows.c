@@ -11,7 +11,7 @@ KnnwbExactRows *knnwb_exact_rows_new(const KnnwbMatrix *data, KnnwbMetric metric
 {
   KnnwbExactRows *rows = g_new0(KnnwbExactRows, 1);
   if (!knnwb_prepared_init(&rows->prepared, data, metric, FALSE, "data",
-                           knnwb_thread_count(n_threads), NULL, error)) {
+                           knnwb_thread_count(n_threads), NULL, NULL, error)) {
     g_free(rows);
     return NULL;
   }

@@ -48,17 +48,19 @@ typedef struct {
  * are an error naming the first one, or, with drop_degenerate, flagged invalid with a warning.
  * role names the matrix in messages ("data", "query", "reference"). like (NULL, or the prepared
  * reference when preparing a query) supplies the shared euclidean centring and scale.
- * Complexity: O(n d) (O(n d log d) for spearman), multi-threaded.
+ * Complexity: O(n d) (O(n d log d) for spearman), multi-threaded. cancel (may be NULL) is polled
+ * every 1024 rows: a raised flag gives KNNWB_ERROR_CANCELLED (1,533,876 x 295 rows take 2 s here).
  */
 gboolean knnwb_prepared_init(KnnwbPrepared *prepared, const KnnwbMatrix *data, KnnwbMetric metric,
                              gboolean drop_degenerate, const char *role, int n_threads,
-                             const KnnwbPrepared *like, GError **error);
+                             const KnnwbPrepared *like, const volatile gint *cancel,
+                             GError **error);
 /** knnwb_prepared_init of a block of rows whose first is row first_row of a larger matrix (the
  * messages name rows by their number there). */
 gboolean knnwb_prepared_init_rows(KnnwbPrepared *prepared, const KnnwbMatrix *data,
                                   size_t first_row, KnnwbMetric metric, gboolean drop_degenerate,
                                   const char *role, int n_threads, const KnnwbPrepared *like,
-                                  GError **error);
+                                  const volatile gint *cancel, GError **error);
 void knnwb_prepared_clear(KnnwbPrepared *prepared);
 /** knnwb_prepared_clear, the blocks freed by knnwb_release_later (a helper thread when large). */
 void knnwb_prepared_release(KnnwbPrepared *prepared);

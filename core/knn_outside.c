@@ -27,7 +27,7 @@ KnnwbOutsideSearch *knnwb_outside_search_new(const KnnwbMatrix *data,
   search->options = *options;
   search->threads = knnwb_thread_count(options->n_threads);
   if (!knnwb_prepared_init(&search->prepared, data, options->metric, FALSE, "data", search->threads,
-                           NULL, error) ||
+                           NULL, options->cancel, error) ||
       !knnwb_knn_choose_backend(options, &search->select, &search->backend, error)) {
     knnwb_outside_search_free(search);
     return NULL;

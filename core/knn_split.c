@@ -130,11 +130,11 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   if (!self)
     ok = knnwb_prepared_init_rows(&reference_storage, reference_block, reference_first,
                                   options->metric, options->drop_degenerate, "reference", threads,
-                                  like, error);
+                                  like, options->cancel, error);
   ok = ok && knnwb_prepared_init_rows(
                  &query, query_block, first, options->metric, options->drop_degenerate,
                  self ? (options->data_name ? options->data_name : "data") : "query", threads,
-                 self ? like : reference, error);
+                 self ? like : reference, options->cancel, error);
   if (!group->agree(group, ok, error)) {
     ok = FALSE;
     goto out;

@@ -10,6 +10,8 @@ typedef struct {
   KnnwbPrepared *prepared;
   const KnnwbMatrix *data;
   unsigned char *degenerate;
+  const volatile gint *cancel;
+  gint cancelled; /* set by a worker that saw the flag and left its rows */
 } KnnwbPrepareLoop;
 
 static gboolean knnwb_row_is_constant(const float *row, size_t d)
@@ -25,6 +27,10 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
   KnnwbPrepareLoop *loop = user;
   KnnwbPrepared *p = loop->prepared;
   const size_t d = p->d;
+  if (loop->cancel != NULL && g_atomic_int_get(loop->cancel) != 0) {
+    g_atomic_int_set(&loop->cancelled, 1);
+    return;
+  }
   for (size_t i = first; i < last; i++) {
     const float *row = loop->data->values + i * d;
     switch (p->metric) {
@@ -155,15 +161,16 @@ static void *knnwb_try_alloc(size_t count, size_t size, gboolean *ok)
 
 gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMetric metric,
                              gboolean drop_degenerate, const char *role, int n_threads,
-                             const KnnwbPrepared *like, GError **error)
+                             const KnnwbPrepared *like, const volatile gint *cancel, GError **error)
 {
   return knnwb_prepared_init_rows(p, data, 0, metric, drop_degenerate, role, n_threads, like,
-                                  error);
+                                  cancel, error);
 }
 
 gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, size_t first_row,
                                   KnnwbMetric metric, gboolean drop_degenerate, const char *role,
-                                  int n_threads, const KnnwbPrepared *like, GError **error)
+                                  int n_threads, const KnnwbPrepared *like,
+                                  const volatile gint *cancel, GError **error)
 {
   memset(p, 0, sizeof *p);
   p->metric = metric;
@@ -233,8 +240,15 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
   }
   if (metric == KNNWB_METRIC_MANHATTAN)
     p->score_scale = ldexp(1.0, p->scale_exponent);
-  KnnwbPrepareLoop loop = {p, data, degenerate};
+  KnnwbPrepareLoop loop = {p, data, degenerate, cancel, 0};
   knnwb_parallel_for(n_threads, n, 1024, knnwb_prepare_rows, &loop);
+  if (g_atomic_int_get(&loop.cancelled)) {
+    g_free(degenerate);
+    knnwb_prepared_clear(p);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while preparing the %s rows",
+                role);
+    return FALSE;
+  }
   for (size_t i = 0; i < n; i++)
     if (p->norm != NULL && p->norm[i] > p->max_norm)
       p->max_norm = p->norm[i];

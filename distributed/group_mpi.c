@@ -196,15 +196,15 @@ static gboolean knnwb_distributed_share_end(const KnnwbKnnGroup *group, GError *
 
 /*
  * A rank runs its share as a row of jobs (step 0, the pair's chunks, the lists going back, the
- * re-selection), each allocating candidate lists, tiles and BF16 copies of 1-30 MB and freeing them
- * at its end. glibc's defaults serve most of those with fresh mmaps (or trim them off the heap's
- * top) and give them back to the kernel, so every job faults its buffers in again and the kernel
- * clears each page anew: on the 2-core VM the 2-rank job of issue 16's CPU check (40,000 x 128, k =
- * 20) took 130,000 page faults and 0.33-0.40 s of system time against 54,000 and 0.16-0.19 s for
- * one process with two threads. Blocks up to 32 MB (glibc's largest mmap threshold) from the heap,
- * and up to 64 MB of free heap top kept: 70,000 faults, 0.22-0.30 s. The memory stays the
- * process's until a later allocation reuses it or the rank exits (a rank's job is its whole life);
- * the peak is unchanged. A user's own GLIBC_TUNABLES for malloc is kept.
+ * re-selection), each allocating candidate lists, tiles and screen copies of 1-30 MB and freeing
+ * them at its end. glibc's defaults serve most of those with fresh mmaps (or trim them off the
+ * heap's top) and give them back to the kernel, so every job faults its buffers in again and the
+ * kernel clears each page anew: on the 2-core VM the 2-rank job of issue 16's CPU check (40,000 x
+ * 128, k = 20, BF16 screen) took 130,000 page faults and 0.33-0.40 s of system time against 54,000
+ * and 0.16-0.19 s for one process with two threads. Blocks up to 32 MB (glibc's largest mmap
+ * threshold) from the heap, and up to 64 MB of free heap top kept: 70,000 faults, 0.22-0.30 s. The
+ * memory stays the process's until a later allocation reuses it or the rank exits (a rank's job is
+ * its whole life); the peak is unchanged. A user's own GLIBC_TUNABLES for malloc is kept.
  */
 static void knnwb_distributed_keep_freed_memory(void)
 {
@@ -248,6 +248,7 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   int rank = 0, size = 1, local_size = 1;
   MPI_Comm_rank(knnwb_distributed_comm, &rank);
   MPI_Comm_size(knnwb_distributed_comm, &size);
+  knnwb_distributed_launcher_nodelay(rank);
   MPI_Comm local;
   MPI_Comm_split_type(knnwb_distributed_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_size);

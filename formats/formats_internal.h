@@ -139,9 +139,12 @@ gssize knnwb_gzip_reader_read(KnnwbGzipReader *reader, void *buffer, size_t capa
 void knnwb_gzip_reader_free(KnnwbGzipReader *reader);
 /**
  * Decompresses all of fd into an anonymous memory file (memfd) and returns its descriptor, for
- * readers that map or seek (NPY). Memory: the decompressed size. -1 with error set on failure.
+ * readers that map or seek (NPY). Memory: the decompressed size. -1 with error set on failure
+ * (KNNWB_ERROR_CANCELLED once options' cancel flag rises, checked every MiB; options may be NULL;
+ * its progress callback gets the compressed bytes read).
  */
-int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, GError **error);
+int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, const KnnwbReadOptions *options,
+                                         GError **error);
 /**
  * The first bytes of path, decompressed when it is gzip (*compressed set): up to capacity bytes
  * into buffer, *length of them. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE (corrupt gzip).
@@ -202,7 +205,18 @@ typedef struct {
   gboolean windowed;
   uint64_t window_start, window_end;
   gboolean quoted;
+  /* From the read options (knnwb_text_input_watch): polled and reported at every buffer fill. */
+  const volatile gint *cancel;
+  KnnwbProgressFunc progress;
+  void *progress_data;
+  uint64_t stored_size; /* the file's own size (compressed for gzip), for progress */
 } KnnwbTextInput;
+
+/** Takes options' cancel flag and progress callback (either may be NULL) for input: a raised flag
+ * makes the next buffer fill fail with KNNWB_ERROR_CANCELLED, and each fill reports the bytes of
+ * the file read so far. A long read of a large or compressed file then stops within a buffer
+ * (4 MiB) of Ctrl-C, and shows its progress. */
+void knnwb_text_input_watch(KnnwbTextInput *input, const KnnwbReadOptions *options);
 
 /** Opens path, gzip-compressed or not (by content). Errors: KNNWB_ERROR_IO. */
 gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError **error);

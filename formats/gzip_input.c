@@ -135,8 +135,11 @@ gssize knnwb_gzip_reader_read(KnnwbGzipReader *reader, void *buffer, size_t capa
   return (gssize)(capacity - stream->avail_out);
 }
 
-int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, GError **error)
+int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, const KnnwbReadOptions *options,
+                                         GError **error)
 {
+  struct stat st;
+  const uint64_t stored = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
   int memory = memfd_create("knnwb-gunzip", MFD_CLOEXEC);
   if (memory < 0) {
     int saved = errno;
@@ -151,11 +154,20 @@ int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, GError **erro
   }
   g_autofree unsigned char *buffer = g_malloc(KNNWB_GZIP_CHUNK);
   for (;;) {
+    if (options != NULL && options->cancel != NULL && g_atomic_int_get(options->cancel) != 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted while reading", path);
+      goto failed;
+    }
     gssize got = knnwb_gzip_reader_read(reader, buffer, KNNWB_GZIP_CHUNK, error);
     if (got < 0)
       goto failed;
     if (got == 0)
       break;
+    if (options != NULL && options->progress != NULL && stored > 0) {
+      off_t position = lseek(fd, 0, SEEK_CUR);
+      if (position > 0)
+        options->progress(MIN((uint64_t)position, stored), stored, options->progress_data);
+    }
     for (gssize written = 0; written < got;) {
       ssize_t n = write(memory, buffer + written, (size_t)(got - written));
       if (n < 0 && errno == EINTR)

@@ -213,6 +213,7 @@ gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *optio
   KnnwbTextInput input;
   if (!knnwb_text_input_open(&input, path, error))
     return FALSE;
+  knnwb_text_input_watch(&input, options);
   gboolean ok = FALSE;
   KnnwbMatrixBuilder builder = {0};
   g_autoptr(GArray) offsets = g_array_new(FALSE, FALSE, sizeof(size_t));

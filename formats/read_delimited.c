@@ -180,7 +180,8 @@ static const char *knnwb_delimited_column_name(KnnwbDelimitedContext *context, s
 {
   GPtrArray *names = context->builder->col_labels;
   /* An unnamed column (an Excel export's trailing delimiter) is shown by its number. */
-  if (names != NULL && value_index < names->len && *(const char *)g_ptr_array_index(names, value_index))
+  if (names != NULL && value_index < names->len &&
+      *(const char *)g_ptr_array_index(names, value_index))
     return g_ptr_array_index(names, value_index);
   g_snprintf(scratch, 32, "#%zu", value_index + 1);
   return scratch;
@@ -468,6 +469,7 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   KnnwbTextInput input;
   if (!knnwb_text_input_open(&input, path, error))
     return FALSE;
+  knnwb_text_input_watch(&input, options);
   gboolean ok = FALSE;
   KnnwbMatrixBuilder builder = {0};
   g_autoptr(GPtrArray) first = g_ptr_array_new_with_free_func(g_free);
@@ -610,14 +612,14 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                                    .label = label};
   /* One rank's byte range of a split-memory job: only the records whose line starts in it (see
    * KnnwbReadOptions.block_count). A quote seen so far may mean fields that span lines. */
-  const gboolean window = options->block_count > 1 && !options->transpose &&
-                          input.file_size > 0 && input.gzip == NULL;
+  const gboolean window =
+      options->block_count > 1 && !options->transpose && input.file_size > 0 && input.gzip == NULL;
   if (window) {
     const unsigned __int128 size = input.file_size;
-    const uint64_t start = (uint64_t)(size * (unsigned)options->block_index /
-                                      (unsigned)options->block_count);
-    const uint64_t end = (uint64_t)(size * ((unsigned)options->block_index + 1) /
-                                    (unsigned)options->block_count);
+    const uint64_t start =
+        (uint64_t)(size * (unsigned)options->block_index / (unsigned)options->block_count);
+    const uint64_t end =
+        (uint64_t)(size * ((unsigned)options->block_index + 1) / (unsigned)options->block_count);
     const uint64_t at = knnwb_text_input_line_offset(&input);
     input.quoted = header_quoted || data_quoted;
     knnwb_text_input_set_window(&input, start, end);

@@ -49,6 +49,7 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
   KnnwbTextInput input;
   if (!knnwb_text_input_open(&input, path, error))
     return FALSE;
+  knnwb_text_input_watch(&input, options);
   gboolean ok = FALSE;
   KnnwbMatrixBuilder builder = {0};
   g_autoptr(GPtrArray) fields = g_ptr_array_new_with_free_func(g_free);

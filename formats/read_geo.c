@@ -112,6 +112,7 @@ gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *option
   KnnwbTextInput input;
   if (!knnwb_text_input_open(&input, path, error))
     return FALSE;
+  knnwb_text_input_watch(&input, options);
   gboolean ok = FALSE;
   KnnwbMatrixBuilder builder = {0};
   g_autoptr(GPtrArray) sample_lines = g_ptr_array_new_with_free_func(knnwb_geo_sample_line_free);

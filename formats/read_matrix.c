@@ -13,6 +13,9 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->labels_path = NULL;
   options->block_index = 0;
   options->block_count = 0;
+  options->cancel = NULL;
+  options->progress = NULL;
+  options->progress_data = NULL;
 }
 
 gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptions *options,

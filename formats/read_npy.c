@@ -169,11 +169,20 @@ static void knnwb_npy_free_values(void *values, size_t n_bytes, void *data)
   free(values);
 }
 
-static gboolean knnwb_npy_read_all(int fd, void *buffer, size_t bytes, uint64_t offset)
+/* Reads bytes at offset, in pieces of 64 MiB when options (may be NULL) has a cancel flag or a
+ * progress callback: a 10 GB matrix takes seconds to read, and Ctrl-C must not wait for it.
+ * FALSE with errno set (0: the file ended early; ECANCELED: the flag was raised). */
+static gboolean knnwb_npy_read_watched(int fd, void *buffer, size_t bytes, uint64_t offset,
+                                       const KnnwbReadOptions *options, uint64_t file_size)
 {
   char *p = buffer;
+  const gboolean watched = options != NULL && (options->cancel != NULL || options->progress);
   while (bytes > 0) {
-    ssize_t got = pread(fd, p, bytes, (off_t)offset);
+    if (watched && options->cancel != NULL && g_atomic_int_get(options->cancel) != 0) {
+      errno = ECANCELED;
+      return FALSE;
+    }
+    ssize_t got = pread(fd, p, watched ? MIN(bytes, (size_t)64 << 20) : bytes, (off_t)offset);
     if (got < 0 && errno == EINTR)
       continue;
     if (got <= 0) {
@@ -184,8 +193,26 @@ static gboolean knnwb_npy_read_all(int fd, void *buffer, size_t bytes, uint64_t 
     p += got;
     bytes -= (size_t)got;
     offset += (uint64_t)got;
+    if (watched && options->progress != NULL && file_size > 0)
+      options->progress(MIN(offset, file_size), file_size, options->progress_data);
   }
   return TRUE;
+}
+
+static gboolean knnwb_npy_read_all(int fd, void *buffer, size_t bytes, uint64_t offset)
+{
+  return knnwb_npy_read_watched(fd, buffer, bytes, offset, NULL, 0);
+}
+
+/* The error of a failed knnwb_npy_read_watched of the matrix's data. */
+static void knnwb_npy_read_failed(const char *path, int saved, GError **error)
+{
+  if (saved == ECANCELED)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted while reading", path);
+  else
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: read failed: %s (was the file rewritten while knnwb read it?)", path,
+                saved != 0 ? g_strerror(saved) : "it ended early");
 }
 
 /* Reads the labels side file: one label per line, count must match. */
@@ -286,7 +313,7 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   if (knnwb_gzip_fd_is_gzip(fd)) {
     /* A .npy.gz: the array is decompressed into memory once, then read (and mapped) as if it
      * were the file. */
-    int memory = knnwb_gzip_decompress_to_memory_file(fd, path, error);
+    int memory = knnwb_gzip_decompress_to_memory_file(fd, path, options, error);
     close(fd);
     if (memory < 0)
       return FALSE;
@@ -426,11 +453,9 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
                   "%s: cannot allocate %zu bytes for the matrix", path, matrix_bytes);
       goto out;
     }
-    if (!knnwb_npy_read_all(fd, converted, matrix_bytes, data_offset)) {
-      int saved = errno;
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
-                  "%s: read failed: %s (was the file rewritten while knnwb read it?)", path,
-                  saved != 0 ? g_strerror(saved) : "it ended early");
+    if (!knnwb_npy_read_watched(fd, converted, matrix_bytes, data_offset, options,
+                                data_offset + matrix_bytes)) {
+      knnwb_npy_read_failed(path, errno, error);
       goto out;
     }
     matrix = knnwb_matrix_new_wrapped(rows, cols, converted, knnwb_npy_free_values, NULL);
@@ -451,12 +476,10 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
     g_autofree float *floats = g_new(float, chunk_items);
     for (size_t first = 0; first < count; first += chunk_items) {
       size_t n = MIN(chunk_items, count - first);
-      if (!knnwb_npy_read_all(fd, chunk, n * header.item_size,
-                              data_offset + (uint64_t)first * header.item_size)) {
-        int saved = errno;
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
-                    "%s: read failed: %s (was the file rewritten while knnwb read it?)", path,
-                    saved != 0 ? g_strerror(saved) : "it ended early");
+      if (!knnwb_npy_read_watched(fd, chunk, n * header.item_size,
+                                  data_offset + (uint64_t)first * header.item_size, options,
+                                  data_offset + (uint64_t)count * header.item_size)) {
+        knnwb_npy_read_failed(path, errno, error);
         goto out;
       }
       size_t bad;

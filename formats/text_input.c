@@ -34,6 +34,7 @@ gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError *
     return FALSE;
   }
   input->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+  input->stored_size = input->file_size;
   input->size_bound = input->file_size;
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   input->fd = fd;
@@ -71,11 +72,39 @@ void knnwb_text_input_close(KnnwbTextInput *input)
   g_clear_pointer(&input->buffer, g_free);
 }
 
+void knnwb_text_input_watch(KnnwbTextInput *input, const KnnwbReadOptions *options)
+{
+  if (options == NULL)
+    return;
+  input->cancel = options->cancel;
+  input->progress = options->progress;
+  input->progress_data = options->progress_data;
+}
+
+/* The bytes of the file consumed so far and the bytes this read will consume, for progress. */
+static void knnwb_text_input_report(KnnwbTextInput *input)
+{
+  uint64_t total = input->stored_size, done = input->base + input->filled;
+  if (input->gzip != NULL) {
+    off_t position = lseek(input->fd, 0, SEEK_CUR); /* the compressed bytes handed to zlib */
+    done = position > 0 ? (uint64_t)position : 0;
+  }
+  if (input->windowed && input->window_end < total)
+    total = input->window_end;
+  if (total > 0)
+    input->progress(MIN(done, total), total, input->progress_data);
+}
+
 /* Moves the current line to the front of the buffer and reads more after it. 0 = nothing more. */
 static int knnwb_text_input_fill(KnnwbTextInput *input, GError **error)
 {
   if (input->eof)
     return 0;
+  if (input->cancel != NULL && g_atomic_int_get(input->cancel) != 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted while reading",
+                input->path);
+    return -1;
+  }
   if (input->line_begin > 0) {
     input->base += input->line_begin;
     memmove(input->buffer, input->buffer + input->line_begin, input->filled - input->line_begin);
@@ -136,9 +165,11 @@ static int knnwb_text_input_fill(KnnwbTextInput *input, GError **error)
       if (input->filled >= 3 && memcmp(input->buffer, "\xEF\xBB\xBF", 3) == 0) {
         input->line_begin = input->line_end = 3;
       }
-      return 1;
+    } else {
+      input->filled += (size_t)got;
     }
-    input->filled += (size_t)got;
+    if (input->progress != NULL)
+      knnwb_text_input_report(input);
     return 1;
   }
 }

@@ -114,7 +114,11 @@ int knnwb_host_command_classify(int argc, char **argv)
        (metrics_temporary = knnwb_host_outputs_add(outputs, metrics_path, &error)) == NULL))
     goto fail;
   knnwb_host_log_set_quiet(quiet);
-  if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
+  void *read_progress = knnwb_host_input_watch(&read_options, options.cancel, quiet);
+  gboolean read = knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error);
+  knnwb_host_progress_finish(read_progress);
+  read_options.progress = NULL; /* the query file, if any, is read under the classify line */
+  if (!read)
     goto fail;
   if (table_path != NULL) {
     g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(table_path, &error);

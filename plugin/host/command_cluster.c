@@ -647,7 +647,10 @@ int knnwb_host_command_cluster(int argc, char **argv)
 
   gint64 start = g_get_monotonic_time();
   KnnwbReadInfo info = {0};
-  if (!knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error))
+  void *read_progress = knnwb_host_input_watch(&read_options, knn.cancel, command.quiet);
+  gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
+  knnwb_host_progress_finish(read_progress);
+  if (!read)
     goto failed;
   gint64 read_done = g_get_monotonic_time();
   if (command.knn.k == -1 && data->n_rows >= 2)

@@ -28,6 +28,16 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
   g_option_context_add_main_entries(context, entries, NULL);
 }
 
+void *knnwb_host_input_watch(KnnwbReadOptions *options, const volatile gint *cancel, gboolean quiet)
+{
+  KnnwbHostProgress *progress = knnwb_host_progress_new("read", quiet);
+  knnwb_host_progress_set_unit(progress, "bytes");
+  options->cancel = cancel;
+  options->progress = progress ? knnwb_host_progress_update : NULL;
+  options->progress_data = progress;
+  return progress;
+}
+
 gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptions *options,
                                   GError **error)
 {

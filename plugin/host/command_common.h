@@ -26,6 +26,12 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
 gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptions *options,
                                   GError **error);
 void knnwb_host_input_clear(KnnwbHostInputArgs *args);
+/** The input read follows the signals: options' cancel flag (a 10 GB text or gzip file stops
+ * within a few MiB of Ctrl-C) and a "read" progress line in bytes of the file. Returns that line,
+ * to finish (knnwb_host_progress_finish) once the read returns; NULL when quiet or not a terminal.
+ * opaque: a KnnwbHostProgress. */
+void *knnwb_host_input_watch(KnnwbReadOptions *options, const volatile gint *cancel,
+                             gboolean quiet);
 
 /** The kNN engine's settings. */
 typedef struct {

@@ -228,6 +228,7 @@ int knnwb_host_command_knn(int argc, char **argv)
     goto failed;
 
   gint64 start = g_get_monotonic_time();
+  void *read_progress = knnwb_host_input_watch(&read_options, options.cancel, command.quiet);
   KnnwbReadInfo info = {0};
   /* The rows this process computes on: all, or (split memory) its block, which the helper reads
    * alone or cuts from the whole file; the writers of all rows want every rank's labels. */
@@ -235,8 +236,10 @@ int knnwb_host_command_knn(int argc, char **argv)
   const KnnwbMatrix *rows = NULL;
   const char *const *labels = NULL;
   if (options.group_split) {
-    if (!knnwb_host_split_read(group, command.rest[0], &read_options, TRUE, options.cancel, &split,
-                               &error))
+    gboolean split_read = knnwb_host_split_read(group, command.rest[0], &read_options, TRUE,
+                                                options.cancel, &split, &error);
+    knnwb_host_progress_finish(read_progress);
+    if (!split_read)
       goto failed;
     info = split.info;
     rows = split.block;
@@ -244,6 +247,7 @@ int knnwb_host_command_knn(int argc, char **argv)
     labels = split.labels;
   } else {
     gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
+    knnwb_host_progress_finish(read_progress);
     if (read && *options.cancel) {
       g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
       read = FALSE;

@@ -92,7 +92,10 @@ int knnwb_host_command_metafeatures(int argc, char **argv)
   }
   knnwb_host_log_set_quiet(quiet);
   gint64 start = g_get_monotonic_time();
-  if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
+  void *read_progress = knnwb_host_input_watch(&read_options, cancel, quiet);
+  gboolean read = knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error);
+  knnwb_host_progress_finish(read_progress);
+  if (!read)
     goto fail;
   size_t n_in = data->n_rows;
   gint64 read_done = g_get_monotonic_time();

@@ -123,19 +123,21 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   gint64 start = g_get_monotonic_time();
   const char *const *labels = NULL;
   size_t n_rows = 0;
+  /* Here the read is often most of the run: the queries are a few rows. */
+  void *read_progress = knnwb_host_input_watch(&read_options, options.cancel, quiet);
+  gboolean read;
   if (split_rows && expand.ops != NULL) {
-    gboolean read =
-        knnwb_formats_read_matrix(rest[0], &read_options, &split.block, &split.info, &error);
-    if (!group->agree(group, read, &error))
-      goto fail;
+    read = knnwb_formats_read_matrix(rest[0], &read_options, &split.block, &split.info, &error);
+    read = group->agree(group, read, &error);
   } else if (split_rows) {
-    if (!knnwb_host_split_read(group, rest[0], &read_options, !expanding, options.cancel, &split,
-                               &error))
-      goto fail;
+    read = knnwb_host_split_read(group, rest[0], &read_options, !expanding, options.cancel, &split,
+                                 &error);
   } else {
-    if (!knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error))
-      goto fail;
+    read = knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error);
   }
+  knnwb_host_progress_finish(read_progress);
+  if (!read)
+    goto fail;
   gint64 read_done = g_get_monotonic_time();
   if (split_rows) {
     if (expanding) {

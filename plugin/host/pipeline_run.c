@@ -238,6 +238,8 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
     KnnwbHostProgress *progress = knnwb_host_progress_new(label, options->quiet);
     if (split_step && group != NULL) /* a share of the ranks' schedule, not tiles */
       knnwb_host_progress_set_unit(progress, NULL);
+    else if (g_str_equal(type->name, "load-matrix")) /* the file's bytes read */
+      knnwb_host_progress_set_unit(progress, "bytes");
     KnnwbStepContext context = {
         .step_id = step->id,
         .type = type,

@@ -101,7 +101,10 @@ void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data)
   double seconds = (double)(g_get_monotonic_time() - progress->start_us) / 1e6;
   double rate = seconds > 0 ? (double)done / seconds : 0;
   char eta[32] = "--";
-  if (rate > 0 && done < total) {
+  /* The first counts carry the set-up (the first tile after the rows were prepared): a rate from
+   * them promised 9m24s for a search that took half a second. */
+  const gboolean settled = seconds >= 3.0 || (double)done * 100.0 >= (double)total;
+  if (rate > 0 && done < total && settled) {
     double left = (double)(total - done) / rate;
     if (left >= 3600)
       g_snprintf(eta, sizeof eta, "%dh%02dm", (int)(left / 3600), (int)(left / 60) % 60);
@@ -118,7 +121,13 @@ void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data)
    * share and the time left. */
   char *forms[4];
   guint n = 0;
-  if (progress->unit != NULL) {
+  if (progress->unit != NULL && g_str_equal(progress->unit, "bytes")) {
+    /* Files: megabytes, not 574266428/1140405529 bytes. */
+    forms[n++] = g_strdup_printf("%s: %.1f/%.1f MB (%.0f%%), %.1f MB/s, ETA %s", progress->label,
+                                 (double)done / 1e6, (double)total / 1e6, percent, rate / 1e6, eta);
+    forms[n++] = g_strdup_printf("%s: %.0f/%.0f MB (%.0f%%), ETA %s", progress->label,
+                                 (double)done / 1e6, (double)total / 1e6, percent, eta);
+  } else if (progress->unit != NULL) {
     forms[n++] = g_strdup_printf("%s: %llu/%llu %s (%.0f%%), %.1f %s/s, ETA %s", progress->label,
                                  (unsigned long long)done, (unsigned long long)total,
                                  progress->unit, percent, rate, progress->unit, eta);

@@ -199,6 +199,11 @@ gboolean knnwb_render_draw(const KnnwbDrawing *drawing, const char *path, KnnwbP
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted while drawing", path);
     return FALSE;
   }
+  /* A failed write (a full disk, a file size limit): the stream kept the system's reason, which
+   * the commit reports ("write failed: No space left on device"); cairo's own status says only
+   * "error while writing to output stream". */
+  if (status == CAIRO_STATUS_WRITE_ERROR && ferror(stream))
+    return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
   if (status != CAIRO_STATUS_SUCCESS) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cairo: %s", path,
                 cairo_status_to_string(status));

@@ -226,6 +226,24 @@ static void test_file_size_limit(void)
       run_limited("ulimit -f 16", "cluster data.csv --method leiden -k 5 -q -o limited.tsv", &err),
       ==, 1);
   g_assert_nonnull(strstr(err, "File too large"));
+  /* The matrix writer (metafeatures' TSV and NPY) and the pictures: the system's reason too (a
+   * picture said only "cairo: error while writing to output stream"). */
+  const char *more[] = {
+      "metafeatures data.csv -q -o limited.tsv", "metafeatures data.csv -q -o limited.npy",
+      "render drawn.gml --edges all -o limited.svg", "render drawn.gml --edges all -o limited.png"};
+  g_autofree char *draw_err = NULL;
+  g_assert_cmpint(run_limited(NULL, "knn data.csv -k 5 -q --layout fr -o drawn.gml", &draw_err), ==,
+                  0);
+  for (guint c = 0; c < G_N_ELEMENTS(more); c++) {
+    g_autofree char *more_err = NULL;
+    int status = run_limited("ulimit -f 16", more[c], &more_err);
+    if (g_str_has_prefix(more[c], "render") && strstr(more_err, "without cairo") != NULL)
+      continue;
+    g_assert_cmpint(status, ==, 1);
+    g_assert_nonnull(strstr(more_err, "File too large"));
+    g_assert_false(g_file_test(strstr(more[c], "limited."), G_FILE_TEST_EXISTS));
+  }
+  g_unlink("drawn.gml");
   g_unlink(data);
   /* Every temporary is gone. */
   g_autoptr(GDir) dir = g_dir_open(test_dir, 0, NULL);

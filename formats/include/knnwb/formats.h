@@ -71,7 +71,7 @@ typedef struct {
   int label_column;        /**< CSV/TSV: 0-based column of the row labels, -1 = none; default 0 */
   const char *label_column_name; /**< CSV/TSV: the header name of the label column; overrides
                                       label_column when not NULL (the file must have a header) */
-  KnnwbMissingPolicy missing; /**< default KNNWB_MISSING_ERROR */
+  KnnwbMissingPolicy missing;    /**< default KNNWB_MISSING_ERROR */
   const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
   /** block_count > 1: read only block block_index, for one rank of a split-memory job. NPY: the
    * rows knnwb_knn_group_rows(n, block_index, block_count), only their bytes read (C-order arrays
@@ -83,6 +83,13 @@ typedef struct {
    * checked in the block only. */
   int block_index;
   int block_count;
+  /** Optional: stop with KNNWB_ERROR_CANCELLED ("path: interrupted while reading") once *cancel
+   * != 0, checked every few MiB of the file (text formats, gzip-compressed or not, and NPY). */
+  const volatile gint *cancel;
+  /** Optional: (bytes of the file read, the file's bytes; for a block read, up to the block's
+   * end), reported every few MiB. */
+  KnnwbProgressFunc progress;
+  void *progress_data;
 } KnnwbReadOptions;
 
 /** Fills options with the defaults listed in KnnwbReadOptions. */
@@ -469,11 +476,11 @@ gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
                                        GError **error);
 
 /**
- * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as knnwb_clustering_single_linkage
- * returns it): as NPY float64 of shape (rows, 4) when path ends in .npy (numpy.load, then
- * scipy.cluster.hierarchy.dendrogram / fcluster), else as TSV with the header
- * `cluster_a<TAB>cluster_b<TAB>distance<TAB>size` (distances round-trip, %.17g).
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (not 4 columns). Complexity: O(rows).
+ * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as
+ * knnwb_clustering_single_linkage returns it): as NPY float64 of shape (rows, 4) when path ends in
+ * .npy (numpy.load, then scipy.cluster.hierarchy.dendrogram / fcluster), else as TSV with the
+ * header `cluster_a<TAB>cluster_b<TAB>distance<TAB>size` (distances round-trip, %.17g). Errors:
+ * KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (not 4 columns). Complexity: O(rows).
  */
 gboolean knnwb_formats_write_linkage(const char *path, const igraph_matrix_t *linkage,
                                      GError **error);

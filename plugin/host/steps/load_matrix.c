@@ -41,6 +41,11 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   options.missing =
       g_str_equal(p[MISSING].v_string, "drop-rows") ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
   options.labels_path = p[LABELS].v_string;
+  /* A large file (or a gzip-compressed one) takes seconds to read: Ctrl-C and the step's
+   * progress line in bytes. */
+  options.cancel = context->cancel;
+  options.progress = context->progress;
+  options.progress_data = context->progress_data;
   if (context->group == NULL)
     return knnwb_formats_read_matrix(p[PATH].v_string, &options, &context->output->matrix, NULL,
                                      error);
