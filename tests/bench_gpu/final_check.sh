@@ -72,6 +72,18 @@ for m in cosine euclidean; do
   done
   cmp -s "$out/o_auto.knn" "$out/o_fp32.knn" && echo "offset rows $m: auto = fp32 bytes" || echo "offset rows $m: DIFFERENT"
 done
+# 1,000,000 x 64 rows in 50 Gaussian clusters (a18: on the CPU, BF16's window re-selected most
+# such rows): GPU --screen auto (FP16) against fp32, the re-selected rows, time and bytes
+$py tests/bench/make_clusters_table.py "$out/mix.npy" 1000000 64
+for s in auto fp32; do
+  t0=$(date +%s.%N)
+  G_MESSAGES_DEBUG=all $k knn "$out/mix.npy" -k 20 --backend cuda --screen $s -o "$out/mix_$s.knn" --quiet \
+    >"$out/mix_$s.err" 2>&1
+  r=$?; t1=$(date +%s.%N)
+  echo "clusters 1e6 x 64 --screen $s: rc=$r $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b - a}') s;" \
+    "$(grep -o "screen [a-z0-9]*, [0-9]* candidates per row, [0-9]* row(s) re-selected[^;]*" "$out/mix_$s.err" | head -1)"
+done
+cmp -s "$out/mix_auto.knn" "$out/mix_fp32.knn" && echo "clusters: auto = fp32 bytes" || echo "clusters: DIFFERENT"
 # the fused tile (wgmma) on the merged tree, beside the default
 KNNWB_CUDA_FUSED=1 KNNWB_CUDA_TRACE=1 CUDA_VISIBLE_DEVICES=0 timeout 120 $bench --n 1533876 --no-select --no-floor >"$out/bf.log" 2>&1
 grep "library (\|of which" "$out/bf.log" | cut -c1-200
