@@ -137,8 +137,10 @@ static void test_knn_keeps_old_output(void)
 /* Whether this knnwb draws pictures: without cairo, render refuses and says so. */
 static gboolean render_available(const char *dir)
 {
-  g_autofree char *gml =
-      host_test_write(dir, "probe.gml", "graph\n[\n  node\n  [\n    id 0\n  ]\n]\n");
+  /* one node with coordinates: render reaches the drawing (or the refusal) */
+  static const char probe[] = "graph\n[\n  node\n  [\n    id 0\n    graphics\n    [\n"
+                              "      x 0\n      y 0\n    ]\n  ]\n]\n";
+  g_autofree char *gml = host_test_write(dir, "probe.gml", probe);
   g_autofree char *png = g_build_filename(dir, "probe.png", NULL);
   char *argv[] = {KNNWB_HOST_PROGRAM, "render", gml, "-o", png, NULL};
   g_autofree char *err = NULL;
