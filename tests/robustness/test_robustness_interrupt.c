@@ -134,6 +134,30 @@ static void test_knn_keeps_old_output(void)
   host_test_rmtree(dir);
 }
 
+/* Ctrl-C while the CPU's GEMM runs (oneDNN's JIT kernels, which use the stack pointer as a general
+ * register): the signal frame landed in the heap when the handler ran on a GEMM thread (glibc's
+ * "corrupted size vs. prev_size" aborts in every run); signals now go to a thread of their own
+ * (plugin/host/signals.c). MALLOC_CHECK_=3 makes glibc check every free. */
+static void test_knn_gemm_heap_intact(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *input = write_npy(dir, 30000, 295);
+  g_autofree char *out = g_build_filename(dir, "g.knn", NULL);
+  char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input, "-k", "10", "--threads", "1",
+                  "--backend",        "cpu", "-q",  "-o", out,  NULL};
+  g_setenv("MALLOC_CHECK_", "3", TRUE);
+  for (int run = 0; run < 3; run++) {
+    double seconds = 0;
+    /* run_and_signal asserts a normal exit: an abort fails here */
+    const int status = run_and_signal(argv, NULL, SIGINT, &seconds);
+    g_test_message("run %d: status %d, %.2f s", run, status, seconds);
+    g_assert_true(status == 130 || status == 0);
+    g_assert_false(status == 130 && g_file_test(out, G_FILE_TEST_EXISTS));
+  }
+  g_unsetenv("MALLOC_CHECK_");
+  host_test_rmtree(dir);
+}
+
 /* Whether this knnwb draws pictures: without cairo, render refuses and says so. */
 static gboolean render_available(const char *dir)
 {
@@ -227,6 +251,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/interrupt/pipeline-several-outputs", test_pipeline_several_outputs);
   g_test_add_func("/robustness/interrupt/knn-keeps-old-output", test_knn_keeps_old_output);
   g_test_add_func("/robustness/interrupt/render-keeps-old-output", test_render_keeps_old_output);
+  g_test_add_func("/robustness/interrupt/knn-gemm-heap-intact", test_knn_gemm_heap_intact);
   g_test_add_func("/robustness/interrupt/metafeatures-keeps-old-output",
                   test_metafeatures_keeps_old_output);
   return g_test_run();
