@@ -19,8 +19,10 @@ static void test_npy_truncated_during_run(void)
   envp = g_environ_setenv(envp, "KNNWB_PLUGIN_PATH", plugin_dir, TRUE);
   for (int run = 0; run < 6; run++) {
     g_autofree char *input = knnwb_test_write_npy(dir, 40000, 64, (guint32)run + 1);
-    char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input, "-k", "5", "--threads", "1",
-                    "--memory",         "2M",  "-o",  out,  NULL};
+    /* the CPU backend on one thread, so that the run outlasts the truncation (a GPU ends it first)
+     */
+    char *argv[] = {KNNWB_HOST_PROGRAM, "knn", input,      "-k", "5",  "--threads", "1",
+                    "--backend",        "cpu", "--memory", "2M", "-o", out,         NULL};
     GPid pid;
     int err_fd = -1;
     g_autoptr(GError) error = NULL;
