@@ -14,9 +14,28 @@
 #include <knnwb/error.h>
 #include "knn_internal.h"
 
+/* Polled every this many rows (and once per bucket of the grouping): 1,533,876 rows take 0.5 s in
+ * all, so a raised flag is seen within a few ms. */
+#define KNNWB_DUPLICATES_POLL_ROWS 4096
+
+/* Whether the search should stop: the caller's flag was raised (then every worker is told through
+ * cancelled, so the others leave their chunks at their next poll too). */
+static gboolean knnwb_duplicates_stop(const volatile gint *cancel, gint *cancelled)
+{
+  if (g_atomic_int_get(cancelled))
+    return TRUE;
+  if (cancel != NULL && g_atomic_int_get(cancel) != 0) {
+    g_atomic_int_set(cancelled, 1);
+    return TRUE;
+  }
+  return FALSE;
+}
+
 typedef struct {
   const KnnwbMatrix *data;
   guint64 *hash;
+  const volatile gint *cancel;
+  gint cancelled;
 } KnnwbHashLoop;
 
 /* FNV-1a over the row's bytes, 8 at a time: cheap next to the search, and collisions are harmless
@@ -26,6 +45,10 @@ static void knnwb_duplicates_hash_rows(size_t first, size_t last, void *user)
   KnnwbHashLoop *loop = user;
   const size_t d = loop->data->n_cols;
   for (size_t i = first; i < last; i++) {
+    /* (One thread gets the whole range in one call: the poll is inside the loop.) */
+    if ((i - first) % KNNWB_DUPLICATES_POLL_ROWS == 0 &&
+        knnwb_duplicates_stop(loop->cancel, &loop->cancelled))
+      return;
     const unsigned char *bytes = (const unsigned char *)(loop->data->values + i * d);
     guint64 h = 14695981039346656037ull;
     size_t n_bytes = d * sizeof(float), b = 0;
@@ -72,6 +95,8 @@ typedef struct {
   size_t *bucket_start;   /* n_buckets + 1 */
   int64_t *group_of;      /* n: each row's representative */
   size_t *bucket_unique;  /* n_buckets: representatives per bucket */
+  const volatile gint *cancel;
+  gint cancelled;
 } KnnwbGroupLoop;
 
 static size_t knnwb_group_bucket(const KnnwbGroupLoop *loop, guint64 hash)
@@ -84,8 +109,13 @@ static void knnwb_group_count(size_t first, size_t last, void *user)
   KnnwbGroupLoop *loop = user;
   for (size_t c = first; c < last; c++) {
     size_t *count = loop->count + c * loop->n_buckets;
-    for (size_t i = loop->n * c / loop->n_chunks; i < loop->n * (c + 1) / loop->n_chunks; i++)
+    const size_t begin = loop->n * c / loop->n_chunks;
+    for (size_t i = begin; i < loop->n * (c + 1) / loop->n_chunks; i++) {
+      if ((i - begin) % KNNWB_DUPLICATES_POLL_ROWS == 0 &&
+          knnwb_duplicates_stop(loop->cancel, &loop->cancelled))
+        return;
       count[knnwb_group_bucket(loop, loop->hash[i])]++;
+    }
   }
 }
 
@@ -94,7 +124,11 @@ static void knnwb_group_scatter(size_t first, size_t last, void *user)
   KnnwbGroupLoop *loop = user;
   for (size_t c = first; c < last; c++) {
     size_t *slot = loop->count + c * loop->n_buckets;
-    for (size_t i = loop->n * c / loop->n_chunks; i < loop->n * (c + 1) / loop->n_chunks; i++) {
+    const size_t begin = loop->n * c / loop->n_chunks;
+    for (size_t i = begin; i < loop->n * (c + 1) / loop->n_chunks; i++) {
+      if ((i - begin) % KNNWB_DUPLICATES_POLL_ROWS == 0 &&
+          knnwb_duplicates_stop(loop->cancel, &loop->cancelled))
+        return;
       guint64 h = loop->hash[i];
       loop->sorted[slot[knnwb_group_bucket(loop, h)]++] = (KnnwbHashedRow){h, (int64_t)i};
     }
@@ -108,6 +142,8 @@ static void knnwb_group_buckets(size_t first, size_t last, void *user)
   KnnwbGroupLoop *loop = user;
   const size_t d = loop->data->n_cols;
   for (size_t bucket = first; bucket < last; bucket++) {
+    if (knnwb_duplicates_stop(loop->cancel, &loop->cancelled))
+      return;
     KnnwbHashedRow *rows = loop->sorted + loop->bucket_start[bucket];
     const size_t m = loop->bucket_start[bucket + 1] - loop->bucket_start[bucket];
     qsort(rows, m, sizeof *rows, knnwb_hashed_row_compare);
@@ -138,12 +174,15 @@ static void knnwb_group_buckets(size_t first, size_t last, void *user)
 }
 
 /* group_of[i] = the first row with the bytes of row i; returns the number of distinct rows, or
- * SIZE_MAX when the scratch (n pairs and the counts) cannot be allocated. */
+ * SIZE_MAX when the scratch (n pairs and the counts) cannot be allocated, or *cancelled set when
+ * cancel was raised (then group_of is incomplete). */
 static size_t knnwb_duplicates_group(const KnnwbMatrix *data, const guint64 *hash, int n_threads,
-                                     int64_t *group_of)
+                                     int64_t *group_of, const volatile gint *cancel,
+                                     gboolean *cancelled)
 {
   const size_t n = data->n_rows;
-  KnnwbGroupLoop loop = {.data = data, .hash = hash, .n = n, .group_of = group_of};
+  KnnwbGroupLoop loop = {
+      .data = data, .hash = hash, .n = n, .group_of = group_of, .cancel = cancel};
   /* About 512 rows a bucket, at most 2^16 buckets; chunks of at least 16,384 rows. */
   int bits = 0;
   while (bits < 16 && (n >> (bits + 9)) > 0)
@@ -159,6 +198,8 @@ static size_t knnwb_duplicates_group(const KnnwbMatrix *data, const guint64 *has
   if (loop.count != NULL && loop.bucket_start != NULL && loop.bucket_unique != NULL &&
       loop.sorted != NULL) {
     knnwb_parallel_for(n_threads, loop.n_chunks, 1, knnwb_group_count, &loop);
+    if (g_atomic_int_get(&loop.cancelled))
+      goto out;
     /* Each chunk's first slot in each bucket: buckets in order, chunks in order within one. */
     size_t at = 0;
     for (size_t bucket = 0; bucket < loop.n_buckets; bucket++) {
@@ -171,11 +212,17 @@ static size_t knnwb_duplicates_group(const KnnwbMatrix *data, const guint64 *has
     }
     loop.bucket_start[loop.n_buckets] = at;
     knnwb_parallel_for(n_threads, loop.n_chunks, 1, knnwb_group_scatter, &loop);
+    if (g_atomic_int_get(&loop.cancelled))
+      goto out;
     knnwb_parallel_for(n_threads, loop.n_buckets, 16, knnwb_group_buckets, &loop);
+    if (g_atomic_int_get(&loop.cancelled))
+      goto out;
     n_unique = 0;
     for (size_t bucket = 0; bucket < loop.n_buckets; bucket++)
       n_unique += loop.bucket_unique[bucket];
   }
+out:
+  *cancelled = g_atomic_int_get(&loop.cancelled) != 0;
   g_free(loop.count);
   g_free(loop.bucket_start);
   g_free(loop.bucket_unique);
@@ -192,8 +239,8 @@ void knnwb_duplicates_clear(KnnwbDuplicates *duplicates)
   memset(duplicates, 0, sizeof *duplicates);
 }
 
-gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDuplicates *duplicates,
-                               GError **error)
+gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, const volatile gint *cancel,
+                               KnnwbDuplicates *duplicates, GError **error)
 {
   memset(duplicates, 0, sizeof *duplicates);
   const size_t n = data->n_rows;
@@ -203,12 +250,21 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, KnnwbDupl
   guint64 *hash = g_try_malloc(n * sizeof(guint64));
   int64_t *group_of = g_try_malloc(n * sizeof(int64_t));
   size_t n_unique = SIZE_MAX;
+  gboolean cancelled = FALSE;
   if (hash != NULL && group_of != NULL) {
-    KnnwbHashLoop loop = {data, hash};
+    KnnwbHashLoop loop = {data, hash, cancel, 0};
     knnwb_parallel_for(n_threads, n, 4096, knnwb_duplicates_hash_rows, &loop);
-    n_unique = knnwb_duplicates_group(data, hash, n_threads, group_of);
+    cancelled = g_atomic_int_get(&loop.cancelled) != 0;
+    if (!cancelled)
+      n_unique = knnwb_duplicates_group(data, hash, n_threads, group_of, cancel, &cancelled);
   }
   g_free(hash);
+  if (cancelled) {
+    g_free(group_of);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED,
+                "cancelled while searching for duplicate rows");
+    return FALSE;
+  }
   if (n_unique == SIZE_MAX) {
     g_free(group_of);
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,

@@ -149,7 +149,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
    * more candidates. (Every rank finds the same duplicates.) */
   if (ok && self) {
     const gint64 duplicates_start = g_get_monotonic_time();
-    ok = knnwb_duplicates_find(query_data, threads, &duplicates, error);
+    ok = knnwb_duplicates_find(query_data, threads, options->cancel, &duplicates, error);
     g_debug("knnwb: duplicate rows searched in %.3f s",
             (double)(g_get_monotonic_time() - duplicates_start) / 1e6);
   }
@@ -157,7 +157,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
    * same. (A reference prepared once for many queries, given, is searched as it is: hashing it on
    * every call would cost more than a typical small query.) */
   if (ok && !self && given == NULL && k > 0)
-    ok = knnwb_duplicates_find(reference_data, threads, &duplicates, error);
+    ok = knnwb_duplicates_find(reference_data, threads, options->cancel, &duplicates, error);
 checked:
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;

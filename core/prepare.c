@@ -27,11 +27,14 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
   KnnwbPrepareLoop *loop = user;
   KnnwbPrepared *p = loop->prepared;
   const size_t d = p->d;
-  if (loop->cancel != NULL && g_atomic_int_get(loop->cancel) != 0) {
-    g_atomic_int_set(&loop->cancelled, 1);
-    return;
-  }
   for (size_t i = first; i < last; i++) {
+    /* Polled inside the loop: one thread gets all n rows in one call. */
+    if ((i - first) % 1024 == 0 &&
+        (g_atomic_int_get(&loop->cancelled) ||
+         (loop->cancel != NULL && g_atomic_int_get(loop->cancel) != 0))) {
+      g_atomic_int_set(&loop->cancelled, 1);
+      return;
+    }
     const float *row = loop->data->values + i * d;
     switch (p->metric) {
     case KNNWB_METRIC_EUCLIDEAN: {

@@ -103,4 +103,17 @@ gboolean knnwb_pipeline_scatter_rows(const KnnwbKnnGroup *group, const KnnwbMatr
  * failure of some ranks gives every rank the lowest failing rank's error, prefixed "rank R: ". */
 gboolean knnwb_pipeline_ranks_sync(const KnnwbKnnGroup *group, gboolean ok, GError **error);
 
+/* For every step, the matrix step whose rows are the vertices of the graph a write-graph step
+ * with a focus will write (followed back through the built-in steps that keep the vertices), or
+ * -1 (any other step, or a producer not followed). steps->len entries (g_free). O(steps^2).
+ * pipeline_focus.c. */
+int *knnwb_pipeline_focus_plan(const KnnwbPipeline *pipeline);
+
+/* After step done made value (rank 0; a split matrix's labels are rank 0's): every focus label of
+ * the write-graph steps whose rows_of is done must be one of its row labels, so that a typo stops
+ * the run before the long steps. Errors: KNNWB_ERROR_INVALID_ARGUMENT, "file:line: step 'id'
+ * (write-graph): focus: ..." with the focus parameter's line. O(rows x focus labels). */
+gboolean knnwb_pipeline_focus_check(const KnnwbPipeline *pipeline, guint done,
+                                    const KnnwbValue *value, const int *rows_of, GError **error);
+
 #endif

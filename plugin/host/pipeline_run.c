@@ -153,6 +153,8 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
   g_autoptr(GPtrArray) scattered =
       g_ptr_array_new_with_free_func((GDestroyNotify)knnwb_pipeline_value_free);
   gboolean synced_failure = FALSE; /* the ranks agreed on a failure: no more meetings */
+  /* Focus labels are checked once their rows are read (rank 0, which holds every label). */
+  g_autofree int *focus_rows_of = root ? knnwb_pipeline_focus_plan(pipeline) : NULL;
 
   /* Every output directory proves it takes new files before the first step runs, not after an
    * hour of work (root passes access() even on /proc; creating a file cannot be fooled). */
@@ -289,6 +291,9 @@ gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions 
         g_set_error(error, local->domain, local->code, "%s:%d: step '%s' (%s) failed: %s",
                     pipeline->path, step->line, step->id, type->name, local->message);
     }
+    if (ok && focus_rows_of != NULL &&
+        !knnwb_pipeline_focus_check(pipeline, s, values[s], focus_rows_of, error))
+      ok = FALSE;
     if (split_step && !knnwb_pipeline_ranks_sync(group, ok, error)) {
       ok = FALSE;
       synced_failure = TRUE;

@@ -124,7 +124,8 @@ void knnwb_host_load_plugins(KnnwbHostRegistry *registry, char *const *directori
         g_ptr_array_add(names, g_strdup(name));
     }
     /* Directory order is arbitrary; sorted loading makes clashes resolve the same way always. */
-    qsort(names->pdata, names->len, sizeof(gpointer), knnwb_host_compare_names);
+    if (names->len > 1) /* (an empty directory's pdata is NULL, which qsort must not get) */
+      qsort(names->pdata, names->len, sizeof(gpointer), knnwb_host_compare_names);
     for (guint i = 0; i < names->len; i++) {
       g_autofree char *path = g_build_filename(*dir, names->pdata[i], NULL);
       g_autoptr(GError) error = NULL;

@@ -34,6 +34,23 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+# Waits (at most 20 s) until the ranks of the mpirun $1, its children, catch SIGINT, SIGTERM and
+# SIGCONT (/proc's SigCgt mask): a signal sent before would find a rank started late under load
+# without knnwb's handlers (the launcher's SIGCONT/SIGTERM then kill it without its message).
+wait_ranks_ready() {
+  local ready child mask
+  for _ in $(seq 2000); do
+    ready=0
+    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+      mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$child/status" 2>/dev/null || true)
+      [ -n "$mask" ] && (((0x$mask >> 1 & 1) && (0x$mask >> 14 & 1) && (0x$mask >> 17 & 1))) &&
+        ready=$((ready + 1))
+    done
+    [ "$ready" -ge 2 ] && return 0
+    sleep 0.01
+  done
+  return 1
+}
 
 python3 "$here/make_npy.py" data.npy 307 13 1
 python3 "$here/make_npy.py" small.npy 2 5 2
@@ -503,7 +520,8 @@ for sig in INT TERM; do
   echo previous >sig.knn
   (exec_mpi 2 knn long.npy -k 10 -m manhattan -b cpu -t 1 -o sig.knn 2>sig.err) &
   pid=$!
-  sleep 1
+  wait_ranks_ready "$pid" || fail "SIG$sig on mpirun: the ranks never installed their signal handlers"
+  sleep 0.3
   start=$(date +%s%N)
   kill -"$sig" "$pid"
   status=0
@@ -592,25 +610,21 @@ python3 "$here/make_npy.py" jc.npy 30000 64 6
 "$knnwb" knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o one-jc.knn
 (exec_mpi 2 knn jc.npy -k 10 -m manhattan -b cpu -t 1 -q -o jc.knn 2>jc.err) &
 pid=$!
-# The stop must find the ranks' handlers installed (a rank started late under load would
-# otherwise take the launcher's SIGCONT before knnwb's handlers exist): wait until both ranks, the
-# children of mpirun, catch SIGINT, SIGTERM and SIGCONT (/proc's SigCgt mask), at most 20 s.
-ready=0
-for _ in $(seq 2000); do
-  ready=0
-  for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
-    mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$child/status" 2>/dev/null || true)
-    [ -n "$mask" ] && (((0x$mask >> 1 & 1) && (0x$mask >> 14 & 1) && (0x$mask >> 17 & 1))) &&
-      ready=$((ready + 1))
-  done
-  [ "$ready" -ge 2 ] && break
-  sleep 0.01
-done
-[ "$ready" -ge 2 ] || fail "job control: the ranks never installed their signal handlers"
+# The stop must find the ranks' handlers installed (wait_ranks_ready).
+wait_ranks_ready "$pid" || fail "job control: the ranks never installed their signal handlers"
 sleep 0.1
 kill -TSTP "$pid" 2>/dev/null || fail "job control: the run ended before the stop (make jc.npy bigger)"
+# mpirun passes the stop on from its event loop, late under load: the resume must come after both
+# ranks stopped, and 0.5 s after (a SIGCONT from mpirun that finds a rank's last tick younger than
+# 200 ms is the launcher ending the job: plugin/host/signals.c). At most 20 s.
+stopped=0
+for _ in $(seq 2000); do
+  stopped=$(ps -o stat= --ppid "$pid" | grep -c '^T' || true)
+  [ "$stopped" -ge 2 ] && break
+  sleep 0.01
+done
+[ "$stopped" -ge 2 ] || fail "job control: $stopped rank(s) stopped after Ctrl-Z on mpirun"
 sleep 0.5
-stopped=$(ps -o stat= --ppid "$pid" | grep -c '^T' || true)
 kill -CONT "$pid" 2>/dev/null || fail "job control: the run ended while stopped"
 status=0
 wait "$pid" || status=$?

@@ -482,6 +482,64 @@ static void test_failed_run_leaves_nothing(void)
   host_test_rmtree(dir);
 }
 
+/* A focus label of write-graph that names no row (a typo) stops the run as soon as the rows are
+ * read, before the kNN step (hours at scale): the focus parameter's line, exit status 1, only the
+ * load step in the report, nothing written and the previous output kept. Through the graph input
+ * and through a clustering's graph; a correct focus still runs. */
+static void test_focus_checked_early(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *previous = g_build_filename(out_dir, "g.gml", NULL);
+  g_assert_true(g_file_set_contents(previous, "previous\n", -1, NULL));
+  const char *const via[] = {"graph\" step=\"g", "clusters\" step=\"c"};
+  const char *const focus[] = {"F_3, F_12", "F_3,F_7", "F_3, F_12"};
+  for (int t = 0; t < 3; t++) {
+    g_autofree char *connect = g_strdup_printf("  <step id=\"w\" type=\"write-graph\"><input "
+                                               "name=\"%s\"/>",
+                                               via[t == 2]);
+    g_autofree char *param = g_strdup_printf("    <param name=\"focus\" value=\"%s\"/>", focus[t]);
+    const char *const lines[] = {
+        "<pipeline>",
+        "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"DATA\"/></step>",
+        "  <step id=\"g\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>",
+        "    <param name=\"k\" value=\"3\"/></step>",
+        "  <step id=\"c\" type=\"community\"><input name=\"graph\" step=\"g\"/></step>",
+        connect,
+        "    <param name=\"path\" value=\"g.gml\"/>",
+        param,
+        "  </step>",
+        "</pipeline>",
+        NULL};
+    g_autofree char *path = write_pipeline(lines);
+    g_autofree char *err = NULL, *out = NULL;
+    int status = host_test_run(NULL, &out, &err, "run", path, "--output-dir", out_dir, "-q",
+                               "--report", NULL);
+    g_test_message("focus '%s' via %s: status %d\n%s%s", focus[t], via[t == 2], status, out, err);
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(previous, &text, NULL, NULL));
+    if (t == 1) {
+      g_assert_cmpint(status, ==, 0);
+      g_assert_nonnull(strstr(text, "graph"));
+      g_assert_true(g_file_set_contents(previous, "previous\n", -1, NULL));
+      continue;
+    }
+    g_assert_cmpint(status, ==, 1);
+    g_autofree char *expected = g_strdup_printf(
+        "%s:8: step 'w' (write-graph): focus: no vertex is labelled 'F_12' (the rows of step "
+        "'load' (load-matrix) have no such label",
+        path);
+    g_assert_nonnull(strstr(err, expected));
+    /* Only the load step ran. */
+    g_assert_nonnull(strstr(out, "load-matrix"));
+    g_assert_null(strstr(out, "knn-graph"));
+    g_assert_cmpstr(text, ==, "previous\n");
+    g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
+  }
+  host_test_rmtree(dir);
+}
+
 /* The final commit fails half-way (the third target is a non-empty directory): the first target,
  * replaced already, gets its old contents back, the second (new) is removed, no temporary or
  * backup is left, and the directory is untouched. */
@@ -610,6 +668,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/pipeline/validate-dry-run", test_validate_and_dry_run);
   g_test_add_func("/host/pipeline/failed-run-leaves-nothing", test_failed_run_leaves_nothing);
   g_test_add_func("/host/pipeline/commit-rolls-back", test_commit_rolls_back);
+  g_test_add_func("/host/pipeline/focus-checked-early", test_focus_checked_early);
   int status = g_test_run();
   host_test_rmtree(test_dir);
   knnwb_host_registry_free(test_registry);
