@@ -35,17 +35,8 @@ static gboolean knnwb_mst_run(KnnwbStepContext *context, GError **error)
   g_autoptr(KnnwbNeighbors) lists = NULL;
   const size_t n = in->matrix->n_rows;
   if (n > 1) {
-    KnnwbKnnOptions knn;
-    knnwb_knn_options_init(&knn);
-    knn.metric = options.metric;
-    knn.k = knnwb_clustering_mst_lists_k(&options, n);
-    knn.backend = options.backend;
-    knn.n_threads = options.n_threads;
-    knn.memory_bytes = options.memory_bytes;
-    knn.cancel = options.cancel;
-    knn.progress = context->progress;
-    knn.progress_data = context->progress_data;
-    if (!knnwb_knn_self(in->matrix, &knn, &lists, error))
+    if (!knnwb_step_self_lists(context, in->matrix, options.metric, options.backend,
+                               knnwb_clustering_mst_lists_k(&options, n), &lists, error))
       return FALSE;
     options.neighbors = lists;
   }

@@ -70,17 +70,9 @@ static gboolean knnwb_mst_knn_run(KnnwbStepContext *context, GError **error)
   g_autoptr(KnnwbNeighbors) computed = NULL;
   const size_t n_points = in->matrix->n_rows;
   if (options.neighbors == NULL && n_points > 1) {
-    KnnwbKnnOptions knn_options;
-    knnwb_knn_options_init(&knn_options);
-    knn_options.metric = options.metric;
-    knn_options.k = knnwb_clustering_mstknn_lists_k(&options, n_points);
-    knn_options.backend = options.backend;
-    knn_options.n_threads = options.n_threads;
-    knn_options.memory_bytes = options.memory_bytes;
-    knn_options.cancel = options.cancel;
-    knn_options.progress = context->progress;
-    knn_options.progress_data = context->progress_data;
-    if (!knnwb_knn_self(in->matrix, &knn_options, &computed, error))
+    if (!knnwb_step_self_lists(context, in->matrix, options.metric, options.backend,
+                               knnwb_clustering_mstknn_lists_k(&options, n_points), &computed,
+                               error))
       return FALSE;
     options.neighbors = computed;
   }

@@ -2,6 +2,7 @@
 #ifndef KNNWB_HOST_STEPS_H
 #define KNNWB_HOST_STEPS_H
 
+#include <knnwb/knn.h>
 #include <knnwb/plugin.h>
 
 extern const KnnwbStepType knnwb_step_load_matrix;
@@ -19,6 +20,15 @@ extern const KnnwbStepType knnwb_step_community;
 extern const KnnwbStepType knnwb_step_evaluate;
 extern const KnnwbStepType knnwb_step_metafeatures;
 extern const KnnwbStepType knnwb_step_append_phenotype;
+
+/**
+ * The exact k-nearest lists of every row of points, as a clustering step computes them itself
+ * (the step's threads, memory, cancel flag and tile progress from context). Errors: as
+ * knnwb_knn_self's. O(n^2 d).
+ */
+gboolean knnwb_step_self_lists(KnnwbStepContext *context, const KnnwbMatrix *points,
+                               KnnwbMetric metric, KnnwbBackend backend, size_t k,
+                               KnnwbNeighbors **lists, GError **error);
 
 /* Shared choice lists, matching the library's *_from_string functions. */
 #define KNNWB_STEP_METRICS "pearson|abs-pearson|spearman|euclidean|manhattan|cosine"
