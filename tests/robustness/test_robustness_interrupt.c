@@ -134,6 +134,19 @@ static void test_knn_keeps_old_output(void)
   host_test_rmtree(dir);
 }
 
+/* SIGINT to argv: exit 130 within a second, and out_dir holds only the older file old, unchanged
+ * ("old\n"). */
+static void assert_stopped_keeping_old(char **argv, const char *out_dir, const char *old)
+{
+  double seconds = 0;
+  g_assert_cmpint(run_and_signal(argv, NULL, SIGINT, &seconds), ==, 130);
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
+  g_assert_cmpstr(text, ==, "old\n");
+  g_assert_cmpfloat(seconds, <, 1.0);
+}
+
 /* Ctrl-C while the CPU's GEMM runs (oneDNN's JIT kernels, which use the stack pointer as a general
  * register): the signal frame landed in the heap when the handler ran on a GEMM thread (glibc's
  * "corrupted size vs. prev_size" aborts in every run); signals now go to a thread of their own
@@ -213,13 +226,7 @@ static void test_render_keeps_old_output(void)
   g_mkdir(out_dir, 0755);
   g_autofree char *old = host_test_write(out_dir, "picture.png", "old\n");
   char *argv[] = {KNNWB_HOST_PROGRAM, "render", input, "--edges", "all", "-o", old, NULL};
-  double seconds = 0;
-  g_assert_cmpint(run_and_signal(argv, NULL, SIGINT, &seconds), ==, 130);
-  g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
-  g_autofree char *text = NULL;
-  g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
-  g_assert_cmpstr(text, ==, "old\n");
-  g_assert_cmpfloat(seconds, <, 1.0);
+  assert_stopped_keeping_old(argv, out_dir, old);
   host_test_rmtree(dir);
 }
 
@@ -234,13 +241,7 @@ static void test_metafeatures_keeps_old_output(void)
   g_mkdir(out_dir, 0755);
   g_autofree char *old = host_test_write(out_dir, "pairs.tsv", "old\n");
   char *argv[] = {KNNWB_HOST_PROGRAM, "metafeatures", input, "--threads", "1", "-o", old, NULL};
-  double seconds = 0;
-  g_assert_cmpint(run_and_signal(argv, NULL, SIGINT, &seconds), ==, 130);
-  g_assert_cmpuint(host_test_count_files(out_dir), ==, 1);
-  g_autofree char *text = NULL;
-  g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
-  g_assert_cmpstr(text, ==, "old\n");
-  g_assert_cmpfloat(seconds, <, 1.0);
+  assert_stopped_keeping_old(argv, out_dir, old);
   host_test_rmtree(dir);
 }
 
