@@ -13,8 +13,13 @@
 #include <knnwb/error.h>
 #include "distributed_internal.h"
 
-/* MPI counts are int; slices this size also bound the time between two looks at cancel. */
-#define KNNWB_WRITE_SLICE ((size_t)64 << 20)
+/* Each rank writes its bytes in slices of this size (MPI counts are int; a slice also bounds the
+ * time between two looks at cancel). Small, because a write(2) holds the file's inode lock while
+ * it copies (ext4): ranks writing 12 MB each into one file in one call each waited for the other
+ * and spun on that lock, 29-32 ms a call (strace -T, issue 16's CPU check, 2 ranks x 12 MB) where
+ * one process writes the same 24 MB in 1 MB calls in 8 ms; in 1 MB slices both ranks' 24 calls
+ * took 10-11 ms in all. */
+#define KNNWB_WRITE_SLICE ((size_t)1 << 20)
 
 static void knnwb_distributed_io_error(int code, const char *what, const char *path, GError **error)
 {
