@@ -138,10 +138,15 @@ static gboolean knnwb_delimited_field(KnnwbDelimitedContext *context, const char
     while (i < *length && knnwb_delimited_is_blank((*line)[i], delimiter))
       i++;
     if (i < *length && (*line)[i] != delimiter) {
+      /* R's write.table() without sep: "a" "b" "c", quoted fields separated by spaces. */
+      gboolean spaced = (*line)[i] == '"' && (*line)[i - 1] == ' ';
       knnwb_delimited_error(context, *line, i, error,
                             "unexpected %s after a closing quote (write a quote inside a quoted "
-                            "field as \"\")",
-                            (*line)[i] == '\0' ? "NUL byte" : "text");
+                            "field as \"\")%s",
+                            (*line)[i] == '\0' ? "NUL byte" : "text",
+                            spaced ? "; columns separated by spaces (R's write.table without sep) "
+                                     "are not read: knnwb reads CSV (',') and TSV (tabs)"
+                                   : "");
       return FALSE;
     }
     *position = i;
@@ -327,7 +332,10 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
       const char *invalid;
       if (!g_utf8_validate_len(context->scratch->str, context->scratch->len, &invalid)) {
         knnwb_delimited_error(context, *line, start, error, "the label is not valid UTF-8%s",
-                              *invalid == '\0' ? " (it holds a NUL byte)" : "");
+                              *invalid == '\0'
+                                  ? " (it holds a NUL byte)"
+                                  : " (a Latin-1 or Windows-1252 file, as older Excel saves? "
+                                    "convert it: iconv -f latin1 -t utf-8 IN > OUT)");
         return FALSE;
       }
       g_string_truncate(context->label, 0);
@@ -627,7 +635,15 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                         : delimiter != ',' && strchr(line_text, ',')   ? "','"
                         : delimiter != '\t' && strchr(line_text, '\t') ? "a tab"
                                                                        : NULL;
-    if (other != NULL)
+    if (n_fields == 1 && other == NULL && strchr(line_text, ' ') != NULL)
+      knnwb_formats_parse_error(
+          error, path, first_line, 0,
+          "no numeric columns: with %s as the separator the line is one field, yet it holds "
+          "spaces (R's write.table separates columns by spaces unless given sep); knnwb reads CSV "
+          "separated by ',' and TSV by tabs: write the file with write.table(x, file, sep = "
+          "\"\\t\") or write.csv(x, file), or convert it",
+          delimiter == ',' ? "','" : "a tab");
+    else if (other != NULL)
       knnwb_formats_parse_error(
           error, path, first_line, 0,
           "no numeric columns: with %s as the separator the line is one field, yet it holds %s "

@@ -332,12 +332,16 @@ static void test_delimited_malformed(void)
       {"hex.tsv", "id\ta\tb\nx\t0x10\t2\n", -1, 2, "'0x10' in column a is not a number"},
       {"nul.tsv", BIN("id\ta\tb\nx\t1\t2\0\n"), 2, "NUL byte"},
       {"nul-label.tsv", BIN("id\ta\tb\nx\0y\t1\t2\n"), 2, "NUL byte"},
-      {"bad-utf8.tsv", "id\ta\tb\nx\xc3\t1\t2\n", -1, 2, "not valid UTF-8"},
+      {"bad-utf8.tsv", "id\ta\tb\nx\xc3\t1\t2\n", -1, 2, "not valid UTF-8 (a Latin-1"},
       {"unclosed.tsv", "id\ta\tb\n\"x\t1\t2\ny\t3\t4\n", -1, 2, "never closed"},
       {"after-quote.tsv", "id\ta\tb\n\"x\"y\t1\t2\n", -1, 2, "after a closing quote"},
       {"labels-only.tsv", "id\nx\ny\n", -1, 1, "no numeric columns (only the label column)"},
       /* The wrong separator: one field per line, and the message says which one the line has. */
       {"commas.tsv", "id,a,b\nx,1,2\n", -1, 1, "the line is one field, yet it holds ','"},
+      /* R's write.table() without sep: spaces between (quoted) columns. */
+      {"spaces.tsv", "S1 S2 S3\ng0 1 2 3\n", -1, 1, "the line is one field, yet it holds spaces"},
+      {"r-default.tsv", "\"S1\" \"S2\"\n\"g0\" 1 2\n", -1, 1,
+       "columns separated by spaces (R's write.table without sep) are not read"},
   };
   run_bad_files(tsv, G_N_ELEMENTS(tsv), KNNWB_INPUT_TSV, NULL);
 
@@ -710,6 +714,12 @@ static void test_detection(void)
   GError *error = NULL;
   g_assert_false(knnwb_formats_detect_input(plain, &format, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+  g_clear_error(&error);
+  /* Space-separated (R's write.table default) has no --format: the message says how to write it. */
+  g_autofree char *spaced = formats_test_write("r-default.txt", "\"S1\" \"S2\"\n\"g\" 1 2\n", -1);
+  g_assert_false(knnwb_formats_detect_input(spaced, &format, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+  g_assert_nonnull(strstr(error->message, "write.table(x, file, sep = \"\\t\")"));
   g_clear_error(&error);
 
   for (int f = KNNWB_INPUT_AUTO; f <= KNNWB_INPUT_GEO; f++) {
