@@ -13,8 +13,14 @@
 #include <knnwb/error.h>
 #include "distributed_internal.h"
 
-/* MPI counts are int; slices this size also bound the time between two looks at cancel. */
-#define KNNWB_WRITE_SLICE ((size_t)64 << 20)
+/* Each rank writes its bytes in slices of this size (MPI counts are int; a slice also bounds the
+ * time between two looks at cancel). Small: in issue 16's CPU check (2 ranks, 12 MB of .knn
+ * each, Open MPI 4.1's ompio on ext4) each rank's one 12 MB MPI_File_write_at spent 29-32 ms in
+ * its pwrite (strace -T) and the write phase took 0.08-0.13 s; in 1 MB slices both ranks' 24
+ * pwrites took 10-11 ms in all and the phase 0.06-0.09 s (6 alternating runs each). Why the one
+ * large call is slow there is not known: two processes of a test program writing 12 MB each
+ * into one file, one call each, took 3-7 ms a call. */
+#define KNNWB_WRITE_SLICE ((size_t)1 << 20)
 
 static void knnwb_distributed_io_error(int code, const char *what, const char *path, GError **error)
 {

@@ -109,6 +109,24 @@ static KnnwbInputFormat knnwb_formats_input_from_content(KnnwbContentKind kind, 
   }
 }
 
+/* A first line (after a BOM and leading blank lines) with a space between two words. */
+static gboolean knnwb_formats_first_line_has_space(const char *head, size_t length)
+{
+  const char *text = head, *end = head + length;
+  if (length >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+    text += 3;
+  while (text < end && g_ascii_isspace(*text))
+    text++;
+  gboolean space = FALSE; /* seen since the last word */
+  for (; text < end && *text != '\n' && *text != '\r'; text++) {
+    if (*text == ' ')
+      space = TRUE;
+    else if (space && !g_ascii_isspace(*text))
+      return TRUE;
+  }
+  return FALSE;
+}
+
 gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requested,
                                      KnnwbInputFormat *format, GError **error)
 {
@@ -156,7 +174,16 @@ gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requeste
   *format = knnwb_formats_input_from_content(kind, head, length);
   if (*format != KNNWB_INPUT_AUTO)
     return TRUE;
-  if (kind == KNNWB_CONTENT_TEXT)
+  if (kind == KNNWB_CONTENT_TEXT && knnwb_formats_first_line_has_space(head, length))
+    /* R's write.table() separates columns by spaces unless told otherwise; no --format reads
+     * that, so say how to write it instead. */
+    knnwb_formats_parse_error(error, path, 1, 0,
+                              "cannot tell the format: the first line has no tab or comma but "
+                              "spaces; columns separated by spaces (as R's write.table writes by "
+                              "default) are not read: write the file with tabs or commas (R: "
+                              "write.table(x, file, sep = \"\\t\") or write.csv(x, file)), or "
+                              "convert it");
+  else if (kind == KNNWB_CONTENT_TEXT)
     knnwb_formats_parse_error(error, path, 1, 0,
                               "cannot tell the format: not NPY, GCT, CIBM or a GEO series matrix, "
                               "and the first line has no tab or comma; name it with --format");

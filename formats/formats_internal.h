@@ -301,6 +301,8 @@ typedef struct {
   const char *end_marker; /* optional: a line starting with it ends the rows (GEO's
                              !series_matrix_table_end); *end_marker_seen is then set */
   gboolean *end_marker_seen;
+  gboolean trailing_empty; /* rows may end with empty fields past n_fields (a separator ending
+                              every line, Excel's unnamed empty columns): they are ignored */
 } KnnwbDelimitedLayout;
 
 /**

@@ -138,10 +138,15 @@ static gboolean knnwb_delimited_field(KnnwbDelimitedContext *context, const char
     while (i < *length && knnwb_delimited_is_blank((*line)[i], delimiter))
       i++;
     if (i < *length && (*line)[i] != delimiter) {
+      /* R's write.table() without sep: "a" "b" "c", quoted fields separated by spaces. */
+      gboolean spaced = (*line)[i] == '"' && (*line)[i - 1] == ' ';
       knnwb_delimited_error(context, *line, i, error,
                             "unexpected %s after a closing quote (write a quote inside a quoted "
-                            "field as \"\")",
-                            (*line)[i] == '\0' ? "NUL byte" : "text");
+                            "field as \"\")%s",
+                            (*line)[i] == '\0' ? "NUL byte" : "text",
+                            spaced ? "; columns separated by spaces (R's write.table without sep) "
+                                     "are not read: knnwb reads CSV (',') and TSV (tabs)"
+                                   : "");
       return FALSE;
     }
     *position = i;
@@ -240,6 +245,40 @@ static size_t knnwb_delimited_count_fields(const char *line, size_t length, char
   return count;
 }
 
+/* TRUE when text (starting at a delimiter) holds only delimiters and blanks: empty trailing
+ * fields. */
+static gboolean knnwb_delimited_rest_is_empty(const char *text, size_t length, char delimiter)
+{
+  for (size_t i = 0; i < length; i++)
+    if (text[i] != delimiter && !knnwb_delimited_is_blank(text[i], delimiter))
+      return FALSE;
+  return TRUE;
+}
+
+/* The number of empty fields at the end of a split record (at most all but the first). */
+static size_t knnwb_delimited_trailing_empty_fields(GPtrArray *fields)
+{
+  size_t count = 0;
+  while (count + 1 < fields->len &&
+         *(const char *)g_ptr_array_index(fields, fields->len - 1 - count) == '\0')
+    count++;
+  return count;
+}
+
+/* The same for a record not split yet (no quotes in it). */
+static size_t knnwb_delimited_trailing_empty_raw(const char *line, size_t length, char delimiter)
+{
+  size_t count = 0;
+  for (;;) {
+    while (length > 0 && knnwb_delimited_is_blank(line[length - 1], delimiter))
+      length--;
+    if (length == 0 || line[length - 1] != delimiter)
+      return count;
+    length--;
+    count++;
+  }
+}
+
 /* Parses one record into the builder. The fast path handles plain numbers in place. */
 static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char **line,
                                     size_t *length, GError **error)
@@ -293,7 +332,10 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
       const char *invalid;
       if (!g_utf8_validate_len(context->scratch->str, context->scratch->len, &invalid)) {
         knnwb_delimited_error(context, *line, start, error, "the label is not valid UTF-8%s",
-                              *invalid == '\0' ? " (it holds a NUL byte)" : "");
+                              *invalid == '\0'
+                                  ? " (it holds a NUL byte)"
+                                  : " (a Latin-1 or Windows-1252 file, as older Excel saves? "
+                                    "convert it: iconv -f latin1 -t utf-8 IN > OUT)");
         return FALSE;
       }
       g_string_truncate(context->label, 0);
@@ -301,12 +343,19 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
       has_label = TRUE;
     }
   }
-  if (position < *length) {
+  if (position < *length &&
+      !(layout->trailing_empty &&
+        knnwb_delimited_rest_is_empty(*line + position, *length - position, delimiter))) {
     size_t total = layout->n_fields + knnwb_delimited_count_fields(
                                           *line + position + 1, *length - position - 1, delimiter);
-    knnwb_delimited_error(context, *line, position + 1, error,
-                          "the row has %zu field%s, expected %zu", total, KNNWB_PLURAL(total),
-                          layout->n_fields);
+    knnwb_delimited_error(
+        context, *line, position + 1, error, "the row has %zu field%s, expected %zu%s", total,
+        KNNWB_PLURAL(total), layout->n_fields,
+        layout->trailing_empty ? " (fields past the last named column may only be empty: the "
+                                 "header or the first data row ends with a separator, read as a "
+                                 "trailing one; in R's write.table layout, whose header lacks the "
+                                 "row names' column, write a missing value as NA)"
+                               : "");
     return FALSE;
   }
   if (missing) {
@@ -527,6 +576,7 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                          knnwb_delimited_looks_like_header(first, label_column));
   size_t n_fields = first->len;
   size_t data_line = first_line;
+  gboolean trailing_empty = FALSE;
   if (has_header) {
     header = g_steal_pointer(&first);
     first = g_ptr_array_new_with_free_func(g_free);
@@ -546,7 +596,21 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
         goto out;
       n_fields = first->len;
     }
-    if (n_fields == header->len + 1 && label_column == 0) {
+    /* Separators ending the lines (Excel's unnamed empty columns, scripts that print a tab after
+     * every value) make empty fields past the named columns. Read them as such when that makes
+     * the header and the first data row agree: before, a tab ending only the data lines looked
+     * like R's layout and shifted every column name by one. */
+    size_t header_trailing = knnwb_delimited_trailing_empty_fields(header);
+    size_t data_trailing = first->len > 0
+                               ? knnwb_delimited_trailing_empty_fields(first)
+                               : knnwb_delimited_trailing_empty_raw(line, length, delimiter);
+    size_t named = header->len - header_trailing;
+    if ((header_trailing > 0 || data_trailing > 0) && n_fields >= named &&
+        n_fields - named <= data_trailing && (label_column < 0 || (size_t)label_column < named)) {
+      g_ptr_array_set_size(header, (guint)named);
+      n_fields = named;
+      trailing_empty = TRUE;
+    } else if (n_fields == header->len + 1 && label_column == 0) {
       /* R's write.table: the header has no name for the row-label column. */
       g_ptr_array_insert(header, 0, g_strdup(""));
     } else if (n_fields != header->len) {
@@ -571,7 +635,15 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                         : delimiter != ',' && strchr(line_text, ',')   ? "','"
                         : delimiter != '\t' && strchr(line_text, '\t') ? "a tab"
                                                                        : NULL;
-    if (other != NULL)
+    if (n_fields == 1 && other == NULL && strchr(line_text, ' ') != NULL)
+      knnwb_formats_parse_error(
+          error, path, first_line, 0,
+          "no numeric columns: with %s as the separator the line is one field, yet it holds "
+          "spaces (R's write.table separates columns by spaces unless given sep); knnwb reads CSV "
+          "separated by ',' and TSV by tabs: write the file with write.table(x, file, sep = "
+          "\"\\t\") or write.csv(x, file), or convert it",
+          delimiter == ',' ? "','" : "a tab");
+    else if (other != NULL)
       knnwb_formats_parse_error(
           error, path, first_line, 0,
           "no numeric columns: with %s as the separator the line is one field, yet it holds %s "
@@ -603,7 +675,8 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                                  .kinds = kinds,
                                  .n_fields = n_fields,
                                  .missing = options->missing,
-                                 .expected_rows = SIZE_MAX};
+                                 .expected_rows = SIZE_MAX,
+                                 .trailing_empty = trailing_empty};
   KnnwbDelimitedContext context = {.input = &input,
                                    .layout = &layout,
                                    .builder = &builder,

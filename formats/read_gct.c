@@ -26,6 +26,14 @@ static void knnwb_gct_drop_trailing_empty(GPtrArray *fields)
     g_ptr_array_remove_index(fields, fields->len - 1);
 }
 
+/* The same past the declared width only (an empty sample name inside it stays an error). */
+static void knnwb_gct_drop_trailing_past(GPtrArray *fields, size_t n_fields)
+{
+  while (fields->len > n_fields &&
+         *(const char *)g_ptr_array_index(fields, fields->len - 1) == '\0')
+    g_ptr_array_remove_index(fields, fields->len - 1);
+}
+
 static int knnwb_gct_next_record(KnnwbTextInput *input, GPtrArray *fields, GError **error)
 {
   const char *line;
@@ -119,6 +127,7 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
                                 "the file ends before the column header");
     goto out;
   }
+  knnwb_gct_drop_trailing_past(fields, n_fields);
   if (fields->len != n_fields) {
     knnwb_formats_parse_error(
         error, path, input.line_number, 0,
@@ -139,6 +148,7 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
                                   "the file ends inside the %zu column metadata rows", n_col_meta);
       goto out;
     }
+    knnwb_gct_drop_trailing_past(fields, n_fields);
     if (fields->len != n_fields) {
       knnwb_formats_parse_error(error, path, input.line_number, 0,
                                 "the column metadata row has %u field%s, expected %zu", fields->len,
@@ -156,7 +166,8 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
                                  .kinds = kinds,
                                  .n_fields = n_fields,
                                  .missing = options->missing,
-                                 .expected_rows = n_rows};
+                                 .expected_rows = n_rows,
+                                 .trailing_empty = TRUE /* the counts are declared */};
   if (!knnwb_formats_read_delimited_rows(&input, &layout, &builder, info, error))
     goto out;
   ok = knnwb_matrix_builder_finish_rows(&builder, path, input.line_number, info, out, error);

@@ -206,7 +206,8 @@ gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *option
                                  .missing = options->missing,
                                  .expected_rows = SIZE_MAX,
                                  .end_marker = knnwb_geo_table_end,
-                                 .end_marker_seen = &end_seen};
+                                 .end_marker_seen = &end_seen,
+                                 .trailing_empty = TRUE /* as in the header above */};
   if (!knnwb_formats_read_delimited_rows(&input, &layout, &builder, info, error))
     goto out;
   if (!end_seen) {

@@ -65,10 +65,11 @@ static void knnwb_formats_warn_repeated_labels(const char *path, const char *con
     }
   }
   if (n_repeated > 0)
-    g_warning("%s: %zu row%s repeat%s an earlier row's label (first: '%s' on rows %zu and %zu); "
-              "the rows are kept as separate points, told apart by their row numbers",
+    g_warning("%s: %zu row%s repeat%s an earlier row's label (first: '%s' on rows %zu and %zu, "
+              "counted from 0 as in the outputs); the rows are kept as separate points, told "
+              "apart by their row numbers",
               path, n_repeated, n_repeated == 1 ? "" : "s", n_repeated == 1 ? "s" : "",
-              labels[example_again], example_first + 1, example_again + 1);
+              labels[example_again], example_first, example_again);
 }
 
 /* Names the rows with missing values: their count and the first few, by row number (counted from 0,

@@ -616,7 +616,10 @@ gboolean knnwb_metafeatures_rows_from_file(const KnnwbMatrix *data, const char *
   g_autoptr(GArray) found = g_array_new(FALSE, FALSE, sizeof(size_t));
   g_autoptr(GString) problems = g_string_new(NULL);
   size_t n_problems = 0;
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  /* Lists saved by Windows editors and Excel start with a byte-order mark (CRLF is stripped with
+   * the blanks below). */
+  const char *start = length >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text;
+  g_auto(GStrv) lines = g_strsplit(start, "\n", -1);
   for (size_t line = 0; lines[line] != NULL; line++) {
     char *label = g_strstrip(lines[line]);
     if (*label == '\0')

@@ -45,6 +45,21 @@ gboolean knnwb_neighbourhood_focus_rows(const KnnwbMatrix *data, const char *lab
                                           labels, rows, n_rows, error);
 }
 
+/* Probes sharing a gene symbol share a label: the focus is the first such row, and the user must
+ * know that the others were not asked about. O(n). */
+static void knnwb_neighbourhood_warn_repeated_focus(const char *const *row_labels, size_t n,
+                                                    const char *label, size_t first)
+{
+  size_t count = 0, second = 0;
+  for (size_t i = first; i < n; i++)
+    if (row_labels[i] != NULL && strcmp(row_labels[i], label) == 0 && count++ == 1)
+      second = i;
+  if (count > 1)
+    g_warning("focus '%s' labels %zu rows (%zu, %zu%s, counted from 0); the first, row %zu, is "
+              "the focus",
+              label, count, first, second, count > 2 ? ", ..." : "", first);
+}
+
 gboolean knnwb_neighbourhood_focus_labels(const char *const *row_labels, size_t n,
                                           const char *labels, int64_t **rows, size_t *n_rows,
                                           GError **error)
@@ -67,6 +82,7 @@ gboolean knnwb_neighbourhood_focus_labels(const char *const *row_labels, size_t 
       continue;
     }
     int64_t row = (int64_t)GPOINTER_TO_SIZE(hit) - 1;
+    knnwb_neighbourhood_warn_repeated_focus(row_labels, n, label, (size_t)row);
     gboolean repeated = FALSE;
     for (guint i = 0; i < found->len; i++)
       repeated |= g_array_index(found, int64_t, i) == row;

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Issue 16's CPU scaling check on one host: `mpirun -np 2 knnwb knn` (2 ranks x 1 thread, split
-# memory, the default on the CPU) against `knnwb knn -t 2` (1 process x 2 threads), same input,
-# the whole command timed (mpirun's start included), in alternating pairs; prints every pair, the
-# medians, the ratio (1 process / 2 ranks: >= 1 means the ranks are not slower), the load average
-# before and after, and whether every run wrote the single process's bytes (exit 1 if not).
+# memory, the default on the CPU) against 1 rank with 2 threads, same input, the whole command
+# timed (mpirun's start included), in alternating rounds. Three baselines, each with 2 threads: the
+# issue's literal `mpirun -np 1 knnwb knn -t 2` (as typed: Open MPI binds the rank to one core),
+# the same with `--bind-to none` (the rank may use both cores), and a plain process without mpirun
+# (no launch at all: the strictest). Prints every round, the medians, each baseline's ratio
+# (baseline / 2 ranks: >= 1 means the ranks are not slower), the load average before and after,
+# and whether every run wrote the plain process's bytes (exit 1 if not).
 # Beside the whole command: the time knnwb reports itself (read + knn + write, "total" of its
 # summary line: what is left once the launch, MPI_Init and MPI_Finalize are taken away), the CPU
-# time of the whole job, and the same pair on a 300-row input (TINY pairs), whose time is almost
-# all fixed cost: what mpirun and MPI add to any run.
+# time of the whole job, and the same commands on a 300-row input (TINY rounds), whose time is
+# almost all fixed cost: what mpirun and MPI add to any run.
 # Not a ctest: tens of seconds, and on a shared machine the times are only as good as its load.
 # Usage: [PAIRS=7] [TINY=7] [MODE=split|whole] [MPIRUN_OPTIONS="..."] \
 #        mpi_cpu_scaling.sh KNNWB [ROWS [COLS [K]]]
@@ -41,46 +44,69 @@ seconds() {
   awk -v inside="${inside:-0}" '{printf "%s %.2f %s\n", $1, $2 + $3, inside}' time.txt
 }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-# The two commands, input and output last: one process, 2 ranks.
-one=("$knnwb" knn -k "$k" -b cpu -t 2)
+# The commands, input and output last. The issue's baseline, "1 rank with 2 threads", is the
+# literal `mpirun -np 1 knnwb knn -t 2`: knnwb joins MPI (MPI_Init, MPI_Finalize), finds one rank
+# and runs the single process's code. Open MPI binds a rank to one core when the job has 2 ranks
+# or fewer, so as typed its two threads share one core (knnwb warns); the same command with
+# --bind-to none gives the rank both cores, and the plain process (no mpirun) is the strictest
+# baseline: it charges the launch to the ranks alone. The ratios: baseline / 2 ranks, >= 1 means
+# the ranks are not slower.
+names=(process mpirun1 mpirun1-unbound ranks2)
+labels=("1 process x 2 threads (no mpirun)" "mpirun -np 1, 2 threads (as typed)"
+  "mpirun --bind-to none -np 1, 2 threads" "mpirun -np 2, 1 thread a rank")
 # shellcheck disable=SC2206 # options are words
-two=(mpirun $options -np 2 "$knnwb" knn -k "$k" -b cpu
-  --mpi-input "$mode")
+commands=("$knnwb knn -k $k -b cpu -t 2"
+  "mpirun $options -np 1 $knnwb knn -k $k -b cpu -t 2"
+  "mpirun $options --bind-to none -np 1 $knnwb knn -k $k -b cpu -t 2"
+  "mpirun $options -np 2 $knnwb knn -k $k -b cpu --mpi-input $mode")
+case " $options " in
+*" --bind-to "*) # the rank of `mpirun -np 1` is bound as the options say: no unbound variant
+  names=("${names[0]}" "${names[1]}" "${names[3]}")
+  labels=("${labels[0]}" "${labels[1]}" "${labels[3]}")
+  commands=("${commands[0]}" "${commands[1]}" "${commands[3]}") ;;
+esac
+last=$((${#names[@]} - 1))
 echo "input: $rows x $cols float32 NPY, k = $k, pearson, cpu; 2 ranks: --mpi-input $mode${options:+, $options}"
+# shellcheck disable=SC2086 # options are words
+echo "CPUs the rank of \`mpirun ${options:+$options }-np 1\` may run on: $(mpirun $options -np 1 grep Cpus_allowed_list /proc/self/status | cut -f 2) (of $(nproc))"
 echo "load before: $(cut -d ' ' -f 1-3 /proc/loadavg)"
-one_times="" two_times="" one_cpus="" two_cpus="" one_insides="" two_insides="" same=1
+declare -A times cpus insides tiny
+same=1
 for ((p = 1; p <= pairs; p++)); do
-  read -r one_time one_cpu one_inside < <(seconds "${one[@]}" data.npy -o one.knn)
-  read -r two_time two_cpu two_inside < <(seconds "${two[@]}" data.npy -o two.knn)
-  cmp -s one.knn two.knn || same=0
-  printf 'pair %d: 1 process x 2 threads %.2f s (CPU %.2f s, inside knnwb %.2f s), 2 ranks x 1 thread %.2f s (CPU %.2f s, inside knnwb %.2f s)\n' \
-    "$p" "$one_time" "$one_cpu" "$one_inside" "$two_time" "$two_cpu" "$two_inside"
-  one_times="$one_times $one_time" two_times="$two_times $two_time"
-  one_cpus="$one_cpus $one_cpu" two_cpus="$two_cpus $two_cpu"
-  one_insides="$one_insides $one_inside" two_insides="$two_insides $two_inside"
+  line="round $p:"
+  for c in "${!names[@]}"; do
+    # shellcheck disable=SC2086 # a command is words
+    read -r time cpu inside < <(seconds ${commands[$c]} data.npy -o "$c.knn")
+    [ "$c" = 0 ] || cmp -s 0.knn "$c.knn" || same=0
+    times[$c]="${times[$c]:-} $time" cpus[$c]="${cpus[$c]:-} $cpu" insides[$c]="${insides[$c]:-} $inside"
+    line="$line ${names[$c]} $time s (CPU $cpu, inside $inside);"
+  done
+  echo "$line"
 done
-tiny_one="" tiny_two=""
 for ((p = 1; p <= tiny_pairs; p++)); do
-  read -r one_time _ _ < <(seconds "${one[@]}" tiny.npy -o tiny-one.knn)
-  read -r two_time _ _ < <(seconds "${two[@]}" tiny.npy -o tiny-two.knn)
-  cmp -s tiny-one.knn tiny-two.knn || same=0
-  tiny_one="$tiny_one $one_time" tiny_two="$tiny_two $two_time"
+  for c in "${!names[@]}"; do
+    # shellcheck disable=SC2086 # a command is words
+    read -r time _ _ < <(seconds ${commands[$c]} tiny.npy -o "tiny-$c.knn")
+    [ "$c" = 0 ] || cmp -s tiny-0.knn "tiny-$c.knn" || same=0
+    tiny[$c]="${tiny[$c]:-} $time"
+  done
 done
 echo "load after: $(cut -d ' ' -f 1-3 /proc/loadavg)"
-one_median=$(echo "$one_times" | median)
-two_median=$(echo "$two_times" | median)
-printf 'medians: 1 process %.2f s, 2 ranks %.2f s; ratio (1 process / 2 ranks) %.2fx\n' \
-  "$one_median" "$two_median" "$(echo "$one_median / $two_median" | bc -l)"
-printf 'CPU time medians (user + system, mpirun included): 1 process %.2f s, 2 ranks %.2f s\n' \
-  "$(echo "$one_cpus" | median)" "$(echo "$two_cpus" | median)"
-printf 'inside knnwb (its summary line'"'"'s total) medians: 1 process %.2f s, 2 ranks %.2f s\n' \
-  "$(echo "$one_insides" | median)" "$(echo "$two_insides" | median)"
-if [ "$tiny_pairs" -gt 0 ]; then
-  printf '300 rows (fixed cost), medians of %d pairs: 1 process %.2f s, 2 ranks %.2f s\n' \
-    "$tiny_pairs" "$(echo "$tiny_one" | median)" "$(echo "$tiny_two" | median)"
-fi
+ranks_median=$(echo "${times[$last]}" | median)
+echo "medians of $pairs rounds (wall; CPU = user + system, mpirun included; inside = knnwb's summary total):"
+for c in "${!names[@]}"; do
+  m=$(echo "${times[$c]}" | median)
+  small=""
+  if [ "$tiny_pairs" -gt 0 ]; then
+    small=$(printf ', 300 rows %.2f s' "$(echo "${tiny[$c]}" | median)")
+  fi
+  printf '  %-40s %.2f s (CPU %.2f s, inside %.2f s%s)' "${labels[$c]}" "$m" \
+    "$(echo "${cpus[$c]}" | median)" "$(echo "${insides[$c]}" | median)" "$small"
+  [ "$c" = "$last" ] || printf ', ratio to 2 ranks %.2fx' "$(echo "$m / $ranks_median" | bc -l)"
+  echo
+done
 if [ "$same" = 1 ]; then
-  echo "bytes: every 2-rank .knn equals the single process's"
+  echo "bytes: every .knn equals the single process's"
 else
   echo "bytes: DIFFERENT from the single process" >&2
   exit 1

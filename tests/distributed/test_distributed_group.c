@@ -11,6 +11,7 @@
 #include "knnwb_test_matrix.h"
 #include "../core/oracle.h"
 #include "knn_internal.h"
+#include "knn_split_internal.h"
 
 #define MAX_RANKS 4
 
@@ -1071,6 +1072,107 @@ static void test_undirected_edges(void)
   g_free(all.n_found);
 }
 
+/* A candidate of the merge test's reference: the kc best of a row's held and incoming ones. */
+typedef struct {
+  float score;
+  int64_t index;
+  double distance;
+} MergeCandidate;
+
+static int merge_candidate_compare(const void *a, const void *b)
+{
+  const MergeCandidate *x = a, *y = b;
+  if (x->score != y->score)
+    return x->score < y->score ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/*
+ * knnwb_split_merge against a sort of everything: every row keeps the kc best of its held and
+ * incoming candidates by (score, index), in that order, with their distances. The merge's order
+ * decides the rows' starting thresholds and what a full list keeps; the group tests compare only
+ * the final lists, which the refinement makes exact whichever of equally scored candidates were
+ * kept, so a tie broken the wrong way shows here only. Scores are small integers (many ties, so
+ * the index decides), -0 and +0 among them (equal as floats), negative and infinite ones; rows
+ * empty, part full and full; incoming lists of 28 (a job's kc: insertion sort) and 100 (a
+ * re-selection's: qsort), with indices up to 2^33 in one round; 1 and 2 threads.
+ */
+static void test_split_merge_order(void)
+{
+  GRand *rand = g_rand_new_with_seed(16);
+  const size_t kc = 28, rows = 301;
+  const size_t widths[] = {28, 100, 28};
+  for (size_t w = 0; w < G_N_ELEMENTS(widths); w++)
+    for (int threads = 1; threads <= 2; threads++) {
+      const size_t width = widths[w];
+      const int64_t far = w == 2 ? (int64_t)1 << 33 : 0; /* indices beyond 32 bits */
+      KnnwbSplitLists lists, incoming;
+      g_assert_true(knnwb_split_lists_init(&lists, rows, kc, NULL));
+      g_assert_true(knnwb_split_lists_init(&incoming, rows, width, NULL));
+      MergeCandidate *all = g_new(MergeCandidate, kc + width);
+      MergeCandidate *expected = g_new(MergeCandidate, rows * kc);
+      size_t *expected_count = g_new0(size_t, rows);
+      for (size_t t = 0; t < rows; t++) {
+        size_t n = 0;
+        const size_t held = (size_t)g_rand_int_range(rand, 0, (gint32)kc + 1);
+        /* indices: held ones even, incoming ones odd, so no candidate is in both */
+        for (size_t c = 0; c < held; c++) {
+          const float score = (float)g_rand_int_range(rand, -3, 4);
+          all[n++] =
+              (MergeCandidate){score == 0.0f && c % 2 ? -0.0f : score,
+                               2 * (int64_t)g_rand_int_range(rand, 0, 40) * 1000 + 2 * (int64_t)c,
+                               (double)t + (double)c / 1000.0};
+        }
+        qsort(all, n, sizeof *all, merge_candidate_compare);
+        for (size_t c = 0; c < n; c++) {
+          lists.index[t * kc + c] = all[c].index;
+          lists.score[t * kc + c] = all[c].score;
+          lists.distance[t * kc + c] = all[c].distance;
+        }
+        for (size_t c = 0; c < width; c++) {
+          if (g_rand_int_range(rand, 0, 5) == 0)
+            continue; /* -1: padding, skipped */
+          const int pick = g_rand_int_range(rand, 0, 12);
+          const float score = pick == 0   ? -0.0f
+                              : pick == 1 ? INFINITY
+                                          : (float)g_rand_int_range(rand, -3, 4);
+          const int64_t index =
+              2 * (int64_t)g_rand_int_range(rand, 0, 40000) + 1 + (c % 3 == 0 ? far : 0);
+          gboolean repeated = FALSE; /* one candidate once in a list */
+          for (size_t x = 0; x < c; x++)
+            repeated = repeated || incoming.index[t * width + x] == index;
+          if (repeated)
+            continue;
+          incoming.index[t * width + c] = index;
+          incoming.score[t * width + c] = score;
+          incoming.distance[t * width + c] = -(double)index;
+          all[n++] = (MergeCandidate){score, index, -(double)index};
+        }
+        qsort(all, n, sizeof *all, merge_candidate_compare);
+        expected_count[t] = MIN(n, kc);
+        memcpy(expected + t * kc, all, expected_count[t] * sizeof *all);
+      }
+      knnwb_split_merge(&lists, &incoming, 0, threads);
+      for (size_t t = 0; t < rows; t++)
+        for (size_t c = 0; c < kc; c++) {
+          if (c >= expected_count[t]) {
+            g_assert_cmpint(lists.index[t * kc + c], ==, -1);
+            continue;
+          }
+          const MergeCandidate *e = &expected[t * kc + c];
+          g_assert_cmpint(lists.index[t * kc + c], ==, e->index);
+          g_assert_cmpfloat(lists.score[t * kc + c], ==, e->score);
+          g_assert_cmpfloat(lists.distance[t * kc + c], ==, e->distance);
+        }
+      g_free(all);
+      g_free(expected);
+      g_free(expected_count);
+      knnwb_split_lists_clear(&lists);
+      knnwb_split_lists_clear(&incoming);
+    }
+  g_rand_free(rand);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -1084,6 +1186,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
+  g_test_add_func("/distributed/group/split-merge-order", test_split_merge_order);
   g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);

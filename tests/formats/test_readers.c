@@ -332,12 +332,16 @@ static void test_delimited_malformed(void)
       {"hex.tsv", "id\ta\tb\nx\t0x10\t2\n", -1, 2, "'0x10' in column a is not a number"},
       {"nul.tsv", BIN("id\ta\tb\nx\t1\t2\0\n"), 2, "NUL byte"},
       {"nul-label.tsv", BIN("id\ta\tb\nx\0y\t1\t2\n"), 2, "NUL byte"},
-      {"bad-utf8.tsv", "id\ta\tb\nx\xc3\t1\t2\n", -1, 2, "not valid UTF-8"},
+      {"bad-utf8.tsv", "id\ta\tb\nx\xc3\t1\t2\n", -1, 2, "not valid UTF-8 (a Latin-1"},
       {"unclosed.tsv", "id\ta\tb\n\"x\t1\t2\ny\t3\t4\n", -1, 2, "never closed"},
       {"after-quote.tsv", "id\ta\tb\n\"x\"y\t1\t2\n", -1, 2, "after a closing quote"},
       {"labels-only.tsv", "id\nx\ny\n", -1, 1, "no numeric columns (only the label column)"},
       /* The wrong separator: one field per line, and the message says which one the line has. */
       {"commas.tsv", "id,a,b\nx,1,2\n", -1, 1, "the line is one field, yet it holds ','"},
+      /* R's write.table() without sep: spaces between (quoted) columns. */
+      {"spaces.tsv", "S1 S2 S3\ng0 1 2 3\n", -1, 1, "the line is one field, yet it holds spaces"},
+      {"r-default.tsv", "\"S1\" \"S2\"\n\"g0\" 1 2\n", -1, 1,
+       "columns separated by spaces (R's write.table without sep) are not read"},
   };
   run_bad_files(tsv, G_N_ELEMENTS(tsv), KNNWB_INPUT_TSV, NULL);
 
@@ -369,6 +373,55 @@ static void test_delimited_malformed(void)
   g_assert_false(knnwb_formats_read_matrix("/nonexistent/x.tsv", NULL, &m, NULL, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
   g_clear_error(&error);
+}
+
+/* Separators ending the lines, as real exports have them: Excel's unnamed empty column (every line,
+ * the header too), scripts printing a tab after every value (data lines only: this looked like
+ * R's header without the label column and shifted every column name), a header alone, two
+ * trailing columns, quotes, a last line without it; GCT and GEO tables padded with tabs. Each
+ * must read as the plain 2 x 3 matrix with its column names. */
+static void test_delimited_trailing_separators(void)
+{
+  static const struct {
+    const char *name, *text;
+  } files[] = {
+      {"excel.csv", "\xef\xbb\xbfgene,S1,S2,S3,\r\ng0,1,2,3,\r\ng1,4,5,6,\r\n"},
+      {"data-only.tsv", "gene\tS1\tS2\tS3\ng0\t1\t2\t3\t\ng1\t4\t5\t6\t\n"},
+      {"header-only.tsv", "gene\tS1\tS2\tS3\t\ng0\t1\t2\t3\ng1\t4\t5\t6\n"},
+      {"two.csv", "gene,S1,S2,S3,,\ng0,1,2,3,,\ng1,4,5,6,,\n"},
+      {"quoted.csv", "\"gene\",\"S1\",\"S2\",\"S3\",\n\"g0\",1,2,3,\n\"g1\",4,5,6,\n"},
+      {"last-without.tsv", "gene\tS1\tS2\tS3\t\ng0\t1\t2\t3\t\ng1\t4\t5\t6"},
+      {"padded.gct", "#1.3\t\n2\t3\t1\t1\t\nid\tdesc\tS1\tS2\tS3\t\nkind\tna\ta\tb\tc\t\n"
+                     "g0\tx\t1\t2\t3\t\ng1\ty\t4\t5\t6\t\n"},
+      {"padded_series_matrix.txt",
+       "!Series_title\t\"t\"\n!Sample_title\t\"a\"\t\"b\"\t\"c\"\t\n!series_matrix_table_begin\n"
+       "\"ID_REF\"\t\"S1\"\t\"S2\"\t\"S3\"\t\n\"g0\"\t1\t2\t3\t\n\"g1\"\t4\t5\t6\t\n"
+       "!series_matrix_table_end\n"},
+  };
+  for (size_t f = 0; f < G_N_ELEMENTS(files); f++) {
+    g_test_message("%s", files[f].name);
+    g_autofree char *path = formats_test_write(files[f].name, files[f].text, -1);
+    KnnwbMatrix *m = read_ok(path, NULL, NULL);
+    g_assert_cmpuint(m->n_rows, ==, 2);
+    g_assert_cmpuint(m->n_cols, ==, 3);
+    assert_row(m, 0, "g0", (const float[]){1, 2, 3});
+    assert_row(m, 1, "g1", (const float[]){4, 5, 6});
+    g_assert_nonnull(m->col_labels);
+    g_assert_cmpstr(m->col_labels[0], ==, "S1");
+    g_assert_cmpstr(m->col_labels[2], ==, "S3");
+    knnwb_matrix_free(m);
+  }
+  /* Only empty fields may follow: a value there is an error at its line, and a missing last
+   * value of a file without trailing separators stays a missing value. */
+  static const BadFile bad[] = {
+      {"value-after.tsv", "gene\tS1\tS2\t\ng0\t1\t2\t\ng1\t1\t5\t9\n", -1, 3,
+       "fields past the last named column may only be empty"},
+      {"value-after-data.tsv", "gene\tS1\tS2\ng0\t1\t2\t\ng1\t1\t5\t9\n", -1, 3,
+       "fields past the last named column may only be empty"},
+      {"last-missing.tsv", "gene\tS1\tS2\ng0\t1\t\ng1\t1\t5\n", -1, 2,
+       "missing value (empty field) in column S2"},
+  };
+  run_bad_files(bad, G_N_ELEMENTS(bad), KNNWB_INPUT_TSV, NULL);
 }
 
 /* ---------------------------------------------------------------- GCT */
@@ -662,6 +715,12 @@ static void test_detection(void)
   g_assert_false(knnwb_formats_detect_input(plain, &format, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
   g_clear_error(&error);
+  /* Space-separated (R's write.table default) has no --format: the message says how to write it. */
+  g_autofree char *spaced = formats_test_write("r-default.txt", "\"S1\" \"S2\"\n\"g\" 1 2\n", -1);
+  g_assert_false(knnwb_formats_detect_input(spaced, &format, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+  g_assert_nonnull(strstr(error->message, "write.table(x, file, sep = \"\\t\")"));
+  g_clear_error(&error);
 
   for (int f = KNNWB_INPUT_AUTO; f <= KNNWB_INPUT_GEO; f++) {
     KnnwbInputFormat back;
@@ -685,6 +744,7 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/delimited/tsv-flavours", test_tsv_flavours);
   g_test_add_func("/formats/delimited/large", test_tsv_large);
   g_test_add_func("/formats/delimited/malformed", test_delimited_malformed);
+  g_test_add_func("/formats/delimited/trailing-separators", test_delimited_trailing_separators);
   g_test_add_func("/formats/gct/good", test_gct_good);
   g_test_add_func("/formats/gct/malformed", test_gct_malformed);
   g_test_add_func("/formats/npy/good", test_npy_good);

@@ -276,7 +276,8 @@ static void test_duplicate_labels(void)
       "probe\ts1\ts2\ts3\nTP53\t1\t2\t4\nBRCA1\t2\t1\t3\nTP53\t5\t1\t2\nMYC\t3\t3\t1\n"
       "BRCA1\t4\t2\t6\nTP53\t1\t5\t2\n");
   g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
-                        "*3 rows repeat an earlier row's label (first: 'TP53' on rows 1 and 3)*");
+                        "*3 rows repeat an earlier row's label (first: 'TP53' on rows 0 and 2, "
+                        "counted from 0 as in the outputs)*");
   g_autoptr(GError) error = NULL;
   g_autoptr(KnnwbMatrix) m = read_text(path, KNNWB_MISSING_ERROR, NULL, &error);
   g_test_assert_expected_messages();

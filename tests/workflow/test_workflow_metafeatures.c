@@ -300,6 +300,15 @@ static void test_rows_file(void)
   g_assert_cmpuint(rows[1], ==, 1);
   g_assert_cmpuint(rows[2], ==, 5);
   g_clear_pointer(&rows, g_free);
+  /* Saved by Notepad or Excel: a byte-order mark and CRLF ("'\xEF\xBB\xBFg4' is not a row label"
+   * before). */
+  g_assert_true(g_file_set_contents(path, "\xEF\xBB\xBFg4\r\ng1 \r\n\r\n", -1, NULL));
+  g_assert_true(knnwb_metafeatures_rows_from_file(data, path, &rows, &n, &error));
+  g_assert_no_error(error);
+  g_assert_cmpuint(n, ==, 2);
+  g_assert_cmpuint(rows[0], ==, 4);
+  g_assert_cmpuint(rows[1], ==, 1);
+  g_clear_pointer(&rows, g_free);
   g_assert_true(g_file_set_contents(path, "g4\nnope\ng4\nzz\n", -1, NULL));
   g_assert_false(knnwb_metafeatures_rows_from_file(data, path, &rows, &n, &error));
   g_autofree char *unknown = g_strdup_printf("%s:2: 'nope' is not a row label", path);

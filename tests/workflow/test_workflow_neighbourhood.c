@@ -320,6 +320,20 @@ static void test_files(void)
       knnwb_neighbourhood_focus_rows(data, "gene3, gene4,gene3", &focus, &n_focus, &error));
   g_assert_cmpuint(n_focus, ==, 2);
   g_assert_cmpint(focus[1], ==, 4);
+  /* Probes sharing a gene symbol: the first row is the focus, and a warning names the others
+   * (silent before). */
+  g_autofree int64_t *probe_focus = NULL;
+  size_t n_probe_focus = 0;
+  const char *const probes[] = {"MYC", "TP53", "EGFR", "TP53", "TP53"};
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "focus 'TP53' labels 3 rows (1, 3, ..., counted from 0); the first, row "
+                        "1, is the focus");
+  g_assert_true(knnwb_neighbourhood_focus_labels(probes, 5, "EGFR,TP53", &probe_focus,
+                                                 &n_probe_focus, &error));
+  g_test_assert_expected_messages();
+  g_assert_cmpuint(n_probe_focus, ==, 2);
+  g_assert_cmpint(probe_focus[0], ==, 2);
+  g_assert_cmpint(probe_focus[1], ==, 1);
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
   options.k = 3;

@@ -57,7 +57,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbNeighbourhood, knnwb_neighbourhood_free)
 
 /**
  * Finds the rows labelled by a comma-separated list (each label must name exactly one row; the
- * first row wins when labels repeat). *rows (g_free) receives them in list order.
+ * first row wins when labels repeat, with a warning naming the others). *rows (g_free) receives
+ * them in list order. O(n) per label.
  * Errors: KNNWB_ERROR_INVALID_ARGUMENT naming every unknown label.
  */
 gboolean knnwb_neighbourhood_focus_rows(const KnnwbMatrix *data, const char *labels, int64_t **rows,
