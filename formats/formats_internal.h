@@ -168,7 +168,9 @@ typedef enum {
   KNNWB_CONTENT_GML,     /**< a graph, not a matrix */
   KNNWB_CONTENT_GRAPHML, /**< a graph, not a matrix */
   KNNWB_CONTENT_XML,     /**< other XML or HTML (an error page saved instead of the file?) */
-  KNNWB_CONTENT_BINARY   /**< NUL bytes or other binary data */
+  KNNWB_CONTENT_BINARY,  /**< NUL bytes or other binary data */
+  KNNWB_CONTENT_FOREIGN  /**< a known kind knnwb does not read: HDF5 (.h5ad, loom), Excel, R data,
+                            Matrix Market (10x Genomics) */
 } KnnwbContentKind;
 
 /**

@@ -20,6 +20,11 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
 {
   const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_done_[slot], 0));
+  if (serial_tiles()) {
+    /* after everything the selection stream holds (the other slot's selection too) */
+    CUDA_TRY(run_, cudaEventRecord(select_tail_, select_stream_));
+    CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_tail_, 0));
+  }
   if (gemm_start_[slot])
     CUDA_TRY(run_, cudaEventRecord(gemm_start_[slot], gemm_stream_));
   if (run_.job->score_kind == KNNWB_SCORE_L1) {

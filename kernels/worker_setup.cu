@@ -164,7 +164,7 @@ bool Worker::setup()
   tiles_[1] = (float *)buffer[KNNWB_BUFFER_TILE_1];
   state_.kc = p.kc;
   state_.cap = p.cap;
-  state_.lazy_limit = p.cap / 2;
+  state_.lazy_limit = lazy_limit_for(p.cap);
   state_.list_score = (float *)buffer[KNNWB_BUFFER_LIST_SCORE];
   state_.list_index = (int *)buffer[KNNWB_BUFFER_LIST_INDEX];
   state_.thr = (float *)buffer[KNNWB_BUFFER_THRESHOLD];
