@@ -228,11 +228,16 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
                           knnwb_delimited_column_name(context, value_index, name));
     return FALSE;
   }
-  if (status != KNNWB_FLOAT_OK || stop != text + length) {
+  if ((status != KNNWB_FLOAT_OK && status != KNNWB_FLOAT_TINY) || stop != text + length) {
     g_autofree char *shown = knnwb_formats_quote_field(text, length);
     knnwb_delimited_error(context, record, offset, error, "%s in column %s is not a number", shown,
                           knnwb_delimited_column_name(context, value_index, name));
     return FALSE;
+  }
+  if (status == KNNWB_FLOAT_TINY && context->info->n_tiny_values++ == 0) {
+    size_t column;
+    knnwb_delimited_locate(record, context->record_line, offset, &context->info->first_tiny_line,
+                           &column);
   }
   return TRUE;
 }
