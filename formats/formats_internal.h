@@ -20,7 +20,9 @@ G_BEGIN_DECLS
 typedef enum {
   KNNWB_FLOAT_OK,
   KNNWB_FLOAT_SYNTAX, /**< no number starts at p */
-  KNNWB_FLOAT_RANGE   /**< a number, but beyond float range (it would be infinite) */
+  KNNWB_FLOAT_RANGE,  /**< a number, but beyond float range (it would be infinite) */
+  KNNWB_FLOAT_TINY    /**< a nonzero number below float's normal range (|x| < 2^-126): *value
+                           holds its rounding, a subnormal with fewer digits or 0 */
 } KnnwbFloatStatus;
 
 /**

@@ -88,6 +88,15 @@ KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char
                 "a Matrix Market sparse matrix (as 10x Genomics' matrix.mtx), which knnwb does not "
                 "read as input: convert it to a dense NPY (Python: numpy.save(\"x.npy\", "
                 "scipy.io.mmread(\"matrix.mtx\").toarray())) or CSV/TSV");
+  if (knnwb_sniff_prefix(text, rest, "^DATABASE", 9) ||
+      knnwb_sniff_prefix(text, rest, "^SERIES", 7) ||
+      knnwb_sniff_prefix(text, rest, "^PLATFORM", 9) ||
+      knnwb_sniff_prefix(text, rest, "^SAMPLE", 7))
+    KNNWB_SNIFF(
+        KNNWB_CONTENT_FOREIGN,
+        "an NCBI GEO SOFT file (family.soft or a GDS/GSM record), which knnwb does not read: "
+        "take the series matrix (GSE..._series_matrix.txt.gz, under 'Series Matrix "
+        "File(s)' on the series' GEO page)");
   if (knnwb_sniff_prefix(text, rest, "#1.2", 4) || knnwb_sniff_prefix(text, rest, "#1.3", 4))
     KNNWB_SNIFF(KNNWB_CONTENT_GCT, "a GCT file");
   if (knnwb_sniff_prefix(text, rest, "<MicroarrayData>", 16))

@@ -364,6 +364,9 @@ static void test_wrong_format_messages(void)
   g_autofree char *xlsx =
       formats_test_write("sheet.csv", "PK\x03\x04\x14\0\x06\0[Content_Types].xml", 27);
   expect_error(xlsx, NULL, "the name says csv, but the file looks like an Excel workbook (.xlsx)");
+  g_autofree char *soft = formats_test_write(
+      "GSE1_family.soft", "^DATABASE = GeoMiame\n!Database_name = Gene Expression Omnibus\n", -1);
+  expect_error(soft, NULL, "looks like an NCBI GEO SOFT file");
   g_autofree char *rds = formats_test_write("m.rds", "X\n\0\0\0\x03", 6);
   expect_error(rds, NULL, "looks like an R data file (.rds, .RData)");
 

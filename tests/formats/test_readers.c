@@ -375,6 +375,65 @@ static void test_delimited_malformed(void)
   g_clear_error(&error);
 }
 
+/* Headers made of numbers over count data: pandas' to_csv of an array (empty top-left cell, columns
+ * 0, 1, 2, ...), an index named above them, numbered samples. Each header was read as a data row
+ * (an extra point, exit 0, no warning). A headerless file whose first label is a word over other
+ * whole numbers stays data. */
+static void test_delimited_numeric_headers(void)
+{
+  static const struct {
+    const char *name, *text;
+    const char *first_column;
+  } files[] = {
+      {"pandas.csv", ",0,1,2\ng0,5,0,12\ng1,3,3,1\n", "0"},
+      {"pandas-named.csv", "gene,0,1,2\ng0,5,0,12\ng1,3,3,1\n", "0"},
+      {"samples.tsv", "Geneid\t1001\t1002\t1003\ng0\t5\t0\t12\ng1\t3\t3\t1\n", "1001"},
+      {"r.csv", "\"\",\"1\",\"2\",\"3\"\n\"g0\",5,0,12\n\"g1\",3,3,1\n", "1"},
+  };
+  for (size_t f = 0; f < G_N_ELEMENTS(files); f++) {
+    g_test_message("%s", files[f].name);
+    g_autofree char *path = formats_test_write(files[f].name, files[f].text, -1);
+    KnnwbMatrix *m = read_ok(path, NULL, NULL);
+    g_assert_cmpuint(m->n_rows, ==, 2);
+    g_assert_cmpuint(m->n_cols, ==, 3);
+    assert_row(m, 0, "g0", (const float[]){5, 0, 12});
+    assert_row(m, 1, "g1", (const float[]){3, 3, 1});
+    g_assert_nonnull(m->col_labels);
+    g_assert_cmpstr(m->col_labels[0], ==, files[f].first_column);
+    knnwb_matrix_free(m);
+  }
+  g_autofree char *data = formats_test_write("data.tsv", "g0\t5\t0\t12\ng1\t3\t3\t1\n", -1);
+  KnnwbMatrix *m = read_ok(data, NULL, NULL);
+  g_assert_cmpuint(m->n_rows, ==, 2);
+  assert_row(m, 0, "g0", (const float[]){5, 0, 12});
+  knnwb_matrix_free(m);
+}
+
+/* Values below float's normal range (p-values of 1e-300): read as float rounds them (to 0 or a
+ * subnormal with fewer digits), with one warning that counts them and names the first line; zeros
+ * written as such and the smallest normal float are not counted. Before, silently: a row of such
+ * p-values then failed as "constant" for Pearson. */
+static void test_delimited_tiny_values(void)
+{
+  g_autofree char *path =
+      formats_test_write("pvalues.tsv",
+                         "id\ta\tb\tc\nr0\t1\t0.0\t0e-5\nr1\t1e-300\t1e-42\t-1e-50\n"
+                         "r2\t1.1754944e-38\t1.0e-38\t2\n",
+                         -1);
+  KnnwbReadInfo info;
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*4 values below float's smallest normal magnitude (1.2e-38) were read "
+                        "with fewer digits or as 0 (the first on line 3)*");
+  KnnwbMatrix *m = read_ok(path, NULL, &info);
+  g_test_assert_expected_messages();
+  g_assert_cmpuint(info.n_tiny_values, ==, 4);
+  g_assert_cmpuint(info.first_tiny_line, ==, 3);
+  assert_row(m, 1, "r1", (const float[]){0, 1e-42f, -0.0f});
+  g_assert_true(signbit(m->values[1 * 3 + 2]));
+  assert_row(m, 2, "r2", (const float[]){1.1754944e-38f, 1.0e-38f, 2});
+  knnwb_matrix_free(m);
+}
+
 /* Separators ending the lines, as real exports have them: Excel's unnamed empty column (every line,
  * the header too), scripts printing a tab after every value (data lines only: this looked like
  * R's header without the label column and shifted every column name), a header alone, two
@@ -784,6 +843,8 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/delimited/large", test_tsv_large);
   g_test_add_func("/formats/delimited/malformed", test_delimited_malformed);
   g_test_add_func("/formats/delimited/trailing-separators", test_delimited_trailing_separators);
+  g_test_add_func("/formats/delimited/numeric-headers", test_delimited_numeric_headers);
+  g_test_add_func("/formats/delimited/tiny-values", test_delimited_tiny_values);
   g_test_add_func("/formats/gct/good", test_gct_good);
   g_test_add_func("/formats/gct/malformed", test_gct_malformed);
   g_test_add_func("/formats/npy/good", test_npy_good);
