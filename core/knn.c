@@ -133,13 +133,8 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
     ok = TRUE;
     goto checked;
   }
-  if (k > available) {
-    g_set_error(
-        error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-        "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu", k,
-        available, self ? "other" : "reference", available == 1 ? "" : "s", available);
+  if (!knnwb_knn_check_available(k, available, valid, reference->n, self, error))
     goto checked;
-  }
   ok = knnwb_knn_choose_backend(options, &select, &backend, error) &&
        knnwb_screen_resolve(options->screen, backend, options->metric, k, &screen, error);
   if (ok)

@@ -81,3 +81,31 @@ gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_
   }
   return TRUE;
 }
+
+gboolean knnwb_knn_check_available(size_t k, size_t available, size_t n_valid, size_t n_reference,
+                                   gboolean self, GError **error)
+{
+  if (k <= available)
+    return TRUE;
+  const size_t absent = n_reference - n_valid;
+  g_autofree char *why =
+      absent > 0
+          ? g_strdup_printf(" (%zu of the %zu%s rows %s absent: rows with missing values, or "
+                            "constant rows dropped)",
+                            absent, n_reference, self ? "" : " reference",
+                            absent == 1 ? "is" : "are")
+          : g_strdup("");
+  if (available == 0)
+    /* Not "use k <= 0": k is at least 1, so the input is what falls short. */
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                self ? "k = %zu but only %zu row holds values%s: a kNN graph needs at least 2"
+                     : "k = %zu but %zu reference rows hold values%s",
+                k, n_valid, why);
+  else
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "k = %zu but each row has only %zu %s row%s to choose neighbours from%s; use k <= "
+                "%zu",
+                k, available, self ? "other" : "reference", available == 1 ? "" : "s", why,
+                available);
+  return FALSE;
+}

@@ -215,6 +215,12 @@ KnnwbNeighbors *knnwb_knn_group_gather_blocks(const KnnwbKnnGroup *group, const 
                                               size_t n, const size_t *first, const size_t *count,
                                               GError **error);
 
+/** Fails (KNNWB_ERROR_INVALID_ARGUMENT) when k exceeds available, the rows each query row can
+ * choose from once absent rows (missing values, dropped constant rows) are left out: n_valid of
+ * the n_reference reference rows hold values. Says so when absent rows are the cause. O(1). */
+gboolean knnwb_knn_check_available(size_t k, size_t available, size_t n_valid, size_t n_reference,
+                                   gboolean self, GError **error);
+
 /** The request checks of knnwb_knn_self/query from sizes: n (n_reference) rows of d (d_reference)
  * columns in the run, held (held_reference) of them in this process (the memory estimate). */
 gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,

@@ -163,11 +163,8 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   if (ok && (n == 0 || (self && valid == 0))) {
     result->backend_used = g_strdup("none");
     nothing_to_do = TRUE;
-  } else if (ok && k > available) {
-    g_set_error(
-        error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-        "k = %zu but each row has only %zu %s row%s to choose neighbours from; use k <= %zu", k,
-        available, self ? "other" : "reference", available == 1 ? "" : "s", available);
+  } else if (ok &&
+             !knnwb_knn_check_available(k, available, (size_t)valid, n_reference, self, error)) {
     ok = FALSE;
   } else if (ok) {
     ok = knnwb_knn_choose_backend(options, &select, &backend, error) &&

@@ -163,8 +163,8 @@ static gboolean knnwb_split_candidate_before(const KnnwbSplitCandidate *x,
 /* Merges every row u of incoming into row at + u of lists: each keeps its kc best by (score,
  * index), sorted. lists' rows are sorted already (every list starts empty and changes only here),
  * incoming's need not be: those of its valid candidates that can enter are sorted (8-byte keys;
- * insertion sort for lists up to 64, a job's kc, a few after a job with starting thresholds) and
- * the two runs merged, O(kc + c^2) a row for c entering (O(kc + c log c) past 64). */
+ * ranked for lists up to 64, a job's kc, a few after a job with starting thresholds) and the two
+ * runs merged, O(kc + c^2) a row for c entering (O(kc + c log c) past 64). */
 typedef struct {
   KnnwbSplitLists *lists;
   const KnnwbSplitLists *incoming;
@@ -186,6 +186,101 @@ static gint knnwb_split_key_compare(gconstpointer a, gconstpointer b, gpointer i
   return i < j ? -1 : (i > j);
 }
 
+/* Lists up to this long (a job's kc) have their entering candidates ranked; longer ones (the
+ * re-selection's) sorted with qsort. A multiple of KNNWB_SPLIT_LANES. */
+#define KNNWB_SPLIT_RANKED_MAX 64
+#define KNNWB_SPLIT_LANES 8
+
+/* The entering candidates of a row (indices: the row's incoming indices, by key.at) in (score,
+ * index) order, equal ones in arrival order. */
+static void knnwb_split_insertion_sort(KnnwbSplitKey *added, size_t count, const int64_t *indices)
+{
+  for (size_t y = 1; y < count; y++) {
+    const KnnwbSplitKey key = added[y];
+    const int64_t index = indices[key.at];
+    size_t place = y;
+    for (; place > 0; place--) {
+      const KnnwbSplitKey *before = &added[place - 1];
+      if (!(key.score < before->score ||
+            (key.score == before->score && index < indices[before->at])))
+        break;
+      added[place] = *before;
+    }
+    added[place] = key;
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) &&                  \
+    !defined(__clang__)
+#define KNNWB_SPLIT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KNNWB_SPLIT_CLONES
+#endif
+
+/* ranks[y]: how many of keys[0, padded) are below keys[y], y < count (keys past count: UINT64_MAX),
+ * in lanes the compiler turns into vector compares. */
+KNNWB_SPLIT_CLONES
+static void knnwb_split_rank_keys(const uint64_t *keys, size_t count, size_t padded,
+                                  uint32_t *ranks)
+{
+  for (size_t y = 0; y < count; y++) {
+    const uint64_t key = keys[y];
+    uint64_t below[KNNWB_SPLIT_LANES] = {0};
+    for (size_t x = 0; x < padded; x += KNNWB_SPLIT_LANES)
+      for (int t = 0; t < KNNWB_SPLIT_LANES; t++)
+        below[t] += keys[x + t] < key;
+    uint64_t rank = 0;
+    for (int t = 0; t < KNNWB_SPLIT_LANES; t++)
+      rank += below[t];
+    ranks[y] = (uint32_t)rank;
+  }
+}
+
+/*
+ * The order of knnwb_split_insertion_sort (count <= KNNWB_SPLIT_RANKED_MAX), in place, from each
+ * candidate's rank among them: the number of keys below its own, counted branch-free. An insertion
+ * sort of a job's unsorted list (step 0: all kc enter an empty list) spent most of the merge's
+ * time on mispredicted compares (perf annotate, issue 16's CPU check). Key: the score's bits made
+ * orderable as an unsigned integer (-0 as +0, which compare equal as floats) above the index's
+ * offset from the row's smallest, so comparing keys compares (score, index). FALSE, nothing
+ * changed, where that cannot order them alike: a NaN score, indices spanning 2^32 or more, or two
+ * equal keys (the same candidate twice).
+ */
+static gboolean knnwb_split_rank_sort(KnnwbSplitKey *added, size_t count, const int64_t *indices,
+                                      uint64_t *keys, uint32_t *ranks)
+{
+  int64_t lowest = indices[added[0].at], highest = lowest;
+  for (size_t y = 1; y < count; y++) {
+    lowest = MIN(lowest, indices[added[y].at]);
+    highest = MAX(highest, indices[added[y].at]);
+  }
+  if ((uint64_t)(highest - lowest) > UINT32_MAX)
+    return FALSE;
+  const size_t padded = (count + KNNWB_SPLIT_LANES - 1) / KNNWB_SPLIT_LANES * KNNWB_SPLIT_LANES;
+  for (size_t y = 0; y < count; y++) {
+    const float score = added[y].score + 0.0f; /* -0 becomes +0 */
+    if (isnan(score))
+      return FALSE;
+    uint32_t bits;
+    memcpy(&bits, &score, sizeof bits);
+    bits = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+    keys[y] = (uint64_t)bits << 32 | (uint64_t)(indices[added[y].at] - lowest);
+  }
+  for (size_t y = count; y < padded; y++)
+    keys[y] = UINT64_MAX; /* above every key: no score maps to all ones */
+  knnwb_split_rank_keys(keys, count, padded, ranks);
+  uint64_t taken = 0; /* distinct keys: ranks 0..count-1, each once */
+  for (size_t y = 0; y < count; y++)
+    taken |= (uint64_t)1 << ranks[y];
+  if (taken != (count == 64 ? UINT64_MAX : ((uint64_t)1 << count) - 1))
+    return FALSE;
+  KnnwbSplitKey ordered[KNNWB_SPLIT_RANKED_MAX];
+  for (size_t y = 0; y < count; y++)
+    ordered[ranks[y]] = added[y];
+  memcpy(added, ordered, count * sizeof *added);
+  return TRUE;
+}
+
 static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
 {
   KnnwbSplitMerge *merge = user;
@@ -195,6 +290,8 @@ static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
   KnnwbSplitCandidate *held = g_new(KnnwbSplitCandidate, MAX(kc, (size_t)1));
   KnnwbSplitKey *added = g_new(KnnwbSplitKey, MAX(incoming->kc, (size_t)1));
   KnnwbSplitCandidate *sorted = g_new(KnnwbSplitCandidate, MAX(incoming->kc, (size_t)1));
+  uint64_t keys[KNNWB_SPLIT_RANKED_MAX];
+  uint32_t ranks[KNNWB_SPLIT_RANKED_MAX];
   for (size_t u = first; u < last; u++) {
     const size_t t = merge->at + u, base = u * incoming->kc;
     /* A full list takes only what beats its last (most incoming candidates, after the lists they
@@ -211,25 +308,15 @@ static void knnwb_split_merge_rows(size_t first, size_t last, void *user)
       if (full && !(key.score < last_held.score ||
                     (key.score == last_held.score && index < last_held.index)))
         continue;
-      if (incoming->kc > 64) { /* long lists (re-selection): sorted below */
-        added[count++] = key;
-        continue;
-      }
-      size_t place = count++;
-      for (; place > 0; place--) {
-        const KnnwbSplitKey *before = &added[place - 1];
-        if (!(key.score < before->score ||
-              (key.score == before->score && index < incoming->index[base + before->at])))
-          break;
-        added[place] = *before;
-      }
-      added[place] = key;
+      added[count++] = key;
     }
     if (count == 0)
       continue;
-    if (incoming->kc > 64)
+    if (incoming->kc > KNNWB_SPLIT_RANKED_MAX) /* long lists (re-selection) */
       g_qsort_with_data(added, (gint)count, sizeof *added, knnwb_split_key_compare,
                         (gpointer)(incoming->index + base));
+    else if (count > 1 && !knnwb_split_rank_sort(added, count, incoming->index + base, keys, ranks))
+      knnwb_split_insertion_sort(added, count, incoming->index + base);
     for (size_t y = 0; y < count; y++) {
       const size_t at = base + added[y].at;
       sorted[y] =

@@ -280,7 +280,8 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
     if (!drop_degenerate) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                   "%s row %zu%s%s%s (counted from 0) %s for the %s metric (%zu such row%s): "
-                  "remove %s, or drop them with --drop-degenerate",
+                  "remove %s, or drop them (knnwb knn --drop-degenerate, pipeline "
+                  "drop-degenerate=\"true\")",
                   noun, first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "",
                   what, knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
                   n_degenerate == 1 ? "it" : "them");

@@ -129,7 +129,8 @@ static KnnwbFloatStatus knnwb_formats_slow_float(const char *p, size_t length, f
   if (isinf(result))
     return KNNWB_FLOAT_RANGE;
   *value = result;
-  return KNNWB_FLOAT_OK;
+  /* Only reached for nonzero decimals: 1e-300 becomes 0, 1e-42 keeps 2 digits. */
+  return fabsf(result) < FLT_MIN ? KNNWB_FLOAT_TINY : KNNWB_FLOAT_OK;
 }
 
 KnnwbFloatStatus knnwb_formats_parse_float_general(const char *p, const char *end, float *value,

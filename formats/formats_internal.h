@@ -20,7 +20,9 @@ G_BEGIN_DECLS
 typedef enum {
   KNNWB_FLOAT_OK,
   KNNWB_FLOAT_SYNTAX, /**< no number starts at p */
-  KNNWB_FLOAT_RANGE   /**< a number, but beyond float range (it would be infinite) */
+  KNNWB_FLOAT_RANGE,  /**< a number, but beyond float range (it would be infinite) */
+  KNNWB_FLOAT_TINY    /**< a nonzero number below float's normal range (|x| < 2^-126): *value
+                           holds its rounding, a subnormal with fewer digits or 0 */
 } KnnwbFloatStatus;
 
 /**
@@ -168,7 +170,9 @@ typedef enum {
   KNNWB_CONTENT_GML,     /**< a graph, not a matrix */
   KNNWB_CONTENT_GRAPHML, /**< a graph, not a matrix */
   KNNWB_CONTENT_XML,     /**< other XML or HTML (an error page saved instead of the file?) */
-  KNNWB_CONTENT_BINARY   /**< NUL bytes or other binary data */
+  KNNWB_CONTENT_BINARY,  /**< NUL bytes or other binary data */
+  KNNWB_CONTENT_FOREIGN  /**< a known kind knnwb does not read: HDF5 (.h5ad, loom), Excel, R data,
+                            Matrix Market (10x Genomics) */
 } KnnwbContentKind;
 
 /**

@@ -127,7 +127,8 @@ static gboolean knnwb_cibm_row(KnnwbTextInput *input, const char *line, size_t l
     }
     const char *stop;
     KnnwbFloatStatus status = knnwb_formats_parse_float(line + i, end, &row[j], &stop);
-    if (status == KNNWB_FLOAT_OK && (stop == end || knnwb_cibm_is_space(*stop))) {
+    if ((status == KNNWB_FLOAT_OK || status == KNNWB_FLOAT_TINY) &&
+        (stop == end || knnwb_cibm_is_space(*stop))) {
       i = (size_t)(stop - line);
       continue;
     }

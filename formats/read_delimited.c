@@ -228,11 +228,16 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
                           knnwb_delimited_column_name(context, value_index, name));
     return FALSE;
   }
-  if (status != KNNWB_FLOAT_OK || stop != text + length) {
+  if ((status != KNNWB_FLOAT_OK && status != KNNWB_FLOAT_TINY) || stop != text + length) {
     g_autofree char *shown = knnwb_formats_quote_field(text, length);
     knnwb_delimited_error(context, record, offset, error, "%s in column %s is not a number", shown,
                           knnwb_delimited_column_name(context, value_index, name));
     return FALSE;
+  }
+  if (status == KNNWB_FLOAT_TINY && context->info->n_tiny_values++ == 0) {
+    size_t column;
+    knnwb_delimited_locate(record, context->record_line, offset, &context->info->first_tiny_line,
+                           &column);
   }
   return TRUE;
 }
@@ -434,7 +439,41 @@ gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input,
   return knnwb_delimited_rows_from(&context, NULL, 0, 0, error);
 }
 
-/* A header when some field other than the label is neither a number nor a missing value. */
+static gboolean knnwb_delimited_is_number(const char *text)
+{
+  size_t length = strlen(text);
+  float value;
+  const char *stop;
+  return length > 0 &&
+         knnwb_formats_parse_float(text, text + length, &value, &stop) != KNNWB_FLOAT_SYNTAX &&
+         stop == text + length;
+}
+
+/* Whole numbers k, k + 1, ..., as in every field but the label: pandas names the columns of an
+ * unnamed array 0, 1, 2, ...; sample numbers run alike. */
+static gboolean knnwb_delimited_consecutive_integers(GPtrArray *fields, int label_column)
+{
+  gint64 previous = 0;
+  guint count = 0;
+  for (guint f = 0; f < fields->len; f++) {
+    if ((int)f == label_column)
+      continue;
+    gint64 value;
+    if (!g_ascii_string_to_signed(g_ptr_array_index(fields, f), 10, G_MININT64 / 2, G_MAXINT64 / 2,
+                                  &value, NULL) ||
+        (count > 0 && value != previous + 1))
+      return FALSE;
+    previous = value;
+    count++;
+  }
+  return count >= 2;
+}
+
+/* A header when some field other than the label is neither a number nor a missing value; or, with
+ * a label column, when every other field is a number but the label field is empty (the top-left
+ * cell of R's write.csv and of pandas' to_csv) or is a word above the consecutive whole numbers
+ * of pandas' default column names or of numbered samples (such a header of numbers was read as a
+ * data row of count data, without a word: an extra point). */
 static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_column)
 {
   for (guint f = 0; f < fields->len; f++) {
@@ -450,17 +489,11 @@ static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_c
         stop != text + length)
       return TRUE;
   }
-  return FALSE;
-}
-
-static gboolean knnwb_delimited_is_number(const char *text)
-{
-  size_t length = strlen(text);
-  float value;
-  const char *stop;
-  return length > 0 &&
-         knnwb_formats_parse_float(text, text + length, &value, &stop) != KNNWB_FLOAT_SYNTAX &&
-         stop == text + length;
+  if (label_column < 0 || (guint)label_column >= fields->len || fields->len < 2)
+    return FALSE;
+  const char *corner = g_ptr_array_index(fields, label_column);
+  return *corner == '\0' || (!knnwb_delimited_is_number(corner) &&
+                             knnwb_delimited_consecutive_integers(fields, label_column));
 }
 
 void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labels, size_t n_rows,

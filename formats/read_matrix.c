@@ -125,6 +125,13 @@ void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
   if (info->n_dropped_rows > 0)
     knnwb_formats_warn_missing_rows(path, n_rows, labels, absent, info, options->transpose,
                                     info->format == KNNWB_INPUT_NPY ? "row" : "line");
+  /* 1e-300 reads as 0 without a word otherwise: a row of such p-values turns constant. */
+  if (info->n_tiny_values > 0)
+    g_warning("%s: %zu value%s below float's smallest normal magnitude (1.2e-38) %s read with "
+              "fewer digits or as 0 (the first on line %zu); knnwb computes in float32: scale "
+              "such data first (-log10 of p-values, say)",
+              path, info->n_tiny_values, KNNWB_PLURAL(info->n_tiny_values),
+              info->n_tiny_values == 1 ? "was" : "were", info->first_tiny_line);
   knnwb_formats_warn_repeated_labels(path, labels, n_rows);
 }
 

@@ -12,7 +12,7 @@
 /* The parsed header dictionary. */
 typedef struct {
   char byte_order; /* '<', '>', '|' or '=' */
-  char kind;       /* 'f' */
+  char kind;       /* 'f', 'i' or 'u' */
   size_t item_size;
   gboolean fortran_order;
   size_t shape[2];
@@ -271,23 +271,70 @@ static inline uint64_t knnwb_npy_swap64(uint64_t v)
   return __builtin_bswap64(v);
 }
 
-/* Converts n stored items starting at item index first into values (with the destination index
- * computed by the caller's order). Returns FALSE (with the item index) on a float64 overflow. */
+/* IEEE half precision to float (exact: every half is a float). */
+static float knnwb_npy_half_to_float(uint16_t half)
+{
+  uint32_t sign = (uint32_t)(half >> 15) << 31, exponent = (half >> 10) & 0x1f,
+           mantissa = half & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) { /* infinity, NaN */
+    bits = sign | 0x7f800000u | mantissa << 13;
+  } else if (exponent != 0) {
+    bits = sign | (exponent + 112) << 23 | mantissa << 13;
+  } else { /* zero or subnormal: mantissa * 2^-24 */
+    float value = (float)mantissa * 0x1p-24f;
+    memcpy(&bits, &value, 4);
+    bits |= sign;
+  }
+  float out;
+  memcpy(&out, &bits, 4);
+  return out;
+}
+
+/* The item of size bytes at src as an unsigned integer of the host's byte order. */
+static uint64_t knnwb_npy_load(const unsigned char *src, size_t size, gboolean swap)
+{
+  switch (size) {
+  case 1:
+    return src[0];
+  case 2: {
+    uint16_t v;
+    memcpy(&v, src, 2);
+    return swap ? __builtin_bswap16(v) : v;
+  }
+  case 4: {
+    uint32_t v;
+    memcpy(&v, src, 4);
+    return swap ? knnwb_npy_swap32(v) : v;
+  }
+  default: {
+    uint64_t v;
+    memcpy(&v, src, 8);
+    return swap ? knnwb_npy_swap64(v) : v;
+  }
+  }
+}
+
+/* Converts n stored items into floats: float16/32/64 and signed or unsigned integers of 1 to 8
+ * bytes (count matrices saved from pandas are int64; integers beyond 2^24 round to the nearest
+ * float, as the text readers do). Returns FALSE (with the item index) on a float64 overflow. */
 static gboolean knnwb_npy_convert(const unsigned char *src, size_t n, const KnnwbNpyHeader *header,
                                   gboolean swap, float *dst, size_t *bad)
 {
+  const size_t size = header->item_size;
   for (size_t i = 0; i < n; i++) {
-    if (header->item_size == 4) {
-      uint32_t bits;
-      memcpy(&bits, src + 4 * i, 4);
-      if (swap)
-        bits = knnwb_npy_swap32(bits);
-      memcpy(&dst[i], &bits, 4);
+    uint64_t bits = knnwb_npy_load(src + size * i, size, swap);
+    if (header->kind == 'u') {
+      dst[i] = (float)bits;
+    } else if (header->kind == 'i') {
+      unsigned shift = (unsigned)(64 - 8 * size); /* sign-extend from size bytes */
+      dst[i] = (float)((int64_t)(bits << shift) >> shift);
+    } else if (size == 2) {
+      dst[i] = knnwb_npy_half_to_float((uint16_t)bits);
+    } else if (size == 4) {
+      uint32_t narrow = (uint32_t)bits;
+      memcpy(&dst[i], &narrow, 4);
     } else {
-      uint64_t bits;
-      memcpy(&bits, src + 8 * i, 8);
-      if (swap)
-        bits = knnwb_npy_swap64(bits);
       double value;
       memcpy(&value, &bits, 8);
       float f = (float)value;
@@ -381,10 +428,16 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   gboolean little = header.byte_order == '<' || header.byte_order == '=' ||
                     (header.byte_order == '|' && header.item_size == 1);
   gboolean big = header.byte_order == '>';
-  if (header.kind != 'f' || (header.item_size != 4 && header.item_size != 8) || !(little || big)) {
+  const size_t item = header.item_size;
+  const gboolean supported = header.kind == 'f' ? item == 2 || item == 4 || item == 8
+                             : header.kind == 'i' || header.kind == 'u'
+                                 ? item == 1 || item == 2 || item == 4 || item == 8
+                                 : FALSE;
+  if (!supported || !(little || big)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: dtype '%c%c%zu' is not supported: save the array as float32 or float64", path,
-                header.byte_order, header.kind, header.item_size);
+                "%s: dtype '%c%c%zu' is not supported: save the array as float32 or float64 "
+                "(integer and float16 arrays are read too)",
+                path, header.byte_order, header.kind, header.item_size);
     goto out;
   }
   if (header.n_dims != 2) {
@@ -443,7 +496,7 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   G_STATIC_ASSERT(G_BYTE_ORDER == G_LITTLE_ENDIAN || G_BYTE_ORDER == G_BIG_ENDIAN);
   gboolean native = G_BYTE_ORDER == G_LITTLE_ENDIAN ? little : big;
   gboolean swap = !native;
-  if (header.item_size == 4 && native && memory_is_c_order_of_wanted) {
+  if (header.kind == 'f' && header.item_size == 4 && native && memory_is_c_order_of_wanted) {
     /* Read, not mapped: a mapping dies with SIGBUS anywhere (in a worker thread, hours later) when
      * the file is truncated under us, as `np.save` to the same name does. A read is one copy
      * from the page cache and fails here, with a message, if the file shrinks meanwhile. */

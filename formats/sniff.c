@@ -35,6 +35,27 @@ KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char
   if (knnwb_sniff_prefix(head, length, "\x1f\x8b", 2))
     KNNWB_SNIFF(KNNWB_CONTENT_GZIP,
                 "gzip data inside gzip data (compressed twice: gunzip it once)");
+  /* Single-cell and R exports a user may well try: say what they are and how to get a matrix. */
+  if (knnwb_sniff_prefix(head, length, "\x89HDF\r\n\x1a\n", 8))
+    KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
+                "an HDF5 file (AnnData .h5ad, loom, 10x Genomics .h5), which knnwb does not read: "
+                "save the matrix as NPY (Python: numpy.save(\"x.npy\", adata.X.toarray())) or "
+                "as CSV/TSV");
+  if (knnwb_sniff_prefix(head, length, "\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8))
+    KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
+                "an Excel workbook (.xls), which knnwb does not read: save the sheet as CSV");
+  if (knnwb_sniff_prefix(head, length, "RDX2\n", 5) ||
+      knnwb_sniff_prefix(head, length, "RDX3\n", 5) ||
+      knnwb_sniff_prefix(head, length, "X\n\0\0", 4))
+    KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
+                "an R data file (.rds, .RData), which knnwb does not read: write the matrix from R "
+                "with write.csv(m, file) or write.table(m, file, sep = \"\\t\")");
+  if ((knnwb_sniff_prefix(head, length, "PK\x03\x04", 4) &&
+       (knnwb_sniff_find(head, length, "[Content_Types].xml") != NULL ||
+        knnwb_sniff_find(head, length, "xl/") != NULL)))
+    KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
+                "an Excel workbook (.xlsx), which knnwb does not read: save the sheet as CSV "
+                "(CSV UTF-8)");
   if (knnwb_sniff_prefix(head, length, "PK\x03\x04", 4) ||
       knnwb_sniff_prefix(head, length, "PK\x05\x06", 4))
     KNNWB_SNIFF(KNNWB_CONTENT_ZIP,
@@ -61,6 +82,21 @@ KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char
   while (text < end && (*text == ' ' || *text == '\r' || *text == '\n' || *text == '\t'))
     text++;
   size_t rest = (size_t)(end - text);
+  if (knnwb_sniff_prefix(text, rest, "%%MatrixMarket", 14) ||
+      knnwb_sniff_prefix(text, rest, "%MatrixMarket", 13))
+    KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
+                "a Matrix Market sparse matrix (as 10x Genomics' matrix.mtx), which knnwb does not "
+                "read as input: convert it to a dense NPY (Python: numpy.save(\"x.npy\", "
+                "scipy.io.mmread(\"matrix.mtx\").toarray())) or CSV/TSV");
+  if (knnwb_sniff_prefix(text, rest, "^DATABASE", 9) ||
+      knnwb_sniff_prefix(text, rest, "^SERIES", 7) ||
+      knnwb_sniff_prefix(text, rest, "^PLATFORM", 9) ||
+      knnwb_sniff_prefix(text, rest, "^SAMPLE", 7))
+    KNNWB_SNIFF(
+        KNNWB_CONTENT_FOREIGN,
+        "an NCBI GEO SOFT file (family.soft or a GDS/GSM record), which knnwb does not read: "
+        "take the series matrix (GSE..._series_matrix.txt.gz, under 'Series Matrix "
+        "File(s)' on the series' GEO page)");
   if (knnwb_sniff_prefix(text, rest, "#1.2", 4) || knnwb_sniff_prefix(text, rest, "#1.3", 4))
     KNNWB_SNIFF(KNNWB_CONTENT_GCT, "a GCT file");
   if (knnwb_sniff_prefix(text, rest, "<MicroarrayData>", 16))

@@ -51,8 +51,12 @@ gboolean knnwb_classify_query(const KnnwbMatrix *reference, const int32_t *refer
   g_autoptr(KnnwbMatrix) labelled = knnwb_matrix_select_rows(reference, keep, error);
   if (labelled == NULL)
     return FALSE;
+  /* New samples from another file may list the genes in another order. */
+  g_autoptr(KnnwbMatrix) matched = NULL;
+  if (!knnwb_matrix_match_columns(query, reference, &matched, error))
+    return FALSE;
   g_autoptr(KnnwbNeighbors) lists = NULL;
-  if (!knnwb_knn_query(query, labelled, options, &lists, error))
+  if (!knnwb_knn_query(matched != NULL ? matched : query, labelled, options, &lists, error))
     return FALSE;
   knnwb_classify_vote(lists, kept_class, n_classes, predicted, votes);
   return TRUE;

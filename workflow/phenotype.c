@@ -41,7 +41,7 @@ static gboolean knnwb_phenotype_number(const char *text, float *value, const cha
     *why = "is beyond the float range (+-3.4e38)";
     return FALSE;
   }
-  if (status != KNNWB_FLOAT_OK || stop != text + length) {
+  if ((status != KNNWB_FLOAT_OK && status != KNNWB_FLOAT_TINY) || stop != text + length) {
     *why = "is not a number";
     return FALSE;
   }

@@ -152,6 +152,8 @@ int knnwb_host_command_classify(int argc, char **argv)
     knnwb_classes_match_by_label(query, data, classes, truth);
     classified = knnwb_classify_query(data, classes->of, classes->n_classes, query, &options,
                                       predicted, votes, &error);
+    if (!classified && error->code == KNNWB_ERROR_INVALID_ARGUMENT)
+      g_prefix_error(&error, "%s: ", query_path); /* which file's columns */
   } else {
     fold = g_new(int32_t, MAX(data->n_rows, (size_t)1));
     predicted = g_new(int32_t, MAX(data->n_rows, (size_t)1));

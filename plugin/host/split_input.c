@@ -72,11 +72,17 @@ static gboolean knnwb_host_split_warn(const KnnwbKnnGroup *group, const char *pa
   KnnwbReadInfo info = input->info;
   int64_t dropped = (int64_t)info.n_dropped_rows;
   int64_t first_line = info.first_dropped_line > 0 ? (int64_t)info.first_dropped_line : INT64_MAX;
+  int64_t tiny = (int64_t)info.n_tiny_values;
+  int64_t first_tiny = info.first_tiny_line > 0 ? (int64_t)info.first_tiny_line : INT64_MAX;
   if (!group->reduce(group, &dropped, 1, KNNWB_GROUP_SUM, error) ||
-      !group->reduce(group, &first_line, 1, KNNWB_GROUP_MIN, error))
+      !group->reduce(group, &first_line, 1, KNNWB_GROUP_MIN, error) ||
+      !group->reduce(group, &tiny, 1, KNNWB_GROUP_SUM, error) ||
+      !group->reduce(group, &first_tiny, 1, KNNWB_GROUP_MIN, error))
     return FALSE;
   info.n_dropped_rows = (size_t)dropped;
   info.first_dropped_line = first_line == INT64_MAX ? 0 : (size_t)first_line;
+  info.n_tiny_values = (size_t)tiny;
+  info.first_tiny_line = first_tiny == INT64_MAX ? 0 : (size_t)first_tiny;
   g_autofree unsigned char *absent = NULL;
   if (dropped > 0) {
     /* One byte per row of the job, as every rank's labels already are. */

@@ -62,8 +62,13 @@ static gboolean knnwb_knn_query_run(KnnwbStepContext *context, GError **error)
     options.group_split = TRUE;
     options.group_own_rows = TRUE;
   }
+  /* A query file may list the columns (samples, or genes after transposing) in another order. */
+  g_autoptr(KnnwbMatrix) matched = NULL;
+  if (!knnwb_matrix_match_columns(query->matrix, reference->matrix, &matched, error))
+    return FALSE;
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
-  if (!knnwb_knn_query(query->matrix, reference->matrix, &options, &neighbors, error))
+  if (!knnwb_knn_query(matched != NULL ? matched : query->matrix, reference->matrix, &options,
+                       &neighbors, error))
     return FALSE;
   if (options.group_split) {
     g_autoptr(KnnwbNeighbors) own = g_steal_pointer(&neighbors);

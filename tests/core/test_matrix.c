@@ -1,5 +1,6 @@
 /* The data matrix: labels, transpose, row selection, finiteness, overflow. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
 
@@ -66,11 +67,83 @@ static void test_finite_and_overflow(void)
   g_assert_cmpuint(out, ==, 0);
 }
 
+/* A matrix of rows r0.. whose column j is named names[j] and holds 100 * row + the number in the
+ * name ("g7" -> 7), so a column's values say which gene they belong to wherever it stands. */
+static KnnwbMatrix *named_columns(size_t n_rows, const char *const *names, size_t d)
+{
+  KnnwbMatrix *m = knnwb_matrix_new(n_rows, d, NULL);
+  for (size_t i = 0; i < n_rows; i++) {
+    g_autofree char *label = g_strdup_printf("r%zu", i);
+    knnwb_matrix_set_row_label(m, i, label);
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] = (float)(100 * i + (size_t)atoi(names[j] + 1));
+  }
+  for (size_t j = 0; j < d; j++)
+    knnwb_matrix_set_col_label(m, j, names[j]);
+  return m;
+}
+
+/* New samples from another file: the same genes in another order (compared position by position
+ * before, silently), more genes, too few, repeated or no names. */
+static void test_match_columns(void)
+{
+  const char *const genes[] = {"g1", "g2", "g3", "g4"};
+  g_autoptr(KnnwbMatrix) reference = named_columns(3, genes, 4);
+  g_autoptr(GError) error = NULL;
+  KnnwbMatrix *matched = NULL;
+  /* Same order, or no names: used as it is. */
+  g_autoptr(KnnwbMatrix) same = named_columns(2, genes, 4);
+  g_assert_true(knnwb_matrix_match_columns(same, reference, &matched, &error));
+  g_assert_null(matched);
+  g_autoptr(KnnwbMatrix) bare = knnwb_matrix_new(2, 4, NULL);
+  g_assert_true(knnwb_matrix_match_columns(bare, reference, &matched, &error));
+  g_assert_null(matched);
+  /* Shuffled, with two extra genes and an absent row: the reference's order, by name. */
+  const char *const shuffled[] = {"g9", "g3", "g1", "g4", "g8", "g2"};
+  g_autoptr(KnnwbMatrix) query = named_columns(2, shuffled, 6);
+  knnwb_matrix_set_row_absent(query, 1);
+  g_assert_true(knnwb_matrix_match_columns(query, reference, &matched, &error));
+  g_assert_no_error(error);
+  g_autoptr(KnnwbMatrix) aligned = matched;
+  g_assert_nonnull(aligned);
+  g_assert_cmpuint(aligned->n_rows, ==, 2);
+  g_assert_cmpuint(aligned->n_cols, ==, 4);
+  for (size_t i = 0; i < 2; i++)
+    for (size_t j = 0; j < 4; j++)
+      g_assert_cmpfloat(aligned->values[i * 4 + j], ==, (float)(100 * i + j + 1));
+  g_assert_cmpstr(aligned->col_labels[2], ==, "g3");
+  g_assert_cmpstr(knnwb_matrix_row_label(aligned, 1), ==, "r1");
+  g_assert_true(knnwb_matrix_row_is_absent(aligned, 1));
+  g_assert_false(knnwb_matrix_row_is_absent(aligned, 0));
+  /* Genes missing from the query: named. */
+  const char *const partial[] = {"g4", "g1", "g7", "g6"};
+  g_autoptr(KnnwbMatrix) short_query = named_columns(2, partial, 4);
+  g_assert_false(knnwb_matrix_match_columns(short_query, reference, &matched, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull(strstr(error->message, "2 of the reference's 4 columns are not in the query "
+                                          "('g2', 'g3')"));
+  g_clear_error(&error);
+  /* A needed name twice in the query. */
+  const char *const twice[] = {"g4", "g1", "g2", "g3", "g2"};
+  g_autoptr(KnnwbMatrix) twice_query = named_columns(1, twice, 5);
+  g_assert_false(knnwb_matrix_match_columns(twice_query, reference, &matched, &error));
+  g_assert_nonnull(strstr(error->message, "the query names column 'g2' twice"));
+  g_clear_error(&error);
+  /* Other names for the columns (probe ids against symbols): by position, with a warning. */
+  const char *const others[] = {"p1", "p2", "p3", "p4"};
+  g_autoptr(KnnwbMatrix) renamed = named_columns(1, others, 4);
+  g_test_expect_message(NULL, G_LOG_LEVEL_WARNING, "*share no name*compared by position*");
+  g_assert_true(knnwb_matrix_match_columns(renamed, reference, &matched, &error));
+  g_test_assert_expected_messages();
+  g_assert_null(matched);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/matrix/transpose-and-labels", test_transpose_and_labels);
   g_test_add_func("/matrix/select-rows", test_select_rows);
+  g_test_add_func("/matrix/match-columns", test_match_columns);
   g_test_add_func("/matrix/finite-and-overflow", test_finite_and_overflow);
   return g_test_run();
 }

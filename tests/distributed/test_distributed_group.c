@@ -1094,8 +1094,9 @@ static int merge_candidate_compare(const void *a, const void *b)
  * the final lists, which the refinement makes exact whichever of equally scored candidates were
  * kept, so a tie broken the wrong way shows here only. Scores are small integers (many ties, so
  * the index decides), -0 and +0 among them (equal as floats), negative and infinite ones; rows
- * empty, part full and full; incoming lists of 28 (a job's kc: insertion sort) and 100 (a
- * re-selection's: qsort), with indices up to 2^33 in one round; 1 and 2 threads.
+ * empty, part full and full; incoming lists of 28 (a job's kc: ranked, or by insertion where the
+ * indices span more than 32 bits, as in the third round) and 100 (a re-selection's: qsort); 1 and
+ * 2 threads.
  */
 static void test_split_merge_order(void)
 {

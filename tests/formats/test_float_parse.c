@@ -81,7 +81,11 @@ static void test_float_matches_strtof(void)
   options.header = KNNWB_HEADER_NO;
   KnnwbMatrix *matrix = NULL;
   GError *error = NULL;
+  /* The subnormal shapes are told once (they lose digits in a float, as strtof's do). */
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*values below float's smallest normal magnitude*");
   g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, NULL, &error));
+  g_test_assert_expected_messages();
   g_assert_no_error(error);
   g_assert_cmpuint(matrix->n_rows, ==, ROWS);
   g_assert_cmpuint(matrix->n_cols, ==, COLS);
@@ -128,7 +132,10 @@ static void test_float_edge_cases(void)
   g_string_free(file, TRUE);
   KnnwbMatrix *matrix = NULL;
   GError *error = NULL;
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*1 value below float's smallest normal magnitude*"); /* 1e-45 */
   g_assert_true(knnwb_formats_read_matrix(path, NULL, &matrix, NULL, &error));
+  g_test_assert_expected_messages();
   g_assert_no_error(error);
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_assert_cmpfloat(matrix->values[i], ==, cases[i].value);

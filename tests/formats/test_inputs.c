@@ -352,6 +352,24 @@ static void test_wrong_format_messages(void)
   g_autofree char *double_gz = write_bytes("twice.tsv.gz", twice);
   expect_error(double_gz, NULL, "(once decompressed) looks like gzip data inside gzip data");
 
+  /* Single-cell and R exports: named, with the way to a matrix knnwb reads (10x's matrix.mtx.gz
+   * was told "columns separated by spaces ... R's write.table", HDF5 "binary data"). */
+  const char *mtx = "%%MatrixMarket matrix coordinate integer general\n%\n3 2 2\n1 1 5\n3 2 1\n";
+  g_autoptr(GByteArray) mtx_gz = gzip_bytes(mtx, strlen(mtx), 6);
+  g_autofree char *tenx = write_bytes("matrix.mtx.gz", mtx_gz);
+  expect_error(tenx, NULL, "(once decompressed) looks like a Matrix Market sparse matrix");
+  expect_error(tenx, NULL, "scipy.io.mmread");
+  g_autofree char *h5ad = formats_test_write("cells.h5ad", "\x89HDF\r\n\x1a\n\0\0\0", 11);
+  expect_error(h5ad, NULL, "looks like an HDF5 file (AnnData .h5ad");
+  g_autofree char *xlsx =
+      formats_test_write("sheet.csv", "PK\x03\x04\x14\0\x06\0[Content_Types].xml", 27);
+  expect_error(xlsx, NULL, "the name says csv, but the file looks like an Excel workbook (.xlsx)");
+  g_autofree char *soft = formats_test_write(
+      "GSE1_family.soft", "^DATABASE = GeoMiame\n!Database_name = Gene Expression Omnibus\n", -1);
+  expect_error(soft, NULL, "looks like an NCBI GEO SOFT file");
+  g_autofree char *rds = formats_test_write("m.rds", "X\n\0\0\0\x03", 6);
+  expect_error(rds, NULL, "looks like an R data file (.rds, .RData)");
+
   g_autofree char *geo_as_tsv = formats_test_write("series.tsv", geo_fixture, -1);
   expect_error(geo_as_tsv, NULL,
                "looks like an NCBI GEO series matrix; rename it or name the "

@@ -375,6 +375,65 @@ static void test_delimited_malformed(void)
   g_clear_error(&error);
 }
 
+/* Headers made of numbers over count data: pandas' to_csv of an array (empty top-left cell, columns
+ * 0, 1, 2, ...), an index named above them, numbered samples. Each header was read as a data row
+ * (an extra point, exit 0, no warning). A headerless file whose first label is a word over other
+ * whole numbers stays data. */
+static void test_delimited_numeric_headers(void)
+{
+  static const struct {
+    const char *name, *text;
+    const char *first_column;
+  } files[] = {
+      {"pandas.csv", ",0,1,2\ng0,5,0,12\ng1,3,3,1\n", "0"},
+      {"pandas-named.csv", "gene,0,1,2\ng0,5,0,12\ng1,3,3,1\n", "0"},
+      {"samples.tsv", "Geneid\t1001\t1002\t1003\ng0\t5\t0\t12\ng1\t3\t3\t1\n", "1001"},
+      {"r.csv", "\"\",\"1\",\"2\",\"3\"\n\"g0\",5,0,12\n\"g1\",3,3,1\n", "1"},
+  };
+  for (size_t f = 0; f < G_N_ELEMENTS(files); f++) {
+    g_test_message("%s", files[f].name);
+    g_autofree char *path = formats_test_write(files[f].name, files[f].text, -1);
+    KnnwbMatrix *m = read_ok(path, NULL, NULL);
+    g_assert_cmpuint(m->n_rows, ==, 2);
+    g_assert_cmpuint(m->n_cols, ==, 3);
+    assert_row(m, 0, "g0", (const float[]){5, 0, 12});
+    assert_row(m, 1, "g1", (const float[]){3, 3, 1});
+    g_assert_nonnull(m->col_labels);
+    g_assert_cmpstr(m->col_labels[0], ==, files[f].first_column);
+    knnwb_matrix_free(m);
+  }
+  g_autofree char *data = formats_test_write("data.tsv", "g0\t5\t0\t12\ng1\t3\t3\t1\n", -1);
+  KnnwbMatrix *m = read_ok(data, NULL, NULL);
+  g_assert_cmpuint(m->n_rows, ==, 2);
+  assert_row(m, 0, "g0", (const float[]){5, 0, 12});
+  knnwb_matrix_free(m);
+}
+
+/* Values below float's normal range (p-values of 1e-300): read as float rounds them (to 0 or a
+ * subnormal with fewer digits), with one warning that counts them and names the first line; zeros
+ * written as such and the smallest normal float are not counted. Before, silently: a row of such
+ * p-values then failed as "constant" for Pearson. */
+static void test_delimited_tiny_values(void)
+{
+  g_autofree char *path =
+      formats_test_write("pvalues.tsv",
+                         "id\ta\tb\tc\nr0\t1\t0.0\t0e-5\nr1\t1e-300\t1e-42\t-1e-50\n"
+                         "r2\t1.1754944e-38\t1.0e-38\t2\n",
+                         -1);
+  KnnwbReadInfo info;
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*4 values below float's smallest normal magnitude (1.2e-38) were read "
+                        "with fewer digits or as 0 (the first on line 3)*");
+  KnnwbMatrix *m = read_ok(path, NULL, &info);
+  g_test_assert_expected_messages();
+  g_assert_cmpuint(info.n_tiny_values, ==, 4);
+  g_assert_cmpuint(info.first_tiny_line, ==, 3);
+  assert_row(m, 1, "r1", (const float[]){0, 1e-42f, -0.0f});
+  g_assert_true(signbit(m->values[1 * 3 + 2]));
+  assert_row(m, 2, "r2", (const float[]){1.1754944e-38f, 1.0e-38f, 2});
+  knnwb_matrix_free(m);
+}
+
 /* Separators ending the lines, as real exports have them: Excel's unnamed empty column (every line,
  * the header too), scripts printing a tab after every value (data lines only: this looked like
  * R's header without the label column and shifted every column name), a header alone, two
@@ -577,6 +636,43 @@ static void test_npy_good(void)
   assert_row(m, 1, NULL, (const float[]){1e-3f, 65504});
   knnwb_matrix_free(m);
 
+  /* Integer and float16 arrays (RNA-seq counts saved from pandas are int64): converted to float
+   * as the text readers round, in either byte order and Fortran order; refused before. */
+  const gint64 counts[6] = {0, -3, G_GINT64_CONSTANT(9007199254740993), 7, 1 << 24, -(1 << 20)};
+  g_autofree char *i8 =
+      make_npy("i8.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }", counts,
+               sizeof counts);
+  m = read_ok(i8, &options, &info);
+  assert_row(m, 0, NULL, (const float[]){0, -3, 9007199254740992.0f});
+  assert_row(m, 1, NULL, (const float[]){7, 16777216, -1048576});
+  knnwb_matrix_free(m);
+  const guint16 be16[6] = {GUINT16_TO_BE(1), GUINT16_TO_BE(65535), GUINT16_TO_BE(2),
+                           GUINT16_TO_BE(3), GUINT16_TO_BE(40000), GUINT16_TO_BE(4)};
+  g_autofree char *u2 = make_npy(
+      "u2.npy", 1, "{'descr': '>u2', 'fortran_order': True, 'shape': (2, 3), }", be16, sizeof be16);
+  m = read_ok(u2, &options, &info); /* column by column: (1, 65535) is the first column */
+  assert_row(m, 0, NULL, (const float[]){1, 2, 40000});
+  assert_row(m, 1, NULL, (const float[]){65535, 3, 4});
+  knnwb_matrix_free(m);
+  const gint8 small[4] = {-128, 127, -1, 0};
+  g_autofree char *i1 =
+      make_npy("i1.npy", 1, "{'descr': '|i1', 'fortran_order': False, 'shape': (2, 2), }", small,
+               sizeof small);
+  m = read_ok(i1, &options, &info);
+  assert_row(m, 0, NULL, (const float[]){-128, 127});
+  assert_row(m, 1, NULL, (const float[]){-1, 0});
+  knnwb_matrix_free(m);
+  /* Halves: 1.5, -2, the largest (65504), the smallest subnormal (2^-24), -0, 2^-14. */
+  const guint16 halves[6] = {0x3e00, 0xc000, 0x7bff, 0x0001, 0x8000, 0x0400};
+  g_autofree char *f2 =
+      make_npy("f2.npy", 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", halves,
+               sizeof halves);
+  m = read_ok(f2, &options, &info);
+  assert_row(m, 0, NULL, (const float[]){1.5f, -2, 65504});
+  assert_row(m, 1, NULL, (const float[]){0x1p-24f, -0.0f, 0x1p-14f});
+  g_assert_true(signbit(m->values[4]));
+  knnwb_matrix_free(m);
+
   /* NaN rows dropped on request. */
   const float with_nan[6] = {1, 2, NAN, 4, 5, 6}; /* 3 x 2 */
   g_autofree char *nan =
@@ -603,8 +699,10 @@ static void test_npy_malformed(void)
     size_t data_bytes;
     const char *needle;
   } cases[] = {
-      {"dtype", "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }", 24,
-       "dtype '<i4' is not supported"},
+      {"dtype", "{'descr': '<c8', 'fortran_order': False, 'shape': (2, 3), }", 24,
+       "dtype '<c8' is not supported"},
+      {"dtype-size", "{'descr': '<i3', 'fortran_order': False, 'shape': (2, 3), }", 24,
+       "dtype '<i3' is not supported"},
       {"struct", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2, 3), }", 24,
        "'descr' must be a type string"},
       {"dims3", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3), }", 24,
@@ -745,6 +843,8 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/delimited/large", test_tsv_large);
   g_test_add_func("/formats/delimited/malformed", test_delimited_malformed);
   g_test_add_func("/formats/delimited/trailing-separators", test_delimited_trailing_separators);
+  g_test_add_func("/formats/delimited/numeric-headers", test_delimited_numeric_headers);
+  g_test_add_func("/formats/delimited/tiny-values", test_delimited_tiny_values);
   g_test_add_func("/formats/gct/good", test_gct_good);
   g_test_add_func("/formats/gct/malformed", test_gct_malformed);
   g_test_add_func("/formats/npy/good", test_npy_good);

@@ -148,6 +148,37 @@ static void test_knn_limits(void)
     g_assert_cmpstr(error->message, ==,
                     "k = 1 but there is only one row: a kNN graph needs at least 2 rows");
   }
+  /* Rows left without values (missing values kept as absent rows, or constant rows dropped):
+   * the count says why, and "use k <= 0" is never advised (as it was with one row left). */
+  float three[12] = {1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0};
+  g_autoptr(KnnwbMatrix) absent = knnwb_matrix_new_wrapped(3, 4, three, NULL, NULL);
+  knnwb_matrix_set_row_absent(absent, 1);
+  knnwb_matrix_set_row_absent(absent, 2);
+  for (size_t k = 1; k <= 2; k++) {
+    options.k = k;
+    KnnwbNeighbors *neighbors = NULL;
+    g_autoptr(GError) error = NULL;
+    g_assert_false(knnwb_knn_self(absent, &options, &neighbors, &error));
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+    g_assert_cmpstr(error->message, ==,
+                    k == 1 ? "k = 1 but only 1 row holds values (2 of the 3 rows are absent: rows "
+                             "with missing values, or constant rows dropped): a kNN graph needs "
+                             "at least 2"
+                           : "k = 2 but only 1 row holds values (2 of the 3 rows are absent: rows "
+                             "with missing values, or constant rows dropped): a kNN graph needs "
+                             "at least 2");
+  }
+  three[8] = 5; /* row 2 has values again */
+  g_autoptr(KnnwbMatrix) one_absent = knnwb_matrix_new_wrapped(3, 4, three, NULL, NULL);
+  knnwb_matrix_set_row_absent(one_absent, 1);
+  options.k = 2;
+  {
+    KnnwbNeighbors *neighbors = NULL;
+    g_autoptr(GError) error = NULL;
+    g_assert_false(knnwb_knn_self(one_absent, &options, &neighbors, &error));
+    g_assert_nonnull(strstr(error->message, "each row has only 1 other row to choose neighbours "
+                                            "from (1 of the 3 rows is absent"));
+  }
 
   /* 2^40 rows that were never allocated (the wrapped pointer is never read). */
   float dummy[4] = {0};

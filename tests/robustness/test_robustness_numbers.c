@@ -170,7 +170,7 @@ static void test_constant_rows(void)
                                   "-q", "-o", output, NULL),
                     ==, 1);
     g_assert_nonnull(strstr(err, "row 2 (FLAT) (counted from 0) is constant"));
-    g_assert_nonnull(strstr(err, "--drop-degenerate"));
+    g_assert_nonnull(strstr(err, "--drop-degenerate, pipeline drop-degenerate=\"true\")"));
     g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
     g_clear_pointer(&err, g_free);
     g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", input, "-k", "2", "--metric", metrics[m],

@@ -106,6 +106,34 @@ static void test_query_brute_force(void)
         g_assert_cmpint(votes[q], ==, v);
       }
     }
+  /* The query from another file, its genes (named columns) in another order: the same
+   * predictions as the brute force on the reference's order (compared by position before). */
+  static const size_t order[7] = {3, 6, 0, 5, 1, 4, 2};
+  g_autoptr(KnnwbMatrix) shuffled = knnwb_matrix_new(23, 7, NULL);
+  for (size_t j = 0; j < 7; j++) {
+    g_autofree char *name = g_strdup_printf("gene%zu", j);
+    knnwb_matrix_set_col_label(data, j, name);
+    g_autofree char *moved = g_strdup_printf("gene%zu", order[j]);
+    knnwb_matrix_set_col_label(shuffled, j, moved);
+    for (size_t q = 0; q < 23; q++)
+      shuffled->values[q * 7 + j] = query->values[q * 7 + order[j]];
+  }
+  {
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.k = 5;
+    options.metric = KNNWB_METRIC_EUCLIDEAN;
+    int32_t predicted[23], votes[23];
+    g_autoptr(GError) error = NULL;
+    g_assert_true(knnwb_classify_query(data, cls, 4, shuffled, &options, predicted, votes, &error));
+    g_assert_no_error(error);
+    for (int q = 0; q < 23; q++) {
+      int32_t p = -2, v = -2;
+      brute_classify(data, query->values + q * 7, usable, cls, 4, 5, options.metric, &p, &v);
+      g_assert_cmpint(predicted[q], ==, p);
+      g_assert_cmpint(votes[q], ==, v);
+    }
+  }
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
   options.k = 200;

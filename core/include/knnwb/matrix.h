@@ -29,7 +29,7 @@ typedef struct {
   void (*values_destroy)(void *values, size_t n_bytes, void *data);
   void *values_destroy_data;
   gboolean values_borrowed;
-  GPtrArray *annotations[2]; /* per KnnwbMatrixAxis: KnnwbMatrixAnnotation*, in insertion order */
+  GPtrArray *annotations[2];  /* per KnnwbMatrixAxis: KnnwbMatrixAnnotation*, in insertion order */
   unsigned char *absent_rows; /* n_rows flags, or NULL when no row is absent */
   size_t n_absent_rows;
 } KnnwbMatrix;
@@ -74,14 +74,15 @@ const char **knnwb_matrix_annotation_keys(const KnnwbMatrix *matrix, KnnwbMatrix
 
 /**
  * Allocates an n_rows x n_cols matrix of zeros with no labels.
- * Errors: KNNWB_ERROR_NO_MEMORY when n_rows * n_cols * sizeof(float) overflows or cannot be allocated.
- * Complexity: O(n_rows * n_cols) time (zeroing) and memory.
+ * Errors: KNNWB_ERROR_NO_MEMORY when n_rows * n_cols * sizeof(float) overflows or cannot be
+ * allocated. Complexity: O(n_rows * n_cols) time (zeroing) and memory.
  */
 KnnwbMatrix *knnwb_matrix_new(size_t n_rows, size_t n_cols, GError **error);
 
 /**
- * Wraps values the caller already has (a mapped file, for instance). values_destroy(values, n_bytes,
- * data) is called by knnwb_matrix_free; pass NULL to keep ownership (then values must outlive the matrix).
+ * Wraps values the caller already has (a mapped file, for instance). values_destroy(values,
+ * n_bytes, data) is called by knnwb_matrix_free; pass NULL to keep ownership (then values must
+ * outlive the matrix).
  */
 KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *values,
                                       void (*values_destroy)(void *, size_t, void *), void *data);
@@ -108,10 +109,25 @@ const char *knnwb_matrix_row_label(const KnnwbMatrix *matrix, size_t i);
 KnnwbMatrix *knnwb_matrix_transpose(const KnnwbMatrix *matrix, GError **error);
 
 /**
+ * Matches a query's columns to a reference's by name, for a kNN query or a classification of new
+ * rows: when both have column names and they differ in order, *matched receives a new matrix of
+ * the query's rows with the reference's columns in the reference's order, taken by name (extra
+ * query columns are left out, with a message); otherwise *matched is NULL and the query is used as
+ * it is (no names, the same names in the same order, or no name in common: then by position with
+ * a warning). Row labels, classes and absent marks are kept; column annotations are not.
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT when some reference columns are not in the query (named) or
+ * either repeats a name; KNNWB_ERROR_NO_MEMORY.
+ * Complexity: O(query rows x reference columns + columns) time, the new matrix in memory.
+ */
+gboolean knnwb_matrix_match_columns(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                    KnnwbMatrix **matched, GError **error);
+
+/**
  * Returns a new matrix holding the rows whose keep[i] is TRUE, in order, with their labels.
  * Errors: KNNWB_ERROR_NO_MEMORY.
  */
-KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean *keep, GError **error);
+KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean *keep,
+                                      GError **error);
 
 /**
  * Checks every value is finite. On the first NaN/Inf sets KNNWB_ERROR_INVALID_DATA naming the row

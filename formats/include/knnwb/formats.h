@@ -118,6 +118,9 @@ typedef struct {
                                   unknown; the rows of the blocks before it) */
   gboolean quoted;           /**< block_read text: a '"' was seen, so a field may span lines and
                                   the byte ranges may cut a record: read the file whole instead */
+  size_t n_tiny_values;      /**< CSV/TSV/GCT/GEO: nonzero values below float's normal range
+                                  (1.2e-38), read as subnormals with fewer digits or as 0 */
+  size_t first_tiny_line;    /**< 1-based line of the first of them, 0 if none */
 } KnnwbReadInfo;
 
 /**
