@@ -12,7 +12,7 @@
 # time of the whole job, and the same commands on a 300-row input (TINY rounds), whose time is
 # almost all fixed cost: what mpirun and MPI add to any run.
 # Not a ctest: tens of seconds, and on a shared machine the times are only as good as its load.
-# Usage: [PAIRS=7] [TINY=7] [MODE=split|whole] [MPIRUN_OPTIONS="..."] \
+# Usage: [PAIRS=7] [TINY=7] [AS_TYPED=1|0] [MODE=split|whole] [MPIRUN_OPTIONS="..."] \
 #        mpi_cpu_scaling.sh KNNWB [ROWS [COLS [K]]]
 #        (defaults: 7 pairs, split, 40000 128 20, pearson; MPIRUN_OPTIONS: none, the plain
 #        `mpirun -np 2` a user types (Open MPI binds each rank to a core); on a machine with fewer
@@ -59,12 +59,17 @@ commands=("$knnwb knn -k $k -b cpu -t 2"
   "mpirun $options -np 1 $knnwb knn -k $k -b cpu -t 2"
   "mpirun $options --bind-to none -np 1 $knnwb knn -k $k -b cpu -t 2"
   "mpirun $options -np 2 $knnwb knn -k $k -b cpu --mpi-input $mode")
+keep=(0 1 2 3)
 case " $options " in
-*" --bind-to "*) # the rank of `mpirun -np 1` is bound as the options say: no unbound variant
-  names=("${names[0]}" "${names[1]}" "${names[3]}")
-  labels=("${labels[0]}" "${labels[1]}" "${labels[3]}")
-  commands=("${commands[0]}" "${commands[1]}" "${commands[3]}") ;;
+*" --bind-to "*) keep=(0 1 3) ;; # `mpirun -np 1` is bound as the options say: no unbound variant
 esac
+kept_names=() kept_labels=() kept_commands=()
+for c in "${keep[@]}"; do
+  # AS_TYPED=0 leaves out the one-core command (twice the others' time at 100,000 rows)
+  [ "$c" = 1 ] && [ "${AS_TYPED:-1}" = 0 ] && continue
+  kept_names+=("${names[$c]}") kept_labels+=("${labels[$c]}") kept_commands+=("${commands[$c]}")
+done
+names=("${kept_names[@]}") labels=("${kept_labels[@]}") commands=("${kept_commands[@]}")
 last=$((${#names[@]} - 1))
 echo "input: $rows x $cols float32 NPY, k = $k, pearson, cpu; 2 ranks: --mpi-input $mode${options:+, $options}"
 # shellcheck disable=SC2086 # options are words
