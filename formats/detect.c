@@ -78,6 +78,21 @@ static gboolean knnwb_formats_content_fits(KnnwbInputFormat format, KnnwbContent
   }
 }
 
+/* Past comment lines above a table ('#' and no tab: featureCounts' "# Program:featureCounts ..."
+ * line), as the delimited reader skips them. */
+static const char *knnwb_formats_skip_comment_lines(const char *text, const char *end)
+{
+  while (text < end && *text == '#') {
+    const char *c = text;
+    while (c < end && *c != '\n' && *c != '\t')
+      c++;
+    if (c >= end || *c == '\t')
+      return text;
+    text = c + 1;
+  }
+  return text;
+}
+
 static KnnwbInputFormat knnwb_formats_input_from_content(KnnwbContentKind kind, const char *head,
                                                          size_t length)
 {
@@ -96,6 +111,7 @@ static KnnwbInputFormat knnwb_formats_input_from_content(KnnwbContentKind kind, 
       text += 3;
     while (text < end && (*text == ' ' || *text == '\r' || *text == '\n' || *text == '\t'))
       text++;
+    text = knnwb_formats_skip_comment_lines(text, end);
     const char *newline = memchr(text, '\n', (size_t)(end - text));
     size_t first_line = newline != NULL ? (size_t)(newline - text) : (size_t)(end - text);
     if (memchr(text, '\t', first_line) != NULL)
@@ -117,6 +133,7 @@ static gboolean knnwb_formats_first_line_has_space(const char *head, size_t leng
     text += 3;
   while (text < end && g_ascii_isspace(*text))
     text++;
+  text = knnwb_formats_skip_comment_lines(text, end);
   gboolean space = FALSE; /* seen since the last word */
   for (; text < end && *text != '\n' && *text != '\r'; text++) {
     if (*text == ' ')

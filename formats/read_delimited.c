@@ -531,6 +531,20 @@ static void knnwb_delimited_warn_header_guess(const char *path, const KnnwbMatri
   }
 }
 
+/* The columns featureCounts writes before the samples' counts. */
+static const char *const knnwb_delimited_feature_counts[] = {"Geneid", "Chr",    "Start",
+                                                             "End",    "Strand", "Length"};
+
+static gboolean knnwb_delimited_is_feature_counts(GPtrArray *header)
+{
+  if (header->len <= G_N_ELEMENTS(knnwb_delimited_feature_counts))
+    return FALSE;
+  for (size_t f = 0; f < G_N_ELEMENTS(knnwb_delimited_feature_counts); f++)
+    if (strcmp(g_ptr_array_index(header, f), knnwb_delimited_feature_counts[f]) != 0)
+      return FALSE;
+  return TRUE;
+}
+
 /* Reads lines until a non-blank one. 0 = end of file. */
 static int knnwb_delimited_next_nonblank(KnnwbTextInput *input, const char **line, size_t *length,
                                          GError **error)
@@ -562,6 +576,10 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   const char *line;
   size_t length;
   int got = knnwb_delimited_next_nonblank(&input, &line, &length, error);
+  /* A comment line above the table, as featureCounts writes ("# Program:featureCounts ...
+   * Command: ..."): '#' and no separator in it (a header "#gene<TAB>S1" stays the header). */
+  while (got > 0 && length > 0 && line[0] == '#' && memchr(line, delimiter, length) == NULL)
+    got = knnwb_delimited_next_nonblank(&input, &line, &length, error);
   if (got <= 0) {
     if (got == 0)
       knnwb_formats_parse_error(error, path, MAX(input.line_number, 1), 0,
@@ -658,6 +676,12 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   if (label_column >= 0) {
     kinds[label_column] = KNNWB_COLUMN_LABEL;
     n_values--;
+  }
+  if (label_column == 0 && header != NULL && knnwb_delimited_is_feature_counts(header)) {
+    /* featureCounts' gene annotation ("1;1;1", "+;+;+", the length) is not expression. */
+    for (size_t f = 1; f < G_N_ELEMENTS(knnwb_delimited_feature_counts); f++)
+      kinds[f] = KNNWB_COLUMN_SKIP;
+    n_values -= G_N_ELEMENTS(knnwb_delimited_feature_counts) - 1;
   }
   if (n_values == 0) {
     /* One field per line is most often the wrong separator: Excel writes ';' (with decimal

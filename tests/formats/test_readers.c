@@ -434,6 +434,37 @@ static void test_delimited_tiny_values(void)
   knnwb_matrix_free(m);
 }
 
+/* featureCounts' output, the usual RNA-seq count file: a "# Program:featureCounts" line above the
+ * table and five columns of gene annotation ("1;1", "+;+", the length) before the counts. Was
+ * "cannot tell the format ... spaces" (.txt) and "'1;1' in column Chr is not a number". A '#'
+ * header with separators stays the header; annotation columns are skipped only under
+ * featureCounts' exact header. */
+static void test_delimited_feature_counts(void)
+{
+  const char *text = "# Program:featureCounts v2.0.1; Command:\"featureCounts\" \"-a\" \"g.gtf\"\n"
+                     "Geneid\tChr\tStart\tEnd\tStrand\tLength\ta.bam\tb.bam\n"
+                     "G1\t1;1\t11869;12010\t12227;12057\t+;+\t1735\t0\t3\n"
+                     "G2\t1\t14404\t29570\t-\t15000\t10\t30\n";
+  g_autofree char *path = formats_test_write("counts.txt", text, -1);
+  KnnwbReadInfo info;
+  KnnwbMatrix *m = read_ok(path, NULL, &info);
+  g_assert_cmpint(info.format, ==, KNNWB_INPUT_TSV);
+  g_assert_cmpuint(m->n_rows, ==, 2);
+  g_assert_cmpuint(m->n_cols, ==, 2);
+  assert_row(m, 0, "G1", (const float[]){0, 3});
+  assert_row(m, 1, "G2", (const float[]){10, 30});
+  g_assert_cmpstr(m->col_labels[0], ==, "a.bam");
+  g_assert_cmpstr(m->col_labels[1], ==, "b.bam");
+  knnwb_matrix_free(m);
+
+  g_autofree char *hashed =
+      formats_test_write("hashed.tsv", "#gene\tS1\tS2\nG1\t1\t2\nG2\t3\t4\n", -1);
+  m = read_ok(hashed, NULL, NULL);
+  g_assert_cmpuint(m->n_rows, ==, 2);
+  g_assert_cmpstr(m->col_labels[0], ==, "S1");
+  knnwb_matrix_free(m);
+}
+
 /* Separators ending the lines, as real exports have them: Excel's unnamed empty column (every line,
  * the header too), scripts printing a tab after every value (data lines only: this looked like
  * R's header without the label column and shifted every column name), a header alone, two
@@ -845,6 +876,7 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/delimited/trailing-separators", test_delimited_trailing_separators);
   g_test_add_func("/formats/delimited/numeric-headers", test_delimited_numeric_headers);
   g_test_add_func("/formats/delimited/tiny-values", test_delimited_tiny_values);
+  g_test_add_func("/formats/delimited/feature-counts", test_delimited_feature_counts);
   g_test_add_func("/formats/gct/good", test_gct_good);
   g_test_add_func("/formats/gct/malformed", test_gct_malformed);
   g_test_add_func("/formats/npy/good", test_npy_good);
