@@ -206,8 +206,10 @@ checked:
   }
   ok = knnwb_knn_rounds(options, select, backend, &query, reference, self, available, threads,
                         group, first, last - first, lists_fresh, result, error);
-  g_debug("knnwb: screen %s, %zu candidates per row, %zu row(s) re-selected in all",
-          knnwb_screen_to_string(screen), knnwb_screen_candidates(screen, k), result->n_reselected);
+  g_debug("knnwb: screen %s, %zu candidates per row, %zu row(s) re-selected in all, %zu of them "
+          "compared with every row",
+          knnwb_screen_to_string(screen), knnwb_screen_candidates(screen, k), result->n_reselected,
+          result->n_exhaustive);
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
 out:

@@ -46,8 +46,10 @@ gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc sele
     ok =
         ok && knnwb_knn_rounds(&distinct_options, select, backend, &distinct, &distinct, TRUE,
                                valid - 1, threads, group, first, last - first, FALSE, lists, error);
-    if (ok)
+    if (ok) {
       result->n_reselected += lists->n_reselected;
+      result->n_exhaustive += lists->n_exhaustive;
+    }
     if (group != NULL) {
       if (!group->agree(group, ok, error))
         ok = FALSE;
@@ -90,6 +92,7 @@ gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelec
                               threads, group, row0, n_rows, FALSE, lists, error);
   if (ok) {
     result->n_reselected += lists->n_reselected;
+    result->n_exhaustive += lists->n_exhaustive;
     knnwb_duplicates_expand_query(duplicates, lists, threads, result);
   }
   knnwb_prepared_clear(&distinct);

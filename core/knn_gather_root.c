@@ -63,6 +63,7 @@ gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeig
     gathered->backend_used = g_strdup(own->backend_used);
     gathered->screen_used = own->screen_used;
     gathered->n_reselected = own->n_reselected;
+    gathered->n_exhaustive = own->n_exhaustive;
   }
   const struct {
     const void *mine;

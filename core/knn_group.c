@@ -45,6 +45,7 @@ KnnwbNeighbors *knnwb_knn_group_gather_blocks(const KnnwbKnnGroup *group, const 
   all->backend_used = g_strdup(own->backend_used);
   all->screen_used = own->screen_used;
   all->n_reselected = own->n_reselected;
+  all->n_exhaustive = own->n_exhaustive;
   g_autofree const void **send = g_new(const void *, ranks);
   g_autofree size_t *send_bytes = g_new(size_t, ranks);
   g_autofree void **receive = g_new(void *, ranks);

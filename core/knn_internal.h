@@ -112,17 +112,41 @@ gboolean knnwb_knn_status_to_error(int status, const char *message, const char *
 int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_size);
 
 /**
+ * Scratch memory the refine reuses from row to row (one per thread; {0} to start, cleared with
+ * knnwb_refine_scratch_clear). Aborts like g_malloc when memory runs out: m is bounded by the
+ * run's memory budget.
+ */
+typedef struct {
+  void *block;
+  size_t bytes;
+} KnnwbRefineScratch;
+
+void knnwb_refine_scratch_clear(KnnwbRefineScratch *scratch);
+
+/**
  * Refines one query row: exact distances of its m candidates (self_index, when >= 0, skipped),
  * sorted by (distance, index), the first k into out_index/out_distance. candidate_distance (NULL,
  * or m distances a backend computed bit for bit as knnwb_prepared_distance) saves computing them.
- * Returns TRUE when a rounding-error bound proves no non-candidate is nearer than the k-th (or
- * every valid reference was a candidate).
+ * scratch: reused buffers, or NULL. Returns TRUE when a rounding-error bound proves no
+ * non-candidate is nearer than the k-th (or every valid reference was a candidate).
+ * O(m d + k log k) expected.
  */
 gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
                           const KnnwbPrepared *reference, int64_t self_index,
                           const int64_t *candidate_index, const float *candidate_score,
                           const double *candidate_distance, size_t m, size_t available, size_t k,
-                          int64_t *out_index, double *out_distance);
+                          KnnwbRefineScratch *scratch, int64_t *out_index, double *out_distance);
+
+/**
+ * The exact list of one query row against every valid reference row (self_index, when >= 0,
+ * skipped): exact distances of all of them, the k best by (distance, index), padded with -1 and
+ * +inf past the valid ones. For rows whose screening window holds a large part of all rows (dense
+ * ties), where screening costs more than it saves. O(n d + k log k) expected; scratch as above.
+ */
+void knnwb_refine_row_exhaustive(const KnnwbPrepared *query, size_t query_row,
+                                 const KnnwbPrepared *reference, int64_t self_index, size_t k,
+                                 KnnwbRefineScratch *scratch, int64_t *out_index,
+                                 double *out_distance);
 
 /**
  * A lower bound of the exact distance of a pair (query_row, any reference row) whose float score

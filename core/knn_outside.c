@@ -65,6 +65,7 @@ static void knnwb_outside_refine(size_t first, size_t last, void *user)
 {
   KnnwbOutsideLoop *loop = user;
   const KnnwbPrepared *p = &loop->search->prepared;
+  KnnwbRefineScratch scratch = {0};
   for (size_t t = first; t < last; t++) {
     if (loop->available[t] == 0) {
       loop->answer_index[t] = -1;
@@ -75,9 +76,10 @@ static void knnwb_outside_refine(size_t first, size_t last, void *user)
     gboolean ok =
         knnwb_refine_row(p, (size_t)loop->rows[t], p, -1, loop->cand_index + t * loop->kc,
                          loop->cand_score + t * loop->kc, NULL, loop->kc, loop->available[t], 1,
-                         &loop->answer_index[t], &loop->answer_distance[t]);
+                         &scratch, &loop->answer_index[t], &loop->answer_distance[t]);
     loop->uncertified[t] = ok ? 0 : 1;
   }
+  knnwb_refine_scratch_clear(&scratch);
 }
 
 gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *group,

@@ -46,6 +46,7 @@ static void knnwb_split_refine_rows(size_t first, size_t last, void *user)
 {
   KnnwbSplitRefine *refine = user;
   const size_t k = refine->k, kc = refine->lists->kc;
+  KnnwbRefineScratch scratch = {0};
   for (size_t t = first; t < last; t++) {
     const size_t i = refine->rows ? (size_t)refine->rows[t] : t;
     int64_t *out_index = refine->result->indices + i * k;
@@ -60,13 +61,15 @@ static void knnwb_split_refine_rows(size_t first, size_t last, void *user)
       continue;
     }
     knnwb_split_complete_row(refine, i, t);
-    gboolean ok = knnwb_refine_row(
-        refine->query, i, refine->reference, refine->self ? (int64_t)(refine->first + i) : -1,
-        refine->lists->index + t * kc, refine->lists->score + t * kc,
-        refine->lists->distance + t * kc, kc, refine->available, k, out_index, out_distance);
+    gboolean ok = knnwb_refine_row(refine->query, i, refine->reference,
+                                   refine->self ? (int64_t)(refine->first + i) : -1,
+                                   refine->lists->index + t * kc, refine->lists->score + t * kc,
+                                   refine->lists->distance + t * kc, kc, refine->available, k,
+                                   &scratch, out_index, out_distance);
     refine->result->n_found[i] = (int32_t)k;
     refine->uncertified[t] = ok ? 0 : 1;
   }
+  knnwb_refine_scratch_clear(&scratch);
 }
 
 void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refine, size_t count,

@@ -44,10 +44,15 @@ static uint64_t knnwb_scored_key(double distance)
  * then every run of equal distances by index. Large k (thousands of candidates per row) made
  * qsort's comparator calls the refine's main cost. O(m) per pass, m + 2 m words of scratch.
  */
-static void knnwb_scored_radix_sort(KnnwbScored *items, size_t m)
+static int knnwb_scored_index_compare(const void *a, const void *b)
 {
-  uint64_t *keys = g_new(uint64_t, 2 * m);
-  KnnwbScored *other = g_new(KnnwbScored, m);
+  const KnnwbScored *x = a, *y = b;
+  return x->index < y->index ? -1 : (x->index > y->index);
+}
+
+static void knnwb_scored_radix_sort(KnnwbScored *items, size_t m, uint64_t *keys,
+                                    KnnwbScored *other)
+{
   uint64_t *key = keys, *key_other = keys + m;
   for (size_t i = 0; i < m; i++)
     key[i] = knnwb_scored_key(items[i].distance);
@@ -82,25 +87,52 @@ static void knnwb_scored_radix_sort(KnnwbScored *items, size_t m)
     size_t j = i + 1;
     while (j < m && items[j].distance == items[i].distance)
       j++;
-    for (size_t a = i + 1; a < j; a++) { /* ties: lower index first */
-      KnnwbScored item = items[a];
-      size_t b = a;
-      while (b > i && items[b - 1].index > item.index) {
-        items[b] = items[b - 1];
-        b--;
+    if (j - i > 32) {
+      /* a long run of equal distances (rows alike up to scale: thousands of exact ties) */
+      qsort(items + i, j - i, sizeof *items, knnwb_scored_index_compare);
+    } else {
+      for (size_t a = i + 1; a < j; a++) { /* ties: lower index first */
+        KnnwbScored item = items[a];
+        size_t b = a;
+        while (b > i && items[b - 1].index > item.index) {
+          items[b] = items[b - 1];
+          b--;
+        }
+        items[b] = item;
       }
-      items[b] = item;
     }
     i = j;
   }
-  g_free(keys);
-  g_free(other);
 }
 
-static void knnwb_scored_sort(KnnwbScored *items, size_t m)
+/*
+ * One block of scratch memory for the refine of many rows (knnwb_refine_scratch_get): a row's
+ * candidates, exact distances and sort buffers came from a dozen allocations of m items each,
+ * and above glibc's mmap threshold every one was a fresh mapping whose pages faulted in again:
+ * rows whose ties put every row in the window (m = 18,000) spent most of the refine there.
+ */
+static void *knnwb_refine_scratch_get(KnnwbRefineScratch *scratch, size_t bytes)
+{
+  if (bytes > scratch->bytes) {
+    g_free(scratch->block);
+    scratch->block = g_malloc(bytes);
+    scratch->bytes = bytes;
+  }
+  return scratch->block;
+}
+
+void knnwb_refine_scratch_clear(KnnwbRefineScratch *scratch)
+{
+  g_free(scratch->block);
+  scratch->block = NULL;
+  scratch->bytes = 0;
+}
+
+/* Sorts m items by (distance, index); m > 64 needs keys (2 m) and other (m) as scratch. */
+static void knnwb_scored_sort(KnnwbScored *items, size_t m, uint64_t *keys, KnnwbScored *other)
 {
   if (m > 64) {
-    knnwb_scored_radix_sort(items, m);
+    knnwb_scored_radix_sort(items, m, keys, other);
     return;
   }
   for (size_t i = 1; i < m; i++) {
@@ -112,6 +144,69 @@ static void knnwb_scored_sort(KnnwbScored *items, size_t m)
     }
     items[j] = item;
   }
+}
+
+static inline gboolean knnwb_scored_less(const KnnwbScored *x, const KnnwbScored *y)
+{
+  return x->distance < y->distance || (x->distance == y->distance && x->index < y->index);
+}
+
+/*
+ * The k smallest of m items by (distance, index), sorted, in items[0 .. k): a quickselect
+ * (median-of-three pivots; indices are unique, so no key repeats) that sorts what is left when it
+ * recurses too deep, then the sort of the k. O(m + k log k) expected, where sorting all m was
+ * the refine's cost for rows with thousands of candidates and k of a few. Scratch as
+ * knnwb_scored_sort's for max(m, k) items.
+ */
+static void knnwb_scored_smallest(KnnwbScored *items, size_t m, size_t k, uint64_t *keys,
+                                  KnnwbScored *other)
+{
+  if (k >= m || m <= 64) {
+    knnwb_scored_sort(items, m, keys, other);
+    return;
+  }
+  size_t lo = 0, hi = m; /* items[lo .. hi) holds the k-th smallest */
+  int depth = 2 * (int)g_bit_storage(m);
+  while (hi - lo > 64) {
+    if (depth-- == 0) {
+      knnwb_scored_sort(items + lo, hi - lo, keys, other);
+      lo = hi;
+      break;
+    }
+    KnnwbScored *a = &items[lo], *b = &items[lo + (hi - lo) / 2], *c = &items[hi - 1];
+    const KnnwbScored *median = knnwb_scored_less(a, b) ? (knnwb_scored_less(b, c)   ? b
+                                                           : knnwb_scored_less(a, c) ? c
+                                                                                     : a)
+                                                        : (knnwb_scored_less(a, c)   ? a
+                                                           : knnwb_scored_less(b, c) ? c
+                                                                                     : b);
+    const KnnwbScored pivot = *median;
+    /* three parts: below the pivot, the pivot, above it */
+    size_t below = lo;
+    for (size_t i = lo; i < hi; i++)
+      if (knnwb_scored_less(&items[i], &pivot)) {
+        KnnwbScored t = items[i];
+        items[i] = items[below];
+        items[below++] = t;
+      }
+    size_t at = below;
+    for (size_t i = below; i < hi; i++)
+      if (items[i].index == pivot.index && items[i].distance == pivot.distance) {
+        KnnwbScored t = items[i];
+        items[i] = items[at];
+        items[at] = t;
+        break;
+      }
+    if (k <= below)
+      hi = below;
+    else if (k == below + 1)
+      hi = lo = below + 1;
+    else
+      lo = below + 1;
+  }
+  if (lo < hi)
+    knnwb_scored_sort(items + lo, hi - lo, keys, other);
+  knnwb_scored_sort(items, k, keys, other);
 }
 
 /* L1 scores of rows scaled by 2^-e (e > 0 only near the float limit): scaling is exact except
@@ -221,16 +316,42 @@ static void knnwb_refine_compute(const KnnwbPrepared *query, size_t query_row,
       knnwb_prepared_distance(query, query_row, reference, (size_t)candidates[c].index);
 }
 
+/* The refine's arrays for m candidates and k, carved from one scratch block. */
+typedef struct {
+  KnnwbCandidate *candidates; /* m */
+  KnnwbScored *items;         /* max(m, k) */
+  KnnwbScored *other;         /* max(m, k): sort scratch */
+  uint64_t *keys;             /* 2 max(m, k): sort scratch */
+  float *scores;              /* m */
+  unsigned char *first;       /* m */
+} KnnwbRefineArrays;
+
+static KnnwbRefineArrays knnwb_refine_arrays(KnnwbRefineScratch *scratch, size_t m, size_t k)
+{
+  const size_t n = MAX(m, k);
+  const size_t bytes = m * sizeof(KnnwbCandidate) + 2 * n * sizeof(KnnwbScored) +
+                       2 * n * sizeof(uint64_t) + m * sizeof(float) + m;
+  char *block = knnwb_refine_scratch_get(scratch, bytes);
+  KnnwbRefineArrays a;
+  a.candidates = (KnnwbCandidate *)(void *)block;
+  a.items = (KnnwbScored *)(void *)(block + m * sizeof(KnnwbCandidate));
+  a.other = a.items + n;
+  a.keys = (uint64_t *)(void *)(a.other + n);
+  a.scores = (float *)(void *)(a.keys + 2 * n);
+  a.first = (unsigned char *)(a.scores + m);
+  return a;
+}
+
 gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
                           const KnnwbPrepared *reference, int64_t self_index,
                           const int64_t *candidate_index, const float *candidate_score,
                           const double *candidate_distance, size_t m, size_t available, size_t k,
-                          int64_t *out_index, double *out_distance)
+                          KnnwbRefineScratch *scratch, int64_t *out_index, double *out_distance)
 {
-  KnnwbScored stack_items[64];
-  KnnwbCandidate stack_candidates[64];
-  KnnwbScored *items = m <= 64 ? stack_items : g_new(KnnwbScored, m);
-  KnnwbCandidate *candidates = m <= 64 ? stack_candidates : g_new(KnnwbCandidate, m);
+  KnnwbRefineScratch own = {0};
+  const KnnwbRefineArrays arrays = knnwb_refine_arrays(scratch ? scratch : &own, m, k);
+  KnnwbScored *items = arrays.items;
+  KnnwbCandidate *candidates = arrays.candidates;
   size_t count = 0;
   float worst = -INFINITY;
   for (size_t c = 0; c < m; c++) {
@@ -249,16 +370,14 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
    * margin past k rarely needs them all). Those left out are farther than the k-th, so the lists
    * are the k best of all candidates by (distance, index) whatever the order: with the backend's
    * distances, no order is needed. */
-  unsigned char stack_first[64];
-  unsigned char *first = count <= 64 ? stack_first : g_new(unsigned char, count);
+  unsigned char *first = arrays.first;
   if (candidate_distance == NULL && count > k) {
     /* The k best scores by the k-th of them (selected on a copy: O(m), where sorting every
      * candidate by score was most of the refine at large k); ties at the k-th: the first ones. */
-    float *scratch = g_new(float, count);
+    float *scores = arrays.scores;
     for (size_t c = 0; c < count; c++)
-      scratch[c] = candidates[c].score;
-    const float kth_score = knnwb_float_kth_smallest(scratch, count, k);
-    g_free(scratch);
+      scores[c] = candidates[c].score;
+    const float kth_score = knnwb_float_kth_smallest(scores, count, k);
     size_t below = 0;
     for (size_t c = 0; c < count; c++)
       below += candidates[c].score < kth_score;
@@ -288,9 +407,9 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
         kth = items[computed].distance;
       computed++;
     }
-  if (first != stack_first)
-    g_free(first);
-  knnwb_scored_sort(items, computed);
+  /* Only the k best are kept: selected, then sorted (sorting all was the cost where ties put
+   * thousands of candidates within the bound) */
+  knnwb_scored_smallest(items, computed, MIN(k, computed), arrays.keys, arrays.other);
   size_t kept = MIN(k, computed);
   for (size_t r = 0; r < kept; r++) {
     out_index[r] = items[r].index;
@@ -303,11 +422,38 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
   gboolean certified = count >= available || (kept == k && k > 0 &&
                                               knnwb_refine_certified(query, query_row, reference,
                                                                      worst, items[k - 1].distance));
-  if (items != stack_items)
-    g_free(items);
-  if (candidates != stack_candidates)
-    g_free(candidates);
+  knnwb_refine_scratch_clear(&own);
   return certified;
+}
+
+void knnwb_refine_row_exhaustive(const KnnwbPrepared *query, size_t query_row,
+                                 const KnnwbPrepared *reference, int64_t self_index, size_t k,
+                                 KnnwbRefineScratch *scratch, int64_t *out_index,
+                                 double *out_distance)
+{
+  KnnwbRefineScratch own = {0};
+  const size_t n = reference->n;
+  const KnnwbRefineArrays arrays = knnwb_refine_arrays(scratch ? scratch : &own, 0, MAX(n, k));
+  KnnwbScored *items = arrays.items;
+  size_t count = 0;
+  for (size_t j = 0; j < n; j++) {
+    if ((int64_t)j == self_index || (reference->invalid != NULL && reference->invalid[j]))
+      continue;
+    items[count].index = (int64_t)j;
+    items[count].distance = knnwb_prepared_distance(query, query_row, reference, j);
+    count++;
+  }
+  const size_t kept = MIN(k, count);
+  knnwb_scored_smallest(items, count, kept, arrays.keys, arrays.other);
+  for (size_t r = 0; r < kept; r++) {
+    out_index[r] = items[r].index;
+    out_distance[r] = items[r].distance;
+  }
+  for (size_t r = kept; r < k; r++) {
+    out_index[r] = -1;
+    out_distance[r] = INFINITY;
+  }
+  knnwb_refine_scratch_clear(&own);
 }
 
 gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,

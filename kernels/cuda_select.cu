@@ -309,10 +309,20 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
   for (int attempt = 0; attempt < 8 && status == KNNWB_KERNELS_OUT_OF_MEMORY; attempt++) {
     KnnwbSelectPlan plan;
     if (!knnwb_select_plan_choose(job, limits.budget, limits.sm_count, limits.shared_kc, &plan)) {
-      set_message(message, message_size,
-                  "out of GPU memory: a budget of %zu bytes per device cannot hold the smallest "
-                  "tiles for %zu x %zu rows, dim %zu, kc %zu",
-                  limits.budget, job->n_query, job->n_reference, job->dim, job->kc);
+      /* A budget below the fixed share (context slack, cuBLAS workspace) fails for any input:
+       * say so, instead of blaming the sizes (seen with --gpu-memory 64M on 2 rows). */
+      if (limits.budget <= KNNWB_SELECT_OVERHEAD_BYTES + ((size_t)16 << 20))
+        set_message(message, message_size,
+                    "out of GPU memory: a budget of %zu MiB per device is too small for any "
+                    "search: the CUDA context and cuBLAS's workspace take %zu MiB of it before "
+                    "the first tile; give --gpu-memory 128M or more",
+                    limits.budget >> 20, (size_t)KNNWB_SELECT_OVERHEAD_BYTES >> 20);
+      else
+        set_message(message, message_size,
+                    "out of GPU memory: a budget of %zu MiB per device cannot hold the smallest "
+                    "tiles for %zu x %zu rows, dim %zu, kc %zu; give a larger --gpu-memory or use "
+                    "more GPUs",
+                    limits.budget >> 20, job->n_query, job->n_reference, job->dim, job->kc);
       return KNNWB_KERNELS_OUT_OF_MEMORY;
     }
     status =

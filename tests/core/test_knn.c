@@ -526,7 +526,7 @@ static void test_refine_certify_as_refine(void)
         }
       }
       gboolean a = knnwb_refine_row(&p, i, &p, (int64_t)i, index, score, distance, kc, available, k,
-                                    out_a, dist_a);
+                                    NULL, out_a, dist_a);
       qsort(pairs, n_pairs, 2 * sizeof(double), refine_pair_compare);
       for (size_t r = 0; r < k; r++) { /* what the device writes; past the valid ones, junk */
         out_b[r] = r < n_pairs ? (int64_t)pairs[2 * r + 1] : 12345;

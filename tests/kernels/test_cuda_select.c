@@ -358,6 +358,15 @@ static void test_errors(void)
   g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==,
                   KNNWB_KERNELS_OUT_OF_MEMORY);
   g_assert_nonnull(strstr(message, "memory"));
+  /* --gpu-memory 64M on 8 rows: the message names the fixed share and the budget to give, not the
+   * input's sizes (it used to say the budget "cannot hold the smallest tiles for 8 x 8 rows") */
+  job.memory_bytes = (size_t)64 << 20;
+  g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==,
+                  KNNWB_KERNELS_OUT_OF_MEMORY);
+  g_assert_nonnull(strstr(message, "64 MiB"));
+  g_assert_nonnull(strstr(message, "--gpu-memory 128M"));
+  job.memory_bytes = (size_t)128 << 20;
+  g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==, KNNWB_KERNELS_OK);
   volatile int cancel = 1;
   job.memory_bytes = 0;
   job.cancel = &cancel;

@@ -124,6 +124,8 @@ typedef struct {
                            only for a group run with group_own_rows) */
   KnnwbScreen screen_used; /**< the screening precision the run used (never auto) */
   size_t n_reselected;     /**< rows the certificate sent back for a wider selection (all rounds) */
+  size_t n_exhaustive;     /**< of those, rows finally compared with every row: their windows held
+                                a large part of all rows (dense ties), see knnwb_knn_self */
 } KnnwbNeighbors;
 
 void knnwb_neighbors_free(KnnwbNeighbors *neighbors);
