@@ -364,6 +364,9 @@ static void test_wrong_format_messages(void)
   g_autofree char *xlsx =
       formats_test_write("sheet.csv", "PK\x03\x04\x14\0\x06\0[Content_Types].xml", 27);
   expect_error(xlsx, NULL, "the name says csv, but the file looks like an Excel workbook (.xlsx)");
+  /* Excel's "Unicode Text": UTF-16 with its byte-order mark (was "binary data"). */
+  g_autofree char *utf16 = formats_test_write("unicode.txt", "\xff\xfeg\0\t\0a\0\n\0", 10);
+  expect_error(utf16, NULL, "looks like UTF-16 text (as Excel's 'Unicode Text' saves)");
   /* Classic Mac OS line ends (old Excel for Mac): said "a header but no data rows follow it". */
   g_autofree char *mac = formats_test_write("mac.csv", "gene,a,b\rg0,1,2\rg1,3,4\r", -1);
   expect_error(mac, NULL, "mac.csv:1: the lines end with a carriage return alone");
