@@ -469,6 +469,18 @@ static gboolean knnwb_delimited_consecutive_integers(GPtrArray *fields, int labe
   return count >= 2;
 }
 
+/* Every field but the label a whole number (written without a point or exponent). */
+static gboolean knnwb_delimited_whole_numbers(GPtrArray *fields, int label_column)
+{
+  for (guint f = 0; f < fields->len; f++) {
+    gint64 value;
+    if ((int)f != label_column && !g_ascii_string_to_signed(g_ptr_array_index(fields, f), 10,
+                                                            G_MININT64, G_MAXINT64, &value, NULL))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 /* Names of a label column's header that no probe or gene has: above time points or sample numbers
  * (0, 1, 2, 4, 8) the header is numbers too. */
 static gboolean knnwb_delimited_is_header_word(const char *text)
@@ -508,7 +520,9 @@ static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_c
   if (label_column < 0 || (guint)label_column >= fields->len || fields->len < 2)
     return FALSE;
   const char *corner = g_ptr_array_index(fields, label_column);
-  return *corner == '\0' || knnwb_delimited_is_header_word(corner) ||
+  /* An empty label over floats is more likely a data row without a name than a header. */
+  return (*corner == '\0' && knnwb_delimited_whole_numbers(fields, label_column)) ||
+         knnwb_delimited_is_header_word(corner) ||
          (!knnwb_delimited_is_number(corner) &&
           knnwb_delimited_consecutive_integers(fields, label_column));
 }

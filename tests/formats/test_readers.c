@@ -408,6 +408,12 @@ static void test_delimited_numeric_headers(void)
   g_assert_cmpuint(m->n_rows, ==, 2);
   assert_row(m, 0, "g0", (const float[]){5, 0, 12});
   knnwb_matrix_free(m);
+  /* An unnamed first row of measurements (not whole numbers) stays a data row. */
+  g_autofree char *unnamed = formats_test_write("unnamed.tsv", "\t0.5\t1.25\ng1\t3\t3\n", -1);
+  m = read_ok(unnamed, NULL, NULL);
+  g_assert_cmpuint(m->n_rows, ==, 2);
+  assert_row(m, 0, "", (const float[]){0.5f, 1.25f});
+  knnwb_matrix_free(m);
 }
 
 /* Values below float's normal range (p-values of 1e-300): read as float rounds them (to 0 or a
