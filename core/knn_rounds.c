@@ -387,7 +387,7 @@ selected:
     KnnwbCertifyLoop certify = {query, reference,   options->k, available, row0,
                                 worst, valid_count, result,     flags};
     knnwb_parallel_for(threads, n_rows, 1024, knnwb_certify_rows, &certify);
-    /* G_MESSAGES_DEBUG=knnwb shows where the time goes. */
+    /* G_MESSAGES_DEBUG=all shows where the time goes. */
     g_debug("knnwb: %zu rows, %zu candidates: select and refine %.3f s (%s, refined on the "
             "device), certificate %.3f s",
             n_rows, kc, (double)(refine_start - select_start) / 1e6, backend,

@@ -1,6 +1,6 @@
 /* What a split-memory run reports while it works, and how it stops: rank 0's progress line in
  * steps of the schedule (a job's tiles filling in its step), the cancel flag checked between
- * steps, and each rank's debug timing lines (G_MESSAGES_DEBUG=knnwb). */
+ * steps, and each rank's debug timing lines (G_MESSAGES_DEBUG=all). */
 #include <time.h>
 #include <knnwb/error.h>
 #include "knn_split_internal.h"

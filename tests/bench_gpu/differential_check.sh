@@ -6,7 +6,7 @@
 # --drop-degenerate), NaN rows (with --drop-missing), components 1e-30 beside 1e30, values near the
 # float32 limit. Each case runs `knnwb knn` with --backend cpu and --backend cuda and compares the
 # .npy lists (indices and distances) byte for byte and the exit status and first message line when
-# the input is refused. Prints one line per case and a summary; exit 1 on any difference.
+# the input is refused (a GPU refusing a --gpu-memory too small for the input is counted apart). Prints one line per case and a summary; exit 1 on any difference.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/differential_check.sh OUT KNNWB [CASES]
 set -uo pipefail
 out=$1; knnwb=$2; cases=${3:-120}; mkdir -p "$out/d"
@@ -46,11 +46,11 @@ with open(d + "/cases.txt", "w") as f:
         if m in ("pearson", "abs-pearson", "spearman") and dim < 2:
             x = np.hstack([x, rng.standard_normal((n, 2)).astype(np.float32)])
         s = screens[(c // len(metrics)) % len(screens)]
-        mem = rng.choice(["-", "-", "64M", "256M"])
+        mem = rng.choice(["-", "-", "128M", "256M"])
         np.save("%s/c%03d.npy" % (d, c), x)
         f.write("%03d %d %d %d %s %s %s %s\n" % (c, n, x.shape[1], k, m, s, mem, ",".join(flags) or "-"))
 PY
-same=0 diff=0 refused=0
+same=0 diff=0 refused=0 budget=0
 while read -r c n dim k m s mem flags; do
   args=(knn "$out/d/c$c.npy" -k "$k" -m "$m" --quiet)
   [ "$flags" != - ] && args+=(${flags//,/ })
@@ -65,6 +65,8 @@ while read -r c n dim k m s mem flags; do
   if [ $rc_c = 0 ] && [ $rc_g = 0 ]; then
     if cmp -s "$out/d/cpu.npy" "$out/d/gpu.npy"; then same=$((same + 1)); echo "$line same"
     else diff=$((diff + 1)); echo "$line DIFFERENT"; cp "$out/d/c$c.npy" "$out/diff_c$c.npy" 2>/dev/null; fi
+  elif [ $rc_c = 0 ] && [ "$mem" != - ] && grep -q "out of GPU memory" "$out/d/gpu.err"; then
+    budget=$((budget + 1)); echo "$line GPU budget too small: $(head -c 200 "$out/d/gpu.err" | head -1)"
   elif [ $rc_c = $rc_g ] && [ $rc_c != 0 ]; then
     refused=$((refused + 1)); echo "$line refused by both: $(head -c 150 "$out/d/cpu.err" | head -1)"
   else
@@ -73,5 +75,5 @@ while read -r c n dim k m s mem flags; do
   rm -f "$out/d/cpu.npy" "$out/d/gpu.npy" "$out/d/c$c.npy"
 done <"$out/d/cases.txt"
 rm -rf "$out/d"
-echo "differential: $same same, $refused refused alike, $diff different"
+echo "differential: $same same, $refused refused alike, $budget refused by the GPU for its --gpu-memory, $diff different"
 [ $diff = 0 ]

@@ -84,6 +84,20 @@ for s in auto fp32; do
     "$(grep -o "screen [a-z0-9]*, [0-9]* candidates per row, [0-9]* row(s) re-selected[^;]*" "$out/mix_$s.err" | head -1)"
 done
 cmp -s "$out/mix_auto.knn" "$out/mix_fp32.knn" && echo "clusters: auto = fp32 bytes" || echo "clusters: DIFFERENT"
+# dense ties (20,011 x 2 rows: every abs-pearson distance is 0 up to rounding; before core's
+# exhaustive rows the GPU run had not finished in 120 s): CPU against GPU, time and bytes
+$py -c "
+import numpy as np; r=np.random.default_rng(1); x=r.standard_normal((20011,2)).astype(np.float32)
+x[r.integers(0,20011,2001)]=3.0; x[2]=0; np.save('$out/t2.npy', x)"
+for b in cpu cuda; do
+  t0=$(date +%s.%N)
+  G_MESSAGES_DEBUG=all timeout 120 $k knn "$out/t2.npy" -k 1 -m abs-pearson --drop-degenerate --backend $b \
+    -o "$out/t2_$b.knn" >"$out/t2_$b.err" 2>&1
+  r=$?; t1=$(date +%s.%N)
+  echo "dense ties 20011 x 2 --backend $b: rc=$r $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b - a}') s;" \
+    "$(grep -o "re-selected in all.*" "$out/t2_$b.err" | head -1)"
+done
+cmp -s "$out/t2_cpu.knn" "$out/t2_cuda.knn" && echo "dense ties: cpu = cuda bytes" || echo "dense ties: DIFFERENT"
 # the fused tile (wgmma) on the merged tree, beside the default
 KNNWB_CUDA_FUSED=1 KNNWB_CUDA_TRACE=1 CUDA_VISIBLE_DEVICES=0 timeout 120 $bench --n 1533876 --no-select --no-floor >"$out/bf.log" 2>&1
 grep "library (\|of which" "$out/bf.log" | cut -c1-200
