@@ -144,6 +144,19 @@ static gboolean knnwb_formats_first_line_has_space(const char *head, size_t leng
   return FALSE;
 }
 
+/* Carriage returns ending lines and no line feed in the head: CR-only line ends. A CR inside a
+ * quoted field of an LF file does not count (the head then has an LF). */
+static gboolean knnwb_formats_lines_end_with_cr(const char *head, size_t length)
+{
+  size_t crs = 0;
+  for (size_t i = 0; i < length; i++) {
+    if (head[i] == '\n')
+      return FALSE;
+    crs += head[i] == '\r' && i + 1 < length;
+  }
+  return crs > 0;
+}
+
 gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requested,
                                      KnnwbInputFormat *format, GError **error)
 {
@@ -156,6 +169,17 @@ gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requeste
   const char *looks_like = NULL;
   KnnwbContentKind kind = knnwb_formats_sniff(head, length, &looks_like);
   const char *gz = compressed ? " (once decompressed)" : "";
+  const gboolean text = kind == KNNWB_CONTENT_TEXT || kind == KNNWB_CONTENT_GCT ||
+                        kind == KNNWB_CONTENT_CIBM || kind == KNNWB_CONTENT_GEO;
+  if (text && knnwb_formats_lines_end_with_cr(head, length)) {
+    /* Every reader splits lines at LF (CRLF included); one endless line would be misread. */
+    knnwb_formats_parse_error(error, path, 1, 0,
+                              "the lines end with a carriage return alone (classic Mac OS, as "
+                              "old Excel for Mac saves CSV)%s; convert them to line feeds: tr "
+                              "'\\r' '\\n' < IN > OUT",
+                              gz);
+    return FALSE;
+  }
   KnnwbInputFormat named = knnwb_formats_input_from_name(path);
   KnnwbInputFormat chosen = requested != KNNWB_INPUT_AUTO ? requested : named;
   if (chosen != KNNWB_INPUT_AUTO) {

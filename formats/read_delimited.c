@@ -469,9 +469,25 @@ static gboolean knnwb_delimited_consecutive_integers(GPtrArray *fields, int labe
   return count >= 2;
 }
 
+/* Names of a label column's header that no probe or gene has: above time points or sample numbers
+ * (0, 1, 2, 4, 8) the header is numbers too. */
+static gboolean knnwb_delimited_is_header_word(const char *text)
+{
+  static const char *const words[] = {
+      "gene",        "genes",     "geneid",     "gene_id",       "gene_name", "gene_symbol",
+      "symbol",      "id",        "id_ref",     "probe",         "probe_id",  "probeset",
+      "probeset_id", "feature",   "feature_id", "name",          "ensembl",   "ensembl_id",
+      "entrez",      "entrez_id", "transcript", "transcript_id", "rownames"};
+  for (size_t i = 0; i < G_N_ELEMENTS(words); i++)
+    if (g_ascii_strcasecmp(text, words[i]) == 0)
+      return TRUE;
+  return FALSE;
+}
+
 /* A header when some field other than the label is neither a number nor a missing value; or, with
  * a label column, when every other field is a number but the label field is empty (the top-left
- * cell of R's write.csv and of pandas' to_csv) or is a word above the consecutive whole numbers
+ * cell of R's write.csv and of pandas' to_csv), a label column's name (gene, ID_REF, probe, ...),
+ * or a word above the consecutive whole numbers
  * of pandas' default column names or of numbered samples (such a header of numbers was read as a
  * data row of count data, without a word: an extra point). */
 static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_column)
@@ -492,8 +508,9 @@ static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_c
   if (label_column < 0 || (guint)label_column >= fields->len || fields->len < 2)
     return FALSE;
   const char *corner = g_ptr_array_index(fields, label_column);
-  return *corner == '\0' || (!knnwb_delimited_is_number(corner) &&
-                             knnwb_delimited_consecutive_integers(fields, label_column));
+  return *corner == '\0' || knnwb_delimited_is_header_word(corner) ||
+         (!knnwb_delimited_is_number(corner) &&
+          knnwb_delimited_consecutive_integers(fields, label_column));
 }
 
 void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labels, size_t n_rows,

@@ -2,6 +2,8 @@
  */
 #include "formats_internal.h"
 
+#include <sys/stat.h>
+
 void knnwb_formats_read_options_init(KnnwbReadOptions *options)
 {
   options->format = KNNWB_INPUT_AUTO;
@@ -149,6 +151,17 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
     info = &local_info;
   *info = (KnnwbReadInfo){0};
   *out = NULL;
+  /* The first bytes are read to tell the format, then the file is opened again for the data: a
+   * pipe (`<(zcat x.gz)`, /dev/stdin) has no second reading and looked empty. */
+  struct stat st;
+  if (stat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: a pipe, not a file: knnwb reads its input more than once (the first bytes "
+                "for the format, then the data); save it to a file first (gzip-compressed files "
+                "are read as they are: no zcat needed)",
+                path);
+    return FALSE;
+  }
   KnnwbInputFormat format = options->format;
   if (!knnwb_formats_resolve_input(path, options->format, &format, error))
     return FALSE;

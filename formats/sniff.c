@@ -41,6 +41,11 @@ KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char
                 "an HDF5 file (AnnData .h5ad, loom, 10x Genomics .h5), which knnwb does not read: "
                 "save the matrix as NPY (Python: numpy.save(\"x.npy\", adata.X.toarray())) or "
                 "as CSV/TSV");
+  if (knnwb_sniff_prefix(head, length, "\xff\xfe", 2) ||
+      knnwb_sniff_prefix(head, length, "\xfe\xff", 2))
+    KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
+                "UTF-16 text (as Excel's 'Unicode Text' saves), which knnwb does not read: save "
+                "it as 'CSV UTF-8', or convert it: iconv -f utf-16 -t utf-8 IN > OUT");
   if (knnwb_sniff_prefix(head, length, "\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8))
     KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
                 "an Excel workbook (.xls), which knnwb does not read: save the sheet as CSV");

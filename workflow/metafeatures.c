@@ -609,9 +609,17 @@ gboolean knnwb_metafeatures_rows_from_file(const KnnwbMatrix *data, const char *
     return FALSE;
   }
   g_autoptr(GHashTable) index = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) copies = g_hash_table_new(g_str_hash, g_str_equal); /* label -> rows */
   for (size_t i = data->n_rows; i-- > 0;) /* the first of repeated labels wins */
-    if (data->row_labels[i] != NULL)
+    if (data->row_labels[i] != NULL) {
       g_hash_table_insert(index, data->row_labels[i], GSIZE_TO_POINTER(i + 1));
+      g_hash_table_insert(
+          copies, data->row_labels[i],
+          GSIZE_TO_POINTER(GPOINTER_TO_SIZE(g_hash_table_lookup(copies, data->row_labels[i])) + 1));
+    }
+  size_t n_ambiguous = 0;
+  const char *first_ambiguous = NULL;
+  size_t first_copies = 0;
   g_autoptr(GHashTable) listed = g_hash_table_new(g_direct_hash, g_direct_equal);
   g_autoptr(GArray) found = g_array_new(FALSE, FALSE, sizeof(size_t));
   g_autoptr(GString) problems = g_string_new(NULL);
@@ -640,7 +648,18 @@ gboolean knnwb_metafeatures_rows_from_file(const KnnwbMatrix *data, const char *
     g_hash_table_insert(listed, hit, GSIZE_TO_POINTER(line + 1));
     size_t row = GPOINTER_TO_SIZE(hit) - 1;
     g_array_append_val(found, row);
+    size_t n_copies = GPOINTER_TO_SIZE(g_hash_table_lookup(copies, label));
+    if (n_copies > 1 && n_ambiguous++ == 0) {
+      first_ambiguous = data->row_labels[row];
+      first_copies = n_copies;
+    }
   }
+  /* Probes sharing a gene symbol: only the first is paired; say so rather than pick silently. */
+  if (n_ambiguous > 0 && n_problems == 0)
+    g_warning("%s: %zu listed label%s name%s several rows (first: '%s' names %zu rows); the "
+              "first row of each is paired",
+              path, n_ambiguous, n_ambiguous == 1 ? "" : "s", n_ambiguous == 1 ? "s" : "",
+              first_ambiguous, first_copies);
   if (n_problems > 0) {
     if (n_problems > 20)
       g_string_append_printf(problems, "\n%s: ... and %zu more", path, n_problems - 20);

@@ -2,6 +2,7 @@
  * damaged gzip, files whose name or --format contradicts their content (the message says what the
  * file looks like), and NCBI GEO series matrices with their sample annotations. */
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 #include "formats_test_util.h"
 
@@ -364,6 +365,22 @@ static void test_wrong_format_messages(void)
   g_autofree char *xlsx =
       formats_test_write("sheet.csv", "PK\x03\x04\x14\0\x06\0[Content_Types].xml", 27);
   expect_error(xlsx, NULL, "the name says csv, but the file looks like an Excel workbook (.xlsx)");
+  /* A pipe (`knnwb knn <(zcat x.gz)`, /dev/stdin): read twice, it looked empty ("the file is
+   * empty: no header and no data rows"); now refused for what it is. */
+  int ends[2];
+  g_assert_cmpint(pipe(ends), ==, 0);
+  const char *piped = "id\ta\nr\t1\ns\t2\n";
+  g_assert_cmpint(write(ends[1], piped, strlen(piped)), ==, (gssize)strlen(piped));
+  close(ends[1]);
+  g_autofree char *pipe_path = g_strdup_printf("/proc/self/fd/%d", ends[0]);
+  expect_error(pipe_path, NULL, "a pipe, not a file");
+  close(ends[0]);
+  /* Excel's "Unicode Text": UTF-16 with its byte-order mark (was "binary data"). */
+  g_autofree char *utf16 = formats_test_write("unicode.txt", "\xff\xfeg\0\t\0a\0\n\0", 10);
+  expect_error(utf16, NULL, "looks like UTF-16 text (as Excel's 'Unicode Text' saves)");
+  /* Classic Mac OS line ends (old Excel for Mac): said "a header but no data rows follow it". */
+  g_autofree char *mac = formats_test_write("mac.csv", "gene,a,b\rg0,1,2\rg1,3,4\r", -1);
+  expect_error(mac, NULL, "mac.csv:1: the lines end with a carriage return alone");
   g_autofree char *soft = formats_test_write(
       "GSE1_family.soft", "^DATABASE = GeoMiame\n!Database_name = Gene Expression Omnibus\n", -1);
   expect_error(soft, NULL, "looks like an NCBI GEO SOFT file");

@@ -389,6 +389,7 @@ static void test_delimited_numeric_headers(void)
       {"pandas-named.csv", "gene,0,1,2\ng0,5,0,12\ng1,3,3,1\n", "0"},
       {"samples.tsv", "Geneid\t1001\t1002\t1003\ng0\t5\t0\t12\ng1\t3\t3\t1\n", "1001"},
       {"r.csv", "\"\",\"1\",\"2\",\"3\"\n\"g0\",5,0,12\n\"g1\",3,3,1\n", "1"},
+      {"hours.tsv", "Gene_ID\t0\t4\t24\ng0\t5\t0\t12\ng1\t3\t3\t1\n", "0"},
   };
   for (size_t f = 0; f < G_N_ELEMENTS(files); f++) {
     g_test_message("%s", files[f].name);

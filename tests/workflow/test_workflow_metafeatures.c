@@ -309,6 +309,19 @@ static void test_rows_file(void)
   g_assert_cmpuint(rows[0], ==, 4);
   g_assert_cmpuint(rows[1], ==, 1);
   g_clear_pointer(&rows, g_free);
+  /* A label naming several rows (probes sharing a gene symbol): the first is paired, with a
+   * warning (silent before). */
+  knnwb_matrix_set_row_label(data, 5, "g1");
+  g_assert_true(g_file_set_contents(path, "g1\ng4\n", -1, NULL));
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*1 listed label names several rows (first: 'g1' names 2 rows); the first "
+                        "row of each is paired");
+  g_assert_true(knnwb_metafeatures_rows_from_file(data, path, &rows, &n, &error));
+  g_test_assert_expected_messages();
+  g_assert_cmpuint(n, ==, 2);
+  g_assert_cmpuint(rows[0], ==, 1);
+  g_clear_pointer(&rows, g_free);
+  knnwb_matrix_set_row_label(data, 5, "g5");
   g_assert_true(g_file_set_contents(path, "g4\nnope\ng4\nzz\n", -1, NULL));
   g_assert_false(knnwb_metafeatures_rows_from_file(data, path, &rows, &n, &error));
   g_autofree char *unknown = g_strdup_printf("%s:2: 'nope' is not a row label", path);
