@@ -116,8 +116,8 @@ static KnnwbInputFormat knnwb_formats_input_from_content(KnnwbContentKind kind, 
     size_t first_line = newline != NULL ? (size_t)(newline - text) : (size_t)(end - text);
     if (memchr(text, '\t', first_line) != NULL)
       return KNNWB_INPUT_TSV;
-    if (memchr(text, ',', first_line) != NULL)
-      return KNNWB_INPUT_CSV;
+    if (memchr(text, ',', first_line) != NULL || memchr(text, ';', first_line) != NULL)
+      return KNNWB_INPUT_CSV; /* ';': Excel's CSV where the comma is the decimal mark */
     return KNNWB_INPUT_AUTO;
   }
   default:

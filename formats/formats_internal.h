@@ -307,6 +307,8 @@ typedef struct {
   gboolean *end_marker_seen;
   gboolean trailing_empty; /* rows may end with empty fields past n_fields (a separator ending
                               every line, Excel's unnamed empty columns): they are ignored */
+  gboolean decimal_comma;  /* ';' between fields and ',' as the decimal mark (Excel in locales
+                              that write 1,5) */
 } KnnwbDelimitedLayout;
 
 /**

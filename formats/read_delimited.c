@@ -219,6 +219,10 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
     *value = 0.0f;
     return TRUE;
   }
+  /* "1,5" is 1.5 there (one comma at most; "1,234,5" stays an error showing the field). */
+  const char *comma = context->layout->decimal_comma ? memchr(text, ',', length) : NULL;
+  if (comma != NULL && memchr(comma + 1, ',', length - (size_t)(comma + 1 - text)) == NULL)
+    context->scratch->str[comma - text] = '.';
   const char *stop;
   KnnwbFloatStatus status = knnwb_formats_parse_float(text, text + length, value, &stop);
   if (status == KNNWB_FLOAT_RANGE) {
@@ -502,13 +506,17 @@ static gboolean knnwb_delimited_is_header_word(const char *text)
  * or a word above the consecutive whole numbers
  * of pandas' default column names or of numbered samples (such a header of numbers was read as a
  * data row of count data, without a word: an extra point). */
-static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_column)
+static gboolean knnwb_delimited_looks_like_header(GPtrArray *fields, int label_column,
+                                                  gboolean decimal_comma)
 {
   for (guint f = 0; f < fields->len; f++) {
     if ((int)f == label_column)
       continue;
-    const char *text = g_ptr_array_index(fields, f);
+    char *text = g_ptr_array_index(fields, f);
     size_t length = strlen(text);
+    char *comma = decimal_comma ? strchr(text, ',') : NULL;
+    if (comma != NULL && strchr(comma + 1, ',') == NULL)
+      *comma = '.'; /* the first record is read again as a row: this copy may change */
     float value;
     const char *stop;
     if (knnwb_formats_is_missing_token(text, length))
@@ -576,6 +584,18 @@ static gboolean knnwb_delimited_is_feature_counts(GPtrArray *header)
   return TRUE;
 }
 
+/* A line with ';' and no ',' but between two digits. */
+static gboolean knnwb_delimited_semicolon_line(const char *line, size_t length)
+{
+  if (memchr(line, ';', length) == NULL)
+    return FALSE;
+  for (size_t i = 0; i < length; i++)
+    if (line[i] == ',' && (i == 0 || i + 1 >= length || !g_ascii_isdigit(line[i - 1]) ||
+                           !g_ascii_isdigit(line[i + 1])))
+      return FALSE;
+  return TRUE;
+}
+
 /* Reads lines until a non-blank one. 0 = end of file. */
 static int knnwb_delimited_next_nonblank(KnnwbTextInput *input, const char **line, size_t *length,
                                          GError **error)
@@ -618,6 +638,12 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
     goto out;
   }
   size_t first_line = input.line_number;
+  /* Excel where the comma is the decimal mark (German, French, ... locales) saves "CSV" with ';'
+   * between the fields and 1,5 for 1.5: a first line with ';' whose commas (if any) all sit
+   * between digits. */
+  const gboolean decimal_comma = delimiter == ',' && knnwb_delimited_semicolon_line(line, length);
+  if (decimal_comma)
+    delimiter = ';';
   const gboolean header_quoted = memchr(line, '"', length) != NULL;
   gboolean data_quoted = FALSE;
   if (!knnwb_formats_split_record(&input, delimiter, &line, &length, first, error))
@@ -655,7 +681,7 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   }
   gboolean has_header = options->header == KNNWB_HEADER_YES || options->label_column_name != NULL ||
                         (options->header == KNNWB_HEADER_AUTO &&
-                         knnwb_delimited_looks_like_header(first, label_column));
+                         knnwb_delimited_looks_like_header(first, label_column, decimal_comma));
   size_t n_fields = first->len;
   size_t data_line = first_line;
   gboolean trailing_empty = FALSE;
@@ -736,8 +762,9 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
           error, path, first_line, 0,
           "no numeric columns: with %s as the separator the line is one field, yet it holds %s "
           "(as Excel writes with ';' where the comma is the decimal mark?); knnwb reads CSV "
-          "separated by ',' and TSV by tabs, with '.' as the decimal mark: convert the file, or "
-          "name it .csv or .tsv (or pass --format) to match its separator",
+          "separated by ',' (or by ';' with ',' as the decimal mark, as that Excel writes) and TSV "
+          "by tabs: convert the file, or name it .csv or .tsv (or pass --format) to match its "
+          "separator",
           delimiter == ',' ? "','" : "a tab", other);
     else
       knnwb_formats_parse_error(error, path, first_line, 0,
@@ -764,7 +791,8 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                                  .n_fields = n_fields,
                                  .missing = options->missing,
                                  .expected_rows = SIZE_MAX,
-                                 .trailing_empty = trailing_empty};
+                                 .trailing_empty = trailing_empty,
+                                 .decimal_comma = decimal_comma};
   KnnwbDelimitedContext context = {.input = &input,
                                    .layout = &layout,
                                    .builder = &builder,

@@ -347,9 +347,8 @@ static void test_delimited_malformed(void)
 
   static const BadFile csv[] = {
       {"short.csv", "id,a,b\r\nx,1,2\r\ny,1\r\n", -1, 3, "the row has 2 fields, expected 3"},
-      /* Excel where the comma is the decimal mark: BOM, CRLF, ';' between fields. */
-      {"excel.csv", "\xef\xbb\xbfid;a;b\r\nx;1,5;2\r\n", -1, 1,
-       "with ',' as the separator the line is one field, yet it holds ';'"},
+      /* Excel where the comma is the decimal mark is read (below); "1,234,5" there is no number. */
+      {"excel-thousands.csv", "id;a;b\r\nx;1,234,5;2\r\n", -1, 2, "'1,234,5' in column a"},
       {"tabs.csv", "id\ta\tb\nx\t1\t2\n", -1, 1, "yet it holds a tab"},
       {"word.csv", "id,a,b\nx,1,2\ny,\"1,5\",3\n", -1, 3, "'1,5' in column a is not a number"},
       {"quote-newline.csv", "id,a,b\n\"multi\nline\",1,x\n", -1, 3, "'x' in column b"},
@@ -470,6 +469,32 @@ static void test_delimited_feature_counts(void)
   g_assert_cmpuint(m->n_rows, ==, 2);
   g_assert_cmpstr(m->col_labels[0], ==, "S1");
   knnwb_matrix_free(m);
+}
+
+/* Excel in the locales where the comma is the decimal mark (German, French, ...) saves "CSV" with
+ * ';' between the fields and 1,5 for 1.5: read as such, with or without a header, also named .txt;
+ * refused before ("the line is one field, yet it holds ';'"). */
+static void test_delimited_decimal_comma(void)
+{
+  static const struct {
+    const char *name, *text;
+  } files[] = {
+      {"excel-de.csv", "\xef\xbb\xbfgene;S1;S2;S3\r\ng0;1,5;2;-0,25\r\ng1;3;4,75;1e-3\r\n"},
+      {"excel-de.txt", "gene;S1;S2;S3\ng0;1,5;2;-0,25\ng1;3;4,75;1e-3\n"},
+      {"no-header.csv", "g0;1,5;2;-0,25\ng1;3;4,75;1e-3\n"},
+  };
+  for (size_t f = 0; f < G_N_ELEMENTS(files); f++) {
+    g_test_message("%s", files[f].name);
+    g_autofree char *path = formats_test_write(files[f].name, files[f].text, -1);
+    KnnwbReadInfo info;
+    KnnwbMatrix *m = read_ok(path, NULL, &info);
+    g_assert_cmpint(info.format, ==, KNNWB_INPUT_CSV);
+    g_assert_cmpuint(m->n_rows, ==, 2);
+    g_assert_cmpuint(m->n_cols, ==, 3);
+    assert_row(m, 0, "g0", (const float[]){1.5f, 2, -0.25f});
+    assert_row(m, 1, "g1", (const float[]){3, 4.75f, 1e-3f});
+    knnwb_matrix_free(m);
+  }
 }
 
 /* Separators ending the lines, as real exports have them: Excel's unnamed empty column (every line,
@@ -884,6 +909,7 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/delimited/numeric-headers", test_delimited_numeric_headers);
   g_test_add_func("/formats/delimited/tiny-values", test_delimited_tiny_values);
   g_test_add_func("/formats/delimited/feature-counts", test_delimited_feature_counts);
+  g_test_add_func("/formats/delimited/decimal-comma", test_delimited_decimal_comma);
   g_test_add_func("/formats/gct/good", test_gct_good);
   g_test_add_func("/formats/gct/malformed", test_gct_malformed);
   g_test_add_func("/formats/npy/good", test_npy_good);
