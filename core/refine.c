@@ -342,6 +342,24 @@ static KnnwbRefineArrays knnwb_refine_arrays(KnnwbRefineScratch *scratch, size_t
   return a;
 }
 
+/* The k best of the m items by (distance, index) into out_index/out_distance, sorted, padded with
+ * -1 and +inf past m; returns how many were real. */
+static size_t knnwb_refine_keep_best(const KnnwbRefineArrays *arrays, size_t m, size_t k,
+                                     int64_t *out_index, double *out_distance)
+{
+  const size_t kept = MIN(k, m);
+  knnwb_scored_smallest(arrays->items, m, kept, arrays->keys, arrays->other);
+  for (size_t r = 0; r < kept; r++) {
+    out_index[r] = arrays->items[r].index;
+    out_distance[r] = arrays->items[r].distance;
+  }
+  for (size_t r = kept; r < k; r++) {
+    out_index[r] = -1;
+    out_distance[r] = INFINITY;
+  }
+  return kept;
+}
+
 gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
                           const KnnwbPrepared *reference, int64_t self_index,
                           const int64_t *candidate_index, const float *candidate_score,
@@ -409,16 +427,7 @@ gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
     }
   /* Only the k best are kept: selected, then sorted (sorting all was the cost where ties put
    * thousands of candidates within the bound) */
-  knnwb_scored_smallest(items, computed, MIN(k, computed), arrays.keys, arrays.other);
-  size_t kept = MIN(k, computed);
-  for (size_t r = 0; r < kept; r++) {
-    out_index[r] = items[r].index;
-    out_distance[r] = items[r].distance;
-  }
-  for (size_t r = kept; r < k; r++) {
-    out_index[r] = -1;
-    out_distance[r] = INFINITY;
-  }
+  const size_t kept = knnwb_refine_keep_best(&arrays, computed, k, out_index, out_distance);
   gboolean certified = count >= available || (kept == k && k > 0 &&
                                               knnwb_refine_certified(query, query_row, reference,
                                                                      worst, items[k - 1].distance));
@@ -443,16 +452,7 @@ void knnwb_refine_row_exhaustive(const KnnwbPrepared *query, size_t query_row,
     items[count].distance = knnwb_prepared_distance(query, query_row, reference, j);
     count++;
   }
-  const size_t kept = MIN(k, count);
-  knnwb_scored_smallest(items, count, kept, arrays.keys, arrays.other);
-  for (size_t r = 0; r < kept; r++) {
-    out_index[r] = items[r].index;
-    out_distance[r] = items[r].distance;
-  }
-  for (size_t r = kept; r < k; r++) {
-    out_index[r] = -1;
-    out_distance[r] = INFINITY;
-  }
+  knnwb_refine_keep_best(&arrays, count, k, out_index, out_distance);
   knnwb_refine_scratch_clear(&own);
 }
 
