@@ -49,7 +49,7 @@ static void knnwb_boruvka_load(int t, int n_threads, void *data)
 {
   KnnwbBoruvka *b = data;
   size_t first, last;
-  knnwb_clustering_range((size_t)igraph_ecount(b->graph), t, n_threads, &first, &last);
+  knnwb_team_range((size_t)igraph_ecount(b->graph), t, n_threads, &first, &last);
   const igraph_integer_t *from = VECTOR(b->graph->from), *to = VECTOR(b->graph->to);
   for (size_t e = first; e < last; e++) {
     b->cu[e] = (int32_t)from[e];
@@ -63,7 +63,7 @@ static void knnwb_boruvka_clear_best(int t, int n_threads, void *data)
 {
   KnnwbBoruvka *b = data;
   size_t first, last;
-  knnwb_clustering_range(b->n_components, t, n_threads, &first, &last);
+  knnwb_team_range(b->n_components, t, n_threads, &first, &last);
   for (size_t c = first; c < last; c++) {
     b->best_key[c] = UINT64_MAX;
     b->best_slot[c] = UINT64_MAX;
@@ -75,7 +75,7 @@ static void knnwb_boruvka_pick_weight(int t, int n_threads, void *data)
 {
   KnnwbBoruvka *b = data;
   size_t first, last;
-  knnwb_clustering_range(b->n_active, t, n_threads, &first, &last);
+  knnwb_team_range(b->n_active, t, n_threads, &first, &last);
   for (size_t i = first; i < last; i++) {
     uint64_t key = knnwb_boruvka_order_key(b->w[i]);
     knnwb_boruvka_atomic_min(&b->best_key[b->cu[i]], key);
@@ -89,7 +89,7 @@ static void knnwb_boruvka_pick_slot(int t, int n_threads, void *data)
 {
   KnnwbBoruvka *b = data;
   size_t first, last;
-  knnwb_clustering_range(b->n_active, t, n_threads, &first, &last);
+  knnwb_team_range(b->n_active, t, n_threads, &first, &last);
   for (size_t i = first; i < last; i++) {
     uint64_t key = knnwb_boruvka_order_key(b->w[i]);
     if (key == b->best_key[b->cu[i]])
@@ -105,7 +105,7 @@ static void knnwb_boruvka_compact(int t, int n_threads, void *data)
 {
   KnnwbBoruvka *b = data;
   size_t first, last;
-  knnwb_clustering_range(b->n_active, t, n_threads, &first, &last);
+  knnwb_team_range(b->n_active, t, n_threads, &first, &last);
   size_t out = first;
   for (size_t i = first; i < last; i++) {
     int32_t a = b->relabel ? b->relabel[b->cu[i]] : b->cu[i];
@@ -123,11 +123,11 @@ static void knnwb_boruvka_compact(int t, int n_threads, void *data)
 
 static void knnwb_boruvka_compact_all(KnnwbBoruvka *b, int n_threads)
 {
-  knnwb_clustering_team_run(n_threads, knnwb_boruvka_compact, b);
+  knnwb_team_run(n_threads, knnwb_boruvka_compact, b);
   size_t out = 0;
   for (int t = 0; t < n_threads; t++) {
     size_t first, last;
-    knnwb_clustering_range(b->n_active, t, n_threads, &first, &last);
+    knnwb_team_range(b->n_active, t, n_threads, &first, &last);
     if (out != first && b->kept[t] > 0) {
       memmove(b->cu + out, b->cu + first, b->kept[t] * sizeof *b->cu);
       memmove(b->cv + out, b->cv + first, b->kept[t] * sizeof *b->cv);
@@ -150,7 +150,7 @@ gboolean knnwb_clustering_boruvka_cpu(const igraph_t *graph, const igraph_vector
                 (gint64)n);
     return FALSE;
   }
-  n_threads = knnwb_clustering_thread_count(n_threads);
+  n_threads = knnwb_thread_count(n_threads);
   memset(in_forest, 0, m);
   KnnwbBoruvka b = {0};
   b.graph = graph;
@@ -173,13 +173,13 @@ gboolean knnwb_clustering_boruvka_cpu(const igraph_t *graph, const igraph_vector
                 "cannot allocate Borůvka work arrays for %zu edges", m);
     goto out;
   }
-  knnwb_clustering_team_run(n_threads, knnwb_boruvka_load, &b);
+  knnwb_team_run(n_threads, knnwb_boruvka_load, &b);
   knnwb_boruvka_compact_all(&b, n_threads); /* drops self-loops */
 
   while (b.n_active > 0) {
-    knnwb_clustering_team_run(n_threads, knnwb_boruvka_clear_best, &b);
-    knnwb_clustering_team_run(n_threads, knnwb_boruvka_pick_weight, &b);
-    knnwb_clustering_team_run(n_threads, knnwb_boruvka_pick_slot, &b);
+    knnwb_team_run(n_threads, knnwb_boruvka_clear_best, &b);
+    knnwb_team_run(n_threads, knnwb_boruvka_pick_weight, &b);
+    knnwb_team_run(n_threads, knnwb_boruvka_pick_slot, &b);
     /* Every component with an active edge points at the component across its pick. With a strict
      * total order the only cycles are mutual picks of one edge, so joining along picks never
      * closes a cycle; a mutual pick is recorded once. */

@@ -3,28 +3,10 @@
 #define KNNWB_CLUSTERING_INTERNAL_H
 
 #include <glib.h>
+#include <knnwb/parallel.h>
 #include <igraph.h>
 #include <stdint.h>
 #include <knnwb/knn.h>
-
-/** The number of threads for a request (0 = all cores). */
-int knnwb_clustering_thread_count(int n_threads);
-
-/**
- * Runs body(thread, n_threads, data) once on each of n_threads threads (the caller is thread 0)
- * and waits. Static ranges (knnwb_clustering_range) let a pass and its compaction agree on who
- * owns which items.
- */
-void knnwb_clustering_team_run(int n_threads, void (*body)(int thread, int n_threads, void *data),
-                               void *data);
-
-/** The [first, last) share of n items that thread t of n_threads owns. */
-static inline void knnwb_clustering_range(size_t n, int t, int n_threads, size_t *first,
-                                          size_t *last)
-{
-  *first = n * (size_t)t / (size_t)n_threads;
-  *last = n * (size_t)(t + 1) / (size_t)n_threads;
-}
 
 /** Appends a Newick leaf label (quoted when it holds a reserved character; index without one). */
 void knnwb_clustering_newick_label(GString *text, const char *label, int64_t index);

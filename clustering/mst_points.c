@@ -91,7 +91,7 @@ static void knnwb_mst_points_from_lists(int t, int n_threads, void *data)
 {
   KnnwbMstPoints *m = data;
   size_t first, last;
-  knnwb_clustering_range(m->n, t, n_threads, &first, &last);
+  knnwb_team_range(m->n, t, n_threads, &first, &last);
   for (size_t p = first; p < last; p++) {
     const int64_t *list = m->lists->indices + p * m->k;
     size_t found = (size_t)m->lists->n_found[p];
@@ -167,7 +167,7 @@ static void knnwb_mst_points_relabel(int t, int n_threads, void *data)
 {
   KnnwbMstPoints *m = data;
   size_t first, last;
-  knnwb_clustering_range(m->n, t, n_threads, &first, &last);
+  knnwb_team_range(m->n, t, n_threads, &first, &last);
   const int32_t *label = (const int32_t *)m->brute; /* reused as the relabel table */
   for (size_t p = first; p < last; p++)
     m->component[p] = label[m->component[p]];
@@ -203,7 +203,7 @@ static gboolean knnwb_mst_points_run(KnnwbMstPoints *m, int n_threads, int64_t *
     }
     for (size_t c = 0; c < m->n_components; c++)
       m->best[c] = -1;
-    knnwb_clustering_team_run(n_threads, knnwb_mst_points_from_lists, m);
+    knnwb_team_run(n_threads, knnwb_mst_points_from_lists, m);
     /* Points whose lists are exhausted; with complete lists there are none. */
     m->n_brute = 0;
     if (!m->lists_complete) {
@@ -263,7 +263,7 @@ static gboolean knnwb_mst_points_run(KnnwbMstPoints *m, int n_threads, int64_t *
     int32_t *table = (int32_t *)m->brute;
     for (size_t c = 0; c < nc; c++)
       table[c] = label[c];
-    knnwb_clustering_team_run(n_threads, knnwb_mst_points_relabel, m);
+    knnwb_team_run(n_threads, knnwb_mst_points_relabel, m);
     m->n_components = (size_t)count;
   }
   ok = n_edges == n - 1;
@@ -352,7 +352,7 @@ gboolean knnwb_clustering_mst_points(const KnnwbMatrix *data, const KnnwbMstOpti
     m.outside_index[p] = -1;
   for (size_t p = 0; allocated && p < n; p++)
     m.component[p] = (int32_t)p;
-  int n_threads = knnwb_clustering_thread_count(options->n_threads);
+  int n_threads = knnwb_thread_count(options->n_threads);
   KnnwbKnnOptions search_options;
   knnwb_knn_options_init(&search_options);
   search_options.metric = options->metric;

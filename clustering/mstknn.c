@@ -395,7 +395,7 @@ static void knnwb_mstknn_points_knn_part(int t, int n_threads, void *data)
 {
   KnnwbMstKnnPoints *source = data;
   size_t first, last;
-  knnwb_clustering_range((size_t)source->s, t, n_threads, &first, &last);
+  knnwb_team_range((size_t)source->s, t, n_threads, &first, &last);
   const KnnwbNeighbors *lists = source->lists;
   size_t n = source->data->n_rows;
   int64_t kc = source->kc;
@@ -446,7 +446,7 @@ static gboolean knnwb_mstknn_points_knn(void *context, const int64_t *members, i
   source->kc = kc;
   source->out = out;
   int threads = s > 4096 ? source->n_threads : 1;
-  knnwb_clustering_team_run(threads, knnwb_mstknn_points_knn_part, source);
+  knnwb_team_run(threads, knnwb_mstknn_points_knn_part, source);
   return TRUE;
 }
 
@@ -531,7 +531,7 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
   context.data = data;
   context.metric = options->metric;
   context.lists = lists;
-  context.n_threads = knnwb_clustering_thread_count(options->n_threads);
+  context.n_threads = knnwb_thread_count(options->n_threads);
   igraph_integer_t m = igraph_ecount(&tree);
   const char *what = "MST-kNN's tree adjacency";
   int64_t *fill = NULL;

@@ -96,7 +96,7 @@ static void knnwb_snn_pass(int t, int n_threads, void *data)
 {
   KnnwbSnnPass *pass = data;
   size_t first, last;
-  knnwb_clustering_range((size_t)pass->n, t, n_threads, &first, &last);
+  knnwb_team_range((size_t)pass->n, t, n_threads, &first, &last);
   double *score = g_try_new0(double, MAX(pass->n, 1));
   int64_t *added = g_try_new(int64_t, MAX(pass->n, 1));
   if (!score || !added) {
@@ -196,7 +196,7 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
     total += (size_t)neighbors->n_found[v];
   int64_t *holder = g_try_new(int64_t, MAX(total, 1));
   int32_t *holder_rank = g_try_new(int32_t, MAX(total, 1));
-  int thread_count = knnwb_clustering_thread_count(n_threads);
+  int thread_count = knnwb_thread_count(n_threads);
   if (n < 4096)
     thread_count = 1;
   KnnwbSnnPass pass = {neighbors, weighting, n, offset, holder, holder_rank, NULL, NULL};
@@ -228,7 +228,7 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
   pass.edges = g_new0(KnnwbSnnEdges, thread_count);
   pass.failed = g_new0(int, thread_count);
   gint64 pass_start = g_get_monotonic_time();
-  knnwb_clustering_team_run(thread_count, knnwb_snn_pass, &pass);
+  knnwb_team_run(thread_count, knnwb_snn_pass, &pass);
   g_debug("knnwb: SNN pairs %.3f s", (double)(g_get_monotonic_time() - pass_start) / 1e6);
   size_t m = 0;
   for (int t = 0; t < thread_count; t++)

@@ -1,6 +1,6 @@
 /*
  * The plain C interface of the GPU Borůvka minimum spanning forest (kernels/boruvka.cu). Nothing
- * here needs CUDA headers. When knnwb is built without CUDA, clustering/boruvka_gpu_absent.c
+ * here needs CUDA headers. When knnwb is built without CUDA, kernels/boruvka_gpu_absent.c
  * provides a stand-in that reports "not built with CUDA".
  */
 #ifndef KNNWB_KERNELS_BORUVKA_H

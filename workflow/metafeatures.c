@@ -5,7 +5,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/metafeatures.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
 
 static const char *const knnwb_metafeatures_names[KNNWB_METAFEATURE_COUNT] = {"difference", "sum",
                                                                               "product", "ratio"};

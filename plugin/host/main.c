@@ -8,7 +8,7 @@
 #include <libxml/parser.h>
 #include <knnwb/distributed.h>
 #include <knnwb/version.h>
-#include "command_common.h"
+#include "options.h"
 #include "host.h"
 
 static const struct {

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <glib/gstdio.h>
 #include <igraph.h>
+#include <knnwb/formats.h>
 #include <knnwb/clustering.h>
 #include <knnwb/knn.h>
 #include <knnwb/error.h>
@@ -41,7 +42,7 @@ static void test_dslanguages(void)
   igraph_matrix_t distances;
   igraph_matrix_init(&distances, 0, 0);
   char **labels = NULL;
-  g_assert_true(knnwb_clustering_read_distance_csv(KNNWB_SHARED_DATA_DIR "/dslanguages.csv",
+  g_assert_true(knnwb_formats_read_distance_csv(KNNWB_SHARED_DATA_DIR "/dslanguages.csv",
                                                    &distances, &labels, &error));
   g_assert_no_error(error);
   size_t n = igraph_matrix_nrow(&distances);
@@ -135,23 +136,23 @@ static void test_csv_bad_input(void)
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     write_file(path, bad[i]);
     g_autoptr(GError) error = NULL;
-    g_assert_false(knnwb_clustering_read_distance_csv(path, &m, NULL, &error));
+    g_assert_false(knnwb_formats_read_distance_csv(path, &m, NULL, &error));
     g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
     g_assert_nonnull(strstr(error->message, path));
   }
   g_autoptr(GError) error = NULL;
-  g_assert_false(knnwb_clustering_read_distance_csv("/nonexistent/d.csv", &m, NULL, &error));
+  g_assert_false(knnwb_formats_read_distance_csv("/nonexistent/d.csv", &m, NULL, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
   g_clear_error(&error);
   write_file(path, "\"\",\"a b\",\"c\"\"d\"\r\n\"a b\",0,2.5\r\n\"c\"\"d\",2.5,0\r\n");
   char **labels = NULL;
-  g_assert_true(knnwb_clustering_read_distance_csv(path, &m, &labels, &error));
+  g_assert_true(knnwb_formats_read_distance_csv(path, &m, &labels, &error));
   g_assert_cmpstr(labels[1], ==, "c\"d");
   g_assert_cmpfloat(MATRIX(m, 0, 1), ==, 2.5);
   g_strfreev(labels);
   /* Asymmetric matrix: the MST refuses it. */
   write_file(path, "\"\",\"a\",\"b\"\n\"a\",0,1\n\"b\",2,0\n");
-  g_assert_true(knnwb_clustering_read_distance_csv(path, &m, NULL, &error));
+  g_assert_true(knnwb_formats_read_distance_csv(path, &m, NULL, &error));
   igraph_t tree;
   igraph_vector_t w;
   igraph_vector_init(&w, 0);
@@ -472,7 +473,7 @@ static void test_distance_files(void)
   igraph_matrix_init(&other, 0, 0);
   char **labels = NULL;
   g_autoptr(GError) error = NULL;
-  g_assert_true(knnwb_clustering_read_distance_matrix(KNNWB_SHARED_DATA_DIR "/dslanguages.csv",
+  g_assert_true(knnwb_formats_read_distance_matrix(KNNWB_SHARED_DATA_DIR "/dslanguages.csv",
                                                       &csv, &labels, &error));
   igraph_integer_t n = igraph_matrix_nrow(&csv);
   g_autofree char *dir = g_dir_make_tmp("knnwb-dist-XXXXXX", NULL);
@@ -490,17 +491,17 @@ static void test_distance_files(void)
   g_assert_true(g_file_set_contents(tsv, text->str, -1, NULL));
   g_string_free(text, TRUE);
   char **tsv_labels = NULL;
-  g_assert_true(knnwb_clustering_read_distance_matrix(tsv, &other, &tsv_labels, &error));
+  g_assert_true(knnwb_formats_read_distance_matrix(tsv, &other, &tsv_labels, &error));
   g_assert_true(igraph_matrix_all_e(&csv, &other));
   g_assert_cmpstr(tsv_labels[5], ==, labels[5]);
   g_strfreev(tsv_labels);
   g_autofree char *npy = g_build_filename(dir, "d.npy", NULL);
   write_npy(npy, &csv, FALSE, FALSE);
-  g_assert_true(knnwb_clustering_read_distance_matrix(npy, &other, &tsv_labels, &error));
+  g_assert_true(knnwb_formats_read_distance_matrix(npy, &other, &tsv_labels, &error));
   g_assert_null(tsv_labels);
   g_assert_true(igraph_matrix_all_e(&csv, &other));
   write_npy(npy, &csv, TRUE, TRUE);
-  g_assert_true(knnwb_clustering_read_distance_npy(npy, &other, &error));
+  g_assert_true(knnwb_formats_read_distance_npy(npy, &other, &error));
   for (igraph_integer_t i = 0; i < n; i++)
     for (igraph_integer_t j = 0; j < n; j++)
       g_assert_cmpfloat(MATRIX(other, i, j), ==, (double)(float)MATRIX(csv, i, j));
@@ -509,11 +510,11 @@ static void test_distance_files(void)
                                     "\x93NUMPY\x01\x00\x46\x00{'descr': '<f8', "
                                     "'fortran_order': False, 'shape': (2, 3), }      \n",
                                     -1, NULL));
-  g_assert_false(knnwb_clustering_read_distance_npy(npy, &other, &error));
+  g_assert_false(knnwb_formats_read_distance_npy(npy, &other, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
   g_clear_error(&error);
   g_assert_true(g_file_set_contents(npy, "not numpy", -1, NULL));
-  g_assert_false(knnwb_clustering_read_distance_npy(npy, &other, &error));
+  g_assert_false(knnwb_formats_read_distance_npy(npy, &other, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
   g_unlink(npy);
   g_unlink(tsv);

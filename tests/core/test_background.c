@@ -1,4 +1,4 @@
-/* Host work off a GPU run's critical path (core/background.c): prefaulting keeps every value, even
+/* Host work off a GPU run's critical path (core/base/background.c): prefaulting keeps every value, even
  * while another thread writes the block; blocks handed to knnwb_release_later are freed (the
  * sanitizer build's leak check sees any that are not) and knnwb_release_wait waits for them. */
 #include <malloc.h>

@@ -1,4 +1,4 @@
-/* The duplicate-row search (core/duplicates.c) against an independent grouping: a hash table keyed
+/* The duplicate-row search (core/engine/duplicates.c) against an independent grouping: a hash table keyed
  * on each row's bytes. */
 #include <string.h>
 #include <knnwb/knnwb.h>

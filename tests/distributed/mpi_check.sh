@@ -630,7 +630,7 @@ sleep 0.1
 kill -TSTP "$pid" 2>/dev/null || fail "job control: the run ended before the stop (make jc.npy bigger)"
 # mpirun passes the stop on from its event loop, late under load: the resume must come after both
 # ranks stopped, and 0.5 s after (a SIGCONT from mpirun that finds a rank's last tick younger than
-# 200 ms is the launcher ending the job: plugin/host/signals.c). At most 20 s.
+# 200 ms is the launcher ending the job: plugin/host/runtime/signals.c). At most 20 s.
 stopped=0
 for _ in $(seq 2000); do
   stopped=$(ps -o stat= --ppid "$pid" | grep -c '^T' || true)

@@ -72,11 +72,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
   GError *error = NULL;
 #if defined(KNNWB_FUZZ_DISTANCES)
-  /* The labelled CSV distance matrix of the mst-knn-distances step (clustering/distance_csv.c). */
+  /* The labelled CSV distance matrix of the mst-knn-distances step (formats/read/read_distance.c). */
   igraph_matrix_t distances;
   char **labels = NULL;
   igraph_matrix_init(&distances, 0, 0);
-  if (knnwb_clustering_read_distance_csv(path, &distances, size % 2 ? &labels : NULL, &error)) {
+  if (knnwb_formats_read_distance_csv(path, &distances, size % 2 ? &labels : NULL, &error)) {
     volatile double sum = 0;
     for (igraph_integer_t i = 0; i < igraph_matrix_size(&distances); i++)
       sum += VECTOR(distances.data)[i];

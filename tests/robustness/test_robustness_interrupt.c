@@ -150,7 +150,7 @@ static void assert_stopped_keeping_old(char **argv, const char *out_dir, const c
 /* Ctrl-C while the CPU's GEMM runs (oneDNN's JIT kernels, which use the stack pointer as a general
  * register): the signal frame landed in the heap when the handler ran on a GEMM thread (glibc's
  * "corrupted size vs. prev_size" aborts in every run); signals now go to a thread of their own
- * (plugin/host/signals.c). MALLOC_CHECK_=3 makes glibc check every free. */
+ * (plugin/host/runtime/signals.c). MALLOC_CHECK_=3 makes glibc check every free. */
 static void test_knn_gemm_heap_intact(void)
 {
   g_autofree char *dir = host_test_tmpdir();

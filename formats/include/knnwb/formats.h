@@ -514,6 +514,35 @@ gboolean knnwb_formats_read_annotation(const char *path, const char *column,
                                        igraph_vector_int_t *classes, char ***class_names,
                                        size_t *n_matched, GError **error);
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Distance matrices (MST-kNN's input). */
+
+/**
+ * Reads a labelled square distance matrix in CSV as R's write.csv writes it (for example
+ * share/data/dslanguages.csv), or the same layout in TSV (tab-separated when the header line holds
+ * a tab): a header line with an empty first field and n column labels, then n lines
+ * "label,d1,...,dn". Labels may be double-quoted. distances (initialised) is resized to n x
+ * n; labels (may be NULL) receives a NULL-terminated array of the n row labels (free with
+ * g_strfreev). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE ("file:line: message": wrong field count,
+ * bad number, not square, row and column labels differ). Complexity: O(n^2).
+ */
+gboolean knnwb_formats_read_distance_csv(const char *path, igraph_matrix_t *distances,
+                                         char ***labels, GError **error);
+
+/**
+ * Reads a square distance matrix from NPY (numpy.save of an n x n float64 or float32 array, C or
+ * Fortran order; values kept in double). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE (not NPY, other
+ * dtype, not 2-D square, truncated). Complexity: O(n^2) time and memory (the file is read whole).
+ */
+gboolean knnwb_formats_read_distance_npy(const char *path, igraph_matrix_t *distances,
+                                         GError **error);
+
+/**
+ * Either reader by the file name: .npy (then *labels = NULL) or CSV/TSV. Errors: as the readers.
+ */
+gboolean knnwb_formats_read_distance_matrix(const char *path, igraph_matrix_t *distances,
+                                            char ***labels, GError **error);
+
 G_END_DECLS
 
 #endif

@@ -2,7 +2,7 @@
 #include <knnwb/error.h>
 #include <knnwb/phenotype.h>
 #include "steps.h"
-#include "../split_input.h"
+#include "split_input.h"
 
 enum { TABLE, COLUMN, ID_COLUMN, LABEL, N_PARAMS };
 

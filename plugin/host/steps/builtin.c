@@ -7,7 +7,7 @@
  * entry point other igraph tools open) is a real plugin that exercises the plugin path. */
 #include <knnwb/error.h>
 #include <knnwb/version.h>
-#include "../host.h"
+#include "host.h"
 #include "steps.h"
 
 static gboolean knnwb_builtin_init(KnnwbPluginRegistrar *registrar, GError **error)

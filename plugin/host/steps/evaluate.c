@@ -1,11 +1,12 @@
 /* Step evaluate: a clustering against known classes (ARI, NMI, contingency table) and the
  * modularity of the graph it came from. */
+#include <knnwb/evaluation.h>
 #include <math.h>
 #include <knnwb/atomic_file.h>
 #include <knnwb/community.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "../host.h"
+#include "host.h"
 #include "steps.h"
 
 enum { ANNOTATION, COLUMN, PATH, CONTINGENCY, N_PARAMS };
@@ -62,7 +63,7 @@ static gboolean knnwb_evaluate_run(KnnwbStepContext *context, GError **error)
   gboolean ok =
       knnwb_formats_read_annotation(table, column, knnwb_host_value_labels(clusters), (size_t)n,
                                     &classes, &class_names, NULL, error) &&
-      knnwb_host_evaluation_append(text, spec, &clusters->membership, &classes, class_names,
+      knnwb_evaluation_append(text, spec, &clusters->membership, &classes, class_names,
                                    context->params[CONTINGENCY].v_string, error);
   igraph_vector_int_destroy(&classes);
   if (!ok)

@@ -2,7 +2,7 @@
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include "steps.h"
-#include "../split_input.h"
+#include "split_input.h"
 
 enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, N_PARAMS };
 

@@ -3,7 +3,7 @@
 #include <knnwb/error.h>
 #include <knnwb/metafeatures.h>
 #include "steps.h"
-#include "../split_input.h"
+#include "split_input.h"
 
 enum { OPS, ROWS, MISSING, N_PARAMS };
 

@@ -1,5 +1,6 @@
 /* Step mst-knn-distances: MST-kNN of a precomputed distance matrix (a CSV/TSV/NPY file or a
  * matrix from another step), the way the R package mstknnclust does it. */
+#include <knnwb/formats.h>
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
 #include "steps.h"
@@ -35,7 +36,7 @@ static gboolean knnwb_mst_knn_distances_run(KnnwbStepContext *context, GError **
   char **labels = NULL;
   gboolean ok = TRUE;
   if (path)
-    ok = knnwb_clustering_read_distance_matrix(path, &distances, &labels, error);
+    ok = knnwb_formats_read_distance_matrix(path, &distances, &labels, error);
   else {
     const KnnwbMatrix *matrix = in->matrix;
     if (matrix->n_rows != matrix->n_cols) {

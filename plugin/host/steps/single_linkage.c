@@ -4,7 +4,7 @@
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "../host.h"
+#include "host.h"
 #include "steps.h"
 
 enum { HEIGHT, CLUSTERS, NEWICK, LINKAGE, N_PARAMS };

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "../host.h"
+#include "host.h"
 #include "steps.h"
 
 enum { PATH, FORMAT, LAYOUT, SEED, NODE_SIZE, FOCUS, N_PARAMS };

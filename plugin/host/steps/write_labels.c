@@ -1,7 +1,7 @@
 /* Step write-labels: the cluster table (label, cluster, cluster size). */
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "../host.h"
+#include "host.h"
 #include "steps.h"
 
 enum { PATH, N_PARAMS };

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "render.h"
+#include <knnwb/drawing.h>
 
 typedef struct {
   const char *path;

@@ -2,9 +2,9 @@
  * who do not use yEd, with the GML's colours and the focus highlighted. */
 #include <string.h>
 #include <knnwb/error.h>
-#include "command_common.h"
+#include "options.h"
 #include "host.h"
-#include "render.h"
+#include <knnwb/drawing.h>
 
 static gboolean knnwb_render_format_from_path(const char *path, KnnwbPictureFormat *format,
                                               GError **error)

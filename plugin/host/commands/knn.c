@@ -11,7 +11,7 @@
 #include <knnwb/graph.h>
 #include <knnwb/knn.h>
 #include "host.h"
-#include "command_common.h"
+#include "options.h"
 #include "split_input.h"
 
 typedef struct {

@@ -8,6 +8,7 @@
 #include <glib.h>
 #include <stdint.h>
 #include <knnwb/knn.h>
+#include <knnwb/parallel.h>
 #include "knnwb_kernels.h"
 
 /**
@@ -324,10 +325,6 @@ gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelec
                                       const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
                                       KnnwbNeighbors *result, GError **error);
 
-/** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
-void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
-                        void (*body)(size_t first, size_t last, void *data), void *data);
-
 /* Host work off a GPU run's critical path (background.c). */
 typedef struct KnnwbPrefault KnnwbPrefault;
 /**
@@ -357,11 +354,6 @@ void knnwb_release_start(void);
 /** knnwb_release_start, then waits until every block handed over so far is freed. */
 void knnwb_release_wait(void);
 
-/** Bytes the machine can still give (MemAvailable), SIZE_MAX when unknown. */
-size_t knnwb_memory_available(void);
-/** "1.5 GiB" style text for messages; free with g_free. */
-char *knnwb_memory_format(size_t bytes);
-
 /** knnwb_matrix_check_finite over rows [first, last) only (messages name the global row). */
 gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
                                         GError **error);
@@ -373,12 +365,6 @@ gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first,
  * O(n d).
  */
 int knnwb_prepare_manhattan_exponent(const KnnwbMatrix *data);
-
-/**
- * g_thread_try_new, with one warning per process when a thread cannot start (memory or process
- * limits). Callers go on with the threads they have. NULL when it failed.
- */
-GThread *knnwb_thread_try_start(const char *name, GThreadFunc body, gpointer data);
 
 /* Matrix annotations (matrix_annotations.c), for matrix.c. */
 /** Frees every annotation (their strings live in the matrix's chunk). */

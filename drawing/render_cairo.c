@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <knnwb/atomic_file.h>
 #include <knnwb/error.h>
-#include "render.h"
+#include <knnwb/drawing.h>
 
 #ifdef KNNWB_HAVE_CAIRO
 #include <cairo.h>

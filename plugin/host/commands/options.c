@@ -3,7 +3,7 @@
 #include <unistd.h>
 #include <knnwb/error.h>
 #include <knnwb/phenotype.h>
-#include "command_common.h"
+#include "options.h"
 #include "host.h"
 
 void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *args)

@@ -1,7 +1,7 @@
 /* Options and helpers shared by the workflow commands (metafeatures, neighbourhood, classify):
  * one parser per option. */
-#ifndef KNNWB_HOST_COMMAND_COMMON_H
-#define KNNWB_HOST_COMMAND_COMMON_H
+#ifndef KNNWB_HOST_OPTIONS_H
+#define KNNWB_HOST_OPTIONS_H
 
 #include <glib.h>
 #include <knnwb/formats.h>

@@ -5,7 +5,7 @@
  * RLIMIT_STACK bytes. Where those do not fit (many cores under a tight `ulimit -v`, or a large
  * `ulimit -s`) pthread_create fails and OpenBLAS ends the process before knnwb runs: nothing knnwb
  * does in main can help. knnwb never uses that pool: its GEMMs run on its own threads with
- * OpenBLAS set to one thread (core/select_cpu.c), which is also what keeps concurrent calls safe.
+ * OpenBLAS set to one thread (core/cpu/select_cpu.c), which is also what keeps concurrent calls safe.
  *
  * The ways to stop the pool were weighed: OPENBLAS_NUM_THREADS=1 set from inside the program is
  * too late for a constructor, and an early setenv (in .preinit_array, which runs before any

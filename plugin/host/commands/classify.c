@@ -3,7 +3,7 @@
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "command_common.h"
+#include "options.h"
 #include "host.h"
 
 int knnwb_host_command_classify(int argc, char **argv)

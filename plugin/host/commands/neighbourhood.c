@@ -3,7 +3,7 @@
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/neighbourhood.h>
-#include "command_common.h"
+#include "options.h"
 #include "host.h"
 #include "split_input.h"
 

@@ -4,7 +4,7 @@
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/write_matrix.h>
-#include "command_common.h"
+#include "options.h"
 #include "host.h"
 
 int knnwb_host_command_metafeatures(int argc, char **argv)

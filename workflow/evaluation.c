@@ -4,12 +4,12 @@
 #include <knnwb/atomic_file.h>
 #include <knnwb/community.h>
 #include <knnwb/error.h>
-#include "host.h"
+#include <knnwb/evaluation.h>
 
-gboolean knnwb_host_evaluation_append(GString *text, const char *annotation,
-                                      const igraph_vector_int_t *membership,
-                                      const igraph_vector_int_t *classes, char *const *class_names,
-                                      const char *contingency_path, GError **error)
+gboolean knnwb_evaluation_append(GString *text, const char *annotation,
+                                 const igraph_vector_int_t *membership,
+                                 const igraph_vector_int_t *classes, char *const *class_names,
+                                 const char *contingency_path, GError **error)
 {
   double ari = NAN, nmi = NAN;
   igraph_integer_t used = 0;

@@ -270,18 +270,6 @@ int knnwb_host_command_run(int argc, char **argv);
 int knnwb_host_command_validate(int argc, char **argv);
 int knnwb_host_command_plugins(int argc, char **argv);
 
-/**
- * Compares membership with classes (knnwb_clustering_compare; class -1 = not annotated) and
- * appends "annotation, annotated_points, classes, ari, nmi" lines (key<TAB>value) to text; with
- * contingency_path, writes the contingency table there (atomically): a header `cluster` + the
- * class names, then one line per cluster with its counts. Errors: KNNWB_ERROR_IO and those of
- * knnwb_clustering_compare.
- */
-gboolean knnwb_host_evaluation_append(GString *text, const char *annotation,
-                                      const igraph_vector_int_t *membership,
-                                      const igraph_vector_int_t *classes, char *const *class_names,
-                                      const char *contingency_path, GError **error);
-
 /** Prints "knnwb: message" to stderr. */
 void knnwb_host_print_error(const GError *error);
 

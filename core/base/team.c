@@ -1,33 +1,28 @@
 /* A fixed team of threads with static ranges, for passes whose outputs must line up per thread. */
-#include "clustering_internal.h"
+#include <knnwb/parallel.h>
 
 typedef struct {
   void (*body)(int, int, void *);
   void *data;
   int thread;
   int n_threads;
-} KnnwbClusteringWorker;
+} KnnwbTeamWorker;
 
-static gpointer knnwb_clustering_worker_main(gpointer user)
+static gpointer knnwb_team_worker_main(gpointer user)
 {
-  KnnwbClusteringWorker *worker = user;
+  KnnwbTeamWorker *worker = user;
   worker->body(worker->thread, worker->n_threads, worker->data);
   return NULL;
 }
 
-int knnwb_clustering_thread_count(int n_threads)
-{
-  return knnwb_thread_count(n_threads);
-}
-
-void knnwb_clustering_team_run(int n_threads, void (*body)(int thread, int n_threads, void *data),
+void knnwb_team_run(int n_threads, void (*body)(int thread, int n_threads, void *data),
                                void *data)
 {
   if (n_threads <= 1) {
     body(0, 1, data);
     return;
   }
-  KnnwbClusteringWorker *workers = g_try_new(KnnwbClusteringWorker, n_threads);
+  KnnwbTeamWorker *workers = g_try_new(KnnwbTeamWorker, n_threads);
   GThread **threads = g_try_new0(GThread *, n_threads);
   if (workers == NULL || threads == NULL) {
     g_free(workers);
@@ -37,8 +32,8 @@ void knnwb_clustering_team_run(int n_threads, void (*body)(int thread, int n_thr
     return;
   }
   for (int t = 1; t < n_threads; t++) {
-    workers[t] = (KnnwbClusteringWorker){body, data, t, n_threads};
-    threads[t] = g_thread_try_new("knnwb-cluster", knnwb_clustering_worker_main, &workers[t], NULL);
+    workers[t] = (KnnwbTeamWorker){body, data, t, n_threads};
+    threads[t] = g_thread_try_new("knnwb-team", knnwb_team_worker_main, &workers[t], NULL);
   }
   body(0, n_threads, data);
   /* The ranges are static and the passes have no barriers, so the range of a thread that could not

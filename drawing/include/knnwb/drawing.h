@@ -1,6 +1,6 @@
-/* `knnwb render`: a laid-out GML drawn with cairo (PNG, SVG, PDF). */
-#ifndef KNNWB_HOST_RENDER_H
-#define KNNWB_HOST_RENDER_H
+/* How a graph looks: the drawing read from a laid-out GML, and its rendering with cairo (PNG, SVG, PDF). */
+#ifndef KNNWB_DRAWING_H
+#define KNNWB_DRAWING_H
 
 #include <stdint.h>
 #include <glib.h>

@@ -4,6 +4,7 @@
  * lists and graph, SNN graph, exact MST), clusters, optionally compares with an annotation, and
  * writes the cluster table, its companion summary and the requested extras all or nothing.
  */
+#include <knnwb/evaluation.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 #include <knnwb/formats.h>
 #include <knnwb/graph.h>
 #include "host.h"
-#include "command_common.h"
+#include "options.h"
 
 typedef enum {
   KNNWB_CLUSTER_MST_KNN,
@@ -346,7 +347,7 @@ static gboolean knnwb_cluster_write_summary(const char *path, const char *contin
     g_string_append_printf(text, "modularity\t%.6f\n", result->modularity);
   if (result->note)
     g_string_append_printf(text, "note\t%s\n", result->note);
-  if (classes && !knnwb_host_evaluation_append(text, command->annotation, &result->membership,
+  if (classes && !knnwb_evaluation_append(text, command->annotation, &result->membership,
                                                classes, class_names, contingency_path, error))
     return FALSE;
   g_string_append_printf(text, "seconds\t%.3f\n", seconds);

@@ -1,0 +1,43 @@
+/* Threads and memory: the parallel loops and probes that knnwb's modules share. */
+#ifndef KNNWB_PARALLEL_H
+#define KNNWB_PARALLEL_H
+
+#include <glib.h>
+#include <stddef.h>
+
+G_BEGIN_DECLS
+
+/** Calls body(first, last, data) over [0, n) split in chunks across n_threads threads. */
+void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
+                        void (*body)(size_t first, size_t last, void *data), void *data);
+
+/**
+ * Runs body(thread, n_threads, data) once on each of n_threads threads (the caller is thread 0)
+ * and waits. Static ranges (knnwb_team_range) let a pass and its compaction agree on who
+ * owns which items.
+ */
+void knnwb_team_run(int n_threads, void (*body)(int thread, int n_threads, void *data),
+                               void *data);
+
+/** The [first, last) share of n items that thread t of n_threads owns. */
+static inline void knnwb_team_range(size_t n, int t, int n_threads, size_t *first,
+                                          size_t *last)
+{
+  *first = n * (size_t)t / (size_t)n_threads;
+  *last = n * (size_t)(t + 1) / (size_t)n_threads;
+}
+
+/**
+ * g_thread_try_new, with one warning per process when a thread cannot start (memory or process
+ * limits). Callers go on with the threads they have. NULL when it failed.
+ */
+GThread *knnwb_thread_try_start(const char *name, GThreadFunc body, gpointer data);
+
+/** Bytes the machine can still give (MemAvailable), SIZE_MAX when unknown. */
+size_t knnwb_memory_available(void);
+/** "1.5 GiB" style text for messages; free with g_free. */
+char *knnwb_memory_format(size_t bytes);
+
+G_END_DECLS
+
+#endif
