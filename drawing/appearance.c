@@ -1,8 +1,8 @@
 /* How a laid-out graph looks in yEd and in pictures: node and label sizes from the layout's
  * density, a generated palette with as many distinguishable colours as there are clusters, edge
- * widths and similarity weights from the distances. Shared by the GML and GraphML writers; the
+ * widths and similarity weights from the distances. The GML and GraphML writers ask for these; the
  * render command reads the results back from the GML, so pictures show the same colours. */
-#include "formats_internal.h"
+#include "drawing_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -15,7 +15,7 @@ static int knnwb_appearance_compare_double(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-double knnwb_formats_layout_spacing(const igraph_t *graph, const igraph_matrix_t *coordinates)
+double knnwb_drawing_layout_spacing(const igraph_t *graph, const igraph_matrix_t *coordinates)
 {
   /* Each vertex's shortest drawn edge, then a low quantile over vertices: the spacing inside the
    * dense clusters, where overlaps happen. The mean edge would be dominated by the long edges
@@ -62,14 +62,26 @@ double knnwb_formats_layout_spacing(const igraph_t *graph, const igraph_matrix_t
   return area > 0.0 ? sqrt(area / (double)n) : 0.0;
 }
 
-void knnwb_formats_appearance_init(KnnwbAppearance *appearance, const KnnwbGraphOutput *output,
-                                   const KnnwbGmlOptions *options,
+void knnwb_drawing_options_init(KnnwbDrawingOptions *options)
+{
+  memset(options, 0, sizeof *options);
+  options->layout = KNNWB_LAYOUT_AUTO;
+  options->fr_max_vertices = 20000;
+  options->seed = 42;
+  options->node_size = 30.0;
+  options->font_size = 12.0;
+  options->edge_width = 1.0;
+}
+
+void knnwb_drawing_appearance_init(KnnwbAppearance *appearance, const igraph_t *graph,
+                                   const igraph_vector_t *weights,
+                                   const KnnwbDrawingOptions *options,
                                    const igraph_matrix_t *coordinates)
 {
   memset(appearance, 0, sizeof *appearance);
   /* Nodes half the spacing wide: neighbours in a dense cluster touch at most. Our own layouts
    * are scaled so that this is exactly options->node_size; given coordinates may be denser. */
-  double spacing = knnwb_formats_layout_spacing(output->graph, coordinates);
+  double spacing = knnwb_drawing_layout_spacing(graph, coordinates);
   appearance->node_size = options->node_size;
   if (spacing > 0.0)
     appearance->node_size = MIN(options->node_size, 0.5 * spacing);
@@ -77,9 +89,9 @@ void knnwb_formats_appearance_init(KnnwbAppearance *appearance, const KnnwbGraph
   appearance->edge_width = options->edge_width;
   appearance->distance_lo = INFINITY;
   appearance->distance_hi = -INFINITY;
-  if (output->weights != NULL)
-    for (igraph_integer_t e = 0; e < igraph_vector_size(output->weights); e++) {
-      double d = VECTOR(*output->weights)[e];
+  if (weights != NULL)
+    for (igraph_integer_t e = 0; e < igraph_vector_size(weights); e++) {
+      double d = VECTOR(*weights)[e];
       if (isfinite(d)) {
         appearance->distance_lo = MIN(appearance->distance_lo, d);
         appearance->distance_hi = MAX(appearance->distance_hi, d);
@@ -89,12 +101,12 @@ void knnwb_formats_appearance_init(KnnwbAppearance *appearance, const KnnwbGraph
   appearance->distance_shift = appearance->distance_lo < 0.0 ? -appearance->distance_lo : 0.0;
 }
 
-double knnwb_formats_similarity(const KnnwbAppearance *appearance, double distance)
+double knnwb_drawing_similarity(const KnnwbAppearance *appearance, double distance)
 {
   return 1.0 / (1.0 + distance + appearance->distance_shift);
 }
 
-double knnwb_formats_edge_width(const KnnwbAppearance *appearance, double distance)
+double knnwb_drawing_edge_width(const KnnwbAppearance *appearance, double distance)
 {
   /* Nearest pairs 3x the base width, the farthest 0.5x: strong ties stand out. */
   double span = appearance->distance_hi - appearance->distance_lo;
@@ -103,7 +115,7 @@ double knnwb_formats_edge_width(const KnnwbAppearance *appearance, double distan
   return appearance->edge_width * (3.0 - 2.5 * relative);
 }
 
-void knnwb_formats_cluster_colour(igraph_integer_t cluster, char hex[8])
+void knnwb_drawing_cluster_colour(igraph_integer_t cluster, char hex[8])
 {
   /* Hues a golden angle apart never repeat and the first few are far apart; three lightness
    * and saturation tiers cycling with a different period separate the near hues of distant ids. */
@@ -138,42 +150,46 @@ void knnwb_formats_cluster_colour(igraph_integer_t cluster, char hex[8])
              (int)lround((b + m) * 255));
 }
 
-gboolean knnwb_formats_drawing_init(KnnwbGraphDrawing *drawing, const char *path,
-                                    const KnnwbGraphOutput *output, GError **error)
+gboolean knnwb_drawing_setup_init(KnnwbDrawingSetup *setup, const char *path,
+                                  const igraph_t *graph, const igraph_vector_t *weights,
+                                  const KnnwbDrawingOptions *options,
+                                  const KnnwbWriteControl *control, GError **error)
 {
-  memset(drawing, 0, sizeof *drawing);
-  knnwb_formats_gml_options_init(&drawing->defaults);
-  drawing->options = output->gml != NULL ? output->gml : &drawing->defaults;
-  igraph_integer_t n = igraph_vcount(output->graph);
-  if (drawing->options->focus != NULL) {
-    drawing->focus = g_try_new0(gboolean, MAX(n, 1));
-    if (drawing->focus == NULL) {
+  memset(setup, 0, sizeof *setup);
+  knnwb_drawing_options_init(&setup->defaults);
+  setup->options = options != NULL ? options : &setup->defaults;
+  igraph_integer_t n = igraph_vcount(graph);
+  if (setup->options->focus != NULL) {
+    setup->focus = g_try_new0(gboolean, MAX(n, 1));
+    if (setup->focus == NULL) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                   "%s: out of memory for the focus flags of %" PRId64 " vertices", path,
                   (int64_t)n);
       return FALSE;
     }
-    for (igraph_integer_t i = 0; i < igraph_vector_int_size(drawing->options->focus); i++)
-      drawing->focus[VECTOR(*drawing->options->focus)[i]] = TRUE;
+    for (igraph_integer_t i = 0; i < igraph_vector_int_size(setup->options->focus); i++)
+      setup->focus[VECTOR(*setup->options->focus)[i]] = TRUE;
   }
-  if (igraph_matrix_init(&drawing->layout, 0, 0) != IGRAPH_SUCCESS) {
-    g_clear_pointer(&drawing->focus, g_free);
+  if (igraph_matrix_init(&setup->layout, 0, 0) != IGRAPH_SUCCESS) {
+    g_clear_pointer(&setup->focus, g_free);
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: out of memory", path);
     return FALSE;
   }
-  if (!knnwb_formats_writer_coordinates(output, drawing->options, &drawing->layout,
-                                        &drawing->coordinates, error)) {
-    knnwb_formats_drawing_clear(drawing);
+  if (!knnwb_drawing_layout_for_options(graph, weights, setup->options, control, &setup->layout,
+                                        &setup->coordinates, error)) {
+    knnwb_drawing_setup_clear(setup);
     return FALSE;
   }
-  knnwb_formats_appearance_init(&drawing->appearance, output, drawing->options,
-                                drawing->coordinates);
+  knnwb_drawing_appearance_init(&setup->appearance, graph, weights, setup->options,
+                                setup->coordinates);
   return TRUE;
 }
 
-void knnwb_formats_drawing_clear(KnnwbGraphDrawing *drawing)
+void knnwb_drawing_setup_clear(KnnwbDrawingSetup *setup)
 {
-  igraph_matrix_destroy(&drawing->layout);
-  g_clear_pointer(&drawing->focus, g_free);
-  drawing->coordinates = NULL;
+  igraph_matrix_destroy(&setup->layout);
+  /* A second clear must not destroy the matrix again. */
+  memset(&setup->layout, 0, sizeof setup->layout);
+  g_clear_pointer(&setup->focus, g_free);
+  setup->coordinates = NULL;
 }

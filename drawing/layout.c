@@ -5,14 +5,14 @@
  * iterations); the interruption handler installed for the duration of a layout reports progress
  * from those calls and stops the layout (IGRAPH_INTERRUPTED) once the cancel flag is raised.
  * DrL and UMAP run in a child process that is killed instead (layout_child.c says why). */
-#include "formats_internal.h"
+#include "drawing_internal.h"
 
 #include <math.h>
 #include <string.h>
 
 static const char *const knnwb_layout_names[] = {"auto", "fr", "drl", "none", "umap"};
 
-gboolean knnwb_formats_layout_from_string(const char *name, KnnwbLayout *layout, GError **error)
+gboolean knnwb_drawing_layout_from_string(const char *name, KnnwbLayout *layout, GError **error)
 {
   for (size_t i = 0; i < G_N_ELEMENTS(knnwb_layout_names); i++)
     if (name != NULL && g_ascii_strcasecmp(name, knnwb_layout_names[i]) == 0) {
@@ -24,14 +24,14 @@ gboolean knnwb_formats_layout_from_string(const char *name, KnnwbLayout *layout,
   return FALSE;
 }
 
-const char *knnwb_formats_layout_to_string(KnnwbLayout layout)
+const char *knnwb_drawing_layout_to_string(KnnwbLayout layout)
 {
   if ((size_t)layout < G_N_ELEMENTS(knnwb_layout_names))
     return knnwb_layout_names[layout];
   return "unknown";
 }
 
-KnnwbLayout knnwb_formats_layout_choose(KnnwbLayout layout, igraph_integer_t n_vertices,
+KnnwbLayout knnwb_drawing_layout_choose(KnnwbLayout layout, igraph_integer_t n_vertices,
                                         igraph_integer_t fr_max_vertices)
 {
   if (layout != KNNWB_LAYOUT_AUTO)
@@ -162,7 +162,7 @@ static igraph_error_t knnwb_layout_compute(const igraph_t *graph, const igraph_v
     knnwb_layout_expected = KNNWB_UMAP_EPOCHS;
     /* In a child process that a cancellation kills at once (layout_child.c says why). */
     gboolean isolated = FALSE;
-    code = knnwb_formats_layout_isolated(graph, w, layout, NULL, KNNWB_UMAP_EPOCHS,
+    code = knnwb_drawing_layout_isolated(graph, w, layout, NULL, KNNWB_UMAP_EPOCHS,
                                          knnwb_layout_drl_poll, NULL, coordinates, &isolated);
     knnwb_layout_may_stop = FALSE;
     if (code == IGRAPH_SUCCESS && !isolated)
@@ -177,7 +177,7 @@ static igraph_error_t knnwb_layout_compute(const igraph_t *graph, const igraph_v
     /* In a child process that a cancellation kills at once (layout_child.c says why). */
     gboolean isolated = FALSE;
     if (code == IGRAPH_SUCCESS)
-      code = knnwb_formats_layout_isolated(graph, w, layout, &options, 0, knnwb_layout_drl_poll,
+      code = knnwb_drawing_layout_isolated(graph, w, layout, &options, 0, knnwb_layout_drl_poll,
                                            NULL, coordinates, &isolated);
     if (code == IGRAPH_SUCCESS && !isolated)
       code = igraph_layout_drl(graph, coordinates, /*use_seed=*/false, &options, w);
@@ -212,18 +212,18 @@ static void knnwb_layout_normalise(const igraph_t *graph, double node_size,
     MATRIX(*coordinates, v, 0) -= cx;
     MATRIX(*coordinates, v, 1) -= cy;
   }
-  double spacing = knnwb_formats_layout_spacing(graph, coordinates);
+  double spacing = knnwb_drawing_layout_spacing(graph, coordinates);
   if (spacing > 0.0)
     igraph_matrix_scale(coordinates, 2.0 * node_size / spacing);
 }
 
-gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *weights,
+gboolean knnwb_drawing_layout_run(const igraph_t *graph, const igraph_vector_t *weights,
                                   KnnwbLayout layout, igraph_integer_t fr_max_vertices,
                                   unsigned long seed, double node_size,
                                   const KnnwbWriteControl *control, igraph_matrix_t *coordinates,
                                   KnnwbLayout *used, GError **error)
 {
-  KnnwbLayout chosen = knnwb_formats_layout_choose(layout, igraph_vcount(graph), fr_max_vertices);
+  KnnwbLayout chosen = knnwb_drawing_layout_choose(layout, igraph_vcount(graph), fr_max_vertices);
   if (used != NULL)
     *used = chosen;
   if (chosen == KNNWB_LAYOUT_NONE) {
@@ -279,7 +279,7 @@ gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *
   knnwb_layout_control = NULL;
   if (code == IGRAPH_INTERRUPTED || (code == IGRAPH_SUCCESS && knnwb_layout_interrupted)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted during the %s layout",
-                knnwb_formats_layout_to_string(chosen));
+                knnwb_drawing_layout_to_string(chosen));
     return FALSE;
   }
   static const char *const functions[] = {"", "igraph_layout_fruchterman_reingold",
@@ -290,26 +290,27 @@ gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *
   return TRUE;
 }
 
-gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weights,
+gboolean knnwb_drawing_layout(const igraph_t *graph, const igraph_vector_t *weights,
                               KnnwbLayout layout, igraph_integer_t fr_max_vertices,
                               unsigned long seed, double node_size, igraph_matrix_t *coordinates,
                               GError **error)
 {
-  return knnwb_formats_layout_run(graph, weights, layout, fr_max_vertices, seed, node_size, NULL,
+  return knnwb_drawing_layout_run(graph, weights, layout, fr_max_vertices, seed, node_size, NULL,
                                   coordinates, NULL, error);
 }
 
-gboolean knnwb_formats_writer_coordinates(const KnnwbGraphOutput *output,
-                                          const KnnwbGmlOptions *options, igraph_matrix_t *layout,
+gboolean knnwb_drawing_layout_for_options(const igraph_t *graph, const igraph_vector_t *weights,
+                                          const KnnwbDrawingOptions *options,
+                                          const KnnwbWriteControl *control,
+                                          igraph_matrix_t *layout,
                                           const igraph_matrix_t **coordinates, GError **error)
 {
   *coordinates = options->coordinates;
-  if (*coordinates == NULL && igraph_vcount(output->graph) > 0 &&
-      knnwb_formats_layout_choose(options->layout, igraph_vcount(output->graph),
+  if (*coordinates == NULL && igraph_vcount(graph) > 0 &&
+      knnwb_drawing_layout_choose(options->layout, igraph_vcount(graph),
                                   options->fr_max_vertices) != KNNWB_LAYOUT_NONE) {
-    if (!knnwb_formats_layout_run(output->graph, output->weights, options->layout,
-                                  options->fr_max_vertices, options->seed, options->node_size,
-                                  output->control, layout, NULL, error))
+    if (!knnwb_drawing_layout_run(graph, weights, options->layout, options->fr_max_vertices,
+                                  options->seed, options->node_size, control, layout, NULL, error))
       return FALSE;
     *coordinates = layout;
   }

@@ -19,7 +19,7 @@
  * has its own copy of that state; it writes the coordinates into shared memory, and the parent
  * polls its cancel flag every 10 ms and kills the child (SIGKILL) when it rises: a cancellation
  * takes effect in milliseconds whatever DrL is doing. */
-#include "formats_internal.h"
+#include "drawing_internal.h"
 
 #include <knnwb/isolated.h>
 
@@ -70,7 +70,7 @@ static int knnwb_layout_child(void *data, void *result, volatile uint64_t *progr
   return (int)code;
 }
 
-igraph_error_t knnwb_formats_layout_isolated(const igraph_t *graph, const igraph_vector_t *weights,
+igraph_error_t knnwb_drawing_layout_isolated(const igraph_t *graph, const igraph_vector_t *weights,
                                              KnnwbLayout layout,
                                              const igraph_layout_drl_options_t *drl_options,
                                              igraph_integer_t umap_epochs, KnnwbDrlPoll poll,

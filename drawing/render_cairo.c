@@ -11,14 +11,14 @@
 #include <cairo-svg.h>
 #include <fontconfig/fontconfig.h>
 
-static cairo_status_t knnwb_render_write(void *closure, const unsigned char *data,
+static cairo_status_t knnwb_drawing_render_write(void *closure, const unsigned char *data,
                                          unsigned int length)
 {
   return fwrite(data, 1, length, closure) == length ? CAIRO_STATUS_SUCCESS
                                                     : CAIRO_STATUS_WRITE_ERROR;
 }
 
-static void knnwb_render_shape(cairo_t *cr, double x, double y, double radius, gboolean hexagon)
+static void knnwb_drawing_render_shape(cairo_t *cr, double x, double y, double radius, gboolean hexagon)
 {
   if (!hexagon) {
     cairo_new_sub_path(cr);
@@ -35,7 +35,7 @@ static void knnwb_render_shape(cairo_t *cr, double x, double y, double radius, g
   cairo_close_path(cr);
 }
 
-gboolean knnwb_render_draw(const KnnwbDrawing *drawing, const char *path, KnnwbPictureFormat format,
+gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path, KnnwbPictureFormat format,
                            int width, guint label_limit, gboolean draw_edges,
                            const volatile gint *cancel, KnnwbRenderProgress progress,
                            void *progress_data, GError **error)
@@ -71,9 +71,9 @@ gboolean knnwb_render_draw(const KnnwbDrawing *drawing, const char *path, KnnwbP
   if (format == KNNWB_PICTURE_PNG)
     surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
   else if (format == KNNWB_PICTURE_SVG)
-    surface = cairo_svg_surface_create_for_stream(knnwb_render_write, stream, width, height);
+    surface = cairo_svg_surface_create_for_stream(knnwb_drawing_render_write, stream, width, height);
   else
-    surface = cairo_pdf_surface_create_for_stream(knnwb_render_write, stream, width, height);
+    surface = cairo_pdf_surface_create_for_stream(knnwb_drawing_render_write, stream, width, height);
   cairo_t *cr = cairo_create(surface);
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_paint(cr);
@@ -145,7 +145,7 @@ gboolean knnwb_render_draw(const KnnwbDrawing *drawing, const char *path, KnnwbP
       double radius = MAX(1.5, 0.5 * node->w * node_scale);
       if (node->focus)
         radius = MAX(radius, 7.0);
-      knnwb_render_shape(cr, node->x * scale, node->y * scale, radius, node->hexagon);
+      knnwb_drawing_render_shape(cr, node->x * scale, node->y * scale, radius, node->hexagon);
       cairo_set_source_rgb(cr, node->fill[0], node->fill[1], node->fill[2]);
       if (radius >= 3.0 || node->focus) {
         cairo_fill_preserve(cr);
@@ -186,7 +186,7 @@ gboolean knnwb_render_draw(const KnnwbDrawing *drawing, const char *path, KnnwbP
   cairo_destroy(cr);
   cairo_status_t status = CAIRO_STATUS_SUCCESS;
   if (!cancelled && format == KNNWB_PICTURE_PNG)
-    status = cairo_surface_write_to_png_stream(surface, knnwb_render_write, stream);
+    status = cairo_surface_write_to_png_stream(surface, knnwb_drawing_render_write, stream);
   cairo_surface_finish(surface);
   if (status == CAIRO_STATUS_SUCCESS)
     status = cairo_surface_status(surface);
@@ -214,7 +214,7 @@ gboolean knnwb_render_draw(const KnnwbDrawing *drawing, const char *path, KnnwbP
 
 #else
 
-gboolean knnwb_render_draw(const KnnwbDrawing *drawing, const char *path, KnnwbPictureFormat format,
+gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path, KnnwbPictureFormat format,
                            int width, guint label_limit, gboolean draw_edges,
                            const volatile gint *cancel, KnnwbRenderProgress progress,
                            void *progress_data, GError **error)

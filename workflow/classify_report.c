@@ -4,7 +4,7 @@
 #include <knnwb/atomic_file.h>
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
-#include "formats_internal.h" /* knnwb_formats_write_tsv_field */
+#include <knnwb/text_fields.h>
 
 KnnwbClassifyMetrics *knnwb_classify_metrics_new(const int32_t *truth, const int32_t *predicted,
                                                  size_t n, size_t n_classes)

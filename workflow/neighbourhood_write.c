@@ -2,9 +2,9 @@
 #include <math.h>
 #include <knnwb/atomic_file.h>
 #include <knnwb/error.h>
+#include <knnwb/text_fields.h>
 #include <knnwb/formats.h>
 #include <knnwb/neighbourhood.h>
-#include "formats_internal.h" /* knnwb_formats_write_tsv_field */
 
 static const char *knnwb_neighbourhood_label(const KnnwbMatrix *data, int64_t row, char scratch[32])
 {
@@ -64,8 +64,8 @@ gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhoo
     VECTOR(order)[v] = neighbourhood->order[v];
   for (size_t f = 0; f < neighbourhood->n_focus; f++)
     VECTOR(focus)[f] = (igraph_integer_t)f; /* the focus rows are the first vertices */
-  KnnwbGmlOptions gml;
-  knnwb_formats_gml_options_init(&gml);
+  KnnwbDrawingOptions gml;
+  knnwb_drawing_options_init(&gml);
   gml.layout = KNNWB_LAYOUT_FR;
   gml.seed = seed;
   gml.focus = &focus;

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/phenotype.h>
-#include "formats_internal.h"
+#include <knnwb/text_fields.h>
 
 /* Problems beyond this many are counted, not listed: a wrong table would print thousands. */
 enum { KNNWB_PHENOTYPE_MAX_LISTED = 40 };
@@ -35,13 +35,12 @@ static gboolean knnwb_phenotype_number(const char *text, float *value, const cha
     *why = length == 0 ? "is empty" : "is missing";
     return FALSE;
   }
-  const char *stop;
-  KnnwbFloatStatus status = knnwb_formats_parse_float(text, text + length, value, &stop);
+  KnnwbFloatStatus status = knnwb_formats_parse_float_field(text, length, value);
   if (status == KNNWB_FLOAT_RANGE) {
     *why = "is beyond the float range (+-3.4e38)";
     return FALSE;
   }
-  if ((status != KNNWB_FLOAT_OK && status != KNNWB_FLOAT_TINY) || stop != text + length) {
+  if (status != KNNWB_FLOAT_OK && status != KNNWB_FLOAT_TINY) {
     *why = "is not a number";
     return FALSE;
   }

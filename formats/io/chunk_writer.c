@@ -5,7 +5,7 @@
  * strictly in chunk order, so the bytes are those of a single-threaded writer. At most `window`
  * chunks are formatted ahead of the writer, which bounds memory to window x chunk size. The cancel
  * flag is checked and progress reported after every chunk written. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <errno.h>
 

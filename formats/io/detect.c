@@ -1,6 +1,6 @@
 /* Input format names and detection by extension, then by content; a format that contradicts the
  * content is refused with what the file looks like. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* Label text for the graph writers, in one place so every writer (and any rewrite of them) stays
  * well formed for every label a reader accepts: a CSV label may hold quotes, '&', '<', tabs, line
  * breaks, C0 controls, U+FFFE/U+FFFF or invalid UTF-8 bytes. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <string.h>
 

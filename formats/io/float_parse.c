@@ -1,5 +1,5 @@
 /* Fast, exact decimal-to-float parsing over a buffer (no NUL terminator, no locale). */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <float.h>
 #include <locale.h>
@@ -196,6 +196,15 @@ KnnwbFloatStatus knnwb_formats_parse_double(const char *p, const char *end, doub
     return KNNWB_FLOAT_RANGE;
   *value = result;
   return KNNWB_FLOAT_OK;
+}
+
+KnnwbFloatStatus knnwb_formats_parse_float_field(const char *text, size_t length, float *value)
+{
+  const char *stop = text;
+  KnnwbFloatStatus status = knnwb_formats_parse_float(text, text + length, value, &stop);
+  if ((status == KNNWB_FLOAT_OK || status == KNNWB_FLOAT_TINY) && stop != text + length)
+    return KNNWB_FLOAT_SYNTAX;
+  return status;
 }
 
 gboolean knnwb_formats_is_missing_token(const char *p, size_t length)

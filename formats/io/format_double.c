@@ -17,7 +17,7 @@
  * the same float, v = m * 2^e with m < 2^24, checked against the float's own rounding interval
  * (strtof rounds the decimal directly to float). printf took 0.4 us a value with its strtof
  * check: a 1,533,876 x 295 metafeature TSV wrote at 15 MB/s. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <math.h>
 #include <stdlib.h>

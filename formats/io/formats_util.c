@@ -1,5 +1,5 @@
 /* Small helpers shared by the readers and writers: error messages, TSV fields, vertex labels. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -53,56 +53,3 @@ void knnwb_formats_write_tsv_field(FILE *stream, const char *s)
   putc('"', stream);
 }
 
-const char *knnwb_formats_vertex_label(const char *const *labels, int64_t v, char scratch[32])
-{
-  if (labels != NULL && labels[v] != NULL)
-    return labels[v];
-  g_snprintf(scratch, 32, "%" PRId64, v);
-  return scratch;
-}
-
-gboolean knnwb_formats_check_output(const KnnwbGraphOutput *output, GError **error)
-{
-  if (output == NULL || output->graph == NULL) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "no graph to write");
-    return FALSE;
-  }
-  igraph_integer_t n = igraph_vcount(output->graph);
-  igraph_integer_t m = igraph_ecount(output->graph);
-  if (output->weights != NULL && igraph_vector_size(output->weights) != m) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "%" IGRAPH_PRId " weights for %" IGRAPH_PRId " edges",
-                igraph_vector_size(output->weights), m);
-    return FALSE;
-  }
-  if (output->membership != NULL) {
-    if (igraph_vector_int_size(output->membership) != n) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "membership has %" IGRAPH_PRId " entries for %" IGRAPH_PRId " vertices",
-                  igraph_vector_int_size(output->membership), n);
-      return FALSE;
-    }
-    for (igraph_integer_t v = 0; v < n; v++)
-      if (VECTOR(*output->membership)[v] < 0) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                    "vertex %" IGRAPH_PRId " has a negative cluster id", v);
-        return FALSE;
-      }
-  }
-  const KnnwbGmlOptions *gml = output->gml;
-  if (gml != NULL && gml->focus != NULL)
-    for (igraph_integer_t i = 0; i < igraph_vector_int_size(gml->focus); i++)
-      if (VECTOR(*gml->focus)[i] < 0 || VECTOR(*gml->focus)[i] >= n) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                    "focus vertex %" IGRAPH_PRId " is not in the graph (%" IGRAPH_PRId " vertices)",
-                    VECTOR(*gml->focus)[i], n);
-        return FALSE;
-      }
-  if (gml != NULL && gml->coordinates != NULL &&
-      (igraph_matrix_nrow(gml->coordinates) != n || igraph_matrix_ncol(gml->coordinates) < 2)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "coordinates must be a %" IGRAPH_PRId " x 2 matrix", n);
-    return FALSE;
-  }
-  return TRUE;
-}

@@ -6,7 +6,7 @@
  * reads them.
  */
 /* memfd_create needs _GNU_SOURCE, which the build defines for every file. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* Growing a matrix row by row while a file streams by. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <stdlib.h>
 #include <string.h>

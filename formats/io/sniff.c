@@ -1,6 +1,6 @@
 /* What a file looks like from its first bytes, so that a wrong format or a misnamed file gets a
  * message that says what it is. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <string.h>
 

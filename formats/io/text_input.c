@@ -1,6 +1,6 @@
 /* Streaming line input over large read() calls (or a gzip stream): no stdio, no per-line
  * allocation. */
-#include "formats_internal.h"
+#include "io.h"
 
 #include <errno.h>
 #include <fcntl.h>

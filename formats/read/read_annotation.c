@@ -1,7 +1,7 @@
 /* Annotation tables (TSV/CSV with a header): sample sheets, phenotypes, class labels. */
 #include <string.h>
 #include <knnwb/annotation.h>
-#include "formats_internal.h"
+#include "read_internal.h"
 
 void knnwb_annotation_free(KnnwbAnnotationTable *table)
 {

@@ -1,6 +1,6 @@
 /* Known classes for the points: one column of an annotation table, rows matched by label. */
 #include <knnwb/annotation.h>
-#include "formats_internal.h"
+#include "read_internal.h"
 
 gboolean knnwb_formats_read_annotation(const char *path, const char *column,
                                        const char *const *labels, size_t n,

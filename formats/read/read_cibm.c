@@ -1,5 +1,5 @@
 /* The CIBM microarray format of GPU-FS-kNN (File S1, "Program Execution"). */
-#include "formats_internal.h"
+#include "read_internal.h"
 
 #include <string.h>
 

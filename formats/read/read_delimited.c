@@ -1,5 +1,5 @@
 /* CSV and TSV: RFC 4180 quoting, CRLF, optional header, a label column, missing-value policy. */
-#include "formats_internal.h"
+#include "read_internal.h"
 
 #include <stdarg.h>
 #include <math.h>

@@ -3,8 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <knnwb/error.h>
-#include <knnwb/formats.h>
+#include "read_internal.h"
 
 /* Splits one line into fields at delimiter; double-quoted fields may hold the delimiter and ""
  * for a quote. */
@@ -131,20 +130,89 @@ gboolean knnwb_formats_read_distance_csv(const char *path, igraph_matrix_t *dist
   return TRUE;
 }
 
-/* Finds 'key': value in the NPY header dict; returns a pointer just past the colon, or NULL. */
-static const char *knnwb_npy_value(const char *header, const char *key)
+/* The header of an NPY distance matrix (npy_header.c): the data's offset, item width and byte
+ * order, its size n and order. Errors: KNNWB_ERROR_PARSE with this reader's messages. */
+static gboolean knnwb_distance_npy_header(const char *path, const char *bytes, gsize size,
+                                          gsize *data, gsize *width, gboolean *little,
+                                          guint64 *n, gboolean *fortran, GError **error)
 {
-  g_autofree char *quoted = g_strdup_printf("'%s'", key);
-  const char *at = strstr(header, quoted);
-  if (!at)
-    return NULL;
-  at = strchr(at + strlen(quoted), ':');
-  if (!at)
-    return NULL;
-  at++;
-  while (*at == ' ')
-    at++;
-  return at;
+  unsigned major = 0;
+  size_t start = 0, header_length = 0;
+  KnnwbNpyPreambleStatus preamble = knnwb_npy_preamble_parse(
+      (const unsigned char *)bytes, MIN(size, 12), &major, &start, &header_length);
+  if (preamble == KNNWB_NPY_PREAMBLE_NOT_NPY) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: not an NPY file (no \\x93NUMPY magic)",
+                path);
+    return FALSE;
+  }
+  if (preamble != KNNWB_NPY_PREAMBLE_OK) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: NPY version %u is not supported", path,
+                major);
+    return FALSE;
+  }
+  if (start + header_length > size) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: NPY header runs past the file end",
+                path);
+    return FALSE;
+  }
+  KnnwbNpyHeader header;
+  size_t error_at = 0;
+  const char *what = NULL;
+  gboolean parsed = knnwb_npy_header_parse(bytes + start, header_length, &header, &error_at, &what);
+  gboolean known = FALSE;
+  *little = knnwb_npy_header_little_endian(&header, &known);
+  if (!header.have_descr || !known || header.kind != 'f' ||
+      (header.item_size != 8 && header.item_size != 4)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: NPY header: a distance matrix must be float64 or float32 ('<f8' or '<f4', "
+                "or big-endian '>f8' or '>f4')",
+                path);
+    return FALSE;
+  }
+  if (!parsed || !header.have_order || !header.have_shape || header.n_dims != 2) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: NPY header: expected a 2-dimensional shape (n, n) and fortran_order", path);
+    return FALSE;
+  }
+  guint64 rows = header.shape[0], cols = header.shape[1];
+  if (rows != cols || rows > G_MAXINT32) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: a distance matrix is square; this one is %" G_GUINT64_FORMAT
+                " x %" G_GUINT64_FORMAT,
+                path, rows, cols);
+    return FALSE;
+  }
+  *data = start + header_length;
+  *width = header.item_size;
+  if ((size - *data) / *width / MAX(rows, 1) < rows) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: %" G_GUINT64_FORMAT " x %" G_GUINT64_FORMAT " values announced, the file "
+                "holds fewer",
+                path, rows, cols);
+    return FALSE;
+  }
+  *n = rows;
+  *fortran = header.fortran_order;
+  return TRUE;
+}
+
+/* One stored value as a double, in the file's byte order. */
+static double knnwb_distance_npy_value(const char *at, gsize width, gboolean little)
+{
+  if (width == 8) {
+    guint64 bits;
+    memcpy(&bits, at, 8);
+    bits = little ? GUINT64_FROM_LE(bits) : GUINT64_FROM_BE(bits);
+    double value;
+    memcpy(&value, &bits, 8);
+    return value;
+  }
+  guint32 bits;
+  float single;
+  memcpy(&bits, at, 4);
+  bits = little ? GUINT32_FROM_LE(bits) : GUINT32_FROM_BE(bits);
+  memcpy(&single, &bits, 4);
+  return single;
 }
 
 gboolean knnwb_formats_read_distance_npy(const char *path, igraph_matrix_t *distances,
@@ -157,92 +225,20 @@ gboolean knnwb_formats_read_distance_npy(const char *path, igraph_matrix_t *dist
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s", io_error->message);
     return FALSE;
   }
-  if (size < 10 || memcmp(bytes, "\x93NUMPY", 6) != 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: not an NPY file (no \\x93NUMPY magic)",
-                path);
+  gsize data = 0, width = 0;
+  gboolean little = TRUE, fortran = FALSE;
+  guint64 rows = 0;
+  if (!knnwb_distance_npy_header(path, bytes, size, &data, &width, &little, &rows, &fortran,
+                                 error))
     return FALSE;
-  }
-  guint major = (guchar)bytes[6];
-  gsize header_length, start;
-  if (major == 1) {
-    header_length = (guchar)bytes[8] | ((gsize)(guchar)bytes[9] << 8);
-    start = 10;
-  } else if ((major == 2 || major == 3) && size >= 12) {
-    header_length = (guchar)bytes[8] | ((gsize)(guchar)bytes[9] << 8) |
-                    ((gsize)(guchar)bytes[10] << 16) | ((gsize)(guchar)bytes[11] << 24);
-    start = 12;
-  } else {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: NPY version %u is not supported", path,
-                major);
-    return FALSE;
-  }
-  if (start + header_length > size) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: NPY header runs past the file end",
-                path);
-    return FALSE;
-  }
-  g_autofree char *header = g_strndup(bytes + start, header_length);
-  const char *descr = knnwb_npy_value(header, "descr");
-  const char *order = knnwb_npy_value(header, "fortran_order");
-  const char *shape = knnwb_npy_value(header, "shape");
-  gsize width;
-  if (descr && g_str_has_prefix(descr, "'<f8'"))
-    width = 8;
-  else if (descr && g_str_has_prefix(descr, "'<f4'"))
-    width = 4;
-  else {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: NPY header: a distance matrix must be little-endian float64 or float32 "
-                "('<f8' or '<f4')",
-                path);
-    return FALSE;
-  }
-  guint64 rows = 0, cols = 0;
-  char *end = NULL;
-  if (!order || !shape || *shape != '(' ||
-      (rows = g_ascii_strtoull(shape + 1, &end, 10), *end != ',') ||
-      (cols = g_ascii_strtoull(end + 1, &end, 10), *end != ')' && *end != ',')) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: NPY header: expected a 2-dimensional shape (n, n) and fortran_order", path);
-    return FALSE;
-  }
-  if (rows != cols || rows > G_MAXINT32) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: a distance matrix is square; this one is %" G_GUINT64_FORMAT
-                " x %" G_GUINT64_FORMAT,
-                path, rows, cols);
-    return FALSE;
-  }
-  gsize data = start + header_length;
-  if ((size - data) / width / MAX(rows, 1) < rows) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: %" G_GUINT64_FORMAT " x %" G_GUINT64_FORMAT " values announced, the file "
-                "holds fewer",
-                path, rows, cols);
-    return FALSE;
-  }
-  gboolean fortran = g_str_has_prefix(order, "True");
   igraph_error_t code =
       igraph_matrix_resize(distances, (igraph_integer_t)rows, (igraph_integer_t)rows);
   if (!knnwb_error_from_igraph(code, "allocating the distance matrix", error))
     return FALSE;
   for (guint64 i = 0; i < rows; i++)
     for (guint64 j = 0; j < rows; j++) {
-      gsize at = data + (gsize)(i * rows + j) * width;
-      double value;
-      if (width == 8) {
-        guint64 bits;
-        memcpy(&bits, bytes + at, 8);
-        bits = GUINT64_FROM_LE(bits);
-        memcpy(&value, &bits, 8);
-      } else {
-        guint32 bits;
-        float single;
-        memcpy(&bits, bytes + at, 4);
-        bits = GUINT32_FROM_LE(bits);
-        memcpy(&single, &bits, 4);
-        value = single;
-      }
+      double value =
+          knnwb_distance_npy_value(bytes + data + (gsize)(i * rows + j) * width, width, little);
       /* Row-major i, j is element (i, j); Fortran order stores (j, i) there. */
       if (fortran)
         MATRIX(*distances, j, i) = value;

@@ -1,6 +1,6 @@
 /* GCT 1.2 and 1.3, the Broad's expression format: #version, dimensions, header, (metadata), rows.
  */
-#include "formats_internal.h"
+#include "read_internal.h"
 
 #include <string.h>
 

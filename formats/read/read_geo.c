@@ -7,7 +7,7 @@
  * "Sample_characteristics_ch1#2"), and every "key: value" of a `!Sample_characteristics_` line
  * also under its key ("tissue", "age"), which is what phenotype and class tables use.
  */
-#include "formats_internal.h"
+#include "read_internal.h"
 
 #include <string.h>
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include <knnwb/drawing.h>
+#include <knnwb/formats.h>
 
 typedef struct {
   const char *path;
@@ -149,7 +149,7 @@ static gboolean knnwb_gml_skip_list(KnnwbGmlParser *parser)
   }
 }
 
-static void knnwb_render_parse_colour(const char *text, double rgb[3])
+static void knnwb_gml_parse_colour(const char *text, double rgb[3])
 {
   unsigned r = 0xC0, g = 0xC0, b = 0xC0;
   if (text != NULL && text[0] == '#' && strlen(text) >= 7)
@@ -193,14 +193,14 @@ static gboolean knnwb_gml_graphics(KnnwbGmlParser *parser, KnnwbDrawingNode *nod
         node->h = value.number;
     } else if (node != NULL && value.is_string) {
       if (strcmp(key, "fill") == 0)
-        knnwb_render_parse_colour(value.text, node->fill);
+        knnwb_gml_parse_colour(value.text, node->fill);
       else if (strcmp(key, "outline") == 0)
-        knnwb_render_parse_colour(value.text, node->outline);
+        knnwb_gml_parse_colour(value.text, node->outline);
       else if (strcmp(key, "type") == 0)
         node->hexagon = strcmp(value.text, "hexagon") == 0;
     } else if (edge != NULL) {
       if (value.is_string && strcmp(key, "fill") == 0)
-        knnwb_render_parse_colour(value.text, edge->colour);
+        knnwb_gml_parse_colour(value.text, edge->colour);
       else if (value.is_number && strcmp(key, "width") == 0)
         edge->width = value.number;
     }
@@ -212,10 +212,10 @@ static gboolean knnwb_gml_item(KnnwbGmlParser *parser, gboolean is_node, KnnwbDr
                                double *id_out, double *source, double *target)
 {
   KnnwbDrawingNode node = {.w = 30, .h = 30, .font_size = 12};
-  knnwb_render_parse_colour(NULL, node.fill);
-  knnwb_render_parse_colour("#404040", node.outline);
+  knnwb_gml_parse_colour(NULL, node.fill);
+  knnwb_gml_parse_colour("#404040", node.outline);
   KnnwbDrawingEdge edge = {.width = 1};
-  knnwb_render_parse_colour("#A0A0A0", edge.colour);
+  knnwb_gml_parse_colour("#A0A0A0", edge.colour);
   gboolean have_id = FALSE;
   char key[64];
   for (;;) {
@@ -291,7 +291,7 @@ static gboolean knnwb_gml_item(KnnwbGmlParser *parser, gboolean is_node, KnnwbDr
   return TRUE;
 }
 
-KnnwbDrawing *knnwb_render_read_gml(const char *path, GError **error)
+KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error)
 {
   g_autofree char *contents = NULL;
   gsize length = 0;
@@ -302,9 +302,7 @@ KnnwbDrawing *knnwb_render_read_gml(const char *path, GError **error)
     return NULL;
   }
   KnnwbGmlParser parser = {path, contents, contents + length, 1, error};
-  g_autoptr(KnnwbDrawing) drawing = g_new0(KnnwbDrawing, 1);
-  drawing->nodes = g_array_new(FALSE, TRUE, sizeof(KnnwbDrawingNode));
-  drawing->edges = g_array_new(FALSE, TRUE, sizeof(KnnwbDrawingEdge));
+  g_autoptr(KnnwbDrawing) drawing = knnwb_drawing_new();
   g_autoptr(GHashTable) index = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
   g_autoptr(GArray) ends = g_array_new(FALSE, FALSE, sizeof(double));
   gboolean have_graph = FALSE;
@@ -400,18 +398,4 @@ KnnwbDrawing *knnwb_render_read_gml(const char *path, GError **error)
       return NULL;
     }
   return g_steal_pointer(&drawing);
-}
-
-void knnwb_render_drawing_free(KnnwbDrawing *drawing)
-{
-  if (drawing == NULL)
-    return;
-  if (drawing->nodes != NULL) {
-    for (guint v = 0; v < drawing->nodes->len; v++)
-      g_free(g_array_index(drawing->nodes, KnnwbDrawingNode, v).label);
-    g_array_free(drawing->nodes, TRUE);
-  }
-  if (drawing->edges != NULL)
-    g_array_free(drawing->edges, TRUE);
-  g_free(drawing);
 }

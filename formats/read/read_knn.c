@@ -1,5 +1,5 @@
 /* Reading the seed's .knn format back into an igraph graph, strictly. */
-#include "formats_internal.h"
+#include "read_internal.h"
 
 #include <math.h>
 #include <string.h>

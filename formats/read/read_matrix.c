@@ -1,6 +1,6 @@
 /* knnwb_formats_read_matrix: picks the reader, applies the missing-value report and transposition.
  */
-#include "formats_internal.h"
+#include "read_internal.h"
 
 #include <sys/stat.h>
 

@@ -1,5 +1,5 @@
 /* NumPy .npy (format versions 1-3): float32/float64, either byte order, C or Fortran order. */
-#include "formats_internal.h"
+#include "read_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,146 +9,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The parsed header dictionary. */
-typedef struct {
-  char byte_order; /* '<', '>', '|' or '=' */
-  char kind;       /* 'f', 'i' or 'u' */
-  size_t item_size;
-  gboolean fortran_order;
-  size_t shape[2];
-  int n_dims;
-  gboolean have_descr, have_order, have_shape;
-} KnnwbNpyHeader;
-
-static void knnwb_npy_skip_blanks(const char **p, const char *end)
-{
-  while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r'))
-    (*p)++;
-}
-
-/* A Python string literal in single or double quotes (no escapes: numpy never writes them). */
-static gboolean knnwb_npy_string(const char **p, const char *end, const char **start,
-                                 size_t *length)
-{
-  if (*p >= end || (**p != '\'' && **p != '"'))
-    return FALSE;
-  char quote = **p;
-  const char *close = memchr(*p + 1, quote, (size_t)(end - *p - 1));
-  if (close == NULL)
-    return FALSE;
-  *start = *p + 1;
-  *length = (size_t)(close - *start);
-  *p = close + 1;
-  return TRUE;
-}
-
-static gboolean knnwb_npy_integer(const char **p, const char *end, size_t *value)
-{
-  size_t v = 0;
-  const char *s = *p;
-  if (s >= end || *s < '0' || *s > '9')
-    return FALSE;
-  while (s < end && *s >= '0' && *s <= '9') {
-    if (v > (SIZE_MAX - 9) / 10)
-      return FALSE;
-    v = v * 10 + (size_t)(*s - '0');
-    s++;
-  }
-  if (s < end && *s == 'L') /* Python 2 longs */
-    s++;
-  *p = s;
-  *value = v;
-  return TRUE;
-}
-
-/* Parses "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }". */
+/* The header dictionary (npy_header.c), with this reader's messages. */
 static gboolean knnwb_npy_parse_header(const char *path, const char *text, size_t length,
                                        size_t text_offset, KnnwbNpyHeader *header, GError **error)
 {
-  const char *p = text, *end = text + length;
-  const char *what = "expected '{'";
-  memset(header, 0, sizeof *header);
-  knnwb_npy_skip_blanks(&p, end);
-  if (p >= end || *p != '{')
-    goto fail;
-  p++;
-  for (;;) {
-    knnwb_npy_skip_blanks(&p, end);
-    if (p < end && *p == '}')
-      break;
-    const char *key;
-    size_t key_length;
-    what = "expected a quoted key or '}'";
-    if (!knnwb_npy_string(&p, end, &key, &key_length))
-      goto fail;
-    knnwb_npy_skip_blanks(&p, end);
-    what = "expected ':' after a key";
-    if (p >= end || *p != ':')
-      goto fail;
-    p++;
-    knnwb_npy_skip_blanks(&p, end);
-    if (key_length == 5 && memcmp(key, "descr", 5) == 0) {
-      const char *descr;
-      size_t descr_length;
-      what = "'descr' must be a type string such as '<f4' (structured arrays are not supported)";
-      if (!knnwb_npy_string(&p, end, &descr, &descr_length) || descr_length < 3)
-        goto fail;
-      header->byte_order = descr[0];
-      header->kind = descr[1];
-      const char *size_end = descr + descr_length;
-      const char *size_text = descr + 2;
-      if (!knnwb_npy_integer(&size_text, size_end, &header->item_size) || size_text != size_end)
-        goto fail;
-      header->have_descr = TRUE;
-    } else if (key_length == 13 && memcmp(key, "fortran_order", 13) == 0) {
-      if (end - p >= 4 && memcmp(p, "True", 4) == 0) {
-        header->fortran_order = TRUE;
-        p += 4;
-      } else if (end - p >= 5 && memcmp(p, "False", 5) == 0) {
-        p += 5;
-      } else {
-        what = "'fortran_order' must be True or False";
-        goto fail;
-      }
-      header->have_order = TRUE;
-    } else if (key_length == 5 && memcmp(key, "shape", 5) == 0) {
-      what = "'shape' must be a tuple of sizes";
-      if (p >= end || *p != '(')
-        goto fail;
-      p++;
-      for (;;) {
-        knnwb_npy_skip_blanks(&p, end);
-        if (p < end && *p == ')') {
-          p++;
-          break;
-        }
-        size_t size;
-        if (!knnwb_npy_integer(&p, end, &size))
-          goto fail;
-        if (header->n_dims < 2)
-          header->shape[header->n_dims] = size;
-        header->n_dims++;
-        knnwb_npy_skip_blanks(&p, end);
-        if (p < end && *p == ',')
-          p++;
-        else if (p >= end || *p != ')')
-          goto fail;
-      }
-      header->have_shape = TRUE;
-    } else {
-      what = "unknown key in the header dictionary";
-      goto fail;
-    }
-    knnwb_npy_skip_blanks(&p, end);
-    if (p < end && *p == ',') {
-      p++;
-      continue;
-    }
-    knnwb_npy_skip_blanks(&p, end);
-    what = "expected ',' or '}'";
-    if (p >= end || *p != '}')
-      goto fail;
-    break;
+  size_t error_at = 0;
+  const char *what = NULL;
+  if (!knnwb_npy_header_parse(text, length, header, &error_at, &what)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: byte %zu: bad header: %s", path,
+                text_offset + error_at, what);
+    return FALSE;
   }
   if (!header->have_descr || !header->have_order || !header->have_shape) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
@@ -156,10 +26,6 @@ static gboolean knnwb_npy_parse_header(const char *path, const char *text, size_
     return FALSE;
   }
   return TRUE;
-fail:
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: byte %zu: bad header: %s", path,
-              text_offset + (size_t)(p - text), what);
-  return FALSE;
 }
 
 static void knnwb_npy_free_values(void *values, size_t n_bytes, void *data)

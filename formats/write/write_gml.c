@@ -1,21 +1,10 @@
 /* GML for yEd: our own streaming writer, because igraph's cannot write nested graphics blocks.
  * Nodes and edges are formatted in parallel chunks (chunk_writer.c). */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
-
-void knnwb_formats_gml_options_init(KnnwbGmlOptions *options)
-{
-  memset(options, 0, sizeof *options);
-  options->layout = KNNWB_LAYOUT_AUTO;
-  options->fr_max_vertices = 20000;
-  options->seed = 42;
-  options->node_size = 30.0;
-  options->font_size = 12.0;
-  options->edge_width = 1.0;
-}
 
 /* A GML real always has a '.', so every reader types it as a real, not an integer. */
 static void knnwb_gml_put_real(KnnwbTextChunk *out, double value)
@@ -41,7 +30,7 @@ static void knnwb_gml_put_real(KnnwbTextChunk *out, double value)
 
 typedef struct {
   const KnnwbGraphOutput *output;
-  const KnnwbGmlOptions *options;
+  const KnnwbDrawingOptions *options;
   const igraph_matrix_t *coordinates;
   const igraph_integer_t *cluster_size;
   const gboolean *focus;
@@ -120,7 +109,7 @@ static void knnwb_gml_format_edges(void *context, size_t first, size_t last, Knn
       knnwb_text_chunk_puts(out, "\n    distance ");
       knnwb_gml_put_real(out, distance);
       knnwb_text_chunk_puts(out, "\n    weight ");
-      knnwb_gml_put_real(out, knnwb_formats_similarity(g->appearance, distance));
+      knnwb_gml_put_real(out, knnwb_drawing_similarity(g->appearance, distance));
     }
     const char *colour = "#A0A0A0";
     if (membership != NULL && VECTOR(*membership)[a] == VECTOR(*membership)[b])
@@ -128,7 +117,7 @@ static void knnwb_gml_format_edges(void *context, size_t first, size_t last, Knn
     knnwb_text_chunk_puts(out, "\n    graphics\n    [\n      fill \"");
     knnwb_text_chunk_puts(out, colour);
     knnwb_text_chunk_puts(out, "\"\n      width ");
-    knnwb_gml_put_real(out, knnwb_formats_edge_width(g->appearance, distance));
+    knnwb_gml_put_real(out, knnwb_drawing_edge_width(g->appearance, distance));
     if (directed)
       knnwb_text_chunk_puts(out, "\n      targetArrow \"standard\"");
     knnwb_text_chunk_puts(out, "\n    ]\n  ]\n");
@@ -157,14 +146,15 @@ gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *outpu
     for (igraph_integer_t v = 0; v < n; v++)
       cluster_size[VECTOR(*membership)[v]]++;
   for (igraph_integer_t c = 0; c < clusters; c++)
-    knnwb_formats_cluster_colour(c, colours[c]);
+    knnwb_drawing_cluster_colour(c, colours[c]);
 
-  KnnwbGraphDrawing drawing;
-  if (!knnwb_formats_drawing_init(&drawing, path, output, error))
+  KnnwbDrawingSetup drawing;
+  if (!knnwb_drawing_setup_init(&drawing, path, output->graph, output->weights, output->gml,
+                                output->control, error))
     return FALSE;
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL) {
-    knnwb_formats_drawing_clear(&drawing);
+    knnwb_drawing_setup_clear(&drawing);
     return FALSE;
   }
   FILE *stream = knnwb_atomic_file_stream(file);
@@ -178,7 +168,7 @@ gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *outpu
                                            &context, output->control, 0, total, error) &&
                 knnwb_formats_write_chunks(stream, path, (size_t)m, 16384, knnwb_gml_format_edges,
                                            &context, output->control, (uint64_t)n, total, error);
-  knnwb_formats_drawing_clear(&drawing);
+  knnwb_drawing_setup_clear(&drawing);
   if (!ok)
     return FALSE;
   fputs("]\n", stream);

@@ -1,5 +1,5 @@
 /* Output format names, selection by extension and the one-call writer. */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 #include <string.h>
 
@@ -28,12 +28,6 @@ const char *knnwb_formats_output_to_string(KnnwbOutputFormat format)
   if ((size_t)format < G_N_ELEMENTS(knnwb_output_names))
     return knnwb_output_names[format];
   return "unknown";
-}
-
-static gboolean knnwb_formats_ends_with(const char *path, const char *suffix)
-{
-  size_t n = strlen(path), m = strlen(suffix);
-  return n >= m && g_ascii_strcasecmp(path + n - m, suffix) == 0;
 }
 
 gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *format, GError **error)
@@ -105,31 +99,6 @@ gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
                 (int)format);
     return FALSE;
   }
-}
-
-void knnwb_formats_edges_of_graph(const igraph_t *graph, const igraph_vector_t *weights,
-                                  KnnwbEdgeList *edges)
-{
-  edges->n_vertices = igraph_vcount(graph);
-  edges->n_edges = igraph_ecount(graph);
-  edges->directed = igraph_is_directed(graph);
-  edges->from = VECTOR(graph->from);
-  edges->to = VECTOR(graph->to);
-  edges->stride = 1;
-  edges->weights = weights != NULL ? VECTOR(*weights) : NULL;
-}
-
-char *knnwb_formats_side_path(const char *path, KnnwbOutputFormat format)
-{
-  const char *extension = format == KNNWB_OUTPUT_MTX ? ".mtx" : ".npy";
-  const char *suffix = format == KNNWB_OUTPUT_MTX ? ".rows.txt" : ".distances.npy";
-  if (format != KNNWB_OUTPUT_MTX && format != KNNWB_OUTPUT_NPY)
-    return NULL;
-  size_t length = strlen(path);
-  if (knnwb_formats_ends_with(path, extension))
-    length -= strlen(extension);
-  g_autofree char *stem = g_strndup(path, length);
-  return g_strconcat(stem, suffix, NULL);
 }
 
 gboolean knnwb_formats_write_lists(const char *path, KnnwbOutputFormat format,

@@ -1,5 +1,5 @@
 /* GraphML for Cytoscape and Gephi: labels, clusters, coordinates, focus and edge weights. */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -70,7 +70,7 @@ static void knnwb_graphml_format_edges(void *context, size_t first, size_t last,
       knnwb_text_chunk_puts(out, "<data key=\"distance\">");
       knnwb_graphml_put_real(out, distance);
       knnwb_text_chunk_puts(out, "</data><data key=\"weight\">");
-      knnwb_graphml_put_real(out, knnwb_formats_similarity(g->appearance, distance));
+      knnwb_graphml_put_real(out, knnwb_drawing_similarity(g->appearance, distance));
       knnwb_text_chunk_puts(out, "</data>");
     }
     knnwb_text_chunk_puts(out, "</edge>\n");
@@ -85,15 +85,16 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
   const igraph_t *graph = output->graph;
   igraph_integer_t n = igraph_vcount(graph);
   igraph_integer_t m = igraph_ecount(graph);
-  KnnwbGraphDrawing drawing;
-  if (!knnwb_formats_drawing_init(&drawing, path, output, error))
+  KnnwbDrawingSetup drawing;
+  if (!knnwb_drawing_setup_init(&drawing, path, output->graph, output->weights, output->gml,
+                                output->control, error))
     return FALSE;
   const igraph_matrix_t *coordinates = drawing.coordinates;
   const gboolean *focus = drawing.focus;
 
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL) {
-    knnwb_formats_drawing_clear(&drawing);
+    knnwb_drawing_setup_clear(&drawing);
     return FALSE;
   }
   FILE *stream = knnwb_atomic_file_stream(file);
@@ -126,7 +127,7 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
                                  &context, output->control, 0, total, error) &&
       knnwb_formats_write_chunks(stream, path, (size_t)m, 32768, knnwb_graphml_format_edges,
                                  &context, output->control, (uint64_t)n, total, error);
-  knnwb_formats_drawing_clear(&drawing);
+  knnwb_drawing_setup_clear(&drawing);
   if (!ok)
     return FALSE;
   fputs("  </graph>\n</graphml>\n", stream);

@@ -1,5 +1,5 @@
 /* MST-kNN's split hierarchy as a TSV table. */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 gboolean knnwb_formats_write_hierarchy_tsv(const char *path, const igraph_vector_int_t *parent,
                                            const igraph_vector_int_t *size,

@@ -1,10 +1,9 @@
 /* The seed's .knn format: `vertices edges`, then `source target weight` per edge, 0-based.
  * Formatted in parallel chunks (chunk_writer.c), from neighbour lists or from an edge list. */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 #include <inttypes.h>
 
-enum { KNNWB_KNN_EDGES_PER_CHUNK = 1 << 16 };
 
 static void knnwb_knn_format_edges(void *context, size_t first, size_t last, KnnwbTextChunk *out)
 {
@@ -59,19 +58,6 @@ gboolean knnwb_formats_write_knn_edges(const char *path, const KnnwbEdgeList *ed
                                   (uint64_t)edges->n_edges, error))
     return FALSE;
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
-}
-
-size_t knnwb_formats_rows_per_chunk(size_t k)
-{
-  return MAX((size_t)1, (size_t)KNNWB_KNN_EDGES_PER_CHUNK / MAX(k, (size_t)1));
-}
-
-size_t knnwb_formats_count_edges(const KnnwbNeighbors *neighbors)
-{
-  size_t total = 0;
-  for (size_t i = 0; i < neighbors->n_queries; i++)
-    total += (size_t)neighbors->n_found[i];
-  return total;
 }
 
 gboolean knnwb_formats_write_knn_lists(const char *path, const KnnwbNeighbors *neighbors,

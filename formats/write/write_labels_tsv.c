@@ -1,5 +1,5 @@
 /* The cluster table: label, cluster, cluster size; one line per vertex in order. */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 gboolean knnwb_formats_write_labels_tsv(const char *path, const igraph_vector_int_t *membership,
                                         const char *const *labels, GError **error)

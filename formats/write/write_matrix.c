@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <knnwb/write_matrix.h>
-#include "formats_internal.h"
+#include "write_internal.h"
 
 char *knnwb_formats_npy_labels_path(const char *path)
 {
@@ -64,35 +64,8 @@ static gboolean knnwb_write_matrix_npy_run(const char *path, const KnnwbMatrix *
   if (file == NULL)
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
-  /* Format 1.0: magic, version, a little-endian u16 header length; the header is padded with
-   * spaces and a newline so that the data starts on a 64-byte boundary. */
-  g_autofree char *dict =
-      g_strdup_printf("{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }",
-                      matrix->n_rows, matrix->n_cols);
-  size_t header = strlen(dict) + 1, total = 10 + header;
-  size_t padded = (total + 63) / 64 * 64;
-  if (padded - 10 > 65535) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s: NPY header too long", path);
-    return FALSE;
-  }
-  unsigned char preamble[10] = {0x93,
-                                'N',
-                                'U',
-                                'M',
-                                'P',
-                                'Y',
-                                1,
-                                0,
-                                (unsigned char)((padded - 10) & 0xff),
-                                (unsigned char)((padded - 10) >> 8)};
-  fwrite(preamble, 1, sizeof preamble, stream);
-  fputs(dict, stream);
-  for (size_t i = total; i < padded; i++)
-    putc(' ', stream);
-  putc('\n', stream);
-#if G_BYTE_ORDER != G_LITTLE_ENDIAN
-#error "the NPY writer assumes a little-endian host"
-#endif
+  /* The values in the host's byte order, which the header names (npy_header.c). */
+  knnwb_npy_header_write(stream, "f4", matrix->n_rows, matrix->n_cols);
   size_t count = matrix->n_rows * matrix->n_cols;
   if (matrix->n_absent_rows == 0) {
     if (!knnwb_write_matrix_values(stream, path, matrix->values, count, matrix->n_cols, control,

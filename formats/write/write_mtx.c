@@ -2,7 +2,7 @@
  * Matrix::readMM), 1-based, with the row labels in a side file. Directed graphs and neighbour
  * lists are `general` (row i holds i's neighbours); undirected graphs are `symmetric`, each edge
  * once in the lower triangle. Explicit zeros (distance 0) are written: they are edges. */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 #include <inttypes.h>
 

@@ -1,5 +1,5 @@
 /* The neighbour table: label, rank, neighbour label, distance; formatted in parallel chunks. */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -15,21 +15,6 @@ static int knnwb_neighbor_entry_compare(const void *a, const void *b)
   if (x->distance != y->distance)
     return x->distance < y->distance ? -1 : 1;
   return (x->vertex > y->vertex) - (x->vertex < y->vertex);
-}
-
-void knnwb_text_chunk_put_tsv_field(KnnwbTextChunk *chunk, const char *s)
-{
-  if (strpbrk(s, "\t\"\r\n") == NULL) {
-    knnwb_text_chunk_puts(chunk, s);
-    return;
-  }
-  knnwb_text_chunk_putc(chunk, '"');
-  for (const char *c = s; *c != '\0'; c++) {
-    if (*c == '"')
-      knnwb_text_chunk_putc(chunk, '"');
-    knnwb_text_chunk_putc(chunk, *c);
-  }
-  knnwb_text_chunk_putc(chunk, '"');
 }
 
 /* Row numbers (0-based, as in .knn and GML ids) come first: labels may repeat (probes sharing a

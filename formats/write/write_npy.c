@@ -5,29 +5,12 @@
  * copies of the lists in memory, written in 64 MiB blocks with a cancel check between blocks.
  * The headers and the zip frame are functions of their own, so that MPI ranks writing their rows
  * in place (distributed/write_arrays.c) put the same bytes around them. */
-#include "formats_internal.h"
+#include "write_internal.h"
 
 #include <errno.h>
 #include <zlib.h>
 
 enum { KNNWB_NPY_BLOCK_BYTES = 64 << 20 };
-
-GString *knnwb_formats_npy_header(const char *descr, size_t rows, size_t columns)
-{
-  /* NPY format 1.0: magic, version, header length, then the header dict padded with spaces to a
-   * multiple of 64 bytes and ended by a newline. */
-  GString *header = g_string_new(NULL);
-  g_string_append_len(header, "\x93NUMPY\x01\x00\x00\x00", 10);
-  g_string_append_printf(header, "{'descr': '%c%s', 'fortran_order': False, 'shape': (%zu, %zu), }",
-                         G_BYTE_ORDER == G_LITTLE_ENDIAN ? '<' : '>', descr, rows, columns);
-  while ((header->len + 1) % 64 != 0)
-    g_string_append_c(header, ' ');
-  g_string_append_c(header, '\n');
-  size_t length = header->len - 10;
-  header->str[8] = (char)(length & 0xFF);
-  header->str[9] = (char)(length >> 8);
-  return header;
-}
 
 /* Writes bytes in blocks, reporting progress (in bytes of this array) and checking cancel. */
 static gboolean knnwb_npy_put_data(FILE *stream, const char *path, const void *data, size_t bytes,

@@ -314,8 +314,8 @@ static void test_gml_and_graphml(void)
   igraph_integer_t ids[] = {0, 0, 1, 1}, focus_ids[] = {3};
   igraph_vector_int_init_array(&membership, ids, 4);
   igraph_vector_int_init_array(&focus, focus_ids, 1);
-  KnnwbGmlOptions gml;
-  knnwb_formats_gml_options_init(&gml);
+  KnnwbDrawingOptions gml;
+  knnwb_drawing_options_init(&gml);
   gml.focus = &focus;
   KnnwbGraphOutput output = {.graph = &graph,
                              .weights = &weights,
@@ -432,9 +432,9 @@ static void test_output_names(void)
   g_assert_true(knnwb_formats_output_from_string("neighbours", &format, NULL));
   g_assert_cmpint(format, ==, KNNWB_OUTPUT_NEIGHBORS_TSV);
   KnnwbLayout layout;
-  g_assert_true(knnwb_formats_layout_from_string("DrL", &layout, NULL));
+  g_assert_true(knnwb_drawing_layout_from_string("DrL", &layout, NULL));
   g_assert_cmpint(layout, ==, KNNWB_LAYOUT_DRL);
-  g_assert_false(knnwb_formats_layout_from_string("circle", &layout, &error));
+  g_assert_false(knnwb_drawing_layout_from_string("circle", &layout, &error));
   g_clear_error(&error);
 }
 
@@ -464,7 +464,7 @@ static void test_layout_caller_rng_kept(void)
   igraph_matrix_init(&again, 0, 0);
   for (int i = 0; i < 2; i++) {
     GError *error = NULL;
-    g_assert_true(knnwb_formats_layout_run(&graph, &weights, KNNWB_LAYOUT_FR, 100, 3, 30.0, NULL,
+    g_assert_true(knnwb_drawing_layout_run(&graph, &weights, KNNWB_LAYOUT_FR, 100, 3, 30.0, NULL,
                                            i == 0 ? &first : &again, NULL, &error));
     g_assert_no_error(error);
     g_assert_cmpint(igraph_rng_get_integer(igraph_rng_default(), 0, 1000000000), ==, expected[i]);
@@ -503,7 +503,7 @@ static void test_layouts(void)
     guint calls = 0;
     KnnwbWriteControl control = {.progress = count_progress, .progress_data = &calls};
     KnnwbLayout used = KNNWB_LAYOUT_NONE;
-    g_assert_true(knnwb_formats_layout_run(&graph, &weights, layouts[l], 100, 1, 30.0, &control,
+    g_assert_true(knnwb_drawing_layout_run(&graph, &weights, layouts[l], 100, 1, 30.0, &control,
                                            &coordinates, &used, &error));
     g_assert_no_error(error);
     g_assert_cmpint(used, ==, layouts[l] == KNNWB_LAYOUT_AUTO ? KNNWB_LAYOUT_FR : layouts[l]);
@@ -541,7 +541,7 @@ static void test_layouts(void)
     gint cancel = 1;
     control.cancel = &cancel;
     {
-      g_assert_false(knnwb_formats_layout_run(&graph, &weights, layouts[l], 100, 1, 30.0, &control,
+      g_assert_false(knnwb_drawing_layout_run(&graph, &weights, layouts[l], 100, 1, 30.0, &control,
                                               &coordinates, NULL, &error));
       g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
       g_clear_error(&error);
@@ -554,13 +554,13 @@ static void test_layouts(void)
   igraph_matrix_t coordinates;
   igraph_matrix_init(&coordinates, 0, 0);
   GError *error = NULL;
-  g_assert_false(knnwb_formats_layout_run(&graph, &weights, KNNWB_LAYOUT_UMAP, 100, 1, 30.0, NULL,
+  g_assert_false(knnwb_drawing_layout_run(&graph, &weights, KNNWB_LAYOUT_UMAP, 100, 1, 30.0, NULL,
                                           &coordinates, NULL, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
   g_clear_error(&error);
   igraph_matrix_destroy(&coordinates);
   /* AUTO above its limit lays out nothing. */
-  g_assert_cmpint(knnwb_formats_layout_choose(KNNWB_LAYOUT_AUTO, 60, 10), ==, KNNWB_LAYOUT_NONE);
+  g_assert_cmpint(knnwb_drawing_layout_choose(KNNWB_LAYOUT_AUTO, 60, 10), ==, KNNWB_LAYOUT_NONE);
   g_rand_free(rand);
   igraph_vector_destroy(&weights);
   igraph_destroy(&graph);

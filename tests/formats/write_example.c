@@ -73,11 +73,11 @@ int main(int argc, char **argv)
     igraph_create(&graph, &edges, N, directed);
     igraph_matrix_t coordinates;
     igraph_matrix_init(&coordinates, 0, 0);
-    check(knnwb_formats_layout(&graph, &weights, KNNWB_LAYOUT_FR, 3000, 7, 30.0, &coordinates,
+    check(knnwb_drawing_layout(&graph, &weights, KNNWB_LAYOUT_FR, 3000, 7, 30.0, &coordinates,
                                &error),
           error);
-    KnnwbGmlOptions gml;
-    knnwb_formats_gml_options_init(&gml);
+    KnnwbDrawingOptions gml;
+    knnwb_drawing_options_init(&gml);
     gml.coordinates = &coordinates;
     gml.focus = &focus;
     KnnwbGraphOutput output = {.graph = &graph,

@@ -7,8 +7,10 @@
 #include <igraph.h>
 #include <stddef.h>
 #include <knnwb/atomic_file.h>
+#include <knnwb/drawing.h>
 #include <knnwb/knn.h>
 #include <knnwb/matrix.h>
+#include <knnwb/write_control.h>
 
 G_BEGIN_DECLS
 
@@ -171,14 +173,7 @@ typedef enum {
   KNNWB_OUTPUT_MTX  /**< Matrix Market sparse n x n distance matrix, 1-based; labels beside */
 } KnnwbOutputFormat;
 
-/** How writers run: threads, interruption and progress. Zero-initialised = all cores, no cancel,
- * no progress. */
-typedef struct {
-  int n_threads;               /**< formatting threads; 0 = all cores */
-  const volatile gint *cancel; /**< optional: stop with KNNWB_ERROR_CANCELLED once *cancel != 0 */
-  KnnwbProgressFunc progress;  /**< optional: (items written, items in total) */
-  void *progress_data;
-} KnnwbWriteControl;
+/* KnnwbWriteControl (threads, interruption, progress): <knnwb/write_control.h>. */
 
 /**
  * Edges to write without an igraph_t: edge e runs from from[e * stride] to to[e * stride] with
@@ -208,63 +203,8 @@ const char *knnwb_formats_output_to_string(KnnwbOutputFormat format);
 gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *format,
                                         GError **error);
 
-/** How GML nodes get coordinates. */
-typedef enum {
-  KNNWB_LAYOUT_AUTO, /**< FR up to fr_max_vertices, none above (never minutes by default) */
-  KNNWB_LAYOUT_FR,   /**< igraph Fruchterman-Reingold, grid variant above 1000 vertices */
-  KNNWB_LAYOUT_DRL,  /**< igraph_layout_drl */
-  KNNWB_LAYOUT_NONE, /**< no coordinates (yEd piles the nodes up; use its own layouts) */
-  KNNWB_LAYOUT_UMAP  /**< igraph_layout_umap from the kNN distances (as scanpy) */
-} KnnwbLayout;
-
-/** Parses "auto", "fr", "drl", "umap", "none". Errors: INVALID_ARGUMENT. */
-gboolean knnwb_formats_layout_from_string(const char *name, KnnwbLayout *layout, GError **error);
-/** The name knnwb_formats_layout_from_string() accepts. */
-const char *knnwb_formats_layout_to_string(KnnwbLayout layout);
-
-/** The layout AUTO stands for at n_vertices (other layouts are returned as they are). */
-KnnwbLayout knnwb_formats_layout_choose(KnnwbLayout layout, igraph_integer_t n_vertices,
-                                        igraph_integer_t fr_max_vertices);
-
-/**
- * Computes a 2-D layout of graph into coordinates (an initialised matrix, resized to n x 2),
- * centred on the origin and scaled so that drawn neighbours inside dense clusters are two node
- * sizes apart. Weights (distances, may be NULL) make near neighbours pull harder (UMAP uses them
- * as distances). Deterministic for a given seed: it reseeds igraph's default RNG (global).
- * control (may be NULL) gets progress per layout iteration and stops the layout within one
- * iteration of its cancel flag, through igraph's (process-wide) interruption handler.
- * *used (may be NULL) receives the layout actually run.
- * Errors: KNNWB_ERROR_IGRAPH, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_INVALID_ARGUMENT (layout NONE, or
- * AUTO resolving to NONE). Complexity: FR O(iterations * n^2) below 1000 vertices, grid FR about
- * O(iterations * (n + m)), UMAP O(epochs * m), DrL O(iterations * n).
- */
-gboolean knnwb_formats_layout_run(const igraph_t *graph, const igraph_vector_t *weights,
-                                  KnnwbLayout layout, igraph_integer_t fr_max_vertices,
-                                  unsigned long seed, double node_size,
-                                  const KnnwbWriteControl *control, igraph_matrix_t *coordinates,
-                                  KnnwbLayout *used, GError **error);
-
-/** knnwb_formats_layout_run without control. */
-gboolean knnwb_formats_layout(const igraph_t *graph, const igraph_vector_t *weights,
-                              KnnwbLayout layout, igraph_integer_t fr_max_vertices,
-                              unsigned long seed, double node_size, igraph_matrix_t *coordinates,
-                              GError **error);
-
-/** Appearance options of the yEd GML and GraphML writers. Initialise with
- * knnwb_formats_gml_options_init(). */
-typedef struct {
-  KnnwbLayout layout;                 /**< default AUTO */
-  igraph_integer_t fr_max_vertices;   /**< AUTO: FR up to this, none above; default 20000 */
-  unsigned long seed;                 /**< layout RNG seed; default 42 */
-  const igraph_matrix_t *coordinates; /**< n x 2 precomputed coordinates; overrides layout */
-  const igraph_vector_int_t *focus; /**< vertex ids to highlight (the "dummy probe"); may be NULL */
-  double node_size;                 /**< node width/height; default 30 */
-  double font_size;                 /**< label font size; default 12 */
-  double edge_width;                /**< default 1 */
-} KnnwbGmlOptions;
-
-/** Fills options with the defaults listed in KnnwbGmlOptions. */
-void knnwb_formats_gml_options_init(KnnwbGmlOptions *options);
+/* Layouts and the appearance options of the GML and GraphML writers (KnnwbDrawingOptions):
+ * <knnwb/drawing.h>. */
 
 /** Everything a graph writer may use. Only graph is required. */
 typedef struct {
@@ -272,7 +212,7 @@ typedef struct {
   const igraph_vector_t *weights;        /**< per-edge distance; NULL = 1 everywhere */
   const char *const *labels;             /**< per-vertex labels; NULL = vertex numbers */
   const igraph_vector_int_t *membership; /**< per-vertex cluster (0-based); may be NULL */
-  const KnnwbGmlOptions *gml;            /**< NULL = defaults */
+  const KnnwbDrawingOptions *gml;        /**< layout and appearance; NULL = defaults */
   const KnnwbWriteControl *control;      /**< threads, cancel, progress; NULL = defaults */
 } KnnwbGraphOutput;
 
@@ -542,6 +482,18 @@ gboolean knnwb_formats_read_distance_npy(const char *path, igraph_matrix_t *dist
  */
 gboolean knnwb_formats_read_distance_matrix(const char *path, igraph_matrix_t *distances,
                                             char ***labels, GError **error);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Laid-out graphs (the input of `knnwb render`). */
+
+/**
+ * Reads a GML file (knnwb's or any with `graphics [ x y ]` on every node) into a new drawing (free
+ * with knnwb_drawing_free): node positions, sizes, shapes, fills, outlines, labels and font sizes,
+ * edge colours and widths, as the GML writer puts them (missing keys get the writer's defaults).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE "path:line: message", KNNWB_ERROR_INVALID_DATA (a node
+ * without coordinates). Complexity: O(file size); the file is read whole.
+ */
+KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error);
 
 G_END_DECLS
 

@@ -162,10 +162,10 @@ int knnwb_host_command_knn(int argc, char **argv)
                 command.output);
     goto usage;
   }
-  KnnwbGmlOptions gml;
-  knnwb_formats_gml_options_init(&gml);
+  KnnwbDrawingOptions gml;
+  knnwb_drawing_options_init(&gml);
   if (command.layout != NULL) {
-    if (!knnwb_formats_layout_from_string(command.layout, &gml.layout, &error))
+    if (!knnwb_drawing_layout_from_string(command.layout, &gml.layout, &error))
       goto usage;
     if (output_format != KNNWB_OUTPUT_GML && output_format != KNNWB_OUTPUT_GRAPHML) {
       g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -385,7 +385,7 @@ int knnwb_host_command_knn(int argc, char **argv)
                                       &error);
     if (written && (output_format == KNNWB_OUTPUT_GML || output_format == KNNWB_OUTPUT_GRAPHML)) {
       layout_used =
-          knnwb_formats_layout_choose(gml.layout, igraph_vcount(&graph), gml.fr_max_vertices);
+          knnwb_drawing_layout_choose(gml.layout, igraph_vcount(&graph), gml.fr_max_vertices);
       if (layout_used != KNNWB_LAYOUT_NONE && igraph_vcount(&graph) > 0) {
         gint64 layout_start = g_get_monotonic_time();
         KnnwbHostProgress *layout_progress = knnwb_host_progress_new("layout", command.quiet);
@@ -394,7 +394,7 @@ int knnwb_host_command_knn(int argc, char **argv)
         layout_control.progress = layout_progress ? knnwb_host_progress_update : NULL;
         layout_control.progress_data = layout_progress;
         written =
-            knnwb_formats_layout_run(&graph, &weights, layout_used, gml.fr_max_vertices, gml.seed,
+            knnwb_drawing_layout_run(&graph, &weights, layout_used, gml.fr_max_vertices, gml.seed,
                                      gml.node_size, &layout_control, &coordinates, NULL, &error);
         knnwb_host_progress_finish(layout_progress);
         layout_seconds = (double)(g_get_monotonic_time() - layout_start) / 1e6;
@@ -440,7 +440,7 @@ written_out:
     double total = (double)(now - start) / 1e6;
     g_autofree char *layout_text =
         layout_seconds >= 0.0 ? g_strdup_printf(", layout %.2f s (%s)", layout_seconds,
-                                                knnwb_formats_layout_to_string(layout_used))
+                                                knnwb_drawing_layout_to_string(layout_used))
                               : g_strdup("");
     double write_seconds = (double)(now - knn_done) / 1e6 - MAX(layout_seconds, 0.0);
     g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId

@@ -94,7 +94,7 @@ int knnwb_host_command_render(int argc, char **argv)
   if (temporary == NULL)
     goto out;
   gint64 start = g_get_monotonic_time();
-  drawing = knnwb_render_read_gml(rest[0], &error);
+  drawing = knnwb_formats_read_gml(rest[0], &error);
   if (drawing == NULL)
     goto out;
   gboolean draw_edges = edges != NULL && strcmp(edges, "all") == 0;
@@ -103,7 +103,7 @@ int knnwb_host_command_render(int argc, char **argv)
   KnnwbHostProgress *progress = knnwb_host_progress_new("render", quiet);
   knnwb_host_progress_set_unit(progress, "shapes");
   gboolean drawn =
-      knnwb_render_draw(drawing, temporary, format, width, (guint)label_limit, draw_edges, cancel,
+      knnwb_drawing_render(drawing, temporary, format, width, (guint)label_limit, draw_edges, cancel,
                         progress ? knnwb_host_progress_update : NULL, progress, &error);
   knnwb_host_progress_finish(progress);
   if (!drawn || !knnwb_host_outputs_commit(outputs, cancel, &error))

@@ -50,9 +50,9 @@ static gboolean knnwb_write_graph_run(KnnwbStepContext *context, GError **error)
   KnnwbOutputFormat format;
   if (!knnwb_formats_output_from_string(p[FORMAT].v_string, &format, error))
     return FALSE;
-  KnnwbGmlOptions gml;
-  knnwb_formats_gml_options_init(&gml);
-  if (!knnwb_formats_layout_from_string(p[LAYOUT].v_string, &gml.layout, error))
+  KnnwbDrawingOptions gml;
+  knnwb_drawing_options_init(&gml);
+  if (!knnwb_drawing_layout_from_string(p[LAYOUT].v_string, &gml.layout, error))
     return FALSE;
   gml.seed = (unsigned long)p[SEED].v_int;
   gml.node_size = p[NODE_SIZE].v_double;

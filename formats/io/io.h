@@ -1,10 +1,13 @@
-/* Helpers shared by the readers and writers of formats/; not installed. */
-#ifndef KNNWB_FORMATS_INTERNAL_H
-#define KNNWB_FORMATS_INTERNAL_H
+/* formats/io: what the readers and writers of formats/ share from io/ (numbers, messages, gzip,
+ * content sniffing, line input, matrix building, chunked parallel output, escaping, NPY headers).
+ * Read by formats/ only; not installed. */
+#ifndef KNNWB_FORMATS_IO_H
+#define KNNWB_FORMATS_IO_H
 
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/matrix.h>
+#include <knnwb/text_fields.h>
 
 #include <glib.h>
 #include <locale.h>
@@ -14,16 +17,7 @@
 
 G_BEGIN_DECLS
 
-/* ---- numbers ---- */
-
-/** Result of knnwb_formats_parse_float(). */
-typedef enum {
-  KNNWB_FLOAT_OK,
-  KNNWB_FLOAT_SYNTAX, /**< no number starts at p */
-  KNNWB_FLOAT_RANGE,  /**< a number, but beyond float range (it would be infinite) */
-  KNNWB_FLOAT_TINY    /**< a nonzero number below float's normal range (|x| < 2^-126): *value
-                           holds its rounding, a subnormal with fewer digits or 0 */
-} KnnwbFloatStatus;
+/* ---- numbers (float_parse.c, format_double.c) ---- */
 
 /**
  * Parses a decimal number ([+-]digits[.digits][(e|E)[+-]digits]) starting exactly at p (no blanks
@@ -91,10 +85,6 @@ static inline KnnwbFloatStatus knnwb_formats_parse_float(const char *p, const ch
 KnnwbFloatStatus knnwb_formats_parse_double(const char *p, const char *end, double *value,
                                             const char **stop);
 
-/** TRUE when [p, p+length) spells a missing value: empty, NA, N/A, NaN, null, Inf (any case,
- * signed). */
-gboolean knnwb_formats_is_missing_token(const char *p, size_t length);
-
 /** What a token that knnwb_formats_is_missing_token() accepts is, for messages: "infinite value"
  * for Inf/Infinity (signed), else "missing value". */
 const char *knnwb_formats_missing_token_kind(const char *p, size_t length);
@@ -118,9 +108,16 @@ locale_t knnwb_formats_c_locale(void);
 void knnwb_formats_parse_error(GError **error, const char *path, size_t line, size_t column,
                                const char *format, ...) G_GNUC_PRINTF(5, 6);
 
-/** A printable, shortened copy of a field for messages (at most 40 bytes, escapes controls). */
-char *knnwb_formats_quote_field(const char *p, size_t length);
+/* ---- what the file is (detect.c) ---- */
 
+/**
+ * The format to read path with: requested when not AUTO, else from the name (a trailing .gz
+ * ignored), else from the content. Fails with what the file looks like when the content cannot
+ * be read in that format (NPY as text, a zip archive, GML, HTML...). Reads the first 64 KiB,
+ * decompressed when gzip. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE.
+ */
+gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requested,
+                                     KnnwbInputFormat *format, GError **error);
 /* ---- gzip-compressed input (gzip_input.c) ---- */
 
 /** Streaming gzip decompression of a file descriptor (not owned). */
@@ -280,87 +277,7 @@ KnnwbMatrix *knnwb_matrix_builder_finish(KnnwbMatrixBuilder *builder, GError **e
 gboolean knnwb_matrix_builder_finish_rows(KnnwbMatrixBuilder *builder, const char *path,
                                           size_t line, const KnnwbReadInfo *info, KnnwbMatrix **out,
                                           GError **error);
-/**
- * The coordinates a graph writer uses: options->coordinates when given, else a layout computed
- * into layout (initialised by the caller, destroyed by the caller), else NULL (layout none or an
- * empty graph). Returns FALSE (error set) when the layout fails.
- */
-gboolean knnwb_formats_writer_coordinates(const KnnwbGraphOutput *output,
-                                          const KnnwbGmlOptions *options, igraph_matrix_t *layout,
-                                          const igraph_matrix_t **coordinates, GError **error);
 void knnwb_matrix_builder_clear(KnnwbMatrixBuilder *builder);
-
-/* ---- the delimited-text engine shared by CSV/TSV and GCT ---- */
-
-/** What a column of a delimited file holds. */
-enum { KNNWB_COLUMN_VALUE = 0, KNNWB_COLUMN_LABEL = 1, KNNWB_COLUMN_SKIP = 2 };
-
-/** Parameters of knnwb_formats_read_delimited_rows(). */
-typedef struct {
-  char delimiter;
-  const guint8 *kinds; /* one KNNWB_COLUMN_* per field */
-  size_t n_fields;
-  KnnwbMissingPolicy missing;
-  size_t expected_rows;   /* SIZE_MAX when the file does not declare it */
-  const char *end_marker; /* optional: a line starting with it ends the rows (GEO's
-                             !series_matrix_table_end); *end_marker_seen is then set */
-  gboolean *end_marker_seen;
-  gboolean trailing_empty; /* rows may end with empty fields past n_fields (a separator ending
-                              every line, Excel's unnamed empty columns): they are ignored */
-  gboolean decimal_comma;  /* ';' between fields and ',' as the decimal mark (Excel in locales
-                              that write 1,5) */
-} KnnwbDelimitedLayout;
-
-/**
- * Splits one record (already read, starting at line input->line_number) into fields, handling
- * quotes (which may pull further lines in through knnwb_text_input_extend_line). fields receives
- * g_strdup'd unquoted field texts.
- */
-gboolean knnwb_formats_split_record(KnnwbTextInput *input, char delimiter, const char **line,
-                                    size_t *length, GPtrArray *fields, GError **error);
-
-/**
- * Reads the remaining records of input as data rows into builder (n_cols = number of VALUE
- * columns). Blank lines are skipped. Errors: KNNWB_ERROR_PARSE with file:line:column.
- */
-gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input,
-                                           const KnnwbDelimitedLayout *layout,
-                                           KnnwbMatrixBuilder *builder, KnnwbReadInfo *info,
-                                           GError **error);
-
-/** Adds one record given as split fields (the first record after header detection). */
-gboolean knnwb_formats_add_split_row(KnnwbTextInput *input, const KnnwbDelimitedLayout *layout,
-                                     GPtrArray *fields, KnnwbMatrixBuilder *builder,
-                                     KnnwbReadInfo *info, GError **error);
-
-/** Warns that the label column (0-based; none when < 0) holding a number in every one of its 2 or
- * more labels is probably data (a purely numeric file). O(n_rows). */
-void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labels, size_t n_rows,
-                                       int label_column);
-
-/* ---- readers, one per file ---- */
-
-gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,
-                                      char delimiter, KnnwbMatrix **out, KnnwbReadInfo *info,
-                                      GError **error);
-gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *options,
-                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
-gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *options,
-                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
-/** NCBI GEO series matrix; column annotations from the !Sample_ lines (read_geo.c). */
-gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *options,
-                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
-/**
- * The format to read path with: requested when not AUTO, else from the name (a trailing .gz
- * ignored), else from the content. Fails with what the file looks like when the content cannot
- * be read in that format (NPY as text, a zip archive, GML, HTML...). Reads the first 64 KiB,
- * decompressed when gzip. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE.
- */
-gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requested,
-                                     KnnwbInputFormat *format, GError **error);
-/** NPY applies options->transpose itself (a Fortran array transposed is a free mapping). */
-gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
-                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
 
 /* ---- writers ---- */
 
@@ -447,9 +364,6 @@ int knnwb_formats_writer_threads(const KnnwbWriteControl *control);
 gboolean knnwb_formats_cancelled(const KnnwbWriteControl *control, const char *path,
                                  GError **error);
 
-/** Appends s as a TSV field, quoted like knnwb_formats_write_tsv_field. */
-void knnwb_text_chunk_put_tsv_field(KnnwbTextChunk *chunk, const char *s);
-
 /* ---- label text for the graph writers (escape.c) ---- */
 
 /**
@@ -466,119 +380,61 @@ void knnwb_formats_put_xml_text(KnnwbTextChunk *out, const char *text);
  */
 void knnwb_formats_put_gml_string(KnnwbTextChunk *out, const char *text);
 
-/* ---- appearance (appearance.c) ---- */
+/* ---- NPY headers (npy_header.c) ---- */
 
-/** Sizes and scales shared by the GML and GraphML writers. */
-typedef struct {
-  double node_size, font_size, edge_width;
-  double distance_lo, distance_hi; /* finite range of the distances (inf, -inf without) */
-  double distance_shift;           /* added before the similarity transform (>= 0) */
-} KnnwbAppearance;
+/* The .npy container (format versions 1-3) that the NPY readers (read_npy.c, read_distance.c) and
+ * writers (write_npy.c, write_matrix.c, write_linkage.c) share. One byte-order policy: writers
+ * store the host's byte order and say so in 'descr'; readers accept either order and swap
+ * (knnwb_npy_header_little_endian). */
 
-/** The spacing of drawn neighbours: a low quantile of each vertex's shortest drawn edge. */
-double knnwb_formats_layout_spacing(const igraph_t *graph, const igraph_matrix_t *coordinates);
-
-/** Called by knnwb_formats_layout_isolated every 10 ms with the layout's interruption polls so
- * far; TRUE stops the layout. */
-typedef gboolean (*KnnwbDrlPoll)(uint64_t iterations, void *data);
+/** What knnwb_npy_preamble_parse found. */
+typedef enum {
+  KNNWB_NPY_PREAMBLE_OK,
+  KNNWB_NPY_PREAMBLE_NOT_NPY,   /**< fewer than 10 bytes, or no \x93NUMPY magic */
+  KNNWB_NPY_PREAMBLE_VERSION,   /**< a format version other than 1, 2, 3 */
+  KNNWB_NPY_PREAMBLE_TRUNCATED  /**< version 2 or 3 with fewer than 12 bytes */
+} KnnwbNpyPreambleStatus;
 
 /**
- * igraph_layout_drl (layout DRL, drl_options) or igraph_layout_umap (layout UMAP, umap_epochs,
- * min_dist 0.1, sampling 0.3), use_seed false, in a forked child that is killed within 10 ms of
- * poll returning TRUE (layout_child.c says why a process). *isolated is FALSE when no child could
- * be started (no memory to share, no process to spare): nothing ran, and the caller runs DrL in
- * its own process. Returns IGRAPH_SUCCESS with coordinates n x 2, IGRAPH_INTERRUPTED when poll
- * stopped it, DrL's own error code, or IGRAPH_FAILURE when the child died without a result.
- * Costs one fork (page tables of the caller) and 16 bytes per vertex of shared memory besides
- * DrL's own O(iterations * (n + m)) time.
+ * Reads the fixed start of an .npy file from its first available bytes (at most 12 are looked at):
+ * the magic, the format version (*major) and where the header dictionary starts (*header_start,
+ * 10 or 12) and how long it claims to be (*header_length, little-endian u16 or u32). O(1).
  */
-igraph_error_t knnwb_formats_layout_isolated(const igraph_t *graph, const igraph_vector_t *weights,
-                                             KnnwbLayout layout,
-                                             const igraph_layout_drl_options_t *drl_options,
-                                             igraph_integer_t umap_epochs, KnnwbDrlPoll poll,
-                                             void *poll_data, igraph_matrix_t *coordinates,
-                                             gboolean *isolated);
+KnnwbNpyPreambleStatus knnwb_npy_preamble_parse(const unsigned char *bytes, size_t available,
+                                                unsigned *major, size_t *header_start,
+                                                size_t *header_length);
 
-void knnwb_formats_appearance_init(KnnwbAppearance *appearance, const KnnwbGraphOutput *output,
-                                   const KnnwbGmlOptions *options,
-                                   const igraph_matrix_t *coordinates);
-/** weight = 1 / (1 + distance) (shifted when some distance is negative). */
-double knnwb_formats_similarity(const KnnwbAppearance *appearance, double distance);
-/** Edge width: 3x the base for the nearest pair down to 0.5x for the farthest. */
-double knnwb_formats_edge_width(const KnnwbAppearance *appearance, double distance);
-/** "#RRGGBB" of cluster id (golden-angle hues, three tiers). */
-void knnwb_formats_cluster_colour(igraph_integer_t cluster, char hex[8]);
-
-/** What the GML and GraphML writers share before their first byte: the options (the caller's or
- * the defaults), the coordinates (given, computed by the layout the options ask for, or none),
- * the appearance derived from them and the focus flags (NULL when the options name no focus).
- * The struct holds the defaults it may point to: do not copy it after init. */
+/** The parsed header dictionary. */
 typedef struct {
-  KnnwbGmlOptions defaults;
-  const KnnwbGmlOptions *options;
-  igraph_matrix_t layout;             /* owned; coordinates points here when computed */
-  const igraph_matrix_t *coordinates; /* NULL when nothing is drawn */
-  KnnwbAppearance appearance;
-  gboolean *focus; /* n flags or NULL */
-} KnnwbGraphDrawing;
+  char byte_order; /**< '<', '>', '|' or '=' */
+  char kind;       /**< 'f', 'i' or 'u' (any letter the descr held) */
+  size_t item_size;
+  gboolean fortran_order;
+  size_t shape[2]; /**< the first two sizes */
+  int n_dims;
+  gboolean have_descr, have_order, have_shape;
+} KnnwbNpyHeader;
 
-/** Fills drawing for output (runs the layout: the long phase, cancellable through
- * output->control). Errors: out of memory (KNNWB_ERROR_NO_MEMORY, naming path), a failed or
- * cancelled layout. On failure nothing is left to clear. O(layout) time, O(n) memory. */
-gboolean knnwb_formats_drawing_init(KnnwbGraphDrawing *drawing, const char *path,
-                                    const KnnwbGraphOutput *output, GError **error);
-void knnwb_formats_drawing_clear(KnnwbGraphDrawing *drawing);
+/**
+ * Parses the header dictionary "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }" in
+ * [text, text + length): Python literals as NumPy writes them (single or double quotes, blanks,
+ * trailing commas, Python 2 longs). FALSE on the first thing it cannot read, with *error_at the
+ * offset in text and *what a phrase ("expected ':' after a key") for the reader's message;
+ * missing keys are not an error here (the have_ flags tell). O(length).
+ */
+gboolean knnwb_npy_header_parse(const char *text, size_t length, KnnwbNpyHeader *header,
+                                size_t *error_at, const char **what);
 
-/** Edge e's ends as people write them: an undirected edge smaller end first. */
-static inline void knnwb_formats_edge_ends(const igraph_t *graph, igraph_integer_t e,
-                                           igraph_integer_t *from, igraph_integer_t *to)
-{
-  igraph_integer_t a = IGRAPH_FROM(graph, e), b = IGRAPH_TO(graph, e);
-  if (!igraph_is_directed(graph) && a > b) {
-    igraph_integer_t swap = a;
-    a = b;
-    b = swap;
-  }
-  *from = a;
-  *to = b;
-}
+/** The byte order of the header's data, the one reading policy: TRUE little-endian ('<', '=' and
+ * one-byte '|'), FALSE big-endian ('>'); *known FALSE for anything else. O(1). */
+gboolean knnwb_npy_header_little_endian(const KnnwbNpyHeader *header, gboolean *known);
 
-/* Per-format writers behind knnwb_formats_write_lists / _edges / _graph. */
-gboolean knnwb_formats_write_knn_edges(const char *path, const KnnwbEdgeList *edges,
-                                       const KnnwbWriteControl *control, GError **error);
-gboolean knnwb_formats_write_knn_lists(const char *path, const KnnwbNeighbors *neighbors,
-                                       const KnnwbWriteControl *control, GError **error);
-gboolean knnwb_formats_write_mtx_edges(const char *path, const KnnwbEdgeList *edges,
-                                       const char *const *labels, const KnnwbWriteControl *control,
-                                       GError **error);
-gboolean knnwb_formats_write_mtx_lists(const char *path, const KnnwbNeighbors *neighbors,
-                                       const char *const *labels, const KnnwbWriteControl *control,
-                                       GError **error);
-gboolean knnwb_formats_write_npy_lists(const char *path, const KnnwbNeighbors *neighbors,
-                                       const KnnwbWriteControl *control, GError **error);
-gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *neighbors,
-                                       const KnnwbWriteControl *control, GError **error);
-gboolean knnwb_formats_write_neighbors_tsv_control(const char *path, const igraph_t *graph,
-                                                   const igraph_vector_t *weights,
-                                                   const char *const *labels,
-                                                   const KnnwbWriteControl *control,
-                                                   GError **error);
-gboolean knnwb_formats_write_neighbor_lists_tsv_control(
-    const char *path, const KnnwbNeighbors *neighbors, const char *const *query_labels,
-    const char *const *reference_labels, const KnnwbWriteControl *control, GError **error);
-/** Rows per chunk so that a chunk holds about 64 Ki edges of k per row. */
-size_t knnwb_formats_rows_per_chunk(size_t k);
-/** Edges in the lists (sum of n_found). */
-size_t knnwb_formats_count_edges(const KnnwbNeighbors *neighbors);
+/* knnwb_formats_npy_header (<knnwb/formats.h>) writes the version 1.0 header of a C-order
+ * rows x columns array in the host's byte order, padded so the data starts at 64 bytes. */
 
-/** Writes s as a TSV field, quoting it ("" for ") when it holds a tab, quote, CR or LF. */
-void knnwb_formats_write_tsv_field(FILE *stream, const char *s);
-
-/** Label of vertex v: labels[v] when given and non-NULL, else its number in scratch. */
-const char *knnwb_formats_vertex_label(const char *const *labels, int64_t v, char scratch[32]);
-
-/** Checks membership/weights lengths and that membership ids are >= 0. */
-gboolean knnwb_formats_check_output(const KnnwbGraphOutput *output, GError **error);
+/** Writes knnwb_formats_npy_header(descr, rows, columns) to stream (errors stay in the stream's
+ * error flag). O(1). */
+void knnwb_npy_header_write(FILE *stream, const char *descr, size_t rows, size_t columns);
 
 G_END_DECLS
 

@@ -1,0 +1,77 @@
+/* formats/read: what the readers share among themselves (the delimited-text engine of CSV/TSV,
+ * GCT and GEO) and the per-format readers behind knnwb_formats_read_matrix. Read by formats/read
+ * only; not installed. */
+#ifndef KNNWB_FORMATS_READ_INTERNAL_H
+#define KNNWB_FORMATS_READ_INTERNAL_H
+
+#include "../io/io.h"
+
+G_BEGIN_DECLS
+
+/* ---- the delimited-text engine shared by CSV/TSV and GCT ---- */
+
+/** What a column of a delimited file holds. */
+enum { KNNWB_COLUMN_VALUE = 0, KNNWB_COLUMN_LABEL = 1, KNNWB_COLUMN_SKIP = 2 };
+
+/** Parameters of knnwb_formats_read_delimited_rows(). */
+typedef struct {
+  char delimiter;
+  const guint8 *kinds; /* one KNNWB_COLUMN_* per field */
+  size_t n_fields;
+  KnnwbMissingPolicy missing;
+  size_t expected_rows;   /* SIZE_MAX when the file does not declare it */
+  const char *end_marker; /* optional: a line starting with it ends the rows (GEO's
+                             !series_matrix_table_end); *end_marker_seen is then set */
+  gboolean *end_marker_seen;
+  gboolean trailing_empty; /* rows may end with empty fields past n_fields (a separator ending
+                              every line, Excel's unnamed empty columns): they are ignored */
+  gboolean decimal_comma;  /* ';' between fields and ',' as the decimal mark (Excel in locales
+                              that write 1,5) */
+} KnnwbDelimitedLayout;
+
+/**
+ * Splits one record (already read, starting at line input->line_number) into fields, handling
+ * quotes (which may pull further lines in through knnwb_text_input_extend_line). fields receives
+ * g_strdup'd unquoted field texts.
+ */
+gboolean knnwb_formats_split_record(KnnwbTextInput *input, char delimiter, const char **line,
+                                    size_t *length, GPtrArray *fields, GError **error);
+
+/**
+ * Reads the remaining records of input as data rows into builder (n_cols = number of VALUE
+ * columns). Blank lines are skipped. Errors: KNNWB_ERROR_PARSE with file:line:column.
+ */
+gboolean knnwb_formats_read_delimited_rows(KnnwbTextInput *input,
+                                           const KnnwbDelimitedLayout *layout,
+                                           KnnwbMatrixBuilder *builder, KnnwbReadInfo *info,
+                                           GError **error);
+
+/** Adds one record given as split fields (the first record after header detection). */
+gboolean knnwb_formats_add_split_row(KnnwbTextInput *input, const KnnwbDelimitedLayout *layout,
+                                     GPtrArray *fields, KnnwbMatrixBuilder *builder,
+                                     KnnwbReadInfo *info, GError **error);
+
+/** Warns that the label column (0-based; none when < 0) holding a number in every one of its 2 or
+ * more labels is probably data (a purely numeric file). O(n_rows). */
+void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labels, size_t n_rows,
+                                       int label_column);
+
+/* ---- readers, one per file ---- */
+
+gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,
+                                      char delimiter, KnnwbMatrix **out, KnnwbReadInfo *info,
+                                      GError **error);
+gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *options,
+                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+/** NCBI GEO series matrix; column annotations from the !Sample_ lines (read_geo.c). */
+gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+/** NPY applies options->transpose itself (a Fortran array transposed is a free mapping). */
+gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+
+G_END_DECLS
+
+#endif
