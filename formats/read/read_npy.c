@@ -214,255 +214,298 @@ static gboolean knnwb_npy_convert(const unsigned char *src, size_t n, const Knnw
   return TRUE;
 }
 
-gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
-                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
+/* Where the array lies in the file, what it holds and which part of it is read. */
+typedef struct {
+  KnnwbNpyHeader header;
+  uint64_t file_size;
+  uint64_t data_offset; /* of the first byte read (a block's rows start later) */
+  size_t stored_rows, stored_cols;
+  size_t count, matrix_bytes; /* values read, and their bytes as floats */
+  gboolean swap;              /* stored in the other byte order than the host's */
+  /* The matrix wanted is stored_rows x stored_cols, or its transpose. */
+  gboolean want_transpose;
+  size_t rows, cols;
+  gboolean memory_is_c_order_of_wanted; /* a Fortran-order array is stored as its transpose */
+  gboolean block;                       /* one rank's rows only */
+  size_t block_first;
+} KnnwbNpyArray;
+
+/* Opens path, decompressing a .npy.gz into memory once: the rest reads (and seeks) it as if it
+ * were the file. -1 with error set on failure. */
+static int knnwb_npy_open(const char *path, const KnnwbReadOptions *options, uint64_t *file_size,
+                          GError **error)
 {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int saved = errno;
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(saved));
-    return FALSE;
+    return -1;
   }
   if (knnwb_gzip_fd_is_gzip(fd)) {
-    /* A .npy.gz: the array is decompressed into memory once, then read (and mapped) as if it
-     * were the file. */
     int memory = knnwb_gzip_decompress_to_memory_file(fd, path, options, error);
     close(fd);
     if (memory < 0)
-      return FALSE;
+      return -1;
     fd = memory;
   }
-  gboolean ok = FALSE;
-  g_autoptr(KnnwbMatrix) matrix = NULL;
-  g_autofree char *header_text = NULL;
-  float *converted = NULL;
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: not a regular file", path);
-    goto out;
+    close(fd);
+    return -1;
   }
-  uint64_t file_size = (uint64_t)st.st_size;
+  *file_size = (uint64_t)st.st_size;
+  return fd;
+}
+
+/* The preamble and the header dictionary (npy_header.c), with this reader's messages. */
+static gboolean knnwb_npy_read_header(int fd, const char *path, KnnwbNpyArray *array,
+                                      GError **error)
+{
+  const uint64_t file_size = array->file_size;
   unsigned char preamble[12];
-  if (file_size < 10 || !knnwb_npy_read_all(fd, preamble, MIN(file_size, 12), 0) ||
-      memcmp(preamble, "\x93NUMPY", 6) != 0) {
+  unsigned major = 0;
+  size_t header_length = 0, header_start = 0;
+  KnnwbNpyPreambleStatus status = KNNWB_NPY_PREAMBLE_NOT_NPY;
+  if (file_size >= 10 && knnwb_npy_read_all(fd, preamble, MIN(file_size, 12), 0))
+    status = knnwb_npy_preamble_parse(preamble, MIN(file_size, 12), &major, &header_start,
+                                      &header_length);
+  if (status == KNNWB_NPY_PREAMBLE_NOT_NPY) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                 "%s: byte 0: not an NPY file (no \\x93NUMPY magic)", path);
-    goto out;
+    return FALSE;
   }
-  unsigned major = preamble[6];
-  size_t header_length, header_start;
-  if (major == 1) {
-    header_length = (size_t)preamble[8] | (size_t)preamble[9] << 8;
-    header_start = 10;
-  } else if (major == 2 || major == 3) {
-    if (file_size < 12) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: byte %llu: truncated header", path,
-                  (unsigned long long)file_size);
-      goto out;
-    }
-    header_length = (size_t)preamble[8] | (size_t)preamble[9] << 8 | (size_t)preamble[10] << 16 |
-                    (size_t)preamble[11] << 24;
-    header_start = 12;
-  } else {
+  if (status == KNNWB_NPY_PREAMBLE_TRUNCATED) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: byte %llu: truncated header", path,
+                (unsigned long long)file_size);
+    return FALSE;
+  }
+  if (status == KNNWB_NPY_PREAMBLE_VERSION) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                 "%s: byte 6: NPY format version %u is not supported (1, 2 and 3 are)", path, major);
-    goto out;
+    return FALSE;
   }
-  uint64_t data_offset = (uint64_t)header_start + header_length;
-  if (data_offset > file_size) {
+  array->data_offset = (uint64_t)header_start + header_length;
+  if (array->data_offset > file_size) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                 "%s: byte %zu: the header claims %zu bytes but the file has %llu", path,
                 header_start - 4 + (major == 1 ? 2 : 0), header_length,
                 (unsigned long long)file_size);
-    goto out;
+    return FALSE;
   }
-  header_text = g_try_malloc(header_length + 1); /* version 2/3 headers may claim 4 GiB */
+  g_autofree char *header_text = g_try_malloc(header_length + 1); /* v2/3 may claim 4 GiB */
   if (header_text == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "%s: byte %zu: cannot allocate the %zu-byte header it claims", path,
                 header_start - 4 + (major == 1 ? 2 : 0), header_length);
-    goto out;
+    return FALSE;
   }
   if (!knnwb_npy_read_all(fd, header_text, header_length, header_start)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read the header", path);
-    goto out;
+    return FALSE;
   }
   header_text[header_length] = '\0';
-  KnnwbNpyHeader header;
-  if (!knnwb_npy_parse_header(path, header_text, header_length, header_start, &header, error))
-    goto out;
-  gboolean little = header.byte_order == '<' || header.byte_order == '=' ||
-                    (header.byte_order == '|' && header.item_size == 1);
-  gboolean big = header.byte_order == '>';
-  const size_t item = header.item_size;
-  const gboolean supported = header.kind == 'f' ? item == 2 || item == 4 || item == 8
-                             : header.kind == 'i' || header.kind == 'u'
+  return knnwb_npy_parse_header(path, header_text, header_length, header_start, &array->header,
+                                error);
+}
+
+/* The dtype, the dimensions and the data size the header announces, checked against the file. */
+static gboolean knnwb_npy_check_array(const char *path, KnnwbNpyArray *array, GError **error)
+{
+  const KnnwbNpyHeader *header = &array->header;
+  gboolean known = FALSE;
+  gboolean little = knnwb_npy_header_little_endian(header, &known);
+  const size_t item = header->item_size;
+  const gboolean supported = header->kind == 'f' ? item == 2 || item == 4 || item == 8
+                             : header->kind == 'i' || header->kind == 'u'
                                  ? item == 1 || item == 2 || item == 4 || item == 8
                                  : FALSE;
-  if (!supported || !(little || big)) {
+  if (!supported || !known) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                 "%s: dtype '%c%c%zu' is not supported: save the array as float32 or float64 "
                 "(integer and float16 arrays are read too)",
-                path, header.byte_order, header.kind, header.item_size);
-    goto out;
+                path, header->byte_order, header->kind, header->item_size);
+    return FALSE;
   }
-  if (header.n_dims != 2) {
+  if (header->n_dims != 2) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                 "%s: the array has %d dimension%s; a matrix needs 2 (reshape it to (n, d))", path,
-                header.n_dims, KNNWB_PLURAL(header.n_dims));
-    goto out;
+                header->n_dims, KNNWB_PLURAL(header->n_dims));
+    return FALSE;
   }
-  size_t stored_rows = header.shape[0], stored_cols = header.shape[1];
-  size_t count = 0, data_bytes = 0, matrix_bytes = 0;
-  if (!knnwb_size_multiply(stored_rows, stored_cols, &count) ||
-      !knnwb_size_multiply(count, header.item_size, &data_bytes) ||
-      !knnwb_size_multiply(count, sizeof(float), &matrix_bytes) ||
-      data_bytes > file_size - data_offset) {
+  G_STATIC_ASSERT(G_BYTE_ORDER == G_LITTLE_ENDIAN || G_BYTE_ORDER == G_BIG_ENDIAN);
+  array->swap = little != (G_BYTE_ORDER == G_LITTLE_ENDIAN);
+  size_t stored_rows = array->stored_rows = header->shape[0];
+  size_t stored_cols = array->stored_cols = header->shape[1];
+  const uint64_t after_header = array->file_size - array->data_offset;
+  size_t data_bytes = 0;
+  if (!knnwb_size_multiply(stored_rows, stored_cols, &array->count) ||
+      !knnwb_size_multiply(array->count, header->item_size, &data_bytes) ||
+      !knnwb_size_multiply(array->count, sizeof(float), &array->matrix_bytes) ||
+      data_bytes > after_header) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                 "%s: the shape (%zu, %zu) needs %s bytes of data but the file has %llu after the "
                 "header (truncated?)",
-                path, stored_rows, stored_cols, "more",
-                (unsigned long long)(file_size - data_offset));
-    goto out;
+                path, stored_rows, stored_cols, "more", (unsigned long long)after_header);
+    return FALSE;
   }
-  if (data_bytes < file_size - data_offset) {
+  if (data_bytes < after_header) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: %llu bytes follow the (%zu, %zu) array",
-                path, (unsigned long long)(file_size - data_offset - data_bytes), stored_rows,
-                stored_cols);
-    goto out;
+                path, (unsigned long long)(after_header - data_bytes), stored_rows, stored_cols);
+    return FALSE;
   }
-  if (count == 0) {
+  if (array->count == 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: the array (%zu, %zu) is empty", path,
                 stored_rows, stored_cols);
-    goto out;
+    return FALSE;
   }
-  /* The matrix wanted is stored_rows x stored_cols, or its transpose. A Fortran-order array is
-   * stored as its transpose in C order. */
-  gboolean want_transpose = options->transpose;
-  size_t rows = want_transpose ? stored_cols : stored_rows;
-  size_t cols = want_transpose ? stored_rows : stored_cols;
-  gboolean memory_is_c_order_of_wanted = header.fortran_order == want_transpose;
-  /* One rank's block of rows: the bytes of rows [block_first, block_first + rows) only. */
-  const gboolean block = options->block_count > 1 && !header.fortran_order && !want_transpose &&
-                         options->labels_path == NULL;
-  size_t block_first = 0;
-  const size_t all_rows = rows;
-  if (block) {
+  return TRUE;
+}
+
+/* The matrix wanted (transposed or not) and, for one rank of a split job, its block of rows: the
+ * bytes of rows [block_first, block_first + rows) only. */
+static void knnwb_npy_choose_rows(const KnnwbReadOptions *options, KnnwbNpyArray *array,
+                                  KnnwbReadInfo *info)
+{
+  const gboolean want_transpose = array->want_transpose = options->transpose;
+  array->rows = want_transpose ? array->stored_cols : array->stored_rows;
+  array->cols = want_transpose ? array->stored_rows : array->stored_cols;
+  array->memory_is_c_order_of_wanted = array->header.fortran_order == want_transpose;
+  array->block = options->block_count > 1 && !array->header.fortran_order && !want_transpose &&
+                 options->labels_path == NULL;
+  const size_t all_rows = array->rows;
+  if (array->block) {
     size_t block_last;
-    knnwb_knn_group_rows(rows, options->block_index, options->block_count, &block_first,
-                         &block_last);
-    rows = block_last - block_first;
-    count = rows * cols;
-    matrix_bytes = count * sizeof(float);
-    data_offset += (uint64_t)block_first * cols * header.item_size;
+    knnwb_knn_group_rows(array->rows, options->block_index, options->block_count,
+                         &array->block_first, &block_last);
+    array->rows = block_last - array->block_first;
+    array->count = array->rows * array->cols;
+    array->matrix_bytes = array->count * sizeof(float);
+    array->data_offset += (uint64_t)array->block_first * array->cols * array->header.item_size;
   }
-  info->block_read = block;
+  info->block_read = array->block;
   info->total_rows = all_rows;
-  info->first_row = block_first;
-  G_STATIC_ASSERT(G_BYTE_ORDER == G_LITTLE_ENDIAN || G_BYTE_ORDER == G_BIG_ENDIAN);
-  gboolean native = G_BYTE_ORDER == G_LITTLE_ENDIAN ? little : big;
-  gboolean swap = !native;
-  if (header.kind == 'f' && header.item_size == 4 && native && memory_is_c_order_of_wanted) {
+  info->first_row = array->block_first;
+}
+
+/* Streams the stored items in chunks, converted to float; the k-th stored item is element
+ * (k / inner, k % inner) of the memory order, which is the wanted matrix itself or its
+ * transpose. */
+static gboolean knnwb_npy_read_converted(int fd, const char *path, const KnnwbReadOptions *options,
+                                         const KnnwbNpyArray *array, float *converted,
+                                         GError **error)
+{
+  const KnnwbNpyHeader *header = &array->header;
+  const size_t count = array->count;
+  size_t inner = header->fortran_order ? array->stored_rows : array->stored_cols;
+  size_t outer = count / inner;
+  const size_t chunk_items = (size_t)(8 << 20) / header->item_size;
+  g_autofree unsigned char *chunk = g_malloc(chunk_items * header->item_size);
+  g_autofree float *floats = g_new(float, chunk_items);
+  for (size_t first = 0; first < count; first += chunk_items) {
+    size_t n = MIN(chunk_items, count - first);
+    if (!knnwb_npy_read_watched(fd, chunk, n * header->item_size,
+                                array->data_offset + (uint64_t)first * header->item_size, options,
+                                array->data_offset + (uint64_t)count * header->item_size)) {
+      knnwb_npy_read_failed(path, errno, error);
+      return FALSE;
+    }
+    size_t bad;
+    if (!knnwb_npy_convert(chunk, n, header, array->swap, floats, &bad)) {
+      size_t k = array->block_first * array->cols + first + bad;
+      size_t r = header->fortran_order ? k % array->stored_rows : k / array->stored_cols;
+      size_t c = header->fortran_order ? k / array->stored_rows : k % array->stored_cols;
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s: row %zu, column %zu: the float64 value is beyond the float range "
+                  "(+-3.4e38)",
+                  path, r + 1, c + 1);
+      return FALSE;
+    }
+    if (array->memory_is_c_order_of_wanted) {
+      memcpy(converted + first, floats, n * sizeof(float));
+    } else {
+      for (size_t i = 0; i < n; i++) {
+        size_t k = first + i;
+        converted[(k % inner) * outer + k / inner] = floats[i];
+      }
+    }
+  }
+  return TRUE;
+}
+
+/* The values into a new matrix: float32 in the host's order and the wanted memory order straight
+ * into it, anything else converted. */
+static KnnwbMatrix *knnwb_npy_read_values(int fd, const char *path,
+                                          const KnnwbReadOptions *options,
+                                          const KnnwbNpyArray *array, GError **error)
+{
+  float *converted = malloc(MAX(array->matrix_bytes, 1));
+  if (converted == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%s: cannot allocate %zu bytes for the matrix", path, array->matrix_bytes);
+    return NULL;
+  }
+  if (array->header.kind == 'f' && array->header.item_size == 4 && !array->swap &&
+      array->memory_is_c_order_of_wanted) {
     /* Read, not mapped: a mapping dies with SIGBUS anywhere (in a worker thread, hours later) when
      * the file is truncated under us, as `np.save` to the same name does. A read is one copy
      * from the page cache and fails here, with a message, if the file shrinks meanwhile. */
-    converted = malloc(MAX(matrix_bytes, 1));
-    if (converted == NULL) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "%s: cannot allocate %zu bytes for the matrix", path, matrix_bytes);
-      goto out;
-    }
-    if (!knnwb_npy_read_watched(fd, converted, matrix_bytes, data_offset, options,
-                                data_offset + matrix_bytes)) {
+    if (!knnwb_npy_read_watched(fd, converted, array->matrix_bytes, array->data_offset, options,
+                                array->data_offset + array->matrix_bytes)) {
       knnwb_npy_read_failed(path, errno, error);
-      goto out;
+      free(converted);
+      return NULL;
     }
-    matrix = knnwb_matrix_new_wrapped(rows, cols, converted, knnwb_npy_free_values, NULL);
-    converted = NULL;
-  } else {
-    converted = malloc(MAX(matrix_bytes, 1));
-    if (converted == NULL) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "%s: cannot allocate %zu bytes for the matrix", path, matrix_bytes);
-      goto out;
-    }
-    /* Stream the file in chunks; the k-th stored item is element (k / inner, k % inner) of the
-     * memory order, which is the wanted matrix itself or its transpose. */
-    size_t inner = header.fortran_order ? stored_rows : stored_cols;
-    size_t outer = count / inner;
-    const size_t chunk_items = (size_t)(8 << 20) / header.item_size;
-    g_autofree unsigned char *chunk = g_malloc(chunk_items * header.item_size);
-    g_autofree float *floats = g_new(float, chunk_items);
-    for (size_t first = 0; first < count; first += chunk_items) {
-      size_t n = MIN(chunk_items, count - first);
-      if (!knnwb_npy_read_watched(fd, chunk, n * header.item_size,
-                                  data_offset + (uint64_t)first * header.item_size, options,
-                                  data_offset + (uint64_t)count * header.item_size)) {
-        knnwb_npy_read_failed(path, errno, error);
-        goto out;
-      }
-      size_t bad;
-      if (!knnwb_npy_convert(chunk, n, &header, swap, floats, &bad)) {
-        size_t k = block_first * cols + first + bad;
-        size_t r = header.fortran_order ? k % stored_rows : k / stored_cols;
-        size_t c = header.fortran_order ? k / stored_rows : k % stored_cols;
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                    "%s: row %zu, column %zu: the float64 value is beyond the float range "
-                    "(+-3.4e38)",
-                    path, r + 1, c + 1);
-        goto out;
-      }
-      if (memory_is_c_order_of_wanted) {
-        memcpy(converted + first, floats, n * sizeof(float));
-      } else {
-        for (size_t i = 0; i < n; i++) {
-          size_t k = first + i;
-          converted[(k % inner) * outer + k / inner] = floats[i];
-        }
-      }
-    }
-    matrix = knnwb_matrix_new_wrapped(rows, cols, converted, knnwb_npy_free_values, NULL);
-    converted = NULL;
+  } else if (!knnwb_npy_read_converted(fd, path, options, array, converted, error)) {
+    free(converted);
+    return NULL;
   }
-  if (options->labels_path != NULL &&
-      !knnwb_npy_labels(options->labels_path, stored_rows, matrix, want_transpose, error))
-    goto out;
-  /* NaN/Inf: the text formats' missing values. Rows here are those of the file as stored. As one
-   * rank of a job that fails on them, only this rank's rows are read here (every row is some
-   * rank's and the ranks agree on errors); dropping rows needs every rank to see every row. */
+  return knnwb_matrix_new_wrapped(array->rows, array->cols, converted, knnwb_npy_free_values,
+                                  NULL);
+}
+
+/* NaN/Inf, the text formats' missing values: an error, or (policy DROP_ROWS) the stored rows that
+ * hold them marked FALSE in *keep (allocated at the first; NULL when none). Rows here are those
+ * of the file as stored. As one rank of a job that fails on them, only this rank's rows are read
+ * (every row is some rank's and the ranks agree on errors); dropping rows needs every rank to see
+ * every row. */
+static gboolean knnwb_npy_find_missing(const char *path, const KnnwbReadOptions *options,
+                                       const KnnwbNpyArray *array, const KnnwbMatrix *matrix,
+                                       gboolean **keep, KnnwbReadInfo *info, GError **error)
+{
+  const size_t rows = array->rows, cols = array->cols, stored_rows = array->stored_rows;
+  const gboolean want_transpose = array->want_transpose;
   size_t scan_first = 0, scan_last = rows;
   const KnnwbKnnGroup *group = knnwb_knn_group_get_default();
-  if (!block && group != NULL && group->size > 1 && options->missing == KNNWB_MISSING_ERROR &&
-      !want_transpose)
+  if (!array->block && group != NULL && group->size > 1 &&
+      options->missing == KNNWB_MISSING_ERROR && !want_transpose)
     knnwb_knn_group_rows(rows, group->rank, group->size, &scan_first, &scan_last);
-  gboolean *keep = NULL;
   for (size_t i = scan_first; i < scan_last; i++) {
     const float *row = matrix->values + i * cols;
     for (size_t j = 0; j < cols; j++) {
       if (isfinite(row[j]))
         continue;
-      size_t stored_row = want_transpose ? j : block_first + i;
+      size_t stored_row = want_transpose ? j : array->block_first + i;
       size_t stored_col = want_transpose ? i : j;
       if (options->missing == KNNWB_MISSING_ERROR) {
         g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                     "%s: row %zu, column %zu: %s; clean the array, or choose the policy that "
                     "drops rows with missing values",
                     path, stored_row + 1, stored_col + 1, isnan(row[j]) ? "NaN" : "infinite value");
-        g_free(keep);
-        goto out;
+        return FALSE;
       }
-      if (keep == NULL) {
-        keep = knnwb_try_new_array(stored_rows, sizeof(gboolean), "the rows to keep", stored_rows,
-                                   error);
-        if (keep == NULL) {
+      if (*keep == NULL) {
+        *keep = knnwb_try_new_array(stored_rows, sizeof(gboolean), "the rows to keep", stored_rows,
+                                    error);
+        if (*keep == NULL) {
           g_prefix_error(error, "%s: ", path);
-          goto out;
+          return FALSE;
         }
         for (size_t r = 0; r < stored_rows; r++)
-          keep[r] = TRUE;
+          (*keep)[r] = TRUE;
       }
-      if (keep[stored_row]) {
-        keep[stored_row] = FALSE;
+      if ((*keep)[stored_row]) {
+        (*keep)[stored_row] = FALSE;
         if (info->n_dropped_rows++ == 0 || stored_row + 1 < info->first_dropped_line)
           info->first_dropped_line = stored_row + 1;
       }
@@ -470,49 +513,74 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
         break; /* the rest of this row does not matter */
     }
   }
-  if (keep != NULL && !want_transpose) {
-    /* Rows keep their numbers: a row with missing values stays, absent, with zeros (a mapped
-     * file's pages are private: the file is not touched). */
-    size_t n_left = rows;
-    for (size_t r = 0; r < rows; r++)
-      if (!keep[block_first + r]) {
-        memset(matrix->values + r * cols, 0, cols * sizeof(float));
-        knnwb_matrix_set_row_absent(matrix, r);
+  return TRUE;
+}
+
+/* Leaves out what keep marks: rows keep their numbers (a row with missing values stays, absent,
+ * with zeros); transposed, the stored rows are features (columns) here and are dropped. */
+static gboolean knnwb_npy_drop_missing(const char *path, const KnnwbNpyArray *array,
+                                       const gboolean *keep, KnnwbMatrix **matrix,
+                                       KnnwbReadInfo *info, GError **error)
+{
+  if (!array->want_transpose) {
+    size_t n_left = array->rows;
+    for (size_t r = 0; r < array->rows; r++)
+      if (!keep[array->block_first + r]) {
+        memset((*matrix)->values + r * array->cols, 0, array->cols * sizeof(float));
+        knnwb_matrix_set_row_absent(*matrix, r);
         n_left--;
       }
-    g_free(keep);
-    keep = NULL;
-    if (n_left == 0 && !block) { /* a block may hold no row left: the job has others */
+    if (n_left == 0 && !array->block) { /* a block may hold no row left: the job has others */
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                   "%s: no rows are left (%zu with missing values)", path, info->n_dropped_rows);
-      goto out;
+      return FALSE;
     }
+    return TRUE;
   }
-  if (keep != NULL) {
-    /* Transposed: the stored rows with missing values are features (columns) here and are
-     * dropped; the points keep their numbers. Transpose, select, transpose back. */
-    g_autoptr(KnnwbMatrix) flipped = knnwb_matrix_transpose(matrix, error);
-    g_autoptr(KnnwbMatrix) selected =
-        flipped ? knnwb_matrix_select_rows(flipped, keep, error) : NULL;
-    KnnwbMatrix *kept = selected ? knnwb_matrix_transpose(selected, error) : NULL;
-    g_free(keep);
-    if (kept == NULL)
-      goto out;
-    if (kept->n_rows == 0 || kept->n_cols == 0) {
-      knnwb_matrix_free(kept);
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                  "%s: no rows are left (%zu dropped for missing values)", path,
-                  info->n_dropped_rows);
-      goto out;
-    }
-    knnwb_matrix_free(matrix);
-    matrix = kept;
-    info->mapped = FALSE;
+  /* Transpose, select, transpose back. */
+  g_autoptr(KnnwbMatrix) flipped = knnwb_matrix_transpose(*matrix, error);
+  g_autoptr(KnnwbMatrix) selected = flipped ? knnwb_matrix_select_rows(flipped, keep, error) : NULL;
+  KnnwbMatrix *kept = selected ? knnwb_matrix_transpose(selected, error) : NULL;
+  if (kept == NULL)
+    return FALSE;
+  if (kept->n_rows == 0 || kept->n_cols == 0) {
+    knnwb_matrix_free(kept);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: no rows are left (%zu dropped for missing values)", path,
+                info->n_dropped_rows);
+    return FALSE;
   }
-  *out = g_steal_pointer(&matrix);
-  ok = TRUE;
-out:
-  free(converted);
+  knnwb_matrix_free(*matrix);
+  *matrix = kept;
+  info->mapped = FALSE;
+  return TRUE;
+}
+
+gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
+{
+  KnnwbNpyArray array = {0};
+  int fd = knnwb_npy_open(path, options, &array.file_size, error);
+  if (fd < 0)
+    return FALSE;
+  g_autoptr(KnnwbMatrix) matrix = NULL;
+  gboolean ok = knnwb_npy_read_header(fd, path, &array, error) &&
+                knnwb_npy_check_array(path, &array, error);
+  if (ok) {
+    knnwb_npy_choose_rows(options, &array, info);
+    matrix = knnwb_npy_read_values(fd, path, options, &array, error);
+    ok = matrix != NULL;
+  }
   close(fd);
+  if (ok && options->labels_path != NULL)
+    ok = knnwb_npy_labels(options->labels_path, array.stored_rows, matrix, array.want_transpose,
+                          error);
+  g_autofree gboolean *keep = NULL;
+  if (ok)
+    ok = knnwb_npy_find_missing(path, options, &array, matrix, &keep, info, error);
+  if (ok && keep != NULL)
+    ok = knnwb_npy_drop_missing(path, &array, keep, &matrix, info, error);
+  if (ok)
+    *out = g_steal_pointer(&matrix);
   return ok;
 }
