@@ -609,6 +609,254 @@ static int knnwb_delimited_next_nonblank(KnnwbTextInput *input, const char **lin
   }
 }
 
+/* The start of a delimited file as knnwb_formats_read_delimited works it out: the first record,
+ * the header (if any), the label column, the field count and the first data record. */
+typedef struct {
+  KnnwbTextInput *input;
+  const char *path;
+  char delimiter;
+  gboolean decimal_comma;
+  GPtrArray *first;  /* the fields of the first data record, split (empty when not yet split) */
+  GPtrArray *header; /* the header's fields, or NULL */
+  const char *line;  /* the first data record, still the current one of input */
+  size_t length;
+  size_t first_line, data_line;
+  size_t n_fields;
+  int label_column;
+  gboolean has_header, header_quoted, data_quoted, trailing_empty;
+} KnnwbDelimitedStart;
+
+/* The first record: comment lines above the table skipped, the decimal comma detected, split. */
+static gboolean knnwb_delimited_first_record(KnnwbDelimitedStart *start, GError **error)
+{
+  KnnwbTextInput *input = start->input;
+  const char **line = &start->line;
+  size_t *length = &start->length;
+  int got = knnwb_delimited_next_nonblank(input, line, length, error);
+  /* A comment line above the table, as featureCounts writes ("# Program:featureCounts ...
+   * Command: ..."): '#' and no separator in it (a header "#gene<TAB>S1" stays the header). */
+  while (got > 0 && *length > 0 && (*line)[0] == '#' &&
+         memchr(*line, start->delimiter, *length) == NULL)
+    got = knnwb_delimited_next_nonblank(input, line, length, error);
+  if (got <= 0) {
+    if (got == 0)
+      knnwb_formats_parse_error(error, start->path, MAX(input->line_number, 1), 0,
+                                "the file is empty: no header and no data rows");
+    return FALSE;
+  }
+  start->first_line = start->data_line = input->line_number;
+  /* Excel where the comma is the decimal mark (German, French, ... locales) saves "CSV" with ';'
+   * between the fields and 1,5 for 1.5: a first line with ';' whose commas (if any) all sit
+   * between digits. */
+  start->decimal_comma =
+      start->delimiter == ',' && knnwb_delimited_semicolon_line(*line, *length);
+  if (start->decimal_comma)
+    start->delimiter = ';';
+  start->header_quoted = memchr(*line, '"', *length) != NULL;
+  if (!knnwb_formats_split_record(input, start->delimiter, line, length, start->first, error))
+    return FALSE;
+  start->n_fields = start->first->len;
+  return TRUE;
+}
+
+/* The label column: options' number, or the column of the first record named by options. */
+static gboolean knnwb_delimited_label_column(KnnwbDelimitedStart *start,
+                                             const KnnwbReadOptions *options, GError **error)
+{
+  GPtrArray *first = start->first;
+  start->label_column = options->label_column;
+  if (options->label_column_name != NULL) {
+    /* A named label column: the first record is the header, whatever --header says. */
+    if (options->header == KNNWB_HEADER_NO) {
+      knnwb_formats_parse_error(error, start->path, start->first_line, 0,
+                                "the label column is named ('%s') but the file is read without a "
+                                "header",
+                                options->label_column_name);
+      return FALSE;
+    }
+    start->label_column = -1;
+    for (guint f = 0; f < first->len && start->label_column < 0; f++)
+      if (g_str_equal(g_ptr_array_index(first, f), options->label_column_name))
+        start->label_column = (int)f;
+    if (start->label_column < 0) {
+      g_autofree char *names = NULL;
+      g_ptr_array_add(first, NULL);
+      names = g_strjoinv("', '", (char **)first->pdata);
+      g_ptr_array_remove_index(first, first->len - 1);
+      knnwb_formats_parse_error(error, start->path, start->first_line, 0,
+                                "no column is named '%s' (the header has '%s')",
+                                options->label_column_name, names);
+      return FALSE;
+    }
+  }
+  if (start->label_column >= 0 && (guint)start->label_column >= first->len) {
+    knnwb_formats_parse_error(error, start->path, start->first_line, 0,
+                              "the label column %d does not exist: the line has %u field%s",
+                              start->label_column + 1, first->len, KNNWB_PLURAL(first->len));
+    return FALSE;
+  }
+  start->has_header =
+      options->header == KNNWB_HEADER_YES || options->label_column_name != NULL ||
+      (options->header == KNNWB_HEADER_AUTO &&
+       knnwb_delimited_looks_like_header(first, start->label_column, start->decimal_comma));
+  return TRUE;
+}
+
+/* With a header: the first data record after it, and the field count they agree on. */
+static gboolean knnwb_delimited_after_header(KnnwbDelimitedStart *start, GError **error)
+{
+  KnnwbTextInput *input = start->input;
+  GPtrArray *header = start->header = g_steal_pointer(&start->first);
+  GPtrArray *first = start->first = g_ptr_array_new_with_free_func(g_free);
+  const char *line;
+  size_t length;
+  int got = knnwb_delimited_next_nonblank(input, &line, &length, error);
+  if (got <= 0) {
+    if (got == 0)
+      knnwb_formats_parse_error(error, start->path, start->first_line, 0,
+                                "a header but no data rows follow it");
+    return FALSE;
+  }
+  start->data_line = input->line_number;
+  start->data_quoted = memchr(line, '"', length) != NULL;
+  size_t n_fields = knnwb_delimited_count_fields(line, length, start->delimiter);
+  if (memchr(line, '"', length) != NULL) {
+    /* Quotes may hide delimiters: count properly (this may pull in continuation lines). */
+    if (!knnwb_formats_split_record(input, start->delimiter, &line, &length, first, error))
+      return FALSE;
+    n_fields = first->len;
+  }
+  start->line = line;
+  start->length = length;
+  /* Separators ending the lines (Excel's unnamed empty columns, scripts that print a tab after
+   * every value) make empty fields past the named columns. Read them as such when that makes
+   * the header and the first data row agree: before, a tab ending only the data lines looked
+   * like R's layout and shifted every column name by one. */
+  size_t header_trailing = knnwb_delimited_trailing_empty_fields(header);
+  size_t data_trailing = first->len > 0
+                             ? knnwb_delimited_trailing_empty_fields(first)
+                             : knnwb_delimited_trailing_empty_raw(line, length, start->delimiter);
+  size_t named = header->len - header_trailing;
+  int label_column = start->label_column;
+  if ((header_trailing > 0 || data_trailing > 0) && n_fields >= named &&
+      n_fields - named <= data_trailing && (label_column < 0 || (size_t)label_column < named)) {
+    g_ptr_array_set_size(header, (guint)named);
+    n_fields = named;
+    start->trailing_empty = TRUE;
+  } else if (n_fields == header->len + 1 && label_column == 0) {
+    /* R's write.table: the header has no name for the row-label column. */
+    g_ptr_array_insert(header, 0, g_strdup(""));
+  } else if (n_fields != header->len) {
+    knnwb_formats_parse_error(error, start->path, start->data_line, 0,
+                              "the row has %zu field%s, the header on line %zu has %u", n_fields,
+                              KNNWB_PLURAL(n_fields), start->first_line, header->len);
+    return FALSE;
+  }
+  start->n_fields = n_fields;
+  return TRUE;
+}
+
+/* The error when no column holds values: one field per line is most often the wrong separator
+ * (Excel writes ';', with decimal commas, where the comma is the decimal mark): say which one the
+ * line holds. */
+static void knnwb_delimited_no_values_error(const KnnwbDelimitedStart *start, GError **error)
+{
+  const char delimiter = start->delimiter;
+  const char *line_text = g_ptr_array_index(start->header != NULL ? start->header : start->first, 0);
+  const char *other = start->n_fields != 1                           ? NULL
+                      : delimiter != ';' && strchr(line_text, ';')   ? "';'"
+                      : delimiter != ',' && strchr(line_text, ',')   ? "','"
+                      : delimiter != '\t' && strchr(line_text, '\t') ? "a tab"
+                                                                     : NULL;
+  if (start->n_fields == 1 && other == NULL && strchr(line_text, ' ') != NULL)
+    knnwb_formats_parse_error(
+        error, start->path, start->first_line, 0,
+        "no numeric columns: with %s as the separator the line is one field, yet it holds "
+        "spaces (R's write.table separates columns by spaces unless given sep); knnwb reads CSV "
+        "separated by ',' and TSV by tabs: write the file with write.table(x, file, sep = "
+        "\"\\t\") or write.csv(x, file), or convert it",
+        delimiter == ',' ? "','" : "a tab");
+  else if (other != NULL)
+    knnwb_formats_parse_error(
+        error, start->path, start->first_line, 0,
+        "no numeric columns: with %s as the separator the line is one field, yet it holds %s "
+        "(as Excel writes with ';' where the comma is the decimal mark?); knnwb reads CSV "
+        "separated by ',' (or by ';' with ',' as the decimal mark, as that Excel writes) and TSV "
+        "by tabs: convert the file, or name it .csv or .tsv (or pass --format) to match its "
+        "separator",
+        delimiter == ',' ? "','" : "a tab", other);
+  else
+    knnwb_formats_parse_error(error, start->path, start->first_line, 0,
+                              "no numeric columns (only the label column)");
+}
+
+/* What each field holds (n_fields kinds, g_free) and how many hold values; NULL with error set
+ * when none does. */
+static guint8 *knnwb_delimited_column_kinds(const KnnwbDelimitedStart *start, size_t *n_values,
+                                            GError **error)
+{
+  g_autofree guint8 *kinds = g_new0(guint8, start->n_fields);
+  *n_values = start->n_fields;
+  if (start->label_column >= 0) {
+    kinds[start->label_column] = KNNWB_COLUMN_LABEL;
+    (*n_values)--;
+  }
+  if (start->label_column == 0 && start->header != NULL &&
+      knnwb_delimited_is_feature_counts(start->header)) {
+    /* featureCounts' gene annotation ("1;1;1", "+;+;+", the length) is not expression. */
+    for (size_t f = 1; f < G_N_ELEMENTS(knnwb_delimited_feature_counts); f++)
+      kinds[f] = KNNWB_COLUMN_SKIP;
+    *n_values -= G_N_ELEMENTS(knnwb_delimited_feature_counts) - 1;
+  }
+  if (*n_values == 0) {
+    knnwb_delimited_no_values_error(start, error);
+    return NULL;
+  }
+  return g_steal_pointer(&kinds);
+}
+
+/* One rank's byte range of a split-memory job: only the records whose line starts in it (see
+ * KnnwbReadOptions.block_count). A quote seen so far may mean fields that span lines. */
+static void knnwb_delimited_start_window(KnnwbDelimitedStart *start,
+                                         const KnnwbReadOptions *options, KnnwbReadInfo *info)
+{
+  KnnwbTextInput *input = start->input;
+  const unsigned __int128 size = input->file_size;
+  const uint64_t first =
+      (uint64_t)(size * (unsigned)options->block_index / (unsigned)options->block_count);
+  const uint64_t end =
+      (uint64_t)(size * ((unsigned)options->block_index + 1) / (unsigned)options->block_count);
+  const uint64_t at = knnwb_text_input_line_offset(input);
+  input->quoted = start->header_quoted || start->data_quoted;
+  knnwb_text_input_set_window(input, first, end);
+  if (at < first || at >= end)
+    start->line = NULL; /* the first data record is another rank's */
+  info->block_read = TRUE;
+}
+
+/* The builder for the values, with the header's column names, sized from the first row's length:
+ * one realloc in the common case (untouched pages of an overestimate cost no memory). */
+static gboolean knnwb_delimited_builder_init(const KnnwbDelimitedStart *start, const guint8 *kinds,
+                                             size_t n_values, KnnwbMatrixBuilder *builder,
+                                             GError **error)
+{
+  knnwb_matrix_builder_init(builder, n_values, start->label_column >= 0);
+  if (start->header != NULL) {
+    builder->col_labels = g_ptr_array_new_with_free_func(g_free);
+    for (guint f = 0; f < start->header->len; f++)
+      if (kinds[f] == KNNWB_COLUMN_VALUE)
+        g_ptr_array_add(builder->col_labels, g_strdup(g_ptr_array_index(start->header, f)));
+  }
+  const uint64_t file_size = start->input->file_size;
+  if (file_size > 0 && start->length > 0) {
+    size_t estimate = (size_t)(file_size / (start->length + 1)) + 16;
+    size_t bound = (size_t)(file_size / (2 * n_values)) + 16; /* "0\t" per value at least */
+    if (!knnwb_matrix_builder_reserve(builder, MIN(estimate + estimate / 20, bound), error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,
                                       char delimiter, KnnwbMatrix **out, KnnwbReadInfo *info,
                                       GError **error)
@@ -619,206 +867,41 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   knnwb_text_input_watch(&input, options);
   gboolean ok = FALSE;
   KnnwbMatrixBuilder builder = {0};
-  g_autoptr(GPtrArray) first = g_ptr_array_new_with_free_func(g_free);
-  g_autoptr(GPtrArray) header = NULL;
+  KnnwbDelimitedStart start = {.input = &input,
+                               .path = path,
+                               .delimiter = delimiter,
+                               .first = g_ptr_array_new_with_free_func(g_free)};
   g_autofree guint8 *kinds = NULL;
   g_autoptr(GString) scratch = g_string_new(NULL);
   g_autoptr(GString) label = g_string_new(NULL);
-  const char *line;
-  size_t length;
-  int got = knnwb_delimited_next_nonblank(&input, &line, &length, error);
-  /* A comment line above the table, as featureCounts writes ("# Program:featureCounts ...
-   * Command: ..."): '#' and no separator in it (a header "#gene<TAB>S1" stays the header). */
-  while (got > 0 && length > 0 && line[0] == '#' && memchr(line, delimiter, length) == NULL)
-    got = knnwb_delimited_next_nonblank(&input, &line, &length, error);
-  if (got <= 0) {
-    if (got == 0)
-      knnwb_formats_parse_error(error, path, MAX(input.line_number, 1), 0,
-                                "the file is empty: no header and no data rows");
+  size_t n_values = 0;
+  if (!knnwb_delimited_first_record(&start, error) ||
+      !knnwb_delimited_label_column(&start, options, error) ||
+      (start.has_header && !knnwb_delimited_after_header(&start, error)) ||
+      (kinds = knnwb_delimited_column_kinds(&start, &n_values, error)) == NULL ||
+      !knnwb_delimited_builder_init(&start, kinds, n_values, &builder, error))
     goto out;
-  }
-  size_t first_line = input.line_number;
-  /* Excel where the comma is the decimal mark (German, French, ... locales) saves "CSV" with ';'
-   * between the fields and 1,5 for 1.5: a first line with ';' whose commas (if any) all sit
-   * between digits. */
-  const gboolean decimal_comma = delimiter == ',' && knnwb_delimited_semicolon_line(line, length);
-  if (decimal_comma)
-    delimiter = ';';
-  const gboolean header_quoted = memchr(line, '"', length) != NULL;
-  gboolean data_quoted = FALSE;
-  if (!knnwb_formats_split_record(&input, delimiter, &line, &length, first, error))
-    goto out;
-  int label_column = options->label_column;
-  if (options->label_column_name != NULL) {
-    /* A named label column: the first record is the header, whatever --header says. */
-    if (options->header == KNNWB_HEADER_NO) {
-      knnwb_formats_parse_error(error, path, first_line, 0,
-                                "the label column is named ('%s') but the file is read without a "
-                                "header",
-                                options->label_column_name);
-      goto out;
-    }
-    label_column = -1;
-    for (guint f = 0; f < first->len && label_column < 0; f++)
-      if (g_str_equal(g_ptr_array_index(first, f), options->label_column_name))
-        label_column = (int)f;
-    if (label_column < 0) {
-      g_autofree char *names = NULL;
-      g_ptr_array_add(first, NULL);
-      names = g_strjoinv("', '", (char **)first->pdata);
-      g_ptr_array_remove_index(first, first->len - 1);
-      knnwb_formats_parse_error(error, path, first_line, 0,
-                                "no column is named '%s' (the header has '%s')",
-                                options->label_column_name, names);
-      goto out;
-    }
-  }
-  if (label_column >= 0 && (guint)label_column >= first->len) {
-    knnwb_formats_parse_error(error, path, first_line, 0,
-                              "the label column %d does not exist: the line has %u field%s",
-                              label_column + 1, first->len, KNNWB_PLURAL(first->len));
-    goto out;
-  }
-  gboolean has_header = options->header == KNNWB_HEADER_YES || options->label_column_name != NULL ||
-                        (options->header == KNNWB_HEADER_AUTO &&
-                         knnwb_delimited_looks_like_header(first, label_column, decimal_comma));
-  size_t n_fields = first->len;
-  size_t data_line = first_line;
-  gboolean trailing_empty = FALSE;
-  if (has_header) {
-    header = g_steal_pointer(&first);
-    first = g_ptr_array_new_with_free_func(g_free);
-    got = knnwb_delimited_next_nonblank(&input, &line, &length, error);
-    if (got <= 0) {
-      if (got == 0)
-        knnwb_formats_parse_error(error, path, first_line, 0,
-                                  "a header but no data rows follow it");
-      goto out;
-    }
-    data_line = input.line_number;
-    data_quoted = memchr(line, '"', length) != NULL;
-    n_fields = knnwb_delimited_count_fields(line, length, delimiter);
-    if (memchr(line, '"', length) != NULL) {
-      /* Quotes may hide delimiters: count properly (this may pull in continuation lines). */
-      if (!knnwb_formats_split_record(&input, delimiter, &line, &length, first, error))
-        goto out;
-      n_fields = first->len;
-    }
-    /* Separators ending the lines (Excel's unnamed empty columns, scripts that print a tab after
-     * every value) make empty fields past the named columns. Read them as such when that makes
-     * the header and the first data row agree: before, a tab ending only the data lines looked
-     * like R's layout and shifted every column name by one. */
-    size_t header_trailing = knnwb_delimited_trailing_empty_fields(header);
-    size_t data_trailing = first->len > 0
-                               ? knnwb_delimited_trailing_empty_fields(first)
-                               : knnwb_delimited_trailing_empty_raw(line, length, delimiter);
-    size_t named = header->len - header_trailing;
-    if ((header_trailing > 0 || data_trailing > 0) && n_fields >= named &&
-        n_fields - named <= data_trailing && (label_column < 0 || (size_t)label_column < named)) {
-      g_ptr_array_set_size(header, (guint)named);
-      n_fields = named;
-      trailing_empty = TRUE;
-    } else if (n_fields == header->len + 1 && label_column == 0) {
-      /* R's write.table: the header has no name for the row-label column. */
-      g_ptr_array_insert(header, 0, g_strdup(""));
-    } else if (n_fields != header->len) {
-      knnwb_formats_parse_error(error, path, data_line, 0,
-                                "the row has %zu field%s, the header on line %zu has %u", n_fields,
-                                KNNWB_PLURAL(n_fields), first_line, header->len);
-      goto out;
-    }
-  }
-  kinds = g_new0(guint8, n_fields);
-  size_t n_values = n_fields;
-  if (label_column >= 0) {
-    kinds[label_column] = KNNWB_COLUMN_LABEL;
-    n_values--;
-  }
-  if (label_column == 0 && header != NULL && knnwb_delimited_is_feature_counts(header)) {
-    /* featureCounts' gene annotation ("1;1;1", "+;+;+", the length) is not expression. */
-    for (size_t f = 1; f < G_N_ELEMENTS(knnwb_delimited_feature_counts); f++)
-      kinds[f] = KNNWB_COLUMN_SKIP;
-    n_values -= G_N_ELEMENTS(knnwb_delimited_feature_counts) - 1;
-  }
-  if (n_values == 0) {
-    /* One field per line is most often the wrong separator: Excel writes ';' (with decimal
-     * commas) where the comma is the decimal mark. Say which one the line holds. */
-    const char *line_text = g_ptr_array_index(header != NULL ? header : first, 0);
-    const char *other = n_fields != 1                                  ? NULL
-                        : delimiter != ';' && strchr(line_text, ';')   ? "';'"
-                        : delimiter != ',' && strchr(line_text, ',')   ? "','"
-                        : delimiter != '\t' && strchr(line_text, '\t') ? "a tab"
-                                                                       : NULL;
-    if (n_fields == 1 && other == NULL && strchr(line_text, ' ') != NULL)
-      knnwb_formats_parse_error(
-          error, path, first_line, 0,
-          "no numeric columns: with %s as the separator the line is one field, yet it holds "
-          "spaces (R's write.table separates columns by spaces unless given sep); knnwb reads CSV "
-          "separated by ',' and TSV by tabs: write the file with write.table(x, file, sep = "
-          "\"\\t\") or write.csv(x, file), or convert it",
-          delimiter == ',' ? "','" : "a tab");
-    else if (other != NULL)
-      knnwb_formats_parse_error(
-          error, path, first_line, 0,
-          "no numeric columns: with %s as the separator the line is one field, yet it holds %s "
-          "(as Excel writes with ';' where the comma is the decimal mark?); knnwb reads CSV "
-          "separated by ',' (or by ';' with ',' as the decimal mark, as that Excel writes) and TSV "
-          "by tabs: convert the file, or name it .csv or .tsv (or pass --format) to match its "
-          "separator",
-          delimiter == ',' ? "','" : "a tab", other);
-    else
-      knnwb_formats_parse_error(error, path, first_line, 0,
-                                "no numeric columns (only the label column)");
-    goto out;
-  }
-  knnwb_matrix_builder_init(&builder, n_values, label_column >= 0);
-  if (header != NULL) {
-    builder.col_labels = g_ptr_array_new_with_free_func(g_free);
-    for (guint f = 0; f < header->len; f++)
-      if (kinds[f] == KNNWB_COLUMN_VALUE)
-        g_ptr_array_add(builder.col_labels, g_strdup(g_ptr_array_index(header, f)));
-  }
-  /* Reserve from the first row's length: one realloc in the common case. Untouched pages of an
-   * overestimate cost no memory. */
-  if (input.file_size > 0 && length > 0) {
-    size_t estimate = (size_t)(input.file_size / (length + 1)) + 16;
-    size_t bound = (size_t)(input.file_size / (2 * n_values)) + 16; /* "0\t" per value at least */
-    if (!knnwb_matrix_builder_reserve(&builder, MIN(estimate + estimate / 20, bound), error))
-      goto out;
-  }
-  KnnwbDelimitedLayout layout = {.delimiter = delimiter,
+  KnnwbDelimitedLayout layout = {.delimiter = start.delimiter,
                                  .kinds = kinds,
-                                 .n_fields = n_fields,
+                                 .n_fields = start.n_fields,
                                  .missing = options->missing,
                                  .expected_rows = SIZE_MAX,
-                                 .trailing_empty = trailing_empty,
-                                 .decimal_comma = decimal_comma};
+                                 .trailing_empty = start.trailing_empty,
+                                 .decimal_comma = start.decimal_comma};
   KnnwbDelimitedContext context = {.input = &input,
                                    .layout = &layout,
                                    .builder = &builder,
                                    .info = info,
                                    .scratch = scratch,
                                    .label = label};
-  /* One rank's byte range of a split-memory job: only the records whose line starts in it (see
-   * KnnwbReadOptions.block_count). A quote seen so far may mean fields that span lines. */
   const gboolean window =
       options->block_count > 1 && !options->transpose && input.file_size > 0 && input.gzip == NULL;
-  if (window) {
-    const unsigned __int128 size = input.file_size;
-    const uint64_t start =
-        (uint64_t)(size * (unsigned)options->block_index / (unsigned)options->block_count);
-    const uint64_t end =
-        (uint64_t)(size * ((unsigned)options->block_index + 1) / (unsigned)options->block_count);
-    const uint64_t at = knnwb_text_input_line_offset(&input);
-    input.quoted = header_quoted || data_quoted;
-    knnwb_text_input_set_window(&input, start, end);
-    if (at < start || at >= end)
-      line = NULL; /* the first data record is another rank's */
-    info->block_read = TRUE;
-  }
+  if (window)
+    knnwb_delimited_start_window(&start, options, info);
   /* The first data record was read (and split) already and is still the current record. */
-  if (!knnwb_delimited_rows_from(&context, line, length, data_line, error))
+  if (!knnwb_delimited_rows_from(&context, start.line, start.length, start.data_line, error))
     goto out;
+  const gboolean header_guessed = options->header == KNNWB_HEADER_AUTO;
   if (window) {
     /* A rank's range may hold no row, or only rows with missing values: the job has others.
      * Labels that are all numbers are told by the caller, who sees every block's
@@ -826,21 +909,23 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
     info->quoted = input.quoted;
     *out = knnwb_matrix_builder_finish(&builder, error);
     ok = *out != NULL;
-    if (ok && options->block_index == 0 && line != NULL) /* the first record is this block's */
-      knnwb_delimited_warn_header_guess(path, *out, label_column, has_header,
-                                        options->header == KNNWB_HEADER_AUTO);
+    if (ok && options->block_index == 0 && start.line != NULL) /* the first record is its own */
+      knnwb_delimited_warn_header_guess(path, *out, start.label_column, start.has_header,
+                                        header_guessed);
     goto out;
   }
   ok = knnwb_matrix_builder_finish_rows(&builder, path, input.line_number, info, out, error);
   if (ok) {
     knnwb_formats_warn_numeric_labels(path, (const char *const *)(*out)->row_labels, (*out)->n_rows,
-                                      label_column);
-    knnwb_delimited_warn_header_guess(path, *out, label_column, has_header,
-                                      options->header == KNNWB_HEADER_AUTO);
+                                      start.label_column);
+    knnwb_delimited_warn_header_guess(path, *out, start.label_column, start.has_header,
+                                      header_guessed);
   }
 out:
   if (input.windowed)
     info->quoted = input.quoted; /* also after an error: a cut record may be its cause */
+  g_clear_pointer(&start.header, g_ptr_array_unref);
+  g_clear_pointer(&start.first, g_ptr_array_unref);
   knnwb_matrix_builder_clear(&builder);
   knnwb_text_input_close(&input);
   return ok;
