@@ -208,6 +208,146 @@ static gboolean knnwb_cibm_names(KnnwbTextInput *input, const char *tag, size_t 
   return TRUE;
 }
 
+/* <MicroarrayData> and the dimensions line `n m`, checked against the file's size. */
+static gboolean knnwb_cibm_read_dimensions(KnnwbTextInput *input, const char *path, size_t *n,
+                                           size_t *m, GError **error)
+{
+  g_autoptr(GArray) offsets = g_array_new(FALSE, FALSE, sizeof(size_t));
+  const char *line;
+  size_t length;
+  int got = knnwb_cibm_next_line(input, &line, &length, error);
+  if (got < 0)
+    return FALSE;
+  if (got == 0 || !knnwb_cibm_is_tag(line, length, "<MicroarrayData>")) {
+    knnwb_formats_parse_error(error, path, MAX(input->line_number, 1), got == 0 ? 0 : 1,
+                              got == 0
+                                  ? "the file is empty (a CIBM file starts with "
+                                    "<MicroarrayData>)"
+                                  : "expected <MicroarrayData> (the CIBM format's first line)");
+    return FALSE;
+  }
+  got = knnwb_cibm_next_line(input, &line, &length, error);
+  if (got < 0)
+    return FALSE;
+  if (got > 0)
+    knnwb_cibm_tokens(line, length, offsets);
+  if (got == 0 || offsets->len != 4 ||
+      !knnwb_cibm_parse_size(line + g_array_index(offsets, size_t, 0),
+                             g_array_index(offsets, size_t, 1) - g_array_index(offsets, size_t, 0),
+                             n) ||
+      !knnwb_cibm_parse_size(line + g_array_index(offsets, size_t, 2),
+                             g_array_index(offsets, size_t, 3) - g_array_index(offsets, size_t, 2),
+                             m)) {
+    knnwb_formats_parse_error(error, path, input->line_number + (got == 0), got == 0 ? 0 : 1,
+                              "expected the dimensions line: rows and columns (`n m`)");
+    return FALSE;
+  }
+  size_t dims_line = input->line_number;
+  size_t total, minimum_bytes;
+  if (*n == 0 || *m == 0) {
+    knnwb_formats_parse_error(error, path, dims_line, 1, "the dimensions %zu x %zu hold no values",
+                              *n, *m);
+    return FALSE;
+  }
+  if (!knnwb_size_multiply(*n, *m, &total) || !knnwb_size_multiply(total, 2, &minimum_bytes) ||
+      (input->size_bound > 0 && minimum_bytes > input->size_bound)) {
+    knnwb_formats_parse_error(error, path, dims_line, 1,
+                              "the dimensions %zu x %zu cannot fit in this file (%llu bytes%s)",
+                              *n, *m, (unsigned long long)input->size_bound,
+                              input->gzip ? " at most, decompressed" : "");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The n data rows into builder (m values each). */
+static gboolean knnwb_cibm_read_rows(KnnwbTextInput *input, const char *path,
+                                     const KnnwbReadOptions *options, size_t n, size_t m,
+                                     size_t dims_line, KnnwbMatrixBuilder *builder,
+                                     KnnwbReadInfo *info, GError **error)
+{
+  const char *line;
+  size_t length;
+  for (size_t read_rows = 0; read_rows < n; read_rows++) {
+    int got = knnwb_cibm_next_line(input, &line, &length, error);
+    if (got < 0)
+      return FALSE;
+    if (got == 0 || knnwb_cibm_starts_tag(line, length)) {
+      knnwb_formats_parse_error(error, path, input->line_number, 0,
+                                "%s after %zu data rows; the dimensions line (line %zu) declares "
+                                "%zu",
+                                got == 0 ? "the file ends" : "a tag", read_rows, dims_line, n);
+      return FALSE;
+    }
+    float *row = knnwb_matrix_builder_next_row(builder, error);
+    if (row == NULL)
+      return FALSE;
+    size_t label_start, label_end;
+    gboolean missing = FALSE;
+    if (!knnwb_cibm_row(input, line, length, m, options->missing, row, &label_start, &label_end,
+                        &missing, error))
+      return FALSE;
+    if (missing) {
+      if (info->n_dropped_rows++ == 0)
+        info->first_dropped_line = input->line_number;
+      knnwb_matrix_builder_commit_absent_row(builder, line + label_start, label_end - label_start);
+      continue;
+    }
+    knnwb_matrix_builder_commit_row(builder, line + label_start, label_end - label_start);
+  }
+  return TRUE;
+}
+
+/* After the rows: <SamplesNames> and <SamplesClasses> (optional, in that order), <EndOfFile>, and
+ * nothing after it. */
+static gboolean knnwb_cibm_read_trailer(KnnwbTextInput *input, const char *path, size_t n,
+                                        size_t m, size_t dims_line, KnnwbMatrixBuilder *builder,
+                                        GError **error)
+{
+  const char *line;
+  size_t length;
+  int got;
+  gboolean names_seen = FALSE, classes_seen = FALSE;
+  for (;;) {
+    got = knnwb_cibm_next_line(input, &line, &length, error);
+    if (got < 0)
+      return FALSE;
+    if (got == 0) {
+      knnwb_formats_parse_error(error, path, input->line_number, 0,
+                                "the file ends without <EndOfFile> (truncated?)");
+      return FALSE;
+    }
+    if (knnwb_cibm_is_tag(line, length, "<EndOfFile>"))
+      break;
+    if (!names_seen && !classes_seen && knnwb_cibm_is_tag(line, length, "<SamplesNames>")) {
+      names_seen = TRUE;
+      if (!knnwb_cibm_names(input, "<SamplesNames>", m, &builder->col_labels, error))
+        return FALSE;
+      continue;
+    }
+    if (!classes_seen && knnwb_cibm_is_tag(line, length, "<SamplesClasses>")) {
+      classes_seen = TRUE;
+      if (!knnwb_cibm_names(input, "<SamplesClasses>", m, &builder->col_classes, error))
+        return FALSE;
+      continue;
+    }
+    if (knnwb_cibm_starts_tag(line, length))
+      knnwb_formats_parse_error(error, path, input->line_number, 1,
+                                "unexpected tag here (expected <SamplesNames>, <SamplesClasses> "
+                                "or <EndOfFile>, in that order)");
+    else
+      knnwb_formats_parse_error(error, path, input->line_number, 1,
+                                "more data rows than the %zu the dimensions line (line %zu) "
+                                "declares",
+                                n, dims_line);
+    return FALSE;
+  }
+  got = knnwb_cibm_next_line(input, &line, &length, error);
+  if (got > 0)
+    knnwb_formats_parse_error(error, path, input->line_number, 1, "text after <EndOfFile>");
+  return got == 0;
+}
+
 gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *options,
                                  KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
 {
@@ -217,124 +357,15 @@ gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *optio
   knnwb_text_input_watch(&input, options);
   gboolean ok = FALSE;
   KnnwbMatrixBuilder builder = {0};
-  g_autoptr(GArray) offsets = g_array_new(FALSE, FALSE, sizeof(size_t));
-  const char *line;
-  size_t length;
-  int got = knnwb_cibm_next_line(&input, &line, &length, error);
-  if (got < 0)
-    goto out;
-  if (got == 0 || !knnwb_cibm_is_tag(line, length, "<MicroarrayData>")) {
-    knnwb_formats_parse_error(error, path, MAX(input.line_number, 1), got == 0 ? 0 : 1,
-                              got == 0
-                                  ? "the file is empty (a CIBM file starts with "
-                                    "<MicroarrayData>)"
-                                  : "expected <MicroarrayData> (the CIBM format's first line)");
-    goto out;
-  }
-  got = knnwb_cibm_next_line(&input, &line, &length, error);
-  if (got < 0)
-    goto out;
   size_t n = 0, m = 0;
-  if (got > 0)
-    knnwb_cibm_tokens(line, length, offsets);
-  if (got == 0 || offsets->len != 4 ||
-      !knnwb_cibm_parse_size(line + g_array_index(offsets, size_t, 0),
-                             g_array_index(offsets, size_t, 1) - g_array_index(offsets, size_t, 0),
-                             &n) ||
-      !knnwb_cibm_parse_size(line + g_array_index(offsets, size_t, 2),
-                             g_array_index(offsets, size_t, 3) - g_array_index(offsets, size_t, 2),
-                             &m)) {
-    knnwb_formats_parse_error(error, path, input.line_number + (got == 0), got == 0 ? 0 : 1,
-                              "expected the dimensions line: rows and columns (`n m`)");
+  if (!knnwb_cibm_read_dimensions(&input, path, &n, &m, error))
     goto out;
-  }
   size_t dims_line = input.line_number;
-  size_t total, minimum_bytes;
-  if (n == 0 || m == 0) {
-    knnwb_formats_parse_error(error, path, dims_line, 1, "the dimensions %zu x %zu hold no values",
-                              n, m);
-    goto out;
-  }
-  if (!knnwb_size_multiply(n, m, &total) || !knnwb_size_multiply(total, 2, &minimum_bytes) ||
-      (input.size_bound > 0 && minimum_bytes > input.size_bound)) {
-    knnwb_formats_parse_error(error, path, dims_line, 1,
-                              "the dimensions %zu x %zu cannot fit in this file (%llu bytes%s)", n,
-                              m, (unsigned long long)input.size_bound,
-                              input.gzip ? " at most, decompressed" : "");
-    goto out;
-  }
   knnwb_matrix_builder_init(&builder, m, TRUE);
-  if (!knnwb_matrix_builder_reserve(&builder, n, error))
+  if (!knnwb_matrix_builder_reserve(&builder, n, error) ||
+      !knnwb_cibm_read_rows(&input, path, options, n, m, dims_line, &builder, info, error) ||
+      !knnwb_cibm_read_trailer(&input, path, n, m, dims_line, &builder, error))
     goto out;
-  size_t read_rows = 0;
-  for (; read_rows < n; read_rows++) {
-    got = knnwb_cibm_next_line(&input, &line, &length, error);
-    if (got < 0)
-      goto out;
-    if (got == 0 || knnwb_cibm_starts_tag(line, length)) {
-      knnwb_formats_parse_error(error, path, got == 0 ? input.line_number : input.line_number, 0,
-                                "%s after %zu data rows; the dimensions line (line %zu) declares "
-                                "%zu",
-                                got == 0 ? "the file ends" : "a tag", read_rows, dims_line, n);
-      goto out;
-    }
-    float *row = knnwb_matrix_builder_next_row(&builder, error);
-    if (row == NULL)
-      goto out;
-    size_t label_start, label_end;
-    gboolean missing = FALSE;
-    if (!knnwb_cibm_row(&input, line, length, m, options->missing, row, &label_start, &label_end,
-                        &missing, error))
-      goto out;
-    if (missing) {
-      if (info->n_dropped_rows++ == 0)
-        info->first_dropped_line = input.line_number;
-      knnwb_matrix_builder_commit_absent_row(&builder, line + label_start, label_end - label_start);
-      continue;
-    }
-    knnwb_matrix_builder_commit_row(&builder, line + label_start, label_end - label_start);
-  }
-  gboolean names_seen = FALSE, classes_seen = FALSE;
-  for (;;) {
-    got = knnwb_cibm_next_line(&input, &line, &length, error);
-    if (got < 0)
-      goto out;
-    if (got == 0) {
-      knnwb_formats_parse_error(error, path, input.line_number, 0,
-                                "the file ends without <EndOfFile> (truncated?)");
-      goto out;
-    }
-    if (knnwb_cibm_is_tag(line, length, "<EndOfFile>"))
-      break;
-    if (!names_seen && !classes_seen && knnwb_cibm_is_tag(line, length, "<SamplesNames>")) {
-      names_seen = TRUE;
-      if (!knnwb_cibm_names(&input, "<SamplesNames>", m, &builder.col_labels, error))
-        goto out;
-      continue;
-    }
-    if (!classes_seen && knnwb_cibm_is_tag(line, length, "<SamplesClasses>")) {
-      classes_seen = TRUE;
-      if (!knnwb_cibm_names(&input, "<SamplesClasses>", m, &builder.col_classes, error))
-        goto out;
-      continue;
-    }
-    if (knnwb_cibm_starts_tag(line, length))
-      knnwb_formats_parse_error(error, path, input.line_number, 1,
-                                "unexpected tag here (expected <SamplesNames>, <SamplesClasses> "
-                                "or <EndOfFile>, in that order)");
-    else
-      knnwb_formats_parse_error(error, path, input.line_number, 1,
-                                "more data rows than the %zu the dimensions line (line %zu) "
-                                "declares",
-                                n, dims_line);
-    goto out;
-  }
-  got = knnwb_cibm_next_line(&input, &line, &length, error);
-  if (got != 0) {
-    if (got > 0)
-      knnwb_formats_parse_error(error, path, input.line_number, 1, "text after <EndOfFile>");
-    goto out;
-  }
   ok = knnwb_matrix_builder_finish_rows(&builder, path, input.line_number, info, out, error);
 out:
   knnwb_matrix_builder_clear(&builder);

@@ -106,6 +106,126 @@ static gboolean knnwb_geo_annotate(const char *path, GPtrArray *sample_lines, Kn
   return TRUE;
 }
 
+/* The header lines up to !series_matrix_table_begin; the !Sample_ ones are kept in sample_lines
+ * for the column annotations. */
+static gboolean knnwb_geo_read_header_lines(KnnwbTextInput *input, const char *path,
+                                            GPtrArray *sample_lines, GError **error)
+{
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GPtrArray) fields = g_ptr_array_new_with_free_func(g_free);
+  const char *line;
+  size_t length;
+  gboolean any_header = FALSE;
+  for (;;) {
+    int got = knnwb_text_input_next_line(input, &line, &length, error);
+    if (got < 0)
+      return FALSE;
+    if (got == 0) {
+      knnwb_formats_parse_error(error, path, MAX(input->line_number, 1), 0,
+                                any_header ? "no %s line: the series matrix has no data table"
+                                           : "the file is empty (a GEO series matrix starts with "
+                                             "!Series_ lines, then %s)",
+                                knnwb_geo_table_begin);
+      return FALSE;
+    }
+    if (knnwb_geo_is_blank(line, length))
+      continue;
+    if (knnwb_geo_starts_with(line, length, knnwb_geo_table_begin))
+      return TRUE;
+    if (line[0] != '!') {
+      g_autofree char *shown = knnwb_formats_quote_field(line, MIN(length, 40));
+      knnwb_formats_parse_error(error, path, input->line_number, 1,
+                                "expected a !Series_ or !Sample_ header line or %s, found %s",
+                                knnwb_geo_table_begin, shown);
+      return FALSE;
+    }
+    any_header = TRUE;
+    if (!knnwb_geo_starts_with(line, length, "!Sample_"))
+      continue; /* series-level lines describe the study, not the samples */
+    size_t sample_line_number = input->line_number;
+    g_ptr_array_set_size(fields, 0);
+    if (!knnwb_formats_split_record(input, '\t', &line, &length, fields, error))
+      return FALSE;
+    knnwb_geo_keep_sample_line(sample_lines, seen, fields, sample_line_number);
+  }
+}
+
+/* The table's header: ID_REF, then the sample names (into fields, trailing empty ones cut). */
+static gboolean knnwb_geo_read_table_header(KnnwbTextInput *input, const char *path,
+                                            GPtrArray *fields, GError **error)
+{
+  size_t begin_line = input->line_number;
+  const char *line;
+  size_t length;
+  int got;
+  do {
+    got = knnwb_text_input_next_line(input, &line, &length, error);
+  } while (got > 0 && knnwb_geo_is_blank(line, length));
+  if (got < 0)
+    return FALSE;
+  if (got == 0 || knnwb_geo_starts_with(line, length, knnwb_geo_table_end)) {
+    knnwb_formats_parse_error(error, path, got == 0 ? begin_line : input->line_number, 0,
+                              "the data table is empty: no ID_REF header after %s",
+                              knnwb_geo_table_begin);
+    return FALSE;
+  }
+  size_t header_line = input->line_number;
+  if (!knnwb_formats_split_record(input, '\t', &line, &length, fields, error))
+    return FALSE;
+  while (fields->len > 1 && *(const char *)g_ptr_array_index(fields, fields->len - 1) == '\0')
+    g_ptr_array_remove_index(fields, fields->len - 1);
+  if (g_ascii_strcasecmp(g_ptr_array_index(fields, 0), "ID_REF") != 0) {
+    g_autofree char *shown = knnwb_formats_quote_field(g_ptr_array_index(fields, 0),
+                                                       strlen(g_ptr_array_index(fields, 0)));
+    knnwb_formats_parse_error(error, path, header_line, 1,
+                              "expected the table header \"ID_REF\", then the sample names; "
+                              "found %s",
+                              shown);
+    return FALSE;
+  }
+  if (fields->len < 2) {
+    knnwb_formats_parse_error(error, path, header_line, 0,
+                              "the table header names no samples after ID_REF");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The rows up to !series_matrix_table_end (its line into *end_line), then nothing but blank
+ * lines. */
+static gboolean knnwb_geo_read_table(KnnwbTextInput *input, const char *path,
+                                     const KnnwbDelimitedLayout *layout,
+                                     KnnwbMatrixBuilder *builder, KnnwbReadInfo *info,
+                                     size_t *end_line, GError **error)
+{
+  if (!knnwb_formats_read_delimited_rows(input, layout, builder, info, error))
+    return FALSE;
+  if (!*layout->end_marker_seen) {
+    knnwb_formats_parse_error(error, path, input->line_number, 0,
+                              "the file ends inside the data table: no %s line (truncated?)",
+                              knnwb_geo_table_end);
+    return FALSE;
+  }
+  *end_line = input->line_number;
+  const char *line;
+  size_t length;
+  int got;
+  while ((got = knnwb_text_input_next_line(input, &line, &length, error)) > 0)
+    if (!knnwb_geo_is_blank(line, length)) {
+      knnwb_formats_parse_error(error, path, input->line_number, 1,
+                                "text after %s (line %zu): one table per file", knnwb_geo_table_end,
+                                *end_line);
+      return FALSE;
+    }
+  if (got < 0)
+    return FALSE;
+  if (builder->n_rows == 0) {
+    knnwb_formats_parse_error(error, path, *end_line, 0, "the data table has no rows");
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *options,
                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
 {
@@ -116,81 +236,11 @@ gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *option
   gboolean ok = FALSE;
   KnnwbMatrixBuilder builder = {0};
   g_autoptr(GPtrArray) sample_lines = g_ptr_array_new_with_free_func(knnwb_geo_sample_line_free);
-  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr(GPtrArray) fields = g_ptr_array_new_with_free_func(g_free);
   g_autofree guint8 *kinds = NULL;
-  const char *line;
-  size_t length;
-  int got;
-  gboolean any_header = FALSE;
-
-  /* The header lines, up to the table. */
-  for (;;) {
-    got = knnwb_text_input_next_line(&input, &line, &length, error);
-    if (got < 0)
-      goto out;
-    if (got == 0) {
-      knnwb_formats_parse_error(error, path, MAX(input.line_number, 1), 0,
-                                any_header ? "no %s line: the series matrix has no data table"
-                                           : "the file is empty (a GEO series matrix starts with "
-                                             "!Series_ lines, then %s)",
-                                knnwb_geo_table_begin);
-      goto out;
-    }
-    if (knnwb_geo_is_blank(line, length))
-      continue;
-    if (knnwb_geo_starts_with(line, length, knnwb_geo_table_begin))
-      break;
-    if (line[0] != '!') {
-      g_autofree char *shown = knnwb_formats_quote_field(line, MIN(length, 40));
-      knnwb_formats_parse_error(error, path, input.line_number, 1,
-                                "expected a !Series_ or !Sample_ header line or %s, found %s",
-                                knnwb_geo_table_begin, shown);
-      goto out;
-    }
-    any_header = TRUE;
-    if (!knnwb_geo_starts_with(line, length, "!Sample_"))
-      continue; /* series-level lines describe the study, not the samples */
-    size_t sample_line_number = input.line_number;
-    g_ptr_array_set_size(fields, 0);
-    if (!knnwb_formats_split_record(&input, '\t', &line, &length, fields, error))
-      goto out;
-    knnwb_geo_keep_sample_line(sample_lines, seen, fields, sample_line_number);
-  }
-  size_t begin_line = input.line_number;
-
-  /* The table's header: ID_REF, then the samples. */
-  do {
-    got = knnwb_text_input_next_line(&input, &line, &length, error);
-  } while (got > 0 && knnwb_geo_is_blank(line, length));
-  if (got < 0)
+  if (!knnwb_geo_read_header_lines(&input, path, sample_lines, error) ||
+      !knnwb_geo_read_table_header(&input, path, fields, error))
     goto out;
-  if (got == 0 || knnwb_geo_starts_with(line, length, knnwb_geo_table_end)) {
-    knnwb_formats_parse_error(error, path, got == 0 ? begin_line : input.line_number, 0,
-                              "the data table is empty: no ID_REF header after %s",
-                              knnwb_geo_table_begin);
-    goto out;
-  }
-  size_t header_line = input.line_number;
-  g_ptr_array_set_size(fields, 0);
-  if (!knnwb_formats_split_record(&input, '\t', &line, &length, fields, error))
-    goto out;
-  while (fields->len > 1 && *(const char *)g_ptr_array_index(fields, fields->len - 1) == '\0')
-    g_ptr_array_remove_index(fields, fields->len - 1);
-  if (g_ascii_strcasecmp(g_ptr_array_index(fields, 0), "ID_REF") != 0) {
-    g_autofree char *shown = knnwb_formats_quote_field(g_ptr_array_index(fields, 0),
-                                                       strlen(g_ptr_array_index(fields, 0)));
-    knnwb_formats_parse_error(error, path, header_line, 1,
-                              "expected the table header \"ID_REF\", then the sample names; "
-                              "found %s",
-                              shown);
-    goto out;
-  }
-  if (fields->len < 2) {
-    knnwb_formats_parse_error(error, path, header_line, 0,
-                              "the table header names no samples after ID_REF");
-    goto out;
-  }
   size_t n_fields = fields->len;
   kinds = g_new0(guint8, n_fields);
   kinds[0] = KNNWB_COLUMN_LABEL;
@@ -198,7 +248,6 @@ gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *option
   builder.col_labels = g_ptr_array_new_with_free_func(g_free);
   for (guint f = 1; f < n_fields; f++)
     g_ptr_array_add(builder.col_labels, g_strdup(g_ptr_array_index(fields, f)));
-
   gboolean end_seen = FALSE;
   KnnwbDelimitedLayout layout = {.delimiter = '\t',
                                  .kinds = kinds,
@@ -208,29 +257,9 @@ gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *option
                                  .end_marker = knnwb_geo_table_end,
                                  .end_marker_seen = &end_seen,
                                  .trailing_empty = TRUE /* as in the header above */};
-  if (!knnwb_formats_read_delimited_rows(&input, &layout, &builder, info, error))
-    goto out;
-  if (!end_seen) {
-    knnwb_formats_parse_error(error, path, input.line_number, 0,
-                              "the file ends inside the data table: no %s line (truncated?)",
-                              knnwb_geo_table_end);
-    goto out;
-  }
-  size_t end_line = input.line_number;
-  while ((got = knnwb_text_input_next_line(&input, &line, &length, error)) > 0)
-    if (!knnwb_geo_is_blank(line, length)) {
-      knnwb_formats_parse_error(error, path, input.line_number, 1,
-                                "text after %s (line %zu): one table per file", knnwb_geo_table_end,
-                                end_line);
-      goto out;
-    }
-  if (got < 0)
-    goto out;
-  if (builder.n_rows == 0) {
-    knnwb_formats_parse_error(error, path, end_line, 0, "the data table has no rows");
-    goto out;
-  }
-  if (!knnwb_matrix_builder_finish_rows(&builder, path, end_line, info, out, error))
+  size_t end_line = 0;
+  if (!knnwb_geo_read_table(&input, path, &layout, &builder, info, &end_line, error) ||
+      !knnwb_matrix_builder_finish_rows(&builder, path, end_line, info, out, error))
     goto out;
   if (!knnwb_geo_annotate(path, sample_lines, *out, error)) {
     g_clear_pointer(out, knnwb_matrix_free);
