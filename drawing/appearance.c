@@ -150,8 +150,8 @@ void knnwb_drawing_cluster_colour(igraph_integer_t cluster, char hex[8])
              (int)lround((b + m) * 255));
 }
 
-gboolean knnwb_drawing_setup_init(KnnwbDrawingSetup *setup, const char *path,
-                                  const igraph_t *graph, const igraph_vector_t *weights,
+gboolean knnwb_drawing_setup_init(KnnwbDrawingSetup *setup, const char *path, const igraph_t *graph,
+                                  const igraph_vector_t *weights,
                                   const KnnwbDrawingOptions *options,
                                   const KnnwbWriteControl *control, GError **error)
 {

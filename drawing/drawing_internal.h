@@ -19,8 +19,7 @@ double knnwb_drawing_layout_spacing(const igraph_t *graph, const igraph_matrix_t
  */
 gboolean knnwb_drawing_layout_for_options(const igraph_t *graph, const igraph_vector_t *weights,
                                           const KnnwbDrawingOptions *options,
-                                          const KnnwbWriteControl *control,
-                                          igraph_matrix_t *layout,
+                                          const KnnwbWriteControl *control, igraph_matrix_t *layout,
                                           const igraph_matrix_t **coordinates, GError **error);
 
 /** Called by knnwb_drawing_layout_isolated every 10 ms with the layout's interruption polls so

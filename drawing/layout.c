@@ -301,8 +301,7 @@ gboolean knnwb_drawing_layout(const igraph_t *graph, const igraph_vector_t *weig
 
 gboolean knnwb_drawing_layout_for_options(const igraph_t *graph, const igraph_vector_t *weights,
                                           const KnnwbDrawingOptions *options,
-                                          const KnnwbWriteControl *control,
-                                          igraph_matrix_t *layout,
+                                          const KnnwbWriteControl *control, igraph_matrix_t *layout,
                                           const igraph_matrix_t **coordinates, GError **error)
 {
   *coordinates = options->coordinates;

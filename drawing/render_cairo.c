@@ -12,13 +12,14 @@
 #include <fontconfig/fontconfig.h>
 
 static cairo_status_t knnwb_drawing_render_write(void *closure, const unsigned char *data,
-                                         unsigned int length)
+                                                 unsigned int length)
 {
   return fwrite(data, 1, length, closure) == length ? CAIRO_STATUS_SUCCESS
                                                     : CAIRO_STATUS_WRITE_ERROR;
 }
 
-static void knnwb_drawing_render_shape(cairo_t *cr, double x, double y, double radius, gboolean hexagon)
+static void knnwb_drawing_render_shape(cairo_t *cr, double x, double y, double radius,
+                                       gboolean hexagon)
 {
   if (!hexagon) {
     cairo_new_sub_path(cr);
@@ -242,9 +243,11 @@ gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path,
   if (format == KNNWB_PICTURE_PNG)
     surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
   else if (format == KNNWB_PICTURE_SVG)
-    surface = cairo_svg_surface_create_for_stream(knnwb_drawing_render_write, stream, width, height);
+    surface =
+        cairo_svg_surface_create_for_stream(knnwb_drawing_render_write, stream, width, height);
   else
-    surface = cairo_pdf_surface_create_for_stream(knnwb_drawing_render_write, stream, width, height);
+    surface =
+        cairo_pdf_surface_create_for_stream(knnwb_drawing_render_write, stream, width, height);
   cairo_t *cr = cairo_create(surface);
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_paint(cr);

@@ -52,4 +52,3 @@ void knnwb_formats_write_tsv_field(FILE *stream, const char *s)
   }
   putc('"', stream);
 }
-

@@ -390,9 +390,9 @@ void knnwb_formats_put_gml_string(KnnwbTextChunk *out, const char *text);
 /** What knnwb_npy_preamble_parse found. */
 typedef enum {
   KNNWB_NPY_PREAMBLE_OK,
-  KNNWB_NPY_PREAMBLE_NOT_NPY,   /**< fewer than 10 bytes, or no \x93NUMPY magic */
-  KNNWB_NPY_PREAMBLE_VERSION,   /**< a format version other than 1, 2, 3 */
-  KNNWB_NPY_PREAMBLE_TRUNCATED  /**< version 2 or 3 with fewer than 12 bytes */
+  KNNWB_NPY_PREAMBLE_NOT_NPY,  /**< fewer than 10 bytes, or no \x93NUMPY magic */
+  KNNWB_NPY_PREAMBLE_VERSION,  /**< a format version other than 1, 2, 3 */
+  KNNWB_NPY_PREAMBLE_TRUNCATED /**< version 2 or 3 with fewer than 12 bytes */
 } KnnwbNpyPreambleStatus;
 
 /**

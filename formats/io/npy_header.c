@@ -19,8 +19,8 @@ KnnwbNpyPreambleStatus knnwb_npy_preamble_parse(const unsigned char *bytes, size
     return KNNWB_NPY_PREAMBLE_VERSION;
   if (available < 12)
     return KNNWB_NPY_PREAMBLE_TRUNCATED;
-  *header_length = (size_t)bytes[8] | (size_t)bytes[9] << 8 | (size_t)bytes[10] << 16 |
-                   (size_t)bytes[11] << 24;
+  *header_length =
+      (size_t)bytes[8] | (size_t)bytes[9] << 8 | (size_t)bytes[10] << 16 | (size_t)bytes[11] << 24;
   *header_start = 12;
   return KNNWB_NPY_PREAMBLE_OK;
 }

@@ -20,22 +20,24 @@ static const char *knnwb_sniff_find(const char *head, size_t length, const char 
   return NULL;
 }
 
-KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char **description)
-{
+/* Sets the kind and description found and returns TRUE from a knnwb_sniff_* step. */
 #define KNNWB_SNIFF(kind, text)                                                                    \
   do {                                                                                             \
     *description = text;                                                                           \
-    return kind;                                                                                   \
+    *found = kind;                                                                                 \
+    return TRUE;                                                                                   \
   } while (0)
-  if (length == 0)
-    KNNWB_SNIFF(KNNWB_CONTENT_EMPTY, "an empty file");
-  /* Binary signatures first: they sit at byte 0. */
+
+/* Binary signatures: they sit at byte 0. Single-cell and R exports a user may well try are named,
+ * with how to get a matrix out of them. */
+static gboolean knnwb_sniff_binary(const char *head, size_t length, KnnwbContentKind *found,
+                                   const char **description)
+{
   if (knnwb_sniff_prefix(head, length, "\x93NUMPY", 6))
     KNNWB_SNIFF(KNNWB_CONTENT_NPY, "a NumPy .npy array");
   if (knnwb_sniff_prefix(head, length, "\x1f\x8b", 2))
     KNNWB_SNIFF(KNNWB_CONTENT_GZIP,
                 "gzip data inside gzip data (compressed twice: gunzip it once)");
-  /* Single-cell and R exports a user may well try: say what they are and how to get a matrix. */
   if (knnwb_sniff_prefix(head, length, "\x89HDF\r\n\x1a\n", 8))
     KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
                 "an HDF5 file (AnnData .h5ad, loom, 10x Genomics .h5), which knnwb does not read: "
@@ -79,14 +81,14 @@ KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char
                 "zstd-compressed data (decompress it with unzstd, or recompress it with gzip)");
   if (memchr(head, '\0', length) != NULL)
     KNNWB_SNIFF(KNNWB_CONTENT_BINARY, "binary data (it holds NUL bytes)");
+  return FALSE;
+}
 
-  const char *text = head;
-  const char *end = head + length;
-  if (knnwb_sniff_prefix(text, length, "\xef\xbb\xbf", 3))
-    text += 3;
-  while (text < end && (*text == ' ' || *text == '\r' || *text == '\n' || *text == '\t'))
-    text++;
-  size_t rest = (size_t)(end - text);
+/* Text that starts with a known signature (after a BOM and blanks). */
+static gboolean knnwb_sniff_text_signature(const char *text, size_t rest, KnnwbContentKind *found,
+                                           const char **description)
+{
+  const char *end = text + rest;
   if (knnwb_sniff_prefix(text, rest, "%%MatrixMarket", 14) ||
       knnwb_sniff_prefix(text, rest, "%MatrixMarket", 13))
     KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
@@ -121,7 +123,14 @@ KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char
       KNNWB_SNIFF(KNNWB_CONTENT_XML, "an HTML page (an error page saved instead of the data?)");
     KNNWB_SNIFF(KNNWB_CONTENT_XML, "XML that is not a CIBM microarray file");
   }
-  /* GML: `graph [` after optional Creator/Version lines (igraph, yEd, Cytoscape write these). */
+  return FALSE;
+}
+
+/* GML: `graph [` after optional Creator/Version lines (igraph, yEd, Cytoscape write these). */
+static gboolean knnwb_sniff_gml(const char *text, size_t rest, KnnwbContentKind *found,
+                                const char **description)
+{
+  const char *end = text + rest;
   if (knnwb_sniff_prefix(text, rest, "Creator", 7) || knnwb_sniff_prefix(text, rest, "graph", 5)) {
     for (const char *graph = knnwb_sniff_find(text, rest, "graph"); graph != NULL;
          graph = knnwb_sniff_find(graph + 5, (size_t)(end - graph - 5), "graph")) {
@@ -132,12 +141,34 @@ KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char
         KNNWB_SNIFF(KNNWB_CONTENT_GML, "GML (a graph, not a matrix)");
     }
   }
+  return FALSE;
+}
+
+KnnwbContentKind knnwb_formats_sniff(const char *head, size_t length, const char **description)
+{
+  KnnwbContentKind kind = KNNWB_CONTENT_EMPTY;
+  *description = "an empty file";
+  if (length == 0 || knnwb_sniff_binary(head, length, &kind, description))
+    return kind;
+  const char *text = head;
+  const char *end = head + length;
+  if (knnwb_sniff_prefix(text, length, "\xef\xbb\xbf", 3))
+    text += 3;
+  while (text < end && (*text == ' ' || *text == '\r' || *text == '\n' || *text == '\t'))
+    text++;
+  size_t rest = (size_t)(end - text);
+  if (knnwb_sniff_text_signature(text, rest, &kind, description) ||
+      knnwb_sniff_gml(text, rest, &kind, description))
+    return kind;
   const char *newline = memchr(text, '\n', rest);
   size_t first_line = newline != NULL ? (size_t)(newline - text) : rest;
   if (memchr(text, '\t', first_line) != NULL)
-    KNNWB_SNIFF(KNNWB_CONTENT_TEXT, "tab-separated text");
-  if (memchr(text, ',', first_line) != NULL)
-    KNNWB_SNIFF(KNNWB_CONTENT_TEXT, "comma-separated text");
-  KNNWB_SNIFF(KNNWB_CONTENT_TEXT, "text without a tab or comma on its first line");
-#undef KNNWB_SNIFF
+    *description = "tab-separated text";
+  else if (memchr(text, ',', first_line) != NULL)
+    *description = "comma-separated text";
+  else
+    *description = "text without a tab or comma on its first line";
+  return KNNWB_CONTENT_TEXT;
 }
+
+#undef KNNWB_SNIFF

@@ -252,8 +252,8 @@ static gboolean knnwb_cibm_read_dimensions(KnnwbTextInput *input, const char *pa
   if (!knnwb_size_multiply(*n, *m, &total) || !knnwb_size_multiply(total, 2, &minimum_bytes) ||
       (input->size_bound > 0 && minimum_bytes > input->size_bound)) {
     knnwb_formats_parse_error(error, path, dims_line, 1,
-                              "the dimensions %zu x %zu cannot fit in this file (%llu bytes%s)",
-                              *n, *m, (unsigned long long)input->size_bound,
+                              "the dimensions %zu x %zu cannot fit in this file (%llu bytes%s)", *n,
+                              *m, (unsigned long long)input->size_bound,
                               input->gzip ? " at most, decompressed" : "");
     return FALSE;
   }
@@ -300,8 +300,8 @@ static gboolean knnwb_cibm_read_rows(KnnwbTextInput *input, const char *path,
 
 /* After the rows: <SamplesNames> and <SamplesClasses> (optional, in that order), <EndOfFile>, and
  * nothing after it. */
-static gboolean knnwb_cibm_read_trailer(KnnwbTextInput *input, const char *path, size_t n,
-                                        size_t m, size_t dims_line, KnnwbMatrixBuilder *builder,
+static gboolean knnwb_cibm_read_trailer(KnnwbTextInput *input, const char *path, size_t n, size_t m,
+                                        size_t dims_line, KnnwbMatrixBuilder *builder,
                                         GError **error)
 {
   const char *line;

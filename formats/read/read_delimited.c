@@ -648,8 +648,7 @@ static gboolean knnwb_delimited_first_record(KnnwbDelimitedStart *start, GError 
   /* Excel where the comma is the decimal mark (German, French, ... locales) saves "CSV" with ';'
    * between the fields and 1,5 for 1.5: a first line with ';' whose commas (if any) all sit
    * between digits. */
-  start->decimal_comma =
-      start->delimiter == ',' && knnwb_delimited_semicolon_line(*line, *length);
+  start->decimal_comma = start->delimiter == ',' && knnwb_delimited_semicolon_line(*line, *length);
   if (start->decimal_comma)
     start->delimiter = ';';
   start->header_quoted = memchr(*line, '"', *length) != NULL;
@@ -762,7 +761,8 @@ static gboolean knnwb_delimited_after_header(KnnwbDelimitedStart *start, GError 
 static void knnwb_delimited_no_values_error(const KnnwbDelimitedStart *start, GError **error)
 {
   const char delimiter = start->delimiter;
-  const char *line_text = g_ptr_array_index(start->header != NULL ? start->header : start->first, 0);
+  const char *line_text =
+      g_ptr_array_index(start->header != NULL ? start->header : start->first, 0);
   const char *other = start->n_fields != 1                           ? NULL
                       : delimiter != ';' && strchr(line_text, ';')   ? "';'"
                       : delimiter != ',' && strchr(line_text, ',')   ? "','"

@@ -133,8 +133,8 @@ gboolean knnwb_formats_read_distance_csv(const char *path, igraph_matrix_t *dist
 /* The header of an NPY distance matrix (npy_header.c): the data's offset, item width and byte
  * order, its size n and order. Errors: KNNWB_ERROR_PARSE with this reader's messages. */
 static gboolean knnwb_distance_npy_header(const char *path, const char *bytes, gsize size,
-                                          gsize *data, gsize *width, gboolean *little,
-                                          guint64 *n, gboolean *fortran, GError **error)
+                                          gsize *data, gsize *width, gboolean *little, guint64 *n,
+                                          gboolean *fortran, GError **error)
 {
   unsigned major = 0;
   size_t start = 0, header_length = 0;
@@ -228,8 +228,7 @@ gboolean knnwb_formats_read_distance_npy(const char *path, igraph_matrix_t *dist
   gsize data = 0, width = 0;
   gboolean little = TRUE, fortran = FALSE;
   guint64 rows = 0;
-  if (!knnwb_distance_npy_header(path, bytes, size, &data, &width, &little, &rows, &fortran,
-                                 error))
+  if (!knnwb_distance_npy_header(path, bytes, size, &data, &width, &little, &rows, &fortran, error))
     return FALSE;
   igraph_error_t code =
       igraph_matrix_resize(distances, (igraph_integer_t)rows, (igraph_integer_t)rows);

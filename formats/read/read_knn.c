@@ -109,8 +109,8 @@ static gboolean knnwb_knn_read_counts(KnnwbTextInput *input, const char *path, u
 
 /* One edge line, `source target weight`, with vertices in [0, n) and a finite weight. */
 static gboolean knnwb_knn_parse_edge(const KnnwbTextInput *input, const char *path,
-                                     const char *line, size_t length, uint64_t n,
-                                     uint64_t ends[2], double *weight, GError **error)
+                                     const char *line, size_t length, uint64_t n, uint64_t ends[2],
+                                     double *weight, GError **error)
 {
   size_t i = 0;
   for (int k = 0; k < 2; k++) {

@@ -435,8 +435,7 @@ static gboolean knnwb_npy_read_converted(int fd, const char *path, const KnnwbRe
 
 /* The values into a new matrix: float32 in the host's order and the wanted memory order straight
  * into it, anything else converted. */
-static KnnwbMatrix *knnwb_npy_read_values(int fd, const char *path,
-                                          const KnnwbReadOptions *options,
+static KnnwbMatrix *knnwb_npy_read_values(int fd, const char *path, const KnnwbReadOptions *options,
                                           const KnnwbNpyArray *array, GError **error)
 {
   float *converted = malloc(MAX(array->matrix_bytes, 1));
@@ -460,8 +459,7 @@ static KnnwbMatrix *knnwb_npy_read_values(int fd, const char *path,
     free(converted);
     return NULL;
   }
-  return knnwb_matrix_new_wrapped(array->rows, array->cols, converted, knnwb_npy_free_values,
-                                  NULL);
+  return knnwb_matrix_new_wrapped(array->rows, array->cols, converted, knnwb_npy_free_values, NULL);
 }
 
 /* NaN/Inf, the text formats' missing values: an error, or (policy DROP_ROWS) the stored rows that
@@ -564,8 +562,8 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   if (fd < 0)
     return FALSE;
   g_autoptr(KnnwbMatrix) matrix = NULL;
-  gboolean ok = knnwb_npy_read_header(fd, path, &array, error) &&
-                knnwb_npy_check_array(path, &array, error);
+  gboolean ok =
+      knnwb_npy_read_header(fd, path, &array, error) && knnwb_npy_check_array(path, &array, error);
   if (ok) {
     knnwb_npy_choose_rows(options, &array, info);
     matrix = knnwb_npy_read_values(fd, path, options, &array, error);

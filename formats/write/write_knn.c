@@ -4,7 +4,6 @@
 
 #include <inttypes.h>
 
-
 static void knnwb_knn_format_edges(void *context, size_t first, size_t last, KnnwbTextChunk *out)
 {
   const KnnwbEdgeList *edges = context;

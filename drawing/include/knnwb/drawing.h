@@ -128,15 +128,15 @@ typedef struct {
  * output in messages. Errors: KNNWB_ERROR_NO_MEMORY (naming path), those of
  * knnwb_drawing_layout_run. On failure nothing is left to clear. O(layout) time, O(n) memory.
  */
-gboolean knnwb_drawing_setup_init(KnnwbDrawingSetup *setup, const char *path,
-                                  const igraph_t *graph, const igraph_vector_t *weights,
+gboolean knnwb_drawing_setup_init(KnnwbDrawingSetup *setup, const char *path, const igraph_t *graph,
+                                  const igraph_vector_t *weights,
                                   const KnnwbDrawingOptions *options,
                                   const KnnwbWriteControl *control, GError **error);
 /** Frees what setup holds; safe to call twice. */
 void knnwb_drawing_setup_clear(KnnwbDrawingSetup *setup);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* The drawing model and its renderer                                                              */
+/* The drawing model and its renderer */
 /* ---------------------------------------------------------------------------------------------- */
 
 typedef struct {

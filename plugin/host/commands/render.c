@@ -103,8 +103,8 @@ int knnwb_host_command_render(int argc, char **argv)
   KnnwbHostProgress *progress = knnwb_host_progress_new("render", quiet);
   knnwb_host_progress_set_unit(progress, "shapes");
   gboolean drawn =
-      knnwb_drawing_render(drawing, temporary, format, width, (guint)label_limit, draw_edges, cancel,
-                        progress ? knnwb_host_progress_update : NULL, progress, &error);
+      knnwb_drawing_render(drawing, temporary, format, width, (guint)label_limit, draw_edges,
+                           cancel, progress ? knnwb_host_progress_update : NULL, progress, &error);
   knnwb_host_progress_finish(progress);
   if (!drawn || !knnwb_host_outputs_commit(outputs, cancel, &error))
     goto out;
