@@ -217,6 +217,25 @@ static void knnwb_layout_normalise(const igraph_t *graph, double node_size,
     igraph_matrix_scale(coordinates, 2.0 * node_size / spacing);
 }
 
+/* Whether graph has self-loops, repeated edges or vertices without edges: igraph 0.10.2's UMAP
+ * crashes on any of these. */
+static igraph_error_t knnwb_layout_umap_unsafe(const igraph_t *graph, igraph_bool_t *unsafe)
+{
+  igraph_bool_t loops = false, multiple = false;
+  IGRAPH_CHECK(igraph_has_loop(graph, &loops));
+  IGRAPH_CHECK(igraph_has_multiple(graph, &multiple));
+  igraph_vector_int_t degree;
+  IGRAPH_VECTOR_INT_INIT_FINALLY(&degree, 0);
+  IGRAPH_CHECK(igraph_degree(graph, &degree, igraph_vss_all(), IGRAPH_ALL, true));
+  igraph_integer_t isolated = 0;
+  for (igraph_integer_t v = 0; v < igraph_vector_int_size(&degree); v++)
+    isolated += VECTOR(degree)[v] == 0;
+  igraph_vector_int_destroy(&degree);
+  IGRAPH_FINALLY_CLEAN(1);
+  *unsafe = loops || multiple || isolated > 0;
+  return IGRAPH_SUCCESS;
+}
+
 gboolean knnwb_drawing_layout_run(const igraph_t *graph, const igraph_vector_t *weights,
                                   KnnwbLayout layout, igraph_integer_t fr_max_vertices,
                                   unsigned long seed, double node_size,
@@ -237,19 +256,11 @@ gboolean knnwb_drawing_layout_run(const igraph_t *graph, const igraph_vector_t *
     return FALSE;
   }
   if (chosen == KNNWB_LAYOUT_UMAP) {
-    igraph_bool_t loops = false, multiple = false;
-    igraph_has_loop(graph, &loops);
-    igraph_has_multiple(graph, &multiple);
-    igraph_vector_int_t degree;
-    igraph_integer_t isolated = 0;
-    if (igraph_vector_int_init(&degree, 0) == IGRAPH_SUCCESS) {
-      if (igraph_degree(graph, &degree, igraph_vss_all(), IGRAPH_ALL, true) == IGRAPH_SUCCESS)
-        for (igraph_integer_t v = 0; v < igraph_vector_int_size(&degree); v++)
-          isolated += VECTOR(degree)[v] == 0;
-      igraph_vector_int_destroy(&degree);
-    }
-    /* igraph 0.10.2's UMAP crashes on any of these. */
-    if (loops || multiple || isolated > 0) {
+    igraph_bool_t unsafe = false;
+    if (!knnwb_error_from_igraph(knnwb_layout_umap_unsafe(graph, &unsafe),
+                                 "checking the graph for the umap layout", error))
+      return FALSE;
+    if (unsafe) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                   "the umap layout needs a graph without self-loops, repeated edges or vertices "
                   "without edges (a kNN graph of rows that all have neighbours); use fr");
@@ -263,7 +274,10 @@ gboolean knnwb_drawing_layout_run(const igraph_t *graph, const igraph_vector_t *
   igraph_rng_t rng;
   if (!knnwb_error_from_igraph(igraph_rng_init(&rng, caller_rng.type), "igraph_rng_init", error))
     return FALSE;
-  igraph_rng_seed(&rng, seed);
+  if (!knnwb_error_from_igraph(igraph_rng_seed(&rng, seed), "igraph_rng_seed", error)) {
+    igraph_rng_destroy(&rng);
+    return FALSE;
+  }
   igraph_rng_set_default(&rng);
   knnwb_layout_control = control;
   knnwb_layout_calls = 0;

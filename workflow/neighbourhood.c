@@ -425,9 +425,22 @@ static gboolean knnwb_neighbourhood_search(const KnnwbNeighbourhoodRows *rows,
   gboolean ok = FALSE;
   gboolean met = FALSE; /* split: this rank met the others before the ranking */
   size_t n_queries = 0;
-  g_autoptr(KnnwbNeighbourhood) result = g_new0(KnnwbNeighbourhood, 1);
-  igraph_vector_init(&result->weights, 0);
-  igraph_empty(&result->graph, 0, IGRAPH_DIRECTED);
+  g_autoptr(KnnwbNeighbourhood) result = NULL;
+  /* knnwb_neighbourhood_free destroys the graph and the weights: only a result with both made
+   * is handed to it. */
+  KnnwbNeighbourhood *fresh = g_new0(KnnwbNeighbourhood, 1);
+  if (!knnwb_error_from_igraph(igraph_vector_init(&fresh->weights, 0), "igraph_vector_init",
+                               error)) {
+    g_free(fresh);
+    goto out;
+  }
+  if (!knnwb_error_from_igraph(igraph_empty(&fresh->graph, 0, IGRAPH_DIRECTED), "igraph_empty",
+                               error)) {
+    igraph_vector_destroy(&fresh->weights);
+    g_free(fresh);
+    goto out;
+  }
+  result = fresh;
   for (size_t f = 0; f < n_focus; f++)
     knnwb_vertex_add(&set, focus[f], 0);
   size_t level_begin = 0;
@@ -481,7 +494,10 @@ static gboolean knnwb_neighbourhood_search(const KnnwbNeighbourhoodRows *rows,
       igraph_create(&result->graph, &edges, (igraph_integer_t)n_vertices, IGRAPH_DIRECTED);
   igraph_vector_int_destroy(&edges);
   if (code != IGRAPH_SUCCESS) {
-    igraph_empty(&result->graph, 0, IGRAPH_DIRECTED);
+    /* No graph is left to destroy: the result goes without knnwb_neighbourhood_free. */
+    KnnwbNeighbourhood *broken = g_steal_pointer(&result);
+    igraph_vector_destroy(&broken->weights);
+    g_free(broken);
     knnwb_error_from_igraph(code, "igraph_create", error);
     goto out;
   }

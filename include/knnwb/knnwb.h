@@ -10,6 +10,8 @@
 #include <knnwb/parallel.h>
 #include <knnwb/formats.h>
 #include <knnwb/atomic_file.h>
+#include <knnwb/write_control.h>
+#include <knnwb/text_fields.h>
 #include <knnwb/clustering.h>
 #include <knnwb/community.h>
 #include <knnwb/annotation.h>
