@@ -1,4 +1,4 @@
-/* Small helpers shared by the readers and writers: error messages, TSV fields, vertex labels. */
+/* Small helpers shared by the readers and writers: parse-error messages, fields quoted for messages, TSV fields. */
 #include "io.h"
 
 #include <inttypes.h>
