@@ -1,4 +1,5 @@
-/* Small helpers shared by the readers and writers: parse-error messages, fields quoted for messages, TSV fields. */
+/* Small helpers shared by the readers and writers: parse-error messages, fields quoted for
+ * messages, TSV fields. */
 #include "io.h"
 
 #include <inttypes.h>
