@@ -224,11 +224,15 @@ static gboolean knnwb_gml_item(KnnwbGmlParser *parser, gboolean is_node, KnnwbDr
       parser->p++;
       break;
     }
-    if (!knnwb_gml_key(parser, key, sizeof key))
+    if (!knnwb_gml_key(parser, key, sizeof key)) {
+      g_free(node.label);
       return knnwb_gml_fail(parser, "expected a key or ]");
+    }
     KnnwbGmlValue value;
-    if (!knnwb_gml_value(parser, &value))
+    if (!knnwb_gml_value(parser, &value)) {
+      g_free(node.label);
       return FALSE;
+    }
     if (value.is_list) {
       gboolean ok;
       if (strcmp(key, "graphics") == 0)
@@ -286,8 +290,19 @@ static gboolean knnwb_gml_item(KnnwbGmlParser *parser, gboolean is_node, KnnwbDr
     }
     g_array_append_val(drawing->nodes, node);
   } else {
+    g_free(node.label); /* an edge's label is not drawn */
     g_array_append_val(drawing->edges, edge);
   }
+  return TRUE;
+}
+
+/* A GML id (a number) as the 64-bit integer it names, truncated as GML readers do; FALSE when no
+ * gint64 holds it (NaN, infinite, 1e300). */
+static gboolean knnwb_gml_whole_id(double value, gint64 *id)
+{
+  if (!(value > -9.2e18 && value < 9.2e18))
+    return FALSE;
+  *id = (gint64)value;
   return TRUE;
 }
 
@@ -356,8 +371,14 @@ KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error)
       if (!knnwb_gml_item(&parser, is_node, drawing, &id, &source, &target))
         return NULL;
       if (is_node) {
+        gint64 whole;
+        if (!knnwb_gml_whole_id(id, &whole)) {
+          parser.line = line;
+          knnwb_gml_fail(&parser, "a node id beyond the 64-bit integers");
+          return NULL;
+        }
         gint64 *key_id = g_new(gint64, 1);
-        *key_id = (gint64)id;
+        *key_id = whole;
         if (g_hash_table_contains(index, key_id)) {
           g_free(key_id);
           parser.line = line;
@@ -378,12 +399,14 @@ KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error)
   for (guint e = 0; e < drawing->edges->len; e++) {
     KnnwbDrawingEdge *edge = &g_array_index(drawing->edges, KnnwbDrawingEdge, e);
     for (int side = 0; side < 2; side++) {
-      gint64 id = (gint64)g_array_index(ends, double, 3 * e + (guint)side);
+      double end = g_array_index(ends, double, 3 * e + (guint)side);
+      gint64 id = 0;
       gpointer found = NULL;
-      if (!g_hash_table_lookup_extended(index, &id, NULL, &found)) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                    "%s:%zu: edge %s %" G_GINT64_FORMAT " is not a node", path,
-                    (size_t)g_array_index(ends, double, 3 * e + 2), side ? "target" : "source", id);
+      if (!knnwb_gml_whole_id(end, &id) ||
+          !g_hash_table_lookup_extended(index, &id, NULL, &found)) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s:%zu: edge %s %.17g is not a node",
+                    path, (size_t)g_array_index(ends, double, 3 * e + 2),
+                    side ? "target" : "source", end);
         return NULL;
       }
       (side ? &edge->target : &edge->source)[0] = GPOINTER_TO_UINT(found);

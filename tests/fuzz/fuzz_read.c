@@ -1,6 +1,7 @@
 /*
  * libFuzzer entry for one reader (chosen by KNNWB_FUZZ_<FORMAT>; DISTANCES is the clustering
- * module's labelled CSV distance matrix): the input becomes a memfd
+ * module's labelled CSV or NPY distance matrix; GML the laid-out graph of `knnwb render`): the
+ * input becomes a memfd
  * file read through the public reader; any crash, leak or sanitizer report is a bug, errors are
  * fine. Odd-sized inputs use the drop-rows missing-value policy to reach that path too.
  * GEO reads the input as a GEO series matrix (column annotations touched too). GZIP fuzzes the
@@ -16,6 +17,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #if defined(KNNWB_FUZZ_GZIP)
 #include <zlib.h>
 #endif
@@ -72,11 +74,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
   GError *error = NULL;
 #if defined(KNNWB_FUZZ_DISTANCES)
-  /* The labelled CSV distance matrix of the mst-knn-distances step (formats/read/read_distance.c). */
+  /* The labelled CSV distance matrix of the mst-knn-distances step (formats/read/read_distance.c),
+   * or its NPY form when the input starts with the NPY magic (the header of io/npy_header.c). */
   igraph_matrix_t distances;
   char **labels = NULL;
   igraph_matrix_init(&distances, 0, 0);
-  if (knnwb_formats_read_distance_csv(path, &distances, size % 2 ? &labels : NULL, &error)) {
+  gboolean npy = size >= 6 && memcmp(data, "\x93NUMPY", 6) == 0;
+  if (npy ? knnwb_formats_read_distance_npy(path, &distances, &error)
+          : knnwb_formats_read_distance_csv(path, &distances, size % 2 ? &labels : NULL, &error)) {
     volatile double sum = 0;
     for (igraph_integer_t i = 0; i < igraph_matrix_size(&distances); i++)
       sum += VECTOR(distances.data)[i];
@@ -111,6 +116,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       knnwb_classes_free(classes);
     knnwb_matrix_free(matrix);
     knnwb_annotation_free(table);
+  }
+#elif defined(KNNWB_FUZZ_GML)
+  /* The laid-out GML of `knnwb render` (formats/read/read_gml.c). */
+  KnnwbDrawing *drawing = knnwb_formats_read_gml(path, &error);
+  if (drawing != NULL) {
+    volatile double sum = 0;
+    for (guint v = 0; v < drawing->nodes->len; v++)
+      sum += g_array_index(drawing->nodes, KnnwbDrawingNode, v).x;
+    (void)sum;
+    knnwb_drawing_free(drawing);
   }
 #elif defined(KNNWB_FUZZ_KNN)
   igraph_t graph;
