@@ -894,6 +894,76 @@ static void test_detection(void)
   g_clear_error(&error);
 }
 
+/* The laid-out GML of `knnwb render`: a small file read whole, then malformed ones, each with its
+ * line and message. */
+static void test_gml(void)
+{
+  static const char *const good =
+      "Creator \"knnwb\"\ngraph\n[\n  directed 1\n"
+      "  node [ id 7 label \"a&amp;b\" focus 1 graphics [ x 1.5 y -2 w 20 type \"hexagon\" "
+      "fill \"#FF0000\" ] LabelGraphics [ fontSize 9 ] ]\n"
+      "  node [ id 3 graphics [ x 0 y 0 ] ]\n"
+      "  edge [ source 7 target 3 label \"ignored\" graphics [ fill \"#00FF00\" width 2.5 ] ]\n"
+      "]\n";
+  g_autofree char *path = formats_test_write("good.gml", good, -1);
+  GError *error = NULL;
+  g_autoptr(KnnwbDrawing) drawing = knnwb_formats_read_gml(path, &error);
+  g_assert_no_error(error);
+  g_assert_true(drawing->directed);
+  g_assert_cmpuint(drawing->nodes->len, ==, 2);
+  g_assert_cmpuint(drawing->edges->len, ==, 1);
+  const KnnwbDrawingNode *first = &g_array_index(drawing->nodes, KnnwbDrawingNode, 0);
+  g_assert_cmpstr(first->label, ==, "a&b");
+  g_assert_true(first->focus && first->hexagon);
+  g_assert_cmpfloat(first->x, ==, 1.5);
+  g_assert_cmpfloat(first->y, ==, -2.0);
+  g_assert_cmpfloat(first->w, ==, 20.0);
+  g_assert_cmpfloat(first->font_size, ==, 9.0);
+  g_assert_cmpfloat(first->fill[0], ==, 1.0);
+  const KnnwbDrawingEdge *edge = &g_array_index(drawing->edges, KnnwbDrawingEdge, 0);
+  g_assert_cmpfloat(edge->width, ==, 2.5);
+  g_assert_cmpfloat(edge->colour[1], ==, 1.0);
+
+  static const struct {
+    const char *text;
+    int code;
+    const char *message; /* after "path" */
+  } bad[] = {
+      {"", KNNWB_ERROR_PARSE, ": no `graph [ ... ]` in this file"},
+      {"graph [\n node [ id 1 label \"open ]\n]\n", KNNWB_ERROR_PARSE,
+       ":4: a string is not closed"},
+      {"graph [\n node [ graphics [ x 0 y 0 ] ]\n]\n", KNNWB_ERROR_PARSE,
+       ":2: a node without an id"},
+      {"graph [\n node [ id 1 graphics [ x 0 y 0 ] ]\n node [ id 1 graphics [ x 0 y 0 ] ]\n]\n",
+       KNNWB_ERROR_PARSE, ":3: a second node with the same id"},
+      {"graph [\n node [ id 1e300 label \"x\" graphics [ x 0 y 0 ] ]\n]\n", KNNWB_ERROR_PARSE,
+       ":2: a node id beyond the 64-bit integers"},
+      {"graph [\n node [ id 1 graphics [ x 0 y 0 ] ]\n edge [ source 1 target 2 ]\n]\n",
+       KNNWB_ERROR_PARSE, ":3: edge target 2 is not a node"},
+      {"graph [\n edge [ source 1e300 target 2 label \"x\" ]\n]\n", KNNWB_ERROR_PARSE,
+       ":2: edge source 1.0000000000000001e+300 is not a node"},
+      {"graph [\n node [ id 1 label \"x\" graphics [ x 0 ] ]\n]\n", KNNWB_ERROR_INVALID_DATA,
+       ": node 0 has no coordinates"},
+      {"graph [\n node [ id 1 label \"x\" = ]\n]\n", KNNWB_ERROR_PARSE, ":2: expected a key or ]"},
+      {"graph [\n node [ id 1 label = ]\n]\n", KNNWB_ERROR_PARSE,
+       ":2: expected a number, a \"string\" or ["},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *name = g_strdup_printf("bad%zu.gml", i);
+    g_autofree char *bad_path = formats_test_write(name, bad[i].text, -1);
+    KnnwbDrawing *none = knnwb_formats_read_gml(bad_path, &error);
+    g_assert_null(none);
+    g_assert_error(error, KNNWB_ERROR, bad[i].code);
+    g_autofree char *expected = g_strconcat(bad_path, bad[i].message, NULL);
+    if (!g_str_has_prefix(error->message, expected))
+      g_error("case %zu: '%s' does not start with '%s'", i, error->message, expected);
+    g_clear_error(&error);
+  }
+  g_assert_null(knnwb_formats_read_gml("/nonexistent/x.gml", &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
+  g_clear_error(&error);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -916,5 +986,6 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/npy/malformed", test_npy_malformed);
   g_test_add_func("/formats/detection", test_detection);
   g_test_add_func("/formats/example-data", test_example_data);
+  g_test_add_func("/formats/gml", test_gml);
   return g_test_run();
 }
