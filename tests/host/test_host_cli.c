@@ -9,7 +9,7 @@
 #include <igraph.h>
 #include <knnwb/formats.h>
 #include <knnwb/knnwb.h>
-#include "host.h"
+#include "runtime/runtime.h"
 #include "host_test_util.h"
 
 #define CIBM_SAMPLE KNNWB_SHARED_DATA_DIR "/cibm-sample.txt"

@@ -2,42 +2,13 @@
  * into the program so validation never depends on finding a file), variables, then the semantic
  * checks. Every problem is reported as "file:line: message"; all of them, not just the first. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <libxml/tree.h>
 #include <knnwb/error.h>
-#include "pipeline_internal.h"
-
-void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  g_autofree char *message = g_strdup_vprintf(format, args);
-  va_end(args);
-  diagnostics->n_errors++;
-  /* A generated pipeline can have a problem on each of its many lines; the first ones suffice. */
-  if (diagnostics->n_errors > KNNWB_PIPELINE_MAX_MESSAGES)
-    return;
-  if (diagnostics->messages->len > 0)
-    g_string_append_c(diagnostics->messages, '\n');
-  if (line > 0)
-    g_string_append_printf(diagnostics->messages, "%s:%d: %s", diagnostics->path, line, message);
-  else
-    g_string_append_printf(diagnostics->messages, "%s: %s", diagnostics->path, message);
-}
-
-/* The messages, with the count of those left out. */
-static char *knnwb_pipeline_messages(KnnwbPipelineDiagnostics *diagnostics)
-{
-  if (diagnostics->n_errors > KNNWB_PIPELINE_MAX_MESSAGES)
-    g_string_append_printf(diagnostics->messages, "\n%s: ... and %u more problems",
-                           diagnostics->path, diagnostics->n_errors - KNNWB_PIPELINE_MAX_MESSAGES);
-  return g_string_free(diagnostics->messages, FALSE);
-}
-
-/* ---------------------------------------------------------------------------------------------- */
+#include "pipeline/pipeline_internal.h"
+#include "runtime/runtime.h"
 
 static void knnwb_pipeline_step_free(gpointer data)
 {

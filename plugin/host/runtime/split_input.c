@@ -2,7 +2,6 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include "split_input.h"
-#include "host.h"
 
 gboolean knnwb_host_split_offsets(const KnnwbKnnGroup *group, size_t block_rows, size_t **first_row,
                                   GError **error)
