@@ -2,7 +2,7 @@
 #include <knnwb/device_list.h>
 #include <knnwb/error.h>
 #include <knnwb/version.h>
-#include "knn_plugin.h"
+#include "knn_plugin_internal.h"
 
 static gboolean knnwb_knn_plugin_init(KnnwbPluginRegistrar *registrar, GError **error)
 {

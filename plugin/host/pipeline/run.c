@@ -96,7 +96,6 @@ static void knnwb_pipeline_run_clear(KnnwbPipelineRun *run)
     knnwb_pipeline_value_free(run->values[i]);
   for (guint i = 0; i < run->n; i++)
     g_free(run->reports[i].summary);
-  /* After the values: a block's matrix is a view into rank 0's matrix. */
   g_ptr_array_unref(run->scattered);
   g_ptr_array_unref(run->outputs);
   g_free(run->values);
