@@ -3,7 +3,7 @@
  * messages keep GLib's default handling (G_MESSAGES_DEBUG). */
 #include <stdio.h>
 #include <string.h>
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 static gboolean knnwb_host_log_quiet;
 static const KnnwbKnnGroup *knnwb_host_job_group;

@@ -13,7 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <knnwb/error.h>
-#include "runtime.h"
+#include "runtime/runtime_internal.h"
 
 /* Temporaries are recognisable (`find DIR -name '.knnwb-tmp-*'` finds a crashed run's litter). */
 #define KNNWB_HOST_TEMPORARY_PREFIX ".knnwb-tmp-"

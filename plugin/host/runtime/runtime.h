@@ -37,11 +37,6 @@ const volatile gint *knnwb_host_signals_install(void);
 int knnwb_host_signals_received(void);
 /** The exit status for a run stopped by a signal: 128 + signal number. */
 int knnwb_host_signals_exit_status(void);
-/**
- * Brackets the commit of the outputs: while committing, a second signal no longer kills the
- * process (the renames must not stop half-way); the first still sets the flag.
- */
-void knnwb_host_signals_committing(gboolean committing);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* igraph (igraph_setup.c) */
