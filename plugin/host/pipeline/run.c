@@ -286,8 +286,9 @@ static gboolean knnwb_pipeline_run_summarise(KnnwbPipelineRun *run, guint positi
   return TRUE;
 }
 
-/* Runs the step at position on the ranks it belongs to (rank 0's steps are skipped elsewhere).
- * FALSE with error set when it failed, here or on another rank, or a signal arrived. */
+/* Runs the step at position where it belongs: on every rank when split, else on rank 0 (the
+ * other ranks return at once). FALSE with error set when it failed, here or on another rank, or
+ * a signal arrived before it. */
 static gboolean knnwb_pipeline_run_step(KnnwbPipelineRun *run, guint position, GError **error)
 {
   const KnnwbPipeline *pipeline = run->pipeline;
