@@ -25,6 +25,26 @@ const char *knnwb_direction_to_string(KnnwbDirection direction)
   return (unsigned)direction < 3 ? names[direction] : "?";
 }
 
+/* An empty result (no vertices, an empty directed graph), or NULL with error set.
+ * knnwb_neighbourhood_free destroys the graph and the weights: only a result with both made is
+ * handed to it. */
+static KnnwbNeighbourhood *knnwb_neighbourhood_new(GError **error)
+{
+  KnnwbNeighbourhood *result = g_new0(KnnwbNeighbourhood, 1);
+  if (!knnwb_error_from_igraph(igraph_vector_init(&result->weights, 0), "igraph_vector_init",
+                               error)) {
+    g_free(result);
+    return NULL;
+  }
+  if (!knnwb_error_from_igraph(igraph_empty(&result->graph, 0, IGRAPH_DIRECTED), "igraph_empty",
+                               error)) {
+    igraph_vector_destroy(&result->weights);
+    g_free(result);
+    return NULL;
+  }
+  return result;
+}
+
 void knnwb_neighbourhood_free(KnnwbNeighbourhood *neighbourhood)
 {
   if (neighbourhood == NULL)
@@ -425,22 +445,9 @@ static gboolean knnwb_neighbourhood_search(const KnnwbNeighbourhoodRows *rows,
   gboolean ok = FALSE;
   gboolean met = FALSE; /* split: this rank met the others before the ranking */
   size_t n_queries = 0;
-  g_autoptr(KnnwbNeighbourhood) result = NULL;
-  /* knnwb_neighbourhood_free destroys the graph and the weights: only a result with both made
-   * is handed to it. */
-  KnnwbNeighbourhood *fresh = g_new0(KnnwbNeighbourhood, 1);
-  if (!knnwb_error_from_igraph(igraph_vector_init(&fresh->weights, 0), "igraph_vector_init",
-                               error)) {
-    g_free(fresh);
+  g_autoptr(KnnwbNeighbourhood) result = knnwb_neighbourhood_new(error);
+  if (result == NULL)
     goto out;
-  }
-  if (!knnwb_error_from_igraph(igraph_empty(&fresh->graph, 0, IGRAPH_DIRECTED), "igraph_empty",
-                               error)) {
-    igraph_vector_destroy(&fresh->weights);
-    g_free(fresh);
-    goto out;
-  }
-  result = fresh;
   for (size_t f = 0; f < n_focus; f++)
     knnwb_vertex_add(&set, focus[f], 0);
   size_t level_begin = 0;
