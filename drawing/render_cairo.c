@@ -45,7 +45,7 @@ typedef struct {
   double scale;      /* drawing units to pixels */
   double node_scale; /* node sizes to pixels */
   const volatile gint *cancel;
-  KnnwbRenderProgress progress;
+  KnnwbProgressFunc progress;
   void *progress_data;
   uint64_t drawn, total;
   gboolean cancelled;
@@ -228,7 +228,7 @@ static gboolean knnwb_drawing_render_finish(cairo_surface_t *surface, KnnwbPictu
 gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path,
                               KnnwbPictureFormat format, int width, guint label_limit,
                               gboolean draw_edges, const volatile gint *cancel,
-                              KnnwbRenderProgress progress, void *progress_data, GError **error)
+                              KnnwbProgressFunc progress, void *progress_data, GError **error)
 {
   guint n = drawing->nodes->len;
   const KnnwbDrawingNode *nodes = (const KnnwbDrawingNode *)(void *)drawing->nodes->data;
@@ -276,7 +276,7 @@ gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path,
 gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path,
                               KnnwbPictureFormat format, int width, guint label_limit,
                               gboolean draw_edges, const volatile gint *cancel,
-                              KnnwbRenderProgress progress, void *progress_data, GError **error)
+                              KnnwbProgressFunc progress, void *progress_data, GError **error)
 {
   (void)drawing, (void)format, (void)width, (void)label_limit, (void)draw_edges, (void)cancel;
   (void)progress, (void)progress_data;

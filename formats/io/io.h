@@ -279,7 +279,7 @@ gboolean knnwb_matrix_builder_finish_rows(KnnwbMatrixBuilder *builder, const cha
                                           GError **error);
 void knnwb_matrix_builder_clear(KnnwbMatrixBuilder *builder);
 
-/* ---- writers ---- */
+/* ---- chunked parallel output (chunk_writer.c) ---- */
 
 /** A growing text buffer that one thread formats into (see knnwb_formats_write_chunks). */
 typedef struct {

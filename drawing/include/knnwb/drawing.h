@@ -168,9 +168,6 @@ KnnwbDrawing *knnwb_drawing_new(void);
 void knnwb_drawing_free(KnnwbDrawing *drawing);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbDrawing, knnwb_drawing_free)
 
-/** Progress of a rendering: done of total (edges, then nodes). */
-typedef void (*KnnwbRenderProgress)(uint64_t done, uint64_t total, void *data);
-
 /** Picture formats. */
 typedef enum { KNNWB_PICTURE_PNG, KNNWB_PICTURE_SVG, KNNWB_PICTURE_PDF } KnnwbPictureFormat;
 
@@ -179,14 +176,15 @@ typedef enum { KNNWB_PICTURE_PNG, KNNWB_PICTURE_SVG, KNNWB_PICTURE_PDF } KnnwbPi
  * from the drawing's aspect ratio: edges under the nodes in their GML colour (translucent), nodes
  * in their fill, focus nodes last as large red hexagons with their labels; all labels when there
  * are at most label_limit nodes; edges only when draw_edges. Checks cancel every 64 edges and 4,096
- * nodes; progress (may be NULL) gets edges and nodes drawn of their total every 4,096.
+ * nodes; progress (may be NULL) gets edges and nodes drawn of their total (edges first) every
+ * 4,096.
  * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_INVALID_ARGUMENT (no cairo support).
- * Complexity: O(nodes log nodes + edges) time, the picture's pixels in memory (PNG).
+ * Complexity: O(nodes + edges) time besides cairo's own; memory: the picture's pixels (PNG).
  */
 gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path,
                               KnnwbPictureFormat format, int width, guint label_limit,
                               gboolean draw_edges, const volatile gint *cancel,
-                              KnnwbRenderProgress progress, void *progress_data, GError **error);
+                              KnnwbProgressFunc progress, void *progress_data, GError **error);
 
 G_END_DECLS
 
