@@ -244,7 +244,9 @@ void knnwb_knn_result_clear(size_t first, size_t last, void *user);
  * those left uncertified to left; exhaustive (NULL: never) writes the exact lists of rows compared
  * with every reference row; pending (NULL: this process alone) sums mine over the ranks of a
  * search whose hooks are collective. total: the candidates that are every reference row (a round
- * that wide certifies every row). data: the hooks' own.
+ * that wide certifies every row). chosen_from: the reference rows one selection job chooses among
+ * (0: total; a split rank: its share); a round whose candidates are a quarter of them or more goes
+ * exhaustive. data: the hooks' own.
  */
 typedef struct {
   gboolean (*reselect)(void *data, const int64_t *rows, size_t n_rows, size_t kc, GArray *left,
@@ -252,7 +254,7 @@ typedef struct {
   gboolean (*exhaustive)(void *data, const int64_t *rows, size_t n_rows, GError **error);
   gboolean (*pending)(void *data, size_t mine, size_t *all, GError **error);
   void *data;
-  size_t total;
+  size_t total, chosen_from;
   const volatile gint *cancel;
 } KnnwbCertify;
 

@@ -618,6 +618,7 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                                 NULL,
                                 &rounds,
                                 self ? available + 1 : available,
+                                0,
                                 options->cancel};
   KnnwbCertifyCounts counts = {0};
   gboolean ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);
