@@ -8,7 +8,8 @@
  * exactness never depends on the float arithmetic of a backend.
  *
  * The pieces: knn_check.c (the request's checks), knn_backend.c (the backend), knn_rounds.c (the
- * search), knn_distinct.c (duplicate rows), knn_split*.c (split memory), knn_result.c (the lists).
+ * search), certify.c (the certify loop every search shares), knn_distinct.c (duplicate rows),
+ * core/split/ (split memory), knn_result.c (the lists).
  */
 #include <string.h>
 #include <knnwb/error.h>

@@ -1,7 +1,7 @@
 /* Internal pieces of the kNN engine shared by its files: the run (knn.c) and its steps
- * (knn_check.c, knn_backend.c, knn_rounds.c, knn_distinct.c, knn_result.c), the preparation
- * (prepare.c), the CPU backend (select_cpu.c), the refinement (refine.c) and the group and
- * split-memory runs. */
+ * (knn_check.c, knn_backend.c, knn_rounds.c, certify.c, knn_distinct.c, knn_result.c), the
+ * preparation (prepare.c), the CPU backend (select_cpu.c), the refinement (refine.c) and the group
+ * and split-memory runs. */
 #ifndef KNNWB_KNN_INTERNAL_H
 #define KNNWB_KNN_INTERNAL_H
 

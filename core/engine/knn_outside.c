@@ -1,8 +1,9 @@
 /*
  * "Nearest row in another group": the exact MST's Borůvka rounds ask it for the points whose kNN
  * lists hold only their own component. The backend selects candidates with pairs of one group
- * masked out, and the candidates are refined and certified exactly like kNN lists (k = 1), with
- * more candidates for the rows that fail (exact ties).
+ * masked out, and the candidates are refined and certified exactly like kNN lists (k = 1), in
+ * core's certify loop (certify.c): more candidates for the rows that fail (exact ties), and every
+ * row outside the group for rows whose window holds a large part of them (dense ties).
  */
 #include <math.h>
 #include <string.h>

@@ -19,9 +19,11 @@
  * (knnwb_prepared_distance, the refinement's own function, with the list's row first), each row
  * keeps the kc best candidates by (score, index) of all steps (every pair was scored once, so these
  * are the kc best of the whole job), knnwb_refine_row sorts and certifies them, and rows it cannot
- * certify are selected again with four times the candidates: those rows (a few) go to every rank,
- * each selects them against its own reference block and sends the candidates back, until all are
- * certified. The per-row preparation needs only the row; what depends on all rows (the euclidean
+ * certify go through core's certify loop (certify.c, as in one process): they are selected again
+ * with four times the candidates (those rows go to every rank, each selects them against its own
+ * reference block and sends the candidates back) until all are certified, or, once a round's
+ * candidates would be a quarter of a block (dense ties), each rank computes their exact k best in
+ * its block and the owner merges those lists by (distance, index). The per-row preparation needs only the row; what depends on all rows (the euclidean
  * column means and scale, the manhattan scale, the largest norm the bound uses, the valid rows) is
  * reduced over the ranks first. So the lists equal one process's, byte for byte.
  *
@@ -32,7 +34,7 @@
  * the frame to the gathered lists), knn_split_frame.c (the shared frame), knn_split_pass.c (the
  * first pass: the schedule above), knn_split_select.c (one selection job and its candidates),
  * knn_split_refine.c (refinement and re-selection of the rows left uncertified),
- * knn_split_progress.c (progress line, cancel, timing lines) and knn_split_data.c (what travels:
+ * knn_split_exhaustive.c (the rows compared with every row), knn_split_progress.c (progress line, cancel, timing lines) and knn_split_data.c (what travels:
  * prepared blocks, candidate lists, where each block lies).
  */
 #include <math.h>

@@ -1,7 +1,8 @@
 /* The pieces of a split-memory group run (knnwb_knn_split_run, knn_split.c), shared between its
  * files: first the data that travels (knn_split_data.c: prepared rows between ranks, candidate
- * lists, where each rank's block lies), then the run's steps (the frame, the first pass, one
- * selection, the refinement and re-selection, progress). A function's full contract is beside its
+ * lists, where each rank's block lies, the rows of a certify round), then the run's steps (the
+ * frame, the first pass, one selection, the refinement and re-selection, the exhaustive round,
+ * progress). A function's full contract is beside its
  * definition; the lines here say what it is for, its errors and its cost. */
 #ifndef KNNWB_KNN_SPLIT_INTERNAL_H
 #define KNNWB_KNN_SPLIT_INTERNAL_H

@@ -1,7 +1,7 @@
 /* The end of a split-memory run: each own row's candidates refined into its exact, certified list
  * (knnwb_refine_row, after the exact distances the passes left to it), and the rows the bound
  * cannot certify selected again with more candidates against every rank's reference block
- * (knnwb_split_retry; knnwb_knn_split_run repeats the rounds until every row is certified). */
+ * (knnwb_split_retry, one round of core's certify loop that knnwb_knn_split_run runs). */
 #include <math.h>
 #include "knn_split_internal.h"
 
