@@ -317,8 +317,7 @@ static int knnwb_cpu_select_tiles(KnnwbCpuSelect *s, int threads)
 }
 
 /* The GEMM of the job's scores (none for L1, which has no GEMM form). Returns a status. */
-static int knnwb_cpu_select_gemm(KnnwbCpuSelect *s, int threads, char *message,
-                                 size_t message_size)
+static int knnwb_cpu_select_gemm(KnnwbCpuSelect *s, int threads, char *message, size_t message_size)
 {
   const KnnwbSelectJob *job = s->job;
   if (job->score_kind == KNNWB_SCORE_L1)
@@ -334,8 +333,8 @@ static int knnwb_cpu_select_gemm(KnnwbCpuSelect *s, int threads, char *message,
                                job->screen_row_norm, message, message_size);
   if (s->gemm == NULL)
     return KNNWB_KERNELS_ERROR;
-  g_debug("select: %s, %zu x %zu tiles, %d thread(s)", knnwb_cpu_gemm_name(s->gemm),
-          s->block_query, s->block_reference, threads);
+  g_debug("select: %s, %zu x %zu tiles, %d thread(s)", knnwb_cpu_gemm_name(s->gemm), s->block_query,
+          s->block_reference, threads);
   return KNNWB_KERNELS_OK;
 }
 

@@ -70,8 +70,8 @@ static gboolean knnwb_knn_run_check(KnnwbKnnRun *run, GError **error)
   if (!run->self && run->given == NULL) {
     size_t reference_first = 0, reference_last = run->reference_data->n_rows;
     if (group != NULL)
-      knnwb_knn_group_rows(run->reference_data->n_rows, group->rank, group->size,
-                           &reference_first, &reference_last);
+      knnwb_knn_group_rows(run->reference_data->n_rows, group->rank, group->size, &reference_first,
+                           &reference_last);
     if (!knnwb_matrix_check_finite_rows(run->reference_data, reference_first, reference_last,
                                         error))
       return FALSE;

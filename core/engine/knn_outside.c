@@ -85,10 +85,10 @@ static void knnwb_outside_refine(size_t first, size_t last, void *user)
       run->out_distance[slot] = INFINITY;
       continue;
     }
-    gboolean ok = knnwb_refine_row(p, (size_t)run->rows[slot], p, -1,
-                                   loop->cand_index + t * loop->kc, loop->cand_score + t * loop->kc,
-                                   NULL, loop->kc, run->available[slot], 1, &scratch,
-                                   &run->out_index[slot], &run->out_distance[slot]);
+    gboolean ok =
+        knnwb_refine_row(p, (size_t)run->rows[slot], p, -1, loop->cand_index + t * loop->kc,
+                         loop->cand_score + t * loop->kc, NULL, loop->kc, run->available[slot], 1,
+                         &scratch, &run->out_index[slot], &run->out_distance[slot]);
     loop->uncertified[t] = ok ? 0 : 1;
   }
   knnwb_refine_scratch_clear(&scratch);
@@ -259,8 +259,8 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
     return TRUE;
   /* Sized by the input: a failure is an error, not an abort. */
   size_t max_available;
-  g_autofree size_t *available = knnwb_try_new_array(n_rows, sizeof(size_t),
-                                                     "the nearest-outside search", n_rows, error);
+  g_autofree size_t *available =
+      knnwb_try_new_array(n_rows, sizeof(size_t), "the nearest-outside search", n_rows, error);
   if (available == NULL || !knnwb_outside_available(&search->prepared, group, rows, n_rows,
                                                     available, &max_available, error))
     return FALSE;
@@ -282,13 +282,9 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
   gboolean ok = knnwb_outside_round(&run, (const int64_t *)(void *)slots->data, n_rows, kc,
                                     uncertified, error);
   g_array_free(slots, TRUE);
-  const KnnwbCertify certify = {knnwb_outside_round,
-                                knnwb_outside_exhaustive,
-                                NULL,
-                                &run,
-                                max_available,
-                                0,
-                                search->options.cancel};
+  const KnnwbCertify certify = {
+      knnwb_outside_round,   knnwb_outside_exhaustive, NULL, &run, max_available, 0,
+      search->options.cancel};
   KnnwbCertifyCounts counts = {0};
   if (ok)
     ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);

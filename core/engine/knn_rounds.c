@@ -423,9 +423,9 @@ static void knnwb_knn_round_refine(KnnwbRound *round, GArray *left)
   const gint64 refine_start = g_get_monotonic_time();
   const double selected = (double)(refine_start - round->select_start) / 1e6;
   if (round->refined) {
-    KnnwbCertifyLoop certify = {round->query, round->reference,   k,
-                                round->available, round->row0, round->worst,
-                                round->valid_count, round->result, round->flags};
+    KnnwbCertifyLoop certify = {round->query,       round->reference, k,
+                                round->available,   round->row0,      round->worst,
+                                round->valid_count, round->result,    round->flags};
     knnwb_parallel_for(round->threads, round->n_rows, 1024, knnwb_certify_rows, &certify);
     /* G_MESSAGES_DEBUG=all shows where the time goes. */
     g_debug("knnwb: %zu rows, %zu candidates: select and refine %.3f s (%s, refined on the "
@@ -492,9 +492,9 @@ static gboolean knnwb_knn_round(KnnwbRound *round, GArray *left, GError **error)
   round->on_device =
       round->options->backend != KNNWB_BACKEND_CPU && round->select != knnwb_cpu_select;
   round->job_rows = round->shared ? round->query->n : round->n_rows;
-  round->group_progress = (KnnwbGroupProgress){round->options->progress,
-                                               round->options->progress_data,
-                                               round->group ? (uint64_t)round->group->size : 1};
+  round->group_progress =
+      (KnnwbGroupProgress){round->options->progress, round->options->progress_data,
+                           round->group ? (uint64_t)round->group->size : 1};
   if (!knnwb_size_multiply(round->job_rows, round->kc, &round->cells)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%zu rows x %zu candidates overflow",
                 round->job_rows, round->kc);
@@ -527,8 +527,8 @@ typedef struct {
 
 /* The certify loop's re-selection: the rows in batches whose candidate lists (rows x candidates)
  * fit the memory budget, each rank its own rows alone. */
-static gboolean knnwb_knn_rounds_reselect(void *data, const int64_t *rows, size_t n_rows,
-                                          size_t kc, GArray *left, GError **error)
+static gboolean knnwb_knn_rounds_reselect(void *data, const int64_t *rows, size_t n_rows, size_t kc,
+                                          GArray *left, GError **error)
 {
   const KnnwbRounds *rounds = data;
   const size_t batch = knnwb_certify_batch_rows(rounds->options->memory_bytes, kc, 1);
@@ -558,9 +558,9 @@ static gboolean knnwb_knn_rounds_exhaustive(void *data, const int64_t *rows, siz
 {
   (void)error;
   const KnnwbRounds *rounds = data;
-  KnnwbExhaustiveLoop loop = {rounds->query, rounds->reference, rounds->self,
-                              rounds->options->k, rows, rounds->result,
-                              rounds->options->cancel};
+  KnnwbExhaustiveLoop loop = {
+      rounds->query, rounds->reference, rounds->self,           rounds->options->k,
+      rows,          rounds->result,    rounds->options->cancel};
   knnwb_parallel_for(rounds->threads, n_rows, 16, knnwb_exhaustive_rows, &loop);
   return TRUE;
 }
@@ -611,8 +611,8 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
     query = &query_fp32;
     reference = same ? &query_fp32 : &reference_fp32;
   }
-  KnnwbRounds rounds = {options, select, backend, query, reference, self, available, threads,
-                        result};
+  KnnwbRounds rounds = {options, select,    backend, query, reference,
+                        self,    available, threads, result};
   const KnnwbCertify certify = {knnwb_knn_rounds_reselect,
                                 knnwb_knn_rounds_exhaustive,
                                 NULL,

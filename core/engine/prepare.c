@@ -235,8 +235,7 @@ static void knnwb_prepare_scale(KnnwbPrepared *p, const KnnwbMatrix *data,
  * the first or, with drop_degenerate, a warning. Takes degenerate over (p->invalid, or freed). */
 static gboolean knnwb_prepare_flag_rows(KnnwbPrepared *p, const KnnwbMatrix *data,
                                         unsigned char *degenerate, size_t first_row,
-                                        gboolean drop_degenerate, const char *role,
-                                        GError **error)
+                                        gboolean drop_degenerate, const char *role, GError **error)
 {
   const size_t n = p->n, d = p->d;
   /* Absent rows (kept only for their numbers; their reader has said why) are left out like

@@ -23,9 +23,10 @@
  * with four times the candidates (those rows go to every rank, each selects them against its own
  * reference block and sends the candidates back) until all are certified, or, once a round's
  * candidates would be a quarter of a block (dense ties), each rank computes their exact k best in
- * its block and the owner merges those lists by (distance, index). The per-row preparation needs only the row; what depends on all rows (the euclidean
- * column means and scale, the manhattan scale, the largest norm the bound uses, the valid rows) is
- * reduced over the ranks first. So the lists equal one process's, byte for byte.
+ * its block and the owner merges those lists by (distance, index). The per-row preparation needs
+ * only the row; what depends on all rows (the euclidean column means and scale, the manhattan
+ * scale, the largest norm the bound uses, the valid rows) is reduced over the ranks first. So the
+ * lists equal one process's, byte for byte.
  *
  * Memory per rank: its block(s) and their prepared copy, one visiting block (the largest share),
  * the candidate lists of its rows (m x kc) and of one visiting block, and the backend's tiles.
@@ -34,8 +35,9 @@
  * the frame to the gathered lists), knn_split_frame.c (the shared frame), knn_split_pass.c (the
  * first pass: the schedule above), knn_split_select.c (one selection job and its candidates),
  * knn_split_refine.c (refinement and re-selection of the rows left uncertified),
- * knn_split_exhaustive.c (the rows compared with every row), knn_split_progress.c (progress line, cancel, timing lines) and knn_split_data.c (what travels:
- * prepared blocks, candidate lists, where each block lies).
+ * knn_split_exhaustive.c (the rows compared with every row), knn_split_progress.c (progress line,
+ * cancel, timing lines) and knn_split_data.c (what travels: prepared blocks, candidate lists, where
+ * each block lies).
  */
 #include <math.h>
 #include <string.h>
@@ -107,13 +109,13 @@ static gboolean knnwb_split_run_check(KnnwbSplitState *state, const KnnwbPrepare
                 "the ranks' blocks have different numbers of columns");
     ok = FALSE;
   }
-  ok = ok && knnwb_knn_check_sizes(state->blocks.n, state->reference_blocks.n,
-                                   query_block->n_cols, reference_block->n_cols, state->count,
+  ok = ok && knnwb_knn_check_sizes(state->blocks.n, state->reference_blocks.n, query_block->n_cols,
+                                   reference_block->n_cols, state->count,
                                    state->self ? 0 : state->reference_count, state->self,
                                    state->options, error);
   ok = ok && knnwb_split_check_finite(query_block, state->first, error);
-  ok = ok && (state->self ||
-              knnwb_split_check_finite(reference_block, state->reference_first, error));
+  ok = ok &&
+       (state->self || knnwb_split_check_finite(reference_block, state->reference_first, error));
   return group->agree(group, ok, error);
 }
 
@@ -133,9 +135,8 @@ static gboolean knnwb_split_run_prepare(KnnwbSplitState *state, GError **error)
   gboolean ok = TRUE;
   if (!state->self)
     ok = knnwb_prepared_init_rows(&state->reference_storage, state->reference_block,
-                                  state->reference_first, options->metric,
-                                  options->drop_degenerate, "reference", state->threads, like,
-                                  options->cancel, error);
+                                  state->reference_first, options->metric, options->drop_degenerate,
+                                  "reference", state->threads, like, options->cancel, error);
   ok = ok && knnwb_prepared_init_rows(
                  &state->query, state->query_block, state->first, options->metric,
                  options->drop_degenerate,
@@ -205,17 +206,24 @@ static gboolean knnwb_split_run_first(KnnwbSplitState *state, const KnnwbSplitRu
     return FALSE;
   knnwb_split_mark(state->group, "frame, prepare and allocation", &state->since);
   if (state->self)
-    ok = knnwb_split_self_pass(run, &state->query, state->reference_invalid, &state->blocks,
-                               &lists, error);
+    ok = knnwb_split_self_pass(run, &state->query, state->reference_invalid, &state->blocks, &lists,
+                               error);
   else
     ok = knnwb_split_query_pass(run, &state->query, state->first, state->reference,
                                 state->reference_invalid, &state->reference_blocks, &lists, error);
   if (ok) {
     state->since = g_get_monotonic_time();
-    KnnwbSplitRefine refine = {&state->query,         state->reference, state->self,
-                               state->options->k,     state->available, state->first,
-                               state->reference_first, NULL,            &lists,
-                               state->result,         NULL};
+    KnnwbSplitRefine refine = {&state->query,
+                               state->reference,
+                               state->self,
+                               state->options->k,
+                               state->available,
+                               state->first,
+                               state->reference_first,
+                               NULL,
+                               &lists,
+                               state->result,
+                               NULL};
     knnwb_split_refine(run, &refine, state->count, left);
     knnwb_split_mark(state->group, "refine", &state->since);
   }
@@ -305,8 +313,7 @@ static gboolean knnwb_split_run_search(KnnwbSplitState *state, GError **error)
                        state->backend,
                        state->threads,
                        MIN(state->available, knnwb_screen_candidates(state->screen, options->k)),
-                       state->select == knnwb_cpu_select &&
-                           g_getenv("KNNWB_SPLIT_PANELS") == NULL,
+                       state->select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL,
                        NULL};
   KnnwbSplitProgress progress = {0};
   if (state->group->rank == 0 && options->progress != NULL)

@@ -37,8 +37,7 @@ static void knnwb_split_block_best_rows(size_t first, size_t last, void *user)
     const int64_t self_index = rows->self && global >= lowest && global - lowest < reference->n
                                    ? (int64_t)(global - lowest)
                                    : -1;
-    knnwb_refine_row_exhaustive(best->view, t, reference, self_index, k, &scratch, index,
-                                distance);
+    knnwb_refine_row_exhaustive(best->view, t, reference, self_index, k, &scratch, index, distance);
     for (size_t c = 0; c < k && index[c] >= 0; c++)
       index[c] += (int64_t)lowest;
   }

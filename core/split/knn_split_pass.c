@@ -184,16 +184,16 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
   KnnwbSplitLists a_lists = {0}, b_lists = {0};
   pass->room =
       g_try_malloc(MAX(knnwb_split_lists_bytes(MAX(pass->m, largest), run->kc), (size_t)1));
-  pass->back_room = pass->ranks > 1 ? g_try_malloc(MAX(knnwb_split_lists_bytes(largest, run->kc),
-                                                       (size_t)1))
-                                    : NULL;
+  pass->back_room = pass->ranks > 1
+                        ? g_try_malloc(MAX(knnwb_split_lists_bytes(largest, run->kc), (size_t)1))
+                        : NULL;
   gboolean ok = pass->room != NULL && (pass->ranks == 1 || pass->back_room != NULL);
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates",
                 MAX(pass->m, largest), run->kc);
-  ok = ok && knnwb_split_select(run, &pass->mine, NULL, NULL, NULL, pass->room, &a_lists,
-                                &b_lists, error);
+  ok = ok && knnwb_split_select(run, &pass->mine, NULL, NULL, NULL, pass->room, &a_lists, &b_lists,
+                                error);
   if (ok)
     knnwb_split_merge(pass->lists, &a_lists, 0, run->threads);
   knnwb_split_lists_clear(&a_lists);
@@ -212,8 +212,7 @@ static gboolean knnwb_split_self_visiting_rooms(KnnwbSplitSelfPass *pass, GError
 {
   const size_t largest = pass->blocks->largest;
   pass->visiting =
-      pass->shared ? NULL
-                   : g_try_malloc(MAX(knnwb_split_bytes(&pass->layout, largest), (size_t)1));
+      pass->shared ? NULL : g_try_malloc(MAX(knnwb_split_bytes(&pass->layout, largest), (size_t)1));
   pass->bounds = g_try_new(float, MAX(pass->m, (size_t)1));
   pass->visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
   gboolean ok = (pass->shared || pass->visiting != NULL) && pass->bounds != NULL &&
@@ -250,9 +249,8 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
   gboolean ok;
   if (chunked) {
     const int lower = MIN(r, q);
-    ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)pass->parts[lower],
-                                 pass->bounds, pass->visiting_bounds, pass->room, pass->lists,
-                                 back, error);
+    ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)pass->parts[lower], pass->bounds,
+                                 pass->visiting_bounds, pass->room, pass->lists, back, error);
   } else {
     KnnwbSplitLists window = knnwb_split_lists_window(back, b.first, b.count);
     ok = knnwb_split_select(run, &a, &b, pass->bounds + a.first, pass->visiting_bounds + b.first,
@@ -282,10 +280,10 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
   if (pass->shared)
     knnwb_split_view(&pass->layout, pass->own, (char *)pass->parts[q] + KNNWB_SPLIT_HEADER, q_rows,
                      &view);
-  if ((!pass->shared && !knnwb_split_fetch(group, &pass->layout, pass->own, pass->own_invalid, p,
-                                           q, q_rows, pass->visiting, &view, error)) ||
-      !knnwb_split_shift(group, p, pass->bounds, pass->m * sizeof(float), q,
-                         pass->visiting_bounds, q_rows * sizeof(float), error))
+  if ((!pass->shared && !knnwb_split_fetch(group, &pass->layout, pass->own, pass->own_invalid, p, q,
+                                           q_rows, pass->visiting, &view, error)) ||
+      !knnwb_split_shift(group, p, pass->bounds, pass->m * sizeof(float), q, pass->visiting_bounds,
+                         q_rows * sizeof(float), error))
     return FALSE;
   knnwb_split_mark(group,
                    pass->shared ? "block in shared memory, bounds fetched in" : "block fetched in",

@@ -154,9 +154,17 @@ static gboolean knnwb_split_retry_batch(const KnnwbSplitRows *rows, const KnnwbS
       knnwb_split_merge(&merged, &back[r], 0, rows->run->threads);
     knnwb_split_mark(group, "re-selection: merged", &since);
     if (local) {
-      KnnwbSplitRefine refine = {rows->query,       rows->reference,       rows->self,
-                                 rows->k,           rows->available,       rows->query_first,
-                                 rows->reference_first, mine, &merged, rows->result, NULL};
+      KnnwbSplitRefine refine = {rows->query,
+                                 rows->reference,
+                                 rows->self,
+                                 rows->k,
+                                 rows->available,
+                                 rows->query_first,
+                                 rows->reference_first,
+                                 mine,
+                                 &merged,
+                                 rows->result,
+                                 NULL};
       knnwb_split_refine(rows->run, &refine, count, left);
       knnwb_split_lists_clear(&merged);
       knnwb_split_mark(group, "re-selection: refined", &since);

@@ -673,8 +673,8 @@ static void test_split_dense_ties(void)
                 /* the exhaustive round ran (counted over the ranks) */
                 g_assert_cmpuint(runs[r].result->n_exhaustive, >, 0);
                 if (r == ranks - 1 && !dropped)
-                  oracle_check(metrics[m], query ? queries->values : data->values,
-                               query ? nq : n, data->values, n, d, !query, runs[r].result, 1e-9);
+                  oracle_check(metrics[m], query ? queries->values : data->values, query ? nq : n,
+                               data->values, n, d, !query, runs[r].result, 1e-9);
                 knnwb_neighbors_free(runs[r].result);
               }
             }
