@@ -10,9 +10,10 @@
 #include <knnwb/formats.h>
 #include <knnwb/graph.h>
 #include <knnwb/knn.h>
-#include "host.h"
+#include "commands.h"
+#include "runtime/runtime.h"
 #include "options.h"
-#include "split_input.h"
+#include "runtime/split_input.h"
 
 typedef struct {
   KnnwbHostInputArgs input;

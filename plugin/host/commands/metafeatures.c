@@ -5,7 +5,7 @@
 #include <knnwb/formats.h>
 #include <knnwb/write_matrix.h>
 #include "options.h"
-#include "host.h"
+#include "runtime/runtime.h"
 
 int knnwb_host_command_metafeatures(int argc, char **argv)
 {

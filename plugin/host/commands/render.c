@@ -3,7 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include "options.h"
-#include "host.h"
+#include "runtime/runtime.h"
 #include <knnwb/drawing.h>
 
 static gboolean knnwb_render_format_from_path(const char *path, KnnwbPictureFormat *format,
