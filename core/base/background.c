@@ -6,10 +6,12 @@
  * 1.5 M-row run took about 0.4 s of host time that no number of GPUs shortened.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "base/base.h"
 
 /* Pieces of at most this many bytes are faulted in by one call, so that threads share the work. */
 #define KNNWB_PREFAULT_PIECE ((size_t)64 << 20)

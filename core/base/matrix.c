@@ -4,7 +4,8 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/matrix.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "base/base_internal.h"
 
 static gboolean knnwb_matrix_bytes(size_t n_rows, size_t n_cols, size_t *bytes, GError **error)
 {

@@ -2,7 +2,7 @@
  * Few keys (tens), so a linear search by name is enough. */
 #include <string.h>
 #include <knnwb/matrix.h>
-#include "knn_internal.h"
+#include "base/base_internal.h"
 
 typedef struct {
   char *key;     /* in the matrix's string chunk */

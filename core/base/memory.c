@@ -1,9 +1,10 @@
 /* How much memory the machine can give us, for refusing hopeless runs up front. */
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
 
 /* What the machine offers: MemAvailable counts reclaimable page cache, which a large run can use;
  * sysconf's free pages do not. */

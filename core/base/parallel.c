@@ -1,8 +1,8 @@
 /* A minimal parallel-for over index ranges, with dynamic chunk scheduling. */
-#include "knn_internal.h"
-
 #include <sched.h>
 #include <unistd.h>
+#include <knnwb/knn.h>
+#include <knnwb/parallel.h>
 
 typedef struct {
   size_t n, grain;

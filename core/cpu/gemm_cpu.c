@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cblas.h>
-#include "gemm_cpu.h"
+#include "cpu/cpu_internal.h"
 #include "knnwb_kernels.h"
 #ifdef KNNWB_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>

@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-#include "gemm_cpu.h"
-#include "knn_internal.h"
-#include "select_cpu_rows.h"
+#include <knnwb/knn.h>
+#include <knnwb/parallel.h>
+#include "cpu/cpu_internal.h"
 
 /* The largest tile side. */
 #define KNNWB_SELECT_TILE 512

@@ -1,5 +1,5 @@
 /*
- * Per-row candidate buffers and the tile scans of the CPU backend (select_cpu_rows.h).
+ * Per-row candidate buffers and the tile scans of the CPU backend (declared in cpu_internal.h).
  *
  * A scan turns the GEMM's raw values into scores in registers (1 - g, 1 - |g|, |r|^2 - 2 g: the
  * same IEEE operations as the scalar code, no contraction, so both give the same bits) and
@@ -9,7 +9,7 @@
  */
 #include <math.h>
 #include <string.h>
-#include "select_cpu_rows.h"
+#include "cpu/cpu_internal.h"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define KNNWB_SCAN_AVX512 1

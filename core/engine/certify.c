@@ -7,7 +7,7 @@
  * row instead. The caller says how (KnnwbCertify); the loop decides when.
  */
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include "engine/engine.h"
 
 /* Once a round's candidates would be a quarter or more of the rows a selection job chooses from,
  * a screened round costs more than the exact distances it saves: its selection's lists (rows x kc)

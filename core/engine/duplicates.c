@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "engine/engine_internal.h"
 
 /* Polled every this many rows (and once per bucket of the grouping): 1,533,876 rows take 0.5 s in
  * all, so a raised flag is seen within a few ms. */

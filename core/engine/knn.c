@@ -14,7 +14,11 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/knn.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "base/base.h"
+#include "engine/engine_internal.h"
+#include "group/group.h"
+#include "split/split.h"
 
 void knnwb_knn_options_init(KnnwbKnnOptions *options)
 {

@@ -1,7 +1,8 @@
 /* Which backend a kNN run selects its candidates with (CUDA when usable, else the CPU), and how a
  * backend's status becomes an error. */
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include "cpu/cpu.h"
+#include "engine/engine.h"
 
 gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
                                    GError **error)

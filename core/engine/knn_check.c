@@ -1,7 +1,8 @@
 /* The checks of a kNN request that need only its sizes (metric, k, shapes, the memory it would
  * take), before any data is read or prepared, so a bad request fails at once with its reason. */
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "engine/engine.h"
 
 gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
                                size_t held, size_t held_reference, gboolean self,

@@ -1,7 +1,8 @@
 /* Exact duplicate rows in a kNN run: the search runs on the distinct rows only (a group of copies
  * larger than the candidate margin could never be certified) and the lists are expanded to every
  * copy after it (duplicates.c finds and expands; this file runs the search between). */
-#include "knn_internal.h"
+#include "engine/engine_internal.h"
+#include "group/group.h"
 
 /* The distinct rows of from (duplicates' representatives), agreed by every rank of group. */
 static gboolean knnwb_knn_gather_distinct(KnnwbPrepared *distinct, const KnnwbPrepared *from,

@@ -1,6 +1,6 @@
 /* Exact distances between rows of one matrix, computed as the kNN engine computes them (the same
  * preparation and formula, bit for bit): for callers that check or extend neighbour lists. */
-#include "knn_internal.h"
+#include "engine/engine.h"
 
 struct KnnwbExactRows {
   KnnwbPrepared prepared;

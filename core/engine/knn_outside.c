@@ -9,7 +9,9 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/knn.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "cpu/cpu.h"
+#include "engine/engine.h"
 
 struct KnnwbOutsideSearch {
   KnnwbKnnOptions options;

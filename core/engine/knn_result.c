@@ -2,7 +2,8 @@
  * parallel (or left for a search that writes them all), and freed. */
 #include <math.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "engine/engine_internal.h"
 
 void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
 {

@@ -10,7 +10,11 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "base/base.h"
+#include "cpu/cpu.h"
+#include "engine/engine_internal.h"
+#include "group/group.h"
 
 /* The smallest k whose lists a GPU backend sorts and cuts itself (see knnwb_knn_round). */
 #define KNNWB_KNN_DEVICE_REFINE_MIN_K 64

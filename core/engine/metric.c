@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include "engine/engine_internal.h"
 
 static const char *const knnwb_metric_names[KNNWB_METRIC_COUNT] = {
     [KNNWB_METRIC_PEARSON] = "pearson",     [KNNWB_METRIC_ABS_PEARSON] = "abs-pearson",

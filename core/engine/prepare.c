@@ -4,7 +4,9 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "base/base.h"
+#include "engine/engine_internal.h"
 
 typedef struct {
   KnnwbPrepared *prepared;

@@ -12,8 +12,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "knn_internal.h"
-#include "select_cpu_rows.h"
+#include "cpu/cpu.h"
+#include "engine/engine_internal.h"
 
 #define KNNWB_UNIT_ROUNDOFF (1.0 / 16777216.0)
 

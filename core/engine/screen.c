@@ -46,8 +46,8 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "gemm_cpu.h"
-#include "knn_internal.h"
+#include "cpu/cpu.h"
+#include "engine/engine.h"
 
 /* Candidates past k under BF16 (at least; see knnwb_screen_candidates). */
 #define KNNWB_BF16_MARGIN 16

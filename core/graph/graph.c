@@ -3,8 +3,8 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/graph.h>
-#include "graph_internal.h"
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "graph/graph_internal.h"
 
 gboolean knnwb_graph_mode_from_string(const char *name, KnnwbGraphMode *mode, GError **error)
 {

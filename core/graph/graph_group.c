@@ -9,7 +9,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/graph.h>
-#include "graph_internal.h"
+#include "graph/graph_internal.h"
 
 /* One direction travelling to the owner of its lower end. */
 typedef struct {

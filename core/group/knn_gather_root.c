@@ -4,7 +4,7 @@
  * other rank ever holds more than its share of the lists. */
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include "engine/engine.h"
 
 gboolean knnwb_knn_group_gather_values(const KnnwbKnnGroup *group, int64_t value, int64_t *values,
                                        GError **error)

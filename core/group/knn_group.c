@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include "engine/engine.h"
+#include "group/group.h"
 
 static const KnnwbKnnGroup *knnwb_knn_default_group;
 

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include "group/group_internal.h"
 
 /* Rounds a GPU rank may use: one after the diagonal phase, then at even steps of its tiles. Each
  * moves n x 8 bytes per rank (0.1 s in all at n = 1.5 M on one host's shared memory). */

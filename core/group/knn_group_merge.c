@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_internal.h"
+#include <knnwb/parallel.h>
+#include "group/group_internal.h"
 
 /* The packed form of one candidate: score (float), index (uint32, or int64 when n >= 2^32 - 1,
  * UINT32_MAX standing for -1), then the distance (double) when distances travel. */

@@ -42,7 +42,9 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_split_internal.h"
+#include "cpu/cpu.h"
+#include "group/group.h"
+#include "split/split_internal.h"
 
 /* Row-wise finite check of a block, naming the row by its number in the whole matrix. */
 static gboolean knnwb_split_check_finite(const KnnwbMatrix *block, size_t first_row, GError **error)

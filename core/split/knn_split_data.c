@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "knn_split_internal.h"
+#include <knnwb/parallel.h>
+#include "split/split_internal.h"
 
 /* ---- Prepared rows that travel ----------------------------------------------------------------
  */

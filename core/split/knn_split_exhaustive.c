@@ -7,7 +7,8 @@
  * process's bytes. */
 #include <math.h>
 #include <knnwb/error.h>
-#include "knn_split_internal.h"
+#include <knnwb/parallel.h>
+#include "split/split_internal.h"
 
 /* Rank r's shared rows against this rank's reference block: each row's k best, global numbers. */
 typedef struct {

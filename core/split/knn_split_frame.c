@@ -3,7 +3,7 @@
  * ranks so that each rank prepares its block as one process would prepare the whole matrix. */
 #include <math.h>
 #include <string.h>
-#include "knn_split_internal.h"
+#include "split/split_internal.h"
 
 int64_t knnwb_split_double_bits(double value)
 {

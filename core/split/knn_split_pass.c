@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <knnwb/error.h>
-#include "knn_split_internal.h"
+#include "split/split_internal.h"
 
 /* Bytes before each rank's block in a shared window: the chunk counter of knnwb_split_pair_chunks
  * (a cache line, so the block stays aligned). */

@@ -3,7 +3,7 @@
  * steps, and each rank's debug timing lines (G_MESSAGES_DEBUG=all). */
 #include <time.h>
 #include <knnwb/error.h>
-#include "knn_split_internal.h"
+#include "split/split_internal.h"
 
 /* Shows rank 0's progress: units thousandths of a step (KNNWB_SPLIT_PROGRESS_UNIT). */
 static void knnwb_split_show(const KnnwbSplitRun *run, uint64_t units)

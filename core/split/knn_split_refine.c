@@ -3,7 +3,8 @@
  * cannot certify selected again with more candidates against every rank's reference block
  * (knnwb_split_retry, one round of core's certify loop that knnwb_knn_split_run runs). */
 #include <math.h>
-#include "knn_split_internal.h"
+#include <knnwb/parallel.h>
+#include "split/split_internal.h"
 
 /* The distances left NaN (candidates of the own reference block, knnwb_split_finish_as) of list
  * t (own row i), as knnwb_refine_row would want them: those of the k best by score (the list is

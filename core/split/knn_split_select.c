@@ -4,7 +4,9 @@
  * the candidates' rows are present, and the distances a merge kept but left unknown filled in. */
 #include <math.h>
 #include <string.h>
-#include "knn_split_internal.h"
+#include <knnwb/parallel.h>
+#include "cpu/cpu.h"
+#include "split/split_internal.h"
 
 size_t knnwb_split_valid(const KnnwbSplitSide *side)
 {

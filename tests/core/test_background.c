@@ -4,7 +4,7 @@
 #include <malloc.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
-#include "knn_internal.h"
+#include "base/base.h"
 
 /* 96 MiB fresh from malloc (mapped, not yet touched): the helpers fault it in while this thread
  * writes a pattern into its second half; a block filled before keeps its values too. Then every

@@ -2,7 +2,7 @@
  * on each row's bytes. */
 #include <string.h>
 #include <knnwb/knnwb.h>
-#include "knn_internal.h"
+#include "engine/engine_internal.h"
 
 /* A table keyed on a row's bytes (d floats). */
 static guint row_hash(gconstpointer key)

@@ -6,8 +6,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <knnwb/knnwb.h>
-#include "gemm_cpu.h"
-#include "knn_internal.h"
+#include "cpu/cpu.h"
+#include "engine/engine_internal.h"
 #include "oracle.h"
 #include "knnwb_test_matrix.h"
 #include "knnwb_test_process.h"

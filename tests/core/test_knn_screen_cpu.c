@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <knnwb/knnwb.h>
-#include "gemm_cpu.h"
-#include "knn_internal.h"
+#include "cpu/cpu.h"
+#include "engine/engine.h"
 #include "oracle.h"
 #include "knnwb_test_matrix.h"
 

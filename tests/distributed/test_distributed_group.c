@@ -10,8 +10,8 @@
 #include <knnwb/knnwb.h>
 #include "knnwb_test_matrix.h"
 #include "../core/oracle.h"
-#include "knn_internal.h"
-#include "knn_split_internal.h"
+#include "group/group.h"
+#include "split/split_internal.h"
 
 #define MAX_RANKS 4
 

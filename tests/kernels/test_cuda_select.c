@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <glib.h>
-#include "knn_internal.h"
+#include "engine/engine_internal.h"
 #include "knnwb_kernels.h"
 
 typedef struct {

@@ -4,10 +4,12 @@
  * frame, the first pass, one selection, the refinement and re-selection, the exhaustive round,
  * progress). A function's full contract is beside its
  * definition; the lines here say what it is for, its errors and its cost. */
-#ifndef KNNWB_KNN_SPLIT_INTERNAL_H
-#define KNNWB_KNN_SPLIT_INTERNAL_H
+#ifndef KNNWB_SPLIT_INTERNAL_H
+#define KNNWB_SPLIT_INTERNAL_H
 
-#include "knn_internal.h"
+#include <knnwb/knn_group.h>
+#include "engine/engine.h"
+#include "split/split.h"
 
 /* The per-row arrays of a prepared set, in the order they travel (doubles first, for alignment).
  * Which ones a set has depends on the metric and the shared scale only: the same on every rank. */

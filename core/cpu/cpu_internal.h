@@ -1,9 +1,58 @@
-/* Per-row candidate buffers of the CPU backend's selection, and the tile scans that fill them. */
-#ifndef KNNWB_SELECT_CPU_ROWS_H
-#define KNNWB_SELECT_CPU_ROWS_H
+/* Shared by the files of the CPU select backend (core/cpu/): the tile GEMMs (gemm_cpu.c: float32
+ * through OpenBLAS or oneDNN's AVX-512 SGEMM, BF16 through oneDNN on AVX512_BF16 or AMX tiles,
+ * behind one call with the precision as a parameter), then the per-row candidate buffers of the
+ * selection and the tile scans that fill them (select_cpu_rows.c). What other units use is in
+ * cpu.h. */
+#ifndef KNNWB_CPU_INTERNAL_H
+#define KNNWB_CPU_INTERNAL_H
 
 #include <glib.h>
+#include <stddef.h>
 #include <stdint.h>
+#include "cpu/cpu.h"
+
+/* ---- Tile GEMMs (gemm_cpu.c) -------------------------------------------------------------------
+ */
+
+typedef struct KnnwbCpuGemm KnnwbCpuGemm;
+typedef struct KnnwbCpuGemmWorker KnnwbCpuGemmWorker;
+
+/**
+ * GEMM tiles of block_query x block_reference rows (both > 0): query (nq x d, row-major) against
+ * reference (nr x d; the same pointer and count for a self job, whose blocks must then agree) in
+ * precision (KNNWB_KERNELS_SCREEN_FP32 or _BF16, which needs knnwb_cpu_gemm_has_bf16). row_norm
+ * bounds the norm of every row (BF16 rows are scaled by a power of two from it, so that none loses
+ * components to BF16's subnormal flush; the scale is undone exactly). BF16 keeps converted copies
+ * of the rows, zero-padded to whole blocks: about 2 (nq + nr) d bytes, O((nq + nr) d) time. NULL
+ * with message set on failure (memory, library).
+ */
+KnnwbCpuGemm *knnwb_cpu_gemm_new(int precision, const float *query, size_t nq,
+                                 const float *reference, size_t nr, size_t d, size_t block_query,
+                                 size_t block_reference, double row_norm, char *message,
+                                 size_t message_size);
+void knnwb_cpu_gemm_free(KnnwbCpuGemm *gemm);
+/** What computes the tiles, for traces ("openblas sgemm", "onednn bf16 brg:avx512_core_bf16"). */
+const char *knnwb_cpu_gemm_name(const KnnwbCpuGemm *gemm);
+
+/**
+ * The state one thread needs for tiles (library stream and buffers). Makes the calling thread's
+ * library calls single-threaded (the backend runs one GEMM per thread). NULL when out of memory.
+ */
+KnnwbCpuGemmWorker *knnwb_cpu_gemm_worker_new(KnnwbCpuGemm *gemm);
+void knnwb_cpu_gemm_worker_free(KnnwbCpuGemmWorker *worker);
+/** The bytes knnwb_cpu_gemm_worker_new allocates for one thread (0 for a NULL gemm). O(1). */
+size_t knnwb_cpu_gemm_worker_bytes(const KnnwbCpuGemm *gemm);
+
+/**
+ * out[a * block + b] = q_{q0+a} . r_{r0+b} for a < bq, b < br (q0, r0 multiples of block; bq, br
+ * at most block and within the rows); out holds block x block floats, and entries past bq or br
+ * are unspecified. FALSE (message set) when the library failed. O(block^2 d).
+ */
+gboolean knnwb_cpu_gemm_tile(KnnwbCpuGemmWorker *worker, size_t q0, size_t bq, size_t r0, size_t br,
+                             float *out, char *message, size_t message_size);
+
+/* ---- Candidate buffers (select_cpu_rows.c) -----------------------------------------------------
+ */
 
 /**
  * Every query row keeps up to cap = kc + margin (score, reference) pairs; a score is appended
@@ -57,8 +106,5 @@ void knnwb_candidate_rows_scan_columns(KnnwbCandidateRows *rows, float *scratch,
  * any order), -1 and +inf past what a row received. O(cap) per row. */
 void knnwb_candidate_rows_finish(KnnwbCandidateRows *rows, size_t first, size_t last,
                                  size_t out_row0, int64_t *out_index, float *out_score);
-
-/** The k-th smallest (0 < k <= n) of values[0, n) (no NaN), which it reorders. O(n) expected. */
-float knnwb_float_kth_smallest(float *values, size_t n, size_t k);
 
 #endif

@@ -1,0 +1,43 @@
+/* What core/base/ offers the rest of core beyond the public <knnwb/matrix.h>, <knnwb/parallel.h>
+ * and <knnwb/error.h>: host work off a GPU run's critical path (background.c) and the finite
+ * check of a block of rows (matrix.c). */
+#ifndef KNNWB_BASE_H
+#define KNNWB_BASE_H
+
+#include <glib.h>
+#include <stddef.h>
+#include <knnwb/matrix.h>
+
+typedef struct KnnwbPrefault KnnwbPrefault;
+/**
+ * Faults in the whole pages of blocks[b] (bytes[b] each; NULL blocks skipped) writable, on a
+ * helper thread that uses up to threads threads, without changing their values: other threads
+ * (a GPU's download) may write them meanwhile. Needs Linux >= 5.14 (MADV_POPULATE_WRITE); else,
+ * or when no thread can start, nothing is done. Returns the handle for knnwb_prefault_finish,
+ * or NULL when nothing was started. O(bytes) time, on the helpers.
+ */
+KnnwbPrefault *knnwb_prefault_start(void *const *blocks, const size_t *bytes, size_t n_blocks,
+                                    int threads);
+/** Stops the helper after the pieces (64 MiB) it is faulting in, waits for it (NULL: nothing to
+ * wait for) and frees the handle. */
+void knnwb_prefault_finish(KnnwbPrefault *prefault);
+
+/** Below this many bytes in all, knnwb_release_later frees at once (a thread costs more). */
+#define KNNWB_RELEASE_LATER_MIN ((size_t)64 << 20)
+/**
+ * Hands blocks[0 .. n_blocks) (bytes[b] each, for the total; NULL allowed) over to be freed: at
+ * once when the total is small or memory is short (a quarter of knnwb_memory_available), else
+ * queued, and freed by a helper thread from knnwb_release_start on, so that unmapping gigabytes
+ * holds up neither the caller nor a GPU's next pinned allocations.
+ */
+void knnwb_release_later(void *const *blocks, const size_t *bytes, size_t n_blocks);
+/** Starts a helper thread freeing every queued block (frees them here when none can start). */
+void knnwb_release_start(void);
+/** knnwb_release_start, then waits until every block handed over so far is freed. */
+void knnwb_release_wait(void);
+
+/** knnwb_matrix_check_finite over rows [first, last) only (messages name the global row). */
+gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
+                                        GError **error);
+
+#endif

@@ -1,0 +1,206 @@
+/* What the exact search (core/engine/) offers the other units of core: a point set prepared for a
+ * metric (KnnwbPrepared), the screen's precision, the backend choice, the refinement of one row and
+ * the certify loop, and the request checks and empty lists every mode shares. core/split/ runs
+ * its split-memory search on these, core/group/ fills KnnwbNeighbors with knnwb_knn_result_new;
+ * tests read them too. The engine's own steps are in engine_internal.h. */
+#ifndef KNNWB_ENGINE_H
+#define KNNWB_ENGINE_H
+
+#include <glib.h>
+#include <stdint.h>
+#include <knnwb/knn.h>
+#include "knnwb_kernels.h"
+
+/**
+ * A point set made ready for one metric: the float32 rows a backend scores (centred and
+ * normalised, ranked, or the raw data) and the double statistics the exact recomputation uses.
+ */
+typedef struct {
+  KnnwbMetric metric;
+  size_t n, d;
+  const float *scored; /* n x d rows given to the backend (may alias the input) */
+  float *scored_owned; /* what scored points to, when knnwb allocated it */
+  const float *exact;  /* n x d rows the exact distance is computed from */
+  float *ranks_owned;  /* spearman ranks (exact points here) */
+  float *sqnorms;      /* n squared norms of scored rows (euclidean), rounded from double */
+  double *mean;        /* n means (pearson family) */
+  double *sum_squares; /* n |centred row|^2 (pearson family) or |row|^2 (cosine) */
+  double max_norm;     /* largest |scored row| in data units (euclidean error bound) */
+  double *norm;        /* n |scored row| in data units (euclidean error bound) */
+  /* Euclidean: the scored rows are the column-centred rows times 2^-e (exact, and distances do not
+   * change under a common shift), so offsets and huge or tiny magnitudes cost no float precision.
+   * column_mean (d) and scale_exponent e are shared by query and reference. A score times
+   * score_scale (2^2e) is in squared data units. */
+  double *column_mean;
+  int scale_exponent;
+  double score_scale;
+  unsigned char *invalid; /* n flags: degenerate rows left out, or NULL when none */
+  size_t n_invalid;
+  /* The run's screening precision (knnwb_prepared_set_screen; zero-initialised = FP32 with its
+   * bound), the bound on |screened score - exact| per unit the certificate uses, and a bound on
+   * every scored row's norm (the FP16 screen's scale). */
+  KnnwbScreen screen;
+  double screen_slack;
+  double screen_row_norm;
+} KnnwbPrepared;
+
+/**
+ * Prepares data for metric. Degenerate rows (constant for the pearson family, zero for cosine)
+ * are an error naming the first one, or, with drop_degenerate, flagged invalid with a warning.
+ * role names the matrix in messages ("data", "query", "reference"). like (NULL, or the prepared
+ * reference when preparing a query) supplies the shared euclidean centring and scale.
+ * Complexity: O(n d) (O(n d log d) for spearman), multi-threaded. cancel (may be NULL) is polled
+ * every 1024 rows: a raised flag gives KNNWB_ERROR_CANCELLED (1,533,876 x 295 rows take 2 s here).
+ */
+gboolean knnwb_prepared_init(KnnwbPrepared *prepared, const KnnwbMatrix *data, KnnwbMetric metric,
+                             gboolean drop_degenerate, const char *role, int n_threads,
+                             const KnnwbPrepared *like, const volatile gint *cancel,
+                             GError **error);
+/** knnwb_prepared_init of a block of rows whose first is row first_row of a larger matrix (the
+ * messages name rows by their number there). */
+gboolean knnwb_prepared_init_rows(KnnwbPrepared *prepared, const KnnwbMatrix *data,
+                                  size_t first_row, KnnwbMetric metric, gboolean drop_degenerate,
+                                  const char *role, int n_threads, const KnnwbPrepared *like,
+                                  const volatile gint *cancel, GError **error);
+void knnwb_prepared_clear(KnnwbPrepared *prepared);
+/** knnwb_prepared_clear, the blocks freed by knnwb_release_later (a helper thread when large). */
+void knnwb_prepared_release(KnnwbPrepared *prepared);
+
+/**
+ * Manhattan: the power of two e by which rows are scaled (scored as x 2^-e) so that float L1 sums
+ * of data's rows cannot overflow; 0 unless values come near the float limit. A query and its
+ * reference must share one e: pass the larger of the two, as the frame (like) of the reference.
+ * O(n d).
+ */
+int knnwb_prepare_manhattan_exponent(const KnnwbMatrix *data);
+
+/** The bound on a screened score's error, per unit |q||r| (see screen.c for the derivation). */
+double knnwb_screen_slack(KnnwbScreen screen, size_t d);
+/** Whether a screen keeps its scores in half precision (FP16 unless KNNWB_SCREEN_FLOAT_SCORES=1);
+ * the slack then includes their rounding, and jobs ask the backend for them. */
+gboolean knnwb_screen_half_scores(KnnwbScreen screen);
+/** Candidates per row for k neighbours under screen (k plus a margin for the bound's window). */
+size_t knnwb_screen_candidates(KnnwbScreen screen, size_t k);
+/** The precision a run uses for requested on backend ("cpu", "cuda:N"); fp16/tf32 on the CPU is
+ * an error. */
+gboolean knnwb_screen_resolve(KnnwbScreen requested, const char *backend, KnnwbMetric metric,
+                              size_t k, KnnwbScreen *screen, GError **error);
+/** The KnnwbScreenPrecision of the kernels for screen. */
+int knnwb_screen_kernel_precision(KnnwbScreen screen);
+/** Records screen, its slack and the rows' norm bound on query and reference (may be the same). */
+void knnwb_prepared_set_screen(KnnwbPrepared *query, KnnwbPrepared *reference, KnnwbScreen screen);
+
+/** The score kind the backends compute for metric. */
+KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric);
+
+/** Exact distance between row i of a and row j of b (same metric and d), in double. */
+double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j);
+
+typedef int (*KnnwbSelectFunc)(const KnnwbSelectJob *job, char *message, size_t message_size);
+
+/** Picks the backend for options (auto: CUDA when usable, else CPU with a notice). */
+gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
+                                  char **name, GError **error);
+/** Turns a KNNWB_KERNELS_* status into a GError (TRUE when OK). */
+gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
+                                   GError **error);
+
+/**
+ * Scratch memory the refine reuses from row to row (one per thread; {0} to start, cleared with
+ * knnwb_refine_scratch_clear). Aborts like g_malloc when memory runs out: m is bounded by the
+ * run's memory budget.
+ */
+typedef struct {
+  void *block;
+  size_t bytes;
+} KnnwbRefineScratch;
+
+void knnwb_refine_scratch_clear(KnnwbRefineScratch *scratch);
+
+/**
+ * Refines one query row: exact distances of its m candidates (self_index, when >= 0, skipped),
+ * sorted by (distance, index), the first k into out_index/out_distance. candidate_distance (NULL,
+ * or m distances a backend computed bit for bit as knnwb_prepared_distance) saves computing them.
+ * scratch: reused buffers, or NULL. Returns TRUE when a rounding-error bound proves no
+ * non-candidate is nearer than the k-th (or every valid reference was a candidate).
+ * O(m d + k log k) expected.
+ */
+gboolean knnwb_refine_row(const KnnwbPrepared *query, size_t query_row,
+                          const KnnwbPrepared *reference, int64_t self_index,
+                          const int64_t *candidate_index, const float *candidate_score,
+                          const double *candidate_distance, size_t m, size_t available, size_t k,
+                          KnnwbRefineScratch *scratch, int64_t *out_index, double *out_distance);
+
+/**
+ * The exact list of one query row against every valid reference row (self_index, when >= 0,
+ * skipped): exact distances of all of them, the k best by (distance, index), padded with -1 and
+ * +inf past the valid ones. For rows whose screening window holds a large part of all rows (dense
+ * ties), where screening costs more than it saves. O(n d + k log k) expected; scratch as above.
+ */
+void knnwb_refine_row_exhaustive(const KnnwbPrepared *query, size_t query_row,
+                                 const KnnwbPrepared *reference, int64_t self_index, size_t k,
+                                 KnnwbRefineScratch *scratch, int64_t *out_index,
+                                 double *out_distance);
+
+/**
+ * A lower bound of the exact distance of a pair (query_row, any reference row) whose float score
+ * is at least score, by the certificate's error model (0 for a score that overflowed). O(1).
+ */
+double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
+                                const KnnwbPrepared *reference, float score);
+
+/** Fails (KNNWB_ERROR_INVALID_ARGUMENT) when k exceeds available, the rows each query row can
+ * choose from once absent rows (missing values, dropped constant rows) are left out: n_valid of
+ * the n_reference reference rows hold values. Says so when absent rows are the cause. O(1). */
+gboolean knnwb_knn_check_available(size_t k, size_t available, size_t n_valid, size_t n_reference,
+                                   gboolean self, GError **error);
+
+/** The request checks of knnwb_knn_self/query from sizes: n (n_reference) rows of d (d_reference)
+ * columns in the run, held (held_reference) of them in this process (the memory estimate). */
+gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_reference,
+                               size_t held, size_t held_reference, gboolean self,
+                               const KnnwbKnnOptions *options, GError **error);
+
+/** Lists for rows [first, first + rows) with every slot empty (index -1, distance +inf). */
+KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error);
+
+/**
+ * How a search certifies its rows (certify.c): reselect selects rows (the caller's numbering)
+ * again with kc candidates each, refines and certifies them into the caller's lists, and appends
+ * those left uncertified to left; exhaustive (NULL: never) writes the exact lists of rows compared
+ * with every reference row; pending (NULL: this process alone) sums mine over the ranks of a
+ * search whose hooks are collective. total: the candidates that are every reference row (a round
+ * that wide certifies every row). chosen_from: the reference rows one selection job chooses among
+ * (0: total; a split rank: its share); a round whose candidates are a quarter of them or more goes
+ * exhaustive. data: the hooks' own.
+ */
+typedef struct {
+  gboolean (*reselect)(void *data, const int64_t *rows, size_t n_rows, size_t kc, GArray *left,
+                       GError **error);
+  gboolean (*exhaustive)(void *data, const int64_t *rows, size_t n_rows, GError **error);
+  gboolean (*pending)(void *data, size_t mine, size_t *all, GError **error);
+  void *data;
+  size_t total, chosen_from;
+  const volatile gint *cancel;
+} KnnwbCertify;
+
+/** Rows sent back (all rounds), and of those, rows compared with every row. */
+typedef struct {
+  size_t reselected, exhaustive;
+} KnnwbCertifyCounts;
+
+/**
+ * The certify loop: the rows in *uncertified (those the first round, kc candidates wide, left;
+ * taken over, *uncertified set NULL; NULL: none here) selected again with four times the
+ * candidates until every row (on every rank, with pending) is certified, the last round compared
+ * with every row once its window would hold a quarter of all rows or more. Adds to counts. Errors:
+ * the hooks', KNNWB_ERROR_CANCELLED after an exhaustive round, KNNWB_ERROR_FAILED when rows stay
+ * uncertified with every reference a candidate. Time: the hooks'; one pending call a round.
+ */
+gboolean knnwb_certify_run(const KnnwbCertify *certify, size_t kc, GArray **uncertified,
+                           KnnwbCertifyCounts *counts, GError **error);
+/** The rows of a re-selection batch whose candidate lists (index, score, exact distance: 20 bytes
+ * a candidate, on each of ranks ranks) fit memory_bytes (0: 256 MiB); at least 1. O(1). */
+size_t knnwb_certify_batch_rows(size_t memory_bytes, size_t kc, size_t ranks);
+
+#endif

@@ -1,0 +1,121 @@
+/* The engine's own steps (core/engine/), shared between its files: the metric's exact formulas
+ * (metric.c), the certificate of a backend-refined row (refine.c), result allocation
+ * (knn_result.c), the search of one mode (knn_rounds.c), exact duplicate rows (duplicates.c) and
+ * the search of the distinct rows (knn_distinct.c). What other units use is in engine.h. */
+#ifndef KNNWB_ENGINE_INTERNAL_H
+#define KNNWB_ENGINE_INTERNAL_H
+
+#include "engine/engine.h"
+
+/** The formula of knnwb_pair_distance for metric, as the backends name it. */
+KnnwbExactKind knnwb_metric_exact_kind(KnnwbMetric metric);
+
+/** The per-row statistics both the engine and knnwb_distance_exact use, so they agree bit for bit.
+ */
+void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,
+                          double *sum_squares);
+double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
+                           double mean_x, double squares_x, double mean_y, double squares_y);
+/** Average ranks (1-based, ties averaged) of row into ranks. O(d log d). */
+void knnwb_row_ranks(const float *row, size_t d, float *ranks);
+
+/**
+ * The certificate of knnwb_refine_row for a row a backend refined itself: out_index/out_distance
+ * hold its first min(k, valid) neighbours by (distance, index) from valid candidates (index >= 0,
+ * not the row itself) whose largest float score was worst; the slots past them are set empty.
+ * Returns what knnwb_refine_row would for the same candidates. O(k).
+ */
+gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
+                                  const KnnwbPrepared *reference, float worst, size_t valid,
+                                  size_t available, size_t k, int64_t *out_index,
+                                  double *out_distance);
+
+/** knnwb_knn_result_new, or with clear FALSE every index and distance left unset for a caller that
+ * writes them all (knn_result.c). Errors: KNNWB_ERROR_NO_MEMORY. O(rows k) when clearing, on every
+ * core. */
+KnnwbNeighbors *knnwb_knn_result_alloc(size_t first, size_t rows, size_t k, gboolean clear,
+                                       GError **error);
+/** A knnwb_parallel_for body emptying slots [first, last) of the KnnwbNeighbors user. */
+void knnwb_knn_result_clear(size_t first, size_t last, void *user);
+
+/**
+ * The search (knn_rounds.c): select, refine and certify rows [row0, row0 + n_rows) of query into
+ * result, then the certify loop (knnwb_certify_run: the uncertified rows re-selected with four
+ * times the candidates until all are certified, or compared with every row once that would take a
+ * quarter of all rows); with a group the first round's self tiles are shared (collective), and
+ * each rank certifies its own rows alone. Errors: the backend's, KNNWB_ERROR_NO_MEMORY,
+ * KNNWB_ERROR_CANCELLED, KNNWB_ERROR_FAILED for a certificate that cannot succeed.
+ * Time: the backend's selection plus O(rows kc d) exact distances per round (fewer when the
+ * backend computed them); memory: rows x kc candidates in the first round, re-selection batches
+ * within options->memory_bytes.
+ */
+gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                          const char *backend, const KnnwbPrepared *query,
+                          const KnnwbPrepared *reference, gboolean self, size_t available,
+                          int threads, const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
+                          gboolean lists_fresh, KnnwbNeighbors *result, GError **error);
+
+/** Exact duplicate rows of a matrix (duplicates.c). */
+typedef struct {
+  size_t n_unique; /* distinct rows; n_rows when there is no duplicate (then all else NULL) */
+  int64_t *representative; /* n_unique: the first row of each group, increasing */
+  int64_t *group_of;       /* n: each row's group */
+  int64_t *members;        /* n: rows by (group, row index) */
+  size_t *group_start;     /* n_unique + 1: each group's range in members */
+} KnnwbDuplicates;
+
+/**
+ * Groups the rows of data whose bytes are identical (hashing, then comparing equal hashes).
+ * O(n d + n log n) time (0.5 s at 1,533,876 x 295 rows here), O(n) memory. cancel (may be NULL) is
+ * polled every 4096 rows and once per bucket of about 512 rows, in every thread.
+ * Errors: KNNWB_ERROR_NO_MEMORY; KNNWB_ERROR_CANCELLED when cancel was raised. On error duplicates
+ * holds nothing (no rows grouped, nothing to free).
+ */
+gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, const volatile gint *cancel,
+                               KnnwbDuplicates *duplicates, GError **error);
+void knnwb_duplicates_clear(KnnwbDuplicates *duplicates);
+
+/** A prepared copy of rows of from (all per-row arrays gathered, the frame shared). */
+gboolean knnwb_prepared_gather(KnnwbPrepared *out, const KnnwbPrepared *from, const int64_t *rows,
+                               size_t n_rows, GError **error);
+
+/**
+ * The self lists of every row (result: n x k, allocated) from the self lists of the distinct rows
+ * (distinct: n_unique x k' with k' = min(k, the valid distinct rows - 1), NULL when k' = 0): each
+ * row's neighbours are the other copies of itself and the copies of its distinct neighbours, by
+ * (distance, row index). Rows flagged invalid in prepared get none. O(n k log k) typical.
+ */
+void knnwb_duplicates_expand(const KnnwbDuplicates *duplicates, const KnnwbPrepared *prepared,
+                             const KnnwbNeighbors *distinct, int n_threads, KnnwbNeighbors *result);
+
+/**
+ * The query lists against a reference with copies (duplicates: the reference's groups) from the
+ * lists against its distinct rows (distinct: one list per query row, k' = min(k, the valid
+ * distinct rows)): each distinct neighbour stands for its group's rows, all at its distance, and
+ * the first k by (distance, row index) are kept (result: same rows, k). O(rows k log k) typical.
+ */
+void knnwb_duplicates_expand_query(const KnnwbDuplicates *duplicates,
+                                   const KnnwbNeighbors *distinct, int n_threads,
+                                   KnnwbNeighbors *result);
+
+/**
+ * Self lists of query (all n rows, into result) when it has exact duplicate rows (knn_distinct.c):
+ * knnwb_knn_rounds on the distinct rows, then knnwb_duplicates_expand. Collective with a group.
+ * Errors: those of knnwb_knn_rounds and of the group's gather. Time: the search of the distinct
+ * rows plus O(n k log k).
+ */
+gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                            const char *backend, const KnnwbPrepared *query,
+                            const KnnwbDuplicates *duplicates, int threads,
+                            const KnnwbKnnGroup *group, KnnwbNeighbors *result, GError **error);
+/** The query lists of rows [row0, row0 + n_rows) against a reference with exact duplicate rows:
+ * the search against its distinct rows, then knnwb_duplicates_expand_query. Errors and time as
+ * knnwb_knn_distinct. */
+gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
+                                      const char *backend, KnnwbPrepared *query,
+                                      const KnnwbPrepared *reference,
+                                      const KnnwbDuplicates *duplicates, int threads,
+                                      const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
+                                      KnnwbNeighbors *result, GError **error);
+
+#endif

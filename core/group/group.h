@@ -1,0 +1,59 @@
+/* What core/group/ (the collectives over a KnnwbKnnGroup that the engine builds on) offers the
+ * engine and the split-memory run: merging a shared self job's candidates, the thresholds shared
+ * between ranks during a selection, and gathering every rank's lists. The group itself and its
+ * public helpers are in <knnwb/knn_group.h>. */
+#ifndef KNNWB_GROUP_H
+#define KNNWB_GROUP_H
+
+#include <glib.h>
+#include <stdint.h>
+#include <knnwb/knn.h>
+#include <knnwb/knn_group.h>
+
+/**
+ * A shared self job's candidates (index, score and, when not NULL, the backend's exact distances:
+ * n x kc on every rank, each from its share of the tiles) become the candidates of this rank's
+ * rows [row0, row0 + rows), written over those rows of the same arrays: every rank sends each
+ * other rank the block of its rows, and each row keeps the kc best by (score, index) (threads:
+ * host threads packing and merging). Distances are merged only when every rank had them
+ * (*distances_kept). Collective. Memory: about 2 x (ranks - 1) x rows x kc packed entries (8 to 20
+ * bytes; one copy when the group shares memory), nothing for the result; time linear in the
+ * entries.
+ */
+gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, int64_t *index,
+                               float *score, double *distance, size_t row0, size_t rows,
+                               int threads, gboolean *distances_kept, GError **error);
+
+/**
+ * The thresholds of a shared self job made common between the ranks (knn_group_bounds.c), as
+ * KnnwbSelectJob.share_bounds / share_bounds_data / share_bound_rounds. init is collective (the
+ * ranks agree on the rounds: none unless every rank wanted them) and allocates n int64; when
+ * ready() is FALSE the allocation failed (the caller agrees on that before selecting). finish
+ * completes the rounds the backend did not use (collective) and frees. Each round: O(n) and one
+ * reduction of n int64.
+ */
+typedef struct {
+  const KnnwbKnnGroup *group;
+  size_t n;
+  int rounds, done;
+  gboolean failed;
+  int64_t *keys;
+  int64_t tightened;
+  double seconds;
+} KnnwbGroupBounds;
+gboolean knnwb_group_bounds_init(KnnwbGroupBounds *bounds, const KnnwbKnnGroup *group, size_t n,
+                                 gboolean wanted, GError **error);
+gboolean knnwb_group_bounds_ready(const KnnwbGroupBounds *bounds);
+int knnwb_group_bounds_share(float *values, size_t n, void *data);
+void knnwb_group_bounds_finish(KnnwbGroupBounds *bounds);
+
+/** Every rank's lists of its own rows (first_row = its first) into all n rows, on every rank.
+ * Collective. Returns NULL (error set, the same on every rank) on failure. */
+KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                       size_t n, GError **error);
+/** The same for blocks of any sizes: rank r's rows are [first[r], first[r] + count[r]). */
+KnnwbNeighbors *knnwb_knn_group_gather_blocks(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
+                                              size_t n, const size_t *first, const size_t *count,
+                                              GError **error);
+
+#endif
