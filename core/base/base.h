@@ -36,8 +36,13 @@ void knnwb_release_start(void);
 /** knnwb_release_start, then waits until every block handed over so far is freed. */
 void knnwb_release_wait(void);
 
-/** knnwb_matrix_check_finite over rows [first, last) only (messages name the global row). */
+/**
+ * knnwb_matrix_check_finite over rows [first, last) only. Messages name row i as numbered_from + i
+ * (its label still matrix's row i): 0 for a whole matrix, the first row's number in the whole run
+ * for a rank's block. Errors: KNNWB_ERROR_INVALID_DATA naming the first such row and its first such
+ * column. O((last - first) d), on every core.
+ */
 gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
-                                        GError **error);
+                                        size_t numbered_from, GError **error);
 
 #endif

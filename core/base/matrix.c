@@ -232,11 +232,11 @@ static void knnwb_matrix_scan_finite_range(size_t first, size_t last, void *data
 
 gboolean knnwb_matrix_check_finite(const KnnwbMatrix *matrix, GError **error)
 {
-  return knnwb_matrix_check_finite_rows(matrix, 0, matrix->n_rows, error);
+  return knnwb_matrix_check_finite_rows(matrix, 0, matrix->n_rows, 0, error);
 }
 
 gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
-                                        GError **error)
+                                        size_t numbered_from, GError **error)
 {
   const size_t d = matrix->n_cols;
   KnnwbFiniteScan scan = {.matrix = matrix, .first_bad = SIZE_MAX};
@@ -256,7 +256,7 @@ gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first,
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                   "row %zu%s%s%s, column %zu (both counted from 0) holds %s: remove or impute "
                   "missing values first",
-                  i, label ? " (" : "", label ? label : "", label ? ")" : "", j,
+                  numbered_from + i, label ? " (" : "", label ? label : "", label ? ")" : "", j,
                   isnan(row[j]) ? "NaN" : "an infinite value");
       return FALSE;
     }

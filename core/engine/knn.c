@@ -69,14 +69,14 @@ static gboolean knnwb_knn_run_check(KnnwbKnnRun *run, GError **error)
   const KnnwbKnnGroup *group = run->group;
   if (!knnwb_knn_check_request(run->query_data, run->reference_data, run->self, run->options,
                                error) ||
-      !knnwb_matrix_check_finite_rows(run->query_data, run->first, run->last, error))
+      !knnwb_matrix_check_finite_rows(run->query_data, run->first, run->last, 0, error))
     return FALSE;
   if (!run->self && run->given == NULL) {
     size_t reference_first = 0, reference_last = run->reference_data->n_rows;
     if (group != NULL)
       knnwb_knn_group_rows(run->reference_data->n_rows, group->rank, group->size, &reference_first,
                            &reference_last);
-    if (!knnwb_matrix_check_finite_rows(run->reference_data, reference_first, reference_last,
+    if (!knnwb_matrix_check_finite_rows(run->reference_data, reference_first, reference_last, 0,
                                         error))
       return FALSE;
   }

@@ -42,29 +42,10 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
+#include "base/base.h"
 #include "cpu/cpu.h"
 #include "group/group.h"
 #include "split/split_internal.h"
-
-/* Row-wise finite check of a block, naming the row by its number in the whole matrix. */
-static gboolean knnwb_split_check_finite(const KnnwbMatrix *block, size_t first_row, GError **error)
-{
-  const size_t d = block->n_cols;
-  for (size_t i = 0; i < block->n_rows; i++)
-    for (size_t j = 0; j < d; j++) {
-      const float value = block->values[i * d + j];
-      if (isfinite(value))
-        continue;
-      const char *label = knnwb_matrix_row_label(block, i);
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                  "row %zu%s%s%s, column %zu (both counted from 0) holds %s: remove or impute "
-                  "missing values first",
-                  first_row + i, label ? " (" : "", label ? label : "", label ? ")" : "", j,
-                  isnan(value) ? "NaN" : "an infinite value");
-      return FALSE;
-    }
-  return TRUE;
-}
 
 /* A run's state from the checks to the gathered lists (knnwb_knn_split_run). */
 typedef struct {
@@ -115,9 +96,10 @@ static gboolean knnwb_split_run_check(KnnwbSplitState *state, const KnnwbPrepare
                                    reference_block->n_cols, state->count,
                                    state->self ? 0 : state->reference_count, state->self,
                                    state->options, error);
-  ok = ok && knnwb_split_check_finite(query_block, state->first, error);
+  ok = ok && knnwb_matrix_check_finite_rows(query_block, 0, query_block->n_rows, state->first, error);
   ok = ok &&
-       (state->self || knnwb_split_check_finite(reference_block, state->reference_first, error));
+       (state->self || knnwb_matrix_check_finite_rows(reference_block, 0, reference_block->n_rows,
+                                                       state->reference_first, error));
   return group->agree(group, ok, error);
 }
 
