@@ -96,10 +96,11 @@ static gboolean knnwb_split_run_check(KnnwbSplitState *state, const KnnwbPrepare
                                    reference_block->n_cols, state->count,
                                    state->self ? 0 : state->reference_count, state->self,
                                    state->options, error);
-  ok = ok && knnwb_matrix_check_finite_rows(query_block, 0, query_block->n_rows, state->first, error);
+  ok = ok &&
+       knnwb_matrix_check_finite_rows(query_block, 0, query_block->n_rows, state->first, error);
   ok = ok &&
        (state->self || knnwb_matrix_check_finite_rows(reference_block, 0, reference_block->n_rows,
-                                                       state->reference_first, error));
+                                                      state->reference_first, error));
   return group->agree(group, ok, error);
 }
 
