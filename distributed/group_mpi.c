@@ -265,7 +265,6 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
                                             .share_end = knnwb_distributed_share_end};
   if (size > 1) {
     *group = &knnwb_distributed_group;
-    knnwb_knn_group_set_default(&knnwb_distributed_group);
   }
   return TRUE;
 }
@@ -274,7 +273,6 @@ void knnwb_distributed_finalize(void)
 {
   if (!knnwb_distributed_joined)
     return;
-  knnwb_knn_group_set_default(NULL);
   knnwb_distributed_shared_finalize();
   MPI_Comm_free(&knnwb_distributed_comm);
   MPI_Finalize();

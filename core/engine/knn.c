@@ -304,7 +304,7 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
 {
   g_return_val_if_fail(query_data != NULL && options != NULL && result_out != NULL, FALSE);
   *result_out = NULL;
-  const KnnwbKnnGroup *group = options->group ? options->group : knnwb_knn_group_get_default();
+  const KnnwbKnnGroup *group = options->group;
   if (group != NULL && group->size <= 1)
     group = NULL;
   if (group != NULL && options->group_split)

@@ -1,6 +1,6 @@
 /*
  * The parts of a group run that move lists between ranks, through the group's operations only (the
- * core knows no message-passing library): the default group, the rows a rank owns, and gathering
+ * core knows no message-passing library): the rows a rank owns, and gathering
  * every rank's lists (merging the candidates of a shared self job: knn_group_merge.c).
  */
 #include <math.h>
@@ -9,18 +9,6 @@
 #include <knnwb/error.h>
 #include "engine/engine.h"
 #include "group/group.h"
-
-static const KnnwbKnnGroup *knnwb_knn_default_group;
-
-void knnwb_knn_group_set_default(const KnnwbKnnGroup *group)
-{
-  knnwb_knn_default_group = group;
-}
-
-const KnnwbKnnGroup *knnwb_knn_group_get_default(void)
-{
-  return knnwb_knn_default_group;
-}
 
 void knnwb_knn_group_rows(size_t n, int rank, int size, size_t *first, size_t *last)
 {

@@ -15,6 +15,7 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->labels_path = NULL;
   options->block_index = 0;
   options->block_count = 0;
+  options->group = NULL;
   options->cancel = NULL;
   options->progress = NULL;
   options->progress_data = NULL;

@@ -474,7 +474,7 @@ static gboolean knnwb_npy_find_missing(const char *path, const KnnwbReadOptions 
   const size_t rows = array->rows, cols = array->cols, stored_rows = array->stored_rows;
   const gboolean want_transpose = array->want_transpose;
   size_t scan_first = 0, scan_last = rows;
-  const KnnwbKnnGroup *group = knnwb_knn_group_get_default();
+  const KnnwbKnnGroup *group = options->group;
   if (!array->block && group != NULL && group->size > 1 &&
       options->missing == KNNWB_MISSING_ERROR && !want_transpose)
     knnwb_knn_group_rows(rows, group->rank, group->size, &scan_first, &scan_last);

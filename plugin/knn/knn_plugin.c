@@ -21,6 +21,7 @@ gboolean knnwb_knn_plugin_options(const KnnwbStepContext *context, KnnwbKnnOptio
 {
   const KnnwbParamValue *p = context->params;
   knnwb_knn_options_init(options);
+  options->group = context->group; /* NULL unless the ranks run this step together */
   options->k = (size_t)p[KNNWB_KNN_PARAM_K].v_int;
   if (!knnwb_metric_from_string(p[KNNWB_KNN_PARAM_METRIC].v_string, &options->metric, error) ||
       !knnwb_backend_from_string(p[KNNWB_KNN_PARAM_BACKEND].v_string, &options->backend, error) ||

@@ -76,7 +76,7 @@ typedef struct {
   void *progress_data;
   const volatile gint *cancel; /**< optional: the run stops with KNNWB_ERROR_CANCELLED once *cancel != 0 */
   const char *data_name; /**< what warnings call the data (its file name, say); NULL: "data" */
-  /** Ranks computing this run together (NULL: knnwb_knn_group_get_default()). With a group of
+  /** Ranks computing this run together (NULL: this process alone). With a group of
    * size > 1 the call is collective: every rank passes the same matrices and options, gets the
    * same lists (or the same error) and each computes its share: the self graph's tiles, the query
    * rows' panels. */

@@ -57,16 +57,6 @@ struct KnnwbKnnGroup {
   void *data; /**< the implementation's */
 };
 
-/**
- * Makes group the default of every kNN run whose options name none (NULL: none). The host sets it
- * once at start when it runs as one rank of several, so that pipelines and every command that
- * computes kNN lists distribute their work without knowing it. Not thread-safe; set it before any
- * run starts.
- */
-void knnwb_knn_group_set_default(const KnnwbKnnGroup *group);
-/** The default group (NULL when none). */
-const KnnwbKnnGroup *knnwb_knn_group_get_default(void);
-
 /** Every rank's value, in rank order, into values (group->size entries) on every rank: the
  * layout of blocks of any sizes, say. Collective. Errors: the group's. */
 gboolean knnwb_knn_group_gather_values(const KnnwbKnnGroup *group, int64_t value, int64_t *values,

@@ -13,9 +13,10 @@
 G_BEGIN_DECLS
 
 /**
- * Joins the job when an MPI launcher (mpirun, srun) started this process, and makes the job's
- * group the default of every kNN run (knnwb_knn_group_set_default). *group is NULL when the process
- * runs alone (no launcher, one rank, or KNNWB_MPI=0 in the environment). Errors:
+ * Joins the job when an MPI launcher (mpirun, srun) started this process, and sets *group to the
+ * job's group, which the caller passes to each kNN run (KnnwbKnnOptions.group) and NPY read
+ * (KnnwbReadOptions.group) the ranks share: there is no default group. *group is NULL when the
+ * process runs alone (no launcher, one rank, or KNNWB_MPI=0 in the environment). Errors:
  * KNNWB_ERROR_FAILED when launched as one of several ranks by a build without MPI, or when MPI
  * cannot start. Call once, before any other thread exists.
  */

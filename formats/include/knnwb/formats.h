@@ -85,6 +85,11 @@ typedef struct {
    * checked in the block only. */
   int block_index;
   int block_count;
+  /** Optional: the ranks that read this same file whole together (NULL: this process alone).
+   * NPY, whole read, KNNWB_MISSING_ERROR, not transposed: each rank checks only its share of rows
+   * (knnwb_knn_group_rows) for missing values, as every row is some rank's and the ranks agree on
+   * errors; a rank's message names the row it found. Nothing is collective here. */
+  const KnnwbKnnGroup *group;
   /** Optional: stop with KNNWB_ERROR_CANCELLED ("path: interrupted while reading") once *cancel
    * != 0, checked every few MiB of the file (text formats, gzip-compressed or not, and NPY). */
   const volatile gint *cancel;

@@ -43,6 +43,7 @@ gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptio
                                   GError **error)
 {
   knnwb_formats_read_options_init(options);
+  options->group = knnwb_host_group(); /* under mpirun the ranks check a whole NPY read's rows */
   if (args->format && !knnwb_formats_input_from_string(args->format, &options->format, error))
     return FALSE;
   options->transpose = args->transpose;
@@ -107,6 +108,7 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
                                 KnnwbKnnOptions *options, GError **error)
 {
   knnwb_knn_options_init(options);
+  options->group = knnwb_host_group(); /* under mpirun the ranks share every kNN run */
   if (args->k == -1 && k_required) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-k K is required");
     return FALSE;

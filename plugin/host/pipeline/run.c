@@ -245,17 +245,12 @@ static gboolean knnwb_pipeline_run_call(KnnwbPipelineRun *run, guint position, g
       .cancel = run->cancel,
       .progress = progress ? knnwb_host_progress_update : NULL,
       .progress_data = progress,
-      .group = split_step ? run->group : NULL,
+      .group = split_step ? run->group : NULL, /* rank 0's own steps compute alone */
       .host_private = run->pipeline,
   };
   KnnwbHostMemorySampler *sampler = run->peak_per_step ? knnwb_host_memory_sampler_start() : NULL;
   gint64 start = g_get_monotonic_time();
-  /* Rank 0's own steps compute alone: a kNN run inside must not wait for the other ranks. */
-  if (run->group != NULL && !split_step)
-    knnwb_knn_group_set_default(NULL);
   gboolean ok = type->run(&context, local);
-  if (run->group != NULL && !split_step)
-    knnwb_knn_group_set_default(run->group);
   if (ok && *local != NULL)
     g_clear_error(local);
   if (!ok && *local == NULL)

@@ -122,6 +122,7 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
   memset(input, 0, sizeof *input);
   options->block_index = group->rank;
   options->block_count = group->size;
+  options->group = group; /* a whole read (the fallbacks) checks each rank's share of rows */
   KnnwbMatrix *data = NULL;
   gboolean read = knnwb_formats_read_matrix(path, options, &data, &input->info, error);
   /* Byte ranges of a text file: when any rank saw a quote, a field may span lines and a range

@@ -180,8 +180,8 @@ struct KnnwbStepContext {
   void *progress_data;
   /**
    * The ranks running this step together (a KNNWB_STEP_SPLIT_ROWS step whose matrix inputs are
-   * split), or NULL: the step runs in this process alone, and so do the kNN runs it starts (no
-   * default group is set while it runs).
+   * split), or NULL: the step runs in this process alone. A kNN run the step starts is shared
+   * between the ranks only when its KnnwbKnnOptions.group names them (there is no default group).
    */
   const KnnwbKnnGroup *group;
   /*< private >*/
