@@ -29,6 +29,19 @@ typedef enum {
                          !Sample_ lines as column annotations (see knnwb_matrix_annotation) */
 } KnnwbInputFormat;
 
+/* The names of KnnwbInputFormat (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_INPUT_NAMES(X)                                                                       \
+  X(KNNWB_INPUT_AUTO, "auto")                                                                      \
+  X(KNNWB_INPUT_CIBM, "cibm")                                                                      \
+  X(KNNWB_INPUT_CSV, "csv")                                                                        \
+  X(KNNWB_INPUT_TSV, "tsv")                                                                        \
+  X(KNNWB_INPUT_GCT, "gct")                                                                        \
+  X(KNNWB_INPUT_NPY, "npy")                                                                        \
+  X(KNNWB_INPUT_GEO, "geo")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_input_table;
+
 /** Parses "auto", "cibm", "csv", "tsv", "gct", "npy", "geo" (case-insensitive). Errors:
  * INVALID_ARGUMENT. Every format may be gzip-compressed (recognised by content, any name). */
 gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format,
@@ -62,6 +75,20 @@ typedef enum {
                                their input numbers and it gets no edges; with transpose the file's
                                row is a feature and is removed */
 } KnnwbMissingPolicy;
+
+/* The names of KnnwbHeaderMode and KnnwbMissingPolicy (<knnwb/enum_names.h>); unknown names are
+ * reported by the option or parameter that carries them. */
+/* clang-format off */
+#define KNNWB_HEADER_NAMES(X)                                                                      \
+  X(KNNWB_HEADER_AUTO, "auto")                                                                     \
+  X(KNNWB_HEADER_YES, "yes")                                                                       \
+  X(KNNWB_HEADER_NO, "no")
+#define KNNWB_MISSING_NAMES(X)                                                                     \
+  X(KNNWB_MISSING_ERROR, "error")                                                                  \
+  X(KNNWB_MISSING_DROP_ROWS, "drop-rows")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_header_table;
+extern const KnnwbEnumTable knnwb_missing_table;
 
 /** Options of knnwb_formats_read_matrix(). Initialise with knnwb_formats_read_options_init(). */
 typedef struct {
@@ -193,6 +220,29 @@ typedef struct {
   const double *weights;
 } KnnwbEdgeList;
 
+/* The names of KnnwbOutputFormat (<knnwb/enum_names.h>). A graph is written in all but the NumPy
+ * arrays, which only knnwb knn writes (KNNWB_OUTPUT_GRAPH_NAMES: the write-graph step's). */
+/* clang-format off */
+#define KNNWB_OUTPUT_NAMES(X)                                                                      \
+  KNNWB_OUTPUT_TABLE_NAMES(X)                                                                      \
+  X(KNNWB_OUTPUT_NPY, "npy")                                                                       \
+  X(KNNWB_OUTPUT_NPZ, "npz")                                                                       \
+  KNNWB_OUTPUT_MTX_NAME(X)
+#define KNNWB_OUTPUT_GRAPH_NAMES(X)                                                                \
+  KNNWB_OUTPUT_TABLE_NAMES(X)                                                                      \
+  KNNWB_OUTPUT_MTX_NAME(X)
+#define KNNWB_OUTPUT_TABLE_NAMES(X)                                                                \
+  X(KNNWB_OUTPUT_AUTO, "auto")                                                                     \
+  X(KNNWB_OUTPUT_KNN, "knn")                                                                       \
+  X(KNNWB_OUTPUT_GML, "gml")                                                                       \
+  X(KNNWB_OUTPUT_GRAPHML, "graphml")                                                               \
+  X(KNNWB_OUTPUT_LABELS_TSV, "labels")                                                             \
+  X(KNNWB_OUTPUT_NEIGHBORS_TSV, "neighbors")
+#define KNNWB_OUTPUT_MTX_NAME(X)                                                                   \
+  X(KNNWB_OUTPUT_MTX, "mtx")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_output_table;
+
 /** Parses "auto", "knn", "gml", "graphml", "labels", "neighbors"/"neighbours", "npy", "npz",
  * "mtx". Errors: INVALID_ARGUMENT. */
 gboolean knnwb_formats_output_from_string(const char *name, KnnwbOutputFormat *format,
@@ -216,6 +266,17 @@ typedef enum {
   KNNWB_LAYOUT_NONE, /**< no coordinates (yEd piles the nodes up; use its own layouts) */
   KNNWB_LAYOUT_UMAP  /**< igraph_layout_umap from the kNN distances (as scanpy) */
 } KnnwbLayout;
+
+/* The names of KnnwbLayout (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_LAYOUT_NAMES(X)                                                                      \
+  X(KNNWB_LAYOUT_AUTO, "auto")                                                                     \
+  X(KNNWB_LAYOUT_FR, "fr")                                                                         \
+  X(KNNWB_LAYOUT_DRL, "drl")                                                                       \
+  X(KNNWB_LAYOUT_UMAP, "umap")                                                                     \
+  X(KNNWB_LAYOUT_NONE, "none")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_layout_table;
 
 /** Parses "auto", "fr", "drl", "umap", "none". Errors: INVALID_ARGUMENT. */
 gboolean knnwb_formats_layout_from_string(const char *name, KnnwbLayout *layout, GError **error);

@@ -6,6 +6,24 @@
 #include "host.h"
 #include <knnwb/drawing.h>
 
+/* --edges: drawn up to 50,000 edges (auto), always or never. */
+typedef enum {
+  KNNWB_RENDER_EDGES_AUTO,
+  KNNWB_RENDER_EDGES_ALL,
+  KNNWB_RENDER_EDGES_NONE
+} KnnwbRenderEdges;
+/* clang-format off */
+#define KNNWB_RENDER_EDGES_NAMES(X)                                                                \
+  X(KNNWB_RENDER_EDGES_AUTO, "auto")                                                               \
+  X(KNNWB_RENDER_EDGES_ALL, "all")                                                                 \
+  X(KNNWB_RENDER_EDGES_NONE, "none")
+/* clang-format on */
+static const KnnwbEnumName knnwb_render_edges_names[] = {
+    KNNWB_RENDER_EDGES_NAMES(KNNWB_ENUM_ENTRY)};
+/* Unknown names are reported by knnwb_host_option_choice. */
+static const KnnwbEnumTable knnwb_render_edges_table =
+    KNNWB_ENUM_TABLE(knnwb_render_edges_names, 0, " or ", "", "", "", "");
+
 static gboolean knnwb_render_format_from_path(const char *path, KnnwbPictureFormat *format,
                                               GError **error)
 {
@@ -34,9 +52,11 @@ int knnwb_host_command_render(int argc, char **argv)
   char *edges = NULL;
   GOptionEntry entries[] = {
       {"edges", 0, 0, G_OPTION_ARG_STRING, &edges,
-       "auto (default: drawn up to 50,000 edges; beyond, a 1200-pixel picture is a grey veil and "
-       "slow to draw), all or none",
-       "auto|all|none"},
+       knnwb_host_help_choices(&knnwb_render_edges_table, "",
+                               " (default: drawn up to 50,000 edges; beyond, a 1200-pixel picture "
+                               "is a grey veil and slow to draw)",
+                               NULL, ""),
+       KNNWB_ENUM_CHOICES(KNNWB_RENDER_EDGES_NAMES)},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "picture.png, .svg or .pdf", "OUT"},
       {"width", 'w', 0, G_OPTION_ARG_INT, &width,
        "width in pixels (PNG) or points (SVG, PDF); the height follows the drawing (default 1200)",
@@ -78,12 +98,10 @@ int knnwb_host_command_render(int argc, char **argv)
   }
   if (label_limit < 0)
     label_limit = 0;
-  if (edges != NULL && strcmp(edges, "auto") != 0 && strcmp(edges, "all") != 0 &&
-      strcmp(edges, "none") != 0) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--edges must be auto, all or none (got '%s')", edges);
+  int edges_mode = KNNWB_RENDER_EDGES_AUTO;
+  if (edges != NULL &&
+      !knnwb_host_option_choice(&knnwb_render_edges_table, "--edges", edges, &edges_mode, &error))
     goto out;
-  }
   if (!knnwb_render_format_from_path(output, &format, &error))
     goto out;
   usage = FALSE;
@@ -97,8 +115,8 @@ int knnwb_host_command_render(int argc, char **argv)
   drawing = knnwb_render_read_gml(rest[0], &error);
   if (drawing == NULL)
     goto out;
-  gboolean draw_edges = edges != NULL && strcmp(edges, "all") == 0;
-  if (edges == NULL || strcmp(edges, "auto") == 0)
+  gboolean draw_edges = edges_mode == KNNWB_RENDER_EDGES_ALL;
+  if (edges_mode == KNNWB_RENDER_EDGES_AUTO)
     draw_edges = drawing->edges->len <= 50000;
   KnnwbHostProgress *progress = knnwb_host_progress_new("render", quiet);
   knnwb_host_progress_set_unit(progress, "shapes");
