@@ -59,7 +59,6 @@ static gboolean knnwb_mstknn_listed(const int64_t *lists, int64_t kc, int64_t k,
   return FALSE;
 }
 
-/* The recursion itself; cluster_of[v] receives a cluster index, kept edges go to the arrays. */
 /* One set the recursion looked at: the split hierarchy's node. */
 typedef struct {
   int64_t parent; /* node index, -1 for the root */
@@ -68,152 +67,215 @@ typedef struct {
   int64_t cluster; /* raw cluster index when it is a final cluster, else -1 */
 } KnnwbMstKnnNode;
 
+/* The recursion's state: O(n) scratch reused by every set, the sets still to look at, and the
+ * results (cluster_of[v], the kept edges, the hierarchy's nodes). */
+typedef struct {
+  const KnnwbMstKnnSource *source;
+  int64_t *position, *parent, *lists, *eu, *ev, *order;
+  double *ew;
+  gboolean *keep;
+  GQueue pending;       /* GArray of int64 members each, sorted */
+  GQueue pending_nodes; /* their node indices in nodes */
+  int64_t n_clusters;
+  int64_t *cluster_of;
+  GArray *kept_u, *kept_v, *kept_w, *nodes;
+} KnnwbMstKnnState;
+
+/* O(n) state whose size the input decides: a failure is an error, not an abort. */
+static gboolean knnwb_mstknn_state_init(KnnwbMstKnnState *state, int64_t n, GError **error)
+{
+  const char *what = "MST-kNN's state";
+  size_t rows = (size_t)n;
+  if ((state->position = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
+      (state->parent = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
+      (state->eu = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
+      (state->ev = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
+      (state->ew = knnwb_try_new_array(rows, sizeof(double), what, rows, error)) == NULL ||
+      (state->keep = knnwb_try_new_array(rows, sizeof(gboolean), what, rows, error)) == NULL ||
+      (state->order = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL)
+    return FALSE;
+  for (int64_t v = 0; v < n; v++)
+    state->position[v] = -1;
+  if (n > 0) {
+    GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(int64_t), (guint)n);
+    for (int64_t v = 0; v < n; v++)
+      g_array_append_val(all, v);
+    g_queue_push_tail(&state->pending, all);
+    KnnwbMstKnnNode root = {-1, n, 0, -1};
+    g_array_append_val(state->nodes, root);
+    g_queue_push_tail(&state->pending_nodes, GINT_TO_POINTER(0));
+  }
+  return TRUE;
+}
+
+static void knnwb_mstknn_state_clear(KnnwbMstKnnState *state)
+{
+  while (!g_queue_is_empty(&state->pending))
+    g_array_unref(g_queue_pop_head(&state->pending));
+  g_queue_clear(&state->pending_nodes);
+  g_free(state->position);
+  g_free(state->parent);
+  g_free(state->lists);
+  g_free(state->eu);
+  g_free(state->ev);
+  g_free(state->ew);
+  g_free(state->keep);
+  g_free(state->order);
+}
+
+/* The set's kNN lists (kc per member, into state->lists) and its tree edges (into eu, ev, ew). */
+static gboolean knnwb_mstknn_set_graphs(KnnwbMstKnnState *state, const int64_t *members, int64_t s,
+                                        int64_t kc, int64_t *n_tree, GError **error)
+{
+  const KnnwbMstKnnSource *source = state->source;
+  g_free(state->lists);
+  state->lists = knnwb_try_new_array((size_t)(s * kc), sizeof(int64_t), "MST-kNN's kNN lists",
+                                     (size_t)s, error);
+  if (state->lists == NULL)
+    return FALSE;
+  for (int64_t i = 0; i < s; i++)
+    state->position[members[i]] = i;
+  gboolean ok =
+      source->knn(source->context, members, s, state->position, kc, state->lists, error) &&
+      source->tree(source->context, members, s, state->position, state->eu, state->ev, state->ew,
+                   n_tree, error);
+  for (int64_t i = 0; i < s; i++)
+    state->position[members[i]] = -1;
+  return ok;
+}
+
+/* The smallest k in 1..kc whose union kNN graph on the set is connected (rank k - 1 edges added
+ * at each step), capped by natural. */
+static int64_t knnwb_mstknn_connected_k(KnnwbMstKnnState *state, int64_t s, int64_t kc,
+                                        int64_t natural)
+{
+  int64_t k = kc, joins = 0;
+  for (int64_t i = 0; i < s; i++)
+    state->parent[i] = i;
+  for (int64_t r = 0; r < kc; r++) {
+    for (int64_t i = 0; i < s; i++)
+      joins += knnwb_clustering_union(state->parent, i, state->lists[i * kc + r]);
+    if (joins == s - 1) {
+      k = r + 1;
+      break;
+    }
+  }
+  return MAX((int64_t)1, MIN(natural, k));
+}
+
+/* Marks the tree edges that are also kNN edges (either direction) and joins their ends in
+ * state->parent; returns the number of components they leave. */
+static int64_t knnwb_mstknn_keep_edges(KnnwbMstKnnState *state, int64_t s, int64_t kc, int64_t k,
+                                       int64_t n_tree)
+{
+  for (int64_t i = 0; i < s; i++)
+    state->parent[i] = i;
+  int64_t n_parts = s;
+  for (int64_t e = 0; e < n_tree; e++) {
+    state->keep[e] = knnwb_mstknn_listed(state->lists, kc, k, state->eu[e], state->ev[e]) ||
+                     knnwb_mstknn_listed(state->lists, kc, k, state->ev[e], state->eu[e]);
+    if (state->keep[e])
+      n_parts -= knnwb_clustering_union(state->parent, state->eu[e], state->ev[e]);
+  }
+  return n_parts;
+}
+
+/* The set is a final cluster: its members get the next cluster index, its kept edges are kept. */
+static void knnwb_mstknn_accept(KnnwbMstKnnState *state, const int64_t *members, int64_t s,
+                                int64_t node, int64_t n_tree)
+{
+  g_array_index(state->nodes, KnnwbMstKnnNode, node).cluster = state->n_clusters;
+  for (int64_t i = 0; i < s; i++)
+    state->cluster_of[members[i]] = state->n_clusters;
+  state->n_clusters++;
+  for (int64_t e = 0; e < n_tree; e++) {
+    if (!state->keep[e])
+      continue;
+    int64_t a = members[state->eu[e]], b = members[state->ev[e]];
+    g_array_append_val(state->kept_u, a);
+    g_array_append_val(state->kept_v, b);
+    g_array_append_val(state->kept_w, state->ew[e]);
+  }
+}
+
+/* Splits the set into its components (members kept in increasing order, as the package sorts
+ * them too) and queues each as a child of node. */
+static void knnwb_mstknn_split(KnnwbMstKnnState *state, const int64_t *members, int64_t s,
+                               int64_t node)
+{
+  for (int64_t i = 0; i < s; i++)
+    state->order[i] = -1;
+  GPtrArray *parts = g_ptr_array_new();
+  for (int64_t i = 0; i < s; i++) {
+    int64_t root = knnwb_clustering_find(state->parent, i);
+    if (state->order[root] < 0) {
+      state->order[root] = parts->len;
+      g_ptr_array_add(parts, g_array_new(FALSE, FALSE, sizeof(int64_t)));
+    }
+    g_array_append_val(g_ptr_array_index(parts, state->order[root]), members[i]);
+  }
+  for (guint p = 0; p < parts->len; p++) {
+    GArray *part = g_ptr_array_index(parts, p);
+    KnnwbMstKnnNode child = {node, part->len, 0, -1};
+    g_queue_push_tail(&state->pending_nodes, GINT_TO_POINTER(state->nodes->len));
+    g_array_append_val(state->nodes, child);
+    g_queue_push_tail(&state->pending, part);
+  }
+  g_ptr_array_free(parts, TRUE);
+}
+
+/* One set of the recursion: a single point is a cluster; otherwise its k, the kept tree edges,
+ * and either a final cluster or its parts queued. */
+static gboolean knnwb_mstknn_visit(KnnwbMstKnnState *state, GArray *set, int64_t node,
+                                   GError **error)
+{
+  const int64_t *members = (const int64_t *)set->data;
+  int64_t s = set->len;
+  if (s == 1) {
+    g_array_index(state->nodes, KnnwbMstKnnNode, node).cluster = state->n_clusters;
+    state->cluster_of[members[0]] = state->n_clusters++;
+    return TRUE;
+  }
+  int64_t natural = knnwb_mstknn_natural_k(s);
+  int64_t kc = MAX((int64_t)1, MIN(natural, s - 1));
+  int64_t n_tree = 0;
+  if (!knnwb_mstknn_set_graphs(state, members, s, kc, &n_tree, error))
+    return FALSE;
+  int64_t k = knnwb_mstknn_connected_k(state, s, kc, natural);
+  g_array_index(state->nodes, KnnwbMstKnnNode, node).k = k;
+  if (knnwb_mstknn_keep_edges(state, s, kc, k, n_tree) == 1)
+    knnwb_mstknn_accept(state, members, s, node, n_tree);
+  else
+    knnwb_mstknn_split(state, members, s, node);
+  return TRUE;
+}
+
+/* The recursion itself, breadth first; cluster_of[v] receives a cluster index, kept edges go to
+ * the arrays, the sets looked at to nodes. */
 static gboolean knnwb_mstknn_drive(const KnnwbMstKnnSource *source, int64_t n, int64_t *cluster_of,
                                    GArray *kept_u, GArray *kept_v, GArray *kept_w, GArray *nodes,
                                    GError **error)
 {
-  /* O(n) state whose size the input decides: a failure is an error, not an abort. */
-  const char *what = "MST-kNN's state";
-  size_t rows = (size_t)n;
-  int64_t *position = NULL, *parent = NULL, *lists = NULL, *eu = NULL, *ev = NULL, *order = NULL;
-  double *ew = NULL;
-  gboolean *keep = NULL;
-  GQueue pending = G_QUEUE_INIT;       /* GArray of int64 members each, sorted */
-  GQueue pending_nodes = G_QUEUE_INIT; /* their node indices in nodes */
-  int64_t n_clusters = 0;
-  gboolean ok = FALSE;
-  if ((position = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
-      (parent = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
-      (eu = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
-      (ev = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL ||
-      (ew = knnwb_try_new_array(rows, sizeof(double), what, rows, error)) == NULL ||
-      (keep = knnwb_try_new_array(rows, sizeof(gboolean), what, rows, error)) == NULL ||
-      (order = knnwb_try_new_array(rows, sizeof(int64_t), what, rows, error)) == NULL)
-    goto out;
-  for (int64_t v = 0; v < n; v++)
-    position[v] = -1;
-  GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(int64_t), (guint)n);
-  for (int64_t v = 0; v < n; v++)
-    g_array_append_val(all, v);
-  if (n > 0) {
-    g_queue_push_tail(&pending, all);
-    KnnwbMstKnnNode root = {-1, n, 0, -1};
-    g_array_append_val(nodes, root);
-    g_queue_push_tail(&pending_nodes, GINT_TO_POINTER(0));
-  } else
-    g_array_unref(all);
-
-  while (!g_queue_is_empty(&pending)) {
-    GArray *set = g_queue_pop_head(&pending);
-    int64_t node = GPOINTER_TO_INT(g_queue_pop_head(&pending_nodes));
-    const int64_t *members = (const int64_t *)set->data;
-    int64_t s = set->len;
+  KnnwbMstKnnState state = {.source = source,
+                            .pending = G_QUEUE_INIT,
+                            .pending_nodes = G_QUEUE_INIT,
+                            .cluster_of = cluster_of,
+                            .kept_u = kept_u,
+                            .kept_v = kept_v,
+                            .kept_w = kept_w,
+                            .nodes = nodes};
+  gboolean ok = knnwb_mstknn_state_init(&state, n, error);
+  while (ok && !g_queue_is_empty(&state.pending)) {
+    GArray *set = g_queue_pop_head(&state.pending);
+    int64_t node = GPOINTER_TO_INT(g_queue_pop_head(&state.pending_nodes));
     if (source->cancel && g_atomic_int_get(source->cancel)) {
-      g_array_unref(set);
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "MST-kNN cancelled");
-      goto out;
-    }
-    if (s == 1) {
-      g_array_index(nodes, KnnwbMstKnnNode, node).cluster = n_clusters;
-      cluster_of[members[0]] = n_clusters++;
-      g_array_unref(set);
-      continue;
-    }
-    for (int64_t i = 0; i < s; i++)
-      position[members[i]] = i;
-    int64_t natural = knnwb_mstknn_natural_k(s);
-    int64_t kc = MAX((int64_t)1, MIN(natural, s - 1));
-    g_free(lists);
-    lists = knnwb_try_new_array((size_t)(s * kc), sizeof(int64_t), "MST-kNN's kNN lists", (size_t)s,
-                                error);
-    if (lists == NULL) {
-      g_array_unref(set);
-      goto out;
-    }
-    int64_t n_tree = 0;
-    gboolean step = source->knn(source->context, members, s, position, kc, lists, error) &&
-                    source->tree(source->context, members, s, position, eu, ev, ew, &n_tree, error);
-    for (int64_t i = 0; i < s; i++)
-      position[members[i]] = -1;
-    if (!step) {
-      g_array_unref(set);
-      goto out;
-    }
-    /* Smallest k in 1..kc whose union kNN graph is connected: add rank k - 1 edges each step. */
-    int64_t k = kc;
-    for (int64_t i = 0; i < s; i++)
-      parent[i] = i;
-    int64_t joins = 0;
-    for (int64_t r = 0; r < kc; r++) {
-      for (int64_t i = 0; i < s; i++)
-        joins += knnwb_clustering_union(parent, i, lists[i * kc + r]);
-      if (joins == s - 1) {
-        k = r + 1;
-        break;
-      }
-    }
-    k = MAX((int64_t)1, MIN(natural, k));
-    g_array_index(nodes, KnnwbMstKnnNode, node).k = k;
-    /* Tree edges that are also kNN edges (either direction), then their components. */
-    for (int64_t i = 0; i < s; i++)
-      parent[i] = i;
-    int64_t n_parts = s;
-    for (int64_t e = 0; e < n_tree; e++) {
-      keep[e] = knnwb_mstknn_listed(lists, kc, k, eu[e], ev[e]) ||
-                knnwb_mstknn_listed(lists, kc, k, ev[e], eu[e]);
-      if (keep[e])
-        n_parts -= knnwb_clustering_union(parent, eu[e], ev[e]);
-    }
-    if (n_parts == 1) {
-      g_array_index(nodes, KnnwbMstKnnNode, node).cluster = n_clusters;
-      for (int64_t i = 0; i < s; i++)
-        cluster_of[members[i]] = n_clusters;
-      n_clusters++;
-      for (int64_t e = 0; e < n_tree; e++) {
-        if (!keep[e])
-          continue;
-        int64_t a = members[eu[e]], b = members[ev[e]];
-        g_array_append_val(kept_u, a);
-        g_array_append_val(kept_v, b);
-        g_array_append_val(kept_w, ew[e]);
-      }
-    } else {
-      /* Split into parts, members kept in increasing order (the package sorts them too). */
-      for (int64_t i = 0; i < s; i++)
-        order[i] = -1;
-      GPtrArray *parts = g_ptr_array_new();
-      for (int64_t i = 0; i < s; i++) {
-        int64_t root = knnwb_clustering_find(parent, i);
-        if (order[root] < 0) {
-          order[root] = parts->len;
-          g_ptr_array_add(parts, g_array_new(FALSE, FALSE, sizeof(int64_t)));
-        }
-        g_array_append_val(g_ptr_array_index(parts, order[root]), members[i]);
-      }
-      for (guint p = 0; p < parts->len; p++) {
-        GArray *part = g_ptr_array_index(parts, p);
-        KnnwbMstKnnNode child = {node, part->len, 0, -1};
-        g_queue_push_tail(&pending_nodes, GINT_TO_POINTER(nodes->len));
-        g_array_append_val(nodes, child);
-        g_queue_push_tail(&pending, part);
-      }
-      g_ptr_array_free(parts, TRUE);
-    }
+      ok = FALSE;
+    } else
+      ok = knnwb_mstknn_visit(&state, set, node, error);
     g_array_unref(set);
   }
-  ok = TRUE;
-out:
-  while (!g_queue_is_empty(&pending))
-    g_array_unref(g_queue_pop_head(&pending));
-  g_queue_clear(&pending_nodes);
-  g_free(position);
-  g_free(parent);
-  g_free(lists);
-  g_free(eu);
-  g_free(ev);
-  g_free(ew);
-  g_free(keep);
-  g_free(order);
+  knnwb_mstknn_state_clear(&state);
   return ok;
 }
 
@@ -274,7 +336,8 @@ static gboolean knnwb_mstknn_finish(int64_t n, const int64_t *cluster_of, GArray
   igraph_vector_t scratch;
   igraph_vector_t *target = forest_weights;
   if (!target) {
-    igraph_vector_init(&scratch, 0);
+    if (!knnwb_error_from_igraph(igraph_vector_init(&scratch, 0), "igraph_vector_init", error))
+      return FALSE;
     target = &scratch;
   }
   gboolean ok = knnwb_clustering_tree_from_pairs(

@@ -163,9 +163,8 @@ out:
   g_free(added);
 }
 
-gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWeighting weighting,
-                                    int n_threads, igraph_t *graph, igraph_vector_t *weights,
-                                    GError **error)
+/* Self-kNN lists expected: every count within k, every neighbour another row of the lists. */
+static gboolean knnwb_snn_check_lists(const KnnwbNeighbors *neighbors, GError **error)
 {
   int64_t n = (int64_t)neighbors->n_queries;
   size_t k = neighbors->k;
@@ -187,23 +186,16 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
       }
     }
   }
-  /* Holders: s is held by itself (rank 0) and by every v listing it (rank r + 1). */
-  int64_t *offset = g_try_new0(int64_t, n + 2);
-  size_t total = (size_t)n;
-  for (int64_t v = 0; v < n; v++)
-    total += (size_t)neighbors->n_found[v];
-  int64_t *holder = g_try_new(int64_t, MAX(total, 1));
-  int32_t *holder_rank = g_try_new(int32_t, MAX(total, 1));
-  int thread_count = knnwb_thread_count(n_threads);
-  if (n < 4096)
-    thread_count = 1;
-  KnnwbSnnPass pass = {neighbors, weighting, n, offset, holder, holder_rank, NULL, NULL};
-  gboolean ok = FALSE;
-  if (!offset || !holder || !holder_rank) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the SNN index of %zu entries", total);
-    goto out;
-  }
+  return TRUE;
+}
+
+/* The holders of every row, grouped by row (CSR): s is held by itself (rank 0) and by every v
+ * listing it (rank r + 1); offset[s] .. offset[s + 1] after filling. offset has n + 2 entries. */
+static void knnwb_snn_fill_holders(const KnnwbNeighbors *neighbors, int64_t *offset,
+                                   int64_t *holder, int32_t *holder_rank)
+{
+  int64_t n = (int64_t)neighbors->n_queries;
+  size_t k = neighbors->k;
   for (int64_t v = 0; v < n; v++) {
     offset[v + 2]++;
     for (int32_t r = 0; r < neighbors->n_found[v]; r++)
@@ -223,6 +215,86 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
       holder_rank[at] = r + 1;
     }
   }
+}
+
+/* The first failure of the pass's threads as an error; m: the edges found. */
+static gboolean knnwb_snn_pass_outcome(const KnnwbSnnPass *pass, int thread_count, size_t m,
+                                       GError **error)
+{
+  for (int t = 0; t < thread_count; t++) {
+    if (pass->failed[t] == KNNWB_SNN_INTERRUPTED) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "SNN graph interrupted");
+      return FALSE;
+    }
+    if (pass->failed[t] == KNNWB_SNN_NO_SCORES) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "cannot allocate the SNN score rows of %" G_GINT64_FORMAT " points",
+                  (gint64)pass->n);
+      return FALSE;
+    }
+    if (pass->failed[t] == KNNWB_SNN_NO_EDGES) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "out of memory for the SNN graph's edges after %zu of them (%" G_GINT64_FORMAT
+                  " points, k = %zu: up to about k^2 shared-neighbour pairs per point); lower k",
+                  m, (gint64)pass->n, pass->lists->k);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* The graph of the threads' m edges, in thread order, and their weights. */
+static gboolean knnwb_snn_create(const KnnwbSnnPass *pass, int thread_count, size_t m,
+                                 igraph_t *graph, igraph_vector_t *weights, GError **error)
+{
+  igraph_vector_int_t edges;
+  igraph_error_t code = igraph_vector_int_init(&edges, (igraph_integer_t)(2 * m));
+  if (!knnwb_error_from_igraph(code, "allocating the SNN edges", error))
+    return FALSE;
+  code = igraph_vector_resize(weights, (igraph_integer_t)m);
+  if (!knnwb_error_from_igraph(code, "allocating the SNN weights", error)) {
+    igraph_vector_int_destroy(&edges);
+    return FALSE;
+  }
+  size_t e = 0;
+  for (int t = 0; t < thread_count; t++)
+    for (size_t x = 0; x < pass->edges[t].len; x++, e++) {
+      VECTOR(edges)[2 * e] = pass->edges[t].u[x];
+      VECTOR(edges)[2 * e + 1] = pass->edges[t].v[x];
+      VECTOR(*weights)[e] = pass->edges[t].w[x];
+    }
+  gint64 create_start = g_get_monotonic_time();
+  code = igraph_create(graph, &edges, (igraph_integer_t)pass->n, IGRAPH_UNDIRECTED);
+  g_debug("knnwb: SNN graph of %zu edges created in %.3f s", m,
+          (double)(g_get_monotonic_time() - create_start) / 1e6);
+  igraph_vector_int_destroy(&edges);
+  return knnwb_error_from_igraph(code, "igraph_create (SNN graph)", error);
+}
+
+gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWeighting weighting,
+                                    int n_threads, igraph_t *graph, igraph_vector_t *weights,
+                                    GError **error)
+{
+  if (!knnwb_snn_check_lists(neighbors, error))
+    return FALSE;
+  int64_t n = (int64_t)neighbors->n_queries;
+  int64_t *offset = g_try_new0(int64_t, n + 2);
+  size_t total = (size_t)n;
+  for (int64_t v = 0; v < n; v++)
+    total += (size_t)neighbors->n_found[v];
+  int64_t *holder = g_try_new(int64_t, MAX(total, 1));
+  int32_t *holder_rank = g_try_new(int32_t, MAX(total, 1));
+  int thread_count = knnwb_thread_count(n_threads);
+  if (n < 4096)
+    thread_count = 1;
+  KnnwbSnnPass pass = {neighbors, weighting, n, offset, holder, holder_rank, NULL, NULL};
+  gboolean ok = FALSE;
+  if (!offset || !holder || !holder_rank) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the SNN index of %zu entries", total);
+    goto out;
+  }
+  knnwb_snn_fill_holders(neighbors, offset, holder, holder_rank);
   pass.edges = g_new0(KnnwbSnnEdges, thread_count);
   pass.failed = g_new0(int, thread_count);
   gint64 pass_start = g_get_monotonic_time();
@@ -231,50 +303,8 @@ gboolean knnwb_clustering_snn_graph(const KnnwbNeighbors *neighbors, KnnwbSnnWei
   size_t m = 0;
   for (int t = 0; t < thread_count; t++)
     m += pass.edges[t].len;
-  for (int t = 0; t < thread_count; t++) {
-    if (pass.failed[t] == KNNWB_SNN_INTERRUPTED) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "SNN graph interrupted");
-      goto out;
-    }
-    if (pass.failed[t] == KNNWB_SNN_NO_SCORES) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "cannot allocate the SNN score rows of %" G_GINT64_FORMAT " points", (gint64)n);
-      goto out;
-    }
-    if (pass.failed[t] == KNNWB_SNN_NO_EDGES) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "out of memory for the SNN graph's edges after %zu of them (%" G_GINT64_FORMAT
-                  " points, k = %zu: up to about k^2 shared-neighbour pairs per point); lower k",
-                  m, (gint64)n, k);
-      goto out;
-    }
-  }
-  {
-    igraph_vector_int_t edges;
-    igraph_error_t code = igraph_vector_int_init(&edges, (igraph_integer_t)(2 * m));
-    if (!knnwb_error_from_igraph(code, "allocating the SNN edges", error))
-      goto out;
-    code = igraph_vector_resize(weights, (igraph_integer_t)m);
-    if (!knnwb_error_from_igraph(code, "allocating the SNN weights", error)) {
-      igraph_vector_int_destroy(&edges);
-      goto out;
-    }
-    size_t e = 0;
-    for (int t = 0; t < thread_count; t++)
-      for (size_t x = 0; x < pass.edges[t].len; x++, e++) {
-        VECTOR(edges)[2 * e] = pass.edges[t].u[x];
-        VECTOR(edges)[2 * e + 1] = pass.edges[t].v[x];
-        VECTOR(*weights)[e] = pass.edges[t].w[x];
-      }
-    gint64 create_start = g_get_monotonic_time();
-    code = igraph_create(graph, &edges, (igraph_integer_t)n, IGRAPH_UNDIRECTED);
-    g_debug("knnwb: SNN graph of %zu edges created in %.3f s", m,
-            (double)(g_get_monotonic_time() - create_start) / 1e6);
-    igraph_vector_int_destroy(&edges);
-    if (!knnwb_error_from_igraph(code, "igraph_create (SNN graph)", error))
-      goto out;
-  }
-  ok = TRUE;
+  ok = knnwb_snn_pass_outcome(&pass, thread_count, m, error) &&
+       knnwb_snn_create(&pass, thread_count, m, graph, weights, error);
 out:
   for (int t = 0; pass.edges != NULL && t < thread_count; t++) {
     g_free(pass.edges[t].u);

@@ -397,85 +397,79 @@ static gboolean knnwb_metafeatures_labels(const KnnwbMetafeatureJob *job, int n_
   return TRUE;
 }
 
-gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatureOptions *options,
-                                   KnnwbMatrix **result, GError **error)
-{
-  static const KnnwbMetafeatureOp difference_only[] = {KNNWB_METAFEATURE_DIFFERENCE};
-  const KnnwbMetafeatureOp *ops = options->ops ? options->ops : difference_only;
-  size_t n_ops = options->ops ? options->n_ops : 1;
-  const size_t d = data->n_cols;
-  g_autofree size_t *all_rows = NULL;
-  const size_t *rows = options->rows;
-  size_t m = options->rows ? options->n_rows : data->n_rows;
-  if (rows == NULL) {
-    all_rows = g_try_new(size_t, MAX(m, (size_t)1));
-    if (all_rows == NULL) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the row list");
-      return FALSE;
-    }
-    for (size_t i = 0; i < m; i++)
-      all_rows[i] = i;
-    rows = all_rows;
-  } else if (!knnwb_metafeatures_check_rows(data, rows, m, error)) {
-    return FALSE;
-  }
-  for (size_t o = 0; o < n_ops; o++)
-    if ((unsigned)ops[o] >= KNNWB_METAFEATURE_COUNT) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "metafeatures: operator %d is unknown", (int)ops[o]);
-      return FALSE;
-    }
+/* The rows this call generates: all of them, or one share of a split run. A share: the original
+ * rows go to share 0, the units (operator, a) are cut into runs of about equal pair counts, in
+ * order, so the shares in order are the whole result. */
+typedef struct {
+  size_t n_originals; /* original rows copied first */
+  size_t unit_first, unit_last;
+  size_t index_first; /* the pair index (over all units) of unit_first's first pair */
+  size_t n_result;    /* rows before bad pairs are dropped */
+} KnnwbMetafeatureShare;
 
-  size_t n_result, bytes, label_bytes;
-  if (!knnwb_metafeatures_count(data->n_rows, m, n_ops, &n_result, error))
-    return FALSE;
-  /* A share: the original rows go to share 0, the units (operator, a) are cut into runs of about
-   * equal pair counts, in order, so the shares in order are the whole result. */
+static void knnwb_metafeatures_share(const KnnwbMatrix *data,
+                                     const KnnwbMetafeatureOptions *options, size_t m, size_t n_ops,
+                                     KnnwbMetafeatureShare *share)
+{
   const size_t pairs_per_op = m >= 2 ? m * (m - 1) / 2 : 0, n_all_units = n_ops * m;
-  size_t n_originals = data->n_rows, unit_first = 0, unit_last = n_all_units, index_first = 0;
-  if (options->share_count > 1) {
-    const size_t total = n_ops * pairs_per_op, count = (size_t)options->share_count;
-    const size_t share = (size_t)options->share_index;
-    n_originals = share == 0 ? data->n_rows : 0;
-    /* A unit starts a share's run when its first pair index reaches the share's even cut. */
-    size_t start = 0;
-    unit_first = unit_last = n_all_units;
-    for (size_t unit = 0, at = 0; unit <= n_all_units; unit++) {
-      size_t cut_first = (size_t)((double)total * (double)share / (double)count);
-      size_t cut_last = (size_t)((double)total * (double)(share + 1) / (double)count);
-      if (unit_first == n_all_units && (at >= cut_first || unit == n_all_units)) {
-        unit_first = unit;
-        start = at;
-      }
-      if (at >= cut_last || unit == n_all_units) {
-        unit_last = unit;
-        break;
-      }
-      at += m - 1 - unit % m;
+  share->n_originals = data->n_rows;
+  share->unit_first = 0;
+  share->unit_last = n_all_units;
+  share->index_first = 0;
+  if (options->share_count <= 1)
+    return;
+  const size_t total = n_ops * pairs_per_op, count = (size_t)options->share_count;
+  const size_t index = (size_t)options->share_index;
+  share->n_originals = index == 0 ? data->n_rows : 0;
+  /* A unit starts a share's run when its first pair index reaches the share's even cut. */
+  size_t start = 0;
+  share->unit_first = share->unit_last = n_all_units;
+  for (size_t unit = 0, at = 0; unit <= n_all_units; unit++) {
+    size_t cut_first = (size_t)((double)total * (double)index / (double)count);
+    size_t cut_last = (size_t)((double)total * (double)(index + 1) / (double)count);
+    if (share->unit_first == n_all_units && (at >= cut_first || unit == n_all_units)) {
+      share->unit_first = unit;
+      start = at;
     }
-    if (share + 1 == count)
-      unit_last = n_all_units;
-    index_first = start;
-    size_t generated = 0;
-    for (size_t unit = unit_first; unit < unit_last; unit++)
-      generated += m - 1 - unit % m;
-    n_result = n_originals + generated;
+    if (at >= cut_last || unit == n_all_units) {
+      share->unit_last = unit;
+      break;
+    }
+    at += m - 1 - unit % m;
   }
+  if (index + 1 == count)
+    share->unit_last = n_all_units;
+  share->index_first = start;
+  size_t generated = 0;
+  for (size_t unit = share->unit_first; unit < share->unit_last; unit++)
+    generated += m - 1 - unit % m;
+  share->n_result = share->n_originals + generated;
+}
+
+/* The bytes of an n_result x d result's values (*bytes) and labels, checked against the address
+ * space and the memory available. */
+static gboolean knnwb_metafeatures_check_size(const KnnwbMatrix *data,
+                                              const KnnwbMetafeatureOptions *options,
+                                              size_t n_result, size_t m, size_t n_ops,
+                                              size_t *bytes, GError **error)
+{
+  const size_t d = data->n_cols;
+  size_t label_bytes;
   /* Values, plus the labels: a pointer and "A-B\0" in the string chunk per row. */
   size_t longest = 1;
   for (size_t i = 0; data->row_labels != NULL && i < data->n_rows; i++)
     longest = MAX(longest, strlen(data->row_labels[i] ? data->row_labels[i] : ""));
-  if (!knnwb_size_multiply(n_result, d, &bytes) ||
-      !knnwb_size_multiply(bytes, sizeof(float), &bytes) ||
+  if (!knnwb_size_multiply(n_result, d, bytes) ||
+      !knnwb_size_multiply(*bytes, sizeof(float), bytes) ||
       !knnwb_size_multiply(n_result, sizeof(char *) + 2 * MAX(longest, (size_t)20) + 2,
                            &label_bytes) ||
-      bytes > SIZE_MAX - label_bytes) {
+      *bytes > SIZE_MAX - label_bytes) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "metafeatures: a %zu x %zu result overflows this machine's address space", n_result,
                 d);
     return FALSE;
   }
-  size_t needed = bytes + label_bytes;
+  size_t needed = *bytes + label_bytes;
   size_t available = options->available_bytes ? options->available_bytes : knnwb_memory_available();
   if (needed > available) {
     g_autofree char *need_text = knnwb_memory_format(needed);
@@ -488,32 +482,137 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
                 available);
     return FALSE;
   }
-  /* Not zeroed: every value is written below. */
+  return TRUE;
+}
+
+/* After the pass: warns of pairs left out for missing values; bad pairs (zero denominator,
+ * overflow) are an error under the error policy, else dropped with a warning and the kept rows
+ * compacted in order. */
+static gboolean knnwb_metafeatures_settle_bad(KnnwbMetafeatureJob *job,
+                                              const KnnwbMetafeatureOptions *options,
+                                              KnnwbMatrix *out, size_t n_originals, GError **error)
+{
+  const size_t d = job->data->n_cols;
+  if (job->n_absent > 0) {
+    size_t first = 0;
+    while (job->bad[first] != 2)
+      first++;
+    g_autofree char *what = knnwb_metafeatures_describe_absent(job, job->index_first + first);
+    g_warning("metafeatures: %d pair%s with a row of missing values left out, the first: %s",
+              job->n_absent, job->n_absent == 1 ? "" : "s", what);
+  }
+  if (job->n_bad == 0 && job->n_absent == 0)
+    return TRUE;
+  size_t first = 0;
+  while (job->n_bad > 0 && job->bad[first] != 1)
+    first++;
+  g_autofree char *what =
+      job->n_bad > 0 ? knnwb_metafeatures_describe(job, job->index_first + first) : NULL;
+  if (job->n_bad > 0 && options->missing == KNNWB_MISSING_ERROR) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "metafeatures: %s (%d pair%s fail%s; use the drop-rows missing-value policy to "
+                "leave them out)",
+                what, job->n_bad, job->n_bad == 1 ? "" : "s", job->n_bad == 1 ? "s" : "");
+    return FALSE;
+  }
+  if (job->n_bad > 0)
+    g_warning("metafeatures: %d pair%s dropped (zero/subnormal denominator or overflow), the "
+              "first: %s",
+              job->n_bad, job->n_bad == 1 ? "" : "s", what);
+  /* Compact in place, in order; the kept rows only move towards the front. */
+  size_t kept = 0;
+  for (size_t i = 0; i < job->n_generated; i++)
+    if (!job->bad[i]) {
+      if (kept != i)
+        memmove(job->out + kept * d, job->out + i * d, d * sizeof(float));
+      kept++;
+    }
+  out->n_rows = n_originals + kept;
+  float *smaller = g_try_realloc(out->values, MAX(out->n_rows * d, (size_t)1) * sizeof(float));
+  if (smaller != NULL)
+    out->values = smaller;
+  return TRUE;
+}
+
+/* The rows to pair: options->rows checked, or every row (*all_rows then owns the list). */
+static const size_t *knnwb_metafeatures_paired_rows(const KnnwbMatrix *data,
+                                                    const KnnwbMetafeatureOptions *options,
+                                                    size_t m, size_t **all_rows, GError **error)
+{
+  if (options->rows != NULL)
+    return knnwb_metafeatures_check_rows(data, options->rows, m, error) ? options->rows : NULL;
+  *all_rows = g_try_new(size_t, MAX(m, (size_t)1));
+  if (*all_rows == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the row list");
+    return NULL;
+  }
+  for (size_t i = 0; i < m; i++)
+    (*all_rows)[i] = i;
+  return *all_rows;
+}
+
+/* The result matrix: n_result x d values (not zeroed: every value is written by the pass), the
+ * original rows of this share copied, absent rows marked. NULL and an error when out of memory. */
+static KnnwbMatrix *knnwb_metafeatures_new_result(const KnnwbMatrix *data, size_t n_result,
+                                                  size_t bytes, size_t n_originals, GError **error)
+{
+  const size_t d = data->n_cols;
   float *values = bytes ? g_try_malloc(bytes) : NULL;
   if (bytes && values == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "metafeatures: cannot allocate %zu bytes for a %zu x %zu matrix", bytes, n_result,
                 d);
-    return FALSE;
+    return NULL;
   }
-  g_autoptr(KnnwbMatrix) out = knnwb_matrix_new_wrapped(n_result, d, values, NULL, NULL);
+  KnnwbMatrix *out = knnwb_matrix_new_wrapped(n_result, d, values, NULL, NULL);
   out->values_borrowed = FALSE; /* owned: knnwb_matrix_free g_frees it */
   if (n_originals * d > 0)
     memcpy(values, data->values, n_originals * d * sizeof(float));
   for (size_t i = 0; i < n_originals; i++)
     if (knnwb_matrix_row_is_absent(data, i))
       knnwb_matrix_set_row_absent(out, i);
+  return out;
+}
 
-  size_t n_generated = n_result - n_originals;
+gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatureOptions *options,
+                                   KnnwbMatrix **result, GError **error)
+{
+  static const KnnwbMetafeatureOp difference_only[] = {KNNWB_METAFEATURE_DIFFERENCE};
+  const KnnwbMetafeatureOp *ops = options->ops ? options->ops : difference_only;
+  size_t n_ops = options->ops ? options->n_ops : 1;
+  const size_t d = data->n_cols;
+  g_autofree size_t *all_rows = NULL;
+  size_t m = options->rows ? options->n_rows : data->n_rows;
+  const size_t *rows = knnwb_metafeatures_paired_rows(data, options, m, &all_rows, error);
+  if (rows == NULL)
+    return FALSE;
+  for (size_t o = 0; o < n_ops; o++)
+    if ((unsigned)ops[o] >= KNNWB_METAFEATURE_COUNT) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "metafeatures: operator %d is unknown", (int)ops[o]);
+      return FALSE;
+    }
+  KnnwbMetafeatureShare share;
+  size_t bytes;
+  if (!knnwb_metafeatures_count(data->n_rows, m, n_ops, &share.n_result, error))
+    return FALSE;
+  knnwb_metafeatures_share(data, options, m, n_ops, &share);
+  if (!knnwb_metafeatures_check_size(data, options, share.n_result, m, n_ops, &bytes, error))
+    return FALSE;
+  g_autoptr(KnnwbMatrix) out =
+      knnwb_metafeatures_new_result(data, share.n_result, bytes, share.n_originals, error);
+  if (out == NULL)
+    return FALSE;
+  size_t n_generated = share.n_result - share.n_originals;
   KnnwbMetafeatureJob job = {.data = data,
                              .rows = rows,
                              .m = m,
                              .ops = ops,
                              .n_ops = n_ops,
-                             .out = values + n_originals * d,
-                             .pairs_per_op = pairs_per_op,
-                             .unit_first = unit_first,
-                             .index_first = index_first,
+                             .out = out->values + share.n_originals * d,
+                             .pairs_per_op = m >= 2 ? m * (m - 1) / 2 : 0,
+                             .unit_first = share.unit_first,
+                             .index_first = share.index_first,
                              .n_generated = n_generated,
                              .cancel = options->cancel,
                              .progress = options->progress,
@@ -524,57 +623,21 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
                 n_generated);
     return FALSE;
   }
+  const size_t n_units = share.unit_last - share.unit_first;
   g_mutex_init(&job.progress_lock);
   if (d > 0 && m >= 2)
-    knnwb_parallel_for(options->n_threads, unit_last - unit_first, 1, knnwb_metafeatures_body,
-                       &job);
+    knnwb_parallel_for(options->n_threads, n_units, 1, knnwb_metafeatures_body, &job);
   g_mutex_clear(&job.progress_lock);
   gboolean ok = FALSE;
-  if (options->cancel && *options->cancel) {
+  if (options->cancel && *options->cancel)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "metafeatures: interrupted");
-    goto out;
-  }
-  if (job.n_absent > 0) {
-    size_t first = 0;
-    while (job.bad[first] != 2)
-      first++;
-    g_autofree char *what = knnwb_metafeatures_describe_absent(&job, index_first + first);
-    g_warning("metafeatures: %d pair%s with a row of missing values left out, the first: %s",
-              job.n_absent, job.n_absent == 1 ? "" : "s", what);
-  }
-  if (job.n_bad > 0 || job.n_absent > 0) {
-    size_t first = 0;
-    while (job.n_bad > 0 && job.bad[first] != 1)
-      first++;
-    g_autofree char *what =
-        job.n_bad > 0 ? knnwb_metafeatures_describe(&job, index_first + first) : NULL;
-    if (job.n_bad > 0 && options->missing == KNNWB_MISSING_ERROR) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                  "metafeatures: %s (%d pair%s fail%s; use the drop-rows missing-value policy to "
-                  "leave them out)",
-                  what, job.n_bad, job.n_bad == 1 ? "" : "s", job.n_bad == 1 ? "s" : "");
-      goto out;
-    }
-    if (job.n_bad > 0)
-      g_warning("metafeatures: %d pair%s dropped (zero/subnormal denominator or overflow), the "
-                "first: %s",
-                job.n_bad, job.n_bad == 1 ? "" : "s", what);
-    /* Compact in place, in order; the kept rows only move towards the front. */
-    size_t kept = 0;
-    for (size_t i = 0; i < n_generated; i++)
-      if (!job.bad[i]) {
-        if (kept != i)
-          memmove(job.out + kept * d, job.out + i * d, d * sizeof(float));
-        kept++;
-      }
-    out->n_rows = n_originals + kept;
-    float *smaller = g_try_realloc(out->values, MAX(out->n_rows * d, (size_t)1) * sizeof(float));
-    if (smaller != NULL)
-      out->values = smaller;
-  }
-  if (!knnwb_metafeatures_labels(&job, options->n_threads, n_originals, unit_last - unit_first,
-                                 n_generated, out, error))
-    goto out;
+  else
+    ok = knnwb_metafeatures_settle_bad(&job, options, out, share.n_originals, error) &&
+         knnwb_metafeatures_labels(&job, options->n_threads, share.n_originals, n_units,
+                                   n_generated, out, error);
+  g_free(job.bad);
+  if (!ok)
+    return FALSE;
   for (size_t j = 0; j < d; j++) {
     if (data->col_labels)
       knnwb_matrix_set_col_label(out, j, data->col_labels[j]);
@@ -582,10 +645,7 @@ gboolean knnwb_metafeatures_expand(const KnnwbMatrix *data, const KnnwbMetafeatu
       knnwb_matrix_set_col_class(out, j, data->col_classes[j]);
   }
   *result = g_steal_pointer(&out);
-  ok = TRUE;
-out:
-  g_free(job.bad);
-  return ok;
+  return TRUE;
 }
 
 gboolean knnwb_metafeatures_rows_from_file(const KnnwbMatrix *data, const char *path, size_t **rows,

@@ -7,15 +7,18 @@
 #include <knnwb/knn.h>
 #include <knnwb/graph.h>
 #include <knnwb/version.h>
+#include <knnwb/parallel.h>
 #include <knnwb/formats.h>
 #include <knnwb/atomic_file.h>
 #include <knnwb/clustering.h>
 #include <knnwb/community.h>
 #include <knnwb/annotation.h>
 #include <knnwb/write_matrix.h>
+#include <knnwb/drawing.h>
 #include <knnwb/metafeatures.h>
 #include <knnwb/phenotype.h>
 #include <knnwb/neighbourhood.h>
 #include <knnwb/classify.h>
+#include <knnwb/evaluation.h>
 
 #endif
