@@ -45,6 +45,9 @@ typedef struct {
 /** A list macro's names as the constant "a|b|c" (KnnwbParamSpec.choices). */
 #define KNNWB_ENUM_CHOICES(list) (list(KNNWB_ENUM_BAR_NAME) + 1)
 #define KNNWB_ENUM_BAR_NAME(value, name) "|" name
+/** A list macro's names as the constant " a b c", to end a constant text. */
+#define KNNWB_ENUM_SPACED(list) list(KNNWB_ENUM_SPACED_NAME)
+#define KNNWB_ENUM_SPACED_NAME(value, name) " " name
 
 /**
  * Looks name up (ASCII case-insensitive, aliases included) and stores its value. Errors:

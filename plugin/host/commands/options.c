@@ -208,7 +208,8 @@ void knnwb_host_expand_add_entries(GOptionContext *context, KnnwbHostExpandArgs 
 {
   GOptionEntry entries[] = {
       {ops_name, 0, 0, G_OPTION_ARG_STRING, &args->ops,
-       "Metafeature operators, in this order: difference (default), sum, product, ratio, all",
+       knnwb_host_help_choices(&knnwb_metafeature_table, "Metafeature operators, in this order: ",
+                               " (default)", NULL, ", comma-separated"),
        "OPS"},
       {"pair-rows", 0, 0, G_OPTION_ARG_FILENAME, &args->rows,
        "Pair only the rows named in FILE (one label per line; default: all rows)", "FILE"},

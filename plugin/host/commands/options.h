@@ -1,5 +1,11 @@
-/* Options and helpers shared by the workflow commands (metafeatures, neighbourhood, classify):
- * one parser per option. */
+/* Options and helpers shared by the commands: one parser per option, one table per enum's
+ * choices, and the scaffolding every command shares (one INPUT, required options, the agreed
+ * commit, the exit status).
+ *
+ * A command calls the library as the steps do rather than building steps for the pipeline runner:
+ * the runner reports errors by pipeline file and line and prints a line per step where a command
+ * prints its own summary, and no step writes what some commands write (a matrix file; knn's
+ * lists and edge lists written without an igraph_t, in place by every rank under mpirun). */
 #ifndef KNNWB_HOST_OPTIONS_H
 #define KNNWB_HOST_OPTIONS_H
 

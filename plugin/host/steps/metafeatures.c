@@ -9,7 +9,8 @@ enum { OPS, ROWS, MISSING, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_metafeatures_params[N_PARAMS] = {
     [OPS] = {"ops", KNNWB_PARAM_STRING, "difference", 1, 0, NULL,
-             "operators in order, comma-separated: difference, sum, product, ratio (or all)"},
+             "operators in order, comma-separated, each once (all: every one not given before) "
+             "of:" KNNWB_ENUM_SPACED(KNNWB_METAFEATURE_NAMES)},
     [ROWS] = {"rows", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
               "pair only the rows named in this file (one label per line); default all rows"},
     [MISSING] = {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0,
