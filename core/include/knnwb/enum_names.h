@@ -3,8 +3,7 @@
  *
  * An enum's names are written once, as a list macro in the enum's own header:
  *
- *   #define KNNWB_METRIC_NAMES(X) X(KNNWB_METRIC_PEARSON, "pearson") X(KNNWB_METRIC_COSINE,
- * "cosine")
+ *   #define KNNWB_SCREEN_NAMES(X) X(KNNWB_SCREEN_AUTO, "auto") X(KNNWB_SCREEN_FP32, "fp32") ...
  *
  * in the order help texts and messages show them. The owning module builds its table from it
  * (KNNWB_ENUM_ENTRY) and step descriptors, which need a constant, take KNNWB_ENUM_CHOICES. */
@@ -39,11 +38,11 @@ typedef struct {
    (before), (between), (after), (null_name)}
 /* clang-format on */
 
-/** A list macro's entry as a KnnwbEnumName initializer: `{KNNWB_METRIC_NAMES(KNNWB_ENUM_ENTRY)}`.
- */
+/** A list macro's entries as KnnwbEnumName initializers, `{LIST(KNNWB_ENUM_ENTRY)}`. */
 #define KNNWB_ENUM_ENTRY(value, name) {(name), (int)(value)},
-/** A list macro's names as the constant "a|b|c" (KnnwbParamSpec.choices). */
-#define KNNWB_ENUM_CHOICES(list) (list(KNNWB_ENUM_BAR_NAME) + 1)
+/** A list macro's names as the constant "a|b|c" (KnnwbParamSpec.choices): "|a|b|c" past its first
+ * bar. */
+#define KNNWB_ENUM_CHOICES(list) (&(list(KNNWB_ENUM_BAR_NAME))[1])
 #define KNNWB_ENUM_BAR_NAME(value, name) "|" name
 /** A list macro's names as the constant " a b c", to end a constant text. */
 #define KNNWB_ENUM_SPACED(list) list(KNNWB_ENUM_SPACED_NAME)
