@@ -8,8 +8,9 @@
 #include <libxml/parser.h>
 #include <knnwb/distributed.h>
 #include <knnwb/version.h>
-#include "options.h"
-#include "host.h"
+#include "commands/commands.h"
+#include "commands/options.h"
+#include "runtime/runtime.h"
 
 static const struct {
   const char *name;
@@ -37,12 +38,6 @@ static void knnwb_host_usage(FILE *out)
     fprintf(out, "  %-13s %s\n", knnwb_host_commands[i].name, knnwb_host_commands[i].summary);
   fprintf(out, "\n`knnwb COMMAND --help` describes a command's options.\n"
                "Options:\n  -h, --help     this text\n  -V, --version  the version\n");
-}
-
-void knnwb_host_print_error(const GError *error)
-{
-  if (knnwb_host_speaks())
-    g_printerr("knnwb: %s\n", error->message);
 }
 
 int main(int argc, char **argv)

@@ -4,7 +4,7 @@
 #include <knnwb/error.h>
 #include <knnwb/graph.h>
 #include <knnwb/knn_plugin.h>
-#include "knn_plugin.h"
+#include "knn_plugin_internal.h"
 
 /* The caller keeps its values: a destroy function that does nothing makes that explicit. */
 static void knnwb_knn_plugin_keep_values(void *values, size_t n_bytes, void *data)

@@ -1,7 +1,8 @@
 /* The kNN plugin: registers the knn-graph and knn-query steps with the knnwb host. */
+#include <knnwb/device_list.h>
 #include <knnwb/error.h>
 #include <knnwb/version.h>
-#include "knn_plugin.h"
+#include "knn_plugin_internal.h"
 
 static gboolean knnwb_knn_plugin_init(KnnwbPluginRegistrar *registrar, GError **error)
 {
@@ -33,20 +34,9 @@ gboolean knnwb_knn_plugin_options(const KnnwbStepContext *context, KnnwbKnnOptio
   options->gpu_memory_bytes = (size_t)p[KNNWB_KNN_PARAM_GPU_MEMORY].v_int;
   options->drop_degenerate = p[KNNWB_KNN_PARAM_DROP_DEGENERATE].v_int != 0;
   options->data_name = context->step_id; /* warnings name the step, not "data" */
-  const char *list = p[KNNWB_KNN_PARAM_DEVICES].v_string;
-  if (list != NULL && *list != '\0') {
-    g_auto(GStrv) parts = g_strsplit(list, ",", -1);
-    for (char **part = parts; *part; part++) {
-      char *end = NULL;
-      gint64 device = g_ascii_strtoll(g_strstrip(*part), &end, 10);
-      if (**part == '\0' || *end != '\0' || device < 0 || device > 1024) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                    "devices: '%s' is not a GPU number (expected e.g. 0,1)", *part);
-        return FALSE;
-      }
-      int value = (int)device;
-      g_array_append_val(devices, value);
-    }
+  if (!knnwb_device_list_parse(p[KNNWB_KNN_PARAM_DEVICES].v_string, "devices", devices, error))
+    return FALSE;
+  if (devices->len > 0) {
     options->devices = (const int *)(void *)devices->data;
     options->n_devices = (int)devices->len;
   }

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
-#include "knn_plugin.h"
+#include "knn_plugin_internal.h"
 
 enum {
   CLASSES = KNNWB_KNN_N_COMMON_PARAMS,

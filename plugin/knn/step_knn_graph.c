@@ -1,7 +1,7 @@
 /* Step knn-graph: the exact kNN graph of the rows of a matrix. */
 #include <knnwb/error.h>
 #include <knnwb/graph.h>
-#include "knn_plugin.h"
+#include "knn_plugin_internal.h"
 
 enum { GRAPH_MODE = KNNWB_KNN_N_COMMON_PARAMS, N_PARAMS };
 

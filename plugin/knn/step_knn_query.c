@@ -1,7 +1,7 @@
 /* Step knn-query: the k nearest reference rows of every query row, as a bipartite directed graph
  * (vertices: the queries, then the references; edges query -> reference in rank order). */
 #include <knnwb/error.h>
-#include "knn_plugin.h"
+#include "knn_plugin_internal.h"
 
 enum { N_PARAMS = KNNWB_KNN_N_COMMON_PARAMS };
 

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/neighbourhood.h>
-#include "knn_plugin.h"
+#include "knn_plugin_internal.h"
 
 enum { FOCUS = KNNWB_KNN_N_COMMON_PARAMS, ORDER, DIRECTION, GML, TABLE, SEED, N_PARAMS };
 

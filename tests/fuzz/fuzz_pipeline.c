@@ -14,7 +14,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "host.h"
+#include "pipeline/pipeline.h"
+#include "runtime/runtime.h"
+#include "steps/steps.h"
 
 /* The kNN plugin's descriptor, compiled into this target instead of loaded as a module. */
 extern const KnnwbPluginDescriptor knnwb_plugin_descriptor;

@@ -7,9 +7,10 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <igraph.h>
+#include <knnwb/device_list.h>
 #include <knnwb/formats.h>
 #include <knnwb/knnwb.h>
-#include "host.h"
+#include "runtime/runtime.h"
 #include "host_test_util.h"
 
 #define CIBM_SAMPLE KNNWB_SHARED_DATA_DIR "/cibm-sample.txt"
@@ -150,6 +151,8 @@ static void test_knn_bad_arguments(void)
       {"3", "--graph", "sideways", 2, "sideways"},
       {"3", "--output-format", "xlsx", 2, "xlsx"},
       {"3", "--backend", "tpu", 2, "tpu"},
+      {"3", "--devices", "0,x", 2, "--devices: 'x' is not a GPU number"},
+      {"3", "--devices", "0,,1", 2, "--devices: '' is not a GPU number"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *err = NULL;
@@ -335,6 +338,64 @@ static void test_parse_bytes(void)
   }
 }
 
+/* One reading of a GPU list for `--devices` and the kNN steps' `devices` (<knnwb/device_list.h>):
+ * good lists, and every kind of bad entry, with the name of the option in the message. */
+static void test_device_list(void)
+{
+  struct {
+    const char *text;
+    gboolean ok;
+    const char *devices; /* the numbers read, comma-separated */
+  } cases[] = {
+      {NULL, TRUE, ""},         {"", TRUE, ""},
+      {"0", TRUE, "0"},         {"0,1", TRUE, "0,1"},
+      {" 2 , 3 ", TRUE, "2,3"}, {"1,1", TRUE, "1,1"},
+      {"1024", TRUE, "1024"},   {"1025", FALSE, NULL},
+      {"-1", FALSE, NULL},      {"0,", FALSE, NULL},
+      {",0", FALSE, NULL},      {" ", FALSE, NULL},
+      {"0x1", FALSE, NULL},     {"1.5", FALSE, NULL},
+      {"gpu0", FALSE, NULL},    {"99999999999999999999", FALSE, NULL},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(GArray) devices = g_array_new(FALSE, FALSE, sizeof(int));
+    g_autoptr(GError) error = NULL;
+    g_test_message("'%s'", cases[i].text ? cases[i].text : "(null)");
+    gboolean ok = knnwb_device_list_parse(cases[i].text, "--devices", devices, &error);
+    g_assert_cmpint(ok, ==, cases[i].ok);
+    if (!ok) {
+      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+      g_assert_true(g_str_has_prefix(error->message, "--devices: '"));
+      continue;
+    }
+    g_autoptr(GString) read = g_string_new(NULL);
+    for (guint d = 0; d < devices->len; d++)
+      g_string_append_printf(read, "%s%d", d ? "," : "", g_array_index(devices, int, d));
+    g_assert_cmpstr(read->str, ==, cases[i].devices);
+  }
+
+  /* The kNN step reads its parameter the same way, naming the parameter. */
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *pipeline = host_test_write(
+      dir, "devices.xml",
+      "<pipeline>\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"" CIBM_SAMPLE
+      "\"/></step>\n"
+      "  <step id=\"g\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>\n"
+      "    <param name=\"k\" value=\"3\"/><param name=\"devices\" value=\"0,x\"/></step>\n"
+      "  <step id=\"w\" type=\"write-graph\"><input name=\"graph\" step=\"g\"/>\n"
+      "    <param name=\"path\" value=\"g.knn\"/></step>\n"
+      "</pipeline>\n");
+  g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+  g_mkdir(out_dir, 0755);
+  g_autofree char *err = NULL;
+  g_assert_cmpint(
+      host_test_run(NULL, NULL, &err, "run", "-q", "--output-dir", out_dir, pipeline, NULL), ==, 1);
+  g_test_message("%s", err);
+  g_assert_nonnull(strstr(err, "step 'g' (knn-graph) failed: devices: 'x' is not a GPU number"));
+  g_assert_cmpuint(host_test_count_files(out_dir), ==, 0);
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -346,6 +407,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/cli/knn-bad-arguments", test_knn_bad_arguments);
   g_test_add_func("/host/cli/knn-bad-files", test_knn_bad_files);
   g_test_add_func("/host/cli/parse-bytes", test_parse_bytes);
+  g_test_add_func("/host/cli/device-list", test_device_list);
   g_test_add_func("/host/cli/knn-interrupted", test_knn_interrupted);
   return g_test_run();
 }

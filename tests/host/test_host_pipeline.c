@@ -6,7 +6,9 @@
 #include <unistd.h>
 #include <knnwb/error.h>
 #include "host_test_util.h"
-#include "pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
+#include "runtime/runtime.h"
+#include "steps/steps.h"
 
 #define CIBM_SAMPLE KNNWB_SHARED_DATA_DIR "/cibm-sample.txt"
 #define EXAMPLES KNNWB_SOURCE_DIR "/share/examples"

@@ -2,7 +2,9 @@
  * (wrong ABI, failing init, not a plugin) that leave the host working. */
 #include <stdio.h>
 #include <knnwb/error.h>
-#include "host.h"
+#include "pipeline/pipeline.h"
+#include "runtime/runtime.h"
+#include "steps/steps.h"
 #include "host_test_util.h"
 
 static KnnwbHostRegistry *registry_with_builtin(void)

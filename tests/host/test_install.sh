@@ -36,7 +36,7 @@ fi
 pc_libdir=$($pkgconf --variable=libdir knnwb)
 [ -d "$pc_libdir" ] && [ "$(cd "$pc_libdir" && pwd -P)" = "$(cd "$libdir" && pwd -P)" ] || {
   cat "$pc"; echo "FAIL: knnwb.pc libdir $pc_libdir is not $libdir"; exit 1; }
-for header in knnwb.h knn.h graph.h matrix.h error.h plugin.h knn_plugin.h; do
+for header in knnwb.h knn.h graph.h matrix.h error.h plugin.h knn_plugin.h device_list.h; do
   [ -f "$prefix/include/knnwb/$header" ] || { echo "FAIL: header $header not installed"; exit 1; }
 done
 
@@ -45,10 +45,19 @@ cat >"$work/tiny.c" <<'C'
 #include <stdio.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
+#include <knnwb/device_list.h>
 int main(void)
 {
   igraph_set_error_handler(igraph_error_handler_ignore);
   GError *error = NULL;
+  /* The installed header-only GPU list reader compiles and reads as the program does. */
+  GArray *devices = g_array_new(FALSE, FALSE, sizeof(int));
+  if (!knnwb_device_list_parse(" 1 ,0", "--devices", devices, &error) || devices->len != 2 ||
+      g_array_index(devices, int, 0) != 1) {
+    fprintf(stderr, "device list not read\n");
+    return 1;
+  }
+  g_array_free(devices, TRUE);
   KnnwbMatrix *m = knnwb_matrix_new(4, 2, &error);
   float v[] = {0, 0, 1, 0, 0, 1, 5, 5};
   memcpy(m->values, v, sizeof v);

@@ -4,7 +4,7 @@
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include "options.h"
-#include "host.h"
+#include "runtime/runtime.h"
 
 typedef struct {
   KnnwbHostInputArgs input;

@@ -15,7 +15,8 @@
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/graph.h>
-#include "host.h"
+#include "commands.h"
+#include "runtime/runtime.h"
 #include "options.h"
 
 typedef enum {

@@ -10,9 +10,10 @@
 #include <knnwb/formats.h>
 #include <knnwb/graph.h>
 #include <knnwb/knn.h>
-#include "host.h"
+#include "commands.h"
+#include "runtime/runtime.h"
 #include "options.h"
-#include "split_input.h"
+#include "runtime/split_input.h"
 
 /* --mpi-input: how the ranks of an mpirun job hold the input. */
 typedef enum { KNNWB_MPI_INPUT_SPLIT, KNNWB_MPI_INPUT_WHOLE, KNNWB_MPI_INPUT_AUTO } KnnwbMpiInput;

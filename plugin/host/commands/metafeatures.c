@@ -5,7 +5,7 @@
 #include <knnwb/formats.h>
 #include <knnwb/write_matrix.h>
 #include "options.h"
-#include "host.h"
+#include "runtime/runtime.h"
 
 typedef struct {
   KnnwbHostInputArgs input;

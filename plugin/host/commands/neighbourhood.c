@@ -4,8 +4,8 @@
 #include <knnwb/formats.h>
 #include <knnwb/neighbourhood.h>
 #include "options.h"
-#include "host.h"
-#include "split_input.h"
+#include "runtime/runtime.h"
+#include "runtime/split_input.h"
 
 typedef struct {
   KnnwbHostInputArgs input;

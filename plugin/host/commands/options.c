@@ -1,10 +1,11 @@
 /* Options and helpers shared by the workflow commands. */
 #include <errno.h>
 #include <unistd.h>
+#include <knnwb/device_list.h>
 #include <knnwb/error.h>
 #include <knnwb/phenotype.h>
 #include "options.h"
-#include "host.h"
+#include "runtime/runtime.h"
 
 const char *knnwb_host_help_choices(const KnnwbEnumTable *table, const char *prefix,
                                     const char *note, const char *skip, const char *suffix)
@@ -173,18 +174,8 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
   if (args->devices) {
     if (args->device_list == NULL)
       args->device_list = g_array_new(FALSE, FALSE, sizeof(int));
-    g_auto(GStrv) parts = g_strsplit(args->devices, ",", -1);
-    for (char **p = parts; *p; p++) {
-      char *end = NULL;
-      gint64 device = g_ascii_strtoll(g_strstrip(*p), &end, 10);
-      if (**p == '\0' || *end != '\0' || device < 0 || device > 1024) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                    "--devices: '%s' is not a GPU number (expected e.g. 0,1)", *p);
-        return FALSE;
-      }
-      int value = (int)device;
-      g_array_append_val(args->device_list, value);
-    }
+    if (!knnwb_device_list_parse(args->devices, "--devices", args->device_list, error))
+      return FALSE;
     options->devices = (const int *)(void *)args->device_list->data;
     options->n_devices = (int)args->device_list->len;
   }

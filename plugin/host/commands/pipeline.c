@@ -2,7 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "host.h"
+#include "commands.h"
+#include "pipeline/pipeline.h"
+#include "runtime/runtime.h"
+#include "steps/steps.h"
 
 typedef struct {
   char *plugin_path;

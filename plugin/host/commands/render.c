@@ -3,7 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include "options.h"
-#include "host.h"
+#include "runtime/runtime.h"
 #include <knnwb/drawing.h>
 
 /* --edges: drawn up to 50,000 edges (auto), always or never. */

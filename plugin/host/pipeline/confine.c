@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 static gboolean knnwb_pipeline_inside(const char *root, const char *resolved)
 {

@@ -6,7 +6,8 @@
  * back; once the step making that matrix has run, its row labels decide every focus label. */
 #include <string.h>
 #include <knnwb/error.h>
-#include "pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
+#include "pipeline/value.h"
 
 /* Step types whose output's vertices are exactly those of one input: the rows of a matrix input,
  * or the vertices of a graph input (followed further). Other producers (neighbourhood and
@@ -83,7 +84,7 @@ static const char *const *knnwb_pipeline_focus_labels(const KnnwbValue *value, s
 {
   *n = value->block_total > 0 ? value->block_total
                               : (value->matrix != NULL ? value->matrix->n_rows : 0);
-  return knnwb_host_value_labels(value);
+  return knnwb_pipeline_value_labels(value);
 }
 
 gboolean knnwb_pipeline_focus_check(const KnnwbPipeline *pipeline, guint done,

@@ -2,42 +2,13 @@
  * into the program so validation never depends on finding a file), variables, then the semantic
  * checks. Every problem is reported as "file:line: message"; all of them, not just the first. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <libxml/tree.h>
 #include <knnwb/error.h>
-#include "pipeline_internal.h"
-
-void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  g_autofree char *message = g_strdup_vprintf(format, args);
-  va_end(args);
-  diagnostics->n_errors++;
-  /* A generated pipeline can have a problem on each of its many lines; the first ones suffice. */
-  if (diagnostics->n_errors > KNNWB_PIPELINE_MAX_MESSAGES)
-    return;
-  if (diagnostics->messages->len > 0)
-    g_string_append_c(diagnostics->messages, '\n');
-  if (line > 0)
-    g_string_append_printf(diagnostics->messages, "%s:%d: %s", diagnostics->path, line, message);
-  else
-    g_string_append_printf(diagnostics->messages, "%s: %s", diagnostics->path, message);
-}
-
-/* The messages, with the count of those left out. */
-static char *knnwb_pipeline_messages(KnnwbPipelineDiagnostics *diagnostics)
-{
-  if (diagnostics->n_errors > KNNWB_PIPELINE_MAX_MESSAGES)
-    g_string_append_printf(diagnostics->messages, "\n%s: ... and %u more problems",
-                           diagnostics->path, diagnostics->n_errors - KNNWB_PIPELINE_MAX_MESSAGES);
-  return g_string_free(diagnostics->messages, FALSE);
-}
-
-/* ---------------------------------------------------------------------------------------------- */
+#include "pipeline/pipeline_internal.h"
+#include "runtime/runtime.h"
 
 static void knnwb_pipeline_step_free(gpointer data)
 {
@@ -391,10 +362,50 @@ static void knnwb_pipeline_check_inputs(KnnwbPipeline *pipeline, KnnwbPipelineSt
                             knnwb_kind_to_string(type->inputs[port].kind), type->inputs[port].name);
 }
 
+/* Reports one cycle among the steps not placed in order (each waits for another unplaced step),
+ * with its path, at the line of the step where it closes. O(steps + inputs). */
+static void knnwb_pipeline_report_cycle(const KnnwbPipeline *pipeline, const gboolean *placed,
+                                        KnnwbPipelineDiagnostics *diagnostics)
+{
+  const guint n = pipeline->steps->len;
+  /* Walk back from an unplaced step along unplaced sources until a step repeats: that is a
+   * cycle. */
+  guint first = 0;
+  while (placed[first])
+    first++;
+  g_autofree int *seen_at = g_new(int, n);
+  for (guint s = 0; s < n; s++)
+    seen_at[s] = -1;
+  g_autoptr(GArray) path = g_array_new(FALSE, FALSE, sizeof(guint));
+  guint current = first;
+  while (seen_at[current] < 0) {
+    seen_at[current] = (int)path->len;
+    g_array_append_val(path, current);
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[current];
+    guint next = current;
+    for (guint i = 0; i < step->step->type->n_inputs; i++)
+      if (step->sources[i] >= 0 && !placed[step->sources[i]]) {
+        next = (guint)step->sources[i];
+        break;
+      }
+    current = next;
+  }
+  g_autoptr(GString) cycle = g_string_new(NULL);
+  for (guint i = (guint)seen_at[current]; i < path->len; i++) {
+    const KnnwbPipelineStep *step = pipeline->steps->pdata[g_array_index(path, guint, i)];
+    g_string_append_printf(cycle, "'%s' <- ", step->id);
+  }
+  g_string_append_printf(cycle, "'%s'", ((KnnwbPipelineStep *)pipeline->steps->pdata[current])->id);
+  const KnnwbPipelineStep *start = pipeline->steps->pdata[current];
+  knnwb_pipeline_report(diagnostics, start->line,
+                        "step '%s' depends on itself through a cycle of inputs: %s", start->id,
+                        cycle->str);
+}
+
 /* Orders the steps so that every step comes after its sources, and among the steps ready at
  * any moment the first in document order goes first (Kahn's algorithm with a min-heap of ready
- * indices: O(n log n + inputs)). A cycle is reported with its path at the line of its first step.
- */
+ * indices: O(n log n + inputs)). The steps of a cycle stay unplaced; one cycle is reported with its
+ * path (knnwb_pipeline_report_cycle). */
 static void knnwb_pipeline_order(KnnwbPipeline *pipeline, KnnwbPipelineDiagnostics *diagnostics)
 {
   guint n = pipeline->steps->len;
@@ -465,40 +476,8 @@ static void knnwb_pipeline_order(KnnwbPipeline *pipeline, KnnwbPipelineDiagnosti
       }
     }
   }
-  if (n_placed == n)
-    return;
-  /* Walk back from an unplaced step along unplaced sources until a step repeats: that is a cycle.
-   */
-  guint first = 0;
-  while (placed[first])
-    first++;
-  g_autofree int *seen_at = g_new(int, n);
-  for (guint s = 0; s < n; s++)
-    seen_at[s] = -1;
-  g_autoptr(GArray) path = g_array_new(FALSE, FALSE, sizeof(guint));
-  guint current = first;
-  while (seen_at[current] < 0) {
-    seen_at[current] = (int)path->len;
-    g_array_append_val(path, current);
-    const KnnwbPipelineStep *step = pipeline->steps->pdata[current];
-    guint next = current;
-    for (guint i = 0; i < step->step->type->n_inputs; i++)
-      if (step->sources[i] >= 0 && !placed[step->sources[i]]) {
-        next = (guint)step->sources[i];
-        break;
-      }
-    current = next;
-  }
-  g_autoptr(GString) cycle = g_string_new(NULL);
-  for (guint i = (guint)seen_at[current]; i < path->len; i++) {
-    const KnnwbPipelineStep *step = pipeline->steps->pdata[g_array_index(path, guint, i)];
-    g_string_append_printf(cycle, "'%s' <- ", step->id);
-  }
-  g_string_append_printf(cycle, "'%s'", ((KnnwbPipelineStep *)pipeline->steps->pdata[current])->id);
-  const KnnwbPipelineStep *start = pipeline->steps->pdata[current];
-  knnwb_pipeline_report(diagnostics, start->line,
-                        "step '%s' depends on itself through a cycle of inputs: %s", start->id,
-                        cycle->str);
+  if (n_placed < n)
+    knnwb_pipeline_report_cycle(pipeline, placed, diagnostics);
 }
 
 static void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *registry,

@@ -1,8 +1,15 @@
-/* The loaded form of a pipeline, shared by the loader/checker and the runner. */
+/* Private to pipeline/ (and its tests): the loaded form of a pipeline, shared by the loader,
+ * the checks and the runner, and the functions the files of pipeline/ call in each other.
+ *
+ * The files form a tree: load.c reads xml.c, variables.c, report.c, confine.c, ranks.c and
+ * registry.c (parameter values); run.c reads ranks.c, focus.c and value.c; xml.c and variables.c
+ * report through report.c; focus.c reads value.c.
+ */
 #ifndef KNNWB_PIPELINE_INTERNAL_H
 #define KNNWB_PIPELINE_INTERNAL_H
 
-#include "host.h"
+#include <knnwb/knn_group.h>
+#include "pipeline/pipeline.h"
 
 typedef struct {
   char *name;
@@ -58,28 +65,49 @@ typedef struct {
 /* Messages kept in the error of one load; the others are counted. */
 #define KNNWB_PIPELINE_MAX_MESSAGES 200
 
-/* Adds "path:line: message" (line 0: "path: message") to diagnostics. */
+/* Adds "path:line: message" (line 0: "path: message") to diagnostics (report.c); past
+ * KNNWB_PIPELINE_MAX_MESSAGES it only counts. diagnostics->messages must exist. */
 G_GNUC_PRINTF(3, 4)
 void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line, const char *format,
                            ...);
 
-/* Reads, parses and schema-validates path (pipeline_xml.c): at most 64 MiB, no DOCTYPE, no
+/* Ends diagnostics: its messages, then "... and N more problems" when some were left out. Returns
+ * the text (g_free) and frees diagnostics->messages (report.c). */
+char *knnwb_pipeline_messages(KnnwbPipelineDiagnostics *diagnostics);
+
+/* Checks one parameter value text against its spec (not file params' paths): fills value->v_*
+ * (registry.c). Errors: KNNWB_ERROR_INVALID_ARGUMENT with a message naming the parameter. */
+gboolean knnwb_host_param_parse(const KnnwbParamSpec *spec, const char *text,
+                                KnnwbParamValue *value, GError **error);
+
+/* A step's output as the runner hands it to the step (value.c): kind set, weights and membership
+ * initialised empty. Errors: KNNWB_ERROR_NO_MEMORY (igraph's). */
+KnnwbValue *knnwb_pipeline_value_new(KnnwbKind kind, GError **error);
+/* Frees a value and everything it owns (a split matrix's labels too). NULL is fine. */
+void knnwb_pipeline_value_free(KnnwbValue *value);
+/* A step must fill what it promised; a plugin that does not is reported, not trusted. On success
+ * *summary (g_free) describes the value for --report ("matrix 3 x 4"); a clustering's n_clusters
+ * is filled in when the step left it 0. Errors: KNNWB_ERROR_FAILED naming type. O(points). */
+gboolean knnwb_pipeline_value_check(KnnwbValue *value, const KnnwbStepType *type, char **summary,
+                                    GError **error);
+
+/* Reads, parses and schema-validates path (xml.c): at most 64 MiB, no DOCTYPE, no
  * entities, no network, nesting capped. Returns the document, or NULL with the problems reported.
  * Time and memory: linear in the file's size. */
 struct _xmlDoc *knnwb_pipeline_read_xml(const char *path, KnnwbPipelineDiagnostics *diagnostics);
 
 /* Expands ${name} in variables' values and then in every parameter value (param->value; NULL where
- * that failed, reported). overrides (--set) replace values first. pipeline_variables.c. */
+ * that failed, reported). overrides (--set) replace values first. variables.c. */
 void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable *overrides,
                                       KnnwbPipelineDiagnostics *diagnostics);
 
 /* --confine: checks that path (absolute; for an output, a file that may not exist yet) resolves,
  * through every symbolic link, to a place inside the directory confine. FALSE with *reason (owned
- * by the caller) when it does not or cannot be resolved. pipeline_confine.c. */
+ * by the caller) when it does not or cannot be resolved. confine.c. */
 gboolean knnwb_pipeline_confined(const char *confine, const char *path, gboolean output,
                                  char **reason);
 
-/* Under mpirun (pipeline_ranks.c): which steps run on every rank with their matrices split
+/* Under mpirun (ranks.c): which steps run on every rank with their matrices split
  * between the ranks (TRUE) and which on rank 0 alone (FALSE), steps->len entries (g_free). A
  * KNNWB_STEP_SPLIT_ROWS step is split when each of its inputs is a split matrix; a split step's
  * matrix output stays split only when every step that takes it is split too; other outputs of
@@ -106,7 +134,7 @@ gboolean knnwb_pipeline_ranks_sync(const KnnwbKnnGroup *group, gboolean ok, GErr
 /* For every step, the matrix step whose rows are the vertices of the graph a write-graph step
  * with a focus will write (followed back through the built-in steps that keep the vertices), or
  * -1 (any other step, or a producer not followed). steps->len entries (g_free). O(steps^2).
- * pipeline_focus.c. */
+ * focus.c. */
 int *knnwb_pipeline_focus_plan(const KnnwbPipeline *pipeline);
 
 /* After step done made value (rank 0; a split matrix's labels are rank 0's): every focus label of

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <knnwb/error.h>
-#include "host.h"
+#include "pipeline/pipeline.h"
 
 #ifndef KNNWB_PLUGIN_INSTALL_DIR
 #error "KNNWB_PLUGIN_INSTALL_DIR must be defined by the build"

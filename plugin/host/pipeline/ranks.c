@@ -1,7 +1,7 @@
 /* A pipeline run by several MPI ranks: where each step runs, and how the ranks learn each other's
  * failures. */
 #include <knnwb/error.h>
-#include "pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 gboolean *knnwb_pipeline_split_plan(const KnnwbPipeline *pipeline)
 {

@@ -5,7 +5,8 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/version.h>
-#include "host.h"
+#include "pipeline/pipeline_internal.h"
+#include "runtime/runtime.h"
 
 static void knnwb_host_plugin_free(gpointer data)
 {

@@ -7,7 +7,7 @@
  * chain cannot exhaust the stack. `$${` writes a literal `${`; a '$' not followed by '{' is kept.
  * The built-in ${pipeline_dir} and ${output_dir} are paths and are never expanded. */
 #include <string.h>
-#include "pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 #define KNNWB_PIPELINE_VARIABLE_MAX_BYTES ((gsize)1 << 20)
 #define KNNWB_PIPELINE_VARIABLE_MAX_DEPTH 64

@@ -16,7 +16,7 @@
 #include <libxml/parserInternals.h>
 #include <libxml/xmlschemas.h>
 #include "knnwb_pipeline_schema.h"
-#include "pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 /* Real pipelines are a few KiB; 50,000 generated steps are about 6 MiB. */
 #define KNNWB_PIPELINE_MAX_BYTES ((size_t)64 << 20)

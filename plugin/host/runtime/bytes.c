@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
-#include "host.h"
+#include "runtime/runtime.h"
 
 gboolean knnwb_host_parse_bytes(const char *text, guint64 *bytes, GError **error)
 {

@@ -1,6 +1,6 @@
 /* igraph's process-wide settings, made once at start before any graph exists. */
 #include <igraph.h>
-#include "host.h"
+#include "runtime/runtime.h"
 
 /* igraph's default handler aborts the process. Ours, like igraph_error_handler_ignore, frees the
  * FINALLY stack and lets the error code travel back to the caller, which turns it into a GError

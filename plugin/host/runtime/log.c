@@ -3,7 +3,7 @@
  * messages keep GLib's default handling (G_MESSAGES_DEBUG). */
 #include <stdio.h>
 #include <string.h>
-#include "host.h"
+#include "runtime/runtime.h"
 
 static gboolean knnwb_host_log_quiet;
 static const KnnwbKnnGroup *knnwb_host_job_group;
@@ -57,4 +57,10 @@ void knnwb_host_log_init(void)
 void knnwb_host_log_set_quiet(gboolean quiet)
 {
   knnwb_host_log_quiet = quiet;
+}
+
+void knnwb_host_print_error(const GError *error)
+{
+  if (knnwb_host_speaks())
+    g_printerr("knnwb: %s\n", error->message);
 }

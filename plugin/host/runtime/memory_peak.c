@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-#include "host.h"
+#include "runtime/runtime.h"
 
 /* Sampling interval: short enough to see the tile buffers of a kNN step, long enough to cost
  * nothing (one small read of /proc per interval). */

@@ -4,6 +4,7 @@
  * temporary, let the commit decide). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,7 +13,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <knnwb/error.h>
-#include "host.h"
+#include "runtime/runtime_internal.h"
+
+/* Temporaries are recognisable (`find DIR -name '.knnwb-tmp-*'` finds a crashed run's litter). */
+#define KNNWB_HOST_TEMPORARY_PREFIX ".knnwb-tmp-"
 
 static const char *knnwb_host_file_kind(mode_t mode)
 {
@@ -254,9 +258,4 @@ gboolean knnwb_host_outputs_commit(GPtrArray *outputs, const volatile gint *canc
   gboolean ok = knnwb_host_outputs_rename(outputs, error);
   knnwb_host_signals_committing(FALSE);
   return ok;
-}
-
-gboolean knnwb_pipeline_outputs_commit(GPtrArray *outputs, GError **error)
-{
-  return knnwb_host_outputs_commit(outputs, NULL, error);
 }

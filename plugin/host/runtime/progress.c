@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
-#include "host.h"
+#include "runtime/runtime.h"
 
 struct KnnwbHostProgress {
   char *label;

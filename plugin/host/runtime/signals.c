@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <igraph.h>
-#include "host.h"
+#include "runtime/runtime_internal.h"
 
 static volatile gint knnwb_host_cancel_flag;
 static volatile sig_atomic_t knnwb_host_signal_number;

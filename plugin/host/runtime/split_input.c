@@ -1,8 +1,7 @@
 /* One rank's block of an input matrix (split memory under mpirun). */
 #include <string.h>
 #include <knnwb/error.h>
-#include "split_input.h"
-#include "host.h"
+#include "runtime/split_input.h"
 
 gboolean knnwb_host_split_offsets(const KnnwbKnnGroup *group, size_t block_rows, size_t **first_row,
                                   GError **error)

@@ -1,8 +1,8 @@
 /* Step append-phenotype: one row from a per-sample annotation table, matched by sample name. */
 #include <knnwb/error.h>
 #include <knnwb/phenotype.h>
-#include "steps.h"
-#include "split_input.h"
+#include "steps/steps_internal.h"
+#include "runtime/split_input.h"
 
 enum { TABLE, COLUMN, ID_COLUMN, LABEL, N_PARAMS };
 

@@ -7,8 +7,8 @@
  * entry point other igraph tools open) is a real plugin that exercises the plugin path. */
 #include <knnwb/error.h>
 #include <knnwb/version.h>
-#include "host.h"
-#include "steps.h"
+#include "steps/steps.h"
+#include "steps/steps_internal.h"
 
 static gboolean knnwb_builtin_init(KnnwbPluginRegistrar *registrar, GError **error)
 {

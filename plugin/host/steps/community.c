@@ -2,7 +2,7 @@
  * similarity weights. */
 #include <knnwb/community.h>
 #include <knnwb/error.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 enum { METHOD, RESOLUTION, OBJECTIVE, SEED, STEPS, SIMILARITY, N_PARAMS };
 

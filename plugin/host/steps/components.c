@@ -1,7 +1,7 @@
 /* Step components: connected components of a graph as a clustering. */
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 static const KnnwbPortSpec knnwb_components_inputs[] = {
     {"graph", KNNWB_KIND_GRAPH, FALSE, "edges taken as undirected"},

@@ -6,8 +6,8 @@
 #include <knnwb/community.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "host.h"
-#include "steps.h"
+#include "pipeline/value.h"
+#include "steps/steps_internal.h"
 
 enum { ANNOTATION, COLUMN, PATH, CONTINGENCY, N_PARAMS };
 
@@ -61,7 +61,7 @@ static gboolean knnwb_evaluate_run(KnnwbStepContext *context, GError **error)
   g_auto(GStrv) class_names = NULL;
   g_autofree char *spec = g_strdup_printf("%s:%s", table, column);
   gboolean ok =
-      knnwb_formats_read_annotation(table, column, knnwb_host_value_labels(clusters), (size_t)n,
+      knnwb_formats_read_annotation(table, column, knnwb_pipeline_value_labels(clusters), (size_t)n,
                                     &classes, &class_names, NULL, error) &&
       knnwb_evaluation_append(text, spec, &clusters->membership, &classes, class_names,
                                    context->params[CONTINGENCY].v_string, error);

@@ -1,7 +1,7 @@
 /* Step load-knn: a .knn file (the GPU-FS-kNN output format) into a graph value. */
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 enum { PATH, DIRECTED, N_PARAMS };
 

@@ -1,8 +1,8 @@
 /* Step load-matrix: a matrix file (CIBM, CSV, TSV, GCT, NPY) into a matrix value. */
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "steps.h"
-#include "split_input.h"
+#include "steps/steps_internal.h"
+#include "runtime/split_input.h"
 
 enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, N_PARAMS };
 

@@ -2,8 +2,8 @@
  */
 #include <knnwb/error.h>
 #include <knnwb/metafeatures.h>
-#include "steps.h"
-#include "split_input.h"
+#include "steps/steps_internal.h"
+#include "runtime/split_input.h"
 
 enum { OPS, ROWS, MISSING, N_PARAMS };
 

@@ -1,7 +1,7 @@
 /* Step mst: the exact minimum spanning tree of the complete graph of the points. */
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 enum { METRIC, K, BACKEND, N_PARAMS };
 

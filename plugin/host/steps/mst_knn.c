@@ -5,7 +5,7 @@
 #include <knnwb/community.h>
 #include <knnwb/error.h>
 #include <math.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 enum { METRIC, LIST_K, BACKEND, HIERARCHY, NEWICK, N_PARAMS };
 

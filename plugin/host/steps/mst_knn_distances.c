@@ -3,7 +3,7 @@
 #include <knnwb/formats.h>
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 enum { PATH, N_PARAMS };
 

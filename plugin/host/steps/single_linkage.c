@@ -4,8 +4,8 @@
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "host.h"
-#include "steps.h"
+#include "pipeline/value.h"
+#include "steps/steps_internal.h"
 
 enum { HEIGHT, CLUSTERS, NEWICK, LINKAGE, N_PARAMS };
 
@@ -41,7 +41,7 @@ static gboolean knnwb_single_linkage_dendrogram(KnnwbStepContext *context, const
     ok = knnwb_formats_write_linkage(linkage_path, &linkage, error);
   if (ok && newick) {
     g_autofree char *text = knnwb_clustering_newick(&linkage, igraph_vcount(&in->graph),
-                                                    knnwb_host_value_labels(in), error);
+                                                    knnwb_pipeline_value_labels(in), error);
     g_autoptr(KnnwbAtomicFile) file = text ? knnwb_atomic_file_open(newick, error) : NULL;
     ok = file != NULL;
     if (ok) {

@@ -2,7 +2,7 @@
  * makeSNNGraph weights). */
 #include <knnwb/community.h>
 #include <knnwb/error.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 enum { WEIGHTING, N_PARAMS };
 

@@ -1,7 +1,7 @@
 /* Step spanning-forest: the minimum spanning forest of a graph (Borůvka), as a graph. */
 #include <knnwb/clustering.h>
 #include <knnwb/error.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 enum { BACKEND, N_PARAMS };
 
@@ -24,7 +24,8 @@ static gboolean knnwb_spanning_forest_run(KnnwbStepContext *context, GError **er
   if (!knnwb_backend_from_string(context->params[BACKEND].v_string, &options.backend, error))
     return FALSE;
   igraph_vector_int_t edges;
-  igraph_vector_int_init(&edges, 0);
+  if (!knnwb_error_from_igraph(igraph_vector_int_init(&edges, 0), "igraph_vector_int_init", error))
+    return FALSE;
   gboolean ok = knnwb_clustering_spanning_forest(&in->graph, &in->weights, &options, &edges, NULL,
                                                  NULL, error) &&
                 knnwb_clustering_forest_graph(&in->graph, &in->weights, &edges, &out->graph,

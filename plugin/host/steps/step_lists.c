@@ -1,6 +1,6 @@
 /* The kNN lists a clustering step computes itself when no usable lists came in (mst, mst-knn). */
 #include <knnwb/knn.h>
-#include "steps.h"
+#include "steps/steps_internal.h"
 
 gboolean knnwb_step_self_lists(KnnwbStepContext *context, const KnnwbMatrix *points,
                                KnnwbMetric metric, KnnwbBackend backend, size_t k,

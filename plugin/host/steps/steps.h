@@ -1,33 +1,20 @@
-/* The step types built into the host: reading and writing files (formats) and clustering. */
+/* The step types built into the `knnwb` program, registered through the same descriptor
+ * mechanism as a plugin's (plugin name "builtin"): moving them into a plugin later is a build
+ * change only. Read by commands/ and the tests, which register them in a step registry. */
 #ifndef KNNWB_HOST_STEPS_H
 #define KNNWB_HOST_STEPS_H
 
-#include <knnwb/knn.h>
 #include <knnwb/plugin.h>
 
-extern const KnnwbStepType knnwb_step_load_matrix;
-extern const KnnwbStepType knnwb_step_load_knn;
-extern const KnnwbStepType knnwb_step_write_graph;
-extern const KnnwbStepType knnwb_step_write_labels;
-extern const KnnwbStepType knnwb_step_spanning_forest;
-extern const KnnwbStepType knnwb_step_components;
-extern const KnnwbStepType knnwb_step_mst;
-extern const KnnwbStepType knnwb_step_mst_knn;
-extern const KnnwbStepType knnwb_step_mst_knn_distances;
-extern const KnnwbStepType knnwb_step_single_linkage;
-extern const KnnwbStepType knnwb_step_snn_graph;
-extern const KnnwbStepType knnwb_step_community;
-extern const KnnwbStepType knnwb_step_evaluate;
-extern const KnnwbStepType knnwb_step_metafeatures;
-extern const KnnwbStepType knnwb_step_append_phenotype;
+G_BEGIN_DECLS
 
 /**
- * The exact k-nearest lists of every row of points, as a clustering step computes them itself
- * (the step's threads, memory, cancel flag and tile progress from context). Errors: as
- * knnwb_knn_self's. O(n^2 d).
+ * The descriptor of the steps built into the host (formats, clustering, metafeatures and
+ * phenotype rows), for knnwb_host_registry_add_plugin(registry, descriptor, NULL, NULL, error).
+ * Static: never freed.
  */
-gboolean knnwb_step_self_lists(KnnwbStepContext *context, const KnnwbMatrix *points,
-                               KnnwbMetric metric, KnnwbBackend backend, size_t k,
-                               KnnwbNeighbors **lists, GError **error);
+const KnnwbPluginDescriptor *knnwb_host_builtin_descriptor(void);
+
+G_END_DECLS
 
 #endif

@@ -3,8 +3,8 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "host.h"
-#include "steps.h"
+#include "pipeline/value.h"
+#include "steps/steps_internal.h"
 
 enum { PATH, FORMAT, LAYOUT, SEED, NODE_SIZE, FOCUS, N_PARAMS };
 
@@ -25,6 +25,32 @@ static const KnnwbPortSpec knnwb_write_graph_inputs[] = {
     {"graph", KNNWB_KIND_GRAPH, TRUE, "the graph (default: the clustering's own graph)"},
     {"clusters", KNNWB_KIND_CLUSTERING, TRUE, "colours the nodes by cluster"},
 };
+
+/* The vertices labelled in text (comma-separated labels, each stripped), in its order, appended
+ * to focus. Errors: KNNWB_ERROR_INVALID_ARGUMENT for a label no vertex has; KNNWB_ERROR_NO_MEMORY.
+ * O(labels in text x n_vertices). */
+static gboolean knnwb_write_graph_focus(const char *text, const char *const *labels,
+                                        igraph_integer_t n_vertices, igraph_vector_int_t *focus,
+                                        GError **error)
+{
+  g_auto(GStrv) wanted = g_strsplit(text, ",", -1);
+  for (char **w = wanted; *w; w++) {
+    g_strstrip(*w);
+    igraph_integer_t found = -1;
+    for (igraph_integer_t v = 0; labels != NULL && v < n_vertices && found < 0; v++)
+      if (labels[v] != NULL && strcmp(labels[v], *w) == 0)
+        found = v;
+    if (found < 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "focus: no vertex is labelled '%s'", *w);
+      return FALSE;
+    }
+    if (!knnwb_error_from_igraph(igraph_vector_int_push_back(focus, found),
+                                 "igraph_vector_int_push_back", error))
+      return FALSE;
+  }
+  return TRUE;
+}
 
 static gboolean knnwb_write_graph_run(KnnwbStepContext *context, GError **error)
 {
@@ -56,29 +82,16 @@ static gboolean knnwb_write_graph_run(KnnwbStepContext *context, GError **error)
     return FALSE;
   gml.seed = (unsigned long)p[SEED].v_int;
   gml.node_size = p[NODE_SIZE].v_double;
-  const char *const *labels = knnwb_host_value_labels(graph_value);
+  const char *const *labels = knnwb_pipeline_value_labels(graph_value);
   if (labels == NULL && clusters != NULL)
-    labels = knnwb_host_value_labels(clusters);
+    labels = knnwb_pipeline_value_labels(clusters);
 
   igraph_vector_int_t focus;
-  igraph_vector_int_init(&focus, 0);
+  if (!knnwb_error_from_igraph(igraph_vector_int_init(&focus, 0), "igraph_vector_int_init", error))
+    return FALSE;
   gboolean ok = TRUE;
   if (p[FOCUS].v_string != NULL && *p[FOCUS].v_string != '\0') {
-    g_auto(GStrv) wanted = g_strsplit(p[FOCUS].v_string, ",", -1);
-    for (char **w = wanted; *w && ok; w++) {
-      g_strstrip(*w);
-      igraph_integer_t found = -1;
-      for (igraph_integer_t v = 0; labels != NULL && v < igraph_vcount(graph) && found < 0; v++)
-        if (labels[v] != NULL && strcmp(labels[v], *w) == 0)
-          found = v;
-      if (found < 0) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                    "focus: no vertex is labelled '%s'", *w);
-        ok = FALSE;
-      } else {
-        igraph_vector_int_push_back(&focus, found);
-      }
-    }
+    ok = knnwb_write_graph_focus(p[FOCUS].v_string, labels, igraph_vcount(graph), &focus, error);
     gml.focus = &focus;
   }
   if (ok) {

@@ -1,8 +1,8 @@
 /* Step write-labels: the cluster table (label, cluster, cluster size). */
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
-#include "host.h"
-#include "steps.h"
+#include "pipeline/value.h"
+#include "steps/steps_internal.h"
 
 enum { PATH, N_PARAMS };
 
@@ -18,7 +18,7 @@ static gboolean knnwb_write_labels_run(KnnwbStepContext *context, GError **error
 {
   const KnnwbValue *clusters = context->inputs[0];
   return knnwb_formats_write_labels_tsv(context->params[PATH].v_string, &clusters->membership,
-                                        knnwb_host_value_labels(clusters), error);
+                                        knnwb_pipeline_value_labels(clusters), error);
 }
 
 const KnnwbStepType knnwb_step_write_labels = {

@@ -1,4 +1,4 @@
-/* Internal: the kNN plugin's step types and their shared parameters. */
+/* Private to plugin/knn/: the kNN plugin's step types and the parameters they share. */
 #ifndef KNNWB_KNN_PLUGIN_INTERNAL_H
 #define KNNWB_KNN_PLUGIN_INTERNAL_H
 

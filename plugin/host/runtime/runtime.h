@@ -1,0 +1,176 @@
+/* What every run of the `knnwb` program needs, whichever command or pipeline it is: byte sizes,
+ * signals, the igraph set-up, atomic outputs, the job's ranks, logging, progress lines and the
+ * memory peak. Read by commands/, pipeline/ and main.c; the runtime depends on no other part of
+ * the host (only libknnwb and GLib).
+ */
+#ifndef KNNWB_HOST_RUNTIME_H
+#define KNNWB_HOST_RUNTIME_H
+
+#include <stdint.h>
+#include <glib.h>
+#include <knnwb/knn_group.h>
+
+G_BEGIN_DECLS
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Byte sizes (bytes.c) */
+
+/**
+ * Parses a byte size: a non-negative integer or decimal with an optional suffix K, M, G, T (powers
+ * of 1024, case-insensitive, optionally followed by "B" or "iB"): "4G", "512M", "1.5GiB", "1000".
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT (syntax, or more than 64 bits). O(length of text).
+ */
+gboolean knnwb_host_parse_bytes(const char *text, guint64 *bytes, GError **error);
+
+/** Formats a byte count for humans ("1.5 GiB"). Returns a new string. */
+char *knnwb_host_format_bytes(guint64 bytes);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Signals (signals.c) */
+
+/**
+ * Installs SIGINT/SIGTERM handlers that set the returned flag (the core's cancel option) and
+ * remember the signal; a second signal kills the process the default way. Idempotent.
+ */
+const volatile gint *knnwb_host_signals_install(void);
+/** The signal that set the flag (0 when none). */
+int knnwb_host_signals_received(void);
+/** The exit status for a run stopped by a signal: 128 + signal number. */
+int knnwb_host_signals_exit_status(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* igraph (igraph_setup.c) */
+
+/**
+ * Installs, once (later calls do nothing), igraph's error handler that records the message and
+ * never aborts, the warning handler and igraph's C attribute handler. Must run before any igraph_t
+ * exists: changing the attribute handler later crashes igraph.
+ */
+void knnwb_host_igraph_init(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Outputs written atomically (outputs.c) */
+
+/* An output file: the writer writes temporary; the host renames it to final after everything
+ * succeeded, so a failed or interrupted run leaves none of its outputs behind. */
+typedef struct {
+  char *temporary;
+  char *final;
+} KnnwbPipelineOutput;
+
+/**
+ * Checks, without side effects, that path can become an output: it is absent or a regular file
+ * (a FIFO, device or directory is refused: the rename would replace it), and its directory exists
+ * and looks writable (access() and the mount's read-only flag; root passes access() anywhere, so
+ * knnwb_host_outputs_add() proves it for real when the run starts).
+ * Errors: KNNWB_ERROR_IO with a message naming path.
+ */
+gboolean knnwb_host_output_check(const char *path, GError **error);
+
+/**
+ * What identifies a file for "same file" checks: device and inode when it exists, otherwise the
+ * real path of its directory plus its name. `out.knn`, `./out.knn`, `sub/../out.knn`, a symbolic
+ * link's directory and a hard link all give the same identity. Returns a new string.
+ */
+char *knnwb_host_path_identity(const char *path);
+
+/**
+ * Adds final to outputs (a GPtrArray of KnnwbPipelineOutput with knnwb_host_output_free) and
+ * returns its temporary path (owned by outputs), named `.knnwb-tmp-PID-N-NAME` beside its target
+ * NAME: a crashed run's litter is recognisable and the extension stays last. The temporary is
+ * created (O_EXCL) and removed again, which proves the directory takes new files before any work;
+ * the writer creates it again. Errors: KNNWB_ERROR_IO naming final and the directory.
+ */
+const char *knnwb_host_outputs_add(GPtrArray *outputs, const char *final, GError **error);
+/** Frees one KnnwbPipelineOutput (a GDestroyNotify; the file is not touched). */
+void knnwb_host_output_free(gpointer output);
+/**
+ * Adds a file a writer derives from another output's name (an NPY's labels side file: the
+ * writer given the temporary writes temporary's side file): committed and discarded with the rest.
+ */
+void knnwb_host_outputs_add_side_file(GPtrArray *outputs, const char *temporary, const char *final);
+
+/**
+ * The commit, the last thing a run does: when *cancel is set (a signal arrived), removes the
+ * temporaries and fails with KNNWB_ERROR_CANCELLED without touching any target. Otherwise renames
+ * every existing temporary over its target (keeping an existing target's mode), all or nothing:
+ * on a failure the targets already replaced get their previous contents back (hard-linked
+ * backups) or are removed when there was none, and the other temporaries are deleted.
+ * cancel may be NULL. Errors: KNNWB_ERROR_CANCELLED; KNNWB_ERROR_IO naming the rename that failed.
+ * O(outputs) renames.
+ */
+gboolean knnwb_host_outputs_commit(GPtrArray *outputs, const volatile gint *cancel, GError **error);
+/** Removes every temporary (those not written yet are fine). */
+void knnwb_host_outputs_discard(GPtrArray *outputs);
+/** Rewrites every temporary path in error's message as its target's path (NULL is fine). */
+void knnwb_host_outputs_name_targets(const GPtrArray *outputs, GError *error);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The job's ranks and logging (log.c) */
+
+/**
+ * The job this process is one rank of (NULL when alone). Ranks other than 0 stay silent: no
+ * notices, warnings, progress or error messages (every failure is agreed, and rank 0 reports it).
+ */
+void knnwb_host_set_group(const KnnwbKnnGroup *group);
+const KnnwbKnnGroup *knnwb_host_group(void);
+/** FALSE on ranks other than 0 of a job. */
+gboolean knnwb_host_speaks(void);
+
+/** Installs the host's log writer (once, at start). */
+void knnwb_host_log_init(void);
+/** With quiet, notices (g_message/g_info) are not shown; warnings always are. */
+void knnwb_host_log_set_quiet(gboolean quiet);
+/** Prints "knnwb: message" to stderr (nothing on ranks other than 0). */
+void knnwb_host_print_error(const GError *error);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Progress lines on a terminal (progress.c) */
+
+/** A terminal progress line on stderr: "label: done/total tiles, rate/s, ETA". */
+typedef struct KnnwbHostProgress KnnwbHostProgress;
+
+/** The width of stderr's terminal (TIOCGWINSZ; under mpirun the launcher's), else $COLUMNS,
+ * else 80. */
+int knnwb_host_terminal_width(void);
+/** Returns NULL (no progress) when quiet or stderr is not a terminal. The line fits the terminal's
+ * width (shorter forms, then cut). */
+KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
+/** A KnnwbProgressFunc; data is the KnnwbHostProgress (NULL is fine). */
+void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
+/** Ends the line and frees. NULL is fine. */
+void knnwb_host_progress_finish(KnnwbHostProgress *progress);
+/** What the counts are ("tiles" by default; unit must outlive the progress line; NULL: counts that
+ * mean nothing to a user, shown as a share alone). */
+void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit);
+
+/** A phase line without counts ("label: 12 s", every half second from a thread) for library
+ * calls that report no progress; NULL (nothing shown) as knnwb_host_progress_new. */
+typedef struct KnnwbHostTicker KnnwbHostTicker;
+KnnwbHostTicker *knnwb_host_ticker_new(const char *label, gboolean quiet);
+/** Stops the line (ends it with a newline when it was shown) and frees. NULL is fine. */
+void knnwb_host_ticker_free(KnnwbHostTicker *ticker);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Memory peak (memory_peak.c) */
+
+/** The process's peak resident size in bytes (VmHWM, else ru_maxrss); never reset. */
+guint64 knnwb_host_memory_peak(void);
+
+/** Measures one step's peak resident size without resetting the process's high-water mark. */
+typedef struct KnnwbHostMemorySampler KnnwbHostMemorySampler;
+/**
+ * Starts measuring (a thread samples VmRSS every 2 ms). NULL where /proc/self/status is missing;
+ * knnwb_host_memory_sampler_stop(NULL) then returns the process's peak so far.
+ */
+KnnwbHostMemorySampler *knnwb_host_memory_sampler_start(void);
+/**
+ * Stops and frees the sampler; returns the step's peak: the process's new high-water mark when the
+ * step raised it (exact), else the largest resident size sampled (a spike shorter than 2 ms may be
+ * missed).
+ */
+guint64 knnwb_host_memory_sampler_stop(KnnwbHostMemorySampler *sampler);
+
+G_END_DECLS
+
+#endif
