@@ -81,11 +81,8 @@ static gboolean knnwb_metafeatures_parse(GOptionContext *context, int argc, char
                 "%s: the output must end in .npy or .tsv", command->output);
     return FALSE;
   }
-  if (command->threads < 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--threads must be 0 or more");
-    return FALSE;
-  }
-  return knnwb_host_input_options(&command->input, read, error);
+  return knnwb_host_threads_check(command->threads, error) &&
+         knnwb_host_input_options(&command->input, read, error);
 }
 
 /* The output's temporary, and its labels side file for .npy. Creating the temporary proves the

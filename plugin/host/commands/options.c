@@ -149,11 +149,8 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
   }
   if (args->k != -1)
     options->k = (size_t)args->k;
-  if (args->threads < 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--threads must be 0 (every core this process may run on) or more");
+  if (!knnwb_host_threads_check(args->threads, error))
     return FALSE;
-  }
   options->n_threads = args->threads;
   options->drop_degenerate = args->drop_degenerate;
   if ((args->metric && !knnwb_metric_from_string(args->metric, &options->metric, error)) ||
@@ -303,6 +300,14 @@ gboolean knnwb_host_one_input(char **rest, GError **error)
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean knnwb_host_threads_check(int threads, GError **error)
+{
+  if (threads < 0)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--threads must be 0 (every core this process may run on) or more");
+  return threads >= 0;
 }
 
 gboolean knnwb_host_required(gboolean given, const char *what, GError **error)

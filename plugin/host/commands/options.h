@@ -109,6 +109,10 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
  * "one INPUT file expected, got 'B' too". */
 gboolean knnwb_host_one_input(char **rest, GError **error);
 
+/** --threads N: 0 (every core this process may run on) or more. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT. */
+gboolean knnwb_host_threads_check(int threads, GError **error);
+
 /** "WHAT is required" unless given (e.g. what = "-o OUT"). */
 gboolean knnwb_host_required(gboolean given, const char *what, GError **error);
 

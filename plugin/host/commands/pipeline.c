@@ -3,6 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include "commands.h"
+#include "options.h"
 #include "pipeline/pipeline.h"
 #include "runtime/runtime.h"
 #include "steps/steps.h"
@@ -122,10 +123,8 @@ static gboolean knnwb_pipeline_parse(GOptionContext *context, int argc, char **a
     *equals = '\0';
     g_hash_table_insert(overrides, *s, equals + 1);
   }
-  if (command->threads < 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--threads must be >= 0");
+  if (!knnwb_host_threads_check(command->threads, error))
     return FALSE;
-  }
   if (command->memory != NULL) {
     guint64 bytes;
     if (!knnwb_host_parse_bytes(command->memory, &bytes, error))
