@@ -50,7 +50,10 @@ int main(int argc, char **argv)
   options.k = K;
   igraph_t graph_api;
   igraph_vector_t weights_api;
-  igraph_vector_init(&weights_api, 0);
+  if (igraph_vector_init(&weights_api, 0) != IGRAPH_SUCCESS) {
+    fprintf(stderr, "example: out of memory\n");
+    return 1;
+  }
   if (!knnwb_knn_graph(data, &options, KNNWB_GRAPH_DIRECTED, &graph_api, &weights_api, &error)) {
     fprintf(stderr, "example: knnwb_knn_graph: %s\n", error->message);
     return 1;
@@ -72,7 +75,10 @@ int main(int argc, char **argv)
   }
   igraph_t graph_plugin;
   igraph_vector_t weights_plugin;
-  igraph_vector_init(&weights_plugin, 0);
+  if (igraph_vector_init(&weights_plugin, 0) != IGRAPH_SUCCESS) {
+    fprintf(stderr, "example: out of memory\n");
+    return 1;
+  }
   char *message = NULL;
   if (fill(KNNWB_KNN_PLUGIN_ENTRY_VERSION, values, N_ROWS, N_COLS, "pearson", K, "directed", 0,
            &graph_plugin, &weights_plugin, &message) != IGRAPH_SUCCESS) {
