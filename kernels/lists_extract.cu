@@ -117,51 +117,64 @@ template <typename F> void parallel_rows(size_t n, int threads, size_t min_rows,
 } // namespace
 
 /*
- * Rows [row0, row0 + n_rows) refined on the device (query rows query0, ...) into the job's k-lists:
- * per chunk, the lists with their exact distances into the staging (select stream), sorted and cut
- * (launch_refine_rows), copied to pinned memory on the copy stream, and spread into
- * out_k_index/out_k_distance/out_worst_score/out_valid by the host while the next chunk runs. Two
- * device halves of the staging and two pinned sets, so chunk c + 1 computes while chunk c copies.
+ * The state of one refined download (extract_refined): how its rows are cut into chunks, the two
+ * host sets the chunks come back to, the events that pace the two streams, and the trace's tallies.
+ * Slot s (chunk c with s = c % 2) owns host sets 2 s (meta) and 2 s + 1 (distances) and, with
+ * two_slots, half s of the device staging.
  */
-bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0)
-{
-  const KnnwbSelectJob *job = run_.job;
-  const size_t kc = (size_t)run_.plan.kc, k = job->out_k;
-  if (!finish_exact_upload())
-    return false;
-  if (n_rows == 0)
-    return true;
-  const double t0 = seconds_now();
-  CUDA_TRY(run_, prepare_refine_kernel((int)kc));
+struct RefinedDownload {
+  size_t k = 0, kc = 0;
+  size_t row0 = 0, n_rows = 0, query0 = 0;
+  long long self0 = -1; /* the first row's own index in a self job, else -1 */
+  bool timed = false;
   /* What comes back per row: k indices and the two numbers (int32, in the first 4 (k + 2) bytes of
-   * the row's 8 kc), and k distances. Narrow rows come whole: the copy engines move short strided
-   * rows slowly. */
-  const size_t meta_width = (k + 2) * sizeof(int32_t), distance_width = k * sizeof(double);
-  const size_t row_pitch = kc * sizeof(double); /* of both device regions */
-  const size_t meta_pitch = meta_width < 512 ? row_pitch : meta_width;
-  const size_t distance_pitch = distance_width < 512 ? row_pitch : distance_width;
-  /* Chunks of at least 2,048 rows where the pool's 16 MiB buffers allow it, else of up to 64 MiB
-   * in buffers of their own: each chunk is spread by all cores, and small ones paid more in
-   * starting threads than in copying (k = 4,096: 751 chunks of 512 rows took 2.1 s, 188 of 2,048
-   * rows 1.0 s). */
-  const size_t per_row = std::max(meta_pitch, distance_pitch);
-  const bool own = per_row * 2048 > kStagingBytes;
-  size_t chunk_rows = std::max<size_t>(1, (own ? kChunkBytes : kStagingBytes) / per_row);
-  const bool two_slots = stage_rows_ >= 2;
-  chunk_rows = std::min({chunk_rows, two_slots ? stage_rows_ / 2 : stage_rows_, n_rows});
+   * the row's 8 kc), and k distances. */
+  size_t meta_width = 0, distance_width = 0;
+  size_t row_pitch = 0; /* of both device regions */
+  size_t meta_pitch = 0, distance_pitch = 0;
+  bool own = false; /* buffers of their own (cudaHostAlloc), not the pool's */
+  bool two_slots = false;
+  size_t chunk_rows = 0;
   /* Pinned sets (meta, distances) x 2; pageable ones if page-locked memory is refused. */
   void *pinned[4] = {};
   std::unique_ptr<char[]> pageable[4];
+  cudaEvent_t computed[2] = {}, copied[2] = {}, timing[2][3] = {};
+  size_t chunk_first[2] = {0, 0}, chunk_count[2] = {0, 0};
+  double device_ms[2] = {0, 0}, host_s = 0, wait_s = 0;
+
+  void choose_chunks(size_t stage_rows);
+  bool take_host_sets();
+  void release_host_sets();
+  bool create_events();
+  void give_back();
+  char *host_buffer(int b)
+  {
+    return pinned[b] ? (char *)pinned[b] : pageable[b].get();
+  }
+};
+
+/* Narrow rows come whole: the copy engines move short strided rows slowly. Chunks of at least 2,048
+ * rows where the pool's 16 MiB buffers allow it, else of up to 64 MiB in buffers of their own: each
+ * chunk is spread by all cores, and small ones paid more in starting threads than in copying
+ * (k = 4,096: 751 chunks of 512 rows took 2.1 s, 188 of 2,048 rows 1.0 s). */
+void RefinedDownload::choose_chunks(size_t stage_rows)
+{
+  meta_width = (k + 2) * sizeof(int32_t);
+  distance_width = k * sizeof(double);
+  row_pitch = kc * sizeof(double);
+  meta_pitch = meta_width < 512 ? row_pitch : meta_width;
+  distance_pitch = distance_width < 512 ? row_pitch : distance_width;
+  const size_t per_row = std::max(meta_pitch, distance_pitch);
+  own = per_row * 2048 > kStagingBytes;
+  chunk_rows = std::max<size_t>(1, (own ? kChunkBytes : kStagingBytes) / per_row);
+  two_slots = stage_rows >= 2;
+  chunk_rows = std::min({chunk_rows, two_slots ? stage_rows / 2 : stage_rows, n_rows});
+}
+
+/* FALSE when not even pageable memory is left (the pinned sets are then released). */
+bool RefinedDownload::take_host_sets()
+{
   const size_t set_bytes[2] = {chunk_rows * meta_pitch, chunk_rows * distance_pitch};
-  auto release_pinned = [&]() {
-    for (void *&p : pinned) {
-      if (p && own)
-        cudaFreeHost(p);
-      else
-        staging_give(p);
-      p = nullptr;
-    }
-  };
   for (int b = 0; b < 4; b++) {
     if (own && cudaHostAlloc(&pinned[b], set_bytes[b % 2], cudaHostAllocDefault) != cudaSuccess) {
       cudaGetLastError();
@@ -172,121 +185,95 @@ bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0)
     if (!pinned[b]) {
       pageable[b].reset(new (std::nothrow) char[set_bytes[b % 2]]);
       if (!pageable[b]) {
-        release_pinned();
-        run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "cannot allocate host staging for GPU %d",
-                  device_ordinal_);
+        release_host_sets();
         return false;
       }
     }
   }
-  auto host_buffer = [&](int b) { return pinned[b] ? (char *)pinned[b] : pageable[b].get(); };
-  cudaEvent_t computed[2] = {}, copied[2] = {}, timing[2][3] = {};
-  const bool timed = trace_enabled();
+  return true;
+}
+
+void RefinedDownload::release_host_sets()
+{
+  for (void *&p : pinned) {
+    if (p && own)
+      cudaFreeHost(p);
+    else
+      staging_give(p);
+    p = nullptr;
+  }
+}
+
+/* Events without timing are the cheaper to record and wait on; timed ones exist for the trace. */
+bool RefinedDownload::create_events()
+{
   bool ok = true;
-  auto give_back = [&]() {
-    release_pinned();
-    for (int s = 0; s < 2; s++) {
-      for (cudaEvent_t e : {computed[s], copied[s], timing[s][0], timing[s][1], timing[s][2]})
-        if (e)
-          cudaEventDestroy(e);
-    }
-  };
   for (int s = 0; s < 2 && ok; s++) {
     ok = cudaEventCreateWithFlags(&computed[s], cudaEventDisableTiming) == cudaSuccess &&
          cudaEventCreateWithFlags(&copied[s], cudaEventDisableTiming) == cudaSuccess;
     for (int e = 0; e < 3 && ok && timed; e++)
       ok = cudaEventCreate(&timing[s][e]) == cudaSuccess;
   }
-  if (!ok) {
-    give_back();
+  return ok;
+}
+
+/* Only once nothing may still write into the host sets: the pool hands them to the next caller. */
+void RefinedDownload::give_back()
+{
+  release_host_sets();
+  for (int s = 0; s < 2; s++) {
+    for (cudaEvent_t e : {computed[s], copied[s], timing[s][0], timing[s][1], timing[s][2]})
+      if (e)
+        cudaEventDestroy(e);
+  }
+}
+
+/*
+ * Rows [row0, row0 + n_rows) refined on the device (query rows query0, ...) into the job's k-lists:
+ * per chunk, the lists with their exact distances into the staging (select stream), sorted and cut
+ * (launch_refine_rows), copied to pinned memory on the copy stream, and spread into
+ * out_k_index/out_k_distance/out_worst_score/out_valid by the host while the next chunk runs. Two
+ * device halves of the staging and two pinned sets, so chunk c + 1 computes while chunk c copies.
+ */
+bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0)
+{
+  const KnnwbSelectJob *job = run_.job;
+  const size_t kc = (size_t)run_.plan.kc;
+  if (!finish_exact_upload())
+    return false;
+  if (n_rows == 0)
+    return true;
+  const double t0 = seconds_now();
+  CUDA_TRY(run_, prepare_refine_kernel((int)kc));
+  RefinedDownload download;
+  download.k = job->out_k;
+  download.kc = kc;
+  download.row0 = row0;
+  download.n_rows = n_rows;
+  download.query0 = query0;
+  download.self0 = job->self ? (long long)query0 : -1;
+  download.choose_chunks(stage_rows_);
+  if (!download.take_host_sets()) {
+    run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "cannot allocate host staging for GPU %d",
+              device_ordinal_);
+    return false;
+  }
+  download.timed = trace_enabled();
+  if (!download.create_events()) {
+    download.give_back();
     run_.fail(KNNWB_KERNELS_ERROR, "cudaEventCreate failed on GPU %d", device_ordinal_);
     return false;
   }
-  const long long self0 = job->self ? (long long)query0 : -1;
-  double device_ms[2] = {0, 0}, host_s = 0, wait_s = 0;
-  size_t chunk_first[2] = {0, 0}, chunk_count[2] = {0, 0};
-  /* Spreads chunk slot s (already on the host) into the job's arrays. */
-  auto spread = [&](int s) -> cudaError_t {
-    const double tw = seconds_now();
-    cudaError_t synced = cudaEventSynchronize(copied[s]);
-    if (synced != cudaSuccess)
-      return synced;
-    const double th = seconds_now();
-    wait_s += th - tw;
-    if (timed) {
-      float a = 0, b = 0;
-      cudaEventElapsedTime(&a, timing[s][0], timing[s][1]);
-      cudaEventElapsedTime(&b, timing[s][1], timing[s][2]);
-      device_ms[0] += a;
-      device_ms[1] += b;
-    }
-    const char *meta = host_buffer(2 * s), *dist = host_buffer(2 * s + 1);
-    const size_t first = query0 + chunk_first[s];
-    int64_t *out_index = job->out_k_index + first * k;
-    double *out_distance = job->out_k_distance + first * k;
-    float *out_worst = job->out_worst_score + first;
-    int32_t *out_valid = job->out_valid + first;
-    parallel_rows(chunk_count[s], run_.merge_threads, 32, [&](size_t a, size_t b) {
-      for (size_t r = a; r < b; r++) {
-        const int32_t *m = (const int32_t *)(meta + r * meta_pitch);
-        int64_t *to = out_index + r * k;
-        for (size_t c = 0; c < k; c++)
-          to[c] = m[c];
-        memcpy(&out_worst[r], &m[k], sizeof(float));
-        out_valid[r] = m[k + 1];
-        memcpy(out_distance + r * k, dist + r * distance_pitch, distance_width);
-      }
-    });
-    host_s += seconds_now() - th;
-    return cudaSuccess;
-  };
   size_t c = 0;
   cudaError_t err = cudaSuccess;
-  for (size_t done = 0; done < n_rows && err == cudaSuccess; done += chunk_rows, c++) {
-    const int s = (int)(c % 2);
-    const size_t rows = std::min(chunk_rows, n_rows - done);
-    const size_t at = two_slots ? (size_t)s * chunk_rows * kc : 0;
-    int64_t *d_index = stage_index_ + at;
-    float *d_score = stage_score_ + at;
-    double *d_distance = stage_distance_ + at;
-    /* The device half is free once its previous chunk was copied out (never recorded: free). */
-    err = cudaStreamWaitEvent(select_stream_, copied[two_slots ? s : 1 - s], 0);
-    if (err == cudaSuccess && timed)
-      err = cudaEventRecord(timing[s][0], select_stream_);
-    if (err == cudaSuccess)
-      err = launch_extract(state_, (int)(row0 + done), (int)rows, d_index, d_score, select_stream_);
-    if (err == cudaSuccess)
-      err = launch_exact_distances(exact_, d_index, rows, (int)kc, query0 + done, d_distance,
-                                   select_stream_);
-    if (err == cudaSuccess && timed)
-      err = cudaEventRecord(timing[s][1], select_stream_);
-    if (err == cudaSuccess)
-      err = launch_refine_rows(d_index, d_score, d_distance, (int)rows, (int)kc, (int)k,
-                               self0 >= 0 ? self0 + (long long)done : -1, select_stream_);
-    if (err == cudaSuccess && timed)
-      err = cudaEventRecord(timing[s][2], select_stream_);
-    if (err == cudaSuccess)
-      err = cudaEventRecord(computed[s], select_stream_);
-    /* The pinned set s was spread (chunk c - 2) in the previous iteration. */
-    if (err == cudaSuccess)
-      err = cudaStreamWaitEvent(copy_stream_, computed[s], 0);
-    if (err == cudaSuccess)
-      err = cudaMemcpy2DAsync(host_buffer(2 * s), meta_pitch, d_index, row_pitch,
-                              meta_pitch == row_pitch ? row_pitch : meta_width, rows,
-                              cudaMemcpyDeviceToHost, copy_stream_);
-    if (err == cudaSuccess)
-      err = cudaMemcpy2DAsync(host_buffer(2 * s + 1), distance_pitch, d_distance, row_pitch,
-                              distance_pitch == row_pitch ? row_pitch : distance_width, rows,
-                              cudaMemcpyDeviceToHost, copy_stream_);
-    if (err == cudaSuccess)
-      err = cudaEventRecord(copied[s], copy_stream_);
-    chunk_first[s] = done;
-    chunk_count[s] = rows;
+  for (size_t done = 0; done < n_rows && err == cudaSuccess; done += download.chunk_rows, c++) {
+    err = refined_issue_chunk(download, c, done);
+    /* chunk c - 1 is spread while chunk c computes and copies */
     if (err == cudaSuccess && c > 0)
-      err = spread(1 - s);
+      err = refined_spread_chunk(download, (int)((c - 1) % 2));
   }
   if (err == cudaSuccess && c > 0)
-    err = spread((int)((c - 1) % 2));
+    err = refined_spread_chunk(download, (int)((c - 1) % 2));
   if (err == cudaSuccess) {
     err = cudaStreamSynchronize(copy_stream_);
   } else { /* nothing may still write into the staging returned to the pool */
@@ -294,20 +281,120 @@ bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0)
     cudaStreamSynchronize(copy_stream_);
     cudaGetLastError();
   }
-  give_back();
+  download.give_back();
   if (err != cudaSuccess) {
     run_.fail(knnwb_cuda_status_of(err), "refining the lists on GPU %d failed: %s", device_ordinal_,
               cudaGetErrorString(err));
     return false;
   }
-  if (timed)
-    fprintf(stderr,
-            "knnwb cuda worker %d: %zu lists refined to k = %zu of %zu candidates: %.3f s (device: "
-            "lists + exact distances %.3f s, sort %.3f s; host: spreading %.3f s, waiting %.3f s; "
-            "%zu chunks of %zu rows)\n",
-            index_, n_rows, k, kc, seconds_now() - t0, device_ms[0] / 1e3, device_ms[1] / 1e3,
-            host_s, wait_s, c, chunk_rows);
+  if (download.timed)
+    refined_trace(download, c, seconds_now() - t0);
   return true;
+}
+
+/* Issues chunk c (rows done, ...) into slot c % 2; its first failure is returned, the rest of the
+ * chunk not issued. */
+cudaError_t Worker::refined_issue_chunk(RefinedDownload &download, size_t c, size_t done)
+{
+  const size_t kc = download.kc;
+  const int s = (int)(c % 2);
+  const size_t rows = std::min(download.chunk_rows, download.n_rows - done);
+  const size_t at = download.two_slots ? (size_t)s * download.chunk_rows * kc : 0;
+  int64_t *d_index = stage_index_ + at;
+  float *d_score = stage_score_ + at;
+  double *d_distance = stage_distance_ + at;
+  cudaEvent_t *timing = download.timing[s];
+  const bool timed = download.timed;
+  /* The device half is free once its previous chunk was copied out (never recorded: free). */
+  cudaError_t err =
+      cudaStreamWaitEvent(select_stream_, download.copied[download.two_slots ? s : 1 - s], 0);
+  if (err == cudaSuccess && timed)
+    err = cudaEventRecord(timing[0], select_stream_);
+  if (err == cudaSuccess)
+    err = launch_extract(state_, (int)(download.row0 + done), (int)rows, d_index, d_score,
+                         select_stream_);
+  if (err == cudaSuccess)
+    err = launch_exact_distances(exact_, d_index, rows, (int)kc, download.query0 + done, d_distance,
+                                 select_stream_);
+  if (err == cudaSuccess && timed)
+    err = cudaEventRecord(timing[1], select_stream_);
+  if (err == cudaSuccess)
+    err = launch_refine_rows(d_index, d_score, d_distance, (int)rows, (int)kc, (int)download.k,
+                             download.self0 >= 0 ? download.self0 + (long long)done : -1,
+                             select_stream_);
+  if (err == cudaSuccess && timed)
+    err = cudaEventRecord(timing[2], select_stream_);
+  if (err == cudaSuccess)
+    err = cudaEventRecord(download.computed[s], select_stream_);
+  /* The pinned set s was spread (chunk c - 2) in the previous iteration. */
+  if (err == cudaSuccess)
+    err = cudaStreamWaitEvent(copy_stream_, download.computed[s], 0);
+  const size_t row_pitch = download.row_pitch;
+  const size_t meta_pitch = download.meta_pitch, distance_pitch = download.distance_pitch;
+  if (err == cudaSuccess)
+    err = cudaMemcpy2DAsync(download.host_buffer(2 * s), meta_pitch, d_index, row_pitch,
+                            meta_pitch == row_pitch ? row_pitch : download.meta_width, rows,
+                            cudaMemcpyDeviceToHost, copy_stream_);
+  if (err == cudaSuccess)
+    err = cudaMemcpy2DAsync(download.host_buffer(2 * s + 1), distance_pitch, d_distance, row_pitch,
+                            distance_pitch == row_pitch ? row_pitch : download.distance_width, rows,
+                            cudaMemcpyDeviceToHost, copy_stream_);
+  if (err == cudaSuccess)
+    err = cudaEventRecord(download.copied[s], copy_stream_);
+  download.chunk_first[s] = done;
+  download.chunk_count[s] = rows;
+  return err;
+}
+
+/* Spreads chunk slot s, once on the host, into the job's arrays. */
+cudaError_t Worker::refined_spread_chunk(RefinedDownload &download, int s)
+{
+  const KnnwbSelectJob *job = run_.job;
+  const double tw = seconds_now();
+  cudaError_t synced = cudaEventSynchronize(download.copied[s]);
+  if (synced != cudaSuccess)
+    return synced;
+  const double th = seconds_now();
+  download.wait_s += th - tw;
+  if (download.timed) {
+    float a = 0, b = 0;
+    cudaEventElapsedTime(&a, download.timing[s][0], download.timing[s][1]);
+    cudaEventElapsedTime(&b, download.timing[s][1], download.timing[s][2]);
+    download.device_ms[0] += a;
+    download.device_ms[1] += b;
+  }
+  const size_t k = download.k, meta_pitch = download.meta_pitch;
+  const size_t distance_pitch = download.distance_pitch, distance_width = download.distance_width;
+  const char *meta = download.host_buffer(2 * s), *dist = download.host_buffer(2 * s + 1);
+  const size_t first = download.query0 + download.chunk_first[s];
+  int64_t *out_index = job->out_k_index + first * k;
+  double *out_distance = job->out_k_distance + first * k;
+  float *out_worst = job->out_worst_score + first;
+  int32_t *out_valid = job->out_valid + first;
+  parallel_rows(download.chunk_count[s], run_.merge_threads, 32, [&](size_t a, size_t b) {
+    for (size_t r = a; r < b; r++) {
+      const int32_t *m = (const int32_t *)(meta + r * meta_pitch);
+      int64_t *to = out_index + r * k;
+      for (size_t c = 0; c < k; c++)
+        to[c] = m[c];
+      memcpy(&out_worst[r], &m[k], sizeof(float));
+      out_valid[r] = m[k + 1];
+      memcpy(out_distance + r * k, dist + r * distance_pitch, distance_width);
+    }
+  });
+  download.host_s += seconds_now() - th;
+  return cudaSuccess;
+}
+
+void Worker::refined_trace(const RefinedDownload &download, size_t chunks, double seconds)
+{
+  fprintf(stderr,
+          "knnwb cuda worker %d: %zu lists refined to k = %zu of %zu candidates: %.3f s (device: "
+          "lists + exact distances %.3f s, sort %.3f s; host: spreading %.3f s, waiting %.3f s; "
+          "%zu chunks of %zu rows)\n",
+          index_, download.n_rows, download.k, download.kc, seconds, download.device_ms[0] / 1e3,
+          download.device_ms[1] / 1e3, download.host_s, download.wait_s, chunks,
+          download.chunk_rows);
 }
 
 /* Several GPUs without peer access: all of this GPU's lists to host arrays of its own, which

@@ -33,6 +33,9 @@
 namespace knnwb_cuda
 {
 
+/* One refined download's chunks, host sets and events (lists_extract.cu). */
+struct RefinedDownload;
+
 /** A tile to issue: operands on the device and its geometry (geom.tile is filled in). */
 struct TileRequest {
   const void *q; /* rows of the plan's row_bytes (halves for FP16) */
@@ -61,7 +64,19 @@ public:
 private:
   /* worker_setup.cu */
   bool setup();
+  bool setup_streams();
   bool setup_peer_access();
+  bool setup_select_stream();
+  bool setup_events();
+  bool setup_blas();
+  bool setup_merge_kernel();
+  bool allocate_buffers(void *buffer[KNNWB_BUFFER_KINDS], size_t bytes[KNNWB_BUFFER_KINDS]);
+  void bind_buffers(void *const buffer[KNNWB_BUFFER_KINDS], const size_t bytes[KNNWB_BUFFER_KINDS]);
+  void bind_state(void *const buffer[KNNWB_BUFFER_KINDS]);
+  void bind_stage(void *const buffer[KNNWB_BUFFER_KINDS]);
+  void bind_exact_rows(void *const buffer[KNNWB_BUFFER_KINDS]);
+  void take_host_staging();
+  bool clear_buffers();
   void release();
   void quiesce();
   /* row_upload.cu */
@@ -110,6 +125,9 @@ private:
   bool extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index, float *dst_score,
                     double *dst_distance, bool allow_refine = true);
   bool extract_refined(size_t row0, size_t n_rows, size_t query0);
+  cudaError_t refined_issue_chunk(RefinedDownload &download, size_t c, size_t done);
+  cudaError_t refined_spread_chunk(RefinedDownload &download, int s);
+  void refined_trace(const RefinedDownload &download, size_t chunks, double seconds);
   bool extract_partials();
   bool merge_on_devices();
   void merge_partials();

@@ -189,66 +189,50 @@ for_each_element(const SelectState &st, int row, int n_buffer, bool overflow, co
   }
 }
 
-/* Merges one state row; every thread of the block calls it with the same arguments. */
-__device__ void merge_row(const SelectState &st, const TileGeom &g, int row, bool has_line,
-                          const Line &line, MergeShared &sh, uint32_t *out_key, int *out_index)
+/*
+ * Appends the pairs of line that beat thr to the block's scratch (sh.n_scratch counts them); every
+ * thread of the block calls it. Warp-aggregated: one atomic per warp and chunk.
+ */
+__device__ __forceinline__ void rescan_line(const TileGeom &g, const Line &line, float thr,
+                                            MergeShared &sh, uint32_t *scratch_key,
+                                            int *scratch_index)
 {
-  const float inf = __int_as_float(0x7f800000);
-  const int count = st.count[row];
-  const float thr_row = st.thr[row]; /* written below by thread 0 only after the block's barriers */
-  const bool overflow = has_line && count > st.cap;
-  const int n_buffer = count < st.cap ? count : st.cap;
-  uint32_t *scratch_key = st.scratch_key + (size_t)blockIdx.x * st.scratch_len;
-  int *scratch_index = st.scratch_index + (size_t)blockIdx.x * st.scratch_len;
-  if (st.stats && threadIdx.x == 0) {
-    atomicAdd(&st.stats[1], 1ull);
-    if (overflow)
-      atomicAdd(&st.stats[2], 1ull);
-  }
-  if (!overflow && st.kc + n_buffer <= kMergeThreads) {
-    merge_row_small(st, row, n_buffer, thr_row, sh);
-    return;
-  }
-
-  if (threadIdx.x == 0) {
-    sh.n_scratch = 0;
-    sh.kprime = (unsigned)st.kc;
-    sh.n_out = 0;
-    sh.n_eq = 0;
-  }
-  __syncthreads();
-  if (overflow) {
-    /* The buffer lost pairs of this tile: take the whole line again (filtered by the same thr). */
-    const float thr_old = thr_row;
-    for (int base = 0; base < line.length; base += kMergeThreads) {
-      int t = base + threadIdx.x;
-      bool ok = false;
-      float s = 0.0f;
-      int cand = line.cand0 + t;
-      if (t < line.length && cand != line.self_index && !(g.invalid && g.invalid[cand]) &&
-          !(line.cand_group && line.cand_group[cand] == line.group)) {
-        float sq = g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f;
-        s = score_of(g.kind, line_value(line, t), sq);
-        ok = s < thr_old;
-      }
-      unsigned ballot = __ballot_sync(kFullMask, ok);
-      int lane = threadIdx.x & 31;
-      int warp_base = 0;
-      if (lane == 0 && ballot)
-        warp_base = atomicAdd(&sh.n_scratch, __popc(ballot));
-      warp_base = __shfl_sync(kFullMask, warp_base, 0);
-      if (ok) {
-        int pos = warp_base + __popc(ballot & ((1u << lane) - 1u));
-        scratch_key[pos] = float_key(s);
-        scratch_index[pos] = cand;
-      }
+  for (int base = 0; base < line.length; base += kMergeThreads) {
+    int t = base + threadIdx.x;
+    bool ok = false;
+    float s = 0.0f;
+    int cand = line.cand0 + t;
+    if (t < line.length && cand != line.self_index && !(g.invalid && g.invalid[cand]) &&
+        !(line.cand_group && line.cand_group[cand] == line.group)) {
+      float sq = g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f;
+      s = score_of(g.kind, line_value(line, t), sq);
+      ok = s < thr;
     }
-    __syncthreads();
+    unsigned ballot = __ballot_sync(kFullMask, ok);
+    int lane = threadIdx.x & 31;
+    int warp_base = 0;
+    if (lane == 0 && ballot)
+      warp_base = atomicAdd(&sh.n_scratch, __popc(ballot));
+    warp_base = __shfl_sync(kFullMask, warp_base, 0);
+    if (ok) {
+      int pos = warp_base + __popc(ballot & ((1u << lane) - 1u));
+      scratch_key[pos] = float_key(s);
+      scratch_index[pos] = cand;
+    }
   }
-  const int n_scratch = overflow ? sh.n_scratch : 0;
-  if (overflow)
-    __threadfence_block(); /* scratch written above is read by other threads below */
+}
 
+/*
+ * The key of the merge's sh.kprime-th smallest element (1-based), a digit per pass; on return
+ * sh.kprime is how many elements equal to it belong to the smallest. Every thread of the block
+ * calls it with the same arguments.
+ */
+__device__ __forceinline__ uint32_t select_pivot(const SelectState &st, int row, int n_buffer,
+                                                 bool overflow, const Line &line,
+                                                 const uint32_t *scratch_key,
+                                                 const int *scratch_index, int n_scratch,
+                                                 MergeShared &sh)
+{
   uint32_t prefix = 0;
   for (int pass = 0; pass < 4; pass++) {
     const int shift = 24 - 8 * pass;
@@ -286,7 +270,48 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
     __syncthreads();
     prefix |= sh.digit << shift;
   }
-  const uint32_t pivot = prefix;
+  return prefix;
+}
+
+/* Merges one state row; every thread of the block calls it with the same arguments. */
+__device__ void merge_row(const SelectState &st, const TileGeom &g, int row, bool has_line,
+                          const Line &line, MergeShared &sh, uint32_t *out_key, int *out_index)
+{
+  const float inf = __int_as_float(0x7f800000);
+  const int count = st.count[row];
+  const float thr_row = st.thr[row]; /* written below by thread 0 only after the block's barriers */
+  const bool overflow = has_line && count > st.cap;
+  const int n_buffer = count < st.cap ? count : st.cap;
+  uint32_t *scratch_key = st.scratch_key + (size_t)blockIdx.x * st.scratch_len;
+  int *scratch_index = st.scratch_index + (size_t)blockIdx.x * st.scratch_len;
+  if (st.stats && threadIdx.x == 0) {
+    atomicAdd(&st.stats[1], 1ull);
+    if (overflow)
+      atomicAdd(&st.stats[2], 1ull);
+  }
+  if (!overflow && st.kc + n_buffer <= kMergeThreads) {
+    merge_row_small(st, row, n_buffer, thr_row, sh);
+    return;
+  }
+
+  if (threadIdx.x == 0) {
+    sh.n_scratch = 0;
+    sh.kprime = (unsigned)st.kc;
+    sh.n_out = 0;
+    sh.n_eq = 0;
+  }
+  __syncthreads();
+  if (overflow) {
+    /* The buffer lost pairs of this tile: take the whole line again (filtered by the same thr). */
+    rescan_line(g, line, thr_row, sh, scratch_key, scratch_index);
+    __syncthreads();
+  }
+  const int n_scratch = overflow ? sh.n_scratch : 0;
+  if (overflow)
+    __threadfence_block(); /* scratch written above is read by other threads below */
+
+  const uint32_t pivot =
+      select_pivot(st, row, n_buffer, overflow, line, scratch_key, scratch_index, n_scratch, sh);
   const int take_equal = (int)sh.kprime;
 
   for_each_element(st, row, n_buffer, overflow, line, scratch_key, scratch_index, n_scratch,

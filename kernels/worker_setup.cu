@@ -73,23 +73,48 @@ bool Worker::setup_peer_access()
   return true;
 }
 
+/* Each step records its failure in the run; the order of the CUDA calls is that of the steps. */
 bool Worker::setup()
 {
-  const KnnwbSelectJob *job = run_.job;
-  const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
+  if (!setup_streams() || !setup_peer_access() || !setup_select_stream() || !setup_events() ||
+      !setup_blas() || !setup_merge_kernel())
+    return false;
+  void *buffer[KNNWB_BUFFER_KINDS] = {};
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  if (!allocate_buffers(buffer, bytes))
+    return false;
+  bind_buffers(buffer, bytes);
+  bind_state(buffer);
+  bind_stage(buffer);
+  bind_exact_rows(buffer);
+  take_host_staging();
+  return clear_buffers();
+}
+
+bool Worker::setup_streams()
+{
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
   if (run_.exact)
     CUDA_TRY(run_, cudaStreamCreateWithFlags(&exact_stream_, cudaStreamNonBlocking));
-  if (!setup_peer_access())
-    return false;
-  /* Selection at the highest priority: its blocks are scheduled ahead of the next GEMM's pending
-   * ones, so a tile's select never holds back the GEMM after next (two tile buffers). */
+  return true;
+}
+
+/* Selection at the highest priority: its blocks are scheduled ahead of the next GEMM's pending
+ * ones, so a tile's select never holds back the GEMM after next (two tile buffers). */
+bool Worker::setup_select_stream()
+{
   int least_priority = 0, greatest_priority = 0;
   CUDA_TRY(run_, cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
   CUDA_TRY(run_,
            cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking, greatest_priority));
+  return true;
+}
+
+/* Events without timing are the cheaper to record and wait on; timed ones exist for the trace. */
+bool Worker::setup_events()
+{
   for (int i = 0; i < 2; i++) {
     CUDA_TRY(run_, cudaEventCreateWithFlags(&copy_done_[i], cudaEventDisableTiming));
     CUDA_TRY(run_, cudaEventCreateWithFlags(&gemm_done_[i], cudaEventDisableTiming));
@@ -108,12 +133,25 @@ bool Worker::setup()
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_free_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_ready_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&select_tail_, cudaEventDisableTiming));
-  if (job->score_kind != KNNWB_SCORE_L1) {
+  return true;
+}
+
+/* L1 scores are not a GEMM: no handle. */
+bool Worker::setup_blas()
+{
+  if (run_.job->score_kind != KNNWB_SCORE_L1) {
     CUBLAS_TRY(run_, cublasCreate(&blas_));
     CUBLAS_TRY(run_, cublasSetStream(blas_, gemm_stream_));
     /* Plain fp32 FMA unless a screening precision says otherwise (tile_scores.h). */
     CUBLAS_TRY(run_, cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
   }
+  return true;
+}
+
+/* The plan chose where the merge keeps its lists on the first GPU; every GPU must agree. */
+bool Worker::setup_merge_kernel()
+{
+  const KnnwbSelectPlan &p = run_.plan;
   bool in_shared = true;
   CUDA_TRY(run_, prepare_merge_kernel(p.kc, &in_shared));
   if (in_shared != (bool)p.lists_in_shared) {
@@ -121,11 +159,14 @@ bool Worker::setup()
               device_ordinal_, run_.ordinals[0]);
     return false;
   }
+  return true;
+}
 
-  /* The plan's buffers, from the same list the plan's byte count summed. */
-  size_t bytes[KNNWB_BUFFER_KINDS];
-  knnwb_select_plan_buffers(job, &p, run_.exact, trace_level() >= 2, bytes);
-  void *buffer[KNNWB_BUFFER_KINDS] = {};
+/* The plan's buffers, from the same list the plan's byte count summed (NULL where it has none).
+ * Each is in allocations_ as soon as it exists, so release() frees it on any failure. */
+bool Worker::allocate_buffers(void *buffer[KNNWB_BUFFER_KINDS], size_t bytes[KNNWB_BUFFER_KINDS])
+{
+  knnwb_select_plan_buffers(run_.job, &run_.plan, run_.exact, trace_level() >= 2, bytes);
   for (int b = 0; b < KNNWB_BUFFER_KINDS; b++) {
     if (bytes[b] == 0)
       continue;
@@ -137,8 +178,15 @@ bool Worker::setup()
     }
     allocations_.push_back(buffer[b]);
   }
-  const size_t T = (size_t)p.tile, row_bytes = (size_t)p.row_bytes;
-  const size_t block_bytes = (size_t)p.dpad * sizeof(float) * T;
+  return true;
+}
+
+/* Rows, blocks and tiles; the peers find this GPU's rows through the run. */
+void Worker::bind_buffers(void *const buffer[KNNWB_BUFFER_KINDS],
+                          const size_t bytes[KNNWB_BUFFER_KINDS])
+{
+  const KnnwbSelectJob *job = run_.job;
+  const KnnwbSelectPlan &p = run_.plan;
   reference_data_ = (char *)buffer[KNNWB_BUFFER_REFERENCE_ROWS];
   query_data_ =
       buffer[KNNWB_BUFFER_QUERY_ROWS] ? (char *)buffer[KNNWB_BUFFER_QUERY_ROWS] : reference_data_;
@@ -162,6 +210,12 @@ bool Worker::setup()
   tile_bytes_ = bytes[KNNWB_BUFFER_TILE_0];
   tiles_[0] = (float *)buffer[KNNWB_BUFFER_TILE_0];
   tiles_[1] = (float *)buffer[KNNWB_BUFFER_TILE_1];
+}
+
+/* The selection state; the peers read its lists and thresholds through the run. */
+void Worker::bind_state(void *const buffer[KNNWB_BUFFER_KINDS])
+{
+  const KnnwbSelectPlan &p = run_.plan;
   state_.kc = p.kc;
   state_.cap = p.cap;
   state_.lazy_limit = lazy_limit_for(p.cap);
@@ -175,7 +229,7 @@ bool Worker::setup()
   state_.merge_list = (int *)buffer[KNNWB_BUFFER_MERGE_LIST];
   state_.merge_count = (int *)buffer[KNNWB_BUFFER_MERGE_COUNT];
   state_.merge_blocks = p.merge_blocks;
-  state_.scratch_len = (int)T;
+  state_.scratch_len = p.tile;
   state_.scratch_key = (uint32_t *)buffer[KNNWB_BUFFER_SCRATCH_KEY];
   state_.scratch_index = (int *)buffer[KNNWB_BUFFER_SCRATCH_INDEX];
   state_.out_key = (uint32_t *)buffer[KNNWB_BUFFER_OUT_KEY];
@@ -183,8 +237,14 @@ bool Worker::setup()
   run_.device_thr[index_] = state_.thr;
   run_.device_list_score[index_] = state_.list_score;
   run_.device_list_index[index_] = state_.list_index;
+}
+
+/* The device staging of the final extraction (lists_extract.cu). */
+void Worker::bind_stage(void *const buffer[KNNWB_BUFFER_KINDS])
+{
+  const KnnwbSelectPlan &p = run_.plan;
   if (!p.symmetric) {
-    stage_rows_ = T;
+    stage_rows_ = (size_t)p.tile;
     stage_index_ = (int64_t *)buffer[KNNWB_BUFFER_STAGE_INDEX];
     stage_score_ = (float *)buffer[KNNWB_BUFFER_STAGE_SCORE];
     stage_distance_ = (double *)buffer[KNNWB_BUFFER_STAGE_DISTANCE];
@@ -198,22 +258,31 @@ bool Worker::setup()
       stage_distance_ =
           (double *)((char *)tiles_[1] + round_up(stage_rows_ * p.kc * sizeof(float), 256));
   }
-  if (run_.exact) {
-    exact_.kind = job->exact_kind;
-    exact_.dim = (int)job->dim;
-    exact_.reference = (const float *)buffer[KNNWB_BUFFER_EXACT_REFERENCE];
-    exact_.query = buffer[KNNWB_BUFFER_EXACT_QUERY]
-                       ? (const float *)buffer[KNNWB_BUFFER_EXACT_QUERY]
-                       : exact_.reference;
-    exact_.reference_mean = (const double *)buffer[KNNWB_BUFFER_EXACT_REFERENCE_MEAN];
-    exact_.reference_squares = (const double *)buffer[KNNWB_BUFFER_EXACT_REFERENCE_SQUARES];
-    const bool same_exact = exact_.query == exact_.reference;
-    exact_.query_mean =
-        same_exact ? exact_.reference_mean : (const double *)buffer[KNNWB_BUFFER_EXACT_QUERY_MEAN];
-    exact_.query_squares = same_exact ? exact_.reference_squares
-                                      : (const double *)buffer[KNNWB_BUFFER_EXACT_QUERY_SQUARES];
-  }
-  /* Pinned staging for uploads and the final download; without it copies go direct (slower). */
+}
+
+/* The rows the exact distances are computed from (run_.exact), uploaded later (row_upload.cu). */
+void Worker::bind_exact_rows(void *const buffer[KNNWB_BUFFER_KINDS])
+{
+  if (!run_.exact)
+    return;
+  exact_.kind = run_.job->exact_kind;
+  exact_.dim = (int)run_.job->dim;
+  exact_.reference = (const float *)buffer[KNNWB_BUFFER_EXACT_REFERENCE];
+  exact_.query = buffer[KNNWB_BUFFER_EXACT_QUERY] ? (const float *)buffer[KNNWB_BUFFER_EXACT_QUERY]
+                                                  : exact_.reference;
+  exact_.reference_mean = (const double *)buffer[KNNWB_BUFFER_EXACT_REFERENCE_MEAN];
+  exact_.reference_squares = (const double *)buffer[KNNWB_BUFFER_EXACT_REFERENCE_SQUARES];
+  const bool same_exact = exact_.query == exact_.reference;
+  exact_.query_mean =
+      same_exact ? exact_.reference_mean : (const double *)buffer[KNNWB_BUFFER_EXACT_QUERY_MEAN];
+  exact_.query_squares = same_exact ? exact_.reference_squares
+                                    : (const double *)buffer[KNNWB_BUFFER_EXACT_QUERY_SQUARES];
+}
+
+/* Pinned staging for uploads and the final download; without it copies go direct (slower), and
+ * all of it or none: the copies choose their path by host_staging_[0] alone. */
+void Worker::take_host_staging()
+{
   host_staging_bytes_ = std::min(kStagingBytes, tile_bytes_);
   for (void *&h : host_staging_)
     h = staging_take();
@@ -227,7 +296,15 @@ bool Worker::setup()
     staging_give(host_staging_distance_);
     host_staging_distance_ = nullptr;
   }
-  /* Zero padding columns once: copies write only the first dim columns of each row. */
+}
+
+/* What the tile loop expects zeroed or reset before it starts. */
+bool Worker::clear_buffers()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const KnnwbSelectPlan &p = run_.plan;
+  const size_t T = (size_t)p.tile, row_bytes = (size_t)p.row_bytes;
+  const size_t block_bytes = (size_t)p.dpad * sizeof(float) * T;
   if (state_.stats)
     CUDA_TRY(run_, cudaMemsetAsync(state_.stats, 0, 4 * sizeof(unsigned long long), copy_stream_));
   /* Shared diagonal tiles: a peer may read this GPU's thresholds before its schedule starts (it
@@ -236,6 +313,7 @@ bool Worker::setup()
     CUDA_TRY(run_, launch_state_reset(state_, 0, (int)job->n_query, select_stream_));
     CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
   }
+  /* Zero padding columns once: copies write only the first dim columns of each row. */
   if (p.resident) {
     CUDA_TRY(run_, cudaMemsetAsync(reference_data_, 0, row_bytes * job->n_reference, copy_stream_));
     if (query_data_ != reference_data_)

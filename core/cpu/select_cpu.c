@@ -292,6 +292,99 @@ static void knnwb_select_finish_rows(size_t first, size_t last, void *user)
                                 job->out_reference_index, job->out_reference_score);
 }
 
+/* The tiles from the budget: threads * B^2 floats, B in [32, KNNWB_SELECT_TILE] and a multiple
+ * of 32 (a tile near the caches while the GEMM still runs at full speed), and this share's count of
+ * them. Returns the threads worth starting. */
+static int knnwb_cpu_select_tiles(KnnwbCpuSelect *s, int threads)
+{
+  const KnnwbSelectJob *job = s->job;
+  const size_t nq = job->n_query, nr = job->n_reference;
+  size_t budget = job->memory_bytes ? job->memory_bytes : (size_t)256 << 20;
+  size_t B = (size_t)sqrt((double)budget / (4.0 * threads));
+  B = MIN((size_t)KNNWB_SELECT_TILE, MAX((size_t)32, B / 32 * 32));
+  s->block_query = knnwb_select_block(nq, B);
+  s->block_reference = job->self ? s->block_query : knnwb_select_block(nr, B);
+  s->n_query_blocks = (nq + s->block_query - 1) / s->block_query;
+  s->n_reference_blocks = (nr + s->block_reference - 1) / s->block_reference;
+  const uint64_t all_tiles = job->self ? (uint64_t)s->n_query_blocks * (s->n_query_blocks + 1) / 2
+                                       : (uint64_t)s->n_query_blocks * s->n_reference_blocks;
+  s->share_count = job->share_count > 1 ? (uint64_t)job->share_count : 1;
+  s->share_index = s->share_count > 1 ? (uint64_t)job->share_index : 0;
+  s->n_tiles = all_tiles > s->share_index
+                   ? (all_tiles - s->share_index + s->share_count - 1) / s->share_count
+                   : 0;
+  return (int)MAX((uint64_t)1, MIN((uint64_t)threads, s->n_tiles));
+}
+
+/* The GEMM of the job's scores (none for L1, which has no GEMM form). Returns a status. */
+static int knnwb_cpu_select_gemm(KnnwbCpuSelect *s, int threads, char *message, size_t message_size)
+{
+  const KnnwbSelectJob *job = s->job;
+  if (job->score_kind == KNNWB_SCORE_L1)
+    return KNNWB_KERNELS_OK;
+  const int precision = job->screen == KNNWB_KERNELS_SCREEN_BF16 ? KNNWB_KERNELS_SCREEN_BF16
+                                                                 : KNNWB_KERNELS_SCREEN_FP32;
+  if (job->screen != KNNWB_KERNELS_SCREEN_FP32 && job->screen != KNNWB_KERNELS_SCREEN_BF16) {
+    snprintf(message, message_size, "the CPU backend screens in FP32 or BF16 only");
+    return KNNWB_KERNELS_ERROR;
+  }
+  s->gemm = knnwb_cpu_gemm_new(precision, job->query, job->n_query, job->reference,
+                               job->n_reference, job->dim, s->block_query, s->block_reference,
+                               job->screen_row_norm, message, message_size);
+  if (s->gemm == NULL)
+    return KNNWB_KERNELS_ERROR;
+  g_debug("select: %s, %zu x %zu tiles, %d thread(s)", knnwb_cpu_gemm_name(s->gemm), s->block_query,
+          s->block_reference, threads);
+  return KNNWB_KERNELS_OK;
+}
+
+/* The locks of the lists' blocks, progress and failure (init, or clear and free). */
+static void knnwb_cpu_select_locks(KnnwbCpuSelect *s, gboolean init)
+{
+  const gboolean self = s->job->self;
+  if (init) {
+    s->query_locks = g_new(GMutex, s->n_query_blocks);
+    s->reference_locks = self ? s->query_locks : g_new(GMutex, s->n_reference_blocks);
+  }
+  for (size_t b = 0; b < s->n_query_blocks; b++)
+    init ? g_mutex_init(&s->query_locks[b]) : g_mutex_clear(&s->query_locks[b]);
+  for (size_t b = 0; !self && b < s->n_reference_blocks; b++)
+    init ? g_mutex_init(&s->reference_locks[b]) : g_mutex_clear(&s->reference_locks[b]);
+  if (init) {
+    g_mutex_init(&s->progress_lock);
+    g_mutex_init(&s->failure_lock);
+    return;
+  }
+  g_mutex_clear(&s->progress_lock);
+  g_mutex_clear(&s->failure_lock);
+  if (!self)
+    g_free(s->reference_locks);
+  g_free(s->query_locks);
+}
+
+/* Tiles are taken from a shared counter by this thread and up to threads - 1 workers: a thread
+ * that cannot start (memory or process limits) leaves its tiles to the others. Returns the
+ * threads that ran. */
+static int knnwb_cpu_select_workers(KnnwbCpuSelect *s, int threads)
+{
+  int saved_blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  GThread **workers = g_try_new(GThread *, threads);
+  int started = 1;
+  while (workers != NULL && started < threads) {
+    workers[started] = knnwb_thread_try_start("knnwb-select", knnwb_select_worker, s);
+    if (workers[started] == NULL)
+      break;
+    started++;
+  }
+  knnwb_select_worker(s);
+  for (int t = 1; t < started; t++)
+    g_thread_join(workers[t]);
+  g_free(workers);
+  openblas_set_num_threads(saved_blas_threads);
+  return started;
+}
+
 int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_size)
 {
   const size_t nq = job->n_query, nr = job->n_reference;
@@ -302,41 +395,12 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
              "the CPU backend takes at most 2^31 - 1 rows a side (got %zu x %zu)", nq, nr);
     return KNNWB_KERNELS_ERROR;
   }
-  int threads = knnwb_thread_count(MAX(1, job->n_threads));
-  /* Tiles from the budget: threads * B^2 floats, B in [32, KNNWB_SELECT_TILE] and a multiple of
-   * 32. A tile near the caches while the GEMM still runs at full speed. */
-  size_t budget = job->memory_bytes ? job->memory_bytes : (size_t)256 << 20;
-  size_t B = (size_t)sqrt((double)budget / (4.0 * threads));
-  B = MIN((size_t)KNNWB_SELECT_TILE, MAX((size_t)32, B / 32 * 32));
   KnnwbCpuSelect s = {0};
   s.job = job;
-  s.block_query = knnwb_select_block(nq, B);
-  s.block_reference = job->self ? s.block_query : knnwb_select_block(nr, B);
-  s.n_query_blocks = (nq + s.block_query - 1) / s.block_query;
-  s.n_reference_blocks = (nr + s.block_reference - 1) / s.block_reference;
-  const uint64_t all_tiles = job->self ? (uint64_t)s.n_query_blocks * (s.n_query_blocks + 1) / 2
-                                       : (uint64_t)s.n_query_blocks * s.n_reference_blocks;
-  s.share_count = job->share_count > 1 ? (uint64_t)job->share_count : 1;
-  s.share_index = s.share_count > 1 ? (uint64_t)job->share_index : 0;
-  s.n_tiles = all_tiles > s.share_index
-                  ? (all_tiles - s.share_index + s.share_count - 1) / s.share_count
-                  : 0;
-  threads = (int)MAX((uint64_t)1, MIN((uint64_t)threads, s.n_tiles));
-  if (job->score_kind != KNNWB_SCORE_L1) {
-    const int precision = job->screen == KNNWB_KERNELS_SCREEN_BF16 ? KNNWB_KERNELS_SCREEN_BF16
-                                                                   : KNNWB_KERNELS_SCREEN_FP32;
-    if (job->screen != KNNWB_KERNELS_SCREEN_FP32 && job->screen != KNNWB_KERNELS_SCREEN_BF16) {
-      snprintf(message, message_size, "the CPU backend screens in FP32 or BF16 only");
-      return KNNWB_KERNELS_ERROR;
-    }
-    s.gemm =
-        knnwb_cpu_gemm_new(precision, job->query, nq, job->reference, nr, job->dim, s.block_query,
-                           s.block_reference, job->screen_row_norm, message, message_size);
-    if (s.gemm == NULL)
-      return KNNWB_KERNELS_ERROR;
-    g_debug("select: %s, %zu x %zu tiles, %d thread(s)", knnwb_cpu_gemm_name(s.gemm), s.block_query,
-            s.block_reference, threads);
-  }
+  int threads = knnwb_cpu_select_tiles(&s, knnwb_thread_count(MAX(1, job->n_threads)));
+  int status = knnwb_cpu_select_gemm(&s, threads, message, message_size);
+  if (status != KNNWB_KERNELS_OK)
+    return status;
   /* A two-sided job keeps the lists of its reference rows after those of its query rows. */
   const size_t lists = !job->self && job->out_reference_index != NULL ? nq + nr : nq;
   const gboolean seeded =
@@ -353,41 +417,15 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
     memcpy(s.rows.threshold, job->query_bounds, nq * sizeof(float));
   if (lists > nq && job->reference_bounds != NULL)
     memcpy(s.rows.threshold + nq, job->reference_bounds, nr * sizeof(float));
-  s.query_locks = g_new(GMutex, s.n_query_blocks);
-  s.reference_locks = job->self ? s.query_locks : g_new(GMutex, s.n_reference_blocks);
-  for (size_t b = 0; b < s.n_query_blocks; b++)
-    g_mutex_init(&s.query_locks[b]);
-  if (!job->self)
-    for (size_t b = 0; b < s.n_reference_blocks; b++)
-      g_mutex_init(&s.reference_locks[b]);
-  g_mutex_init(&s.progress_lock);
-  g_mutex_init(&s.failure_lock);
-
+  knnwb_cpu_select_locks(&s, TRUE);
   /* Counted now, after the lists and GEMM copies exist: what is left is what the workers get. */
   threads = knnwb_select_threads_for_address_space(
       threads, (guint64)s.block_query * s.block_reference * sizeof(float) +
                    (guint64)s.rows.cap * sizeof(float) + knnwb_cpu_gemm_worker_bytes(s.gemm));
-  int saved_blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
-  /* Tiles are taken from a shared counter: a thread that cannot start (memory or process limits)
-   * leaves its tiles to the others. */
-  GThread **workers = g_try_new(GThread *, threads);
-  int started = 1;
-  while (workers != NULL && started < threads) {
-    workers[started] = knnwb_thread_try_start("knnwb-select", knnwb_select_worker, &s);
-    if (workers[started] == NULL)
-      break;
-    started++;
-  }
-  knnwb_select_worker(&s);
-  for (int t = 1; t < started; t++)
-    g_thread_join(workers[t]);
-  g_free(workers);
-  openblas_set_num_threads(saved_blas_threads);
+  const int started = knnwb_cpu_select_workers(&s, threads);
   if (!s.failed)
     knnwb_select_report(&s, TRUE);
-
-  int status = g_atomic_int_get(&s.failed);
+  status = g_atomic_int_get(&s.failed);
   if (status == KNNWB_KERNELS_OUT_OF_MEMORY)
     snprintf(message, message_size, "cannot allocate a %zu x %zu tile buffer; lower --memory",
              s.block_query, s.block_reference);
@@ -399,16 +437,7 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
     KnnwbSelectFinish finish = {&s};
     knnwb_parallel_for(started, lists, 256, knnwb_select_finish_rows, &finish);
   }
-  for (size_t b = 0; b < s.n_query_blocks; b++)
-    g_mutex_clear(&s.query_locks[b]);
-  if (!job->self) {
-    for (size_t b = 0; b < s.n_reference_blocks; b++)
-      g_mutex_clear(&s.reference_locks[b]);
-    g_free(s.reference_locks);
-  }
-  g_mutex_clear(&s.progress_lock);
-  g_mutex_clear(&s.failure_lock);
-  g_free(s.query_locks);
+  knnwb_cpu_select_locks(&s, FALSE);
   knnwb_candidate_rows_clear(&s.rows);
   knnwb_cpu_gemm_free(s.gemm);
   return status;

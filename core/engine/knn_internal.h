@@ -1,7 +1,7 @@
 /* Internal pieces of the kNN engine shared by its files: the run (knn.c) and its steps
- * (knn_check.c, knn_backend.c, knn_rounds.c, knn_distinct.c, knn_result.c), the preparation
- * (prepare.c), the CPU backend (select_cpu.c), the refinement (refine.c) and the group and
- * split-memory runs. */
+ * (knn_check.c, knn_backend.c, knn_rounds.c, certify.c, knn_distinct.c, knn_result.c), the
+ * preparation (prepare.c), the CPU backend (select_cpu.c), the refinement (refine.c) and the group
+ * and split-memory runs. */
 #ifndef KNNWB_KNN_INTERNAL_H
 #define KNNWB_KNN_INTERNAL_H
 
@@ -239,10 +239,51 @@ KnnwbNeighbors *knnwb_knn_result_alloc(size_t first, size_t rows, size_t k, gboo
 void knnwb_knn_result_clear(size_t first, size_t last, void *user);
 
 /**
+ * How a search certifies its rows (certify.c): reselect selects rows (the caller's numbering)
+ * again with kc candidates each, refines and certifies them into the caller's lists, and appends
+ * those left uncertified to left; exhaustive (NULL: never) writes the exact lists of rows compared
+ * with every reference row; pending (NULL: this process alone) sums mine over the ranks of a
+ * search whose hooks are collective. total: the candidates that are every reference row (a round
+ * that wide certifies every row). chosen_from: the reference rows one selection job chooses among
+ * (0: total; a split rank: its share); a round whose candidates are a quarter of them or more goes
+ * exhaustive. data: the hooks' own.
+ */
+typedef struct {
+  gboolean (*reselect)(void *data, const int64_t *rows, size_t n_rows, size_t kc, GArray *left,
+                       GError **error);
+  gboolean (*exhaustive)(void *data, const int64_t *rows, size_t n_rows, GError **error);
+  gboolean (*pending)(void *data, size_t mine, size_t *all, GError **error);
+  void *data;
+  size_t total, chosen_from;
+  const volatile gint *cancel;
+} KnnwbCertify;
+
+/** Rows sent back (all rounds), and of those, rows compared with every row. */
+typedef struct {
+  size_t reselected, exhaustive;
+} KnnwbCertifyCounts;
+
+/**
+ * The certify loop: the rows in *uncertified (those the first round, kc candidates wide, left;
+ * taken over, *uncertified set NULL; NULL: none here) selected again with four times the
+ * candidates until every row (on every rank, with pending) is certified, the last round compared
+ * with every row once its window would hold a quarter of all rows or more. Adds to counts. Errors:
+ * the hooks', KNNWB_ERROR_CANCELLED after an exhaustive round, KNNWB_ERROR_FAILED when rows stay
+ * uncertified with every reference a candidate. Time: the hooks'; one pending call a round.
+ */
+gboolean knnwb_certify_run(const KnnwbCertify *certify, size_t kc, GArray **uncertified,
+                           KnnwbCertifyCounts *counts, GError **error);
+/** The rows of a re-selection batch whose candidate lists (index, score, exact distance: 20 bytes
+ * a candidate, on each of ranks ranks) fit memory_bytes (0: 256 MiB); at least 1. O(1). */
+size_t knnwb_certify_batch_rows(size_t memory_bytes, size_t kc, size_t ranks);
+
+/**
  * The search (knn_rounds.c): select, refine and certify rows [row0, row0 + n_rows) of query into
- * result, re-selecting the uncertified rows with four times the candidates until all are
- * certified; with a group the first round's self tiles are shared (collective). Errors: the
- * backend's, KNNWB_ERROR_NO_MEMORY, KNNWB_ERROR_FAILED for a certificate that cannot succeed.
+ * result, then the certify loop (knnwb_certify_run: the uncertified rows re-selected with four
+ * times the candidates until all are certified, or compared with every row once that would take a
+ * quarter of all rows); with a group the first round's self tiles are shared (collective), and
+ * each rank certifies its own rows alone. Errors: the backend's, KNNWB_ERROR_NO_MEMORY,
+ * KNNWB_ERROR_CANCELLED, KNNWB_ERROR_FAILED for a certificate that cannot succeed.
  * Time: the backend's selection plus O(rows kc d) exact distances per round (fewer when the
  * backend computed them); memory: rows x kc candidates in the first round, re-selection batches
  * within options->memory_bytes.

@@ -1,8 +1,9 @@
 /*
  * "Nearest row in another group": the exact MST's Borůvka rounds ask it for the points whose kNN
  * lists hold only their own component. The backend selects candidates with pairs of one group
- * masked out, and the candidates are refined and certified exactly like kNN lists (k = 1), with
- * more candidates for the rows that fail (exact ties).
+ * masked out, and the candidates are refined and certified exactly like kNN lists (k = 1), in
+ * core's certify loop (certify.c): more candidates for the rows that fail (exact ties), and every
+ * row outside the group for rows whose window holds a large part of them (dense ties).
  */
 #include <math.h>
 #include <string.h>
@@ -49,179 +50,248 @@ void knnwb_outside_search_free(KnnwbOutsideSearch *search)
   g_free(search);
 }
 
+/* One call of knnwb_outside_search_run: the certify loop's rows are slots t of the caller's rows
+ * (rows[t]), answered into out_index[t] / out_distance[t]. */
 typedef struct {
   const KnnwbOutsideSearch *search;
-  const int64_t *rows;     /* pending query rows */
-  const size_t *available; /* per pending row: rows outside its group */
+  const int32_t *group;    /* every row's group */
+  const int64_t *rows;     /* the caller's query rows */
+  const size_t *available; /* per slot: rows outside its group */
+  int64_t *out_index;
+  double *out_distance;
+} KnnwbOutsideRun;
+
+/* A round's slots refined from their candidates. */
+typedef struct {
+  const KnnwbOutsideRun *run;
+  const int64_t *slots;
   size_t kc;
   const int64_t *cand_index;
   const float *cand_score;
-  int64_t *answer_index; /* per pending row */
-  double *answer_distance;
   unsigned char *uncertified;
 } KnnwbOutsideLoop;
 
 static void knnwb_outside_refine(size_t first, size_t last, void *user)
 {
   KnnwbOutsideLoop *loop = user;
-  const KnnwbPrepared *p = &loop->search->prepared;
+  const KnnwbOutsideRun *run = loop->run;
+  const KnnwbPrepared *p = &run->search->prepared;
   KnnwbRefineScratch scratch = {0};
   for (size_t t = first; t < last; t++) {
-    if (loop->available[t] == 0) {
-      loop->answer_index[t] = -1;
-      loop->answer_distance[t] = INFINITY;
-      loop->uncertified[t] = 0;
+    const size_t slot = (size_t)loop->slots[t];
+    loop->uncertified[t] = 0;
+    if (run->available[slot] == 0) {
+      run->out_index[slot] = -1;
+      run->out_distance[slot] = INFINITY;
       continue;
     }
     gboolean ok =
-        knnwb_refine_row(p, (size_t)loop->rows[t], p, -1, loop->cand_index + t * loop->kc,
-                         loop->cand_score + t * loop->kc, NULL, loop->kc, loop->available[t], 1,
-                         &scratch, &loop->answer_index[t], &loop->answer_distance[t]);
+        knnwb_refine_row(p, (size_t)run->rows[slot], p, -1, loop->cand_index + t * loop->kc,
+                         loop->cand_score + t * loop->kc, NULL, loop->kc, run->available[slot], 1,
+                         &scratch, &run->out_index[slot], &run->out_distance[slot]);
     loop->uncertified[t] = ok ? 0 : 1;
   }
   knnwb_refine_scratch_clear(&scratch);
 }
 
-gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *group,
-                                  const int64_t *rows, size_t n_rows, int64_t *out_index,
-                                  double *out_distance, GError **error)
+/* The select job of a round: the gathered query rows against every row, pairs of one group
+ * masked out. */
+static void knnwb_outside_fill_job(const KnnwbOutsideSearch *search, KnnwbSelectJob *job,
+                                   const float *gathered, const int32_t *query_group, size_t count,
+                                   const int32_t *group, size_t kc, int64_t *cand_index,
+                                   float *cand_score)
 {
   const KnnwbPrepared *p = &search->prepared;
-  const size_t n = p->n, d = p->d;
-  if (n_rows == 0)
-    return TRUE;
+  memset(job, 0, sizeof *job);
+  job->query = gathered;
+  job->n_query = count;
+  job->reference = p->scored;
+  job->n_reference = p->n;
+  job->reference_sqnorms = p->sqnorms;
+  job->reference_invalid = p->invalid;
+  job->dim = p->d;
+  job->score_kind = knnwb_metric_score_kind(p->metric);
+  job->kc = kc;
+  job->n_threads = search->threads;
+  job->memory_bytes = search->select == knnwb_cpu_select ? search->options.memory_bytes
+                                                         : search->options.gpu_memory_bytes;
+  job->devices = search->options.devices;
+  job->n_devices = search->options.n_devices;
+  job->cancel = search->options.cancel;
+  job->out_index = cand_index;
+  job->out_score = cand_score;
+  job->query_group = query_group;
+  job->reference_group = group;
+}
+
+/* The certify loop's rounds (the first one too): the slots' rows selected with kc candidates,
+ * refined and certified; uncertified slots appended to left. */
+static gboolean knnwb_outside_round(void *data, const int64_t *slots, size_t count, size_t kc,
+                                    GArray *left, GError **error)
+{
+  const KnnwbOutsideRun *run = data;
+  const KnnwbOutsideSearch *search = run->search;
+  const KnnwbPrepared *p = &search->prepared;
+  const size_t d = p->d;
+  const char *what = "the nearest-outside search";
+  size_t cells;
+  if (!knnwb_size_multiply(count, kc, &cells)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%zu rows x %zu candidates overflow",
+                count, kc);
+    return FALSE;
+  }
+  int64_t *cand_index = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t));
+  float *cand_score = g_try_malloc(MAX(cells, (size_t)1) * sizeof(float));
+  float *gathered = g_try_malloc(MAX(count * d, (size_t)1) * sizeof(float));
+  int32_t *query_group = NULL;
+  unsigned char *uncertified = NULL;
+  gboolean ok = cand_index != NULL && cand_score != NULL && gathered != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate %zu rows x %zu candidates", count, kc);
+  ok = ok &&
+       (query_group = knnwb_try_new_array(count, sizeof(int32_t), what, count, error)) != NULL &&
+       (uncertified = knnwb_try_new0_array(count, sizeof(unsigned char), what, count, error)) !=
+           NULL;
+  if (ok) {
+    for (size_t t = 0; t < count; t++) {
+      const size_t row = (size_t)run->rows[slots[t]];
+      memcpy(gathered + t * d, p->scored + row * d, d * sizeof(float));
+      query_group[t] = run->group[row];
+    }
+    KnnwbSelectJob job;
+    knnwb_outside_fill_job(search, &job, gathered, query_group, count, run->group, kc, cand_index,
+                           cand_score);
+    char message[512] = "";
+    ok = knnwb_knn_status_to_error(search->select(&job, message, sizeof message), message,
+                                   search->backend, error);
+  }
+  if (ok) {
+    KnnwbOutsideLoop loop = {run, slots, kc, cand_index, cand_score, uncertified};
+    knnwb_parallel_for(search->threads, count, 256, knnwb_outside_refine, &loop);
+    for (size_t t = 0; t < count; t++)
+      if (uncertified[t])
+        g_array_append_val(left, slots[t]);
+  }
+  g_free(cand_index);
+  g_free(cand_score);
+  g_free(gathered);
+  g_free(query_group);
+  g_free(uncertified);
+  return ok;
+}
+
+/* The certify loop's exhaustive round: each slot's row against every row outside its group, the
+ * nearest by (exact distance, index), as the refine orders them. */
+typedef struct {
+  const KnnwbOutsideRun *run;
+  const int64_t *slots;
+} KnnwbOutsideExhaustive;
+
+static void knnwb_outside_exhaustive_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbOutsideExhaustive *exhaustive = user;
+  const KnnwbOutsideRun *run = exhaustive->run;
+  const KnnwbPrepared *p = &run->search->prepared;
+  const volatile gint *cancel = run->search->options.cancel;
+  for (size_t t = first; t < last && !(cancel != NULL && *cancel); t++) {
+    const size_t slot = (size_t)exhaustive->slots[t], row = (size_t)run->rows[slot];
+    int64_t best = -1;
+    double best_distance = INFINITY;
+    for (size_t j = 0; j < p->n; j++) {
+      if (run->group[j] == run->group[row] || (p->invalid != NULL && p->invalid[j]))
+        continue;
+      const double distance = knnwb_prepared_distance(p, row, p, j);
+      if (best < 0 || distance < best_distance) {
+        best = (int64_t)j;
+        best_distance = distance;
+      }
+    }
+    run->out_index[slot] = best;
+    run->out_distance[slot] = best < 0 ? INFINITY : best_distance;
+  }
+}
+
+static gboolean knnwb_outside_exhaustive(void *data, const int64_t *slots, size_t count,
+                                         GError **error)
+{
+  (void)error;
+  const KnnwbOutsideRun *run = data;
+  KnnwbOutsideExhaustive exhaustive = {run, slots};
+  knnwb_parallel_for(run->search->threads, count, 16, knnwb_outside_exhaustive_rows, &exhaustive);
+  return TRUE;
+}
+
+/* Per slot, the rows outside its group (group ids checked), and the largest of them. */
+static gboolean knnwb_outside_available(const KnnwbPrepared *p, const int32_t *group,
+                                        const int64_t *rows, size_t n_rows, size_t *available,
+                                        size_t *max_available, GError **error)
+{
+  const size_t n = p->n;
   for (size_t i = 0; i < n; i++)
     if (group[i] < 0 || (size_t)group[i] >= n) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                   "group id %d of row %zu is outside [0, %zu)", group[i], i, n);
       return FALSE;
     }
-  /* Sized by the input: a failure is an error, not an abort. */
-  const char *what = "the nearest-outside search";
-  size_t *group_size = NULL, *slot = NULL, *available = NULL;
-  int64_t *pending = NULL;
-  if ((group_size = knnwb_try_new0_array(n, sizeof(size_t), what, n, error)) == NULL ||
-      (pending = knnwb_try_new_array(n_rows, sizeof(int64_t), what, n_rows, error)) == NULL ||
-      (slot = knnwb_try_new_array(n_rows, sizeof(size_t), what, n_rows, error)) == NULL ||
-      (available = knnwb_try_new_array(n_rows, sizeof(size_t), what, n_rows, error)) == NULL) {
-    g_free(group_size);
-    g_free(pending);
-    g_free(slot);
+  size_t *group_size =
+      knnwb_try_new0_array(n, sizeof(size_t), "the nearest-outside search", n, error);
+  if (group_size == NULL)
     return FALSE;
-  }
   for (size_t i = 0; i < n; i++)
     group_size[group[i]]++;
-  /* Pending rows shrink from round to round; answers land in the caller's arrays. */
-  memcpy(pending, rows, n_rows * sizeof(int64_t));
-  size_t n_pending = n_rows, max_available = 0;
+  *max_available = 0;
   for (size_t t = 0; t < n_rows; t++) {
-    slot[t] = t;
     available[t] = n - group_size[group[rows[t]]];
-    max_available = MAX(max_available, available[t]);
+    *max_available = MAX(*max_available, available[t]);
   }
-  gboolean ok = FALSE;
-  size_t kc = MIN(max_available, (size_t)9);
-  int64_t *cand_index = NULL, *answer_index = NULL;
-  float *cand_score = NULL, *gathered = NULL;
-  double *answer_distance = NULL;
-  int32_t *query_group = NULL;
-  unsigned char *uncertified = NULL;
-  while (n_pending > 0) {
-    size_t cells;
-    if (kc == 0 || !knnwb_size_multiply(n_pending, kc, &cells) ||
-        (cand_index = g_try_malloc(cells * sizeof(int64_t))) == NULL ||
-        (cand_score = g_try_malloc(cells * sizeof(float))) == NULL ||
-        (gathered = g_try_malloc(MAX(n_pending * d, (size_t)1) * sizeof(float))) == NULL) {
-      if (kc == 0) { /* every pending row's group is the whole set */
-        for (size_t t = 0; t < n_pending; t++) {
-          out_index[slot[t]] = -1;
-          out_distance[slot[t]] = INFINITY;
-        }
-        ok = TRUE;
-        goto out;
-      }
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "cannot allocate %zu rows x %zu candidates", n_pending, kc);
-      goto out;
-    }
-    if ((query_group = knnwb_try_new_array(n_pending, sizeof(int32_t), what, n_pending, error)) ==
-            NULL ||
-        (answer_index = knnwb_try_new_array(n_pending, sizeof(int64_t), what, n_pending, error)) ==
-            NULL ||
-        (answer_distance =
-             knnwb_try_new_array(n_pending, sizeof(double), what, n_pending, error)) == NULL ||
-        (uncertified = knnwb_try_new0_array(n_pending, sizeof(unsigned char), what, n_pending,
-                                            error)) == NULL)
-      goto out;
-    for (size_t t = 0; t < n_pending; t++) {
-      memcpy(gathered + t * d, p->scored + (size_t)pending[t] * d, d * sizeof(float));
-      query_group[t] = group[pending[t]];
-    }
-    KnnwbSelectJob job = {0};
-    job.query = gathered;
-    job.n_query = n_pending;
-    job.reference = p->scored;
-    job.n_reference = n;
-    job.reference_sqnorms = p->sqnorms;
-    job.reference_invalid = p->invalid;
-    job.dim = d;
-    job.score_kind = knnwb_metric_score_kind(p->metric);
-    job.kc = kc;
-    job.n_threads = search->threads;
-    job.memory_bytes = search->select == knnwb_cpu_select ? search->options.memory_bytes
-                                                          : search->options.gpu_memory_bytes;
-    job.devices = search->options.devices;
-    job.n_devices = search->options.n_devices;
-    job.cancel = search->options.cancel;
-    job.out_index = cand_index;
-    job.out_score = cand_score;
-    job.query_group = query_group;
-    job.reference_group = group;
-    char message[512] = "";
-    if (!knnwb_knn_status_to_error(search->select(&job, message, sizeof message), message,
-                                   search->backend, error))
-      goto out;
-    KnnwbOutsideLoop loop = {search,     pending,      available,       kc,         cand_index,
-                             cand_score, answer_index, answer_distance, uncertified};
-    knnwb_parallel_for(search->threads, n_pending, 256, knnwb_outside_refine, &loop);
-    size_t kept = 0;
-    for (size_t t = 0; t < n_pending; t++) {
-      out_index[slot[t]] = answer_index[t];
-      out_distance[slot[t]] = answer_distance[t];
-      if (uncertified[t]) {
-        pending[kept] = pending[t];
-        slot[kept] = slot[t];
-        available[kept] = available[t];
-        kept++;
-      }
-    }
-    if (kept > 0 && kc >= max_available) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
-                  "internal error: nearest-outside certification failed");
-      goto out;
-    }
-    n_pending = kept;
-    kc = MIN(max_available, kc * 4);
-    g_clear_pointer(&cand_index, g_free);
-    g_clear_pointer(&cand_score, g_free);
-    g_clear_pointer(&gathered, g_free);
-    g_clear_pointer(&query_group, g_free);
-    g_clear_pointer(&answer_index, g_free);
-    g_clear_pointer(&answer_distance, g_free);
-    g_clear_pointer(&uncertified, g_free);
-  }
-  ok = TRUE;
-out:
-  g_free(cand_index);
-  g_free(cand_score);
-  g_free(gathered);
-  g_free(query_group);
-  g_free(answer_index);
-  g_free(answer_distance);
-  g_free(uncertified);
-  g_free(pending);
-  g_free(slot);
-  g_free(available);
   g_free(group_size);
+  return TRUE;
+}
+
+/* A first round of 9 candidates a row (k = 1 plus the bound's margin), then core's certify loop;
+ * every pending row answered in the caller's slot. */
+gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *group,
+                                  const int64_t *rows, size_t n_rows, int64_t *out_index,
+                                  double *out_distance, GError **error)
+{
+  if (n_rows == 0)
+    return TRUE;
+  /* Sized by the input: a failure is an error, not an abort. */
+  size_t max_available;
+  g_autofree size_t *available =
+      knnwb_try_new_array(n_rows, sizeof(size_t), "the nearest-outside search", n_rows, error);
+  if (available == NULL || !knnwb_outside_available(&search->prepared, group, rows, n_rows,
+                                                    available, &max_available, error))
+    return FALSE;
+  if (max_available == 0) { /* every row's group is the whole set */
+    for (size_t t = 0; t < n_rows; t++) {
+      out_index[t] = -1;
+      out_distance[t] = INFINITY;
+    }
+    return TRUE;
+  }
+  KnnwbOutsideRun run = {search, group, rows, available, out_index, out_distance};
+  const size_t kc = MIN(max_available, (size_t)9);
+  GArray *slots = g_array_sized_new(FALSE, FALSE, sizeof(int64_t), (guint)n_rows);
+  for (size_t t = 0; t < n_rows; t++) {
+    const int64_t slot = (int64_t)t;
+    g_array_append_val(slots, slot);
+  }
+  GArray *uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  gboolean ok = knnwb_outside_round(&run, (const int64_t *)(void *)slots->data, n_rows, kc,
+                                    uncertified, error);
+  g_array_free(slots, TRUE);
+  const KnnwbCertify certify = {
+      knnwb_outside_round,   knnwb_outside_exhaustive, NULL, &run, max_available, 0,
+      search->options.cancel};
+  KnnwbCertifyCounts counts = {0};
+  if (ok)
+    ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);
+  else
+    g_array_free(uncertified, TRUE);
+  if (ok && counts.reselected > 0)
+    g_debug("knnwb: nearest outside: %zu row(s) re-selected, %zu compared with every row",
+            counts.reselected, counts.exhaustive);
   return ok;
 }

@@ -1,10 +1,11 @@
 /*
- * The search of the kNN engine: a first selection round with a margin of candidates past k, its
- * candidates refined into exact neighbour lists whose order a rounding-error bound certifies, then
- * the rows left uncertified selected again with four times as many candidates until every row is
- * certified (knnwb_knn_rounds). One round (knnwb_knn_round) fills the backend's job, runs a
- * group's share of a self job's tiles and merges the ranks' candidates, has host arrays faulted in
- * while a GPU computes, and refines the candidates on the host or certifies what a GPU refined.
+ * The search of the kNN engine in one process (or on the whole input of every rank): a first
+ * selection round with a margin of candidates past k, its candidates refined into exact neighbour
+ * lists whose order a rounding-error bound certifies, then core's certify loop (certify.c) with
+ * this file's re-selection and exhaustive rounds (knnwb_knn_rounds). One round (knnwb_knn_round)
+ * fills the backend's job, runs a group's share of a self job's tiles and merges the ranks'
+ * candidates, has host arrays faulted in while a GPU computes, and refines the candidates on the
+ * host or certifies what a GPU refined.
  */
 #include <math.h>
 #include <string.h>
@@ -183,295 +184,426 @@ static void knnwb_knn_prefault_progress(uint64_t done, uint64_t total, void *use
     select->progress(done, total, select->progress_data);
 }
 
-/*
- * Runs one selection and its refinement. rows (NULL = the n_rows rows from row0) are the query
- * rows concerned. With a group (first round only: rows == NULL): a self job runs this rank's share
- * of the tiles over every row, the ranks' candidates are merged for this rank's rows [row0, row0 +
- * n_rows), and those are refined; a query job selects and refines this rank's rows. On return
- * *uncertified holds the rows still uncertified (or is NULL). lists_fresh: result's rows were
- * never written (knnwb_knn_result_alloc without clear); the round writes every slot of them.
- */
-static gboolean knnwb_knn_round(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
-                                const char *backend, const KnnwbPrepared *query,
-                                const KnnwbPrepared *reference, gboolean self, size_t kc,
-                                size_t available, int threads, const int64_t *rows, size_t n_rows,
-                                size_t row0, const KnnwbKnnGroup *group, gboolean lists_fresh,
-                                KnnwbNeighbors *result, GArray **uncertified, GError **error)
+/* One round: what it was asked (the first fields) and what it holds while it runs. rows (NULL = the
+ * n_rows rows from row0) are the query rows concerned. With a group (first round only: rows ==
+ * NULL) a self job is shared: it runs this rank's share of the tiles over every row, the ranks'
+ * candidates are merged for this rank's rows [row0, row0 + n_rows), and those are refined; a
+ * query job selects and refines this rank's rows. lists_fresh: result's rows were never written
+ * (knnwb_knn_result_alloc without clear); the round writes every slot of them. */
+typedef struct {
+  const KnnwbKnnOptions *options;
+  KnnwbSelectFunc select;
+  const char *backend;
+  const KnnwbPrepared *query, *reference;
+  gboolean self;
+  size_t kc, available;
+  int threads;
+  const int64_t *rows;
+  size_t n_rows, row0;
+  const KnnwbKnnGroup *group;
+  gboolean lists_fresh;
+  KnnwbNeighbors *result;
+  /* state */
+  gboolean shared, on_device;
+  size_t job_rows, cells;
+  int64_t *cand_index;
+  float *cand_score;
+  double *cand_distance;
+  unsigned char *flags;
+  float *gathered;
+  float *worst;
+  int32_t *valid_count;
+  int distances_filled, refined;
+  size_t list0; /* the job row of the refine's first row in the candidate arrays */
+  KnnwbGroupBounds bounds;
+  KnnwbGroupProgress group_progress;
+  KnnwbSelectPrefault prefault;
+  gint64 select_start;
+} KnnwbRound;
+
+/* The candidate arrays and flags; for a shared job also the threshold rounds, agreed between the
+ * ranks before any selects (from here on every rank makes the same collective calls). */
+static gboolean knnwb_knn_round_allocate(KnnwbRound *round, GError **error)
 {
-  const size_t d = query->d;
-  /* A self job of a group selects over every row (its share of the tiles touches them all). */
-  const gboolean shared = group != NULL && rows == NULL && self;
-  const size_t job_rows = shared ? query->n : n_rows;
-  size_t cells;
-  *uncertified = NULL;
-  if (!knnwb_size_multiply(job_rows, kc, &cells)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%zu rows x %zu candidates overflow",
-                job_rows, kc);
-    return FALSE;
+  const size_t cells = MAX(round->cells, (size_t)1);
+  round->cand_index = g_try_malloc(cells * sizeof(int64_t));
+  round->cand_score = g_try_malloc(cells * sizeof(float));
+  round->flags = g_try_malloc0(MAX(round->n_rows, (size_t)1));
+  gboolean ok = round->cand_index != NULL && round->cand_score != NULL && round->flags != NULL;
+  if (round->shared) {
+    /* GPU ranks share thresholds; CPU ranks would gain little per round (their tiles are many and
+     * small) and have no hook for it. */
+    if (!knnwb_group_bounds_init(&round->bounds, round->group, round->query->n, round->on_device,
+                                 error))
+      return FALSE;
+    ok = ok && knnwb_group_bounds_ready(&round->bounds);
   }
-  int64_t *cand_index = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t));
-  float *cand_score = g_try_malloc(MAX(cells, (size_t)1) * sizeof(float));
-  unsigned char *flags = g_try_malloc0(MAX(n_rows, (size_t)1));
-  float *gathered = NULL;
-  double *cand_distance = NULL;
-  int distances_filled = 0;
-  float *worst = NULL;
-  int32_t *valid_count = NULL;
-  int refined = 0;
-  gboolean ok = FALSE;
-  KnnwbGroupProgress group_progress = {options->progress, options->progress_data,
-                                       group ? (uint64_t)group->size : 1};
-  KnnwbGroupBounds bounds = {0};
-  size_t list0 = 0; /* the job row of the refine's first row in the candidate arrays */
-  gint64 select_start = g_get_monotonic_time();
-  if (shared) {
-    /* The ranks agree on the threshold rounds and on every allocation before any selects: from
-     * here on every rank makes the same collective calls. GPU ranks share thresholds; CPU ranks
-     * would gain little per round (their tiles are many and small) and have no hook for it. */
-    ok = knnwb_group_bounds_init(
-        &bounds, group, query->n,
-        options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select, error);
-    if (!ok)
-      goto out;
-    ok = cand_index != NULL && cand_score != NULL && flags != NULL &&
-         knnwb_group_bounds_ready(&bounds);
-    if (!ok)
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "cannot allocate candidate lists for %zu rows x %zu candidates", job_rows, kc);
-    if (!group->agree(group, ok, error)) {
-      ok = FALSE;
-      goto out;
-    }
-  }
-  if (cand_index == NULL || cand_score == NULL || flags == NULL) {
+  if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate candidate lists for %zu rows x %zu candidates", job_rows, kc);
-    goto selected;
-  }
-  KnnwbSelectJob job;
-  knnwb_knn_fill_job(&job, options, reference, threads);
-  job.kc = kc;
-  job.memory_bytes = options->memory_bytes;
-  job.out_index = cand_index;
-  job.out_score = cand_score;
-  const size_t job_row0 = shared ? 0 : row0;
-  if (rows == NULL) {
-    job.query = query->scored + job_row0 * d;
-    job.n_query = job_rows;
-    job.self = self;
-    if (shared) {
-      job.share_index = group->rank;
-      job.share_count = group->size;
-      if (bounds.rounds > 0) {
-        job.share_bounds = knnwb_group_bounds_share;
-        job.share_bounds_data = &bounds;
-        job.share_bound_rounds = bounds.rounds;
-      }
-    }
-    if (group == NULL || group->rank == 0) {
-      job.progress = options->progress;
-      job.progress_data = options->progress_data;
-      if (group != NULL && options->progress != NULL) {
-        job.progress = knnwb_knn_group_progress;
-        job.progress_data = &group_progress;
-      }
-    }
-  } else {
+                "cannot allocate candidate lists for %zu rows x %zu candidates", round->job_rows,
+                round->kc);
+  if (round->shared && !round->group->agree(round->group, ok, error))
+    return FALSE;
+  return ok;
+}
+
+/* The job's query rows: the first round's rows in place (a shared self job: every row, this rank's
+ * share of the tiles, rank 0's progress standing for all), a retry round's gathered. */
+static gboolean knnwb_knn_round_query(KnnwbRound *round, KnnwbSelectJob *job, GError **error)
+{
+  const KnnwbKnnOptions *options = round->options;
+  const KnnwbKnnGroup *group = round->group;
+  const size_t d = round->query->d;
+  if (round->rows != NULL) {
     /* Retry rounds query a gathered copy of the uncertified rows against every reference. */
-    gathered = g_try_malloc(MAX(n_rows * d, (size_t)1) * sizeof(float));
-    if (gathered == NULL) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot gather %zu rows", n_rows);
-      goto selected;
+    round->gathered = g_try_malloc(MAX(round->n_rows * d, (size_t)1) * sizeof(float));
+    if (round->gathered == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot gather %zu rows",
+                  round->n_rows);
+      return FALSE;
     }
-    for (size_t t = 0; t < n_rows; t++)
-      memcpy(gathered + t * d, query->scored + (size_t)rows[t] * d, d * sizeof(float));
-    job.query = gathered;
-    job.n_query = n_rows;
-    job.self = FALSE;
+    for (size_t t = 0; t < round->n_rows; t++)
+      memcpy(round->gathered + t * d, round->query->scored + (size_t)round->rows[t] * d,
+             d * sizeof(float));
+    job->query = round->gathered;
+    job->n_query = round->n_rows;
+    job->self = FALSE;
+    return TRUE;
   }
-  if (options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select) {
-    job.memory_bytes = options->gpu_memory_bytes;
-    /* A GPU computes the exact distances of its final candidates (bit for bit as here) when it
-     * has room for the rows; the host then only sorts. Not for retry rounds (gathered rows). */
-    if (rows == NULL)
-      cand_distance = g_try_malloc(MAX(cells, (size_t)1) * sizeof(double));
-    if (cand_distance != NULL) {
-      job.exact_kind = knnwb_metric_exact_kind(query->metric);
-      job.exact_query = query->exact + job_row0 * d;
-      job.exact_reference = reference->exact;
-      job.exact_query_mean = query->mean ? query->mean + job_row0 : NULL;
-      job.exact_query_squares = query->sum_squares ? query->sum_squares + job_row0 : NULL;
-      job.exact_reference_mean = reference->mean;
-      job.exact_reference_squares = reference->sum_squares;
-      job.out_distance = cand_distance;
-      job.out_distance_filled = &distances_filled;
-      /* ...and, when the round is its own (no group merge by score follows) and k is large,
-       * refines them too: sorted by (distance, index) and cut to k on the device, straight into
-       * the lists, so that only k entries per row come back (k = 4,096: the download of kc =
-       * 4,608 candidates of 20 bytes per row and the host's sort were three quarters of the run).
-       * The candidate arrays above are then never touched, so they cost no memory. Small k keeps
-       * the host refine: it costs 0.05-0.14 s at k = 20 on 1,533,876 rows. */
-      if (!shared && options->k >= KNNWB_KNN_DEVICE_REFINE_MIN_K) {
-        worst = g_try_malloc(MAX(n_rows, (size_t)1) * sizeof(float));
-        valid_count = g_try_malloc(MAX(n_rows, (size_t)1) * sizeof(int32_t));
-      }
-      if (worst != NULL && valid_count != NULL) {
-        const size_t slot0 = row0 - result->first_row;
-        job.out_k = options->k;
-        job.out_k_index = result->indices + slot0 * options->k;
-        job.out_k_distance = result->distances + slot0 * options->k;
-        job.out_worst_score = worst;
-        job.out_valid = valid_count;
-        job.out_refined = &refined;
-      }
+  job->query = round->query->scored + (round->shared ? 0 : round->row0) * d;
+  job->n_query = round->job_rows;
+  job->self = round->self;
+  if (round->shared) {
+    job->share_index = group->rank;
+    job->share_count = group->size;
+    if (round->bounds.rounds > 0) {
+      job->share_bounds = knnwb_group_bounds_share;
+      job->share_bounds_data = &round->bounds;
+      job->share_bound_rounds = round->bounds.rounds;
     }
   }
-  /* While a GPU computes, helper threads fault in the host arrays its download and the refine
-   * will write (1.6 GB at 1.5 M rows, k = 20: the download took 0.24 s instead of 0.14 s with the
-   * page faults). Not the candidate arrays a device refine never touches. */
-  KnnwbSelectPrefault prefault = {.progress = job.progress, .progress_data = job.progress_data};
-  if (options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select && rows == NULL) {
-    const gboolean lists = lists_fresh && group == NULL;
-    const size_t slot0 = row0 - result->first_row, list_cells = n_rows * options->k;
-    void *blocks[] = {
-        job.out_k == 0 ? cand_index : NULL,
-        job.out_k == 0 ? cand_score : NULL,
-        job.out_k == 0 ? cand_distance : NULL,
-        lists ? result->indices + slot0 * options->k : NULL,
-        lists ? result->distances + slot0 * options->k : NULL,
-    };
-    const size_t bytes[] = {cells * sizeof(int64_t), cells * sizeof(float), cells * sizeof(double),
-                            list_cells * sizeof(int64_t), list_cells * sizeof(double)};
-    memcpy(prefault.blocks, blocks, sizeof blocks);
-    memcpy(prefault.bytes, bytes, sizeof bytes);
-    prefault.threads = MAX(1, threads / 2);
-    job.progress = knnwb_knn_prefault_progress;
-    job.progress_data = &prefault;
+  if (group == NULL || group->rank == 0) {
+    job->progress = options->progress;
+    job->progress_data = options->progress_data;
+    if (group != NULL && options->progress != NULL) {
+      job->progress = knnwb_knn_group_progress;
+      job->progress_data = &round->group_progress;
+    }
   }
+  return TRUE;
+}
+
+/* A GPU computes the exact distances of its final candidates (bit for bit as here) when it has
+ * room for the rows; the host then only sorts. Not for retry rounds (gathered rows). When the
+ * round is its own (no group merge by score follows) and k is large, it refines them too: sorted
+ * by (distance, index) and cut to k on the device, straight into the lists, so that only k entries
+ * per row come back (k = 4,096: the download of kc = 4,608 candidates of 20 bytes per row and the
+ * host's sort were three quarters of the run). The candidate arrays are then never touched, so
+ * they cost no memory. Small k keeps the host refine: it costs 0.05-0.14 s at k = 20 on 1,533,876
+ * rows. */
+static void knnwb_knn_round_device_outputs(KnnwbRound *round, KnnwbSelectJob *job)
+{
+  const KnnwbPrepared *query = round->query, *reference = round->reference;
+  const size_t d = query->d, k = round->options->k, job_row0 = round->shared ? 0 : round->row0;
+  job->memory_bytes = round->options->gpu_memory_bytes;
+  if (round->rows == NULL)
+    round->cand_distance = g_try_malloc(MAX(round->cells, (size_t)1) * sizeof(double));
+  if (round->cand_distance == NULL)
+    return;
+  job->exact_kind = knnwb_metric_exact_kind(query->metric);
+  job->exact_query = query->exact + job_row0 * d;
+  job->exact_reference = reference->exact;
+  job->exact_query_mean = query->mean ? query->mean + job_row0 : NULL;
+  job->exact_query_squares = query->sum_squares ? query->sum_squares + job_row0 : NULL;
+  job->exact_reference_mean = reference->mean;
+  job->exact_reference_squares = reference->sum_squares;
+  job->out_distance = round->cand_distance;
+  job->out_distance_filled = &round->distances_filled;
+  if (!round->shared && k >= KNNWB_KNN_DEVICE_REFINE_MIN_K) {
+    round->worst = g_try_malloc(MAX(round->n_rows, (size_t)1) * sizeof(float));
+    round->valid_count = g_try_malloc(MAX(round->n_rows, (size_t)1) * sizeof(int32_t));
+  }
+  if (round->worst != NULL && round->valid_count != NULL) {
+    const size_t slot0 = round->row0 - round->result->first_row;
+    job->out_k = k;
+    job->out_k_index = round->result->indices + slot0 * k;
+    job->out_k_distance = round->result->distances + slot0 * k;
+    job->out_worst_score = round->worst;
+    job->out_valid = round->valid_count;
+    job->out_refined = &round->refined;
+  }
+}
+
+/* While a GPU computes, helper threads fault in the host arrays its download and the refine will
+ * write (1.6 GB at 1.5 M rows, k = 20: the download took 0.24 s instead of 0.14 s with the page
+ * faults). Not the candidate arrays a device refine never touches. */
+static void knnwb_knn_round_prefault(KnnwbRound *round, KnnwbSelectJob *job)
+{
+  KnnwbSelectPrefault *prefault = &round->prefault;
+  *prefault = (KnnwbSelectPrefault){.progress = job->progress, .progress_data = job->progress_data};
+  if (!round->on_device || round->rows != NULL)
+    return;
+  const size_t k = round->options->k;
+  const gboolean lists = round->lists_fresh && round->group == NULL;
+  const size_t slot0 = round->row0 - round->result->first_row, list_cells = round->n_rows * k;
+  void *blocks[] = {
+      job->out_k == 0 ? round->cand_index : NULL,
+      job->out_k == 0 ? round->cand_score : NULL,
+      job->out_k == 0 ? round->cand_distance : NULL,
+      lists ? round->result->indices + slot0 * k : NULL,
+      lists ? round->result->distances + slot0 * k : NULL,
+  };
+  const size_t bytes[] = {round->cells * sizeof(int64_t), round->cells * sizeof(float),
+                          round->cells * sizeof(double), list_cells * sizeof(int64_t),
+                          list_cells * sizeof(double)};
+  memcpy(prefault->blocks, blocks, sizeof blocks);
+  memcpy(prefault->bytes, bytes, sizeof bytes);
+  prefault->threads = MAX(1, round->threads / 2);
+  job->progress = knnwb_knn_prefault_progress;
+  job->progress_data = prefault;
+}
+
+/* The backend's selection of the round's rows into the candidate arrays (or, refined on the
+ * device, into the lists). */
+static gboolean knnwb_knn_round_select(KnnwbRound *round, GError **error)
+{
+  KnnwbSelectJob job;
+  knnwb_knn_fill_job(&job, round->options, round->reference, round->threads);
+  job.kc = round->kc;
+  job.memory_bytes = round->options->memory_bytes;
+  job.out_index = round->cand_index;
+  job.out_score = round->cand_score;
+  if (!knnwb_knn_round_query(round, &job, error))
+    return FALSE;
+  if (round->on_device)
+    knnwb_knn_round_device_outputs(round, &job);
+  knnwb_knn_round_prefault(round, &job);
   char message[512] = "";
-  select_start = g_get_monotonic_time();
-  ok = knnwb_knn_status_to_error(select(&job, message, sizeof message), message, backend, error);
-  if (g_atomic_pointer_get(&prefault.prefault) != NULL) {
+  round->select_start = g_get_monotonic_time();
+  gboolean ok = knnwb_knn_status_to_error(round->select(&job, message, sizeof message), message,
+                                          round->backend, error);
+  KnnwbPrefault *started = g_atomic_pointer_get(&round->prefault.prefault);
+  if (started != NULL) {
     gint64 wait_start = g_get_monotonic_time();
-    knnwb_prefault_finish(g_atomic_pointer_get(&prefault.prefault));
+    knnwb_prefault_finish(started);
     g_debug("knnwb: host arrays faulted in during the tile loop (waited %.3f s after it)",
             (double)(g_get_monotonic_time() - wait_start) / 1e6);
   }
-selected:
-  g_clear_pointer(&gathered, g_free);
-  if (shared) {
-    knnwb_group_bounds_finish(&bounds);
-    /* Every rank learns whether every selection worked before any exchanges its lists. */
-    if (!group->agree(group, ok, error)) {
-      ok = FALSE;
-      goto out;
-    }
-    gint64 merge_start = g_get_monotonic_time();
-    gboolean distances_kept = FALSE;
-    if (!knnwb_knn_group_merge(group, query->n, kc, cand_index, cand_score,
-                               distances_filled ? cand_distance : NULL, row0, n_rows, threads,
-                               &distances_kept, error)) {
-      ok = FALSE;
-      goto out;
-    }
-    g_debug("knnwb: rank %d: candidate exchange and merge %.3f s", group->rank,
-            (double)(g_get_monotonic_time() - merge_start) / 1e6);
-    /* This rank's rows' lists now sit at row0 of the all-rows arrays. */
-    list0 = row0;
-    distances_filled = distances_kept;
-  }
-  if (!ok)
-    goto out;
-  gint64 refine_start = g_get_monotonic_time();
-  if (refined) {
-    KnnwbCertifyLoop certify = {query, reference,   options->k, available, row0,
-                                worst, valid_count, result,     flags};
-    knnwb_parallel_for(threads, n_rows, 1024, knnwb_certify_rows, &certify);
+  return ok;
+}
+
+/* A shared job's end: every rank learns whether every selection worked before any exchanges its
+ * lists, then the ranks' candidates are merged for this rank's rows, which now sit at row0 of the
+ * all-rows arrays. Collective. */
+static gboolean knnwb_knn_round_merge(KnnwbRound *round, gboolean ok, GError **error)
+{
+  const KnnwbKnnGroup *group = round->group;
+  knnwb_group_bounds_finish(&round->bounds);
+  if (!group->agree(group, ok, error))
+    return FALSE;
+  gint64 merge_start = g_get_monotonic_time();
+  gboolean distances_kept = FALSE;
+  if (!knnwb_knn_group_merge(group, round->query->n, round->kc, round->cand_index,
+                             round->cand_score,
+                             round->distances_filled ? round->cand_distance : NULL, round->row0,
+                             round->n_rows, round->threads, &distances_kept, error))
+    return FALSE;
+  g_debug("knnwb: rank %d: candidate exchange and merge %.3f s", group->rank,
+          (double)(g_get_monotonic_time() - merge_start) / 1e6);
+  round->list0 = round->row0;
+  round->distances_filled = distances_kept;
+  return TRUE;
+}
+
+/* The candidates refined on the host into exact lists and certified, or the device's lists
+ * certified; the rows left uncertified appended to left. */
+static void knnwb_knn_round_refine(KnnwbRound *round, GArray *left)
+{
+  const size_t k = round->options->k, kc = round->kc, list0 = round->list0;
+  const gint64 refine_start = g_get_monotonic_time();
+  const double selected = (double)(refine_start - round->select_start) / 1e6;
+  if (round->refined) {
+    KnnwbCertifyLoop certify = {round->query,       round->reference, k,
+                                round->available,   round->row0,      round->worst,
+                                round->valid_count, round->result,    round->flags};
+    knnwb_parallel_for(round->threads, round->n_rows, 1024, knnwb_certify_rows, &certify);
     /* G_MESSAGES_DEBUG=all shows where the time goes. */
     g_debug("knnwb: %zu rows, %zu candidates: select and refine %.3f s (%s, refined on the "
             "device), certificate %.3f s",
-            n_rows, kc, (double)(refine_start - select_start) / 1e6, backend,
+            round->n_rows, kc, selected, round->backend,
             (double)(g_get_monotonic_time() - refine_start) / 1e6);
   } else {
-    KnnwbRefineLoop loop = {query,
-                            reference,
-                            self,
-                            options->k,
+    KnnwbRefineLoop loop = {round->query,
+                            round->reference,
+                            round->self,
+                            k,
                             kc,
-                            available,
-                            rows,
-                            row0,
-                            cand_index + list0 * kc,
-                            cand_score + list0 * kc,
-                            distances_filled ? cand_distance + list0 * kc : NULL,
-                            result,
-                            flags};
-    knnwb_parallel_for(threads, n_rows, 256, knnwb_refine_rows, &loop);
+                            round->available,
+                            round->rows,
+                            round->row0,
+                            round->cand_index + list0 * kc,
+                            round->cand_score + list0 * kc,
+                            round->distances_filled ? round->cand_distance + list0 * kc : NULL,
+                            round->result,
+                            round->flags};
+    knnwb_parallel_for(round->threads, round->n_rows, 256, knnwb_refine_rows, &loop);
     g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s, exact distances "
             "from the %s)",
-            n_rows, kc, (double)(refine_start - select_start) / 1e6,
-            (double)(g_get_monotonic_time() - refine_start) / 1e6, backend,
-            distances_filled ? "backend" : "host");
+            round->n_rows, kc, selected, (double)(g_get_monotonic_time() - refine_start) / 1e6,
+            round->backend, round->distances_filled ? "backend" : "host");
   }
-  for (size_t t = 0; t < n_rows; t++)
-    if (flags[t]) {
-      if (*uncertified == NULL)
-        *uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
-      int64_t i = rows ? rows[t] : (int64_t)(row0 + t);
-      g_array_append_val(*uncertified, i);
+  for (size_t t = 0; t < round->n_rows; t++)
+    if (round->flags[t]) {
+      int64_t i = round->rows ? round->rows[t] : (int64_t)(round->row0 + t);
+      g_array_append_val(left, i);
     }
-out:
-  g_free(bounds.keys);
-  if (rows == NULL) {
+}
+
+static void knnwb_knn_round_free(KnnwbRound *round)
+{
+  g_free(round->bounds.keys);
+  if (round->rows == NULL) {
     /* Gigabytes at 1.5 M rows (0.03-0.06 s to unmap): freed once the run returns, not during a
      * re-selection round, whose pinned allocations the unmapping slowed. */
-    void *blocks[] = {cand_index, cand_score, cand_distance};
-    const size_t bytes[] = {cells * sizeof(int64_t), cells * sizeof(float), cells * sizeof(double)};
+    void *blocks[] = {round->cand_index, round->cand_score, round->cand_distance};
+    const size_t bytes[] = {round->cells * sizeof(int64_t), round->cells * sizeof(float),
+                            round->cells * sizeof(double)};
     knnwb_release_later(blocks, bytes, G_N_ELEMENTS(blocks));
-    cand_distance = NULL;
   } else {
     /* A re-selection batch is sized to the memory budget so that one at a time is held; queued
      * until the run returns, every batch stayed (7.6 GB for 20,000 rows whose every row needed
      * all candidates, with the default 256 MB budget). */
-    g_free(cand_index);
-    g_free(cand_score);
+    g_free(round->cand_index);
+    g_free(round->cand_score);
+    g_free(round->cand_distance);
   }
-  g_free(flags);
-  g_free(gathered);
-  g_free(cand_distance);
-  g_free(worst);
-  g_free(valid_count);
+  g_free(round->flags);
+  g_free(round->gathered);
+  g_free(round->worst);
+  g_free(round->valid_count);
+}
+
+/* Runs one selection and its refinement (see KnnwbRound); the rows left uncertified are appended
+ * to left. */
+static gboolean knnwb_knn_round(KnnwbRound *round, GArray *left, GError **error)
+{
+  /* A self job of a group selects over every row (its share of the tiles touches them all). */
+  round->shared = round->group != NULL && round->rows == NULL && round->self;
+  round->on_device =
+      round->options->backend != KNNWB_BACKEND_CPU && round->select != knnwb_cpu_select;
+  round->job_rows = round->shared ? round->query->n : round->n_rows;
+  round->group_progress =
+      (KnnwbGroupProgress){round->options->progress, round->options->progress_data,
+                           round->group ? (uint64_t)round->group->size : 1};
+  if (!knnwb_size_multiply(round->job_rows, round->kc, &round->cells)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%zu rows x %zu candidates overflow",
+                round->job_rows, round->kc);
+    return FALSE;
+  }
+  gboolean ok = knnwb_knn_round_allocate(round, error);
+  if (ok || !round->shared) {
+    ok = ok && knnwb_knn_round_select(round, error);
+    g_clear_pointer(&round->gathered, g_free);
+    if (round->shared)
+      ok = knnwb_knn_round_merge(round, ok, error);
+    if (ok)
+      knnwb_knn_round_refine(round, left);
+  }
+  knnwb_knn_round_free(round);
   return ok;
 }
 
-/* The first round with a margin of candidates past k, then the rows the rounding bound could not
- * certify again with four times as many, until all are certified. A retry round's candidate lists
- * (rows x candidates) are kept within the memory budget by taking its rows in batches. With a
- * group the first round is shared (rows [row0, row0 + n_rows) are this rank's, result holds them)
- * and each rank re-selects its own uncertified rows alone. lists_fresh: result's rows were never
- * written (the first round writes them all). */
+/* What the certify loop's hooks need of a search (knnwb_knn_rounds). */
+typedef struct {
+  const KnnwbKnnOptions *options;
+  KnnwbSelectFunc select;
+  const char *backend;
+  const KnnwbPrepared *query, *reference;
+  gboolean self;
+  size_t available;
+  int threads;
+  KnnwbNeighbors *result;
+} KnnwbRounds;
+
+/* The certify loop's re-selection: the rows in batches whose candidate lists (rows x candidates)
+ * fit the memory budget, each rank its own rows alone. */
+static gboolean knnwb_knn_rounds_reselect(void *data, const int64_t *rows, size_t n_rows, size_t kc,
+                                          GArray *left, GError **error)
+{
+  const KnnwbRounds *rounds = data;
+  const size_t batch = knnwb_certify_batch_rows(rounds->options->memory_bytes, kc, 1);
+  g_debug("knnwb: %zu row(s) re-selected with %zu candidates, %zu at a time", n_rows, kc, batch);
+  for (size_t first = 0; first < n_rows; first += batch) {
+    KnnwbRound round = {.options = rounds->options,
+                        .select = rounds->select,
+                        .backend = rounds->backend,
+                        .query = rounds->query,
+                        .reference = rounds->reference,
+                        .self = rounds->self,
+                        .kc = kc,
+                        .available = rounds->available,
+                        .threads = rounds->threads,
+                        .rows = rows + first,
+                        .n_rows = MIN(batch, n_rows - first),
+                        .result = rounds->result};
+    if (!knnwb_knn_round(&round, left, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* The certify loop's exhaustive round: each row compared with every reference row. */
+static gboolean knnwb_knn_rounds_exhaustive(void *data, const int64_t *rows, size_t n_rows,
+                                            GError **error)
+{
+  (void)error;
+  const KnnwbRounds *rounds = data;
+  KnnwbExhaustiveLoop loop = {
+      rounds->query, rounds->reference, rounds->self,           rounds->options->k,
+      rows,          rounds->result,    rounds->options->cancel};
+  knnwb_parallel_for(rounds->threads, n_rows, 16, knnwb_exhaustive_rows, &loop);
+  return TRUE;
+}
+
+/* The first round with a margin of candidates past k, then the certify loop. With a group the
+ * first round is shared (rows [row0, row0 + n_rows) are this rank's, result holds them) and each
+ * rank re-selects its own uncertified rows alone. lists_fresh: result's rows were never written
+ * (the first round writes them all). */
 gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
                           const char *backend, const KnnwbPrepared *query,
                           const KnnwbPrepared *reference, gboolean self, size_t available,
                           int threads, const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
                           gboolean lists_fresh, KnnwbNeighbors *result, GError **error)
 {
-  const size_t k = options->k;
   /* The screening precision sets the certificate's bound, and so the margin of candidates past k
    * that absorbs it; certification checks that the margin sufficed. */
-  size_t kc = MIN(available, knnwb_screen_candidates(query->screen, k));
-  GArray *uncertified = NULL;
-  if (!knnwb_knn_round(options, select, backend, query, reference, self, kc, available, threads,
-                       NULL, n_rows, row0, group, lists_fresh, result, &uncertified, error))
+  const size_t kc = MIN(available, knnwb_screen_candidates(query->screen, options->k));
+  GArray *uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  KnnwbRound first = {.options = options,
+                      .select = select,
+                      .backend = backend,
+                      .query = query,
+                      .reference = reference,
+                      .self = self,
+                      .kc = kc,
+                      .available = available,
+                      .threads = threads,
+                      .n_rows = n_rows,
+                      .row0 = row0,
+                      .group = group,
+                      .lists_fresh = lists_fresh,
+                      .result = result};
+  if (!knnwb_knn_round(&first, uncertified, error)) {
+    g_array_free(uncertified, TRUE);
     return FALSE;
-  const size_t budget = options->memory_bytes ? options->memory_bytes : (size_t)256 << 20;
+  }
   /* The CPU re-selects in FP32: BF16's window (2 2^-7 of |q||r|) can hold every row (cosine on
    * rows with a common offset, all within 0.01 of each other: 20,000 x 128 rows took 38 s, every
    * row re-selected until all were candidates, against 0.43 s in FP32), and a wider window never
    * narrows it; FP32's is 2^-17 of that. The certificate takes the FP32 bound with the FP32 rows.
    */
   KnnwbPrepared query_fp32, reference_fp32;
-  if (uncertified != NULL && query->screen != KNNWB_SCREEN_FP32 && select == knnwb_cpu_select) {
+  if (uncertified->len > 0 && query->screen != KNNWB_SCREEN_FP32 && select == knnwb_cpu_select) {
     query_fp32 = *query;
     reference_fp32 = *reference;
     const gboolean same = reference == query;
@@ -479,65 +611,18 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
     query = &query_fp32;
     reference = same ? &query_fp32 : &reference_fp32;
   }
-  while (uncertified != NULL) {
-    size_t total = self ? available + 1 : available;
-    kc = MIN(total, kc * 4);
-    GArray *rows = uncertified;
-    uncertified = NULL;
-    result->n_reselected += rows->len;
-    if (kc * 4 >= total) {
-      /* The window holds a large part of all rows (dense ties: rows alike up to scale, such as
-       * two-column correlations or sparse counts): a screened round would refine most rows
-       * anyway, after a selection whose lists (rows x kc) and sorts cost more than the exact
-       * distances, and then maybe once more with every row (20,011 x 2 rows, abs-pearson, k = 1:
-       * 39 s, rounds of 9,216 and 18,106 candidates). Compare each row with every row instead.
-       * Exact by construction: no certificate needed. */
-      g_debug(
-          "knnwb: %u row(s) compared with every row (their windows may hold %zu or more of %zu)",
-          rows->len, kc, total);
-      const gint64 start = g_get_monotonic_time();
-      KnnwbExhaustiveLoop loop = {
-          query, reference, self, k, (const int64_t *)(void *)rows->data, result, options->cancel};
-      knnwb_parallel_for(threads, rows->len, 16, knnwb_exhaustive_rows, &loop);
-      result->n_exhaustive += rows->len;
-      g_array_free(rows, TRUE);
-      g_debug("knnwb: exhaustive rows %.3f s", (double)(g_get_monotonic_time() - start) / 1e6);
-      if (options->cancel != NULL && *options->cancel) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while refining rows");
-        return FALSE;
-      }
-      break;
-    }
-    /* Candidate index, score and exact distance per cell. */
-    size_t batch =
-        MAX((size_t)1, budget / (kc * (sizeof(int64_t) + sizeof(float) + sizeof(double))));
-    g_debug("knnwb: %u row(s) re-selected with %zu candidates, %zu at a time", rows->len, kc,
-            batch);
-    gboolean round_ok = TRUE;
-    for (size_t first = 0; first < rows->len && round_ok; first += batch) {
-      size_t n_batch = MIN(batch, rows->len - first);
-      GArray *left = NULL;
-      round_ok = knnwb_knn_round(options, select, backend, query, reference, self, kc, available,
-                                 threads, (const int64_t *)(void *)rows->data + first, n_batch, 0,
-                                 NULL, FALSE, result, &left, error);
-      if (left != NULL) {
-        if (uncertified == NULL)
-          uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
-        g_array_append_vals(uncertified, left->data, left->len);
-        g_array_free(left, TRUE);
-      }
-    }
-    g_array_free(rows, TRUE);
-    if (round_ok && uncertified != NULL && kc == total) {
-      /* Every reference was a candidate: refine_row reports that as certified, so this is a bug. */
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
-      round_ok = FALSE;
-    }
-    if (!round_ok) {
-      if (uncertified != NULL)
-        g_array_free(uncertified, TRUE);
-      return FALSE;
-    }
-  }
-  return TRUE;
+  KnnwbRounds rounds = {options, select,    backend, query, reference,
+                        self,    available, threads, result};
+  const KnnwbCertify certify = {knnwb_knn_rounds_reselect,
+                                knnwb_knn_rounds_exhaustive,
+                                NULL,
+                                &rounds,
+                                self ? available + 1 : available,
+                                0,
+                                options->cancel};
+  KnnwbCertifyCounts counts = {0};
+  gboolean ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);
+  result->n_reselected += counts.reselected;
+  result->n_exhaustive += counts.exhaustive;
+  return ok;
 }

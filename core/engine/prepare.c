@@ -170,6 +170,123 @@ gboolean knnwb_prepared_init(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMet
                                   cancel, error);
 }
 
+/* The arrays metric needs for data's n x d (cells) rows; ok cleared when one cannot be had. */
+static void knnwb_prepare_allocate(KnnwbPrepared *p, const KnnwbMatrix *data, size_t cells,
+                                   const KnnwbPrepared *like, gboolean *ok)
+{
+  const size_t n = p->n, d = p->d;
+  switch (p->metric) {
+  case KNNWB_METRIC_EUCLIDEAN:
+    p->scored_owned = knnwb_try_alloc(cells, sizeof(float), ok);
+    p->scored = p->scored_owned;
+    p->exact = data->values;
+    p->sqnorms = knnwb_try_alloc(n, sizeof(float), ok);
+    p->norm = knnwb_try_alloc(n, sizeof(double), ok);
+    p->column_mean = knnwb_try_alloc(MAX(d, (size_t)1), sizeof(double), ok);
+    break;
+  case KNNWB_METRIC_MANHATTAN:
+    /* The query shares the reference's scale; a query far beyond the reference's magnitudes may
+     * then score infinite, which the refinement treats as "unknown" and recomputes exactly. */
+    p->scale_exponent =
+        like != NULL ? like->scale_exponent : knnwb_prepare_manhattan_exponent(data);
+    if (p->scale_exponent > 0) {
+      p->scored_owned = knnwb_try_alloc(cells, sizeof(float), ok);
+      p->scored = p->scored_owned;
+    } else {
+      p->scored = data->values;
+    }
+    p->exact = data->values;
+    break;
+  default:
+    p->scored_owned = knnwb_try_alloc(cells, sizeof(float), ok);
+    p->scored = p->scored_owned;
+    if (p->metric == KNNWB_METRIC_SPEARMAN) {
+      p->ranks_owned = knnwb_try_alloc(cells, sizeof(float), ok);
+      p->exact = p->ranks_owned;
+    } else {
+      p->exact = data->values;
+    }
+    p->mean = knnwb_try_alloc(n, sizeof(double), ok);
+    p->sum_squares = knnwb_try_alloc(n, sizeof(double), ok);
+    break;
+  }
+}
+
+/* The scale of the scores in data units: euclidean's frame (like's, or data's own) and manhattan's
+ * power of two. */
+static void knnwb_prepare_scale(KnnwbPrepared *p, const KnnwbMatrix *data,
+                                const KnnwbPrepared *like)
+{
+  p->score_scale = 1.0;
+  if (p->metric == KNNWB_METRIC_EUCLIDEAN) {
+    if (like != NULL) {
+      memcpy(p->column_mean, like->column_mean, p->d * sizeof(double));
+      p->scale_exponent = like->scale_exponent;
+    } else {
+      knnwb_prepare_euclidean_frame(p, data);
+    }
+    p->score_scale = ldexp(1.0, 2 * p->scale_exponent);
+  }
+  if (p->metric == KNNWB_METRIC_MANHATTAN)
+    p->score_scale = ldexp(1.0, p->scale_exponent);
+}
+
+/* The rows left out: absent rows, and degenerate ones (flags 1 in degenerate) as an error naming
+ * the first or, with drop_degenerate, a warning. Takes degenerate over (p->invalid, or freed). */
+static gboolean knnwb_prepare_flag_rows(KnnwbPrepared *p, const KnnwbMatrix *data,
+                                        unsigned char *degenerate, size_t first_row,
+                                        gboolean drop_degenerate, const char *role, GError **error)
+{
+  const size_t n = p->n, d = p->d;
+  /* Absent rows (kept only for their numbers; their reader has said why) are left out like
+   * degenerate rows, without an error or another warning. Their values are zeros, so the scored
+   * copies are finite; they are zeroed here to be sure no score depends on them. */
+  size_t n_absent = 0;
+  for (size_t i = 0; i < n && data->n_absent_rows > 0; i++)
+    if (knnwb_matrix_row_is_absent(data, i)) {
+      degenerate[i] = 2;
+      n_absent++;
+      if (p->scored_owned != NULL)
+        memset(p->scored_owned + i * d, 0, d * sizeof(float));
+    }
+  size_t n_degenerate = 0, first = 0;
+  for (size_t i = 0; i < n; i++)
+    if (degenerate[i] == 1 && n_degenerate++ == 0)
+      first = i;
+  if (n_degenerate > 0) {
+    const KnnwbMetric metric = p->metric;
+    const char *label = knnwb_matrix_row_label(data, first);
+    const char *what = metric == KNNWB_METRIC_COSINE ? "is all zeros and has no direction"
+                                                     : "is constant and has no correlation";
+    /* role is "data", "query", "reference" or the data's name (a file) for warnings. */
+    const char *noun = g_str_equal(role, "query") || g_str_equal(role, "reference") ? role : "data";
+    if (!drop_degenerate) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                  "%s row %zu%s%s%s (counted from 0) %s for the %s metric (%zu such row%s): "
+                  "remove %s, or drop them (knnwb knn --drop-degenerate, pipeline "
+                  "drop-degenerate=\"true\")",
+                  noun, first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "",
+                  what, knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
+                  n_degenerate == 1 ? "it" : "them");
+      g_free(degenerate);
+      return FALSE;
+    }
+    g_warning("%s: %zu row%s left out of the %s kNN graph (first: row %zu%s%s%s, counted from 0, "
+              "%s); they get no edges",
+              role, n_degenerate, n_degenerate == 1 ? "" : "s", knnwb_metric_to_string(metric),
+              first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "", what);
+  }
+  if (n_degenerate + n_absent > 0) {
+    for (size_t i = 0; i < n; i++)
+      degenerate[i] = degenerate[i] != 0; /* the backends read plain flags */
+    p->invalid = degenerate;
+    p->n_invalid = n_degenerate + n_absent;
+  } else {
+    g_free(degenerate);
+  }
+  return TRUE;
+}
+
 gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, size_t first_row,
                                   KnnwbMetric metric, gboolean drop_degenerate, const char *role,
                                   int n_threads, const KnnwbPrepared *like,
@@ -188,41 +305,7 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
   }
   gboolean ok = TRUE;
   unsigned char *degenerate = knnwb_try_alloc(n, 1, &ok);
-  switch (metric) {
-  case KNNWB_METRIC_EUCLIDEAN:
-    p->scored_owned = knnwb_try_alloc(cells, sizeof(float), &ok);
-    p->scored = p->scored_owned;
-    p->exact = data->values;
-    p->sqnorms = knnwb_try_alloc(n, sizeof(float), &ok);
-    p->norm = knnwb_try_alloc(n, sizeof(double), &ok);
-    p->column_mean = knnwb_try_alloc(MAX(d, (size_t)1), sizeof(double), &ok);
-    break;
-  case KNNWB_METRIC_MANHATTAN:
-    /* The query shares the reference's scale; a query far beyond the reference's magnitudes may
-     * then score infinite, which the refinement treats as "unknown" and recomputes exactly. */
-    p->scale_exponent =
-        like != NULL ? like->scale_exponent : knnwb_prepare_manhattan_exponent(data);
-    if (p->scale_exponent > 0) {
-      p->scored_owned = knnwb_try_alloc(cells, sizeof(float), &ok);
-      p->scored = p->scored_owned;
-    } else {
-      p->scored = data->values;
-    }
-    p->exact = data->values;
-    break;
-  default:
-    p->scored_owned = knnwb_try_alloc(cells, sizeof(float), &ok);
-    p->scored = p->scored_owned;
-    if (metric == KNNWB_METRIC_SPEARMAN) {
-      p->ranks_owned = knnwb_try_alloc(cells, sizeof(float), &ok);
-      p->exact = p->ranks_owned;
-    } else {
-      p->exact = data->values;
-    }
-    p->mean = knnwb_try_alloc(n, sizeof(double), &ok);
-    p->sum_squares = knnwb_try_alloc(n, sizeof(double), &ok);
-    break;
-  }
+  knnwb_prepare_allocate(p, data, cells, like, &ok);
   if (!ok) {
     g_free(degenerate);
     knnwb_prepared_clear(p);
@@ -231,18 +314,7 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
                 d, knnwb_metric_to_string(metric));
     return FALSE;
   }
-  p->score_scale = 1.0;
-  if (metric == KNNWB_METRIC_EUCLIDEAN) {
-    if (like != NULL) {
-      memcpy(p->column_mean, like->column_mean, d * sizeof(double));
-      p->scale_exponent = like->scale_exponent;
-    } else {
-      knnwb_prepare_euclidean_frame(p, data);
-    }
-    p->score_scale = ldexp(1.0, 2 * p->scale_exponent);
-  }
-  if (metric == KNNWB_METRIC_MANHATTAN)
-    p->score_scale = ldexp(1.0, p->scale_exponent);
+  knnwb_prepare_scale(p, data, like);
   KnnwbPrepareLoop loop = {p, data, degenerate, cancel, 0};
   knnwb_parallel_for(n_threads, n, 1024, knnwb_prepare_rows, &loop);
   if (g_atomic_int_get(&loop.cancelled)) {
@@ -255,52 +327,9 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
   for (size_t i = 0; i < n; i++)
     if (p->norm != NULL && p->norm[i] > p->max_norm)
       p->max_norm = p->norm[i];
-
-  /* Absent rows (kept only for their numbers; their reader has said why) are left out like
-   * degenerate rows, without an error or another warning. Their values are zeros, so the scored
-   * copies above are finite; they are zeroed here to be sure no score depends on them. */
-  size_t n_absent = 0;
-  for (size_t i = 0; i < n && data->n_absent_rows > 0; i++)
-    if (knnwb_matrix_row_is_absent(data, i)) {
-      degenerate[i] = 2;
-      n_absent++;
-      if (p->scored_owned != NULL)
-        memset(p->scored_owned + i * d, 0, d * sizeof(float));
-    }
-  size_t n_degenerate = 0, first = 0;
-  for (size_t i = 0; i < n; i++)
-    if (degenerate[i] == 1 && n_degenerate++ == 0)
-      first = i;
-  if (n_degenerate > 0) {
-    const char *label = knnwb_matrix_row_label(data, first);
-    const char *what = metric == KNNWB_METRIC_COSINE ? "is all zeros and has no direction"
-                                                     : "is constant and has no correlation";
-    /* role is "data", "query", "reference" or the data's name (a file) for warnings. */
-    const char *noun = g_str_equal(role, "query") || g_str_equal(role, "reference") ? role : "data";
-    if (!drop_degenerate) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                  "%s row %zu%s%s%s (counted from 0) %s for the %s metric (%zu such row%s): "
-                  "remove %s, or drop them (knnwb knn --drop-degenerate, pipeline "
-                  "drop-degenerate=\"true\")",
-                  noun, first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "",
-                  what, knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
-                  n_degenerate == 1 ? "it" : "them");
-      g_free(degenerate);
-      knnwb_prepared_clear(p);
-      return FALSE;
-    }
-    g_warning("%s: %zu row%s left out of the %s kNN graph (first: row %zu%s%s%s, counted from 0, "
-              "%s); they get no edges",
-              role, n_degenerate, n_degenerate == 1 ? "" : "s", knnwb_metric_to_string(metric),
-              first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "", what);
-  }
-  if (n_degenerate + n_absent > 0) {
-    for (size_t i = 0; i < n; i++)
-      degenerate[i] = degenerate[i] != 0; /* the backends read plain flags */
-    p->invalid = degenerate;
-    p->n_invalid = n_degenerate + n_absent;
-  } else {
-    g_free(degenerate);
+  if (!knnwb_prepare_flag_rows(p, data, degenerate, first_row, drop_degenerate, role, error)) {
+    knnwb_prepared_clear(p);
+    return FALSE;
   }
   return TRUE;
 }

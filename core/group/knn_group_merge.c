@@ -231,11 +231,239 @@ static gboolean knnwb_group_offsets(const uint32_t *counts, size_t rows, size_t 
   return TRUE;
 }
 
+/* One merge's messages between the ranks (knnwb_knn_group_merge), phase by phase. */
+typedef struct {
+  const KnnwbKnnGroup *group;
+  KnnwbGroupMerge *m;
+  size_t n, kc, rows;
+  int threads, ranks, me;
+  gboolean shared;
+  const void **send;
+  size_t *send_bytes;
+  void **receive;
+  size_t *receive_bytes;
+  uint64_t *sizes_out, *sizes_in; /* per rank: a message's bytes, where it starts when shared */
+  size_t *offsets_out;
+  void **blocks;
+  size_t **pack_offsets;
+  uint32_t **pack_counts;
+  const uint32_t **received_counts;
+  size_t **received_offsets;
+  const char **received_records;
+  gint64 exchanged, agreed;
+  size_t received_total;
+} KnnwbGroupExchange;
+
+/* The common bounds. Allocation may fail on one rank only: agree before reducing. */
+static gboolean knnwb_group_exchange_bounds(KnnwbGroupExchange *x, GError **error)
+{
+  KnnwbGroupMerge *m = x->m;
+  m->bound = g_try_malloc(MAX(x->n, (size_t)1) * sizeof(int64_t));
+  gboolean ok = m->bound != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the bounds of %zu rows",
+                x->n);
+  if (!x->group->agree(x->group, ok, error))
+    return FALSE;
+  knnwb_parallel_for(x->threads, x->n, 4096, knnwb_group_bound_rows, m);
+  return x->group->reduce(x->group, m->bound, x->n, KNNWB_GROUP_MIN, error);
+}
+
+/* What goes to each other rank: its rows' counts, then their candidates within the bounds. The
+ * counts first, so that every message's size is known before it is packed. */
+static gboolean knnwb_group_exchange_count(KnnwbGroupExchange *x, GError **error)
+{
+  KnnwbGroupMerge *m = x->m;
+  gboolean ok = TRUE;
+  for (int r = 0; r < x->ranks && ok; r++) {
+    if (r == x->me)
+      continue;
+    size_t first, last;
+    knnwb_knn_group_rows(x->n, r, x->ranks, &first, &last);
+    const size_t block = last - first;
+    x->pack_offsets[r] = g_try_malloc((block + 1) * sizeof(size_t));
+    x->pack_counts[r] = g_try_malloc(MAX(block, (size_t)1) * sizeof(uint32_t));
+    ok = x->pack_offsets[r] != NULL && x->pack_counts[r] != NULL;
+    if (ok) {
+      m->pack_first = first;
+      m->pack_counts = x->pack_counts[r];
+      knnwb_parallel_for(x->threads, block, 4096, knnwb_group_count_rows, m);
+      knnwb_group_offsets(x->pack_counts[r], block, x->kc, x->pack_offsets[r]);
+      x->send_bytes[r] = block * sizeof(uint32_t) + x->pack_offsets[r][block] * m->packing.bytes;
+    }
+  }
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the candidate counts of %zu rows for the other ranks", x->n);
+  return x->group->agree(x->group, ok, error);
+}
+
+/* The messages: in blocks the other ranks read in place when the group shares memory (no
+ * transport, no receive buffers: the candidates are written once and read once), else in buffers
+ * of their own that the exchange copies. This rank's block holds its messages in rank order; each
+ * receiver learns where its message starts. */
+static gboolean knnwb_group_exchange_pack(KnnwbGroupExchange *x, GError **error)
+{
+  KnnwbGroupMerge *m = x->m;
+  const int me = x->me;
+  size_t shared_bytes = 0;
+  for (int r = 0; r < x->ranks; r++) {
+    x->offsets_out[r] = shared_bytes;
+    shared_bytes += r == me ? 0 : x->send_bytes[r];
+  }
+  if (x->group->share_begin != NULL) {
+    x->shared = x->group->share_begin(x->group, shared_bytes, x->blocks, error);
+    if (!x->shared && error != NULL && *error != NULL)
+      return FALSE;
+  }
+  gboolean ok = TRUE;
+  for (int r = 0; r < x->ranks && ok; r++) {
+    if (r == me)
+      continue;
+    size_t first, last;
+    knnwb_knn_group_rows(x->n, r, x->ranks, &first, &last);
+    const size_t block = last - first;
+    char *message = x->shared ? (char *)x->blocks[me] + x->offsets_out[r]
+                              : g_try_malloc(MAX(x->send_bytes[r], (size_t)1));
+    if (!x->shared)
+      x->send[r] = message;
+    ok = message != NULL;
+    if (ok) {
+      memcpy(message, x->pack_counts[r], block * sizeof(uint32_t));
+      m->pack_first = first;
+      m->pack_offsets = x->pack_offsets[r];
+      m->pack_records = message + block * sizeof(uint32_t);
+      knnwb_parallel_for(x->threads, block, 4096, knnwb_group_pack_rows, m);
+    }
+    x->sizes_out[2 * r] = x->send_bytes[r];
+    x->sizes_out[2 * r + 1] = x->offsets_out[r];
+  }
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the candidates of %zu rows for the other ranks", x->n);
+  return x->group->agree(x->group, ok, error);
+}
+
+/* The sizes (and where each message starts in a shared block) first, so that every receive is
+ * posted with its length; then the room to receive them. */
+static gboolean knnwb_group_exchange_sizes(KnnwbGroupExchange *x, GError **error)
+{
+  const int me = x->me, ranks = x->ranks;
+  g_autofree const void **sizes_send = g_new0(const void *, ranks);
+  g_autofree void **sizes_receive = g_new0(void *, ranks);
+  g_autofree size_t *sizes_bytes = g_new0(size_t, ranks);
+  for (int r = 0; r < ranks; r++) {
+    sizes_send[r] = &x->sizes_out[2 * r];
+    sizes_receive[r] = &x->sizes_in[2 * r];
+    sizes_bytes[r] = r == me ? 0 : 2 * sizeof(uint64_t);
+  }
+  if (!x->group->exchange(x->group, sizes_send, sizes_bytes, sizes_receive, sizes_bytes, error))
+    return FALSE;
+  gboolean ok = TRUE;
+  for (int r = 0; r < ranks && ok; r++) {
+    if (r == me)
+      continue;
+    x->receive_bytes[r] = (size_t)x->sizes_in[2 * r];
+    if (!x->shared) {
+      x->receive[r] = g_try_malloc(MAX(x->receive_bytes[r], (size_t)1));
+      ok = x->receive[r] != NULL;
+    }
+    x->received_offsets[r] = g_try_malloc((x->rows + 1) * sizeof(size_t));
+    ok = ok && x->received_offsets[r] != NULL;
+    x->received_total += x->receive_bytes[r];
+  }
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the candidate lists of %d ranks for %zu rows", ranks, x->rows);
+  x->agreed = g_get_monotonic_time();
+  ok = x->group->agree(x->group, ok, error);
+  x->agreed = g_get_monotonic_time() - x->agreed;
+  return ok;
+}
+
+/* The messages themselves, then each one checked against its counts. */
+static gboolean knnwb_group_exchange_messages(KnnwbGroupExchange *x, GError **error)
+{
+  const KnnwbKnnGroup *group = x->group;
+  const size_t rows = x->rows, record = x->m->packing.bytes;
+  x->exchanged = g_get_monotonic_time();
+  if (x->shared ? !group->share_sync(group, error)
+                : !group->exchange(group, x->send, x->send_bytes, (void *const *)x->receive,
+                                   x->receive_bytes, error))
+    return FALSE;
+  x->exchanged = g_get_monotonic_time() - x->exchanged;
+  gboolean ok = TRUE;
+  for (int r = 0; r < x->ranks && ok; r++) {
+    if (r == x->me)
+      continue;
+    const char *message = x->shared ? (const char *)x->blocks[r] + (size_t)x->sizes_in[2 * r + 1]
+                                    : (const char *)x->receive[r];
+    x->received_counts[r] = (const uint32_t *)(const void *)message;
+    x->received_records[r] = message + rows * sizeof(uint32_t);
+    ok = x->receive_bytes[r] >= rows * sizeof(uint32_t) &&
+         knnwb_group_offsets(x->received_counts[r], rows, x->kc, x->received_offsets[r]) &&
+         x->receive_bytes[r] == rows * sizeof(uint32_t) + x->received_offsets[r][rows] * record;
+  }
+  /* (Every rank reaches share_end after this: a corrupt message is a bug, seen by all alike.) */
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                "internal error: a rank sent candidates that do not add up");
+  return ok;
+}
+
+/* Each own row's kc best of its own candidates and the received ones, in place: a row's own
+ * candidates are in its pool before its slots are written, and no other row (nor the packing,
+ * done) reads them. */
+static void knnwb_group_exchange_merge(KnnwbGroupExchange *x, int64_t *index, float *score,
+                                       double *distance, size_t row0, gint64 start)
+{
+  KnnwbGroupMerge *m = x->m;
+  const gint64 merge_start = g_get_monotonic_time();
+  m->received_counts = x->received_counts;
+  m->received_offsets = (const size_t *const *)x->received_offsets;
+  m->received_records = x->received_records;
+  m->out_index = index + row0 * x->kc;
+  m->out_score = score + row0 * x->kc;
+  m->out_distance = m->distance != NULL ? distance + row0 * x->kc : NULL;
+  knnwb_parallel_for(x->threads, x->rows, 1024, knnwb_group_merge_rows, m);
+  g_autofree char *size = g_format_size_full(x->received_total, G_FORMAT_SIZE_IEC_UNITS);
+  g_debug("knnwb: rank %d: candidates received (%s) in %.3f s (%s), waiting %.3f s; bounds and "
+          "packing %.3f s, merge %.3f s",
+          x->me, size, (double)x->exchanged / 1e6, x->shared ? "shared memory" : "messages",
+          (double)x->agreed / 1e6, (double)(merge_start - start - x->exchanged - x->agreed) / 1e6,
+          (double)(g_get_monotonic_time() - merge_start) / 1e6);
+}
+
+static void knnwb_group_exchange_clear(KnnwbGroupExchange *x)
+{
+  for (int r = 0; r < x->ranks; r++) {
+    g_free((void *)x->send[r]);
+    g_free(x->receive[r]);
+    g_free(x->received_offsets[r]);
+    g_free(x->pack_offsets[r]);
+    g_free(x->pack_counts[r]);
+  }
+  g_free(x->send);
+  g_free(x->send_bytes);
+  g_free(x->receive);
+  g_free(x->receive_bytes);
+  g_free(x->sizes_out);
+  g_free(x->sizes_in);
+  g_free(x->offsets_out);
+  g_free(x->blocks);
+  g_free(x->pack_offsets);
+  g_free(x->pack_counts);
+  g_free(x->received_counts);
+  g_free(x->received_offsets);
+  g_free(x->received_records);
+  g_free(x->m->bound);
+}
+
 gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, int64_t *index,
                                float *score, double *distance, size_t row0, size_t rows,
                                int threads, gboolean *distances_kept, GError **error)
 {
-  const int ranks = group->size, me = group->rank;
+  const int ranks = group->size;
   *distances_kept = FALSE;
   const gint64 start = g_get_monotonic_time();
   /* Distances travel only when every rank's backend computed them. */
@@ -247,206 +475,41 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, 
   m.kc = kc;
   m.own_first = row0;
   m.ranks = ranks;
-  m.me = me;
+  m.me = group->rank;
   m.index = index;
   m.score = score;
   m.distance = with_distance ? distance : NULL;
-  const size_t record = m.packing.bytes;
-  g_autofree const void **send = g_new0(const void *, ranks);
-  g_autofree size_t *send_bytes = g_new0(size_t, ranks);
-  g_autofree void **receive = g_new0(void *, ranks);
-  g_autofree size_t *receive_bytes = g_new0(size_t, ranks);
-  g_autofree uint64_t *sizes_out = g_new0(uint64_t, 2 * ranks);
-  g_autofree uint64_t *sizes_in = g_new0(uint64_t, 2 * ranks);
-  g_autofree size_t *offsets_out = g_new0(size_t, ranks);
-  g_autofree void **blocks = g_new0(void *, ranks);
-  g_autofree size_t **pack_offsets = g_new0(size_t *, ranks);
-  g_autofree uint32_t **pack_counts = g_new0(uint32_t *, ranks);
-  gboolean shared = FALSE;
-  g_autofree const void **sizes_send = g_new0(const void *, ranks);
-  g_autofree void **sizes_receive = g_new0(void *, ranks);
-  g_autofree size_t *sizes_bytes = g_new0(size_t, ranks);
-  g_autofree const uint32_t **received_counts = g_new0(const uint32_t *, ranks);
-  g_autofree size_t **received_offsets = g_new0(size_t *, ranks);
-  g_autofree const char **received_records = g_new0(const char *, ranks);
-  gint64 exchanged = 0, agreed = 0;
-  size_t received_total = 0;
-
-  /* The common bounds. Allocation may fail on one rank only: agree before reducing. */
-  m.bound = g_try_malloc(MAX(n, (size_t)1) * sizeof(int64_t));
-  gboolean ok = m.bound != NULL;
-  if (!ok)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the bounds of %zu rows",
-                n);
-  if (!group->agree(group, ok, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  knnwb_parallel_for(threads, n, 4096, knnwb_group_bound_rows, &m);
-  if (!group->reduce(group, m.bound, n, KNNWB_GROUP_MIN, error)) {
-    ok = FALSE;
-    goto out;
-  }
-
-  /* What goes to each other rank: its rows' counts, then their candidates within the bounds. The
-   * counts first, so that every message's size is known before it is packed. */
-  for (int r = 0; r < ranks && ok; r++) {
-    if (r == me)
-      continue;
-    size_t first, last;
-    knnwb_knn_group_rows(n, r, ranks, &first, &last);
-    const size_t block = last - first;
-    pack_offsets[r] = g_try_malloc((block + 1) * sizeof(size_t));
-    pack_counts[r] = g_try_malloc(MAX(block, (size_t)1) * sizeof(uint32_t));
-    ok = pack_offsets[r] != NULL && pack_counts[r] != NULL;
-    if (ok) {
-      m.pack_first = first;
-      m.pack_counts = pack_counts[r];
-      knnwb_parallel_for(threads, block, 4096, knnwb_group_count_rows, &m);
-      knnwb_group_offsets(pack_counts[r], block, kc, pack_offsets[r]);
-      send_bytes[r] = block * sizeof(uint32_t) + pack_offsets[r][block] * record;
-    }
-  }
-  if (!ok)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the candidate counts of %zu rows for the other ranks", n);
-  if (!group->agree(group, ok, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  /* The messages: in blocks the other ranks read in place when the group shares memory (no
-   * transport, no receive buffers: the candidates are written once and read once), else in
-   * buffers of their own that the exchange copies. This rank's block holds its messages in rank
-   * order; each receiver learns where its message starts. */
-  size_t shared_bytes = 0;
-  for (int r = 0; r < ranks; r++) {
-    offsets_out[r] = shared_bytes;
-    shared_bytes += r == me ? 0 : send_bytes[r];
-  }
-  if (group->share_begin != NULL) {
-    shared = group->share_begin(group, shared_bytes, blocks, error);
-    if (!shared && error != NULL && *error != NULL) {
-      ok = FALSE;
-      goto out;
-    }
-  }
-  for (int r = 0; r < ranks && ok; r++) {
-    if (r == me)
-      continue;
-    size_t first, last;
-    knnwb_knn_group_rows(n, r, ranks, &first, &last);
-    const size_t block = last - first;
-    char *message =
-        shared ? (char *)blocks[me] + offsets_out[r] : g_try_malloc(MAX(send_bytes[r], (size_t)1));
-    if (!shared)
-      send[r] = message;
-    ok = message != NULL;
-    if (ok) {
-      memcpy(message, pack_counts[r], block * sizeof(uint32_t));
-      m.pack_first = first;
-      m.pack_offsets = pack_offsets[r];
-      m.pack_records = message + block * sizeof(uint32_t);
-      knnwb_parallel_for(threads, block, 4096, knnwb_group_pack_rows, &m);
-    }
-    sizes_out[2 * r] = send_bytes[r];
-    sizes_out[2 * r + 1] = offsets_out[r];
-  }
-  if (!ok)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the candidates of %zu rows for the other ranks", n);
-  if (!group->agree(group, ok, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  /* The sizes (and where each message starts in a shared block) first, so that every receive is
-   * posted with its length. */
-  for (int r = 0; r < ranks; r++) {
-    sizes_send[r] = &sizes_out[2 * r];
-    sizes_receive[r] = &sizes_in[2 * r];
-    sizes_bytes[r] = r == me ? 0 : 2 * sizeof(uint64_t);
-  }
-  if (!group->exchange(group, sizes_send, sizes_bytes, sizes_receive, sizes_bytes, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  for (int r = 0; r < ranks && ok; r++) {
-    if (r == me)
-      continue;
-    receive_bytes[r] = (size_t)sizes_in[2 * r];
-    if (!shared) {
-      receive[r] = g_try_malloc(MAX(receive_bytes[r], (size_t)1));
-      ok = receive[r] != NULL;
-    }
-    received_offsets[r] = g_try_malloc((rows + 1) * sizeof(size_t));
-    ok = ok && received_offsets[r] != NULL;
-    received_total += receive_bytes[r];
-  }
-  if (!ok)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the candidate lists of %d ranks for %zu rows", ranks, rows);
-  agreed = g_get_monotonic_time();
-  if (!group->agree(group, ok, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  agreed = g_get_monotonic_time() - agreed;
-  exchanged = g_get_monotonic_time();
-  if (shared ? !group->share_sync(group, error)
-             : !group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes,
-                                error)) {
-    ok = FALSE;
-    goto out;
-  }
-  exchanged = g_get_monotonic_time() - exchanged;
-  for (int r = 0; r < ranks && ok; r++) {
-    if (r == me)
-      continue;
-    const char *message =
-        shared ? (const char *)blocks[r] + (size_t)sizes_in[2 * r + 1] : (const char *)receive[r];
-    received_counts[r] = (const uint32_t *)(const void *)message;
-    received_records[r] = message + rows * sizeof(uint32_t);
-    ok = receive_bytes[r] >= rows * sizeof(uint32_t) &&
-         knnwb_group_offsets(received_counts[r], rows, kc, received_offsets[r]) &&
-         receive_bytes[r] == rows * sizeof(uint32_t) + received_offsets[r][rows] * record;
-  }
-  if (!ok) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
-                "internal error: a rank sent candidates that do not add up");
-    /* Every rank reaches share_end below (a corrupt message is a bug, seen by all alike). */
-  }
-  gint64 merge_start = g_get_monotonic_time();
-  if (!ok)
-    goto out;
-  m.received_counts = received_counts;
-  m.received_offsets = (const size_t *const *)received_offsets;
-  m.received_records = received_records;
-  /* In place: a row's own candidates are in its pool before its slots are written, and no other
-   * row (nor the packing, done) reads them. */
-  m.out_index = index + row0 * kc;
-  m.out_score = score + row0 * kc;
-  m.out_distance = with_distance ? distance + row0 * kc : NULL;
-  knnwb_parallel_for(threads, rows, 1024, knnwb_group_merge_rows, &m);
-  {
-    g_autofree char *size = g_format_size_full(received_total, G_FORMAT_SIZE_IEC_UNITS);
-    g_debug("knnwb: rank %d: candidates received (%s) in %.3f s (%s), waiting %.3f s; bounds and "
-            "packing %.3f s, merge %.3f s",
-            me, size, (double)exchanged / 1e6, shared ? "shared memory" : "messages",
-            (double)agreed / 1e6, (double)(merge_start - start - exchanged - agreed) / 1e6,
-            (double)(g_get_monotonic_time() - merge_start) / 1e6);
-  }
-out:
+  KnnwbGroupExchange x = {.group = group,
+                          .m = &m,
+                          .n = n,
+                          .kc = kc,
+                          .rows = rows,
+                          .threads = threads,
+                          .ranks = ranks,
+                          .me = group->rank,
+                          .send = g_new0(const void *, ranks),
+                          .send_bytes = g_new0(size_t, ranks),
+                          .receive = g_new0(void *, ranks),
+                          .receive_bytes = g_new0(size_t, ranks),
+                          .sizes_out = g_new0(uint64_t, 2 * ranks),
+                          .sizes_in = g_new0(uint64_t, 2 * ranks),
+                          .offsets_out = g_new0(size_t, ranks),
+                          .blocks = g_new0(void *, ranks),
+                          .pack_offsets = g_new0(size_t *, ranks),
+                          .pack_counts = g_new0(uint32_t *, ranks),
+                          .received_counts = g_new0(const uint32_t *, ranks),
+                          .received_offsets = g_new0(size_t *, ranks),
+                          .received_records = g_new0(const char *, ranks)};
+  gboolean ok = knnwb_group_exchange_bounds(&x, error) && knnwb_group_exchange_count(&x, error) &&
+                knnwb_group_exchange_pack(&x, error) && knnwb_group_exchange_sizes(&x, error) &&
+                knnwb_group_exchange_messages(&x, error);
+  if (ok)
+    knnwb_group_exchange_merge(&x, index, score, distance, row0, start);
   /* Collective like share_begin: every rank that began reaches this (the agreements above fail
    * on all ranks alike). */
-  if (shared && !group->share_end(group, ok ? error : NULL))
+  if (x.shared && !group->share_end(group, ok ? error : NULL))
     ok = FALSE;
-  for (int r = 0; r < ranks; r++) {
-    g_free((void *)send[r]);
-    g_free(receive[r]);
-    g_free(received_offsets[r]);
-    g_free(pack_offsets[r]);
-    g_free(pack_counts[r]);
-  }
-  g_free(m.bound);
+  knnwb_group_exchange_clear(&x);
   if (ok)
     *distances_kept = with_distance != 0;
   return ok;

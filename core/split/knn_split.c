@@ -19,11 +19,14 @@
  * (knnwb_prepared_distance, the refinement's own function, with the list's row first), each row
  * keeps the kc best candidates by (score, index) of all steps (every pair was scored once, so these
  * are the kc best of the whole job), knnwb_refine_row sorts and certifies them, and rows it cannot
- * certify are selected again with four times the candidates: those rows (a few) go to every rank,
- * each selects them against its own reference block and sends the candidates back, until all are
- * certified. The per-row preparation needs only the row; what depends on all rows (the euclidean
- * column means and scale, the manhattan scale, the largest norm the bound uses, the valid rows) is
- * reduced over the ranks first. So the lists equal one process's, byte for byte.
+ * certify go through core's certify loop (certify.c, as in one process): they are selected again
+ * with four times the candidates (those rows go to every rank, each selects them against its own
+ * reference block and sends the candidates back) until all are certified, or, once a round's
+ * candidates would be a quarter of a block (dense ties), each rank computes their exact k best in
+ * its block and the owner merges those lists by (distance, index). The per-row preparation needs
+ * only the row; what depends on all rows (the euclidean column means and scale, the manhattan
+ * scale, the largest norm the bound uses, the valid rows) is reduced over the ranks first. So the
+ * lists equal one process's, byte for byte.
  *
  * Memory per rank: its block(s) and their prepared copy, one visiting block (the largest share),
  * the candidate lists of its rows (m x kc) and of one visiting block, and the backend's tiles.
@@ -32,8 +35,9 @@
  * the frame to the gathered lists), knn_split_frame.c (the shared frame), knn_split_pass.c (the
  * first pass: the schedule above), knn_split_select.c (one selection job and its candidates),
  * knn_split_refine.c (refinement and re-selection of the rows left uncertified),
- * knn_split_progress.c (progress line, cancel, timing lines) and knn_split_data.c (what travels:
- * prepared blocks, candidate lists, where each block lies).
+ * knn_split_exhaustive.c (the rows compared with every row), knn_split_progress.c (progress line,
+ * cancel, timing lines) and knn_split_data.c (what travels: prepared blocks, candidate lists, where
+ * each block lies).
  */
 #include <math.h>
 #include <string.h>
@@ -60,45 +64,42 @@ static gboolean knnwb_split_check_finite(const KnnwbMatrix *block, size_t first_
   return TRUE;
 }
 
-gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *reference_block,
-                             const KnnwbPrepared *given, const KnnwbKnnOptions *options,
-                             const KnnwbKnnGroup *group, KnnwbNeighbors **result_out,
-                             GError **error)
-{
-  const gboolean self = reference_block == NULL;
-  if (self)
-    reference_block = query_block;
-  *result_out = NULL;
-  const size_t k = options->k;
-  int threads = knnwb_thread_count(options->n_threads);
-  if (options->n_threads <= 0)
-    threads = MAX(1, threads / MAX(1, group->local_size)); /* the host's cores are shared */
-  KnnwbPrepared frame = {0}, query = {0}, reference_storage = {0};
-  KnnwbPrepared *reference = self ? &query : &reference_storage;
-  g_autoptr(KnnwbNeighbors) result = NULL;
-  g_autofree unsigned char *reference_invalid = NULL, *query_invalid = NULL;
-  g_autofree char *backend = NULL;
-  KnnwbSelectFunc select = NULL;
-  KnnwbSplitLists lists = {0};
-  KnnwbSplitBlocks blocks = {0}, reference_blocks = {0};
-  GArray *left = NULL;
-  KnnwbScreen screen = KNNWB_SCREEN_FP32;
-  gboolean ok = TRUE, nothing_to_do = FALSE;
-  gint64 since = g_get_monotonic_time();
+/* A run's state from the checks to the gathered lists (knnwb_knn_split_run). */
+typedef struct {
+  const KnnwbMatrix *query_block, *reference_block;
+  const KnnwbKnnOptions *options;
+  const KnnwbKnnGroup *group;
+  gboolean self;
+  int threads;
+  KnnwbSplitBlocks blocks, reference_blocks;
+  size_t first, count, reference_first, reference_count;
+  KnnwbPrepared frame, query, reference_storage;
+  KnnwbPrepared *reference;
+  unsigned char *query_invalid, *reference_invalid; /* flags of every row, for what travels */
+  size_t valid, available;
+  KnnwbNeighbors *result;
+  KnnwbSelectFunc select;
+  char *backend;
+  KnnwbScreen screen;
+  gint64 since;
+} KnnwbSplitState;
 
-  /* Sizes: every rank's block, in rank order. */
+/* Sizes (every rank's block, in rank order) and the request's checks. Collective. */
+static gboolean knnwb_split_run_check(KnnwbSplitState *state, const KnnwbPrepared *given,
+                                      GError **error)
+{
+  const KnnwbKnnGroup *group = state->group;
+  const KnnwbMatrix *query_block = state->query_block, *reference_block = state->reference_block;
   int64_t columns[4] = {(int64_t)query_block->n_cols, -(int64_t)query_block->n_cols,
                         (int64_t)reference_block->n_cols, -(int64_t)reference_block->n_cols};
-  if (!knnwb_split_blocks_init(group, query_block->n_rows, &blocks, error) ||
-      !knnwb_split_blocks_init(group, reference_block->n_rows, &reference_blocks, error) ||
-      !group->reduce(group, columns, 4, KNNWB_GROUP_MAX, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  const size_t n = blocks.n, n_reference = reference_blocks.n;
-  size_t first, count, reference_first, reference_count;
-  knnwb_split_rows_of(&blocks, group->rank, &first, &count);
-  knnwb_split_rows_of(&reference_blocks, group->rank, &reference_first, &reference_count);
+  if (!knnwb_split_blocks_init(group, query_block->n_rows, &state->blocks, error) ||
+      !knnwb_split_blocks_init(group, reference_block->n_rows, &state->reference_blocks, error) ||
+      !group->reduce(group, columns, 4, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  knnwb_split_rows_of(&state->blocks, group->rank, &state->first, &state->count);
+  knnwb_split_rows_of(&state->reference_blocks, group->rank, &state->reference_first,
+                      &state->reference_count);
+  gboolean ok = TRUE;
   if (given != NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "a prepared reference cannot be split over ranks");
@@ -108,167 +109,266 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
                 "the ranks' blocks have different numbers of columns");
     ok = FALSE;
   }
-  ok = ok && knnwb_knn_check_sizes(n, n_reference, query_block->n_cols, reference_block->n_cols,
-                                   count, self ? 0 : reference_count, self, options, error);
-  ok = ok && knnwb_split_check_finite(query_block, first, error);
-  ok = ok && (self || knnwb_split_check_finite(reference_block, reference_first, error));
-  if (!group->agree(group, ok, error)) {
-    ok = FALSE;
-    goto out;
-  }
+  ok = ok && knnwb_knn_check_sizes(state->blocks.n, state->reference_blocks.n, query_block->n_cols,
+                                   reference_block->n_cols, state->count,
+                                   state->self ? 0 : state->reference_count, state->self,
+                                   state->options, error);
+  ok = ok && knnwb_split_check_finite(query_block, state->first, error);
+  ok = ok &&
+       (state->self || knnwb_split_check_finite(reference_block, state->reference_first, error));
+  return group->agree(group, ok, error);
+}
 
-  knnwb_split_mark(group, "checks", &since);
-  /* The shared frame, then each block prepared in it. */
-  if (!knnwb_split_frame(group, self ? NULL : query_block, reference_block, n_reference,
-                         options->metric, &frame, error))
-    goto out;
+/* The shared frame, then each block prepared in it, then what the bound and the candidate counts
+ * need of every row (the valid rows, the largest norms). Collective. */
+static gboolean knnwb_split_run_prepare(KnnwbSplitState *state, GError **error)
+{
+  const KnnwbKnnOptions *options = state->options;
+  const KnnwbKnnGroup *group = state->group;
+  if (!knnwb_split_frame(group, state->self ? NULL : state->query_block, state->reference_block,
+                         state->reference_blocks.n, options->metric, &state->frame, error))
+    return FALSE;
   const KnnwbPrepared *like =
       options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN
-          ? &frame
+          ? &state->frame
           : NULL;
-  ok = TRUE;
-  if (!self)
-    ok = knnwb_prepared_init_rows(&reference_storage, reference_block, reference_first,
-                                  options->metric, options->drop_degenerate, "reference", threads,
-                                  like, options->cancel, error);
+  gboolean ok = TRUE;
+  if (!state->self)
+    ok = knnwb_prepared_init_rows(&state->reference_storage, state->reference_block,
+                                  state->reference_first, options->metric, options->drop_degenerate,
+                                  "reference", state->threads, like, options->cancel, error);
   ok = ok && knnwb_prepared_init_rows(
-                 &query, query_block, first, options->metric, options->drop_degenerate,
-                 self ? (options->data_name ? options->data_name : "data") : "query", threads,
-                 self ? like : reference, options->cancel, error);
-  if (!group->agree(group, ok, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  /* What the bound and the candidate counts need of every row. */
+                 &state->query, state->query_block, state->first, options->metric,
+                 options->drop_degenerate,
+                 state->self ? (options->data_name ? options->data_name : "data") : "query",
+                 state->threads, state->self ? like : state->reference, options->cancel, error);
+  if (!group->agree(group, ok, error))
+    return FALSE;
+  KnnwbPrepared *reference = state->reference;
   int64_t valid = (int64_t)(reference->n - reference->n_invalid);
-  int64_t norms[2] = {knnwb_split_double_bits(query.max_norm),
+  int64_t norms[2] = {knnwb_split_double_bits(state->query.max_norm),
                       knnwb_split_double_bits(reference->max_norm)};
   if (!group->reduce(group, &valid, 1, KNNWB_GROUP_SUM, error) ||
-      !group->reduce(group, norms, 2, KNNWB_GROUP_MAX, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  query.max_norm = knnwb_split_bits_double(norms[0]);
+      !group->reduce(group, norms, 2, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  state->query.max_norm = knnwb_split_bits_double(norms[0]);
   reference->max_norm = knnwb_split_bits_double(norms[1]);
-  const size_t available = self ? (valid > 0 ? (size_t)valid - 1 : 0) : (size_t)valid;
-  /* Flags of every row, for what travels (the prepared sets have none when no row is invalid). */
-  reference_invalid = g_malloc0(MAX(reference->n, (size_t)1));
+  state->valid = (size_t)valid;
+  state->available = state->self ? (valid > 0 ? (size_t)valid - 1 : 0) : (size_t)valid;
+  /* (The prepared sets have no flags when no row is invalid.) */
+  state->reference_invalid = g_malloc0(MAX(reference->n, (size_t)1));
   if (reference->invalid != NULL)
-    memcpy(reference_invalid, reference->invalid, reference->n);
-  query_invalid = g_malloc0(MAX(query.n, (size_t)1));
-  if (query.invalid != NULL)
-    memcpy(query_invalid, query.invalid, query.n);
-  result = knnwb_knn_result_new(first, count, k, error);
-  ok = result != NULL;
-  if (ok && (n == 0 || (self && valid == 0))) {
-    result->backend_used = g_strdup("none");
-    nothing_to_do = TRUE;
-  } else if (ok &&
-             !knnwb_knn_check_available(k, available, (size_t)valid, n_reference, self, error)) {
+    memcpy(state->reference_invalid, reference->invalid, reference->n);
+  state->query_invalid = g_malloc0(MAX(state->query.n, (size_t)1));
+  if (state->query.invalid != NULL)
+    memcpy(state->query_invalid, state->query.invalid, state->query.n);
+  return TRUE;
+}
+
+/* The lists, and the backend and screen, or nothing to do (*nothing). Collective. */
+static gboolean knnwb_split_run_setup(KnnwbSplitState *state, gboolean *nothing, GError **error)
+{
+  const KnnwbKnnOptions *options = state->options;
+  const size_t k = options->k;
+  *nothing = FALSE;
+  state->result = knnwb_knn_result_new(state->first, state->count, k, error);
+  gboolean ok = state->result != NULL;
+  if (ok && (state->blocks.n == 0 || (state->self && state->valid == 0))) {
+    state->result->backend_used = g_strdup("none");
+    *nothing = TRUE;
+  } else if (ok && !knnwb_knn_check_available(k, state->available, state->valid,
+                                              state->reference_blocks.n, state->self, error)) {
     ok = FALSE;
   } else if (ok) {
-    ok = knnwb_knn_choose_backend(options, &select, &backend, error) &&
-         knnwb_screen_resolve(options->screen, backend, options->metric, k, &screen, error);
+    ok = knnwb_knn_choose_backend(options, &state->select, &state->backend, error) &&
+         knnwb_screen_resolve(options->screen, state->backend, options->metric, k, &state->screen,
+                              error);
   }
-  if (!group->agree(group, ok, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  if (nothing_to_do)
-    goto gather;
-  knnwb_prepared_set_screen(&query, reference, screen);
-  result->backend_used = g_strdup_printf("%s x %d ranks (split)", backend, group->size);
-  result->screen_used = screen;
-  /* KNNWB_SPLIT_PANELS=1 (tests) gives the CPU the two-panel path of the other backends. */
-  KnnwbSplitRun run = {options,
-                       group,
-                       select,
-                       backend,
-                       threads,
-                       MIN(available, knnwb_screen_candidates(screen, k)),
-                       select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL,
-                       NULL};
-  KnnwbSplitProgress progress = {0};
-  if (group->rank == 0 && options->progress != NULL)
-    run.progress = &progress;
+  if (!state->group->agree(state->group, ok, error))
+    return FALSE;
+  if (*nothing)
+    return TRUE;
+  knnwb_prepared_set_screen(&state->query, state->reference, state->screen);
+  state->result->backend_used =
+      g_strdup_printf("%s x %d ranks (split)", state->backend, state->group->size);
+  state->result->screen_used = state->screen;
+  return TRUE;
+}
 
-  ok = knnwb_split_lists_init(&lists, count, run.kc, error);
-  if (!group->agree(group, ok, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  knnwb_split_mark(group, "frame, prepare and allocation", &since);
-  if (self)
-    ok = knnwb_split_self_pass(&run, &query, reference_invalid, &blocks, &lists, error);
+/* The first pass over the blocks, then the own rows' candidates refined; the rows left uncertified
+ * (local numbers) appended to left. Collective. */
+static gboolean knnwb_split_run_first(KnnwbSplitState *state, const KnnwbSplitRun *run,
+                                      GArray *left, GError **error)
+{
+  KnnwbSplitLists lists = {0};
+  gboolean ok = knnwb_split_lists_init(&lists, state->count, run->kc, error);
+  if (!state->group->agree(state->group, ok, error))
+    return FALSE;
+  knnwb_split_mark(state->group, "frame, prepare and allocation", &state->since);
+  if (state->self)
+    ok = knnwb_split_self_pass(run, &state->query, state->reference_invalid, &state->blocks, &lists,
+                               error);
   else
-    ok = knnwb_split_query_pass(&run, &query, first, reference, reference_invalid,
-                                &reference_blocks, &lists, error);
-  if (!ok)
-    goto out;
-  since = g_get_monotonic_time();
-  left = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  KnnwbSplitRefine refine = {&query,          reference, self,   k,      available, first,
-                             reference_first, NULL,      &lists, result, NULL};
-  knnwb_split_refine(&run, &refine, count, left);
+    ok = knnwb_split_query_pass(run, &state->query, state->first, state->reference,
+                                state->reference_invalid, &state->reference_blocks, &lists, error);
+  if (ok) {
+    state->since = g_get_monotonic_time();
+    KnnwbSplitRefine refine = {&state->query,
+                               state->reference,
+                               state->self,
+                               state->options->k,
+                               state->available,
+                               state->first,
+                               state->reference_first,
+                               NULL,
+                               &lists,
+                               state->result,
+                               NULL};
+    knnwb_split_refine(run, &refine, state->count, left);
+    knnwb_split_mark(state->group, "refine", &state->since);
+  }
   knnwb_split_lists_clear(&lists);
-  knnwb_split_mark(group, "refine", &since);
-  /* Rows the bound cannot certify: four times the candidates, until every rank is done. */
-  const size_t total = self ? available + 1 : available;
+  return ok;
+}
+
+/* The certify loop's hooks for a split run: every one collective. */
+static gboolean knnwb_split_certify_pending(void *data, size_t mine, size_t *all, GError **error)
+{
+  const KnnwbSplitRows *rows = data;
+  int64_t pending = (int64_t)mine;
+  if (!rows->run->group->reduce(rows->run->group, &pending, 1, KNNWB_GROUP_SUM, error))
+    return FALSE;
+  *all = (size_t)pending;
+  return TRUE;
+}
+
+static gboolean knnwb_split_certify_reselect(void *data, const int64_t *mine, size_t count,
+                                             size_t kc, GArray *left, GError **error)
+{
+  const KnnwbSplitRows *rows = data;
+  rows->run->kc = kc;
+  g_debug("knnwb: rank %d: %zu row(s) re-selected with %zu candidates", rows->run->group->rank,
+          count, kc);
+  return knnwb_split_retry(rows, mine, count, left, error);
+}
+
+static gboolean knnwb_split_certify_exhaustive(void *data, const int64_t *mine, size_t count,
+                                               GError **error)
+{
+  return knnwb_split_exhaustive(data, mine, count, error);
+}
+
+/* Rows the bound cannot certify, until every rank is done: core's certify loop with every rank's
+ * rows selected again against every block, or compared with every row. Collective. */
+static gboolean knnwb_split_run_certify(KnnwbSplitState *state, KnnwbSplitRun *run, GArray **left,
+                                        GError **error)
+{
+  const KnnwbKnnGroup *group = state->group;
   /* The ranks finish their passes at different times: the first to finish waits here in the
    * group's sleeping poll, not in the reduction's busy one (which would take a core from the
    * others when ranks share cores). */
-  if (!group->agree(group, TRUE, error)) {
-    ok = FALSE;
-    goto out;
-  }
-  for (;;) {
-    int64_t pending = (int64_t)left->len;
-    if (!group->reduce(group, &pending, 1, KNNWB_GROUP_SUM, error)) {
-      ok = FALSE;
-      goto out;
-    }
-    if (pending == 0)
-      break;
-    if (run.kc == total) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "internal error: certification failed");
-      ok = FALSE;
-      goto out;
-    }
-    run.kc = MIN(total, run.kc * 4);
-    result->n_reselected += left->len;
-    g_debug("knnwb: rank %d: %u row(s) re-selected with %zu candidates", group->rank, left->len,
-            run.kc);
-    ok = knnwb_split_retry(&run, &query, query_invalid, first, reference, reference_first, self, k,
-                           available, result, &left, error);
-    if (!ok)
-      goto out;
-  }
-  {
-    int64_t reselected = (int64_t)result->n_reselected;
-    ok = group->reduce(group, &reselected, 1, KNNWB_GROUP_SUM, error);
-    result->n_reselected = (size_t)reselected;
-  }
-  knnwb_split_mark(group, "re-selection", &since);
-gather:
-  if (ok && !options->group_own_rows) {
-    KnnwbNeighbors *all =
-        knnwb_knn_group_gather_blocks(group, result, blocks.n, blocks.first, blocks.count, error);
-    ok = all != NULL;
-    if (ok) {
-      knnwb_neighbors_free(result);
-      result = all;
-    }
-  }
-out:
-  knnwb_split_lists_clear(&lists);
-  knnwb_split_blocks_clear(&blocks);
-  knnwb_split_blocks_clear(&reference_blocks);
+  if (!group->agree(group, TRUE, error))
+    return FALSE;
+  KnnwbSplitRows rows = {run,
+                         &state->query,
+                         state->reference,
+                         state->query_invalid,
+                         state->first,
+                         state->reference_first,
+                         state->self,
+                         state->options->k,
+                         state->available,
+                         state->result};
+  /* A rank's job chooses from its block only. Cancel is polled inside the rounds, where the
+   * ranks agree on it. */
+  const size_t total = state->self ? state->available + 1 : state->available;
+  const size_t ranks = (size_t)group->size;
+  const KnnwbCertify certify = {knnwb_split_certify_reselect,
+                                knnwb_split_certify_exhaustive,
+                                knnwb_split_certify_pending,
+                                &rows,
+                                total,
+                                (total + ranks - 1) / ranks,
+                                NULL};
+  KnnwbCertifyCounts counts = {0};
+  if (!knnwb_certify_run(&certify, run->kc, left, &counts, error))
+    return FALSE;
+  int64_t totals[2] = {(int64_t)counts.reselected, (int64_t)counts.exhaustive};
+  if (!group->reduce(group, totals, 2, KNNWB_GROUP_SUM, error))
+    return FALSE;
+  state->result->n_reselected = (size_t)totals[0];
+  state->result->n_exhaustive = (size_t)totals[1];
+  knnwb_split_mark(group, "re-selection", &state->since);
+  return TRUE;
+}
+
+/* The search itself, from the first pass to certified lists of the own rows. Collective. */
+static gboolean knnwb_split_run_search(KnnwbSplitState *state, GError **error)
+{
+  const KnnwbKnnOptions *options = state->options;
+  /* KNNWB_SPLIT_PANELS=1 (tests) gives the CPU the two-panel path of the other backends. */
+  KnnwbSplitRun run = {options,
+                       state->group,
+                       state->select,
+                       state->backend,
+                       state->threads,
+                       MIN(state->available, knnwb_screen_candidates(state->screen, options->k)),
+                       state->select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL,
+                       NULL};
+  KnnwbSplitProgress progress = {0};
+  if (state->group->rank == 0 && options->progress != NULL)
+    run.progress = &progress;
+  GArray *left = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  gboolean ok = knnwb_split_run_first(state, &run, left, error) &&
+                knnwb_split_run_certify(state, &run, &left, error);
   if (left != NULL)
     g_array_free(left, TRUE);
-  knnwb_prepared_clear(&query);
-  knnwb_prepared_clear(&reference_storage);
-  g_free(frame.column_mean);
+  return ok;
+}
+
+gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *reference_block,
+                             const KnnwbPrepared *given, const KnnwbKnnOptions *options,
+                             const KnnwbKnnGroup *group, KnnwbNeighbors **result_out,
+                             GError **error)
+{
+  KnnwbSplitState state = {.query_block = query_block,
+                           .reference_block = reference_block ? reference_block : query_block,
+                           .options = options,
+                           .group = group,
+                           .self = reference_block == NULL,
+                           .since = g_get_monotonic_time()};
+  state.reference = state.self ? &state.query : &state.reference_storage;
+  state.threads = knnwb_thread_count(options->n_threads);
+  if (options->n_threads <= 0) /* the host's cores are shared */
+    state.threads = MAX(1, state.threads / MAX(1, group->local_size));
+  *result_out = NULL;
+  gboolean nothing = FALSE;
+  gboolean ok = knnwb_split_run_check(&state, given, error);
   if (ok)
-    *result_out = g_steal_pointer(&result);
+    knnwb_split_mark(group, "checks", &state.since);
+  ok = ok && knnwb_split_run_prepare(&state, error) &&
+       knnwb_split_run_setup(&state, &nothing, error) &&
+       (nothing || knnwb_split_run_search(&state, error));
+  if (ok && !options->group_own_rows) {
+    KnnwbNeighbors *all = knnwb_knn_group_gather_blocks(
+        group, state.result, state.blocks.n, state.blocks.first, state.blocks.count, error);
+    ok = all != NULL;
+    if (ok) {
+      knnwb_neighbors_free(state.result);
+      state.result = all;
+    }
+  }
+  knnwb_split_blocks_clear(&state.blocks);
+  knnwb_split_blocks_clear(&state.reference_blocks);
+  knnwb_prepared_clear(&state.query);
+  knnwb_prepared_clear(&state.reference_storage);
+  g_free(state.frame.column_mean);
+  g_free(state.query_invalid);
+  g_free(state.reference_invalid);
+  g_free(state.backend);
+  if (ok)
+    *result_out = g_steal_pointer(&state.result);
+  else
+    g_clear_pointer(&state.result, knnwb_neighbors_free);
   return ok;
 }

@@ -426,3 +426,84 @@ gboolean knnwb_split_fetch(const KnnwbKnnGroup *group, const KnnwbSplitLayout *l
   knnwb_split_view(layout, own, buffer, rows, view);
   return TRUE;
 }
+
+/* ---- Rows every rank sends every rank (certify rounds) -----------------------------------------
+ */
+
+gboolean knnwb_split_share_rows(const KnnwbSplitRows *rows, const KnnwbSplitLayout *layout,
+                                const int64_t *mine, size_t count, KnnwbSplitShared *shared,
+                                GError **error)
+{
+  const KnnwbKnnGroup *group = rows->run->group;
+  const size_t ranks = (size_t)group->size;
+  memset(shared, 0, sizeof *shared);
+  shared->ranks = ranks;
+  shared->counts = g_new0(int64_t, ranks);
+  shared->start = g_new0(size_t, ranks + 1);
+  shared->offset = g_new0(size_t, ranks + 1);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)count, shared->counts, error))
+    return FALSE;
+  g_autofree size_t *global_bytes = g_new(size_t, ranks);
+  g_autofree size_t *packed_bytes = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    global_bytes[r] = (size_t)shared->counts[r] * sizeof(int64_t);
+    packed_bytes[r] = knnwb_split_bytes(layout, (size_t)shared->counts[r]);
+    shared->start[r + 1] = shared->start[r] + (size_t)shared->counts[r];
+    /* Each block starts aligned for its doubles (its flags' bytes end it). */
+    shared->offset[r + 1] = shared->offset[r] + (packed_bytes[r] + 63) / 64 * 64;
+  }
+  shared->total = shared->start[ranks];
+  g_autofree int64_t *numbers = g_new(int64_t, MAX(count, (size_t)1));
+  for (size_t t = 0; t < count; t++)
+    numbers[t] = (int64_t)rows->query_first + mine[t];
+  g_autofree char *packed = g_malloc(MAX(knnwb_split_bytes(layout, count), (size_t)1));
+  knnwb_split_pack(layout, rows->query, rows->query_invalid, mine, count, packed);
+  shared->global = g_new(int64_t, MAX(shared->total, (size_t)1));
+  shared->packed = g_malloc(MAX(shared->offset[ranks], (size_t)1));
+  if (!knnwb_knn_group_gather_bytes(group, numbers, global_bytes, shared->global, error))
+    return FALSE;
+  g_autofree const void **send = g_new(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new(size_t, ranks);
+  g_autofree void **receive = g_new(void *, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = packed;
+    send_bytes[r] = packed_bytes[group->rank];
+    receive[r] = shared->packed + shared->offset[r];
+  }
+  return group->exchange(group, send, send_bytes, (void *const *)receive, packed_bytes, error);
+}
+
+void knnwb_split_shared_view(const KnnwbSplitShared *shared, const KnnwbSplitLayout *layout,
+                             const KnnwbPrepared *like, size_t r, KnnwbPrepared *view)
+{
+  knnwb_split_view(layout, like, shared->packed + shared->offset[r], (size_t)shared->counts[r],
+                   view);
+}
+
+void knnwb_split_shared_clear(KnnwbSplitShared *shared)
+{
+  g_free(shared->counts);
+  g_free(shared->start);
+  g_free(shared->offset);
+  g_free(shared->global);
+  g_free(shared->packed);
+  memset(shared, 0, sizeof *shared);
+}
+
+gboolean knnwb_split_return_lists(const KnnwbKnnGroup *group, const KnnwbSplitShared *shared,
+                                  KnnwbSplitLists *found, size_t count, size_t kc,
+                                  KnnwbSplitLists *back, GError **error)
+{
+  const size_t ranks = shared->ranks;
+  g_autofree const void **send = g_new0(const void *, ranks);
+  g_autofree size_t *send_bytes = g_new0(size_t, ranks);
+  g_autofree void **receive = g_new0(void *, ranks);
+  g_autofree size_t *receive_bytes = g_new0(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++) {
+    send[r] = found[r].buffer;
+    send_bytes[r] = knnwb_split_lists_bytes((size_t)shared->counts[r], kc);
+    receive[r] = back[r].buffer;
+    receive_bytes[r] = knnwb_split_lists_bytes(count, kc);
+  }
+  return group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
+}

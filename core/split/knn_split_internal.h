@@ -1,7 +1,8 @@
 /* The pieces of a split-memory group run (knnwb_knn_split_run, knn_split.c), shared between its
  * files: first the data that travels (knn_split_data.c: prepared rows between ranks, candidate
- * lists, where each rank's block lies), then the run's steps (the frame, the first pass, one
- * selection, the refinement and re-selection, progress). A function's full contract is beside its
+ * lists, where each rank's block lies, the rows of a certify round), then the run's steps (the
+ * frame, the first pass, one selection, the refinement and re-selection, the exhaustive round,
+ * progress). A function's full contract is beside its
  * definition; the lines here say what it is for, its errors and its cost. */
 #ifndef KNNWB_KNN_SPLIT_INTERNAL_H
 #define KNNWB_KNN_SPLIT_INTERNAL_H
@@ -112,6 +113,28 @@ typedef struct {
   unsigned char *uncertified;
 } KnnwbSplitRefine;
 
+/* The own rows of a run and what its certify rounds (knn_split.c: re-selection, exhaustive) need
+ * of them: rows are local numbers (0 .. query->n), query_first + i in the whole run. */
+typedef struct {
+  KnnwbSplitRun *run;
+  const KnnwbPrepared *query, *reference;
+  const unsigned char *query_invalid;
+  size_t query_first, reference_first;
+  gboolean self;
+  size_t k, available;
+  KnnwbNeighbors *result;
+} KnnwbSplitRows;
+
+/* Rows every rank sent every rank for a certify round: rank r's counts[r] rows, packed at
+ * packed + offset[r] (knnwb_split_pack), numbered global[start[r] ..] in the whole run. */
+typedef struct {
+  size_t ranks, total;
+  int64_t *counts;
+  size_t *start, *offset;
+  int64_t *global;
+  char *packed;
+} KnnwbSplitShared;
+
 /* knn_split_frame.c */
 /** The shared frame of the run into frame (column_mean and scale_exponent only). Collective;
  * errors: the group's transport. O(m d) per rank and d doubles sent to every rank. */
@@ -165,21 +188,42 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
 void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                                 const KnnwbSplitSide *b, KnnwbSplitLists *lists);
 
+/** Every rank's count rows (local numbers mine) sent to every rank into shared. Collective;
+ * errors: the group's transport. Memory: the packed rows of every rank. */
+gboolean knnwb_split_share_rows(const KnnwbSplitRows *rows, const KnnwbSplitLayout *layout,
+                                const int64_t *mine, size_t count, KnnwbSplitShared *shared,
+                                GError **error);
+/** A prepared view of rank r's rows in shared (owns nothing). O(rows). */
+void knnwb_split_shared_view(const KnnwbSplitShared *shared, const KnnwbSplitLayout *layout,
+                             const KnnwbPrepared *like, size_t r, KnnwbPrepared *view);
+void knnwb_split_shared_clear(KnnwbSplitShared *shared);
+/** found[r] (lists of rank r's shared rows, kc wide) go back to rank r; back[r] (count rows, given)
+ * receives this rank's rows' lists from rank r. Collective; errors: the group's transport. */
+gboolean knnwb_split_return_lists(const KnnwbKnnGroup *group, const KnnwbSplitShared *shared,
+                                  KnnwbSplitLists *found, size_t count, size_t kc,
+                                  KnnwbSplitLists *back, GError **error);
+
 /* knn_split_refine.c */
 /** Refines count rows of refine (see KnnwbSplitRefine) into refine->result; the local numbers of
  * the rows left uncertified are appended to left. No errors. About k exact distances a row, on
  * run->threads. */
 void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refine, size_t count,
                         GArray *left);
-/** One re-selection round of the own uncertified rows in *left (replaced by those still
- * uncertified) with run->kc candidates, against every rank's reference block. Collective; errors:
- * allocation, the backend's, the group's transport (the same on every rank). Memory: batches
- * within the budget. */
-gboolean knnwb_split_retry(const KnnwbSplitRun *run, const KnnwbPrepared *query,
-                           const unsigned char *query_invalid, size_t query_first,
-                           const KnnwbPrepared *reference, size_t reference_first, gboolean self,
-                           size_t k, size_t available, KnnwbNeighbors *result, GArray **left,
-                           GError **error);
+/** One re-selection round of the own uncertified rows (mine: count local numbers) with
+ * rows->run->kc candidates, against every rank's reference block; those still uncertified are
+ * appended to left. Collective; errors: allocation, the backend's, the group's transport (the same
+ * on every rank). Memory: batches within the budget. */
+gboolean knnwb_split_retry(const KnnwbSplitRows *rows, const int64_t *mine, size_t count,
+                           GArray *left, GError **error);
+
+/* knn_split_exhaustive.c */
+/** The exact lists of the own rows mine (count local numbers) compared with every reference row:
+ * each rank's exact k best of its block for every rank's rows, merged by (distance, index) on the
+ * rows' owner. Collective; errors: allocation, cancel, the group's transport (the same on every
+ * rank). Time: (rows of all ranks) x (own block) exact distances a rank; memory: batches within the
+ * budget. */
+gboolean knnwb_split_exhaustive(const KnnwbSplitRows *rows, const int64_t *mine, size_t count,
+                                GError **error);
 
 /* knn_split_progress.c */
 /** The select job's progress callback of a run with a progress line (data: the KnnwbSplitRun). */

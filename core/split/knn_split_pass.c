@@ -128,6 +128,196 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
   return ok;
 }
 
+/* The first pass of a self graph (knnwb_split_self_pass) as it goes: the rank's block, the rooms
+ * kept for the whole pass, and the blocks the ranks publish when they share memory. */
+typedef struct {
+  const KnnwbSplitRun *run;
+  const KnnwbPrepared *own;
+  const unsigned char *own_invalid;
+  const KnnwbSplitBlocks *blocks;
+  KnnwbSplitLists *lists;
+  KnnwbSplitLayout layout;
+  int ranks, rank;
+  size_t m;
+  KnnwbSplitSide mine;
+  uint64_t steps;
+  void **parts;
+  gboolean shared;
+  char *room, *back_room, *visiting;
+  float *bounds, *visiting_bounds;
+  gint64 since;
+} KnnwbSplitSelfPass;
+
+/* Ranks that share memory (one host) publish their prepared block once, before step 0, and read
+ * the others' in place: no copy per step (two at the window: in and out) and no fetch to wait
+ * for; else each step fetches its block. Collective. */
+static gboolean knnwb_split_self_publish(KnnwbSplitSelfPass *pass, GError **error)
+{
+  const KnnwbKnnGroup *group = pass->run->group;
+  if (group->share_begin == NULL || pass->ranks <= 1)
+    return TRUE;
+  pass->shared = group->share_begin(
+      group, KNNWB_SPLIT_HEADER + knnwb_split_bytes(&pass->layout, pass->m), pass->parts, error);
+  if (!pass->shared) /* FALSE with *error unset: not shared */
+    return error == NULL || *error == NULL;
+  char *part = pass->parts[pass->rank];
+  *(int *)part = 0; /* the chunk counter of the pair this rank's block is cut for */
+  knnwb_split_pack(&pass->layout, pass->own, pass->own_invalid, NULL, pass->m,
+                   part + KNNWB_SPLIT_HEADER);
+  if (group->share_sync(group, error))
+    return TRUE;
+  pass->shared = FALSE;
+  group->share_end(group, NULL);
+  return FALSE;
+}
+
+/* Step 0: the own block against itself, in the rooms kept for the whole pass: one for the lists
+ * of the own rows that each job produces (step 0, the pair or its chunks) and then for those that
+ * come back, one for the lists that go back. A fresh buffer for each is fresh pages each time
+ * (14-36 MB each at 40,000-100,000 rows and k = 20 on 2 ranks), which the kernel clears and faults
+ * in again (glibc mmaps blocks above 32 MB afresh whatever knnwb_distributed_init asks).
+ * Collective. */
+static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
+{
+  const KnnwbSplitRun *run = pass->run;
+  const size_t largest = pass->blocks->largest;
+  KnnwbSplitLists a_lists = {0}, b_lists = {0};
+  pass->room =
+      g_try_malloc(MAX(knnwb_split_lists_bytes(MAX(pass->m, largest), run->kc), (size_t)1));
+  pass->back_room = pass->ranks > 1
+                        ? g_try_malloc(MAX(knnwb_split_lists_bytes(largest, run->kc), (size_t)1))
+                        : NULL;
+  gboolean ok = pass->room != NULL && (pass->ranks == 1 || pass->back_room != NULL);
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate candidate lists for %zu rows x %zu candidates",
+                MAX(pass->m, largest), run->kc);
+  ok = ok && knnwb_split_select(run, &pass->mine, NULL, NULL, NULL, pass->room, &a_lists, &b_lists,
+                                error);
+  if (ok)
+    knnwb_split_merge(pass->lists, &a_lists, 0, run->threads);
+  knnwb_split_lists_clear(&a_lists);
+  knnwb_split_lists_clear(&b_lists);
+  knnwb_split_mark(run->group, "step 0 (own block) selected and merged in", &pass->since);
+  if (!run->group->agree(run->group, ok, error))
+    return FALSE;
+  knnwb_split_mark(run->group, "step 0 waited for the other ranks", &pass->since);
+  knnwb_split_progress(run, 1, pass->steps);
+  return TRUE;
+}
+
+/* The room of a fetched block (shared: none), the own rows' thresholds, and the visiting rows'
+ * (they travel with their block). Collective. */
+static gboolean knnwb_split_self_visiting_rooms(KnnwbSplitSelfPass *pass, GError **error)
+{
+  const size_t largest = pass->blocks->largest;
+  pass->visiting =
+      pass->shared ? NULL : g_try_malloc(MAX(knnwb_split_bytes(&pass->layout, largest), (size_t)1));
+  pass->bounds = g_try_new(float, MAX(pass->m, (size_t)1));
+  pass->visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
+  gboolean ok = (pass->shared || pass->visiting != NULL) && pass->bounds != NULL &&
+                pass->visiting_bounds != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate room for a visiting block of %zu rows", largest);
+  return pass->run->group->agree(pass->run->group, ok, error);
+}
+
+/* The pair (mine, q's) of step s, where q = r + s: at s = R/2 it is met from both ends, so each
+ * scores half (with shared blocks: as many chunks as it takes first). b's candidates are written
+ * straight into back, the lists of q's whole block, which go back to q. */
+static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, KnnwbPrepared *view,
+                                      size_t q_first, size_t q_rows, KnnwbSplitLists *back,
+                                      GError **error)
+{
+  const KnnwbSplitRun *run = pass->run;
+  const int r = pass->rank;
+  KnnwbSplitSide a = pass->mine, b = {view, 0, q_rows, q_first};
+  KnnwbSplitLists a_lists = {0};
+  /* KNNWB_SPLIT_CHUNKS=0 (benchmarks): the fixed halves even with shared blocks. */
+  const gboolean chunked =
+      pass->shared && 2 * s == pass->ranks && g_strcmp0(g_getenv("KNNWB_SPLIT_CHUNKS"), "0");
+  if (2 * s == pass->ranks && !chunked) {
+    if (r < q) {
+      a.count = pass->m / 2;
+    } else {
+      b.first = q_rows / 2;
+      b.count = q_rows - q_rows / 2;
+      b.global = q_first + b.first;
+    }
+  }
+  gboolean ok;
+  if (chunked) {
+    const int lower = MIN(r, q);
+    ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)pass->parts[lower], pass->bounds,
+                                 pass->visiting_bounds, pass->room, pass->lists, back, error);
+  } else {
+    KnnwbSplitLists window = knnwb_split_lists_window(back, b.first, b.count);
+    ok = knnwb_split_select(run, &a, &b, pass->bounds + a.first, pass->visiting_bounds + b.first,
+                            pass->room, &a_lists, &window, error);
+    if (ok) {
+      knnwb_split_merge(pass->lists, &a_lists, 0, run->threads);
+      knnwb_split_fill_distances(run, &a, &b, pass->lists);
+    }
+  }
+  knnwb_split_lists_clear(&a_lists);
+  return ok;
+}
+
+/* Step s: block A_{r+s} comes to this rank (every rank sends its block to rank r - s), the pair
+ * is scored, and the visiting rows' candidates go back to their owner while this block's rows'
+ * come from rank r - s. Collective. */
+static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **error)
+{
+  const KnnwbSplitRun *run = pass->run;
+  const KnnwbKnnGroup *group = run->group;
+  const int R = pass->ranks, r = pass->rank;
+  const int q = (r + s) % R, p = (r - s + R) % R;
+  size_t q_first, q_rows;
+  knnwb_split_rows_of(pass->blocks, q, &q_first, &q_rows);
+  KnnwbPrepared view;
+  knnwb_split_bounds(pass->lists, pass->bounds);
+  if (pass->shared)
+    knnwb_split_view(&pass->layout, pass->own, (char *)pass->parts[q] + KNNWB_SPLIT_HEADER, q_rows,
+                     &view);
+  if ((!pass->shared && !knnwb_split_fetch(group, &pass->layout, pass->own, pass->own_invalid, p, q,
+                                           q_rows, pass->visiting, &view, error)) ||
+      !knnwb_split_shift(group, p, pass->bounds, pass->m * sizeof(float), q, pass->visiting_bounds,
+                         q_rows * sizeof(float), error))
+    return FALSE;
+  knnwb_split_mark(group,
+                   pass->shared ? "block in shared memory, bounds fetched in" : "block fetched in",
+                   &pass->since);
+  /* The lists of this block's rows that p computed arrive in the pass's room, once this step's
+   * own lists are merged. */
+  KnnwbSplitLists back = {0}, from_p = {0};
+  gboolean ok = !knnwb_split_cancelled(run, error) &&
+                knnwb_split_lists_init_in(&back, q_rows, run->kc, pass->back_room, error) &&
+                knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
+  knnwb_split_mark(group, "pair selected and merged in", &pass->since);
+  /* The last step has read the shared blocks (every rank reaches this, failed or not): the
+   * window is free for the lists that go back. */
+  if (pass->shared && 2 * (s + 1) > R) {
+    pass->shared = FALSE;
+    if (!group->share_end(group, ok ? error : NULL))
+      ok = FALSE;
+  }
+  ok = ok && knnwb_split_lists_init_in(&from_p, pass->m, run->kc, pass->room, error);
+  if (group->agree(group, ok, error)) {
+    ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
+                           from_p.buffer, knnwb_split_lists_bytes(pass->m, run->kc), error);
+    if (ok)
+      knnwb_split_merge(pass->lists, &from_p, 0, run->threads);
+  } else {
+    ok = FALSE;
+  }
+  knnwb_split_lists_clear(&back);
+  knnwb_split_lists_clear(&from_p);
+  knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &pass->since);
+  knnwb_split_progress(run, (uint64_t)s + 1, pass->steps);
+  return ok;
+}
+
 /* The first pass of a self graph: every pair of blocks once (see the top of knn_split.c).
  * Collective. */
 gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
@@ -135,164 +325,34 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
                                KnnwbSplitLists *lists, GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
-  const int R = group->size, r = group->rank;
-  size_t first, m;
-  knnwb_split_rows_of(blocks, r, &first, &m);
-  const KnnwbSplitLayout layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d);
-  const uint64_t steps = (uint64_t)R / 2 + 1;
-  KnnwbSplitSide mine = {own, 0, m, first};
-  knnwb_split_progress(run, 0, steps);
-  KnnwbSplitLists a_lists = {0}, b_lists = {0};
-  gint64 since = g_get_monotonic_time();
-  /* Ranks that share memory (one host) publish their prepared block once, before step 0, and read
-   * the others' in place: no copy per step (two at the window: in and out) and no fetch to wait
-   * for; else each step fetches its block. Collective; FALSE with *error unset: not shared. */
-  g_autofree void **parts = g_new0(void *, (size_t)R);
-  gboolean shared = FALSE;
-  if (group->share_begin != NULL && R > 1) {
-    shared =
-        group->share_begin(group, KNNWB_SPLIT_HEADER + knnwb_split_bytes(&layout, m), parts, error);
-    if (!shared && error != NULL && *error != NULL)
-      return FALSE;
-    if (shared) {
-      *(int *)parts[r] = 0; /* the chunk counter of the pair this rank's block is cut for */
-      knnwb_split_pack(&layout, own, own_invalid, NULL, m, (char *)parts[r] + KNNWB_SPLIT_HEADER);
-      if (!group->share_sync(group, error)) {
-        group->share_end(group, NULL);
-        return FALSE;
-      }
-    }
-  }
-  /* Rooms kept for the whole pass: one for the lists of the own rows that each job produces (step
-   * 0, the pair or its chunks) and then for those that come back, one for the lists that go back.
-   * A fresh buffer for each is fresh pages each time (14-36 MB each at 40,000-100,000 rows and
-   * k = 20 on 2 ranks), which the kernel clears and faults in again (glibc mmaps blocks above 32
-   * MB afresh whatever knnwb_distributed_init asks). */
-  const size_t largest = blocks->largest;
-  char *room = g_try_malloc(MAX(knnwb_split_lists_bytes(MAX(m, largest), run->kc), (size_t)1));
-  char *back_room =
-      R > 1 ? g_try_malloc(MAX(knnwb_split_lists_bytes(largest, run->kc), (size_t)1)) : NULL;
-  gboolean ok = room != NULL && (R == 1 || back_room != NULL);
-  if (!ok)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate candidate lists for %zu rows x %zu candidates", MAX(m, largest),
-                run->kc);
-  ok = ok && knnwb_split_select(run, &mine, NULL, NULL, NULL, room, &a_lists, &b_lists, error);
-  if (ok)
-    knnwb_split_merge(lists, &a_lists, 0, run->threads);
-  knnwb_split_lists_clear(&a_lists);
-  knnwb_split_lists_clear(&b_lists);
-  knnwb_split_mark(group, "step 0 (own block) selected and merged in", &since);
-  if (!group->agree(group, ok, error)) {
-    if (shared)
-      group->share_end(group, NULL);
-    g_free(room);
-    g_free(back_room);
-    return FALSE;
-  }
-  knnwb_split_mark(group, "step 0 waited for the other ranks", &since);
-  knnwb_split_progress(run, 1, steps);
-  const size_t visiting_bytes = MAX(knnwb_split_bytes(&layout, largest), (size_t)1);
-  /* The room of a fetched block (shared: none). */
-  char *visiting = shared ? NULL : g_try_malloc(visiting_bytes);
-  /* The own rows' thresholds, and the visiting rows' (they travel with their block). */
-  float *bounds = g_try_new(float, MAX(m, (size_t)1));
-  float *visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
-  ok = (shared || visiting != NULL) && bounds != NULL && visiting_bounds != NULL;
-  if (!ok)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate room for a visiting block of %zu rows", largest);
-  if (!group->agree(group, ok, error)) {
-    if (shared)
-      group->share_end(group, NULL);
-    g_free(room);
-    g_free(back_room);
-    g_free(visiting);
-    g_free(bounds);
-    g_free(visiting_bounds);
-    return FALSE;
-  }
-  for (int s = 1; 2 * s <= R && ok; s++) {
-    const int q = (r + s) % R, p = (r - s + R) % R;
-    size_t q_first, q_rows;
-    knnwb_split_rows_of(blocks, q, &q_first, &q_rows);
-    KnnwbPrepared view;
-    knnwb_split_bounds(lists, bounds);
-    if (shared)
-      knnwb_split_view(&layout, own, (char *)parts[q] + KNNWB_SPLIT_HEADER, q_rows, &view);
-    if ((!shared && !knnwb_split_fetch(group, &layout, own, own_invalid, p, q, q_rows, visiting,
-                                       &view, error)) ||
-        !knnwb_split_shift(group, p, bounds, m * sizeof(float), q, visiting_bounds,
-                           q_rows * sizeof(float), error)) {
-      ok = FALSE;
-      break;
-    }
-    knnwb_split_mark(
-        group, shared ? "block in shared memory, bounds fetched in" : "block fetched in", &since);
-    /* The pair (mine, q's); at s = R/2 it is met from both ends, so each scores half (with shared
-     * blocks: as many chunks as it takes first). */
-    KnnwbSplitSide a = mine, b = {&view, 0, q_rows, q_first};
-    /* KNNWB_SPLIT_CHUNKS=0 (benchmarks): the fixed halves even with shared blocks. */
-    const gboolean chunked = shared && 2 * s == R && g_strcmp0(g_getenv("KNNWB_SPLIT_CHUNKS"), "0");
-    if (2 * s == R && !chunked) {
-      if (r < q) {
-        a.count = m / 2;
-      } else {
-        b.first = q_rows / 2;
-        b.count = q_rows - q_rows / 2;
-        b.global = q_first + b.first;
-      }
-    }
-    /* b's candidates are written straight into the lists of q's whole block, which go back to q;
-     * the lists of this block's rows that p computed arrive in the pass's room, once this step's
-     * own lists are merged. */
-    KnnwbSplitLists back = {0}, from_p = {0};
-    ok = !knnwb_split_cancelled(run, error) &&
-         knnwb_split_lists_init_in(&back, q_rows, run->kc, back_room, error);
-    if (ok && chunked) {
-      const int lower = MIN(r, q);
-      ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)parts[lower], bounds,
-                                   visiting_bounds, room, lists, &back, error);
-    } else if (ok) {
-      KnnwbSplitLists window = knnwb_split_lists_window(&back, b.first, b.count);
-      ok = knnwb_split_select(run, &a, &b, bounds + a.first, visiting_bounds + b.first, room,
-                              &a_lists, &window, error);
-    }
-    if (ok && !chunked) {
-      knnwb_split_merge(lists, &a_lists, 0, run->threads);
-      knnwb_split_fill_distances(run, &a, &b, lists);
-    }
-    knnwb_split_lists_clear(&a_lists);
-    knnwb_split_mark(group, "pair selected and merged in", &since);
-    /* The last step has read the shared blocks (every rank reaches this, failed or not): the
-     * window is free for the lists that go back. */
-    if (shared && 2 * (s + 1) > R) {
-      shared = FALSE;
-      if (!group->share_end(group, ok ? error : NULL))
-        ok = FALSE;
-    }
-    ok = ok && knnwb_split_lists_init_in(&from_p, m, run->kc, room, error);
-    if (group->agree(group, ok, error)) {
-      ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
-                             from_p.buffer, knnwb_split_lists_bytes(m, run->kc), error);
-      if (ok)
-        knnwb_split_merge(lists, &from_p, 0, run->threads);
-    } else {
-      ok = FALSE;
-    }
-    knnwb_split_lists_clear(&back);
-    knnwb_split_lists_clear(&from_p);
-    knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &since);
-    knnwb_split_progress(run, (uint64_t)s + 1, steps);
-  }
-  /* A fetch or bounds shift that failed left the loop early (transport errors: on every rank). */
-  if (shared && !group->share_end(group, ok ? error : NULL))
+  KnnwbSplitSelfPass pass = {.run = run,
+                             .own = own,
+                             .own_invalid = own_invalid,
+                             .blocks = blocks,
+                             .lists = lists,
+                             .layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d),
+                             .ranks = group->size,
+                             .rank = group->rank,
+                             .steps = (uint64_t)group->size / 2 + 1,
+                             .parts = g_new0(void *, (size_t)group->size),
+                             .since = g_get_monotonic_time()};
+  size_t first;
+  knnwb_split_rows_of(blocks, pass.rank, &first, &pass.m);
+  pass.mine = (KnnwbSplitSide){own, 0, pass.m, first};
+  knnwb_split_progress(run, 0, pass.steps);
+  gboolean ok = knnwb_split_self_publish(&pass, error) && knnwb_split_self_own(&pass, error) &&
+                knnwb_split_self_visiting_rooms(&pass, error);
+  for (int s = 1; 2 * s <= pass.ranks && ok; s++)
+    ok = knnwb_split_self_step(&pass, s, error);
+  /* A failure left the pass early (agreed, or transport errors: on every rank alike). */
+  if (pass.shared && !group->share_end(group, ok ? error : NULL))
     ok = FALSE;
-  g_free(room);
-  g_free(back_room);
-  g_free(visiting);
-  g_free(bounds);
-  g_free(visiting_bounds);
+  g_free(pass.parts);
+  g_free(pass.room);
+  g_free(pass.back_room);
+  g_free(pass.visiting);
+  g_free(pass.bounds);
+  g_free(pass.visiting_bounds);
   return ok;
 }
 

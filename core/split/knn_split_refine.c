@@ -1,7 +1,7 @@
 /* The end of a split-memory run: each own row's candidates refined into its exact, certified list
  * (knnwb_refine_row, after the exact distances the passes left to it), and the rows the bound
  * cannot certify selected again with more candidates against every rank's reference block
- * (knnwb_split_retry; knnwb_knn_split_run repeats the rounds until every row is certified). */
+ * (knnwb_split_retry, one round of core's certify loop that knnwb_knn_split_run runs). */
 #include <math.h>
 #include "knn_split_internal.h"
 
@@ -85,131 +85,120 @@ void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refine, size
   g_clear_pointer(&refine->uncertified, g_free);
 }
 
-/*
- * Re-selects the uncertified own rows (local numbers in *left, which is replaced by those still
- * uncertified) with kc candidates: every rank's rows go to every rank, each selects them against
- * its own reference block, and the candidates come back. Collective: every rank calls it while
- * any rank has rows left, in batches whose candidate lists fit the memory budget.
- */
-gboolean knnwb_split_retry(const KnnwbSplitRun *run, const KnnwbPrepared *query,
-                           const unsigned char *query_invalid, size_t query_first,
-                           const KnnwbPrepared *reference, size_t reference_first, gboolean self,
-                           size_t k, size_t available, KnnwbNeighbors *result, GArray **left,
-                           GError **error)
+/* Rank r's shared rows selected against this rank's reference block into found (kc wide: the
+ * job's narrower lists widened). The own rows' distances are left to the refinement (which needs
+ * about k of them). */
+static gboolean knnwb_split_retry_select(const KnnwbSplitRows *rows, const KnnwbSplitShared *shared,
+                                         const KnnwbSplitLayout *layout, size_t r,
+                                         KnnwbSplitLists *found, GError **error)
 {
-  const KnnwbKnnGroup *group = run->group;
-  const size_t ranks = (size_t)group->size, kc = run->kc;
-  const KnnwbSplitLayout layout =
-      knnwb_split_layout(query->metric, query->scale_exponent, query->d);
-  const size_t budget = run->options->memory_bytes ? run->options->memory_bytes : (size_t)256 << 20;
-  const size_t batch =
-      MAX((size_t)1, budget / (kc * (sizeof(int64_t) + sizeof(float) + sizeof(double))) / ranks);
-  GArray *rows = *left;
-  *left = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  int64_t rounds = ((int64_t)rows->len + (int64_t)batch - 1) / (int64_t)batch;
-  gboolean ok = group->reduce(group, &rounds, 1, KNNWB_GROUP_MAX, error);
-  g_autofree const void **send = g_new0(const void *, ranks);
-  g_autofree size_t *send_bytes = g_new0(size_t, ranks);
-  g_autofree void **receive = g_new0(void *, ranks);
-  g_autofree size_t *receive_bytes = g_new0(size_t, ranks);
-  g_autofree int64_t *counts = g_new0(int64_t, ranks);
-  g_autofree int64_t *all_counts = g_new0(int64_t, ranks);
-  KnnwbSplitSide own_reference = {reference, 0, reference->n, reference_first};
-  for (int64_t round = 0; ok && round < rounds; round++) {
-    const size_t at = MIN((size_t)round * batch, (size_t)rows->len);
-    const size_t count = MIN(batch, (size_t)rows->len - at);
-    const int64_t *mine = (const int64_t *)(void *)rows->data + at;
-    /* Every rank learns every rank's count, then the rows. */
-    for (size_t r = 0; r < ranks; r++) {
-      counts[r] = (int64_t)count;
-      send[r] = &counts[r];
-      send_bytes[r] = sizeof(int64_t);
-      receive[r] = &all_counts[r];
-      receive_bytes[r] = sizeof(int64_t);
+  const KnnwbSplitRun *run = rows->run;
+  const size_t kc = run->kc;
+  const KnnwbSplitSide own_reference = {rows->reference, 0, rows->reference->n,
+                                        rows->reference_first};
+  const size_t valid = knnwb_split_valid(&own_reference);
+  KnnwbPrepared view;
+  knnwb_split_shared_view(shared, layout, rows->query, r, &view);
+  const KnnwbSplitSide theirs = {&view, 0, view.n, 0};
+  if (!knnwb_split_lists_init(found, view.n, kc, error))
+    return FALSE;
+  if (valid == 0 || view.n == 0)
+    return TRUE;
+  KnnwbSelectJob job;
+  knnwb_split_fill_job(run, &job, &theirs, &own_reference, MIN(kc, valid), found);
+  if (!knnwb_split_run_job(run, &job, error))
+    return FALSE;
+  KnnwbSplitLists narrow = *found;
+  narrow.kc = job.kc;
+  knnwb_split_finish_as(run, &theirs, &own_reference, &narrow, r != (size_t)run->group->rank);
+  /* Widen in place from the back: row t's job.kc entries move to t * kc. */
+  for (size_t t = view.n; t-- > 0;)
+    for (size_t c = kc; c-- > 0;) {
+      const gboolean kept = c < job.kc;
+      const size_t from = t * job.kc + c, to = t * kc + c;
+      found->index[to] = kept ? narrow.index[from] : -1;
+      found->distance[to] = kept ? narrow.distance[from] : NAN;
+      found->score[to] = kept ? narrow.score[from] : INFINITY;
     }
-    if (!(ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes,
-                               error)))
-      break;
-    char *packed = g_malloc(MAX(knnwb_split_bytes(&layout, count), (size_t)1));
-    knnwb_split_pack(&layout, query, query_invalid, mine, count, packed);
-    char **gathered = g_new0(char *, ranks);
-    for (size_t r = 0; r < ranks; r++) {
-      gathered[r] = g_malloc(MAX(knnwb_split_bytes(&layout, (size_t)all_counts[r]), (size_t)1));
-      send[r] = packed;
-      send_bytes[r] = knnwb_split_bytes(&layout, count);
-      receive[r] = gathered[r];
-      receive_bytes[r] = knnwb_split_bytes(&layout, (size_t)all_counts[r]);
-    }
-    ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
-    g_free(packed);
-    /* Each rank's rows against this rank's reference block. */
-    KnnwbSplitLists *found = g_new0(KnnwbSplitLists, ranks);
-    const size_t valid = knnwb_split_valid(&own_reference);
-    gboolean local = ok;
-    for (size_t r = 0; r < ranks && local; r++) {
-      KnnwbPrepared view;
-      knnwb_split_view(&layout, query, gathered[r], (size_t)all_counts[r], &view);
-      KnnwbSplitSide theirs = {&view, 0, view.n, 0};
-      local = knnwb_split_lists_init(&found[r], view.n, kc, error);
-      if (local && valid > 0 && view.n > 0) {
-        KnnwbSelectJob job;
-        knnwb_split_fill_job(run, &job, &theirs, &own_reference, MIN(kc, valid), &found[r]);
-        local = knnwb_split_run_job(run, &job, error);
-        KnnwbSplitLists narrow = found[r];
-        narrow.kc = job.kc;
-        if (local) {
-          /* The own rows' distances are left to the refinement (which needs about k of them). */
-          knnwb_split_finish_as(run, &theirs, &own_reference, &narrow, r != (size_t)group->rank);
-          /* Widen in place from the back: row t's job.kc entries move to t * kc. */
-          for (size_t t = view.n; t-- > 0;)
-            for (size_t c = kc; c-- > 0;) {
-              const gboolean kept = c < job.kc;
-              const size_t from = t * job.kc + c, to = t * kc + c;
-              found[r].index[to] = kept ? narrow.index[from] : -1;
-              found[r].distance[to] = kept ? narrow.distance[from] : NAN;
-              found[r].score[to] = kept ? narrow.score[from] : INFINITY;
-            }
-        }
-      }
-    }
-    /* The candidates go back to the rows' owners. */
-    KnnwbSplitLists *back = g_new0(KnnwbSplitLists, ranks);
+  return TRUE;
+}
+
+/* One batch of a re-selection round: every rank's rows go to every rank, each selects them against
+ * its own reference block, the candidates come back, and each rank refines its rows. */
+static gboolean knnwb_split_retry_batch(const KnnwbSplitRows *rows, const KnnwbSplitLayout *layout,
+                                        const int64_t *mine, size_t count, GArray *left,
+                                        GError **error)
+{
+  const KnnwbKnnGroup *group = rows->run->group;
+  const size_t ranks = (size_t)group->size, kc = rows->run->kc;
+  KnnwbSplitShared shared;
+  gint64 since = g_get_monotonic_time();
+  gboolean ok = knnwb_split_share_rows(rows, layout, mine, count, &shared, error);
+  knnwb_split_mark(group, "re-selection: rows shared", &since);
+  KnnwbSplitLists *found = g_new0(KnnwbSplitLists, ranks);
+  KnnwbSplitLists *back = g_new0(KnnwbSplitLists, ranks);
+  gboolean local = ok;
+  for (size_t r = 0; r < ranks && local; r++)
+    local = knnwb_split_retry_select(rows, &shared, layout, r, &found[r], error);
+  knnwb_split_mark(group, "re-selection: selected", &since);
+  for (size_t r = 0; r < ranks && local; r++)
+    local = knnwb_split_lists_init(&back[r], count, kc, error);
+  if (ok && !group->agree(group, local, error))
+    ok = FALSE;
+  ok = ok && knnwb_split_return_lists(group, &shared, found, count, kc, back, error);
+  knnwb_split_mark(group, "re-selection: candidates returned", &since);
+  if (ok) {
+    KnnwbSplitLists merged;
+    local = knnwb_split_lists_init(&merged, count, kc, error);
     for (size_t r = 0; r < ranks && local; r++)
-      local = knnwb_split_lists_init(&back[r], count, kc, error);
-    if (ok && !group->agree(group, local, error))
-      ok = FALSE;
-    if (ok) {
-      for (size_t r = 0; r < ranks; r++) {
-        send[r] = found[r].buffer;
-        send_bytes[r] = knnwb_split_lists_bytes((size_t)all_counts[r], kc);
-        receive[r] = back[r].buffer;
-        receive_bytes[r] = knnwb_split_lists_bytes(count, kc);
-      }
-      ok = group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
+      knnwb_split_merge(&merged, &back[r], 0, rows->run->threads);
+    knnwb_split_mark(group, "re-selection: merged", &since);
+    if (local) {
+      KnnwbSplitRefine refine = {rows->query,
+                                 rows->reference,
+                                 rows->self,
+                                 rows->k,
+                                 rows->available,
+                                 rows->query_first,
+                                 rows->reference_first,
+                                 mine,
+                                 &merged,
+                                 rows->result,
+                                 NULL};
+      knnwb_split_refine(rows->run, &refine, count, left);
+      knnwb_split_lists_clear(&merged);
+      knnwb_split_mark(group, "re-selection: refined", &since);
     }
-    if (ok) {
-      KnnwbSplitLists merged;
-      local = knnwb_split_lists_init(&merged, count, kc, error);
-      for (size_t r = 0; r < ranks && local; r++)
-        knnwb_split_merge(&merged, &back[r], 0, run->threads);
-      if (local) {
-        KnnwbSplitRefine refine = {query,       reference,       self, k,       available,
-                                   query_first, reference_first, mine, &merged, result,
-                                   NULL};
-        knnwb_split_refine(run, &refine, count, *left);
-        knnwb_split_lists_clear(&merged);
-      }
-      ok = group->agree(group, local, error);
-    }
-    for (size_t r = 0; r < ranks; r++) {
-      g_free(gathered[r]);
-      knnwb_split_lists_clear(&found[r]);
-      knnwb_split_lists_clear(&back[r]);
-    }
-    g_free(gathered);
-    g_free(found);
-    g_free(back);
+    ok = group->agree(group, local, error);
   }
-  g_array_free(rows, TRUE);
+  for (size_t r = 0; r < ranks; r++) {
+    knnwb_split_lists_clear(&found[r]);
+    knnwb_split_lists_clear(&back[r]);
+  }
+  g_free(found);
+  g_free(back);
+  knnwb_split_shared_clear(&shared);
+  return ok;
+}
+
+/*
+ * Re-selects the uncertified own rows with kc candidates, in batches whose candidate lists fit the
+ * memory budget. Collective: every rank calls it while any rank has rows left, and the ranks run
+ * as many batches as the one with the most rows.
+ */
+gboolean knnwb_split_retry(const KnnwbSplitRows *rows, const int64_t *mine, size_t count,
+                           GArray *left, GError **error)
+{
+  const KnnwbSplitRun *run = rows->run;
+  const KnnwbSplitLayout layout =
+      knnwb_split_layout(rows->query->metric, rows->query->scale_exponent, rows->query->d);
+  const size_t batch =
+      knnwb_certify_batch_rows(run->options->memory_bytes, run->kc, (size_t)run->group->size);
+  int64_t rounds = ((int64_t)count + (int64_t)batch - 1) / (int64_t)batch;
+  gboolean ok = run->group->reduce(run->group, &rounds, 1, KNNWB_GROUP_MAX, error);
+  for (int64_t round = 0; ok && round < rounds; round++) {
+    const size_t at = MIN((size_t)round * batch, count);
+    ok = knnwb_split_retry_batch(rows, &layout, mine + at, MIN(batch, count - at), left, error);
+  }
   return ok;
 }

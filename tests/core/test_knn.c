@@ -820,6 +820,55 @@ static void test_nearest_outside_group(void)
   g_free(group);
 }
 
+/* Dense ties for the nearest row outside a group: two-column rows correlate by +-1 with every row
+ * up to rounding, so every row's window holds most rows and the certify loop compares them with
+ * every row outside their group. The answers are the brute force over the same exact distances
+ * (knnwb_prepared_distance), ties to the lower index, bit for bit. */
+static void test_nearest_outside_dense_ties(void)
+{
+  const size_t n = 401, d = 2;
+  g_autoptr(GRand) rng = g_rand_new_with_seed(2011);
+  g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(n, d, NULL);
+  for (size_t v = 0; v < n * d; v++)
+    m->values[v] = (float)g_rand_double_range(rng, -3, 3);
+  g_autofree int32_t *group = g_new(int32_t, n);
+  g_autofree int64_t *rows = g_new(int64_t, n);
+  g_autofree int64_t *index = g_new(int64_t, n);
+  g_autofree double *distance = g_new(double, n);
+  for (size_t i = 0; i < n; i++) {
+    group[i] = (int32_t)(i % 3);
+    rows[i] = (int64_t)i;
+  }
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_ABS_PEARSON, KNNWB_METRIC_PEARSON};
+  for (size_t mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.metric = metrics[mi];
+    options.backend = KNNWB_BACKEND_CPU;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(KnnwbOutsideSearch) search = knnwb_outside_search_new(m, &options, &error);
+    g_assert_no_error(error);
+    g_assert_true(knnwb_outside_search_run(search, group, rows, n, index, distance, &error));
+    g_assert_no_error(error);
+    KnnwbPrepared p;
+    g_assert_true(knnwb_prepared_init(&p, m, metrics[mi], FALSE, "data", 1, NULL, NULL, &error));
+    for (size_t i = 0; i < n; i++) {
+      int64_t best = -1;
+      double best_distance = INFINITY;
+      for (size_t j = 0; j < n; j++) {
+        const double dist = knnwb_prepared_distance(&p, i, &p, j);
+        if (group[j] != group[i] && (best < 0 || dist < best_distance)) {
+          best = (int64_t)j;
+          best_distance = dist;
+        }
+      }
+      g_assert_cmpint(index[i], ==, best);
+      g_assert_cmpmem(&distance[i], sizeof(double), &best_distance, sizeof(double));
+    }
+    knnwb_prepared_clear(&p);
+  }
+}
+
 /* More threads than a bound process may run on (mpirun's binding, here set by hand): one warning
  * naming the affinity and what to pass to mpirun; the count asked for is kept. Within the
  * affinity, and with the default count (which follows it), nothing is said. */
@@ -874,6 +923,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/empty", test_empty_input);
   g_test_add_func("/knn/refused-up-front", test_refused_up_front);
   g_test_add_func("/knn/nearest-outside-group", test_nearest_outside_group);
+  g_test_add_func("/knn/nearest-outside-dense-ties", test_nearest_outside_dense_ties);
   g_test_add_func("/knn/euclidean-offsets-and-magnitudes", test_euclidean_offsets_and_magnitudes);
   g_test_add_func("/knn/drop-degenerate", test_drop_degenerate);
   g_test_add_func("/knn/graph-modes", test_graph_modes);

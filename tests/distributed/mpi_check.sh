@@ -645,3 +645,15 @@ wait "$pid" || status=$?
 [ "$status" -eq 0 ] || { cat jc.err; fail "a run stopped and resumed through mpirun failed ($status)"; }
 cmp -s one-jc.knn jc.knn || fail "a run stopped and resumed through mpirun: bytes differ"
 echo "job control through mpirun: $stopped rank(s) seen stopped, resumed, same bytes"
+
+# Dense ties (two columns: every correlation is +-1 up to rounding, so every row's screening window
+# holds most rows): the split ranks compare the rows left with every row (each rank its block's
+# exact k best, merged on the rows' owner; the debug line says so) and write one process's bytes.
+python3 "$here/make_npy.py" dense.npy 2001 2 7
+"$knnwb" knn dense.npy -k 3 -m abs-pearson -b cpu -q -o one-dense.knn
+G_MESSAGES_DEBUG=all mpi 2 knn dense.npy -k 3 -m abs-pearson -b cpu -q -o dense.knn >dense.err 2>&1 ||
+  { cat dense.err; fail "dense ties on 2 split ranks failed"; }
+grep -q "compared with every row" dense.err ||
+  fail "dense ties: the split ranks did not compare the rows left with every row"
+cmp -s one-dense.knn dense.knn || fail "dense ties: 2 split ranks differ from one process"
+echo "dense ties on 2 split ranks: rows compared with every row, same bytes"

@@ -621,6 +621,70 @@ static void test_split_thresholds_ties(void)
   }
 }
 
+/* Dense ties (rows on two columns: every correlation is +-1 up to rounding, so every row's
+ * screening window holds most rows): the split ranks compare the rows left with every row, each
+ * rank its block's exact k best, merged on the rows' owner; the lists are one process's bytes and
+ * the oracle's, self or query runs, two-sided jobs or two panels, constant rows dropped, and a
+ * small memory budget (several batches). Before, the split mode widened its rounds up to every
+ * row (n_exhaustive stayed 0). */
+static gboolean fatal_unless_left_out(const gchar *domain, GLogLevelFlags level,
+                                      const gchar *message, gpointer user)
+{
+  (void)domain, (void)level, (void)user;
+  return strstr(message, "left out of the") == NULL;
+}
+
+static void test_split_dense_ties(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_ABS_PEARSON, KNNWB_METRIC_PEARSON};
+  static const size_t ks[] = {1, 4};
+  const size_t n = 301, nq = 37, d = 2;
+  g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+  g_autoptr(KnnwbMatrix) queries = knnwb_matrix_new(nq, d, NULL);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(2011);
+  for (size_t i = 0; i < (n + nq) * d; i++) {
+    float *value = i < n * d ? &data->values[i] : &queries->values[i - n * d];
+    *value = (float)g_rand_double_range(rng, -3, 3);
+  }
+  g_test_log_set_fatal_handler(fatal_unless_left_out, NULL);
+  for (int dropped = 0; dropped <= 1; dropped++) {
+    /* Then constant rows, dropped (the oracle knows none: bytes against one process only). */
+    for (size_t i = 5; dropped && i < n; i += 41)
+      data->values[i * d + 1] = data->values[i * d];
+    for (guint m = 0; m < G_N_ELEMENTS(metrics); m++)
+      for (guint ki = 0; ki < G_N_ELEMENTS(ks); ki++)
+        for (int query = 0; query <= 1; query++) {
+          KnnwbKnnOptions options;
+          small_cpu_options(&options, metrics[m], ks[ki]);
+          options.drop_degenerate = TRUE;
+          g_autoptr(KnnwbNeighbors) expected =
+              one_process_lists(query ? queries : NULL, data, &options);
+          g_assert_cmpuint(expected->n_exhaustive, >, 0);
+          options.group_split = TRUE;
+          for (int panels = 0; panels <= 1; panels++) {
+            if (panels)
+              g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+            for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+              RankRun runs[MAX_RANKS];
+              run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+              for (int r = 0; r < ranks; r++) {
+                g_assert_no_error(runs[r].error);
+                assert_same_rows(expected, runs[r].result);
+                /* the exhaustive round ran (counted over the ranks) */
+                g_assert_cmpuint(runs[r].result->n_exhaustive, >, 0);
+                if (r == ranks - 1 && !dropped)
+                  oracle_check(metrics[m], query ? queries->values : data->values, query ? nq : n,
+                               data->values, n, d, !query, runs[r].result, 1e-9);
+                knnwb_neighbors_free(runs[r].result);
+              }
+            }
+            g_unsetenv("KNNWB_SPLIT_PANELS");
+          }
+        }
+  }
+  g_test_log_set_fatal_handler(NULL, NULL);
+}
+
 /* The pair met from both ends (even ranks) in chunks that the ranks take from a shared counter:
  * whichever rank takes which chunk (one rank late: the other takes them all; or as they come), the
  * lists are one process's bytes and the oracle's, also with many equal scores at the thresholds
@@ -1187,6 +1251,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
+  g_test_add_func("/distributed/group/split-dense-ties", test_split_dense_ties);
   g_test_add_func("/distributed/group/split-merge-order", test_split_merge_order);
   g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
