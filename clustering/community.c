@@ -17,20 +17,33 @@ void knnwb_community_options_init(KnnwbCommunityOptions *options)
   options->steps = 4;
 }
 
+static const KnnwbEnumName knnwb_community_method_names[] = {
+    KNNWB_COMMUNITY_METHOD_NAMES(KNNWB_ENUM_ENTRY){"multilevel", KNNWB_COMMUNITY_LOUVAIN}};
+const KnnwbEnumTable knnwb_community_method_table =
+    KNNWB_ENUM_TABLE(knnwb_community_method_names, 1, " or ", "unknown community method ",
+                     " (expected ", ")", "(null)");
+static const KnnwbEnumName knnwb_community_objective_names[] = {
+    KNNWB_COMMUNITY_OBJECTIVE_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_community_objective_table = KNNWB_ENUM_TABLE(
+    knnwb_community_objective_names, 0, " or ", "unknown objective ", " (expected ", ")", "(null)");
+
 gboolean knnwb_community_method_from_string(const char *name, KnnwbCommunityMethod *method,
                                             GError **error)
 {
-  if (g_ascii_strcasecmp(name, "leiden") == 0)
-    *method = KNNWB_COMMUNITY_LEIDEN;
-  else if (g_ascii_strcasecmp(name, "louvain") == 0 || g_ascii_strcasecmp(name, "multilevel") == 0)
-    *method = KNNWB_COMMUNITY_LOUVAIN;
-  else if (g_ascii_strcasecmp(name, "walktrap") == 0)
-    *method = KNNWB_COMMUNITY_WALKTRAP;
-  else {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "unknown community method '%s' (expected leiden, louvain or walktrap)", name);
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_community_method_table, name, &value, error))
     return FALSE;
-  }
+  *method = (KnnwbCommunityMethod)value;
+  return TRUE;
+}
+
+gboolean knnwb_community_objective_from_string(const char *name, KnnwbCommunityObjective *objective,
+                                               GError **error)
+{
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_community_objective_table, name, &value, error))
+    return FALSE;
+  *objective = (KnnwbCommunityObjective)value;
   return TRUE;
 }
 

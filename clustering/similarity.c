@@ -5,19 +5,16 @@
 #include <knnwb/error.h>
 #include "clustering_internal.h"
 
+static const KnnwbEnumName knnwb_similarity_names[] = {KNNWB_SIMILARITY_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_similarity_table = KNNWB_ENUM_TABLE(
+    knnwb_similarity_names, 0, " or ", "unknown similarity ", " (expected ", ")", "(null)");
+
 gboolean knnwb_similarity_from_string(const char *name, KnnwbSimilarity *similarity, GError **error)
 {
-  if (g_ascii_strcasecmp(name, "inverse") == 0)
-    *similarity = KNNWB_SIMILARITY_INVERSE;
-  else if (g_ascii_strcasecmp(name, "exp") == 0)
-    *similarity = KNNWB_SIMILARITY_EXP;
-  else if (g_ascii_strcasecmp(name, "unit") == 0)
-    *similarity = KNNWB_SIMILARITY_UNIT;
-  else {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "unknown similarity '%s' (expected inverse, exp or unit)", name);
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_similarity_table, name, &value, error))
     return FALSE;
-  }
+  *similarity = (KnnwbSimilarity)value;
   return TRUE;
 }
 

@@ -13,20 +13,18 @@
 #include <knnwb/error.h>
 #include "clustering_internal.h"
 
+static const KnnwbEnumName knnwb_snn_weighting_names[] = {
+    KNNWB_SNN_WEIGHTING_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_snn_weighting_table = KNNWB_ENUM_TABLE(
+    knnwb_snn_weighting_names, 0, " or ", "unknown SNN weighting ", " (expected ", ")", "(null)");
+
 gboolean knnwb_snn_weighting_from_string(const char *name, KnnwbSnnWeighting *weighting,
                                          GError **error)
 {
-  if (g_ascii_strcasecmp(name, "rank") == 0)
-    *weighting = KNNWB_SNN_RANK;
-  else if (g_ascii_strcasecmp(name, "number") == 0)
-    *weighting = KNNWB_SNN_NUMBER;
-  else if (g_ascii_strcasecmp(name, "jaccard") == 0)
-    *weighting = KNNWB_SNN_JACCARD;
-  else {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "unknown SNN weighting '%s' (expected rank, number or jaccard)", name);
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_snn_weighting_table, name, &value, error))
     return FALSE;
-  }
+  *weighting = (KnnwbSnnWeighting)value;
   return TRUE;
 }
 

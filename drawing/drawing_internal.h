@@ -1,4 +1,4 @@
-/* drawing/: what its files share (layout.c, layout_child.c, appearance.c); not installed. */
+/* drawing/: what its files share (layout.c, layout_child.c, spacing.c, appearance.c); not installed. */
 #ifndef KNNWB_DRAWING_INTERNAL_H
 #define KNNWB_DRAWING_INTERNAL_H
 

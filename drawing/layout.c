@@ -10,25 +10,23 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const knnwb_layout_names[] = {"auto", "fr", "drl", "none", "umap"};
+static const KnnwbEnumName knnwb_layout_names[] = {KNNWB_LAYOUT_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_layout_table =
+    KNNWB_ENUM_TABLE(knnwb_layout_names, 0, ", ", "unknown layout ", " (known: ", ")", "(null)");
 
 gboolean knnwb_drawing_layout_from_string(const char *name, KnnwbLayout *layout, GError **error)
 {
-  for (size_t i = 0; i < G_N_ELEMENTS(knnwb_layout_names); i++)
-    if (name != NULL && g_ascii_strcasecmp(name, knnwb_layout_names[i]) == 0) {
-      *layout = (KnnwbLayout)i;
-      return TRUE;
-    }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown layout '%s' (known: auto, fr, drl, umap, none)", name ? name : "(null)");
-  return FALSE;
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_layout_table, name, &value, error))
+    return FALSE;
+  *layout = (KnnwbLayout)value;
+  return TRUE;
 }
 
 const char *knnwb_drawing_layout_to_string(KnnwbLayout layout)
 {
-  if ((size_t)layout < G_N_ELEMENTS(knnwb_layout_names))
-    return knnwb_layout_names[layout];
-  return "unknown";
+  const char *name = knnwb_enum_to_string(&knnwb_layout_table, (int)layout);
+  return name != NULL ? name : "unknown";
 }
 
 KnnwbLayout knnwb_drawing_layout_choose(KnnwbLayout layout, igraph_integer_t n_vertices,

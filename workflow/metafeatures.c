@@ -7,13 +7,18 @@
 #include <knnwb/metafeatures.h>
 #include <knnwb/parallel.h>
 
-static const char *const knnwb_metafeatures_names[KNNWB_METAFEATURE_COUNT] = {"difference", "sum",
-                                                                              "product", "ratio"};
+static const KnnwbEnumName knnwb_metafeatures_names[] = {KNNWB_METAFEATURE_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_metafeature_table =
+    KNNWB_ENUM_TABLE(knnwb_metafeatures_names, 0, " or ", "metafeature operator ",
+                     " is unknown (expected ", ", separated by commas)", "(null)");
 static const char knnwb_metafeatures_symbols[KNNWB_METAFEATURE_COUNT] = {'-', '+', '*', '/'};
 
 const char *knnwb_metafeatures_op_to_string(KnnwbMetafeatureOp op)
 {
-  return (unsigned)op < KNNWB_METAFEATURE_COUNT ? knnwb_metafeatures_names[op] : "?";
+  const char *name = (unsigned)op < KNNWB_METAFEATURE_COUNT
+                         ? knnwb_enum_to_string(&knnwb_metafeature_table, (int)op)
+                         : NULL;
+  return name != NULL ? name : "?";
 }
 
 gboolean knnwb_metafeatures_parse_ops(const char *text, KnnwbMetafeatureOp *ops, size_t *n_ops,
@@ -24,24 +29,16 @@ gboolean knnwb_metafeatures_parse_ops(const char *text, KnnwbMetafeatureOp *ops,
   *n_ops = 0;
   for (char **w = words; *w; w++) {
     const char *word = g_strstrip(*w);
-    if (g_ascii_strcasecmp(word, "all") == 0) {
+    int found;
+    if (!knnwb_enum_from_string(&knnwb_metafeature_table, word, &found, error))
+      return FALSE;
+    if (found == KNNWB_METAFEATURE_COUNT) { /* all */
       for (int op = 0; op < KNNWB_METAFEATURE_COUNT; op++)
         if (!seen[op]) {
           seen[op] = TRUE;
           ops[(*n_ops)++] = (KnnwbMetafeatureOp)op;
         }
       continue;
-    }
-    int found = -1;
-    for (int op = 0; op < KNNWB_METAFEATURE_COUNT; op++)
-      if (g_ascii_strcasecmp(word, knnwb_metafeatures_names[op]) == 0)
-        found = op;
-    if (found < 0) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "metafeature operator '%s' is unknown (expected difference, sum, product, "
-                  "ratio or all, separated by commas)",
-                  word);
-      return FALSE;
     }
     if (seen[found]) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,

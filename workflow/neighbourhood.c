@@ -6,23 +6,23 @@
 #include <knnwb/neighbourhood.h>
 #include "neighbourhood_internal.h"
 
+static const KnnwbEnumName knnwb_direction_names[] = {KNNWB_DIRECTION_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_direction_table = KNNWB_ENUM_TABLE(
+    knnwb_direction_names, 0, " or ", "direction ", " is unknown (expected ", ")", "");
+
 gboolean knnwb_direction_from_string(const char *name, KnnwbDirection *direction, GError **error)
 {
-  static const char *const names[] = {"out", "in", "both"};
-  for (int i = 0; i < 3; i++)
-    if (name != NULL && g_ascii_strcasecmp(name, names[i]) == 0) {
-      *direction = (KnnwbDirection)i;
-      return TRUE;
-    }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "direction '%s' is unknown (expected out, in or both)", name ? name : "");
-  return FALSE;
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_direction_table, name, &value, error))
+    return FALSE;
+  *direction = (KnnwbDirection)value;
+  return TRUE;
 }
 
 const char *knnwb_direction_to_string(KnnwbDirection direction)
 {
-  static const char *const names[] = {"out", "in", "both"};
-  return (unsigned)direction < 3 ? names[direction] : "?";
+  const char *name = knnwb_enum_to_string(&knnwb_direction_table, (int)direction);
+  return name != NULL ? name : "?";
 }
 
 /* An empty result (no vertices, an empty directed graph), or NULL with error set.

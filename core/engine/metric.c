@@ -3,42 +3,39 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
+#include <knnwb/enum_names.h>
 #include "engine/engine_internal.h"
 
-static const char *const knnwb_metric_names[KNNWB_METRIC_COUNT] = {
-    [KNNWB_METRIC_PEARSON] = "pearson",     [KNNWB_METRIC_ABS_PEARSON] = "abs-pearson",
-    [KNNWB_METRIC_SPEARMAN] = "spearman",   [KNNWB_METRIC_EUCLIDEAN] = "euclidean",
-    [KNNWB_METRIC_MANHATTAN] = "manhattan", [KNNWB_METRIC_COSINE] = "cosine"};
+static const KnnwbEnumName knnwb_metric_names[] = {KNNWB_METRIC_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_metric_table =
+    KNNWB_ENUM_TABLE(knnwb_metric_names, 0, " or ", "unknown metric ", ": use ", "", "(null)");
+
+static const KnnwbEnumName knnwb_backend_names[] = {KNNWB_BACKEND_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_backend_table =
+    KNNWB_ENUM_TABLE(knnwb_backend_names, 0, " or ", "unknown backend ", ": use ", "", "(null)");
 
 gboolean knnwb_metric_from_string(const char *name, KnnwbMetric *metric, GError **error)
 {
-  for (int m = 0; m < KNNWB_METRIC_COUNT; m++)
-    if (name != NULL && g_ascii_strcasecmp(name, knnwb_metric_names[m]) == 0) {
-      *metric = (KnnwbMetric)m;
-      return TRUE;
-    }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown metric '%s': use pearson, abs-pearson, spearman, euclidean, manhattan or cosine",
-              name ? name : "(null)");
-  return FALSE;
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_metric_table, name, &value, error))
+    return FALSE;
+  *metric = (KnnwbMetric)value;
+  return TRUE;
 }
 
 const char *knnwb_metric_to_string(KnnwbMetric metric)
 {
-  return (unsigned)metric < KNNWB_METRIC_COUNT ? knnwb_metric_names[metric] : "unknown";
+  const char *name = knnwb_enum_to_string(&knnwb_metric_table, (int)metric);
+  return name != NULL ? name : "unknown";
 }
 
 gboolean knnwb_backend_from_string(const char *name, KnnwbBackend *backend, GError **error)
 {
-  static const char *const names[] = {"auto", "cpu", "cuda"};
-  for (int b = 0; b < 3; b++)
-    if (name != NULL && g_ascii_strcasecmp(name, names[b]) == 0) {
-      *backend = (KnnwbBackend)b;
-      return TRUE;
-    }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown backend '%s': use auto, cpu or cuda", name ? name : "(null)");
-  return FALSE;
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_backend_table, name, &value, error))
+    return FALSE;
+  *backend = (KnnwbBackend)value;
+  return TRUE;
 }
 
 KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric)

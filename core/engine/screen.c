@@ -46,30 +46,30 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
+#include <knnwb/enum_names.h>
 #include "cpu/cpu.h"
 #include "engine/engine.h"
 
 /* Candidates past k under BF16 (at least; see knnwb_screen_candidates). */
 #define KNNWB_BF16_MARGIN 16
 
-static const char *const knnwb_screen_names[] = {"auto", "fp32", "tf32", "fp16", "bf16"};
+static const KnnwbEnumName knnwb_screen_names[] = {KNNWB_SCREEN_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_screen_table = KNNWB_ENUM_TABLE(
+    knnwb_screen_names, 0, " or ", "unknown screening precision ", ": use ", "", "(null)");
 
 gboolean knnwb_screen_from_string(const char *name, KnnwbScreen *screen, GError **error)
 {
-  for (int s = 0; s < (int)G_N_ELEMENTS(knnwb_screen_names); s++)
-    if (name != NULL && g_ascii_strcasecmp(name, knnwb_screen_names[s]) == 0) {
-      *screen = (KnnwbScreen)s;
-      return TRUE;
-    }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown screening precision '%s': use auto, fp32, tf32, fp16 or bf16",
-              name ? name : "(null)");
-  return FALSE;
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_screen_table, name, &value, error))
+    return FALSE;
+  *screen = (KnnwbScreen)value;
+  return TRUE;
 }
 
 const char *knnwb_screen_to_string(KnnwbScreen screen)
 {
-  return (unsigned)screen < G_N_ELEMENTS(knnwb_screen_names) ? knnwb_screen_names[screen] : "?";
+  const char *name = knnwb_enum_to_string(&knnwb_screen_table, (int)screen);
+  return name != NULL ? name : "?";
 }
 
 gboolean knnwb_screen_half_scores(KnnwbScreen screen)

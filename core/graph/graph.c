@@ -2,21 +2,22 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
+#include <knnwb/enum_names.h>
 #include <knnwb/graph.h>
 #include <knnwb/parallel.h>
 #include "graph/graph_internal.h"
 
+static const KnnwbEnumName knnwb_graph_mode_names[] = {KNNWB_GRAPH_MODE_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_graph_mode_table = KNNWB_ENUM_TABLE(
+    knnwb_graph_mode_names, 0, " or ", "unknown graph mode ", ": use ", "", "(null)");
+
 gboolean knnwb_graph_mode_from_string(const char *name, KnnwbGraphMode *mode, GError **error)
 {
-  static const char *const names[] = {"directed", "union", "mutual"};
-  for (int m = 0; m < 3; m++)
-    if (name != NULL && g_ascii_strcasecmp(name, names[m]) == 0) {
-      *mode = (KnnwbGraphMode)m;
-      return TRUE;
-    }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown graph mode '%s': use directed, union or mutual", name ? name : "(null)");
-  return FALSE;
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_graph_mode_table, name, &value, error))
+    return FALSE;
+  *mode = (KnnwbGraphMode)value;
+  return TRUE;
 }
 
 static int knnwb_half_edge_compare(const void *a, const void *b)

@@ -4,27 +4,23 @@
 
 #include <string.h>
 
-/* In the order of KnnwbInputFormat. */
-static const char *const knnwb_input_names[] = {"auto", "cibm", "csv", "tsv", "gct", "npy", "geo"};
+static const KnnwbEnumName knnwb_input_names[] = {KNNWB_INPUT_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_input_table = KNNWB_ENUM_TABLE(
+    knnwb_input_names, 0, ", ", "unknown input format ", " (known: ", ")", "(null)");
 
 gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format, GError **error)
 {
-  for (size_t i = 0; i < G_N_ELEMENTS(knnwb_input_names); i++)
-    if (name != NULL && g_ascii_strcasecmp(name, knnwb_input_names[i]) == 0) {
-      *format = (KnnwbInputFormat)i;
-      return TRUE;
-    }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown input format '%s' (known: auto, cibm, csv, tsv, gct, npy, geo)",
-              name ? name : "(null)");
-  return FALSE;
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_input_table, name, &value, error))
+    return FALSE;
+  *format = (KnnwbInputFormat)value;
+  return TRUE;
 }
 
 const char *knnwb_formats_input_to_string(KnnwbInputFormat format)
 {
-  if ((size_t)format < G_N_ELEMENTS(knnwb_input_names))
-    return knnwb_input_names[format];
-  return "unknown";
+  const char *name = knnwb_enum_to_string(&knnwb_input_table, (int)format);
+  return name != NULL ? name : "unknown";
 }
 
 static gboolean knnwb_formats_has_suffix(const char *path, size_t length, const char *suffix)

@@ -1,5 +1,5 @@
 /* Fast, exact decimal-to-float parsing over a buffer (no NUL terminator, no locale). */
-#include "io.h"
+#include "float_parse.h"
 
 #include <float.h>
 #include <locale.h>

@@ -4,6 +4,13 @@
 
 #include <sys/stat.h>
 
+static const KnnwbEnumName knnwb_header_names[] = {KNNWB_HEADER_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_header_table =
+    KNNWB_ENUM_TABLE(knnwb_header_names, 0, " or ", "unknown header mode ", ": use ", "", "(null)");
+static const KnnwbEnumName knnwb_missing_names[] = {KNNWB_MISSING_NAMES(KNNWB_ENUM_ENTRY)};
+const KnnwbEnumTable knnwb_missing_table = KNNWB_ENUM_TABLE(
+    knnwb_missing_names, 0, " or ", "unknown missing-value policy ", ": use ", "", "(null)");
+
 void knnwb_formats_read_options_init(KnnwbReadOptions *options)
 {
   options->format = KNNWB_INPUT_AUTO;

@@ -3,31 +3,26 @@
 
 #include <string.h>
 
-static const char *const knnwb_output_names[] = {"auto",      "knn", "gml", "graphml", "labels",
-                                                 "neighbors", "npy", "npz", "mtx"};
+/* "neighbours" is accepted too. */
+static const KnnwbEnumName knnwb_output_names[] = {
+    KNNWB_OUTPUT_NAMES(KNNWB_ENUM_ENTRY){"neighbours", KNNWB_OUTPUT_NEIGHBORS_TSV}};
+const KnnwbEnumTable knnwb_output_table = KNNWB_ENUM_TABLE(
+    knnwb_output_names, 1, ", ", "unknown output format ", " (known: ", ")", "(null)");
 
 gboolean knnwb_formats_output_from_string(const char *name, KnnwbOutputFormat *format,
                                           GError **error)
 {
-  if (name != NULL && g_ascii_strcasecmp(name, "neighbours") == 0)
-    name = "neighbors";
-  for (size_t i = 0; i < G_N_ELEMENTS(knnwb_output_names); i++)
-    if (name != NULL && g_ascii_strcasecmp(name, knnwb_output_names[i]) == 0) {
-      *format = (KnnwbOutputFormat)i;
-      return TRUE;
-    }
-  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-              "unknown output format '%s' (known: auto, knn, gml, graphml, labels, neighbors, npy, "
-              "npz, mtx)",
-              name ? name : "(null)");
-  return FALSE;
+  int value;
+  if (!knnwb_enum_from_string(&knnwb_output_table, name, &value, error))
+    return FALSE;
+  *format = (KnnwbOutputFormat)value;
+  return TRUE;
 }
 
 const char *knnwb_formats_output_to_string(KnnwbOutputFormat format)
 {
-  if ((size_t)format < G_N_ELEMENTS(knnwb_output_names))
-    return knnwb_output_names[format];
-  return "unknown";
+  const char *name = knnwb_enum_to_string(&knnwb_output_table, (int)format);
+  return name != NULL ? name : "unknown";
 }
 
 gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *format, GError **error)

@@ -3,6 +3,7 @@
 #define KNNWB_H
 
 #include <knnwb/error.h>
+#include <knnwb/enum_names.h>
 #include <knnwb/matrix.h>
 #include <knnwb/knn.h>
 #include <knnwb/graph.h>

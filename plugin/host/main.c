@@ -1,4 +1,4 @@
-/* `knnwb`: the command-line workbench. Subcommands: knn, cluster, run, validate, plugins. */
+/* `knnwb`: the command-line workbench; its subcommands are the table knnwb_host_commands. */
 #include <fcntl.h>
 #include <locale.h>
 #include <signal.h>

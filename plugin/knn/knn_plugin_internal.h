@@ -29,15 +29,15 @@ enum {
 #define KNNWB_KNN_COMMON_PARAMS                                                                   \
   {"k", KNNWB_PARAM_INT, NULL, 1, 1e12, NULL, "neighbours per point"},                            \
   {"metric", KNNWB_PARAM_CHOICE, "pearson", 1, 0,                                                 \
-   "pearson|abs-pearson|spearman|euclidean|manhattan|cosine", "distance"},                        \
-  {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|cpu|cuda", "where tiles are computed"},     \
+   KNNWB_ENUM_CHOICES(KNNWB_METRIC_NAMES), "distance"},                        \
+  {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_ENUM_CHOICES(KNNWB_BACKEND_NAMES), "where tiles are computed"},     \
   {"threads", KNNWB_PARAM_INT, "0", 0, 4096, NULL, "CPU threads (0: the host's setting)"},        \
   {"memory", KNNWB_PARAM_BYTES, "0", 1, 0, NULL, "CPU tile budget (0: the host's setting)"},      \
   {"gpu-memory", KNNWB_PARAM_BYTES, "0", 1, 0, NULL, "per-GPU budget (0: 90% of free)"},          \
   {"devices", KNNWB_PARAM_STRING, "", 1, 0, NULL, "GPUs, e.g. 0,1 (empty: all)"},                 \
   {"drop-degenerate", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,                                   \
    "constant/zero rows get no edges (warning) instead of an error"},                               \
-  {"screen", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|fp32|tf32|fp16|bf16",                        \
+  {"screen", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_ENUM_CHOICES(KNNWB_SCREEN_NAMES),                        \
    "screening precision (the lists are exact with each)"}
 /* clang-format on */
 

@@ -7,7 +7,8 @@ enum { GRAPH_MODE = KNNWB_KNN_N_COMMON_PARAMS, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_knn_graph_params[N_PARAMS] = {
     KNNWB_KNN_COMMON_PARAMS,
-    [GRAPH_MODE] = {"graph", KNNWB_PARAM_CHOICE, "directed", 1, 0, "directed|union|mutual",
+    [GRAPH_MODE] = {"graph", KNNWB_PARAM_CHOICE, "directed", 1, 0,
+                    KNNWB_ENUM_CHOICES(KNNWB_GRAPH_MODE_NAMES),
                     "directed: k edges per point in rank order; union/mutual: undirected"},
 };
 

@@ -31,6 +31,15 @@ typedef enum {
   KNNWB_SNN_JACCARD /**< |shared| / |union| of the two (k + 1)-sets */
 } KnnwbSnnWeighting;
 
+/* The names of KnnwbSnnWeighting (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_SNN_WEIGHTING_NAMES(X)                                                               \
+  X(KNNWB_SNN_RANK, "rank")                                                                        \
+  X(KNNWB_SNN_NUMBER, "number")                                                                    \
+  X(KNNWB_SNN_JACCARD, "jaccard")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_snn_weighting_table;
+
 /** "rank", "number", "jaccard". Errors: KNNWB_ERROR_INVALID_ARGUMENT naming the choices. */
 gboolean knnwb_snn_weighting_from_string(const char *name, KnnwbSnnWeighting *weighting,
                                          GError **error);
@@ -81,6 +90,15 @@ typedef enum {
   KNNWB_SIMILARITY_UNIT     /**< 1 for every edge: the unweighted kNN graph */
 } KnnwbSimilarity;
 
+/* The names of KnnwbSimilarity (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_SIMILARITY_NAMES(X)                                                                  \
+  X(KNNWB_SIMILARITY_INVERSE, "inverse")                                                           \
+  X(KNNWB_SIMILARITY_EXP, "exp")                                                                   \
+  X(KNNWB_SIMILARITY_UNIT, "unit")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_similarity_table;
+
 /** "inverse", "exp", "unit". Errors: KNNWB_ERROR_INVALID_ARGUMENT naming the choices. */
 gboolean knnwb_similarity_from_string(const char *name, KnnwbSimilarity *similarity,
                                       GError **error);
@@ -129,9 +147,26 @@ typedef struct {
 
 void knnwb_community_options_init(KnnwbCommunityOptions *options);
 
+/* The names of KnnwbCommunityMethod and KnnwbCommunityObjective (<knnwb/enum_names.h>);
+ * "multilevel" (igraph's name for Louvain) is accepted too. */
+/* clang-format off */
+#define KNNWB_COMMUNITY_METHOD_NAMES(X)                                                            \
+  X(KNNWB_COMMUNITY_LEIDEN, "leiden")                                                              \
+  X(KNNWB_COMMUNITY_LOUVAIN, "louvain")                                                            \
+  X(KNNWB_COMMUNITY_WALKTRAP, "walktrap")
+#define KNNWB_COMMUNITY_OBJECTIVE_NAMES(X)                                                         \
+  X(KNNWB_OBJECTIVE_MODULARITY, "modularity")                                                      \
+  X(KNNWB_OBJECTIVE_CPM, "cpm")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_community_method_table;
+extern const KnnwbEnumTable knnwb_community_objective_table;
+
 /** "leiden", "louvain", "walktrap". Errors: KNNWB_ERROR_INVALID_ARGUMENT naming the choices. */
 gboolean knnwb_community_method_from_string(const char *name, KnnwbCommunityMethod *method,
                                             GError **error);
+/** "modularity", "cpm". Errors: KNNWB_ERROR_INVALID_ARGUMENT naming the choices. */
+gboolean knnwb_community_objective_from_string(const char *name, KnnwbCommunityObjective *objective,
+                                               GError **error);
 
 /**
  * Communities of graph with similarity weights (bigger = closer; NULL = all 1), by options->method

@@ -16,6 +16,16 @@ typedef enum {
   KNNWB_GRAPH_MUTUAL    /**< undirected, {i,j} when j in kNN(i) and i in kNN(j) */
 } KnnwbGraphMode;
 
+/* The names of KnnwbGraphMode (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_GRAPH_MODE_NAMES(X)                                                                  \
+  X(KNNWB_GRAPH_DIRECTED, "directed")                                                              \
+  X(KNNWB_GRAPH_UNION, "union")                                                                    \
+  X(KNNWB_GRAPH_MUTUAL, "mutual")
+/* clang-format on */
+
+extern const KnnwbEnumTable knnwb_graph_mode_table;
+
 /** Parses "directed", "union", "mutual". */
 gboolean knnwb_graph_mode_from_string(const char *name, KnnwbGraphMode *mode, GError **error);
 

@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <stdint.h>
+#include <knnwb/enum_names.h>
 #include <knnwb/knn_group.h>
 #include <knnwb/matrix.h>
 
@@ -41,6 +42,32 @@ typedef enum {
   KNNWB_SCREEN_FP16, /**< GPU tensor cores, scaled FP16 rows: bound about 2^-10 on unit rows */
   KNNWB_SCREEN_BF16  /**< CPU AVX512_BF16 or AMX (oneDNN), BF16 rows: bound about 2^-7 */
 } KnnwbScreen;
+
+/* The names of KnnwbMetric, KnnwbBackend and KnnwbScreen (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_METRIC_NAMES(X)                                                                      \
+  X(KNNWB_METRIC_PEARSON, "pearson")                                                               \
+  X(KNNWB_METRIC_ABS_PEARSON, "abs-pearson")                                                       \
+  X(KNNWB_METRIC_SPEARMAN, "spearman")                                                             \
+  X(KNNWB_METRIC_EUCLIDEAN, "euclidean")                                                           \
+  X(KNNWB_METRIC_MANHATTAN, "manhattan")                                                           \
+  X(KNNWB_METRIC_COSINE, "cosine")
+#define KNNWB_BACKEND_NAMES(X)                                                                     \
+  X(KNNWB_BACKEND_AUTO, "auto")                                                                    \
+  X(KNNWB_BACKEND_CPU, "cpu")                                                                      \
+  X(KNNWB_BACKEND_CUDA, "cuda")
+#define KNNWB_SCREEN_NAMES(X)                                                                      \
+  X(KNNWB_SCREEN_AUTO, "auto")                                                                     \
+  X(KNNWB_SCREEN_FP32, "fp32")                                                                     \
+  X(KNNWB_SCREEN_TF32, "tf32")                                                                     \
+  X(KNNWB_SCREEN_FP16, "fp16")                                                                     \
+  X(KNNWB_SCREEN_BF16, "bf16")
+/* clang-format on */
+
+/** The tables of KnnwbMetric, KnnwbBackend and KnnwbScreen. */
+extern const KnnwbEnumTable knnwb_metric_table;
+extern const KnnwbEnumTable knnwb_backend_table;
+extern const KnnwbEnumTable knnwb_screen_table;
 
 /** Parses "pearson", "abs-pearson", "spearman", "euclidean", "manhattan", "cosine". */
 gboolean knnwb_metric_from_string(const char *name, KnnwbMetric *metric, GError **error);

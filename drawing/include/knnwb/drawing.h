@@ -5,6 +5,7 @@
 #define KNNWB_DRAWING_H
 
 #include <glib.h>
+#include <knnwb/enum_names.h>
 #include <igraph.h>
 #include <stdint.h>
 #include <knnwb/write_control.h>
@@ -23,6 +24,17 @@ typedef enum {
   KNNWB_LAYOUT_NONE, /**< no coordinates (yEd piles the nodes up; use its own layouts) */
   KNNWB_LAYOUT_UMAP  /**< igraph_layout_umap from the kNN distances (as scanpy) */
 } KnnwbLayout;
+
+/* The names of KnnwbLayout (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_LAYOUT_NAMES(X)                                                                      \
+  X(KNNWB_LAYOUT_AUTO, "auto")                                                                     \
+  X(KNNWB_LAYOUT_FR, "fr")                                                                         \
+  X(KNNWB_LAYOUT_DRL, "drl")                                                                       \
+  X(KNNWB_LAYOUT_UMAP, "umap")                                                                     \
+  X(KNNWB_LAYOUT_NONE, "none")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_layout_table;
 
 /** Parses "auto", "fr", "drl", "umap", "none" (any case). Errors: KNNWB_ERROR_INVALID_ARGUMENT.
  * O(1). */

@@ -31,6 +31,19 @@ typedef enum {
                          !Sample_ lines as column annotations (see knnwb_matrix_annotation) */
 } KnnwbInputFormat;
 
+/* The names of KnnwbInputFormat (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_INPUT_NAMES(X)                                                                       \
+  X(KNNWB_INPUT_AUTO, "auto")                                                                      \
+  X(KNNWB_INPUT_CIBM, "cibm")                                                                      \
+  X(KNNWB_INPUT_CSV, "csv")                                                                        \
+  X(KNNWB_INPUT_TSV, "tsv")                                                                        \
+  X(KNNWB_INPUT_GCT, "gct")                                                                        \
+  X(KNNWB_INPUT_NPY, "npy")                                                                        \
+  X(KNNWB_INPUT_GEO, "geo")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_input_table;
+
 /** Parses "auto", "cibm", "csv", "tsv", "gct", "npy", "geo" (case-insensitive). Errors:
  * INVALID_ARGUMENT. Every format may be gzip-compressed (recognised by content, any name). */
 gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format,
@@ -64,6 +77,20 @@ typedef enum {
                                their input numbers and it gets no edges; with transpose the file's
                                row is a feature and is removed */
 } KnnwbMissingPolicy;
+
+/* The names of KnnwbHeaderMode and KnnwbMissingPolicy (<knnwb/enum_names.h>); unknown names are
+ * reported by the option or parameter that carries them. */
+/* clang-format off */
+#define KNNWB_HEADER_NAMES(X)                                                                      \
+  X(KNNWB_HEADER_AUTO, "auto")                                                                     \
+  X(KNNWB_HEADER_YES, "yes")                                                                       \
+  X(KNNWB_HEADER_NO, "no")
+#define KNNWB_MISSING_NAMES(X)                                                                     \
+  X(KNNWB_MISSING_ERROR, "error")                                                                  \
+  X(KNNWB_MISSING_DROP_ROWS, "drop-rows")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_header_table;
+extern const KnnwbEnumTable knnwb_missing_table;
 
 /** Options of knnwb_formats_read_matrix(). Initialise with knnwb_formats_read_options_init(). */
 typedef struct {
@@ -192,6 +219,29 @@ typedef struct {
   size_t stride;
   const double *weights;
 } KnnwbEdgeList;
+
+/* The names of KnnwbOutputFormat (<knnwb/enum_names.h>). A graph is written in all but the NumPy
+ * arrays, which only knnwb knn writes (KNNWB_OUTPUT_GRAPH_NAMES: the write-graph step's). */
+/* clang-format off */
+#define KNNWB_OUTPUT_NAMES(X)                                                                      \
+  KNNWB_OUTPUT_TABLE_NAMES(X)                                                                      \
+  X(KNNWB_OUTPUT_NPY, "npy")                                                                       \
+  X(KNNWB_OUTPUT_NPZ, "npz")                                                                       \
+  KNNWB_OUTPUT_MTX_NAME(X)
+#define KNNWB_OUTPUT_GRAPH_NAMES(X)                                                                \
+  KNNWB_OUTPUT_TABLE_NAMES(X)                                                                      \
+  KNNWB_OUTPUT_MTX_NAME(X)
+#define KNNWB_OUTPUT_TABLE_NAMES(X)                                                                \
+  X(KNNWB_OUTPUT_AUTO, "auto")                                                                     \
+  X(KNNWB_OUTPUT_KNN, "knn")                                                                       \
+  X(KNNWB_OUTPUT_GML, "gml")                                                                       \
+  X(KNNWB_OUTPUT_GRAPHML, "graphml")                                                               \
+  X(KNNWB_OUTPUT_LABELS_TSV, "labels")                                                             \
+  X(KNNWB_OUTPUT_NEIGHBORS_TSV, "neighbors")
+#define KNNWB_OUTPUT_MTX_NAME(X)                                                                   \
+  X(KNNWB_OUTPUT_MTX, "mtx")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_output_table;
 
 /** Parses "auto", "knn", "gml", "graphml", "labels", "neighbors"/"neighbours", "npy", "npz",
  * "mtx". Errors: INVALID_ARGUMENT. */

@@ -26,6 +26,27 @@ typedef enum {
   KNNWB_CLUSTER_COMMUNITY
 } KnnwbClusterKind;
 
+/* --method: the clusterings of points, then igraph's community methods, whose values are
+ * KNNWB_CLUSTER_COMMUNITY + the KnnwbCommunityMethod ("multilevel" is igraph's Louvain). */
+#define KNNWB_CLUSTER_COMMUNITY_ENTRY(method, name)                                                \
+  {(name), KNNWB_CLUSTER_COMMUNITY + (int)(method)},
+static const KnnwbEnumName knnwb_cluster_method_names[] = {
+    {"mst-knn", KNNWB_CLUSTER_MST_KNN},
+    {"components", KNNWB_CLUSTER_COMPONENTS},
+    {"single-linkage", KNNWB_CLUSTER_SINGLE_LINKAGE},
+    KNNWB_COMMUNITY_METHOD_NAMES(KNNWB_CLUSTER_COMMUNITY_ENTRY){
+        "multilevel", KNNWB_CLUSTER_COMMUNITY + KNNWB_COMMUNITY_LOUVAIN}};
+static const KnnwbEnumTable knnwb_cluster_method_table =
+    KNNWB_ENUM_TABLE(knnwb_cluster_method_names, 1, " or ", "--method: unknown method ",
+                     " (expected ", ")", "(null)");
+
+/* --graph: a kNN graph (KnnwbGraphMode) or the SNN graph of the kNN lists. */
+#define KNNWB_CLUSTER_GRAPH_SNN (KNNWB_GRAPH_MUTUAL + 1)
+static const KnnwbEnumName knnwb_cluster_graph_names[] = {
+    KNNWB_GRAPH_MODE_NAMES(KNNWB_ENUM_ENTRY){"snn", KNNWB_CLUSTER_GRAPH_SNN}};
+static const KnnwbEnumTable knnwb_cluster_graph_table = KNNWB_ENUM_TABLE(
+    knnwb_cluster_graph_names, 0, " or ", "unknown graph mode ", ": use ", "", "(null)");
+
 typedef struct {
   KnnwbHostInputArgs input;
   KnnwbHostKnnArgs knn;
@@ -49,6 +70,13 @@ typedef struct {
   gboolean report;
   gboolean quiet;
   char **rest;
+  /* The names above, parsed (knnwb_cluster_parse). */
+  KnnwbClusterKind kind;
+  KnnwbCommunityMethod community;
+  int graph_kind; /* KnnwbGraphMode or KNNWB_CLUSTER_GRAPH_SNN */
+  KnnwbSnnWeighting weighting;
+  KnnwbSimilarity similarity_kind;
+  KnnwbCommunityObjective objective_kind;
 } KnnwbClusterCommand;
 
 /* What a run produced, for the writers and the summary. */
@@ -66,6 +94,7 @@ typedef struct {
   igraph_integer_t n_clusters;
   KnnwbHostTicker *ticker; /* the phase line after the kNN lists' progress */
   char *note;              /* e.g. what a cut by count returned and why */
+  gboolean initialised;    /* membership, distances, similarities and linkage */
 } KnnwbClusterResult;
 
 /* Every file a run writes: the cluster table, its companions and the extras asked for. */
@@ -106,26 +135,17 @@ static void knnwb_cluster_command_clear(KnnwbClusterCommand *command)
   g_strfreev(command->rest);
 }
 
-static gboolean knnwb_cluster_kind_from_string(const char *name, KnnwbClusterKind *kind,
-                                               KnnwbCommunityMethod *method, GError **error)
-{
-  if (g_str_equal(name, "mst-knn"))
-    *kind = KNNWB_CLUSTER_MST_KNN;
-  else if (g_str_equal(name, "components"))
-    *kind = KNNWB_CLUSTER_COMPONENTS;
-  else if (g_str_equal(name, "single-linkage"))
-    *kind = KNNWB_CLUSTER_SINGLE_LINKAGE;
-  else if (knnwb_community_method_from_string(name, method, NULL))
-    *kind = KNNWB_CLUSTER_COMMUNITY;
-  else {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--method: unknown method '%s' (expected mst-knn, components, single-linkage, "
-                "leiden, louvain or walktrap)",
-                name);
-    return FALSE;
-  }
-  return TRUE;
-}
+/* The kNN settings that the library's MST passes take besides the lists (KnnwbMstOptions and
+ * KnnwbMstKnnOptions name them alike); the lists come from knnwb_cluster_lists, with all of them.
+ */
+#define KNNWB_CLUSTER_TAKE_KNN_SETTINGS(options, knn)                                              \
+  do {                                                                                             \
+    (options)->metric = (knn)->metric;                                                             \
+    (options)->backend = (knn)->backend;                                                           \
+    (options)->n_threads = (knn)->n_threads;                                                       \
+    (options)->memory_bytes = (knn)->memory_bytes;                                                 \
+    (options)->cancel = (knn)->cancel;                                                             \
+  } while (0)
 
 /* "clusters.tsv" -> "clusters<suffix>": the companion files sit beside the table. */
 static char *knnwb_cluster_companion(const char *output, const char *suffix)
@@ -172,12 +192,8 @@ static gboolean knnwb_cluster_graph(const KnnwbMatrix *data, const KnnwbKnnOptio
     return FALSE;
   /* The graph and the clustering report no counts: a phase line (cluster_run ends it). */
   result->ticker = knnwb_host_ticker_new(command->method, command->quiet);
-  const char *mode_name = command->graph ? command->graph : "union";
-  if (g_str_equal(mode_name, "snn")) {
-    KnnwbSnnWeighting weighting = KNNWB_SNN_RANK;
-    if (command->snn_weight &&
-        !knnwb_snn_weighting_from_string(command->snn_weight, &weighting, error))
-      return FALSE;
+  if (command->graph_kind == KNNWB_CLUSTER_GRAPH_SNN) {
+    const KnnwbSnnWeighting weighting = command->weighting;
     if (!knnwb_clustering_snn_graph(lists, weighting, knn->n_threads, &result->graph,
                                     &result->similarities, error))
       return FALSE;
@@ -191,16 +207,13 @@ static gboolean knnwb_cluster_graph(const KnnwbMatrix *data, const KnnwbKnnOptio
       VECTOR(result->distances)[e] = scale / VECTOR(result->similarities)[e] - 1.0;
     return TRUE;
   }
-  KnnwbGraphMode mode;
-  if (!knnwb_graph_mode_from_string(mode_name, &mode, error) ||
-      !knnwb_graph_from_neighbors(lists, mode, &result->graph, &result->distances, error))
+  if (!knnwb_graph_from_neighbors(lists, (KnnwbGraphMode)command->graph_kind, &result->graph,
+                                  &result->distances, error))
     return FALSE;
   result->has_graph = TRUE;
-  KnnwbSimilarity similarity = KNNWB_SIMILARITY_INVERSE;
-  if (command->similarity && !knnwb_similarity_from_string(command->similarity, &similarity, error))
-    return FALSE;
   result->has_similarities = TRUE;
-  return knnwb_clustering_similarity(&result->distances, similarity, &result->similarities, error);
+  return knnwb_clustering_similarity(&result->distances, command->similarity_kind,
+                                     &result->similarities, error);
 }
 
 static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const KnnwbKnnOptions *knn,
@@ -209,11 +222,7 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
 {
   KnnwbMstOptions mst;
   knnwb_clustering_mst_options_init(&mst);
-  mst.metric = knn->metric;
-  mst.backend = knn->backend;
-  mst.n_threads = knn->n_threads;
-  mst.memory_bytes = knn->memory_bytes;
-  mst.cancel = knn->cancel;
+  KNNWB_CLUSTER_TAKE_KNN_SETTINGS(&mst, knn);
   /* The lists here, as the library would make them (k = 16 unless -k), but with the command's
    * kNN options and progress line: the library's own pass showed none and ignored --screen,
    * --devices and --gpu-memory. */
@@ -249,20 +258,16 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
 }
 
 static gboolean knnwb_cluster_run(const KnnwbMatrix *data, const KnnwbKnnOptions *knn,
-                                  KnnwbClusterKind kind, KnnwbCommunityMethod method,
                                   const KnnwbClusterCommand *command, KnnwbClusterResult *result,
                                   GError **error)
 {
+  const KnnwbClusterKind kind = command->kind;
   result->modularity = NAN;
   switch (kind) {
   case KNNWB_CLUSTER_MST_KNN: {
     KnnwbMstKnnOptions options;
     knnwb_clustering_mstknn_options_init(&options);
-    options.metric = knn->metric;
-    options.backend = knn->backend;
-    options.n_threads = knn->n_threads;
-    options.memory_bytes = knn->memory_bytes;
-    options.cancel = knn->cancel;
+    KNNWB_CLUSTER_TAKE_KNN_SETTINGS(&options, knn);
     if (command->knn.k != -1)
       options.list_k = knn->k;
     /* The lists here with the command's options and progress line (see single linkage), as
@@ -300,12 +305,11 @@ static gboolean knnwb_cluster_run(const KnnwbMatrix *data, const KnnwbKnnOptions
     } else {
       KnnwbCommunityOptions options;
       knnwb_community_options_init(&options);
-      options.method = method;
+      options.method = command->community;
       options.resolution = command->resolution;
       options.seed = (guint64)command->seed;
       options.steps = command->steps;
-      if (command->objective && g_ascii_strcasecmp(command->objective, "cpm") == 0)
-        options.objective = KNNWB_OBJECTIVE_CPM;
+      options.objective = command->objective_kind;
       if (!knnwb_clustering_community(&result->graph, &result->similarities, &options,
                                       &result->membership, NULL, error))
         return FALSE;
@@ -333,14 +337,14 @@ static gboolean knnwb_cluster_write_summary(const char *path, const char *contin
   g_string_append_printf(text, "method\t%s\ninput\t%s\npoints\t%zu\n", command->method,
                          command->rest[0], data->n_rows);
   g_string_append_printf(text, "metric\t%s\n", knnwb_metric_to_string(knn->metric));
-  if (g_str_equal(command->method, "mst-knn") || g_str_equal(command->method, "single-linkage"))
+  if (command->kind == KNNWB_CLUSTER_MST_KNN || command->kind == KNNWB_CLUSTER_SINGLE_LINKAGE)
     g_string_append_printf(text, "graph\t%s\n",
-                           g_str_equal(command->method, "mst-knn")
+                           command->kind == KNNWB_CLUSTER_MST_KNN
                                ? "exact MST and per-cluster kNN graphs (k chosen by MST-kNN)"
                                : "exact MST of the complete graph");
   else
     g_string_append_printf(text, "k\t%zu\ngraph\t%s\n", knn->k,
-                           command->graph ? command->graph : "union");
+                           knnwb_enum_to_string(&knnwb_cluster_graph_table, command->graph_kind));
   g_string_append_printf(text, "clusters\t%" IGRAPH_PRId "\n", result->n_clusters);
   if (isnan(result->modularity))
     g_string_append(text, "modularity\tNA\n");
@@ -348,8 +352,8 @@ static gboolean knnwb_cluster_write_summary(const char *path, const char *contin
     g_string_append_printf(text, "modularity\t%.6f\n", result->modularity);
   if (result->note)
     g_string_append_printf(text, "note\t%s\n", result->note);
-  if (classes && !knnwb_evaluation_append(text, command->annotation, &result->membership,
-                                               classes, class_names, contingency_path, error))
+  if (classes && !knnwb_evaluation_append(text, command->annotation, &result->membership, classes,
+                                          class_names, contingency_path, error))
     return FALSE;
   g_string_append_printf(text, "seconds\t%.3f\n", seconds);
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
@@ -482,9 +486,10 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
 }
 
 /* Option combinations that cannot work are usage errors, found before anything is read. */
-static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, KnnwbClusterKind kind,
-                                    GError **error)
+static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, GError **error)
 {
+  const KnnwbClusterKind kind = command->kind;
+  const gboolean snn = command->graph_kind == KNNWB_CLUSTER_GRAPH_SNN;
   const char *problem = NULL;
   if (command->height >= 0 && command->clusters > 0)
     problem = "--height and --clusters: give one of them, not both (a cut is either at a "
@@ -504,17 +509,14 @@ static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, KnnwbClu
            command->graph)
     problem = "--graph applies to components, leiden, louvain and walktrap (mst-knn and "
               "single-linkage use the exact MST)";
-  else if (command->graph && !g_str_equal(command->graph, "snn") && command->snn_weight)
+  else if (command->graph && !snn && command->snn_weight)
     problem = "--snn-weight needs --graph snn";
-  else if (command->graph && g_str_equal(command->graph, "snn") && command->similarity)
+  else if (snn && command->similarity)
     problem = "--similarity applies to distance graphs; SNN graphs have their own weights";
   else if (command->annotation &&
            (!strchr(command->annotation, ':') || strrchr(command->annotation, ':')[1] == '\0' ||
             command->annotation[0] == ':'))
     problem = "--annotation must be TABLE:COLUMN (a file and a column name or number)";
-  else if (command->objective && g_ascii_strcasecmp(command->objective, "cpm") != 0 &&
-           g_ascii_strcasecmp(command->objective, "modularity") != 0)
-    problem = "--objective must be modularity or cpm";
   else if (!(command->resolution > 0))
     problem = "--resolution must be positive";
   else if (command->steps < 1)
@@ -526,54 +528,88 @@ static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, KnnwbClu
   return TRUE;
 }
 
-int knnwb_host_command_cluster(int argc, char **argv)
+/* The names among the options (usage errors), each defaulted when not given. */
+static gboolean knnwb_cluster_parse_names(KnnwbClusterCommand *command, GError **error)
 {
-  KnnwbClusterCommand command = {
+  int method = 0, graph = KNNWB_GRAPH_UNION, weighting = KNNWB_SNN_RANK;
+  int similarity = KNNWB_SIMILARITY_INVERSE, objective = KNNWB_OBJECTIVE_MODULARITY;
+  if (!knnwb_enum_from_string(&knnwb_cluster_method_table, command->method, &method, error) ||
+      (command->graph &&
+       !knnwb_enum_from_string(&knnwb_cluster_graph_table, command->graph, &graph, error)) ||
+      (command->snn_weight && !knnwb_enum_from_string(&knnwb_snn_weighting_table,
+                                                      command->snn_weight, &weighting, error)) ||
+      (command->similarity &&
+       !knnwb_enum_from_string(&knnwb_similarity_table, command->similarity, &similarity, error)) ||
+      (command->objective &&
+       !knnwb_host_option_choice(&knnwb_community_objective_table, "--objective",
+                                 command->objective, &objective, error)))
+    return FALSE;
+  command->kind = (KnnwbClusterKind)MIN(method, (int)KNNWB_CLUSTER_COMMUNITY);
+  command->community = (KnnwbCommunityMethod)MAX(method - (int)KNNWB_CLUSTER_COMMUNITY, 0);
+  command->graph_kind = graph;
+  command->weighting = (KnnwbSnnWeighting)weighting;
+  command->similarity_kind = (KnnwbSimilarity)similarity;
+  command->objective_kind = (KnnwbCommunityObjective)objective;
+  return TRUE;
+}
+
+/* The options of knnwb cluster, into command (its defaults set here). */
+static GOptionContext *knnwb_cluster_options_new(KnnwbClusterCommand *command)
+{
+  *command = (KnnwbClusterCommand){
       .knn = {.k = -1}, .resolution = 1.0, .seed = 42, .steps = 4, .height = -1};
+  GOptionContext *context = g_option_context_new("--method METHOD -o OUT");
   GOptionEntry entries[] = {
-      {"method", 'M', 0, G_OPTION_ARG_STRING, &command.method,
-       "mst-knn, components, single-linkage, leiden, louvain or walktrap", "METHOD"},
-      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command.output,
+      {"method", 'M', 0, G_OPTION_ARG_STRING, &command->method,
+       knnwb_host_help_choices(&knnwb_cluster_method_table, "", "", NULL, ""), "METHOD"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output,
        "The cluster table (TSV: row, label, cluster, size); OUT.summary.tsv and, with "
        "--annotation, OUT.contingency.tsv are written beside it",
        "OUT"},
-      {"graph", 'g', 0, G_OPTION_ARG_STRING, &command.graph,
-       "Graph to cluster: union (default), directed, mutual or snn", "MODE"},
-      {"snn-weight", 0, 0, G_OPTION_ARG_STRING, &command.snn_weight,
-       "SNN edge weights as R bluster: rank (default), number or jaccard", "W"},
-      {"similarity", 0, 0, G_OPTION_ARG_STRING, &command.similarity,
-       "Distance to weight: inverse (default, 1/(1+d)), exp (exp(-d/mean d)) or unit", "S"},
-      {"resolution", 0, 0, G_OPTION_ARG_DOUBLE, &command.resolution,
+      {"graph", 'g', 0, G_OPTION_ARG_STRING, &command->graph,
+       knnwb_host_help_choices(&knnwb_cluster_graph_table, "Graph to cluster (default union): ", "",
+                               NULL, ""),
+       "MODE"},
+      {"snn-weight", 0, 0, G_OPTION_ARG_STRING, &command->snn_weight,
+       knnwb_host_help_choices(&knnwb_snn_weighting_table,
+                               "SNN edge weights as R bluster: ", " (default)", NULL, ""),
+       "W"},
+      {"similarity", 0, 0, G_OPTION_ARG_STRING, &command->similarity,
+       knnwb_host_help_choices(&knnwb_similarity_table, "Distance to weight: ",
+                               " (default, 1/(1+d))", NULL, "; exp is exp(-d/mean d)"),
+       "S"},
+      {"resolution", 0, 0, G_OPTION_ARG_DOUBLE, &command->resolution,
        "Leiden/Louvain resolution (default 1)", "R"},
-      {"objective", 0, 0, G_OPTION_ARG_STRING, &command.objective,
-       "Leiden objective: modularity (default) or cpm", "OBJ"},
-      {"seed", 0, 0, G_OPTION_ARG_INT64, &command.seed, "Random seed (default 42)", "N"},
-      {"steps", 0, 0, G_OPTION_ARG_INT64, &command.steps, "Walktrap walk length (default 4)", "N"},
-      {"height", 0, 0, G_OPTION_ARG_DOUBLE, &command.height, "single-linkage: cut at this distance",
-       "H"},
-      {"clusters", 0, 0, G_OPTION_ARG_INT64, &command.clusters,
+      {"objective", 0, 0, G_OPTION_ARG_STRING, &command->objective,
+       knnwb_host_help_choices(&knnwb_community_objective_table, "Leiden objective: ", " (default)",
+                               NULL, ""),
+       "OBJ"},
+      {"seed", 0, 0, G_OPTION_ARG_INT64, &command->seed, "Random seed (default 42)", "N"},
+      {"steps", 0, 0, G_OPTION_ARG_INT64, &command->steps, "Walktrap walk length (default 4)", "N"},
+      {"height", 0, 0, G_OPTION_ARG_DOUBLE, &command->height,
+       "single-linkage: cut at this distance", "H"},
+      {"clusters", 0, 0, G_OPTION_ARG_INT64, &command->clusters,
        "single-linkage: cut into this many clusters", "N"},
-      {"gml", 0, 0, G_OPTION_ARG_FILENAME, &command.gml,
+      {"gml", 0, 0, G_OPTION_ARG_FILENAME, &command->gml,
        "Also write the clustered graph (or tree) as GML for yEd, coloured by cluster", "FILE"},
-      {"graphml", 0, 0, G_OPTION_ARG_FILENAME, &command.graphml, "Also write it as GraphML",
+      {"graphml", 0, 0, G_OPTION_ARG_FILENAME, &command->graphml, "Also write it as GraphML",
        "FILE"},
-      {"newick", 0, 0, G_OPTION_ARG_FILENAME, &command.newick,
+      {"newick", 0, 0, G_OPTION_ARG_FILENAME, &command->newick,
        "single-linkage: the dendrogram as Newick (ape::read.tree, Bio.Phylo); mst-knn: the split "
        "hierarchy",
        "FILE"},
-      {"hierarchy", 0, 0, G_OPTION_ARG_FILENAME, &command.hierarchy,
+      {"hierarchy", 0, 0, G_OPTION_ARG_FILENAME, &command->hierarchy,
        "mst-knn: the split hierarchy as TSV (node, parent, size, k, cluster)", "FILE"},
-      {"linkage", 0, 0, G_OPTION_ARG_FILENAME, &command.linkage,
+      {"linkage", 0, 0, G_OPTION_ARG_FILENAME, &command->linkage,
        "single-linkage: scipy linkage matrix, .npy or TSV", "FILE"},
-      {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command.annotation,
+      {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
        "Known classes: a table's column, rows matched by label; adds ARI, NMI and a contingency "
        "table",
        "TABLE:COLUMN"},
-      {"report", 'r', 0, G_OPTION_ARG_NONE, &command.report, "Print the summary to stdout", NULL},
-      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet, "No progress or summary line", NULL},
-      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "INPUT"},
+      {"report", 'r', 0, G_OPTION_ARG_NONE, &command->report, "Print the summary to stdout", NULL},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary line", NULL},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  g_autoptr(GOptionContext) context = g_option_context_new("--method METHOD -o OUT");
   g_option_context_set_summary(
       context,
       "Clusters the rows of INPUT (CIBM, CSV, TSV, GCT, NPY or GEO, gzip or not, read as `knnwb "
@@ -588,122 +624,128 @@ int knnwb_host_command_cluster(int argc, char **argv)
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails, 2 on a usage error, "
                "130/143 when\ninterrupted. Outputs are written all or nothing.");
-  knnwb_host_input_add_entries(context, &command.input);
-  knnwb_host_knn_add_entries(context, &command.knn);
+  knnwb_host_input_add_entries(context, &command->input);
+  knnwb_host_knn_add_entries(context, &command->knn);
   g_option_context_add_main_entries(context, entries, NULL);
+  return context;
+}
 
-  int status = 1;
+/* The command line into command, knn and read (usage errors). */
+static gboolean knnwb_cluster_parse(GOptionContext *context, int argc, char **argv,
+                                    KnnwbClusterCommand *command, KnnwbKnnOptions *knn,
+                                    KnnwbReadOptions *read, GError **error)
+{
+  if (!g_option_context_parse(context, &argc, &argv, error) ||
+      !knnwb_host_one_input(command->rest, error) ||
+      !knnwb_host_required(command->method != NULL, "--method METHOD", error) ||
+      !knnwb_host_required(command->output != NULL, "-o OUT", error) ||
+      !knnwb_cluster_parse_names(command, error) ||
+      !knnwb_host_knn_options(&command->knn, FALSE, knn, error) ||
+      !knnwb_host_input_options(&command->input, read, error) ||
+      !knnwb_cluster_check(command, error))
+    return FALSE;
+  if (command->knn.k == -1)
+    knn->k = 10;
+  knn->data_name = command->rest[0];
+  return TRUE;
+}
+
+/* The result's vectors, empty; on failure none is left allocated. */
+static igraph_error_t knnwb_cluster_result_init(KnnwbClusterResult *result)
+{
+  IGRAPH_CHECK(igraph_vector_int_init(&result->membership, 0));
+  IGRAPH_FINALLY(igraph_vector_int_destroy, &result->membership);
+  IGRAPH_CHECK(igraph_vector_init(&result->distances, 0));
+  IGRAPH_FINALLY(igraph_vector_destroy, &result->distances);
+  IGRAPH_CHECK(igraph_vector_init(&result->similarities, 0));
+  IGRAPH_FINALLY(igraph_vector_destroy, &result->similarities);
+  IGRAPH_CHECK(igraph_matrix_init(&result->linkage, 0, 0));
+  IGRAPH_FINALLY_CLEAN(3);
+  result->initialised = TRUE;
+  return IGRAPH_SUCCESS;
+}
+
+static void knnwb_cluster_result_clear(KnnwbClusterResult *result)
+{
+  if (result->has_graph)
+    igraph_destroy(&result->graph);
+  if (result->initialised) {
+    igraph_vector_int_destroy(&result->membership);
+    igraph_vector_destroy(&result->distances);
+    igraph_vector_destroy(&result->similarities);
+    igraph_matrix_destroy(&result->linkage);
+  }
+  if (result->has_hierarchy)
+    knnwb_mstknn_hierarchy_destroy(&result->hierarchy);
+  g_free(result->note);
+}
+
+/* Reads, clusters, writes every target and commits them (the last thing: refused when a signal
+ * arrived during the writes); prints the note, the report and the summary line. */
+static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOptions *knn,
+                                      KnnwbReadOptions *read_options, KnnwbClusterOutputs *outputs,
+                                      KnnwbClusterResult *result, GError **error)
+{
+  gint64 start = g_get_monotonic_time();
+  g_autoptr(KnnwbMatrix) data = NULL;
+  void *read_progress = knnwb_host_input_watch(read_options, knn->cancel, command->quiet);
+  gboolean read = knnwb_formats_read_matrix(command->rest[0], read_options, &data, NULL, error);
+  knnwb_host_progress_finish(read_progress);
+  if (!read)
+    return FALSE;
+  gint64 read_done = g_get_monotonic_time();
+  if (command->knn.k == -1 && data->n_rows >= 2)
+    knn->k = MIN(knn->k, data->n_rows - 1);
+  gboolean clustered = knnwb_cluster_run(data, knn, command, result, error);
+  knnwb_host_ticker_free(g_steal_pointer(&result->ticker));
+  if (!clustered) {
+    if ((*error)->domain == KNNWB_ERROR && (*error)->code != KNNWB_ERROR_CANCELLED)
+      g_prefix_error(error, "%s: ", command->rest[0]);
+    return FALSE;
+  }
+  double seconds = (double)(g_get_monotonic_time() - read_done) / 1e6;
+  g_autoptr(GString) summary = g_string_new(NULL);
+  if (!knnwb_cluster_write(command, data, knn, result, seconds, summary, outputs, error) ||
+      !knnwb_host_outputs_commit(outputs->outputs, knn->cancel, error))
+    return FALSE;
+  if (result->note)
+    g_printerr("knnwb: %s\n", result->note);
+  if (command->report)
+    fputs(summary->str, stdout);
+  if (!command->quiet)
+    g_printerr("knnwb: %zu row%s, %s: %" IGRAPH_PRId " cluster%s -> %s (read %.2f s, cluster "
+               "%.2f s)\n",
+               data->n_rows, KNNWB_PLURAL(data->n_rows), command->method, result->n_clusters,
+               KNNWB_PLURAL(result->n_clusters), command->output, (double)(read_done - start) / 1e6,
+               seconds);
+  return TRUE;
+}
+
+int knnwb_host_command_cluster(int argc, char **argv)
+{
+  KnnwbClusterCommand command;
+  g_autoptr(GOptionContext) context = knnwb_cluster_options_new(&command);
   g_autoptr(GError) error = NULL;
   KnnwbKnnOptions knn;
   knnwb_knn_options_init(&knn);
   KnnwbReadOptions read_options;
   knnwb_formats_read_options_init(&read_options);
-  g_autoptr(KnnwbMatrix) data = NULL;
-  KnnwbClusterKind kind = KNNWB_CLUSTER_COMMUNITY;
-  KnnwbCommunityMethod method = KNNWB_COMMUNITY_LEIDEN;
   KnnwbClusterResult result = {0};
-  igraph_vector_int_init(&result.membership, 0);
-  igraph_vector_init(&result.distances, 0);
-  igraph_vector_init(&result.similarities, 0);
-  igraph_matrix_init(&result.linkage, 0, 0);
-  g_autoptr(GString) summary = g_string_new(NULL);
   g_autoptr(GPtrArray) output_list = g_ptr_array_new_with_free_func(knnwb_host_output_free);
   KnnwbClusterOutputs outputs = {.outputs = output_list};
-
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    goto usage;
-  if (command.rest == NULL || command.rest[0] == NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "no INPUT file given");
-    goto usage;
+  const gboolean parsed =
+      knnwb_cluster_parse(context, argc, argv, &command, &knn, &read_options, &error);
+  if (parsed) {
+    knn.cancel = knnwb_host_signals_install();
+    knnwb_host_log_set_quiet(command.quiet);
   }
-  if (command.rest[1] != NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "one INPUT file expected, got '%s' too", command.rest[1]);
-    goto usage;
-  }
-  if (command.method == NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--method METHOD is required");
-    goto usage;
-  }
-  if (command.output == NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-o OUT is required");
-    goto usage;
-  }
-  if (!knnwb_cluster_kind_from_string(command.method, &kind, &method, &error) ||
-      !knnwb_host_knn_options(&command.knn, FALSE, &knn, &error) ||
-      !knnwb_host_input_options(&command.input, &read_options, &error) ||
-      !knnwb_cluster_check(&command, kind, &error))
-    goto usage;
-  if (command.graph && !g_str_equal(command.graph, "snn")) {
-    KnnwbGraphMode mode;
-    if (!knnwb_graph_mode_from_string(command.graph, &mode, &error))
-      goto usage;
-  }
-  if (command.knn.k == -1)
-    knn.k = 10;
-  knn.data_name = command.rest[0];
-  knn.cancel = knnwb_host_signals_install();
-  if (!knnwb_cluster_outputs_prepare(&command, &outputs, &error))
-    goto failed;
-  knnwb_host_log_set_quiet(command.quiet);
-
-  gint64 start = g_get_monotonic_time();
-  KnnwbReadInfo info = {0};
-  void *read_progress = knnwb_host_input_watch(&read_options, knn.cancel, command.quiet);
-  gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
-  knnwb_host_progress_finish(read_progress);
-  if (!read)
-    goto failed;
-  gint64 read_done = g_get_monotonic_time();
-  if (command.knn.k == -1 && data->n_rows >= 2)
-    knn.k = MIN(knn.k, data->n_rows - 1);
-  gboolean clustered = knnwb_cluster_run(data, &knn, kind, method, &command, &result, &error);
-  knnwb_host_ticker_free(g_steal_pointer(&result.ticker));
-  if (!clustered) {
-    if (error->domain == KNNWB_ERROR && error->code != KNNWB_ERROR_CANCELLED)
-      g_prefix_error(&error, "%s: ", command.rest[0]);
-    goto failed;
-  }
-  double seconds = (double)(g_get_monotonic_time() - read_done) / 1e6;
-  /* The commit, the last thing: refused when a signal arrived during the writes. */
-  if (!knnwb_cluster_write(&command, data, &knn, &result, seconds, summary, &outputs, &error) ||
-      !knnwb_host_outputs_commit(outputs.outputs, knn.cancel, &error))
-    goto failed;
-  if (result.note)
-    g_printerr("knnwb: %s\n", result.note);
-  if (command.report)
-    fputs(summary->str, stdout);
-  if (!command.quiet)
-    g_printerr("knnwb: %zu row%s, %s: %" IGRAPH_PRId " cluster%s -> %s (read %.2f s, cluster "
-               "%.2f s)\n",
-               data->n_rows, KNNWB_PLURAL(data->n_rows), command.method, result.n_clusters,
-               KNNWB_PLURAL(result.n_clusters), command.output, (double)(read_done - start) / 1e6,
-               seconds);
-  status = 0;
-  goto done;
-
-usage:
-  g_printerr("knnwb cluster: %s\nTry `knnwb cluster --help`.\n", error->message);
-  status = 2;
-  goto done;
-failed:
-  knnwb_host_outputs_discard(outputs.outputs);
-  knnwb_host_outputs_name_targets(outputs.outputs, error);
-  status = knnwb_host_exit_status(error);
-  if (status != 1)
-    g_printerr("knnwb: interrupted; no output written\n");
-  else
-    knnwb_host_print_error(error);
-done:
-  if (result.has_graph)
-    igraph_destroy(&result.graph);
-  igraph_vector_int_destroy(&result.membership);
-  igraph_vector_destroy(&result.distances);
-  igraph_vector_destroy(&result.similarities);
-  igraph_matrix_destroy(&result.linkage);
-  if (result.has_hierarchy)
-    knnwb_mstknn_hierarchy_destroy(&result.hierarchy);
-  g_free(result.note);
+  const gboolean done =
+      parsed &&
+      knnwb_error_from_igraph(knnwb_cluster_result_init(&result), "cluster result", &error) &&
+      knnwb_cluster_outputs_prepare(&command, &outputs, &error) &&
+      knnwb_cluster_execute(&command, &knn, &read_options, &outputs, &result, &error);
+  const int status = knnwb_host_command_finish("cluster", parsed, done, outputs.outputs, error);
+  knnwb_cluster_result_clear(&result);
   knnwb_cluster_command_clear(&command);
   return status;
 }

@@ -15,6 +15,18 @@
 #include "options.h"
 #include "runtime/split_input.h"
 
+/* --mpi-input: how the ranks of an mpirun job hold the input. */
+typedef enum { KNNWB_MPI_INPUT_SPLIT, KNNWB_MPI_INPUT_WHOLE, KNNWB_MPI_INPUT_AUTO } KnnwbMpiInput;
+/* clang-format off */
+#define KNNWB_MPI_INPUT_NAMES(X)                                                                   \
+  X(KNNWB_MPI_INPUT_SPLIT, "split")                                                                \
+  X(KNNWB_MPI_INPUT_WHOLE, "whole")                                                                \
+  X(KNNWB_MPI_INPUT_AUTO, "auto")
+/* clang-format on */
+static const KnnwbEnumName knnwb_mpi_input_names[] = {KNNWB_MPI_INPUT_NAMES(KNNWB_ENUM_ENTRY)};
+static const KnnwbEnumTable knnwb_mpi_input_table =
+    KNNWB_ENUM_TABLE(knnwb_mpi_input_names, 0, " or ", "--mpi-input ", ": use ", "", "(null)");
+
 typedef struct {
   KnnwbHostInputArgs input;
   KnnwbHostKnnArgs knn;
@@ -70,29 +82,78 @@ static KnnwbEdgeList knnwb_knn_edge_list(size_t n_rows, igraph_vector_int_t *edg
                          .weights = VECTOR(*weights)};
 }
 
-int knnwb_host_command_knn(int argc, char **argv)
+/* One run of the command: the parsed options, where this rank stands, what it read and computed. */
+typedef struct {
+  KnnwbKnnCommand command;
+  KnnwbKnnOptions options;
+  KnnwbReadOptions read_options;
+  KnnwbGraphMode mode;
+  KnnwbOutputFormat output_format;
+  KnnwbDrawingOptions gml;
+  int mpi_input; /* KnnwbMpiInput */
+  /* Under mpirun (group != NULL), each rank computes its share; rank 0 (the writer) holds the
+   * output's temporary and commits it. */
+  const KnnwbKnnGroup *group;
+  gboolean writer;
+  gboolean rows_in_place;  /* each rank writes its rows' lists at their place */
+  gboolean edges_in_place; /* each rank writes the undirected edges of its range of rows */
+  GPtrArray *outputs;      /* KnnwbPipelineOutput */
+  const char *temporary;   /* rank 0's temporary of the output */
+  /* The rows this process computes on: all (data), or its block of a split input. */
+  KnnwbMatrix *data;
+  KnnwbHostSplitInput split;
+  const KnnwbMatrix *rows;
+  size_t n_rows;
+  const char *const *labels; /* every row's, for the writers */
+  KnnwbReadInfo info;
+  KnnwbNeighbors *neighbors;
+  char *backend_used;
+  /* For the summary line. */
+  igraph_integer_t n_edges;
+  double layout_seconds; /* < 0: no layout */
+  KnnwbLayout layout_used;
+  gint64 start, read_done, knn_done;
+} KnnwbKnnRun;
+
+static void knnwb_knn_run_clear(KnnwbKnnRun *run)
 {
-  KnnwbKnnCommand command = {.knn = {.k = -1}};
+  knnwb_knn_command_clear(&run->command);
+  g_ptr_array_unref(run->outputs);
+  knnwb_matrix_free(run->data);
+  knnwb_host_split_input_clear(&run->split);
+  knnwb_neighbors_free(run->neighbors);
+  g_free(run->backend_used);
+}
+
+/* The options of knnwb knn, into command. */
+static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
+{
+  GOptionContext *context = g_option_context_new("-k K -o OUT");
   GOptionEntry entries[] = {
-      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command.output,
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output,
        "Output file (written atomically; format from its extension)", "OUT"},
-      {"graph", 'g', 0, G_OPTION_ARG_STRING, &command.graph,
-       "directed (default: k edges per row), union or mutual", "MODE"},
-      {"output-format", 'F', 0, G_OPTION_ARG_STRING, &command.output_format,
-       "auto (default: by extension), knn, gml, graphml, neighbors, npy, npz, mtx", "F"},
-      {"layout", 'l', 0, G_OPTION_ARG_STRING, &command.layout,
-       "GML/GraphML coordinates: auto (default: fr up to 20,000 vertices, none above), fr, drl, "
-       "umap or none",
+      {"graph", 'g', 0, G_OPTION_ARG_STRING, &command->graph,
+       knnwb_host_help_choices(&knnwb_graph_mode_table, "", " (default: k edges per row)", NULL,
+                               ""),
+       "MODE"},
+      {"output-format", 'F', 0, G_OPTION_ARG_STRING, &command->output_format,
+       knnwb_host_help_choices(&knnwb_output_table, "", " (default: by extension)", "labels", ""),
+       "F"},
+      {"layout", 'l', 0, G_OPTION_ARG_STRING, &command->layout,
+       knnwb_host_help_choices(&knnwb_layout_table, "GML/GraphML coordinates: ",
+                               " (default: fr up to 20,000 vertices, none above)", NULL, ""),
        "L"},
-      {"mpi-input", 0, 0, G_OPTION_ARG_STRING, &command.mpi_input,
-       "Under mpirun: split (each rank reads and holds only its block of rows; the default on "
-       "the CPU), whole (every rank reads all rows and shares the tiles; the default on GPUs) or "
-       "auto",
+      {"mpi-input", 0, 0, G_OPTION_ARG_STRING, &command->mpi_input,
+       knnwb_host_help_choices(&knnwb_mpi_input_table, "Under mpirun: ",
+                               " (each rank reads and holds only its block of rows; the default on "
+                               "the CPU)",
+                               NULL,
+                               "; whole: every rank reads all rows and shares the tiles (the "
+                               "default on GPUs)"),
        "M"},
-      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet, "No progress or summary", NULL},
-      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "INPUT"},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary", NULL},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  g_autoptr(GOptionContext) context = g_option_context_new("-k K -o OUT");
   g_option_context_set_summary(
       context,
       "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
@@ -105,370 +166,410 @@ int knnwb_host_command_knn(int argc, char **argv)
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
                "output file is left behind\nby a failed or interrupted run.");
-  knnwb_host_input_add_entries(context, &command.input);
-  knnwb_host_knn_add_entries(context, &command.knn);
+  knnwb_host_input_add_entries(context, &command->input);
+  knnwb_host_knn_add_entries(context, &command->knn);
   g_option_context_add_main_entries(context, entries, NULL);
+  return context;
+}
 
-  int status = 1;
-  g_autoptr(GError) error = NULL;
-  KnnwbKnnOptions options;
-  knnwb_knn_options_init(&options);
-  KnnwbGraphMode mode = KNNWB_GRAPH_DIRECTED;
-  KnnwbOutputFormat output_format = KNNWB_OUTPUT_AUTO;
-  KnnwbReadOptions read_options;
-  knnwb_formats_read_options_init(&read_options);
-  g_autoptr(KnnwbMatrix) data = NULL;
-  KnnwbHostSplitInput split = {0}; /* this rank's rows (split memory) */
-  g_autoptr(KnnwbNeighbors) neighbors = NULL;
-  g_autofree char *backend_used = NULL;
-  KnnwbHostProgress *progress = NULL;
-  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
-  const char *temporary = NULL;
-  g_autofree char *side_final = NULL, *side_temporary = NULL;
-
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    goto usage;
-  if (command.rest == NULL || command.rest[0] == NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "no INPUT file given");
-    goto usage;
-  }
-  if (command.rest[1] != NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "one INPUT file expected, got '%s' too", command.rest[1]);
-    goto usage;
-  }
-  if (command.knn.k == -1) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-k K is required");
-    goto usage;
-  }
-  if (command.output == NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-o OUT is required");
-    goto usage;
-  }
-  if (!knnwb_host_knn_options(&command.knn, TRUE, &options, &error) ||
-      !knnwb_host_input_options(&command.input, &read_options, &error) ||
-      (command.graph && !knnwb_graph_mode_from_string(command.graph, &mode, &error)))
-    goto usage;
-  options.data_name = command.rest[0];
-  if (command.output_format != NULL) {
-    if (!knnwb_formats_output_from_string(command.output_format, &output_format, &error))
-      goto usage;
-  }
-  if (output_format == KNNWB_OUTPUT_AUTO &&
-      !knnwb_formats_output_from_path(command.output, &output_format, &error))
-    goto usage;
-  if (output_format == KNNWB_OUTPUT_LABELS_TSV) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+/* The output's format (from --output-format or the extension) and --layout, checked against
+ * each other and --graph (usage errors). */
+static gboolean knnwb_knn_parse_output(KnnwbKnnRun *run, GError **error)
+{
+  const KnnwbKnnCommand *command = &run->command;
+  if ((command->output_format != NULL &&
+       !knnwb_formats_output_from_string(command->output_format, &run->output_format, error)) ||
+      (run->output_format == KNNWB_OUTPUT_AUTO &&
+       !knnwb_formats_output_from_path(command->output, &run->output_format, error)))
+    return FALSE;
+  if (run->output_format == KNNWB_OUTPUT_LABELS_TSV) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "%s: a labels table needs a clustering; use `knnwb cluster` for that",
-                command.output);
-    goto usage;
+                command->output);
+    return FALSE;
   }
-  KnnwbDrawingOptions gml;
-  knnwb_drawing_options_init(&gml);
-  if (command.layout != NULL) {
-    if (!knnwb_drawing_layout_from_string(command.layout, &gml.layout, &error))
-      goto usage;
-    if (output_format != KNNWB_OUTPUT_GML && output_format != KNNWB_OUTPUT_GRAPHML) {
-      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+  knnwb_drawing_options_init(&run->gml);
+  if (command->layout != NULL) {
+    if (!knnwb_drawing_layout_from_string(command->layout, &run->gml.layout, error))
+      return FALSE;
+    if (run->output_format != KNNWB_OUTPUT_GML && run->output_format != KNNWB_OUTPUT_GRAPHML) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                   "--layout applies to .gml and .graphml outputs only");
-      goto usage;
+      return FALSE;
     }
   }
-  const gboolean split_asked = command.mpi_input != NULL && g_str_equal(command.mpi_input, "split");
-  if (command.mpi_input != NULL && !split_asked && !g_str_equal(command.mpi_input, "whole") &&
-      !g_str_equal(command.mpi_input, "auto")) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--mpi-input %s: use split, whole or auto", command.mpi_input);
-    goto usage;
-  }
-  if ((output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ) &&
-      mode != KNNWB_GRAPH_DIRECTED) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+  if (command->mpi_input != NULL &&
+      !knnwb_enum_from_string(&knnwb_mpi_input_table, command->mpi_input, &run->mpi_input, error))
+    return FALSE;
+  if ((run->output_format == KNNWB_OUTPUT_NPY || run->output_format == KNNWB_OUTPUT_NPZ) &&
+      run->mode != KNNWB_GRAPH_DIRECTED) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "--graph %s: .npy/.npz hold the n x k neighbour lists; write .knn or .mtx for a "
                 "%s graph",
-                command.graph, command.graph);
-    goto usage;
+                command->graph, command->graph);
+    return FALSE;
   }
+  return TRUE;
+}
 
-  /* Under mpirun every rank reads its block of rows (split memory) or the whole input, and
-   * computes its share; the ranks agree after each local phase, so one rank's failure stops all
-   * with its message. Rank 0 holds the output's temporary and commits it. */
-  const KnnwbKnnGroup *group = knnwb_host_group();
-  const gboolean writer = group == NULL || group->rank == 0;
-  options.group = group;
+/* The command line into run (usage errors). */
+static gboolean knnwb_knn_parse(GOptionContext *context, int argc, char **argv, KnnwbKnnRun *run,
+                                GError **error)
+{
+  KnnwbKnnCommand *command = &run->command;
+  if (!g_option_context_parse(context, &argc, &argv, error) ||
+      !knnwb_host_one_input(command->rest, error) ||
+      !knnwb_host_required(command->knn.k != -1, "-k K", error) ||
+      !knnwb_host_required(command->output != NULL, "-o OUT", error) ||
+      !knnwb_host_knn_options(&command->knn, TRUE, &run->options, error) ||
+      !knnwb_host_input_options(&command->input, &run->read_options, error) ||
+      (command->graph && !knnwb_graph_mode_from_string(command->graph, &run->mode, error)))
+    return FALSE;
+  run->options.data_name = command->rest[0];
+  return knnwb_knn_parse_output(run, error);
+}
+
+/* Where this rank stands under mpirun, and the output's temporary (rank 0), made before anything
+ * is read. The ranks agree after each local phase, so one rank's failure stops all with its
+ * message. */
+static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
+{
+  const KnnwbKnnGroup *group = run->group = knnwb_host_group();
+  run->writer = group == NULL || group->rank == 0;
+  run->options.group = group;
   /* Lists that are written row by row need no rank to hold them all. */
-  const gboolean rows_in_place = group != NULL && mode == KNNWB_GRAPH_DIRECTED &&
-                                 knnwb_distributed_writes_in_place(output_format);
+  run->rows_in_place = group != NULL && run->mode == KNNWB_GRAPH_DIRECTED &&
+                       knnwb_distributed_writes_in_place(run->output_format);
   /* Nor do the undirected graph's edge lists: each rank writes the edges whose smaller end lies in
    * its range of rows (ranges cut by edge count), sent there by the ranks that hold them. */
-  const gboolean edges_in_place =
-      group != NULL && mode != KNNWB_GRAPH_DIRECTED &&
-      (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX);
-  /* Each rank gets its rows' lists; for the other outputs rank 0 gathers them (below). */
-  options.group_own_rows = group != NULL;
+  run->edges_in_place =
+      group != NULL && run->mode != KNNWB_GRAPH_DIRECTED &&
+      (run->output_format == KNNWB_OUTPUT_KNN || run->output_format == KNNWB_OUTPUT_MTX);
+  /* Each rank gets its rows' lists; for the other outputs rank 0 gathers them (knnwb_knn_compute).
+   */
+  run->options.group_own_rows = group != NULL;
   /* Split memory (each rank reads and holds its block of rows) unless the input is wanted whole:
    * asked for, or by default on GPUs, whose backend scores a visiting block's pairs as two panels
    * (twice the arithmetic) while the shared tiles of a whole input are scored once. */
-  const gboolean whole_asked = command.mpi_input != NULL && g_str_equal(command.mpi_input, "whole");
-  options.group_split =
-      group != NULL && (split_asked || (!whole_asked && !knnwb_knn_uses_gpu(&options)));
-  gboolean ready = knnwb_knn_check_output(command.rest[0], command.output, &error);
-  options.cancel = knnwb_host_signals_install();
+  run->options.group_split =
+      group != NULL &&
+      (run->mpi_input == KNNWB_MPI_INPUT_SPLIT ||
+       (run->mpi_input == KNNWB_MPI_INPUT_AUTO && !knnwb_knn_uses_gpu(&run->options)));
+  const char *output = run->command.output;
+  gboolean ready = knnwb_knn_check_output(run->command.rest[0], output, error);
+  run->options.cancel = knnwb_host_signals_install();
   /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
-  if (ready && writer) {
-    ready = (temporary = knnwb_host_outputs_add(outputs, command.output, &error)) != NULL;
+  if (ready && run->writer) {
+    ready = (run->temporary = knnwb_host_outputs_add(run->outputs, output, error)) != NULL;
     /* .mtx row labels and .npy distances go to a side file named after the output. */
-    side_final = ready ? knnwb_formats_side_path(command.output, output_format) : NULL;
-    side_temporary = ready ? knnwb_formats_side_path(temporary, output_format) : NULL;
+    g_autofree char *side_final =
+        ready ? knnwb_formats_side_path(output, run->output_format) : NULL;
+    g_autofree char *side_temporary =
+        side_final ? knnwb_formats_side_path(run->temporary, run->output_format) : NULL;
     if (side_final != NULL)
-      knnwb_host_outputs_add_side_file(outputs, side_temporary, side_final);
+      knnwb_host_outputs_add_side_file(run->outputs, side_temporary, side_final);
   }
-  if (group != NULL && !group->agree(group, ready, &error))
+  if (group != NULL && !group->agree(group, ready, error))
     ready = FALSE;
-  if (!ready)
-    goto failed;
+  return ready;
+}
 
-  gint64 start = g_get_monotonic_time();
-  void *read_progress = knnwb_host_input_watch(&read_options, options.cancel, command.quiet);
-  KnnwbReadInfo info = {0};
-  /* The rows this process computes on: all, or (split memory) its block, which the helper reads
-   * alone or cuts from the whole file; the writers of all rows want every rank's labels. */
-  size_t n_rows = 0, n_cols = 0;
-  const KnnwbMatrix *rows = NULL;
-  const char *const *labels = NULL;
-  if (options.group_split) {
-    gboolean split_read = knnwb_host_split_read(group, command.rest[0], &read_options, TRUE,
-                                                options.cancel, &split, &error);
-    knnwb_host_progress_finish(read_progress);
-    if (!split_read)
-      goto failed;
-    info = split.info;
-    rows = split.block;
-    n_rows = split.n_rows;
-    labels = split.labels;
-  } else {
-    gboolean read = knnwb_formats_read_matrix(command.rest[0], &read_options, &data, &info, &error);
-    knnwb_host_progress_finish(read_progress);
-    if (read && *options.cancel) {
-      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
-      read = FALSE;
-    }
-    if (group != NULL && !group->agree(group, read, &error))
-      read = FALSE;
+/* The rows this process computes on: all, or (split memory) its block, which the helper reads
+ * alone or cuts from the whole file; the writers of all rows want every rank's labels. */
+static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
+{
+  const KnnwbKnnGroup *group = run->group;
+  const char *path = run->command.rest[0];
+  void *progress =
+      knnwb_host_input_watch(&run->read_options, run->options.cancel, run->command.quiet);
+  if (run->options.group_split) {
+    gboolean read = knnwb_host_split_read(group, path, &run->read_options, TRUE,
+                                          run->options.cancel, &run->split, error);
+    knnwb_host_progress_finish(progress);
     if (!read)
-      goto failed;
-    rows = data;
-    n_rows = data->n_rows;
-    labels = (const char *const *)data->row_labels;
+      return FALSE;
+    run->info = run->split.info;
+    run->rows = run->split.block;
+    run->n_rows = run->split.n_rows;
+    run->labels = run->split.labels;
+    return TRUE;
   }
-  n_cols = rows->n_cols;
-  gint64 read_done = g_get_monotonic_time();
+  gboolean read =
+      knnwb_formats_read_matrix(path, &run->read_options, &run->data, &run->info, error);
+  knnwb_host_progress_finish(progress);
+  if (read && *run->options.cancel) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
+    read = FALSE;
+  }
+  if (group != NULL && !group->agree(group, read, error))
+    read = FALSE;
+  if (!read)
+    return FALSE;
+  run->rows = run->data;
+  run->n_rows = run->data->n_rows;
+  run->labels = (const char *const *)run->data->row_labels;
+  return TRUE;
+}
 
-  knnwb_host_log_set_quiet(command.quiet);
-  progress = knnwb_host_progress_new("knn", command.quiet);
-  if (options.group_split) /* a share of the ranks' schedule, not tiles */
+/* The lists, with their progress line; rank 0 gathers every rank's unless each writes its own. */
+static gboolean knnwb_knn_compute(KnnwbKnnRun *run, GError **error)
+{
+  KnnwbHostProgress *progress = knnwb_host_progress_new("knn", run->command.quiet);
+  if (run->options.group_split) /* a share of the ranks' schedule, not tiles */
     knnwb_host_progress_set_unit(progress, NULL);
-  options.progress = progress ? knnwb_host_progress_update : NULL;
-  options.progress_data = progress;
-  gboolean computed = knnwb_knn_self(rows, &options, &neighbors, &error);
+  run->options.progress = progress ? knnwb_host_progress_update : NULL;
+  run->options.progress_data = progress;
+  gboolean computed = knnwb_knn_self(run->rows, &run->options, &run->neighbors, error);
   knnwb_host_progress_finish(progress);
-  progress = NULL;
+  run->options.progress = NULL;
+  run->options.progress_data = NULL;
   if (!computed) {
-    if (error->domain == KNNWB_ERROR && error->code != KNNWB_ERROR_CANCELLED)
-      g_prefix_error(&error, "%s: ", command.rest[0]);
-    goto failed;
+    if ((*error)->domain == KNNWB_ERROR && (*error)->code != KNNWB_ERROR_CANCELLED)
+      g_prefix_error(error, "%s: ", run->command.rest[0]);
+    return FALSE;
   }
-  gint64 knn_done = g_get_monotonic_time();
-  backend_used = g_strdup(neighbors->backend_used);
-  if (group != NULL && !rows_in_place && !edges_in_place) {
+  run->knn_done = g_get_monotonic_time();
+  run->backend_used = g_strdup(run->neighbors->backend_used);
+  if (run->group != NULL && !run->rows_in_place && !run->edges_in_place) {
     /* Rank 0 builds the graph or writes every row: it alone holds every list. */
-    g_autoptr(KnnwbNeighbors) own = g_steal_pointer(&neighbors);
-    if (!knnwb_neighbors_gather_root(group, own, &neighbors, &error))
-      goto failed;
+    g_autoptr(KnnwbNeighbors) own = g_steal_pointer(&run->neighbors);
+    return knnwb_neighbors_gather_root(run->group, own, &run->neighbors, error);
   }
+  return TRUE;
+}
 
-  igraph_integer_t n_edges = 0;
-  double layout_seconds = -1.0;
-  KnnwbLayout layout_used = KNNWB_LAYOUT_NONE;
-  KnnwbWriteControl control = {.n_threads = options.n_threads, .cancel = options.cancel};
-  progress = knnwb_host_progress_new("write", command.quiet);
-  knnwb_host_progress_set_unit(progress, "rows");
-  control.progress = progress ? knnwb_host_progress_update : NULL;
-  control.progress_data = progress;
-  gboolean written = FALSE;
-  if (rows_in_place) {
-    /* Each rank writes its rows at their place in rank 0's temporary (and its side file). */
-    if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ)
-      knnwb_host_progress_set_unit(progress, "bytes");
-    int64_t edges = 0;
-    for (size_t i = 0; i < neighbors->n_queries; i++)
-      edges += neighbors->n_found[i];
-    written = knnwb_distributed_write_lists(group, temporary, output_format, neighbors, n_rows,
-                                            labels, &control, &error) &&
-              group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, &error);
-    n_edges = (igraph_integer_t)edges;
-  } else if (edges_in_place) {
-    /* Each rank's edges (smaller end in its range) at their place in rank 0's temporary. */
-    igraph_vector_int_t edges;
-    igraph_vector_t weights;
-    gboolean edges_ready = igraph_vector_int_init(&edges, 0) == IGRAPH_SUCCESS;
-    gboolean weights_ready = igraph_vector_init(&weights, 0) == IGRAPH_SUCCESS;
-    if (!edges_ready || !weights_ready)
-      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "out of memory");
-    written =
-        group->agree(group, edges_ready && weights_ready, &error) &&
-        knnwb_graph_edges_from_own_neighbors(group, neighbors, mode, &edges, &weights, &error);
-    g_clear_pointer(&neighbors, knnwb_neighbors_free);
-    if (written) {
-      KnnwbEdgeList list = knnwb_knn_edge_list(n_rows, &edges, &weights);
-      knnwb_host_progress_set_unit(progress, "edges");
-      int64_t total = list.n_edges;
-      written = knnwb_distributed_write_edges(group, temporary, output_format, &list, n_rows,
-                                              labels, &control, &error) &&
-                group->reduce(group, &total, 1, KNNWB_GROUP_SUM, &error);
-      n_edges = (igraph_integer_t)total;
-    }
-    if (edges_ready)
-      igraph_vector_int_destroy(&edges);
-    if (weights_ready)
-      igraph_vector_destroy(&weights);
-  } else if (!writer) {
-    /* Rank 0 builds the graph and writes it; the others learn how that went below. */
-    written = TRUE;
-  } else if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ ||
-             (mode == KNNWB_GRAPH_DIRECTED &&
-              (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX ||
-               output_format == KNNWB_OUTPUT_NEIGHBORS_TSV))) {
-    /* Straight from the lists: no graph needed. */
-    if (output_format == KNNWB_OUTPUT_NPY || output_format == KNNWB_OUTPUT_NPZ)
-      knnwb_host_progress_set_unit(progress, "bytes");
-    for (size_t i = 0; i < neighbors->n_queries; i++)
-      n_edges += neighbors->n_found[i];
-    written =
-        knnwb_formats_write_lists(temporary, output_format, neighbors, labels, &control, &error);
-  } else if (output_format == KNNWB_OUTPUT_KNN || output_format == KNNWB_OUTPUT_MTX) {
-    /* An undirected edge list, still without an igraph_t (igraph would index it: 4 more integers
-     * per edge and a sort). */
-    igraph_vector_int_t edges;
-    igraph_vector_t weights;
-    if (!knnwb_error_from_igraph(igraph_vector_int_init(&edges, 0), "igraph_vector_int_init",
-                                 &error))
-      goto written_out;
-    if (igraph_vector_init(&weights, 0) != IGRAPH_SUCCESS) {
-      igraph_vector_int_destroy(&edges);
-      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "out of memory");
-      goto written_out;
-    }
-    written = knnwb_graph_edges_from_neighbors(neighbors, mode, &edges, &weights, &error);
-    g_clear_pointer(&neighbors, knnwb_neighbors_free);
-    if (written) {
-      KnnwbEdgeList list = knnwb_knn_edge_list(n_rows, &edges, &weights);
-      knnwb_host_progress_set_unit(progress, "edges");
-      n_edges = list.n_edges;
-      written =
-          knnwb_formats_write_edges(temporary, output_format, &list, labels, &control, &error);
-    }
-    igraph_vector_int_destroy(&edges);
-    igraph_vector_destroy(&weights);
-  } else {
-    igraph_t graph;
-    igraph_vector_t weights;
-    igraph_matrix_t coordinates;
-    if (!knnwb_error_from_igraph(igraph_vector_init(&weights, 0), "igraph_vector_init", &error))
-      goto written_out;
-    if (!knnwb_graph_from_neighbors(neighbors, mode, &graph, &weights, &error)) {
-      igraph_vector_destroy(&weights);
-      goto written_out;
-    }
-    /* The lists are no longer needed: give their memory back before the layout. */
-    g_clear_pointer(&neighbors, knnwb_neighbors_free);
-    written = knnwb_error_from_igraph(igraph_matrix_init(&coordinates, 0, 0), "igraph_matrix_init",
-                                      &error);
-    if (written && (output_format == KNNWB_OUTPUT_GML || output_format == KNNWB_OUTPUT_GRAPHML)) {
-      layout_used =
-          knnwb_drawing_layout_choose(gml.layout, igraph_vcount(&graph), gml.fr_max_vertices);
-      if (layout_used != KNNWB_LAYOUT_NONE && igraph_vcount(&graph) > 0) {
-        gint64 layout_start = g_get_monotonic_time();
-        KnnwbHostProgress *layout_progress = knnwb_host_progress_new("layout", command.quiet);
-        knnwb_host_progress_set_unit(layout_progress, "iterations");
-        KnnwbWriteControl layout_control = control;
-        layout_control.progress = layout_progress ? knnwb_host_progress_update : NULL;
-        layout_control.progress_data = layout_progress;
-        written =
-            knnwb_drawing_layout_run(&graph, &weights, layout_used, gml.fr_max_vertices, gml.seed,
-                                     gml.node_size, &layout_control, &coordinates, NULL, &error);
-        knnwb_host_progress_finish(layout_progress);
-        layout_seconds = (double)(g_get_monotonic_time() - layout_start) / 1e6;
-        gml.coordinates = &coordinates;
-      }
-      gml.layout = KNNWB_LAYOUT_NONE;
-    }
-    if (written) {
-      knnwb_host_progress_set_unit(progress, "items");
-      KnnwbGraphOutput output = {
-          .graph = &graph, .weights = &weights, .labels = labels, .gml = &gml, .control = &control};
-      written = knnwb_formats_write_graph(temporary, output_format, &output, &error);
-    }
-    n_edges = igraph_ecount(&graph);
-    igraph_matrix_destroy(&coordinates);
-    igraph_destroy(&graph);
-    igraph_vector_destroy(&weights);
-  }
-written_out:
-  knnwb_host_progress_finish(g_steal_pointer(&progress));
-  /* Rank 0 wrote alone (or every rank wrote and agreed already): tell the others. */
-  if (group != NULL && !rows_in_place && !edges_in_place && !group->agree(group, written, &error))
-    written = FALSE;
-  if (!written)
-    goto failed;
-  /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
-   * or the write: the previous output, if any, is never touched by an interrupted run. A job
-   * first agrees that no rank was interrupted. */
-  if (group != NULL) {
-    gboolean calm = *options.cancel == 0;
-    if (!calm)
-      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
-    if (!group->agree(group, calm, &error))
-      goto failed;
-  }
-  gboolean committed = !writer || knnwb_host_outputs_commit(outputs, options.cancel, &error);
-  if (group != NULL && !group->agree(group, committed, &error))
-    committed = FALSE;
-  if (!committed)
-    goto failed;
-  if (!command.quiet) {
-    gint64 now = g_get_monotonic_time();
-    double total = (double)(now - start) / 1e6;
-    g_autofree char *layout_text =
-        layout_seconds >= 0.0 ? g_strdup_printf(", layout %.2f s (%s)", layout_seconds,
-                                                knnwb_drawing_layout_to_string(layout_used))
-                              : g_strdup("");
-    double write_seconds = (double)(now - knn_done) / 1e6 - MAX(layout_seconds, 0.0);
-    g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
-               " edges -> %s (read %.2f s, knn %.2f s%s, write %.2f s, total %.2f s)\n",
-               n_rows, n_cols, knnwb_formats_input_to_string(info.format), options.k,
-               knnwb_metric_to_string(options.metric), backend_used ? backend_used : "?", n_edges,
-               command.output, (double)(read_done - start) / 1e6,
-               (double)(knn_done - read_done) / 1e6, layout_text, write_seconds, total);
-  }
-  status = 0;
-  goto done;
+/* Each rank writes its rows' lists at their place in rank 0's temporary (and its side file). */
+static gboolean knnwb_knn_write_rows_in_place(KnnwbKnnRun *run, KnnwbWriteControl *control,
+                                              GError **error)
+{
+  const KnnwbKnnGroup *group = run->group;
+  int64_t edges = 0;
+  for (size_t i = 0; i < run->neighbors->n_queries; i++)
+    edges += run->neighbors->n_found[i];
+  gboolean written =
+      knnwb_distributed_write_lists(group, run->temporary, run->output_format, run->neighbors,
+                                    run->n_rows, run->labels, control, error) &&
+      group->reduce(group, &edges, 1, KNNWB_GROUP_SUM, error);
+  run->n_edges = (igraph_integer_t)edges;
+  return written;
+}
 
-usage:
-  g_printerr("knnwb knn: %s\nTry `knnwb knn --help`.\n", error->message);
-  status = 2;
-  goto done;
-failed:
-  knnwb_host_outputs_discard(outputs);
-  knnwb_host_outputs_name_targets(outputs, error);
-  status = knnwb_host_exit_status(error);
-  if (status != 1)
-    g_printerr("knnwb: interrupted; no output written\n");
-  else
-    knnwb_host_print_error(error);
-done:
+/* An empty edge vector (a b a b ...) and its weights; on failure neither is left allocated. */
+static igraph_error_t knnwb_knn_edges_init(igraph_vector_int_t *edges, igraph_vector_t *weights)
+{
+  IGRAPH_CHECK(igraph_vector_int_init(edges, 0));
+  IGRAPH_FINALLY(igraph_vector_int_destroy, edges);
+  IGRAPH_CHECK(igraph_vector_init(weights, 0));
+  IGRAPH_FINALLY_CLEAN(1);
+  return IGRAPH_SUCCESS;
+}
+
+/* The undirected graph as an edge list, without an igraph_t (igraph would index it: 4 more
+ * integers per edge and a sort): under mpirun each rank's edges (smaller end in its range) at
+ * their place in rank 0's temporary, else the whole list by this process. */
+static gboolean knnwb_knn_write_edge_list(KnnwbKnnRun *run, KnnwbWriteControl *control,
+                                          GError **error)
+{
+  const KnnwbKnnGroup *group = run->edges_in_place ? run->group : NULL;
+  igraph_vector_int_t edges;
+  igraph_vector_t weights;
+  gboolean ready =
+      knnwb_error_from_igraph(knnwb_knn_edges_init(&edges, &weights), "edge list", error);
+  if (group != NULL && !group->agree(group, ready, error)) {
+    if (ready) {
+      igraph_vector_int_destroy(&edges);
+      igraph_vector_destroy(&weights);
+    }
+    return FALSE;
+  }
+  if (!ready)
+    return FALSE;
+  gboolean written =
+      group != NULL
+          ? knnwb_graph_edges_from_own_neighbors(group, run->neighbors, run->mode, &edges, &weights,
+                                                 error)
+          : knnwb_graph_edges_from_neighbors(run->neighbors, run->mode, &edges, &weights, error);
+  g_clear_pointer(&run->neighbors, knnwb_neighbors_free);
+  if (written) {
+    KnnwbEdgeList list = knnwb_knn_edge_list(run->n_rows, &edges, &weights);
+    knnwb_host_progress_set_unit(control->progress_data, "edges");
+    int64_t total = list.n_edges;
+    written = group != NULL
+                  ? knnwb_distributed_write_edges(group, run->temporary, run->output_format, &list,
+                                                  run->n_rows, run->labels, control, error) &&
+                        group->reduce(group, &total, 1, KNNWB_GROUP_SUM, error)
+                  : knnwb_formats_write_edges(run->temporary, run->output_format, &list,
+                                              run->labels, control, error);
+    run->n_edges = (igraph_integer_t)total;
+  }
+  igraph_vector_int_destroy(&edges);
+  igraph_vector_destroy(&weights);
+  return written;
+}
+
+/* The layout of a GML or GraphML output into coordinates, with its own progress line. */
+static gboolean knnwb_knn_layout(KnnwbKnnRun *run, const igraph_t *graph,
+                                 const igraph_vector_t *weights, const KnnwbWriteControl *control,
+                                 igraph_matrix_t *coordinates, GError **error)
+{
+  KnnwbDrawingOptions *gml = &run->gml;
+  run->layout_used =
+      knnwb_drawing_layout_choose(gml->layout, igraph_vcount(graph), gml->fr_max_vertices);
+  gml->layout = KNNWB_LAYOUT_NONE;
+  if (run->layout_used == KNNWB_LAYOUT_NONE || igraph_vcount(graph) == 0)
+    return TRUE;
+  gint64 start = g_get_monotonic_time();
+  KnnwbHostProgress *progress = knnwb_host_progress_new("layout", run->command.quiet);
+  knnwb_host_progress_set_unit(progress, "iterations");
+  KnnwbWriteControl layout_control = *control;
+  layout_control.progress = progress ? knnwb_host_progress_update : NULL;
+  layout_control.progress_data = progress;
+  gboolean laid_out =
+      knnwb_drawing_layout_run(graph, weights, run->layout_used, gml->fr_max_vertices, gml->seed,
+                               gml->node_size, &layout_control, coordinates, NULL, error);
   knnwb_host_progress_finish(progress);
-  knnwb_host_split_input_clear(&split);
-  knnwb_knn_command_clear(&command);
+  run->layout_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+  gml->coordinates = coordinates;
+  return laid_out;
+}
+
+/* Outputs that need an igraph_t: GML and GraphML (laid out) and the undirected neighbour table. */
+static gboolean knnwb_knn_write_graph(KnnwbKnnRun *run, KnnwbWriteControl *control, GError **error)
+{
+  igraph_t graph;
+  igraph_vector_t weights;
+  igraph_matrix_t coordinates;
+  if (!knnwb_error_from_igraph(igraph_vector_init(&weights, 0), "igraph_vector_init", error))
+    return FALSE;
+  if (!knnwb_graph_from_neighbors(run->neighbors, run->mode, &graph, &weights, error)) {
+    igraph_vector_destroy(&weights);
+    return FALSE;
+  }
+  /* The lists are no longer needed: give their memory back before the layout. */
+  g_clear_pointer(&run->neighbors, knnwb_neighbors_free);
+  gboolean written =
+      knnwb_error_from_igraph(igraph_matrix_init(&coordinates, 0, 0), "igraph_matrix_init", error);
+  const gboolean have_coordinates = written;
+  if (written &&
+      (run->output_format == KNNWB_OUTPUT_GML || run->output_format == KNNWB_OUTPUT_GRAPHML))
+    written = knnwb_knn_layout(run, &graph, &weights, control, &coordinates, error);
+  if (written) {
+    knnwb_host_progress_set_unit(control->progress_data, "items");
+    KnnwbGraphOutput output = {.graph = &graph,
+                               .weights = &weights,
+                               .labels = run->labels,
+                               .gml = &run->gml,
+                               .control = control};
+    written = knnwb_formats_write_graph(run->temporary, run->output_format, &output, error);
+  }
+  run->n_edges = igraph_ecount(&graph);
+  if (have_coordinates)
+    igraph_matrix_destroy(&coordinates);
+  igraph_destroy(&graph);
+  igraph_vector_destroy(&weights);
+  return written;
+}
+
+/* Lists written straight from the neighbour lists, no graph needed: NumPy arrays, and the
+ * directed graph's .knn, .mtx and neighbour table. */
+static gboolean knnwb_knn_writes_lists(const KnnwbKnnRun *run)
+{
+  return run->output_format == KNNWB_OUTPUT_NPY || run->output_format == KNNWB_OUTPUT_NPZ ||
+         (run->mode == KNNWB_GRAPH_DIRECTED &&
+          (run->output_format == KNNWB_OUTPUT_KNN || run->output_format == KNNWB_OUTPUT_MTX ||
+           run->output_format == KNNWB_OUTPUT_NEIGHBORS_TSV));
+}
+
+/* The output into rank 0's temporary by the writer that fits it: lists as they are, an undirected
+ * edge list, or a graph; under mpirun each rank writes its part in place where the format allows
+ * (the ranks then agreed already), or rank 0 writes alone and tells the others how that went.
+ * Every writer polls the cancel flag and shows a "write" progress line. */
+static gboolean knnwb_knn_write(KnnwbKnnRun *run, GError **error)
+{
+  KnnwbHostProgress *progress = knnwb_host_progress_new("write", run->command.quiet);
+  knnwb_host_progress_set_unit(progress, "rows");
+  if (run->output_format == KNNWB_OUTPUT_NPY || run->output_format == KNNWB_OUTPUT_NPZ)
+    knnwb_host_progress_set_unit(progress, "bytes");
+  KnnwbWriteControl control = {.n_threads = run->options.n_threads,
+                               .cancel = run->options.cancel,
+                               .progress = progress ? knnwb_host_progress_update : NULL,
+                               .progress_data = progress};
+  gboolean written = TRUE; /* a rank other than 0 with nothing to write in place */
+  if (run->rows_in_place)
+    written = knnwb_knn_write_rows_in_place(run, &control, error);
+  else if (run->edges_in_place)
+    written = knnwb_knn_write_edge_list(run, &control, error);
+  else if (run->writer && knnwb_knn_writes_lists(run)) {
+    for (size_t i = 0; i < run->neighbors->n_queries; i++)
+      run->n_edges += run->neighbors->n_found[i];
+    written = knnwb_formats_write_lists(run->temporary, run->output_format, run->neighbors,
+                                        run->labels, &control, error);
+  } else if (run->writer &&
+             (run->output_format == KNNWB_OUTPUT_KNN || run->output_format == KNNWB_OUTPUT_MTX))
+    written = knnwb_knn_write_edge_list(run, &control, error);
+  else if (run->writer)
+    written = knnwb_knn_write_graph(run, &control, error);
+  knnwb_host_progress_finish(progress);
+  const KnnwbKnnGroup *group = run->group;
+  if (group != NULL && !run->rows_in_place && !run->edges_in_place &&
+      !group->agree(group, written, error))
+    written = FALSE;
+  return written;
+}
+
+static void knnwb_knn_print_summary(const KnnwbKnnRun *run)
+{
+  gint64 now = g_get_monotonic_time();
+  double total = (double)(now - run->start) / 1e6;
+  g_autofree char *layout_text =
+      run->layout_seconds >= 0.0 ? g_strdup_printf(", layout %.2f s (%s)", run->layout_seconds,
+                                                   knnwb_drawing_layout_to_string(run->layout_used))
+                                 : g_strdup("");
+  double write_seconds = (double)(now - run->knn_done) / 1e6 - MAX(run->layout_seconds, 0.0);
+  g_printerr("knnwb: %zu x %zu %s, k=%zu %s on %s: %" IGRAPH_PRId
+             " edges -> %s (read %.2f s, knn %.2f s%s, write %.2f s, total %.2f s)\n",
+             run->n_rows, run->rows->n_cols, knnwb_formats_input_to_string(run->info.format),
+             run->options.k, knnwb_metric_to_string(run->options.metric),
+             run->backend_used ? run->backend_used : "?", run->n_edges, run->command.output,
+             (double)(run->read_done - run->start) / 1e6,
+             (double)(run->knn_done - run->read_done) / 1e6, layout_text, write_seconds, total);
+}
+
+/* Reads, computes, writes and commits; under mpirun every rank runs it (knnwb_knn_prepare). */
+static gboolean knnwb_knn_execute(KnnwbKnnRun *run, GError **error)
+{
+  run->start = g_get_monotonic_time();
+  if (!knnwb_knn_read(run, error))
+    return FALSE;
+  run->read_done = g_get_monotonic_time();
+  knnwb_host_log_set_quiet(run->command.quiet);
+  /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
+   * or the write: the previous output, if any, is never touched by an interrupted run. */
+  if (!knnwb_knn_compute(run, error) || !knnwb_knn_write(run, error) ||
+      !knnwb_host_commit_agreed(run->group, run->writer, run->outputs, run->options.cancel, error))
+    return FALSE;
+  if (!run->command.quiet)
+    knnwb_knn_print_summary(run);
+  return TRUE;
+}
+
+int knnwb_host_command_knn(int argc, char **argv)
+{
+  KnnwbKnnRun run = {.command = {.knn = {.k = -1}},
+                     .mode = KNNWB_GRAPH_DIRECTED,
+                     .output_format = KNNWB_OUTPUT_AUTO,
+                     .mpi_input = KNNWB_MPI_INPUT_AUTO,
+                     .layout_seconds = -1.0,
+                     .layout_used = KNNWB_LAYOUT_NONE,
+                     .outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free)};
+  knnwb_knn_options_init(&run.options);
+  knnwb_formats_read_options_init(&run.read_options);
+  g_autoptr(GOptionContext) context = knnwb_knn_options_new(&run.command);
+  g_autoptr(GError) error = NULL;
+  const gboolean parsed = knnwb_knn_parse(context, argc, argv, &run, &error);
+  const gboolean done =
+      parsed && knnwb_knn_prepare(&run, &error) && knnwb_knn_execute(&run, &error);
+  const int status = knnwb_host_command_finish("knn", parsed, done, run.outputs, error);
+  knnwb_knn_run_clear(&run);
   return status;
 }

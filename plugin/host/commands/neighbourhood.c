@@ -7,32 +7,82 @@
 #include "runtime/runtime.h"
 #include "runtime/split_input.h"
 
-int knnwb_host_command_neighbourhood(int argc, char **argv)
+typedef struct {
+  KnnwbHostInputArgs input;
+  KnnwbHostKnnArgs knn;
+  KnnwbHostExpandArgs expand;
+  char *focus_text, *direction_text, *output, *table;
+  char **rest;
+  gint64 order, seed;
+  gboolean quiet;
+} KnnwbNeighbourhoodCommand;
+
+/* One run: the parsed options, where this rank stands, what it read and found. */
+typedef struct {
+  KnnwbNeighbourhoodCommand command;
+  KnnwbReadOptions read_options;
+  KnnwbKnnOptions options;
+  KnnwbDirection direction;
+  /* Under mpirun each rank holds its block of rows (split_rows) and the kNN runs share the
+   * work, unless the run computes on GPUs (as `knnwb knn --mpi-input auto`): each rank reads its
+   * block, or, when metafeatures pair every row with every other, reads the (small) input whole
+   * and generates its share of the pair rows; the phenotype row joins the last rank's block.
+   * Rank 0 (the writer) writes. */
+  const KnnwbKnnGroup *group;
+  gboolean split_rows, writer;
+  GPtrArray *outputs; /* KnnwbPipelineOutput */
+  const char *gml_temporary, *table_temporary;
+  KnnwbMatrix *data;         /* all rows (not split) */
+  KnnwbHostSplitInput split; /* this rank's block (split) */
+  size_t *first_row;         /* split: where each rank's block starts */
+  const char *const *labels; /* every row's */
+  size_t n_rows, n_cols;
+  KnnwbNeighbourhood *found;
+  gint64 start, read_done, expand_done, found_done;
+} KnnwbNeighbourhoodRun;
+
+static void knnwb_neighbourhood_run_clear(KnnwbNeighbourhoodRun *run)
 {
-  KnnwbHostInputArgs input = {0};
-  KnnwbHostKnnArgs knn = {0};
-  KnnwbHostExpandArgs expand = {0};
-  char *focus_text = NULL, *direction_text = NULL, *output = NULL, *table = NULL;
-  char **rest = NULL;
-  gint64 order = 1, seed = 42;
-  gboolean quiet = FALSE;
+  KnnwbNeighbourhoodCommand *command = &run->command;
+  knnwb_host_input_clear(&command->input);
+  knnwb_host_knn_clear(&command->knn);
+  knnwb_host_expand_clear(&command->expand);
+  g_free(command->focus_text);
+  g_free(command->direction_text);
+  g_free(command->output);
+  g_free(command->table);
+  g_strfreev(command->rest);
+  g_ptr_array_unref(run->outputs);
+  knnwb_matrix_free(run->data);
+  knnwb_host_split_input_clear(&run->split);
+  g_free(run->first_row);
+  knnwb_neighbourhood_free(run->found);
+}
+
+/* The options of knnwb neighbourhood, into command. */
+static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand *command)
+{
+  GOptionContext *context = g_option_context_new("--focus LABEL -k K -o OUT.gml");
   GOptionEntry entries[] = {
-      {"focus", 0, 0, G_OPTION_ARG_STRING, &focus_text,
+      {"focus", 0, 0, G_OPTION_ARG_STRING, &command->focus_text,
        "The focus rows' labels, comma-separated (e.g. the phenotype row)", "LABEL[,LABEL]"},
-      {"order", 'r', 0, G_OPTION_ARG_INT64, &order, "Hops from the focus (default 1)", "R"},
-      {"direction", 0, 0, G_OPTION_ARG_STRING, &direction_text,
-       "out (default: the focus's k nearest, then theirs; no whole graph), in (rows that have "
-       "the focus among their k nearest) or both; in and both build the whole graph",
-       "out|in|both"},
-      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+      {"order", 'r', 0, G_OPTION_ARG_INT64, &command->order, "Hops from the focus (default 1)",
+       "R"},
+      {"direction", 0, 0, G_OPTION_ARG_STRING, &command->direction_text,
+       knnwb_host_help_choices(&knnwb_direction_table, "",
+                               " (default: the focus's k nearest, then theirs; no whole graph)",
+                               NULL,
+                               "; in: rows that have the focus among their k nearest; in and "
+                               "both build the whole graph"),
+       KNNWB_ENUM_CHOICES(KNNWB_DIRECTION_NAMES)},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output,
        "yEd GML of the neighbourhood (laid out, labelled, focus highlighted)", "OUT.gml"},
-      {"table", 0, 0, G_OPTION_ARG_FILENAME, &table,
+      {"table", 0, 0, G_OPTION_ARG_FILENAME, &command->table,
        "Ranked table: focus, rank, label, order, distance (and r for correlations)", "OUT.tsv"},
-      {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Layout random seed (default 42)", "S"},
-      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress or summary", NULL},
-      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &rest, NULL, "INPUT"},
+      {"seed", 0, 0, G_OPTION_ARG_INT64, &command->seed, "Layout random seed (default 42)", "S"},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary", NULL},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  g_autoptr(GOptionContext) context = g_option_context_new("--focus LABEL -k K -o OUT.gml");
   g_option_context_set_summary(
       context,
       "The neighbourhood of focus rows in the exact kNN graph of INPUT's rows, up to order R:\n"
@@ -49,202 +99,223 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
                "Exit status: 0 on success, 1 on a failure (file:line: messages), 2 on a usage "
                "error, 130/143 when\ninterrupted; no output is left behind by a failed run.");
   g_option_context_add_main_entries(context, entries, NULL);
-  knnwb_host_knn_add_entries(context, &knn);
-  knnwb_host_expand_add_entries(context, &expand, "metafeatures");
-  knnwb_host_input_add_entries(context, &input);
+  knnwb_host_knn_add_entries(context, &command->knn);
+  knnwb_host_expand_add_entries(context, &command->expand, "metafeatures");
+  knnwb_host_input_add_entries(context, &command->input);
+  return context;
+}
 
-  int status = 1;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(KnnwbMatrix) data = NULL;
-  g_autoptr(KnnwbNeighbourhood) nb = NULL;
-  g_autofree int64_t *focus = NULL;
-  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
-  KnnwbReadOptions read_options;
-  KnnwbKnnOptions options;
-  KnnwbDirection direction = KNNWB_DIRECTION_OUT;
-  gboolean usage = TRUE;
-  KnnwbHostProgress *progress = NULL;
-  KnnwbHostSplitInput split = {0};
-  g_autofree size_t *first_row = NULL;
-  g_autoptr(KnnwbMatrix) label_rows = NULL;
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    goto fail;
-  if (rest == NULL || rest[0] == NULL || rest[1] != NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                rest == NULL || rest[0] == NULL ? "no INPUT file given"
-                                                : "one INPUT file expected");
-    goto fail;
+/* The command line into run (usage errors). */
+static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, char **argv,
+                                          KnnwbNeighbourhoodRun *run, GError **error)
+{
+  KnnwbNeighbourhoodCommand *command = &run->command;
+  if (!g_option_context_parse(context, &argc, &argv, error) ||
+      !knnwb_host_one_input(command->rest, error) ||
+      !knnwb_host_required(command->focus_text != NULL, "--focus LABEL", error) ||
+      !knnwb_host_required(command->output != NULL, "-o OUT.gml", error))
+    return FALSE;
+  if (command->order < 1 || command->order > 10) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--order %" G_GINT64_FORMAT ": the order must be between 1 and 10", command->order);
+    return FALSE;
   }
-  if (focus_text == NULL || output == NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s is required",
-                focus_text == NULL ? "--focus LABEL" : "-o OUT.gml");
-    goto fail;
+  if (command->seed < 0 || command->seed > G_MAXUINT32) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--seed must be 0 .. 2^32-1");
+    return FALSE;
   }
-  if (order < 1 || order > 10) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--order %" G_GINT64_FORMAT ": the order must be between 1 and 10", order);
-    goto fail;
-  }
-  if (seed < 0 || seed > G_MAXUINT32) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--seed must be 0 .. 2^32-1");
-    goto fail;
-  }
-  if (!knnwb_host_knn_options(&knn, TRUE, &options, &error) ||
-      !knnwb_host_input_options(&input, &read_options, &error) ||
-      (direction_text && !knnwb_direction_from_string(direction_text, &direction, &error)))
-    goto fail;
-  usage = FALSE;
-  if (!knnwb_host_check_output(output, &error) ||
-      (table != NULL && !knnwb_host_check_output(table, &error)))
-    goto fail;
-  options.cancel = knnwb_host_signals_install();
-  options.data_name = rest[0];
-  /* Under mpirun each rank holds its block of rows (split memory) and the kNN runs share the
-   * work, unless the run computes on GPUs (as `knnwb knn --mpi-input auto`): each rank reads its
-   * block, or, when metafeatures pair every row with every other, reads the (small) input whole
-   * and generates its share of the pair rows; the phenotype row joins the last rank's block.
-   * Rank 0 writes. */
-  const KnnwbKnnGroup *group = knnwb_host_group();
-  const gboolean split_rows = group != NULL && group->size > 1 && !knnwb_knn_uses_gpu(&options);
-  const gboolean expanding = expand.ops != NULL || expand.phenotype != NULL;
-  const gboolean writer = !split_rows || group->rank == 0;
-  /* The outputs go to temporaries renamed into place together at the end (all or nothing);
-   * creating them now proves the directories take files before any work. */
-  const char *gml_temporary = NULL, *table_temporary = NULL;
+  return knnwb_host_knn_options(&command->knn, TRUE, &run->options, error) &&
+         knnwb_host_input_options(&command->input, &run->read_options, error) &&
+         (command->direction_text == NULL ||
+          knnwb_direction_from_string(command->direction_text, &run->direction, error));
+}
+
+/* The outputs go to temporaries renamed into place together at the end (all or nothing);
+ * creating them now proves the directories take files before any work. */
+static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError **error)
+{
+  const KnnwbNeighbourhoodCommand *command = &run->command;
+  if (!knnwb_host_check_output(command->output, error) ||
+      (command->table != NULL && !knnwb_host_check_output(command->table, error)))
+    return FALSE;
+  run->options.cancel = knnwb_host_signals_install();
+  run->options.data_name = command->rest[0];
+  run->group = knnwb_host_group();
+  run->split_rows =
+      run->group != NULL && run->group->size > 1 && !knnwb_knn_uses_gpu(&run->options);
+  run->writer = !run->split_rows || run->group->rank == 0;
   gboolean ready =
-      !writer || ((gml_temporary = knnwb_host_outputs_add(outputs, output, &error)) &&
-                  (table == NULL ||
-                   (table_temporary = knnwb_host_outputs_add(outputs, table, &error)) != NULL));
-  if (split_rows && !group->agree(group, ready, &error))
+      !run->writer ||
+      ((run->gml_temporary = knnwb_host_outputs_add(run->outputs, command->output, error)) &&
+       (command->table == NULL || (run->table_temporary = knnwb_host_outputs_add(
+                                       run->outputs, command->table, error)) != NULL));
+  if (run->split_rows && !run->group->agree(run->group, ready, error))
     ready = FALSE;
-  if (!ready)
-    goto fail;
-  knnwb_host_log_set_quiet(quiet);
-  gint64 start = g_get_monotonic_time();
-  const char *const *labels = NULL;
-  size_t n_rows = 0;
-  /* Here the read is often most of the run: the queries are a few rows. */
-  void *read_progress = knnwb_host_input_watch(&read_options, options.cancel, quiet);
+  return ready;
+}
+
+/* The rows (all, or this rank's block), then the metafeatures and phenotype row. Here the read
+ * is often most of the run: the queries are a few rows. */
+static gboolean knnwb_neighbourhood_read(KnnwbNeighbourhoodRun *run, GError **error)
+{
+  const KnnwbNeighbourhoodCommand *command = &run->command;
+  const KnnwbKnnGroup *group = run->group;
+  const gboolean expanding = command->expand.ops != NULL || command->expand.phenotype != NULL;
+  const char *path = command->rest[0];
+  void *progress = knnwb_host_input_watch(&run->read_options, run->options.cancel, command->quiet);
   gboolean read;
-  if (split_rows && expand.ops != NULL) {
-    read = knnwb_formats_read_matrix(rest[0], &read_options, &split.block, &split.info, &error);
-    read = group->agree(group, read, &error);
-  } else if (split_rows) {
-    read = knnwb_host_split_read(group, rest[0], &read_options, !expanding, options.cancel, &split,
-                                 &error);
-  } else {
-    read = knnwb_formats_read_matrix(rest[0], &read_options, &data, NULL, &error);
-  }
-  knnwb_host_progress_finish(read_progress);
-  if (!read)
-    goto fail;
-  gint64 read_done = g_get_monotonic_time();
-  if (split_rows) {
-    if (expanding) {
-      gboolean expanded = knnwb_host_expand(&expand, FALSE, options.n_threads, quiet,
-                                            options.cancel, group, &split.block, &error);
-      if (!group->agree(group, expanded, &error) ||
-          !knnwb_host_split_relabel(group, &split, &error))
-        goto fail;
-    }
-    if (!knnwb_host_split_offsets(group, split.block->n_rows, &first_row, &error))
-      goto fail;
-    labels = split.labels;
-    n_rows = split.n_rows;
-  } else {
-    if (!knnwb_host_expand(&expand, FALSE, options.n_threads, quiet, options.cancel, NULL, &data,
-                           &error))
-      goto fail;
-    labels = (const char *const *)data->row_labels;
-    n_rows = data->n_rows;
-  }
-  const size_t n_cols = split_rows ? split.block->n_cols : data->n_cols;
-  gint64 expand_done = g_get_monotonic_time();
-  size_t n_focus = 0;
-  /* Every rank has every label: the ranks find the same rows or fail alike. */
-  if (!knnwb_neighbourhood_focus_labels(labels, n_rows, focus_text, &focus, &n_focus, &error)) {
-    g_prefix_error(&error, "%s: ", rest[0]);
-    goto fail;
-  }
-  progress = knnwb_host_progress_new("neighbourhood", quiet);
-  if (split_rows) /* a share of the ranks' schedule, not tiles */
-    knnwb_host_progress_set_unit(progress, NULL);
-  options.progress = progress ? knnwb_host_progress_update : NULL;
-  options.progress_data = progress;
-  gboolean found = split_rows ? knnwb_neighbourhood_find_split(group, split.block, first_row, focus,
-                                                               n_focus, (int)order, direction,
-                                                               &options, &nb, NULL, &error)
-                              : knnwb_neighbourhood_find(data, focus, n_focus, (int)order,
-                                                         direction, &options, &nb, &error);
+  if (run->split_rows && command->expand.ops != NULL)
+    read = group->agree(group,
+                        knnwb_formats_read_matrix(path, &run->read_options, &run->split.block,
+                                                  &run->split.info, error),
+                        error);
+  else if (run->split_rows)
+    read = knnwb_host_split_read(group, path, &run->read_options, !expanding, run->options.cancel,
+                                 &run->split, error);
+  else
+    read = knnwb_formats_read_matrix(path, &run->read_options, &run->data, NULL, error);
   knnwb_host_progress_finish(progress);
-  if (!found)
-    goto fail;
-  gint64 found_done = g_get_monotonic_time();
-  /* The writers name rows by label: split, rank 0 gets a matrix of the members' labels only. */
-  const KnnwbMatrix *named = data;
-  if (split_rows && writer) {
-    named = label_rows = knnwb_matrix_new(n_rows, 0, &error);
-    if (label_rows == NULL)
-      goto fail;
-    for (size_t v = 0; labels != NULL && v < nb->n_vertices; v++)
-      knnwb_matrix_set_row_label(label_rows, (size_t)nb->rows[v], labels[nb->rows[v]]);
+  if (!read)
+    return FALSE;
+  run->read_done = g_get_monotonic_time();
+  if (!run->split_rows) {
+    if (!knnwb_host_expand(&command->expand, FALSE, run->options.n_threads, command->quiet,
+                           run->options.cancel, NULL, &run->data, error))
+      return FALSE;
+    run->labels = (const char *const *)run->data->row_labels;
+    run->n_rows = run->data->n_rows;
+    run->n_cols = run->data->n_cols;
+    return TRUE;
   }
-  gboolean written = TRUE;
-  if (!writer) {
-    /* split: rank 0 writes alone */
-  } else if (!knnwb_host_speaks()) {
+  if (expanding) {
+    gboolean expanded =
+        knnwb_host_expand(&command->expand, FALSE, run->options.n_threads, command->quiet,
+                          run->options.cancel, group, &run->split.block, error);
+    if (!group->agree(group, expanded, error) ||
+        !knnwb_host_split_relabel(group, &run->split, error))
+      return FALSE;
+  }
+  if (!knnwb_host_split_offsets(group, run->split.block->n_rows, &run->first_row, error))
+    return FALSE;
+  run->labels = run->split.labels;
+  run->n_rows = run->split.n_rows;
+  run->n_cols = run->split.block->n_cols;
+  return TRUE;
+}
+
+/* The focus rows' neighbourhood, with its progress line. Every rank has every label: the ranks
+ * find the same focus rows or fail alike. */
+static gboolean knnwb_neighbourhood_search(KnnwbNeighbourhoodRun *run, GError **error)
+{
+  const KnnwbNeighbourhoodCommand *command = &run->command;
+  g_autofree int64_t *focus = NULL;
+  size_t n_focus = 0;
+  if (!knnwb_neighbourhood_focus_labels(run->labels, run->n_rows, command->focus_text, &focus,
+                                        &n_focus, error)) {
+    g_prefix_error(error, "%s: ", command->rest[0]);
+    return FALSE;
+  }
+  KnnwbHostProgress *progress = knnwb_host_progress_new("neighbourhood", command->quiet);
+  if (run->split_rows) /* a share of the ranks' schedule, not tiles */
+    knnwb_host_progress_set_unit(progress, NULL);
+  run->options.progress = progress ? knnwb_host_progress_update : NULL;
+  run->options.progress_data = progress;
+  const int order = (int)command->order;
+  gboolean found =
+      run->split_rows ? knnwb_neighbourhood_find_split(run->group, run->split.block, run->first_row,
+                                                       focus, n_focus, order, run->direction,
+                                                       &run->options, &run->found, NULL, error)
+                      : knnwb_neighbourhood_find(run->data, focus, n_focus, order, run->direction,
+                                                 &run->options, &run->found, error);
+  knnwb_host_progress_finish(progress);
+  run->options.progress = NULL;
+  run->options.progress_data = NULL;
+  return found;
+}
+
+/* The GML and the table into their temporaries. The writers name rows by label: split, rank 0
+ * gets a matrix of the members' labels only. */
+static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **error)
+{
+  const KnnwbNeighbourhoodCommand *command = &run->command;
+  const KnnwbNeighbourhood *found = run->found;
+  g_autoptr(KnnwbMatrix) label_rows = NULL;
+  const KnnwbMatrix *named = run->data;
+  if (run->split_rows && run->writer) {
+    named = label_rows = knnwb_matrix_new(run->n_rows, 0, error);
+    if (label_rows == NULL)
+      return FALSE;
+    for (size_t v = 0; run->labels != NULL && v < found->n_vertices; v++)
+      knnwb_matrix_set_row_label(label_rows, (size_t)found->rows[v], run->labels[found->rows[v]]);
+  }
+  if (!run->writer)
+    return TRUE; /* split: rank 0 writes alone */
+  if (!knnwb_host_speaks()) {
     /* Whole input under mpirun: every rank found the same neighbourhood (the kNN queries shared
      * their work): rank 0 writes it, the others drop their temporaries. */
-    knnwb_host_outputs_discard(outputs);
-    g_ptr_array_set_size(outputs, 0);
-  } else {
-    written =
-        knnwb_neighbourhood_write_gml(gml_temporary, nb, named, (unsigned long)seed, &error) &&
-        (table_temporary == NULL ||
-         knnwb_neighbourhood_write_table(table_temporary, nb, named, options.metric, &error));
+    knnwb_host_outputs_discard(run->outputs);
+    g_ptr_array_set_size(run->outputs, 0);
+    return TRUE;
   }
-  if (split_rows && !group->agree(group, written, &error))
+  return knnwb_neighbourhood_write_gml(run->gml_temporary, found, named,
+                                       (unsigned long)command->seed, error) &&
+         (run->table_temporary == NULL ||
+          knnwb_neighbourhood_write_table(run->table_temporary, found, named, run->options.metric,
+                                          error));
+}
+
+static void knnwb_neighbourhood_print_summary(const KnnwbNeighbourhoodRun *run)
+{
+  const KnnwbNeighbourhoodCommand *command = &run->command;
+  const KnnwbNeighbourhood *found = run->found;
+  const char *table = command->table;
+  g_printerr("knnwb: %zu x %zu, k=%zu %s, order %" G_GINT64_FORMAT " %s: %zu rows, %" IGRAPH_PRId
+             " edges, %zu rows queried%s -> %s%s%s (read %.2f "
+             "s, expand %.2f s, neighbourhood %.2f s, write %.2f s)\n",
+             run->n_rows, run->n_cols, run->options.k, knnwb_metric_to_string(run->options.metric),
+             command->order, knnwb_direction_to_string(run->direction), found->n_vertices,
+             igraph_ecount(&found->graph), found->n_queries,
+             found->whole_graph ? " (whole graph)" : "", command->output, table ? ", " : "",
+             table ? table : "", (double)(run->read_done - run->start) / 1e6,
+             (double)(run->expand_done - run->read_done) / 1e6,
+             (double)(run->found_done - run->expand_done) / 1e6,
+             (double)(g_get_monotonic_time() - run->found_done) / 1e6);
+}
+
+/* Reads, expands, finds, writes and commits (the last thing, refused when a signal arrived
+ * during the layout or the writes). */
+static gboolean knnwb_neighbourhood_execute(KnnwbNeighbourhoodRun *run, GError **error)
+{
+  knnwb_host_log_set_quiet(run->command.quiet);
+  run->start = g_get_monotonic_time();
+  if (!knnwb_neighbourhood_read(run, error))
+    return FALSE;
+  run->expand_done = g_get_monotonic_time();
+  if (!knnwb_neighbourhood_search(run, error))
+    return FALSE;
+  run->found_done = g_get_monotonic_time();
+  const KnnwbKnnGroup *group = run->split_rows ? run->group : NULL;
+  gboolean written = knnwb_neighbourhood_write(run, error);
+  if (group != NULL && !group->agree(group, written, error))
     written = FALSE;
-  if (!written)
-    goto fail;
-  if (split_rows) {
-    gboolean calm = *options.cancel == 0;
-    if (!calm)
-      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
-    if (!group->agree(group, calm, &error))
-      goto fail;
-  }
-  /* The last thing, refused when a signal arrived during the layout or the writes. */
-  gboolean committed = knnwb_host_outputs_commit(outputs, options.cancel, &error);
-  if (split_rows && !group->agree(group, committed, &error))
-    committed = FALSE;
-  if (!committed)
-    goto fail;
-  if (!quiet && nb != NULL) /* split: rank 0 holds the neighbourhood and speaks */
-    g_printerr("knnwb: %zu x %zu, k=%zu %s, order %" G_GINT64_FORMAT " %s: %zu rows, %" IGRAPH_PRId
-               " edges, %zu rows queried%s -> %s%s%s (read %.2f "
-               "s, expand %.2f s, neighbourhood %.2f s, write %.2f s)\n",
-               n_rows, n_cols, options.k, knnwb_metric_to_string(options.metric), order,
-               knnwb_direction_to_string(direction), nb->n_vertices, igraph_ecount(&nb->graph),
-               nb->n_queries, nb->whole_graph ? " (whole graph)" : "", output, table ? ", " : "",
-               table ? table : "", (double)(read_done - start) / 1e6,
-               (double)(expand_done - read_done) / 1e6, (double)(found_done - expand_done) / 1e6,
-               (double)(g_get_monotonic_time() - found_done) / 1e6);
-  status = 0;
-  goto done;
-fail:
-  knnwb_host_outputs_discard(outputs);
-  knnwb_host_outputs_name_targets(outputs, error);
-  status = knnwb_host_command_fail("neighbourhood", error, usage);
-done:
-  knnwb_host_split_input_clear(&split);
-  knnwb_host_input_clear(&input);
-  knnwb_host_knn_clear(&knn);
-  knnwb_host_expand_clear(&expand);
-  g_free(focus_text);
-  g_free(direction_text);
-  g_free(output);
-  g_free(table);
-  g_strfreev(rest);
+  if (!written || !knnwb_host_commit_agreed(group, TRUE, run->outputs, run->options.cancel, error))
+    return FALSE;
+  if (!run->command.quiet && run->found != NULL) /* split: rank 0 holds it and speaks */
+    knnwb_neighbourhood_print_summary(run);
+  return TRUE;
+}
+
+int knnwb_host_command_neighbourhood(int argc, char **argv)
+{
+  KnnwbNeighbourhoodRun run = {.command = {.order = 1, .seed = 42},
+                               .direction = KNNWB_DIRECTION_OUT,
+                               .outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free)};
+  g_autoptr(GOptionContext) context = knnwb_neighbourhood_options_new(&run.command);
+  g_autoptr(GError) error = NULL;
+  const gboolean parsed = knnwb_neighbourhood_parse(context, argc, argv, &run, &error);
+  const gboolean done = parsed && knnwb_neighbourhood_prepare(&run, &error) &&
+                        knnwb_neighbourhood_execute(&run, &error);
+  const int status = knnwb_host_command_finish("neighbourhood", parsed, done, run.outputs, error);
+  knnwb_neighbourhood_run_clear(&run);
   return status;
 }

@@ -7,15 +7,50 @@
 #include "options.h"
 #include "runtime/runtime.h"
 
+const char *knnwb_host_help_choices(const KnnwbEnumTable *table, const char *prefix,
+                                    const char *note, const char *skip, const char *suffix)
+{
+  g_autoptr(GString) text = g_string_new(prefix);
+  size_t n_shown = 0, n_listed = 0;
+  for (size_t i = 0; i < table->n_listed; i++)
+    n_listed += g_strcmp0(table->names[i].name, skip) != 0;
+  for (size_t i = 0; i < table->n_listed; i++) {
+    if (g_strcmp0(table->names[i].name, skip) == 0)
+      continue;
+    if (n_shown > 0)
+      g_string_append(text, n_shown + 1 == n_listed ? " or " : ", ");
+    g_string_append(text, table->names[i].name);
+    if (n_shown++ == 0)
+      g_string_append(text, note);
+  }
+  g_string_append(text, suffix);
+  return g_intern_string(text->str);
+}
+
+gboolean knnwb_host_option_choice(const KnnwbEnumTable *table, const char *option,
+                                  const char *value, int *parsed, GError **error)
+{
+  if (knnwb_enum_from_string(table, value, parsed, NULL))
+    return TRUE;
+  g_autofree char *known = knnwb_enum_list(table, ", ", " or ");
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s must be %s (got '%s')", option,
+              known, value);
+  return FALSE;
+}
+
 void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *args)
 {
   GOptionEntry entries[] = {
       {"format", 'f', 0, G_OPTION_ARG_STRING, &args->format,
-       "Input format: auto (default), cibm, csv, tsv, gct, npy, geo (gzip-compressed or not)", "F"},
+       knnwb_host_help_choices(&knnwb_input_table, "Input format: ", " (default)", NULL,
+                               " (gzip-compressed or not)"),
+       "F"},
       {"transpose", 'T', 0, G_OPTION_ARG_NONE, &args->transpose,
        "The file's columns are the points (samples as rows)", NULL},
       {"header", 0, 0, G_OPTION_ARG_STRING, &args->header,
-       "CSV/TSV: is the first line a header? auto (default), yes or no", "auto|yes|no"},
+       knnwb_host_help_choices(&knnwb_header_table, "CSV/TSV: is the first line a header? ",
+                               " (default)", NULL, ""),
+       KNNWB_ENUM_CHOICES(KNNWB_HEADER_NAMES)},
       {"label-column", 0, 0, G_OPTION_ARG_STRING, &args->label_column,
        "CSV/TSV: the row labels' column, counted from 1 (default 1), a header name, or none",
        "N|NAME|none"},
@@ -47,17 +82,11 @@ gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptio
   if (args->format && !knnwb_formats_input_from_string(args->format, &options->format, error))
     return FALSE;
   options->transpose = args->transpose;
-  if (args->header != NULL) {
-    if (g_ascii_strcasecmp(args->header, "yes") == 0)
-      options->header = KNNWB_HEADER_YES;
-    else if (g_ascii_strcasecmp(args->header, "no") == 0)
-      options->header = KNNWB_HEADER_NO;
-    else if (g_ascii_strcasecmp(args->header, "auto") != 0) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "--header must be auto, yes or no (got '%s')", args->header);
-      return FALSE;
-    }
-  }
+  int header = KNNWB_HEADER_AUTO;
+  if (args->header != NULL &&
+      !knnwb_host_option_choice(&knnwb_header_table, "--header", args->header, &header, error))
+    return FALSE;
+  options->header = (KnnwbHeaderMode)header;
   if (args->label_column != NULL &&
       !knnwb_formats_label_column_from_string(args->label_column, options, error))
     return FALSE;
@@ -81,12 +110,14 @@ void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
   GOptionEntry entries[] = {
       {"k", 'k', 0, G_OPTION_ARG_INT64, &args->k, "Neighbours per row (1 <= K < rows)", "K"},
       {"metric", 'm', 0, G_OPTION_ARG_STRING, &args->metric,
-       "pearson (default), abs-pearson, spearman, euclidean, manhattan or cosine", "M"},
-      {"backend", 'b', 0, G_OPTION_ARG_STRING, &args->backend, "auto (default), cpu or cuda", "B"},
+       knnwb_host_help_choices(&knnwb_metric_table, "", " (default)", NULL, ""), "M"},
+      {"backend", 'b', 0, G_OPTION_ARG_STRING, &args->backend,
+       knnwb_host_help_choices(&knnwb_backend_table, "", " (default)", NULL, ""), "B"},
       {"screen", 0, 0, G_OPTION_ARG_STRING, &args->screen,
-       "screening precision: auto (default: k <= 256 screens in fp16 on a GPU, fp32 on a CPU), "
-       "fp32, tf32 or fp16 (GPU), bf16 (CPU with BF16 instructions; slower where many rows lie "
-       "close); the lists are exact with each",
+       knnwb_host_help_choices(&knnwb_screen_table, "screening precision: ",
+                               " (default: k <= 256 screens in fp16 on a GPU, fp32 on a CPU)", NULL,
+                               "; tf32 and fp16 need a GPU, bf16 a CPU with BF16 instructions "
+                               "(slower where many rows lie close); the lists are exact with each"),
        "P"},
       {"threads", 't', 0, G_OPTION_ARG_INT, &args->threads,
        "CPU threads (default: every core this process may run on)", "N"},
@@ -120,11 +151,8 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
   }
   if (args->k != -1)
     options->k = (size_t)args->k;
-  if (args->threads < 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--threads must be 0 (every core this process may run on) or more");
+  if (!knnwb_host_threads_check(args->threads, error))
     return FALSE;
-  }
   options->n_threads = args->threads;
   options->drop_degenerate = args->drop_degenerate;
   if ((args->metric && !knnwb_metric_from_string(args->metric, &options->metric, error)) ||
@@ -170,12 +198,16 @@ void knnwb_host_expand_add_entries(GOptionContext *context, KnnwbHostExpandArgs 
 {
   GOptionEntry entries[] = {
       {ops_name, 0, 0, G_OPTION_ARG_STRING, &args->ops,
-       "Metafeature operators, in this order: difference (default), sum, product, ratio, all",
+       knnwb_host_help_choices(&knnwb_metafeature_table, "Metafeature operators, in this order: ",
+                               " (default)", NULL, ", comma-separated"),
        "OPS"},
       {"pair-rows", 0, 0, G_OPTION_ARG_FILENAME, &args->rows,
        "Pair only the rows named in FILE (one label per line; default: all rows)", "FILE"},
       {"missing", 0, 0, G_OPTION_ARG_STRING, &args->missing,
-       "A zero/subnormal denominator or an overflow: error (default) or drop-rows", "POLICY"},
+       knnwb_host_help_choices(&knnwb_missing_table,
+                               "A zero/subnormal denominator or an overflow: ", " (default)", NULL,
+                               ""),
+       "POLICY"},
       {"phenotype", 0, 0, G_OPTION_ARG_STRING, &args->phenotype,
        "Append a row from a per-sample table (TSV/CSV with a header): TABLE:COLUMN",
        "TABLE:COLUMN"},
@@ -204,15 +236,11 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
   const gboolean last_share = group == NULL || group->rank == group->size - 1;
   KnnwbMetafeatureOptions options;
   knnwb_metafeatures_options_init(&options);
-  if (args->missing != NULL) {
-    if (g_ascii_strcasecmp(args->missing, "drop-rows") == 0)
-      options.missing = KNNWB_MISSING_DROP_ROWS;
-    else if (g_ascii_strcasecmp(args->missing, "error") != 0) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "--missing must be error or drop-rows (got '%s')", args->missing);
-      return FALSE;
-    }
-  }
+  int missing = KNNWB_MISSING_ERROR;
+  if (args->missing != NULL &&
+      !knnwb_host_option_choice(&knnwb_missing_table, "--missing", args->missing, &missing, error))
+    return FALSE;
+  options.missing = (KnnwbMissingPolicy)missing;
   g_autofree char *table = NULL, *column = NULL;
   if (args->phenotype != NULL &&
       !knnwb_annotation_parse_spec(args->phenotype, &table, &column, error)) {
@@ -262,9 +290,54 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
   return TRUE;
 }
 
+gboolean knnwb_host_one_input(char **rest, GError **error)
+{
+  if (rest == NULL || rest[0] == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "no INPUT file given");
+    return FALSE;
+  }
+  if (rest[1] != NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "one INPUT file expected, got '%s' too", rest[1]);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_host_threads_check(int threads, GError **error)
+{
+  if (threads < 0)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--threads must be 0 (every core this process may run on) or more");
+  return threads >= 0;
+}
+
+gboolean knnwb_host_required(gboolean given, const char *what, GError **error)
+{
+  if (!given)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s is required", what);
+  return given;
+}
+
 gboolean knnwb_host_check_output(const char *path, GError **error)
 {
   return knnwb_host_output_check(path, error);
+}
+
+gboolean knnwb_host_commit_agreed(const KnnwbKnnGroup *group, gboolean writer, GPtrArray *outputs,
+                                  const volatile gint *cancel, GError **error)
+{
+  if (group != NULL) {
+    gboolean calm = *cancel == 0;
+    if (!calm)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+    if (!group->agree(group, calm, error))
+      return FALSE;
+  }
+  gboolean committed = !writer || knnwb_host_outputs_commit(outputs, cancel, error);
+  if (group != NULL && !group->agree(group, committed, error))
+    committed = FALSE;
+  return committed;
 }
 
 int knnwb_host_exit_status(const GError *error)
@@ -274,6 +347,18 @@ int knnwb_host_exit_status(const GError *error)
   if (knnwb_host_signals_received() != 0)
     return knnwb_host_signals_exit_status();
   return 1;
+}
+
+int knnwb_host_command_finish(const char *command, gboolean parsed, gboolean done,
+                              GPtrArray *outputs, GError *error)
+{
+  if (done)
+    return 0;
+  if (parsed) {
+    knnwb_host_outputs_discard(outputs);
+    knnwb_host_outputs_name_targets(outputs, error);
+  }
+  return knnwb_host_command_fail(command, error, !parsed);
 }
 
 int knnwb_host_command_fail(const char *command, const GError *error, gboolean usage)

@@ -1,5 +1,11 @@
-/* Options and helpers shared by the workflow commands (metafeatures, neighbourhood, classify):
- * one parser per option. */
+/* Options and helpers shared by the commands: one parser per option, one table per enum's
+ * choices, and the scaffolding every command shares (one INPUT, required options, the agreed
+ * commit, the exit status).
+ *
+ * A command calls the library as the steps do rather than building steps for the pipeline runner:
+ * the runner reports errors by pipeline file and line and prints a line per step where a command
+ * prints its own summary, and no step writes what some commands write (a matrix file; knn's
+ * lists and edge lists written without an igraph_t, in place by every rank under mpirun). */
 #ifndef KNNWB_HOST_OPTIONS_H
 #define KNNWB_HOST_OPTIONS_H
 
@@ -9,6 +15,21 @@
 #include <knnwb/metafeatures.h>
 
 G_BEGIN_DECLS
+
+/**
+ * A help text naming a table's listed names: prefix, then "a NOTE, b or c" (note after the first
+ * name, the default; a name equal to skip left out), then suffix. The text lives as long as the
+ * process (GOption keeps the pointer). O(names).
+ */
+const char *knnwb_host_help_choices(const KnnwbEnumTable *table, const char *prefix,
+                                    const char *note, const char *skip, const char *suffix);
+
+/**
+ * Parses the value of option (e.g. "--header") with table; an unknown value is reported as
+ * "OPTION must be a, b or c (got 'VALUE')". Errors: KNNWB_ERROR_INVALID_ARGUMENT.
+ */
+gboolean knnwb_host_option_choice(const KnnwbEnumTable *table, const char *option,
+                                  const char *value, int *parsed, GError **error);
 
 /** How the input matrix is read. */
 typedef struct {
@@ -84,9 +105,29 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
                            int n_threads, gboolean quiet, const volatile gint *cancel,
                            const KnnwbKnnGroup *group, KnnwbMatrix **data, GError **error);
 
+/** The usage errors of a command's one INPUT (the remaining arguments): "no INPUT file given",
+ * "one INPUT file expected, got 'B' too". */
+gboolean knnwb_host_one_input(char **rest, GError **error);
+
+/** --threads N: 0 (every core this process may run on) or more. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT. */
+gboolean knnwb_host_threads_check(int threads, GError **error);
+
+/** "WHAT is required" unless given (e.g. what = "-o OUT"). */
+gboolean knnwb_host_required(gboolean given, const char *what, GError **error);
+
 /** Refuses, before a long computation, an output that is not a regular file or whose directory is
  * missing or not writable (knnwb_host_output_check). */
 gboolean knnwb_host_check_output(const char *path, GError **error);
+
+/**
+ * Commits outputs (the last thing of a run, refused when a signal arrived). With group (an
+ * mpirun job whose ranks computed together) the ranks first agree that none was interrupted,
+ * only the writer commits, and they agree on how that went. Collective when group is not NULL.
+ * Errors: KNNWB_ERROR_CANCELLED, as knnwb_host_outputs_commit, transport errors.
+ */
+gboolean knnwb_host_commit_agreed(const KnnwbKnnGroup *group, gboolean writer, GPtrArray *outputs,
+                                  const volatile gint *cancel, GError **error);
 
 /** 128 + signal after a signal (whatever the error), else 1. */
 int knnwb_host_exit_status(const GError *error);
@@ -96,6 +137,14 @@ int knnwb_host_exit_status(const GError *error);
  * and returns the exit status.
  */
 int knnwb_host_command_fail(const char *command, const GError *error, gboolean usage);
+
+/**
+ * The exit status of a command that parsed its options (parsed) and ran (done): 0 when done;
+ * otherwise, after a run, its outputs are discarded (and named in error), and the usage error,
+ * failure or interruption is printed as knnwb_host_command_fail does.
+ */
+int knnwb_host_command_finish(const char *command, gboolean parsed, gboolean done,
+                              GPtrArray *outputs, GError *error);
 
 /* The workflow commands. */
 int knnwb_host_command_metafeatures(int argc, char **argv);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include "commands.h"
+#include "options.h"
 #include "pipeline/pipeline.h"
 #include "runtime/runtime.h"
 #include "steps/steps.h"
@@ -44,39 +45,39 @@ static KnnwbHostRegistry *knnwb_host_registry_load(const char *plugin_path, gboo
 
 /* run and validate share the options that decide what the pipeline is (variables, plugins,
  * output directory); the options about running belong to run alone, so validate refuses them. */
-static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
+static GOptionContext *knnwb_pipeline_options_new(KnnwbPipelineCommand *command,
+                                                  gboolean validate_only)
 {
-  KnnwbPipelineCommand command = {0};
   GOptionEntry shared_entries[] = {
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &command.set,
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &command->set,
        "Override a pipeline variable (repeatable)", "NAME=VALUE"},
-      {"plugin-path", 'P', 0, G_OPTION_ARG_STRING, &command.plugin_path,
+      {"plugin-path", 'P', 0, G_OPTION_ARG_STRING, &command->plugin_path,
        "Directories searched for plugins first (':'-separated), before KNNWB_PLUGIN_PATH and the "
        "installed ones",
        "DIRS"},
-      {"output-dir", 'O', 0, G_OPTION_ARG_FILENAME, &command.output_dir,
+      {"output-dir", 'O', 0, G_OPTION_ARG_FILENAME, &command->output_dir,
        "Base of relative output paths (default: the current directory)", "DIR"},
-      {"confine", 0, 0, G_OPTION_ARG_FILENAME, &command.confine,
+      {"confine", 0, 0, G_OPTION_ARG_FILENAME, &command->confine,
        "Refuse the pipeline unless every file it reads or writes resolves (symbolic links "
        "followed) inside DIR: for pipelines from others",
        "DIR"},
-      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command.quiet,
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet,
        validate_only ? "No \"valid\" line; only errors" : "No progress", NULL},
       /* The usage line names PIPELINE.xml once: from here, not from g_option_context_new. */
-      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command.rest, NULL, "PIPELINE.xml"},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "PIPELINE.xml"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionEntry run_entries[] = {{"dry-run", 'n', 0, G_OPTION_ARG_NONE, &command.dry_run,
+  GOptionEntry run_entries[] = {{"dry-run", 'n', 0, G_OPTION_ARG_NONE, &command->dry_run,
                                  "Check the pipeline and print the plan, run nothing", NULL},
-                                {"report", 'r', 0, G_OPTION_ARG_NONE, &command.report,
+                                {"report", 'r', 0, G_OPTION_ARG_NONE, &command->report,
                                  "Print each step's time and peak memory at the end", NULL},
-                                {"threads", 't', 0, G_OPTION_ARG_INT, &command.threads,
+                                {"threads", 't', 0, G_OPTION_ARG_INT, &command->threads,
                                  "CPU threads for steps that do not set their own (default: every "
                                  "core this process may run on)",
                                  "N"},
-                                {"memory", 0, 0, G_OPTION_ARG_STRING, &command.memory,
+                                {"memory", 0, 0, G_OPTION_ARG_STRING, &command->memory,
                                  "Working-memory budget for kNN tiles, e.g. 512M, 4G", "BYTES"},
                                 {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  g_autoptr(GOptionContext) context = g_option_context_new(NULL);
+  GOptionContext *context = g_option_context_new(NULL);
   g_option_context_set_summary(context, validate_only
                                             ? "Checks a pipeline (XML, schema and every semantic "
                                               "check) without running it."
@@ -96,83 +97,98 @@ static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
   if (!validate_only)
     g_option_context_add_main_entries(context, run_entries, NULL);
 
-  int status = 1;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GHashTable) overrides = g_hash_table_new(g_str_hash, g_str_equal);
-  g_autoptr(KnnwbHostRegistry) registry = NULL;
-  g_autoptr(KnnwbPipeline) pipeline = NULL;
-  KnnwbPipelineOptions options = {0};
+  return context;
+}
 
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    goto usage;
-  if (command.rest == NULL || command.rest[0] == NULL || command.rest[1] != NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+/* The command line into command and options (usage errors); overrides holds the --set values,
+ * pointing into command. */
+static gboolean knnwb_pipeline_parse(GOptionContext *context, int argc, char **argv,
+                                     KnnwbPipelineCommand *command, GHashTable *overrides,
+                                     KnnwbPipelineOptions *options, GError **error)
+{
+  if (!g_option_context_parse(context, &argc, &argv, error))
+    return FALSE;
+  if (command->rest == NULL || command->rest[0] == NULL || command->rest[1] != NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "exactly one PIPELINE.xml expected");
-    goto usage;
+    return FALSE;
   }
-  for (char **s = command.set; s && *s; s++) {
+  for (char **s = command->set; s && *s; s++) {
     char *equals = strchr(*s, '=');
     if (equals == NULL || equals == *s) {
-      g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "--set %s: expected NAME=VALUE", *s);
-      goto usage;
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--set %s: expected NAME=VALUE",
+                  *s);
+      return FALSE;
     }
     *equals = '\0';
     g_hash_table_insert(overrides, *s, equals + 1);
   }
-  if (command.threads < 0) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--threads must be >= 0");
-    goto usage;
-  }
-  if (command.memory != NULL) {
+  if (!knnwb_host_threads_check(command->threads, error))
+    return FALSE;
+  if (command->memory != NULL) {
     guint64 bytes;
-    if (!knnwb_host_parse_bytes(command.memory, &bytes, &error))
-      goto usage;
-    options.memory_bytes = (size_t)bytes;
+    if (!knnwb_host_parse_bytes(command->memory, &bytes, error))
+      return FALSE;
+    options->memory_bytes = (size_t)bytes;
   }
-  options.overrides = overrides;
-  options.output_dir = command.output_dir;
-  options.confine = command.confine;
-  options.n_threads = command.threads;
-  options.quiet = command.quiet;
-  options.report = command.report;
+  options->overrides = overrides;
+  options->output_dir = command->output_dir;
+  options->confine = command->confine;
+  options->n_threads = command->threads;
+  options->quiet = command->quiet;
+  options->report = command->report;
+  return TRUE;
+}
 
-  knnwb_host_log_set_quiet(command.quiet);
-  registry = knnwb_host_registry_load(command.plugin_path, command.quiet);
-  pipeline = knnwb_pipeline_load(command.rest[0], registry, &options, &error);
+/* Loads the pipeline, then validates, prints the plan or runs it; returns the exit status. */
+static int knnwb_pipeline_execute(const KnnwbPipelineCommand *command,
+                                  const KnnwbPipelineOptions *options, gboolean validate_only)
+{
+  g_autoptr(GError) error = NULL;
+  knnwb_host_log_set_quiet(command->quiet);
+  g_autoptr(KnnwbHostRegistry) registry =
+      knnwb_host_registry_load(command->plugin_path, command->quiet);
+  g_autoptr(KnnwbPipeline) pipeline =
+      knnwb_pipeline_load(command->rest[0], registry, options, &error);
   if (pipeline == NULL) {
     g_printerr("%s\n", error->message);
-    goto done;
+    return 1;
   }
   if (validate_only) {
-    if (!command.quiet)
-      printf("%s: valid\n", command.rest[0]);
-    status = 0;
-    goto done;
+    if (!command->quiet)
+      printf("%s: valid\n", command->rest[0]);
+    return 0;
   }
-  if (command.dry_run) {
+  if (command->dry_run) {
     knnwb_pipeline_print_plan(pipeline, stdout);
-    status = 0;
-    goto done;
+    return 0;
   }
   const volatile gint *cancel = knnwb_host_signals_install();
-  if (!knnwb_pipeline_run(pipeline, &options, cancel, &error)) {
-    if (knnwb_host_signals_received() != 0) {
-      g_printerr("knnwb: %s\nknnwb: interrupted; no output written\n", error->message);
-      status = knnwb_host_signals_exit_status();
-    } else {
-      g_printerr("%s\n", error->message);
-    }
-    goto done;
+  if (knnwb_pipeline_run(pipeline, options, cancel, &error))
+    return 0;
+  if (knnwb_host_signals_received() == 0) {
+    g_printerr("%s\n", error->message);
+    return 1;
   }
-  status = 0;
-  goto done;
+  g_printerr("knnwb: %s\nknnwb: interrupted; no output written\n", error->message);
+  return knnwb_host_signals_exit_status();
+}
 
-usage:
-  g_printerr("knnwb %s: %s\nTry `knnwb %s --help`.\n", validate_only ? "validate" : "run",
-             error->message, validate_only ? "validate" : "run");
-  status = 2;
-done:
+static int knnwb_pipeline_command(int argc, char **argv, gboolean validate_only)
+{
+  KnnwbPipelineCommand command = {0};
+  g_autoptr(GOptionContext) context = knnwb_pipeline_options_new(&command, validate_only);
+  g_autoptr(GHashTable) overrides = g_hash_table_new(g_str_hash, g_str_equal);
+  KnnwbPipelineOptions options = {0};
+  g_autoptr(GError) error = NULL;
+  int status;
+  if (knnwb_pipeline_parse(context, argc, argv, &command, overrides, &options, &error)) {
+    status = knnwb_pipeline_execute(&command, &options, validate_only);
+  } else {
+    const char *name = validate_only ? "validate" : "run";
+    g_printerr("knnwb %s: %s\nTry `knnwb %s --help`.\n", name, error->message, name);
+    status = 2;
+  }
   knnwb_pipeline_command_clear(&command);
   return status;
 }

@@ -6,6 +6,24 @@
 #include "runtime/runtime.h"
 #include <knnwb/drawing.h>
 
+/* --edges: drawn up to 50,000 edges (auto), always or never. */
+typedef enum {
+  KNNWB_RENDER_EDGES_AUTO,
+  KNNWB_RENDER_EDGES_ALL,
+  KNNWB_RENDER_EDGES_NONE
+} KnnwbRenderEdges;
+/* clang-format off */
+#define KNNWB_RENDER_EDGES_NAMES(X)                                                                \
+  X(KNNWB_RENDER_EDGES_AUTO, "auto")                                                               \
+  X(KNNWB_RENDER_EDGES_ALL, "all")                                                                 \
+  X(KNNWB_RENDER_EDGES_NONE, "none")
+/* clang-format on */
+static const KnnwbEnumName knnwb_render_edges_names[] = {
+    KNNWB_RENDER_EDGES_NAMES(KNNWB_ENUM_ENTRY)};
+/* Unknown names are reported by knnwb_host_option_choice. */
+static const KnnwbEnumTable knnwb_render_edges_table =
+    KNNWB_ENUM_TABLE(knnwb_render_edges_names, 0, " or ", "", "", "", "");
+
 static gboolean knnwb_render_format_from_path(const char *path, KnnwbPictureFormat *format,
                                               GError **error)
 {
@@ -24,104 +42,121 @@ static gboolean knnwb_render_format_from_path(const char *path, KnnwbPictureForm
   return TRUE;
 }
 
-int knnwb_host_command_render(int argc, char **argv)
+typedef struct {
+  char *output;
+  char **rest;
+  int width;
+  int label_limit;
+  gboolean quiet;
+  char *edges;
+  /* Parsed. */
+  int edges_mode; /* KnnwbRenderEdges */
+  KnnwbPictureFormat format;
+} KnnwbRenderCommand;
+
+/* The options of knnwb render, into command. */
+static GOptionContext *knnwb_render_options_new(KnnwbRenderCommand *command)
 {
-  char *output = NULL;
-  char **rest = NULL;
-  int width = 1200;
-  int label_limit = 150;
-  gboolean quiet = FALSE;
-  char *edges = NULL;
   GOptionEntry entries[] = {
-      {"edges", 0, 0, G_OPTION_ARG_STRING, &edges,
-       "auto (default: drawn up to 50,000 edges; beyond, a 1200-pixel picture is a grey veil and "
-       "slow to draw), all or none",
-       "auto|all|none"},
-      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "picture.png, .svg or .pdf", "OUT"},
-      {"width", 'w', 0, G_OPTION_ARG_INT, &width,
+      {"edges", 0, 0, G_OPTION_ARG_STRING, &command->edges,
+       knnwb_host_help_choices(&knnwb_render_edges_table, "",
+                               " (default: drawn up to 50,000 edges; beyond, a 1200-pixel picture "
+                               "is a grey veil and slow to draw)",
+                               NULL, ""),
+       KNNWB_ENUM_CHOICES(KNNWB_RENDER_EDGES_NAMES)},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output, "picture.png, .svg or .pdf",
+       "OUT"},
+      {"width", 'w', 0, G_OPTION_ARG_INT, &command->width,
        "width in pixels (PNG) or points (SVG, PDF); the height follows the drawing (default 1200)",
        "W"},
-      {"labels", 0, 0, G_OPTION_ARG_INT, &label_limit,
+      {"labels", 0, 0, G_OPTION_ARG_INT, &command->label_limit,
        "label every node when there are at most N (default 150); the focus is always labelled",
        "N"},
-      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No summary", NULL},
-      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &rest, NULL, "GRAPH.gml"},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No summary", NULL},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "GRAPH.gml"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   /* GLib names GRAPH.gml in the usage line from the remaining-arguments entry above. */
-  g_autoptr(GOptionContext) context = g_option_context_new("-o OUT");
+  GOptionContext *context = g_option_context_new("-o OUT");
   g_option_context_set_summary(
       context,
       "Draws a laid-out GML (from knnwb knn/cluster/neighbourhood with a layout) as a PNG, "
       "SVG or PDF\nwith cairo: the GML's node colours and sizes, edges under the nodes, "
       "focus nodes as red\nhexagons with their labels on top.");
   g_option_context_add_main_entries(context, entries, NULL);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
-  g_autoptr(KnnwbDrawing) drawing = NULL;
-  KnnwbPictureFormat format = KNNWB_PICTURE_PNG;
-  int status = 1;
-  gboolean usage = TRUE;
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    goto out;
-  if (rest == NULL || rest[0] == NULL || rest[1] != NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "one GRAPH.gml expected");
-    goto out;
+  return context;
+}
+
+/* The command line into command (usage errors). */
+static gboolean knnwb_render_parse(GOptionContext *context, int argc, char **argv,
+                                   KnnwbRenderCommand *command, GError **error)
+{
+  if (!g_option_context_parse(context, &argc, &argv, error))
+    return FALSE;
+  if (command->rest == NULL || command->rest[0] == NULL || command->rest[1] != NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "one GRAPH.gml expected");
+    return FALSE;
   }
-  if (output == NULL) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "-o OUT is required");
-    goto out;
+  if (!knnwb_host_required(command->output != NULL, "-o OUT", error))
+    return FALSE;
+  if (command->width < 16 || command->width > 20000) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--width %d: give 16 to 20000 pixels", command->width);
+    return FALSE;
   }
-  if (width < 16 || width > 20000) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--width %d: give 16 to 20000 pixels", width);
-    goto out;
-  }
-  if (label_limit < 0)
-    label_limit = 0;
-  if (edges != NULL && strcmp(edges, "auto") != 0 && strcmp(edges, "all") != 0 &&
-      strcmp(edges, "none") != 0) {
-    g_set_error(&error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--edges must be auto, all or none (got '%s')", edges);
-    goto out;
-  }
-  if (!knnwb_render_format_from_path(output, &format, &error))
-    goto out;
-  usage = FALSE;
-  if (!knnwb_host_check_output(output, &error))
-    goto out;
+  command->label_limit = MAX(command->label_limit, 0);
+  return (command->edges == NULL ||
+          knnwb_host_option_choice(&knnwb_render_edges_table, "--edges", command->edges,
+                                   &command->edges_mode, error)) &&
+         knnwb_render_format_from_path(command->output, &command->format, error);
+}
+
+/* Reads the GML, draws it into the output's temporary with its progress line and commits. */
+static gboolean knnwb_render_execute(const KnnwbRenderCommand *command, GPtrArray *outputs,
+                                     GError **error)
+{
+  if (!knnwb_host_check_output(command->output, error))
+    return FALSE;
   const volatile gint *cancel = knnwb_host_signals_install();
-  const char *temporary = knnwb_host_outputs_add(outputs, output, &error);
+  const char *temporary = knnwb_host_outputs_add(outputs, command->output, error);
   if (temporary == NULL)
-    goto out;
+    return FALSE;
   gint64 start = g_get_monotonic_time();
-  drawing = knnwb_formats_read_gml(rest[0], &error);
+  g_autoptr(KnnwbDrawing) drawing = knnwb_formats_read_gml(command->rest[0], error);
   if (drawing == NULL)
-    goto out;
-  gboolean draw_edges = edges != NULL && strcmp(edges, "all") == 0;
-  if (edges == NULL || strcmp(edges, "auto") == 0)
+    return FALSE;
+  gboolean draw_edges = command->edges_mode == KNNWB_RENDER_EDGES_ALL;
+  if (command->edges_mode == KNNWB_RENDER_EDGES_AUTO)
     draw_edges = drawing->edges->len <= 50000;
-  KnnwbHostProgress *progress = knnwb_host_progress_new("render", quiet);
+  KnnwbHostProgress *progress = knnwb_host_progress_new("render", command->quiet);
   knnwb_host_progress_set_unit(progress, "shapes");
-  gboolean drawn =
-      knnwb_drawing_render(drawing, temporary, format, width, (guint)label_limit, draw_edges,
-                           cancel, progress ? knnwb_host_progress_update : NULL, progress, &error);
+  gboolean drawn = knnwb_drawing_render(drawing, temporary, command->format, command->width,
+                                     (guint)command->label_limit, draw_edges, cancel,
+                                     progress ? knnwb_host_progress_update : NULL, progress, error);
   knnwb_host_progress_finish(progress);
-  if (!drawn || !knnwb_host_outputs_commit(outputs, cancel, &error))
-    goto out;
-  if (!quiet)
+  if (!drawn || !knnwb_host_outputs_commit(outputs, cancel, error))
+    return FALSE;
+  if (!command->quiet)
     g_printerr("knnwb: %u node%s, %u edge%s -> %s (%.2f s)\n", drawing->nodes->len,
                KNNWB_PLURAL(drawing->nodes->len), drawing->edges->len,
-               KNNWB_PLURAL(drawing->edges->len), output,
+               KNNWB_PLURAL(drawing->edges->len), command->output,
                (double)(g_get_monotonic_time() - start) / 1e6);
-  status = 0;
-out:
-  if (status != 0) {
-    knnwb_host_outputs_discard(outputs);
-    knnwb_host_outputs_name_targets(outputs, error);
-    status = knnwb_host_command_fail("render", error, usage);
-  }
-  g_free(output);
-  g_free(edges);
-  g_strfreev(rest);
+  return TRUE;
+}
+
+int knnwb_host_command_render(int argc, char **argv)
+{
+  KnnwbRenderCommand command = {.width = 1200,
+                                .label_limit = 150,
+                                .edges_mode = KNNWB_RENDER_EDGES_AUTO,
+                                .format = KNNWB_PICTURE_PNG};
+  g_autoptr(GOptionContext) context = knnwb_render_options_new(&command);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free);
+  const gboolean parsed = knnwb_render_parse(context, argc, argv, &command, &error);
+  const gboolean done = parsed && knnwb_render_execute(&command, outputs, &error);
+  const int status = knnwb_host_command_finish("render", parsed, done, outputs, error);
+  g_free(command.output);
+  g_free(command.edges);
+  g_strfreev(command.rest);
   return status;
 }

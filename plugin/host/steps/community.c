@@ -7,15 +7,18 @@
 enum { METHOD, RESOLUTION, OBJECTIVE, SEED, STEPS, SIMILARITY, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_community_params[N_PARAMS] = {
-    [METHOD] = {"method", KNNWB_PARAM_CHOICE, "leiden", 1, 0, "leiden|louvain|walktrap",
+    [METHOD] = {"method", KNNWB_PARAM_CHOICE, "leiden", 1, 0,
+                KNNWB_ENUM_CHOICES(KNNWB_COMMUNITY_METHOD_NAMES),
                 "igraph_community_leiden, _multilevel or _walktrap"},
     [RESOLUTION] = {"resolution", KNNWB_PARAM_DOUBLE, "1", 1e-300, 1e300, NULL,
                     "Leiden/Louvain resolution (modularity: 1 = Newman's)"},
-    [OBJECTIVE] = {"objective", KNNWB_PARAM_CHOICE, "modularity", 1, 0, "modularity|cpm",
+    [OBJECTIVE] = {"objective", KNNWB_PARAM_CHOICE, "modularity", 1, 0,
+                   KNNWB_ENUM_CHOICES(KNNWB_COMMUNITY_OBJECTIVE_NAMES),
                    "Leiden's quality function"},
     [SEED] = {"seed", KNNWB_PARAM_INT, "42", 0, 4294967295.0, NULL, "igraph's RNG seed"},
     [STEPS] = {"steps", KNNWB_PARAM_INT, "4", 1, 1e6, NULL, "walktrap's walk length"},
-    [SIMILARITY] = {"similarity", KNNWB_PARAM_CHOICE, "inverse", 1, 0, "inverse|exp|unit",
+    [SIMILARITY] = {"similarity", KNNWB_PARAM_CHOICE, "inverse", 1, 0,
+                    KNNWB_ENUM_CHOICES(KNNWB_SIMILARITY_NAMES),
                     "distance to weight: 1/(1+d), exp(-d/mean d) or 1"},
 };
 
@@ -33,12 +36,11 @@ static gboolean knnwb_community_run(KnnwbStepContext *context, GError **error)
   KnnwbSimilarity similarity;
   if (!knnwb_community_method_from_string(context->params[METHOD].v_string, &options.method,
                                           error) ||
+      !knnwb_community_objective_from_string(context->params[OBJECTIVE].v_string,
+                                             &options.objective, error) ||
       !knnwb_similarity_from_string(context->params[SIMILARITY].v_string, &similarity, error))
     return FALSE;
   options.resolution = context->params[RESOLUTION].v_double;
-  options.objective = g_str_equal(context->params[OBJECTIVE].v_string, "cpm")
-                          ? KNNWB_OBJECTIVE_CPM
-                          : KNNWB_OBJECTIVE_MODULARITY;
   options.seed = (guint64)context->params[SEED].v_int;
   options.steps = context->params[STEPS].v_int;
   igraph_vector_t weights;

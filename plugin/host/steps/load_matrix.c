@@ -8,17 +8,17 @@ enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, N_PARAMS 
 
 static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL, "the matrix file"},
-    [FORMAT] = {"format", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|cibm|csv|tsv|gct|npy|geo",
+    [FORMAT] = {"format", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_ENUM_CHOICES(KNNWB_INPUT_NAMES),
                 "file format (auto: by extension, then content)"},
     [TRANSPOSE] = {"transpose", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,
                    "the file's columns are the points"},
-    [HEADER] = {"header", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|yes|no",
+    [HEADER] = {"header", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_ENUM_CHOICES(KNNWB_HEADER_NAMES),
                 "CSV/TSV: whether the first line holds column names"},
     [LABEL_COLUMN] = {"label-column", KNNWB_PARAM_STRING, "1", 1, 0, NULL,
                       "CSV/TSV: the row labels' column: a number counted from 1 (as knnwb knn "
                       "--label-column), a header name, or none"},
     [MISSING] =
-        {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0, "error|drop-rows",
+        {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0, KNNWB_ENUM_CHOICES(KNNWB_MISSING_NAMES),
          "rows with missing values (NA, empty, NaN, Inf): an error, or left out with a warning "
          "(they keep their row numbers and get no edges)"},
     [LABELS] = {"labels", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
@@ -33,13 +33,13 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   if (!knnwb_formats_input_from_string(p[FORMAT].v_string, &options.format, error))
     return FALSE;
   options.transpose = p[TRANSPOSE].v_int != 0;
-  options.header = g_str_equal(p[HEADER].v_string, "yes")  ? KNNWB_HEADER_YES
-                   : g_str_equal(p[HEADER].v_string, "no") ? KNNWB_HEADER_NO
-                                                           : KNNWB_HEADER_AUTO;
-  if (!knnwb_formats_label_column_from_string(p[LABEL_COLUMN].v_string, &options, error))
+  int header, missing;
+  if (!knnwb_enum_from_string(&knnwb_header_table, p[HEADER].v_string, &header, error) ||
+      !knnwb_enum_from_string(&knnwb_missing_table, p[MISSING].v_string, &missing, error) ||
+      !knnwb_formats_label_column_from_string(p[LABEL_COLUMN].v_string, &options, error))
     return FALSE;
-  options.missing =
-      g_str_equal(p[MISSING].v_string, "drop-rows") ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
+  options.header = (KnnwbHeaderMode)header;
+  options.missing = (KnnwbMissingPolicy)missing;
   options.labels_path = p[LABELS].v_string;
   /* A large file (or a gzip-compressed one) takes seconds to read: Ctrl-C and the step's
    * progress line in bytes. */

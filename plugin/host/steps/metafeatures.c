@@ -9,10 +9,12 @@ enum { OPS, ROWS, MISSING, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_metafeatures_params[N_PARAMS] = {
     [OPS] = {"ops", KNNWB_PARAM_STRING, "difference", 1, 0, NULL,
-             "operators in order, comma-separated: difference, sum, product, ratio (or all)"},
+             "operators in order, comma-separated, each once (all: every one not given before) "
+             "of:" KNNWB_ENUM_SPACED(KNNWB_METAFEATURE_NAMES)},
     [ROWS] = {"rows", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
               "pair only the rows named in this file (one label per line); default all rows"},
-    [MISSING] = {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0, "error|drop-rows",
+    [MISSING] = {"missing", KNNWB_PARAM_CHOICE, "error", 1, 0,
+                 KNNWB_ENUM_CHOICES(KNNWB_MISSING_NAMES),
                  "a zero/subnormal denominator or an overflow: an error, or the pair dropped"},
 };
 
@@ -36,8 +38,10 @@ static gboolean knnwb_metafeatures_step_expand(KnnwbStepContext *context, const 
       return FALSE;
     options.rows = rows;
   }
-  options.missing =
-      g_str_equal(p[MISSING].v_string, "drop-rows") ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
+  int missing;
+  if (!knnwb_enum_from_string(&knnwb_missing_table, p[MISSING].v_string, &missing, error))
+    return FALSE;
+  options.missing = (KnnwbMissingPolicy)missing;
   options.n_threads = context->n_threads;
   options.cancel = context->cancel;
   options.progress = context->progress;

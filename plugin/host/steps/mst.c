@@ -6,11 +6,12 @@
 enum { METRIC, K, BACKEND, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_mst_params[N_PARAMS] = {
-    [METRIC] = {"metric", KNNWB_PARAM_CHOICE, "pearson", 1, 0, KNNWB_STEP_METRICS, "distance"},
+    [METRIC] = {"metric", KNNWB_PARAM_CHOICE, "pearson", 1, 0,
+                KNNWB_ENUM_CHOICES(KNNWB_METRIC_NAMES), "distance"},
     [K] = {"k", KNNWB_PARAM_INT, "0", 0, 1e9, NULL,
            "length of the kNN lists that answer most queries (0: automatic)"},
-    [BACKEND] = {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_STEP_BACKENDS,
-                 "backend of the kNN lists"},
+    [BACKEND] = {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0,
+                 KNNWB_ENUM_CHOICES(KNNWB_BACKEND_NAMES), "backend of the kNN lists"},
 };
 
 static const KnnwbPortSpec knnwb_mst_inputs[] = {

@@ -10,12 +10,13 @@
 enum { METRIC, LIST_K, BACKEND, HIERARCHY, NEWICK, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_mst_knn_params[N_PARAMS] = {
-    [METRIC] = {"metric", KNNWB_PARAM_CHOICE, "pearson", 1, 0, KNNWB_STEP_METRICS,
+    [METRIC] = {"metric", KNNWB_PARAM_CHOICE, "pearson", 1, 0,
+                KNNWB_ENUM_CHOICES(KNNWB_METRIC_NAMES),
                 "distance (must be the one of the knn input, when given)"},
     [LIST_K] = {"list-k", KNNWB_PARAM_INT, "0", 0, 1e9, NULL,
                 "length of the global kNN lists (0: automatic; ignored with a knn input)"},
-    [BACKEND] = {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_STEP_BACKENDS,
-                 "backend of the kNN lists"},
+    [BACKEND] = {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0,
+                 KNNWB_ENUM_CHOICES(KNNWB_BACKEND_NAMES), "backend of the kNN lists"},
     [HIERARCHY] = {"hierarchy", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
                    "the split hierarchy as TSV (node, parent, size, k, cluster)"},
     [NEWICK] = {"newick", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,

@@ -7,7 +7,8 @@
 enum { WEIGHTING, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_snn_graph_params[N_PARAMS] = {
-    [WEIGHTING] = {"weighting", KNNWB_PARAM_CHOICE, "rank", 1, 0, "rank|number|jaccard",
+    [WEIGHTING] = {"weighting", KNNWB_PARAM_CHOICE, "rank", 1, 0,
+                   KNNWB_ENUM_CHOICES(KNNWB_SNN_WEIGHTING_NAMES),
                    "edge weights as bluster's makeSNNGraph type"},
 };
 

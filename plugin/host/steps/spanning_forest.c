@@ -6,8 +6,8 @@
 enum { BACKEND, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_spanning_forest_params[N_PARAMS] = {
-    [BACKEND] = {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_STEP_BACKENDS,
-                 "where Borůvka runs"},
+    [BACKEND] = {"backend", KNNWB_PARAM_CHOICE, "auto", 1, 0,
+                 KNNWB_ENUM_CHOICES(KNNWB_BACKEND_NAMES), "where Borůvka runs"},
 };
 
 static const KnnwbPortSpec knnwb_spanning_forest_inputs[] = {

@@ -32,8 +32,4 @@ gboolean knnwb_step_self_lists(KnnwbStepContext *context, const KnnwbMatrix *poi
                                KnnwbMetric metric, KnnwbBackend backend, size_t k,
                                KnnwbNeighbors **lists, GError **error);
 
-/* Shared choice lists, matching the library's *_from_string functions. */
-#define KNNWB_STEP_METRICS "pearson|abs-pearson|spearman|euclidean|manhattan|cosine"
-#define KNNWB_STEP_BACKENDS "auto|cpu|cuda"
-
 #endif

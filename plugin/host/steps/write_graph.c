@@ -11,9 +11,9 @@ enum { PATH, FORMAT, LAYOUT, SEED, NODE_SIZE, FOCUS, N_PARAMS };
 static const KnnwbParamSpec knnwb_write_graph_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_OUTPUT_FILE, NULL, 1, 0, NULL, "the file to write"},
     [FORMAT] = {"format", KNNWB_PARAM_CHOICE, "auto", 1, 0,
-                "auto|knn|gml|graphml|neighbors|labels|mtx",
+                KNNWB_ENUM_CHOICES(KNNWB_OUTPUT_GRAPH_NAMES),
                 "auto: from the extension (.knn .gml .graphml .labels.tsv .tsv .mtx)"},
-    [LAYOUT] = {"layout", KNNWB_PARAM_CHOICE, "auto", 1, 0, "auto|fr|drl|umap|none",
+    [LAYOUT] = {"layout", KNNWB_PARAM_CHOICE, "auto", 1, 0, KNNWB_ENUM_CHOICES(KNNWB_LAYOUT_NAMES),
                 "GML/GraphML node coordinates (auto: fr up to 20,000 vertices, none above)"},
     [SEED] = {"seed", KNNWB_PARAM_INT, "42", 0, 4294967295.0, NULL, "layout random seed"},
     [NODE_SIZE] = {"node-size", KNNWB_PARAM_DOUBLE, "30", 1, 1000, NULL, "GML node size"},

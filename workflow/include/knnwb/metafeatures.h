@@ -19,6 +19,18 @@ typedef enum {
   KNNWB_METAFEATURE_COUNT
 } KnnwbMetafeatureOp;
 
+/* The names of KnnwbMetafeatureOp (<knnwb/enum_names.h>); "all" (KNNWB_METAFEATURE_COUNT) stands
+ * for every operator not listed before it. */
+/* clang-format off */
+#define KNNWB_METAFEATURE_NAMES(X)                                                                 \
+  X(KNNWB_METAFEATURE_DIFFERENCE, "difference")                                                    \
+  X(KNNWB_METAFEATURE_SUM, "sum")                                                                  \
+  X(KNNWB_METAFEATURE_PRODUCT, "product")                                                          \
+  X(KNNWB_METAFEATURE_RATIO, "ratio")                                                              \
+  X(KNNWB_METAFEATURE_COUNT, "all")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_metafeature_table;
+
 /**
  * Parses a comma-separated list of "difference", "sum", "product", "ratio" (also "all") into ops
  * (room for KNNWB_METAFEATURE_COUNT) in the order given; each operator at most once.

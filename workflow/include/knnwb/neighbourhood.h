@@ -17,6 +17,15 @@ typedef enum {
   KNNWB_DIRECTION_BOTH /**< either (whole graph) */
 } KnnwbDirection;
 
+/* The names of KnnwbDirection (<knnwb/enum_names.h>). */
+/* clang-format off */
+#define KNNWB_DIRECTION_NAMES(X)                                                                   \
+  X(KNNWB_DIRECTION_OUT, "out")                                                                    \
+  X(KNNWB_DIRECTION_IN, "in")                                                                      \
+  X(KNNWB_DIRECTION_BOTH, "both")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_direction_table;
+
 /** Parses "out", "in", "both". Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
 gboolean knnwb_direction_from_string(const char *name, KnnwbDirection *direction, GError **error);
 const char *knnwb_direction_to_string(KnnwbDirection direction);
