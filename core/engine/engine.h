@@ -96,6 +96,8 @@ KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric);
 /** Exact distance between row i of a and row j of b (same metric and d), in double. */
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j);
 
+/** A select backend (knnwb_cpu_select, knnwb_cuda_select): fills a job's candidates and returns a
+ * KNNWB_KERNELS_* status, with message set when it is not OK. */
 typedef int (*KnnwbSelectFunc)(const KnnwbSelectJob *job, char *message, size_t message_size);
 
 /** Picks the backend for options (auto: CUDA when usable, else CPU with a notice). */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
+#include "base/base.h"
 
 static void test_transpose_and_labels(void)
 {
@@ -57,6 +58,15 @@ static void test_finite_and_overflow(void)
   g_assert_false(knnwb_matrix_check_finite(m, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
   g_assert_nonnull(strstr(error->message, "row 2, column 1 (both counted from 0)"));
+  g_clear_error(&error);
+  /* A rank's block: rows named by their number in the whole run, labels by the block's own. */
+  g_assert_true(knnwb_matrix_check_finite_rows(m, 0, 2, 100, NULL));
+  knnwb_matrix_set_row_label(m, 2, "third");
+  g_assert_false(knnwb_matrix_check_finite_rows(m, 1, 3, 100, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+  g_assert_nonnull(strstr(error->message,
+                          "row 102 (third), column 1 (both counted from 0) holds an "
+                          "infinite value"));
   g_clear_error(&error);
   g_assert_null(knnwb_matrix_new((size_t)1 << 40, (size_t)1 << 40, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
