@@ -732,7 +732,7 @@ static void test_program_messages(void)
   expect_line(error, "knnwb test: -k: 'three' is not an integer");
   expect_line(error, "knnwb test: --resolution: -1 ");
   expect_line(error, "knnwb test: step 'clusters': missing input 'graph'");
-  expect_line(error, "knnwb test: --query: cannot read '/nonexistent/matrix.tsv'");
+  expect_line(error, "knnwb test: /nonexistent/matrix.tsv: cannot open: No such file");
   g_assert_null(strstr(error->message, "line"));
   g_clear_error(&error);
 

@@ -134,6 +134,19 @@ static char *knnwb_pipeline_about(const KnnwbPipeline *pipeline, const KnnwbPipe
   return g_strdup_printf("step '%s': parameter '%s': ", step->id, name);
 }
 
+/* A file a command named is reported by its name alone, as the command's own reads and writes
+ * always did ("x.tsv: cannot open: ..."); a file's by its line and parameter. FALSE when the
+ * pipeline has a file (the caller reports with knnwb_pipeline_about). */
+static gboolean knnwb_pipeline_report_named(const KnnwbPipeline *pipeline,
+                                            KnnwbPipelineDiagnostics *diagnostics,
+                                            const char *message)
+{
+  if (pipeline->path != NULL)
+    return FALSE;
+  knnwb_pipeline_report(diagnostics, 0, "%s", message);
+  return TRUE;
+}
+
 /* xmlGetLineNo() of an element past line 65535 (XML_PARSE_BIG_LINES) is taken from the text after
  * it, which may be on a later line; the text just before it ends on the element's own line. */
 static int knnwb_pipeline_line(xmlNode *node)
@@ -186,9 +199,11 @@ static void knnwb_pipeline_read_tree(KnnwbPipeline *pipeline, xmlNode *root)
 /* ---------------------------------------------------------------------------------------------- */
 /* Semantic checks. */
 
+/* base NULL: a pipeline built in code, whose paths stay as the command line gave them (and so
+ * do the messages that name them). */
 static char *knnwb_pipeline_resolve_path(const char *base, const char *path)
 {
-  if (g_path_is_absolute(path))
+  if (base == NULL || g_path_is_absolute(path))
     return g_strdup(path);
   return g_build_filename(base, path, NULL);
 }
@@ -224,11 +239,15 @@ static void knnwb_pipeline_check_confined(KnnwbPipeline *pipeline, KnnwbPipeline
   if (pipeline->confine == NULL || path == NULL ||
       (spec->type == KNNWB_PARAM_INPUT_FILE && access(path, F_OK) != 0))
     return; /* no --confine, or a missing input, reported already */
+  g_autofree char *absolute = NULL;
+  if (!g_path_is_absolute(path)) /* as a command gave it: relative to the current directory */
+    path = absolute = g_canonicalize_filename(path, NULL);
   if ((spec->type == KNNWB_PARAM_INPUT_FILE || spec->type == KNNWB_PARAM_OUTPUT_FILE) &&
       !knnwb_pipeline_confined(pipeline->confine, path, spec->type == KNNWB_PARAM_OUTPUT_FILE,
                                &reason)) {
     g_autofree char *about = knnwb_pipeline_about(pipeline, step, spec->name, line);
-    knnwb_pipeline_report(diagnostics, line, "%s%s", about, reason);
+    if (!knnwb_pipeline_report_named(pipeline, diagnostics, reason))
+      knnwb_pipeline_report(diagnostics, line, "%s%s", about, reason);
   }
 }
 
@@ -248,6 +267,12 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     step->texts[index] = path;
     step->values[index].v_string = path;
     int failure = access(path, R_OK) != 0 ? errno : 0;
+    g_autofree char *named = failure != 0
+                                 ? g_strdup_printf("%s: cannot open: %s", path, g_strerror(failure))
+                                 : g_strdup_printf("%s: is a directory", path);
+    if ((failure != 0 || g_file_test(path, G_FILE_TEST_IS_DIR)) &&
+        knnwb_pipeline_report_named(pipeline, diagnostics, named))
+      return;
     if (failure != 0 && !g_path_is_absolute(given) && g_strcmp0(path, given) != 0 &&
         access(given, R_OK) == 0)
       /* `--set input=mine.tsv` from the data's directory: say why that file was not taken. */
@@ -272,7 +297,8 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     /* No probe file: validation and --dry-run change nothing; `knnwb run` creates its
      * temporaries before the first step, which proves writability for real. */
     g_autoptr(GError) error = NULL;
-    if (!knnwb_host_output_check(path, &error))
+    if (!knnwb_host_output_check(path, &error) &&
+        !knnwb_pipeline_report_named(pipeline, diagnostics, error->message))
       knnwb_pipeline_report(diagnostics, line, "%s%s", about, error->message);
     /* Spellings differ (out.knn, ./out.knn, sub/../out.knn, links): compare the files. */
     char *identity = knnwb_host_path_identity(path);

@@ -53,9 +53,9 @@ struct KnnwbPipeline {
    * where none did. places is NULL for a file. */
   char *source;
   GPtrArray *places; /* char * */
-  char *dir;         /* absolute directory of the file: base of relative input paths */
+  char *dir; /* absolute directory of the file: base of relative input paths; NULL: as given */
   char *name;
-  char *output_dir;     /* absolute: base of relative output paths */
+  char *output_dir;     /* absolute: base of relative output paths; NULL: as given */
   GPtrArray *variables; /* KnnwbPipelineVariable * */
   GPtrArray *steps;     /* KnnwbPipelineStep * */
   guint *order;         /* steps->len indices in run order */
@@ -91,8 +91,9 @@ const char *knnwb_pipeline_place(const GPtrArray *places, int line);
 
 /* The pieces load.c reads a file into, for program.c to build the same in code (load.c): an
  * empty pipeline whose relative inputs are read from dir and relative outputs written under
- * options->output_dir (default: the current directory), a step, its inputs and parameters (raw as
- * given; value, the text checked, is set by the caller or the variables). */
+ * options->output_dir (default: the current directory; dir NULL: both kept as given, for a
+ * pipeline built in code), a step, its inputs and parameters (raw as given; value, the text
+ * checked, is set by the caller or the variables). */
 KnnwbPipeline *knnwb_pipeline_new_empty(const char *dir, const KnnwbPipelineOptions *options);
 KnnwbPipelineStep *knnwb_pipeline_step_new(const char *id, const char *type_name, int line);
 void knnwb_pipeline_step_add_input(KnnwbPipelineStep *step, const char *name, const char *from,

@@ -7,9 +7,10 @@
 
 KnnwbPipeline *knnwb_pipeline_new(const char *source)
 {
-  g_autofree char *current = g_get_current_dir();
-  /* Output directory and --confine come with the options at knnwb_pipeline_prepare. */
-  KnnwbPipeline *pipeline = knnwb_pipeline_new_empty(current, NULL);
+  /* Paths stay as given (dir NULL): relative to the current directory, and named in messages as
+   * the command line gave them. The output directory and --confine come with the options at
+   * knnwb_pipeline_prepare. */
+  KnnwbPipeline *pipeline = knnwb_pipeline_new_empty(NULL, NULL);
   pipeline->source = g_strdup(source);
   pipeline->places = g_ptr_array_new_with_free_func(g_free);
   return pipeline;
@@ -55,8 +56,9 @@ gboolean knnwb_pipeline_prepare(KnnwbPipeline *pipeline, const KnnwbHostRegistry
   g_return_val_if_fail(pipeline != NULL && pipeline->places != NULL && pipeline->order == NULL,
                        FALSE);
   g_free(pipeline->output_dir);
-  pipeline->output_dir =
-      g_canonicalize_filename(options && options->output_dir ? options->output_dir : ".", NULL);
+  pipeline->output_dir = options && options->output_dir
+                             ? g_canonicalize_filename(options->output_dir, NULL)
+                             : NULL; /* outputs as given */
   g_free(pipeline->confine);
   pipeline->confine = options && options->confine ? g_strdup(options->confine) : NULL;
   KnnwbPipelineDiagnostics diagnostics = {pipeline->source, g_string_new(NULL), 0,
