@@ -1,5 +1,6 @@
 /* Step knn-classify: kNN classification of a matrix's rows (cross-validated) or of a query
  * matrix's rows against them; writes the predictions and the metrics. */
+#include <stdio.h>
 #include <string.h>
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
@@ -13,6 +14,7 @@ enum {
   SEED,
   PREDICTIONS,
   METRICS,
+  PRINT,
   N_PARAMS
 };
 
@@ -31,12 +33,29 @@ static const KnnwbParamSpec knnwb_classify_params[N_PARAMS] = {
                      "predictions table (label, true_class, predicted, votes, fold, correct)"},
     [METRICS] = {"metrics", KNNWB_PARAM_OUTPUT_FILE, "", 1, 0, NULL,
                  "accuracy, per-class precision/recall and the confusion matrix"},
+    [PRINT] = {"print", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,
+               "also print what was classified and the metrics on stdout (as knnwb classify)"},
 };
 
 static const KnnwbPortSpec knnwb_classify_inputs[] = {
     {"data", KNNWB_KIND_MATRIX, FALSE, "the labelled points (rows)"},
     {"query", KNNWB_KIND_MATRIX, TRUE, "new points to classify (default: cross-validate data)"},
 };
+
+/* The first line of the printed summary: what was classified, and how. */
+static void knnwb_classify_step_print(gboolean query, size_t n_rows, size_t n_labelled,
+                                      size_t folds, guint32 seed, const KnnwbKnnOptions *options)
+{
+  const char *metric = knnwb_metric_to_string(options->metric);
+  if (query)
+    printf("%zu row%s classified against %zu labelled row%s (k=%zu %s)\n", n_rows,
+           n_rows == 1 ? "" : "s", n_labelled, n_labelled == 1 ? "" : "s", options->k, metric);
+  else if (folds == 0)
+    printf("leave-one-out over %zu rows (k=%zu %s)\n", n_rows, options->k, metric);
+  else
+    printf("%zu-fold stratified cross-validation over %zu rows (seed %u, k=%zu %s)\n", folds,
+           n_rows, seed, options->k, metric);
+}
 
 static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **error)
 {
@@ -63,6 +82,10 @@ static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **erro
   } else if (!knnwb_classes_from_rows(data, &classes, error)) {
     return FALSE;
   }
+  if (classes->n_classes == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA, "no row has a known class");
+    return FALSE;
+  }
   const KnnwbMatrix *rows = query ? query : data;
   const size_t n = rows->n_rows;
   g_autofree int32_t *predicted = g_new(int32_t, MAX(n, (size_t)1));
@@ -86,10 +109,16 @@ static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **erro
     return FALSE;
   g_autoptr(KnnwbClassifyMetrics) metrics =
       knnwb_classify_metrics_new(truth, predicted, n, classes->n_classes);
-  if (metrics->n_scored > 0)
+  if (p[PRINT].v_int) {
+    knnwb_classify_step_print(query != NULL, n, data->n_rows, folds, (guint32)p[SEED].v_int,
+                              &options);
+    if (metrics->n_scored > 0)
+      knnwb_classify_metrics_print(stdout, metrics, classes->names);
+  } else if (metrics->n_scored > 0) {
     g_message("%s: accuracy %.4f (%zu of %zu)", context->step_id,
               (double)metrics->n_correct / (double)metrics->n_scored, metrics->n_correct,
               metrics->n_scored);
+  }
   return p[METRICS].v_string == NULL ||
          knnwb_classify_write_metrics(p[METRICS].v_string, metrics, classes->names, error);
 }

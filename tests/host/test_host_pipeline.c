@@ -1,5 +1,6 @@
 /* Pipelines: every semantic error reported at its line, variables and --set, validate, dry runs,
- * the example pipelines run with their outputs checked, and failed runs leaving nothing behind. */
+ * the example pipelines run with their outputs checked, and failed runs leaving nothing behind;
+ * pipelines built in code give a file's bytes and report as commands do. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -634,6 +635,117 @@ static void test_split_plan(void)
   }
 }
 
+/* The seed steps built in code (source "knnwb test"), writing OUT/NAME.knn and OUT/NAME.gml. */
+static KnnwbPipeline *program_seed(const char *name, const char *k, const char *focus)
+{
+  KnnwbPipeline *pipeline = knnwb_pipeline_new("knnwb test");
+  g_autofree char *knn = g_strdup_printf("%s/%s.knn", test_dir, name);
+  g_autofree char *gml = g_strdup_printf("%s/%s.gml", test_dir, name);
+  knnwb_pipeline_add_step(pipeline, "load", "load-matrix");
+  knnwb_pipeline_add_param(pipeline, "path", CIBM_SAMPLE, "INPUT");
+  knnwb_pipeline_add_step(pipeline, "graph", "knn-graph");
+  knnwb_pipeline_add_input(pipeline, "data", "load");
+  knnwb_pipeline_add_param(pipeline, "k", k, "-k");
+  knnwb_pipeline_add_param(pipeline, "metric", "pearson", "--metric");
+  knnwb_pipeline_add_step(pipeline, "write", "write-graph");
+  knnwb_pipeline_add_input(pipeline, "graph", "graph");
+  knnwb_pipeline_add_param(pipeline, "path", knn, "-o");
+  knnwb_pipeline_add_step(pipeline, "draw", "write-graph");
+  knnwb_pipeline_add_input(pipeline, "graph", "graph");
+  knnwb_pipeline_add_param(pipeline, "path", gml, "--gml");
+  if (focus != NULL)
+    knnwb_pipeline_add_param(pipeline, "focus", focus, "--focus");
+  return pipeline;
+}
+
+/* Steps built in code give the bytes the same steps give from a pipeline file. */
+static void test_program_same_as_file(void)
+{
+  static const char *const lines[] = {
+      "<pipeline name=\"t\">",
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"DATA\"/></step>",
+      "  <step id=\"graph\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>",
+      "    <param name=\"k\" value=\"3\"/><param name=\"metric\" value=\"pearson\"/></step>",
+      "  <step id=\"write\" type=\"write-graph\"><input name=\"graph\" step=\"graph\"/>",
+      "    <param name=\"path\" value=\"OUT/file.knn\"/></step>",
+      "  <step id=\"draw\" type=\"write-graph\"><input name=\"graph\" step=\"graph\"/>",
+      "    <param name=\"path\" value=\"OUT/file.gml\"/></step>",
+      "</pipeline>",
+      NULL};
+  g_autofree char *path = write_pipeline(lines);
+  KnnwbPipelineOptions options = {.output_dir = test_dir, .quiet = TRUE};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(KnnwbPipeline) file = knnwb_pipeline_load(path, test_registry, &options, &error);
+  g_assert_no_error(error);
+  g_assert_true(knnwb_pipeline_run(file, &options, NULL, &error));
+  g_assert_no_error(error);
+
+  g_autoptr(KnnwbPipeline) program = program_seed("code", "3", NULL);
+  g_assert_true(knnwb_pipeline_prepare(program, test_registry, &options, &error));
+  g_assert_no_error(error);
+  /* The plan of a pipeline built in code names its source and no lines. */
+  char *plan = NULL;
+  size_t size = 0;
+  FILE *out = open_memstream(&plan, &size);
+  knnwb_pipeline_print_plan(program, out);
+  fclose(out);
+  g_assert_nonnull(strstr(plan, "(knnwb test): 4 steps\n"));
+  g_assert_nonnull(strstr(plan, "1. load (load-matrix, plugin builtin)\n"));
+  free(plan);
+  options.quiet_steps = TRUE;
+  g_assert_true(knnwb_pipeline_run(program, &options, NULL, &error));
+  g_assert_no_error(error);
+
+  g_autofree char *file_knn = read_text(test_dir, "file.knn");
+  g_autofree char *code_knn = read_text(test_dir, "code.knn");
+  g_autofree char *file_gml = read_text(test_dir, "file.gml");
+  g_autofree char *code_gml = read_text(test_dir, "code.gml");
+  g_assert_cmpstr(code_knn, ==, file_knn);
+  g_assert_cmpstr(code_gml, ==, file_gml);
+}
+
+/* Expects message among the lines of error's message. */
+static void expect_line(const GError *error, const char *message)
+{
+  g_assert_nonnull(error);
+  g_test_message("expecting '%s' in:\n%s", message, error->message);
+  g_auto(GStrv) lines = g_strsplit(error->message, "\n", -1);
+  gboolean found = FALSE;
+  for (char **line = lines; *line && !found; line++)
+    found = g_str_has_prefix(*line, message);
+  g_assert_true(found);
+}
+
+/* Problems of a pipeline built in code read as the command's messages: its source and the option
+ * that gave the value, never a file and line; every problem, as for a file. */
+static void test_program_messages(void)
+{
+  KnnwbPipelineOptions options = {.output_dir = test_dir, .quiet = TRUE, .quiet_steps = TRUE};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(KnnwbPipeline) bad = program_seed("bad", "three", NULL);
+  knnwb_pipeline_add_step(bad, "clusters", "community");
+  knnwb_pipeline_add_param(bad, "resolution", "-1", "--resolution");
+  knnwb_pipeline_add_step(bad, "read", "load-matrix");
+  knnwb_pipeline_add_param(bad, "path", "/nonexistent/matrix.tsv", "--query");
+  g_assert_false(knnwb_pipeline_prepare(bad, test_registry, &options, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  expect_line(error, "knnwb test: -k: 'three' is not an integer");
+  expect_line(error, "knnwb test: --resolution: -1 ");
+  expect_line(error, "knnwb test: step 'clusters': missing input 'graph'");
+  expect_line(error, "knnwb test: /nonexistent/matrix.tsv: cannot open: No such file");
+  g_assert_null(strstr(error->message, "line"));
+  g_clear_error(&error);
+
+  /* The runner's errors too: a focus label checked once the rows are read, and nothing written. */
+  g_autoptr(KnnwbPipeline) focus = program_seed("focus", "3", "no-such-row");
+  g_assert_true(knnwb_pipeline_prepare(focus, test_registry, &options, &error));
+  g_assert_no_error(error);
+  g_assert_false(knnwb_pipeline_run(focus, &options, NULL, &error));
+  expect_line(error, "knnwb test: --focus: no vertex is labelled 'no-such-row'");
+  g_autofree char *knn = g_build_filename(test_dir, "focus.knn", NULL);
+  g_assert_false(g_file_test(knn, G_FILE_TEST_EXISTS));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -671,6 +783,8 @@ int main(int argc, char **argv)
   g_test_add_func("/host/pipeline/failed-run-leaves-nothing", test_failed_run_leaves_nothing);
   g_test_add_func("/host/pipeline/commit-rolls-back", test_commit_rolls_back);
   g_test_add_func("/host/pipeline/focus-checked-early", test_focus_checked_early);
+  g_test_add_func("/host/pipeline/program-same-as-file", test_program_same_as_file);
+  g_test_add_func("/host/pipeline/program-messages", test_program_messages);
   int status = g_test_run();
   host_test_rmtree(test_dir);
   knnwb_host_registry_free(test_registry);

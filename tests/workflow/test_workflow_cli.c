@@ -343,6 +343,22 @@ static void test_classify_errors(void)
   g_assert_cmpint(status, ==, 1);
   g_assert_nonnull(strstr(err, "fold 1 of 4: k = 7"));
   g_assert_cmpuint(host_test_count_files(dir), ==, before);
+  /* The command runs as steps; its messages still read as the command's: files by name, options
+   * by option, no step lines, no pipeline file. */
+  g_clear_pointer(&err, g_free);
+  status =
+      host_test_run(dir, NULL, &err, "classify", "missing.tsv", "-k", "1", "-o", "x.tsv", NULL);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_nonnull(strstr(err, "knnwb: missing.tsv: cannot open: No such file or directory"));
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "classify", "expr.tsv", "-T", "--classes",
+                         "clinical.tsv:Group", "-k", "2", "-o", "x.tsv", "--metrics",
+                         "no-such-dir/m.txt", NULL);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_nonnull(strstr(err, "knnwb: 'no-such-dir/m.txt': output directory"));
+  g_assert_null(strstr(err, "step '"));
+  g_assert_null(strstr(err, "[1/"));
+  g_assert_cmpuint(host_test_count_files(dir), ==, before);
   g_autofree char *help = NULL;
   status = host_test_run(dir, &help, NULL, "classify", "--help", NULL);
   g_assert_cmpint(status, ==, 0);

@@ -1,5 +1,6 @@
 /* `knnwb classify INPUT --classes TABLE:COLUMN -k K -o predictions.tsv`: kNN classification with
- * stratified cross-validation (or of new samples, --query), metrics on stdout. */
+ * stratified cross-validation (or of new samples, --query), metrics on stdout. The options become
+ * the steps load-matrix and knn-classify, run by the pipeline runner. */
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
@@ -16,20 +17,15 @@ typedef struct {
   gboolean quiet;
 } KnnwbClassifyCommand;
 
-/* One run: the parsed options, the rows and their classes, the predictions. */
+/* One run: the parsed options and the steps they stand for. */
 typedef struct {
   KnnwbClassifyCommand command;
   KnnwbReadOptions read_options;
   KnnwbKnnOptions options;
-  size_t folds;              /* 0: leave-one-out */
-  char *table_path, *column; /* --classes TABLE:COLUMN */
-  GPtrArray *outputs;        /* KnnwbPipelineOutput */
-  const char *predictions_temporary, *metrics_temporary;
-  KnnwbMatrix *data, *query;
-  const KnnwbMatrix *rows; /* what was classified: data or query */
-  KnnwbClasses *classes;
-  int32_t *fold, *predicted, *votes, *truth; /* per row of rows */
-  KnnwbClassifyMetrics *metrics;
+  size_t folds;                /* 0: leave-one-out */
+  char *table_path, *column;   /* --classes TABLE:COLUMN */
+  KnnwbHostRegistry *registry; /* outlives pipeline, whose steps point into it */
+  KnnwbPipeline *pipeline;
 } KnnwbClassifyRun;
 
 static void knnwb_classify_run_clear(KnnwbClassifyRun *run)
@@ -46,15 +42,8 @@ static void knnwb_classify_run_clear(KnnwbClassifyRun *run)
   g_strfreev(command->rest);
   g_free(run->table_path);
   g_free(run->column);
-  g_ptr_array_unref(run->outputs);
-  knnwb_matrix_free(run->data);
-  knnwb_matrix_free(run->query);
-  g_clear_pointer(&run->classes, knnwb_classes_free);
-  g_free(run->fold);
-  g_free(run->predicted);
-  g_free(run->votes);
-  g_free(run->truth);
-  g_clear_pointer(&run->metrics, knnwb_classify_metrics_free);
+  knnwb_pipeline_free(run->pipeline);
+  knnwb_host_registry_free(run->registry);
 }
 
 /* The options of knnwb classify, into command. */
@@ -135,142 +124,58 @@ static gboolean knnwb_classify_parse(GOptionContext *context, int argc, char **a
                                       error));
 }
 
-/* Temporaries renamed into place together at the end; created now to prove the directories. */
-static gboolean knnwb_classify_prepare(KnnwbClassifyRun *run, GError **error)
+/* The options as steps: read INPUT (and --query), then knn-classify, which writes the files and
+ * prints the summary. */
+static void knnwb_classify_build(KnnwbClassifyRun *run)
 {
   const KnnwbClassifyCommand *command = &run->command;
-  if (!knnwb_host_check_output(command->output, error) ||
-      (command->metrics_path && !knnwb_host_check_output(command->metrics_path, error)))
-    return FALSE;
-  run->options.cancel = knnwb_host_signals_install();
-  run->options.data_name = command->rest[0];
-  run->predictions_temporary = knnwb_host_outputs_add(run->outputs, command->output, error);
-  return run->predictions_temporary != NULL &&
-         (command->metrics_path == NULL ||
-          (run->metrics_temporary =
-               knnwb_host_outputs_add(run->outputs, command->metrics_path, error)) != NULL);
-}
-
-/* The labelled rows and their classes (from the table, or the CIBM file's own). */
-static gboolean knnwb_classify_read(KnnwbClassifyRun *run, GError **error)
-{
-  const KnnwbClassifyCommand *command = &run->command;
-  void *progress = knnwb_host_input_watch(&run->read_options, run->options.cancel, command->quiet);
-  gboolean read =
-      knnwb_formats_read_matrix(command->rest[0], &run->read_options, &run->data, NULL, error);
-  knnwb_host_progress_finish(progress);
-  run->read_options.progress = NULL; /* the query file, if any, is read under the classify line */
-  if (!read)
-    return FALSE;
-  if (run->table_path != NULL) {
-    g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(run->table_path, error);
-    if (table == NULL || !knnwb_classes_from_table(run->data, table, command->classes_id,
-                                                   run->column, &run->classes, error))
-      return FALSE;
-  } else if (!knnwb_classes_from_rows(run->data, &run->classes, error)) {
-    g_prefix_error(error, "%s: ", command->rest[0]);
-    return FALSE;
-  }
-  if (run->classes->n_classes == 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA, "%s: no row has a known class",
-                command->rest[0]);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* The query rows against every labelled row, or the cross-validation of the labelled rows. */
-static gboolean knnwb_classify_predict(KnnwbClassifyRun *run, GError **error)
-{
-  const KnnwbClassifyCommand *command = &run->command;
-  const KnnwbMatrix *data = run->data;
-  if (command->query_path == NULL) {
-    const size_t n = MAX(data->n_rows, (size_t)1);
-    run->rows = data;
-    run->fold = g_new(int32_t, n);
-    run->predicted = g_new(int32_t, n);
-    run->votes = g_new(int32_t, n);
-    run->truth = g_memdup2(run->classes->of, n * sizeof(int32_t));
-    return knnwb_classify_cross_validate(data, run->classes, run->folds, (guint32)command->seed,
-                                         &run->options, run->fold, run->predicted, run->votes,
-                                         error);
-  }
-  if (!knnwb_formats_read_matrix(command->query_path, &run->read_options, &run->query, NULL, error))
-    return FALSE;
-  const size_t n = MAX(run->query->n_rows, (size_t)1);
-  run->rows = run->query;
-  run->predicted = g_new(int32_t, n);
-  run->votes = g_new(int32_t, n);
-  run->truth = g_new(int32_t, n);
-  /* A query row that is also a labelled row (by name) shows its known class. */
-  knnwb_classes_match_by_label(run->query, data, run->classes, run->truth);
-  gboolean classified =
-      knnwb_classify_query(data, run->classes->of, run->classes->n_classes, run->query,
-                           &run->options, run->predicted, run->votes, error);
-  if (!classified && (*error)->code == KNNWB_ERROR_INVALID_ARGUMENT)
-    g_prefix_error(error, "%s: ", command->query_path); /* which file's columns */
-  return classified;
-}
-
-static void knnwb_classify_print_summary(const KnnwbClassifyRun *run)
-{
-  const KnnwbClassifyCommand *command = &run->command;
-  const char *metric = knnwb_metric_to_string(run->options.metric);
+  KnnwbPipeline *pipeline = run->pipeline = knnwb_pipeline_new(NULL);
+  knnwb_host_input_add_step(pipeline, "read", command->rest[0], NULL, &command->input);
   if (command->query_path != NULL)
-    printf("%zu row%s of %s classified against %s (k=%zu %s)\n", run->rows->n_rows,
-           KNNWB_PLURAL(run->rows->n_rows), command->query_path, command->rest[0], run->options.k,
-           metric);
-  else if (run->folds == 0)
-    printf("leave-one-out over %s (k=%zu %s)\n", command->rest[0], run->options.k, metric);
-  else
-    printf("%zu-fold stratified cross-validation over %s (seed %" G_GINT64_FORMAT ", k=%zu %s)\n",
-           run->folds, command->rest[0], command->seed, run->options.k, metric);
-  if (run->metrics->n_scored > 0)
-    knnwb_classify_metrics_print(stdout, run->metrics, run->classes->names);
+    knnwb_host_input_add_step(pipeline, "query", command->query_path, "--query", &command->input);
+  knnwb_pipeline_add_step(pipeline, "classify", "knn-classify");
+  knnwb_pipeline_add_input(pipeline, "data", "read");
+  if (command->query_path != NULL)
+    knnwb_pipeline_add_input(pipeline, "query", "query");
+  knnwb_host_knn_add_params(pipeline, &command->knn);
+  if (run->table_path != NULL) {
+    knnwb_pipeline_add_param(pipeline, "classes", run->table_path, "--classes");
+    knnwb_pipeline_add_param(pipeline, "column", run->column, "--classes");
+  }
+  if (command->classes_id != NULL)
+    knnwb_pipeline_add_param(pipeline, "id-column", command->classes_id, "--classes-id");
+  if (command->folds_text != NULL)
+    knnwb_pipeline_add_param(pipeline, "folds", command->folds_text, "--folds");
+  g_autofree char *seed = g_strdup_printf("%" G_GINT64_FORMAT, command->seed);
+  knnwb_pipeline_add_param(pipeline, "seed", seed, "--seed");
+  knnwb_pipeline_add_param(pipeline, "predictions", command->output, "-o");
+  if (command->metrics_path != NULL)
+    knnwb_pipeline_add_param(pipeline, "metrics", command->metrics_path, "--metrics");
+  if (!command->quiet)
+    knnwb_pipeline_add_param(pipeline, "print", "true", NULL);
 }
 
-/* Reads, classifies with its progress line, writes and commits. */
+/* The steps checked, then run by the runner (outputs, progress, Ctrl-C, ranks). */
 static gboolean knnwb_classify_execute(KnnwbClassifyRun *run, GError **error)
 {
   knnwb_host_log_set_quiet(run->command.quiet);
-  if (!knnwb_classify_read(run, error))
-    return FALSE;
-  KnnwbHostProgress *progress = knnwb_host_progress_new("classify", run->command.quiet);
-  run->options.progress = progress ? knnwb_host_progress_update : NULL;
-  run->options.progress_data = progress;
-  gboolean classified = knnwb_classify_predict(run, error);
-  knnwb_host_progress_finish(progress);
-  run->options.progress = NULL;
-  run->options.progress_data = NULL;
-  if (!classified)
-    return FALSE;
-  const KnnwbClasses *classes = run->classes;
-  run->metrics =
-      knnwb_classify_metrics_new(run->truth, run->predicted, run->rows->n_rows, classes->n_classes);
-  if (!knnwb_classify_write_predictions(run->predictions_temporary, run->rows, classes->names,
-                                        run->truth, run->predicted, run->votes, run->fold,
-                                        run->options.k, error) ||
-      (run->metrics_temporary != NULL &&
-       !knnwb_classify_write_metrics(run->metrics_temporary, run->metrics, classes->names,
-                                     error)) ||
-      !knnwb_host_outputs_commit(run->outputs, run->options.cancel, error))
-    return FALSE;
-  if (!run->command.quiet)
-    knnwb_classify_print_summary(run);
-  return TRUE;
+  knnwb_classify_build(run);
+  run->registry = knnwb_host_registry_load(NULL, TRUE);
+  KnnwbPipelineOptions options = {.quiet = run->command.quiet, .quiet_steps = TRUE};
+  return knnwb_pipeline_prepare(run->pipeline, run->registry, &options, error) &&
+         knnwb_pipeline_run(run->pipeline, &options, knnwb_host_signals_install(), error);
 }
 
 int knnwb_host_command_classify(int argc, char **argv)
 {
-  KnnwbClassifyRun run = {.command = {.seed = 1},
-                          .folds = 5,
-                          .outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free)};
+  KnnwbClassifyRun run = {.command = {.seed = 1}, .folds = 5};
   g_autoptr(GOptionContext) context = knnwb_classify_options_new(&run.command);
   g_autoptr(GError) error = NULL;
   const gboolean parsed = knnwb_classify_parse(context, argc, argv, &run, &error);
-  const gboolean done =
-      parsed && knnwb_classify_prepare(&run, &error) && knnwb_classify_execute(&run, &error);
-  const int status = knnwb_host_command_finish("classify", parsed, done, run.outputs, error);
+  const gboolean done = parsed && knnwb_classify_execute(&run, &error);
+  /* The runner removed every output of a failed run. */
+  g_autoptr(GPtrArray) outputs = g_ptr_array_new();
+  const int status = knnwb_host_command_finish("classify", parsed, done, outputs, error);
   knnwb_classify_run_clear(&run);
   return status;
 }

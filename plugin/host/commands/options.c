@@ -6,6 +6,7 @@
 #include <knnwb/phenotype.h>
 #include "options.h"
 #include "runtime/runtime.h"
+#include "steps/steps.h"
 
 const char *knnwb_host_help_choices(const KnnwbEnumTable *table, const char *prefix,
                                     const char *note, const char *skip, const char *suffix)
@@ -373,4 +374,62 @@ int knnwb_host_command_fail(const char *command, const GError *error, gboolean u
   else
     knnwb_host_print_error(error);
   return status;
+}
+
+KnnwbHostRegistry *knnwb_host_registry_load(const char *plugin_path, gboolean quiet)
+{
+  KnnwbHostRegistry *registry = knnwb_host_registry_new();
+  g_autoptr(GError) error = NULL;
+  if (!knnwb_host_registry_add_plugin(registry, knnwb_host_builtin_descriptor(), NULL, NULL,
+                                      &error))
+    g_error("built-in steps do not register: %s", error->message);
+  g_auto(GStrv) directories = knnwb_host_plugin_search_path(plugin_path);
+  knnwb_host_load_plugins(registry, directories, quiet);
+  return registry;
+}
+
+void knnwb_host_input_add_step(KnnwbPipeline *pipeline, const char *id, const char *path,
+                               const char *option, const KnnwbHostInputArgs *args)
+{
+  knnwb_pipeline_add_step(pipeline, id, "load-matrix");
+  knnwb_pipeline_add_param(pipeline, "path", path, option);
+  if (args->format != NULL)
+    knnwb_pipeline_add_param(pipeline, "format", args->format, "--format");
+  if (args->transpose)
+    knnwb_pipeline_add_param(pipeline, "transpose", "true", "--transpose");
+  if (args->header != NULL)
+    knnwb_pipeline_add_param(pipeline, "header", args->header, "--header");
+  if (args->label_column != NULL)
+    knnwb_pipeline_add_param(pipeline, "label-column", args->label_column, "--label-column");
+  if (args->labels != NULL)
+    knnwb_pipeline_add_param(pipeline, "labels", args->labels, "--labels");
+  if (args->drop_missing)
+    knnwb_pipeline_add_param(pipeline, "missing", "drop-rows", "--drop-missing");
+}
+
+void knnwb_host_knn_add_params(KnnwbPipeline *pipeline, const KnnwbHostKnnArgs *args)
+{
+  if (args->k != -1) {
+    char k[32];
+    g_snprintf(k, sizeof k, "%" G_GINT64_FORMAT, args->k);
+    knnwb_pipeline_add_param(pipeline, "k", k, "-k");
+  }
+  const struct {
+    const char *name, *value, *option;
+  } texts[] = {{"metric", args->metric, "--metric"},
+               {"backend", args->backend, "--backend"},
+               {"screen", args->screen, "--screen"},
+               {"memory", args->memory, "--memory"},
+               {"gpu-memory", args->gpu_memory, "--gpu-memory"},
+               {"devices", args->devices, "--devices"}};
+  for (guint i = 0; i < G_N_ELEMENTS(texts); i++)
+    if (texts[i].value != NULL)
+      knnwb_pipeline_add_param(pipeline, texts[i].name, texts[i].value, texts[i].option);
+  if (args->threads != 0) {
+    char threads[32];
+    g_snprintf(threads, sizeof threads, "%d", args->threads);
+    knnwb_pipeline_add_param(pipeline, "threads", threads, "--threads");
+  }
+  if (args->drop_degenerate)
+    knnwb_pipeline_add_param(pipeline, "drop-degenerate", "true", "--drop-degenerate");
 }

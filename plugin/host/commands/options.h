@@ -2,10 +2,11 @@
  * choices, and the scaffolding every command shares (one INPUT, required options, the agreed
  * commit, the exit status).
  *
- * A command calls the library as the steps do rather than building steps for the pipeline runner:
- * the runner reports errors by pipeline file and line and prints a line per step where a command
- * prints its own summary, and no step writes what some commands write (a matrix file; knn's
- * lists and edge lists written without an igraph_t, in place by every rank under mpirun). */
+ * A command whose options are steps builds them in code and hands them to the pipeline runner
+ * (knnwb_pipeline_new, knnwb_host_input_add_step, knnwb_host_knn_add_params; knnwb classify).
+ * The others call the library as the steps do: no step writes yet what they write (a matrix
+ * file; knn's lists and edge lists written without an igraph_t, in place by every rank under
+ * mpirun; cluster's summary and hierarchy files). */
 #ifndef KNNWB_HOST_OPTIONS_H
 #define KNNWB_HOST_OPTIONS_H
 
@@ -13,6 +14,7 @@
 #include <knnwb/formats.h>
 #include <knnwb/knn.h>
 #include <knnwb/metafeatures.h>
+#include "pipeline/pipeline.h"
 
 G_BEGIN_DECLS
 
@@ -151,6 +153,22 @@ int knnwb_host_command_metafeatures(int argc, char **argv);
 int knnwb_host_command_neighbourhood(int argc, char **argv);
 int knnwb_host_command_classify(int argc, char **argv);
 int knnwb_host_command_render(int argc, char **argv);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Commands that run as steps (knnwb classify; knnwb run and validate for their files) */
+
+/** The built-in steps and the plugins found on the search path (plugin_path first; NULL: the
+ * default path); refused plugins reported on stderr unless quiet. O(plugins). */
+KnnwbHostRegistry *knnwb_host_registry_load(const char *plugin_path, gboolean quiet);
+
+/** Adds a load-matrix step id reading path (given by option, e.g. "INPUT") as args say: the
+ * step the input options stand for. O(1). */
+void knnwb_host_input_add_step(KnnwbPipeline *pipeline, const char *id, const char *path,
+                               const char *option, const KnnwbHostInputArgs *args);
+
+/** Gives the last added kNN step (knn-graph, knn-query, knn-classify, neighbourhood) the kNN
+ * options given on the command line, each named by its option. O(1). */
+void knnwb_host_knn_add_params(KnnwbPipeline *pipeline, const KnnwbHostKnnArgs *args);
 
 G_END_DECLS
 

@@ -31,18 +31,6 @@ static void knnwb_pipeline_command_clear(KnnwbPipelineCommand *command)
   g_strfreev(command->rest);
 }
 
-static KnnwbHostRegistry *knnwb_host_registry_load(const char *plugin_path, gboolean quiet)
-{
-  KnnwbHostRegistry *registry = knnwb_host_registry_new();
-  g_autoptr(GError) error = NULL;
-  if (!knnwb_host_registry_add_plugin(registry, knnwb_host_builtin_descriptor(), NULL, NULL,
-                                      &error))
-    g_error("built-in steps do not register: %s", error->message);
-  g_auto(GStrv) directories = knnwb_host_plugin_search_path(plugin_path);
-  knnwb_host_load_plugins(registry, directories, quiet);
-  return registry;
-}
-
 /* run and validate share the options that decide what the pipeline is (variables, plugins,
  * output directory); the options about running belong to run alone, so validate refuses them. */
 static GOptionContext *knnwb_pipeline_options_new(KnnwbPipelineCommand *command,

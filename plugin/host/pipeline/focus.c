@@ -120,10 +120,18 @@ gboolean knnwb_pipeline_focus_check(const KnnwbPipeline *pipeline, guint done,
         found = labels[v] != NULL && strcmp(labels[v], *w) == 0;
       if (found)
         continue;
+      /* A pipeline built in code names its source and the option that gave the focus. */
+      const char *place = knnwb_pipeline_place(pipeline->places, line);
+      g_autofree char *where =
+          pipeline->path != NULL
+              ? g_strdup_printf("%s:%d: step '%s' (%s): focus: ", pipeline->path, line, step->id,
+                                type->name)
+              : g_strdup_printf("%s%s%s%s", pipeline->source ? pipeline->source : "",
+                                pipeline->source ? ": " : "", place ? place : "focus", ": ");
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "%s:%d: step '%s' (%s): focus: no vertex is labelled '%s' (the rows of step "
-                  "'%s' (%s) have %s; found before the later steps ran)",
-                  pipeline->path, line, step->id, type->name, *w, source->id, source->type_name,
+                  "%sno vertex is labelled '%s' (the rows of step '%s' (%s) have %s; found "
+                  "before the later steps ran)",
+                  where, *w, source->id, source->type_name,
                   labels == NULL ? "no labels" : "no such label");
       return FALSE;
     }

@@ -56,6 +56,9 @@ void knnwb_pipeline_free(KnnwbPipeline *pipeline)
   if (pipeline == NULL)
     return;
   g_free(pipeline->path);
+  g_free(pipeline->source);
+  if (pipeline->places != NULL)
+    g_ptr_array_unref(pipeline->places);
   g_free(pipeline->dir);
   g_free(pipeline->name);
   g_free(pipeline->output_dir);
@@ -64,6 +67,50 @@ void knnwb_pipeline_free(KnnwbPipeline *pipeline)
   g_ptr_array_unref(pipeline->steps);
   g_free(pipeline->order);
   g_free(pipeline);
+}
+
+KnnwbPipeline *knnwb_pipeline_new_empty(const char *dir, const KnnwbPipelineOptions *options)
+{
+  KnnwbPipeline *pipeline = g_new0(KnnwbPipeline, 1);
+  pipeline->dir = g_strdup(dir);
+  pipeline->output_dir =
+      g_canonicalize_filename(options && options->output_dir ? options->output_dir : ".", NULL);
+  pipeline->confine = options && options->confine ? g_strdup(options->confine) : NULL;
+  pipeline->variables = g_ptr_array_new_with_free_func(knnwb_pipeline_variable_free);
+  pipeline->steps = g_ptr_array_new_with_free_func(knnwb_pipeline_step_free);
+  return pipeline;
+}
+
+KnnwbPipelineStep *knnwb_pipeline_step_new(const char *id, const char *type_name, int line)
+{
+  KnnwbPipelineStep *step = g_new0(KnnwbPipelineStep, 1);
+  step->id = g_strdup(id);
+  step->type_name = g_strdup(type_name);
+  step->line = line;
+  step->inputs = g_ptr_array_new_with_free_func(knnwb_pipeline_input_free);
+  step->params = g_ptr_array_new_with_free_func(knnwb_pipeline_param_free);
+  return step;
+}
+
+void knnwb_pipeline_step_add_input(KnnwbPipelineStep *step, const char *name, const char *from,
+                                   int line)
+{
+  KnnwbPipelineInput *input = g_new0(KnnwbPipelineInput, 1);
+  input->name = g_strdup(name);
+  input->from = g_strdup(from);
+  input->line = line;
+  g_ptr_array_add(step->inputs, input);
+}
+
+KnnwbPipelineParam *knnwb_pipeline_step_add_param(KnnwbPipelineStep *step, const char *name,
+                                                  const char *raw, int line)
+{
+  KnnwbPipelineParam *param = g_new0(KnnwbPipelineParam, 1);
+  param->name = g_strdup(name);
+  param->raw = g_strdup(raw);
+  param->line = line;
+  g_ptr_array_add(step->params, param);
+  return param;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -75,6 +122,29 @@ static char *knnwb_pipeline_attribute(xmlNode *node, const char *name)
   char *copy = g_strdup(value ? (const char *)value : "");
   xmlFree(value);
   return copy;
+}
+
+/* What a problem with a step's parameter is said to be about: "step 'id': parameter 'name': " in
+ * a file; nothing where a command option gave the value (the place names the option). g_free. */
+static char *knnwb_pipeline_about(const KnnwbPipeline *pipeline, const KnnwbPipelineStep *step,
+                                  const char *name, int line)
+{
+  if (knnwb_pipeline_place(pipeline->places, line) != NULL)
+    return g_strdup("");
+  return g_strdup_printf("step '%s': parameter '%s': ", step->id, name);
+}
+
+/* A file a command named is reported by its name alone, as the command's own reads and writes
+ * always did ("x.tsv: cannot open: ..."); a file's by its line and parameter. FALSE when the
+ * pipeline has a file (the caller reports with knnwb_pipeline_about). */
+static gboolean knnwb_pipeline_report_named(const KnnwbPipeline *pipeline,
+                                            KnnwbPipelineDiagnostics *diagnostics,
+                                            const char *message)
+{
+  if (pipeline->path != NULL)
+    return FALSE;
+  knnwb_pipeline_report(diagnostics, 0, "%s", message);
+  return TRUE;
 }
 
 /* xmlGetLineNo() of an element past line 65535 (XML_PARSE_BIG_LINES) is taken from the text after
@@ -107,26 +177,19 @@ static void knnwb_pipeline_read_tree(KnnwbPipeline *pipeline, xmlNode *root)
       variable->line = knnwb_pipeline_line(node);
       g_ptr_array_add(pipeline->variables, variable);
     } else if (knnwb_pipeline_is(node, "step")) {
-      KnnwbPipelineStep *step = g_new0(KnnwbPipelineStep, 1);
-      step->id = knnwb_pipeline_attribute(node, "id");
-      step->type_name = knnwb_pipeline_attribute(node, "type");
-      step->line = knnwb_pipeline_line(node);
-      step->inputs = g_ptr_array_new_with_free_func(knnwb_pipeline_input_free);
-      step->params = g_ptr_array_new_with_free_func(knnwb_pipeline_param_free);
+      g_autofree char *id = knnwb_pipeline_attribute(node, "id");
+      g_autofree char *type_name = knnwb_pipeline_attribute(node, "type");
+      KnnwbPipelineStep *step = knnwb_pipeline_step_new(id, type_name, knnwb_pipeline_line(node));
       for (xmlNode *child = node->children; child != NULL; child = child->next) {
-        if (knnwb_pipeline_is(child, "input")) {
-          KnnwbPipelineInput *input = g_new0(KnnwbPipelineInput, 1);
-          input->name = knnwb_pipeline_attribute(child, "name");
-          input->from = knnwb_pipeline_attribute(child, "step");
-          input->line = knnwb_pipeline_line(child);
-          g_ptr_array_add(step->inputs, input);
-        } else if (knnwb_pipeline_is(child, "param")) {
-          KnnwbPipelineParam *param = g_new0(KnnwbPipelineParam, 1);
-          param->name = knnwb_pipeline_attribute(child, "name");
-          param->raw = knnwb_pipeline_attribute(child, "value");
-          param->line = knnwb_pipeline_line(child);
-          g_ptr_array_add(step->params, param);
-        }
+        gboolean input = knnwb_pipeline_is(child, "input");
+        if (!input && !knnwb_pipeline_is(child, "param"))
+          continue;
+        g_autofree char *name = knnwb_pipeline_attribute(child, "name");
+        g_autofree char *text = knnwb_pipeline_attribute(child, input ? "step" : "value");
+        if (input)
+          knnwb_pipeline_step_add_input(step, name, text, knnwb_pipeline_line(child));
+        else
+          knnwb_pipeline_step_add_param(step, name, text, knnwb_pipeline_line(child));
       }
       g_ptr_array_add(pipeline->steps, step);
     }
@@ -136,9 +199,11 @@ static void knnwb_pipeline_read_tree(KnnwbPipeline *pipeline, xmlNode *root)
 /* ---------------------------------------------------------------------------------------------- */
 /* Semantic checks. */
 
+/* base NULL: a pipeline built in code, whose paths stay as the command line gave them (and so
+ * do the messages that name them). */
 static char *knnwb_pipeline_resolve_path(const char *base, const char *path)
 {
-  if (g_path_is_absolute(path))
+  if (base == NULL || g_path_is_absolute(path))
     return g_strdup(path);
   return g_build_filename(base, path, NULL);
 }
@@ -174,11 +239,16 @@ static void knnwb_pipeline_check_confined(KnnwbPipeline *pipeline, KnnwbPipeline
   if (pipeline->confine == NULL || path == NULL ||
       (spec->type == KNNWB_PARAM_INPUT_FILE && access(path, F_OK) != 0))
     return; /* no --confine, or a missing input, reported already */
+  g_autofree char *absolute = NULL;
+  if (!g_path_is_absolute(path)) /* as a command gave it: relative to the current directory */
+    path = absolute = g_canonicalize_filename(path, NULL);
   if ((spec->type == KNNWB_PARAM_INPUT_FILE || spec->type == KNNWB_PARAM_OUTPUT_FILE) &&
       !knnwb_pipeline_confined(pipeline->confine, path, spec->type == KNNWB_PARAM_OUTPUT_FILE,
-                               &reason))
-    knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': %s", step->id, spec->name,
-                          reason);
+                               &reason)) {
+    g_autofree char *about = knnwb_pipeline_about(pipeline, step, spec->name, line);
+    if (!knnwb_pipeline_report_named(pipeline, diagnostics, reason))
+      knnwb_pipeline_report(diagnostics, line, "%s%s", about, reason);
+  }
 }
 
 static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep *step, guint index,
@@ -189,6 +259,7 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
   const char *text = step->values[index].v_string;
   if (text == NULL)
     return;
+  g_autofree char *about = knnwb_pipeline_about(pipeline, step, spec->name, line);
   if (spec->type == KNNWB_PARAM_INPUT_FILE) {
     char *path = knnwb_pipeline_resolve_path(pipeline->dir, text);
     g_autofree char *given = g_strdup(text); /* text may be the string freed next */
@@ -196,20 +267,25 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     step->texts[index] = path;
     step->values[index].v_string = path;
     int failure = access(path, R_OK) != 0 ? errno : 0;
+    g_autofree char *named = failure != 0
+                                 ? g_strdup_printf("%s: cannot open: %s", path, g_strerror(failure))
+                                 : g_strdup_printf("%s: is a directory", path);
+    if ((failure != 0 || g_file_test(path, G_FILE_TEST_IS_DIR)) &&
+        knnwb_pipeline_report_named(pipeline, diagnostics, named))
+      return;
     if (failure != 0 && !g_path_is_absolute(given) && g_strcmp0(path, given) != 0 &&
         access(given, R_OK) == 0)
       /* `--set input=mine.tsv` from the data's directory: say why that file was not taken. */
       knnwb_pipeline_report(diagnostics, line,
-                            "step '%s': parameter '%s': cannot read '%s': %s (relative input "
+                            "%scannot read '%s': %s (relative input "
                             "paths are read from the pipeline file's directory; for '%s' in the "
                             "current directory give its absolute path, such as $PWD/%s)",
-                            step->id, spec->name, path, g_strerror(failure), given, given);
+                            about, path, g_strerror(failure), given, given);
     else if (failure != 0)
-      knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': cannot read '%s': %s",
-                            step->id, spec->name, path, g_strerror(failure));
+      knnwb_pipeline_report(diagnostics, line, "%scannot read '%s': %s", about, path,
+                            g_strerror(failure));
     else if (g_file_test(path, G_FILE_TEST_IS_DIR))
-      knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': '%s' is a directory",
-                            step->id, spec->name, path);
+      knnwb_pipeline_report(diagnostics, line, "%s'%s' is a directory", about, path);
     else
       knnwb_pipeline_files_note(files->inputs, knnwb_host_path_identity(path), step->id, path,
                                 line);
@@ -221,17 +297,17 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     /* No probe file: validation and --dry-run change nothing; `knnwb run` creates its
      * temporaries before the first step, which proves writability for real. */
     g_autoptr(GError) error = NULL;
-    if (!knnwb_host_output_check(path, &error))
-      knnwb_pipeline_report(diagnostics, line, "step '%s': parameter '%s': %s", step->id,
-                            spec->name, error->message);
+    if (!knnwb_host_output_check(path, &error) &&
+        !knnwb_pipeline_report_named(pipeline, diagnostics, error->message))
+      knnwb_pipeline_report(diagnostics, line, "%s%s", about, error->message);
     /* Spellings differ (out.knn, ./out.knn, sub/../out.knn, links): compare the files. */
     char *identity = knnwb_host_path_identity(path);
     const KnnwbPipelineFileUse *other = g_hash_table_lookup(files->outputs, identity);
     if (other != NULL) {
       knnwb_pipeline_report(diagnostics, line,
-                            "step '%s': parameter '%s': '%s' is also written by step '%s' (line "
+                            "%s'%s' is also written by step '%s' (line "
                             "%d, as '%s')",
-                            step->id, spec->name, path, other->step_id, other->line, other->path);
+                            about, path, other->step_id, other->line, other->path);
       g_free(identity);
     } else {
       knnwb_pipeline_files_note(files->outputs, identity, step->id, path, line);
@@ -272,8 +348,15 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
       continue; /* substitution failed and was reported */
     step->texts[index] = g_strdup(param->value);
     g_autoptr(GError) error = NULL;
-    if (!knnwb_host_param_parse(&type->params[index], step->texts[index], &step->values[index],
-                                &error))
+    if (knnwb_host_param_parse(&type->params[index], step->texts[index], &step->values[index],
+                               &error))
+      continue;
+    /* The registry names the parameter; an option's place names it for a command. */
+    g_autofree char *named = g_strdup_printf("parameter '%s': ", param->name);
+    if (knnwb_pipeline_place(pipeline->places, param->line) != NULL &&
+        g_str_has_prefix(error->message, named))
+      knnwb_pipeline_report(diagnostics, param->line, "%s", error->message + strlen(named));
+    else
       knnwb_pipeline_report(diagnostics, param->line, "step '%s': %s", step->id, error->message);
   }
   for (guint index = 0; index < type->n_params; index++) {
@@ -480,8 +563,8 @@ static void knnwb_pipeline_order(KnnwbPipeline *pipeline, KnnwbPipelineDiagnosti
     knnwb_pipeline_report_cycle(pipeline, placed, diagnostics);
 }
 
-static void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *registry,
-                                 KnnwbPipelineDiagnostics *diagnostics)
+void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *registry,
+                          KnnwbPipelineDiagnostics *diagnostics)
 {
   g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
   g_autoptr(GHashTable) outputs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
@@ -543,16 +626,11 @@ KnnwbPipeline *knnwb_pipeline_load(const char *path, const KnnwbHostRegistry *re
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read: %s", path, g_strerror(code));
     return NULL;
   }
-  KnnwbPipelineDiagnostics diagnostics = {path, g_string_new(NULL), 0};
-  g_autoptr(KnnwbPipeline) pipeline = g_new0(KnnwbPipeline, 1);
-  pipeline->path = g_strdup(path);
+  KnnwbPipelineDiagnostics diagnostics = {path, g_string_new(NULL), 0, NULL};
   g_autofree char *absolute = g_canonicalize_filename(path, NULL);
-  pipeline->dir = g_path_get_dirname(absolute);
-  pipeline->output_dir =
-      g_canonicalize_filename(options && options->output_dir ? options->output_dir : ".", NULL);
-  pipeline->confine = options && options->confine ? g_strdup(options->confine) : NULL;
-  pipeline->variables = g_ptr_array_new_with_free_func(knnwb_pipeline_variable_free);
-  pipeline->steps = g_ptr_array_new_with_free_func(knnwb_pipeline_step_free);
+  g_autofree char *dir = g_path_get_dirname(absolute);
+  g_autoptr(KnnwbPipeline) pipeline = knnwb_pipeline_new_empty(dir, options);
+  pipeline->path = g_strdup(path);
 
   xmlDoc *document = knnwb_pipeline_read_xml(path, &diagnostics);
   if (document != NULL) {
@@ -578,7 +656,10 @@ void knnwb_pipeline_print_plan(const KnnwbPipeline *pipeline, FILE *out)
 {
   guint n = pipeline->steps->len;
   fprintf(out, "pipeline '%s' (%s): %u step%s\n", pipeline->name ? pipeline->name : "",
-          pipeline->path, n, n == 1 ? "" : "s");
+          pipeline->path     ? pipeline->path
+          : pipeline->source ? pipeline->source
+                             : "built in code",
+          n, n == 1 ? "" : "s");
   for (guint i = 0; i < pipeline->variables->len; i++) {
     const KnnwbPipelineVariable *variable = pipeline->variables->pdata[i];
     fprintf(out, "  ${%s} = %s%s\n", variable->name, variable->value,
@@ -590,8 +671,11 @@ void knnwb_pipeline_print_plan(const KnnwbPipeline *pipeline, FILE *out)
   for (guint position = 0; position < n; position++) {
     const KnnwbPipelineStep *step = pipeline->steps->pdata[pipeline->order[position]];
     const KnnwbStepType *type = step->step->type;
-    fprintf(out, "%u. %s (%s, plugin %s) line %d\n", position + 1, step->id, type->name,
-            step->step->plugin->name, step->line);
+    fprintf(out, "%u. %s (%s, plugin %s)", position + 1, step->id, type->name,
+            step->step->plugin->name);
+    if (pipeline->path != NULL) /* a pipeline built in code has no lines */
+      fprintf(out, " line %d", step->line);
+    fputc('\n', out);
     const guint s = pipeline->order[position];
     fprintf(out, "     under mpirun: %s\n",
             split[s]     ? "every rank, rows split"

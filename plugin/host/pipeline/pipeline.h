@@ -95,6 +95,7 @@ typedef struct {
   int n_threads;
   size_t memory_bytes;
   gboolean quiet;
+  gboolean quiet_steps; /* no "[i/n] id (type)" line per step; progress lines named by step id */
   gboolean report;
   const char *confine; /* --confine: every input and output path must resolve inside; NULL = any */
 } KnnwbPipelineOptions;
@@ -126,6 +127,42 @@ void knnwb_pipeline_print_plan(const KnnwbPipeline *pipeline, FILE *out);
  */
 gboolean knnwb_pipeline_run(KnnwbPipeline *pipeline, const KnnwbPipelineOptions *options,
                             const volatile gint *cancel, GError **error);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Pipelines built in code (program.c): a command's options become the steps a pipeline file would
+ * hold, checked as a file's are and run by the same runner (knnwb_pipeline_run). */
+
+/**
+ * An empty pipeline with no file. Its problems read "source: message" (source NULL: "message"),
+ * "source: OPTION: message" where a parameter came from a command option, never "file:line:";
+ * the runner's errors read "source: " and the failing step's message. O(1).
+ */
+KnnwbPipeline *knnwb_pipeline_new(const char *source);
+
+/** Adds a step of the registered type type_name (checked by knnwb_pipeline_prepare), with its id;
+ * the parameters and inputs added next are its. Steps run in dependency order, in the order added
+ * among independent ones. O(1). */
+void knnwb_pipeline_add_step(KnnwbPipeline *pipeline, const char *id, const char *type_name);
+
+/** Gives the last added step's parameter name the text value, as a pipeline file's value="..."
+ * after its variables were expanded (nothing is expanded here). option: the command option the
+ * value came from ("--resolution"), which problems with it name; NULL when none did. O(1). */
+void knnwb_pipeline_add_param(KnnwbPipeline *pipeline, const char *name, const char *value,
+                              const char *option);
+
+/** Connects the last added step's input name to the output of the step with id from. O(1). */
+void knnwb_pipeline_add_input(KnnwbPipeline *pipeline, const char *name, const char *from);
+
+/**
+ * Runs the checks knnwb_pipeline_load runs on a file (step types, parameters with their types and
+ * ranges, inputs and their kinds, cycles, input files readable, output directories writable, two
+ * steps writing one file, an output replacing an input, --confine) on a pipeline built in code.
+ * Relative input paths are read from the current directory; relative outputs go under
+ * options->output_dir. All problems are reported in one error, joined by newlines. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT. O(steps^2) plus the parameters.
+ */
+gboolean knnwb_pipeline_prepare(KnnwbPipeline *pipeline, const KnnwbHostRegistry *registry,
+                                const KnnwbPipelineOptions *options, GError **error);
 
 G_END_DECLS
 

@@ -1,9 +1,10 @@
 /* Private to pipeline/ (and its tests): the loaded form of a pipeline, shared by the loader,
  * the checks and the runner, and the functions the files of pipeline/ call in each other.
  *
- * The files form a tree: load.c reads xml.c, variables.c, report.c, confine.c, ranks.c and
- * registry.c (parameter values); run.c reads ranks.c, focus.c and value.c; xml.c and variables.c
- * report through report.c; focus.c reads value.c.
+ * The files form a tree: program.c reads load.c (the checks) and report.c; load.c reads xml.c,
+ * variables.c, report.c, confine.c, ranks.c and registry.c (parameter values); run.c reads
+ * ranks.c, focus.c and value.c; xml.c and variables.c report through report.c; focus.c reads
+ * value.c and report.c (a place).
  */
 #ifndef KNNWB_PIPELINE_INTERNAL_H
 #define KNNWB_PIPELINE_INTERNAL_H
@@ -45,27 +46,36 @@ typedef struct {
 } KnnwbPipelineStep;
 
 struct KnnwbPipeline {
-  char *path; /* as given */
-  char *dir;  /* absolute directory of the file: base of relative input paths */
+  char *path; /* as given; NULL for a pipeline built in code (program.c) */
+  /* A pipeline built in code has no file: its messages start "source: " (nothing when NULL)
+   * where a file's start "file:line: ", and its steps, parameters and inputs carry, as their
+   * line, 1 + an index into places: the command option each came from ("--resolution"), or ""
+   * where none did. places is NULL for a file. */
+  char *source;
+  GPtrArray *places; /* char * */
+  char *dir; /* absolute directory of the file: base of relative input paths; NULL: as given */
   char *name;
-  char *output_dir;     /* absolute: base of relative output paths */
+  char *output_dir;     /* absolute: base of relative output paths; NULL: as given */
   GPtrArray *variables; /* KnnwbPipelineVariable * */
   GPtrArray *steps;     /* KnnwbPipelineStep * */
   guint *order;         /* steps->len indices in run order */
   char *confine;        /* --confine directory, or NULL: every file path must resolve inside */
 };
 
-/* Problems of one load, each "file:line: message". */
+/* Problems of one load, each "file:line: message"; for a pipeline built in code, "source: place:
+ * message" (path is then the source, possibly NULL, and places the pipeline's). */
 typedef struct {
   const char *path;
   GString *messages;
   guint n_errors;
+  const GPtrArray *places;
 } KnnwbPipelineDiagnostics;
 
 /* Messages kept in the error of one load; the others are counted. */
 #define KNNWB_PIPELINE_MAX_MESSAGES 200
 
-/* Adds "path:line: message" (line 0: "path: message") to diagnostics (report.c); past
+/* Adds "path:line: message" (line 0: "path: message"; with places, "path: place: message") to
+ * diagnostics (report.c); past
  * KNNWB_PIPELINE_MAX_MESSAGES it only counts. diagnostics->messages must exist. */
 G_GNUC_PRINTF(3, 4)
 void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line, const char *format,
@@ -74,6 +84,27 @@ void knnwb_pipeline_report(KnnwbPipelineDiagnostics *diagnostics, int line, cons
 /* Ends diagnostics: its messages, then "... and N more problems" when some were left out. Returns
  * the text (g_free) and frees diagnostics->messages (report.c). */
 char *knnwb_pipeline_messages(KnnwbPipelineDiagnostics *diagnostics);
+
+/* The place of line in a pipeline built in code: the command option a parameter came from, or
+ * NULL (a file's pipeline, or no option). report.c. */
+const char *knnwb_pipeline_place(const GPtrArray *places, int line);
+
+/* The pieces load.c reads a file into, for program.c to build the same in code (load.c): an
+ * empty pipeline whose relative inputs are read from dir and relative outputs written under
+ * options->output_dir (default: the current directory; dir NULL: both kept as given, for a
+ * pipeline built in code), a step, its inputs and parameters (raw as given; value, the text
+ * checked, is set by the caller or the variables). */
+KnnwbPipeline *knnwb_pipeline_new_empty(const char *dir, const KnnwbPipelineOptions *options);
+KnnwbPipelineStep *knnwb_pipeline_step_new(const char *id, const char *type_name, int line);
+void knnwb_pipeline_step_add_input(KnnwbPipelineStep *step, const char *name, const char *from,
+                                   int line);
+KnnwbPipelineParam *knnwb_pipeline_step_add_param(KnnwbPipelineStep *step, const char *name,
+                                                  const char *raw, int line);
+
+/* The semantic checks of a read pipeline (types, parameters, inputs, outputs, confinement, the
+ * order), every problem into diagnostics. load.c. */
+void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *registry,
+                          KnnwbPipelineDiagnostics *diagnostics);
 
 /* Checks one parameter value text against its spec (not file params' paths): fills value->v_*
  * (registry.c). Errors: KNNWB_ERROR_INVALID_ARGUMENT with a message naming the parameter. */

@@ -115,14 +115,21 @@ static gboolean knnwb_pipeline_run_sync(KnnwbPipelineRun *run, gboolean ok, GErr
   return FALSE;
 }
 
-/* error: local prefixed with the step's place, "file:line: step 'id' (type)[ failed]: ". */
+/* error: local prefixed with the step's place, "file:line: step 'id' (type)[ failed]: "; for a
+ * pipeline built in code, with its source ("source: "), or as it is when it has none: a command
+ * says what failed as it did when it called the library itself. */
 static void knnwb_pipeline_run_step_error(const KnnwbPipeline *pipeline,
                                           const KnnwbPipelineStep *step, const GError *local,
                                           gboolean failed, GError **error)
 {
-  g_set_error(error, local->domain, local->code, "%s:%d: step '%s' (%s)%s: %s", pipeline->path,
-              step->line, step->id, step->step->type->name, failed ? " failed" : "",
-              local->message);
+  if (pipeline->path == NULL)
+    g_set_error(error, local->domain, local->code, "%s%s%s",
+                pipeline->source ? pipeline->source : "", pipeline->source ? ": " : "",
+                local->message);
+  else
+    g_set_error(error, local->domain, local->code, "%s:%d: step '%s' (%s)%s: %s", pipeline->path,
+                step->line, step->id, step->step->type->name, failed ? " failed" : "",
+                local->message);
 }
 
 /* Every output directory proves it takes new files before the first step runs, not after an hour
@@ -226,8 +233,11 @@ static gboolean knnwb_pipeline_run_call(KnnwbPipelineRun *run, guint position, g
   const guint s = run->pipeline->order[position];
   const KnnwbPipelineStep *step = run->pipeline->steps->pdata[s];
   const KnnwbStepType *type = step->step->type;
-  g_autofree char *label = g_strdup_printf("[%u/%u] %s", position + 1, run->n, step->id);
-  if (!run->options->quiet)
+  /* quiet_steps: a command's progress lines are named by its step ids alone. */
+  g_autofree char *label = run->options->quiet_steps
+                               ? g_strdup(step->id)
+                               : g_strdup_printf("[%u/%u] %s", position + 1, run->n, step->id);
+  if (!run->options->quiet && !run->options->quiet_steps)
     g_printerr("knnwb: %s (%s)\n", label, type->name);
   KnnwbHostProgress *progress = knnwb_host_progress_new(label, run->options->quiet);
   if (split_step && run->group != NULL) /* a share of the ranks' schedule, not tiles */
