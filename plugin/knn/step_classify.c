@@ -15,6 +15,8 @@ enum {
   PREDICTIONS,
   METRICS,
   PRINT,
+  DATA_NAME,
+  QUERY_NAME,
   N_PARAMS
 };
 
@@ -35,6 +37,10 @@ static const KnnwbParamSpec knnwb_classify_params[N_PARAMS] = {
                  "accuracy, per-class precision/recall and the confusion matrix"},
     [PRINT] = {"print", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,
                "also print what was classified and the metrics on stdout (as knnwb classify)"},
+    [DATA_NAME] = {"data-name", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                   "the data's name in the printed summary (default: its row count)"},
+    [QUERY_NAME] = {"query-name", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                    "the query's name in the printed summary (default: its row count)"},
 };
 
 static const KnnwbPortSpec knnwb_classify_inputs[] = {
@@ -42,19 +48,25 @@ static const KnnwbPortSpec knnwb_classify_inputs[] = {
     {"query", KNNWB_KIND_MATRIX, TRUE, "new points to classify (default: cross-validate data)"},
 };
 
-/* The first line of the printed summary: what was classified, and how. */
+/* The first line of the printed summary: what was classified, and how. The inputs are named by
+ * data_name and query_name when given (knnwb classify gives its file names), else counted. */
 static void knnwb_classify_step_print(gboolean query, size_t n_rows, size_t n_labelled,
-                                      size_t folds, guint32 seed, const KnnwbKnnOptions *options)
+                                      size_t folds, guint32 seed, const KnnwbKnnOptions *options,
+                                      const char *data_name, const char *query_name)
 {
   const char *metric = knnwb_metric_to_string(options->metric);
-  if (query)
+  g_autofree char *data = *data_name ? g_strdup(data_name) : g_strdup_printf("%zu rows", n_rows);
+  if (query && *query_name && *data_name)
+    printf("%zu row%s of %s classified against %s (k=%zu %s)\n", n_rows, n_rows == 1 ? "" : "s",
+           query_name, data_name, options->k, metric);
+  else if (query)
     printf("%zu row%s classified against %zu labelled row%s (k=%zu %s)\n", n_rows,
            n_rows == 1 ? "" : "s", n_labelled, n_labelled == 1 ? "" : "s", options->k, metric);
   else if (folds == 0)
-    printf("leave-one-out over %zu rows (k=%zu %s)\n", n_rows, options->k, metric);
+    printf("leave-one-out over %s (k=%zu %s)\n", data, options->k, metric);
   else
-    printf("%zu-fold stratified cross-validation over %zu rows (seed %u, k=%zu %s)\n", folds,
-           n_rows, seed, options->k, metric);
+    printf("%zu-fold stratified cross-validation over %s (seed %u, k=%zu %s)\n", folds, data, seed,
+           options->k, metric);
 }
 
 static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **error)
@@ -111,7 +123,7 @@ static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **erro
       knnwb_classify_metrics_new(truth, predicted, n, classes->n_classes);
   if (p[PRINT].v_int) {
     knnwb_classify_step_print(query != NULL, n, data->n_rows, folds, (guint32)p[SEED].v_int,
-                              &options);
+                              &options, p[DATA_NAME].v_string, p[QUERY_NAME].v_string);
     if (metrics->n_scored > 0)
       knnwb_classify_metrics_print(stdout, metrics, classes->names);
   } else if (metrics->n_scored > 0) {

@@ -151,8 +151,12 @@ static void knnwb_classify_build(KnnwbClassifyRun *run)
   knnwb_pipeline_add_param(pipeline, "predictions", command->output, "-o");
   if (command->metrics_path != NULL)
     knnwb_pipeline_add_param(pipeline, "metrics", command->metrics_path, "--metrics");
-  if (!command->quiet)
+  if (!command->quiet) {
     knnwb_pipeline_add_param(pipeline, "print", "true", NULL);
+    knnwb_pipeline_add_param(pipeline, "data-name", command->rest[0], NULL);
+    if (command->query_path != NULL)
+      knnwb_pipeline_add_param(pipeline, "query-name", command->query_path, NULL);
+  }
 }
 
 /* The steps checked, then run by the runner (outputs, progress, Ctrl-C, ranks). */
