@@ -91,4 +91,22 @@ static inline void host_test_rmtree(const char *dir)
   g_rmdir(dir);
 }
 
+/* Whether out holds the usage line "PREFIX [OPTION…] REST\n". GLib writes the ellipsis as "…" in
+ * a UTF-8 locale and as "?" or "..." in the C locale, so the bracket's inside is not compared: the
+ * tests pass in any locale. */
+static inline gboolean host_test_has_usage_line(const char *out, const char *prefix,
+                                                const char *rest)
+{
+  g_autofree char *start = g_strconcat(prefix, " [OPTION", NULL);
+  for (const char *at = strstr(out, start); at != NULL; at = strstr(at + 1, start)) {
+    const char *close = strchr(at + strlen(start), ']');
+    const char *end_of_line = strchr(at, '\n');
+    if (close == NULL || (end_of_line != NULL && close > end_of_line))
+      continue;
+    if (strncmp(close + 1, rest, strlen(rest)) == 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
 #endif
