@@ -199,7 +199,7 @@ static gboolean knnwb_distributed_share_end(const KnnwbKnnGroup *group, GError *
  * re-selection), each allocating candidate lists, tiles and screen copies of 1-30 MB and freeing
  * them at its end. glibc's defaults serve most of those with fresh mmaps (or trim them off the
  * heap's top) and give them back to the kernel, so every job faults its buffers in again and the
- * kernel clears each page anew: on the 2-core VM the 2-rank job of issue 16's CPU check (40,000 x
+ * kernel clears each page anew: on the 2-core VM the 2-rank job of the MPI CPU scaling check (40,000 x
  * 128, k = 20, BF16 screen) took 130,000 page faults and 0.33-0.40 s of system time against 54,000
  * and 0.16-0.19 s for one process with two threads. Blocks up to 32 MB (glibc's largest mmap
  * threshold) from the heap, and up to 64 MB of free heap top kept: 70,000 faults, 0.22-0.30 s. The
@@ -225,7 +225,7 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
     return TRUE;
   /* Every rank on this host (Open MPI's launcher says so before MPI starts): ranks talk through
    * shared memory only, and Open MPI's default probing of the UCX messaging layer at MPI_Init
-   * costs about 0.2 s of a run's start (issue 16's CPU check: 0.35 s -> 0.15 s for a small job).
+   * costs about 0.2 s of a run's start (the MPI CPU scaling check: 0.35 s -> 0.15 s for a small job).
    * Ranks that mpirun does not bind (--bind-to none) also build their own hwloc topology in
    * MPI_Init, I/O devices included (PCI configuration space, block and network devices: slow in a
    * VM), which only tells which network card or GPU is near which core; shared memory needs none

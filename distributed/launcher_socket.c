@@ -8,7 +8,7 @@
  * acknowledgement by its 40 ms minimum (nothing goes back to carry it). So every rank's
  * MPI_Finalize took 43-49 ms, almost all of it this wait (strace: the server read the ranks'
  * requests 41 ms after they were written); with TCP_NODELAY on the rank's end, 3-5 ms. On the
- * 2-core VM that was a third of a 2-rank job's fixed cost (issue 16's CPU check).
+ * 2-core VM that was a third of a 2-rank job's fixed cost (the MPI CPU scaling check).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -14,7 +14,7 @@
 #include "distributed_internal.h"
 
 /* Each rank writes its bytes in slices of this size (MPI counts are int; a slice also bounds the
- * time between two looks at cancel). Small: in issue 16's CPU check (2 ranks, 12 MB of .knn
+ * time between two looks at cancel). Small: in the MPI CPU scaling check (2 ranks, 12 MB of .knn
  * each, Open MPI 4.1's ompio on ext4) each rank's one 12 MB MPI_File_write_at spent 29-32 ms in
  * its pwrite (strace -T) and the write phase took 0.08-0.13 s; in 1 MB slices both ranks' 24
  * pwrites took 10-11 ms in all and the phase 0.06-0.09 s (6 alternating runs each). Why the one

@@ -241,7 +241,7 @@ static void knnwb_split_rank_keys(const uint64_t *keys, size_t count, size_t pad
  * The order of knnwb_split_insertion_sort (count <= KNNWB_SPLIT_RANKED_MAX), in place, from each
  * candidate's rank among them: the number of keys below its own, counted branch-free. An insertion
  * sort of a job's unsorted list (step 0: all kc enter an empty list) spent most of the merge's
- * time on mispredicted compares (perf annotate, issue 16's CPU check). Key: the score's bits made
+ * time on mispredicted compares (perf annotate, the MPI CPU scaling check). Key: the score's bits made
  * orderable as an unsigned integer (-0 as +0, which compare equal as floats) above the index's
  * offset from the row's smallest, so comparing keys compares (score, index). FALSE, nothing
  * changed, where that cannot order them alike: a NaN score, indices spanning 2^32 or more, or two

@@ -1,5 +1,5 @@
 /*
- * The seed's workflow at the paper's scale, stage by stage (issue 12):
+ * The seed's workflow at the paper's scale, stage by stage:
  *   a deterministic 876 x 295 expression matrix (planted modules, an LCG; a phenotype table that
  *   follows module 0) -> metafeatures (default all four operators: 1,533,876 rows) -> the
  *   phenotype row (table read and matched) -> its neighbourhood (pearson, k = 20, order 2, focused

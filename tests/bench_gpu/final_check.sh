@@ -59,7 +59,7 @@ fi
 CUDA_VISIBLE_DEVICES=0 timeout 150 $bench --n 384126 --k 4096 --no-select --no-floor >"$out/bk.log" 2>&1
 grep "library (\|digest\|^| [0-9]" "$out/bk.log"
 # Rows with a common offset (cosine and euclidean: every pair's score near the same value, the
-# case where the CPU's BF16 screen needed far more candidates than FP32, a17's finding):
+# case where the CPU's BF16 screen needed far more candidates than FP32):
 # --screen auto (FP16 on the GPU) against --screen fp32, time and bytes.
 $py -c "
 import numpy as np; r=np.random.default_rng(5); x=5+r.standard_normal((200003,128)); np.save('$out/o.npy', x.astype(np.float32))"
@@ -72,7 +72,7 @@ for m in cosine euclidean; do
   done
   cmp -s "$out/o_auto.knn" "$out/o_fp32.knn" && echo "offset rows $m: auto = fp32 bytes" || echo "offset rows $m: DIFFERENT"
 done
-# 1,000,000 x 64 rows in 50 Gaussian clusters (a18: on the CPU, BF16's window re-selected most
+# 1,000,000 x 64 rows in 50 Gaussian clusters (on the CPU, BF16's window re-selected most
 # such rows): GPU --screen auto (FP16) against fp32, the re-selected rows, time and bytes
 $py tests/bench/make_clusters_table.py "$out/mix.npy" 1000000 64
 for s in auto fp32; do

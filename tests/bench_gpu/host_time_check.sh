@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Core's fixed host time around the GPU select (issue 18): 1,533,876 x 295 Pearson k = 20, the
+# Core's fixed host time around the GPU select: 1,533,876 x 295 Pearson k = 20, the
 # library alone (host matrix to exact host lists), with the debug lines that time each phase of
 # core and the CUDA trace. Runs a baseline build (BASE: e.g. main before a change; optional) and
 # this build (BUILD) alternately, twice each on 1 GPU, then once each on 2 GPUs, so that the virtual

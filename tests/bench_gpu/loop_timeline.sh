@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the tile loop's GPU time goes, kernel by kernel, over a whole run (issue 18: "keep the
+# Where the tile loop's GPU time goes, kernel by kernel, over a whole run ("keep the
 # selection below the GEMM time"): the 1,533,876 x 295 Pearson k = 20 select (no library around it)
 # under Nsight Systems, then every kernel's duration summed by class (score GEMM, half filter,
 # merges, diagonal-tile stages, the rest), the time some kernel runs (their union), the time two

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batch on a GPU machine for core's refine on the device (issue 18, large k): build, the CUDA
+# One batch on a GPU machine for core's refine on the device (large k): build, the CUDA
 # kNN tests (every GPU list against the CPU backend's, bit for bit), then 384,126 x 295 Pearson
 # k = 4096 with the refine on the device and, for comparison, on the host
 # (KNNWB_CUDA_HOST_REFINE=1), PyTorch's GEMM + topk in the same call, the FP16 screen at k = 4096,

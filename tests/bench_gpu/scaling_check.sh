@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two GPUs in one process against one (issues 16 and 18): 1,533,876 x 295 Pearson k = 20, the
+# Two GPUs in one process against one: 1,533,876 x 295 Pearson k = 20, the
 # library alone (host matrix to exact host lists), with KNNWB_CUDA_TRACE=1, whose timeline line
 # gives each GPU's phases (set up, uploaded, own diagonal tiles, every GPU's, tiles done, lists
 # out) and splits the tile loop's GPU time into selection, threshold imports and the rest.

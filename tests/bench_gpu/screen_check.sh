@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batch on a GPU machine for the screening precisions (issue 18): build with CUDA, the CUDA
+# One batch on a GPU machine for the screening precisions: build with CUDA, the CUDA
 # tests (every precision against the CPU backend), compute-sanitizer memcheck of a small FP16 run,
 # then the benchmark: auto (FP16) with both floors at n = 384,126 and 1,533,876, the 4 GiB budget,
 # and FP32 / TF32 at 1,533,876 (each run prints its lists digest: all must be 839ee8e3b912cbe5).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batch on an nvidia-h200-x2 machine for the tile loop (issue 18).
+# One batch on an nvidia-h200-x2 machine for the tile loop.
 #   check: the CUDA tests on both GPUs, compute-sanitizer memcheck of a small FP16 run, the selection
 #          kernels and the score GEMM under ncu (a few mid-loop launches each, profiled alone), then
 #          1,533,876 x 295 (and x 128) on 1 and 2 GPUs with KNNWB_CUDA_TRACE=1.

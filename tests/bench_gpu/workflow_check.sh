@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seed workflow on a GPU machine, in one go (issue 12): build with CUDA, run the workflow tests
+# The seed workflow on a GPU machine, in one go: build with CUDA, run the workflow tests
 # (backend auto = the GPU), check CPU and GPU give the same neighbourhood and whole-graph lists on a
 # small case, then the benchmark at the paper's scale (876 x 295 -> 1,533,876 rows).
 #   bash tests/bench_gpu/workflow_check.sh OUT [BUILD_DIR]

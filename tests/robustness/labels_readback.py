@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writers against labels of every class of code point (ROBUSTNESS.md, issue 15).
+"""Writers against labels of every class of code point (ROBUSTNESS.md).
 
 Usage: labels_readback.py KNNWB_PROGRAM WORK_DIR
 
