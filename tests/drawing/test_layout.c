@@ -8,24 +8,8 @@
 #include <knnwb/error.h>
 
 #include <glib.h>
+#include "knnwb_test_graph.h"
 #include <math.h>
-
-static void random_graph(GRand *rand, igraph_integer_t n, igraph_integer_t m, gboolean directed,
-                         igraph_t *graph, igraph_vector_t *weights)
-{
-  igraph_vector_int_t edges;
-  igraph_vector_int_init(&edges, 2 * m);
-  igraph_vector_init(weights, m);
-  for (igraph_integer_t e = 0; e < m; e++) {
-    VECTOR(edges)[2 * e] = g_rand_int_range(rand, 0, (gint32)n);
-    VECTOR(edges)[2 * e + 1] = g_rand_int_range(rand, 0, (gint32)n);
-    double scale = pow(10.0, g_rand_int_range(rand, -300, 300));
-    VECTOR(*weights)[e] = (g_rand_double(rand) - 0.3) * (e % 3 == 0 ? 1.0 : scale);
-  }
-  VECTOR(*weights)[0] = (double)0.1f; /* a float widened to double */
-  igraph_create(graph, &edges, n, directed);
-  igraph_vector_int_destroy(&edges);
-}
 
 static void count_progress(uint64_t done, uint64_t total, void *data)
 {
@@ -41,7 +25,7 @@ static void test_layout_caller_rng_kept(void)
   igraph_t graph;
   igraph_vector_t weights;
   GRand *rand = g_rand_new_with_seed(8);
-  random_graph(rand, 40, 100, FALSE, &graph, &weights);
+  knnwb_test_random_graph(rand, 40, 100, FALSE, &graph, &weights);
   g_rand_free(rand);
   igraph_rng_seed(igraph_rng_default(), 77);
   igraph_integer_t expected[2];
@@ -73,7 +57,7 @@ static void test_layouts(void)
   igraph_t graph;
   igraph_vector_t weights;
   GRand *rand = g_rand_new_with_seed(5);
-  random_graph(rand, 60, 150, FALSE, &graph, &weights);
+  knnwb_test_random_graph(rand, 60, 150, FALSE, &graph, &weights);
   /* A kNN graph has no self-loops, repeated edges or isolated vertices (UMAP refuses those). */
   for (igraph_integer_t v = 0; v < 60; v++)
     igraph_add_edge(&graph, v, (v + 1) % 60);

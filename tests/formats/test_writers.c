@@ -5,6 +5,7 @@
  * rows, the .npz frame with combined CRCs) against the whole-file writers.
  */
 #include "formats_test_util.h"
+#include "knnwb_test_graph.h"
 #include <knnwb/graph.h>
 #include <knnwb/write_matrix.h>
 
@@ -23,23 +24,6 @@ static char *read_text(const char *path)
   g_file_get_contents(path, &text, NULL, &error);
   g_assert_no_error(error);
   return text;
-}
-
-static void random_graph(GRand *rand, igraph_integer_t n, igraph_integer_t m, gboolean directed,
-                         igraph_t *graph, igraph_vector_t *weights)
-{
-  igraph_vector_int_t edges;
-  igraph_vector_int_init(&edges, 2 * m);
-  igraph_vector_init(weights, m);
-  for (igraph_integer_t e = 0; e < m; e++) {
-    VECTOR(edges)[2 * e] = g_rand_int_range(rand, 0, (gint32)n);
-    VECTOR(edges)[2 * e + 1] = g_rand_int_range(rand, 0, (gint32)n);
-    double scale = pow(10.0, g_rand_int_range(rand, -300, 300));
-    VECTOR(*weights)[e] = (g_rand_double(rand) - 0.3) * (e % 3 == 0 ? 1.0 : scale);
-  }
-  VECTOR(*weights)[0] = (double)0.1f; /* a float widened to double */
-  igraph_create(graph, &edges, n, directed);
-  igraph_vector_int_destroy(&edges);
 }
 
 static void assert_same_graph(const igraph_t *a, const igraph_vector_t *wa, const igraph_t *b,
@@ -61,7 +45,7 @@ static void test_knn_round_trip(void)
   for (int directed = 0; directed <= 1; directed++) {
     igraph_t graph, back;
     igraph_vector_t weights, back_weights;
-    random_graph(rand, 57, 400, directed, &graph, &weights);
+    knnwb_test_random_graph(rand, 57, 400, directed, &graph, &weights);
     g_autofree char *path = g_build_filename(formats_test_dir(), "round.knn", NULL);
     GError *error = NULL;
     g_assert_true(knnwb_formats_write_knn(path, &graph, &weights, &error));
