@@ -385,7 +385,7 @@ KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error)
           knnwb_gml_fail(&parser, "a second node with the same id");
           return NULL;
         }
-        g_hash_table_insert(index, key_id, GUINT_TO_POINTER(drawing->nodes->len));
+        g_hash_table_insert(index, key_id, GUINT_TO_POINTER(drawing->nodes->len - 1));
       } else {
         double pair[3] = {source, target, (double)line};
         g_array_append_vals(ends, pair, 3);
