@@ -1,33 +1,21 @@
 #!/usr/bin/env bash
 # First command on a fresh Debian 12 machine: install what building and running knnwb needs
-# (share/debian-packages-run.txt: compiler, CMake, GLib, igraph, libxml2, OpenBLAS, oneDNN, zlib,
-# cairo; not the test tools), build knnwb, run the demo pipelines on the bundled example data.
-# Outputs land in ./demo-output/. Installing packages needs root: run it as root, or as a user with sudo.
-# Without either (a fresh Debian has no sudo): as root, `apt-get install $(cat
-# share/debian-packages-run.txt)` once, then run this script as yourself with KNNWB_SKIP_INSTALL=1.
+# (share/install-deps.sh run: compiler, CMake, GLib, igraph, libxml2, OpenBLAS, oneDNN, zlib,
+# cairo; not the test tools), build the program (not the tests), run the demo pipelines on the
+# bundled example data. Works from any directory; outputs land in ./demo-output/ of the source tree.
+# Installing packages needs root: as root, or as a user with sudo; without either, it prints the
+# one line to run as root, once. KNNWB_SKIP_INSTALL=1 skips the installation.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-packages=$(grep -v '^#' share/debian-packages-run.txt)
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ "${KNNWB_SKIP_INSTALL:-0}" != 1 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    SUDO=""
-  elif command -v sudo >/dev/null 2>&1; then
-    SUDO=sudo
-    echo "demo.sh: installing packages with sudo (it may ask for your password): $(echo $packages)"
-  else
-    echo "demo.sh: installing the Debian packages needs root, and sudo is not installed." >&2
-    echo "  As root:  apt-get update && apt-get install -y $(echo $packages)" >&2
-    echo "  Then, as yourself:  KNNWB_SKIP_INSTALL=1 bash share/demo.sh" >&2
-    exit 1
-  fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $packages >/dev/null
+  bash share/install-deps.sh run
 fi
 # The compiler's messages go to a log: a biologist running the demo needs the results, not pages of
 # build output (the log's end is shown if the build fails).
 mkdir -p build demo-output
 echo "demo.sh: building knnwb in build/ (a few minutes; compiler messages in build/demo-build.log)"
-if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(nproc)"; } \
+if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF &&
+  cmake --build build -j"$(nproc)"; } \
   >build/demo-build.log 2>&1; then
   tail -n 40 build/demo-build.log >&2
   echo "demo.sh: the build failed; the whole log is build/demo-build.log" >&2

@@ -9,6 +9,15 @@ jobs=$(nproc)
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
+# Every stage needs its tools (clang, valgrind, Open MPI, the Python peers): a missing one would
+# silently skip a stage, so the suite refuses to start instead. KNNWB_SKIP_DEPS_CHECK=1 skips this
+# check (a machine that is not Debian, or a GPU machine set up by hand).
+if [ "${KNNWB_SKIP_DEPS_CHECK:-0}" != 1 ] && ! bash share/install-deps.sh test --check; then
+  echo "run_all.sh: install the test packages first: bash share/install-deps.sh test" >&2
+  echo "  (or run bash share/test.sh, which installs them and runs this)" >&2
+  exit 1
+fi
+
 echo "== normal build =="
 cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKNNWB_CUDA=AUTO
 cmake --build build/ci -j"$jobs"
