@@ -373,6 +373,48 @@ static void test_progress_fits_terminal(void)
   }
 }
 
+/* Progress lines on a terminal end in their final state ("knn: 120/120 tiles, done in 0.4 s", then
+ * a newline), are redrawn at most about ten times a second, and nothing else is printed onto a
+ * half-drawn line (the summary and warnings start on a cleared line). */
+static void test_progress_final_state(void)
+{
+  g_autofree char *input = write_random_rows("progress-final.tsv", "p", 31337);
+  g_autofree char *output = g_build_filename(test_dir, "progress-final.gml", NULL);
+  const char *args[] = {"knn", input,      "-k", "5",  "--threads", "1", "--memory",
+                        "1M",  "--layout", "fr", "-o", output,      NULL};
+  gint64 start = g_get_monotonic_time();
+  g_autofree char *text = run_args_on_terminal(args, 200, NULL);
+  double seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+  const char *labels[] = {"knn:", "layout:"};
+  for (size_t l = 0; l < G_N_ELEMENTS(labels); l++) {
+    guint drawn = 0, finals = 0;
+    const char *line = text;
+    while ((line = strstr(line, labels[l])) != NULL) {
+      size_t length = strcspn(line, "\r\n");
+      g_autofree char *piece = g_strndup(line, length);
+      g_autofree char *shown = g_strdup(piece);
+      char *clear = strstr(shown, "\033[K");
+      if (clear != NULL)
+        *clear = '\0';
+      /* After a line's clearing code comes nothing: a message glued on would follow it. */
+      if (clear != NULL && clear[3] != '\0')
+        g_error("text glued onto the progress line: %s", piece);
+      drawn++;
+      /* The terminal turns a newline into "\r\n". */
+      if (line[length] == '\n' || (line[length] == '\r' && line[length + 1] == '\n')) {
+        finals++;
+        if (strstr(shown, "done in") == NULL && strstr(shown, "% in") == NULL)
+          g_error("the line of %s ends in '%s', not its final state", labels[l], shown);
+      }
+      line += length;
+    }
+    g_test_message("%s drawn %u times in %.1f s", labels[l], drawn, seconds);
+    g_assert_cmpuint(finals, ==, 1);
+    /* Ten a second, the final state and slack for a loaded machine's scheduling. */
+    g_assert_cmpuint(drawn, <=, (guint)(20 * seconds) + 5);
+  }
+}
+
 /* `knnwb cluster` shows the kNN phase's progress with every method: the exact MST's methods
  * (single linkage, MST-kNN) computed their lists without any (5 minutes of silence at 200,000
  * rows), and without the command's --screen, --devices and --gpu-memory. Then a phase line for
@@ -491,6 +533,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/usability/run-keeps-process-peak", test_run_keeps_process_peak);
   g_test_add_func("/host/usability/example-commands-paste", test_example_commands_paste);
   g_test_add_func("/host/usability/progress-fits-terminal", test_progress_fits_terminal);
+  g_test_add_func("/host/usability/progress-final-state", test_progress_final_state);
   g_test_add_func("/host/usability/cluster-progress", test_cluster_progress);
   g_test_add_func("/host/usability/pipeline-mst-progress", test_pipeline_mst_progress);
   g_test_add_func("/host/usability/read-progress", test_read_progress);

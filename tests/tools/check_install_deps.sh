@@ -35,4 +35,24 @@ fi
 [[ "$out" == *"knnwb-no-such-package-here"* && "$out" != *"updating"* ]] || fail "skip-install said: $out"
 if bash ../share/install-deps.sh everything 2>"$work/err"; then fail "a bad argument was accepted"; fi
 grep -q '^usage: bash .*/install-deps.sh run|test' "$work/err" || fail "no usage line: $(cat "$work/err")"
+# As an ordinary user with sudo (stand-ins for id and sudo; the stand-in sudo records what it was
+# asked and installs nothing): the index is updated, then only the missing package is installed,
+# without recommended packages, non-interactively.
+mkdir -p "$work/bin"
+printf '#!/bin/sh\necho 1000\n' >"$work/bin/id"
+printf '#!/bin/sh\necho "$*" >>"%s/sudo.log"\n' "$work" >"$work/bin/sudo"
+chmod +x "$work/bin/id" "$work/bin/sudo"
+PATH="$work/bin:$PATH" bash ../share/install-deps.sh test >"$work/out" 2>&1 ||
+  fail "with sudo: exit $? ($(cat "$work/out"))"
+grep -qx 'env DEBIAN_FRONTEND=noninteractive apt-get update -q' "$work/sudo.log" ||
+  fail "no apt-get update through sudo: $(cat "$work/sudo.log")"
+grep -qx 'env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends knnwb-no-such-package-here' \
+  "$work/sudo.log" || fail "not the install line expected: $(cat "$work/sudo.log")"
+# Without sudo: the line to run as root, with the script's absolute path, and exit 1.
+rm "$work/bin/sudo"
+for tool in bash dirname grep env sed basename cat dpkg-query; do ln -s "$(command -v $tool)" "$work/bin/$tool"; done
+if PATH="$work/bin" bash ../share/install-deps.sh test >"$work/out" 2>&1; then
+  fail "without sudo, as a user, with a package missing: exit 0"
+fi
+grep -q "bash $work/share/install-deps.sh test" "$work/out" || fail "without sudo said: $(cat "$work/out")"
 echo "install-deps behaves"

@@ -162,6 +162,7 @@ static gboolean knnwb_cluster_lists(const KnnwbMatrix *data, const KnnwbKnnOptio
                                     gboolean quiet, KnnwbNeighbors **lists, GError **error)
 {
   KnnwbHostProgress *progress = knnwb_host_progress_new("knn", quiet);
+  knnwb_host_progress_set_unit(progress, "tiles");
   KnnwbKnnOptions options = *knn;
   options.k = k;
   options.progress = progress ? knnwb_host_progress_update : NULL;

@@ -315,8 +315,8 @@ static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
 static gboolean knnwb_knn_compute(KnnwbKnnRun *run, GError **error)
 {
   KnnwbHostProgress *progress = knnwb_host_progress_new("knn", run->command.quiet);
-  if (run->options.group_split) /* a share of the ranks' schedule, not tiles */
-    knnwb_host_progress_set_unit(progress, NULL);
+  /* tiles of the distance matrix; split runs count a share of the ranks' schedule */
+  knnwb_host_progress_set_unit(progress, run->options.group_split ? NULL : "tiles");
   run->options.progress = progress ? knnwb_host_progress_update : NULL;
   run->options.progress_data = progress;
   gboolean computed = knnwb_knn_self(run->rows, &run->options, &run->neighbors, error);

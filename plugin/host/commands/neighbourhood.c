@@ -216,8 +216,8 @@ static gboolean knnwb_neighbourhood_search(KnnwbNeighbourhoodRun *run, GError **
     return FALSE;
   }
   KnnwbHostProgress *progress = knnwb_host_progress_new("neighbourhood", command->quiet);
-  if (run->split_rows) /* a share of the ranks' schedule, not tiles */
-    knnwb_host_progress_set_unit(progress, NULL);
+  /* tiles of the distance matrix; split runs count a share of the ranks' schedule */
+  knnwb_host_progress_set_unit(progress, run->split_rows ? NULL : "tiles");
   run->options.progress = progress ? knnwb_host_progress_update : NULL;
   run->options.progress_data = progress;
   const int order = (int)command->order;

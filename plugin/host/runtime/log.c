@@ -40,6 +40,7 @@ static GLogWriterOutput knnwb_host_log_write(GLogLevelFlags level, const GLogFie
   /* Library messages often start with "knnwb: " already. */
   if (g_str_has_prefix(message, "knnwb: "))
     message += strlen("knnwb: ");
+  knnwb_host_progress_clear();
   if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING)) {
     fprintf(stderr, "knnwb: warning: %s\n", message);
   } else if (!knnwb_host_log_quiet) {
@@ -49,9 +50,27 @@ static GLogWriterOutput knnwb_host_log_write(GLogLevelFlags level, const GLogFie
   return G_LOG_WRITER_HANDLED;
 }
 
+/* g_print and g_printerr (results on stdout, the pipeline's step lines on stderr): the progress
+ * line goes first, so that nothing is printed onto its end. */
+static void knnwb_host_print_out(const char *text)
+{
+  knnwb_host_progress_clear();
+  fputs(text, stdout);
+  fflush(stdout);
+}
+
+static void knnwb_host_print_err(const char *text)
+{
+  knnwb_host_progress_clear();
+  fputs(text, stderr);
+  fflush(stderr);
+}
+
 void knnwb_host_log_init(void)
 {
   g_log_set_writer_func(knnwb_host_log_write, NULL, NULL);
+  g_set_print_handler(knnwb_host_print_out);
+  g_set_printerr_handler(knnwb_host_print_err);
 }
 
 void knnwb_host_log_set_quiet(gboolean quiet)
@@ -61,6 +80,7 @@ void knnwb_host_log_set_quiet(gboolean quiet)
 
 void knnwb_host_print_error(const GError *error)
 {
-  if (knnwb_host_speaks())
+  if (knnwb_host_speaks()) {
     g_printerr("knnwb: %s\n", error->message);
+  }
 }

@@ -138,10 +138,14 @@ int knnwb_host_terminal_width(void);
 KnnwbHostProgress *knnwb_host_progress_new(const char *label, gboolean quiet);
 /** A KnnwbProgressFunc; data is the KnnwbHostProgress (NULL is fine). */
 void knnwb_host_progress_update(uint64_t done, uint64_t total, void *data);
-/** Ends the line and frees. NULL is fine. */
+/** Ends the line with its final state (counts and seconds) and a newline, when it was shown, and
+ * frees. NULL is fine. */
 void knnwb_host_progress_finish(KnnwbHostProgress *progress);
-/** What the counts are ("tiles" by default; unit must outlive the progress line; NULL: counts that
- * mean nothing to a user, shown as a share alone). */
+/** Clears the progress line on screen, if any (the next update redraws it): call before printing
+ * anything else to the terminal, so that nothing is glued onto a half-drawn line. */
+void knnwb_host_progress_clear(void);
+/** What the counts are ("tiles", "rows", "bytes", ...; unit must outlive the progress line; NULL,
+ * the default: counts that mean nothing to a user, shown as a share alone). */
 void knnwb_host_progress_set_unit(KnnwbHostProgress *progress, const char *unit);
 
 /** A phase line without counts ("label: 12 s", every half second from a thread) for library
