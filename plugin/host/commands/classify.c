@@ -101,7 +101,7 @@ static gboolean knnwb_classify_parse(GOptionContext *context, int argc, char **a
                                      KnnwbClassifyRun *run, GError **error)
 {
   KnnwbClassifyCommand *command = &run->command;
-  if (!g_option_context_parse(context, &argc, &argv, error) ||
+  if (!knnwb_host_options_parse(context, "classify", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->output != NULL, "-o OUT.tsv", error))
     return FALSE;

@@ -636,7 +636,7 @@ static gboolean knnwb_cluster_parse(GOptionContext *context, int argc, char **ar
                                     KnnwbClusterCommand *command, KnnwbKnnOptions *knn,
                                     KnnwbReadOptions *read, GError **error)
 {
-  if (!g_option_context_parse(context, &argc, &argv, error) ||
+  if (!knnwb_host_options_parse(context, "cluster", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->method != NULL, "--method METHOD", error) ||
       !knnwb_host_required(command->output != NULL, "-o OUT", error) ||

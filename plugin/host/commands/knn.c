@@ -217,7 +217,7 @@ static gboolean knnwb_knn_parse(GOptionContext *context, int argc, char **argv, 
                                 GError **error)
 {
   KnnwbKnnCommand *command = &run->command;
-  if (!g_option_context_parse(context, &argc, &argv, error) ||
+  if (!knnwb_host_options_parse(context, "knn", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->knn.k != -1, "-k K", error) ||
       !knnwb_host_required(command->output != NULL, "-o OUT", error) ||

@@ -70,7 +70,7 @@ static gboolean knnwb_metafeatures_parse(GOptionContext *context, int argc, char
                                          KnnwbMetafeaturesCommand *command, KnnwbReadOptions *read,
                                          GError **error)
 {
-  if (!g_option_context_parse(context, &argc, &argv, error) ||
+  if (!knnwb_host_options_parse(context, "metafeatures", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->output != NULL, "-o OUT", error))
     return FALSE;

@@ -110,7 +110,7 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
                                           KnnwbNeighbourhoodRun *run, GError **error)
 {
   KnnwbNeighbourhoodCommand *command = &run->command;
-  if (!g_option_context_parse(context, &argc, &argv, error) ||
+  if (!knnwb_host_options_parse(context, "neighbourhood", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->focus_text != NULL, "--focus LABEL", error) ||
       !knnwb_host_required(command->output != NULL, "-o OUT.gml", error))

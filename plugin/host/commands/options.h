@@ -27,6 +27,21 @@ const char *knnwb_host_help_choices(const KnnwbEnumTable *table, const char *pre
                                     const char *note, const char *skip, const char *suffix);
 
 /**
+ * Parses argv as g_option_context_parse does, except that -h, -?, --help and --help-all print the
+ * command's help as knnwb_host_help_format lays it out (on stdout) and exit 0, as GLib would.
+ * Errors: g_option_context_parse's.
+ */
+gboolean knnwb_host_options_parse(GOptionContext *context, const char *command, int *argc,
+                                  char ***argv, GError **error);
+
+/**
+ * GLib's help text of command (g_option_context_get_help) laid out for people: options in the
+ * same sections and order in every command, everything wrapped at width columns, "[OPTION...]"
+ * in any locale. Returns a new string. O(length of the text).
+ */
+char *knnwb_host_help_format(const char *glib_help, const char *command, int width);
+
+/**
  * Parses the value of option (e.g. "--header") with table; an unknown value is reported as
  * "OPTION must be a, b or c (got 'VALUE')". Errors: KNNWB_ERROR_INVALID_ARGUMENT.
  */

@@ -94,7 +94,7 @@ static gboolean knnwb_pipeline_parse(GOptionContext *context, int argc, char **a
                                      KnnwbPipelineCommand *command, GHashTable *overrides,
                                      KnnwbPipelineOptions *options, GError **error)
 {
-  if (!g_option_context_parse(context, &argc, &argv, error))
+  if (!knnwb_host_options_parse(context, NULL, &argc, &argv, error))
     return FALSE;
   if (command->rest == NULL || command->rest[0] == NULL || command->rest[1] != NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -259,7 +259,7 @@ int knnwb_host_command_plugins(int argc, char **argv)
                                "with inputs and parameters, and the modules that were refused.");
   g_option_context_add_main_entries(context, entries, NULL);
   g_autoptr(GError) error = NULL;
-  if (!g_option_context_parse(context, &argc, &argv, &error)) {
+  if (!knnwb_host_options_parse(context, "plugins", &argc, &argv, &error)) {
     g_printerr("knnwb plugins: %s\n", error->message);
     g_free(plugin_path);
     return 2;
