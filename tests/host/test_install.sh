@@ -87,24 +87,23 @@ $cc -std=c11 -Wall -Wextra -Werror "$work/tiny.c" -o "$work/tiny" \
   $($pkgconf --cflags --libs knnwb) -Wl,-rpath,"$libdir" || { echo "FAIL: tiny program build"; exit 1; }
 "$work/tiny" || { echo "FAIL: tiny program run"; exit 1; }
 
-# 1b. README's library program ("The library in a few lines"), exactly as printed there, built as
-#     README says; its .knn must be the bytes of the installed `knnwb knn -k 20 -g union`.
-awk '/^## The library in a few lines/ { section = 1; next }
-     section && /^```c$/ { code = 1; next }
+# 1b. The library's program (docs/library.md, its first C block), exactly as printed there, built
+#     as that page says; its .knn must be the bytes of the installed `knnwb knn -k 20 -g union`.
+awk '/^```c$/ { code = 1; next }
      code && /^```$/ { exit }
-     code { print }' "$source/README.md" >"$work/graph.c"
-[ -s "$work/graph.c" ] || { echo "FAIL: no C program under README's 'The library in a few lines'"; exit 1; }
+     code { print }' "$source/docs/library.md" >"$work/graph.c"
+[ -s "$work/graph.c" ] || { echo "FAIL: no C program in docs/library.md"; exit 1; }
 # shellcheck disable=SC2046
 $cc -Wall -Wextra -Werror "$work/graph.c" -o "$work/graph" $($pkgconf --cflags --libs knnwb) -Wl,-rpath,"$libdir" ||
-  { echo "FAIL: README's library program does not build"; exit 1; }
+  { echo "FAIL: docs/library.md's program does not build"; exit 1; }
 data=$source/share/examples/data/synthetic_expression.tsv
 "$work/graph" "$data" "$work/readme.knn" >"$work/graph.out" 2>"$work/graph.err" ||
-  { cat "$work/graph.err"; echo "FAIL: README's library program run"; exit 1; }
+  { cat "$work/graph.err"; echo "FAIL: docs/library.md's program run"; exit 1; }
 "$prefix/bin/knnwb" knn -q "$data" -k 20 -g union -o "$work/command.knn"
 cmp "$work/readme.knn" "$work/command.knn" ||
-  { echo "FAIL: README's library program and knnwb knn -k 20 -g union differ"; exit 1; }
+  { echo "FAIL: docs/library.md's program and knnwb knn -k 20 -g union differ"; exit 1; }
 grep -qx "5001 rows, [0-9]* edges" "$work/graph.out" ||
-  { cat "$work/graph.out"; echo "FAIL: README's library program printed no summary"; exit 1; }
+  { cat "$work/graph.out"; echo "FAIL: docs/library.md's program printed no summary"; exit 1; }
 
 # 2. The example program, from the installed share/ (as a user would copy it).
 example=$prefix/share/knnwb/example_program
