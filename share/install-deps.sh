@@ -65,7 +65,8 @@ echo "install-deps: installing ${#missing[@]} packages, ${total} with their depe
 log=$(mktemp "${TMPDIR:-/tmp}/knnwb-install.XXXXXX")
 trap 'rm -f "$log"' EXIT
 if ! "${as_root[@]}" "${command[@]}" 2>&1 | tee "$log" |
-  awk -v total="$total" '/^Get:/ { got++; if (got % 25 == 1) printf "install-deps: downloading (%d of %d)\n", got, total; fflush() }
+  awk -v total="$total" '/^Need to get / { printf "install-deps: %s\n", $0; fflush() }
+                         /^Get:/ { got++; if (got % 25 == 1) printf "install-deps: downloading (%d of %d)\n", got, total; fflush() }
                          /^Setting up / { done++; if (done % 25 == 1 || done == total) printf "install-deps: set up %d of %d (%s)\n", done, total, $3; fflush() }'; then
   tail -n 30 "$log" >&2
   echo "install-deps: apt-get failed (its last lines are above)" >&2
