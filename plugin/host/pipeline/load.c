@@ -296,8 +296,8 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
 {
   const KnnwbParamSpec *spec = &step->step->type->params[index];
   const char *text = step->values[index].v_string;
-  if (text == NULL)
-    return;
+  if (text == NULL || *text == '\0')
+    return; /* an empty name is reported by the parameter's parser */
   g_autofree char *about = knnwb_pipeline_about(pipeline, step, spec->name, line);
   if (spec->type == KNNWB_PARAM_INPUT_FILE) {
     char *path = knnwb_pipeline_resolve_path(pipeline->dir, text);
