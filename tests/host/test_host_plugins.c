@@ -139,7 +139,8 @@ static void test_refusals(void)
 static gboolean clash_init(KnnwbPluginRegistrar *registrar, GError **error)
 {
   static const KnnwbStepType clash = {
-      "load-matrix", "clash", NULL, 0, NULL, 0, KNNWB_KIND_MATRIX, (KnnwbStepRunFunc)clash_init, 0};
+      "load-matrix", "clash", NULL, 0, NULL, 0, KNNWB_KIND_MATRIX, (KnnwbStepRunFunc)clash_init, 0,
+      NULL};
   return registrar->add_step(registrar, &clash, error);
 }
 
@@ -153,7 +154,9 @@ static gboolean bad_default_init(KnnwbPluginRegistrar *registrar, GError **error
                                     params,
                                     1,
                                     KNNWB_KIND_MATRIX,
-                                    (KnnwbStepRunFunc)bad_default_init, 0};
+                                    (KnnwbStepRunFunc)bad_default_init,
+                                    0,
+                                    NULL};
   return registrar->add_step(registrar, &bad, error);
 }
 

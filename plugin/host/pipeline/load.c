@@ -346,6 +346,37 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
   }
 }
 
+/* The side files writers put beside the step's outputs (known once every parameter is), against
+ * every other output. lines: where each parameter was given (0: not given). */
+static void knnwb_pipeline_check_side_files(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
+                                            const int *lines, KnnwbPipelineFiles *files,
+                                            KnnwbPipelineDiagnostics *diagnostics)
+{
+  const KnnwbStepType *type = step->step->type;
+  for (guint index = 0; index < type->n_params; index++) {
+    g_autofree char *side = type->params[index].type == KNNWB_PARAM_OUTPUT_FILE
+                                ? knnwb_pipeline_side_file(step, index, NULL)
+                                : NULL;
+    if (side == NULL)
+      continue;
+    const int line = lines[index] != 0 ? lines[index] : step->line;
+    g_autofree char *about = knnwb_pipeline_about(pipeline, step, type->params[index].name, line);
+    knnwb_pipeline_note_output(step, side, TRUE, about, line, files, diagnostics);
+  }
+}
+
+/* The step's own check of its parameter values (KnnwbStepType.check: what the run would refuse
+ * from the values alone), once every value passed the host's checks. */
+static void knnwb_pipeline_check_step(KnnwbPipeline *pipeline, const KnnwbPipelineStep *step,
+                                      KnnwbPipelineDiagnostics *diagnostics)
+{
+  g_autoptr(GError) error = NULL;
+  if (step->step->type->check == NULL || step->step->type->check(step->values, &error))
+    return;
+  if (!knnwb_pipeline_report_named(pipeline, diagnostics, error->message))
+    knnwb_pipeline_report(diagnostics, step->line, "step '%s': %s", step->id, error->message);
+}
+
 static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
                                         KnnwbPipelineFiles *files,
                                         KnnwbPipelineDiagnostics *diagnostics)
@@ -413,17 +444,7 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
     knnwb_pipeline_check_file(pipeline, step, index, step->line, files, diagnostics);
     knnwb_pipeline_check_confined(pipeline, step, index, step->line, diagnostics);
   }
-  /* The side files writers put beside their outputs (known once every parameter is). */
-  for (guint index = 0; index < type->n_params; index++) {
-    g_autofree char *side = type->params[index].type == KNNWB_PARAM_OUTPUT_FILE
-                                ? knnwb_pipeline_side_file(step, index, NULL)
-                                : NULL;
-    if (side == NULL)
-      continue;
-    const int line = lines[index] != 0 ? lines[index] : step->line;
-    g_autofree char *about = knnwb_pipeline_about(pipeline, step, type->params[index].name, line);
-    knnwb_pipeline_note_output(step, side, TRUE, about, line, files, diagnostics);
-  }
+  knnwb_pipeline_check_side_files(pipeline, step, lines, files, diagnostics);
 }
 
 static void knnwb_pipeline_check_inputs(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
@@ -641,7 +662,10 @@ void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *regi
     KnnwbPipelineStep *step = pipeline->steps->pdata[s];
     if (step->step == NULL)
       continue;
+    const guint n_errors = diagnostics->n_errors;
     knnwb_pipeline_check_params(pipeline, step, &files, diagnostics);
+    if (diagnostics->n_errors == n_errors)
+      knnwb_pipeline_check_step(pipeline, step, diagnostics);
     knnwb_pipeline_check_inputs(pipeline, step, ids, diagnostics);
   }
   /* An output over an input of the same run would replace the data it was computed from (or

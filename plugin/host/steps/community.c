@@ -70,4 +70,5 @@ const KnnwbStepType knnwb_step_community = {
     KNNWB_KIND_CLUSTERING,
     knnwb_community_run,
     0,
+    NULL,
 };
