@@ -307,6 +307,104 @@ static void test_commit_message(void)
   host_test_rmtree(dir);
 }
 
+/* Numbers out of range are named up front (usage errors): one walk-length bound for the command
+ * line and pipelines (before, the command took 2^31 steps: hours on 40 rows), a cut height that is
+ * not a distance (before, --height nan cut at no height and reported a wrong number of clusters),
+ * and the exact MST's methods with dropped rows (before, they failed after the search naming one
+ * dropped row). */
+static void test_parameter_bounds(void)
+{
+  g_autofree char *dir = make_files();
+  const struct {
+    const char *args[16];
+    int status;
+    const char *message;
+  } cases[] = {
+      {{"cluster", "m.tsv", "--method", "walktrap", "-k", "2", "--steps", "2147483647", "-o",
+        "c.tsv"},
+       2,
+       "--steps 2147483647: walktrap's walk length must be 1 to 1000000"},
+      {{"cluster", "m.tsv", "--method", "single-linkage", "--height", "nan", "-o", "c.tsv"},
+       2,
+       "--height nan"},
+      {{"cluster", "m.tsv", "--method", "single-linkage", "--height", "inf", "-o", "c.tsv"},
+       2,
+       "--height inf"},
+      {{"cluster", "m.tsv", "--method", "single-linkage", "--height", "-0.5", "-o", "c.tsv"},
+       2,
+       "--height -0.5"},
+      {{"cluster", "m.tsv", "--method", "mst-knn", "--drop-missing", "-o", "c.tsv"},
+       2,
+       "--method mst-knn with --drop-missing"},
+      {{"cluster", "m.tsv", "--method", "single-linkage", "--clusters", "2", "--drop-degenerate",
+        "-o", "c.tsv"},
+       2,
+       "--method single-linkage with --drop-degenerate"},
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    g_autofree char *err = NULL;
+    g_assert_cmpint(run_in(dir, &err, cases[c].args), ==, cases[c].status);
+    g_assert_nonnull(strstr(err, cases[c].message));
+  }
+  /* The pipeline's exact MST over rows the reader dropped: the reason, not a row. */
+  g_free(host_test_write(dir, "na.tsv", "id\ta\tb\nr1\t1\t2\nr2\tNA\t3\nr3\t3\t1\nr4\t5\t5\n"));
+  g_free(host_test_write(dir, "drop.xml",
+                         "<pipeline>\n  <step id=\"load\" type=\"load-matrix\">"
+                         "<param name=\"path\" value=\"na.tsv\"/>"
+                         "<param name=\"missing\" value=\"drop-rows\"/></step>\n"
+                         "  <step id=\"t\" type=\"mst\"><input name=\"data\" step=\"load\"/>"
+                         "</step>\n</pipeline>\n"));
+  const char *const run[] = {"run", "drop.xml", NULL};
+  g_autofree char *err = NULL;
+  g_assert_cmpint(run_in(dir, &err, run), ==, 1);
+  g_assert_nonnull(strstr(err, "1 of the 4 rows were dropped"));
+  host_test_rmtree(dir);
+}
+
+/* `knnwb validate` finds what the run would refuse from the pipeline text alone, with the
+ * parsers the steps' runs use (before, each passed validation and the run failed after the
+ * earlier steps had run); `knnwb run` refuses the same before its first step. */
+static void test_validate_finds(void)
+{
+  g_autofree char *dir = make_files();
+  g_autofree char *out = g_build_filename(dir, "out", NULL);
+  g_assert_cmpint(g_mkdir(out, 0755), ==, 0);
+  g_free(host_test_write(
+      dir, "typos.xml",
+      "<pipeline>\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"m.tsv\"/></step>\n"
+      "  <step id=\"mf\" type=\"metafeatures\"><input name=\"data\" step=\"load\"/>"
+      "<param name=\"ops\" value=\"diference\"/></step>\n"
+      "  <step id=\"g\" type=\"knn-graph\"><input name=\"data\" step=\"load\"/>"
+      "<param name=\"k\" value=\"2\"/><param name=\"devices\" value=\"0,,1\"/></step>\n"
+      "  <step id=\"w\" type=\"write-graph\"><input name=\"graph\" step=\"g\"/>"
+      "<param name=\"path\" value=\"out/g.xyz\"/></step>\n"
+      "  <step id=\"c\" type=\"knn-classify\"><input name=\"data\" step=\"load\"/>"
+      "<param name=\"k\" value=\"2\"/><param name=\"folds\" value=\"1\"/>"
+      "<param name=\"predictions\" value=\"out/p.tsv\"/></step>\n"
+      "  <step id=\"t\" type=\"mst\"><input name=\"data\" step=\"load\"/></step>\n"
+      "  <step id=\"s\" type=\"single-linkage\"><input name=\"tree\" step=\"t\"/>"
+      "<param name=\"height\" value=\"1\"/><param name=\"clusters\" value=\"2\"/></step>\n"
+      "</pipeline>\n"));
+  const char *const expected[] = {"typos.xml:3: step 'mf': metafeature operator 'diference'",
+                                  "typos.xml:4: step 'g': devices:",
+                                  "typos.xml:5: step 'w': ",
+                                  "g.xyz: cannot tell the output format",
+                                  "typos.xml:6: step 'c': ",
+                                  "typos.xml:8: step 's': give height or clusters, not both"};
+  const char *const commands[] = {"validate", "run"};
+  for (guint c = 0; c < G_N_ELEMENTS(commands); c++) {
+    const char *const args[] = {commands[c], "typos.xml", NULL};
+    g_autofree char *err = NULL;
+    g_assert_cmpint(run_in(dir, &err, args), ==, 1);
+    for (guint e = 0; e < G_N_ELEMENTS(expected); e++)
+      g_assert_nonnull(strstr(err, expected[e]));
+    g_assert_null(strstr(err, "[1/"));
+  }
+  g_assert_cmpuint(host_test_count_files(out), ==, 0);
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -317,5 +415,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/checks/replaceable-rule", test_replaceable_rule);
   g_test_add_func("/host/checks/unreplaceable-target", test_unreplaceable_target);
   g_test_add_func("/host/checks/commit-message", test_commit_message);
+  g_test_add_func("/host/checks/parameter-bounds", test_parameter_bounds);
+  g_test_add_func("/host/checks/validate-finds", test_validate_finds);
   return g_test_run();
 }

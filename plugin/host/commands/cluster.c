@@ -502,12 +502,46 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
   return ok;
 }
 
+/* Numbers out of their range, named as given: the walk length (the bound the library and the
+ * community step share), a cut height that is not a distance (NaN compared false with everything
+ * and cut at no height), and rows dropped where the exact MST needs every row. */
+static gboolean knnwb_cluster_check_numbers(const KnnwbClusterCommand *command, GError **error)
+{
+  if (command->steps < 1 || command->steps > KNNWB_COMMUNITY_MAX_STEPS) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--steps %" G_GINT64_FORMAT ": walktrap's walk length must be 1 to %d",
+                command->steps, KNNWB_COMMUNITY_MAX_STEPS);
+    return FALSE;
+  }
+  /* -1, the default, stands for no --height. */
+  if (command->height != -1 && !(isfinite(command->height) && command->height >= 0)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--height %g: a cut height must be a finite distance, 0 or more", command->height);
+    return FALSE;
+  }
+  const gboolean exact_mst =
+      command->kind == KNNWB_CLUSTER_MST_KNN || command->kind == KNNWB_CLUSTER_SINGLE_LINKAGE;
+  if (exact_mst && (command->input.drop_missing || command->knn.drop_degenerate)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--method %s with %s: %s builds the exact minimum spanning tree over every row, "
+                "and a dropped row has no distances to join it; remove those rows from the input "
+                "instead",
+                command->method,
+                command->input.drop_missing ? "--drop-missing" : "--drop-degenerate",
+                command->method);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Option combinations that cannot work are usage errors, found before anything is read. */
 static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, GError **error)
 {
   const KnnwbClusterKind kind = command->kind;
   const gboolean snn = command->graph_kind == KNNWB_CLUSTER_GRAPH_SNN;
   const char *problem = NULL;
+  if (!knnwb_cluster_check_numbers(command, error))
+    return FALSE;
   if (command->height >= 0 && command->clusters > 0)
     problem = "--height and --clusters: give one of them, not both (a cut is either at a "
               "distance or by count)";
@@ -536,8 +570,6 @@ static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, GError *
     problem = "--annotation must be TABLE:COLUMN (a file and a column name or number)";
   else if (!(command->resolution > 0))
     problem = "--resolution must be positive";
-  else if (command->steps < 1)
-    problem = "--steps must be at least 1";
   if (problem) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s", problem);
     return FALSE;
