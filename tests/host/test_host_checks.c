@@ -405,6 +405,37 @@ static void test_validate_finds(void)
   host_test_rmtree(dir);
 }
 
+/* Class names with a tab or a line break are quoted in the contingency table and the metrics file
+ * as in the other tables (knnwb_formats_write_tsv_field); before they were written raw, adding
+ * columns and rows. */
+static void test_class_names_quoted(void)
+{
+  g_autofree char *dir = make_files();
+  g_free(host_test_write(dir, "q.csv", "id,group\na,\"x\ty\"\nb,\"u\nv\"\nc,\"x\ty\"\n"));
+  g_free(host_test_write(dir, "rq.csv",
+                         "id,group\nr1,\"x\ty\"\nr2,\"u\nv\"\nr3,\"x\ty\"\nr4,\"u\nv\"\n"
+                         "r5,\"x\ty\"\nr6,\"u\nv\"\n"));
+  const char *const classify[] = {"classify", "m.tsv", "-T",        "--classes", "q.csv:group",
+                                  "-k",       "1",     "--folds",   "loo",       "-q",
+                                  "-o",       "p.tsv", "--metrics", "met.tsv",   NULL};
+  const char *const cluster[] = {"cluster", "m.tsv", "--method",     "components",
+                                 "-k",      "2",     "--annotation", "rq.csv:group",
+                                 "-q",      "-o",    "c.tsv",        NULL};
+  g_autofree char *err = NULL;
+  g_assert_cmpint(run_in(dir, &err, classify), ==, 0);
+  g_clear_pointer(&err, g_free);
+  g_assert_cmpint(run_in(dir, &err, cluster), ==, 0);
+  const char *const files[] = {"met.tsv", "c.contingency.tsv"};
+  for (guint f = 0; f < G_N_ELEMENTS(files); f++) {
+    g_autofree char *text = read_file(dir, files[f]);
+    g_test_message("%s:\n%s", files[f], text);
+    g_assert_nonnull(strstr(text, "\"x\ty\""));
+    g_assert_nonnull(strstr(text, "\"u\nv\""));
+    g_assert_null(strstr(text, "\tx\ty\t"));
+  }
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -417,5 +448,6 @@ int main(int argc, char **argv)
   g_test_add_func("/host/checks/commit-message", test_commit_message);
   g_test_add_func("/host/checks/parameter-bounds", test_parameter_bounds);
   g_test_add_func("/host/checks/validate-finds", test_validate_finds);
+  g_test_add_func("/host/checks/class-names-quoted", test_class_names_quoted);
   return g_test_run();
 }
