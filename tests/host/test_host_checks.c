@@ -2,7 +2,8 @@
  * no output replaces any input (side inputs and the side files writers put beside outputs
  * included, and a pipeline's own file), empty paths refused at parse time, side inputs that are
  * FIFOs refused instead of blocking in open(), targets that cannot be replaced found before the
- * work, and the commit's one true message when a rename fails anyway. */
+ * work, and the commit's one true message when a rename fails anyway; and the numbers, the checks
+ * of validation and the quoting of class names that go with them. */
 #include "knnwb_test_npy.h"
 #include <errno.h>
 #include <stdio.h>
