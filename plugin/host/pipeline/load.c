@@ -370,8 +370,17 @@ static void knnwb_pipeline_check_side_files(KnnwbPipeline *pipeline, KnnwbPipeli
 static void knnwb_pipeline_check_step(KnnwbPipeline *pipeline, const KnnwbPipelineStep *step,
                                       KnnwbPipelineDiagnostics *diagnostics)
 {
+  const KnnwbStepType *type = step->step->type;
+  if (type->check == NULL)
+    return;
+  /* A value that could not be made (an undefined or cyclic variable, reported already) leaves
+   * nothing to check. */
+  for (guint i = 0; i < type->n_params; i++)
+    if (step->values[i].v_string == NULL && type->params[i].type != KNNWB_PARAM_INPUT_FILE &&
+        type->params[i].type != KNNWB_PARAM_OUTPUT_FILE)
+      return;
   g_autoptr(GError) error = NULL;
-  if (step->step->type->check == NULL || step->step->type->check(step->values, &error))
+  if (type->check(step->values, &error))
     return;
   if (!knnwb_pipeline_report_named(pipeline, diagnostics, error->message))
     knnwb_pipeline_report(diagnostics, step->line, "step '%s': %s", step->id, error->message);

@@ -58,7 +58,7 @@ static gboolean knnwb_write_graph_check(const KnnwbParamValue *params, GError **
 {
   KnnwbOutputFormat format;
   return knnwb_formats_output_from_string(params[FORMAT].v_string, &format, error) &&
-         (format != KNNWB_OUTPUT_AUTO ||
+         (format != KNNWB_OUTPUT_AUTO || params[PATH].v_string == NULL ||
           knnwb_formats_output_from_path(params[PATH].v_string, &format, error));
 }
 
