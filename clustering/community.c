@@ -349,9 +349,11 @@ gboolean knnwb_clustering_community(const igraph_t *graph, const igraph_vector_t
                 "resolution must be a positive number (got %g)", options->resolution);
     return FALSE;
   }
-  if (options->method == KNNWB_COMMUNITY_WALKTRAP && options->steps < 1) {
+  if (options->method == KNNWB_COMMUNITY_WALKTRAP &&
+      (options->steps < 1 || options->steps > KNNWB_COMMUNITY_MAX_STEPS)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "walktrap steps must be at least 1 (got %" G_GINT64_FORMAT ")", options->steps);
+                "walktrap steps must be 1 to %d (got %" G_GINT64_FORMAT ")",
+                KNNWB_COMMUNITY_MAX_STEPS, options->steps);
     return FALSE;
   }
   if (!knnwb_community_check_weights(graph, similarities, error))

@@ -61,7 +61,8 @@ void knnwb_classify_metrics_print(FILE *stream, const KnnwbClassifyMetrics *metr
       support += metrics->confusion[c * n + p];
     double precision = knnwb_classify_precision(metrics, c);
     double recall = knnwb_classify_recall(metrics, c);
-    fprintf(stream, "%s\t", names[c]);
+    knnwb_formats_write_tsv_field(stream, names[c]); /* quoted as the other tables */
+    putc('\t', stream);
     if (isnan(precision))
       fputs("-", stream);
     else
@@ -75,11 +76,13 @@ void knnwb_classify_metrics_print(FILE *stream, const KnnwbClassifyMetrics *metr
   }
   fprintf(stream, "\nconfusion (rows: true class, columns: predicted)\n");
   fputs("true\\predicted", stream);
-  for (size_t p = 0; p < n; p++)
-    fprintf(stream, "\t%s", names[p]);
+  for (size_t p = 0; p < n; p++) {
+    putc('\t', stream);
+    knnwb_formats_write_tsv_field(stream, names[p]);
+  }
   putc('\n', stream);
   for (size_t t = 0; t < n; t++) {
-    fputs(names[t], stream);
+    knnwb_formats_write_tsv_field(stream, names[t]);
     for (size_t p = 0; p < n; p++)
       fprintf(stream, "\t%" G_GUINT64_FORMAT, (guint64)metrics->confusion[t * n + p]);
     putc('\n', stream);

@@ -5,6 +5,7 @@
 #include <knnwb/community.h>
 #include <knnwb/error.h>
 #include <knnwb/evaluation.h>
+#include <knnwb/text_fields.h>
 
 gboolean knnwb_evaluation_append(GString *text, const char *annotation,
                                  const igraph_vector_int_t *membership,
@@ -35,8 +36,10 @@ gboolean knnwb_evaluation_append(GString *text, const char *annotation,
     if (ok) {
       FILE *stream = knnwb_atomic_file_stream(file);
       fputs("cluster", stream);
-      for (igraph_integer_t c = 0; c < n_classes; c++)
-        fprintf(stream, "\t%s", class_names[c]);
+      for (igraph_integer_t c = 0; c < n_classes; c++) {
+        putc('\t', stream); /* a name with a tab or line break quoted, as the other tables */
+        knnwb_formats_write_tsv_field(stream, class_names[c]);
+      }
       fputc('\n', stream);
       for (igraph_integer_t r = 0; r < igraph_matrix_int_nrow(&table); r++) {
         fprintf(stream, "%" IGRAPH_PRId, r);

@@ -46,3 +46,10 @@ gboolean knnwb_knn_plugin_options(const KnnwbStepContext *context, KnnwbKnnOptio
   options->cancel = context->cancel;
   return TRUE;
 }
+
+gboolean knnwb_knn_plugin_check(const KnnwbParamValue *params, GError **error)
+{
+  g_autoptr(GArray) devices = g_array_new(FALSE, FALSE, sizeof(int));
+  return knnwb_device_list_parse(params[KNNWB_KNN_PARAM_DEVICES].v_string, "devices", devices,
+                                 error);
+}

@@ -48,4 +48,10 @@ enum {
 gboolean knnwb_knn_plugin_options(const KnnwbStepContext *context, KnnwbKnnOptions *options,
                                   GArray *devices, GError **error);
 
+/**
+ * The common parameters' check without data (KnnwbStepType.check of the kNN steps): the device
+ * list, parsed as knnwb_knn_plugin_options parses it. Errors: KNNWB_ERROR_INVALID_ARGUMENT.
+ */
+gboolean knnwb_knn_plugin_check(const KnnwbParamValue *params, GError **error);
+
 #endif

@@ -135,6 +135,15 @@ static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **erro
          knnwb_classify_write_metrics(p[METRICS].v_string, metrics, classes->names, error);
 }
 
+/* The fold count and the common parameters, as the run parses them (validation finds a typo
+ * before any step runs). */
+static gboolean knnwb_classify_step_check(const KnnwbParamValue *params, GError **error)
+{
+  size_t folds = 0;
+  return knnwb_knn_plugin_check(params, error) &&
+         knnwb_classify_folds_from_string(params[FOLDS].v_string, &folds, error);
+}
+
 const KnnwbStepType knnwb_knn_step_classify = {
     "knn-classify",
     "kNN classification: majority vote, stratified cross-validation or a query set, metrics",
@@ -145,4 +154,5 @@ const KnnwbStepType knnwb_knn_step_classify = {
     KNNWB_KIND_NONE,
     knnwb_classify_step_run,
     0,
+    knnwb_classify_step_check,
 };

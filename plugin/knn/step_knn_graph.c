@@ -59,4 +59,5 @@ const KnnwbStepType knnwb_knn_step_graph = {
     KNNWB_KIND_GRAPH,
     knnwb_knn_graph_run,
     KNNWB_STEP_SPLIT_ROWS,
+    knnwb_knn_plugin_check,
 };

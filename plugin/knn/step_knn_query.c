@@ -123,4 +123,5 @@ const KnnwbStepType knnwb_knn_step_query = {
     KNNWB_KIND_GRAPH,
     knnwb_knn_query_run,
     KNNWB_STEP_SPLIT_ROWS,
+    knnwb_knn_plugin_check,
 };

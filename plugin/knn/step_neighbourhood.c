@@ -166,4 +166,5 @@ const KnnwbStepType knnwb_knn_step_neighbourhood = {
     KNNWB_KIND_GRAPH,
     knnwb_neighbourhood_step_run,
     KNNWB_STEP_SPLIT_ROWS,
+    knnwb_knn_plugin_check,
 };

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include "knnwb_test_time.h"
 #include <igraph.h>
 #include <knnwb/community.h>
 #include <knnwb/error.h>
@@ -378,7 +379,8 @@ static igraph_error_t always_interrupted(void *data)
  * 11-15 s on a 19-million-edge SNN graph (20,000 rows, k = 60); and when Leiden itself saw the
  * interruption, igraph 0.10.2 crashed (a segmentation fault in IGRAPH_FINALLY_FREE): this test
  * crashed before. Here 3 million random directed edges and an interruption handler that always
- * says stop: CANCELLED within 0.5 s. */
+ * says stop: CANCELLED at once (the bound, 2 s scaled for slower builds by knnwb_test_time.h,
+ * only tells that from running on). */
 static void test_interrupted_at_once(void)
 {
   const igraph_integer_t n = 100000, m = 3000000;
@@ -413,7 +415,7 @@ static void test_interrupted_at_once(void)
     g_test_message("method %d: stopped after %.3f s", (int)methods[i], seconds);
     g_assert_false(ok);
     g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
-    g_assert_cmpfloat(seconds, <, 0.5);
+    g_assert_cmpfloat(seconds, <, knnwb_test_seconds(2.0));
   }
   igraph_vector_int_destroy(&membership);
   igraph_vector_destroy(&weights);

@@ -5,12 +5,17 @@
  * left untouched. */
 #include "knnwb_test_npy.h"
 #include "knnwb_test_process.h"
+#include "knnwb_test_time.h"
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <stdio.h>
 #include <igraph.h>
 #include <knnwb/knnwb.h>
 #include "host_test_util.h"
+
+/* The promise is "stops within a second"; the bound only tells a stopped run from one that went
+ * on to its end (seconds more), generously and scaled for slower builds (knnwb_test_time.h). */
+#define STOP_SECONDS knnwb_test_seconds(3.0)
 
 /* A float32 NPY file of n x d deterministic values. */
 static char *write_npy(const char *dir, size_t n, size_t d)
@@ -59,7 +64,7 @@ static int run_and_signal(char **argv, const char *wait_for, int signal_number,
   gint64 exited = g_get_monotonic_time();
   g_test_message("stderr: %s", err->str);
   *seconds_to_exit = (double)((stopped != 0 ? stopped : exited) - signalled) / G_USEC_PER_SEC;
-  g_assert_cmpint(exited - signalled, <, 10 * G_USEC_PER_SEC);
+  g_assert_cmpint(exited - signalled, <, knnwb_test_usec(10.0));
   g_spawn_close_pid(pid);
   close(err_fd);
   g_assert_true(WIFEXITED(status));
@@ -109,7 +114,7 @@ static void test_pipeline_several_outputs(void)
     g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
     g_assert_cmpstr(text, ==, "old result\n");
     /* Stopping takes a tile, not the rest of the run. */
-    g_assert_cmpfloat(seconds, <, 3.0);
+    g_assert_cmpfloat(seconds, <, STOP_SECONDS);
   }
   host_test_rmtree(dir);
 }
@@ -130,7 +135,7 @@ static void test_knn_keeps_old_output(void)
   g_autofree char *text = NULL;
   g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
   g_assert_cmpstr(text, ==, "old\n");
-  g_assert_cmpfloat(seconds, <, 3.0);
+  g_assert_cmpfloat(seconds, <, STOP_SECONDS);
   host_test_rmtree(dir);
 }
 
@@ -144,7 +149,7 @@ static void assert_stopped_keeping_old(char **argv, const char *out_dir, const c
   g_autofree char *text = NULL;
   g_assert_true(g_file_get_contents(old, &text, NULL, NULL));
   g_assert_cmpstr(text, ==, "old\n");
-  g_assert_cmpfloat(seconds, <, 1.0);
+  g_assert_cmpfloat(seconds, <, STOP_SECONDS);
 }
 
 /* Ctrl-C while the CPU's GEMM runs (oneDNN's JIT kernels, which use the stack pointer as a general

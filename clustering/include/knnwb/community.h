@@ -134,6 +134,13 @@ typedef enum {
   KNNWB_OBJECTIVE_CPM /**< constant Potts model: sum over clusters of (w_in - gamma s^2/2) */
 } KnnwbCommunityObjective;
 
+/**
+ * The longest walktrap walk accepted (steps), for the library, `knnwb cluster --steps` and the
+ * community step alike: walktrap's cost grows with the walk (2^31 steps on 40 rows ran for hours);
+ * walks of a few steps are the method's use.
+ */
+#define KNNWB_COMMUNITY_MAX_STEPS 1000000
+
 /** Options of knnwb_clustering_community; initialise with knnwb_community_options_init(). */
 typedef struct {
   KnnwbCommunityMethod method;       /**< default leiden */
@@ -142,7 +149,7 @@ typedef struct {
   double beta;                       /**< Leiden's randomness; default 0.01 (igraph's) */
   gint64 n_iterations;               /**< Leiden; < 0 = until stable (default -1) */
   guint64 seed;                      /**< igraph's RNG seed (Leiden, Louvain); default 42 */
-  gint64 steps;                      /**< walktrap's random-walk length; default 4 */
+  gint64 steps; /**< walktrap's random-walk length, 1 .. KNNWB_COMMUNITY_MAX_STEPS; default 4 */
 } KnnwbCommunityOptions;
 
 void knnwb_community_options_init(KnnwbCommunityOptions *options);

@@ -96,6 +96,20 @@ static GOptionContext *knnwb_classify_options_new(KnnwbClassifyCommand *command)
   return context;
 }
 
+/* The files of the run, for the checks every command shares on the names at parse time (the
+ * runner checks the rest, as every pipeline's, before the first step). */
+static KnnwbHostFiles *knnwb_classify_files(const KnnwbClassifyCommand *command)
+{
+  KnnwbHostFiles *files = knnwb_host_files_new();
+  knnwb_host_input_files(files, command->rest[0], &command->input);
+  knnwb_host_files_input(files, command->query_path, "--query");
+  g_autofree char *table = knnwb_host_spec_table(command->classes_spec);
+  knnwb_host_files_side_input(files, table, "--classes");
+  knnwb_host_files_output(files, command->output, "-o");
+  knnwb_host_files_output(files, command->metrics_path, "--metrics");
+  return files;
+}
+
 /* The command line into run (usage errors). */
 static gboolean knnwb_classify_parse(GOptionContext *context, int argc, char **argv,
                                      KnnwbClassifyRun *run, GError **error)
@@ -104,6 +118,9 @@ static gboolean knnwb_classify_parse(GOptionContext *context, int argc, char **a
   if (!knnwb_host_options_parse(context, "classify", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->output != NULL, "-o OUT.tsv", error))
+    return FALSE;
+  g_autoptr(KnnwbHostFiles) files = knnwb_classify_files(command);
+  if (!knnwb_host_files_check_names(files, error))
     return FALSE;
   if (command->seed < 0 || command->seed > G_MAXUINT32) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--seed must be 0 .. 2^32-1");

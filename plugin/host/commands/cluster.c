@@ -364,59 +364,76 @@ static gboolean knnwb_cluster_write_summary(const char *path, const char *contin
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
 
+/* Every file of the run: the matrix, --labels and the annotation table; the table, its
+ * companions and the extras asked for (finals, indexed by KnnwbClusterTarget), for the checks
+ * every command shares. */
+static KnnwbHostFiles *knnwb_cluster_files(const KnnwbClusterCommand *command, const char **finals)
+{
+  static const char *const roles[KNNWB_CLUSTER_N_TARGETS] = {
+      [KNNWB_CLUSTER_TABLE] = "-o",
+      [KNNWB_CLUSTER_SUMMARY] = "the summary of -o",
+      [KNNWB_CLUSTER_CONTINGENCY] = "the contingency table of -o",
+      [KNNWB_CLUSTER_GML] = "--gml",
+      [KNNWB_CLUSTER_GRAPHML] = "--graphml",
+      [KNNWB_CLUSTER_LINKAGE] = "--linkage",
+      [KNNWB_CLUSTER_HIERARCHY] = "--hierarchy",
+      [KNNWB_CLUSTER_NEWICK] = "--newick"};
+  KnnwbHostFiles *files = knnwb_host_files_new();
+  knnwb_host_input_files(files, command->rest[0], &command->input);
+  g_autofree char *annotation_table = knnwb_host_spec_table(command->annotation);
+  knnwb_host_files_side_input(files, annotation_table, "--annotation");
+  for (int t = 0; t < KNNWB_CLUSTER_N_TARGETS; t++)
+    knnwb_host_files_output(files, finals[t], roles[t]);
+  return files;
+}
+
+/* The targets of a run (finals, indexed by KnnwbClusterTarget), their names as given. */
+static void knnwb_cluster_finals(const KnnwbClusterCommand *command, char **companions,
+                                 const char **finals)
+{
+  companions[0] = knnwb_cluster_companion(command->output, ".summary.tsv");
+  companions[1] =
+      command->annotation ? knnwb_cluster_companion(command->output, ".contingency.tsv") : NULL;
+  const char *given[KNNWB_CLUSTER_N_TARGETS] = {
+      [KNNWB_CLUSTER_TABLE] = command->output,        [KNNWB_CLUSTER_SUMMARY] = companions[0],
+      [KNNWB_CLUSTER_CONTINGENCY] = companions[1],    [KNNWB_CLUSTER_GML] = command->gml,
+      [KNNWB_CLUSTER_GRAPHML] = command->graphml,     [KNNWB_CLUSTER_LINKAGE] = command->linkage,
+      [KNNWB_CLUSTER_HIERARCHY] = command->hierarchy, [KNNWB_CLUSTER_NEWICK] = command->newick};
+  memcpy(finals, given, sizeof given);
+}
+
+/* The checks every command shares, on the names alone (usage errors: an empty path). */
+static gboolean knnwb_cluster_check_names(const KnnwbClusterCommand *command, GError **error)
+{
+  char *companions[2] = {NULL, NULL};
+  const char *finals[KNNWB_CLUSTER_N_TARGETS];
+  knnwb_cluster_finals(command, companions, finals);
+  g_autoptr(KnnwbHostFiles) files = knnwb_cluster_files(command, finals);
+  gboolean ok = knnwb_host_files_check_names(files, error);
+  g_free(companions[0]);
+  g_free(companions[1]);
+  return ok;
+}
+
 /* The targets of a run, checked before anything is read, like every command's (a long run must
  * not end with "cannot write"): each is absent or a regular file in a directory that takes files
- * (its temporary is created and removed now), none is an input of the run (the matrix or the
- * annotation table), and no two are one file (`out.tsv`, `./out.tsv`, a hard link). */
+ * (its temporary is created and removed now), none is an input of the run (the matrix, --labels,
+ * the annotation table), and no two are one file (`out.tsv`, `./out.tsv`, a hard link). */
 static gboolean knnwb_cluster_outputs_prepare(const KnnwbClusterCommand *command,
                                               KnnwbClusterOutputs *outputs, GError **error)
 {
-  g_autofree char *summary = knnwb_cluster_companion(command->output, ".summary.tsv");
-  g_autofree char *contingency =
-      command->annotation ? knnwb_cluster_companion(command->output, ".contingency.tsv") : NULL;
-  const char *finals[KNNWB_CLUSTER_N_TARGETS] = {
-      [KNNWB_CLUSTER_TABLE] = command->output,        [KNNWB_CLUSTER_SUMMARY] = summary,
-      [KNNWB_CLUSTER_CONTINGENCY] = contingency,      [KNNWB_CLUSTER_GML] = command->gml,
-      [KNNWB_CLUSTER_GRAPHML] = command->graphml,     [KNNWB_CLUSTER_LINKAGE] = command->linkage,
-      [KNNWB_CLUSTER_HIERARCHY] = command->hierarchy, [KNNWB_CLUSTER_NEWICK] = command->newick};
-  g_autofree char *annotation_table = NULL;
-  if (command->annotation) {
-    const char *colon = strrchr(command->annotation, ':');
-    annotation_table =
-        colon ? g_strndup(command->annotation, (gsize)(colon - command->annotation)) : NULL;
-  }
-  const char *inputs[] = {command->rest[0], annotation_table};
-  g_autofree char *matrix_identity = knnwb_host_path_identity(inputs[0]);
-  g_autofree char *table_identity = inputs[1] ? knnwb_host_path_identity(inputs[1]) : NULL;
-  const char *input_identities[] = {matrix_identity, table_identity};
-  g_autoptr(GPtrArray) identities = g_ptr_array_new_with_free_func(g_free);
-  for (int t = 0; t < KNNWB_CLUSTER_N_TARGETS; t++) {
-    if (finals[t] == NULL)
-      continue;
-    if (!knnwb_host_check_output(finals[t], error))
-      return FALSE;
-    char *identity = knnwb_host_path_identity(finals[t]);
-    g_ptr_array_add(identities, identity);
-    for (guint i = 0; i < G_N_ELEMENTS(inputs); i++)
-      if (input_identities[i] && strcmp(identity, input_identities[i]) == 0) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
-                    "'%s' is the input file '%s'; writing there would destroy the data", finals[t],
-                    inputs[i]);
-        return FALSE;
-      }
-    for (int earlier = 0, seen = 0; earlier < t; earlier++)
-      if (finals[earlier] != NULL && strcmp(identity, g_ptr_array_index(identities, seen++)) == 0) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
-                    "'%s' and '%s' are the same file; give each output its own name", finals[t],
-                    finals[earlier]);
-        return FALSE;
-      }
-  }
-  for (int t = 0; t < KNNWB_CLUSTER_N_TARGETS; t++)
+  char *companions[2] = {NULL, NULL};
+  const char *finals[KNNWB_CLUSTER_N_TARGETS];
+  knnwb_cluster_finals(command, companions, finals);
+  g_autoptr(KnnwbHostFiles) files = knnwb_cluster_files(command, finals);
+  gboolean ok = knnwb_host_files_check(files, error);
+  for (int t = 0; ok && t < KNNWB_CLUSTER_N_TARGETS; t++)
     if (finals[t] != NULL && (outputs->temporary[t] = knnwb_host_outputs_add(
                                   outputs->outputs, finals[t], error)) == NULL)
-      return FALSE;
-  return TRUE;
+      ok = FALSE;
+  g_free(companions[0]);
+  g_free(companions[1]);
+  return ok;
 }
 
 /* Writes every target's temporary; the caller commits them, or discards them on failure. */
@@ -486,12 +503,46 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
   return ok;
 }
 
+/* Numbers out of their range, named as given: the walk length (the bound the library and the
+ * community step share), a cut height that is not a distance (NaN compared false with everything
+ * and cut at no height), and rows dropped where the exact MST needs every row. */
+static gboolean knnwb_cluster_check_numbers(const KnnwbClusterCommand *command, GError **error)
+{
+  if (command->steps < 1 || command->steps > KNNWB_COMMUNITY_MAX_STEPS) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--steps %" G_GINT64_FORMAT ": walktrap's walk length must be 1 to %d",
+                command->steps, KNNWB_COMMUNITY_MAX_STEPS);
+    return FALSE;
+  }
+  /* -1, the default, stands for no --height. */
+  if (command->height != -1 && !(isfinite(command->height) && command->height >= 0)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--height %g: a cut height must be a finite distance, 0 or more", command->height);
+    return FALSE;
+  }
+  const gboolean exact_mst =
+      command->kind == KNNWB_CLUSTER_MST_KNN || command->kind == KNNWB_CLUSTER_SINGLE_LINKAGE;
+  if (exact_mst && (command->input.drop_missing || command->knn.drop_degenerate)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--method %s with %s: %s builds the exact minimum spanning tree over every row, "
+                "and a dropped row has no distances to join it; remove those rows from the input "
+                "instead",
+                command->method,
+                command->input.drop_missing ? "--drop-missing" : "--drop-degenerate",
+                command->method);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Option combinations that cannot work are usage errors, found before anything is read. */
 static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, GError **error)
 {
   const KnnwbClusterKind kind = command->kind;
   const gboolean snn = command->graph_kind == KNNWB_CLUSTER_GRAPH_SNN;
   const char *problem = NULL;
+  if (!knnwb_cluster_check_numbers(command, error))
+    return FALSE;
   if (command->height >= 0 && command->clusters > 0)
     problem = "--height and --clusters: give one of them, not both (a cut is either at a "
               "distance or by count)";
@@ -520,8 +571,6 @@ static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, GError *
     problem = "--annotation must be TABLE:COLUMN (a file and a column name or number)";
   else if (!(command->resolution > 0))
     problem = "--resolution must be positive";
-  else if (command->steps < 1)
-    problem = "--steps must be at least 1";
   if (problem) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s", problem);
     return FALSE;
@@ -586,7 +635,8 @@ static GOptionContext *knnwb_cluster_options_new(KnnwbClusterCommand *command)
                                NULL, ""),
        "OBJ"},
       {"seed", 0, 0, G_OPTION_ARG_INT64, &command->seed, "Random seed (default 42)", "N"},
-      {"steps", 0, 0, G_OPTION_ARG_INT64, &command->steps, "Walktrap walk length (default 4)", "N"},
+      {"steps", 0, 0, G_OPTION_ARG_INT64, &command->steps,
+       "Walktrap walk length, 1 to 1000000 (default 4)", "N"},
       {"height", 0, 0, G_OPTION_ARG_DOUBLE, &command->height,
        "single-linkage: cut at this distance", "H"},
       {"clusters", 0, 0, G_OPTION_ARG_INT64, &command->clusters,
@@ -643,7 +693,7 @@ static gboolean knnwb_cluster_parse(GOptionContext *context, int argc, char **ar
       !knnwb_cluster_parse_names(command, error) ||
       !knnwb_host_knn_options(&command->knn, FALSE, knn, error) ||
       !knnwb_host_input_options(&command->input, read, error) ||
-      !knnwb_cluster_check(command, error))
+      !knnwb_cluster_check(command, error) || !knnwb_cluster_check_names(command, error))
     return FALSE;
   if (command->knn.k == -1)
     knn->k = 10;

@@ -51,23 +51,6 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_strfreev(command->rest);
 }
 
-/* A long run must not end with "cannot write": the target's kind, its directory and whether it
- * is the input are checked before anything is read. */
-static gboolean knnwb_knn_check_output(const char *input, const char *output, GError **error)
-{
-  if (!knnwb_host_check_output(output, error))
-    return FALSE;
-  g_autofree char *input_identity = knnwb_host_path_identity(input);
-  g_autofree char *output_identity = knnwb_host_path_identity(output);
-  if (strcmp(input_identity, output_identity) == 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
-                "'%s' is the input file '%s'; writing the graph there would destroy the data",
-                output, input);
-    return FALSE;
-  }
-  return TRUE;
-}
-
 /* The undirected edges of an interleaved vector (a b a b ...) and their weights, as writers take
  * them. */
 static KnnwbEdgeList knnwb_knn_edge_list(size_t n_rows, igraph_vector_int_t *edges,
@@ -114,6 +97,17 @@ typedef struct {
   KnnwbLayout layout_used;
   gint64 start, read_done, knn_done;
 } KnnwbKnnRun;
+
+/* Every file of the run (the input, --labels, the output and its side file), declared for the
+ * checks every command shares: names at parse time, the rest before anything is read (a long run
+ * must not end with "cannot write", nor write over its data). */
+static KnnwbHostFiles *knnwb_knn_files(const KnnwbKnnRun *run)
+{
+  KnnwbHostFiles *files = knnwb_host_files_new();
+  knnwb_host_input_files(files, run->command.rest[0], &run->command.input);
+  knnwb_host_files_output_with_side(files, run->command.output, "-o", run->output_format);
+  return files;
+}
 
 static void knnwb_knn_run_clear(KnnwbKnnRun *run)
 {
@@ -226,7 +220,8 @@ static gboolean knnwb_knn_parse(GOptionContext *context, int argc, char **argv, 
       (command->graph && !knnwb_graph_mode_from_string(command->graph, &run->mode, error)))
     return FALSE;
   run->options.data_name = command->rest[0];
-  return knnwb_knn_parse_output(run, error);
+  g_autoptr(KnnwbHostFiles) files = knnwb_knn_files(run);
+  return knnwb_host_files_check_names(files, error) && knnwb_knn_parse_output(run, error);
 }
 
 /* Where this rank stands under mpirun, and the output's temporary (rank 0), made before anything
@@ -256,7 +251,8 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
       (run->mpi_input == KNNWB_MPI_INPUT_SPLIT ||
        (run->mpi_input == KNNWB_MPI_INPUT_AUTO && !knnwb_knn_uses_gpu(&run->options)));
   const char *output = run->command.output;
-  gboolean ready = knnwb_knn_check_output(run->command.rest[0], output, error);
+  g_autoptr(KnnwbHostFiles) files = knnwb_knn_files(run);
+  gboolean ready = knnwb_host_files_check(files, error);
   run->options.cancel = knnwb_host_signals_install();
   /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
   if (ready && run->writer) {

@@ -65,6 +65,21 @@ static gboolean knnwb_metafeatures_is_npy(const char *output)
   return g_str_has_suffix(lower, ".npy");
 }
 
+/* Every file of the run, for the checks every command shares (names at parse time, the rest
+ * before anything is read). */
+static KnnwbHostFiles *knnwb_metafeatures_files(const KnnwbMetafeaturesCommand *command)
+{
+  KnnwbHostFiles *files = knnwb_host_files_new();
+  knnwb_host_input_files(files, command->rest[0], &command->input);
+  knnwb_host_expand_files(files, &command->expand);
+  knnwb_host_files_output(files, command->output, "-o");
+  g_autofree char *labels = command->output != NULL && knnwb_metafeatures_is_npy(command->output)
+                                ? knnwb_formats_npy_labels_path(command->output)
+                                : NULL;
+  knnwb_host_files_output(files, labels, "the row labels of -o");
+  return files;
+}
+
 /* The command line into command and read (usage errors). */
 static gboolean knnwb_metafeatures_parse(GOptionContext *context, int argc, char **argv,
                                          KnnwbMetafeaturesCommand *command, KnnwbReadOptions *read,
@@ -73,6 +88,9 @@ static gboolean knnwb_metafeatures_parse(GOptionContext *context, int argc, char
   if (!knnwb_host_options_parse(context, "metafeatures", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->output != NULL, "-o OUT", error))
+    return FALSE;
+  g_autoptr(KnnwbHostFiles) files = knnwb_metafeatures_files(command);
+  if (!knnwb_host_files_check_names(files, error))
     return FALSE;
   g_autofree char *lower = g_ascii_strdown(command->output, -1);
   if (!g_str_has_suffix(lower, ".npy") && !g_str_has_suffix(lower, ".tsv") &&
@@ -87,10 +105,12 @@ static gboolean knnwb_metafeatures_parse(GOptionContext *context, int argc, char
 
 /* The output's temporary, and its labels side file for .npy. Creating the temporary proves the
  * directory takes files (root passes access() on /proc). */
-static const char *knnwb_metafeatures_prepare(const char *output, GPtrArray *outputs,
-                                              GError **error)
+static const char *knnwb_metafeatures_prepare(const KnnwbMetafeaturesCommand *command,
+                                              GPtrArray *outputs, GError **error)
 {
-  if (!knnwb_host_check_output(output, error))
+  const char *output = command->output;
+  g_autoptr(KnnwbHostFiles) files = knnwb_metafeatures_files(command);
+  if (!knnwb_host_files_check(files, error))
     return NULL;
   const char *temporary = knnwb_host_outputs_add(outputs, output, error);
   if (temporary != NULL && knnwb_metafeatures_is_npy(output)) {
@@ -126,7 +146,7 @@ static gboolean knnwb_metafeatures_execute(const KnnwbMetafeaturesCommand *comma
                                            GError **error)
 {
   const volatile gint *cancel = knnwb_host_signals_install();
-  const char *temporary = knnwb_metafeatures_prepare(command->output, outputs, error);
+  const char *temporary = knnwb_metafeatures_prepare(command, outputs, error);
   if (temporary == NULL)
     return FALSE;
   knnwb_host_log_set_quiet(command->quiet);

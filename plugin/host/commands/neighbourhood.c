@@ -105,6 +105,18 @@ static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand
   return context;
 }
 
+/* Every file of the run, for the checks every command shares (names at parse time, the rest
+ * before anything is read). */
+static KnnwbHostFiles *knnwb_neighbourhood_files(const KnnwbNeighbourhoodCommand *command)
+{
+  KnnwbHostFiles *files = knnwb_host_files_new();
+  knnwb_host_input_files(files, command->rest[0], &command->input);
+  knnwb_host_expand_files(files, &command->expand);
+  knnwb_host_files_output(files, command->output, "-o");
+  knnwb_host_files_output(files, command->table, "--table");
+  return files;
+}
+
 /* The command line into run (usage errors). */
 static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, char **argv,
                                           KnnwbNeighbourhoodRun *run, GError **error)
@@ -114,6 +126,9 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->focus_text != NULL, "--focus LABEL", error) ||
       !knnwb_host_required(command->output != NULL, "-o OUT.gml", error))
+    return FALSE;
+  g_autoptr(KnnwbHostFiles) files = knnwb_neighbourhood_files(command);
+  if (!knnwb_host_files_check_names(files, error))
     return FALSE;
   if (command->order < 1 || command->order > 10) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -135,8 +150,8 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
 static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError **error)
 {
   const KnnwbNeighbourhoodCommand *command = &run->command;
-  if (!knnwb_host_check_output(command->output, error) ||
-      (command->table != NULL && !knnwb_host_check_output(command->table, error)))
+  g_autoptr(KnnwbHostFiles) files = knnwb_neighbourhood_files(command);
+  if (!knnwb_host_files_check(files, error))
     return FALSE;
   run->options.cancel = knnwb_host_signals_install();
   run->options.data_name = command->rest[0];

@@ -320,6 +320,26 @@ gboolean knnwb_host_required(gboolean given, const char *what, GError **error)
   return given;
 }
 
+void knnwb_host_input_files(KnnwbHostFiles *files, const char *input,
+                            const KnnwbHostInputArgs *args)
+{
+  knnwb_host_files_input(files, input, "INPUT");
+  knnwb_host_files_side_input(files, args->labels, "--labels");
+}
+
+char *knnwb_host_spec_table(const char *spec)
+{
+  const char *colon = spec != NULL ? strrchr(spec, ':') : NULL;
+  return colon != NULL ? g_strndup(spec, (gsize)(colon - spec)) : NULL;
+}
+
+void knnwb_host_expand_files(KnnwbHostFiles *files, const KnnwbHostExpandArgs *args)
+{
+  knnwb_host_files_side_input(files, args->rows, "--pair-rows");
+  g_autofree char *table = knnwb_host_spec_table(args->phenotype);
+  knnwb_host_files_side_input(files, table, "--phenotype");
+}
+
 gboolean knnwb_host_check_output(const char *path, GError **error)
 {
   return knnwb_host_output_check(path, error);

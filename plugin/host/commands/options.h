@@ -15,6 +15,7 @@
 #include <knnwb/knn.h>
 #include <knnwb/metafeatures.h>
 #include "pipeline/pipeline.h"
+#include "runtime/runtime.h"
 
 G_BEGIN_DECLS
 
@@ -132,6 +133,14 @@ gboolean knnwb_host_threads_check(int threads, GError **error);
 
 /** "WHAT is required" unless given (e.g. what = "-o OUT"). */
 gboolean knnwb_host_required(gboolean given, const char *what, GError **error);
+
+/** Declares the main input (role "the input file") and the --labels side file of args. O(1). */
+void knnwb_host_input_files(KnnwbHostFiles *files, const char *input,
+                            const KnnwbHostInputArgs *args);
+/** Declares the side inputs of args: --pair-rows and --phenotype's table. O(1). */
+void knnwb_host_expand_files(KnnwbHostFiles *files, const KnnwbHostExpandArgs *args);
+/** The table of a TABLE:COLUMN option value (a new string), NULL without a colon. */
+char *knnwb_host_spec_table(const char *spec);
 
 /** Refuses, before a long computation, an output that is not a regular file or whose directory is
  * missing or not writable (knnwb_host_output_check). */

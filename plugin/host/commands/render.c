@@ -86,6 +86,15 @@ static GOptionContext *knnwb_render_options_new(KnnwbRenderCommand *command)
   return context;
 }
 
+/* The files of the run, for the checks every command shares. */
+static KnnwbHostFiles *knnwb_render_files(const KnnwbRenderCommand *command)
+{
+  KnnwbHostFiles *files = knnwb_host_files_new();
+  knnwb_host_files_input(files, command->rest[0], "the GML file");
+  knnwb_host_files_output(files, command->output, "-o");
+  return files;
+}
+
 /* The command line into command (usage errors). */
 static gboolean knnwb_render_parse(GOptionContext *context, int argc, char **argv,
                                    KnnwbRenderCommand *command, GError **error)
@@ -97,6 +106,9 @@ static gboolean knnwb_render_parse(GOptionContext *context, int argc, char **arg
     return FALSE;
   }
   if (!knnwb_host_required(command->output != NULL, "-o OUT", error))
+    return FALSE;
+  g_autoptr(KnnwbHostFiles) files = knnwb_render_files(command);
+  if (!knnwb_host_files_check_names(files, error))
     return FALSE;
   if (command->width < 16 || command->width > 20000) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -114,7 +126,8 @@ static gboolean knnwb_render_parse(GOptionContext *context, int argc, char **arg
 static gboolean knnwb_render_execute(const KnnwbRenderCommand *command, GPtrArray *outputs,
                                      GError **error)
 {
-  if (!knnwb_host_check_output(command->output, error))
+  g_autoptr(KnnwbHostFiles) files = knnwb_render_files(command);
+  if (!knnwb_host_files_check(files, error))
     return FALSE;
   const volatile gint *cancel = knnwb_host_signals_install();
   const char *temporary = knnwb_host_outputs_add(outputs, command->output, error);

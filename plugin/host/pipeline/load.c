@@ -213,6 +213,7 @@ typedef struct {
   const char *step_id;
   const char *path;
   int line;
+  gboolean side; /* the side file a writer puts beside the step's output */
 } KnnwbPipelineFileUse;
 
 typedef struct {
@@ -224,7 +225,7 @@ static void knnwb_pipeline_files_note(GHashTable *table, char *identity, const c
                                       const char *path, int line)
 {
   KnnwbPipelineFileUse *use = g_new(KnnwbPipelineFileUse, 1);
-  *use = (KnnwbPipelineFileUse){step_id, path, line};
+  *use = (KnnwbPipelineFileUse){step_id, path, line, FALSE};
   g_hash_table_insert(table, identity, use);
 }
 
@@ -251,14 +252,52 @@ static void knnwb_pipeline_check_confined(KnnwbPipeline *pipeline, KnnwbPipeline
   }
 }
 
+char *knnwb_pipeline_side_file(const KnnwbPipelineStep *step, guint index, const char *path)
+{
+  const KnnwbStepType *type = step->step->type;
+  const char *value = step->values[index].v_string;
+  if (value == NULL || *value == '\0')
+    return NULL;
+  KnnwbOutputFormat format = KNNWB_OUTPUT_AUTO;
+  for (guint i = 0; i < type->n_params; i++)
+    if (strcmp(type->params[i].name, "format") == 0 && step->values[i].v_string != NULL &&
+        !knnwb_formats_output_from_string(step->values[i].v_string, &format, NULL))
+      format = KNNWB_OUTPUT_AUTO;
+  if (format == KNNWB_OUTPUT_AUTO && !knnwb_formats_output_from_path(value, &format, NULL))
+    return NULL;
+  return knnwb_formats_side_path(path != NULL ? path : value, format);
+}
+
+/* An output (or its side file, side) against the outputs noted before: two steps writing one file
+ * are refused; otherwise it is noted. */
+static void knnwb_pipeline_note_output(KnnwbPipelineStep *step, const char *path, gboolean side,
+                                       const char *about, int line, KnnwbPipelineFiles *files,
+                                       KnnwbPipelineDiagnostics *diagnostics)
+{
+  /* Spellings differ (out.knn, ./out.knn, sub/../out.knn, links): compare the files. */
+  char *identity = knnwb_host_path_identity(path);
+  const KnnwbPipelineFileUse *other = g_hash_table_lookup(files->outputs, identity);
+  if (other != NULL) {
+    knnwb_pipeline_report(
+        diagnostics, line, "%s'%s'%s is also written by step '%s' (line %d, as '%s'%s)", about,
+        path, side ? " (the side file written beside this output)" : "", other->step_id,
+        other->line, other->path, other->side ? ", the side file written beside its output" : "");
+    g_free(identity);
+  } else {
+    knnwb_pipeline_files_note(files->outputs, identity, step->id, g_intern_string(path), line);
+    KnnwbPipelineFileUse *use = g_hash_table_lookup(files->outputs, identity);
+    use->side = side;
+  }
+}
+
 static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep *step, guint index,
                                       int line, KnnwbPipelineFiles *files,
                                       KnnwbPipelineDiagnostics *diagnostics)
 {
   const KnnwbParamSpec *spec = &step->step->type->params[index];
   const char *text = step->values[index].v_string;
-  if (text == NULL)
-    return;
+  if (text == NULL || *text == '\0')
+    return; /* an empty name is reported by the parameter's parser */
   g_autofree char *about = knnwb_pipeline_about(pipeline, step, spec->name, line);
   if (spec->type == KNNWB_PARAM_INPUT_FILE) {
     char *path = knnwb_pipeline_resolve_path(pipeline->dir, text);
@@ -266,6 +305,7 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     g_free(step->texts[index]);
     step->texts[index] = path;
     step->values[index].v_string = path;
+    g_autoptr(GError) refused = NULL;
     int failure = access(path, R_OK) != 0 ? errno : 0;
     g_autofree char *named = failure != 0
                                  ? g_strdup_printf("%s: cannot open: %s", path, g_strerror(failure))
@@ -286,6 +326,8 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
                             g_strerror(failure));
     else if (g_file_test(path, G_FILE_TEST_IS_DIR))
       knnwb_pipeline_report(diagnostics, line, "%s'%s' is a directory", about, path);
+    else if (!knnwb_host_input_check(path, FALSE, &refused))
+      knnwb_pipeline_report(diagnostics, line, "%s%s", about, refused->message);
     else
       knnwb_pipeline_files_note(files->inputs, knnwb_host_path_identity(path), step->id, path,
                                 line);
@@ -300,19 +342,48 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     if (!knnwb_host_output_check(path, &error) &&
         !knnwb_pipeline_report_named(pipeline, diagnostics, error->message))
       knnwb_pipeline_report(diagnostics, line, "%s%s", about, error->message);
-    /* Spellings differ (out.knn, ./out.knn, sub/../out.knn, links): compare the files. */
-    char *identity = knnwb_host_path_identity(path);
-    const KnnwbPipelineFileUse *other = g_hash_table_lookup(files->outputs, identity);
-    if (other != NULL) {
-      knnwb_pipeline_report(diagnostics, line,
-                            "%s'%s' is also written by step '%s' (line "
-                            "%d, as '%s')",
-                            about, path, other->step_id, other->line, other->path);
-      g_free(identity);
-    } else {
-      knnwb_pipeline_files_note(files->outputs, identity, step->id, path, line);
-    }
+    knnwb_pipeline_note_output(step, path, FALSE, about, line, files, diagnostics);
   }
+}
+
+/* The side files writers put beside the step's outputs (known once every parameter is), against
+ * every other output. lines: where each parameter was given (0: not given). */
+static void knnwb_pipeline_check_side_files(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
+                                            const int *lines, KnnwbPipelineFiles *files,
+                                            KnnwbPipelineDiagnostics *diagnostics)
+{
+  const KnnwbStepType *type = step->step->type;
+  for (guint index = 0; index < type->n_params; index++) {
+    g_autofree char *side = type->params[index].type == KNNWB_PARAM_OUTPUT_FILE
+                                ? knnwb_pipeline_side_file(step, index, NULL)
+                                : NULL;
+    if (side == NULL)
+      continue;
+    const int line = lines[index] != 0 ? lines[index] : step->line;
+    g_autofree char *about = knnwb_pipeline_about(pipeline, step, type->params[index].name, line);
+    knnwb_pipeline_note_output(step, side, TRUE, about, line, files, diagnostics);
+  }
+}
+
+/* The step's own check of its parameter values (KnnwbStepType.check: what the run would refuse
+ * from the values alone), once every value passed the host's checks. */
+static void knnwb_pipeline_check_step(KnnwbPipeline *pipeline, const KnnwbPipelineStep *step,
+                                      KnnwbPipelineDiagnostics *diagnostics)
+{
+  const KnnwbStepType *type = step->step->type;
+  if (type->check == NULL)
+    return;
+  /* A value that could not be made (an undefined or cyclic variable, reported already) leaves
+   * nothing to check. */
+  for (guint i = 0; i < type->n_params; i++)
+    if (step->values[i].v_string == NULL && type->params[i].type != KNNWB_PARAM_INPUT_FILE &&
+        type->params[i].type != KNNWB_PARAM_OUTPUT_FILE)
+      return;
+  g_autoptr(GError) error = NULL;
+  if (type->check(step->values, &error))
+    return;
+  if (!knnwb_pipeline_report_named(pipeline, diagnostics, error->message))
+    knnwb_pipeline_report(diagnostics, step->line, "step '%s': %s", step->id, error->message);
 }
 
 static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
@@ -382,6 +453,7 @@ static void knnwb_pipeline_check_params(KnnwbPipeline *pipeline, KnnwbPipelineSt
     knnwb_pipeline_check_file(pipeline, step, index, step->line, files, diagnostics);
     knnwb_pipeline_check_confined(pipeline, step, index, step->line, diagnostics);
   }
+  knnwb_pipeline_check_side_files(pipeline, step, lines, files, diagnostics);
 }
 
 static void knnwb_pipeline_check_inputs(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
@@ -570,6 +642,10 @@ void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *regi
   g_autoptr(GHashTable) outputs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   g_autoptr(GHashTable) inputs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   KnnwbPipelineFiles files = {outputs, inputs};
+  /* The pipeline file is an input of its own run (no step's: step_id NULL). */
+  if (pipeline->path != NULL)
+    knnwb_pipeline_files_note(inputs, knnwb_host_path_identity(pipeline->path), NULL,
+                              pipeline->path, 1);
   for (guint s = 0; s < pipeline->steps->len; s++) {
     KnnwbPipelineStep *step = pipeline->steps->pdata[s];
     gpointer previous = g_hash_table_lookup(ids, step->id);
@@ -595,7 +671,10 @@ void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *regi
     KnnwbPipelineStep *step = pipeline->steps->pdata[s];
     if (step->step == NULL)
       continue;
+    const guint n_errors = diagnostics->n_errors;
     knnwb_pipeline_check_params(pipeline, step, &files, diagnostics);
+    if (diagnostics->n_errors == n_errors)
+      knnwb_pipeline_check_step(pipeline, step, diagnostics);
     knnwb_pipeline_check_inputs(pipeline, step, ids, diagnostics);
   }
   /* An output over an input of the same run would replace the data it was computed from (or
@@ -606,7 +685,12 @@ void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *regi
   while (g_hash_table_iter_next(&iter, &key, &value)) {
     const KnnwbPipelineFileUse *output = value;
     const KnnwbPipelineFileUse *input = g_hash_table_lookup(inputs, key);
-    if (input != NULL)
+    if (input != NULL && input->step_id == NULL)
+      knnwb_pipeline_report(diagnostics, output->line,
+                            "step '%s': output '%s' is this pipeline's own file '%s'; an output "
+                            "must not replace an input of the same run",
+                            output->step_id, output->path, input->path);
+    else if (input != NULL)
       knnwb_pipeline_report(diagnostics, output->line,
                             "step '%s': output '%s' is the input '%s' of step '%s' (line %d); an "
                             "output must not replace an input of the same run",

@@ -106,6 +106,12 @@ KnnwbPipelineParam *knnwb_pipeline_step_add_param(KnnwbPipelineStep *step, const
 void knnwb_pipeline_check(KnnwbPipeline *pipeline, const KnnwbHostRegistry *registry,
                           KnnwbPipelineDiagnostics *diagnostics);
 
+/* The side file the writer puts beside output parameter index of step (the `.rows.txt` of a
+ * `.mtx`), named after path (NULL: the parameter's value; or its temporary): its format from the
+ * step's "format" parameter when set, else from the value's extension; NULL when none (load.c).
+ * A new string. */
+char *knnwb_pipeline_side_file(const KnnwbPipelineStep *step, guint index, const char *path);
+
 /* Checks one parameter value text against its spec (not file params' paths): fills value->v_*
  * (registry.c). Errors: KNNWB_ERROR_INVALID_ARGUMENT with a message naming the parameter. */
 gboolean knnwb_host_param_parse(const KnnwbParamSpec *spec, const char *text,

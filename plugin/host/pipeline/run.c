@@ -146,10 +146,16 @@ static gboolean knnwb_pipeline_run_add_outputs(KnnwbPipelineRun *run, GError **e
       if (type->params[i].type != KNNWB_PARAM_OUTPUT_FILE || final == NULL)
         continue;
       g_autoptr(GError) local = NULL;
-      if (knnwb_host_outputs_add(run->outputs, final, &local) == NULL) {
+      const char *temporary = knnwb_host_outputs_add(run->outputs, final, &local);
+      if (temporary == NULL) {
         knnwb_pipeline_run_step_error(pipeline, step, local, FALSE, error);
         return FALSE;
       }
+      /* The writer puts its side file beside the temporary: committed with the rest. */
+      g_autofree char *side_final = knnwb_pipeline_side_file(step, i, NULL);
+      g_autofree char *side_temporary = knnwb_pipeline_side_file(step, i, temporary);
+      if (side_final != NULL && side_temporary != NULL)
+        knnwb_host_outputs_add_side_file(run->outputs, side_temporary, side_final);
     }
   }
   return TRUE;

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <linux/fs.h>
 #include <linux/magic.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -48,10 +50,52 @@ static gboolean knnwb_host_pseudo_file_system(__fsword_t type)
   }
 }
 
+gboolean knnwb_host_output_replaceable(const struct stat *directory, const struct stat *file,
+                                       uid_t user)
+{
+  /* In a sticky directory (/tmp, a shared project folder with +t) only the file's owner, the
+   * directory's owner or root may rename over a file. */
+  return (directory->st_mode & S_ISVTX) == 0 || user == 0 || file->st_uid == user ||
+         directory->st_uid == user;
+}
+
+/* An existing target that the commit's rename could not replace, found now: another user's file
+ * in a sticky directory, or a file marked immutable or append-only (chattr +i / +a). */
+static gboolean knnwb_host_output_check_replaceable(const char *path, const char *dir,
+                                                    const struct stat *file, GError **error)
+{
+  struct stat directory;
+  if (stat(dir, &directory) == 0 && !knnwb_host_output_replaceable(&directory, file, geteuid())) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "'%s' belongs to another user (uid %ju) in the sticky directory '%s', so it "
+                "cannot be replaced; remove it (as its owner) or write to another name",
+                path, (uintmax_t)file->st_uid, dir);
+    return FALSE;
+  }
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  int flags = 0;
+  gboolean fixed = fd >= 0 && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+                   (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0;
+  if (fd >= 0)
+    close(fd);
+  if (fixed)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "'%s' is marked %s (chattr), so it cannot be replaced; clear the mark or write "
+                "to another name",
+                path, (flags & FS_IMMUTABLE_FL) != 0 ? "immutable" : "append-only");
+  return !fixed;
+}
+
 gboolean knnwb_host_output_check(const char *path, GError **error)
 {
+  if (*path == '\0') {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "an output path is empty; give the file a name");
+    return FALSE;
+  }
   struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+  const gboolean exists = stat(path, &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
                 "'%s' is %s; an output must be a regular file (it would be replaced by one)", path,
                 knnwb_host_file_kind(st.st_mode));
@@ -78,6 +122,38 @@ gboolean knnwb_host_output_check(const char *path, GError **error)
   if (code != 0) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
                 "'%s': output directory '%s' cannot be written: %s", path, dir, g_strerror(code));
+    return FALSE;
+  }
+  return !exists || knnwb_host_output_check_replaceable(path, dir, &st, error);
+}
+
+gboolean knnwb_host_input_check(const char *path, gboolean side, GError **error)
+{
+  struct stat st;
+  if (*path == '\0') {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "an input path is empty; name the file");
+    return FALSE;
+  }
+  if (stat(path, &st) != 0) {
+    int code = errno;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(code));
+    return FALSE;
+  }
+  /* open() of a FIFO without a writer (or of some devices) blocks, and no signal handler gets
+   * the process out of it: a side input is refused by what stat() says, before it is opened. A
+   * main input's reader decides itself (it reads /dev/zero, refuses pipes). */
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || (side && !S_ISREG(st.st_mode))) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: %s, not a file: knnwb reads %s from regular files (opening a pipe would wait "
+                "for a writer); save it to a file first",
+                path, S_ISFIFO(st.st_mode) ? "a pipe (FIFO)" : knnwb_host_file_kind(st.st_mode),
+                side ? "side inputs" : "its inputs");
+    return FALSE;
+  }
+  if (access(path, R_OK) != 0) {
+    int code = errno;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(code));
     return FALSE;
   }
   return TRUE;
@@ -216,10 +292,16 @@ static gboolean knnwb_host_outputs_rename(GPtrArray *outputs, GError **error)
     replaced[renamed] = rename(output->temporary, output->final) == 0;
     if (!replaced[renamed]) {
       int code = errno;
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "cannot rename %s to %s: %s%s",
-                  output->temporary, output->final, g_strerror(code),
-                  all_backed_up ? "; the earlier outputs were restored"
-                                : "; some earlier outputs could not be restored");
+      /* One true sentence: the target (never the temporary, whose name the message would carry
+       * twice once the targets are named), and the earlier outputs only when some were replaced. */
+      guint earlier = 0;
+      for (guint i = 0; i < renamed; i++)
+        earlier += replaced[i] ? 1 : 0;
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot be replaced: %s%s", output->final,
+                  g_strerror(code),
+                  earlier == 0    ? ""
+                  : all_backed_up ? "; the outputs replaced before it were restored"
+                                  : "; some outputs replaced before it could not be restored");
       ok = FALSE;
       break;
     }
@@ -258,4 +340,145 @@ gboolean knnwb_host_outputs_commit(GPtrArray *outputs, const volatile gint *canc
   gboolean ok = knnwb_host_outputs_rename(outputs, error);
   knnwb_host_signals_committing(FALSE);
   return ok;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The files of a run, checked together before any work. */
+
+typedef enum {
+  KNNWB_HOST_FILE_INPUT,
+  KNNWB_HOST_FILE_SIDE_INPUT,
+  KNNWB_HOST_FILE_OUTPUT
+} KnnwbHostFileUse;
+
+typedef struct {
+  char *path;
+  char *role; /* "the input file", "-o", "the row labels of -o", ... */
+  KnnwbHostFileUse use;
+} KnnwbHostFile;
+
+struct KnnwbHostFiles {
+  GPtrArray *files; /* KnnwbHostFile, in declaration order */
+};
+
+static void knnwb_host_file_free(gpointer data)
+{
+  KnnwbHostFile *file = data;
+  g_free(file->path);
+  g_free(file->role);
+  g_free(file);
+}
+
+KnnwbHostFiles *knnwb_host_files_new(void)
+{
+  KnnwbHostFiles *files = g_new0(KnnwbHostFiles, 1);
+  files->files = g_ptr_array_new_with_free_func(knnwb_host_file_free);
+  return files;
+}
+
+void knnwb_host_files_free(KnnwbHostFiles *files)
+{
+  if (files == NULL)
+    return;
+  g_ptr_array_unref(files->files);
+  g_free(files);
+}
+
+static void knnwb_host_files_add(KnnwbHostFiles *files, const char *path, const char *role,
+                                 KnnwbHostFileUse use)
+{
+  if (path == NULL)
+    return;
+  KnnwbHostFile *file = g_new0(KnnwbHostFile, 1);
+  file->path = g_strdup(path);
+  file->role = g_strdup(role);
+  file->use = use;
+  g_ptr_array_add(files->files, file);
+}
+
+void knnwb_host_files_input(KnnwbHostFiles *files, const char *path, const char *role)
+{
+  knnwb_host_files_add(files, path, role, KNNWB_HOST_FILE_INPUT);
+}
+
+void knnwb_host_files_side_input(KnnwbHostFiles *files, const char *path, const char *role)
+{
+  knnwb_host_files_add(files, path, role, KNNWB_HOST_FILE_SIDE_INPUT);
+}
+
+void knnwb_host_files_output(KnnwbHostFiles *files, const char *path, const char *role)
+{
+  knnwb_host_files_add(files, path, role, KNNWB_HOST_FILE_OUTPUT);
+}
+
+void knnwb_host_files_output_with_side(KnnwbHostFiles *files, const char *path, const char *role,
+                                       KnnwbOutputFormat format)
+{
+  knnwb_host_files_output(files, path, role);
+  g_autofree char *side =
+      path != NULL && *path != '\0' ? knnwb_formats_side_path(path, format) : NULL;
+  g_autofree char *side_role = g_strdup_printf("the side file of %s", role);
+  knnwb_host_files_output(files, side, side_role);
+}
+
+gboolean knnwb_host_files_check_names(const KnnwbHostFiles *files, GError **error)
+{
+  for (guint i = 0; i < files->files->len; i++) {
+    const KnnwbHostFile *file = files->files->pdata[i];
+    if (*file->path == '\0') {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "%s: the %s path is empty",
+                  file->role, file->use == KNNWB_HOST_FILE_OUTPUT ? "output" : "input");
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* One declared file against those declared before it: no output may be an input, no two outputs
+ * one file (by identity: `out.tsv`, `./out.tsv`, a hard link, a link to the directory). */
+static gboolean knnwb_host_files_check_aliases(const KnnwbHostFiles *files, guint i,
+                                               char **identities, GError **error)
+{
+  const KnnwbHostFile *file = files->files->pdata[i];
+  for (guint j = 0; j < i; j++) {
+    const KnnwbHostFile *other = files->files->pdata[j];
+    const gboolean file_out = file->use == KNNWB_HOST_FILE_OUTPUT;
+    const gboolean other_out = other->use == KNNWB_HOST_FILE_OUTPUT;
+    if ((!file_out && !other_out) || strcmp(identities[i], identities[j]) != 0)
+      continue;
+    const KnnwbHostFile *output = file_out ? file : other;
+    const KnnwbHostFile *input = file_out ? other : file;
+    if (file_out && other_out)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                  "%s '%s' and %s '%s' are the same file; give each output its own name",
+                  other->role, other->path, file->role, file->path);
+    else
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                  "%s '%s' is the input file '%s' (%s); writing there would destroy the data",
+                  output->role, output->path, input->path, input->role);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_host_files_check(const KnnwbHostFiles *files, GError **error)
+{
+  if (!knnwb_host_files_check_names(files, error))
+    return FALSE;
+  const guint n = files->files->len;
+  g_auto(GStrv) identities = g_new0(char *, n + 1);
+  for (guint i = 0; i < n; i++) {
+    const KnnwbHostFile *file = files->files->pdata[i];
+    g_autoptr(GError) local = NULL;
+    if ((file->use == KNNWB_HOST_FILE_OUTPUT && !knnwb_host_output_check(file->path, &local)) ||
+        (file->use == KNNWB_HOST_FILE_SIDE_INPUT &&
+         !knnwb_host_input_check(file->path, TRUE, &local))) {
+      g_set_error(error, local->domain, local->code, "%s: %s", file->role, local->message);
+      return FALSE;
+    }
+    identities[i] = knnwb_host_path_identity(file->path);
+    if (!knnwb_host_files_check_aliases(files, i, identities, error))
+      return FALSE;
+  }
+  return TRUE;
 }

@@ -7,7 +7,9 @@
 #define KNNWB_HOST_RUNTIME_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <glib.h>
+#include <knnwb/formats.h>
 #include <knnwb/knn_group.h>
 
 G_BEGIN_DECLS
@@ -66,6 +68,56 @@ typedef struct {
  * Errors: KNNWB_ERROR_IO with a message naming path.
  */
 gboolean knnwb_host_output_check(const char *path, GError **error);
+
+/**
+ * Whether the commit's rename may replace file (its stat) in directory (its stat) for user (an
+ * effective uid): not in a sticky directory unless user owns the file or the directory, or is root.
+ * What knnwb_host_output_check asks about an existing target. O(1).
+ */
+gboolean knnwb_host_output_replaceable(const struct stat *directory, const struct stat *file,
+                                       uid_t user);
+
+/**
+ * Checks, without opening it, that path can be read as an input: it exists, is readable, and is
+ * not a FIFO or socket (whose open() would wait for a writer, deaf to signals); with side (a table,
+ * a labels file: anything but the main input, whose reader decides) it must be a regular file.
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT (empty path), KNNWB_ERROR_IO naming path. O(1).
+ */
+gboolean knnwb_host_input_check(const char *path, gboolean side, GError **error);
+
+/*
+ * The files of a run, declared by the command before any work (inputs, side inputs, outputs and
+ * the side files an output brings), then checked together by one function, so that every command
+ * keeps the same promises: no output replaces an input or another output, every output can be
+ * written and replaced, no side input blocks in open(), no path is empty.
+ */
+typedef struct KnnwbHostFiles KnnwbHostFiles;
+KnnwbHostFiles *knnwb_host_files_new(void);
+void knnwb_host_files_free(KnnwbHostFiles *files);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbHostFiles, knnwb_host_files_free)
+/** The main input (NULL: nothing): compared with the outputs; its reader checks the rest. role
+ * names it in messages ("the input file", "--query"). O(1). */
+void knnwb_host_files_input(KnnwbHostFiles *files, const char *path, const char *role);
+/** A side input (a table, a labels file; NULL: nothing): also checked by knnwb_host_input_check
+ * (side). O(1). */
+void knnwb_host_files_side_input(KnnwbHostFiles *files, const char *path, const char *role);
+/** An output (NULL: nothing); role is its option ("-o", "--gml"). O(1). */
+void knnwb_host_files_output(KnnwbHostFiles *files, const char *path, const char *role);
+/** An output and the side file format writes beside it (knnwb_formats_side_path: `.rows.txt`
+ * beside a `.mtx`, `.distances.npy` beside a `.npy`). O(1). */
+void knnwb_host_files_output_with_side(KnnwbHostFiles *files, const char *path, const char *role,
+                                       KnnwbOutputFormat format);
+/** Usage errors of the names alone (for parse time): an empty path. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT "ROLE: the output path is empty". O(files). */
+gboolean knnwb_host_files_check_names(const KnnwbHostFiles *files, GError **error);
+/**
+ * Every check before work: the names (as above); each output as knnwb_host_output_check (kind,
+ * directory, replaceable); each side input as knnwb_host_input_check; no output is an input or
+ * another output, compared by identity (knnwb_host_path_identity). The first failure is reported,
+ * prefixed with the file's role. Errors: KNNWB_ERROR_INVALID_ARGUMENT, KNNWB_ERROR_IO.
+ * O(files^2) comparisons.
+ */
+gboolean knnwb_host_files_check(const KnnwbHostFiles *files, GError **error);
 
 /**
  * What identifies a file for "same file" checks: device and inode when it exists, otherwise the

@@ -66,4 +66,5 @@ const KnnwbStepType knnwb_step_append_phenotype = {
     KNNWB_KIND_MATRIX,
     knnwb_append_phenotype_run,
     KNNWB_STEP_SPLIT_ROWS,
+    NULL,
 };

@@ -16,7 +16,8 @@ static const KnnwbParamSpec knnwb_community_params[N_PARAMS] = {
                    KNNWB_ENUM_CHOICES(KNNWB_COMMUNITY_OBJECTIVE_NAMES),
                    "Leiden's quality function"},
     [SEED] = {"seed", KNNWB_PARAM_INT, "42", 0, 4294967295.0, NULL, "igraph's RNG seed"},
-    [STEPS] = {"steps", KNNWB_PARAM_INT, "4", 1, 1e6, NULL, "walktrap's walk length"},
+    [STEPS] = {"steps", KNNWB_PARAM_INT, "4", 1, KNNWB_COMMUNITY_MAX_STEPS, NULL,
+               "walktrap's walk length"},
     [SIMILARITY] = {"similarity", KNNWB_PARAM_CHOICE, "inverse", 1, 0,
                     KNNWB_ENUM_CHOICES(KNNWB_SIMILARITY_NAMES),
                     "distance to weight: 1/(1+d), exp(-d/mean d) or 1"},
@@ -70,4 +71,5 @@ const KnnwbStepType knnwb_step_community = {
     KNNWB_KIND_CLUSTERING,
     knnwb_community_run,
     0,
+    NULL,
 };

@@ -26,4 +26,5 @@ const KnnwbStepType knnwb_step_components = {
     KNNWB_KIND_CLUSTERING,
     knnwb_components_run,
     0,
+    NULL,
 };

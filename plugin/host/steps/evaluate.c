@@ -60,11 +60,10 @@ static gboolean knnwb_evaluate_run(KnnwbStepContext *context, GError **error)
     return FALSE;
   g_auto(GStrv) class_names = NULL;
   g_autofree char *spec = g_strdup_printf("%s:%s", table, column);
-  gboolean ok =
-      knnwb_formats_read_annotation(table, column, knnwb_pipeline_value_labels(clusters), (size_t)n,
-                                    &classes, &class_names, NULL, error) &&
-      knnwb_evaluation_append(text, spec, &clusters->membership, &classes, class_names,
-                                   context->params[CONTINGENCY].v_string, error);
+  gboolean ok = knnwb_formats_read_annotation(table, column, knnwb_pipeline_value_labels(clusters),
+                                              (size_t)n, &classes, &class_names, NULL, error) &&
+                knnwb_evaluation_append(text, spec, &clusters->membership, &classes, class_names,
+                                        context->params[CONTINGENCY].v_string, error);
   igraph_vector_int_destroy(&classes);
   if (!ok)
     return FALSE;
@@ -90,4 +89,5 @@ const KnnwbStepType knnwb_step_evaluate = {
     KNNWB_KIND_NONE,
     knnwb_evaluate_run,
     0,
+    NULL,
 };

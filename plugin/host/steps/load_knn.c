@@ -47,4 +47,5 @@ const KnnwbStepType knnwb_step_load_knn = {
     KNNWB_KIND_GRAPH,
     knnwb_load_knn_run,
     0,
+    NULL,
 };

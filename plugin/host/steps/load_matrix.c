@@ -74,4 +74,5 @@ const KnnwbStepType knnwb_step_load_matrix = {
     KNNWB_KIND_MATRIX,
     knnwb_load_matrix_run,
     KNNWB_STEP_SPLIT_ROWS,
+    NULL,
 };

@@ -22,6 +22,14 @@ static const KnnwbPortSpec knnwb_metafeatures_inputs[] = {
     {"data", KNNWB_KIND_MATRIX, FALSE, "the rows to pair"},
 };
 
+/* The operator list, as the run parses it (validation finds a typo before any step runs). */
+static gboolean knnwb_metafeatures_step_check(const KnnwbParamValue *params, GError **error)
+{
+  KnnwbMetafeatureOp ops[KNNWB_METAFEATURE_COUNT];
+  size_t n_ops = 0;
+  return knnwb_metafeatures_parse_ops(params[OPS].v_string, ops, &n_ops, error);
+}
+
 static gboolean knnwb_metafeatures_step_expand(KnnwbStepContext *context, const KnnwbMatrix *data,
                                                KnnwbMatrix **result, GError **error)
 {
@@ -81,4 +89,5 @@ const KnnwbStepType knnwb_step_metafeatures = {
     KNNWB_KIND_MATRIX,
     knnwb_metafeatures_step_run,
     KNNWB_STEP_SPLIT_ROWS,
+    knnwb_metafeatures_step_check,
 };

@@ -58,4 +58,5 @@ const KnnwbStepType knnwb_step_mst = {
     KNNWB_KIND_GRAPH,
     knnwb_mst_run,
     0,
+    NULL,
 };

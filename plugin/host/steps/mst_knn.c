@@ -120,4 +120,5 @@ const KnnwbStepType knnwb_step_mst_knn = {
     KNNWB_KIND_CLUSTERING,
     knnwb_mst_knn_run,
     0,
+    NULL,
 };

@@ -86,4 +86,5 @@ const KnnwbStepType knnwb_step_mst_knn_distances = {
     KNNWB_KIND_CLUSTERING,
     knnwb_mst_knn_distances_run,
     0,
+    NULL,
 };

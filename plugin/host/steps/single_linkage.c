@@ -53,6 +53,26 @@ static gboolean knnwb_single_linkage_dendrogram(KnnwbStepContext *context, const
   return ok;
 }
 
+/* What the values alone tell (validation and run): a height is -1 (none) or a distance, and
+ * height and clusters exclude each other. */
+static gboolean knnwb_single_linkage_check(const KnnwbParamValue *params, GError **error)
+{
+  const double height = params[HEIGHT].v_double;
+  const gint64 clusters = params[CLUSTERS].v_int;
+  if (height < 0 && height != -1) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "height %g: a cut height is a distance, 0 or more (-1: cut by clusters)", height);
+    return FALSE;
+  }
+  if (height >= 0 && clusters > 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "give height or clusters, not both (height %g, clusters %" G_GINT64_FORMAT ")",
+                height, clusters);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 static gboolean knnwb_single_linkage_run(KnnwbStepContext *context, GError **error)
 {
   const KnnwbValue *in = context->inputs[0];
@@ -61,12 +81,8 @@ static gboolean knnwb_single_linkage_run(KnnwbStepContext *context, GError **err
   out->points = in->points;
   double height = context->params[HEIGHT].v_double;
   gint64 clusters = context->params[CLUSTERS].v_int;
-  if (height >= 0 && clusters > 0) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "give height or clusters, not both (height %g, clusters %" G_GINT64_FORMAT ")",
-                height, clusters);
+  if (!knnwb_single_linkage_check(context->params, error))
     return FALSE;
-  }
   if (height < 0 && clusters < 1) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "give either height (>= 0) or clusters (>= 1)");
@@ -104,4 +120,5 @@ const KnnwbStepType knnwb_step_single_linkage = {
     KNNWB_KIND_CLUSTERING,
     knnwb_single_linkage_run,
     0,
+    knnwb_single_linkage_check,
 };

@@ -59,4 +59,5 @@ const KnnwbStepType knnwb_step_snn_graph = {
     KNNWB_KIND_GRAPH,
     knnwb_snn_graph_run,
     0,
+    NULL,
 };

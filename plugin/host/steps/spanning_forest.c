@@ -46,4 +46,5 @@ const KnnwbStepType knnwb_step_spanning_forest = {
     KNNWB_KIND_GRAPH,
     knnwb_spanning_forest_run,
     0,
+    NULL,
 };

@@ -1,4 +1,5 @@
 /* The kNN lists a clustering step computes itself when no usable lists came in (mst, mst-knn). */
+#include <knnwb/error.h>
 #include <knnwb/knn.h>
 #include "steps/steps_internal.h"
 
@@ -6,6 +7,16 @@ gboolean knnwb_step_self_lists(KnnwbStepContext *context, const KnnwbMatrix *poi
                                KnnwbMetric metric, KnnwbBackend backend, size_t k,
                                KnnwbNeighbors **lists, GError **error)
 {
+  /* The exact MST joins every row: a row dropped by the reader (missing values with
+   * missing="drop-rows") has no distances, and the search would fail on it after minutes. */
+  if (points->n_absent_rows > 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s builds the exact minimum spanning tree over every row, and %zu of the %zu "
+                "rows were dropped (missing values, missing=\"drop-rows\"); remove those rows "
+                "from the input instead",
+                context->type->name, points->n_absent_rows, points->n_rows);
+    return FALSE;
+  }
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
   options.metric = metric;

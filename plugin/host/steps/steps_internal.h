@@ -25,8 +25,9 @@ extern const KnnwbStepType knnwb_step_append_phenotype;
 
 /**
  * The exact k-nearest lists of every row of points, as a clustering step computes them itself
- * (the step's threads, memory, cancel flag and tile progress from context). Errors: as
- * knnwb_knn_self's. O(n^2 d).
+ * (the step's threads, memory, cancel flag and tile progress from context), for the exact MST:
+ * points with absent rows (dropped by the reader) are refused up front, naming the reason.
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT; as knnwb_knn_self's. O(n^2 d).
  */
 gboolean knnwb_step_self_lists(KnnwbStepContext *context, const KnnwbMatrix *points,
                                KnnwbMetric metric, KnnwbBackend backend, size_t k,

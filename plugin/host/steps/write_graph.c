@@ -52,6 +52,16 @@ static gboolean knnwb_write_graph_focus(const char *text, const char *const *lab
   return TRUE;
 }
 
+/* The format: the parameter, else the extension (validation finds a name no writer knows before
+ * any step runs; the run writes a temporary with the same extension). */
+static gboolean knnwb_write_graph_check(const KnnwbParamValue *params, GError **error)
+{
+  KnnwbOutputFormat format;
+  return knnwb_formats_output_from_string(params[FORMAT].v_string, &format, error) &&
+         (format != KNNWB_OUTPUT_AUTO || params[PATH].v_string == NULL ||
+          knnwb_formats_output_from_path(params[PATH].v_string, &format, error));
+}
+
 static gboolean knnwb_write_graph_run(KnnwbStepContext *context, GError **error)
 {
   const KnnwbParamValue *p = context->params;
@@ -121,4 +131,5 @@ const KnnwbStepType knnwb_step_write_graph = {
     KNNWB_KIND_NONE,
     knnwb_write_graph_run,
     0,
+    knnwb_write_graph_check,
 };

@@ -31,4 +31,5 @@ const KnnwbStepType knnwb_step_write_labels = {
     KNNWB_KIND_NONE,
     knnwb_write_labels_run,
     0,
+    NULL,
 };

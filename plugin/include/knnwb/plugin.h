@@ -24,7 +24,7 @@ G_BEGIN_DECLS
  * Bumped whenever any structure in this header changes layout or meaning. A plugin built against
  * another number is refused by the host.
  */
-#define KNNWB_PLUGIN_ABI_VERSION 2
+#define KNNWB_PLUGIN_ABI_VERSION 3
 
 /** The name of the descriptor symbol every plugin exports. */
 #define KNNWB_PLUGIN_DESCRIPTOR_SYMBOL "knnwb_plugin_descriptor"
@@ -135,6 +135,9 @@ typedef struct KnnwbStepContext KnnwbStepContext;
 /** Runs one step. Returns FALSE with error set on failure (the host then stops the run). */
 typedef gboolean (*KnnwbStepRunFunc)(KnnwbStepContext *context, GError **error);
 
+/** Checks a step's parameter values without any data (KnnwbStepType.check). */
+typedef gboolean (*KnnwbStepCheckFunc)(const KnnwbParamValue *params, GError **error);
+
 /** KnnwbStepType.flags. */
 typedef enum {
   /**
@@ -157,6 +160,15 @@ typedef struct {
   KnnwbKind output; /**< KNNWB_KIND_NONE for steps that only write files */
   KnnwbStepRunFunc run;
   guint flags; /**< KnnwbStepFlags */
+  /**
+   * Optional (NULL: none). Checks what the parameters alone can tell (n_params entries in spec
+   * order, after the host's own checks of each): names of operators, counts, options that exclude
+   * each other, a device list, an output name no writer knows. The host calls it when a pipeline
+   * is validated (`knnwb validate`, and `knnwb run` before its first step), so that no run fails
+   * on something validation could see; the step's run should parse with the same functions.
+   * Errors: KNNWB_ERROR_INVALID_ARGUMENT with a message naming the parameter. (ABI 3.)
+   */
+  KnnwbStepCheckFunc check;
 } KnnwbStepType;
 
 /** What a running step gets from the host. */

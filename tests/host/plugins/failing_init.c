@@ -9,8 +9,8 @@ static gboolean test_run(KnnwbStepContext *context, GError **error)
   return TRUE;
 }
 
-static const KnnwbStepType test_half = {"test-half-registered", "never visible", NULL, 0, NULL, 0,
-                                        KNNWB_KIND_NONE,        test_run, 0};
+static const KnnwbStepType test_half = {"test-half-registered", "never visible", NULL, 0,   NULL, 0,
+                                        KNNWB_KIND_NONE,        test_run,        0,    NULL};
 
 static gboolean test_init(KnnwbPluginRegistrar *registrar, GError **error)
 {

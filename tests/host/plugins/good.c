@@ -25,10 +25,16 @@ static gboolean test_scale_run(KnnwbStepContext *context, GError **error)
   return TRUE;
 }
 
-static const KnnwbStepType test_scale = {"test-scale",      "multiply a matrix by a factor",
-                                         test_scale_inputs, 1,
-                                         test_scale_params, 1,
-                                         KNNWB_KIND_MATRIX, test_scale_run, 0};
+static const KnnwbStepType test_scale = {"test-scale",
+                                         "multiply a matrix by a factor",
+                                         test_scale_inputs,
+                                         1,
+                                         test_scale_params,
+                                         1,
+                                         KNNWB_KIND_MATRIX,
+                                         test_scale_run,
+                                         0,
+                                         NULL};
 
 static gboolean test_init(KnnwbPluginRegistrar *registrar, GError **error)
 {
