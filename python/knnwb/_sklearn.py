@@ -21,9 +21,9 @@ class KNNTransformer(TransformerMixin, BaseEstimator):
     With ``mode="connectivity"`` there are n_neighbors entries per row (self included), all 1.
     Rows left without neighbours (``drop_degenerate=True``) have only the self entry.
 
-    It is the ``transformer`` scanpy takes: ``sc.pp.neighbors(adata, n_neighbors=15,
-    transformer=knnwb.KNNTransformer(n_neighbors=14))``, scanpy's n_neighbors counting the row
-    itself (see docs/python.md).
+    It is the ``transformer`` scanpy takes: ``sc.pp.neighbors(adata,
+    transformer=knnwb.KNNTransformer(n_neighbors=15))`` (scanpy takes n_neighbors from the
+    transformer and counts the cell itself; see docs/python.md).
 
     Parameters: n_neighbors; metric, a knnwb metric ("euclidean", "pearson" = scikit-learn's
     "correlation", "abs-pearson", "spearman", "manhattan", "cosine"); mode; backend, devices,
