@@ -92,14 +92,16 @@ def _progress(progress, what):
     return update, bar
 
 
-def _knn_keywords(metric, backend, screen, threads, memory, devices, drop_degenerate):
+def _knn_keywords(metric, backend, screen, threads, memory, gpu_memory, devices,
+                  drop_degenerate):
     return dict(metric=_metric(metric), backend=backend, screen=screen, threads=threads,
-                memory=memory, devices=None if devices is None else [int(d) for d in devices],
+                memory=memory, gpu_memory=gpu_memory, devices=None if devices is None else [int(d) for d in devices],
                 drop_degenerate=bool(drop_degenerate))
 
 
 def kneighbors(X, k, metric="pearson", backend="auto", devices=None, threads=None, reference=None,
-               *, screen="auto", memory=None, drop_degenerate=False, progress=None):
+               *, screen="auto", memory=None, gpu_memory=None, drop_degenerate=False,
+               progress=None):
     """The k nearest rows of every row of X: ``(indices, distances)``, int64 and float64, n x k.
 
     Without ``reference``: every row against the other rows of X (itself excluded), the lists
@@ -113,7 +115,8 @@ def kneighbors(X, k, metric="pearson", backend="auto", devices=None, threads=Non
     backend: "auto" (CUDA when built in and a GPU is usable), "cpu" or "cuda".
     devices: GPU numbers (None: every visible GPU). threads: CPU threads (None or 0: all).
     screen: the screening precision ("auto", "fp32", "tf32", "fp16", "bf16"; the lists never
-    depend on it). memory: the CPU tile budget in bytes (None: 256 MiB).
+    depend on it). memory: the CPU tile budget in bytes (None: 256 MiB); gpu_memory: the
+    per-GPU budget in bytes (None: 90% of free memory).
     drop_degenerate: constant rows (pearson, spearman) or zero rows (cosine) get no neighbours
     (index -1, distance inf) with a KnnwbWarning instead of a ValueError.
     progress: a callable progress(done, total) called on this thread, or True for a bar.
@@ -126,7 +129,8 @@ def kneighbors(X, k, metric="pearson", backend="auto", devices=None, threads=Non
     try:
         indices, distances, _ = _knnwb.kneighbors(
             data, int(k), reference=ref, progress=callback,
-            **_knn_keywords(metric, backend, screen, threads, memory, devices, drop_degenerate))
+            **_knn_keywords(metric, backend, screen, threads, memory, gpu_memory, devices,
+                            drop_degenerate))
     finally:
         if bar is not None:
             bar.close()
@@ -145,8 +149,8 @@ def _similarity(distances, similarity):
 
 
 def graph(X, k, metric="pearson", mode="union", backend="auto", devices=None, threads=None, *,
-          similarity="inverse", names=None, screen="auto", memory=None, drop_degenerate=False,
-          progress=None):
+          similarity="inverse", names=None, screen="auto", memory=None, gpu_memory=None,
+          drop_degenerate=False, progress=None):
     """The kNN graph of the rows of X as a python-igraph ``Graph`` (python-igraph must be
     installed): one vertex per row, edges as ``knnwb knn -g MODE`` makes them.
 
@@ -161,7 +165,7 @@ def graph(X, k, metric="pearson", mode="union", backend="auto", devices=None, th
 
     indices, distances = kneighbors(X, k, metric=metric, backend=backend, devices=devices,
                                     threads=threads, screen=screen, memory=memory,
-                                    drop_degenerate=drop_degenerate, progress=progress)
+                                    gpu_memory=gpu_memory, drop_degenerate=drop_degenerate, progress=progress)
     edges, edge_distances = _knnwb.graph_edges(indices, distances, mode)
     g = igraph.Graph(n=indices.shape[0], edges=edges.tolist(), directed=(mode == "directed"))
     g.es["distance"] = edge_distances.tolist()
@@ -177,8 +181,8 @@ def graph(X, k, metric="pearson", mode="union", backend="auto", devices=None, th
 def cluster(X, method="leiden", k=None, metric="pearson", backend="auto", devices=None,
             threads=None, *, graph="union", snn_weight="rank", similarity="inverse",
             resolution=1.0, objective="modularity", seed=42, steps=4, height=None,
-            n_clusters=None, screen="auto", memory=None, drop_degenerate=False, progress=None,
-            return_modularity=False):
+            n_clusters=None, screen="auto", memory=None, gpu_memory=None, drop_degenerate=False,
+            progress=None, return_modularity=False):
     """Clusters the rows of X as ``knnwb cluster X --method METHOD`` does: an int64 membership,
     clusters numbered 0, 1, ... in the order of their lowest row.
 
@@ -204,7 +208,8 @@ def cluster(X, method="leiden", k=None, metric="pearson", backend="auto", device
             objective=objective, seed=int(seed), steps=int(steps),
             height=-1.0 if height is None else float(height),
             n_clusters=0 if n_clusters is None else int(n_clusters),
-            **_knn_keywords(metric, backend, screen, threads, memory, devices, drop_degenerate))
+            **_knn_keywords(metric, backend, screen, threads, memory, gpu_memory, devices,
+                            drop_degenerate))
     finally:
         if bar is not None:
             bar.close()

@@ -27,12 +27,13 @@ class KNNTransformer(TransformerMixin, BaseEstimator):
 
     Parameters: n_neighbors; metric, a knnwb metric ("euclidean", "pearson" = scikit-learn's
     "correlation", "abs-pearson", "spearman", "manhattan", "cosine"); mode; backend, devices,
-    threads, screen, memory, drop_degenerate and progress as :func:`knnwb.kneighbors`.
+    threads, screen, memory, gpu_memory, drop_degenerate and
+    progress as :func:`knnwb.kneighbors`.
     """
 
     def __init__(self, n_neighbors=15, metric="euclidean", mode="distance", backend="auto",
-                 devices=None, threads=None, screen="auto", memory=None, drop_degenerate=False,
-                 progress=None):
+                 devices=None, threads=None, screen="auto", memory=None, gpu_memory=None,
+                 drop_degenerate=False, progress=None):
         self.n_neighbors = n_neighbors
         self.metric = metric
         self.mode = mode
@@ -41,6 +42,7 @@ class KNNTransformer(TransformerMixin, BaseEstimator):
         self.threads = threads
         self.screen = screen
         self.memory = memory
+        self.gpu_memory = gpu_memory
         self.drop_degenerate = drop_degenerate
         self.progress = progress
 
@@ -48,6 +50,7 @@ class KNNTransformer(TransformerMixin, BaseEstimator):
         return _api.kneighbors(X, k, metric=self.metric, backend=self.backend,
                                devices=self.devices, threads=self.threads, reference=reference,
                                screen=self.screen, memory=self.memory,
+                               gpu_memory=self.gpu_memory,
                                drop_degenerate=self.drop_degenerate, progress=self.progress)
 
     def _check_params(self):

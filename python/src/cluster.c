@@ -226,28 +226,13 @@ static gboolean pyknnwb_cluster_check(const PyKnnwbCluster *c)
 PyObject *pyknnwb_cluster(PyObject *self, PyObject *args, PyObject *kwargs)
 {
   (void)self;
-  static char *keywords[] = {"data",
-                             "method",
-                             "k",
-                             "metric",
-                             "backend",
-                             "screen",
-                             "threads",
-                             "memory",
-                             "devices",
-                             "progress",
-                             "drop_degenerate",
-                             "graph",
-                             "snn_weight",
-                             "similarity",
-                             "resolution",
-                             "objective",
-                             "seed",
-                             "steps",
-                             "height",
-                             "n_clusters",
-                             NULL};
-  PyObject *data, *threads = Py_None, *memory = Py_None, *devices = Py_None, *progress = Py_None;
+  static char *keywords[] = {
+      "data",    "method",     "k",          "metric",     "backend",   "screen",
+      "threads", "memory",     "gpu_memory", "devices",    "progress",  "drop_degenerate",
+      "graph",   "snn_weight", "similarity", "resolution", "objective", "seed",
+      "steps",   "height",     "n_clusters", NULL};
+  PyObject *data, *threads = Py_None, *memory = Py_None, *gpu_memory = Py_None;
+  PyObject *devices = Py_None, *progress = Py_None;
   const char *method = "leiden", *metric = "pearson", *backend = "auto", *screen = "auto";
   const char *graph = "union", *snn_weight = "rank", *similarity = "inverse";
   const char *objective = "modularity";
@@ -256,10 +241,11 @@ PyObject *pyknnwb_cluster(PyObject *self, PyObject *args, PyObject *kwargs)
   PyKnnwbCluster c = {.height = -1, .modularity = NAN};
   knnwb_community_options_init(&c.community);
   long long seed = 42, steps = 4, n_clusters = 0;
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, "Os|nsssOOOOpsssdsLLdL", keywords, &data, &method, &k, &metric, &backend,
-          &screen, &threads, &memory, &devices, &progress, &drop_degenerate, &graph, &snn_weight,
-          &similarity, &c.community.resolution, &objective, &seed, &steps, &c.height, &n_clusters))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Os|nsssOOOOOpsssdsLLdL", keywords, &data, &method,
+                                   &k, &metric, &backend, &screen, &threads, &memory, &gpu_memory,
+                                   &devices, &progress, &drop_degenerate, &graph, &snn_weight,
+                                   &similarity, &c.community.resolution, &objective, &seed, &steps,
+                                   &c.height, &n_clusters))
     return NULL;
   c.community.seed = (guint64)seed;
   c.community.steps = steps;
@@ -276,7 +262,7 @@ PyObject *pyknnwb_cluster(PyObject *self, PyObject *args, PyObject *kwargs)
       !pyknnwb_cluster_check(&c))
     return NULL;
   g_autofree int *device_list = NULL;
-  if (!pyknnwb_knn_options(&c.knn, metric, backend, screen, threads, memory, devices,
+  if (!pyknnwb_knn_options(&c.knn, metric, backend, screen, threads, memory, gpu_memory, devices,
                            drop_degenerate, &device_list))
     return NULL;
   c.knn.k = (size_t)k;

@@ -39,17 +39,17 @@ static PyObject *pyknnwb_lists_result(KnnwbNeighbors *result)
 PyObject *pyknnwb_kneighbors(PyObject *self, PyObject *args, PyObject *kwargs)
 {
   (void)self;
-  static char *keywords[] = {"data",    "k",        "reference",       "metric",
-                             "backend", "screen",   "threads",         "memory",
-                             "devices", "progress", "drop_degenerate", NULL};
+  static char *keywords[] = {
+      "data",   "k",          "reference", "metric",   "backend",         "screen", "threads",
+      "memory", "gpu_memory", "devices",   "progress", "drop_degenerate", NULL};
   PyObject *data = NULL, *reference = Py_None, *threads = Py_None, *memory = Py_None;
-  PyObject *devices = Py_None, *progress = Py_None;
+  PyObject *gpu_memory = Py_None, *devices = Py_None, *progress = Py_None;
   Py_ssize_t k = 0;
   const char *metric = "pearson", *backend = "auto", *screen = "auto";
   int drop_degenerate = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|OsssOOOOp", keywords, &data, &k, &reference,
-                                   &metric, &backend, &screen, &threads, &memory, &devices,
-                                   &progress, &drop_degenerate))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|OsssOOOOOp", keywords, &data, &k, &reference,
+                                   &metric, &backend, &screen, &threads, &memory, &gpu_memory,
+                                   &devices, &progress, &drop_degenerate))
     return NULL;
   if (k < 1) {
     PyErr_Format(PyExc_ValueError, "k must be at least 1, not %zd", k);
@@ -62,8 +62,8 @@ PyObject *pyknnwb_kneighbors(PyObject *self, PyObject *args, PyObject *kwargs)
   PyKnnwbLists lists = {0};
   g_autofree int *device_list = NULL;
   PyObject *out = NULL;
-  if (!pyknnwb_knn_options(&lists.options, metric, backend, screen, threads, memory, devices,
-                           drop_degenerate, &device_list))
+  if (!pyknnwb_knn_options(&lists.options, metric, backend, screen, threads, memory, gpu_memory,
+                           devices, drop_degenerate, &device_list))
     return NULL;
   lists.options.k = (size_t)k;
   if ((lists.data = pyknnwb_matrix_borrow(data, "X")) == NULL)

@@ -56,9 +56,27 @@ static gboolean pyknnwb_devices(PyObject *devices, int **out, int *count)
   return TRUE;
 }
 
+/* A byte budget: None keeps *bytes (the library's default); a positive integer otherwise. */
+static gboolean pyknnwb_bytes(PyObject *value, size_t *bytes, const char *what)
+{
+  if (value == NULL || value == Py_None)
+    return TRUE;
+  long long n = PyLong_AsLongLong(value);
+  if (n == -1 && PyErr_Occurred())
+    return FALSE;
+  if (n < 1) {
+    PyErr_Format(PyExc_ValueError, "%s must be None (the default) or a number of bytes, not %lld",
+                 what, n);
+    return FALSE;
+  }
+  *bytes = (size_t)MIN((unsigned long long)n, (unsigned long long)SIZE_MAX);
+  return TRUE;
+}
+
 gboolean pyknnwb_knn_options(KnnwbKnnOptions *options, const char *metric, const char *backend,
                              const char *screen, PyObject *threads, PyObject *memory,
-                             PyObject *devices, int drop_degenerate, int **devices_out)
+                             PyObject *gpu_memory, PyObject *devices, int drop_degenerate,
+                             int **devices_out)
 {
   knnwb_knn_options_init(options);
   *devices_out = NULL;
@@ -77,12 +95,9 @@ gboolean pyknnwb_knn_options(KnnwbKnnOptions *options, const char *metric, const
     }
     options->n_threads = (int)n;
   }
-  if (memory != NULL && memory != Py_None) {
-    unsigned long long bytes = PyLong_AsUnsignedLongLong(memory);
-    if (bytes == (unsigned long long)-1 && PyErr_Occurred())
-      return FALSE;
-    options->memory_bytes = (size_t)MIN(bytes, (unsigned long long)SIZE_MAX);
-  }
+  if (!pyknnwb_bytes(memory, &options->memory_bytes, "memory") ||
+      !pyknnwb_bytes(gpu_memory, &options->gpu_memory_bytes, "gpu_memory"))
+    return FALSE;
   options->drop_degenerate = drop_degenerate != 0;
   if (!pyknnwb_devices(devices, devices_out, &options->n_devices))
     return FALSE;

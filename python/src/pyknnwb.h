@@ -69,13 +69,14 @@ gboolean pyknnwb_screen(const char *name, KnnwbScreen *screen);
 
 /**
  * The options every search takes from Python keywords: metric, backend, screen, threads (None or
- * >= 0), memory (bytes, None = default), devices (None or a sequence of ints, copied into
- * *devices, which the caller frees with g_free), drop_degenerate. ValueError/TypeError on bad
+ * >= 0), memory and gpu_memory (bytes, None = default), devices (None or a sequence of ints, copied
+ * into *devices, which the caller frees with g_free), drop_degenerate. ValueError/TypeError on bad
  * values.
  */
 gboolean pyknnwb_knn_options(KnnwbKnnOptions *options, const char *metric, const char *backend,
                              const char *screen, PyObject *threads, PyObject *memory,
-                             PyObject *devices, int drop_degenerate, int **devices_out);
+                             PyObject *gpu_memory, PyObject *devices, int drop_degenerate,
+                             int **devices_out);
 
 /** A borrowed KnnwbMatrix over a C-contiguous 2-D float32 array (no copy); NULL with TypeError or
  * ValueError when array is something else. Free with knnwb_matrix_free (the values stay the

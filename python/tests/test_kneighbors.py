@@ -111,6 +111,14 @@ def test_the_library_errors_are_python_exceptions():
         knnwb.kneighbors(rows, 3, reference=rows[:, :4])
     with pytest.raises(ValueError, match="2-D"):
         knnwb.kneighbors(rows[0], 3)
+    with pytest.raises(ValueError, match="memory must be"):
+        knnwb.kneighbors(rows, 3, memory=0)
+    with pytest.raises(ValueError, match="gpu_memory must be"):
+        knnwb.kneighbors(rows, 3, gpu_memory=-5)
+    with pytest.raises(ValueError, match="threads must be"):
+        knnwb.kneighbors(rows, 3, threads=-1)
+    with pytest.raises(ValueError, match="devices"):
+        knnwb.kneighbors(rows, 3, devices=[])
     with pytest.raises(ValueError, match="unknown backend|backend"):
         knnwb.kneighbors(rows, 3, backend="tpu")
     if not knnwb.gpu_usable():
