@@ -8,6 +8,10 @@
  */
 #include "pyknnwb.h"
 
+/* Jobs running: outside them, GLib's handler prints as usual (another GLib user's lines in this
+ * process are not the library's). */
+static gint pyknnwb_log_jobs;
+
 void pyknnwb_job_progress(uint64_t done, uint64_t total, void *data)
 {
   PyKnnwbJob *job = data;
@@ -50,6 +54,28 @@ static gboolean pyknnwb_job_poll(PyKnnwbJob *job, gint64 *reported_done, gint64 
   return TRUE;
 }
 
+/* Adds "knnwb: the search stopped at tile D of T" (or that it had finished) to the exception
+ * being raised, as a note (Python 3.11 and later; nothing on older versions). */
+static void pyknnwb_job_note(PyKnnwbJob *job, gboolean stopped)
+{
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  guint64 done = __atomic_load_n(&job->done, __ATOMIC_RELAXED);
+  guint64 total = __atomic_load_n(&job->total, __ATOMIC_RELAXED);
+  char *note = stopped ? g_strdup_printf("knnwb: the call stopped early (at tile %" G_GUINT64_FORMAT
+                                         " of %" G_GUINT64_FORMAT ")",
+                                         done, total)
+                       : g_strdup("knnwb: the call had finished when it was interrupted");
+  if (value != NULL && PyObject_HasAttrString(value, "add_note")) {
+    PyObject *result = PyObject_CallMethod(value, "add_note", "s", note);
+    Py_XDECREF(result);
+    PyErr_Clear();
+  }
+  g_free(note);
+  PyErr_Restore(type, value, traceback);
+}
+
 gboolean pyknnwb_job_execute(PyKnnwbJob *job)
 {
   g_mutex_init(&job->lock);
@@ -58,6 +84,7 @@ gboolean pyknnwb_job_execute(PyKnnwbJob *job)
   job->error = NULL;
   gint64 reported_done = -1, reported_total = -1;
   gboolean interrupted = FALSE;
+  g_atomic_int_inc(&pyknnwb_log_jobs);
   GThread *thread = g_thread_try_new("knnwb-python", pyknnwb_job_thread, job, NULL);
   if (thread == NULL) {
     /* No thread to spare: run here, without Ctrl-C, still without the GIL. */
@@ -83,13 +110,17 @@ gboolean pyknnwb_job_execute(PyKnnwbJob *job)
     g_mutex_unlock(&job->lock);
     g_thread_join(thread);
   }
+  g_atomic_int_dec_and_test(&pyknnwb_log_jobs);
   GError *error = job->error;
   gboolean ok = job->ok;
   g_mutex_clear(&job->lock);
   g_cond_clear(&job->finished_cond);
   if (interrupted) {
-    /* The Python exception (KeyboardInterrupt, the callback's) says why the call stopped. */
+    /* The Python exception (KeyboardInterrupt, the callback's) says why the call stopped; a note
+     * says whether the library stopped early or had finished before it noticed. */
+    gboolean stopped = !ok && g_error_matches(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
     g_clear_error(&error);
+    pyknnwb_job_note(job, stopped);
     return FALSE;
   }
   if (!pyknnwb_log_flush()) {
@@ -101,8 +132,10 @@ gboolean pyknnwb_job_execute(PyKnnwbJob *job)
     return FALSE;
   }
   g_clear_error(&error);
-  if (job->progress != NULL && !pyknnwb_job_poll(job, &reported_done, &reported_total))
+  if (job->progress != NULL && !pyknnwb_job_poll(job, &reported_done, &reported_total)) {
+    pyknnwb_job_note(job, FALSE);
     return FALSE;
+  }
   return TRUE;
 }
 
@@ -148,7 +181,8 @@ static void pyknnwb_log_handler(const gchar *domain, GLogLevelFlags level, const
                                 gpointer data)
 {
   (void)data;
-  if ((level & (G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE)) == 0) {
+  if ((level & (G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE)) == 0 ||
+      g_atomic_int_get(&pyknnwb_log_jobs) == 0) {
     g_log_default_handler(domain, level, message, NULL);
     return;
   }
