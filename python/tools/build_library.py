@@ -4,11 +4,13 @@
 usage: build_library.py SOURCE_DIR BUILD_DIR LINK_NAME RUNTIME_NAME [CMAKE_ARGS...]
 
 Configures SOURCE_DIR into BUILD_DIR (Release, no tests; CUDA when nvcc is found unless the extra
-arguments say otherwise), builds only the library target, and copies the shared library to
+arguments, or the environment variable KNNWB_CMAKE_ARGS split as a shell would, say otherwise:
+pip 23.0 passes only one setup-args value), builds only the library target, and copies the shared library to
 LINK_NAME (what the extension links against) and RUNTIME_NAME (its soname, installed beside the
 extension). CMake's own build is incremental, so running this again is cheap.
 """
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import sys
 
 def main():
     source, build, link_name, runtime_name, *extra = sys.argv[1:]
+    extra += shlex.split(os.environ.get("KNNWB_CMAKE_ARGS", ""))
     if not os.path.exists(os.path.join(source, "CMakeLists.txt")):
         sys.exit(f"{source}: not a knnwb checkout (no CMakeLists.txt); install libknnwb and build "
                  "the package with -Csetup-args=-Dlibrary=system")
