@@ -278,10 +278,9 @@ PyObject *pyknnwb_cluster(PyObject *self, PyObject *args, PyObject *kwargs)
   PyKnnwbJob job = {.run = pyknnwb_cluster_run, .data = &c};
   job.progress = progress == Py_None ? NULL : progress;
   c.knn.cancel = &job.cancel;
-  if (job.progress != NULL) {
-    c.knn.progress = pyknnwb_job_progress;
-    c.knn.progress_data = &job;
-  }
+  /* Progress is recorded even without a callback: an interrupted call's note names the tile. */
+  c.knn.progress = pyknnwb_job_progress;
+  c.knn.progress_data = &job;
   if (!pyknnwb_job_execute(&job))
     goto out;
   npy_intp n = (npy_intp)igraph_vector_int_size(&c.membership);

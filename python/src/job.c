@@ -54,8 +54,8 @@ static gboolean pyknnwb_job_poll(PyKnnwbJob *job, gint64 *reported_done, gint64 
   return TRUE;
 }
 
-/* Adds "knnwb: the search stopped at tile D of T" (or that it had finished) to the exception
- * being raised, as a note (Python 3.11 and later; nothing on older versions). */
+/* Adds "knnwb: the call stopped early (at tile D of T)" (or that it had finished) to the
+ * exception being raised, as a note (Python 3.11 and later; nothing on older versions). */
 static void pyknnwb_job_note(PyKnnwbJob *job, gboolean stopped)
 {
   PyObject *type, *value, *traceback;
@@ -63,10 +63,12 @@ static void pyknnwb_job_note(PyKnnwbJob *job, gboolean stopped)
   PyErr_NormalizeException(&type, &value, &traceback);
   guint64 done = __atomic_load_n(&job->done, __ATOMIC_RELAXED);
   guint64 total = __atomic_load_n(&job->total, __ATOMIC_RELAXED);
-  char *note = stopped ? g_strdup_printf("knnwb: the call stopped early (at tile %" G_GUINT64_FORMAT
-                                         " of %" G_GUINT64_FORMAT ")",
-                                         done, total)
-                       : g_strdup("knnwb: the call had finished when it was interrupted");
+  char *note = !stopped ? g_strdup("knnwb: the call had finished when it was interrupted")
+               : total > 0
+                   ? g_strdup_printf("knnwb: the call stopped early (at tile %" G_GUINT64_FORMAT
+                                     " of %" G_GUINT64_FORMAT ")",
+                                     done, total)
+                   : g_strdup("knnwb: the call stopped early");
   if (value != NULL && PyObject_HasAttrString(value, "add_note")) {
     PyObject *result = PyObject_CallMethod(value, "add_note", "s", note);
     Py_XDECREF(result);

@@ -74,10 +74,9 @@ PyObject *pyknnwb_kneighbors(PyObject *self, PyObject *args, PyObject *kwargs)
   PyKnnwbJob job = {.run = pyknnwb_lists_run, .data = &lists};
   job.progress = progress == Py_None ? NULL : progress;
   lists.options.cancel = &job.cancel;
-  if (job.progress != NULL) {
-    lists.options.progress = pyknnwb_job_progress;
-    lists.options.progress_data = &job;
-  }
+  /* Progress is recorded even without a callback: an interrupted call's note names the tile. */
+  lists.options.progress = pyknnwb_job_progress;
+  lists.options.progress_data = &job;
   if (pyknnwb_job_execute(&job))
     out = pyknnwb_lists_result(lists.result);
 out:
