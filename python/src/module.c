@@ -113,8 +113,10 @@ KnnwbMatrix *pyknnwb_matrix_borrow(PyObject *object, const char *what)
   }
   PyArrayObject *array = (PyArrayObject *)object;
   if (PyArray_NDIM(array) != 2 || PyArray_TYPE(array) != NPY_FLOAT32 ||
-      !PyArray_IS_C_CONTIGUOUS(array) || !PyArray_ISALIGNED(array)) {
-    PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous 2-D float32 array", what);
+      !PyArray_IS_C_CONTIGUOUS(array) || !PyArray_ISALIGNED(array) ||
+      !PyArray_ISNOTSWAPPED(array)) {
+    PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous 2-D float32 array (native order)",
+                 what);
     return NULL;
   }
   npy_intp *shape = PyArray_DIMS(array);

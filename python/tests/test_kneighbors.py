@@ -56,6 +56,7 @@ def test_layouts_give_the_same_lists():
     rows[rows == 2] = 0  # sparse-looking
     want = knnwb.kneighbors(rows, 5, metric="euclidean")
     for variant in (rows.astype(np.float64), np.asfortranarray(rows), rows.astype(np.int32),
+                    rows.astype(">f4"), rows[:, None, :][:, 0, :],
                     scipy_sparse.csr_matrix(rows), scipy_sparse.csc_matrix(rows.astype(np.float64)),
                     scipy_sparse.coo_matrix(rows), rows.tolist()):
         got = knnwb.kneighbors(variant, 5, metric="euclidean")
