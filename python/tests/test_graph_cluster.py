@@ -79,3 +79,12 @@ def test_cluster_arguments_are_checked():
         knnwb.cluster(rows, "leiden", graph="knn")
     membership, modularity = knnwb.cluster(rows, "louvain", k=5, return_modularity=True)
     assert membership.min() == 0 and -0.5 <= modularity <= 1
+
+
+def test_rows_left_out_have_no_edges():
+    need("igraph")
+    rows = tied_rows(40, 5, seed=24)
+    rows[6] = 1.0  # constant: no correlation
+    with pytest.warns(knnwb.KnnwbWarning, match="row 6"):
+        g = knnwb.graph(rows, 3, drop_degenerate=True)
+    assert g.degree(6) == 0 and g.vcount() == 40

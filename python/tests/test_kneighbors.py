@@ -207,3 +207,10 @@ def test_searches_on_two_threads_give_the_same_lists():
     for t in threads:
         t.join()
     assert np.array_equal(results["a"][0], results["b"][0])
+
+
+def test_progress_true_without_tqdm_writes_a_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import fails: the plain line
+    rows = np.random.default_rng(5).standard_normal((2001, 8)).astype(np.float32)
+    knnwb.kneighbors(rows, 5, progress=True, memory=1 << 20)
+    assert "knn: 100%" in capsys.readouterr().err

@@ -86,3 +86,15 @@ def test_sklearn_estimator_protocol():
     assert_same_graph(graph, want)
     with pytest.raises(ValueError, match="mode"):
         knnwb.KNNTransformer(mode="weights").fit(rows)
+
+
+def test_rows_left_out_keep_only_themselves():
+    need("sklearn")
+    rows = tied_rows(30, 5, seed=16)
+    rows[3] = 1.0  # constant: no correlation
+    with pytest.warns(knnwb.KnnwbWarning):
+        graph = knnwb.KNNTransformer(n_neighbors=4, metric="pearson",
+                                     drop_degenerate=True).fit_transform(rows)
+    counts = graph.getnnz(axis=1)
+    assert counts[3] == 1 and graph[3, 3] == 0 and graph.indices[graph.indptr[3]] == 3
+    assert np.all(np.delete(counts, 3) == 5)
