@@ -21,7 +21,9 @@ SKIP_TOP = {'tests', 'build', '.git', '.gpu'}
 
 def source_files(root):
     for top in sorted(os.listdir(root)):
-        if top in SKIP_TOP or top.startswith('build') or not os.path.isdir(os.path.join(root, top)):
+        # Hidden folders (.git, .gpu, a .venv of the Python package's users) hold no sources of ours.
+        if top in SKIP_TOP or top.startswith(('build', '.')) or \
+                not os.path.isdir(os.path.join(root, top)):
             continue
         for folder, dirs, files in os.walk(os.path.join(root, top)):
             dirs.sort()
