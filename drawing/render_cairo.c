@@ -97,6 +97,17 @@ static void knnwb_render_arrow(KnnwbRenderPass *pass, const KnnwbDrawingNode *a,
   cairo_close_path(pass->cr);
 }
 
+static gint knnwb_render_key_compare(gconstpointer a, gconstpointer b)
+{
+  guint x = GPOINTER_TO_UINT(a), y = GPOINTER_TO_UINT(b);
+  guint fx = (x - 1) >> 24, fy = (y - 1) >> 24, sx = (x - 1) & 7, sy = (y - 1) & 7;
+  if (fx != fy)
+    return fx < fy ? -1 : 1;
+  if (sx != sy)
+    return sx < sy ? -1 : 1;
+  return (x > y) - (x < y);
+}
+
 /* Edges grouped by colour and strength (8 steps) and stroked 64 at a time: 100,000 separate
  * strokes take seconds, one path of all of them longer still (cairo tessellates its crossings).
  * The GML's colour is darkened (its #A0A0A0 is nearly invisible on white), stronger edges are
@@ -109,7 +120,7 @@ static void knnwb_drawing_render_edges(KnnwbRenderPass *pass, const KnnwbDrawing
   gboolean by_weight;
   double lo, hi;
   knnwb_render_edge_range(edges, m, &by_weight, &lo, &hi);
-  double base_alpha = CLAMP(40000.0 / MAX(m, 1u), 0.12, 0.8);
+  double base_alpha = CLAMP(sqrt(300.0 / MAX(m, 1u)), 0.1, 0.75);
   double base_width = m > 20000 ? 0.5 : m > 2000 ? 0.8 : 1.2;
   g_autoptr(GHashTable) groups =
       g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref);
@@ -118,8 +129,9 @@ static void knnwb_drawing_render_edges(KnnwbRenderPass *pass, const KnnwbDrawing
     double value = by_weight ? edges[e].weight : edges[e].width;
     double t = hi > lo && isfinite(value) ? (value - lo) / (hi - lo) : 0.5;
     guint step = (guint)lround(CLAMP(t, 0.0, 1.0) * 7);
+    gboolean to_focus = nodes[edges[e].source].focus || nodes[edges[e].target].focus;
     guint key = ((guint)lround(c[0] * 63) << 15) | ((guint)lround(c[1] * 63) << 9) |
-                ((guint)lround(c[2] * 63) << 3) | step;
+                ((guint)lround(c[2] * 63) << 3) | step | (guint)to_focus << 24;
     GArray *group = g_hash_table_lookup(groups, GUINT_TO_POINTER(key + 1));
     if (group == NULL) {
       group = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -129,16 +141,21 @@ static void knnwb_drawing_render_edges(KnnwbRenderPass *pass, const KnnwbDrawing
   }
   cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
   cairo_set_antialias(cr, m > 20000 ? CAIRO_ANTIALIAS_FAST : CAIRO_ANTIALIAS_DEFAULT);
-  GHashTableIter iter;
-  gpointer key, value;
-  g_hash_table_iter_init(&iter, groups);
-  while (!pass->cancelled && g_hash_table_iter_next(&iter, &key, &value)) {
-    GArray *group = value;
+  /* In key order: the same picture every run, weaker before stronger, the focus's edges last. */
+  g_autoptr(GList) keys = g_list_sort(g_hash_table_get_keys(groups), knnwb_render_key_compare);
+  for (GList *link = keys; link != NULL && !pass->cancelled; link = link->next) {
+    gpointer key = link->data;
+    GArray *group = g_hash_table_lookup(groups, key);
     double t = ((GPOINTER_TO_UINT(key) - 1) & 7) / 7.0;
     const double *c = edges[g_array_index(group, guint, 0)].colour;
-    cairo_set_source_rgba(cr, 0.45 * c[0], 0.45 * c[1], 0.45 * c[2],
-                          base_alpha * (0.45 + 0.55 * t));
     double width = base_width * (0.6 + 1.6 * t);
+    if ((GPOINTER_TO_UINT(key) - 1) >> 24) { /* the focus's own edges: dark red, opaque */
+      cairo_set_source_rgba(cr, 0.6, 0.05, 0.05, 0.85);
+      width = MAX(width, 1.2);
+    } else {
+      cairo_set_source_rgba(cr, 0.45 * c[0], 0.45 * c[1], 0.45 * c[2],
+                            base_alpha * (0.45 + 0.55 * t));
+    }
     cairo_set_line_width(cr, width);
     for (guint i = 0; i < group->len; i++) {
       const KnnwbDrawingEdge *edge = &edges[g_array_index(group, guint, i)];

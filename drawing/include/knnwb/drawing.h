@@ -71,6 +71,24 @@ gboolean knnwb_drawing_layout(const igraph_t *graph, const igraph_vector_t *weig
                               unsigned long seed, double node_size, igraph_matrix_t *coordinates,
                               GError **error);
 
+/**
+ * The radial layout of a neighbourhood into coordinates (an initialised matrix, resized to n x 2):
+ * the focus vertices in the centre (on a small circle when several; vertex 0 when focus is NULL or
+ * empty), the vertices one hop away (edges in either direction) on a ring in the order of their
+ * distance to the focus (nearest at the top, then clockwise), each vertex further out on the next
+ * ring in the wedge of its parent (its neighbour one hop closer with the shortest edge), several
+ * rings where a wedge is crowded; unreached vertices on an outer ring. Neighbours on a ring are
+ * 2.5 node_size apart, rings 4 to 6 node_size. distances: per edge (NULL: all 1). hops (may be
+ * NULL: found breadth first over edges in either direction) gives each vertex's ring, 0 for the
+ * focus (a neighbourhood's own order, found along its search's direction).
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT (a focus out of range, distances of the wrong length),
+ * KNNWB_ERROR_IGRAPH. O(n log n + m) time, O(n) memory. Deterministic.
+ */
+gboolean knnwb_drawing_layout_radial(const igraph_t *graph, const igraph_vector_t *distances,
+                                     const igraph_vector_int_t *focus, const int *hops,
+                                     double node_size, igraph_matrix_t *coordinates,
+                                     GError **error);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Appearance                                                                                     */
 /* ---------------------------------------------------------------------------------------------- */
