@@ -245,6 +245,24 @@ static void knnwb_drawing_render_labels(KnnwbRenderPass *pass)
   }
 }
 
+/* text shortened with an ellipsis until it is at most width wide at cr's font (a long category
+ * name must not run past the legend's box and the picture's edge). */
+static char *knnwb_render_fit(cairo_t *cr, const char *text, double width)
+{
+  char *fitted = g_strdup(text);
+  cairo_text_extents_t extents;
+  cairo_text_extents(cr, fitted, &extents);
+  glong length = g_utf8_strlen(text, -1);
+  while (extents.x_advance > width && length > 1) {
+    length--;
+    g_free(fitted);
+    g_autofree char *head = g_utf8_substring(text, 0, length);
+    fitted = g_strconcat(head, "\u2026", NULL);
+    cairo_text_extents(cr, fitted, &extents);
+  }
+  return fitted;
+}
+
 /* The title at the top left, in the band the plan kept for it. */
 static void knnwb_drawing_render_title(KnnwbRenderPass *pass)
 {
@@ -256,7 +274,8 @@ static void knnwb_drawing_render_title(KnnwbRenderPass *pass)
   cairo_set_font_size(cr, plan->title_size);
   cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
   cairo_move_to(cr, plan->area[0], plan->area[1] - plan->title_size * 0.7);
-  cairo_show_text(cr, plan->title);
+  g_autofree char *title = knnwb_render_fit(cr, plan->title, plan->width - 2 * plan->area[0]);
+  cairo_show_text(cr, title);
 }
 
 /* The legend in its box: the attribute's name, then a swatch, the value and its count per row
@@ -274,7 +293,8 @@ static void knnwb_drawing_render_legend(KnnwbRenderPass *pass)
   cairo_set_font_size(cr, font * 1.1);
   cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
   cairo_move_to(cr, box[0] + font * 0.5, box[1] + line);
-  cairo_show_text(cr, colours->name);
+  g_autofree char *name = knnwb_render_fit(cr, colours->name, box[2] - box[0] - font * 0.5);
+  cairo_show_text(cr, name);
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
   cairo_set_font_size(cr, font);
   double x = box[0] + font * 0.5, y = box[1] + line * 1.3;
@@ -316,7 +336,8 @@ static void knnwb_drawing_render_legend(KnnwbRenderPass *pass)
     }
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     cairo_move_to(cr, x + font * 1.6, y + (line + font) / 2 - font * 0.12);
-    cairo_show_text(cr, text);
+    g_autofree char *fitted = knnwb_render_fit(cr, text, box[2] - x - font * 1.6);
+    cairo_show_text(cr, fitted);
     y += line;
   }
 }

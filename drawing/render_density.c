@@ -134,7 +134,7 @@ static void knnwb_density_outlines(cairo_t *cr, const KnnwbDrawing *drawing,
     return;
   const KnnwbDrawingNode *nodes = (const KnnwbDrawingNode *)(void *)drawing->nodes->data;
   guint n = drawing->nodes->len;
-  guint rows = MIN(colours->legend->len, 24u);
+  guint rows = MIN(colours->legend->len, plan->legend_rows);
   /* Members of each category, in one array by category (counting sort). */
   g_autofree guint *start = g_new0(guint, rows + 1);
   for (guint v = 0; v < n; v++)

@@ -82,10 +82,14 @@ static void knnwb_plan_legend_size(cairo_t *cr, const KnnwbNodeColours *colours,
   guint shown = MIN(colours->legend->len, 24u);
   if (shown < colours->legend->len)
     shown--; /* one row sums up the rest */
+  guint rest = 0;
+  for (guint i = shown; i < colours->legend->len; i++)
+    rest += g_array_index(colours->legend, KnnwbLegendEntry, i).count;
   for (guint i = 0; i < colours->legend->len; i++) {
     const KnnwbLegendEntry *entry = &g_array_index(colours->legend, KnnwbLegendEntry, i);
-    g_autofree char *text = i < shown ? g_strdup_printf("%s (%u)", entry->text, entry->count)
-                                      : g_strdup_printf("%u more", colours->legend->len - shown);
+    g_autofree char *text =
+        i < shown ? g_strdup_printf("%s (%u)", entry->text, entry->count)
+                  : g_strdup_printf("%u more (%u)", colours->legend->len - shown, rest);
     cairo_text_extents(cr, text, &extents);
     widest = MAX(widest, font * 1.6 + extents.x_advance);
     if (i >= shown)

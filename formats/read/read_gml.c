@@ -189,6 +189,10 @@ static gboolean knnwb_gml_next(KnnwbGmlParser *parser)
 {
   int c;
   for (;;) {
+    /* Spaces and tabs within the buffer without the byte-at-a-time calls. */
+    while (parser->at < parser->filled &&
+           (parser->buffer[parser->at] == ' ' || parser->buffer[parser->at] == '\t'))
+      parser->at++;
     c = knnwb_gml_peek(parser);
     if (c == -2)
       return FALSE;
@@ -229,23 +233,41 @@ static gboolean knnwb_gml_next(KnnwbGmlParser *parser)
     return FALSE;
   parser->word[n] = '\0';
   /* A number when strtod takes the whole word and it does not start as a key does (but for
-   * inf and nan, which the writer puts for non-finite values). */
+   * inf and nan, which the writer puts for non-finite values). Whole numbers (ids, sources,
+   * targets: most of a large file) are converted here, without strtod. */
+  if (g_ascii_isalpha(parser->word[0])) {
+    gboolean named = g_ascii_strcasecmp(parser->word, "inf") == 0 ||
+                     g_ascii_strcasecmp(parser->word, "nan") == 0;
+    parser->kind = named ? KNNWB_GML_NUMBER : KNNWB_GML_WORD_TOKEN;
+    parser->number = named ? g_ascii_strtod(parser->word, NULL) : 0;
+    return TRUE;
+  }
+  size_t sign = parser->word[0] == '-' || parser->word[0] == '+', digits = sign;
+  gint64 whole_number = 0;
+  while (digits < n && digits < 18 && g_ascii_isdigit(parser->word[digits]))
+    whole_number = whole_number * 10 + (parser->word[digits++] - '0');
+  if (digits == n && n > sign) {
+    parser->number = parser->word[0] == '-' ? -(double)whole_number : (double)whole_number;
+    parser->kind = KNNWB_GML_NUMBER;
+    return TRUE;
+  }
   char *stop = NULL;
   parser->number = g_ascii_strtod(parser->word, &stop);
-  gboolean whole = stop != parser->word && *stop == '\0';
-  gboolean named = g_ascii_strcasecmp(parser->word, "inf") == 0 ||
-                   g_ascii_strcasecmp(parser->word, "-inf") == 0 ||
-                   g_ascii_strcasecmp(parser->word, "nan") == 0;
-  parser->kind = whole && (!g_ascii_isalpha(parser->word[0]) || named) ? KNNWB_GML_NUMBER
-                                                                       : KNNWB_GML_WORD_TOKEN;
+  parser->kind = stop != parser->word && *stop == '\0' ? KNNWB_GML_NUMBER : KNNWB_GML_WORD_TOKEN;
   return TRUE;
 }
 
 static void knnwb_gml_parse_colour(const char *text, double rgb[3])
 {
   unsigned r = 0xC0, g = 0xC0, b = 0xC0;
-  if (text != NULL && text[0] == '#' && strlen(text) >= 7)
-    sscanf(text + 1, "%2x%2x%2x", &r, &g, &b);
+  gboolean hex = text != NULL && text[0] == '#' && strlen(text) >= 7;
+  for (int i = 1; hex && i < 7; i++)
+    hex = g_ascii_isxdigit(text[i]);
+  if (hex) {
+    r = (unsigned)(g_ascii_xdigit_value(text[1]) * 16 + g_ascii_xdigit_value(text[2]));
+    g = (unsigned)(g_ascii_xdigit_value(text[3]) * 16 + g_ascii_xdigit_value(text[4]));
+    b = (unsigned)(g_ascii_xdigit_value(text[5]) * 16 + g_ascii_xdigit_value(text[6]));
+  }
   rgb[0] = r / 255.0;
   rgb[1] = g / 255.0;
   rgb[2] = b / 255.0;
@@ -494,7 +516,7 @@ static gboolean knnwb_gml_resolve(const char *path, KnnwbDrawing *drawing, GHash
     if (g_array_index(drawing->nodes, KnnwbDrawingNode, v).has_position != 3) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                   "%s: node %u has no coordinates (graphics [ x y ]): write the GML with a "
-                  "layout, e.g. `knnwb knn ... --layout fr`",
+                  "layout, e.g. `knnwb knn ... --layout fr` (`--layout drl` for a large graph)",
                   path, v);
       return FALSE;
     }

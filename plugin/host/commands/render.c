@@ -143,8 +143,9 @@ static gboolean knnwb_render_execute(const KnnwbRenderCommand *command, GPtrArra
   if (drawing == NULL)
     return FALSE;
   gboolean draw_edges = command->edges_mode == KNNWB_RENDER_EDGES_ALL;
+  /* Auto: up to 50,000 edges drawn one by one; a density image bins them whatever their number. */
   if (command->edges_mode == KNNWB_RENDER_EDGES_AUTO)
-    draw_edges = drawing->edges->len <= 50000;
+    draw_edges = drawing->edges->len <= 50000 || command->density || drawing->nodes->len > 20000;
   KnnwbHostProgress *progress = knnwb_host_progress_new("render", command->quiet);
   knnwb_host_progress_set_unit(progress, "shapes");
   KnnwbRenderOptions options;
