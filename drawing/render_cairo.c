@@ -234,6 +234,14 @@ static void knnwb_drawing_render_labels(KnnwbRenderPass *pass)
     cairo_font_extents_t font;
     cairo_font_extents(cr, &font);
     double tx = box->x0 + 1.5, ty = box->y0 + 1.5 + font.ascent;
+    if (box->leader) { /* a thin line from the node to the nearest point of its label's box */
+      double cx = knnwb_pass_x(pass, node->x), cy = knnwb_pass_y(pass, node->y);
+      cairo_move_to(cr, cx, cy);
+      cairo_line_to(cr, CLAMP(cx, box->x0, box->x1), CLAMP(cy, box->y0, box->y1));
+      cairo_set_source_rgba(cr, 0.3, 0.3, 0.3, 0.8);
+      cairo_set_line_width(cr, 0.6);
+      cairo_stroke(cr);
+    }
     cairo_move_to(cr, tx, ty);
     cairo_text_path(cr, node->label);
     cairo_set_source_rgb(cr, 1, 1, 1);

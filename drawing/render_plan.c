@@ -195,9 +195,11 @@ static guint *knnwb_plan_label_order(const KnnwbDrawing *drawing, guint *n_first
 }
 
 /* One node's label: tried at the side away from the drawing's centre first, then the others;
- * kept at the first place inside the picture that overlaps no placed label or obstacle. */
+ * kept at the first place inside the picture that overlaps no placed label or obstacle (farther
+ * out, with a leader line, when it must be shown). */
 static gboolean knnwb_plan_place(KnnwbDrawingPlan *plan, const KnnwbDrawingNode *node, guint v,
-                                 cairo_t *cr, const double (*obstacles)[4], guint n_obstacles)
+                                 gboolean must, cairo_t *cr, const double (*obstacles)[4],
+                                 guint n_obstacles)
 {
   double size = knnwb_drawing_plan_label_size(plan, node);
   cairo_set_font_size(cr, size);
@@ -207,17 +209,8 @@ static gboolean knnwb_plan_place(KnnwbDrawingPlan *plan, const KnnwbDrawingNode 
   cairo_font_extents(cr, &font);
   double halo = 1.5, w = extents.x_advance + 2 * halo, h = font.ascent + font.descent + 2 * halo;
   double cx = plan->offset_x + plan->scale * node->x, cy = plan->offset_y + plan->scale * node->y;
-  double r = knnwb_drawing_plan_radius(plan, node) + 1.5;
   gboolean east = cx >= (plan->area[0] + plan->area[2]) / 2;
   gboolean south = cy >= (plan->area[1] + plan->area[3]) / 2;
-  double sides[8][2] = {{cx + r, cy - h / 2},
-                        {cx - r - w, cy - h / 2},
-                        {cx - w / 2, cy - r - h},
-                        {cx - w / 2, cy + r},
-                        {cx + 0.7 * r, cy - 0.7 * r - h},
-                        {cx - 0.7 * r - w, cy - 0.7 * r - h},
-                        {cx + 0.7 * r, cy + 0.7 * r},
-                        {cx - 0.7 * r - w, cy + 0.7 * r}};
   /* East of the centre: right first, west: left first; below before above under the centre. */
   static const int tries_by_quarter[4][8] = {{1, 5, 7, 2, 3, 0, 4, 6},
                                              {0, 4, 6, 2, 3, 1, 5, 7},
@@ -225,23 +218,36 @@ static gboolean knnwb_plan_place(KnnwbDrawingPlan *plan, const KnnwbDrawingNode 
                                              {0, 6, 4, 3, 2, 1, 7, 5}};
   const int *tries = tries_by_quarter[2 * south + east];
   double limit = 3.5; /* stay off the picture's edge */
-  for (int t = 0; t < 8; t++) {
-    KnnwbLabelBox box = {v, sides[tries[t]][0], sides[tries[t]][1], 0, 0};
-    box.x1 = box.x0 + w, box.y1 = box.y0 + h;
-    if (box.x0 < limit || box.y0 < limit || box.x1 > plan->width - limit ||
-        box.y1 > plan->height - limit)
-      continue;
-    gboolean free = TRUE;
-    for (guint i = 0; i < n_obstacles && free; i++)
-      free = !knnwb_plan_overlaps(&box, obstacles[i]);
-    for (guint i = 0; i < plan->labels->len && free; i++) {
-      const KnnwbLabelBox *other = &g_array_index(plan->labels, KnnwbLabelBox, i);
-      double b[4] = {other->x0, other->y0, other->x1, other->y1};
-      free = !knnwb_plan_overlaps(&box, b);
-    }
-    if (free) {
-      g_array_append_val(plan->labels, box);
-      return TRUE;
+  /* Beside the node first; a label that must be shown (the focus, its neighbours) may move out
+   * to two farther rings, joined to its node by a leader line. */
+  for (int ring = 0; ring < (must ? 3 : 1); ring++) {
+    double r = knnwb_drawing_plan_radius(plan, node) + 1.5 + ring * (h + 0.5 * w);
+    double sides[8][2] = {{cx + r, cy - h / 2},
+                          {cx - r - w, cy - h / 2},
+                          {cx - w / 2, cy - r - h},
+                          {cx - w / 2, cy + r},
+                          {cx + 0.7 * r, cy - 0.7 * r - h},
+                          {cx - 0.7 * r - w, cy - 0.7 * r - h},
+                          {cx + 0.7 * r, cy + 0.7 * r},
+                          {cx - 0.7 * r - w, cy + 0.7 * r}};
+    for (int t = 0; t < 8; t++) {
+      KnnwbLabelBox box = {v, sides[tries[t]][0], sides[tries[t]][1], 0, 0, ring > 0};
+      box.x1 = box.x0 + w, box.y1 = box.y0 + h;
+      if (box.x0 < limit || box.y0 < limit || box.x1 > plan->width - limit ||
+          box.y1 > plan->height - limit)
+        continue;
+      gboolean free = TRUE;
+      for (guint i = 0; i < n_obstacles && free; i++)
+        free = !knnwb_plan_overlaps(&box, obstacles[i]);
+      for (guint i = 0; i < plan->labels->len && free; i++) {
+        const KnnwbLabelBox *other = &g_array_index(plan->labels, KnnwbLabelBox, i);
+        double b[4] = {other->x0, other->y0, other->x1, other->y1};
+        free = !knnwb_plan_overlaps(&box, b);
+      }
+      if (free) {
+        g_array_append_val(plan->labels, box);
+        return TRUE;
+      }
     }
   }
   return FALSE;
@@ -282,7 +288,7 @@ static void knnwb_plan_labels(KnnwbDrawingPlan *plan, const KnnwbDrawing *drawin
     if (node->label == NULL || node->label[0] == '\0')
       continue;
     tried += !first;
-    gboolean placed = knnwb_plan_place(plan, node, order[i], cr,
+    gboolean placed = knnwb_plan_place(plan, node, order[i], first, cr,
                                        (const double(*)[4])(void *)obstacles->data, obstacles->len);
     hubs += placed && !first;
   }

@@ -2,7 +2,9 @@
  * Pictures checked pixel by pixel: small GMLs with known geometry (each node its own fill colour)
  * drawn as PNG by knnwb_drawing_render, decoded with cairo; every edge the GML names is drawn along
  * the segment between its nodes' discs, no line is drawn where the GML has no edge, and nothing
- * touches the picture's border (nodes and labels at the edge of the layout are not cut).
+ * touches the picture's border (nodes and labels at the edge of the layout are not cut); the legend
+ * holds the palette's colours (swatches in its box, counts in the model), placed labels never
+ * overlap and the focus and its neighbours are all labelled, directed edges end in arrowheads.
  */
 #include <knnwb/drawing.h>
 #include <knnwb/error.h>
@@ -171,10 +173,223 @@ static void test_border(void)
   g_rmdir(dir);
 }
 
+/* A GML of n nodes on a small disc (crowded: labels must give way) with a string attribute
+ * lineage (B, T, NK by 3), a number age, node 0 the focus joined to nodes 1..8 (and to 9, whose
+ * edge to the node 9 places before it reaches the focus). */
+static char *crowded_gml(const char *dir, int n, gboolean directed)
+{
+  static const char *lineages[3] = {"B", "T", "NK"};
+  GString *text = g_string_new(NULL);
+  g_string_append_printf(text, "graph [\n directed %d\n", directed);
+  for (int v = 0; v < n; v++) {
+    double angle = v * 2.399963, radius = 14.0 * sqrt((double)v);
+    g_string_append_printf(text,
+                           " node [ id %d label \"node-with-a-long-name-%d\" lineage \"%s\" age "
+                           "%d.5 %s graphics [ x %.3f y %.3f w 12 h 12 ] ]\n",
+                           v, v, lineages[v % 3], 20 + v, v == 0 ? "focus 1" : "",
+                           radius * cos(angle), radius * sin(angle));
+  }
+  for (int v = 1; v <= 8 && v < n; v++)
+    g_string_append_printf(text, " edge [ source 0 target %d weight 0.%d ]\n", v, v);
+  for (int v = 9; v < n; v++)
+    g_string_append_printf(text, " edge [ source %d target %d weight 0.5 ]\n", v, v - 9);
+  g_string_append(text, "]\n");
+  char *path = g_build_filename(dir, directed ? "crowded-directed.gml" : "crowded.gml", NULL);
+  g_assert_true(g_file_set_contents(path, text->str, (gssize)text->len, NULL));
+  g_string_free(text, TRUE);
+  return path;
+}
+
+static guint32 rgb_word(const double rgb[3])
+{
+  return (guint32)lround(rgb[0] * 255) << 16 | (guint32)lround(rgb[1] * 255) << 8 |
+         (guint32)lround(rgb[2] * 255);
+}
+
+/* Pixels of exactly colour inside box (x0 y0 x1 y1). */
+static size_t count_in_box(const KnnwbTestPicture *picture, guint32 colour, const double box[4])
+{
+  size_t count = 0;
+  for (int y = (int)box[1]; y < (int)ceil(box[3]); y++)
+    for (int x = (int)box[0]; x < (int)ceil(box[2]); x++) {
+      const guint8 *p = knnwb_test_picture_at(picture, x, y);
+      count += ((guint32)p[0] << 16 | (guint32)p[1] << 8 | p[2]) == colour;
+    }
+  return count;
+}
+
+/* --color-by a string attribute: three categories with their counts in the model, each colour
+ * filling a swatch in the legend's box of the PNG and nodes outside it; a numeric attribute gets
+ * the scale; an unknown one is refused naming those there are. */
+static void test_legend(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("knnwb-pixels-XXXXXX", NULL);
+  g_autofree char *gml = crowded_gml(dir, 60, FALSE);
+  g_autofree char *png = g_build_filename(dir, "legend.png", NULL);
+  GError *error = NULL;
+  g_autoptr(KnnwbDrawing) drawing = knnwb_formats_read_gml(gml, &error);
+  g_assert_no_error(error);
+  KnnwbRenderOptions options;
+  knnwb_drawing_render_options_init(&options);
+  options.width = 700;
+  options.color_by = "lineage";
+  options.name = gml;
+  g_autoptr(KnnwbDrawingPlan) plan = knnwb_drawing_plan_new(drawing, &options, &error);
+  if (plan == NULL) {
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+    g_test_skip("built without cairo");
+    g_unlink(gml);
+    g_rmdir(dir);
+    return;
+  }
+  g_assert_false(plan->colours.numeric);
+  g_assert_cmpuint(plan->colours.legend->len, ==, 3);
+  g_assert_nonnull(strstr(plan->title, "lineage"));
+  g_assert_cmpfloat(plan->legend_box[2], >, plan->legend_box[0]);
+  g_assert_true(knnwb_drawing_render_picture(drawing, png, KNNWB_PICTURE_PNG, &options, NULL, NULL,
+                                             NULL, &error));
+  g_assert_no_error(error);
+  KnnwbTestPicture picture = knnwb_test_picture_read(png);
+  g_assert_cmpint(picture.width, ==, plan->width);
+  g_assert_cmpint(picture.height, ==, plan->height);
+  double whole[4] = {0, 0, picture.width, picture.height};
+  for (guint i = 0; i < 3; i++) {
+    const KnnwbLegendEntry *entry = &g_array_index(plan->colours.legend, KnnwbLegendEntry, i);
+    g_assert_cmpuint(entry->count, ==, 20);
+    guint32 colour = rgb_word(entry->rgb);
+    /* A swatch (at least 6 x 6 of its colour) in the legend, and nodes beyond it. */
+    size_t in_legend = count_in_box(&picture, colour, plan->legend_box);
+    if (in_legend < 36)
+      g_error("legend swatch of %s: %zu pixels of #%06X", entry->text, in_legend, colour);
+    g_assert_cmpuint(count_in_box(&picture, colour, whole), >, in_legend + 20);
+  }
+  g_assert_true(knnwb_test_picture_border_white(&picture, 3));
+  knnwb_test_picture_clear(&picture);
+  /* Numbers: a scale from the lowest to the highest age. */
+  options.color_by = "age";
+  KnnwbDrawingPlan *numeric = knnwb_drawing_plan_new(drawing, &options, &error);
+  g_assert_no_error(error);
+  g_assert_true(numeric->colours.numeric);
+  g_assert_cmpfloat(numeric->colours.lo, ==, 20.5);
+  g_assert_cmpfloat(numeric->colours.hi, ==, 79.5);
+  knnwb_drawing_plan_free(numeric);
+  options.color_by = "colour";
+  g_assert_null(knnwb_drawing_plan_new(drawing, &options, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull(strstr(error->message, "lineage, age"));
+  g_clear_error(&error);
+  g_unlink(png);
+  g_unlink(gml);
+  g_rmdir(dir);
+}
+
+/* Labels of a crowded drawing: pairwise disjoint boxes inside the picture, the focus and all its
+ * neighbours among them; each placed box holds dark text pixels in the PNG; at most the limit
+ * beyond them when the drawing has more nodes than the limit. */
+static void test_labels(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("knnwb-pixels-XXXXXX", NULL);
+  g_autofree char *gml = crowded_gml(dir, 120, FALSE);
+  g_autofree char *png = g_build_filename(dir, "labels.png", NULL);
+  GError *error = NULL;
+  g_autoptr(KnnwbDrawing) drawing = knnwb_formats_read_gml(gml, &error);
+  g_assert_no_error(error);
+  for (guint limit = 10; limit <= 200; limit += 190) {
+    KnnwbRenderOptions options;
+    knnwb_drawing_render_options_init(&options);
+    options.width = 900;
+    options.label_limit = limit;
+    g_autoptr(KnnwbDrawingPlan) plan = knnwb_drawing_plan_new(drawing, &options, &error);
+    if (plan == NULL) {
+      g_clear_error(&error);
+      g_test_skip("built without cairo");
+      break;
+    }
+    GArray *labels = plan->labels;
+    gboolean labelled[120] = {FALSE};
+    for (guint i = 0; i < labels->len; i++) {
+      const KnnwbLabelBox *a = &g_array_index(labels, KnnwbLabelBox, i);
+      labelled[a->node] = TRUE;
+      g_assert_cmpfloat(a->x0, >=, 3);
+      g_assert_cmpfloat(a->y0, >=, 3);
+      g_assert_cmpfloat(a->x1, <=, plan->width - 3);
+      g_assert_cmpfloat(a->y1, <=, plan->height - 3);
+      for (guint j = i + 1; j < labels->len; j++) {
+        const KnnwbLabelBox *b = &g_array_index(labels, KnnwbLabelBox, j);
+        gboolean overlap = a->x0 < b->x1 && b->x0 < a->x1 && a->y0 < b->y1 && b->y0 < a->y1;
+        if (overlap)
+          g_error("labels of nodes %u and %u overlap", a->node, b->node);
+      }
+    }
+    for (int v = 0; v <= 9; v++) /* 1..8, and 9 whose edge reaches node 0 */
+      if (!labelled[v])
+        g_error("node %d (the focus or its neighbour) has no label", v);
+    g_assert_cmpuint(labels->len, <=, 10 + limit);
+    g_assert_cmpuint(labels->len, >, 10);
+    g_assert_true(knnwb_drawing_render_picture(drawing, png, KNNWB_PICTURE_PNG, &options, NULL,
+                                               NULL, NULL, &error));
+    g_assert_no_error(error);
+    KnnwbTestPicture picture = knnwb_test_picture_read(png);
+    for (guint i = 0; i < labels->len; i++) {
+      const KnnwbLabelBox *a = &g_array_index(labels, KnnwbLabelBox, i);
+      int darkest = 255;
+      for (double y = a->y0; y < a->y1; y += 1)
+        for (double x = a->x0; x < a->x1; x += 1)
+          darkest = MIN(darkest, knnwb_test_picture_darkest(&picture, x, y, 0));
+      g_assert_cmpint(darkest, <, 100);
+    }
+    g_assert_true(knnwb_test_picture_border_white(&picture, 3));
+    knnwb_test_picture_clear(&picture);
+  }
+  g_unlink(png);
+  g_unlink(gml);
+  g_rmdir(dir);
+}
+
+/* A directed edge ends in an arrowhead at its target's rim: more dark pixels beside the line just
+ * outside the target than just outside the source. */
+static void test_arrows(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("knnwb-pixels-XXXXXX", NULL);
+  static const char text[] = "graph [ directed 1\n"
+                             " node [ id 0 graphics [ x 0 y 0 w 30 h 30 fill \"#1F77B4\" ] ]\n"
+                             " node [ id 1 graphics [ x 400 y 0 w 30 h 30 fill \"#FF7F0E\" ] ]\n"
+                             " node [ id 2 graphics [ x 200 y 200 w 30 h 30 fill \"#2CA02C\" ] ]\n"
+                             " edge [ source 0 target 1 ]\n]\n";
+  g_autofree char *gml = g_build_filename(dir, "arrow.gml", NULL);
+  g_assert_true(g_file_set_contents(gml, text, -1, NULL));
+  g_autofree char *png = g_build_filename(dir, "arrow.png", NULL);
+  KnnwbTestPicture picture;
+  if (!draw(gml, png, 500, &picture)) {
+    g_test_skip("built without cairo");
+  } else {
+    KnnwbTestBlob a = knnwb_test_picture_find(&picture, 0x1F77B4);
+    KnnwbTestBlob b = knnwb_test_picture_find(&picture, 0xFF7F0E);
+    double r = (b.x1 - b.x0) / 2.0;
+    /* Pixels off the line's axis (3 to 4 pixels above and below), 4 to 8 pixels from each rim. */
+    int near_target = 0, near_source = 0;
+    for (double d = r + 4; d <= r + 8; d += 1)
+      for (int side = -1; side <= 1; side += 2) {
+        near_target += knnwb_test_picture_darkest(&picture, b.x - d, b.y + 3 * side, 0) < 200;
+        near_source += knnwb_test_picture_darkest(&picture, a.x + d, a.y + 3 * side, 0) < 200;
+      }
+    g_assert_cmpint(near_target, >, near_source);
+    g_assert_cmpint(near_source, ==, 0);
+    knnwb_test_picture_clear(&picture);
+  }
+  g_unlink(png);
+  g_unlink(gml);
+  g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/drawing/pixels/square", test_square);
   g_test_add_func("/drawing/pixels/border", test_border);
+  g_test_add_func("/drawing/pixels/legend", test_legend);
+  g_test_add_func("/drawing/pixels/labels", test_labels);
+  g_test_add_func("/drawing/pixels/arrows", test_arrows);
   return g_test_run();
 }

@@ -278,10 +278,12 @@ typedef struct {
 /** Fills options with the defaults listed in KnnwbRenderOptions. O(1). */
 void knnwb_drawing_render_options_init(KnnwbRenderOptions *options);
 
-/** A placed label: its node and its box in pixels (x0 < x1, y0 < y1). */
+/** A placed label: its node and its box in pixels (x0 < x1, y0 < y1); leader: away from its node,
+ * joined to it by a thin line. */
 typedef struct {
   guint node;
   double x0, y0, x1, y1;
+  gboolean leader;
 } KnnwbLabelBox;
 
 /** Where everything of a picture goes, computed before drawing (and read by tests). */
@@ -304,9 +306,11 @@ typedef struct {
  * band above, a legend panel at the right), the node colours (options->color_by), and the labels:
  * tried in priority order (focus, their direct neighbours, then by degree; all nodes when there
  * are at most label_limit, else focus, neighbours and label_limit hubs) right, left, above or
- * below the node, each kept only where it overlaps no label placed before and stays inside the
- * picture. Errors: those of knnwb_drawing_colour_nodes; KNNWB_ERROR_INVALID_ARGUMENT without
- * cairo. O(n log n + labels^2) time besides text measurement, O(n) memory.
+ * below the node, each kept only where it overlaps no label placed before, the title or the legend
+ * and stays inside the picture; the focus's and its neighbours' labels may move two rings farther
+ * out (with a leader line) before they are left out. Errors: those of knnwb_drawing_colour_nodes;
+ * KNNWB_ERROR_INVALID_ARGUMENT without cairo. O(n log n + labels^2) time besides text measurement,
+ * O(n) memory.
  */
 KnnwbDrawingPlan *knnwb_drawing_plan_new(const KnnwbDrawing *drawing,
                                          const KnnwbRenderOptions *options, GError **error);
