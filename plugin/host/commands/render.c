@@ -62,10 +62,11 @@ static GOptionContext *knnwb_render_options_new(KnnwbRenderCommand *command)
 {
   GOptionEntry entries[] = {
       {"edges", 0, 0, G_OPTION_ARG_STRING, &command->edges,
-       knnwb_host_help_choices(&knnwb_render_edges_table, "",
-                               " (default: drawn up to 50,000 edges; beyond, a 1200-pixel picture "
-                               "is a grey veil and slow to draw)",
-                               NULL, ""),
+       knnwb_host_help_choices(
+           &knnwb_render_edges_table, "",
+           " (default: drawn up to 50,000 edges one by one, and every edge in a "
+           "density image)",
+           NULL, ""),
        KNNWB_ENUM_CHOICES(KNNWB_RENDER_EDGES_NAMES)},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output, "picture.png, .svg or .pdf",
        "OUT"},
@@ -73,7 +74,8 @@ static GOptionContext *knnwb_render_options_new(KnnwbRenderCommand *command)
        "width in pixels (PNG) or points (SVG, PDF); the height follows the drawing (default 1200)",
        "W"},
       {"labels", 0, 0, G_OPTION_ARG_INT, &command->label_limit,
-       "label every node when there are at most N (default 150); the focus is always labelled",
+       "try a label on every node when there are at most N (default 150), else on N hubs; the "
+       "focus and its neighbours are always labelled; labels never overlap",
        "N"},
       {"color-by", 0, 0, G_OPTION_ARG_STRING, &command->color_by,
        "colour nodes by this node attribute of the GML (cluster, an annotation column): a "
