@@ -46,6 +46,11 @@ igraph_error_t knnwb_drawing_layout_isolated(const igraph_t *graph, const igraph
 
 /** A node's disc radius in pixels in plan's picture (at least 1.5; the focus at least 7). */
 double knnwb_drawing_plan_radius(const KnnwbDrawingPlan *plan, const KnnwbDrawingNode *node);
+/** The text on an edge of the focus: "r 0.83" from its r, else "d 0.17" from its distance; FALSE
+ * when it has neither. */
+gboolean knnwb_drawing_edge_label(const KnnwbDrawingEdge *edge, char *text, size_t size);
+/** The font size of edge labels in pixels. */
+#define KNNWB_EDGE_LABEL_SIZE 9.0
 /** A node's label font size in pixels in plan's picture. */
 double knnwb_drawing_plan_label_size(const KnnwbDrawingPlan *plan, const KnnwbDrawingNode *node);
 

@@ -271,6 +271,31 @@ static char *knnwb_render_fit(cairo_t *cr, const char *text, double width)
   return fitted;
 }
 
+/* The focus's edges' labels where the plan put them: small, dark red, on a white halo. */
+static void knnwb_drawing_render_edge_labels(KnnwbRenderPass *pass, const KnnwbDrawing *drawing)
+{
+  cairo_t *cr = pass->cr;
+  const GArray *labels = pass->plan->edge_labels;
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, KNNWB_EDGE_LABEL_SIZE);
+  cairo_font_extents_t font;
+  cairo_font_extents(cr, &font);
+  for (guint i = 0; i < labels->len && !pass->cancelled; i++) {
+    const KnnwbLabelBox *box = &g_array_index(labels, KnnwbLabelBox, i);
+    char text[32];
+    knnwb_drawing_edge_label(&g_array_index(drawing->edges, KnnwbDrawingEdge, box->node), text,
+                             sizeof text);
+    cairo_move_to(cr, box->x0 + 1, box->y0 + 1 + font.ascent);
+    cairo_text_path(cr, text);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_set_line_width(cr, 2.5);
+    cairo_stroke(cr);
+    cairo_move_to(cr, box->x0 + 1, box->y0 + 1 + font.ascent);
+    cairo_set_source_rgb(cr, 0.55, 0.0, 0.0);
+    cairo_show_text(cr, text);
+  }
+}
+
 /* The title at the top left, in the band the plan kept for it. */
 static void knnwb_drawing_render_title(KnnwbRenderPass *pass)
 {
@@ -430,6 +455,7 @@ gboolean knnwb_drawing_render_picture(const KnnwbDrawing *drawing, const char *p
     knnwb_drawing_render_edges(&pass, edges, m, drawing->directed);
     knnwb_drawing_render_nodes(&pass);
     knnwb_drawing_render_labels(&pass);
+    knnwb_drawing_render_edge_labels(&pass, drawing);
   }
   knnwb_drawing_render_title(&pass);
   knnwb_drawing_render_legend(&pass);

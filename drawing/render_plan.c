@@ -19,6 +19,8 @@ void knnwb_drawing_plan_free(KnnwbDrawingPlan *plan)
   knnwb_drawing_node_colours_clear(&plan->colours);
   if (plan->labels != NULL)
     g_array_free(plan->labels, TRUE);
+  if (plan->edge_labels != NULL)
+    g_array_free(plan->edge_labels, TRUE);
   g_free(plan->title);
   g_free(plan);
 }
@@ -27,6 +29,17 @@ double knnwb_drawing_plan_radius(const KnnwbDrawingPlan *plan, const KnnwbDrawin
 {
   double radius = MAX(1.5, 0.5 * node->w * plan->node_scale);
   return node->focus ? MAX(radius, 7.0) : radius;
+}
+
+gboolean knnwb_drawing_edge_label(const KnnwbDrawingEdge *edge, char *text, size_t size)
+{
+  if (!isnan(edge->r))
+    g_snprintf(text, size, "r %.2f", (double)edge->r);
+  else if (!isnan(edge->distance))
+    g_snprintf(text, size, "d %.3g", (double)edge->distance);
+  else
+    return FALSE;
+  return TRUE;
 }
 
 double knnwb_drawing_plan_label_size(const KnnwbDrawingPlan *plan, const KnnwbDrawingNode *node)
@@ -294,11 +307,76 @@ static void knnwb_plan_labels(KnnwbDrawingPlan *plan, const KnnwbDrawing *drawin
   }
 }
 
+/* Whether box overlaps a placed node or edge label. */
+static gboolean knnwb_plan_taken(const KnnwbDrawingPlan *plan, const KnnwbLabelBox *box)
+{
+  const GArray *sets[2] = {plan->labels, plan->edge_labels};
+  for (int s = 0; s < 2; s++)
+    for (guint i = 0; i < sets[s]->len; i++) {
+      const KnnwbLabelBox *other = &g_array_index(sets[s], KnnwbLabelBox, i);
+      double b[4] = {other->x0, other->y0, other->x1, other->y1};
+      if (knnwb_plan_overlaps(box, b))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* An edge from a focus to another node (directed: the focus's own out-edges, its k nearest). */
+static gboolean knnwb_plan_focus_edge(const KnnwbDrawing *drawing, const KnnwbDrawingEdge *edge)
+{
+  const KnnwbDrawingNode *nodes = (const KnnwbDrawingNode *)(void *)drawing->nodes->data;
+  gboolean from = nodes[edge->source].focus, to = nodes[edge->target].focus;
+  return drawing->directed ? from && !to : from != to;
+}
+
+/* The focus's edges (at most 100) labelled with their r (else their distance) at the first of a
+ * few points along their middle where the text overlaps no label and stays in the drawing's
+ * area. */
+static void knnwb_plan_edge_labels(KnnwbDrawingPlan *plan, const KnnwbDrawing *drawing, cairo_t *cr)
+{
+  const KnnwbDrawingNode *nodes = (const KnnwbDrawingNode *)(void *)drawing->nodes->data;
+  guint focus_edges = 0;
+  for (guint e = 0; e < drawing->edges->len; e++) {
+    const KnnwbDrawingEdge *edge = &g_array_index(drawing->edges, KnnwbDrawingEdge, e);
+    focus_edges += knnwb_plan_focus_edge(drawing, edge);
+  }
+  if (focus_edges == 0 || focus_edges > 100)
+    return;
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, KNNWB_EDGE_LABEL_SIZE);
+  cairo_font_extents_t font;
+  cairo_font_extents(cr, &font);
+  for (guint e = 0; e < drawing->edges->len; e++) {
+    const KnnwbDrawingEdge *edge = &g_array_index(drawing->edges, KnnwbDrawingEdge, e);
+    if (!knnwb_plan_focus_edge(drawing, edge))
+      continue;
+    char text[32];
+    if (!knnwb_drawing_edge_label(edge, text, sizeof text))
+      continue;
+    cairo_text_extents_t extents;
+    cairo_text_extents(cr, text, &extents);
+    double w = extents.x_advance + 2, h = font.ascent + font.descent + 2;
+    const KnnwbDrawingNode *a = &nodes[edge->source], *b = &nodes[edge->target];
+    static const double along[5] = {0.5, 0.4, 0.6, 0.3, 0.7};
+    for (int t = 0; t < 5; t++) {
+      double x = plan->offset_x + plan->scale * (a->x + along[t] * (b->x - a->x));
+      double y = plan->offset_y + plan->scale * (a->y + along[t] * (b->y - a->y));
+      KnnwbLabelBox box = {e, x - w / 2, y - h / 2, x + w / 2, y + h / 2, FALSE};
+      if (box.x0 < plan->area[0] || box.y0 < plan->area[1] || box.x1 > plan->area[2] ||
+          box.y1 > plan->area[3] || knnwb_plan_taken(plan, &box))
+        continue;
+      g_array_append_val(plan->edge_labels, box);
+      break;
+    }
+  }
+}
+
 KnnwbDrawingPlan *knnwb_drawing_plan_new(const KnnwbDrawing *drawing,
                                          const KnnwbRenderOptions *options, GError **error)
 {
   g_autoptr(KnnwbDrawingPlan) plan = g_new0(KnnwbDrawingPlan, 1);
   plan->labels = g_array_new(FALSE, FALSE, sizeof(KnnwbLabelBox));
+  plan->edge_labels = g_array_new(FALSE, FALSE, sizeof(KnnwbLabelBox));
   const char *color_by = options->color_by;
   if (color_by == NULL && knnwb_drawing_attribute(drawing, "cluster") != NULL)
     color_by = "cluster";
@@ -312,8 +390,10 @@ KnnwbDrawingPlan *knnwb_drawing_plan_new(const KnnwbDrawing *drawing,
   cairo_t *cr = cairo_create(scratch);
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
   knnwb_plan_frame(plan, drawing, cr, options->width);
-  if (!plan->density)
+  if (!plan->density) {
     knnwb_plan_labels(plan, drawing, cr, options->label_limit);
+    knnwb_plan_edge_labels(plan, drawing, cr);
+  }
   cairo_destroy(cr);
   cairo_surface_destroy(scratch);
   return g_steal_pointer(&plan);

@@ -1,7 +1,7 @@
 /* Reads back what the GML writer puts in a file (knnwb's own and yEd's GML): node ids, labels,
  * `focus`, every other scalar node key as an attribute, `graphics [ x y w h type fill outline ]`,
- * `LabelGraphics [ fontSize ]`, edges with `weight` and `graphics [ fill width ]`. GML is
- * `key value` pairs where a value is a number, a "string" or a [ list ]. The file is read in
+ * `LabelGraphics [ fontSize ]`, edges with `weight`, `distance`, `r` and `graphics [ fill width ]`.
+ * GML is `key value` pairs where a value is a number, a "string" or a [ list ]. The file is read in
  * chunks (a regular file only, under a size cap, the cancel flag polled per chunk) and parsed by
  * one loop with a depth counter: nesting costs no stack, only the first four levels mean
  * anything. */
@@ -287,7 +287,7 @@ static void knnwb_gml_item_start(KnnwbGmlParser *parser, size_t line)
   parser->node = (KnnwbDrawingNode){.w = 30, .h = 30, .font_size = 12};
   knnwb_gml_parse_colour(NULL, parser->node.fill);
   knnwb_gml_parse_colour("#404040", parser->node.outline);
-  parser->edge = (KnnwbDrawingEdge){.width = 1, .weight = NAN};
+  parser->edge = (KnnwbDrawingEdge){.width = 1, .weight = NAN, .distance = NAN, .r = NAN};
   knnwb_gml_parse_colour("#A0A0A0", parser->edge.colour);
   parser->id = parser->source = parser->target = -1;
   parser->have_id = FALSE;
@@ -314,6 +314,10 @@ static void knnwb_gml_scalar(KnnwbGmlParser *parser, KnnwbGmlContext context, co
         parser->target = parser->number;
       else if (number && strcmp(key, "weight") == 0)
         edge->weight = parser->number;
+      else if (number && strcmp(key, "distance") == 0)
+        edge->distance = (float)parser->number;
+      else if (number && strcmp(key, "r") == 0)
+        edge->r = (float)parser->number;
     } else if (number && strcmp(key, "focus") == 0)
       node->focus = parser->number != 0;
     else if (strcmp(key, "label") == 0) {

@@ -190,7 +190,7 @@ static char *crowded_gml(const char *dir, int n, gboolean directed)
                            radius * cos(angle), radius * sin(angle));
   }
   for (int v = 1; v <= 8 && v < n; v++)
-    g_string_append_printf(text, " edge [ source 0 target %d weight 0.%d ]\n", v, v);
+    g_string_append_printf(text, " edge [ source 0 target %d weight 0.%d r 0.%d ]\n", v, v, 9 - v);
   for (int v = 9; v < n; v++)
     g_string_append_printf(text, " edge [ source %d target %d weight 0.5 ]\n", v, v - 9);
   g_string_append(text, "]\n");
@@ -325,6 +325,20 @@ static void test_labels(void)
     for (int v = 0; v <= 9; v++) /* 1..8, and 9 whose edge reaches node 0 */
       if (!labelled[v])
         g_error("node %d (the focus or its neighbour) has no label", v);
+    /* The focus's edges carry their r, clear of every node label and of each other. */
+    g_assert_cmpuint(plan->edge_labels->len, >, 0);
+    g_assert_cmpuint(plan->edge_labels->len, <=, 8);
+    for (guint i = 0; i < plan->edge_labels->len; i++) {
+      const KnnwbLabelBox *a = &g_array_index(plan->edge_labels, KnnwbLabelBox, i);
+      g_assert_cmpuint(a->node, <, 8); /* the edges 0-1 .. 0-8 come first in the file */
+      for (guint j = 0; j < labels->len + plan->edge_labels->len; j++) {
+        const KnnwbLabelBox *b =
+            j < labels->len ? &g_array_index(labels, KnnwbLabelBox, j)
+                            : &g_array_index(plan->edge_labels, KnnwbLabelBox, j - labels->len);
+        if (b != a && a->x0 < b->x1 && b->x0 < a->x1 && a->y0 < b->y1 && b->y0 < a->y1)
+          g_error("the label of edge %u overlaps another label", a->node);
+      }
+    }
     g_assert_cmpuint(labels->len, <=, 10 + limit);
     g_assert_cmpuint(labels->len, >, 10);
     g_assert_true(knnwb_drawing_render_picture(drawing, png, KNNWB_PICTURE_PNG, &options, NULL,

@@ -182,7 +182,9 @@ typedef struct {
   guint source, target; /**< node indices */
   double colour[3];
   double width;
-  double weight; /**< the GML's `weight` (a similarity), NaN without */
+  double weight;  /**< the GML's `weight` (a similarity), NaN without */
+  float distance; /**< the GML's `distance`, NaN without */
+  float r;        /**< the GML's `r` (a correlation), NaN without */
 } KnnwbDrawingEdge;
 
 /** A scalar node key of the GML other than id, label and focus (`cluster`, an annotation column),
@@ -296,9 +298,11 @@ typedef struct {
   double title_size;                /**< title font size in pixels (0 without a title) */
   char *title;                      /**< NULL without one */
   KnnwbNodeColours colours;
-  GArray *labels;    /**< KnnwbLabelBox, placed in priority order, never overlapping */
-  guint legend_rows; /**< legend entries shown (the rest summed in one row) */
-  gboolean density;  /**< drawn as a density image */
+  GArray *labels;      /**< KnnwbLabelBox, placed in priority order, never overlapping */
+  GArray *edge_labels; /**< KnnwbLabelBox of the focus's edges (node: the edge's index), never
+                            overlapping a node label or each other */
+  guint legend_rows;   /**< legend entries shown (the rest summed in one row) */
+  gboolean density;    /**< drawn as a density image */
 } KnnwbDrawingPlan;
 
 /**
@@ -308,9 +312,10 @@ typedef struct {
  * are at most label_limit, else focus, neighbours and label_limit hubs) right, left, above or
  * below the node, each kept only where it overlaps no label placed before, the title or the legend
  * and stays inside the picture; the focus's and its neighbours' labels may move two rings farther
- * out (with a leader line) before they are left out. Errors: those of knnwb_drawing_colour_nodes;
- * KNNWB_ERROR_INVALID_ARGUMENT without cairo. O(n log n + labels^2) time besides text measurement,
- * O(n) memory.
+ * out (with a leader line) before they are left out. Then each edge of a focus (at most 100) gets
+ * its `r` (else `d` for its distance) along its middle where that overlaps no label. Errors: those
+ * of knnwb_drawing_colour_nodes; KNNWB_ERROR_INVALID_ARGUMENT without cairo. O(n log n + labels^2)
+ * time besides text measurement, O(n) memory.
  */
 KnnwbDrawingPlan *knnwb_drawing_plan_new(const KnnwbDrawing *drawing,
                                          const KnnwbRenderOptions *options, GError **error);
