@@ -4,7 +4,8 @@
  * the segment between its nodes' discs, no line is drawn where the GML has no edge, and nothing
  * touches the picture's border (nodes and labels at the edge of the layout are not cut); the legend
  * holds the palette's colours (swatches in its box, counts in the model), placed labels never
- * overlap and the focus and its neighbours are all labelled, directed edges end in arrowheads.
+ * overlap and the focus and its neighbours are all labelled, directed edges end in arrowheads, and
+ * a large graph is a density image with its clusters where their nodes are.
  */
 #include <knnwb/drawing.h>
 #include <knnwb/error.h>
@@ -397,6 +398,64 @@ static void test_arrows(void)
   g_rmdir(dir);
 }
 
+/* More nodes than the density threshold: a density image. Three clusters of 8,000 nodes on three
+ * separate squares: the legend's swatches with the counts, colour over each square's centre, only
+ * background between them and at the border. */
+static void test_density(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("knnwb-pixels-XXXXXX", NULL);
+  GString *text = g_string_new("graph [\n directed 0\n");
+  GRand *rand = g_rand_new_with_seed(7);
+  static const double corner[3][2] = {{0, 0}, {3000, 0}, {1500, 2400}};
+  for (int v = 0; v < 24000; v++) {
+    int c = v % 3;
+    g_string_append_printf(text, " node [ id %d cluster %d graphics [ x %.1f y %.1f ] ]\n", v, c,
+                           corner[c][0] + g_rand_double_range(rand, 0, 1000),
+                           corner[c][1] + g_rand_double_range(rand, 0, 1000));
+  }
+  g_rand_free(rand);
+  g_string_append(text, "]\n");
+  g_autofree char *gml = g_build_filename(dir, "dense.gml", NULL);
+  g_assert_true(g_file_set_contents(gml, text->str, (gssize)text->len, NULL));
+  g_string_free(text, TRUE);
+  g_autofree char *png = g_build_filename(dir, "dense.png", NULL);
+  GError *error = NULL;
+  g_autoptr(KnnwbDrawing) drawing = knnwb_formats_read_gml(gml, &error);
+  g_assert_no_error(error);
+  KnnwbRenderOptions options;
+  knnwb_drawing_render_options_init(&options);
+  options.width = 600;
+  g_autoptr(KnnwbDrawingPlan) plan = knnwb_drawing_plan_new(drawing, &options, &error);
+  if (plan == NULL) {
+    g_clear_error(&error);
+    g_test_skip("built without cairo");
+  } else {
+    g_assert_true(plan->density);
+    g_assert_cmpuint(plan->labels->len, ==, 0);
+    g_assert_true(knnwb_drawing_render_picture(drawing, png, KNNWB_PICTURE_PNG, &options, NULL,
+                                               NULL, NULL, &error));
+    g_assert_no_error(error);
+    KnnwbTestPicture picture = knnwb_test_picture_read(png);
+    for (guint i = 0; i < 3; i++) {
+      const KnnwbLegendEntry *entry = &g_array_index(plan->colours.legend, KnnwbLegendEntry, i);
+      g_assert_cmpuint(entry->count, ==, 8000);
+      g_assert_cmpuint(count_in_box(&picture, rgb_word(entry->rgb), plan->legend_box), >=, 36);
+      /* Inside the square, off its centre (where the name is written): coloured. */
+      double x = plan->offset_x + plan->scale * (corner[i][0] + 250);
+      double y = plan->offset_y + plan->scale * (corner[i][1] + 250);
+      g_assert_cmpint(knnwb_test_picture_darkest(&picture, x, y, 2), <, 200);
+    }
+    /* Between the squares: nothing. */
+    double gap_x = plan->offset_x + plan->scale * 2000, gap_y = plan->offset_y + plan->scale * 500;
+    g_assert_cmpint(knnwb_test_picture_darkest(&picture, gap_x, gap_y, 3), ==, 255);
+    g_assert_true(knnwb_test_picture_border_white(&picture, 3));
+    knnwb_test_picture_clear(&picture);
+  }
+  g_unlink(png);
+  g_unlink(gml);
+  g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -405,5 +464,6 @@ int main(int argc, char **argv)
   g_test_add_func("/drawing/pixels/legend", test_legend);
   g_test_add_func("/drawing/pixels/labels", test_labels);
   g_test_add_func("/drawing/pixels/arrows", test_arrows);
+  g_test_add_func("/drawing/pixels/density", test_density);
   return g_test_run();
 }
