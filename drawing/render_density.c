@@ -15,6 +15,7 @@ typedef struct {
   int w, h;
   double x0, y0; /* the area's corner in picture pixels */
   float *count, *rgb, *veil;
+  double spread; /* a node's count at its centre after the blur, (2r + 1)^2 of them to one */
 } KnnwbDensity;
 
 static inline gboolean knnwb_density_bin(const KnnwbDensity *d, const KnnwbDrawingPlan *plan,
@@ -53,6 +54,36 @@ static gboolean knnwb_density_edges(KnnwbDensity *d, const KnnwbDrawing *drawing
   return TRUE;
 }
 
+/* A box blur of radius r over a w x h image of channels floats per pixel, rows then columns (sums
+ * kept, not means: a node spreads over its neighbourhood without changing the total). */
+static void knnwb_density_blur(float *image, int w, int h, int channels, int r)
+{
+  if (r <= 0)
+    return;
+  g_autofree float *line = g_new(float, (size_t)MAX(w, h) * channels);
+  for (int pass = 0; pass < 2; pass++) {
+    int length = pass ? h : w, lines = pass ? w : h;
+    size_t step = pass ? (size_t)w * channels : (size_t)channels;
+    for (int l = 0; l < lines; l++) {
+      float *start = image + (pass ? (size_t)l * channels : (size_t)l * w * channels);
+      for (int i = 0; i < length; i++)
+        memcpy(line + (size_t)i * channels, start + i * step, channels * sizeof(float));
+      for (int c = 0; c < channels; c++) {
+        double sum = 0; /* a running sum: in double, and what is left of a cancelled sum is 0 */
+        for (int i = 0; i < MIN(r, length); i++)
+          sum += line[(size_t)i * channels + c];
+        for (int i = 0; i < length; i++) {
+          if (i + r < length)
+            sum += line[(size_t)(i + r) * channels + c];
+          if (i - r - 1 >= 0)
+            sum -= line[(size_t)(i - r - 1) * channels + c];
+          start[i * step + c] = sum > 1e-6 ? (float)(sum / (2 * r + 1)) : 0.0f;
+        }
+      }
+    }
+  }
+}
+
 /* The pixels: white, the veil of edges in grey, the nodes' mean colour over it with an opacity
  * from the log of their count. */
 static void knnwb_density_paint(const KnnwbDensity *d, unsigned char *data, int stride)
@@ -60,7 +91,7 @@ static void knnwb_density_paint(const KnnwbDensity *d, unsigned char *data, int 
   float most = 1, most_veil = 1;
   for (size_t i = 0; i < (size_t)d->w * d->h; i++)
     most = MAX(most, d->count[i]), most_veil = MAX(most_veil, d->veil[i]);
-  double log_most = log1p(most), log_veil = log1p(most_veil);
+  double log_most = log1p(most * d->spread), log_veil = log1p(most_veil);
   for (int y = 0; y < d->h; y++)
     for (int x = 0; x < d->w; x++) {
       size_t i = (size_t)y * d->w + x;
@@ -69,9 +100,10 @@ static void knnwb_density_paint(const KnnwbDensity *d, unsigned char *data, int 
         double shade = 1 - 0.35 * log1p(d->veil[i]) / log_veil;
         r = g = b = shade;
       }
-      if (d->count[i] > 0) {
-        double alpha = 0.45 + 0.55 * log1p(d->count[i]) / log_most;
-        double darken = 1 - 0.35 * log1p(d->count[i]) / log_most;
+      double nodes = d->count[i] * d->spread; /* nodes per pixel, as if not blurred */
+      if (nodes > 1e-3) {
+        double alpha = MIN(1.0, nodes) * (0.45 + 0.55 * log1p(nodes) / log_most);
+        double darken = 1 - 0.35 * log1p(nodes) / log_most;
         const float *c = d->rgb + 3 * i;
         r = (1 - alpha) * r + alpha * darken * c[0] / d->count[i];
         g = (1 - alpha) * g + alpha * darken * c[1] / d->count[i];
@@ -224,6 +256,12 @@ gboolean knnwb_drawing_render_density(cairo_t *cr, const KnnwbDrawing *drawing,
     for (int k = 0; k < 3; k++)
       rgb[3 * i + k] += (float)plan->colours.rgb[3 * (size_t)v + k];
   }
+  /* Sparse drawings (fewer nodes than pixels) spread each node over a few pixels, so that the
+   * picture shows a density rather than scattered dots. */
+  int radius = (int)CLAMP(lround(0.5 * sqrt((double)pixels / MAX(drawing->nodes->len, 1u))), 0, 3);
+  d.spread = (2.0 * radius + 1) * (2.0 * radius + 1);
+  knnwb_density_blur(count, d.w, d.h, 1, radius);
+  knnwb_density_blur(rgb, d.w, d.h, 3, radius);
   if (!knnwb_density_edges(&d, drawing, plan, m, cancel))
     return FALSE;
   cairo_surface_t *image = cairo_image_surface_create(CAIRO_FORMAT_RGB24, d.w, d.h);
