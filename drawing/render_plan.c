@@ -207,12 +207,77 @@ static guint *knnwb_plan_label_order(const KnnwbDrawing *drawing, guint *n_first
   return order;
 }
 
+/* The placed labels by 64-pixel cell, so that a label is checked against its neighbours only
+ * (all-pairs checks took minutes for 100,000 labels). */
+typedef struct {
+  int cols, rows;
+  GArray **cells; /* guint indices into plan->labels, created on first use */
+} KnnwbLabelGrid;
+
+enum { KNNWB_LABEL_CELL = 64 };
+
+static void knnwb_grid_init(KnnwbLabelGrid *grid, int width, int height)
+{
+  grid->cols = width / KNNWB_LABEL_CELL + 1;
+  grid->rows = height / KNNWB_LABEL_CELL + 1;
+  grid->cells = g_new0(GArray *, (size_t)grid->cols * grid->rows);
+}
+
+static void knnwb_grid_clear(KnnwbLabelGrid *grid)
+{
+  for (size_t i = 0; i < (size_t)grid->cols * grid->rows; i++)
+    if (grid->cells[i] != NULL)
+      g_array_free(grid->cells[i], TRUE);
+  g_free(grid->cells);
+}
+
+/* The cells box covers (clamped to the grid). */
+static void knnwb_grid_span(const KnnwbLabelGrid *grid, const KnnwbLabelBox *box, int span[4])
+{
+  span[0] = CLAMP((int)floor(box->x0 / KNNWB_LABEL_CELL), 0, grid->cols - 1);
+  span[1] = CLAMP((int)floor(box->y0 / KNNWB_LABEL_CELL), 0, grid->rows - 1);
+  span[2] = CLAMP((int)floor(box->x1 / KNNWB_LABEL_CELL), 0, grid->cols - 1);
+  span[3] = CLAMP((int)floor(box->y1 / KNNWB_LABEL_CELL), 0, grid->rows - 1);
+}
+
+static gboolean knnwb_grid_free(const KnnwbLabelGrid *grid, const GArray *labels,
+                                const KnnwbLabelBox *box)
+{
+  int span[4];
+  knnwb_grid_span(grid, box, span);
+  for (int y = span[1]; y <= span[3]; y++)
+    for (int x = span[0]; x <= span[2]; x++) {
+      const GArray *cell = grid->cells[(size_t)y * grid->cols + x];
+      for (guint i = 0; cell != NULL && i < cell->len; i++) {
+        const KnnwbLabelBox *other =
+            &g_array_index(labels, KnnwbLabelBox, g_array_index(cell, guint, i));
+        double b[4] = {other->x0, other->y0, other->x1, other->y1};
+        if (knnwb_plan_overlaps(box, b))
+          return FALSE;
+      }
+    }
+  return TRUE;
+}
+
+static void knnwb_grid_add(KnnwbLabelGrid *grid, guint index, const KnnwbLabelBox *box)
+{
+  int span[4];
+  knnwb_grid_span(grid, box, span);
+  for (int y = span[1]; y <= span[3]; y++)
+    for (int x = span[0]; x <= span[2]; x++) {
+      GArray **cell = &grid->cells[(size_t)y * grid->cols + x];
+      if (*cell == NULL)
+        *cell = g_array_new(FALSE, FALSE, sizeof(guint));
+      g_array_append_val(*cell, index);
+    }
+}
+
 /* One node's label: tried at the side away from the drawing's centre first, then the others;
  * kept at the first place inside the picture that overlaps no placed label or obstacle (farther
  * out, with a leader line, when it must be shown). */
-static gboolean knnwb_plan_place(KnnwbDrawingPlan *plan, const KnnwbDrawingNode *node, guint v,
-                                 gboolean must, cairo_t *cr, const double (*obstacles)[4],
-                                 guint n_obstacles)
+static gboolean knnwb_plan_place(KnnwbDrawingPlan *plan, KnnwbLabelGrid *grid,
+                                 const KnnwbDrawingNode *node, guint v, gboolean must, cairo_t *cr,
+                                 const double (*obstacles)[4], guint n_obstacles)
 {
   double size = knnwb_drawing_plan_label_size(plan, node);
   cairo_set_font_size(cr, size);
@@ -252,12 +317,8 @@ static gboolean knnwb_plan_place(KnnwbDrawingPlan *plan, const KnnwbDrawingNode 
       gboolean free = TRUE;
       for (guint i = 0; i < n_obstacles && free; i++)
         free = !knnwb_plan_overlaps(&box, obstacles[i]);
-      for (guint i = 0; i < plan->labels->len && free; i++) {
-        const KnnwbLabelBox *other = &g_array_index(plan->labels, KnnwbLabelBox, i);
-        double b[4] = {other->x0, other->y0, other->x1, other->y1};
-        free = !knnwb_plan_overlaps(&box, b);
-      }
-      if (free) {
+      if (free && knnwb_grid_free(grid, plan->labels, &box)) {
+        knnwb_grid_add(grid, plan->labels->len, &box);
         g_array_append_val(plan->labels, box);
         return TRUE;
       }
@@ -293,6 +354,8 @@ static void knnwb_plan_labels(KnnwbDrawingPlan *plan, const KnnwbDrawing *drawin
   g_autofree guint *order = knnwb_plan_label_order(drawing, &n_first);
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
   guint hubs = 0, tried = 0;
+  KnnwbLabelGrid grid;
+  knnwb_grid_init(&grid, plan->width, plan->height);
   for (guint i = 0; i < n; i++) {
     const KnnwbDrawingNode *node = &nodes[order[i]];
     gboolean first = i < n_first;
@@ -301,10 +364,11 @@ static void knnwb_plan_labels(KnnwbDrawingPlan *plan, const KnnwbDrawing *drawin
     if (node->label == NULL || node->label[0] == '\0')
       continue;
     tried += !first;
-    gboolean placed = knnwb_plan_place(plan, node, order[i], first, cr,
+    gboolean placed = knnwb_plan_place(plan, &grid, node, order[i], first, cr,
                                        (const double(*)[4])(void *)obstacles->data, obstacles->len);
     hubs += placed && !first;
   }
+  knnwb_grid_clear(&grid);
 }
 
 /* Whether box overlaps a placed node or edge label. */
