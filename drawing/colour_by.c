@@ -167,6 +167,34 @@ static void knnwb_colour_categories(const KnnwbDrawingAttribute *column, KnnwbNo
   out->categories = k;
 }
 
+/* column with its values as numbers when every string in it is a number as written ("44.5": a
+ * writer that quotes every annotation value); NULL when some string is a word. */
+static KnnwbDrawingAttribute *knnwb_colour_numeric_strings(const KnnwbDrawingAttribute *column)
+{
+  guint n = column->texts->len, strings = 0;
+  for (guint v = 0; v < n; v++) {
+    const char *text = g_ptr_array_index(column->texts, v);
+    if (text == NULL)
+      continue;
+    char *stop = NULL;
+    double x = g_ascii_strtod(text, &stop);
+    if (stop == text || *stop != '\0' || !isfinite(x))
+      return NULL;
+    strings++;
+  }
+  if (strings == 0)
+    return NULL;
+  KnnwbDrawingAttribute *numbers = knnwb_drawing_attribute_new(column->name);
+  g_ptr_array_set_size(numbers->texts, (gint)n);
+  g_array_set_size(numbers->numbers, n);
+  for (guint v = 0; v < n; v++) {
+    const char *text = g_ptr_array_index(column->texts, v);
+    g_array_index(numbers->numbers, double, v) =
+        text != NULL ? g_ascii_strtod(text, NULL) : g_array_index(column->numbers, double, v);
+  }
+  return numbers;
+}
+
 gboolean knnwb_drawing_colour_nodes(const KnnwbDrawing *drawing, const char *name,
                                     KnnwbNodeColours *out, GError **error)
 {
@@ -194,6 +222,9 @@ gboolean knnwb_drawing_colour_nodes(const KnnwbDrawing *drawing, const char *nam
   if (column == NULL)
     return TRUE; /* the GML's own fills */
   out->name = g_strdup(column->name);
+  g_autoptr(KnnwbDrawingAttribute) as_numbers = knnwb_colour_numeric_strings(column);
+  if (as_numbers != NULL)
+    column = as_numbers;
   if (knnwb_colour_is_categorical(column)) {
     knnwb_colour_categories(column, out);
     return TRUE;

@@ -186,8 +186,8 @@ static char *crowded_gml(const char *dir, int n, gboolean directed)
     double angle = v * 2.399963, radius = 14.0 * sqrt((double)v);
     g_string_append_printf(text,
                            " node [ id %d label \"node-with-a-long-name-%d\" lineage \"%s\" age "
-                           "%d.5 %s graphics [ x %.3f y %.3f w 12 h 12 ] ]\n",
-                           v, v, lineages[v % 3], 20 + v, v == 0 ? "focus 1" : "",
+                           "%d.5 score \"%d.25\" %s graphics [ x %.3f y %.3f w 12 h 12 ] ]\n",
+                           v, v, lineages[v % 3], 20 + v, v, v == 0 ? "focus 1" : "",
                            radius * cos(angle), radius * sin(angle));
   }
   for (int v = 1; v <= 8 && v < n; v++)
@@ -275,10 +275,17 @@ static void test_legend(void)
   g_assert_cmpfloat(numeric->colours.lo, ==, 20.5);
   g_assert_cmpfloat(numeric->colours.hi, ==, 79.5);
   knnwb_drawing_plan_free(numeric);
+  /* Numbers written as strings are numbers. */
+  options.color_by = "score";
+  numeric = knnwb_drawing_plan_new(drawing, &options, &error);
+  g_assert_no_error(error);
+  g_assert_true(numeric->colours.numeric);
+  g_assert_cmpfloat(numeric->colours.hi, ==, 59.25);
+  knnwb_drawing_plan_free(numeric);
   options.color_by = "colour";
   g_assert_null(knnwb_drawing_plan_new(drawing, &options, &error));
   g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
-  g_assert_nonnull(strstr(error->message, "lineage, age"));
+  g_assert_nonnull(strstr(error->message, "lineage, age, score"));
   g_clear_error(&error);
   g_unlink(png);
   g_unlink(gml);

@@ -200,6 +200,7 @@ typedef struct {
 KnnwbDrawingAttribute *knnwb_drawing_attribute_new(const char *name);
 /** Frees column and its values; NULL is fine. O(values). */
 void knnwb_drawing_attribute_free(KnnwbDrawingAttribute *column);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbDrawingAttribute, knnwb_drawing_attribute_free)
 
 /** What the render command draws: nodes and edges as a laid-out GML describes them (read by
  * knnwb_formats_read_gml), with the nodes' other scalar keys as attributes. */
@@ -245,8 +246,9 @@ typedef struct {
 } KnnwbNodeColours;
 
 /**
- * Colours drawing's nodes by attribute name (NULL: keep the GML's fills). Categories (any string
- * value, the attribute `cluster`, or at most 20 distinct whole numbers) get a palette of
+ * Colours drawing's nodes by attribute name (NULL: keep the GML's fills). Strings that are all
+ * numbers ("44.5") count as numbers. Categories (any other string value, the attribute
+ * `cluster`, or at most 20 distinct whole numbers) get a palette of
  * distinguishable colours in legend order (numeric codes by value, words by count); other numbers
  * a viridis scale from their minimum to their maximum; missing values grey. Errors:
  * KNNWB_ERROR_INVALID_ARGUMENT (no such attribute; the message lists those there are). Clear out
