@@ -1,4 +1,5 @@
-/* drawing/: what its files share (layout.c, layout_child.c, spacing.c, appearance.c); not installed. */
+/* drawing/: what its files share (layout.c, layout_child.c, spacing.c, appearance.c); not
+ * installed. */
 #ifndef KNNWB_DRAWING_INTERNAL_H
 #define KNNWB_DRAWING_INTERNAL_H
 
@@ -42,6 +43,29 @@ igraph_error_t knnwb_drawing_layout_isolated(const igraph_t *graph, const igraph
                                              igraph_integer_t umap_epochs, KnnwbDrlPoll poll,
                                              void *poll_data, igraph_matrix_t *coordinates,
                                              gboolean *isolated);
+
+/** A node's disc radius in pixels in plan's picture (at least 1.5; the focus at least 7). */
+double knnwb_drawing_plan_radius(const KnnwbDrawingPlan *plan, const KnnwbDrawingNode *node);
+/** The text on an edge of the focus: "r 0.83" from its r, else "d 0.17" from its distance; FALSE
+ * when it has neither. */
+gboolean knnwb_drawing_edge_label(const KnnwbDrawingEdge *edge, char *text, size_t size);
+/** The font size of edge labels in pixels. */
+#define KNNWB_EDGE_LABEL_SIZE 9.0
+/** A node's label font size in pixels in plan's picture. */
+double knnwb_drawing_plan_label_size(const KnnwbDrawingPlan *plan, const KnnwbDrawingNode *node);
+
+#ifdef KNNWB_HAVE_CAIRO
+#include <cairo.h>
+/**
+ * Draws drawing as a density image into cr per plan (render_density.c): nodes binned per pixel
+ * over the plan's area, coloured by the plan's colours and darker where denser; the first m edges
+ * faded under them; categories outlined (hull of their central nodes) and named at their centre.
+ * FALSE when cancel was raised (checked every 65,536 nodes or edges). O(n + m + pixels).
+ */
+gboolean knnwb_drawing_render_density(cairo_t *cr, const KnnwbDrawing *drawing,
+                                      const KnnwbDrawingPlan *plan, guint m,
+                                      const volatile gint *cancel);
+#endif
 
 G_END_DECLS
 

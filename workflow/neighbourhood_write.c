@@ -69,6 +69,22 @@ gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhoo
   gml.layout = KNNWB_LAYOUT_FR;
   gml.seed = seed;
   gml.focus = &focus;
+  /* Radial: the focus in the centre, order 1 on a ring by distance, order 2 outside near the
+   * neighbour that brought it; the coordinates stay in the GML for yEd. */
+  igraph_matrix_t radial;
+  if (!knnwb_error_from_igraph(igraph_matrix_init(&radial, 0, 0), "igraph_matrix_init", error)) {
+    igraph_vector_int_destroy(&order);
+    igraph_vector_int_destroy(&focus);
+    return FALSE;
+  }
+  if (!knnwb_drawing_layout_radial(&neighbourhood->graph, &neighbourhood->weights, &focus,
+                                   neighbourhood->order, gml.node_size, &radial, error)) {
+    igraph_matrix_destroy(&radial);
+    igraph_vector_int_destroy(&order);
+    igraph_vector_int_destroy(&focus);
+    return FALSE;
+  }
+  gml.coordinates = &radial;
   /* Colour by order: focus, first neighbours and second neighbours read apart at a glance. */
   KnnwbGraphOutput output = {.graph = &neighbourhood->graph,
                              .weights = &neighbourhood->weights,
@@ -76,6 +92,7 @@ gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhoo
                              .membership = &order,
                              .gml = &gml};
   gboolean ok = knnwb_formats_write_gml(path, &output, error);
+  igraph_matrix_destroy(&radial);
   igraph_vector_int_destroy(&order);
   igraph_vector_int_destroy(&focus);
   return ok;

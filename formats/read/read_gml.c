@@ -1,36 +1,77 @@
 /* Reads back what the GML writer puts in a file (knnwb's own and yEd's GML): node ids, labels,
- * `focus`, `graphics [ x y w h type fill outline ]`, `LabelGraphics [ fontSize ]`, edges with
- * `graphics [ fill width ]`. A small recursive-descent parser over the whole file: GML is
- * `key value` pairs where a value is a number, a "string" or a [ list ]. */
+ * `focus`, every other scalar node key as an attribute, `graphics [ x y w h type fill outline ]`,
+ * `LabelGraphics [ fontSize ]`, edges with `weight`, `distance`, `r` and `graphics [ fill width ]`.
+ * GML is `key value` pairs where a value is a number, a "string" or a [ list ]. The file is read in
+ * chunks (a regular file only, under a size cap, the cancel flag polled per chunk) and parsed by
+ * one loop with a depth counter: nesting costs no stack, only the first four levels mean
+ * anything. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 
+enum { KNNWB_GML_CHUNK = 1 << 20, KNNWB_GML_WORD = 64 };
+
+/* What a list at some depth is, as far as the drawing cares. */
+typedef enum {
+  KNNWB_GML_OTHER,
+  KNNWB_GML_GRAPH,
+  KNNWB_GML_NODE,
+  KNNWB_GML_EDGE,
+  KNNWB_GML_NODE_GRAPHICS,
+  KNNWB_GML_EDGE_GRAPHICS,
+  KNNWB_GML_LABEL_GRAPHICS
+} KnnwbGmlContext;
+
+/* One token: a key or bare word, a number, a "string", [ or ], or the end of the file. */
+typedef enum {
+  KNNWB_GML_WORD_TOKEN,
+  KNNWB_GML_NUMBER,
+  KNNWB_GML_STRING,
+  KNNWB_GML_OPEN,
+  KNNWB_GML_CLOSE,
+  KNNWB_GML_JUNK, /* a byte no token starts with */
+  KNNWB_GML_END
+} KnnwbGmlTokenKind;
+
+/* A node attribute read before its node is complete. */
+typedef struct {
+  char *name;
+  char *text; /* NULL for a number */
+  double number;
+} KnnwbGmlPending;
+
 typedef struct {
   const char *path;
-  const char *p, *end;
+  int fd;
+  char *buffer;
+  size_t at, filled;
+  gboolean eof;
+  guint64 read_bytes, max_bytes;
   size_t line;
+  const volatile gint *cancel;
   GError **error;
+  /* The token just read. */
+  KnnwbGmlTokenKind kind;
+  char word[KNNWB_GML_WORD];
+  GString *text, *raw; /* a string decoded, and as read */
+  double number;
+  /* The item being read and the drawing it goes into. */
+  KnnwbDrawing *drawing;
+  KnnwbDrawingNode node;
+  KnnwbDrawingEdge edge;
+  double id, source, target;
+  gboolean have_id;
+  size_t item_line;
+  GArray *pending;    /* KnnwbGmlPending */
+  GHashTable *column; /* attribute name -> index + 1 in drawing->attributes */
 } KnnwbGmlParser;
-
-static void knnwb_gml_skip(KnnwbGmlParser *parser)
-{
-  while (parser->p < parser->end) {
-    char c = *parser->p;
-    if (c == '\n')
-      parser->line++;
-    if (c == '#') { /* comment to the end of the line */
-      while (parser->p < parser->end && *parser->p != '\n')
-        parser->p++;
-      continue;
-    }
-    if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
-      break;
-    parser->p++;
-  }
-}
 
 static gboolean knnwb_gml_fail(KnnwbGmlParser *parser, const char *what)
 {
@@ -39,35 +80,66 @@ static gboolean knnwb_gml_fail(KnnwbGmlParser *parser, const char *what)
   return FALSE;
 }
 
-/* One value: number -> *number (is_number), string -> *text (decoded &-entities), list -> the
- * callback walks it. */
-typedef struct {
-  gboolean is_number, is_string, is_list;
-  double number;
-  char *text;
-} KnnwbGmlValue;
-
-static gboolean knnwb_gml_key(KnnwbGmlParser *parser, char *key, size_t size)
+/* The next chunk of the file into the buffer; FALSE with the error set on a read error, an
+ * interruption or a file past the cap; at the end of the file TRUE with eof set. */
+static gboolean knnwb_gml_refill(KnnwbGmlParser *parser)
 {
-  knnwb_gml_skip(parser);
-  size_t n = 0;
-  while (parser->p < parser->end && (g_ascii_isalnum(*parser->p) || *parser->p == '_')) {
-    if (n + 1 < size)
-      key[n++] = *parser->p;
-    parser->p++;
+  if (parser->cancel != NULL && *parser->cancel) {
+    g_set_error(parser->error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted while reading",
+                parser->path);
+    return FALSE;
   }
-  key[n] = '\0';
-  return n > 0;
+  ssize_t got;
+  do
+    got = read(parser->fd, parser->buffer, KNNWB_GML_CHUNK);
+  while (got < 0 && errno == EINTR && !(parser->cancel != NULL && *parser->cancel));
+  if (got < 0) {
+    g_set_error(parser->error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: %s", parser->path,
+                errno == EINTR ? "interrupted while reading" : g_strerror(errno));
+    return FALSE;
+  }
+  parser->at = 0;
+  parser->filled = (size_t)got;
+  parser->eof = got == 0;
+  parser->read_bytes += (guint64)got;
+  if (parser->read_bytes > parser->max_bytes) {
+    g_set_error(parser->error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s: larger than %" G_GUINT64_FORMAT " bytes, the most a GML is read", parser->path,
+                parser->max_bytes);
+    return FALSE;
+  }
+  return TRUE;
 }
 
-static char *knnwb_gml_decode(const char *text, size_t length)
+/* The next byte without taking it: 0..255, -1 at the end, -2 after an error. */
+static inline int knnwb_gml_peek(KnnwbGmlParser *parser)
 {
-  GString *out = g_string_sized_new(length);
+  if (parser->at == parser->filled) {
+    if (parser->eof)
+      return -1;
+    if (!knnwb_gml_refill(parser))
+      return -2;
+    if (parser->eof)
+      return -1;
+  }
+  return (unsigned char)parser->buffer[parser->at];
+}
+
+static inline void knnwb_gml_take(KnnwbGmlParser *parser)
+{
+  if (parser->buffer[parser->at++] == '\n')
+    parser->line++;
+}
+
+static void knnwb_gml_decode_into(GString *out, const char *text, size_t length)
+{
+  g_string_truncate(out, 0);
   for (size_t i = 0; i < length; i++) {
     if (text[i] == '&') {
-      const char *semicolon = memchr(text + i, ';', length - i);
+      const char *semicolon = memchr(text + i, ';', MIN(length - i, (size_t)16));
       if (semicolon != NULL) {
-        g_autofree char *entity = g_strndup(text + i + 1, (size_t)(semicolon - text - i - 1));
+        char entity[16] = {0};
+        memcpy(entity, text + i + 1, (size_t)(semicolon - text - i - 1));
         gunichar c = 0;
         if (strcmp(entity, "amp") == 0)
           c = '&';
@@ -89,211 +161,195 @@ static char *knnwb_gml_decode(const char *text, size_t length)
     }
     g_string_append_c(out, text[i]);
   }
-  return g_string_free(out, FALSE);
 }
 
-static gboolean knnwb_gml_value(KnnwbGmlParser *parser, KnnwbGmlValue *value)
+/* A quoted string whose opening quote was taken, &-entities decoded, into parser->text. */
+static gboolean knnwb_gml_string(KnnwbGmlParser *parser)
 {
-  memset(value, 0, sizeof *value);
-  knnwb_gml_skip(parser);
-  if (parser->p >= parser->end)
-    return knnwb_gml_fail(parser, "a value is missing at the end of the file");
-  char c = *parser->p;
-  if (c == '[') {
-    parser->p++;
-    value->is_list = TRUE;
-    return TRUE;
-  }
-  if (c == '"') {
-    const char *start = ++parser->p;
-    while (parser->p < parser->end && *parser->p != '"') {
-      if (*parser->p == '\n')
-        parser->line++;
-      parser->p++;
-    }
-    if (parser->p >= parser->end)
+  GString *raw = parser->raw;
+  g_string_truncate(raw, 0);
+  for (;;) {
+    int c = knnwb_gml_peek(parser);
+    if (c == -2)
+      return FALSE;
+    if (c == -1)
       return knnwb_gml_fail(parser, "a string is not closed");
-    value->text = knnwb_gml_decode(start, (size_t)(parser->p - start));
-    parser->p++;
-    value->is_string = TRUE;
-    return TRUE;
+    knnwb_gml_take(parser);
+    if (c == '"')
+      break;
+    g_string_append_c(raw, (char)c);
   }
-  char *stop = NULL;
-  g_autofree char *copy = g_strndup(parser->p, MIN((size_t)64, (size_t)(parser->end - parser->p)));
-  value->number = g_ascii_strtod(copy, &stop);
-  if (stop == copy)
-    return knnwb_gml_fail(parser, "expected a number, a \"string\" or [");
-  parser->p += stop - copy;
-  value->is_number = TRUE;
+  knnwb_gml_decode_into(parser->text, raw->str, raw->len);
+  parser->kind = KNNWB_GML_STRING;
   return TRUE;
 }
 
-/* Skips the rest of a list whose '[' was read. */
-static gboolean knnwb_gml_skip_list(KnnwbGmlParser *parser)
+/* Reads the next token into parser (comments and white space skipped). */
+static gboolean knnwb_gml_next(KnnwbGmlParser *parser)
 {
-  char key[64];
+  int c;
   for (;;) {
-    knnwb_gml_skip(parser);
-    if (parser->p < parser->end && *parser->p == ']') {
-      parser->p++;
-      return TRUE;
+    /* Spaces and tabs within the buffer without the byte-at-a-time calls. */
+    while (parser->at < parser->filled &&
+           (parser->buffer[parser->at] == ' ' || parser->buffer[parser->at] == '\t'))
+      parser->at++;
+    c = knnwb_gml_peek(parser);
+    if (c == -2)
+      return FALSE;
+    if (c == '#') { /* a comment to the end of the line */
+      while ((c = knnwb_gml_peek(parser)) >= 0 && c != '\n')
+        knnwb_gml_take(parser);
+      continue;
     }
-    if (!knnwb_gml_key(parser, key, sizeof key))
-      return knnwb_gml_fail(parser, "expected a key or ]");
-    KnnwbGmlValue value;
-    if (!knnwb_gml_value(parser, &value))
-      return FALSE;
-    g_free(value.text);
-    if (value.is_list && !knnwb_gml_skip_list(parser))
-      return FALSE;
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+      break;
+    knnwb_gml_take(parser);
   }
+  if (c == -1) {
+    parser->kind = KNNWB_GML_END;
+    return TRUE;
+  }
+  knnwb_gml_take(parser);
+  if (c == '[' || c == ']') {
+    parser->kind = c == '[' ? KNNWB_GML_OPEN : KNNWB_GML_CLOSE;
+    return TRUE;
+  }
+  if (c == '"')
+    return knnwb_gml_string(parser);
+  /* A key or a number (a word of letters, digits, signs and points; at most 63 bytes kept). */
+  if (!g_ascii_isalnum(c) && c != '_' && c != '-' && c != '+' && c != '.') {
+    parser->kind = KNNWB_GML_JUNK;
+    return TRUE;
+  }
+  size_t n = 0;
+  parser->word[n++] = (char)c;
+  while ((c = knnwb_gml_peek(parser)) >= 0 &&
+         (g_ascii_isalnum(c) || c == '_' || c == '-' || c == '+' || c == '.')) {
+    if (n + 1 < sizeof parser->word)
+      parser->word[n++] = (char)c;
+    knnwb_gml_take(parser);
+  }
+  if (c == -2)
+    return FALSE;
+  parser->word[n] = '\0';
+  /* A number when strtod takes the whole word and it does not start as a key does (but for
+   * inf and nan, which the writer puts for non-finite values). Whole numbers (ids, sources,
+   * targets: most of a large file) are converted here, without strtod. */
+  if (g_ascii_isalpha(parser->word[0])) {
+    gboolean named = g_ascii_strcasecmp(parser->word, "inf") == 0 ||
+                     g_ascii_strcasecmp(parser->word, "nan") == 0;
+    parser->kind = named ? KNNWB_GML_NUMBER : KNNWB_GML_WORD_TOKEN;
+    parser->number = named ? g_ascii_strtod(parser->word, NULL) : 0;
+    return TRUE;
+  }
+  size_t sign = parser->word[0] == '-' || parser->word[0] == '+', digits = sign;
+  gint64 whole_number = 0;
+  while (digits < n && digits < 18 && g_ascii_isdigit(parser->word[digits]))
+    whole_number = whole_number * 10 + (parser->word[digits++] - '0');
+  if (digits == n && n > sign) {
+    parser->number = parser->word[0] == '-' ? -(double)whole_number : (double)whole_number;
+    parser->kind = KNNWB_GML_NUMBER;
+    return TRUE;
+  }
+  char *stop = NULL;
+  parser->number = g_ascii_strtod(parser->word, &stop);
+  parser->kind = stop != parser->word && *stop == '\0' ? KNNWB_GML_NUMBER : KNNWB_GML_WORD_TOKEN;
+  return TRUE;
 }
 
 static void knnwb_gml_parse_colour(const char *text, double rgb[3])
 {
   unsigned r = 0xC0, g = 0xC0, b = 0xC0;
-  if (text != NULL && text[0] == '#' && strlen(text) >= 7)
-    sscanf(text + 1, "%2x%2x%2x", &r, &g, &b);
+  gboolean hex = text != NULL && text[0] == '#' && strlen(text) >= 7;
+  for (int i = 1; hex && i < 7; i++)
+    hex = g_ascii_isxdigit(text[i]);
+  if (hex) {
+    r = (unsigned)(g_ascii_xdigit_value(text[1]) * 16 + g_ascii_xdigit_value(text[2]));
+    g = (unsigned)(g_ascii_xdigit_value(text[3]) * 16 + g_ascii_xdigit_value(text[4]));
+    b = (unsigned)(g_ascii_xdigit_value(text[5]) * 16 + g_ascii_xdigit_value(text[6]));
+  }
   rgb[0] = r / 255.0;
   rgb[1] = g / 255.0;
   rgb[2] = b / 255.0;
 }
 
-/* graphics [ ... ] of a node or an edge. */
-static gboolean knnwb_gml_graphics(KnnwbGmlParser *parser, KnnwbDrawingNode *node,
-                                   KnnwbDrawingEdge *edge)
+static void knnwb_gml_pending_clear(gpointer data)
 {
-  char key[64];
-  for (;;) {
-    knnwb_gml_skip(parser);
-    if (parser->p < parser->end && *parser->p == ']') {
-      parser->p++;
-      return TRUE;
-    }
-    if (!knnwb_gml_key(parser, key, sizeof key))
-      return knnwb_gml_fail(parser, "expected a key or ] in graphics");
-    KnnwbGmlValue value;
-    if (!knnwb_gml_value(parser, &value))
-      return FALSE;
-    if (value.is_list) {
-      if (!knnwb_gml_skip_list(parser))
-        return FALSE;
-      continue;
-    }
-    if (node != NULL && value.is_number) {
-      if (strcmp(key, "x") == 0) {
-        node->x = value.number;
-        node->has_position |= 1;
-      } else if (strcmp(key, "y") == 0) {
-        node->y = value.number;
-        node->has_position |= 2;
-      } else if (strcmp(key, "w") == 0)
-        node->w = value.number;
-      else if (strcmp(key, "h") == 0)
-        node->h = value.number;
-    } else if (node != NULL && value.is_string) {
-      if (strcmp(key, "fill") == 0)
-        knnwb_gml_parse_colour(value.text, node->fill);
-      else if (strcmp(key, "outline") == 0)
-        knnwb_gml_parse_colour(value.text, node->outline);
-      else if (strcmp(key, "type") == 0)
-        node->hexagon = strcmp(value.text, "hexagon") == 0;
-    } else if (edge != NULL) {
-      if (value.is_string && strcmp(key, "fill") == 0)
-        knnwb_gml_parse_colour(value.text, edge->colour);
-      else if (value.is_number && strcmp(key, "width") == 0)
-        edge->width = value.number;
-    }
-    g_free(value.text);
-  }
+  KnnwbGmlPending *pending = data;
+  g_free(pending->name);
+  g_free(pending->text);
 }
 
-static gboolean knnwb_gml_item(KnnwbGmlParser *parser, gboolean is_node, KnnwbDrawing *drawing,
-                               double *id_out, double *source, double *target)
+/* A fresh node or edge with the writer's defaults. */
+static void knnwb_gml_item_start(KnnwbGmlParser *parser, size_t line)
 {
-  KnnwbDrawingNode node = {.w = 30, .h = 30, .font_size = 12};
-  knnwb_gml_parse_colour(NULL, node.fill);
-  knnwb_gml_parse_colour("#404040", node.outline);
-  KnnwbDrawingEdge edge = {.width = 1};
-  knnwb_gml_parse_colour("#A0A0A0", edge.colour);
-  gboolean have_id = FALSE;
-  char key[64];
-  for (;;) {
-    knnwb_gml_skip(parser);
-    if (parser->p < parser->end && *parser->p == ']') {
-      parser->p++;
-      break;
+  g_clear_pointer(&parser->node.label, g_free);
+  parser->node = (KnnwbDrawingNode){.w = 30, .h = 30, .font_size = 12};
+  knnwb_gml_parse_colour(NULL, parser->node.fill);
+  knnwb_gml_parse_colour("#404040", parser->node.outline);
+  parser->edge = (KnnwbDrawingEdge){.width = 1, .weight = NAN, .distance = NAN, .r = NAN};
+  knnwb_gml_parse_colour("#A0A0A0", parser->edge.colour);
+  parser->id = parser->source = parser->target = -1;
+  parser->have_id = FALSE;
+  parser->item_line = line;
+  g_array_set_size(parser->pending, 0);
+}
+
+/* A scalar `key value` inside a list of the given context. */
+static void knnwb_gml_scalar(KnnwbGmlParser *parser, KnnwbGmlContext context, const char *key)
+{
+  gboolean number = parser->kind == KNNWB_GML_NUMBER;
+  const char *text = number ? NULL : parser->text->str;
+  KnnwbDrawingNode *node = &parser->node;
+  KnnwbDrawingEdge *edge = &parser->edge;
+  if (context == KNNWB_GML_GRAPH && number && strcmp(key, "directed") == 0)
+    parser->drawing->directed = parser->number != 0;
+  else if (context == KNNWB_GML_NODE || context == KNNWB_GML_EDGE) {
+    if (number && strcmp(key, "id") == 0)
+      parser->id = parser->number, parser->have_id = TRUE;
+    else if (context == KNNWB_GML_EDGE) {
+      if (number && strcmp(key, "source") == 0)
+        parser->source = parser->number;
+      else if (number && strcmp(key, "target") == 0)
+        parser->target = parser->number;
+      else if (number && strcmp(key, "weight") == 0)
+        edge->weight = parser->number;
+      else if (number && strcmp(key, "distance") == 0)
+        edge->distance = (float)parser->number;
+      else if (number && strcmp(key, "r") == 0)
+        edge->r = (float)parser->number;
+    } else if (number && strcmp(key, "focus") == 0)
+      node->focus = parser->number != 0;
+    else if (strcmp(key, "label") == 0) {
+      if (node->label == NULL)
+        node->label = number ? g_strdup(parser->word) : g_strdup(text);
+    } else {
+      KnnwbGmlPending pending = {g_strdup(key), g_strdup(text), parser->number};
+      g_array_append_val(parser->pending, pending);
     }
-    if (!knnwb_gml_key(parser, key, sizeof key)) {
-      g_free(node.label);
-      return knnwb_gml_fail(parser, "expected a key or ]");
-    }
-    KnnwbGmlValue value;
-    if (!knnwb_gml_value(parser, &value)) {
-      g_free(node.label);
-      return FALSE;
-    }
-    if (value.is_list) {
-      gboolean ok;
-      if (strcmp(key, "graphics") == 0)
-        ok = knnwb_gml_graphics(parser, is_node ? &node : NULL, is_node ? NULL : &edge);
-      else if (is_node && strcmp(key, "LabelGraphics") == 0) {
-        /* only fontSize matters here */
-        char inner[64];
-        ok = TRUE;
-        for (;;) {
-          knnwb_gml_skip(parser);
-          if (parser->p < parser->end && *parser->p == ']') {
-            parser->p++;
-            break;
-          }
-          if (!knnwb_gml_key(parser, inner, sizeof inner)) {
-            ok = knnwb_gml_fail(parser, "expected a key or ] in LabelGraphics");
-            break;
-          }
-          KnnwbGmlValue v;
-          if (!(ok = knnwb_gml_value(parser, &v)))
-            break;
-          if (v.is_number && strcmp(inner, "fontSize") == 0)
-            node.font_size = v.number;
-          g_free(v.text);
-          if (v.is_list && !(ok = knnwb_gml_skip_list(parser)))
-            break;
-        }
-      } else
-        ok = knnwb_gml_skip_list(parser);
-      if (!ok) {
-        g_free(node.label);
-        return FALSE;
-      }
-      continue;
-    }
-    if (value.is_number && strcmp(key, "id") == 0) {
-      *id_out = value.number;
-      have_id = TRUE;
-    } else if (value.is_number && strcmp(key, "source") == 0)
-      *source = value.number;
-    else if (value.is_number && strcmp(key, "target") == 0)
-      *target = value.number;
-    else if (value.is_number && strcmp(key, "focus") == 0)
-      node.focus = value.number != 0;
-    else if (value.is_string && strcmp(key, "label") == 0 && node.label == NULL) {
-      node.label = value.text;
-      value.text = NULL;
-    }
-    g_free(value.text);
-  }
-  if (is_node) {
-    if (!have_id) {
-      g_free(node.label);
-      return knnwb_gml_fail(parser, "a node without an id");
-    }
-    g_array_append_val(drawing->nodes, node);
-  } else {
-    g_free(node.label); /* an edge's label is not drawn */
-    g_array_append_val(drawing->edges, edge);
-  }
-  return TRUE;
+  } else if (context == KNNWB_GML_NODE_GRAPHICS && number) {
+    if (strcmp(key, "x") == 0)
+      node->x = parser->number, node->has_position |= 1;
+    else if (strcmp(key, "y") == 0)
+      node->y = parser->number, node->has_position |= 2;
+    else if (strcmp(key, "w") == 0)
+      node->w = parser->number;
+    else if (strcmp(key, "h") == 0)
+      node->h = parser->number;
+  } else if (context == KNNWB_GML_NODE_GRAPHICS) {
+    if (strcmp(key, "fill") == 0)
+      knnwb_gml_parse_colour(text, node->fill);
+    else if (strcmp(key, "outline") == 0)
+      knnwb_gml_parse_colour(text, node->outline);
+    else if (strcmp(key, "type") == 0)
+      node->hexagon = strcmp(text, "hexagon") == 0;
+  } else if (context == KNNWB_GML_EDGE_GRAPHICS) {
+    if (!number && strcmp(key, "fill") == 0)
+      knnwb_gml_parse_colour(text, edge->colour);
+    else if (number && strcmp(key, "width") == 0)
+      edge->width = parser->number;
+  } else if (context == KNNWB_GML_LABEL_GRAPHICS && number && strcmp(key, "fontSize") == 0)
+    node->font_size = parser->number;
 }
 
 /* A GML id (a number) as the 64-bit integer it names, truncated as GML readers do; FALSE when no
@@ -306,96 +362,144 @@ static gboolean knnwb_gml_whole_id(double value, gint64 *id)
   return TRUE;
 }
 
-KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error)
+/* The column of attribute name, added (missing for the nodes before) when new. */
+static KnnwbDrawingAttribute *knnwb_gml_column(KnnwbGmlParser *parser, const char *name)
 {
-  g_autofree char *contents = NULL;
-  gsize length = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents(path, &contents, &length, &local)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s", local->message);
-    g_error_free(local);
-    return NULL;
+  GPtrArray *attributes = parser->drawing->attributes;
+  guint index = GPOINTER_TO_UINT(g_hash_table_lookup(parser->column, name));
+  if (index != 0)
+    return g_ptr_array_index(attributes, index - 1);
+  KnnwbDrawingAttribute *column = knnwb_drawing_attribute_new(name);
+  g_ptr_array_set_size(column->texts, (gint)parser->drawing->nodes->len);
+  g_array_set_size(column->numbers, parser->drawing->nodes->len);
+  for (guint v = 0; v < parser->drawing->nodes->len; v++)
+    g_array_index(column->numbers, double, v) = NAN;
+  g_ptr_array_add(attributes, column);
+  g_hash_table_insert(parser->column, column->name, GUINT_TO_POINTER(attributes->len));
+  return column;
+}
+
+/* The node just closed into the drawing with its attributes (every column one value longer). */
+static gboolean knnwb_gml_node_done(KnnwbGmlParser *parser, GHashTable *index)
+{
+  gint64 whole;
+  if (!parser->have_id) {
+    parser->line = parser->item_line;
+    return knnwb_gml_fail(parser, "a node without an id");
   }
-  KnnwbGmlParser parser = {path, contents, contents + length, 1, error};
-  g_autoptr(KnnwbDrawing) drawing = knnwb_drawing_new();
-  g_autoptr(GHashTable) index = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-  g_autoptr(GArray) ends = g_array_new(FALSE, FALSE, sizeof(double));
-  gboolean have_graph = FALSE;
-  char key[64];
+  if (!knnwb_gml_whole_id(parser->id, &whole)) {
+    parser->line = parser->item_line;
+    return knnwb_gml_fail(parser, "a node id beyond the 64-bit integers");
+  }
+  if (g_hash_table_contains(index, &whole)) {
+    parser->line = parser->item_line;
+    return knnwb_gml_fail(parser, "a second node with the same id");
+  }
+  gint64 *key = g_new(gint64, 1);
+  *key = whole;
+  g_hash_table_insert(index, key, GUINT_TO_POINTER(parser->drawing->nodes->len));
+  for (guint i = 0; i < parser->pending->len; i++) {
+    KnnwbGmlPending *pending = &g_array_index(parser->pending, KnnwbGmlPending, i);
+    KnnwbDrawingAttribute *column = knnwb_gml_column(parser, pending->name);
+    if (column->numbers->len > parser->drawing->nodes->len)
+      continue; /* a key repeated in one node: the first value counts */
+    g_ptr_array_add(column->texts, g_steal_pointer(&pending->text));
+    g_array_append_val(column->numbers, pending->number);
+    if (column->texts->pdata[column->texts->len - 1] != NULL)
+      g_array_index(column->numbers, double, column->numbers->len - 1) = NAN;
+  }
+  g_array_append_val(parser->drawing->nodes, parser->node);
+  parser->node.label = NULL; /* now the drawing's */
+  guint n = parser->drawing->nodes->len;
+  for (guint c = 0; c < parser->drawing->attributes->len; c++) {
+    KnnwbDrawingAttribute *column = g_ptr_array_index(parser->drawing->attributes, c);
+    if (column->numbers->len < n) {
+      g_ptr_array_add(column->texts, NULL);
+      double missing = NAN;
+      g_array_append_val(column->numbers, missing);
+    }
+  }
+  return TRUE;
+}
+
+/* What a list opened under key at a list of context parent is. */
+static KnnwbGmlContext knnwb_gml_context(KnnwbGmlContext parent, int depth, const char *key)
+{
+  if (depth == 1)
+    return strcmp(key, "graph") == 0 ? KNNWB_GML_GRAPH : KNNWB_GML_OTHER;
+  if (parent == KNNWB_GML_GRAPH)
+    return strcmp(key, "node") == 0   ? KNNWB_GML_NODE
+           : strcmp(key, "edge") == 0 ? KNNWB_GML_EDGE
+                                      : KNNWB_GML_OTHER;
+  if (parent == KNNWB_GML_NODE)
+    return strcmp(key, "graphics") == 0        ? KNNWB_GML_NODE_GRAPHICS
+           : strcmp(key, "LabelGraphics") == 0 ? KNNWB_GML_LABEL_GRAPHICS
+                                               : KNNWB_GML_OTHER;
+  if (parent == KNNWB_GML_EDGE && strcmp(key, "graphics") == 0)
+    return KNNWB_GML_EDGE_GRAPHICS;
+  return KNNWB_GML_OTHER;
+}
+
+/* The whole file: `key value` pairs, lists opened and closed by a depth counter (contexts kept
+ * for the first levels only: deeper lists are skipped whatever they hold). ends gets each edge's
+ * source, target and line. */
+static gboolean knnwb_gml_parse(KnnwbGmlParser *parser, GHashTable *index, GArray *ends,
+                                gboolean *have_graph)
+{
+  KnnwbGmlContext contexts[5] = {KNNWB_GML_OTHER};
+  guint64 depth = 0;
+  char key[KNNWB_GML_WORD];
   for (;;) {
-    knnwb_gml_skip(&parser);
-    if (parser.p >= parser.end)
-      break;
-    if (!knnwb_gml_key(&parser, key, sizeof key)) {
-      knnwb_gml_fail(&parser, "expected a key");
-      return NULL;
+    if (!knnwb_gml_next(parser))
+      return FALSE;
+    KnnwbGmlContext here = depth < G_N_ELEMENTS(contexts) ? contexts[depth] : KNNWB_GML_OTHER;
+    if (parser->kind == KNNWB_GML_END) {
+      if (depth > 0)
+        return knnwb_gml_fail(parser, "the file ends inside a list (a [ without its ])");
+      return TRUE;
     }
-    KnnwbGmlValue value;
-    if (!knnwb_gml_value(&parser, &value))
-      return NULL;
-    g_free(value.text);
-    if (!value.is_list)
-      continue;
-    if (strcmp(key, "graph") != 0) {
-      if (!knnwb_gml_skip_list(&parser))
-        return NULL;
+    if (parser->kind == KNNWB_GML_CLOSE) {
+      if (depth == 0)
+        return knnwb_gml_fail(parser, "a ] without its [");
+      if (here == KNNWB_GML_NODE && !knnwb_gml_node_done(parser, index))
+        return FALSE;
+      if (here == KNNWB_GML_EDGE) {
+        g_array_append_val(parser->drawing->edges, parser->edge);
+        double triple[3] = {parser->source, parser->target, (double)parser->item_line};
+        g_array_append_vals(ends, triple, 3);
+      }
+      depth--;
       continue;
     }
-    have_graph = TRUE;
-    for (;;) {
-      knnwb_gml_skip(&parser);
-      if (parser.p < parser.end && *parser.p == ']') {
-        parser.p++;
-        break;
+    if (parser->kind != KNNWB_GML_WORD_TOKEN || !g_ascii_isalpha(parser->word[0]))
+      return knnwb_gml_fail(parser, depth == 0 ? "expected a key" : "expected a key or ]");
+    memcpy(key, parser->word, sizeof key);
+    size_t key_line = parser->line;
+    if (!knnwb_gml_next(parser))
+      return FALSE;
+    if (parser->kind == KNNWB_GML_OPEN) {
+      depth++;
+      if (depth < G_N_ELEMENTS(contexts)) {
+        contexts[depth] = knnwb_gml_context(here, (int)depth, key);
+        *have_graph |= contexts[depth] == KNNWB_GML_GRAPH;
+        if (contexts[depth] == KNNWB_GML_NODE || contexts[depth] == KNNWB_GML_EDGE)
+          knnwb_gml_item_start(parser, key_line);
       }
-      if (!knnwb_gml_key(&parser, key, sizeof key)) {
-        knnwb_gml_fail(&parser, "expected a key or ] in graph");
-        return NULL;
-      }
-      size_t line = parser.line;
-      KnnwbGmlValue item;
-      if (!knnwb_gml_value(&parser, &item))
-        return NULL;
-      if (item.is_number && strcmp(key, "directed") == 0)
-        drawing->directed = item.number != 0;
-      g_free(item.text);
-      if (!item.is_list)
-        continue;
-      gboolean is_node = strcmp(key, "node") == 0;
-      if (!is_node && strcmp(key, "edge") != 0) {
-        if (!knnwb_gml_skip_list(&parser))
-          return NULL;
-        continue;
-      }
-      double id = -1, source = -1, target = -1;
-      if (!knnwb_gml_item(&parser, is_node, drawing, &id, &source, &target))
-        return NULL;
-      if (is_node) {
-        gint64 whole;
-        if (!knnwb_gml_whole_id(id, &whole)) {
-          parser.line = line;
-          knnwb_gml_fail(&parser, "a node id beyond the 64-bit integers");
-          return NULL;
-        }
-        gint64 *key_id = g_new(gint64, 1);
-        *key_id = whole;
-        if (g_hash_table_contains(index, key_id)) {
-          g_free(key_id);
-          parser.line = line;
-          knnwb_gml_fail(&parser, "a second node with the same id");
-          return NULL;
-        }
-        g_hash_table_insert(index, key_id, GUINT_TO_POINTER(drawing->nodes->len - 1));
-      } else {
-        double pair[3] = {source, target, (double)line};
-        g_array_append_vals(ends, pair, 3);
-      }
+    } else if (parser->kind == KNNWB_GML_NUMBER || parser->kind == KNNWB_GML_STRING) {
+      knnwb_gml_scalar(parser, here, key);
+    } else {
+      return knnwb_gml_fail(parser, parser->kind == KNNWB_GML_END
+                                        ? "a value is missing at the end of the file"
+                                        : "expected a number, a \"string\" or [");
     }
   }
-  if (!have_graph) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: no `graph [ ... ]` in this file", path);
-    return NULL;
-  }
+}
+
+/* Each edge's ends from GML ids to node indices; a missing node is an error naming the edge's
+ * line. */
+static gboolean knnwb_gml_resolve(const char *path, KnnwbDrawing *drawing, GHashTable *index,
+                                  GArray *ends, GError **error)
+{
   for (guint e = 0; e < drawing->edges->len; e++) {
     KnnwbDrawingEdge *edge = &g_array_index(drawing->edges, KnnwbDrawingEdge, e);
     for (int side = 0; side < 2; side++) {
@@ -407,7 +511,7 @@ KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error)
         g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s:%zu: edge %s %.17g is not a node",
                     path, (size_t)g_array_index(ends, double, 3 * e + 2),
                     side ? "target" : "source", end);
-        return NULL;
+        return FALSE;
       }
       (side ? &edge->target : &edge->source)[0] = GPOINTER_TO_UINT(found);
     }
@@ -416,9 +520,91 @@ KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error)
     if (g_array_index(drawing->nodes, KnnwbDrawingNode, v).has_position != 3) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
                   "%s: node %u has no coordinates (graphics [ x y ]): write the GML with a "
-                  "layout, e.g. `knnwb knn ... --layout fr`",
+                  "layout, e.g. `knnwb knn ... --layout fr` (`--layout drl` for a large graph)",
                   path, v);
-      return NULL;
+      return FALSE;
     }
+  return TRUE;
+}
+
+/* Opens path for reading if it is a regular file of at most max_bytes; -1 with the error set. */
+static int knnwb_gml_open(const char *path, guint64 max_bytes, GError **error)
+{
+  /* Non-blocking: a FIFO without a writer would block open() itself. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: %s", path, g_strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: not a regular file (a GML is read from a file, not a pipe, device or "
+                "directory)",
+                path);
+    close(fd);
+    return -1;
+  }
+  if ((guint64)st.st_size > max_bytes) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s: %" G_GUINT64_FORMAT " bytes, more than the %" G_GUINT64_FORMAT
+                " bytes a GML is read up to",
+                path, (guint64)st.st_size, max_bytes);
+    close(fd);
+    return -1;
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0)
+    (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return fd;
+}
+
+KnnwbDrawing *knnwb_formats_read_gml_full(const char *path, guint64 max_bytes,
+                                          const volatile gint *cancel, GError **error)
+{
+  if (max_bytes == 0)
+    max_bytes = KNNWB_GML_MAX_BYTES;
+  int fd = knnwb_gml_open(path, max_bytes, error);
+  if (fd < 0)
+    return NULL;
+  g_autoptr(KnnwbDrawing) drawing = knnwb_drawing_new();
+  g_autoptr(GHashTable) index = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  g_autoptr(GHashTable) column = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autoptr(GArray) ends = g_array_new(FALSE, FALSE, sizeof(double));
+  g_autoptr(GArray) pending = g_array_new(FALSE, FALSE, sizeof(KnnwbGmlPending));
+  g_array_set_clear_func(pending, knnwb_gml_pending_clear);
+  g_autoptr(GString) text = g_string_new(NULL);
+  g_autoptr(GString) raw = g_string_new(NULL);
+  g_autofree char *buffer = g_malloc(KNNWB_GML_CHUNK);
+  KnnwbGmlParser parser = {.path = path,
+                           .fd = fd,
+                           .buffer = buffer,
+                           .max_bytes = max_bytes,
+                           .line = 1,
+                           .cancel = cancel,
+                           .error = error,
+                           .text = text,
+                           .raw = raw,
+                           .drawing = drawing,
+                           .pending = pending,
+                           .column = column};
+  gboolean have_graph = FALSE;
+  gboolean ok = knnwb_gml_parse(&parser, index, ends, &have_graph);
+  g_free(parser.node.label); /* a node whose list was not closed */
+  close(fd);
+  if (!ok)
+    return NULL;
+  if (!have_graph) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: no `graph [ ... ]` in this file", path);
+    return NULL;
+  }
+  if (!knnwb_gml_resolve(path, drawing, index, ends, error))
+    return NULL;
   return g_steal_pointer(&drawing);
+}
+
+KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error)
+{
+  return knnwb_formats_read_gml_full(path, 0, NULL, error);
 }

@@ -114,8 +114,30 @@ run("render", small, "-o", os.path.join(work, "small.pdf"), "-q")
 with open(os.path.join(work, "small.pdf"), "rb") as f:
     check(f.read(5) == b"%PDF-", "small.pdf is not PDF")
 
+# Colours by a node attribute: an unknown one is refused naming those the GML has (exit 1, no
+# picture); a string attribute gets a palette, the legend its swatches; --title "" and --density.
+tagged = os.path.join(work, "tagged.gml")
+with open(tagged, "w") as f:
+    f.write('graph [ directed 1\n'
+            ' node [ id 0 label "a" lineage "B" graphics [ x 0.0 y 0.0 ] ]\n'
+            ' node [ id 1 label "b" lineage "T" graphics [ x 200.0 y 0.0 ] ]\n'
+            ' node [ id 2 label "c" lineage "B" graphics [ x 100.0 y 150.0 ] ]\n'
+            ' edge [ source 0 target 1 ]\n]\n')
+missing = os.path.join(work, "missing.png")
+result = run("render", tagged, "-o", missing, "--color-by", "age", expect=1)
+check("no node attribute" in result.stderr and "lineage" in result.stderr, result.stderr)
+check(not os.path.exists(missing), "missing.png written")
+coloured_png = os.path.join(work, "lineage.png")
+run("render", tagged, "-o", coloured_png, "--color-by", "lineage", "--title", "", "-q")
+width, height, rows = read_png(coloured_png)
+pixels = [p for row in rows for p in row]
+check(pixels.count((0x1F, 0x77, 0xB4)) > 60 and pixels.count((0xFF, 0x7F, 0x0E)) > 30,
+      "lineage.png: the palette's first two colours missing")
+check(all(p == (255, 255, 255) for p in rows[0] + rows[-1]), "lineage.png: margins are not white")
+run("render", tagged, "-o", os.path.join(work, "dense.png"), "--density", "-q")
+
 # Bad inputs: no coordinates (exit 1, names the fix), a broken file (file:line), a bad
-# extension (usage, exit 2); nothing written.
+# extension (usage, exit 2), a device (exit 1, not a regular file); nothing written.
 bare = os.path.join(work, "bare.gml")
 with open(bare, "w") as f:
     f.write("graph [ node [ id 0 ] ]\n")
@@ -128,6 +150,8 @@ with open(broken, "w") as f:
 result = run("render", broken, "-o", out, expect=1)
 check(f"{broken}:" in result.stderr, f"broken: {result.stderr}")
 result = run("render", small, "-o", os.path.join(work, "x.jpg"), expect=2)
+result = run("render", "/dev/zero", "-o", out, expect=1)
+check("not a regular file" in result.stderr, f"/dev/zero: {result.stderr}")
 check(not os.path.exists(out), "bad.png written")
 
 if failures:

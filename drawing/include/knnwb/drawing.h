@@ -71,6 +71,24 @@ gboolean knnwb_drawing_layout(const igraph_t *graph, const igraph_vector_t *weig
                               unsigned long seed, double node_size, igraph_matrix_t *coordinates,
                               GError **error);
 
+/**
+ * The radial layout of a neighbourhood into coordinates (an initialised matrix, resized to n x 2):
+ * the focus vertices in the centre (on a small circle when several; vertex 0 when focus is NULL or
+ * empty), the vertices one hop away (edges in either direction) on a ring in the order of their
+ * distance to the focus (nearest at the top, then clockwise), each vertex further out on the next
+ * ring in the wedge of its parent (its neighbour one hop closer with the shortest edge), several
+ * rings where a wedge is crowded; unreached vertices on an outer ring. Neighbours on a ring are
+ * 2.5 node_size apart, rings 4 to 6 node_size. distances: per edge (NULL: all 1). hops (may be
+ * NULL: found breadth first over edges in either direction) gives each vertex's ring, 0 for the
+ * focus (a neighbourhood's own order, found along its search's direction).
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT (a focus out of range, distances of the wrong length),
+ * KNNWB_ERROR_IGRAPH. O(n log n + m) time, O(n) memory. Deterministic.
+ */
+gboolean knnwb_drawing_layout_radial(const igraph_t *graph, const igraph_vector_t *distances,
+                                     const igraph_vector_int_t *focus, const int *hops,
+                                     double node_size, igraph_matrix_t *coordinates,
+                                     GError **error);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Appearance                                                                                     */
 /* ---------------------------------------------------------------------------------------------- */
@@ -164,15 +182,37 @@ typedef struct {
   guint source, target; /**< node indices */
   double colour[3];
   double width;
+  double weight;  /**< the GML's `weight` (a similarity), NaN without */
+  float distance; /**< the GML's `distance`, NaN without */
+  float r;        /**< the GML's `r` (a correlation), NaN without */
 } KnnwbDrawingEdge;
 
-/** What the render command draws: nodes and edges as a laid-out GML describes them (read by
- * knnwb_formats_read_gml). */
+/** A scalar node key of the GML other than id, label and focus (`cluster`, an annotation column),
+ * one value per node: a string in texts, or a number in numbers (NaN and a NULL text when the node
+ * has no value). */
 typedef struct {
-  GArray *nodes; /**< KnnwbDrawingNode */
-  GArray *edges; /**< KnnwbDrawingEdge */
+  char *name;
+  GPtrArray *texts; /**< char *, owned; NULL where the value is a number or missing */
+  GArray *numbers;  /**< double; NaN where the value is a string or missing */
+} KnnwbDrawingAttribute;
+
+/** A new attribute column with no values. Never fails. O(1). */
+KnnwbDrawingAttribute *knnwb_drawing_attribute_new(const char *name);
+/** Frees column and its values; NULL is fine. O(values). */
+void knnwb_drawing_attribute_free(KnnwbDrawingAttribute *column);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbDrawingAttribute, knnwb_drawing_attribute_free)
+
+/** What the render command draws: nodes and edges as a laid-out GML describes them (read by
+ * knnwb_formats_read_gml), with the nodes' other scalar keys as attributes. */
+typedef struct {
+  GArray *nodes;         /**< KnnwbDrawingNode */
+  GArray *edges;         /**< KnnwbDrawingEdge */
+  GPtrArray *attributes; /**< KnnwbDrawingAttribute *, each as long as nodes */
   gboolean directed;
 } KnnwbDrawing;
+
+/** The attribute called name, or NULL. O(attributes). */
+const KnnwbDrawingAttribute *knnwb_drawing_attribute(const KnnwbDrawing *drawing, const char *name);
 
 /** An empty drawing (no nodes, no edges, undirected). Never fails. O(1). */
 KnnwbDrawing *knnwb_drawing_new(void);
@@ -183,15 +223,128 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbDrawing, knnwb_drawing_free)
 /** Picture formats. */
 typedef enum { KNNWB_PICTURE_PNG, KNNWB_PICTURE_SVG, KNNWB_PICTURE_PDF } KnnwbPictureFormat;
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Colours from attributes                                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** One legend row: a category, its colour and how many nodes have it. */
+typedef struct {
+  char *text;
+  double rgb[3];
+  guint count;
+} KnnwbLegendEntry;
+
+/** The fill of every node and what the colours mean. */
+typedef struct {
+  char *name;       /**< the attribute coloured by; NULL: the GML's own fills, no legend */
+  double *rgb;      /**< 3 per node */
+  guint *category;  /**< per node its legend row (categorical; NULL otherwise) */
+  GArray *legend;   /**< KnnwbLegendEntry, in legend order (last "(none)" for missing values) */
+  guint categories; /**< distinct values (categorical) */
+  gboolean numeric; /**< a colour scale from lo to hi instead of categories */
+  double lo, hi;
+} KnnwbNodeColours;
+
 /**
- * Draws drawing into path (written atomically) width pixels (points for SVG/PDF) wide, the height
- * from the drawing's aspect ratio: edges under the nodes in their GML colour (translucent), nodes
- * in their fill, focus nodes last as large red hexagons with their labels; all labels when there
- * are at most label_limit nodes; edges only when draw_edges. Checks cancel every 64 edges and 4,096
- * nodes; progress (may be NULL) gets edges and nodes drawn of their total (edges first) every
- * 4,096.
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_INVALID_ARGUMENT (no cairo support).
- * Complexity: O(nodes + edges) time besides cairo's own; memory: the picture's pixels (PNG).
+ * Colours drawing's nodes by attribute name (NULL: keep the GML's fills). Strings that are all
+ * numbers ("44.5") count as numbers. Categories (any other string value, the attribute
+ * `cluster`, or at most 20 distinct whole numbers) get a palette of
+ * distinguishable colours in legend order (numeric codes by value, words by count); other numbers
+ * a viridis scale from their minimum to their maximum; missing values grey. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT (no such attribute; the message lists those there are). Clear out
+ * with knnwb_drawing_node_colours_clear (also after an error). O(n log n).
+ */
+gboolean knnwb_drawing_colour_nodes(const KnnwbDrawing *drawing, const char *name,
+                                    KnnwbNodeColours *out, GError **error);
+/** Frees what colours holds; safe twice. */
+void knnwb_drawing_node_colours_clear(KnnwbNodeColours *colours);
+/** The index-th categorical colour (20 distinct ones, then golden-angle hues). O(1). */
+void knnwb_drawing_palette_colour(guint index, double rgb[3]);
+/** The colour scale at t in [0, 1] (viridis). O(1). */
+void knnwb_drawing_scale_colour(double t, double rgb[3]);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Pictures                                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** What a picture shows and how. Initialise with knnwb_drawing_render_options_init(). */
+typedef struct {
+  int width;            /**< pixels (PNG) or points; default 1200 */
+  guint label_limit;    /**< label every node up to this many; else this many hubs; 150 */
+  gboolean draw_edges;  /**< default TRUE */
+  const char *color_by; /**< a node attribute; NULL: `cluster` when present, else GML fills */
+  const char *title;    /**< NULL: the name and what the colours mean; "": no title */
+  const char *name;     /**< the input's name for the default title; may be NULL */
+  gboolean density;     /**< a density image of the layout whatever the size */
+  guint density_above;  /**< a density image above this many nodes; default 20000 */
+} KnnwbRenderOptions;
+
+/** Fills options with the defaults listed in KnnwbRenderOptions. O(1). */
+void knnwb_drawing_render_options_init(KnnwbRenderOptions *options);
+
+/** A placed label: its node and its box in pixels (x0 < x1, y0 < y1); leader: away from its node,
+ * joined to it by a thin line. */
+typedef struct {
+  guint node;
+  double x0, y0, x1, y1;
+  gboolean leader;
+} KnnwbLabelBox;
+
+/** Where everything of a picture goes, computed before drawing (and read by tests). */
+typedef struct {
+  int width, height;
+  double scale, offset_x, offset_y; /**< pixel = offset + scale * GML coordinate */
+  double node_scale;                /**< node sizes (w) to pixels */
+  double area[4];                   /**< where nodes are drawn: x0 y0 x1 y1 in pixels */
+  double legend_box[4];             /**< the legend: x0 y0 x1 y1 (all 0 without one) */
+  double title_size;                /**< title font size in pixels (0 without a title) */
+  char *title;                      /**< NULL without one */
+  KnnwbNodeColours colours;
+  GArray *labels;      /**< KnnwbLabelBox, placed in priority order, never overlapping */
+  GArray *edge_labels; /**< KnnwbLabelBox of the focus's edges (node: the edge's index), never
+                            overlapping a node label or each other */
+  guint legend_rows;   /**< legend entries shown (the rest summed in one row) */
+  gboolean density;    /**< drawn as a density image */
+} KnnwbDrawingPlan;
+
+/**
+ * Plans the picture of drawing: the frame (nodes, their discs and labels inside a margin, a title
+ * band above, a legend panel at the right), the node colours (options->color_by), and the labels:
+ * tried in priority order (focus, their direct neighbours, then by degree; all nodes when there
+ * are at most label_limit, else focus, neighbours and label_limit hubs) right, left, above or
+ * below the node, each kept only where it overlaps no label placed before, the title or the legend
+ * and stays inside the picture; the focus's and its neighbours' labels may move two rings farther
+ * out (with a leader line) before they are left out. Then each edge of a focus (at most 100) gets
+ * its `r` (else `d` for its distance) along its middle where that overlaps no label. Errors: those
+ * of knnwb_drawing_colour_nodes; KNNWB_ERROR_INVALID_ARGUMENT without cairo. O(n log n + labels^2)
+ * time besides text measurement, O(n) memory.
+ */
+KnnwbDrawingPlan *knnwb_drawing_plan_new(const KnnwbDrawing *drawing,
+                                         const KnnwbRenderOptions *options, GError **error);
+/** Frees plan; NULL is fine. */
+void knnwb_drawing_plan_free(KnnwbDrawingPlan *plan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbDrawingPlan, knnwb_drawing_plan_free)
+
+/**
+ * Draws drawing into path (written atomically) as planned by knnwb_drawing_plan_new with options:
+ * edges under the nodes, darker and wider for higher weights (the GML's `weight`, else its edge
+ * width), with arrows when directed; nodes in their colours; focus nodes as large red hexagons;
+ * labels with a white halo; the title; the legend (a swatch, the value and its count per category,
+ * or the colour scale with its ends). Above options->density_above nodes (or with
+ * options->density) the layout is drawn as a density image instead: nodes binned per pixel,
+ * edges faded, clusters outlined and named at their centre. Checks cancel every 64 edges and
+ * 4,096 nodes; progress (may be NULL) gets the shapes drawn of their total every 4,096.
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_INVALID_ARGUMENT (no cairo; an
+ * unknown --color-by attribute). Complexity: O(nodes + edges) besides the label placement and
+ * cairo's own; memory: the picture's pixels.
+ */
+gboolean knnwb_drawing_render_picture(const KnnwbDrawing *drawing, const char *path,
+                                      KnnwbPictureFormat format, const KnnwbRenderOptions *options,
+                                      const volatile gint *cancel, KnnwbProgressFunc progress,
+                                      void *progress_data, GError **error);
+
+/**
+ * knnwb_drawing_render_picture with the default options but width, label_limit and draw_edges.
  */
 gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path,
                               KnnwbPictureFormat format, int width, guint label_limit,

@@ -541,13 +541,24 @@ gboolean knnwb_formats_read_distance_matrix(const char *path, igraph_matrix_t *d
 /* ---------------------------------------------------------------------------------------------- */
 /* Laid-out graphs (the input of `knnwb render`). */
 
+/** The most bytes knnwb_formats_read_gml reads (16 GiB: a 1.5M-node graph with its edges is a few
+ * GB). */
+#define KNNWB_GML_MAX_BYTES (G_GUINT64_CONSTANT(16) << 30)
+
 /**
  * Reads a GML file (knnwb's or any with `graphics [ x y ]` on every node) into a new drawing (free
  * with knnwb_drawing_free): node positions, sizes, shapes, fills, outlines, labels and font sizes,
- * edge colours and widths, as the GML writer puts them (missing keys get the writer's defaults).
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE "path:line: message", KNNWB_ERROR_INVALID_DATA (a node
- * without coordinates). Complexity: O(file size); the file is read whole.
+ * every other scalar node key as an attribute (cluster, annotations), edge weights, colours and
+ * widths, as the GML writer puts them (missing keys get the writer's defaults). Only a regular
+ * file of at most max_bytes (0: KNNWB_GML_MAX_BYTES) is read, in 1 MiB chunks, checking cancel
+ * (may be NULL) before each; lists may nest to any depth (parsed without recursion).
+ * Errors: KNNWB_ERROR_IO (not a regular file, a read error), KNNWB_ERROR_PARSE "path:line:
+ * message", KNNWB_ERROR_INVALID_DATA (a node without coordinates, a file over the cap),
+ * KNNWB_ERROR_CANCELLED. Complexity: O(file size) time; memory O(nodes + edges), not the file.
  */
+KnnwbDrawing *knnwb_formats_read_gml_full(const char *path, guint64 max_bytes,
+                                          const volatile gint *cancel, GError **error);
+/** knnwb_formats_read_gml_full(path, 0, NULL, error). */
 KnnwbDrawing *knnwb_formats_read_gml(const char *path, GError **error);
 
 G_END_DECLS

@@ -77,6 +77,7 @@ static const struct {
     {"render", "labels", KNNWB_HELP_OUTPUT},
     {"render", "edges", KNNWB_HELP_OUTPUT},
     {"render", "width", KNNWB_HELP_OUTPUT},
+    {NULL, "density", KNNWB_HELP_OUTPUT},
     {NULL, "graph", KNNWB_HELP_OUTPUT},
     {NULL, "layout", KNNWB_HELP_OUTPUT},
     {NULL, "table", KNNWB_HELP_OUTPUT},

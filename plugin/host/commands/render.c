@@ -49,6 +49,9 @@ typedef struct {
   int label_limit;
   gboolean quiet;
   char *edges;
+  char *color_by;
+  char *title;
+  gboolean density;
   /* Parsed. */
   int edges_mode; /* KnnwbRenderEdges */
   KnnwbPictureFormat format;
@@ -59,10 +62,11 @@ static GOptionContext *knnwb_render_options_new(KnnwbRenderCommand *command)
 {
   GOptionEntry entries[] = {
       {"edges", 0, 0, G_OPTION_ARG_STRING, &command->edges,
-       knnwb_host_help_choices(&knnwb_render_edges_table, "",
-                               " (default: drawn up to 50,000 edges; beyond, a 1200-pixel picture "
-                               "is a grey veil and slow to draw)",
-                               NULL, ""),
+       knnwb_host_help_choices(
+           &knnwb_render_edges_table, "",
+           " (default: drawn up to 50,000 edges one by one, and every edge in a "
+           "density image)",
+           NULL, ""),
        KNNWB_ENUM_CHOICES(KNNWB_RENDER_EDGES_NAMES)},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output, "picture.png, .svg or .pdf",
        "OUT"},
@@ -70,8 +74,22 @@ static GOptionContext *knnwb_render_options_new(KnnwbRenderCommand *command)
        "width in pixels (PNG) or points (SVG, PDF); the height follows the drawing (default 1200)",
        "W"},
       {"labels", 0, 0, G_OPTION_ARG_INT, &command->label_limit,
-       "label every node when there are at most N (default 150); the focus is always labelled",
+       "try a label on every node when there are at most N (default 150), else on N hubs; the "
+       "focus and its neighbours are always labelled; labels never overlap",
        "N"},
+      {"color-by", 0, 0, G_OPTION_ARG_STRING, &command->color_by,
+       "colour nodes by this node attribute of the GML (cluster, an annotation column): a "
+       "palette and a legend with counts for categories, a colour scale for numbers (default: "
+       "cluster when the GML has it, else the GML's own fills)",
+       "ATTRIBUTE"},
+      {"title", 0, 0, G_OPTION_ARG_STRING, &command->title,
+       "title above the picture (default: the file name and what the colours mean; \"\" for "
+       "none)",
+       "TEXT"},
+      {"density", 0, 0, G_OPTION_ARG_NONE, &command->density,
+       "draw the layout as a density image (nodes binned per pixel, edges faded, clusters "
+       "outlined and named); the default above 20,000 nodes",
+       NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "GRAPH.gml"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -80,8 +98,10 @@ static GOptionContext *knnwb_render_options_new(KnnwbRenderCommand *command)
   g_option_context_set_summary(
       context,
       "Draws a laid-out GML (from knnwb knn/cluster/neighbourhood with a layout) as a PNG, "
-      "SVG or PDF\nwith cairo: the GML's node colours and sizes, edges under the nodes, "
-      "focus nodes as red\nhexagons with their labels on top.");
+      "SVG or PDF\nwith cairo: nodes coloured by an attribute with a legend, a title, edges "
+      "under the nodes\n(arrows when directed), labels placed without overlap (the focus, its "
+      "neighbours, then\nhubs), focus nodes as red hexagons; above 20,000 nodes a density "
+      "image. See docs/pictures.md.");
   g_option_context_add_main_entries(context, entries, NULL);
   return context;
 }
@@ -134,17 +154,27 @@ static gboolean knnwb_render_execute(const KnnwbRenderCommand *command, GPtrArra
   if (temporary == NULL)
     return FALSE;
   gint64 start = g_get_monotonic_time();
-  g_autoptr(KnnwbDrawing) drawing = knnwb_formats_read_gml(command->rest[0], error);
+  g_autoptr(KnnwbDrawing) drawing = knnwb_formats_read_gml_full(command->rest[0], 0, cancel, error);
   if (drawing == NULL)
     return FALSE;
   gboolean draw_edges = command->edges_mode == KNNWB_RENDER_EDGES_ALL;
+  /* Auto: up to 50,000 edges drawn one by one; a density image bins them whatever their number. */
   if (command->edges_mode == KNNWB_RENDER_EDGES_AUTO)
-    draw_edges = drawing->edges->len <= 50000;
+    draw_edges = drawing->edges->len <= 50000 || command->density || drawing->nodes->len > 20000;
   KnnwbHostProgress *progress = knnwb_host_progress_new("render", command->quiet);
   knnwb_host_progress_set_unit(progress, "shapes");
-  gboolean drawn = knnwb_drawing_render(
-      drawing, temporary, command->format, command->width, (guint)command->label_limit, draw_edges,
-      cancel, progress ? knnwb_host_progress_update : NULL, progress, error);
+  KnnwbRenderOptions options;
+  knnwb_drawing_render_options_init(&options);
+  options.width = command->width;
+  options.label_limit = (guint)command->label_limit;
+  options.draw_edges = draw_edges;
+  options.color_by = command->color_by;
+  options.title = command->title;
+  options.name = command->rest[0];
+  options.density = command->density;
+  gboolean drawn =
+      knnwb_drawing_render_picture(drawing, temporary, command->format, &options, cancel,
+                                   progress ? knnwb_host_progress_update : NULL, progress, error);
   knnwb_host_progress_finish(progress);
   if (!drawn || !knnwb_host_outputs_commit(outputs, cancel, error))
     return FALSE;
@@ -170,6 +200,8 @@ int knnwb_host_command_render(int argc, char **argv)
   const int status = knnwb_host_command_finish("render", parsed, done, outputs, error);
   g_free(command.output);
   g_free(command.edges);
+  g_free(command.color_by);
+  g_free(command.title);
   g_strfreev(command.rest);
   return status;
 }

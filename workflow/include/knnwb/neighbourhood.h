@@ -136,9 +136,11 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
                                          GError **error);
 
 /**
- * Writes the neighbourhood as yEd GML: laid out (Fruchterman-Reingold), labelled, nodes coloured
- * by order (the GML key "cluster" holds the order), the focus rows highlighted, directed kNN edges
- * weighted by distance. seed: the layout's. Atomic. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_IGRAPH.
+ * Writes the neighbourhood as yEd GML: laid out radially (knnwb_drawing_layout_radial: the focus
+ * in the centre, order 1 on a ring by distance, order 2 outside near the neighbour that brought
+ * it), labelled, nodes coloured by order (the GML key "cluster" holds the order), the focus rows
+ * highlighted, directed kNN edges weighted by distance. seed: unused by the radial layout, kept
+ * for callers. Atomic. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_IGRAPH.
  */
 gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                        const KnnwbMatrix *data, unsigned long seed, GError **error);
