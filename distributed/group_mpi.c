@@ -249,8 +249,6 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   int rank = 0, size = 1, local_size = 1;
   MPI_Comm_rank(knnwb_distributed_comm, &rank);
   MPI_Comm_size(knnwb_distributed_comm, &size);
-  if (g_strcmp0(g_getenv("KNNWB_MPI_NODELAY"), "0") != 0)
-    knnwb_distributed_launcher_nodelay(rank);
   MPI_Comm local;
   MPI_Comm_split_type(knnwb_distributed_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_size);

@@ -2,8 +2,7 @@
 # Small d on the GPU, the user's whole command: `knnwb knn X.npy -k 30 -o g.npy` on rows of 50
 # Gaussian clusters (tests/bench/make_clusters_table.py), euclidean and cosine, with core's debug
 # lines and the CUDA trace; the fused tile (KNNWB_CUDA_FUSED=1) against cuBLAS + filter at
-# d = 32...295 (the crossover the planner uses); ncu of the tile kernels at d = 50; 1 and all GPUs;
-# 2 MPI ranks with and without TCP_NODELAY on the PMIx connection (distributed/launcher_socket.c).
+# d = 32...295; ncu of the tile kernels at d = 50; 1 and all GPUs.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/small_d_check.sh OUT [BUILD] [ROWS]
 set -uo pipefail
 out=$1; b=${2:-/tmp/knnwb-small}; rows=${3:-2000000}; mkdir -p "$out"
@@ -29,7 +28,7 @@ one() {
   env "$@" G_MESSAGES_DEBUG=all timeout 200 "$k" knn "$f" -k 30 -m "$m" -o $d/g.npy >$out/one.log 2>&1
   r=$?; t1=$(date +%s.%N)
   echo "== $name ($*) rc=$r" >>"$log"; cat $out/one.log >>"$log"
-  printf '%-34s rc=%d %7.2f s  %s  %s\n' "$name" $r "$(echo "$t1 - $t0" | bc)" "$(sha256sum $d/g.npy | cut -c1-16)" \
+  printf '%-34s rc=%d %7.2f s  %s  %s\n' "$name" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{print b-a}')" "$(sha256sum $d/g.npy | cut -c1-16)" \
     "$(grep -m1 -oE "selection kernels [0-9.]+ ms per diagonal tile \([0-9]+\), [0-9.]+ ms per other tile \([0-9]+, of which [0-9]+ fused" $out/one.log)"
   grep -m1 -oE "tile loop on the GPU [0-9.]+ s = selection [0-9.]+|GEMM [0-9.]+ s;" $out/one.log | tr '\n' ' '
   grep -m1 -oE "tiles \+ extract [0-9.]+ s" $out/one.log; grep -m1 -oE "[0-9]+ candidates, .*" $out/one.log
@@ -54,16 +53,4 @@ fi
 CUDA_VISIBLE_DEVICES=0 timeout 120 ncu --clock-control none -k 'regex:nvjet|gemm|filter|merge' --launch-skip 3000 \
   --launch-count 6 --section SpeedOfLight "$k" knn $d/s50.npy -k 30 -m euclidean -o $d/g.npy >"$out/ncu.txt" 2>&1
 grep -E "^  [a-zA-Z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)" "$out/ncu.txt" | cut -c1-120 | head -40
-# MPI: 2 ranks of a small CPU job, with and without TCP_NODELAY on the PMIx connection
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-$py -c "import numpy as np; np.save('$d/m.npy', np.random.default_rng(3).standard_normal((2001, 20)).astype(np.float32))"
-mpirun --version 2>&1 | head -1
-for nd in 1 0 1 0 1 0; do
-  t0=$(date +%s.%N)
-  KNNWB_MPI_NODELAY=$nd G_MESSAGES_DEBUG=all timeout 60 mpirun --allow-run-as-root --bind-to none -np 2 \
-    -x KNNWB_MPI_NODELAY -x G_MESSAGES_DEBUG "$k" knn $d/m.npy -k 5 -b cpu -o $d/m.knn >"$out/mpi.log" 2>&1
-  r=$?; t1=$(date +%s.%N)
-  echo "mpi 2 ranks nodelay=$nd rc=$r $(echo "$t1 - $t0" | bc) s $(grep -o "TCP_NODELAY on [0-9]* conn[^(]*" $out/mpi.log | head -2 | tr '\n' ' ')"
-done
-grep -i "pmix\|error" "$out/mpi.log" | head -5
 rm -rf $d
