@@ -40,15 +40,16 @@ double knnwb_refine_window_limit(const KnnwbPrepared *query, size_t query_row,
 
 /**
  * The margin planner (margin.c): the candidates per row of a first round under a half-precision
- * screen. The exact distances of sample rows to every reference row count, per sampled row, the
- * rows within its certificate's window (knnwb_refine_window_limit); when more than an eighth of
- * the sample needs more than kc, the first round takes the count that seven eighths of the sample
- * need (rounded up to 8), at most 4 kc (what the certify loop's first re-selection would take),
- * available, and max_kc. Otherwise kc. A larger first round costs its selection once, where rows
- * left uncertified cost a second pass over every reference row each (half the rows of a self job
- * re-selected cost more than the whole first round). The lists are exact either way.
- * n_sample rows spread evenly over query rows [row0, row0 + n_rows); counts in needed (n_sample,
- * may be NULL). Time O(n_sample n_reference d) on threads, memory O(k) per thread.
+ * screen. The distances of sample rows to every reference row (estimated in float from the rows
+ * the screen scores; manhattan keeps kc) count, per sampled row, the rows within its certificate's
+ * window (knnwb_refine_window_limit); when more than an eighth of the sample needs more than kc,
+ * the first round takes the count that seven eighths of the sample need (rounded up to 8), at most
+ * 4 kc (what the certify loop's first re-selection would take), available, and max_kc. Otherwise
+ * kc. A larger first round costs its selection once, where rows left uncertified cost a second pass
+ * over every reference row each (half the rows of a self job re-selected cost more than the whole
+ * first round). The lists are exact either way. n_sample rows spread evenly over query rows [row0,
+ * row0 + n_rows); counts in needed (n_sample, may be NULL). Time O(n_sample n_reference d) on
+ * threads (the reference rows read twice), memory O(n_sample k) per thread.
  */
 size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *reference,
                            gboolean self, size_t row0, size_t n_rows, size_t k, size_t kc,

@@ -34,7 +34,9 @@ static void prepare(KnnwbPrepared *p, const KnnwbMatrix *m, KnnwbMetric metric, 
   knnwb_prepared_set_screen(p, p, screen);
 }
 
-/* Rows inside row i's window, counted here by brute force, plus one. */
+/* Rows inside row i's window, counted here by brute force in double, plus one. The planner
+ * estimates distances from the float rows: counts may differ by a row or two at the window's edge.
+ */
 static size_t needed_of(const KnnwbPrepared *p, size_t i, size_t k)
 {
   g_autofree double *dist = g_new(double, p->n - 1);
@@ -77,7 +79,9 @@ static void test_euclidean_clusters(void)
   size_t over = 0;
   for (size_t s = 0; s < sample; s++) {
     const size_t i = (2 * s + 1) * n / (2 * sample);
-    g_assert_cmpuint(needed[s], ==, needed_of(&p, i, k));
+    const size_t exact = needed_of(&p, i, k);
+    g_assert_cmpuint(needed[s] + 2, >=, exact);
+    g_assert_cmpuint(needed[s], <=, exact + 2);
     g_assert_cmpuint(needed[s], >, k);
     over += needed[s] > kc;
   }
@@ -112,8 +116,11 @@ static void test_pearson_plain(void)
   size_t needed[16];
   g_assert_cmpuint(
       knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample, 2, needed), ==, kc);
-  for (size_t s = 0; s < sample; s++)
-    g_assert_cmpuint(needed[s], ==, needed_of(&p, (2 * s + 1) * n / (2 * sample), k));
+  for (size_t s = 0; s < sample; s++) {
+    const size_t exact = needed_of(&p, (2 * s + 1) * n / (2 * sample), k);
+    g_assert_cmpuint(needed[s] + 2, >=, exact);
+    g_assert_cmpuint(needed[s], <=, exact + 2);
+  }
   knnwb_prepared_clear(&p);
 }
 
