@@ -80,8 +80,9 @@ static void test_euclidean_clusters(void)
   for (size_t s = 0; s < sample; s++) {
     const size_t i = (2 * s + 1) * n / (2 * sample);
     const size_t exact = needed_of(&p, i, k);
-    g_assert_cmpuint(needed[s] + 2, >=, exact);
     g_assert_cmpuint(needed[s], <=, exact + 2);
+    if (needed[s] <= 4 * kc + 1) /* else the count saturated, past any kc the planner takes */
+      g_assert_cmpuint(needed[s] + 2, >=, exact);
     g_assert_cmpuint(needed[s], >, k);
     over += needed[s] > kc;
   }
