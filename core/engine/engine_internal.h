@@ -49,7 +49,8 @@ double knnwb_refine_window_limit(const KnnwbPrepared *query, size_t query_row,
  * over every reference row each (half the rows of a self job re-selected cost more than the whole
  * first round). The lists are exact either way. n_sample rows spread evenly over query rows [row0,
  * row0 + n_rows); counts in needed (n_sample, may be NULL). Time O(n_sample n_reference d) on
- * threads (the reference rows read twice), memory O(n_sample k) per thread.
+ * threads (the reference rows read once; counts stop past 4 kc + 1), memory O(n_sample kc) per
+ * thread.
  */
 size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *reference,
                            gboolean self, size_t row0, size_t n_rows, size_t k, size_t kc,
