@@ -12,14 +12,6 @@
 MPI_Comm knnwb_distributed_communicator(void);
 
 /**
- * Sets TCP_NODELAY on this process's TCP connections to the PMIx server named by the launcher
- * (PMIX_SERVER_URI*), which Open MPI 4.1 opens without it (launcher_socket.c: the 40 ms stall of
- * MPI_Finalize). Call after MPI_Init; rank names the debug line. Returns how many connections now
- * have it (0: no TCP server URI, or no such connection). No errors. O(open descriptors).
- */
-int knnwb_distributed_launcher_nodelay(int rank);
-
-/**
  * Sets up exchanges through shared memory (shared_window.c) when all ranks of comm are on this host
  * (local_size of them == all). Call once after MPI_Init, collectively.
  */

@@ -199,12 +199,13 @@ static gboolean knnwb_distributed_share_end(const KnnwbKnnGroup *group, GError *
  * re-selection), each allocating candidate lists, tiles and screen copies of 1-30 MB and freeing
  * them at its end. glibc's defaults serve most of those with fresh mmaps (or trim them off the
  * heap's top) and give them back to the kernel, so every job faults its buffers in again and the
- * kernel clears each page anew: on the 2-core VM the 2-rank job of the MPI CPU scaling check (40,000 x
- * 128, k = 20, BF16 screen) took 130,000 page faults and 0.33-0.40 s of system time against 54,000
- * and 0.16-0.19 s for one process with two threads. Blocks up to 32 MB (glibc's largest mmap
- * threshold) from the heap, and up to 64 MB of free heap top kept: 70,000 faults, 0.22-0.30 s. The
- * memory stays the process's until a later allocation reuses it or the rank exits (a rank's job is
- * its whole life); the peak is unchanged. A user's own GLIBC_TUNABLES for malloc is kept.
+ * kernel clears each page anew: on the 2-core VM the 2-rank job of the MPI CPU scaling check
+ * (40,000 x 128, k = 20, BF16 screen) took 130,000 page faults and 0.33-0.40 s of system time
+ * against 54,000 and 0.16-0.19 s for one process with two threads. Blocks up to 32 MB (glibc's
+ * largest mmap threshold) from the heap, and up to 64 MB of free heap top kept: 70,000 faults,
+ * 0.22-0.30 s. The memory stays the process's until a later allocation reuses it or the rank exits
+ * (a rank's job is its whole life); the peak is unchanged. A user's own GLIBC_TUNABLES for malloc
+ * is kept.
  */
 static void knnwb_distributed_keep_freed_memory(void)
 {
@@ -225,8 +226,8 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
     return TRUE;
   /* Every rank on this host (Open MPI's launcher says so before MPI starts): ranks talk through
    * shared memory only, and Open MPI's default probing of the UCX messaging layer at MPI_Init
-   * costs about 0.2 s of a run's start (the MPI CPU scaling check: 0.35 s -> 0.15 s for a small job).
-   * Ranks that mpirun does not bind (--bind-to none) also build their own hwloc topology in
+   * costs about 0.2 s of a run's start (the MPI CPU scaling check: 0.35 s -> 0.15 s for a small
+   * job). Ranks that mpirun does not bind (--bind-to none) also build their own hwloc topology in
    * MPI_Init, I/O devices included (PCI configuration space, block and network devices: slow in a
    * VM), which only tells which network card or GPU is near which core; shared memory needs none
    * of that (MPI_Init 43 -> 28 ms wall, 24 -> 15 ms CPU a rank on the 2-core VM). A choice of
@@ -248,7 +249,6 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   int rank = 0, size = 1, local_size = 1;
   MPI_Comm_rank(knnwb_distributed_comm, &rank);
   MPI_Comm_size(knnwb_distributed_comm, &size);
-  knnwb_distributed_launcher_nodelay(rank);
   MPI_Comm local;
   MPI_Comm_split_type(knnwb_distributed_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_size);

@@ -7,11 +7,22 @@ int knnwb_cuda_device_count(void)
   return 0;
 }
 
+void knnwb_cuda_start(const int *devices, int n_devices)
+{
+  (void)devices;
+  (void)n_devices;
+}
+
+void knnwb_cuda_start_wait(void)
+{
+}
+
 int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_size)
 {
   (void)job;
   if (message != NULL && message_size > 0)
-    snprintf(message, message_size, "knnwb was built without CUDA (reconfigure with -DKNNWB_CUDA=ON)");
+    snprintf(message, message_size,
+             "knnwb was built without CUDA (reconfigure with -DKNNWB_CUDA=ON)");
   return KNNWB_KERNELS_NO_DEVICE;
 }
 

@@ -261,16 +261,6 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
 
 using namespace knnwb_cuda;
 
-extern "C" int knnwb_cuda_device_count(void)
-{
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
 /* The C boundary: no C++ exception may leave (host containers sized by the job throw
  * std::bad_alloc, thread starts std::system_error); each becomes a status with a message. */
 static int select_entry(const KnnwbSelectJob *job, char *message, size_t message_size);

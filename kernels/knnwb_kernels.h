@@ -191,8 +191,20 @@ typedef struct {
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */
 int knnwb_cuda_select_supports_groups(void);
 
-/** Number of usable CUDA devices (0 when none, or when not built with CUDA). Never fails. */
+/** Number of usable CUDA devices (0 when none, or when not built with CUDA). Never fails. Waits
+ * for a start begun by knnwb_cuda_start; the count is the process's first (as CUDA's own). */
 int knnwb_cuda_device_count(void);
+
+/**
+ * Begins the driver's initialisation and the contexts of the GPUs devices lists (n_devices
+ * ordinals; devices NULL: the first n_devices; n_devices 0: every visible GPU) on helper threads,
+ * and returns at once. Once per process; never fails (what it cannot do, the select does later).
+ * Call knnwb_cuda_start_wait (or knnwb_cuda_device_count) before the call that began it returns,
+ * so that no start outlives it.
+ */
+void knnwb_cuda_start(const int *devices, int n_devices);
+/** Waits for a start begun by knnwb_cuda_start (at once when none). */
+void knnwb_cuda_start_wait(void);
 
 /**
  * Runs a selection job on the GPUs. Returns a KNNWB_KERNELS_* status; on failure message (of

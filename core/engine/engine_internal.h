@@ -30,6 +30,33 @@ gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
                                   size_t available, size_t k, int64_t *out_index,
                                   double *out_distance);
 
+/**
+ * The exact distance up to which other rows can keep query_row from being certified when its k-th
+ * neighbour lies at kth: a row's list is certified only when its candidates reach past this (the
+ * certificate's error window, twice its bound, refine.c). O(1).
+ */
+double knnwb_refine_window_limit(const KnnwbPrepared *query, size_t query_row,
+                                 const KnnwbPrepared *reference, double kth);
+
+/**
+ * The margin planner (margin.c): the candidates per row of a first round under a half-precision
+ * screen. The distances of sample rows to every reference row (estimated in float from the rows
+ * the screen scores; manhattan keeps kc) count, per sampled row, the rows within its certificate's
+ * window (knnwb_refine_window_limit); when more than an eighth of the sample needs more than kc,
+ * the first round takes the count that seven eighths of the sample need (rounded up to 8), at most
+ * 4 kc (what the certify loop's first re-selection would take), available, and max_kc. Otherwise
+ * kc. A larger first round costs its selection once, where rows left uncertified cost a second pass
+ * over every reference row each (half the rows of a self job re-selected cost more than the whole
+ * first round). The lists are exact either way. n_sample rows spread evenly over query rows [row0,
+ * row0 + n_rows); counts in needed (n_sample, may be NULL). Time O(n_sample n_reference d) on
+ * threads (the reference rows read once; counts stop past 4 kc + 1), memory O(n_sample kc) per
+ * thread.
+ */
+size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *reference,
+                           gboolean self, size_t row0, size_t n_rows, size_t k, size_t kc,
+                           size_t available, size_t max_kc, size_t n_sample, int threads,
+                           size_t *needed);
+
 /** knnwb_knn_result_new, or with clear FALSE every index and distance left unset for a caller that
  * writes them all (knn_result.c). Errors: KNNWB_ERROR_NO_MEMORY. O(rows k) when clearing, on every
  * core. */

@@ -275,6 +275,8 @@ static gboolean knnwb_knn_run_whole(KnnwbKnnRun *run, KnnwbNeighbors **result_ou
   run->start = g_get_monotonic_time();
   /* The previous run's blocks, still being freed, make room for this one first. */
   knnwb_release_wait();
+  /* The GPUs start while the rows are checked and prepared (kernels/device_start.cu). */
+  knnwb_knn_devices_start(run->options);
   run->threads = knnwb_thread_count(run->options->n_threads);
   if (group != NULL && run->options->n_threads <= 0) /* the host's cores are shared */
     run->threads = MAX(1, run->threads / MAX(1, group->local_size));
@@ -290,6 +292,7 @@ static gboolean knnwb_knn_run_whole(KnnwbKnnRun *run, KnnwbNeighbors **result_ou
   if (ok && !run->nothing_to_do)
     ok = knnwb_knn_run_search(run, error);
   ok = knnwb_knn_run_finish(run, ok, error);
+  knnwb_knn_devices_wait(); /* a run that ended before choosing its backend */
   if (ok)
     *result_out = g_steal_pointer(&run->result);
   g_clear_pointer(&run->result, knnwb_neighbors_free);

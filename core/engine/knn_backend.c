@@ -24,6 +24,17 @@ gboolean knnwb_knn_status_to_error(int status, const char *message, const char *
   return FALSE;
 }
 
+void knnwb_knn_devices_start(const KnnwbKnnOptions *options)
+{
+  if (options->backend != KNNWB_BACKEND_CPU)
+    knnwb_cuda_start(options->devices, options->n_devices);
+}
+
+void knnwb_knn_devices_wait(void)
+{
+  knnwb_cuda_start_wait();
+}
+
 gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
 {
   if (options->backend == KNNWB_BACKEND_CPU)

@@ -569,6 +569,37 @@ static gboolean knnwb_knn_rounds_exhaustive(void *data, const int64_t *rows, siz
   return TRUE;
 }
 
+/* Rows below which the first round keeps the screen's fixed margin: re-selecting is cheap there. */
+#define KNNWB_MARGIN_MIN_ROWS 65536
+#define KNNWB_MARGIN_SAMPLE 32
+
+/* The first round's candidates per row: the screen's margin, or under a half-precision screen on
+ * many rows what a sample of them needs (margin.c). Not with ranks, which must agree on it, nor
+ * with KNNWB_MARGIN_PILOT=0 (comparisons). The first round's lists stay within a quarter of the
+ * memory the machine can still give. */
+static size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options,
+                                          const KnnwbPrepared *query,
+                                          const KnnwbPrepared *reference, gboolean self,
+                                          size_t available, int threads, const KnnwbKnnGroup *group,
+                                          size_t row0, size_t n_rows)
+{
+  const size_t kc = MIN(available, knnwb_screen_candidates(query->screen, options->k));
+  if ((query->screen != KNNWB_SCREEN_FP16 && query->screen != KNNWB_SCREEN_TF32) ||
+      (group != NULL && group->size > 1) || n_rows < KNNWB_MARGIN_MIN_ROWS ||
+      g_strcmp0(g_getenv("KNNWB_MARGIN_PILOT"), "0") == 0)
+    return kc;
+  const size_t cell = sizeof(int64_t) + sizeof(float) + sizeof(double);
+  const size_t memory = knnwb_memory_available();
+  const size_t max_kc = memory == SIZE_MAX ? 4 * kc : memory / 4 / cell / n_rows;
+  const gint64 start = g_get_monotonic_time();
+  const size_t chosen = knnwb_margin_choose(query, reference, self, row0, n_rows, options->k, kc,
+                                            available, max_kc, KNNWB_MARGIN_SAMPLE, threads, NULL);
+  g_debug(
+      "knnwb: margin planner: %d sample rows, %zu candidates per row (the screen's %zu), %.3f s",
+      KNNWB_MARGIN_SAMPLE, chosen, kc, (double)(g_get_monotonic_time() - start) / 1e6);
+  return chosen;
+}
+
 /* The first round with a margin of candidates past k, then the certify loop. With a group the
  * first round is shared (rows [row0, row0 + n_rows) are this rank's, result holds them) and each
  * rank re-selects its own uncertified rows alone. lists_fresh: result's rows were never written
@@ -581,7 +612,8 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
 {
   /* The screening precision sets the certificate's bound, and so the margin of candidates past k
    * that absorbs it; certification checks that the margin sufficed. */
-  const size_t kc = MIN(available, knnwb_screen_candidates(query->screen, options->k));
+  const size_t kc = knnwb_knn_rounds_candidates(options, query, reference, self, available, threads,
+                                                group, row0, n_rows);
   GArray *uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
   KnnwbRound first = {.options = options,
                       .select = select,

@@ -288,6 +288,26 @@ double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
   }
 }
 
+double knnwb_refine_window_limit(const KnnwbPrepared *query, size_t query_row,
+                                 const KnnwbPrepared *reference, double kth)
+{
+  const double slack = knnwb_refine_slack(query);
+  switch (knnwb_metric_score_kind(query->metric)) {
+  case KNNWB_SCORE_L2: {
+    /* a score may err by bound either way: the kc-th candidate's screened score must clear the
+     * k-th distance by the bound, and its own screened score may lie the bound below its exact */
+    double qn = query->norm[query_row];
+    double reach = knnwb_refine_reach(query, reference);
+    double bound = slack * (qn + reach) * (qn + reach);
+    return sqrt(kth * kth + 2.0 * bound);
+  }
+  case KNNWB_SCORE_L1:
+    return (kth + knnwb_refine_l1_absolute(reference)) * (1.0 + slack) * (1.0 + slack);
+  default:
+    return kth + 2.0 * slack;
+  }
+}
+
 typedef struct {
   float score;
   int64_t index;

@@ -509,22 +509,6 @@ else
   echo "the ranks built no hwloc topology of their own here: the hwloc check skipped"
 fi
 
-# Each rank's TCP connection to its PMIx server gets TCP_NODELAY (distributed/launcher_socket.c:
-# without it MPI_Finalize waits about 40 ms for a delayed acknowledgement). A launcher that gives no
-# TCP server URI (another MPI, another PMIx) has no such connection: the check is skipped there.
-G_MESSAGES_DEBUG=all KNNWB_MPI_VERBOSE=1 "$mpiexec" --oversubscribe --allow-run-as-root -np 2 \
-  "$knnwb" knn small.npy -k 1 -b cpu -q -o nodelay.knn >nodelay.txt 2>&1 ||
-  { cat nodelay.txt; fail "the TCP_NODELAY run failed"; }
-if "$mpiexec" --oversubscribe --allow-run-as-root -np 1 env | grep -q '^PMIX_SERVER_URI[0-9]*=.*;tcp'; then
-  for rank in 0 1; do
-    grep -q "rank $rank: TCP_NODELAY on [1-9][0-9]* connection" nodelay.txt ||
-      { cat nodelay.txt; fail "rank $rank's connection to the PMIx server has no TCP_NODELAY"; }
-  done
-  echo "every rank's connection to the PMIx server without Nagle's delay"
-else
-  echo "the launcher's PMIx server is not reached over TCP here: the TCP_NODELAY check skipped"
-fi
-
 # Ctrl-C or SIGTERM on mpirun: Open MPI ends the job by sending the ranks SIGCONT, SIGTERM a second
 # later, then SIGKILL; the ranks stop at the SIGCONT (before they waited for the SIGTERM, and a run
 # ending within that second committed its outputs after the user's signal). What is asserted is the

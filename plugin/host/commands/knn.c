@@ -535,6 +535,7 @@ static void knnwb_knn_print_summary(const KnnwbKnnRun *run)
 static gboolean knnwb_knn_execute(KnnwbKnnRun *run, GError **error)
 {
   run->start = g_get_monotonic_time();
+  knnwb_knn_devices_start(&run->options); /* the GPUs start while the input is read */
   if (!knnwb_knn_read(run, error))
     return FALSE;
   run->read_done = g_get_monotonic_time();
@@ -565,6 +566,7 @@ int knnwb_host_command_knn(int argc, char **argv)
   const gboolean parsed = knnwb_knn_parse(context, argc, argv, &run, &error);
   const gboolean done =
       parsed && knnwb_knn_prepare(&run, &error) && knnwb_knn_execute(&run, &error);
+  knnwb_knn_devices_wait(); /* a run that failed before its search */
   const int status = knnwb_host_command_finish("knn", parsed, done, run.outputs, error);
   knnwb_knn_run_clear(&run);
   return status;
