@@ -20,6 +20,8 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->label_column_name = NULL;
   options->missing = KNNWB_MISSING_ERROR;
   options->labels_path = NULL;
+  options->use_rep = NULL;
+  options->layer = NULL;
   options->block_index = 0;
   options->block_count = 0;
   options->group = NULL;
@@ -134,7 +136,11 @@ void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
     knnwb_formats_warn_numeric_labels(path, labels, n_rows, options->label_column);
   if (info->n_dropped_rows > 0)
     knnwb_formats_warn_missing_rows(path, n_rows, labels, absent, info, options->transpose,
-                                    info->format == KNNWB_INPUT_NPY ? "row" : "line");
+                                    info->format == KNNWB_INPUT_NPY ||
+                                            info->format == KNNWB_INPUT_H5AD ||
+                                            info->format == KNNWB_INPUT_10X
+                                        ? "row"
+                                        : "line");
   /* 1e-300 reads as 0 without a word otherwise: a row of such p-values turns constant. */
   if (info->n_tiny_values > 0)
     g_warning("%s: %zu value%s below float's smallest normal magnitude (1.2e-38) %s read with "
@@ -192,6 +198,16 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
   case KNNWB_INPUT_GEO:
     ok = knnwb_formats_read_geo(path, options, &matrix, info, error);
     break;
+  case KNNWB_INPUT_H5AD:
+    ok = knnwb_formats_read_h5ad(path, options, &matrix, info, error);
+    break;
+  case KNNWB_INPUT_10X:
+    knnwb_formats_parse_error(error, path, 1, 0,
+                              "the file looks like a Matrix Market sparse matrix (as 10x "
+                              "Genomics' matrix.mtx), which knnwb does not read as input: convert "
+                              "it to a dense NPY (Python: numpy.save(\"x.npy\", "
+                              "scipy.io.mmread(\"matrix.mtx\").toarray())) or CSV/TSV");
+    return FALSE;
   case KNNWB_INPUT_NPY:
     /* NPY transposes itself: a Fortran-order array transposed is the mapping as it is. */
     if (!knnwb_formats_read_npy(path, options, &matrix, info, error))

@@ -26,9 +26,17 @@ typedef enum {
   KNNWB_INPUT_TSV,  /**< tab-separated, same rules as CSV with a tab */
   KNNWB_INPUT_GCT,  /**< the Broad's GCT 1.2 or 1.3 */
   KNNWB_INPUT_NPY,  /**< NumPy .npy, float32/float64, C or Fortran order, header versions 1-3 */
-  KNNWB_INPUT_GEO   /**< NCBI GEO series matrix (GSE..._series_matrix.txt): the table between
+  KNNWB_INPUT_GEO,  /**< NCBI GEO series matrix (GSE..._series_matrix.txt): the table between
                          !series_matrix_table_begin and _end, ID_REF labels, and each sample's
                          !Sample_ lines as column annotations (see knnwb_matrix_annotation) */
+  KNNWB_INPUT_H5AD, /**< AnnData .h5ad (HDF5): the observations (cells) are the points, labelled
+                         by obs_names; X dense or sparse (CSR, CSC), or obsm[use_rep] or
+                         layers[layer]; obs columns become row annotations; var_names column
+                         labels */
+  KNNWB_INPUT_10X   /**< 10x Genomics Market Exchange: a directory with matrix.mtx, barcodes.tsv
+                         and features.tsv (or v2's genes.tsv), each gzip-compressed or not, or a
+                         bare Matrix Market .mtx file: the matrix's columns (barcodes, cells) are
+                         the points, labelled by barcode; features name the columns */
 } KnnwbInputFormat;
 
 /* The names of KnnwbInputFormat (<knnwb/enum_names.h>). */
@@ -40,12 +48,15 @@ typedef enum {
   X(KNNWB_INPUT_TSV, "tsv")                                                                        \
   X(KNNWB_INPUT_GCT, "gct")                                                                        \
   X(KNNWB_INPUT_NPY, "npy")                                                                        \
-  X(KNNWB_INPUT_GEO, "geo")
+  X(KNNWB_INPUT_GEO, "geo")                                                                        \
+  X(KNNWB_INPUT_H5AD, "h5ad")                                                                      \
+  X(KNNWB_INPUT_10X, "10x")
 /* clang-format on */
 extern const KnnwbEnumTable knnwb_input_table;
 
-/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy", "geo" (case-insensitive). Errors:
- * INVALID_ARGUMENT. Every format may be gzip-compressed (recognised by content, any name). */
+/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy", "geo", "h5ad", "10x" (case-insensitive).
+ * Errors: INVALID_ARGUMENT. Every format may be gzip-compressed (recognised by content, any name).
+ */
 gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format,
                                          GError **error);
 /** The name knnwb_formats_input_from_string() accepts. */
@@ -102,6 +113,8 @@ typedef struct {
                                       label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing;    /**< default KNNWB_MISSING_ERROR */
   const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
+  const char *use_rep;     /**< H5AD: read obsm[use_rep] (X_pca, say) instead of X; NULL = X */
+  const char *layer;       /**< H5AD: read layers[layer] instead of X; NULL = X */
   /** block_count > 1: read only block block_index, for one rank of a split-memory job. NPY: the
    * rows knnwb_knn_group_rows(n, block_index, block_count), only their bytes read (C-order arrays
    * without transpose or labels_path). CSV/TSV (not gzip-compressed, not transposed): the rows

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""The single-cell inputs and output against the same values in NumPy.
+
+usage: single_cell.py KNNWB READ_DUMP DIRECTORY
+
+AnnData .h5ad files (written by anndata: dense X of several dtypes, CSR and CSC X, a layer,
+obsm['X_pca']) and 10x Genomics directories (written with scipy.io.mmwrite and gzip) are read by
+knnwb; the matrix (dumped by READ_DUMP), its labels and obs annotations must equal what anndata
+holds, and `knnwb knn` on each must write the same bytes as on the same values saved as .npy.
+Malformed files must fail with exit 1 and `path: what is wrong`. The .h5ad output must open in
+anndata with scanpy's neighbors layout and UMAP connectivities equal to a NumPy transcription of
+umap-learn's fuzzy_simplicial_set.
+"""
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+import anndata  # noqa: E402
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import scipy.io  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+
+knnwb, read_dump, directory = sys.argv[1], sys.argv[2], sys.argv[3]
+shutil.rmtree(directory, ignore_errors=True)
+os.makedirs(directory)
+environment = dict(os.environ, LANG="C", LC_ALL="C")
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+        print("FAIL:", message)
+
+
+def path(name):
+    return os.path.join(directory, name)
+
+
+def run(*arguments):
+    return subprocess.run([knnwb, *arguments], capture_output=True, text=True, env=environment)
+
+
+def dump(file, *options):
+    result = subprocess.run([read_dump, file, *options], capture_output=True, text=True,
+                            env=environment)
+    if result.returncode != 0:
+        check(False, f"read_dump {file} {options}: {result.stderr.strip()}")
+        return None
+    return json.loads(result.stdout)
+
+
+def same_graph(input_path, options, npy, labels_file, what, k=5):
+    """knnwb knn on input_path and on the .npy of the same values: identical .knn and .tsv."""
+    for extension in ("knn", "tsv"):
+        got, want = path(f"got.{extension}"), path(f"want.{extension}")
+        a = run("knn", "-q", "-m", "euclidean", "-k", str(k), input_path, *options, "-o", got)
+        b = run("knn", "-q", "-m", "euclidean", "-k", str(k), npy, "--labels", labels_file, "-o", want)
+        check(a.returncode == 0, f"{what}: knn failed: {a.stderr.strip()}")
+        check(b.returncode == 0, f"{what}: knn on npy failed: {b.stderr.strip()}")
+        if a.returncode == 0 and b.returncode == 0:
+            with open(got, "rb") as f1, open(want, "rb") as f2:
+                check(f1.read() == f2.read(), f"{what}: .{extension} differs from the .npy's")
+
+
+def save_npy(values, labels, stem):
+    np.save(path(stem + ".npy"), np.asarray(values, dtype=np.float32))
+    with open(path(stem + ".labels.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(label + "\n" for label in labels))
+    return path(stem + ".npy"), path(stem + ".labels.txt")
+
+
+def check_matrix(got, values, row_labels, col_labels, what):
+    if got is None:
+        return
+    values = np.asarray(values, dtype=np.float32)
+    check((got["rows"], got["cols"]) == values.shape, f"{what}: shape {got['rows']}x{got['cols']}")
+    check(np.array_equal(np.array(got["values"], dtype=np.float32).reshape(values.shape), values),
+          f"{what}: values differ")
+    check(got["row_labels"] == list(row_labels), f"{what}: row labels {got['row_labels'][:3]}")
+    check(got["col_labels"] == list(col_labels), f"{what}: column labels {got['col_labels'][:3]}")
+
+
+def bad(file, phrase, *options):
+    """knnwb knn on a malformed file: exit 1, one message naming the file and what is wrong."""
+    result = run("knn", "-q", "-k", "2", file, *options, "-o", path("bad.knn"))
+    message = result.stderr.strip()
+    check(result.returncode == 1, f"{file}: exit {result.returncode} ({message})")
+    check(message.startswith(f"knnwb: {file}: ") or message.startswith(f"knnwb: {file}:1:"),
+          f"{file}: message does not start with the file: {message}")
+    check(phrase in message, f"{file}: '{phrase}' not in: {message}")
+    check(not os.path.exists(path("bad.knn")), f"{file}: an output was left")
+
+
+# ---- AnnData .h5ad ----
+rng = np.random.default_rng(32)
+n, m = 37, 11  # odd sizes: no tile or piece divides them
+counts = rng.poisson(0.8, size=(n, m)).astype(np.float32)
+counts[3] = 0  # an empty cell
+cells = [f"cell-{i}" for i in range(n)]
+genes = [f"g{j}" for j in range(m)]
+obs = pd.DataFrame(
+    {"cell_type": pd.Categorical(rng.choice(["T", "B", "NK"], n)),
+     "n_counts": counts.sum(1),
+     "batch": rng.integers(0, 3, n),
+     "donor": [f"d{i % 4}" for i in range(n)],
+     "doublet": rng.random(n) > 0.7,
+     "score": np.where(np.arange(n) % 5 == 0, np.nan, rng.random(n))},
+    index=cells)
+adata = anndata.AnnData(X=sp.csr_matrix(counts), obs=obs, var=pd.DataFrame(index=genes))
+adata.obsm["X_pca"] = rng.normal(size=(n, 5))
+adata.layers["counts"] = counts.astype(np.int32)
+variants = {
+    "csr32": sp.csr_matrix(counts),
+    "csr64": sp.csr_matrix(counts.astype(np.float64)),
+    "csc32": sp.csc_matrix(counts),
+    "dense32": counts,
+    "dense64": counts.astype(np.float64),
+    "dense_int": counts.astype(np.int64),
+}
+npy, labels_file = save_npy(counts, cells, "counts")
+for name, x in variants.items():
+    variant = adata.copy()
+    variant.X = x
+    file = path(f"{name}.h5ad")
+    variant.write_h5ad(file)
+    got = dump(file)
+    check_matrix(got, counts, cells, genes, name)
+    same_graph(file, [], npy, labels_file, name)
+# int64 indptr and indices (scipy's choice for large matrices), written by h5py directly.
+with h5py.File(path("csr32.h5ad"), "r") as source, h5py.File(path("csr_i64.h5ad"), "w") as f:
+    for key in source:
+        source.copy(key, f)
+    for key, value in source.attrs.items():
+        f.attrs[key] = value
+    for part in ("indices", "indptr"):
+        data = f["X"][part][()].astype(np.int64)
+        del f["X"][part]
+        f["X"][part] = data
+check_matrix(dump(path("csr_i64.h5ad")), counts, cells, genes, "csr with int64 indices")
+
+got = dump(path("csr32.h5ad"))
+if got is not None:
+    annotations = got["annotations"]
+    check(annotations.get("cell_type") == list(obs["cell_type"].astype(str)), "categorical obs")
+    check(annotations.get("batch") == [str(v) for v in obs["batch"]], "integer obs")
+    check(annotations.get("donor") == list(obs["donor"]), "string obs")
+    check(annotations.get("doublet") == [str(bool(v)) for v in obs["doublet"]], "boolean obs")
+    check(annotations.get("n_counts") == [f"{v:g}" for v in obs["n_counts"]], "float32 obs")
+    score = annotations.get("score") or [None] * n
+    check(all((s is None) == np.isnan(v) for s, v in zip(score, obs["score"])), "NaN obs unknown")
+    check(all(s is None or float(s) == v for s, v in zip(score, obs["score"])), "float64 obs")
+
+pca = adata.obsm["X_pca"].astype(np.float32)
+pca_npy, _ = save_npy(pca, cells, "pca")
+check_matrix(dump(path("csr32.h5ad"), "--use-rep", "X_pca"), pca, cells, [], "obsm X_pca")
+same_graph(path("csr32.h5ad"), ["--use-rep", "X_pca"], pca_npy, labels_file, "--use-rep X_pca")
+check_matrix(dump(path("csr32.h5ad"), "--layer", "counts"), counts, cells, genes, "layer")
+same_graph(path("csr32.h5ad"), ["--layer", "counts"], npy, labels_file, "--layer counts")
+# The same through a pipeline's load-matrix step (knnwb classify's and the XML's reader).
+a = run("knn", "-q", "-k", "1", path("csr32.h5ad"), "--use-rep", "X_pca", "-o", path("one.knn"))
+check(a.returncode == 0, f"k = 1 on obsm: {a.stderr}")
+
+# Missing values: refused by default, rows left without edges with --drop-missing.
+with_nan = counts.copy()
+with_nan[7, 4] = np.nan
+variant = adata.copy()
+variant.X = sp.csr_matrix(with_nan)
+variant.write_h5ad(path("nan.h5ad"))
+bad(path("nan.h5ad"), "row 7, column 4: NaN")
+got = dump(path("nan.h5ad"), "--drop-missing")
+check(got is not None and got["absent"] == [7], "--drop-missing marks row 7 absent")
+
+# Malformed and foreign files.
+with open(path("text.h5ad"), "w") as f:
+    f.write("a,b\n1,2\n")
+bad(path("text.h5ad"), "not an HDF5 file")
+with open(path("csr32.h5ad"), "rb") as f:
+    whole = f.read()
+with open(path("truncated.h5ad"), "wb") as f:
+    f.write(whole[: len(whole) // 2])
+bad(path("truncated.h5ad"), "HDF5")
+with gzip.open(path("zipped.h5ad.gz"), "wb") as f:
+    f.write(whole)
+bad(path("zipped.h5ad.gz"), "gzip-compressed HDF5")
+bad(path("csr32.h5ad"), "no obsm[X_umap] (obsm: X_pca)", "--use-rep", "X_umap")
+bad(path("csr32.h5ad"), "no layers[spliced] (layers: counts)", "--layer", "spliced")
+
+
+def damaged(name, change):
+    file = path(name + ".h5ad")
+    shutil.copy(path("csr32.h5ad"), file)
+    with h5py.File(file, "r+") as f:
+        change(f)
+    return file
+
+
+def replace(f, key, values):
+    del f[key]
+    f[key] = values
+
+
+bad(damaged("indices", lambda f: replace(f, "X/indices", f["X/indices"][()] + 40)),
+    "X/indices: entry 0 is")
+bad(damaged("indptr", lambda f: replace(f, "X/indptr", f["X/indptr"][()][::-1])),
+    "X/indptr: entry 0 is")
+bad(damaged("short_indptr", lambda f: replace(f, "X/indptr", f["X/indptr"][()][:-3])),
+    "indptr has 35 entries")
+bad(damaged("codes", lambda f: replace(f, "obs/cell_type/codes",
+                                       np.full(n, 9, dtype=np.int8))),
+    "obs/cell_type/codes: entry 0 is 9")
+bad(damaged("names", lambda f: replace(f, "obs/_index", np.array([b"x"] * 5))),
+    "obs/_index has 5 names")
+bad(damaged("no_obs", lambda f: f.__delitem__("obs")), "not AnnData: no obs")
+bad(damaged("no_x", lambda f: f.__delitem__("X")), "no X (this AnnData has no main matrix)")
+bad(damaged("coo", lambda f: f["X"].attrs.__setitem__("encoding-type", "coo_matrix")),
+    "encoding 'coo_matrix'")
+bad(damaged("x3d", lambda f: replace(f, "obsm/X_pca", np.zeros((n, 2, 2)))),
+    "expected a 2-D array of numbers", "--use-rep", "X_pca")
+bad(damaged("tenx", lambda f: f.create_group("matrix/barcodes")), "a 10x Genomics HDF5 matrix")
+
+if failures:
+    print(f"{len(failures)} failure(s)")
+    sys.exit(1)
+print("ok")
