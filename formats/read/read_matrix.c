@@ -177,7 +177,18 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
     return FALSE;
   }
   KnnwbInputFormat format = options->format;
-  if (!knnwb_formats_resolve_input(path, options->format, &format, error))
+  /* A directory is a 10x Genomics matrix directory (matrix.mtx.gz, barcodes, features). */
+  const gboolean directory = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  if (directory && format != KNNWB_INPUT_AUTO && format != KNNWB_INPUT_10X) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: a directory, not a %s file (a directory is read as a 10x Genomics matrix "
+                "directory: format auto or 10x)",
+                path, knnwb_formats_input_to_string(format));
+    return FALSE;
+  }
+  if (directory)
+    format = KNNWB_INPUT_10X;
+  else if (!knnwb_formats_resolve_input(path, options->format, &format, error))
     return FALSE;
   info->format = format;
   g_autoptr(KnnwbMatrix) matrix = NULL;
@@ -202,12 +213,8 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
     ok = knnwb_formats_read_h5ad(path, options, &matrix, info, error);
     break;
   case KNNWB_INPUT_10X:
-    knnwb_formats_parse_error(error, path, 1, 0,
-                              "the file looks like a Matrix Market sparse matrix (as 10x "
-                              "Genomics' matrix.mtx), which knnwb does not read as input: convert "
-                              "it to a dense NPY (Python: numpy.save(\"x.npy\", "
-                              "scipy.io.mmread(\"matrix.mtx\").toarray())) or CSV/TSV");
-    return FALSE;
+    ok = knnwb_formats_read_10x(path, options, &matrix, info, error);
+    break;
   case KNNWB_INPUT_NPY:
     /* NPY transposes itself: a Fortran-order array transposed is the mapping as it is. */
     if (!knnwb_formats_read_npy(path, options, &matrix, info, error))

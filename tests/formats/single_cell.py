@@ -58,11 +58,13 @@ def dump(file, *options):
 
 
 def same_graph(input_path, options, npy, labels_file, what, k=5):
-    """knnwb knn on input_path and on the .npy of the same values: identical .knn and .tsv."""
-    for extension in ("knn", "tsv"):
+    """knnwb knn on input_path and on the .npy of the same values: identical .knn and .tsv (only
+    .knn, which holds no labels, when labels_file is None)."""
+    labels = ["--labels", labels_file] if labels_file else []
+    for extension in ("knn", "tsv") if labels_file else ("knn",):
         got, want = path(f"got.{extension}"), path(f"want.{extension}")
         a = run("knn", "-q", "-m", "euclidean", "-k", str(k), input_path, *options, "-o", got)
-        b = run("knn", "-q", "-m", "euclidean", "-k", str(k), npy, "--labels", labels_file, "-o", want)
+        b = run("knn", "-q", "-m", "euclidean", "-k", str(k), npy, *labels, "-o", want)
         check(a.returncode == 0, f"{what}: knn failed: {a.stderr.strip()}")
         check(b.returncode == 0, f"{what}: knn on npy failed: {b.stderr.strip()}")
         if a.returncode == 0 and b.returncode == 0:
@@ -93,7 +95,7 @@ def bad(file, phrase, *options):
     result = run("knn", "-q", "-k", "2", file, *options, "-o", path("bad.knn"))
     message = result.stderr.strip()
     check(result.returncode == 1, f"{file}: exit {result.returncode} ({message})")
-    check(message.startswith(f"knnwb: {file}: ") or message.startswith(f"knnwb: {file}:1:"),
+    check(message.startswith(f"knnwb: {file}:") or message.startswith(f"knnwb: {file}/"),
           f"{file}: message does not start with the file: {message}")
     check(phrase in message, f"{file}: '{phrase}' not in: {message}")
     check(not os.path.exists(path("bad.knn")), f"{file}: an output was left")
@@ -225,6 +227,65 @@ bad(damaged("coo", lambda f: f["X"].attrs.__setitem__("encoding-type", "coo_matr
 bad(damaged("x3d", lambda f: replace(f, "obsm/X_pca", np.zeros((n, 2, 2)))),
     "expected a 2-D array of numbers", "--use-rep", "X_pca")
 bad(damaged("tenx", lambda f: f.create_group("matrix/barcodes")), "a 10x Genomics HDF5 matrix")
+
+# ---- 10x Genomics Market Exchange ----
+def tenx_directory(name, compressed, features_name="features.tsv"):
+    folder = path(name)
+    os.makedirs(folder)
+    opener = gzip.open if compressed else open
+    suffix = ".gz" if compressed else ""
+    scipy.io.mmwrite(path("matrix.mtx"), sp.coo_matrix(counts.T.astype(np.int64)))
+    with open(path("matrix.mtx"), "rb") as f, opener(os.path.join(folder, "matrix.mtx" + suffix),
+                                                     "wb") as out:
+        out.write(f.read())
+    with opener(os.path.join(folder, "barcodes.tsv" + suffix), "wt") as f:
+        f.write("".join(cell + "\n" for cell in cells))
+    with opener(os.path.join(folder, features_name + suffix), "wt") as f:
+        f.write("".join(f"ENSG{j:05d}\t{gene}\tGene Expression\n"
+                        for j, gene in enumerate(genes)))
+    return folder
+
+
+v3 = tenx_directory("v3", True)
+v2 = tenx_directory("v2", False, "genes.tsv")
+for folder in (v3, v2, os.path.join(v3, "matrix.mtx.gz")):
+    got = dump(folder)
+    check_matrix(got, counts, cells, genes, folder)
+    if got is not None:
+        check(got["annotations"] == {}, f"{folder}: no row annotations")
+    same_graph(folder, [], npy, labels_file, folder)
+shutil.copy(os.path.join(v2, "matrix.mtx"), path("bare.mtx"))
+got = dump(path("bare.mtx"))
+if got is not None:
+    check(np.array_equal(np.array(got["values"], dtype=np.float32), counts), "bare .mtx values")
+    check(got["row_labels"] == [] and got["col_labels"] == [], "bare .mtx has no labels")
+same_graph(path("bare.mtx"), [], npy, None, "bare .mtx")
+
+
+def tenx_damaged(name, file, text):
+    folder = path(name)
+    shutil.copytree(v2, folder)
+    with open(os.path.join(folder, file), "w") as f:
+        f.write(text)
+    return folder
+
+
+with open(os.path.join(v2, "matrix.mtx")) as f:
+    mtx_lines = f.read().splitlines(keepends=True)
+os.makedirs(path("empty_dir"))
+bad(path("empty_dir"), "a directory without matrix.mtx")
+bad(tenx_damaged("few_barcodes", "barcodes.tsv", "a\nb\n"), "2 lines for the matrix's 37 barcodes")
+bad(tenx_damaged("array", "matrix.mtx", "%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n"),
+    "dense arrays, complex and symmetric matrices are not read")
+size_line = f"{m} {n} 1\n"
+entries = int(mtx_lines[2].split()[2])
+bad(tenx_damaged("outside", "matrix.mtx", "".join(mtx_lines[:2]) + size_line + "12 1 5\n"),
+    "matrix.mtx:4:1: expected a feature (row) number from 1 to 11")
+bad(tenx_damaged("short", "matrix.mtx", "".join(mtx_lines[:-2])), f"of the {entries} entries")
+bad(tenx_damaged("huge", "matrix.mtx", "".join(mtx_lines[:2]) + "11 37 99999999999\n"),
+    "entries cannot fit in a file of this size")
+bad(tenx_damaged("word", "matrix.mtx", "".join(mtx_lines[:2]) + size_line + "1 1 many\n"),
+    "expected a number after the feature and barcode")
 
 if failures:
     print(f"{len(failures)} failure(s)")
