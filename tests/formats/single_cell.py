@@ -287,6 +287,114 @@ bad(tenx_damaged("huge", "matrix.mtx", "".join(mtx_lines[:2]) + "11 37 999999999
 bad(tenx_damaged("word", "matrix.mtx", "".join(mtx_lines[:2]) + size_line + "1 1 many\n"),
     "expected a number after the feature and barcode")
 
+# ---- the .h5ad output: scanpy's neighbors layout ----
+def umap_connectivities(indices, distances, n_obs):
+    """umap-learn's fuzzy_simplicial_set as scanpy calls it (the cell itself first, at distance 0;
+    n_neighbors = k + 1; local_connectivity 1; set_op_mix_ratio 1), transcribed into NumPy."""
+    k1 = indices.shape[1]
+    target = np.log2(k1)
+    dists = distances.astype(np.float32)
+    mean_all = dists.mean()
+    rows, cols, vals = [], [], []
+    for i in range(n_obs):
+        row = dists[i]
+        nonzero = row[row > 0]
+        rho = np.float32(nonzero[0] if len(nonzero) else 0)
+        lo, hi, mid = 0.0, np.inf, 1.0
+        for _ in range(64):
+            d = row[1:] - rho
+            psum = float(np.sum(np.where(d > 0, np.exp(-(d.astype(np.float64) / mid)), 1.0)))
+            if abs(psum - target) < 1e-5:
+                break
+            if psum > target:
+                hi = mid
+                mid = (lo + hi) / 2
+            else:
+                lo = mid
+                mid = mid * 2 if hi == np.inf else (lo + hi) / 2
+        sigma = np.float32(mid)
+        floor = 1e-3 * (row.mean() if rho > 0 else mean_all)
+        sigma = max(sigma, np.float32(floor))
+        for j in range(k1):
+            if indices[i, j] == i:
+                continue
+            shifted = row[j] - rho
+            value = 1.0 if shifted <= 0 or sigma == 0 else np.exp(-(shifted / sigma))
+            rows.append(i)
+            cols.append(indices[i, j])
+            vals.append(np.float32(value))
+    a = sp.coo_matrix((np.array(vals, dtype=np.float32), (rows, cols)), shape=(n_obs, n_obs))
+    a.eliminate_zeros()
+    t = a.transpose()
+    return (a + t - a.multiply(t)).tocsr()
+
+
+k = 14
+out = path("graph.h5ad")
+result = run("knn", "-q", "-m", "euclidean", "-k", str(k), path("csr32.h5ad"), "--use-rep",
+             "X_pca", "-o", out)
+check(result.returncode == 0, f".h5ad output: {result.stderr}")
+lists = path("lists.npz")
+run("knn", "-q", "-m", "euclidean", "-k", str(k), pca_npy, "-o", lists)
+if result.returncode == 0:
+    graph = anndata.read_h5ad(out)
+    arrays = np.load(lists)
+    indices, distances = arrays["indices"], arrays["distances"]
+    check(list(graph.obs_names) == cells, ".h5ad output: obs_names")
+    neighbors = graph.uns["neighbors"]
+    check(neighbors["connectivities_key"] == "connectivities"
+          and neighbors["distances_key"] == "distances", ".h5ad output: uns keys")
+    params = neighbors["params"]
+    check(params["n_neighbors"] == k + 1 and params["method"] == "umap"
+          and params["metric"] == "euclidean", f".h5ad output: params {dict(params)}")
+    want = sp.csr_matrix((distances.ravel(), (np.repeat(np.arange(n), k), indices.ravel())),
+                         shape=(n, n))
+    got_distances = graph.obsp["distances"]
+    check((got_distances != want).nnz == 0, ".h5ad output: distances equal the .npz lists")
+    check(got_distances.getnnz(axis=1).tolist() == [k] * n, ".h5ad output: k per row")
+    self_first = np.hstack([np.arange(n)[:, None], indices])
+    dist_first = np.hstack([np.zeros((n, 1)), distances])
+    reference = umap_connectivities(self_first, dist_first, n)
+    connectivities = graph.obsp["connectivities"]
+    check(connectivities.dtype == np.float32, ".h5ad output: float32 connectivities")
+    difference = abs(connectivities - reference)
+    check(difference.max() <= 2e-7 and connectivities.nnz == reference.nnz,
+          f".h5ad output: UMAP connectivities differ from the reference by {difference.max()}")
+    check((connectivities != connectivities.T).nnz == 0, ".h5ad output: symmetric")
+    # --into: a copy of the input with the keys added; the input's bytes stay.
+    into = path("into.h5ad")
+    before = open(path("csr32.h5ad"), "rb").read()
+    result = run("knn", "-q", "-m", "euclidean", "-k", str(k), path("csr32.h5ad"), "--use-rep",
+                 "X_pca", "--into", path("csr32.h5ad"), "-o", into)
+    check(result.returncode == 0, f"--into: {result.stderr}")
+    check(open(path("csr32.h5ad"), "rb").read() == before, "--into changed its input")
+    if result.returncode == 0:
+        copy = anndata.read_h5ad(into)
+        check((copy.obsp["connectivities"] != connectivities).nnz == 0, "--into: connectivities")
+        check(copy.obs["cell_type"].tolist() == adata.obs["cell_type"].tolist(), "--into: obs")
+        check(np.array_equal(copy.obsm["X_pca"], adata.obsm["X_pca"]), "--into: obsm")
+    for weights in ("gauss", "jaccard", "similarity"):
+        result = run("knn", "-q", "-m", "euclidean", "-k", "5", path("csr32.h5ad"), "--weights",
+                     weights, "-o", path(weights + ".h5ad"))
+        check(result.returncode == 0, f"--weights {weights}: {result.stderr}")
+        if result.returncode == 0:
+            w = anndata.read_h5ad(path(weights + ".h5ad")).obsp["connectivities"]
+            check((abs(w - w.T) > 1e-7).nnz == 0 and w.max() <= 1 and w.min() >= 0,
+                  f"--weights {weights}: symmetric weights in [0, 1]")
+    result = run("knn", "-q", "-k", "3", path("csr32.h5ad"), "--into", path("csr32.h5ad"), "-o",
+                 path("csr32.h5ad"))
+    check(result.returncode != 0 and "only reads" in result.stderr, "-o equal to --into refused")
+    check(open(path("csr32.h5ad"), "rb").read() == before, "-o equal to --into changed it")
+    anndata.AnnData(X=np.ones((5, 2), dtype=np.float32)).write_h5ad(path("five.h5ad"))
+    result = run("knn", "-q", "-k", "3", "-m", "euclidean", path("v3"), "--into",
+                 path("five.h5ad"), "-o", path("other.h5ad"))
+    check(result.returncode == 1 and "5 cells, but the graph has 37" in result.stderr,
+          f"--into with another cell count refused: {result.stderr}")
+    check(not os.path.exists(path("other.h5ad")), "--into refused: no output left")
+    result = run("knn", "-q", "-k", "3", "-m", "euclidean", path("nan.h5ad"), "--drop-missing",
+                 "-o", path("dropped.h5ad"))
+    check(result.returncode == 0, f".h5ad output with a row without edges: {result.stderr}")
+
 if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)

@@ -215,7 +215,8 @@ typedef enum {
   KNNWB_OUTPUT_NEIGHBORS_TSV, /**< neighbour table: label, rank, neighbour label, distance */
   KNNWB_OUTPUT_NPY, /**< NumPy: two files, OUT (indices, int64 n x k) and OUT's `.distances.npy` */
   KNNWB_OUTPUT_NPZ, /**< NumPy zip: arrays `indices` (int64 n x k) and `distances` (float64) */
-  KNNWB_OUTPUT_MTX  /**< Matrix Market sparse n x n distance matrix, 1-based; labels beside */
+  KNNWB_OUTPUT_MTX, /**< Matrix Market sparse n x n distance matrix, 1-based; labels beside */
+  KNNWB_OUTPUT_H5AD /**< AnnData with scanpy's neighbors keys (knnwb knn only) */
 } KnnwbOutputFormat;
 
 /* KnnwbWriteControl (threads, interruption, progress): <knnwb/write_control.h>. */
@@ -240,7 +241,8 @@ typedef struct {
   KNNWB_OUTPUT_TABLE_NAMES(X)                                                                      \
   X(KNNWB_OUTPUT_NPY, "npy")                                                                       \
   X(KNNWB_OUTPUT_NPZ, "npz")                                                                       \
-  KNNWB_OUTPUT_MTX_NAME(X)
+  KNNWB_OUTPUT_MTX_NAME(X)                                                                         \
+  X(KNNWB_OUTPUT_H5AD, "h5ad")
 #define KNNWB_OUTPUT_GRAPH_NAMES(X)                                                                \
   KNNWB_OUTPUT_TABLE_NAMES(X)                                                                      \
   KNNWB_OUTPUT_MTX_NAME(X)
@@ -316,6 +318,47 @@ gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
 gboolean knnwb_formats_write_lists(const char *path, KnnwbOutputFormat format,
                                    const KnnwbNeighbors *neighbors, const char *const *labels,
                                    const KnnwbWriteControl *control, GError **error);
+
+/** The connectivities of an .h5ad output (obsp['connectivities']). */
+typedef enum {
+  KNNWB_H5AD_WEIGHTS_UMAP,      /**< scanpy's default: umap-learn's fuzzy_simplicial_set */
+  KNNWB_H5AD_WEIGHTS_GAUSS,     /**< a Gaussian kernel, each cell's width the median distance to
+                                     its neighbours (scanpy's method='gauss' on kNN distances) */
+  KNNWB_H5AD_WEIGHTS_JACCARD,   /**< shared neighbours over all, each cell in its own set */
+  KNNWB_H5AD_WEIGHTS_SIMILARITY /**< 1 / (1 + distance), the larger of the two directions */
+} KnnwbH5adWeights;
+
+/* clang-format off */
+#define KNNWB_H5AD_WEIGHTS_NAMES(X)                                                                \
+  X(KNNWB_H5AD_WEIGHTS_UMAP, "umap")                                                               \
+  X(KNNWB_H5AD_WEIGHTS_GAUSS, "gauss")                                                             \
+  X(KNNWB_H5AD_WEIGHTS_JACCARD, "jaccard")                                                         \
+  X(KNNWB_H5AD_WEIGHTS_SIMILARITY, "similarity")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_h5ad_weights_table;
+
+/** What an .h5ad output holds besides the lists. */
+typedef struct {
+  KnnwbH5adWeights weights;
+  const char *metric; /**< the metric's name, for uns['neighbors']['params']['metric'] */
+  const char *into;   /**< NULL: a new AnnData of the graph alone (obs names from labels); else
+                           an AnnData file whose copy gets the keys (same cell count) */
+} KnnwbH5adOutput;
+
+/**
+ * Writes the kNN lists as AnnData, as scanpy's neighbors lays them out: obsp['distances'] (CSR
+ * float64, each row's found neighbours, the cell itself left out, columns sorted),
+ * obsp['connectivities'] (symmetric CSR float32 of output->weights) and uns['neighbors']
+ * (connectivities_key, distances_key, params n_neighbors = k + 1 as scanpy counts the cell itself,
+ * method, metric). path is written whole (with into: a byte copy of into, then the keys replaced
+ * or added; into itself is only read): give it a temporary (knnwb_atomic_file_*).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE (into is not AnnData or has another cell count),
+ * KNNWB_ERROR_INVALID_ARGUMENT (built without libhdf5). Complexity: O(n k log(n k)) time,
+ * O(n k) memory (into: its size in memory for the copy); jaccard O(n k^3).
+ */
+gboolean knnwb_formats_write_h5ad(const char *path, const KnnwbNeighbors *lists,
+                                  const char *const *labels, const KnnwbH5adOutput *output,
+                                  GError **error);
 
 /**
  * Writes an edge list (no igraph_t needed) as KNN or MTX (undirected: `symmetric`, each edge once
