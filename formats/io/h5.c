@@ -38,6 +38,10 @@ gboolean knnwb_h5_for_strings(const char *path, hid_t dataset, const char *name,
   const size_t fixed = file_type >= 0 ? H5Tget_size(file_type) : 0;
   hid_t memory_type = H5Tcopy(H5T_C_S1);
   H5Tset_size(memory_type, variable ? H5T_VARIABLE : MAX(fixed, 1));
+  /* Fixed-length strings fill their size (NULLPAD, as numpy's S dtype): a C string type of the
+   * same size would lose the last character to its terminator. */
+  if (!variable)
+    H5Tset_strpad(memory_type, H5T_STR_NULLPAD);
   /* HDF5 converts no strings between character sets: read them in the file's (ASCII or UTF-8). */
   H5Tset_cset(memory_type, file_type >= 0 ? H5Tget_cset(file_type) : H5T_CSET_UTF8);
   hid_t space = H5Dget_space(dataset);
@@ -164,6 +168,7 @@ char *knnwb_h5_attribute_string(hid_t object, const char *name)
       size_t size = H5Tget_size(type);
       if (size > 0 && size < (1u << 20)) {
         H5Tset_size(memory_type, size);
+        H5Tset_strpad(memory_type, H5T_STR_NULLPAD);
         g_autofree char *text = g_malloc0(size + 1);
         if (H5Aread(attribute, memory_type, text) >= 0)
           result = g_strndup(text, size);

@@ -13,6 +13,7 @@
 
 #include "../io/h5.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <unistd.h>
@@ -127,31 +128,55 @@ static void knnwb_h5ad_directed(const KnnwbNeighbors *lists, KnnwbH5adWeights ki
   }
 }
 
-/* Whether u is in N(a) = {a} and a's listed neighbours. O(k). */
-static gboolean knnwb_h5ad_in_set(const KnnwbNeighbors *lists, int64_t a, int64_t u)
+/* Each cell's set {i} and its listed neighbours, sorted (n sets of k + 1 slots, -1 padded at the
+ * end), for the Jaccard weights. */
+static int knnwb_h5ad_index_compare(const void *a, const void *b)
 {
-  if (u == a)
-    return TRUE;
-  for (size_t y = 0; y < lists->k; y++)
-    if (lists->indices[(size_t)a * lists->k + y] == u)
-      return TRUE;
-  return FALSE;
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  /* -1 (an unused slot) sorts last. */
+  if ((x < 0) != (y < 0))
+    return x < 0 ? 1 : -1;
+  return x < y ? -1 : x > y;
 }
 
-/* |N(a) ∩ N(b)| / |N(a) ∪ N(b)|, each cell in its own set (the shared-neighbour weight of
- * PhenoGraph). O(k^2). */
-static float knnwb_h5ad_jaccard(const KnnwbNeighbors *lists, int64_t a, int64_t b)
+static int64_t *knnwb_h5ad_sets(const KnnwbNeighbors *lists)
 {
-  size_t shared = knnwb_h5ad_in_set(lists, b, a), size_a = 1, size_b = 1;
-  for (size_t x = 0; x < lists->k; x++) {
-    int64_t u = lists->indices[(size_t)a * lists->k + x];
-    int64_t v = lists->indices[(size_t)b * lists->k + x];
-    size_a += u >= 0 && u != a;
-    size_b += v >= 0 && v != b;
-    if (u >= 0 && u != a)
-      shared += knnwb_h5ad_in_set(lists, b, u);
+  const size_t n = lists->n_queries, k = lists->k, width = k + 1;
+  int64_t *sets = g_new(int64_t, MAX(n * width, (size_t)1));
+  for (size_t i = 0; i < n; i++) {
+    int64_t *set = sets + i * width;
+    set[0] = (int64_t)i;
+    for (size_t j = 0; j < k; j++) {
+      int64_t u = lists->indices[i * k + j];
+      set[j + 1] = u == (int64_t)i ? -1 : u;
+    }
+    qsort(set, width, sizeof *set, knnwb_h5ad_index_compare);
   }
-  return (float)shared / (float)(size_a + size_b - shared);
+  return sets;
+}
+
+/* |N(a) ∩ N(b)| / |N(a) ∪ N(b)| by merging the two sorted sets (PhenoGraph's shared-neighbour
+ * weight, each cell in its own set). O(k). */
+static float knnwb_h5ad_jaccard(const int64_t *sets, size_t width, int64_t a, int64_t b)
+{
+  const int64_t *x = sets + (size_t)a * width, *y = sets + (size_t)b * width;
+  size_t i = 0, j = 0, shared = 0, size_x = 0, size_y = 0;
+  while (size_x < width && x[size_x] >= 0)
+    size_x++;
+  while (size_y < width && y[size_y] >= 0)
+    size_y++;
+  while (i < size_x && j < size_y) {
+    if (x[i] == y[j]) {
+      shared++;
+      i++;
+      j++;
+    } else if (x[i] < y[j]) {
+      i++;
+    } else {
+      j++;
+    }
+  }
+  return (float)shared / (float)(size_x + size_y - shared);
 }
 
 /* Looks up the directed weight of (row, column) among the sorted entries; 0 when absent. */
@@ -177,6 +202,7 @@ static KnnwbH5adEntry *knnwb_h5ad_symmetric(const KnnwbNeighbors *lists, KnnwbH5
         (KnnwbH5adEntry){entries[e].column, entries[e].row, 0.0f, entries[e].distance};
   }
   qsort(both, 2 * n_entries, sizeof *both, knnwb_h5ad_entry_compare);
+  g_autofree int64_t *sets = kind == KNNWB_H5AD_WEIGHTS_JACCARD ? knnwb_h5ad_sets(lists) : NULL;
   size_t kept = 0;
   for (size_t e = 0; e < 2 * n_entries; e++) {
     if (kept > 0 && both[kept - 1].row == both[e].row && both[kept - 1].column == both[e].column)
@@ -188,7 +214,7 @@ static KnnwbH5adEntry *knnwb_h5ad_symmetric(const KnnwbNeighbors *lists, KnnwbH5
       volatile float sum = a + b, product = a * b; /* float32 steps, as scipy's */
       entry.weight = sum - product;
     } else if (kind == KNNWB_H5AD_WEIGHTS_JACCARD) {
-      entry.weight = knnwb_h5ad_jaccard(lists, entry.row, entry.column);
+      entry.weight = knnwb_h5ad_jaccard(sets, lists->k + 1, entry.row, entry.column);
     } else {
       entry.weight = MAX(a, b);
     }
@@ -380,19 +406,49 @@ static gboolean knnwb_h5ad_uns(hid_t file, size_t k, const KnnwbH5adOutput *outp
   return ok;
 }
 
-/* Copies the file into (the caller's temporary) byte for byte; the original is only read. */
-static gboolean knnwb_h5ad_copy(const char *from, const char *to, GError **error)
+/* Copies from into to (the caller's temporary) in 4 MiB pieces, polling cancel between them; the
+ * original is only read. */
+static gboolean knnwb_h5ad_copy(const char *from, const char *to, const volatile gint *cancel,
+                                GError **error)
 {
-  g_autofree char *bytes = NULL;
-  gsize length = 0;
-  g_autoptr(GError) local = NULL;
-  if (!g_file_get_contents(from, &bytes, &length, &local) ||
-      !g_file_set_contents_full(to, bytes, (gssize)length, G_FILE_SET_CONTENTS_NONE, 0644,
-                                &local)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: %s", from, local->message);
-    return FALSE;
+  enum { PIECE = 4 << 20 };
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  int out = in >= 0 ? open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+  g_autofree char *buffer = g_malloc(PIECE);
+  const char *failed = in < 0 ? from : out < 0 ? to : NULL;
+  int saved = errno;
+  while (failed == NULL) {
+    if (cancel != NULL && g_atomic_int_get(cancel) != 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted while copying %s", to,
+                  from);
+      break;
+    }
+    ssize_t got = read(in, buffer, PIECE);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      failed = got < 0 ? from : NULL;
+      saved = errno;
+      break;
+    }
+    for (ssize_t done = 0; done < got && failed == NULL;) {
+      ssize_t put = write(out, buffer + done, (size_t)(got - done));
+      if (put < 0 && errno != EINTR) {
+        failed = to;
+        saved = errno;
+      }
+      done += put > 0 ? put : 0;
+    }
   }
-  return TRUE;
+  if (failed != NULL)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: %s", failed, g_strerror(saved));
+  if (out >= 0 && close(out) != 0 && failed == NULL && (error == NULL || *error == NULL)) {
+    failed = to;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: %s", to, g_strerror(errno));
+  }
+  if (in >= 0)
+    close(in);
+  return failed == NULL && (error == NULL || *error == NULL);
 }
 
 /* The number of cells of an existing AnnData (its obs names), or -1 with error. */
@@ -425,7 +481,7 @@ static gboolean knnwb_h5ad_open_output(const char *path, size_t n, const char *c
     }
     return TRUE;
   }
-  if (!knnwb_h5ad_copy(output->into, path, error))
+  if (!knnwb_h5ad_copy(output->into, path, output->cancel, error))
     return FALSE;
   *file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
   if (*file < 0) {
@@ -453,6 +509,10 @@ gboolean knnwb_formats_write_h5ad(const char *path, const KnnwbNeighbors *lists,
   g_autofree KnnwbH5adEntry *symmetric =
       knnwb_h5ad_symmetric(lists, output->weights, entries, n_entries, &n_symmetric);
   hid_t file = -1;
+  if (output->cancel != NULL && g_atomic_int_get(output->cancel) != 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted", path);
+    return FALSE;
+  }
   if (!knnwb_h5ad_open_output(path, n, labels, output, &file, error)) {
     if (file >= 0)
       H5Fclose(file);

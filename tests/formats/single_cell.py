@@ -147,6 +147,22 @@ with h5py.File(path("csr32.h5ad"), "r") as source, h5py.File(path("csr_i64.h5ad"
         del f["X"][part]
         f["X"][part] = data
 check_matrix(dump(path("csr_i64.h5ad")), counts, cells, genes, "csr with int64 indices")
+# Fixed-length (numpy S) names, as older writers stored them, and a nullable integer column.
+shutil.copy(path("csr32.h5ad"), path("fixed.h5ad"))
+with h5py.File(path("fixed.h5ad"), "r+") as f:
+    del f["obs/_index"]
+    f["obs/_index"] = np.array([cell.encode() for cell in cells])
+    group = f["obs"].create_group("umis")
+    group.attrs["encoding-type"] = "nullable-integer"
+    group.attrs["encoding-version"] = "0.1.0"
+    group["values"] = np.arange(n) * 10
+    group["mask"] = np.arange(n) % 3 == 0
+    f["obs"].attrs["column-order"] = np.array(["umis"], dtype=h5py.string_dtype())
+got = dump(path("fixed.h5ad"))
+check_matrix(got, counts, cells, genes, "fixed-length names")
+if got is not None:
+    check(got["annotations"].get("umis") == [None if i % 3 == 0 else str(i * 10) for i in range(n)],
+          f"nullable integer obs: {got['annotations'].get('umis')}")
 
 got = dump(path("csr32.h5ad"))
 if got is not None:
@@ -381,6 +397,16 @@ if result.returncode == 0:
             w = anndata.read_h5ad(path(weights + ".h5ad")).obsp["connectivities"]
             check((abs(w - w.T) > 1e-7).nnz == 0 and w.max() <= 1 and w.min() >= 0,
                   f"--weights {weights}: symmetric weights in [0, 1]")
+            if weights == "jaccard":
+                lists5 = path("lists5.npz")
+                run("knn", "-q", "-m", "euclidean", "-k", "5", npy, "-o", lists5)
+                near = np.load(lists5)["indices"]
+                sets = [set(near[i]) | {i} for i in range(n)]
+                coo = w.tocoo()
+                want_j = [len(sets[a] & sets[b]) / len(sets[a] | sets[b])
+                          for a, b in zip(coo.row, coo.col)]
+                check(np.allclose(coo.data, want_j, rtol=1e-6, atol=0),
+                      "--weights jaccard: shared over all neighbours")
     result = run("knn", "-q", "-k", "3", path("csr32.h5ad"), "--into", path("csr32.h5ad"), "-o",
                  path("csr32.h5ad"))
     check(result.returncode != 0 and "only reads" in result.stderr, "-o equal to --into refused")

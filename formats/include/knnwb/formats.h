@@ -343,6 +343,8 @@ typedef struct {
   const char *metric; /**< the metric's name, for uns['neighbors']['params']['metric'] */
   const char *into;   /**< NULL: a new AnnData of the graph alone (obs names from labels); else
                            an AnnData file whose copy gets the keys (same cell count) */
+  const volatile gint *cancel; /**< optional: stop with KNNWB_ERROR_CANCELLED once *cancel != 0
+                                    (polled between pieces of the copy and between the parts) */
 } KnnwbH5adOutput;
 
 /**
@@ -352,9 +354,9 @@ typedef struct {
  * (connectivities_key, distances_key, params n_neighbors = k + 1 as scanpy counts the cell itself,
  * method, metric). path is written whole (with into: a byte copy of into, then the keys replaced
  * or added; into itself is only read): give it a temporary (knnwb_atomic_file_*).
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE (into is not AnnData or has another cell count),
- * KNNWB_ERROR_INVALID_ARGUMENT (built without libhdf5). Complexity: O(n k log(n k)) time,
- * O(n k) memory (into: its size in memory for the copy); jaccard O(n k^3).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_PARSE (into is not AnnData or has
+ * another cell count), KNNWB_ERROR_INVALID_ARGUMENT (built without libhdf5). Complexity: O(n k
+ * log(n k)) time, O(n k) memory (into: copied in 4 MiB pieces); jaccard O(n k log k) more.
  */
 gboolean knnwb_formats_write_h5ad(const char *path, const KnnwbNeighbors *lists,
                                   const char *const *labels, const KnnwbH5adOutput *output,

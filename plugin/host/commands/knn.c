@@ -168,13 +168,13 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_set_summary(
-      context,
-      "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
-      "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
-      ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
-      "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
-      "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
-      "T suffixes.");
+      context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
+               "GCT, NPY or a GEO series matrix, gzip-compressed or not;\nthe cells of an AnnData "
+               ".h5ad or of a 10x Genomics matrix directory or .mtx) and writes it to OUT:\n"
+               ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
+               "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
+               "arrays for NumPy), .mtx (Matrix Market distance matrix) or .h5ad (AnnData with\n"
+               "scanpy's neighbors keys). Byte sizes take K, M, G, T suffixes.");
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
@@ -556,6 +556,7 @@ static gboolean knnwb_knn_write(KnnwbKnnRun *run, GError **error)
     for (size_t i = 0; i < run->neighbors->n_queries; i++)
       run->n_edges += run->neighbors->n_found[i];
     run->h5ad.metric = knnwb_metric_to_string(run->options.metric);
+    run->h5ad.cancel = run->options.cancel;
     written = run->output_format == KNNWB_OUTPUT_H5AD
                   ? knnwb_formats_write_h5ad(run->temporary, run->neighbors, run->labels,
                                              &run->h5ad, error)
