@@ -397,7 +397,9 @@ static gboolean knnwb_h5ad_uns(hid_t file, size_t k, const KnnwbH5adOutput *outp
                 knnwb_h5ad_dataset(params, "n_neighbors", H5T_STD_I64LE, H5T_NATIVE_INT64, 1,
                                    &n_neighbors, "numeric-scalar") &&
                 knnwb_h5ad_strings(params, "method", &method, 1, "string") &&
-                knnwb_h5ad_strings(params, "metric", &metric, 1, "string");
+                knnwb_h5ad_strings(params, "metric", &metric, 1, "string") &&
+                (output->use_rep == NULL ||
+                 knnwb_h5ad_strings(params, "use_rep", &output->use_rep, 1, "string"));
   if (params >= 0)
     H5Gclose(params);
   if (neighbors >= 0)

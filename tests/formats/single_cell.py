@@ -362,7 +362,8 @@ if result.returncode == 0:
           and neighbors["distances_key"] == "distances", ".h5ad output: uns keys")
     params = neighbors["params"]
     check(params["n_neighbors"] == k + 1 and params["method"] == "umap"
-          and params["metric"] == "euclidean", f".h5ad output: params {dict(params)}")
+          and params["metric"] == "euclidean" and params["use_rep"] == "X_pca",
+          f".h5ad output: params {dict(params)}")
     want = sp.csr_matrix((distances.ravel(), (np.repeat(np.arange(n), k), indices.ravel())),
                          shape=(n, n))
     got_distances = graph.obsp["distances"]

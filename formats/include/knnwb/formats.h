@@ -340,9 +340,11 @@ extern const KnnwbEnumTable knnwb_h5ad_weights_table;
 /** What an .h5ad output holds besides the lists. */
 typedef struct {
   KnnwbH5adWeights weights;
-  const char *metric; /**< the metric's name, for uns['neighbors']['params']['metric'] */
-  const char *into;   /**< NULL: a new AnnData of the graph alone (obs names from labels); else
-                           an AnnData file whose copy gets the keys (same cell count) */
+  const char *metric;  /**< the metric's name, for uns['neighbors']['params']['metric'] */
+  const char *into;    /**< NULL: a new AnnData of the graph alone (obs names from labels); else
+                            an AnnData file whose copy gets the keys (same cell count) */
+  const char *use_rep; /**< optional: the obsm entry the graph was computed from, recorded as
+                            params['use_rep'] as scanpy does (sc.tl.umap then starts from it) */
   const volatile gint *cancel; /**< optional: stop with KNNWB_ERROR_CANCELLED once *cancel != 0
                                     (polled between pieces of the copy and between the parts) */
 } KnnwbH5adOutput;
@@ -352,8 +354,8 @@ typedef struct {
  * float64, each row's found neighbours, the cell itself left out, columns sorted),
  * obsp['connectivities'] (symmetric CSR float32 of output->weights) and uns['neighbors']
  * (connectivities_key, distances_key, params n_neighbors = k + 1 as scanpy counts the cell itself,
- * method, metric). path is written whole (with into: a byte copy of into, then the keys replaced
- * or added; into itself is only read): give it a temporary (knnwb_atomic_file_*).
+ * method, metric, use_rep when given). path is written whole (with into: a byte copy of into, then
+ * the keys replaced or added; into itself is only read): give it a temporary (knnwb_atomic_file_*).
  * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_PARSE (into is not AnnData or has
  * another cell count), KNNWB_ERROR_INVALID_ARGUMENT (built without libhdf5). Complexity: O(n k
  * log(n k)) time, O(n k) memory (into: copied in 4 MiB pieces); jaccard O(n k log k) more.

@@ -557,6 +557,7 @@ static gboolean knnwb_knn_write(KnnwbKnnRun *run, GError **error)
       run->n_edges += run->neighbors->n_found[i];
     run->h5ad.metric = knnwb_metric_to_string(run->options.metric);
     run->h5ad.cancel = run->options.cancel;
+    run->h5ad.use_rep = run->read_options.use_rep;
     written = run->output_format == KNNWB_OUTPUT_H5AD
                   ? knnwb_formats_write_h5ad(run->temporary, run->neighbors, run->labels,
                                              &run->h5ad, error)
