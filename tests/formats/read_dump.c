@@ -3,7 +3,8 @@
  * (sizes, row and column labels, row annotations, absent rows, values as %.9g, which reads back
  * as the same float), for the Python tests of the single-cell readers to compare with anndata and
  * scipy. usage: read_dump PATH [--use-rep NAME] [--layer NAME] [--format F] [--drop-missing]
- * [--transpose]. On a read error: the message on stderr, exit 1.
+ * [--transpose] [--sum] (--sum: only the sizes and the sum of the values, for timing large reads).
+ * On a read error: the message on stderr, exit 1.
  */
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
@@ -81,6 +82,7 @@ int main(int argc, char **argv)
   KnnwbReadOptions options;
   knnwb_formats_read_options_init(&options);
   GError *error = NULL;
+  gboolean sum_only = FALSE;
   for (int i = 2; i < argc; i++) {
     if (strcmp(argv[i], "--use-rep") == 0 && i + 1 < argc)
       options.use_rep = argv[++i];
@@ -93,6 +95,8 @@ int main(int argc, char **argv)
       options.missing = KNNWB_MISSING_DROP_ROWS;
     else if (strcmp(argv[i], "--transpose") == 0)
       options.transpose = TRUE;
+    else if (strcmp(argv[i], "--sum") == 0)
+      sum_only = TRUE;
     else {
       fprintf(stderr, "read_dump: unknown argument %s\n", argv[i]);
       return 2;
@@ -104,7 +108,14 @@ int main(int argc, char **argv)
     g_error_free(error);
     return 1;
   }
-  dump(matrix);
+  if (sum_only) {
+    double sum = 0.0;
+    for (size_t i = 0; i < matrix->n_rows * matrix->n_cols; i++)
+      sum += matrix->values[i];
+    printf("%zu x %zu, sum %.17g\n", matrix->n_rows, matrix->n_cols, sum);
+  } else {
+    dump(matrix);
+  }
   knnwb_matrix_free(matrix);
   return 0;
 }
