@@ -3,7 +3,8 @@
  * (sizes, row and column labels, row annotations, absent rows, values as %.9g, which reads back
  * as the same float), for the Python tests of the single-cell readers to compare with anndata and
  * scipy. usage: read_dump PATH [--use-rep NAME] [--layer NAME] [--format F] [--drop-missing]
- * [--transpose] [--sum] (--sum: only the sizes and the sum of the values, for timing large reads).
+ * [--transpose] [--sum] [--cancelled] (--sum: only the sizes and the sum of the values, for
+ * timing large reads; --cancelled: the read's cancel flag is raised from the start).
  * On a read error: the message on stderr, exit 1.
  */
 #include <knnwb/error.h>
@@ -83,6 +84,7 @@ int main(int argc, char **argv)
   knnwb_formats_read_options_init(&options);
   GError *error = NULL;
   gboolean sum_only = FALSE;
+  static volatile gint raised = 1;
   for (int i = 2; i < argc; i++) {
     if (strcmp(argv[i], "--use-rep") == 0 && i + 1 < argc)
       options.use_rep = argv[++i];
@@ -97,6 +99,8 @@ int main(int argc, char **argv)
       options.transpose = TRUE;
     else if (strcmp(argv[i], "--sum") == 0)
       sum_only = TRUE;
+    else if (strcmp(argv[i], "--cancelled") == 0)
+      options.cancel = &raised;
     else {
       fprintf(stderr, "read_dump: unknown argument %s\n", argv[i]);
       return 2;

@@ -303,6 +303,13 @@ bad(tenx_damaged("huge", "matrix.mtx", "".join(mtx_lines[:2]) + "11 37 999999999
 bad(tenx_damaged("word", "matrix.mtx", "".join(mtx_lines[:2]) + size_line + "1 1 many\n"),
     "expected a number after the feature and barcode")
 
+# Ctrl-C: every reader polls the cancel flag between pieces.
+for file in (path("csr32.h5ad"), path("csc32.h5ad"), path("dense32.h5ad"), v3):
+    result = subprocess.run([read_dump, file, "--cancelled"], capture_output=True, text=True,
+                            env=environment)
+    check(result.returncode == 1 and "interrupted while reading" in result.stderr,
+          f"{file}: a raised cancel flag stops the read: {result.stderr.strip()}")
+
 # ---- the .h5ad output: scanpy's neighbors layout ----
 def umap_connectivities(indices, distances, n_obs):
     """umap-learn's fuzzy_simplicial_set as scanpy calls it (the cell itself first, at distance 0;
