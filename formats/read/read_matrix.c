@@ -191,6 +191,14 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
   else if (!knnwb_formats_resolve_input(path, options->format, &format, error))
     return FALSE;
   info->format = format;
+  if ((options->use_rep != NULL || options->layer != NULL) && format != KNNWB_INPUT_H5AD) {
+    /* Silently reading the whole matrix instead would give another graph than the one asked for. */
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: %s applies to AnnData .h5ad inputs, and this is %s", path,
+                options->use_rep != NULL ? "--use-rep" : "--layer",
+                knnwb_formats_input_to_string(format));
+    return FALSE;
+  }
   g_autoptr(KnnwbMatrix) matrix = NULL;
   gboolean ok = FALSE;
   switch (format) {

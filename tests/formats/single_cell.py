@@ -210,6 +210,7 @@ with gzip.open(path("zipped.h5ad.gz"), "wb") as f:
 bad(path("zipped.h5ad.gz"), "gzip-compressed HDF5")
 bad(path("csr32.h5ad"), "no obsm[X_umap] (obsm: X_pca)", "--use-rep", "X_umap")
 bad(path("csr32.h5ad"), "no layers[spliced] (layers: counts)", "--layer", "spliced")
+bad(npy, "--use-rep applies to AnnData .h5ad inputs, and this is npy", "--use-rep", "X_pca")
 
 
 def damaged(name, change):
