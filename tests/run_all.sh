@@ -59,7 +59,8 @@ if command -v clang >/dev/null; then
     seeds=tests/fuzz/corpus/${name##*_}
     dict=tests/fuzz/${name##*_}.dict
     mkdir -p build/fuzz/corpus-"$name"
-    "$1" -max_total_time="${KNNWB_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 -print_final_stats=1 \
+    LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp":print_suppressions=0 \
+      "$1" -max_total_time="${KNNWB_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 -print_final_stats=1 \
       $([ -f "$dict" ] && echo "-dict=$dict") \
       -artifact_prefix=build/fuzz/"$name"- build/fuzz/corpus-"$name" "$seeds" \
       >build/fuzz/"$name".log 2>&1 || { tail -n 40 build/fuzz/"$name".log; return 1; }

@@ -37,6 +37,8 @@ static KnnwbInputFormat knnwb_formats_input_from_name(const char *path)
     KnnwbInputFormat format;
   } by_extension[] = {{"_series_matrix.txt", KNNWB_INPUT_GEO},
                       {".npy", KNNWB_INPUT_NPY},
+                      {".h5ad", KNNWB_INPUT_H5AD},
+                      {".mtx", KNNWB_INPUT_10X},
                       {".gct", KNNWB_INPUT_GCT},
                       {".csv", KNNWB_INPUT_CSV},
                       {".tsv", KNNWB_INPUT_TSV},
@@ -60,9 +62,13 @@ static gboolean knnwb_formats_content_fits(KnnwbInputFormat format, KnnwbContent
   case KNNWB_CONTENT_EMPTY:
   case KNNWB_CONTENT_TEXT:
   case KNNWB_CONTENT_BINARY:
-    return format != KNNWB_INPUT_NPY;
+    return format != KNNWB_INPUT_NPY && format != KNNWB_INPUT_H5AD;
   case KNNWB_CONTENT_NPY:
     return format == KNNWB_INPUT_NPY;
+  case KNNWB_CONTENT_HDF5:
+    return format == KNNWB_INPUT_H5AD;
+  case KNNWB_CONTENT_MTX:
+    return format == KNNWB_INPUT_10X;
   case KNNWB_CONTENT_GCT:
     return format == KNNWB_INPUT_GCT;
   case KNNWB_CONTENT_CIBM:
@@ -95,6 +101,10 @@ static KnnwbInputFormat knnwb_formats_input_from_content(KnnwbContentKind kind, 
   switch (kind) {
   case KNNWB_CONTENT_NPY:
     return KNNWB_INPUT_NPY;
+  case KNNWB_CONTENT_HDF5:
+    return KNNWB_INPUT_H5AD;
+  case KNNWB_CONTENT_MTX:
+    return KNNWB_INPUT_10X;
   case KNNWB_CONTENT_GCT:
     return KNNWB_INPUT_GCT;
   case KNNWB_CONTENT_CIBM:
@@ -194,8 +204,12 @@ gboolean knnwb_formats_resolve_input(const char *path, KnnwbInputFormat requeste
         requested != KNNWB_INPUT_AUTO
             ? g_strdup_printf("format %s was asked for", knnwb_formats_input_to_string(requested))
             : g_strdup_printf("the name says %s", knnwb_formats_input_to_string(named));
-    /* NPY messages name no line (a binary file has none). */
-    if (chosen == KNNWB_INPUT_NPY)
+    /* NPY and HDF5 messages name no line (a binary file has none). */
+    if (chosen == KNNWB_INPUT_H5AD)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s: not an HDF5 file (no \\x89HDF signature; %s): the file%s looks like %s%s",
+                  path, asked, gz, looks_like, advice);
+    else if (chosen == KNNWB_INPUT_NPY)
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                   "%s: not an NPY file (no \\x93NUMPY magic; %s): the file%s looks like %s%s", path,
                   asked, gz, looks_like, advice);

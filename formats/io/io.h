@@ -95,8 +95,9 @@ typedef enum {
   KNNWB_CONTENT_GRAPHML, /**< a graph, not a matrix */
   KNNWB_CONTENT_XML,     /**< other XML or HTML (an error page saved instead of the file?) */
   KNNWB_CONTENT_BINARY,  /**< NUL bytes or other binary data */
-  KNNWB_CONTENT_FOREIGN  /**< a known kind knnwb does not read: HDF5 (.h5ad, loom), Excel, R data,
-                            Matrix Market (10x Genomics) */
+  KNNWB_CONTENT_HDF5,    /**< HDF5: AnnData .h5ad (read), loom or 10x .h5 (refused by the reader) */
+  KNNWB_CONTENT_MTX,     /**< a Matrix Market file (10x Genomics' matrix.mtx) */
+  KNNWB_CONTENT_FOREIGN  /**< a known kind knnwb does not read: Excel, R data */
 } KnnwbContentKind;
 
 /**

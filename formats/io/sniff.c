@@ -39,10 +39,7 @@ static gboolean knnwb_sniff_binary(const char *head, size_t length, KnnwbContent
     KNNWB_SNIFF(KNNWB_CONTENT_GZIP,
                 "gzip data inside gzip data (compressed twice: gunzip it once)");
   if (knnwb_sniff_prefix(head, length, "\x89HDF\r\n\x1a\n", 8))
-    KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
-                "an HDF5 file (AnnData .h5ad, loom, 10x Genomics .h5), which knnwb does not read: "
-                "save the matrix as NPY (Python: numpy.save(\"x.npy\", adata.X.toarray())) or "
-                "as CSV/TSV");
+    KNNWB_SNIFF(KNNWB_CONTENT_HDF5, "an HDF5 file (AnnData .h5ad, loom, 10x Genomics .h5)");
   if (knnwb_sniff_prefix(head, length, "\xff\xfe", 2) ||
       knnwb_sniff_prefix(head, length, "\xfe\xff", 2))
     KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
@@ -91,10 +88,7 @@ static gboolean knnwb_sniff_text_signature(const char *text, size_t rest, KnnwbC
   const char *end = text + rest;
   if (knnwb_sniff_prefix(text, rest, "%%MatrixMarket", 14) ||
       knnwb_sniff_prefix(text, rest, "%MatrixMarket", 13))
-    KNNWB_SNIFF(KNNWB_CONTENT_FOREIGN,
-                "a Matrix Market sparse matrix (as 10x Genomics' matrix.mtx), which knnwb does not "
-                "read as input: convert it to a dense NPY (Python: numpy.save(\"x.npy\", "
-                "scipy.io.mmread(\"matrix.mtx\").toarray())) or CSV/TSV");
+    KNNWB_SNIFF(KNNWB_CONTENT_MTX, "a Matrix Market sparse matrix (as 10x Genomics' matrix.mtx)");
   if (knnwb_sniff_prefix(text, rest, "^DATABASE", 9) ||
       knnwb_sniff_prefix(text, rest, "^SERIES", 7) ||
       knnwb_sniff_prefix(text, rest, "^PLATFORM", 9) ||

@@ -72,6 +72,25 @@ gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *option
 gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
 
+/** 10x Genomics Market Exchange: a directory or a Matrix Market file (read_10x.c). */
+gboolean knnwb_formats_read_10x(const char *path, const KnnwbReadOptions *options,
+                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+/** AnnData .h5ad (read_h5ad.c; without libhdf5 an error that says so). */
+gboolean knnwb_formats_read_h5ad(const char *path, const KnnwbReadOptions *options,
+                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error);
+
+#ifdef KNNWB_HAVE_HDF5
+#include "../io/h5.h"
+/** Refuses HDF5 files that are not AnnData (10x .h5, loom, no obs, obs of anndata before 0.7) with
+ * what they are (read_h5ad_obs.c). */
+gboolean knnwb_h5ad_check_kind(const char *path, hid_t file, GError **error);
+/** Labels the matrix read from element (X, obsm/..., layers/...): obs_names as row labels, obs
+ * columns as row annotations, var_names as column labels (not for obsm). Errors:
+ * KNNWB_ERROR_PARSE "path: what is wrong" (read_h5ad_obs.c). */
+gboolean knnwb_h5ad_read_obs(const char *path, hid_t file, const char *element, KnnwbMatrix *matrix,
+                             GError **error);
+#endif
+
 G_END_DECLS
 
 #endif

@@ -20,6 +20,8 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->label_column_name = NULL;
   options->missing = KNNWB_MISSING_ERROR;
   options->labels_path = NULL;
+  options->use_rep = NULL;
+  options->layer = NULL;
   options->block_index = 0;
   options->block_count = 0;
   options->group = NULL;
@@ -134,7 +136,11 @@ void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
     knnwb_formats_warn_numeric_labels(path, labels, n_rows, options->label_column);
   if (info->n_dropped_rows > 0)
     knnwb_formats_warn_missing_rows(path, n_rows, labels, absent, info, options->transpose,
-                                    info->format == KNNWB_INPUT_NPY ? "row" : "line");
+                                    info->format == KNNWB_INPUT_NPY ||
+                                            info->format == KNNWB_INPUT_H5AD ||
+                                            info->format == KNNWB_INPUT_10X
+                                        ? "row"
+                                        : "line");
   /* 1e-300 reads as 0 without a word otherwise: a row of such p-values turns constant. */
   if (info->n_tiny_values > 0)
     g_warning("%s: %zu value%s below float's smallest normal magnitude (1.2e-38) %s read with "
@@ -171,9 +177,28 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
     return FALSE;
   }
   KnnwbInputFormat format = options->format;
-  if (!knnwb_formats_resolve_input(path, options->format, &format, error))
+  /* A directory is a 10x Genomics matrix directory (matrix.mtx.gz, barcodes, features). */
+  const gboolean directory = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  if (directory && format != KNNWB_INPUT_AUTO && format != KNNWB_INPUT_10X) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: a directory, not a %s file (a directory is read as a 10x Genomics matrix "
+                "directory: format auto or 10x)",
+                path, knnwb_formats_input_to_string(format));
+    return FALSE;
+  }
+  if (directory)
+    format = KNNWB_INPUT_10X;
+  else if (!knnwb_formats_resolve_input(path, options->format, &format, error))
     return FALSE;
   info->format = format;
+  if ((options->use_rep != NULL || options->layer != NULL) && format != KNNWB_INPUT_H5AD) {
+    /* Silently reading the whole matrix instead would give another graph than the one asked for. */
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: %s applies to AnnData .h5ad inputs, and this is %s", path,
+                options->use_rep != NULL ? "--use-rep" : "--layer",
+                knnwb_formats_input_to_string(format));
+    return FALSE;
+  }
   g_autoptr(KnnwbMatrix) matrix = NULL;
   gboolean ok = FALSE;
   switch (format) {
@@ -191,6 +216,12 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
     break;
   case KNNWB_INPUT_GEO:
     ok = knnwb_formats_read_geo(path, options, &matrix, info, error);
+    break;
+  case KNNWB_INPUT_H5AD:
+    ok = knnwb_formats_read_h5ad(path, options, &matrix, info, error);
+    break;
+  case KNNWB_INPUT_10X:
+    ok = knnwb_formats_read_10x(path, options, &matrix, info, error);
     break;
   case KNNWB_INPUT_NPY:
     /* NPY transposes itself: a Fortran-order array transposed is the mapping as it is. */

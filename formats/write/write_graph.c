@@ -44,11 +44,14 @@ gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *for
     *format = KNNWB_OUTPUT_NPZ;
   else if (knnwb_formats_ends_with(path, ".mtx"))
     *format = KNNWB_OUTPUT_MTX;
+  else if (knnwb_formats_ends_with(path, ".h5ad"))
+    *format = KNNWB_OUTPUT_H5AD;
   else {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "%s: cannot tell the output format from the extension (known: .knn, .gml, "
-                ".graphml, .labels.tsv, .tsv, .npy, .npz, .mtx); name it with --output-format",
-                path);
+    g_set_error(
+        error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+        "%s: cannot tell the output format from the extension (known: .knn, .gml, "
+        ".graphml, .labels.tsv, .tsv, .npy, .npz, .mtx, .h5ad); name it with --output-format",
+        path);
     return FALSE;
   }
   return TRUE;
@@ -70,8 +73,9 @@ gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
   }
   case KNNWB_OUTPUT_NPY:
   case KNNWB_OUTPUT_NPZ:
+  case KNNWB_OUTPUT_H5AD:
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "%s: .npy/.npz hold n x k neighbour lists, which `knnwb knn` writes; a graph "
+                "%s: .npy/.npz/.h5ad hold n x k neighbour lists, which `knnwb knn` writes; a graph "
                 "goes to .knn, .mtx, .gml or .graphml",
                 path);
     return FALSE;

@@ -21,10 +21,10 @@ static const EnumCase cases[] = {
     {&knnwb_graph_mode_table, KNNWB_ENUM_CHOICES(KNNWB_GRAPH_MODE_NAMES),
      "unknown graph mode 'x': use directed, union or mutual"},
     {&knnwb_input_table, KNNWB_ENUM_CHOICES(KNNWB_INPUT_NAMES),
-     "unknown input format 'x' (known: auto, cibm, csv, tsv, gct, npy, geo)"},
+     "unknown input format 'x' (known: auto, cibm, csv, tsv, gct, npy, geo, h5ad, 10x)"},
     {&knnwb_output_table, KNNWB_ENUM_CHOICES(KNNWB_OUTPUT_NAMES),
      "unknown output format 'x' (known: auto, knn, gml, graphml, labels, neighbors, npy, npz, "
-     "mtx)"},
+     "mtx, h5ad)"},
     {&knnwb_layout_table, KNNWB_ENUM_CHOICES(KNNWB_LAYOUT_NAMES),
      "unknown layout 'x' (known: auto, fr, drl, umap, none)"},
     {&knnwb_direction_table, KNNWB_ENUM_CHOICES(KNNWB_DIRECTION_NAMES),

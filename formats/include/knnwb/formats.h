@@ -26,9 +26,17 @@ typedef enum {
   KNNWB_INPUT_TSV,  /**< tab-separated, same rules as CSV with a tab */
   KNNWB_INPUT_GCT,  /**< the Broad's GCT 1.2 or 1.3 */
   KNNWB_INPUT_NPY,  /**< NumPy .npy, float32/float64, C or Fortran order, header versions 1-3 */
-  KNNWB_INPUT_GEO   /**< NCBI GEO series matrix (GSE..._series_matrix.txt): the table between
+  KNNWB_INPUT_GEO,  /**< NCBI GEO series matrix (GSE..._series_matrix.txt): the table between
                          !series_matrix_table_begin and _end, ID_REF labels, and each sample's
                          !Sample_ lines as column annotations (see knnwb_matrix_annotation) */
+  KNNWB_INPUT_H5AD, /**< AnnData .h5ad (HDF5): the observations (cells) are the points, labelled
+                         by obs_names; X dense or sparse (CSR, CSC), or obsm[use_rep] or
+                         layers[layer]; obs columns become row annotations; var_names column
+                         labels */
+  KNNWB_INPUT_10X   /**< 10x Genomics Market Exchange: a directory with matrix.mtx, barcodes.tsv
+                         and features.tsv (or v2's genes.tsv), each gzip-compressed or not, or a
+                         bare Matrix Market .mtx file: the matrix's columns (barcodes, cells) are
+                         the points, labelled by barcode; features name the columns */
 } KnnwbInputFormat;
 
 /* The names of KnnwbInputFormat (<knnwb/enum_names.h>). */
@@ -40,12 +48,15 @@ typedef enum {
   X(KNNWB_INPUT_TSV, "tsv")                                                                        \
   X(KNNWB_INPUT_GCT, "gct")                                                                        \
   X(KNNWB_INPUT_NPY, "npy")                                                                        \
-  X(KNNWB_INPUT_GEO, "geo")
+  X(KNNWB_INPUT_GEO, "geo")                                                                        \
+  X(KNNWB_INPUT_H5AD, "h5ad")                                                                      \
+  X(KNNWB_INPUT_10X, "10x")
 /* clang-format on */
 extern const KnnwbEnumTable knnwb_input_table;
 
-/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy", "geo" (case-insensitive). Errors:
- * INVALID_ARGUMENT. Every format may be gzip-compressed (recognised by content, any name). */
+/** Parses "auto", "cibm", "csv", "tsv", "gct", "npy", "geo", "h5ad", "10x" (case-insensitive).
+ * Errors: INVALID_ARGUMENT. Every format may be gzip-compressed (recognised by content, any name).
+ */
 gboolean knnwb_formats_input_from_string(const char *name, KnnwbInputFormat *format,
                                          GError **error);
 /** The name knnwb_formats_input_from_string() accepts. */
@@ -102,6 +113,8 @@ typedef struct {
                                       label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing;    /**< default KNNWB_MISSING_ERROR */
   const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
+  const char *use_rep;     /**< H5AD: read obsm[use_rep] (X_pca, say) instead of X; NULL = X */
+  const char *layer;       /**< H5AD: read layers[layer] instead of X; NULL = X */
   /** block_count > 1: read only block block_index, for one rank of a split-memory job. NPY: the
    * rows knnwb_knn_group_rows(n, block_index, block_count), only their bytes read (C-order arrays
    * without transpose or labels_path). CSV/TSV (not gzip-compressed, not transposed): the rows
@@ -202,7 +215,8 @@ typedef enum {
   KNNWB_OUTPUT_NEIGHBORS_TSV, /**< neighbour table: label, rank, neighbour label, distance */
   KNNWB_OUTPUT_NPY, /**< NumPy: two files, OUT (indices, int64 n x k) and OUT's `.distances.npy` */
   KNNWB_OUTPUT_NPZ, /**< NumPy zip: arrays `indices` (int64 n x k) and `distances` (float64) */
-  KNNWB_OUTPUT_MTX  /**< Matrix Market sparse n x n distance matrix, 1-based; labels beside */
+  KNNWB_OUTPUT_MTX, /**< Matrix Market sparse n x n distance matrix, 1-based; labels beside */
+  KNNWB_OUTPUT_H5AD /**< AnnData with scanpy's neighbors keys (knnwb knn only) */
 } KnnwbOutputFormat;
 
 /* KnnwbWriteControl (threads, interruption, progress): <knnwb/write_control.h>. */
@@ -227,7 +241,8 @@ typedef struct {
   KNNWB_OUTPUT_TABLE_NAMES(X)                                                                      \
   X(KNNWB_OUTPUT_NPY, "npy")                                                                       \
   X(KNNWB_OUTPUT_NPZ, "npz")                                                                       \
-  KNNWB_OUTPUT_MTX_NAME(X)
+  KNNWB_OUTPUT_MTX_NAME(X)                                                                         \
+  X(KNNWB_OUTPUT_H5AD, "h5ad")
 #define KNNWB_OUTPUT_GRAPH_NAMES(X)                                                                \
   KNNWB_OUTPUT_TABLE_NAMES(X)                                                                      \
   KNNWB_OUTPUT_MTX_NAME(X)
@@ -303,6 +318,51 @@ gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
 gboolean knnwb_formats_write_lists(const char *path, KnnwbOutputFormat format,
                                    const KnnwbNeighbors *neighbors, const char *const *labels,
                                    const KnnwbWriteControl *control, GError **error);
+
+/** The connectivities of an .h5ad output (obsp['connectivities']). */
+typedef enum {
+  KNNWB_H5AD_WEIGHTS_UMAP,      /**< scanpy's default: umap-learn's fuzzy_simplicial_set */
+  KNNWB_H5AD_WEIGHTS_GAUSS,     /**< a Gaussian kernel, each cell's width the median distance to
+                                     its neighbours (scanpy's method='gauss' on kNN distances) */
+  KNNWB_H5AD_WEIGHTS_JACCARD,   /**< shared neighbours over all, each cell in its own set */
+  KNNWB_H5AD_WEIGHTS_SIMILARITY /**< 1 / (1 + distance), the larger of the two directions */
+} KnnwbH5adWeights;
+
+/* clang-format off */
+#define KNNWB_H5AD_WEIGHTS_NAMES(X)                                                                \
+  X(KNNWB_H5AD_WEIGHTS_UMAP, "umap")                                                               \
+  X(KNNWB_H5AD_WEIGHTS_GAUSS, "gauss")                                                             \
+  X(KNNWB_H5AD_WEIGHTS_JACCARD, "jaccard")                                                         \
+  X(KNNWB_H5AD_WEIGHTS_SIMILARITY, "similarity")
+/* clang-format on */
+extern const KnnwbEnumTable knnwb_h5ad_weights_table;
+
+/** What an .h5ad output holds besides the lists. */
+typedef struct {
+  KnnwbH5adWeights weights;
+  const char *metric;  /**< the metric's name, for uns['neighbors']['params']['metric'] */
+  const char *into;    /**< NULL: a new AnnData of the graph alone (obs names from labels); else
+                            an AnnData file whose copy gets the keys (same cell count) */
+  const char *use_rep; /**< optional: the obsm entry the graph was computed from, recorded as
+                            params['use_rep'] as scanpy does (sc.tl.umap then starts from it) */
+  const volatile gint *cancel; /**< optional: stop with KNNWB_ERROR_CANCELLED once *cancel != 0
+                                    (polled between pieces of the copy and between the parts) */
+} KnnwbH5adOutput;
+
+/**
+ * Writes the kNN lists as AnnData, as scanpy's neighbors lays them out: obsp['distances'] (CSR
+ * float64, each row's found neighbours, the cell itself left out, columns sorted),
+ * obsp['connectivities'] (symmetric CSR float32 of output->weights) and uns['neighbors']
+ * (connectivities_key, distances_key, params n_neighbors = k + 1 as scanpy counts the cell itself,
+ * method, metric, use_rep when given). path is written whole (with into: a byte copy of into, then
+ * the keys replaced or added; into itself is only read): give it a temporary (knnwb_atomic_file_*).
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_PARSE (into is not AnnData or has
+ * another cell count), KNNWB_ERROR_INVALID_ARGUMENT (built without libhdf5). Complexity: O(n k
+ * log(n k)) time, O(n k) memory (into: copied in 4 MiB pieces); jaccard O(n k log k) more.
+ */
+gboolean knnwb_formats_write_h5ad(const char *path, const KnnwbNeighbors *lists,
+                                  const char *const *labels, const KnnwbH5adOutput *output,
+                                  GError **error);
 
 /**
  * Writes an edge list (no igraph_t needed) as KNN or MTX (undirected: `symmetric`, each edge once

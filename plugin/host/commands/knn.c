@@ -35,6 +35,8 @@ typedef struct {
   char *layout;
   char *mpi_input;
   char *output;
+  char *weights; /* .h5ad: obsp['connectivities'] */
+  char *into;    /* .h5ad: the AnnData whose copy gets the graph */
   gboolean quiet;
   char **rest;
 } KnnwbKnnCommand;
@@ -48,6 +50,8 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_free(command->layout);
   g_free(command->mpi_input);
   g_free(command->output);
+  g_free(command->weights);
+  g_free(command->into);
   g_strfreev(command->rest);
 }
 
@@ -72,6 +76,7 @@ typedef struct {
   KnnwbReadOptions read_options;
   KnnwbGraphMode mode;
   KnnwbOutputFormat output_format;
+  KnnwbH5adOutput h5ad; /* an .h5ad output's weights and --into */
   KnnwbDrawingOptions gml;
   int mpi_input; /* KnnwbMpiInput */
   /* Under mpirun (group != NULL), each rank computes its share; rank 0 (the writer) holds the
@@ -145,17 +150,25 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
                                "; whole: every rank reads all rows and shares the tiles (the "
                                "default on GPUs)"),
        "M"},
+      {"weights", 0, 0, G_OPTION_ARG_STRING, &command->weights,
+       knnwb_host_help_choices(&knnwb_h5ad_weights_table, ".h5ad: obsp['connectivities'] as ",
+                               " (default, scanpy's)", NULL, ""),
+       "W"},
+      {"into", 0, 0, G_OPTION_ARG_FILENAME, &command->into,
+       ".h5ad: write the graph into a copy of this AnnData file (the input's cells), which stays "
+       "as it is",
+       "FILE"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_set_summary(
-      context,
-      "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
-      "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
-      ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
-      "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
-      "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
-      "T suffixes.");
+      context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
+               "GCT, NPY or a GEO series matrix, gzip-compressed or not;\nthe cells of an AnnData "
+               ".h5ad or of a 10x Genomics matrix directory or .mtx) and writes it to OUT:\n"
+               ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
+               "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
+               "arrays for NumPy), .mtx (Matrix Market distance matrix) or .h5ad (AnnData with\n"
+               "scanpy's neighbors keys). Byte sizes take K, M, G, T suffixes.");
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
@@ -164,6 +177,39 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
   knnwb_host_knn_add_entries(context, &command->knn);
   g_option_context_add_main_entries(context, entries, NULL);
   return context;
+}
+
+/* --weights and --into, for .h5ad outputs only; --into is read, never written, so it must not be
+ * the output. */
+static gboolean knnwb_knn_parse_h5ad(KnnwbKnnRun *run, GError **error)
+{
+  const KnnwbKnnCommand *command = &run->command;
+  if (run->output_format != KNNWB_OUTPUT_H5AD && (command->weights || command->into)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s applies to .h5ad outputs only", command->weights ? "--weights" : "--into");
+    return FALSE;
+  }
+  int weights = KNNWB_H5AD_WEIGHTS_UMAP;
+  if (command->weights != NULL && !knnwb_host_option_choice(&knnwb_h5ad_weights_table, "--weights",
+                                                            command->weights, &weights, error))
+    return FALSE;
+  run->h5ad.weights = (KnnwbH5adWeights)weights;
+  run->h5ad.into = command->into;
+  if (command->into != NULL) {
+    g_autofree char *into = knnwb_host_path_identity(command->into);
+    g_autofree char *output = knnwb_host_path_identity(command->output);
+    if (!g_file_test(command->into, G_FILE_TEST_IS_REGULAR)) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "--into %s: no such file", command->into);
+      return FALSE;
+    }
+    if (g_strcmp0(into, output) == 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "-o %s is the --into file, which knnwb only reads: write the copy elsewhere",
+                  command->output);
+      return FALSE;
+    }
+  }
+  return TRUE;
 }
 
 /* The output's format (from --output-format or the extension) and --layout, checked against
@@ -195,12 +241,18 @@ static gboolean knnwb_knn_parse_output(KnnwbKnnRun *run, GError **error)
   if (command->mpi_input != NULL &&
       !knnwb_enum_from_string(&knnwb_mpi_input_table, command->mpi_input, &run->mpi_input, error))
     return FALSE;
-  if ((run->output_format == KNNWB_OUTPUT_NPY || run->output_format == KNNWB_OUTPUT_NPZ) &&
+  if (!knnwb_knn_parse_h5ad(run, error))
+    return FALSE;
+  if ((run->output_format == KNNWB_OUTPUT_NPY || run->output_format == KNNWB_OUTPUT_NPZ ||
+       run->output_format == KNNWB_OUTPUT_H5AD) &&
       run->mode != KNNWB_GRAPH_DIRECTED) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "--graph %s: .npy/.npz hold the n x k neighbour lists; write .knn or .mtx for a "
-                "%s graph",
-                command->graph, command->graph);
+                "--graph %s: %s hold the n x k neighbour lists; write .knn or .mtx for a %s graph",
+                command->graph,
+                run->output_format == KNNWB_OUTPUT_H5AD
+                    ? ".h5ad files (scanpy's distances, and connectivities symmetric already)"
+                    : ".npy/.npz",
+                command->graph);
     return FALSE;
   }
   return TRUE;
@@ -471,6 +523,7 @@ static gboolean knnwb_knn_write_graph(KnnwbKnnRun *run, KnnwbWriteControl *contr
 static gboolean knnwb_knn_writes_lists(const KnnwbKnnRun *run)
 {
   return run->output_format == KNNWB_OUTPUT_NPY || run->output_format == KNNWB_OUTPUT_NPZ ||
+         run->output_format == KNNWB_OUTPUT_H5AD ||
          (run->mode == KNNWB_GRAPH_DIRECTED &&
           (run->output_format == KNNWB_OUTPUT_KNN || run->output_format == KNNWB_OUTPUT_MTX ||
            run->output_format == KNNWB_OUTPUT_NEIGHBORS_TSV));
@@ -498,8 +551,14 @@ static gboolean knnwb_knn_write(KnnwbKnnRun *run, GError **error)
   else if (run->writer && knnwb_knn_writes_lists(run)) {
     for (size_t i = 0; i < run->neighbors->n_queries; i++)
       run->n_edges += run->neighbors->n_found[i];
-    written = knnwb_formats_write_lists(run->temporary, run->output_format, run->neighbors,
-                                        run->labels, &control, error);
+    run->h5ad.metric = knnwb_metric_to_string(run->options.metric);
+    run->h5ad.cancel = run->options.cancel;
+    run->h5ad.use_rep = run->read_options.use_rep;
+    written = run->output_format == KNNWB_OUTPUT_H5AD
+                  ? knnwb_formats_write_h5ad(run->temporary, run->neighbors, run->labels,
+                                             &run->h5ad, error)
+                  : knnwb_formats_write_lists(run->temporary, run->output_format, run->neighbors,
+                                              run->labels, &control, error);
   } else if (run->writer &&
              (run->output_format == KNNWB_OUTPUT_KNN || run->output_format == KNNWB_OUTPUT_MTX))
     written = knnwb_knn_write_edge_list(run, &control, error);

@@ -61,6 +61,10 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
        "Rows with missing values (NA, empty, NaN, Inf) get no edges and keep their numbers, "
        "instead of failing",
        NULL},
+      {"use-rep", 0, 0, G_OPTION_ARG_STRING, &args->use_rep,
+       ".h5ad: the points' coordinates from obsm[NAME] (X_pca, say) instead of X", "NAME"},
+      {"layer", 0, 0, G_OPTION_ARG_STRING, &args->layer,
+       ".h5ad: the matrix layers[NAME] instead of X", "NAME"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_add_main_entries(context, entries, NULL);
 }
@@ -94,6 +98,8 @@ gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptio
   options->labels_path = args->labels;
   if (args->drop_missing)
     options->missing = KNNWB_MISSING_DROP_ROWS;
+  options->use_rep = args->use_rep;
+  options->layer = args->layer;
   return TRUE;
 }
 
@@ -103,6 +109,8 @@ void knnwb_host_input_clear(KnnwbHostInputArgs *args)
   g_free(args->header);
   g_free(args->label_column);
   g_free(args->labels);
+  g_free(args->use_rep);
+  g_free(args->layer);
 }
 
 void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
@@ -425,6 +433,10 @@ void knnwb_host_input_add_step(KnnwbPipeline *pipeline, const char *id, const ch
     knnwb_pipeline_add_param(pipeline, "labels", args->labels, "--labels");
   if (args->drop_missing)
     knnwb_pipeline_add_param(pipeline, "missing", "drop-rows", "--drop-missing");
+  if (args->use_rep != NULL)
+    knnwb_pipeline_add_param(pipeline, "use-rep", args->use_rep, "--use-rep");
+  if (args->layer != NULL)
+    knnwb_pipeline_add_param(pipeline, "layer", args->layer, "--layer");
 }
 
 void knnwb_host_knn_add_params(KnnwbPipeline *pipeline, const KnnwbHostKnnArgs *args)

@@ -57,9 +57,12 @@ typedef struct {
   char *label_column; /* 1-based column number, or none */
   char *labels;       /* NPY labels side file */
   gboolean drop_missing;
+  char *use_rep; /* .h5ad: obsm[NAME] instead of X */
+  char *layer;   /* .h5ad: layers[NAME] instead of X */
 } KnnwbHostInputArgs;
 
-/** Adds --format, --transpose, --header, --label-column, --labels, --drop-missing. */
+/** Adds --format, --transpose, --header, --label-column, --labels, --drop-missing, --use-rep,
+ * --layer. */
 void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *args);
 /** Turns the parsed arguments into read options. Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
 gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptions *options,

@@ -1,10 +1,11 @@
-/* Step load-matrix: a matrix file (CIBM, CSV, TSV, GCT, NPY) into a matrix value. */
+/* Step load-matrix: a matrix file (CIBM, CSV, TSV, GCT, NPY, GEO, .h5ad, 10x) into a matrix value.
+ */
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include "steps/steps_internal.h"
 #include "runtime/split_input.h"
 
-enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, N_PARAMS };
+enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, USE_REP, LAYER, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL, "the matrix file"},
@@ -23,6 +24,10 @@ static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
          "(they keep their row numbers and get no edges)"},
     [LABELS] = {"labels", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
                 "NPY: a side file with one row label per line"},
+    [USE_REP] = {"use-rep", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                 ".h5ad: read obsm[use-rep] (X_pca, say) instead of X"},
+    [LAYER] = {"layer", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+               ".h5ad: read layers[layer] instead of X"},
 };
 
 static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
@@ -41,6 +46,8 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   options.header = (KnnwbHeaderMode)header;
   options.missing = (KnnwbMissingPolicy)missing;
   options.labels_path = p[LABELS].v_string;
+  options.use_rep = *p[USE_REP].v_string != '\0' ? p[USE_REP].v_string : NULL;
+  options.layer = *p[LAYER].v_string != '\0' ? p[LAYER].v_string : NULL;
   /* A large file (or a gzip-compressed one) takes seconds to read: Ctrl-C and the step's
    * progress line in bytes. */
   options.cancel = context->cancel;
