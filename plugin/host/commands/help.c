@@ -79,6 +79,8 @@ static const struct {
     {"render", "width", KNNWB_HELP_OUTPUT},
     {NULL, "density", KNNWB_HELP_OUTPUT},
     {NULL, "graph", KNNWB_HELP_OUTPUT},
+    {NULL, "weights", KNNWB_HELP_OUTPUT},
+    {NULL, "into", KNNWB_HELP_OUTPUT},
     {NULL, "layout", KNNWB_HELP_OUTPUT},
     {NULL, "table", KNNWB_HELP_OUTPUT},
     {NULL, "metrics", KNNWB_HELP_OUTPUT},
