@@ -1,8 +1,19 @@
 /* How the host shows the library's log messages: "knnwb: warning: ..." and "knnwb: ..." lines
  * without GLib's timestamps and PIDs; notices are silenced by --quiet, warnings never; debug
- * messages keep GLib's default handling (G_MESSAGES_DEBUG). */
+ * messages keep GLib's default handling (G_MESSAGES_DEBUG).
+ *
+ * And what reaches the terminal at all: stdout and stderr are replaced, at start, by streams that
+ * escape control characters (knnwb_formats_escape_terminal) on their way to descriptors 1 and 2.
+ * Row labels, class names and file names end up in messages, summaries and metrics through many
+ * paths (GError texts, g_printerr, printf, tables printed to stdout, GLib's and igraph's own
+ * messages); filtering the two streams covers every one of them, present and future, in one
+ * place. Data files never go through these streams. The progress line's own \r and erase
+ * sequence are written around the filter (knnwb_host_terminal_control). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <knnwb/text_fields.h>
 #include "runtime/runtime.h"
 
 static gboolean knnwb_host_log_quiet;
@@ -49,9 +60,80 @@ static GLogWriterOutput knnwb_host_log_write(GLogLevelFlags level, const GLogFie
   return G_LOG_WRITER_HANDLED;
 }
 
+/* A filtered stream: its descriptor, and the first bytes of a character that a buffer flush cut
+ * (completed by the next write, or escaped when the stream is closed). */
+typedef struct {
+  int fd;
+  char carry[4];
+  size_t n_carry;
+} KnnwbTerminalStream;
+
+static gboolean knnwb_host_write_fd(int fd, const char *bytes, size_t length)
+{
+  while (length > 0) {
+    ssize_t n = write(fd, bytes, length);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return FALSE;
+    bytes += n;
+    length -= (size_t)n;
+  }
+  return TRUE;
+}
+
+static ssize_t knnwb_host_terminal_write(void *cookie, const char *buffer, size_t size)
+{
+  KnnwbTerminalStream *stream = cookie;
+  g_autoptr(GString) in = g_string_new_len(stream->carry, (gssize)stream->n_carry);
+  g_string_append_len(in, buffer, (gssize)size);
+  g_autoptr(GString) out = g_string_sized_new(in->len + 16);
+  size_t used = 0;
+  knnwb_formats_escape_terminal(out, in->str, in->len, FALSE, &used);
+  stream->n_carry = MIN(in->len - used, sizeof stream->carry); /* at most 3: one cut character */
+  memcpy(stream->carry, in->str + used, stream->n_carry);
+  return knnwb_host_write_fd(stream->fd, out->str, out->len) ? (ssize_t)size : -1;
+}
+
+static int knnwb_host_terminal_close(void *cookie)
+{
+  KnnwbTerminalStream *stream = cookie;
+  g_autoptr(GString) out = g_string_new(NULL);
+  knnwb_formats_escape_terminal(out, stream->carry, stream->n_carry, TRUE, NULL);
+  gboolean ok = knnwb_host_write_fd(stream->fd, out->str, out->len);
+  g_free(stream);
+  return ok ? 0 : EOF;
+}
+
+/* Replaces *stream (flushed first) by a filtered stream onto fd, buffered as mode says; keeps the
+ * raw one when no stream can be made. */
+static void knnwb_host_terminal_install(FILE **stream, int fd, int mode)
+{
+  fflush(*stream);
+  KnnwbTerminalStream *cookie = g_new0(KnnwbTerminalStream, 1);
+  cookie->fd = fd;
+  cookie_io_functions_t functions = {.write = knnwb_host_terminal_write,
+                                     .close = knnwb_host_terminal_close};
+  FILE *filtered = fopencookie(cookie, "w", functions);
+  if (filtered == NULL) {
+    g_free(cookie);
+    return;
+  }
+  setvbuf(filtered, NULL, mode, mode == _IONBF ? 0 : BUFSIZ);
+  *stream = filtered;
+}
+
+void knnwb_host_terminal_control(const char *sequence)
+{
+  fflush(stderr);
+  (void)knnwb_host_write_fd(STDERR_FILENO, sequence, strlen(sequence));
+}
+
 void knnwb_host_log_init(void)
 {
   g_log_set_writer_func(knnwb_host_log_write, NULL, NULL);
+  knnwb_host_terminal_install(&stdout, STDOUT_FILENO, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF);
+  knnwb_host_terminal_install(&stderr, STDERR_FILENO, _IONBF);
 }
 
 void knnwb_host_log_set_quiet(gboolean quiet)
