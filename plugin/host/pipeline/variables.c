@@ -31,6 +31,7 @@ typedef struct {
   char **slot; /* where the expanded value is stored */
   int line;
   KnnwbVariableState state;
+  gsize length; /* of the expanded value (DONE): a reference costs O(1) before it is copied */
 } KnnwbVariableEntry;
 
 typedef struct {
@@ -112,7 +113,7 @@ static char *knnwb_pipeline_expand(KnnwbVariableScope *scope, const char *text, 
       const char *value = knnwb_pipeline_variable_value(scope, entry);
       if (value == NULL)
         return NULL; /* reported where the variable is defined */
-      gsize length = strlen(value);
+      gsize length = entry->length;
       if (!knnwb_pipeline_expand_fits(scope, out, length, line, what))
         return NULL;
       g_string_append_len(out, value, (gssize)length);
@@ -168,6 +169,7 @@ static const char *knnwb_pipeline_variable_value(KnnwbVariableScope *scope,
   }
   g_free(*entry->slot);
   *entry->slot = expanded;
+  entry->length = strlen(expanded);
   entry->state = KNNWB_VARIABLE_DONE;
   return expanded;
 }
@@ -184,6 +186,7 @@ void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable *overr
     KnnwbVariableEntry *entry = g_new0(KnnwbVariableEntry, 1);
     entry->name = built_in_names[i];
     entry->slot = built_in_values[i];
+    entry->length = *entry->slot ? strlen(*entry->slot) : 0;
     entry->state = KNNWB_VARIABLE_DONE;
     g_hash_table_insert(entries, (gpointer)entry->name, entry);
   }
