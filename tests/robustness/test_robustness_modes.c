@@ -245,8 +245,10 @@ static void test_long_names(void)
   g_assert_true(knnwb_atomic_file_commit(file, &error));
   g_autofree char *gml_out = g_build_filename(dir, gml_name, NULL);
   const char *written[] = {knn_out, gml_out, library_out};
-  for (guint i = 0; i < G_N_ELEMENTS(written); i++)
-    g_assert_cmpuint(strlen(read_file(written[i])), >, 0);
+  for (guint i = 0; i < G_N_ELEMENTS(written); i++) {
+    g_autofree char *text = read_file(written[i]);
+    g_assert_cmpuint(strlen(text), >, 0);
+  }
   /* One byte more: refused up front, and nothing is left behind. */
   guint before = host_test_count_files(dir);
   g_autofree char *too_long = g_strdup_printf("%s/k%s", dir, knn_name);

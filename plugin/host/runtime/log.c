@@ -100,25 +100,26 @@ static int knnwb_host_terminal_close(void *cookie)
   KnnwbTerminalStream *stream = cookie;
   g_autoptr(GString) out = g_string_new(NULL);
   knnwb_formats_escape_terminal(out, stream->carry, stream->n_carry, TRUE, NULL);
-  gboolean ok = knnwb_host_write_fd(stream->fd, out->str, out->len);
-  g_free(stream);
-  return ok ? 0 : EOF;
+  stream->n_carry = 0;
+  return knnwb_host_write_fd(stream->fd, out->str, out->len) ? 0 : EOF;
 }
 
-/* Replaces *stream (flushed first) by a filtered stream onto fd, buffered as mode says; keeps the
- * raw one when no stream can be made. */
+/* The two filtered streams' state: static, as the streams live as long as the process. */
+static KnnwbTerminalStream knnwb_host_terminal_streams[2];
+
+/* Replaces *stream (flushed first) by a filtered stream onto fd (1 or 2), buffered as mode says;
+ * keeps the raw one when no stream can be made. */
 static void knnwb_host_terminal_install(FILE **stream, int fd, int mode)
 {
   fflush(*stream);
-  KnnwbTerminalStream *cookie = g_new0(KnnwbTerminalStream, 1);
+  KnnwbTerminalStream *cookie = &knnwb_host_terminal_streams[fd - 1];
   cookie->fd = fd;
+  cookie->n_carry = 0;
   cookie_io_functions_t functions = {.write = knnwb_host_terminal_write,
                                      .close = knnwb_host_terminal_close};
   FILE *filtered = fopencookie(cookie, "w", functions);
-  if (filtered == NULL) {
-    g_free(cookie);
+  if (filtered == NULL)
     return;
-  }
   setvbuf(filtered, NULL, mode, mode == _IONBF ? 0 : BUFSIZ);
   *stream = filtered;
 }
