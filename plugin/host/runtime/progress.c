@@ -85,11 +85,8 @@ static void knnwb_host_progress_show(KnnwbHostProgress *progress, char **forms, 
   char *line = forms[chosen];
   if (g_utf8_strlen(line, -1) > room)
     *g_utf8_offset_to_pointer(line, room) = '\0';
-  /* \033[K clears what a longer earlier line left behind. The line itself (a label, a file name)
-   * goes through the terminal filter; only these two sequences go around it. */
-  knnwb_host_terminal_control("\r");
-  fputs(line, stderr);
-  knnwb_host_terminal_control("\033[K");
+  /* The line itself (a label, a file name) is escaped; its \r and erase sequence are not. */
+  knnwb_host_terminal_rewrite_line(line);
   for (guint f = 0; f < n; f++)
     g_free(forms[f]);
   fflush(stderr);

@@ -130,13 +130,14 @@ const KnnwbKnnGroup *knnwb_host_group(void);
 /** FALSE on ranks other than 0 of a job. */
 gboolean knnwb_host_speaks(void);
 
-/** Installs the host's log writer and the terminal filter on stdout and stderr (once, at start):
- * from then on every byte written through those streams has its control characters escaped
- * (knnwb_formats_escape_terminal). */
+/** Installs the host's log writer, GLib's printerr handler and the terminal filter on stdout
+ * (once, at start): from then on every byte written to stdout, with g_printerr or through the log
+ * has its control characters escaped (knnwb_formats_escape_terminal). */
 void knnwb_host_log_init(void);
-/** Writes sequence (the progress line's \r and erase-line) to the terminal as it is, around the
- * filter; stderr is flushed first so that the order holds. */
-void knnwb_host_terminal_control(const char *sequence);
+/** Shows line (escaped as every message is) in place of the terminal's current line: "\r", the
+ * line, and the erase-to-end sequence, in one write to stderr (flushed first, so the order holds).
+ */
+void knnwb_host_terminal_rewrite_line(const char *line);
 /** With quiet, notices (g_message/g_info) are not shown; warnings always are. */
 void knnwb_host_log_set_quiet(gboolean quiet);
 /** Prints "knnwb: message" to stderr (nothing on ranks other than 0). */
