@@ -12,12 +12,7 @@ static char *test_dir;
  * colour, a carriage return, C1 CSI (U+009B), a right-to-left override (labels are UTF-8: a lone
  * 0x9b byte is tried in a file name). */
 static const char *const hostile_labels[] = {
-    "t\033]0;pwned\007",
-    "c\033[31m",
-    "r\rX",
-    "u\xc2\x9b"
-    "2J",
-    "b\xe2\x80\xaeZ",
+    "t\033]0;pwned\007", "c\033[31m", "r\rX", "u\302\2332J", "b\xe2\x80\xaeZ",
 };
 
 /* No byte of text is a control a terminal would act on: C0 but tab and LF, DEL, C1 as UTF-8, a
@@ -81,10 +76,7 @@ static void test_classify_stdout(void)
   for (int i = 0; i < 24; i++) {
     g_string_append_printf(csv, "s%d,%d,%d,%d\n", i, i % 2 * 10 + i, i % 2 * -10 + i * 3 % 7,
                            i * i % 11);
-    g_string_append_printf(classes, "s%d\t%s\n", i,
-                           i % 2 ? "bell\007"
-                                 : "csi\xc2\x9b"
-                                   "31m");
+    g_string_append_printf(classes, "s%d\t%s\n", i, i % 2 ? "bell\007" : "csi\302\23331m");
   }
   g_autofree char *data = write_file("data.csv", csv->str);
   g_autofree char *table = write_file("classes.tsv", classes->str);
