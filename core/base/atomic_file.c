@@ -1,4 +1,5 @@
-/* Atomic file replacement: temporary file in the target's directory, fsync, rename, fsync dir. */
+/* Atomic file replacement: temporary file in the target's directory (created with the target's
+ * permission bits), fsync, rename, fsync dir. */
 #include <knnwb/atomic_file.h>
 #include <knnwb/error.h>
 
@@ -57,31 +58,52 @@ static void knnwb_atomic_file_free(KnnwbAtomicFile *file)
   g_free(file);
 }
 
+/* The permission bits the new file gets: a regular file's own (never setuid, setgid or sticky: a
+ * rewritten file is not the program or directory those were set for), else (no file, or a
+ * symbolic link, which is replaced and not followed) 0666 less the umask. *exists: a regular file
+ * is replaced. FALSE (error set) when path is something a rename would destroy. */
+static gboolean knnwb_atomic_file_mode(const char *path, mode_t *mode, gboolean *exists,
+                                       GError **error)
+{
+  struct stat st;
+  *exists = FALSE;
+  *mode = 0666;
+  if (lstat(path, &st) != 0 || S_ISLNK(st.st_mode))
+    return TRUE;
+  if (!S_ISREG(st.st_mode)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+                "%s: exists and is not a regular file; write to a file path instead", path);
+    return FALSE;
+  }
+  *exists = TRUE;
+  *mode = st.st_mode & 0777;
+  return TRUE;
+}
+
 KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error)
 {
   g_return_val_if_fail(path != NULL, NULL);
-  struct stat st;
-  gboolean exists = stat(path, &st) == 0;
-  if (exists && !S_ISREG(st.st_mode)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
-                "%s: exists and is not a regular file; write to a file path instead", path);
+  mode_t mode;
+  gboolean exists;
+  if (!knnwb_atomic_file_mode(path, &mode, &exists, error))
     return NULL;
-  }
   KnnwbAtomicFile *file = g_new0(KnnwbAtomicFile, 1);
   file->path = g_strdup(path);
   file->directory = g_path_get_dirname(path);
-  g_autofree char *base = g_path_get_basename(path);
-  /* open(O_EXCL, 0666) rather than mkstemp: mkstemp makes 0600, while an output file should honour
-   * the umask like fopen would, and changing the umask to read it is not thread-safe. */
+  /* open(O_EXCL) with the final mode rather than mkstemp (always 0600): a new file honours the
+   * umask like fopen would (changing the umask to read it is not thread-safe), and a replaced
+   * file's contents are never more visible in the temporary than in the file (a 0600 file is
+   * written into a 0600 temporary); the umask may take bits away, which fchmod puts back. */
   int fd = -1;
   int saved = EEXIST;
   for (int attempt = 0; attempt < 100 && fd < 0 && saved == EEXIST; attempt++) {
-    /* Recognisable litter should the process be killed: `.knnwb-tmp-PID-RANDOM-NAME`. */
+    /* Recognisable litter should the process be killed, and short whatever the target is
+     * called (a 255-byte name is legal; a prefix on it is not): `.knnwb-tmp-PID-RANDOM`. */
     g_autofree char *name =
-        g_strdup_printf(".knnwb-tmp-%d-%08x-%s", (int)getpid(), g_random_int(), base);
+        g_strdup_printf(".knnwb-tmp-%d-%08x%08x", (int)getpid(), g_random_int(), g_random_int());
     g_free(file->temp_path);
     file->temp_path = g_build_filename(file->directory, name, NULL);
-    fd = open(file->temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    fd = open(file->temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     saved = fd < 0 ? errno : 0;
   }
   if (fd < 0) {
@@ -92,7 +114,7 @@ KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error)
   }
   /* A replaced file keeps its permissions (a shared result stays readable by the group). */
   if (exists)
-    (void)fchmod(fd, st.st_mode & 07777);
+    (void)fchmod(fd, mode);
   file->fd = fd;
   cookie_io_functions_t functions = {.read = NULL,
                                      .write = knnwb_atomic_file_write,

@@ -1,7 +1,10 @@
 /* Label text for the graph writers, in one place so every writer (and any rewrite of them) stays
  * well formed for every label a reader accepts: a CSV label may hold quotes, '&', '<', tabs, line
- * breaks, C0 controls, U+FFFE/U+FFFF or invalid UTF-8 bytes. */
+ * breaks, C0 controls, U+FFFE/U+FFFF or invalid UTF-8 bytes. And text for a terminal: the same
+ * labels inside messages must not reach it as control sequences. */
 #include "io.h"
+
+#include <knnwb/text_fields.h>
 
 #include <string.h>
 
@@ -82,4 +85,49 @@ void knnwb_formats_put_gml_string(KnnwbTextChunk *out, const char *text)
       knnwb_text_chunk_putc(out, (char)c);
   }
   knnwb_text_chunk_putc(out, '"');
+}
+
+/* Code points a terminal acts on instead of showing (besides C0 and DEL): C1 controls (CSI, OSC,
+ * ... on terminals that read UTF-8 C1) and the bidirectional overrides and isolates that make text
+ * display in another order than it is stored. */
+static gboolean knnwb_escape_terminal_control(gunichar c)
+{
+  return (c >= 0x80 && c <= 0x9f) || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+void knnwb_formats_escape_terminal(GString *out, const char *text, size_t length, gboolean final,
+                                   size_t *used)
+{
+  const char *p = text, *end = text + length, *run = text;
+  while (p < end) {
+    unsigned char byte = (unsigned char)*p;
+    if (byte < 0x80) {
+      if ((byte < 0x20 && byte != '\t' && byte != '\n') || byte == 0x7f) {
+        g_string_append_len(out, run, p - run);
+        g_string_append_printf(out, "\\x%02x", byte);
+        run = p + 1;
+      }
+      p++;
+      continue;
+    }
+    gunichar c = g_utf8_get_char_validated(p, end - p);
+    if (c == (gunichar)-2 && !final)
+      break; /* the rest of a character comes with the next piece */
+    if (c == (gunichar)-1 || c == (gunichar)-2) {
+      g_string_append_len(out, run, p - run);
+      g_string_append_printf(out, "\\x%02x", byte);
+      run = ++p;
+      continue;
+    }
+    const char *next = g_utf8_next_char(p);
+    if (knnwb_escape_terminal_control(c)) {
+      g_string_append_len(out, run, p - run);
+      g_string_append_printf(out, "\\u%04x", (unsigned)c);
+      run = next;
+    }
+    p = next;
+  }
+  g_string_append_len(out, run, p - run);
+  if (used != NULL)
+    *used = (size_t)(p - text);
 }

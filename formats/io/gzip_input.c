@@ -1,11 +1,10 @@
 /*
  * gzip-compressed input, recognised by its magic bytes (1f 8b) whatever the file is called: a
- * streaming zlib inflater for the text readers, the whole decompressed content in an anonymous
- * memory file for NPY (which wants to map or pread its data), and the first bytes of a file for
- * format detection. Concatenated gzip members (pigz, `cat a.gz b.gz`) are one stream, as gzip -d
- * reads them.
+ * streaming zlib inflater for the readers (text and NPY alike: nothing is ever inflated whole),
+ * with an optional cap on the bytes it yields, and the first bytes of a file for format
+ * detection. Concatenated gzip members (pigz, `cat a.gz b.gz`) are one stream, as gzip -d reads
+ * them.
  */
-/* memfd_create needs _GNU_SOURCE, which the build defines for every file. */
 #include "io.h"
 
 #include <errno.h>
@@ -28,7 +27,16 @@ struct KnnwbGzipReader {
   gboolean member_ended;      /* the last inflate() finished a member (Z_STREAM_END) */
   gboolean finished;          /* every member read, nothing after them */
   uint64_t compressed_offset; /* bytes of the file consumed, for messages */
+  uint64_t produced;          /* decompressed bytes handed out */
+  uint64_t limit;             /* the most it may hand out; 0: no cap */
+  const char *limit_reason;   /* what the cap is, for the message */
 };
+
+void knnwb_gzip_reader_set_limit(KnnwbGzipReader *reader, uint64_t limit, const char *reason)
+{
+  reader->limit = limit;
+  reader->limit_reason = reason;
+}
 
 gboolean knnwb_gzip_fd_is_gzip(int fd)
 {
@@ -86,6 +94,9 @@ gssize knnwb_gzip_reader_read(KnnwbGzipReader *reader, void *buffer, size_t capa
   if (reader->finished || capacity == 0)
     return 0;
   capacity = MIN(capacity, (size_t)G_MAXUINT32 / 2);
+  /* One byte past the cap is inflated (never more), so that data ending exactly there passes. */
+  if (reader->limit > 0 && reader->produced + capacity > reader->limit + 1)
+    capacity = (size_t)(reader->limit + 1 - MIN(reader->produced, reader->limit));
   z_stream *stream = &reader->stream;
   stream->next_out = buffer;
   stream->avail_out = (uInt)capacity;
@@ -132,61 +143,15 @@ gssize knnwb_gzip_reader_read(KnnwbGzipReader *reader, void *buffer, size_t capa
       return -1;
     }
   }
-  return (gssize)(capacity - stream->avail_out);
-}
-
-int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, const KnnwbReadOptions *options,
-                                         GError **error)
-{
-  struct stat st;
-  const uint64_t stored = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
-  int memory = memfd_create("knnwb-gunzip", MFD_CLOEXEC);
-  if (memory < 0) {
-    int saved = errno;
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot make a memory file: %s", path,
-                g_strerror(saved));
+  gsize got = capacity - stream->avail_out;
+  reader->produced += got;
+  if (reader->limit > 0 && reader->produced > reader->limit) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: the compressed data decompresses to more than %" G_GUINT64_FORMAT " MiB (%s)",
+                reader->path, reader->limit >> 20, reader->limit_reason);
     return -1;
   }
-  KnnwbGzipReader *reader = knnwb_gzip_reader_new(fd, path, error);
-  if (reader == NULL) {
-    close(memory);
-    return -1;
-  }
-  g_autofree unsigned char *buffer = g_malloc(KNNWB_GZIP_CHUNK);
-  for (;;) {
-    if (options != NULL && options->cancel != NULL && g_atomic_int_get(options->cancel) != 0) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted while reading", path);
-      goto failed;
-    }
-    gssize got = knnwb_gzip_reader_read(reader, buffer, KNNWB_GZIP_CHUNK, error);
-    if (got < 0)
-      goto failed;
-    if (got == 0)
-      break;
-    if (options != NULL && options->progress != NULL && stored > 0) {
-      off_t position = lseek(fd, 0, SEEK_CUR);
-      if (position > 0)
-        options->progress(MIN((uint64_t)position, stored), stored, options->progress_data);
-    }
-    for (gssize written = 0; written < got;) {
-      ssize_t n = write(memory, buffer + written, (size_t)(got - written));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        int saved = errno;
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                    "%s: cannot hold the decompressed data in memory: %s", path, g_strerror(saved));
-        goto failed;
-      }
-      written += n;
-    }
-  }
-  knnwb_gzip_reader_free(reader);
-  return memory;
-failed:
-  knnwb_gzip_reader_free(reader);
-  close(memory);
-  return -1;
+  return (gssize)got;
 }
 
 gboolean knnwb_formats_read_head(const char *path, char *buffer, size_t capacity, size_t *length,

@@ -64,13 +64,11 @@ gssize knnwb_gzip_reader_read(KnnwbGzipReader *reader, void *buffer, size_t capa
 /** NULL is fine. */
 void knnwb_gzip_reader_free(KnnwbGzipReader *reader);
 /**
- * Decompresses all of fd into an anonymous memory file (memfd) and returns its descriptor, for
- * readers that map or seek (NPY). Memory: the decompressed size. -1 with error set on failure
- * (KNNWB_ERROR_CANCELLED once options' cancel flag rises, checked every MiB; options may be NULL;
- * its progress callback gets the compressed bytes read).
+ * Caps the decompressed bytes the reader hands out at limit (0: none): the read that would pass it
+ * fails with KNNWB_ERROR_PARSE "path: the compressed data decompresses to more than N MiB
+ * (reason)", having inflated at most one byte past the cap. reason (static) says what the cap is.
  */
-int knnwb_gzip_decompress_to_memory_file(int fd, const char *path, const KnnwbReadOptions *options,
-                                         GError **error);
+void knnwb_gzip_reader_set_limit(KnnwbGzipReader *reader, uint64_t limit, const char *reason);
 /**
  * The first bytes of path, decompressed when it is gzip (*compressed set): up to capacity bytes
  * into buffer, *length of them. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE (corrupt gzip).

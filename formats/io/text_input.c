@@ -2,6 +2,8 @@
  * allocation. */
 #include "io.h"
 
+#include <knnwb/parallel.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -48,6 +50,17 @@ gboolean knnwb_text_input_open(KnnwbTextInput *input, const char *path, GError *
     input->size_bound =
         input->file_size > G_MAXUINT64 / 1032 ? G_MAXUINT64 : input->file_size * 1032;
     input->file_size = 0;
+    /* A budget against gzip bombs (megabytes inflating to gigabytes of blank lines or repeated
+     * rows): a matrix whose text is twice the memory available (8 bytes per value, such as
+     * "0.123456") needs all of that memory for its floats, with none left for the work. A plain
+     * file is bounded by the disk; the way out, for a rare true case, is to decompress it. */
+    size_t available = knnwb_memory_available();
+    if (available != SIZE_MAX)
+      knnwb_gzip_reader_set_limit(
+          input->gzip, available > G_MAXUINT64 / 2 ? G_MAXUINT64 : (uint64_t)available * 2,
+          "twice the memory available to knnwb: the machine's, or ulimit "
+          "-v's or the cgroup's when lower; decompress it to a file with "
+          "gunzip -k, which is read without this cap");
   }
   /* Small files get a small buffer: opening many of them (tests, fuzzing) stays cheap. */
   input->capacity = KNNWB_TEXT_INPUT_CHUNK;

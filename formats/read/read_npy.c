@@ -35,20 +35,67 @@ static void knnwb_npy_free_values(void *values, size_t n_bytes, void *data)
   free(values);
 }
 
+/* Where the bytes come from: the file itself (pread at any offset), or its gzip stream, inflated
+ * forward only and never past what the caller asks for: the reader asks for the preamble, the
+ * header, then the data the header promises, in increasing offsets, so a gzip bomb (a small
+ * header followed by gigabytes of zeros, or a header claiming more than the file can hold) costs
+ * nothing beyond the promised matrix. */
+typedef struct {
+  int fd;
+  KnnwbGzipReader *gzip; /* NULL: a plain file */
+  uint64_t position;     /* gzip: decompressed bytes consumed so far */
+  uint64_t stored_size;  /* the file's own size, for progress */
+  GError *gzip_error;    /* gzip: why the last read failed (corrupt or truncated data) */
+} KnnwbNpySource;
+
+/* Inflates bytes from the gzip stream at offset (>= the current position: what lies between is
+ * inflated into buffer and dropped). FALSE with errno set as knnwb_npy_read_watched says. */
+static gboolean knnwb_npy_gzip_read(KnnwbNpySource *source, char *buffer, size_t bytes,
+                                    uint64_t offset)
+{
+  g_assert(offset >= source->position);
+  while (source->position < offset || bytes > 0) {
+    const gboolean skipping = source->position < offset;
+    size_t want = skipping ? (size_t)MIN(offset - source->position, (uint64_t)bytes) : bytes;
+    gssize got = knnwb_gzip_reader_read(source->gzip, buffer, want, &source->gzip_error);
+    if (got <= 0) {
+      errno = got == 0 ? 0 : EIO;
+      return FALSE;
+    }
+    source->position += (uint64_t)got;
+    if (!skipping) {
+      buffer += got;
+      bytes -= (size_t)got;
+    }
+  }
+  return TRUE;
+}
+
 /* Reads bytes at offset, in pieces of 64 MiB when options (may be NULL) has a cancel flag or a
  * progress callback: a 10 GB matrix takes seconds to read, and Ctrl-C must not wait for it.
- * FALSE with errno set (0: the file ended early; ECANCELED: the flag was raised). */
-static gboolean knnwb_npy_read_watched(int fd, void *buffer, size_t bytes, uint64_t offset,
-                                       const KnnwbReadOptions *options, uint64_t file_size)
+ * FALSE with errno set (0: the file ended early; ECANCELED: the flag was raised; EIO: the gzip
+ * data is corrupt, source->gzip_error says how). */
+static gboolean knnwb_npy_read_watched(KnnwbNpySource *source, void *buffer, size_t bytes,
+                                       uint64_t offset, const KnnwbReadOptions *options,
+                                       uint64_t file_size)
 {
   char *p = buffer;
   const gboolean watched = options != NULL && (options->cancel != NULL || options->progress);
+  const size_t piece = source->gzip != NULL ? (size_t)1 << 20 : (size_t)64 << 20;
   while (bytes > 0) {
     if (watched && options->cancel != NULL && g_atomic_int_get(options->cancel) != 0) {
       errno = ECANCELED;
       return FALSE;
     }
-    ssize_t got = pread(fd, p, watched ? MIN(bytes, (size_t)64 << 20) : bytes, (off_t)offset);
+    size_t want = watched || source->gzip != NULL ? MIN(bytes, piece) : bytes;
+    ssize_t got;
+    if (source->gzip != NULL) {
+      if (!knnwb_npy_gzip_read(source, p, want, offset))
+        return FALSE;
+      got = (ssize_t)want;
+    } else {
+      got = pread(source->fd, p, want, (off_t)offset);
+    }
     if (got < 0 && errno == EINTR)
       continue;
     if (got <= 0) {
@@ -59,21 +106,31 @@ static gboolean knnwb_npy_read_watched(int fd, void *buffer, size_t bytes, uint6
     p += got;
     bytes -= (size_t)got;
     offset += (uint64_t)got;
-    if (watched && options->progress != NULL && file_size > 0)
+    if (watched && options->progress != NULL && source->gzip != NULL) {
+      off_t position = lseek(source->fd, 0, SEEK_CUR); /* the compressed bytes handed to zlib */
+      if (position > 0 && source->stored_size > 0)
+        options->progress(MIN((uint64_t)position, source->stored_size), source->stored_size,
+                          options->progress_data);
+    } else if (watched && options->progress != NULL && file_size > 0) {
       options->progress(MIN(offset, file_size), file_size, options->progress_data);
+    }
   }
   return TRUE;
 }
 
-static gboolean knnwb_npy_read_all(int fd, void *buffer, size_t bytes, uint64_t offset)
+static gboolean knnwb_npy_read_all(KnnwbNpySource *source, void *buffer, size_t bytes,
+                                   uint64_t offset)
 {
-  return knnwb_npy_read_watched(fd, buffer, bytes, offset, NULL, 0);
+  return knnwb_npy_read_watched(source, buffer, bytes, offset, NULL, 0);
 }
 
 /* The error of a failed knnwb_npy_read_watched of the matrix's data. */
-static void knnwb_npy_read_failed(const char *path, int saved, GError **error)
+static void knnwb_npy_read_failed(KnnwbNpySource *source, const char *path, int saved,
+                                  GError **error)
 {
-  if (saved == ECANCELED)
+  if (source->gzip_error != NULL)
+    g_propagate_error(error, g_steal_pointer(&source->gzip_error));
+  else if (saved == ECANCELED)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "%s: interrupted while reading", path);
   else
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
@@ -228,48 +285,78 @@ typedef struct {
   gboolean memory_is_c_order_of_wanted; /* a Fortran-order array is stored as its transpose */
   gboolean block;                       /* one rank's rows only */
   size_t block_first;
+  gboolean compressed; /* gzip: file_size is only deflate's bound on what it inflates to */
+  uint64_t data_end;   /* the offset just past the stored array */
 } KnnwbNpyArray;
 
-/* Opens path, decompressing a .npy.gz into memory once: the rest reads (and seeks) it as if it
- * were the file. -1 with error set on failure. */
-static int knnwb_npy_open(const char *path, const KnnwbReadOptions *options, uint64_t *file_size,
-                          GError **error)
+/* The longest header dictionary read from a compressed file (numpy writes about 128 bytes and by
+ * default refuses to read more than 10,000): a bigger claim there is a bomb, not a header. */
+#define KNNWB_NPY_GZIP_MAX_HEADER ((size_t)1 << 20)
+
+/* Opens path into source: a plain regular file, or a gzip stream that is inflated as it is read
+ * (never ahead of the reader). *file_size: the file's size, or for gzip deflate's bound on the
+ * inflated size (1032 times the compressed size). FALSE with error set on failure. */
+static gboolean knnwb_npy_open(const char *path, KnnwbNpySource *source, KnnwbNpyArray *array,
+                               GError **error)
 {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int saved = errno;
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open: %s", path, g_strerror(saved));
-    return -1;
-  }
-  if (knnwb_gzip_fd_is_gzip(fd)) {
-    int memory = knnwb_gzip_decompress_to_memory_file(fd, path, options, error);
-    close(fd);
-    if (memory < 0)
-      return -1;
-    fd = memory;
+    return FALSE;
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: not a regular file", path);
     close(fd);
-    return -1;
+    return FALSE;
   }
-  *file_size = (uint64_t)st.st_size;
-  return fd;
+  source->fd = fd;
+  source->stored_size = (uint64_t)st.st_size;
+  array->file_size = (uint64_t)st.st_size;
+  if (knnwb_gzip_fd_is_gzip(fd)) {
+    source->gzip = knnwb_gzip_reader_new(fd, path, error);
+    if (source->gzip == NULL) {
+      close(fd);
+      source->fd = -1;
+      return FALSE;
+    }
+    array->compressed = TRUE;
+    array->file_size =
+        source->stored_size > G_MAXUINT64 / 1032 ? G_MAXUINT64 : source->stored_size * 1032;
+  }
+  return TRUE;
+}
+
+static void knnwb_npy_close(KnnwbNpySource *source)
+{
+  g_clear_pointer(&source->gzip, knnwb_gzip_reader_free);
+  g_clear_error(&source->gzip_error);
+  if (source->fd >= 0)
+    close(source->fd);
+  source->fd = -1;
 }
 
 /* The preamble and the header dictionary (npy_header.c), with this reader's messages. */
-static gboolean knnwb_npy_read_header(int fd, const char *path, KnnwbNpyArray *array,
-                                      GError **error)
+static gboolean knnwb_npy_read_header(KnnwbNpySource *source, const char *path,
+                                      KnnwbNpyArray *array, GError **error)
 {
   const uint64_t file_size = array->file_size;
   unsigned char preamble[12];
   unsigned major = 0;
-  size_t header_length = 0, header_start = 0;
+  size_t header_length = 0, header_start = 0, available = 0;
   KnnwbNpyPreambleStatus status = KNNWB_NPY_PREAMBLE_NOT_NPY;
-  if (file_size >= 10 && knnwb_npy_read_all(fd, preamble, MIN(file_size, 12), 0))
-    status = knnwb_npy_preamble_parse(preamble, MIN(file_size, 12), &major, &header_start,
-                                      &header_length);
+  /* Ten bytes first: a version 1 file's header starts there (a stream must not be read past). */
+  if (file_size >= 10 && knnwb_npy_read_all(source, preamble, 10, 0)) {
+    available = 10;
+    if (preamble[6] != 1 && file_size >= 12 && knnwb_npy_read_all(source, preamble + 10, 2, 10))
+      available = 12;
+    status = knnwb_npy_preamble_parse(preamble, available, &major, &header_start, &header_length);
+  }
+  if (source->gzip_error != NULL) {
+    g_propagate_error(error, g_steal_pointer(&source->gzip_error));
+    return FALSE;
+  }
   if (status == KNNWB_NPY_PREAMBLE_NOT_NPY) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                 "%s: byte 0: not an NPY file (no \\x93NUMPY magic)", path);
@@ -286,6 +373,14 @@ static gboolean knnwb_npy_read_header(int fd, const char *path, KnnwbNpyArray *a
     return FALSE;
   }
   array->data_offset = (uint64_t)header_start + header_length;
+  if (array->compressed && header_length > KNNWB_NPY_GZIP_MAX_HEADER) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: byte %zu: the header claims %zu bytes; a compressed NPY header may have at "
+                "most %zu (numpy writes about 128)",
+                path, header_start - 4 + (major == 1 ? 2 : 0), header_length,
+                KNNWB_NPY_GZIP_MAX_HEADER);
+    return FALSE;
+  }
   if (array->data_offset > file_size) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
                 "%s: byte %zu: the header claims %zu bytes but the file has %llu", path,
@@ -300,8 +395,12 @@ static gboolean knnwb_npy_read_header(int fd, const char *path, KnnwbNpyArray *a
                 header_start - 4 + (major == 1 ? 2 : 0), header_length);
     return FALSE;
   }
-  if (!knnwb_npy_read_all(fd, header_text, header_length, header_start)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read the header", path);
+  if (!knnwb_npy_read_all(source, header_text, header_length, header_start)) {
+    if (source->gzip_error != NULL)
+      g_propagate_error(error, g_steal_pointer(&source->gzip_error));
+    else
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot read the header%s", path,
+                  array->compressed ? " (the decompressed data ends inside it)" : "");
     return FALSE;
   }
   header_text[header_length] = '\0';
@@ -343,13 +442,20 @@ static gboolean knnwb_npy_check_array(const char *path, KnnwbNpyArray *array, GE
       !knnwb_size_multiply(array->count, header->item_size, &data_bytes) ||
       !knnwb_size_multiply(array->count, sizeof(float), &array->matrix_bytes) ||
       data_bytes > after_header) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                "%s: the shape (%zu, %zu) needs %s bytes of data but the file has %llu after the "
-                "header (truncated?)",
-                path, stored_rows, stored_cols, "more", (unsigned long long)after_header);
+    if (array->compressed)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s: the shape (%zu, %zu) needs more bytes of data than the %llu-byte compressed "
+                  "file can hold (gzip inflates at most 1032-fold)",
+                  path, stored_rows, stored_cols, (unsigned long long)array->file_size / 1032);
+    else
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                  "%s: the shape (%zu, %zu) needs %s bytes of data but the file has %llu after "
+                  "the header (truncated?)",
+                  path, stored_rows, stored_cols, "more", (unsigned long long)after_header);
     return FALSE;
   }
-  if (data_bytes < after_header) {
+  array->data_end = array->data_offset + data_bytes;
+  if (data_bytes < after_header && !array->compressed) { /* gzip: checked after the data */
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE, "%s: %llu bytes follow the (%zu, %zu) array",
                 path, (unsigned long long)(after_header - data_bytes), stored_rows, stored_cols);
     return FALSE;
@@ -391,7 +497,8 @@ static void knnwb_npy_choose_rows(const KnnwbReadOptions *options, KnnwbNpyArray
 /* Streams the stored items in chunks, converted to float; the k-th stored item is element
  * (k / inner, k % inner) of the memory order, which is the wanted matrix itself or its
  * transpose. */
-static gboolean knnwb_npy_read_converted(int fd, const char *path, const KnnwbReadOptions *options,
+static gboolean knnwb_npy_read_converted(KnnwbNpySource *source, const char *path,
+                                         const KnnwbReadOptions *options,
                                          const KnnwbNpyArray *array, float *converted,
                                          GError **error)
 {
@@ -404,10 +511,10 @@ static gboolean knnwb_npy_read_converted(int fd, const char *path, const KnnwbRe
   g_autofree float *floats = g_new(float, chunk_items);
   for (size_t first = 0; first < count; first += chunk_items) {
     size_t n = MIN(chunk_items, count - first);
-    if (!knnwb_npy_read_watched(fd, chunk, n * header->item_size,
+    if (!knnwb_npy_read_watched(source, chunk, n * header->item_size,
                                 array->data_offset + (uint64_t)first * header->item_size, options,
                                 array->data_offset + (uint64_t)count * header->item_size)) {
-      knnwb_npy_read_failed(path, errno, error);
+      knnwb_npy_read_failed(source, path, errno, error);
       return FALSE;
     }
     size_t bad;
@@ -435,7 +542,8 @@ static gboolean knnwb_npy_read_converted(int fd, const char *path, const KnnwbRe
 
 /* The values into a new matrix: float32 in the host's order and the wanted memory order straight
  * into it, anything else converted. */
-static KnnwbMatrix *knnwb_npy_read_values(int fd, const char *path, const KnnwbReadOptions *options,
+static KnnwbMatrix *knnwb_npy_read_values(KnnwbNpySource *source, const char *path,
+                                          const KnnwbReadOptions *options,
                                           const KnnwbNpyArray *array, GError **error)
 {
   float *converted = malloc(MAX(array->matrix_bytes, 1));
@@ -449,17 +557,41 @@ static KnnwbMatrix *knnwb_npy_read_values(int fd, const char *path, const KnnwbR
     /* Read, not mapped: a mapping dies with SIGBUS anywhere (in a worker thread, hours later) when
      * the file is truncated under us, as `np.save` to the same name does. A read is one copy
      * from the page cache and fails here, with a message, if the file shrinks meanwhile. */
-    if (!knnwb_npy_read_watched(fd, converted, array->matrix_bytes, array->data_offset, options,
+    if (!knnwb_npy_read_watched(source, converted, array->matrix_bytes, array->data_offset, options,
                                 array->data_offset + array->matrix_bytes)) {
-      knnwb_npy_read_failed(path, errno, error);
+      knnwb_npy_read_failed(source, path, errno, error);
       free(converted);
       return NULL;
     }
-  } else if (!knnwb_npy_read_converted(fd, path, options, array, converted, error)) {
+  } else if (!knnwb_npy_read_converted(source, path, options, array, converted, error)) {
     free(converted);
     return NULL;
   }
   return knnwb_matrix_new_wrapped(array->rows, array->cols, converted, knnwb_npy_free_values, NULL);
+}
+
+/* A compressed file read up to the array's end must end there: one more byte is asked for (so a
+ * bomb after a small array is found at once, not inflated), which also makes zlib check the
+ * trailer's CRC-32 and length. A block that ends earlier leaves this to the rank with the last
+ * rows. */
+static gboolean knnwb_npy_check_gzip_end(KnnwbNpySource *source, const char *path,
+                                         const KnnwbNpyArray *array, GError **error)
+{
+  if (source->gzip == NULL || source->position != array->data_end)
+    return TRUE;
+  char extra;
+  if (knnwb_npy_read_all(source, &extra, 1, array->data_end)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+                "%s: the decompressed data goes on after the (%zu, %zu) array its header "
+                "describes (%llu bytes)",
+                path, array->stored_rows, array->stored_cols, (unsigned long long)array->data_end);
+    return FALSE;
+  }
+  if (source->gzip_error != NULL) {
+    g_propagate_error(error, g_steal_pointer(&source->gzip_error));
+    return FALSE;
+  }
+  return TRUE;
 }
 
 /* NaN/Inf, the text formats' missing values: an error, or (policy DROP_ROWS) the stored rows that
@@ -558,18 +690,18 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
                                 KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
 {
   KnnwbNpyArray array = {0};
-  int fd = knnwb_npy_open(path, options, &array.file_size, error);
-  if (fd < 0)
+  KnnwbNpySource source = {.fd = -1};
+  if (!knnwb_npy_open(path, &source, &array, error))
     return FALSE;
   g_autoptr(KnnwbMatrix) matrix = NULL;
-  gboolean ok =
-      knnwb_npy_read_header(fd, path, &array, error) && knnwb_npy_check_array(path, &array, error);
+  gboolean ok = knnwb_npy_read_header(&source, path, &array, error) &&
+                knnwb_npy_check_array(path, &array, error);
   if (ok) {
     knnwb_npy_choose_rows(options, &array, info);
-    matrix = knnwb_npy_read_values(fd, path, options, &array, error);
-    ok = matrix != NULL;
+    matrix = knnwb_npy_read_values(&source, path, options, &array, error);
+    ok = matrix != NULL && knnwb_npy_check_gzip_end(&source, path, &array, error);
   }
-  close(fd);
+  knnwb_npy_close(&source);
   if (ok && options->labels_path != NULL)
     ok = knnwb_npy_labels(options->labels_path, array.stored_rows, matrix, array.want_transpose,
                           error);

@@ -1,10 +1,22 @@
 /* Inputs people have: gzip-compressed files of every format (the same matrix as the plain file),
  * damaged gzip, files whose name or --format contradicts their content (the message says what the
  * file looks like), and NCBI GEO series matrices with their sample annotations. */
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 #include "formats_test_util.h"
+#include "knnwb_test_process.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KNNWB_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KNNWB_TEST_ASAN 1
+#endif
+#endif
 
 /* gzip of [data, data + length) at level, as `gzip` writes it. */
 static GByteArray *gzip_bytes(const void *data, size_t length, int level)
@@ -240,7 +252,7 @@ static void test_read_cancel_and_progress(void)
   g_assert_cmpuint(npy_whole.total, ==, npy->len);
   g_autofree char *cibm = formats_test_write(
       "watched.txt", "<MicroarrayData>\n2 2\na 1 2\nb 3 4\n<SamplesNames>\nx y\n<EndOfFile>\n", -1);
-  /* A gzip NPY is inflated whole first (into memory): that loop follows the flag too. */
+  /* A gzip NPY is inflated as its data is read, a MiB at a time: that loop follows the flag. */
   g_autoptr(GByteArray) big_npy = npy_bytes(30000, 64);
   g_autoptr(GByteArray) big_npy_gz = gzip_bytes(big_npy->data, big_npy->len, 1);
   g_assert_cmpuint(big_npy->len, >, (guint)(2 << 20)); /* inflated a MiB at a time */
@@ -551,6 +563,126 @@ static void test_geo_malformed(void)
   }
 }
 
+/* A gzip file made of prefix then count copies of byte, compressed a MiB at a time (a bomb: the
+ * file is about a thousandth of what it inflates to). */
+static char *gzip_bomb(const char *name, const void *prefix, size_t prefix_length, char byte,
+                       size_t count)
+{
+  z_stream stream = {0};
+  g_assert_cmpint(deflateInit2(&stream, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), ==,
+                  Z_OK);
+  g_autofree char *chunk = g_malloc(1 << 20);
+  memset(chunk, byte, 1 << 20);
+  g_autofree unsigned char *out = g_malloc(1 << 20);
+  g_autoptr(GByteArray) file = g_byte_array_new();
+  for (size_t left = count + 1;;) {
+    gboolean first = left == count + 1;
+    size_t n = first ? prefix_length : MIN(left, (size_t)1 << 20);
+    stream.next_in = first ? (Bytef *)prefix : (Bytef *)chunk;
+    stream.avail_in = (uInt)n;
+    left -= first ? 1 : n;
+    int flush = left == 0 ? Z_FINISH : Z_NO_FLUSH;
+    int status;
+    do {
+      stream.next_out = out;
+      stream.avail_out = 1 << 20;
+      status = deflate(&stream, flush);
+      g_byte_array_append(file, out, (1 << 20) - stream.avail_out);
+    } while (stream.avail_out == 0 || (flush == Z_FINISH && status != Z_STREAM_END));
+    if (left == 0)
+      break;
+  }
+  deflateEnd(&stream);
+  g_assert_cmpuint(file->len, <, count / 500 + 4096);
+  return write_bytes(name, file);
+}
+
+/* The error of reading path in a child whose address space is capped at what it maps now plus
+ * extra bytes (not under ASan, which reserves terabytes of shadow). */
+static char *read_error_in_child(const char *path, guint64 extra)
+{
+  int pipe_fds[2];
+  g_assert_cmpint(pipe(pipe_fds), ==, 0);
+  pid_t pid = fork();
+  g_assert_cmpint(pid, >=, 0);
+  if (pid == 0) {
+    close(pipe_fds[0]);
+#ifndef KNNWB_TEST_ASAN
+    if (!knnwb_test_cap_address_space(extra))
+      _exit(5);
+#else
+    (void)extra;
+#endif
+    KnnwbMatrix *matrix = NULL;
+    GError *error = NULL;
+    if (knnwb_formats_read_matrix(path, NULL, &matrix, NULL, &error))
+      _exit(3);
+    ssize_t written = write(pipe_fds[1], error->message, strlen(error->message));
+    _exit(written > 0 ? 0 : 4);
+  }
+  close(pipe_fds[1]);
+  GString *message = g_string_new(NULL);
+  char buffer[512];
+  ssize_t got;
+  while ((got = read(pipe_fds[0], buffer, sizeof buffer)) > 0)
+    g_string_append_len(message, buffer, got);
+  close(pipe_fds[0]);
+  int status = 0;
+  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  g_test_message("%s: status %d: %s", path, status, message->str);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+  return g_string_free(message, FALSE);
+}
+
+/* gzip bombs: an NPY whose small array is followed by 256 MiB of zeros fails at the first byte
+ * past the array (before, the whole file was inflated into memory before the header was read),
+ * one whose header claims more data than the compressed file can hold or a header of megabytes
+ * is refused before anything is allocated; a text file inflating to gigabytes of blank lines
+ * stops at twice the memory available (under a 64 MiB address-space cap: 128 MiB). Each child
+ * runs in 64 MiB of address space above what it maps at the start. */
+static void test_gzip_bombs(void)
+{
+  const guint64 headroom = (guint64)64 << 20;
+  g_autoptr(GByteArray) small = npy_bytes(2, 3);
+  g_autofree char *npy_bomb = gzip_bomb("bomb.npy.gz", small->data, small->len, 0, 256u << 20);
+  g_autofree char *message = read_error_in_child(npy_bomb, headroom);
+  g_assert_nonnull(strstr(message, "the decompressed data goes on after the (2, 3) array"));
+  g_clear_pointer(&message, g_free);
+
+  /* The header promises 10^10 floats; the file holds a few KiB. */
+  GString *header = g_string_new("{'descr': '<f4', 'fortran_order': False, 'shape': (100000, "
+                                 "100000), }");
+  while ((10 + header->len + 1) % 64 != 0)
+    g_string_append_c(header, ' ');
+  g_string_append_c(header, '\n');
+  g_autoptr(GByteArray) big = g_byte_array_new();
+  g_byte_array_append(big, (const guint8 *)"\x93NUMPY\x01\x00", 8);
+  guint8 length[2] = {(guint8)(header->len & 0xff), (guint8)(header->len >> 8)};
+  g_byte_array_append(big, length, 2);
+  g_byte_array_append(big, (const guint8 *)header->str, (guint)header->len);
+  g_string_free(header, TRUE);
+  g_autofree char *promise = gzip_bomb("promise.npy.gz", big->data, big->len, 0, 1 << 20);
+  message = read_error_in_child(promise, headroom);
+  g_assert_nonnull(strstr(message, "needs more bytes of data than the"));
+  g_clear_pointer(&message, g_free);
+
+  /* A version 2 header claiming 1 GiB of dictionary. */
+  const guint8 v2[] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0, 0, 0, 0x40};
+  g_autofree char *long_header = gzip_bomb("header.npy.gz", v2, sizeof v2, ' ', 4u << 20);
+  message = read_error_in_child(long_header, headroom);
+  g_assert_nonnull(strstr(message, "a compressed NPY header may have at most"));
+  g_clear_pointer(&message, g_free);
+
+#ifndef KNNWB_TEST_ASAN
+  const char csv[] = "id,a,b\nr1,1,2\nr2,3,5\nr3,4,4\n";
+  g_autofree char *text_bomb = gzip_bomb("bomb.csv.gz", csv, strlen(csv), '\n', 512u << 20);
+  message = read_error_in_child(text_bomb, headroom);
+  g_assert_nonnull(strstr(message, "decompresses to more than"));
+  g_assert_nonnull(strstr(message, "twice the memory available"));
+#endif
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -558,6 +690,7 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/inputs/gzip-large-and-members", test_gzip_large_and_members);
   g_test_add_func("/formats/inputs/read-cancel-and-progress", test_read_cancel_and_progress);
   g_test_add_func("/formats/inputs/gzip-damaged", test_gzip_damaged);
+  g_test_add_func("/formats/inputs/gzip-bombs", test_gzip_bombs);
   g_test_add_func("/formats/inputs/wrong-format-messages", test_wrong_format_messages);
   g_test_add_func("/formats/inputs/geo-good", test_geo_good);
   g_test_add_func("/formats/inputs/geo-malformed", test_geo_malformed);

@@ -194,8 +194,8 @@ static void test_bad_annotation(void)
 }
 
 /* The targets are checked and their temporaries made before anything is read, as in every
- * command: a target whose temporary cannot be created (a name at the file-system's limit, so its
- * longer temporary name is refused) is reported instead of the input's own error; two spellings
+ * command: a target that cannot be created (a name longer than the file system takes) is reported
+ * instead of the input's own error; two spellings
  * of one file, and an output that is an input (the matrix, the annotation table), are refused;
  * nothing is written and the files stay as they were. */
 static void test_targets_up_front(void)
@@ -205,7 +205,7 @@ static void test_targets_up_front(void)
   g_autofree char *table = host_test_write(dir, "classes.csv", ANNOTATION);
   g_autofree char *annotation = g_strdup_printf("%s:group", table);
   g_autofree char *previous = host_test_write(dir, "c.tsv", "previous\n");
-  g_autofree char *long_name = g_strnfill(240, 'n');
+  g_autofree char *long_name = g_strnfill(252, 'n'); /* 256 bytes with ".nwk" */
   g_autofree char *long_target = g_strdup_printf("%s.nwk", long_name);
   struct {
     const char *input;

@@ -293,6 +293,51 @@ static void test_variables(void)
   g_assert_nonnull(strstr(err, "more than 64 levels deep"));
 }
 
+/* One 512 KiB variable (made by doubling, so the file is small) used in 2,000 parameters: 1 GB of
+ * expanded text before (under `ulimit -v` validate aborted in g_realloc); now the total is
+ * capped with one message naming the line where it was passed, in half a GiB of address space. */
+static void test_variables_total(void)
+{
+  g_autoptr(GString) text = g_string_new(pipeline_head);
+  g_string_append(text, "  <variable name=\"v0\" value=\"xx\"/>\n");
+  for (int i = 1; i <= 18; i++)
+    g_string_append_printf(text, "  <variable name=\"v%d\" value=\"${v%d}${v%d}\"/>\n", i, i - 1,
+                           i - 1);
+  for (int i = 0; i < 2000; i++)
+    g_string_append_printf(
+        text,
+        "  <step id=\"s%d\" type=\"load-matrix\"><param name=\"path\" value=\"" CIBM_SAMPLE
+        "\"/><param name=\"label-column\" value=\"${v18}\"/>"
+        "</step>\n",
+        i);
+  g_string_append(text, "</pipeline>\n");
+  g_assert_cmpuint(text->len, <, 400000);
+  g_autofree char *path = g_build_filename(test_dir, "amplified.xml", NULL);
+  g_assert_true(g_file_set_contents(path, text->str, -1, NULL));
+  g_autofree char *command = g_strdup_printf(
+#ifndef KNNWB_TEST_ASAN /* ASan reserves terabytes of shadow: no address-space limit there */
+      "ulimit -v %" G_GUINT64_FORMAT "; "
+#endif
+      "exec '%s' validate -O '%s' '%s'",
+#ifndef KNNWB_TEST_ASAN
+      knnwb_test_mapped_kib() + 524288,
+#endif
+      KNNWB_HOST_PROGRAM, test_dir, path);
+  char *argv[] = {"/bin/sh", "-c", command, NULL};
+  g_autofree char *err = NULL;
+  int status = -1;
+  g_assert_true(
+      g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, &err, &status, NULL));
+  g_test_message("%s", err);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+  g_assert_nonnull(strstr(err, "amplified.xml:"));
+  g_assert_nonnull(strstr(err, "expand to more than 64 MiB in all"));
+  /* Reported once, not at every parameter past the cap. */
+  g_assert_true(strstr(err, "in all") == g_strrstr(err, "in all"));
+  g_unlink(path);
+}
+
 /* --confine DIR: inputs and outputs must resolve inside DIR, through "..", absolute paths and
  * symbolic links; a pipeline that stays inside runs. */
 static void test_confine(void)
@@ -364,6 +409,7 @@ int main(int argc, char **argv)
   g_test_add_func("/robustness/pipeline/huge-file", test_huge_file);
   g_test_add_func("/robustness/pipeline/many-steps", test_many_steps);
   g_test_add_func("/robustness/pipeline/variables", test_variables);
+  g_test_add_func("/robustness/pipeline/variables-total", test_variables_total);
   g_test_add_func("/robustness/pipeline/confine", test_confine);
   int status = g_test_run();
   host_test_rmtree(test_dir);

@@ -14,13 +14,16 @@ G_BEGIN_DECLS
 typedef struct KnnwbAtomicFile KnnwbAtomicFile;
 
 /**
- * Creates a temporary file `.knnwb-tmp-PID-RANDOM-NAME` in the directory of path (same file
- * system, so the final rename is atomic; the name makes a killed process's litter recognisable),
- * with the mode of the file it replaces, or 0666 minus the umask for a new file, and returns it
- * open for writing.
+ * Creates a temporary file `.knnwb-tmp-PID-RANDOM` in the directory of path (same file system, so
+ * the final rename is atomic; the name makes a killed process's litter recognisable and is short,
+ * so any legal target name works), with the permission bits of the regular file it replaces
+ * (never its setuid, setgid or sticky bits), or 0666 minus the umask for a new file, from its
+ * creation on (a private file's new contents are never readable by others), and returns it open
+ * for writing. A path that is a symbolic link is not followed: the link itself is replaced by the
+ * new file (mode as for a new file) and its target is left as it was.
  * The target itself is not touched until knnwb_atomic_file_commit().
  * Errors: KNNWB_ERROR_IO when the directory is not writable or path exists and is not a regular
- * file (a device such as /dev/null would be replaced by the rename).
+ * file or a symbolic link (a device such as /dev/null would be replaced by the rename).
  */
 KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error);
 

@@ -34,6 +34,16 @@ gboolean knnwb_formats_is_missing_token(const char *p, size_t length);
  * controls escaped (\\0, \\xNN). Free with g_free. Never fails. O(min(length, 40)). */
 char *knnwb_formats_quote_field(const char *p, size_t length);
 
+/**
+ * Appends [text, text + length) to out as a terminal may show it: C0 controls other than tab and
+ * line feed (ESC, BEL, CR, ...), DEL and bytes that are not UTF-8 become \\xNN; C1 controls and the
+ * bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069) become \\uNNNN; everything
+ * else is kept. When final is FALSE, a character cut at the end is left for the next piece:
+ * *used (may be NULL) says how many bytes were taken. Never fails. O(length).
+ */
+void knnwb_formats_escape_terminal(GString *out, const char *text, size_t length, gboolean final,
+                                   size_t *used);
+
 /** Writes s to stream as a TSV field, quoting it (" doubled inside) when it holds a tab, quote, CR
  * or LF, so that the TSV readers of knnwb, R and pandas read it back whole. Errors are left in the
  * stream's error flag (the atomic file's commit reports them). O(strlen(s)). */

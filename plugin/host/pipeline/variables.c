@@ -4,13 +4,19 @@
  * O(n) expansions. A variable met again while its own value is being expanded is a cycle, reported
  * with its path. Expanded values are capped (KNNWB_PIPELINE_VARIABLE_MAX_BYTES), so doubling
  * definitions (${a}${a} ...) cannot grow without bound, and so is the nesting depth, so a long
- * chain cannot exhaust the stack. `$${` writes a literal `${`; a '$' not followed by '{' is kept.
- * The built-in ${pipeline_dir} and ${output_dir} are paths and are never expanded. */
+ * chain cannot exhaust the stack. The sum of every expanded text (variables' values and parameter
+ * values) is capped too (KNNWB_PIPELINE_EXPANDED_MAX_BYTES): one large variable used in thousands
+ * of parameters would otherwise make gigabytes from a small file. Each cap is checked before the
+ * bytes are appended, so nothing above it is ever allocated, and the work is linear in the
+ * pipeline's text plus at most the total cap. `$${` writes a literal `${`; a '$' not followed by
+ * '{' is kept. The built-in ${pipeline_dir} and ${output_dir} are paths and are never expanded. */
 #include <string.h>
 #include "pipeline/pipeline_internal.h"
 
 #define KNNWB_PIPELINE_VARIABLE_MAX_BYTES ((gsize)1 << 20)
 #define KNNWB_PIPELINE_VARIABLE_MAX_DEPTH 64
+/* As large as the pipeline file may be (xml.c): expansion cannot hold more than the text did. */
+#define KNNWB_PIPELINE_EXPANDED_MAX_BYTES ((gsize)64 << 20)
 
 typedef enum {
   KNNWB_VARIABLE_RAW,       /* value not expanded yet */
@@ -25,19 +31,46 @@ typedef struct {
   char **slot; /* where the expanded value is stored */
   int line;
   KnnwbVariableState state;
+  gsize length; /* of the expanded value (DONE): a reference costs O(1) before it is copied */
 } KnnwbVariableEntry;
 
 typedef struct {
   GHashTable *entries; /* name -> KnnwbVariableEntry * */
   GPtrArray *path;     /* names on the current expansion path, for cycle messages */
   KnnwbPipelineDiagnostics *diagnostics;
+  gsize total;           /* bytes of every expanded text kept so far */
+  gboolean total_failed; /* the total cap was passed (reported once) */
 } KnnwbVariableScope;
 
 static const char *knnwb_pipeline_variable_value(KnnwbVariableScope *scope,
                                                  KnnwbVariableEntry *entry);
 
+/* Whether length more bytes may be appended to out (of the text at line); reports the cap passed
+ * (the total one only once) when not. */
+static gboolean knnwb_pipeline_expand_fits(KnnwbVariableScope *scope, const GString *out,
+                                           gsize length, int line, const char *what)
+{
+  if (length > KNNWB_PIPELINE_VARIABLE_MAX_BYTES - out->len) {
+    knnwb_pipeline_report(scope->diagnostics, line,
+                          "%s expands to more than %" G_GSIZE_FORMAT " MiB", what,
+                          KNNWB_PIPELINE_VARIABLE_MAX_BYTES >> 20);
+    return FALSE;
+  }
+  if (scope->total_failed)
+    return FALSE;
+  if (out->len + length > KNNWB_PIPELINE_EXPANDED_MAX_BYTES - scope->total) {
+    knnwb_pipeline_report(scope->diagnostics, line,
+                          "%s: the pipeline's variables and parameters expand to more than "
+                          "%" G_GSIZE_FORMAT " MiB in all (a large variable used in many places?)",
+                          what, KNNWB_PIPELINE_EXPANDED_MAX_BYTES >> 20);
+    scope->total_failed = TRUE;
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Expands text; NULL (reported at line) on an undefined or unterminated reference, a cycle, or a
- * result above the size cap. what names the text in messages. */
+ * result above a size cap (the value's or the total). what names the text in messages. */
 static char *knnwb_pipeline_expand(KnnwbVariableScope *scope, const char *text, int line,
                                    const char *what)
 {
@@ -45,6 +78,8 @@ static char *knnwb_pipeline_expand(KnnwbVariableScope *scope, const char *text, 
   const char *p = text;
   while (*p) {
     if (p[0] == '$' && p[1] == '$' && p[2] == '{') {
+      if (!knnwb_pipeline_expand_fits(scope, out, 2, line, what))
+        return NULL;
       g_string_append(out, "${");
       p += 3;
       continue;
@@ -52,6 +87,8 @@ static char *knnwb_pipeline_expand(KnnwbVariableScope *scope, const char *text, 
     if (p[0] != '$' || p[1] != '{') {
       const char *next = strchr(p + 1, '$');
       gsize length = next ? (gsize)(next - p) : strlen(p);
+      if (!knnwb_pipeline_expand_fits(scope, out, length, line, what))
+        return NULL;
       g_string_append_len(out, p, (gssize)length);
       p += length;
     } else {
@@ -76,16 +113,14 @@ static char *knnwb_pipeline_expand(KnnwbVariableScope *scope, const char *text, 
       const char *value = knnwb_pipeline_variable_value(scope, entry);
       if (value == NULL)
         return NULL; /* reported where the variable is defined */
-      g_string_append(out, value);
+      gsize length = entry->length;
+      if (!knnwb_pipeline_expand_fits(scope, out, length, line, what))
+        return NULL;
+      g_string_append_len(out, value, (gssize)length);
       p = close + 1;
     }
-    if (out->len > KNNWB_PIPELINE_VARIABLE_MAX_BYTES) {
-      knnwb_pipeline_report(scope->diagnostics, line,
-                            "%s expands to more than %" G_GSIZE_FORMAT " MiB", what,
-                            KNNWB_PIPELINE_VARIABLE_MAX_BYTES >> 20);
-      return NULL;
-    }
   }
+  scope->total += out->len;
   return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
@@ -134,6 +169,7 @@ static const char *knnwb_pipeline_variable_value(KnnwbVariableScope *scope,
   }
   g_free(*entry->slot);
   *entry->slot = expanded;
+  entry->length = strlen(expanded);
   entry->state = KNNWB_VARIABLE_DONE;
   return expanded;
 }
@@ -143,13 +179,14 @@ void knnwb_pipeline_resolve_variables(KnnwbPipeline *pipeline, GHashTable *overr
 {
   g_autoptr(GHashTable) entries = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
   g_autoptr(GPtrArray) path = g_ptr_array_new();
-  KnnwbVariableScope scope = {entries, path, diagnostics};
+  KnnwbVariableScope scope = {entries, path, diagnostics, 0, FALSE};
   const char *built_in_names[] = {"pipeline_dir", "output_dir"};
   char **built_in_values[] = {&pipeline->dir, &pipeline->output_dir};
   for (guint i = 0; i < G_N_ELEMENTS(built_in_names); i++) {
     KnnwbVariableEntry *entry = g_new0(KnnwbVariableEntry, 1);
     entry->name = built_in_names[i];
     entry->slot = built_in_values[i];
+    entry->length = *entry->slot ? strlen(*entry->slot) : 0;
     entry->state = KNNWB_VARIABLE_DONE;
     g_hash_table_insert(entries, (gpointer)entry->name, entry);
   }

@@ -4,6 +4,7 @@
  * temporary, let the commit decide). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,41 +175,86 @@ char *knnwb_host_path_identity(const char *path)
   return identity;
 }
 
+/* The most bytes of the target's name kept at the end of its temporary's name: the extension (what
+ * writers look at) survives, and the whole name stays far below NAME_MAX. */
+#define KNNWB_HOST_TEMPORARY_TAIL 64
+
 /* Several outputs may share a directory: the counter keeps their temporaries apart, the process
- * id keeps runs apart, and the basename at the end keeps the extension writers look at. */
+ * id keeps runs apart, and the end of the basename keeps the extension writers look at. */
 static char *knnwb_host_output_temporary_name(const char *final)
 {
   static guint counter;
   g_autofree char *dir = g_path_get_dirname(final);
   g_autofree char *base = g_path_get_basename(final);
+  const char *tail = base;
+  size_t length = strlen(base);
+  if (length > KNNWB_HOST_TEMPORARY_TAIL) {
+    tail = base + length - KNNWB_HOST_TEMPORARY_TAIL;
+    while (*tail != '\0' && ((unsigned char)*tail & 0xc0) == 0x80)
+      tail++; /* not in the middle of a UTF-8 character */
+  }
   g_autofree char *name =
-      g_strdup_printf(KNNWB_HOST_TEMPORARY_PREFIX "%d-%u-%s", (int)getpid(), ++counter, base);
+      g_strdup_printf(KNNWB_HOST_TEMPORARY_PREFIX "%d-%u-%s", (int)getpid(), ++counter, tail);
   return g_build_filename(dir, name, NULL);
+}
+
+/* Creates output's temporary (O_EXCL, a fresh name on a clash) empty, with the permission bits of
+ * the regular file final (never s/t bits) or, for a new final or a symbolic link, 0666 less the
+ * umask, plus the owner's write bit, and records it as the untouched placeholder. errno-style
+ * code, 0 on success. */
+static int knnwb_host_output_create(KnnwbPipelineOutput *output, gboolean fresh_names)
+{
+  /* The temporary's name is short whatever final is called: a final name the file system cannot
+   * take must be found now, not at the rename after all the work. */
+  g_autofree char *dir = g_path_get_dirname(output->final);
+  g_autofree char *base = g_path_get_basename(output->final);
+  long name_max = pathconf(dir, _PC_NAME_MAX);
+  if (strlen(base) > (size_t)(name_max > 0 ? name_max : NAME_MAX))
+    return ENAMETOOLONG;
+  struct stat st;
+  const gboolean replaces = lstat(output->final, &st) == 0 && S_ISREG(st.st_mode);
+  const mode_t kept = replaces ? st.st_mode & 0777 : 0;
+  int fd = -1;
+  int code = EEXIST;
+  for (int attempt = 0; attempt < 100 && fd < 0 && code == EEXIST; attempt++) {
+    if (fresh_names) {
+      g_free(output->temporary);
+      output->temporary = knnwb_host_output_temporary_name(output->final);
+    }
+    fd = open(output->temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+              replaces ? S_IRUSR | S_IWUSR : 0666);
+    code = fd < 0 ? errno : 0;
+    if (!fresh_names)
+      break;
+  }
+  if (fd < 0)
+    return code;
+  if (replaces)
+    (void)fchmod(fd, kept | S_IWUSR);
+  struct stat made;
+  if (fstat(fd, &made) == 0) {
+    output->mode = replaces ? kept : made.st_mode & 0777;
+    output->placeholder = TRUE;
+    output->placeholder_device = made.st_dev;
+    output->placeholder_inode = made.st_ino;
+    output->placeholder_mtime = made.st_mtim;
+  }
+  close(fd);
+  return 0;
 }
 
 const char *knnwb_host_outputs_add(GPtrArray *outputs, const char *final, GError **error)
 {
-  g_autofree char *temporary = NULL;
-  int fd = -1;
-  int code = EEXIST;
-  for (int attempt = 0; attempt < 100 && fd < 0 && code == EEXIST; attempt++) {
-    g_free(temporary);
-    temporary = knnwb_host_output_temporary_name(final);
-    fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    code = fd < 0 ? errno : 0;
-  }
-  if (fd < 0) {
+  KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
+  output->final = g_strdup(final);
+  int code = knnwb_host_output_create(output, TRUE);
+  if (code != 0) {
     g_autofree char *dir = g_path_get_dirname(final);
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot create a file in '%s': %s", final,
                 dir, g_strerror(code));
+    knnwb_host_output_free(output);
     return NULL;
   }
-  /* Only a proof that the directory takes new files: the step creates the file again. */
-  close(fd);
-  unlink(temporary);
-  KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
-  output->final = g_strdup(final);
-  output->temporary = g_steal_pointer(&temporary);
   g_ptr_array_add(outputs, output);
   return output->temporary;
 }
@@ -218,7 +264,21 @@ void knnwb_host_outputs_add_side_file(GPtrArray *outputs, const char *temporary,
   KnnwbPipelineOutput *output = g_new0(KnnwbPipelineOutput, 1);
   output->final = g_strdup(final);
   output->temporary = g_strdup(temporary);
+  /* The writer names it after the main temporary: no fresh name. Should it exist already, the
+   * writer replaces it as before, and the commit sets the mode. */
+  (void)knnwb_host_output_create(output, FALSE);
   g_ptr_array_add(outputs, output);
+}
+
+/* TRUE when output's temporary is still the empty placeholder made up front (the step did not
+ * write this output): the same file, unmodified and empty. */
+static gboolean knnwb_host_output_untouched(const KnnwbPipelineOutput *output)
+{
+  struct stat st;
+  return output->placeholder && lstat(output->temporary, &st) == 0 &&
+         st.st_dev == output->placeholder_device && st.st_ino == output->placeholder_inode &&
+         st.st_size == 0 && st.st_mtim.tv_sec == output->placeholder_mtime.tv_sec &&
+         st.st_mtim.tv_nsec == output->placeholder_mtime.tv_nsec;
 }
 
 void knnwb_host_output_free(gpointer data)
@@ -256,7 +316,8 @@ void knnwb_host_outputs_name_targets(const GPtrArray *outputs, GError *error)
 }
 
 /* The renames, all or nothing: existing targets are first hard-linked to backups (the old file
- * stays where it is), then each temporary is renamed over its target (with the target's mode);
+ * stays where it is), then each temporary is renamed over its target (with the mode it was made
+ * with);
  * if a rename fails, the targets already replaced get their backups back (or are removed when
  * there was none) and the remaining temporaries are deleted. Where hard links are not possible, a
  * target that was already replaced cannot be restored and the message says so. */
@@ -268,13 +329,19 @@ static gboolean knnwb_host_outputs_rename(GPtrArray *outputs, GError **error)
   gboolean all_backed_up = TRUE;
   for (guint i = 0; i < n; i++) {
     const KnnwbPipelineOutput *output = outputs->pdata[i];
+    if (knnwb_host_output_untouched(output))
+      unlink(output->temporary); /* an output the step chose not to write (nothing to write) */
+    if (!g_file_test(output->temporary, G_FILE_TEST_EXISTS))
+      continue;
+    /* A replaced file keeps its permission bits (a shared result stays readable by the group),
+     * as when its temporary was made (less the owner's write bit added for the writer, where the
+     * file had none); a symbolic link is replaced, not followed. */
+    if (output->placeholder)
+      (void)chmod(output->temporary, output->mode);
     struct stat st;
-    if (!g_file_test(output->temporary, G_FILE_TEST_EXISTS) || stat(output->final, &st) != 0)
+    if (lstat(output->final, &st) != 0)
       continue;
     existed[i] = TRUE;
-    /* A replaced file keeps its permissions (a shared result stays readable by the group). */
-    if (S_ISREG(st.st_mode))
-      (void)chmod(output->temporary, st.st_mode & 07777);
     backups[i] = g_strconcat(output->temporary, ".previous", NULL);
     unlink(backups[i]);
     if (link(output->final, backups[i]) != 0) {

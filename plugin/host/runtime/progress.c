@@ -99,10 +99,9 @@ static void knnwb_host_progress_show(KnnwbHostProgress *progress, char **forms, 
   char *line = forms[chosen];
   if (g_utf8_strlen(line, -1) > room)
     *g_utf8_offset_to_pointer(line, room) = '\0';
-  /* \033[K clears what a longer earlier line left behind. */
+  /* The line itself (a label, a file name) is escaped; its  and erase sequence are not. */
   g_mutex_lock(&knnwb_host_progress_lock);
-  fprintf(stderr, "\r%s\033[K", line);
-  fflush(stderr);
+  knnwb_host_terminal_rewrite_line(line);
   knnwb_host_progress_on_screen = progress;
   g_mutex_unlock(&knnwb_host_progress_lock);
   for (guint f = 0; f < n; f++)

@@ -58,6 +58,14 @@ void knnwb_host_igraph_init(void);
 typedef struct {
   char *temporary;
   char *final;
+  /* The temporary is created up front, empty, with final's permission bits (writable by its
+   * owner), so that whatever writes it (the atomic writer replacing it, MPI-IO writing into it)
+   * never exposes the contents more than final will; mode: the bits final gets. */
+  mode_t mode;
+  gboolean placeholder; /* the empty temporary is there, as recorded below */
+  dev_t placeholder_device;
+  ino_t placeholder_inode;
+  struct timespec placeholder_mtime;
 } KnnwbPipelineOutput;
 
 /**
@@ -128,17 +136,22 @@ char *knnwb_host_path_identity(const char *path);
 
 /**
  * Adds final to outputs (a GPtrArray of KnnwbPipelineOutput with knnwb_host_output_free) and
- * returns its temporary path (owned by outputs), named `.knnwb-tmp-PID-N-NAME` beside its target
- * NAME: a crashed run's litter is recognisable and the extension stays last. The temporary is
- * created (O_EXCL) and removed again, which proves the directory takes new files before any work;
- * the writer creates it again. Errors: KNNWB_ERROR_IO naming final and the directory.
+ * returns its temporary path (owned by outputs), named `.knnwb-tmp-PID-N-TAIL` beside its target,
+ * TAIL the last 64 bytes at most of its name: a crashed run's litter is recognisable, the extension
+ * stays last, and a target name up to NAME_MAX bytes still leaves room. The temporary is created
+ * (O_EXCL) before any work, which proves the directory takes new files, empty and with the
+ * permission bits final will have (those of the regular file it replaces, never setuid, setgid or
+ * sticky; for a new file, or a symbolic link, which is replaced and not followed, 0666 less the
+ * umask), plus the owner's write bit: the writer replaces or fills it, and a temporary left as it
+ * was is an output the step did not write. Errors: KNNWB_ERROR_IO naming final and the directory.
  */
 const char *knnwb_host_outputs_add(GPtrArray *outputs, const char *final, GError **error);
 /** Frees one KnnwbPipelineOutput (a GDestroyNotify; the file is not touched). */
 void knnwb_host_output_free(gpointer output);
 /**
  * Adds a file a writer derives from another output's name (an NPY's labels side file: the
- * writer given the temporary writes temporary's side file): committed and discarded with the rest.
+ * writer given the temporary writes temporary's side file): committed and discarded with the rest,
+ * its temporary made up front as knnwb_host_outputs_add() makes them.
  */
 void knnwb_host_outputs_add_side_file(GPtrArray *outputs, const char *temporary, const char *final);
 
@@ -169,8 +182,14 @@ const KnnwbKnnGroup *knnwb_host_group(void);
 /** FALSE on ranks other than 0 of a job. */
 gboolean knnwb_host_speaks(void);
 
-/** Installs the host's log writer (once, at start). */
+/** Installs the host's log writer, GLib's printerr handler and the terminal filter on stdout
+ * (once, at start): from then on every byte written to stdout, with g_printerr or through the log
+ * has its control characters escaped (knnwb_formats_escape_terminal). */
 void knnwb_host_log_init(void);
+/** Shows line (escaped as every message is) in place of the terminal's current line: "\r", the
+ * line, and the erase-to-end sequence, in one write to stderr (flushed first, so the order holds).
+ */
+void knnwb_host_terminal_rewrite_line(const char *line);
 /** With quiet, notices (g_message/g_info) are not shown; warnings always are. */
 void knnwb_host_log_set_quiet(gboolean quiet);
 /** Prints "knnwb: message" to stderr (nothing on ranks other than 0). */
