@@ -15,7 +15,7 @@ void knnwb_classes_free(KnnwbClasses *classes)
 static gboolean knnwb_classes_unknown(const char *value)
 {
   return value == NULL || *value == '\0' || g_ascii_strcasecmp(value, "NA") == 0 ||
-         g_ascii_strcasecmp(value, "N/A") == 0;
+         g_ascii_strcasecmp(value, "N/A") == 0 || g_ascii_strcasecmp(value, "NaN") == 0;
 }
 
 static gint knnwb_classes_compare(gconstpointer a, gconstpointer b)
@@ -147,6 +147,13 @@ gboolean knnwb_classes_from_table(const KnnwbMatrix *data, const KnnwbAnnotation
               n_extra, KNNWB_PLURAL(n_extra), n_extra == 1 ? "is" : "are", table->path,
               first_extra_line, first_extra);
   *classes = knnwb_classes_build(values, n);
+  size_t n_unknown = 0;
+  for (size_t i = 0; i < n; i++)
+    n_unknown += (*classes)->of[i] < 0;
+  if (n_unknown > 0 && n_unknown < n)
+    g_warning("%s: %zu of the %zu rows have no class in column '%s' (NA, empty or NaN): they are "
+              "predicted from the labelled rows and not scored",
+              table->path, n_unknown, n, table->header[column]);
   return TRUE;
 }
 

@@ -10,6 +10,7 @@ enum {
   CLASSES = KNNWB_KNN_N_COMMON_PARAMS,
   COLUMN,
   ID_COLUMN,
+  ANNOTATION,
   FOLDS,
   SEED,
   PREDICTIONS,
@@ -28,6 +29,10 @@ static const KnnwbParamSpec knnwb_classify_params[N_PARAMS] = {
     [COLUMN] = {"column", KNNWB_PARAM_STRING, "", 1, 0, NULL, "the table's class column"},
     [ID_COLUMN] = {"id-column", KNNWB_PARAM_STRING, "", 1, 0, NULL,
                    "the table's column of row names (default: the first)"},
+    [ANNOTATION] = {"annotation", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                    "classes from the data's own row annotation of this name (a GEO "
+                    "characteristic of a transposed series matrix, an AnnData obs column) instead "
+                    "of a table"},
     [FOLDS] = {"folds", KNNWB_PARAM_STRING, "5", 1, 0, NULL,
                "stratified folds (2 or more) or loo; ignored with a query input"},
     [SEED] = {"seed", KNNWB_PARAM_INT, "1", 0, 4294967295.0, NULL, "seed of the fold assignment"},
@@ -90,6 +95,13 @@ static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **erro
     g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(p[CLASSES].v_string, error);
     if (table == NULL || !knnwb_classes_from_table(data, table, p[ID_COLUMN].v_string,
                                                    p[COLUMN].v_string, &classes, error))
+      return FALSE;
+  } else if (*p[ANNOTATION].v_string != '\0') {
+    const char *name = *p[DATA_NAME].v_string ? p[DATA_NAME].v_string : "data";
+    g_autoptr(KnnwbAnnotationTable) table =
+        knnwb_annotation_from_matrix(data, KNNWB_MATRIX_ROWS, p[ANNOTATION].v_string, name, error);
+    if (table == NULL ||
+        !knnwb_classes_from_table(data, table, NULL, p[ANNOTATION].v_string, &classes, error))
       return FALSE;
   } else if (!knnwb_classes_from_rows(data, &classes, error)) {
     return FALSE;

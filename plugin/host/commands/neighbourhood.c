@@ -158,10 +158,12 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
  * is often most of the run: the queries are a few rows. */
 static gboolean knnwb_neighbourhood_read(KnnwbNeighbourhoodRun *run, GError **error)
 {
-  const KnnwbNeighbourhoodCommand *command = &run->command;
+  KnnwbNeighbourhoodCommand *command = &run->command;
   const KnnwbKnnGroup *group = run->group;
-  const gboolean expanding = command->expand.ops != NULL || command->expand.phenotype != NULL;
+  const gboolean expanding = command->expand.ops != NULL || command->expand.phenotype != NULL ||
+                             command->expand.sample_labels != NULL;
   const char *path = command->rest[0];
+  command->expand.input_name = path;
   void *progress = knnwb_host_input_watch(&run->read_options, run->options.cancel, command->quiet);
   gboolean read;
   if (run->split_rows && command->expand.ops != NULL)

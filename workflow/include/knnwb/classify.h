@@ -25,7 +25,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbClasses, knnwb_classes_free)
 
 /**
  * Classes of data's rows from a column of an annotation table, matched by row label against the
- * id column (NULL/empty: the first). Empty and NA values mean "unknown". Every row missing from
+ * id column (NULL/empty: the first). Empty, NA, N/A and NaN values mean "unknown" (the row is
+ * predicted, not scored; one warning says how many). Every row missing from
  * the table and every name listed twice is reported (with table lines) in one error; table names
  * that are not rows are ignored with one warning. Errors: KNNWB_ERROR_INVALID_ARGUMENT (no row
  * labels, unknown column), KNNWB_ERROR_INVALID_DATA (the problems). O(rows + records).

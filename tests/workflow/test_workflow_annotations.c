@@ -1,0 +1,302 @@
+/* Sample annotations through the knnwb program: phenotypes and classes with missing values
+ * (complete cases), the input's own annotations by name, node attributes, the ranked table's
+ * statistics. Results are checked against values computed here in double precision. */
+#include <math.h>
+#include <string.h>
+#include <glib/gstdio.h>
+#include <knnwb/error.h>
+#include <knnwb/formats.h>
+#include <knnwb/write_matrix.h>
+#include "knnwb_test_matrix.h"
+#include "host_test_util.h"
+
+static char *dir;
+
+static char *path_in(const char *name)
+{
+  return g_build_filename(dir, name, NULL);
+}
+
+static void put(const char *name, const char *text)
+{
+  g_autofree char *path = path_in(name);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
+static char *slurp(const char *name)
+{
+  g_autofree char *path = path_in(name);
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  return text;
+}
+
+/* 12 probes x 8 samples S0..S7, written as TSV and read back (the values the program reads). */
+static KnnwbMatrix *write_expression(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(12, 8, 33);
+  for (size_t i = 0; i < 12; i++) {
+    g_autofree char *label = g_strdup_printf("g%02zu", i);
+    knnwb_matrix_set_row_label(m, i, label);
+  }
+  for (size_t j = 0; j < 8; j++) {
+    g_autofree char *label = g_strdup_printf("S%zu", j);
+    knnwb_matrix_set_col_label(m, j, label);
+  }
+  g_autofree char *path = path_in("expr.tsv");
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_formats_write_matrix_tsv(path, m, &error));
+  KnnwbReadOptions options;
+  knnwb_formats_read_options_init(&options);
+  KnnwbMatrix *back = NULL;
+  g_assert_true(knnwb_formats_read_matrix(path, &options, &back, NULL, &error));
+  g_assert_no_error(error);
+  return back;
+}
+
+/* Pearson's r in double over the samples whose phenotype is not NaN. */
+static double pearson_complete(const float *x, const double *y, size_t n)
+{
+  double sx = 0, sy = 0, m = 0;
+  for (size_t j = 0; j < n; j++)
+    if (!isnan(y[j])) {
+      sx += x[j];
+      sy += y[j];
+      m++;
+    }
+  const double mx = sx / m, my = sy / m;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t j = 0; j < n; j++)
+    if (!isnan(y[j])) {
+      sxy += (x[j] - mx) * (y[j] - my);
+      sxx += (x[j] - mx) * (x[j] - mx);
+      syy += (y[j] - my) * (y[j] - my);
+    }
+  return sxy / sqrt(sxx * syy);
+}
+
+/* The ranked table's rows: label -> column value (as text). */
+static GHashTable *table_column(const char *text, const char *column)
+{
+  GHashTable *values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) header = g_strsplit(lines[0], "\t", -1);
+  int label = -1, wanted = -1;
+  for (int c = 0; header[c] != NULL; c++) {
+    if (strcmp(header[c], "label") == 0)
+      label = c;
+    if (strcmp(header[c], column) == 0)
+      wanted = c;
+  }
+  g_assert_cmpint(label, >=, 0);
+  g_assert_cmpint(wanted, >=, 0);
+  for (size_t i = 1; lines[i] != NULL && lines[i][0] != '\0'; i++) {
+    g_auto(GStrv) fields = g_strsplit(lines[i], "\t", -1);
+    g_hash_table_insert(values, g_strdup(fields[label]), g_strdup(fields[wanted]));
+  }
+  return values;
+}
+
+static const double years[8] = {1.5, 2, NAN, 3, 9, NAN, 8.5, 6};
+
+static void test_phenotype_complete_cases(void)
+{
+  g_autoptr(KnnwbMatrix) expr = write_expression();
+  put("clinical.tsv", "sample\tYears\n"
+                      "S0\t1.5\nS1\t2\nS2\tNA\nS3\t3\nS4\t9\nS5\t\nS6\t8.5\nS7\t6\n");
+  g_autofree char *err = NULL;
+  int status = host_test_run(dir, NULL, &err, "neighbourhood", "expr.tsv", "--phenotype",
+                             "clinical.tsv:Years", "--focus", "Years", "-k", "12", "--metric",
+                             "pearson", "-o", "n.gml", "--table", "n.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_assert_nonnull(strstr(err, "2 of the 8 samples have no value in column 'Years'"));
+  g_autofree char *text = slurp("n.tsv");
+  g_autoptr(GHashTable) r = table_column(text, "r");
+  g_assert_cmpuint(g_hash_table_size(r), ==, 12);
+  for (size_t i = 0; i < 12; i++) {
+    const double want = pearson_complete(expr->values + i * 8, years, 8);
+    const char *got = g_hash_table_lookup(r, expr->row_labels[i]);
+    g_assert_nonnull(got);
+    g_assert_cmpfloat_with_epsilon(g_ascii_strtod(got, NULL), want, 2e-6);
+  }
+  /* The pipeline step leaves the same samples out. */
+  put("nb.xml",
+      "<pipeline name=\"nb\" version=\"1\">\n"
+      "  <step id=\"load\" type=\"load-matrix\"><param name=\"path\" value=\"expr.tsv\"/></step>\n"
+      "  <step id=\"pheno\" type=\"append-phenotype\"><input name=\"data\" step=\"load\"/>\n"
+      "    <param name=\"table\" value=\"clinical.tsv\"/><param name=\"column\" "
+      "value=\"Years\"/></step>\n"
+      "  <step id=\"nb\" type=\"neighbourhood\"><input name=\"data\" step=\"pheno\"/>\n"
+      "    <param name=\"k\" value=\"12\"/><param name=\"focus\" value=\"Years\"/>\n"
+      "    <param name=\"metric\" value=\"pearson\"/><param name=\"table\" value=\"p.tsv\"/>\n"
+      "  </step>\n"
+      "</pipeline>\n");
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "run", "nb.xml", "--quiet", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *pipeline_text = slurp("p.tsv");
+  g_assert_cmpstr(pipeline_text, ==, text);
+  /* --phenotype-missing error keeps the refusal, and leaves nothing behind. */
+  guint before = host_test_count_files(dir);
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "neighbourhood", "expr.tsv", "--phenotype",
+                         "clinical.tsv:Years", "--phenotype-missing", "error", "--focus", "Years",
+                         "-k", "3", "-o", "x.gml", NULL);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_nonnull(strstr(err, "clinical.tsv:4: sample 'S2': 'NA' is missing in column 'Years'"));
+  g_assert_nonnull(strstr(err, "clinical.tsv:7: sample 'S5': '' is empty in column 'Years'"));
+  g_assert_cmpuint(host_test_count_files(dir), ==, before);
+  /* No value at all is refused. */
+  put("none.tsv",
+      "sample\tYears\nS0\tNA\nS1\tNA\nS2\tNA\nS3\tNA\nS4\tNA\nS5\tNA\nS6\tNA\nS7\tNA\n");
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "neighbourhood", "expr.tsv", "--phenotype",
+                         "none.tsv:Years", "--focus", "Years", "-k", "3", "-o", "x.gml", NULL);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_nonnull(strstr(err, "has no value for any of the 8 samples"));
+}
+
+/* A GEO series matrix: 8 probes x 6 samples, characteristics age (one NA) and tissue. */
+static const double geo_age[6] = {50, 61, NAN, 44, 70, 58};
+
+static KnnwbMatrix *write_geo(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(8, 6, 7);
+  g_autoptr(GString) text = g_string_new("!Series_title\t\"test\"\n!Sample_title");
+  for (int j = 0; j < 6; j++)
+    g_string_append_printf(text, "\t\"patient %d\"", j + 1);
+  g_string_append(text, "\n!Sample_geo_accession");
+  for (int j = 0; j < 6; j++)
+    g_string_append_printf(text, "\t\"GSM%d\"", j + 1);
+  g_string_append(text, "\n!Sample_characteristics_ch1");
+  for (int j = 0; j < 6; j++)
+    g_string_append_printf(text, "\t\"tissue: %s\"", j % 2 ? "brain" : "liver");
+  g_string_append(text, "\n!Sample_characteristics_ch1");
+  for (int j = 0; j < 6; j++)
+    if (isnan(geo_age[j]))
+      g_string_append(text, "\t\"age: NA\"");
+    else
+      g_string_append_printf(text, "\t\"age: %g\"", geo_age[j]);
+  g_string_append(text, "\n!series_matrix_table_begin\n\"ID_REF\"");
+  for (int j = 0; j < 6; j++)
+    g_string_append_printf(text, "\t\"GSM%d\"", j + 1);
+  g_string_append_c(text, '\n');
+  for (int i = 0; i < 8; i++) {
+    g_string_append_printf(text, "\"p%d\"", i);
+    for (int j = 0; j < 6; j++)
+      g_string_append_printf(text, "\t%.9g", m->values[i * 6 + j]);
+    g_string_append_c(text, '\n');
+  }
+  g_string_append(text, "!series_matrix_table_end\n");
+  put("GSE1_series_matrix.txt", text->str);
+  return g_steal_pointer(&m);
+}
+
+static void test_geo_annotations(void)
+{
+  g_autoptr(KnnwbMatrix) expr = write_geo();
+  g_autofree char *err = NULL;
+  int status =
+      host_test_run(dir, NULL, &err, "neighbourhood", "GSE1_series_matrix.txt", "--phenotype",
+                    "age", "--sample-labels", "Sample_title", "--focus", "age", "-k", "8",
+                    "--metric", "pearson", "-o", "g.gml", "--table", "g.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_assert_nonnull(strstr(err, "1 of the 6 samples have no value in column 'age'"));
+  g_autofree char *text = slurp("g.tsv");
+  g_autoptr(GHashTable) r = table_column(text, "r");
+  g_assert_cmpuint(g_hash_table_size(r), ==, 8);
+  for (int i = 0; i < 8; i++) {
+    g_autofree char *label = g_strdup_printf("p%d", i);
+    const char *got = g_hash_table_lookup(r, label);
+    g_assert_nonnull(got);
+    g_assert_cmpfloat_with_epsilon(g_ascii_strtod(got, NULL),
+                                   pearson_complete(expr->values + i * 6, geo_age, 6), 2e-6);
+  }
+  /* A name that names nothing lists what there is. */
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "neighbourhood", "GSE1_series_matrix.txt", "--phenotype",
+                         "weight", "--focus", "weight", "-k", "3", "-o", "x.gml", NULL);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_nonnull(strstr(err, "no sample annotation 'weight'"));
+  g_assert_nonnull(strstr(err, "'Sample_title'"));
+  g_assert_nonnull(strstr(err, "'tissue'"));
+  g_assert_nonnull(strstr(err, "'age'"));
+  /* Classes and clusters by a characteristic, samples as rows. */
+  g_autofree char *out = NULL;
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, &out, &err, "classify", "GSE1_series_matrix.txt", "--transpose",
+                         "--classes", "tissue", "--folds", "loo", "-k", "1", "-o", "c.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *predictions = slurp("c.tsv");
+  g_assert_nonnull(strstr(predictions, "GSM2\tbrain\t"));
+  g_assert_nonnull(strstr(predictions, "GSM1\tliver\t"));
+  g_clear_pointer(&err, g_free);
+  status =
+      host_test_run(dir, NULL, &err, "cluster", "GSE1_series_matrix.txt", "--transpose", "--method",
+                    "components", "-k", "2", "--annotation", "tissue", "-o", "k.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *summary = slurp("k.summary.tsv");
+  g_assert_nonnull(strstr(summary, "annotated_points\t6\nclasses\t2\n"));
+}
+
+/* Points as rows, a Biobase-style sample sheet with comments, names in its second column. */
+static void write_points(void)
+{
+  put("points.tsv",
+      "id\tx\ty\nP0\t0\t0\nP1\t0.1\t0\nP2\t0\t0.2\nP3\t5\t5\nP4\t5.1\t5\nP5\t5\t5.3\n");
+  put("sheet.tsv", "#group: the treatment arm\n#batch: processing day\n"
+                   "row\tname\tgroup\n"
+                   "1\tP0\ta\n2\tP1\ta\n3\tP2\tNA\n4\tP3\tb\n5\tP4\tb\n# a note\n6\tP5\tb\n");
+}
+
+static void test_cluster_annotation(void)
+{
+  write_points();
+  g_autofree char *err = NULL;
+  int status = host_test_run(dir, NULL, &err, "cluster", "points.tsv", "--metric", "euclidean",
+                             "--method", "components", "-k", "2", "--annotation", "sheet.tsv:group",
+                             "--annotation-id", "name", "-o", "pc.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_assert_nonnull(strstr(err, "1 of the 6 rows have no value in column 'group'"));
+  g_autofree char *summary = slurp("pc.summary.tsv");
+  g_assert_nonnull(strstr(summary, "annotated_points\t5\nclasses\t2\nari\t1.000000\n"));
+  /* A column of names that names no point is refused, as classify refuses it. */
+  guint before = host_test_count_files(dir);
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "cluster", "points.tsv", "--metric", "euclidean",
+                         "--method", "components", "-k", "2", "--annotation", "sheet.tsv:group",
+                         "-o", "pd.tsv", NULL);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_nonnull(strstr(err, "none of the matrix's 6 rows is named in the table's column 'row'"));
+  g_assert_nonnull(strstr(err, "--annotation-id"));
+  g_assert_cmpuint(host_test_count_files(dir), ==, before);
+  /* classify: the row of unknown class is predicted, with a warning. */
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "classify", "points.tsv", "--classes", "sheet.tsv:group",
+                         "--classes-id", "name", "-k", "1", "--metric", "euclidean", "--folds",
+                         "loo", "-o", "pp.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_assert_nonnull(strstr(err, "1 of the 6 rows have no class in column 'group'"));
+  g_autofree char *predictions = slurp("pp.tsv");
+  g_assert_nonnull(strstr(predictions, "P2\t\ta\t"));
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  dir = host_test_tmpdir();
+  g_test_add_func("/workflow/annotations/phenotype-complete-cases", test_phenotype_complete_cases);
+  g_test_add_func("/workflow/annotations/geo-characteristics", test_geo_annotations);
+  g_test_add_func("/workflow/annotations/cluster-annotation", test_cluster_annotation);
+  int status = g_test_run();
+  host_test_rmtree(dir);
+  g_free(dir);
+  return status;
+}
