@@ -45,6 +45,15 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
 gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                        const KnnwbMatrix *data, unsigned long seed, GError **error)
 {
+  return knnwb_neighbourhood_write_gml_annotated(path, neighbourhood, data, seed, NULL, 0, error);
+}
+
+gboolean knnwb_neighbourhood_write_gml_annotated(const char *path,
+                                                 const KnnwbNeighbourhood *neighbourhood,
+                                                 const KnnwbMatrix *data, unsigned long seed,
+                                                 const KnnwbNodeAttribute *attributes,
+                                                 size_t n_attributes, GError **error)
+{
   const size_t n = neighbourhood->n_vertices;
   g_autofree const char **labels = g_new0(const char *, MAX(n, (size_t)1));
   g_autofree char *numbers = g_new0(char, MAX(n, (size_t)1) * 32);
@@ -74,7 +83,9 @@ gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhoo
                              .weights = &neighbourhood->weights,
                              .labels = labels,
                              .membership = &order,
-                             .gml = &gml};
+                             .gml = &gml,
+                             .attributes = attributes,
+                             .n_attributes = n_attributes};
   gboolean ok = knnwb_formats_write_gml(path, &output, error);
   igraph_vector_int_destroy(&order);
   igraph_vector_int_destroy(&focus);

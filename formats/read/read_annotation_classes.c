@@ -2,6 +2,7 @@
 #include <string.h>
 #include <knnwb/annotation.h>
 #include <knnwb/error.h>
+#include <knnwb/text_fields.h>
 #include "read_internal.h"
 
 gboolean knnwb_formats_read_annotation(const char *path, const char *column,

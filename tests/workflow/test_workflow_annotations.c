@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include <glib/gstdio.h>
+#include <igraph.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/write_matrix.h>
@@ -288,6 +289,109 @@ static void test_cluster_annotation(void)
   g_assert_nonnull(strstr(predictions, "P2\t\ta\t"));
 }
 
+/* The vertex labelled label in a graph read with attributes. */
+static igraph_integer_t vertex_of(const igraph_t *graph, const char *label)
+{
+  for (igraph_integer_t v = 0; v < igraph_vcount(graph); v++)
+    if (strcmp(VAS(graph, "label", v), label) == 0)
+      return v;
+  g_error("no vertex '%s'", label);
+  return -1;
+}
+
+static void test_node_attributes(void)
+{
+  write_points();
+  put("extra.tsv", "name\tscore\tdisease state\n"
+                   "P0\t1.5\t\"x \"\"q\"\" <\xc3\xa9>\"\nP1\t2\tNA\nP2\t3\tz\nP3\tNA\tz\n"
+                   "P4\t-1e3\tz\nP5\t7\tz\n");
+  g_autofree char *err = NULL;
+  int status =
+      host_test_run(dir, NULL, &err, "knn", "points.tsv", "--metric", "euclidean", "-k", "2",
+                    "--annotation", "extra.tsv:score,disease state", "-o", "a.gml", "-q", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  /* igraph reads the GML back: numbers as numbers, text unescaped, no key where no value. */
+  igraph_set_attribute_table(&igraph_cattribute_table);
+  igraph_set_warning_handler(igraph_warning_handler_ignore);
+  g_autofree char *gml_path = path_in("a.gml");
+  FILE *file = fopen(gml_path, "r");
+  g_assert_nonnull(file);
+  igraph_t graph;
+  g_assert_cmpint(igraph_read_graph_gml(&graph, file), ==, IGRAPH_SUCCESS);
+  fclose(file);
+  g_assert_true(igraph_cattribute_has_attr(&graph, IGRAPH_ATTRIBUTE_VERTEX, "score"));
+  g_assert_cmpfloat(VAN(&graph, "score", vertex_of(&graph, "P0")), ==, 1.5);
+  g_assert_cmpfloat(VAN(&graph, "score", vertex_of(&graph, "P4")), ==, -1000);
+  g_assert_true(isnan(VAN(&graph, "score", vertex_of(&graph, "P3"))));
+  /* Non-ASCII as a numeric entity, as in labels (yEd decodes it; igraph keeps it verbatim). */
+  g_assert_cmpstr(VAS(&graph, "diseaseState", vertex_of(&graph, "P0")), ==, "x \"q\" <&#233;>");
+  g_assert_cmpstr(VAS(&graph, "diseaseState", vertex_of(&graph, "P2")), ==, "z");
+  igraph_destroy(&graph);
+  /* GraphML: typed keys under the columns' own names. */
+  g_clear_pointer(&err, g_free);
+  status =
+      host_test_run(dir, NULL, &err, "knn", "points.tsv", "--metric", "euclidean", "-k", "2",
+                    "--annotation", "extra.tsv:score,disease state", "-o", "a.graphml", "-q", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *graphml = slurp("a.graphml");
+  g_assert_nonnull(
+      strstr(graphml, "<key id=\"a0\" for=\"node\" attr.name=\"score\" attr.type=\"double\"/>"));
+  g_assert_nonnull(strstr(
+      graphml, "<key id=\"a1\" for=\"node\" attr.name=\"disease state\" attr.type=\"string\"/>"));
+  g_assert_nonnull(strstr(graphml, "<data key=\"a1\">x &quot;q&quot; &lt;\xc3\xa9&gt;</data>"));
+  /* cluster: every column on the nodes, the first compared. */
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "cluster", "points.tsv", "--metric", "euclidean",
+                         "--method", "components", "-k", "2", "--annotation", "sheet.tsv:group,row",
+                         "--annotation-id", "name", "--gml", "c.gml", "-o", "c.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *cluster_gml = slurp("c.gml");
+  g_assert_nonnull(
+      strstr(cluster_gml,
+             "label \"P0\"\n    cluster 0\n    clusterSize 3\n    group \"a\"\n    row 1.0\n"));
+  g_autofree char *summary = slurp("c.summary.tsv");
+  g_assert_nonnull(strstr(summary, "annotated_points\t5\nclasses\t2\n"));
+  /* A graph format without node attributes refuses the option. */
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "knn", "points.tsv", "-k", "2", "--annotation",
+                         "extra.tsv:score", "-o", "a.knn", NULL);
+  g_assert_cmpint(status, ==, 2);
+  g_assert_nonnull(strstr(err, ".gml and .graphml"));
+}
+
+/* A GML node's keys before its graphics block. */
+static char *node_keys(const char *gml, const char *label)
+{
+  g_autofree char *wanted = g_strdup_printf("label \"%s\"\n", label);
+  const char *start = strstr(gml, wanted);
+  g_assert_nonnull(start);
+  const char *end = strstr(start, "graphics");
+  g_assert_nonnull(end);
+  return g_strndup(start, (gsize)(end - start));
+}
+
+static void test_neighbourhood_attributes(void)
+{
+  g_autoptr(KnnwbMatrix) expr = write_expression();
+  put("genes.tsv", "probe\tsymbol\ng00\tTP53\ng01\tBRCA1\ng02\tMYC\n");
+  g_autofree char *err = NULL;
+  int status = host_test_run(dir, NULL, &err, "neighbourhood", "expr.tsv", "--focus", "g00", "-k",
+                             "11", "--metric", "euclidean", "--annotation", "genes.tsv:symbol",
+                             "-o", "s.gml", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *gml = slurp("s.gml");
+  g_autofree char *g00 = node_keys(gml, "g00");
+  g_autofree char *g02 = node_keys(gml, "g02");
+  g_autofree char *g05 = node_keys(gml, "g05");
+  g_assert_nonnull(strstr(g00, "\n    symbol \"TP53\"\n"));
+  g_assert_nonnull(strstr(g02, "\n    symbol \"MYC\"\n"));
+  g_assert_null(strstr(g05, "symbol"));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -295,6 +399,8 @@ int main(int argc, char **argv)
   g_test_add_func("/workflow/annotations/phenotype-complete-cases", test_phenotype_complete_cases);
   g_test_add_func("/workflow/annotations/geo-characteristics", test_geo_annotations);
   g_test_add_func("/workflow/annotations/cluster-annotation", test_cluster_annotation);
+  g_test_add_func("/workflow/annotations/node-attributes", test_node_attributes);
+  g_test_add_func("/workflow/annotations/neighbourhood-attributes", test_neighbourhood_attributes);
   int status = g_test_run();
   host_test_rmtree(dir);
   g_free(dir);

@@ -262,6 +262,21 @@ gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *for
 /* Layouts and the appearance options of the GML and GraphML writers (KnnwbDrawingOptions):
  * <knnwb/drawing.h>. */
 
+/**
+ * A per-vertex column that the GML and GraphML writers add to each node (a sample annotation such
+ * as tissue or age, for yEd, Cytoscape, Gephi and knnwb render --color-by). A column whose every
+ * value reads as a finite number (C locale) is written as numbers (GML reals, GraphML double),
+ * otherwise as strings escaped as labels are. A vertex whose value is NULL, empty or a missing
+ * token (NA, NaN, ...) has no such attribute. In GML the key is name with what GML keys cannot
+ * hold removed and the next letter capitalised ("disease state" -> "diseaseState",
+ * "Sample_title" -> "SampleTitle"; "attr" before a leading digit or a key the writer uses itself);
+ * in GraphML attr.name is name as it is.
+ */
+typedef struct {
+  const char *name;
+  const char *const *values; /**< one per vertex */
+} KnnwbNodeAttribute;
+
 /** Everything a graph writer may use. Only graph is required. */
 typedef struct {
   const igraph_t *graph;
@@ -270,6 +285,8 @@ typedef struct {
   const igraph_vector_int_t *membership; /**< per-vertex cluster (0-based); may be NULL */
   const KnnwbDrawingOptions *gml;        /**< layout and appearance; NULL = defaults */
   const KnnwbWriteControl *control;      /**< threads, cancel, progress; NULL = defaults */
+  const KnnwbNodeAttribute *attributes;  /**< node attributes (GML, GraphML); may be NULL */
+  size_t n_attributes;
 } KnnwbGraphOutput;
 
 /**

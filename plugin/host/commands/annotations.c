@@ -126,3 +126,155 @@ gboolean knnwb_host_annotation_classes(const char *spec, const char *id_column, 
               table->path, data->n_rows - matched, data->n_rows, column);
   return TRUE;
 }
+
+void knnwb_host_attributes_clear(KnnwbHostAttributes *attributes)
+{
+  for (size_t a = 0; a < attributes->n; a++) {
+    g_free(attributes->names[a]);
+    g_free(attributes->values[a]);
+  }
+  g_free(attributes->names);
+  g_free(attributes->values);
+  if (attributes->strings != NULL)
+    g_string_chunk_free(attributes->strings);
+  memset(attributes, 0, sizeof *attributes);
+}
+
+/* One column of a table, per row by label (NULL where the table has no such row). */
+static gboolean knnwb_host_attribute_from_table(const KnnwbAnnotationTable *table, const char *name,
+                                                GHashTable *record_of, const char *const *labels,
+                                                size_t n, KnnwbHostAttributes *attributes,
+                                                GError **error)
+{
+  size_t column = 0;
+  guint64 number = 0;
+  /* A column by number, as --annotation compares it (the first column holds the names). */
+  if (!knnwb_annotation_column(table, name, &column, NULL)) {
+    if (!g_ascii_string_to_unsigned(name, 10, 2, table->n_columns, &number, NULL))
+      return knnwb_annotation_column(table, name, &column, error);
+    column = (size_t)number - 1;
+  }
+  const char **values = g_new0(const char *, MAX(n, (size_t)1));
+  for (size_t i = 0; i < n; i++) {
+    char scratch[32];
+    const char *label = labels ? labels[i] : NULL;
+    if (label == NULL) {
+      g_snprintf(scratch, sizeof scratch, "%zu", i);
+      label = scratch;
+    }
+    gpointer hit = g_hash_table_lookup(record_of, label);
+    if (hit != NULL)
+      values[i] = knnwb_annotation_field(table, GPOINTER_TO_SIZE(hit) - 1, column);
+  }
+  attributes->names[attributes->n] =
+      g_strdup(*table->header[column] ? table->header[column] : name);
+  attributes->values[attributes->n++] = values;
+  return TRUE;
+}
+
+gboolean knnwb_host_attributes_read(const char *spec, const char *id_column, const char *id_option,
+                                    const KnnwbMatrix *data, const char *const *labels, size_t n,
+                                    const char *input_name, KnnwbHostAttributes *attributes,
+                                    GError **error)
+{
+  g_autofree char *path = NULL, *columns = NULL;
+  const gboolean bare = knnwb_host_annotation_is_bare(spec, data, KNNWB_MATRIX_ROWS);
+  if (!bare && !knnwb_annotation_parse_spec(spec, &path, &columns, error)) {
+    g_prefix_error(error, "--annotation: ");
+    return FALSE;
+  }
+  g_auto(GStrv) names = g_strsplit(bare ? spec : columns, ",", -1);
+  const size_t count = g_strv_length(names);
+  attributes->names = g_new0(char *, count + 1);
+  attributes->values = g_new0(const char **, count + 1);
+  attributes->strings = g_string_chunk_new(4096);
+  if (bare) {
+    for (size_t a = 0; a < count; a++) {
+      if (data == NULL) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                    "--annotation %s: the input's own annotations are not at hand here; give "
+                    "TABLE:COLUMN",
+                    names[a]);
+        return FALSE;
+      }
+      g_autoptr(KnnwbAnnotationTable) check =
+          knnwb_annotation_from_matrix(data, KNNWB_MATRIX_ROWS, names[a], input_name, error);
+      if (check == NULL) {
+        g_prefix_error(error, "--annotation: ");
+        return FALSE;
+      }
+      const char *const *values = knnwb_matrix_annotation(data, KNNWB_MATRIX_ROWS, names[a]);
+      const char **copy = g_new0(const char *, MAX(n, (size_t)1));
+      for (size_t i = 0; i < n && i < data->n_rows; i++)
+        copy[i] = values[i] ? g_string_chunk_insert(attributes->strings, values[i]) : NULL;
+      attributes->names[attributes->n] = g_strdup(names[a]);
+      attributes->values[attributes->n++] = copy;
+    }
+    return TRUE;
+  }
+  g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(path, error);
+  size_t id = 0;
+  if (table == NULL || !knnwb_annotation_column(table, id_column, &id, error))
+    return FALSE;
+  g_autoptr(GHashTable) record_of = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t r = 0; r < table->n_records; r++)
+    g_hash_table_insert(
+        record_of, g_string_chunk_insert(attributes->strings, knnwb_annotation_field(table, r, id)),
+        GSIZE_TO_POINTER(r + 1));
+  size_t named = 0;
+  for (size_t i = 0; i < n; i++)
+    named += labels != NULL && labels[i] != NULL && g_hash_table_contains(record_of, labels[i]);
+  if (named == 0 && n > 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s: none of the %zu rows is named in the table's column '%s' (rows named like "
+                "'%s'; another column of names: %s)",
+                path, n, table->header[id], labels && labels[0] ? labels[0] : "0", id_option);
+    return FALSE;
+  }
+  for (size_t a = 0; a < count; a++)
+    if (!knnwb_host_attribute_from_table(table, names[a], record_of, labels, n, attributes, error))
+      return FALSE;
+  /* The values live in the table, which goes: keep copies. */
+  for (size_t a = 0; a < attributes->n; a++)
+    for (size_t i = 0; i < n; i++)
+      if (attributes->values[a][i] != NULL)
+        attributes->values[a][i] =
+            g_string_chunk_insert(attributes->strings, attributes->values[a][i]);
+  return TRUE;
+}
+
+KnnwbNodeAttribute *knnwb_host_attributes_nodes(const KnnwbHostAttributes *attributes,
+                                                const int64_t *rows, size_t n_vertices,
+                                                const char ***owned)
+{
+  if (attributes->n == 0)
+    return NULL;
+  KnnwbNodeAttribute *nodes = g_new0(KnnwbNodeAttribute, attributes->n);
+  const char **per_vertex =
+      rows != NULL ? g_new0(const char *, attributes->n *MAX(n_vertices, (size_t)1)) : NULL;
+  if (owned != NULL)
+    *owned = per_vertex;
+  for (size_t a = 0; a < attributes->n; a++) {
+    nodes[a].name = attributes->names[a];
+    if (rows == NULL) {
+      nodes[a].values = attributes->values[a];
+      continue;
+    }
+    const char **values = per_vertex + a * n_vertices;
+    for (size_t v = 0; v < n_vertices; v++)
+      values[v] = attributes->values[a][rows[v]];
+    nodes[a].values = values;
+  }
+  return nodes;
+}
+
+char *knnwb_host_annotation_first(const char *spec, const KnnwbMatrix *data)
+{
+  const char *colon =
+      knnwb_host_annotation_is_bare(spec, data, KNNWB_MATRIX_ROWS) ? NULL : strrchr(spec, ':');
+  const char *columns = colon ? colon + 1 : spec;
+  const char *comma = strchr(columns, ',');
+  if (comma == NULL || (data != NULL && knnwb_matrix_annotation(data, KNNWB_MATRIX_ROWS, spec)))
+    return g_strdup(spec);
+  return g_strndup(spec, (gsize)(comma - spec));
+}

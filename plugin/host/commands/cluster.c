@@ -103,6 +103,7 @@ typedef struct {
   igraph_vector_int_t classes;
   char **names;
   gboolean initialised;
+  KnnwbHostAttributes attributes; /* every --annotation column, for --gml and --graphml */
 } KnnwbClusterClasses;
 
 static void knnwb_cluster_classes_clear(KnnwbClusterClasses *known)
@@ -110,6 +111,7 @@ static void knnwb_cluster_classes_clear(KnnwbClusterClasses *known)
   if (known->initialised)
     igraph_vector_int_destroy(&known->classes);
   g_strfreev(known->names);
+  knnwb_host_attributes_clear(&known->attributes);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(KnnwbClusterClasses, knnwb_cluster_classes_clear)
 
@@ -455,6 +457,8 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
                                          class_names, summary, seconds, error);
   /* The layout of a graph output polls the run's cancel flag (and shows no progress). */
   KnnwbWriteControl control = {.cancel = knn->cancel};
+  g_autofree KnnwbNodeAttribute *attributes =
+      knnwb_host_attributes_nodes(&known->attributes, NULL, data->n_rows, NULL);
   for (int format = 0; ok && format < 2; format++) {
     const char *path = temporary[format == 0 ? KNNWB_CLUSTER_GML : KNNWB_CLUSTER_GRAPHML];
     if (!path)
@@ -463,7 +467,9 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
                                .weights = &result->distances,
                                .labels = labels,
                                .membership = &result->membership,
-                               .control = &control};
+                               .control = &control,
+                               .attributes = attributes,
+                               .n_attributes = known->attributes.n};
     ok = knnwb_formats_write_graph(path, format == 0 ? KNNWB_OUTPUT_GML : KNNWB_OUTPUT_GRAPHML,
                                    &output, error);
   }
@@ -616,8 +622,9 @@ static GOptionContext *knnwb_cluster_options_new(KnnwbClusterCommand *command)
       {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
        "Known classes: a table's column, rows matched by label, or a bare COLUMN of INPUT's own "
        "sample annotation (a GEO characteristic); adds ARI, NMI and a contingency table (rows "
-       "without a value are left out, with a warning)",
-       "TABLE:COLUMN"},
+       "without a value are left out, with a warning). Several columns (TABLE:A,B or A,B): all "
+       "become node attributes of --gml/--graphml, the first is compared",
+       "TABLE:COLUMN[,COLUMN]"},
       {"annotation-id", 0, 0, G_OPTION_ARG_STRING, &command->annotation_id,
        "The --annotation table's column of row names (default: its first column)", "COLUMN"},
       {"report", 'r', 0, G_OPTION_ARG_NONE, &command->report, "Print the summary to stdout", NULL},
@@ -714,9 +721,14 @@ static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOpti
     if (!knnwb_error_from_igraph(igraph_vector_int_init(&known.classes, 0), "vector init", error))
       return FALSE;
     known.initialised = TRUE;
-    if (!knnwb_host_annotation_classes(command->annotation, command->annotation_id, "--annotation",
+    g_autofree char *first = knnwb_host_annotation_first(command->annotation, data);
+    if (!knnwb_host_annotation_classes(first, command->annotation_id, "--annotation",
                                        "--annotation-id", data, command->rest[0], &known.classes,
-                                       &known.names, error))
+                                       &known.names, error) ||
+        ((command->gml != NULL || command->graphml != NULL) &&
+         !knnwb_host_attributes_read(command->annotation, command->annotation_id, "--annotation-id",
+                                     data, (const char *const *)data->row_labels, data->n_rows,
+                                     command->rest[0], &known.attributes, error)))
       return FALSE;
   }
   if (command->knn.k == -1 && data->n_rows >= 2)

@@ -35,6 +35,8 @@ typedef struct {
   char *layout;
   char *mpi_input;
   char *output;
+  char *annotation;
+  char *annotation_id;
   gboolean quiet;
   char **rest;
 } KnnwbKnnCommand;
@@ -48,6 +50,8 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_free(command->layout);
   g_free(command->mpi_input);
   g_free(command->output);
+  g_free(command->annotation);
+  g_free(command->annotation_id);
   g_strfreev(command->rest);
 }
 
@@ -151,6 +155,12 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
                                "; whole: every rank reads all rows and shares the tiles (the "
                                "default on GPUs)"),
        "M"},
+      {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
+       "Node attributes of .gml/.graphml: columns of a table whose first column names the rows, "
+       "or names of INPUT's own sample annotations (COLUMN[,COLUMN])",
+       "TABLE:COLUMN[,COLUMN]"},
+      {"annotation-id", 0, 0, G_OPTION_ARG_STRING, &command->annotation_id,
+       "The --annotation table's column of row names (default: its first column)", "COLUMN"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -197,6 +207,12 @@ static gboolean knnwb_knn_parse_output(KnnwbKnnRun *run, GError **error)
                   "--layout applies to .gml and .graphml outputs only");
       return FALSE;
     }
+  }
+  if ((command->annotation != NULL || command->annotation_id != NULL) &&
+      run->output_format != KNNWB_OUTPUT_GML && run->output_format != KNNWB_OUTPUT_GRAPHML) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--annotation adds node attributes to .gml and .graphml outputs only");
+    return FALSE;
   }
   if (command->mpi_input != NULL &&
       !knnwb_enum_from_string(&knnwb_mpi_input_table, command->mpi_input, &run->mpi_input, error))
@@ -453,15 +469,25 @@ static gboolean knnwb_knn_write_graph(KnnwbKnnRun *run, KnnwbWriteControl *contr
   if (written &&
       (run->output_format == KNNWB_OUTPUT_GML || run->output_format == KNNWB_OUTPUT_GRAPHML))
     written = knnwb_knn_layout(run, &graph, &weights, control, &coordinates, error);
+  KnnwbHostAttributes attributes = {0};
+  if (written && run->command.annotation != NULL)
+    written = knnwb_host_attributes_read(run->command.annotation, run->command.annotation_id,
+                                         "--annotation-id", run->data, run->labels, run->n_rows,
+                                         run->command.rest[0], &attributes, error);
   if (written) {
     knnwb_host_progress_set_unit(control->progress_data, "items");
+    g_autofree KnnwbNodeAttribute *nodes =
+        knnwb_host_attributes_nodes(&attributes, NULL, run->n_rows, NULL);
     KnnwbGraphOutput output = {.graph = &graph,
                                .weights = &weights,
                                .labels = run->labels,
                                .gml = &run->gml,
-                               .control = control};
+                               .control = control,
+                               .attributes = nodes,
+                               .n_attributes = attributes.n};
     written = knnwb_formats_write_graph(run->temporary, run->output_format, &output, error);
   }
+  knnwb_host_attributes_clear(&attributes);
   run->n_edges = igraph_ecount(&graph);
   if (have_coordinates)
     igraph_matrix_destroy(&coordinates);

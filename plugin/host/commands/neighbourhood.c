@@ -11,7 +11,7 @@ typedef struct {
   KnnwbHostInputArgs input;
   KnnwbHostKnnArgs knn;
   KnnwbHostExpandArgs expand;
-  char *focus_text, *direction_text, *output, *table;
+  char *focus_text, *direction_text, *output, *table, *annotation, *annotation_id;
   char **rest;
   gint64 order, seed;
   gboolean quiet;
@@ -51,6 +51,8 @@ static void knnwb_neighbourhood_run_clear(KnnwbNeighbourhoodRun *run)
   g_free(command->direction_text);
   g_free(command->output);
   g_free(command->table);
+  g_free(command->annotation);
+  g_free(command->annotation_id);
   g_strfreev(command->rest);
   g_ptr_array_unref(run->outputs);
   knnwb_matrix_free(run->data);
@@ -79,6 +81,12 @@ static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand
        "yEd GML of the neighbourhood (laid out, labelled, focus highlighted)", "OUT.gml"},
       {"table", 0, 0, G_OPTION_ARG_FILENAME, &command->table,
        "Ranked table: focus, rank, label, order, distance (and r for correlations)", "OUT.tsv"},
+      {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
+       "Node attributes of the GML: columns of a table whose first column names the rows (gene "
+       "symbols beside probe IDs), or names of INPUT's own row annotations",
+       "TABLE:COLUMN[,COLUMN]"},
+      {"annotation-id", 0, 0, G_OPTION_ARG_STRING, &command->annotation_id,
+       "The --annotation table's column of row names (default: its first column)", "COLUMN"},
       {"seed", 0, 0, G_OPTION_ARG_INT64, &command->seed, "Layout random seed (default 42)", "S"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
@@ -259,11 +267,23 @@ static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **e
     g_ptr_array_set_size(run->outputs, 0);
     return TRUE;
   }
-  return knnwb_neighbourhood_write_gml(run->gml_temporary, found, named,
-                                       (unsigned long)command->seed, error) &&
-         (run->table_temporary == NULL ||
-          knnwb_neighbourhood_write_table(run->table_temporary, found, named, run->options.metric,
-                                          error));
+  KnnwbHostAttributes attributes = {0};
+  if (command->annotation != NULL &&
+      !knnwb_host_attributes_read(command->annotation, command->annotation_id, "--annotation-id",
+                                  run->data, run->labels, run->n_rows, command->rest[0],
+                                  &attributes, error)) {
+    knnwb_host_attributes_clear(&attributes);
+    return FALSE;
+  }
+  g_autofree const char **per_vertex = NULL;
+  g_autofree KnnwbNodeAttribute *nodes =
+      knnwb_host_attributes_nodes(&attributes, found->rows, found->n_vertices, &per_vertex);
+  gboolean gml = knnwb_neighbourhood_write_gml_annotated(
+      run->gml_temporary, found, named, (unsigned long)command->seed, nodes, attributes.n, error);
+  knnwb_host_attributes_clear(&attributes);
+  return gml && (run->table_temporary == NULL ||
+                 knnwb_neighbourhood_write_table(run->table_temporary, found, named,
+                                                 run->options.metric, error));
 }
 
 static void knnwb_neighbourhood_print_summary(const KnnwbNeighbourhoodRun *run)

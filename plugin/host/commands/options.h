@@ -152,6 +152,40 @@ gboolean knnwb_host_annotation_classes(const char *spec, const char *id_column, 
                                        const char *input_name, igraph_vector_int_t *classes,
                                        char ***class_names, GError **error);
 
+/** Node attributes for the graph writers: n columns of per-row values (--annotation). */
+typedef struct {
+  size_t n;
+  char **names;
+  const char ***values; /* per column: one per row, NULL = no value; strings in strings */
+  GStringChunk *strings;
+} KnnwbHostAttributes;
+
+/**
+ * --annotation TABLE:COL[,COL...] or COL[,COL...] (the input's own row annotations, data's): the
+ * columns as per-row values for n rows labelled labels (matched against the table's column
+ * id_column, or its first). A table that names none of the rows is refused (id_option named).
+ * Errors: as knnwb_annotation_read and knnwb_annotation_column, KNNWB_ERROR_INVALID_DATA,
+ * KNNWB_ERROR_INVALID_ARGUMENT (an unknown bare name: the available ones listed; a bare name where
+ * data is NULL). Complexity: O(table + n x columns).
+ */
+gboolean knnwb_host_attributes_read(const char *spec, const char *id_column, const char *id_option,
+                                    const KnnwbMatrix *data, const char *const *labels, size_t n,
+                                    const char *input_name, KnnwbHostAttributes *attributes,
+                                    GError **error);
+void knnwb_host_attributes_clear(KnnwbHostAttributes *attributes);
+
+/**
+ * The writers' node attributes for vertices that are rows rows[0..n_vertices-1] (rows NULL: vertex
+ * v is row v). *owned receives the per-vertex arrays (g_free) when rows is given. NULL when there
+ * are no columns; free the result with g_free. O(columns x vertices).
+ */
+KnnwbNodeAttribute *knnwb_host_attributes_nodes(const KnnwbHostAttributes *attributes,
+                                                const int64_t *rows, size_t n_vertices,
+                                                const char ***owned);
+
+/** The first column of an --annotation spec of several (TABLE:A,B -> TABLE:A; A,B -> A), new. */
+char *knnwb_host_annotation_first(const char *spec, const KnnwbMatrix *data);
+
 /** The usage errors of a command's one INPUT (the remaining arguments): "no INPUT file given",
  * "one INPUT file expected, got 'B' too". */
 gboolean knnwb_host_one_input(char **rest, GError **error);

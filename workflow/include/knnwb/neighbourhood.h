@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <igraph.h>
 #include <stdint.h>
+#include <knnwb/formats.h>
 #include <knnwb/knn.h>
 #include <knnwb/matrix.h>
 
@@ -142,6 +143,17 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
  */
 gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                        const KnnwbMatrix *data, unsigned long seed, GError **error);
+
+/**
+ * knnwb_neighbourhood_write_gml with node attributes: attributes[a].values has one entry per
+ * vertex of the neighbourhood (vertex v is row neighbourhood->rows[v]), written as
+ * KnnwbNodeAttribute says. Errors as knnwb_neighbourhood_write_gml.
+ */
+gboolean knnwb_neighbourhood_write_gml_annotated(const char *path,
+                                                 const KnnwbNeighbourhood *neighbourhood,
+                                                 const KnnwbMatrix *data, unsigned long seed,
+                                                 const KnnwbNodeAttribute *attributes,
+                                                 size_t n_attributes, GError **error);
 
 G_END_DECLS
 
