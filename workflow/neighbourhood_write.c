@@ -21,11 +21,20 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
 {
   gboolean with_r = metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
                     metric == KNNWB_METRIC_SPEARMAN;
+  const size_t n = neighbourhood->n_members;
+  g_autofree double *p = with_r ? g_new(double, MAX(n, (size_t)1)) : NULL;
+  g_autofree double *q = with_r ? g_new(double, MAX(n, (size_t)1)) : NULL;
+  for (size_t i = 0; with_r && i < n; i++)
+    p[i] = q[i] = NAN;
+  /* A writer that holds only the labels (a split run's) has no values to test against. */
+  if (with_r && data != NULL && data->n_cols > 0 && data->values != NULL &&
+      !knnwb_neighbourhood_statistics(neighbourhood, data, metric, p, q, NULL, error))
+    return FALSE;
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL)
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
-  fprintf(stream, "focus\trank\tlabel\torder\tdistance%s\n", with_r ? "\tr" : "");
+  fprintf(stream, "focus\trank\tlabel\torder\tdistance%s\n", with_r ? "\tr\tp\tq" : "");
   for (size_t i = 0; i < neighbourhood->n_members; i++) {
     const KnnwbNeighbourhoodMember *member = &neighbourhood->members[i];
     char scratch[32];
@@ -35,8 +44,17 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
     knnwb_formats_write_tsv_field(stream, knnwb_neighbourhood_label(data, member->row, scratch));
     /* %.9g: distances and r to float precision and beyond, readable in a spreadsheet. */
     fprintf(stream, "\t%d\t%.9g", member->order, member->distance);
-    if (with_r)
+    if (with_r) {
       fprintf(stream, "\t%.9g", member->r);
+      /* p and q to 6 significant digits: more would be noise beside the float32 data. */
+      for (int column = 0; column < 2; column++) {
+        const double value = column == 0 ? p[i] : q[i];
+        if (isnan(value))
+          fputs("\tNA", stream);
+        else
+          fprintf(stream, "\t%.6g", value);
+      }
+    }
     putc('\n', stream);
   }
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);

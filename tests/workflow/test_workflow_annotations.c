@@ -7,6 +7,7 @@
 #include <igraph.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
+#include <knnwb/neighbourhood.h>
 #include <knnwb/write_matrix.h>
 #include "knnwb_test_matrix.h"
 #include "host_test_util.h"
@@ -392,6 +393,94 @@ static void test_neighbourhood_attributes(void)
   g_assert_null(strstr(g05, "symbol"));
 }
 
+/* p of r against scipy (scipy.special.betainc(df/2, 1/2, 1 - r^2), equal to 2 t.sf(|t|, df) and
+ * to scipy.stats.pearsonr's p), down to |r| a hair from 1. */
+static void test_p_values(void)
+{
+  static const struct {
+    double r;
+    size_t n;
+    double p;
+  } cases[] = {
+      {0.5, 10, 0.14111328125000006},
+      {-0.3, 8, 0.47033874999999986},
+      {0.99, 20, 9.159623478939136e-17},
+      {0.9999999, 12, 7.874998666774827e-35},
+      {-0.999999999, 50, 1.9221056365075945e-210},
+      {0.05, 1000, 0.11407259555106879},
+      {0.8, 3, 0.4096655293982669},
+      {0.0, 5, 1.0},
+  };
+  for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+    const double p = knnwb_correlation_p_value(cases[c].r, cases[c].n);
+    if (!(fabs(p - cases[c].p) <= 1e-9 * cases[c].p))
+      g_error("r %.10g n %zu: p %.17g, scipy %.17g", cases[c].r, cases[c].n, p, cases[c].p);
+  }
+  g_assert_cmpfloat(knnwb_correlation_p_value(1.0, 10), ==, 0.0);
+  g_assert_true(isnan(knnwb_correlation_p_value(0.5, 2)));
+  /* Benjamini-Hochberg against scipy.stats.false_discovery_control (and R's p.adjust). */
+  const double p[] = {0.042, 0.001, 0.205, 0.039, 0.008, 0.06, 0.041, 0.074};
+  const double want[] = {0.0672, 0.008, 0.205, 0.0672, 0.032, 0.08, 0.0672, 0.08457142857142856};
+  double q[8];
+  knnwb_benjamini_hochberg(p, 8, q);
+  for (int i = 0; i < 8; i++)
+    g_assert_cmpfloat_with_epsilon(q[i], want[i], 1e-12);
+}
+
+/* Benjamini-Hochberg by its definition, O(m^2): q_i = min over p_j >= p_i of m p_j / rank_j. */
+static double bh_by_definition(const double *p, size_t m, size_t i)
+{
+  double best = 1.0;
+  for (size_t j = 0; j < m; j++) {
+    if (p[j] < p[i])
+      continue;
+    size_t rank = 0;
+    for (size_t l = 0; l < m; l++)
+      rank += p[l] < p[j] || (p[l] == p[j] && l <= j);
+    best = MIN(best, p[j] * (double)m / (double)rank);
+  }
+  return best;
+}
+
+static void test_table_statistics(void)
+{
+  g_autoptr(KnnwbMatrix) expr = write_expression();
+  put("clinical.tsv", "sample\tYears\n"
+                      "S0\t1.5\nS1\t2\nS2\tNA\nS3\t3\nS4\t9\nS5\t\nS6\t8.5\nS7\t6\n");
+  /* k = 3: the table lists 3 rows, q counts all 12 candidates. */
+  g_autofree char *err = NULL;
+  int status = host_test_run(dir, NULL, &err, "neighbourhood", "expr.tsv", "--phenotype",
+                             "clinical.tsv:Years", "--focus", "Years", "-k", "3", "--metric",
+                             "abs-pearson", "-o", "t.gml", "--table", "t.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *text = slurp("t.tsv");
+  g_assert_true(g_str_has_prefix(text, "focus\trank\tlabel\torder\tdistance\tr\tp\tq\n"));
+  g_autoptr(GHashTable) r_column = table_column(text, "r");
+  g_autoptr(GHashTable) p_column = table_column(text, "p");
+  g_autoptr(GHashTable) q_column = table_column(text, "q");
+  g_assert_cmpuint(g_hash_table_size(p_column), ==, 3);
+  double p_all[12];
+  for (size_t i = 0; i < 12; i++)
+    p_all[i] = knnwb_correlation_p_value(pearson_complete(expr->values + i * 8, years, 8), 6);
+  for (size_t i = 0; i < 12; i++) {
+    const char *p_text = g_hash_table_lookup(p_column, expr->row_labels[i]);
+    if (p_text == NULL)
+      continue;
+    const double r = g_ascii_strtod(g_hash_table_lookup(r_column, expr->row_labels[i]), NULL);
+    g_assert_cmpfloat_with_epsilon(r, pearson_complete(expr->values + i * 8, years, 8), 2e-6);
+    g_assert_cmpfloat(fabs(g_ascii_strtod(p_text, NULL) - p_all[i]), <=, 1e-4 * p_all[i]);
+    const double q = g_ascii_strtod(g_hash_table_lookup(q_column, expr->row_labels[i]), NULL);
+    const double q_want = bh_by_definition(p_all, 12, i);
+    g_assert_cmpfloat(fabs(q - q_want), <=, 1e-4 * q_want);
+  }
+  g_autofree char *help = NULL;
+  status = host_test_run(dir, &help, NULL, "neighbourhood", "--help", NULL);
+  g_assert_cmpint(status, ==, 0);
+  g_assert_nonnull(strstr(help, "abs-pearson"));
+  g_assert_nonnull(strstr(help, "Benjamini-Hochberg"));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -401,6 +490,8 @@ int main(int argc, char **argv)
   g_test_add_func("/workflow/annotations/cluster-annotation", test_cluster_annotation);
   g_test_add_func("/workflow/annotations/node-attributes", test_node_attributes);
   g_test_add_func("/workflow/annotations/neighbourhood-attributes", test_neighbourhood_attributes);
+  g_test_add_func("/workflow/annotations/p-values", test_p_values);
+  g_test_add_func("/workflow/annotations/table-statistics", test_table_statistics);
   int status = g_test_run();
   host_test_rmtree(dir);
   g_free(dir);

@@ -80,7 +80,11 @@ static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output,
        "yEd GML of the neighbourhood (laid out, labelled, focus highlighted)", "OUT.gml"},
       {"table", 0, 0, G_OPTION_ARG_FILENAME, &command->table,
-       "Ranked table: focus, rank, label, order, distance (and r for correlations)", "OUT.tsv"},
+       "Ranked table: focus, rank, label, order, distance; for correlations r, p (two-sided, t "
+       "with n-2 df, n the samples used) and q (Benjamini-Hochberg over every row searched, "
+       "metafeatures included, not only those listed). --metric pearson finds the positively "
+       "correlated rows; --metric abs-pearson finds both signs (r keeps its sign)",
+       "OUT.tsv"},
       {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
        "Node attributes of the GML: columns of a table whose first column names the rows (gene "
        "symbols beside probe IDs), or names of INPUT's own row annotations",
