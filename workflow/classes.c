@@ -170,3 +170,54 @@ void knnwb_classes_match_by_label(const KnnwbMatrix *query, const KnnwbMatrix *l
     out[i] = hit ? classes->of[GPOINTER_TO_SIZE(hit) - 1] : -1;
   }
 }
+
+gboolean knnwb_classes_match_table(const KnnwbMatrix *query, const KnnwbAnnotationTable *table,
+                                   const char *id_column, const char *class_column,
+                                   const KnnwbClasses *classes, int32_t *out, size_t *n_unseen,
+                                   GError **error)
+{
+  size_t id, column;
+  if (!knnwb_annotation_column(table, id_column, &id, error) ||
+      !knnwb_annotation_column(table, class_column, &column, error))
+    return FALSE;
+  g_autoptr(GHashTable) value_of = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t r = table->n_records; r-- > 0;)
+    g_hash_table_insert(value_of, (gpointer)knnwb_annotation_field(table, r, id),
+                        (gpointer)knnwb_annotation_field(table, r, column));
+  g_autoptr(GHashTable) class_of = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t c = 0; c < classes->n_classes; c++)
+    g_hash_table_insert(class_of, classes->names[c], GSIZE_TO_POINTER(c + 1));
+  size_t unseen = 0;
+  for (size_t i = 0; i < query->n_rows; i++) {
+    const char *label = knnwb_matrix_row_label(query, i);
+    const char *value = label ? g_hash_table_lookup(value_of, label) : NULL;
+    out[i] = -1;
+    if (knnwb_classes_unknown(value))
+      continue;
+    gpointer hit = g_hash_table_lookup(class_of, value);
+    if (hit == NULL)
+      unseen++;
+    else
+      out[i] = (int32_t)GPOINTER_TO_SIZE(hit) - 1;
+  }
+  if (n_unseen != NULL)
+    *n_unseen = unseen;
+  return TRUE;
+}
+
+void knnwb_classes_warn_single(const KnnwbClasses *classes)
+{
+  g_autofree size_t *count = g_new0(size_t, MAX(classes->n_classes, (size_t)1));
+  for (size_t i = 0; i < classes->n_rows; i++)
+    if (classes->of[i] >= 0)
+      count[classes->of[i]]++;
+  g_autoptr(GString) single = g_string_new(NULL);
+  size_t n_single = 0;
+  for (size_t c = 0; c < classes->n_classes; c++)
+    if (count[c] == 1 && n_single++ < 10)
+      g_string_append_printf(single, "%s'%s'", single->len ? ", " : "", classes->names[c]);
+  if (n_single > 0)
+    g_warning("%zu class%s with one labelled row (%s%s): a row is never predicted as a class "
+              "that has no other row, so cross-validation scores such a row wrong",
+              n_single, n_single == 1 ? "" : "es", single->str, n_single > 10 ? ", ..." : "");
+}

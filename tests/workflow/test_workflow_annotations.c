@@ -481,6 +481,38 @@ static void test_table_statistics(void)
   g_assert_nonnull(strstr(help, "Benjamini-Hochberg"));
 }
 
+static void test_classify_report(void)
+{
+  write_points();
+  put("sheet2.tsv", "name\tgroup\nP0\ta\nP1\ta\nP2\tc\nP3\tb\nP4\tb\nP5\tb\nQ1\ta\nQ2\ta\n");
+  g_autofree char *out = NULL, *err = NULL;
+  int status =
+      host_test_run(dir, &out, &err, "classify", "points.tsv", "--classes", "sheet2.tsv:group",
+                    "-k", "1", "--metric", "euclidean", "--folds", "loo", "-o", "r.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  /* P2, alone in class c, is called a: 5 of 6; recalls 1, 1, 0; b is the largest class. */
+  g_assert_nonnull(strstr(out, "accuracy\t0.8333\t(5 of 6)\n"));
+  g_assert_nonnull(strstr(out, "balanced_accuracy\t0.6667\t"));
+  g_assert_nonnull(strstr(out, "majority_baseline\t0.5000\t(every row called b)\n"));
+  g_assert_nonnull(strstr(err, "1 class with one labelled row ('c')"));
+  /* New samples whose classes the table knows are scored the same way. */
+  put("query.tsv", "id\tx\ty\nQ1\t0.05\t0.05\nQ2\t5\t5.1\nQ3\t9\t9\n");
+  g_clear_pointer(&out, g_free);
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, &out, &err, "classify", "points.tsv", "--classes", "sheet2.tsv:group",
+                         "-k", "1", "--metric", "euclidean", "--query", "query.tsv", "-o", "q.tsv",
+                         NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_assert_nonnull(strstr(out, "accuracy\t0.5000\t(1 of 2)\n"));
+  g_assert_nonnull(strstr(out, "balanced_accuracy\t0.5000\t"));
+  g_assert_nonnull(strstr(out, "majority_baseline\t1.0000\t(every row called a)\n"));
+  g_autofree char *predictions = slurp("q.tsv");
+  g_assert_nonnull(strstr(predictions, "Q2\ta\tb\t"));
+  g_assert_nonnull(strstr(predictions, "Q3\t\tb\t"));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -492,6 +524,7 @@ int main(int argc, char **argv)
   g_test_add_func("/workflow/annotations/neighbourhood-attributes", test_neighbourhood_attributes);
   g_test_add_func("/workflow/annotations/p-values", test_p_values);
   g_test_add_func("/workflow/annotations/table-statistics", test_table_statistics);
+  g_test_add_func("/workflow/annotations/classify-report", test_classify_report);
   int status = g_test_run();
   host_test_rmtree(dir);
   g_free(dir);
