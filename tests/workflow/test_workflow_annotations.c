@@ -5,12 +5,16 @@
 #include <string.h>
 #include <glib/gstdio.h>
 #include <igraph.h>
+#include <knnwb/drawing.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include <knnwb/neighbourhood.h>
 #include <knnwb/write_matrix.h>
 #include "knnwb_test_matrix.h"
 #include "host_test_util.h"
+#ifdef KNNWB_TEST_CAIRO
+#include <cairo.h>
+#endif
 
 static char *dir;
 
@@ -513,6 +517,89 @@ static void test_classify_report(void)
   g_assert_nonnull(strstr(predictions, "Q3\t\tb\t"));
 }
 
+#ifdef KNNWB_TEST_CAIRO
+/* The pixel where the scatter's documented geometry puts value (x, y). */
+static void scatter_pixel(double x, double y, double x0, double x1, double y0, double y1, int width,
+                          int height, int *px, int *py)
+{
+  const double left = KNNWB_SCATTER_LEFT, right = width - KNNWB_SCATTER_RIGHT;
+  const double top = KNNWB_SCATTER_TOP, bottom = height - KNNWB_SCATTER_BOTTOM;
+  const double lo_x = x0 - 0.05 * (x1 - x0), hi_x = x1 + 0.05 * (x1 - x0);
+  const double lo_y = y0 - 0.05 * (y1 - y0), hi_y = y1 + 0.05 * (y1 - y0);
+  *px = (int)lround(left + (x - lo_x) / (hi_x - lo_x) * (right - left) - 0.5);
+  *py = (int)lround(bottom - (y - lo_y) / (hi_y - lo_y) * (bottom - top) - 0.5);
+}
+
+static guint32 pixel_at(cairo_surface_t *image, int x, int y)
+{
+  const unsigned char *data = cairo_image_surface_get_data(image);
+  const int stride = cairo_image_surface_get_stride(image);
+  return *(const guint32 *)(const void *)(data + (size_t)y * (size_t)stride + (size_t)x * 4) &
+         0xFFFFFFu;
+}
+
+/* knnwb neighbourhood --plots: each hit's PNG has a point where the (phenotype, value) pair of
+ * every complete sample says, and white elsewhere in the plot; the overview is there. */
+static void test_plots(void)
+{
+  g_autoptr(KnnwbMatrix) expr = write_expression();
+  put("clinical.tsv", "sample\tYears\n"
+                      "S0\t1.5\nS1\t2\nS2\tNA\nS3\t3\nS4\t9\nS5\t\nS6\t8.5\nS7\t6\n");
+  g_autofree char *err = NULL;
+  int status = host_test_run(dir, NULL, &err, "neighbourhood", "expr.tsv", "--phenotype",
+                             "clinical.tsv:Years", "--focus", "Years", "-k", "3", "--metric",
+                             "abs-pearson", "-o", "pl.gml", "--table", "pl.tsv", "--plots", "plots",
+                             "--plots-top", "2", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *table = slurp("pl.tsv");
+  g_auto(GStrv) lines = g_strsplit(table, "\n", -1);
+  for (int hit = 1; hit <= 2; hit++) {
+    g_auto(GStrv) fields = g_strsplit(lines[hit], "\t", -1);
+    const char *label = fields[2];
+    size_t row = 0;
+    while (strcmp(expr->row_labels[row], label) != 0)
+      row++;
+    g_autofree char *name = g_strdup_printf("%02d-%s.png", hit, label);
+    g_autofree char *path = g_build_filename(dir, "plots", name, NULL);
+    cairo_surface_t *image = cairo_image_surface_create_from_png(path);
+    g_assert_cmpint(cairo_surface_status(image), ==, CAIRO_STATUS_SUCCESS);
+    const int width = cairo_image_surface_get_width(image);
+    const int height = cairo_image_surface_get_height(image);
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    for (size_t j = 0; j < 8; j++)
+      if (!isnan(years[j])) {
+        const double v = expr->values[row * 8 + j];
+        x0 = MIN(x0, years[j]), x1 = MAX(x1, years[j]);
+        y0 = MIN(y0, v), y1 = MAX(y1, v);
+      }
+    const guint32 point = (0x1Fu << 16) | (0x4Eu << 8) | 0x9Au;
+    for (size_t j = 0; j < 8; j++) {
+      if (isnan(years[j]))
+        continue;
+      int px, py;
+      scatter_pixel(years[j], expr->values[row * 8 + j], x0, x1, y0, y1, width, height, &px, &py);
+      if (pixel_at(image, px, py) != point)
+        g_error("%s: sample %zu: pixel (%d, %d) is %06x, not the point colour", name, j, px, py,
+                pixel_at(image, px, py));
+    }
+    /* Away from every point, inside the plot: background. */
+    int white = 0;
+    for (int y = KNNWB_SCATTER_TOP + 2; y < height - KNNWB_SCATTER_BOTTOM - 2; y += 7)
+      for (int x = KNNWB_SCATTER_LEFT + 2; x < width - KNNWB_SCATTER_RIGHT - 2; x += 7)
+        white += pixel_at(image, x, y) == 0xFFFFFFu;
+    g_assert_cmpint(white, >, 1000);
+    cairo_surface_destroy(image);
+  }
+  g_autofree char *overview = g_build_filename(dir, "plots", "overview.png", NULL);
+  cairo_surface_t *image = cairo_image_surface_create_from_png(overview);
+  g_assert_cmpint(cairo_surface_status(image), ==, CAIRO_STATUS_SUCCESS);
+  cairo_surface_destroy(image);
+  g_autofree char *third = g_build_filename(dir, "plots", "03-x.png", NULL);
+  g_assert_false(g_file_test(third, G_FILE_TEST_EXISTS));
+}
+#endif
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -525,6 +612,9 @@ int main(int argc, char **argv)
   g_test_add_func("/workflow/annotations/p-values", test_p_values);
   g_test_add_func("/workflow/annotations/table-statistics", test_table_statistics);
   g_test_add_func("/workflow/annotations/classify-report", test_classify_report);
+#ifdef KNNWB_TEST_CAIRO
+  g_test_add_func("/workflow/annotations/plots", test_plots);
+#endif
   int status = g_test_run();
   host_test_rmtree(dir);
   g_free(dir);

@@ -11,6 +11,7 @@ typedef struct {
   KnnwbHostInputArgs input;
   KnnwbHostKnnArgs knn;
   KnnwbHostExpandArgs expand;
+  KnnwbHostPlots plots;
   char *focus_text, *direction_text, *output, *table, *annotation, *annotation_id;
   char **rest;
   gint64 order, seed;
@@ -53,6 +54,8 @@ static void knnwb_neighbourhood_run_clear(KnnwbNeighbourhoodRun *run)
   g_free(command->table);
   g_free(command->annotation);
   g_free(command->annotation_id);
+  g_free(command->plots.dir);
+  g_free(command->plots.color_by);
   g_strfreev(command->rest);
   g_ptr_array_unref(run->outputs);
   knnwb_matrix_free(run->data);
@@ -91,6 +94,15 @@ static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand
        "TABLE:COLUMN[,COLUMN]"},
       {"annotation-id", 0, 0, G_OPTION_ARG_STRING, &command->annotation_id,
        "The --annotation table's column of row names (default: its first column)", "COLUMN"},
+      {"plots", 0, 0, G_OPTION_ARG_FILENAME, &command->plots.dir,
+       "Scatter plots (PNG) into DIR: per top hit its values against the focus row (the "
+       "phenotype) across samples, r and p in the title; overview.png: the hits' signed r",
+       "DIR"},
+      {"plots-top", 0, 0, G_OPTION_ARG_INT64, &command->plots.top,
+       "How many of the nearest hits get a plot (default 9)", "N"},
+      {"plots-color-by", 0, 0, G_OPTION_ARG_STRING, &command->plots.color_by,
+       "Colour the plots' samples by a sample annotation of INPUT (e.g. tissue) or TABLE:COLUMN",
+       "COLUMN"},
       {"seed", 0, 0, G_OPTION_ARG_INT64, &command->seed, "Layout random seed (default 42)", "S"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
@@ -136,6 +148,11 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--seed must be 0 .. 2^32-1");
     return FALSE;
   }
+  if (command->plots.dir == NULL && (command->plots.color_by != NULL || command->plots.top != 9)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--plots-top and --plots-color-by go with --plots DIR");
+    return FALSE;
+  }
   return knnwb_host_knn_options(&command->knn, TRUE, &run->options, error) &&
          knnwb_host_input_options(&command->input, &run->read_options, error) &&
          (command->direction_text == NULL ||
@@ -147,7 +164,8 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
 static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError **error)
 {
   const KnnwbNeighbourhoodCommand *command = &run->command;
-  if (!knnwb_host_check_output(command->output, error) ||
+  if (!knnwb_host_plots_check(&command->plots, error) ||
+      !knnwb_host_check_output(command->output, error) ||
       (command->table != NULL && !knnwb_host_check_output(command->table, error)))
     return FALSE;
   run->options.cancel = knnwb_host_signals_install();
@@ -285,6 +303,9 @@ static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **e
   gboolean gml = knnwb_neighbourhood_write_gml_annotated(
       run->gml_temporary, found, named, (unsigned long)command->seed, nodes, attributes.n, error);
   knnwb_host_attributes_clear(&attributes);
+  if (gml && command->plots.dir != NULL)
+    gml = knnwb_host_plots_write(&command->plots, found, run->data, command->rest[0], run->outputs,
+                                 error);
   return gml && (run->table_temporary == NULL ||
                  knnwb_neighbourhood_write_table(run->table_temporary, found, named,
                                                  run->options.metric, error));
@@ -333,7 +354,7 @@ static gboolean knnwb_neighbourhood_execute(KnnwbNeighbourhoodRun *run, GError *
 
 int knnwb_host_command_neighbourhood(int argc, char **argv)
 {
-  KnnwbNeighbourhoodRun run = {.command = {.order = 1, .seed = 42},
+  KnnwbNeighbourhoodRun run = {.command = {.order = 1, .seed = 42, .plots = {.top = 9}},
                                .direction = KNNWB_DIRECTION_OUT,
                                .outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free)};
   g_autoptr(GOptionContext) context = knnwb_neighbourhood_options_new(&run.command);

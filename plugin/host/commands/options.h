@@ -15,6 +15,7 @@
 #include <knnwb/formats.h>
 #include <knnwb/knn.h>
 #include <knnwb/metafeatures.h>
+#include <knnwb/neighbourhood.h>
 #include "pipeline/pipeline.h"
 
 G_BEGIN_DECLS
@@ -185,6 +186,29 @@ KnnwbNodeAttribute *knnwb_host_attributes_nodes(const KnnwbHostAttributes *attri
 
 /** The first column of an --annotation spec of several (TABLE:A,B -> TABLE:A; A,B -> A), new. */
 char *knnwb_host_annotation_first(const char *spec, const KnnwbMatrix *data);
+
+/** knnwb neighbourhood --plots DIR: scatter plots of the focus's top hits. */
+typedef struct {
+  char *dir;      /* --plots */
+  gint64 top;     /* --plots-top */
+  char *color_by; /* --plots-color-by: a sample annotation or TABLE:COLUMN */
+} KnnwbHostPlots;
+
+/** Checks --plots-top and makes DIR (with its parents) when --plots is given. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT, KNNWB_ERROR_IO. */
+gboolean knnwb_host_plots_check(const KnnwbHostPlots *plots, GError **error);
+
+/**
+ * Writes, for each focus row of found (rows of data, the whole matrix), one scatter PNG per member
+ * of rank <= top (its values against the focus's across the samples; r and p in the title) named
+ * DIR/RR-LABEL.png, and DIR/overview.png with the members' signed r (a FOCUS- prefix when there
+ * are several focus rows), each through a temporary of outputs. Errors: as
+ * knnwb_drawing_scatter_png and knnwb_host_annotation_table, KNNWB_ERROR_INVALID_ARGUMENT (no
+ * values at hand). O(top x samples) per focus, plus the pictures.
+ */
+gboolean knnwb_host_plots_write(const KnnwbHostPlots *plots, const KnnwbNeighbourhood *found,
+                                const KnnwbMatrix *data, const char *input_name, GPtrArray *outputs,
+                                GError **error);
 
 /** The usage errors of a command's one INPUT (the remaining arguments): "no INPUT file given",
  * "one INPUT file expected, got 'B' too". */

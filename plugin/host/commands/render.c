@@ -129,9 +129,9 @@ static gboolean knnwb_render_execute(const KnnwbRenderCommand *command, GPtrArra
     draw_edges = drawing->edges->len <= 50000;
   KnnwbHostProgress *progress = knnwb_host_progress_new("render", command->quiet);
   knnwb_host_progress_set_unit(progress, "shapes");
-  gboolean drawn = knnwb_drawing_render(drawing, temporary, command->format, command->width,
-                                     (guint)command->label_limit, draw_edges, cancel,
-                                     progress ? knnwb_host_progress_update : NULL, progress, error);
+  gboolean drawn = knnwb_drawing_render(
+      drawing, temporary, command->format, command->width, (guint)command->label_limit, draw_edges,
+      cancel, progress ? knnwb_host_progress_update : NULL, progress, error);
   knnwb_host_progress_finish(progress);
   if (!drawn || !knnwb_host_outputs_commit(outputs, cancel, error))
     return FALSE;
