@@ -2,6 +2,7 @@
 #include <string.h>
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
+#include <knnwb/text_fields.h>
 
 void knnwb_classes_free(KnnwbClasses *classes)
 {
@@ -214,8 +215,12 @@ void knnwb_classes_warn_single(const KnnwbClasses *classes)
   g_autoptr(GString) single = g_string_new(NULL);
   size_t n_single = 0;
   for (size_t c = 0; c < classes->n_classes; c++)
-    if (count[c] == 1 && n_single++ < 10)
-      g_string_append_printf(single, "%s'%s'", single->len ? ", " : "", classes->names[c]);
+    if (count[c] == 1 && n_single++ < 10) {
+      /* Class names come from the data: quoted, controls escaped. */
+      g_autofree char *shown =
+          knnwb_formats_quote_field(classes->names[c], strlen(classes->names[c]));
+      g_string_append_printf(single, "%s%s", single->len ? ", " : "", shown);
+    }
   if (n_single > 0)
     g_warning("%zu class%s with one labelled row (%s%s): a row is never predicted as a class "
               "that has no other row, so cross-validation scores such a row wrong",

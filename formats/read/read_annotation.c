@@ -3,6 +3,7 @@
 #include <knnwb/annotation.h>
 #include <knnwb/error.h>
 #include <knnwb/matrix.h>
+#include <knnwb/text_fields.h>
 #include "read_internal.h"
 
 void knnwb_annotation_free(KnnwbAnnotationTable *table)
@@ -206,13 +207,16 @@ KnnwbAnnotationTable *knnwb_annotation_from_matrix(const KnnwbMatrix *matrix, Kn
     g_autofree const char **keys = knnwb_matrix_annotation_keys(matrix, axis);
     g_autoptr(GString) names = g_string_new(NULL);
     for (size_t k = 0; keys[k] != NULL; k++)
-      if (k < 40)
-        g_string_append_printf(names, "%s'%s'", k ? ", " : "", keys[k]);
-      else if (k == 40)
+      if (k < 40) {
+        /* Names come from the file: shown quoted, controls escaped. */
+        g_autofree char *shown = knnwb_formats_quote_field(keys[k], strlen(keys[k]));
+        g_string_append_printf(names, "%s%s", k ? ", " : "", shown);
+      } else if (k == 40)
         g_string_append(names, ", ...");
+    g_autofree char *shown = knnwb_formats_quote_field(key, strlen(key));
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                "%s: no sample annotation '%s' %s (%s%s); a table's column is TABLE:COLUMN", name,
-                key, axis == KNNWB_MATRIX_ROWS ? "on the rows" : "on the columns",
+                "%s: no sample annotation %s %s (%s%s); a table's column is TABLE:COLUMN", name,
+                shown, axis == KNNWB_MATRIX_ROWS ? "on the rows" : "on the columns",
                 names->len ? "available: " : "the input has none", names->str);
     return NULL;
   }

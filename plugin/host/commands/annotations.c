@@ -2,6 +2,7 @@
  * name, the input's own annotation (GEO characteristics, AnnData obs columns). */
 #include <string.h>
 #include <knnwb/error.h>
+#include <knnwb/text_fields.h>
 #include "options.h"
 
 gboolean knnwb_host_annotation_is_bare(const char *spec, const KnnwbMatrix *data,
@@ -63,10 +64,11 @@ gboolean knnwb_host_sample_labels(KnnwbMatrix *data, KnnwbMatrixAxis axis, const
       return FALSE;
     }
     if (!g_hash_table_add(seen, (gpointer)values[i])) {
+      g_autofree char *shown = knnwb_formats_quote_field(values[i], strlen(values[i]));
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                  "--sample-labels: %s: '%s' is the '%s' of two samples (the second: sample %zu); "
+                  "--sample-labels: %s: %s is the '%s' of two samples (the second: sample %zu); "
                   "labels must name one sample each",
-                  input_name, values[i], key, i);
+                  input_name, shown, key, i);
       return FALSE;
     }
   }
