@@ -3,7 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <knnwb/error.h>
-#include <knnwb/neighbourhood.h>
+#include <knnwb/knn_group.h>
+#include "neighbourhood_internal.h"
 
 /* The continued fraction of the regularised incomplete beta function (modified Lentz), for
  * x < (a + 1) / (a + b + 2), where it converges fast. */
@@ -91,52 +92,100 @@ void knnwb_benjamini_hochberg(const double *p, size_t m, double *q)
   g_free(ranked);
 }
 
+/* The p of rows [0, n) of rows (row first + i of the whole) against the focus values x: NaN for
+ * the focus itself, absent rows and rows whose r is undefined. */
+static void knnwb_neighbourhood_row_p(const KnnwbMatrix *rows, size_t first, int64_t focus,
+                                      const float *x, KnnwbMetric metric, double *p)
+{
+  const size_t d = rows->n_cols;
+  const KnnwbMetric signed_metric =
+      metric == KNNWB_METRIC_ABS_PEARSON ? KNNWB_METRIC_PEARSON : metric;
+  for (size_t i = 0; i < rows->n_rows; i++) {
+    p[i] = NAN;
+    if ((int64_t)(first + i) == focus || knnwb_matrix_row_is_absent(rows, i))
+      continue;
+    const double r = 1.0 - knnwb_distance_exact(signed_metric, x, rows->values + i * d, d);
+    p[i] = knnwb_correlation_p_value(r, d);
+  }
+}
+
+/* From every row's p (NaN: not a candidate) to the members' p and q of focus f: q is
+ * Benjamini-Hochberg over the candidates. */
+static void knnwb_neighbourhood_focus_q(const KnnwbNeighbourhood *neighbourhood, size_t f,
+                                        const double *row_p, size_t n, double *p, double *q,
+                                        size_t *n_candidates)
+{
+  g_autofree double *listed = g_new(double, MAX(n, (size_t)1));
+  g_autofree double *adjusted = g_new(double, MAX(n, (size_t)1));
+  g_autofree size_t *slot = g_new(size_t, MAX(n, (size_t)1));
+  size_t m = 0;
+  for (size_t row = 0; row < n; row++) {
+    slot[row] = SIZE_MAX;
+    if (isnan(row_p[row]))
+      continue;
+    slot[row] = m;
+    listed[m++] = row_p[row];
+  }
+  knnwb_benjamini_hochberg(listed, m, adjusted);
+  if (f == 0 && n_candidates != NULL)
+    *n_candidates = m;
+  for (size_t i = 0; i < neighbourhood->n_members; i++) {
+    const KnnwbNeighbourhoodMember *member = &neighbourhood->members[i];
+    if (member->focus != f || slot[member->row] == SIZE_MAX)
+      continue;
+    p[i] = listed[slot[member->row]];
+    q[i] = adjusted[slot[member->row]];
+  }
+}
+
 gboolean knnwb_neighbourhood_statistics(const KnnwbNeighbourhood *neighbourhood,
                                         const KnnwbMatrix *data, KnnwbMetric metric, double *p,
                                         double *q, size_t *n_candidates, GError **error)
 {
   const size_t n = data->n_rows, d = data->n_cols;
-  const KnnwbMetric signed_metric =
-      metric == KNNWB_METRIC_ABS_PEARSON ? KNNWB_METRIC_PEARSON : metric;
-  g_autofree double *all_p = g_try_new(double, MAX(n, (size_t)1));
-  g_autofree double *all_q = g_try_new(double, MAX(n, (size_t)1));
-  g_autofree size_t *slot = g_try_new(size_t, MAX(n, (size_t)1));
-  if (all_p == NULL || all_q == NULL || slot == NULL) {
+  g_autofree double *row_p = g_try_new(double, MAX(n, (size_t)1));
+  if (row_p == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the p-values of %zu "
-                "rows",
-                n);
+                "cannot allocate the p-values of %zu rows", n);
     return FALSE;
   }
   for (size_t i = 0; i < neighbourhood->n_members; i++)
     p[i] = q[i] = NAN;
   for (size_t f = 0; f < neighbourhood->n_focus; f++) {
     const int64_t focus = neighbourhood->focus[f];
-    const float *x = data->values + (size_t)focus * d;
-    /* Every row the search could have returned: all but the focus and absent rows, and rows
-     * whose correlation is undefined (constant rows). */
-    size_t m = 0;
-    for (size_t row = 0; row < n; row++) {
-      slot[row] = SIZE_MAX;
-      if ((int64_t)row == focus || knnwb_matrix_row_is_absent(data, row))
-        continue;
-      const double r = 1.0 - knnwb_distance_exact(signed_metric, x, data->values + row * d, d);
-      const double value = knnwb_correlation_p_value(r, d);
-      if (isnan(value))
-        continue;
-      slot[row] = m;
-      all_p[m++] = value;
-    }
-    knnwb_benjamini_hochberg(all_p, m, all_q);
-    if (f == 0 && n_candidates != NULL)
-      *n_candidates = m;
-    for (size_t i = 0; i < neighbourhood->n_members; i++) {
-      const KnnwbNeighbourhoodMember *member = &neighbourhood->members[i];
-      if (member->focus != f || slot[member->row] == SIZE_MAX)
-        continue;
-      p[i] = all_p[slot[member->row]];
-      q[i] = all_q[slot[member->row]];
-    }
+    knnwb_neighbourhood_row_p(data, 0, focus, data->values + (size_t)focus * d, metric, row_p);
+    knnwb_neighbourhood_focus_q(neighbourhood, f, row_p, n, p, q, n_candidates);
+  }
+  return TRUE;
+}
+
+gboolean knnwb_neighbourhood_statistics_split(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                              const size_t *first_row, const int64_t *focus,
+                                              size_t n_focus,
+                                              const KnnwbNeighbourhood *neighbourhood,
+                                              KnnwbMetric metric, double *p, double *q,
+                                              GError **error)
+{
+  const size_t ranks = (size_t)group->size, me = (size_t)group->rank;
+  const size_t n = first_row[ranks];
+  KnnwbNeighbourhoodRows rows = {.data = block, .group = group, .first = first_row, .n_rows = n};
+  g_autoptr(KnnwbMatrix) focus_values = NULL;
+  if (!knnwb_neighbourhood_rows_gather(&rows, focus, n_focus, FALSE, &focus_values, error))
+    return FALSE;
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++)
+    bytes[r] = (first_row[r + 1] - first_row[r]) * sizeof(double);
+  g_autofree double *mine = g_new(double, MAX(block->n_rows, (size_t)1));
+  g_autofree double *row_p = g_new(double, MAX(n, (size_t)1));
+  for (size_t i = 0; neighbourhood != NULL && i < neighbourhood->n_members; i++)
+    p[i] = q[i] = NAN;
+  for (size_t f = 0; f < n_focus; f++) {
+    knnwb_neighbourhood_row_p(block, first_row[me], focus[f],
+                              focus_values->values + f * block->n_cols, metric, mine);
+    if (!knnwb_knn_group_gather_bytes(group, mine, bytes, row_p, error))
+      return FALSE;
+    if (neighbourhood != NULL)
+      knnwb_neighbourhood_focus_q(neighbourhood, f, row_p, n, p, q, NULL);
   }
   return TRUE;
 }

@@ -15,21 +15,37 @@ static const char *knnwb_neighbourhood_label(const KnnwbMatrix *data, int64_t ro
   return scratch;
 }
 
+/* The metrics whose table has r, p and q. */
+static gboolean knnwb_neighbourhood_with_r(KnnwbMetric metric)
+{
+  return metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
+         metric == KNNWB_METRIC_SPEARMAN;
+}
+
 gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                          const KnnwbMatrix *data, KnnwbMetric metric,
                                          GError **error)
 {
-  gboolean with_r = metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
-                    metric == KNNWB_METRIC_SPEARMAN;
   const size_t n = neighbourhood->n_members;
-  g_autofree double *p = with_r ? g_new(double, MAX(n, (size_t)1)) : NULL;
-  g_autofree double *q = with_r ? g_new(double, MAX(n, (size_t)1)) : NULL;
-  for (size_t i = 0; with_r && i < n; i++)
+  g_autofree double *p = g_new(double, MAX(n, (size_t)1));
+  g_autofree double *q = g_new(double, MAX(n, (size_t)1));
+  for (size_t i = 0; i < n; i++)
     p[i] = q[i] = NAN;
   /* A writer that holds only the labels (a split run's) has no values to test against. */
-  if (with_r && data != NULL && data->n_cols > 0 && data->values != NULL &&
+  if (knnwb_neighbourhood_with_r(metric) && data != NULL && data->n_cols > 0 &&
+      data->values != NULL &&
       !knnwb_neighbourhood_statistics(neighbourhood, data, metric, p, q, NULL, error))
     return FALSE;
+  return knnwb_neighbourhood_write_table_statistics(path, neighbourhood, data, metric, p, q, error);
+}
+
+gboolean knnwb_neighbourhood_write_table_statistics(const char *path,
+                                                    const KnnwbNeighbourhood *neighbourhood,
+                                                    const KnnwbMatrix *data, KnnwbMetric metric,
+                                                    const double *p, const double *q,
+                                                    GError **error)
+{
+  const gboolean with_r = knnwb_neighbourhood_with_r(metric);
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL)
     return FALSE;
@@ -48,7 +64,7 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
       fprintf(stream, "\t%.9g", member->r);
       /* p and q to 6 significant digits: more would be noise beside the float32 data. */
       for (int column = 0; column < 2; column++) {
-        const double value = column == 0 ? p[i] : q[i];
+        const double value = column == 0 ? (p ? p[i] : NAN) : (q ? q[i] : NAN);
         if (isnan(value))
           fputs("\tNA", stream);
         else

@@ -248,6 +248,16 @@ static void test_geo_annotations(void)
     g_error("%s", err);
   g_autofree char *summary = slurp("k.summary.tsv");
   g_assert_nonnull(strstr(summary, "annotated_points\t6\nclasses\t2\n"));
+  /* The rows named by their titles. */
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "cluster", "GSE1_series_matrix.txt", "--transpose",
+                         "--method", "components", "-k", "2", "--sample-labels", "Sample_title",
+                         "-o", "t.tsv", NULL);
+  if (status != 0)
+    g_error("%s", err);
+  g_autofree char *titled = slurp("t.tsv");
+  g_assert_nonnull(strstr(titled, "\tpatient 1\t"));
+  g_assert_null(strstr(titled, "GSM1"));
 }
 
 /* Points as rows, a Biobase-style sample sheet with comments, names in its second column. */

@@ -68,6 +68,7 @@ typedef struct {
   char *hierarchy;
   char *annotation;
   char *annotation_id;
+  char *sample_labels;
   gboolean report;
   gboolean quiet;
   char **rest;
@@ -151,6 +152,7 @@ static void knnwb_cluster_command_clear(KnnwbClusterCommand *command)
   g_free(command->hierarchy);
   g_free(command->annotation);
   g_free(command->annotation_id);
+  g_free(command->sample_labels);
   g_strfreev(command->rest);
 }
 
@@ -627,6 +629,10 @@ static GOptionContext *knnwb_cluster_options_new(KnnwbClusterCommand *command)
        "TABLE:COLUMN[,COLUMN]"},
       {"annotation-id", 0, 0, G_OPTION_ARG_STRING, &command->annotation_id,
        "The --annotation table's column of row names (default: its first column)", "COLUMN"},
+      {"sample-labels", 0, 0, G_OPTION_ARG_STRING, &command->sample_labels,
+       "Name the rows (samples) by this sample annotation of INPUT (e.g. Sample_title of a GEO "
+       "series matrix read --transpose)",
+       "COLUMN"},
       {"report", 'r', 0, G_OPTION_ARG_NONE, &command->report, "Print the summary to stdout", NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary line", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
@@ -715,6 +721,10 @@ static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOpti
   if (!read)
     return FALSE;
   gint64 read_done = g_get_monotonic_time();
+  if (command->sample_labels != NULL &&
+      !knnwb_host_sample_labels(data, KNNWB_MATRIX_ROWS, command->sample_labels, command->rest[0],
+                                error))
+    return FALSE;
   /* The classes before the clustering: a table that names no row fails now, not after it. */
   g_auto(KnnwbClusterClasses) known = {0};
   if (command->annotation != NULL) {

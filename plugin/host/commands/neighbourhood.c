@@ -39,6 +39,8 @@ typedef struct {
   const char *const *labels; /* every row's */
   size_t n_rows, n_cols;
   KnnwbNeighbourhood *found;
+  int64_t *focus; /* the focus rows, every rank's */
+  size_t n_focus;
   gint64 start, read_done, expand_done, found_done;
 } KnnwbNeighbourhoodRun;
 
@@ -62,6 +64,7 @@ static void knnwb_neighbourhood_run_clear(KnnwbNeighbourhoodRun *run)
   knnwb_host_split_input_clear(&run->split);
   g_free(run->first_row);
   knnwb_neighbourhood_free(run->found);
+  g_free(run->focus);
 }
 
 /* The options of knnwb neighbourhood, into command. */
@@ -240,10 +243,8 @@ static gboolean knnwb_neighbourhood_read(KnnwbNeighbourhoodRun *run, GError **er
 static gboolean knnwb_neighbourhood_search(KnnwbNeighbourhoodRun *run, GError **error)
 {
   const KnnwbNeighbourhoodCommand *command = &run->command;
-  g_autofree int64_t *focus = NULL;
-  size_t n_focus = 0;
-  if (!knnwb_neighbourhood_focus_labels(run->labels, run->n_rows, command->focus_text, &focus,
-                                        &n_focus, error)) {
+  if (!knnwb_neighbourhood_focus_labels(run->labels, run->n_rows, command->focus_text, &run->focus,
+                                        &run->n_focus, error)) {
     g_prefix_error(error, "%s: ", command->rest[0]);
     return FALSE;
   }
@@ -254,11 +255,12 @@ static gboolean knnwb_neighbourhood_search(KnnwbNeighbourhoodRun *run, GError **
   run->options.progress_data = progress;
   const int order = (int)command->order;
   gboolean found =
-      run->split_rows ? knnwb_neighbourhood_find_split(run->group, run->split.block, run->first_row,
-                                                       focus, n_focus, order, run->direction,
-                                                       &run->options, &run->found, NULL, error)
-                      : knnwb_neighbourhood_find(run->data, focus, n_focus, order, run->direction,
-                                                 &run->options, &run->found, error);
+      run->split_rows
+          ? knnwb_neighbourhood_find_split(run->group, run->split.block, run->first_row, run->focus,
+                                           run->n_focus, order, run->direction, &run->options,
+                                           &run->found, NULL, error)
+          : knnwb_neighbourhood_find(run->data, run->focus, run->n_focus, order, run->direction,
+                                     &run->options, &run->found, error);
   knnwb_host_progress_finish(progress);
   run->options.progress = NULL;
   run->options.progress_data = NULL;
@@ -279,6 +281,20 @@ static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **e
       return FALSE;
     for (size_t v = 0; run->labels != NULL && v < found->n_vertices; v++)
       knnwb_matrix_set_row_label(label_rows, (size_t)found->rows[v], run->labels[found->rows[v]]);
+  }
+  /* Split: the table's p and q take every rank's rows (collective). */
+  const gboolean with_r = run->options.metric == KNNWB_METRIC_PEARSON ||
+                          run->options.metric == KNNWB_METRIC_ABS_PEARSON ||
+                          run->options.metric == KNNWB_METRIC_SPEARMAN;
+  g_autofree double *p = NULL, *q = NULL;
+  if (run->split_rows && command->table != NULL && with_r) {
+    const size_t n = run->writer ? found->n_members : 0;
+    p = g_new(double, MAX(n, (size_t)1));
+    q = g_new(double, MAX(n, (size_t)1));
+    if (!knnwb_neighbourhood_statistics_split(run->group, run->split.block, run->first_row,
+                                              run->focus, run->n_focus, run->writer ? found : NULL,
+                                              run->options.metric, p, q, error))
+      return FALSE;
   }
   if (!run->writer)
     return TRUE; /* split: rank 0 writes alone */
@@ -306,9 +322,12 @@ static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **e
   if (gml && command->plots.dir != NULL)
     gml = knnwb_host_plots_write(&command->plots, found, run->data, command->rest[0], run->outputs,
                                  error);
-  return gml && (run->table_temporary == NULL ||
-                 knnwb_neighbourhood_write_table(run->table_temporary, found, named,
-                                                 run->options.metric, error));
+  return gml &&
+         (run->table_temporary == NULL ||
+          (p != NULL ? knnwb_neighbourhood_write_table_statistics(
+                           run->table_temporary, found, named, run->options.metric, p, q, error)
+                     : knnwb_neighbourhood_write_table(run->table_temporary, found, named,
+                                                       run->options.metric, error)));
 }
 
 static void knnwb_neighbourhood_print_summary(const KnnwbNeighbourhoodRun *run)

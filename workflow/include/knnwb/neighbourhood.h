@@ -166,6 +166,30 @@ gboolean knnwb_neighbourhood_statistics(const KnnwbNeighbourhood *neighbourhood,
                                         double *q, size_t *n_candidates, GError **error);
 
 /**
+ * knnwb_neighbourhood_statistics for a neighbourhood found by knnwb_neighbourhood_find_split:
+ * every rank passes its block, first_row and the focus rows (as to the search); rank 0 passes the
+ * neighbourhood and gets p and q (n_members each), the others pass NULL for all three. The same
+ * numbers as on the whole matrix. Collective. Errors: transport errors, KNNWB_ERROR_NO_MEMORY.
+ * Memory: every rank holds n doubles per focus.
+ */
+gboolean knnwb_neighbourhood_statistics_split(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                              const size_t *first_row, const int64_t *focus,
+                                              size_t n_focus,
+                                              const KnnwbNeighbourhood *neighbourhood,
+                                              KnnwbMetric metric, double *p, double *q,
+                                              GError **error);
+
+/**
+ * knnwb_neighbourhood_write_table with the members' p and q given (n_members each; NULL: NA), for
+ * callers that computed them (knnwb_neighbourhood_statistics_split). Errors: KNNWB_ERROR_IO.
+ */
+gboolean knnwb_neighbourhood_write_table_statistics(const char *path,
+                                                    const KnnwbNeighbourhood *neighbourhood,
+                                                    const KnnwbMatrix *data, KnnwbMetric metric,
+                                                    const double *p, const double *q,
+                                                    GError **error);
+
+/**
  * Writes the neighbourhood as yEd GML: laid out (Fruchterman-Reingold), labelled, nodes coloured
  * by order (the GML key "cluster" holds the order), the focus rows highlighted, directed kNN edges
  * weighted by distance. seed: the layout's. Atomic. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_IGRAPH.
