@@ -369,6 +369,15 @@ static void test_node_attributes(void)
              "label \"P0\"\n    cluster 0\n    clusterSize 3\n    group \"a\"\n    row 1.0\n"));
   g_autofree char *summary = slurp("c.summary.tsv");
   g_assert_nonnull(strstr(summary, "annotated_points\t5\nclasses\t2\n"));
+  /* A table that names none of the rows is refused before the search, nothing written. */
+  put("others.tsv", "name\tscore\nX1\t1\nX2\t2\n");
+  guint before = host_test_count_files(dir);
+  g_clear_pointer(&err, g_free);
+  status = host_test_run(dir, NULL, &err, "knn", "points.tsv", "--metric", "euclidean", "-k", "2",
+                         "--annotation", "others.tsv:score", "-o", "none.gml", NULL);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_nonnull(strstr(err, "none of the 6 rows is named in the table's column 'name'"));
+  g_assert_cmpuint(host_test_count_files(dir), ==, before);
   /* A graph format without node attributes refuses the option. */
   g_clear_pointer(&err, g_free);
   status = host_test_run(dir, NULL, &err, "knn", "points.tsv", "-k", "2", "--annotation",

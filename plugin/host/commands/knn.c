@@ -112,6 +112,7 @@ typedef struct {
   KnnwbReadInfo info;
   KnnwbNeighbors *neighbors;
   char *backend_used;
+  KnnwbHostAttributes attributes; /* --annotation, the writer's, read before the search */
   /* For the summary line. */
   igraph_integer_t n_edges;
   double layout_seconds; /* < 0: no layout */
@@ -127,6 +128,7 @@ static void knnwb_knn_run_clear(KnnwbKnnRun *run)
   knnwb_host_split_input_clear(&run->split);
   knnwb_neighbors_free(run->neighbors);
   g_free(run->backend_used);
+  knnwb_host_attributes_clear(&run->attributes);
 }
 
 /* The options of knnwb knn, into command. */
@@ -469,25 +471,20 @@ static gboolean knnwb_knn_write_graph(KnnwbKnnRun *run, KnnwbWriteControl *contr
   if (written &&
       (run->output_format == KNNWB_OUTPUT_GML || run->output_format == KNNWB_OUTPUT_GRAPHML))
     written = knnwb_knn_layout(run, &graph, &weights, control, &coordinates, error);
-  KnnwbHostAttributes attributes = {0};
-  if (written && run->command.annotation != NULL)
-    written = knnwb_host_attributes_read(run->command.annotation, run->command.annotation_id,
-                                         "--annotation-id", run->data, run->labels, run->n_rows,
-                                         run->command.rest[0], &attributes, error);
+  const KnnwbHostAttributes *attributes = &run->attributes;
   if (written) {
     knnwb_host_progress_set_unit(control->progress_data, "items");
     g_autofree KnnwbNodeAttribute *nodes =
-        knnwb_host_attributes_nodes(&attributes, NULL, run->n_rows, NULL);
+        knnwb_host_attributes_nodes(attributes, NULL, run->n_rows, NULL);
     KnnwbGraphOutput output = {.graph = &graph,
                                .weights = &weights,
                                .labels = run->labels,
                                .gml = &run->gml,
                                .control = control,
                                .attributes = nodes,
-                               .n_attributes = attributes.n};
+                               .n_attributes = attributes->n};
     written = knnwb_formats_write_graph(run->temporary, run->output_format, &output, error);
   }
-  knnwb_host_attributes_clear(&attributes);
   run->n_edges = igraph_ecount(&graph);
   if (have_coordinates)
     igraph_matrix_destroy(&coordinates);
@@ -569,6 +566,17 @@ static gboolean knnwb_knn_execute(KnnwbKnnRun *run, GError **error)
     return FALSE;
   run->read_done = g_get_monotonic_time();
   knnwb_host_log_set_quiet(run->command.quiet);
+  if (run->command.annotation != NULL) {
+    /* The node attributes before the search: a table that does not fit fails now. */
+    gboolean read = !run->writer || knnwb_host_attributes_read(
+                                        run->command.annotation, run->command.annotation_id,
+                                        "--annotation-id", run->data, run->labels, run->n_rows,
+                                        run->command.rest[0], &run->attributes, error);
+    if (run->group != NULL && !run->group->agree(run->group, read, error))
+      read = FALSE;
+    if (!read)
+      return FALSE;
+  }
   /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
    * or the write: the previous output, if any, is never touched by an interrupted run. */
   if (!knnwb_knn_compute(run, error) || !knnwb_knn_write(run, error) ||
