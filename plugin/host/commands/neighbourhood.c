@@ -177,6 +177,12 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
   run->split_rows =
       run->group != NULL && run->group->size > 1 && !knnwb_knn_uses_gpu(&run->options);
   run->writer = !run->split_rows || run->group->rank == 0;
+  if (run->split_rows && command->plots.dir != NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--plots needs the whole input in one process: run it without mpirun, or with "
+                "the whole input on every rank");
+    return FALSE;
+  }
   gboolean ready =
       !run->writer ||
       ((run->gml_temporary = knnwb_host_outputs_add(run->outputs, command->output, error)) &&
