@@ -2,6 +2,7 @@
 #include <string.h>
 #include <knnwb/classify.h>
 #include <knnwb/error.h>
+#include <knnwb/text_fields.h>
 
 void knnwb_classes_free(KnnwbClasses *classes)
 {
@@ -15,7 +16,7 @@ void knnwb_classes_free(KnnwbClasses *classes)
 static gboolean knnwb_classes_unknown(const char *value)
 {
   return value == NULL || *value == '\0' || g_ascii_strcasecmp(value, "NA") == 0 ||
-         g_ascii_strcasecmp(value, "N/A") == 0;
+         g_ascii_strcasecmp(value, "N/A") == 0 || g_ascii_strcasecmp(value, "NaN") == 0;
 }
 
 static gint knnwb_classes_compare(gconstpointer a, gconstpointer b)
@@ -147,6 +148,13 @@ gboolean knnwb_classes_from_table(const KnnwbMatrix *data, const KnnwbAnnotation
               n_extra, KNNWB_PLURAL(n_extra), n_extra == 1 ? "is" : "are", table->path,
               first_extra_line, first_extra);
   *classes = knnwb_classes_build(values, n);
+  size_t n_unknown = 0;
+  for (size_t i = 0; i < n; i++)
+    n_unknown += (*classes)->of[i] < 0;
+  if (n_unknown > 0 && n_unknown < n)
+    g_warning("%s: %zu of the %zu rows have no class in column '%s' (NA, empty or NaN): they are "
+              "predicted from the labelled rows and not scored",
+              table->path, n_unknown, n, table->header[column]);
   return TRUE;
 }
 
@@ -162,4 +170,59 @@ void knnwb_classes_match_by_label(const KnnwbMatrix *query, const KnnwbMatrix *l
     gpointer hit = label ? g_hash_table_lookup(rows, label) : NULL;
     out[i] = hit ? classes->of[GPOINTER_TO_SIZE(hit) - 1] : -1;
   }
+}
+
+gboolean knnwb_classes_match_table(const KnnwbMatrix *query, const KnnwbAnnotationTable *table,
+                                   const char *id_column, const char *class_column,
+                                   const KnnwbClasses *classes, int32_t *out, size_t *n_unseen,
+                                   GError **error)
+{
+  size_t id, column;
+  if (!knnwb_annotation_column(table, id_column, &id, error) ||
+      !knnwb_annotation_column(table, class_column, &column, error))
+    return FALSE;
+  g_autoptr(GHashTable) value_of = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t r = table->n_records; r-- > 0;)
+    g_hash_table_insert(value_of, (gpointer)knnwb_annotation_field(table, r, id),
+                        (gpointer)knnwb_annotation_field(table, r, column));
+  g_autoptr(GHashTable) class_of = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t c = 0; c < classes->n_classes; c++)
+    g_hash_table_insert(class_of, classes->names[c], GSIZE_TO_POINTER(c + 1));
+  size_t unseen = 0;
+  for (size_t i = 0; i < query->n_rows; i++) {
+    const char *label = knnwb_matrix_row_label(query, i);
+    const char *value = label ? g_hash_table_lookup(value_of, label) : NULL;
+    out[i] = -1;
+    if (knnwb_classes_unknown(value))
+      continue;
+    gpointer hit = g_hash_table_lookup(class_of, value);
+    if (hit == NULL)
+      unseen++;
+    else
+      out[i] = (int32_t)GPOINTER_TO_SIZE(hit) - 1;
+  }
+  if (n_unseen != NULL)
+    *n_unseen = unseen;
+  return TRUE;
+}
+
+void knnwb_classes_warn_single(const KnnwbClasses *classes)
+{
+  g_autofree size_t *count = g_new0(size_t, MAX(classes->n_classes, (size_t)1));
+  for (size_t i = 0; i < classes->n_rows; i++)
+    if (classes->of[i] >= 0)
+      count[classes->of[i]]++;
+  g_autoptr(GString) single = g_string_new(NULL);
+  size_t n_single = 0;
+  for (size_t c = 0; c < classes->n_classes; c++)
+    if (count[c] == 1 && n_single++ < 10) {
+      /* Class names come from the data: quoted, controls escaped. */
+      g_autofree char *shown =
+          knnwb_formats_quote_field(classes->names[c], strlen(classes->names[c]));
+      g_string_append_printf(single, "%s%s", single->len ? ", " : "", shown);
+    }
+  if (n_single > 0)
+    g_warning("%zu class%s with one labelled row (%s%s): a row is never predicted as a class "
+              "that has no other row, so cross-validation scores such a row wrong",
+              n_single, n_single == 1 ? "" : "es", single->str, n_single > 10 ? ", ..." : "");
 }

@@ -47,6 +47,39 @@ double knnwb_classify_recall(const KnnwbClassifyMetrics *metrics, size_t c)
   return actual ? (double)metrics->confusion[c * metrics->n_classes + c] / (double)actual : NAN;
 }
 
+double knnwb_classify_balanced_accuracy(const KnnwbClassifyMetrics *metrics)
+{
+  double sum = 0.0;
+  size_t present = 0;
+  for (size_t c = 0; c < metrics->n_classes; c++) {
+    const double recall = knnwb_classify_recall(metrics, c);
+    if (!isnan(recall)) {
+      sum += recall;
+      present++;
+    }
+  }
+  return present ? sum / (double)present : NAN;
+}
+
+double knnwb_classify_majority_baseline(const KnnwbClassifyMetrics *metrics, size_t *majority)
+{
+  const size_t n = metrics->n_classes;
+  uint64_t best = 0;
+  size_t best_class = 0;
+  for (size_t c = 0; c < n; c++) {
+    uint64_t support = 0;
+    for (size_t p = 0; p < n; p++)
+      support += metrics->confusion[c * n + p];
+    if (support > best) { /* ties: the first class (names are sorted) */
+      best = support;
+      best_class = c;
+    }
+  }
+  if (majority != NULL)
+    *majority = best_class;
+  return metrics->n_scored ? (double)best / (double)metrics->n_scored : NAN;
+}
+
 void knnwb_classify_metrics_print(FILE *stream, const KnnwbClassifyMetrics *metrics,
                                   char *const *names)
 {
@@ -54,6 +87,13 @@ void knnwb_classify_metrics_print(FILE *stream, const KnnwbClassifyMetrics *metr
   fprintf(stream, "accuracy\t%.4f\t(%zu of %zu)\n",
           metrics->n_scored ? (double)metrics->n_correct / (double)metrics->n_scored : NAN,
           metrics->n_correct, metrics->n_scored);
+  fprintf(stream, "balanced_accuracy\t%.4f\t(mean recall over the classes)\n",
+          knnwb_classify_balanced_accuracy(metrics));
+  size_t majority = 0;
+  const double baseline = knnwb_classify_majority_baseline(metrics, &majority);
+  fprintf(stream, "majority_baseline\t%.4f\t(every row called ", baseline);
+  knnwb_formats_write_tsv_field(stream, n > 0 ? names[majority] : "");
+  fputs(")\n", stream);
   fprintf(stream, "\nclass\tprecision\trecall\tsupport\n");
   for (size_t c = 0; c < n; c++) {
     uint64_t support = 0;

@@ -15,17 +15,42 @@ static const char *knnwb_neighbourhood_label(const KnnwbMatrix *data, int64_t ro
   return scratch;
 }
 
+/* The metrics whose table has r, p and q. */
+static gboolean knnwb_neighbourhood_with_r(KnnwbMetric metric)
+{
+  return metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
+         metric == KNNWB_METRIC_SPEARMAN;
+}
+
 gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                          const KnnwbMatrix *data, KnnwbMetric metric,
                                          GError **error)
 {
-  gboolean with_r = metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
-                    metric == KNNWB_METRIC_SPEARMAN;
+  const size_t n = neighbourhood->n_members;
+  g_autofree double *p = g_new(double, MAX(n, (size_t)1));
+  g_autofree double *q = g_new(double, MAX(n, (size_t)1));
+  for (size_t i = 0; i < n; i++)
+    p[i] = q[i] = NAN;
+  /* A writer that holds only the labels (a split run's) has no values to test against. */
+  if (knnwb_neighbourhood_with_r(metric) && data != NULL && data->n_cols > 0 &&
+      data->values != NULL &&
+      !knnwb_neighbourhood_statistics(neighbourhood, data, metric, p, q, NULL, error))
+    return FALSE;
+  return knnwb_neighbourhood_write_table_statistics(path, neighbourhood, data, metric, p, q, error);
+}
+
+gboolean knnwb_neighbourhood_write_table_statistics(const char *path,
+                                                    const KnnwbNeighbourhood *neighbourhood,
+                                                    const KnnwbMatrix *data, KnnwbMetric metric,
+                                                    const double *p, const double *q,
+                                                    GError **error)
+{
+  const gboolean with_r = knnwb_neighbourhood_with_r(metric);
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL)
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
-  fprintf(stream, "focus\trank\tlabel\torder\tdistance%s\n", with_r ? "\tr" : "");
+  fprintf(stream, "focus\trank\tlabel\torder\tdistance%s\n", with_r ? "\tr\tp\tq" : "");
   for (size_t i = 0; i < neighbourhood->n_members; i++) {
     const KnnwbNeighbourhoodMember *member = &neighbourhood->members[i];
     char scratch[32];
@@ -35,8 +60,17 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
     knnwb_formats_write_tsv_field(stream, knnwb_neighbourhood_label(data, member->row, scratch));
     /* %.9g: distances and r to float precision and beyond, readable in a spreadsheet. */
     fprintf(stream, "\t%d\t%.9g", member->order, member->distance);
-    if (with_r)
+    if (with_r) {
       fprintf(stream, "\t%.9g", member->r);
+      /* p and q to 6 significant digits: more would be noise beside the float32 data. */
+      for (int column = 0; column < 2; column++) {
+        const double value = column == 0 ? (p ? p[i] : NAN) : (q ? q[i] : NAN);
+        if (isnan(value))
+          fputs("\tNA", stream);
+        else
+          fprintf(stream, "\t%.6g", value);
+      }
+    }
     putc('\n', stream);
   }
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
@@ -44,6 +78,15 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
 
 gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                        const KnnwbMatrix *data, unsigned long seed, GError **error)
+{
+  return knnwb_neighbourhood_write_gml_annotated(path, neighbourhood, data, seed, NULL, 0, error);
+}
+
+gboolean knnwb_neighbourhood_write_gml_annotated(const char *path,
+                                                 const KnnwbNeighbourhood *neighbourhood,
+                                                 const KnnwbMatrix *data, unsigned long seed,
+                                                 const KnnwbNodeAttribute *attributes,
+                                                 size_t n_attributes, GError **error)
 {
   const size_t n = neighbourhood->n_vertices;
   g_autofree const char **labels = g_new0(const char *, MAX(n, (size_t)1));
@@ -90,7 +133,9 @@ gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhoo
                              .weights = &neighbourhood->weights,
                              .labels = labels,
                              .membership = &order,
-                             .gml = &gml};
+                             .gml = &gml,
+                             .attributes = attributes,
+                             .n_attributes = n_attributes};
   gboolean ok = knnwb_formats_write_gml(path, &output, error);
   igraph_matrix_destroy(&radial);
   igraph_vector_int_destroy(&order);

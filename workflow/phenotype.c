@@ -47,9 +47,122 @@ static gboolean knnwb_phenotype_number(const char *text, float *value, const cha
   return TRUE;
 }
 
-gboolean knnwb_phenotype_values(const KnnwbMatrix *data, const KnnwbAnnotationTable *table,
-                                const char *id_column, const char *value_column, float **values,
-                                GError **error)
+/* "Inf", "-infinity": a value that is there but unusable, not a missing one. */
+static gboolean knnwb_phenotype_infinite(const char *text)
+{
+  if (*text == '+' || *text == '-')
+    text++;
+  return g_ascii_strcasecmp(text, "inf") == 0 || g_ascii_strcasecmp(text, "infinity") == 0;
+}
+
+/* What matching the table to the matrix found: the values, and what was wrong or left out. */
+typedef struct {
+  const KnnwbAnnotationTable *table;
+  size_t id, column;
+  KnnwbPhenotypeMissing missing;
+  size_t *record_of; /* per matrix column: record + 1, 0 = none */
+  float *result;
+  KnnwbPhenotypeProblems problems;
+  GString *extra;
+  size_t n_extra, n_numbers, n_not_numbers, n_missing;
+  const char *example, *example2;
+} KnnwbPhenotypeMatch;
+
+/* One record of the table against the matrix's samples (a hash of names to column + 1). */
+static void knnwb_phenotype_match_record(KnnwbPhenotypeMatch *match, GHashTable *samples, size_t i)
+{
+  const KnnwbAnnotationTable *table = match->table;
+  const char *name = knnwb_annotation_field(table, i, match->id);
+  const char *field = knnwb_annotation_field(table, i, match->column);
+  gpointer hit = g_hash_table_lookup(samples, name);
+  if (hit == NULL) {
+    if (match->n_extra++ < 10)
+      g_string_append_printf(match->extra, "%s%s:%zu: '%s'", match->extra->len ? ", " : "",
+                             table->path, table->line[i], name);
+    return;
+  }
+  size_t j = GPOINTER_TO_SIZE(hit) - 1;
+  if (match->record_of[j] != 0) {
+    knnwb_phenotype_problem(&match->problems,
+                            "%s:%zu: sample '%s' is listed twice (first on line %zu)", table->path,
+                            table->line[i], name, table->line[match->record_of[j] - 1]);
+    return;
+  }
+  match->record_of[j] = i + 1;
+  const char *why = NULL;
+  if (knnwb_phenotype_number(field, &match->result[j], &why)) {
+    match->n_numbers++;
+    return;
+  }
+  const size_t length = strlen(field);
+  const gboolean missing = knnwb_formats_is_missing_token(field, length);
+  if (missing && match->missing == KNNWB_PHENOTYPE_MISSING_COMPLETE &&
+      !knnwb_phenotype_infinite(field)) {
+    /* NA, empty, NaN: no value, left out with the whole sample (an infinity stays an error). */
+    match->result[j] = NAN;
+    match->n_missing++;
+    return;
+  }
+  if (!missing) {
+    match->n_not_numbers++;
+    if (match->example == NULL)
+      match->example = field;
+    else if (match->example2 == NULL && strcmp(match->example, field) != 0)
+      match->example2 = field;
+  }
+  g_autofree char *shown = knnwb_formats_quote_field(field, length);
+  knnwb_phenotype_problem(&match->problems, "%s:%zu: sample '%s': %s %s in column '%s'",
+                          table->path, table->line[i], name, shown, why,
+                          table->header[match->column]);
+}
+
+/* The one-sentence failures: a categorical column, no sample in common, no value at all. */
+static gboolean knnwb_phenotype_match_whole(const KnnwbPhenotypeMatch *match,
+                                            const KnnwbMatrix *data, GError **error)
+{
+  const KnnwbAnnotationTable *table = match->table;
+  const size_t d = data->n_cols;
+  if (match->n_numbers == 0 && match->n_not_numbers > 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s:%zu: column '%s' is categorical (values such as '%s'%s%s%s), not numeric: "
+                "the phenotype row needs numbers (code the categories as numbers; for classes use "
+                "knnwb classify --classes)",
+                table->path, table->header_line, table->header[match->column], match->example,
+                match->example2 ? ", '" : "", match->example2 ? match->example2 : "",
+                match->example2 ? "'" : "");
+    return FALSE;
+  }
+  size_t matched = 0;
+  for (size_t j = 0; j < d; j++)
+    matched += match->record_of[j] != 0;
+  if (matched == 0 && d > 0 && table->n_records > 0) {
+    const char *first = data->col_labels[0] ? data->col_labels[0] : "";
+    const char *second = d > 1 && data->col_labels[1] ? data->col_labels[1] : "";
+    const size_t id = match->id;
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s: none of the matrix's %zu samples (columns) is named in the table's column "
+                "'%s': the samples are named like '%s'%s%s%s, the column holds '%s'%s%s%s "
+                "(another column of names: --phenotype-id)",
+                table->path, d, table->header[id], first, d > 1 ? ", '" : "", second,
+                d > 1 ? "'" : "", knnwb_annotation_field(table, 0, id),
+                table->n_records > 1 ? ", '" : "",
+                table->n_records > 1 ? knnwb_annotation_field(table, 1, id) : "",
+                table->n_records > 1 ? "'" : "");
+    return FALSE;
+  }
+  if (match->problems.n == 0 && match->n_numbers == 0 && match->n_missing > 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s:%zu: column '%s' has no value for any of the %zu samples (all NA or empty)",
+                table->path, table->header_line, table->header[match->column], match->n_missing);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_phenotype_values_missing(const KnnwbMatrix *data, const KnnwbAnnotationTable *table,
+                                        const char *id_column, const char *value_column,
+                                        KnnwbPhenotypeMissing missing, float **values,
+                                        size_t *n_missing, GError **error)
 {
   if (data->col_labels == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -73,93 +186,107 @@ gboolean knnwb_phenotype_values(const KnnwbMatrix *data, const KnnwbAnnotationTa
   for (size_t j = d; j-- > 0;)
     if (data->col_labels[j] != NULL)
       g_hash_table_insert(samples, data->col_labels[j], GSIZE_TO_POINTER(j + 1));
-  g_autofree size_t *record_of = g_new0(size_t, MAX(d, (size_t)1)); /* record + 1, 0 = none */
+  g_autofree size_t *record_of = g_new0(size_t, MAX(d, (size_t)1));
   g_autofree float *result = g_new0(float, MAX(d, (size_t)1));
   g_autoptr(GString) text = g_string_new(NULL);
-  KnnwbPhenotypeProblems problems = {text, 0};
   g_autoptr(GString) extra = g_string_new(NULL);
-  size_t n_extra = 0, n_numbers = 0, n_not_numbers = 0;
-  const char *example = NULL, *example2 = NULL;
-  for (size_t i = 0; i < table->n_records; i++) {
-    const char *name = knnwb_annotation_field(table, i, id);
-    const char *field = knnwb_annotation_field(table, i, column);
-    gpointer hit = g_hash_table_lookup(samples, name);
-    if (hit == NULL) {
-      if (n_extra++ < 10)
-        g_string_append_printf(extra, "%s%s:%zu: '%s'", extra->len ? ", " : "", table->path,
-                               table->line[i], name);
-      continue;
-    }
-    size_t j = GPOINTER_TO_SIZE(hit) - 1;
-    if (record_of[j] != 0) {
-      knnwb_phenotype_problem(&problems, "%s:%zu: sample '%s' is listed twice (first on line %zu)",
-                              table->path, table->line[i], name, table->line[record_of[j] - 1]);
-      continue;
-    }
-    record_of[j] = i + 1;
-    const char *why = NULL;
-    if (knnwb_phenotype_number(field, &result[j], &why)) {
-      n_numbers++;
-      continue;
-    }
-    if (!knnwb_formats_is_missing_token(field, strlen(field))) {
-      n_not_numbers++;
-      if (example == NULL)
-        example = field;
-      else if (example2 == NULL && strcmp(example, field) != 0)
-        example2 = field;
-    }
-    g_autofree char *shown = knnwb_formats_quote_field(field, strlen(field));
-    knnwb_phenotype_problem(&problems, "%s:%zu: sample '%s': %s %s in column '%s'", table->path,
-                            table->line[i], name, shown, why, table->header[column]);
-  }
-  if (n_numbers == 0 && n_not_numbers > 0) {
-    /* One clear sentence instead of a line per sample. */
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                "%s:%zu: column '%s' is categorical (values such as '%s'%s%s%s), not numeric: "
-                "the phenotype row needs numbers (code the categories as numbers; for classes use "
-                "knnwb classify --classes)",
-                table->path, table->header_line, table->header[column], example,
-                example2 ? ", '" : "", example2 ? example2 : "", example2 ? "'" : "");
+  KnnwbPhenotypeMatch match = {.table = table,
+                               .id = id,
+                               .column = column,
+                               .missing = missing,
+                               .record_of = record_of,
+                               .result = result,
+                               .problems = {text, 0},
+                               .extra = extra};
+  for (size_t i = 0; i < table->n_records; i++)
+    knnwb_phenotype_match_record(&match, samples, i);
+  if (!knnwb_phenotype_match_whole(&match, data, error))
     return FALSE;
-  }
-  size_t matched = 0;
-  for (size_t j = 0; j < d; j++)
-    matched += record_of[j] != 0;
-  if (matched == 0 && d > 0 && table->n_records > 0) {
-    /* Nothing matches: one sentence with both sides' names, not a line per sample. */
-    const char *first = data->col_labels[0] ? data->col_labels[0] : "";
-    const char *second = d > 1 && data->col_labels[1] ? data->col_labels[1] : "";
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                "%s: none of the matrix's %zu samples (columns) is named in the table's column "
-                "'%s': the samples are named like '%s'%s%s%s, the column holds '%s'%s%s%s "
-                "(another column of names: --phenotype-id)",
-                table->path, d, table->header[id], first, d > 1 ? ", '" : "", second,
-                d > 1 ? "'" : "", knnwb_annotation_field(table, 0, id),
-                table->n_records > 1 ? ", '" : "",
-                table->n_records > 1 ? knnwb_annotation_field(table, 1, id) : "",
-                table->n_records > 1 ? "'" : "");
-    return FALSE;
-  }
   for (size_t j = 0; j < d; j++)
     if (record_of[j] == 0)
-      knnwb_phenotype_problem(&problems, "%s: sample '%s' is not in the table's column '%s'",
+      knnwb_phenotype_problem(&match.problems, "%s: sample '%s' is not in the table's column '%s'",
                               table->path, data->col_labels[j] ? data->col_labels[j] : "",
                               table->header[id]);
-  if (problems.n > 0) {
-    if (problems.n > KNNWB_PHENOTYPE_MAX_LISTED)
+  if (match.problems.n > 0) {
+    if (match.problems.n > KNNWB_PHENOTYPE_MAX_LISTED)
       g_string_append_printf(text, "\n%s: ... and %zu more problems", table->path,
-                             problems.n - KNNWB_PHENOTYPE_MAX_LISTED);
+                             match.problems.n - KNNWB_PHENOTYPE_MAX_LISTED);
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                "the phenotype table does not match the matrix (%zu problem%s):\n%s", problems.n,
-                problems.n == 1 ? "" : "s", text->str);
+                "the phenotype table does not match the matrix (%zu problem%s):\n%s",
+                match.problems.n, match.problems.n == 1 ? "" : "s", text->str);
     return FALSE;
   }
-  if (n_extra > 0)
-    g_warning("%zu sample%s of the phenotype table %s not in the matrix and ignored: %s%s", n_extra,
-              n_extra == 1 ? "" : "s", n_extra == 1 ? "is" : "are", extra->str,
-              n_extra > 10 ? ", ..." : "");
+  if (match.n_extra > 0)
+    g_warning("%zu sample%s of the phenotype table %s not in the matrix and ignored: %s%s",
+              match.n_extra, match.n_extra == 1 ? "" : "s", match.n_extra == 1 ? "is" : "are",
+              extra->str, match.n_extra > 10 ? ", ..." : "");
+  if (match.n_missing > 0)
+    g_warning("%s: %zu of the %zu samples have no value in column '%s' (NA, empty or NaN): they "
+              "are left out of the phenotype row and of every other row (complete cases; "
+              "--phenotype-missing error refuses instead)",
+              table->path, match.n_missing, d, table->header[column]);
+  if (n_missing != NULL)
+    *n_missing = match.n_missing;
   *values = g_steal_pointer(&result);
+  return TRUE;
+}
+
+gboolean knnwb_phenotype_values(const KnnwbMatrix *data, const KnnwbAnnotationTable *table,
+                                const char *id_column, const char *value_column, float **values,
+                                GError **error)
+{
+  return knnwb_phenotype_values_missing(data, table, id_column, value_column,
+                                        KNNWB_PHENOTYPE_MISSING_ERROR, values, NULL, error);
+}
+
+gboolean knnwb_phenotype_complete_cases(KnnwbMatrix **data, float *values, GError **error)
+{
+  KnnwbMatrix *old = *data;
+  const size_t n = old->n_rows, d = old->n_cols;
+  size_t kept = 0;
+  for (size_t j = 0; j < d; j++)
+    kept += !isnan(values[j]);
+  if (kept == d)
+    return TRUE;
+  g_autoptr(KnnwbMatrix) target = knnwb_matrix_new(n, kept, error);
+  if (target == NULL)
+    return FALSE;
+  g_autofree size_t *from = g_new(size_t, MAX(kept, (size_t)1));
+  for (size_t j = 0, c = 0; j < d; j++)
+    if (!isnan(values[j])) {
+      from[c] = j;
+      values[c++] = values[j];
+    }
+  for (size_t i = 0; i < n; i++) {
+    const float *row = old->values + i * d;
+    float *out = target->values + i * kept;
+    for (size_t c = 0; c < kept; c++)
+      out[c] = row[from[c]];
+    if (old->row_labels)
+      knnwb_matrix_set_row_label(target, i, old->row_labels[i]);
+    if (old->row_classes)
+      knnwb_matrix_set_row_class(target, i, old->row_classes[i]);
+    if (knnwb_matrix_row_is_absent(old, i))
+      knnwb_matrix_set_row_absent(target, i);
+  }
+  for (size_t c = 0; c < kept; c++) {
+    if (old->col_labels)
+      knnwb_matrix_set_col_label(target, c, old->col_labels[from[c]]);
+    if (old->col_classes)
+      knnwb_matrix_set_col_class(target, c, old->col_classes[from[c]]);
+  }
+  for (int axis = KNNWB_MATRIX_ROWS; axis <= KNNWB_MATRIX_COLUMNS; axis++) {
+    g_autofree const char **keys = knnwb_matrix_annotation_keys(old, (KnnwbMatrixAxis)axis);
+    for (size_t k = 0; keys[k] != NULL; k++) {
+      const char *const *entries = knnwb_matrix_annotation(old, (KnnwbMatrixAxis)axis, keys[k]);
+      const size_t count = axis == KNNWB_MATRIX_ROWS ? n : kept;
+      for (size_t e = 0; e < count; e++)
+        knnwb_matrix_set_annotation(target, (KnnwbMatrixAxis)axis, keys[k], e,
+                                    entries[axis == KNNWB_MATRIX_ROWS ? e : from[e]]);
+    }
+  }
+  knnwb_matrix_free(old);
+  *data = g_steal_pointer(&target);
   return TRUE;
 }
 

@@ -1,6 +1,9 @@
 /* Annotation tables (TSV/CSV with a header): sample sheets, phenotypes, class labels. */
 #include <string.h>
 #include <knnwb/annotation.h>
+#include <knnwb/error.h>
+#include <knnwb/matrix.h>
+#include <knnwb/text_fields.h>
 #include "read_internal.h"
 
 void knnwb_annotation_free(KnnwbAnnotationTable *table)
@@ -16,14 +19,18 @@ void knnwb_annotation_free(KnnwbAnnotationTable *table)
   g_free(table);
 }
 
-/* Blank lines separate nothing in a table: skip them (a line of only blanks counts as blank). */
-static int knnwb_annotation_next_record(KnnwbTextInput *input, const char **line, size_t *length,
-                                        GError **error)
+/* Blank lines separate nothing in a table: skip them (a line of only blanks counts as blank).
+ * Lines that start with '#' are comments (Biobase's pData files describe their columns so), except
+ * before the header a '#' line with a tab, which is the header (QIIME's "#SampleID\t..."). */
+static int knnwb_annotation_next_record(KnnwbTextInput *input, gboolean header, const char **line,
+                                        size_t *length, GError **error)
 {
   for (;;) {
     int got = knnwb_text_input_next_line(input, line, length, error);
     if (got <= 0)
       return got;
+    if (*length > 0 && (*line)[0] == '#' && (!header || memchr(*line, '\t', *length) == NULL))
+      continue;
     for (size_t i = 0; i < *length; i++)
       if ((*line)[i] != ' ' && (*line)[i] != '\t' && (*line)[i] != '\r')
         return 1;
@@ -71,7 +78,7 @@ KnnwbAnnotationTable *knnwb_annotation_read(const char *path, GError **error)
   gboolean ok = FALSE;
   const char *line;
   size_t length;
-  int got = knnwb_annotation_next_record(&input, &line, &length, error);
+  int got = knnwb_annotation_next_record(&input, TRUE, &line, &length, error);
   if (got <= 0) {
     if (got == 0)
       knnwb_formats_parse_error(error, path, MAX(input.line_number, 1), 0,
@@ -106,7 +113,7 @@ KnnwbAnnotationTable *knnwb_annotation_read(const char *path, GError **error)
       }
   }
   for (;;) {
-    got = knnwb_annotation_next_record(&input, &line, &length, error);
+    got = knnwb_annotation_next_record(&input, FALSE, &line, &length, error);
     if (got < 0)
       goto out;
     if (got == 0)
@@ -189,4 +196,54 @@ gboolean knnwb_annotation_parse_spec(const char *spec, char **path, char **colum
   *path = g_strndup(spec, (gsize)(colon - spec));
   *column = g_strdup(colon + 1);
   return TRUE;
+}
+
+KnnwbAnnotationTable *knnwb_annotation_from_matrix(const KnnwbMatrix *matrix, KnnwbMatrixAxis axis,
+                                                   const char *key, const char *name,
+                                                   GError **error)
+{
+  const char *const *values = knnwb_matrix_annotation(matrix, axis, key);
+  if (values == NULL) {
+    g_autofree const char **keys = knnwb_matrix_annotation_keys(matrix, axis);
+    g_autoptr(GString) names = g_string_new(NULL);
+    for (size_t k = 0; keys[k] != NULL; k++)
+      if (k < 40) {
+        /* Names come from the file: shown quoted, controls escaped. */
+        g_autofree char *shown = knnwb_formats_quote_field(keys[k], strlen(keys[k]));
+        g_string_append_printf(names, "%s%s", k ? ", " : "", shown);
+      } else if (k == 40)
+        g_string_append(names, ", ...");
+    g_autofree char *shown = knnwb_formats_quote_field(key, strlen(key));
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: no sample annotation %s %s (%s%s); a table's column is TABLE:COLUMN", name,
+                shown, axis == KNNWB_MATRIX_ROWS ? "on the rows" : "on the columns",
+                names->len ? "available: " : "the input has none", names->str);
+    return NULL;
+  }
+  const size_t n = axis == KNNWB_MATRIX_ROWS ? matrix->n_rows : matrix->n_cols;
+  char *const *labels = axis == KNNWB_MATRIX_ROWS ? matrix->row_labels : matrix->col_labels;
+  g_autoptr(KnnwbAnnotationTable) table = g_new0(KnnwbAnnotationTable, 1);
+  table->path = g_strdup(name);
+  table->strings = g_string_chunk_new(4096);
+  table->n_columns = 2;
+  table->n_records = n;
+  table->header = g_new(char *, 2);
+  table->header[0] = g_string_chunk_insert(table->strings, "");
+  table->header[1] = g_string_chunk_insert(table->strings, key);
+  table->fields = g_new(char *, MAX(2 * n, (size_t)1));
+  table->line = g_new(size_t, MAX(n, (size_t)1));
+  for (size_t i = 0; i < n; i++) {
+    char scratch[32];
+    const char *label = labels != NULL ? labels[i] : NULL;
+    if (label == NULL) {
+      g_snprintf(scratch, sizeof scratch, "%zu", i);
+      label = scratch;
+    }
+    table->fields[2 * i] = g_string_chunk_insert(table->strings, label);
+    /* The surrounding blanks go, as a table's fields lose them. */
+    g_autofree char *value = g_strstrip(g_strdup(values[i] ? values[i] : ""));
+    table->fields[2 * i + 1] = g_string_chunk_insert(table->strings, value);
+    table->line[i] = i + 1; /* the sample's number, counted from 1, for messages */
+  }
+  return g_steal_pointer(&table);
 }

@@ -36,7 +36,27 @@ typedef struct {
   const gboolean *focus;
   const KnnwbAppearance *appearance;
   char (*colours)[8]; /* per cluster */
+  const KnnwbAttributePlan *attributes;
 } KnnwbGmlContext;
+
+/* The node's annotation columns: numbers as reals, text as GML strings; no value, no key. */
+static void knnwb_gml_put_attributes(const KnnwbGmlContext *g, igraph_integer_t v,
+                                     KnnwbTextChunk *out)
+{
+  for (size_t a = 0; g->attributes != NULL && a < g->output->n_attributes; a++) {
+    const KnnwbAttributePlan *plan = &g->attributes[a];
+    const char *value = g->output->attributes[a].values[v];
+    if (knnwb_formats_attribute_missing(value))
+      continue;
+    knnwb_text_chunk_puts(out, "\n    ");
+    knnwb_text_chunk_puts(out, plan->gml_key);
+    knnwb_text_chunk_putc(out, ' ');
+    if (plan->numeric)
+      knnwb_gml_put_real(out, plan->numbers[v]);
+    else
+      knnwb_formats_put_gml_string(out, value);
+  }
+}
 
 static void knnwb_gml_format_nodes(void *context, size_t first, size_t last, KnnwbTextChunk *out)
 {
@@ -59,6 +79,7 @@ static void knnwb_gml_format_nodes(void *context, size_t first, size_t last, Knn
       knnwb_text_chunk_puts(out, "\n    clusterSize ");
       knnwb_text_chunk_put_int(out, g->cluster_size[c]);
     }
+    knnwb_gml_put_attributes(g, v, out);
     gboolean focus = g->focus != NULL && g->focus[v];
     if (focus)
       knnwb_text_chunk_puts(out, "\n    focus 1");
@@ -160,14 +181,16 @@ gboolean knnwb_formats_write_gml(const char *path, const KnnwbGraphOutput *outpu
   FILE *stream = knnwb_atomic_file_stream(file);
   fprintf(stream, "Creator \"knnwb\"\nVersion 1\ngraph\n[\n  directed %d\n",
           igraph_is_directed(graph) ? 1 : 0);
+  KnnwbAttributePlan *attributes = knnwb_formats_attributes_plan(output);
   KnnwbGmlContext context = {output,       drawing.options, drawing.coordinates,
                              cluster_size, drawing.focus,   &drawing.appearance,
-                             colours};
+                             colours,      attributes};
   uint64_t total = (uint64_t)n + (uint64_t)m;
   gboolean ok = knnwb_formats_write_chunks(stream, path, (size_t)n, 8192, knnwb_gml_format_nodes,
                                            &context, output->control, 0, total, error) &&
                 knnwb_formats_write_chunks(stream, path, (size_t)m, 16384, knnwb_gml_format_edges,
                                            &context, output->control, (uint64_t)n, total, error);
+  knnwb_formats_attributes_free(attributes, output->n_attributes);
   knnwb_drawing_setup_clear(&drawing);
   if (!ok)
     return FALSE;

@@ -19,7 +19,27 @@ typedef struct {
   const igraph_matrix_t *coordinates;
   const gboolean *focus;
   const KnnwbAppearance *appearance;
+  const KnnwbAttributePlan *attributes;
 } KnnwbGraphmlContext;
+
+/* The node's annotation columns (keys a0, a1, ...); no value, no data element. */
+static void knnwb_graphml_put_attributes(const KnnwbGraphmlContext *g, igraph_integer_t v,
+                                         KnnwbTextChunk *out)
+{
+  for (size_t a = 0; g->attributes != NULL && a < g->output->n_attributes; a++) {
+    const char *value = g->output->attributes[a].values[v];
+    if (knnwb_formats_attribute_missing(value))
+      continue;
+    knnwb_text_chunk_puts(out, "<data key=\"a");
+    knnwb_text_chunk_put_int(out, (int64_t)a);
+    knnwb_text_chunk_puts(out, "\">");
+    if (g->attributes[a].numeric)
+      knnwb_graphml_put_real(out, g->attributes[a].numbers[v]);
+    else
+      knnwb_formats_put_xml_text(out, value);
+    knnwb_text_chunk_puts(out, "</data>");
+  }
+}
 
 static void knnwb_graphml_format_nodes(void *context, size_t first, size_t last,
                                        KnnwbTextChunk *out)
@@ -45,6 +65,7 @@ static void knnwb_graphml_format_nodes(void *context, size_t first, size_t last,
       knnwb_graphml_put_real(out, MATRIX(*g->coordinates, v, 1));
       knnwb_text_chunk_puts(out, "</data>");
     }
+    knnwb_graphml_put_attributes(g, v, out);
     if (g->focus != NULL)
       knnwb_text_chunk_puts(out, g->focus[v] ? "<data key=\"focus\">true</data>"
                                              : "<data key=\"focus\">false</data>");
@@ -114,19 +135,29 @@ gboolean knnwb_formats_write_graphml(const char *path, const KnnwbGraphOutput *o
           stream);
   if (focus != NULL)
     fputs("  <key id=\"focus\" for=\"node\" attr.name=\"focus\" attr.type=\"boolean\"/>\n", stream);
+  KnnwbAttributePlan *attributes = knnwb_formats_attributes_plan(output);
+  for (size_t a = 0; attributes != NULL && a < output->n_attributes; a++) {
+    KnnwbTextChunk name = {0};
+    knnwb_formats_put_xml_text(&name, output->attributes[a].name);
+    fprintf(stream, "  <key id=\"a%zu\" for=\"node\" attr.name=\"%.*s\" attr.type=\"%s\"/>\n", a,
+            (int)name.length, name.data ? name.data : "",
+            attributes[a].numeric ? "double" : "string");
+    g_free(name.data);
+  }
   if (output->weights != NULL)
     fputs("  <key id=\"distance\" for=\"edge\" attr.name=\"distance\" attr.type=\"double\"/>\n"
           "  <key id=\"weight\" for=\"edge\" attr.name=\"weight\" attr.type=\"double\"/>\n",
           stream);
   fprintf(stream, "  <graph id=\"G\" edgedefault=\"%s\">\n",
           igraph_is_directed(graph) ? "directed" : "undirected");
-  KnnwbGraphmlContext context = {output, coordinates, focus, &drawing.appearance};
+  KnnwbGraphmlContext context = {output, coordinates, focus, &drawing.appearance, attributes};
   uint64_t total = (uint64_t)n + (uint64_t)m;
   gboolean ok =
       knnwb_formats_write_chunks(stream, path, (size_t)n, 16384, knnwb_graphml_format_nodes,
                                  &context, output->control, 0, total, error) &&
       knnwb_formats_write_chunks(stream, path, (size_t)m, 32768, knnwb_graphml_format_edges,
                                  &context, output->control, (uint64_t)n, total, error);
+  knnwb_formats_attributes_free(attributes, output->n_attributes);
   knnwb_drawing_setup_clear(&drawing);
   if (!ok)
     return FALSE;

@@ -40,6 +40,19 @@ const char *knnwb_formats_vertex_label(const char *const *labels, int64_t v, cha
 /** Checks membership/weights lengths, that membership ids are >= 0, and that the drawing
  * options' focus ids and coordinates fit the graph. Errors: KNNWB_ERROR_INVALID_ARGUMENT. O(n). */
 gboolean knnwb_formats_check_output(const KnnwbGraphOutput *output, GError **error);
+/** How the writers put each node attribute: its GML key, whether it is numeric (GML real,
+ * GraphML double) and, for numbers, the values parsed (NaN: none). */
+typedef struct {
+  char *gml_key;
+  gboolean numeric;
+  double *numbers;
+} KnnwbAttributePlan;
+/** The plan of output's attributes (n_attributes entries; NULL when there are none), freed with
+ * knnwb_formats_attributes_free. O(vertices x attributes). */
+KnnwbAttributePlan *knnwb_formats_attributes_plan(const KnnwbGraphOutput *output);
+void knnwb_formats_attributes_free(KnnwbAttributePlan *plan, size_t n_attributes);
+/** Whether an attribute's text value stands for no value (NULL, empty, NA, NaN, ...). */
+gboolean knnwb_formats_attribute_missing(const char *value);
 /** Appends s as a TSV field, quoted like knnwb_formats_write_tsv_field. O(strlen(s)). */
 void knnwb_text_chunk_put_tsv_field(KnnwbTextChunk *chunk, const char *s);
 

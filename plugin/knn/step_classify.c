@@ -10,6 +10,7 @@ enum {
   CLASSES = KNNWB_KNN_N_COMMON_PARAMS,
   COLUMN,
   ID_COLUMN,
+  ANNOTATION,
   FOLDS,
   SEED,
   PREDICTIONS,
@@ -28,6 +29,10 @@ static const KnnwbParamSpec knnwb_classify_params[N_PARAMS] = {
     [COLUMN] = {"column", KNNWB_PARAM_STRING, "", 1, 0, NULL, "the table's class column"},
     [ID_COLUMN] = {"id-column", KNNWB_PARAM_STRING, "", 1, 0, NULL,
                    "the table's column of row names (default: the first)"},
+    [ANNOTATION] = {"annotation", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                    "classes from the data's own row annotation of this name (a GEO "
+                    "characteristic of a transposed series matrix, an AnnData obs column) instead "
+                    "of a table"},
     [FOLDS] = {"folds", KNNWB_PARAM_STRING, "5", 1, 0, NULL,
                "stratified folds (2 or more) or loo; ignored with a query input"},
     [SEED] = {"seed", KNNWB_PARAM_INT, "1", 0, 4294967295.0, NULL, "seed of the fold assignment"},
@@ -69,6 +74,31 @@ static void knnwb_classify_step_print(gboolean query, size_t n_rows, size_t n_la
            options->k, metric);
 }
 
+/* Query rows that the class table lists get their true class from it (a held-out set whose
+ * classes are known): the metrics are then reported as for cross-validation. */
+static gboolean knnwb_classify_query_truth(const KnnwbParamValue *p, const KnnwbMatrix *query,
+                                           const KnnwbClasses *classes, int32_t *truth,
+                                           GError **error)
+{
+  if (p[CLASSES].v_string == NULL)
+    return TRUE;
+  g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(p[CLASSES].v_string, error);
+  g_autofree int32_t *listed = g_new(int32_t, MAX(query->n_rows, (size_t)1));
+  size_t unseen = 0;
+  if (table == NULL ||
+      !knnwb_classes_match_table(query, table, p[ID_COLUMN].v_string, p[COLUMN].v_string, classes,
+                                 listed, &unseen, error))
+    return FALSE;
+  for (size_t i = 0; i < query->n_rows; i++)
+    if (truth[i] < 0)
+      truth[i] = listed[i];
+  if (unseen > 0)
+    g_warning("%zu query row%s of a class that no labelled row has (not scored: it cannot be "
+              "predicted)",
+              unseen, unseen == 1 ? "" : "s");
+  return TRUE;
+}
+
 static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **error)
 {
   const KnnwbParamValue *p = context->params;
@@ -91,6 +121,13 @@ static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **erro
     if (table == NULL || !knnwb_classes_from_table(data, table, p[ID_COLUMN].v_string,
                                                    p[COLUMN].v_string, &classes, error))
       return FALSE;
+  } else if (*p[ANNOTATION].v_string != '\0') {
+    const char *name = *p[DATA_NAME].v_string ? p[DATA_NAME].v_string : "data";
+    g_autoptr(KnnwbAnnotationTable) table =
+        knnwb_annotation_from_matrix(data, KNNWB_MATRIX_ROWS, p[ANNOTATION].v_string, name, error);
+    if (table == NULL ||
+        !knnwb_classes_from_table(data, table, NULL, p[ANNOTATION].v_string, &classes, error))
+      return FALSE;
   } else if (!knnwb_classes_from_rows(data, &classes, error)) {
     return FALSE;
   }
@@ -104,8 +141,11 @@ static gboolean knnwb_classify_step_run(KnnwbStepContext *context, GError **erro
   g_autofree int32_t *votes = g_new(int32_t, MAX(n, (size_t)1));
   g_autofree int32_t *truth = g_new(int32_t, MAX(n, (size_t)1));
   g_autofree int32_t *fold = NULL;
+  knnwb_classes_warn_single(classes);
   if (query != NULL) {
     knnwb_classes_match_by_label(query, data, classes, truth);
+    if (!knnwb_classify_query_truth(p, query, classes, truth, error))
+      return FALSE;
     if (!knnwb_classify_query(data, classes->of, classes->n_classes, query, &options, predicted,
                               votes, error))
       return FALSE;

@@ -87,6 +87,23 @@ static gboolean knnwb_neighbourhood_step_split(KnnwbStepContext *context,
                                       (int)p[ORDER].v_int, direction, options, &nb, &members,
                                       error))
     return FALSE;
+  /* The table's p and q take every rank's rows (collective). */
+  const KnnwbMetric metric = options->metric;
+  g_autofree double *p_values = NULL, *q_values = NULL;
+  /* Only rank 0 may be given the output: it decides for all. */
+  int64_t tested = p[TABLE].v_string != NULL &&
+                   (metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON ||
+                    metric == KNNWB_METRIC_SPEARMAN);
+  if (!group->reduce(group, &tested, 1, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  if (tested) {
+    const size_t n = root ? nb->n_members : 0;
+    p_values = g_new(double, MAX(n, (size_t)1));
+    q_values = g_new(double, MAX(n, (size_t)1));
+    if (!knnwb_neighbourhood_statistics_split(group, in->matrix, first_row, focus, n_focus,
+                                              root ? nb : NULL, metric, p_values, q_values, error))
+      return FALSE;
+  }
   if (!root)
     return TRUE;
   /* The writers and the points want the members' labels: a matrix of all rows, labels only. */
@@ -96,7 +113,8 @@ static gboolean knnwb_neighbourhood_step_split(KnnwbStepContext *context,
   for (size_t v = 0; in->block_labels != NULL && v < nb->n_vertices; v++)
     knnwb_matrix_set_row_label(named, (size_t)nb->rows[v], in->block_labels[nb->rows[v]]);
   if (p[TABLE].v_string != NULL &&
-      !knnwb_neighbourhood_write_table(p[TABLE].v_string, nb, named, options->metric, error))
+      !knnwb_neighbourhood_write_table_statistics(p[TABLE].v_string, nb, named, options->metric,
+                                                  p_values, q_values, error))
     return FALSE;
   if (p[GML].v_string != NULL &&
       !knnwb_neighbourhood_write_gml(p[GML].v_string, nb, named, (unsigned long)p[SEED].v_int,

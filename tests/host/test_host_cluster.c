@@ -150,7 +150,7 @@ static void test_usage_errors(void)
       {{"--method", "mst-knn", "--graph", "snn", NULL}, "--graph applies to"},
       {{"--method", "kmeans", NULL}, "unknown method 'kmeans'"},
       {{"--method", "leiden", "--graph", "snn", "--similarity", "exp"}, "own weights"},
-      {{"--method", "leiden", "--annotation", "table-without-column", NULL}, "TABLE:COLUMN"},
+      {{"--method", "leiden", "--annotation", "table-without-column:", NULL}, "TABLE:COLUMN"},
       {{"--method", "leiden", "--objective", "surprise", NULL}, "modularity or cpm"},
   };
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {

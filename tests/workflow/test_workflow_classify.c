@@ -267,7 +267,11 @@ static void test_classes_and_metrics(void)
       g_file_set_contents(table_path, "name\tclass\nr1\tB\nr0\tA\nr2\tNA\nr3\tB\n", -1, NULL));
   g_clear_pointer(&table, knnwb_annotation_free);
   table = knnwb_annotation_read(table_path, &error);
+  /* The row of unknown class is predicted, and a warning says how many there are. */
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*1 of the 4 rows have no class in column 'class'*");
   g_assert_true(knnwb_classes_from_table(rows, table, "name", "class", &classes, &error));
+  g_test_assert_expected_messages();
   g_assert_cmpuint(classes->n_classes, ==, 2);
   g_assert_cmpint(classes->of[0], ==, 0);
   g_assert_cmpint(classes->of[1], ==, 1);

@@ -162,7 +162,8 @@ static void test_neighbourhood_command(void)
   g_assert_true(g_file_get_contents(table, &got_text, NULL, NULL));
   g_assert_true(g_file_get_contents(expected, &expected_text, NULL, NULL));
   g_assert_cmpstr(got_text, ==, expected_text);
-  g_assert_true(g_str_has_prefix(got_text, "focus\trank\tlabel\torder\tdistance\tr\nYears\t1\t"));
+  g_assert_true(
+      g_str_has_prefix(got_text, "focus\trank\tlabel\torder\tdistance\tr\tp\tq\nYears\t1\t"));
 
   /* The pipeline gives the same table. */
   put("nb.xml",

@@ -358,7 +358,7 @@ static void test_files(void)
   g_autofree char *text = NULL;
   g_assert_true(g_file_get_contents(table, &text, NULL, NULL));
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-  g_assert_cmpstr(lines[0], ==, "focus\trank\tlabel\torder\tdistance\tr");
+  g_assert_cmpstr(lines[0], ==, "focus\trank\tlabel\torder\tdistance\tr\tp\tq");
   g_assert_cmpuint(g_strv_length(lines), ==, nb->n_members + 2);
   g_auto(GStrv) first = g_strsplit(lines[1], "\t", -1);
   g_assert_cmpstr(first[0], ==, "gene3");

@@ -351,6 +351,59 @@ gboolean knnwb_drawing_render(const KnnwbDrawing *drawing, const char *path,
                               gboolean draw_edges, const volatile gint *cancel,
                               KnnwbProgressFunc progress, void *progress_data, GError **error);
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Scatter plots of a row against the phenotype across samples (the seed's Figure 3b-d). */
+
+/**
+ * One scatter plot: point i at (x[i], y[i]) (non-finite points are left out), coloured by
+ * groups[i] (a category; NULL or an empty or NULL entry: one dark blue) with a legend of the
+ * categories, title on top, x_label under the x axis, y_label beside the y axis.
+ *
+ * Geometry, in pixels of a width x height picture: the plot area spans x from
+ * KNNWB_SCATTER_LEFT to width - KNNWB_SCATTER_RIGHT and y from KNNWB_SCATTER_TOP to
+ * height - KNNWB_SCATTER_BOTTOM; each axis runs from its smallest to its largest value widened by
+ * 5 % of the span on both sides (a span of 0: the value +- 0.5), y growing upwards. Points are
+ * discs of radius KNNWB_SCATTER_RADIUS centred where their values fall.
+ */
+typedef struct {
+  const char *title;
+  const char *x_label;
+  const char *y_label;
+  const double *x;
+  const double *y;
+  size_t n;
+  const char *const *groups;
+  int width;  /**< 0: 480 */
+  int height; /**< 0: 360 */
+} KnnwbScatter;
+
+enum {
+  KNNWB_SCATTER_LEFT = 70,
+  KNNWB_SCATTER_RIGHT = 20,
+  KNNWB_SCATTER_TOP = 48,
+  KNNWB_SCATTER_BOTTOM = 50,
+  KNNWB_SCATTER_RADIUS = 4
+};
+
+/** The colour of a scatter's point of no group (RGB 0..255): dark blue. */
+#define KNNWB_SCATTER_POINT_RGB 0x1F, 0x4E, 0x9A
+
+/**
+ * Writes scatter as a PNG at path (atomically). Group colours are the cluster palette's
+ * (knnwb_drawing_cluster_colour) in order of first appearance.
+ * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (no cairo support; a size under 160 x 120).
+ * Complexity: O(n) besides cairo's own; memory: the picture's pixels.
+ */
+gboolean knnwb_drawing_scatter_png(const char *path, const KnnwbScatter *scatter, GError **error);
+
+/**
+ * Writes the overview of n hits as a PNG at path (atomically): one horizontal bar per hit from 0 to
+ * its signed r on a -1 .. 1 axis (positive red, negative blue), labelled, in the order given, under
+ * title. width 0: 480; the height follows n. Errors: as knnwb_drawing_scatter_png. O(n).
+ */
+gboolean knnwb_drawing_r_panel_png(const char *path, const char *title, const char *const *labels,
+                                   const double *r, size_t n, int width, GError **error);
+
 G_END_DECLS
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <stddef.h>
+#include <knnwb/matrix.h>
 
 G_BEGIN_DECLS
 
@@ -26,8 +27,10 @@ typedef struct {
 
 /**
  * Reads a TSV or CSV annotation table (tab when the header line has a tab, else comma; RFC 4180
- * quotes, UTF-8 BOM, CRLF, blank lines skipped). Every record must have as many fields as the
- * header, and the header at least two columns.
+ * quotes, UTF-8 BOM, CRLF, blank lines skipped). Lines that start with '#' are comments (Biobase's
+ * pData files), except, before the header, a '#' line holding a tab: that is the header (QIIME's
+ * "#SampleID"). Every record must have as many fields as the header, and the header at least two
+ * columns.
  * Errors: KNNWB_ERROR_IO (open/read), KNNWB_ERROR_PARSE "path:line: what is wrong" (empty file,
  * ragged record, a NUL byte, invalid UTF-8, a duplicated or empty column name),
  * KNNWB_ERROR_NO_MEMORY. Complexity: O(file size) time and memory.
@@ -57,6 +60,21 @@ static inline const char *knnwb_annotation_field(const KnnwbAnnotationTable *tab
  * empty. Returns new strings.
  */
 gboolean knnwb_annotation_parse_spec(const char *spec, char **path, char **column, GError **error);
+
+/**
+ * The input's own sample annotation as a table: matrix's annotation key along axis (the axis that
+ * holds the samples: KNNWB_MATRIX_COLUMNS for a genes x samples matrix, whose GEO characteristics
+ * such as "age" or "Sample_title" live there; KNNWB_MATRIX_ROWS for samples as rows, where an
+ * AnnData obs column or a transposed GEO matrix has them). The table has two columns: the names
+ * (the axis's labels, or the 0-based numbers when it has none; header "") and key (values with
+ * their blanks trimmed, unknown entries empty). path is name (for messages); a record's "line" is
+ * the sample's number counted from 1. Errors: KNNWB_ERROR_INVALID_ARGUMENT "NAME: no sample
+ * annotation 'KEY' on the columns (available: 'a', 'b'); ..." when the matrix has no such key.
+ * Complexity: O(samples).
+ */
+KnnwbAnnotationTable *knnwb_annotation_from_matrix(const KnnwbMatrix *matrix, KnnwbMatrixAxis axis,
+                                                   const char *key, const char *name,
+                                                   GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbAnnotationTable, knnwb_annotation_free)
 

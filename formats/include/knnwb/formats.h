@@ -9,6 +9,7 @@
 #include <knnwb/atomic_file.h>
 #include <knnwb/drawing.h>
 #include <knnwb/knn.h>
+#include <knnwb/annotation.h>
 #include <knnwb/matrix.h>
 #include <knnwb/write_control.h>
 
@@ -276,6 +277,21 @@ gboolean knnwb_formats_output_from_path(const char *path, KnnwbOutputFormat *for
 /* Layouts and the appearance options of the GML and GraphML writers (KnnwbDrawingOptions):
  * <knnwb/drawing.h>. */
 
+/**
+ * A per-vertex column that the GML and GraphML writers add to each node (a sample annotation such
+ * as tissue or age, for yEd, Cytoscape, Gephi and knnwb render --color-by). A column whose every
+ * value reads as a finite number (C locale) is written as numbers (GML reals, GraphML double),
+ * otherwise as strings escaped as labels are. A vertex whose value is NULL, empty or a missing
+ * token (NA, NaN, ...) has no such attribute. In GML the key is name with what GML keys cannot
+ * hold removed and the next letter capitalised ("disease state" -> "diseaseState",
+ * "Sample_title" -> "SampleTitle"; "attr" before a leading digit or a key the writer uses itself);
+ * in GraphML attr.name is name as it is.
+ */
+typedef struct {
+  const char *name;
+  const char *const *values; /**< one per vertex */
+} KnnwbNodeAttribute;
+
 /** Everything a graph writer may use. Only graph is required. */
 typedef struct {
   const igraph_t *graph;
@@ -284,6 +300,8 @@ typedef struct {
   const igraph_vector_int_t *membership; /**< per-vertex cluster (0-based); may be NULL */
   const KnnwbDrawingOptions *gml;        /**< layout and appearance; NULL = defaults */
   const KnnwbWriteControl *control;      /**< threads, cancel, progress; NULL = defaults */
+  const KnnwbNodeAttribute *attributes;  /**< node attributes (GML, GraphML); may be NULL */
+  size_t n_attributes;
 } KnnwbGraphOutput;
 
 /**
@@ -559,15 +577,28 @@ gboolean knnwb_formats_write_hierarchy_tsv(const char *path, const igraph_vector
  * (knnwb_annotation_read: TSV or CSV with a header; the first column holds the row names). column
  * is a header name or a 1-based column number (2 or more). classes (initialised) is resized to n:
  * each point's class numbered 0, 1, ... in order of first appearance among the points, or -1 when
- * its label is not in the table or the value is empty or NA; class_names (may be NULL) receives
- * a NULL-terminated array of the class names (g_strfreev); n_matched (may be NULL) the number of
- * points with a class. Errors: those of knnwb_annotation_read, KNNWB_ERROR_PARSE
+ * its label is not in the table or the value is empty, NA, N/A, NaN or null; class_names (may be
+ * NULL) receives a NULL-terminated array of the class names (g_strfreev); n_matched (may be NULL)
+ * the number of points with a class. Errors: those of knnwb_annotation_read, KNNWB_ERROR_PARSE
  * ("path:line: message": no such column, a row name twice). Complexity: O(file size + n).
  */
 gboolean knnwb_formats_read_annotation(const char *path, const char *column,
                                        const char *const *labels, size_t n,
                                        igraph_vector_int_t *classes, char ***class_names,
                                        size_t *n_matched, GError **error);
+
+/**
+ * knnwb_formats_read_annotation on a table already read (or built from the matrix's own
+ * annotation, knnwb_annotation_from_matrix), the names taken from id_column (NULL or empty: the
+ * first column). n_named (may be NULL) receives the number of points the table names, with a value
+ * or without: 0 means the table does not describe these points at all. Errors: KNNWB_ERROR_PARSE
+ * (no such column, the names' column as the classes, a name twice), KNNWB_ERROR_INVALID_ARGUMENT
+ * (no id_column), KNNWB_ERROR_NO_MEMORY. Complexity: O(records + n).
+ */
+gboolean knnwb_formats_annotation_classes(const KnnwbAnnotationTable *table, const char *id_column,
+                                          const char *column, const char *const *labels, size_t n,
+                                          igraph_vector_int_t *classes, char ***class_names,
+                                          size_t *n_matched, size_t *n_named, GError **error);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Distance matrices (MST-kNN's input). */

@@ -2,6 +2,7 @@
  * stratified cross-validation (or of new samples, --query), metrics on stdout. The options become
  * the steps load-matrix and knn-classify, run by the pipeline runner. */
 #include <knnwb/classify.h>
+#include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
 #include "options.h"
@@ -53,7 +54,9 @@ static GOptionContext *knnwb_classify_options_new(KnnwbClassifyCommand *command)
   GOptionEntry entries[] = {
       {"classes", 'c', 0, G_OPTION_ARG_STRING, &command->classes_spec,
        "Class labels: a column of a table (TSV/CSV with a header) whose first column names the "
-       "rows; default: the CIBM <SamplesClasses> of a transposed file",
+       "rows, or a bare COLUMN of INPUT's own sample annotation (a GEO characteristic, read "
+       "--transpose); NA, empty or NaN: unknown, predicted; default: the CIBM <SamplesClasses> "
+       "of a transposed file",
        "TABLE:COLUMN"},
       {"classes-id", 0, 0, G_OPTION_ARG_STRING, &command->classes_id,
        "The table's column of row names (default: its first column)", "COLUMN"},
@@ -136,7 +139,7 @@ static gboolean knnwb_classify_parse(GOptionContext *context, int argc, char **a
           knnwb_classify_folds_from_string(command->folds_text, &run->folds, error)) &&
          knnwb_host_knn_options(&command->knn, TRUE, &run->options, error) &&
          knnwb_host_input_options(&command->input, &run->read_options, error) &&
-         (command->classes_spec == NULL ||
+         (command->classes_spec == NULL || strchr(command->classes_spec, ':') == NULL ||
           knnwb_annotation_parse_spec(command->classes_spec, &run->table_path, &run->column,
                                       error));
 }
@@ -158,7 +161,8 @@ static void knnwb_classify_build(KnnwbClassifyRun *run)
   if (run->table_path != NULL) {
     knnwb_pipeline_add_param(pipeline, "classes", run->table_path, "--classes");
     knnwb_pipeline_add_param(pipeline, "column", run->column, "--classes");
-  }
+  } else if (command->classes_spec != NULL)
+    knnwb_pipeline_add_param(pipeline, "annotation", command->classes_spec, "--classes");
   if (command->classes_id != NULL)
     knnwb_pipeline_add_param(pipeline, "id-column", command->classes_id, "--classes-id");
   if (command->folds_text != NULL)

@@ -67,6 +67,8 @@ typedef struct {
   char *linkage;
   char *hierarchy;
   char *annotation;
+  char *annotation_id;
+  char *sample_labels;
   gboolean report;
   gboolean quiet;
   char **rest;
@@ -96,6 +98,23 @@ typedef struct {
   char *note;              /* e.g. what a cut by count returned and why */
   gboolean initialised;    /* membership, distances, similarities and linkage */
 } KnnwbClusterResult;
+
+/* The known classes of --annotation, one per point (-1: none), read before the clustering. */
+typedef struct {
+  igraph_vector_int_t classes;
+  char **names;
+  gboolean initialised;
+  KnnwbHostAttributes attributes; /* every --annotation column, for --gml and --graphml */
+} KnnwbClusterClasses;
+
+static void knnwb_cluster_classes_clear(KnnwbClusterClasses *known)
+{
+  if (known->initialised)
+    igraph_vector_int_destroy(&known->classes);
+  g_strfreev(known->names);
+  knnwb_host_attributes_clear(&known->attributes);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(KnnwbClusterClasses, knnwb_cluster_classes_clear)
 
 /* Every file a run writes: the cluster table, its companions and the extras asked for. */
 typedef enum {
@@ -132,6 +151,8 @@ static void knnwb_cluster_command_clear(KnnwbClusterCommand *command)
   g_free(command->linkage);
   g_free(command->hierarchy);
   g_free(command->annotation);
+  g_free(command->annotation_id);
+  g_free(command->sample_labels);
   g_strfreev(command->rest);
 }
 
@@ -439,31 +460,25 @@ static gboolean knnwb_cluster_outputs_prepare(const KnnwbClusterCommand *command
 /* Writes every target's temporary; the caller commits them, or discards them on failure. */
 static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const KnnwbMatrix *data,
                                     const KnnwbKnnOptions *knn, const KnnwbClusterResult *result,
-                                    double seconds, GString *summary,
-                                    const KnnwbClusterOutputs *outputs, GError **error)
+                                    const KnnwbClusterClasses *known, double seconds,
+                                    GString *summary, const KnnwbClusterOutputs *outputs,
+                                    GError **error)
 {
   const char *const *temporary = outputs->temporary;
   const char *const *labels = (const char *const *)data->row_labels;
-  igraph_vector_int_t classes;
-  gboolean have_classes = FALSE;
-  g_auto(GStrv) class_names = NULL;
-  gboolean ok = TRUE;
-  if (command->annotation) {
-    const char *colon = strrchr(command->annotation, ':');
-    g_autofree char *table = g_strndup(command->annotation, (gsize)(colon - command->annotation));
-    ok = knnwb_error_from_igraph(igraph_vector_int_init(&classes, 0), "vector init", error);
-    have_classes = ok;
-    ok = ok && knnwb_formats_read_annotation(table, colon + 1, labels, data->n_rows, &classes,
-                                             &class_names, NULL, error);
-  }
-  ok = ok && knnwb_formats_write_labels_tsv(temporary[KNNWB_CLUSTER_TABLE], &result->membership,
-                                            labels, error);
+  const gboolean have_classes = known->initialised;
+  char *const *class_names = known->names;
+  const igraph_vector_int_t *classes = &known->classes;
+  gboolean ok = knnwb_formats_write_labels_tsv(temporary[KNNWB_CLUSTER_TABLE], &result->membership,
+                                               labels, error);
   ok = ok && knnwb_cluster_write_summary(temporary[KNNWB_CLUSTER_SUMMARY],
                                          have_classes ? temporary[KNNWB_CLUSTER_CONTINGENCY] : NULL,
-                                         command, data, knn, result, have_classes ? &classes : NULL,
+                                         command, data, knn, result, have_classes ? classes : NULL,
                                          class_names, summary, seconds, error);
   /* The layout of a graph output polls the run's cancel flag (and shows no progress). */
   KnnwbWriteControl control = {.cancel = knn->cancel};
+  g_autofree KnnwbNodeAttribute *attributes =
+      knnwb_host_attributes_nodes(&known->attributes, NULL, data->n_rows, NULL);
   for (int format = 0; ok && format < 2; format++) {
     const char *path = temporary[format == 0 ? KNNWB_CLUSTER_GML : KNNWB_CLUSTER_GRAPHML];
     if (!path)
@@ -472,7 +487,9 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
                                .weights = &result->distances,
                                .labels = labels,
                                .membership = &result->membership,
-                               .control = &control};
+                               .control = &control,
+                               .attributes = attributes,
+                               .n_attributes = known->attributes.n};
     ok = knnwb_formats_write_graph(path, format == 0 ? KNNWB_OUTPUT_GML : KNNWB_OUTPUT_GRAPHML,
                                    &output, error);
   }
@@ -498,8 +515,6 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
       ok = knnwb_atomic_file_commit(g_steal_pointer(&file), error);
     }
   }
-  if (have_classes)
-    igraph_vector_int_destroy(&classes);
   return ok;
 }
 
@@ -566,9 +581,13 @@ static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, GError *
   else if (snn && command->similarity)
     problem = "--similarity applies to distance graphs; SNN graphs have their own weights";
   else if (command->annotation &&
-           (!strchr(command->annotation, ':') || strrchr(command->annotation, ':')[1] == '\0' ||
-            command->annotation[0] == ':'))
-    problem = "--annotation must be TABLE:COLUMN (a file and a column name or number)";
+           (command->annotation[0] == '\0' ||
+            (strchr(command->annotation, ':') &&
+             (strrchr(command->annotation, ':')[1] == '\0' || command->annotation[0] == ':'))))
+    problem = "--annotation must be TABLE:COLUMN (a file and a column name or number) or the name "
+              "of a sample annotation of INPUT";
+  else if (command->annotation_id && !command->annotation)
+    problem = "--annotation-id names the column of row names of the --annotation table";
   else if (!(command->resolution > 0))
     problem = "--resolution must be positive";
   if (problem) {
@@ -654,9 +673,17 @@ static GOptionContext *knnwb_cluster_options_new(KnnwbClusterCommand *command)
       {"linkage", 0, 0, G_OPTION_ARG_FILENAME, &command->linkage,
        "single-linkage: scipy linkage matrix, .npy or TSV", "FILE"},
       {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
-       "Known classes: a table's column, rows matched by label; adds ARI, NMI and a contingency "
-       "table",
-       "TABLE:COLUMN"},
+       "Known classes: a table's column, rows matched by label, or a bare COLUMN of INPUT's own "
+       "sample annotation (a GEO characteristic); adds ARI, NMI and a contingency table (rows "
+       "without a value are left out, with a warning). Several columns (TABLE:A,B or A,B): all "
+       "become node attributes of --gml/--graphml, the first is compared",
+       "TABLE:COLUMN[,COLUMN]"},
+      {"annotation-id", 0, 0, G_OPTION_ARG_STRING, &command->annotation_id,
+       "The --annotation table's column of row names (default: its first column)", "COLUMN"},
+      {"sample-labels", 0, 0, G_OPTION_ARG_STRING, &command->sample_labels,
+       "Name the rows (samples) by this sample annotation of INPUT (e.g. Sample_title of a GEO "
+       "series matrix read --transpose)",
+       "COLUMN"},
       {"report", 'r', 0, G_OPTION_ARG_NONE, &command->report, "Print the summary to stdout", NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary line", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
@@ -745,6 +772,26 @@ static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOpti
   if (!read)
     return FALSE;
   gint64 read_done = g_get_monotonic_time();
+  if (command->sample_labels != NULL &&
+      !knnwb_host_sample_labels(data, KNNWB_MATRIX_ROWS, command->sample_labels, command->rest[0],
+                                error))
+    return FALSE;
+  /* The classes before the clustering: a table that names no row fails now, not after it. */
+  g_auto(KnnwbClusterClasses) known = {0};
+  if (command->annotation != NULL) {
+    if (!knnwb_error_from_igraph(igraph_vector_int_init(&known.classes, 0), "vector init", error))
+      return FALSE;
+    known.initialised = TRUE;
+    g_autofree char *first = knnwb_host_annotation_first(command->annotation, data);
+    if (!knnwb_host_annotation_classes(first, command->annotation_id, "--annotation",
+                                       "--annotation-id", data, command->rest[0], &known.classes,
+                                       &known.names, error) ||
+        ((command->gml != NULL || command->graphml != NULL) &&
+         !knnwb_host_attributes_read(command->annotation, command->annotation_id, "--annotation-id",
+                                     data, (const char *const *)data->row_labels, data->n_rows,
+                                     command->rest[0], &known.attributes, error)))
+      return FALSE;
+  }
   if (command->knn.k == -1 && data->n_rows >= 2)
     knn->k = MIN(knn->k, data->n_rows - 1);
   gboolean clustered = knnwb_cluster_run(data, knn, command, result, error);
@@ -756,7 +803,7 @@ static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOpti
   }
   double seconds = (double)(g_get_monotonic_time() - read_done) / 1e6;
   g_autoptr(GString) summary = g_string_new(NULL);
-  if (!knnwb_cluster_write(command, data, knn, result, seconds, summary, outputs, error) ||
+  if (!knnwb_cluster_write(command, data, knn, result, &known, seconds, summary, outputs, error) ||
       !knnwb_host_outputs_commit(outputs->outputs, knn->cancel, error))
     return FALSE;
   if (result->note)

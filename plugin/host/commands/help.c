@@ -90,6 +90,8 @@ static const struct {
     {NULL, "hierarchy", KNNWB_HELP_OUTPUT},
     {NULL, "linkage", KNNWB_HELP_OUTPUT},
     {NULL, "plots", KNNWB_HELP_OUTPUT},
+    {NULL, "plots-top", KNNWB_HELP_OUTPUT},
+    {NULL, "plots-color-by", KNNWB_HELP_OUTPUT},
     {NULL, "title", KNNWB_HELP_OUTPUT},
     {NULL, "color-by", KNNWB_HELP_OUTPUT},
     {NULL, "report", KNNWB_HELP_OUTPUT},

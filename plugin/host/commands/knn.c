@@ -37,6 +37,8 @@ typedef struct {
   char *output;
   char *weights; /* .h5ad: obsp['connectivities'] */
   char *into;    /* .h5ad: the AnnData whose copy gets the graph */
+  char *annotation;
+  char *annotation_id;
   gboolean quiet;
   char **rest;
 } KnnwbKnnCommand;
@@ -52,6 +54,8 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_free(command->output);
   g_free(command->weights);
   g_free(command->into);
+  g_free(command->annotation);
+  g_free(command->annotation_id);
   g_strfreev(command->rest);
 }
 
@@ -96,6 +100,7 @@ typedef struct {
   KnnwbReadInfo info;
   KnnwbNeighbors *neighbors;
   char *backend_used;
+  KnnwbHostAttributes attributes; /* --annotation, the writer's, read before the search */
   /* For the summary line. */
   igraph_integer_t n_edges;
   double layout_seconds; /* < 0: no layout */
@@ -110,6 +115,9 @@ static KnnwbHostFiles *knnwb_knn_files(const KnnwbKnnRun *run)
 {
   KnnwbHostFiles *files = knnwb_host_files_new();
   knnwb_host_input_files(files, run->command.rest[0], &run->command.input);
+  g_autofree char *annotation_table = knnwb_host_spec_table(run->command.annotation);
+  knnwb_host_files_side_input(files, annotation_table, "--annotation");
+  knnwb_host_files_side_input(files, run->command.into, "--into");
   knnwb_host_files_output_with_side(files, run->command.output, "-o", run->output_format);
   return files;
 }
@@ -122,6 +130,7 @@ static void knnwb_knn_run_clear(KnnwbKnnRun *run)
   knnwb_host_split_input_clear(&run->split);
   knnwb_neighbors_free(run->neighbors);
   g_free(run->backend_used);
+  knnwb_host_attributes_clear(&run->attributes);
 }
 
 /* The options of knnwb knn, into command. */
@@ -158,6 +167,12 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
        ".h5ad: write the graph into a copy of this AnnData file (the input's cells), which stays "
        "as it is",
        "FILE"},
+      {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
+       "Node attributes of .gml/.graphml: columns of a table whose first column names the rows, "
+       "or names of INPUT's own sample annotations (COLUMN[,COLUMN])",
+       "TABLE:COLUMN[,COLUMN]"},
+      {"annotation-id", 0, 0, G_OPTION_ARG_STRING, &command->annotation_id,
+       "The --annotation table's column of row names (default: its first column)", "COLUMN"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -237,6 +252,12 @@ static gboolean knnwb_knn_parse_output(KnnwbKnnRun *run, GError **error)
                   "--layout applies to .gml and .graphml outputs only");
       return FALSE;
     }
+  }
+  if ((command->annotation != NULL || command->annotation_id != NULL) &&
+      run->output_format != KNNWB_OUTPUT_GML && run->output_format != KNNWB_OUTPUT_GRAPHML) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--annotation adds node attributes to .gml and .graphml outputs only");
+    return FALSE;
   }
   if (command->mpi_input != NULL &&
       !knnwb_enum_from_string(&knnwb_mpi_input_table, command->mpi_input, &run->mpi_input, error))
@@ -501,13 +522,18 @@ static gboolean knnwb_knn_write_graph(KnnwbKnnRun *run, KnnwbWriteControl *contr
   if (written &&
       (run->output_format == KNNWB_OUTPUT_GML || run->output_format == KNNWB_OUTPUT_GRAPHML))
     written = knnwb_knn_layout(run, &graph, &weights, control, &coordinates, error);
+  const KnnwbHostAttributes *attributes = &run->attributes;
   if (written) {
     knnwb_host_progress_set_unit(control->progress_data, "items");
+    g_autofree KnnwbNodeAttribute *nodes =
+        knnwb_host_attributes_nodes(attributes, NULL, run->n_rows, NULL);
     KnnwbGraphOutput output = {.graph = &graph,
                                .weights = &weights,
                                .labels = run->labels,
                                .gml = &run->gml,
-                               .control = control};
+                               .control = control,
+                               .attributes = nodes,
+                               .n_attributes = attributes->n};
     written = knnwb_formats_write_graph(run->temporary, run->output_format, &output, error);
   }
   run->n_edges = igraph_ecount(&graph);
@@ -599,6 +625,17 @@ static gboolean knnwb_knn_execute(KnnwbKnnRun *run, GError **error)
     return FALSE;
   run->read_done = g_get_monotonic_time();
   knnwb_host_log_set_quiet(run->command.quiet);
+  if (run->command.annotation != NULL) {
+    /* The node attributes before the search: a table that does not fit fails now. */
+    gboolean read = !run->writer || knnwb_host_attributes_read(
+                                        run->command.annotation, run->command.annotation_id,
+                                        "--annotation-id", run->data, run->labels, run->n_rows,
+                                        run->command.rest[0], &run->attributes, error);
+    if (run->group != NULL && !run->group->agree(run->group, read, error))
+      read = FALSE;
+    if (!read)
+      return FALSE;
+  }
   /* The commit is the last thing, and refuses when a signal arrived during the graph, the layout
    * or the write: the previous output, if any, is never touched by an interrupted run. */
   if (!knnwb_knn_compute(run, error) || !knnwb_knn_write(run, error) ||

@@ -159,8 +159,10 @@ static gboolean knnwb_metafeatures_execute(const KnnwbMetafeaturesCommand *comma
     return FALSE;
   size_t n_in = data->n_rows;
   gint64 read_done = g_get_monotonic_time();
-  if (!knnwb_host_expand(&command->expand, TRUE, command->threads, command->quiet, cancel, NULL,
-                         &data, error))
+  KnnwbHostExpandArgs expand = command->expand;
+  expand.input_name = command->rest[0];
+  if (!knnwb_host_expand(&expand, TRUE, command->threads, command->quiet, cancel, NULL, &data,
+                         error))
     return FALSE;
   gint64 expand_done = g_get_monotonic_time();
   if (!knnwb_metafeatures_write(command, temporary, data, cancel, error) ||

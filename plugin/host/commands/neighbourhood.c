@@ -11,7 +11,8 @@ typedef struct {
   KnnwbHostInputArgs input;
   KnnwbHostKnnArgs knn;
   KnnwbHostExpandArgs expand;
-  char *focus_text, *direction_text, *output, *table;
+  KnnwbHostPlots plots;
+  char *focus_text, *direction_text, *output, *table, *annotation, *annotation_id;
   char **rest;
   gint64 order, seed;
   gboolean quiet;
@@ -38,6 +39,8 @@ typedef struct {
   const char *const *labels; /* every row's */
   size_t n_rows, n_cols;
   KnnwbNeighbourhood *found;
+  int64_t *focus; /* the focus rows, every rank's */
+  size_t n_focus;
   gint64 start, read_done, expand_done, found_done;
 } KnnwbNeighbourhoodRun;
 
@@ -51,12 +54,17 @@ static void knnwb_neighbourhood_run_clear(KnnwbNeighbourhoodRun *run)
   g_free(command->direction_text);
   g_free(command->output);
   g_free(command->table);
+  g_free(command->annotation);
+  g_free(command->annotation_id);
+  g_free(command->plots.dir);
+  g_free(command->plots.color_by);
   g_strfreev(command->rest);
   g_ptr_array_unref(run->outputs);
   knnwb_matrix_free(run->data);
   knnwb_host_split_input_clear(&run->split);
   g_free(run->first_row);
   knnwb_neighbourhood_free(run->found);
+  g_free(run->focus);
 }
 
 /* The options of knnwb neighbourhood, into command. */
@@ -78,7 +86,26 @@ static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output,
        "yEd GML of the neighbourhood (laid out, labelled, focus highlighted)", "OUT.gml"},
       {"table", 0, 0, G_OPTION_ARG_FILENAME, &command->table,
-       "Ranked table: focus, rank, label, order, distance (and r for correlations)", "OUT.tsv"},
+       "Ranked table: focus, rank, label, order, distance; for correlations r, p (two-sided, t "
+       "with n-2 df, n the samples used) and q (Benjamini-Hochberg over every row searched, "
+       "metafeatures included, not only those listed). --metric pearson finds the positively "
+       "correlated rows; --metric abs-pearson finds both signs (r keeps its sign)",
+       "OUT.tsv"},
+      {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
+       "Node attributes of the GML: columns of a table whose first column names the rows (gene "
+       "symbols beside probe IDs), or names of INPUT's own row annotations",
+       "TABLE:COLUMN[,COLUMN]"},
+      {"annotation-id", 0, 0, G_OPTION_ARG_STRING, &command->annotation_id,
+       "The --annotation table's column of row names (default: its first column)", "COLUMN"},
+      {"plots", 0, 0, G_OPTION_ARG_FILENAME, &command->plots.dir,
+       "Scatter plots (PNG) into DIR: per top hit its values against the focus row (the "
+       "phenotype) across samples, r and p in the title; overview.png: the hits' signed r",
+       "DIR"},
+      {"plots-top", 0, 0, G_OPTION_ARG_INT64, &command->plots.top,
+       "How many of the nearest hits get a plot (default 9)", "N"},
+      {"plots-color-by", 0, 0, G_OPTION_ARG_STRING, &command->plots.color_by,
+       "Colour the plots' samples by a sample annotation of INPUT (e.g. tissue) or TABLE:COLUMN",
+       "COLUMN"},
       {"seed", 0, 0, G_OPTION_ARG_INT64, &command->seed, "Layout random seed (default 42)", "S"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &command->quiet, "No progress or summary", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
@@ -112,6 +139,8 @@ static KnnwbHostFiles *knnwb_neighbourhood_files(const KnnwbNeighbourhoodCommand
   KnnwbHostFiles *files = knnwb_host_files_new();
   knnwb_host_input_files(files, command->rest[0], &command->input);
   knnwb_host_expand_files(files, &command->expand);
+  g_autofree char *annotation_table = knnwb_host_spec_table(command->annotation);
+  knnwb_host_files_side_input(files, annotation_table, "--annotation");
   knnwb_host_files_output(files, command->output, "-o");
   knnwb_host_files_output(files, command->table, "--table");
   return files;
@@ -139,6 +168,11 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, "--seed must be 0 .. 2^32-1");
     return FALSE;
   }
+  if (command->plots.dir == NULL && (command->plots.color_by != NULL || command->plots.top != 9)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--plots-top and --plots-color-by go with --plots DIR");
+    return FALSE;
+  }
   return knnwb_host_knn_options(&command->knn, TRUE, &run->options, error) &&
          knnwb_host_input_options(&command->input, &run->read_options, error) &&
          (command->direction_text == NULL ||
@@ -151,7 +185,7 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
 {
   const KnnwbNeighbourhoodCommand *command = &run->command;
   g_autoptr(KnnwbHostFiles) files = knnwb_neighbourhood_files(command);
-  if (!knnwb_host_files_check(files, error))
+  if (!knnwb_host_plots_check(&command->plots, error) || !knnwb_host_files_check(files, error))
     return FALSE;
   run->options.cancel = knnwb_host_signals_install();
   run->options.data_name = command->rest[0];
@@ -159,6 +193,12 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
   run->split_rows =
       run->group != NULL && run->group->size > 1 && !knnwb_knn_uses_gpu(&run->options);
   run->writer = !run->split_rows || run->group->rank == 0;
+  if (run->split_rows && command->plots.dir != NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--plots needs the whole input in one process: run it without mpirun, or with "
+                "the whole input on every rank");
+    return FALSE;
+  }
   gboolean ready =
       !run->writer ||
       ((run->gml_temporary = knnwb_host_outputs_add(run->outputs, command->output, error)) &&
@@ -173,10 +213,12 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
  * is often most of the run: the queries are a few rows. */
 static gboolean knnwb_neighbourhood_read(KnnwbNeighbourhoodRun *run, GError **error)
 {
-  const KnnwbNeighbourhoodCommand *command = &run->command;
+  KnnwbNeighbourhoodCommand *command = &run->command;
   const KnnwbKnnGroup *group = run->group;
-  const gboolean expanding = command->expand.ops != NULL || command->expand.phenotype != NULL;
+  const gboolean expanding = command->expand.ops != NULL || command->expand.phenotype != NULL ||
+                             command->expand.sample_labels != NULL;
   const char *path = command->rest[0];
+  command->expand.input_name = path;
   void *progress = knnwb_host_input_watch(&run->read_options, run->options.cancel, command->quiet);
   gboolean read;
   if (run->split_rows && command->expand.ops != NULL)
@@ -223,10 +265,8 @@ static gboolean knnwb_neighbourhood_read(KnnwbNeighbourhoodRun *run, GError **er
 static gboolean knnwb_neighbourhood_search(KnnwbNeighbourhoodRun *run, GError **error)
 {
   const KnnwbNeighbourhoodCommand *command = &run->command;
-  g_autofree int64_t *focus = NULL;
-  size_t n_focus = 0;
-  if (!knnwb_neighbourhood_focus_labels(run->labels, run->n_rows, command->focus_text, &focus,
-                                        &n_focus, error)) {
+  if (!knnwb_neighbourhood_focus_labels(run->labels, run->n_rows, command->focus_text, &run->focus,
+                                        &run->n_focus, error)) {
     g_prefix_error(error, "%s: ", command->rest[0]);
     return FALSE;
   }
@@ -237,11 +277,12 @@ static gboolean knnwb_neighbourhood_search(KnnwbNeighbourhoodRun *run, GError **
   run->options.progress_data = progress;
   const int order = (int)command->order;
   gboolean found =
-      run->split_rows ? knnwb_neighbourhood_find_split(run->group, run->split.block, run->first_row,
-                                                       focus, n_focus, order, run->direction,
-                                                       &run->options, &run->found, NULL, error)
-                      : knnwb_neighbourhood_find(run->data, focus, n_focus, order, run->direction,
-                                                 &run->options, &run->found, error);
+      run->split_rows
+          ? knnwb_neighbourhood_find_split(run->group, run->split.block, run->first_row, run->focus,
+                                           run->n_focus, order, run->direction, &run->options,
+                                           &run->found, NULL, error)
+          : knnwb_neighbourhood_find(run->data, run->focus, run->n_focus, order, run->direction,
+                                     &run->options, &run->found, error);
   knnwb_host_progress_finish(progress);
   run->options.progress = NULL;
   run->options.progress_data = NULL;
@@ -263,6 +304,20 @@ static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **e
     for (size_t v = 0; run->labels != NULL && v < found->n_vertices; v++)
       knnwb_matrix_set_row_label(label_rows, (size_t)found->rows[v], run->labels[found->rows[v]]);
   }
+  /* Split: the table's p and q take every rank's rows (collective). */
+  const gboolean with_r = run->options.metric == KNNWB_METRIC_PEARSON ||
+                          run->options.metric == KNNWB_METRIC_ABS_PEARSON ||
+                          run->options.metric == KNNWB_METRIC_SPEARMAN;
+  g_autofree double *p = NULL, *q = NULL;
+  if (run->split_rows && command->table != NULL && with_r) {
+    const size_t n = run->writer ? found->n_members : 0;
+    p = g_new(double, MAX(n, (size_t)1));
+    q = g_new(double, MAX(n, (size_t)1));
+    if (!knnwb_neighbourhood_statistics_split(run->group, run->split.block, run->first_row,
+                                              run->focus, run->n_focus, run->writer ? found : NULL,
+                                              run->options.metric, p, q, error))
+      return FALSE;
+  }
   if (!run->writer)
     return TRUE; /* split: rank 0 writes alone */
   if (!knnwb_host_speaks()) {
@@ -272,11 +327,29 @@ static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **e
     g_ptr_array_set_size(run->outputs, 0);
     return TRUE;
   }
-  return knnwb_neighbourhood_write_gml(run->gml_temporary, found, named,
-                                       (unsigned long)command->seed, error) &&
+  KnnwbHostAttributes attributes = {0};
+  if (command->annotation != NULL &&
+      !knnwb_host_attributes_read(command->annotation, command->annotation_id, "--annotation-id",
+                                  run->data, run->labels, run->n_rows, command->rest[0],
+                                  &attributes, error)) {
+    knnwb_host_attributes_clear(&attributes);
+    return FALSE;
+  }
+  g_autofree const char **per_vertex = NULL;
+  g_autofree KnnwbNodeAttribute *nodes =
+      knnwb_host_attributes_nodes(&attributes, found->rows, found->n_vertices, &per_vertex);
+  gboolean gml = knnwb_neighbourhood_write_gml_annotated(
+      run->gml_temporary, found, named, (unsigned long)command->seed, nodes, attributes.n, error);
+  knnwb_host_attributes_clear(&attributes);
+  if (gml && command->plots.dir != NULL)
+    gml = knnwb_host_plots_write(&command->plots, found, run->data, command->rest[0], run->outputs,
+                                 error);
+  return gml &&
          (run->table_temporary == NULL ||
-          knnwb_neighbourhood_write_table(run->table_temporary, found, named, run->options.metric,
-                                          error));
+          (p != NULL ? knnwb_neighbourhood_write_table_statistics(
+                           run->table_temporary, found, named, run->options.metric, p, q, error)
+                     : knnwb_neighbourhood_write_table(run->table_temporary, found, named,
+                                                       run->options.metric, error)));
 }
 
 static void knnwb_neighbourhood_print_summary(const KnnwbNeighbourhoodRun *run)
@@ -322,7 +395,7 @@ static gboolean knnwb_neighbourhood_execute(KnnwbNeighbourhoodRun *run, GError *
 
 int knnwb_host_command_neighbourhood(int argc, char **argv)
 {
-  KnnwbNeighbourhoodRun run = {.command = {.order = 1, .seed = 42},
+  KnnwbNeighbourhoodRun run = {.command = {.order = 1, .seed = 42, .plots = {.top = 9}},
                                .direction = KNNWB_DIRECTION_OUT,
                                .outputs = g_ptr_array_new_with_free_func(knnwb_host_output_free)};
   g_autoptr(GOptionContext) context = knnwb_neighbourhood_options_new(&run.command);

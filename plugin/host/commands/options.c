@@ -1,5 +1,6 @@
 /* Options and helpers shared by the workflow commands. */
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 #include <knnwb/device_list.h>
 #include <knnwb/error.h>
@@ -218,8 +219,16 @@ void knnwb_host_expand_add_entries(GOptionContext *context, KnnwbHostExpandArgs 
                                ""),
        "POLICY"},
       {"phenotype", 0, 0, G_OPTION_ARG_STRING, &args->phenotype,
-       "Append a row from a per-sample table (TSV/CSV with a header): TABLE:COLUMN",
+       "Append a row from a per-sample table (TSV/CSV with a header): TABLE:COLUMN, or a bare "
+       "COLUMN of the input's own sample annotation (a GEO characteristic such as age)",
        "TABLE:COLUMN"},
+      {"phenotype-missing", 0, 0, G_OPTION_ARG_STRING, &args->phenotype_missing,
+       "Samples whose phenotype is NA, empty or NaN: complete (default: left out of every row, "
+       "with a warning) or error",
+       "complete|error"},
+      {"sample-labels", 0, 0, G_OPTION_ARG_STRING, &args->sample_labels,
+       "Name the samples (columns) by this sample annotation of the input (e.g. Sample_title)",
+       "COLUMN"},
       {"phenotype-id", 0, 0, G_OPTION_ARG_STRING, &args->phenotype_id,
        "The table's column of sample names (default: its first column)", "COLUMN"},
       {"phenotype-label", 0, 0, G_OPTION_ARG_STRING, &args->phenotype_label,
@@ -236,6 +245,81 @@ void knnwb_host_expand_clear(KnnwbHostExpandArgs *args)
   g_free(args->phenotype);
   g_free(args->phenotype_id);
   g_free(args->phenotype_label);
+  g_free(args->phenotype_missing);
+  g_free(args->sample_labels);
+}
+
+/* The phenotype's values (table or the input's own annotation), with the samples that have none
+ * taken out of *data (complete cases) unless the policy refuses them. */
+static gboolean knnwb_host_phenotype_values(const KnnwbHostExpandArgs *args, KnnwbMatrix **data,
+                                            float **values, char **label, GError **error)
+{
+  KnnwbPhenotypeMissing missing = KNNWB_PHENOTYPE_MISSING_COMPLETE;
+  if (args->phenotype_missing != NULL) {
+    if (strcmp(args->phenotype_missing, "error") == 0) {
+      missing = KNNWB_PHENOTYPE_MISSING_ERROR;
+    } else if (strcmp(args->phenotype_missing, "complete") != 0) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "--phenotype-missing must be complete or error (got '%s')",
+                  args->phenotype_missing);
+      return FALSE;
+    }
+  }
+  g_autoptr(KnnwbAnnotationTable) table = NULL;
+  g_autofree char *column = NULL;
+  if (!knnwb_host_annotation_table(args->phenotype, "--phenotype", *data, KNNWB_MATRIX_COLUMNS,
+                                   args->input_name, &table, &column, error))
+    return FALSE;
+  const gboolean bare = knnwb_host_annotation_is_bare(args->phenotype, *data, KNNWB_MATRIX_COLUMNS);
+  if (!knnwb_phenotype_values_missing(*data, table, bare ? NULL : args->phenotype_id, column,
+                                      missing, values, NULL, error))
+    return FALSE;
+  if (!knnwb_phenotype_complete_cases(data, *values, error)) {
+    g_clear_pointer(values, g_free);
+    return FALSE;
+  }
+  *label =
+      g_strdup(args->phenotype_label && *args->phenotype_label ? args->phenotype_label : column);
+  return TRUE;
+}
+
+/* The metafeature rows replace *data. */
+static gboolean knnwb_host_metafeatures(const KnnwbHostExpandArgs *args, int n_threads,
+                                        gboolean quiet, const volatile gint *cancel,
+                                        const KnnwbKnnGroup *group,
+                                        KnnwbMetafeatureOptions *options, KnnwbMatrix **data,
+                                        GError **error)
+{
+  KnnwbMetafeatureOp ops[KNNWB_METAFEATURE_COUNT];
+  size_t n_ops = 1;
+  ops[0] = KNNWB_METAFEATURE_DIFFERENCE;
+  if (args->ops != NULL && !knnwb_metafeatures_parse_ops(args->ops, ops, &n_ops, error))
+    return FALSE;
+  options->ops = ops;
+  options->n_ops = n_ops;
+  g_autofree size_t *rows = NULL;
+  if (args->rows != NULL) {
+    if (!knnwb_metafeatures_rows_from_file(*data, args->rows, &rows, &options->n_rows, error))
+      return FALSE;
+    options->rows = rows;
+  }
+  options->n_threads = n_threads;
+  options->cancel = cancel;
+  if (group != NULL) {
+    options->share_index = group->rank;
+    options->share_count = group->size;
+  }
+  KnnwbHostProgress *progress = knnwb_host_progress_new("metafeatures (rows)", quiet);
+  options->progress = progress ? knnwb_host_progress_update : NULL;
+  options->progress_data = progress;
+  KnnwbMatrix *expanded = NULL;
+  gboolean ok = knnwb_metafeatures_expand(*data, options, &expanded, error);
+  knnwb_host_progress_finish(progress);
+  if (!ok)
+    return FALSE;
+  knnwb_matrix_free(*data);
+  *data = expanded;
+  return TRUE;
 }
 
 gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metafeatures,
@@ -250,50 +334,25 @@ gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metaf
       !knnwb_host_option_choice(&knnwb_missing_table, "--missing", args->missing, &missing, error))
     return FALSE;
   options.missing = (KnnwbMissingPolicy)missing;
-  g_autofree char *table = NULL, *column = NULL;
-  if (args->phenotype != NULL &&
-      !knnwb_annotation_parse_spec(args->phenotype, &table, &column, error)) {
-    g_prefix_error(error, "--phenotype: ");
+  if (args->sample_labels != NULL &&
+      !knnwb_host_sample_labels(*data, KNNWB_MATRIX_COLUMNS, args->sample_labels,
+                                args->input_name ? args->input_name : "INPUT", error))
     return FALSE;
-  }
-  if (args->ops != NULL || force_metafeatures) {
-    KnnwbMetafeatureOp ops[KNNWB_METAFEATURE_COUNT];
-    size_t n_ops = 1;
-    ops[0] = KNNWB_METAFEATURE_DIFFERENCE;
-    if (args->ops != NULL && !knnwb_metafeatures_parse_ops(args->ops, ops, &n_ops, error))
-      return FALSE;
-    options.ops = ops;
-    options.n_ops = n_ops;
-    g_autofree size_t *rows = NULL;
-    if (args->rows != NULL) {
-      if (!knnwb_metafeatures_rows_from_file(*data, args->rows, &rows, &options.n_rows, error))
-        return FALSE;
-      options.rows = rows;
-    }
-    options.n_threads = n_threads;
-    options.cancel = cancel;
-    if (group != NULL) {
-      options.share_index = group->rank;
-      options.share_count = group->size;
-    }
-    KnnwbHostProgress *progress = knnwb_host_progress_new("metafeatures (rows)", quiet);
-    options.progress = progress ? knnwb_host_progress_update : NULL;
-    options.progress_data = progress;
-    KnnwbMatrix *expanded = NULL;
-    gboolean ok = knnwb_metafeatures_expand(*data, &options, &expanded, error);
-    knnwb_host_progress_finish(progress);
-    if (!ok)
-      return FALSE;
-    knnwb_matrix_free(*data);
-    *data = expanded;
-  }
-  if (table != NULL && last_share) {
+  /* The phenotype first: the samples it leaves out (complete cases) leave every row, the
+   * metafeatures' included, and a table that does not fit fails before the long part. */
+  g_autofree float *values = NULL;
+  g_autofree char *label = NULL;
+  if (args->phenotype != NULL && !knnwb_host_phenotype_values(args, data, &values, &label, error))
+    return FALSE;
+  if ((args->ops != NULL || force_metafeatures) &&
+      !knnwb_host_metafeatures(args, n_threads, quiet, cancel, group, &options, data, error))
+    return FALSE;
+  if (values != NULL && last_share) {
     if (cancel && *cancel) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
       return FALSE;
     }
-    if (!knnwb_phenotype_append(data, table, args->phenotype_id, column, args->phenotype_label,
-                                error))
+    if (!knnwb_phenotype_append_row(data, values, label, error))
       return FALSE;
   }
   return TRUE;

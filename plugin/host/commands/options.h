@@ -11,9 +11,11 @@
 #define KNNWB_HOST_OPTIONS_H
 
 #include <glib.h>
+#include <knnwb/annotation.h>
 #include <knnwb/formats.h>
 #include <knnwb/knn.h>
 #include <knnwb/metafeatures.h>
+#include <knnwb/neighbourhood.h>
 #include "pipeline/pipeline.h"
 #include "runtime/runtime.h"
 
@@ -100,12 +102,15 @@ void knnwb_host_knn_clear(KnnwbHostKnnArgs *args);
 
 /** Metafeature and phenotype arguments (knnwb metafeatures, knnwb neighbourhood). */
 typedef struct {
-  char *ops;             /* --metafeatures / --ops */
-  char *rows;            /* --pair-rows FILE */
-  char *missing;         /* error, drop-rows */
-  char *phenotype;       /* TABLE:COLUMN */
-  char *phenotype_id;    /* the table's sample-name column */
-  char *phenotype_label; /* the new row's label */
+  char *ops;               /* --metafeatures / --ops */
+  char *rows;              /* --pair-rows FILE */
+  char *missing;           /* error, drop-rows */
+  char *phenotype;         /* TABLE:COLUMN */
+  char *phenotype_id;      /* the table's sample-name column */
+  char *phenotype_label;   /* the new row's label */
+  char *phenotype_missing; /* complete (default), error */
+  char *sample_labels;     /* a sample annotation that names the columns */
+  const char *input_name;  /* the input, for messages (not owned) */
 } KnnwbHostExpandArgs;
 
 /** Adds the options; ops_name is "ops" or "metafeatures" (the option that turns expansion on). */
@@ -125,6 +130,104 @@ void knnwb_host_expand_clear(KnnwbHostExpandArgs *args);
 gboolean knnwb_host_expand(const KnnwbHostExpandArgs *args, gboolean force_metafeatures,
                            int n_threads, gboolean quiet, const volatile gint *cancel,
                            const KnnwbKnnGroup *group, KnnwbMatrix **data, GError **error);
+
+/**
+ * Whether spec names the input's own sample annotation rather than a table's column: it has no
+ * ':', or data has an annotation of that exact name along axis. O(annotations).
+ */
+gboolean knnwb_host_annotation_is_bare(const char *spec, const KnnwbMatrix *data,
+                                       KnnwbMatrixAxis axis);
+
+/**
+ * The table a sample option (option: "--phenotype", "--classes", "--annotation") names: spec is
+ * TABLE:COLUMN (the file read) or a bare COLUMN, the input's own annotation along axis (the axis
+ * that holds the command's samples) as a two-column table (knnwb_annotation_from_matrix, named
+ * input_name). *table and *column are new. Errors: as knnwb_annotation_read and
+ * knnwb_annotation_from_matrix (a bare name that names nothing lists the available names).
+ */
+gboolean knnwb_host_annotation_table(const char *spec, const char *option, const KnnwbMatrix *data,
+                                     KnnwbMatrixAxis axis, const char *input_name,
+                                     KnnwbAnnotationTable **table, char **column, GError **error);
+
+/**
+ * --sample-labels KEY: the samples along axis are labelled by their annotation key. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT (no such annotation: the available ones listed),
+ * KNNWB_ERROR_INVALID_DATA (a sample without a value, two samples with one value). O(samples).
+ */
+gboolean knnwb_host_sample_labels(KnnwbMatrix *data, KnnwbMatrixAxis axis, const char *key,
+                                  const char *input_name, GError **error);
+
+/**
+ * Known classes of data's rows (the points) from an option (option: "--annotation"; id_option:
+ * the option that names the table's column of names, for messages): a table's column
+ * (TABLE:COLUMN, names from id_column or the first column) or a bare COLUMN of the input's own
+ * row annotation (knnwb_host_annotation_table). classes (initialised) gets one class per row (-1:
+ * none), *class_names the names (g_strfreev). A table that names none of the rows is refused; rows
+ * without a value (not listed, NA, empty, NaN) get -1 and one warning says how many.
+ * Errors: as knnwb_host_annotation_table and knnwb_formats_annotation_classes,
+ * KNNWB_ERROR_INVALID_DATA (no row named). Complexity: O(table + rows).
+ */
+gboolean knnwb_host_annotation_classes(const char *spec, const char *id_column, const char *option,
+                                       const char *id_option, const KnnwbMatrix *data,
+                                       const char *input_name, igraph_vector_int_t *classes,
+                                       char ***class_names, GError **error);
+
+/** Node attributes for the graph writers: n columns of per-row values (--annotation). */
+typedef struct {
+  size_t n;
+  char **names;
+  const char ***values; /* per column: one per row, NULL = no value; strings in strings */
+  GStringChunk *strings;
+} KnnwbHostAttributes;
+
+/**
+ * --annotation TABLE:COL[,COL...] or COL[,COL...] (the input's own row annotations, data's): the
+ * columns as per-row values for n rows labelled labels (matched against the table's column
+ * id_column, or its first). A table that names none of the rows is refused (id_option named).
+ * Errors: as knnwb_annotation_read and knnwb_annotation_column, KNNWB_ERROR_INVALID_DATA,
+ * KNNWB_ERROR_INVALID_ARGUMENT (an unknown bare name: the available ones listed; a bare name where
+ * data is NULL). Complexity: O(table + n x columns).
+ */
+gboolean knnwb_host_attributes_read(const char *spec, const char *id_column, const char *id_option,
+                                    const KnnwbMatrix *data, const char *const *labels, size_t n,
+                                    const char *input_name, KnnwbHostAttributes *attributes,
+                                    GError **error);
+void knnwb_host_attributes_clear(KnnwbHostAttributes *attributes);
+
+/**
+ * The writers' node attributes for vertices that are rows rows[0..n_vertices-1] (rows NULL: vertex
+ * v is row v). *owned receives the per-vertex arrays (g_free) when rows is given. NULL when there
+ * are no columns; free the result with g_free. O(columns x vertices).
+ */
+KnnwbNodeAttribute *knnwb_host_attributes_nodes(const KnnwbHostAttributes *attributes,
+                                                const int64_t *rows, size_t n_vertices,
+                                                const char ***owned);
+
+/** The first column of an --annotation spec of several (TABLE:A,B -> TABLE:A; A,B -> A), new. */
+char *knnwb_host_annotation_first(const char *spec, const KnnwbMatrix *data);
+
+/** knnwb neighbourhood --plots DIR: scatter plots of the focus's top hits. */
+typedef struct {
+  char *dir;      /* --plots */
+  gint64 top;     /* --plots-top */
+  char *color_by; /* --plots-color-by: a sample annotation or TABLE:COLUMN */
+} KnnwbHostPlots;
+
+/** Checks --plots-top and makes DIR (with its parents) when --plots is given. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT, KNNWB_ERROR_IO. */
+gboolean knnwb_host_plots_check(const KnnwbHostPlots *plots, GError **error);
+
+/**
+ * Writes, for each focus row of found (rows of data, the whole matrix), one scatter PNG per member
+ * of rank <= top (its values against the focus's across the samples; r and p in the title) named
+ * DIR/RR-LABEL.png, and DIR/overview.png with the members' signed r (a FOCUS- prefix when there
+ * are several focus rows), each through a temporary of outputs. Errors: as
+ * knnwb_drawing_scatter_png and knnwb_host_annotation_table, KNNWB_ERROR_INVALID_ARGUMENT (no
+ * values at hand). O(top x samples) per focus, plus the pictures.
+ */
+gboolean knnwb_host_plots_write(const KnnwbHostPlots *plots, const KnnwbNeighbourhood *found,
+                                const KnnwbMatrix *data, const char *input_name, GPtrArray *outputs,
+                                GError **error);
 
 /** The usage errors of a command's one INPUT (the remaining arguments): "no INPUT file given",
  * "one INPUT file expected, got 'B' too". */

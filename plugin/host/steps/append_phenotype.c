@@ -1,10 +1,11 @@
 /* Step append-phenotype: one row from a per-sample annotation table, matched by sample name. */
+#include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/phenotype.h>
 #include "steps/steps_internal.h"
 #include "runtime/split_input.h"
 
-enum { TABLE, COLUMN, ID_COLUMN, LABEL, N_PARAMS };
+enum { TABLE, COLUMN, ID_COLUMN, LABEL, MISSING, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_append_phenotype_params[N_PARAMS] = {
     [TABLE] = {"table", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL,
@@ -14,6 +15,9 @@ static const KnnwbParamSpec knnwb_append_phenotype_params[N_PARAMS] = {
                    "the column of sample names (default: the first)"},
     [LABEL] = {"label", KNNWB_PARAM_STRING, "", 1, 0, NULL,
                "the new row's label (default: the column name)"},
+    [MISSING] = {"missing", KNNWB_PARAM_CHOICE, "complete", 1, 0, "complete|error",
+                 "samples whose value is NA, empty or NaN: complete (left out of every row, with "
+                 "a warning) or error"},
 };
 
 static const KnnwbPortSpec knnwb_append_phenotype_inputs[] = {
@@ -29,9 +33,13 @@ static gboolean knnwb_append_phenotype_run(KnnwbStepContext *context, GError **e
   g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(p[TABLE].v_string, error);
   if (table == NULL)
     return FALSE;
+  const char *missing = p[MISSING].v_string;
   g_autofree float *values = NULL;
-  if (!knnwb_phenotype_values(data, table, p[ID_COLUMN].v_string, p[COLUMN].v_string, &values,
-                              error))
+  if (!knnwb_phenotype_values_missing(data, table, p[ID_COLUMN].v_string, p[COLUMN].v_string,
+                                      strcmp(missing, "error") == 0
+                                          ? KNNWB_PHENOTYPE_MISSING_ERROR
+                                          : KNNWB_PHENOTYPE_MISSING_COMPLETE,
+                                      &values, NULL, error))
     return FALSE;
   g_autofree gboolean *keep = g_try_new(gboolean, MAX(data->n_rows, (size_t)1));
   if (keep == NULL) {
@@ -43,6 +51,10 @@ static gboolean knnwb_append_phenotype_run(KnnwbStepContext *context, GError **e
   KnnwbMatrix *copy = knnwb_matrix_select_rows(data, keep, error);
   if (copy == NULL)
     return FALSE;
+  if (!knnwb_phenotype_complete_cases(&copy, values, error)) {
+    knnwb_matrix_free(copy);
+    return FALSE;
+  }
   const char *label = *p[LABEL].v_string ? p[LABEL].v_string : p[COLUMN].v_string;
   /* Split rows under mpirun: the row joins the last rank's block, as it ends the whole. */
   const KnnwbKnnGroup *group =

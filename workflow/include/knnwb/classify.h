@@ -25,7 +25,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbClasses, knnwb_classes_free)
 
 /**
  * Classes of data's rows from a column of an annotation table, matched by row label against the
- * id column (NULL/empty: the first). Empty and NA values mean "unknown". Every row missing from
+ * id column (NULL/empty: the first). Empty, NA, N/A and NaN values mean "unknown" (the row is
+ * predicted, not scored; one warning says how many). Every row missing from
  * the table and every name listed twice is reported (with table lines) in one error; table names
  * that are not rows are ignored with one warning. Errors: KNNWB_ERROR_INVALID_ARGUMENT (no row
  * labels, unknown column), KNNWB_ERROR_INVALID_DATA (the problems). O(rows + records).
@@ -44,6 +45,24 @@ gboolean knnwb_classes_from_rows(const KnnwbMatrix *data, KnnwbClasses **classes
  * Classes for rows (labels) by name from another set's table match: rows of query whose label is
  * a row of reference_data with a known class get it, others -1. For --query truth. O(n).
  */
+/**
+ * The classes of query's rows from an annotation table (by row label against id_column, or the
+ * first column; class_column's names mapped to classes' ids), -1 where the table does not list the
+ * row, the value is unknown (NA, empty, NaN) or the class is not one of classes (it cannot be
+ * predicted; counted in *n_unseen, may be NULL). O(records + rows).
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT (unknown column).
+ */
+gboolean knnwb_classes_match_table(const KnnwbMatrix *query, const KnnwbAnnotationTable *table,
+                                   const char *id_column, const char *class_column,
+                                   const KnnwbClasses *classes, int32_t *out, size_t *n_unseen,
+                                   GError **error);
+
+/**
+ * A warning naming the classes with one labelled row (in cross-validation that row is never
+ * predicted right: its class is gone from its training folds). O(rows).
+ */
+void knnwb_classes_warn_single(const KnnwbClasses *classes);
+
 void knnwb_classes_match_by_label(const KnnwbMatrix *query, const KnnwbMatrix *labelled,
                                   const KnnwbClasses *classes, int32_t *out);
 
@@ -112,7 +131,15 @@ double knnwb_classify_precision(const KnnwbClassifyMetrics *metrics, size_t c);
 /** Recall of class c: correct / truly c (NAN when none). */
 double knnwb_classify_recall(const KnnwbClassifyMetrics *metrics, size_t c);
 
-/** Prints accuracy, a precision/recall/support table and the confusion matrix (text). */
+/** Balanced accuracy: the mean recall over the classes that have scored rows (NAN when none);
+ * what accuracy means when the classes are unequal. O(classes^2). */
+double knnwb_classify_balanced_accuracy(const KnnwbClassifyMetrics *metrics);
+/** The accuracy of calling every scored row the most frequent true class among them (*majority,
+ * may be NULL; ties: the first class); the number a classifier has to beat. O(classes^2). */
+double knnwb_classify_majority_baseline(const KnnwbClassifyMetrics *metrics, size_t *majority);
+
+/** Prints accuracy, balanced accuracy, the majority-class baseline, a precision/recall/support
+ * table and the confusion matrix (text). */
 void knnwb_classify_metrics_print(FILE *stream, const KnnwbClassifyMetrics *metrics,
                                   char *const *names);
 

@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <igraph.h>
 #include <stdint.h>
+#include <knnwb/formats.h>
 #include <knnwb/knn.h>
 #include <knnwb/matrix.h>
 
@@ -128,12 +129,65 @@ gboolean knnwb_neighbourhood_from_lists(const KnnwbMatrix *data, const KnnwbNeig
 
 /**
  * Writes the ranked table: header focus, rank, label, order, distance and, for pearson,
- * abs-pearson and spearman, r; one line per member (labels from data, or row numbers from 0).
- * Atomic. Errors: KNNWB_ERROR_IO. Complexity: O(members).
+ * abs-pearson and spearman, r, p and q (knnwb_neighbourhood_statistics; NA when data holds labels
+ * only, as a split run's writer does); one line per member (labels from data, or row numbers from
+ * 0). Atomic. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_NO_MEMORY. Complexity: O(members), plus
+ * knnwb_neighbourhood_statistics for correlations.
  */
 gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                          const KnnwbMatrix *data, KnnwbMetric metric,
                                          GError **error);
+
+/**
+ * The two-sided p-value of a correlation r over n samples: P(|T| >= |t|), t = r sqrt((n - 2) /
+ * (1 - r^2)), T Student's t with n - 2 degrees of freedom (as R's cor.test and
+ * scipy.stats.pearsonr; for Spearman's rho the same t approximation as scipy.stats.spearmanr).
+ * Computed in double as the regularised incomplete beta I_{1 - r^2}((n - 2)/2, 1/2), with 1 - r^2
+ * taken as (1 - |r|)(1 + |r|), so p keeps its relative precision as |r| nears 1 (|r| = 1: 0).
+ * NAN when n < 3 or r is not in [-1, 1]. O(1) (a continued fraction).
+ */
+double knnwb_correlation_p_value(double r, size_t n);
+
+/** Benjamini-Hochberg q-values of m p-values (q[i] for p[i]; monotone, at most 1). O(m log m). */
+void knnwb_benjamini_hochberg(const double *p, size_t m, double *q);
+
+/**
+ * p and q of each member of a neighbourhood found in data with a correlation metric (pearson,
+ * abs-pearson: the signed Pearson r; spearman: rho): p as knnwb_correlation_p_value with n =
+ * data->n_cols (the samples used), q Benjamini-Hochberg over every row that was a candidate for
+ * that focus (all rows but the focus, absent rows and rows whose r is undefined: metafeature rows
+ * and the phenotype row included), so q does not depend on k or the order. p[i], q[i] belong to
+ * members[i] (NAN where undefined); *n_candidates (may be NULL) receives the first focus's count.
+ * Errors: KNNWB_ERROR_NO_MEMORY. Complexity: O(focus x n x d) (Spearman: d log d per row), O(n)
+ * memory.
+ */
+gboolean knnwb_neighbourhood_statistics(const KnnwbNeighbourhood *neighbourhood,
+                                        const KnnwbMatrix *data, KnnwbMetric metric, double *p,
+                                        double *q, size_t *n_candidates, GError **error);
+
+/**
+ * knnwb_neighbourhood_statistics for a neighbourhood found by knnwb_neighbourhood_find_split:
+ * every rank passes its block, first_row and the focus rows (as to the search); rank 0 passes the
+ * neighbourhood and gets p and q (n_members each), the others pass NULL for all three. The same
+ * numbers as on the whole matrix. Collective. Errors: transport errors, KNNWB_ERROR_NO_MEMORY.
+ * Memory: every rank holds n doubles per focus.
+ */
+gboolean knnwb_neighbourhood_statistics_split(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                              const size_t *first_row, const int64_t *focus,
+                                              size_t n_focus,
+                                              const KnnwbNeighbourhood *neighbourhood,
+                                              KnnwbMetric metric, double *p, double *q,
+                                              GError **error);
+
+/**
+ * knnwb_neighbourhood_write_table with the members' p and q given (n_members each; NULL: NA), for
+ * callers that computed them (knnwb_neighbourhood_statistics_split). Errors: KNNWB_ERROR_IO.
+ */
+gboolean knnwb_neighbourhood_write_table_statistics(const char *path,
+                                                    const KnnwbNeighbourhood *neighbourhood,
+                                                    const KnnwbMatrix *data, KnnwbMetric metric,
+                                                    const double *p, const double *q,
+                                                    GError **error);
 
 /**
  * Writes the neighbourhood as yEd GML: laid out radially (knnwb_drawing_layout_radial: the focus
@@ -144,6 +198,17 @@ gboolean knnwb_neighbourhood_write_table(const char *path, const KnnwbNeighbourh
  */
 gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                        const KnnwbMatrix *data, unsigned long seed, GError **error);
+
+/**
+ * knnwb_neighbourhood_write_gml with node attributes: attributes[a].values has one entry per
+ * vertex of the neighbourhood (vertex v is row neighbourhood->rows[v]), written as
+ * KnnwbNodeAttribute says. Errors as knnwb_neighbourhood_write_gml.
+ */
+gboolean knnwb_neighbourhood_write_gml_annotated(const char *path,
+                                                 const KnnwbNeighbourhood *neighbourhood,
+                                                 const KnnwbMatrix *data, unsigned long seed,
+                                                 const KnnwbNodeAttribute *attributes,
+                                                 size_t n_attributes, GError **error);
 
 G_END_DECLS
 

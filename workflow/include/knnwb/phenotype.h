@@ -8,6 +8,14 @@
 
 G_BEGIN_DECLS
 
+/** What a phenotype's missing values (NA, empty, NaN) do. */
+typedef enum {
+  /** The samples without a value are left out of every row (R's use = "complete.obs"). */
+  KNNWB_PHENOTYPE_MISSING_COMPLETE = 0,
+  /** A missing value is an error, listed with the others. */
+  KNNWB_PHENOTYPE_MISSING_ERROR = 1,
+} KnnwbPhenotypeMissing;
+
 /**
  * Matches the records of table to the columns of data by sample name (data->col_labels against
  * the table's id column: id_column, or the first column when NULL/empty) and returns the numbers
@@ -24,6 +32,30 @@ G_BEGIN_DECLS
 gboolean knnwb_phenotype_values(const KnnwbMatrix *data, const KnnwbAnnotationTable *table,
                                 const char *id_column, const char *value_column, float **values,
                                 GError **error);
+
+/**
+ * knnwb_phenotype_values with a policy for missing values. With KNNWB_PHENOTYPE_MISSING_COMPLETE a
+ * value that is NA, N/A, NaN, null or empty is no problem: its entry of *values is NaN, the count
+ * goes to *n_missing (may be NULL) and one warning names the table, the column and how many (an
+ * infinity is still an error). A column with no value at all is refused. With
+ * KNNWB_PHENOTYPE_MISSING_ERROR this is knnwb_phenotype_values. Samples of the matrix that the
+ * table does not list are an error under both policies (a mismatched table, not a missing value).
+ * Errors and complexity: as knnwb_phenotype_values.
+ */
+gboolean knnwb_phenotype_values_missing(const KnnwbMatrix *data, const KnnwbAnnotationTable *table,
+                                        const char *id_column, const char *value_column,
+                                        KnnwbPhenotypeMissing missing, float **values,
+                                        size_t *n_missing, GError **error);
+
+/**
+ * Complete cases: the columns (samples) whose values[j] is NaN are removed from *data, which is
+ * replaced by a new matrix (the old one freed) holding the other columns in order with their
+ * labels, classes and annotations, rows' labels, classes, annotations and absent marks kept.
+ * values (n_cols floats) is compacted in place to the kept columns. Nothing happens when no value
+ * is NaN. Errors: KNNWB_ERROR_NO_MEMORY (*data unchanged).
+ * Complexity: O(n_rows n_cols) time, the new matrix in memory.
+ */
+gboolean knnwb_phenotype_complete_cases(KnnwbMatrix **data, float *values, GError **error);
 
 /**
  * Appends one row (values, n_cols floats) labelled label at the end of *data. The values grow in
