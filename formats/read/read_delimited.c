@@ -195,7 +195,7 @@ static const char *knnwb_delimited_column_name(KnnwbDelimitedContext *context, s
 /* Classifies a field's text (already unquoted and trimmed) as a value, missing, or an error. */
 static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char *record,
                                       size_t offset, size_t value_index, float *value,
-                                      gboolean *missing, GError **error)
+                                      double *exact, gboolean *missing, GError **error)
 {
   const char *text = context->scratch->str;
   size_t length = context->scratch->len;
@@ -217,6 +217,8 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
     }
     *missing = TRUE;
     *value = 0.0f;
+    if (exact != NULL)
+      *exact = 0.0;
     return TRUE;
   }
   /* "1,5" is 1.5 there (one comma at most; "1,234,5" stays an error showing the field). */
@@ -243,6 +245,9 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
     knnwb_delimited_locate(record, context->record_line, offset, &context->info->first_tiny_line,
                            &column);
   }
+  if (exact != NULL &&
+      knnwb_formats_parse_double(text, text + length, exact, &stop) != KNNWB_FLOAT_OK)
+    *exact = (double)*value; /* a tiny value: its float is what is ranked */
   return TRUE;
 }
 
@@ -298,6 +303,7 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
   float *row = knnwb_matrix_builder_next_row(builder, error);
   if (row == NULL)
     return FALSE;
+  double *exact = knnwb_matrix_builder_exact_row(builder); /* NULL unless ranks are kept */
   if (layout->expected_rows != SIZE_MAX && builder->n_rows >= layout->expected_rows) {
     knnwb_delimited_error(context, *line, 0, error,
                           "more data rows than the %zu the header declares", layout->expected_rows);
@@ -323,6 +329,9 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
       if (knnwb_formats_parse_float(*line + position, end, &row[value_index], &stop) ==
               KNNWB_FLOAT_OK &&
           (stop == end || *stop == delimiter)) {
+        const char *exact_stop;
+        if (exact != NULL)
+          knnwb_formats_parse_double(*line + position, stop, &exact[value_index], &exact_stop);
         position = (size_t)(stop - *line);
         value_index++;
         continue;
@@ -333,8 +342,8 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
     if (!knnwb_delimited_field(context, line, length, &position, &quoted, error))
       return FALSE;
     if (layout->kinds[field] == KNNWB_COLUMN_VALUE) {
-      if (!knnwb_delimited_value(context, *line, start, value_index, &row[value_index], &missing,
-                                 error))
+      if (!knnwb_delimited_value(context, *line, start, value_index, &row[value_index],
+                                 exact ? &exact[value_index] : NULL, &missing, error))
         return FALSE;
       value_index++;
     } else if (layout->kinds[field] == KNNWB_COLUMN_LABEL) {
@@ -624,6 +633,7 @@ typedef struct {
   size_t n_fields;
   int label_column;
   gboolean has_header, header_quoted, data_quoted, trailing_empty;
+  gboolean rank_rows, transpose; /* the read options': keep ranks from the values as read */
 } KnnwbDelimitedStart;
 
 /* The first record: comment lines above the table skipped, the decimal comma detected, split. */
@@ -841,6 +851,8 @@ static gboolean knnwb_delimited_builder_init(const KnnwbDelimitedStart *start, c
                                              GError **error)
 {
   knnwb_matrix_builder_init(builder, n_values, start->label_column >= 0);
+  if (start->rank_rows)
+    knnwb_matrix_builder_keep_ranks(builder, start->transpose);
   if (start->header != NULL) {
     builder->col_labels = g_ptr_array_new_with_free_func(g_free);
     for (guint f = 0; f < start->header->len; f++)
@@ -870,7 +882,9 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   KnnwbDelimitedStart start = {.input = &input,
                                .path = path,
                                .delimiter = delimiter,
-                               .first = g_ptr_array_new_with_free_func(g_free)};
+                               .first = g_ptr_array_new_with_free_func(g_free),
+                               .rank_rows = options->rank_rows,
+                               .transpose = options->transpose};
   g_autofree guint8 *kinds = NULL;
   g_autoptr(GString) scratch = g_string_new(NULL);
   g_autoptr(GString) label = g_string_new(NULL);

@@ -20,6 +20,7 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->label_column_name = NULL;
   options->missing = KNNWB_MISSING_ERROR;
   options->labels_path = NULL;
+  options->rank_rows = FALSE;
   options->block_index = 0;
   options->block_count = 0;
   options->group = NULL;
@@ -149,6 +150,7 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
                                    KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
 {
   g_return_val_if_fail(path != NULL && out != NULL, FALSE);
+  g_autofree float *column_ranks = NULL; /* a transposed read's ranks, see below */
   KnnwbReadOptions defaults;
   if (options == NULL) {
     knnwb_formats_read_options_init(&defaults);
@@ -205,6 +207,9 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
   }
   if (!ok)
     return FALSE;
+  /* A transposed read's ranks are already laid out for the transposed matrix (builder). */
+  if (options->transpose)
+    column_ranks = knnwb_matrix_steal_row_ranks(matrix);
   if (options->transpose && matrix->n_absent_rows > 0) {
     /* The file's rows with missing values are features after transposing: they go. */
     g_autofree gboolean *keep = knnwb_try_new_array(matrix->n_rows, sizeof(gboolean),
@@ -225,6 +230,7 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
       return FALSE;
     knnwb_matrix_free(matrix);
     matrix = transposed;
+    knnwb_matrix_take_row_ranks(matrix, g_steal_pointer(&column_ranks));
   }
   *out = g_steal_pointer(&matrix);
 report:

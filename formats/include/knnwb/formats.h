@@ -102,6 +102,11 @@ typedef struct {
                                       label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing;    /**< default KNNWB_MISSING_ERROR */
   const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
+  /** Text formats (CSV/TSV/GCT/GEO/CIBM): also rank each point's values as read, in double, before
+   * they are rounded to float32 (knnwb_matrix_row_ranks), for the spearman metric; default FALSE.
+   * NPY values are ranked as stored (float32 files hold no more digits; float64 ones are rounded
+   * first). */
+  gboolean rank_rows;
   /** block_count > 1: read only block block_index, for one rank of a split-memory job. NPY: the
    * rows knnwb_knn_group_rows(n, block_index, block_count), only their bytes read (C-order arrays
    * without transpose or labels_path). CSV/TSV (not gzip-compressed, not transposed): the rows

@@ -688,6 +688,7 @@ static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOpti
 {
   gint64 start = g_get_monotonic_time();
   g_autoptr(KnnwbMatrix) data = NULL;
+  read_options->rank_rows = knn->metric == KNNWB_METRIC_SPEARMAN;
   void *read_progress = knnwb_host_input_watch(read_options, knn->cancel, command->quiet);
   gboolean read = knnwb_formats_read_matrix(command->rest[0], read_options, &data, NULL, error);
   knnwb_host_progress_finish(read_progress);

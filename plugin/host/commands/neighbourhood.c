@@ -162,6 +162,7 @@ static gboolean knnwb_neighbourhood_read(KnnwbNeighbourhoodRun *run, GError **er
   const KnnwbKnnGroup *group = run->group;
   const gboolean expanding = command->expand.ops != NULL || command->expand.phenotype != NULL;
   const char *path = command->rest[0];
+  run->read_options.rank_rows = run->options.metric == KNNWB_METRIC_SPEARMAN;
   void *progress = knnwb_host_input_watch(&run->read_options, run->options.cancel, command->quiet);
   gboolean read;
   if (run->split_rows && command->expand.ops != NULL)
