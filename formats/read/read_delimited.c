@@ -908,8 +908,9 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                                    .info = info,
                                    .scratch = scratch,
                                    .label = label};
-  const gboolean window =
-      options->block_count > 1 && !options->transpose && input.file_size > 0 && input.gzip == NULL;
+  const gboolean window = options->block_count > 1 && !options->transpose && input.file_size > 0 &&
+                          input.gzip == NULL &&
+                          options->labels_path == NULL; /* side labels count from the first row */
   if (window)
     knnwb_delimited_start_window(&start, options, info);
   /* The first data record was read (and split) already and is still the current record. */

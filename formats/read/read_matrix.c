@@ -205,6 +205,10 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
                 (int)format);
     return FALSE;
   }
+  /* The side file names the file's rows as stored (before transposing), as for NPY. */
+  if (ok && options->labels_path != NULL &&
+      !knnwb_formats_read_labels_file(options->labels_path, matrix->n_rows, matrix, FALSE, error))
+    return FALSE;
   if (!ok)
     return FALSE;
   /* A transposed read's ranks are already laid out for the transposed matrix (builder). */

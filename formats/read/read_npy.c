@@ -81,52 +81,6 @@ static void knnwb_npy_read_failed(const char *path, int saved, GError **error)
                 saved != 0 ? g_strerror(saved) : "it ended early");
 }
 
-/* Reads the labels side file: one label per line, count must match. */
-static gboolean knnwb_npy_labels(const char *labels_path, size_t count, KnnwbMatrix *matrix,
-                                 gboolean as_columns, GError **error)
-{
-  KnnwbTextInput input;
-  if (!knnwb_text_input_open(&input, labels_path, error))
-    return FALSE;
-  g_autoptr(GPtrArray) labels = g_ptr_array_new_with_free_func(g_free);
-  const char *line;
-  size_t length;
-  size_t last_nonblank = 0;
-  int got;
-  gboolean ok = FALSE;
-  while ((got = knnwb_text_input_next_line(&input, &line, &length, error)) > 0) {
-    const char *invalid;
-    if (!g_utf8_validate_len(line, length, &invalid)) {
-      knnwb_formats_parse_error(error, labels_path, input.line_number, (size_t)(invalid - line) + 1,
-                                *invalid == '\0' ? "NUL byte in a label"
-                                                 : "a label is not valid UTF-8");
-      goto out;
-    }
-    g_ptr_array_add(labels, g_strndup(line, length));
-    if (length > 0)
-      last_nonblank = labels->len;
-  }
-  if (got < 0)
-    goto out;
-  g_ptr_array_set_size(labels, (guint)last_nonblank); /* trailing blank lines */
-  if (labels->len != count) {
-    knnwb_formats_parse_error(error, labels_path, input.line_number, 0,
-                              "%u label%s for %zu row%s (one label per line)", labels->len,
-                              KNNWB_PLURAL(labels->len), count, KNNWB_PLURAL(count));
-    goto out;
-  }
-  for (size_t i = 0; i < count; i++) {
-    if (as_columns)
-      knnwb_matrix_set_col_label(matrix, i, g_ptr_array_index(labels, i));
-    else
-      knnwb_matrix_set_row_label(matrix, i, g_ptr_array_index(labels, i));
-  }
-  ok = TRUE;
-out:
-  knnwb_text_input_close(&input);
-  return ok;
-}
-
 static inline uint32_t knnwb_npy_swap32(uint32_t v)
 {
   return __builtin_bswap32(v);
@@ -571,8 +525,8 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
   }
   close(fd);
   if (ok && options->labels_path != NULL)
-    ok = knnwb_npy_labels(options->labels_path, array.stored_rows, matrix, array.want_transpose,
-                          error);
+    ok = knnwb_formats_read_labels_file(options->labels_path, array.stored_rows, matrix,
+                                        array.want_transpose, error);
   g_autofree gboolean *keep = NULL;
   if (ok)
     ok = knnwb_npy_find_missing(path, options, &array, matrix, &keep, info, error);

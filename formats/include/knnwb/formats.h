@@ -101,7 +101,9 @@ typedef struct {
   const char *label_column_name; /**< CSV/TSV: the header name of the label column; overrides
                                       label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing;    /**< default KNNWB_MISSING_ERROR */
-  const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
+  const char *labels_path; /**< optional side file, one label per row of the file as stored (any
+                                format; they replace the file's own row labels; transposed, they
+                                name the features) */
   /** Text formats (CSV/TSV/GCT/GEO/CIBM): also rank each point's values as read, in double, before
    * they are rounded to float32 (knnwb_matrix_row_ranks), for the spearman metric; default FALSE.
    * NPY values are ranked as stored (float32 files hold no more digits; float64 ones are rounded

@@ -56,7 +56,9 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
        "CSV/TSV: the row labels' column, counted from 1 (default 1), a header name, or none",
        "N|NAME|none"},
       {"labels", 0, 0, G_OPTION_ARG_FILENAME, &args->labels,
-       "NPY: a side file with one row label per line", "FILE"},
+       "A side file with one label per row of the file (any format; replaces the file's own "
+       "row labels)",
+       "FILE"},
       {"drop-missing", 0, 0, G_OPTION_ARG_NONE, &args->drop_missing,
        "Rows with missing values (NA, empty, NaN, Inf) get no edges and keep their numbers, "
        "instead of failing",

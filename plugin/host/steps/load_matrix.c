@@ -22,7 +22,8 @@ static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
          "rows with missing values (NA, empty, NaN, Inf): an error, or left out with a warning "
          "(they keep their row numbers and get no edges)"},
     [LABELS] = {"labels", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
-                "NPY: a side file with one row label per line"},
+                "a side file with one label per row of the file (any format; replaces the "
+                "file's own row labels)"},
 };
 
 static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
