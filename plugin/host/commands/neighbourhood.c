@@ -62,7 +62,7 @@ static void knnwb_neighbourhood_run_clear(KnnwbNeighbourhoodRun *run)
 /* The options of knnwb neighbourhood, into command. */
 static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand *command)
 {
-  GOptionContext *context = g_option_context_new("--focus LABEL -k K -o OUT.gml");
+  GOptionContext *context = g_option_context_new("--focus LABEL -k K -o OUT");
   GOptionEntry entries[] = {
       {"focus", 0, 0, G_OPTION_ARG_STRING, &command->focus_text,
        "The focus rows' labels, comma-separated (e.g. the phenotype row)", "LABEL[,LABEL]"},
@@ -76,7 +76,9 @@ static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand
                                "both build the whole graph"),
        KNNWB_ENUM_CHOICES(KNNWB_DIRECTION_NAMES)},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output,
-       "yEd GML of the neighbourhood (laid out, labelled, focus highlighted)", "OUT.gml"},
+       "The neighbourhood graph, format from the extension: .gml (yEd: laid out, labelled, "
+       "focus highlighted), .graphml, .knn (input row numbers), .mtx, .tsv (edge table)",
+       "OUT"},
       {"table", 0, 0, G_OPTION_ARG_FILENAME, &command->table,
        "Ranked table: focus, rank, label, order, distance (and r for correlations)", "OUT.tsv"},
       {"seed", 0, 0, G_OPTION_ARG_INT64, &command->seed, "Layout random seed (default 42)", "S"},
@@ -113,7 +115,8 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
   if (!g_option_context_parse(context, &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->focus_text != NULL, "--focus LABEL", error) ||
-      !knnwb_host_required(command->output != NULL, "-o OUT.gml", error))
+      !knnwb_host_required(command->output != NULL, "-o OUT", error) ||
+      !knnwb_neighbourhood_check_format(command->output, KNNWB_OUTPUT_AUTO, error))
     return FALSE;
   if (command->order < 1 || command->order > 10) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -149,6 +152,16 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
       ((run->gml_temporary = knnwb_host_outputs_add(run->outputs, command->output, error)) &&
        (command->table == NULL || (run->table_temporary = knnwb_host_outputs_add(
                                        run->outputs, command->table, error)) != NULL));
+  /* .mtx row labels go to a side file named after the output. */
+  KnnwbOutputFormat format = KNNWB_OUTPUT_GML;
+  g_autofree char *side_final =
+      ready && run->writer && knnwb_formats_output_from_path(command->output, &format, NULL)
+          ? knnwb_formats_side_path(command->output, format)
+          : NULL;
+  if (side_final != NULL) {
+    g_autofree char *side_temporary = knnwb_formats_side_path(run->gml_temporary, format);
+    knnwb_host_outputs_add_side_file(run->outputs, side_temporary, side_final);
+  }
   if (run->split_rows && !run->group->agree(run->group, ready, error))
     ready = FALSE;
   return ready;
@@ -258,8 +271,11 @@ static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **e
     g_ptr_array_set_size(run->outputs, 0);
     return TRUE;
   }
-  return knnwb_neighbourhood_write_gml(run->gml_temporary, found, named,
-                                       (unsigned long)command->seed, error) &&
+  /* The format is the final name's: the temporary's name has another ending. */
+  KnnwbOutputFormat format;
+  return knnwb_formats_output_from_path(command->output, &format, error) &&
+         knnwb_neighbourhood_write_graph(run->gml_temporary, format, found, named,
+                                         (unsigned long)command->seed, error) &&
          (run->table_temporary == NULL ||
           knnwb_neighbourhood_write_table(run->table_temporary, found, named, run->options.metric,
                                           error));
