@@ -52,9 +52,19 @@ static void test_neighbourhood_by_extension(void)
   host_test_rmtree(dir);
 }
 
+/* The .knn third column is a distance (the exact double), and the help says so. */
+static void test_knn_column_words(void)
+{
+  g_autofree char *out = NULL;
+  g_assert_cmpint(host_test_run(NULL, &out, NULL, "knn", "--help", NULL), ==, 0);
+  g_assert_nonnull(strstr(out, "`source target distance`"));
+  g_assert_null(strstr(out, "source target weight"));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/host/output-formats/neighbourhood", test_neighbourhood_by_extension);
+  g_test_add_func("/host/output-formats/knn-column-words", test_knn_column_words);
   return g_test_run();
 }

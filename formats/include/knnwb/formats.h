@@ -202,7 +202,7 @@ void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
 /** Output formats. */
 typedef enum {
   KNNWB_OUTPUT_AUTO,          /**< by extension, see knnwb_formats_output_from_path() */
-  KNNWB_OUTPUT_KNN,           /**< the seed's .knn: `n m`, then `source target weight`, 0-based */
+  KNNWB_OUTPUT_KNN,           /**< the seed's .knn: `n m`, then `source target distance`, 0-based */
   KNNWB_OUTPUT_GML,           /**< GML for yEd, with graphics, layout and colours */
   KNNWB_OUTPUT_GRAPHML,       /**< GraphML for Cytoscape and Gephi */
   KNNWB_OUTPUT_LABELS_TSV,    /**< cluster labels: row, label, cluster, cluster size */
@@ -287,11 +287,11 @@ gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
                                    const KnnwbGraphOutput *output, GError **error);
 
 /**
- * Writes the seed's .knn format: first line `vertices edges`, then one `source target weight` line
- * per edge in igraph edge order, 0-based; each weight in the shortest of %.15g, %.16g and %.17g
- * that reads back as the identical double (the distances are doubles; the seed's 6 decimals would
- * not round-trip). weights NULL writes 1. Direction is not stored (the reader is told).
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (weights of the wrong length).
+ * Writes the seed's .knn format: first line `vertices edges`, then one `source target distance`
+ * line per edge in igraph edge order, 0-based; each distance in the shortest of %.15g, %.16g and
+ * %.17g that reads back as the identical double (the distances are doubles; the seed's 6 decimals
+ * would not round-trip). weights NULL writes distance 1. Direction is not stored (the reader is
+ * told). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (weights of the wrong length).
  * Complexity: O(V + E) time, O(1) extra memory.
  */
 gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
@@ -332,11 +332,10 @@ char *knnwb_formats_side_path(const char *path, KnnwbOutputFormat format);
 /**
  * Reads a .knn file into graph (uninitialised on entry; initialised on success only) and weights
  * (an initialised vector, resized to the edge count). Strict: exactly `n m` then m lines of
- * `source target weight` (whitespace separated, CRLF and trailing blank lines allowed), vertices in
- * [0, n), finite weights, nothing after the m-th edge.
- * Errors: KNNWB_ERROR_PARSE "path:line:column: message", KNNWB_ERROR_IO, KNNWB_ERROR_NO_MEMORY
- * (declared sizes are checked against the file size before allocating), KNNWB_ERROR_IGRAPH.
- * Complexity: O(file size).
+ * `source target distance` (whitespace separated, CRLF and trailing blank lines allowed), vertices
+ * in [0, n), finite weights, nothing after the m-th edge. Errors: KNNWB_ERROR_PARSE
+ * "path:line:column: message", KNNWB_ERROR_IO, KNNWB_ERROR_NO_MEMORY (declared sizes are checked
+ * against the file size before allocating), KNNWB_ERROR_IGRAPH. Complexity: O(file size).
  */
 gboolean knnwb_formats_read_knn(const char *path, igraph_bool_t directed, igraph_t *graph,
                                 igraph_vector_t *weights, GError **error);
@@ -391,7 +390,7 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
                                                 GError **error);
 
 /**
- * The lines of a .knn file (`source target weight`, no `n m` header) for the rows of lists:
+ * The lines of a .knn file (`source target distance`, no `n m` header) for the rows of lists:
  * row first_row + q's found neighbours in rank order, as knnwb_formats_write_knn writes the
  * directed kNN graph, byte for byte. For writers that put several processes' rows into one file.
  * Formatted in parallel chunks like the file writers (control: threads and cancel; NULL = all

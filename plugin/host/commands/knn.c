@@ -158,7 +158,7 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
       context,
       "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
       "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
-      ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
+      ".knn (the GPU-FS-kNN format: `n m`, then `source target distance`,\n0-based), .gml "
       "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
       "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
       "T suffixes.");
