@@ -11,7 +11,12 @@ G_BEGIN_DECLS
 /* ---- the delimited-text engine shared by CSV/TSV and GCT ---- */
 
 /** What a column of a delimited file holds. */
-enum { KNNWB_COLUMN_VALUE = 0, KNNWB_COLUMN_LABEL = 1, KNNWB_COLUMN_SKIP = 2 };
+enum {
+  KNNWB_COLUMN_VALUE = 0,
+  KNNWB_COLUMN_LABEL = 1,
+  KNNWB_COLUMN_SKIP = 2,
+  KNNWB_COLUMN_ANNOTATION = 3 /* skipped, found as text: a number in it later is an error */
+};
 
 /** Parameters of knnwb_formats_read_delimited_rows(). */
 typedef struct {

@@ -21,6 +21,7 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->missing = KNNWB_MISSING_ERROR;
   options->labels_path = NULL;
   options->rank_rows = FALSE;
+  options->skip_columns = NULL;
   options->block_index = 0;
   options->block_count = 0;
   options->group = NULL;

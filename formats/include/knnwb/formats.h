@@ -109,6 +109,11 @@ typedef struct {
    * NPY values are ranked as stored (float32 files hold no more digits; float64 ones are rounded
    * first). */
   gboolean rank_rows;
+  /** CSV/TSV: annotation columns to leave out, comma-separated header names or 1-based numbers
+   * (GEO GDS tables' IDENTIFIER, gene symbols beside probe IDs); NULL: none named, and a second
+   * column that holds text in the first data row (the label column being the first, with a
+   * header) is left out as an annotation column, with a warning that names it. */
+  const char *skip_columns;
   /** block_count > 1: read only block block_index, for one rank of a split-memory job. NPY: the
    * rows knnwb_knn_group_rows(n, block_index, block_count), only their bytes read (C-order arrays
    * without transpose or labels_path). CSV/TSV (not gzip-compressed, not transposed): the rows

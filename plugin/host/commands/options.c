@@ -63,6 +63,10 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
        "Rows with missing values (NA, empty, NaN, Inf) get no edges and keep their numbers, "
        "instead of failing",
        NULL},
+      {"skip-columns", 0, 0, G_OPTION_ARG_STRING, &args->skip_columns,
+       "CSV/TSV: annotation columns to leave out (header names or numbers from 1, "
+       "comma-separated); without it a text second column is left out with a warning",
+       "NAME,..."},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_add_main_entries(context, entries, NULL);
 }
@@ -96,6 +100,7 @@ gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptio
   options->labels_path = args->labels;
   if (args->drop_missing)
     options->missing = KNNWB_MISSING_DROP_ROWS;
+  options->skip_columns = args->skip_columns;
   return TRUE;
 }
 
@@ -105,6 +110,7 @@ void knnwb_host_input_clear(KnnwbHostInputArgs *args)
   g_free(args->header);
   g_free(args->label_column);
   g_free(args->labels);
+  g_free(args->skip_columns);
 }
 
 void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
@@ -407,6 +413,8 @@ void knnwb_host_input_add_step(KnnwbPipeline *pipeline, const char *id, const ch
     knnwb_pipeline_add_param(pipeline, "labels", args->labels, "--labels");
   if (args->drop_missing)
     knnwb_pipeline_add_param(pipeline, "missing", "drop-rows", "--drop-missing");
+  if (args->skip_columns != NULL)
+    knnwb_pipeline_add_param(pipeline, "skip-columns", args->skip_columns, "--skip-columns");
 }
 
 void knnwb_host_knn_add_params(KnnwbPipeline *pipeline, const KnnwbHostKnnArgs *args)

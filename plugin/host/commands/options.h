@@ -39,11 +39,13 @@ typedef struct {
   gboolean transpose;
   char *header;       /* auto, yes, no */
   char *label_column; /* 1-based column number, or none */
-  char *labels;       /* NPY labels side file */
+  char *labels;       /* labels side file */
   gboolean drop_missing;
+  char *skip_columns; /* CSV/TSV annotation columns */
 } KnnwbHostInputArgs;
 
-/** Adds --format, --transpose, --header, --label-column, --labels, --drop-missing. */
+/** Adds --format, --transpose, --header, --label-column, --labels, --drop-missing,
+ * --skip-columns. */
 void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *args);
 /** Turns the parsed arguments into read options. Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
 gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptions *options,

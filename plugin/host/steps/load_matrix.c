@@ -4,7 +4,7 @@
 #include "steps/steps_internal.h"
 #include "runtime/split_input.h"
 
-enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, N_PARAMS };
+enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, SKIP_COLUMNS, N_PARAMS };
 
 static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL, "the matrix file"},
@@ -24,6 +24,10 @@ static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
     [LABELS] = {"labels", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
                 "a side file with one label per row of the file (any format; replaces the "
                 "file's own row labels)"},
+    [SKIP_COLUMNS] = {"skip-columns", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                      "CSV/TSV: annotation columns to leave out (header names or numbers from 1, "
+                      "comma-separated); without it a text second column is left out with a "
+                      "warning"},
 };
 
 static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
@@ -42,6 +46,8 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   options.header = (KnnwbHeaderMode)header;
   options.missing = (KnnwbMissingPolicy)missing;
   options.labels_path = p[LABELS].v_string;
+  const char *skip = p[SKIP_COLUMNS].v_string;
+  options.skip_columns = skip != NULL && *skip != '\0' ? skip : NULL;
   /* A large file (or a gzip-compressed one) takes seconds to read: Ctrl-C and the step's
    * progress line in bytes. */
   options.cancel = context->cancel;
