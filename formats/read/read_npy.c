@@ -1,5 +1,6 @@
 /* NumPy .npy (format versions 1-3): float32/float64, either byte order, C or Fortran order. */
 #include "read_internal.h"
+#include <knnwb/write_matrix.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -508,9 +509,27 @@ static gboolean knnwb_npy_drop_missing(const char *path, const KnnwbNpyArray *ar
   return TRUE;
 }
 
-gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
-                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
+/* The labels side file knnwb writes beside an NPY (OUT.labels.txt, see write_matrix.h), when there
+ * is one and no --labels: the same file read back gets its labels back. NULL when none. */
+static char *knnwb_npy_side_labels(const char *path, const KnnwbReadOptions *options)
 {
+  if (options->labels_path != NULL)
+    return NULL;
+  char *side = knnwb_formats_npy_labels_path(path);
+  if (!g_file_test(side, G_FILE_TEST_IS_REGULAR))
+    g_clear_pointer(&side, g_free);
+  return side;
+}
+
+gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *given, KnnwbMatrix **out,
+                                KnnwbReadInfo *info, GError **error)
+{
+  /* A side file found beside the array names its rows as --labels would (read whole, then). */
+  KnnwbReadOptions local = *given;
+  g_autofree char *side = knnwb_npy_side_labels(path, given);
+  if (side != NULL)
+    local.labels_path = side;
+  const KnnwbReadOptions *options = &local;
   KnnwbNpyArray array = {0};
   int fd = knnwb_npy_open(path, options, &array.file_size, error);
   if (fd < 0)
@@ -524,9 +543,17 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
     ok = matrix != NULL;
   }
   close(fd);
-  if (ok && options->labels_path != NULL)
+  if (ok && options->labels_path != NULL) {
+    g_autoptr(GError) side_error = NULL;
     ok = knnwb_formats_read_labels_file(options->labels_path, array.stored_rows, matrix,
-                                        array.want_transpose, error);
+                                        array.want_transpose, side ? &side_error : error);
+    if (!ok && side != NULL) {
+      /* A side file that does not fit is not this array's: say so, and read on without it. */
+      g_warning("%s: the labels beside it are not its rows' (%s); the rows keep no labels", path,
+                side_error->message);
+      ok = TRUE;
+    }
+  }
   g_autofree gboolean *keep = NULL;
   if (ok)
     ok = knnwb_npy_find_missing(path, options, &array, matrix, &keep, info, error);

@@ -483,6 +483,14 @@ uint32_t knnwb_formats_crc32_combine(uint32_t first, uint32_t second, uint64_t s
 gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
                                        const uint32_t data_crc[2], GString *parts[3],
                                        GError **error);
+/**
+ * knnwb_formats_npz_lists_frame with a third member `labels.npy` (labels: its whole NPY bytes, a
+ * 1-D '<U' array; NULL: none), stored after the distances in parts[2], before the central
+ * directory. Same errors. O(labels).
+ */
+gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, size_t k,
+                                                const uint32_t data_crc[2], const GString *labels,
+                                                GString *parts[3], GError **error);
 
 /**
  * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as

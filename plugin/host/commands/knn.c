@@ -8,6 +8,7 @@
 #include <knnwb/distributed.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
+#include <knnwb/write_matrix.h>
 #include <knnwb/graph.h>
 #include <knnwb/knn.h>
 #include "commands.h"
@@ -268,6 +269,12 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
         side_final ? knnwb_formats_side_path(run->temporary, run->output_format) : NULL;
     if (side_final != NULL)
       knnwb_host_outputs_add_side_file(run->outputs, side_temporary, side_final);
+    /* .npy lists: the rows' labels too (OUT.labels.txt), when the input has labels. */
+    if (ready && run->output_format == KNNWB_OUTPUT_NPY) {
+      g_autofree char *labels_final = knnwb_formats_npy_labels_path(output);
+      g_autofree char *labels_temporary = knnwb_formats_npy_labels_path(run->temporary);
+      knnwb_host_outputs_add_side_file(run->outputs, labels_temporary, labels_final);
+    }
   }
   if (group != NULL && !group->agree(group, ready, error))
     ready = FALSE;
