@@ -156,13 +156,12 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_set_summary(
-      context,
-      "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
-      "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
-      ".knn (the GPU-FS-kNN format: `n m`, then `source target distance`,\n0-based), .gml "
-      "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
-      "arrays for NumPy) or .mtx (Matrix Market distance matrix). Byte sizes take K, M,\nG, "
-      "T suffixes.");
+      context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
+               "GCT, NPY or a GEO series matrix, gzip-compressed or not)\nand writes it to OUT: "
+               ".knn (the GPU-FS-kNN format: `n m`, then `source target distance`,\n0-based), .gml "
+               "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
+               "arrays for NumPy, with the row labels) or .mtx (Matrix Market distance\nmatrix). "
+               "Byte sizes take K, M, G, T suffixes.");
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
