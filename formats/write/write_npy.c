@@ -57,11 +57,8 @@ static gboolean knnwb_npy_write_lists_pair(const char *path, const KnnwbNeighbor
                                            const KnnwbWriteControl *control,
                                            KnnwbAtomicFile *labels_file, GError **error);
 
-/* The rows' labels for NumPy: a 1-D array of fixed-width UTF-32 strings ('<U{w}', w the longest
- * label in code points, at least 1), which np.load reads without pickle; a missing label is "".
- * NULL when labels is NULL. Errors: KNNWB_ERROR_INVALID_ARGUMENT (a label that is not UTF-8). */
-static GString *knnwb_npy_labels_array(const char *path, const char *const *labels, size_t n,
-                                       gboolean *ok, GError **error)
+GString *knnwb_formats_npy_labels_array(const char *path, const char *const *labels, size_t n,
+                                        gboolean *ok, GError **error)
 {
   *ok = TRUE;
   if (labels == NULL)
@@ -98,8 +95,7 @@ static GString *knnwb_npy_labels_array(const char *path, const char *const *labe
   return array;
 }
 
-/* OUT's labels side file for .npy lists: one label per line (a label holding a line break cannot
- * be written so). */
+/* OUT's labels side file for .npy lists, left uncommitted in *out. */
 static gboolean knnwb_npy_labels_file(const char *path, const char *const *labels, size_t n,
                                       KnnwbAtomicFile **out, GError **error)
 {
@@ -120,6 +116,14 @@ static gboolean knnwb_npy_labels_file(const char *path, const char *const *label
   }
   *out = g_steal_pointer(&file);
   return TRUE;
+}
+
+gboolean knnwb_formats_write_labels_lines(const char *path, const char *const *labels, size_t n,
+                                          GError **error)
+{
+  KnnwbAtomicFile *file = NULL;
+  return knnwb_npy_labels_file(path, labels, n, &file, error) &&
+         knnwb_atomic_file_commit(file, error);
 }
 
 gboolean knnwb_formats_write_npy_lists(const char *path, const KnnwbNeighbors *neighbors,
@@ -306,7 +310,7 @@ gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *n
 {
   gboolean labels_ok;
   g_autoptr(GString) labels_array =
-      knnwb_npy_labels_array(path, labels, neighbors->n_queries, &labels_ok, error);
+      knnwb_formats_npy_labels_array(path, labels, neighbors->n_queries, &labels_ok, error);
   if (!labels_ok)
     return FALSE;
   size_t bytes = neighbors->n_queries * neighbors->k * 8;

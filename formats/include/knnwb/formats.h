@@ -488,6 +488,24 @@ gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
  * 1-D '<U' array; NULL: none), stored after the distances in parts[2], before the central
  * directory. Same errors. O(labels).
  */
+/**
+ * The rows' labels as a whole NPY file in memory (header and data): a 1-D array of fixed-width
+ * UTF-32 strings ('<U{w}', w the longest label in code points, at least 1) that np.load reads
+ * without pickle; a NULL label is "". Returns NULL with *ok TRUE when labels is NULL; NULL with *ok
+ * FALSE and KNNWB_ERROR_INVALID_ARGUMENT naming path for a label that is not UTF-8. Free with
+ * g_string_free. O(n w).
+ */
+GString *knnwb_formats_npy_labels_array(const char *path, const char *const *labels, size_t n,
+                                        gboolean *ok, GError **error);
+
+/**
+ * Writes labels one per line into path (atomic), as the NPY reader's side file (.labels.txt). A
+ * NULL label is an empty line. Errors: KNNWB_ERROR_INVALID_ARGUMENT for a label holding a line
+ * break, KNNWB_ERROR_IO. O(n).
+ */
+gboolean knnwb_formats_write_labels_lines(const char *path, const char *const *labels, size_t n,
+                                          GError **error);
+
 gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, size_t k,
                                                 const uint32_t data_crc[2], const GString *labels,
                                                 GString *parts[3], GError **error);
