@@ -7,7 +7,10 @@ float32 values would tie most of them. `knnwb knn --metric spearman` must give t
 float64 oracle (ranks of the values as written, Pearson of the ranks), for a TSV, the same file
 transposed (-T), a CSV, a GCT and CIBM files (rows and transposed).
 
-usage: check_spearman_ranks.py KNNWB_PROGRAM DIRECTORY
+With MPIEXEC, the same runs under 2 MPI ranks (split rows; the transposed file is read whole and
+cut into shares) must give the single process's bytes.
+
+usage: check_spearman_ranks.py KNNWB_PROGRAM DIRECTORY [MPIEXEC]
 Exits 77 (CTest: skipped) when NumPy is missing.
 """
 import os
@@ -21,6 +24,7 @@ except ImportError as missing:
     sys.exit(77)
 
 program, directory = sys.argv[1], sys.argv[2]
+mpiexec = sys.argv[3] if len(sys.argv) > 3 else None
 os.makedirs(directory, exist_ok=True)
 rng = np.random.default_rng(2718)
 n, d, k = 48, 30, 5
@@ -94,6 +98,24 @@ for name, (content, extra) in inputs.items():
     if not np.allclose(got_distances, want, rtol=0, atol=1e-12):
         failures.append(f"{name}: the lists are not the oracle's k nearest "
                         f"(largest difference {np.abs(got_distances - want).max():.3g})")
+
+if mpiexec:
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for name in ("rows.tsv", "columns.tsv"):
+        path = os.path.join(directory, name)
+        extra = inputs[name][1]
+        outputs = []
+        for ranks in (1, 2):
+            out = os.path.join(directory, f"{name}.{ranks}.knn")
+            launcher = [mpiexec, "--oversubscribe", "--allow-run-as-root", "--mca", "btl",
+                        "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none", "-np",
+                        str(ranks)] if ranks > 1 else []
+            subprocess.run(launcher + [program, "knn", path, "-k", str(k), "--metric", "spearman",
+                                       "-q", "-t", "1", "-o", out, *extra], check=True, env=env)
+            with open(out, "rb") as f:
+                outputs.append(f.read())
+        if outputs[0] != outputs[1]:
+            failures.append(f"{name}: 2 MPI ranks differ from one process")
 
 for failure in failures:
     print(failure)
