@@ -99,6 +99,27 @@ for name, (content, extra) in inputs.items():
         failures.append(f"{name}: the lists are not the oracle's k nearest "
                         f"(largest difference {np.abs(got_distances - want).max():.3g})")
 
+# A pipeline: load-matrix with spearman-ranks, then a spearman kNN graph: the bytes of knnwb knn.
+pipeline = os.path.join(directory, "spearman.xml")
+with open(pipeline, "w") as f:
+    f.write(f"""<?xml version="1.0" encoding="UTF-8"?>
+<pipeline name="spearman-ranks" version="1">
+  <step id="load" type="load-matrix"><param name="path" value="rows.tsv"/>
+    <param name="spearman-ranks" value="true"/></step>
+  <step id="knn" type="knn-graph"><input name="data" step="load"/>
+    <param name="k" value="{k}"/><param name="metric" value="spearman"/></step>
+  <step id="write" type="write-graph"><input name="graph" step="knn"/>
+    <param name="path" value="pipeline.knn"/></step>
+</pipeline>
+""")
+subprocess.run([program, "run", pipeline, "-q", "-O", directory], check=True)
+subprocess.run([program, "knn", os.path.join(directory, "rows.tsv"), "-k", str(k), "--metric",
+                "spearman", "-q", "-o", os.path.join(directory, "command.knn")], check=True)
+with open(os.path.join(directory, "pipeline.knn"), "rb") as a, \
+        open(os.path.join(directory, "command.knn"), "rb") as b:
+    if a.read() != b.read():
+        failures.append("the pipeline's spearman graph differs from knnwb knn's")
+
 if mpiexec:
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     for name in ("rows.tsv", "columns.tsv"):

@@ -4,7 +4,18 @@
 #include "steps/steps_internal.h"
 #include "runtime/split_input.h"
 
-enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, SKIP_COLUMNS, N_PARAMS };
+enum {
+  PATH,
+  FORMAT,
+  TRANSPOSE,
+  HEADER,
+  LABEL_COLUMN,
+  MISSING,
+  LABELS,
+  SKIP_COLUMNS,
+  SPEARMAN_RANKS,
+  N_PARAMS
+};
 
 static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL, "the matrix file"},
@@ -28,6 +39,9 @@ static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
                       "CSV/TSV: annotation columns to leave out (header names or numbers from 1, "
                       "comma-separated); without it a text second column is left out with a "
                       "warning"},
+    [SPEARMAN_RANKS] = {"spearman-ranks", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,
+                        "text formats: also rank each row's values as read (double), for a "
+                        "spearman step after it (docs/formats.md)"},
 };
 
 static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
@@ -48,6 +62,7 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   options.labels_path = p[LABELS].v_string;
   const char *skip = p[SKIP_COLUMNS].v_string;
   options.skip_columns = skip != NULL && *skip != '\0' ? skip : NULL;
+  options.rank_rows = p[SPEARMAN_RANKS].v_int != 0;
   /* A large file (or a gzip-compressed one) takes seconds to read: Ctrl-C and the step's
    * progress line in bytes. */
   options.cancel = context->cancel;
