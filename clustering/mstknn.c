@@ -2,7 +2,8 @@
  * MST-kNN (Inostroza-Ponta et al.), following the R package mstknnclust: for a set S, k =
  * min(floor(ln |S|), smallest k whose union kNN graph on S is connected), at least 1; keep the
  * spanning-tree edges inside S that are kNN edges; one component makes S a final cluster, more
- * components are split off and each treated the same way.
+ * components are split off and each treated the same way. A set of one (a point split off
+ * alone) is a cluster of its own; the package leaves such points out of its partition.
  *
  * One driver serves both inputs through two callbacks: the kNN lists restricted to a set, and the
  * tree edges inside a set. Sets are processed one at a time; `position` maps a global index to its
@@ -16,7 +17,8 @@
 #include "clustering_internal.h"
 
 typedef struct {
-  /* out[i * kc + r]: local index of the r-th nearest member of members[i] (ties: lower index) */
+  /* out[i * kc + r]: local index of the r-th nearest member of members[i] (ties: the source's
+   * rule, see knnwb_mstknn_matrix_knn and knnwb_mstknn_points_knn_part) */
   gboolean (*knn)(void *context, const int64_t *members, int64_t s, const int64_t *position,
                   int64_t kc, int64_t *out, GError **error);
   /* tree edges with both ends in the set, in local indices; *count receives their number */
@@ -386,11 +388,12 @@ static gboolean knnwb_mstknn_matrix_knn(void *context, const int64_t *members, i
   double *best = g_new(double, kc);
   for (int64_t i = 0; i < s; i++) {
     int64_t filled = 0;
-    /* Insertion into a short sorted list; j descending and a strict comparison list tied
-     * neighbours with the higher index first, as the package's generate.knn does. */
-    for (int64_t j = s - 1; j >= 0; j--) {
-      if (j == i)
-        continue;
+    /* Insertion into a short sorted list with a strict comparison, so the first candidate
+     * scanned wins a tie. The package's generate.knn stably sorts the pairs (a, b), a < b, of
+     * the set by distance and takes row i's from its pairs (i, b) before its pairs (a, i): tied
+     * neighbours come in the order i + 1, ..., s - 1, 0, ..., i - 1, the order scanned here. */
+    for (int64_t step = 1; step < s; step++) {
+      int64_t j = (i + step) % s;
       double d = MATRIX(*source->distances, members[i], members[j]);
       if (filled == kc && !(d < best[kc - 1]))
         continue;

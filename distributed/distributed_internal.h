@@ -66,10 +66,11 @@ gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *
                                         const KnnwbWriteControl *control, uint64_t progress_done,
                                         uint64_t progress_total, GError **error);
 
-/** knnwb_distributed_write_lists for NPY and NPZ (write_arrays.c). */
+/** knnwb_distributed_write_lists for NPY and NPZ (write_arrays.c); labels: rank 0's, every row's
+ * (NULL: none), stored as a single process stores them (.npz member, .npy side file). */
 gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *path,
                                         KnnwbOutputFormat format, const KnnwbNeighbors *own,
-                                        size_t n_rows, const KnnwbWriteControl *control,
-                                        GError **error);
+                                        size_t n_rows, const char *const *labels,
+                                        const KnnwbWriteControl *control, GError **error);
 
 #endif

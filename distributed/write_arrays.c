@@ -12,6 +12,7 @@
 #include <knnwb/distributed.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
+#include <knnwb/write_matrix.h>
 #include "distributed_internal.h"
 
 /* Every rank's row count, and (for .npz) every rank's data CRCs, on every rank. */
@@ -50,9 +51,11 @@ static gboolean knnwb_distributed_array_layout(const KnnwbKnnGroup *group,
 
 gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *path,
                                         KnnwbOutputFormat format, const KnnwbNeighbors *own,
-                                        size_t n_rows, const KnnwbWriteControl *control,
-                                        GError **error)
+                                        size_t n_rows, const char *const *labels,
+                                        const KnnwbWriteControl *control, GError **error)
 {
+  if (group->rank != 0)
+    labels = NULL; /* rank 0 writes the labels, as it writes the headers */
   const size_t k = own->k, bytes = own->n_queries * k * 8;
   const int64_t row_offset = (int64_t)(own->first_row * k * 8);
   const void *data[2] = {own->indices, own->distances};
@@ -66,6 +69,11 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
   if (format == KNNWB_OUTPUT_NPY) {
     /* Two files, OUT and its side file of distances, each written by every rank. */
     g_autofree char *side = knnwb_formats_side_path(target, KNNWB_OUTPUT_NPY);
+    /* The labels side file (OUT.labels.txt), whole, by rank 0. */
+    g_autofree char *labels_path = labels ? knnwb_formats_npy_labels_path(target) : NULL;
+    ok = labels == NULL || knnwb_formats_write_labels_lines(labels_path, labels, n_rows, error);
+    if (!group->agree(group, ok, error))
+      return FALSE;
     for (int a = 0; a < 2; a++) {
       g_autoptr(GString) header = knnwb_formats_npy_header(a == 0 ? "i8" : "f8", n_rows, k);
       KnnwbDistributedPiece pieces[2] = {
@@ -83,7 +91,11 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
   /* .npz: head, indices, middle, distances, tail. Every rank builds the frame for its lengths;
    * only rank 0's carries the combined CRCs, and only rank 0 writes it. */
   GString *parts[3] = {NULL, NULL, NULL};
-  ok = knnwb_formats_npz_lists_frame(target, n_rows, k, data_crc, parts, error);
+  /* Rank 0's labels member goes at the end (parts[2]): no other rank's offset depends on it. */
+  g_autoptr(GString) labels_array =
+      knnwb_formats_npy_labels_array(target, labels, n_rows, &ok, error);
+  ok = ok && knnwb_formats_npz_lists_frame_labelled(target, n_rows, k, data_crc, labels_array,
+                                                    parts, error);
   if (!group->agree(group, ok, error))
     return FALSE;
   const int64_t array_bytes = (int64_t)(n_rows * k * 8);

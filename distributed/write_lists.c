@@ -142,7 +142,7 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
   g_return_val_if_fail(knnwb_distributed_writes_in_place(format), FALSE);
   const KnnwbWriteControl local = knnwb_distributed_control(group, control);
   if (format == KNNWB_OUTPUT_NPY || format == KNNWB_OUTPUT_NPZ)
-    return knnwb_distributed_write_arrays(group, path, format, own, n_rows, &local, error);
+    return knnwb_distributed_write_arrays(group, path, format, own, n_rows, labels, &local, error);
   g_autofree char *text = NULL;
   size_t size = 0;
   gboolean ok =

@@ -377,11 +377,18 @@ static gboolean knnwb_neighbourhood_rank(KnnwbNeighbourhood *result, const Knnwb
       }
     }
     const float *x = data->values + (size_t)value_rows[f] * d;
+    /* spearman on the ranks a reader took from the values as read, when it kept them (the
+     * engine ranks those too): Pearson of the ranks. */
+    const float *ranks = metric == KNNWB_METRIC_SPEARMAN ? knnwb_matrix_row_ranks(data) : NULL;
+    const float *sorted_by = ranks ? ranks : data->values;
+    const KnnwbMetric sort_metric = ranks ? KNNWB_METRIC_PEARSON : metric;
     for (size_t t = 1; t < tail; t++) {
       int64_t row = result->rows[queue[t]];
       const float *y = data->values + (size_t)value_rows[queue[t]] * d;
-      KnnwbRankedRow entry = {knnwb_distance_exact(metric, x, y, d), row, hops[queue[t]],
-                              (size_t)queue[t]};
+      double distance =
+          knnwb_distance_exact(sort_metric, sorted_by + (size_t)value_rows[f] * d,
+                               ranks ? ranks + (size_t)value_rows[queue[t]] * d : y, d);
+      KnnwbRankedRow entry = {distance, row, hops[queue[t]], (size_t)queue[t]};
       g_array_append_val(ranked, entry);
     }
     g_array_sort(ranked, knnwb_ranked_compare);

@@ -1,4 +1,5 @@
-/* Writing a neighbourhood: the ranked table (Figure 3a as data) and yEd GML. */
+/* Writing a neighbourhood: the ranked table (Figure 3a as data) and its graph (yEd GML, GraphML,
+ * .knn, .mtx or an edge table). */
 #include <math.h>
 #include <knnwb/atomic_file.h>
 #include <knnwb/error.h>
@@ -76,10 +77,58 @@ gboolean knnwb_neighbourhood_write_table_statistics(const char *path,
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
 
+gboolean knnwb_neighbourhood_check_format(const char *path, KnnwbOutputFormat format,
+                                          GError **error)
+{
+  if (format == KNNWB_OUTPUT_AUTO && !knnwb_formats_output_from_path(path, &format, error))
+    return FALSE;
+  if (format == KNNWB_OUTPUT_GML || format == KNNWB_OUTPUT_GRAPHML || format == KNNWB_OUTPUT_KNN ||
+      format == KNNWB_OUTPUT_MTX || format == KNNWB_OUTPUT_NEIGHBORS_TSV)
+    return TRUE;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+              "%s: a neighbourhood is a graph: write it as .gml (yEd, laid out), .graphml, .knn, "
+              ".mtx or a .tsv edge table (the ranked table is --table)",
+              path);
+  return FALSE;
+}
+
+/* .knn, .mtx and the .tsv edge table number vertices: with the input's row numbers (n = the
+ * input's rows, every row named), as `knnwb knn` writes them, not the neighbourhood's own. */
+static gboolean knnwb_neighbourhood_write_rows(const char *path, KnnwbOutputFormat format,
+                                               const KnnwbNeighbourhood *neighbourhood,
+                                               const KnnwbMatrix *data, GError **error)
+{
+  const igraph_t *graph = &neighbourhood->graph;
+  const igraph_integer_t m = igraph_ecount(graph);
+  const size_t n = data->n_rows;
+  igraph_vector_int_t edges;
+  if (!knnwb_error_from_igraph(igraph_vector_int_init(&edges, 2 * m), "igraph_vector_int_init",
+                               error))
+    return FALSE;
+  for (igraph_integer_t e = 0; e < m; e++) {
+    VECTOR(edges)[2 * e] = neighbourhood->rows[IGRAPH_FROM(graph, e)];
+    VECTOR(edges)[2 * e + 1] = neighbourhood->rows[IGRAPH_TO(graph, e)];
+  }
+  igraph_t rows;
+  igraph_error_t code =
+      igraph_create(&rows, &edges, (igraph_integer_t)n, igraph_is_directed(graph));
+  igraph_vector_int_destroy(&edges);
+  if (!knnwb_error_from_igraph(code, "igraph_create", error))
+    return FALSE;
+  g_autofree const char **labels = g_new0(const char *, MAX(n, (size_t)1));
+  g_autofree char *numbers = g_new0(char, MAX(n, (size_t)1) * 32);
+  for (size_t v = 0; v < n; v++)
+    labels[v] = knnwb_neighbourhood_label(data, (int64_t)v, numbers + v * 32);
+  KnnwbGraphOutput output = {.graph = &rows, .weights = &neighbourhood->weights, .labels = labels};
+  gboolean ok = knnwb_formats_write_graph(path, format, &output, error);
+  igraph_destroy(&rows);
+  return ok;
+}
+
 gboolean knnwb_neighbourhood_write_gml(const char *path, const KnnwbNeighbourhood *neighbourhood,
                                        const KnnwbMatrix *data, unsigned long seed, GError **error)
 {
-  return knnwb_neighbourhood_write_gml_annotated(path, neighbourhood, data, seed, NULL, 0, error);
+  return knnwb_neighbourhood_write_graph(path, KNNWB_OUTPUT_GML, neighbourhood, data, seed, error);
 }
 
 gboolean knnwb_neighbourhood_write_gml_annotated(const char *path,
@@ -88,6 +137,32 @@ gboolean knnwb_neighbourhood_write_gml_annotated(const char *path,
                                                  const KnnwbNodeAttribute *attributes,
                                                  size_t n_attributes, GError **error)
 {
+  return knnwb_neighbourhood_write_graph_annotated(path, KNNWB_OUTPUT_GML, neighbourhood, data,
+                                                   seed, attributes, n_attributes, error);
+}
+
+gboolean knnwb_neighbourhood_write_graph(const char *path, KnnwbOutputFormat format,
+                                         const KnnwbNeighbourhood *neighbourhood,
+                                         const KnnwbMatrix *data, unsigned long seed,
+                                         GError **error)
+{
+  return knnwb_neighbourhood_write_graph_annotated(path, format, neighbourhood, data, seed, NULL, 0,
+                                                   error);
+}
+
+gboolean knnwb_neighbourhood_write_graph_annotated(const char *path, KnnwbOutputFormat format,
+                                                   const KnnwbNeighbourhood *neighbourhood,
+                                                   const KnnwbMatrix *data, unsigned long seed,
+                                                   const KnnwbNodeAttribute *attributes,
+                                                   size_t n_attributes, GError **error)
+{
+  if (format == KNNWB_OUTPUT_AUTO && !knnwb_formats_output_from_path(path, &format, error))
+    return FALSE;
+  if (!knnwb_neighbourhood_check_format(path, format, error))
+    return FALSE;
+  if (format == KNNWB_OUTPUT_KNN || format == KNNWB_OUTPUT_MTX ||
+      format == KNNWB_OUTPUT_NEIGHBORS_TSV)
+    return knnwb_neighbourhood_write_rows(path, format, neighbourhood, data, error);
   const size_t n = neighbourhood->n_vertices;
   g_autofree const char **labels = g_new0(const char *, MAX(n, (size_t)1));
   g_autofree char *numbers = g_new0(char, MAX(n, (size_t)1) * 32);
@@ -136,7 +211,7 @@ gboolean knnwb_neighbourhood_write_gml_annotated(const char *path,
                              .gml = &gml,
                              .attributes = attributes,
                              .n_attributes = n_attributes};
-  gboolean ok = knnwb_formats_write_gml(path, &output, error);
+  gboolean ok = knnwb_formats_write_graph(path, format, &output, error);
   igraph_matrix_destroy(&radial);
   igraph_vector_int_destroy(&order);
   igraph_vector_int_destroy(&focus);

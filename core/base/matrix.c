@@ -66,6 +66,7 @@ void knnwb_matrix_free(KnnwbMatrix *matrix)
   g_free(matrix->col_classes);
   knnwb_matrix_annotations_clear(matrix);
   g_free(matrix->absent_rows);
+  g_free(matrix->row_ranks);
   if (matrix->strings != NULL)
     g_string_chunk_free(matrix->strings);
   g_free(matrix);
@@ -158,7 +159,24 @@ KnnwbMatrix *knnwb_matrix_transpose(const KnnwbMatrix *matrix, GError **error)
   return result;
 }
 
-KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean *keep, GError **error)
+const float *knnwb_matrix_row_ranks(const KnnwbMatrix *matrix)
+{
+  return matrix->row_ranks;
+}
+
+void knnwb_matrix_take_row_ranks(KnnwbMatrix *matrix, float *ranks)
+{
+  g_free(matrix->row_ranks);
+  matrix->row_ranks = ranks;
+}
+
+float *knnwb_matrix_steal_row_ranks(KnnwbMatrix *matrix)
+{
+  return g_steal_pointer(&matrix->row_ranks);
+}
+
+KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean *keep,
+                                      GError **error)
 {
   size_t kept = 0;
   for (size_t i = 0; i < matrix->n_rows; i++)
@@ -179,6 +197,11 @@ KnnwbMatrix *knnwb_matrix_select_rows(const KnnwbMatrix *matrix, const gboolean 
       knnwb_matrix_set_row_class(result, r, matrix->row_classes[i]);
     if (knnwb_matrix_row_is_absent(matrix, i))
       knnwb_matrix_set_row_absent(result, r);
+    if (matrix->row_ranks != NULL && d > 0) {
+      if (result->row_ranks == NULL)
+        result->row_ranks = g_new0(float, kept *d);
+      memcpy(result->row_ranks + r * d, matrix->row_ranks + i * d, d * sizeof(float));
+    }
     r++;
   }
   knnwb_matrix_copy_strings(result, &result->col_labels, d, matrix->col_labels);

@@ -37,6 +37,7 @@ typedef struct {
   guint64 *hash;
   const volatile gint *cancel;
   gint cancelled;
+  const float *values; /* the rows compared (see knnwb_duplicates_find) */
 } KnnwbHashLoop;
 
 /* FNV-1a over the row's bytes, 8 at a time: cheap next to the search, and collisions are harmless
@@ -50,7 +51,7 @@ static void knnwb_duplicates_hash_rows(size_t first, size_t last, void *user)
     if ((i - first) % KNNWB_DUPLICATES_POLL_ROWS == 0 &&
         knnwb_duplicates_stop(loop->cancel, &loop->cancelled))
       return;
-    const unsigned char *bytes = (const unsigned char *)(loop->data->values + i * d);
+    const unsigned char *bytes = (const unsigned char *)(loop->values + i * d);
     guint64 h = 14695981039346656037ull;
     size_t n_bytes = d * sizeof(float), b = 0;
     for (; b + 8 <= n_bytes; b += 8) {
@@ -88,6 +89,7 @@ static int knnwb_hashed_row_compare(const void *a, const void *b)
  */
 typedef struct {
   const KnnwbMatrix *data;
+  const float *values; /* the rows compared (see knnwb_duplicates_find) */
   const guint64 *hash;
   size_t n, n_chunks, n_buckets;
   int shift;              /* bucket = hash >> shift (not used with one bucket: 64 would be UB) */
@@ -159,7 +161,7 @@ static void knnwb_group_buckets(size_t first, size_t last, void *user)
         for (size_t b = start; b < a; b++) {
           int64_t j = rows[b].row;
           if (loop->group_of[j] == j &&
-              memcmp(loop->data->values + (size_t)i * d, loop->data->values + (size_t)j * d,
+              memcmp(loop->values + (size_t)i * d, loop->values + (size_t)j * d,
                      d * sizeof(float)) == 0) {
             loop->group_of[i] = j;
             break;
@@ -177,13 +179,13 @@ static void knnwb_group_buckets(size_t first, size_t last, void *user)
 /* group_of[i] = the first row with the bytes of row i; returns the number of distinct rows, or
  * SIZE_MAX when the scratch (n pairs and the counts) cannot be allocated, or *cancelled set when
  * cancel was raised (then group_of is incomplete). */
-static size_t knnwb_duplicates_group(const KnnwbMatrix *data, const guint64 *hash, int n_threads,
-                                     int64_t *group_of, const volatile gint *cancel,
-                                     gboolean *cancelled)
+static size_t knnwb_duplicates_group(const KnnwbMatrix *data, const float *values,
+                                     const guint64 *hash, int n_threads, int64_t *group_of,
+                                     const volatile gint *cancel, gboolean *cancelled)
 {
   const size_t n = data->n_rows;
   KnnwbGroupLoop loop = {
-      .data = data, .hash = hash, .n = n, .group_of = group_of, .cancel = cancel};
+      .data = data, .values = values, .hash = hash, .n = n, .group_of = group_of, .cancel = cancel};
   /* About 512 rows a bucket, at most 2^16 buckets; chunks of at least 16,384 rows. */
   int bits = 0;
   while (bits < 16 && (n >> (bits + 9)) > 0)
@@ -240,9 +242,14 @@ void knnwb_duplicates_clear(KnnwbDuplicates *duplicates)
   memset(duplicates, 0, sizeof *duplicates);
 }
 
-gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, const volatile gint *cancel,
-                               KnnwbDuplicates *duplicates, GError **error)
+gboolean knnwb_duplicates_find(const KnnwbMatrix *data, KnnwbMetric metric, int n_threads,
+                               const volatile gint *cancel, KnnwbDuplicates *duplicates,
+                               GError **error)
 {
+  /* spearman on the ranks a reader kept: rows with the same ranks are copies for the metric,
+   * and rows whose float32 values agree may not be (their values as read differ). */
+  const float *ranks = knnwb_matrix_row_ranks(data);
+  const float *values = metric == KNNWB_METRIC_SPEARMAN && ranks ? ranks : data->values;
   memset(duplicates, 0, sizeof *duplicates);
   const size_t n = data->n_rows;
   duplicates->n_unique = n;
@@ -253,11 +260,12 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, int n_threads, const vol
   size_t n_unique = SIZE_MAX;
   gboolean cancelled = FALSE;
   if (hash != NULL && group_of != NULL) {
-    KnnwbHashLoop loop = {data, hash, cancel, 0};
+    KnnwbHashLoop loop = {data, hash, cancel, 0, values};
     knnwb_parallel_for(n_threads, n, 4096, knnwb_duplicates_hash_rows, &loop);
     cancelled = g_atomic_int_get(&loop.cancelled) != 0;
     if (!cancelled)
-      n_unique = knnwb_duplicates_group(data, hash, n_threads, group_of, cancel, &cancelled);
+      n_unique =
+          knnwb_duplicates_group(data, values, hash, n_threads, group_of, cancel, &cancelled);
   }
   g_free(hash);
   if (cancelled) {

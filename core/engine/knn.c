@@ -148,8 +148,8 @@ static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
    * more candidates. (Every rank finds the same duplicates.) */
   if (run->self) {
     const gint64 duplicates_start = g_get_monotonic_time();
-    gboolean ok = knnwb_duplicates_find(run->query_data, run->threads, options->cancel,
-                                        &run->duplicates, error);
+    gboolean ok = knnwb_duplicates_find(run->query_data, options->metric, run->threads,
+                                        options->cancel, &run->duplicates, error);
     g_debug("knnwb: duplicate rows searched in %.3f s",
             (double)(g_get_monotonic_time() - duplicates_start) / 1e6);
     return ok;
@@ -158,8 +158,8 @@ static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
    * same. (A reference prepared once for many queries, given, is searched as it is: hashing it on
    * every call would cost more than a typical small query.) */
   if (run->given == NULL && run->k > 0)
-    return knnwb_duplicates_find(run->reference_data, run->threads, options->cancel,
-                                 &run->duplicates, error);
+    return knnwb_duplicates_find(run->reference_data, options->metric, run->threads,
+                                 options->cancel, &run->duplicates, error);
   return TRUE;
 }
 

@@ -62,7 +62,13 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
     default: {
       const float *source = row;
       if (p->metric == KNNWB_METRIC_SPEARMAN) {
-        knnwb_row_ranks(row, d, p->ranks_owned + i * d);
+        /* Ranks a reader took from the values as read (double) when it kept them: values that
+         * differ only beyond float32 precision do not tie there. */
+        const float *given = knnwb_matrix_row_ranks(loop->data);
+        if (given != NULL)
+          memcpy(p->ranks_owned + i * d, given + i * d, d * sizeof(float));
+        else
+          knnwb_row_ranks(row, d, p->ranks_owned + i * d);
         source = p->ranks_owned + i * d;
       }
       knnwb_row_statistics(p->metric, source, d, &p->mean[i], &p->sum_squares[i]);

@@ -177,9 +177,28 @@ typedef struct {
   GPtrArray *col_labels; /* owned strings (g_free) */
   GPtrArray *col_classes;
   GArray *absent_rows; /* size_t row numbers of the rows kept without values, or NULL */
+  /* Ranks from the values as read (knnwb_matrix_builder_keep_ranks): along rows, each committed
+   * row's ranks into ranks (capacity_rows rows) from the double scratch exact_row; along
+   * columns (a transposed read), every value kept as double in exact until finish. */
+  int rank_axis; /* 0: none, 1: rows, 2: columns */
+  double *exact_row;
+  float *ranks;
+  double *exact;
 } KnnwbMatrixBuilder;
 
 void knnwb_matrix_builder_init(KnnwbMatrixBuilder *builder, size_t n_cols, gboolean row_labels);
+/**
+ * Asks the builder for average ranks computed from the values as read, in double (the spearman
+ * metric's input: values that differ only beyond float32 precision must not tie): along each row,
+ * or along each column when columns is TRUE (a read that will be transposed; ranked at finish,
+ * absent rows left out, in the transposed layout). Call before the first row; the reader then
+ * writes each value's double into knnwb_matrix_builder_exact_row() beside its float. The finished
+ * matrix carries them (knnwb_matrix_row_ranks). Memory: 4 bytes per value (rows), 8 more per value
+ * until finish (columns).
+ */
+void knnwb_matrix_builder_keep_ranks(KnnwbMatrixBuilder *builder, gboolean columns);
+/** The double storage of the row next_row returned, or NULL when no ranks are kept. */
+double *knnwb_matrix_builder_exact_row(KnnwbMatrixBuilder *builder);
 /** Makes room for at least rows rows. Errors: KNNWB_ERROR_NO_MEMORY. */
 gboolean knnwb_matrix_builder_reserve(KnnwbMatrixBuilder *builder, size_t rows, GError **error);
 /** The storage of the next row (not yet counted); grows as needed. NULL + error on failure. */

@@ -100,6 +100,22 @@ static gboolean knnwb_cibm_parse_size(const char *text, size_t length, size_t *v
   return TRUE;
 }
 
+/* The values of a row knnwb_cibm_row accepted (m numbers after the label), as doubles into exact
+ * (nothing when exact is NULL: no ranks kept). */
+static void knnwb_cibm_exact_row(const char *line, size_t length, size_t i, size_t m, double *exact)
+{
+  const char *end = line + length, *stop;
+  for (size_t j = 0; exact != NULL && j < m; j++) {
+    while (i < length && knnwb_cibm_is_space(line[i]))
+      i++;
+    if (knnwb_formats_parse_double(line + i, end, &exact[j], &stop) == KNNWB_FLOAT_OK)
+      i = (size_t)(stop - line);
+    else
+      for (exact[j] = 0.0; i < length && !knnwb_cibm_is_space(line[i]);)
+        i++;
+  }
+}
+
 /* Parses one data row into row[0..m); label offsets returned. */
 static gboolean knnwb_cibm_row(KnnwbTextInput *input, const char *line, size_t length, size_t m,
                                KnnwbMissingPolicy missing_policy, float *row, size_t *label_start,
@@ -293,6 +309,7 @@ static gboolean knnwb_cibm_read_rows(KnnwbTextInput *input, const char *path,
       knnwb_matrix_builder_commit_absent_row(builder, line + label_start, label_end - label_start);
       continue;
     }
+    knnwb_cibm_exact_row(line, length, label_end, m, knnwb_matrix_builder_exact_row(builder));
     knnwb_matrix_builder_commit_row(builder, line + label_start, label_end - label_start);
   }
   return TRUE;
@@ -362,6 +379,8 @@ gboolean knnwb_formats_read_cibm(const char *path, const KnnwbReadOptions *optio
     goto out;
   size_t dims_line = input.line_number;
   knnwb_matrix_builder_init(&builder, m, TRUE);
+  if (options->rank_rows)
+    knnwb_matrix_builder_keep_ranks(&builder, options->transpose);
   if (!knnwb_matrix_builder_reserve(&builder, n, error) ||
       !knnwb_cibm_read_rows(&input, path, options, n, m, dims_line, &builder, info, error) ||
       !knnwb_cibm_read_trailer(&input, path, n, m, dims_line, &builder, error))

@@ -195,7 +195,7 @@ static const char *knnwb_delimited_column_name(KnnwbDelimitedContext *context, s
 /* Classifies a field's text (already unquoted and trimmed) as a value, missing, or an error. */
 static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char *record,
                                       size_t offset, size_t value_index, float *value,
-                                      gboolean *missing, GError **error)
+                                      double *exact, gboolean *missing, GError **error)
 {
   const char *text = context->scratch->str;
   size_t length = context->scratch->len;
@@ -217,6 +217,8 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
     }
     *missing = TRUE;
     *value = 0.0f;
+    if (exact != NULL)
+      *exact = 0.0;
     return TRUE;
   }
   /* "1,5" is 1.5 there (one comma at most; "1,234,5" stays an error showing the field). */
@@ -243,6 +245,9 @@ static gboolean knnwb_delimited_value(KnnwbDelimitedContext *context, const char
     knnwb_delimited_locate(record, context->record_line, offset, &context->info->first_tiny_line,
                            &column);
   }
+  if (exact != NULL &&
+      knnwb_formats_parse_double(text, text + length, exact, &stop) != KNNWB_FLOAT_OK)
+    *exact = (double)*value; /* a tiny value: its float is what is ranked */
   return TRUE;
 }
 
@@ -288,6 +293,25 @@ static size_t knnwb_delimited_trailing_empty_raw(const char *line, size_t length
   }
 }
 
+/* A field of a column taken for annotation text (knnwb_delimited_skip_text_column): a number
+ * there means it was not, and reading it as text would drop a column of data. */
+static gboolean knnwb_delimited_annotation_text(KnnwbDelimitedContext *context, const char *record,
+                                                size_t offset, GError **error)
+{
+  float value;
+  KnnwbFloatStatus status =
+      knnwb_formats_parse_float_field(context->scratch->str, context->scratch->len, &value);
+  if (status != KNNWB_FLOAT_OK && status != KNNWB_FLOAT_TINY)
+    return TRUE;
+  g_autofree char *shown = knnwb_formats_quote_field(context->scratch->str, context->scratch->len);
+  knnwb_delimited_error(context, record, offset, error,
+                        "column 2 was read as an annotation column (text in the first data row) "
+                        "but holds the number %s here: name the annotation columns with "
+                        "--skip-columns, or correct the first data row",
+                        shown);
+  return FALSE;
+}
+
 /* Parses one record into the builder. The fast path handles plain numbers in place. */
 static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char **line,
                                     size_t *length, GError **error)
@@ -298,6 +322,7 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
   float *row = knnwb_matrix_builder_next_row(builder, error);
   if (row == NULL)
     return FALSE;
+  double *exact = knnwb_matrix_builder_exact_row(builder); /* NULL unless ranks are kept */
   if (layout->expected_rows != SIZE_MAX && builder->n_rows >= layout->expected_rows) {
     knnwb_delimited_error(context, *line, 0, error,
                           "more data rows than the %zu the header declares", layout->expected_rows);
@@ -323,6 +348,9 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
       if (knnwb_formats_parse_float(*line + position, end, &row[value_index], &stop) ==
               KNNWB_FLOAT_OK &&
           (stop == end || *stop == delimiter)) {
+        const char *exact_stop;
+        if (exact != NULL)
+          knnwb_formats_parse_double(*line + position, stop, &exact[value_index], &exact_stop);
         position = (size_t)(stop - *line);
         value_index++;
         continue;
@@ -333,8 +361,8 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
     if (!knnwb_delimited_field(context, line, length, &position, &quoted, error))
       return FALSE;
     if (layout->kinds[field] == KNNWB_COLUMN_VALUE) {
-      if (!knnwb_delimited_value(context, *line, start, value_index, &row[value_index], &missing,
-                                 error))
+      if (!knnwb_delimited_value(context, *line, start, value_index, &row[value_index],
+                                 exact ? &exact[value_index] : NULL, &missing, error))
         return FALSE;
       value_index++;
     } else if (layout->kinds[field] == KNNWB_COLUMN_LABEL) {
@@ -350,6 +378,9 @@ static gboolean knnwb_delimited_row(KnnwbDelimitedContext *context, const char *
       g_string_truncate(context->label, 0);
       g_string_append_len(context->label, context->scratch->str, (gssize)context->scratch->len);
       has_label = TRUE;
+    } else if (layout->kinds[field] == KNNWB_COLUMN_ANNOTATION &&
+               !knnwb_delimited_annotation_text(context, *line, start, error)) {
+      return FALSE;
     }
   }
   if (position < *length &&
@@ -624,6 +655,8 @@ typedef struct {
   size_t n_fields;
   int label_column;
   gboolean has_header, header_quoted, data_quoted, trailing_empty;
+  gboolean rank_rows, transpose; /* the read options': keep ranks from the values as read */
+  const char *skip_columns;      /* the read options' annotation columns, or NULL */
 } KnnwbDelimitedStart;
 
 /* The first record: comment lines above the table skipped, the decimal comma detected, split. */
@@ -792,6 +825,98 @@ static void knnwb_delimited_no_values_error(const KnnwbDelimitedStart *start, GE
 
 /* What each field holds (n_fields kinds, g_free) and how many hold values; NULL with error set
  * when none does. */
+/* --skip-columns: each name (or 1-based number) a column of the header, left out. */
+static gboolean knnwb_delimited_skip_named(const KnnwbDelimitedStart *start, guint8 *kinds,
+                                           size_t *n_values, GError **error)
+{
+  g_auto(GStrv) names = g_strsplit(start->skip_columns, ",", -1);
+  for (size_t i = 0; names[i] != NULL; i++) {
+    const char *name = g_strstrip(names[i]);
+    if (*name == '\0')
+      continue;
+    guint64 number = 0;
+    gboolean numbered = g_ascii_string_to_unsigned(name, 10, 1, start->n_fields, &number, NULL);
+    size_t field = numbered ? (size_t)number - 1 : start->n_fields;
+    for (size_t f = 0; !numbered && start->header != NULL && f < start->header->len; f++)
+      if (g_str_equal(g_ptr_array_index(start->header, f), name))
+        field = f;
+    if (field >= start->n_fields) {
+      knnwb_formats_parse_error(error, start->path, start->first_line, 0,
+                                "--skip-columns: no column is named '%s'%s", name,
+                                start->header ? "" : " (the file has no header: give numbers)");
+      return FALSE;
+    }
+    if (kinds[field] == KNNWB_COLUMN_LABEL) {
+      knnwb_formats_parse_error(error, start->path, start->first_line, 0,
+                                "--skip-columns: '%s' is the label column", name);
+      return FALSE;
+    }
+    if (kinds[field] == KNNWB_COLUMN_VALUE)
+      (*n_values)--;
+    kinds[field] = KNNWB_COLUMN_SKIP;
+  }
+  return TRUE;
+}
+
+/* The first data record's field f, as text (the record may not be split yet). */
+static char *knnwb_delimited_first_field(const KnnwbDelimitedStart *start, size_t f)
+{
+  if (start->first->len > 0)
+    return f < start->first->len ? g_strdup(g_ptr_array_index(start->first, f)) : NULL;
+  const char *p = start->line, *end = start->line + start->length;
+  for (size_t at = 0; at < f && p != NULL; at++) {
+    p = memchr(p, start->delimiter, (size_t)(end - p));
+    p = p ? p + 1 : NULL;
+  }
+  if (p == NULL)
+    return NULL;
+  const char *stop = memchr(p, start->delimiter, (size_t)(end - p));
+  return g_strndup(p, (gsize)((stop ? stop : end) - p));
+}
+
+/* A malformed number rather than a word ("0x10", "2e", "1.2.3"): digits, hex letters, signs,
+ * points and commas after a digit, sign or point. Such a field stays a value, and an error. */
+static gboolean knnwb_delimited_number_like(const char *text)
+{
+  if (!(*text == '+' || *text == '-' || *text == '.' || g_ascii_isdigit(*text)))
+    return FALSE;
+  for (; *text != '\0'; text++)
+    if (!g_ascii_isxdigit(*text) && strchr("xX.+-,", *text) == NULL)
+      return FALSE;
+  return TRUE;
+}
+
+/* A second column of text beside the labels (a GDS table's IDENTIFIER, gene symbols beside probe
+ * IDs): with a header and the labels in the first column, a second column whose first data field
+ * is a word (neither a number, nor missing, nor a malformed number) is an annotation column, left
+ * out with a warning. A number in
+ * it further down is an error (knnwb_delimited_row): the column was not text after all. */
+static void knnwb_delimited_skip_text_column(const KnnwbDelimitedStart *start, guint8 *kinds,
+                                             size_t *n_values)
+{
+  if (start->header == NULL || start->label_column != 0 || start->n_fields < 3 ||
+      kinds[1] != KNNWB_COLUMN_VALUE || start->line == NULL)
+    return;
+  g_autofree char *text = knnwb_delimited_first_field(start, 1);
+  if (text == NULL)
+    return;
+  g_strstrip(text);
+  if (start->decimal_comma && strchr(text, ',') != NULL)
+    *strchr(text, ',') = '.';
+  float value;
+  size_t length = strlen(text);
+  KnnwbFloatStatus status = knnwb_formats_parse_float_field(text, length, &value);
+  if (knnwb_formats_is_missing_token(text, length) || status == KNNWB_FLOAT_OK ||
+      status == KNNWB_FLOAT_TINY || status == KNNWB_FLOAT_RANGE ||
+      knnwb_delimited_number_like(text))
+    return;
+  kinds[1] = KNNWB_COLUMN_ANNOTATION;
+  (*n_values)--;
+  g_warning("%s: column 2 ('%s') holds text ('%s' on line %zu): read as an annotation column and "
+            "left out (name annotation columns with --skip-columns)",
+            start->path, (const char *)g_ptr_array_index(start->header, 1), text, start->data_line);
+}
+
 static guint8 *knnwb_delimited_column_kinds(const KnnwbDelimitedStart *start, size_t *n_values,
                                             GError **error)
 {
@@ -807,6 +932,12 @@ static guint8 *knnwb_delimited_column_kinds(const KnnwbDelimitedStart *start, si
     for (size_t f = 1; f < G_N_ELEMENTS(knnwb_delimited_feature_counts); f++)
       kinds[f] = KNNWB_COLUMN_SKIP;
     *n_values -= G_N_ELEMENTS(knnwb_delimited_feature_counts) - 1;
+  }
+  if (start->skip_columns != NULL) {
+    if (!knnwb_delimited_skip_named(start, kinds, n_values, error))
+      return NULL;
+  } else {
+    knnwb_delimited_skip_text_column(start, kinds, n_values);
   }
   if (*n_values == 0) {
     knnwb_delimited_no_values_error(start, error);
@@ -841,6 +972,8 @@ static gboolean knnwb_delimited_builder_init(const KnnwbDelimitedStart *start, c
                                              GError **error)
 {
   knnwb_matrix_builder_init(builder, n_values, start->label_column >= 0);
+  if (start->rank_rows)
+    knnwb_matrix_builder_keep_ranks(builder, start->transpose);
   if (start->header != NULL) {
     builder->col_labels = g_ptr_array_new_with_free_func(g_free);
     for (guint f = 0; f < start->header->len; f++)
@@ -870,7 +1003,10 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   KnnwbDelimitedStart start = {.input = &input,
                                .path = path,
                                .delimiter = delimiter,
-                               .first = g_ptr_array_new_with_free_func(g_free)};
+                               .first = g_ptr_array_new_with_free_func(g_free),
+                               .rank_rows = options->rank_rows,
+                               .transpose = options->transpose,
+                               .skip_columns = options->skip_columns};
   g_autofree guint8 *kinds = NULL;
   g_autoptr(GString) scratch = g_string_new(NULL);
   g_autoptr(GString) label = g_string_new(NULL);
@@ -894,8 +1030,9 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                                    .info = info,
                                    .scratch = scratch,
                                    .label = label};
-  const gboolean window =
-      options->block_count > 1 && !options->transpose && input.file_size > 0 && input.gzip == NULL;
+  const gboolean window = options->block_count > 1 && !options->transpose && input.file_size > 0 &&
+                          input.gzip == NULL &&
+                          options->labels_path == NULL; /* side labels count from the first row */
   if (window)
     knnwb_delimited_start_window(&start, options, info);
   /* The first data record was read (and split) already and is still the current record. */

@@ -187,6 +187,8 @@ gboolean knnwb_formats_read_gct(const char *path, const KnnwbReadOptions *option
   if (!knnwb_gct_read_dimensions(&input, path, fields, &dims, error))
     goto out;
   knnwb_matrix_builder_init(&builder, dims.n_cols, TRUE);
+  if (options->rank_rows)
+    knnwb_matrix_builder_keep_ranks(&builder, options->transpose);
   if (!knnwb_gct_read_column_header(&input, path, fields, &dims, &builder, error))
     goto out;
   const size_t n_fields = 1 + dims.n_row_meta + dims.n_cols;

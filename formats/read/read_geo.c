@@ -245,6 +245,8 @@ gboolean knnwb_formats_read_geo(const char *path, const KnnwbReadOptions *option
   kinds = g_new0(guint8, n_fields);
   kinds[0] = KNNWB_COLUMN_LABEL;
   knnwb_matrix_builder_init(&builder, n_fields - 1, TRUE);
+  if (options->rank_rows)
+    knnwb_matrix_builder_keep_ranks(&builder, options->transpose);
   builder.col_labels = g_ptr_array_new_with_free_func(g_free);
   for (guint f = 1; f < n_fields; f++)
     g_ptr_array_add(builder.col_labels, g_strdup(g_ptr_array_index(fields, f)));

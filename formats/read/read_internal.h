@@ -11,7 +11,12 @@ G_BEGIN_DECLS
 /* ---- the delimited-text engine shared by CSV/TSV and GCT ---- */
 
 /** What a column of a delimited file holds. */
-enum { KNNWB_COLUMN_VALUE = 0, KNNWB_COLUMN_LABEL = 1, KNNWB_COLUMN_SKIP = 2 };
+enum {
+  KNNWB_COLUMN_VALUE = 0,
+  KNNWB_COLUMN_LABEL = 1,
+  KNNWB_COLUMN_SKIP = 2,
+  KNNWB_COLUMN_ANNOTATION = 3 /* skipped, found as text: a number in it later is an error */
+};
 
 /** Parameters of knnwb_formats_read_delimited_rows(). */
 typedef struct {
@@ -57,6 +62,15 @@ void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labe
                                        int label_column);
 
 /* ---- readers, one per file ---- */
+
+/**
+ * Reads a labels side file: one label per line (valid UTF-8; trailing blank lines ignored), exactly
+ * count of them, set as matrix's row labels (column labels when as_columns: an NPY file read
+ * transposed), replacing any. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE ("path:line: ..."; a
+ * count that differs says both). O(file size).
+ */
+gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, KnnwbMatrix *matrix,
+                                        gboolean as_columns, GError **error);
 
 gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,
                                       char delimiter, KnnwbMatrix **out, KnnwbReadInfo *info,

@@ -107,7 +107,7 @@ static gboolean knnwb_knn_read_counts(KnnwbTextInput *input, const char *path, u
   return TRUE;
 }
 
-/* One edge line, `source target weight`, with vertices in [0, n) and a finite weight. */
+/* One edge line, `source target distance`, with vertices in [0, n) and a finite weight. */
 static gboolean knnwb_knn_parse_edge(const KnnwbTextInput *input, const char *path,
                                      const char *line, size_t length, uint64_t n, uint64_t ends[2],
                                      double *weight, GError **error)
@@ -119,7 +119,7 @@ static gboolean knnwb_knn_parse_edge(const KnnwbTextInput *input, const char *pa
     if (!knnwb_knn_index(line, length, &i, UINT64_MAX / 20, &ends[k]) || ends[k] >= n) {
       if (column > length)
         knnwb_formats_parse_error(error, path, input->line_number, column,
-                                  "expected `source target weight`");
+                                  "expected `source target distance`");
       else if (i < length && line[i] == '\0')
         knnwb_formats_parse_error(error, path, input->line_number, column, "NUL byte");
       else
@@ -142,7 +142,7 @@ static gboolean knnwb_knn_parse_edge(const KnnwbTextInput *input, const char *pa
   knnwb_knn_skip(line, length, &i);
   if (i < length) {
     knnwb_formats_parse_error(error, path, input->line_number, i + 1,
-                              "unexpected text after `source target weight`");
+                              "unexpected text after `source target distance`");
     return FALSE;
   }
   return TRUE;

@@ -22,6 +22,8 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->labels_path = NULL;
   options->use_rep = NULL;
   options->layer = NULL;
+  options->rank_rows = FALSE;
+  options->skip_columns = NULL;
   options->block_index = 0;
   options->block_count = 0;
   options->group = NULL;
@@ -155,6 +157,7 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
                                    KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
 {
   g_return_val_if_fail(path != NULL && out != NULL, FALSE);
+  g_autofree float *column_ranks = NULL; /* a transposed read's ranks, see below */
   KnnwbReadOptions defaults;
   if (options == NULL) {
     knnwb_formats_read_options_init(&defaults);
@@ -234,8 +237,15 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
                 (int)format);
     return FALSE;
   }
+  /* The side file names the file's rows as stored (before transposing), as for NPY. */
+  if (ok && options->labels_path != NULL &&
+      !knnwb_formats_read_labels_file(options->labels_path, matrix->n_rows, matrix, FALSE, error))
+    return FALSE;
   if (!ok)
     return FALSE;
+  /* A transposed read's ranks are already laid out for the transposed matrix (builder). */
+  if (options->transpose)
+    column_ranks = knnwb_matrix_steal_row_ranks(matrix);
   if (options->transpose && matrix->n_absent_rows > 0) {
     /* The file's rows with missing values are features after transposing: they go. */
     g_autofree gboolean *keep = knnwb_try_new_array(matrix->n_rows, sizeof(gboolean),
@@ -256,6 +266,7 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
       return FALSE;
     knnwb_matrix_free(matrix);
     matrix = transposed;
+    knnwb_matrix_take_row_ranks(matrix, g_steal_pointer(&column_ranks));
   }
   *out = g_steal_pointer(&matrix);
 report:

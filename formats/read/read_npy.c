@@ -1,5 +1,6 @@
 /* NumPy .npy (format versions 1-3): float32/float64, either byte order, C or Fortran order. */
 #include "read_internal.h"
+#include <knnwb/write_matrix.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -136,52 +137,6 @@ static void knnwb_npy_read_failed(KnnwbNpySource *source, const char *path, int 
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
                 "%s: read failed: %s (was the file rewritten while knnwb read it?)", path,
                 saved != 0 ? g_strerror(saved) : "it ended early");
-}
-
-/* Reads the labels side file: one label per line, count must match. */
-static gboolean knnwb_npy_labels(const char *labels_path, size_t count, KnnwbMatrix *matrix,
-                                 gboolean as_columns, GError **error)
-{
-  KnnwbTextInput input;
-  if (!knnwb_text_input_open(&input, labels_path, error))
-    return FALSE;
-  g_autoptr(GPtrArray) labels = g_ptr_array_new_with_free_func(g_free);
-  const char *line;
-  size_t length;
-  size_t last_nonblank = 0;
-  int got;
-  gboolean ok = FALSE;
-  while ((got = knnwb_text_input_next_line(&input, &line, &length, error)) > 0) {
-    const char *invalid;
-    if (!g_utf8_validate_len(line, length, &invalid)) {
-      knnwb_formats_parse_error(error, labels_path, input.line_number, (size_t)(invalid - line) + 1,
-                                *invalid == '\0' ? "NUL byte in a label"
-                                                 : "a label is not valid UTF-8");
-      goto out;
-    }
-    g_ptr_array_add(labels, g_strndup(line, length));
-    if (length > 0)
-      last_nonblank = labels->len;
-  }
-  if (got < 0)
-    goto out;
-  g_ptr_array_set_size(labels, (guint)last_nonblank); /* trailing blank lines */
-  if (labels->len != count) {
-    knnwb_formats_parse_error(error, labels_path, input.line_number, 0,
-                              "%u label%s for %zu row%s (one label per line)", labels->len,
-                              KNNWB_PLURAL(labels->len), count, KNNWB_PLURAL(count));
-    goto out;
-  }
-  for (size_t i = 0; i < count; i++) {
-    if (as_columns)
-      knnwb_matrix_set_col_label(matrix, i, g_ptr_array_index(labels, i));
-    else
-      knnwb_matrix_set_row_label(matrix, i, g_ptr_array_index(labels, i));
-  }
-  ok = TRUE;
-out:
-  knnwb_text_input_close(&input);
-  return ok;
 }
 
 static inline uint32_t knnwb_npy_swap32(uint32_t v)
@@ -686,9 +641,27 @@ static gboolean knnwb_npy_drop_missing(const char *path, const KnnwbNpyArray *ar
   return TRUE;
 }
 
-gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *options,
-                                KnnwbMatrix **out, KnnwbReadInfo *info, GError **error)
+/* The labels side file knnwb writes beside an NPY (OUT.labels.txt, see write_matrix.h), when there
+ * is one and no --labels: the same file read back gets its labels back. NULL when none. */
+static char *knnwb_npy_side_labels(const char *path, const KnnwbReadOptions *options)
 {
+  if (options->labels_path != NULL)
+    return NULL;
+  char *side = knnwb_formats_npy_labels_path(path);
+  if (!g_file_test(side, G_FILE_TEST_IS_REGULAR))
+    g_clear_pointer(&side, g_free);
+  return side;
+}
+
+gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *given, KnnwbMatrix **out,
+                                KnnwbReadInfo *info, GError **error)
+{
+  /* A side file found beside the array names its rows as --labels would (read whole, then). */
+  KnnwbReadOptions local = *given;
+  g_autofree char *side = knnwb_npy_side_labels(path, given);
+  if (side != NULL)
+    local.labels_path = side;
+  const KnnwbReadOptions *options = &local;
   KnnwbNpyArray array = {0};
   KnnwbNpySource source = {.fd = -1};
   if (!knnwb_npy_open(path, &source, &array, error))
@@ -702,9 +675,17 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *option
     ok = matrix != NULL && knnwb_npy_check_gzip_end(&source, path, &array, error);
   }
   knnwb_npy_close(&source);
-  if (ok && options->labels_path != NULL)
-    ok = knnwb_npy_labels(options->labels_path, array.stored_rows, matrix, array.want_transpose,
-                          error);
+  if (ok && options->labels_path != NULL) {
+    g_autoptr(GError) side_error = NULL;
+    ok = knnwb_formats_read_labels_file(options->labels_path, array.stored_rows, matrix,
+                                        array.want_transpose, side ? &side_error : error);
+    if (!ok && side != NULL) {
+      /* A side file that does not fit is not this array's: say so, and read on without it. */
+      g_warning("%s: the labels beside it are not its rows' (%s); the rows keep no labels", path,
+                side_error->message);
+      ok = TRUE;
+    }
+  }
   g_autofree gboolean *keep = NULL;
   if (ok)
     ok = knnwb_npy_find_missing(path, options, &array, matrix, &keep, info, error);

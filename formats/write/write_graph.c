@@ -115,9 +115,9 @@ gboolean knnwb_formats_write_lists(const char *path, KnnwbOutputFormat format,
     return knnwb_formats_write_neighbor_lists_tsv_control(path, neighbors, labels, labels, control,
                                                           error);
   case KNNWB_OUTPUT_NPY:
-    return knnwb_formats_write_npy_lists(path, neighbors, control, error);
+    return knnwb_formats_write_npy_lists(path, neighbors, labels, control, error);
   case KNNWB_OUTPUT_NPZ:
-    return knnwb_formats_write_npz_lists(path, neighbors, control, error);
+    return knnwb_formats_write_npz_lists(path, neighbors, labels, control, error);
   default:
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "%s: %s output needs a graph, not neighbour lists", path,

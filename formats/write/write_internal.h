@@ -69,10 +69,15 @@ gboolean knnwb_formats_write_mtx_edges(const char *path, const KnnwbEdgeList *ed
 gboolean knnwb_formats_write_mtx_lists(const char *path, const KnnwbNeighbors *neighbors,
                                        const char *const *labels, const KnnwbWriteControl *control,
                                        GError **error);
+/* .npy lists: OUT (indices), OUT.distances.npy and, with labels, OUT.labels.txt (one per line, as
+ * the NPY reader's side file); .npz: members indices, distances and, with labels, a 1-D '<U'
+ * array `labels`. labels may be NULL. */
 gboolean knnwb_formats_write_npy_lists(const char *path, const KnnwbNeighbors *neighbors,
-                                       const KnnwbWriteControl *control, GError **error);
+                                       const char *const *labels, const KnnwbWriteControl *control,
+                                       GError **error);
 gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *neighbors,
-                                       const KnnwbWriteControl *control, GError **error);
+                                       const char *const *labels, const KnnwbWriteControl *control,
+                                       GError **error);
 gboolean knnwb_formats_write_neighbors_tsv_control(const char *path, const igraph_t *graph,
                                                    const igraph_vector_t *weights,
                                                    const char *const *labels,

@@ -1,4 +1,4 @@
-/* The seed's .knn format: `vertices edges`, then `source target weight` per edge, 0-based.
+/* The seed's .knn format: `vertices edges`, then `source target distance` per edge, 0-based.
  * Formatted in parallel chunks (chunk_writer.c), from neighbour lists or from an edge list. */
 #include "write_internal.h"
 

@@ -64,7 +64,8 @@ static void knnwb_neighbors_format_graph(void *context, size_t first, size_t las
                                   IGRAPH_OTHER(g->graph, e, (igraph_integer_t)v)};
       g_array_append_val(entries, entry);
     }
-    qsort(entries->data, entries->len, sizeof(KnnwbNeighborEntry), knnwb_neighbor_entry_compare);
+    if (entries->len > 1) /* an isolated vertex has no entries (and no array to sort) */
+      qsort(entries->data, entries->len, sizeof(KnnwbNeighborEntry), knnwb_neighbor_entry_compare);
     const char *label = knnwb_formats_vertex_label(g->labels, (int64_t)v, scratch[0]);
     for (guint r = 0; r < entries->len; r++) {
       KnnwbNeighborEntry *entry = &g_array_index(entries, KnnwbNeighborEntry, r);

@@ -6,6 +6,7 @@
  * The headers and the zip frame are functions of their own, so that MPI ranks writing their rows
  * in place (distributed/write_arrays.c) put the same bytes around them. */
 #include "write_internal.h"
+#include <knnwb/write_matrix.h>
 
 #include <errno.h>
 #include <zlib.h>
@@ -52,21 +53,120 @@ static gboolean knnwb_npy_write_one(const char *path, const char *descr, const v
   return TRUE;
 }
 
+static gboolean knnwb_npy_write_lists_pair(const char *path, const KnnwbNeighbors *neighbors,
+                                           const KnnwbWriteControl *control,
+                                           KnnwbAtomicFile *labels_file, GError **error);
+
+GString *knnwb_formats_npy_labels_array(const char *path, const char *const *labels, size_t n,
+                                        gboolean *ok, GError **error)
+{
+  *ok = TRUE;
+  if (labels == NULL)
+    return NULL;
+  glong width = 1;
+  for (size_t i = 0; i < n; i++) {
+    if (labels[i] != NULL && !g_utf8_validate(labels[i], -1, NULL)) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "%s: row %zu's label is not valid UTF-8", path, i);
+      *ok = FALSE;
+      return NULL;
+    }
+    width = MAX(width, labels[i] ? g_utf8_strlen(labels[i], -1) : 0);
+  }
+  GString *array = g_string_new(NULL);
+  /* The header of a 1-D array: knnwb_formats_npy_header's layout with shape (n,). */
+  g_string_append_len(array, "\x93NUMPY\x01\x00\x00\x00", 10);
+  g_string_append_printf(array, "{'descr': '<U%ld', 'fortran_order': False, 'shape': (%zu,), }",
+                         (long)width, n);
+  while ((array->len + 1) % 64 != 0)
+    g_string_append_c(array, ' ');
+  g_string_append_c(array, '\n');
+  size_t length = array->len - 10;
+  array->str[8] = (char)(length & 0xFF);
+  array->str[9] = (char)(length >> 8);
+  for (size_t i = 0; i < n; i++) {
+    glong count = 0;
+    g_autofree gunichar *chars = g_utf8_to_ucs4_fast(labels[i] ? labels[i] : "", -1, &count);
+    for (glong c = 0; c < width; c++) {
+      guint32 unit = GUINT32_TO_LE(c < count ? (guint32)chars[c] : 0);
+      g_string_append_len(array, (const char *)&unit, 4);
+    }
+  }
+  return array;
+}
+
+/* OUT's labels side file for .npy lists, left uncommitted in *out. */
+static gboolean knnwb_npy_labels_file(const char *path, const char *const *labels, size_t n,
+                                      KnnwbAtomicFile **out, GError **error)
+{
+  for (size_t i = 0; i < n; i++)
+    if (labels[i] && strpbrk(labels[i], "\r\n") != NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "%s: row %zu's label holds a line break; a labels file has one label per line",
+                  path, i);
+      return FALSE;
+    }
+  g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
+  if (file == NULL)
+    return FALSE;
+  FILE *stream = knnwb_atomic_file_stream(file);
+  for (size_t i = 0; i < n; i++) {
+    fputs(labels[i] ? labels[i] : "", stream);
+    putc('\n', stream);
+  }
+  *out = g_steal_pointer(&file);
+  return TRUE;
+}
+
+gboolean knnwb_formats_write_labels_lines(const char *path, const char *const *labels, size_t n,
+                                          GError **error)
+{
+  KnnwbAtomicFile *file = NULL;
+  return knnwb_npy_labels_file(path, labels, n, &file, error) &&
+         knnwb_atomic_file_commit(file, error);
+}
+
 gboolean knnwb_formats_write_npy_lists(const char *path, const KnnwbNeighbors *neighbors,
-                                       const KnnwbWriteControl *control, GError **error)
+                                       const char *const *labels, const KnnwbWriteControl *control,
+                                       GError **error)
+{
+  KnnwbAtomicFile *labels_file = NULL;
+  if (labels != NULL) {
+    g_autofree char *labels_path = knnwb_formats_npy_labels_path(path);
+    if (!knnwb_npy_labels_file(labels_path, labels, neighbors->n_queries, &labels_file, error))
+      return FALSE;
+  }
+  return knnwb_npy_write_lists_pair(path, neighbors, control, labels_file, error);
+}
+
+/* OUT and its distances side file, committed after labels_file (may be NULL): OUT appearing
+ * means every file is there. */
+static gboolean knnwb_npy_write_lists_pair(const char *path, const KnnwbNeighbors *neighbors,
+                                           const KnnwbWriteControl *control,
+                                           KnnwbAtomicFile *labels_file, GError **error)
 {
   g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
   uint64_t bytes = (uint64_t)neighbors->n_queries * neighbors->k * 8;
   KnnwbAtomicFile *indices = NULL, *distances = NULL;
   if (!knnwb_npy_write_one(path, "i8", neighbors->indices, neighbors, control, 0, 2 * bytes,
-                           &indices, error))
+                           &indices, error)) {
+    if (labels_file)
+      knnwb_atomic_file_abort(labels_file);
     return FALSE;
+  }
   if (!knnwb_npy_write_one(side, "f8", neighbors->distances, neighbors, control, bytes, 2 * bytes,
                            &distances, error)) {
+    if (labels_file)
+      knnwb_atomic_file_abort(labels_file);
     knnwb_atomic_file_abort(indices);
     return FALSE;
   }
-  /* Both complete: commit the side file first, so that OUT appearing means both are there. */
+  /* All complete: commit the side files first, so that OUT appearing means all are there. */
+  if (labels_file != NULL && !knnwb_atomic_file_commit(labels_file, error)) {
+    knnwb_atomic_file_abort(distances);
+    knnwb_atomic_file_abort(indices);
+    return FALSE;
+  }
   if (!knnwb_atomic_file_commit(distances, error)) {
     knnwb_atomic_file_abort(indices);
     return FALSE;
@@ -130,16 +230,25 @@ gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
                                        const uint32_t data_crc[2], GString *parts[3],
                                        GError **error)
 {
+  return knnwb_formats_npz_lists_frame_labelled(path, rows, k, data_crc, NULL, parts, error);
+}
+
+gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, size_t k,
+                                                const uint32_t data_crc[2], const GString *labels,
+                                                GString *parts[3], GError **error)
+{
   uint64_t bytes = (uint64_t)rows * k * 8;
   /* Without ZIP64 every size and offset must stay below 4 GiB. */
-  if (bytes * 2 + 4096 >= UINT32_MAX) {
+  if (bytes * 2 + (labels ? labels->len : 0) + 4096 >= UINT32_MAX) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "%s: the lists take %" G_GUINT64_FORMAT " bytes, beyond what a .npz without ZIP64 "
                 "holds (4 GiB); write .npy instead",
                 path, 2 * bytes);
     return FALSE;
   }
-  KnnwbZipEntry entries[2] = {{"indices.npy", 0, 0, 0}, {"distances.npy", 0, 0, 0}};
+  KnnwbZipEntry entries[3] = {
+      {"indices.npy", 0, 0, 0}, {"distances.npy", 0, 0, 0}, {"labels.npy", 0, 0, 0}};
+  const int n_entries = labels ? 3 : 2;
   uint64_t offset = 0;
   for (int i = 0; i < 2; i++) {
     KnnwbZipEntry *entry = &entries[i];
@@ -158,8 +267,21 @@ gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
     g_string_append_len(local, npy_header->str, (gssize)npy_header->len);
     offset += local_header + entry->size;
   }
+  /* The labels entry (whole, header and data) goes after the distances, in parts[2]. */
   GString *central = parts[2] = g_string_new(NULL);
-  for (int i = 0; i < 2; i++) {
+  if (labels != NULL) {
+    KnnwbZipEntry *entry = &entries[2];
+    entry->crc = knnwb_formats_crc32(0, labels->str, labels->len);
+    entry->size = labels->len;
+    entry->offset = offset;
+    knnwb_zip_put32(central, 0x04034b50);
+    knnwb_zip_put_common(central, entry);
+    g_string_append(central, entry->name);
+    g_string_append_len(central, labels->str, (gssize)labels->len);
+    offset = entry->offset + central->len;
+  }
+  const size_t central_start = central->len;
+  for (int i = 0; i < n_entries; i++) {
     knnwb_zip_put32(central, 0x02014b50);
     knnwb_zip_put16(central, 20); /* version made by: MS-DOS, 2.0 */
     knnwb_zip_put_common(central, &entries[i]);
@@ -170,12 +292,12 @@ gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
     knnwb_zip_put32(central, (uint32_t)entries[i].offset);
     g_string_append(central, entries[i].name);
   }
-  size_t central_size = central->len;
+  size_t central_size = central->len - central_start;
   knnwb_zip_put32(central, 0x06054b50); /* end of central directory */
   knnwb_zip_put16(central, 0);
   knnwb_zip_put16(central, 0);
-  knnwb_zip_put16(central, 2);
-  knnwb_zip_put16(central, 2);
+  knnwb_zip_put16(central, (unsigned)n_entries);
+  knnwb_zip_put16(central, (unsigned)n_entries);
   knnwb_zip_put32(central, (uint32_t)central_size);
   knnwb_zip_put32(central, (uint32_t)offset);
   knnwb_zip_put16(central, 0);
@@ -183,16 +305,22 @@ gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
 }
 
 gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *neighbors,
-                                       const KnnwbWriteControl *control, GError **error)
+                                       const char *const *labels, const KnnwbWriteControl *control,
+                                       GError **error)
 {
+  gboolean labels_ok;
+  g_autoptr(GString) labels_array =
+      knnwb_formats_npy_labels_array(path, labels, neighbors->n_queries, &labels_ok, error);
+  if (!labels_ok)
+    return FALSE;
   size_t bytes = neighbors->n_queries * neighbors->k * 8;
   const void *data[2] = {neighbors->indices, neighbors->distances};
   uint32_t data_crc[2];
   for (int i = 0; i < 2; i++)
     data_crc[i] = knnwb_formats_crc32(0, data[i], bytes);
   GString *parts[3] = {NULL, NULL, NULL};
-  if (!knnwb_formats_npz_lists_frame(path, neighbors->n_queries, neighbors->k, data_crc, parts,
-                                     error))
+  if (!knnwb_formats_npz_lists_frame_labelled(path, neighbors->n_queries, neighbors->k, data_crc,
+                                              labels_array, parts, error))
     return FALSE;
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   gboolean ok = file != NULL;

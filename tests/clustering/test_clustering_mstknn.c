@@ -43,7 +43,7 @@ static void test_dslanguages(void)
   igraph_matrix_init(&distances, 0, 0);
   char **labels = NULL;
   g_assert_true(knnwb_formats_read_distance_csv(KNNWB_SHARED_DATA_DIR "/dslanguages.csv",
-                                                   &distances, &labels, &error));
+                                                &distances, &labels, &error));
   g_assert_no_error(error);
   size_t n = igraph_matrix_nrow(&distances);
   g_assert_cmpuint(n, ==, 84);
@@ -288,9 +288,10 @@ static void assert_membership(const igraph_vector_int_t *membership, const igrap
     g_assert_cmpint(VECTOR(*membership)[i], ==, want[i]);
 }
 
-/* The R package lists a tied neighbour with the higher index first (generate.knn). On 0, 2, 7, 12,
- * 14 (k = floor(ln 5) = 1), p2 is 5 from both p1 and p3: the package takes p3, so the kept edges
- * are p0-p1, p2-p3, p3-p4: {p0,p1},{p2,p3,p4}. The points path keeps knnwb's lower-index rule (p2
+/* The R package's generate.knn stably sorts the pairs (a, b), a < b, by distance, so row i lists
+ * tied neighbours in the order i + 1, ..., n - 1, 0, ..., i - 1. On 0, 2, 7, 12, 14
+ * (k = floor(ln 5) = 1), p2 is 5 from both p1 and p3: the package takes p3, so the kept edges are
+ * p0-p1, p2-p3, p3-p4: {p0,p1},{p2,p3,p4}. The points path keeps knnwb's lower-index rule (p2
  * takes p1): {p0,p1,p2},{p3,p4}. */
 static void test_r_tie_rule(void)
 {
@@ -316,12 +317,38 @@ static void test_r_tie_rule(void)
   igraph_matrix_destroy(&distances);
 }
 
+/* The smallest case where the package's order (i + 1 first, wrapping round) and "higher index
+ * first" differ: d(0,1) = d(0,2) = d(1,3) = 1, d(0,3) = d(1,2) = 2, d(2,3) = 3, k = 1. The
+ * package lists p0 -> p1 (p1 before p2), p1 -> p3, p2 -> p0, p3 -> p1; the tree of the three
+ * edges of length 1 is all kept: one cluster. Higher index first (p0 -> p2) would cut it into
+ * {p0,p2},{p1,p3}. */
+static void test_r_tie_order_wraps(void)
+{
+  const double d[4][4] = {{0, 1, 1, 2}, {1, 0, 2, 1}, {1, 2, 0, 3}, {2, 1, 3, 0}};
+  igraph_matrix_t distances;
+  igraph_matrix_init(&distances, 4, 4);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++)
+      MATRIX(distances, i, j) = d[i][j];
+  igraph_vector_int_t membership;
+  igraph_vector_int_init(&membership, 0);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(
+      knnwb_clustering_mstknn_distance_matrix(&distances, NULL, &membership, NULL, NULL, &error));
+  g_assert_no_error(error);
+  const igraph_integer_t one[] = {0, 0, 0, 0};
+  assert_membership(&membership, one, 4);
+  igraph_vector_int_destroy(&membership);
+  igraph_matrix_destroy(&distances);
+}
+
 /* Duplicated rows: 0, 0, 3, 3, 10 (k = 1). Prim from p0 (igraph's, as the package) gives the tree
  * p0-p1 (0), p1-p3 (3), p3-p2 (0), p3-p4 (7) (checked below). p4 is 7 from p2 and from p3; the
- * package's rule lists p3 first, so p3-p4 is a kNN edge and stays: {p0,p1}, {p2,p3,p4} (p1-p3 is
- * no kNN edge: p1 -> p0, p3 -> p2). The lower-index rule (p4 -> p2) would cut p3-p4 and leave p4
- * alone. The points path (Borůvka, ties by the lower pair) builds p0-p2 and p2-p4 instead, and
- * with p4 -> p2 reaches the same partition. */
+ * package lists p4's tied neighbours in the order p0, ..., p3 (none after p4), so p4 -> p2, and
+ * p3 -> p2: p3-p4 is no kNN edge, nor is p1-p3 (p1 -> p0, p3 -> p2). The package's clusters are
+ * {p0,p1} and {p2,p3}, and it leaves p4 out; knnwb reports p4 as a cluster of its own. The points
+ * path (Borůvka, ties by the lower pair) builds p0-p2 and p2-p4 instead, and with knnwb's
+ * lower-index rule (p4 -> p2) keeps p2-p4: {p0,p1},{p2,p3,p4}. */
 static void test_duplicated_rows(void)
 {
   const double x[] = {0, 0, 3, 3, 10};
@@ -333,7 +360,7 @@ static void test_duplicated_rows(void)
   g_autoptr(GError) error = NULL;
   g_assert_true(
       knnwb_clustering_mstknn_distance_matrix(&distances, NULL, &membership, NULL, NULL, &error));
-  const igraph_integer_t r_rule[] = {0, 0, 1, 1, 1};
+  const igraph_integer_t r_rule[] = {0, 0, 1, 1, 2};
   assert_membership(&membership, r_rule, 5);
   igraph_t tree;
   igraph_vector_t weights;
@@ -473,8 +500,8 @@ static void test_distance_files(void)
   igraph_matrix_init(&other, 0, 0);
   char **labels = NULL;
   g_autoptr(GError) error = NULL;
-  g_assert_true(knnwb_formats_read_distance_matrix(KNNWB_SHARED_DATA_DIR "/dslanguages.csv",
-                                                      &csv, &labels, &error));
+  g_assert_true(knnwb_formats_read_distance_matrix(KNNWB_SHARED_DATA_DIR "/dslanguages.csv", &csv,
+                                                   &labels, &error));
   igraph_integer_t n = igraph_matrix_nrow(&csv);
   g_autofree char *dir = g_dir_make_tmp("knnwb-dist-XXXXXX", NULL);
   g_autofree char *tsv = g_build_filename(dir, "d.tsv", NULL);
@@ -532,6 +559,7 @@ int main(int argc, char **argv)
   g_test_add_func("/clustering/mstknn/csv-bad-input", test_csv_bad_input);
   g_test_add_func("/clustering/mstknn/blobs", test_blobs);
   g_test_add_func("/clustering/mstknn/r-tie-rule", test_r_tie_rule);
+  g_test_add_func("/clustering/mstknn/r-tie-order-wraps", test_r_tie_order_wraps);
   g_test_add_func("/clustering/mstknn/duplicated-rows", test_duplicated_rows);
   g_test_add_func("/clustering/mstknn/given-lists", test_given_lists);
   g_test_add_func("/clustering/mstknn/distance-files", test_distance_files);

@@ -1,5 +1,5 @@
-/* The duplicate-row search (core/engine/duplicates.c) against an independent grouping: a hash table keyed
- * on each row's bytes. */
+/* The duplicate-row search (core/engine/duplicates.c) against an independent grouping: a hash table
+ * keyed on each row's bytes. */
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "engine/engine_internal.h"
@@ -33,7 +33,8 @@ static void check_duplicates(size_t n, size_t d, int levels, guint32 seed, int t
   }
   KnnwbDuplicates duplicates;
   g_autoptr(GError) error = NULL;
-  g_assert_true(knnwb_duplicates_find(m, threads, NULL, &duplicates, &error));
+  g_assert_true(
+      knnwb_duplicates_find(m, KNNWB_METRIC_EUCLIDEAN, threads, NULL, &duplicates, &error));
   g_assert_no_error(error);
 
   g_autoptr(GHashTable) first =
@@ -99,13 +100,14 @@ static void test_duplicates_cancelled(void)
     m->values[c] = (float)g_rand_int_range(rng, 0, 40);
   KnnwbDuplicates plain;
   g_autoptr(GError) error = NULL;
-  g_assert_true(knnwb_duplicates_find(m, 1, NULL, &plain, &error));
+  g_assert_true(knnwb_duplicates_find(m, KNNWB_METRIC_EUCLIDEAN, 1, NULL, &plain, &error));
   g_assert_no_error(error);
   g_assert_cmpuint(plain.n_unique, <, n);
   for (int threads = 1; threads <= 2; threads++) {
     KnnwbDuplicates duplicates;
     gint cancel = 1;
-    g_assert_false(knnwb_duplicates_find(m, threads, &cancel, &duplicates, &error));
+    g_assert_false(
+        knnwb_duplicates_find(m, KNNWB_METRIC_EUCLIDEAN, threads, &cancel, &duplicates, &error));
     g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
     g_clear_error(&error);
     g_assert_null(duplicates.representative);
@@ -113,7 +115,8 @@ static void test_duplicates_cancelled(void)
     g_assert_null(duplicates.members);
     g_assert_null(duplicates.group_start);
     cancel = 0;
-    g_assert_true(knnwb_duplicates_find(m, threads, &cancel, &duplicates, &error));
+    g_assert_true(
+        knnwb_duplicates_find(m, KNNWB_METRIC_EUCLIDEAN, threads, &cancel, &duplicates, &error));
     g_assert_no_error(error);
     g_assert_cmpuint(duplicates.n_unique, ==, plain.n_unique);
     g_assert_cmpmem(duplicates.group_of, n * sizeof(int64_t), plain.group_of, n * sizeof(int64_t));

@@ -114,7 +114,7 @@ static void test_knn_malformed(void)
       {"nan", "3 1\n0 1 nan\n", -1, 2, "finite weight"},
       {"inf", "3 1\n0 1 1e999\n", -1, 2, "out of range"},
       {"missing-weight", "3 1\n0 1\n", -1, 2, "finite weight"},
-      {"extra-text", "3 1\n0 1 0.5 9\n", -1, 2, "after `source target weight`"},
+      {"extra-text", "3 1\n0 1 0.5 9\n", -1, 2, "after `source target distance`"},
       {"extra-edges", "3 1\n0 1 0.5\n1 2 0.5\n", -1, 3, "more edges than the 1"},
       {"nul", "3 1\n0 1\0 0.5\n", 14, 2, "vertex number"},
       {"no-vertices", "0 1\n0 0 1\n", -1, 1, "edges but no vertices"},

@@ -352,12 +352,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #endif
   options.missing = size % 2 ? KNNWB_MISSING_DROP_ROWS : KNNWB_MISSING_ERROR;
   options.transpose = size % 3 == 0;
+  options.rank_rows = size % 4 < 2; /* the spearman ranks taken while parsing */
   KnnwbMatrix *matrix = NULL;
   if (knnwb_formats_read_matrix(path, &options, &matrix, NULL, &error)) {
     /* Touch everything the reader claims to have produced. */
     volatile float sum = 0;
     for (size_t i = 0; i < matrix->n_rows * matrix->n_cols; i++)
       sum += matrix->values[i];
+    const float *ranks = knnwb_matrix_row_ranks(matrix);
+    for (size_t i = 0; ranks && i < matrix->n_rows * matrix->n_cols; i++)
+      sum += ranks[i];
     for (size_t i = 0; matrix->row_labels && i < matrix->n_rows; i++)
       sum += (float)matrix->row_labels[i][0];
     for (int axis = KNNWB_MATRIX_ROWS; axis <= KNNWB_MATRIX_COLUMNS; axis++) {

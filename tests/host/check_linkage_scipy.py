@@ -39,6 +39,26 @@ for extension in ("npy", "tsv"):
     assert np.allclose(ours[:, 2], theirs[:, 2], rtol=1e-12, atol=0), "heights differ"
     assert np.all(np.diff(ours[:, 2]) >= 0), "heights not sorted"
 
+# Without a cut, as scipy's linkage and R's hclust: the tree alone (--linkage, --newick, no -o).
+alone = os.path.join(work, "alone.npy")
+newick = os.path.join(work, "alone.nwk")
+for stale in (alone, newick):
+    if os.path.exists(stale):
+        os.remove(stale)
+subprocess.run([knnwb, "cluster", data, "--method", "single-linkage", "--metric", "euclidean",
+                "--linkage", alone, "--newick", newick, "-q"], check=True)
+tree = np.load(alone)
+assert np.array_equal(tree[:, [0, 1, 3]], theirs[:, [0, 1, 3]]), "the uncut tree differs"
+assert np.allclose(tree[:, 2], theirs[:, 2], rtol=1e-12, atol=0), "uncut heights differ"
+with open(newick) as f:
+    text = f.read().strip()
+assert text.endswith(";") and all(f"p{i}:" in text for i in range(len(points))), text[:80]
+# The cluster table still needs a cut, said before any work.
+refused = subprocess.run([knnwb, "cluster", data, "--method", "single-linkage", "--linkage", alone,
+                          "-o", os.path.join(work, "nocut.tsv"), "-q"], capture_output=True,
+                         text=True)
+assert refused.returncode == 2 and "need a cut" in refused.stderr, refused.stderr
+
 flat = fcluster(theirs, 3, criterion="maxclust")
 table = np.loadtxt(os.path.join(work, "c.tsv"), skiprows=1, usecols=2, dtype=int)
 pairs = set(zip(table.tolist(), flat.tolist()))

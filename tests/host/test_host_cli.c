@@ -24,7 +24,7 @@ static void test_usage_lines(void)
       {"knn", " INPUT -k K -o OUT\n"},
       {"cluster", " INPUT --method METHOD -o OUT\n"},
       {"metafeatures", " INPUT -o OUT\n"},
-      {"neighbourhood", " INPUT --focus LABEL -k K -o OUT.gml\n"},
+      {"neighbourhood", " INPUT --focus LABEL -k K -o OUT\n"},
       {"classify", " INPUT -k K -o OUT.tsv\n"},
       {"render", " GRAPH.gml -o OUT\n"},
   };

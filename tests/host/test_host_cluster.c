@@ -144,7 +144,7 @@ static void test_usage_errors(void)
     const char *message;
   } cases[] = {
       {{"--method", "single-linkage", "--height", "1", "--clusters", "2"}, "not both"},
-      {{"--method", "single-linkage", NULL}, "needs --height H"},
+      {{"--method", "single-linkage", NULL}, "need a cut, --height H"},
       {{"--method", "leiden", "--newick", "t.nwk", NULL}, "--newick needs --method"},
       {{"--method", "leiden", "--hierarchy", "h.tsv", NULL}, "--hierarchy (the split table)"},
       {{"--method", "mst-knn", "--graph", "snn", NULL}, "--graph applies to"},

@@ -212,8 +212,8 @@ size_t knnwb_clustering_mstknn_lists_k(const KnnwbMstKnnOptions *options, size_t
  * 1; G = the undirected union kNN graph of S (neighbours only from S, ties to the lower index,
  * as every knnwb kNN list; the distance-matrix variant below follows the R package instead);
  * keep the edges of T inside S that are also in G; take connected components. One component: S is a
- * final cluster; otherwise recurse into each component (|S| = 1: a singleton; |S| = 2: one
- * cluster).
+ * final cluster; otherwise recurse into each component (|S| = 1: a cluster of its own, where
+ * the R package would leave the point out; |S| = 2: one cluster).
  *
  * membership (initialised) receives each row's cluster (numbered by lowest row); cluster_forest
  * (uninitialised; may be NULL) receives the cluster forest: n vertices and, for every final
@@ -230,10 +230,15 @@ gboolean knnwb_clustering_mstknn_points(const KnnwbMatrix *data, const KnnwbMstK
 /**
  * MST-kNN of a precomputed n x n distance matrix (see knnwb_clustering_mstknn_points). Follows the
  * R package mstknnclust exactly: the tree of each component is recomputed by Prim from its lowest
- * vertex on its own sub-matrix, and tied neighbours are listed with the higher index first (the
- * package's generate.knn), so ties are resolved the package's way: five points on a line at 0, 2,
- * 7, 12, 14 give {p0, p1}, {p2, p3, p4} (p2 takes p3, not p1, as its nearest neighbour), where
- * the points variant (lower index first) gives {p0, p1, p2}, {p3, p4}. options may be NULL (only
+ * vertex on its own sub-matrix (igraph's Prim, as the package), and row i of a set of s members
+ * lists tied neighbours in the order i + 1, ..., s - 1, 0, ..., i - 1 (local indices, members in
+ * increasing order): the package's generate.knn stably sorts the pairs a < b by distance and takes
+ * row i's pairs (i, b) before its pairs (a, i). So ties are resolved the package's way: with
+ * d(0,1) = d(0,2) = d(1,3) = 1, d(0,3) = d(1,2) = 2, d(2,3) = 3 it gives one cluster, where
+ * "higher index first" gives {0, 2}, {1, 3} and the points variant's lower-index rule may differ
+ * too. An object that ends up alone (split off as a set of one) is a cluster of its own here;
+ * the package leaves it out of its partition, so knnwb's clusters of size 1 are exactly the
+ * objects the package drops, and its other clusters are the package's. options may be NULL (only
  * cancel is used). On share/data/dslanguages.csv it gives 17 clusters of sizes
  * 13,11,10,8,5,5,5,5,3,3,3,3,2,2,2,2,2, the package's partition.
  * Errors: as knnwb_clustering_mst_distance_matrix, KNNWB_ERROR_CANCELLED.

@@ -32,7 +32,24 @@ typedef struct {
   GPtrArray *annotations[2];  /* per KnnwbMatrixAxis: KnnwbMatrixAnnotation*, in insertion order */
   unsigned char *absent_rows; /* n_rows flags, or NULL when no row is absent */
   size_t n_absent_rows;
+  float *row_ranks; /* n_rows * n_cols average ranks from the values as read, or NULL */
 } KnnwbMatrix;
+
+/**
+ * Each row's average ranks (1-based, ties sharing their mean rank; exact in float for rows of fewer
+ * than 2^23 values), n_rows * n_cols row-major, as a reader computed them from the values as read
+ * (double precision, before rounding to float32; KnnwbReadOptions.rank_rows), or NULL when none
+ * were kept. The spearman metric ranks these instead of the float32 values, so values that differ
+ * only beyond float32 precision do not tie. Owned by the matrix. O(1).
+ */
+const float *knnwb_matrix_row_ranks(const KnnwbMatrix *matrix);
+/**
+ * Gives the matrix its row ranks (see knnwb_matrix_row_ranks; taken over, freed with g_free;
+ * NULL drops them). Transposing drops them; knnwb_matrix_select_rows keeps the kept rows'. O(1).
+ */
+void knnwb_matrix_take_row_ranks(KnnwbMatrix *matrix, float *ranks);
+/** Takes the row ranks away from the matrix (the caller frees them with g_free). O(1). */
+float *knnwb_matrix_steal_row_ranks(KnnwbMatrix *matrix);
 
 /**
  * Marks row i absent: a row kept only so that rows keep their input numbers (the readers' policy

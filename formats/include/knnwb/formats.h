@@ -113,7 +113,19 @@ typedef struct {
   const char *label_column_name; /**< CSV/TSV: the header name of the label column; overrides
                                       label_column when not NULL (the file must have a header) */
   KnnwbMissingPolicy missing;    /**< default KNNWB_MISSING_ERROR */
-  const char *labels_path; /**< NPY: optional side file, one row label per line (rows as stored) */
+  const char *labels_path; /**< optional side file, one label per row of the file as stored (any
+                                format; they replace the file's own row labels; transposed, they
+                                name the features) */
+  /** Text formats (CSV/TSV/GCT/GEO/CIBM): also rank each point's values as read, in double, before
+   * they are rounded to float32 (knnwb_matrix_row_ranks), for the spearman metric; default FALSE.
+   * NPY values are ranked as stored (float32 files hold no more digits; float64 ones are rounded
+   * first). */
+  gboolean rank_rows;
+  /** CSV/TSV: annotation columns to leave out, comma-separated header names or 1-based numbers
+   * (GEO GDS tables' IDENTIFIER, gene symbols beside probe IDs); NULL: none named, and a second
+   * column that holds text in the first data row (the label column being the first, with a
+   * header) is left out as an annotation column, with a warning that names it. */
+  const char *skip_columns;
   const char *use_rep;     /**< H5AD: read obsm[use_rep] (X_pca, say) instead of X; NULL = X */
   const char *layer;       /**< H5AD: read layers[layer] instead of X; NULL = X */
   /** block_count > 1: read only block block_index, for one rank of a split-memory job. NPY: the
@@ -209,7 +221,7 @@ void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
 /** Output formats. */
 typedef enum {
   KNNWB_OUTPUT_AUTO,          /**< by extension, see knnwb_formats_output_from_path() */
-  KNNWB_OUTPUT_KNN,           /**< the seed's .knn: `n m`, then `source target weight`, 0-based */
+  KNNWB_OUTPUT_KNN,           /**< the seed's .knn: `n m`, then `source target distance`, 0-based */
   KNNWB_OUTPUT_GML,           /**< GML for yEd, with graphics, layout and colours */
   KNNWB_OUTPUT_GRAPHML,       /**< GraphML for Cytoscape and Gephi */
   KNNWB_OUTPUT_LABELS_TSV,    /**< cluster labels: row, label, cluster, cluster size */
@@ -313,11 +325,11 @@ gboolean knnwb_formats_write_graph(const char *path, KnnwbOutputFormat format,
                                    const KnnwbGraphOutput *output, GError **error);
 
 /**
- * Writes the seed's .knn format: first line `vertices edges`, then one `source target weight` line
- * per edge in igraph edge order, 0-based; each weight in the shortest of %.15g, %.16g and %.17g
- * that reads back as the identical double (the distances are doubles; the seed's 6 decimals would
- * not round-trip). weights NULL writes 1. Direction is not stored (the reader is told).
- * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (weights of the wrong length).
+ * Writes the seed's .knn format: first line `vertices edges`, then one `source target distance`
+ * line per edge in igraph edge order, 0-based; each distance in the shortest of %.15g, %.16g and
+ * %.17g that reads back as the identical double (the distances are doubles; the seed's 6 decimals
+ * would not round-trip). weights NULL writes distance 1. Direction is not stored (the reader is
+ * told). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_INVALID_ARGUMENT (weights of the wrong length).
  * Complexity: O(V + E) time, O(1) extra memory.
  */
 gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
@@ -403,11 +415,10 @@ char *knnwb_formats_side_path(const char *path, KnnwbOutputFormat format);
 /**
  * Reads a .knn file into graph (uninitialised on entry; initialised on success only) and weights
  * (an initialised vector, resized to the edge count). Strict: exactly `n m` then m lines of
- * `source target weight` (whitespace separated, CRLF and trailing blank lines allowed), vertices in
- * [0, n), finite weights, nothing after the m-th edge.
- * Errors: KNNWB_ERROR_PARSE "path:line:column: message", KNNWB_ERROR_IO, KNNWB_ERROR_NO_MEMORY
- * (declared sizes are checked against the file size before allocating), KNNWB_ERROR_IGRAPH.
- * Complexity: O(file size).
+ * `source target distance` (whitespace separated, CRLF and trailing blank lines allowed), vertices
+ * in [0, n), finite weights, nothing after the m-th edge. Errors: KNNWB_ERROR_PARSE
+ * "path:line:column: message", KNNWB_ERROR_IO, KNNWB_ERROR_NO_MEMORY (declared sizes are checked
+ * against the file size before allocating), KNNWB_ERROR_IGRAPH. Complexity: O(file size).
  */
 gboolean knnwb_formats_read_knn(const char *path, igraph_bool_t directed, igraph_t *graph,
                                 igraph_vector_t *weights, GError **error);
@@ -462,7 +473,7 @@ gboolean knnwb_formats_write_neighbor_lists_tsv(const char *path, const KnnwbNei
                                                 GError **error);
 
 /**
- * The lines of a .knn file (`source target weight`, no `n m` header) for the rows of lists:
+ * The lines of a .knn file (`source target distance`, no `n m` header) for the rows of lists:
  * row first_row + q's found neighbours in rank order, as knnwb_formats_write_knn writes the
  * directed kNN graph, byte for byte. For writers that put several processes' rows into one file.
  * Formatted in parallel chunks like the file writers (control: threads and cancel; NULL = all
@@ -550,6 +561,32 @@ uint32_t knnwb_formats_crc32_combine(uint32_t first, uint32_t second, uint64_t s
 gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
                                        const uint32_t data_crc[2], GString *parts[3],
                                        GError **error);
+/**
+ * knnwb_formats_npz_lists_frame with a third member `labels.npy` (labels: its whole NPY bytes, a
+ * 1-D '<U' array; NULL: none), stored after the distances in parts[2], before the central
+ * directory. Same errors. O(labels).
+ */
+/**
+ * The rows' labels as a whole NPY file in memory (header and data): a 1-D array of fixed-width
+ * UTF-32 strings ('<U{w}', w the longest label in code points, at least 1) that np.load reads
+ * without pickle; a NULL label is "". Returns NULL with *ok TRUE when labels is NULL; NULL with *ok
+ * FALSE and KNNWB_ERROR_INVALID_ARGUMENT naming path for a label that is not UTF-8. Free with
+ * g_string_free. O(n w).
+ */
+GString *knnwb_formats_npy_labels_array(const char *path, const char *const *labels, size_t n,
+                                        gboolean *ok, GError **error);
+
+/**
+ * Writes labels one per line into path (atomic), as the NPY reader's side file (.labels.txt). A
+ * NULL label is an empty line. Errors: KNNWB_ERROR_INVALID_ARGUMENT for a label holding a line
+ * break, KNNWB_ERROR_IO. O(n).
+ */
+gboolean knnwb_formats_write_labels_lines(const char *path, const char *const *labels, size_t n,
+                                          GError **error);
+
+gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, size_t k,
+                                                const uint32_t data_crc[2], const GString *labels,
+                                                GString *parts[3], GError **error);
 
 /**
  * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as

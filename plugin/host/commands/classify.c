@@ -150,9 +150,16 @@ static void knnwb_classify_build(KnnwbClassifyRun *run)
 {
   const KnnwbClassifyCommand *command = &run->command;
   KnnwbPipeline *pipeline = run->pipeline = knnwb_pipeline_new(NULL);
+  /* spearman ranks the values as read (double), before they are stored as float32. */
+  const gboolean ranks = run->options.metric == KNNWB_METRIC_SPEARMAN;
   knnwb_host_input_add_step(pipeline, "read", command->rest[0], NULL, &command->input);
-  if (command->query_path != NULL)
+  if (ranks)
+    knnwb_pipeline_add_param(pipeline, "spearman-ranks", "true", "--metric");
+  if (command->query_path != NULL) {
     knnwb_host_input_add_step(pipeline, "query", command->query_path, "--query", &command->input);
+    if (ranks)
+      knnwb_pipeline_add_param(pipeline, "spearman-ranks", "true", "--metric");
+  }
   knnwb_pipeline_add_step(pipeline, "classify", "knn-classify");
   knnwb_pipeline_add_input(pipeline, "data", "read");
   if (command->query_path != NULL)

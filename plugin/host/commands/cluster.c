@@ -81,6 +81,14 @@ typedef struct {
   KnnwbCommunityObjective objective_kind;
 } KnnwbClusterCommand;
 
+/* Single linkage without a cut: only the tree is wanted (--newick, --linkage), as scipy's linkage
+ * and R's hclust return it; the cluster table and what needs clusters are refused. */
+static gboolean knnwb_cluster_tree_only(const KnnwbClusterCommand *command)
+{
+  return command->kind == KNNWB_CLUSTER_SINGLE_LINKAGE && command->height < 0 &&
+         command->clusters < 1;
+}
+
 /* What a run produced, for the writers and the summary. */
 typedef struct {
   igraph_vector_int_t membership;
@@ -264,6 +272,8 @@ static gboolean knnwb_cluster_single_linkage(const KnnwbMatrix *data, const Knnw
   result->has_graph = TRUE;
   if (!knnwb_clustering_single_linkage(&result->graph, &result->distances, &result->linkage, error))
     return FALSE;
+  if (knnwb_cluster_tree_only(command))
+    return TRUE; /* the tree alone (--newick, --linkage): no cut, no clusters */
   if (command->height >= 0)
     return knnwb_clustering_cut_distance(&result->graph, &result->distances, command->height,
                                          &result->membership, &result->n_clusters, error);
@@ -412,9 +422,11 @@ static KnnwbHostFiles *knnwb_cluster_files(const KnnwbClusterCommand *command, c
 static void knnwb_cluster_finals(const KnnwbClusterCommand *command, char **companions,
                                  const char **finals)
 {
-  companions[0] = knnwb_cluster_companion(command->output, ".summary.tsv");
-  companions[1] =
-      command->annotation ? knnwb_cluster_companion(command->output, ".contingency.tsv") : NULL;
+  /* Single linkage without a cut has no table, so no companions either. */
+  companions[0] = command->output ? knnwb_cluster_companion(command->output, ".summary.tsv") : NULL;
+  companions[1] = command->output && command->annotation
+                      ? knnwb_cluster_companion(command->output, ".contingency.tsv")
+                      : NULL;
   const char *given[KNNWB_CLUSTER_N_TARGETS] = {
       [KNNWB_CLUSTER_TABLE] = command->output,        [KNNWB_CLUSTER_SUMMARY] = companions[0],
       [KNNWB_CLUSTER_CONTINGENCY] = companions[1],    [KNNWB_CLUSTER_GML] = command->gml,
@@ -469,12 +481,15 @@ static gboolean knnwb_cluster_write(const KnnwbClusterCommand *command, const Kn
   const gboolean have_classes = known->initialised;
   char *const *class_names = known->names;
   const igraph_vector_int_t *classes = &known->classes;
-  gboolean ok = knnwb_formats_write_labels_tsv(temporary[KNNWB_CLUSTER_TABLE], &result->membership,
-                                               labels, error);
-  ok = ok && knnwb_cluster_write_summary(temporary[KNNWB_CLUSTER_SUMMARY],
-                                         have_classes ? temporary[KNNWB_CLUSTER_CONTINGENCY] : NULL,
-                                         command, data, knn, result, have_classes ? classes : NULL,
-                                         class_names, summary, seconds, error);
+  /* Single linkage without a cut writes the tree alone: no table, no summary. */
+  const gboolean table = temporary[KNNWB_CLUSTER_TABLE] != NULL;
+  gboolean ok = !table || knnwb_formats_write_labels_tsv(temporary[KNNWB_CLUSTER_TABLE],
+                                                         &result->membership, labels, error);
+  ok = ok && (!table ||
+              knnwb_cluster_write_summary(
+                  temporary[KNNWB_CLUSTER_SUMMARY],
+                  have_classes ? temporary[KNNWB_CLUSTER_CONTINGENCY] : NULL, command, data, knn,
+                  result, have_classes ? classes : NULL, class_names, summary, seconds, error));
   /* The layout of a graph output polls the run's cancel flag (and shows no progress). */
   KnnwbWriteControl control = {.cancel = knn->cancel};
   g_autofree KnnwbNodeAttribute *attributes =
@@ -561,8 +576,12 @@ static gboolean knnwb_cluster_check(const KnnwbClusterCommand *command, GError *
   if (command->height >= 0 && command->clusters > 0)
     problem = "--height and --clusters: give one of them, not both (a cut is either at a "
               "distance or by count)";
-  else if (kind == KNNWB_CLUSTER_SINGLE_LINKAGE && command->height < 0 && command->clusters < 1)
-    problem = "single-linkage needs --height H (cut at distance H) or --clusters N";
+  else if (knnwb_cluster_tree_only(command) &&
+           (command->output || command->gml || command->graphml || command->annotation ||
+            command->report))
+    problem = "single-linkage: the cluster table (-o), --gml, --graphml, --annotation and --report "
+              "need a cut, --height H (at distance H) or --clusters N; --newick and --linkage "
+              "alone write the whole tree";
   else if (kind != KNNWB_CLUSTER_SINGLE_LINKAGE && (command->height >= 0 || command->clusters > 0))
     problem = "--height and --clusters apply to --method single-linkage only";
   else if (kind != KNNWB_CLUSTER_SINGLE_LINKAGE && command->linkage)
@@ -695,7 +714,8 @@ static GOptionContext *knnwb_cluster_options_new(KnnwbClusterCommand *command)
       "  mst-knn         MST-kNN (Inostroza-Ponta et al.; the R package mstknnclust); its splits:\n"
       "                  --hierarchy, --newick\n"
       "  components      connected components of the kNN graph\n"
-      "  single-linkage  cut of the exact MST (--height or --clusters; --newick, --linkage)\n"
+      "  single-linkage  cut of the exact MST (--height or --clusters); its tree: --newick,\n"
+      "                  --linkage (without a cut: the tree alone, no -o)\n"
       "  leiden, louvain, walktrap  igraph's community detection on the kNN or SNN graph, with\n"
       "                  distances turned into similarity weights (--similarity)\n"
       "-k defaults to 10 (components and the graph methods); mst-knn chooses its own k.");
@@ -716,8 +736,11 @@ static gboolean knnwb_cluster_parse(GOptionContext *context, int argc, char **ar
   if (!knnwb_host_options_parse(context, "cluster", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->method != NULL, "--method METHOD", error) ||
-      !knnwb_host_required(command->output != NULL, "-o OUT", error) ||
       !knnwb_cluster_parse_names(command, error) ||
+      !knnwb_host_required(command->output != NULL ||
+                               (knnwb_cluster_tree_only(command) &&
+                                (command->newick != NULL || command->linkage != NULL)),
+                           "-o OUT", error) ||
       !knnwb_host_knn_options(&command->knn, FALSE, knn, error) ||
       !knnwb_host_input_options(&command->input, read, error) ||
       !knnwb_cluster_check(command, error) || !knnwb_cluster_check_names(command, error))
@@ -766,6 +789,7 @@ static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOpti
 {
   gint64 start = g_get_monotonic_time();
   g_autoptr(KnnwbMatrix) data = NULL;
+  read_options->rank_rows = knn->metric == KNNWB_METRIC_SPEARMAN;
   void *read_progress = knnwb_host_input_watch(read_options, knn->cancel, command->quiet);
   gboolean read = knnwb_formats_read_matrix(command->rest[0], read_options, &data, NULL, error);
   knnwb_host_progress_finish(read_progress);
@@ -810,7 +834,13 @@ static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOpti
     g_printerr("knnwb: %s\n", result->note);
   if (command->report)
     fputs(summary->str, stdout);
-  if (!command->quiet)
+  if (!command->quiet && knnwb_cluster_tree_only(command))
+    g_printerr(
+        "knnwb: %zu row%s, %s: the tree -> %s%s%s (read %.2f s, cluster %.2f s)\n", data->n_rows,
+        KNNWB_PLURAL(data->n_rows), command->method, command->newick ? command->newick : "",
+        command->newick && command->linkage ? ", " : "", command->linkage ? command->linkage : "",
+        (double)(read_done - start) / 1e6, seconds);
+  else if (!command->quiet)
     g_printerr("knnwb: %zu row%s, %s: %" IGRAPH_PRId " cluster%s -> %s (read %.2f s, cluster "
                "%.2f s)\n",
                data->n_rows, KNNWB_PLURAL(data->n_rows), command->method, result->n_clusters,

@@ -8,6 +8,7 @@
 #include <knnwb/distributed.h>
 #include <knnwb/error.h>
 #include <knnwb/formats.h>
+#include <knnwb/write_matrix.h>
 #include <knnwb/graph.h>
 #include <knnwb/knn.h>
 #include "commands.h"
@@ -180,10 +181,10 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
       context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
                "GCT, NPY or a GEO series matrix, gzip-compressed or not;\nthe cells of an AnnData "
                ".h5ad or of a 10x Genomics matrix directory or .mtx) and writes it to OUT:\n"
-               ".knn (the GPU-FS-kNN format: `n m`, then `source target weight`,\n0-based), .gml "
-               "(for yEd), .graphml, .tsv (neighbour table), .npy/.npz (n x k index and\ndistance "
-               "arrays for NumPy), .mtx (Matrix Market distance matrix) or .h5ad (AnnData with\n"
-               "scanpy's neighbors keys). Byte sizes take K, M, G, T suffixes.");
+               ".knn (text: `n m`, then `source target distance`, 0-based), .gml (for yEd),\n"
+               ".graphml, .tsv (neighbour table), .npy/.npz (n x k index and distance arrays for\n"
+               "NumPy, with the row labels), .mtx (Matrix Market distance matrix) or .h5ad\n"
+               "(AnnData with scanpy's neighbors keys). Byte sizes take K, M, G, T suffixes.");
   g_option_context_set_description(
       context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
@@ -337,6 +338,12 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
         side_final ? knnwb_formats_side_path(run->temporary, run->output_format) : NULL;
     if (side_final != NULL)
       knnwb_host_outputs_add_side_file(run->outputs, side_temporary, side_final);
+    /* .npy lists: the rows' labels too (OUT.labels.txt), when the input has labels. */
+    if (ready && run->output_format == KNNWB_OUTPUT_NPY) {
+      g_autofree char *labels_final = knnwb_formats_npy_labels_path(output);
+      g_autofree char *labels_temporary = knnwb_formats_npy_labels_path(run->temporary);
+      knnwb_host_outputs_add_side_file(run->outputs, labels_temporary, labels_final);
+    }
   }
   if (group != NULL && !group->agree(group, ready, error))
     ready = FALSE;
@@ -349,6 +356,7 @@ static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
   const char *path = run->command.rest[0];
+  run->read_options.rank_rows = run->options.metric == KNNWB_METRIC_SPEARMAN;
   void *progress =
       knnwb_host_input_watch(&run->read_options, run->options.cancel, run->command.quiet);
   if (run->options.group_split) {

@@ -70,7 +70,7 @@ static void knnwb_neighbourhood_run_clear(KnnwbNeighbourhoodRun *run)
 /* The options of knnwb neighbourhood, into command. */
 static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand *command)
 {
-  GOptionContext *context = g_option_context_new("--focus LABEL -k K -o OUT.gml");
+  GOptionContext *context = g_option_context_new("--focus LABEL -k K -o OUT");
   GOptionEntry entries[] = {
       {"focus", 0, 0, G_OPTION_ARG_STRING, &command->focus_text,
        "The focus rows' labels, comma-separated (e.g. the phenotype row)", "LABEL[,LABEL]"},
@@ -84,7 +84,9 @@ static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand
                                "both build the whole graph"),
        KNNWB_ENUM_CHOICES(KNNWB_DIRECTION_NAMES)},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &command->output,
-       "yEd GML of the neighbourhood (laid out, labelled, focus highlighted)", "OUT.gml"},
+       "The neighbourhood graph, format from the extension: .gml (yEd: laid out, labelled, "
+       "focus highlighted), .graphml, .knn (input row numbers), .mtx, .tsv (edge table)",
+       "OUT"},
       {"table", 0, 0, G_OPTION_ARG_FILENAME, &command->table,
        "Ranked table: focus, rank, label, order, distance; for correlations r, p (two-sided, t "
        "with n-2 df, n the samples used) and q (Benjamini-Hochberg over every row searched, "
@@ -154,7 +156,8 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
   if (!knnwb_host_options_parse(context, "neighbourhood", &argc, &argv, error) ||
       !knnwb_host_one_input(command->rest, error) ||
       !knnwb_host_required(command->focus_text != NULL, "--focus LABEL", error) ||
-      !knnwb_host_required(command->output != NULL, "-o OUT.gml", error))
+      !knnwb_host_required(command->output != NULL, "-o OUT", error) ||
+      !knnwb_neighbourhood_check_format(command->output, KNNWB_OUTPUT_AUTO, error))
     return FALSE;
   g_autoptr(KnnwbHostFiles) files = knnwb_neighbourhood_files(command);
   if (!knnwb_host_files_check_names(files, error))
@@ -204,6 +207,16 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
       ((run->gml_temporary = knnwb_host_outputs_add(run->outputs, command->output, error)) &&
        (command->table == NULL || (run->table_temporary = knnwb_host_outputs_add(
                                        run->outputs, command->table, error)) != NULL));
+  /* .mtx row labels go to a side file named after the output. */
+  KnnwbOutputFormat format = KNNWB_OUTPUT_GML;
+  g_autofree char *side_final =
+      ready && run->writer && knnwb_formats_output_from_path(command->output, &format, NULL)
+          ? knnwb_formats_side_path(command->output, format)
+          : NULL;
+  if (side_final != NULL) {
+    g_autofree char *side_temporary = knnwb_formats_side_path(run->gml_temporary, format);
+    knnwb_host_outputs_add_side_file(run->outputs, side_temporary, side_final);
+  }
   if (run->split_rows && !run->group->agree(run->group, ready, error))
     ready = FALSE;
   return ready;
@@ -219,6 +232,7 @@ static gboolean knnwb_neighbourhood_read(KnnwbNeighbourhoodRun *run, GError **er
                              command->expand.sample_labels != NULL;
   const char *path = command->rest[0];
   command->expand.input_name = path;
+  run->read_options.rank_rows = run->options.metric == KNNWB_METRIC_SPEARMAN;
   void *progress = knnwb_host_input_watch(&run->read_options, run->options.cancel, command->quiet);
   gboolean read;
   if (run->split_rows && command->expand.ops != NULL)
@@ -338,8 +352,12 @@ static gboolean knnwb_neighbourhood_write(KnnwbNeighbourhoodRun *run, GError **e
   g_autofree const char **per_vertex = NULL;
   g_autofree KnnwbNodeAttribute *nodes =
       knnwb_host_attributes_nodes(&attributes, found->rows, found->n_vertices, &per_vertex);
-  gboolean gml = knnwb_neighbourhood_write_gml_annotated(
-      run->gml_temporary, found, named, (unsigned long)command->seed, nodes, attributes.n, error);
+  /* The format is the final name's: the temporary's name has another ending. */
+  KnnwbOutputFormat format;
+  gboolean gml = knnwb_formats_output_from_path(command->output, &format, error) &&
+                 knnwb_neighbourhood_write_graph_annotated(run->gml_temporary, format, found, named,
+                                                           (unsigned long)command->seed, nodes,
+                                                           attributes.n, error);
   knnwb_host_attributes_clear(&attributes);
   if (gml && command->plots.dir != NULL)
     gml = knnwb_host_plots_write(&command->plots, found, run->data, command->rest[0], run->outputs,

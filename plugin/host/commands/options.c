@@ -57,11 +57,17 @@ void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *a
        "CSV/TSV: the row labels' column, counted from 1 (default 1), a header name, or none",
        "N|NAME|none"},
       {"labels", 0, 0, G_OPTION_ARG_FILENAME, &args->labels,
-       "NPY: a side file with one row label per line", "FILE"},
+       "A side file with one label per row of the file (any format; replaces the file's own "
+       "row labels)",
+       "FILE"},
       {"drop-missing", 0, 0, G_OPTION_ARG_NONE, &args->drop_missing,
        "Rows with missing values (NA, empty, NaN, Inf) get no edges and keep their numbers, "
        "instead of failing",
        NULL},
+      {"skip-columns", 0, 0, G_OPTION_ARG_STRING, &args->skip_columns,
+       "CSV/TSV: annotation columns to leave out (header names or numbers from 1, "
+       "comma-separated); without it a text second column is left out with a warning",
+       "NAME,..."},
       {"use-rep", 0, 0, G_OPTION_ARG_STRING, &args->use_rep,
        ".h5ad: the points' coordinates from obsm[NAME] (X_pca, say) instead of X", "NAME"},
       {"layer", 0, 0, G_OPTION_ARG_STRING, &args->layer,
@@ -101,6 +107,7 @@ gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptio
     options->missing = KNNWB_MISSING_DROP_ROWS;
   options->use_rep = args->use_rep;
   options->layer = args->layer;
+  options->skip_columns = args->skip_columns;
   return TRUE;
 }
 
@@ -112,6 +119,7 @@ void knnwb_host_input_clear(KnnwbHostInputArgs *args)
   g_free(args->labels);
   g_free(args->use_rep);
   g_free(args->layer);
+  g_free(args->skip_columns);
 }
 
 void knnwb_host_knn_add_entries(GOptionContext *context, KnnwbHostKnnArgs *args)
@@ -496,6 +504,8 @@ void knnwb_host_input_add_step(KnnwbPipeline *pipeline, const char *id, const ch
     knnwb_pipeline_add_param(pipeline, "use-rep", args->use_rep, "--use-rep");
   if (args->layer != NULL)
     knnwb_pipeline_add_param(pipeline, "layer", args->layer, "--layer");
+  if (args->skip_columns != NULL)
+    knnwb_pipeline_add_param(pipeline, "skip-columns", args->skip_columns, "--skip-columns");
 }
 
 void knnwb_host_knn_add_params(KnnwbPipeline *pipeline, const KnnwbHostKnnArgs *args)

@@ -57,14 +57,15 @@ typedef struct {
   gboolean transpose;
   char *header;       /* auto, yes, no */
   char *label_column; /* 1-based column number, or none */
-  char *labels;       /* NPY labels side file */
+  char *labels;       /* labels side file */
   gboolean drop_missing;
-  char *use_rep; /* .h5ad: obsm[NAME] instead of X */
-  char *layer;   /* .h5ad: layers[NAME] instead of X */
+  char *use_rep;      /* .h5ad: obsm[NAME] instead of X */
+  char *layer;        /* .h5ad: layers[NAME] instead of X */
+  char *skip_columns; /* CSV/TSV annotation columns */
 } KnnwbHostInputArgs;
 
-/** Adds --format, --transpose, --header, --label-column, --labels, --drop-missing, --use-rep,
- * --layer. */
+/** Adds --format, --transpose, --header, --label-column, --labels, --drop-missing,
+ * --skip-columns, --use-rep, --layer. */
 void knnwb_host_input_add_entries(GOptionContext *context, KnnwbHostInputArgs *args);
 /** Turns the parsed arguments into read options. Errors: KNNWB_ERROR_INVALID_ARGUMENT. */
 gboolean knnwb_host_input_options(const KnnwbHostInputArgs *args, KnnwbReadOptions *options,

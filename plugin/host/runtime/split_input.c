@@ -174,6 +174,13 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
   for (size_t i = first; i < last && data->n_absent_rows > 0; i++)
     if (knnwb_matrix_row_is_absent(data, i))
       knnwb_matrix_set_row_absent(input->block, i - first);
+  /* spearman's ranks from the values as read, when the reader kept them: this share's. */
+  const float *ranks = knnwb_matrix_row_ranks(data);
+  if (ranks != NULL) {
+    float *share = g_new0(float, MAX((last - first) * data->n_cols, 1));
+    memcpy(share, ranks + first * data->n_cols, (last - first) * data->n_cols * sizeof(float));
+    knnwb_matrix_take_row_ranks(input->block, share);
+  }
   /* The samples' names, for a phenotype row matched by them. */
   for (size_t j = 0; data->col_labels != NULL && j < data->n_cols; j++)
     knnwb_matrix_set_col_label(input->block, j, data->col_labels[j]);
@@ -245,6 +252,17 @@ KnnwbMatrix *knnwb_host_split_value_whole(const KnnwbKnnGroup *group, const Knnw
     bytes[r] = (size_t)sizes[r] * d * sizeof(float);
   if (!knnwb_knn_group_gather_bytes(group, block->values, bytes, whole->values, error))
     return NULL;
+  /* The ranks a reader kept (every rank read the same way; a rank without rows may have none). */
+  const float *mine = knnwb_matrix_row_ranks(block);
+  int64_t have = mine != NULL;
+  if (!group->reduce(group, &have, 1, KNNWB_GROUP_SUM, error))
+    return NULL;
+  if (have > 0) {
+    float *ranks = g_new0(float, MAX(n * d, 1));
+    knnwb_matrix_take_row_ranks(whole, ranks);
+    if (!knnwb_knn_group_gather_bytes(group, mine ? mine : block->values, bytes, ranks, error))
+      return NULL;
+  }
   const char *const *labels = knnwb_host_split_value_labels(value);
   for (size_t i = 0; labels != NULL && i < n; i++)
     if (labels[i] != NULL && *labels[i] != '\0')

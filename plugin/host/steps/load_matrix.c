@@ -5,7 +5,20 @@
 #include "steps/steps_internal.h"
 #include "runtime/split_input.h"
 
-enum { PATH, FORMAT, TRANSPOSE, HEADER, LABEL_COLUMN, MISSING, LABELS, USE_REP, LAYER, N_PARAMS };
+enum {
+  PATH,
+  FORMAT,
+  TRANSPOSE,
+  HEADER,
+  LABEL_COLUMN,
+  MISSING,
+  LABELS,
+  SKIP_COLUMNS,
+  SPEARMAN_RANKS,
+  USE_REP,
+  LAYER,
+  N_PARAMS
+};
 
 static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
     [PATH] = {"path", KNNWB_PARAM_INPUT_FILE, NULL, 1, 0, NULL, "the matrix file"},
@@ -23,7 +36,15 @@ static const KnnwbParamSpec knnwb_load_matrix_params[N_PARAMS] = {
          "rows with missing values (NA, empty, NaN, Inf): an error, or left out with a warning "
          "(they keep their row numbers and get no edges)"},
     [LABELS] = {"labels", KNNWB_PARAM_INPUT_FILE, "", 1, 0, NULL,
-                "NPY: a side file with one row label per line"},
+                "a side file with one label per row of the file (any format; replaces the "
+                "file's own row labels)"},
+    [SKIP_COLUMNS] = {"skip-columns", KNNWB_PARAM_STRING, "", 1, 0, NULL,
+                      "CSV/TSV: annotation columns to leave out (header names or numbers from 1, "
+                      "comma-separated); without it a text second column is left out with a "
+                      "warning"},
+    [SPEARMAN_RANKS] = {"spearman-ranks", KNNWB_PARAM_BOOLEAN, "false", 1, 0, NULL,
+                        "text formats: also rank each row's values as read (double), for a "
+                        "spearman step after it (docs/formats.md)"},
     [USE_REP] = {"use-rep", KNNWB_PARAM_STRING, "", 1, 0, NULL,
                  ".h5ad: read obsm[use-rep] (X_pca, say) instead of X"},
     [LAYER] = {"layer", KNNWB_PARAM_STRING, "", 1, 0, NULL,
@@ -48,6 +69,9 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   options.labels_path = p[LABELS].v_string;
   options.use_rep = *p[USE_REP].v_string != '\0' ? p[USE_REP].v_string : NULL;
   options.layer = *p[LAYER].v_string != '\0' ? p[LAYER].v_string : NULL;
+  const char *skip = p[SKIP_COLUMNS].v_string;
+  options.skip_columns = skip != NULL && *skip != '\0' ? skip : NULL;
+  options.rank_rows = p[SPEARMAN_RANKS].v_int != 0;
   /* A large file (or a gzip-compressed one) takes seconds to read: Ctrl-C and the step's
    * progress line in bytes. */
   options.cancel = context->cancel;

@@ -77,8 +77,9 @@ static gboolean knnwb_mst_knn_distances_run(KnnwbStepContext *context, GError **
 
 const KnnwbStepType knnwb_step_mst_knn_distances = {
     "mst-knn-distances",
-    "MST-kNN clustering of a precomputed distance matrix, as the R package mstknnclust (tied "
-    "neighbours: higher index first)",
+    "MST-kNN clustering of a precomputed distance matrix, as the R package mstknnclust (row i "
+    "lists tied neighbours in the order i+1, ..., n, 1, ..., i-1; an object left alone is a "
+    "cluster of its own, where the package drops it)",
     knnwb_mst_knn_distances_inputs,
     G_N_ELEMENTS(knnwb_mst_knn_distances_inputs),
     knnwb_mst_knn_distances_params,

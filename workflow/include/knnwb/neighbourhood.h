@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <knnwb/formats.h>
 #include <knnwb/knn.h>
+#include <knnwb/formats.h>
 #include <knnwb/matrix.h>
 
 G_BEGIN_DECLS
@@ -209,6 +210,38 @@ gboolean knnwb_neighbourhood_write_gml_annotated(const char *path,
                                                  const KnnwbMatrix *data, unsigned long seed,
                                                  const KnnwbNodeAttribute *attributes,
                                                  size_t n_attributes, GError **error);
+
+/**
+ * Whether format can hold a neighbourhood graph (knnwb_neighbourhood_write_graph): .gml, .graphml,
+ * .knn, .mtx and a .tsv edge table can; the n x k lists of .npy/.npz and a cluster table cannot.
+ * Errors: KNNWB_ERROR_INVALID_ARGUMENT naming path and the formats that can. O(1).
+ */
+gboolean knnwb_neighbourhood_check_format(const char *path, KnnwbOutputFormat format,
+                                          GError **error);
+
+/**
+ * Writes the neighbourhood graph in format (KNNWB_OUTPUT_AUTO: from path's extension, see
+ * knnwb_formats_output_from_path): GML as knnwb_neighbourhood_write_gml, GraphML the same graph
+ * with the rows' labels; .knn, .mtx (labels beside) and the .tsv edge table (row, label, rank,
+ * neighbour row, neighbour, distance) number the vertices by their input rows, with n the input's
+ * rows, as `knnwb knn` writes them. Atomic. Errors: those of knnwb_neighbourhood_check_format and
+ * of the writers. Complexity: O(V + E) (GML: its layout; .knn, .mtx, .tsv: O(input rows) more).
+ */
+gboolean knnwb_neighbourhood_write_graph(const char *path, KnnwbOutputFormat format,
+                                         const KnnwbNeighbourhood *neighbourhood,
+                                         const KnnwbMatrix *data, unsigned long seed,
+                                         GError **error);
+
+/**
+ * knnwb_neighbourhood_write_graph with node attributes (knnwb_neighbourhood_write_gml_annotated's):
+ * GML and GraphML carry them; the formats that number rows ignore them. Errors as
+ * knnwb_neighbourhood_write_graph.
+ */
+gboolean knnwb_neighbourhood_write_graph_annotated(const char *path, KnnwbOutputFormat format,
+                                                   const KnnwbNeighbourhood *neighbourhood,
+                                                   const KnnwbMatrix *data, unsigned long seed,
+                                                   const KnnwbNodeAttribute *attributes,
+                                                   size_t n_attributes, GError **error);
 
 G_END_DECLS
 

@@ -1,0 +1,92 @@
+/* The labels side file (--labels FILE, pipeline labels) on every input format, not only NPY. */
+#include <string.h>
+#include <knnwb/knnwb.h>
+#include "formats_test_util.h"
+
+static KnnwbMatrix *read_with_labels(const char *path, const char *labels, KnnwbInputFormat format,
+                                     gboolean transpose, GError **error)
+{
+  KnnwbReadOptions options;
+  knnwb_formats_read_options_init(&options);
+  options.format = format;
+  options.transpose = transpose;
+  options.labels_path = labels;
+  KnnwbMatrix *matrix = NULL;
+  if (!knnwb_formats_read_matrix(path, &options, &matrix, NULL, error))
+    return NULL;
+  return matrix;
+}
+
+/* The side file's labels replace the file's own row labels; transposed they name the features. */
+static void test_text_formats(void)
+{
+  g_autofree char *labels = formats_test_write("three.txt", "x\ny\nz\n\n", -1);
+  struct {
+    const char *name, *content;
+    KnnwbInputFormat format;
+  } inputs[] = {
+      {"a.tsv", "name\tc1\tc2\na\t1\t2\nb\t3\t4\nc\t5\t7\n", KNNWB_INPUT_TSV},
+      {"a.csv", "name,c1,c2\na,1,2\nb,3,4\nc,5,7\n", KNNWB_INPUT_CSV},
+      {"a.gct", "#1.2\n3\t2\nName\tDescription\tc1\tc2\na\tna\t1\t2\nb\tna\t3\t4\nc\tna\t5\t7\n",
+       KNNWB_INPUT_GCT},
+      {"a.txt", "<MicroarrayData>\n3\t2\na\t1\t2\nb\t3\t4\nc\t5\t7\n<EndOfFile>\n",
+       KNNWB_INPUT_CIBM},
+  };
+  for (size_t f = 0; f < G_N_ELEMENTS(inputs); f++) {
+    g_autofree char *path = formats_test_write(inputs[f].name, inputs[f].content, -1);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(KnnwbMatrix) rows = read_with_labels(path, labels, inputs[f].format, FALSE, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(rows->n_rows, ==, 3);
+    g_assert_cmpstr(rows->row_labels[0], ==, "x");
+    g_assert_cmpstr(rows->row_labels[2], ==, "z");
+    g_assert_cmpfloat(rows->values[5], ==, 7.0f);
+    g_autoptr(KnnwbMatrix) columns = read_with_labels(path, labels, inputs[f].format, TRUE, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(columns->n_rows, ==, 2);
+    g_assert_cmpstr(columns->col_labels[1], ==, "y");
+    /* A count that differs is an error naming the side file and both counts. */
+    g_autofree char *two = formats_test_write("two.txt", "x\ny\n", -1);
+    g_autoptr(KnnwbMatrix) none = read_with_labels(path, two, inputs[f].format, FALSE, &error);
+    g_assert_null(none);
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+    g_assert_nonnull(strstr(error->message, two));
+    g_assert_nonnull(strstr(error->message, "2 labels for 3 rows"));
+  }
+}
+
+/* A row dropped for missing values keeps its label slot (rows as stored); transposed it is a
+ * feature and its label goes with it. */
+static void test_dropped_rows(void)
+{
+  g_autofree char *labels = formats_test_write("four.txt", "w\nx\ny\nz\n", -1);
+  g_autofree char *path =
+      formats_test_write("gap.tsv", "name\tc1\tc2\na\t1\t2\nb\tNA\t4\nc\t5\t7\nd\t1\t1\n", -1);
+  KnnwbReadOptions options;
+  knnwb_formats_read_options_init(&options);
+  options.labels_path = labels;
+  options.missing = KNNWB_MISSING_DROP_ROWS;
+  g_autoptr(KnnwbMatrix) rows = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_formats_read_matrix(path, &options, &rows, NULL, &error));
+  g_assert_cmpuint(rows->n_rows, ==, 4);
+  g_assert_true(knnwb_matrix_row_is_absent(rows, 1));
+  g_assert_cmpstr(rows->row_labels[3], ==, "z");
+  options.transpose = TRUE;
+  g_autoptr(KnnwbMatrix) columns = NULL;
+  g_assert_true(knnwb_formats_read_matrix(path, &options, &columns, NULL, &error));
+  g_assert_cmpuint(columns->n_cols, ==, 3);
+  g_assert_cmpstr(columns->col_labels[0], ==, "w");
+  g_assert_cmpstr(columns->col_labels[1], ==, "y");
+  g_assert_cmpstr(columns->col_labels[2], ==, "z");
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  /* The dropped row's warning is expected. */
+  g_log_set_always_fatal(G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL);
+  g_test_add_func("/formats/side-labels/text-formats", test_text_formats);
+  g_test_add_func("/formats/side-labels/dropped-rows", test_dropped_rows);
+  return g_test_run();
+}
