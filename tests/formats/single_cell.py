@@ -20,8 +20,12 @@ import sys
 import warnings
 
 warnings.filterwarnings("ignore")
-import anndata  # noqa: E402
-import h5py  # noqa: E402
+try:
+    import anndata  # noqa: E402
+    import h5py  # noqa: E402
+except ImportError as missing:  # a GPU machine set up by hand; CI installs both
+    print(f"skipped: {missing}")
+    sys.exit(77)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import scipy.io  # noqa: E402
