@@ -2,7 +2,7 @@
 """Every command's --help reads the same way in any locale: the usage line says "[OPTION...]",
 no line is longer than 80 columns, options sit in the same sections in the same order in every
 command (Input, Sample annotations, Search, Clustering, Output, Performance, Pipeline, Other),
-each option once, and only --seed, --quiet, --brief and --help under "Other" (a new option must be
+each option once, an example per command, and only --seed, --quiet, --brief and --help under "Other" (a new option must be
 given its place in plugin/host/commands/help.c). Usage: check_help.py KNNWB_PROGRAM"""
 import os
 import re
@@ -48,6 +48,10 @@ def main():
             if run.returncode != 0:
                 failures.append(f"{where}: exit {run.returncode}")
                 continue
+            if command != "plugins" and "\nExample" not in text:
+                failures.append(f"{where}: no example")
+            if "dummy probe" in text or "GPU-FS-kNN format" in text:
+                failures.append(f"{where}: the seed papers' jargon without a word of explanation")
             if f"knnwb {command} [OPTION...]" not in text:
                 failures.append(f"{where}: no usage line 'knnwb {command} [OPTION...]'")
             for number, line in enumerate(text.split("\n"), 1):

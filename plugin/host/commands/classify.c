@@ -55,8 +55,8 @@ static GOptionContext *knnwb_classify_options_new(KnnwbClassifyCommand *command)
       {"classes", 'c', 0, G_OPTION_ARG_STRING, &command->classes_spec,
        "Class labels: a column of a table (TSV/CSV with a header) whose first column names the "
        "rows, or a bare COLUMN of INPUT's own sample annotation (a GEO characteristic, read "
-       "--transpose); NA, empty or NaN: unknown, predicted; default: the CIBM <SamplesClasses> "
-       "of a transposed file",
+       "--transpose); NA, empty or NaN: unknown, predicted; default: the sample classes "
+       "of a CIBM file (the seed papers' microarray text format), read --transpose",
        "TABLE:COLUMN"},
       {"classes-id", 0, 0, G_OPTION_ARG_STRING, &command->classes_id,
        "The table's column of row names (default: its first column)", "COLUMN"},

@@ -709,8 +709,7 @@ static GOptionContext *knnwb_cluster_options_new(KnnwbClusterCommand *command)
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_set_summary(
       context,
-      "Clusters the rows of INPUT (CIBM, CSV, TSV, GCT, NPY or GEO, gzip or not, read as `knnwb "
-      "knn` reads it):\n"
+      "Clusters the rows of INPUT (any input `knnwb knn` reads):\n"
       "  mst-knn         MST-kNN (Inostroza-Ponta et al.; the R package mstknnclust); its splits:\n"
       "                  --hierarchy, --newick\n"
       "  components      connected components of the kNN graph\n"
@@ -720,7 +719,10 @@ static GOptionContext *knnwb_cluster_options_new(KnnwbClusterCommand *command)
       "                  distances turned into similarity weights (--similarity)\n"
       "-k defaults to 10 (components and the graph methods); mst-knn chooses its own k.");
   g_option_context_set_description(
-      context, "Exit status: 0 on success, 1 when the input or the run fails, 2 on a usage error, "
+      context, "Example:\n"
+               "  knnwb cluster expr.tsv --method leiden --graph snn -k 10 -o clusters.tsv \\\n"
+               "      --gml clusters.gml --annotation samples.tsv:group --report\n\n"
+               "Exit status: 0 on success, 1 when the input or the run fails, 2 on a usage error, "
                "130/143 when\ninterrupted. Outputs are written all or nothing.");
   knnwb_host_input_add_entries(context, &command->input);
   knnwb_host_knn_add_entries(context, &command->knn);

@@ -178,15 +178,18 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &command->rest, NULL, "INPUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_option_context_set_summary(
-      context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CIBM, CSV, TSV, "
-               "GCT, NPY or a GEO series matrix, gzip-compressed or not;\nthe cells of an AnnData "
+      context, "Builds the exact k-nearest-neighbour graph of the rows of INPUT (CSV, TSV, GCT, "
+               "NPY, a GEO series matrix or the seed papers' CIBM text format, gzip-compressed or "
+               "not;\nthe cells of an AnnData "
                ".h5ad or of a 10x Genomics matrix directory or .mtx) and writes it to OUT:\n"
                ".knn (text: `n m`, then `source target distance`, 0-based), .gml (for yEd),\n"
                ".graphml, .tsv (neighbour table), .npy/.npz (n x k index and distance arrays for\n"
                "NumPy, with the row labels), .mtx (Matrix Market distance matrix) or .h5ad\n"
                "(AnnData with scanpy's neighbors keys). Byte sizes take K, M, G, T suffixes.");
   g_option_context_set_description(
-      context, "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
+      context, "Example:\n"
+               "  knnwb knn expr.tsv -k 20 --metric pearson -o graph.gml\n\n"
+               "Exit status: 0 on success, 1 when the input or the run fails (the message starts "
                "with file:line:\nwhere it can), 2 on a usage error, 130/143 when interrupted. No "
                "output file is left behind\nby a failed or interrupted run.");
   knnwb_host_input_add_entries(context, &command->input);

@@ -39,15 +39,18 @@ static GOptionContext *knnwb_metafeatures_options_new(KnnwbMetafeaturesCommand *
   g_option_context_set_summary(
       context,
       "Adds one row per unordered pair (a, b) of rows, a before b: a-b (difference, the default),\n"
-      "and on request a+b, a*b, a/b, labelled A-B, A+B, A*B, A/B (GPU-FS-kNN's metafeatures:\n"
-      "876 rows give 384,126 with difference and 1,533,876 with all four). The original rows\n"
+      "and on request a+b, a*b, a/b, labelled A-B, A+B, A*B, A/B (the metafeatures of the "
+      "GPU-FS-kNN\n"
+      "paper that knnwb follows: 876 rows give 384,126 with difference and 1,533,876 with all "
+      "four). The original rows\n"
       "come first, then all pairs of the first operator, then of the next. --phenotype appends\n"
-      "a row from a per-sample table after the expansion (the seed's \"dummy probe\").");
+      "a row from a per-sample table after the expansion: a clinical variable treated as one more\n"
+      "gene, so that the rows nearest to it are the genes and pairs that behave like it.");
   g_option_context_set_description(
       context, "Examples:\n"
                "  knnwb metafeatures expr.tsv -o pairs.npy\n"
-               "  knnwb metafeatures expr.tsv --ops all --phenotype clinical.tsv:YearsToRelapse "
-               "-o pairs.npy\n\n"
+               "  knnwb metafeatures expr.tsv --ops all \\\n"
+               "      --phenotype clinical.tsv:YearsToRelapse -o pairs.npy\n\n"
                "A zero or subnormal denominator, or a result that overflows to infinity, is an "
                "error naming the\npair unless --missing drop-rows. The result must fit in memory: "
                "it is refused up front with\nthe bytes needed and available. Exit status: 0 on "

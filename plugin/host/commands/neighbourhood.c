@@ -117,7 +117,8 @@ static GOptionContext *knnwb_neighbourhood_options_new(KnnwbNeighbourhoodCommand
       "The neighbourhood of focus rows in the exact kNN graph of INPUT's rows, up to order R:\n"
       "the focus's k nearest rows, their k nearest, ... and the kNN edges among them, as GML\n"
       "that yEd opens laid out (nodes coloured by order, the focus a red-outlined hexagon), and a\n"
-      "ranked table (GPU-FS-kNN's Figure 3a as data). Optionally the rows are first expanded\n"
+      "ranked table (rank, distance, r, p and q of every row found). Optionally the rows are first "
+      "expanded\n"
       "into metafeatures (--metafeatures) and a phenotype row is appended (--phenotype).\n"
       "Out-neighbourhoods query only the rows found (about k^R of them) against all rows.");
   g_option_context_set_description(

@@ -73,11 +73,14 @@ static GOptionContext *knnwb_pipeline_options_new(KnnwbPipelineCommand *command,
                                               "Outputs appear only when every step succeeded.");
   g_option_context_set_description(
       context, validate_only
-                   ? "Relative input paths are relative to the pipeline's directory, relative "
+                   ? "Example:\n  knnwb validate share/examples/seed-workflow.xml\n\n"
+                     "Relative input paths are relative to the pipeline's directory, relative "
                      "output paths to --output-dir.\nVariables: ${name} in parameter values; "
                      "built in: ${pipeline_dir}, ${output_dir}.\nExit status: 0 valid, 1 invalid "
                      "pipeline, 2 usage error."
-                   : "Relative input paths are relative to the pipeline's directory, relative "
+                   : "Example:\n  knnwb run share/examples/seed-workflow.xml --set k=10 "
+                     "--output-dir out\n\n"
+                     "Relative input paths are relative to the pipeline's directory, relative "
                      "output paths to --output-dir.\nVariables: ${name} in parameter values; "
                      "built in: ${pipeline_dir}, ${output_dir}.\nExit status: 0 success, 1 "
                      "invalid pipeline or failed step, 2 usage error, 130/143 interrupted.");

@@ -102,6 +102,11 @@ static GOptionContext *knnwb_render_options_new(KnnwbRenderCommand *command)
       "under the nodes\n(arrows when directed), labels placed without overlap (the focus, its "
       "neighbours, then\nhubs), focus nodes as red hexagons; above 20,000 nodes a density "
       "image. See docs/pictures.md.");
+  g_option_context_set_description(
+      context, "Example:\n"
+               "  knnwb render clusters.gml --color-by group -o clusters.png\n\n"
+               "Exit status: 0 on success, 1 when the input or the drawing "
+               "fails, 2 on a usage error,\n130/143 when interrupted.");
   g_option_context_add_main_entries(context, entries, NULL);
   return context;
 }
