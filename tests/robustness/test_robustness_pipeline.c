@@ -320,7 +320,7 @@ static void test_variables_total(void)
 #endif
       "exec '%s' validate -O '%s' '%s'",
 #ifndef KNNWB_TEST_ASAN
-      knnwb_test_mapped_kib() + 524288,
+      knnwb_test_mapped_kib() + 1048576, /* 1 GiB: the program maps CUDA's libraries too */
 #endif
       KNNWB_HOST_PROGRAM, test_dir, path);
   char *argv[] = {"/bin/sh", "-c", command, NULL};
