@@ -551,7 +551,7 @@ static void test_commit_rolls_back(void)
   g_autofree char *dir = host_test_tmpdir();
   const char *names[] = {"first.knn", "second.gml", "third.knn"};
   g_autoptr(GPtrArray) outputs = g_ptr_array_new_with_free_func(g_free);
-  KnnwbPipelineOutput items[3];
+  KnnwbPipelineOutput items[3] = {{0}}; /* no placeholder: the test writes the temporaries */
   for (int i = 0; i < 3; i++) {
     items[i].final = g_build_filename(dir, names[i], NULL);
     items[i].temporary = g_strconcat(items[i].final, ".tmp", NULL);
