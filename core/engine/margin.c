@@ -161,8 +161,10 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
                          .keep = MAX(k, MAX(most, kc) + 1),
                          .n_sample = n_sample,
                          .rows = rows};
-  g_autofree double *heap = m.heap = g_new(double, n_sample *m.keep);
-  g_autofree size_t *size = m.size = g_new0(size_t, n_sample);
+  g_autofree double *heap = g_new(double, n_sample *m.keep);
+  g_autofree size_t *size = g_new0(size_t, n_sample);
+  m.heap = heap;
+  m.size = size;
   for (size_t s = 0; s < n_sample; s++)
     rows[s] = row0 + (2 * s + 1) * n_rows / (2 * n_sample); /* spread evenly */
   g_mutex_init(&m.lock);

@@ -51,6 +51,7 @@ gboolean knnwb_host_sample_labels(KnnwbMatrix *data, KnnwbMatrixAxis axis, const
   if (values == NULL) {
     g_autoptr(KnnwbAnnotationTable) none =
         knnwb_annotation_from_matrix(data, axis, key, input_name, error);
+    (void)none; /* made only for its error, which lists the names there are */
     g_prefix_error(error, "--sample-labels: ");
     return FALSE;
   }
