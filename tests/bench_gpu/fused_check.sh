@@ -99,11 +99,11 @@ done
 [ "$mode" = quick ] && exit 0
 if [ "$mode" = ab ]; then
   # warps of 64 x 64 (4 a block) against 64 x 32 (8 a block, the default build above)
-  { cmake -S . -B "$b-w64" -DKNNWB_CUDA=ON -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_FLAGS=-DKNNWB_FUSED_WARP_N=64 && cmake --build "$b-w64" -j"$(nproc)" --target bench_knn_gpu; } \
+  { cmake -S . -B "$b-warp64" -DKNNWB_CUDA=ON -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_FLAGS=-DKNNWB_FUSED_WARP_N=64 && cmake --build "$b-warp64" -j"$(nproc)" --target bench_knn_gpu; } \
     >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-  for v in w64 w32 w64; do
-    [ $v = w64 ] && bb=$b-w64/tests/bench_gpu/bench_knn_gpu || bb=$bench
+  for v in warp64 warp32 warp64; do
+    [ $v = warp64 ] && bb=$b-warp64/tests/bench_gpu/bench_knn_gpu || bb=$bench
     KNNWB_CUDA_FUSED=1 KNNWB_CUDA_TRACE=1 timeout 100 "$bb" --n 1533876 --no-select --no-floor >"$out/one.log" 2>&1
     echo "== 1533876 x 295, fused, warps $v"; sum "$out/one.log"; cat "$out/one.log" >>"$log"
   done
