@@ -1,7 +1,8 @@
 /*
  * The kNN engine's entry points: knnwb_knn_run validates a request, prepares the rows for the
  * metric, picks the path (split memory over a group's ranks, exact duplicate rows, or the plain
- * search) and hands back the lists; knnwb_knn_self, knnwb_knn_query and the prepared reference
+ * search) and hands back the lists (large clustered self graphs go cluster by cluster first,
+ * core/partition/); knnwb_knn_self, knnwb_knn_query and the prepared reference
  * (knnwb_knn_reference_*) call it. The search (knn_rounds.c) runs a backend's candidate selection
  * (CPU or CUDA) and refines the candidates into exact, certified neighbour lists. Rows the
  * rounding bound cannot certify are selected again with four times as many candidates, so
@@ -18,6 +19,7 @@
 #include "base/base.h"
 #include "engine/engine_internal.h"
 #include "group/group.h"
+#include "partition/partition.h"
 #include "split/split.h"
 
 void knnwb_knn_options_init(KnnwbKnnOptions *options)
@@ -327,6 +329,13 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
 gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                         KnnwbNeighbors **result, GError **error)
 {
+  g_return_val_if_fail(data != NULL && options != NULL && result != NULL, FALSE);
+  /* Large clustered data: cluster by cluster when bounds skip most pairs (core/partition/). */
+  *result = NULL;
+  if (!knnwb_partition_self(data, options, result, error))
+    return FALSE;
+  if (*result != NULL)
+    return TRUE;
   return knnwb_knn_run(data, NULL, NULL, options, result, error);
 }
 

@@ -1,0 +1,269 @@
+/*
+ * The clusters of the partitioned search: k-means (k-means++ seeds, a few Lloyd rounds) on an
+ * evenly spread sample of rows in the bound space, then every row to its nearest centroid, with
+ * each cluster's radius (an upper bound of its members' distances). Clusters too small to give
+ * their rows k neighbours are dropped and their rows go to the next nearest. Only the speed
+ * depends on how good the clusters are: the bounds hold for any centroids.
+ */
+#include <math.h>
+#include <string.h>
+#include <knnwb/parallel.h>
+#include "partition/partition_internal.h"
+
+/* The sample's size in doubles at most (128 MiB), and the Lloyd rounds on it. */
+#define KNNWB_PARTITION_SAMPLE_VALUES ((size_t)1 << 24)
+#define KNNWB_PARTITION_LLOYD_ROUNDS 8
+/* Rows per block of the assignment pass (one DGEMM each). */
+#define KNNWB_PARTITION_BLOCK_ROWS ((size_t)2048)
+
+extern int openblas_get_num_threads(void);
+extern void openblas_set_num_threads(int);
+
+/* k-means++ seeds (a fixed seed: the same clusters every run) among the sample's rows. */
+static void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, double *centroid)
+{
+  const size_t s = sample->rows, d = sample->d;
+  double *nearest = g_new(double, s);
+  GRand *rand = g_rand_new_with_seed(20240611u);
+  size_t chosen = 0;
+  for (size_t c = 0; c < m; c++) {
+    if (c > 0) {
+      double total = 0.0;
+      for (size_t t = 0; t < s; t++)
+        total += nearest[t];
+      double target = g_rand_double(rand) * total, seen = 0.0;
+      chosen = s - 1;
+      for (size_t t = 0; t < s; t++) {
+        seen += nearest[t];
+        if (seen > target) {
+          chosen = t;
+          break;
+        }
+      }
+    }
+    memcpy(centroid + c * d, sample->v + chosen * d, d * sizeof(double));
+    for (size_t t = 0; t < s; t++) {
+      double sq = 0.0;
+      for (size_t j = 0; j < d; j++) {
+        const double diff = sample->v[t * d + j] - centroid[c * d + j];
+        sq += diff * diff;
+      }
+      nearest[t] = c == 0 ? sq : MIN(nearest[t], sq);
+    }
+  }
+  g_rand_free(rand);
+  g_free(nearest);
+}
+
+/* The nearest centroid of block row r (ties to the lower centroid). */
+static size_t knnwb_partition_nearest(const KnnwbPartitionBlock *block, const double *centroid_sq,
+                                      size_t m, size_t r)
+{
+  size_t best = 0;
+  double best_score = HUGE_VAL;
+  for (size_t j = 0; j < m; j++) {
+    const double score = centroid_sq[j] - 2.0 * block->dot[r * block->m + j];
+    if (score < best_score) {
+      best_score = score;
+      best = j;
+    }
+  }
+  return best;
+}
+
+static void knnwb_partition_squares(const double *centroid, size_t m, size_t d, double *sq)
+{
+  for (size_t c = 0; c < m; c++) {
+    double s = 0.0;
+    for (size_t j = 0; j < d; j++)
+      s += centroid[c * d + j] * centroid[c * d + j];
+    sq[c] = s;
+  }
+}
+
+/* Lloyd rounds on the sample (centroids of no sample row stay where they are). */
+static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, double *centroid,
+                                  double *centroid_sq)
+{
+  const size_t s = sample->rows, d = sample->d;
+  double *sum = g_new(double, m *d);
+  size_t *count = g_new(size_t, m);
+  for (int round = 0; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
+    knnwb_partition_squares(centroid, m, d, centroid_sq);
+    knnwb_partition_block_dots(sample, centroid, m);
+    memset(sum, 0, m * d * sizeof(double));
+    memset(count, 0, m * sizeof(size_t));
+    for (size_t t = 0; t < s; t++) {
+      const size_t c = knnwb_partition_nearest(sample, centroid_sq, m, t);
+      count[c]++;
+      for (size_t j = 0; j < d; j++)
+        sum[c * d + j] += sample->v[t * d + j];
+    }
+    for (size_t c = 0; c < m; c++)
+      for (size_t j = 0; count[c] > 0 && j < d; j++)
+        centroid[c * d + j] = sum[c * d + j] / (double)count[c];
+  }
+  knnwb_partition_squares(centroid, m, d, centroid_sq);
+  g_free(count);
+  g_free(sum);
+}
+
+/* The centroids from a sample of the rows; FALSE when a sample row has no direction. */
+static gboolean knnwb_partition_centroids(KnnwbPartition *p, const KnnwbMatrix *data)
+{
+  const size_t n = p->n, d = p->d;
+  size_t s = MIN(n, MAX(p->m * 64, (size_t)16384));
+  s = MIN(s, MAX(p->m * 4, KNNWB_PARTITION_SAMPLE_VALUES / MAX(d, (size_t)1)));
+  s = MIN(s, n);
+  int64_t *rows = g_new(int64_t, s);
+  for (size_t t = 0; t < s; t++)
+    rows[t] = (int64_t)((t * (uint64_t)n) / s);
+  KnnwbPartitionBlock sample;
+  gboolean ok = knnwb_partition_block_init(&sample, s, p->m, d) &&
+                knnwb_partition_block_fill(&sample, p->metric, data, 0, s, rows, NULL, 0);
+  if (ok) {
+    knnwb_partition_seed(&sample, p->m, p->centroid);
+    knnwb_partition_lloyd(&sample, p->m, p->centroid, p->centroid_sq);
+  }
+  knnwb_partition_block_clear(&sample);
+  g_free(rows);
+  return ok;
+}
+
+typedef struct {
+  KnnwbPartition *p;
+  const KnnwbMatrix *data;
+  const volatile gint *cancel;
+  GMutex lock;
+  gint failed;
+} KnnwbPartitionAssign;
+
+/* Rows [first, last) to their nearest centroid; the radii grow to their upper distances. */
+static void knnwb_partition_assign_rows(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionAssign *a = data;
+  KnnwbPartition *p = a->p;
+  if (g_atomic_int_get(&a->failed) || (a->cancel != NULL && g_atomic_int_get(a->cancel))) {
+    g_atomic_int_set(&a->failed, 1);
+    return;
+  }
+  KnnwbPartitionBlock block;
+  double *radius = g_try_new0(double, p->m);
+  if (radius == NULL || !knnwb_partition_block_init(&block, last - first, p->m, p->d)) {
+    g_free(radius);
+    g_atomic_int_set(&a->failed, 1);
+    return;
+  }
+  if (knnwb_partition_block_fill(&block, p->metric, a->data, first, last, NULL, p->centroid,
+                                 p->m)) {
+    for (size_t r = 0; r < block.rows; r++) {
+      const size_t c = knnwb_partition_nearest(&block, p->centroid_sq, p->m, r);
+      double lower, upper;
+      knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, c, &lower, &upper);
+      p->cluster_of[first + r] = (int32_t)c;
+      radius[c] = MAX(radius[c], upper);
+    }
+    g_mutex_lock(&a->lock);
+    for (size_t c = 0; c < p->m; c++)
+      p->radius[c] = MAX(p->radius[c], radius[c]);
+    g_mutex_unlock(&a->lock);
+  } else {
+    g_atomic_int_set(&a->failed, 1);
+  }
+  knnwb_partition_block_clear(&block);
+  g_free(radius);
+}
+
+/* Every row to its nearest centroid; FALSE on a row without direction, memory or cancel. */
+static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *data,
+                                       const volatile gint *cancel)
+{
+  KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel};
+  g_mutex_init(&a.lock);
+  memset(p->radius, 0, p->m * sizeof(double));
+  const int saved_blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  knnwb_parallel_for(p->threads, p->n, KNNWB_PARTITION_BLOCK_ROWS, knnwb_partition_assign_rows, &a);
+  openblas_set_num_threads(saved_blas_threads);
+  g_mutex_clear(&a.lock);
+  return !a.failed;
+}
+
+/* Drops the centroids of clusters with at most k rows; TRUE when some were dropped. */
+static gboolean knnwb_partition_drop_small(KnnwbPartition *p, size_t k)
+{
+  size_t *count = g_new0(size_t, p->m);
+  for (size_t i = 0; i < p->n; i++)
+    count[p->cluster_of[i]]++;
+  size_t kept = 0;
+  for (size_t c = 0; c < p->m; c++) {
+    if (count[c] <= k)
+      continue;
+    memmove(p->centroid + kept * p->d, p->centroid + c * p->d, p->d * sizeof(double));
+    p->centroid_sq[kept++] = p->centroid_sq[c];
+  }
+  g_free(count);
+  const gboolean dropped = kept < p->m;
+  p->m = kept;
+  return dropped;
+}
+
+/* Each cluster's rows, ascending, in members (a counting sort by cluster). */
+static void knnwb_partition_index(KnnwbPartition *p)
+{
+  memset(p->start, 0, (p->m + 1) * sizeof(size_t));
+  for (size_t i = 0; i < p->n; i++)
+    p->start[p->cluster_of[i] + 1]++;
+  for (size_t c = 0; c < p->m; c++)
+    p->start[c + 1] += p->start[c];
+  size_t *next = g_new(size_t, p->m);
+  memcpy(next, p->start, p->m * sizeof(size_t));
+  for (size_t i = 0; i < p->n; i++)
+    p->members[next[p->cluster_of[i]]++] = (int64_t)i;
+  g_free(next);
+}
+
+gboolean knnwb_partition_build(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
+                               size_t m, size_t k, int threads, const volatile gint *cancel)
+{
+  memset(p, 0, sizeof *p);
+  p->metric = metric;
+  p->n = data->n_rows;
+  p->d = data->n_cols;
+  p->m = MIN(m, p->n);
+  p->threads = threads;
+  p->centroid = g_try_new(double, p->m * p->d);
+  p->centroid_sq = g_try_new(double, p->m);
+  p->radius = g_try_new(double, p->m);
+  p->cluster_of = g_try_new(int32_t, p->n);
+  p->start = g_try_new(size_t, p->m + 1);
+  p->members = g_try_new(int64_t, p->n);
+  gboolean ok = p->centroid != NULL && p->centroid_sq != NULL && p->radius != NULL &&
+                p->cluster_of != NULL && p->start != NULL && p->members != NULL && p->m >= 2 &&
+                knnwb_partition_centroids(p, data);
+  /* Dropping a small cluster moves its rows to others: a few passes at most. */
+  for (int pass = 0; ok && pass < 4; pass++) {
+    ok = knnwb_partition_assign(p, data, cancel);
+    if (!ok || !knnwb_partition_drop_small(p, k))
+      break;
+    ok = p->m >= 2;
+    if (ok && pass == 3)
+      ok = knnwb_partition_assign(p, data, cancel) && !knnwb_partition_drop_small(p, k);
+  }
+  if (ok)
+    knnwb_partition_index(p);
+  else
+    knnwb_partition_clear(p);
+  return ok;
+}
+
+void knnwb_partition_clear(KnnwbPartition *p)
+{
+  g_clear_pointer(&p->centroid, g_free);
+  g_clear_pointer(&p->centroid_sq, g_free);
+  g_clear_pointer(&p->radius, g_free);
+  g_clear_pointer(&p->cluster_of, g_free);
+  g_clear_pointer(&p->start, g_free);
+  g_clear_pointer(&p->members, g_free);
+  p->m = 0;
+}

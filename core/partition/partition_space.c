@@ -1,0 +1,118 @@
+/*
+ * The bound space of the partitioned search: rows as double vectors in which the metric's
+ * distance is a monotone function of the Euclidean one (the triangle inequality holds there),
+ * and blocks of rows with their dot products with the centroids (one DGEMM per block).
+ *
+ * Rounding: bounds need only be bounds, not exact, so every distance here carries a margin far
+ * above double rounding (relative 1e-10 of the squared norms plus (4d + 16) units of roundoff),
+ * and the engine distance a row's k-th is compared in gets one too (chord_limit).
+ */
+#include <math.h>
+#include <string.h>
+#include <cblas.h>
+#include "partition/partition_internal.h"
+
+#define KNNWB_DOUBLE_ROUNDOFF (1.0 / 9007199254740992.0) /* 2^-53 */
+
+gboolean knnwb_partition_space_row(KnnwbMetric metric, const float *x, size_t d, double *v)
+{
+  for (size_t j = 0; j < d; j++)
+    v[j] = (double)x[j];
+  if (metric == KNNWB_METRIC_EUCLIDEAN)
+    return TRUE;
+  double mean = 0.0;
+  if (metric != KNNWB_METRIC_COSINE) {
+    for (size_t j = 0; j < d; j++)
+      mean += v[j];
+    mean /= (double)d;
+  }
+  double squares = 0.0;
+  for (size_t j = 0; j < d; j++) {
+    v[j] -= mean;
+    squares += v[j] * v[j];
+  }
+  if (!(squares > 0.0))
+    return FALSE;
+  const double scale = 1.0 / sqrt(squares);
+  for (size_t j = 0; j < d; j++)
+    v[j] *= scale;
+  return TRUE;
+}
+
+double knnwb_partition_chord_limit(KnnwbMetric metric, double distance, size_t d)
+{
+  /* The engine's double distances err by about d units of roundoff (relative for euclidean,
+   * absolute for 1 - r); 1e-9 is far above that for any d below 10^6. */
+  const double slack = MAX(1e-9, (4.0 * (double)d + 64.0) * KNNWB_DOUBLE_ROUNDOFF);
+  if (isinf(distance))
+    return distance;
+  if (metric == KNNWB_METRIC_EUCLIDEAN)
+    return distance * (1.0 + slack) + 1e-300;
+  return sqrt(2.0 * (MAX(distance, 0.0) + slack));
+}
+
+gboolean knnwb_partition_block_init(KnnwbPartitionBlock *block, size_t cap, size_t m, size_t d)
+{
+  memset(block, 0, sizeof *block);
+  block->cap = cap;
+  block->m = m;
+  block->d = d;
+  block->v = g_try_new(double, cap *d);
+  block->v_sq = g_try_new(double, cap);
+  block->dot = g_try_new(double, cap *m);
+  if (block->v == NULL || block->v_sq == NULL || block->dot == NULL) {
+    knnwb_partition_block_clear(block);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+void knnwb_partition_block_clear(KnnwbPartitionBlock *block)
+{
+  g_clear_pointer(&block->v, g_free);
+  g_clear_pointer(&block->v_sq, g_free);
+  g_clear_pointer(&block->dot, g_free);
+}
+
+gboolean knnwb_partition_block_fill(KnnwbPartitionBlock *block, KnnwbMetric metric,
+                                    const KnnwbMatrix *data, size_t first, size_t last,
+                                    const int64_t *rows, const double *centroid, size_t m)
+{
+  const size_t d = block->d;
+  block->rows = last - first;
+  g_assert(block->rows <= block->cap && m <= block->m);
+  for (size_t t = 0; t < block->rows; t++) {
+    const size_t row = rows != NULL ? (size_t)rows[first + t] : first + t;
+    double *v = block->v + t * d;
+    if (!knnwb_partition_space_row(metric, data->values + row * d, d, v))
+      return FALSE;
+    double squares = 0.0;
+    for (size_t j = 0; j < d; j++)
+      squares += v[j] * v[j];
+    block->v_sq[t] = squares;
+  }
+  knnwb_partition_block_dots(block, centroid, m);
+  return TRUE;
+}
+
+void knnwb_partition_block_dots(KnnwbPartitionBlock *block, const double *centroid, size_t m)
+{
+  g_assert(m <= block->m);
+  if (block->rows > 0 && m > 0 && centroid != NULL)
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)block->rows, (int)m, (int)block->d,
+                1.0, block->v, (int)block->d, centroid, (int)block->d, 0.0, block->dot, (int)m);
+}
+
+void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric metric,
+                                  const double *centroid_sq, size_t r, size_t j, double *lower,
+                                  double *upper)
+{
+  const double sq = block->v_sq[r] + centroid_sq[j], dot = block->dot[r * block->m + j];
+  /* |v|^2 + |c|^2 - 2 v.c in double: the products and sums err by at most about d units of
+   * roundoff times |v|^2 + |c|^2 (Cauchy-Schwarz), the rows' own rounding far less than 1e-10. */
+  const double margin = sq * (1e-10 + (4.0 * (double)block->d + 16.0) * KNNWB_DOUBLE_ROUNDOFF);
+  const double plain = sq - 2.0 * dot;
+  const double nearer = metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, sq + 2.0 * dot) : plain;
+  *lower = sqrt(MAX(nearer - margin, 0.0));
+  *upper = sqrt(MAX(plain + margin, 0.0));
+}

@@ -1,0 +1,273 @@
+/* The partitioned self search (core/partition/): forced on small clustered matrices, its lists
+ * must equal the plain search's byte for byte and the double brute force, for every metric it
+ * takes, with exact ties across clusters (integer lattices, duplicate rows) and odd sizes; the
+ * automatic choice must leave small or unclustered data to the plain search. */
+#include <math.h>
+#include <string.h>
+#include <knnwb/knnwb.h>
+#include "oracle.h"
+
+/* What the engine's debug messages said about the partitioned search in the last run. */
+static gboolean partition_done, partition_declined, partition_chosen;
+
+static void capture(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
+{
+  (void)domain;
+  (void)data;
+  if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partition: done") != NULL)
+    partition_done = TRUE;
+  if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "the plain search") != NULL)
+    partition_declined = TRUE;
+  if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partitioning") != NULL)
+    partition_chosen = TRUE;
+  if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
+    g_log_default_handler(domain, level, message, data);
+}
+
+/* n rows of d values around `clusters` centres (spread apart by `spread`); lattice: every value
+ * rounded to an integer, so that many distances tie exactly, within and across clusters. A few
+ * rows are copies of others. */
+static KnnwbMatrix *clustered(size_t n, size_t d, int clusters, double spread, gboolean lattice,
+                              guint32 seed)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  g_autofree double *centre = g_new(double, (size_t)clusters *d);
+  for (size_t i = 0; i < (size_t)clusters * d; i++)
+    centre[i] = spread * (g_rand_double(rand) * 2.0 - 1.0);
+  for (size_t i = 0; i < n; i++) {
+    const size_t c = (size_t)g_rand_int_range(rand, 0, clusters);
+    for (size_t j = 0; j < d; j++) {
+      const double u = g_rand_double_range(rand, 1e-12, 1.0), v = g_rand_double(rand);
+      const double x = centre[c * d + j] + 2.0 * sqrt(-2.0 * log(u)) * cos(2 * G_PI * v);
+      m->values[i * d + j] = lattice ? (float)rint(x) : (float)x;
+    }
+    /* no constant (or zero) rows: pearson and cosine refuse them */
+    gboolean constant = TRUE;
+    for (size_t j = 1; j < d; j++)
+      constant = constant && m->values[i * d + j] == m->values[i * d];
+    if (constant)
+      m->values[i * d] += 1.0f;
+  }
+  for (size_t i = 7; i + 3 < n; i += n / 5)
+    memcpy(m->values + (i + 3) * d, m->values + i * d, d * sizeof(float));
+  return m;
+}
+
+static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, const char *mode,
+                              const char *rows)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 2;
+  g_setenv("KNNWB_PARTITION", mode, TRUE);
+  g_setenv("KNNWB_PARTITION_ROWS", rows, TRUE);
+  partition_done = partition_declined = partition_chosen = FALSE;
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *nb = NULL;
+  g_assert_true(knnwb_knn_self(m, &options, &nb, &error));
+  g_assert_no_error(error);
+  return nb;
+}
+
+static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
+{
+  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
+  g_assert_cmpuint(a->k, ==, b->k);
+  const size_t slots = a->n_queries * a->k;
+  g_assert_cmpmem(a->indices, slots * sizeof(int64_t), b->indices, slots * sizeof(int64_t));
+  g_assert_cmpmem(a->distances, slots * sizeof(double), b->distances, slots * sizeof(double));
+  g_assert_cmpmem(a->n_found, a->n_queries * sizeof(int32_t), b->n_found,
+                  a->n_queries * sizeof(int32_t));
+}
+
+typedef struct {
+  size_t n, d, k;
+  int clusters;
+  double spread;
+  gboolean lattice;
+  const char *rows; /* target cluster size */
+} Case;
+
+static void check_case(const Case *c, KnnwbMetric metric, gboolean oracle)
+{
+  g_autoptr(KnnwbMatrix) m = clustered(c->n, c->d, c->clusters, c->spread, c->lattice, 17);
+  g_autoptr(KnnwbNeighbors) plain = search(m, metric, c->k, "off", c->rows);
+  g_assert_false(partition_done);
+  g_autoptr(KnnwbNeighbors) split = search(m, metric, c->k, "on", c->rows);
+  g_assert_true(partition_done);
+  assert_same_lists(plain, split);
+  if (oracle)
+    oracle_check(metric, m->values, m->n_rows, m->values, m->n_rows, m->n_cols, TRUE, split, 1e-9);
+}
+
+static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_COSINE,
+                                      KNNWB_METRIC_PEARSON, KNNWB_METRIC_ABS_PEARSON};
+
+/* Well-separated clusters: most pairs skipped, lists unchanged, equal to the oracle. */
+static void test_separated(void)
+{
+  const Case c = {.n = 3001, .d = 7, .k = 9, .clusters = 12, .spread = 60.0, .rows = "250"};
+  for (size_t t = 0; t < G_N_ELEMENTS(metrics); t++)
+    check_case(&c, metrics[t], TRUE);
+}
+
+/* Overlapping clusters on an integer lattice: exact ties at the k-th distance across cluster
+ * borders must still break by the lower row. */
+static void test_lattice_ties(void)
+{
+  const Case c = {
+      .n = 2503, .d = 3, .k = 17, .clusters = 9, .spread = 5.0, .lattice = TRUE, .rows = "200"};
+  for (size_t t = 0; t < G_N_ELEMENTS(metrics); t++)
+    check_case(&c, metrics[t], TRUE);
+}
+
+/* Larger k than most clusters hold: small clusters are merged away, lists unchanged. */
+static void test_large_k(void)
+{
+  const Case c = {.n = 4099, .d = 11, .k = 150, .clusters = 30, .spread = 30.0, .rows = "100"};
+  check_case(&c, KNNWB_METRIC_EUCLIDEAN, FALSE);
+  check_case(&c, KNNWB_METRIC_PEARSON, FALSE);
+}
+
+/* A plane configuration: group A at (0, +-1.585), group B at (10, 0), both tight, and one row at
+ * (4.9, 0). The row is nearer A's centroid (4.9 against 5.1) but nearer B's rows (5.1 against
+ * 5.15): its neighbour lies in the other cluster, just inside the bound (5.1 - B's radius against
+ * the row's 5.15 within A), so a bound a few percent too tight loses it. Euclidean: the plane
+ * itself; cosine: (1, x/100, y/100) with varying lengths; pearson: that direction in the plane
+ * of centred rows of 4 values, plus 4 (chords are the plane's distances / 100 to 0.1%). */
+static KnnwbMatrix *between(KnnwbMetric metric)
+{
+  const size_t per_group = 200, n = 2 * per_group + 1;
+  const size_t d = metric == KNNWB_METRIC_PEARSON ? 4 : 3;
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  g_autoptr(GRand) rand = g_rand_new_with_seed(11);
+  const double e[3][4] = {{1 / G_SQRT2, -1 / G_SQRT2, 0, 0},
+                          {1 / sqrt(6), 1 / sqrt(6), -2 / sqrt(6), 0},
+                          {1 / sqrt(12), 1 / sqrt(12), 1 / sqrt(12), -3 / sqrt(12)}};
+  for (size_t i = 0; i < n; i++) {
+    double x = g_rand_double_range(rand, -0.005, 0.005),
+           y = g_rand_double_range(rand, -0.005, 0.005);
+    if (i == per_group)
+      x = 4.9, y = 0.0;
+    else if (i > per_group)
+      x += 10.0;
+    else
+      y += i % 2 ? 1.585 : -1.585;
+    const double direction[3] = {1.0, x / 100.0, y / 100.0},
+                 length = g_rand_double_range(rand, 1, 3);
+    float *row = m->values + i * d;
+    for (size_t j = 0; j < d; j++) {
+      if (metric == KNNWB_METRIC_EUCLIDEAN)
+        row[j] = (float)(j == 0 ? x : j == 1 ? y : 0.0);
+      else if (metric == KNNWB_METRIC_COSINE)
+        row[j] = (float)(length * direction[j]);
+      else
+        row[j] = (float)(4.0 + length * (direction[0] * e[0][j] + direction[1] * e[1][j] +
+                                         direction[2] * e[2][j]));
+    }
+  }
+  return m;
+}
+
+static void test_neighbour_across(void)
+{
+  for (size_t t = 0; t < 3; t++) {
+    g_autoptr(KnnwbMatrix) m = between(metrics[t]);
+    g_autoptr(KnnwbNeighbors) plain = search(m, metrics[t], 1, "off", "200");
+    g_autoptr(KnnwbNeighbors) split = search(m, metrics[t], 1, "on", "200");
+    g_assert_true(partition_done);
+    g_assert_cmpint(plain->indices[200], >, 200); /* the row between has its neighbour across */
+    assert_same_lists(plain, split);
+  }
+}
+
+/* Cancels the run at its first progress report: the choice is made (and logged) by then. */
+static void cancel_at_once(uint64_t done, uint64_t total, void *data)
+{
+  (void)done;
+  (void)total;
+  g_atomic_int_set((gint *)data, 1);
+}
+
+/* What the automatic choice decides for m (the run itself cancelled at once). */
+static void auto_choice(const KnnwbMatrix *m, const char *rows)
+{
+  static gint cancel;
+  g_atomic_int_set(&cancel, 0);
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = KNNWB_METRIC_EUCLIDEAN;
+  options.k = 5;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 2;
+  options.cancel = &cancel;
+  options.progress = cancel_at_once;
+  options.progress_data = &cancel;
+  g_setenv("KNNWB_PARTITION", "auto", TRUE);
+  g_setenv("KNNWB_PARTITION_ROWS", rows, TRUE);
+  partition_done = partition_declined = partition_chosen = FALSE;
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *nb = NULL;
+  g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+  g_assert_false(partition_done);
+}
+
+/* The automatic choice: below the size threshold the plain search runs; on well-separated
+ * clusters it partitions; on data without clusters (one Gaussian cloud in 40 dimensions) the
+ * sample says the bounds would skip too little. */
+static void test_auto_choice(void)
+{
+  g_autoptr(KnnwbMatrix) small = clustered(2000, 5, 10, 50.0, FALSE, 3);
+  g_autoptr(KnnwbNeighbors) a = search(small, KNNWB_METRIC_EUCLIDEAN, 5, "auto", "100");
+  g_assert_false(partition_done);
+  g_assert_false(partition_chosen);
+  g_autoptr(KnnwbMatrix) separated = clustered(300007, 8, 40, 200.0, FALSE, 4);
+  auto_choice(separated, "20000");
+  g_assert_true(partition_chosen);
+  g_autoptr(KnnwbMatrix) cloud = clustered(300007, 40, 1, 0.0, FALSE, 5);
+  auto_choice(cloud, "20000");
+  g_assert_true(partition_declined);
+  g_assert_false(partition_chosen);
+}
+
+/* Rows without a direction (a constant row for pearson) leave the run to the plain search, which
+ * reports them as it always does. */
+static void test_degenerate_row(void)
+{
+  g_autoptr(KnnwbMatrix) m = clustered(1501, 6, 8, 40.0, FALSE, 9);
+  for (size_t j = 0; j < m->n_cols; j++)
+    m->values[700 * m->n_cols + j] = 2.5f;
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = KNNWB_METRIC_PEARSON;
+  options.k = 4;
+  options.backend = KNNWB_BACKEND_CPU;
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  g_setenv("KNNWB_PARTITION_ROWS", "100", TRUE);
+  partition_done = FALSE;
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *nb = NULL;
+  g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
+  g_assert_nonnull(error);
+  g_test_message("%s", error->message);
+  g_assert_nonnull(strstr(error->message, "row 700"));
+  g_assert_false(partition_done);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_log_set_default_handler(capture, NULL);
+  g_test_add_func("/partition/separated", test_separated);
+  g_test_add_func("/partition/lattice-ties", test_lattice_ties);
+  g_test_add_func("/partition/large-k", test_large_k);
+  g_test_add_func("/partition/neighbour-across", test_neighbour_across);
+  g_test_add_func("/partition/auto-choice", test_auto_choice);
+  g_test_add_func("/partition/degenerate-row", test_degenerate_row);
+  return g_test_run();
+}
