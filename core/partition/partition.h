@@ -22,7 +22,7 @@
  * matrices without absent or degenerate rows, at least KNNWB_PARTITION_MIN_ROWS rows, when a
  * sample of rows says the bounds skip most pairs. The environment overrides the choice:
  * KNNWB_PARTITION=off never, =on whenever it applies at all (any size, no sample: for tests);
- * KNNWB_PARTITION_ROWS sets the target cluster size (default KNNWB_PARTITION_TARGET_ROWS).
+ * KNNWB_PARTITION_ROWS sets the cluster size to aim at (default: the best of a few sizes).
  *
  * Returns TRUE with *result NULL when the path does not apply or gives up (the bounds skip too
  * little after all, memory is short): the caller runs the plain search. FALSE with error: as

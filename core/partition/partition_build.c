@@ -19,8 +19,31 @@
 extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
 
+typedef struct {
+  const KnnwbPartitionBlock *sample;
+  const double *centre;
+  double *nearest;
+  gboolean first;
+} KnnwbPartitionSeed;
+
+/* The squared distances of sample rows [first, last) to the newest seed, kept when nearer. */
+static void knnwb_partition_seed_rows(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionSeed *s = data;
+  const size_t d = s->sample->d;
+  for (size_t t = first; t < last; t++) {
+    double sq = 0.0;
+    for (size_t j = 0; j < d; j++) {
+      const double diff = s->sample->v[t * d + j] - s->centre[j];
+      sq += diff * diff;
+    }
+    s->nearest[t] = s->first ? sq : MIN(s->nearest[t], sq);
+  }
+}
+
 /* k-means++ seeds (a fixed seed: the same clusters every run) among the sample's rows. */
-static void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, double *centroid)
+static void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, int threads,
+                                 double *centroid)
 {
   const size_t s = sample->rows, d = sample->d;
   double *nearest = g_new(double, s);
@@ -42,14 +65,9 @@ static void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, do
       }
     }
     memcpy(centroid + c * d, sample->v + chosen * d, d * sizeof(double));
-    for (size_t t = 0; t < s; t++) {
-      double sq = 0.0;
-      for (size_t j = 0; j < d; j++) {
-        const double diff = sample->v[t * d + j] - centroid[c * d + j];
-        sq += diff * diff;
-      }
-      nearest[t] = c == 0 ? sq : MIN(nearest[t], sq);
-    }
+    KnnwbPartitionSeed seed = {
+        .sample = sample, .centre = centroid + c * d, .nearest = nearest, .first = c == 0};
+    knnwb_parallel_for(threads, s, 2048, knnwb_partition_seed_rows, &seed);
   }
   g_rand_free(rand);
   g_free(nearest);
@@ -81,53 +99,83 @@ static void knnwb_partition_squares(const double *centroid, size_t m, size_t d, 
   }
 }
 
+typedef struct {
+  KnnwbPartitionBlock *sample;
+  const double *centroid, *centroid_sq;
+  size_t m;
+  int32_t *label;
+} KnnwbPartitionLabels;
+
+static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionLabels *l = data;
+  knnwb_partition_block_dots_rows(l->sample, l->centroid, l->m, first, last);
+  for (size_t t = first; t < last; t++)
+    l->label[t] = (int32_t)knnwb_partition_nearest(l->sample, l->centroid_sq, l->m, t);
+}
+
+/* Every sample row's nearest centroid (the sample's dot products become those with centroid). */
+static void knnwb_partition_label(KnnwbPartitionBlock *sample, const double *centroid,
+                                  double *centroid_sq, size_t m, int threads, int32_t *label)
+{
+  knnwb_partition_squares(centroid, m, sample->d, centroid_sq);
+  KnnwbPartitionLabels l = {
+      .sample = sample, .centroid = centroid, .centroid_sq = centroid_sq, .m = m, .label = label};
+  knnwb_parallel_for(threads, sample->rows, 1024, knnwb_partition_label_rows, &l);
+}
+
 /* Lloyd rounds on the sample (centroids of no sample row stay where they are). */
-static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, double *centroid,
-                                  double *centroid_sq)
+static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
+                                  double *centroid, double *centroid_sq, int32_t *label)
 {
   const size_t s = sample->rows, d = sample->d;
   double *sum = g_new(double, m *d);
   size_t *count = g_new(size_t, m);
   for (int round = 0; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
-    knnwb_partition_squares(centroid, m, d, centroid_sq);
-    knnwb_partition_block_dots(sample, centroid, m);
+    knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
     memset(sum, 0, m * d * sizeof(double));
     memset(count, 0, m * sizeof(size_t));
     for (size_t t = 0; t < s; t++) {
-      const size_t c = knnwb_partition_nearest(sample, centroid_sq, m, t);
-      count[c]++;
+      count[label[t]]++;
       for (size_t j = 0; j < d; j++)
-        sum[c * d + j] += sample->v[t * d + j];
+        sum[(size_t)label[t] * d + j] += sample->v[t * d + j];
     }
     for (size_t c = 0; c < m; c++)
       for (size_t j = 0; count[c] > 0 && j < d; j++)
         centroid[c * d + j] = sum[c * d + j] / (double)count[c];
   }
-  knnwb_partition_squares(centroid, m, d, centroid_sq);
+  knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
   g_free(count);
   g_free(sum);
 }
 
-/* The centroids from a sample of the rows; FALSE when a sample row has no direction. */
-static gboolean knnwb_partition_centroids(KnnwbPartition *p, const KnnwbMatrix *data)
+gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
+                                     KnnwbMetric metric, size_t m_max)
 {
-  const size_t n = p->n, d = p->d;
-  size_t s = MIN(n, MAX(p->m * 64, (size_t)16384));
-  s = MIN(s, MAX(p->m * 4, KNNWB_PARTITION_SAMPLE_VALUES / MAX(d, (size_t)1)));
+  const size_t n = data->n_rows, d = data->n_cols;
+  size_t s = MIN(n, MAX(m_max * 64, (size_t)16384));
+  s = MIN(s, MAX(m_max * 4, KNNWB_PARTITION_SAMPLE_VALUES / MAX(d, (size_t)1)));
   s = MIN(s, n);
   int64_t *rows = g_new(int64_t, s);
   for (size_t t = 0; t < s; t++)
     rows[t] = (int64_t)((t * (uint64_t)n) / s);
-  KnnwbPartitionBlock sample;
-  gboolean ok = knnwb_partition_block_init(&sample, s, p->m, d) &&
-                knnwb_partition_block_fill(&sample, p->metric, data, 0, s, rows, NULL, 0);
-  if (ok) {
-    knnwb_partition_seed(&sample, p->m, p->centroid);
-    knnwb_partition_lloyd(&sample, p->m, p->centroid, p->centroid_sq);
+  gboolean ok = knnwb_partition_block_init(sample, s, m_max, d);
+  if (ok && !knnwb_partition_block_fill(sample, metric, data, 0, s, rows, NULL, 0)) {
+    knnwb_partition_block_clear(sample);
+    ok = FALSE;
   }
-  knnwb_partition_block_clear(&sample);
   g_free(rows);
   return ok;
+}
+
+void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+                            double *centroid_sq, int32_t *label)
+{
+  const int saved_blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  knnwb_partition_seed(sample, m, threads, centroid);
+  knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
+  openblas_set_num_threads(saved_blas_threads);
 }
 
 typedef struct {
@@ -223,24 +271,15 @@ static void knnwb_partition_index(KnnwbPartition *p)
   g_free(next);
 }
 
-gboolean knnwb_partition_build(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
-                               size_t m, size_t k, int threads, const volatile gint *cancel)
+gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
+                                    const volatile gint *cancel)
 {
-  memset(p, 0, sizeof *p);
-  p->metric = metric;
-  p->n = data->n_rows;
-  p->d = data->n_cols;
-  p->m = MIN(m, p->n);
-  p->threads = threads;
-  p->centroid = g_try_new(double, p->m * p->d);
-  p->centroid_sq = g_try_new(double, p->m);
   p->radius = g_try_new(double, p->m);
   p->cluster_of = g_try_new(int32_t, p->n);
   p->start = g_try_new(size_t, p->m + 1);
   p->members = g_try_new(int64_t, p->n);
-  gboolean ok = p->centroid != NULL && p->centroid_sq != NULL && p->radius != NULL &&
-                p->cluster_of != NULL && p->start != NULL && p->members != NULL && p->m >= 2 &&
-                knnwb_partition_centroids(p, data);
+  gboolean ok = p->radius != NULL && p->cluster_of != NULL && p->start != NULL &&
+                p->members != NULL && p->m >= 2;
   /* Dropping a small cluster moves its rows to others: a few passes at most. */
   for (int pass = 0; ok && pass < 4; pass++) {
     ok = knnwb_partition_assign(p, data, cancel);

@@ -11,11 +11,10 @@
 
 /* Below this many rows the automatic choice keeps the plain search. */
 #define KNNWB_PARTITION_MIN_ROWS ((size_t)262144)
-/* The cluster size aimed at: large enough for a GPU's tiles and a few sub-searches in all. */
-#define KNNWB_PARTITION_TARGET_ROWS ((size_t)65536)
 /* The automatic choice partitions when the sample says at most this share of the plain search's
- * pairs remains, and gives up after the clusters' own lists when more than the second does. */
-#define KNNWB_PARTITION_SAMPLE_SHARE 0.3
+ * work remains, and gives up after the clusters' own lists when more than the second share of its
+ * pairs does. */
+#define KNNWB_PARTITION_SAMPLE_SHARE 0.6
 #define KNNWB_PARTITION_GIVE_UP_SHARE 0.6
 
 typedef enum { KNNWB_PARTITION_AUTO, KNNWB_PARTITION_OFF, KNNWB_PARTITION_ON } KnnwbPartitionMode;
@@ -66,6 +65,10 @@ gboolean knnwb_partition_block_fill(KnnwbPartitionBlock *block, KnnwbMetric metr
 
 /* The block's dot products with the m centroids (m x d, row-major; NULL or m = 0: none). */
 void knnwb_partition_block_dots(KnnwbPartitionBlock *block, const double *centroid, size_t m);
+/* The same for rows [first, last) of the block only (one DGEMM; callers split rows over threads
+ * with OpenBLAS set to one thread). */
+void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *centroid, size_t m,
+                                     size_t first, size_t last);
 
 /* Lower and upper bounds of the chord between row r of the block and centroid j (|c_j|^2 is
  * centroid_sq); abs-pearson takes the nearer of c_j and -c_j. */
@@ -73,19 +76,61 @@ void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric 
                                   const double *centroid_sq, size_t r, size_t j, double *lower,
                                   double *upper);
 
-/* The clusters of data (partition_build.c): k-means on a sample for about m centroids, every
- * row to its nearest, clusters of at most k rows merged away. FALSE (nothing allocated) when
- * fewer than two clusters remain, a row has no direction, memory is short or cancel is set. */
-gboolean knnwb_partition_build(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
-                               size_t m, size_t k, int threads, const volatile gint *cancel);
+/* The clusters (partition_build.c). An evenly spread sample of the rows in the bound space, room
+ * for the dot products with up to m_max centroids; FALSE when a row has no direction or memory is
+ * short. */
+gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
+                                     KnnwbMetric metric, size_t m_max);
+/* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds): m centroids
+ * (m x d), their squared norms, each sample row's nearest (label); the sample's dot products are
+ * then those with these centroids. */
+void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+                            double *centroid_sq, int32_t *label);
+/* Every row to its nearest of p's centroids (p->m, p->centroid, p->centroid_sq set), the radii,
+ * clusters of at most k rows dropped and their rows moved on, members indexed. FALSE (p cleared)
+ * when fewer than two clusters remain, a row has no direction, memory is short or cancel is set. */
+gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
+                                    const volatile gint *cancel);
 void knnwb_partition_clear(KnnwbPartition *p);
+
+/*
+ * One partitioned run (partition.c, partition_search.c). Sub-searches run on `workers` threads at
+ * once, each on its own GPU (devices[w]) or, for a CPU run, one worker with every thread: small
+ * clusters keep one GPU busy only a few milliseconds, so GPUs share clusters, not tiles.
+ */
+typedef struct {
+  const KnnwbMatrix *data;
+  const KnnwbKnnOptions *options;
+  KnnwbPartition *p;
+  KnnwbNeighbors *lists;
+  size_t k, d;
+  int workers, threads_per_worker;
+  int *devices;         /* workers GPU ordinals, or NULL for a CPU run */
+  int64_t *query_start; /* m + 1: each cluster's visitors in queries */
+  int64_t *queries;
+  GMutex lock; /* merges into shared lists, the first error */
+  GMutex progress_lock;
+  double done, total; /* pairs */
+  double *inflight;   /* per worker: its sub-search's pairs, and their share done */
+  GError *error;
+  gint failed;
+} KnnwbPartitionRun;
+
+/* Phase one: every cluster's rows among themselves, into run->lists (partition_search.c). */
+gboolean knnwb_partition_own_lists(KnnwbPartitionRun *run, GError **error);
+/* Phase two: every cluster against the rows of other clusters its bound cannot rule out
+ * (run->query_start, run->queries), merged into their lists. */
+gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error);
 
 /* The choice (partition_plan.c). */
 KnnwbPartitionMode knnwb_partition_mode(void);
-/* The clusters to aim at for n rows and k neighbours (0: too few rows to split). */
-size_t knnwb_partition_cluster_count(size_t n, size_t k);
-/* The share of the plain search's pairs that the partitioned search is expected to score, from
- * a sample of rows (their k-th distance in their own cluster, in the bound space). */
-double knnwb_partition_expected_share(const KnnwbPartition *p, const KnnwbMatrix *data, size_t k);
+/*
+ * The clusters to search with, if any: k-means for a few cluster counts on a sample, each judged
+ * by the work it would leave (pairs scored, plus what each sub-search and each row searched cost
+ * on the backend: gpu or not), the cheapest kept in p (m, centroids) with *share, its work over
+ * the plain search's. FALSE when no count applies (too few rows) or memory is short.
+ */
+gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
+                                size_t k, int threads, gboolean gpu, double *share);
 
 #endif

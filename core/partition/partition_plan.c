@@ -1,6 +1,10 @@
 /*
- * When the partitioned search runs: the environment's override, the number of clusters, and the
- * estimate, from a sample of rows, of the pairs it would score.
+ * When the partitioned search runs, and with how many clusters: k-means on a sample for a few
+ * cluster counts, each judged from the sample alone (no pass over all rows) by the work it would
+ * leave: the pairs scored within clusters and between each row and the clusters its bound cannot
+ * rule out, plus a cost per sub-search and per row searched (a GPU call costs about 20 ms and
+ * 0.5 us a row whatever its size, a CPU call little: measured on one H200 and 16 cores at
+ * d = 50), in pairs of the plain search. Only the speed depends on it.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -8,8 +12,16 @@
 #include <knnwb/parallel.h>
 #include "partition/partition_internal.h"
 
-/* Rows of the sample the estimate is drawn from. */
-#define KNNWB_PARTITION_SAMPLE_ROWS ((size_t)256)
+/* Sample rows whose k-th distance is estimated, at most. */
+#define KNNWB_PARTITION_ESTIMATE_ROWS ((size_t)512)
+
+/* Costs in pairs of the plain search: per sub-search, per row searched. */
+typedef struct {
+  double call, row;
+} KnnwbPartitionCosts;
+
+static const KnnwbPartitionCosts knnwb_partition_gpu_costs = {6e9, 2e5};
+static const KnnwbPartitionCosts knnwb_partition_cpu_costs = {2e7, 1e3};
 
 KnnwbPartitionMode knnwb_partition_mode(void)
 {
@@ -21,104 +33,177 @@ KnnwbPartitionMode knnwb_partition_mode(void)
   return KNNWB_PARTITION_AUTO;
 }
 
-size_t knnwb_partition_cluster_count(size_t n, size_t k)
-{
-  size_t target = KNNWB_PARTITION_TARGET_ROWS;
-  const char *v = g_getenv("KNNWB_PARTITION_ROWS");
-  if (v != NULL && strtoull(v, NULL, 10) > 0)
-    target = (size_t)strtoull(v, NULL, 10);
-  /* Clusters of a few times k rows at least, or the rows' own lists cover little. */
-  target = MAX(target, 4 * (k + 1));
-  const size_t m = MIN(n / target, (size_t)4096);
-  return m >= 2 ? m : 0;
-}
-
-typedef struct {
-  const KnnwbPartition *p;
-  const KnnwbMatrix *data;
-  const KnnwbPartitionBlock *sample;
-  const int64_t *rows;
-  size_t k;
-  double *visited; /* per sample row: the rows of the other clusters it would be searched against */
-} KnnwbPartitionEstimate;
-
 static int knnwb_partition_double_compare(const void *a, const void *b)
 {
   const double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : (x > y);
 }
 
-/* Sample rows [first, last): the k-th chord within their cluster, then the other clusters whose
- * bound does not rule them out. */
+/* The sample's view of m clusters: sizes scaled to n rows, radii, and for a few sample rows the
+ * k-th chord in their cluster (the j-th among its sample rows, j = k s / n) and the rows of other
+ * clusters they would visit. Returns the work in pairs of the plain search. */
+typedef struct {
+  const KnnwbPartitionBlock *sample;
+  const int32_t *label;
+  const double *centroid_sq;
+  size_t m, n, k;
+  KnnwbMetric metric;
+} KnnwbPartitionSampleView;
+
+/* Per evaluated sample row: the rows of other clusters it would visit, and how many clusters. */
+typedef struct {
+  const KnnwbPartitionSampleView *view;
+  const double *size, *radius;
+  size_t rank, e;
+  double *visit_pairs, *visit_clusters; /* per evaluated row */
+} KnnwbPartitionEstimate;
+
 static void knnwb_partition_estimate_rows(size_t first, size_t last, void *data)
 {
-  KnnwbPartitionEstimate *e = data;
-  const KnnwbPartition *p = e->p;
-  const size_t d = p->d;
-  double *w = g_new(double, d);
-  for (size_t t = first; t < last; t++) {
-    const size_t row = (size_t)e->rows[t], c = (size_t)p->cluster_of[row];
-    const size_t size = p->start[c + 1] - p->start[c];
-    const double *v = e->sample->v + t * d;
-    double *chord = g_new(double, size);
+  const KnnwbPartitionEstimate *est = data;
+  const KnnwbPartitionSampleView *view = est->view;
+  const KnnwbPartitionBlock *sample = view->sample;
+  const size_t s = sample->rows, d = sample->d;
+  double *chord = g_new(double, s);
+  for (size_t u = first; u < last; u++) {
+    const size_t t = (u * s) / est->e, c = (size_t)view->label[t];
     size_t found = 0;
-    for (size_t u = p->start[c]; u < p->start[c + 1]; u++) {
-      if ((size_t)p->members[u] == row ||
-          !knnwb_partition_space_row(p->metric, e->data->values + p->members[u] * d, d, w))
+    for (size_t o = 0; o < s; o++) {
+      if (o == t || (size_t)view->label[o] != c)
         continue;
       double plain = 0.0, flipped = 0.0;
       for (size_t j = 0; j < d; j++) {
-        plain += (v[j] - w[j]) * (v[j] - w[j]);
-        flipped += (v[j] + w[j]) * (v[j] + w[j]);
+        const double x = sample->v[t * d + j], y = sample->v[o * d + j];
+        plain += (x - y) * (x - y);
+        flipped += (x + y) * (x + y);
       }
-      chord[found++] = sqrt(p->metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, flipped) : plain);
+      chord[found++] = sqrt(view->metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, flipped) : plain);
     }
     double limit = HUGE_VAL;
-    if (found >= e->k) {
+    if (found >= est->rank) {
       qsort(chord, found, sizeof(double), knnwb_partition_double_compare);
-      limit = chord[e->k - 1] * (1.0 + 1e-6);
+      limit = chord[est->rank - 1];
     }
-    g_free(chord);
-    double visited = 0.0;
-    for (size_t j = 0; j < p->m; j++) {
+    double pairs = 0.0, clusters = 0.0;
+    for (size_t j = 0; j < view->m; j++) {
       double lower, upper;
-      knnwb_partition_block_bounds(e->sample, p->metric, p->centroid_sq, t, j, &lower, &upper);
-      if (j != c && lower - p->radius[j] <= limit)
-        visited += (double)(p->start[j + 1] - p->start[j]);
+      knnwb_partition_block_bounds(sample, view->metric, view->centroid_sq, t, j, &lower, &upper);
+      if (j != c && est->size[j] > 0 && lower - est->radius[j] <= limit) {
+        pairs += est->size[j];
+        clusters += 1.0;
+      }
     }
-    e->visited[t] = visited;
+    est->visit_pairs[u] = pairs;
+    est->visit_clusters[u] = clusters;
   }
-  g_free(w);
+  g_free(chord);
 }
 
-double knnwb_partition_expected_share(const KnnwbPartition *p, const KnnwbMatrix *data, size_t k)
+static double knnwb_partition_sample_work(const KnnwbPartitionSampleView *view,
+                                          KnnwbPartitionCosts costs, int threads)
 {
-  const size_t s = MIN(p->n, KNNWB_PARTITION_SAMPLE_ROWS);
-  int64_t *rows = g_new(int64_t, s);
-  for (size_t t = 0; t < s; t++)
-    rows[t] = (int64_t)(((2 * t + 1) * (uint64_t)p->n) / (2 * s));
-  KnnwbPartitionBlock sample;
-  double share = HUGE_VAL;
-  if (knnwb_partition_block_init(&sample, s, p->m, p->d) &&
-      knnwb_partition_block_fill(&sample, p->metric, data, 0, s, rows, p->centroid, p->m)) {
-    KnnwbPartitionEstimate e = {.p = p,
-                                .data = data,
-                                .sample = &sample,
-                                .rows = rows,
-                                .k = k,
-                                .visited = g_new0(double, s)};
-    knnwb_parallel_for(p->threads, s, 1, knnwb_partition_estimate_rows, &e);
-    double own = 0.0, other = 0.0;
-    for (size_t c = 0; c < p->m; c++)
-      own +=
-          0.5 * (double)(p->start[c + 1] - p->start[c]) * (double)(p->start[c + 1] - p->start[c]);
-    for (size_t t = 0; t < s; t++)
-      other += e.visited[t];
-    other *= (double)p->n / (double)s;
-    share = (own + other) / (0.5 * (double)p->n * (double)p->n);
-    g_free(e.visited);
+  const KnnwbPartitionBlock *sample = view->sample;
+  const size_t s = sample->rows, m = view->m;
+  const double scale = (double)view->n / (double)s;
+  double *size = g_new0(double, m), *radius = g_new0(double, m);
+  for (size_t t = 0; t < s; t++) {
+    double lower, upper;
+    const size_t c = (size_t)view->label[t];
+    knnwb_partition_block_bounds(sample, view->metric, view->centroid_sq, t, c, &lower, &upper);
+    size[c] += scale;
+    radius[c] = MAX(radius[c], upper);
   }
+  const size_t e = MIN(s, KNNWB_PARTITION_ESTIMATE_ROWS);
+  KnnwbPartitionEstimate est = {.view = view,
+                                .size = size,
+                                .radius = radius,
+                                .e = e,
+                                .rank = MAX((size_t)1, (size_t)llround((double)view->k / scale)),
+                                .visit_pairs = g_new0(double, e),
+                                .visit_clusters = g_new0(double, e)};
+  knnwb_parallel_for(threads, e, 8, knnwb_partition_estimate_rows, &est);
+  double own = 0.0, visit_pairs = 0.0, visit_rows = 0.0;
+  for (size_t c = 0; c < m; c++)
+    own += 0.5 * size[c] * size[c];
+  for (size_t u = 0; u < e; u++) {
+    visit_pairs += est.visit_pairs[u];
+    visit_rows += est.visit_clusters[u];
+  }
+  const double per_row = (double)view->n / (double)e;
+  g_free(est.visit_pairs);
+  g_free(est.visit_clusters);
+  g_free(size);
+  g_free(radius);
+  return own + visit_pairs * per_row + costs.call * 2.0 * (double)m +
+         costs.row * ((double)view->n + visit_rows * per_row);
+}
+
+/* The cluster counts to try for n rows and k neighbours: KNNWB_PARTITION_ROWS rows a cluster
+ * when set, else clusters of 128 Ki, 32 Ki, 8 Ki and 2 Ki rows; never fewer than 4 (k + 1) rows a
+ * cluster nor more than 4096 clusters. Returns how many (0: too few rows to split). */
+#define KNNWB_PARTITION_COUNTS 4
+static size_t knnwb_partition_counts(size_t n, size_t k, size_t counts[KNNWB_PARTITION_COUNTS])
+{
+  size_t targets[KNNWB_PARTITION_COUNTS] = {131072, 32768, 8192, 2048},
+         n_targets = KNNWB_PARTITION_COUNTS;
+  const char *v = g_getenv("KNNWB_PARTITION_ROWS");
+  if (v != NULL && strtoull(v, NULL, 10) > 0) {
+    targets[0] = (size_t)strtoull(v, NULL, 10);
+    n_targets = 1;
+  }
+  size_t found = 0;
+  for (size_t t = 0; t < n_targets; t++) {
+    const size_t m = MIN(n / MAX(targets[t], 4 * (k + 1)), (size_t)4096);
+    if (m >= 2 && (found == 0 || m != counts[found - 1]))
+      counts[found++] = m;
+  }
+  return found;
+}
+
+gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
+                                size_t k, int threads, gboolean gpu, double *share)
+{
+  size_t counts[KNNWB_PARTITION_COUNTS];
+  const size_t n_counts = knnwb_partition_counts(data->n_rows, k, counts);
+  memset(p, 0, sizeof *p);
+  KnnwbPartitionBlock sample;
+  if (n_counts == 0 || !knnwb_partition_sample_init(&sample, data, metric, counts[n_counts - 1]))
+    return FALSE;
+  const KnnwbPartitionCosts costs = gpu ? knnwb_partition_gpu_costs : knnwb_partition_cpu_costs;
+  const double n = (double)data->n_rows, plain = 0.5 * n * n + costs.row * n + costs.call;
+  int32_t *label = g_new(int32_t, sample.rows);
+  double best = HUGE_VAL;
+  for (size_t t = 0; t < n_counts; t++) {
+    const size_t m = counts[t], d = data->n_cols;
+    double *centroid = g_new(double, m *d), *centroid_sq = g_new(double, m);
+    knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);
+    const KnnwbPartitionSampleView view = {.sample = &sample,
+                                           .label = label,
+                                           .centroid_sq = centroid_sq,
+                                           .m = m,
+                                           .n = data->n_rows,
+                                           .k = k,
+                                           .metric = metric};
+    const double work = knnwb_partition_sample_work(&view, costs, threads);
+    g_debug("knnwb: partition: %zu clusters would leave %.1f%% of the work", m,
+            100.0 * work / plain);
+    if (work < best) {
+      best = work;
+      g_free(p->centroid);
+      g_free(p->centroid_sq);
+      p->centroid = g_steal_pointer(&centroid);
+      p->centroid_sq = g_steal_pointer(&centroid_sq);
+      p->m = m;
+    }
+    g_free(centroid);
+    g_free(centroid_sq);
+  }
+  g_free(label);
   knnwb_partition_block_clear(&sample);
-  g_free(rows);
-  return share;
+  p->metric = metric;
+  p->n = data->n_rows;
+  p->d = data->n_cols;
+  p->threads = threads;
+  *share = best / plain;
+  return TRUE;
 }

@@ -97,10 +97,18 @@ gboolean knnwb_partition_block_fill(KnnwbPartitionBlock *block, KnnwbMetric metr
 
 void knnwb_partition_block_dots(KnnwbPartitionBlock *block, const double *centroid, size_t m)
 {
-  g_assert(m <= block->m);
-  if (block->rows > 0 && m > 0 && centroid != NULL)
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)block->rows, (int)m, (int)block->d,
-                1.0, block->v, (int)block->d, centroid, (int)block->d, 0.0, block->dot, (int)m);
+  knnwb_partition_block_dots_rows(block, centroid, m, 0, block->rows);
+}
+
+void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *centroid, size_t m,
+                                     size_t first, size_t last)
+{
+  g_assert(m <= block->m && last <= block->rows);
+  /* dot is rows x block->m whatever m is: readers index it by block->m */
+  if (last > first && m > 0 && centroid != NULL)
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(last - first), (int)m, (int)block->d,
+                1.0, block->v + first * block->d, (int)block->d, centroid, (int)block->d, 0.0,
+                block->dot + first * block->m, (int)block->m);
 }
 
 void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric metric,

@@ -1,0 +1,319 @@
+/*
+ * The sub-searches of a partitioned run: a pool of workers takes clusters, largest first, gathers
+ * their rows (which keep their order, so ties still break by the lower row), runs the plain
+ * engine on them and writes or merges the lists. Every list stays sorted by (engine distance,
+ * row); the merged list of a row is the best k of the union whatever order the clusters finish
+ * in, so any number of workers gives the same bytes.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/parallel.h>
+#include "partition/partition_internal.h"
+
+/* Pairs per unit of progress (an 8192 x 8192 tile, as the plain search counts). */
+#define KNNWB_PARTITION_PROGRESS_UNIT 67108864.0
+/* Below this many multiply-adds (pairs x columns) a sub-search runs on the CPU even in a GPU run:
+ * a GPU call costs about ten milliseconds whatever its size. */
+#define KNNWB_PARTITION_CPU_WORK 1e9
+
+typedef struct {
+  KnnwbPartitionRun *run;
+  int index;
+  float *reference_rows, *query_rows;
+  size_t reference_cap, query_cap; /* rows */
+} KnnwbPartitionWorker;
+
+typedef gboolean (*KnnwbPartitionItem)(KnnwbPartitionWorker *worker, size_t cluster,
+                                       GError **error);
+
+/* A sub-search's progress, with every worker's, as a share of the run's pairs. */
+static void knnwb_partition_progress(uint64_t done, uint64_t total, void *data)
+{
+  KnnwbPartitionWorker *worker = data;
+  KnnwbPartitionRun *run = worker->run;
+  if (!g_mutex_trylock(&run->progress_lock))
+    return;
+  const double step = run->inflight[worker->index * 2];
+  run->inflight[worker->index * 2 + 1] = total > 0 ? step * (double)done / (double)total : 0.0;
+  double at = run->done;
+  for (int w = 0; w < run->workers; w++)
+    at += run->inflight[w * 2 + 1];
+  run->options->progress((uint64_t)(at / KNNWB_PARTITION_PROGRESS_UNIT),
+                         (uint64_t)ceil(MAX(run->total, at) / KNNWB_PARTITION_PROGRESS_UNIT),
+                         run->options->progress_data);
+  g_mutex_unlock(&run->progress_lock);
+}
+
+typedef struct {
+  const KnnwbMatrix *data;
+  const int64_t *rows;
+  float *out;
+} KnnwbPartitionGather;
+
+static void knnwb_partition_gather_rows(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionGather *g = data;
+  const size_t d = g->data->n_cols;
+  for (size_t t = first; t < last; t++)
+    memcpy(g->out + t * d, g->data->values + (size_t)g->rows[t] * d, d * sizeof(float));
+}
+
+/* rows[0 .. count) of the data, in that order, as a matrix over *buffer (grown as needed); NULL
+ * when memory is short. */
+static KnnwbMatrix *knnwb_partition_gather(const KnnwbPartitionWorker *worker, const int64_t *rows,
+                                           size_t count, float **buffer, size_t *cap,
+                                           GError **error)
+{
+  const KnnwbPartitionRun *run = worker->run;
+  if (count > *cap) {
+    g_free(*buffer);
+    *buffer = g_try_new(float, count * run->d);
+    *cap = *buffer != NULL ? count : 0;
+    if (*buffer == NULL) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "cannot allocate %zu x %zu floats for a cluster's rows", count, run->d);
+      return NULL;
+    }
+  }
+  KnnwbPartitionGather g = {.data = run->data, .rows = rows, .out = *buffer};
+  knnwb_parallel_for(run->threads_per_worker, count, 4096, knnwb_partition_gather_rows, &g);
+  return knnwb_matrix_new_wrapped(count, run->d, *buffer, NULL, NULL);
+}
+
+/* One sub-search on the worker's GPU (or the CPU when it is small or the run is a CPU run). */
+static KnnwbNeighbors *knnwb_partition_search(KnnwbPartitionWorker *worker,
+                                              const KnnwbMatrix *query,
+                                              const KnnwbMatrix *reference, size_t k, double pairs,
+                                              GError **error)
+{
+  KnnwbPartitionRun *run = worker->run;
+  KnnwbKnnOptions options = *run->options;
+  options.k = k;
+  options.group = NULL;
+  options.n_threads = run->threads_per_worker;
+  if (run->devices != NULL && pairs * (double)run->d < KNNWB_PARTITION_CPU_WORK) {
+    options.backend = KNNWB_BACKEND_CPU;
+  } else if (run->devices != NULL) {
+    options.devices = run->devices + worker->index;
+    options.n_devices = 1;
+  }
+  if (run->options->progress != NULL) {
+    options.progress = knnwb_partition_progress;
+    options.progress_data = worker;
+  }
+  g_mutex_lock(&run->progress_lock);
+  run->inflight[worker->index * 2] = pairs;
+  g_mutex_unlock(&run->progress_lock);
+  KnnwbNeighbors *lists = NULL;
+  gboolean ok = reference == NULL ? knnwb_knn_self(query, &options, &lists, error)
+                                  : knnwb_knn_query(query, reference, &options, &lists, error);
+  g_mutex_lock(&run->progress_lock);
+  run->done += pairs;
+  run->inflight[worker->index * 2] = run->inflight[worker->index * 2 + 1] = 0.0;
+  g_mutex_unlock(&run->progress_lock);
+  if (!ok)
+    return NULL;
+  g_mutex_lock(&run->lock);
+  run->lists->screen_used = lists->screen_used;
+  run->lists->n_reselected += lists->n_reselected;
+  run->lists->n_exhaustive += lists->n_exhaustive;
+  g_mutex_unlock(&run->lock);
+  return lists;
+}
+
+typedef struct {
+  KnnwbPartitionRun *run;
+  const KnnwbNeighbors *found;
+  const int64_t *rows, *members; /* the searched rows; the reference's rows (NULL: rows) */
+  size_t k_found;
+} KnnwbPartitionLists;
+
+/* The clusters' own lists [first, last) into the run's lists, in row numbers of the data. */
+static void knnwb_partition_copy_rows(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionLists *l = data;
+  const size_t k = l->run->k;
+  for (size_t t = first; t < last; t++) {
+    const size_t i = (size_t)l->rows[t];
+    for (size_t r = 0; r < k; r++) {
+      const int64_t local = l->found->indices[t * k + r];
+      l->run->lists->indices[i * k + r] = local >= 0 ? l->rows[local] : -1;
+      l->run->lists->distances[i * k + r] = l->found->distances[t * k + r];
+    }
+    l->run->lists->n_found[i] = l->found->n_found[t];
+  }
+}
+
+/* Visitors [first, last): their lists so far and what they found in the cluster, merged by
+ * (distance, row); the row sets are disjoint, so no pair appears twice. */
+static void knnwb_partition_merge_rows(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionLists *l = data;
+  const size_t k = l->run->k, kf = l->k_found;
+  int64_t *index = g_new(int64_t, k);
+  double *distance = g_new(double, k);
+  for (size_t t = first; t < last; t++) {
+    const size_t i = (size_t)l->rows[t];
+    int64_t *li = l->run->lists->indices + i * k;
+    double *ld = l->run->lists->distances + i * k;
+    const int64_t *fi = l->found->indices + t * kf;
+    const double *fd = l->found->distances + t * kf;
+    size_t a = 0, b = 0;
+    for (size_t r = 0; r < k; r++) {
+      const int64_t bi = b < kf && fi[b] >= 0 ? l->members[fi[b]] : -1;
+      const gboolean take_b =
+          bi >= 0 && (a >= k || li[a] < 0 || fd[b] < ld[a] || (fd[b] == ld[a] && bi < li[a]));
+      index[r] = take_b ? bi : li[a];
+      distance[r] = take_b ? fd[b++] : ld[a++];
+    }
+    memcpy(li, index, k * sizeof(int64_t));
+    memcpy(ld, distance, k * sizeof(double));
+  }
+  g_free(index);
+  g_free(distance);
+}
+
+/* Phase one's item: cluster c's rows among themselves. */
+static gboolean knnwb_partition_own_item(KnnwbPartitionWorker *worker, size_t c, GError **error)
+{
+  KnnwbPartitionRun *run = worker->run;
+  const KnnwbPartition *p = run->p;
+  const int64_t *members = p->members + p->start[c];
+  const size_t size = p->start[c + 1] - p->start[c];
+  KnnwbMatrix *rows = knnwb_partition_gather(worker, members, size, &worker->reference_rows,
+                                             &worker->reference_cap, error);
+  if (rows == NULL)
+    return FALSE;
+  KnnwbNeighbors *own =
+      knnwb_partition_search(worker, rows, NULL, run->k, 0.5 * (double)size * (double)size, error);
+  knnwb_matrix_free(rows);
+  if (own == NULL)
+    return FALSE;
+  KnnwbPartitionLists l = {.run = run, .found = own, .rows = members};
+  knnwb_parallel_for(run->threads_per_worker, size, 4096, knnwb_partition_copy_rows, &l);
+  knnwb_neighbors_free(own);
+  return TRUE;
+}
+
+/* Phase two's item: cluster c against its visitors, merged into their lists. */
+static gboolean knnwb_partition_visit_item(KnnwbPartitionWorker *worker, size_t c, GError **error)
+{
+  KnnwbPartitionRun *run = worker->run;
+  const KnnwbPartition *p = run->p;
+  const size_t visitors = (size_t)(run->query_start[c + 1] - run->query_start[c]);
+  const size_t size = p->start[c + 1] - p->start[c];
+  if (visitors == 0)
+    return TRUE;
+  const int64_t *queries = run->queries + run->query_start[c];
+  KnnwbMatrix *reference =
+      knnwb_partition_gather(worker, p->members + p->start[c], size, &worker->reference_rows,
+                             &worker->reference_cap, error);
+  KnnwbMatrix *query = reference == NULL
+                           ? NULL
+                           : knnwb_partition_gather(worker, queries, visitors, &worker->query_rows,
+                                                    &worker->query_cap, error);
+  const size_t k_found = MIN(run->k, size);
+  KnnwbNeighbors *found = query == NULL
+                              ? NULL
+                              : knnwb_partition_search(worker, query, reference, k_found,
+                                                       (double)visitors * (double)size, error);
+  knnwb_matrix_free(query);
+  knnwb_matrix_free(reference);
+  if (found == NULL)
+    return FALSE;
+  KnnwbPartitionLists l = {.run = run,
+                           .found = found,
+                           .rows = queries,
+                           .members = p->members + p->start[c],
+                           .k_found = k_found};
+  /* A row may visit clusters that other workers search at the same time. */
+  g_mutex_lock(&run->lock);
+  knnwb_parallel_for(run->threads_per_worker, visitors, 1024, knnwb_partition_merge_rows, &l);
+  g_mutex_unlock(&run->lock);
+  knnwb_neighbors_free(found);
+  return TRUE;
+}
+
+typedef struct {
+  KnnwbPartitionRun *run;
+  KnnwbPartitionItem item;
+  const size_t *order;
+  size_t n_items;
+  gint next;
+} KnnwbPartitionPool;
+
+static void knnwb_partition_worker_body(int thread, int n_threads, void *data)
+{
+  (void)n_threads;
+  KnnwbPartitionPool *pool = data;
+  KnnwbPartitionRun *run = pool->run;
+  KnnwbPartitionWorker worker = {.run = run, .index = thread};
+  for (;;) {
+    const size_t t = (size_t)g_atomic_int_add(&pool->next, 1);
+    if (t >= pool->n_items || g_atomic_int_get(&run->failed))
+      break;
+    GError *local = NULL;
+    if (!pool->item(&worker, pool->order[t], &local)) {
+      g_mutex_lock(&run->lock);
+      if (run->error == NULL)
+        run->error = g_steal_pointer(&local);
+      g_clear_error(&local);
+      g_atomic_int_set(&run->failed, 1);
+      g_mutex_unlock(&run->lock);
+    }
+  }
+  g_free(worker.reference_rows);
+  g_free(worker.query_rows);
+}
+
+static int knnwb_partition_work_compare(const void *a, const void *b, void *data)
+{
+  const double *work = data;
+  const double x = work[*(const size_t *)a], y = work[*(const size_t *)b];
+  return x > y ? -1 : (x < y);
+}
+
+/* Runs item on every cluster with work[c] > 0, largest first, on the run's workers. */
+static gboolean knnwb_partition_pool_run(KnnwbPartitionRun *run, KnnwbPartitionItem item,
+                                         double *work, GError **error)
+{
+  const size_t m = run->p->m;
+  size_t *order = g_new(size_t, m), n_items = 0;
+  for (size_t c = 0; c < m; c++)
+    if (work[c] > 0)
+      order[n_items++] = c;
+  g_qsort_with_data(order, (gint)n_items, sizeof(size_t), knnwb_partition_work_compare, work);
+  KnnwbPartitionPool pool = {.run = run, .item = item, .order = order, .n_items = n_items};
+  knnwb_team_run(MAX(1, MIN(run->workers, (int)n_items)), knnwb_partition_worker_body, &pool);
+  g_free(order);
+  if (run->failed) {
+    g_propagate_error(error, g_steal_pointer(&run->error));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean knnwb_partition_own_lists(KnnwbPartitionRun *run, GError **error)
+{
+  const KnnwbPartition *p = run->p;
+  double *work = g_new(double, p->m);
+  for (size_t c = 0; c < p->m; c++)
+    work[c] = (double)(p->start[c + 1] - p->start[c]);
+  gboolean ok = knnwb_partition_pool_run(run, knnwb_partition_own_item, work, error);
+  g_free(work);
+  return ok;
+}
+
+gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error)
+{
+  const KnnwbPartition *p = run->p;
+  double *work = g_new(double, p->m);
+  for (size_t c = 0; c < p->m; c++)
+    work[c] = (double)(run->query_start[c + 1] - run->query_start[c]) *
+              (double)(p->start[c + 1] - p->start[c]);
+  gboolean ok = knnwb_partition_pool_run(run, knnwb_partition_visit_item, work, error);
+  g_free(work);
+  return ok;
+}
