@@ -206,6 +206,10 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
       !knnwb_partition_applies(data, options) ||
       (mode == KNNWB_PARTITION_AUTO && data->n_rows < KNNWB_PARTITION_MIN_ROWS))
     return TRUE;
+  /* The plain search's own checks (sizes, memory) come first: it reports what they refuse. */
+  const size_t n = data->n_rows, d = data->n_cols;
+  if (!knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, NULL))
+    return TRUE;
   const gint64 start = g_get_monotonic_time();
   KnnwbPartition p;
   double expected = HUGE_VAL;
