@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The Python package's GPU path on a GPU machine (made for one NVIDIA H200, nvidia-h200; any CUDA
+# GPU of sm_90 does): builds libknnwb and the `knnwb` program with CUDA (Release, sm_90, no tests,
+# no MPI: only those two targets; skipped when the build directory has them already), installs
+# the package the way a user would, into a throwaway folder, and runs python_check.py beside this
+# script (GPU lists = CPU lists byte for byte for every metric, sizes, query mode, input layouts;
+# KNNTransformer = scikit-learn; the program = Python; 1,000,000 x 50 from Python and from the
+# program, timed; Ctrl-C). About 4-6 minutes on the H200, the CUDA build 2-3 of them.
+#
+# Usage (repository root):  . .gpu/env.sh && bash tests/bench_gpu/python_check.sh OUTDIR
+# OUTDIR gets build.log, install.log, check.log and summary.txt; the exit status is non-zero when
+# a step or a check failed.
+#
+# Installing the package, the first way that works (install.log says which was taken):
+#   mesonpy: `import mesonpy` works (with meson and ninja): pip install --no-build-isolation
+#            --no-deps --target into a temporary folder, against `cmake --install` of the build;
+#   wheels:  meson, meson-python, ninja ... from .gpu/wheels/ (no network there) installed with
+#            pip --no-index into a venv with --system-site-packages (NumPy, SciPy stay visible),
+#            then the same pip install of ./python in that venv;
+#   direct:  the extension compiled with cc (sysconfig's and NumPy's includes) and linked to the
+#            build's libknnwb with an RPATH, beside python/knnwb/*.py in a temporary folder.
+# Environment: KNNWB_PYCHECK_BUILD (build directory, default /tmp/knnwb-python),
+# KNNWB_PYCHECK_INSTALL=mesonpy|wheels|direct (force one way), KNNWB_PYCHECK_PYTHON (the
+# interpreter, default python3, else /usr/bin/python3, whichever has NumPy),
+# KNNWB_PYCHECK_CPU_ONLY=1 (to try this script on a machine without a GPU: a build without CUDA
+# and the checks' CPU parts), KNNWB_PYCHECK_LARGE_N (rows of the large case).
+# shellcheck disable=SC2317 # the try_ functions and cleanup are called indirectly
+set -euo pipefail
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+root=$(pwd)
+[ -f python/meson.build ] || { echo "run from the repository root" >&2; exit 2; }
+build=${KNNWB_PYCHECK_BUILD:-/tmp/knnwb-python}
+cpu_only=${KNNWB_PYCHECK_CPU_ONLY:-0}
+work=$(mktemp -d /tmp/knnwb-pycheck-XXXXXX)
+sysroot_link=""
+cleanup() {
+  rm -rf "$work"
+  if [ -n "$sysroot_link" ]; then rm -f "$sysroot_link"; fi
+}
+trap cleanup EXIT
+log() { echo "$*" | tee -a "$out/summary.txt"; }
+: >"$out/summary.txt"
+: >"$out/install.log"
+
+py=${KNNWB_PYCHECK_PYTHON:-python3}
+"$py" -c "import numpy" 2>/dev/null || py=/usr/bin/python3
+log "python: $("$py" -c 'import sys, numpy; print(sys.executable, sys.version.split()[0], "numpy", numpy.__version__)')"
+if [ "$cpu_only" = 1 ]; then cuda_args=(-DKNNWB_CUDA=OFF); else
+  cuda_args=(-DKNNWB_CUDA=ON -DKNNWB_CUDA_ARCHITECTURES=90)
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$out/summary.txt"
+fi
+
+# 1. libknnwb and the program (incremental when the build directory exists)
+SECONDS=0
+{
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DKNNWB_WERROR=OFF \
+      -DKNNWB_MPI=OFF "${cuda_args[@]}"
+  fi
+  cmake --build "$build" -j"$(nproc)" --target knnwb knnwb_host
+} >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; log "FAIL build (build.log)"; exit 1; }
+log "build: $SECONDS s in $build ($(grep -E '^KNNWB_CUDA:' "$build/CMakeCache.txt"))"
+program=$build/bin/knnwb
+
+# 2. the package, installed as a user would
+SECONDS=0
+site=$work/site
+mkdir -p "$site"
+cp -r "$root/python" "$work/python"   # pip's build must not write into the checkout
+rm -rf "$work/python"/.mesonpy* "$work/python/build"
+# The functions below run in a condition, where `set -e` does not act: every step is chained.
+pkg_config_knnwb() {
+  # `cmake --install` into a prefix that pkg-config finds; under env.sh's PKG_CONFIG_SYSROOT_DIR
+  # (the dependencies unpacked in /tmp/deps) pkg-config prepends that root to the paths it
+  # prints, so the prefix is reachable there as well, through a link.
+  cmake --install "$build" --prefix "$work/prefix" || return 1
+  export PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig
+  if [ -n "${PKG_CONFIG_SYSROOT_DIR:-}" ] && [ -z "$sysroot_link" ]; then
+    sysroot_link=$PKG_CONFIG_SYSROOT_DIR$work
+    mkdir -p "$sysroot_link" && rmdir "$sysroot_link" && ln -s "$work" "$sysroot_link" || return 1
+  fi
+  pkg-config --cflags --libs knnwb
+}
+pip_install() { # PYTHON [pip options]: ./python built against the installed library
+  local python=$1
+  shift
+  PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$python" -m pip install --no-build-isolation \
+    --no-deps --no-index --config-settings=setup-args=-Dlibrary=system "$@" "$work/python"
+}
+try_mesonpy() {
+  "$py" -c "import mesonpy; print('meson-python', mesonpy.__version__)" && command -v meson &&
+    command -v ninja && pkg_config_knnwb && pip_install "$py" --target "$site" || return 1
+  check_python=$py
+  export PYTHONPATH=$site
+}
+try_wheels() {
+  ls "$root"/.gpu/wheels/meson_python-*.whl && "$py" -m venv --system-site-packages "$work/venv" &&
+    "$work/venv/bin/python" -m pip install --no-index --find-links "$root/.gpu/wheels" \
+      meson-python meson ninja || return 1
+  export PATH=$work/venv/bin:$PATH # meson and ninja
+  pkg_config_knnwb && pip_install "$work/venv/bin/python" || return 1
+  check_python=$work/venv/bin/python
+}
+try_direct() {
+  local include numpy_include suffix headers=() d
+  include=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['include'])") &&
+    numpy_include=$("$py" -c "import numpy; print(numpy.get_include())") &&
+    suffix=$("$py" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))") || return 1
+  [ -f "$include/Python.h" ] || { echo "no $include/Python.h (python3-dev)"; return 1; }
+  mkdir -p "$site/knnwb" && cp "$root"/python/knnwb/*.py "$site/knnwb/" || return 1
+  for d in include core/include clustering/include formats/include drawing/include \
+    workflow/include plugin/include; do headers+=("-I$root/$d"); done
+  # shellcheck disable=SC2046 # pkg-config's flags are words
+  cc -O2 -std=c11 -fPIC -shared -D_GNU_SOURCE -ffp-contract=off -I"$include" -I"$numpy_include" \
+    -I"$root/python/src" "${headers[@]}" $(pkg-config --cflags glib-2.0 igraph) \
+    "$root"/python/src/*.c -o "$site/knnwb/_knnwb$suffix" \
+    -L"$build" -lknnwb -Wl,-rpath,"$build" $(pkg-config --libs glib-2.0 igraph) || return 1
+  check_python=$py
+  export PYTHONPATH=$site
+}
+check_python=""
+way=""
+saved_path=$PATH
+for w in ${KNNWB_PYCHECK_INSTALL:-mesonpy wheels direct}; do
+  echo "=== trying: $w" >>"$out/install.log"
+  if "try_$w" >>"$out/install.log" 2>&1; then
+    way=$w
+    break
+  fi
+  log "install: $w did not work (install.log)"
+  rm -rf "$site" "$work/venv" "$work/prefix"
+  mkdir -p "$site"
+  PATH=$saved_path
+  unset PYTHONPATH PKG_CONFIG_PATH
+done
+[ -n "$way" ] || { tail -30 "$out/install.log"; log "FAIL install: no way worked"; exit 1; }
+log "install: $way, $SECONDS s"
+
+# 3. the checks, run from outside the checkout (the installed module, not python/knnwb)
+cd "$work"
+rc=0
+KNNWB_PYCHECK_CPU_ONLY=$cpu_only "$check_python" "$root/tests/bench_gpu/python_check.py" "$out" \
+  "$program" 2>&1 | tee "$out/check.log" || rc=$?
+grep -E '^(FAIL|INFO .*(wall|took)|[0-9]+ passed)' "$out/check.log" >>"$out/summary.txt" || true
+log "python_check.py exit $rc"
+exit "$rc"
