@@ -24,7 +24,7 @@
 # interpreter, default python3, else /usr/bin/python3, whichever has NumPy),
 # KNNWB_PYCHECK_CPU_ONLY=1 (to try this script on a machine without a GPU: a build without CUDA
 # and the checks' CPU parts), KNNWB_PYCHECK_LARGE_N (rows of the large case).
-# shellcheck disable=SC2317 # the try_ functions and cleanup are called indirectly
+# shellcheck disable=SC2317 # the try_ functions are called indirectly
 set -euo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 root=$(pwd)
@@ -32,12 +32,7 @@ root=$(pwd)
 build=${KNNWB_PYCHECK_BUILD:-/tmp/knnwb-python}
 cpu_only=${KNNWB_PYCHECK_CPU_ONLY:-0}
 work=$(mktemp -d /tmp/knnwb-pycheck-XXXXXX)
-sysroot_link=""
-cleanup() {
-  rm -rf "$work"
-  if [ -n "$sysroot_link" ]; then rm -f "$sysroot_link"; fi
-}
-trap cleanup EXIT
+trap 'rm -rf "$work"' EXIT
 log() { echo "$*" | tee -a "$out/summary.txt"; }
 : >"$out/summary.txt"
 : >"$out/install.log"
@@ -69,16 +64,27 @@ mkdir -p "$site"
 cp -r "$root/python" "$work/python"   # pip's build must not write into the checkout
 rm -rf "$work/python"/.mesonpy* "$work/python/build"
 # The functions below run in a condition, where `set -e` does not act: every step is chained.
-pkg_config_knnwb() {
-  # `cmake --install` into a prefix that pkg-config finds; under env.sh's PKG_CONFIG_SYSROOT_DIR
-  # (the dependencies unpacked in /tmp/deps) pkg-config prepends that root to the paths it
-  # prints, so the prefix is reachable there as well, through a link.
+relocate_pkgconfig() {
+  # Under env.sh's PKG_CONFIG_SYSROOT_DIR (the dependencies unpacked in /tmp/deps) pkg-config
+  # would prepend that root to every path, also to those of Python's own .pc file that meson
+  # reads and of the installed knnwb: instead, copies of the dependencies' .pc files with the
+  # root written into their paths, and no sysroot.
+  local dirs dir f
+  IFS=: read -ra dirs <<<"${PKG_CONFIG_LIBDIR:-}"
+  mkdir -p "$work/pc" || return 1
+  for dir in "${dirs[@]}"; do
+    for f in "$dir"/*.pc; do
+      if [ -e "$f" ]; then
+        sed "s#^\([A-Za-z0-9_]*\) *= */#\1=$PKG_CONFIG_SYSROOT_DIR/#" "$f" >"$work/pc/${f##*/}" || return 1
+      fi
+    done
+  done
+  export PKG_CONFIG_LIBDIR=$work/pc
+  unset PKG_CONFIG_SYSROOT_DIR
+}
+pkg_config_knnwb() { # `cmake --install` into a prefix that pkg-config finds
   cmake --install "$build" --prefix "$work/prefix" || return 1
   export PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig
-  if [ -n "${PKG_CONFIG_SYSROOT_DIR:-}" ] && [ -z "$sysroot_link" ]; then
-    sysroot_link=$PKG_CONFIG_SYSROOT_DIR$work
-    mkdir -p "$sysroot_link" && rmdir "$sysroot_link" && ln -s "$work" "$sysroot_link" || return 1
-  fi
   pkg-config --cflags --libs knnwb
 }
 pip_install() { # PYTHON [pip options]: ./python built against the installed library
@@ -96,7 +102,7 @@ try_mesonpy() {
 try_wheels() {
   ls "$root"/.gpu/wheels/meson_python-*.whl && "$py" -m venv --system-site-packages "$work/venv" &&
     "$work/venv/bin/python" -m pip install --no-index --find-links "$root/.gpu/wheels" \
-      meson-python meson ninja || return 1
+      --ignore-installed meson-python meson ninja || return 1
   export PATH=$work/venv/bin:$PATH # meson and ninja
   pkg_config_knnwb && pip_install "$work/venv/bin/python" || return 1
   check_python=$work/venv/bin/python
@@ -118,6 +124,7 @@ try_direct() {
   check_python=$py
   export PYTHONPATH=$site
 }
+if [ -n "${PKG_CONFIG_SYSROOT_DIR:-}" ]; then relocate_pkgconfig; fi
 check_python=""
 way=""
 saved_path=$PATH
