@@ -4,7 +4,7 @@
 Run by tests/bench_gpu/python_check.sh on a GPU machine (it installs the package first); prints
 one PASS/FAIL line a check, timings as INFO lines, and exits 1 when anything failed.
 
-usage: python_check.py OUTDIR PROGRAM
+usage: python_check.py PROGRAM
 
 - knnwb.kneighbors(X, k, metric=m, backend="cuda") equals backend="cpu" byte for byte (indices
   and distances) for odd sizes, tied values and every metric; devices=[0]; query mode
@@ -242,13 +242,13 @@ sent = []
 def progress(done, total):
     started.set()
 def interrupt():
-    started.wait()
+    started.wait(timeout=3.0)  # the first progress report, or 3 s (CUDA set up by then)
     sent.append(time.perf_counter())
     os.kill(os.getpid(), signal.SIGINT)
 threading.Thread(target=interrupt, daemon=True).start()
 start = time.perf_counter()
 try:
-    knnwb.kneighbors(X, 100, metric="spearman", backend=sys.argv[2], progress=progress,
+    knnwb.kneighbors(X, 300, metric="spearman", backend=sys.argv[2], progress=progress,
                      gpu_memory=2 << 30)
 except KeyboardInterrupt:
     print(f"interrupted {time.perf_counter() - sent[0]:.3f} s after SIGINT, "
@@ -279,7 +279,7 @@ def ctrl_c(matrix):
 
 
 def main():
-    out, program = sys.argv[1], sys.argv[2]
+    program = sys.argv[1]
     info(f"knnwb {knnwb.__version__} from {os.path.dirname(knnwb.__file__)}; numpy "
          f"{np.__version__}; python {sys.version.split()[0]}")
     with open("/proc/self/maps") as maps:
@@ -295,7 +295,7 @@ def main():
         scipy_sparse = None
         info("SciPy missing: sparse input not checked")
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=out) as work:
+    with tempfile.TemporaryDirectory() as work:
         for step in (self_lists, lambda: devices_query_layouts(scipy_sparse), transformer,
                      lambda: program_equals(program, work)):
             step()

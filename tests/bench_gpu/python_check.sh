@@ -17,11 +17,13 @@
 #   wheels:  meson, meson-python, ninja ... from .gpu/wheels/ (no network there) installed with
 #            pip --no-index into a venv with --system-site-packages (NumPy, SciPy stay visible),
 #            then the same pip install of ./python in that venv;
+#   wheels_target: the same without a venv (no python3-venv): the wheels in a folder on
+#            PYTHONPATH, then pip install --target as for mesonpy;
 #   direct:  the extension compiled with cc (sysconfig's and NumPy's includes) and linked to the
 #            build's libknnwb with an RPATH, beside python/knnwb/*.py in a temporary folder.
 # Environment: KNNWB_PYCHECK_BUILD (build directory, default /tmp/knnwb-python),
-# KNNWB_PYCHECK_INSTALL=mesonpy|wheels|direct (force one way), KNNWB_PYCHECK_PYTHON (the
-# interpreter, default python3, else /usr/bin/python3, whichever has NumPy),
+# KNNWB_PYCHECK_INSTALL=mesonpy|wheels|wheels_target|direct (force one way, or a list to try),
+# KNNWB_PYCHECK_PYTHON (the interpreter: python3 if it has NumPy, else /usr/bin/python3),
 # KNNWB_PYCHECK_CPU_ONLY=1 (to try this script on a machine without a GPU: a build without CUDA
 # and the checks' CPU parts), KNNWB_PYCHECK_LARGE_N (rows of the large case).
 # shellcheck disable=SC2317 # the try_ functions are called indirectly
@@ -39,7 +41,11 @@ log() { echo "$*" | tee -a "$out/summary.txt"; }
 
 py=${KNNWB_PYCHECK_PYTHON:-python3}
 "$py" -c "import numpy" 2>/dev/null || py=/usr/bin/python3
-log "python: $("$py" -c 'import sys, numpy; print(sys.executable, sys.version.split()[0], "numpy", numpy.__version__)')"
+log "python: $("$py" -c 'import sys, numpy
+print(sys.executable, sys.version.split()[0], "numpy", numpy.__version__)')"
+log "python headers: $("$py" -c 'import os, sysconfig
+h = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+print(h, "found" if os.path.exists(h) else "MISSING (python3-dev): no install can work")')"
 if [ "$cpu_only" = 1 ]; then cuda_args=(-DKNNWB_CUDA=OFF); else
   cuda_args=(-DKNNWB_CUDA=ON -DKNNWB_CUDA_ARCHITECTURES=90)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$out/summary.txt"
@@ -47,13 +53,18 @@ fi
 
 # 1. libknnwb and the program (incremental when the build directory exists)
 SECONDS=0
-{
-  if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DKNNWB_WERROR=OFF \
-      -DKNNWB_MPI=OFF "${cuda_args[@]}"
-  fi
-  cmake --build "$build" -j"$(nproc)" --target knnwb knnwb_host
-} >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; log "FAIL build (build.log)"; exit 1; }
+build_failed() {
+  tail -40 "$out/build.log"
+  log "FAIL build (build.log)"
+  exit 1
+}
+: >"$out/build.log"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DKNNWB_WERROR=OFF \
+    -DKNNWB_MPI=OFF "${cuda_args[@]}" >>"$out/build.log" 2>&1 || build_failed
+fi
+cmake --build "$build" -j"$(nproc)" --target knnwb knnwb_host >>"$out/build.log" 2>&1 ||
+  build_failed
 log "build: $SECONDS s in $build ($(grep -E '^KNNWB_CUDA:' "$build/CMakeCache.txt"))"
 program=$build/bin/knnwb
 
@@ -75,7 +86,8 @@ relocate_pkgconfig() {
   for dir in "${dirs[@]}"; do
     for f in "$dir"/*.pc; do
       if [ -e "$f" ]; then
-        sed "s#^\([A-Za-z0-9_]*\) *= */#\1=$PKG_CONFIG_SYSROOT_DIR/#" "$f" >"$work/pc/${f##*/}" || return 1
+        sed "s#^\([A-Za-z0-9_]*\) *= */#\1=$PKG_CONFIG_SYSROOT_DIR/#" "$f" >"$work/pc/${f##*/}" ||
+          return 1
       fi
     done
   done
@@ -107,6 +119,14 @@ try_wheels() {
   pkg_config_knnwb && pip_install "$work/venv/bin/python" || return 1
   check_python=$work/venv/bin/python
 }
+try_wheels_target() { # the wheels where `python3 -m venv` is missing: a folder on PYTHONPATH
+  ls "$root"/.gpu/wheels/meson_python-*.whl && "$py" -m pip install --no-index --ignore-installed \
+    --find-links "$root/.gpu/wheels" --target "$work/tools" meson-python meson ninja || return 1
+  export PATH=$work/tools/bin:$PATH PYTHONPATH=$work/tools
+  pkg_config_knnwb && pip_install "$py" --target "$site" || return 1
+  check_python=$py
+  export PYTHONPATH=$site
+}
 try_direct() {
   local include numpy_include suffix headers=() d
   include=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['include'])") &&
@@ -128,14 +148,14 @@ if [ -n "${PKG_CONFIG_SYSROOT_DIR:-}" ]; then relocate_pkgconfig; fi
 check_python=""
 way=""
 saved_path=$PATH
-for w in ${KNNWB_PYCHECK_INSTALL:-mesonpy wheels direct}; do
+for w in ${KNNWB_PYCHECK_INSTALL:-mesonpy wheels wheels_target direct}; do
   echo "=== trying: $w" >>"$out/install.log"
   if "try_$w" >>"$out/install.log" 2>&1; then
     way=$w
     break
   fi
   log "install: $w did not work (install.log)"
-  rm -rf "$site" "$work/venv" "$work/prefix"
+  rm -rf "$site" "$work/venv" "$work/tools" "$work/prefix"
   mkdir -p "$site"
   PATH=$saved_path
   unset PYTHONPATH PKG_CONFIG_PATH
@@ -146,7 +166,7 @@ log "install: $way, $SECONDS s"
 # 3. the checks, run from outside the checkout (the installed module, not python/knnwb)
 cd "$work"
 rc=0
-KNNWB_PYCHECK_CPU_ONLY=$cpu_only "$check_python" "$root/tests/bench_gpu/python_check.py" "$out" \
+KNNWB_PYCHECK_CPU_ONLY=$cpu_only "$check_python" "$root/tests/bench_gpu/python_check.py" \
   "$program" 2>&1 | tee "$out/check.log" || rc=$?
 grep -E '^(FAIL|INFO .*(wall|took)|[0-9]+ passed)' "$out/check.log" >>"$out/summary.txt" || true
 log "python_check.py exit $rc"
