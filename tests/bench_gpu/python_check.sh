@@ -97,6 +97,15 @@ relocate_pkgconfig() {
 pkg_config_knnwb() { # `cmake --install` into a prefix that pkg-config finds
   cmake --install "$build" --prefix "$work/prefix" || return 1
   export PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig
+  # The installed library has no RPATH: CUDA's libraries must be where the loader looks.
+  if ldd "$work/prefix/lib/libknnwb.so" | grep "not found"; then
+    local cuda_lib
+    cuda_lib=$(sed -n 's/^CUDA_cublas_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
+    [ -n "$cuda_lib" ] || return 1
+    cuda_lib=$(dirname "$cuda_lib")
+    export LD_LIBRARY_PATH=$cuda_lib:${LD_LIBRARY_PATH:-}
+    log "install: LD_LIBRARY_PATH=$cuda_lib added (CUDA's libraries, for the installed libknnwb)"
+  fi
   pkg-config --cflags --libs knnwb
 }
 pip_install() { # PYTHON [pip options]: ./python built against the installed library
