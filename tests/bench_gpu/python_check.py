@@ -24,7 +24,6 @@ the GPU evidence is not asked for, and the large case is 50,000 rows (KNNWB_PYCH
 it either way).
 """
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -264,9 +263,9 @@ def ctrl_c(matrix):
     rows = LARGE_N if not CPU_ONLY else min(LARGE_N, 20_000)
     try:
         child = subprocess.run([sys.executable, "-c", CHILD, matrix, GPU, str(rows)],
-                               capture_output=True, text=True, timeout=120)
+                               capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
-        return check(False, what, "the child did not end within 120 s")
+        return check(False, what, "the child did not end within 60 s")
     said = (child.stdout + child.stderr).strip().splitlines()
     said = said[-1] if said else ""
     if child.returncode == 3:
