@@ -236,14 +236,16 @@ import numpy as np
 import knnwb
 X = np.load(sys.argv[1], mmap_mode="r")
 X = np.ascontiguousarray(X[:int(sys.argv[3])])
-started = threading.Event()
+started, running = threading.Event(), threading.Event()
 sent = []
 def progress(done, total):
     started.set()
 def interrupt():
     started.wait(timeout=3.0)  # the first progress report, or 3 s (CUDA set up by then)
-    sent.append(time.perf_counter())
-    os.kill(os.getpid(), signal.SIGINT)
+    if running.is_set():
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+running.set()
 threading.Thread(target=interrupt, daemon=True).start()
 start = time.perf_counter()
 try:
@@ -253,7 +255,16 @@ except KeyboardInterrupt:
     print(f"interrupted {time.perf_counter() - sent[0]:.3f} s after SIGINT, "
           f"{sent[0] - start:.2f} s after the start", flush=True)
     sys.exit(0)
+except Exception as error:
+    running.clear()
+    print(f"error: {type(error).__name__}: {error}", flush=True)
+    sys.exit(4)
+running.clear()
 print(f"finished in {time.perf_counter() - start:.2f} s before the signal", flush=True)
+try:
+    time.sleep(1)  # a signal sent meanwhile lands here
+except KeyboardInterrupt:
+    pass
 sys.exit(3)
 """
 
@@ -273,7 +284,7 @@ def ctrl_c(matrix):
     ok = child.returncode == 0 and said.startswith("interrupted")
     if ok:
         ok = float(said.split()[1]) < 5.0
-    check(ok, what, said if child.returncode in (0, 3) else
+    check(ok, what, said if child.returncode in (0, 4) else
           f"exit {child.returncode}: {(child.stdout + child.stderr)[-400:]}")
 
 
