@@ -21,18 +21,25 @@
 #            PYTHONPATH, then pip install --target as for mesonpy;
 #   direct:  the extension compiled with cc (sysconfig's and NumPy's includes) and linked to the
 #            build's libknnwb with an RPATH, beside python/knnwb/*.py in a temporary folder.
-# Environment: KNNWB_PYCHECK_BUILD (build directory, default /tmp/knnwb-python),
+# Environment: KNNWB_PYCHECK_BUILD (build directory, default /tmp/knnwb-python, or final_check.sh's
+# /tmp/knnwb-final when that CUDA build is there),
 # KNNWB_PYCHECK_INSTALL=mesonpy|wheels|wheels_target|direct (force one way, or a list to try),
 # KNNWB_PYCHECK_PYTHON (the interpreter: python3 if it has NumPy, else /usr/bin/python3),
 # KNNWB_PYCHECK_CPU_ONLY=1 (to try this script on a machine without a GPU: a build without CUDA
 # and the checks' CPU parts), KNNWB_PYCHECK_LARGE_N (rows of the large case).
 # shellcheck disable=SC2317 # the try_ functions are called indirectly
 set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: bash tests/bench_gpu/python_check.sh OUTDIR" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 root=$(pwd)
 [ -f python/meson.build ] || { echo "run from the repository root" >&2; exit 2; }
-build=${KNNWB_PYCHECK_BUILD:-/tmp/knnwb-python}
 cpu_only=${KNNWB_PYCHECK_CPU_ONLY:-0}
+build=${KNNWB_PYCHECK_BUILD:-/tmp/knnwb-python}
+# final_check.sh's CUDA build, when it ran on this machine before: only the two targets again
+if [ -z "${KNNWB_PYCHECK_BUILD:-}" ] && [ "$cpu_only" != 1 ] && [ ! -d "$build" ] &&
+  grep -qx 'KNNWB_CUDA:STRING=ON' /tmp/knnwb-final/CMakeCache.txt 2>/dev/null; then
+  build=/tmp/knnwb-final
+fi
 work=$(mktemp -d /tmp/knnwb-pycheck-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 log() { echo "$*" | tee -a "$out/summary.txt"; }
