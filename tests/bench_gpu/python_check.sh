@@ -37,7 +37,8 @@ cpu_only=${KNNWB_PYCHECK_CPU_ONLY:-0}
 build=${KNNWB_PYCHECK_BUILD:-/tmp/knnwb-python}
 # final_check.sh's CUDA build, when it ran on this machine before: only the two targets again
 if [ -z "${KNNWB_PYCHECK_BUILD:-}" ] && [ "$cpu_only" != 1 ] && [ ! -d "$build" ] &&
-  grep -qx 'KNNWB_CUDA:STRING=ON' /tmp/knnwb-final/CMakeCache.txt 2>/dev/null; then
+  grep -qx 'KNNWB_CUDA:STRING=ON' /tmp/knnwb-final/CMakeCache.txt 2>/dev/null &&
+  grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$root" /tmp/knnwb-final/CMakeCache.txt; then
   build=/tmp/knnwb-final
 fi
 work=$(mktemp -d /tmp/knnwb-pycheck-XXXXXX)
