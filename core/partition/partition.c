@@ -179,8 +179,13 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while bounding clusters");
       ok = FALSE;
     }
+    /* What the clusters' own lists cost is spent: go on unless what remains costs more than the
+     * plain search from the start. */
+    const gboolean gpu = run.devices != NULL;
+    const double visits = (double)(run.queries != NULL ? run.query_start[p->m] : 0);
+    const double remaining = knnwb_partition_work(gpu, visit_pairs, (double)p->m, visits);
     give_up = give_up || (mode == KNNWB_PARTITION_AUTO &&
-                          own_pairs + visit_pairs > KNNWB_PARTITION_GIVE_UP_SHARE * plain);
+                          remaining > knnwb_partition_plain_work(gpu, n) * run.workers);
     g_debug("knnwb: partition: %zu clusters, %.3g pairs within, %.3g between (%.1f%% of all), "
             "%d worker(s)%s",
             p->m, own_pairs, visit_pairs, 100.0 * (own_pairs + visit_pairs) / plain, run.workers,

@@ -149,13 +149,15 @@ static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int thr
   g_free(sum);
 }
 
+size_t knnwb_partition_sample_rows(size_t n, size_t d)
+{
+  return MIN(n, MIN((size_t)32768, MAX((size_t)4096, KNNWB_PARTITION_SAMPLE_VALUES / MAX(d, 1))));
+}
+
 gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
-                                     KnnwbMetric metric, size_t m_max)
+                                     KnnwbMetric metric, size_t s, size_t m_max)
 {
   const size_t n = data->n_rows, d = data->n_cols;
-  size_t s = MIN(n, MAX(m_max * 64, (size_t)16384));
-  s = MIN(s, MAX(m_max * 4, KNNWB_PARTITION_SAMPLE_VALUES / MAX(d, (size_t)1)));
-  s = MIN(s, n);
   int64_t *rows = g_new(int64_t, s);
   for (size_t t = 0; t < s; t++)
     rows[t] = (int64_t)((t * (uint64_t)n) / s);

@@ -12,10 +12,9 @@
 /* Below this many rows the automatic choice keeps the plain search. */
 #define KNNWB_PARTITION_MIN_ROWS ((size_t)262144)
 /* The automatic choice partitions when the sample says at most this share of the plain search's
- * work remains, and gives up after the clusters' own lists when more than the second share of its
- * pairs does. */
+ * work remains (and gives up after the clusters' own lists when what remains is more than the
+ * plain search's whole work). */
 #define KNNWB_PARTITION_SAMPLE_SHARE 0.6
-#define KNNWB_PARTITION_GIVE_UP_SHARE 0.6
 
 typedef enum { KNNWB_PARTITION_AUTO, KNNWB_PARTITION_OFF, KNNWB_PARTITION_ON } KnnwbPartitionMode;
 
@@ -76,11 +75,13 @@ void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric 
                                   const double *centroid_sq, size_t r, size_t j, double *lower,
                                   double *upper);
 
-/* The clusters (partition_build.c). An evenly spread sample of the rows in the bound space, room
- * for the dot products with up to m_max centroids; FALSE when a row has no direction or memory is
- * short. */
+/* The clusters (partition_build.c). The sample's size for n rows of d values (at most 32 Ki rows
+ * and 128 MiB of doubles). */
+size_t knnwb_partition_sample_rows(size_t n, size_t d);
+/* An evenly spread sample of s rows in the bound space, room for the dot products with up to
+ * m_max centroids; FALSE when a row has no direction or memory is short. */
 gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
-                                     KnnwbMetric metric, size_t m_max);
+                                     KnnwbMetric metric, size_t s, size_t m_max);
 /* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds): m centroids
  * (m x d), their squared norms, each sample row's nearest (label); the sample's dot products are
  * then those with these centroids. */
@@ -124,6 +125,10 @@ gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error);
 
 /* The choice (partition_plan.c). */
 KnnwbPartitionMode knnwb_partition_mode(void);
+/* Work in pairs of the plain search: pairs scored plus a cost per sub-search (calls) and per row
+ * searched (rows), on a GPU or on the CPU; and the plain search's own for n rows. */
+double knnwb_partition_work(gboolean gpu, double pairs, double calls, double rows);
+double knnwb_partition_plain_work(gboolean gpu, size_t n);
 /*
  * The clusters to search with, if any: k-means for a few cluster counts on a sample, each judged
  * by the work it would leave (pairs scored, plus what each sub-search and each row searched cost

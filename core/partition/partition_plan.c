@@ -23,6 +23,17 @@ typedef struct {
 static const KnnwbPartitionCosts knnwb_partition_gpu_costs = {6e9, 2e5};
 static const KnnwbPartitionCosts knnwb_partition_cpu_costs = {2e7, 1e3};
 
+double knnwb_partition_work(gboolean gpu, double pairs, double calls, double rows)
+{
+  const KnnwbPartitionCosts costs = gpu ? knnwb_partition_gpu_costs : knnwb_partition_cpu_costs;
+  return pairs + costs.call * calls + costs.row * rows;
+}
+
+double knnwb_partition_plain_work(gboolean gpu, size_t n)
+{
+  return knnwb_partition_work(gpu, 0.5 * (double)n * (double)n, 1.0, (double)n);
+}
+
 KnnwbPartitionMode knnwb_partition_mode(void)
 {
   const char *v = g_getenv("KNNWB_PARTITION");
@@ -99,8 +110,8 @@ static void knnwb_partition_estimate_rows(size_t first, size_t last, void *data)
   g_free(chord);
 }
 
-static double knnwb_partition_sample_work(const KnnwbPartitionSampleView *view,
-                                          KnnwbPartitionCosts costs, int threads)
+static double knnwb_partition_sample_work(const KnnwbPartitionSampleView *view, gboolean gpu,
+                                          int threads)
 {
   const KnnwbPartitionBlock *sample = view->sample;
   const size_t s = sample->rows, m = view->m;
@@ -134,15 +145,17 @@ static double knnwb_partition_sample_work(const KnnwbPartitionSampleView *view,
   g_free(est.visit_clusters);
   g_free(size);
   g_free(radius);
-  return own + visit_pairs * per_row + costs.call * 2.0 * (double)m +
-         costs.row * ((double)view->n + visit_rows * per_row);
+  return knnwb_partition_work(gpu, own + visit_pairs * per_row, 2.0 * (double)m,
+                              (double)view->n + visit_rows * per_row);
 }
 
-/* The cluster counts to try for n rows and k neighbours: KNNWB_PARTITION_ROWS rows a cluster
- * when set, else clusters of 128 Ki, 32 Ki, 8 Ki and 2 Ki rows; never fewer than 4 (k + 1) rows a
- * cluster nor more than 4096 clusters. Returns how many (0: too few rows to split). */
+/* The cluster counts to try for n rows and k neighbours, in increasing order: KNNWB_PARTITION_ROWS
+ * rows a cluster when set, else clusters of 128 Ki, 32 Ki, 8 Ki and 2 Ki rows; never fewer than 4
+ * (k + 1) rows a cluster, nor more clusters than a sample of `sample` rows can place (32 rows
+ * each). Returns how many (0: too few rows to split). */
 #define KNNWB_PARTITION_COUNTS 4
-static size_t knnwb_partition_counts(size_t n, size_t k, size_t counts[KNNWB_PARTITION_COUNTS])
+static size_t knnwb_partition_counts(size_t n, size_t k, size_t sample,
+                                     size_t counts[KNNWB_PARTITION_COUNTS])
 {
   size_t targets[KNNWB_PARTITION_COUNTS] = {131072, 32768, 8192, 2048},
          n_targets = KNNWB_PARTITION_COUNTS;
@@ -153,7 +166,7 @@ static size_t knnwb_partition_counts(size_t n, size_t k, size_t counts[KNNWB_PAR
   }
   size_t found = 0;
   for (size_t t = 0; t < n_targets; t++) {
-    const size_t m = MIN(n / MAX(targets[t], 4 * (k + 1)), (size_t)4096);
+    const size_t m = MIN(n / MAX(targets[t], 4 * (k + 1)), sample / 32);
     if (m >= 2 && (found == 0 || m != counts[found - 1]))
       counts[found++] = m;
   }
@@ -164,13 +177,14 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
                                 size_t k, int threads, gboolean gpu, double *share)
 {
   size_t counts[KNNWB_PARTITION_COUNTS];
-  const size_t n_counts = knnwb_partition_counts(data->n_rows, k, counts);
+  const size_t rows = knnwb_partition_sample_rows(data->n_rows, data->n_cols);
+  const size_t n_counts = knnwb_partition_counts(data->n_rows, k, rows, counts);
   memset(p, 0, sizeof *p);
   KnnwbPartitionBlock sample;
-  if (n_counts == 0 || !knnwb_partition_sample_init(&sample, data, metric, counts[n_counts - 1]))
+  if (n_counts == 0 ||
+      !knnwb_partition_sample_init(&sample, data, metric, rows, counts[n_counts - 1]))
     return FALSE;
-  const KnnwbPartitionCosts costs = gpu ? knnwb_partition_gpu_costs : knnwb_partition_cpu_costs;
-  const double n = (double)data->n_rows, plain = 0.5 * n * n + costs.row * n + costs.call;
+  const double plain = knnwb_partition_plain_work(gpu, data->n_rows);
   int32_t *label = g_new(int32_t, sample.rows);
   double best = HUGE_VAL;
   for (size_t t = 0; t < n_counts; t++) {
@@ -184,9 +198,12 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
                                            .n = data->n_rows,
                                            .k = k,
                                            .metric = metric};
-    const double work = knnwb_partition_sample_work(&view, costs, threads);
+    const double work = knnwb_partition_sample_work(&view, gpu, threads);
     g_debug("knnwb: partition: %zu clusters would leave %.1f%% of the work", m,
             100.0 * work / plain);
+    /* More clusters only help clustered data: once a count is worse than no partition and than
+     * the best so far by half, the larger ones are not tried (unclustered data stops at two). */
+    const gboolean worse = work > plain && work > 1.5 * best;
     if (work < best) {
       best = work;
       g_free(p->centroid);
@@ -197,6 +214,8 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
     }
     g_free(centroid);
     g_free(centroid_sq);
+    if (worse)
+      break;
   }
   g_free(label);
   knnwb_partition_block_clear(&sample);
