@@ -10,8 +10,9 @@
 #include <knnwb/parallel.h>
 #include "partition/partition_internal.h"
 
-/* The sample's size in doubles at most (128 MiB), and the Lloyd rounds on it. */
-#define KNNWB_PARTITION_SAMPLE_VALUES ((size_t)1 << 24)
+/* The sample's size in doubles at most (32 MiB: the choice must stay cheap at large d), and the
+ * Lloyd rounds on it. */
+#define KNNWB_PARTITION_SAMPLE_VALUES ((size_t)1 << 22)
 #define KNNWB_PARTITION_LLOYD_ROUNDS 8
 /* Rows per block of the assignment pass (one DGEMM each). */
 #define KNNWB_PARTITION_BLOCK_ROWS ((size_t)2048)
@@ -19,55 +20,40 @@
 extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
 
-typedef struct {
-  const KnnwbPartitionBlock *sample;
-  const double *centre;
-  double *nearest;
-  gboolean first;
-} KnnwbPartitionSeed;
-
-/* The squared distances of sample rows [first, last) to the newest seed, kept when nearer. */
-static void knnwb_partition_seed_rows(size_t first, size_t last, void *data)
-{
-  KnnwbPartitionSeed *s = data;
-  const size_t d = s->sample->d;
-  for (size_t t = first; t < last; t++) {
-    double sq = 0.0;
-    for (size_t j = 0; j < d; j++) {
-      const double diff = s->sample->v[t * d + j] - s->centre[j];
-      sq += diff * diff;
-    }
-    s->nearest[t] = s->first ? sq : MIN(s->nearest[t], sq);
-  }
-}
-
-/* k-means++ seeds (a fixed seed: the same clusters every run) among the sample's rows. */
-static void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, int threads,
-                                 double *centroid)
+/* k-means++ seeds (a fixed seed: the same clusters every run) among an evenly spread subset of
+ * the sample's rows (4 per seed, at least 4096): the seeds only start the Lloyd rounds, and a
+ * subset keeps their O(rows m d) cost small. */
+static void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, double *centroid)
 {
   const size_t s = sample->rows, d = sample->d;
-  double *nearest = g_new(double, s);
+  const size_t subset = MIN(s, MAX((size_t)4096, 4 * m));
+  double *nearest = g_new(double, subset);
   GRand *rand = g_rand_new_with_seed(20240611u);
   size_t chosen = 0;
   for (size_t c = 0; c < m; c++) {
     if (c > 0) {
       double total = 0.0;
-      for (size_t t = 0; t < s; t++)
-        total += nearest[t];
+      for (size_t u = 0; u < subset; u++)
+        total += nearest[u];
       double target = g_rand_double(rand) * total, seen = 0.0;
-      chosen = s - 1;
-      for (size_t t = 0; t < s; t++) {
-        seen += nearest[t];
+      chosen = subset - 1;
+      for (size_t u = 0; u < subset; u++) {
+        seen += nearest[u];
         if (seen > target) {
-          chosen = t;
+          chosen = u;
           break;
         }
       }
     }
-    memcpy(centroid + c * d, sample->v + chosen * d, d * sizeof(double));
-    KnnwbPartitionSeed seed = {
-        .sample = sample, .centre = centroid + c * d, .nearest = nearest, .first = c == 0};
-    knnwb_parallel_for(threads, s, 2048, knnwb_partition_seed_rows, &seed);
+    const double *centre = sample->v + ((chosen * s) / subset) * d;
+    memcpy(centroid + c * d, centre, d * sizeof(double));
+    for (size_t u = 0; u < subset; u++) {
+      const double *v = sample->v + ((u * s) / subset) * d;
+      double sq = 0.0;
+      for (size_t j = 0; j < d; j++)
+        sq += (v[j] - centre[j]) * (v[j] - centre[j]);
+      nearest[u] = c == 0 ? sq : MIN(nearest[u], sq);
+    }
   }
   g_rand_free(rand);
   g_free(nearest);
@@ -175,7 +161,7 @@ void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, 
 {
   const int saved_blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
-  knnwb_partition_seed(sample, m, threads, centroid);
+  knnwb_partition_seed(sample, m, centroid);
   knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
   openblas_set_num_threads(saved_blas_threads);
 }

@@ -76,7 +76,7 @@ void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric 
                                   double *upper);
 
 /* The clusters (partition_build.c). The sample's size for n rows of d values (at most 32 Ki rows
- * and 128 MiB of doubles). */
+ * and 32 MiB of doubles). */
 size_t knnwb_partition_sample_rows(size_t n, size_t d);
 /* An evenly spread sample of s rows in the bound space, room for the dot products with up to
  * m_max centroids; FALSE when a row has no direction or memory is short. */

@@ -13,7 +13,7 @@
 #include "partition/partition_internal.h"
 
 /* Sample rows whose k-th distance is estimated, at most. */
-#define KNNWB_PARTITION_ESTIMATE_ROWS ((size_t)512)
+#define KNNWB_PARTITION_ESTIMATE_ROWS ((size_t)256)
 
 /* Costs in pairs of the plain search: per sub-search, per row searched. */
 typedef struct {
@@ -202,8 +202,10 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
     g_debug("knnwb: partition: %zu clusters would leave %.1f%% of the work", m,
             100.0 * work / plain);
     /* More clusters only help clustered data: once a count is worse than no partition and than
-     * the best so far by half, the larger ones are not tried (unclustered data stops at two). */
-    const gboolean worse = work > plain && work > 1.5 * best;
+     * the best so far by half, the larger ones are not tried; nor after a first count that leaves
+     * three times the plain search's work (data without clusters: 3.4-4.2 measured, against 2.8
+     * for 50 clusters cut in 15). */
+    const gboolean worse = (work > plain && work > 1.5 * best) || (t == 0 && work > 3.0 * plain);
     if (work < best) {
       best = work;
       g_free(p->centroid);
