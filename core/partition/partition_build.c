@@ -86,8 +86,8 @@ static void knnwb_partition_squares(const double *centroid, size_t m, size_t d, 
 }
 
 typedef struct {
-  KnnwbPartitionBlock *sample;
-  const double *centroid, *centroid_sq;
+  const KnnwbPartitionBlock *sample;
+  const double *centroid_sq;
   size_t m;
   int32_t *label;
 } KnnwbPartitionLabels;
@@ -95,19 +95,20 @@ typedef struct {
 static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
 {
   KnnwbPartitionLabels *l = data;
-  knnwb_partition_block_dots_rows(l->sample, l->centroid, l->m, first, last);
   for (size_t t = first; t < last; t++)
     l->label[t] = (int32_t)knnwb_partition_nearest(l->sample, l->centroid_sq, l->m, t);
 }
 
-/* Every sample row's nearest centroid (the sample's dot products become those with centroid). */
+/* Every sample row's nearest centroid (the sample's dot products become those with centroid).
+ * One DGEMM for the whole sample on OpenBLAS's own threads: DGEMMs on threads of our own would
+ * each allocate OpenBLAS's per-thread buffers again. */
 static void knnwb_partition_label(KnnwbPartitionBlock *sample, const double *centroid,
                                   double *centroid_sq, size_t m, int threads, int32_t *label)
 {
   knnwb_partition_squares(centroid, m, sample->d, centroid_sq);
-  KnnwbPartitionLabels l = {
-      .sample = sample, .centroid = centroid, .centroid_sq = centroid_sq, .m = m, .label = label};
-  knnwb_parallel_for(threads, sample->rows, 1024, knnwb_partition_label_rows, &l);
+  knnwb_partition_block_dots(sample, centroid, m);
+  KnnwbPartitionLabels l = {.sample = sample, .centroid_sq = centroid_sq, .m = m, .label = label};
+  knnwb_parallel_for(threads, sample->rows, 4096, knnwb_partition_label_rows, &l);
 }
 
 /* Lloyd rounds on the sample (centroids of no sample row stay where they are). */
@@ -159,11 +160,8 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
 void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
                             double *centroid_sq, int32_t *label)
 {
-  const int saved_blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
   knnwb_partition_seed(sample, m, centroid);
   knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
-  openblas_set_num_threads(saved_blas_threads);
 }
 
 typedef struct {

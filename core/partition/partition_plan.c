@@ -61,11 +61,16 @@ typedef struct {
   KnnwbMetric metric;
 } KnnwbPartitionSampleView;
 
+/* Own-cluster sample rows compared with an evaluated row, at most (evenly spread). */
+#define KNNWB_PARTITION_ESTIMATE_MEMBERS ((size_t)2048)
+
 /* Per evaluated sample row: the rows of other clusters it would visit, and how many clusters. */
 typedef struct {
   const KnnwbPartitionSampleView *view;
   const double *size, *radius;
-  size_t rank, e;
+  const size_t *start; /* m + 1: each cluster's sample rows in members */
+  const size_t *members;
+  size_t e;
   double *visit_pairs, *visit_clusters; /* per evaluated row */
 } KnnwbPartitionEstimate;
 
@@ -75,12 +80,15 @@ static void knnwb_partition_estimate_rows(size_t first, size_t last, void *data)
   const KnnwbPartitionSampleView *view = est->view;
   const KnnwbPartitionBlock *sample = view->sample;
   const size_t s = sample->rows, d = sample->d;
-  double *chord = g_new(double, s);
+  double *chord = g_new(double, KNNWB_PARTITION_ESTIMATE_MEMBERS);
   for (size_t u = first; u < last; u++) {
     const size_t t = (u * s) / est->e, c = (size_t)view->label[t];
+    const size_t in_cluster = est->start[c + 1] - est->start[c];
+    const size_t compared = MIN(in_cluster, KNNWB_PARTITION_ESTIMATE_MEMBERS);
     size_t found = 0;
-    for (size_t o = 0; o < s; o++) {
-      if (o == t || (size_t)view->label[o] != c)
+    for (size_t q = 0; q < compared; q++) {
+      const size_t o = est->members[est->start[c] + (q * in_cluster) / compared];
+      if (o == t)
         continue;
       double plain = 0.0, flipped = 0.0;
       for (size_t j = 0; j < d; j++) {
@@ -90,10 +98,13 @@ static void knnwb_partition_estimate_rows(size_t first, size_t last, void *data)
       }
       chord[found++] = sqrt(view->metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, flipped) : plain);
     }
+    /* The k-th of the cluster's est->size[c] rows is about the (k found / size)-th of these. */
+    const size_t rank =
+        MAX((size_t)1, (size_t)llround((double)view->k * (double)found / est->size[c]));
     double limit = HUGE_VAL;
-    if (found >= est->rank) {
+    if (found >= rank) {
       qsort(chord, found, sizeof(double), knnwb_partition_double_compare);
-      limit = chord[est->rank - 1];
+      limit = chord[rank - 1];
     }
     double pairs = 0.0, clusters = 0.0;
     for (size_t j = 0; j < view->m; j++) {
@@ -125,11 +136,20 @@ static double knnwb_partition_sample_work(const KnnwbPartitionSampleView *view, 
     radius[c] = MAX(radius[c], upper);
   }
   const size_t e = MIN(s, KNNWB_PARTITION_ESTIMATE_ROWS);
+  size_t *start = g_new0(size_t, m + 1), *members = g_new(size_t, s), *next = g_new(size_t, m);
+  for (size_t t = 0; t < s; t++)
+    start[view->label[t] + 1]++;
+  for (size_t c = 0; c < m; c++)
+    start[c + 1] += start[c];
+  memcpy(next, start, m * sizeof(size_t));
+  for (size_t t = 0; t < s; t++)
+    members[next[view->label[t]]++] = t;
   KnnwbPartitionEstimate est = {.view = view,
                                 .size = size,
                                 .radius = radius,
+                                .start = start,
+                                .members = members,
                                 .e = e,
-                                .rank = MAX((size_t)1, (size_t)llround((double)view->k / scale)),
                                 .visit_pairs = g_new0(double, e),
                                 .visit_clusters = g_new0(double, e)};
   knnwb_parallel_for(threads, e, 8, knnwb_partition_estimate_rows, &est);
@@ -143,6 +163,9 @@ static double knnwb_partition_sample_work(const KnnwbPartitionSampleView *view, 
   const double per_row = (double)view->n / (double)e;
   g_free(est.visit_pairs);
   g_free(est.visit_clusters);
+  g_free(start);
+  g_free(members);
+  g_free(next);
   g_free(size);
   g_free(radius);
   return knnwb_partition_work(gpu, own + visit_pairs * per_row, 2.0 * (double)m,
