@@ -85,41 +85,28 @@ static void knnwb_partition_squares(const double *centroid, size_t m, size_t d, 
   }
 }
 
-typedef struct {
-  const KnnwbPartitionBlock *sample;
-  const double *centroid_sq;
-  size_t m;
-  int32_t *label;
-} KnnwbPartitionLabels;
-
-static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
-{
-  KnnwbPartitionLabels *l = data;
-  for (size_t t = first; t < last; t++)
-    l->label[t] = (int32_t)knnwb_partition_nearest(l->sample, l->centroid_sq, l->m, t);
-}
-
 /* Every sample row's nearest centroid (the sample's dot products become those with centroid).
- * One DGEMM for the whole sample on OpenBLAS's own threads: DGEMMs on threads of our own would
- * each allocate OpenBLAS's per-thread buffers again. */
+ * One DGEMM for the whole sample on OpenBLAS's own threads (DGEMMs on threads of ours would each
+ * allocate OpenBLAS's per-thread buffers again), then the nearest on this thread: OpenBLAS's
+ * threads spin a while after a call, and threads of ours would only compete with them. */
 static void knnwb_partition_label(KnnwbPartitionBlock *sample, const double *centroid,
-                                  double *centroid_sq, size_t m, int threads, int32_t *label)
+                                  double *centroid_sq, size_t m, int32_t *label)
 {
   knnwb_partition_squares(centroid, m, sample->d, centroid_sq);
   knnwb_partition_block_dots(sample, centroid, m);
-  KnnwbPartitionLabels l = {.sample = sample, .centroid_sq = centroid_sq, .m = m, .label = label};
-  knnwb_parallel_for(threads, sample->rows, 4096, knnwb_partition_label_rows, &l);
+  for (size_t t = 0; t < sample->rows; t++)
+    label[t] = (int32_t)knnwb_partition_nearest(sample, centroid_sq, m, t);
 }
 
 /* Lloyd rounds on the sample (centroids of no sample row stay where they are). */
-static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
-                                  double *centroid, double *centroid_sq, int32_t *label)
+static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, double *centroid,
+                                  double *centroid_sq, int32_t *label)
 {
   const size_t s = sample->rows, d = sample->d;
   double *sum = g_new(double, m *d);
   size_t *count = g_new(size_t, m);
   for (int round = 0; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
-    knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
+    knnwb_partition_label(sample, centroid, centroid_sq, m, label);
     memset(sum, 0, m * d * sizeof(double));
     memset(count, 0, m * sizeof(size_t));
     for (size_t t = 0; t < s; t++) {
@@ -131,7 +118,7 @@ static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int thr
       for (size_t j = 0; count[c] > 0 && j < d; j++)
         centroid[c * d + j] = sum[c * d + j] / (double)count[c];
   }
-  knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
+  knnwb_partition_label(sample, centroid, centroid_sq, m, label);
   g_free(count);
   g_free(sum);
 }
@@ -157,11 +144,11 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
   return ok;
 }
 
-void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, double *centroid,
                             double *centroid_sq, int32_t *label)
 {
   knnwb_partition_seed(sample, m, centroid);
-  knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
+  knnwb_partition_lloyd(sample, m, centroid, centroid_sq, label);
 }
 
 typedef struct {

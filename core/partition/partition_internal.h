@@ -85,7 +85,7 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
 /* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds): m centroids
  * (m x d), their squared norms, each sample row's nearest (label); the sample's dot products are
  * then those with these centroids. */
-void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, double *centroid,
                             double *centroid_sq, int32_t *label);
 /* Every row to its nearest of p's centroids (p->m, p->centroid, p->centroid_sq set), the radii,
  * clusters of at most k rows dropped and their rows moved on, members indexed. FALSE (p cleared)
