@@ -4,6 +4,7 @@
  * in 2.3 s"). A message printed while a line is on screen first clears it
  * (knnwb_host_progress_clear), so that no result is glued onto a half-drawn line. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -235,6 +236,24 @@ struct KnnwbHostTicker {
   gboolean stop;
 };
 
+/* Held by a ticker's thread while it draws (it allocates and writes then) and, through
+ * pthread_atfork, by a thread that forks: the computation a ticker watches often runs in a forked
+ * child (knnwb/isolated.h), which inherits every lock as it was at the fork. A child forked while
+ * the ticker was inside malloc blocked for ever on its first allocation (ASan's allocator does not
+ * reset its locks at fork: test_host_usability's cluster run hung about once in 40). */
+static GMutex knnwb_host_ticker_drawing;
+void (*knnwb_host_ticker_draw_hook)(void);
+
+static void knnwb_host_ticker_fork_prepare(void)
+{
+  g_mutex_lock(&knnwb_host_ticker_drawing);
+}
+
+static void knnwb_host_ticker_fork_done(void)
+{
+  g_mutex_unlock(&knnwb_host_ticker_drawing);
+}
+
 static gpointer knnwb_host_ticker_run(gpointer data)
 {
   KnnwbHostTicker *ticker = data;
@@ -244,9 +263,13 @@ static gpointer knnwb_host_ticker_run(gpointer data)
     if (g_cond_wait_until(&ticker->cond, &ticker->lock, next) || ticker->stop)
       continue;
     next += G_USEC_PER_SEC / 2;
+    g_mutex_lock(&knnwb_host_ticker_drawing);
+    if (knnwb_host_ticker_draw_hook != NULL)
+      knnwb_host_ticker_draw_hook();
     double seconds = (double)(g_get_monotonic_time() - ticker->progress->start_us) / 1e6;
     char *forms[] = {g_strdup_printf("%s: %.0f s", ticker->progress->label, seconds)};
     knnwb_host_progress_show(ticker->progress, forms, 1);
+    g_mutex_unlock(&knnwb_host_ticker_drawing);
   }
   g_mutex_unlock(&ticker->lock);
   return NULL;
@@ -257,6 +280,12 @@ KnnwbHostTicker *knnwb_host_ticker_new(const char *label, gboolean quiet)
   KnnwbHostProgress *progress = knnwb_host_progress_new(label, quiet);
   if (progress == NULL)
     return NULL;
+  static gsize fork_handlers = 0;
+  if (g_once_init_enter(&fork_handlers)) {
+    pthread_atfork(knnwb_host_ticker_fork_prepare, knnwb_host_ticker_fork_done,
+                   knnwb_host_ticker_fork_done);
+    g_once_init_leave(&fork_handlers, 1);
+  }
   KnnwbHostTicker *ticker = g_new0(KnnwbHostTicker, 1);
   ticker->progress = progress;
   g_mutex_init(&ticker->lock);

@@ -225,6 +225,9 @@ typedef struct KnnwbHostTicker KnnwbHostTicker;
 KnnwbHostTicker *knnwb_host_ticker_new(const char *label, gboolean quiet);
 /** Stops the line (ends it with a newline when it was shown) and frees. NULL is fine. */
 void knnwb_host_ticker_free(KnnwbHostTicker *ticker);
+/** For tests: called by a ticker's thread at each redraw, inside the section that fork() waits
+ * for (no fork happens while it runs). */
+extern void (*knnwb_host_ticker_draw_hook)(void);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Memory peak (memory_peak.c) */
