@@ -13,7 +13,7 @@ fi
 # The compiler's messages go to a log: a biologist running the demo needs the results, not pages of
 # build output (the log's end is shown if the build fails).
 mkdir -p build demo-output
-echo "demo.sh: building knnwb in build/ (a few minutes; compiler messages in build/demo-build.log)"
+echo "demo.sh: building knnwb in build/ (about a minute; compiler messages in build/demo-build.log)"
 if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF &&
   cmake --build build -j"$(nproc)"; } \
   >build/demo-build.log 2>&1; then
