@@ -16,14 +16,14 @@ k=$b/bin/knnwb; export LD_LIBRARY_PATH=$b:${LD_LIBRARY_PATH:-}
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-part-data; mkdir -p $d
 SECONDS=0
-$py tests/bench/make_clusters_table.py $d/c2m.npy 2000000 50
-$py tests/bench/make_clusters_table.py $d/c10m.npy 10000000 50
+$py tests/bench/make_clusters_table.py $d/clusters-2M.npy 2000000 50
+$py tests/bench/make_clusters_table.py $d/clusters-10M.npy 10000000 50
 $py - $d <<'PY'
 import sys, numpy as np
 d = sys.argv[1]; r = np.random.default_rng(2)
 centres = r.normal(0, 1, (50, 50))   # overlapping: centres as far apart as a cluster is wide
-np.save(d + "/o2m.npy", (centres[r.integers(0, 50, 2000000)] + r.normal(0, 1, (2000000, 50))).astype(np.float32))
-np.save(d + "/g1m.npy", r.normal(0, 1, (1000000, 50)).astype(np.float32))
+np.save(d + "/overlap-2M.npy", (centres[r.integers(0, 50, 2000000)] + r.normal(0, 1, (2000000, 50))).astype(np.float32))
+np.save(d + "/cloud-1M.npy", r.normal(0, 1, (1000000, 50)).astype(np.float32))
 centres = r.normal(0, 10, (20, 13)); lab = r.integers(0, 20, 30011)
 x = (centres[lab] + r.normal(0, 1, (30011, 13))).astype(np.float32); x[5] = x[7]; x[100] = x[7]
 np.save(d + "/small.npy", x)
@@ -41,13 +41,13 @@ one() { # NAME FILE METRIC [ENV...]
   grep -oE "partition: [0-9]+ clusters.*|partition: (done|not used) in [0-9.]+ s" $out/one.log | sed 's/^/    /'
 }
 export CUDA_VISIBLE_DEVICES=0
-one "eucl 2Mx50 off" $d/c2m.npy euclidean KNNWB_PARTITION=off
-one "eucl 2Mx50 auto" $d/c2m.npy euclidean
-one "cos 2Mx50 auto" $d/c2m.npy cosine
-one "eucl 10Mx50 auto" $d/c10m.npy euclidean
-one "eucl overlap 2Mx50 auto" $d/o2m.npy euclidean
-one "eucl overlap 2Mx50 off" $d/o2m.npy euclidean KNNWB_PARTITION=off
-one "eucl cloud 1Mx50 auto" $d/g1m.npy euclidean
+one "eucl 2Mx50 off" $d/clusters-2M.npy euclidean KNNWB_PARTITION=off
+one "eucl 2Mx50 auto" $d/clusters-2M.npy euclidean
+one "cos 2Mx50 auto" $d/clusters-2M.npy cosine
+one "eucl 10Mx50 auto" $d/clusters-10M.npy euclidean
+one "eucl overlap 2Mx50 auto" $d/overlap-2M.npy euclidean
+one "eucl overlap 2Mx50 off" $d/overlap-2M.npy euclidean KNNWB_PARTITION=off
+one "eucl cloud 1Mx50 auto" $d/cloud-1M.npy euclidean
 for m in euclidean cosine pearson abs-pearson; do
   KNNWB_PARTITION=off $k knn $d/small.npy -k 7 -m $m --backend cpu -o $d/s_cpu.knn --quiet
   KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=2000 $k knn $d/small.npy -k 7 -m $m --backend cuda -o $d/s_gpu.knn --quiet

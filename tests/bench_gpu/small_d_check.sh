@@ -15,9 +15,9 @@ k=$b/bin/knnwb; export LD_LIBRARY_PATH=$b:${LD_LIBRARY_PATH:-}
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-small-data; mkdir -p $d
 SECONDS=0
-$py tests/bench/make_clusters_table.py $d/c50.npy "$rows" 50
-for dim in 32 64 128 295; do $py tests/bench/make_clusters_table.py $d/c$dim.npy 1000000 $dim; done
-$py tests/bench/make_clusters_table.py $d/s50.npy 500000 50
+$py tests/bench/make_clusters_table.py $d/clusters.npy "$rows" 50
+for dim in 32 64 128 295; do $py tests/bench/make_clusters_table.py $d/clusters-$dim.npy 1000000 $dim; done
+$py tests/bench/make_clusters_table.py $d/small-clusters.npy 500000 50
 echo "data ${SECONDS} s"
 log=$out/runs.log; : >"$log"
 # one whole command: NAME FILE METRIC [ENV...]; prints wall time, the select's trace summary, digest
@@ -34,23 +34,23 @@ one() {
   grep -m1 -oE "tiles \+ extract [0-9.]+ s" $out/one.log; grep -m1 -oE "[0-9]+ candidates, .*" $out/one.log
 }
 export CUDA_VISIBLE_DEVICES=0
-one "eucl ${rows}x50 1 GPU" $d/c50.npy euclidean KNNWB_CUDA_TRACE=1
-one "eucl ${rows}x50 1 GPU" $d/c50.npy euclidean KNNWB_CUDA_TRACE=2
-one "eucl ${rows}x50 float tiles" $d/c50.npy euclidean KNNWB_CUDA_TRACE=1 KNNWB_SCREEN_FLOAT_SCORES=1
-for f in 0 1; do one "cos ${rows}x50 fused=$f" $d/c50.npy cosine KNNWB_CUDA_TRACE=1 KNNWB_CUDA_FUSED=$f; done
+one "eucl ${rows}x50 1 GPU" $d/clusters.npy euclidean KNNWB_CUDA_TRACE=1
+one "eucl ${rows}x50 1 GPU" $d/clusters.npy euclidean KNNWB_CUDA_TRACE=2
+one "eucl ${rows}x50 float tiles" $d/clusters.npy euclidean KNNWB_CUDA_TRACE=1 KNNWB_SCREEN_FLOAT_SCORES=1
+for f in 0 1; do one "cos ${rows}x50 fused=$f" $d/clusters.npy cosine KNNWB_CUDA_TRACE=1 KNNWB_CUDA_FUSED=$f; done
 for dim in 32 64 128 295; do
-  for f in 0 1 0 1; do one "cos 1Mx$dim fused=$f" $d/c$dim.npy cosine KNNWB_CUDA_TRACE=1 KNNWB_CUDA_FUSED=$f; done
+  for f in 0 1 0 1; do one "cos 1Mx$dim fused=$f" $d/clusters-$dim.npy cosine KNNWB_CUDA_TRACE=1 KNNWB_CUDA_FUSED=$f; done
 done
 one "eucl 1Mx128 1 GPU" $d/c128.npy euclidean KNNWB_CUDA_TRACE=1
 unset CUDA_VISIBLE_DEVICES
 ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 if [ "$ngpu" -ge 2 ]; then
-  one "eucl ${rows}x50 $ngpu GPUs" $d/c50.npy euclidean KNNWB_CUDA_TRACE=1
-  one "cos ${rows}x50 $ngpu GPUs" $d/c50.npy cosine KNNWB_CUDA_TRACE=1
-  CUDA_VISIBLE_DEVICES=0,1 one "eucl ${rows}x50 2 GPUs" $d/c50.npy euclidean KNNWB_CUDA_TRACE=1
+  one "eucl ${rows}x50 $ngpu GPUs" $d/clusters.npy euclidean KNNWB_CUDA_TRACE=1
+  one "cos ${rows}x50 $ngpu GPUs" $d/clusters.npy cosine KNNWB_CUDA_TRACE=1
+  CUDA_VISIBLE_DEVICES=0,1 one "eucl ${rows}x50 2 GPUs" $d/clusters.npy euclidean KNNWB_CUDA_TRACE=1
 fi
 # ncu: one GEMM, filter and merge launch mid-loop at 500,000 x 50 euclidean
 CUDA_VISIBLE_DEVICES=0 timeout 120 ncu --clock-control none -k 'regex:nvjet|gemm|filter|merge' --launch-skip 3000 \
-  --launch-count 6 --section SpeedOfLight "$k" knn $d/s50.npy -k 30 -m euclidean -o $d/g.npy >"$out/ncu.txt" 2>&1
+  --launch-count 6 --section SpeedOfLight "$k" knn $d/small-clusters.npy -k 30 -m euclidean -o $d/g.npy >"$out/ncu.txt" 2>&1
 grep -E "^  [a-zA-Z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)" "$out/ncu.txt" | cut -c1-120 | head -40
 rm -rf $d
