@@ -26,7 +26,7 @@ py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-margin-data; mkdir -p $d
 SECONDS=0
 $py tests/bench/make_clusters_table.py $d/c200k.npy 200003 50
-$py tests/bench/make_clusters_table.py $d/c2m.npy 2000000 50
+$py tests/bench/make_clusters_table.py $d/clusters-2M.npy 2000000 50
 echo "data ${SECONDS} s"
 log=$out/runs.log; : >"$log"
 now() { date +%s%N; }
@@ -55,15 +55,15 @@ for m in euclidean cosine; do
   one "$m 200003x50 gpu, no planner" $d/c200k.npy $m KNNWB_MARGIN_PILOT=0
   cmp -s $d/g.npy $d/cpu.npy && echo "  cpu = gpu bytes" || echo "  DIFFERENT"
 done
-one "euclidean 2Mx50 1 GPU" $d/c2m.npy euclidean
-[ "$mode" = short ] || one "euclidean 2Mx50 1 GPU, no planner" $d/c2m.npy euclidean KNNWB_MARGIN_PILOT=0
-one "euclidean 2Mx50 1 GPU" $d/c2m.npy euclidean
-[ "$mode" = short ] || one "cosine 2Mx50 1 GPU" $d/c2m.npy cosine
-[ "$mode" = short ] || one "cosine 2Mx50 1 GPU, no planner" $d/c2m.npy cosine KNNWB_MARGIN_PILOT=0
+one "euclidean 2Mx50 1 GPU" $d/clusters-2M.npy euclidean
+[ "$mode" = short ] || one "euclidean 2Mx50 1 GPU, no planner" $d/clusters-2M.npy euclidean KNNWB_MARGIN_PILOT=0
+one "euclidean 2Mx50 1 GPU" $d/clusters-2M.npy euclidean
+[ "$mode" = short ] || one "cosine 2Mx50 1 GPU" $d/clusters-2M.npy cosine
+[ "$mode" = short ] || one "cosine 2Mx50 1 GPU, no planner" $d/clusters-2M.npy cosine KNNWB_MARGIN_PILOT=0
 unset CUDA_VISIBLE_DEVICES
 ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
-one "euclidean 2Mx50 $ngpu GPUs" $d/c2m.npy euclidean KNNWB_CUDA_TRACE=1
-one "euclidean 2Mx50 $ngpu GPUs" $d/c2m.npy euclidean
+one "euclidean 2Mx50 $ngpu GPUs" $d/clusters-2M.npy euclidean KNNWB_CUDA_TRACE=1
+one "euclidean 2Mx50 $ngpu GPUs" $d/clusters-2M.npy euclidean
 [ "$mode" = short ] && { rm -rf $d; exit 0; }
 rm -f $d/c200k.npy
 SECONDS=0; $py tests/bench/make_clusters_table.py $d/big.npy "$big" 50; echo "data $big x 50: ${SECONDS} s"
