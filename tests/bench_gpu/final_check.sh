@@ -88,14 +88,14 @@ cmp -s "$out/mix_auto.knn" "$out/mix_fp32.knn" && echo "clusters: auto = fp32 by
 # exhaustive rows the GPU run had not finished in 120 s): CPU against GPU, time and bytes
 $py -c "
 import numpy as np; r=np.random.default_rng(1); x=r.standard_normal((20011,2)).astype(np.float32)
-x[r.integers(0,20011,2001)]=3.0; x[2]=0; np.save('$out/t2.npy', x)"
+x[r.integers(0,20011,2001)]=3.0; x[2]=0; np.save('$out/ties.npy', x)"
 for b in cpu cuda; do
   t0=$(date +%s.%N)
-  G_MESSAGES_DEBUG=all timeout 120 $k knn "$out/t2.npy" -k 1 -m abs-pearson --drop-degenerate --backend $b \
-    -o "$out/t2_$b.knn" >"$out/t2_$b.err" 2>&1
+  G_MESSAGES_DEBUG=all timeout 120 $k knn "$out/ties.npy" -k 1 -m abs-pearson --drop-degenerate --backend $b \
+    -o "$out/ties_$b.knn" >"$out/ties_$b.err" 2>&1
   r=$?; t1=$(date +%s.%N)
   echo "dense ties 20011 x 2 --backend $b: rc=$r $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b - a}') s;" \
-    "$(grep -o "re-selected in all.*" "$out/t2_$b.err" | head -1)"
+    "$(grep -o "re-selected in all.*" "$out/ties_$b.err" | head -1)"
 done
 cmp -s "$out/t2_cpu.knn" "$out/t2_cuda.knn" && echo "dense ties: cpu = cuda bytes" || echo "dense ties: DIFFERENT"
 # the fused tile (wgmma) on the merged tree, beside the default

@@ -25,7 +25,7 @@ grep -E "^not ok" "$out/tests.log" | head
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-margin-data; mkdir -p $d
 SECONDS=0
-$py tests/bench/make_clusters_table.py $d/c200k.npy 200003 50
+$py tests/bench/make_clusters_table.py $d/clusters-200k.npy 200003 50
 $py tests/bench/make_clusters_table.py $d/clusters-2M.npy 2000000 50
 echo "data ${SECONDS} s"
 log=$out/runs.log; : >"$log"
@@ -50,9 +50,9 @@ one() {
 }
 export CUDA_VISIBLE_DEVICES=0
 for m in euclidean cosine; do
-  ARGS="--backend cpu" one "$m 200003x50 cpu" $d/c200k.npy $m; cp $d/g.npy $d/cpu.npy
-  one "$m 200003x50 gpu" $d/c200k.npy $m; cmp -s $d/g.npy $d/cpu.npy && echo "  cpu = gpu bytes" || echo "  DIFFERENT"
-  one "$m 200003x50 gpu, no planner" $d/c200k.npy $m KNNWB_MARGIN_PILOT=0
+  ARGS="--backend cpu" one "$m 200003x50 cpu" $d/clusters-200k.npy $m; cp $d/g.npy $d/cpu.npy
+  one "$m 200003x50 gpu" $d/clusters-200k.npy $m; cmp -s $d/g.npy $d/cpu.npy && echo "  cpu = gpu bytes" || echo "  DIFFERENT"
+  one "$m 200003x50 gpu, no planner" $d/clusters-200k.npy $m KNNWB_MARGIN_PILOT=0
   cmp -s $d/g.npy $d/cpu.npy && echo "  cpu = gpu bytes" || echo "  DIFFERENT"
 done
 one "euclidean 2Mx50 1 GPU" $d/clusters-2M.npy euclidean
@@ -65,7 +65,7 @@ ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 one "euclidean 2Mx50 $ngpu GPUs" $d/clusters-2M.npy euclidean KNNWB_CUDA_TRACE=1
 one "euclidean 2Mx50 $ngpu GPUs" $d/clusters-2M.npy euclidean
 [ "$mode" = short ] && { rm -rf $d; exit 0; }
-rm -f $d/c200k.npy
+rm -f $d/clusters-200k.npy
 SECONDS=0; $py tests/bench/make_clusters_table.py $d/big.npy "$big" 50; echo "data $big x 50: ${SECONDS} s"
 one "euclidean ${big}x50 $ngpu GPUs" $d/big.npy euclidean KNNWB_CUDA_TRACE=1
 export CUDA_VISIBLE_DEVICES=0
