@@ -97,7 +97,7 @@ for b in cpu cuda; do
   echo "dense ties 20011 x 2 --backend $b: rc=$r $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b - a}') s;" \
     "$(grep -o "re-selected in all.*" "$out/ties_$b.err" | head -1)"
 done
-cmp -s "$out/t2_cpu.knn" "$out/t2_cuda.knn" && echo "dense ties: cpu = cuda bytes" || echo "dense ties: DIFFERENT"
+cmp -s "$out/ties_cpu.knn" "$out/ties_cuda.knn" && echo "dense ties: cpu = cuda bytes" || echo "dense ties: DIFFERENT"
 # the fused tile (wgmma) on the merged tree, beside the default
 KNNWB_CUDA_FUSED=1 KNNWB_CUDA_TRACE=1 CUDA_VISIBLE_DEVICES=0 timeout 120 $bench --n 1533876 --no-select --no-floor >"$out/bf.log" 2>&1
 grep "library (\|of which" "$out/bf.log" | cut -c1-200
