@@ -47,18 +47,23 @@ static void knnwb_partition_visit_rows(size_t first, size_t last, void *data)
     return;
   }
   GArray *found = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  size_t *seen = g_new0(size_t, p->groups); /* the last row (+ 1) that visits each group */
   if (knnwb_partition_block_fill(&block, p->metric, run->data, first, last, NULL, p->centroid,
                                  p->m)) {
     for (size_t r = 0; r < block.rows; r++) {
-      const size_t i = first + r, own = (size_t)p->cluster_of[i];
+      const size_t i = first + r, own = (size_t)p->group_of[p->cluster_of[i]];
       const double limit = knnwb_partition_chord_limit(
           p->metric, run->lists->distances[i * run->k + run->k - 1], p->d);
       for (size_t j = 0; j < p->m; j++) {
+        const size_t g = (size_t)p->group_of[j];
+        if (g == own || seen[g] == i + 1)
+          continue;
         double lower, upper;
         knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, j, &lower, &upper);
-        if (j != own && !(lower - p->radius[j] > limit)) {
-          const uint64_t visit = ((uint64_t)j << 40) | (uint64_t)i;
+        if (!(lower - p->radius[j] > limit)) {
+          const uint64_t visit = ((uint64_t)g << 40) | (uint64_t)i;
           g_array_append_val(found, visit);
+          seen[g] = i + 1;
         }
       }
     }
@@ -66,6 +71,7 @@ static void knnwb_partition_visit_rows(size_t first, size_t last, void *data)
     g_atomic_int_set(&v->failed, 1);
   }
   knnwb_partition_block_clear(&block);
+  g_free(seen);
   v->found[first / KNNWB_PARTITION_BOUND_ROWS] = found;
 }
 
@@ -81,17 +87,17 @@ static gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
   knnwb_parallel_for(p->threads, p->n, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows, &v);
   openblas_set_num_threads(saved_blas_threads);
   size_t total = 0;
-  run->query_start = g_new0(int64_t, p->m + 1);
+  run->query_start = g_new0(int64_t, p->groups + 1);
   for (size_t b = 0; b < blocks; b++)
     for (guint t = 0; v.found[b] != NULL && t < v.found[b]->len; t++) {
       run->query_start[(g_array_index(v.found[b], uint64_t, t) >> 40) + 1]++;
       total++;
     }
-  for (size_t c = 0; c < p->m; c++)
+  for (size_t c = 0; c < p->groups; c++)
     run->query_start[c + 1] += run->query_start[c];
   run->queries = v.failed ? NULL : g_try_new(int64_t, MAX(total, (size_t)1));
-  int64_t *next = g_new(int64_t, p->m);
-  memcpy(next, run->query_start, p->m * sizeof(int64_t));
+  int64_t *next = g_new(int64_t, p->groups);
+  memcpy(next, run->query_start, p->groups * sizeof(int64_t));
   for (size_t b = 0; b < blocks; b++) {
     for (guint t = 0; run->queries != NULL && v.found[b] != NULL && t < v.found[b]->len; t++) {
       const uint64_t visit = g_array_index(v.found[b], uint64_t, t);
@@ -103,7 +109,7 @@ static gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
   g_free(next);
   g_free(v.found);
   *pairs = 0.0;
-  for (size_t c = 0; c < p->m; c++)
+  for (size_t c = 0; c < p->groups; c++)
     *pairs += (double)(run->query_start[c + 1] - run->query_start[c]) *
               (double)(p->start[c + 1] - p->start[c]);
   return run->queries != NULL;
@@ -159,7 +165,7 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
 {
   const size_t n = data->n_rows, k = options->k;
   double own_pairs = 0.0;
-  for (size_t c = 0; c < p->m; c++)
+  for (size_t c = 0; c < p->groups; c++)
     own_pairs += 0.5 * (double)(p->start[c + 1] - p->start[c]) * (p->start[c + 1] - p->start[c]);
   const double plain = 0.5 * (double)n * (double)n;
   KnnwbPartitionRun run = {.data = data,
@@ -182,14 +188,14 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
     /* What the clusters' own lists cost is spent: go on unless what remains costs more than the
      * plain search from the start. */
     const gboolean gpu = run.devices != NULL;
-    const double visits = (double)(run.queries != NULL ? run.query_start[p->m] : 0);
-    const double remaining = knnwb_partition_work(gpu, visit_pairs, (double)p->m, visits);
+    const double visits = (double)(run.queries != NULL ? run.query_start[p->groups] : 0);
+    const double remaining = knnwb_partition_work(gpu, visit_pairs, (double)p->groups, visits);
     give_up = give_up || (mode == KNNWB_PARTITION_AUTO &&
                           remaining > knnwb_partition_plain_work(gpu, n) * run.workers);
-    g_debug("knnwb: partition: %zu clusters, %.3g pairs within, %.3g between (%.1f%% of all), "
+    g_debug("knnwb: partition: %zu groups, %.3g pairs within, %.3g between (%.1f%% of all), "
             "%d worker(s)%s",
-            p->m, own_pairs, visit_pairs, 100.0 * (own_pairs + visit_pairs) / plain, run.workers,
-            give_up ? ": the plain search instead" : "");
+            p->groups, own_pairs, visit_pairs, 100.0 * (own_pairs + visit_pairs) / plain,
+            run.workers, give_up ? ": the plain search instead" : "");
     run.total = run.done + visit_pairs;
   }
   ok = ok && (give_up || knnwb_partition_visit_lists(&run, error));
@@ -226,8 +232,11 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   /* (the plain search reports values that are not finite) */
   chosen = chosen && knnwb_matrix_check_finite(data, NULL) &&
            knnwb_partition_assign_all(&p, data, options->k, options->cancel);
-  g_debug("knnwb: partition: %zu clusters in %.3f s, expected %.1f%% of the work: %s", p.m,
-          (double)(g_get_monotonic_time() - start) / 1e6, 100.0 * expected,
+  const size_t cells = p.m;
+  if (chosen)
+    knnwb_partition_group(&p, data, options->k, knnwb_knn_uses_gpu(options));
+  g_debug("knnwb: partition: %zu clusters (%zu groups) in %.3f s, expected %.1f%% of the work: %s",
+          cells, p.groups, (double)(g_get_monotonic_time() - start) / 1e6, 100.0 * expected,
           chosen ? "partitioning" : "the plain search");
   gboolean ok = TRUE;
   if (chosen) {

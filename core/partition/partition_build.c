@@ -229,18 +229,18 @@ static gboolean knnwb_partition_drop_small(KnnwbPartition *p, size_t k)
   return dropped;
 }
 
-/* Each cluster's rows, ascending, in members (a counting sort by cluster). */
-static void knnwb_partition_index(KnnwbPartition *p)
+/* Each group's rows, ascending, in members (a counting sort by group). */
+void knnwb_partition_index(KnnwbPartition *p)
 {
-  memset(p->start, 0, (p->m + 1) * sizeof(size_t));
+  memset(p->start, 0, (p->groups + 1) * sizeof(size_t));
   for (size_t i = 0; i < p->n; i++)
-    p->start[p->cluster_of[i] + 1]++;
-  for (size_t c = 0; c < p->m; c++)
-    p->start[c + 1] += p->start[c];
-  size_t *next = g_new(size_t, p->m);
-  memcpy(next, p->start, p->m * sizeof(size_t));
+    p->start[p->group_of[p->cluster_of[i]] + 1]++;
+  for (size_t g = 0; g < p->groups; g++)
+    p->start[g + 1] += p->start[g];
+  size_t *next = g_new(size_t, p->groups);
+  memcpy(next, p->start, p->groups * sizeof(size_t));
   for (size_t i = 0; i < p->n; i++)
-    p->members[next[p->cluster_of[i]]++] = (int64_t)i;
+    p->members[next[p->group_of[p->cluster_of[i]]]++] = (int64_t)i;
   g_free(next);
 }
 
@@ -262,9 +262,13 @@ gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, 
     if (ok && pass == 3)
       ok = knnwb_partition_assign(p, data, cancel) && !knnwb_partition_drop_small(p, k);
   }
-  if (ok)
+  if (ok) {
+    p->group_of = g_new(int32_t, p->m);
+    for (size_t c = 0; c < p->m; c++)
+      p->group_of[c] = (int32_t)c;
+    p->groups = p->m;
     knnwb_partition_index(p);
-  else
+  } else
     knnwb_partition_clear(p);
   return ok;
 }
@@ -275,7 +279,8 @@ void knnwb_partition_clear(KnnwbPartition *p)
   g_clear_pointer(&p->centroid_sq, g_free);
   g_clear_pointer(&p->radius, g_free);
   g_clear_pointer(&p->cluster_of, g_free);
+  g_clear_pointer(&p->group_of, g_free);
   g_clear_pointer(&p->start, g_free);
   g_clear_pointer(&p->members, g_free);
-  p->m = 0;
+  p->m = p->groups = 0;
 }

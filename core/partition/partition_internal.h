@@ -19,21 +19,25 @@
 typedef enum { KNNWB_PARTITION_AUTO, KNNWB_PARTITION_OFF, KNNWB_PARTITION_ON } KnnwbPartitionMode;
 
 /*
- * The rows split into m clusters, in the bound space of the metric: the rows themselves for
- * euclidean; centred (pearson family) or not (cosine) and scaled to norm 1 otherwise, where the
- * chord |v - w| = sqrt(2 d) for the metric's distance d (abs-pearson: the nearer of w and -w).
- * Distances to centroids come with a rounding margin, so that lower and upper bounds are bounds.
+ * The rows split into m cells (k-means clusters), in the bound space of the metric: the rows
+ * themselves for euclidean; centred (pearson family) or not (cosine) and scaled to norm 1
+ * otherwise, where the chord |v - w| = sqrt(2 d) for the metric's distance d (abs-pearson: the
+ * nearer of w and -w). Distances to centroids come with a rounding margin, so that lower and
+ * upper bounds are bounds. The cells are searched in groups (one or more cells each: the
+ * clusters of the search); a row is bounded away from a group when it is from each of its cells.
  */
 typedef struct {
   KnnwbMetric metric;
   size_t n, d, m;
+  size_t groups;
   int threads;
   double *centroid;    /* m x d */
   double *centroid_sq; /* m: |c|^2 */
   double *radius;      /* m: at least the distance of every member to its centroid */
-  int32_t *cluster_of; /* n */
-  size_t *start;       /* m + 1: each cluster's range in members */
-  int64_t *members;    /* n: cluster by cluster, rows ascending within each */
+  int32_t *cluster_of; /* n: each row's cell */
+  int32_t *group_of;   /* m: each cell's group */
+  size_t *start;       /* groups + 1: each group's range in members */
+  int64_t *members;    /* n: group by group, rows ascending within each */
 } KnnwbPartition;
 
 /* A block of rows in the bound space with their dot products with every centroid. */
@@ -88,11 +92,20 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
 void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, double *centroid,
                             double *centroid_sq, int32_t *label);
 /* Every row to its nearest of p's centroids (p->m, p->centroid, p->centroid_sq set), the radii,
- * clusters of at most k rows dropped and their rows moved on, members indexed. FALSE (p cleared)
- * when fewer than two clusters remain, a row has no direction, memory is short or cancel is set. */
+ * cells of at most k rows dropped and their rows moved on, members indexed with one group a cell.
+ * FALSE (p cleared) when fewer than two cells remain, a row has no direction, memory is short or
+ * cancel is set. */
 gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
                                     const volatile gint *cancel);
 void knnwb_partition_clear(KnnwbPartition *p);
+/* Groups of p's cells (partition_group.c), indexed in p->start and p->members: starting from one
+ * group a cell, two groups become one while the work model (knnwb_partition_work on the backend:
+ * gpu or not) says that saves work, judged on a sample of rows and the cells each would visit;
+ * at least two groups stay; none with KNNWB_PARTITION_GROUPS=off (comparisons, tests). Only the
+ * speed depends on it. */
+void knnwb_partition_group(KnnwbPartition *p, const KnnwbMatrix *data, size_t k, gboolean gpu);
+/* p's members indexed by p->group_of (p->groups groups). */
+void knnwb_partition_index(KnnwbPartition *p);
 
 /*
  * One partitioned run (partition.c, partition_search.c). Sub-searches run on `workers` threads at
@@ -124,6 +137,18 @@ gboolean knnwb_partition_own_lists(KnnwbPartitionRun *run, GError **error);
 gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error);
 
 /* The choice (partition_plan.c). */
+/* Own-cluster sample rows compared with an evaluated row, at most (evenly spread). */
+#define KNNWB_PARTITION_ESTIMATE_MEMBERS ((size_t)2048)
+/* The sample rows [0, s) by cluster (label[t] < m): cluster c's rows, ascending, are
+ * members[start[c] .. start[c + 1]). */
+void knnwb_partition_sample_index(const int32_t *label, size_t s, size_t m, size_t *start,
+                                  size_t *members);
+/* The k-th chord of sample row t within its cluster, estimated from the cluster's sample rows
+ * members[0 .. count) (at most KNNWB_PARTITION_ESTIMATE_MEMBERS of them, evenly spread) standing
+ * for size rows; HUGE_VAL when too few. chord: room for KNNWB_PARTITION_ESTIMATE_MEMBERS. */
+double knnwb_partition_estimate_limit(const KnnwbPartitionBlock *sample, KnnwbMetric metric,
+                                      size_t t, const size_t *members, size_t count, double size,
+                                      size_t k, double *chord);
 KnnwbPartitionMode knnwb_partition_mode(void);
 /* Work in pairs of the plain search: pairs scored plus a cost per sub-search (calls) and per row
  * searched (rows), on a GPU or on the CPU; and the plain search's own for n rows. */

@@ -61,8 +61,46 @@ typedef struct {
   KnnwbMetric metric;
 } KnnwbPartitionSampleView;
 
-/* Own-cluster sample rows compared with an evaluated row, at most (evenly spread). */
-#define KNNWB_PARTITION_ESTIMATE_MEMBERS ((size_t)2048)
+void knnwb_partition_sample_index(const int32_t *label, size_t s, size_t m, size_t *start,
+                                  size_t *members)
+{
+  memset(start, 0, (m + 1) * sizeof(size_t));
+  for (size_t t = 0; t < s; t++)
+    start[label[t] + 1]++;
+  for (size_t c = 0; c < m; c++)
+    start[c + 1] += start[c];
+  size_t *next = g_new(size_t, m);
+  memcpy(next, start, m * sizeof(size_t));
+  for (size_t t = 0; t < s; t++)
+    members[next[label[t]]++] = t;
+  g_free(next);
+}
+
+double knnwb_partition_estimate_limit(const KnnwbPartitionBlock *sample, KnnwbMetric metric,
+                                      size_t t, const size_t *members, size_t count, double size,
+                                      size_t k, double *chord)
+{
+  const size_t d = sample->d, compared = MIN(count, KNNWB_PARTITION_ESTIMATE_MEMBERS);
+  size_t found = 0;
+  for (size_t q = 0; q < compared; q++) {
+    const size_t o = members[(q * count) / compared];
+    if (o == t)
+      continue;
+    double plain = 0.0, flipped = 0.0;
+    for (size_t j = 0; j < d; j++) {
+      const double x = sample->v[t * d + j], y = sample->v[o * d + j];
+      plain += (x - y) * (x - y);
+      flipped += (x + y) * (x + y);
+    }
+    chord[found++] = sqrt(metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, flipped) : plain);
+  }
+  /* The k-th of the cluster's size rows is about the (k found / size)-th of these. */
+  const size_t rank = MAX((size_t)1, (size_t)llround((double)k * (double)found / size));
+  if (found < rank)
+    return HUGE_VAL;
+  qsort(chord, found, sizeof(double), knnwb_partition_double_compare);
+  return chord[rank - 1];
+}
 
 /* Per evaluated sample row: the rows of other clusters it would visit, and how many clusters. */
 typedef struct {
@@ -79,33 +117,13 @@ static void knnwb_partition_estimate_rows(size_t first, size_t last, void *data)
   const KnnwbPartitionEstimate *est = data;
   const KnnwbPartitionSampleView *view = est->view;
   const KnnwbPartitionBlock *sample = view->sample;
-  const size_t s = sample->rows, d = sample->d;
+  const size_t s = sample->rows;
   double *chord = g_new(double, KNNWB_PARTITION_ESTIMATE_MEMBERS);
   for (size_t u = first; u < last; u++) {
     const size_t t = (u * s) / est->e, c = (size_t)view->label[t];
-    const size_t in_cluster = est->start[c + 1] - est->start[c];
-    const size_t compared = MIN(in_cluster, KNNWB_PARTITION_ESTIMATE_MEMBERS);
-    size_t found = 0;
-    for (size_t q = 0; q < compared; q++) {
-      const size_t o = est->members[est->start[c] + (q * in_cluster) / compared];
-      if (o == t)
-        continue;
-      double plain = 0.0, flipped = 0.0;
-      for (size_t j = 0; j < d; j++) {
-        const double x = sample->v[t * d + j], y = sample->v[o * d + j];
-        plain += (x - y) * (x - y);
-        flipped += (x + y) * (x + y);
-      }
-      chord[found++] = sqrt(view->metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, flipped) : plain);
-    }
-    /* The k-th of the cluster's est->size[c] rows is about the (k found / size)-th of these. */
-    const size_t rank =
-        MAX((size_t)1, (size_t)llround((double)view->k * (double)found / est->size[c]));
-    double limit = HUGE_VAL;
-    if (found >= rank) {
-      qsort(chord, found, sizeof(double), knnwb_partition_double_compare);
-      limit = chord[rank - 1];
-    }
+    const double limit = knnwb_partition_estimate_limit(
+        sample, view->metric, t, est->members + est->start[c], est->start[c + 1] - est->start[c],
+        est->size[c], view->k, chord);
     double pairs = 0.0, clusters = 0.0;
     for (size_t j = 0; j < view->m; j++) {
       double lower, upper;
@@ -136,14 +154,8 @@ static double knnwb_partition_sample_work(const KnnwbPartitionSampleView *view, 
     radius[c] = MAX(radius[c], upper);
   }
   const size_t e = MIN(s, KNNWB_PARTITION_ESTIMATE_ROWS);
-  size_t *start = g_new0(size_t, m + 1), *members = g_new(size_t, s), *next = g_new(size_t, m);
-  for (size_t t = 0; t < s; t++)
-    start[view->label[t] + 1]++;
-  for (size_t c = 0; c < m; c++)
-    start[c + 1] += start[c];
-  memcpy(next, start, m * sizeof(size_t));
-  for (size_t t = 0; t < s; t++)
-    members[next[view->label[t]]++] = t;
+  size_t *start = g_new(size_t, m + 1), *members = g_new(size_t, s);
+  knnwb_partition_sample_index(view->label, s, m, start, members);
   KnnwbPartitionEstimate est = {.view = view,
                                 .size = size,
                                 .radius = radius,
@@ -165,7 +177,6 @@ static double knnwb_partition_sample_work(const KnnwbPartitionSampleView *view, 
   g_free(est.visit_clusters);
   g_free(start);
   g_free(members);
-  g_free(next);
   g_free(size);
   g_free(radius);
   return knnwb_partition_work(gpu, own + visit_pairs * per_row, 2.0 * (double)m,

@@ -275,11 +275,11 @@ static int knnwb_partition_work_compare(const void *a, const void *b, void *data
   return x > y ? -1 : (x < y);
 }
 
-/* Runs item on every cluster with work[c] > 0, largest first, on the run's workers. */
+/* Runs item on every group with work[c] > 0, largest first, on the run's workers. */
 static gboolean knnwb_partition_pool_run(KnnwbPartitionRun *run, KnnwbPartitionItem item,
                                          double *work, GError **error)
 {
-  const size_t m = run->p->m;
+  const size_t m = run->p->groups;
   size_t *order = g_new(size_t, m), n_items = 0;
   for (size_t c = 0; c < m; c++)
     if (work[c] > 0)
@@ -298,8 +298,8 @@ static gboolean knnwb_partition_pool_run(KnnwbPartitionRun *run, KnnwbPartitionI
 gboolean knnwb_partition_own_lists(KnnwbPartitionRun *run, GError **error)
 {
   const KnnwbPartition *p = run->p;
-  double *work = g_new(double, p->m);
-  for (size_t c = 0; c < p->m; c++)
+  double *work = g_new(double, p->groups);
+  for (size_t c = 0; c < p->groups; c++)
     work[c] = (double)(p->start[c + 1] - p->start[c]);
   gboolean ok = knnwb_partition_pool_run(run, knnwb_partition_own_item, work, error);
   g_free(work);
@@ -309,8 +309,8 @@ gboolean knnwb_partition_own_lists(KnnwbPartitionRun *run, GError **error)
 gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error)
 {
   const KnnwbPartition *p = run->p;
-  double *work = g_new(double, p->m);
-  for (size_t c = 0; c < p->m; c++)
+  double *work = g_new(double, p->groups);
+  for (size_t c = 0; c < p->groups; c++)
     work[c] = (double)(run->query_start[c + 1] - run->query_start[c]) *
               (double)(p->start[c + 1] - p->start[c]);
   gboolean ok = knnwb_partition_pool_run(run, knnwb_partition_visit_item, work, error);

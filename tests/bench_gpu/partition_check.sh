@@ -38,13 +38,14 @@ one() { # NAME FILE METRIC [ENV...]
   r=$?; t1=$(date +%s.%N)
   echo "== $name ($*) rc=$r" >>"$log"; cat $out/one.log >>"$log"
   printf '%-40s rc=%d %7.2f s  %s\n' "$name" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{print b-a}')" "$(sha256sum $d/g.npy | cut -c1-16)"
-  grep -oE "partition: [0-9]+ clusters.*|partition: (done|not used) in [0-9.]+ s" $out/one.log | sed 's/^/    /'
+  grep -oE "partition: [0-9]+ (clusters|groups).*|partition: (done|not used) in [0-9.]+ s" $out/one.log | sed 's/^/    /'
 }
 export CUDA_VISIBLE_DEVICES=0
 one "eucl 2Mx50 off" $d/clusters-2M.npy euclidean KNNWB_PARTITION=off
 one "eucl 2Mx50 auto" $d/clusters-2M.npy euclidean
 one "cos 2Mx50 auto" $d/clusters-2M.npy cosine
 one "eucl 10Mx50 auto" $d/clusters-10M.npy euclidean
+one "eucl 10Mx50 auto, cells not grouped" $d/clusters-10M.npy euclidean KNNWB_PARTITION_GROUPS=off
 one "eucl overlap 2Mx50 auto" $d/overlap-2M.npy euclidean
 one "eucl overlap 2Mx50 off" $d/overlap-2M.npy euclidean KNNWB_PARTITION=off
 one "eucl cloud 1Mx50 auto" $d/cloud-1M.npy euclidean
