@@ -90,21 +90,46 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
 
 /* Column means and the power of two that brings the largest centred value into [1, 2): after it,
  * float scores neither overflow (values near 1e20) nor lose everything to an offset (raw
- * intensities around 1e4 with differences near 1). */
-static void knnwb_prepare_euclidean_frame(KnnwbPrepared *p, const KnnwbMatrix *data)
+ * intensities around 1e4 with differences near 1). Threads take columns, each summed over the
+ * rows in order, so the means are the same bits for any number of threads. */
+typedef struct {
+  KnnwbPrepared *p;
+  const KnnwbMatrix *data;
+  double *largest; /* per column */
+} KnnwbPrepareFrame;
+
+static void knnwb_prepare_frame_columns(size_t first, size_t last, void *user)
 {
+  KnnwbPrepareFrame *frame = user;
+  KnnwbPrepared *p = frame->p;
   const size_t n = p->n, d = p->d;
-  for (size_t j = 0; j < d; j++)
+  const float *values = frame->data->values;
+  for (size_t j = first; j < last; j++)
     p->column_mean[j] = 0.0;
   for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < d; j++)
-      p->column_mean[j] += data->values[i * d + j];
-  for (size_t j = 0; j < d && n > 0; j++)
+    for (size_t j = first; j < last; j++)
+      p->column_mean[j] += values[i * d + j];
+  for (size_t j = first; j < last && n > 0; j++)
     p->column_mean[j] /= (double)n;
-  double largest = 0.0;
+  for (size_t j = first; j < last; j++)
+    frame->largest[j] = 0.0;
   for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < d; j++)
-      largest = MAX(largest, fabs((double)data->values[i * d + j] - p->column_mean[j]));
+    for (size_t j = first; j < last; j++)
+      frame->largest[j] =
+          MAX(frame->largest[j], fabs((double)values[i * d + j] - p->column_mean[j]));
+}
+
+static void knnwb_prepare_euclidean_frame(KnnwbPrepared *p, const KnnwbMatrix *data, int n_threads)
+{
+  KnnwbPrepareFrame frame = {p, data, g_new(double, MAX(p->d, (size_t)1))};
+  /* one contiguous range of columns a thread: each reads its few columns of every row once */
+  const size_t threads = (size_t)knnwb_thread_count(n_threads);
+  knnwb_parallel_for(n_threads, p->d, (p->d + threads - 1) / threads, knnwb_prepare_frame_columns,
+                     &frame);
+  double largest = 0.0;
+  for (size_t j = 0; j < p->d; j++)
+    largest = MAX(largest, frame.largest[j]);
+  g_free(frame.largest);
   p->scale_exponent = largest > 0.0 ? ilogb(largest) : 0;
 }
 
@@ -223,7 +248,7 @@ static void knnwb_prepare_allocate(KnnwbPrepared *p, const KnnwbMatrix *data, si
 /* The scale of the scores in data units: euclidean's frame (like's, or data's own) and manhattan's
  * power of two. */
 static void knnwb_prepare_scale(KnnwbPrepared *p, const KnnwbMatrix *data,
-                                const KnnwbPrepared *like)
+                                const KnnwbPrepared *like, int n_threads)
 {
   p->score_scale = 1.0;
   if (p->metric == KNNWB_METRIC_EUCLIDEAN) {
@@ -231,7 +256,7 @@ static void knnwb_prepare_scale(KnnwbPrepared *p, const KnnwbMatrix *data,
       memcpy(p->column_mean, like->column_mean, p->d * sizeof(double));
       p->scale_exponent = like->scale_exponent;
     } else {
-      knnwb_prepare_euclidean_frame(p, data);
+      knnwb_prepare_euclidean_frame(p, data, n_threads);
     }
     p->score_scale = ldexp(1.0, 2 * p->scale_exponent);
   }
@@ -322,7 +347,7 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
                 d, knnwb_metric_to_string(metric));
     return FALSE;
   }
-  knnwb_prepare_scale(p, data, like);
+  knnwb_prepare_scale(p, data, like, n_threads);
   KnnwbPrepareLoop loop = {p, data, degenerate, cancel, 0};
   knnwb_parallel_for(n_threads, n, 1024, knnwb_prepare_rows, &loop);
   if (g_atomic_int_get(&loop.cancelled)) {
