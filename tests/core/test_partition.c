@@ -7,8 +7,11 @@
 #include <knnwb/knnwb.h>
 #include "oracle.h"
 
-/* What the engine's debug messages said about the partitioned search in the last run. */
+/* What the engine's debug messages said about the partitioned search in the last run: the
+ * choice, the cells and groups it searched with (0 until said) and the pairs they left. */
 static gboolean partition_done, partition_declined, partition_chosen;
+static size_t partition_cells, partition_groups;
+static double pairs_within, pairs_between;
 
 static void capture(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
 {
@@ -20,8 +23,27 @@ static void capture(const gchar *domain, GLogLevelFlags level, const gchar *mess
     partition_declined = TRUE;
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partitioning") != NULL)
     partition_chosen = TRUE;
+  const char *said = strstr(message, "partition: ");
+  if ((level & G_LOG_LEVEL_DEBUG) && said != NULL) {
+    size_t cells, groups;
+    double within, between;
+    if (sscanf(said, "partition: %zu clusters (%zu groups)", &cells, &groups) == 2)
+      partition_cells = cells, partition_groups = groups;
+    if (sscanf(said, "partition: %zu groups, %lg pairs within, %lg between", &groups, &within,
+               &between) == 3) {
+      g_assert_cmpuint(groups, ==, partition_groups);
+      pairs_within = within, pairs_between = between;
+    }
+  }
   if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
     g_log_default_handler(domain, level, message, data);
+}
+
+static void forget_messages(void)
+{
+  partition_done = partition_declined = partition_chosen = FALSE;
+  partition_cells = partition_groups = 0;
+  pairs_within = pairs_between = -1.0;
 }
 
 /* n rows of d values around `clusters` centres (spread apart by `spread`); lattice: every value
@@ -54,8 +76,11 @@ static KnnwbMatrix *clustered(size_t n, size_t d, int clusters, double spread, g
   return m;
 }
 
+/* The self search of m on the CPU with KNNWB_PARTITION = mode and KNNWB_PARTITION_ROWS = rows;
+ * grouped: the cells joined into groups as the work model says (the default), else each cell its
+ * own group (KNNWB_PARTITION_GROUPS=off). */
 static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, const char *mode,
-                              const char *rows)
+                              const char *rows, gboolean grouped)
 {
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
@@ -65,7 +90,11 @@ static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k
   options.n_threads = 2;
   g_setenv("KNNWB_PARTITION", mode, TRUE);
   g_setenv("KNNWB_PARTITION_ROWS", rows, TRUE);
-  partition_done = partition_declined = partition_chosen = FALSE;
+  if (grouped)
+    g_unsetenv("KNNWB_PARTITION_GROUPS");
+  else
+    g_setenv("KNNWB_PARTITION_GROUPS", "off", TRUE);
+  forget_messages();
   g_autoptr(GError) error = NULL;
   KnnwbNeighbors *nb = NULL;
   g_assert_true(knnwb_knn_self(m, &options, &nb, &error));
@@ -92,16 +121,28 @@ typedef struct {
   const char *rows; /* target cluster size */
 } Case;
 
+/* The partitioned search forced on, with each cell its own group and with the cells joined: both
+ * give the plain search's lists byte for byte (and so the oracle's, checked once). */
 static void check_case(const Case *c, KnnwbMetric metric, gboolean oracle)
 {
   g_autoptr(KnnwbMatrix) m = clustered(c->n, c->d, c->clusters, c->spread, c->lattice, 17);
-  g_autoptr(KnnwbNeighbors) plain = search(m, metric, c->k, "off", c->rows);
+  g_autoptr(KnnwbNeighbors) plain = search(m, metric, c->k, "off", c->rows, TRUE);
   g_assert_false(partition_done);
-  g_autoptr(KnnwbNeighbors) split = search(m, metric, c->k, "on", c->rows);
+  g_autoptr(KnnwbNeighbors) cells = search(m, metric, c->k, "on", c->rows, FALSE);
   g_assert_true(partition_done);
-  assert_same_lists(plain, split);
+  g_assert_cmpuint(partition_cells, >=, 2);
+  g_assert_cmpuint(partition_groups, ==, partition_cells);
+  assert_same_lists(plain, cells);
+  g_autoptr(KnnwbNeighbors) grouped = search(m, metric, c->k, "on", c->rows, TRUE);
+  g_assert_true(partition_done);
+  g_assert_cmpuint(partition_groups, >=, 2);
+  g_assert_cmpuint(partition_groups, <=, partition_cells);
+  g_test_message("%s: %zu cells in %zu groups", knnwb_metric_to_string(metric), partition_cells,
+                 partition_groups);
+  assert_same_lists(plain, grouped);
   if (oracle)
-    oracle_check(metric, m->values, m->n_rows, m->values, m->n_rows, m->n_cols, TRUE, split, 1e-9);
+    oracle_check(metric, m->values, m->n_rows, m->values, m->n_rows, m->n_cols, TRUE, grouped,
+                 1e-9);
 }
 
 static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_COSINE,
@@ -177,12 +218,94 @@ static void test_neighbour_across(void)
 {
   for (size_t t = 0; t < 3; t++) {
     g_autoptr(KnnwbMatrix) m = between(metrics[t]);
-    g_autoptr(KnnwbNeighbors) plain = search(m, metrics[t], 1, "off", "200");
-    g_autoptr(KnnwbNeighbors) split = search(m, metrics[t], 1, "on", "200");
-    g_assert_true(partition_done);
+    g_autoptr(KnnwbNeighbors) plain = search(m, metrics[t], 1, "off", "200", TRUE);
     g_assert_cmpint(plain->indices[200], >, 200); /* the row between has its neighbour across */
-    assert_same_lists(plain, split);
+    for (int grouped = 0; grouped < 2; grouped++) {
+      g_autoptr(KnnwbNeighbors) split = search(m, metrics[t], 1, "on", "200", grouped);
+      g_assert_true(partition_done);
+      assert_same_lists(plain, split);
+    }
   }
+}
+
+/* clusters dense Gaussian blobs (standard deviation 1 in each of d values) of per_cluster rows
+ * each, their centres 100 apart on the first axis: no row's bound reaches another blob. Row i is
+ * in blob i % clusters, so that every sample of evenly spread rows sees each blob alike. */
+static KnnwbMatrix *blobs(size_t clusters, size_t per_cluster, size_t d, guint32 seed)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
+  const size_t n = clusters * per_cluster;
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < d; j++) {
+      const double u = g_rand_double_range(rand, 1e-12, 1.0), v = g_rand_double(rand);
+      const double x = sqrt(-2.0 * log(u)) * cos(2 * G_PI * v);
+      m->values[i * d + j] = (float)((j == 0 ? 100.0 * (double)(i % clusters) : 0.0) + x);
+    }
+  return m;
+}
+
+/* What a grouped run and a run of cells (KNNWB_PARTITION_GROUPS=off) said, the lists of both
+ * checked against the plain search's. */
+typedef struct {
+  size_t cells, groups;
+  double within, between;
+} Said;
+
+static void search_both(const KnnwbMatrix *m, size_t k, const char *rows, Said *cells,
+                        Said *grouped)
+{
+  g_autoptr(KnnwbNeighbors) plain = search(m, KNNWB_METRIC_EUCLIDEAN, k, "off", rows, TRUE);
+  for (int g = 0; g < 2; g++) {
+    g_autoptr(KnnwbNeighbors) split = search(m, KNNWB_METRIC_EUCLIDEAN, k, "on", rows, g);
+    g_assert_true(partition_done);
+    g_assert_cmpfloat(pairs_within, >=, 0.0);
+    g_assert_cmpfloat(pairs_between, >=, 0.0);
+    assert_same_lists(plain, split);
+    Said *said = g ? grouped : cells;
+    *said = (Said){partition_cells, partition_groups, pairs_within, pairs_between};
+    g_test_message("%s: %zu cells, %zu groups, %g pairs within, %g between",
+                   g ? "grouped" : "cells", said->cells, said->groups, said->within, said->between);
+  }
+  g_assert_cmpuint(cells->cells, ==, grouped->cells); /* the same k-means either way */
+  g_assert_cmpuint(cells->groups, ==, cells->cells);
+}
+
+/* Eight small blobs, each cut by k-means into about four cells. On the CPU a sub-search costs 2e7
+ * pairs in the work model, more than all of this data's pairs (5e6): joining any two groups saves
+ * work, so the cells are joined down to the two groups that always stay. (Which blobs end in which
+ * group is the greedy joining's to say: a blob may be split between the two.) */
+static void test_groups_join(void)
+{
+  g_autoptr(KnnwbMatrix) m = blobs(8, 400, 4, 21);
+  Said cells, grouped;
+  search_both(m, 8, "100", &cells, &grouped);
+  g_assert_cmpuint(cells.cells, >=, 3 * 8);
+  g_assert_cmpfloat(cells.between, >, 0.0);
+  g_assert_cmpuint(grouped.groups, ==, 2);
+}
+
+/*
+ * Three large blobs (12000 rows), each cut into cells. Joining cells a and b of different blobs
+ * would cost their |a| |b| pairs plus, for the rest of each blob (which visits the cell of its own
+ * blob), the other cell's rows: N (|a| + |b|) - |a| |b| pairs for blobs of N rows, more than the
+ * two sub-searches it saves (4e7 pairs on the CPU) for any cells of at least N / 4 rows; joining
+ * the cells of one blob saves their visits. So each blob is exactly one group: three groups, their
+ * own pairs 3 N^2 / 2, none between, where the cells searched pairs between them (every row of a
+ * blob visits its blob's other cells).
+ */
+static void test_groups_apart(void)
+{
+  const size_t per_cluster = 12000;
+  g_autoptr(KnnwbMatrix) m = blobs(3, per_cluster, 4, 22);
+  Said cells, grouped;
+  search_both(m, 5, "6000", &cells, &grouped);
+  g_assert_cmpuint(cells.cells, >, 3);
+  g_assert_cmpfloat(cells.between, >, 0.0);
+  g_assert_cmpuint(grouped.groups, ==, 3);
+  const double own = 1.5 * (double)per_cluster * (double)per_cluster;
+  g_assert_cmpfloat(fabs(grouped.within - own), <=, 1e-3 * own); /* printed to 3 digits */
+  g_assert_cmpfloat(grouped.between, ==, 0.0);
 }
 
 /* Cancels the run at its first progress report: the choice is made (and logged) by then. */
@@ -209,7 +332,8 @@ static void auto_choice(const KnnwbMatrix *m, const char *rows)
   options.progress_data = &cancel;
   g_setenv("KNNWB_PARTITION", "auto", TRUE);
   g_setenv("KNNWB_PARTITION_ROWS", rows, TRUE);
-  partition_done = partition_declined = partition_chosen = FALSE;
+  g_unsetenv("KNNWB_PARTITION_GROUPS");
+  forget_messages();
   g_autoptr(GError) error = NULL;
   KnnwbNeighbors *nb = NULL;
   g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
@@ -223,7 +347,7 @@ static void auto_choice(const KnnwbMatrix *m, const char *rows)
 static void test_auto_choice(void)
 {
   g_autoptr(KnnwbMatrix) small = clustered(2000, 5, 10, 50.0, FALSE, 3);
-  g_autoptr(KnnwbNeighbors) a = search(small, KNNWB_METRIC_EUCLIDEAN, 5, "auto", "100");
+  g_autoptr(KnnwbNeighbors) a = search(small, KNNWB_METRIC_EUCLIDEAN, 5, "auto", "100", TRUE);
   g_assert_false(partition_done);
   g_assert_false(partition_chosen);
   g_autoptr(KnnwbMatrix) separated = clustered(300007, 8, 40, 200.0, FALSE, 4);
@@ -267,6 +391,8 @@ int main(int argc, char **argv)
   g_test_add_func("/partition/lattice-ties", test_lattice_ties);
   g_test_add_func("/partition/large-k", test_large_k);
   g_test_add_func("/partition/neighbour-across", test_neighbour_across);
+  g_test_add_func("/partition/groups-join", test_groups_join);
+  g_test_add_func("/partition/groups-apart", test_groups_apart);
   g_test_add_func("/partition/auto-choice", test_auto_choice);
   g_test_add_func("/partition/degenerate-row", test_degenerate_row);
   return g_test_run();
