@@ -1,7 +1,9 @@
 /* The partitioned self search (core/partition/): forced on small clustered matrices, its lists
  * must equal the plain search's byte for byte and the double brute force, for every metric it
- * takes, with exact ties across clusters (integer lattices, duplicate rows) and odd sizes; the
- * automatic choice must leave small or unclustered data to the plain search. */
+ * takes, with exact ties across clusters (integer lattices, duplicate rows) and odd sizes, both
+ * with each k-means cell searched as its own group and with cells joined; the joining must follow
+ * the CPU work model (small blobs joined, large far blobs kept apart); the automatic choice must
+ * leave small or unclustered data to the plain search. */
 #include <math.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
@@ -304,7 +306,7 @@ static void test_groups_apart(void)
   g_assert_cmpfloat(cells.between, >, 0.0);
   g_assert_cmpuint(grouped.groups, ==, 3);
   const double own = 1.5 * (double)per_cluster * (double)per_cluster;
-  g_assert_cmpfloat(fabs(grouped.within - own), <=, 1e-3 * own); /* printed to 3 digits */
+  g_assert_cmpfloat(fabs(grouped.within - own), <=, 5e-3 * own); /* printed to 3 digits */
   g_assert_cmpfloat(grouped.between, ==, 0.0);
 }
 
