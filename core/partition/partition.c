@@ -235,10 +235,15 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   const gint64 start = g_get_monotonic_time();
   KnnwbPartition p;
   double expected = HUGE_VAL;
+  /* The choice's DGEMMs are small: blocks on threads of ours, OpenBLAS on one thread each. */
+  const int saved_blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
   if (!knnwb_partition_choose(&p, data, options->metric, options->k,
                               knnwb_thread_count(options->n_threads), knnwb_knn_uses_gpu(options),
-                              &expected))
+                              &expected)) {
+    openblas_set_num_threads(saved_blas_threads);
     return TRUE;
+  }
   gboolean chosen = mode == KNNWB_PARTITION_ON || expected <= KNNWB_PARTITION_SAMPLE_SHARE;
   /* (the plain search reports values that are not finite) */
   chosen = chosen && knnwb_matrix_check_finite(data, NULL) &&
@@ -247,6 +252,7 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   const gint64 assigned = g_get_monotonic_time();
   if (chosen)
     knnwb_partition_group(&p, data, options->k, knnwb_knn_uses_gpu(options));
+  openblas_set_num_threads(saved_blas_threads);
   g_debug("knnwb: partition: %zu clusters (%zu groups) in %.3f s (grouping %.3f s), expected "
           "%.1f%% of the work: %s",
           cells, p.groups, (double)(g_get_monotonic_time() - start) / 1e6,

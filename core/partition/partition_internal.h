@@ -68,8 +68,8 @@ gboolean knnwb_partition_block_fill(KnnwbPartitionBlock *block, KnnwbMetric metr
 
 /* The block's dot products with the m centroids (m x d, row-major; NULL or m = 0: none). */
 void knnwb_partition_block_dots(KnnwbPartitionBlock *block, const double *centroid, size_t m);
-/* The same for rows [first, last) of the block only (one DGEMM; callers split rows over threads
- * with OpenBLAS set to one thread). */
+/* The same for rows [first, last) of the block only (one DGEMM; the k-means splits rows over
+ * threads with OpenBLAS set to one thread). */
 void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *centroid, size_t m,
                                      size_t first, size_t last);
 
@@ -86,10 +86,10 @@ size_t knnwb_partition_sample_rows(size_t n, size_t d);
  * m_max centroids; FALSE when a row has no direction or memory is short. */
 gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
                                      KnnwbMetric metric, size_t s, size_t m_max);
-/* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds): m centroids
- * (m x d), their squared norms, each sample row's nearest (label); the sample's dot products are
- * then those with these centroids. */
-void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, double *centroid,
+/* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds) on threads, with
+ * OpenBLAS set to one thread by the caller: m centroids (m x d), their squared norms, each sample
+ * row's nearest (label); the sample's dot products are then those with these centroids. */
+void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
                             double *centroid_sq, int32_t *label);
 /* Every row to its nearest of p's centroids (p->m, p->centroid, p->centroid_sq set), the radii,
  * cells of at most k rows dropped and their rows moved on, members indexed with one group a cell.

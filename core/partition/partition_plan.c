@@ -225,7 +225,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
     const size_t m = counts[t], d = data->n_cols;
     double *centroid = g_new(double, m *d), *centroid_sq = g_new(double, m);
     const gint64 start = g_get_monotonic_time();
-    knnwb_partition_kmeans(&sample, m, centroid, centroid_sq, label);
+    knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);
     const gint64 clustered = g_get_monotonic_time();
     const KnnwbPartitionSampleView view = {.sample = &sample,
                                            .label = label,
