@@ -245,9 +245,8 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
     return TRUE;
   }
   gboolean chosen = mode == KNNWB_PARTITION_ON || expected <= KNNWB_PARTITION_SAMPLE_SHARE;
-  /* (the plain search reports values that are not finite) */
-  chosen = chosen && knnwb_matrix_check_finite(data, NULL) &&
-           knnwb_partition_assign_all(&p, data, options->k, options->cancel);
+  /* (assigning every row finds values that are not finite: the plain search reports them) */
+  chosen = chosen && knnwb_partition_assign_all(&p, data, options->k, options->cancel);
   const size_t cells = p.m;
   const gint64 assigned = g_get_monotonic_time();
   if (chosen)

@@ -61,7 +61,7 @@ void knnwb_partition_block_clear(KnnwbPartitionBlock *block);
 
 /* Rows [first, last) of data (rows[t] instead when rows is not NULL) into the block, with their
  * dot products with the m centroids (knnwb_partition_block_dots). FALSE when a row has no
- * direction. */
+ * direction or a value that is not finite. */
 gboolean knnwb_partition_block_fill(KnnwbPartitionBlock *block, KnnwbMetric metric,
                                     const KnnwbMatrix *data, size_t first, size_t last,
                                     const int64_t *rows, const double *centroid, size_t m);
@@ -83,7 +83,8 @@ void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric 
  * and 32 MiB of doubles). */
 size_t knnwb_partition_sample_rows(size_t n, size_t d);
 /* An evenly spread sample of s rows in the bound space, room for the dot products with up to
- * m_max centroids; FALSE when a row has no direction or memory is short. */
+ * m_max centroids; FALSE when a row has no direction or a value that is not finite, or memory is
+ * short. */
 gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
                                      KnnwbMetric metric, size_t s, size_t m_max);
 /* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds) on threads, with
@@ -93,7 +94,8 @@ void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, 
                             double *centroid_sq, int32_t *label);
 /* Every row to its nearest of p's centroids (p->m, p->centroid, p->centroid_sq set), the radii,
  * cells of at most k rows dropped and their rows moved on, members indexed with one group a cell.
- * FALSE (p cleared) when fewer than two cells remain, a row has no direction, memory is short or
+ * FALSE (p cleared) when fewer than two cells remain, a row has no direction or a value that is
+ * not finite, memory is short or
  * cancel is set. */
 gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
                                     const volatile gint *cancel);

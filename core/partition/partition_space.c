@@ -89,6 +89,9 @@ gboolean knnwb_partition_block_fill(KnnwbPartitionBlock *block, KnnwbMetric metr
     double squares = 0.0;
     for (size_t j = 0; j < d; j++)
       squares += v[j] * v[j];
+    /* a value that is not finite makes it so (the plain search reports such values) */
+    if (!isfinite(squares))
+      return FALSE;
     block->v_sq[t] = squares;
   }
   knnwb_partition_block_dots(block, centroid, m);

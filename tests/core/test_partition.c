@@ -386,6 +386,32 @@ static void test_degenerate_row(void)
   g_assert_false(partition_done);
 }
 
+/* A value that is not finite (row 901, away from the sample's rows) leaves the run to the plain
+ * search, whose error names that row of the data, not a row of some cluster. */
+static void test_not_finite(void)
+{
+  const float bad[] = {NAN, INFINITY};
+  for (size_t t = 0; t < G_N_ELEMENTS(bad); t++) {
+    g_autoptr(KnnwbMatrix) m = clustered(1501, 6, 8, 40.0, FALSE, 10);
+    m->values[901 * m->n_cols + 2] = bad[t];
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.metric = KNNWB_METRIC_EUCLIDEAN;
+    options.k = 4;
+    options.backend = KNNWB_BACKEND_CPU;
+    g_setenv("KNNWB_PARTITION", "on", TRUE);
+    g_setenv("KNNWB_PARTITION_ROWS", "100", TRUE);
+    partition_done = FALSE;
+    g_autoptr(GError) error = NULL;
+    KnnwbNeighbors *nb = NULL;
+    g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
+    g_assert_nonnull(error);
+    g_test_message("%s", error->message);
+    g_assert_nonnull(strstr(error->message, "901"));
+    g_assert_false(partition_done);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -398,5 +424,6 @@ int main(int argc, char **argv)
   g_test_add_func("/partition/groups-apart", test_groups_apart);
   g_test_add_func("/partition/auto-choice", test_auto_choice);
   g_test_add_func("/partition/degenerate-row", test_degenerate_row);
+  g_test_add_func("/partition/not-finite", test_not_finite);
   return g_test_run();
 }
