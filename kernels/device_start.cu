@@ -95,3 +95,14 @@ extern "C" int knnwb_cuda_device_count(void)
     count_devices();
   return device_count;
 }
+
+extern "C" size_t knnwb_cuda_free_bytes(int device)
+{
+  size_t free_bytes = 0, total_bytes = 0;
+  if (device < 0 || device >= knnwb_cuda_device_count() || cudaSetDevice(device) != cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return free_bytes;
+}

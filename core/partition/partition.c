@@ -127,21 +127,52 @@ static gboolean knnwb_partition_applies(const KnnwbMatrix *data, const KnnwbKnnO
 }
 
 /* Sub-searches at once on each GPU: while one scores on the GPU, the other prepares its rows,
- * plans and merges on the CPU (about half of a 200,000-row sub-search's time at d = 50). */
+ * plans and merges on the CPU (about half of a 200,000-row sub-search's time at d = 50). Each
+ * call takes its GPU memory from what is free when it starts, so two run at once only where two
+ * of the largest group's sub-search surely fit: groups of at most a million rows, and free memory
+ * for two of KNNWB_PARTITION_GPU_ROW_BYTES a row (its rows, candidate lists of a few hundred,
+ * tiles) plus a GiB each for the context's and cuBLAS's share. */
 #define KNNWB_PARTITION_WORKERS_PER_GPU 2
+#define KNNWB_PARTITION_SHARED_ROWS ((size_t)1 << 20)
+#define KNNWB_PARTITION_GPU_ROW_BYTES ((size_t)16384)
 
-/* The run's workers: two per GPU the options allow (each searching its own groups), or one CPU
- * worker with every thread. */
+/* Workers per GPU for the run's groups on devices[0 .. count). */
+static int knnwb_partition_per_gpu(const KnnwbPartitionRun *run, const int *devices, int count)
+{
+  const KnnwbPartition *p = run->p;
+  size_t largest = 0;
+  for (size_t g = 0; g < p->groups; g++)
+    largest = MAX(largest, p->start[g + 1] - p->start[g]);
+  if (largest > KNNWB_PARTITION_SHARED_ROWS)
+    return 1;
+  const double need =
+      (double)largest * (double)(run->d * sizeof(float) + KNNWB_PARTITION_GPU_ROW_BYTES) +
+      (double)((size_t)1 << 30);
+  for (int w = 0; w < count; w++)
+    if ((double)knnwb_cuda_free_bytes(devices[w]) < KNNWB_PARTITION_WORKERS_PER_GPU * need)
+      return 1;
+  return KNNWB_PARTITION_WORKERS_PER_GPU;
+}
+
+/* The run's workers: one or two per GPU the options allow (each searching its own groups), or
+ * one CPU worker with every thread. */
 static void knnwb_partition_workers(KnnwbPartitionRun *run, int threads)
 {
   const KnnwbKnnOptions *options = run->options;
   run->workers = 1;
+  run->gpus = 0;
   if (knnwb_knn_uses_gpu(options) && knnwb_cuda_device_count() > 0) {
     const int count = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
-    run->workers = count * KNNWB_PARTITION_WORKERS_PER_GPU;
+    int *ordinals = g_new(int, count);
+    for (int w = 0; w < count; w++)
+      ordinals[w] = options->devices != NULL ? options->devices[w] : w;
+    const int per_gpu = knnwb_partition_per_gpu(run, ordinals, count);
+    run->gpus = count;
+    run->workers = count * per_gpu;
     run->devices = g_new(int, run->workers);
     for (int w = 0; w < run->workers; w++)
-      run->devices[w] = options->devices != NULL ? options->devices[w % count] : w % count;
+      run->devices[w] = ordinals[w % count];
+    g_free(ordinals);
   }
   run->threads_per_worker = MAX(1, threads / run->workers);
   run->inflight = g_new0(double, 2 * (size_t)run->workers);
@@ -194,11 +225,10 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
     /* What the clusters' own lists cost is spent: go on unless what remains costs more than the
      * plain search from the start. */
     const gboolean gpu = run.devices != NULL;
-    const int gpus = gpu ? run.workers / KNNWB_PARTITION_WORKERS_PER_GPU : 1;
     const double visits = (double)(run.queries != NULL ? run.query_start[p->groups] : 0);
     const double remaining = knnwb_partition_work(gpu, visit_pairs, (double)p->groups, visits);
     give_up = give_up || (mode == KNNWB_PARTITION_AUTO &&
-                          remaining > knnwb_partition_plain_work(gpu, n) * gpus);
+                          remaining > knnwb_partition_plain_work(gpu, n) * MAX(run.gpus, 1));
     g_debug("knnwb: partition: %zu groups, %.3g pairs within, %.3g between (%.1f%% of all), "
             "%d worker(s), own lists %.3f s, bounds %.3f s%s",
             p->groups, own_pairs, visit_pairs, 100.0 * (own_pairs + visit_pairs) / plain,
@@ -210,9 +240,7 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
   ok = ok && (give_up || knnwb_partition_visit_lists(&run, error));
   if (ok && !give_up) {
     run.lists->backend_used =
-        run.devices != NULL
-            ? g_strdup_printf("cuda:%d", run.workers / KNNWB_PARTITION_WORKERS_PER_GPU)
-            : g_strdup("cpu");
+        run.devices != NULL ? g_strdup_printf("cuda:%d", run.gpus) : g_strdup("cpu");
     *lists = g_steal_pointer(&run.lists);
   }
   knnwb_partition_run_clear(&run);

@@ -111,8 +111,8 @@ void knnwb_partition_index(KnnwbPartition *p);
 
 /*
  * One partitioned run (partition.c, partition_search.c). Sub-searches run on `workers` threads at
- * once, each on its own GPU (devices[w]) or, for a CPU run, one worker with every thread: small
- * clusters keep one GPU busy only a few milliseconds, so GPUs share clusters, not tiles.
+ * once, one or two a GPU (devices[w]) or, for a CPU run, one worker with every thread: small
+ * groups keep one GPU busy only a few milliseconds, so GPUs share groups, not tiles.
  */
 typedef struct {
   const KnnwbMatrix *data;
@@ -121,6 +121,7 @@ typedef struct {
   KnnwbNeighbors *lists;
   size_t k, d;
   int workers, threads_per_worker;
+  int gpus;             /* GPUs the workers share (0: a CPU run) */
   int *devices;         /* workers GPU ordinals, or NULL for a CPU run */
   int64_t *query_start; /* m + 1: each cluster's visitors in queries */
   int64_t *queries;
