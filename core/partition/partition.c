@@ -126,13 +126,14 @@ static gboolean knnwb_partition_applies(const KnnwbMatrix *data, const KnnwbKnnO
          data->n_rows < ((size_t)1 << 40);
 }
 
-/* Sub-searches at once on each GPU: while one scores on the GPU, the other prepares its rows,
- * plans and merges on the CPU (about half of a 200,000-row sub-search's time at d = 50). Each
- * call takes its GPU memory from what is free when it starts, so two run at once only where two
- * of the largest group's sub-search surely fit: groups of at most a million rows, and free memory
- * for two of KNNWB_PARTITION_GPU_ROW_BYTES a row (its rows, candidate lists of a few hundred,
- * tiles) plus a GiB each for the context's and cuBLAS's share. */
-#define KNNWB_PARTITION_WORKERS_PER_GPU 2
+/* Sub-searches at once on each GPU: while one scores on the GPU, the others prepare their rows,
+ * plan and merge on the CPU (about half of a 200,000-row sub-search's time at d = 50; at 10M rows
+ * in 50 clusters one H200 took 19.9 s with two, 18.1-18.6 s with three). Each call takes its GPU
+ * memory from what is free when it starts, so they run at once only where three of the largest
+ * group's sub-search surely fit: groups of at most a million rows, and free memory for three of
+ * KNNWB_PARTITION_GPU_ROW_BYTES a row (its rows, candidate lists of a few hundred, tiles) plus a
+ * GiB each for the context's and cuBLAS's share; else one. */
+#define KNNWB_PARTITION_WORKERS_PER_GPU 3
 #define KNNWB_PARTITION_SHARED_ROWS ((size_t)1 << 20)
 #define KNNWB_PARTITION_GPU_ROW_BYTES ((size_t)16384)
 
@@ -154,7 +155,7 @@ static int knnwb_partition_per_gpu(const KnnwbPartitionRun *run, const int *devi
   return KNNWB_PARTITION_WORKERS_PER_GPU;
 }
 
-/* The run's workers: one or two per GPU the options allow (each searching its own groups), or
+/* The run's workers: one or three per GPU the options allow (each searching its own groups), or
  * one CPU worker with every thread. */
 static void knnwb_partition_workers(KnnwbPartitionRun *run, int threads)
 {

@@ -111,7 +111,7 @@ void knnwb_partition_index(KnnwbPartition *p);
 
 /*
  * One partitioned run (partition.c, partition_search.c). Sub-searches run on `workers` threads at
- * once, one or two a GPU (devices[w]) or, for a CPU run, one worker with every thread: small
+ * once, one or three a GPU (devices[w]) or, for a CPU run, one worker with every thread: small
  * groups keep one GPU busy only a few milliseconds, so GPUs share groups, not tiles.
  */
 typedef struct {
