@@ -362,16 +362,13 @@ static void test_auto_choice(void)
   g_assert_false(partition_chosen);
 }
 
-/* Rows without a direction (a constant row for pearson) leave the run to the plain search, which
- * reports them as it always does. */
-static void test_degenerate_row(void)
+/* A forced partitioned run of m that must fail as the plain search does (its error naming
+ * `row`), leaving nothing partitioned. */
+static void assert_plain_error(const KnnwbMatrix *m, KnnwbMetric metric, const char *row)
 {
-  g_autoptr(KnnwbMatrix) m = clustered(1501, 6, 8, 40.0, FALSE, 9);
-  for (size_t j = 0; j < m->n_cols; j++)
-    m->values[700 * m->n_cols + j] = 2.5f;
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
-  options.metric = KNNWB_METRIC_PEARSON;
+  options.metric = metric;
   options.k = 4;
   options.backend = KNNWB_BACKEND_CPU;
   g_setenv("KNNWB_PARTITION", "on", TRUE);
@@ -382,8 +379,18 @@ static void test_degenerate_row(void)
   g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
   g_assert_nonnull(error);
   g_test_message("%s", error->message);
-  g_assert_nonnull(strstr(error->message, "row 700"));
+  g_assert_nonnull(strstr(error->message, row));
   g_assert_false(partition_done);
+}
+
+/* Rows without a direction (a constant row for pearson) leave the run to the plain search, which
+ * reports them as it always does. */
+static void test_degenerate_row(void)
+{
+  g_autoptr(KnnwbMatrix) m = clustered(1501, 6, 8, 40.0, FALSE, 9);
+  for (size_t j = 0; j < m->n_cols; j++)
+    m->values[700 * m->n_cols + j] = 2.5f;
+  assert_plain_error(m, KNNWB_METRIC_PEARSON, "row 700");
 }
 
 /* A value that is not finite (row 901, away from the sample's rows) leaves the run to the plain
@@ -394,21 +401,7 @@ static void test_not_finite(void)
   for (size_t t = 0; t < G_N_ELEMENTS(bad); t++) {
     g_autoptr(KnnwbMatrix) m = clustered(1501, 6, 8, 40.0, FALSE, 10);
     m->values[901 * m->n_cols + 2] = bad[t];
-    KnnwbKnnOptions options;
-    knnwb_knn_options_init(&options);
-    options.metric = KNNWB_METRIC_EUCLIDEAN;
-    options.k = 4;
-    options.backend = KNNWB_BACKEND_CPU;
-    g_setenv("KNNWB_PARTITION", "on", TRUE);
-    g_setenv("KNNWB_PARTITION_ROWS", "100", TRUE);
-    partition_done = FALSE;
-    g_autoptr(GError) error = NULL;
-    KnnwbNeighbors *nb = NULL;
-    g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
-    g_assert_nonnull(error);
-    g_test_message("%s", error->message);
-    g_assert_nonnull(strstr(error->message, "901"));
-    g_assert_false(partition_done);
+    assert_plain_error(m, KNNWB_METRIC_EUCLIDEAN, "901");
   }
 }
 
