@@ -29,12 +29,23 @@ typedef struct {
   gint failed;
 } KnnwbPartitionVisits;
 
-/* Rows [first, last): the other clusters their bound cannot rule out (lower bound minus the
- * cluster's radius not beyond the chord of the row's k-th distance so far). */
-static void knnwb_partition_visit_rows(size_t first, size_t last, void *data)
+/* Row i's k-th distance after phase one. */
+static double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i)
+{
+  if (run->kth == NULL)
+    return run->lists->distances[i * run->k + run->k - 1];
+  double kth;
+  memcpy(&kth, &run->kth[i], sizeof kth);
+  return kth;
+}
+
+/* Rows run->first + [from, to): the other clusters their bound cannot rule out (lower bound minus
+ * the cluster's radius not beyond the chord of the row's k-th distance so far). */
+static void knnwb_partition_visit_rows(size_t from, size_t to, void *data)
 {
   KnnwbPartitionVisits *v = data;
   const KnnwbPartitionRun *run = v->run;
+  const size_t first = run->first + from, last = run->first + to;
   const KnnwbPartition *p = run->p;
   const volatile gint *cancel = run->options->cancel;
   if (g_atomic_int_get(&v->failed) || (cancel != NULL && g_atomic_int_get(cancel))) {
@@ -52,8 +63,8 @@ static void knnwb_partition_visit_rows(size_t first, size_t last, void *data)
                                  p->m)) {
     for (size_t r = 0; r < block.rows; r++) {
       const size_t i = first + r, own = (size_t)p->group_of[p->cluster_of[i]];
-      const double limit = knnwb_partition_chord_limit(
-          p->metric, run->lists->distances[i * run->k + run->k - 1], p->d);
+      const double limit =
+          knnwb_partition_chord_limit(p->metric, knnwb_partition_kth(run, i), p->d);
       for (size_t j = 0; j < p->m; j++) {
         const size_t g = (size_t)p->group_of[j];
         if (g == own || seen[g] == i + 1)
@@ -72,19 +83,20 @@ static void knnwb_partition_visit_rows(size_t first, size_t last, void *data)
   }
   knnwb_partition_block_clear(&block);
   g_free(seen);
-  v->found[first / KNNWB_PARTITION_BOUND_ROWS] = found;
+  v->found[from / KNNWB_PARTITION_BOUND_ROWS] = found;
 }
 
-/* Phase two's queries: each cluster's visitors, rows ascending (run->query_start, run->queries).
- * *pairs: the pairs they will score. FALSE: memory or cancel. */
+/* Phase two's queries among rows [run->first, run->last): each cluster's visitors, rows ascending
+ * (run->query_start, run->queries). *pairs: the pairs they will score. FALSE: memory or cancel. */
 static gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
 {
   const KnnwbPartition *p = run->p;
-  const size_t blocks = (p->n + KNNWB_PARTITION_BOUND_ROWS - 1) / KNNWB_PARTITION_BOUND_ROWS;
+  const size_t rows = run->last - run->first;
+  const size_t blocks = (rows + KNNWB_PARTITION_BOUND_ROWS - 1) / KNNWB_PARTITION_BOUND_ROWS;
   KnnwbPartitionVisits v = {.run = run, .found = g_new0(GArray *, blocks)};
   const int saved_blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
-  knnwb_parallel_for(p->threads, p->n, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows, &v);
+  knnwb_parallel_for(p->threads, rows, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows, &v);
   openblas_set_num_threads(saved_blas_threads);
   size_t total = 0;
   run->query_start = g_new0(int64_t, p->groups + 1);
@@ -119,7 +131,8 @@ static gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
 static gboolean knnwb_partition_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options)
 {
   const KnnwbMetric metric = options->metric;
-  return (options->group == NULL || options->group->size <= 1) && data->n_absent_rows == 0 &&
+  return (options->group == NULL || options->group->size <= 1 || !options->group_split) &&
+         data->n_absent_rows == 0 &&
          (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_COSINE ||
           metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON) &&
          options->k >= 1 && options->k < data->n_rows && data->n_cols >= 1 &&
@@ -187,19 +200,103 @@ static void knnwb_partition_run_clear(KnnwbPartitionRun *run)
   g_clear_pointer(&run->inflight, g_free);
   g_clear_pointer(&run->query_start, g_free);
   g_clear_pointer(&run->queries, g_free);
+  g_clear_pointer(&run->owner, g_free);
+  g_clear_pointer(&run->kth, g_free);
   g_clear_pointer(&run->lists, knnwb_neighbors_free);
   g_clear_error(&run->error);
   g_mutex_clear(&run->lock);
   g_mutex_clear(&run->progress_lock);
 }
 
+/* ok as every rank of the run's group says (alone: ok): a rank's failure stops them all. */
+static gboolean knnwb_partition_agree(const KnnwbPartitionRun *run, gboolean ok, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  return group == NULL || group->size <= 1 ? ok : group->agree(group, ok, error);
+}
+
+/* Phase one: the groups' own lists (in a group, each on the rank its work is given to, then every
+ * row's k-th distance made known to every rank). */
+static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const KnnwbPartition *p = run->p;
+  if (group == NULL || group->size <= 1)
+    return knnwb_partition_own_lists(run, error);
+  double *work = g_new(double, p->groups);
+  for (size_t g = 0; g < p->groups; g++)
+    work[g] = 0.5 * (double)(p->start[g + 1] - p->start[g]) * (double)(p->start[g + 1] - p->start[g]);
+  run->owner = g_new(int32_t, p->groups);
+  knnwb_partition_ranks_assign(work, p->groups, group->size, run->owner);
+  g_free(work);
+  const gboolean ok = knnwb_partition_own_lists(run, error);
+  return knnwb_partition_agree(run, ok, error) && knnwb_partition_ranks_kth(run, error);
+}
+
+/* The bounds of the run's rows and phase two's visitors (in a group, shared out to the ranks that
+ * search their groups): *pairs they will score, *give_up when memory is short or (auto mode) what
+ * remains costs more than the plain search from the start, since phase one is spent. The same
+ * decision on every rank. FALSE: cancelled, the group's errors. */
+static gboolean knnwb_partition_bound(KnnwbPartitionRun *run, KnnwbPartitionMode mode,
+                                      gboolean *give_up, double *pairs, GError **error)
+{
+  const KnnwbKnnOptions *options = run->options;
+  const KnnwbKnnGroup *group = options->group != NULL && options->group->size > 1 ? options->group
+                                                                                  : NULL;
+  const size_t groups = run->p->groups;
+  const gboolean found = knnwb_partition_visits(run, pairs);
+  gboolean ok = TRUE;
+  if (options->cancel != NULL && g_atomic_int_get(options->cancel)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while bounding clusters");
+    ok = FALSE;
+  }
+  if (!knnwb_partition_agree(run, ok, error))
+    return FALSE;
+  double visits = (double)(run->queries != NULL ? run->query_start[groups] : 0);
+  *give_up = !found;
+  if (group != NULL &&
+      !knnwb_partition_ranks_visitors(run, found, give_up, pairs, &visits, error))
+    return FALSE;
+  const gboolean gpu = run->devices != NULL;
+  const double remaining = knnwb_partition_work(gpu, *pairs, (double)groups, visits);
+  int64_t stop = *give_up || (mode == KNNWB_PARTITION_AUTO &&
+                              remaining > knnwb_partition_plain_work(gpu, run->p->n) *
+                                              MAX(run->gpus, 1));
+  /* (ranks with other devices could judge differently) */
+  if (group != NULL && !group->reduce(group, &stop, 1, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  *give_up = stop != 0;
+  return TRUE;
+}
+
+/* The finished lists: this process's, or (in a group) every rank's pieces combined. */
+static gboolean knnwb_partition_finish(KnnwbPartitionRun *run, KnnwbNeighbors **lists,
+                                       GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  g_autofree char *backend =
+      run->devices != NULL ? g_strdup_printf("cuda:%d", run->gpus) : g_strdup("cpu");
+  if (group == NULL || group->size <= 1) {
+    run->lists->backend_used = g_steal_pointer(&backend);
+    *lists = g_steal_pointer(&run->lists);
+    return TRUE;
+  }
+  if (!knnwb_partition_ranks_combine(run, lists, error))
+    return FALSE;
+  (*lists)->backend_used = g_strdup_printf("%s x %d ranks", backend, group->size);
+  return TRUE;
+}
+
 /* Both phases over the clusters of p; *lists stays NULL when the run gives up (the bounds rule
- * out too little: auto mode only; memory is short). */
+ * out too little: auto mode only; memory is short). In a group every rank takes its share and
+ * the same decisions. */
 static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                                     KnnwbPartition *p, KnnwbPartitionMode mode, double expected,
                                     KnnwbNeighbors **lists, GError **error)
 {
   const size_t n = data->n_rows, k = options->k;
+  const KnnwbKnnGroup *group = options->group;
+  const int ranks = group != NULL ? MAX(group->size, 1) : 1;
   double own_pairs = 0.0;
   for (size_t c = 0; c < p->groups; c++)
     own_pairs += 0.5 * (double)(p->start[c + 1] - p->start[c]) * (p->start[c + 1] - p->start[c]);
@@ -209,43 +306,73 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
                            .p = p,
                            .k = k,
                            .d = data->n_cols,
-                           .total = MAX(own_pairs, expected * plain)};
+                           .first = 0,
+                           .last = n,
+                           .total = MAX(own_pairs, expected * plain) / ranks};
+  if (ranks > 1)
+    knnwb_knn_group_rows(n, group->rank, ranks, &run.first, &run.last);
   knnwb_partition_workers(&run, p->threads);
   const gint64 start = g_get_monotonic_time();
   run.lists = knnwb_knn_result_new(0, n, k, error);
-  gboolean ok = run.lists != NULL && knnwb_partition_own_lists(&run, error);
+  gboolean ok = knnwb_partition_agree(&run, run.lists != NULL, error) &&
+                knnwb_partition_phase_one(&run, error);
   const gint64 own_done = g_get_monotonic_time();
   gboolean give_up = FALSE;
+  double visit_pairs = 0.0;
+  ok = ok && knnwb_partition_bound(&run, mode, &give_up, &visit_pairs, error);
   if (ok) {
-    double visit_pairs = 0.0;
-    give_up = !knnwb_partition_visits(&run, &visit_pairs);
-    if (options->cancel != NULL && g_atomic_int_get(options->cancel)) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while bounding clusters");
-      ok = FALSE;
-    }
-    /* What the clusters' own lists cost is spent: go on unless what remains costs more than the
-     * plain search from the start. */
-    const gboolean gpu = run.devices != NULL;
-    const double visits = (double)(run.queries != NULL ? run.query_start[p->groups] : 0);
-    const double remaining = knnwb_partition_work(gpu, visit_pairs, (double)p->groups, visits);
-    give_up = give_up || (mode == KNNWB_PARTITION_AUTO &&
-                          remaining > knnwb_partition_plain_work(gpu, n) * MAX(run.gpus, 1));
     g_debug("knnwb: partition: %zu groups, %.3g pairs within, %.3g between (%.1f%% of all), "
-            "%d worker(s), own lists %.3f s, bounds %.3f s%s",
+            "%d worker(s)%s, own lists %.3f s, bounds %.3f s%s",
             p->groups, own_pairs, visit_pairs, 100.0 * (own_pairs + visit_pairs) / plain,
-            run.workers, (double)(own_done - start) / 1e6,
+            run.workers, ranks > 1 ? " a rank" : "", (double)(own_done - start) / 1e6,
             (double)(g_get_monotonic_time() - own_done) / 1e6,
             give_up ? ": the plain search instead" : "");
-    run.total = run.done + visit_pairs;
+    run.total = run.done + visit_pairs / ranks;
   }
-  ok = ok && (give_up || knnwb_partition_visit_lists(&run, error));
-  if (ok && !give_up) {
-    run.lists->backend_used =
-        run.devices != NULL ? g_strdup_printf("cuda:%d", run.gpus) : g_strdup("cpu");
-    *lists = g_steal_pointer(&run.lists);
-  }
+  if (ok && !give_up)
+    ok = knnwb_partition_agree(&run, knnwb_partition_visit_lists(&run, error), error) &&
+         knnwb_partition_finish(&run, lists, error);
   knnwb_partition_run_clear(&run);
   return ok;
+}
+
+/* Whether to partition, with p: the choice, every row's cell, and the cells' groups. In a group
+ * every rank makes the choice and the ranks agree on it. FALSE: the group's errors. */
+static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *data,
+                                       const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
+                                       double *expected, gboolean *chosen, GError **error)
+{
+  const gint64 start = g_get_monotonic_time();
+  const KnnwbKnnGroup *group = options->group != NULL && options->group->size > 1 ? options->group
+                                                                                  : NULL;
+  int threads = knnwb_thread_count(options->n_threads);
+  if (group != NULL && options->n_threads <= 0) /* the host's cores are shared */
+    threads = MAX(1, threads / MAX(1, group->local_size));
+  /* The choice's DGEMMs are small: blocks on threads of ours, OpenBLAS on one thread each. */
+  const int saved_blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  *chosen = knnwb_partition_choose(p, data, options->metric, options->k, threads,
+                                   knnwb_knn_uses_gpu(options), expected);
+  const gboolean made = *chosen;
+  *chosen = *chosen && (mode == KNNWB_PARTITION_ON || *expected <= KNNWB_PARTITION_SAMPLE_SHARE);
+  /* (assigning every row finds values that are not finite: the plain search reports them) */
+  *chosen = *chosen && knnwb_partition_assign_all(p, data, options->k, options->cancel);
+  const size_t cells = p->m;
+  const gint64 assigned = g_get_monotonic_time();
+  if (*chosen)
+    knnwb_partition_group(p, data, options->k, knnwb_knn_uses_gpu(options));
+  openblas_set_num_threads(saved_blas_threads);
+  if (made)
+    g_debug("knnwb: partition: %zu clusters (%zu groups) in %.3f s (grouping %.3f s), expected "
+            "%.1f%% of the work: %s",
+            cells, p->groups, (double)(g_get_monotonic_time() - start) / 1e6,
+            (double)(g_get_monotonic_time() - assigned) / 1e6, 100.0 * *expected,
+            *chosen ? "partitioning" : "the plain search");
+  gboolean same = TRUE;
+  if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error))
+    return FALSE;
+  *chosen = *chosen && same;
+  return TRUE;
 }
 
 gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
@@ -262,32 +389,11 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   if (!knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, NULL))
     return TRUE;
   const gint64 start = g_get_monotonic_time();
-  KnnwbPartition p;
+  KnnwbPartition p = {0};
   double expected = HUGE_VAL;
-  /* The choice's DGEMMs are small: blocks on threads of ours, OpenBLAS on one thread each. */
-  const int saved_blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
-  if (!knnwb_partition_choose(&p, data, options->metric, options->k,
-                              knnwb_thread_count(options->n_threads), knnwb_knn_uses_gpu(options),
-                              &expected)) {
-    openblas_set_num_threads(saved_blas_threads);
-    return TRUE;
-  }
-  gboolean chosen = mode == KNNWB_PARTITION_ON || expected <= KNNWB_PARTITION_SAMPLE_SHARE;
-  /* (assigning every row finds values that are not finite: the plain search reports them) */
-  chosen = chosen && knnwb_partition_assign_all(&p, data, options->k, options->cancel);
-  const size_t cells = p.m;
-  const gint64 assigned = g_get_monotonic_time();
-  if (chosen)
-    knnwb_partition_group(&p, data, options->k, knnwb_knn_uses_gpu(options));
-  openblas_set_num_threads(saved_blas_threads);
-  g_debug("knnwb: partition: %zu clusters (%zu groups) in %.3f s (grouping %.3f s), expected "
-          "%.1f%% of the work: %s",
-          cells, p.groups, (double)(g_get_monotonic_time() - start) / 1e6,
-          (double)(g_get_monotonic_time() - assigned) / 1e6, 100.0 * expected,
-          chosen ? "partitioning" : "the plain search");
-  gboolean ok = TRUE;
-  if (chosen) {
+  gboolean chosen = FALSE;
+  gboolean ok = knnwb_partition_decide(&p, data, options, mode, &expected, &chosen, error);
+  if (ok && chosen) {
     knnwb_partition_depth++;
     ok = knnwb_partition_run(data, options, &p, mode, expected, result, error);
     knnwb_partition_depth--;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <glib.h>
 #include <knnwb/knn.h>
+#include <knnwb/knn_group.h>
 #include <knnwb/matrix.h>
 
 /* Below this many rows the automatic choice keeps the plain search. */
@@ -125,6 +126,12 @@ typedef struct {
   int *devices;         /* workers GPU ordinals, or NULL for a CPU run */
   int64_t *query_start; /* m + 1: each cluster's visitors in queries */
   int64_t *queries;
+  /* In a group (options->group, partition_ranks.c): the rank searching each group in the phase
+   * at hand (NULL alone), the rows this rank bounds, and the k-th distances of every row after
+   * phase one (bits of non-negative doubles; NULL alone: the lists hold them). */
+  int32_t *owner;
+  size_t first, last;
+  int64_t *kth;
   GMutex lock; /* merges into shared lists, the first error */
   GMutex progress_lock;
   double done, total; /* pairs */
@@ -138,6 +145,38 @@ gboolean knnwb_partition_own_lists(KnnwbPartitionRun *run, GError **error);
 /* Phase two: every cluster against the rows of other clusters its bound cannot rule out
  * (run->query_start, run->queries), merged into their lists. */
 gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error);
+
+/* Merges fi/fd (kf entries, sorted by (distance, row); rows through members when not NULL) into
+ * the sorted list li/ld of k entries (empty slots: index -1), keeping the k best by (distance,
+ * row); index and distance: room for k. The two must share no pair. */
+void knnwb_partition_merge_list(int64_t *li, double *ld, size_t k, const int64_t *fi,
+                                const double *fd, size_t kf, const int64_t *members,
+                                int64_t *index, double *distance);
+
+/*
+ * The run over a group's ranks (partition_ranks.c); each call is collective, and FALSE comes with
+ * the same error on every rank (a rank's own failures are agreed on).
+ */
+/* Whether every rank chose to partition with the same partition (*same); a digest of p is
+ * compared, so ranks whose arithmetic differs (other CPUs) all take the plain search. */
+gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPartition *p,
+                                     gboolean chosen, gboolean *same, GError **error);
+/* Each of groups items to one of size ranks by work: largest first (ties: lower item) to the
+ * least loaded (ties: lower rank). The same on every rank. */
+void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, int32_t *owner);
+/* run->kth: every row's k-th distance from the lists of the groups this rank searched in phase
+ * one (run->owner). */
+gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error);
+/* After each rank found its block's visits (local_ok: it could), the job's: their pairs and count,
+ * *give_up when a rank ran short of memory; otherwise run->owner becomes phase two's and each
+ * rank's run->query_start and run->queries become the visitors of the groups it searches. */
+gboolean knnwb_partition_ranks_visitors(KnnwbPartitionRun *run, gboolean local_ok,
+                                        gboolean *give_up, double *pairs, double *visits,
+                                        GError **error);
+/* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged:
+ * *result holds this rank's block (options->group_own_rows) or every row. Frees run->lists. */
+gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
+                                       GError **error);
 
 /* The choice (partition_plan.c). */
 /* Own-cluster sample rows compared with an evaluated row, at most (evenly spread). */

@@ -146,6 +146,22 @@ static void knnwb_partition_copy_rows(size_t first, size_t last, void *data)
   }
 }
 
+void knnwb_partition_merge_list(int64_t *li, double *ld, size_t k, const int64_t *fi,
+                                const double *fd, size_t kf, const int64_t *members,
+                                int64_t *index, double *distance)
+{
+  size_t a = 0, b = 0;
+  for (size_t r = 0; r < k; r++) {
+    const int64_t bi = b < kf && fi[b] >= 0 ? (members != NULL ? members[fi[b]] : fi[b]) : -1;
+    const gboolean take_b =
+        bi >= 0 && (a >= k || li[a] < 0 || fd[b] < ld[a] || (fd[b] == ld[a] && bi < li[a]));
+    index[r] = take_b ? bi : li[a];
+    distance[r] = take_b ? fd[b++] : ld[a++];
+  }
+  memcpy(li, index, k * sizeof(int64_t));
+  memcpy(ld, distance, k * sizeof(double));
+}
+
 /* Visitors [first, last): their lists so far and what they found in the cluster, merged by
  * (distance, row); the row sets are disjoint, so no pair appears twice. */
 static void knnwb_partition_merge_rows(size_t first, size_t last, void *data)
@@ -156,20 +172,9 @@ static void knnwb_partition_merge_rows(size_t first, size_t last, void *data)
   double *distance = g_new(double, k);
   for (size_t t = first; t < last; t++) {
     const size_t i = (size_t)l->rows[t];
-    int64_t *li = l->run->lists->indices + i * k;
-    double *ld = l->run->lists->distances + i * k;
-    const int64_t *fi = l->found->indices + t * kf;
-    const double *fd = l->found->distances + t * kf;
-    size_t a = 0, b = 0;
-    for (size_t r = 0; r < k; r++) {
-      const int64_t bi = b < kf && fi[b] >= 0 ? l->members[fi[b]] : -1;
-      const gboolean take_b =
-          bi >= 0 && (a >= k || li[a] < 0 || fd[b] < ld[a] || (fd[b] == ld[a] && bi < li[a]));
-      index[r] = take_b ? bi : li[a];
-      distance[r] = take_b ? fd[b++] : ld[a++];
-    }
-    memcpy(li, index, k * sizeof(int64_t));
-    memcpy(ld, distance, k * sizeof(double));
+    knnwb_partition_merge_list(l->run->lists->indices + i * k, l->run->lists->distances + i * k,
+                               k, l->found->indices + t * kf, l->found->distances + t * kf, kf,
+                               l->members, index, distance);
   }
   g_free(index);
   g_free(distance);
@@ -275,14 +280,15 @@ static int knnwb_partition_work_compare(const void *a, const void *b, void *data
   return x > y ? -1 : (x < y);
 }
 
-/* Runs item on every group with work[c] > 0, largest first, on the run's workers. */
+/* Runs item on every group with work[c] > 0 (of this rank's, in a group), largest first, on the
+ * run's workers. */
 static gboolean knnwb_partition_pool_run(KnnwbPartitionRun *run, KnnwbPartitionItem item,
                                          double *work, GError **error)
 {
   const size_t m = run->p->groups;
   size_t *order = g_new(size_t, m), n_items = 0;
   for (size_t c = 0; c < m; c++)
-    if (work[c] > 0)
+    if (work[c] > 0 && (run->owner == NULL || run->owner[c] == run->options->group->rank))
       order[n_items++] = c;
   g_qsort_with_data(order, (gint)n_items, sizeof(size_t), knnwb_partition_work_compare, work);
   KnnwbPartitionPool pool = {.run = run, .item = item, .order = order, .n_items = n_items};

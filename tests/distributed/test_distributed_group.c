@@ -1238,6 +1238,124 @@ static void test_split_merge_order(void)
   g_rand_free(rand);
 }
 
+/* "partition: done", said by any rank (core/partition/), and warnings passed on. */
+static gint partition_runs;
+
+static void count_partitions(const gchar *domain, GLogLevelFlags level, const gchar *message,
+                             gpointer data)
+{
+  if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partition: done") != NULL)
+    g_atomic_int_inc(&partition_runs);
+  if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
+    g_log_default_handler(domain, level, message, data);
+}
+
+/* n rows around 8 far-apart centres (normal, 2 apart), some rows copies of others; lattice:
+ * integer values, so that many distances tie, within and across clusters. */
+static KnnwbMatrix *blob_matrix(size_t n, size_t d, gboolean lattice, guint32 seed)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  double centre[8][16];
+  for (int c = 0; c < 8; c++)
+    for (size_t j = 0; j < d; j++)
+      centre[c][j] = 40.0 * (g_rand_double(rand) * 2.0 - 1.0);
+  for (size_t i = 0; i < n; i++) {
+    const int c = g_rand_int_range(rand, 0, 8);
+    for (size_t j = 0; j < d; j++) {
+      const double u = g_rand_double_range(rand, 1e-12, 1.0), v = g_rand_double(rand);
+      const double x = centre[c][j] + 2.0 * sqrt(-2.0 * log(u)) * cos(2 * G_PI * v);
+      m->values[i * d + j] = lattice ? (float)rint(x) : (float)x;
+    }
+  }
+  for (size_t i = 5; i + 2 < n; i += n / 6)
+    memcpy(m->values + (i + 2) * d, m->values + i * d, d * sizeof(float));
+  return m;
+}
+
+/* The partitioned self search over 2-4 ranks that hold every row: each group's lists searched on
+ * one rank, the pieces of each row merged on the rank of its block. Forced on small clustered
+ * data, for every metric it takes, with ties: the plain search's bytes (its own rows or all), and
+ * every rank must have partitioned (a fallback to the plain search would pass unseen). With each
+ * cell its own group the rows of a centre's other cells visit it, so visitors travel too. */
+static void test_partitioned(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_COSINE,
+                                        KNNWB_METRIC_PEARSON, KNNWB_METRIC_ABS_PEARSON};
+  g_log_set_default_handler(count_partitions, NULL);
+  g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  for (int lattice = 0; lattice <= 1; lattice++) {
+    if (lattice)
+      g_setenv("KNNWB_PARTITION_GROUPS", "off", TRUE);
+    g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, lattice, 21 + (guint32)lattice);
+    for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+      KnnwbKnnOptions options;
+      small_cpu_options(&options, metrics[m], lattice ? 12 : 5);
+      options.memory_bytes = 0;
+      g_setenv("KNNWB_PARTITION", "off", TRUE);
+      g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+      g_setenv("KNNWB_PARTITION", "on", TRUE);
+      for (int ranks = 2; ranks <= MAX_RANKS; ranks++)
+        for (int own = 0; own <= 1; own++) {
+          options.group_own_rows = own;
+          RankRun runs[MAX_RANKS];
+          g_atomic_int_set(&partition_runs, 0);
+          run_ranks(ranks, data, NULL, &options, runs);
+          g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, ranks);
+          size_t covered = 0;
+          for (int r = 0; r < ranks; r++) {
+            g_assert_no_error(runs[r].error);
+            g_assert_nonnull(runs[r].result);
+            g_assert_cmpuint(runs[r].result->first_row, ==, own ? covered : 0);
+            covered += runs[r].result->n_queries;
+            assert_same_rows(expected, runs[r].result);
+            g_assert_true(g_str_has_suffix(runs[r].result->backend_used, "ranks"));
+            knnwb_neighbors_free(runs[r].result);
+          }
+          g_assert_cmpuint(covered, ==, own ? expected->n_queries : ranks * expected->n_queries);
+        }
+    }
+  }
+  g_unsetenv("KNNWB_PARTITION");
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+  g_unsetenv("KNNWB_PARTITION_GROUPS");
+  g_log_set_default_handler(g_log_default_handler, NULL);
+}
+
+static void cancel_now(uint64_t done, uint64_t total, void *data)
+{
+  (void)done;
+  (void)total;
+  g_atomic_int_set((volatile gint *)data, 1);
+}
+
+/* A partitioned run cancelled in its sub-searches (at the first progress report of any rank):
+ * every rank ends with the cancellation, none waits for the others forever. */
+static void test_partitioned_cancelled(void)
+{
+  g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 23);
+  static volatile gint cancel;
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  for (int ranks = 2; ranks <= 3; ranks++) {
+    KnnwbKnnOptions options;
+    small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
+    g_atomic_int_set(&cancel, 0);
+    options.cancel = &cancel;
+    options.progress = cancel_now;
+    options.progress_data = (void *)&cancel;
+    RankRun runs[MAX_RANKS];
+    run_ranks(ranks, data, NULL, &options, runs);
+    for (int r = 0; r < ranks; r++) {
+      g_assert_null(runs[r].result);
+      g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+      g_clear_error(&runs[r].error);
+    }
+  }
+  g_unsetenv("KNNWB_PARTITION");
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -1257,5 +1375,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
+  g_test_add_func("/distributed/group/partitioned", test_partitioned);
+  g_test_add_func("/distributed/group/partitioned-cancelled", test_partitioned_cancelled);
   return g_test_run();
 }

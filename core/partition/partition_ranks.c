@@ -1,0 +1,388 @@
+/*
+ * The partitioned search over a group's ranks, every rank holding every row (the whole-input mode
+ * of MPI runs). The ranks agree on one partition (each computes it: the same code on the same rows;
+ * a digest proves it), then share the groups: each group's own lists are searched on one rank, its
+ * visitors on one rank (both chosen by work, largest first, to the least loaded rank). Each rank
+ * bounds the rows of its block against every group, and the visitors travel to the ranks that
+ * search their groups. At the end every pair of rows has been scored on exactly one rank, so each
+ * row's pieces (its own list, and what its visits found) come to the rank of its block and are
+ * merged by (distance, row): the lists of one process, byte for byte.
+ */
+#include <math.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/parallel.h>
+#include "engine/engine.h"
+#include "group/group.h"
+#include "partition/partition_internal.h"
+
+/* A list on the wire: its row, then k indices and k distances. */
+#define KNNWB_PARTITION_RECORD_BYTES(k) (sizeof(int64_t) + (k) * (sizeof(int64_t) + sizeof(double)))
+
+static uint64_t knnwb_partition_digest_bytes(uint64_t h, const void *bytes, size_t n)
+{
+  const unsigned char *b = bytes;
+  for (size_t i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= UINT64_C(1099511628211); /* FNV-1a */
+  }
+  return h;
+}
+
+/* A positive digest of everything the search takes from p. */
+static int64_t knnwb_partition_digest(const KnnwbPartition *p)
+{
+  uint64_t h = UINT64_C(14695981039346656037);
+  const size_t sizes[] = {p->n, p->d, p->m, p->groups};
+  h = knnwb_partition_digest_bytes(h, sizes, sizeof sizes);
+  h = knnwb_partition_digest_bytes(h, p->centroid, p->m * p->d * sizeof(double));
+  h = knnwb_partition_digest_bytes(h, p->radius, p->m * sizeof(double));
+  h = knnwb_partition_digest_bytes(h, p->group_of, p->m * sizeof(int32_t));
+  h = knnwb_partition_digest_bytes(h, p->cluster_of, p->n * sizeof(int32_t));
+  return (int64_t)(h >> 1) | 1;
+}
+
+gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPartition *p,
+                                     gboolean chosen, gboolean *same, GError **error)
+{
+  const int64_t digest = chosen ? knnwb_partition_digest(p) : 0;
+  int64_t v[2] = {digest, -digest}; /* minima: the lowest digest, and minus the highest */
+  *same = FALSE;
+  if (!group->reduce(group, v, 2, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  *same = v[0] > 0 && v[0] == -v[1];
+  if (chosen && !*same)
+    g_debug("knnwb: partition: the ranks' partitions differ (digests %" G_GINT64_FORMAT
+            " .. %" G_GINT64_FORMAT "): the plain search",
+            v[0], -v[1]);
+  return TRUE;
+}
+
+static int knnwb_partition_ranks_compare(const void *a, const void *b, void *data)
+{
+  const double *work = data;
+  const size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  if (work[x] != work[y])
+    return work[x] > work[y] ? -1 : 1;
+  return x < y ? -1 : (x > y);
+}
+
+void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, int32_t *owner)
+{
+  size_t *order = g_new(size_t, MAX(groups, (size_t)1));
+  double *load = g_new0(double, (size_t)size);
+  for (size_t g = 0; g < groups; g++)
+    order[g] = g;
+  g_qsort_with_data(order, (gint)groups, sizeof(size_t), knnwb_partition_ranks_compare,
+                    (gpointer)work);
+  for (size_t t = 0; t < groups; t++) {
+    int best = 0;
+    for (int r = 1; r < size; r++)
+      if (load[r] < load[best])
+        best = r;
+    owner[order[t]] = (int32_t)best;
+    load[best] += work[order[t]];
+  }
+  g_free(load);
+  g_free(order);
+}
+
+/* Every rank's send[r] (send_bytes[r]) to rank r; *receive[r] (receive_bytes[r]) allocated here.
+ * Collective; FALSE (error set, the same on every rank) when a rank cannot allocate. */
+static gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, char **send,
+                                               const size_t *send_bytes, char **receive,
+                                               size_t *receive_bytes, GError **error)
+{
+  const int size = group->size;
+  const void **size_send = g_new(const void *, size);
+  void **size_receive = g_new(void *, size);
+  size_t *eight = g_new(size_t, size);
+  for (int r = 0; r < size; r++) {
+    size_send[r] = &send_bytes[r];
+    size_receive[r] = &receive_bytes[r];
+    eight[r] = sizeof(size_t);
+    receive[r] = NULL;
+  }
+  gboolean ok = group->exchange(group, (const void *const *)size_send, eight,
+                                (void *const *)size_receive, eight, error);
+  gboolean room = TRUE;
+  for (int r = 0; ok && r < size; r++) {
+    receive[r] = receive_bytes[r] > 0 ? g_try_malloc(receive_bytes[r]) : NULL;
+    room = room && (receive_bytes[r] == 0 || receive[r] != NULL);
+  }
+  if (ok && !room)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the lists that other ranks send");
+  ok = ok && group->agree(group, room, error) &&
+       group->exchange(group, (const void *const *)send, send_bytes, (void *const *)receive,
+                       receive_bytes, error);
+  if (!ok)
+    for (int r = 0; r < size; r++)
+      g_clear_pointer(&receive[r], g_free);
+  g_free(eight);
+  g_free(size_receive);
+  g_free(size_send);
+  return ok;
+}
+
+gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const KnnwbPartition *p = run->p;
+  const size_t k = run->k;
+  run->kth = g_try_new(int64_t, p->n);
+  if (run->kth == NULL)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the k-th distances of %zu rows", p->n);
+  if (!group->agree(group, run->kth != NULL, error))
+    return FALSE;
+  const double none = INFINITY;
+  int64_t none_bits;
+  memcpy(&none_bits, &none, sizeof none_bits);
+  for (size_t i = 0; i < p->n; i++)
+    run->kth[i] = none_bits;
+  /* distances are not negative, so their bits order as integers do */
+  for (size_t g = 0; g < p->groups; g++)
+    for (size_t t = p->start[g]; run->owner[g] == group->rank && t < p->start[g + 1]; t++) {
+      const size_t i = (size_t)p->members[t];
+      memcpy(&run->kth[i], &run->lists->distances[i * k + k - 1], sizeof(int64_t));
+    }
+  return group->reduce(group, run->kth, p->n, KNNWB_GROUP_MIN, error);
+}
+
+/* Visits of this rank's block to the groups owner[] gives rank `to`, as (group << 40 | row). */
+static char *knnwb_partition_ranks_visits_to(const KnnwbPartitionRun *run, int to, size_t *bytes)
+{
+  size_t count = 0;
+  for (size_t g = 0; g < run->p->groups; g++)
+    if (run->owner[g] == to)
+      count += (size_t)(run->query_start[g + 1] - run->query_start[g]);
+  uint64_t *out = g_try_new(uint64_t, MAX(count, (size_t)1));
+  size_t at = 0;
+  for (size_t g = 0; out != NULL && g < run->p->groups; g++)
+    for (int64_t t = run->query_start[g]; run->owner[g] == to && t < run->query_start[g + 1]; t++)
+      out[at++] = ((uint64_t)g << 40) | (uint64_t)run->queries[t];
+  *bytes = out != NULL ? count * sizeof(uint64_t) : 0;
+  return (char *)out;
+}
+
+/* The visitors received (senders in rank order, so each group's rows ascend) as the run's. */
+static gboolean knnwb_partition_ranks_take_visits(KnnwbPartitionRun *run, char **receive,
+                                                  const size_t *bytes, GError **error)
+{
+  const size_t groups = run->p->groups;
+  const int size = run->options->group->size;
+  size_t total = 0;
+  g_clear_pointer(&run->query_start, g_free);
+  g_clear_pointer(&run->queries, g_free);
+  run->query_start = g_new0(int64_t, groups + 1);
+  for (int r = 0; r < size; r++)
+    for (size_t t = 0; t < bytes[r] / sizeof(uint64_t); t++) {
+      run->query_start[(((const uint64_t *)(const void *)receive[r])[t] >> 40) + 1]++;
+      total++;
+    }
+  for (size_t g = 0; g < groups; g++)
+    run->query_start[g + 1] += run->query_start[g];
+  run->queries = g_try_new(int64_t, MAX(total, (size_t)1));
+  if (run->queries == NULL) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the %zu visitors of this rank's groups", total);
+    return FALSE;
+  }
+  int64_t *next = g_new(int64_t, groups);
+  memcpy(next, run->query_start, groups * sizeof(int64_t));
+  for (int r = 0; r < size; r++)
+    for (size_t t = 0; t < bytes[r] / sizeof(uint64_t); t++) {
+      const uint64_t visit = ((const uint64_t *)(const void *)receive[r])[t];
+      run->queries[next[visit >> 40]++] = (int64_t)(visit & ((UINT64_C(1) << 40) - 1));
+    }
+  g_free(next);
+  return TRUE;
+}
+
+gboolean knnwb_partition_ranks_visitors(KnnwbPartitionRun *run, gboolean local_ok,
+                                        gboolean *give_up, double *pairs, double *visits,
+                                        GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const KnnwbPartition *p = run->p;
+  const size_t groups = p->groups;
+  int64_t *count = g_new0(int64_t, groups + 1);
+  for (size_t g = 0; local_ok && g < groups; g++)
+    count[g] = run->query_start[g + 1] - run->query_start[g];
+  count[groups] = local_ok ? 0 : 1; /* ranks short of memory */
+  gboolean ok = group->reduce(group, count, groups + 1, KNNWB_GROUP_SUM, error);
+  *give_up = !ok || count[groups] > 0;
+  double *work = g_new(double, groups);
+  *pairs = *visits = 0.0;
+  for (size_t g = 0; g < groups; g++) {
+    work[g] = (double)count[g] * (double)(p->start[g + 1] - p->start[g]);
+    *pairs += work[g];
+    *visits += (double)count[g];
+  }
+  g_free(count);
+  if (*give_up) {
+    g_free(work);
+    return ok;
+  }
+  knnwb_partition_ranks_assign(work, groups, group->size, run->owner);
+  g_free(work);
+  const int size = group->size;
+  char **send = g_new0(char *, size), **receive = g_new0(char *, size);
+  size_t *send_bytes = g_new0(size_t, size), *receive_bytes = g_new0(size_t, size);
+  gboolean room = TRUE;
+  for (int r = 0; r < size; r++) {
+    send[r] = knnwb_partition_ranks_visits_to(run, r, &send_bytes[r]);
+    room = room && send[r] != NULL;
+  }
+  if (!room)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the visitors to send");
+  ok = group->agree(group, room, error) &&
+       knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes, error);
+  for (int r = 0; r < size; r++)
+    g_clear_pointer(&send[r], g_free);
+  gboolean taken = ok && knnwb_partition_ranks_take_visits(run, receive, receive_bytes, error);
+  ok = ok && group->agree(group, taken, error);
+  for (int r = 0; r < size; r++)
+    g_free(receive[r]);
+  g_free(send);
+  g_free(receive);
+  g_free(send_bytes);
+  g_free(receive_bytes);
+  return ok;
+}
+
+/* The rows of rank `to`'s block that have a list here, as records; NULL when memory is short. */
+static char *knnwb_partition_ranks_lists_to(const KnnwbPartitionRun *run, int to, size_t *bytes)
+{
+  const KnnwbNeighbors *lists = run->lists;
+  const size_t k = run->k, record = KNNWB_PARTITION_RECORD_BYTES(k);
+  size_t first, last, count = 0;
+  knnwb_knn_group_rows(run->p->n, to, run->options->group->size, &first, &last);
+  for (size_t i = first; i < last; i++)
+    count += lists->indices[i * k] >= 0;
+  char *out = g_try_malloc(MAX(count * record, (size_t)1));
+  char *at = out;
+  for (size_t i = first; out != NULL && i < last; i++) {
+    if (lists->indices[i * k] < 0)
+      continue;
+    const int64_t row = (int64_t)i;
+    memcpy(at, &row, sizeof row);
+    memcpy(at + sizeof row, lists->indices + i * k, k * sizeof(int64_t));
+    memcpy(at + sizeof row + k * sizeof(int64_t), lists->distances + i * k, k * sizeof(double));
+    at += record;
+  }
+  *bytes = out != NULL ? count * record : 0;
+  return out;
+}
+
+typedef struct {
+  KnnwbNeighbors *own;
+  const char *records;
+  size_t k;
+} KnnwbPartitionRecords;
+
+/* Records [first, last) (distinct rows) merged into the block's lists. */
+static void knnwb_partition_ranks_merge_records(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionRecords *m = data;
+  const size_t k = m->k, record = KNNWB_PARTITION_RECORD_BYTES(k);
+  int64_t *index = g_new(int64_t, 2 * k);
+  double *distance = g_new(double, 2 * k);
+  for (size_t t = first; t < last; t++) {
+    const char *at = m->records + t * record;
+    int64_t row;
+    memcpy(&row, at, sizeof row);
+    memcpy(index + k, at + sizeof row, k * sizeof(int64_t));
+    memcpy(distance + k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
+    const size_t i = (size_t)row - m->own->first_row;
+    knnwb_partition_merge_list(m->own->indices + i * k, m->own->distances + i * k, k,
+                               index + k, distance + k, k, NULL, index, distance);
+  }
+  g_free(index);
+  g_free(distance);
+}
+
+static void knnwb_partition_ranks_count_found(size_t first, size_t last, void *data)
+{
+  KnnwbNeighbors *own = data;
+  for (size_t i = first; i < last; i++) {
+    int32_t found = 0;
+    for (size_t r = 0; r < own->k; r++)
+      found += own->indices[i * own->k + r] >= 0;
+    own->n_found[i] = found;
+  }
+}
+
+/* The counters every rank adds to its lists (re-selected rows, the screen) made the job's. */
+static gboolean knnwb_partition_ranks_counters(const KnnwbKnnGroup *group, KnnwbNeighbors *own,
+                                               const KnnwbNeighbors *mine, GError **error)
+{
+  int64_t sum[2] = {(int64_t)mine->n_reselected, (int64_t)mine->n_exhaustive};
+  int64_t screen = (int64_t)mine->screen_used;
+  if (!group->reduce(group, sum, 2, KNNWB_GROUP_SUM, error) ||
+      !group->reduce(group, &screen, 1, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  own->n_reselected = (size_t)sum[0];
+  own->n_exhaustive = (size_t)sum[1];
+  own->screen_used = (KnnwbScreen)screen;
+  return TRUE;
+}
+
+gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
+                                       GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const int size = group->size;
+  const size_t n = run->p->n, k = run->k;
+  size_t first, last;
+  knnwb_knn_group_rows(n, group->rank, size, &first, &last);
+  char **send = g_new0(char *, size), **receive = g_new0(char *, size);
+  size_t *send_bytes = g_new0(size_t, size), *receive_bytes = g_new0(size_t, size);
+  gboolean room = TRUE;
+  for (int r = 0; r < size; r++) {
+    send[r] = knnwb_partition_ranks_lists_to(run, r, &send_bytes[r]);
+    room = room && send[r] != NULL;
+  }
+  if (!room)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the lists to send");
+  KnnwbNeighbors *own = NULL;
+  gboolean ok = group->agree(group, room, error);
+  if (ok) {
+    KnnwbNeighbors mine = *run->lists;
+    g_clear_pointer(&run->lists, knnwb_neighbors_free); /* room for what arrives */
+    own = knnwb_knn_result_new(first, last - first, k, error);
+    ok = group->agree(group, own != NULL, error) &&
+         knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes,
+                                        error) &&
+         knnwb_partition_ranks_counters(group, own, &mine, error);
+  }
+  for (int r = 0; r < size; r++)
+    g_clear_pointer(&send[r], g_free);
+  for (int r = 0; ok && r < size; r++) {
+    KnnwbPartitionRecords m = {.own = own, .records = receive[r], .k = k};
+    knnwb_parallel_for(run->p->threads, receive_bytes[r] / KNNWB_PARTITION_RECORD_BYTES(k), 256,
+                       knnwb_partition_ranks_merge_records, &m);
+  }
+  for (int r = 0; r < size; r++)
+    g_free(receive[r]);
+  g_free(send);
+  g_free(receive);
+  g_free(send_bytes);
+  g_free(receive_bytes);
+  if (ok) {
+    knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_ranks_count_found,
+                       own);
+    if (!run->options->group_own_rows) {
+      KnnwbNeighbors *all = knnwb_knn_group_gather(group, own, n, error);
+      ok = all != NULL;
+      knnwb_neighbors_free(own);
+      own = all;
+    }
+  }
+  if (ok)
+    *result = own;
+  else
+    knnwb_neighbors_free(own);
+  return ok;
+}
