@@ -337,7 +337,8 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
 }
 
 /* Whether to partition, with p: the choice, every row's cell, and the cells' groups. In a group
- * every rank makes the choice and the ranks agree on it. FALSE: the group's errors. */
+ * every rank makes the choice, the ranks agree on it, assign their blocks' rows, and agree on the
+ * partition. FALSE: the group's errors. */
 static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *data,
                                        const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
                                        double *expected, gboolean *chosen, GError **error)
@@ -355,8 +356,16 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
                                    knnwb_knn_uses_gpu(options), expected);
   const gboolean made = *chosen;
   *chosen = *chosen && (mode == KNNWB_PARTITION_ON || *expected <= KNNWB_PARTITION_SAMPLE_SHARE);
+  /* The ranks go on together (assigning the rows is collective) with the same centroids, and end
+   * with the same partition. */
+  gboolean same = TRUE;
+  if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error)) {
+    openblas_set_num_threads(saved_blas_threads);
+    return FALSE;
+  }
+  *chosen = *chosen && same;
   /* (assigning every row finds values that are not finite: the plain search reports them) */
-  *chosen = *chosen && knnwb_partition_assign_all(p, data, options->k, options->cancel);
+  *chosen = *chosen && knnwb_partition_assign_all(p, data, options->k, options->cancel, group);
   const size_t cells = p->m;
   const gint64 assigned = g_get_monotonic_time();
   if (*chosen)
@@ -368,7 +377,6 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
             cells, p->groups, (double)(g_get_monotonic_time() - start) / 1e6,
             (double)(g_get_monotonic_time() - assigned) / 1e6, 100.0 * *expected,
             *chosen ? "partitioning" : "the plain search");
-  gboolean same = TRUE;
   if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error))
     return FALSE;
   *chosen = *chosen && same;

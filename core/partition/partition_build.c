@@ -170,15 +170,17 @@ typedef struct {
   KnnwbPartition *p;
   const KnnwbMatrix *data;
   const volatile gint *cancel;
+  size_t first; /* rows first + [from, to) of a block */
   GMutex lock;
   gint failed;
 } KnnwbPartitionAssign;
 
-/* Rows [first, last) to their nearest centroid; the radii grow to their upper distances. */
-static void knnwb_partition_assign_rows(size_t first, size_t last, void *data)
+/* Rows first + [from, to) to their nearest centroid; the radii grow to their upper distances. */
+static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
 {
   KnnwbPartitionAssign *a = data;
   KnnwbPartition *p = a->p;
+  const size_t first = a->first + from, last = a->first + to;
   if (g_atomic_int_get(&a->failed) || (a->cancel != NULL && g_atomic_int_get(a->cancel))) {
     g_atomic_int_set(&a->failed, 1);
     return;
@@ -210,18 +212,50 @@ static void knnwb_partition_assign_rows(size_t first, size_t last, void *data)
   g_free(radius);
 }
 
-/* Every row to its nearest centroid; FALSE on a row without direction, memory or cancel. */
-static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *data,
-                                       const volatile gint *cancel)
+/* The ranks' blocks of cluster_of made whole on every rank, and their radii the largest (radii
+ * are not negative, so their bits order as integers do). FALSE when a rank failed. */
+static gboolean knnwb_partition_assign_share(KnnwbPartition *p, const KnnwbKnnGroup *group,
+                                             size_t first, size_t last, gboolean ok)
 {
-  KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel};
+  if (!group->agree(group, ok, NULL))
+    return FALSE;
+  size_t *bytes = g_new(size_t, (size_t)group->size);
+  for (int r = 0; r < group->size; r++) {
+    size_t from, to;
+    knnwb_knn_group_rows(p->n, r, group->size, &from, &to);
+    bytes[r] = (to - from) * sizeof(int32_t);
+  }
+  int32_t *mine = g_memdup2(p->cluster_of + first, (last - first) * sizeof(int32_t));
+  int64_t *radius = g_new(int64_t, p->m);
+  memcpy(radius, p->radius, p->m * sizeof(int64_t));
+  ok = knnwb_knn_group_gather_bytes(group, mine, bytes, p->cluster_of, NULL) &&
+       group->reduce(group, radius, p->m, KNNWB_GROUP_MAX, NULL);
+  memcpy(p->radius, radius, p->m * sizeof(int64_t));
+  g_free(radius);
+  g_free(mine);
+  g_free(bytes);
+  return ok;
+}
+
+/* Every row to its nearest centroid (in a group: each rank its block, then shared); FALSE on a
+ * row without direction, memory or cancel (on every rank of a group alike). */
+static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *data,
+                                       const volatile gint *cancel, const KnnwbKnnGroup *group)
+{
+  size_t first = 0, last = p->n;
+  if (group != NULL)
+    knnwb_knn_group_rows(p->n, group->rank, group->size, &first, &last);
+  KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel, .first = first};
   g_mutex_init(&a.lock);
   memset(p->radius, 0, p->m * sizeof(double));
   const int saved_blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
-  knnwb_parallel_for(p->threads, p->n, KNNWB_PARTITION_BLOCK_ROWS, knnwb_partition_assign_rows, &a);
+  knnwb_parallel_for(p->threads, last - first, KNNWB_PARTITION_BLOCK_ROWS,
+                     knnwb_partition_assign_rows, &a);
   openblas_set_num_threads(saved_blas_threads);
   g_mutex_clear(&a.lock);
+  if (group != NULL)
+    return knnwb_partition_assign_share(p, group, first, last, !a.failed);
   return !a.failed;
 }
 
@@ -260,7 +294,7 @@ void knnwb_partition_index(KnnwbPartition *p)
 }
 
 gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
-                                    const volatile gint *cancel)
+                                    const volatile gint *cancel, const KnnwbKnnGroup *group)
 {
   p->radius = g_try_new(double, p->m);
   p->cluster_of = g_try_new(int32_t, p->n);
@@ -268,14 +302,16 @@ gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, 
   p->members = g_try_new(int64_t, p->n);
   gboolean ok = p->radius != NULL && p->cluster_of != NULL && p->start != NULL &&
                 p->members != NULL && p->m >= 2;
+  if (group != NULL && !group->agree(group, ok, NULL))
+    ok = FALSE;
   /* Dropping a small cluster moves its rows to others: a few passes at most. */
   for (int pass = 0; ok && pass < 4; pass++) {
-    ok = knnwb_partition_assign(p, data, cancel);
+    ok = knnwb_partition_assign(p, data, cancel, group);
     if (!ok || !knnwb_partition_drop_small(p, k))
       break;
     ok = p->m >= 2;
     if (ok && pass == 3)
-      ok = knnwb_partition_assign(p, data, cancel) && !knnwb_partition_drop_small(p, k);
+      ok = knnwb_partition_assign(p, data, cancel, group) && !knnwb_partition_drop_small(p, k);
   }
   if (ok) {
     p->group_of = g_new(int32_t, p->m);

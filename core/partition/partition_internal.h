@@ -94,12 +94,14 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
 void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
                             double *centroid_sq, int32_t *label);
 /* Every row to its nearest of p's centroids (p->m, p->centroid, p->centroid_sq set), the radii,
+ * (in a group of ranks holding every row, not NULL: each rank its block, shared; collective, and
+ * the same outcome on every rank),
  * cells of at most k rows dropped and their rows moved on, members indexed with one group a cell.
  * FALSE (p cleared) when fewer than two cells remain, a row has no direction or a value that is
  * not finite, memory is short or
  * cancel is set. */
 gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
-                                    const volatile gint *cancel);
+                                    const volatile gint *cancel, const KnnwbKnnGroup *group);
 void knnwb_partition_clear(KnnwbPartition *p);
 /* Groups of p's cells (partition_group.c), indexed in p->start and p->members: starting from one
  * group a cell, two groups become one while the work model (knnwb_partition_work on the backend:

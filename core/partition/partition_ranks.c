@@ -22,14 +22,15 @@
 static uint64_t knnwb_partition_digest_bytes(uint64_t h, const void *bytes, size_t n)
 {
   const unsigned char *b = bytes;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; b != NULL && i < n; i++) {
     h ^= b[i];
     h *= UINT64_C(1099511628211); /* FNV-1a */
   }
   return h;
 }
 
-/* A positive digest of everything the search takes from p. */
+/* A positive digest of everything the search takes from p (what it has so far: the centroids
+ * alone before the rows are assigned). */
 static int64_t knnwb_partition_digest(const KnnwbPartition *p)
 {
   uint64_t h = UINT64_C(14695981039346656037);
@@ -38,6 +39,7 @@ static int64_t knnwb_partition_digest(const KnnwbPartition *p)
   h = knnwb_partition_digest_bytes(h, p->centroid, p->m * p->d * sizeof(double));
   h = knnwb_partition_digest_bytes(h, p->radius, p->m * sizeof(double));
   h = knnwb_partition_digest_bytes(h, p->group_of, p->m * sizeof(int32_t));
+  h = knnwb_partition_digest_bytes(h, p->centroid_sq, p->m * sizeof(double));
   h = knnwb_partition_digest_bytes(h, p->cluster_of, p->n * sizeof(int32_t));
   return (int64_t)(h >> 1) | 1;
 }

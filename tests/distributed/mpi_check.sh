@@ -292,6 +292,12 @@ for ranks in 1 2 3; do
       --mpi-input whole -o "r$ranks-shared$shared.knn"
     cmp one-pearson.knn "r$ranks-shared$shared.knn" || fail "$ranks ranks: KNNWB_MPI_SHARED=$shared differs"
   done
+  # The partitioned search (forced on) with every rank holding every row: each group is searched
+  # on one rank and each row's pieces are merged on the rank of its block.
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \
+    -m euclidean -b cpu -q --mpi-input whole -o "r$ranks-partition.knn" 2>"r$ranks-partition.err"
+  grep -q 'partition: done' "r$ranks-partition.err" || fail "$ranks ranks: no partitioned search"
+  cmp one-euclidean.knn "r$ranks-partition.knn" || fail "$ranks ranks: the partitioned search differs"
   # The last rank finds no room for the window: every rank must take messages with it.
   KNNWB_MPI_SHARED=1 KNNWB_MPI_SHARED_NO_ROOM_RANK=$((ranks - 1)) mpi "$ranks" knn data.npy -k 9 \
     -m pearson -b cpu --memory 4K -q --mpi-input whole -o "r$ranks-noroom.knn"

@@ -1322,6 +1322,29 @@ static void test_partitioned(void)
   g_log_set_default_handler(g_log_default_handler, NULL);
 }
 
+/* A NaN in rank 2's block: with the partition forced on, rank 2 finds it while assigning its
+ * rows, the ranks give up together and the plain search names the row on every rank. */
+static void test_partitioned_failing_rank(void)
+{
+  g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 25);
+  data->values[1100 * 7 + 2] = NAN; /* rows 802..1202 are rank 2's of 3 */
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
+  RankRun runs[MAX_RANKS];
+  run_ranks(3, data, NULL, &options, runs);
+  for (int r = 0; r < 3; r++) {
+    g_assert_null(runs[r].result);
+    g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+    g_assert_true(g_str_has_prefix(runs[r].error->message,
+                                   "rank 2: row 1100, column 2 (both counted from 0) holds NaN"));
+    g_clear_error(&runs[r].error);
+  }
+  g_unsetenv("KNNWB_PARTITION");
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+}
+
 static void cancel_now(uint64_t done, uint64_t total, void *data)
 {
   (void)done;
@@ -1377,5 +1400,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
   g_test_add_func("/distributed/group/partitioned", test_partitioned);
   g_test_add_func("/distributed/group/partitioned-cancelled", test_partitioned_cancelled);
+  g_test_add_func("/distributed/group/partitioned-failing-rank", test_partitioned_failing_rank);
   return g_test_run();
 }
