@@ -225,7 +225,8 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
     return knnwb_partition_own_lists(run, error);
   double *work = g_new(double, p->groups);
   for (size_t g = 0; g < p->groups; g++)
-    work[g] = 0.5 * (double)(p->start[g + 1] - p->start[g]) * (double)(p->start[g + 1] - p->start[g]);
+    work[g] =
+        0.5 * (double)(p->start[g + 1] - p->start[g]) * (double)(p->start[g + 1] - p->start[g]);
   run->owner = g_new(int32_t, p->groups);
   knnwb_partition_ranks_assign(work, p->groups, group->size, run->owner);
   g_free(work);
@@ -241,8 +242,8 @@ static gboolean knnwb_partition_bound(KnnwbPartitionRun *run, KnnwbPartitionMode
                                       gboolean *give_up, double *pairs, GError **error)
 {
   const KnnwbKnnOptions *options = run->options;
-  const KnnwbKnnGroup *group = options->group != NULL && options->group->size > 1 ? options->group
-                                                                                  : NULL;
+  const KnnwbKnnGroup *group =
+      options->group != NULL && options->group->size > 1 ? options->group : NULL;
   const size_t groups = run->p->groups;
   const gboolean found = knnwb_partition_visits(run, pairs);
   gboolean ok = TRUE;
@@ -254,14 +255,13 @@ static gboolean knnwb_partition_bound(KnnwbPartitionRun *run, KnnwbPartitionMode
     return FALSE;
   double visits = (double)(run->queries != NULL ? run->query_start[groups] : 0);
   *give_up = !found;
-  if (group != NULL &&
-      !knnwb_partition_ranks_visitors(run, found, give_up, pairs, &visits, error))
+  if (group != NULL && !knnwb_partition_ranks_visitors(run, found, give_up, pairs, &visits, error))
     return FALSE;
   const gboolean gpu = run->devices != NULL;
   const double remaining = knnwb_partition_work(gpu, *pairs, (double)groups, visits);
-  int64_t stop = *give_up || (mode == KNNWB_PARTITION_AUTO &&
-                              remaining > knnwb_partition_plain_work(gpu, run->p->n) *
-                                              MAX(run->gpus, 1));
+  int64_t stop =
+      *give_up || (mode == KNNWB_PARTITION_AUTO &&
+                   remaining > knnwb_partition_plain_work(gpu, run->p->n) * MAX(run->gpus, 1));
   /* (ranks with other devices could judge differently) */
   if (group != NULL && !group->reduce(group, &stop, 1, KNNWB_GROUP_MAX, error))
     return FALSE;
@@ -344,8 +344,8 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
                                        double *expected, gboolean *chosen, GError **error)
 {
   const gint64 start = g_get_monotonic_time();
-  const KnnwbKnnGroup *group = options->group != NULL && options->group->size > 1 ? options->group
-                                                                                  : NULL;
+  const KnnwbKnnGroup *group =
+      options->group != NULL && options->group->size > 1 ? options->group : NULL;
   int threads = knnwb_thread_count(options->n_threads);
   if (group != NULL && options->n_threads <= 0) /* the host's cores are shared */
     threads = MAX(1, threads / MAX(1, group->local_size));

@@ -152,8 +152,8 @@ gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error);
  * the sorted list li/ld of k entries (empty slots: index -1), keeping the k best by (distance,
  * row); index and distance: room for k. The two must share no pair. */
 void knnwb_partition_merge_list(int64_t *li, double *ld, size_t k, const int64_t *fi,
-                                const double *fd, size_t kf, const int64_t *members,
-                                int64_t *index, double *distance);
+                                const double *fd, size_t kf, const int64_t *members, int64_t *index,
+                                double *distance);
 
 /*
  * The run over a group's ranks (partition_ranks.c); each call is collective, and FALSE comes with

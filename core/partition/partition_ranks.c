@@ -298,8 +298,8 @@ static void knnwb_partition_ranks_merge_records(size_t first, size_t last, void 
     memcpy(index + k, at + sizeof row, k * sizeof(int64_t));
     memcpy(distance + k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
     const size_t i = (size_t)row - m->own->first_row;
-    knnwb_partition_merge_list(m->own->indices + i * k, m->own->distances + i * k, k,
-                               index + k, distance + k, k, NULL, index, distance);
+    knnwb_partition_merge_list(m->own->indices + i * k, m->own->distances + i * k, k, index + k,
+                               distance + k, k, NULL, index, distance);
   }
   g_free(index);
   g_free(distance);
@@ -355,8 +355,7 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
     g_clear_pointer(&run->lists, knnwb_neighbors_free); /* room for what arrives */
     own = knnwb_knn_result_new(first, last - first, k, error);
     ok = group->agree(group, own != NULL, error) &&
-         knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes,
-                                        error) &&
+         knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes, error) &&
          knnwb_partition_ranks_counters(group, own, &mine, error);
   }
   for (int r = 0; r < size; r++)

@@ -147,8 +147,8 @@ static void knnwb_partition_copy_rows(size_t first, size_t last, void *data)
 }
 
 void knnwb_partition_merge_list(int64_t *li, double *ld, size_t k, const int64_t *fi,
-                                const double *fd, size_t kf, const int64_t *members,
-                                int64_t *index, double *distance)
+                                const double *fd, size_t kf, const int64_t *members, int64_t *index,
+                                double *distance)
 {
   size_t a = 0, b = 0;
   for (size_t r = 0; r < k; r++) {
@@ -172,8 +172,8 @@ static void knnwb_partition_merge_rows(size_t first, size_t last, void *data)
   double *distance = g_new(double, k);
   for (size_t t = first; t < last; t++) {
     const size_t i = (size_t)l->rows[t];
-    knnwb_partition_merge_list(l->run->lists->indices + i * k, l->run->lists->distances + i * k,
-                               k, l->found->indices + t * kf, l->found->distances + t * kf, kf,
+    knnwb_partition_merge_list(l->run->lists->indices + i * k, l->run->lists->distances + i * k, k,
+                               l->found->indices + t * kf, l->found->distances + t * kf, kf,
                                l->members, index, distance);
   }
   g_free(index);

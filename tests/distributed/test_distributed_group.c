@@ -917,11 +917,11 @@ static void test_split_neighbourhood(void)
 }
 
 /*
- * The threshold rounds of a shared GPU job (core/group/knn_group_bounds.c), which no CPU run uses: every
- * rank's values become the element-wise minimum over the ranks (infinities, negatives, a float
- * just below another), a rank whose values are of another size takes part with nothing, a rank
- * that used fewer rounds has them completed by finish (the others' rounds still match), and one
- * rank not wanting rounds makes them none for all.
+ * The threshold rounds of a shared GPU job (core/group/knn_group_bounds.c), which no CPU run uses:
+ * every rank's values become the element-wise minimum over the ranks (infinities, negatives, a
+ * float just below another), a rank whose values are of another size takes part with nothing, a
+ * rank that used fewer rounds has them completed by finish (the others' rounds still match), and
+ * one rank not wanting rounds makes them none for all.
  */
 #define BOUND_ROWS 1001
 
