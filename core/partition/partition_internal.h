@@ -175,8 +175,14 @@ gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error);
 gboolean knnwb_partition_ranks_visitors(KnnwbPartitionRun *run, gboolean local_ok,
                                         gboolean *give_up, double *pairs, double *visits,
                                         GError **error);
-/* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged:
- * *result holds this rank's block (options->group_own_rows) or every row. Frees run->lists. */
+/* Every rank's send[r] (send_bytes[r]) to rank r; receive[r] (receive_bytes[r]) allocated here.
+ * FALSE (error set, the same on every rank) when a rank cannot allocate. */
+gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, char **send,
+                                        const size_t *send_bytes, char **receive,
+                                        size_t *receive_bytes, GError **error);
+/* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged
+ * (partition_combine.c): *result holds this rank's block (options->group_own_rows) or every row.
+ * Frees run->lists. */
 gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
                                        GError **error);
 

@@ -6,7 +6,7 @@
  * bounds the rows of its block against every group, and the visitors travel to the ranks that
  * search their groups. At the end every pair of rows has been scored on exactly one rank, so each
  * row's pieces (its own list, and what its visits found) come to the rank of its block and are
- * merged by (distance, row): the lists of one process, byte for byte.
+ * merged by (distance, row): the lists of one process, byte for byte (partition_combine.c).
  */
 #include <math.h>
 #include <string.h>
@@ -15,9 +15,6 @@
 #include "engine/engine.h"
 #include "group/group.h"
 #include "partition/partition_internal.h"
-
-/* A list on the wire: its row, then k indices and k distances. */
-#define KNNWB_PARTITION_RECORD_BYTES(k) (sizeof(int64_t) + (k) * (sizeof(int64_t) + sizeof(double)))
 
 static uint64_t knnwb_partition_digest_bytes(uint64_t h, const void *bytes, size_t n)
 {
@@ -89,11 +86,9 @@ void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, i
   g_free(order);
 }
 
-/* Every rank's send[r] (send_bytes[r]) to rank r; *receive[r] (receive_bytes[r]) allocated here.
- * Collective; FALSE (error set, the same on every rank) when a rank cannot allocate. */
-static gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, char **send,
-                                               const size_t *send_bytes, char **receive,
-                                               size_t *receive_bytes, GError **error)
+gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, char **send,
+                                        const size_t *send_bytes, char **receive,
+                                        size_t *receive_bytes, GError **error)
 {
   const int size = group->size;
   const void **size_send = g_new(const void *, size);
@@ -251,139 +246,5 @@ gboolean knnwb_partition_ranks_visitors(KnnwbPartitionRun *run, gboolean local_o
   g_free(receive);
   g_free(send_bytes);
   g_free(receive_bytes);
-  return ok;
-}
-
-/* The rows of rank `to`'s block that have a list here, as records; NULL when memory is short. */
-static char *knnwb_partition_ranks_lists_to(const KnnwbPartitionRun *run, int to, size_t *bytes)
-{
-  const KnnwbNeighbors *lists = run->lists;
-  const size_t k = run->k, record = KNNWB_PARTITION_RECORD_BYTES(k);
-  size_t first, last, count = 0;
-  knnwb_knn_group_rows(run->p->n, to, run->options->group->size, &first, &last);
-  for (size_t i = first; i < last; i++)
-    count += lists->indices[i * k] >= 0;
-  char *out = g_try_malloc(MAX(count * record, (size_t)1));
-  char *at = out;
-  for (size_t i = first; out != NULL && i < last; i++) {
-    if (lists->indices[i * k] < 0)
-      continue;
-    const int64_t row = (int64_t)i;
-    memcpy(at, &row, sizeof row);
-    memcpy(at + sizeof row, lists->indices + i * k, k * sizeof(int64_t));
-    memcpy(at + sizeof row + k * sizeof(int64_t), lists->distances + i * k, k * sizeof(double));
-    at += record;
-  }
-  *bytes = out != NULL ? count * record : 0;
-  return out;
-}
-
-typedef struct {
-  KnnwbNeighbors *own;
-  const char *records;
-  size_t k;
-} KnnwbPartitionRecords;
-
-/* Records [first, last) (distinct rows) merged into the block's lists. */
-static void knnwb_partition_ranks_merge_records(size_t first, size_t last, void *data)
-{
-  const KnnwbPartitionRecords *m = data;
-  const size_t k = m->k, record = KNNWB_PARTITION_RECORD_BYTES(k);
-  int64_t *index = g_new(int64_t, 2 * k);
-  double *distance = g_new(double, 2 * k);
-  for (size_t t = first; t < last; t++) {
-    const char *at = m->records + t * record;
-    int64_t row;
-    memcpy(&row, at, sizeof row);
-    memcpy(index + k, at + sizeof row, k * sizeof(int64_t));
-    memcpy(distance + k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
-    const size_t i = (size_t)row - m->own->first_row;
-    knnwb_partition_merge_list(m->own->indices + i * k, m->own->distances + i * k, k, index + k,
-                               distance + k, k, NULL, index, distance);
-  }
-  g_free(index);
-  g_free(distance);
-}
-
-static void knnwb_partition_ranks_count_found(size_t first, size_t last, void *data)
-{
-  KnnwbNeighbors *own = data;
-  for (size_t i = first; i < last; i++) {
-    int32_t found = 0;
-    for (size_t r = 0; r < own->k; r++)
-      found += own->indices[i * own->k + r] >= 0;
-    own->n_found[i] = found;
-  }
-}
-
-/* The counters every rank adds to its lists (re-selected rows, the screen) made the job's. */
-static gboolean knnwb_partition_ranks_counters(const KnnwbKnnGroup *group, KnnwbNeighbors *own,
-                                               const KnnwbNeighbors *mine, GError **error)
-{
-  int64_t sum[2] = {(int64_t)mine->n_reselected, (int64_t)mine->n_exhaustive};
-  int64_t screen = (int64_t)mine->screen_used;
-  if (!group->reduce(group, sum, 2, KNNWB_GROUP_SUM, error) ||
-      !group->reduce(group, &screen, 1, KNNWB_GROUP_MAX, error))
-    return FALSE;
-  own->n_reselected = (size_t)sum[0];
-  own->n_exhaustive = (size_t)sum[1];
-  own->screen_used = (KnnwbScreen)screen;
-  return TRUE;
-}
-
-gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
-                                       GError **error)
-{
-  const KnnwbKnnGroup *group = run->options->group;
-  const int size = group->size;
-  const size_t n = run->p->n, k = run->k;
-  size_t first, last;
-  knnwb_knn_group_rows(n, group->rank, size, &first, &last);
-  char **send = g_new0(char *, size), **receive = g_new0(char *, size);
-  size_t *send_bytes = g_new0(size_t, size), *receive_bytes = g_new0(size_t, size);
-  gboolean room = TRUE;
-  for (int r = 0; r < size; r++) {
-    send[r] = knnwb_partition_ranks_lists_to(run, r, &send_bytes[r]);
-    room = room && send[r] != NULL;
-  }
-  if (!room)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the lists to send");
-  KnnwbNeighbors *own = NULL;
-  gboolean ok = group->agree(group, room, error);
-  if (ok) {
-    KnnwbNeighbors mine = *run->lists;
-    g_clear_pointer(&run->lists, knnwb_neighbors_free); /* room for what arrives */
-    own = knnwb_knn_result_new(first, last - first, k, error);
-    ok = group->agree(group, own != NULL, error) &&
-         knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes, error) &&
-         knnwb_partition_ranks_counters(group, own, &mine, error);
-  }
-  for (int r = 0; r < size; r++)
-    g_clear_pointer(&send[r], g_free);
-  for (int r = 0; ok && r < size; r++) {
-    KnnwbPartitionRecords m = {.own = own, .records = receive[r], .k = k};
-    knnwb_parallel_for(run->p->threads, receive_bytes[r] / KNNWB_PARTITION_RECORD_BYTES(k), 256,
-                       knnwb_partition_ranks_merge_records, &m);
-  }
-  for (int r = 0; r < size; r++)
-    g_free(receive[r]);
-  g_free(send);
-  g_free(receive);
-  g_free(send_bytes);
-  g_free(receive_bytes);
-  if (ok) {
-    knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_ranks_count_found,
-                       own);
-    if (!run->options->group_own_rows) {
-      KnnwbNeighbors *all = knnwb_knn_group_gather(group, own, n, error);
-      ok = all != NULL;
-      knnwb_neighbors_free(own);
-      own = all;
-    }
-  }
-  if (ok)
-    *result = own;
-  else
-    knnwb_neighbors_free(own);
   return ok;
 }

@@ -1,0 +1,300 @@
+/*
+ * The end of a partitioned run over a group's ranks (partition_ranks.c). Each rank holds lists for
+ * the rows of the groups it searched (their own lists) and pieces for the rows that visited the
+ * groups it searched after; every pair of rows was scored on exactly one rank, so the pieces of a
+ * row, merged by (distance, row) on the rank of its block, make its list of one process.
+ *
+ * The pieces travel as records (row, k indices, k distances). Where the ranks share a host the
+ * group lends blocks of shared memory: each rank packs its records once into its block and the
+ * others merge them in place. Otherwise they go as messages. At 10M rows and k = 30 the lists are
+ * 4.8 GB, of which a share of (R - 1) / R changes rank: the copies are what this costs, so every
+ * step runs on all the rank's threads.
+ */
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/parallel.h>
+#include "engine/engine.h"
+#include "group/group.h"
+#include "partition/partition_internal.h"
+
+/* A list on the way: its row, then k indices and k distances. */
+#define KNNWB_PARTITION_RECORD_BYTES(k) (sizeof(int64_t) + (k) * (sizeof(int64_t) + sizeof(double)))
+/* Rows per piece of the packing (the first touch of a buffer's pages is much of its cost). */
+#define KNNWB_PARTITION_PACK_ROWS ((size_t)65536)
+
+/* The records for one rank's block. */
+typedef struct {
+  const KnnwbPartitionRun *run;
+  size_t first, rows; /* the block */
+  size_t *at;         /* per piece: its rows with a list, then its first record */
+  size_t records;
+  char *out;
+} KnnwbPartitionPack;
+
+static void knnwb_partition_pack_count(size_t from, size_t to, void *data)
+{
+  KnnwbPartitionPack *pack = data;
+  const size_t k = pack->run->k;
+  size_t count = 0;
+  for (size_t i = pack->first + from; i < pack->first + to; i++)
+    count += pack->run->lists->indices[i * k] >= 0;
+  pack->at[from / KNNWB_PARTITION_PACK_ROWS] = count;
+}
+
+static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
+{
+  KnnwbPartitionPack *pack = data;
+  const KnnwbNeighbors *lists = pack->run->lists;
+  const size_t k = pack->run->k, record = KNNWB_PARTITION_RECORD_BYTES(k);
+  char *at = pack->out + pack->at[from / KNNWB_PARTITION_PACK_ROWS] * record;
+  for (size_t i = pack->first + from; i < pack->first + to; i++) {
+    if (lists->indices[i * k] < 0)
+      continue;
+    const int64_t row = (int64_t)i;
+    memcpy(at, &row, sizeof row);
+    memcpy(at + sizeof row, lists->indices + i * k, k * sizeof(int64_t));
+    memcpy(at + sizeof row + k * sizeof(int64_t), lists->distances + i * k, k * sizeof(double));
+    at += record;
+  }
+}
+
+/* Counts the rows of rank to's block that have a list here. */
+static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbPartitionRun *run,
+                                      int to)
+{
+  size_t last;
+  knnwb_knn_group_rows(run->p->n, to, run->options->group->size, &pack->first, &last);
+  pack->run = run;
+  pack->rows = last - pack->first;
+  const size_t pieces = (pack->rows + KNNWB_PARTITION_PACK_ROWS - 1) / KNNWB_PARTITION_PACK_ROWS;
+  pack->at = g_new0(size_t, MAX(pieces, (size_t)1));
+  knnwb_parallel_for(run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
+                     knnwb_partition_pack_count, pack);
+  pack->records = 0;
+  for (size_t t = 0; t < pieces; t++) {
+    const size_t count = pack->at[t];
+    pack->at[t] = pack->records;
+    pack->records += count;
+  }
+}
+
+/* The records into out (room for pack->records of them). */
+static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, char *out)
+{
+  pack->out = out;
+  knnwb_parallel_for(pack->run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
+                     knnwb_partition_pack_copy, pack);
+}
+
+typedef struct {
+  KnnwbNeighbors *own;
+  const char *records;
+  size_t k;
+} KnnwbPartitionRecords;
+
+/* Records [first, last) (distinct rows) merged into the block's lists. */
+static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionRecords *m = data;
+  const size_t k = m->k, record = KNNWB_PARTITION_RECORD_BYTES(k);
+  int64_t *index = g_new(int64_t, 2 * k);
+  double *distance = g_new(double, 2 * k);
+  for (size_t t = first; t < last; t++) {
+    const char *at = m->records + t * record;
+    int64_t row;
+    memcpy(&row, at, sizeof row);
+    memcpy(index + k, at + sizeof row, k * sizeof(int64_t));
+    memcpy(distance + k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
+    const size_t i = (size_t)row - m->own->first_row;
+    knnwb_partition_merge_list(m->own->indices + i * k, m->own->distances + i * k, k, index + k,
+                               distance + k, k, NULL, index, distance);
+  }
+  g_free(index);
+  g_free(distance);
+}
+
+/* Every rank's records for this block (records[r], bytes[r]) merged into own; the records of one
+ * rank have distinct rows, so each rank's go on all threads. */
+static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbNeighbors *own,
+                                      const char *const *records, const size_t *bytes)
+{
+  for (int r = 0; r < run->options->group->size; r++) {
+    KnnwbPartitionRecords m = {.own = own, .records = records[r], .k = run->k};
+    knnwb_parallel_for(run->p->threads, bytes[r] / KNNWB_PARTITION_RECORD_BYTES(run->k), 256,
+                       knnwb_partition_merge_records, &m);
+  }
+}
+
+/*
+ * Through the group's shared blocks: sizes[s * R + r] bytes go from rank s to rank r. *used is
+ * FALSE (on every rank alike) when the group has no blocks this time; run->lists is freed once
+ * packed. FALSE: the group's errors.
+ */
+static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
+                                               const size_t *sizes, KnnwbNeighbors *own,
+                                               gboolean *used, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const int size = group->size, me = group->rank;
+  size_t mine = 0;
+  for (int r = 0; r < size; r++)
+    mine += sizes[(size_t)me * size + r];
+  void **blocks = g_new0(void *, size);
+  *used = group->share_begin != NULL && group->share_begin(group, mine, blocks, error);
+  if (!*used) {
+    g_free(blocks);
+    return error == NULL || *error == NULL;
+  }
+  size_t at = 0;
+  for (int r = 0; r < size; r++) {
+    knnwb_partition_pack_fill(&packs[r], (char *)blocks[me] + at);
+    at += sizes[(size_t)me * size + r];
+  }
+  g_clear_pointer(&run->lists, knnwb_neighbors_free);
+  gboolean ok = group->share_sync(group, error);
+  if (ok) {
+    const char **records = g_new(const char *, size);
+    size_t *bytes = g_new(size_t, size);
+    for (int s = 0; s < size; s++) {
+      size_t offset = 0;
+      for (int r = 0; r < me; r++)
+        offset += sizes[(size_t)s * size + r];
+      records[s] = (const char *)blocks[s] + offset;
+      bytes[s] = sizes[(size_t)s * size + me];
+    }
+    knnwb_partition_merge_all(run, own, records, bytes);
+    g_free(records);
+    g_free(bytes);
+  }
+  ok = group->share_end(group, ok ? error : NULL) && ok;
+  g_free(blocks);
+  return ok;
+}
+
+/* As messages (knnwb_partition_ranks_exchange); run->lists is freed once packed. */
+static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
+                                                 KnnwbNeighbors *own, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const int size = group->size;
+  const size_t record = KNNWB_PARTITION_RECORD_BYTES(run->k);
+  char **send = g_new0(char *, size), **receive = g_new0(char *, size);
+  size_t *send_bytes = g_new0(size_t, size), *receive_bytes = g_new0(size_t, size);
+  gboolean room = TRUE;
+  for (int r = 0; r < size; r++) {
+    send_bytes[r] = packs[r].records * record;
+    send[r] = g_try_malloc(MAX(send_bytes[r], (size_t)1));
+    room = room && send[r] != NULL;
+    if (send[r] != NULL)
+      knnwb_partition_pack_fill(&packs[r], send[r]);
+  }
+  g_clear_pointer(&run->lists, knnwb_neighbors_free);
+  if (!room)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the lists to send");
+  gboolean ok =
+      group->agree(group, room, error) &&
+      knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes, error);
+  for (int r = 0; r < size; r++)
+    g_clear_pointer(&send[r], g_free);
+  if (ok)
+    knnwb_partition_merge_all(run, own, (const char *const *)receive, receive_bytes);
+  for (int r = 0; r < size; r++)
+    g_free(receive[r]);
+  g_free(send);
+  g_free(receive);
+  g_free(send_bytes);
+  g_free(receive_bytes);
+  return ok;
+}
+
+static void knnwb_partition_count_found(size_t first, size_t last, void *data)
+{
+  KnnwbNeighbors *own = data;
+  for (size_t i = first; i < last; i++) {
+    int32_t found = 0;
+    for (size_t r = 0; r < own->k; r++)
+      found += own->indices[i * own->k + r] >= 0;
+    own->n_found[i] = found;
+  }
+}
+
+/* The counters every rank adds to its lists (re-selected rows, the screen) made the job's. */
+static gboolean knnwb_partition_counters(const KnnwbKnnGroup *group, KnnwbNeighbors *own,
+                                         const KnnwbNeighbors *mine, GError **error)
+{
+  int64_t sum[2] = {(int64_t)mine->n_reselected, (int64_t)mine->n_exhaustive};
+  int64_t screen = (int64_t)mine->screen_used;
+  if (!group->reduce(group, sum, 2, KNNWB_GROUP_SUM, error) ||
+      !group->reduce(group, &screen, 1, KNNWB_GROUP_MAX, error))
+    return FALSE;
+  own->n_reselected = (size_t)sum[0];
+  own->n_exhaustive = (size_t)sum[1];
+  own->screen_used = (KnnwbScreen)screen;
+  return TRUE;
+}
+
+/* Every rank's record bytes for every rank, on every rank: sizes[s * R + r] from s to r. */
+static gboolean knnwb_partition_sizes(const KnnwbKnnGroup *group, const KnnwbPartitionPack *packs,
+                                      size_t record, size_t *sizes, GError **error)
+{
+  const int size = group->size;
+  size_t *mine = g_new(size_t, size), *row_bytes = g_new(size_t, size);
+  const void **send = g_new(const void *, size);
+  void **receive = g_new(void *, size);
+  for (int r = 0; r < size; r++) {
+    mine[r] = packs[r].records * record;
+    send[r] = mine;
+    receive[r] = sizes + (size_t)r * size;
+    row_bytes[r] = (size_t)size * sizeof(size_t);
+  }
+  const gboolean ok = group->exchange(group, (const void *const *)send, row_bytes,
+                                      (void *const *)receive, row_bytes, error);
+  g_free(mine);
+  g_free(row_bytes);
+  g_free(send);
+  g_free(receive);
+  return ok;
+}
+
+gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
+                                       GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const int size = group->size;
+  const size_t n = run->p->n, k = run->k;
+  const gint64 start = g_get_monotonic_time();
+  KnnwbPartitionPack *packs = g_new0(KnnwbPartitionPack, size);
+  for (int r = 0; r < size; r++)
+    knnwb_partition_pack_init(&packs[r], run, r);
+  size_t *sizes = g_new0(size_t, (size_t)size * size);
+  const KnnwbNeighbors counters = *run->lists; /* (its counters only) */
+  KnnwbNeighbors *own =
+      knnwb_knn_result_new(packs[group->rank].first, packs[group->rank].rows, k, error);
+  gboolean ok =
+      knnwb_partition_sizes(group, packs, KNNWB_PARTITION_RECORD_BYTES(k), sizes, error) &&
+      group->agree(group, own != NULL, error) &&
+      knnwb_partition_counters(group, own, &counters, error);
+  gboolean shared = FALSE;
+  ok = ok && knnwb_partition_combine_shared(run, packs, sizes, own, &shared, error);
+  ok = ok && (shared || knnwb_partition_combine_messages(run, packs, own, error));
+  for (int r = 0; r < size; r++)
+    g_free(packs[r].at);
+  g_free(packs);
+  g_free(sizes);
+  if (ok) {
+    knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_count_found, own);
+    g_debug("knnwb: partition: rank %d: lists of its rows combined in %.3f s (%s)", group->rank,
+            (double)(g_get_monotonic_time() - start) / 1e6, shared ? "shared memory" : "messages");
+    if (!run->options->group_own_rows) {
+      KnnwbNeighbors *all = knnwb_knn_group_gather(group, own, n, error);
+      ok = all != NULL;
+      knnwb_neighbors_free(own);
+      own = all;
+    }
+  }
+  if (ok)
+    *result = own;
+  else
+    knnwb_neighbors_free(own);
+  return ok;
+}
