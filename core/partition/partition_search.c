@@ -93,6 +93,10 @@ static KnnwbNeighbors *knnwb_partition_search(KnnwbPartitionWorker *worker,
   options.k = k;
   options.group = NULL;
   options.n_threads = run->threads_per_worker;
+  /* (a budget the user set is the run's, shared by its workers) */
+  options.memory_bytes = run->options->memory_bytes / (size_t)run->workers;
+  if (run->options->memory_bytes > 0)
+    options.memory_bytes = MAX(options.memory_bytes, (size_t)1);
   if (run->devices != NULL && pairs * (double)run->d < KNNWB_PARTITION_CPU_WORK) {
     options.backend = KNNWB_BACKEND_CPU;
   } else if (run->devices != NULL) {

@@ -13,6 +13,7 @@
  * choice, the cells and groups it searched with (0 until said) and the pairs they left. */
 static gboolean partition_done, partition_declined, partition_chosen;
 static size_t partition_cells, partition_groups;
+static int partition_workers; /* sub-searches at once */
 static double pairs_within, pairs_between;
 
 static void capture(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
@@ -35,6 +36,9 @@ static void capture(const gchar *domain, GLogLevelFlags level, const gchar *mess
                &between) == 3) {
       g_assert_cmpuint(groups, ==, partition_groups);
       pairs_within = within, pairs_between = between;
+      const char *workers = strstr(said, "of all), ");
+      g_assert_nonnull(workers);
+      g_assert_cmpint(sscanf(workers, "of all), %d worker", &partition_workers), ==, 1);
     }
   }
   if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
@@ -45,6 +49,7 @@ static void forget_messages(void)
 {
   partition_done = partition_declined = partition_chosen = FALSE;
   partition_cells = partition_groups = 0;
+  partition_workers = 0;
   pairs_within = pairs_between = -1.0;
 }
 
@@ -79,8 +84,9 @@ static KnnwbMatrix *clustered(size_t n, size_t d, int clusters, double spread, g
 }
 
 /* The self search of m on the CPU with KNNWB_PARTITION = mode and KNNWB_PARTITION_ROWS = rows;
- * grouped: the cells joined into groups as the work model says (the default), else each cell its
- * own group (KNNWB_PARTITION_GROUPS=off). */
+ * grouped: the cells joined into groups as the work model says (the default) on 2 threads, else
+ * each cell its own group (KNNWB_PARTITION_GROUPS=off) on 8 threads: two CPU workers (where the
+ * host allows 8), whose merges into the lists of rows visiting their groups meet. */
 static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, const char *mode,
                               const char *rows, gboolean grouped)
 {
@@ -89,7 +95,7 @@ static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k
   options.metric = metric;
   options.k = k;
   options.backend = KNNWB_BACKEND_CPU;
-  options.n_threads = 2;
+  options.n_threads = grouped ? 2 : MIN(8, knnwb_thread_limit());
   g_setenv("KNNWB_PARTITION", mode, TRUE);
   g_setenv("KNNWB_PARTITION_ROWS", rows, TRUE);
   if (grouped)
@@ -134,6 +140,8 @@ static void check_case(const Case *c, KnnwbMetric metric, gboolean oracle)
   g_assert_true(partition_done);
   g_assert_cmpuint(partition_cells, >=, 2);
   g_assert_cmpuint(partition_groups, ==, partition_cells);
+  g_assert_cmpint(partition_workers, ==,
+                  MAX(1, MIN(MIN(8, knnwb_thread_limit()) / 4, (int)partition_groups)));
   assert_same_lists(plain, cells);
   g_autoptr(KnnwbNeighbors) grouped = search(m, metric, c->k, "on", c->rows, TRUE);
   g_assert_true(partition_done);
