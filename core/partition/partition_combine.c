@@ -58,7 +58,7 @@ static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
   }
 }
 
-/* Counts the rows of rank to's block that have a list here. */
+/* Counts the rows of rank to's block that have a list here (none for this rank's). */
 static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbPartitionRun *run,
                                       int to)
 {
@@ -68,8 +68,9 @@ static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbParti
   pack->rows = last - pack->first;
   const size_t pieces = (pack->rows + KNNWB_PARTITION_PACK_ROWS - 1) / KNNWB_PARTITION_PACK_ROWS;
   pack->at = g_new0(size_t, MAX(pieces, (size_t)1));
-  knnwb_parallel_for(run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
-                     knnwb_partition_pack_count, pack);
+  if (to != run->options->group->rank) /* (this rank's own pieces are merged in place) */
+    knnwb_parallel_for(run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
+                       knnwb_partition_pack_count, pack);
   pack->records = 0;
   for (size_t t = 0; t < pieces; t++) {
     const size_t count = pack->at[t];
@@ -106,6 +107,11 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
     memcpy(index + k, at + sizeof row, k * sizeof(int64_t));
     memcpy(distance + k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
     const size_t i = (size_t)row - m->own->first_row;
+    if (m->own->indices[i * k] < 0) { /* the row's first piece */
+      memcpy(m->own->indices + i * k, index + k, k * sizeof(int64_t));
+      memcpy(m->own->distances + i * k, distance + k, k * sizeof(double));
+      continue;
+    }
     knnwb_partition_merge_list(m->own->indices + i * k, m->own->distances + i * k, k, index + k,
                                distance + k, k, NULL, index, distance);
   }
@@ -113,12 +119,46 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
   g_free(distance);
 }
 
-/* Every rank's records for this block (records[r], bytes[r]) merged into own; the records of one
- * rank have distinct rows, so each rank's go on all threads. */
+typedef struct {
+  KnnwbNeighbors *own;
+  const KnnwbNeighbors *lists;
+} KnnwbPartitionLocal;
+
+/* This rank's own pieces of rows own->first_row + [first, last), straight from its lists. */
+static void knnwb_partition_merge_local(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionLocal *m = data;
+  const size_t k = m->own->k, row0 = m->own->first_row;
+  int64_t *index = g_new(int64_t, k);
+  double *distance = g_new(double, k);
+  for (size_t t = first; t < last; t++) {
+    const int64_t *fi = m->lists->indices + (row0 + t) * k;
+    const double *fd = m->lists->distances + (row0 + t) * k;
+    if (fi[0] < 0)
+      continue;
+    if (m->own->indices[t * k] < 0) {
+      memcpy(m->own->indices + t * k, fi, k * sizeof(int64_t));
+      memcpy(m->own->distances + t * k, fd, k * sizeof(double));
+    } else {
+      knnwb_partition_merge_list(m->own->indices + t * k, m->own->distances + t * k, k, fi, fd, k,
+                                 NULL, index, distance);
+    }
+  }
+  g_free(index);
+  g_free(distance);
+}
+
+/* Every rank's pieces for this block merged into own: this rank's from run->lists, the others'
+ * records (records[r], bytes[r]); the records of one rank have distinct rows, so each rank's go on
+ * all threads. */
 static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbNeighbors *own,
                                       const char *const *records, const size_t *bytes)
 {
+  KnnwbPartitionLocal local = {.own = own, .lists = run->lists};
+  knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_merge_local, &local);
   for (int r = 0; r < run->options->group->size; r++) {
+    if (r == run->options->group->rank)
+      continue;
     KnnwbPartitionRecords m = {.own = own, .records = records[r], .k = run->k};
     knnwb_parallel_for(run->p->threads, bytes[r] / KNNWB_PARTITION_RECORD_BYTES(run->k), 256,
                        knnwb_partition_merge_records, &m);
@@ -128,11 +168,11 @@ static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbNeighbo
 /*
  * Through the group's shared blocks: sizes[s * R + r] bytes go from rank s to rank r. *used is
  * FALSE (on every rank alike) when the group has no blocks this time; run->lists is freed once
- * packed. FALSE: the group's errors.
+ * merged. FALSE: the group's errors.
  */
 static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
                                                const size_t *sizes, KnnwbNeighbors *own,
-                                               gboolean *used, GError **error)
+                                               gboolean *used, gint64 *marks, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size, me = group->rank;
@@ -147,11 +187,13 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
   }
   size_t at = 0;
   for (int r = 0; r < size; r++) {
-    knnwb_partition_pack_fill(&packs[r], (char *)blocks[me] + at);
+    if (r != me)
+      knnwb_partition_pack_fill(&packs[r], (char *)blocks[me] + at);
     at += sizes[(size_t)me * size + r];
   }
-  g_clear_pointer(&run->lists, knnwb_neighbors_free);
+  marks[0] = g_get_monotonic_time();
   gboolean ok = group->share_sync(group, error);
+  marks[1] = g_get_monotonic_time();
   if (ok) {
     const char **records = g_new(const char *, size);
     size_t *bytes = g_new(size_t, size);
@@ -163,6 +205,7 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
       bytes[s] = sizes[(size_t)s * size + me];
     }
     knnwb_partition_merge_all(run, own, records, bytes);
+    g_clear_pointer(&run->lists, knnwb_neighbors_free);
     g_free(records);
     g_free(bytes);
   }
@@ -171,9 +214,9 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
   return ok;
 }
 
-/* As messages (knnwb_partition_ranks_exchange); run->lists is freed once packed. */
+/* As messages (knnwb_partition_ranks_exchange); run->lists is freed once merged. */
 static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
-                                                 KnnwbNeighbors *own, GError **error)
+                                                 KnnwbNeighbors *own, gint64 *marks, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size;
@@ -185,19 +228,21 @@ static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPa
     send_bytes[r] = packs[r].records * record;
     send[r] = g_try_malloc(MAX(send_bytes[r], (size_t)1));
     room = room && send[r] != NULL;
-    if (send[r] != NULL)
+    if (send[r] != NULL && r != group->rank)
       knnwb_partition_pack_fill(&packs[r], send[r]);
   }
-  g_clear_pointer(&run->lists, knnwb_neighbors_free);
   if (!room)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the lists to send");
+  marks[0] = g_get_monotonic_time();
   gboolean ok =
       group->agree(group, room, error) &&
       knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes, error);
+  marks[1] = g_get_monotonic_time();
   for (int r = 0; r < size; r++)
     g_clear_pointer(&send[r], g_free);
   if (ok)
     knnwb_partition_merge_all(run, own, (const char *const *)receive, receive_bytes);
+  g_clear_pointer(&run->lists, knnwb_neighbors_free);
   for (int r = 0; r < size; r++)
     g_free(receive[r]);
   g_free(send);
@@ -262,7 +307,8 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size;
   const size_t n = run->p->n, k = run->k;
-  const gint64 start = g_get_monotonic_time();
+  /* start, counted and agreed, packed, exchanged, merged */
+  gint64 marks[5] = {g_get_monotonic_time()};
   KnnwbPartitionPack *packs = g_new0(KnnwbPartitionPack, size);
   for (int r = 0; r < size; r++)
     knnwb_partition_pack_init(&packs[r], run, r);
@@ -274,17 +320,22 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
       knnwb_partition_sizes(group, packs, KNNWB_PARTITION_RECORD_BYTES(k), sizes, error) &&
       group->agree(group, own != NULL, error) &&
       knnwb_partition_counters(group, own, &counters, error);
+  marks[1] = marks[2] = marks[3] = g_get_monotonic_time();
   gboolean shared = FALSE;
-  ok = ok && knnwb_partition_combine_shared(run, packs, sizes, own, &shared, error);
-  ok = ok && (shared || knnwb_partition_combine_messages(run, packs, own, error));
+  ok = ok && knnwb_partition_combine_shared(run, packs, sizes, own, &shared, marks + 2, error);
+  ok = ok && (shared || knnwb_partition_combine_messages(run, packs, own, marks + 2, error));
   for (int r = 0; r < size; r++)
     g_free(packs[r].at);
   g_free(packs);
   g_free(sizes);
   if (ok) {
     knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_count_found, own);
-    g_debug("knnwb: partition: rank %d: lists of its rows combined in %.3f s (%s)", group->rank,
-            (double)(g_get_monotonic_time() - start) / 1e6, shared ? "shared memory" : "messages");
+    marks[4] = g_get_monotonic_time();
+    g_debug("knnwb: partition: rank %d: lists of its rows combined in %.3f s through %s (counted "
+            "%.3f s, packed %.3f s, exchanged %.3f s, merged %.3f s)",
+            group->rank, (double)(marks[4] - marks[0]) / 1e6, shared ? "shared memory" : "messages",
+            (double)(marks[1] - marks[0]) / 1e6, (double)(marks[2] - marks[1]) / 1e6,
+            (double)(marks[3] - marks[2]) / 1e6, (double)(marks[4] - marks[3]) / 1e6);
     if (!run->options->group_own_rows) {
       KnnwbNeighbors *all = knnwb_knn_group_gather(group, own, n, error);
       ok = all != NULL;
