@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The partitioned search over MPI ranks that hold every row (`--mpi-input whole`), the user's whole
-# command (`mpirun -np R knnwb knn X.npy -k 30 -m euclidean -o g.npy`) on one GPU host:
-#   - the CPU backend on 2,000,000 x 50 in 50 clusters: 1 process with every core, then 2 and 4
-#     ranks sharing the cores (the ranks split the groups, the bounds and the row assignment);
-#   - the CUDA backend: 1 process, then 2 ranks sharing GPU 0 (on a 1-GPU machine) or one GPU each,
-#     at 2M and 10M rows;
-# with the list digests (every run must give the same bytes) and rank 0's partition lines.
-# About 4 minutes on one H200 with 16 cores.
-# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_partition_check.sh OUT
+# GPUs and MPI ranks that add up, the user's whole command (`knnwb knn X.npy -k K -o g.npy`, and
+# `mpirun -np R knnwb knn X.npy ... --mpi-input whole` with one GPU a rank) on one GPU host:
+#   - 2,000,000 and 10,000,000 x 50 in 50 clusters, euclidean k = 30 (the partitioned search):
+#     1 GPU, every GPU in one process, R ranks (R = the GPUs; 2 ranks sharing GPU 0 on a 1-GPU
+#     machine); the CPU backend on 2M with every core (its workers of 4 threads);
+#   - with ROWS (real_like_check.sh --rows), the real-like 1,533,876 x 128 Pearson k = 20 (the
+#     plain search) the same three ways;
+# with the list digests (every way must give the same bytes) and the partition's lines.
+# About 5 minutes on two H200s with 32 cores.
+# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_partition_check.sh OUT [ROWS]
 set -uo pipefail
 out=$1; b=/tmp/knnwb-mpipart; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -24,31 +25,37 @@ py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-mpipart-data; mkdir -p $d
 [ -s $d/c2M.npy ] || $py tests/bench/make_clusters_table.py $d/c2M.npy 2000000 50
 [ -s $d/c10M.npy ] || $py tests/bench/make_clusters_table.py $d/c10M.npy 10000000 50
-gpus=$(nvidia-smi -L | wc -l)
+gpus=$(nvidia-smi -L | wc -l); ranks=$((gpus > 1 ? gpus : 2))
 log=$out/runs.log; : >"$log"
-run() { # NAME RANKS FILE BACKEND
-  local name=$1 ranks=$2 f=$3 backend=$4 t0 t1 r
+run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
+  local name=$1 way=$2 f=$3 backend=$4 metric=$5 kk=$6 t0 t1 r
   rm -f $d/g.npy
   t0=$(date +%s.%N)
-  if [ "$ranks" = 1 ]; then
-    G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k 30 -m euclidean -b "$backend" -q -o $d/g.npy >$out/one.log 2>&1
-  else
-    # one GPU per rank where there are enough, else all on GPU 0
-    G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks" \
+  case $way in
+  1) CUDA_VISIBLE_DEVICES=0 G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -q -o $d/g.npy >$out/one.log 2>&1 ;;
+  all) G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -q -o $d/g.npy >$out/one.log 2>&1 ;;
+  *) # one GPU per rank where there are enough, else all on GPU 0
+    G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np $ranks \
       bash -c 'g=$OMPI_COMM_WORLD_LOCAL_RANK; [ "$g" -lt '"$gpus"' ] || g=0; CUDA_VISIBLE_DEVICES=$g exec "$@"' rank \
-      "$k" knn "$f" -k 30 -m euclidean -b "$backend" -q --mpi-input whole -o $d/g.npy >$out/one.log 2>&1
-  fi
+      "$k" knn "$f" -k $kk -m $metric -b $backend -q --mpi-input whole -o $d/g.npy >$out/one.log 2>&1 ;;
+  esac
   r=$?; t1=$(date +%s.%N)
   echo "== $name rc=$r" >>"$log"; cat $out/one.log >>"$log"
-  printf '%-36s rc=%d %7.2f s  %s\n' "$name" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{print b-a}')" \
+  printf '%-40s rc=%d %7.2f s  %s\n' "$name" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{print b-a}')" \
     "$(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)"
-  grep -oE "partition: [0-9]+ (clusters|groups).*|partition: (done|not used) in [0-9.]+ s" $out/one.log | head -3 | sed 's/^/    /'
+  grep -oE "partition: [0-9]+ (clusters \(|groups,).*|partition: (done|not used) in [0-9.]+ s|combined in .*|whole call [0-9.]+ s$" \
+    $out/one.log | grep -v "whole call 0\." | head -4 | cut -c1-200 | sed 's/^/    /'
 }
-run "cpu 2M, 1 process" 1 $d/c2M.npy cpu
-run "cpu 2M, 2 ranks" 2 $d/c2M.npy cpu
-run "cpu 2M, 4 ranks" 4 $d/c2M.npy cpu
-run "cuda 2M, 1 process" 1 $d/c2M.npy cuda
-run "cuda 2M, 2 ranks" 2 $d/c2M.npy cuda
-run "cuda 10M, 1 process" 1 $d/c10M.npy cuda
-run "cuda 10M, 2 ranks" 2 $d/c10M.npy cuda
+run "cpu 2M, 1 process" all $d/c2M.npy cpu euclidean 30
+for n in 2M 10M; do
+  run "cuda $n, 1 GPU" 1 $d/c$n.npy cuda euclidean 30
+  [ "$gpus" -gt 1 ] && run "cuda $n, $gpus GPUs, 1 process" all $d/c$n.npy cuda euclidean 30
+  run "cuda $n, $ranks ranks" ranks $d/c$n.npy cuda euclidean 30
+done
+if [ -n "${2:-}" ]; then
+  "$k" metafeatures "$2" --ops all -o $d/real.npy || exit 1
+  run "real-like, 1 GPU" 1 $d/real.npy cuda pearson 20
+  [ "$gpus" -gt 1 ] && run "real-like, $gpus GPUs, 1 process" all $d/real.npy cuda pearson 20
+  run "real-like, $ranks ranks" ranks $d/real.npy cuda pearson 20
+fi
 echo "total ${SECONDS} s"
