@@ -6,7 +6,8 @@
 #     machine); the CPU backend on 2M with every core (its workers of 4 threads);
 #   - with ROWS (real_like_check.sh --rows), the real-like 1,533,876 x 128 Pearson k = 20 (the
 #     plain search) the same three ways;
-# with the list digests (every way must give the same bytes) and the partition's lines.
+# with the list digests (every way must give the same bytes) and the partition's lines (the 10M
+# run on 1 GPU with the CUDA trace of every sub-search, KNNWB_CUDA_TRACE=1, in OUT/runs.log).
 # About 5 minutes on two H200s with 32 cores.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_partition_check.sh OUT [ROWS]
 set -uo pipefail
@@ -48,7 +49,7 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
 }
 run "cpu 2M, 1 process" all $d/c2M.npy cpu euclidean 30
 for n in 2M 10M; do
-  run "cuda $n, 1 GPU" 1 $d/c$n.npy cuda euclidean 30
+  KNNWB_CUDA_TRACE=$([ $n = 10M ] && echo 1 || echo 0) run "cuda $n, 1 GPU" 1 $d/c$n.npy cuda euclidean 30
   [ "$gpus" -gt 1 ] && run "cuda $n, $gpus GPUs, 1 process" all $d/c$n.npy cuda euclidean 30
   run "cuda $n, $ranks ranks" ranks $d/c$n.npy cuda euclidean 30
 done
