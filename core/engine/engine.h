@@ -79,6 +79,18 @@ double knnwb_screen_slack(KnnwbScreen screen, size_t d);
 /** Whether a screen keeps its scores in half precision (FP16 unless KNNWB_SCREEN_FLOAT_SCORES=1);
  * the slack then includes their rounding, and jobs ask the backend for them. */
 gboolean knnwb_screen_half_scores(KnnwbScreen screen);
+/**
+ * One margin decision for many searches of similar rows (the sub-searches of a partitioned run,
+ * core/partition/): while a memo is set on the calling thread, the first search whose first round
+ * would consult the margin planner stores the candidates per row it chose (kc > 0), and the later
+ * ones take them without sampling. Only the speed depends on it (the certify loop re-selects rows
+ * whose margin was short). NULL unsets. Thread-local; the memo is the caller's.
+ */
+typedef struct {
+  gint kc; /* 0 until a search planned */
+} KnnwbMarginMemo;
+void knnwb_knn_margin_memo_set(KnnwbMarginMemo *memo);
+
 /** Candidates per row for k neighbours under screen (k plus a margin for the bound's window). */
 size_t knnwb_screen_candidates(KnnwbScreen screen, size_t k);
 /** The precision a run uses for requested on backend ("cpu", "cuda:N"); fp16/tf32 on the CPU is

@@ -569,14 +569,22 @@ static gboolean knnwb_knn_rounds_exhaustive(void *data, const int64_t *rows, siz
   return TRUE;
 }
 
+/* This thread's shared margin decision (knnwb_knn_margin_memo_set), or NULL. */
+static _Thread_local KnnwbMarginMemo *knnwb_margin_memo;
+
+void knnwb_knn_margin_memo_set(KnnwbMarginMemo *memo)
+{
+  knnwb_margin_memo = memo;
+}
+
 /* Rows below which the first round keeps the screen's fixed margin: re-selecting is cheap there. */
 #define KNNWB_MARGIN_MIN_ROWS 65536
 #define KNNWB_MARGIN_SAMPLE 32
 
 /* The first round's candidates per row: the screen's margin, or under a half-precision screen on
- * many rows what a sample of them needs (margin.c). Not with ranks, which must agree on it, nor
- * with KNNWB_MARGIN_PILOT=0 (comparisons). The first round's lists stay within a quarter of the
- * memory the machine can still give. */
+ * many rows what a sample of them needs (margin.c; or what the thread's memo holds). Not with
+ * ranks, which must agree on it, nor with KNNWB_MARGIN_PILOT=0 (comparisons). The first round's
+ * lists stay within a quarter of the memory the machine can still give. */
 static size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options,
                                           const KnnwbPrepared *query,
                                           const KnnwbPrepared *reference, gboolean self,
@@ -588,6 +596,9 @@ static size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options,
       (group != NULL && group->size > 1) || n_rows < KNNWB_MARGIN_MIN_ROWS ||
       g_strcmp0(g_getenv("KNNWB_MARGIN_PILOT"), "0") == 0)
     return kc;
+  const int memo_kc = knnwb_margin_memo != NULL ? g_atomic_int_get(&knnwb_margin_memo->kc) : 0;
+  if (memo_kc > 0)
+    return MIN(available, (size_t)memo_kc);
   const size_t cell = sizeof(int64_t) + sizeof(float) + sizeof(double);
   const size_t memory = knnwb_memory_available();
   const size_t max_kc = memory == SIZE_MAX ? 4 * kc : memory / 4 / cell / n_rows;
@@ -597,6 +608,8 @@ static size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options,
   g_debug(
       "knnwb: margin planner: %d sample rows, %zu candidates per row (the screen's %zu), %.3f s",
       KNNWB_MARGIN_SAMPLE, chosen, kc, (double)(g_get_monotonic_time() - start) / 1e6);
+  if (knnwb_margin_memo != NULL)
+    g_atomic_int_set(&knnwb_margin_memo->kc, (gint)MIN(chosen, (size_t)G_MAXINT));
   return chosen;
 }
 

@@ -9,6 +9,7 @@
 #include <knnwb/knn.h>
 #include <knnwb/knn_group.h>
 #include <knnwb/matrix.h>
+#include "engine/engine.h"
 
 /* Below this many rows the automatic choice keeps the plain search. */
 #define KNNWB_PARTITION_MIN_ROWS ((size_t)262144)
@@ -136,8 +137,9 @@ typedef struct {
   int64_t *kth;
   GMutex lock; /* merges into shared lists, the first error */
   GMutex progress_lock;
-  double done, total; /* pairs */
-  double *inflight;   /* per worker: its sub-search's pairs, and their share done */
+  double done, total;     /* pairs */
+  double *inflight;       /* per worker: its sub-search's pairs, and their share done */
+  KnnwbMarginMemo margin; /* one margin plan for every sub-search (engine.h) */
   GError *error;
   gint failed;
 } KnnwbPartitionRun;
