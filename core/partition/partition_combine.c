@@ -104,14 +104,15 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
     const char *at = m->records + t * record;
     int64_t row;
     memcpy(&row, at, sizeof row);
-    memcpy(index + k, at + sizeof row, k * sizeof(int64_t));
-    memcpy(distance + k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
     const size_t i = (size_t)row - m->own->first_row;
-    if (m->own->indices[i * k] < 0) { /* the row's first piece */
-      memcpy(m->own->indices + i * k, index + k, k * sizeof(int64_t));
-      memcpy(m->own->distances + i * k, distance + k, k * sizeof(double));
+    if (m->own->indices[i * k] < 0) { /* the row's first piece: straight in */
+      memcpy(m->own->indices + i * k, at + sizeof row, k * sizeof(int64_t));
+      memcpy(m->own->distances + i * k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
       continue;
     }
+    /* (the records are packed bytes: their values are copied out before use) */
+    memcpy(index + k, at + sizeof row, k * sizeof(int64_t));
+    memcpy(distance + k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
     knnwb_partition_merge_list(m->own->indices + i * k, m->own->distances + i * k, k, index + k,
                                distance + k, k, NULL, index, distance);
   }
