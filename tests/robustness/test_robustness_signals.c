@@ -24,6 +24,8 @@
  * looser bound: a hang at exit still fails. */
 #define SIGNAL_EXIT_SECONDS knnwb_test_seconds(3.0)
 #define SIGNAL_TEARDOWN_SECONDS knnwb_test_seconds(10.0)
+/* How long after the signal a commit that began before it may show its first rename. */
+#define COMMIT_SLACK_US ((gint64)(knnwb_test_seconds(0.02) * G_USEC_PER_SEC))
 
 typedef struct {
   int status;            /* exit status; 128 + signal when killed by it */
@@ -104,9 +106,13 @@ static void check_signalled_run(const SignalResult *result, int signal_number, c
                  result->seconds, result->exit_seconds);
   g_assert_cmpuint(host_test_count_files(out_dir), ==, n_files_before);
   if (result->status == 0) {
-    /* The commit began before the signal: its first rename is not later than the signal (a signal
-     * arriving during the renames, microseconds, lets them finish). File time stamps are coarse:
-     * never later than the real time. */
+    /* The commit began before the signal: its first rename is not later than the signal, give or
+     * take the commit's first steps. Once committing has begun (the last look at the cancel flag),
+     * a signal lets it finish, and before the first rename it backs up the files it replaces
+     * (lstat, link, chmod: 30-110 us measured, when the signal fell there in 2 of 24 runs of this
+     * test on a loaded 2-core machine); COMMIT_SLACK covers those steps, still far below the
+     * delays that would show an ignored signal. File time stamps are coarse: never later than the
+     * real time. */
     gint64 first_change_us = G_MAXINT64;
     for (guint i = 0; outputs[i]; i++) {
       g_autofree char *text = read_file(outputs[i]);
@@ -118,7 +124,7 @@ static void check_signalled_run(const SignalResult *result, int signal_number, c
       g_assert_true(g_file_set_contents(outputs[i], old_texts[i], -1, NULL));
     }
     if (result->signalled)
-      g_assert_cmpint(first_change_us, <=, result->signal_real_us);
+      g_assert_cmpint(first_change_us, <=, result->signal_real_us + COMMIT_SLACK_US);
     return;
   }
   g_assert_cmpint(result->status, ==, 128 + signal_number);
