@@ -67,7 +67,7 @@ static void bench_read_floor(const char *path)
   close(fd);
 }
 
-static int bench_read(const char *path, int repeat)
+static int bench_read(const char *path, int repeat, int threads)
 {
   for (int r = 0; r < repeat; r++) {
     KnnwbReadOptions options;
@@ -75,6 +75,7 @@ static int bench_read(const char *path, int repeat)
     volatile gint cancel = 0;
     options.cancel = &cancel;
     options.progress = bench_progress;
+    options.n_threads = threads;
     KnnwbMatrix *matrix = NULL;
     g_autoptr(GError) error = NULL;
     double start = bench_now();
@@ -180,7 +181,7 @@ int main(int argc, char **argv)
     return 2;
   }
   if (g_str_equal(argv[1], "read") && argc == 3)
-    return bench_read(argv[2], repeat);
+    return bench_read(argv[2], repeat, threads);
   if (g_str_equal(argv[1], "write") && argc == 2 && rows >= 2 && k >= 1)
     return bench_write(rows, k, dir != NULL ? dir : g_get_tmp_dir(), repeat, threads);
   g_printerr("bench_io: usage: bench_io read FILE.npy | bench_io write --rows N --k K\n");
