@@ -33,18 +33,27 @@ typedef struct {
   gboolean non_finite;
 } KnnwbPreadJob;
 
-/* TRUE when no float32 of the piece (native byte order, 4-byte aligned) is NaN or infinite: one
- * pass over the exponent bits that the compiler vectorises. */
+/* TRUE when no float32 of the piece (native byte order) is NaN or infinite. An exponent of all
+ * ones is the one that carries into the sign bit when one is added to it, so an OR of
+ * (exponent + 1) over the values tells: an OR over blocks of a fixed length, which the compiler
+ * vectorises at -O2 (a compare-and-branch loop it leaves scalar, at a sixth of the read's time). */
 static gboolean knnwb_pread_finite(const char *piece, size_t bytes)
 {
-  uint32_t worst = 0;
-  for (size_t i = 0; i + 4 <= bytes; i += 4) {
+  enum { BLOCK = 64 };
+  uint32_t any = 0;
+  size_t i = 0;
+  for (; i + 4 * BLOCK <= bytes; i += 4 * BLOCK) {
+    uint32_t block[BLOCK];
+    memcpy(block, piece + i, sizeof block);
+    for (int j = 0; j < BLOCK; j++)
+      any |= (block[j] & 0x7f800000u) + 0x00800000u;
+  }
+  for (; i + 4 <= bytes; i += 4) {
     uint32_t bits;
     memcpy(&bits, piece + i, 4);
-    uint32_t exponent = bits & 0x7f800000u;
-    worst = exponent > worst ? exponent : worst;
+    any |= (bits & 0x7f800000u) + 0x00800000u;
   }
-  return worst != 0x7f800000u;
+  return (any & 0x80000000u) == 0;
 }
 
 static void knnwb_pread_fail(KnnwbPreadJob *job, size_t at, int code)

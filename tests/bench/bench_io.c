@@ -35,9 +35,18 @@ static void bench_progress(uint64_t done, uint64_t total, void *data)
   (void)data;
 }
 
+static const char *bench_threads(int threads)
+{
+  static char text[16];
+  if (threads <= 0)
+    return "all";
+  g_snprintf(text, sizeof text, "%d", threads);
+  return text;
+}
+
 static void bench_line(const char *phase, const char *what, double seconds, double bytes)
 {
-  printf("%-6s %-28s %8.3f s %7.2f GB/s\n", phase, what, seconds, bytes / seconds / 1e9);
+  printf("%-6s %-40s %8.3f s %7.2f GB/s\n", phase, what, seconds, bytes / seconds / 1e9);
   fflush(stdout);
 }
 
@@ -84,7 +93,8 @@ static int bench_read(const char *path, int repeat, int threads)
       return 1;
     }
     double seconds = bench_now() - start;
-    g_autofree char *what = g_strdup_printf("knnwb %zu x %zu", matrix->n_rows, matrix->n_cols);
+    g_autofree char *what = g_strdup_printf("knnwb %zu x %zu, %s threads", matrix->n_rows,
+                                            matrix->n_cols, bench_threads(threads));
     bench_line("read", what, seconds, (double)matrix->n_rows * matrix->n_cols * 4);
     knnwb_matrix_free(matrix);
   }
@@ -146,7 +156,8 @@ static int bench_write(gint64 rows, gint64 k, const char *dir, int repeat, int t
       g_printerr("bench_io: %s\n", error->message);
       status = 1;
     } else {
-      g_autofree char *what = g_strdup_printf("knnwb %zu x %zu .npy pair", n, kk);
+      g_autofree char *what =
+          g_strdup_printf("knnwb %zu x %zu .npy, %s threads", n, kk, bench_threads(threads));
       bench_line("write", what, bench_now() - start, bytes);
     }
     g_unlink(path);
