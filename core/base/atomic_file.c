@@ -140,11 +140,6 @@ FILE *knnwb_atomic_file_stream(KnnwbAtomicFile *file)
   return file->stream;
 }
 
-int knnwb_atomic_file_fd(KnnwbAtomicFile *file)
-{
-  return file->fd;
-}
-
 const char *knnwb_atomic_file_path(const KnnwbAtomicFile *file)
 {
   return file->path;

@@ -100,29 +100,6 @@ gboolean knnwb_formats_pread_parallel(int fd, void *buffer, size_t bytes, uint64
                                       const KnnwbPreadPlan *plan, gboolean *all_finite,
                                       int *saved_errno);
 
-/* ---- a large file written around the page cache (direct_write.c) ---- */
-
-/** How knnwb_formats_write_direct() writes: threads, interruption, progress. */
-typedef struct {
-  int n_threads;               /* 2: one copies a block while the other's is on the disk */
-  const volatile gint *cancel; /* optional: stop (ECANCELED) once *cancel != 0 */
-  const volatile gint *stop;   /* optional: stop quietly (errno 0) once *stop != 0 */
-  guint64 *done;               /* optional: the data's bytes written are added (atomically) */
-  void (*report)(void *data);  /* optional: called on the calling thread after its blocks */
-  void *report_data;
-} KnnwbDirectPlan;
-
-/**
- * Writes head then data (bytes) from offset 0 of the empty regular file fd with O_DIRECT, in
- * 16 MiB blocks copied to aligned buffers, and cuts the file to head_bytes + bytes. Returns 1 when
- * written; 0 when the file system refuses O_DIRECT (or the buffers cannot be had), the file empty
- * again, for an ordinary write; -1 on failure, the file empty, *saved_errno ECANCELED, the write's
- * errno (ENOSPC for a write cut short), or 0 when plan->stop was raised. fd's flags are restored;
- * its offset is not moved. The caller still fsyncs. Time O(bytes) at the disk's speed.
- */
-int knnwb_formats_write_direct(int fd, const void *head, size_t head_bytes, const void *data,
-                               size_t bytes, const KnnwbDirectPlan *plan, int *saved_errno);
-
 /* ---- what a file looks like, for messages (sniff.c) ---- */
 
 /** The kinds of content knnwb_formats_sniff() tells apart. */

@@ -55,46 +55,6 @@ static gboolean knnwb_npy_put_data(KnnwbAtomicFile *file, const char *path, cons
   return !knnwb_formats_cancelled(control, path, error);
 }
 
-/* Arrays from this size on go around the page cache (direct_write.c); smaller ones cost the disk
- * little either way and stay in the page cache for whoever reads them next. */
-enum { KNNWB_NPY_DIRECT_BYTES = 32 << 20 };
-
-static void knnwb_npy_report(void *data)
-{
-  KnnwbNpyProgress *progress = data;
-  const KnnwbWriteControl *control = progress->control;
-  control->progress(__atomic_load_n(&progress->done, __ATOMIC_RELAXED), progress->total,
-                    control->progress_data);
-}
-
-/* The header and the data written around the page cache: 1 written, 0 to be written the ordinary
- * way (the file system refused; the file is empty), -1 failed with error set (or with none when
- * the other writer failed first). */
-static int knnwb_npy_write_direct(KnnwbAtomicFile *file, const char *path, const GString *header,
-                                  const void *data, size_t bytes, KnnwbNpyProgress *progress,
-                                  gboolean reporting, GError **error)
-{
-  const KnnwbWriteControl *control = progress->control;
-  const KnnwbDirectPlan plan = {
-      .n_threads = 2,
-      .cancel = control != NULL ? control->cancel : NULL,
-      .stop = &progress->stop,
-      .done = &progress->done,
-      .report = reporting && control != NULL && control->progress != NULL ? knnwb_npy_report : NULL,
-      .report_data = progress};
-  int saved = 0;
-  int written = knnwb_formats_write_direct(knnwb_atomic_file_fd(file), header->str, header->len,
-                                           data, bytes, &plan, &saved);
-  if (written == -1 && saved == ECANCELED)
-    knnwb_formats_cancelled(control, path, error);
-  else if (written == -1 && saved != 0)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: write failed: %s", path,
-                g_strerror(saved));
-  else if (written == 1 && knnwb_formats_cancelled(control, path, error))
-    written = -1;
-  return written;
-}
-
 static gboolean knnwb_npy_write_one(const char *path, const char *descr, const void *data,
                                     const KnnwbNeighbors *nb, KnnwbNpyProgress *progress,
                                     gboolean reporting, KnnwbAtomicFile **out, GError **error)
@@ -102,20 +62,11 @@ static gboolean knnwb_npy_write_one(const char *path, const char *descr, const v
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL)
     return FALSE;
-  const size_t bytes = nb->n_queries * nb->k * 8;
+  FILE *stream = knnwb_atomic_file_stream(file);
   g_autoptr(GString) header = knnwb_formats_npy_header(descr, nb->n_queries, nb->k);
-  int direct =
-      bytes >= KNNWB_NPY_DIRECT_BYTES
-          ? knnwb_npy_write_direct(file, path, header, data, bytes, progress, reporting, error)
-          : 0;
-  if (direct == -1)
+  fwrite(header->str, 1, header->len, stream);
+  if (!knnwb_npy_put_data(file, path, data, nb->n_queries * nb->k * 8, progress, reporting, error))
     return FALSE;
-  if (direct == 0) {
-    FILE *stream = knnwb_atomic_file_stream(file);
-    fwrite(header->str, 1, header->len, stream);
-    if (!knnwb_npy_put_data(file, path, data, bytes, progress, reporting, error))
-      return FALSE;
-  }
   *out = g_steal_pointer(&file);
   return TRUE;
 }

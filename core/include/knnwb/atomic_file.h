@@ -30,13 +30,6 @@ KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error);
 /** The buffered stream to write to (1 MiB buffer). Owned by the file: do not fclose it. */
 FILE *knnwb_atomic_file_stream(KnnwbAtomicFile *file);
 
-/**
- * The temporary's file descriptor, for a writer that writes around the stream (O_DIRECT, at
- * offsets of its own): the stream must hold nothing unflushed then, and the file is still
- * committed or aborted through this API (the commit flushes and fsyncs as always).
- */
-int knnwb_atomic_file_fd(KnnwbAtomicFile *file);
-
 /** The final path given to knnwb_atomic_file_open(). */
 const char *knnwb_atomic_file_path(const KnnwbAtomicFile *file);
 
