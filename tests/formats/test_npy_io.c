@@ -308,11 +308,11 @@ static void assert_npy_file(const char *path, const char *descr, size_t n, size_
   g_assert_true(memcmp(bytes + header, data, n * k * 8) == 0);
 }
 
-/* Sizes of no whole number of 16 MiB blocks (and one of exactly one block), by one writing thread
- * and by two: the same bytes. */
+/* Sizes of no whole number of 16 MiB blocks (and one of exactly one block, one of five and a
+ * tail), by one writing thread and by two: the same bytes. */
 static void test_npy_lists_bytes(void)
 {
-  const size_t shapes[][2] = {{1048583, 3}, {3, 2}, {262144, 8}, {999983, 5}};
+  const size_t shapes[][2] = {{1048583, 3}, {3, 2}, {262144, 8}, {999983, 5}, {2100001, 5}};
   g_autofree char *path = g_build_filename(formats_test_dir(), "lists.npy", NULL);
   g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
   for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++)
