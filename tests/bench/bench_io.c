@@ -69,8 +69,9 @@ static void bench_read_floor(const char *path)
         break;
       done += (size_t)got;
     }
-    bench_line("read", pass == 0 ? "floor: pread, fresh buffer" : "floor: pread, touched",
-               bench_now() - start, (double)done);
+    g_autofree char *what = g_strdup_printf("floor %zu MB: pread, %s", bytes / 1000000,
+                                            pass == 0 ? "fresh buffer" : "touched");
+    bench_line("read", what, bench_now() - start, (double)done);
   }
   free(buffer);
   close(fd);
@@ -120,8 +121,10 @@ static void bench_write_floor(const char *path, const void *data, size_t bytes)
   (void)fsync(fd);
   double synced = bench_now();
   close(fd);
-  bench_line("write", "floor: write(2)", written - start, (double)bytes);
-  bench_line("write", "floor: fsync", synced - written, (double)bytes);
+  g_autofree char *write_what = g_strdup_printf("floor %zu MB: write(2)", bytes / 1000000);
+  g_autofree char *sync_what = g_strdup_printf("floor %zu MB: fsync", bytes / 1000000);
+  bench_line("write", write_what, written - start, (double)bytes);
+  bench_line("write", sync_what, synced - written, (double)bytes);
   g_unlink(path);
 }
 

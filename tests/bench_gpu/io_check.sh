@@ -4,7 +4,8 @@
 # the command reads it (threads, NaN check) for 10,000,000 x 50 (2 GB) and 1,533,876 x 128
 # (785 MB) from the page cache, and the .npy lists written as the command writes them (temporary,
 # fsync, rename) for 10M x 30 and 1,533,876 x 20, each beside its floors (one pread; one write(2)
-# and one fsync per file). About a minute; needs 8 GB of disk under $TMPDIR (default /tmp).
+# and one fsync per file), the writes also on one thread. About a minute on the GPU machine; needs
+# 8 GB of disk under $TMPDIR (default /tmp).
 # Usage (repository root, after `cmake -S . -B build -DKNNWB_CUDA=ON`): tests/bench_gpu/io_check.sh OUT
 # Writes OUT/io.log (every line) and OUT/summary.txt (the best of each).
 set -uo pipefail
@@ -37,6 +38,7 @@ echo "build + data: ${SECONDS} s" | tee "$out/io.log"
     timeout 60 "$bench" read "$data/$f.npy" --repeat 3 --threads 1
   done
   timeout 100 "$bench" write --rows 10000000 --k 30 --dir "$data" --repeat 3
+  timeout 60 "$bench" write --rows 10000000 --k 30 --dir "$data" --repeat 2 --threads 1
   timeout 60 "$bench" write --rows 1533876 --k 20 --dir "$data" --repeat 3
 } >>"$out/io.log" 2>&1
 # The best of each measurement (the first of a kind pays for memory the machine had elsewhere).
