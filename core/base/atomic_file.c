@@ -17,6 +17,7 @@ struct KnnwbAtomicFile {
   char *buffer;
   int fd;
   int write_errno; /* the first failed write's errno: stdio's ferror() forgets why */
+  off_t handed;    /* bytes already handed to the disk by knnwb_atomic_file_start_writeback */
 };
 
 /* The stream's write function: plain write(2), remembering the reason of a failure so the commit
@@ -142,6 +143,24 @@ FILE *knnwb_atomic_file_stream(KnnwbAtomicFile *file)
 const char *knnwb_atomic_file_path(const KnnwbAtomicFile *file)
 {
   return file->path;
+}
+
+void knnwb_atomic_file_start_writeback(KnnwbAtomicFile *file)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+  /* Left to itself the kernel starts writing a file out only past the dirty-memory threshold (10%
+   * of memory: never, for a few GB on a large host), so the commit's fsync would write it all
+   * while the program waits. A write failure here is found again by fflush or fsync. */
+  if (fflush(file->stream) != 0)
+    return;
+  off_t end = lseek(file->fd, 0, SEEK_CUR);
+  if (end > file->handed) {
+    (void)sync_file_range(file->fd, file->handed, end - file->handed, SYNC_FILE_RANGE_WRITE);
+    file->handed = end;
+  }
+#else
+  (void)file; /* no such call: the commit's fsync writes everything */
+#endif
 }
 
 gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error)

@@ -76,6 +76,30 @@ void knnwb_gzip_reader_set_limit(KnnwbGzipReader *reader, uint64_t limit, const 
 gboolean knnwb_formats_read_head(const char *path, char *buffer, size_t capacity, size_t *length,
                                  gboolean *compressed, GError **error);
 
+/* ---- a plain file read on several threads (parallel_read.c) ---- */
+
+/** How knnwb_formats_pread_parallel() reads: threads, interruption, progress, a float check. */
+typedef struct {
+  int n_threads;               /* 0: every usable core; fewer when the read is small */
+  const volatile gint *cancel; /* optional: stop (ECANCELED) once *cancel != 0 */
+  KnnwbProgressFunc progress;  /* optional: (offset + bytes read, progress_total), called on
+                                  the calling thread only */
+  void *progress_data;
+  uint64_t progress_total;
+  gboolean check_floats; /* the bytes are native float32: say whether all are finite */
+} KnnwbPreadPlan;
+
+/**
+ * Reads bytes at offset of the regular file fd into buffer, each thread a contiguous range in
+ * 2 MiB pieces (cancel checked before each). On failure returns FALSE and *saved_errno says why,
+ * for the failure at the lowest offset: 0 (the file ended early), ECANCELED, or pread's errno;
+ * the buffer's contents are then unspecified. *all_finite: TRUE when plan->check_floats and every
+ * float32 read is finite (no NaN, no infinity). Time O(bytes / threads); no allocation.
+ */
+gboolean knnwb_formats_pread_parallel(int fd, void *buffer, size_t bytes, uint64_t offset,
+                                      const KnnwbPreadPlan *plan, gboolean *all_finite,
+                                      int *saved_errno);
+
 /* ---- what a file looks like, for messages (sniff.c) ---- */
 
 /** The kinds of content knnwb_formats_sniff() tells apart. */

@@ -30,6 +30,7 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->cancel = NULL;
   options->progress = NULL;
   options->progress_data = NULL;
+  options->n_threads = 0;
 }
 
 gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptions *options,

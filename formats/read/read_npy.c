@@ -495,12 +495,32 @@ static gboolean knnwb_npy_read_converted(KnnwbNpySource *source, const char *pat
   return TRUE;
 }
 
+/* A plain file's float32 data straight into place on the reading threads (parallel_read.c), with
+ * the check for NaN and infinity done as each piece arrives: *finite is TRUE when there is none,
+ * and knnwb_npy_find_missing need not look again. */
+static gboolean knnwb_npy_read_plain_floats(KnnwbNpySource *source, const KnnwbReadOptions *options,
+                                            const KnnwbNpyArray *array, float *values,
+                                            gboolean *finite, int *saved)
+{
+  const KnnwbPreadPlan plan = {.n_threads = options != NULL ? options->n_threads : 0,
+                               .cancel = options != NULL ? options->cancel : NULL,
+                               .progress = options != NULL ? options->progress : NULL,
+                               .progress_data = options != NULL ? options->progress_data : NULL,
+                               .progress_total = array->data_offset + array->matrix_bytes,
+                               .check_floats = TRUE};
+  return knnwb_formats_pread_parallel(source->fd, values, array->matrix_bytes, array->data_offset,
+                                      &plan, finite, saved);
+}
+
 /* The values into a new matrix: float32 in the host's order and the wanted memory order straight
- * into it, anything else converted. */
+ * into it (*finite: TRUE when a plain file's values were all checked finite on the way), anything
+ * else converted. */
 static KnnwbMatrix *knnwb_npy_read_values(KnnwbNpySource *source, const char *path,
                                           const KnnwbReadOptions *options,
-                                          const KnnwbNpyArray *array, GError **error)
+                                          const KnnwbNpyArray *array, gboolean *finite,
+                                          GError **error)
 {
+  *finite = FALSE;
   float *converted = malloc(MAX(array->matrix_bytes, 1));
   if (converted == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -512,9 +532,14 @@ static KnnwbMatrix *knnwb_npy_read_values(KnnwbNpySource *source, const char *pa
     /* Read, not mapped: a mapping dies with SIGBUS anywhere (in a worker thread, hours later) when
      * the file is truncated under us, as `np.save` to the same name does. A read is one copy
      * from the page cache and fails here, with a message, if the file shrinks meanwhile. */
-    if (!knnwb_npy_read_watched(source, converted, array->matrix_bytes, array->data_offset, options,
-                                array->data_offset + array->matrix_bytes)) {
-      knnwb_npy_read_failed(source, path, errno, error);
+    int saved = 0;
+    gboolean read =
+        source->gzip == NULL
+            ? knnwb_npy_read_plain_floats(source, options, array, converted, finite, &saved)
+            : knnwb_npy_read_watched(source, converted, array->matrix_bytes, array->data_offset,
+                                     options, array->data_offset + array->matrix_bytes);
+    if (!read) {
+      knnwb_npy_read_failed(source, path, source->gzip == NULL ? saved : errno, error);
       free(converted);
       return NULL;
     }
@@ -667,11 +692,12 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *given,
   if (!knnwb_npy_open(path, &source, &array, error))
     return FALSE;
   g_autoptr(KnnwbMatrix) matrix = NULL;
+  gboolean finite = FALSE; /* every value read was checked finite already */
   gboolean ok = knnwb_npy_read_header(&source, path, &array, error) &&
                 knnwb_npy_check_array(path, &array, error);
   if (ok) {
     knnwb_npy_choose_rows(options, &array, info);
-    matrix = knnwb_npy_read_values(&source, path, options, &array, error);
+    matrix = knnwb_npy_read_values(&source, path, options, &array, &finite, error);
     ok = matrix != NULL && knnwb_npy_check_gzip_end(&source, path, &array, error);
   }
   knnwb_npy_close(&source);
@@ -687,7 +713,7 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *given,
     }
   }
   g_autofree gboolean *keep = NULL;
-  if (ok)
+  if (ok && !finite)
     ok = knnwb_npy_find_missing(path, options, &array, matrix, &keep, info, error);
   if (ok && keep != NULL)
     ok = knnwb_npy_drop_missing(path, &array, keep, &matrix, info, error);

@@ -2,25 +2,43 @@
  * float64 (+inf there). `.npy` holds one array per file, so the indices go to OUT and the distances
  * to OUT's `.distances.npy`; `.npz` is a zip of `indices.npy` and `distances.npy` (stored, not
  * deflated: the lists do not compress much and `np.load` then reads at disk speed). Both are raw
- * copies of the lists in memory, written in 64 MiB blocks with a cancel check between blocks.
+ * copies of the lists in memory, written in 16 MiB blocks with a cancel check between blocks, each
+ * block handed to the disk at once; the two `.npy` files are written at the same time.
  * The headers and the zip frame are functions of their own, so that MPI ranks writing their rows
  * in place (distributed/write_arrays.c) put the same bytes around them. */
 #include "write_internal.h"
+#include <knnwb/parallel.h>
 #include <knnwb/write_matrix.h>
 
 #include <errno.h>
 #include <zlib.h>
 
-enum { KNNWB_NPY_BLOCK_BYTES = 64 << 20 };
+/* A block is one fwrite, one cancel check and one hand-over to the disk: small enough that the
+ * disk starts early and Ctrl-C is seen at once, large enough that the calls cost nothing. */
+enum { KNNWB_NPY_BLOCK_BYTES = 16 << 20 };
 
-/* Writes bytes in blocks, reporting progress (in bytes of this array) and checking cancel. */
-static gboolean knnwb_npy_put_data(FILE *stream, const char *path, const void *data, size_t bytes,
-                                   const KnnwbWriteControl *control, uint64_t done, uint64_t total,
+/* How far the writers of one call got: *done counts bytes of every array written (atomic), and
+ * stop is raised by a writer that failed, so that the other one stops too. */
+typedef struct {
+  const KnnwbWriteControl *control;
+  uint64_t total;
+  guint64 done;
+  gint stop;
+} KnnwbNpyProgress;
+
+/* Writes bytes in blocks into file, each block handed to the disk at once (the commit's fsync then
+ * waits for little), checking cancel before each. Progress (bytes of all arrays) is reported by
+ * the reporting writer only: a callback need not be thread-safe. FALSE with error set, or with
+ * none when the other writer failed first. */
+static gboolean knnwb_npy_put_data(KnnwbAtomicFile *file, const char *path, const void *data,
+                                   size_t bytes, KnnwbNpyProgress *progress, gboolean reporting,
                                    GError **error)
 {
+  const KnnwbWriteControl *control = progress->control;
+  FILE *stream = knnwb_atomic_file_stream(file);
   const char *p = data;
   for (size_t offset = 0; offset < bytes; offset += KNNWB_NPY_BLOCK_BYTES) {
-    if (knnwb_formats_cancelled(control, path, error))
+    if (g_atomic_int_get(&progress->stop) != 0 || knnwb_formats_cancelled(control, path, error))
       return FALSE;
     size_t block = MIN((size_t)KNNWB_NPY_BLOCK_BYTES, bytes - offset);
     if (fwrite(p + offset, 1, block, stream) != block) {
@@ -29,16 +47,17 @@ static gboolean knnwb_npy_put_data(FILE *stream, const char *path, const void *d
                   g_strerror(code));
       return FALSE;
     }
-    if (control != NULL && control->progress != NULL)
-      control->progress(done + offset + block, total, control->progress_data);
+    knnwb_atomic_file_start_writeback(file);
+    guint64 done = __atomic_add_fetch(&progress->done, (guint64)block, __ATOMIC_RELAXED);
+    if (reporting && control != NULL && control->progress != NULL)
+      control->progress(done, progress->total, control->progress_data);
   }
   return !knnwb_formats_cancelled(control, path, error);
 }
 
 static gboolean knnwb_npy_write_one(const char *path, const char *descr, const void *data,
-                                    const KnnwbNeighbors *nb, const KnnwbWriteControl *control,
-                                    uint64_t done, uint64_t total, KnnwbAtomicFile **out,
-                                    GError **error)
+                                    const KnnwbNeighbors *nb, KnnwbNpyProgress *progress,
+                                    gboolean reporting, KnnwbAtomicFile **out, GError **error)
 {
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   if (file == NULL)
@@ -46,8 +65,7 @@ static gboolean knnwb_npy_write_one(const char *path, const char *descr, const v
   FILE *stream = knnwb_atomic_file_stream(file);
   g_autoptr(GString) header = knnwb_formats_npy_header(descr, nb->n_queries, nb->k);
   fwrite(header->str, 1, header->len, stream);
-  if (!knnwb_npy_put_data(stream, path, data, nb->n_queries * nb->k * 8, control, done, total,
-                          error))
+  if (!knnwb_npy_put_data(file, path, data, nb->n_queries * nb->k * 8, progress, reporting, error))
     return FALSE;
   *out = g_steal_pointer(&file);
   return TRUE;
@@ -139,6 +157,32 @@ gboolean knnwb_formats_write_npy_lists(const char *path, const KnnwbNeighbors *n
   return knnwb_npy_write_lists_pair(path, neighbors, control, labels_file, error);
 }
 
+/* The two arrays of knnwb_npy_write_lists_pair, one per thread: each file has its own inode
+ * lock and its own writeback, so the two copies into the page cache and the two disk writes go
+ * on at once. With one thread, thread 0 writes both in turn. */
+typedef struct {
+  const char *paths[2];
+  const void *data[2];
+  const KnnwbNeighbors *neighbors;
+  KnnwbNpyProgress progress;
+  KnnwbAtomicFile *files[2];
+  GError *errors[2];
+} KnnwbNpyPair;
+
+static void knnwb_npy_pair_write(int thread, int n_threads, void *data)
+{
+  KnnwbNpyPair *pair = data;
+  static const char *const descr[2] = {"i8", "f8"};
+  for (int a = thread; a < 2; a += n_threads) {
+    /* The caller's thread (0) reports progress; alone, it writes both. */
+    if (!knnwb_npy_write_one(pair->paths[a], descr[a], pair->data[a], pair->neighbors,
+                             &pair->progress, thread == 0, &pair->files[a], &pair->errors[a])) {
+      g_atomic_int_set(&pair->progress.stop, 1);
+      return;
+    }
+  }
+}
+
 /* OUT and its distances side file, committed after labels_file (may be NULL): OUT appearing
  * means every file is there. */
 static gboolean knnwb_npy_write_lists_pair(const char *path, const KnnwbNeighbors *neighbors,
@@ -147,20 +191,27 @@ static gboolean knnwb_npy_write_lists_pair(const char *path, const KnnwbNeighbor
 {
   g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
   uint64_t bytes = (uint64_t)neighbors->n_queries * neighbors->k * 8;
-  KnnwbAtomicFile *indices = NULL, *distances = NULL;
-  if (!knnwb_npy_write_one(path, "i8", neighbors->indices, neighbors, control, 0, 2 * bytes,
-                           &indices, error)) {
-    if (labels_file)
-      knnwb_atomic_file_abort(labels_file);
-    return FALSE;
-  }
-  if (!knnwb_npy_write_one(side, "f8", neighbors->distances, neighbors, control, bytes, 2 * bytes,
-                           &distances, error)) {
-    if (labels_file)
-      knnwb_atomic_file_abort(labels_file);
+  KnnwbNpyPair pair = {.paths = {path, side},
+                       .data = {neighbors->indices, neighbors->distances},
+                       .neighbors = neighbors,
+                       .progress = {.control = control, .total = 2 * bytes}};
+  knnwb_team_run(MIN(2, knnwb_formats_writer_threads(control)), knnwb_npy_pair_write, &pair);
+  KnnwbAtomicFile *indices = pair.files[0], *distances = pair.files[1];
+  if (indices == NULL || distances == NULL) {
+    /* The indices' error first, as when they were written first; a writer stopped by the other's
+     * failure has none of its own. */
+    g_propagate_error(error, pair.errors[0] != NULL ? g_steal_pointer(&pair.errors[0])
+                                                    : g_steal_pointer(&pair.errors[1]));
+    g_clear_error(&pair.errors[0]);
+    g_clear_error(&pair.errors[1]);
+    knnwb_atomic_file_abort(labels_file);
     knnwb_atomic_file_abort(indices);
+    knnwb_atomic_file_abort(distances);
     return FALSE;
   }
+  /* The other writer may have finished after the reporting one's last report. */
+  if (control != NULL && control->progress != NULL)
+    control->progress(2 * bytes, 2 * bytes, control->progress_data);
   /* All complete: commit the side files first, so that OUT appearing means all are there. */
   if (labels_file != NULL && !knnwb_atomic_file_commit(labels_file, error)) {
     knnwb_atomic_file_abort(distances);
@@ -325,10 +376,10 @@ gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *n
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   gboolean ok = file != NULL;
   FILE *stream = ok ? knnwb_atomic_file_stream(file) : NULL;
+  KnnwbNpyProgress progress = {.control = control, .total = 2 * (uint64_t)bytes};
   for (int i = 0; i < 2 && ok; i++) {
     fwrite(parts[i]->str, 1, parts[i]->len, stream);
-    ok = knnwb_npy_put_data(stream, path, data[i], bytes, control, (uint64_t)i * bytes,
-                            2 * (uint64_t)bytes, error);
+    ok = knnwb_npy_put_data(file, path, data[i], bytes, &progress, TRUE, error);
   }
   if (ok)
     fwrite(parts[2]->str, 1, parts[2]->len, stream);

@@ -34,6 +34,14 @@ FILE *knnwb_atomic_file_stream(KnnwbAtomicFile *file);
 const char *knnwb_atomic_file_path(const KnnwbAtomicFile *file);
 
 /**
+ * Flushes the stream and asks the system to start writing what the file holds so far to the disk,
+ * without waiting (Linux sync_file_range; elsewhere nothing): called between large blocks, it
+ * lets the disk work while the next blocks are copied, so the commit's fsync has little left.
+ * Changes no byte and reports nothing: a failed write is reported by the commit as always.
+ */
+void knnwb_atomic_file_start_writeback(KnnwbAtomicFile *file);
+
+/**
  * Flushes, fsyncs and closes the temporary file, renames it over the target and fsyncs the
  * directory. Always consumes file: on failure the temporary file is removed and the target is
  * untouched. A write error that happened earlier on the stream (disk full) is reported here with

@@ -126,8 +126,8 @@ typedef struct {
    * column that holds text in the first data row (the label column being the first, with a
    * header) is left out as an annotation column, with a warning that names it. */
   const char *skip_columns;
-  const char *use_rep;     /**< H5AD: read obsm[use_rep] (X_pca, say) instead of X; NULL = X */
-  const char *layer;       /**< H5AD: read layers[layer] instead of X; NULL = X */
+  const char *use_rep; /**< H5AD: read obsm[use_rep] (X_pca, say) instead of X; NULL = X */
+  const char *layer;   /**< H5AD: read layers[layer] instead of X; NULL = X */
   /** block_count > 1: read only block block_index, for one rank of a split-memory job. NPY: the
    * rows knnwb_knn_group_rows(n, block_index, block_count), only their bytes read (C-order arrays
    * without transpose or labels_path). CSV/TSV (not gzip-compressed, not transposed): the rows
@@ -150,6 +150,9 @@ typedef struct {
    * end), reported every few MiB. */
   KnnwbProgressFunc progress;
   void *progress_data;
+  /** Threads that read a plain (not compressed) float32 NPY's data; 0 (the default): every
+   * usable core. The matrix is the same with any number. */
+  int n_threads;
 } KnnwbReadOptions;
 
 /** Fills options with the defaults listed in KnnwbReadOptions. */

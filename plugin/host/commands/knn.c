@@ -360,6 +360,7 @@ static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
   const KnnwbKnnGroup *group = run->group;
   const char *path = run->command.rest[0];
   run->read_options.rank_rows = run->options.metric == KNNWB_METRIC_SPEARMAN;
+  run->read_options.n_threads = run->options.n_threads; /* an NPY's data is read on them */
   void *progress =
       knnwb_host_input_watch(&run->read_options, run->options.cancel, run->command.quiet);
   if (run->options.group_split) {

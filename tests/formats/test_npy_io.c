@@ -1,0 +1,422 @@
+/*
+ * The large-array paths of NPY input and `.npy` list output: a float32 NPY read on several
+ * threads (each a range of whole 4 KiB units, 2 MiB pieces, the NaN/infinity check folded in) must
+ * give the very matrix, the very errors and the very dropped rows that one thread gives, for sizes
+ * that split into no whole number of units or pieces; a file cut short or an interruption while
+ * it is read must fail as before. The two `.npy` list files, now written at once with early
+ * writeback, must hold exactly the header and the raw lists, and a failed or interrupted write
+ * must leave the previous files and no temporaries.
+ */
+#include "formats_test_util.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+#include <knnwb/knnwb.h>
+
+static const int thread_counts[] = {1, 2, 3, 7, 0};
+
+/* A float32 C-order NPY of rows x cols random values (subnormals, -0, huge ones among them) with
+ * numpy's version 1 header; *values gets the data. */
+static char *make_float_npy(const char *name, size_t rows, size_t cols, guint32 seed,
+                            float **values)
+{
+  g_autoptr(GString) file = g_string_new(NULL);
+  g_string_append_len(file, "\x93NUMPY\x01\x00\x00\x00", 10);
+  g_string_append_printf(file, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }",
+                         rows, cols);
+  while ((file->len + 1) % 64 != 0)
+    g_string_append_c(file, ' ');
+  g_string_append_c(file, '\n');
+  file->str[8] = (char)((file->len - 10) & 0xFF);
+  file->str[9] = (char)((file->len - 10) >> 8);
+  GRand *rand = g_rand_new_with_seed(seed);
+  float *data = g_new(float, rows *cols);
+  for (size_t i = 0; i < rows * cols; i++) {
+    guint32 bits = g_rand_int(rand);
+    if ((bits & 0x7f800000u) == 0x7f800000u) /* never NaN or infinite unless placed so */
+      bits &= ~0x00800000u;
+    memcpy(&data[i], &bits, 4);
+  }
+  g_rand_free(rand);
+  g_string_append_len(file, (const char *)data, (gssize)(rows * cols * 4));
+  char *path = formats_test_write(name, file->str, (gssize)file->len);
+  *values = data;
+  return path;
+}
+
+static KnnwbMatrix *read_with(const char *path, int n_threads, KnnwbMissingPolicy missing,
+                              KnnwbReadInfo *info, GError **error)
+{
+  KnnwbReadOptions options;
+  knnwb_formats_read_options_init(&options);
+  options.n_threads = n_threads;
+  options.missing = missing;
+  KnnwbMatrix *matrix = NULL;
+  KnnwbReadInfo local;
+  if (!knnwb_formats_read_matrix(path, &options, &matrix, info ? info : &local, error))
+    return NULL;
+  return matrix;
+}
+
+/* Sizes that are no multiple of 4 KiB, of 2 MiB pieces or of the thread count: every thread's
+ * range ends inside a unit or a piece somewhere. Two files of one shape are read in turn, so that
+ * a byte left unread shows the other file's value when the allocator hands the freed matrix back
+ * (or zero when it does not). */
+static void test_npy_threads_same_matrix(void)
+{
+  const size_t shapes[][2] = {{100003, 13}, {7, 5}, {262147, 9}, {1, 1048579}};
+  for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
+    const size_t rows = shapes[s][0], cols = shapes[s][1];
+    float *values[2] = {NULL, NULL};
+    char *paths[2] = {make_float_npy("same-a.npy", rows, cols, 11 + (guint32)s, &values[0]),
+                      make_float_npy("same-b.npy", rows, cols, 99 + (guint32)s, &values[1])};
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++)
+      for (int f = 0; f < 2; f++) {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(KnnwbMatrix) matrix =
+            read_with(paths[f], thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
+        g_assert_no_error(error);
+        g_assert_cmpuint(matrix->n_rows, ==, rows);
+        g_assert_cmpuint(matrix->n_cols, ==, cols);
+        g_assert_true(memcmp(matrix->values, values[f], rows * cols * 4) == 0);
+      }
+    for (int f = 0; f < 2; f++) {
+      g_free(values[f]);
+      g_free(paths[f]);
+    }
+  }
+}
+
+/* One rank's block of rows is read from its own offset, on several threads too. */
+static void test_npy_threads_block(void)
+{
+  const size_t rows = 300007, cols = 11;
+  g_autofree float *values = NULL;
+  g_autofree char *path = make_float_npy("block.npy", rows, cols, 5, &values);
+  for (int block = 0; block < 3; block++) {
+    size_t first, last;
+    knnwb_knn_group_rows(rows, block, 3, &first, &last);
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      KnnwbReadOptions options;
+      knnwb_formats_read_options_init(&options);
+      options.n_threads = thread_counts[t];
+      options.block_index = block;
+      options.block_count = 3;
+      KnnwbMatrix *matrix = NULL;
+      KnnwbReadInfo info;
+      g_autoptr(GError) error = NULL;
+      g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
+      g_assert_true(info.block_read);
+      g_assert_cmpuint(matrix->n_rows, ==, last - first);
+      g_assert_true(memcmp(matrix->values, values + first * cols, (last - first) * cols * 4) == 0);
+      knnwb_matrix_free(matrix);
+    }
+  }
+}
+
+/* A NaN or an infinity anywhere (the first value, the last, on a range's edge for some thread
+ * count) is found, with the message one thread gives, which names its row and column. */
+static void test_npy_threads_missing_error(void)
+{
+  const size_t rows = 120011, cols = 7, count = rows * cols;
+  const size_t places[] = {0, count - 1, count / 2, count / 3, 1024 * 5 + 3, count - 1025};
+  for (size_t p = 0; p < G_N_ELEMENTS(places); p++) {
+    g_autofree float *values = NULL;
+    g_autofree char *clean = make_float_npy("missing.npy", rows, cols, 3, &values);
+    values[places[p]] = p % 2 == 0 ? NAN : -INFINITY;
+    g_autofree char *path = g_build_filename(formats_test_dir(), "missing.npy", NULL);
+    /* rewrite the data after the 128-byte header */
+    g_autofree char *bytes = NULL;
+    gsize length = 0;
+    g_assert_true(g_file_get_contents(path, &bytes, &length, NULL));
+    memcpy(bytes + 128, values, count * 4);
+    g_assert_true(g_file_set_contents(path, bytes, (gssize)length, NULL));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: row %zu, column %zu: %s; clean the array, or choose the policy that drops rows with "
+        "missing values",
+        path, places[p] / cols + 1, places[p] % cols + 1, p % 2 == 0 ? "NaN" : "infinite value");
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      g_autoptr(GError) error = NULL;
+      KnnwbMatrix *matrix = read_with(path, thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
+      g_assert_null(matrix);
+      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+      g_assert_cmpstr(error->message, ==, expected);
+    }
+  }
+}
+
+/* Dropping rows: the same rows absent (with zeros), the rest as stored, for every thread count. */
+static void test_npy_threads_drop_rows(void)
+{
+  const size_t rows = 150001, cols = 9;
+  g_autofree float *values = NULL;
+  g_autofree char *path = make_float_npy("drop.npy", rows, cols, 9, &values);
+  const size_t bad_rows[] = {0, 4095, 75000, rows - 1};
+  for (size_t b = 0; b < G_N_ELEMENTS(bad_rows); b++)
+    values[bad_rows[b] * cols + b % cols] = b % 2 ? INFINITY : NAN;
+  g_autofree char *bytes = NULL;
+  gsize length = 0;
+  g_assert_true(g_file_get_contents(path, &bytes, &length, NULL));
+  memcpy(bytes + 128, values, rows * cols * 4);
+  g_assert_true(g_file_set_contents(path, bytes, (gssize)length, NULL));
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    g_autoptr(GError) error = NULL;
+    KnnwbReadInfo info;
+    g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                          "*4 rows with missing values*rows 0, 4095, 75000, 150000*");
+    g_autoptr(KnnwbMatrix) matrix =
+        read_with(path, thread_counts[t], KNNWB_MISSING_DROP_ROWS, &info, &error);
+    g_test_assert_expected_messages();
+    g_assert_no_error(error);
+    g_assert_cmpuint(info.n_dropped_rows, ==, G_N_ELEMENTS(bad_rows));
+    g_assert_cmpuint(info.first_dropped_line, ==, 1);
+    g_assert_cmpuint(matrix->n_absent_rows, ==, G_N_ELEMENTS(bad_rows));
+    size_t b = 0;
+    for (size_t r = 0; r < rows; r++) {
+      const gboolean bad = b < G_N_ELEMENTS(bad_rows) && bad_rows[b] == r;
+      g_assert_cmpint(knnwb_matrix_row_is_absent(matrix, r), ==, bad);
+      for (size_t c = 0; c < cols && bad; c++)
+        g_assert_cmpfloat(matrix->values[r * cols + c], ==, 0.0f);
+      if (!bad)
+        g_assert_true(memcmp(matrix->values + r * cols, values + r * cols, cols * 4) == 0);
+      b += bad;
+    }
+  }
+}
+
+/* A file shorter than its header says fails before any data is read, as it always did. */
+static void test_npy_threads_truncated(void)
+{
+  g_autofree float *values = NULL;
+  g_autofree char *path = make_float_npy("short.npy", 200003, 5, 2, &values);
+  g_assert_cmpint(truncate(path, 128 + 200003 * 5 * 4 - 4099), ==, 0);
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    g_autoptr(GError) error = NULL;
+    KnnwbMatrix *matrix = read_with(path, thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
+    g_assert_null(matrix);
+    g_autofree char *expected =
+        g_strdup_printf("%s: the shape (200003, 5) needs more bytes of data but the file has "
+                        "3995961 after the header (truncated?)",
+                        path);
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+    g_assert_cmpstr(error->message, ==, expected);
+  }
+}
+
+/* What the progress callback does to the file or the run while it is being read. */
+typedef struct {
+  const char *path;
+  volatile gint cancel;
+  gboolean truncate;
+  int calls;
+} ReadMeddler;
+
+static void meddle(uint64_t done, uint64_t total, void *data)
+{
+  (void)done;
+  (void)total;
+  ReadMeddler *meddler = data;
+  if (meddler->calls++ > 0)
+    return;
+  if (meddler->truncate)
+    g_assert_cmpint(truncate(meddler->path, 1 << 20), ==, 0);
+  else
+    g_atomic_int_set(&meddler->cancel, 1);
+}
+
+/* A file cut short while it is read (the callback runs after the first 2 MiB piece, and every
+ * thread's range has more) fails with the read error; an interruption stops the read. */
+static void test_npy_threads_changed_while_read(void)
+{
+  const size_t rows = 1000003, cols = 6; /* 24 MB: 3 threads' ranges of 4 pieces each */
+  for (int truncating = 0; truncating < 2; truncating++)
+    for (int n_threads = 1; n_threads <= 3; n_threads += 2) {
+      g_autofree float *values = NULL;
+      g_autofree char *path = make_float_npy("changed.npy", rows, cols, 1, &values);
+      ReadMeddler meddler = {.path = path, .truncate = truncating};
+      KnnwbReadOptions options;
+      knnwb_formats_read_options_init(&options);
+      options.n_threads = n_threads;
+      options.cancel = &meddler.cancel;
+      options.progress = meddle;
+      options.progress_data = &meddler;
+      KnnwbMatrix *matrix = NULL;
+      g_autoptr(GError) error = NULL;
+      g_assert_false(knnwb_formats_read_matrix(path, &options, &matrix, NULL, &error));
+      g_assert_null(matrix);
+      g_autofree char *expected =
+          truncating ? g_strdup_printf("%s: read failed: it ended early (was the file rewritten "
+                                       "while knnwb read it?)",
+                                       path)
+                     : g_strdup_printf("%s: interrupted while reading", path);
+      const int code = truncating ? KNNWB_ERROR_IO : KNNWB_ERROR_CANCELLED;
+      g_assert_error(error, KNNWB_ERROR, code);
+      g_assert_cmpstr(error->message, ==, expected);
+    }
+}
+
+/* ---- .npy lists ---- */
+
+static KnnwbNeighbors *make_lists(size_t n, size_t k)
+{
+  KnnwbNeighbors *nb = g_new0(KnnwbNeighbors, 1);
+  nb->n_queries = n;
+  nb->k = k;
+  nb->indices = g_new(int64_t, n * k);
+  nb->distances = g_new(double, n *k);
+  nb->n_found = g_new(int32_t, n);
+  GRand *rand = g_rand_new_with_seed(17);
+  for (size_t i = 0; i < n; i++) {
+    nb->n_found[i] = (int32_t)(i % 97 == 5 ? k - 1 : k);
+    for (size_t r = 0; r < k; r++) {
+      const gboolean unused = r >= (size_t)nb->n_found[i];
+      nb->indices[i * k + r] = unused ? -1 : (int64_t)g_rand_int_range(rand, 0, (gint32)n);
+      nb->distances[i * k + r] = unused ? INFINITY : g_rand_double(rand) * 1e3;
+    }
+  }
+  g_rand_free(rand);
+  return nb;
+}
+
+static void free_lists(KnnwbNeighbors *nb)
+{
+  g_free(nb->indices);
+  g_free(nb->distances);
+  g_free(nb->n_found);
+  g_free(nb);
+}
+
+/* The file holds numpy's version 1 header of an (n, k) array of descr, then the raw data. */
+static void assert_npy_file(const char *path, const char *descr, size_t n, size_t k,
+                            const void *data)
+{
+  g_autofree char *bytes = NULL;
+  gsize length = 0;
+  g_assert_true(g_file_get_contents(path, &bytes, &length, NULL));
+  g_autofree char *dict = g_strdup_printf(
+      "{'descr': '<%s', 'fortran_order': False, 'shape': (%zu, %zu), }", descr, n, k);
+  const size_t header = 128;
+  g_assert_cmpuint(length, ==, header + n * k * 8);
+  g_assert_true(memcmp(bytes, "\x93NUMPY\x01\x00\x76\x00", 10) == 0);
+  g_assert_true(memcmp(bytes + 10, dict, strlen(dict)) == 0);
+  for (size_t i = 10 + strlen(dict); i < header - 1; i++)
+    g_assert_cmpint(bytes[i], ==, ' ');
+  g_assert_cmpint(bytes[header - 1], ==, '\n');
+  g_assert_true(memcmp(bytes + header, data, n * k * 8) == 0);
+}
+
+/* Sizes of no whole number of 16 MiB blocks (and one of exactly one block, one of five and a
+ * tail), by one writing thread and by two: the same bytes. */
+static void test_npy_lists_bytes(void)
+{
+  const size_t shapes[][2] = {{1048583, 3}, {3, 2}, {262144, 8}, {999983, 5}, {2100001, 5}};
+  g_autofree char *path = g_build_filename(formats_test_dir(), "lists.npy", NULL);
+  g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
+  for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++)
+    for (int threads = 0; threads <= 2; threads++) {
+      KnnwbNeighbors *nb = make_lists(shapes[s][0], shapes[s][1]);
+      KnnwbWriteControl control = {.n_threads = threads};
+      g_autoptr(GError) error = NULL;
+      g_assert_true(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, NULL, &control, &error));
+      assert_npy_file(path, "i8", nb->n_queries, nb->k, nb->indices);
+      assert_npy_file(side, "f8", nb->n_queries, nb->k, nb->distances);
+      free_lists(nb);
+    }
+  g_unlink(path);
+  g_unlink(side);
+}
+
+typedef struct {
+  volatile gint cancel;
+  gboolean cancel_at_quarter;
+  uint64_t last;
+  uint64_t total;
+  gboolean backwards;
+} WriteWatch;
+
+static void watch_write(uint64_t done, uint64_t total, void *data)
+{
+  WriteWatch *watch = data;
+  watch->backwards |= done < watch->last || done > total;
+  watch->last = done;
+  watch->total = total;
+  if (watch->cancel_at_quarter && done >= total / 4)
+    g_atomic_int_set(&watch->cancel, 1);
+}
+
+/* Progress goes forward to the total of both arrays; an interruption half-way leaves the previous
+ * files as they were and no temporary behind, whatever the threads. */
+static void test_npy_lists_interrupted(void)
+{
+  g_autofree char *dir = g_build_filename(formats_test_dir(), "interrupted", NULL);
+  g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
+  g_autofree char *path = g_build_filename(dir, "g.npy", NULL);
+  g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
+  KnnwbNeighbors *nb = make_lists(1500007, 4); /* 48 MB per array: 3 blocks and a tail */
+  for (int threads = 1; threads <= 2; threads++) {
+    WriteWatch full = {0};
+    KnnwbWriteControl control = {
+        .n_threads = threads, .progress = watch_write, .progress_data = &full};
+    g_autoptr(GError) error = NULL;
+    g_assert_true(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, NULL, &control, &error));
+    g_assert_false(full.backwards);
+    g_assert_cmpuint(full.last, ==, 2 * (uint64_t)nb->n_queries * nb->k * 8);
+    g_assert_cmpuint(full.total, ==, full.last);
+    g_assert_true(g_file_set_contents(path, "old indices", -1, NULL));
+    g_assert_true(g_file_set_contents(side, "old distances", -1, NULL));
+    WriteWatch watch = {.cancel_at_quarter = TRUE};
+    control = (KnnwbWriteControl){.n_threads = threads,
+                                  .cancel = &watch.cancel,
+                                  .progress = watch_write,
+                                  .progress_data = &watch};
+    g_assert_false(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, NULL, &control, &error));
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+    g_autofree char *expected = g_strdup_printf("%s: interrupted while writing", path);
+    g_assert_cmpstr(error->message, ==, expected);
+    g_autofree char *indices = NULL, *distances = NULL;
+    g_assert_true(g_file_get_contents(path, &indices, NULL, NULL));
+    g_assert_true(g_file_get_contents(side, &distances, NULL, NULL));
+    g_assert_cmpstr(indices, ==, "old indices");
+    g_assert_cmpstr(distances, ==, "old distances");
+    g_assert_cmpuint(formats_test_count_entries(dir), ==, 2);
+  }
+  /* The distances cannot be written (a directory has their name): the indices' writer stops too,
+   * and nothing changes. */
+  g_unlink(side);
+  g_assert_cmpint(g_mkdir(side, 0755), ==, 0);
+  for (int threads = 1; threads <= 2; threads++) {
+    KnnwbWriteControl control = {.n_threads = threads};
+    g_autoptr(GError) error = NULL;
+    g_assert_false(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, NULL, &control, &error));
+    g_autofree char *expected =
+        g_strdup_printf("%s: exists and is not a regular file; write to a file path instead", side);
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
+    g_assert_cmpstr(error->message, ==, expected);
+    g_autofree char *indices = NULL;
+    g_assert_true(g_file_get_contents(path, &indices, NULL, NULL));
+    g_assert_cmpstr(indices, ==, "old indices");
+    g_assert_cmpuint(formats_test_count_entries(dir), ==, 2);
+  }
+  g_rmdir(side);
+  g_unlink(path);
+  g_rmdir(dir);
+  free_lists(nb);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/formats/npy-io/threads-same-matrix", test_npy_threads_same_matrix);
+  g_test_add_func("/formats/npy-io/threads-block", test_npy_threads_block);
+  g_test_add_func("/formats/npy-io/threads-missing-error", test_npy_threads_missing_error);
+  g_test_add_func("/formats/npy-io/threads-drop-rows", test_npy_threads_drop_rows);
+  g_test_add_func("/formats/npy-io/threads-truncated", test_npy_threads_truncated);
+  g_test_add_func("/formats/npy-io/threads-changed-while-read",
+                  test_npy_threads_changed_while_read);
+  g_test_add_func("/formats/npy-io/lists-bytes", test_npy_lists_bytes);
+  g_test_add_func("/formats/npy-io/lists-interrupted", test_npy_lists_interrupted);
+  return g_test_run();
+}
