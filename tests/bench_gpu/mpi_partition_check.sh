@@ -10,6 +10,7 @@
 # run on 1 GPU with the CUDA trace of every sub-search, KNNWB_CUDA_TRACE=1, in OUT/runs.log).
 # About 5 minutes on two H200s with 32 cores.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_partition_check.sh OUT [ROWS]
+# (NO_CPU=1 leaves out the CPU run)
 set -uo pipefail
 out=$1; b=/tmp/knnwb-mpipart; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -47,7 +48,7 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   grep -oE "partition: [0-9]+ (clusters \(|groups,).*|partition: (done|not used) in [0-9.]+ s|combined in .*|whole call [0-9.]+ s$" \
     $out/one.log | grep -v "whole call 0\." | head -4 | cut -c1-200 | sed 's/^/    /'
 }
-run "cpu 2M, 1 process" all $d/c2M.npy cpu euclidean 30
+[ -n "${NO_CPU:-}" ] || run "cpu 2M, 1 process" all $d/c2M.npy cpu euclidean 30
 for n in 2M 10M; do
   KNNWB_CUDA_TRACE=$([ $n = 10M ] && echo 1 || echo 0) run "cuda $n, 1 GPU" 1 $d/c$n.npy cuda euclidean 30
   [ "$gpus" -gt 1 ] && run "cuda $n, $gpus GPUs, 1 process" all $d/c$n.npy cuda euclidean 30
