@@ -1345,6 +1345,38 @@ static void test_partitioned_failing_rank(void)
   g_unsetenv("KNNWB_PARTITION_ROWS");
 }
 
+/* Ranks whose partitions differ (a rank on another CPU, simulated by a hook that changes rank 1's
+ * digest): every rank takes the plain search together, none partitions, none waits for the
+ * others forever, and the lists are the plain search's. */
+static void test_partitioned_ranks_differ(void)
+{
+  g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 27);
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_COSINE, 6);
+  options.memory_bytes = 0;
+  g_setenv("KNNWB_PARTITION", "off", TRUE);
+  g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  g_setenv("KNNWB_PARTITION_DIFFER_RANK", "1", TRUE);
+  g_log_set_default_handler(count_partitions, NULL);
+  for (int ranks = 2; ranks <= 3; ranks++) {
+    RankRun runs[MAX_RANKS];
+    g_atomic_int_set(&partition_runs, 0);
+    run_ranks(ranks, data, NULL, &options, runs);
+    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, 0);
+    for (int r = 0; r < ranks; r++) {
+      g_assert_no_error(runs[r].error);
+      assert_same_rows(expected, runs[r].result);
+      knnwb_neighbors_free(runs[r].result);
+    }
+  }
+  g_log_set_default_handler(g_log_default_handler, NULL);
+  g_unsetenv("KNNWB_PARTITION_DIFFER_RANK");
+  g_unsetenv("KNNWB_PARTITION");
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+}
+
 static void cancel_now(uint64_t done, uint64_t total, void *data)
 {
   (void)done;
@@ -1401,5 +1433,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/partitioned", test_partitioned);
   g_test_add_func("/distributed/group/partitioned-cancelled", test_partitioned_cancelled);
   g_test_add_func("/distributed/group/partitioned-failing-rank", test_partitioned_failing_rank);
+  g_test_add_func("/distributed/group/partitioned-ranks-differ", test_partitioned_ranks_differ);
   return g_test_run();
 }
