@@ -220,36 +220,24 @@ static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPa
                                                  KnnwbNeighbors *own, gint64 *marks, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
-  const int size = group->size;
   const size_t record = KNNWB_PARTITION_RECORD_BYTES(run->k);
-  char **send = g_new0(char *, size), **receive = g_new0(char *, size);
-  size_t *send_bytes = g_new0(size_t, size), *receive_bytes = g_new0(size_t, size);
+  KnnwbPartitionTransfer t;
+  knnwb_partition_transfer_init(&t, group->size);
   gboolean room = TRUE;
-  for (int r = 0; r < size; r++) {
-    send_bytes[r] = packs[r].records * record;
-    send[r] = g_try_malloc(MAX(send_bytes[r], (size_t)1));
-    room = room && send[r] != NULL;
-    if (send[r] != NULL && r != group->rank)
-      knnwb_partition_pack_fill(&packs[r], send[r]);
+  for (int r = 0; r < t.size; r++) {
+    t.send_bytes[r] = packs[r].records * record;
+    t.send[r] = g_try_malloc(MAX(t.send_bytes[r], (size_t)1));
+    room = room && t.send[r] != NULL;
+    if (t.send[r] != NULL && r != group->rank)
+      knnwb_partition_pack_fill(&packs[r], t.send[r]);
   }
-  if (!room)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the lists to send");
   marks[0] = g_get_monotonic_time();
-  gboolean ok =
-      group->agree(group, room, error) &&
-      knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes, error);
+  const gboolean ok = knnwb_partition_ranks_exchange(group, &t, room, "the lists to send", error);
   marks[1] = g_get_monotonic_time();
-  for (int r = 0; r < size; r++)
-    g_clear_pointer(&send[r], g_free);
   if (ok)
-    knnwb_partition_merge_all(run, own, (const char *const *)receive, receive_bytes);
+    knnwb_partition_merge_all(run, own, (const char *const *)t.receive, t.receive_bytes);
   g_clear_pointer(&run->lists, knnwb_neighbors_free);
-  for (int r = 0; r < size; r++)
-    g_free(receive[r]);
-  g_free(send);
-  g_free(receive);
-  g_free(send_bytes);
-  g_free(receive_bytes);
+  knnwb_partition_transfer_clear(&t);
   return ok;
 }
 

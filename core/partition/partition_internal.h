@@ -177,11 +177,21 @@ gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error);
 gboolean knnwb_partition_ranks_visitors(KnnwbPartitionRun *run, gboolean local_ok,
                                         gboolean *give_up, double *pairs, double *visits,
                                         GError **error);
-/* Every rank's send[r] (send_bytes[r]) to rank r; receive[r] (receive_bytes[r]) allocated here.
- * FALSE (error set, the same on every rank) when a rank cannot allocate. */
-gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, char **send,
-                                        const size_t *send_bytes, char **receive,
-                                        size_t *receive_bytes, GError **error);
+/* What one exchange between the ranks moves: send[r] (send_bytes[r]) to rank r, receive[r]
+ * (receive_bytes[r]) from it. */
+typedef struct {
+  int size;
+  char **send, **receive;
+  size_t *send_bytes, *receive_bytes;
+} KnnwbPartitionTransfer;
+void knnwb_partition_transfer_init(KnnwbPartitionTransfer *t, int size);
+/* Frees every buffer and the arrays. */
+void knnwb_partition_transfer_clear(KnnwbPartitionTransfer *t);
+/* The ranks agree that each allocated its sends (room; else *error says what: `what` could not
+ * be allocated), then t->send goes out and t->receive is allocated and filled; the sends are
+ * freed. FALSE (error set, the same on every rank) when a rank is short of memory. */
+gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, KnnwbPartitionTransfer *t,
+                                        gboolean room, const char *what, GError **error);
 /* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged
  * (partition_combine.c): *result holds this rank's block (options->group_own_rows) or every row.
  * Frees run->lists. */

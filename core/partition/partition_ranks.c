@@ -92,36 +92,61 @@ void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, i
   g_free(order);
 }
 
-gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, char **send,
-                                        const size_t *send_bytes, char **receive,
-                                        size_t *receive_bytes, GError **error)
+void knnwb_partition_transfer_init(KnnwbPartitionTransfer *t, int size)
+{
+  t->size = size;
+  t->send = g_new0(char *, size);
+  t->receive = g_new0(char *, size);
+  t->send_bytes = g_new0(size_t, size);
+  t->receive_bytes = g_new0(size_t, size);
+}
+
+void knnwb_partition_transfer_clear(KnnwbPartitionTransfer *t)
+{
+  for (int r = 0; r < t->size; r++) {
+    g_free(t->send[r]);
+    g_free(t->receive[r]);
+  }
+  g_clear_pointer(&t->send, g_free);
+  g_clear_pointer(&t->receive, g_free);
+  g_clear_pointer(&t->send_bytes, g_free);
+  g_clear_pointer(&t->receive_bytes, g_free);
+}
+
+gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, KnnwbPartitionTransfer *t,
+                                        gboolean room, const char *what, GError **error)
 {
   const int size = group->size;
+  if (!room)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate %s", what);
   const void **size_send = g_new(const void *, size);
   void **size_receive = g_new(void *, size);
   size_t *eight = g_new(size_t, size);
   for (int r = 0; r < size; r++) {
-    size_send[r] = &send_bytes[r];
-    size_receive[r] = &receive_bytes[r];
+    size_send[r] = &t->send_bytes[r];
+    size_receive[r] = &t->receive_bytes[r];
     eight[r] = sizeof(size_t);
-    receive[r] = NULL;
+    g_clear_pointer(&t->receive[r], g_free);
   }
-  gboolean ok = group->exchange(group, (const void *const *)size_send, eight,
+  gboolean ok = group->agree(group, room, error) &&
+                group->exchange(group, (const void *const *)size_send, eight,
                                 (void *const *)size_receive, eight, error);
-  gboolean room = TRUE;
+  room = TRUE;
   for (int r = 0; ok && r < size; r++) {
-    receive[r] = receive_bytes[r] > 0 ? g_try_malloc(receive_bytes[r]) : NULL;
-    room = room && (receive_bytes[r] == 0 || receive[r] != NULL);
+    t->receive[r] = t->receive_bytes[r] > 0 ? g_try_malloc(t->receive_bytes[r]) : NULL;
+    room = room && (t->receive_bytes[r] == 0 || t->receive[r] != NULL);
   }
   if (ok && !room)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate the lists that other ranks send");
   ok = ok && group->agree(group, room, error) &&
-       group->exchange(group, (const void *const *)send, send_bytes, (void *const *)receive,
-                       receive_bytes, error);
-  if (!ok)
-    for (int r = 0; r < size; r++)
-      g_clear_pointer(&receive[r], g_free);
+       group->exchange(group, (const void *const *)t->send, t->send_bytes,
+                       (void *const *)t->receive, t->receive_bytes, error);
+  for (int r = 0; r < size; r++) {
+    g_clear_pointer(&t->send[r], g_free);
+    if (!ok)
+      g_clear_pointer(&t->receive[r], g_free);
+  }
   g_free(eight);
   g_free(size_receive);
   g_free(size_send);
@@ -230,27 +255,17 @@ gboolean knnwb_partition_ranks_visitors(KnnwbPartitionRun *run, gboolean local_o
   }
   knnwb_partition_ranks_assign(work, groups, group->size, run->owner);
   g_free(work);
-  const int size = group->size;
-  char **send = g_new0(char *, size), **receive = g_new0(char *, size);
-  size_t *send_bytes = g_new0(size_t, size), *receive_bytes = g_new0(size_t, size);
+  KnnwbPartitionTransfer t;
+  knnwb_partition_transfer_init(&t, group->size);
   gboolean room = TRUE;
-  for (int r = 0; r < size; r++) {
-    send[r] = knnwb_partition_ranks_visits_to(run, r, &send_bytes[r]);
-    room = room && send[r] != NULL;
+  for (int r = 0; r < t.size; r++) {
+    t.send[r] = knnwb_partition_ranks_visits_to(run, r, &t.send_bytes[r]);
+    room = room && t.send[r] != NULL;
   }
-  if (!room)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the visitors to send");
-  ok = group->agree(group, room, error) &&
-       knnwb_partition_ranks_exchange(group, send, send_bytes, receive, receive_bytes, error);
-  for (int r = 0; r < size; r++)
-    g_clear_pointer(&send[r], g_free);
-  gboolean taken = ok && knnwb_partition_ranks_take_visits(run, receive, receive_bytes, error);
+  ok = knnwb_partition_ranks_exchange(group, &t, room, "the visitors to send", error);
+  const gboolean taken =
+      ok && knnwb_partition_ranks_take_visits(run, t.receive, t.receive_bytes, error);
   ok = ok && group->agree(group, taken, error);
-  for (int r = 0; r < size; r++)
-    g_free(receive[r]);
-  g_free(send);
-  g_free(receive);
-  g_free(send_bytes);
-  g_free(receive_bytes);
+  knnwb_partition_transfer_clear(&t);
   return ok;
 }

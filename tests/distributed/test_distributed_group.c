@@ -466,6 +466,17 @@ static void test_duplicate_rows(void)
   check_case_copies(KNNWB_METRIC_MANHATTAN, 150, 20, 6, 5, TRUE, 12);
 }
 
+/* Every one of the ranks failed on invalid data, with the message that starts with prefix. */
+static void assert_ranks_refused(RankRun *runs, int ranks, const char *prefix)
+{
+  for (int r = 0; r < ranks; r++) {
+    g_assert_null(runs[r].result);
+    g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+    g_assert_true(g_str_has_prefix(runs[r].error->message, prefix));
+    g_clear_error(&runs[r].error);
+  }
+}
+
 /* A NaN in rank 2's rows: only rank 2 sees it, every rank fails with its message. */
 static void test_failing_rank(void)
 {
@@ -481,13 +492,7 @@ static void test_failing_rank(void)
     options.group_split = split;
     RankRun runs[MAX_RANKS];
     run_ranks(3, data, NULL, &options, runs);
-    for (int r = 0; r < 3; r++) {
-      g_assert_null(runs[r].result);
-      g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
-      g_assert_true(g_str_has_prefix(runs[r].error->message,
-                                     "rank 2: row 90, column 2 (both counted from 0) holds NaN"));
-      g_clear_error(&runs[r].error);
-    }
+    assert_ranks_refused(runs, 3, "rank 2: row 90, column 2 (both counted from 0) holds NaN");
   }
 }
 
@@ -1334,13 +1339,7 @@ static void test_partitioned_failing_rank(void)
   small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
   RankRun runs[MAX_RANKS];
   run_ranks(3, data, NULL, &options, runs);
-  for (int r = 0; r < 3; r++) {
-    g_assert_null(runs[r].result);
-    g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
-    g_assert_true(g_str_has_prefix(runs[r].error->message,
-                                   "rank 2: row 1100, column 2 (both counted from 0) holds NaN"));
-    g_clear_error(&runs[r].error);
-  }
+  assert_ranks_refused(runs, 3, "rank 2: row 1100, column 2 (both counted from 0) holds NaN");
   g_unsetenv("KNNWB_PARTITION");
   g_unsetenv("KNNWB_PARTITION_ROWS");
 }
