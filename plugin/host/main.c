@@ -89,9 +89,13 @@ int main(int argc, char **argv)
           close(null);
         }
       }
+      /* the whole command's timeline in debug logs: what comes before and after these two lines is
+       * the process's start (loading libraries and plugins) and its teardown */
+      g_debug("knnwb: command started");
       int status = knnwb_host_commands[i].main(argc - 1, argv + 1);
       xmlCleanupParser();
       knnwb_distributed_finalize();
+      g_debug("knnwb: command finished, the process exits");
       return status;
     }
   g_printerr("knnwb: unknown command '%s'\n", command);
