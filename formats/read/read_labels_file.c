@@ -8,12 +8,18 @@ gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, K
   KnnwbTextInput input;
   if (!knnwb_text_input_open(&input, labels_path, error))
     return FALSE;
-  g_autoptr(GPtrArray) labels = g_ptr_array_new_with_free_func(g_free);
   const char *line;
   size_t length;
-  size_t last_nonblank = 0;
+  size_t n_lines = 0, last_nonblank = 0;
   int got;
   gboolean ok = FALSE;
+  /* installed only when the whole file is right: on failure the matrix keeps the labels it had */
+  g_autofree char **labels = g_new0(char *, MAX(count, 1));
+  if (matrix->strings == NULL)
+    matrix->strings = g_string_chunk_new(1 << 16);
+  /* Each label goes straight into the matrix's string chunk (one copy: a side file of a million
+   * rows and more is the metafeatures' normal output); lines past count are only counted, so
+   * that the message says how many labels there were. */
   while ((got = knnwb_text_input_next_line(&input, &line, &length, error)) > 0) {
     const char *invalid;
     if (!g_utf8_validate_len(line, length, &invalid)) {
@@ -22,25 +28,23 @@ gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, K
                                                  : "a label is not valid UTF-8");
       goto out;
     }
-    g_ptr_array_add(labels, g_strndup(line, length));
+    if (n_lines < count)
+      labels[n_lines] = g_string_chunk_insert_len(matrix->strings, line, (gssize)length);
+    n_lines++;
     if (length > 0)
-      last_nonblank = labels->len;
+      last_nonblank = n_lines;
   }
   if (got < 0)
     goto out;
-  g_ptr_array_set_size(labels, (guint)last_nonblank); /* trailing blank lines */
-  if (labels->len != count) {
+  if (last_nonblank != count) { /* trailing blank lines are not labels */
     knnwb_formats_parse_error(error, labels_path, input.line_number, 0,
-                              "%u label%s for %zu row%s (one label per line)", labels->len,
-                              KNNWB_PLURAL(labels->len), count, KNNWB_PLURAL(count));
+                              "%zu label%s for %zu row%s (one label per line)", last_nonblank,
+                              KNNWB_PLURAL(last_nonblank), count, KNNWB_PLURAL(count));
     goto out;
   }
-  for (size_t i = 0; i < count; i++) {
-    if (as_columns)
-      knnwb_matrix_set_col_label(matrix, i, g_ptr_array_index(labels, i));
-    else
-      knnwb_matrix_set_row_label(matrix, i, g_ptr_array_index(labels, i));
-  }
+  char ***slot = as_columns ? &matrix->col_labels : &matrix->row_labels;
+  g_free(*slot);
+  *slot = g_steal_pointer(&labels);
   ok = TRUE;
 out:
   knnwb_text_input_close(&input);

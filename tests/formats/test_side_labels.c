@@ -81,6 +81,51 @@ static void test_dropped_rows(void)
   g_assert_cmpstr(columns->col_labels[2], ==, "z");
 }
 
+/* A side file with more labels than rows names both counts (trailing blank lines are not labels;
+ * a blank line within is an empty label). */
+static void test_label_counts(void)
+{
+  g_autofree char *path = formats_test_write("b.tsv", "name\tc1\na\t1\nb\t3\nc\t5\n", -1);
+  g_autofree char *blank = formats_test_write("blank.txt", "x\n\nz\n\n\n", -1);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(KnnwbMatrix) rows = read_with_labels(path, blank, KNNWB_INPUT_TSV, FALSE, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(rows->row_labels[0], ==, "x");
+  g_assert_cmpstr(rows->row_labels[1], ==, "");
+  g_assert_cmpstr(rows->row_labels[2], ==, "z");
+  g_autofree char *four = formats_test_write("four.txt", "x\ny\nz\nw\n\n", -1);
+  g_autoptr(KnnwbMatrix) none = read_with_labels(path, four, KNNWB_INPUT_TSV, FALSE, &error);
+  g_assert_null(none);
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
+  g_assert_nonnull(strstr(error->message, "4 labels for 3 rows"));
+}
+
+/* Repeated labels among many rows (hashed on several threads, then entered in row order): the
+ * warning counts every repeat and names the first one in row order, whichever thread hashed it. */
+static void test_repeated_labels(void)
+{
+  enum { N = 40001 };
+  GString *table = g_string_new("name\tc1\n"), *labels = g_string_new(NULL);
+  for (int i = 0; i < N; i++) {
+    g_string_append_printf(table, "r%d\t%d\n", i, i);
+    /* rows 30000 and 40000 repeat rows 29999 and 17; row 35000 repeats row 30000's label */
+    const int named = i == 30000 || i == 35000 ? 29999 : i == 40000 ? 17 : i;
+    g_string_append_printf(labels, "L%d\n", named);
+  }
+  g_autofree char *path = formats_test_write("many.tsv", table->str, (gssize)table->len);
+  g_autofree char *side = formats_test_write("many.txt", labels->str, (gssize)labels->len);
+  g_string_free(table, TRUE);
+  g_string_free(labels, TRUE);
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING,
+                        "*3 rows repeat an earlier row's label (first: 'L29999' on rows 29999 "
+                        "and 30000,*");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(KnnwbMatrix) rows = read_with_labels(path, side, KNNWB_INPUT_TSV, FALSE, &error);
+  g_test_assert_expected_messages();
+  g_assert_no_error(error);
+  g_assert_cmpstr(rows->row_labels[40000], ==, "L17");
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -88,5 +133,7 @@ int main(int argc, char **argv)
   g_log_set_always_fatal(G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL);
   g_test_add_func("/formats/side-labels/text-formats", test_text_formats);
   g_test_add_func("/formats/side-labels/dropped-rows", test_dropped_rows);
+  g_test_add_func("/formats/side-labels/counts", test_label_counts);
+  g_test_add_func("/formats/side-labels/repeated", test_repeated_labels);
   return g_test_run();
 }
