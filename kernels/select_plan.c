@@ -4,6 +4,8 @@
  */
 #include "select_plan.h"
 
+#include <stdlib.h>
+
 static size_t knnwb_select_plan_round_up(size_t x, size_t m)
 {
   return (x + m - 1) / m * m;
@@ -111,7 +113,11 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   const size_t n_max = knnwb_select_plan_max(job->n_query, job->n_reference);
   const size_t rounded =
       knnwb_select_plan_round_up(knnwb_select_plan_max(n_max, 1), KNNWB_SELECT_MIN_TILE);
-  const int largest = (int)(rounded < KNNWB_SELECT_MAX_TILE ? rounded : KNNWB_SELECT_MAX_TILE);
+  int largest = (int)(rounded < KNNWB_SELECT_MAX_TILE ? rounded : KNNWB_SELECT_MAX_TILE);
+  /* KNNWB_CUDA_MAX_TILE: a smaller largest tile, for measurements of the tile size */
+  const char *cap = getenv("KNNWB_CUDA_MAX_TILE");
+  if (cap != NULL && atoi(cap) >= KNNWB_SELECT_MIN_TILE && atoi(cap) < largest)
+    largest = (int)knnwb_select_plan_round_up((size_t)atoi(cap), KNNWB_SELECT_MIN_TILE);
   for (int symmetric = job->self ? 1 : 0; symmetric >= 0; symmetric--) {
     for (int tile = largest; tile >= KNNWB_SELECT_MIN_TILE;
          tile = tile == KNNWB_SELECT_MIN_TILE

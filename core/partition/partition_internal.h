@@ -59,6 +59,11 @@ gboolean knnwb_partition_space_row(KnnwbMetric metric, const float *x, size_t d,
 double knnwb_partition_chord_limit(KnnwbMetric metric, double distance, size_t d);
 
 gboolean knnwb_partition_block_init(KnnwbPartitionBlock *block, size_t cap, size_t m, size_t d);
+/* Room in block->dot for m centroids a row (block->m becomes m when larger; the products are
+ * then stale until the next knnwb_partition_block_dots). FALSE when memory is short. The
+ * choice grows its sample's room count by count: room for the largest count at once (32 Ki rows
+ * x 748 centroids, 196 MB) cost 0.1 s of page faults on a choice that stops at the first. */
+gboolean knnwb_partition_block_reserve_dots(KnnwbPartitionBlock *block, size_t m);
 void knnwb_partition_block_clear(KnnwbPartitionBlock *block);
 
 /* Rows [first, last) of data (rows[t] instead when rows is not NULL) into the block, with their

@@ -215,8 +215,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
   const size_t n_counts = knnwb_partition_counts(data->n_rows, k, rows, counts);
   memset(p, 0, sizeof *p);
   KnnwbPartitionBlock sample;
-  if (n_counts == 0 ||
-      !knnwb_partition_sample_init(&sample, data, metric, rows, counts[n_counts - 1]))
+  if (n_counts == 0 || !knnwb_partition_sample_init(&sample, data, metric, rows, counts[0]))
     return FALSE;
   const double plain = knnwb_partition_plain_work(gpu, data->n_rows);
   int32_t *label = g_new(int32_t, sample.rows);
@@ -224,6 +223,8 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
   int no_better = 0;
   for (size_t t = 0; t < n_counts; t++) {
     const size_t m = counts[t], d = data->n_cols;
+    if (!knnwb_partition_block_reserve_dots(&sample, m))
+      break; /* the counts tried so far decide */
     double *centroid = g_new(double, m *d), *centroid_sq = g_new(double, m);
     const gint64 start = g_get_monotonic_time();
     knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);

@@ -67,6 +67,18 @@ gboolean knnwb_partition_block_init(KnnwbPartitionBlock *block, size_t cap, size
   return TRUE;
 }
 
+gboolean knnwb_partition_block_reserve_dots(KnnwbPartitionBlock *block, size_t m)
+{
+  if (m <= block->m)
+    return TRUE;
+  double *dot = g_try_realloc_n(block->dot, block->cap, m * sizeof(double));
+  if (dot == NULL)
+    return FALSE;
+  block->dot = dot;
+  block->m = m;
+  return TRUE;
+}
+
 void knnwb_partition_block_clear(KnnwbPartitionBlock *block)
 {
   g_clear_pointer(&block->v, g_free);
