@@ -17,6 +17,11 @@ void knnwb_cuda_start_wait(void)
 {
 }
 
+int knnwb_cuda_started(void)
+{
+  return 0;
+}
+
 size_t knnwb_cuda_free_bytes(int device)
 {
   (void)device;

@@ -96,6 +96,13 @@ extern "C" int knnwb_cuda_device_count(void)
   return device_count;
 }
 
+extern "C" int knnwb_cuda_started(void)
+{
+  std::lock_guard<std::mutex> guard(start_lock);
+  wait_locked();
+  return counted && device_count > 0;
+}
+
 extern "C" size_t knnwb_cuda_free_bytes(int device)
 {
   size_t free_bytes = 0, total_bytes = 0;

@@ -205,6 +205,9 @@ int knnwb_cuda_device_count(void);
 void knnwb_cuda_start(const int *devices, int n_devices);
 /** Waits for a start begun by knnwb_cuda_start (at once when none). */
 void knnwb_cuda_start_wait(void);
+/** Non-zero when this process initialised CUDA's driver and found a GPU (knnwb_cuda_start or
+ * knnwb_cuda_device_count ran): its exit then tears contexts down. Waits for a start. */
+int knnwb_cuda_started(void);
 /** The free memory of GPU `device` now, in bytes; 0 when it cannot be known (no CUDA, no such
  * device, an error). Makes that device current on the calling thread. */
 size_t knnwb_cuda_free_bytes(int device);

@@ -35,6 +35,11 @@ void knnwb_knn_devices_wait(void)
   knnwb_cuda_start_wait();
 }
 
+gboolean knnwb_knn_devices_started(void)
+{
+  return knnwb_cuda_started() != 0;
+}
+
 gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
 {
   if (options->backend == KNNWB_BACKEND_CPU)

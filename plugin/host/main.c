@@ -96,6 +96,14 @@ int main(int argc, char **argv)
       xmlCleanupParser();
       knnwb_distributed_finalize();
       g_debug("knnwb: command finished, the process exits");
+      if (group == NULL && knnwb_knn_devices_started()) {
+        /* Every output is committed (written, synced, renamed) by now. CUDA's teardown at exit
+         * (each context destroyed, its pinned host memory unpinned) took 0.2 s of every GPU
+         * command on one H200 and changes nothing the user sees: the system frees it all. */
+        fflush(stdout);
+        fflush(stderr);
+        _exit(status);
+      }
       return status;
     }
   g_printerr("knnwb: unknown command '%s'\n", command);

@@ -6,11 +6,17 @@ Timed from a host matrix to host neighbour lists: upload, centre/normalise, for 
 S = X_chunk @ X.T (fp32, TF32 off), drop self, topk(k), download. No symmetry (PyTorch has none).
 
 Usage: python3 torch_baseline.py [--n 384126,1533876] [--d 295] [--k 20] [--chunk 8192]
+       python3 torch_baseline.py --npy X.npy --out G [--k 20]
+The second form is the peer of the whole `knnwb knn X.npy -k K -o G.npy` command: the script's own
+start (importing torch, CUDA's context), np.load, the search, np.save of the indices and distances
+(G.npy, G.distances.npy), timed from the script's start.
 """
 import argparse
 import time
 
-import torch
+START = time.perf_counter()
+
+import torch  # noqa: E402 (the import is part of the peer's whole command)
 
 
 def synthetic(n, d, seed=12345):
@@ -57,7 +63,20 @@ def main():
     p.add_argument("--d", type=int, default=295)
     p.add_argument("--k", type=int, default=20)
     p.add_argument("--chunk", type=int, default=8192)
+    p.add_argument("--npy", help="a float matrix (n x d) to search instead of synthetic rows")
+    p.add_argument("--out", help="with --npy: write OUT.npy and OUT.distances.npy")
     args = p.parse_args()
+    if args.npy:
+        import numpy as np
+
+        host = torch.from_numpy(np.load(args.npy).astype(np.float32, copy=False))
+        seconds, idx, dist = knn_pearson(host, args.k, args.chunk)
+        if args.out:
+            np.save(args.out + ".npy", idx.numpy())
+            np.save(args.out + ".distances.npy", dist.double().numpy())
+        print(f"{args.npy}: {host.shape[0]} x {host.shape[1]}, search {seconds:.2f} s, "
+              f"whole script {time.perf_counter() - START:.2f} s", flush=True)
+        return
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     rows = []
     for n in [int(v) for v in args.n.split(",")]:

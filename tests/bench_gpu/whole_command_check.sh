@@ -3,6 +3,7 @@
 # from ROWS = the 876 rows of real_like_check.sh --rows) and on a tiny input: the process's start
 # (exec to "command started"), read, search, write (knnwb's summary), and its teardown ("command
 # finished" to the process's exit), from the debug log's clock and the shell's.
+# With CLUSTERS=1 also 10,000,000 x 50 in 50 clusters, euclidean k = 30 (the partitioned search).
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/whole_command_check.sh OUT ROWS
 set -uo pipefail
 out=$1; rows=$2; b=/tmp/knnwb-whole; d=/tmp/knnwb-whole-data; mkdir -p "$out" $d
@@ -39,4 +40,8 @@ for i in 1 2; do
   run "real-like, 1 GPU" $d/real.npy -k 20 -m pearson
 done
 KNNWB_CUDA_TRACE=1 run "real-like, 1 GPU, traced" $d/real.npy -k 20 -m pearson
+if [ -n "${CLUSTERS:-}" ]; then
+  [ -s $d/c10M.npy ] || $py tests/bench/make_clusters_table.py $d/c10M.npy 10000000 50
+  for i in 1 2; do run "10M x 50 clusters, 1 GPU" $d/c10M.npy -k 30 -m euclidean; done
+fi
 echo "total ${SECONDS} s"

@@ -141,6 +141,9 @@ gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options);
 void knnwb_knn_devices_start(const KnnwbKnnOptions *options);
 /** Waits for the work of knnwb_knn_devices_start (returns at once when there is none). */
 void knnwb_knn_devices_wait(void);
+/** Whether this process started CUDA and found a GPU (so that its exit tears GPU contexts down).
+ * Waits for knnwb_knn_devices_start's work. Never fails. */
+gboolean knnwb_knn_devices_started(void);
 
 /** Fills options with defaults (pearson, k = 10, auto backend, all threads, 256 MiB). */
 void knnwb_knn_options_init(KnnwbKnnOptions *options);
