@@ -1,7 +1,8 @@
 /*
- * What the tile filters (tile_filter.cu, tile_fused.cu) and the per-row merge (tile_select.cu)
- * share: the flag that marks column entries of the merge list, the score of a product, the read
- * of one tile element, and the appending of candidates. Included by those files only (internal
+ * What the tile filters (tile_filter.cu, tile_fused.cu), the per-row merge (tile_select.cu) and
+ * the first tile of fresh rows (tile_fresh.cu) share: the flag that marks column entries of the
+ * merge list, the score of a product and its sortable key, the read of one tile element, and the
+ * appending of candidates. Included by those files only (internal
  * linkage in each).
  */
 #pragma once
@@ -34,6 +35,30 @@ __device__ __forceinline__ float score_of(int kind, float v, float candidate_sqn
     return candidate_sqnorm - 2.0f * v;
   default:
     return v;
+  }
+}
+
+/* Unsigned keys with the order of the floats (negative values flipped). */
+__device__ __forceinline__ uint32_t float_key(float f)
+{
+  uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float key_float(uint32_t k)
+{
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* Warp-aggregated histogram increment: equal digits of a warp add once (skewed keys are common).
+ * Every lane of the warp calls it. */
+__device__ __forceinline__ void histogram_add(unsigned *hist, bool active, unsigned digit)
+{
+  unsigned act = __ballot_sync(kFullMask, active);
+  if (active) {
+    unsigned peers = __match_any_sync(act, digit);
+    if ((int)(threadIdx.x & 31) == __ffs(peers) - 1)
+      atomicAdd(&hist[digit], __popc(peers));
   }
 }
 

@@ -22,29 +22,6 @@ namespace
 constexpr int kMergeThreads = 256; /* one thread per radix bin */
 constexpr uint32_t kEmptyKey = 0xffffffffu;
 
-/* Unsigned keys with the order of the floats (negative values flipped). */
-__device__ __forceinline__ uint32_t float_key(float f)
-{
-  uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ float key_float(uint32_t k)
-{
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
-/* Warp-aggregated histogram increment: equal digits of a warp add once (skewed keys are common). */
-__device__ __forceinline__ void histogram_add(unsigned *hist, bool active, unsigned digit)
-{
-  unsigned act = __ballot_sync(kFullMask, active);
-  if (active) {
-    unsigned peers = __match_any_sync(act, digit);
-    if ((int)(threadIdx.x & 31) == __ffs(peers) - 1)
-      atomicAdd(&hist[digit], __popc(peers));
-  }
-}
-
 /* One line of a tile as seen from a state row (tile row or tile column). */
 struct Line {
   const void *base; /* tile element of the line's first candidate */
@@ -652,6 +629,8 @@ cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, c
    * cap is a multiple of 32: sub-tiles stay 16-byte aligned for the filter's vector loads. */
   if (!geom.fresh || geom.do_cols || geom.n_cols <= state.cap)
     return filter_and_merge(state, geom, false, stream);
+  if (fresh_select_applies(geom))
+    return launch_fresh_select(state, geom, stream);
   SelectState eager = state;
   eager.lazy_limit = 0;
   /* rows of kc + cap entries fit a warp's merge; larger ones would all be deferred */
