@@ -157,6 +157,7 @@ typedef struct {
   size_t piece;     /* the piece being written (n_pieces: all written) */
   size_t at;        /* its bytes written */
   size_t handed;    /* its bytes handed to the disk */
+  gboolean started; /* a slice of the file written (or tried) */
 } KnnwbDistributedCursor;
 
 /* Opens and truncates every file (collective). Every rank fails alike: MPI_File_open and
@@ -192,8 +193,9 @@ static gboolean knnwb_distributed_write_slice(const KnnwbKnnGroup *group,
 {
   const KnnwbDistributedFile *file = cursor->file;
   const KnnwbDistributedPiece *piece = &file->pieces[cursor->piece];
-  if (cursor->piece == 0 && cursor->at == 0 &&
-      !knnwb_distributed_slice_hook(group, file->path, error))
+  const gboolean first = !cursor->started;
+  cursor->started = TRUE;
+  if (first && !knnwb_distributed_slice_hook(group, file->path, error))
     return FALSE;
   const size_t at = cursor->at;
   int count = (int)MIN(KNNWB_WRITE_SLICE, piece->bytes - at);
