@@ -51,16 +51,31 @@ typedef struct {
 /** Rank 0's path, on every rank (g_free). Collective. */
 char *knnwb_distributed_root_path(const KnnwbKnnGroup *group, const char *path);
 
+/** One file of knnwb_distributed_write_files: its path (every rank names it alike:
+ * knnwb_distributed_root_path) and this rank's pieces of it (any number, 0 too). */
+typedef struct {
+  const char *path;
+  const KnnwbDistributedPiece *pieces;
+  size_t n_pieces;
+} KnnwbDistributedFile;
+
 /**
- * Every rank writes its pieces (any number, 0 too) into path, which every rank names alike
- * (knnwb_distributed_root_path): created or truncated first, then the pieces at their offsets, in
- * 64 MiB slices with a look at control's cancel between slices and its progress after each
- * (progress_done + the bytes written so far, of progress_total; control may be NULL).
- * Collective; ends with an agree, so the
- * result (and the lowest failing rank's error, "rank R: " in front) is the same on every rank.
- * Errors: KNNWB_ERROR_IO naming path, KNNWB_ERROR_CANCELLED. The file is left as it is on failure
- * (it is the caller's temporary, removed by rank 0).
+ * Every rank writes its pieces of every file at once: each file created or truncated first, then
+ * the pieces at their offsets in 1 MiB slices, a slice of each file in turn, each file's bytes
+ * handed to the disk every 16 MiB, then every file synced. Between slices a look at control's
+ * cancel, after each its progress (progress_done + the bytes written so far, of progress_total;
+ * control may be NULL). Collective; ends with an agree, so the result (and the lowest failing
+ * rank's error, "rank R: " in front) is the same on every rank. Errors: KNNWB_ERROR_IO naming the
+ * file, KNNWB_ERROR_CANCELLED. The files are left as they are on failure (they are the caller's
+ * temporaries, removed by rank 0). Time: the bytes' copy and the disk's writes of all files
+ * overlap, rather than one file's sync before the next file's writes.
  */
+gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
+                                       const KnnwbDistributedFile *files, size_t n_files,
+                                       const KnnwbWriteControl *control, uint64_t progress_done,
+                                       uint64_t progress_total, GError **error);
+
+/** knnwb_distributed_write_files of one file. */
 gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *path,
                                         const KnnwbDistributedPiece *pieces, size_t n_pieces,
                                         const KnnwbWriteControl *control, uint64_t progress_done,

@@ -74,18 +74,23 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
     ok = labels == NULL || knnwb_formats_write_labels_lines(labels_path, labels, n_rows, error);
     if (!group->agree(group, ok, error))
       return FALSE;
+    /* Both at once (write_file.c): the two files' disk writes overlap, as one process's do. */
+    g_autoptr(GString) indices_header = knnwb_formats_npy_header("i8", n_rows, k);
+    g_autoptr(GString) distances_header = knnwb_formats_npy_header("f8", n_rows, k);
+    const GString *headers[2] = {indices_header, distances_header};
+    KnnwbDistributedPiece pieces[2][2];
+    KnnwbDistributedFile files[2];
     for (int a = 0; a < 2; a++) {
-      g_autoptr(GString) header = knnwb_formats_npy_header(a == 0 ? "i8" : "f8", n_rows, k);
-      KnnwbDistributedPiece pieces[2] = {
-          {.offset = (int64_t)header->len + row_offset, .data = data[a], .bytes = bytes},
-          {.offset = 0, .data = header->str, .bytes = header->len}};
-      /* Progress: this rank's bytes of both arrays (rank 0's line stands for the job). */
-      if (!knnwb_distributed_write_pieces(group, a == 0 ? target : side, pieces,
-                                          group->rank == 0 ? 2 : 1, control, (uint64_t)a * bytes,
-                                          2 * (uint64_t)bytes, error))
-        return FALSE;
+      pieces[a][0] = (KnnwbDistributedPiece){
+          .offset = (int64_t)headers[a]->len + row_offset, .data = data[a], .bytes = bytes};
+      pieces[a][1] =
+          (KnnwbDistributedPiece){.offset = 0, .data = headers[a]->str, .bytes = headers[a]->len};
+      files[a] = (KnnwbDistributedFile){.path = a == 0 ? target : side,
+                                        .pieces = pieces[a],
+                                        .n_pieces = group->rank == 0 ? 2 : 1};
     }
-    return TRUE;
+    /* Progress: this rank's bytes of both arrays (rank 0's line stands for the job). */
+    return knnwb_distributed_write_files(group, files, 2, control, 0, 2 * (uint64_t)bytes, error);
   }
 
   /* .npz: head, indices, middle, distances, tail. Every rank builds the frame for its lengths;

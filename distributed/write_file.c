@@ -103,9 +103,18 @@ char *knnwb_distributed_root_path(const KnnwbKnnGroup *group, const char *path)
 }
 
 /* Test hooks, as KNNWB_MPI_SHARED_NO_ROOM_RANK: KNNWB_MPI_WRITE_FAIL_RANK=r makes rank r's writes
- * fail (a full disk seen by one rank); KNNWB_MPI_WRITE_PAUSE=FILE has rank 0 create FILE once
- * every rank is about to write, and every rank wait there (up to 20 s) for an interruption, so
- * that a test can signal the job in the middle of its write. */
+ * fail (a full disk seen by one rank): before it writes anything, naming the first file, or, with
+ * KNNWB_MPI_WRITE_FAIL_FILE=SUFFIX, at its first slice of the file whose name ends so (the
+ * distances of .npy lists, while the indices are being written: knnwb_distributed_slice_hook);
+ * KNNWB_MPI_WRITE_PAUSE=FILE has rank 0 create FILE once every rank is about to write, and every
+ * rank wait there (up to 20 s) for an interruption, so that a test can signal the job in the
+ * middle of its write. */
+static gboolean knnwb_distributed_fails_here(const KnnwbKnnGroup *group)
+{
+  const char *fail = g_getenv("KNNWB_MPI_WRITE_FAIL_RANK");
+  return fail != NULL && *fail != '\0' && atoi(fail) == group->rank;
+}
+
 static gboolean knnwb_distributed_write_hooks(const KnnwbKnnGroup *group, const char *path,
                                               const volatile gint *cancel, GError **error)
 {
@@ -117,8 +126,8 @@ static gboolean knnwb_distributed_write_hooks(const KnnwbKnnGroup *group, const 
     for (int waited = 0; waited < 2000 && (cancel == NULL || !*cancel); waited++)
       g_usleep(10000);
   }
-  const char *fail = g_getenv("KNNWB_MPI_WRITE_FAIL_RANK");
-  if (fail != NULL && *fail != '\0' && atoi(fail) == group->rank) {
+  const char *file = g_getenv("KNNWB_MPI_WRITE_FAIL_FILE");
+  if (knnwb_distributed_fails_here(group) && (file == NULL || *file == '\0')) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
                 "%s: cannot write: %s (KNNWB_MPI_WRITE_FAIL_RANK)", path, g_strerror(ENOSPC));
     return FALSE;
@@ -126,72 +135,193 @@ static gboolean knnwb_distributed_write_hooks(const KnnwbKnnGroup *group, const 
   return TRUE;
 }
 
+/* KNNWB_MPI_WRITE_FAIL_FILE's failure, before this rank's first slice of path. */
+static gboolean knnwb_distributed_slice_hook(const KnnwbKnnGroup *group, const char *path,
+                                             GError **error)
+{
+  const char *file = g_getenv("KNNWB_MPI_WRITE_FAIL_FILE");
+  if (file == NULL || *file == '\0' || !knnwb_distributed_fails_here(group) ||
+      !g_str_has_suffix(path, file))
+    return TRUE;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO,
+              "%s: cannot write: %s (KNNWB_MPI_WRITE_FAIL_FILE)", path, g_strerror(ENOSPC));
+  return FALSE;
+}
+
+/* Where a rank stands in one of the files it writes. */
+typedef struct {
+  const KnnwbDistributedFile *file;
+  MPI_File handle;
+  gboolean opened;
+  int writeback_fd; /* this rank's own descriptor, for knnwb_distributed_writeback; -1: none */
+  size_t piece;     /* the piece being written (n_pieces: all written) */
+  size_t at;        /* its bytes written */
+  size_t handed;    /* its bytes handed to the disk */
+  gboolean started; /* a slice of the file written (or tried) */
+} KnnwbDistributedCursor;
+
+/* Opens and truncates every file (collective). Every rank fails alike: MPI_File_open and
+ * MPI_File_set_size are collective and see the one file system. */
+static gboolean knnwb_distributed_open_files(KnnwbDistributedCursor *cursors, size_t n_files,
+                                             GError **error)
+{
+  gboolean ok = TRUE;
+  for (size_t f = 0; f < n_files; f++) {
+    const char *path = cursors[f].file->path;
+    int code = MPI_File_open(knnwb_distributed_communicator(), path,
+                             MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &cursors[f].handle);
+    if (code != MPI_SUCCESS) {
+      if (ok)
+        knnwb_distributed_io_error(code, "open for writing", path, error);
+      ok = FALSE;
+      continue;
+    }
+    cursors[f].opened = TRUE;
+    if ((code = MPI_File_set_size(cursors[f].handle, 0)) != MPI_SUCCESS && ok) {
+      knnwb_distributed_io_error(code, "truncate", path, error);
+      ok = FALSE;
+    }
+  }
+  return ok;
+}
+
+/* Writes the cursor's next slice (at most KNNWB_WRITE_SLICE bytes of its piece) and hands what
+ * reached KNNWB_WRITEBACK_BYTES, or the piece's end, to the disk. *written grows by the slice. */
+static gboolean knnwb_distributed_write_slice(const KnnwbKnnGroup *group,
+                                              KnnwbDistributedCursor *cursor, uint64_t *written,
+                                              GError **error)
+{
+  const KnnwbDistributedFile *file = cursor->file;
+  const KnnwbDistributedPiece *piece = &file->pieces[cursor->piece];
+  const gboolean first = !cursor->started;
+  cursor->started = TRUE;
+  if (first && !knnwb_distributed_slice_hook(group, file->path, error))
+    return FALSE;
+  const size_t at = cursor->at;
+  int count = (int)MIN(KNNWB_WRITE_SLICE, piece->bytes - at);
+  MPI_Status status;
+  int code = MPI_File_write_at(cursor->handle, (MPI_Offset)(piece->offset + at),
+                               (const char *)piece->data + at, count, MPI_BYTE, &status);
+  int wrote = 0;
+  if (code != MPI_SUCCESS) {
+    knnwb_distributed_io_error(code, "write", file->path, error);
+    return FALSE;
+  }
+  if (MPI_Get_count(&status, MPI_BYTE, &wrote) != MPI_SUCCESS || wrote != count) {
+    wrote = MAX(wrote, 0);
+    if (!knnwb_distributed_write_rest(file->path, piece->offset + at + (uint64_t)wrote,
+                                      (const char *)piece->data + at + wrote,
+                                      (size_t)(count - wrote), error))
+      return FALSE;
+  }
+  *written += (uint64_t)count;
+  const size_t end = cursor->at = at + (size_t)count;
+  if (end - cursor->handed >= KNNWB_WRITEBACK_BYTES || end == piece->bytes) {
+    knnwb_distributed_writeback(cursor->writeback_fd, piece->offset + cursor->handed,
+                                piece->offset + end);
+    cursor->handed = end;
+  }
+  return TRUE;
+}
+
+/* The cursor past empty pieces: FALSE once the file's pieces are all written. */
+static gboolean knnwb_distributed_has_slice(KnnwbDistributedCursor *cursor)
+{
+  const KnnwbDistributedFile *file = cursor->file;
+  while (cursor->piece < file->n_pieces && cursor->at == file->pieces[cursor->piece].bytes) {
+    cursor->piece++;
+    cursor->at = cursor->handed = 0;
+  }
+  return cursor->piece < file->n_pieces;
+}
+
+/* Every file's pieces, one slice of each file in turn, so that the files' copies into the page
+ * cache and their disk writes (each handed over as it goes) run together, as one process writes
+ * the two arrays of .npy lists on two threads (the group talks MPI from one thread only). Rank r
+ * starts at file r mod n_files: at two ranks the one writes the indices while the other writes
+ * the distances, rather than both queueing for the same file's lock (a buffered write takes the
+ * inode's, each file has its own). Cancel is read before each slice; progress after each. */
+static gboolean knnwb_distributed_write_turns(const KnnwbKnnGroup *group,
+                                              KnnwbDistributedCursor *cursors, size_t n_files,
+                                              const KnnwbWriteControl *control,
+                                              uint64_t progress_done, uint64_t progress_total,
+                                              GError **error)
+{
+  const volatile gint *cancel = control != NULL ? control->cancel : NULL;
+  uint64_t written = progress_done;
+  for (gboolean more = TRUE; more;) {
+    more = FALSE;
+    for (size_t turn = 0; turn < n_files; turn++) {
+      KnnwbDistributedCursor *cursor = &cursors[(turn + (size_t)group->rank) % n_files];
+      if (!knnwb_distributed_has_slice(cursor))
+        continue;
+      if (cancel != NULL && *cancel) {
+        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
+        return FALSE;
+      }
+      if (!knnwb_distributed_write_slice(group, cursor, &written, error))
+        return FALSE;
+      if (control != NULL && control->progress != NULL)
+        control->progress(written, progress_total, control->progress_data);
+      more = TRUE;
+    }
+  }
+  return TRUE;
+}
+
+gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
+                                       const KnnwbDistributedFile *files, size_t n_files,
+                                       const KnnwbWriteControl *control, uint64_t progress_done,
+                                       uint64_t progress_total, GError **error)
+{
+  g_return_val_if_fail(n_files > 0, FALSE);
+  g_autofree KnnwbDistributedCursor *cursors = g_new0(KnnwbDistributedCursor, n_files);
+  for (size_t f = 0; f < n_files; f++) {
+    cursors[f].file = &files[f];
+    cursors[f].writeback_fd = -1;
+  }
+  /* Collective calls (open, set_size, sync, close) are made by every rank whatever its own writes
+   * did, so that a rank that failed does not leave the others waiting. */
+  gboolean ok = knnwb_distributed_open_files(cursors, n_files, error);
+  gboolean hooked = knnwb_distributed_write_hooks(
+      group, files[0].path, control != NULL ? control->cancel : NULL, ok ? error : NULL);
+  ok = ok && hooked;
+  for (size_t f = 0; ok && f < n_files; f++)
+    cursors[f].writeback_fd = open(files[f].path, O_WRONLY | O_CLOEXEC);
+  ok = ok && knnwb_distributed_write_turns(group, cursors, n_files, control, progress_done,
+                                           progress_total, error);
+  for (size_t f = 0; f < n_files; f++)
+    if (cursors[f].writeback_fd >= 0)
+      close(cursors[f].writeback_fd);
+  /* Every file's last slices were handed to the disk as they were written: the syncs, one after
+   * the other, wait for disk writes that already run together. */
+  for (size_t f = 0; f < n_files; f++) {
+    if (!cursors[f].opened)
+      continue;
+    int code = MPI_File_sync(cursors[f].handle);
+    if (ok && code != MPI_SUCCESS) {
+      knnwb_distributed_io_error(code, "write", files[f].path, error);
+      ok = FALSE;
+    }
+  }
+  for (size_t f = 0; f < n_files; f++) {
+    if (!cursors[f].opened)
+      continue;
+    int code = MPI_File_close(&cursors[f].handle);
+    if (ok && code != MPI_SUCCESS) {
+      knnwb_distributed_io_error(code, "close", files[f].path, error);
+      ok = FALSE;
+    }
+  }
+  return group->agree(group, ok, error);
+}
+
 gboolean knnwb_distributed_write_pieces(const KnnwbKnnGroup *group, const char *path,
                                         const KnnwbDistributedPiece *pieces, size_t n_pieces,
                                         const KnnwbWriteControl *control, uint64_t progress_done,
                                         uint64_t progress_total, GError **error)
 {
-  const volatile gint *cancel = control != NULL ? control->cancel : NULL;
-  uint64_t written = progress_done;
-  MPI_Comm comm = knnwb_distributed_communicator();
-  MPI_File file;
-  int code = MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
-  if (code != MPI_SUCCESS) {
-    /* MPI_File_open is collective and fails on every rank alike. */
-    knnwb_distributed_io_error(code, "open for writing", path, error);
-    return group->agree(group, FALSE, error);
-  }
-  /* Collective calls (set_size, sync, close) are made by every rank whatever its own writes did,
-   * so that a rank that failed does not leave the others waiting. */
-  gboolean ok = TRUE;
-  if ((code = MPI_File_set_size(file, 0)) != MPI_SUCCESS) {
-    knnwb_distributed_io_error(code, "truncate", path, error);
-    ok = FALSE;
-  }
-  gboolean hooked = knnwb_distributed_write_hooks(group, path, cancel, ok ? error : NULL);
-  ok = ok && hooked;
-  const int writeback_fd = ok ? open(path, O_WRONLY | O_CLOEXEC) : -1;
-  for (size_t p = 0; ok && p < n_pieces; p++)
-    for (size_t at = 0, handed = 0; ok && at < pieces[p].bytes; at += KNNWB_WRITE_SLICE) {
-      if (cancel != NULL && *cancel) {
-        g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted while writing");
-        ok = FALSE;
-        break;
-      }
-      int count = (int)MIN(KNNWB_WRITE_SLICE, pieces[p].bytes - at);
-      MPI_Status status;
-      code = MPI_File_write_at(file, (MPI_Offset)(pieces[p].offset + at),
-                               (const char *)pieces[p].data + at, count, MPI_BYTE, &status);
-      int wrote = 0;
-      if (code != MPI_SUCCESS) {
-        knnwb_distributed_io_error(code, "write", path, error);
-        ok = FALSE;
-      } else if (MPI_Get_count(&status, MPI_BYTE, &wrote) != MPI_SUCCESS || wrote != count) {
-        ok = knnwb_distributed_write_rest(path, pieces[p].offset + at + (uint64_t)MAX(wrote, 0),
-                                          (const char *)pieces[p].data + at + MAX(wrote, 0),
-                                          (size_t)(count - MAX(wrote, 0)), error);
-      }
-      written += (uint64_t)count;
-      const size_t end = at + (size_t)count;
-      if (ok && (end - handed >= KNNWB_WRITEBACK_BYTES || end == pieces[p].bytes)) {
-        knnwb_distributed_writeback(writeback_fd, pieces[p].offset + handed,
-                                    pieces[p].offset + end);
-        handed = end;
-      }
-      if (ok && control != NULL && control->progress != NULL)
-        control->progress(written, progress_total, control->progress_data);
-    }
-  if (writeback_fd >= 0)
-    close(writeback_fd);
-  code = MPI_File_sync(file);
-  if (ok && code != MPI_SUCCESS) {
-    knnwb_distributed_io_error(code, "write", path, error);
-    ok = FALSE;
-  }
-  code = MPI_File_close(&file);
-  if (ok && code != MPI_SUCCESS) {
-    knnwb_distributed_io_error(code, "close", path, error);
-    ok = FALSE;
-  }
-  return group->agree(group, ok, error);
+  const KnnwbDistributedFile file = {.path = path, .pieces = pieces, .n_pieces = n_pieces};
+  return knnwb_distributed_write_files(group, &file, 1, control, progress_done, progress_total,
+                                       error);
 }

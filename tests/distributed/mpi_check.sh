@@ -63,9 +63,11 @@ python3 "$here/make_npy.py" small.npy 2 5 2
 python3 "$here/make_npy.py" queries.npy 41 13 3
 python3 "$here/make_npy.py" bad.npy 307 13 1 300
 python3 "$here/make_npy.py" slices.npy 9001 8 4
-for ext in knn npy; do
-  "$knnwb" knn slices.npy -k 40 -m euclidean -b cpu -q -o "one-slices.$ext"
-done
+"$knnwb" knn slices.npy -k 40 -m euclidean -b cpu -q -o one-slices.knn
+# .npy lists of 2.2 MB a rank and array at 2 ranks, 1.4 MB at 3 (9001 rows: uneven blocks), more
+# than one write slice: each rank writes the indices and the distances at once, a slice of each
+# in turn (distributed/write_file.c).
+"$knnwb" knn slices.npy -k 60 -m euclidean -b cpu -q -o one-slices.npy
 # The same matrix as float64 NPY (read in converted chunks) and as TSV text (read whole by every
 # rank, which then keeps a view of its block).
 python3 - <<'PY'
@@ -232,15 +234,18 @@ for ranks in 1 2 3; do
   cmp one.gml "r$ranks-whole.gml" || fail "$ranks ranks: union .gml (--mpi-input whole) differs"
   mpi "$ranks" knn small.npy -k 1 -m euclidean -b cpu -q -o "r$ranks-small.knn"
   cmp one-small.knn "r$ranks-small.knn" || fail "$ranks ranks: 2-row .knn differs"
-  # A rank's bytes above the writer's 1 MB slice (distributed/write_file.c): 4.5 MB of .knn and
-  # 1.4 MB of .npy a rank at 2 ranks, each slice at its own offset.
+  # A rank's bytes above the writer's 1 MB slice (distributed/write_file.c): 4.5 MB of .knn a rank
+  # at 2 ranks, each slice at its own offset; the two .npy files, written at once, slice by slice.
   if [ "$ranks" = 2 ]; then
-    for ext in knn npy; do
-      mpi 2 knn slices.npy -k 40 -m euclidean -b cpu -q -o "r2-slices.$ext"
-      cmp "one-slices.$ext" "r2-slices.$ext" || fail "2 ranks: .$ext over several write slices differs"
-    done
-    cmp one-slices.distances.npy r2-slices.distances.npy ||
-      fail "2 ranks: .distances.npy over several write slices differs"
+    mpi 2 knn slices.npy -k 40 -m euclidean -b cpu -q -o r2-slices.knn
+    cmp one-slices.knn r2-slices.knn || fail "2 ranks: .knn over several write slices differs"
+  fi
+  if [ "$ranks" != 1 ]; then
+    mpi "$ranks" knn slices.npy -k 60 -m euclidean -b cpu -q -o "r$ranks-slices.npy"
+    cmp one-slices.npy "r$ranks-slices.npy" ||
+      fail "$ranks ranks: .npy over several write slices (written with its distances) differs"
+    cmp one-slices.distances.npy "r$ranks-slices.distances.npy" ||
+      fail "$ranks ranks: .distances.npy over several write slices (written with .npy) differs"
   fi
   # Every rank writes its rows of .npy (and .distances.npy), .npz and .mtx (and .rows.txt).
   for ext in npy npz mtx; do
@@ -436,6 +441,26 @@ for ext in npy npz mtx knn tsv union.knn mutual.mtx; do
   done
 done
 echo "a rank whose write fails: no output, the previous files kept"
+# The distances file fails on one rank (KNNWB_MPI_WRITE_FAIL_FILE: a full disk at that rank's first
+# slice of it) while every rank writes the indices file too, at once: the job stops with the
+# message naming the distances file, both previous files stay, no temporary is left.
+for ranks in 2 3; do
+  for failing in 0 $((ranks - 1)); do
+    echo previous >both.npy
+    echo previous >both.distances.npy
+    status=0
+    KNNWB_MPI_WRITE_FAIL_RANK=$failing KNNWB_MPI_WRITE_FAIL_FILE=.distances.npy \
+      mpi "$ranks" knn slices.npy -k 60 -m euclidean -b cpu -q -o both.npy 2>err.txt || status=$?
+    [ "$status" -ne 0 ] || fail "a failing distances file ($ranks ranks, rank $failing): exit status 0"
+    grep -q "^knnwb: rank $failing: both.distances.npy: cannot write: " err.txt ||
+      { cat err.txt; fail "no message naming the distances file ($ranks ranks, rank $failing)"; }
+    for f in both.npy both.distances.npy; do
+      [ "$(cat "$f")" = previous ] || fail "a failing distances file ($ranks ranks) touched $f"
+    done
+    ! ls -a | grep -q '^\.knnwb-' || fail "a failing distances file ($ranks ranks) left a temporary"
+  done
+done
+echo "a rank whose distances file fails: no output, both previous files kept"
 
 # The same bad line in a pipeline and in `knnwb neighbourhood`: rank 2 alone reads it.
 echo previous >bad-run.gml
