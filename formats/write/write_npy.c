@@ -132,6 +132,8 @@ static gboolean knnwb_npy_labels_file(const char *path, const char *const *label
     fputs(labels[i] ? labels[i] : "", stream);
     putc('\n', stream);
   }
+  /* to the disk while the lists are written: its commit's fsync then has little left */
+  knnwb_atomic_file_start_writeback(file);
   *out = g_steal_pointer(&file);
   return TRUE;
 }
