@@ -285,8 +285,8 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
                                     uncertified, error);
   g_array_free(slots, TRUE);
   const KnnwbCertify certify = {
-      knnwb_outside_round,   knnwb_outside_exhaustive, NULL, &run, max_available, 0,
-      search->options.cancel};
+      knnwb_outside_round,    knnwb_outside_exhaustive, NULL, &run, max_available, 0,
+      search->options.cancel, search->prepared.d};
   KnnwbCertifyCounts counts = {0};
   if (ok)
     ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);
