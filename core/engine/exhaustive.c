@@ -16,7 +16,7 @@
  * per thread) stays far below 10^7 distances. */
 #define KNNWB_EXHAUSTIVE_BLOCK 1024
 /* The fewest reference rows of a slice: a slice costs a thread and k entries per row. */
-#define KNNWB_EXHAUSTIVE_MIN_SLICE 256
+#define KNNWB_EXHAUSTIVE_MIN_SLICE 64
 /* The slices' lists together stay within this (rows x k x 16 bytes per slice). */
 #define KNNWB_EXHAUSTIVE_MEMORY ((size_t)256 << 20)
 
@@ -207,6 +207,8 @@ gboolean knnwb_exhaustive_run(const KnnwbExhaustiveJob *job)
                                  g_new(KnnwbExhaustiveEntry, slices * job->n_rows * k), 0};
   for (size_t b = 0; b < slices * job->n_rows; b++)
     state.best[b] = (KnnwbExhaustiveBest){state.entries + b * k, 0, job->k};
+  g_debug("knnwb: %zu row(s) compared with %zu rows in %zu slices, one a thread", job->n_rows,
+          job->reference->n, slices);
   knnwb_parallel_for(job->threads, slices, 1, knnwb_exhaustive_slice, &state);
   const gboolean ok = !g_atomic_int_get(&state.cancelled);
   if (ok)
