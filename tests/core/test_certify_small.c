@@ -304,10 +304,78 @@ static void test_query_slices(void)
   g_assert_cmpuint(cut, >, 0);
 }
 
+/* knnwb_exhaustive_run itself: a few rows against odd numbers of reference rows, some flagged
+ * invalid (as dropped rows are), k past the valid rows (padding), with and without a row left
+ * out, on 1 to 4 threads (slices or a row per thread): each list the bytes of
+ * knnwb_refine_row_exhaustive. A raised cancel flag stops it (FALSE). */
+static void test_exhaustive_run(void)
+{
+  const size_t sizes[] = {65, 131, 403};
+  for (size_t si = 0; si < G_N_ELEMENTS(sizes); si++) {
+    const size_t n = sizes[si], d = 7;
+    g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(n, d, NULL);
+    g_autoptr(GRand) rng = g_rand_new_with_seed((guint32)n);
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < d; j++) /* small integers: many exact ties */
+        m->values[i * d + j] = (float)g_rand_int_range(rng, 0, 3) + (j == i % d ? 5.0f : 0.0f);
+    g_autoptr(GError) error = NULL;
+    KnnwbPrepared p;
+    g_assert_true(
+        knnwb_prepared_init(&p, m, KNNWB_METRIC_EUCLIDEAN, FALSE, "data", 1, NULL, NULL, &error));
+    g_assert_no_error(error);
+    /* every 9th row left out, as missing values or degenerate rows are */
+    g_assert_null(p.invalid);
+    p.invalid = g_malloc0(n);
+    for (size_t i = 4; i < n; i += 9, p.n_invalid++)
+      p.invalid[i] = 1;
+    const int64_t rows[] = {3, 0, (int64_t)n - 1, (int64_t)n / 2, 13};
+    const int64_t self_index[] = {3, -1, (int64_t)n - 1, 0, 13};
+    const size_t ks[] = {1, 6, n};
+    for (size_t ki = 0; ki < G_N_ELEMENTS(ks); ki++)
+      for (int threads = 1; threads <= 4; threads++)
+        for (int self = 0; self < 2; self++) {
+          const size_t k = ks[ki], n_rows = G_N_ELEMENTS(rows);
+          int64_t *index = g_new(int64_t, n * k), *expect_index = g_new(int64_t, k);
+          double *distance = g_new(double, n *k), *expect_distance = g_new(double, k);
+          KnnwbExhaustiveJob job = {.query = &p,
+                                    .reference = &p,
+                                    .rows = rows,
+                                    .self_index = self ? self_index : NULL,
+                                    .n_rows = n_rows,
+                                    .k = k,
+                                    .out_index = index,
+                                    .out_distance = distance,
+                                    .threads = threads};
+          g_assert_true(knnwb_exhaustive_run(&job));
+          for (size_t t = 0; t < n_rows; t++) {
+            const size_t i = (size_t)rows[t];
+            if (p.invalid[i])
+              continue;
+            knnwb_refine_row_exhaustive(&p, i, &p, self ? self_index[t] : -1, k, NULL, expect_index,
+                                        expect_distance);
+            g_assert_cmpmem(index + i * k, k * sizeof(int64_t), expect_index, k * sizeof(int64_t));
+            g_assert_cmpmem(distance + i * k, k * sizeof(double), expect_distance,
+                            k * sizeof(double));
+          }
+          if (threads > 1 && n >= 128) /* the reference rows in slices here */
+            g_assert_cmpuint(knnwb_exhaustive_slices(n_rows, n, k, threads), >, 1);
+          volatile gint cancel = 1;
+          job.cancel = &cancel;
+          g_assert_false(knnwb_exhaustive_run(&job));
+          g_free(index);
+          g_free(distance);
+          g_free(expect_index);
+          g_free(expect_distance);
+        }
+    knnwb_prepared_clear(&p);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_log_set_default_handler(capture, NULL);
+  g_test_add_func("/certify/small/exhaustive-run", test_exhaustive_run);
   g_test_add_func("/certify/small/self", test_self);
   g_test_add_func("/certify/small/query-slices", test_query_slices);
   return g_test_run();
