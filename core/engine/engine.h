@@ -161,11 +161,16 @@ typedef struct {
   const KnnwbPrepared *query, *reference;
   const int64_t *rows;       /* the query rows; NULL: rows 0 .. n_rows - 1 */
   const int64_t *self_index; /* per row: a reference row to leave out, or -1; NULL: none */
+  /* Per row of query and reference (the same rows: query == reference): the rows of a row's own
+   * group are left out. NULL: none. */
+  const int32_t *group;
   size_t n_rows, k;
-  /* Row t's list at out_index/out_distance + slot k: slot rows[t] - out_first (t without rows). */
+  /* Row t's list at out_index/out_distance + slot k: slot rows[t] - out_first, or t without rows
+   * or with in_order. */
   int64_t *out_index;
   double *out_distance;
   size_t out_first;
+  gboolean in_order;
   int threads;
   const volatile gint *cancel;
 } KnnwbExhaustiveJob;
@@ -176,9 +181,9 @@ typedef struct {
  * flagged invalid are left untouched. Many rows run a row per thread; fewer than 4 per thread run
  * the reference rows in one slice per thread (knnwb_exhaustive_slices), each slice's k best per
  * row merged, so that one row uses every thread. cancel is polled every 1,024 reference rows of a
- * slice (and between rows); returns FALSE when it was raised (the lists then partly written).
- * Time O(rows n d + rows slices k log k) over threads; memory slices x rows x k x 16 bytes (at
- * most 256 MiB), or n x 48 bytes per thread a row at a time.
+ * row (of every row, in a slice); returns FALSE when it was raised (the lists then partly
+ * written). Time O(rows n (d + log k)) over threads; memory k x 16 bytes per thread, and with
+ * slices, slices x rows x k x 16 bytes (at most 256 MiB).
  */
 gboolean knnwb_exhaustive_run(const KnnwbExhaustiveJob *job);
 /** The reference slices knnwb_exhaustive_run uses for n_rows rows (1: a row per thread). O(1). */

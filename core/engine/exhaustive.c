@@ -108,6 +108,30 @@ static gboolean knnwb_exhaustive_skip_row(const KnnwbExhaustiveJob *job, size_t 
   return query->invalid != NULL && query->invalid[knnwb_exhaustive_row(job, t)];
 }
 
+/* Row t against reference rows [first, end) into best: the valid ones but the row's own (self
+ * index) and its group's. */
+static void knnwb_exhaustive_scan(const KnnwbExhaustiveJob *job, size_t t, size_t first, size_t end,
+                                  KnnwbExhaustiveBest *best)
+{
+  const KnnwbPrepared *reference = job->reference;
+  const size_t i = knnwb_exhaustive_row(job, t);
+  const int64_t self_index = job->self_index != NULL ? job->self_index[t] : -1;
+  const int32_t group = job->group != NULL ? job->group[i] : -1;
+  for (size_t j = first; j < end; j++) {
+    if ((int64_t)j == self_index || (reference->invalid != NULL && reference->invalid[j]) ||
+        (job->group != NULL && job->group[j] == group))
+      continue;
+    const KnnwbExhaustiveEntry entry = {knnwb_prepared_distance(job->query, i, reference, j),
+                                        (int64_t)j};
+    knnwb_exhaustive_offer(best, entry);
+  }
+}
+
+static size_t knnwb_exhaustive_slot(const KnnwbExhaustiveJob *job, size_t t)
+{
+  return job->rows != NULL && !job->in_order ? knnwb_exhaustive_row(job, t) - job->out_first : t;
+}
+
 /* Slice s of the reference rows against every row: its best k per row. */
 static void knnwb_exhaustive_slice(size_t first_slice, size_t last_slice, void *user)
 {
@@ -124,19 +148,9 @@ static void knnwb_exhaustive_slice(size_t first_slice, size_t last_slice, void *
         return;
       }
       const size_t end = MIN(last, block + KNNWB_EXHAUSTIVE_BLOCK);
-      for (size_t t = 0; t < job->n_rows; t++) {
-        if (knnwb_exhaustive_skip_row(job, t))
-          continue;
-        const size_t i = knnwb_exhaustive_row(job, t);
-        const int64_t self_index = job->self_index != NULL ? job->self_index[t] : -1;
-        for (size_t j = block; j < end; j++) {
-          if ((int64_t)j == self_index || (reference->invalid != NULL && reference->invalid[j]))
-            continue;
-          const KnnwbExhaustiveEntry entry = {knnwb_prepared_distance(job->query, i, reference, j),
-                                              (int64_t)j};
-          knnwb_exhaustive_offer(&best[t], entry);
-        }
-      }
+      for (size_t t = 0; t < job->n_rows; t++)
+        if (!knnwb_exhaustive_skip_row(job, t))
+          knnwb_exhaustive_scan(job, t, block, end, &best[t]);
     }
   }
 }
@@ -157,29 +171,34 @@ static void knnwb_exhaustive_merge(size_t first, size_t last, void *user)
       for (size_t e = 0; e < slice->size; e++)
         knnwb_exhaustive_offer(&best, slice->entries[e]);
     }
-    const size_t slot = job->rows != NULL ? knnwb_exhaustive_row(job, t) - job->out_first : t;
+    const size_t slot = knnwb_exhaustive_slot(job, t);
     knnwb_exhaustive_write(&best, job->out_index + slot * k, job->out_distance + slot * k);
   }
   g_free(merged);
 }
 
-/* Rows enough for the threads: a row per thread (knnwb_refine_row_exhaustive). */
+/* Rows enough for the threads: a row per thread, its k best kept as the reference rows go by
+ * (k entries, where keeping every distance took 48 bytes a reference row per thread). */
 static void knnwb_exhaustive_by_row(size_t first, size_t last, void *user)
 {
   const KnnwbExhaustiveJob *job = user;
-  KnnwbRefineScratch scratch = {0};
+  const size_t k = job->k, n = job->reference->n;
+  KnnwbExhaustiveEntry *entries = g_new(KnnwbExhaustiveEntry, MAX(k, (size_t)1));
   for (size_t t = first; t < last; t++) {
-    if (job->cancel != NULL && *job->cancel)
-      break;
     if (knnwb_exhaustive_skip_row(job, t))
       continue;
-    const size_t i = knnwb_exhaustive_row(job, t);
-    const size_t slot = job->rows != NULL ? i - job->out_first : t;
-    knnwb_refine_row_exhaustive(job->query, i, job->reference,
-                                job->self_index != NULL ? job->self_index[t] : -1, job->k, &scratch,
-                                job->out_index + slot * job->k, job->out_distance + slot * job->k);
+    KnnwbExhaustiveBest best = {entries, 0, k};
+    for (size_t block = 0; block < n; block += KNNWB_EXHAUSTIVE_BLOCK) {
+      if (job->cancel != NULL && *job->cancel) {
+        g_free(entries);
+        return;
+      }
+      knnwb_exhaustive_scan(job, t, block, MIN(n, block + KNNWB_EXHAUSTIVE_BLOCK), &best);
+    }
+    const size_t slot = knnwb_exhaustive_slot(job, t);
+    knnwb_exhaustive_write(&best, job->out_index + slot * k, job->out_distance + slot * k);
   }
-  knnwb_refine_scratch_clear(&scratch);
+  g_free(entries);
 }
 
 size_t knnwb_exhaustive_slices(size_t n_rows, size_t n_reference, size_t k, int threads)
