@@ -22,22 +22,27 @@ static gboolean knnwb_certify_dense(const KnnwbCertify *certify, size_t kc)
   return certify->exhaustive != NULL && kc * 4 >= chosen_from;
 }
 
-/* A small round's exact distances cost less than a screened round: a selection over every row
- * for a few rows is mostly fixed cost (on a GPU, one row against 1,533,876 x 128 rows took 0.10 s:
- * the upload, 188 tiles, the lists; a 10M-row partitioned run spent 0.9 s in 26 rounds of 1-4
- * rows), and a row left uncertified costs another. A pair's exact distance on the host costs about
+/* A small round's exact distances cost less than a screened round: a GPU selection over every row
+ * for a few rows is mostly fixed cost (one row against 1,533,876 x 128 rows took 0.10 s: the
+ * upload, 188 tiles, the lists; a 10M-row partitioned run spent 0.9 s in 26 rounds of 1-4 rows),
+ * and a row left uncertified costs another. A pair's exact distance on the host costs about
  * (d + 64) x 0.15 ns (knnwb_prepared_distance on one core here: 12 ns at d = 2, 25 ns at 128,
  * 90 ns at 512, pearson; euclidean alike; 36-40 ns at 128 streaming 1,000,000 rows), so 2^33 of
  * that work is about 1.3-1.8 CPU seconds: 45 million pairs at d = 128, about 0.1 s on 16 threads
- * split over the reference rows. The lists are the
- * same bytes: exhaustive lists are the k best by (exact distance, index) of every row, and a
- * certified list is the k best of its candidates with every other row provably farther than its
- * k-th. The count is the ranks' agreed one, so every rank of a split job decides alike. */
-#define KNNWB_CERTIFY_SMALL_WORK 8589934592.0
+ * split over the reference rows. A CPU selection has no such fixed cost and scores many rows at
+ * SGEMM speed: 2 ranks re-selected 267 rows against 50,001 x 64 rows each in 0.1 s (two rounds),
+ * where comparing them with every row took 0.6 s; 2 rows against 100,001 took 0.003 s, against
+ * 0.001 s compared with every row. There 2^28 (about 0.05 CPU s: one row against 1.4 million rows
+ * of 128) is about where the two cost the same. The lists are the same bytes: exhaustive lists are
+ * the k best by (exact distance, index) of every row, and a certified list is the k best of its
+ * candidates with every other row provably farther than its k-th. The count is the ranks' agreed
+ * one, so every rank of a split job decides alike. */
+#define KNNWB_CERTIFY_SMALL_WORK_DEVICE 8589934592.0
+#define KNNWB_CERTIFY_SMALL_WORK_HOST 268435456.0
 
-gboolean knnwb_certify_small(size_t pending, size_t chosen_from, size_t dim)
+gboolean knnwb_certify_small(size_t pending, size_t chosen_from, size_t dim, gboolean on_host)
 {
-  double budget = KNNWB_CERTIFY_SMALL_WORK;
+  double budget = on_host ? KNNWB_CERTIFY_SMALL_WORK_HOST : KNNWB_CERTIFY_SMALL_WORK_DEVICE;
   const char *work = g_getenv("KNNWB_CERTIFY_SMALL_WORK");
   if (work != NULL)
     budget = g_ascii_strtod(work, NULL);
@@ -101,7 +106,8 @@ gboolean knnwb_certify_run(const KnnwbCertify *certify, size_t kc, GArray **unce
     counts->reselected += rows->len;
     const size_t chosen_from = certify->chosen_from ? certify->chosen_from : certify->total;
     const gboolean small =
-        certify->exhaustive != NULL && knnwb_certify_small(pending, chosen_from, certify->dim);
+        certify->exhaustive != NULL &&
+        knnwb_certify_small(pending, chosen_from, certify->dim, certify->on_host);
     if (small || knnwb_certify_dense(certify, kc)) {
       ok = knnwb_certify_exhaustive(certify, rows, kc, pending, small, counts, error);
       break;

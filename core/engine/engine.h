@@ -231,7 +231,8 @@ typedef struct {
   void *data;
   size_t total, chosen_from;
   const volatile gint *cancel;
-  size_t dim; /* the rows' columns (0: the small rounds stay screened) */
+  size_t dim;       /* the rows' columns (0: the small rounds stay screened) */
+  gboolean on_host; /* reselect selects on the CPU (a smaller limit for small rounds) */
 } KnnwbCertify;
 
 /** Rows sent back (all rounds), and of those, rows compared with every row. */
@@ -255,8 +256,9 @@ gboolean knnwb_certify_run(const KnnwbCertify *certify, size_t kc, GArray **unce
 size_t knnwb_certify_batch_rows(size_t memory_bytes, size_t kc, size_t ranks);
 /** Whether a round of pending rows (on every rank), each choosing among chosen_from rows of dim
  * columns, is compared with every row instead of screened: pending x chosen_from x (dim + 64)
- * within 2^33 (about 1.3 CPU seconds), or KNNWB_CERTIFY_SMALL_WORK's number (tests; 0: never).
- * The same answer on every rank for the same arguments. O(1). */
-gboolean knnwb_certify_small(size_t pending, size_t chosen_from, size_t dim);
+ * within 2^33 (about 1.3 CPU seconds) when the rounds select on a GPU, 2^28 on the CPU (on_host),
+ * or KNNWB_CERTIFY_SMALL_WORK's number (tests; 0: never). The same answer on every rank for the
+ * same arguments. O(1). */
+gboolean knnwb_certify_small(size_t pending, size_t chosen_from, size_t dim, gboolean on_host);
 
 #endif

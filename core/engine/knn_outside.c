@@ -280,9 +280,15 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
   gboolean ok = knnwb_outside_round(&run, (const int64_t *)(void *)slots->data, n_rows, kc,
                                     uncertified, error);
   g_array_free(slots, TRUE);
-  const KnnwbCertify certify = {
-      knnwb_outside_round,    knnwb_outside_exhaustive, NULL, &run, max_available, 0,
-      search->options.cancel, search->prepared.d};
+  const KnnwbCertify certify = {knnwb_outside_round,
+                                knnwb_outside_exhaustive,
+                                NULL,
+                                &run,
+                                max_available,
+                                0,
+                                search->options.cancel,
+                                search->prepared.d,
+                                search->select == knnwb_cpu_select};
   KnnwbCertifyCounts counts = {0};
   if (ok)
     ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);

@@ -663,7 +663,9 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                                 self ? available + 1 : available,
                                 0,
                                 options->cancel,
-                                query->d};
+                                query->d,
+                                options->backend == KNNWB_BACKEND_CPU ||
+                                    select == knnwb_cpu_select};
   KnnwbCertifyCounts counts = {0};
   gboolean ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);
   result->n_reselected += counts.reselected;

@@ -371,10 +371,30 @@ static void test_exhaustive_run(void)
   }
 }
 
+/* Which rounds count as small: on a GPU a row against 1.5 million rows of 128 (a screened round
+ * there costs 0.1 s of fixed work), on the CPU, whose screened rounds have no such cost, only what
+ * costs about as much as one (a few rows against 100,000; not 267 rows against 50,001 x 64, which
+ * the CPU re-selected 6 times faster); never without the columns or with the limit set to 0. */
+static void test_limit(void)
+{
+  g_unsetenv("KNNWB_CERTIFY_SMALL_WORK");
+  g_assert_true(knnwb_certify_small(1, 1533876, 128, FALSE));
+  g_assert_true(knnwb_certify_small(26, 1533876, 128, FALSE));
+  g_assert_false(knnwb_certify_small(1000, 1533876, 128, FALSE));
+  g_assert_false(knnwb_certify_small(1, 1533876, 128, TRUE));
+  g_assert_true(knnwb_certify_small(2, 100001, 64, TRUE));
+  g_assert_false(knnwb_certify_small(267, 50001, 64, TRUE));
+  g_assert_false(knnwb_certify_small(1, 10, 0, FALSE));
+  g_setenv("KNNWB_CERTIFY_SMALL_WORK", "0", TRUE);
+  g_assert_false(knnwb_certify_small(1, 10, 4, FALSE));
+  g_unsetenv("KNNWB_CERTIFY_SMALL_WORK");
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_log_set_default_handler(capture, NULL);
+  g_test_add_func("/certify/small/limit", test_limit);
   g_test_add_func("/certify/small/exhaustive-run", test_exhaustive_run);
   g_test_add_func("/certify/small/self", test_self);
   g_test_add_func("/certify/small/query-slices", test_query_slices);
