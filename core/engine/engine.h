@@ -156,6 +156,39 @@ void knnwb_refine_row_exhaustive(const KnnwbPrepared *query, size_t query_row,
                                  KnnwbRefineScratch *scratch, int64_t *out_index,
                                  double *out_distance);
 
+/** Rows compared with every reference row (exhaustive.c). */
+typedef struct {
+  const KnnwbPrepared *query, *reference;
+  const int64_t *rows;       /* the query rows; NULL: rows 0 .. n_rows - 1 */
+  const int64_t *self_index; /* per row: a reference row to leave out, or -1; NULL: none */
+  /* Per row of query and reference (the same rows: query == reference): the rows of a row's own
+   * group are left out. NULL: none. */
+  const int32_t *group;
+  size_t n_rows, k;
+  /* Row t's list at out_index/out_distance + slot k: slot rows[t] - out_first, or t without rows
+   * or with in_order. */
+  int64_t *out_index;
+  double *out_distance;
+  size_t out_first;
+  gboolean in_order;
+  int threads;
+  const volatile gint *cancel;
+} KnnwbExhaustiveJob;
+
+/**
+ * The exact list of each of job's query rows against every valid reference row, the bytes of
+ * knnwb_refine_row_exhaustive (k best by (distance, index), padded with -1 and +inf); query rows
+ * flagged invalid are left untouched. Many rows run a row per thread; fewer than 4 per thread run
+ * the reference rows in one slice per thread (knnwb_exhaustive_slices), each slice's k best per
+ * row merged, so that one row uses every thread. cancel is polled every 1,024 reference rows of a
+ * row (of every row, in a slice); returns FALSE when it was raised (the lists then partly
+ * written). Time O(rows n (d + log k)) over threads; memory k x 16 bytes per thread, and with
+ * slices, slices x rows x k x 16 bytes (at most 256 MiB).
+ */
+gboolean knnwb_exhaustive_run(const KnnwbExhaustiveJob *job);
+/** The reference slices knnwb_exhaustive_run uses for n_rows rows (1: a row per thread). O(1). */
+size_t knnwb_exhaustive_slices(size_t n_rows, size_t n_reference, size_t k, int threads);
+
 /**
  * A lower bound of the exact distance of a pair (query_row, any reference row) whose float score
  * is at least score, by the certificate's error model (0 for a score that overflowed). O(1).
@@ -186,7 +219,9 @@ KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError
  * search whose hooks are collective. total: the candidates that are every reference row (a round
  * that wide certifies every row). chosen_from: the reference rows one selection job chooses among
  * (0: total; a split rank: its share); a round whose candidates are a quarter of them or more goes
- * exhaustive. data: the hooks' own.
+ * exhaustive, and so does a small round: its pending rows (on every rank) times chosen_from, at
+ * dim columns, within what the host computes in a fraction of a second (knnwb_certify_small).
+ * data: the hooks' own.
  */
 typedef struct {
   gboolean (*reselect)(void *data, const int64_t *rows, size_t n_rows, size_t kc, GArray *left,
@@ -196,6 +231,8 @@ typedef struct {
   void *data;
   size_t total, chosen_from;
   const volatile gint *cancel;
+  size_t dim;       /* the rows' columns (0: the small rounds stay screened) */
+  gboolean on_host; /* reselect selects on the CPU (a smaller limit for small rounds) */
 } KnnwbCertify;
 
 /** Rows sent back (all rounds), and of those, rows compared with every row. */
@@ -207,7 +244,8 @@ typedef struct {
  * The certify loop: the rows in *uncertified (those the first round, kc candidates wide, left;
  * taken over, *uncertified set NULL; NULL: none here) selected again with four times the
  * candidates until every row (on every rank, with pending) is certified, the last round compared
- * with every row once its window would hold a quarter of all rows or more. Adds to counts. Errors:
+ * with every row once its window would hold a quarter of all rows or more, or once its rows are
+ * few enough (knnwb_certify_small). Adds to counts. Errors:
  * the hooks', KNNWB_ERROR_CANCELLED after an exhaustive round, KNNWB_ERROR_FAILED when rows stay
  * uncertified with every reference a candidate. Time: the hooks'; one pending call a round.
  */
@@ -216,5 +254,11 @@ gboolean knnwb_certify_run(const KnnwbCertify *certify, size_t kc, GArray **unce
 /** The rows of a re-selection batch whose candidate lists (index, score, exact distance: 20 bytes
  * a candidate, on each of ranks ranks) fit memory_bytes (0: 256 MiB); at least 1. O(1). */
 size_t knnwb_certify_batch_rows(size_t memory_bytes, size_t kc, size_t ranks);
+/** Whether a round of pending rows (on every rank), each choosing among chosen_from rows of dim
+ * columns, is compared with every row instead of screened: pending x chosen_from x (dim + 64)
+ * within 2^33 (about 1.3 CPU seconds) when the rounds select on a GPU, 2^28 on the CPU (on_host),
+ * or KNNWB_CERTIFY_SMALL_WORK's number (tests; 0: never). The same answer on every rank for the
+ * same arguments. O(1). */
+gboolean knnwb_certify_small(size_t pending, size_t chosen_from, size_t dim, gboolean on_host);
 
 #endif

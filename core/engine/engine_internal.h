@@ -69,12 +69,12 @@ void knnwb_knn_result_clear(size_t first, size_t last, void *user);
  * The search (knn_rounds.c): select, refine and certify rows [row0, row0 + n_rows) of query into
  * result, then the certify loop (knnwb_certify_run: the uncertified rows re-selected with four
  * times the candidates until all are certified, or compared with every row once that would take a
- * quarter of all rows); with a group the first round's self tiles are shared (collective), and
- * each rank certifies its own rows alone. Errors: the backend's, KNNWB_ERROR_NO_MEMORY,
- * KNNWB_ERROR_CANCELLED, KNNWB_ERROR_FAILED for a certificate that cannot succeed.
- * Time: the backend's selection plus O(rows kc d) exact distances per round (fewer when the
- * backend computed them); memory: rows x kc candidates in the first round, re-selection batches
- * within options->memory_bytes.
+ * quarter of all rows or the rows are few, knnwb_certify_small); with a group the first round's
+ * self tiles are shared (collective), and each rank certifies its own rows alone. Errors: the
+ * backend's, KNNWB_ERROR_NO_MEMORY, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_FAILED for a certificate
+ * that cannot succeed. Time: the backend's selection plus O(rows kc d) exact distances per round
+ * (fewer when the backend computed them); memory: rows x kc candidates in the first round,
+ * re-selection batches within options->memory_bytes.
  */
 gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
                           const char *backend, const KnnwbPrepared *query,

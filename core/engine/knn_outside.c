@@ -184,43 +184,39 @@ static gboolean knnwb_outside_round(void *data, const int64_t *slots, size_t cou
 }
 
 /* The certify loop's exhaustive round: each slot's row against every row outside its group, the
- * nearest by (exact distance, index), as the refine orders them. */
-typedef struct {
-  const KnnwbOutsideRun *run;
-  const int64_t *slots;
-} KnnwbOutsideExhaustive;
-
-static void knnwb_outside_exhaustive_rows(size_t first, size_t last, void *user)
-{
-  const KnnwbOutsideExhaustive *exhaustive = user;
-  const KnnwbOutsideRun *run = exhaustive->run;
-  const KnnwbPrepared *p = &run->search->prepared;
-  const volatile gint *cancel = run->search->options.cancel;
-  for (size_t t = first; t < last && !(cancel != NULL && *cancel); t++) {
-    const size_t slot = (size_t)exhaustive->slots[t], row = (size_t)run->rows[slot];
-    int64_t best = -1;
-    double best_distance = INFINITY;
-    for (size_t j = 0; j < p->n; j++) {
-      if (run->group[j] == run->group[row] || (p->invalid != NULL && p->invalid[j]))
-        continue;
-      const double distance = knnwb_prepared_distance(p, row, p, j);
-      if (best < 0 || distance < best_distance) {
-        best = (int64_t)j;
-        best_distance = distance;
-      }
-    }
-    run->out_index[slot] = best;
-    run->out_distance[slot] = best < 0 ? INFINITY : best_distance;
-  }
-}
-
+ * nearest by (exact distance, index), as the refine orders them (knnwb_exhaustive_run: a few rows
+ * take the rows in slices, one a thread). */
 static gboolean knnwb_outside_exhaustive(void *data, const int64_t *slots, size_t count,
                                          GError **error)
 {
-  (void)error;
   const KnnwbOutsideRun *run = data;
-  KnnwbOutsideExhaustive exhaustive = {run, slots};
-  knnwb_parallel_for(run->search->threads, count, 16, knnwb_outside_exhaustive_rows, &exhaustive);
+  const char *what = "the nearest-outside search";
+  g_autofree int64_t *rows = knnwb_try_new_array(count, sizeof(int64_t), what, count, error);
+  g_autofree int64_t *index = knnwb_try_new_array(count, sizeof(int64_t), what, count, error);
+  g_autofree double *distance = knnwb_try_new_array(count, sizeof(double), what, count, error);
+  if (rows == NULL || index == NULL || distance == NULL)
+    return FALSE;
+  for (size_t t = 0; t < count; t++)
+    rows[t] = run->rows[slots[t]];
+  const KnnwbPrepared *p = &run->search->prepared;
+  const KnnwbExhaustiveJob job = {.query = p,
+                                  .reference = p,
+                                  .rows = rows,
+                                  .group = run->group,
+                                  .n_rows = count,
+                                  .k = 1,
+                                  .out_index = index,
+                                  .out_distance = distance,
+                                  .in_order = TRUE,
+                                  .threads = run->search->threads,
+                                  .cancel = run->search->options.cancel};
+  if (!knnwb_exhaustive_run(&job))
+    return TRUE; /* cancelled: the certify loop says so */
+  for (size_t t = 0; t < count; t++) {
+    const size_t slot = (size_t)slots[t];
+    run->out_index[slot] = index[t];
+    run->out_distance[slot] = distance[t];
+  }
   return TRUE;
 }
 
@@ -284,9 +280,15 @@ gboolean knnwb_outside_search_run(KnnwbOutsideSearch *search, const int32_t *gro
   gboolean ok = knnwb_outside_round(&run, (const int64_t *)(void *)slots->data, n_rows, kc,
                                     uncertified, error);
   g_array_free(slots, TRUE);
-  const KnnwbCertify certify = {
-      knnwb_outside_round,   knnwb_outside_exhaustive, NULL, &run, max_available, 0,
-      search->options.cancel};
+  const KnnwbCertify certify = {knnwb_outside_round,
+                                knnwb_outside_exhaustive,
+                                NULL,
+                                &run,
+                                max_available,
+                                0,
+                                search->options.cancel,
+                                search->prepared.d,
+                                search->select == knnwb_cpu_select};
   KnnwbCertifyCounts counts = {0};
   if (ok)
     ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);

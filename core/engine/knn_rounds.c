@@ -68,38 +68,6 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
   knnwb_refine_scratch_clear(&scratch);
 }
 
-/* Rows compared with every reference row (knnwb_refine_row_exhaustive): the last round of rows
- * whose screening window holds a large part of all rows. */
-typedef struct {
-  const KnnwbPrepared *query, *reference;
-  gboolean self;
-  size_t k;
-  const int64_t *rows;
-  KnnwbNeighbors *result;
-  const volatile gint *cancel;
-} KnnwbExhaustiveLoop;
-
-static void knnwb_exhaustive_rows(size_t first, size_t last, void *user)
-{
-  KnnwbExhaustiveLoop *loop = user;
-  KnnwbNeighbors *result = loop->result;
-  KnnwbRefineScratch scratch = {0};
-  for (size_t t = first; t < last; t++) {
-    if (loop->cancel != NULL && *loop->cancel)
-      break;
-    const size_t i = (size_t)loop->rows[t], slot = i - result->first_row;
-    if (loop->query->invalid != NULL && loop->query->invalid[i]) {
-      knnwb_knn_row_empty(result, slot, loop->k);
-      continue;
-    }
-    knnwb_refine_row_exhaustive(loop->query, i, loop->reference, loop->self ? (int64_t)i : -1,
-                                loop->k, &scratch, result->indices + slot * loop->k,
-                                result->distances + slot * loop->k);
-    result->n_found[slot] = (int32_t)loop->k;
-  }
-  knnwb_refine_scratch_clear(&scratch);
-}
-
 /* Rows the backend refined (sorted and cut to k into result): only the certificate is left. */
 typedef struct {
   const KnnwbPrepared *query, *reference;
@@ -556,16 +524,42 @@ static gboolean knnwb_knn_rounds_reselect(void *data, const int64_t *rows, size_
   return TRUE;
 }
 
-/* The certify loop's exhaustive round: each row compared with every reference row. */
+/* The certify loop's exhaustive round: each row compared with every reference row (a few rows:
+ * the reference rows split among the threads). */
 static gboolean knnwb_knn_rounds_exhaustive(void *data, const int64_t *rows, size_t n_rows,
                                             GError **error)
 {
-  (void)error;
   const KnnwbRounds *rounds = data;
-  KnnwbExhaustiveLoop loop = {
-      rounds->query, rounds->reference, rounds->self,           rounds->options->k,
-      rows,          rounds->result,    rounds->options->cancel};
-  knnwb_parallel_for(rounds->threads, n_rows, 16, knnwb_exhaustive_rows, &loop);
+  KnnwbNeighbors *result = rounds->result;
+  const size_t k = rounds->options->k;
+  int64_t *self_index = NULL;
+  if (rounds->self) {
+    self_index = knnwb_try_new_array(n_rows, sizeof(int64_t), "the rows compared with every row",
+                                     n_rows, error);
+    if (self_index == NULL)
+      return FALSE;
+    memcpy(self_index, rows, n_rows * sizeof(int64_t));
+  }
+  for (size_t t = 0; t < n_rows; t++) {
+    const size_t slot = (size_t)rows[t] - result->first_row;
+    if (rounds->query->invalid != NULL && rounds->query->invalid[rows[t]])
+      knnwb_knn_row_empty(result, slot, k);
+    else
+      result->n_found[slot] = (int32_t)k;
+  }
+  const KnnwbExhaustiveJob job = {.query = rounds->query,
+                                  .reference = rounds->reference,
+                                  .rows = rows,
+                                  .self_index = self_index,
+                                  .n_rows = n_rows,
+                                  .k = k,
+                                  .out_index = result->indices,
+                                  .out_distance = result->distances,
+                                  .out_first = result->first_row,
+                                  .threads = rounds->threads,
+                                  .cancel = rounds->options->cancel};
+  knnwb_exhaustive_run(&job); /* a cancelled run: the certify loop says so */
+  g_free(self_index);
   return TRUE;
 }
 
@@ -668,7 +662,10 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                                 &rounds,
                                 self ? available + 1 : available,
                                 0,
-                                options->cancel};
+                                options->cancel,
+                                query->d,
+                                options->backend == KNNWB_BACKEND_CPU ||
+                                    select == knnwb_cpu_select};
   KnnwbCertifyCounts counts = {0};
   gboolean ok = knnwb_certify_run(&certify, kc, &uncertified, &counts, error);
   result->n_reselected += counts.reselected;

@@ -274,7 +274,9 @@ static gboolean knnwb_split_run_certify(KnnwbSplitState *state, KnnwbSplitRun *r
                                 &rows,
                                 total,
                                 (total + ranks - 1) / ranks,
-                                NULL};
+                                NULL,
+                                state->query.d,
+                                state->select == knnwb_cpu_select};
   KnnwbCertifyCounts counts = {0};
   if (!knnwb_certify_run(&certify, run->kc, left, &counts, error))
     return FALSE;

@@ -10,39 +10,41 @@
 #include <knnwb/parallel.h>
 #include "split/split_internal.h"
 
-/* Rank r's shared rows against this rank's reference block: each row's k best, global numbers. */
-typedef struct {
-  const KnnwbSplitRows *rows;
-  const KnnwbSplitShared *shared;
-  const KnnwbPrepared *view; /* rank r's rows */
-  size_t r;
-  KnnwbSplitLists *found;
-  const volatile gint *cancel;
-} KnnwbSplitBlockBest;
-
-static void knnwb_split_block_best_rows(size_t first, size_t last, void *user)
+/* Rank r's shared rows (view) against this rank's reference block: each row's k best
+ * (knnwb_exhaustive_run: a few rows take the block in slices, one a thread), global numbers. */
+static gboolean knnwb_split_block_best(const KnnwbSplitRows *rows, const KnnwbSplitShared *shared,
+                                       const KnnwbPrepared *view, size_t r, KnnwbSplitLists *found,
+                                       GError **error)
 {
-  KnnwbSplitBlockBest *best = user;
-  const KnnwbSplitRows *rows = best->rows;
+  const KnnwbSplitRun *run = rows->run;
   const KnnwbPrepared *reference = rows->reference;
   const size_t k = rows->k, lowest = rows->reference_first;
-  KnnwbRefineScratch scratch = {0};
-  for (size_t t = first; t < last; t++) {
-    if (best->cancel != NULL && *best->cancel)
-      break;
-    int64_t *index = best->found->index + t * k;
-    double *distance = best->found->distance + t * k;
-    if (best->view->invalid != NULL && best->view->invalid[t])
-      continue; /* its owner empties its list */
-    const size_t global = (size_t)best->shared->global[best->shared->start[best->r] + t];
-    const int64_t self_index = rows->self && global >= lowest && global - lowest < reference->n
-                                   ? (int64_t)(global - lowest)
-                                   : -1;
-    knnwb_refine_row_exhaustive(best->view, t, reference, self_index, k, &scratch, index, distance);
-    for (size_t c = 0; c < k && index[c] >= 0; c++)
-      index[c] += (int64_t)lowest;
+  int64_t *self_index = knnwb_try_new_array(MAX(view->n, (size_t)1), sizeof(int64_t),
+                                            "the rows compared with every row", view->n, error);
+  if (self_index == NULL)
+    return FALSE;
+  for (size_t t = 0; t < view->n; t++) {
+    const size_t global = (size_t)shared->global[shared->start[r] + t];
+    self_index[t] = rows->self && global >= lowest && global - lowest < reference->n
+                        ? (int64_t)(global - lowest)
+                        : -1;
   }
-  knnwb_refine_scratch_clear(&scratch);
+  /* invalid rows are left as they are: their owner empties their lists */
+  const KnnwbExhaustiveJob job = {.query = view,
+                                  .reference = reference,
+                                  .self_index = self_index,
+                                  .n_rows = view->n,
+                                  .k = k,
+                                  .out_index = found->index,
+                                  .out_distance = found->distance,
+                                  .threads = run->threads,
+                                  .cancel = run->options->cancel};
+  knnwb_exhaustive_run(&job); /* cancelled: the caller says so (knnwb_split_cancelled) */
+  g_free(self_index);
+  for (size_t c = 0; c < view->n * k; c++)
+    if (found->index[c] >= 0)
+      found->index[c] += (int64_t)lowest;
+  return TRUE;
 }
 
 /* a comes before b by (distance, index), empty slots (index -1) last. */
@@ -121,8 +123,7 @@ static gboolean knnwb_split_exhaustive_batch(const KnnwbSplitRows *rows,
   for (size_t r = 0; r < ranks && local; r++) {
     KnnwbPrepared view;
     knnwb_split_shared_view(&shared, layout, rows->query, r, &view);
-    KnnwbSplitBlockBest best = {rows, &shared, &view, r, &found[r], run->options->cancel};
-    knnwb_parallel_for(run->threads, view.n, 16, knnwb_split_block_best_rows, &best);
+    local = knnwb_split_block_best(rows, &shared, &view, r, &found[r], error);
   }
   local = local && !knnwb_split_cancelled(run, error);
   if (ok && !group->agree(group, local, error))
