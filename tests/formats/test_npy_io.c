@@ -65,10 +65,29 @@ static KnnwbMatrix *read_with(const char *path, int n_threads, KnnwbMissingPolic
   return matrix;
 }
 
+/* Two files of one shape read in turn on every thread count give their values (then freed, with
+ * the paths): a byte left unread shows the other file's value when the allocator hands the freed
+ * matrix back (or zero when it does not). */
+static void assert_pair_read(char *paths[2], float *values[2], size_t rows, size_t cols)
+{
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++)
+    for (int f = 0; f < 2; f++) {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbMatrix) matrix =
+          read_with(paths[f], thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
+      g_assert_no_error(error);
+      g_assert_cmpuint(matrix->n_rows, ==, rows);
+      g_assert_cmpuint(matrix->n_cols, ==, cols);
+      g_assert_true(memcmp(matrix->values, values[f], rows * cols * 4) == 0);
+    }
+  for (int f = 0; f < 2; f++) {
+    g_free(values[f]);
+    g_free(paths[f]);
+  }
+}
+
 /* Sizes that are no multiple of 4 KiB, of 2 MiB pieces or of the thread count: every thread's
- * range ends inside a unit or a piece somewhere. Two files of one shape are read in turn, so that
- * a byte left unread shows the other file's value when the allocator hands the freed matrix back
- * (or zero when it does not). */
+ * range ends inside a unit or a piece somewhere. */
 static void test_npy_threads_same_matrix(void)
 {
   const size_t shapes[][2] = {{100003, 13}, {7, 5}, {262147, 9}, {1, 1048579}};
@@ -77,20 +96,7 @@ static void test_npy_threads_same_matrix(void)
     float *values[2] = {NULL, NULL};
     char *paths[2] = {make_float_npy("same-a.npy", rows, cols, 11 + (guint32)s, &values[0]),
                       make_float_npy("same-b.npy", rows, cols, 99 + (guint32)s, &values[1])};
-    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++)
-      for (int f = 0; f < 2; f++) {
-        g_autoptr(GError) error = NULL;
-        g_autoptr(KnnwbMatrix) matrix =
-            read_with(paths[f], thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
-        g_assert_no_error(error);
-        g_assert_cmpuint(matrix->n_rows, ==, rows);
-        g_assert_cmpuint(matrix->n_cols, ==, cols);
-        g_assert_true(memcmp(matrix->values, values[f], rows * cols * 4) == 0);
-      }
-    for (int f = 0; f < 2; f++) {
-      g_free(values[f]);
-      g_free(paths[f]);
-    }
+    assert_pair_read(paths, values, rows, cols);
   }
 }
 
@@ -121,8 +127,37 @@ static void test_npy_threads_block(void)
   }
 }
 
+/* Reading path with options fails with code and exactly message. */
+static void assert_read_error(const char *path, const KnnwbReadOptions *options, int code,
+                              const char *message)
+{
+  KnnwbMatrix *matrix = NULL;
+  KnnwbReadInfo info;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_formats_read_matrix(path, options, &matrix, &info, &error));
+  g_assert_null(matrix);
+  g_assert_error(error, KNNWB_ERROR, code);
+  g_assert_cmpstr(error->message, ==, message);
+}
+
+/* Every thread count fails on the NaN (or the infinity) that is item place, with the message one
+ * thread gives, which names its row and column. */
+static void assert_missing_error(const char *path, size_t place, size_t cols, gboolean nan)
+{
+  g_autofree char *expected = g_strdup_printf(
+      "%s: row %zu, column %zu: %s; clean the array, or choose the policy that drops rows with "
+      "missing values",
+      path, place / cols + 1, place % cols + 1, nan ? "NaN" : "infinite value");
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    KnnwbReadOptions options;
+    knnwb_formats_read_options_init(&options);
+    options.n_threads = thread_counts[t];
+    assert_read_error(path, &options, KNNWB_ERROR_PARSE, expected);
+  }
+}
+
 /* A NaN or an infinity anywhere (the first value, the last, on a range's edge for some thread
- * count) is found, with the message one thread gives, which names its row and column. */
+ * count) is found. */
 static void test_npy_threads_missing_error(void)
 {
   const size_t rows = 120011, cols = 7, count = rows * cols;
@@ -138,17 +173,7 @@ static void test_npy_threads_missing_error(void)
     g_assert_true(g_file_get_contents(path, &bytes, &length, NULL));
     memcpy(bytes + 128, values, count * 4);
     g_assert_true(g_file_set_contents(path, bytes, (gssize)length, NULL));
-    g_autofree char *expected = g_strdup_printf(
-        "%s: row %zu, column %zu: %s; clean the array, or choose the policy that drops rows with "
-        "missing values",
-        path, places[p] / cols + 1, places[p] % cols + 1, p % 2 == 0 ? "NaN" : "infinite value");
-    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
-      g_autoptr(GError) error = NULL;
-      KnnwbMatrix *matrix = read_with(path, thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
-      g_assert_null(matrix);
-      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
-      g_assert_cmpstr(error->message, ==, expected);
-    }
+    assert_missing_error(path, places[p], cols, p % 2 == 0);
   }
 }
 
@@ -312,8 +337,7 @@ static guint64 double_bits(double value)
 }
 
 /* Every type, on shapes that split into no whole number of pages, pieces or threads, gives the
- * plainly converted floats for every thread count; two files of a shape are read in turn, so a
- * float left unwritten shows the other file's value. */
+ * plainly converted floats for every thread count. */
 static void test_npy_convert_same_matrix(void)
 {
   const size_t shapes[][2] = {{3001, 7}, {1, 1}, {7, 5}, {200003, 9}, {1, 262147}};
@@ -325,20 +349,7 @@ static void test_npy_convert_same_matrix(void)
       for (int f = 0; f < 2; f++)
         paths[f] = make_item_npy(f == 0 ? "convert-a.npy" : "convert-b.npy", &item_types[y], rows,
                                  cols, (guint32)(7 * y + s + 100 * f), NULL, NULL, 0, &expected[f]);
-      for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++)
-        for (int f = 0; f < 2; f++) {
-          g_autoptr(GError) error = NULL;
-          g_autoptr(KnnwbMatrix) matrix =
-              read_with(paths[f], thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
-          g_assert_no_error(error);
-          g_assert_cmpuint(matrix->n_rows, ==, rows);
-          g_assert_cmpuint(matrix->n_cols, ==, cols);
-          g_assert_true(memcmp(matrix->values, expected[f], rows * cols * 4) == 0);
-        }
-      for (int f = 0; f < 2; f++) {
-        g_free(expected[f]);
-        g_free(paths[f]);
-      }
+      assert_pair_read(paths, expected, rows, cols);
     }
 }
 
@@ -373,13 +384,7 @@ static void test_npy_convert_lowest_out_of_range(void)
     options.n_threads = n_threads;
     options.progress = hold_first_range;
     options.progress_data = &calls;
-    KnnwbMatrix *matrix = NULL;
-    KnnwbReadInfo info;
-    g_autoptr(GError) error = NULL;
-    g_assert_false(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
-    g_assert_null(matrix);
-    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
-    g_assert_cmpstr(error->message, ==, message);
+    assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
   }
 }
 
@@ -397,17 +402,7 @@ static void test_npy_convert_missing(void)
       g_autofree float *expected = NULL;
       g_autofree char *path =
           make_item_npy("missing.npy", &types[y], rows, cols, 3, &places[p], &bits, 1, &expected);
-      g_autofree char *message = g_strdup_printf(
-          "%s: row %zu, column %zu: %s; clean the array, or choose the policy that drops rows "
-          "with missing values",
-          path, places[p] / cols + 1, places[p] % cols + 1, nan ? "NaN" : "infinite value");
-      for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
-        g_autoptr(GError) error = NULL;
-        KnnwbMatrix *matrix = read_with(path, thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
-        g_assert_null(matrix);
-        g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
-        g_assert_cmpstr(error->message, ==, message);
-      }
+      assert_missing_error(path, places[p], cols, nan);
     }
   /* Dropped: the rows holding them absent, the others as converted. */
   const size_t bad[] = {0, 4095 * cols + 2, 75000 * cols + 6, count - 1};
