@@ -388,6 +388,52 @@ static void test_npy_convert_lowest_out_of_range(void)
   }
 }
 
+/* Marks an NPY written by make_item_npy as Fortran order: its data is then the C order of the
+ * transpose, which a read with transpose wants. */
+static void make_fortran(const char *path)
+{
+  g_autofree char *bytes = NULL;
+  gsize length = 0;
+  g_assert_true(g_file_get_contents(path, &bytes, &length, NULL));
+  char *order = strstr(bytes + 10, "'fortran_order': False");
+  memcpy(order, "'fortran_order': True ", strlen("'fortran_order': True "));
+  g_assert_true(g_file_set_contents(path, bytes, (gssize)length, NULL));
+}
+
+/* A Fortran-order float64 read transposed is in the wanted order too: the same floats on every
+ * thread count, and an out-of-range value named by its stored row and column. */
+static void test_npy_convert_fortran_transposed(void)
+{
+  const size_t rows = 200003, cols = 9, place = 1234567;
+  const guint64 placed = double_bits(-1e300);
+  for (int bad = 0; bad < 2; bad++) {
+    g_autofree float *expected = NULL;
+    g_autofree char *path = make_item_npy("fortran.npy", &float64, rows, cols, 12, &place, &placed,
+                                          bad ? 1 : 0, &expected);
+    make_fortran(path);
+    g_autofree char *message = g_strdup_printf(
+        "%s: row %zu, column %zu: the float64 value is beyond the float range (+-3.4e38)", path,
+        place % rows + 1, place / rows + 1);
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      KnnwbReadOptions options;
+      knnwb_formats_read_options_init(&options);
+      options.n_threads = thread_counts[t];
+      options.transpose = TRUE;
+      if (bad) {
+        assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
+        continue;
+      }
+      KnnwbMatrix *matrix = NULL;
+      KnnwbReadInfo info;
+      g_autoptr(GError) error = NULL;
+      g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
+      g_assert_cmpuint(matrix->n_rows, ==, cols);
+      g_assert_true(memcmp(matrix->values, expected, rows * cols * 4) == 0);
+      knnwb_matrix_free(matrix);
+    }
+  }
+}
+
 /* NaN and infinity among converted values (float64 of either byte order, float16): found with
  * the message that names their row and column, or their rows dropped, for every thread count. */
 static void test_npy_convert_missing(void)
@@ -648,6 +694,8 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/npy-io/convert-lowest-out-of-range",
                   test_npy_convert_lowest_out_of_range);
   g_test_add_func("/formats/npy-io/convert-missing", test_npy_convert_missing);
+  g_test_add_func("/formats/npy-io/convert-fortran-transposed",
+                  test_npy_convert_fortran_transposed);
   g_test_add_func("/formats/npy-io/lists-bytes", test_npy_lists_bytes);
   g_test_add_func("/formats/npy-io/lists-interrupted", test_npy_lists_interrupted);
   return g_test_run();
