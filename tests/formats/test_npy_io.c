@@ -401,7 +401,8 @@ static void make_fortran(const char *path)
 }
 
 /* A Fortran-order float64 read transposed is in the wanted order too: the same floats on every
- * thread count, and an out-of-range value named by its stored row and column. */
+ * thread count, and an out-of-range value named by its stored row and column; read as it is, it
+ * is transposed into C order. */
 static void test_npy_convert_fortran_transposed(void)
 {
   const size_t rows = 200003, cols = 9, place = 1234567;
@@ -429,6 +430,13 @@ static void test_npy_convert_fortran_transposed(void)
       g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
       g_assert_cmpuint(matrix->n_rows, ==, cols);
       g_assert_true(memcmp(matrix->values, expected, rows * cols * 4) == 0);
+      knnwb_matrix_free(matrix);
+      /* Not transposed, it is the other order: transposed in memory, by the one-thread path. */
+      options.transpose = FALSE;
+      g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
+      g_assert_cmpuint(matrix->n_rows, ==, rows);
+      for (size_t k = 0; k < rows * cols; k++)
+        g_assert_true(memcmp(&matrix->values[k % rows * cols + k / rows], &expected[k], 4) == 0);
       knnwb_matrix_free(matrix);
     }
   }
