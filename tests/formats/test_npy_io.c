@@ -164,9 +164,8 @@ static void test_npy_threads_missing_error(void)
   const size_t places[] = {0, count - 1, count / 2, count / 3, 1024 * 5 + 3, count - 1025};
   for (size_t p = 0; p < G_N_ELEMENTS(places); p++) {
     g_autofree float *values = NULL;
-    g_autofree char *clean = make_float_npy("missing.npy", rows, cols, 3, &values);
+    g_autofree char *path = make_float_npy("missing.npy", rows, cols, 3, &values);
     values[places[p]] = p % 2 == 0 ? NAN : -INFINITY;
-    g_autofree char *path = g_build_filename(formats_test_dir(), "missing.npy", NULL);
     /* rewrite the data after the 128-byte header */
     g_autofree char *bytes = NULL;
     gsize length = 0;
