@@ -65,6 +65,24 @@ static KnnwbMatrix *read_with(const char *path, int n_threads, KnnwbMissingPolic
   return matrix;
 }
 
+/* Reading path with options succeeds: the matrix. */
+static KnnwbMatrix *read_ok(const char *path, const KnnwbReadOptions *options, KnnwbReadInfo *info)
+{
+  KnnwbMatrix *matrix = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_formats_read_matrix(path, options, &matrix, info, &error));
+  g_assert_no_error(error);
+  return matrix;
+}
+
+/* The message for a float64 beyond the float range at stored (row, col), counted from 0. */
+static char *range_message(const char *path, size_t row, size_t col)
+{
+  return g_strdup_printf(
+      "%s: row %zu, column %zu: the float64 value is beyond the float range (+-3.4e38)", path,
+      row + 1, col + 1);
+}
+
 /* Two files of one shape read in turn on every thread count give their values (then freed, with
  * the paths): a byte left unread shows the other file's value when the allocator hands the freed
  * matrix back (or zero when it does not). */
@@ -115,10 +133,8 @@ static void test_npy_threads_block(void)
       options.n_threads = thread_counts[t];
       options.block_index = block;
       options.block_count = 3;
-      KnnwbMatrix *matrix = NULL;
       KnnwbReadInfo info;
-      g_autoptr(GError) error = NULL;
-      g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
+      KnnwbMatrix *matrix = read_ok(path, &options, &info);
       g_assert_true(info.block_read);
       g_assert_cmpuint(matrix->n_rows, ==, last - first);
       g_assert_true(memcmp(matrix->values, values + first * cols, (last - first) * cols * 4) == 0);
@@ -373,9 +389,7 @@ static void test_npy_convert_lowest_out_of_range(void)
   g_autofree float *expected = NULL;
   g_autofree char *path = make_item_npy("range.npy", &float64, rows, cols, 8, places, placed,
                                         G_N_ELEMENTS(places), &expected);
-  g_autofree char *message = g_strdup_printf(
-      "%s: row %zu, column %zu: the float64 value is beyond the float range (+-3.4e38)", path,
-      places[0] / cols + 1, places[0] % cols + 1);
+  g_autofree char *message = range_message(path, places[0] / cols, places[0] % cols);
   for (int n_threads = 1; n_threads <= 4; n_threads++) {
     int calls = 0;
     KnnwbReadOptions options;
@@ -385,6 +399,39 @@ static void test_npy_convert_lowest_out_of_range(void)
     options.progress_data = &calls;
     assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
   }
+}
+
+/* One rank's block of a float64 array is converted on threads too: its rows only, and a value
+ * beyond the float range named by its row in the whole file; the other blocks do not see it. */
+static void test_npy_convert_block(void)
+{
+  const size_t rows = 300007, cols = 11, place = 150001 * cols + 4; /* in the middle block */
+  const guint64 placed = double_bits(4e38);
+  g_autofree float *expected = NULL;
+  g_autofree char *path =
+      make_item_npy("block64.npy", &float64, rows, cols, 6, &place, &placed, 1, &expected);
+  g_autofree char *message = range_message(path, place / cols, place % cols);
+  for (int block = 0; block < 3; block++)
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      size_t first, last;
+      knnwb_knn_group_rows(rows, block, 3, &first, &last);
+      KnnwbReadOptions options;
+      knnwb_formats_read_options_init(&options);
+      options.n_threads = thread_counts[t];
+      options.block_index = block;
+      options.block_count = 3;
+      if (block == 1) {
+        assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
+        continue;
+      }
+      KnnwbReadInfo info;
+      KnnwbMatrix *matrix = read_ok(path, &options, &info);
+      g_assert_true(info.block_read);
+      g_assert_cmpuint(matrix->n_rows, ==, last - first);
+      g_assert_true(memcmp(matrix->values, expected + first * cols, (last - first) * cols * 4) ==
+                    0);
+      knnwb_matrix_free(matrix);
+    }
 }
 
 /* Marks an NPY written by make_item_npy as Fortran order: its data is then the C order of the
@@ -411,9 +458,7 @@ static void test_npy_convert_fortran_transposed(void)
     g_autofree char *path = make_item_npy("fortran.npy", &float64, rows, cols, 12, &place, &placed,
                                           bad ? 1 : 0, &expected);
     make_fortran(path);
-    g_autofree char *message = g_strdup_printf(
-        "%s: row %zu, column %zu: the float64 value is beyond the float range (+-3.4e38)", path,
-        place % rows + 1, place / rows + 1);
+    g_autofree char *message = range_message(path, place % rows, place / rows);
     for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
       KnnwbReadOptions options;
       knnwb_formats_read_options_init(&options);
@@ -423,16 +468,14 @@ static void test_npy_convert_fortran_transposed(void)
         assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
         continue;
       }
-      KnnwbMatrix *matrix = NULL;
       KnnwbReadInfo info;
-      g_autoptr(GError) error = NULL;
-      g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
+      KnnwbMatrix *matrix = read_ok(path, &options, &info);
       g_assert_cmpuint(matrix->n_rows, ==, cols);
       g_assert_true(memcmp(matrix->values, expected, rows * cols * 4) == 0);
       knnwb_matrix_free(matrix);
       /* Not transposed, it is the other order: transposed in memory, by the one-thread path. */
       options.transpose = FALSE;
-      g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
+      matrix = read_ok(path, &options, &info);
       g_assert_cmpuint(matrix->n_rows, ==, rows);
       for (size_t k = 0; k < rows * cols; k++)
         g_assert_true(memcmp(&matrix->values[k % rows * cols + k / rows], &expected[k], 4) == 0);
@@ -701,6 +744,7 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/npy-io/convert-lowest-out-of-range",
                   test_npy_convert_lowest_out_of_range);
   g_test_add_func("/formats/npy-io/convert-missing", test_npy_convert_missing);
+  g_test_add_func("/formats/npy-io/convert-block", test_npy_convert_block);
   g_test_add_func("/formats/npy-io/convert-fortran-transposed",
                   test_npy_convert_fortran_transposed);
   g_test_add_func("/formats/npy-io/lists-bytes", test_npy_lists_bytes);
