@@ -167,7 +167,9 @@ static gboolean knnwb_pread_run(KnnwbPreadJob *job, gboolean *all_finite, int *s
   n_threads = (int)MIN((size_t)n_threads, MAX(job->n_units, (size_t)1));
   g_autofree char *scratch = NULL;
   if (plan->convert != NULL) {
-    job->piece_bytes = MIN(job->piece_items, job->n_items) * job->stored_size;
+    /* A piece is never longer than the longest range: a small array gets small buffers. */
+    const size_t longest = (job->n_units + (size_t)n_threads - 1) / (size_t)n_threads;
+    job->piece_bytes = MIN(job->piece_items, longest * job->unit_items) * job->stored_size;
     scratch = job->scratch = g_try_malloc(MAX(job->piece_bytes * (size_t)n_threads, 1));
     if (scratch == NULL) {
       *saved_errno = ENOMEM;
