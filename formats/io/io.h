@@ -78,6 +78,13 @@ gboolean knnwb_formats_read_head(const char *path, char *buffer, size_t capacity
 
 /* ---- a plain file read on several threads (parallel_read.c) ---- */
 
+/**
+ * Turns n stored items (the file's bytes, as read) into n floats at out; FALSE with *bad (< n)
+ * at the first item it refuses. Called on several threads at once, on disjoint pieces.
+ */
+typedef gboolean (*KnnwbPreadConvertFunc)(const unsigned char *stored, size_t n, float *out,
+                                          size_t *bad, void *data);
+
 /** How knnwb_formats_pread_parallel() reads: threads, interruption, progress, a float check. */
 typedef struct {
   int n_threads;               /* 0: every usable core; fewer when the read is small */
@@ -86,19 +93,40 @@ typedef struct {
                                   the calling thread only */
   void *progress_data;
   uint64_t progress_total;
-  gboolean check_floats; /* the bytes are native float32: say whether all are finite */
+  gboolean check_floats; /* the floats written: say whether all are finite */
+  /* knnwb_formats_pread_convert() only (NULL/0 for a plain read): */
+  size_t stored_item_size; /* bytes of one stored item */
+  KnnwbPreadConvertFunc convert;
+  void *convert_data;
 } KnnwbPreadPlan;
 
 /**
  * Reads bytes at offset of the regular file fd into buffer, each thread a contiguous range in
  * 2 MiB pieces (cancel checked before each). On failure returns FALSE and *saved_errno says why,
- * for the failure at the lowest offset: 0 (the file ended early), ECANCELED, or pread's errno;
- * the buffer's contents are then unspecified. *all_finite: TRUE when plan->check_floats and every
- * float32 read is finite (no NaN, no infinity). Time O(bytes / threads); no allocation.
+ * for the failure at the lowest offset: 0 (the file ended early), ECANCELED, or pread's errno
+ * (a failure stops only the ranges above it); the buffer's contents are then unspecified.
+ * *all_finite: TRUE when plan->check_floats and every float32 read is finite (no NaN, no
+ * infinity). Time O(bytes / threads); no allocation.
  */
 gboolean knnwb_formats_pread_parallel(int fd, void *buffer, size_t bytes, uint64_t offset,
                                       const KnnwbPreadPlan *plan, gboolean *all_finite,
                                       int *saved_errno);
+
+/**
+ * Reads n_items stored items of plan->stored_item_size bytes at offset of fd and converts them
+ * with plan->convert into floats[0, n_items): each thread owns a contiguous range of items (whole
+ * 4 KiB pages of floats), read in pieces of about 2 MiB into a buffer of its own and converted
+ * into place, cancel checked before each piece, the floats scanned for NaN and infinity while
+ * they are in the cache (*all_finite as for knnwb_formats_pread_parallel()). On failure returns
+ * FALSE with *saved_errno and *failed_item for the failure at the lowest item, whatever the thread
+ * count (a failure stops only the ranges above it): 0 (the file ended early), ECANCELED, pread's
+ * errno (those three at the first item of the piece), ENOMEM (the piece buffers, *failed_item
+ * SIZE_MAX), or ERANGE: plan->convert refused item *failed_item. The floats' contents are then
+ * unspecified. Time O(n_items / threads); memory one piece (about 2 MiB) per thread.
+ */
+gboolean knnwb_formats_pread_convert(int fd, float *floats, size_t n_items, uint64_t offset,
+                                     const KnnwbPreadPlan *plan, gboolean *all_finite,
+                                     int *saved_errno, size_t *failed_item);
 
 /* ---- what a file looks like, for messages (sniff.c) ---- */
 

@@ -193,6 +193,39 @@ static uint64_t knnwb_npy_load(const unsigned char *src, size_t size, gboolean s
   }
 }
 
+/* Native float64 to float, the common case (numpy's default dtype), in blocks of a fixed length
+ * that the compiler vectorises, overflow tested per block. FALSE (with the item index) on a
+ * finite value beyond the float range, as knnwb_npy_convert. */
+static gboolean knnwb_npy_convert_doubles(const unsigned char *src, size_t n, float *dst,
+                                          size_t *bad)
+{
+  enum { BLOCK = 64 };
+  size_t first = 0;
+  for (; first + BLOCK <= n; first += BLOCK) {
+    double block[BLOCK];
+    memcpy(block, src + first * 8, sizeof block);
+    int overflow = 0;
+    for (int j = 0; j < BLOCK; j++) {
+      float f = (float)block[j];
+      overflow |= (fabsf(f) == INFINITY) & (fabs(block[j]) != INFINITY);
+      dst[first + j] = f;
+    }
+    if (overflow)
+      break; /* the item loop below finds which */
+  }
+  for (size_t i = first; i < n; i++) {
+    double value;
+    memcpy(&value, src + i * 8, 8);
+    float f = (float)value;
+    if (isinf(f) && isfinite(value)) {
+      *bad = i;
+      return FALSE;
+    }
+    dst[i] = f;
+  }
+  return TRUE;
+}
+
 /* Converts n stored items into floats: float16/32/64 and signed or unsigned integers of 1 to 8
  * bytes (count matrices saved from pandas are int64; integers beyond 2^24 round to the nearest
  * float, as the text readers do). Returns FALSE (with the item index) on a float64 overflow. */
@@ -200,6 +233,8 @@ static gboolean knnwb_npy_convert(const unsigned char *src, size_t n, const Knnw
                                   gboolean swap, float *dst, size_t *bad)
 {
   const size_t size = header->item_size;
+  if (header->kind == 'f' && size == 8 && !swap)
+    return knnwb_npy_convert_doubles(src, n, dst, bad);
   for (size_t i = 0; i < n; i++) {
     uint64_t bits = knnwb_npy_load(src + size * i, size, swap);
     if (header->kind == 'u') {
@@ -449,6 +484,19 @@ static void knnwb_npy_choose_rows(const KnnwbReadOptions *options, KnnwbNpyArray
   info->first_row = array->block_first;
 }
 
+/* The error for the float64 that is the item-th read (of this block) and beyond the float range. */
+static void knnwb_npy_out_of_range(const char *path, const KnnwbNpyArray *array, size_t item,
+                                   GError **error)
+{
+  const size_t k = array->block_first * array->cols + item;
+  const gboolean fortran = array->header.fortran_order;
+  const size_t r = fortran ? k % array->stored_rows : k / array->stored_cols;
+  const size_t c = fortran ? k / array->stored_rows : k % array->stored_cols;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+              "%s: row %zu, column %zu: the float64 value is beyond the float range (+-3.4e38)",
+              path, r + 1, c + 1);
+}
+
 /* Streams the stored items in chunks, converted to float; the k-th stored item is element
  * (k / inner, k % inner) of the memory order, which is the wanted matrix itself or its
  * transpose. */
@@ -474,13 +522,7 @@ static gboolean knnwb_npy_read_converted(KnnwbNpySource *source, const char *pat
     }
     size_t bad;
     if (!knnwb_npy_convert(chunk, n, header, array->swap, floats, &bad)) {
-      size_t k = array->block_first * array->cols + first + bad;
-      size_t r = header->fortran_order ? k % array->stored_rows : k / array->stored_cols;
-      size_t c = header->fortran_order ? k / array->stored_rows : k % array->stored_cols;
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
-                  "%s: row %zu, column %zu: the float64 value is beyond the float range "
-                  "(+-3.4e38)",
-                  path, r + 1, c + 1);
+      knnwb_npy_out_of_range(path, array, first + bad, error);
       return FALSE;
     }
     if (array->memory_is_c_order_of_wanted) {
@@ -512,9 +554,52 @@ static gboolean knnwb_npy_read_plain_floats(KnnwbNpySource *source, const KnnwbR
                                       &plan, finite, saved);
 }
 
+/* knnwb_npy_convert as the reading threads call it (parallel_read.c). */
+static gboolean knnwb_npy_convert_piece(const unsigned char *stored, size_t n, float *out,
+                                        size_t *bad, void *data)
+{
+  const KnnwbNpyArray *array = data;
+  return knnwb_npy_convert(stored, n, &array->header, array->swap, out, bad);
+}
+
+/* A plain file's items of any other type, stored in the wanted memory order, read and converted
+ * into place on the reading threads (parallel_read.c), NaN and infinity checked as for float32:
+ * *finite as knnwb_npy_read_plain_floats says. A float64 beyond the float range is reported at
+ * the lowest one, whichever thread meets it. */
+static gboolean knnwb_npy_read_plain_converted(KnnwbNpySource *source, const char *path,
+                                               const KnnwbReadOptions *options,
+                                               const KnnwbNpyArray *array, float *values,
+                                               gboolean *finite, GError **error)
+{
+  const uint64_t stored_bytes = (uint64_t)array->count * array->header.item_size;
+  const KnnwbPreadPlan plan = {.n_threads = options != NULL ? options->n_threads : 0,
+                               .cancel = options != NULL ? options->cancel : NULL,
+                               .progress = options != NULL ? options->progress : NULL,
+                               .progress_data = options != NULL ? options->progress_data : NULL,
+                               .progress_total = array->data_offset + stored_bytes,
+                               .check_floats = TRUE,
+                               .stored_item_size = array->header.item_size,
+                               .convert = knnwb_npy_convert_piece,
+                               .convert_data = (void *)array};
+  int saved = 0;
+  size_t failed_item = 0;
+  if (knnwb_formats_pread_convert(source->fd, values, array->count, array->data_offset, &plan,
+                                  finite, &saved, &failed_item))
+    return TRUE;
+  if (saved == ERANGE)
+    knnwb_npy_out_of_range(path, array, failed_item, error);
+  else if (saved == ENOMEM && failed_item == SIZE_MAX)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "%s: cannot allocate the buffers to read the array in", path);
+  else
+    knnwb_npy_read_failed(source, path, saved, error);
+  return FALSE;
+}
+
 /* The values into a new matrix: float32 in the host's order and the wanted memory order straight
- * into it (*finite: TRUE when a plain file's values were all checked finite on the way), anything
- * else converted. */
+ * into it, any other type in that order converted into place on several threads (*finite: TRUE
+ * when a plain file's values were all checked finite on the way), the rest (gzip, another memory
+ * order) converted by one thread. */
 static KnnwbMatrix *knnwb_npy_read_values(KnnwbNpySource *source, const char *path,
                                           const KnnwbReadOptions *options,
                                           const KnnwbNpyArray *array, gboolean *finite,
@@ -540,6 +625,11 @@ static KnnwbMatrix *knnwb_npy_read_values(KnnwbNpySource *source, const char *pa
                                      options, array->data_offset + array->matrix_bytes);
     if (!read) {
       knnwb_npy_read_failed(source, path, source->gzip == NULL ? saved : errno, error);
+      free(converted);
+      return NULL;
+    }
+  } else if (source->gzip == NULL && array->memory_is_c_order_of_wanted) {
+    if (!knnwb_npy_read_plain_converted(source, path, options, array, converted, finite, error)) {
       free(converted);
       return NULL;
     }

@@ -2,10 +2,11 @@
 # The input and output phases of `knnwb knn X.npy -k K -o g.npy` on the GPU machine, timed apart
 # from the search by tests/bench/bench_io (a CMake target of the build): the float32 NPY read as
 # the command reads it (threads, NaN check) for 10,000,000 x 50 (2 GB) and 1,533,876 x 128
-# (785 MB) from the page cache, and the .npy lists written as the command writes them (temporary,
+# (785 MB) from the page cache, the float64 one of 1,533,876 x 128 (1.57 GB, converted on the same
+# threads), and the .npy lists written as the command writes them (temporary,
 # fsync, rename) for 10M x 30 and 1,533,876 x 20, each beside its floors (one pread; one write(2)
 # and one fsync per file), the writes also on one thread. About a minute on the GPU machine; needs
-# 8 GB of disk under $TMPDIR (default /tmp).
+# 10 GB of disk under $TMPDIR (default /tmp).
 # Usage (repository root, after `cmake -S . -B build -DKNNWB_CUDA=ON`): tests/bench_gpu/io_check.sh OUT
 # Writes OUT/io.log (every line) and OUT/summary.txt (the best of each).
 set -uo pipefail
@@ -26,14 +27,16 @@ import sys, numpy as np
 d, r = sys.argv[1], np.random.default_rng(1)
 np.save(d + "/x10m.npy", r.standard_normal((10_000_000, 50), dtype=np.float32))
 np.save(d + "/x1533876.npy", r.standard_normal((1_533_876, 128), dtype=np.float32))
+np.save(d + "/x1533876f8.npy", r.standard_normal((1_533_876, 128)))
 PY
 echo "build + data: ${SECONDS} s" | tee "$out/io.log"
 {
   echo "== $(nproc) cores; $(free -g | awk '/Mem:/{print $2}') GiB; $(uname -r)"
   df -hT "$data" | tail -1
   cat /sys/kernel/mm/transparent_hugepage/enabled /proc/sys/vm/dirty_ratio 2>/dev/null
-  for f in x10m x1533876; do
+  for f in x10m x1533876 x1533876f8; do
     cat "$data/$f.npy" >/dev/null # in the page cache, as a file just written or read before is
+    echo "file $f.npy" # names the reads below in the summary (two files share a shape)
     timeout 60 "$bench" read "$data/$f.npy" --repeat 3
     timeout 60 "$bench" read "$data/$f.npy" --repeat 3 --threads 1
   done
@@ -42,8 +45,9 @@ echo "build + data: ${SECONDS} s" | tee "$out/io.log"
   timeout 60 "$bench" write --rows 1533876 --k 20 --dir "$data" --repeat 3
 } >>"$out/io.log" 2>&1
 # The best of each measurement (the first of a kind pays for memory the machine had elsewhere).
-awk '$1 == "read" || $1 == "write" {
-       key = $0; sub(/ +[0-9.]+ s +[0-9.]+ GB\/s$/, "", key);
+awk '$1 == "file" { file = $2 " " }
+     $1 == "read" || $1 == "write" {
+       key = ($1 == "read" ? file : "") $0; sub(/ +[0-9.]+ s +[0-9.]+ GB\/s$/, "", key);
        t = $(NF - 3); if (!(key in best) || t < best[key]) best[key] = t; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
      END { for (i = 1; i <= n; i++) printf "%-52s %8.3f s\n", order[i], best[order[i]] }' \
   "$out/io.log" >"$out/summary.txt"

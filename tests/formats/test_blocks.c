@@ -78,7 +78,7 @@ static void test_csv_without_header(void)
 
 static void test_npy_blocks(void)
 {
-  /* float32 C order: rows read by byte offsets; float64: converted in chunks. */
+  /* float32 C order: rows read by byte offsets; float64: converted on the reading threads. */
   for (int item = 4; item <= 8; item += 4) {
     const size_t rows = 23, cols = 3;
     g_autofree char *header = g_strdup_printf(

@@ -3,13 +3,17 @@
  * threads (each a range of whole 4 KiB units, 2 MiB pieces, the NaN/infinity check folded in) must
  * give the very matrix, the very errors and the very dropped rows that one thread gives, for sizes
  * that split into no whole number of units or pieces; a file cut short or an interruption while
- * it is read must fail as before. The two `.npy` list files, now written at once with early
- * writeback, must hold exactly the header and the raw lists, and a failed or interrupted write
- * must leave the previous files and no temporaries.
+ * it is read must fail as before. Arrays of other types (float64, float16, integers, the other
+ * byte order) are converted on the reading threads: the same floats as a plain conversion, the
+ * lowest float64 beyond the float range named whatever thread meets it, NaN found as for float32.
+ * The two `.npy` list files, now written at once with early writeback, must hold exactly the header
+ * and the raw lists, and a failed or interrupted write must leave the previous files and no
+ * temporaries.
  */
 #include "formats_test_util.h"
 
 #include <errno.h>
+#include <float.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -61,10 +65,47 @@ static KnnwbMatrix *read_with(const char *path, int n_threads, KnnwbMissingPolic
   return matrix;
 }
 
+/* Reading path with options succeeds: the matrix. */
+static KnnwbMatrix *read_ok(const char *path, const KnnwbReadOptions *options, KnnwbReadInfo *info)
+{
+  KnnwbMatrix *matrix = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(knnwb_formats_read_matrix(path, options, &matrix, info, &error));
+  g_assert_no_error(error);
+  return matrix;
+}
+
+/* The message for a float64 beyond the float range at stored (row, col), counted from 0. */
+static char *range_message(const char *path, size_t row, size_t col)
+{
+  return g_strdup_printf(
+      "%s: row %zu, column %zu: the float64 value is beyond the float range (+-3.4e38)", path,
+      row + 1, col + 1);
+}
+
+/* Two files of one shape read in turn on every thread count give their values (then freed, with
+ * the paths): a byte left unread shows the other file's value when the allocator hands the freed
+ * matrix back (or zero when it does not). */
+static void assert_pair_read(char *paths[2], float *values[2], size_t rows, size_t cols)
+{
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++)
+    for (int f = 0; f < 2; f++) {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(KnnwbMatrix) matrix =
+          read_with(paths[f], thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
+      g_assert_no_error(error);
+      g_assert_cmpuint(matrix->n_rows, ==, rows);
+      g_assert_cmpuint(matrix->n_cols, ==, cols);
+      g_assert_true(memcmp(matrix->values, values[f], rows * cols * 4) == 0);
+    }
+  for (int f = 0; f < 2; f++) {
+    g_free(values[f]);
+    g_free(paths[f]);
+  }
+}
+
 /* Sizes that are no multiple of 4 KiB, of 2 MiB pieces or of the thread count: every thread's
- * range ends inside a unit or a piece somewhere. Two files of one shape are read in turn, so that
- * a byte left unread shows the other file's value when the allocator hands the freed matrix back
- * (or zero when it does not). */
+ * range ends inside a unit or a piece somewhere. */
 static void test_npy_threads_same_matrix(void)
 {
   const size_t shapes[][2] = {{100003, 13}, {7, 5}, {262147, 9}, {1, 1048579}};
@@ -73,20 +114,7 @@ static void test_npy_threads_same_matrix(void)
     float *values[2] = {NULL, NULL};
     char *paths[2] = {make_float_npy("same-a.npy", rows, cols, 11 + (guint32)s, &values[0]),
                       make_float_npy("same-b.npy", rows, cols, 99 + (guint32)s, &values[1])};
-    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++)
-      for (int f = 0; f < 2; f++) {
-        g_autoptr(GError) error = NULL;
-        g_autoptr(KnnwbMatrix) matrix =
-            read_with(paths[f], thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
-        g_assert_no_error(error);
-        g_assert_cmpuint(matrix->n_rows, ==, rows);
-        g_assert_cmpuint(matrix->n_cols, ==, cols);
-        g_assert_true(memcmp(matrix->values, values[f], rows * cols * 4) == 0);
-      }
-    for (int f = 0; f < 2; f++) {
-      g_free(values[f]);
-      g_free(paths[f]);
-    }
+    assert_pair_read(paths, values, rows, cols);
   }
 }
 
@@ -105,10 +133,8 @@ static void test_npy_threads_block(void)
       options.n_threads = thread_counts[t];
       options.block_index = block;
       options.block_count = 3;
-      KnnwbMatrix *matrix = NULL;
       KnnwbReadInfo info;
-      g_autoptr(GError) error = NULL;
-      g_assert_true(knnwb_formats_read_matrix(path, &options, &matrix, &info, &error));
+      KnnwbMatrix *matrix = read_ok(path, &options, &info);
       g_assert_true(info.block_read);
       g_assert_cmpuint(matrix->n_rows, ==, last - first);
       g_assert_true(memcmp(matrix->values, values + first * cols, (last - first) * cols * 4) == 0);
@@ -117,34 +143,52 @@ static void test_npy_threads_block(void)
   }
 }
 
+/* Reading path with options fails with code and exactly message. */
+static void assert_read_error(const char *path, const KnnwbReadOptions *options, int code,
+                              const char *message)
+{
+  KnnwbMatrix *matrix = NULL;
+  KnnwbReadInfo info;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_formats_read_matrix(path, options, &matrix, &info, &error));
+  g_assert_null(matrix);
+  g_assert_error(error, KNNWB_ERROR, code);
+  g_assert_cmpstr(error->message, ==, message);
+}
+
+/* Every thread count fails on the NaN (or the infinity) that is item place, with the message one
+ * thread gives, which names its row and column. */
+static void assert_missing_error(const char *path, size_t place, size_t cols, gboolean nan)
+{
+  g_autofree char *expected = g_strdup_printf(
+      "%s: row %zu, column %zu: %s; clean the array, or choose the policy that drops rows with "
+      "missing values",
+      path, place / cols + 1, place % cols + 1, nan ? "NaN" : "infinite value");
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    KnnwbReadOptions options;
+    knnwb_formats_read_options_init(&options);
+    options.n_threads = thread_counts[t];
+    assert_read_error(path, &options, KNNWB_ERROR_PARSE, expected);
+  }
+}
+
 /* A NaN or an infinity anywhere (the first value, the last, on a range's edge for some thread
- * count) is found, with the message one thread gives, which names its row and column. */
+ * count) is found. */
 static void test_npy_threads_missing_error(void)
 {
   const size_t rows = 120011, cols = 7, count = rows * cols;
   const size_t places[] = {0, count - 1, count / 2, count / 3, 1024 * 5 + 3, count - 1025};
   for (size_t p = 0; p < G_N_ELEMENTS(places); p++) {
     g_autofree float *values = NULL;
-    g_autofree char *clean = make_float_npy("missing.npy", rows, cols, 3, &values);
+    g_autofree char *path = make_float_npy("missing.npy", rows, cols, 3, &values);
     values[places[p]] = p % 2 == 0 ? NAN : -INFINITY;
-    g_autofree char *path = g_build_filename(formats_test_dir(), "missing.npy", NULL);
     /* rewrite the data after the 128-byte header */
     g_autofree char *bytes = NULL;
     gsize length = 0;
     g_assert_true(g_file_get_contents(path, &bytes, &length, NULL));
     memcpy(bytes + 128, values, count * 4);
     g_assert_true(g_file_set_contents(path, bytes, (gssize)length, NULL));
-    g_autofree char *expected = g_strdup_printf(
-        "%s: row %zu, column %zu: %s; clean the array, or choose the policy that drops rows with "
-        "missing values",
-        path, places[p] / cols + 1, places[p] % cols + 1, p % 2 == 0 ? "NaN" : "infinite value");
-    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
-      g_autoptr(GError) error = NULL;
-      KnnwbMatrix *matrix = read_with(path, thread_counts[t], KNNWB_MISSING_ERROR, NULL, &error);
-      g_assert_null(matrix);
-      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE);
-      g_assert_cmpstr(error->message, ==, expected);
-    }
+    assert_missing_error(path, places[p], cols, p % 2 == 0);
   }
 }
 
@@ -206,6 +250,282 @@ static void test_npy_threads_truncated(void)
   }
 }
 
+/* ---- other item types, converted on the reading threads ---- */
+
+/* A stored item type: numpy's descr without its byte order, the item's size, and that order. */
+typedef struct {
+  const char *descr;
+  size_t size;
+  gboolean big_endian;
+} ItemType;
+
+static const ItemType item_types[] = {{"f8", 8, FALSE}, {"f2", 2, FALSE}, {"i4", 4, FALSE},
+                                      {"u1", 1, FALSE}, {"i8", 8, FALSE}, {"f4", 4, TRUE},
+                                      {"f8", 8, TRUE}};
+static const ItemType float64 = {"f8", 8, FALSE};
+
+static gboolean is_type(const ItemType *type, const char *descr)
+{
+  return strcmp(type->descr, descr) == 0;
+}
+
+/* A random finite item of the type as the host's bits, over the type's whole range (doubles from
+ * below float's subnormals to near its largest, -0 among them). */
+static guint64 random_item(GRand *rand, const ItemType *type, size_t i)
+{
+  if (is_type(type, "f8")) {
+    double value = i % 97 == 3 ? -0.0
+                               : ldexp(g_rand_double_range(rand, -1.0, 1.0),
+                                       g_rand_int_range(rand, -160, 128));
+    guint64 bits;
+    memcpy(&bits, &value, 8);
+    return bits;
+  }
+  guint64 bits = (guint64)g_rand_int(rand) << 32 | g_rand_int(rand);
+  if (is_type(type, "f2") && (bits & 0x7c00u) == 0x7c00u)
+    bits &= ~(guint64)0x0400u;
+  if (is_type(type, "f4") && (bits & 0x7f800000u) == 0x7f800000u)
+    bits &= ~(guint64)0x00800000u;
+  return type->size == 8 ? bits : bits & ((G_GUINT64_CONSTANT(1) << (8 * type->size)) - 1);
+}
+
+/* The float an item must become, computed plainly (half precision from its definition). */
+static float reference_float(const ItemType *type, guint64 bits)
+{
+  if (is_type(type, "f8")) {
+    double value;
+    memcpy(&value, &bits, 8);
+    return (float)value;
+  }
+  if (is_type(type, "f4")) {
+    guint32 narrow = (guint32)bits;
+    float value;
+    memcpy(&value, &narrow, 4);
+    return value;
+  }
+  if (is_type(type, "f2")) {
+    int exponent = (int)(bits >> 10 & 0x1f), mantissa = (int)(bits & 0x3ff);
+    float magnitude = exponent == 0 ? ldexpf((float)mantissa, -24)
+                                    : ldexpf((float)(mantissa + 1024), exponent - 25);
+    return (bits & 0x8000u) != 0 ? -magnitude : magnitude;
+  }
+  if (is_type(type, "i4"))
+    return (float)(gint32)(guint32)bits;
+  if (is_type(type, "i8"))
+    return (float)(gint64)bits;
+  return (float)bits; /* u1 */
+}
+
+/* A C-order NPY of rows x cols random items of the type, in the type's byte order whatever the
+ * host's, with the bits placed[p] at item places[p]; *floats gets what the reader must give. */
+static char *make_item_npy(const char *name, const ItemType *type, size_t rows, size_t cols,
+                           guint32 seed, const size_t *places, const guint64 *placed,
+                           size_t n_placed, float **floats)
+{
+  const size_t count = rows * cols;
+  g_autoptr(GString) file = knnwb_formats_npy_header(type->descr, rows, cols);
+  /* The dictionary follows a 10-byte preamble (which holds a NUL). */
+  strstr(file->str + 10, "'descr': '")[10] = type->big_endian ? '>' : '<';
+  const size_t data_at = file->len;
+  g_string_set_size(file, data_at + count * type->size);
+  GRand *rand = g_rand_new_with_seed(seed);
+  float *expected = g_new(float, count);
+  for (size_t i = 0; i < count; i++) {
+    guint64 bits = random_item(rand, type, i);
+    for (size_t p = 0; p < n_placed; p++)
+      bits = places[p] == i ? placed[p] : bits;
+    expected[i] = reference_float(type, bits);
+    unsigned char *item = (unsigned char *)file->str + data_at + i * type->size;
+    for (size_t b = 0; b < type->size; b++)
+      item[type->big_endian ? type->size - 1 - b : b] = (unsigned char)(bits >> (8 * b));
+  }
+  g_rand_free(rand);
+  *floats = expected;
+  return formats_test_write(name, file->str, (gssize)file->len);
+}
+
+static guint64 double_bits(double value)
+{
+  guint64 bits;
+  memcpy(&bits, &value, 8);
+  return bits;
+}
+
+/* Every type, on shapes that split into no whole number of pages, pieces or threads, gives the
+ * plainly converted floats for every thread count. */
+static void test_npy_convert_same_matrix(void)
+{
+  const size_t shapes[][2] = {{3001, 7}, {1, 1}, {7, 5}, {200003, 9}, {1, 262147}};
+  for (size_t y = 0; y < G_N_ELEMENTS(item_types); y++)
+    for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
+      const size_t rows = shapes[s][0], cols = shapes[s][1];
+      float *expected[2] = {NULL, NULL};
+      char *paths[2];
+      for (int f = 0; f < 2; f++)
+        paths[f] = make_item_npy(f == 0 ? "convert-a.npy" : "convert-b.npy", &item_types[y], rows,
+                                 cols, (guint32)(7 * y + s + 100 * f), NULL, NULL, 0, &expected[f]);
+      assert_pair_read(paths, expected, rows, cols);
+    }
+}
+
+/* Holds the calling thread (the one that reads the first range) after its first piece, so that
+ * the threads above it meet their own errors first. */
+static void hold_first_range(uint64_t done, uint64_t total, void *data)
+{
+  (void)done;
+  (void)total;
+  int *calls = data;
+  if ((*calls)++ == 0)
+    g_usleep(200000);
+}
+
+/* float64 values beyond the float range in several threads' ranges: the message names the lowest,
+ * past the first piece of the first range, even when the ranges above meet theirs first. */
+static void test_npy_convert_lowest_out_of_range(void)
+{
+  const size_t rows = 200003, cols = 9, count = rows * cols;
+  const size_t places[] = {300001, 1349633, count - 7};
+  const guint64 placed[] = {double_bits(-5e38), double_bits(1e39), double_bits(DBL_MAX)};
+  g_autofree float *expected = NULL;
+  g_autofree char *path = make_item_npy("range.npy", &float64, rows, cols, 8, places, placed,
+                                        G_N_ELEMENTS(places), &expected);
+  g_autofree char *message = range_message(path, places[0] / cols, places[0] % cols);
+  for (int n_threads = 1; n_threads <= 4; n_threads++) {
+    int calls = 0;
+    KnnwbReadOptions options;
+    knnwb_formats_read_options_init(&options);
+    options.n_threads = n_threads;
+    options.progress = hold_first_range;
+    options.progress_data = &calls;
+    assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
+  }
+}
+
+/* One rank's block of a float64 array is converted on threads too: its rows only, and a value
+ * beyond the float range named by its row in the whole file; the other blocks do not see it. */
+static void test_npy_convert_block(void)
+{
+  const size_t rows = 300007, cols = 11, place = 150001 * cols + 4; /* in the middle block */
+  const guint64 placed = double_bits(4e38);
+  g_autofree float *expected = NULL;
+  g_autofree char *path =
+      make_item_npy("block64.npy", &float64, rows, cols, 6, &place, &placed, 1, &expected);
+  g_autofree char *message = range_message(path, place / cols, place % cols);
+  for (int block = 0; block < 3; block++)
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      size_t first, last;
+      knnwb_knn_group_rows(rows, block, 3, &first, &last);
+      KnnwbReadOptions options;
+      knnwb_formats_read_options_init(&options);
+      options.n_threads = thread_counts[t];
+      options.block_index = block;
+      options.block_count = 3;
+      if (block == 1) {
+        assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
+        continue;
+      }
+      KnnwbReadInfo info;
+      KnnwbMatrix *matrix = read_ok(path, &options, &info);
+      g_assert_true(info.block_read);
+      g_assert_cmpuint(matrix->n_rows, ==, last - first);
+      g_assert_true(memcmp(matrix->values, expected + first * cols, (last - first) * cols * 4) ==
+                    0);
+      knnwb_matrix_free(matrix);
+    }
+}
+
+/* Marks an NPY written by make_item_npy as Fortran order: its data is then the C order of the
+ * transpose, which a read with transpose wants. */
+static void make_fortran(const char *path)
+{
+  g_autofree char *bytes = NULL;
+  gsize length = 0;
+  g_assert_true(g_file_get_contents(path, &bytes, &length, NULL));
+  char *order = strstr(bytes + 10, "'fortran_order': False");
+  memcpy(order, "'fortran_order': True ", strlen("'fortran_order': True "));
+  g_assert_true(g_file_set_contents(path, bytes, (gssize)length, NULL));
+}
+
+/* A Fortran-order float64 read transposed is in the wanted order too: the same floats on every
+ * thread count, and an out-of-range value named by its stored row and column; read as it is, it
+ * is transposed into C order. */
+static void test_npy_convert_fortran_transposed(void)
+{
+  const size_t rows = 200003, cols = 9, place = 1234567;
+  const guint64 placed = double_bits(-1e300);
+  for (int bad = 0; bad < 2; bad++) {
+    g_autofree float *expected = NULL;
+    g_autofree char *path = make_item_npy("fortran.npy", &float64, rows, cols, 12, &place, &placed,
+                                          bad ? 1 : 0, &expected);
+    make_fortran(path);
+    g_autofree char *message = range_message(path, place % rows, place / rows);
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      KnnwbReadOptions options;
+      knnwb_formats_read_options_init(&options);
+      options.n_threads = thread_counts[t];
+      options.transpose = TRUE;
+      if (bad) {
+        assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
+        continue;
+      }
+      KnnwbReadInfo info;
+      KnnwbMatrix *matrix = read_ok(path, &options, &info);
+      g_assert_cmpuint(matrix->n_rows, ==, cols);
+      g_assert_true(memcmp(matrix->values, expected, rows * cols * 4) == 0);
+      knnwb_matrix_free(matrix);
+      /* Not transposed, it is the other order: transposed in memory, by the one-thread path. */
+      options.transpose = FALSE;
+      matrix = read_ok(path, &options, &info);
+      g_assert_cmpuint(matrix->n_rows, ==, rows);
+      for (size_t k = 0; k < rows * cols; k++)
+        g_assert_true(memcmp(&matrix->values[k % rows * cols + k / rows], &expected[k], 4) == 0);
+      knnwb_matrix_free(matrix);
+    }
+  }
+}
+
+/* NaN and infinity among converted values (float64 of either byte order, float16): found with
+ * the message that names their row and column, or their rows dropped, for every thread count. */
+static void test_npy_convert_missing(void)
+{
+  const size_t rows = 120011, cols = 7, count = rows * cols;
+  const size_t places[] = {0, count - 1, count / 2, count / 3, 1024 * 5 + 3, count - 1025};
+  const ItemType types[] = {{"f8", 8, FALSE}, {"f8", 8, TRUE}, {"f2", 2, FALSE}};
+  for (size_t y = 0; y < G_N_ELEMENTS(types); y++)
+    for (size_t p = 0; p < G_N_ELEMENTS(places); p++) {
+      const gboolean nan = p % 2 == 0, half = is_type(&types[y], "f2");
+      const guint64 bits = half ? (nan ? 0x7e00u : 0xfc00u) : double_bits(nan ? NAN : -INFINITY);
+      g_autofree float *expected = NULL;
+      g_autofree char *path =
+          make_item_npy("missing.npy", &types[y], rows, cols, 3, &places[p], &bits, 1, &expected);
+      assert_missing_error(path, places[p], cols, nan);
+    }
+  /* Dropped: the rows holding them absent, the others as converted. */
+  const size_t bad[] = {0, 4095 * cols + 2, 75000 * cols + 6, count - 1};
+  const guint64 bits[] = {double_bits(NAN), double_bits(INFINITY), double_bits(-NAN),
+                          double_bits(-INFINITY)};
+  g_autofree float *expected = NULL;
+  g_autofree char *path =
+      make_item_npy("drop.npy", &float64, rows, cols, 4, bad, bits, G_N_ELEMENTS(bad), &expected);
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    g_autoptr(GError) error = NULL;
+    KnnwbReadInfo info;
+    g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*4 rows with missing values*");
+    g_autoptr(KnnwbMatrix) matrix =
+        read_with(path, thread_counts[t], KNNWB_MISSING_DROP_ROWS, &info, &error);
+    g_test_assert_expected_messages();
+    g_assert_no_error(error);
+    g_assert_cmpuint(info.n_dropped_rows, ==, G_N_ELEMENTS(bad));
+    for (size_t r = 0, b = 0; r < rows; r++) {
+      const gboolean absent = b < G_N_ELEMENTS(bad) && bad[b] / cols == r;
+      g_assert_cmpint(knnwb_matrix_row_is_absent(matrix, r), ==, absent);
+      if (!absent)
+        g_assert_true(memcmp(matrix->values + r * cols, expected + r * cols, cols * 4) == 0);
+      b += absent;
+    }
+  }
+}
+
 /* What the progress callback does to the file or the run while it is being read. */
 typedef struct {
   const char *path;
@@ -228,14 +548,18 @@ static void meddle(uint64_t done, uint64_t total, void *data)
 }
 
 /* A file cut short while it is read (the callback runs after the first 2 MiB piece, and every
- * thread's range has more) fails with the read error; an interruption stops the read. */
+ * thread's range has more) fails with the read error; an interruption stops the read. float32 is
+ * read in place, float64 converted. */
 static void test_npy_threads_changed_while_read(void)
 {
   const size_t rows = 1000003, cols = 6; /* 24 MB: 3 threads' ranges of 4 pieces each */
   for (int truncating = 0; truncating < 2; truncating++)
-    for (int n_threads = 1; n_threads <= 3; n_threads += 2) {
+    for (int n_threads = 1; n_threads <= 3; n_threads++) {
       g_autofree float *values = NULL;
-      g_autofree char *path = make_float_npy("changed.npy", rows, cols, 1, &values);
+      g_autofree char *path =
+          n_threads == 2
+              ? make_item_npy("changed.npy", &float64, rows, cols, 1, NULL, NULL, 0, &values)
+              : make_float_npy("changed.npy", rows, cols, 1, &values);
       ReadMeddler meddler = {.path = path, .truncate = truncating};
       KnnwbReadOptions options;
       knnwb_formats_read_options_init(&options);
@@ -416,6 +740,13 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/npy-io/threads-truncated", test_npy_threads_truncated);
   g_test_add_func("/formats/npy-io/threads-changed-while-read",
                   test_npy_threads_changed_while_read);
+  g_test_add_func("/formats/npy-io/convert-same-matrix", test_npy_convert_same_matrix);
+  g_test_add_func("/formats/npy-io/convert-lowest-out-of-range",
+                  test_npy_convert_lowest_out_of_range);
+  g_test_add_func("/formats/npy-io/convert-missing", test_npy_convert_missing);
+  g_test_add_func("/formats/npy-io/convert-block", test_npy_convert_block);
+  g_test_add_func("/formats/npy-io/convert-fortran-transposed",
+                  test_npy_convert_fortran_transposed);
   g_test_add_func("/formats/npy-io/lists-bytes", test_npy_lists_bytes);
   g_test_add_func("/formats/npy-io/lists-interrupted", test_npy_lists_interrupted);
   return g_test_run();
