@@ -3,12 +3,19 @@
 # from ROWS = the 876 rows of real_like_check.sh --rows) and on a tiny input: the process's start
 # (exec to "command started"), read, search, write (knnwb's summary), and its teardown ("command
 # finished" to the process's exit), from the debug log's clock and the shell's.
-# With CLUSTERS=1 also 10,000,000 x 50 in 50 clusters, euclidean k = 30 (the partitioned search).
+# With CLUSTERS=1 also 10,000,000 x 50 in 50 clusters, euclidean k = 30 (the partitioned search);
+# with MPI=1 (an MPI build) that one also as 2 ranks (one GPU each, or both on GPU 0). EXTRA=1
+# adds the real-like matrix as float64 (numpy's default), the PyTorch peer of the whole command
+# (torch_baseline.py --npy) and the tile loop with serial tiles (KNNWB_CUDA_SERIAL_TILES=1) with
+# and without the fresh-tile kernel (KNNWB_CUDA_FRESH=kernel).
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/whole_command_check.sh OUT ROWS
 set -uo pipefail
 out=$1; rows=$2; b=/tmp/knnwb-whole; d=/tmp/knnwb-whole-data; mkdir -p "$out" $d
+for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin; do
+  [ -n "${MPI:-}" ] && [ -x "$dir/mpicc" ] && ! command -v mpicc >/dev/null && export PATH=$dir:$PATH
+done
 SECONDS=0
-{ cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=${MPI:-OFF} -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
+{ cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=$([ -n "${MPI:-}" ] && echo ON || echo OFF) -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
   cmake --build $b -j"$(nproc)" --target knnwb_host knnwb_knn_plugin; } >"$out/build.log" 2>&1 ||
   { tail -30 "$out/build.log"; exit 1; }
 echo "build ${SECONDS} s"; nvidia-smi --query-gpu=name --format=csv,noheader | uniq -c
@@ -40,8 +47,32 @@ for i in 1 2; do
   run "real-like, 1 GPU" $d/real.npy -k 20 -m pearson
 done
 KNNWB_CUDA_TRACE=1 run "real-like, 1 GPU, traced" $d/real.npy -k 20 -m pearson
+if [ -n "${EXTRA:-}" ]; then
+  $py -c "import numpy as np; np.save('$d/real64.npy', np.load('$d/real.npy').astype(np.float64))"
+  cp $d/real.labels.txt $d/real64.labels.txt
+  run "real-like as float64, 1 GPU" $d/real64.npy -k 20 -m pearson
+  rm -f $d/real64.npy
+  timeout 150 python3 tests/bench_gpu/torch_baseline.py --npy $d/real.npy --out $d/torch --k 20 2>&1 | tail -1 | sed 's/^/PyTorch peer: /'
+  rm -f $d/torch*.npy
+  for f in staged kernel staged kernel; do
+    KNNWB_CUDA_FRESH=$f KNNWB_CUDA_SERIAL_TILES=1 KNNWB_CUDA_TRACE=1 run "real-like, serial tiles, fresh $f" $d/real.npy -k 20 -m pearson
+    grep -oE "selection kernels [0-9.]+ ms per diagonal tile \([0-9]+\), [0-9.]+ ms per other" $out/one.log | head -1 | sed 's/^/    /'
+  done
+fi
 if [ -n "${CLUSTERS:-}" ]; then
   [ -s $d/c10M.npy ] || $py tests/bench/make_clusters_table.py $d/c10M.npy 10000000 50
   for i in 1 2; do run "10M x 50 clusters, 1 GPU" $d/c10M.npy -k 30 -m euclidean; done
+  if [ -n "${MPI:-}" ]; then
+    gpus=$(nvidia-smi -L | wc -l)
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    rm -f $d/g.npy; t0=$(date +%s.%N)
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 bash -c \
+      'g=$OMPI_COMM_WORLD_LOCAL_RANK; [ "$g" -lt '"$gpus"' ] || g=0; CUDA_VISIBLE_DEVICES=$g exec "$@"' rank \
+      "$k" knn $d/c10M.npy -k 30 -m euclidean --mpi-input whole -o $d/g.npy >$out/one.log 2>&1
+    r=$?; t1=$(date +%s.%N)
+    echo "10M x 50 clusters, 2 ranks         rc=$r wall $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}') s"
+    grep -E "^knnwb: [0-9]+ x" $out/one.log | sed 's/^/    /'
+    sha256sum $d/g.npy | cut -c1-16 | sed 's/^/    digest /'
+  fi
 fi
 echo "total ${SECONDS} s"
