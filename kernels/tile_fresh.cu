@@ -13,9 +13,9 @@
  * Not the default (KNNWB_CUDA_FRESH=kernel chooses it): measured on one H200 (fresh_check.sh), it
  * takes 0.42 ms a diagonal tile against 1.12 ms, with the same lists, but the ordinary tiles of the
  * same run then take 0.137-0.139 ms against 0.121-0.122 ms, so the select step is slower (2.87 s
- * against 2.71 s; d = 295: 4.18 s against 3.78 s). The staged path's many small launches leave
- * most of the GPU to the next tiles' GEMMs, which this kernel (compute-bound, every SM) does not;
- * that the ordinary tiles' own kernels get slower is not explained yet.
+ * against 2.71 s; d = 295: 4.18 s against 3.78 s). With serial tiles (KNNWB_CUDA_SERIAL_TILES=1:
+ * no overlap with the GEMMs) the ordinary tiles slow down as much (0.092-0.095 ms against 0.078
+ * ms), so it is not the overlap; why they do is not explained yet.
  *
  * The state afterwards is what the merge leaves: the list holds the kc lowest scores of the row's
  * valid pairs (list order is free, select_internal.h), thr[row] is the kc-th of them (when there
@@ -197,6 +197,7 @@ __global__ void __launch_bounds__(kFreshThreads)
     list_score[t] = inf;
     list_index[t] = -1;
   }
+  __syncthreads(); /* every slot written before thread 0 reads them (n_valid == kc) */
   if (threadIdx.x == 0) {
     if (n_valid >= kc) {
       float worst = key_float(kth);
