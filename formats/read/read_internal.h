@@ -63,6 +63,11 @@ void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labe
 
 /* ---- readers, one per file ---- */
 
+/* One warning when rows repeat an earlier row's label (probe tables repeat gene symbols: the rows
+ * stay separate points): how many, and the first repeat in row order with the row it repeats
+ * (read_repeated_labels.c). NULL labels or "" never count. O(n) expected time on every thread. */
+void knnwb_formats_warn_repeated_labels(const char *path, const char *const *labels, size_t n_rows);
+
 /**
  * Reads a labels side file: one label per line (valid UTF-8; trailing blank lines ignored), exactly
  * count of them, set as matrix's row labels (column labels when as_columns: an NPY file read

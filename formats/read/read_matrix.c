@@ -2,9 +2,6 @@
  */
 #include "read_internal.h"
 
-#include <knnwb/parallel.h>
-
-#include <string.h>
 #include <sys/stat.h>
 
 static const KnnwbEnumName knnwb_header_names[] = {KNNWB_HEADER_NAMES(KNNWB_ENUM_ENTRY)};
@@ -55,77 +52,6 @@ gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptio
   else
     options->label_column_name = text;
   return TRUE;
-}
-
-/* FNV-1a over each label, for knnwb_formats_warn_repeated_labels (0 for none or ""). */
-typedef struct {
-  const char *const *labels;
-  guint64 *hashes;
-} KnnwbLabelHashes;
-
-static void knnwb_formats_hash_labels(size_t first, size_t last, void *data)
-{
-  KnnwbLabelHashes *job = data;
-  for (size_t i = first; i < last; i++) {
-    const unsigned char *p = (const unsigned char *)job->labels[i];
-    guint64 h = 0;
-    if (p != NULL && *p != '\0') {
-      h = 14695981039346656037ull;
-      for (; *p != '\0'; p++)
-        h = (h ^ *p) * 1099511628211ull;
-      h |= 1; /* never 0, the mark of "no label" */
-    }
-    job->hashes[i] = h;
-  }
-}
-
-/* Probe tables repeat gene symbols, so a repeated row label is normal input, not an error: the
- * rows stay separate points (outputs name vertices by row, and GML/GraphML node ids are row
- * numbers, so they stay unique), and one warning says so. The labels are hashed on every thread,
- * then entered in row order into an open-addressing table of row numbers (strings compared only
- * when the hashes are equal): 1.5 million metafeature labels took a quarter of a second in a
- * GHashTable, most of the read of a float32 NPY. O(n) expected time, 24 bytes a row at most. */
-static void knnwb_formats_warn_repeated_labels(const char *path, const char *const *labels,
-                                               size_t n_rows)
-{
-  if (labels == NULL || n_rows < 2)
-    return;
-  KnnwbLabelHashes job = {labels, g_new(guint64, n_rows)};
-  knnwb_parallel_for(0, n_rows, 1 << 14, knnwb_formats_hash_labels, &job);
-  size_t size = 2;
-  while (size < 2 * n_rows)
-    size *= 2;
-  const size_t mask = size - 1;
-  size_t *first_row = g_new0(size_t, size); /* row + 1; 0 = empty */
-  size_t n_repeated = 0, example_first = 0, example_again = 0;
-  for (size_t i = 0; i < n_rows; i++) {
-    const guint64 h = job.hashes[i];
-    if (h == 0)
-      continue;
-    size_t pos = (size_t)(h ^ (h >> 29)) & mask;
-    for (;; pos = (pos + 1) & mask) {
-      const size_t row = first_row[pos];
-      if (row == 0) {
-        first_row[pos] = i + 1;
-        break;
-      }
-      if (job.hashes[row - 1] == h && strcmp(labels[row - 1], labels[i]) == 0) {
-        if (n_repeated++ == 0) {
-          example_first = row - 1;
-          example_again = i;
-        }
-        break;
-      }
-    }
-  }
-  g_free(first_row);
-  g_free(job.hashes);
-  if (n_repeated > 0)
-    g_warning("%s: %zu row%s repeat%s an earlier row's label (first: '%s' on rows %zu and %zu, "
-              "counted from 0 as in the outputs); the rows are kept as separate points, told "
-              "apart by their row numbers",
-              path, n_repeated, n_repeated == 1 ? "" : "s", n_repeated == 1 ? "s" : "",
-              labels[example_again], example_first, example_again);
 }
 
 /* Names the rows with missing values: their count and the first few, by row number (counted from 0,
