@@ -126,6 +126,83 @@ static void test_repeated_labels(void)
   g_assert_cmpstr(rows->row_labels[40000], ==, "L17");
 }
 
+/* A table of n rows for the side-file comparisons. */
+static char *rows_table(const char *name, int n)
+{
+  GString *table = g_string_new("name\tc1\n");
+  for (int i = 0; i < n; i++)
+    g_string_append_printf(table, "r%d\t%d\n", i, i);
+  char *path = formats_test_write(name, table->str, (gssize)table->len);
+  g_string_free(table, TRUE);
+  return path;
+}
+
+/* Reads table with the side file of content (length bytes) with the side file read whole on
+ * every thread (parallel) or line by line; returns the labels joined by '|' or "error: " and
+ * the message. */
+static char *side_result(const char *table, const char *content, gssize length, gboolean parallel)
+{
+  g_autofree char *side = formats_test_write("side.txt", content, length);
+  g_setenv("KNNWB_LABELS_PARALLEL_BYTES", parallel ? "0" : "1000000000000", TRUE);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(KnnwbMatrix) m = read_with_labels(table, side, KNNWB_INPUT_TSV, FALSE, &error);
+  g_unsetenv("KNNWB_LABELS_PARALLEL_BYTES");
+  if (m == NULL)
+    return g_strconcat("error: ", error->message, NULL);
+  GString *joined = g_string_new(NULL);
+  for (size_t i = 0; i < m->n_rows; i++)
+    g_string_append_printf(joined, "%s|", m->row_labels[i]);
+  return g_string_free(joined, FALSE);
+}
+
+/* A side file read whole on every thread gives what the line reader gives: the same labels (a
+ * byte-order mark skipped, "\r\n" and a last line without a newline), or the same message (line
+ * and column of the first label that is not UTF-8 or holds a NUL byte, whatever thread meets it;
+ * the counts). */
+static void test_parallel_same(void)
+{
+  g_autofree char *three = rows_table("three.tsv", 3);
+  static const struct {
+    const char *content;
+    gssize length;
+  } cases[] = {
+      {"a\nb\nc\n", -1},
+      {"\xEF\xBB\xBF"
+       "a\r\nb\r\nc",
+       -1},
+      {"a\n\nc\n\n\n", -1},
+      {"a\nb\n", -1},
+      {"a\nb\nc\nd\n", -1},
+      {"a\nb\xff\nc\n", -1},
+      {"a\nb\nc\0x\n", 9},
+      {"a\r\nb\rc\r\n\r", -1},
+      {"a\nb\nc\r\r\n", -1},
+      {"", 0},
+      {"\n\n\n", -1},
+  };
+  for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+    g_autofree char *lines = side_result(three, cases[c].content, cases[c].length, FALSE);
+    g_autofree char *whole = side_result(three, cases[c].content, cases[c].length, TRUE);
+    g_assert_cmpstr(whole, ==, lines);
+  }
+  /* Many lines over several threads: bad bytes in the first and the last part of the file, twice
+   * in the first part, and in the last part alone. */
+  enum { N = 20000 };
+  g_autofree char *many = rows_table("many.tsv", N);
+  const int bad[][2] = {{1500, 19000}, {1500, 1600}, {-1, 18500}, {-1, -1}};
+  for (size_t c = 0; c < G_N_ELEMENTS(bad); c++) {
+    GString *text = g_string_new(NULL);
+    for (int i = 0; i < N; i++)
+      g_string_append_printf(text, i == bad[c][0] || i == bad[c][1] ? "L%d\xc3\n" : "L%d\n", i);
+    g_autofree char *lines = side_result(many, text->str, (gssize)text->len, FALSE);
+    g_autofree char *whole = side_result(many, text->str, (gssize)text->len, TRUE);
+    g_assert_cmpstr(whole, ==, lines);
+    if (bad[c][1] >= 0)
+      g_assert_nonnull(strstr(whole, bad[c][0] >= 0 ? ":1501:" : ":18501:"));
+    g_string_free(text, TRUE);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -135,5 +212,6 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/side-labels/dropped-rows", test_dropped_rows);
   g_test_add_func("/formats/side-labels/counts", test_label_counts);
   g_test_add_func("/formats/side-labels/repeated", test_repeated_labels);
+  g_test_add_func("/formats/side-labels/parallel-same", test_parallel_same);
   return g_test_run();
 }
