@@ -65,17 +65,20 @@ void knnwb_formats_warn_numeric_labels(const char *path, const char *const *labe
 
 /* One warning when rows repeat an earlier row's label (probe tables repeat gene symbols: the rows
  * stay separate points): how many, and the first repeat in row order with the row it repeats
- * (read_repeated_labels.c). NULL labels or "" never count. O(n) expected time on every thread. */
-void knnwb_formats_warn_repeated_labels(const char *path, const char *const *labels, size_t n_rows);
+ * (read_repeated_labels.c). NULL labels or "" never count. O(n) expected time on n_threads threads
+ * (0: every core). */
+void knnwb_formats_warn_repeated_labels(const char *path, const char *const *labels, size_t n_rows,
+                                        int n_threads);
 
 /**
  * Reads a labels side file: one label per line (valid UTF-8; trailing blank lines ignored), exactly
  * count of them, set as matrix's row labels (column labels when as_columns: an NPY file read
- * transposed), replacing any. Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE ("path:line: ..."; a
- * count that differs says both). O(file size).
+ * transposed), replacing any. A plain file of 1 MiB or more is read and split on n_threads
+ * threads (0: every core). Errors: KNNWB_ERROR_IO, KNNWB_ERROR_PARSE ("path:line: ..."; a count
+ * that differs says both). O(file size).
  */
 gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, KnnwbMatrix *matrix,
-                                        gboolean as_columns, GError **error);
+                                        gboolean as_columns, int n_threads, GError **error);
 
 gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,
                                       char delimiter, KnnwbMatrix **out, KnnwbReadInfo *info,

@@ -9,6 +9,10 @@
 
 /* Side files below this size are read line by line: threads are not worth starting for them.
  * KNNWB_LABELS_PARALLEL_BYTES sets another size (tests compare the two ways on small files). */
+/* Above this size the file is read line by line: read whole, it would be in memory twice for a
+ * moment (the bytes read, then their copy in the matrix's strings). */
+#define KNNWB_LABELS_WHOLE_MAX ((uint64_t)1 << 30)
+
 static uint64_t knnwb_labels_parallel_bytes(void)
 {
   const char *v = g_getenv("KNNWB_LABELS_PARALLEL_BYTES");
@@ -84,15 +88,18 @@ static void knnwb_labels_split(int thread, int n_threads, void *data)
 }
 
 /* A plain (not compressed) regular file of input: read whole on every core into the matrix's
- * strings, split and checked on every thread, the labels into labels (count slots). Returns 1
+ * strings, split and checked on n_threads threads (0: every core), the labels into labels (count
+ * slots). Returns 1
  * when read, 0 when the file is not such a file (read it line by line), -1 on an error. Gives the
  * line reader's lines, line numbers and messages. O(file size / threads). */
 static int knnwb_labels_read_plain(KnnwbTextInput *input, const char *labels_path, size_t count,
-                                   KnnwbMatrix *matrix, char **labels, GError **error)
+                                   KnnwbMatrix *matrix, char **labels, int n_threads,
+                                   GError **error)
 {
   struct stat st;
   if (input->gzip != NULL || fstat(input->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      (uint64_t)st.st_size < knnwb_labels_parallel_bytes() || (uint64_t)st.st_size >= G_MAXSSIZE)
+      (uint64_t)st.st_size < knnwb_labels_parallel_bytes() ||
+      (uint64_t)st.st_size > KNNWB_LABELS_WHOLE_MAX)
     return 0;
   const size_t size = (size_t)st.st_size;
   g_autofree char *bytes = g_try_malloc(size);
@@ -103,7 +110,7 @@ static int knnwb_labels_read_plain(KnnwbTextInput *input, const char *labels_pat
       !knnwb_formats_pread_parallel(input->fd, bytes, size, 0, &plan, &unused_finite, &saved))
     return 0; /* short of memory, or the file changed: the line reader says what it finds */
   const size_t skip = size >= 3 && memcmp(bytes, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
-  const int threads = knnwb_thread_count(0);
+  const int threads = knnwb_thread_count(n_threads);
   KnnwbLabelsText t = {
       .text = g_string_chunk_insert_len(matrix->strings, bytes + skip, (gssize)(size - skip)),
       .size = size - skip,
@@ -189,7 +196,7 @@ static gboolean knnwb_labels_read_lines(KnnwbTextInput *input, const char *label
 }
 
 gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, KnnwbMatrix *matrix,
-                                        gboolean as_columns, GError **error)
+                                        gboolean as_columns, int n_threads, GError **error)
 {
   KnnwbTextInput input;
   if (!knnwb_text_input_open(&input, labels_path, error))
@@ -198,7 +205,7 @@ gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, K
   g_autofree char **labels = g_new0(char *, MAX(count, 1));
   if (matrix->strings == NULL)
     matrix->strings = g_string_chunk_new(1 << 16);
-  int plain = knnwb_labels_read_plain(&input, labels_path, count, matrix, labels, error);
+  int plain = knnwb_labels_read_plain(&input, labels_path, count, matrix, labels, n_threads, error);
   gboolean ok = plain == 1 || (plain == 0 && knnwb_labels_read_lines(&input, labels_path, count,
                                                                      matrix, labels, error));
   knnwb_text_input_close(&input);

@@ -118,7 +118,7 @@ void knnwb_formats_warn_read(const char *path, const KnnwbReadOptions *options,
               "such data first (-log10 of p-values, say)",
               path, info->n_tiny_values, KNNWB_PLURAL(info->n_tiny_values),
               info->n_tiny_values == 1 ? "was" : "were", info->first_tiny_line);
-  knnwb_formats_warn_repeated_labels(path, labels, n_rows);
+  knnwb_formats_warn_repeated_labels(path, labels, n_rows, options->n_threads);
 }
 
 gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *options,
@@ -207,7 +207,8 @@ gboolean knnwb_formats_read_matrix(const char *path, const KnnwbReadOptions *opt
   }
   /* The side file names the file's rows as stored (before transposing), as for NPY. */
   if (ok && options->labels_path != NULL &&
-      !knnwb_formats_read_labels_file(options->labels_path, matrix->n_rows, matrix, FALSE, error))
+      !knnwb_formats_read_labels_file(options->labels_path, matrix->n_rows, matrix, FALSE,
+                                      options->n_threads, error))
     return FALSE;
   if (!ok)
     return FALSE;

@@ -794,7 +794,8 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *given,
   if (ok && options->labels_path != NULL) {
     g_autoptr(GError) side_error = NULL;
     ok = knnwb_formats_read_labels_file(options->labels_path, array.stored_rows, matrix,
-                                        array.want_transpose, side ? &side_error : error);
+                                        array.want_transpose, options->n_threads,
+                                        side ? &side_error : error);
     if (!ok && side != NULL) {
       /* A side file that does not fit is not this array's: say so, and read on without it. */
       g_warning("%s: the labels beside it are not its rows' (%s); the rows keep no labels", path,

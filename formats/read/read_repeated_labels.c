@@ -108,7 +108,8 @@ static void knnwb_label_order(KnnwbLabelCheck *check)
           (KnnwbLabelRow){i, check->hashes[i]};
 }
 
-void knnwb_formats_warn_repeated_labels(const char *path, const char *const *labels, size_t n_rows)
+void knnwb_formats_warn_repeated_labels(const char *path, const char *const *labels, size_t n_rows,
+                                        int n_threads)
 {
   if (labels == NULL || n_rows < 2)
     return;
@@ -117,9 +118,9 @@ void knnwb_formats_warn_repeated_labels(const char *path, const char *const *lab
   check->n_rows = n_rows;
   check->hashes = g_new(guint64, n_rows);
   check->order = g_new(KnnwbLabelRow, n_rows);
-  knnwb_parallel_for(0, n_rows, 1 << 14, knnwb_label_hash_rows, check);
+  knnwb_parallel_for(n_threads, n_rows, 1 << 14, knnwb_label_hash_rows, check);
   knnwb_label_order(check);
-  knnwb_parallel_for(0, KNNWB_LABEL_PARTS, 1, knnwb_label_check_parts, check);
+  knnwb_parallel_for(n_threads, KNNWB_LABEL_PARTS, 1, knnwb_label_check_parts, check);
   size_t n_repeated = 0, part = 0;
   for (size_t p = 0; p < KNNWB_LABEL_PARTS; p++) {
     n_repeated += check->repeated[p];
