@@ -1,0 +1,312 @@
+/*
+ * The threshold filters of half-precision tiles of DOT and ABS_DOT scores (the FP16 screens of
+ * every metric but euclidean; see tile_filter.cu for the others and select_internal.h for the
+ * state): filter_half_stream_kernel streams ordinary tiles, filter_half_kernel filters the column
+ * stages of fresh tiles, where most pairs pass.
+ */
+#include "tile_filter_exact.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+namespace knnwb_cuda
+{
+namespace
+{
+
+constexpr int kFilterThreads = 256;
+
+/*
+ * The half-tile filter for DOT and ABS_DOT (the FP16 screens of every metric but euclidean): as
+ * filter_kernel, but each thread reads 8 adjacent halves per 16-byte load (8 rows x 8 columns, the
+ * 128 bytes in flight per thread of the float kernel) and the tests reduce in half precision: the
+ * largest product (magnitude) of a row or column, converted and scaled once. Conversion and
+ * scaling by a power of two are monotone, so that equals the largest of the scaled float products
+ * filter_kernel takes, bit for bit: the same rows and columns go to the exact passes, and the
+ * same candidates pass. Grid: (ceil(n_cols / 2048), ceil(n_rows / 8)); needs ld, the tile's column
+ * offset and every stage start a multiple of 8.
+ * Measured (one H200, ncu and the trace): 72-77 us per 8192^2 tile of 1,533,876 x 295 rows, as
+ * the 4-column kernel, at 37-40% of DRAM bandwidth. Moving the exact passes into a kernel of their
+ * own (the filter queuing its warps with a pass) was slower (0.180 ms per tile in the loop). Now
+ * used for the column stages of fresh tiles, where most pairs pass and short rows of the grid keep
+ * every multiprocessor busy; ordinary tiles stream (filter_half_stream_kernel).
+ */
+constexpr int kHalfFilterRows = 8;
+constexpr int kHalfFilterCols = kFilterThreads * 8;
+
+template <int kKind> __device__ __forceinline__ __half2 half_magnitude(__half2 v)
+{
+  return kKind == KNNWB_SCORE_ABS_DOT ? __habs2(v) : v;
+}
+
+/* The largest of 8 products (magnitudes for ABS_DOT); NaNs (outside the tile) are ignored. */
+template <int kKind> __device__ __forceinline__ __half2 half_max8(const uint4 &raw)
+{
+  __half2 a, b, c, d;
+  memcpy(&a, &raw.x, sizeof a);
+  memcpy(&b, &raw.y, sizeof b);
+  memcpy(&c, &raw.z, sizeof c);
+  memcpy(&d, &raw.w, sizeof d);
+  return __hmax2(__hmax2(half_magnitude<kKind>(a), half_magnitude<kKind>(b)),
+                 __hmax2(half_magnitude<kKind>(c), half_magnitude<kKind>(d)));
+}
+
+/* raw with the halves at columns j0 + p >= n_cols replaced by NaN (not pairs). */
+__device__ __forceinline__ uint4 half_mask_columns(uint4 raw, int j0, int n_cols)
+{
+  uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int p = 0; p < 8; p++)
+    if (j0 + p >= n_cols)
+      w[p / 2] = (w[p / 2] & (p % 2 ? 0x0000ffffu : 0xffff0000u)) | (p % 2 ? 0x7e000000u : 0x7e00u);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/*
+ * The fast tests of filter_half_kernel for the thread's 8 rows i0.. and 8 columns j0..: bit r of
+ * *row_hits when a product of row i0 + r beats its threshold, bit u of *col_hits (do_cols) when
+ * one of column j0 + u beats the column's. Reads the 8 x 8 halves with 8 16-byte loads.
+ */
+template <int kKind>
+__device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom &g, int i0, int j0,
+                                          unsigned *row_hits, unsigned *col_hits)
+{
+  constexpr int kRows = kHalfFilterRows;
+  const float inf = __int_as_float(0x7f800000);
+  const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
+  const __half *tile = static_cast<const __half *>(g.tile);
+  uint4 raw[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    const int i = i0 + r;
+    raw[r] = (i < g.n_rows && j0 < g.n_cols)
+                 ? __ldg(reinterpret_cast<const uint4 *>(tile + (size_t)i * g.ld + j0))
+                 : outside;
+  }
+  float row_thr[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; r++)
+    row_thr[r] = i0 + r < g.n_rows ? st.thr[g.row_state0 + i0 + r] : -inf;
+  unsigned rows = 0;
+  const __half2 nan2 = __halves2half2(__ushort_as_half(0x7e00), __ushort_as_half(0x7e00));
+  __half2 col_max[4] = {nan2, nan2, nan2, nan2};
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    uint4 v = raw[r];
+    if (j0 + 8 > g.n_cols)
+      v = half_mask_columns(v, j0, g.n_cols);
+    const __half2 m2 = half_max8<kKind>(v);
+    const float largest = fmaxf(__low2float(m2), __high2float(m2)) * g.tile_scale;
+    rows |= (unsigned)(1.0f - largest < row_thr[r]) << r;
+    if (g.do_cols) {
+      __half2 h[4];
+      memcpy(h, &v, sizeof h);
+#pragma unroll
+      for (int w = 0; w < 4; w++)
+        col_max[w] = __hmax2(col_max[w], half_magnitude<kKind>(h[w]));
+    }
+  }
+  unsigned cols = 0;
+  if (g.do_cols) {
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int j = j0 + u;
+      const float thr = j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
+      const float largest =
+          (u % 2 ? __high2float(col_max[u / 2]) : __low2float(col_max[u / 2])) * g.tile_scale;
+      cols |= (unsigned)(1.0f - largest < thr) << u;
+    }
+  }
+  *row_hits = rows;
+  *col_hits = cols;
+}
+
+template <int kKind, bool kGroups>
+__global__ void __launch_bounds__(kFilterThreads, 4)
+    filter_half_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
+{
+  const int j0 = blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
+  const int i0 = blockIdx.y * kHalfFilterRows;
+  unsigned row_hits, col_hits;
+  half_hits<kKind>(st, g, i0, j0, &row_hits, &col_hits);
+  const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
+  if (warp_rows)
+    filter_rows_exact<8, kKind, kGroups>(st, g, warp_rows, i0, j0);
+  if (col_hits)
+    filter_cols_exact<kHalfFilterRows, kKind, kGroups>(st, g, col_hits, i0, j0);
+}
+
+/*
+ * The streaming half filter of an ordinary tile (rows with thresholds): grid (ceil(n_cols / 2048),
+ * ceil(n_rows / 64)); each thread walks 8 adjacent columns down the block's 64 rows, 4 rows at a
+ * time, with the next 4 rows' loads (and their thresholds) in flight while it tests the current
+ * ones, and (kPrefetch) the 4 after those on their way to L2. The tests are filter_half_kernel's,
+ * bit for bit: each row's largest product against its threshold, each column's largest over the
+ * block's rows against the column's; the exact passes, the same functions, run after the walk for
+ * the rows and columns found. So the same pairs pass, in another order (the candidate buffers are
+ * unordered).
+ *
+ * Why: after a row's first tile almost nothing passes (about 10,000 candidates per 8,192^2 tile of
+ * 1,533,876 x 128 Pearson rows), yet filter_half_kernel, whose threads read one 8 x 8 block and
+ * exit, ran at half the DRAM bandwidth (ncu, one H200, a mid-loop tile: 57 us, 2.39 TB/s, 28.8%
+ * achieved occupancy of 50%, warps waiting on their loads half of the time): a thread's loads
+ * were in flight only at its start, and a block's slot waited for its slowest warp.
+ */
+constexpr int kStreamChunk = 4; /* rows tested at once; the next chunk's loads are in flight */
+constexpr int kStreamRows = 64; /* rows of a block: the column tests span them */
+
+/* Rows i0 .. i0 + kStreamChunk - 1 of the thread's 8 columns, with the rows' thresholds; rows at
+ * or past `limit` (the block's end) and columns past the tile: NaN products, -inf thresholds. */
+__device__ __forceinline__ void stream_load(const SelectState &st, const TileGeom &g, int limit,
+                                            int i0, int j0, uint4 *raw, float *thr)
+{
+  const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
+  const float inf = __int_as_float(0x7f800000);
+  const __half *tile = static_cast<const __half *>(g.tile);
+#pragma unroll
+  for (int r = 0; r < kStreamChunk; r++) {
+    const int i = i0 + r;
+    raw[r] = (i < limit && j0 < g.n_cols)
+                 ? __ldg(reinterpret_cast<const uint4 *>(tile + (size_t)i * g.ld + j0))
+                 : outside;
+    thr[r] = i < limit ? st.thr[g.row_state0 + i] : -inf;
+  }
+}
+
+/* Asks L2 for rows i0 .. i0 + kStreamChunk - 1 (below limit) of the thread's columns (no
+ * registers held). */
+__device__ __forceinline__ void stream_prefetch(const TileGeom &g, int limit, int i0, int j0)
+{
+  const __half *tile = static_cast<const __half *>(g.tile);
+#pragma unroll
+  for (int r = 0; r < kStreamChunk; r++)
+    if (i0 + r < limit && j0 < g.n_cols)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(tile + (size_t)(i0 + r) * g.ld + j0));
+}
+
+template <int kKind, bool kGroups, bool kPrefetch>
+__global__ void __launch_bounds__(kFilterThreads, 4)
+    filter_half_stream_kernel(const __grid_constant__ SelectState st,
+                              const __grid_constant__ TileGeom g)
+{
+  const int j0 = blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
+  const int r0 = blockIdx.y * kStreamRows;
+  const int r_end = min(r0 + kStreamRows, g.n_rows);
+  const __half2 nan2 = __halves2half2(__ushort_as_half(0x7e00), __ushort_as_half(0x7e00));
+  __half2 col_max[4] = {nan2, nan2, nan2, nan2};
+  uint4 raw[kStreamChunk], next[kStreamChunk];
+  float thr[kStreamChunk], next_thr[kStreamChunk];
+  unsigned long long pending = 0; /* bit i - r0: some lane's columns of row i beat its threshold */
+  stream_load(st, g, r_end, r0, j0, raw, thr);
+  if (kPrefetch)
+    stream_prefetch(g, r_end, r0 + kStreamChunk, j0);
+  for (int i0 = r0; i0 < r_end; i0 += kStreamChunk) {
+    stream_load(st, g, r_end, i0 + kStreamChunk, j0, next, next_thr);
+    if (kPrefetch)
+      stream_prefetch(g, r_end, i0 + 2 * kStreamChunk, j0);
+    unsigned rows = 0;
+#pragma unroll
+    for (int r = 0; r < kStreamChunk; r++) {
+      uint4 v = raw[r];
+      if (j0 + 8 > g.n_cols)
+        v = half_mask_columns(v, j0, g.n_cols);
+      const __half2 m2 = half_max8<kKind>(v);
+      const float largest = fmaxf(__low2float(m2), __high2float(m2)) * g.tile_scale;
+      rows |= (unsigned)(1.0f - largest < thr[r]) << r;
+      if (g.do_cols) {
+        __half2 h[4];
+        memcpy(h, &v, sizeof h);
+#pragma unroll
+        for (int w = 0; w < 4; w++)
+          col_max[w] = __hmax2(col_max[w], half_magnitude<kKind>(h[w]));
+      }
+    }
+    /* no call inside the loop: registers live across a call wait for their loads and spill */
+    pending |= (unsigned long long)__reduce_or_sync(kFullMask, rows) << (i0 - r0);
+#pragma unroll
+    for (int r = 0; r < kStreamChunk; r++) {
+      raw[r] = next[r];
+      thr[r] = next_thr[r];
+    }
+  }
+  /* the exact row passes of the rows some lane of the warp found (re-read from the caches) */
+  if ((unsigned)pending)
+    filter_rows_exact<8, kKind, kGroups>(st, g, (unsigned)pending, r0, j0);
+  if ((unsigned)(pending >> 32))
+    filter_rows_exact<8, kKind, kGroups>(st, g, (unsigned)(pending >> 32), r0 + 32, j0);
+  if (!g.do_cols)
+    return;
+  const float inf = __int_as_float(0x7f800000);
+  unsigned cols = 0;
+#pragma unroll
+  for (int u = 0; u < 8; u++) {
+    const int j = j0 + u;
+    const float col_thr = j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
+    const float largest =
+        (u % 2 ? __high2float(col_max[u / 2]) : __low2float(col_max[u / 2])) * g.tile_scale;
+    cols |= (unsigned)(1.0f - largest < col_thr) << u;
+  }
+  if (cols == 0)
+    return;
+  /* the exact column pass in halves of 32 rows (its masks are 32 bits) */
+  filter_cols_exact<32, kKind, kGroups>(st, g, cols, r0, j0);
+  if (r0 + 32 < r_end)
+    filter_cols_exact<32, kKind, kGroups>(st, g, cols, r0 + 32, j0);
+}
+static_assert(kStreamRows == 64 && kStreamRows % kStreamChunk == 0, "two exact halves of 32 rows");
+
+/* KNNWB_CUDA_HALF_FILTER: "block" filters every half tile with filter_half_kernel, "noprefetch"
+ * streams without the L2 prefetch (both to compare); else ordinary tiles stream. */
+enum HalfFilterMode { kHalfStream, kHalfBlock, kHalfNoPrefetch };
+
+HalfFilterMode half_filter_mode(void)
+{
+  /* read at every launch (well under a microsecond against a tile's 50), so tests can switch it */
+  const char *v = getenv("KNNWB_CUDA_HALF_FILTER");
+  if (v != nullptr && strcmp(v, "block") == 0)
+    return kHalfBlock;
+  if (v != nullptr && strcmp(v, "noprefetch") == 0)
+    return kHalfNoPrefetch;
+  return kHalfStream;
+}
+
+template <int kKind, bool kGroups>
+void launch_filter_half_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  const HalfFilterMode mode = half_filter_mode();
+  if (geom.fresh || mode == kHalfBlock) {
+    const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
+                    (geom.n_rows + kHalfFilterRows - 1) / kHalfFilterRows);
+    filter_half_kernel<kKind, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    return;
+  }
+  const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
+                  (geom.n_rows + kStreamRows - 1) / kStreamRows);
+  if (mode == kHalfNoPrefetch)
+    filter_half_stream_kernel<kKind, kGroups, false>
+        <<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  else
+    filter_half_stream_kernel<kKind, kGroups, true>
+        <<<grid, kFilterThreads, 0, stream>>>(state, geom);
+}
+
+template <bool kGroups>
+void launch_filter_half_groups(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  if (geom.kind == KNNWB_SCORE_DOT)
+    launch_filter_half_kind<KNNWB_SCORE_DOT, kGroups>(state, geom, stream);
+  else
+    launch_filter_half_kind<KNNWB_SCORE_ABS_DOT, kGroups>(state, geom, stream);
+}
+
+} // namespace
+
+void launch_filter_half(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  if (geom.row_group)
+    launch_filter_half_groups<true>(state, geom, stream);
+  else
+    launch_filter_half_groups<false>(state, geom, stream);
+}
+
+} // namespace knnwb_cuda
