@@ -67,11 +67,10 @@ __device__ __forceinline__ uint4 half_mask_columns(uint4 raw, int j0, int n_cols
  * *row_hits when a product of row i0 + r beats its threshold, bit u of *col_hits (do_cols) when
  * one of column j0 + u beats the column's. Reads the 8 x 8 halves with 8 16-byte loads.
  */
-template <int kKind>
+template <int kKind, int kRows>
 __device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom &g, int i0, int j0,
                                           unsigned *row_hits, unsigned *col_hits)
 {
-  constexpr int kRows = kHalfFilterRows;
   const float inf = __int_as_float(0x7f800000);
   const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
   const __half *tile = static_cast<const __half *>(g.tile);
@@ -121,19 +120,20 @@ __device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom 
   *col_hits = cols;
 }
 
-template <int kKind, bool kGroups>
-__global__ void __launch_bounds__(kFilterThreads, 4)
+/* kRows: 8 (the default), or 4 with 8 blocks per multiprocessor instead of 4 (to compare). */
+template <int kKind, bool kGroups, int kRows>
+__global__ void __launch_bounds__(kFilterThreads, kRows <= 4 ? 8 : 4)
     filter_half_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
 {
   const int j0 = blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
-  const int i0 = blockIdx.y * kHalfFilterRows;
+  const int i0 = blockIdx.y * kRows;
   unsigned row_hits, col_hits;
-  half_hits<kKind>(st, g, i0, j0, &row_hits, &col_hits);
+  half_hits<kKind, kRows>(st, g, i0, j0, &row_hits, &col_hits);
   const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
   if (warp_rows)
     filter_rows_exact<8, kKind, kGroups>(st, g, warp_rows, i0, j0);
   if (col_hits)
-    filter_cols_exact<kHalfFilterRows, kKind, kGroups>(st, g, col_hits, i0, j0);
+    filter_cols_exact<kRows, kKind, kGroups>(st, g, col_hits, i0, j0);
 }
 
 /*
@@ -153,9 +153,6 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
  * were in flight only at its start, and a block's slot waited for its slowest warp.
  */
 constexpr int kStreamChunk = 4; /* rows tested at once; the next chunk's loads are in flight */
-constexpr int kStreamRows = 64; /* rows of a block: the column tests span them */
-constexpr int kStreamChunks = kStreamRows / kStreamChunk;
-static_assert(kStreamRows <= 64 && kStreamRows % kStreamChunk == 0, "a block's rows in 64 bits");
 
 /* Rows i0 .. i0 + kStreamChunk - 1 of the thread's 8 columns, with the rows' thresholds; rows at
  * or past `limit` (the block's end) and columns past the tile: NaN products, -inf thresholds. */
@@ -196,7 +193,7 @@ __device__ __forceinline__ int stream_chunk_row(int c)
 
 /* The exact column pass of filter_half_stream_kernel: as filter_cols_exact, for the thread's
  * columns j0 + u with bit u of col_hits set, over the block's chunks of rows. */
-template <int kKind, bool kGroups>
+template <int kKind, bool kGroups, int kStreamChunks>
 __device__ __noinline__ void stream_cols_exact(const SelectState &st, const TileGeom &g,
                                                unsigned col_hits, int j0)
 {
@@ -231,11 +228,14 @@ __device__ __noinline__ void stream_cols_exact(const SelectState &st, const Tile
   }
 }
 
-template <int kKind, bool kGroups, bool kPrefetch>
+/* kStreamRows: rows of a block (64, or 16 to compare), which the column tests span. */
+template <int kKind, bool kGroups, int kStreamRows>
 __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_half_stream_kernel(const __grid_constant__ SelectState st,
                               const __grid_constant__ TileGeom g)
 {
+  static_assert(kStreamRows <= 64 && kStreamRows % kStreamChunk == 0, "a block's rows in 64 bits");
+  constexpr int kStreamChunks = kStreamRows / kStreamChunk;
   const int j0 = blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
   const __half2 nan2 = __halves2half2(__ushort_as_half(0x7e00), __ushort_as_half(0x7e00));
   __half2 col_max[4] = {nan2, nan2, nan2, nan2};
@@ -244,13 +244,13 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
   /* bit c * kStreamChunk + r: some lane's columns of row r of chunk c beat the row's threshold */
   unsigned long long pending = 0;
   stream_load(st, g, g.n_rows, stream_chunk_row(0), j0, raw, thr);
-  if (kPrefetch && kStreamChunks > 1)
+  if (kStreamChunks > 1)
     stream_prefetch(g, g.n_rows, stream_chunk_row(1), j0);
   for (int c = 0; c < kStreamChunks && stream_chunk_row(c) < g.n_rows; c++) {
     /* past the last chunk: loads nothing (rows at n_rows and beyond are outside) */
     stream_load(st, g, g.n_rows, c + 1 < kStreamChunks ? stream_chunk_row(c + 1) : g.n_rows, j0,
                 next, next_thr);
-    if (kPrefetch && c + 2 < kStreamChunks)
+    if (c + 2 < kStreamChunks)
       stream_prefetch(g, g.n_rows, stream_chunk_row(c + 2), j0);
     unsigned rows = 0;
 #pragma unroll
@@ -299,42 +299,58 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
     cols |= (unsigned)(1.0f - largest < col_thr) << u;
   }
   if (cols != 0)
-    stream_cols_exact<kKind, kGroups>(st, g, cols, j0);
+    stream_cols_exact<kKind, kGroups, kStreamChunks>(st, g, cols, j0);
 }
 
-/* KNNWB_CUDA_HALF_FILTER: "block" filters every half tile with filter_half_kernel, "noprefetch"
- * streams without the L2 prefetch (both to compare); else ordinary tiles stream. */
-enum HalfFilterMode { kHalfStream, kHalfBlock, kHalfNoPrefetch };
+/* KNNWB_CUDA_HALF_FILTER: "block" (the default) filters every half tile with filter_half_kernel,
+ * "block4" with its 4-row variant, "stream" and "stream16" stream ordinary tiles in blocks of 64 or
+ * 16 rows (to compare). */
+enum HalfFilterMode { kHalfBlock, kHalfBlock4, kHalfStream, kHalfStream16 };
 
 HalfFilterMode half_filter_mode(void)
 {
   /* read at every launch (well under a microsecond against a tile's 50), so tests can switch it */
   const char *v = getenv("KNNWB_CUDA_HALF_FILTER");
-  if (v != nullptr && strcmp(v, "block") == 0)
+  if (v == nullptr)
     return kHalfBlock;
-  if (v != nullptr && strcmp(v, "noprefetch") == 0)
-    return kHalfNoPrefetch;
-  return kHalfStream;
+  if (strcmp(v, "block4") == 0)
+    return kHalfBlock4;
+  if (strcmp(v, "stream") == 0)
+    return kHalfStream;
+  if (strcmp(v, "stream16") == 0)
+    return kHalfStream16;
+  return kHalfBlock;
+}
+
+template <int kKind, bool kGroups, int kRows>
+void launch_filter_half_block(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
+                  (geom.n_rows + kRows - 1) / kRows);
+  filter_half_kernel<kKind, kGroups, kRows><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+}
+
+template <int kKind, bool kGroups, int kRows>
+void launch_filter_half_stream(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
+                  (geom.n_rows + kRows - 1) / kRows);
+  filter_half_stream_kernel<kKind, kGroups, kRows>
+      <<<grid, kFilterThreads, 0, stream>>>(state, geom);
 }
 
 template <int kKind, bool kGroups>
 void launch_filter_half_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
-  const HalfFilterMode mode = half_filter_mode();
-  if (geom.fresh || mode == kHalfBlock) {
-    const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
-                    (geom.n_rows + kHalfFilterRows - 1) / kHalfFilterRows);
-    filter_half_kernel<kKind, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
-    return;
-  }
-  const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
-                  (geom.n_rows + kStreamRows - 1) / kStreamRows);
-  if (mode == kHalfNoPrefetch)
-    filter_half_stream_kernel<kKind, kGroups, false>
-        <<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  const HalfFilterMode mode = geom.fresh ? kHalfBlock : half_filter_mode();
+  if (mode == kHalfBlock4)
+    launch_filter_half_block<kKind, kGroups, 4>(state, geom, stream);
+  else if (mode == kHalfStream)
+    launch_filter_half_stream<kKind, kGroups, 64>(state, geom, stream);
+  else if (mode == kHalfStream16)
+    launch_filter_half_stream<kKind, kGroups, 16>(state, geom, stream);
   else
-    filter_half_stream_kernel<kKind, kGroups, true>
-        <<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    launch_filter_half_block<kKind, kGroups, kHalfFilterRows>(state, geom, stream);
 }
 
 template <bool kGroups>

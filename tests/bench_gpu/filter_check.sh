@@ -15,7 +15,7 @@ SECONDS=0
 echo "build ${SECONDS} s"
 k=$b/bin/knnwb; bench=$b/tests/bench_gpu/bench_knn_gpu; export LD_LIBRARY_PATH=$b:${LD_LIBRARY_PATH:-}
 obj=$(find $b -name 'tile_filter_half.cu.o' | head -1)
-cuobjdump -sass "$obj" 2>/dev/null | awk '/Function :/{f=$3} /STL|LDL/{n[f]++} END{for (x in n) print "    spill instructions", n[x], x}' | grep stream || echo "    no spill instructions in the stream kernels"
+cuobjdump -sass "$obj" 2>/dev/null | awk '/Function :/{f=$3} /STL|LDL/{n[f]++} END{for (x in n) print "    spill instructions", n[x], x}' | grep -E "stream|filter_half" || echo "    no spill instructions in the half filters"
 if [ -n "${QUICK:-}" ]; then
   $b/tests/kernels/test_cuda_knn -p /kernels/cuda-knn/half-filters >"$out/ctest.log" 2>&1
   echo "test_cuda_knn -p /kernels/cuda-knn/half-filters rc=$? $(grep -cE '^ok' "$out/ctest.log") ok"
@@ -32,22 +32,22 @@ if [ -z "${QUICK:-}" ]; then
 fi
 $k metafeatures "$rows" --ops all -o $d/real.npy -q || exit 1
 sel() { grep -oE "selection kernels [0-9.]+ ms per diagonal tile \([0-9]+\), [0-9.]+ ms per other|tile loop on the GPU [0-9.]+ s = selection [0-9.]+|GEMM [0-9.]+ s;" "$1" | tr '\n' ' '; }
-for mode in stream block noprefetch stream block; do
+for mode in block stream16 block4 stream block stream16 block4; do
   KNNWB_CUDA_HALF_FILTER=$mode KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all $k knn $d/real.npy -k 20 -m pearson -o $d/g.npy >"$out/one.log" 2>&1
   echo "real-like $mode rc=$? $(sha256sum $d/g.npy | cut -c1-16) $(grep -E '^knnwb: [0-9]+ x' "$out/one.log" | grep -oE '\(read.*')"
   echo "    $(sel "$out/one.log")"
 done
-for mode in stream block; do
+for mode in block stream16 block4; do
   KNNWB_CUDA_HALF_FILTER=$mode KNNWB_CUDA_SERIAL_TILES=1 KNNWB_CUDA_TRACE=1 $k knn $d/real.npy -k 20 -m pearson -o $d/g.npy >"$out/one.log" 2>&1
   echo "real-like serial tiles $mode rc=$? $(sha256sum $d/g.npy | cut -c1-16)"
   echo "    $(sel "$out/one.log")"
 done
-for mode in stream block stream block; do
+for mode in ${D295_MODES:-block stream16 block4}; do
   KNNWB_CUDA_HALF_FILTER=$mode KNNWB_CUDA_TRACE=1 timeout 120 "$bench" --n 1533876 --no-select --no-floor >"$out/one.log" 2>&1
   echo "bench d = 295 $mode rc=$? $(grep -iE 'digest|end to end' "$out/one.log" | head -2 | tr '\n' ' ')"
   echo "    $(sel "$out/one.log")"
 done
-for mode in stream noprefetch block; do
+for mode in ${NCU_MODES:-stream16 block4 block}; do
   KNNWB_CUDA_HALF_FILTER=$mode timeout 200 ncu --clock-control none -k regex:'filter_half' --launch-skip 9000 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
     $k knn $d/real.npy -k 20 -m pearson -o $d/g2.npy >"$out/ncu-$mode.txt" 2>&1

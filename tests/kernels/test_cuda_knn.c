@@ -235,7 +235,7 @@ static void test_half_filters(void)
   g_autoptr(KnnwbMatrix) arc = arc_matrix(1201, 9, 41);
   g_autoptr(KnnwbMatrix) adversarial = adversarial_matrix(9001, 45, 43);
   g_autoptr(KnnwbMatrix) plain = knnwb_test_random_matrix(8707, 33, 45);
-  static const char *const modes[] = {"block", "stream", "noprefetch"};
+  static const char *const modes[] = {"block", "block4", "stream", "stream16"};
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_ABS_PEARSON,
                                         KNNWB_METRIC_COSINE};
   for (size_t f = 0; f < G_N_ELEMENTS(modes); f++) {
