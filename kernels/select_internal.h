@@ -144,12 +144,6 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
 void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
- * launch_filter for half tiles of DOT and ABS_DOT scores (tile_filter_half.cu): ordinary tiles
- * stream through filter_half_stream_kernel, fresh tiles' stages through filter_half_kernel.
- */
-void launch_filter_half(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
-
-/**
  * Fused tiles only with KNNWB_CUDA_FUSED=1: measured slower than cuBLAS + the filter kernel (one
  * H200, 1,533,876 x 295 Pearson k = 20, end to end: wgmma kernel 4.30 s, mma.sync kernel
  * 5.00-5.11 s, cuBLAS + filter 3.42-3.51 s), see tile_fused_wgmma.cu, tile_fused.cu and

@@ -4,10 +4,10 @@
  * filter_kernel reads a tile once and, for both the row pass and (self jobs, off-diagonal tiles)
  * the column pass, appends pairs whose score beats the row's threshold to that row's candidate
  * buffer and queues rows that crossed lazy_limit for the merge (tile_select.cu). After the first
- * tile of a row almost nothing passes, so the kernel is a streaming read. Half-precision tiles of
- * DOT and ABS_DOT scores have kernels of their own (tile_filter_half.cu).
+ * tile of a row almost nothing passes, so the kernel is a streaming read; filter_half_kernel is
+ * its variant for half-precision tiles of DOT and ABS_DOT scores.
  */
-#include "tile_filter_exact.cuh"
+#include "tile_common.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +22,18 @@ constexpr int kFilterThreads = 256;
 /* rows per thread: 8 float4 loads of float tiles, 16 8-byte loads of half tiles */
 template <typename T> constexpr int kFilterRows = sizeof(T) == 2 ? 16 : 8;
 constexpr int kFilterCols = kFilterThreads * 4;
+
+/* The score of product v, as score_of, with the kind fixed at compile time. */
+template <int kKind> __device__ __forceinline__ float kind_score(float v, float sq)
+{
+  if (kKind == KNNWB_SCORE_DOT)
+    return 1.0f - v;
+  if (kKind == KNNWB_SCORE_ABS_DOT)
+    return 1.0f - fabsf(v);
+  if (kKind == KNNWB_SCORE_L2)
+    return sq - 2.0f * v;
+  return v;
+}
 
 /*
  * Reductions for the filter's test "does any of these products beat the threshold": the lowest
@@ -46,6 +58,14 @@ template <int kKind> struct LowestScore {
     return kKind == KNNWB_SCORE_DOT || kKind == KNNWB_SCORE_ABS_DOT ? 1.0f - acc : acc;
   }
 };
+
+/* Product (i, j) of the tile, or NaN outside it (NaN fails every comparison). */
+__device__ __forceinline__ float tile_product(const TileGeom &g, int i, int j)
+{
+  return i < g.n_rows && j < g.n_cols
+             ? tile_value(g.tile, g.half_tile, g.tile_scale, (size_t)i * g.ld + j)
+             : __int_as_float(0x7fc00000);
+}
 
 /*
  * Four adjacent products (j .. j + 3) of a tile row: one 16-byte load of floats, or one 8-byte
@@ -92,6 +112,103 @@ template <> struct ProductLoad<__half> {
     return make_float4(a.x * scale, a.y * scale, b.x * scale, b.y * scale);
   }
 };
+
+/*
+ * The exact row pass of filter_kernel for the rows i0 + r of the block with bit r of warp_rows set
+ * (the same mask in every lane): each lane's kCols columns against the row's threshold, with
+ * invalid columns, group masking and the self pair; the warp's passing pairs of a row get
+ * contiguous slots from one atomic. Reads the products again (cache hits: the fast test just read
+ * them), so that the common path holds no code or registers for this.
+ */
+template <int kCols, int kKind, bool kGroups>
+__device__ __noinline__ void filter_rows_exact(const SelectState &st, const TileGeom &g,
+                                               unsigned warp_rows, int i0, int j0)
+{
+  const int lane = threadIdx.x & 31;
+  bool col_ok[kCols];
+  int col_grp[kCols];
+  float col_sq[kCols];
+#pragma unroll
+  for (int u = 0; u < kCols; u++) {
+    const int cand = g.col_global0 + j0 + u;
+    const bool in = j0 + u < g.n_cols;
+    col_ok[u] = in && !(g.invalid && g.invalid[cand]);
+    col_grp[u] = (kGroups && in) ? g.col_group[cand] : -1;
+    col_sq[u] = (kKind == KNNWB_SCORE_L2 && in) ? g.sqnorms[cand] : 0.0f;
+  }
+  for (; warp_rows; warp_rows &= warp_rows - 1) {
+    const int i = i0 + __ffs(warp_rows) - 1;
+    const float thr = st.thr[g.row_state0 + i];
+    const int row_grp = kGroups ? g.row_group[g.row_global0 + i] : -2;
+    float s[kCols];
+    unsigned m = 0;
+#pragma unroll
+    for (int u = 0; u < kCols; u++) {
+      s[u] = kind_score<kKind>(tile_product(g, i, j0 + u), col_sq[u]);
+      const bool pass = col_ok[u] && s[u] < thr && (!kGroups || row_grp != col_grp[u]) &&
+                        !(g.self && g.col_global0 + j0 + u == g.row_global0 + i);
+      m |= (unsigned)pass << u;
+    }
+    if (!__any_sync(kFullMask, m))
+      continue;
+    const int n = __popc(m);
+    const int incl = warp_inclusive_sum(n);
+    const int total = __shfl_sync(kFullMask, incl, 31);
+    const int row = g.row_state0 + i;
+    int base = 0;
+    if (lane == 31)
+      base = reserve_candidates(st, row, total, i);
+    base = __shfl_sync(kFullMask, base, 31);
+    int pos = base + incl - n;
+#pragma unroll
+    for (int u = 0; u < kCols; u++) {
+      if (m & (1u << u)) {
+        if (pos < st.cap) {
+          st.cand_score[(size_t)row * st.cap + pos] = s[u];
+          st.cand_index[(size_t)row * st.cap + pos] = g.col_global0 + j0 + u;
+        }
+        pos++;
+      }
+    }
+  }
+}
+
+/*
+ * The exact column pass of filter_kernel (self jobs, off-diagonal tiles) for the thread's columns
+ * j0 + u with bit u of col_hits set: the pair (i, j) offers i to row j; one atomic per column.
+ */
+template <int kRows, int kKind, bool kGroups>
+__device__ __noinline__ void filter_cols_exact(const SelectState &st, const TileGeom &g,
+                                               unsigned col_hits, int i0, int j0)
+{
+  for (; col_hits; col_hits &= col_hits - 1) {
+    const int j = j0 + __ffs(col_hits) - 1;
+    const int row = g.col_state0 + j;
+    const float thr = st.thr[row];
+    const int col_grp = kGroups ? g.col_group[g.col_global0 + j] : -1;
+    unsigned ok = 0;
+    for (int r = 0; r < kRows; r++) {
+      const int i = i0 + r;
+      const int rg = g.row_global0 + i;
+      const float sq = (kKind == KNNWB_SCORE_L2 && i < g.n_rows) ? g.sqnorms[rg] : 0.0f;
+      const bool pass = kind_score<kKind>(tile_product(g, i, j), sq) < thr &&
+                        !(g.invalid && g.invalid[rg]) && (!kGroups || g.row_group[rg] != col_grp);
+      ok |= (unsigned)pass << r;
+    }
+    if (ok == 0)
+      continue;
+    int pos = reserve_candidates(st, row, __popc(ok), (int)(kColumnFlag | (uint32_t)j));
+    for (; ok; ok &= ok - 1) {
+      const int i = i0 + __ffs(ok) - 1;
+      const float sq = kKind == KNNWB_SCORE_L2 ? g.sqnorms[g.row_global0 + i] : 0.0f;
+      if (pos < st.cap) {
+        st.cand_score[(size_t)row * st.cap + pos] = kind_score<kKind>(tile_product(g, i, j), sq);
+        st.cand_index[(size_t)row * st.cap + pos] = g.row_global0 + i;
+      }
+      pos++;
+    }
+  }
+}
 
 /*
  * Grid: (ceil(n_cols / 1024), ceil(n_rows / 8)); block: 256 threads, each 4 adjacent columns of 8
@@ -172,6 +289,127 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_cols_exact<kRows, kKind, kGroups>(st, g, col_hits, i0, j0);
 }
 
+/*
+ * The half-tile filter for DOT and ABS_DOT (the FP16 screens of every metric but euclidean): as
+ * filter_kernel, but each thread reads 8 adjacent halves per 16-byte load (8 rows x 8 columns, the
+ * 128 bytes in flight per thread of the float kernel) and the tests reduce in half precision: the
+ * largest product (magnitude) of a row or column, converted and scaled once. Conversion and
+ * scaling by a power of two are monotone, so that equals the largest of the scaled float products
+ * filter_kernel takes, bit for bit: the same rows and columns go to the exact passes, and the
+ * same candidates pass. Grid: (ceil(n_cols / 2048), ceil(n_rows / 8)); needs ld, the tile's column
+ * offset and every stage start a multiple of 8.
+ * Measured (one H200, ncu and the trace): 72-77 us per 8192^2 tile, as the 4-column kernel, at
+ * 37-40% of DRAM bandwidth; selection per ordinary tile in the loop 0.146-0.155 ms against
+ * 0.154-0.163 ms. The time is not the loads but the exact passes: about one pass per row and
+ * column of a tile on average, each a chain of dependent loads and an atomic. Moved into a kernel
+ * of their own (the filter queuing its warps with a pass), the streaming part took 53 us and the
+ * exact passes 53-107 us: worse (0.180 ms per tile), so they stay inline.
+ */
+constexpr int kHalfFilterRows = 8;
+constexpr int kHalfFilterCols = kFilterThreads * 8;
+
+template <int kKind> __device__ __forceinline__ __half2 half_magnitude(__half2 v)
+{
+  return kKind == KNNWB_SCORE_ABS_DOT ? __habs2(v) : v;
+}
+
+/* The largest of 8 products (magnitudes for ABS_DOT); NaNs (outside the tile) are ignored. */
+template <int kKind> __device__ __forceinline__ __half2 half_max8(const uint4 &raw)
+{
+  __half2 a, b, c, d;
+  memcpy(&a, &raw.x, sizeof a);
+  memcpy(&b, &raw.y, sizeof b);
+  memcpy(&c, &raw.z, sizeof c);
+  memcpy(&d, &raw.w, sizeof d);
+  return __hmax2(__hmax2(half_magnitude<kKind>(a), half_magnitude<kKind>(b)),
+                 __hmax2(half_magnitude<kKind>(c), half_magnitude<kKind>(d)));
+}
+
+/* raw with the halves at columns j0 + p >= n_cols replaced by NaN (not pairs). */
+__device__ __forceinline__ uint4 half_mask_columns(uint4 raw, int j0, int n_cols)
+{
+  uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int p = 0; p < 8; p++)
+    if (j0 + p >= n_cols)
+      w[p / 2] = (w[p / 2] & (p % 2 ? 0x0000ffffu : 0xffff0000u)) | (p % 2 ? 0x7e000000u : 0x7e00u);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/*
+ * The fast tests of filter_half_kernel for the thread's 8 rows i0.. and 8 columns j0..: bit r of
+ * *row_hits when a product of row i0 + r beats its threshold, bit u of *col_hits (do_cols) when
+ * one of column j0 + u beats the column's. Reads the 8 x 8 halves with 8 16-byte loads.
+ */
+template <int kKind>
+__device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom &g, int i0, int j0,
+                                          unsigned *row_hits, unsigned *col_hits)
+{
+  constexpr int kRows = kHalfFilterRows;
+  const float inf = __int_as_float(0x7f800000);
+  const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
+  const __half *tile = static_cast<const __half *>(g.tile);
+  uint4 raw[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    const int i = i0 + r;
+    raw[r] = (i < g.n_rows && j0 < g.n_cols)
+                 ? __ldg(reinterpret_cast<const uint4 *>(tile + (size_t)i * g.ld + j0))
+                 : outside;
+  }
+  float row_thr[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; r++)
+    row_thr[r] = i0 + r < g.n_rows ? st.thr[g.row_state0 + i0 + r] : -inf;
+  unsigned rows = 0;
+  const __half2 nan2 = __halves2half2(__ushort_as_half(0x7e00), __ushort_as_half(0x7e00));
+  __half2 col_max[4] = {nan2, nan2, nan2, nan2};
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    uint4 v = raw[r];
+    if (j0 + 8 > g.n_cols)
+      v = half_mask_columns(v, j0, g.n_cols);
+    const __half2 m2 = half_max8<kKind>(v);
+    const float largest = fmaxf(__low2float(m2), __high2float(m2)) * g.tile_scale;
+    rows |= (unsigned)(1.0f - largest < row_thr[r]) << r;
+    if (g.do_cols) {
+      __half2 h[4];
+      memcpy(h, &v, sizeof h);
+#pragma unroll
+      for (int w = 0; w < 4; w++)
+        col_max[w] = __hmax2(col_max[w], half_magnitude<kKind>(h[w]));
+    }
+  }
+  unsigned cols = 0;
+  if (g.do_cols) {
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int j = j0 + u;
+      const float thr = j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
+      const float largest =
+          (u % 2 ? __high2float(col_max[u / 2]) : __low2float(col_max[u / 2])) * g.tile_scale;
+      cols |= (unsigned)(1.0f - largest < thr) << u;
+    }
+  }
+  *row_hits = rows;
+  *col_hits = cols;
+}
+
+template <int kKind, bool kGroups>
+__global__ void __launch_bounds__(kFilterThreads, 4)
+    filter_half_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
+{
+  const int j0 = blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
+  const int i0 = blockIdx.y * kHalfFilterRows;
+  unsigned row_hits, col_hits;
+  half_hits<kKind>(st, g, i0, j0, &row_hits, &col_hits);
+  const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
+  if (warp_rows)
+    filter_rows_exact<8, kKind, kGroups>(st, g, warp_rows, i0, j0);
+  if (col_hits)
+    filter_cols_exact<kHalfFilterRows, kKind, kGroups>(st, g, col_hits, i0, j0);
+}
+
 /* The filter kernel of the tile's element type, score kind and group masking. */
 template <typename T, bool kGroups>
 void launch_filter_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
@@ -206,13 +444,34 @@ bool half_filter_narrow(void)
   return narrow != 0;
 }
 
+/* The half-tile filter of DOT and ABS_DOT (filter_half_kernel). */
+template <int kKind, bool kGroups>
+void launch_filter_half_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
+                  (geom.n_rows + kHalfFilterRows - 1) / kHalfFilterRows);
+  filter_half_kernel<kKind, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+}
+
+template <bool kGroups>
+void launch_filter_half(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  if (geom.kind == KNNWB_SCORE_DOT)
+    launch_filter_half_kind<KNNWB_SCORE_DOT, kGroups>(state, geom, stream);
+  else
+    launch_filter_half_kind<KNNWB_SCORE_ABS_DOT, kGroups>(state, geom, stream);
+}
+
 } // namespace
 
 void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   if (geom.half_tile && (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) &&
       !half_filter_narrow()) {
-    launch_filter_half(state, geom, stream);
+    if (geom.row_group)
+      launch_filter_half<true>(state, geom, stream);
+    else
+      launch_filter_half<false>(state, geom, stream);
   } else if (geom.half_tile) {
     /* half tiles come only from FP16 screens, never manhattan */
     if (geom.row_group)

@@ -221,35 +221,6 @@ static void test_fused_tiles(void)
   g_unsetenv("KNNWB_CUDA_FUSED_MMA");
 }
 
-/* The half-tile filters of DOT and ABS_DOT scores (kernels/tile_filter_half.cu): ordinary tiles
- * stream through rows in blocks of 64 (chunks of 4, the next chunk's loads in flight, with and
- * without the L2 prefetch), or go through the 8-row block kernel of the fresh tiles' stages. Every
- * way against the CPU on tiles whose last block of rows is partial (9001 = 8192 + 809 rows: 12
- * blocks of 64 and 41 rows, not a multiple of 4) and whose columns end inside a group of 8, with
- * near ties and duplicates, on one GPU and two, and with lines that overflow a row's buffer on
- * ordinary tiles (arc_matrix). */
-static void test_half_filters(void)
-{
-  if (!gpu_or_skip())
-    return;
-  g_autoptr(KnnwbMatrix) arc = arc_matrix(1201, 9, 41);
-  g_autoptr(KnnwbMatrix) adversarial = adversarial_matrix(9001, 45, 43);
-  g_autoptr(KnnwbMatrix) plain = knnwb_test_random_matrix(8707, 33, 45);
-  static const char *const modes[] = {"block", "block4", "stream", "stream16"};
-  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_ABS_PEARSON,
-                                        KNNWB_METRIC_COSINE};
-  for (size_t f = 0; f < G_N_ELEMENTS(modes); f++) {
-    g_setenv("KNNWB_CUDA_HALF_FILTER", modes[f], TRUE);
-    for (size_t i = 0; i < G_N_ELEMENTS(metrics); i++) {
-      compare(arc, metrics[i], 20, 96 * MIB + 3 * MIB, 1);
-      compare(adversarial, metrics[i], 20, 0, 2);
-      compare(adversarial, metrics[i], 1, 0, 1);
-      compare(plain, metrics[i], 30, 0, 1);
-    }
-  }
-  g_unsetenv("KNNWB_CUDA_HALF_FILTER");
-}
-
 /* Every explicit screening precision against the CPU backend, on every metric: ordinary data,
  * adversarial data, k = 1, a budget forcing streamed blocks, and k = 4096 under FP16. */
 static void test_screens(void)
@@ -435,7 +406,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/large-k", test_large_k);
   g_test_add_func("/kernels/cuda-knn/screens", test_screens);
   g_test_add_func("/kernels/cuda-knn/fresh-tile-overflow", test_fresh_tile_overflow);
-  g_test_add_func("/kernels/cuda-knn/half-filters", test_half_filters);
   g_test_add_func("/kernels/cuda-knn/fused-tiles", test_fused_tiles);
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
