@@ -120,16 +120,46 @@ static size_t knnwb_margin_width(void)
   return 4;
 }
 
-/* Reference rows rows[0, n) against every sample row, into dots (n x n_groups x width). */
-static void knnwb_margin_dots(const KnnwbMarginSample *m, const float *rows, size_t n, float *dots)
+/* Reference rows rows[0, n) (stride d) against every sample row of panel (n_groups groups of
+ * width), into dots (n x n_groups x width). */
+static void knnwb_margin_dots(const float *panel, size_t n_groups, size_t width, const float *rows,
+                              size_t n, size_t d, float *dots)
 {
 #ifdef KNNWB_MARGIN_AVX2
-  if (m->width == 8) {
-    knnwb_margin_dots8(m->panel, m->n_groups, rows, n, m->reference->d, dots);
+  if (width == 8) {
+    knnwb_margin_dots8(panel, n_groups, rows, n, d, dots);
     return;
   }
 #endif
-  knnwb_margin_dots4(m->panel, m->n_groups, rows, n, m->reference->d, dots);
+  knnwb_margin_dots4(panel, n_groups, rows, n, d, dots);
+}
+
+/* The scored query rows rows[0, n_sample) in groups of width, transposed (see KnnwbMarginSample);
+ * their number in *n_groups. */
+static float *knnwb_margin_panel(const KnnwbPrepared *query, const size_t *rows, size_t n_sample,
+                                 size_t width, size_t *n_groups)
+{
+  const size_t d = query->d;
+  *n_groups = (n_sample + width - 1) / width;
+  float *panel = g_new0(float, *n_groups *d *width);
+  for (size_t s = 0; s < n_sample; s++)
+    for (size_t t = 0; t < d; t++)
+      panel[(s / width * d + t) * width + s % width] = query->scored[rows[s] * d + t];
+  return panel;
+}
+
+void knnwb_margin_score(const KnnwbPrepared *query, const size_t *rows, size_t n_sample,
+                        const KnnwbPrepared *reference, size_t first, size_t n, float *dots)
+{
+  const size_t width = knnwb_margin_width();
+  size_t n_groups;
+  g_autofree float *panel = knnwb_margin_panel(query, rows, n_sample, width, &n_groups);
+  g_autofree float *all = g_new(float, n *n_groups *width);
+  knnwb_margin_dots(panel, n_groups, width, reference->scored + first * reference->d, n,
+                    reference->d, all);
+  for (size_t r = 0; r < n; r++)
+    for (size_t s = 0; s < n_sample; s++)
+      dots[r * n_sample + s] = all[r * n_groups * width + s];
 }
 
 /* One thread's heaps, and per sample row the bar a value must pass to be offered to a full heap:
@@ -212,7 +242,7 @@ static void knnwb_margin_blocks(size_t first, size_t last, void *user)
   KnnwbMarginHeaps h = {heap, size, bar};
   for (size_t j0 = first * KNNWB_MARGIN_BLOCK; j0 < end; j0 += KNNWB_MARGIN_CHUNK) {
     const size_t n = MIN((size_t)KNNWB_MARGIN_CHUNK, end - j0);
-    knnwb_margin_dots(m, m->reference->scored + j0 * d, n, dots);
+    knnwb_margin_dots(m->panel, m->n_groups, m->width, m->reference->scored + j0 * d, n, d, dots);
     for (size_t r = 0; r < n; r++)
       knnwb_margin_take(m, &h, j0 + r, dots + r * stride);
   }
@@ -285,15 +315,10 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
   g_autofree size_t *size = g_new0(size_t, n_sample);
   m.heap = heap;
   m.size = size;
-  const size_t d = query->d;
-  m.width = knnwb_margin_width();
-  m.n_groups = (n_sample + m.width - 1) / m.width;
-  g_autofree float *panel = g_new0(float, m.n_groups *d *m.width);
-  for (size_t s = 0; s < n_sample; s++) {
+  for (size_t s = 0; s < n_sample; s++)
     rows[s] = row0 + (2 * s + 1) * n_rows / (2 * n_sample); /* spread evenly */
-    for (size_t t = 0; t < d; t++)
-      panel[(s / m.width * d + t) * m.width + s % m.width] = query->scored[rows[s] * d + t];
-  }
+  m.width = knnwb_margin_width();
+  g_autofree float *panel = knnwb_margin_panel(query, rows, n_sample, m.width, &m.n_groups);
   m.panel = panel;
   g_autofree double *qn = g_new0(double, n_sample);
   for (size_t s = 0; s < n_sample && query->sqnorms != NULL; s++)

@@ -266,7 +266,7 @@ static float pair_dot(const float *a, const float *b, size_t d)
  * that scored one pair at a time from the float rows, bit for bit, at every dimension. */
 static void test_pair_at_a_time(void)
 {
-  const size_t dims[] = {1, 3, 8, 17, 50, 129};
+  const size_t dims[] = {1, 3, 8, 16, 17, 50, 129};
   const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_ABS_PEARSON,
                                  KNNWB_METRIC_EUCLIDEAN};
   const size_t n = 301, k = 5, kc = 12, n_sample = 30;
@@ -306,6 +306,42 @@ static void test_pair_at_a_time(void)
   }
 }
 
+/* The dots themselves, bit for bit the one-pair-at-a-time sums, on the CPU's kernel and the
+ * portable one, at dimensions below, at and past groups of eight, for sample counts that fill no
+ * whole vector and reference rows from an odd offset. */
+static void test_dots_bits(void)
+{
+  const size_t dims[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 50, 129, 300};
+  const size_t samples[] = {1, 3, 4, 8, 13, 32};
+  for (size_t c = 0; c < G_N_ELEMENTS(dims); c++) {
+    const size_t d = dims[c], n = 61;
+    g_autoptr(KnnwbMatrix) m = clustered(n, d, 3, 5.0, (guint32)(60 + c));
+    KnnwbPrepared p;
+    prepare(&p, m, KNNWB_METRIC_EUCLIDEAN, KNNWB_SCREEN_FP16);
+    size_t rows[32];
+    float dots[32 * 61];
+    for (size_t e = 0; e < G_N_ELEMENTS(samples); e++)
+      for (int portable = 0; portable < 2; portable++) {
+        const size_t n_sample = samples[e], first = 5, count = n - first;
+        for (size_t s = 0; s < n_sample; s++)
+          rows[s] = (7 * s + 3) % n;
+        if (portable)
+          g_setenv("KNNWB_MARGIN_VECTOR", "4", TRUE);
+        knnwb_margin_score(&p, rows, n_sample, &p, first, count, dots);
+        g_unsetenv("KNNWB_MARGIN_VECTOR");
+        for (size_t r = 0; r < count; r++)
+          for (size_t s = 0; s < n_sample; s++) {
+            const float want = pair_dot(p.scored + rows[s] * d, p.scored + (first + r) * d, d);
+            if (memcmp(&dots[r * n_sample + s], &want, sizeof want) != 0)
+              g_error("d %zu, %zu sample rows%s: dot of sample %zu and row %zu is %.9g, not %.9g",
+                      d, n_sample, portable ? " (portable)" : "", s, first + r,
+                      dots[r * n_sample + s], want);
+          }
+      }
+    knnwb_prepared_clear(&p);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -313,5 +349,6 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/margin/pearson-plain", test_pearson_plain);
   g_test_add_func("/knn/margin/edges", test_edges);
   g_test_add_func("/knn/margin/pair-at-a-time", test_pair_at_a_time);
+  g_test_add_func("/knn/margin/dots-bits", test_dots_bits);
   return g_test_run();
 }
