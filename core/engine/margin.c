@@ -165,12 +165,17 @@ void knnwb_margin_score(const KnnwbPrepared *query, const size_t *rows, size_t n
 /* One thread's heaps, and per sample row the bar a value must pass to be offered to a full heap:
  * +inf while the heap fills, then its largest distance; for euclidean, whose value is the squared
  * distance y before its root, that largest squared and rounded up past the rounding of the square
- * (a y at or above it has a rounded root at or above the largest, which the heap would refuse). */
+ * (a y at or above it has a rounded root at or above the largest, which the heap would refuse).
+ * Past n_sample (the last vector's padding) the bar is -inf. */
 typedef struct {
   double *heap;
   size_t *size;
   double *bar;
+  size_t full; /* heaps full */
 } KnnwbMarginHeaps;
+
+typedef double KnnwbMarginVec2d __attribute__((vector_size(2 * sizeof(double))));
+typedef float KnnwbMarginVec2 __attribute__((vector_size(2 * sizeof(float))));
 
 /* Offers dist to the max-heap of the keep smallest (size of them so far). O(log keep). */
 static void knnwb_margin_offer(double *heap, size_t *size, size_t keep, double dist)
@@ -198,29 +203,59 @@ static void knnwb_margin_offer(double *heap, size_t *size, size_t keep, double d
   heap[at] = dist;
 }
 
-/* Reference row j's distances (from its dots with every sample row) into the heaps: first the
- * comparison with the bar, which most rows fail once the heaps are full, then the rest. The values
- * offered are the distances of the one-pair-at-a-time planner, bit for bit. */
+/* Sample row s's distance to reference row j (their dot, rn = |row j|^2 for euclidean) into its
+ * heap when below the bar: the distance of the one-pair-at-a-time planner, bit for bit. */
+static void knnwb_margin_take_one(const KnnwbMarginSample *m, KnnwbMarginHeaps *h, size_t s,
+                                  size_t j, double dot, double rn)
+{
+  const size_t keep = m->keep;
+  const gboolean l2 = m->kind == KNNWB_SCORE_L2;
+  const double v = l2 ? MAX(0.0, (m->qn[s] + rn - 2.0 * dot) * m->reference->score_scale)
+                      : 1.0 - (m->kind == KNNWB_SCORE_ABS_DOT ? fabs(dot) : dot);
+  if ((!(v < h->bar[s]) && h->size[s] == keep) || (m->self && m->rows[s] == j))
+    return;
+  knnwb_margin_offer(h->heap + s * keep, &h->size[s], keep, l2 ? sqrt(v) : v);
+  if (h->size[s] == keep) {
+    const double worst = h->heap[s * keep];
+    h->full += h->bar[s] == INFINITY;
+    h->bar[s] = l2 ? worst * worst * (1.0 + 0x1p-50) : worst;
+  }
+}
+
+/* Reference row j's dots with every sample row (padded to whole vectors of 4) into the heaps. Once
+ * every heap is full, four sample rows at a time: their values before the clamp at 0 (euclidean)
+ * or as 1 - dot and 1 + dot (one of which is 1 - |dot|), computed as knnwb_margin_take_one does,
+ * against their bars; only a vector with a value below its bar goes on (most rows have none). */
 static void knnwb_margin_take(const KnnwbMarginSample *m, KnnwbMarginHeaps *h, size_t j,
                               const float *dots)
 {
   const KnnwbPrepared *r = m->reference;
-  const size_t keep = m->keep;
   if (r->invalid && r->invalid[j])
     return;
   const gboolean l2 = m->kind == KNNWB_SCORE_L2, absolute = m->kind == KNNWB_SCORE_ABS_DOT;
   const double rn = l2 ? (double)r->sqnorms[j] : 0.0;
-  for (size_t s = 0; s < m->n_sample; s++) {
-    const double dot = dots[s];
-    const double v = l2 ? MAX(0.0, (m->qn[s] + rn - 2.0 * dot) * r->score_scale)
-                        : 1.0 - (absolute ? fabs(dot) : dot);
-    if ((!(v < h->bar[s]) && h->size[s] == keep) || (m->self && m->rows[s] == j))
+  if (h->full < m->n_sample) {
+    for (size_t s = 0; s < m->n_sample; s++)
+      knnwb_margin_take_one(m, h, s, j, dots[s], rn);
+    return;
+  }
+  for (size_t s0 = 0; s0 < m->n_sample; s0 += 2) {
+    KnnwbMarginVec2 single;
+    KnnwbMarginVec2d qn, bar;
+    memcpy(&single, dots + s0, sizeof single);
+    memcpy(&qn, m->qn + s0, sizeof qn);
+    memcpy(&bar, h->bar + s0, sizeof bar);
+    const KnnwbMarginVec2d dot = __builtin_convertvector(single, KnnwbMarginVec2d);
+    const KnnwbMarginVec2d y = l2 ? (qn + rn - 2.0 * dot) * r->score_scale : 1.0 - dot;
+    __typeof__(y < bar) mask = y < bar;
+    if (absolute)
+      mask |= 1.0 + dot < bar;
+    long long below[2];
+    memcpy(below, &mask, sizeof below);
+    if ((below[0] | below[1]) == 0)
       continue;
-    knnwb_margin_offer(h->heap + s * keep, &h->size[s], keep, l2 ? sqrt(v) : v);
-    if (h->size[s] == keep) {
-      const double worst = h->heap[s * keep];
-      h->bar[s] = l2 ? worst * worst * (1.0 + 0x1p-50) : worst;
-    }
+    for (size_t s = s0; s < MIN(s0 + 2, m->n_sample); s++)
+      knnwb_margin_take_one(m, h, s, j, dots[s], rn);
   }
 }
 
@@ -234,12 +269,12 @@ static void knnwb_margin_blocks(size_t first, size_t last, void *user)
   const size_t end = MIN(m->reference->n, last * KNNWB_MARGIN_BLOCK);
   g_autofree double *heap = g_new(double, n_sample *keep);
   g_autofree size_t *size = g_new0(size_t, n_sample);
-  g_autofree double *bar = g_new(double, n_sample);
-  for (size_t s = 0; s < n_sample; s++)
-    bar[s] = INFINITY;
   const size_t stride = m->n_groups * m->width;
+  g_autofree double *bar = g_new(double, stride);
+  for (size_t s = 0; s < stride; s++)
+    bar[s] = s < n_sample ? INFINITY : -INFINITY;
   g_autofree float *dots = g_new(float, KNNWB_MARGIN_CHUNK *stride);
-  KnnwbMarginHeaps h = {heap, size, bar};
+  KnnwbMarginHeaps h = {heap, size, bar, 0};
   for (size_t j0 = first * KNNWB_MARGIN_BLOCK; j0 < end; j0 += KNNWB_MARGIN_CHUNK) {
     const size_t n = MIN((size_t)KNNWB_MARGIN_CHUNK, end - j0);
     knnwb_margin_dots(m->panel, m->n_groups, m->width, m->reference->scored + j0 * d, n, d, dots);
@@ -320,7 +355,7 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
   m.width = knnwb_margin_width();
   g_autofree float *panel = knnwb_margin_panel(query, rows, n_sample, m.width, &m.n_groups);
   m.panel = panel;
-  g_autofree double *qn = g_new0(double, n_sample);
+  g_autofree double *qn = g_new0(double, m.n_groups *m.width);
   for (size_t s = 0; s < n_sample && query->sqnorms != NULL; s++)
     qn[s] = query->sqnorms[rows[s]];
   m.qn = qn;
