@@ -203,7 +203,7 @@ static void exact_counts(const KnnwbPrepared *p, size_t n_sample, size_t k, size
 /* Sizes at every edge of the blocking: rows fewer than a chunk of 64, one past whole chunks, past a
  * thread's block of 4,096 (three blocks: three threads); dimensions below, at and past groups of
  * eight; sample counts that fill no whole vector. Exact counts, the same on 1 and 3 threads and
- * on the portable kernel. */
+ * on every kernel (vectors of 4 and 8 where the CPU has wider ones). */
 static void test_edges(void)
 {
   /* rows, dimensions, sample rows, candidates (a 4 kc cap that does not saturate every count) */
@@ -216,25 +216,28 @@ static void test_edges(void)
     KnnwbPrepared p;
     prepare(&p, m, KNNWB_METRIC_EUCLIDEAN, KNNWB_SCREEN_FP16);
     const size_t most = MIN(4 * kc, n - 1), keep = MAX(k, most + 1);
-    size_t exact[32], one[32], three[32], portable[32];
+    size_t exact[32], one[32], three[32], narrow[2][32];
     exact_counts(&p, n_sample, k, keep, exact);
     const size_t chosen =
         knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 1, one);
     g_assert_cmpuint(
         knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 3, three), ==,
         chosen);
-    g_setenv("KNNWB_MARGIN_VECTOR", "4", TRUE);
-    g_assert_cmpuint(
-        knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 3, portable), ==,
-        chosen);
-    g_unsetenv("KNNWB_MARGIN_VECTOR");
+    for (int w = 0; w < 2; w++) {
+      g_setenv("KNNWB_MARGIN_VECTOR", w ? "8" : "4", TRUE);
+      g_assert_cmpuint(
+          knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 3, narrow[w]),
+          ==, chosen);
+      g_unsetenv("KNNWB_MARGIN_VECTOR");
+    }
     size_t spread = 0;
     for (size_t s = 0; s < n_sample; s++) {
       if (g_test_verbose())
         g_printerr("%s%zu", s ? " " : "", exact[s]);
       g_assert_cmpuint(one[s], ==, exact[s]);
       g_assert_cmpuint(three[s], ==, exact[s]);
-      g_assert_cmpuint(portable[s], ==, exact[s]);
+      g_assert_cmpuint(narrow[0][s], ==, exact[s]);
+      g_assert_cmpuint(narrow[1][s], ==, exact[s]);
       spread += exact[s] != exact[0];
     }
     if (g_test_verbose())
@@ -306,9 +309,9 @@ static void test_pair_at_a_time(void)
   }
 }
 
-/* The dots themselves, bit for bit the one-pair-at-a-time sums, on the CPU's kernel and the
- * portable one, at dimensions below, at and past groups of eight, for sample counts that fill no
- * whole vector and reference rows from an odd offset. */
+/* The dots themselves, bit for bit the one-pair-at-a-time sums, on the CPU's kernel and on vectors
+ * of 4 and 8 (where the CPU has wider ones), at dimensions below, at and past groups of eight, for
+ * sample counts that fill no whole vector and reference rows from an odd offset. */
 static void test_dots_bits(void)
 {
   const size_t dims[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 50, 129, 300};
@@ -321,21 +324,23 @@ static void test_dots_bits(void)
     size_t rows[32];
     float dots[32 * 61];
     for (size_t e = 0; e < G_N_ELEMENTS(samples); e++)
-      for (int portable = 0; portable < 2; portable++) {
+      for (int w = 0; w < 3; w++) {
+        const char *cap[] = {NULL, "8", "4"};
         const size_t n_sample = samples[e], first = 5, count = n - first;
         for (size_t s = 0; s < n_sample; s++)
           rows[s] = (7 * s + 3) % n;
-        if (portable)
-          g_setenv("KNNWB_MARGIN_VECTOR", "4", TRUE);
+        if (cap[w] != NULL)
+          g_setenv("KNNWB_MARGIN_VECTOR", cap[w], TRUE);
         knnwb_margin_score(&p, rows, n_sample, &p, first, count, dots);
         g_unsetenv("KNNWB_MARGIN_VECTOR");
         for (size_t r = 0; r < count; r++)
           for (size_t s = 0; s < n_sample; s++) {
             const float want = pair_dot(p.scored + rows[s] * d, p.scored + (first + r) * d, d);
             if (memcmp(&dots[r * n_sample + s], &want, sizeof want) != 0)
-              g_error("d %zu, %zu sample rows%s: dot of sample %zu and row %zu is %.9g, not %.9g",
-                      d, n_sample, portable ? " (portable)" : "", s, first + r,
-                      dots[r * n_sample + s], want);
+              g_error(
+                  "d %zu, %zu sample rows, vectors of at most %s: dot of sample %zu and row %zu "
+                  "is %.9g, not %.9g",
+                  d, n_sample, cap[w] ? cap[w] : "any", s, first + r, dots[r * n_sample + s], want);
           }
       }
     knnwb_prepared_clear(&p);
