@@ -9,6 +9,7 @@
  * rows, the rows inside their window tells the first round how many candidates the data needs.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/parallel.h>
@@ -187,6 +188,7 @@ typedef struct {
 
 typedef double KnnwbMarginVec2d __attribute__((vector_size(2 * sizeof(double))));
 typedef float KnnwbMarginVec2 __attribute__((vector_size(2 * sizeof(float))));
+typedef int64_t KnnwbMarginMask2 __attribute__((vector_size(2 * sizeof(int64_t))));
 
 /* Offers dist to the max-heap of the keep smallest (size of them so far). O(log keep). */
 static void knnwb_margin_offer(double *heap, size_t *size, size_t keep, double dist)
@@ -233,10 +235,10 @@ static void knnwb_margin_take_one(const KnnwbMarginSample *m, KnnwbMarginHeaps *
   }
 }
 
-/* Reference row j's dots with every sample row (padded to whole vectors of 4) into the heaps. Once
- * every heap is full, four sample rows at a time: their values before the clamp at 0 (euclidean)
- * or as 1 - dot and 1 + dot (one of which is 1 - |dot|), computed as knnwb_margin_take_one does,
- * against their bars; only a vector with a value below its bar goes on (most rows have none). */
+/* Reference row j's dots with every sample row (padded to whole vectors) into the heaps. Once
+ * every heap is full, two sample rows at a time: their values before the clamp at 0 (euclidean) or
+ * as 1 - dot and 1 + dot (one of which is 1 - |dot|), computed as knnwb_margin_take_one does,
+ * against their bars; the row goes on only when one is below (a few rows in a hundred). */
 static void knnwb_margin_take(const KnnwbMarginSample *m, KnnwbMarginHeaps *h, size_t j,
                               const float *dots)
 {
@@ -245,29 +247,26 @@ static void knnwb_margin_take(const KnnwbMarginSample *m, KnnwbMarginHeaps *h, s
     return;
   const gboolean l2 = m->kind == KNNWB_SCORE_L2, absolute = m->kind == KNNWB_SCORE_ABS_DOT;
   const double rn = l2 ? (double)r->sqnorms[j] : 0.0;
-  if (h->full < m->n_sample) {
-    for (size_t s = 0; s < m->n_sample; s++)
-      knnwb_margin_take_one(m, h, s, j, dots[s], rn);
-    return;
-  }
-  for (size_t s0 = 0; s0 < m->n_sample; s0 += 2) {
-    KnnwbMarginVec2 single;
-    KnnwbMarginVec2d qn, bar;
-    memcpy(&single, dots + s0, sizeof single);
-    memcpy(&qn, m->qn + s0, sizeof qn);
-    memcpy(&bar, h->bar + s0, sizeof bar);
-    const KnnwbMarginVec2d dot = __builtin_convertvector(single, KnnwbMarginVec2d);
-    const KnnwbMarginVec2d y = l2 ? (qn + rn - 2.0 * dot) * r->score_scale : 1.0 - dot;
-    __typeof__(y < bar) mask = y < bar;
-    if (absolute)
-      mask |= 1.0 + dot < bar;
-    long long below[2];
-    memcpy(below, &mask, sizeof below);
+  if (h->full == m->n_sample) {
+    KnnwbMarginMask2 any = {0};
+    for (size_t s = 0; s < m->n_sample; s += 2) {
+      KnnwbMarginVec2 pair;
+      KnnwbMarginVec2d qn, bar;
+      memcpy(&pair, dots + s, sizeof pair);
+      memcpy(&qn, m->qn + s, sizeof qn);
+      memcpy(&bar, h->bar + s, sizeof bar);
+      const KnnwbMarginVec2d dot = __builtin_convertvector(pair, KnnwbMarginVec2d);
+      any |= (l2 ? (qn + rn - 2.0 * dot) * r->score_scale : 1.0 - dot) < bar;
+      if (absolute)
+        any |= 1.0 + dot < bar;
+    }
+    int64_t below[2];
+    memcpy(below, &any, sizeof below);
     if ((below[0] | below[1]) == 0)
-      continue;
-    for (size_t s = s0; s < MIN(s0 + 2, m->n_sample); s++)
-      knnwb_margin_take_one(m, h, s, j, dots[s], rn);
+      return;
   }
+  for (size_t s = 0; s < m->n_sample; s++)
+    knnwb_margin_take_one(m, h, s, j, dots[s], rn);
 }
 
 /* Reference blocks [first, last) against every sample row, then into the shared heaps (once per
