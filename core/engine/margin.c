@@ -52,6 +52,14 @@ typedef struct {
   size_t *size; /* of each heap */
 } KnnwbMarginSample;
 
+/* One lane of W sample rows: l += their element e times b[e] (an unaligned load, folded). */
+#define KNNWB_MARGIN_LANE(VEC, W, l, e)                                                            \
+  do {                                                                                             \
+    VEC x_;                                                                                        \
+    memcpy(&x_, a + (e) * (W), sizeof x_);                                                         \
+    l += x_ * b[e];                                                                                \
+  } while (0)
+
 /*
  * The dot of every sample row with reference rows rows[0, n) (stride d), into
  * dots[r * n_groups * W + s]: each sample row's dot is, bit for bit, what one pair at a time
@@ -63,14 +71,6 @@ typedef struct {
  * operations in that order, no fused multiply-adds (-ffp-contract=off): the widths and the blocking
  * give the same distances, so the choice does not depend on the CPU either.
  */
-/* One lane of W sample rows: l += their element e times b[e] (an unaligned load, folded). */
-#define KNNWB_MARGIN_LANE(VEC, W, l, e)                                                            \
-  do {                                                                                             \
-    VEC x_;                                                                                        \
-    memcpy(&x_, a + (e) * (W), sizeof x_);                                                         \
-    l += x_ * b[e];                                                                                \
-  } while (0)
-
 #define KNNWB_MARGIN_DOTS(NAME, VEC, W, TARGET)                                                    \
   TARGET static void NAME(const float *panel, size_t n_groups, const float *rows, size_t n,        \
                           size_t d, float *dots)                                                   \
@@ -227,10 +227,11 @@ static void knnwb_margin_take_one(const KnnwbMarginSample *m, KnnwbMarginHeaps *
                       : 1.0 - (m->kind == KNNWB_SCORE_ABS_DOT ? fabs(dot) : dot);
   if ((!(v < h->bar[s]) && h->size[s] == keep) || (m->self && m->rows[s] == j))
     return;
+  const size_t before = h->size[s];
   knnwb_margin_offer(h->heap + s * keep, &h->size[s], keep, l2 ? sqrt(v) : v);
   if (h->size[s] == keep) {
     const double worst = h->heap[s * keep];
-    h->full += h->bar[s] == INFINITY;
+    h->full += before < keep;
     h->bar[s] = l2 ? worst * worst * (1.0 + 0x1p-50) : worst;
   }
 }
