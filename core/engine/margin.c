@@ -120,6 +120,7 @@ static size_t knnwb_margin_width(void)
 #ifdef KNNWB_MARGIN_X86
   const char *cap = g_getenv("KNNWB_MARGIN_VECTOR");
   const int most = cap != NULL ? atoi(cap) : 16;
+  __builtin_cpu_init(); /* done by a constructor already, unless called from one */
   if (most >= 16 && __builtin_cpu_supports("avx512f"))
     return 16;
   if (most >= 8 && __builtin_cpu_supports("avx2"))
