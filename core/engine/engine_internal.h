@@ -57,6 +57,15 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
                            size_t available, size_t max_kc, size_t n_sample, int threads,
                            size_t *needed);
 
+/**
+ * The dot products the margin planner estimates its distances from: the scored query rows
+ * rows[0, n_sample) with reference rows [first, first + n), into dots[r * n_sample + s], each the
+ * float sum of one pair at a time (eight lanes over whole groups of eight elements, then the rest
+ * in order, then the lanes in order) bit for bit, on any CPU. For tests. O(n_sample n d).
+ */
+void knnwb_margin_score(const KnnwbPrepared *query, const size_t *rows, size_t n_sample,
+                        const KnnwbPrepared *reference, size_t first, size_t n, float *dots);
+
 /** knnwb_knn_result_new, or with clear FALSE every index and distance left unset for a caller that
  * writes them all (knn_result.c). Errors: KNNWB_ERROR_NO_MEMORY. O(rows k) when clearing, on every
  * core. */
