@@ -77,9 +77,6 @@ struct TileGeom {
   int self;
   /* the rows have seen no pair yet (+inf thresholds): see launch_tile_select */
   int fresh;
-  /* launch_filter only: the rows [row_begin, n_rows) of the tile (a row panel, tile_panels.cu);
-   * 0 everywhere else */
-  int row_begin;
   int kind;
   const float *sqnorms;         /* reference squared norms by global index (L2 only) */
   const unsigned char *invalid; /* reference rows never to be candidates, or NULL */
@@ -138,17 +135,6 @@ struct PeerLists {
  */
 cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers, int row0,
                                 int n_rows, cudaStream_t stream);
-
-/**
- * The selection of an ordinary tile in parts (tile_panels.cu): launch_select_reset empties the
- * merge queue, then launch_filter runs on each row panel of the tile (the tile's TileGeom with
- * row_begin and n_rows the panel's first and end rows), then launch_select_merge merges the rows
- * queued, with the whole tile's geom (an overflowed line is read again from the tile). Together
- * the same as launch_tile_select on the whole tile. Errors: CUDA's.
- */
-cudaError_t launch_select_reset(const SelectState &state, cudaStream_t stream);
-cudaError_t launch_select_merge(const SelectState &state, const TileGeom &geom,
-                                cudaStream_t stream);
 
 /**
  * Launches the threshold filter of tile geom on stream (tile_filter.cu): pairs that beat their

@@ -32,12 +32,6 @@ int piece_tiles(bool shares)
   return piece > 0 ? piece : shares ? kPiece : 1 << 30;
 }
 
-int tile_panels()
-{
-  static const int panels = env_int("KNNWB_CUDA_PANELS", 1, 1, kMaxTilePanels);
-  return panels;
-}
-
 int exchange_items()
 {
   static const int items = env_int("KNNWB_CUDA_EXCHANGE", kExchangeItems, 1, 1 << 20);

@@ -47,12 +47,6 @@ int lazy_limit_for(int cap);
  */
 bool serial_tiles();
 /**
- * Row panels of an ordinary tile (tile_panels.cu): 1 (the whole tile at once), or
- * KNNWB_CUDA_PANELS=N (2..kMaxTilePanels) to issue its GEMM and filter in N panels.
- */
-constexpr int kMaxTilePanels = 8;
-int tile_panels();
-/**
  * Several GPUs: a piece's import takes the peers' thresholds of the piece's own rows only (its
  * row blocks and its column block), not of all n rows; KNNWB_CUDA_IMPORT=all keeps the old import.
  */

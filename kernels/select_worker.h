@@ -103,9 +103,6 @@ private:
   bool fused_wanted(const TileGeom &geom) const;
   bool fused_tile(int slot, TileRequest &request);
   bool select_tile(int slot, const TileGeom &geom);
-  /* tile_panels.cu */
-  int panel_rows(const TileGeom &geom) const;
-  bool panel_tile(int slot, TileRequest &request, int rows);
   bool time_select(int slot);
   bool drain();
   TileGeom tile_geom(int n_rows, int n_cols, size_t row0, size_t col0) const;
@@ -142,8 +139,6 @@ private:
   cublasHandle_t blas_ = nullptr;
   cudaEvent_t copy_done_[2] = {}, gemm_done_[2] = {}, select_done_[2] = {}, query_free_ = nullptr,
               query_ready_ = nullptr;
-  /* row panels of a tile (tile_panels.cu), per slot: each panel's GEMM done, its filter done */
-  cudaEvent_t panel_done_[2][kMaxTilePanels] = {}, panel_filtered_[2][kMaxTilePanels] = {};
   /* fused tiles: the selection stream's work so far, which the fused kernel waits for */
   cudaEvent_t select_tail_ = nullptr;
   std::vector<void *> allocations_;

@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
 {
   constexpr int kRows = kFilterRows<T>;
   const int j0 = blockIdx.x * kFilterCols + threadIdx.x * 4;
-  const int i0 = g.row_begin + blockIdx.y * kRows;
+  const int i0 = blockIdx.y * kRows;
   const float inf = __int_as_float(0x7f800000);
   const float nan = __int_as_float(0x7fc00000);
 
@@ -400,7 +400,7 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_half_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
 {
   const int j0 = blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
-  const int i0 = g.row_begin + blockIdx.y * kHalfFilterRows;
+  const int i0 = blockIdx.y * kHalfFilterRows;
   unsigned row_hits, col_hits;
   half_hits<kKind>(st, g, i0, j0, &row_hits, &col_hits);
   const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
@@ -415,7 +415,7 @@ template <typename T, bool kGroups>
 void launch_filter_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   const dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols,
-                  (geom.n_rows - geom.row_begin + kFilterRows<T> - 1) / kFilterRows<T>);
+                  (geom.n_rows + kFilterRows<T> - 1) / kFilterRows<T>);
   switch (geom.kind) {
   case KNNWB_SCORE_DOT:
     filter_kernel<T, KNNWB_SCORE_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
@@ -449,7 +449,7 @@ template <int kKind, bool kGroups>
 void launch_filter_half_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
-                  (geom.n_rows - geom.row_begin + kHalfFilterRows - 1) / kHalfFilterRows);
+                  (geom.n_rows + kHalfFilterRows - 1) / kHalfFilterRows);
   filter_half_kernel<kKind, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
 }
 

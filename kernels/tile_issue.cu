@@ -1,10 +1,10 @@
 /*
  * Issuing one tile, for every schedule: its scores on the GEMM stream (tile_scores.h), then its
- * selection on the selection stream (launch_tile_select), or both in row panels (tile_panels.cu),
- * with two tile buffers in flight: the GEMM of the next tile overlaps the selection of this one. Or
- * a fused tile (tile_fused.cu): products and filter in one kernel on the GEMM stream, then the
- * merge on the selection stream. After issuing, the worker waits for the previous tile's selection,
- * then counts it for progress and (trace) times it.
+ * selection on the selection stream (launch_tile_select), with two tile buffers in flight: the
+ * GEMM of the next tile overlaps the selection of this one. Or a fused tile (tile_fused.cu):
+ * products and filter in one kernel on the GEMM stream, then the merge on the selection stream.
+ * After issuing, the worker waits for the previous tile's selection, then counts it for progress
+ * and (trace) times it.
  */
 #include "select_worker.h"
 #include "tile_scores.h"
@@ -129,19 +129,15 @@ TileGeom Worker::tile_geom(int n_rows, int n_cols, size_t row0, size_t col0) con
 bool Worker::issue_tile(TileRequest &request)
 {
   const int s = slot();
-  const int rows = request.n_q == request.geom.n_rows ? panel_rows(request.geom) : 0;
   if (fused_wanted(request.geom)) {
     if (!fused_tile(s, request))
-      return false;
-  } else if (rows > 0) {
-    if (!panel_tile(s, request, rows))
       return false;
   } else {
     if (!gemm_tile(s, request.q, request.n_q, request.r, request.n_r))
       return false;
     request.geom.tile = tiles_[s];
   }
-  if (rows == 0 && !select_tile(s, request.geom))
+  if (!select_tile(s, request.geom))
     return false;
   /* at most two tiles in flight: wait for the previous one, then report it */
   if (tile_counter_ >= 1) {

@@ -592,7 +592,7 @@ cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, boo
 {
   /* a fused tile (no tile) was filtered on the GEMM stream, which queued its rows */
   if (geom.tile) {
-    cudaError_t err = launch_select_reset(state, stream);
+    cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
     if (err != cudaSuccess)
       return err;
     launch_filter(state, geom, stream);
@@ -600,9 +600,11 @@ cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, boo
     if (err != cudaSuccess)
       return err;
   }
-  if (!warp_merge)
-    return launch_select_merge(state, geom, stream);
   size_t shared = state.out_key ? 0 : (size_t)state.kc * (sizeof(uint32_t) + sizeof(int));
+  if (!warp_merge) {
+    merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(state, geom, 0, -1);
+    return cudaGetLastError();
+  }
   SelectState deferred = state;
   deferred.merge_list = state.merge_list + geom.ld;
   deferred.merge_count = state.merge_count + 1;
@@ -616,18 +618,6 @@ cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, boo
 }
 
 } // namespace
-
-cudaError_t launch_select_reset(const SelectState &state, cudaStream_t stream)
-{
-  return cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
-}
-
-cudaError_t launch_select_merge(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
-{
-  size_t shared = state.out_key ? 0 : (size_t)state.kc * (sizeof(uint32_t) + sizeof(int));
-  merge_kernel<<<state.merge_blocks, kMergeThreads, shared, stream>>>(state, geom, 0, -1);
-  return cudaGetLastError();
-}
 
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {

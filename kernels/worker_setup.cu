@@ -119,10 +119,6 @@ bool Worker::setup_events()
     CUDA_TRY(run_, cudaEventCreateWithFlags(&copy_done_[i], cudaEventDisableTiming));
     CUDA_TRY(run_, cudaEventCreateWithFlags(&gemm_done_[i], cudaEventDisableTiming));
     CUDA_TRY(run_, cudaEventCreateWithFlags(&select_done_[i], cudaEventDisableTiming));
-    for (int k = 0; tile_panels() > 1 && k < tile_panels(); k++) {
-      CUDA_TRY(run_, cudaEventCreateWithFlags(&panel_done_[i][k], cudaEventDisableTiming));
-      CUDA_TRY(run_, cudaEventCreateWithFlags(&panel_filtered_[i][k], cudaEventDisableTiming));
-    }
   }
   if (trace_enabled()) {
     for (int i = 0; i < 2; i++) {
@@ -359,17 +355,10 @@ void Worker::release()
   host_staging_distance_ = nullptr;
   if (blas_)
     cublasDestroy(blas_);
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 2; i++)
     for (cudaEvent_t e : {copy_done_[i], gemm_done_[i], select_done_[i]})
       if (e)
         cudaEventDestroy(e);
-    for (int k = 0; k < kMaxTilePanels; k++)
-      for (cudaEvent_t *e : {&panel_done_[i][k], &panel_filtered_[i][k]}) {
-        if (*e)
-          cudaEventDestroy(*e);
-        *e = nullptr;
-      }
-  }
   for (cudaEvent_t e :
        {query_free_, query_ready_, select_tail_, select_start_[0], select_start_[1], select_end_[0],
         select_end_[1], gemm_start_[0], gemm_start_[1], gemm_end_[0], gemm_end_[1], import_start_,
