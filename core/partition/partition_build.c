@@ -20,45 +20,6 @@
 extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
 
-/* k-means++ seeds (a fixed seed: the same clusters every run) among an evenly spread subset of
- * the sample's rows (4 per seed, at least 4096): the seeds only start the Lloyd rounds, and a
- * subset keeps their O(rows m d) cost small. */
-static void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, double *centroid)
-{
-  const size_t s = sample->rows, d = sample->d;
-  const size_t subset = MIN(s, MAX((size_t)4096, 4 * m));
-  double *nearest = g_new(double, subset);
-  GRand *rand = g_rand_new_with_seed(20240611u);
-  size_t chosen = 0;
-  for (size_t c = 0; c < m; c++) {
-    if (c > 0) {
-      double total = 0.0;
-      for (size_t u = 0; u < subset; u++)
-        total += nearest[u];
-      double target = g_rand_double(rand) * total, seen = 0.0;
-      chosen = subset - 1;
-      for (size_t u = 0; u < subset; u++) {
-        seen += nearest[u];
-        if (seen > target) {
-          chosen = u;
-          break;
-        }
-      }
-    }
-    const double *centre = sample->v + ((chosen * s) / subset) * d;
-    memcpy(centroid + c * d, centre, d * sizeof(double));
-    for (size_t u = 0; u < subset; u++) {
-      const double *v = sample->v + ((u * s) / subset) * d;
-      double sq = 0.0;
-      for (size_t j = 0; j < d; j++)
-        sq += (v[j] - centre[j]) * (v[j] - centre[j]);
-      nearest[u] = c == 0 ? sq : MIN(nearest[u], sq);
-    }
-  }
-  g_rand_free(rand);
-  g_free(nearest);
-}
-
 /* The nearest centroid of block row r (ties to the lower centroid). */
 static size_t knnwb_partition_nearest(const KnnwbPartitionBlock *block, const double *centroid_sq,
                                       size_t m, size_t r)
@@ -92,12 +53,17 @@ typedef struct {
   int32_t *label;
 } KnnwbPartitionLabel;
 
+/* Rows [first, last) in blocks of KNNWB_PARTITION_BLOCK_ROWS from row 0, one DGEMM each: one
+ * thread is given every row at once, and a block's products must not depend on that. */
 static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
 {
   KnnwbPartitionLabel *l = data;
-  knnwb_partition_block_dots_rows(l->sample, l->centroid, l->m, first, last);
-  for (size_t t = first; t < last; t++)
-    l->label[t] = (int32_t)knnwb_partition_nearest(l->sample, l->centroid_sq, l->m, t);
+  for (size_t from = first; from < last; from += KNNWB_PARTITION_BLOCK_ROWS) {
+    const size_t to = MIN(last, from + KNNWB_PARTITION_BLOCK_ROWS);
+    knnwb_partition_block_dots_rows(l->sample, l->centroid, l->m, from, to);
+    for (size_t t = from; t < to; t++)
+      l->label[t] = (int32_t)knnwb_partition_nearest(l->sample, l->centroid_sq, l->m, t);
+  }
 }
 
 /* Every sample row's nearest centroid (the sample's dot products become those with centroid), in
@@ -113,29 +79,50 @@ static void knnwb_partition_label(KnnwbPartitionBlock *sample, const double *cen
                      &l);
 }
 
-/* Lloyd rounds on the sample (centroids of no sample row stay where they are). */
+typedef struct {
+  const KnnwbPartitionBlock *sample;
+  const size_t *start, *members; /* each centroid's sample rows, ascending */
+  double *centroid;
+} KnnwbPartitionMeans;
+
+/* Centroids [first, last) become the means of their sample rows, each summed in row order: the
+ * same sums whichever thread makes them, and the same as one pass over the rows made them. */
+static void knnwb_partition_means(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionMeans *means = data;
+  const size_t d = means->sample->d;
+  double *sum = g_new(double, d);
+  for (size_t c = first; c < last; c++) {
+    const size_t count = means->start[c + 1] - means->start[c];
+    if (count == 0)
+      continue;
+    memset(sum, 0, d * sizeof(double));
+    for (size_t q = means->start[c]; q < means->start[c + 1]; q++) {
+      const double *v = means->sample->v + means->members[q] * d;
+      for (size_t j = 0; j < d; j++)
+        sum[j] += v[j];
+    }
+    for (size_t j = 0; j < d; j++)
+      means->centroid[c * d + j] = sum[j] / (double)count;
+  }
+  g_free(sum);
+}
+
+/* Lloyd rounds on the sample (centroids of no sample row stay where they are), the assignments
+ * and the means both on threads. */
 static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
                                   double *centroid, double *centroid_sq, int32_t *label)
 {
-  const size_t s = sample->rows, d = sample->d;
-  double *sum = g_new(double, m *d);
-  size_t *count = g_new(size_t, m);
+  size_t *start = g_new(size_t, m + 1), *members = g_new(size_t, sample->rows);
+  KnnwbPartitionMeans means = {sample, start, members, centroid};
   for (int round = 0; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
     knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
-    memset(sum, 0, m * d * sizeof(double));
-    memset(count, 0, m * sizeof(size_t));
-    for (size_t t = 0; t < s; t++) {
-      count[label[t]]++;
-      for (size_t j = 0; j < d; j++)
-        sum[(size_t)label[t] * d + j] += sample->v[t * d + j];
-    }
-    for (size_t c = 0; c < m; c++)
-      for (size_t j = 0; count[c] > 0 && j < d; j++)
-        centroid[c * d + j] = sum[c * d + j] / (double)count[c];
+    knnwb_partition_sample_index(label, sample->rows, m, start, members);
+    knnwb_parallel_for(threads, m, 1, knnwb_partition_means, &means);
   }
   knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
-  g_free(count);
-  g_free(sum);
+  g_free(members);
+  g_free(start);
 }
 
 size_t knnwb_partition_sample_rows(size_t n, size_t d)
@@ -162,7 +149,7 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
 void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
                             double *centroid_sq, int32_t *label)
 {
-  knnwb_partition_seed(sample, m, centroid);
+  knnwb_partition_seed(sample, m, threads, centroid);
   knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
 }
 
@@ -175,25 +162,29 @@ typedef struct {
   gint failed;
 } KnnwbPartitionAssign;
 
-/* Rows first + [from, to) to their nearest centroid; the radii grow to their upper distances. */
+/* Rows first + [from, to) to their nearest centroid, in blocks of KNNWB_PARTITION_BLOCK_ROWS (one
+ * thread is given every row at once: one block of them all took n m doubles); the radii grow to
+ * their upper distances. */
 static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
 {
   KnnwbPartitionAssign *a = data;
   KnnwbPartition *p = a->p;
-  const size_t first = a->first + from, last = a->first + to;
-  if (g_atomic_int_get(&a->failed) || (a->cancel != NULL && g_atomic_int_get(a->cancel))) {
-    g_atomic_int_set(&a->failed, 1);
-    return;
-  }
   KnnwbPartitionBlock block;
   double *radius = g_try_new0(double, p->m);
-  if (radius == NULL || !knnwb_partition_block_init(&block, last - first, p->m, p->d)) {
+  if (radius == NULL ||
+      !knnwb_partition_block_init(&block, MIN(to - from, KNNWB_PARTITION_BLOCK_ROWS), p->m, p->d)) {
     g_free(radius);
     g_atomic_int_set(&a->failed, 1);
     return;
   }
-  if (knnwb_partition_block_fill(&block, p->metric, a->data, first, last, NULL, p->centroid,
-                                 p->m)) {
+  for (size_t next = from; next < to; next += KNNWB_PARTITION_BLOCK_ROWS) {
+    const size_t first = a->first + next, last = a->first + MIN(to, next + block.cap);
+    if (g_atomic_int_get(&a->failed) || (a->cancel != NULL && g_atomic_int_get(a->cancel)) ||
+        !knnwb_partition_block_fill(&block, p->metric, a->data, first, last, NULL, p->centroid,
+                                    p->m)) {
+      g_atomic_int_set(&a->failed, 1);
+      break;
+    }
     for (size_t r = 0; r < block.rows; r++) {
       const size_t c = knnwb_partition_nearest(&block, p->centroid_sq, p->m, r);
       double lower, upper;
@@ -201,13 +192,11 @@ static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
       p->cluster_of[first + r] = (int32_t)c;
       radius[c] = MAX(radius[c], upper);
     }
-    g_mutex_lock(&a->lock);
-    for (size_t c = 0; c < p->m; c++)
-      p->radius[c] = MAX(p->radius[c], radius[c]);
-    g_mutex_unlock(&a->lock);
-  } else {
-    g_atomic_int_set(&a->failed, 1);
   }
+  g_mutex_lock(&a->lock);
+  for (size_t c = 0; c < p->m; c++)
+    p->radius[c] = MAX(p->radius[c], radius[c]);
+  g_mutex_unlock(&a->lock);
   knnwb_partition_block_clear(&block);
   g_free(radius);
 }
