@@ -46,15 +46,37 @@ static void knnwb_partition_squares(const double *centroid, size_t m, size_t d, 
   }
 }
 
+/* The assignment of the sample's rows (and, in the Lloyd rounds, each block's sums of its rows by
+ * centroid, made while the block's rows are in cache: the means come from them). */
 typedef struct {
   KnnwbPartitionBlock *sample;
-  const double *centroid, *centroid_sq;
+  double *centroid, *centroid_sq; /* the means replace the centroids */
   size_t m;
   int32_t *label;
+  double *sum;   /* NULL, or blocks x m x d: block b's sum of its rows nearest to each centroid */
+  size_t *count; /* blocks x m: those rows */
 } KnnwbPartitionLabel;
 
+/* Block b's (rows [from, to)) sums, each centroid's row of them zeroed at its first row. */
+static void knnwb_partition_label_sums(KnnwbPartitionLabel *l, size_t b, size_t from, size_t to)
+{
+  const size_t m = l->m, d = l->sample->d;
+  double *sum = l->sum + b * m * d;
+  size_t *count = l->count + b * m;
+  memset(count, 0, m * sizeof(size_t));
+  for (size_t t = from; t < to; t++) {
+    const size_t c = (size_t)l->label[t];
+    const double *v = l->sample->v + t * d;
+    if (count[c]++ == 0)
+      memset(sum + c * d, 0, d * sizeof(double));
+    for (size_t j = 0; j < d; j++)
+      sum[c * d + j] += v[j];
+  }
+}
+
 /* Rows [first, last) in blocks of KNNWB_PARTITION_BLOCK_ROWS from row 0, one DGEMM each: one
- * thread is given every row at once, and a block's products must not depend on that. */
+ * thread is given every row at once, and neither a block's products nor its sums may depend on
+ * that. */
 static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
 {
   KnnwbPartitionLabel *l = data;
@@ -63,6 +85,8 @@ static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
     knnwb_partition_block_dots_rows(l->sample, l->centroid, l->m, from, to);
     for (size_t t = from; t < to; t++)
       l->label[t] = (int32_t)knnwb_partition_nearest(l->sample, l->centroid_sq, l->m, t);
+    if (l->sum != NULL)
+      knnwb_partition_label_sums(l, from / KNNWB_PARTITION_BLOCK_ROWS, from, to);
   }
 }
 
@@ -70,59 +94,66 @@ static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
  * blocks of rows on threads, each block one DGEMM on OpenBLAS set to one thread (by the caller):
  * the same labels for any number of threads. (OpenBLAS's own threads on a DGEMM this small cost
  * more than they give: k-means of 305 clusters took 1.4 s on 16 cores that way, 0.3 s on 2.) */
-static void knnwb_partition_label(KnnwbPartitionBlock *sample, const double *centroid,
-                                  double *centroid_sq, size_t m, int threads, int32_t *label)
+static void knnwb_partition_label(KnnwbPartitionLabel *l, int threads)
 {
-  knnwb_partition_squares(centroid, m, sample->d, centroid_sq);
-  KnnwbPartitionLabel l = {sample, centroid, centroid_sq, m, label};
-  knnwb_parallel_for(threads, sample->rows, KNNWB_PARTITION_BLOCK_ROWS, knnwb_partition_label_rows,
-                     &l);
+  knnwb_partition_squares(l->centroid, l->m, l->sample->d, l->centroid_sq);
+  knnwb_parallel_for(threads, l->sample->rows, KNNWB_PARTITION_BLOCK_ROWS,
+                     knnwb_partition_label_rows, l);
 }
 
-typedef struct {
-  const KnnwbPartitionBlock *sample;
-  const size_t *start, *members; /* each centroid's sample rows, ascending */
-  double *centroid;
-} KnnwbPartitionMeans;
-
-/* Centroids [first, last) become the means of their sample rows, each summed in row order: the
- * same sums whichever thread makes them, and the same as one pass over the rows made them. */
+/* Centroids [first, last) become the means of their rows from the blocks' sums, added in block
+ * order (centroids of no row stay). */
 static void knnwb_partition_means(size_t first, size_t last, void *data)
 {
-  const KnnwbPartitionMeans *means = data;
-  const size_t d = means->sample->d;
-  double *sum = g_new(double, d);
+  const KnnwbPartitionLabel *l = data;
+  const size_t m = l->m, d = l->sample->d;
+  const size_t blocks =
+      (l->sample->rows + KNNWB_PARTITION_BLOCK_ROWS - 1) / KNNWB_PARTITION_BLOCK_ROWS;
+  double *mean = g_new(double, d);
   for (size_t c = first; c < last; c++) {
-    const size_t count = means->start[c + 1] - means->start[c];
-    if (count == 0)
-      continue;
-    memset(sum, 0, d * sizeof(double));
-    for (size_t q = means->start[c]; q < means->start[c + 1]; q++) {
-      const double *v = means->sample->v + means->members[q] * d;
+    size_t count = 0;
+    memset(mean, 0, d * sizeof(double));
+    for (size_t b = 0; b < blocks; b++) {
+      if (l->count[b * m + c] == 0)
+        continue;
+      count += l->count[b * m + c];
+      const double *sum = l->sum + (b * m + c) * d;
       for (size_t j = 0; j < d; j++)
-        sum[j] += v[j];
+        mean[j] += sum[j];
     }
-    for (size_t j = 0; j < d; j++)
-      means->centroid[c * d + j] = sum[j] / (double)count;
+    for (size_t j = 0; count > 0 && j < d; j++)
+      l->centroid[c * d + j] = mean[j] / (double)count;
   }
-  g_free(sum);
+  g_free(mean);
 }
 
-/* Lloyd rounds on the sample (centroids of no sample row stay where they are), the assignments
- * and the means both on threads. */
+/* Lloyd rounds on the sample (centroids of no sample row stay where they are). Each mean adds the
+ * sums of fixed blocks of rows in block order, so it is the same for any number of threads; the
+ * blocks' sums are made on the threads that assign their rows, from rows still in cache (a pass
+ * of its own over the sample was memory-bound: 2 threads no faster than 1). */
 static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
                                   double *centroid, double *centroid_sq, int32_t *label)
 {
-  size_t *start = g_new(size_t, m + 1), *members = g_new(size_t, sample->rows);
-  KnnwbPartitionMeans means = {sample, start, members, centroid};
+  const size_t blocks =
+      (sample->rows + KNNWB_PARTITION_BLOCK_ROWS - 1) / KNNWB_PARTITION_BLOCK_ROWS;
+  /* (only the sums of centroids with rows in a block are written: most of a block's room stays
+   * untouched when there are many centroids) */
+  KnnwbPartitionLabel l = {.sample = sample,
+                           .centroid = centroid,
+                           .centroid_sq = centroid_sq,
+                           .m = m,
+                           .label = label,
+                           .sum = g_new(double, blocks *m * sample->d),
+                           .count = g_new(size_t, blocks * m)};
   for (int round = 0; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
-    knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
-    knnwb_partition_sample_index(label, sample->rows, m, start, members);
-    knnwb_parallel_for(threads, m, 1, knnwb_partition_means, &means);
+    knnwb_partition_label(&l, threads);
+    knnwb_parallel_for(threads, m, MAX((size_t)1, m / (4 * (size_t)MAX(threads, 1))),
+                       knnwb_partition_means, &l);
   }
-  knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
-  g_free(members);
-  g_free(start);
+  g_free(l.sum);
+  g_free(l.count);
+  l.sum = NULL;
+  knnwb_partition_label(&l, threads);
 }
 
 size_t knnwb_partition_sample_rows(size_t n, size_t d)
