@@ -20,20 +20,33 @@
 extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
 
-/* The nearest centroid of block row r (ties to the lower centroid). */
+/* The nearest centroid of block row r (ties to the lower centroid; 0 when no score is below
+ * HUGE_VAL). The lowest score first, in four lanes (a minimum is exact in any order; a branch on
+ * each score mispredicted most of the time), then the first centroid that has it. */
 static size_t knnwb_partition_nearest(const KnnwbPartitionBlock *block, const double *centroid_sq,
                                       size_t m, size_t r)
 {
-  size_t best = 0;
-  double best_score = HUGE_VAL;
-  for (size_t j = 0; j < m; j++) {
-    const double score = centroid_sq[j] - 2.0 * block->dot[r * block->m + j];
-    if (score < best_score) {
-      best_score = score;
-      best = j;
+  const double *dot = block->dot + r * block->m;
+  double lane[4] = {HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL};
+  size_t j = 0;
+  for (; j + 4 <= m; j += 4)
+    for (size_t q = 0; q < 4; q++) {
+      const double score = centroid_sq[j + q] - 2.0 * dot[j + q];
+      lane[q] = score < lane[q] ? score : lane[q];
     }
+  for (; j < m; j++) {
+    const double score = centroid_sq[j] - 2.0 * dot[j];
+    lane[0] = score < lane[0] ? score : lane[0];
   }
-  return best;
+  double lowest = lane[0];
+  for (size_t q = 1; q < 4; q++)
+    lowest = lane[q] < lowest ? lane[q] : lowest;
+  if (!(lowest < HUGE_VAL))
+    return 0;
+  for (j = 0; j < m; j++)
+    if (centroid_sq[j] - 2.0 * dot[j] == lowest)
+      break;
+  return j;
 }
 
 static void knnwb_partition_squares(const double *centroid, size_t m, size_t d, double *sq)
