@@ -27,20 +27,24 @@ static size_t knnwb_partition_nearest(const KnnwbPartitionBlock *block, const do
                                       size_t m, size_t r)
 {
   const double *dot = block->dot + r * block->m;
-  double lane[4] = {HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL};
+  double l0 = HUGE_VAL, l1 = HUGE_VAL, l2 = HUGE_VAL, l3 = HUGE_VAL;
   size_t j = 0;
-  for (; j + 4 <= m; j += 4)
-    for (size_t q = 0; q < 4; q++) {
-      const double score = centroid_sq[j + q] - 2.0 * dot[j + q];
-      lane[q] = score < lane[q] ? score : lane[q];
-    }
+  for (; j + 4 <= m; j += 4) {
+    const double s0 = centroid_sq[j] - 2.0 * dot[j], s1 = centroid_sq[j + 1] - 2.0 * dot[j + 1];
+    const double s2 = centroid_sq[j + 2] - 2.0 * dot[j + 2],
+                 s3 = centroid_sq[j + 3] - 2.0 * dot[j + 3];
+    l0 = s0 < l0 ? s0 : l0;
+    l1 = s1 < l1 ? s1 : l1;
+    l2 = s2 < l2 ? s2 : l2;
+    l3 = s3 < l3 ? s3 : l3;
+  }
   for (; j < m; j++) {
     const double score = centroid_sq[j] - 2.0 * dot[j];
-    lane[0] = score < lane[0] ? score : lane[0];
+    l0 = score < l0 ? score : l0;
   }
-  double lowest = lane[0];
-  for (size_t q = 1; q < 4; q++)
-    lowest = lane[q] < lowest ? lane[q] : lowest;
+  l0 = l1 < l0 ? l1 : l0;
+  l2 = l3 < l2 ? l3 : l2;
+  const double lowest = l2 < l0 ? l2 : l0;
   if (!(lowest < HUGE_VAL))
     return 0;
   for (j = 0; j < m; j++)

@@ -109,6 +109,19 @@ static void check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, 
   int32_t *label = g_new(int32_t, s);
   knnwb_partition_kmeans(&sample, m, 1, centroid, centroid_sq, label);
   double *dot = g_memdup2(sample.dot, s * sample.m * sizeof(double));
+  /* each label the first centroid of the lowest |c|^2 - 2 v.c, one score at a time */
+  for (size_t t = 0; t < s; t++) {
+    size_t best = 0;
+    double best_score = HUGE_VAL;
+    for (size_t j = 0; j < m; j++) {
+      const double score = centroid_sq[j] - 2.0 * dot[t * sample.m + j];
+      if (score < best_score) {
+        best_score = score;
+        best = j;
+      }
+    }
+    g_assert_cmpint(label[t], ==, (int32_t)best);
+  }
   /* every centroid has sample rows (the data has clusters enough) */
   size_t *count = g_new0(size_t, m);
   for (size_t t = 0; t < s; t++)
