@@ -144,15 +144,17 @@ static void knnwb_partition_means(size_t first, size_t last, void *data)
   g_free(mean);
 }
 
-/* Lloyd rounds on the sample (centroids of no sample row stay where they are). Each mean adds the
- * sums of fixed blocks of rows in block order, so it is the same for any number of threads; the
- * blocks' sums are made on the threads that assign their rows, from rows still in cache (a pass
- * of its own over the sample was memory-bound: 2 threads no faster than 1). */
-static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
-                                  double *centroid, double *centroid_sq, int32_t *label)
+/* Lloyd rounds on the sample (centroids of no sample row stay where they are); returns how many
+ * moved the centroids. Each mean adds the sums of fixed blocks of rows in block order, so it is
+ * the same for any number of threads; the blocks' sums are made on the threads that assign their
+ * rows, from rows still in cache (a pass of its own over the sample was memory-bound: 2 threads no
+ * faster than 1). Labels the same as the round before's give the same means, so that no later
+ * round would change a bit: the rounds stop there (30 centroids on 50 blobs settled after 4). */
+static int knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
+                                 double *centroid, double *centroid_sq, int32_t *label)
 {
-  const size_t blocks =
-      (sample->rows + KNNWB_PARTITION_BLOCK_ROWS - 1) / KNNWB_PARTITION_BLOCK_ROWS;
+  const size_t s = sample->rows,
+               blocks = (s + KNNWB_PARTITION_BLOCK_ROWS - 1) / KNNWB_PARTITION_BLOCK_ROWS;
   /* (only the sums of centroids with rows in a block are written: most of a block's room stays
    * untouched when there are many centroids) */
   KnnwbPartitionLabel l = {.sample = sample,
@@ -162,15 +164,23 @@ static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int thr
                            .label = label,
                            .sum = g_new(double, blocks *m * sample->d),
                            .count = g_new(size_t, blocks * m)};
-  for (int round = 0; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
+  int32_t *before = g_new(int32_t, s);
+  int round = 0;
+  for (; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
     knnwb_partition_label(&l, threads);
+    if (round > 0 && memcmp(before, label, s * sizeof(int32_t)) == 0)
+      break; /* the centroids, their squares, the labels and the products are the last round's */
+    memcpy(before, label, s * sizeof(int32_t));
     knnwb_parallel_for(threads, m, MAX((size_t)1, m / (4 * (size_t)MAX(threads, 1))),
                        knnwb_partition_means, &l);
   }
+  g_free(before);
   g_free(l.sum);
   g_free(l.count);
   l.sum = NULL;
-  knnwb_partition_label(&l, threads);
+  if (round == KNNWB_PARTITION_LLOYD_ROUNDS)
+    knnwb_partition_label(&l, threads);
+  return round;
 }
 
 size_t knnwb_partition_sample_rows(size_t n, size_t d)
@@ -194,11 +204,11 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
   return ok;
 }
 
-void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
-                            double *centroid_sq, int32_t *label)
+int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+                           double *centroid_sq, int32_t *label)
 {
   knnwb_partition_seed(sample, m, threads, centroid);
-  knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
+  return knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
 }
 
 typedef struct {

@@ -97,10 +97,11 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
 /* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds) on threads, with
  * OpenBLAS set to one thread by the caller: m centroids (m x d), their squared norms, each sample
  * row's nearest (label); the sample's dot products are then those with these centroids. The same
- * centroids and labels, bit for bit, for any number of threads. O(rounds s m d) time, O(s + m d)
- * memory besides the sample's. */
-void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
-                            double *centroid_sq, int32_t *label);
+ * centroids and labels, bit for bit, for any number of threads. Returns the Lloyd rounds that
+ * moved the centroids (at most 8: fewer when the labels settled). O(rounds s m d) time,
+ * O(s + m d) memory besides the sample's. */
+int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+                           double *centroid_sq, int32_t *label);
 /* m k-means++ seeds (m x d, into centroid) from a fixed seed, among an evenly spread subset of
  * the sample's rows (4 per seed, at least 4096: the seeds only start the Lloyd rounds, and a subset
  * keeps their O(subset m d) cost small), on up to threads threads (partition_seed.c): the same

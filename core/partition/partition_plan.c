@@ -291,7 +291,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
       break; /* the counts tried so far decide */
     double *centroid = g_new(double, m *d), *centroid_sq = g_new(double, m);
     const gint64 start = g_get_monotonic_time();
-    knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);
+    const int rounds = knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);
     const gint64 clustered = g_get_monotonic_time();
     const KnnwbPartitionSampleView view = {.sample = &sample,
                                            .label = label,
@@ -302,8 +302,8 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
                                            .metric = metric};
     const double work = knnwb_partition_sample_work(&view, gpu, threads);
     g_debug("knnwb: partition: %zu clusters would leave %.1f%% of the work (k-means %.3f s, "
-            "estimate %.3f s)",
-            m, 100.0 * work / plain, (double)(clustered - start) / 1e6,
+            "%d Lloyd rounds, estimate %.3f s)",
+            m, 100.0 * work / plain, (double)(clustered - start) / 1e6, rounds,
             (double)(g_get_monotonic_time() - clustered) / 1e6);
     /* More clusters only help clustered data: once a count is worse than the best so far by
      * half, or two in a row are no better (one may be: 50 clusters cut in 2 and 9 left 149% and

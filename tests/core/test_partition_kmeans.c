@@ -98,16 +98,57 @@ static void test_seeds(void)
   }
 }
 
-/* k-means on one thread and on several: centroids, their squares, labels and the sample's dot
- * products the same bytes. */
-static void check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, size_t m)
+/* Whether each centroid with rows is the mean of its rows as the k-means makes it: sums of
+ * blocks of 2048 rows in row order, added in block order. */
+static gboolean centroids_are_means(const KnnwbPartitionBlock *sample, const int32_t *label,
+                                    size_t m, const double *centroid)
+{
+  const size_t s = sample->rows, d = sample->d, blocks = (s + 2047) / 2048;
+  double *total = g_new0(double, m *d), *block = g_new(double, m *d);
+  size_t *count = g_new0(size_t, m), *in_block = g_new(size_t, m);
+  for (size_t b = 0; b < blocks; b++) {
+    memset(in_block, 0, m * sizeof(size_t));
+    memset(block, 0, m * d * sizeof(double));
+    for (size_t t = b * 2048; t < MIN(s, (b + 1) * 2048); t++) {
+      in_block[label[t]]++;
+      for (size_t j = 0; j < d; j++)
+        block[label[t] * d + j] += sample->v[t * d + j];
+    }
+    for (size_t c = 0; c < m; c++) {
+      count[c] += in_block[c];
+      for (size_t j = 0; in_block[c] > 0 && j < d; j++)
+        total[c * d + j] += block[c * d + j];
+    }
+  }
+  gboolean same = TRUE;
+  for (size_t c = 0; c < m; c++)
+    for (size_t j = 0; count[c] > 0 && j < d; j++) {
+      const double mean = total[c * d + j] / (double)count[c];
+      same = same && memcmp(&mean, &centroid[c * d + j], sizeof mean) == 0;
+    }
+  g_free(in_block);
+  g_free(count);
+  g_free(block);
+  g_free(total);
+  return same;
+}
+
+/* k-means on one thread and on several: centroids, their squares, labels, the sample's dot
+ * products and the rounds the same; rounds that stopped early (the labels settled) left each
+ * centroid the mean of its rows, so that one more round would change nothing. Returns the
+ * rounds. */
+static int check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, size_t m)
 {
   KnnwbPartitionBlock sample;
   sample_of(&sample, data, metric, s, m);
   const size_t d = sample.d, centroid_bytes = m * d * sizeof(double);
   double *centroid = g_malloc(centroid_bytes), *centroid_sq = g_new(double, m);
   int32_t *label = g_new(int32_t, s);
-  knnwb_partition_kmeans(&sample, m, 1, centroid, centroid_sq, label);
+  const int rounds = knnwb_partition_kmeans(&sample, m, 1, centroid, centroid_sq, label);
+  g_assert_cmpint(rounds, >=, 1);
+  g_assert_cmpint(rounds, <=, 8);
+  if (rounds < 8)
+    g_assert_true(centroids_are_means(&sample, label, m, centroid));
   double *dot = g_memdup2(sample.dot, s * sample.m * sizeof(double));
   /* each label the first centroid of the lowest |c|^2 - 2 v.c, one score at a time */
   for (size_t t = 0; t < s; t++) {
@@ -133,7 +174,8 @@ static void check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, 
   for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
     double *c2 = g_malloc0(centroid_bytes), *sq2 = g_new0(double, m);
     int32_t *label2 = g_new0(int32_t, s);
-    knnwb_partition_kmeans(&sample, m, thread_counts[t], c2, sq2, label2);
+    g_assert_cmpint(knnwb_partition_kmeans(&sample, m, thread_counts[t], c2, sq2, label2), ==,
+                    rounds);
     g_assert_cmpmem(c2, centroid_bytes, centroid, centroid_bytes);
     g_assert_cmpmem(sq2, m * sizeof(double), centroid_sq, m * sizeof(double));
     g_assert_cmpmem(label2, s * sizeof(int32_t), label, s * sizeof(int32_t));
@@ -148,6 +190,7 @@ static void check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, 
   g_free(centroid_sq);
   g_free(centroid);
   knnwb_partition_block_clear(&sample);
+  return rounds;
 }
 
 static void test_kmeans_threads(void)
@@ -158,6 +201,11 @@ static void test_kmeans_threads(void)
   check_kmeans(data, KNNWB_METRIC_EUCLIDEAN, 5003, 150);
   check_kmeans(data, KNNWB_METRIC_PEARSON, 4097, 61);
   check_kmeans(data, KNNWB_METRIC_COSINE, 333, 7);
+  /* a few blobs far apart, fewer centroids than blobs: the labels settle before the last round */
+  g_autoptr(KnnwbMatrix) blobs = clustered(7001, 13, 5, 15);
+  g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_EUCLIDEAN, 4999, 3), <, 8);
+  g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_EUCLIDEAN, 4999, 4), <, 8);
+  g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_PEARSON, 4999, 3), <, 8);
 }
 
 /* The whole choice (k-means for each cluster count, the sample's estimate of the work left) on
