@@ -188,17 +188,41 @@ size_t knnwb_partition_sample_rows(size_t n, size_t d)
   return MIN(n, MIN((size_t)32768, MAX((size_t)4096, KNNWB_PARTITION_SAMPLE_VALUES / MAX(d, 1))));
 }
 
+typedef struct {
+  KnnwbPartitionBlock *sample;
+  const KnnwbMatrix *data;
+  KnnwbMetric metric;
+  const int64_t *rows;
+  gint failed;
+} KnnwbPartitionSampleFill;
+
+/* Sample rows [first, last) in place, through a block that views them (no dot products). */
+static void knnwb_partition_sample_fill(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionSampleFill *f = data;
+  const size_t d = f->sample->d;
+  KnnwbPartitionBlock view = {
+      .cap = last - first, .d = d, .v = f->sample->v + first * d, .v_sq = f->sample->v_sq + first};
+  if (!knnwb_partition_block_fill(&view, f->metric, f->data, first, last, f->rows, NULL, 0))
+    g_atomic_int_set(&f->failed, 1);
+}
+
 gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
-                                     KnnwbMetric metric, size_t s, size_t m_max)
+                                     KnnwbMetric metric, size_t s, size_t m_max, int threads)
 {
   const size_t n = data->n_rows, d = data->n_cols;
   int64_t *rows = g_new(int64_t, s);
   for (size_t t = 0; t < s; t++)
     rows[t] = (int64_t)((t * (uint64_t)n) / s);
   gboolean ok = knnwb_partition_block_init(sample, s, m_max, d);
-  if (ok && !knnwb_partition_block_fill(sample, metric, data, 0, s, rows, NULL, 0)) {
-    knnwb_partition_block_clear(sample);
-    ok = FALSE;
+  if (ok) {
+    KnnwbPartitionSampleFill f = {sample, data, metric, rows, 0};
+    sample->rows = s;
+    knnwb_parallel_for(threads, s, KNNWB_PARTITION_BLOCK_ROWS, knnwb_partition_sample_fill, &f);
+    if (f.failed) {
+      knnwb_partition_block_clear(sample);
+      ok = FALSE;
+    }
   }
   g_free(rows);
   return ok;

@@ -89,11 +89,11 @@ void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric 
 /* The clusters (partition_build.c). The sample's size for n rows of d values (at most 32 Ki rows
  * and 32 MiB of doubles). */
 size_t knnwb_partition_sample_rows(size_t n, size_t d);
-/* An evenly spread sample of s rows in the bound space, room for the dot products with up to
- * m_max centroids; FALSE when a row has no direction or a value that is not finite, or memory is
- * short. */
+/* An evenly spread sample of s rows in the bound space (made on threads), room for the dot
+ * products with up to m_max centroids; FALSE when a row has no direction or a value that is not
+ * finite, or memory is short. */
 gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
-                                     KnnwbMetric metric, size_t s, size_t m_max);
+                                     KnnwbMetric metric, size_t s, size_t m_max, int threads);
 /* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds) on threads, with
  * OpenBLAS set to one thread by the caller: m centroids (m x d), their squared norms, each sample
  * row's nearest (label); the sample's dot products are then those with these centroids. The same

@@ -279,7 +279,8 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
   const size_t n_counts = knnwb_partition_counts(data->n_rows, k, rows, counts);
   memset(p, 0, sizeof *p);
   KnnwbPartitionBlock sample;
-  if (n_counts == 0 || !knnwb_partition_sample_init(&sample, data, metric, rows, counts[0]))
+  if (n_counts == 0 ||
+      !knnwb_partition_sample_init(&sample, data, metric, rows, counts[0], threads))
     return FALSE;
   const double plain = knnwb_partition_plain_work(gpu, data->n_rows);
   int32_t *label = g_new(int32_t, sample.rows);

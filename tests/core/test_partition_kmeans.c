@@ -69,7 +69,7 @@ static void reference_seeds(const KnnwbPartitionBlock *sample, size_t m, double 
 static void sample_of(KnnwbPartitionBlock *sample, const KnnwbMatrix *data, KnnwbMetric metric,
                       size_t s, size_t m)
 {
-  g_assert_true(knnwb_partition_sample_init(sample, data, metric, s, m));
+  g_assert_true(knnwb_partition_sample_init(sample, data, metric, s, m, 3));
   g_assert_cmpuint(sample->rows, ==, s);
 }
 
@@ -95,6 +95,34 @@ static void test_seeds(void)
     g_free(got);
     g_free(expected);
     knnwb_partition_block_clear(&sample);
+  }
+}
+
+/* The sample made on one thread and on several: the same rows; a row without direction (constant,
+ * for pearson) in any block fails it. */
+static void test_sample_threads(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(9001, 13, 20, 16);
+  KnnwbPartitionBlock one;
+  g_assert_true(knnwb_partition_sample_init(&one, data, KNNWB_METRIC_PEARSON, 5003, 2, 1));
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    KnnwbPartitionBlock sample;
+    g_assert_true(knnwb_partition_sample_init(&sample, data, KNNWB_METRIC_PEARSON, 5003, 2,
+                                              thread_counts[t]));
+    g_assert_cmpuint(sample.rows, ==, one.rows);
+    g_assert_cmpmem(sample.v, 5003 * 13 * sizeof(double), one.v, 5003 * 13 * sizeof(double));
+    g_assert_cmpmem(sample.v_sq, 5003 * sizeof(double), one.v_sq, 5003 * sizeof(double));
+    knnwb_partition_block_clear(&sample);
+  }
+  knnwb_partition_block_clear(&one);
+  /* sample row 4500 (the third block) is data row 4500 * 9001 / 5003 */
+  const size_t row = (4500 * (size_t)9001) / 5003;
+  for (size_t j = 0; j < 13; j++)
+    data->values[row * 13 + j] = 2.5f;
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    KnnwbPartitionBlock sample;
+    g_assert_false(knnwb_partition_sample_init(&sample, data, KNNWB_METRIC_PEARSON, 5003, 2,
+                                               thread_counts[t]));
   }
 }
 
@@ -313,6 +341,7 @@ int main(int argc, char **argv)
   g_setenv("KNNWB_PARTITION_ROWS", "301", TRUE);
   /* the callers' contract: the k-means's DGEMMs run on threads of ours */
   openblas_set_num_threads(1);
+  g_test_add_func("/partition-kmeans/sample-threads", test_sample_threads);
   g_test_add_func("/partition-kmeans/seeds", test_seeds);
   g_test_add_func("/partition-kmeans/threads", test_kmeans_threads);
   g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
