@@ -93,18 +93,31 @@ static void knnwb_partition_label_sums(KnnwbPartitionLabel *l, size_t b, size_t 
 
 /* Rows [first, last) in blocks of KNNWB_PARTITION_BLOCK_ROWS from row 0, one DGEMM each: one
  * thread is given every row at once, and neither a block's products nor its sums may depend on
- * that. */
+ * that. The Lloyd rounds' products go to a block of this thread's, used at once (the sample's
+ * rows x m of them were zeroed by the DGEMM, written and read again each round: 10% of the
+ * choice on one thread); the last assignment's stay in the sample, for the estimate. */
 static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
 {
   KnnwbPartitionLabel *l = data;
+  const size_t d = l->sample->d, rows = MIN(last - first, KNNWB_PARTITION_BLOCK_ROWS);
+  double *scratch = l->sum != NULL ? g_new(double, rows * l->m) : NULL;
   for (size_t from = first; from < last; from += KNNWB_PARTITION_BLOCK_ROWS) {
     const size_t to = MIN(last, from + KNNWB_PARTITION_BLOCK_ROWS);
-    knnwb_partition_block_dots_rows(l->sample, l->centroid, l->m, from, to);
+    KnnwbPartitionBlock view = {.rows = to - from,
+                                .cap = to - from,
+                                .m = l->m,
+                                .d = d,
+                                .v = l->sample->v + from * d,
+                                .dot = scratch};
+    KnnwbPartitionBlock *block = scratch != NULL ? &view : l->sample;
+    const size_t offset = scratch != NULL ? from : 0; /* block row of sample row t: t - offset */
+    knnwb_partition_block_dots_rows(block, l->centroid, l->m, from - offset, to - offset);
     for (size_t t = from; t < to; t++)
-      l->label[t] = (int32_t)knnwb_partition_nearest(l->sample, l->centroid_sq, l->m, t);
+      l->label[t] = (int32_t)knnwb_partition_nearest(block, l->centroid_sq, l->m, t - offset);
     if (l->sum != NULL)
       knnwb_partition_label_sums(l, from / KNNWB_PARTITION_BLOCK_ROWS, from, to);
   }
+  g_free(scratch);
 }
 
 /* Every sample row's nearest centroid (the sample's dot products become those with centroid), in
