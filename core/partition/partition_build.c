@@ -182,7 +182,7 @@ static int knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int thre
   for (; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
     knnwb_partition_label(&l, threads);
     if (round > 0 && memcmp(before, label, s * sizeof(int32_t)) == 0)
-      break; /* the centroids, their squares, the labels and the products are the last round's */
+      break; /* the centroids and labels are the last round's */
     memcpy(before, label, s * sizeof(int32_t));
     knnwb_parallel_for(threads, m, MAX((size_t)1, m / (4 * (size_t)MAX(threads, 1))),
                        knnwb_partition_means, &l);
@@ -191,8 +191,7 @@ static int knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int thre
   g_free(l.sum);
   g_free(l.count);
   l.sum = NULL;
-  if (round == KNNWB_PARTITION_LLOYD_ROUNDS)
-    knnwb_partition_label(&l, threads);
+  knnwb_partition_label(&l, threads); /* (the products into the sample this time) */
   return round;
 }
 
