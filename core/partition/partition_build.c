@@ -120,10 +120,11 @@ static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
   g_free(scratch);
 }
 
-/* Every sample row's nearest centroid (the sample's dot products become those with centroid), in
- * blocks of rows on threads, each block one DGEMM on OpenBLAS set to one thread (by the caller):
- * the same labels for any number of threads. (OpenBLAS's own threads on a DGEMM this small cost
- * more than they give: k-means of 305 clusters took 1.4 s on 16 cores that way, 0.3 s on 2.) */
+/* Every sample row's nearest centroid (without l->sum, the sample's dot products become those
+ * with the centroids), in blocks of rows on threads, each block one DGEMM on OpenBLAS set to one
+ * thread (by the caller): the same labels for any number of threads. (OpenBLAS's own threads on a
+ * DGEMM this small cost more than they give: k-means of 305 clusters took 1.4 s on 16 cores that
+ * way, 0.3 s on 2.) */
 static void knnwb_partition_label(KnnwbPartitionLabel *l, int threads)
 {
   knnwb_partition_squares(l->centroid, l->m, l->sample->d, l->centroid_sq);
