@@ -1,7 +1,8 @@
 /* The partitioned search's k-means and choice (core/partition/partition_build.c, partition_seed.c,
- * partition_plan.c), host only: the same seeds, centroids, labels and choice, bit for bit, for any
- * number of threads, on odd sizes; the seeds as the serial k-means++ draws them; the estimated
- * k-th chord as a sort of the chords gives it. */
+ * partition_plan.c), host only: the same sample, seeds, centroids, labels, rounds and choice, bit
+ * for bit, for any number of threads, on odd sizes; the seeds as the serial k-means++ draws them;
+ * rounds that stop early leave each centroid the mean of its rows; the estimated k-th chord as a
+ * sort of the chords gives it. */
 #include <math.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
