@@ -39,9 +39,9 @@ static double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i)
   return kth;
 }
 
-/* Rows run->first + [from, to): the other clusters their bound cannot rule out (lower bound minus
- * the cluster's radius not beyond the chord of the row's k-th distance so far). */
-static void knnwb_partition_visit_rows(size_t from, size_t to, void *data)
+/* Rows run->first + [from, to) (one block): the other clusters their bound cannot rule out (lower
+ * bound minus the cluster's radius not beyond the chord of the row's k-th distance so far). */
+static void knnwb_partition_visit_block(size_t from, size_t to, void *data)
 {
   KnnwbPartitionVisits *v = data;
   const KnnwbPartitionRun *run = v->run;
@@ -84,6 +84,14 @@ static void knnwb_partition_visit_rows(size_t from, size_t to, void *data)
   knnwb_partition_block_clear(&block);
   g_free(seen);
   v->found[from / KNNWB_PARTITION_BOUND_ROWS] = found;
+}
+
+/* Rows run->first + [from, to) a block of KNNWB_PARTITION_BOUND_ROWS at a time: one thread is
+ * given every row at once (as one block they took n (m + d) doubles). */
+static void knnwb_partition_visit_rows(size_t from, size_t to, void *data)
+{
+  for (size_t next = from; next < to; next += KNNWB_PARTITION_BOUND_ROWS)
+    knnwb_partition_visit_block(next, MIN(to, next + KNNWB_PARTITION_BOUND_ROWS), data);
 }
 
 /* Phase two's queries among rows [run->first, run->last): each cluster's visitors, rows ascending

@@ -20,59 +20,37 @@
 extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
 
-/* k-means++ seeds (a fixed seed: the same clusters every run) among an evenly spread subset of
- * the sample's rows (4 per seed, at least 4096): the seeds only start the Lloyd rounds, and a
- * subset keeps their O(rows m d) cost small. */
-static void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, double *centroid)
-{
-  const size_t s = sample->rows, d = sample->d;
-  const size_t subset = MIN(s, MAX((size_t)4096, 4 * m));
-  double *nearest = g_new(double, subset);
-  GRand *rand = g_rand_new_with_seed(20240611u);
-  size_t chosen = 0;
-  for (size_t c = 0; c < m; c++) {
-    if (c > 0) {
-      double total = 0.0;
-      for (size_t u = 0; u < subset; u++)
-        total += nearest[u];
-      double target = g_rand_double(rand) * total, seen = 0.0;
-      chosen = subset - 1;
-      for (size_t u = 0; u < subset; u++) {
-        seen += nearest[u];
-        if (seen > target) {
-          chosen = u;
-          break;
-        }
-      }
-    }
-    const double *centre = sample->v + ((chosen * s) / subset) * d;
-    memcpy(centroid + c * d, centre, d * sizeof(double));
-    for (size_t u = 0; u < subset; u++) {
-      const double *v = sample->v + ((u * s) / subset) * d;
-      double sq = 0.0;
-      for (size_t j = 0; j < d; j++)
-        sq += (v[j] - centre[j]) * (v[j] - centre[j]);
-      nearest[u] = c == 0 ? sq : MIN(nearest[u], sq);
-    }
-  }
-  g_rand_free(rand);
-  g_free(nearest);
-}
-
-/* The nearest centroid of block row r (ties to the lower centroid). */
+/* The nearest centroid of block row r (ties to the lower centroid; 0 when no score is below
+ * HUGE_VAL). The lowest score first, in four lanes (a minimum is exact in any order; a branch on
+ * each score mispredicted most of the time), then the first centroid that has it. */
 static size_t knnwb_partition_nearest(const KnnwbPartitionBlock *block, const double *centroid_sq,
                                       size_t m, size_t r)
 {
-  size_t best = 0;
-  double best_score = HUGE_VAL;
-  for (size_t j = 0; j < m; j++) {
-    const double score = centroid_sq[j] - 2.0 * block->dot[r * block->m + j];
-    if (score < best_score) {
-      best_score = score;
-      best = j;
-    }
+  const double *dot = block->dot + r * block->m;
+  double l0 = HUGE_VAL, l1 = HUGE_VAL, l2 = HUGE_VAL, l3 = HUGE_VAL;
+  size_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    const double s0 = centroid_sq[j] - 2.0 * dot[j], s1 = centroid_sq[j + 1] - 2.0 * dot[j + 1];
+    const double s2 = centroid_sq[j + 2] - 2.0 * dot[j + 2],
+                 s3 = centroid_sq[j + 3] - 2.0 * dot[j + 3];
+    l0 = s0 < l0 ? s0 : l0;
+    l1 = s1 < l1 ? s1 : l1;
+    l2 = s2 < l2 ? s2 : l2;
+    l3 = s3 < l3 ? s3 : l3;
   }
-  return best;
+  for (; j < m; j++) {
+    const double score = centroid_sq[j] - 2.0 * dot[j];
+    l0 = score < l0 ? score : l0;
+  }
+  l0 = l1 < l0 ? l1 : l0;
+  l2 = l3 < l2 ? l3 : l2;
+  const double lowest = l2 < l0 ? l2 : l0;
+  if (!(lowest < HUGE_VAL))
+    return 0;
+  for (j = 0; j < m; j++)
+    if (centroid_sq[j] - 2.0 * dot[j] == lowest)
+      break;
+  return j;
 }
 
 static void knnwb_partition_squares(const double *centroid, size_t m, size_t d, double *sq)
@@ -85,57 +63,137 @@ static void knnwb_partition_squares(const double *centroid, size_t m, size_t d, 
   }
 }
 
+/* The assignment of the sample's rows (and, in the Lloyd rounds, each block's sums of its rows by
+ * centroid, made while the block's rows are in cache: the means come from them). */
 typedef struct {
   KnnwbPartitionBlock *sample;
-  const double *centroid, *centroid_sq;
+  double *centroid, *centroid_sq; /* the means replace the centroids */
   size_t m;
   int32_t *label;
+  double *sum;   /* NULL, or blocks x m x d: block b's sum of its rows nearest to each centroid */
+  size_t *count; /* blocks x m: those rows */
 } KnnwbPartitionLabel;
 
+/* Block b's (rows [from, to)) sums, each centroid's row of them zeroed at its first row. */
+static void knnwb_partition_label_sums(KnnwbPartitionLabel *l, size_t b, size_t from, size_t to)
+{
+  const size_t m = l->m, d = l->sample->d;
+  double *sum = l->sum + b * m * d;
+  size_t *count = l->count + b * m;
+  memset(count, 0, m * sizeof(size_t));
+  for (size_t t = from; t < to; t++) {
+    const size_t c = (size_t)l->label[t];
+    const double *v = l->sample->v + t * d;
+    if (count[c]++ == 0)
+      memset(sum + c * d, 0, d * sizeof(double));
+    for (size_t j = 0; j < d; j++)
+      sum[c * d + j] += v[j];
+  }
+}
+
+/* Rows [first, last) in blocks of KNNWB_PARTITION_BLOCK_ROWS from row 0, one DGEMM each: one
+ * thread is given every row at once, and neither a block's products nor its sums may depend on
+ * that. The Lloyd rounds' products go to a block of this thread's, used at once (the sample's
+ * rows x m of them were zeroed by the DGEMM, written and read again each round: 10% of the
+ * choice on one thread); the last assignment's stay in the sample, for the estimate. */
 static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
 {
   KnnwbPartitionLabel *l = data;
-  knnwb_partition_block_dots_rows(l->sample, l->centroid, l->m, first, last);
-  for (size_t t = first; t < last; t++)
-    l->label[t] = (int32_t)knnwb_partition_nearest(l->sample, l->centroid_sq, l->m, t);
-}
-
-/* Every sample row's nearest centroid (the sample's dot products become those with centroid), in
- * blocks of rows on threads, each block one DGEMM on OpenBLAS set to one thread (by the caller):
- * the same labels for any number of threads. (OpenBLAS's own threads on a DGEMM this small cost
- * more than they give: k-means of 305 clusters took 1.4 s on 16 cores that way, 0.3 s on 2.) */
-static void knnwb_partition_label(KnnwbPartitionBlock *sample, const double *centroid,
-                                  double *centroid_sq, size_t m, int threads, int32_t *label)
-{
-  knnwb_partition_squares(centroid, m, sample->d, centroid_sq);
-  KnnwbPartitionLabel l = {sample, centroid, centroid_sq, m, label};
-  knnwb_parallel_for(threads, sample->rows, KNNWB_PARTITION_BLOCK_ROWS, knnwb_partition_label_rows,
-                     &l);
-}
-
-/* Lloyd rounds on the sample (centroids of no sample row stay where they are). */
-static void knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
-                                  double *centroid, double *centroid_sq, int32_t *label)
-{
-  const size_t s = sample->rows, d = sample->d;
-  double *sum = g_new(double, m *d);
-  size_t *count = g_new(size_t, m);
-  for (int round = 0; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
-    knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
-    memset(sum, 0, m * d * sizeof(double));
-    memset(count, 0, m * sizeof(size_t));
-    for (size_t t = 0; t < s; t++) {
-      count[label[t]]++;
-      for (size_t j = 0; j < d; j++)
-        sum[(size_t)label[t] * d + j] += sample->v[t * d + j];
-    }
-    for (size_t c = 0; c < m; c++)
-      for (size_t j = 0; count[c] > 0 && j < d; j++)
-        centroid[c * d + j] = sum[c * d + j] / (double)count[c];
+  const size_t d = l->sample->d, rows = MIN(last - first, KNNWB_PARTITION_BLOCK_ROWS);
+  double *scratch = l->sum != NULL ? g_new(double, rows * l->m) : NULL;
+  for (size_t from = first; from < last; from += KNNWB_PARTITION_BLOCK_ROWS) {
+    const size_t to = MIN(last, from + KNNWB_PARTITION_BLOCK_ROWS);
+    KnnwbPartitionBlock view = {.rows = to - from,
+                                .cap = to - from,
+                                .m = l->m,
+                                .d = d,
+                                .v = l->sample->v + from * d,
+                                .dot = scratch};
+    KnnwbPartitionBlock *block = scratch != NULL ? &view : l->sample;
+    const size_t offset = scratch != NULL ? from : 0; /* block row of sample row t: t - offset */
+    knnwb_partition_block_dots_rows(block, l->centroid, l->m, from - offset, to - offset);
+    for (size_t t = from; t < to; t++)
+      l->label[t] = (int32_t)knnwb_partition_nearest(block, l->centroid_sq, l->m, t - offset);
+    if (l->sum != NULL)
+      knnwb_partition_label_sums(l, from / KNNWB_PARTITION_BLOCK_ROWS, from, to);
   }
-  knnwb_partition_label(sample, centroid, centroid_sq, m, threads, label);
-  g_free(count);
-  g_free(sum);
+  g_free(scratch);
+}
+
+/* Every sample row's nearest centroid (without l->sum, the sample's dot products become those
+ * with the centroids), in blocks of rows on threads, each block one DGEMM on OpenBLAS set to one
+ * thread (by the caller): the same labels for any number of threads. (OpenBLAS's own threads on a
+ * DGEMM this small cost more than they give: k-means of 305 clusters took 1.4 s on 16 cores that
+ * way, 0.3 s on 2.) */
+static void knnwb_partition_label(KnnwbPartitionLabel *l, int threads)
+{
+  knnwb_partition_squares(l->centroid, l->m, l->sample->d, l->centroid_sq);
+  knnwb_parallel_for(threads, l->sample->rows, KNNWB_PARTITION_BLOCK_ROWS,
+                     knnwb_partition_label_rows, l);
+}
+
+/* Centroids [first, last) become the means of their rows from the blocks' sums, added in block
+ * order (centroids of no row stay). */
+static void knnwb_partition_means(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionLabel *l = data;
+  const size_t m = l->m, d = l->sample->d;
+  const size_t blocks =
+      (l->sample->rows + KNNWB_PARTITION_BLOCK_ROWS - 1) / KNNWB_PARTITION_BLOCK_ROWS;
+  double *mean = g_new(double, d);
+  for (size_t c = first; c < last; c++) {
+    size_t count = 0;
+    memset(mean, 0, d * sizeof(double));
+    for (size_t b = 0; b < blocks; b++) {
+      if (l->count[b * m + c] == 0)
+        continue;
+      count += l->count[b * m + c];
+      const double *sum = l->sum + (b * m + c) * d;
+      for (size_t j = 0; j < d; j++)
+        mean[j] += sum[j];
+    }
+    for (size_t j = 0; count > 0 && j < d; j++)
+      l->centroid[c * d + j] = mean[j] / (double)count;
+  }
+  g_free(mean);
+}
+
+/* Lloyd rounds on the sample (centroids of no sample row stay where they are); returns how many
+ * moved the centroids. Each mean adds the sums of fixed blocks of rows in block order, so it is
+ * the same for any number of threads; the blocks' sums are made on the threads that assign their
+ * rows, from rows still in cache (a pass of its own over the sample was memory-bound: 2 threads no
+ * faster than 1). Labels the same as the round before's give the same means, so that no later
+ * round would change a bit: the rounds stop there (30 centroids on 50 blobs settled after 4). */
+static int knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
+                                 double *centroid, double *centroid_sq, int32_t *label)
+{
+  const size_t s = sample->rows,
+               blocks = (s + KNNWB_PARTITION_BLOCK_ROWS - 1) / KNNWB_PARTITION_BLOCK_ROWS;
+  /* (only the sums of centroids with rows in a block are written: most of a block's room stays
+   * untouched when there are many centroids) */
+  KnnwbPartitionLabel l = {.sample = sample,
+                           .centroid = centroid,
+                           .centroid_sq = centroid_sq,
+                           .m = m,
+                           .label = label,
+                           .sum = g_new(double, blocks *m * sample->d),
+                           .count = g_new(size_t, blocks * m)};
+  int32_t *before = g_new(int32_t, s);
+  int round = 0;
+  for (; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
+    knnwb_partition_label(&l, threads);
+    if (round > 0 && memcmp(before, label, s * sizeof(int32_t)) == 0)
+      break; /* the centroids and labels are the last round's */
+    memcpy(before, label, s * sizeof(int32_t));
+    knnwb_parallel_for(threads, m, MAX((size_t)1, m / (4 * (size_t)MAX(threads, 1))),
+                       knnwb_partition_means, &l);
+  }
+  g_free(before);
+  g_free(l.sum);
+  g_free(l.count);
+  l.sum = NULL;
+  knnwb_partition_label(&l, threads); /* (the products into the sample this time) */
+  return round;
 }
 
 size_t knnwb_partition_sample_rows(size_t n, size_t d)
@@ -143,27 +201,51 @@ size_t knnwb_partition_sample_rows(size_t n, size_t d)
   return MIN(n, MIN((size_t)32768, MAX((size_t)4096, KNNWB_PARTITION_SAMPLE_VALUES / MAX(d, 1))));
 }
 
+typedef struct {
+  KnnwbPartitionBlock *sample;
+  const KnnwbMatrix *data;
+  KnnwbMetric metric;
+  const int64_t *rows;
+  gint failed;
+} KnnwbPartitionSampleFill;
+
+/* Sample rows [first, last) in place, through a block that views them (no dot products). */
+static void knnwb_partition_sample_fill(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionSampleFill *f = data;
+  const size_t d = f->sample->d;
+  KnnwbPartitionBlock view = {
+      .cap = last - first, .d = d, .v = f->sample->v + first * d, .v_sq = f->sample->v_sq + first};
+  if (!knnwb_partition_block_fill(&view, f->metric, f->data, first, last, f->rows, NULL, 0))
+    g_atomic_int_set(&f->failed, 1);
+}
+
 gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
-                                     KnnwbMetric metric, size_t s, size_t m_max)
+                                     KnnwbMetric metric, size_t s, size_t m_max, int threads)
 {
   const size_t n = data->n_rows, d = data->n_cols;
   int64_t *rows = g_new(int64_t, s);
   for (size_t t = 0; t < s; t++)
     rows[t] = (int64_t)((t * (uint64_t)n) / s);
   gboolean ok = knnwb_partition_block_init(sample, s, m_max, d);
-  if (ok && !knnwb_partition_block_fill(sample, metric, data, 0, s, rows, NULL, 0)) {
-    knnwb_partition_block_clear(sample);
-    ok = FALSE;
+  if (ok) {
+    KnnwbPartitionSampleFill f = {sample, data, metric, rows, 0};
+    sample->rows = s;
+    knnwb_parallel_for(threads, s, KNNWB_PARTITION_BLOCK_ROWS, knnwb_partition_sample_fill, &f);
+    if (f.failed) {
+      knnwb_partition_block_clear(sample);
+      ok = FALSE;
+    }
   }
   g_free(rows);
   return ok;
 }
 
-void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
-                            double *centroid_sq, int32_t *label)
+int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+                           double *centroid_sq, int32_t *label)
 {
-  knnwb_partition_seed(sample, m, centroid);
-  knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
+  knnwb_partition_seed(sample, m, threads, centroid);
+  return knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
 }
 
 typedef struct {
@@ -175,25 +257,29 @@ typedef struct {
   gint failed;
 } KnnwbPartitionAssign;
 
-/* Rows first + [from, to) to their nearest centroid; the radii grow to their upper distances. */
+/* Rows first + [from, to) to their nearest centroid, in blocks of KNNWB_PARTITION_BLOCK_ROWS (one
+ * thread is given every row at once: one block of them all took n m doubles); the radii grow to
+ * their upper distances. */
 static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
 {
   KnnwbPartitionAssign *a = data;
   KnnwbPartition *p = a->p;
-  const size_t first = a->first + from, last = a->first + to;
-  if (g_atomic_int_get(&a->failed) || (a->cancel != NULL && g_atomic_int_get(a->cancel))) {
-    g_atomic_int_set(&a->failed, 1);
-    return;
-  }
   KnnwbPartitionBlock block;
   double *radius = g_try_new0(double, p->m);
-  if (radius == NULL || !knnwb_partition_block_init(&block, last - first, p->m, p->d)) {
+  if (radius == NULL ||
+      !knnwb_partition_block_init(&block, MIN(to - from, KNNWB_PARTITION_BLOCK_ROWS), p->m, p->d)) {
     g_free(radius);
     g_atomic_int_set(&a->failed, 1);
     return;
   }
-  if (knnwb_partition_block_fill(&block, p->metric, a->data, first, last, NULL, p->centroid,
-                                 p->m)) {
+  for (size_t next = from; next < to; next += KNNWB_PARTITION_BLOCK_ROWS) {
+    const size_t first = a->first + next, last = a->first + MIN(to, next + block.cap);
+    if (g_atomic_int_get(&a->failed) || (a->cancel != NULL && g_atomic_int_get(a->cancel)) ||
+        !knnwb_partition_block_fill(&block, p->metric, a->data, first, last, NULL, p->centroid,
+                                    p->m)) {
+      g_atomic_int_set(&a->failed, 1);
+      break;
+    }
     for (size_t r = 0; r < block.rows; r++) {
       const size_t c = knnwb_partition_nearest(&block, p->centroid_sq, p->m, r);
       double lower, upper;
@@ -201,13 +287,11 @@ static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
       p->cluster_of[first + r] = (int32_t)c;
       radius[c] = MAX(radius[c], upper);
     }
-    g_mutex_lock(&a->lock);
-    for (size_t c = 0; c < p->m; c++)
-      p->radius[c] = MAX(p->radius[c], radius[c]);
-    g_mutex_unlock(&a->lock);
-  } else {
-    g_atomic_int_set(&a->failed, 1);
   }
+  g_mutex_lock(&a->lock);
+  for (size_t c = 0; c < p->m; c++)
+    p->radius[c] = MAX(p->radius[c], radius[c]);
+  g_mutex_unlock(&a->lock);
   knnwb_partition_block_clear(&block);
   g_free(radius);
 }

@@ -223,7 +223,7 @@ void knnwb_partition_group(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
   const size_t s = knnwb_partition_sample_rows(p->n, p->d);
   KnnwbPartitionBlock sample;
   if (p->m <= 2 || g_strcmp0(g_getenv("KNNWB_PARTITION_GROUPS"), "off") == 0 ||
-      !knnwb_partition_sample_init(&sample, data, p->metric, s, p->m))
+      !knnwb_partition_sample_init(&sample, data, p->metric, s, p->m, p->threads))
     return;
   knnwb_partition_block_dots(&sample, p->centroid, p->m);
   int32_t *label = g_new(int32_t, s);

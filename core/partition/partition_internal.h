@@ -89,16 +89,25 @@ void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric 
 /* The clusters (partition_build.c). The sample's size for n rows of d values (at most 32 Ki rows
  * and 32 MiB of doubles). */
 size_t knnwb_partition_sample_rows(size_t n, size_t d);
-/* An evenly spread sample of s rows in the bound space, room for the dot products with up to
- * m_max centroids; FALSE when a row has no direction or a value that is not finite, or memory is
- * short. */
+/* An evenly spread sample of s rows in the bound space (made on threads), room for the dot
+ * products with up to m_max centroids; FALSE when a row has no direction or a value that is not
+ * finite, or memory is short. */
 gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMatrix *data,
-                                     KnnwbMetric metric, size_t s, size_t m_max);
+                                     KnnwbMetric metric, size_t s, size_t m_max, int threads);
 /* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds) on threads, with
  * OpenBLAS set to one thread by the caller: m centroids (m x d), their squared norms, each sample
- * row's nearest (label); the sample's dot products are then those with these centroids. */
-void knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
-                            double *centroid_sq, int32_t *label);
+ * row's nearest (label); the sample's dot products are then those with these centroids. The same
+ * centroids and labels, bit for bit, for any number of threads. Returns the Lloyd rounds that
+ * moved the centroids (at most 8: fewer when the labels settled). O(rounds s m d) time,
+ * O(s + m d) memory besides the sample's. */
+int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+                           double *centroid_sq, int32_t *label);
+/* m k-means++ seeds (m x d, into centroid) from a fixed seed, among an evenly spread subset of
+ * the sample's rows (4 per seed, at least 4096: the seeds only start the Lloyd rounds, and a subset
+ * keeps their O(subset m d) cost small), on up to threads threads (partition_seed.c): the same
+ * seeds, bit for bit, for any number. */
+void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, int threads,
+                          double *centroid);
 /* Every row to its nearest of p's centroids (p->m, p->centroid, p->centroid_sq set), the radii,
  * (in a group of ranks holding every row, not NULL: each rank its block, shared; collective, and
  * the same outcome on every rank),

@@ -7,6 +7,7 @@
  * d = 50), in pairs of the plain search. Only the speed depends on it.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/parallel.h>
@@ -44,12 +45,6 @@ KnnwbPartitionMode knnwb_partition_mode(void)
   return KNNWB_PARTITION_AUTO;
 }
 
-static int knnwb_partition_double_compare(const void *a, const void *b)
-{
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : (x > y);
-}
-
 /* The sample's view of m clusters: sizes scaled to n rows, radii, and for a few sample rows the
  * k-th chord in their cluster (the j-th among its sample rows, j = k s / n) and the rows of other
  * clusters they would visit. Returns the work in pairs of the plain search. */
@@ -76,30 +71,99 @@ void knnwb_partition_sample_index(const int32_t *label, size_t s, size_t m, size
   g_free(next);
 }
 
+/* The chords between sample row x and rows y[0 .. 4), each summed in column order (as one at a
+ * time would be: four chains of additions keep the core busy); abs-pearson: the nearer of y and
+ * -y. */
+static void knnwb_partition_estimate_chords(const double *x, const double *const y[4], size_t d,
+                                            KnnwbMetric metric, double chord[4])
+{
+  double p0 = 0.0, p1 = 0.0, p2 = 0.0, p3 = 0.0;
+  for (size_t j = 0; j < d; j++) {
+    const double e0 = x[j] - y[0][j], e1 = x[j] - y[1][j], e2 = x[j] - y[2][j], e3 = x[j] - y[3][j];
+    p0 += e0 * e0;
+    p1 += e1 * e1;
+    p2 += e2 * e2;
+    p3 += e3 * e3;
+  }
+  double plain[4] = {p0, p1, p2, p3};
+  if (metric == KNNWB_METRIC_ABS_PEARSON) {
+    double f0 = 0.0, f1 = 0.0, f2 = 0.0, f3 = 0.0;
+    for (size_t j = 0; j < d; j++) {
+      const double e0 = x[j] + y[0][j], e1 = x[j] + y[1][j], e2 = x[j] + y[2][j],
+                   e3 = x[j] + y[3][j];
+      f0 += e0 * e0;
+      f1 += e1 * e1;
+      f2 += e2 * e2;
+      f3 += e3 * e3;
+    }
+    const double flipped[4] = {f0, f1, f2, f3};
+    for (int q = 0; q < 4; q++)
+      plain[q] = MIN(plain[q], flipped[q]);
+  }
+  for (int q = 0; q < 4; q++)
+    chord[q] = sqrt(plain[q]);
+}
+
+/* The rank-th smallest (from 1) of values[0 .. count) (not NaN), which it reorders: Hoare's
+ * selection, in O(count) on average; the value is the one a sort would put there. */
+static double knnwb_partition_select(double *values, size_t count, size_t rank)
+{
+  const ptrdiff_t want = (ptrdiff_t)rank - 1;
+  ptrdiff_t low = 0, high = (ptrdiff_t)count - 1;
+  while (low < high) {
+    const double pivot = values[low + (high - low) / 2];
+    ptrdiff_t i = low, j = high;
+    do {
+      while (values[i] < pivot)
+        i++;
+      while (pivot < values[j])
+        j--;
+      if (i <= j) {
+        const double swap = values[i];
+        values[i++] = values[j];
+        values[j--] = swap;
+      }
+    } while (i <= j);
+    if (j < want)
+      low = i;
+    if (want < i)
+      high = j;
+  }
+  return values[want];
+}
+
 double knnwb_partition_estimate_limit(const KnnwbPartitionBlock *sample, KnnwbMetric metric,
                                       size_t t, const size_t *members, size_t count, double size,
                                       size_t k, double *chord)
 {
   const size_t d = sample->d, compared = MIN(count, KNNWB_PARTITION_ESTIMATE_MEMBERS);
-  size_t found = 0;
+  const double *x = sample->v + t * d;
+  size_t found = 0, waiting = 0;
+  const double *y[4];
   for (size_t q = 0; q < compared; q++) {
     const size_t o = members[(q * count) / compared];
     if (o == t)
       continue;
-    double plain = 0.0, flipped = 0.0;
-    for (size_t j = 0; j < d; j++) {
-      const double x = sample->v[t * d + j], y = sample->v[o * d + j];
-      plain += (x - y) * (x - y);
-      flipped += (x + y) * (x + y);
+    y[waiting++] = sample->v + o * d;
+    if (waiting == 4) {
+      knnwb_partition_estimate_chords(x, y, d, metric, chord + found);
+      found += 4;
+      waiting = 0;
     }
-    chord[found++] = sqrt(metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, flipped) : plain);
+  }
+  if (waiting > 0) {
+    double last[4];
+    for (size_t q = waiting; q < 4; q++)
+      y[q] = y[0];
+    knnwb_partition_estimate_chords(x, y, d, metric, last);
+    memcpy(chord + found, last, waiting * sizeof(double));
+    found += waiting;
   }
   /* The k-th of the cluster's size rows is about the (k found / size)-th of these. */
   const size_t rank = MAX((size_t)1, (size_t)llround((double)k * (double)found / size));
   if (found < rank)
     return HUGE_VAL;
-  qsort(chord, found, sizeof(double), knnwb_partition_double_compare);
-  return chord[rank - 1];
+  return knnwb_partition_select(chord, found, rank);
 }
 
 /* Per evaluated sample row: the rows of other clusters it would visit, and how many clusters. */
@@ -215,7 +279,8 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
   const size_t n_counts = knnwb_partition_counts(data->n_rows, k, rows, counts);
   memset(p, 0, sizeof *p);
   KnnwbPartitionBlock sample;
-  if (n_counts == 0 || !knnwb_partition_sample_init(&sample, data, metric, rows, counts[0]))
+  if (n_counts == 0 ||
+      !knnwb_partition_sample_init(&sample, data, metric, rows, counts[0], threads))
     return FALSE;
   const double plain = knnwb_partition_plain_work(gpu, data->n_rows);
   int32_t *label = g_new(int32_t, sample.rows);
@@ -227,7 +292,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
       break; /* the counts tried so far decide */
     double *centroid = g_new(double, m *d), *centroid_sq = g_new(double, m);
     const gint64 start = g_get_monotonic_time();
-    knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);
+    const int rounds = knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);
     const gint64 clustered = g_get_monotonic_time();
     const KnnwbPartitionSampleView view = {.sample = &sample,
                                            .label = label,
@@ -238,8 +303,8 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
                                            .metric = metric};
     const double work = knnwb_partition_sample_work(&view, gpu, threads);
     g_debug("knnwb: partition: %zu clusters would leave %.1f%% of the work (k-means %.3f s, "
-            "estimate %.3f s)",
-            m, 100.0 * work / plain, (double)(clustered - start) / 1e6,
+            "%d Lloyd rounds, estimate %.3f s)",
+            m, 100.0 * work / plain, (double)(clustered - start) / 1e6, rounds,
             (double)(g_get_monotonic_time() - clustered) / 1e6);
     /* More clusters only help clustered data: once a count is worse than the best so far by
      * half, or two in a row are no better (one may be: 50 clusters cut in 2 and 9 left 149% and

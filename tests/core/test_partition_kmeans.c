@@ -1,0 +1,351 @@
+/* The partitioned search's k-means and choice (core/partition/partition_build.c, partition_seed.c,
+ * partition_plan.c), host only: the same sample, seeds, centroids, labels, rounds and choice, bit
+ * for bit, for any number of threads, on odd sizes; the seeds as the serial k-means++ draws them;
+ * rounds that stop early leave each centroid the mean of its rows; the estimated k-th chord as a
+ * sort of the chords gives it. */
+#include <math.h>
+#include <string.h>
+#include <knnwb/knnwb.h>
+#include "partition/partition_internal.h"
+
+extern void openblas_set_num_threads(int);
+
+static const int thread_counts[] = {2, 3, 5, 16};
+
+/* n rows of d values around `clusters` centres (uniform noise, so that some clusters are near). */
+static KnnwbMatrix *clustered(size_t n, size_t d, size_t clusters, guint32 seed)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  double *centre = g_new(double, clusters *d);
+  for (size_t i = 0; i < clusters * d; i++)
+    centre[i] = g_rand_double_range(rand, -4.0, 4.0);
+  for (size_t i = 0; i < n; i++) {
+    const size_t c = (size_t)g_rand_int_range(rand, 0, (gint32)clusters);
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] = (float)(centre[c * d + j] + g_rand_double_range(rand, -1.0, 1.0));
+  }
+  g_free(centre);
+  return m;
+}
+
+/* The k-means++ seeds drawn one row at a time (the subset, the fixed seed and the draw of
+ * partition_seed.c, without threads). */
+static void reference_seeds(const KnnwbPartitionBlock *sample, size_t m, double *centroid)
+{
+  const size_t s = sample->rows, d = sample->d;
+  const size_t subset = MIN(s, MAX((size_t)4096, 4 * m));
+  double *nearest = g_new(double, subset);
+  GRand *rand = g_rand_new_with_seed(20240611u);
+  size_t chosen = 0;
+  for (size_t c = 0; c < m; c++) {
+    if (c > 0) {
+      double total = 0.0;
+      for (size_t u = 0; u < subset; u++)
+        total += nearest[u];
+      double target = g_rand_double(rand) * total, seen = 0.0;
+      chosen = subset - 1;
+      for (size_t u = 0; u < subset; u++) {
+        seen += nearest[u];
+        if (seen > target) {
+          chosen = u;
+          break;
+        }
+      }
+    }
+    const double *centre = sample->v + ((chosen * s) / subset) * d;
+    memcpy(centroid + c * d, centre, d * sizeof(double));
+    for (size_t u = 0; u < subset; u++) {
+      const double *v = sample->v + ((u * s) / subset) * d;
+      double sq = 0.0;
+      for (size_t j = 0; j < d; j++)
+        sq += (v[j] - centre[j]) * (v[j] - centre[j]);
+      nearest[u] = c == 0 ? sq : MIN(nearest[u], sq);
+    }
+  }
+  g_rand_free(rand);
+  g_free(nearest);
+}
+
+static void sample_of(KnnwbPartitionBlock *sample, const KnnwbMatrix *data, KnnwbMetric metric,
+                      size_t s, size_t m)
+{
+  g_assert_true(knnwb_partition_sample_init(sample, data, metric, s, m, 3));
+  g_assert_cmpuint(sample->rows, ==, s);
+}
+
+static void test_seeds(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(9001, 13, 40, 11);
+  /* 5003 rows: a subset of 4096 (threads' ranges not multiples of 4); 2001 rows: the whole
+   * sample; 1100 seeds: a subset of 4 rows a seed */
+  const size_t rows[] = {5003, 2001, 5003}, seeds[] = {37, 150, 1100};
+  for (size_t r = 0; r < G_N_ELEMENTS(rows); r++) {
+    KnnwbPartitionBlock sample;
+    sample_of(&sample, data, KNNWB_METRIC_EUCLIDEAN, rows[r], seeds[r]);
+    const size_t bytes = seeds[r] * sample.d * sizeof(double);
+    double *expected = g_malloc(bytes), *got = g_malloc(bytes);
+    reference_seeds(&sample, seeds[r], expected);
+    knnwb_partition_seed(&sample, seeds[r], 1, got);
+    g_assert_cmpmem(got, bytes, expected, bytes);
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      memset(got, 0, bytes);
+      knnwb_partition_seed(&sample, seeds[r], thread_counts[t], got);
+      g_assert_cmpmem(got, bytes, expected, bytes);
+    }
+    g_free(got);
+    g_free(expected);
+    knnwb_partition_block_clear(&sample);
+  }
+}
+
+/* The sample made on one thread and on several: the same rows; a row without direction (constant,
+ * for pearson) in any block fails it. */
+static void test_sample_threads(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(9001, 13, 20, 16);
+  KnnwbPartitionBlock one;
+  g_assert_true(knnwb_partition_sample_init(&one, data, KNNWB_METRIC_PEARSON, 5003, 2, 1));
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    KnnwbPartitionBlock sample;
+    g_assert_true(knnwb_partition_sample_init(&sample, data, KNNWB_METRIC_PEARSON, 5003, 2,
+                                              thread_counts[t]));
+    g_assert_cmpuint(sample.rows, ==, one.rows);
+    g_assert_cmpmem(sample.v, 5003 * 13 * sizeof(double), one.v, 5003 * 13 * sizeof(double));
+    g_assert_cmpmem(sample.v_sq, 5003 * sizeof(double), one.v_sq, 5003 * sizeof(double));
+    knnwb_partition_block_clear(&sample);
+  }
+  knnwb_partition_block_clear(&one);
+  /* sample row 4500 (the third block) is data row 4500 * 9001 / 5003 */
+  const size_t row = (4500 * (size_t)9001) / 5003;
+  for (size_t j = 0; j < 13; j++)
+    data->values[row * 13 + j] = 2.5f;
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    KnnwbPartitionBlock sample;
+    g_assert_false(knnwb_partition_sample_init(&sample, data, KNNWB_METRIC_PEARSON, 5003, 2,
+                                               thread_counts[t]));
+  }
+}
+
+/* Whether each centroid with rows is the mean of its rows as the k-means makes it: sums of
+ * blocks of 2048 rows in row order, added in block order. */
+static gboolean centroids_are_means(const KnnwbPartitionBlock *sample, const int32_t *label,
+                                    size_t m, const double *centroid)
+{
+  const size_t s = sample->rows, d = sample->d, blocks = (s + 2047) / 2048;
+  double *total = g_new0(double, m *d), *block = g_new(double, m *d);
+  size_t *count = g_new0(size_t, m), *in_block = g_new(size_t, m);
+  for (size_t b = 0; b < blocks; b++) {
+    memset(in_block, 0, m * sizeof(size_t));
+    memset(block, 0, m * d * sizeof(double));
+    for (size_t t = b * 2048; t < MIN(s, (b + 1) * 2048); t++) {
+      in_block[label[t]]++;
+      for (size_t j = 0; j < d; j++)
+        block[label[t] * d + j] += sample->v[t * d + j];
+    }
+    for (size_t c = 0; c < m; c++) {
+      count[c] += in_block[c];
+      for (size_t j = 0; in_block[c] > 0 && j < d; j++)
+        total[c * d + j] += block[c * d + j];
+    }
+  }
+  gboolean same = TRUE;
+  for (size_t c = 0; c < m; c++)
+    for (size_t j = 0; count[c] > 0 && j < d; j++) {
+      const double mean = total[c * d + j] / (double)count[c];
+      same = same && memcmp(&mean, &centroid[c * d + j], sizeof mean) == 0;
+    }
+  g_free(in_block);
+  g_free(count);
+  g_free(block);
+  g_free(total);
+  return same;
+}
+
+/* k-means on one thread and on several: centroids, their squares, labels, the sample's dot
+ * products and the rounds the same; rounds that stopped early (the labels settled) left each
+ * centroid the mean of its rows, so that one more round would change nothing. Returns the
+ * rounds. */
+static int check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, size_t m)
+{
+  KnnwbPartitionBlock sample;
+  sample_of(&sample, data, metric, s, m);
+  const size_t d = sample.d, centroid_bytes = m * d * sizeof(double);
+  double *centroid = g_malloc(centroid_bytes), *centroid_sq = g_new(double, m);
+  int32_t *label = g_new(int32_t, s);
+  const int rounds = knnwb_partition_kmeans(&sample, m, 1, centroid, centroid_sq, label);
+  g_assert_cmpint(rounds, >=, 1);
+  g_assert_cmpint(rounds, <=, 8);
+  if (rounds < 8)
+    g_assert_true(centroids_are_means(&sample, label, m, centroid));
+  double *dot = g_memdup2(sample.dot, s * sample.m * sizeof(double));
+  /* each label the first centroid of the lowest |c|^2 - 2 v.c, one score at a time */
+  for (size_t t = 0; t < s; t++) {
+    size_t best = 0;
+    double best_score = HUGE_VAL;
+    for (size_t j = 0; j < m; j++) {
+      const double score = centroid_sq[j] - 2.0 * dot[t * sample.m + j];
+      if (score < best_score) {
+        best_score = score;
+        best = j;
+      }
+    }
+    g_assert_cmpint(label[t], ==, (int32_t)best);
+  }
+  /* every centroid has sample rows (the data has clusters enough) */
+  size_t *count = g_new0(size_t, m);
+  for (size_t t = 0; t < s; t++)
+    count[label[t]]++;
+  size_t empty = 0;
+  for (size_t c = 0; c < m; c++)
+    empty += count[c] == 0;
+  g_assert_cmpuint(empty, <, m / 2);
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    double *c2 = g_malloc0(centroid_bytes), *sq2 = g_new0(double, m);
+    int32_t *label2 = g_new0(int32_t, s);
+    g_assert_cmpint(knnwb_partition_kmeans(&sample, m, thread_counts[t], c2, sq2, label2), ==,
+                    rounds);
+    g_assert_cmpmem(c2, centroid_bytes, centroid, centroid_bytes);
+    g_assert_cmpmem(sq2, m * sizeof(double), centroid_sq, m * sizeof(double));
+    g_assert_cmpmem(label2, s * sizeof(int32_t), label, s * sizeof(int32_t));
+    g_assert_cmpmem(sample.dot, s * sample.m * sizeof(double), dot, s * sample.m * sizeof(double));
+    g_free(label2);
+    g_free(sq2);
+    g_free(c2);
+  }
+  g_free(count);
+  g_free(dot);
+  g_free(label);
+  g_free(centroid_sq);
+  g_free(centroid);
+  knnwb_partition_block_clear(&sample);
+  return rounds;
+}
+
+static void test_kmeans_threads(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(9001, 13, 60, 12);
+  /* 5003 sample rows: three assignment blocks of 2048, the last short */
+  check_kmeans(data, KNNWB_METRIC_EUCLIDEAN, 5003, 37);
+  check_kmeans(data, KNNWB_METRIC_EUCLIDEAN, 5003, 150);
+  check_kmeans(data, KNNWB_METRIC_PEARSON, 4097, 61);
+  check_kmeans(data, KNNWB_METRIC_COSINE, 333, 7);
+  /* a few blobs far apart, fewer centroids than blobs: the labels settle before the last round */
+  g_autoptr(KnnwbMatrix) blobs = clustered(7001, 13, 5, 15);
+  g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_EUCLIDEAN, 4999, 3), <, 8);
+  g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_EUCLIDEAN, 4999, 4), <, 8);
+  g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_PEARSON, 4999, 3), <, 8);
+}
+
+/* The whole choice (k-means for each cluster count, the sample's estimate of the work left) on
+ * one thread and on several: the same centroids and share. */
+static void test_choice_threads(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(12345, 9, 30, 13);
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_ABS_PEARSON};
+  for (size_t k = 0; k < G_N_ELEMENTS(metrics); k++) {
+    KnnwbPartition one;
+    double share_one;
+    g_assert_true(knnwb_partition_choose(&one, data, metrics[k], 7, 1, FALSE, &share_one));
+    g_assert_cmpuint(one.m, ==, 12345 / 301);
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      KnnwbPartition p;
+      double share;
+      g_assert_true(
+          knnwb_partition_choose(&p, data, metrics[k], 7, thread_counts[t], FALSE, &share));
+      g_assert_cmpuint(p.m, ==, one.m);
+      g_assert_cmpmem(p.centroid, p.m * p.d * sizeof(double), one.centroid,
+                      one.m * one.d * sizeof(double));
+      g_assert_true(memcmp(&share, &share_one, sizeof share) == 0);
+      knnwb_partition_clear(&p);
+    }
+    knnwb_partition_clear(&one);
+  }
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : (x > y);
+}
+
+/* The estimate's k-th chord one pair at a time and by a sort. */
+static double reference_limit(const KnnwbPartitionBlock *sample, KnnwbMetric metric, size_t t,
+                              const size_t *members, size_t count, double size, size_t k)
+{
+  const size_t d = sample->d, compared = MIN(count, KNNWB_PARTITION_ESTIMATE_MEMBERS);
+  double *chord = g_new(double, KNNWB_PARTITION_ESTIMATE_MEMBERS);
+  size_t found = 0;
+  for (size_t q = 0; q < compared; q++) {
+    const size_t o = members[(q * count) / compared];
+    if (o == t)
+      continue;
+    double plain = 0.0, flipped = 0.0;
+    for (size_t j = 0; j < d; j++) {
+      const double x = sample->v[t * d + j], y = sample->v[o * d + j];
+      plain += (x - y) * (x - y);
+      flipped += (x + y) * (x + y);
+    }
+    chord[found++] = sqrt(metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, flipped) : plain);
+  }
+  const size_t rank = MAX((size_t)1, (size_t)llround((double)k * (double)found / size));
+  double limit = HUGE_VAL;
+  if (found >= rank) {
+    qsort(chord, found, sizeof(double), compare_doubles);
+    limit = chord[rank - 1];
+  }
+  g_free(chord);
+  return limit;
+}
+
+static void test_estimate_limit(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(6007, 11, 5, 14);
+  /* rows repeated: equal chords, which the selection must place as a sort does */
+  memcpy(data->values + 11 * 100, data->values, 11 * 100 * sizeof(float));
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
+                                 KNNWB_METRIC_ABS_PEARSON, KNNWB_METRIC_COSINE};
+  const size_t counts[] = {0, 1, 2, 3, 4, 5, 9, 2047, 2048, 2049, 3001};
+  const double sizes[] = {1.0, 10.0, 400.0, 1e6};
+  size_t *members = g_new(size_t, 3001);
+  double *chord = g_new(double, KNNWB_PARTITION_ESTIMATE_MEMBERS);
+  for (size_t k = 0; k < G_N_ELEMENTS(metrics); k++) {
+    KnnwbPartitionBlock sample;
+    sample_of(&sample, data, metrics[k], 3001, 2);
+    for (size_t c = 0; c < G_N_ELEMENTS(counts); c++) {
+      /* members: an odd stride through the sample, row 5 among them */
+      for (size_t q = 0; q < counts[c]; q++)
+        members[q] = (5 + q * 7) % 3001;
+      for (size_t z = 0; z < G_N_ELEMENTS(sizes); z++) {
+        for (size_t neighbours = 1; neighbours <= 300; neighbours *= 7) {
+          const double expected =
+              reference_limit(&sample, metrics[k], 5, members, counts[c], sizes[z], neighbours);
+          const double got = knnwb_partition_estimate_limit(&sample, metrics[k], 5, members,
+                                                            counts[c], sizes[z], neighbours, chord);
+          g_assert_true(memcmp(&got, &expected, sizeof got) == 0);
+        }
+      }
+    }
+    knnwb_partition_block_clear(&sample);
+  }
+  g_free(chord);
+  g_free(members);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  /* more threads than the machine's CPUs (or this process's) are meant: their warning is not
+   * fatal here */
+  g_log_set_always_fatal(G_LOG_FATAL_MASK);
+  /* the choice tries one cluster count: a cluster each 301 rows (set before any thread starts) */
+  g_setenv("KNNWB_PARTITION_ROWS", "301", TRUE);
+  /* the callers' contract: the k-means's DGEMMs run on threads of ours */
+  openblas_set_num_threads(1);
+  g_test_add_func("/partition-kmeans/sample-threads", test_sample_threads);
+  g_test_add_func("/partition-kmeans/seeds", test_seeds);
+  g_test_add_func("/partition-kmeans/threads", test_kmeans_threads);
+  g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
+  g_test_add_func("/partition-kmeans/estimate-limit", test_estimate_limit);
+  return g_test_run();
+}
