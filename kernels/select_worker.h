@@ -21,7 +21,6 @@
 #include "select_internal.h"
 #include "select_run.h"
 #include "select_trace.h"
-#include "sm_split.h"
 #include "tile_scores.h"
 
 #include <cublas_v2.h>
@@ -137,7 +136,6 @@ private:
   int index_;
   int device_ordinal_;
   cudaStream_t copy_stream_ = nullptr, gemm_stream_ = nullptr, select_stream_ = nullptr;
-  SmSplit split_; /* KNNWB_CUDA_GEMM_SMS: the two streams on disjoint SMs (sm_split.h) */
   cublasHandle_t blas_ = nullptr;
   cudaEvent_t copy_done_[2] = {}, gemm_done_[2] = {}, select_done_[2] = {}, query_free_ = nullptr,
               query_ready_ = nullptr;

@@ -5,7 +5,6 @@
  */
 #include "host_staging.h"
 #include "select_worker.h"
-#include "sm_split.h"
 #include "tile_scores.h"
 
 #include <algorithm>
@@ -96,19 +95,7 @@ bool Worker::setup()
 bool Worker::setup_streams()
 {
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-  if (sm_split_gemm_sms() > 0 && run_.job->score_kind != KNNWB_SCORE_L1) {
-    int least_priority = 0, greatest_priority = 0;
-    CUDA_TRY(run_, cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-    /* without green contexts (old driver or toolkit), ordinary streams below */
-    const char *why = "";
-    const bool split = sm_split_create(device_ordinal_, sm_split_gemm_sms(), greatest_priority,
-                                       &split_, &gemm_stream_, &select_stream_, &why);
-    if (trace_enabled())
-      fprintf(stderr, "knnwb cuda worker %d: SMs for the GEMMs %d, for the selection %d%s%s\n",
-              index_, split_.sms[0], split_.sms[1], split ? "" : ", no split: ", split ? "" : why);
-  }
-  if (!gemm_stream_)
-    CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
+  CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
   if (run_.exact)
     CUDA_TRY(run_, cudaStreamCreateWithFlags(&exact_stream_, cudaStreamNonBlocking));
   return true;
@@ -118,8 +105,6 @@ bool Worker::setup_streams()
  * ones, so a tile's select never holds back the GEMM after next (two tile buffers). */
 bool Worker::setup_select_stream()
 {
-  if (select_stream_)
-    return true; /* made with the SM split */
   int least_priority = 0, greatest_priority = 0;
   CUDA_TRY(run_, cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
   CUDA_TRY(run_,
@@ -159,9 +144,6 @@ bool Worker::setup_blas()
     CUBLAS_TRY(run_, cublasSetStream(blas_, gemm_stream_));
     /* Plain fp32 FMA unless a screening precision says otherwise (tile_scores.h). */
     CUBLAS_TRY(run_, cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
-    /* its kernels are sized for the GEMM stream's share of the SMs */
-    if (split_.sms[0] > 0)
-      CUBLAS_TRY(run_, cublasSetSmCountTarget(blas_, split_.sms[0]));
   }
   return true;
 }
@@ -388,8 +370,6 @@ void Worker::release()
   for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
     if (s)
       cudaStreamDestroy(s);
-  sm_split_destroy(&split_);
-  split_ = SmSplit();
   blas_ = nullptr;
   copy_stream_ = gemm_stream_ = select_stream_ = exact_stream_ = nullptr;
   cudaGetLastError(); /* teardown errors must not leak into the next call */
