@@ -100,6 +100,27 @@ size_t knnwb_select_plan_bytes(const KnnwbSelectJob *job, const KnnwbSelectPlan 
   return total;
 }
 
+/* An environment variable's integer in [low, high], else fallback. */
+static int knnwb_select_plan_env(const char *name, int fallback, int low, int high)
+{
+  const char *v = getenv(name);
+  const int x = v != NULL && *v != 0 ? atoi(v) : fallback;
+  return x < low || x > high ? fallback : x;
+}
+
+int knnwb_select_plan_lazy(int cap)
+{
+  const int limit = knnwb_select_plan_env("KNNWB_CUDA_LAZY_LIMIT", 0, 1, cap);
+  const int divisor = knnwb_select_plan_env("KNNWB_CUDA_LAZY_DIVISOR", 0, 2, 1 << 20);
+  if (limit > 0)
+    return limit;
+  if (divisor == 0 && cap > KNNWB_SELECT_LAZY_SMALL_CAP)
+    return cap / 2;
+  int lazy = cap / (divisor > 0 ? divisor : 8);
+  lazy = lazy > 8 ? lazy : 8;
+  return lazy < cap / 2 ? lazy : cap / 2;
+}
+
 int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,
                              KnnwbSelectPlan *out)
 {
@@ -107,6 +128,7 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   p.lists_in_shared = job->kc <= (size_t)shared_kc;
   p.kc = (int)job->kc;
   p.cap = (int)knnwb_select_plan_round_up(knnwb_select_plan_max(2 * job->kc, 64), 32);
+  p.lazy_limit = knnwb_select_plan_lazy(p.cap);
   p.dpad = (int)knnwb_select_plan_round_up(job->dim, 8);
   p.screen = job->score_kind == KNNWB_SCORE_L1 ? KNNWB_KERNELS_SCREEN_FP32 : job->screen;
   p.row_bytes = p.dpad * (p.screen == KNNWB_KERNELS_SCREEN_FP16 ? 2 : 4);
@@ -114,16 +136,20 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   const size_t rounded =
       knnwb_select_plan_round_up(knnwb_select_plan_max(n_max, 1), KNNWB_SELECT_MIN_TILE);
   int largest = (int)(rounded < KNNWB_SELECT_MAX_TILE ? rounded : KNNWB_SELECT_MAX_TILE);
-  /* KNNWB_CUDA_MAX_TILE: a smaller largest tile, for measurements of the tile size */
+  /* KNNWB_CUDA_MAX_TILE: another largest tile (up to twice the default), for measurements of
+   * the tile size */
   const char *cap = getenv("KNNWB_CUDA_MAX_TILE");
-  if (cap != NULL && atoi(cap) >= KNNWB_SELECT_MIN_TILE && atoi(cap) < largest)
-    largest = (int)knnwb_select_plan_round_up((size_t)atoi(cap), KNNWB_SELECT_MIN_TILE);
+  if (cap != NULL && atoi(cap) >= KNNWB_SELECT_MIN_TILE && atoi(cap) <= 2 * KNNWB_SELECT_MAX_TILE) {
+    const size_t want = knnwb_select_plan_round_up((size_t)atoi(cap), KNNWB_SELECT_MIN_TILE);
+    largest = (int)(want < rounded ? want : rounded);
+  }
   for (int symmetric = job->self ? 1 : 0; symmetric >= 0; symmetric--) {
     for (int tile = largest; tile >= KNNWB_SELECT_MIN_TILE;
          tile = tile == KNNWB_SELECT_MIN_TILE
                     ? 0
                     : (int)knnwb_select_plan_round_up((size_t)tile / 2, KNNWB_SELECT_MIN_TILE)) {
-      for (int resident = 1; resident >= 0; resident--) {
+      for (int resident = 1; resident >= (tile > KNNWB_SELECT_STREAM_MAX_TILE ? 1 : 0);
+           resident--) {
         p.symmetric = symmetric;
         p.resident = resident;
         p.tile = tile;

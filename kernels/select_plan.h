@@ -15,8 +15,13 @@
 extern "C" {
 #endif
 
-/* Tiles are square, between these sizes (rows), multiples of the smaller. */
-#define KNNWB_SELECT_MAX_TILE 8192
+/* Tiles are square, between these sizes (rows), multiples of the smaller. Tiles above
+ * KNNWB_SELECT_STREAM_MAX_TILE are planned only with every row resident: where the rows must
+ * stream, the smaller tile's resident plan comes first. (One H200, alternating runs in one call:
+ * tiles of 16,384 against 8,192 took the real-like tile loop, 1,533,876 x 128 Pearson k = 20,
+ * from 2.46-2.49 s to 2.17 s; 12,288: 2.29 s; 32,768: 2.05-2.07 s against 2.04-2.07 s.) */
+#define KNNWB_SELECT_MAX_TILE 16384
+#define KNNWB_SELECT_STREAM_MAX_TILE 8192
 #define KNNWB_SELECT_MIN_TILE 128
 /* Fixed device bytes on top of the buffers: cuBLAS workspace, context slack. */
 #define KNNWB_SELECT_OVERHEAD_BYTES ((size_t)96 << 20)
@@ -28,6 +33,7 @@ typedef struct {
   int dpad;            /* row length on the device: dim rounded up to 8 */
   int kc;              /* candidates per row */
   int cap;             /* candidate buffer per row */
+  int lazy_limit;      /* candidates a row collects before it is merged (knnwb_select_plan_lazy) */
   int merge_blocks;    /* blocks of the merge kernel (each with its own scratch) */
   int lists_in_shared; /* merge lists fit shared memory (else out_key/out_index buffers) */
   int screen;          /* KnnwbScreenPrecision of the score GEMMs (FP32 for manhattan) */
@@ -91,6 +97,21 @@ void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan 
 
 /** Device bytes of plan: the overhead plus every buffer (rounded as cudaMalloc does). */
 size_t knnwb_select_plan_bytes(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int exact);
+
+/**
+ * Candidates a row collects before it is merged (SelectState::lazy_limit) for a candidate buffer
+ * of cap: for small buffers (cap up to KNNWB_SELECT_LAZY_SMALL_CAP) cap / 8, at least 8; for
+ * larger ones cap / 2. KNNWB_CUDA_LAZY_DIVISOR (2 gives cap / 2 everywhere) or
+ * KNNWB_CUDA_LAZY_LIMIT (1..cap) override it, to measure. A lower limit merges more often:
+ * thresholds tighten sooner and fewer pairs reach the exact passes, but each merge costs O(kc), so
+ * large lists merge at cap / 2. The lists are the same either way. Measured on one H200,
+ * alternating runs in one call: real-like 1,533,876 x 128 Pearson k = 20 (cap 96), tiles of
+ * 8,192: tile loop 2.32-2.34 s with 16 against 2.50-2.56 s with 48, 2.37-2.38 s with 24; tiles
+ * of 16,384: 2.02-2.05 s with 12, 2.04-2.07 s with 16, 2.04-2.05 s with 8; 384,126 x 295 k =
+ * 4,096: 2.27-2.29 s with cap / 8 against 2.19 s with cap / 2. O(1).
+ */
+#define KNNWB_SELECT_LAZY_SMALL_CAP 256
+int knnwb_select_plan_lazy(int cap);
 
 /**
  * The largest tile (then residency) that fits budget bytes per device; the symmetric schedule is

@@ -38,12 +38,6 @@ int exchange_items()
   return items;
 }
 
-int lazy_limit_for(int cap)
-{
-  static const int limit = env_int("KNNWB_CUDA_LAZY_LIMIT", 0, 1, 1 << 20);
-  return limit > 0 && limit <= cap ? limit : cap / 2;
-}
-
 bool serial_tiles()
 {
   static const bool serial = env_int("KNNWB_CUDA_SERIAL_TILES", 0, 0, 1) == 1;

@@ -36,12 +36,6 @@ int piece_tiles(bool shares);
 /** Pieces between threshold imports: kExchangeItems, or KNNWB_CUDA_EXCHANGE (to measure). */
 int exchange_items();
 /**
- * Candidates a row collects before it is merged (SelectState::lazy_limit): cap / 2, or
- * KNNWB_CUDA_LAZY_LIMIT (1..cap, to measure). A lower limit merges more often, so thresholds
- * tighten sooner and fewer pairs reach the exact passes; the lists are the same either way.
- */
-int lazy_limit_for(int cap);
-/**
  * KNNWB_CUDA_SERIAL_TILES=1: a tile's GEMM waits for the previous tile's selection, so that the
  * two never share the GPU (to measure what their overlap gains or costs).
  */

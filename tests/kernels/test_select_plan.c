@@ -107,6 +107,8 @@ static void test_plan_budgets(void)
       if (plan.symmetric == last_tile / 100000)
         g_assert_cmpint(plan.tile, >=, last_tile % 100000);
       last_tile = plan.symmetric * 100000 + plan.tile;
+      if (plan.tile > KNNWB_SELECT_STREAM_MAX_TILE)
+        g_assert_true(plan.resident);
       if (!plan.resident) {
         /* the resident variant of the same tile would not have fit */
         KnnwbSelectPlan resident = plan;
@@ -118,6 +120,60 @@ static void test_plan_budgets(void)
     }
     g_assert_true(planned);
   }
+}
+
+/* The largest tile only with resident rows: a budget too small for it plans the next tile size
+ * resident (it fits), not the largest streaming, and never a tile above the rows. */
+static void test_plan_large_tiles(void)
+{
+  KnnwbSelectJob job = job_of(1533876, 1533876, 128, 40, 1, KNNWB_SCORE_DOT);
+  job.screen = KNNWB_KERNELS_SCREEN_FP16;
+  KnnwbSelectPlan plan;
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)64 << 30, 132, 64, &plan));
+  g_assert_cmpint(plan.tile, ==, KNNWB_SELECT_MAX_TILE);
+  g_assert_true(plan.resident && plan.symmetric);
+  KnnwbSelectPlan smaller = plan;
+  smaller.tile = KNNWB_SELECT_STREAM_MAX_TILE;
+  /* (symmetric state takes at most half the budget) */
+  const size_t state = plan.state_rows * (size_t)(plan.kc + plan.cap) * 8;
+  const size_t between = MAX(knnwb_select_plan_bytes(&job, &smaller, 0), 2 * state) + (1 << 20);
+  g_assert_cmpuint(between, <, plan.bytes);
+  g_assert_true(knnwb_select_plan_choose(&job, between, 132, 64, &plan));
+  g_assert_cmpint(plan.tile, ==, KNNWB_SELECT_STREAM_MAX_TILE);
+  g_assert_true(plan.resident && plan.symmetric);
+  job = job_of(12000, 12000, 50, 40, 1, KNNWB_SCORE_L2);
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)64 << 30, 132, 64, &plan));
+  g_assert_cmpint(plan.tile, ==, 12032); /* the rows rounded up to 128 */
+}
+
+/* The merge's lazy limit: cap / 8 (at least 8) for small candidate buffers, cap / 2 for large
+ * ones, in the plan; the environment's overrides within 1..cap. */
+static void test_plan_lazy_limit(void)
+{
+  g_unsetenv("KNNWB_CUDA_LAZY_LIMIT");
+  g_unsetenv("KNNWB_CUDA_LAZY_DIVISOR");
+  g_assert_cmpint(knnwb_select_plan_lazy(64), ==, 8);
+  g_assert_cmpint(knnwb_select_plan_lazy(96), ==, 12);
+  g_assert_cmpint(knnwb_select_plan_lazy(KNNWB_SELECT_LAZY_SMALL_CAP), ==, 32);
+  g_assert_cmpint(knnwb_select_plan_lazy(KNNWB_SELECT_LAZY_SMALL_CAP + 32), ==, 144);
+  g_assert_cmpint(knnwb_select_plan_lazy(8192), ==, 4096);
+  g_assert_cmpint(knnwb_select_plan_lazy(8), ==, 4); /* never above cap / 2 */
+  KnnwbSelectJob job = job_of(1000, 1000, 10, 40, 1, KNNWB_SCORE_DOT);
+  KnnwbSelectPlan plan;
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)1 << 30, 132, 64, &plan));
+  g_assert_cmpint(plan.cap, ==, 96);
+  g_assert_cmpint(plan.lazy_limit, ==, 12);
+  g_setenv("KNNWB_CUDA_LAZY_DIVISOR", "2", TRUE);
+  g_assert_cmpint(knnwb_select_plan_lazy(96), ==, 48);
+  g_assert_cmpint(knnwb_select_plan_lazy(8192), ==, 4096);
+  g_setenv("KNNWB_CUDA_LAZY_DIVISOR", "1", TRUE); /* out of range: the default */
+  g_assert_cmpint(knnwb_select_plan_lazy(96), ==, 12);
+  g_setenv("KNNWB_CUDA_LAZY_LIMIT", "5", TRUE);
+  g_assert_cmpint(knnwb_select_plan_lazy(96), ==, 5);
+  g_setenv("KNNWB_CUDA_LAZY_LIMIT", "97", TRUE); /* above cap: ignored */
+  g_assert_cmpint(knnwb_select_plan_lazy(96), ==, 12);
+  g_unsetenv("KNNWB_CUDA_LAZY_LIMIT");
+  g_unsetenv("KNNWB_CUDA_LAZY_DIVISOR");
 }
 
 /* Too small a budget is refused; merge lists outside shared memory get their buffers. */
@@ -141,6 +197,8 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/select-plan/hand-computed", test_plan_hand_computed);
   g_test_add_func("/kernels/select-plan/query-job", test_plan_query_job);
   g_test_add_func("/kernels/select-plan/budgets", test_plan_budgets);
+  g_test_add_func("/kernels/select-plan/large-tiles", test_plan_large_tiles);
+  g_test_add_func("/kernels/select-plan/lazy-limit", test_plan_lazy_limit);
   g_test_add_func("/kernels/select-plan/refusals", test_plan_refusals);
   return g_test_run();
 }

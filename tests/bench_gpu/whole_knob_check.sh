@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Settings of the CUDA backend's environment knobs side by side in one call on one GPU, in
+# alternating rounds, on what the user runs: the whole `knnwb knn` command on the real-like matrix
+# (ROWS: real_like_check.sh --rows; Pearson k = 20) and on 2,000,000 x 50 clusters (euclidean k =
+# 30), then bench_knn_gpu d = 295 (library call). Each line: wall time, lists digest (the same for
+# every setting), knnwb's own summary, and from the trace the tile loop and selection per tile.
+# A setting is "default" or comma-separated VAR=VALUE pairs.
+# Usage (repository root, after `. .gpu/env.sh`):
+#   bash tests/bench_gpu/whole_knob_check.sh OUT ROWS SETTING [SETTING...]   (ROUNDS=2)
+# e.g. bash tests/bench_gpu/whole_knob_check.sh /tmp/out all876.tsv default KNNWB_CUDA_LAZY_LIMIT=16
+set -uo pipefail
+out=$1; rows=$2; shift 2; settings=("$@"); rounds=${ROUNDS:-2}
+b=/tmp/knnwb-knobs; d=/tmp/knnwb-knobs-data; mkdir -p "$out" $d
+SECONDS=0
+{ cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=OFF -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
+  cmake --build $b -j"$(nproc)" --target knnwb_host knnwb_knn_plugin bench_knn_gpu test_cuda_select; } \
+  >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+echo "build ${SECONDS} s"
+k=$b/bin/knnwb; bench=$b/tests/bench_gpu/bench_knn_gpu; export LD_LIBRARY_PATH=$b:${LD_LIBRARY_PATH:-}
+py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
+$k metafeatures "$rows" --ops all -o $d/real.npy -q || exit 1
+[ -s $d/c2M.npy ] || $py tests/bench/make_clusters_table.py $d/c2M.npy 2000000 50 >/dev/null
+envs() { [ "$1" = default ] && echo "KNNWB_KNOB=default" || echo "$1" | tr ',' ' '; }
+trace() { grep -oE "tile loop on the GPU [0-9.]+ s|[0-9.]+ ms per other tile \([0-9]+" "$1" | sort -u | tr '\n' ';'; }
+whole() { # setting, then the knn arguments
+  local s=$1; shift; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
+  env $(envs "$s") KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all $k knn "$@" -o $d/g.npy >"$out/one.log" 2>&1; r=$?
+  t1=$(date +%s.%N); cat "$out/one.log" >>"$out/runs.log"
+  printf '  %-40s rc=%d wall %s s %s %s\n      %s\n' "$s" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \
+    "$(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)" "$(grep -E '^knnwb: [0-9]+ x' "$out/one.log" | grep -oE '\(read.*')" \
+    "$(trace "$out/one.log")"
+}
+for ((r = 1; r <= rounds; r++)); do
+  echo "real-like 1,533,876 x 128 pearson k = 20, round $r"
+  for s in "${settings[@]}"; do whole "$s" $d/real.npy -k 20 -m pearson; done
+done
+for ((r = 1; r <= rounds; r++)); do
+  echo "2,000,000 x 50 clusters euclidean k = 30, round $r"
+  for s in "${settings[@]}"; do whole "$s" $d/c2M.npy -k 30 -m euclidean; done
+done
+echo "bench_knn_gpu --n 1533876 (d = 295)"
+for s in "${settings[@]}"; do
+  env $(envs "$s") KNNWB_CUDA_TRACE=1 timeout 120 "$bench" --n 1533876 --no-select --no-floor >"$out/one.log" 2>&1
+  printf '  %-40s rc=%d %s\n      %s\n' "$s" $? "$(grep -oE 'library \(.*: [0-9.]+ s|lists digest [0-9a-f]+' "$out/one.log" | head -2 | tr '\n' ' ')" "$(trace "$out/one.log")"
+done
+echo "total ${SECONDS} s"
