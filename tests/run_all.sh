@@ -54,10 +54,11 @@ if command -v clang >/dev/null; then
   cmake --build build/fuzz -j"$jobs"
   # Every target for KNNWB_FUZZ_SECONDS (30) on its seeds plus a scratch corpus, $jobs at a time;
   # any crash, leak or sanitizer report fails the run (the reproducer is left in build/fuzz/).
-  # A file may declare a large matrix (a 10x header of 200 million barcodes, few entries): its
-  # zeroed allocation is virtual until written, so a single malloc is flagged only above 64 GiB,
-  # while the resident memory stays capped at 2 GiB (without -malloc_limit_mb libFuzzer flags any
-  # malloc above the RSS cap, touched or not).
+  # A file may declare a large matrix (a 10x header of 200 million barcodes, few entries): the
+  # targets fail allocations above 2 GiB, as a small machine would (ASan writes an eighth of every
+  # freed byte to its shadow: a freed 17 GB matrix took 2.1 GB resident), so libFuzzer's own
+  # malloc cap is set out of the way at 64 GiB (without -malloc_limit_mb it flags any malloc above
+  # the RSS cap, touched or not), while the resident memory stays capped at 2 GiB.
   fuzz_one() {
     name=$(basename "$1")
     seeds=tests/fuzz/corpus/${name##*_}
