@@ -194,8 +194,25 @@ out:
   return ok;
 }
 
+/* Line i of a side file into the matrix: the barcode (first field), or the feature's name (second
+ * field, else the first) with its id and type as annotations. */
+static void knnwb_10x_side_set(KnnwbMatrix *matrix, gboolean features, size_t i, char *text)
+{
+  g_auto(GStrv) fields = g_strsplit(text, "\t", 4);
+  if (!features) {
+    knnwb_matrix_set_row_label(matrix, i, fields[0]);
+    return;
+  }
+  knnwb_matrix_set_col_label(matrix, i, fields[1] != NULL ? fields[1] : fields[0]);
+  knnwb_matrix_set_annotation(matrix, KNNWB_MATRIX_COLUMNS, "gene_ids", i, fields[0]);
+  if (fields[1] != NULL && fields[2] != NULL)
+    knnwb_matrix_set_annotation(matrix, KNNWB_MATRIX_COLUMNS, "feature_types", i, fields[2]);
+}
+
 /* A side file of one line per barcode or feature: tab-separated fields, the first (barcodes) or
- * the first three (id, name, type) used. Its line count must be expected. */
+ * the first three (id, name, type) used. Its line count must be expected. The lines are kept until
+ * the count is known, so that a header's count (a matrix's size line can declare millions of
+ * barcodes) sizes no allocation before the file agrees with it. */
 static gboolean knnwb_10x_side(const char *path, size_t expected, gboolean features,
                                KnnwbMatrix *matrix, GError **error)
 {
@@ -203,9 +220,10 @@ static gboolean knnwb_10x_side(const char *path, size_t expected, gboolean featu
   if (!knnwb_text_input_open(&input, path, error))
     return FALSE;
   const char *line;
-  size_t length, count = 0;
+  size_t length;
   int got;
   gboolean ok = FALSE;
+  g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
   while ((got = knnwb_text_input_next_line(&input, &line, &length, error)) > 0) {
     if (length == 0)
       continue;
@@ -214,33 +232,24 @@ static gboolean knnwb_10x_side(const char *path, size_t expected, gboolean featu
       knnwb_formats_parse_error(error, path, input.line_number, 0, "not valid UTF-8 text");
       goto out;
     }
-    if (count == expected) {
+    if (lines->len == expected) {
       knnwb_formats_parse_error(error, path, input.line_number, 0,
                                 "more lines than the matrix's %zu %s", expected,
                                 features ? "features (rows)" : "barcodes (columns)");
       goto out;
     }
-    g_autofree char *text = g_strndup(line, length);
-    g_auto(GStrv) fields = g_strsplit(text, "\t", 4);
-    if (!features) {
-      knnwb_matrix_set_row_label(matrix, count, fields[0]);
-    } else {
-      knnwb_matrix_set_col_label(matrix, count, fields[1] != NULL ? fields[1] : fields[0]);
-      knnwb_matrix_set_annotation(matrix, KNNWB_MATRIX_COLUMNS, "gene_ids", count, fields[0]);
-      if (fields[1] != NULL && fields[2] != NULL)
-        knnwb_matrix_set_annotation(matrix, KNNWB_MATRIX_COLUMNS, "feature_types", count,
-                                    fields[2]);
-    }
-    count++;
+    g_ptr_array_add(lines, g_strndup(line, length));
   }
   if (got < 0)
     goto out;
-  if (count != expected) {
-    knnwb_formats_parse_error(error, path, input.line_number, 0,
-                              "%zu lines for the matrix's %zu %s", count, expected,
+  if (lines->len != expected) {
+    knnwb_formats_parse_error(error, path, input.line_number, 0, "%u lines for the matrix's %zu %s",
+                              lines->len, expected,
                               features ? "features (rows)" : "barcodes (columns)");
     goto out;
   }
+  for (size_t i = 0; i < expected; i++)
+    knnwb_10x_side_set(matrix, features, i, g_ptr_array_index(lines, i));
   ok = TRUE;
 out:
   knnwb_text_input_close(&input);
