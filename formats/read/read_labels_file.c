@@ -7,12 +7,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Side files below this size are read line by line: threads are not worth starting for them.
- * KNNWB_LABELS_PARALLEL_BYTES sets another size (tests compare the two ways on small files). */
 /* Above this size the file is read line by line: read whole, it would be in memory twice for a
  * moment (the bytes read, then their copy in the matrix's strings). */
 #define KNNWB_LABELS_WHOLE_MAX ((uint64_t)1 << 30)
 
+/* Side files below this size are read line by line: threads are not worth starting for them.
+ * KNNWB_LABELS_PARALLEL_BYTES sets another size (tests compare the two ways on small files). */
 static uint64_t knnwb_labels_parallel_bytes(void)
 {
   const char *v = g_getenv("KNNWB_LABELS_PARALLEL_BYTES");
@@ -89,9 +89,8 @@ static void knnwb_labels_split(int thread, int n_threads, void *data)
 
 /* A plain (not compressed) regular file of input: read whole on every core into the matrix's
  * strings, split and checked on n_threads threads (0: every core), the labels into labels (count
- * slots). Returns 1
- * when read, 0 when the file is not such a file (read it line by line), -1 on an error. Gives the
- * line reader's lines, line numbers and messages. O(file size / threads). */
+ * slots). Returns 1 when read, 0 when the file is not such a file (read it line by line), -1 on an
+ * error. Gives the line reader's lines, line numbers and messages. O(file size / threads). */
 static int knnwb_labels_read_plain(KnnwbTextInput *input, const char *labels_path, size_t count,
                                    KnnwbMatrix *matrix, char **labels, int n_threads,
                                    GError **error)
