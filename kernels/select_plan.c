@@ -100,8 +100,7 @@ size_t knnwb_select_plan_bytes(const KnnwbSelectJob *job, const KnnwbSelectPlan 
   return total;
 }
 
-/* An environment variable's integer in [low, high], else fallback. */
-static int knnwb_select_plan_env(const char *name, int fallback, int low, int high)
+int knnwb_select_plan_env(const char *name, int fallback, int low, int high)
 {
   const char *v = getenv(name);
   const int x = v != NULL && *v != 0 ? atoi(v) : fallback;

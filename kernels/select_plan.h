@@ -98,6 +98,10 @@ void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan 
 /** Device bytes of plan: the overhead plus every buffer (rounded as cudaMalloc does). */
 size_t knnwb_select_plan_bytes(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int exact);
 
+/** The integer in environment variable name when it lies in [low, high], else fallback (knobs
+ * kept to measure). O(1). */
+int knnwb_select_plan_env(const char *name, int fallback, int low, int high);
+
 /**
  * Candidates a row collects before it is merged (SelectState::lazy_limit) for a candidate buffer
  * of cap: for small buffers (cap up to KNNWB_SELECT_LAZY_SMALL_CAP) cap / 8, at least 8; for

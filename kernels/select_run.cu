@@ -12,35 +12,21 @@
 namespace knnwb_cuda
 {
 
-namespace
-{
-
-int env_int(const char *name, int fallback, int low, int high)
-{
-  const char *v = getenv(name);
-  if (v == nullptr || *v == 0)
-    return fallback;
-  const int x = atoi(v);
-  return x < low || x > high ? fallback : x;
-}
-
-} // namespace
-
 int piece_tiles(bool shares)
 {
-  static const int piece = env_int("KNNWB_CUDA_PIECE", 0, 1, 4096);
+  static const int piece = knnwb_select_plan_env("KNNWB_CUDA_PIECE", 0, 1, 4096);
   return piece > 0 ? piece : shares ? kPiece : 1 << 30;
 }
 
 int exchange_items()
 {
-  static const int items = env_int("KNNWB_CUDA_EXCHANGE", kExchangeItems, 1, 1 << 20);
+  static const int items = knnwb_select_plan_env("KNNWB_CUDA_EXCHANGE", kExchangeItems, 1, 1 << 20);
   return items;
 }
 
 bool serial_tiles()
 {
-  static const bool serial = env_int("KNNWB_CUDA_SERIAL_TILES", 0, 0, 1) == 1;
+  static const bool serial = knnwb_select_plan_env("KNNWB_CUDA_SERIAL_TILES", 0, 0, 1) == 1;
   return serial;
 }
 
