@@ -54,6 +54,27 @@ typedef struct {
  * for the pearson family, a zero row for cosine): such rows are not partitioned. */
 gboolean knnwb_partition_space_row(KnnwbMetric metric, const float *x, size_t d, double *v);
 
+/* The squared distances of row x to rows y[0 .. 4) (sign 1), or to their negations (sign -1), d
+ * values each, into sq: each summed in column order, as one pair at a time would be (four chains
+ * of additions keep the core busy). Inline, so that a constant sign costs nothing. O(d). */
+static inline void knnwb_partition_sq_distances4(const double *x, const double *const y[4],
+                                                 size_t d, double sign, double sq[4])
+{
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  for (size_t j = 0; j < d; j++) {
+    const double e0 = x[j] - sign * y[0][j], e1 = x[j] - sign * y[1][j];
+    const double e2 = x[j] - sign * y[2][j], e3 = x[j] - sign * y[3][j];
+    s0 += e0 * e0;
+    s1 += e1 * e1;
+    s2 += e2 * e2;
+    s3 += e3 * e3;
+  }
+  sq[0] = s0;
+  sq[1] = s1;
+  sq[2] = s2;
+  sq[3] = s3;
+}
+
 /* The chord (bound-space distance) that any pair at engine distance at most distance can have,
  * rounding of both included. */
 double knnwb_partition_chord_limit(KnnwbMetric metric, double distance, size_t d);

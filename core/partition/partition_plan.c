@@ -71,32 +71,15 @@ void knnwb_partition_sample_index(const int32_t *label, size_t s, size_t m, size
   g_free(next);
 }
 
-/* The chords between sample row x and rows y[0 .. 4), each summed in column order (as one at a
- * time would be: four chains of additions keep the core busy); abs-pearson: the nearer of y and
- * -y. */
+/* The chords between sample row x and rows y[0 .. 4) (knnwb_partition_sq_distances4);
+ * abs-pearson: the nearer of y and -y. */
 static void knnwb_partition_estimate_chords(const double *x, const double *const y[4], size_t d,
                                             KnnwbMetric metric, double chord[4])
 {
-  double p0 = 0.0, p1 = 0.0, p2 = 0.0, p3 = 0.0;
-  for (size_t j = 0; j < d; j++) {
-    const double e0 = x[j] - y[0][j], e1 = x[j] - y[1][j], e2 = x[j] - y[2][j], e3 = x[j] - y[3][j];
-    p0 += e0 * e0;
-    p1 += e1 * e1;
-    p2 += e2 * e2;
-    p3 += e3 * e3;
-  }
-  double plain[4] = {p0, p1, p2, p3};
+  double plain[4], flipped[4];
+  knnwb_partition_sq_distances4(x, y, d, 1.0, plain);
   if (metric == KNNWB_METRIC_ABS_PEARSON) {
-    double f0 = 0.0, f1 = 0.0, f2 = 0.0, f3 = 0.0;
-    for (size_t j = 0; j < d; j++) {
-      const double e0 = x[j] + y[0][j], e1 = x[j] + y[1][j], e2 = x[j] + y[2][j],
-                   e3 = x[j] + y[3][j];
-      f0 += e0 * e0;
-      f1 += e1 * e1;
-      f2 += e2 * e2;
-      f3 += e3 * e3;
-    }
-    const double flipped[4] = {f0, f1, f2, f3};
+    knnwb_partition_sq_distances4(x, y, d, -1.0, flipped);
     for (int q = 0; q < 4; q++)
       plain[q] = MIN(plain[q], flipped[q]);
   }

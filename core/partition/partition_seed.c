@@ -44,39 +44,22 @@ static void knnwb_partition_seed_keep(KnnwbPartitionSeeds *s, size_t c, size_t u
   s->nearest[u] = c == 0 ? sq : MIN(s->nearest[u], sq);
 }
 
-/* Subset rows [first, last) after seed c: four rows at a time, each its own sum in column order
- * (the same sum as one row at a time; four chains of additions keep the core busy). */
+/* Subset rows [first, last) after seed c, four at a time (knnwb_partition_sq_distances4; the
+ * rest with copies of the first row, whose sums are dropped): the same sums as one row at a time.
+ */
 static void knnwb_partition_seed_distances(KnnwbPartitionSeeds *s, size_t c, size_t first,
                                            size_t last)
 {
-  const size_t d = s->sample->d;
   const double *centre = knnwb_partition_seed_row(s, s->seed[c]);
-  size_t u = first;
-  for (; u + 4 <= last; u += 4) {
-    const double *a = knnwb_partition_seed_row(s, u), *b = knnwb_partition_seed_row(s, u + 1);
-    const double *e = knnwb_partition_seed_row(s, u + 2), *f = knnwb_partition_seed_row(s, u + 3);
-    double sa = 0.0, sb = 0.0, se = 0.0, sf = 0.0;
-    for (size_t j = 0; j < d; j++) {
-      const double xa = a[j] - centre[j], xb = b[j] - centre[j];
-      const double xe = e[j] - centre[j], xf = f[j] - centre[j];
-      sa += xa * xa;
-      sb += xb * xb;
-      se += xe * xe;
-      sf += xf * xf;
-    }
-    knnwb_partition_seed_keep(s, c, u, sa);
-    knnwb_partition_seed_keep(s, c, u + 1, sb);
-    knnwb_partition_seed_keep(s, c, u + 2, se);
-    knnwb_partition_seed_keep(s, c, u + 3, sf);
-  }
-  for (; u < last; u++) {
-    const double *a = knnwb_partition_seed_row(s, u);
-    double sa = 0.0;
-    for (size_t j = 0; j < d; j++) {
-      const double xa = a[j] - centre[j];
-      sa += xa * xa;
-    }
-    knnwb_partition_seed_keep(s, c, u, sa);
+  for (size_t u = first; u < last; u += 4) {
+    const size_t n = MIN((size_t)4, last - u);
+    const double *rows[4];
+    for (size_t q = 0; q < 4; q++)
+      rows[q] = knnwb_partition_seed_row(s, u + (q < n ? q : 0));
+    double sq[4];
+    knnwb_partition_sq_distances4(centre, rows, s->sample->d, 1.0, sq);
+    for (size_t q = 0; q < n; q++)
+      knnwb_partition_seed_keep(s, c, u + q, sq[q]);
   }
 }
 
