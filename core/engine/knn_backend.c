@@ -47,6 +47,14 @@ gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
   return options->backend == KNNWB_BACKEND_CUDA || knnwb_cuda_device_count() > 0;
 }
 
+gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options)
+{
+  if (options->backend == KNNWB_BACKEND_CPU)
+    return FALSE;
+  /* a driver still initialising was found, so it has GPUs to count: most likely some */
+  return options->backend == KNNWB_BACKEND_CUDA || knnwb_cuda_device_count_now() != 0;
+}
+
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
                                   char **name, GError **error)
 {
