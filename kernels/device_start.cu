@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -110,8 +112,22 @@ extern "C" void knnwb_cuda_start_wait(void)
   wait_locked();
 }
 
+/* KNNWB_GPU_START_WAIT=1: the count waits for every context too, as before (to measure). */
+static bool wait_for_contexts()
+{
+  static const bool all = [] {
+    const char *v = getenv("KNNWB_GPU_START_WAIT");
+    return v != nullptr && strcmp(v, "1") == 0;
+  }();
+  return all;
+}
+
 extern "C" int knnwb_cuda_device_count(void)
 {
+  if (wait_for_contexts()) {
+    std::lock_guard<std::mutex> guard(start_lock);
+    wait_locked();
+  }
   {
     std::unique_lock<std::mutex> lock(count_lock);
     count_known.wait(lock, [] { return !counting; });

@@ -131,8 +131,9 @@ typedef struct {
  * GPU). Never fails; O(1) after the first call. */
 gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options);
 /** As knnwb_knn_uses_gpu, without waiting for a GPUs' start under way (knnwb_knn_devices_start):
- * while CUDA's driver initialises, TRUE (a driver that initialises has GPUs to count). For
- * choices that only the speed depends on. Never fails; O(1). */
+ * while CUDA's driver initialises, TRUE (a driver that initialises has GPUs to count) unless
+ * CUDA_VISIBLE_DEVICES hides them all. For choices that only the speed depends on.
+ * KNNWB_GPU_START_WAIT=1 waits for the answer instead (to measure). Never fails; O(1). */
 gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options);
 
 /**
