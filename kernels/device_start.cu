@@ -101,8 +101,11 @@ extern "C" void knnwb_cuda_start(const int *devices, int n_devices)
     start_thread = std::thread(start_devices, ordinals);
   } catch (...) {
     /* no thread: knnwb_cuda_device_count starts the driver itself */
-    std::lock_guard<std::mutex> count_guard(count_lock);
-    counting = false;
+    {
+      std::lock_guard<std::mutex> count_guard(count_lock);
+      counting = false;
+    }
+    count_known.notify_all();
   }
 }
 
