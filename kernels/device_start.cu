@@ -2,11 +2,15 @@
  * The GPUs' start, begun with the call and on every GPU at once. The driver's initialisation (the
  * first cudaGetDeviceCount) and each GPU's context cost 0.3 s on one H200 and 0.9 s on four, one
  * after another, between core's prepare and its duplicate search. knnwb_cuda_start runs them on a
- * helper thread (the contexts on a thread each) while core checks and prepares the rows;
- * knnwb_cuda_device_count, the first CUDA call the engine makes, waits for it.
+ * helper thread (the contexts on a thread each) while core reads, checks and prepares the rows;
+ * knnwb_cuda_device_count, the first CUDA call the engine makes, waits for the driver only: the
+ * contexts go on while core works, and a worker's first call on a GPU meets its context there.
  */
 #include <cuda_runtime.h>
 
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -16,8 +20,11 @@
 namespace
 {
 
-std::mutex start_lock;
+std::mutex start_lock;    /* start_thread */
 std::thread start_thread; /* joinable while a start runs or has not been waited for */
+std::mutex count_lock;    /* the count's state */
+std::condition_variable count_known;
+bool counting = false; /* a start's thread is initialising the driver */
 bool counted = false;
 int device_count = 0;
 
@@ -28,8 +35,20 @@ void count_devices()
     cudaGetLastError();
     n = 0;
   }
-  device_count = n;
-  counted = true;
+  {
+    std::lock_guard<std::mutex> guard(count_lock);
+    device_count = n;
+    counted = true;
+    counting = false;
+  }
+  count_known.notify_all();
+}
+
+/* The count once known, or -1 while a start is counting, or -2 when nobody counts yet. */
+int count_state()
+{
+  std::lock_guard<std::mutex> guard(count_lock);
+  return counted ? device_count : counting ? -1 : -2;
 }
 
 /* The driver, then the primary context of each GPU in ordinals (all when empty) at once. */
@@ -69,15 +88,24 @@ void wait_locked()
 extern "C" void knnwb_cuda_start(const int *devices, int n_devices)
 {
   std::lock_guard<std::mutex> guard(start_lock);
-  if (counted || start_thread.joinable())
+  if (count_state() != -2 || start_thread.joinable())
     return;
   std::vector<int> ordinals;
   for (int i = 0; i < n_devices; i++)
     ordinals.push_back(devices != nullptr ? devices[i] : i);
+  {
+    std::lock_guard<std::mutex> count_guard(count_lock);
+    counting = true;
+  }
   try {
     start_thread = std::thread(start_devices, ordinals);
   } catch (...) {
     /* no thread: knnwb_cuda_device_count starts the driver itself */
+    {
+      std::lock_guard<std::mutex> count_guard(count_lock);
+      counting = false;
+    }
+    count_known.notify_all();
   }
 }
 
@@ -87,20 +115,47 @@ extern "C" void knnwb_cuda_start_wait(void)
   wait_locked();
 }
 
+/* KNNWB_GPU_START_WAIT=1: the count waits for every context too, as before (to measure). */
+static bool wait_for_contexts()
+{
+  static const bool all = [] {
+    const char *v = getenv("KNNWB_GPU_START_WAIT");
+    return v != nullptr && strcmp(v, "1") == 0;
+  }();
+  return all;
+}
+
 extern "C" int knnwb_cuda_device_count(void)
 {
+  if (wait_for_contexts()) {
+    std::lock_guard<std::mutex> guard(start_lock);
+    wait_locked();
+  }
+  {
+    std::unique_lock<std::mutex> lock(count_lock);
+    count_known.wait(lock, [] { return !counting; });
+    if (counted)
+      return device_count;
+  }
+  /* no start: count here, once (the lock orders this with a start begun meanwhile) */
   std::lock_guard<std::mutex> guard(start_lock);
   wait_locked();
-  if (!counted)
+  if (count_state() == -2)
     count_devices();
-  return device_count;
+  return count_state();
+}
+
+extern "C" int knnwb_cuda_device_count_now(void)
+{
+  const int state = count_state();
+  return state == -2 ? knnwb_cuda_device_count() : state;
 }
 
 extern "C" int knnwb_cuda_started(void)
 {
   std::lock_guard<std::mutex> guard(start_lock);
   wait_locked();
-  return counted && device_count > 0;
+  return count_state() > 0;
 }
 
 extern "C" size_t knnwb_cuda_free_bytes(int device)

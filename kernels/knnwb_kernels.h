@@ -192,8 +192,11 @@ typedef struct {
 int knnwb_cuda_select_supports_groups(void);
 
 /** Number of usable CUDA devices (0 when none, or when not built with CUDA). Never fails. Waits
- * for a start begun by knnwb_cuda_start; the count is the process's first (as CUDA's own). */
+ * for the driver's initialisation of a start begun by knnwb_cuda_start (not for its contexts);
+ * the count is the process's first (as CUDA's own). */
 int knnwb_cuda_device_count(void);
+/** As knnwb_cuda_device_count, but -1 at once while a start is still initialising the driver. */
+int knnwb_cuda_device_count_now(void);
 
 /**
  * Begins the driver's initialisation and the contexts of the GPUs devices lists (n_devices

@@ -119,8 +119,31 @@ static gboolean knnwb_knn_run_prepare_rows(KnnwbKnnRun *run, GError **error)
       run->self ? NULL : run->reference, options->cancel, error);
 }
 
-/* The rows prepared, what each row can choose from, the backend and screen, and the exact
- * duplicate rows; or nothing to do. */
+/* Exact duplicate rows are collapsed before the search and expanded after it: a group of copies
+ * larger than the candidate margin could never be certified and would be re-selected with ever
+ * more candidates. (Every rank finds the same duplicates.) */
+static gboolean knnwb_knn_run_duplicates(KnnwbKnnRun *run, GError **error)
+{
+  const KnnwbKnnOptions *options = run->options;
+  if (run->self) {
+    const gint64 duplicates_start = g_get_monotonic_time();
+    gboolean ok = knnwb_duplicates_find(run->query_data, options->metric, run->threads,
+                                        options->cancel, &run->duplicates, error);
+    g_debug("knnwb: duplicate rows searched in %.3f s",
+            (double)(g_get_monotonic_time() - duplicates_start) / 1e6);
+    return ok;
+  }
+  /* Against a reference, copies among its rows tie at one distance from every query row just the
+   * same. (A reference prepared once for many queries, given, is searched as it is: hashing it on
+   * every call would cost more than a typical small query.) */
+  if (run->given == NULL && run->k > 0)
+    return knnwb_duplicates_find(run->reference_data, options->metric, run->threads,
+                                 options->cancel, &run->duplicates, error);
+  return TRUE;
+}
+
+/* The rows prepared, what each row can choose from, the exact duplicate rows, the backend and
+ * screen; or nothing to do. */
 static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
 {
   const KnnwbKnnOptions *options = run->options;
@@ -139,29 +162,14 @@ static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
   if (!knnwb_knn_check_available(run->k, run->available, valid, run->reference->n, run->self,
                                  error))
     return FALSE;
-  if (!knnwb_knn_choose_backend(options, &run->select, &run->backend, error) ||
+  /* The duplicates first: choosing the backend waits for the GPUs' start, which this overlaps. */
+  if (!knnwb_knn_run_duplicates(run, error) ||
+      !knnwb_knn_choose_backend(options, &run->select, &run->backend, error) ||
       !knnwb_screen_resolve(options->screen, run->backend, options->metric, run->k, &run->screen,
                             error))
     return FALSE;
   knnwb_prepared_set_screen(&run->query, run->self ? &run->query : &run->reference_storage,
                             run->screen);
-  /* Exact duplicate rows are collapsed before the search and expanded after it: a group of copies
-   * larger than the candidate margin could never be certified and would be re-selected with ever
-   * more candidates. (Every rank finds the same duplicates.) */
-  if (run->self) {
-    const gint64 duplicates_start = g_get_monotonic_time();
-    gboolean ok = knnwb_duplicates_find(run->query_data, options->metric, run->threads,
-                                        options->cancel, &run->duplicates, error);
-    g_debug("knnwb: duplicate rows searched in %.3f s",
-            (double)(g_get_monotonic_time() - duplicates_start) / 1e6);
-    return ok;
-  }
-  /* Against a reference, copies among its rows tie at one distance from every query row just the
-   * same. (A reference prepared once for many queries, given, is searched as it is: hashing it on
-   * every call would cost more than a typical small query.) */
-  if (run->given == NULL && run->k > 0)
-    return knnwb_duplicates_find(run->reference_data, options->metric, run->threads,
-                                 options->cancel, &run->duplicates, error);
   return TRUE;
 }
 

@@ -366,8 +366,10 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
   /* The choice's DGEMMs are small: blocks on threads of ours, OpenBLAS on one thread each. */
   const int saved_blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
+  /* (the cost model only sets the speed: the GPUs' start is not waited for here, so that it
+   * overlaps this choice and the plain search's preparation) */
   *chosen = knnwb_partition_choose(p, data, options->metric, options->k, threads,
-                                   knnwb_knn_uses_gpu(options), expected);
+                                   knnwb_knn_expects_gpu(options), expected);
   const gboolean made = *chosen;
   *chosen = *chosen && (mode == KNNWB_PARTITION_ON || *expected <= KNNWB_PARTITION_SAMPLE_SHARE);
   /* The ranks go on together (assigning the rows is collective) with the same centroids, and end

@@ -130,6 +130,11 @@ typedef struct {
 /** Whether a run with options would compute on GPUs (the cuda backend, or auto with a usable
  * GPU). Never fails; O(1) after the first call. */
 gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options);
+/** As knnwb_knn_uses_gpu, without waiting for a GPUs' start under way (knnwb_knn_devices_start):
+ * while CUDA's driver initialises, TRUE (a driver that initialises has GPUs to count) unless
+ * CUDA_VISIBLE_DEVICES hides them all. For choices that only the speed depends on.
+ * KNNWB_GPU_START_WAIT=1 waits for the answer instead (to measure). Never fails; O(1). */
+gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options);
 
 /**
  * Begins starting the GPUs a run with options may use (CUDA's driver, then every GPU's context at
