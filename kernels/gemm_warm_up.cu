@@ -14,6 +14,7 @@
 #include "tile_scores.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -77,6 +78,34 @@ void Worker::warm_up()
   cudaStreamSynchronize(gemm_stream_);
   cudaGetLastError(); /* best effort: nothing of it may fail the run */
   warm_up_s_ = seconds_now() - t0;
+}
+
+/* Full tiles a run must have for the GEMM's choice to be timed (about 20 GEMMs of a tile) */
+constexpr long kChooseMinTiles = 64;
+
+/* The GEMM of full FP16 tiles: cuBLASLt's fastest algorithm when it beats cublasGemmEx, timed on
+ * the resident rows once per device and shape (lt_gemm_choose), before the first tile. */
+void Worker::choose_gemm()
+{
+  const KnnwbSelectPlan &p = run_.plan;
+  const KnnwbSelectJob *job = run_.job;
+  const long full_tiles =
+      (long)(job->n_query / (size_t)p.tile) * (long)(job->n_reference / (size_t)p.tile);
+  if (!half_tiles_ || !blas_ || !p.resident || job->score_kind == KNNWB_SCORE_L1 ||
+      full_tiles < kChooseMinTiles || cudaStreamSynchronize(copy_stream_) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  const double t0 = seconds_now();
+  double ex_ms = 0, lt_ms = 0;
+  lt_gemm_choose(&lt_gemm_, blas_, device_ordinal_, p.tile, p.dpad, gemm_alpha(), reference_data_,
+                 tiles_[0], gemm_stream_, &ex_ms, &lt_ms);
+  if (trace_enabled())
+    fprintf(stderr,
+            "knnwb cuda worker %d: tile GEMM (%d x %d, K = %d) on %s (cublasGemmEx %.4f ms, "
+            "cuBLASLt's fastest %.4f ms; 0: chosen before), %.3f s\n",
+            index_, p.tile, p.tile, p.dpad, lt_gemm_.ready ? "cuBLASLt" : "cublasGemmEx", ex_ms,
+            lt_ms, seconds_now() - t0);
 }
 
 void Worker::start_warm_up()

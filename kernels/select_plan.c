@@ -120,6 +120,17 @@ int knnwb_select_plan_lazy(int cap)
   return lazy < cap / 2 ? lazy : cap / 2;
 }
 
+int knnwb_select_plan_dpad(size_t dim, int screen)
+{
+  int round = 8;
+  if (screen == KNNWB_KERNELS_SCREEN_FP16 && dim > 32) {
+    round = knnwb_select_plan_env("KNNWB_CUDA_DPAD_ROUND", KNNWB_SELECT_FP16_ROUND, 8,
+                                  KNNWB_SELECT_FP16_ROUND);
+    round = round / 8 * 8;
+  }
+  return (int)knnwb_select_plan_round_up(dim, (size_t)round);
+}
+
 int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,
                              KnnwbSelectPlan *out)
 {
@@ -128,8 +139,8 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   p.kc = (int)job->kc;
   p.cap = (int)knnwb_select_plan_round_up(knnwb_select_plan_max(2 * job->kc, 64), 32);
   p.lazy_limit = knnwb_select_plan_lazy(p.cap);
-  p.dpad = (int)knnwb_select_plan_round_up(job->dim, 8);
   p.screen = job->score_kind == KNNWB_SCORE_L1 ? KNNWB_KERNELS_SCREEN_FP32 : job->screen;
+  p.dpad = knnwb_select_plan_dpad(job->dim, p.screen);
   p.row_bytes = p.dpad * (p.screen == KNNWB_KERNELS_SCREEN_FP16 ? 2 : 4);
   const size_t n_max = knnwb_select_plan_max(job->n_query, job->n_reference);
   const size_t rounded =

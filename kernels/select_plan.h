@@ -30,7 +30,7 @@ typedef struct {
   int symmetric;       /* self job, upper triangle of tiles, state for all rows */
   int resident;        /* every row on the device (else blocks stream from the host) */
   int tile;            /* rows per tile side */
-  int dpad;            /* row length on the device: dim rounded up to 8 */
+  int dpad;            /* row length on the device: knnwb_select_plan_dpad */
   int kc;              /* candidates per row */
   int cap;             /* candidate buffer per row */
   int lazy_limit;      /* candidates a row collects before it is merged (knnwb_select_plan_lazy) */
@@ -101,6 +101,18 @@ size_t knnwb_select_plan_bytes(const KnnwbSelectJob *job, const KnnwbSelectPlan 
 /** The integer in environment variable name when it lies in [low, high], else fallback (knobs
  * kept to measure). O(1). */
 int knnwb_select_plan_env(const char *name, int fallback, int low, int high);
+
+/**
+ * The row length on the device for dim components under screen: FP16 rows longer than 32 are
+ * padded with zeros to a multiple of 64 halves (128 bytes, the K step of cuBLAS's Hopper kernels),
+ * others to a multiple of 8. The zeros change no product, and the GEMMs are faster: on one H200
+ * (M = N = 16,384, FP16 in and out) cuBLAS took 0.294 ms at K = 320 against 0.307 ms at K = 296
+ * (d = 295), 0.171 ms at K = 64 against 0.176 ms at K = 56 (d = 50), and its fastest cuBLASLt
+ * algorithms 0.268 ms and 0.147 ms. KNNWB_CUDA_DPAD_ROUND (8..64, a multiple of 8) sets the
+ * multiple for FP16 rows, to measure (and to test the kernels on partly padded K steps). O(1).
+ */
+#define KNNWB_SELECT_FP16_ROUND 64
+int knnwb_select_plan_dpad(size_t dim, int screen);
 
 /**
  * Candidates a row collects before it is merged (SelectState::lazy_limit) for a candidate buffer

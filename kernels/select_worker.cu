@@ -35,6 +35,8 @@ void Worker::main()
   const double t_upload = seconds_now();
   finish_warm_up();
   if (ok && !run_.abort)
+    choose_gemm();
+  if (ok && !run_.abort)
     ok = run_.plan.symmetric ? run_symmetric() : run_panels();
   if (ok && run_.exact)
     ok = finish_exact_upload(); /* a GPU that extracted nothing (no panel) still waits here */

@@ -96,6 +96,7 @@ private:
   void warm_up();
   void start_warm_up();
   void finish_warm_up();
+  void choose_gemm();
   /* tile_issue.cu */
   bool issue_tile(TileRequest &request);
   bool finish_last_tile();
@@ -137,6 +138,7 @@ private:
   int device_ordinal_;
   cudaStream_t copy_stream_ = nullptr, gemm_stream_ = nullptr, select_stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  LtGemm lt_gemm_; /* full FP16 tiles' GEMM when cuBLASLt's is the faster (choose_gemm) */
   cudaEvent_t copy_done_[2] = {}, gemm_done_[2] = {}, select_done_[2] = {}, query_free_ = nullptr,
               query_ready_ = nullptr;
   /* fused tiles: the selection stream's work so far, which the fused kernel waits for */

@@ -30,6 +30,8 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
   if (run_.job->score_kind == KNNWB_SCORE_L1) {
     CUDA_TRY(run_, launch_l1_tile((const float *)q, n_q, (const float *)r, n_r, p.dpad,
                                   tiles_[slot], (size_t)p.tile, gemm_stream_));
+  } else if (lt_gemm_.ready && n_q == p.tile && n_r == p.tile) {
+    CUBLAS_TRY(run_, lt_gemm_run(lt_gemm_, q, r, gemm_alpha(), tiles_[slot], gemm_stream_));
   } else {
     CUBLAS_TRY(run_, tile_scores_gemm(blas_, gemm_precision(), q, n_q, r, n_r, p.dpad, gemm_alpha(),
                                       tiles_[slot], p.tile, half_tiles_));

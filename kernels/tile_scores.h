@@ -6,6 +6,7 @@
 #ifndef KNNWB_TILE_SCORES_H
 #define KNNWB_TILE_SCORES_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -31,6 +32,40 @@ enum class GemmPrecision {
 cublasStatus_t tile_scores_gemm(cublasHandle_t blas, GemmPrecision precision, const void *q,
                                 int n_q, const void *r, int n_r, int dpad, float alpha, void *tile,
                                 int ld, bool half_tile);
+
+/**
+ * The FP16 GEMM of full tiles (tile x tile products of dpad halves into a half tile of leading
+ * dimension tile) through cuBLASLt with an algorithm timed on the device (tile_scores_lt.cu).
+ * Empty (ready false) until lt_gemm_choose picks cuBLASLt; lt_gemm_destroy frees it.
+ */
+struct LtGemm {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t rows = nullptr, tile = nullptr;
+  cublasLtMatmulAlgo_t algo = {};
+  void *workspace = nullptr;
+  bool ready = false;
+};
+
+/**
+ * Times cublasGemmEx (tile_scores_gemm) and cuBLASLt's heuristic algorithms for g's shape on
+ * stream, with rows (tile x dpad halves on the device) as both operands into out (a half tile),
+ * and makes g ready when a cuBLASLt algorithm is the faster; the choice is kept per device and
+ * shape for the process, so later runs reuse it without timing. KNNWB_CUDA_GEMM=ex keeps
+ * cublasGemmEx, =lt takes cuBLASLt's fastest. Best effort: any failure leaves g not ready (the
+ * GEMMs stay cublasGemmEx's). *ex_ms and *lt_ms get the times (0 when reused or not timed).
+ * Cost: about 20 GEMMs of the tile, once per device and shape.
+ */
+void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dpad, float alpha,
+                    const void *rows, void *out, cudaStream_t stream, double *ex_ms,
+                    double *lt_ms);
+
+/** tile = alpha R^T Q as tile_scores_gemm for a full tile, with g's algorithm on stream. */
+cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
+                           cudaStream_t stream);
+
+/** Frees what g holds (nothing when empty). */
+void lt_gemm_destroy(LtGemm *g);
 
 /**
  * Half-precision score tiles (FP16 screening): the product of rows scaled by 2^s is at most

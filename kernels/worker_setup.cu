@@ -353,6 +353,7 @@ void Worker::release()
   }
   staging_give(host_staging_distance_);
   host_staging_distance_ = nullptr;
+  lt_gemm_destroy(&lt_gemm_);
   if (blas_)
     cublasDestroy(blas_);
   for (int i = 0; i < 2; i++)

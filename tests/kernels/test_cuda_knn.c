@@ -199,8 +199,10 @@ static void test_fused_tiles(void)
     return;
   g_autoptr(KnnwbMatrix) arc = arc_matrix(1201, 9, 41);
   g_autoptr(KnnwbMatrix) adversarial = adversarial_matrix(9001, 45, 43); /* > one 8192 tile */
-  /* dpad 208: 4 K stages of 64 on the wgmma kernel's ring of 3, the last one partly padding */
+  /* dpad 208 (rows padded to 8, not to the default 64): 4 K stages of 64 on the wgmma kernel's
+   * ring of 3, the last one partly padding */
   g_autoptr(KnnwbMatrix) wide = knnwb_test_random_matrix(8501, 201, 44);
+  g_setenv("KNNWB_CUDA_DPAD_ROUND", "8", TRUE);
   /* the fused tile on the kernel the device runs (wgmma on compute capability 9.0), on the
    * mma.sync kernel, and not fused */
   static const char *const fused[][2] = {{"1", "auto"}, {"1", "sync"}, {"0", "auto"}};
@@ -219,6 +221,30 @@ static void test_fused_tiles(void)
   }
   g_unsetenv("KNNWB_CUDA_FUSED");
   g_unsetenv("KNNWB_CUDA_FUSED_MMA");
+  g_unsetenv("KNNWB_CUDA_DPAD_ROUND");
+}
+
+/* The FP16 tiles' GEMM on cuBLASLt's fastest algorithm and on cublasGemmEx, each against the
+ * CPU backend: tiles of 128, so that 1,201 rows make the 64 full tiles the choice needs, and
+ * partial tiles beside them (which stay on cublasGemmEx); one GPU and two. */
+static void test_lt_gemm(void)
+{
+  if (!gpu_or_skip())
+    return;
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(1201, 45, 12);
+  g_setenv("KNNWB_CUDA_MAX_TILE", "128", TRUE);
+  gpu_screen = KNNWB_SCREEN_FP16;
+  static const char *const gemms[] = {"lt", "ex", "auto"};
+  for (size_t g = 0; g < G_N_ELEMENTS(gemms); g++) {
+    g_setenv("KNNWB_CUDA_GEMM", gemms[g], TRUE);
+    for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
+      if (metric != KNNWB_METRIC_MANHATTAN)
+        compare(m, metric, 20, 0, 1);
+    compare(m, KNNWB_METRIC_PEARSON, 7, 0, 2);
+  }
+  gpu_screen = KNNWB_SCREEN_AUTO;
+  g_unsetenv("KNNWB_CUDA_GEMM");
+  g_unsetenv("KNNWB_CUDA_MAX_TILE");
 }
 
 /* Every explicit screening precision against the CPU backend, on every metric: ordinary data,
@@ -407,6 +433,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/screens", test_screens);
   g_test_add_func("/kernels/cuda-knn/fresh-tile-overflow", test_fresh_tile_overflow);
   g_test_add_func("/kernels/cuda-knn/fused-tiles", test_fused_tiles);
+  g_test_add_func("/kernels/cuda-knn/lt-gemm", test_lt_gemm);
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
   g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);

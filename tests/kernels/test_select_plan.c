@@ -176,6 +176,39 @@ static void test_plan_lazy_limit(void)
   g_unsetenv("KNNWB_CUDA_LAZY_DIVISOR");
 }
 
+/* Device rows: FP16 rows longer than 32 padded to 64 halves, others to 8; the plan takes that
+ * length and its bytes; the environment's multiple (8..64) for FP16 rows, to measure. */
+static void test_plan_dpad(void)
+{
+  g_unsetenv("KNNWB_CUDA_DPAD_ROUND");
+  const int fp16 = KNNWB_KERNELS_SCREEN_FP16, fp32 = KNNWB_KERNELS_SCREEN_FP32;
+  g_assert_cmpint(knnwb_select_plan_dpad(295, fp16), ==, 320);
+  g_assert_cmpint(knnwb_select_plan_dpad(128, fp16), ==, 128);
+  g_assert_cmpint(knnwb_select_plan_dpad(50, fp16), ==, 64);
+  g_assert_cmpint(knnwb_select_plan_dpad(33, fp16), ==, 64);
+  g_assert_cmpint(knnwb_select_plan_dpad(32, fp16), ==, 32);
+  g_assert_cmpint(knnwb_select_plan_dpad(10, fp16), ==, 16);
+  g_assert_cmpint(knnwb_select_plan_dpad(295, fp32), ==, 296);
+  g_assert_cmpint(knnwb_select_plan_dpad(295, KNNWB_KERNELS_SCREEN_TF32), ==, 296);
+  KnnwbSelectJob job = job_of(1533876, 1533876, 295, 40, 1, KNNWB_SCORE_DOT);
+  job.screen = fp16;
+  KnnwbSelectPlan plan;
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)64 << 30, 132, 64, &plan));
+  g_assert_cmpint(plan.dpad, ==, 320);
+  g_assert_cmpint(plan.row_bytes, ==, 640);
+  job = job_of(12000, 12000, 50, 40, 1, KNNWB_SCORE_L1); /* manhattan: fp32 rows */
+  job.screen = fp16;
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)64 << 30, 132, 64, &plan));
+  g_assert_cmpint(plan.dpad, ==, 56);
+  g_setenv("KNNWB_CUDA_DPAD_ROUND", "8", TRUE);
+  g_assert_cmpint(knnwb_select_plan_dpad(295, fp16), ==, 296);
+  g_setenv("KNNWB_CUDA_DPAD_ROUND", "36", TRUE); /* a multiple of 8 below it */
+  g_assert_cmpint(knnwb_select_plan_dpad(295, fp16), ==, 320);
+  g_setenv("KNNWB_CUDA_DPAD_ROUND", "128", TRUE); /* out of range: the default */
+  g_assert_cmpint(knnwb_select_plan_dpad(295, fp16), ==, 320);
+  g_unsetenv("KNNWB_CUDA_DPAD_ROUND");
+}
+
 /* Too small a budget is refused; merge lists outside shared memory get their buffers. */
 static void test_plan_refusals(void)
 {
@@ -199,6 +232,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/select-plan/budgets", test_plan_budgets);
   g_test_add_func("/kernels/select-plan/large-tiles", test_plan_large_tiles);
   g_test_add_func("/kernels/select-plan/lazy-limit", test_plan_lazy_limit);
+  g_test_add_func("/kernels/select-plan/dpad", test_plan_dpad);
   g_test_add_func("/kernels/select-plan/refusals", test_plan_refusals);
   return g_test_run();
 }

@@ -1,0 +1,188 @@
+/*
+ * The FP16 GEMM of full tiles through cuBLASLt, with the algorithm timed on the device
+ * (tile_scores.h). Why: cublasGemmEx takes cuBLAS's first heuristic choice, and for the tile's
+ * shape (K small against M = N) another of cuBLASLt's candidates is often faster. On one H200
+ * (M = N = 16,384, FP16 in and out, FP32 accumulation; eight candidates): cublasGemmEx 0.185 ms
+ * at K = 128 against 0.174 ms for the fastest candidate, 0.294 ms at K = 320 against 0.268 ms,
+ * 0.171 ms at K = 64 against 0.147 ms. Which one wins depends on K, the GPU and the library's
+ * version, so each device times them once per shape on the run's own rows. Every candidate
+ * accumulates in FP32 like cublasGemmEx, and the screen's bound holds for any order of the sums.
+ */
+#include "tile_scores.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace knnwb_cuda
+{
+
+namespace
+{
+
+constexpr size_t kWorkspaceBytes = 4u << 20;
+constexpr int kCandidates = 16;
+constexpr int kTimedRuns = 3;
+
+/* A device's choice for a shape: cuBLASLt's algo, or cublasGemmEx (lt false). */
+struct Chosen {
+  int device, tile, dpad;
+  bool lt;
+  cublasLtMatmulAlgo_t algo;
+};
+
+std::mutex chosen_lock;
+std::vector<Chosen> chosen;
+
+/* KNNWB_CUDA_GEMM: 0 timed choice (default), 1 cublasGemmEx ("ex"), 2 cuBLASLt's fastest ("lt") */
+int gemm_override()
+{
+  const char *v = getenv("KNNWB_CUDA_GEMM");
+  return v == nullptr ? 0 : strcmp(v, "ex") == 0 ? 1 : strcmp(v, "lt") == 0 ? 2 : 0;
+}
+
+bool create(LtGemm *g, int tile, int dpad)
+{
+  const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
+  return cublasLtCreate(&g->handle) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed,
+                                        sizeof transposed) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof plain) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatrixLayoutCreate(&g->rows, CUDA_R_16F, (uint64_t)dpad, (uint64_t)tile, dpad) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatrixLayoutCreate(&g->tile, CUDA_R_16F, (uint64_t)tile, (uint64_t)tile, tile) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cudaMalloc(&g->workspace, kWorkspaceBytes) == cudaSuccess;
+}
+
+/* Milliseconds per GEMM of run() on stream (kTimedRuns after one untimed), or -1 on failure. */
+template <typename F> double time_gemm(F run, cudaStream_t stream)
+{
+  cudaEvent_t start = nullptr, end = nullptr;
+  double ms = -1;
+  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&end) == cudaSuccess &&
+      run() == CUBLAS_STATUS_SUCCESS && cudaEventRecord(start, stream) == cudaSuccess) {
+    bool ok = true;
+    for (int i = 0; i < kTimedRuns && ok; i++)
+      ok = run() == CUBLAS_STATUS_SUCCESS;
+    float elapsed = 0;
+    if (ok && cudaEventRecord(end, stream) == cudaSuccess &&
+        cudaEventSynchronize(end) == cudaSuccess &&
+        cudaEventElapsedTime(&elapsed, start, end) == cudaSuccess)
+      ms = elapsed / kTimedRuns;
+  }
+  if (start)
+    cudaEventDestroy(start);
+  if (end)
+    cudaEventDestroy(end);
+  cudaGetLastError();
+  return ms;
+}
+
+/* The cached choice for (device, tile, dpad), if any. */
+bool find_chosen(int device, int tile, int dpad, Chosen *out)
+{
+  std::lock_guard<std::mutex> guard(chosen_lock);
+  for (const Chosen &c : chosen)
+    if (c.device == device && c.tile == tile && c.dpad == dpad) {
+      *out = c;
+      return true;
+    }
+  return false;
+}
+
+} // namespace
+
+void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dpad, float alpha,
+                    const void *rows, void *out, cudaStream_t stream, double *ex_ms, double *lt_ms)
+{
+  *ex_ms = *lt_ms = 0;
+  const int override = gemm_override();
+  if (override == 1)
+    return;
+  Chosen known;
+  if (override == 0 && find_chosen(device, tile, dpad, &known)) {
+    if (known.lt && create(g, tile, dpad)) {
+      g->algo = known.algo;
+      g->ready = true;
+    } else {
+      lt_gemm_destroy(g);
+    }
+    return;
+  }
+  if (!create(g, tile, dpad)) {
+    lt_gemm_destroy(g);
+    return;
+  }
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulHeuristicResult_t results[kCandidates];
+  int found = 0;
+  const size_t workspace = kWorkspaceBytes;
+  if (cublasLtMatmulPreferenceCreate(&preference) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace, sizeof workspace) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoGetHeuristic(g->handle, g->op, g->rows, g->rows, g->tile, g->tile,
+                                     preference, kCandidates, results,
+                                     &found) != CUBLAS_STATUS_SUCCESS)
+    found = 0;
+  if (preference)
+    cublasLtMatmulPreferenceDestroy(preference);
+  *ex_ms = time_gemm(
+      [&] {
+        return tile_scores_gemm(blas, GemmPrecision::kFp16, rows, tile, rows, tile, dpad, alpha,
+                                out, tile, true);
+      },
+      stream);
+  int best = -1;
+  for (int i = 0; i < found; i++) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > workspace)
+      continue;
+    g->algo = results[i].algo;
+    const double ms =
+        time_gemm([&] { return lt_gemm_run(*g, rows, rows, alpha, out, stream); }, stream);
+    if (ms > 0 && (best < 0 || ms < *lt_ms)) {
+      best = i;
+      *lt_ms = ms;
+    }
+  }
+  const bool lt = best >= 0 && (override == 2 || *ex_ms <= 0 || *lt_ms < *ex_ms);
+  if (lt) {
+    g->algo = results[best].algo;
+    g->ready = true;
+  } else {
+    lt_gemm_destroy(g);
+  }
+  if (override != 0)
+    return; /* a forced choice is not the device's own */
+  std::lock_guard<std::mutex> guard(chosen_lock);
+  chosen.push_back({device, tile, dpad, lt, lt ? results[best].algo : cublasLtMatmulAlgo_t{}});
+}
+
+cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
+                           cudaStream_t stream)
+{
+  const float zero = 0.0f;
+  return cublasLtMatmul(g.handle, g.op, &alpha, r, g.rows, q, g.rows, &zero, tile, g.tile, tile,
+                        g.tile, &g.algo, g.workspace, kWorkspaceBytes, stream);
+}
+
+void lt_gemm_destroy(LtGemm *g)
+{
+  if (g->tile)
+    cublasLtMatrixLayoutDestroy(g->tile);
+  if (g->rows)
+    cublasLtMatrixLayoutDestroy(g->rows);
+  if (g->op)
+    cublasLtMatmulDescDestroy(g->op);
+  if (g->handle)
+    cublasLtDestroy(g->handle);
+  if (g->workspace)
+    cudaFree(g->workspace);
+  *g = LtGemm{};
+}
+
+} // namespace knnwb_cuda
