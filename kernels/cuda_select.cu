@@ -292,9 +292,14 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
     return KNNWB_KERNELS_OK;
   std::vector<int> ordinals;
   DeviceLimits limits;
+  const double t0 = seconds_now();
   if ((status = select_devices(job, &ordinals, message, message_size)) != KNNWB_KERNELS_OK ||
       (status = select_limits(job, ordinals, &limits, message, message_size)) != KNNWB_KERNELS_OK)
     return status;
+  /* (the limits are the first calls on each GPU: a context still starting is waited for here) */
+  if (trace_enabled())
+    fprintf(stderr, "knnwb cuda: %zu GPU(s) and their memory limits in %.3f s\n", ordinals.size(),
+            seconds_now() - t0);
   status = KNNWB_KERNELS_OUT_OF_MEMORY;
   for (int attempt = 0; attempt < 8 && status == KNNWB_KERNELS_OUT_OF_MEMORY; attempt++) {
     KnnwbSelectPlan plan;
