@@ -57,7 +57,7 @@ void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan 
   bytes[KNNWB_BUFFER_CANDIDATE_SCORE] = rows * cap * sizeof(float);
   bytes[KNNWB_BUFFER_CANDIDATE_INDEX] = rows * cap * sizeof(int);
   if (stats)
-    bytes[KNNWB_BUFFER_STATS] = 4 * sizeof(unsigned long long);
+    bytes[KNNWB_BUFFER_STATS] = 2 * KNNWB_SELECT_STATS * sizeof(unsigned long long);
   bytes[KNNWB_BUFFER_MERGE_LIST] = 2 * T * sizeof(int);
   bytes[KNNWB_BUFFER_MERGE_COUNT] = 2 * sizeof(int); /* rows queued, rows the warp merge defers */
   bytes[KNNWB_BUFFER_SCRATCH_KEY] = (size_t)plan->merge_blocks * T * sizeof(unsigned);

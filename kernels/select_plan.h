@@ -23,6 +23,9 @@ extern "C" {
 #define KNNWB_SELECT_MAX_TILE 16384
 #define KNNWB_SELECT_STREAM_MAX_TILE 8192
 #define KNNWB_SELECT_MIN_TILE 128
+/* Selection counters (KNNWB_CUDA_TRACE=2) per kind of tile: candidates, merged rows, overflowed
+ * lines and a spare; the ordinary tiles' set, then the fresh (diagonal) tiles' set. */
+#define KNNWB_SELECT_STATS 4
 /* Fixed device bytes on top of the buffers: cuBLAS workspace, context slack. */
 #define KNNWB_SELECT_OVERHEAD_BYTES ((size_t)96 << 20)
 

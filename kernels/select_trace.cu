@@ -36,12 +36,15 @@ void trace_worker(const WorkerTrace &t)
         t.index, t.select_ms[1] / (double)std::max(1L, t.select_tiles[1]), t.select_tiles[1],
         t.select_ms[0] / (double)std::max(1L, t.select_tiles[0]), t.select_tiles[0], t.fused_tiles,
         t.fused_wgmma_tiles);
-  if (t.have_stats)
+  static const char *const kinds[2] = {"other", "diagonal"};
+  for (int k = 0; t.have_stats && k < 2; k++) {
+    const double n = (double)std::max(1L, t.select_tiles[k]);
     fprintf(stderr,
-            "knnwb cuda worker %d: %llu candidates, %llu merged rows, %llu overflowed lines "
-            "(%.0f candidates and %.0f merges per tile)\n",
-            t.index, t.stats[0], t.stats[1], t.stats[2], t.stats[0] / (double)std::max(1L, t.tiles),
-            t.stats[1] / (double)std::max(1L, t.tiles));
+            "knnwb cuda worker %d, %s tiles: %llu candidates, %llu merged rows, %llu overflowed "
+            "lines (%.0f candidates and %.0f merges per tile)\n",
+            t.index, kinds[k], t.stats[k][0], t.stats[k][1], t.stats[k][2], t.stats[k][0] / n,
+            t.stats[k][1] / n);
+  }
   if (trace_enabled())
     fprintf(stderr,
             "knnwb cuda worker %d (GPU %d): setup %.3f s, upload %.3f s, tiles + extract %.3f s "

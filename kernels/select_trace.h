@@ -6,6 +6,8 @@
 #ifndef KNNWB_SELECT_TRACE_H
 #define KNNWB_SELECT_TRACE_H
 
+#include "select_plan.h"
+
 namespace knnwb_cuda
 {
 
@@ -29,7 +31,8 @@ struct WorkerTrace {
   long select_tiles[2];
   long fused_tiles; /* of the others: fused tiles (GEMM and filter in one kernel, timed as GEMM) */
   long fused_wgmma_tiles;      /* of those: on the wgmma kernel (tile_fused_wgmma.cu) */
-  unsigned long long stats[4]; /* candidates, merged rows, overflowed lines (trace 2) */
+  /* candidates, merged rows, overflowed lines (trace 2): [0] other tiles, [1] fresh tiles */
+  unsigned long long stats[2][KNNWB_SELECT_STATS];
   bool have_stats;
   double setup_s, upload_s, run_s, lists_wait_s, device_merge_s, host_merge_s, release_s;
   /* the timeline, seconds since the attempt started: set up, rows uploaded, (several GPUs) own

@@ -84,7 +84,11 @@ bool Worker::select_tile(int slot, const TileGeom &geom)
   CUDA_TRY(run_, cudaStreamWaitEvent(select_stream_, gemm_done_[slot], 0));
   if (select_start_[slot])
     CUDA_TRY(run_, cudaEventRecord(select_start_[slot], select_stream_));
-  CUDA_TRY(run_, launch_tile_select(state_, geom, select_stream_));
+  /* trace 2: a fresh tile's counters apart from the others' */
+  SelectState state = state_;
+  if (state.stats && geom.fresh)
+    state.stats += KNNWB_SELECT_STATS;
+  CUDA_TRY(run_, launch_tile_select(state, geom, select_stream_));
   if (select_end_[slot])
     CUDA_TRY(run_, cudaEventRecord(select_end_[slot], select_stream_));
   CUDA_TRY(run_, cudaEventRecord(select_done_[slot], select_stream_));

@@ -306,7 +306,9 @@ bool Worker::clear_buffers()
   const size_t T = (size_t)p.tile, row_bytes = (size_t)p.row_bytes;
   const size_t block_bytes = (size_t)p.dpad * sizeof(float) * T;
   if (state_.stats)
-    CUDA_TRY(run_, cudaMemsetAsync(state_.stats, 0, 4 * sizeof(unsigned long long), copy_stream_));
+    CUDA_TRY(run_,
+             cudaMemsetAsync(state_.stats, 0, 2 * KNNWB_SELECT_STATS * sizeof(unsigned long long),
+                             copy_stream_));
   /* Shared diagonal tiles: a peer may read this GPU's thresholds before its schedule starts (it
    * resets them again there, to the same +inf). */
   if (p.symmetric && run_.n_devices > 1 && shared_diagonals_wanted()) {
