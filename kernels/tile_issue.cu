@@ -30,11 +30,17 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
   if (run_.job->score_kind == KNNWB_SCORE_L1) {
     CUDA_TRY(run_, launch_l1_tile((const float *)q, n_q, (const float *)r, n_r, p.dpad,
                                   tiles_[slot], (size_t)p.tile, gemm_stream_));
-  } else if (lt_gemm_.ready && n_q == p.tile && n_r == p.tile) {
-    CUBLAS_TRY(run_, lt_gemm_run(lt_gemm_, q, r, gemm_alpha(), tiles_[slot], gemm_stream_));
   } else {
-    CUBLAS_TRY(run_, tile_scores_gemm(blas_, gemm_precision(), q, n_q, r, n_r, p.dpad, gemm_alpha(),
-                                      tiles_[slot], p.tile, half_tiles_));
+    const bool full = n_q == p.tile && n_r == p.tile;
+    /* full tiles on cuBLASLt's chosen algorithm (choose_gemm); one it refuses (it checks the
+     * operands before any launch) leaves this and every later tile to cublasGemmEx */
+    if (lt_gemm_.ready && full &&
+        lt_gemm_run(lt_gemm_, q, r, gemm_alpha(), tiles_[slot], gemm_stream_) !=
+            CUBLAS_STATUS_SUCCESS)
+      lt_gemm_.ready = false;
+    if (!lt_gemm_.ready || !full)
+      CUBLAS_TRY(run_, tile_scores_gemm(blas_, gemm_precision(), q, n_q, r, n_r, p.dpad,
+                                        gemm_alpha(), tiles_[slot], p.tile, half_tiles_));
   }
   if (gemm_end_[slot])
     CUDA_TRY(run_, cudaEventRecord(gemm_end_[slot], gemm_stream_));
