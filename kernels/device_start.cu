@@ -115,7 +115,8 @@ extern "C" void knnwb_cuda_start_wait(void)
   wait_locked();
 }
 
-/* KNNWB_GPU_START_WAIT=1: the count waits for every context too, as before (to measure). */
+/* KNNWB_GPU_START_WAIT=1: the count waits for every context too, and the count "now" for it, as
+ * before (to measure). */
 static bool wait_for_contexts()
 {
   static const bool all = [] {
@@ -148,7 +149,7 @@ extern "C" int knnwb_cuda_device_count(void)
 extern "C" int knnwb_cuda_device_count_now(void)
 {
   const int state = count_state();
-  return state == -2 ? knnwb_cuda_device_count() : state;
+  return state == -2 || wait_for_contexts() ? knnwb_cuda_device_count() : state;
 }
 
 extern "C" int knnwb_cuda_started(void)

@@ -195,7 +195,8 @@ int knnwb_cuda_select_supports_groups(void);
  * for the driver's initialisation of a start begun by knnwb_cuda_start (not for its contexts);
  * the count is the process's first (as CUDA's own). */
 int knnwb_cuda_device_count(void);
-/** As knnwb_cuda_device_count, but -1 at once while a start is still initialising the driver. */
+/** As knnwb_cuda_device_count, but -1 at once while a start is still initialising the driver
+ * (KNNWB_GPU_START_WAIT=1: waits, as knnwb_cuda_device_count does then). */
 int knnwb_cuda_device_count_now(void);
 
 /**

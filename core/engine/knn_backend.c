@@ -1,6 +1,5 @@
 /* Which backend a kNN run selects its candidates with (CUDA when usable, else the CPU), and how a
  * backend's status becomes an error. */
-#include <string.h>
 #include <knnwb/error.h>
 #include "cpu/cpu.h"
 #include "engine/engine.h"
@@ -62,10 +61,6 @@ gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options)
     return FALSE;
   if (options->backend == KNNWB_BACKEND_CUDA)
     return TRUE;
-  /* KNNWB_GPU_START_WAIT=1: wait for the answer (to measure what not waiting gains) */
-  const char *wait = g_getenv("KNNWB_GPU_START_WAIT");
-  if (wait != NULL && strcmp(wait, "1") == 0)
-    return knnwb_knn_uses_gpu(options);
   /* a driver still initialising was found, so it has GPUs to count, unless they are hidden */
   const int now = knnwb_cuda_device_count_now();
   return now > 0 || (now < 0 && !knnwb_knn_gpus_hidden());
