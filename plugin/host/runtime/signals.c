@@ -8,8 +8,9 @@
  * (measured: `mpirun -np 2 knnwb knn` interrupted 0.3-0.6 s before its end wrote the file). So a
  * rank takes a SIGCONT from its parent as the stop, unless that SIGCONT resumes it after job
  * control (Ctrl-Z on mpirun reaches the ranks as SIGSTOP, which no handler sees): a thread ticks
- * every 10 ms, and a SIGCONT that finds the last tick older than 200 ms follows a stop. (Under a
- * load that delays the tick that long, the rank stops at the launcher's SIGTERM, as before.)
+ * every 10 ms, and a SIGCONT that finds the last tick older than 200 ms, or a gap that long
+ * between two ticks less than a second ago, follows a stop. (Under a load that delays the tick
+ * that long, the rank stops at the launcher's SIGTERM, as before.)
  *
  * The signals are taken by a thread of their own (sigwaitinfo), blocked in every thread started
  * after the install: a handler runs on the stack of whatever thread the kernel picks, and oneDNN's
@@ -47,6 +48,10 @@ static void knnwb_host_signals_handler(int signal_number)
 
 /* CLOCK_MONOTONIC in ms, modulo 2^31 (differences taken modulo 2^31 too). */
 static volatile gint knnwb_host_signals_tick_ms;
+/* When the ticker last found such a gap between two ticks (a stop ended) */
+static volatile gint knnwb_host_signals_gap_end_ms;
+/* Milliseconds between two ticks that mean the process was stopped (or starved that long) */
+#define KNNWB_HOST_SIGNALS_GAP_MS 200u
 static void knnwb_host_signals_cont_handler(int signal_number, siginfo_t *info, void *context);
 
 /* The signals the waiter takes (SIGINT, SIGTERM, and SIGCONT under a launcher). */
@@ -90,26 +95,38 @@ static gint knnwb_host_signals_now_ms(void)
   return (gint)(((guint64)now.tv_sec * 1000u + (guint64)now.tv_nsec / 1000000u) & 0x7fffffffu);
 }
 
+/* Ticks every 10 ms; a tick that finds the last one older than the gap first records when the
+ * gap ended, so that a SIGCONT read after this thread resumed still sees the stop. */
 static gpointer knnwb_host_signals_ticker(gpointer data)
 {
   (void)data;
   for (;;) {
-    g_atomic_int_set(&knnwb_host_signals_tick_ms, knnwb_host_signals_now_ms());
+    const gint now = knnwb_host_signals_now_ms();
+    if ((((guint)now - (guint)g_atomic_int_get(&knnwb_host_signals_tick_ms)) & 0x7fffffffu) >
+        KNNWB_HOST_SIGNALS_GAP_MS)
+      g_atomic_int_set(&knnwb_host_signals_gap_end_ms, now);
+    g_atomic_int_set(&knnwb_host_signals_tick_ms, now);
     g_usleep(10000);
   }
   return NULL;
 }
 
+/* A SIGCONT from the launcher ends the run, unless it resumes the process after a stop: the
+ * last tick is older than the gap (the signal was read before the ticker resumed), or the ticker
+ * found such a gap less than a second ago (it resumed first: which thread the kernel runs first
+ * after a stop is not fixed; a test that delayed this handler 50 ms failed 3 runs of 4 without
+ * this second test). */
 static void knnwb_host_signals_cont_handler(int signal_number, siginfo_t *info, void *context)
 {
   (void)signal_number;
   (void)context;
   if (info == NULL || info->si_pid != getppid())
     return; /* not the launcher's */
-  guint since =
-      ((guint)knnwb_host_signals_now_ms() - (guint)g_atomic_int_get(&knnwb_host_signals_tick_ms)) &
-      0x7fffffffu;
-  if (since > 200)
+  const guint now = (guint)knnwb_host_signals_now_ms();
+  const guint since = (now - (guint)g_atomic_int_get(&knnwb_host_signals_tick_ms)) & 0x7fffffffu;
+  const guint since_gap =
+      (now - (guint)g_atomic_int_get(&knnwb_host_signals_gap_end_ms)) & 0x7fffffffu;
+  if (since > KNNWB_HOST_SIGNALS_GAP_MS || since_gap < 1000u)
     return; /* a resume after a stop */
   knnwb_host_signals_handler(SIGTERM);
 }
@@ -148,7 +165,9 @@ const volatile gint *knnwb_host_signals_install(void)
     sigaction(SIGINT, &action, NULL);
     sigaction(SIGTERM, &action, NULL);
     if (knnwb_host_signals_under_launcher()) {
-      g_atomic_int_set(&knnwb_host_signals_tick_ms, knnwb_host_signals_now_ms());
+      const gint now = knnwb_host_signals_now_ms();
+      g_atomic_int_set(&knnwb_host_signals_tick_ms, now);
+      g_atomic_int_set(&knnwb_host_signals_gap_end_ms, (gint)(((guint)now - 10000u) & 0x7fffffffu));
       GThread *ticker = g_thread_try_new("knnwb-tick", knnwb_host_signals_ticker, NULL, NULL);
       if (ticker !=
           NULL) { /* without it every SIGCONT would look like a stop's end: none acted on */
