@@ -21,6 +21,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +53,8 @@ static volatile gint knnwb_host_signals_tick_ms;
 static volatile gint knnwb_host_signals_gap_end_ms;
 /* Milliseconds between two ticks that mean the process was stopped (or starved that long) */
 #define KNNWB_HOST_SIGNALS_GAP_MS 200u
+/* KNNWB_SIGNALS_CONT_DELAY_MS (tests): the SIGCONT is read that late, after the ticker resumed */
+static struct timespec knnwb_host_signals_cont_delay;
 static void knnwb_host_signals_cont_handler(int signal_number, siginfo_t *info, void *context);
 
 /* The signals the waiter takes (SIGINT, SIGTERM, and SIGCONT under a launcher). */
@@ -122,6 +125,8 @@ static void knnwb_host_signals_cont_handler(int signal_number, siginfo_t *info, 
   (void)context;
   if (info == NULL || info->si_pid != getppid())
     return; /* not the launcher's */
+  if (knnwb_host_signals_cont_delay.tv_nsec > 0)
+    nanosleep(&knnwb_host_signals_cont_delay, NULL); /* async-signal-safe */
   const guint now = (guint)knnwb_host_signals_now_ms();
   const guint since = (now - (guint)g_atomic_int_get(&knnwb_host_signals_tick_ms)) & 0x7fffffffu;
   const guint since_gap =
@@ -165,6 +170,9 @@ const volatile gint *knnwb_host_signals_install(void)
     sigaction(SIGINT, &action, NULL);
     sigaction(SIGTERM, &action, NULL);
     if (knnwb_host_signals_under_launcher()) {
+      const char *delay = g_getenv("KNNWB_SIGNALS_CONT_DELAY_MS");
+      if (delay != NULL)
+        knnwb_host_signals_cont_delay.tv_nsec = CLAMP(atol(delay), 0, 999) * 1000000L;
       const gint now = knnwb_host_signals_now_ms();
       g_atomic_int_set(&knnwb_host_signals_tick_ms, now);
       g_atomic_int_set(&knnwb_host_signals_gap_end_ms, (gint)(((guint)now - 10000u) & 0x7fffffffu));
