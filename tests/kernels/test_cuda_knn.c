@@ -307,8 +307,8 @@ static void compare_query(const KnnwbMatrix *query, const KnnwbMatrix *reference
 }
 
 /* Core's refine on the device (lists sorted by exact distance and cut to k before they come back,
- * lists_refine.cu), which GPU runs with k >= 64 and room for the exact rows take: k up to the
- * number of rows (every row a candidate), odd sizes, sort capacities just past a power of two,
+ * lists_refine.cu), which GPU runs with room for the exact rows take: k from 1 up to the number of
+ * rows (every row a candidate), odd sizes, sort capacities just past a power of two,
  * duplicates and near ties, query jobs (panels), streamed blocks, two GPUs with and without peer
  * access, and the host refine it replaces (KNNWB_CUDA_HOST_REFINE=1) on the same inputs. */
 static void test_refine_on_device(void)
@@ -328,7 +328,11 @@ static void test_refine_on_device(void)
     compare(m, KNNWB_METRIC_ABS_PEARSON, 65, 0, 1); /* FP16, kc = 81: a sort of 128 */
     compare(hard, KNNWB_METRIC_PEARSON, 1000, 0, 1);
     compare(hard, KNNWB_METRIC_EUCLIDEAN, 1000, 0, 1);
+    compare(hard, KNNWB_METRIC_PEARSON, 1, 0, 1); /* small k: sorts of 8 to 64 */
+    compare(hard, KNNWB_METRIC_EUCLIDEAN, 2, 0, 1);
+    compare(m, KNNWB_METRIC_COSINE, 20, 0, 1);
     compare_query(query, m, KNNWB_METRIC_PEARSON, 1500, 0);
+    compare_query(query, m, KNNWB_METRIC_EUCLIDEAN, 3, 0);
     compare_query(query, m, KNNWB_METRIC_COSINE, 700, 96 * MIB + 8 * MIB);
   }
   g_unsetenv("KNNWB_CUDA_HOST_REFINE");
