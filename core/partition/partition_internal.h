@@ -179,6 +179,12 @@ typedef struct {
   gint failed;
 } KnnwbPartitionRun;
 
+/* A sub-search of a partitioned run is about to run (begin) or has returned (end) on this thread:
+ * between the two, knnwb_partition_self declines at once. The mark is the thread's own, so that
+ * independent searches on other threads still partition; each worker thread sets its own. */
+void knnwb_partition_sub_search_begin(void);
+void knnwb_partition_sub_search_end(void);
+
 /* Phase one: every cluster's rows among themselves, into run->lists (partition_search.c). */
 gboolean knnwb_partition_own_lists(KnnwbPartitionRun *run, GError **error);
 /* Phase two: every cluster against the rows of other clusters its bound cannot rule out

@@ -112,8 +112,10 @@ static KnnwbNeighbors *knnwb_partition_search(KnnwbPartitionWorker *worker,
   run->inflight[worker->index * 2] = pairs;
   g_mutex_unlock(&run->progress_lock);
   KnnwbNeighbors *lists = NULL;
+  knnwb_partition_sub_search_begin();
   gboolean ok = reference == NULL ? knnwb_knn_self(query, &options, &lists, error)
                                   : knnwb_knn_query(query, reference, &options, &lists, error);
+  knnwb_partition_sub_search_end();
   g_mutex_lock(&run->progress_lock);
   run->done += pairs;
   run->inflight[worker->index * 2] = run->inflight[worker->index * 2 + 1] = 0.0;

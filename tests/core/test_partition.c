@@ -14,6 +14,7 @@
 static gboolean partition_done, partition_declined, partition_chosen;
 static size_t partition_cells, partition_groups;
 static int partition_workers; /* sub-searches at once */
+static int partition_ends;    /* "partition: done" or "not used": choices made, nested ones too */
 static double pairs_within, pairs_between;
 
 static void capture(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
@@ -22,6 +23,9 @@ static void capture(const gchar *domain, GLogLevelFlags level, const gchar *mess
   (void)data;
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partition: done") != NULL)
     partition_done = TRUE;
+  if ((level & G_LOG_LEVEL_DEBUG) && (strstr(message, "partition: done") != NULL ||
+                                      strstr(message, "partition: not used") != NULL))
+    g_atomic_int_inc(&partition_ends);
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "the plain search") != NULL)
     partition_declined = TRUE;
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partitioning") != NULL)
@@ -50,6 +54,7 @@ static void forget_messages(void)
   partition_done = partition_declined = partition_chosen = FALSE;
   partition_cells = partition_groups = 0;
   partition_workers = 0;
+  partition_ends = 0;
   pairs_within = pairs_between = -1.0;
 }
 
@@ -107,6 +112,8 @@ static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k
   KnnwbNeighbors *nb = NULL;
   g_assert_true(knnwb_knn_self(m, &options, &nb, &error));
   g_assert_no_error(error);
+  /* At most one choice: sub-searches, on whichever worker thread, do not choose again. */
+  g_assert_cmpint(g_atomic_int_get(&partition_ends), <=, 1);
   return nb;
 }
 
