@@ -17,9 +17,6 @@
 /* Rows per block of the bounds pass. */
 #define KNNWB_PARTITION_BOUND_ROWS ((size_t)2048)
 
-extern int openblas_get_num_threads(void);
-extern void openblas_set_num_threads(int);
-
 /* Sub-searches of the partitioned search do not partition again (nor pay for the choice's
  * k-means: 0.06 s each at 600,000 rows). Thread-local, so set by each thread that runs one. */
 static _Thread_local int knnwb_partition_depth;
@@ -113,10 +110,7 @@ static gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
   const size_t rows = run->last - run->first;
   const size_t blocks = (rows + KNNWB_PARTITION_BOUND_ROWS - 1) / KNNWB_PARTITION_BOUND_ROWS;
   KnnwbPartitionVisits v = {.run = run, .found = g_new0(GArray *, blocks)};
-  const int saved_blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
   knnwb_parallel_for(p->threads, rows, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows, &v);
-  openblas_set_num_threads(saved_blas_threads);
   size_t total = 0;
   run->query_start = g_new0(int64_t, p->groups + 1);
   for (size_t b = 0; b < blocks; b++)
@@ -374,9 +368,6 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
   int threads = knnwb_thread_count(options->n_threads);
   if (group != NULL && options->n_threads <= 0) /* the host's cores are shared */
     threads = MAX(1, threads / MAX(1, group->local_size));
-  /* The choice's DGEMMs are small: blocks on threads of ours, OpenBLAS on one thread each. */
-  const int saved_blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
   /* (the cost model only sets the speed: the GPUs' start is not waited for here, so that it
    * overlaps this choice and the plain search's preparation) */
   *chosen = knnwb_partition_choose(p, data, options->metric, options->k, threads,
@@ -386,10 +377,8 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
   /* The ranks go on together (assigning the rows is collective) with the same centroids, and end
    * with the same partition. */
   gboolean same = TRUE;
-  if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error)) {
-    openblas_set_num_threads(saved_blas_threads);
+  if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error))
     return FALSE;
-  }
   *chosen = *chosen && same;
   /* (assigning every row finds values that are not finite: the plain search reports them) */
   *chosen = *chosen && knnwb_partition_assign_all(p, data, options->k, options->cancel, group);
@@ -397,7 +386,6 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
   const gint64 assigned = g_get_monotonic_time();
   if (*chosen)
     knnwb_partition_group(p, data, options->k, knnwb_knn_uses_gpu(options));
-  openblas_set_num_threads(saved_blas_threads);
   if (made)
     g_debug("knnwb: partition: %zu clusters (%zu groups) in %.3f s (grouping %.3f s), expected "
             "%.1f%% of the work: %s",

@@ -14,11 +14,8 @@
  * Lloyd rounds on it. */
 #define KNNWB_PARTITION_SAMPLE_VALUES ((size_t)1 << 22)
 #define KNNWB_PARTITION_LLOYD_ROUNDS 8
-/* Rows per block of the assignment pass (one DGEMM each). */
+/* Rows per block of the assignment pass (one knnwb_partition_dots each). */
 #define KNNWB_PARTITION_BLOCK_ROWS ((size_t)2048)
-
-extern int openblas_get_num_threads(void);
-extern void openblas_set_num_threads(int);
 
 /* The nearest centroid of block row r (ties to the lower centroid; 0 when no score is below
  * HUGE_VAL). The lowest score first, in four lanes (a minimum is exact in any order; a branch on
@@ -91,10 +88,10 @@ static void knnwb_partition_label_sums(KnnwbPartitionLabel *l, size_t b, size_t 
   }
 }
 
-/* Rows [first, last) in blocks of KNNWB_PARTITION_BLOCK_ROWS from row 0, one DGEMM each: one
+/* Rows [first, last) in blocks of KNNWB_PARTITION_BLOCK_ROWS from row 0, one call each: one
  * thread is given every row at once, and neither a block's products nor its sums may depend on
  * that. The Lloyd rounds' products go to a block of this thread's, used at once (the sample's
- * rows x m of them were zeroed by the DGEMM, written and read again each round: 10% of the
+ * rows x m of them were written and read again each round: 10% of the
  * choice on one thread); the last assignment's stay in the sample, for the estimate. */
 static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
 {
@@ -121,10 +118,9 @@ static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
 }
 
 /* Every sample row's nearest centroid (without l->sum, the sample's dot products become those
- * with the centroids), in blocks of rows on threads, each block one DGEMM on OpenBLAS set to one
- * thread (by the caller): the same labels for any number of threads. (OpenBLAS's own threads on a
- * DGEMM this small cost more than they give: k-means of 305 clusters took 1.4 s on 16 cores that
- * way, 0.3 s on 2.) */
+ * with the centroids), in blocks of rows on threads: the same labels for any number of threads.
+ * (A threaded DGEMM a block cost more than it gave: k-means of 305 clusters took 1.4 s on 16
+ * cores that way, 0.3 s on 2.) */
 static void knnwb_partition_label(KnnwbPartitionLabel *l, int threads)
 {
   knnwb_partition_squares(l->centroid, l->m, l->sample->d, l->centroid_sq);
@@ -332,11 +328,8 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
   KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel, .first = first};
   g_mutex_init(&a.lock);
   memset(p->radius, 0, p->m * sizeof(double));
-  const int saved_blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
   knnwb_parallel_for(p->threads, last - first, KNNWB_PARTITION_BLOCK_ROWS,
                      knnwb_partition_assign_rows, &a);
-  openblas_set_num_threads(saved_blas_threads);
   g_mutex_clear(&a.lock);
   if (group != NULL)
     return knnwb_partition_assign_share(p, group, first, last, !a.failed);

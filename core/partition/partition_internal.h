@@ -94,10 +94,14 @@ gboolean knnwb_partition_block_fill(KnnwbPartitionBlock *block, KnnwbMetric metr
                                     const KnnwbMatrix *data, size_t first, size_t last,
                                     const int64_t *rows, const double *centroid, size_t m);
 
+/* dot[r * ld + j] = the sum over t of v[r d + t] centroid[j d + t], in order, for rows r < rows
+ * and centroids j < m (partition_dots.c): the same bits on every CPU, width and blocking. O(rows m
+ * d) time, O(min(m, 32 Ki / d) d) memory. */
+void knnwb_partition_dots(const double *v, size_t rows, size_t d, const double *centroid, size_t m,
+                          double *dot, size_t ld);
 /* The block's dot products with the m centroids (m x d, row-major; NULL or m = 0: none). */
 void knnwb_partition_block_dots(KnnwbPartitionBlock *block, const double *centroid, size_t m);
-/* The same for rows [first, last) of the block only (one DGEMM; the k-means splits rows over
- * threads with OpenBLAS set to one thread). */
+/* The same for rows [first, last) of the block only (the k-means splits rows over threads). */
 void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *centroid, size_t m,
                                      size_t first, size_t last);
 

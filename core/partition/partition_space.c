@@ -1,7 +1,7 @@
 /*
  * The bound space of the partitioned search: rows as double vectors in which the metric's
  * distance is a monotone function of the Euclidean one (the triangle inequality holds there),
- * and blocks of rows with their dot products with the centroids (one DGEMM per block).
+ * and blocks of rows with their dot products with the centroids (partition_dots.c).
  *
  * Rounding: bounds need only be bounds, not exact, so every distance here carries a margin far
  * above double rounding (relative 1e-10 of the squared norms plus (4d + 16) units of roundoff),
@@ -9,7 +9,6 @@
  */
 #include <math.h>
 #include <string.h>
-#include <cblas.h>
 #include "partition/partition_internal.h"
 
 #define KNNWB_DOUBLE_ROUNDOFF (1.0 / 9007199254740992.0) /* 2^-53 */
@@ -121,9 +120,8 @@ void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *c
   g_assert(m <= block->m && last <= block->rows);
   /* dot is rows x block->m whatever m is: readers index it by block->m */
   if (last > first && m > 0 && centroid != NULL)
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(last - first), (int)m, (int)block->d,
-                1.0, block->v + first * block->d, (int)block->d, centroid, (int)block->d, 0.0,
-                block->dot + first * block->m, (int)block->m);
+    knnwb_partition_dots(block->v + first * block->d, last - first, block->d, centroid, m,
+                         block->dot + first * block->m, block->m);
 }
 
 void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric metric,

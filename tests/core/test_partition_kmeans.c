@@ -8,8 +8,6 @@
 #include <knnwb/knnwb.h>
 #include "partition/partition_internal.h"
 
-extern void openblas_set_num_threads(int);
-
 static const int thread_counts[] = {2, 3, 5, 16};
 
 /* n rows of d values around `clusters` centres (uniform noise, so that some clusters are near). */
@@ -332,6 +330,53 @@ static void test_estimate_limit(void)
   g_free(members);
 }
 
+/* The rows' dot products with the centroids (partition_dots.c): for every vector width, bit for bit
+ * the sum in order of one multiply and one add a component, on odd sizes (rows past the kernels'
+ * blocks of 4, centroids past their panels of 2, 4 and 8 and past a panel chunk), values of mixed
+ * magnitudes; nothing written past m in a row of ld. */
+static void test_dots(void)
+{
+  static const size_t rows_list[] = {1, 3, 4, 5, 9, 2051};
+  static const size_t d_list[] = {1, 2, 7, 50, 129};
+  static const size_t m_list[] = {1, 2, 3, 7, 8, 9, 17, 33, 611};
+  static const char *const widths[] = {"2", "4", NULL};
+  g_autoptr(GRand) rand = g_rand_new_with_seed(99);
+  for (size_t a = 0; a < G_N_ELEMENTS(rows_list); a++)
+    for (size_t b = 0; b < G_N_ELEMENTS(d_list); b++)
+      for (size_t c = 0; c < G_N_ELEMENTS(m_list); c++) {
+        const size_t rows = rows_list[a], d = d_list[b], m = m_list[c], ld = m + 3;
+        if (rows * m * d > 40000000)
+          continue;
+        double *v = g_new(double, rows *d), *centroid = g_new(double, m *d);
+        for (size_t i = 0; i < rows * d; i++)
+          v[i] = g_rand_double_range(rand, -1.0, 1.0) * ldexp(1.0, g_rand_int_range(rand, -30, 30));
+        for (size_t i = 0; i < m * d; i++)
+          centroid[i] = g_rand_double_range(rand, -3.0, 3.0);
+        double *expected = g_new(double, rows *ld), *got = g_new(double, rows *ld);
+        for (size_t r = 0; r < rows; r++)
+          for (size_t j = 0; j < ld; j++) {
+            double s = 0.0;
+            for (size_t t = 0; t < d && j < m; t++)
+              s += v[r * d + t] * centroid[j * d + t];
+            expected[r * ld + j] = j < m ? s : -7.0;
+          }
+        for (size_t w = 0; w < G_N_ELEMENTS(widths); w++) {
+          if (widths[w] != NULL)
+            g_setenv("KNNWB_PARTITION_VECTOR", widths[w], TRUE);
+          else
+            g_unsetenv("KNNWB_PARTITION_VECTOR");
+          for (size_t i = 0; i < rows * ld; i++)
+            got[i] = -7.0;
+          knnwb_partition_dots(v, rows, d, centroid, m, got, ld);
+          g_assert_true(memcmp(got, expected, rows * ld * sizeof(double)) == 0);
+        }
+        g_free(v);
+        g_free(centroid);
+        g_free(expected);
+        g_free(got);
+      }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -340,12 +385,11 @@ int main(int argc, char **argv)
   g_log_set_always_fatal(G_LOG_FATAL_MASK);
   /* the choice tries one cluster count: a cluster each 301 rows (set before any thread starts) */
   g_setenv("KNNWB_PARTITION_ROWS", "301", TRUE);
-  /* the callers' contract: the k-means's DGEMMs run on threads of ours */
-  openblas_set_num_threads(1);
   g_test_add_func("/partition-kmeans/sample-threads", test_sample_threads);
   g_test_add_func("/partition-kmeans/seeds", test_seeds);
   g_test_add_func("/partition-kmeans/threads", test_kmeans_threads);
   g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
   g_test_add_func("/partition-kmeans/estimate-limit", test_estimate_limit);
+  g_test_add_func("/partition-kmeans/dots", test_dots);
   return g_test_run();
 }
