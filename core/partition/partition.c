@@ -33,7 +33,8 @@ void knnwb_partition_sub_search_end(void)
 
 typedef struct {
   KnnwbPartitionRun *run;
-  GArray **found; /* per block of rows: (cluster << 40 | row) of every visit */
+  const double *gap; /* knnwb_partition_centroid_gaps, or NULL */
+  GArray **found;    /* per block of rows: (cluster << 40 | row) of every visit */
   gint failed;
 } KnnwbPartitionVisits;
 
@@ -45,6 +46,60 @@ static double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i)
   double kth;
   memcpy(&kth, &run->kth[i], sizeof kth);
   return kth;
+}
+
+/*
+ * Whether row r of the block (row x of cell a, bound by limit) is ruled out of cell j by the
+ * triangle inequality alone: every member y of cell j has
+ *   |x - y| >= |c_a - c_j| - |x - c_a| - |y - c_j| >= gap(a, j) - reach - radius(j),
+ * reach being an upper bound of |x - c_a|. Floating error in that sum and the comparison is a few
+ * units of roundoff of its terms, far inside the 1e-9 it is given. Rows and cells it rules out
+ * need no product: in clustered data most of them.
+ */
+static inline gboolean knnwb_partition_triangle_rules_out(double gap, double reach, double radius,
+                                                          double limit)
+{
+  return gap - reach - radius - 1e-9 * (gap + reach + radius + limit) > limit;
+}
+
+/* Row r of the block (row i of cell a, bound by limit): the groups it visits, appended to found.
+ * With gap, the triangle test first, and each remaining cell's product made here; else the
+ * block's products. The same decision as the products alone, or a valid one the triangle test
+ * makes first. */
+static void knnwb_partition_visit_row(const KnnwbPartitionVisits *v,
+                                      const KnnwbPartitionBlock *block, size_t r, size_t i,
+                                      double limit, size_t *seen, GArray *found)
+{
+  const KnnwbPartition *p = v->run->p;
+  const size_t a = (size_t)p->cluster_of[i], own = (size_t)p->group_of[a], m = p->m, d = p->d;
+  const double *x = block->v + r * d;
+  double reach = 0.0;
+  if (v->gap != NULL) {
+    double lower;
+    knnwb_partition_pair_bounds(p->metric, d, block->v_sq[r] + p->centroid_sq[a],
+                                knnwb_partition_row_dot(x, p->centroid + a * d, d), &lower, &reach);
+  }
+  for (size_t j = 0; j < m; j++) {
+    const size_t g = (size_t)p->group_of[j];
+    if (g == own || seen[g] == i + 1)
+      continue;
+    double dot;
+    if (v->gap != NULL) {
+      if (knnwb_partition_triangle_rules_out(v->gap[a * m + j], reach, p->radius[j], limit))
+        continue;
+      dot = knnwb_partition_row_dot(x, p->centroid + j * d, d);
+    } else {
+      dot = block->dot[r * block->m + j];
+    }
+    double lower, upper;
+    knnwb_partition_pair_bounds(p->metric, d, block->v_sq[r] + p->centroid_sq[j], dot, &lower,
+                                &upper);
+    if (!(lower - p->radius[j] > limit)) {
+      const uint64_t visit = ((uint64_t)g << 40) | (uint64_t)i;
+      g_array_append_val(found, visit);
+      seen[g] = i + 1;
+    }
+  }
 }
 
 /* Rows run->first + [from, to) (one block): the other clusters their bound cannot rule out (lower
@@ -60,32 +115,22 @@ static void knnwb_partition_visit_block(size_t from, size_t to, void *data)
     g_atomic_int_set(&v->failed, 1);
     return;
   }
+  /* with the centroids' gaps, products are made row by row for the cells left */
+  const size_t m = v->gap != NULL ? 0 : p->m;
   KnnwbPartitionBlock block;
-  if (!knnwb_partition_block_init(&block, last - first, p->m, p->d)) {
+  if (!knnwb_partition_block_init(&block, last - first, m, p->d)) {
     g_atomic_int_set(&v->failed, 1);
     return;
   }
   GArray *found = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   size_t *seen = g_new0(size_t, p->groups); /* the last row (+ 1) that visits each group */
-  if (knnwb_partition_block_fill(&block, p->metric, run->data, first, last, NULL, p->centroid,
-                                 p->m)) {
-    for (size_t r = 0; r < block.rows; r++) {
-      const size_t i = first + r, own = (size_t)p->group_of[p->cluster_of[i]];
-      const double limit =
-          knnwb_partition_chord_limit(p->metric, knnwb_partition_kth(run, i), p->d);
-      for (size_t j = 0; j < p->m; j++) {
-        const size_t g = (size_t)p->group_of[j];
-        if (g == own || seen[g] == i + 1)
-          continue;
-        double lower, upper;
-        knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, j, &lower, &upper);
-        if (!(lower - p->radius[j] > limit)) {
-          const uint64_t visit = ((uint64_t)g << 40) | (uint64_t)i;
-          g_array_append_val(found, visit);
-          seen[g] = i + 1;
-        }
-      }
-    }
+  if (knnwb_partition_block_fill(&block, p->metric, run->data, first, last, NULL,
+                                 m > 0 ? p->centroid : NULL, m)) {
+    for (size_t r = 0; r < block.rows; r++)
+      knnwb_partition_visit_row(
+          v, &block, r, first + r,
+          knnwb_partition_chord_limit(p->metric, knnwb_partition_kth(run, first + r), p->d), seen,
+          found);
   } else {
     g_atomic_int_set(&v->failed, 1);
   }
@@ -109,7 +154,8 @@ static gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
   const KnnwbPartition *p = run->p;
   const size_t rows = run->last - run->first;
   const size_t blocks = (rows + KNNWB_PARTITION_BOUND_ROWS - 1) / KNNWB_PARTITION_BOUND_ROWS;
-  KnnwbPartitionVisits v = {.run = run, .found = g_new0(GArray *, blocks)};
+  g_autofree double *gap = knnwb_partition_centroid_gaps(p);
+  KnnwbPartitionVisits v = {.run = run, .gap = gap, .found = g_new0(GArray *, blocks)};
   knnwb_parallel_for(p->threads, rows, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows, &v);
   size_t total = 0;
   run->query_start = g_new0(int64_t, p->groups + 1);

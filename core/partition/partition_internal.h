@@ -105,6 +105,19 @@ void knnwb_partition_block_dots(KnnwbPartitionBlock *block, const double *centro
 void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *centroid, size_t m,
                                      size_t first, size_t last);
 
+/* Lower and upper bounds of the chord between a row v and a centroid c from sq = |v|^2 + |c|^2
+ * and dot = v.c (each as the rows' own sums make them); abs-pearson takes the nearer of c and -c.
+ */
+void knnwb_partition_pair_bounds(KnnwbMetric metric, size_t d, double sq, double dot, double *lower,
+                                 double *upper);
+/* v.c summed in order, one multiply and one add a component: the bits of knnwb_partition_dots. */
+double knnwb_partition_row_dot(const double *v, const double *centroid, size_t d);
+/* Cells past which the bounds pass does without its centroids' distances (m x m doubles). */
+#define KNNWB_PARTITION_GAPS_MAX_CELLS ((size_t)2048)
+/* Lower bounds of the distances between every two centroids (m x m, rounding included), for the
+ * bounds pass's triangle test; NULL for abs-pearson (whose bound takes the nearer of c and -c),
+ * one cell, more than KNNWB_PARTITION_GAPS_MAX_CELLS cells, or short memory. O(m^2 d). */
+double *knnwb_partition_centroid_gaps(const KnnwbPartition *p);
 /* Lower and upper bounds of the chord between row r of the block and centroid j (|c_j|^2 is
  * centroid_sq); abs-pearson takes the nearer of c_j and -c_j. */
 void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric metric,

@@ -58,7 +58,7 @@ gboolean knnwb_partition_block_init(KnnwbPartitionBlock *block, size_t cap, size
   block->d = d;
   block->v = g_try_new(double, cap *d);
   block->v_sq = g_try_new(double, cap);
-  block->dot = g_try_new(double, cap *m);
+  block->dot = g_try_new(double, MAX(cap * m, (size_t)1));
   if (block->v == NULL || block->v_sq == NULL || block->dot == NULL) {
     knnwb_partition_block_clear(block);
     return FALSE;
@@ -124,16 +124,54 @@ void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *c
                          block->dot + first * block->m, block->m);
 }
 
-void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric metric,
-                                  const double *centroid_sq, size_t r, size_t j, double *lower,
-                                  double *upper)
+void knnwb_partition_pair_bounds(KnnwbMetric metric, size_t d, double sq, double dot, double *lower,
+                                 double *upper)
 {
-  const double sq = block->v_sq[r] + centroid_sq[j], dot = block->dot[r * block->m + j];
   /* |v|^2 + |c|^2 - 2 v.c in double: the products and sums err by at most about d units of
    * roundoff times |v|^2 + |c|^2 (Cauchy-Schwarz), the rows' own rounding far less than 1e-10. */
-  const double margin = sq * (1e-10 + (4.0 * (double)block->d + 16.0) * KNNWB_DOUBLE_ROUNDOFF);
+  const double margin = sq * (1e-10 + (4.0 * (double)d + 16.0) * KNNWB_DOUBLE_ROUNDOFF);
   const double plain = sq - 2.0 * dot;
   const double nearer = metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, sq + 2.0 * dot) : plain;
   *lower = sqrt(MAX(nearer - margin, 0.0));
   *upper = sqrt(MAX(plain + margin, 0.0));
+}
+
+void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric metric,
+                                  const double *centroid_sq, size_t r, size_t j, double *lower,
+                                  double *upper)
+{
+  knnwb_partition_pair_bounds(metric, block->d, block->v_sq[r] + centroid_sq[j],
+                              block->dot[r * block->m + j], lower, upper);
+}
+
+double knnwb_partition_row_dot(const double *v, const double *centroid, size_t d)
+{
+  double s = 0.0;
+  for (size_t t = 0; t < d; t++)
+    s += v[t] * centroid[t];
+  return s;
+}
+
+double *knnwb_partition_centroid_gaps(const KnnwbPartition *p)
+{
+  const size_t m = p->m, d = p->d;
+  if (p->metric == KNNWB_METRIC_ABS_PEARSON || m < 2 || m > KNNWB_PARTITION_GAPS_MAX_CELLS)
+    return NULL;
+  double *gap = g_try_new(double, m *m);
+  if (gap == NULL)
+    return NULL;
+  /* a sum of d rounded squares of rounded differences: at most (2 d + 2) units of roundoff low */
+  const double low = 1.0 - 1e-12 - (4.0 * (double)d + 16.0) * KNNWB_DOUBLE_ROUNDOFF;
+  for (size_t a = 0; a < m; a++) {
+    gap[a * m + a] = 0.0;
+    for (size_t j = a + 1; j < m; j++) {
+      double s = 0.0;
+      for (size_t t = 0; t < d; t++) {
+        const double e = p->centroid[a * d + t] - p->centroid[j * d + t];
+        s += e * e;
+      }
+      gap[a * m + j] = gap[j * m + a] = sqrt(MAX(s * low, 0.0)) * (1.0 - 1e-15);
+    }
+  }
+  return gap;
 }

@@ -377,6 +377,43 @@ static void test_dots(void)
       }
 }
 
+/* The bounds pass's centroid gaps (partition_space.c): lower bounds of every two centroids'
+ * distance, within a relative 1e-9 of it (long double reference), on centroids of mixed
+ * magnitudes and near duplicates; none for abs-pearson. */
+static void test_centroid_gaps(void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed(31);
+  static const size_t dims[] = {1, 3, 50, 301};
+  for (size_t b = 0; b < G_N_ELEMENTS(dims); b++) {
+    const size_t m = 37, d = dims[b];
+    double *centroid = g_new(double, m *d);
+    for (size_t i = 0; i < m * d; i++)
+      centroid[i] =
+          g_rand_double_range(rand, -1.0, 1.0) * ldexp(1.0, g_rand_int_range(rand, -8, 8));
+    /* near duplicates: centroid 1 is centroid 0 moved by a few units of roundoff */
+    for (size_t t = 0; t < d; t++)
+      centroid[d + t] = nextafter(centroid[t], INFINITY);
+    KnnwbPartition p = {.metric = KNNWB_METRIC_EUCLIDEAN, .m = m, .d = d, .centroid = centroid};
+    double *gap = knnwb_partition_centroid_gaps(&p);
+    g_assert_nonnull(gap);
+    for (size_t a = 0; a < m; a++)
+      for (size_t j = 0; j < m; j++) {
+        long double s = 0.0L;
+        for (size_t t = 0; t < d; t++) {
+          const long double e = (long double)centroid[a * d + t] - centroid[j * d + t];
+          s += e * e;
+        }
+        const long double exact = sqrtl(s);
+        g_assert_cmpfloat((long double)gap[a * m + j], <=, exact);
+        g_assert_cmpfloat((long double)gap[a * m + j], >=, exact * (1.0L - 1e-9L));
+      }
+    g_free(gap);
+    p.metric = KNNWB_METRIC_ABS_PEARSON;
+    g_assert_null(knnwb_partition_centroid_gaps(&p));
+    g_free(centroid);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -391,5 +428,6 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
   g_test_add_func("/partition-kmeans/estimate-limit", test_estimate_limit);
   g_test_add_func("/partition-kmeans/dots", test_dots);
+  g_test_add_func("/partition-kmeans/centroid-gaps", test_centroid_gaps);
   return g_test_run();
 }
