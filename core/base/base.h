@@ -1,6 +1,6 @@
 /* What core/base/ offers the rest of core beyond the public <knnwb/matrix.h>, <knnwb/parallel.h>
  * and <knnwb/error.h>: host work off a GPU run's critical path (background.c) and the finite
- * check of a block of rows (matrix.c). */
+ * check of a block of rows (matrix.c), the CPU's vector width (vector_width.c). */
 #ifndef KNNWB_BASE_H
 #define KNNWB_BASE_H
 
@@ -44,5 +44,10 @@ void knnwb_release_wait(void);
  */
 gboolean knnwb_matrix_check_finite_rows(const KnnwbMatrix *matrix, size_t first, size_t last,
                                         size_t numbered_from, GError **error);
+
+/* Lanes of lane_bytes in the widest vector this CPU runs: 64 bytes with AVX-512F, 32 with AVX2,
+ * else 16 (SSE2, NEON), halved down to the lanes the environment variable cap_variable names
+ * when it is set (tests compare the widths), but never below 16 bytes. O(1). */
+size_t knnwb_vector_lanes(size_t lane_bytes, const char *cap_variable);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/parallel.h>
+#include "base/base.h"
 #include "engine/engine_internal.h"
 
 /* Sample rows are scored against blocks of reference rows, every sample row per block, so that the
@@ -117,16 +118,7 @@ KNNWB_MARGIN_DOTS(knnwb_margin_dots16, KnnwbMarginVec16, 16, __attribute__((targ
  * kernels. */
 static size_t knnwb_margin_width(void)
 {
-#ifdef KNNWB_MARGIN_X86
-  const char *cap = g_getenv("KNNWB_MARGIN_VECTOR");
-  const int most = cap != NULL ? atoi(cap) : 16;
-  __builtin_cpu_init(); /* done by a constructor already, unless called from one */
-  if (most >= 16 && __builtin_cpu_supports("avx512f"))
-    return 16;
-  if (most >= 8 && __builtin_cpu_supports("avx2"))
-    return 8;
-#endif
-  return 4;
+  return knnwb_vector_lanes(sizeof(float), "KNNWB_MARGIN_VECTOR");
 }
 
 /* Reference rows rows[0, n) (stride d) against every sample row of panel (n_groups groups of

@@ -12,9 +12,9 @@
  * command on 16 cores. Vectors run across W centroids (a panel of W centroids transposed, one
  * load a component) for 4 rows at once, two panels at a time: 8 independent sums.
  */
-#include <stdlib.h>
 #include <string.h>
 #include <glib.h>
+#include "base/base.h"
 #include "partition/partition_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -113,16 +113,7 @@ KNNWB_PARTITION_DOTS(knnwb_partition_dots8, KnnwbDotsVec8, 8, __attribute__((tar
  * the kernels. */
 static size_t knnwb_partition_dots_width(void)
 {
-#ifdef KNNWB_PARTITION_DOTS_X86
-  const char *cap = g_getenv("KNNWB_PARTITION_VECTOR");
-  const int most = cap != NULL ? atoi(cap) : 8;
-  __builtin_cpu_init(); /* done by a constructor already, unless called from one */
-  if (most >= 8 && __builtin_cpu_supports("avx512f"))
-    return 8;
-  if (most >= 4 && __builtin_cpu_supports("avx2"))
-    return 4;
-#endif
-  return 2;
+  return knnwb_vector_lanes(sizeof(double), "KNNWB_PARTITION_VECTOR");
 }
 
 /* Centroids [0, m) of centroid (stride d) as panels of w, zero past m. */
