@@ -6,6 +6,7 @@
  * ties break by the lower original row too.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
@@ -209,9 +210,21 @@ static gboolean knnwb_partition_applies(const KnnwbMatrix *data, const KnnwbKnnO
 #define KNNWB_PARTITION_SHARED_ROWS ((size_t)1 << 20)
 #define KNNWB_PARTITION_GPU_ROW_BYTES ((size_t)16384)
 
+/* KNNWB_PARTITION_GPU_WORKERS=N (1-16): N sub-searches at once on each GPU where they fit, to
+ * compare with the default; anything else: the default. */
+static int knnwb_partition_gpu_workers_wanted(void)
+{
+  const char *v = g_getenv("KNNWB_PARTITION_GPU_WORKERS");
+  char *end = NULL;
+  const long n = v != NULL ? strtol(v, &end, 10) : 0;
+  return v != NULL && end != v && *end == 0 && n >= 1 && n <= 16 ? (int)n
+                                                                 : KNNWB_PARTITION_WORKERS_PER_GPU;
+}
+
 /* Workers per GPU for the run's groups on devices[0 .. count). */
 static int knnwb_partition_per_gpu(const KnnwbPartitionRun *run, const int *devices, int count)
 {
+  const int wanted = knnwb_partition_gpu_workers_wanted();
   const KnnwbPartition *p = run->p;
   size_t largest = 0;
   for (size_t g = 0; g < p->groups; g++)
@@ -222,9 +235,9 @@ static int knnwb_partition_per_gpu(const KnnwbPartitionRun *run, const int *devi
       (double)largest * (double)(run->d * sizeof(float) + KNNWB_PARTITION_GPU_ROW_BYTES) +
       (double)((size_t)1 << 30);
   for (int w = 0; w < count; w++)
-    if ((double)knnwb_cuda_free_bytes(devices[w]) < KNNWB_PARTITION_WORKERS_PER_GPU * need)
+    if ((double)knnwb_cuda_free_bytes(devices[w]) < wanted * need)
       return 1;
-  return KNNWB_PARTITION_WORKERS_PER_GPU;
+  return wanted;
 }
 
 /* Threads per CPU worker: one sub-search of a few ten thousand rows does not keep 16 cores busy
