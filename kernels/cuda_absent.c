@@ -22,6 +22,29 @@ void knnwb_cuda_start_wait(void)
 {
 }
 
+void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t n_query, size_t n_reference,
+                           size_t dim)
+{
+  (void)devices;
+  (void)n_devices;
+  (void)n_query;
+  (void)n_reference;
+  (void)dim;
+}
+
+void knnwb_cuda_gemm_start_wait(void)
+{
+}
+
+int knnwb_cuda_gemm_known(int device, size_t n_query, size_t n_reference, size_t dim)
+{
+  (void)device;
+  (void)n_query;
+  (void)n_reference;
+  (void)dim;
+  return 0;
+}
+
 int knnwb_cuda_started(void)
 {
   return 0;

@@ -293,13 +293,18 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
   std::vector<int> ordinals;
   DeviceLimits limits;
   const double t0 = seconds_now();
+  /* a choice of the tile GEMM begun ahead: done (its memory free again) before the limits */
+  knnwb_cuda_gemm_start_wait();
+  const double waited = seconds_now() - t0;
   if ((status = select_devices(job, &ordinals, message, message_size)) != KNNWB_KERNELS_OK ||
       (status = select_limits(job, ordinals, &limits, message, message_size)) != KNNWB_KERNELS_OK)
     return status;
   /* (the limits are the first calls on each GPU: a context still starting is waited for here) */
   if (trace_enabled())
-    fprintf(stderr, "knnwb cuda: %zu GPU(s) and their memory limits in %.3f s\n", ordinals.size(),
-            seconds_now() - t0);
+    fprintf(stderr,
+            "knnwb cuda: %zu GPU(s) and their memory limits in %.3f s (of which %.3f s waiting "
+            "for the tile GEMM's choice begun ahead)\n",
+            ordinals.size(), seconds_now() - t0, waited);
   status = KNNWB_KERNELS_OUT_OF_MEMORY;
   for (int attempt = 0; attempt < 8 && status == KNNWB_KERNELS_OUT_OF_MEMORY; attempt++) {
     KnnwbSelectPlan plan;

@@ -80,19 +80,15 @@ void Worker::warm_up()
   warm_up_s_ = seconds_now() - t0;
 }
 
-/* Full tiles a run must have for the GEMM's choice to be timed (about 20 GEMMs of a tile) */
-constexpr long kChooseMinTiles = 64;
-
 /* The GEMM of full FP16 tiles: cuBLASLt's fastest algorithm when it beats cublasGemmEx, timed on
  * the resident rows once per device and shape (lt_gemm_choose), before the first tile. */
 void Worker::choose_gemm()
 {
   const KnnwbSelectPlan &p = run_.plan;
   const KnnwbSelectJob *job = run_.job;
-  const long full_tiles =
-      (long)(job->n_query / (size_t)p.tile) * (long)(job->n_reference / (size_t)p.tile);
   if (!half_tiles_ || !blas_ || !p.resident || job->score_kind == KNNWB_SCORE_L1 ||
-      full_tiles < kChooseMinTiles || cudaStreamSynchronize(copy_stream_) != cudaSuccess) {
+      !knnwb_select_plan_times_gemm(job->n_query, job->n_reference, p.tile) ||
+      cudaStreamSynchronize(copy_stream_) != cudaSuccess) {
     cudaGetLastError();
     return;
   }

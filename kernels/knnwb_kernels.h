@@ -212,6 +212,24 @@ void knnwb_cuda_start_wait(void);
 /** Non-zero when this process initialised CUDA's driver and found a GPU (knnwb_cuda_start or
  * knnwb_cuda_device_count ran): its exit then tears contexts down. Waits for a start. */
 int knnwb_cuda_started(void);
+/**
+ * Begins, on helper threads (one a GPU), the timed choice of the tile GEMM that a search of
+ * n_query x n_reference rows of dim columns under an FP16 screen makes before its first tile, on
+ * the GPUs devices lists (as knnwb_cuda_start), so that the search finds it made: 0.15-0.19 s of
+ * every GPU run on an H200, mostly cuBLAS loading its kernels. Returns at once; waits first for a
+ * choice begun before. Does nothing where such a run makes no timed choice (fewer than
+ * KNNWB_SELECT_CHOOSE_MIN_TILES full tiles), for a shape already chosen, or with
+ * KNNWB_CUDA_GEMM_START=0. Never fails (nothing of it can fail a search); takes a tile of GPU
+ * memory (512 MiB at tiles of 16,384) until done. knnwb_cuda_select waits for it; call
+ * knnwb_cuda_gemm_start_wait before the call that began it returns.
+ */
+void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t n_query, size_t n_reference,
+                           size_t dim);
+/** Waits for a choice begun by knnwb_cuda_gemm_start (at once when none). */
+void knnwb_cuda_gemm_start_wait(void);
+/** Non-zero when this process has made the tile GEMM's choice on GPU device for the shape of
+ * knnwb_cuda_gemm_start's arguments (by knnwb_cuda_gemm_start or a search). */
+int knnwb_cuda_gemm_known(int device, size_t n_query, size_t n_reference, size_t dim);
 /** The free memory of GPU `device` now, in bytes; 0 when it cannot be known (no CUDA, no such
  * device, an error). Makes that device current on the calling thread. */
 size_t knnwb_cuda_free_bytes(int device);

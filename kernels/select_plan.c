@@ -131,6 +131,28 @@ int knnwb_select_plan_dpad(size_t dim, int screen)
   return (int)knnwb_select_plan_round_up(dim, (size_t)round);
 }
 
+int knnwb_select_plan_first_tile(size_t n_query, size_t n_reference)
+{
+  const size_t n_max = knnwb_select_plan_max(n_query, n_reference);
+  const size_t rounded =
+      knnwb_select_plan_round_up(knnwb_select_plan_max(n_max, 1), KNNWB_SELECT_MIN_TILE);
+  int largest = (int)(rounded < KNNWB_SELECT_MAX_TILE ? rounded : KNNWB_SELECT_MAX_TILE);
+  /* KNNWB_CUDA_MAX_TILE: another largest tile (up to twice the default), for measurements of
+   * the tile size */
+  const char *cap = getenv("KNNWB_CUDA_MAX_TILE");
+  if (cap != NULL && atoi(cap) >= KNNWB_SELECT_MIN_TILE && atoi(cap) <= 2 * KNNWB_SELECT_MAX_TILE) {
+    const size_t want = knnwb_select_plan_round_up((size_t)atoi(cap), KNNWB_SELECT_MIN_TILE);
+    largest = (int)(want < rounded ? want : rounded);
+  }
+  return largest;
+}
+
+int knnwb_select_plan_times_gemm(size_t n_query, size_t n_reference, int tile)
+{
+  const size_t full = (n_query / (size_t)tile) * (n_reference / (size_t)tile);
+  return full >= KNNWB_SELECT_CHOOSE_MIN_TILES;
+}
+
 int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,
                              KnnwbSelectPlan *out)
 {
@@ -142,17 +164,7 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   p.screen = job->score_kind == KNNWB_SCORE_L1 ? KNNWB_KERNELS_SCREEN_FP32 : job->screen;
   p.dpad = knnwb_select_plan_dpad(job->dim, p.screen);
   p.row_bytes = p.dpad * (p.screen == KNNWB_KERNELS_SCREEN_FP16 ? 2 : 4);
-  const size_t n_max = knnwb_select_plan_max(job->n_query, job->n_reference);
-  const size_t rounded =
-      knnwb_select_plan_round_up(knnwb_select_plan_max(n_max, 1), KNNWB_SELECT_MIN_TILE);
-  int largest = (int)(rounded < KNNWB_SELECT_MAX_TILE ? rounded : KNNWB_SELECT_MAX_TILE);
-  /* KNNWB_CUDA_MAX_TILE: another largest tile (up to twice the default), for measurements of
-   * the tile size */
-  const char *cap = getenv("KNNWB_CUDA_MAX_TILE");
-  if (cap != NULL && atoi(cap) >= KNNWB_SELECT_MIN_TILE && atoi(cap) <= 2 * KNNWB_SELECT_MAX_TILE) {
-    const size_t want = knnwb_select_plan_round_up((size_t)atoi(cap), KNNWB_SELECT_MIN_TILE);
-    largest = (int)(want < rounded ? want : rounded);
-  }
+  const int largest = knnwb_select_plan_first_tile(job->n_query, job->n_reference);
   for (int symmetric = job->self ? 1 : 0; symmetric >= 0; symmetric--) {
     for (int tile = largest; tile >= KNNWB_SELECT_MIN_TILE;
          tile = tile == KNNWB_SELECT_MIN_TILE

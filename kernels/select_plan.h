@@ -23,6 +23,9 @@ extern "C" {
 #define KNNWB_SELECT_MAX_TILE 16384
 #define KNNWB_SELECT_STREAM_MAX_TILE 8192
 #define KNNWB_SELECT_MIN_TILE 128
+/* Full tiles a resident FP16 run must have for its tile GEMM to be chosen by timing (about 20
+ * GEMMs of a tile: lt_gemm_choose, tile_scores.h); fewer take cublasGemmEx untimed. */
+#define KNNWB_SELECT_CHOOSE_MIN_TILES 64
 /* Selection counters (KNNWB_CUDA_TRACE=2) per kind of tile: candidates, merged rows, overflowed
  * lines and a spare; the ordinary tiles' set, then the fresh (diagonal) tiles' set. */
 #define KNNWB_SELECT_STATS 4
@@ -131,6 +134,18 @@ int knnwb_select_plan_dpad(size_t dim, int screen);
  */
 #define KNNWB_SELECT_LAZY_SMALL_CAP 256
 int knnwb_select_plan_lazy(int cap);
+
+/**
+ * The first tile knnwb_select_plan_choose tries for n_query x n_reference rows: the rows rounded
+ * up to KNNWB_SELECT_MIN_TILE, at most KNNWB_SELECT_MAX_TILE (or KNNWB_CUDA_MAX_TILE's). The plan
+ * takes it whenever the GPU's budget holds it (on a GPU of tens of GiB, for up to about 10^8
+ * rows of the widths users have). O(1).
+ */
+int knnwb_select_plan_first_tile(size_t n_query, size_t n_reference);
+
+/** Whether a resident FP16 run of n_query x n_reference rows in tiles of tile times its GEMM's
+ * choice (at least KNNWB_SELECT_CHOOSE_MIN_TILES full tiles). O(1). */
+int knnwb_select_plan_times_gemm(size_t n_query, size_t n_reference, int tile);
 
 /**
  * The largest tile (then residency) that fits budget bytes per device; the symmetric schedule is

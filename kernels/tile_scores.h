@@ -60,6 +60,9 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
                     const void *rows, void *out, cudaStream_t stream, double *ex_ms,
                     double *lt_ms);
 
+/** Whether lt_gemm_choose has made its timed choice for device and this shape in this process. */
+bool lt_gemm_known(int device, int tile, int dpad);
+
 /** tile = alpha R^T Q as tile_scores_gemm for a full tile, with g's algorithm on stream. */
 cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
                            cudaStream_t stream);

@@ -162,6 +162,12 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
   chosen.push_back({device, tile, dpad, lt, lt ? results[best].algo : cublasLtMatmulAlgo_t{}});
 }
 
+bool lt_gemm_known(int device, int tile, int dpad)
+{
+  Chosen known;
+  return find_chosen(device, tile, dpad, &known);
+}
+
 cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
                            cudaStream_t stream)
 {

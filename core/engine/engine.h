@@ -115,6 +115,14 @@ typedef int (*KnnwbSelectFunc)(const KnnwbSelectJob *job, char *message, size_t 
 /** Picks the backend for options (auto: CUDA when usable, else CPU with a notice). */
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
                                   char **name, GError **error);
+/**
+ * Begins the GPUs' start (knnwb_knn_devices_start) and the choice of the tile GEMM for a search of
+ * n_query x n_reference rows of dim columns with options (knnwb_cuda_gemm_start), where that
+ * search will score in half-precision tiles on GPUs with the default memory budget; else nothing.
+ * Returns at once; never fails. The search waits for it; knnwb_knn_devices_wait too.
+ */
+void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t n_reference,
+                          size_t dim);
 /** Turns a KNNWB_KERNELS_* status into a GError (TRUE when OK). */
 gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
                                    GError **error);

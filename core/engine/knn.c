@@ -338,20 +338,25 @@ gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                         KnnwbNeighbors **result, GError **error)
 {
   g_return_val_if_fail(data != NULL && options != NULL && result != NULL, FALSE);
+  /* The GPUs choose their tile GEMM while the rows are checked, prepared and partitioned. */
+  knnwb_knn_gemm_start(options, data->n_rows, data->n_rows, data->n_cols);
   /* Large clustered data: cluster by cluster when bounds skip most pairs (core/partition/). */
   *result = NULL;
-  if (!knnwb_partition_self(data, options, result, error))
-    return FALSE;
-  if (*result != NULL)
-    return TRUE;
-  return knnwb_knn_run(data, NULL, NULL, options, result, error);
+  gboolean ok = knnwb_partition_self(data, options, result, error);
+  if (ok && *result == NULL)
+    ok = knnwb_knn_run(data, NULL, NULL, options, result, error);
+  knnwb_knn_devices_wait(); /* a run that ended before its search */
+  return ok;
 }
 
 gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
                          const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error)
 {
-  g_return_val_if_fail(reference != NULL, FALSE);
-  return knnwb_knn_run(query, reference, NULL, options, result, error);
+  g_return_val_if_fail(query != NULL && reference != NULL && options != NULL, FALSE);
+  knnwb_knn_gemm_start(options, query->n_rows, reference->n_rows, query->n_cols);
+  const gboolean ok = knnwb_knn_run(query, reference, NULL, options, result, error);
+  knnwb_knn_devices_wait();
+  return ok;
 }
 
 struct KnnwbKnnReference {

@@ -30,9 +30,24 @@ void knnwb_knn_devices_start(const KnnwbKnnOptions *options)
     knnwb_cuda_start(options->devices, options->n_devices);
 }
 
+void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t n_reference,
+                          size_t dim)
+{
+  /* Only where the GPUs will score in half-precision tiles with the default budget, whose first
+   * tile is then the planner's first (kernels/gemm_start.cu). */
+  KnnwbScreen screen = KNNWB_SCREEN_AUTO;
+  if (options->backend == KNNWB_BACKEND_CPU || options->gpu_memory_bytes != 0 ||
+      !knnwb_screen_resolve(options->screen, "cuda", options->metric, options->k, &screen, NULL) ||
+      screen != KNNWB_SCREEN_FP16 || !knnwb_screen_half_scores(screen))
+    return;
+  knnwb_knn_devices_start(options);
+  knnwb_cuda_gemm_start(options->devices, options->n_devices, n_query, n_reference, dim);
+}
+
 void knnwb_knn_devices_wait(void)
 {
   knnwb_cuda_start_wait();
+  knnwb_cuda_gemm_start_wait();
 }
 
 gboolean knnwb_knn_devices_started(void)

@@ -2,8 +2,8 @@
  * The GPUs' start (kernels/device_start.cu, or its stand-in without CUDA) as core sees it: a count
  * asked while the driver initialises is -1 or the count, never a wrong one; every waiting caller
  * gets the same count; the guess core's speed-only choices take (knnwb_knn_expects_gpu) is FALSE
- * only when no GPU will run the search; after the start, guess and answer agree. Needs no GPU: on
- * a machine without one the count is 0 (CI).
+ * only when no GPU will run the search; after the start, guess and answer agree; the tile GEMM's
+ * choice begun ahead. Needs no GPU: on a machine without one the count is 0 (CI).
  */
 #include <knnwb/knnwb.h>
 #include "knnwb_kernels.h"
@@ -49,9 +49,39 @@ static void test_start_count(void)
   g_assert_true(knnwb_knn_expects_gpu(&options));
 }
 
+/*
+ * The tile GEMM's choice begun ahead (kernels/gemm_start.cu): made on a GPU for a run that times
+ * it (200,000 rows: 12 x 12 full tiles), not for one that does not (100,000 rows: 6 x 6), once
+ * waited for; a second shape after the first. Without a GPU (CI) nothing is known and nothing
+ * waits. KNNWB_CUDA_GEMM or KNNWB_CUDA_GEMM_START=0 in the environment skip the choice.
+ */
+static void test_gemm_choice_ahead(void)
+{
+  const gboolean skipped =
+      g_getenv("KNNWB_CUDA_GEMM") != NULL || g_strcmp0(g_getenv("KNNWB_CUDA_GEMM_START"), "0") == 0;
+  const int count = knnwb_cuda_device_count();
+  const gboolean expected = count > 0 && !skipped;
+  knnwb_cuda_gemm_start(NULL, 0, 200000, 200000, 50);
+  knnwb_cuda_gemm_start(NULL, 0, 100000, 100000, 200); /* waits for the first: too small */
+  knnwb_cuda_gemm_start_wait();
+  for (int device = 0; device < MAX(count, 1); device++) {
+    g_assert_true(knnwb_cuda_gemm_known(device, 200000, 200000, 50) == expected);
+    g_assert_false(knnwb_cuda_gemm_known(device, 100000, 100000, 200));
+  }
+  /* the ordinals given only; a query job's shape (K = 192) */
+  const int first = 0;
+  knnwb_cuda_gemm_start(&first, 1, 3000000, 140000, 129);
+  knnwb_cuda_gemm_start_wait();
+  g_assert_true(knnwb_cuda_gemm_known(0, 3000000, 140000, 129) == expected);
+  if (count > 1)
+    g_assert_false(knnwb_cuda_gemm_known(1, 3000000, 140000, 129));
+  knnwb_cuda_gemm_start_wait(); /* nothing to wait for */
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/kernels/cuda-start/count", test_start_count);
+  g_test_add_func("/kernels/cuda-start/gemm-choice-ahead", test_gemm_choice_ahead);
   return g_test_run();
 }

@@ -224,6 +224,32 @@ static void test_plan_refusals(void)
   g_assert_cmpuint(bytes[KNNWB_BUFFER_OUT_KEY], ==, 132 * 999 * 4);
 }
 
+/* The tile a GEMM choice begun ahead (kernels/gemm_start.cu) is made for is the tile the plan
+ * takes with a GPU's budget, for self and query jobs; the choice is timed from 64 full tiles on. */
+static void test_plan_first_tile(void)
+{
+  const size_t sizes[][2] = {{1000, 1000},     {16383, 16383},     {131072, 131072},
+                             {200000, 200000}, {1533876, 1533876}, {10000000, 10000000},
+                             {5000, 2000000},  {2000000, 130000}};
+  for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    const size_t nq = sizes[i][0], nr = sizes[i][1];
+    KnnwbSelectJob job = job_of(nq, nr, 50, 50, nq == nr, KNNWB_SCORE_L2);
+    job.screen = KNNWB_KERNELS_SCREEN_FP16;
+    KnnwbSelectPlan plan;
+    g_assert_true(knnwb_select_plan_choose(&job, (size_t)100 << 30, 132, 64, &plan));
+    g_assert_cmpint(knnwb_select_plan_first_tile(nq, nr), ==, plan.tile);
+    g_assert_cmpint(plan.dpad, ==, knnwb_select_plan_dpad(50, KNNWB_KERNELS_SCREEN_FP16));
+  }
+  g_assert_cmpint(knnwb_select_plan_first_tile(1000, 1000), ==, 1024);
+  g_assert_cmpint(knnwb_select_plan_first_tile(0, 0), ==, KNNWB_SELECT_MIN_TILE);
+  /* 8 x 8 full tiles of 16,384 and more: timed; 7 x 9 or 8 x 7: not */
+  g_assert_true(knnwb_select_plan_times_gemm(131072, 131072, 16384));
+  g_assert_false(knnwb_select_plan_times_gemm(131071, 131072, 16384));
+  g_assert_false(knnwb_select_plan_times_gemm(16384 * 7, 16384 * 9, 16384));
+  g_assert_true(knnwb_select_plan_times_gemm(16384 * 2, 16384 * 32, 16384));
+  g_assert_false(knnwb_select_plan_times_gemm(1000, 1000, 1024));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -234,5 +260,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/select-plan/lazy-limit", test_plan_lazy_limit);
   g_test_add_func("/kernels/select-plan/dpad", test_plan_dpad);
   g_test_add_func("/kernels/select-plan/refusals", test_plan_refusals);
+  g_test_add_func("/kernels/select-plan/first-tile", test_plan_first_tile);
   return g_test_run();
 }
