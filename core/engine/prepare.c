@@ -24,11 +24,22 @@ static gboolean knnwb_row_is_constant(const float *row, size_t d)
   return TRUE;
 }
 
+/* x 2^-e rounded to float, as (float)ldexp(x, -e): a product by an exact power of two rounds
+ * the same (both are the exact value, rounded once), and is a multiplication instead of a call
+ * per value (ldexp was most of prepare's time: 600,000 x 50 euclidean, 0.16 s on 2 threads). */
+static inline float knnwb_prepare_scaled(double x, double power, int e)
+{
+  return power != 0.0 ? (float)(x * power) : (float)ldexp(x, -e);
+}
+
 static void knnwb_prepare_rows(size_t first, size_t last, void *user)
 {
   KnnwbPrepareLoop *loop = user;
   KnnwbPrepared *p = loop->prepared;
   const size_t d = p->d;
+  /* 2^-e where a double holds it (it always does for float data; else the call per value) */
+  const int e = p->scale_exponent;
+  const double power = e > -1000 && e < 1000 ? ldexp(1.0, -e) : 0.0;
   for (size_t i = first; i < last; i++) {
     /* Polled inside the loop: one thread gets all n rows in one call. */
     if ((i - first) % 1024 == 0 &&
@@ -45,7 +56,7 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
       for (size_t j = 0; j < d; j++) {
         double centred = (double)row[j] - p->column_mean[j];
         ss += centred * centred;
-        out[j] = (float)ldexp(centred, -p->scale_exponent);
+        out[j] = knnwb_prepare_scaled(centred, power, e);
         ss_scaled += (double)out[j] * out[j];
       }
       p->sqnorms[i] = (float)ss_scaled;
@@ -56,7 +67,7 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
       if (p->scored_owned != NULL) {
         float *out = p->scored_owned + i * d;
         for (size_t j = 0; j < d; j++)
-          out[j] = (float)ldexp((double)row[j], -p->scale_exponent);
+          out[j] = knnwb_prepare_scaled((double)row[j], power, e);
       }
       break;
     default: {

@@ -336,23 +336,71 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
   return !a.failed;
 }
 
-/* Drops the centroids of clusters with at most k rows; TRUE when some were dropped. */
+/* Drops the centroids of clusters with at most k rows and renumbers the rest in their order: each
+ * row of a dropped cluster gets -1, every other row its cluster's new number, and the kept radii
+ * move with their clusters. TRUE when some were dropped. O(n + m d). */
 static gboolean knnwb_partition_drop_small(KnnwbPartition *p, size_t k)
 {
   size_t *count = g_new0(size_t, p->m);
   for (size_t i = 0; i < p->n; i++)
     count[p->cluster_of[i]]++;
+  int32_t *renumber = g_new(int32_t, p->m);
   size_t kept = 0;
   for (size_t c = 0; c < p->m; c++) {
-    if (count[c] <= k)
+    if (count[c] <= k) {
+      renumber[c] = -1;
       continue;
+    }
     memmove(p->centroid + kept * p->d, p->centroid + c * p->d, p->d * sizeof(double));
-    p->centroid_sq[kept++] = p->centroid_sq[c];
+    p->centroid_sq[kept] = p->centroid_sq[c];
+    p->radius[kept] = p->radius[c];
+    renumber[c] = (int32_t)kept++;
   }
-  g_free(count);
   const gboolean dropped = kept < p->m;
+  if (dropped)
+    for (size_t i = 0; i < p->n; i++)
+      p->cluster_of[i] = renumber[p->cluster_of[i]];
+  g_free(renumber);
+  g_free(count);
   p->m = kept;
   return dropped;
+}
+
+/*
+ * The rows of dropped clusters (cluster_of -1) to their nearest kept centroid, the radii grown to
+ * them: what a full pass over the kept centroids would give, bit for bit, since every other row's
+ * nearest centroid is kept (ties still go to the lower one: the order is kept) and its bounds do
+ * not change. Those rows are at most k a dropped cluster, so one thread takes them all, on every
+ * rank of a group alike. FALSE on a row without direction or memory.
+ */
+static gboolean knnwb_partition_assign_moved(KnnwbPartition *p, const KnnwbMatrix *data)
+{
+  GArray *moved = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  for (size_t i = 0; i < p->n; i++)
+    if (p->cluster_of[i] < 0) {
+      const int64_t row = (int64_t)i;
+      g_array_append_val(moved, row);
+    }
+  KnnwbPartitionBlock block;
+  gboolean ok =
+      moved->len == 0 ||
+      knnwb_partition_block_init(&block, MIN(moved->len, KNNWB_PARTITION_BLOCK_ROWS), p->m, p->d);
+  for (size_t next = 0; ok && next < moved->len; next += KNNWB_PARTITION_BLOCK_ROWS) {
+    const int64_t *rows = &g_array_index(moved, int64_t, next);
+    const size_t count = MIN(moved->len - next, KNNWB_PARTITION_BLOCK_ROWS);
+    ok = knnwb_partition_block_fill(&block, p->metric, data, 0, count, rows, p->centroid, p->m);
+    for (size_t r = 0; ok && r < block.rows; r++) {
+      const size_t c = knnwb_partition_nearest(&block, p->centroid_sq, p->m, r);
+      double lower, upper;
+      knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, c, &lower, &upper);
+      p->cluster_of[rows[r]] = (int32_t)c;
+      p->radius[c] = MAX(p->radius[c], upper);
+    }
+  }
+  if (moved->len > 0)
+    knnwb_partition_block_clear(&block);
+  g_array_free(moved, TRUE);
+  return ok;
 }
 
 /* Each group's rows, ascending, in members (a counting sort by group). */
@@ -381,14 +429,12 @@ gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, 
                 p->members != NULL && p->m >= 2;
   if (group != NULL && !group->agree(group, ok, NULL))
     ok = FALSE;
-  /* Dropping a small cluster moves its rows to others: a few passes at most. */
-  for (int pass = 0; ok && pass < 4; pass++) {
-    ok = knnwb_partition_assign(p, data, cancel, group);
-    if (!ok || !knnwb_partition_drop_small(p, k))
-      break;
-    ok = p->m >= 2;
-    if (ok && pass == 3)
-      ok = knnwb_partition_assign(p, data, cancel, group) && !knnwb_partition_drop_small(p, k);
+  ok = ok && knnwb_partition_assign(p, data, cancel, group);
+  /* Dropping small clusters moves their rows to others, whose counts only grow: once is enough. */
+  if (ok && knnwb_partition_drop_small(p, k)) {
+    ok = p->m >= 2 && knnwb_partition_assign_moved(p, data);
+    if (group != NULL && !group->agree(group, ok, NULL))
+      ok = FALSE;
   }
   if (ok) {
     p->group_of = g_new(int32_t, p->m);

@@ -414,6 +414,68 @@ static void test_centroid_gaps(void)
   }
 }
 
+/* A partition of data with the centroids of the given rows (in the bound space), not assigned. */
+static KnnwbPartition partition_on_rows(const KnnwbMatrix *data, KnnwbMetric metric,
+                                        const size_t *rows, size_t m, int threads)
+{
+  const size_t d = data->n_cols;
+  KnnwbPartition p = {.metric = metric, .n = data->n_rows, .d = d, .m = m, .threads = threads};
+  p.centroid = g_new(double, m *d);
+  p.centroid_sq = g_new(double, m);
+  for (size_t c = 0; c < m; c++) {
+    g_assert_true(
+        knnwb_partition_space_row(metric, data->values + rows[c] * d, d, p.centroid + c * d));
+    p.centroid_sq[c] = 0.0;
+    for (size_t t = 0; t < d; t++)
+      p.centroid_sq[c] += p.centroid[c * d + t] * p.centroid[c * d + t];
+  }
+  return p;
+}
+
+/* Clusters too small for k are dropped and only their rows move: the cells and radii are those of
+ * a full pass over the kept centroids, bit for bit, for every thread count and both metric
+ * families. */
+static void test_drop_small(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(4001, 7, 6, 17);
+  /* three lone rows far out (one of them twice): cells of one or two rows */
+  for (size_t t = 0; t < 7; t++) {
+    data->values[10 * 7 + t] = (float)(40.0 + t);
+    data->values[20 * 7 + t] = (float)(-35.0 + 2.0 * t);
+    data->values[30 * 7 + t] = data->values[40 * 7 + t] = (float)(t % 2 ? 50.0 : -50.0);
+  }
+  const size_t rows[] = {0, 10, 1, 2, 20, 3, 4, 30, 5, 6, 7, 8};
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_ABS_PEARSON};
+  for (size_t k = 0; k < G_N_ELEMENTS(metrics); k++)
+    for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+      KnnwbPartition p =
+          partition_on_rows(data, metrics[k], rows, G_N_ELEMENTS(rows), thread_counts[t]);
+      g_assert_true(knnwb_partition_assign_all(&p, data, 5, NULL, NULL));
+      g_assert_cmpuint(p.m, <, G_N_ELEMENTS(rows)); /* some were dropped */
+      g_assert_cmpuint(p.m, >=, 2);
+      /* the kept centroids from scratch, nothing to drop (k = 0: every kept cell has rows) */
+      KnnwbPartition full = {.metric = p.metric, .n = p.n, .d = p.d, .m = p.m, .threads = 1};
+      full.centroid = g_memdup2(p.centroid, p.m * p.d * sizeof(double));
+      full.centroid_sq = g_memdup2(p.centroid_sq, p.m * sizeof(double));
+      g_assert_true(knnwb_partition_assign_all(&full, data, 0, NULL, NULL));
+      g_assert_cmpuint(full.m, ==, p.m);
+      g_assert_cmpmem(p.cluster_of, p.n * sizeof(int32_t), full.cluster_of,
+                      full.n * sizeof(int32_t));
+      g_assert_cmpmem(p.radius, p.m * sizeof(double), full.radius, full.m * sizeof(double));
+      g_assert_cmpmem(p.start, (p.groups + 1) * sizeof(size_t), full.start,
+                      (full.groups + 1) * sizeof(size_t));
+      g_assert_cmpmem(p.members, p.n * sizeof(int64_t), full.members, full.n * sizeof(int64_t));
+      size_t *count = g_new0(size_t, p.m);
+      for (size_t i = 0; i < p.n; i++)
+        count[p.cluster_of[i]]++;
+      for (size_t c = 0; c < p.m; c++)
+        g_assert_cmpuint(count[c], >, 5);
+      g_free(count);
+      knnwb_partition_clear(&full);
+      knnwb_partition_clear(&p);
+    }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -429,5 +491,6 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-kmeans/estimate-limit", test_estimate_limit);
   g_test_add_func("/partition-kmeans/dots", test_dots);
   g_test_add_func("/partition-kmeans/centroid-gaps", test_centroid_gaps);
+  g_test_add_func("/partition-kmeans/drop-small", test_drop_small);
   return g_test_run();
 }
