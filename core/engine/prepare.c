@@ -109,25 +109,38 @@ typedef struct {
   double *largest; /* per column */
 } KnnwbPrepareFrame;
 
+/* One pass over the rows for each column's sum, least and greatest value; the largest centred
+ * magnitude then follows from the two extremes: x - mean rounds monotonically in x, so the largest
+ * |x - mean| over a column is that of its least or its greatest value, the same bits as a second
+ * pass over every value (which read the whole matrix once more per thread). */
 static void knnwb_prepare_frame_columns(size_t first, size_t last, void *user)
 {
   KnnwbPrepareFrame *frame = user;
   KnnwbPrepared *p = frame->p;
   const size_t n = p->n, d = p->d;
   const float *values = frame->data->values;
-  for (size_t j = first; j < last; j++)
+  float *low = g_new(float, last - first), *high = g_new(float, last - first);
+  for (size_t j = first; j < last; j++) {
     p->column_mean[j] = 0.0;
+    low[j - first] = high[j - first] = n > 0 ? values[j] : 0.0f;
+  }
   for (size_t i = 0; i < n; i++)
-    for (size_t j = first; j < last; j++)
-      p->column_mean[j] += values[i * d + j];
-  for (size_t j = first; j < last && n > 0; j++)
-    p->column_mean[j] /= (double)n;
-  for (size_t j = first; j < last; j++)
-    frame->largest[j] = 0.0;
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = first; j < last; j++)
-      frame->largest[j] =
-          MAX(frame->largest[j], fabs((double)values[i * d + j] - p->column_mean[j]));
+    for (size_t j = first; j < last; j++) {
+      const float x = values[i * d + j];
+      p->column_mean[j] += x;
+      low[j - first] = MIN(low[j - first], x);
+      high[j - first] = MAX(high[j - first], x);
+    }
+  for (size_t j = first; j < last; j++) {
+    if (n > 0)
+      p->column_mean[j] /= (double)n;
+    const double mean = p->column_mean[j];
+    frame->largest[j] =
+        n > 0 ? MAX(fabs((double)low[j - first] - mean), fabs((double)high[j - first] - mean))
+              : 0.0;
+  }
+  g_free(low);
+  g_free(high);
 }
 
 static void knnwb_prepare_euclidean_frame(KnnwbPrepared *p, const KnnwbMatrix *data, int n_threads)
