@@ -307,6 +307,19 @@ static void test_large_k(void)
   run_case(&l);
 }
 
+/* One diagonal tile wider than 8,192 columns (the planner's tiles reach 16,384): the first tile of
+ * fresh rows in its widest form, on the staged path or the one-kernel path (the
+ * test_cuda_select_fresh_kernel run). */
+static void test_wide_tile(void)
+{
+  if (!gpu_or_skip())
+    return;
+  Case c = {12345, 12345, 9, 28, KNNWB_SCORE_L2, TRUE, 0, 0, TRUE, TRUE, 51};
+  run_case(&c);
+  Case a = {9001, 9001, 17, 41, KNNWB_SCORE_ABS_DOT, TRUE, 0, 0, FALSE, TRUE, 52};
+  run_case(&a);
+}
+
 static void test_two_devices(void)
 {
   if (!gpu_or_skip())
@@ -380,6 +393,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-select/k1", test_k1);
   g_test_add_func("/kernels/cuda-select/small-budgets", test_small_budgets);
   g_test_add_func("/kernels/cuda-select/large-k", test_large_k);
+  g_test_add_func("/kernels/cuda-select/wide-tile", test_wide_tile);
   g_test_add_func("/kernels/cuda-select/two-devices", test_two_devices);
   g_test_add_func("/kernels/cuda-select/errors", test_errors);
   return g_test_run();
