@@ -37,9 +37,7 @@ namespace
 
 constexpr int kFreshThreads = 256;
 constexpr int kFreshWarps = kFreshThreads / 32;
-/* a line of up to 8,192 products in registers (32 a thread), or of up to 16,384 (64 a thread: the
- * planner's tiles of 16,384) */
-constexpr int kFreshPerThreadMax = 64;
+constexpr int kFreshPerThread = 32; /* a line of up to 8,192 products in registers */
 constexpr uint32_t kNoKey = 0xffffffffu;
 
 struct FreshShared {
@@ -75,14 +73,13 @@ __device__ __forceinline__ unsigned block_exclusive(unsigned v, FreshShared &sh,
  * first pass over them would put every key in one bin); *tied_taken: how many keys equal to it
  * belong to the rank lowest. Needs 1 <= rank < valid count.
  */
-template <int kPer>
-__device__ __forceinline__ uint32_t block_radix_select(const uint32_t (&key)[kPer],
+__device__ __forceinline__ uint32_t block_radix_select(const uint32_t (&key)[kFreshPerThread],
                                                        unsigned rank, FreshShared &sh,
                                                        unsigned *tied_taken)
 {
   uint32_t lowest = kNoKey, highest = 0;
 #pragma unroll
-  for (int u = 0; u < kPer; u++)
+  for (int u = 0; u < kFreshPerThread; u++)
     if (key[u] != kNoKey) {
       lowest = min(lowest, key[u]);
       highest = max(highest, key[u]);
@@ -106,7 +103,7 @@ __device__ __forceinline__ uint32_t block_radix_select(const uint32_t (&key)[kPe
     /* plain shared atomics: a warp's keys are 32 columns of one line, spread over the bins
      * (warp-aggregated adds with __match_any_sync made the kernel 0.69 ms a tile, ncu) */
 #pragma unroll
-    for (int u = 0; u < kPer; u++)
+    for (int u = 0; u < kFreshPerThread; u++)
       if (key[u] != kNoKey && (key[u] & mask) == prefix)
         atomicAdd(&sh.hist[(key[u] >> s) & 255u], 1u);
     __syncthreads();
@@ -129,7 +126,7 @@ __device__ __forceinline__ uint32_t block_radix_select(const uint32_t (&key)[kPe
   return prefix;
 }
 
-template <int kKind, bool kGroups, int kPer>
+template <int kKind, bool kGroups>
 __global__ void __launch_bounds__(kFreshThreads)
     fresh_select_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
 {
@@ -141,10 +138,10 @@ __global__ void __launch_bounds__(kFreshThreads)
   const int i = blockIdx.x, row = g.row_state0 + i, global_row = g.row_global0 + i;
   const int row_group = kGroups ? g.row_group[global_row] : -1;
   const float inf = __int_as_float(0x7f800000);
-  uint32_t key[kPer];
+  uint32_t key[kFreshPerThread];
   unsigned valid = 0;
 #pragma unroll
-  for (int u = 0; u < kPer; u++) {
+  for (int u = 0; u < kFreshPerThread; u++) {
     const int j = u * kFreshThreads + (int)threadIdx.x, cand = g.col_global0 + j;
     key[u] = kNoKey;
     if (j >= g.n_cols || (g.invalid && g.invalid[cand]) || (g.self && cand == global_row) ||
@@ -168,11 +165,11 @@ __global__ void __launch_bounds__(kFreshThreads)
     kth = block_radix_select(key, kc, sh, &tied);
   unsigned less = 0, equal = 0;
 #pragma unroll
-  for (int u = 0; u < kPer; u++) {
+  for (int u = 0; u < kFreshPerThread; u++) {
     less += key[u] != kNoKey && key[u] < kth;
     equal += key[u] != kNoKey && key[u] == kth;
   }
-  /* both prefixes in one scan: each count fits 16 bits (at most 16,384 a line) */
+  /* both prefixes in one scan: each count fits 16 bits (at most 8,192 a line) */
   unsigned totals;
   const unsigned before = block_exclusive(less | equal << 16, sh, &totals);
   const unsigned n_less = totals & 0xffffu;
@@ -180,7 +177,7 @@ __global__ void __launch_bounds__(kFreshThreads)
   float *list_score = st.list_score + (size_t)row * st.kc;
   int *list_index = st.list_index + (size_t)row * st.kc;
 #pragma unroll
-  for (int u = 0; u < kPer; u++) {
+  for (int u = 0; u < kFreshPerThread; u++) {
     const int column = g.col_global0 + u * kFreshThreads + (int)threadIdx.x;
     if (key[u] != kNoKey && key[u] < kth) {
       list_score[slot] = key_float(key[u]);
@@ -217,38 +214,25 @@ __global__ void __launch_bounds__(kFreshThreads)
   }
 }
 
-template <bool kGroups, int kPer>
+template <bool kGroups>
 void launch_fresh_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   const dim3 grid((unsigned)geom.n_rows);
   switch (geom.kind) {
   case KNNWB_SCORE_DOT:
-    fresh_select_kernel<KNNWB_SCORE_DOT, kGroups, kPer>
-        <<<grid, kFreshThreads, 0, stream>>>(state, geom);
+    fresh_select_kernel<KNNWB_SCORE_DOT, kGroups><<<grid, kFreshThreads, 0, stream>>>(state, geom);
     break;
   case KNNWB_SCORE_ABS_DOT:
-    fresh_select_kernel<KNNWB_SCORE_ABS_DOT, kGroups, kPer>
+    fresh_select_kernel<KNNWB_SCORE_ABS_DOT, kGroups>
         <<<grid, kFreshThreads, 0, stream>>>(state, geom);
     break;
   case KNNWB_SCORE_L2:
-    fresh_select_kernel<KNNWB_SCORE_L2, kGroups, kPer>
-        <<<grid, kFreshThreads, 0, stream>>>(state, geom);
+    fresh_select_kernel<KNNWB_SCORE_L2, kGroups><<<grid, kFreshThreads, 0, stream>>>(state, geom);
     break;
   default:
-    fresh_select_kernel<KNNWB_SCORE_L1, kGroups, kPer>
-        <<<grid, kFreshThreads, 0, stream>>>(state, geom);
+    fresh_select_kernel<KNNWB_SCORE_L1, kGroups><<<grid, kFreshThreads, 0, stream>>>(state, geom);
     break;
   }
-}
-
-/* The narrowest line width that holds the tile's columns: fewer registers for narrow tiles. */
-template <bool kGroups>
-void launch_fresh_width(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
-{
-  if (geom.n_cols <= kFreshThreads * 32)
-    launch_fresh_kind<kGroups, 32>(state, geom, stream);
-  else
-    launch_fresh_kind<kGroups, kFreshPerThreadMax>(state, geom, stream);
 }
 
 } // namespace
@@ -261,15 +245,15 @@ bool fresh_select_applies(const TileGeom &geom)
     chosen = v != nullptr && strcmp(v, "kernel") == 0;
   }
   return chosen && geom.fresh && !geom.do_cols && geom.tile != nullptr && geom.n_rows > 0 &&
-         geom.n_cols <= kFreshThreads * kFreshPerThreadMax;
+         geom.n_cols <= kFreshThreads * kFreshPerThread;
 }
 
 cudaError_t launch_fresh_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   if (geom.row_group)
-    launch_fresh_width<true>(state, geom, stream);
+    launch_fresh_kind<true>(state, geom, stream);
   else
-    launch_fresh_width<false>(state, geom, stream);
+    launch_fresh_kind<false>(state, geom, stream);
   return cudaGetLastError();
 }
 
