@@ -22,6 +22,19 @@ constexpr int kFilterThreads = 256;
 /* rows per thread: 8 float4 loads of float tiles, 16 8-byte loads of half tiles */
 template <typename T> constexpr int kFilterRows = sizeof(T) == 2 ? 16 : 8;
 constexpr int kFilterCols = kFilterThreads * 4;
+constexpr int kFilterWarps = kFilterThreads / 32;
+/*
+ * The narrow layout of both filters, for tiles narrower than kNarrowBelow columns (a fresh tile's
+ * column stages, the last tile of a row): each warp takes its own rows and a warp's width of
+ * columns (128 products of a float tile, 256 of a half tile), so that a block is 8 warps of work
+ * however few columns there are. The wide layout spreads a block's 8 warps over the columns of the
+ * same rows (1,024 or 2,048): a stage of 96 columns kept one warp of a block busy, and the first
+ * six stages of a diagonal tile of 16,384 took 110-120 us each whatever their width (ncu, one
+ * H200, d = 128). Each warp reads and tests exactly as in the wide layout (the same rows i0.. and
+ * columns j0.. a lane), so the same pairs pass.
+ */
+constexpr int kNarrowFilterCols = 32 * 4;
+constexpr int kNarrowBelow = 8192;
 
 /* The score of product v, as score_of, with the kind fixed at compile time. */
 template <int kKind> __device__ __forceinline__ float kind_score(float v, float sq)
@@ -211,24 +224,27 @@ __device__ __noinline__ void filter_cols_exact(const SelectState &st, const Tile
 }
 
 /*
- * Grid: (ceil(n_cols / 1024), ceil(n_rows / 8)); block: 256 threads, each 4 adjacent columns of 8
- * rows (8 independent 16-byte loads in flight per thread, 512 contiguous bytes per warp and row).
- * After a row's first tiles almost no pair passes, so this must run at memory bandwidth. The
- * common path is one max (or min) per product for the row test and one for the column test, a
- * warp vote, and nothing else: rows and columns with a possible pass go to the exact passes out of
- * line (filter_rows_exact, filter_cols_exact), which keeps the kernel small (ncu, one H200, an
- * 8192^2 tile: the earlier kernel with 16 rows and the exact passes unrolled inline ran 150-160 us
- * at 1.7-1.8 TB/s with 126-128 registers, 2 blocks per multiprocessor and warps stalled mostly on
- * instruction fetch). kGroups: pairs of one group are masked (exact MST searches). At most 64
- * registers: 4 blocks (32 warps) per multiprocessor.
+ * Grid: (ceil(n_cols / 1024), ceil(n_rows / kRows)) in the wide layout, (ceil(n_cols / 128),
+ * ceil(n_rows / (8 kRows))) in the narrow one (kNarrowBelow); block: 256 threads, each 4 adjacent
+ * columns of kRows rows (8 independent 16-byte loads in flight per thread, 512 contiguous bytes per
+ * warp and row). After a row's first tiles almost no pair passes, so this must run at memory
+ * bandwidth. The common path is one max (or min) per product for the row test and one for the
+ * column test, a warp vote, and nothing else: rows and columns with a possible pass go to the exact
+ * passes out of line (filter_rows_exact, filter_cols_exact), which keeps the kernel small (ncu, one
+ * H200, an 8192^2 tile: the earlier kernel with 16 rows and the exact passes unrolled inline ran
+ * 150-160 us at 1.7-1.8 TB/s with 126-128 registers, 2 blocks per multiprocessor and warps stalled
+ * mostly on instruction fetch). kGroups: pairs of one group are masked (exact MST searches). At
+ * most 64 registers: 4 blocks (32 warps) per multiprocessor.
  */
-template <typename T, int kKind, bool kGroups>
+template <typename T, int kKind, bool kGroups, bool kNarrow>
 __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
 {
   constexpr int kRows = kFilterRows<T>;
-  const int j0 = blockIdx.x * kFilterCols + threadIdx.x * 4;
-  const int i0 = blockIdx.y * kRows;
+  const int j0 = kNarrow ? blockIdx.x * kNarrowFilterCols + (threadIdx.x & 31) * 4
+                         : blockIdx.x * kFilterCols + threadIdx.x * 4;
+  const int i0 =
+      kNarrow ? (blockIdx.y * kFilterWarps + (threadIdx.x >> 5)) * kRows : blockIdx.y * kRows;
   const float inf = __int_as_float(0x7f800000);
   const float nan = __int_as_float(0x7fc00000);
 
@@ -296,7 +312,8 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
  * largest product (magnitude) of a row or column, converted and scaled once. Conversion and
  * scaling by a power of two are monotone, so that equals the largest of the scaled float products
  * filter_kernel takes, bit for bit: the same rows and columns go to the exact passes, and the
- * same candidates pass. Grid: (ceil(n_cols / 2048), ceil(n_rows / 8)); needs ld, the tile's column
+ * same candidates pass. Grid: (ceil(n_cols / 2048), ceil(n_rows / 8)), narrow (ceil(n_cols / 256),
+ * ceil(n_rows / 64)); needs ld, the tile's column
  * offset and every stage start a multiple of 8.
  * Measured (one H200, ncu and the trace): 72-77 us per 8192^2 tile, as the 4-column kernel, at
  * 37-40% of DRAM bandwidth; selection per ordinary tile in the loop 0.146-0.155 ms against
@@ -307,6 +324,7 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
  */
 constexpr int kHalfFilterRows = 8;
 constexpr int kHalfFilterCols = kFilterThreads * 8;
+constexpr int kNarrowHalfFilterCols = 32 * 8;
 
 template <int kKind> __device__ __forceinline__ __half2 half_magnitude(__half2 v)
 {
@@ -395,12 +413,14 @@ __device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom 
   *col_hits = cols;
 }
 
-template <int kKind, bool kGroups>
+template <int kKind, bool kGroups, bool kNarrow>
 __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_half_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
 {
-  const int j0 = blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
-  const int i0 = blockIdx.y * kHalfFilterRows;
+  const int j0 = kNarrow ? blockIdx.x * kNarrowHalfFilterCols + (threadIdx.x & 31) * 8
+                         : blockIdx.x * kHalfFilterCols + threadIdx.x * 8;
+  const int i0 = kNarrow ? (blockIdx.y * kFilterWarps + (threadIdx.x >> 5)) * kHalfFilterRows
+                         : blockIdx.y * kHalfFilterRows;
   unsigned row_hits, col_hits;
   half_hits<kKind>(st, g, i0, j0, &row_hits, &col_hits);
   const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
@@ -410,27 +430,56 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_cols_exact<kHalfFilterRows, kKind, kGroups>(st, g, col_hits, i0, j0);
 }
 
-/* The filter kernel of the tile's element type, score kind and group masking. */
-template <typename T, bool kGroups>
-void launch_filter_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+/* KNNWB_CUDA_NARROW_FILTER=0: the wide layout for every tile (to compare). */
+bool narrow_filter_off(void)
 {
-  const dim3 grid((geom.n_cols + kFilterCols - 1) / kFilterCols,
-                  (geom.n_rows + kFilterRows<T> - 1) / kFilterRows<T>);
+  static int off = -1;
+  if (off < 0) {
+    const char *v = getenv("KNNWB_CUDA_NARROW_FILTER");
+    off = v != nullptr && strcmp(v, "0") == 0;
+  }
+  return off != 0;
+}
+
+bool narrow_layout(const TileGeom &geom)
+{
+  return geom.n_cols < kNarrowBelow && !narrow_filter_off();
+}
+
+/* The filter kernel of the tile's element type, score kind, group masking and layout. */
+template <typename T, bool kGroups, bool kNarrow>
+void launch_filter_layout(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  constexpr int kCols = kNarrow ? kNarrowFilterCols : kFilterCols;
+  constexpr int kRowsBlock = kNarrow ? kFilterRows<T> * kFilterWarps : kFilterRows<T>;
+  const dim3 grid((geom.n_cols + kCols - 1) / kCols, (geom.n_rows + kRowsBlock - 1) / kRowsBlock);
   switch (geom.kind) {
   case KNNWB_SCORE_DOT:
-    filter_kernel<T, KNNWB_SCORE_DOT, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    filter_kernel<T, KNNWB_SCORE_DOT, kGroups, kNarrow>
+        <<<grid, kFilterThreads, 0, stream>>>(state, geom);
     break;
   case KNNWB_SCORE_ABS_DOT:
-    filter_kernel<T, KNNWB_SCORE_ABS_DOT, kGroups>
+    filter_kernel<T, KNNWB_SCORE_ABS_DOT, kGroups, kNarrow>
         <<<grid, kFilterThreads, 0, stream>>>(state, geom);
     break;
   case KNNWB_SCORE_L2:
-    filter_kernel<T, KNNWB_SCORE_L2, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    filter_kernel<T, KNNWB_SCORE_L2, kGroups, kNarrow>
+        <<<grid, kFilterThreads, 0, stream>>>(state, geom);
     break;
   default:
-    filter_kernel<T, KNNWB_SCORE_L1, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+    filter_kernel<T, KNNWB_SCORE_L1, kGroups, kNarrow>
+        <<<grid, kFilterThreads, 0, stream>>>(state, geom);
     break;
   }
+}
+
+template <typename T, bool kGroups>
+void launch_filter_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  if (narrow_layout(geom))
+    launch_filter_layout<T, kGroups, true>(state, geom, stream);
+  else
+    launch_filter_layout<T, kGroups, false>(state, geom, stream);
 }
 
 /* KNNWB_CUDA_HALF_FILTER=4: the 4-column half filter (filter_kernel) for every kind, to compare. */
@@ -445,12 +494,22 @@ bool half_filter_narrow(void)
 }
 
 /* The half-tile filter of DOT and ABS_DOT (filter_half_kernel). */
+template <int kKind, bool kGroups, bool kNarrow>
+void launch_filter_half_layout(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  constexpr int kCols = kNarrow ? kNarrowHalfFilterCols : kHalfFilterCols;
+  constexpr int kRowsBlock = kNarrow ? kHalfFilterRows * kFilterWarps : kHalfFilterRows;
+  const dim3 grid((geom.n_cols + kCols - 1) / kCols, (geom.n_rows + kRowsBlock - 1) / kRowsBlock);
+  filter_half_kernel<kKind, kGroups, kNarrow><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+}
+
 template <int kKind, bool kGroups>
 void launch_filter_half_kind(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
-  const dim3 grid((geom.n_cols + kHalfFilterCols - 1) / kHalfFilterCols,
-                  (geom.n_rows + kHalfFilterRows - 1) / kHalfFilterRows);
-  filter_half_kernel<kKind, kGroups><<<grid, kFilterThreads, 0, stream>>>(state, geom);
+  if (narrow_layout(geom))
+    launch_filter_half_layout<kKind, kGroups, true>(state, geom, stream);
+  else
+    launch_filter_half_layout<kKind, kGroups, false>(state, geom, stream);
 }
 
 template <bool kGroups>
