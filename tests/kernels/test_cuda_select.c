@@ -308,8 +308,8 @@ static void test_large_k(void)
 }
 
 /* One diagonal tile wider than 8,192 columns (the planner's tiles reach 16,384): the first tile of
- * fresh rows in its widest form, on the staged path or the one-kernel path (the
- * test_cuda_select_fresh_kernel run). */
+ * fresh rows in its widest form, on the staged path (its narrow column stages in the filter's
+ * narrow layout) or the one-kernel path (the test_cuda_select_fresh_kernel run). */
 static void test_wide_tile(void)
 {
   if (!gpu_or_skip())
@@ -318,6 +318,10 @@ static void test_wide_tile(void)
   run_case(&c);
   Case a = {9001, 9001, 17, 41, KNNWB_SCORE_ABS_DOT, TRUE, 0, 0, FALSE, TRUE, 52};
   run_case(&a);
+  /* kc = 200 (euclidean k = 30): the stages' merges of 257 to 1,024 entries (sorted in shared
+   * memory, or by the radix select in the test_cuda_select_radix_merge run) */
+  Case e = {9001, 9001, 23, 200, KNNWB_SCORE_L2, TRUE, 0, 0, TRUE, TRUE, 53};
+  run_case(&e);
 }
 
 static void test_two_devices(void)
