@@ -53,8 +53,6 @@ struct SelectState {
   int *out_index;
   /* KNNWB_CUDA_TRACE=2: counters (candidates appended, rows merged, overflowed lines), else NULL */
   unsigned long long *stats;
-  /* merges of more than 256 entries by the radix select only (merge_medium_off), to compare */
-  int radix_only;
 };
 
 /**
@@ -212,10 +210,6 @@ cudaError_t launch_extract(const SelectState &state, int row0, int n_rows, int64
  * are built in shared memory; when FALSE, the state needs out_key/out_index (merge_blocks x kc).
  */
 cudaError_t prepare_merge_kernel(int kc, bool *in_shared);
-
-/** KNNWB_CUDA_MEDIUM_MERGE=0: merges of 257 to 1,024 entries by the radix select, as merges of
- *  more (the default sorts them in shared memory); for SelectState::radix_only. */
-bool merge_medium_off(void);
 
 /** Largest kc whose merge lists fit in shared memory on the current device. */
 int shared_memory_kc_limit(void);

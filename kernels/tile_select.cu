@@ -20,8 +20,6 @@ namespace
 {
 
 constexpr int kMergeThreads = 256; /* one thread per radix bin */
-/* merge_row_medium's largest merge (list + candidates): a power of two */
-constexpr int kMediumMerge = 1024;
 constexpr uint32_t kEmptyKey = 0xffffffffu;
 
 /* One line of a tile as seen from a state row (tile row or tile column). */
@@ -73,8 +71,6 @@ struct MergeShared {
   int n_eq;
   uint32_t small_key[kMergeThreads]; /* merge_row_small */
   int small_index[kMergeThreads];
-  uint64_t medium_key[kMediumMerge]; /* merge_row_medium: key << 32 | position */
-  int medium_index[kMediumMerge];
 };
 
 /* Entry t of row's merge input, the m = kc + buffered candidates: list slots first (empty ones,
@@ -129,59 +125,6 @@ __device__ void merge_row_small(const SelectState &st, int row, int n_buffer, fl
     }
   }
   if (t == 0)
-    st.count[row] = 0;
-  __syncthreads();
-}
-
-/*
- * Merges one state row whose list and candidates fit kMediumMerge (no overflowed line): a bitonic
- * sort in shared memory of (key, position) pairs, so that the kc lowest go to their rank's slot
- * with the ranks of merge_row_small (ties by position). The radix select (merge_row) reads the list
- * and candidates from global memory five times with a dozen block barriers a pass: on one H200 a
- * fresh tile's stage of 16,384 rows merging 200 + up to 384 entries each took 250-300 us (ncu,
- * euclidean k = 30), 60% of a diagonal tile. Every thread calls it with the same arguments.
- */
-__device__ void merge_row_medium(const SelectState &st, int row, int n_buffer, float thr_row,
-                                 MergeShared &sh)
-{
-  const float inf = __int_as_float(0x7f800000);
-  const int m = st.kc + n_buffer;
-  int n = kMergeThreads;
-  while (n < m)
-    n *= 2;
-  for (int t = threadIdx.x; t < n; t += kMergeThreads) {
-    uint32_t key;
-    int idx;
-    merge_entry(st, row, t, m, &key, &idx);
-    /* padding past m sorts after every element: its key is the largest and so is its position */
-    sh.medium_key[t] = t < m ? (uint64_t)key << 32 | (uint32_t)t : ~(uint64_t)0;
-    sh.medium_index[t] = idx;
-  }
-  __syncthreads(); /* every element read before any list slot is rewritten */
-  for (int size = 2; size <= n; size *= 2) {
-    for (int stride = size / 2; stride > 0; stride /= 2) {
-      for (int p = threadIdx.x; p < n / 2; p += kMergeThreads) {
-        const int a = 2 * stride * (p / stride) + p % stride, b = a + stride;
-        const uint64_t x = sh.medium_key[a], y = sh.medium_key[b];
-        const bool ascending = (a & size) == 0;
-        if ((x > y) == ascending) {
-          sh.medium_key[a] = y;
-          sh.medium_key[b] = x;
-        }
-      }
-      __syncthreads();
-    }
-  }
-  for (int rank = threadIdx.x; rank < st.kc; rank += kMergeThreads) {
-    const uint64_t v = sh.medium_key[rank];
-    const int idx = sh.medium_index[(uint32_t)v];
-    const float score = idx < 0 ? inf : key_float((uint32_t)(v >> 32));
-    st.list_index[(size_t)row * st.kc + rank] = idx;
-    st.list_score[(size_t)row * st.kc + rank] = score;
-    if (rank == st.kc - 1)
-      st.thr[row] = fminf(thr_row, score); /* as merge_row: never loosened */
-  }
-  if (threadIdx.x == 0)
     st.count[row] = 0;
   __syncthreads();
 }
@@ -325,10 +268,6 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
   }
   if (!overflow && st.kc + n_buffer <= kMergeThreads) {
     merge_row_small(st, row, n_buffer, thr_row, sh);
-    return;
-  }
-  if (!overflow && st.kc + n_buffer <= kMediumMerge && !st.radix_only) {
-    merge_row_medium(st, row, n_buffer, thr_row, sh);
     return;
   }
 
@@ -729,16 +668,6 @@ cudaError_t launch_extract(const SelectState &state, int row0, int n_rows, int64
   extract_kernel<<<grid_for((size_t)n_rows * state.kc, 256), 256, 0, stream>>>(
       state, row0, n_rows, out_index, out_score);
   return cudaGetLastError();
-}
-
-bool merge_medium_off(void)
-{
-  static int off = -1;
-  if (off < 0) {
-    const char *v = getenv("KNNWB_CUDA_MEDIUM_MERGE");
-    off = v != nullptr && strcmp(v, "0") == 0;
-  }
-  return off != 0;
 }
 
 int shared_memory_kc_limit(void)

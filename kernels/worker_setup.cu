@@ -219,7 +219,6 @@ void Worker::bind_state(void *const buffer[KNNWB_BUFFER_KINDS])
   state_.kc = p.kc;
   state_.cap = p.cap;
   state_.lazy_limit = p.lazy_limit;
-  state_.radix_only = merge_medium_off();
   state_.list_score = (float *)buffer[KNNWB_BUFFER_LIST_SCORE];
   state_.list_index = (int *)buffer[KNNWB_BUFFER_LIST_INDEX];
   state_.thr = (float *)buffer[KNNWB_BUFFER_THRESHOLD];

@@ -318,8 +318,7 @@ static void test_wide_tile(void)
   run_case(&c);
   Case a = {9001, 9001, 17, 41, KNNWB_SCORE_ABS_DOT, TRUE, 0, 0, FALSE, TRUE, 52};
   run_case(&a);
-  /* kc = 200 (euclidean k = 30): the stages' merges of 257 to 1,024 entries (sorted in shared
-   * memory, or by the radix select in the test_cuda_select_radix_merge run) */
+  /* kc = 200 (euclidean k = 30): the stages' merges by the block's radix select */
   Case e = {9001, 9001, 23, 200, KNNWB_SCORE_L2, TRUE, 0, 0, TRUE, TRUE, 53};
   run_case(&e);
 }
