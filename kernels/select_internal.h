@@ -182,22 +182,6 @@ cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, c
  */
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
-/**
- * Whether launch_fresh_select takes tile geom: with KNNWB_CUDA_FRESH=kernel, a tile of fresh rows
- * (row pass only, empty lists, +inf or imported thresholds, no pending candidates) of at most
- * 8,192 columns (tile_fresh.cu says why it is not the default).
- */
-bool fresh_select_applies(const TileGeom &geom);
-
-/**
- * The first tile of fresh rows in one kernel (tile_fresh.cu): each row's list becomes the kc best
- * of its valid pairs in the tile, its threshold the kc-th of them, as the staged filter and merge
- * of launch_tile_select would leave them (up to which of the pairs tied at the kc-th are kept).
- * O(n_rows x n_cols) work, one block a row.
- */
-cudaError_t launch_fresh_select(const SelectState &state, const TileGeom &geom,
-                                cudaStream_t stream);
-
 /** Merges the pending candidates of rows [row0, row0 + n_rows) into their lists. */
 cudaError_t launch_final_merge(const SelectState &state, int row0, int n_rows, cudaStream_t stream);
 

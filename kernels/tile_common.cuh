@@ -1,6 +1,6 @@
 /*
- * What the tile filters (tile_filter.cu, tile_fused.cu), the per-row merge (tile_select.cu) and
- * the first tile of fresh rows (tile_fresh.cu) share: the flag that marks column entries of the
+ * What the tile filters (tile_filter.cu, tile_fused.cu) and the per-row merge (tile_select.cu)
+ * share: the flag that marks column entries of the
  * merge list, the score of a product and its sortable key, the read of one tile element, and the
  * appending of candidates. Included by those files only (internal
  * linkage in each).

@@ -6,8 +6,7 @@
 # With CLUSTERS=1 also 10,000,000 x 50 in 50 clusters, euclidean k = 30 (the partitioned search);
 # with MPI=1 (an MPI build) that one also as 2 ranks (one GPU each, or both on GPU 0). EXTRA=1
 # adds the real-like matrix as float64 (numpy's default), the PyTorch peer of the whole command
-# (torch_baseline.py --npy) and the tile loop with serial tiles (KNNWB_CUDA_SERIAL_TILES=1) with
-# and without the fresh-tile kernel (KNNWB_CUDA_FRESH=kernel).
+# (torch_baseline.py --npy) and the tile loop with serial tiles (KNNWB_CUDA_SERIAL_TILES=1).
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/whole_command_check.sh OUT ROWS
 set -uo pipefail
 out=$1; rows=$2; b=/tmp/knnwb-whole; d=/tmp/knnwb-whole-data; mkdir -p "$out" $d
@@ -54,8 +53,8 @@ if [ -n "${EXTRA:-}" ]; then
   rm -f $d/real64.npy
   timeout 150 python3 tests/bench_gpu/torch_baseline.py --npy $d/real.npy --out $d/torch --k 20 2>&1 | tail -1 | sed 's/^/PyTorch peer: /'
   rm -f $d/torch*.npy
-  for f in staged kernel staged kernel; do
-    KNNWB_CUDA_FRESH=$f KNNWB_CUDA_SERIAL_TILES=1 KNNWB_CUDA_TRACE=1 run "real-like, serial tiles, fresh $f" $d/real.npy -k 20 -m pearson
+  for r in 1 2; do
+    KNNWB_CUDA_SERIAL_TILES=1 KNNWB_CUDA_TRACE=1 run "real-like, serial tiles" $d/real.npy -k 20 -m pearson
     grep -oE "selection kernels [0-9.]+ ms per diagonal tile \([0-9]+\), [0-9.]+ ms per other" $out/one.log | head -1 | sed 's/^/    /'
   done
 fi

@@ -308,8 +308,8 @@ static void test_large_k(void)
 }
 
 /* One diagonal tile wider than 8,192 columns (the planner's tiles reach 16,384): the first tile of
- * fresh rows in its widest form, on the staged path (its narrow column stages in the filter's
- * narrow layout) or the one-kernel path (the test_cuda_select_fresh_kernel run). */
+ * fresh rows in its widest form: its column stages of doubling width, the narrow ones in the
+ * filter's narrow layout (or the wide one in the test_cuda_select_wide_filter run). */
 static void test_wide_tile(void)
 {
   if (!gpu_or_skip())
