@@ -313,8 +313,7 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
  * scaling by a power of two are monotone, so that equals the largest of the scaled float products
  * filter_kernel takes, bit for bit: the same rows and columns go to the exact passes, and the
  * same candidates pass. Grid: (ceil(n_cols / 2048), ceil(n_rows / 8)), narrow (ceil(n_cols / 256),
- * ceil(n_rows / 64)); needs ld, the tile's column
- * offset and every stage start a multiple of 8.
+ * ceil(n_rows / 64)); needs ld, the tile's column offset and every stage start a multiple of 8.
  * Measured (one H200, ncu and the trace): 72-77 us per 8192^2 tile, as the 4-column kernel, at
  * 37-40% of DRAM bandwidth; selection per ordinary tile in the loop 0.146-0.155 ms against
  * 0.154-0.163 ms. The time is not the loads but the exact passes: about one pass per row and
