@@ -429,20 +429,15 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_cols_exact<kHalfFilterRows, kKind, kGroups>(st, g, col_hits, i0, j0);
 }
 
-/* KNNWB_CUDA_NARROW_FILTER=0: the wide layout for every tile (to compare). */
-bool narrow_filter_off(void)
-{
-  static int off = -1;
-  if (off < 0) {
-    const char *v = getenv("KNNWB_CUDA_NARROW_FILTER");
-    off = v != nullptr && strcmp(v, "0") == 0;
-  }
-  return off != 0;
-}
-
+/* The narrow layout below kNarrowBelow columns; KNNWB_CUDA_NARROW_FILTER=0 (read once): the wide
+ * layout for every tile, to compare. */
 bool narrow_layout(const TileGeom &geom)
 {
-  return geom.n_cols < kNarrowBelow && !narrow_filter_off();
+  static const bool off = [] {
+    const char *v = getenv("KNNWB_CUDA_NARROW_FILTER");
+    return v != nullptr && strcmp(v, "0") == 0;
+  }();
+  return geom.n_cols < kNarrowBelow && !off;
 }
 
 /* The filter kernel of the tile's element type, score kind, group masking and layout. */
