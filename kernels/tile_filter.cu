@@ -5,7 +5,8 @@
  * the column pass, appends pairs whose score beats the row's threshold to that row's candidate
  * buffer and queues rows that crossed lazy_limit for the merge (tile_select.cu). After the first
  * tile of a row almost nothing passes, so the kernel is a streaming read; filter_half_kernel is
- * its variant for half-precision tiles of DOT and ABS_DOT scores.
+ * its variant for half-precision tiles (DOT, ABS_DOT and L2 scores), whose tests run in half
+ * precision and take the same pairs.
  */
 #include "tile_common.cuh"
 
@@ -306,20 +307,21 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
 }
 
 /*
- * The half-tile filter for DOT and ABS_DOT (the FP16 screens of every metric but euclidean): as
- * filter_kernel, but each thread reads 8 adjacent halves per 16-byte load (8 rows x 8 columns, the
- * 128 bytes in flight per thread of the float kernel) and the tests reduce in half precision: the
- * largest product (magnitude) of a row or column, converted and scaled once. Conversion and
- * scaling by a power of two are monotone, so that equals the largest of the scaled float products
- * filter_kernel takes, bit for bit: the same rows and columns go to the exact passes, and the
- * same candidates pass. Grid: (ceil(n_cols / 2048), ceil(n_rows / 8)), narrow (ceil(n_cols / 256),
- * ceil(n_rows / 64)); needs ld, the tile's column offset and every stage start a multiple of 8.
- * Measured (one H200, ncu and the trace): 72-77 us per 8192^2 tile, as the 4-column kernel, at
- * 37-40% of DRAM bandwidth; selection per ordinary tile in the loop 0.146-0.155 ms against
- * 0.154-0.163 ms. The time is not the loads but the exact passes: about one pass per row and
- * column of a tile on average, each a chain of dependent loads and an atomic. Moved into a kernel
- * of their own (the filter queuing its warps with a pass), the streaming part took 53 us and the
- * exact passes 53-107 us: worse (0.180 ms per tile), so they stay inline.
+ * The half-tile filter for DOT and ABS_DOT (the FP16 screens of every metric but euclidean; L2,
+ * euclidean's, through l2_half_hits below): as filter_kernel, but each thread reads 8 adjacent
+ * halves per 16-byte load (8 rows x 8 columns, the 128 bytes in flight per thread of the float
+ * kernel) and the tests reduce in half precision: the largest product (magnitude) of a row or
+ * column, converted and scaled once. Conversion and scaling by a power of two are monotone, so that
+ * equals the largest of the scaled float products filter_kernel takes, bit for bit: the same rows
+ * and columns go to the exact passes, and the same candidates pass. Grid: (ceil(n_cols / 2048),
+ * ceil(n_rows / 8)), narrow (ceil(n_cols / 256), ceil(n_rows / 64)); needs ld, the tile's column
+ * offset and every stage start a multiple of 8. Measured (one H200, ncu and the trace): 72-77 us
+ * per 8192^2 tile, as the 4-column kernel, at 37-40% of DRAM bandwidth; selection per ordinary tile
+ * in the loop 0.146-0.155 ms against 0.154-0.163 ms. The time is not the loads but the exact
+ * passes: about one pass per row and column of a tile on average, each a chain of dependent loads
+ * and an atomic. Moved into a kernel of their own (the filter queuing its warps with a pass), the
+ * streaming part took 53 us and the exact passes 53-107 us: worse (0.180 ms per tile), so they stay
+ * inline.
  */
 constexpr int kHalfFilterRows = 8;
 constexpr int kHalfFilterCols = kFilterThreads * 8;
@@ -412,6 +414,99 @@ __device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom 
   *col_hits = cols;
 }
 
+/*
+ * The fast tests of filter_half_kernel for L2 scores (the euclidean FP16 screen), in half
+ * precision: two operations per product (a subtraction and a maximum, on pairs of halves) for the
+ * row test and two for the column test, where filter_kernel converts, scales and takes a float
+ * score for each. The test flags a superset of what the exact passes take, so the same pairs pass:
+ *
+ * The exact passes take (i, j) when fl(sq_j - 2 p) < thr_i, with p = v s the product (v the half
+ * value, s = tile_scale a power of two, so p is exact). Rounding is monotone and thr_i is a float,
+ * so that implies sq_j - 2 p < thr_i in real numbers: v - b_j > R_i, with b_j = sq_j / 2s and
+ * R_i = -thr_i / 2s (exact in float: a power of two, launch_filter checks its range). Take hb_j the
+ * largest half <= b_j and R'_i the largest half <= R_i: then v - hb_j >= v - b_j > R_i, and half
+ * subtraction rounds monotonically, so rnd(v - hb_j) >= rnd(R_i) >= R'_i. The test
+ * rnd(v - hb_j) >= R'_i therefore flags every such pair, and some within a half's rounding of the
+ * threshold, which the exact passes drop again. Columns alike, with a_i = sq_i / 2s and thr_j.
+ * NaN products (outside the tile) fail every comparison; +inf thresholds (fresh rows) give
+ * R' = -inf, so every product is flagged; -inf (no such row or column) gives +inf, none.
+ * Measured (one H200, ncu, ordinary 16,384^2 tiles of 500,001 x 50 euclidean k = 30): 293 us a
+ * tile against 398 us with filter_kernel (162 M warp instructions against 279 M; the rest is the
+ * exact passes), the same candidates and merges (trace level 2) and the same lists.
+ */
+__device__ __forceinline__ __half l2_half_floor(float x)
+{
+  return __float2half_rd(fminf(x, 65504.0f)); /* the largest half <= x (+inf: the largest half) */
+}
+
+__device__ __forceinline__ void l2_half_hits(const SelectState &st, const TileGeom &g, int i0,
+                                             int j0, unsigned *row_hits, unsigned *col_hits)
+{
+  constexpr int kRows = kHalfFilterRows;
+  const float inf = __int_as_float(0x7f800000);
+  const float inv = 0.5f / g.tile_scale; /* exact: a power of two */
+  const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
+  const __half *tile = static_cast<const __half *>(g.tile);
+  uint4 raw[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    const int i = i0 + r;
+    raw[r] = (i < g.n_rows && j0 < g.n_cols)
+                 ? __ldg(reinterpret_cast<const uint4 *>(tile + (size_t)i * g.ld + j0))
+                 : outside;
+  }
+  /* per row: (R'_i, ha_i); per column pair: hb */
+  __half2 row_bound[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    const bool in = i0 + r < g.n_rows;
+    const float thr = in ? st.thr[g.row_state0 + i0 + r] : -inf;
+    const float sq = in && g.do_cols ? g.sqnorms[g.row_global0 + i0 + r] : 0.0f;
+    row_bound[r] = __halves2half2(__float2half_rd(-thr * inv), l2_half_floor(sq * inv));
+  }
+  __half2 hb[4];
+#pragma unroll
+  for (int w = 0; w < 4; w++) {
+    const int j = j0 + 2 * w;
+    const float sq0 = j < g.n_cols ? g.sqnorms[g.col_global0 + j] : 0.0f;
+    const float sq1 = j + 1 < g.n_cols ? g.sqnorms[g.col_global0 + j + 1] : 0.0f;
+    hb[w] = __halves2half2(l2_half_floor(sq0 * inv), l2_half_floor(sq1 * inv));
+  }
+  unsigned rows = 0;
+  const __half2 nan2 = __halves2half2(__ushort_as_half(0x7e00), __ushort_as_half(0x7e00));
+  __half2 col_max[4] = {nan2, nan2, nan2, nan2};
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    uint4 v = raw[r];
+    if (j0 + 8 > g.n_cols)
+      v = half_mask_columns(v, j0, g.n_cols);
+    __half2 h[4];
+    memcpy(h, &v, sizeof h);
+    const __half2 m2 = __hmax2(__hmax2(__hsub2(h[0], hb[0]), __hsub2(h[1], hb[1])),
+                               __hmax2(__hsub2(h[2], hb[2]), __hsub2(h[3], hb[3])));
+    const __half largest = __hmax(__low2half(m2), __high2half(m2));
+    rows |= (unsigned)__hge(largest, __low2half(row_bound[r])) << r;
+    if (g.do_cols) {
+      const __half2 a = __half2half2(__high2half(row_bound[r]));
+#pragma unroll
+      for (int w = 0; w < 4; w++)
+        col_max[w] = __hmax2(col_max[w], __hsub2(h[w], a));
+    }
+  }
+  unsigned cols = 0;
+  if (g.do_cols) {
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int j = j0 + u;
+      const float thr = j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
+      const __half largest = u % 2 ? __high2half(col_max[u / 2]) : __low2half(col_max[u / 2]);
+      cols |= (unsigned)__hge(largest, __float2half_rd(-thr * inv)) << u;
+    }
+  }
+  *row_hits = rows;
+  *col_hits = cols;
+}
+
 template <int kKind, bool kGroups, bool kNarrow>
 __global__ void __launch_bounds__(kFilterThreads, 4)
     filter_half_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
@@ -421,7 +516,10 @@ __global__ void __launch_bounds__(kFilterThreads, 4)
   const int i0 = kNarrow ? (blockIdx.y * kFilterWarps + (threadIdx.x >> 5)) * kHalfFilterRows
                          : blockIdx.y * kHalfFilterRows;
   unsigned row_hits, col_hits;
-  half_hits<kKind>(st, g, i0, j0, &row_hits, &col_hits);
+  if (kKind == KNNWB_SCORE_L2)
+    l2_half_hits(st, g, i0, j0, &row_hits, &col_hits);
+  else
+    half_hits<kKind>(st, g, i0, j0, &row_hits, &col_hits);
   const unsigned warp_rows = __reduce_or_sync(kFullMask, row_hits);
   if (warp_rows)
     filter_rows_exact<8, kKind, kGroups>(st, g, warp_rows, i0, j0);
@@ -476,7 +574,8 @@ void launch_filter_kind(const SelectState &state, const TileGeom &geom, cudaStre
     launch_filter_layout<T, kGroups, false>(state, geom, stream);
 }
 
-/* KNNWB_CUDA_HALF_FILTER=4: the 4-column half filter (filter_kernel) for every kind, to compare. */
+/* KNNWB_CUDA_HALF_FILTER=4: the 4-column filter of float tests (filter_kernel) for half tiles of
+ * every kind, to compare. */
 bool half_filter_narrow(void)
 {
   static int narrow = -1;
@@ -487,7 +586,7 @@ bool half_filter_narrow(void)
   return narrow != 0;
 }
 
-/* The half-tile filter of DOT and ABS_DOT (filter_half_kernel). */
+/* The half-tile filter of DOT, ABS_DOT and L2 (filter_half_kernel). */
 template <int kKind, bool kGroups, bool kNarrow>
 void launch_filter_half_layout(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
@@ -511,15 +610,28 @@ void launch_filter_half(const SelectState &state, const TileGeom &geom, cudaStre
 {
   if (geom.kind == KNNWB_SCORE_DOT)
     launch_filter_half_kind<KNNWB_SCORE_DOT, kGroups>(state, geom, stream);
+  else if (geom.kind == KNNWB_SCORE_L2)
+    launch_filter_half_kind<KNNWB_SCORE_L2, kGroups>(state, geom, stream);
   else
     launch_filter_half_kind<KNNWB_SCORE_ABS_DOT, kGroups>(state, geom, stream);
+}
+
+/* Whether l2_half_hits may test the tile: 0.5 / tile_scale and the bounds it scales are exact
+ * (a power of two far from float's limits; the scale of any real data). */
+bool l2_half_test_exact(const TileGeom &geom)
+{
+  int exponent = 0;
+  return geom.kind == KNNWB_SCORE_L2 && frexpf(geom.tile_scale, &exponent) == 0.5f &&
+         exponent > -60 && exponent < 60;
 }
 
 } // namespace
 
 void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
-  if (geom.half_tile && (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) &&
+  if (geom.half_tile &&
+      (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT ||
+       l2_half_test_exact(geom)) &&
       !half_filter_narrow()) {
     if (geom.row_group)
       launch_filter_half<true>(state, geom, stream);
