@@ -128,6 +128,30 @@ template <> struct ProductLoad<__half> {
 };
 
 /*
+ * Products (i, j0 .. j0 + 7) of a half tile as tile_product gives them (NaN outside the tile), with
+ * one 16-byte load where the 8 are in the tile (j0 a multiple of 8, as filter_half_kernel's).
+ */
+__device__ __forceinline__ void half_products8(const TileGeom &g, int i, int j0, float v[8])
+{
+  if (i >= g.n_rows || j0 + 8 > g.n_cols) {
+#pragma unroll
+    for (int u = 0; u < 8; u++)
+      v[u] = tile_product(g, i, j0 + u);
+    return;
+  }
+  const uint4 raw = __ldg(
+      reinterpret_cast<const uint4 *>(static_cast<const __half *>(g.tile) + (size_t)i * g.ld + j0));
+  __half2 h[4];
+  memcpy(h, &raw, sizeof h);
+#pragma unroll
+  for (int w = 0; w < 4; w++) {
+    const float2 f = __half22float2(h[w]);
+    v[2 * w] = f.x * g.tile_scale;
+    v[2 * w + 1] = f.y * g.tile_scale;
+  }
+}
+
+/*
  * The exact row pass of filter_kernel for the rows i0 + r of the block with bit r of warp_rows set
  * (the same mask in every lane): each lane's kCols columns against the row's threshold, with
  * invalid columns, group masking and the self pair; the warp's passing pairs of a row get
@@ -155,10 +179,18 @@ __device__ __noinline__ void filter_rows_exact(const SelectState &st, const Tile
     const float thr = st.thr[g.row_state0 + i];
     const int row_grp = kGroups ? g.row_group[g.row_global0 + i] : -2;
     float s[kCols];
+    float v[kCols];
+    if constexpr (kCols == 8) {
+      half_products8(g, i, j0, v); /* filter_half_kernel's: one 16-byte load */
+    } else {
+#pragma unroll
+      for (int u = 0; u < kCols; u++)
+        v[u] = tile_product(g, i, j0 + u);
+    }
     unsigned m = 0;
 #pragma unroll
     for (int u = 0; u < kCols; u++) {
-      s[u] = kind_score<kKind>(tile_product(g, i, j0 + u), col_sq[u]);
+      s[u] = kind_score<kKind>(v[u], col_sq[u]);
       const bool pass = col_ok[u] && s[u] < thr && (!kGroups || row_grp != col_grp[u]) &&
                         !(g.self && g.col_global0 + j0 + u == g.row_global0 + i);
       m |= (unsigned)pass << u;
