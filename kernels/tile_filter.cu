@@ -9,6 +9,7 @@
  * precision and take the same pairs.
  */
 #include "tile_common.cuh"
+#include "tile_filter_l2.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -450,27 +451,14 @@ __device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom 
  * The fast tests of filter_half_kernel for L2 scores (the euclidean FP16 screen), in half
  * precision: two operations per product (a subtraction and a maximum, on pairs of halves) for the
  * row test and two for the column test, where filter_kernel converts, scales and takes a float
- * score for each. The test flags a superset of what the exact passes take, so the same pairs pass:
- *
- * The exact passes take (i, j) when fl(sq_j - 2 p) < thr_i, with p = v s the product (v the half
- * value, s = tile_scale a power of two, so p is exact). Rounding is monotone and thr_i is a float,
- * so that implies sq_j - 2 p < thr_i in real numbers: v - b_j > R_i, with b_j = sq_j / 2s and
- * R_i = -thr_i / 2s (exact in float: a power of two, launch_filter checks its range). Take hb_j the
- * largest half <= b_j and R'_i the largest half <= R_i: then v - hb_j >= v - b_j > R_i, and half
- * subtraction rounds monotonically, so rnd(v - hb_j) >= rnd(R_i) >= R'_i. The test
- * rnd(v - hb_j) >= R'_i therefore flags every such pair, and some within a half's rounding of the
- * threshold, which the exact passes drop again. Columns alike, with a_i = sq_i / 2s and thr_j.
- * NaN products (outside the tile) fail every comparison; +inf thresholds (fresh rows) give
- * R' = -inf, so every product is flagged; -inf (no such row or column) gives +inf, none.
+ * score for each. Each product is tested as l2_half_flag (tile_filter_l2.cuh, with the proof that
+ * it flags every pair the exact passes take), a row or column at once: the largest of its
+ * rnd(v - hb) against its bound (the largest of halves is exact, NaNs are ignored), so the same
+ * pairs pass as with filter_kernel. Needs l2_half_scale_ok(tile_scale).
  * Measured (one H200, ncu, ordinary 16,384^2 tiles of 500,001 x 50 euclidean k = 30): 293 us a
  * tile against 398 us with filter_kernel (162 M warp instructions against 279 M; the rest is the
  * exact passes), the same candidates and merges (trace level 2) and the same lists.
  */
-__device__ __forceinline__ __half l2_half_floor(float x)
-{
-  return __float2half_rd(fminf(x, 65504.0f)); /* the largest half <= x (+inf: the largest half) */
-}
-
 __device__ __forceinline__ void l2_half_hits(const SelectState &st, const TileGeom &g, int i0,
                                              int j0, unsigned *row_hits, unsigned *col_hits)
 {
@@ -494,7 +482,7 @@ __device__ __forceinline__ void l2_half_hits(const SelectState &st, const TileGe
     const bool in = i0 + r < g.n_rows;
     const float thr = in ? st.thr[g.row_state0 + i0 + r] : -inf;
     const float sq = in && g.do_cols ? g.sqnorms[g.row_global0 + i0 + r] : 0.0f;
-    row_bound[r] = __halves2half2(__float2half_rd(-thr * inv), l2_half_floor(sq * inv));
+    row_bound[r] = __halves2half2(l2_half_bound(thr, inv), l2_half_floor(sq * inv));
   }
   __half2 hb[4];
 #pragma unroll
@@ -514,10 +502,7 @@ __device__ __forceinline__ void l2_half_hits(const SelectState &st, const TileGe
       v = half_mask_columns(v, j0, g.n_cols);
     __half2 h[4];
     memcpy(h, &v, sizeof h);
-    const __half2 m2 = __hmax2(__hmax2(__hsub2(h[0], hb[0]), __hsub2(h[1], hb[1])),
-                               __hmax2(__hsub2(h[2], hb[2]), __hsub2(h[3], hb[3])));
-    const __half largest = __hmax(__low2half(m2), __high2half(m2));
-    rows |= (unsigned)__hge(largest, __low2half(row_bound[r])) << r;
+    rows |= (unsigned)l2_half_row_flag(h, hb, __low2half(row_bound[r])) << r;
     if (g.do_cols) {
       const __half2 a = __half2half2(__high2half(row_bound[r]));
 #pragma unroll
@@ -532,7 +517,7 @@ __device__ __forceinline__ void l2_half_hits(const SelectState &st, const TileGe
       const int j = j0 + u;
       const float thr = j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
       const __half largest = u % 2 ? __high2half(col_max[u / 2]) : __low2half(col_max[u / 2]);
-      cols |= (unsigned)__hge(largest, __float2half_rd(-thr * inv)) << u;
+      cols |= (unsigned)__hge(largest, l2_half_bound(thr, inv)) << u;
     }
   }
   *row_hits = rows;
@@ -648,13 +633,11 @@ void launch_filter_half(const SelectState &state, const TileGeom &geom, cudaStre
     launch_filter_half_kind<KNNWB_SCORE_ABS_DOT, kGroups>(state, geom, stream);
 }
 
-/* Whether l2_half_hits may test the tile: 0.5 / tile_scale and the bounds it scales are exact
- * (a power of two far from float's limits; the scale of any real data). */
+/* Whether l2_half_hits may test the tile (its scale a power of two far from float's limits: the
+ * scale of any real data). */
 bool l2_half_test_exact(const TileGeom &geom)
 {
-  int exponent = 0;
-  return geom.kind == KNNWB_SCORE_L2 && frexpf(geom.tile_scale, &exponent) == 0.5f &&
-         exponent > -60 && exponent < 60;
+  return geom.kind == KNNWB_SCORE_L2 && l2_half_scale_ok(geom.tile_scale);
 }
 
 } // namespace
