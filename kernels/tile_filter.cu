@@ -388,6 +388,22 @@ __device__ __forceinline__ uint4 half_mask_columns(uint4 raw, int j0, int n_cols
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+/* The thread's 8 x 8 halves of the tile (rows i0.., columns j0..), one 16-byte load a row; NaNs
+ * for rows past the tile or columns starting past it. */
+__device__ __forceinline__ void half_load_rows(const TileGeom &g, int i0, int j0,
+                                               uint4 raw[kHalfFilterRows])
+{
+  const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
+  const __half *tile = static_cast<const __half *>(g.tile);
+#pragma unroll
+  for (int r = 0; r < kHalfFilterRows; r++) {
+    const int i = i0 + r;
+    raw[r] = (i < g.n_rows && j0 < g.n_cols)
+                 ? __ldg(reinterpret_cast<const uint4 *>(tile + (size_t)i * g.ld + j0))
+                 : outside;
+  }
+}
+
 /*
  * The fast tests of filter_half_kernel for the thread's 8 rows i0.. and 8 columns j0..: bit r of
  * *row_hits when a product of row i0 + r beats its threshold, bit u of *col_hits (do_cols) when
@@ -399,16 +415,8 @@ __device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom 
 {
   constexpr int kRows = kHalfFilterRows;
   const float inf = __int_as_float(0x7f800000);
-  const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
-  const __half *tile = static_cast<const __half *>(g.tile);
   uint4 raw[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; r++) {
-    const int i = i0 + r;
-    raw[r] = (i < g.n_rows && j0 < g.n_cols)
-                 ? __ldg(reinterpret_cast<const uint4 *>(tile + (size_t)i * g.ld + j0))
-                 : outside;
-  }
+  half_load_rows(g, i0, j0, raw);
   float row_thr[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; r++)
@@ -465,16 +473,8 @@ __device__ __forceinline__ void l2_half_hits(const SelectState &st, const TileGe
   constexpr int kRows = kHalfFilterRows;
   const float inf = __int_as_float(0x7f800000);
   const float inv = 0.5f / g.tile_scale; /* exact: a power of two */
-  const uint4 outside = make_uint4(0x7e007e00u, 0x7e007e00u, 0x7e007e00u, 0x7e007e00u);
-  const __half *tile = static_cast<const __half *>(g.tile);
   uint4 raw[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; r++) {
-    const int i = i0 + r;
-    raw[r] = (i < g.n_rows && j0 < g.n_cols)
-                 ? __ldg(reinterpret_cast<const uint4 *>(tile + (size_t)i * g.ld + j0))
-                 : outside;
-  }
+  half_load_rows(g, i0, j0, raw);
   /* per row: (R'_i, ha_i); per column pair: hb */
   __half2 row_bound[kRows];
 #pragma unroll
