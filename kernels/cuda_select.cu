@@ -21,6 +21,7 @@
  * NVLink machines); KNNWB_CUDA_HOST_REFINE=1 declines core's refine on the device (the lists then
  * come back whole, as before lists_refine.cu: for comparisons).
  */
+#include "device_keep.h"
 #include "host_staging.h"
 #include "select_worker.h"
 
@@ -126,6 +127,7 @@ int select_limits(const KnnwbSelectJob *job, const std::vector<int> &ordinals, D
       cudaGetLastError();
       return KNNWB_KERNELS_NO_DEVICE;
     }
+    free_bytes += keep_bytes(ordinal); /* a keep scope's blocks are this process's to reuse */
     size_t device_budget = job->memory_bytes ? job->memory_bytes : free_bytes / 10 * 9;
     out->budget = std::min(out->budget, device_budget);
     out->sm_count = std::min(out->sm_count, sms);

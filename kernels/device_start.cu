@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_keep.h"
 #include "knnwb_kernels.h"
 
 namespace
@@ -167,5 +168,5 @@ extern "C" size_t knnwb_cuda_free_bytes(int device)
     cudaGetLastError();
     return 0;
   }
-  return free_bytes;
+  return free_bytes + knnwb_cuda::keep_bytes(device);
 }

@@ -58,8 +58,8 @@ void choose_on(int device, int tile, int dpad)
     double ex_ms = 0, lt_ms = 0;
     lt_gemm_choose(&gemm, blas, device, tile, dpad, ldexpf(1.0f, kHalfTileExponent), buffer,
                    static_cast<char *>(buffer) + rows_bytes, stream, &ex_ms, &lt_ms);
-    lt_gemm_destroy(&gemm);
     cudaStreamSynchronize(stream);
+    lt_gemm_destroy(&gemm);
   }
   if (buffer)
     cudaFree(buffer);

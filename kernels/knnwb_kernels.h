@@ -230,9 +230,22 @@ void knnwb_cuda_gemm_start_wait(void);
 /** Non-zero when this process has made the tile GEMM's choice on GPU device for the shape of
  * knnwb_cuda_gemm_start's arguments (by knnwb_cuda_gemm_start or a search). */
 int knnwb_cuda_gemm_known(int device, size_t n_query, size_t n_reference, size_t dim);
-/** The free memory of GPU `device` now, in bytes; 0 when it cannot be known (no CUDA, no such
- * device, an error). Makes that device current on the calling thread. */
+/** The free memory of GPU `device` now, in bytes, with what a keep scope holds for reuse; 0 when
+ * it cannot be known (no CUDA, no such device, an error). Makes that device current on the
+ * calling thread. */
 size_t knnwb_cuda_free_bytes(int device);
+
+/**
+ * Opens a keep scope: until the matching knnwb_cuda_keep_end, the searches of this process keep
+ * their GPU memory and cuBLAS handles when they end, for the next search on the same GPU to reuse
+ * (kernels/device_keep.h: a partitioned run's sub-searches each paid about twenty allocations and
+ * frees, two library handles, and frees that wait for the whole GPU). Scopes nest and may be
+ * opened from any thread; what is kept counts as free memory (knnwb_cuda_free_bytes) and is freed
+ * when an allocation would otherwise fail. Never fails.
+ */
+void knnwb_cuda_keep_begin(void);
+/** Closes a keep scope; the last one frees what was kept. Call only when no search runs. */
+void knnwb_cuda_keep_end(void);
 
 /**
  * Runs a selection job on the GPUs. Returns a KNNWB_KERNELS_* status; on failure message (of

@@ -44,6 +44,7 @@ struct LtGemm {
   cublasLtMatrixLayout_t rows = nullptr, tile = nullptr;
   cublasLtMatmulAlgo_t algo = {};
   void *workspace = nullptr;
+  int device = -1; /* the ordinal its handle and workspace belong to */
   bool ready = false;
 };
 
@@ -67,7 +68,8 @@ bool lt_gemm_known(int device, int tile, int dpad);
 cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
                            cudaStream_t stream);
 
-/** Frees what g holds (nothing when empty). */
+/** Frees what g holds (nothing when empty), or gives it to a keep scope (device_keep.h): no GEMM
+ * of g may still be queued. */
 void lt_gemm_destroy(LtGemm *g);
 
 /**

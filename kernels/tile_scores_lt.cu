@@ -8,6 +8,7 @@
  * version, so each device times them once per shape on the run's own rows. Every candidate
  * accumulates in FP32 like cublasGemmEx, and the screen's bound holds for any order of the sums.
  */
+#include "device_keep.h"
 #include "tile_scores.h"
 
 #include <cstdlib>
@@ -42,10 +43,13 @@ int gemm_override()
   return v == nullptr ? 0 : strcmp(v, "ex") == 0 ? 1 : strcmp(v, "lt") == 0 ? 2 : 0;
 }
 
-bool create(LtGemm *g, int tile, int dpad)
+/* The handle and workspace come from the keep (device_keep.h): a partitioned run makes this per
+ * sub-search. */
+bool create(LtGemm *g, int device, int tile, int dpad)
 {
   const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
-  return cublasLtCreate(&g->handle) == CUBLAS_STATUS_SUCCESS &&
+  g->device = device;
+  return keep_lt_take(device, &g->handle) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
              CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed,
@@ -56,7 +60,7 @@ bool create(LtGemm *g, int tile, int dpad)
              CUBLAS_STATUS_SUCCESS &&
          cublasLtMatrixLayoutCreate(&g->tile, CUDA_R_16F, (uint64_t)tile, (uint64_t)tile, tile) ==
              CUBLAS_STATUS_SUCCESS &&
-         cudaMalloc(&g->workspace, kWorkspaceBytes) == cudaSuccess;
+         keep_malloc(device, &g->workspace, kWorkspaceBytes) == cudaSuccess;
 }
 
 /* Milliseconds per GEMM of run() on stream (kTimedRuns after one untimed), or -1 on failure. */
@@ -106,7 +110,7 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
     return;
   Chosen known;
   if (override == 0 && find_chosen(device, tile, dpad, &known)) {
-    if (known.lt && create(g, tile, dpad)) {
+    if (known.lt && create(g, device, tile, dpad)) {
       g->algo = known.algo;
       g->ready = true;
     } else {
@@ -114,7 +118,7 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
     }
     return;
   }
-  if (!create(g, tile, dpad)) {
+  if (!create(g, device, tile, dpad)) {
     lt_gemm_destroy(g);
     return;
   }
@@ -154,6 +158,8 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
     g->algo = results[best].algo;
     g->ready = true;
   } else {
+    cudaStreamSynchronize(stream); /* (a failed timing may leave GEMMs using the workspace) */
+    cudaGetLastError();
     lt_gemm_destroy(g);
   }
   if (override != 0)
@@ -184,10 +190,8 @@ void lt_gemm_destroy(LtGemm *g)
     cublasLtMatrixLayoutDestroy(g->rows);
   if (g->op)
     cublasLtMatmulDescDestroy(g->op);
-  if (g->handle)
-    cublasLtDestroy(g->handle);
-  if (g->workspace)
-    cudaFree(g->workspace);
+  keep_lt_give(g->device, g->handle);
+  keep_free(g->device, g->workspace);
   *g = LtGemm{};
 }
 

@@ -3,6 +3,7 @@
  * buffers of the plan, allocated from the planner's one list (select_plan.h) so that the byte
  * count the plan was chosen with and the allocations cannot disagree. Released in reverse.
  */
+#include "device_keep.h"
 #include "host_staging.h"
 #include "select_worker.h"
 #include "tile_scores.h"
@@ -140,7 +141,7 @@ bool Worker::setup_events()
 bool Worker::setup_blas()
 {
   if (run_.job->score_kind != KNNWB_SCORE_L1) {
-    CUBLAS_TRY(run_, cublasCreate(&blas_));
+    CUBLAS_TRY(run_, keep_blas_take(device_ordinal_, &blas_));
     CUBLAS_TRY(run_, cublasSetStream(blas_, gemm_stream_));
     /* Plain fp32 FMA unless a screening precision says otherwise (tile_scores.h). */
     CUBLAS_TRY(run_, cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
@@ -170,7 +171,7 @@ bool Worker::allocate_buffers(void *buffer[KNNWB_BUFFER_KINDS], size_t bytes[KNN
   for (int b = 0; b < KNNWB_BUFFER_KINDS; b++) {
     if (bytes[b] == 0)
       continue;
-    cudaError_t err = cudaMalloc(&buffer[b], bytes[b]);
+    cudaError_t err = keep_malloc(device_ordinal_, &buffer[b], bytes[b]);
     if (err != cudaSuccess) {
       run_.fail(knnwb_cuda_status_of(err), "cudaMalloc(%zu bytes) failed on GPU %d: %s", bytes[b],
                 device_ordinal_, cudaGetErrorString(err));
@@ -347,7 +348,7 @@ void Worker::release()
   cudaSetDevice(device_ordinal_);
   quiesce();
   for (void *p : allocations_)
-    cudaFree(p);
+    keep_free(device_ordinal_, p);
   allocations_.clear();
   for (void *&p : host_staging_) {
     staging_give(p);
@@ -356,8 +357,7 @@ void Worker::release()
   staging_give(host_staging_distance_);
   host_staging_distance_ = nullptr;
   lt_gemm_destroy(&lt_gemm_);
-  if (blas_)
-    cublasDestroy(blas_);
+  keep_blas_give(device_ordinal_, blas_);
   for (int i = 0; i < 2; i++)
     for (cudaEvent_t e : {copy_done_[i], gemm_done_[i], select_done_[i]})
       if (e)

@@ -220,6 +220,25 @@ gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_
 KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error);
 
 /**
+ * Lists' arrays kept for the next search on the same thread (the sub-searches of a partitioned
+ * run, core/partition/): while a keep is set on the calling thread, a search's lists take its
+ * arrays when they are large enough, instead of fresh memory whose first touch (page faults)
+ * cost 0.1-0.2 s a 200,000-row sub-search with six searches at once. Thread-local; the keep is
+ * the caller's, zeroed before use. Only where memory comes from changes, never the lists.
+ */
+typedef struct {
+  int64_t *indices;
+  double *distances;
+  size_t cells; /* room in both, 0 when empty */
+} KnnwbResultKeep;
+void knnwb_knn_result_keep_set(KnnwbResultKeep *keep);
+/** Frees lists (NULL ignored), their index and distance arrays going to keep when they are larger
+ * than what it holds. */
+void knnwb_knn_result_keep_put(KnnwbResultKeep *keep, KnnwbNeighbors *lists);
+/** Frees what keep holds. */
+void knnwb_knn_result_keep_clear(KnnwbResultKeep *keep);
+
+/**
  * How a search certifies its rows (certify.c): reselect selects rows (the caller's numbering)
  * again with kc candidates each, refines and certifies them into the caller's lists, and appends
  * those left uncertified to left; exhaustive (NULL: never) writes the exact lists of rows compared

@@ -25,6 +25,49 @@ void knnwb_knn_result_clear(size_t first, size_t last, void *user)
   }
 }
 
+/* This thread's kept arrays (knnwb_knn_result_keep_set), or NULL. */
+static _Thread_local KnnwbResultKeep *knnwb_result_keep;
+
+void knnwb_knn_result_keep_set(KnnwbResultKeep *keep)
+{
+  knnwb_result_keep = keep;
+}
+
+void knnwb_knn_result_keep_clear(KnnwbResultKeep *keep)
+{
+  g_clear_pointer(&keep->indices, g_free);
+  g_clear_pointer(&keep->distances, g_free);
+  keep->cells = 0;
+}
+
+void knnwb_knn_result_keep_put(KnnwbResultKeep *keep, KnnwbNeighbors *lists)
+{
+  if (lists == NULL)
+    return;
+  const size_t cells = lists->n_queries * lists->k;
+  if (cells > keep->cells && lists->indices != NULL && lists->distances != NULL) {
+    knnwb_knn_result_keep_clear(keep);
+    keep->indices = g_steal_pointer(&lists->indices);
+    keep->distances = g_steal_pointer(&lists->distances);
+    keep->cells = cells;
+  }
+  knnwb_neighbors_free(lists);
+}
+
+/* Index and distance arrays of cells each: the thread's kept ones when they are large enough. */
+static void knnwb_knn_result_arrays(KnnwbNeighbors *result, size_t cells)
+{
+  KnnwbResultKeep *keep = knnwb_result_keep;
+  if (keep != NULL && keep->cells >= cells && keep->cells > 0) {
+    result->indices = g_steal_pointer(&keep->indices);
+    result->distances = g_steal_pointer(&keep->distances);
+    keep->cells = 0;
+    return;
+  }
+  result->indices = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t));
+  result->distances = g_try_malloc(MAX(cells, (size_t)1) * sizeof(double));
+}
+
 /* Lists for rows [first, first + rows); with clear every slot empty, filled by every core (at
  * large k the lists are tens of GB, and their first touch, page faults, is the slow part), else
  * left unset for a caller that writes every slot (n_found is zero either way). */
@@ -36,8 +79,7 @@ KnnwbNeighbors *knnwb_knn_result_alloc(size_t first, size_t rows, size_t k, gboo
   result->k = k;
   result->first_row = first;
   const size_t cells = rows * k; /* checked by knnwb_knn_check_request */
-  result->indices = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t));
-  result->distances = g_try_malloc(MAX(cells, (size_t)1) * sizeof(double));
+  knnwb_knn_result_arrays(result, cells);
   result->n_found = g_try_malloc0(MAX(rows, (size_t)1) * sizeof(int32_t));
   if (result->indices == NULL || result->distances == NULL || result->n_found == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,

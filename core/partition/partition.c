@@ -267,9 +267,21 @@ static void knnwb_partition_workers(KnnwbPartitionRun *run, int threads)
     g_free(ordinals);
   }
   run->threads_per_worker = MAX(1, threads / run->workers);
+  run->keep = knnwb_partition_keep_wanted();
   run->inflight = g_new0(double, 2 * (size_t)run->workers);
   g_mutex_init(&run->lock);
   g_mutex_init(&run->progress_lock);
+}
+
+int knnwb_partition_keep_wanted(void)
+{
+  const char *v = g_getenv("KNNWB_PARTITION_KEEP");
+  if (v == NULL || *v == 0)
+    return KNNWB_PARTITION_KEEP_DEVICE | KNNWB_PARTITION_KEEP_HOST;
+  return g_strcmp0(v, "device") == 0 ? KNNWB_PARTITION_KEEP_DEVICE
+         : g_strcmp0(v, "host") == 0 ? KNNWB_PARTITION_KEEP_HOST
+         : g_strcmp0(v, "0") == 0    ? 0
+                                     : KNNWB_PARTITION_KEEP_DEVICE | KNNWB_PARTITION_KEEP_HOST;
 }
 
 static void knnwb_partition_run_clear(KnnwbPartitionRun *run)

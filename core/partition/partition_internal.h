@@ -192,9 +192,18 @@ typedef struct {
   double done, total;     /* pairs */
   double *inflight;       /* per worker: its sub-search's pairs, and their share done */
   KnnwbMarginMemo margin; /* one margin plan for every sub-search (engine.h) */
+  int keep;               /* KNNWB_PARTITION_KEEP_*: what sub-searches hand to the next */
   GError *error;
   gint failed;
 } KnnwbPartitionRun;
+
+/* What a worker's sub-searches reuse from its last one: GPU memory and cuBLAS handles
+ * (knnwb_cuda_keep_begin), list arrays (knnwb_knn_result_keep_set). Both by default;
+ * KNNWB_PARTITION_KEEP=0, device or host keeps none or one (comparisons). Only the speed depends
+ * on it. */
+#define KNNWB_PARTITION_KEEP_DEVICE 1
+#define KNNWB_PARTITION_KEEP_HOST 2
+int knnwb_partition_keep_wanted(void);
 
 /* A sub-search of a partitioned run is about to run (begin) or has returned (end) on this thread:
  * between the two, knnwb_partition_self declines at once. The mark is the thread's own, so that
