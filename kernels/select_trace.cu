@@ -47,10 +47,12 @@ void trace_worker(const WorkerTrace &t)
   }
   if (trace_enabled())
     fprintf(stderr,
-            "knnwb cuda worker %d (GPU %d): setup %.3f s, upload %.3f s, tiles + extract %.3f s "
-            "(%ld tiles; of which waiting for peers %.3f s, device merge %.3f s), host merge "
-            "%.3f s, release %.3f s\n",
-            t.index, t.ordinal, t.setup_s, t.upload_s, t.run_s, t.tiles, t.lists_wait_s,
+            "knnwb cuda worker %d (GPU %d): setup %.3f s (streams and events %.3f s, handles "
+            "%.3f s, device memory %.3f s, staging and clears %.3f s), upload %.3f s, tiles + "
+            "extract %.3f s (%ld tiles; of which waiting for peers %.3f s, device merge %.3f s), "
+            "host merge %.3f s, release %.3f s\n",
+            t.index, t.ordinal, t.setup_s, t.setup_parts_s[0], t.setup_parts_s[1],
+            t.setup_parts_s[2], t.setup_parts_s[3], t.upload_s, t.run_s, t.tiles, t.lists_wait_s,
             t.device_merge_s, t.host_merge_s, t.release_s);
   if (trace_enabled())
     fprintf(stderr,

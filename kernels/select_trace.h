@@ -35,6 +35,7 @@ struct WorkerTrace {
   unsigned long long stats[2][KNNWB_SELECT_STATS];
   bool have_stats;
   double setup_s, upload_s, run_s, lists_wait_s, device_merge_s, host_merge_s, release_s;
+  double setup_parts_s[4]; /* of setup_s: streams and events, handles, device memory, the rest */
   /* the timeline, seconds since the attempt started: set up, rows uploaded, (several GPUs) own
    * diagonal tiles done and every GPU's done, every tile done, lists extracted (0: not reached) */
   double at_setup, at_upload, at_phase_done, at_phase_passed, at_tiles_done, at_run;

@@ -69,6 +69,8 @@ void Worker::main()
     trace.select_tiles[i] = select_tiles_[i];
   }
   trace.setup_s = t_setup - t0;
+  for (int i = 0; i < 4; i++)
+    trace.setup_parts_s[i] = setup_parts_s_[i];
   trace.upload_s = t_upload - t_setup;
   trace.run_s = t_run - t_upload;
   trace.lists_wait_s = lists_wait_s_;

@@ -191,6 +191,7 @@ private:
   /* the GEMM warm-up's thread; its time and the worker's wait for it (trace) */
   std::thread warm_up_thread_;
   double warm_up_s_ = 0, warm_up_wait_s_ = 0;
+  double setup_parts_s_[4] = {}; /* streams and events, handles, device memory, staging and clears */
   /* a share of a group's job: thresholds shared with the other processes (rounds used, buffers) */
   int bounds_rounds_ = 0;
   float *bounds_device_ = nullptr;

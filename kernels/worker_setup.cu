@@ -77,10 +77,14 @@ bool Worker::setup_peer_access()
 /* Each step records its failure in the run; the order of the CUDA calls is that of the steps. */
 bool Worker::setup()
 {
+  const double t0 = seconds_now();
   CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
-  if (!setup_streams() || !setup_peer_access() || !setup_select_stream() || !setup_events() ||
-      !setup_blas() || !setup_merge_kernel())
+  if (!setup_streams() || !setup_peer_access() || !setup_select_stream() || !setup_events())
     return false;
+  const double t_streams = seconds_now();
+  if (!setup_blas() || !setup_merge_kernel())
+    return false;
+  const double t_blas = seconds_now();
   void *buffer[KNNWB_BUFFER_KINDS] = {};
   size_t bytes[KNNWB_BUFFER_KINDS];
   if (!allocate_buffers(buffer, bytes))
@@ -89,8 +93,15 @@ bool Worker::setup()
   bind_state(buffer);
   bind_stage(buffer);
   bind_exact_rows(buffer);
+  const double t_memory = seconds_now();
   take_host_staging();
-  return clear_buffers();
+  const bool ok = clear_buffers();
+  const double t_end = seconds_now();
+  setup_parts_s_[0] = t_streams - t0;
+  setup_parts_s_[1] = t_blas - t_streams;
+  setup_parts_s_[2] = t_memory - t_blas;
+  setup_parts_s_[3] = t_end - t_memory;
+  return ok;
 }
 
 bool Worker::setup_streams()

@@ -229,7 +229,9 @@ KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError
 typedef struct {
   int64_t *indices;
   double *distances;
-  size_t cells; /* room in both, 0 when empty */
+  size_t cells;        /* room in both, 0 when empty */
+  const int64_t *lent; /* the indices a search took last, with their room: given back, */
+  size_t lent_cells;   /* they count as that large again */
 } KnnwbResultKeep;
 void knnwb_knn_result_keep_set(KnnwbResultKeep *keep);
 /** Frees lists (NULL ignored), their index and distance arrays going to keep when they are larger

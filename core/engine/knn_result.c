@@ -44,7 +44,9 @@ void knnwb_knn_result_keep_put(KnnwbResultKeep *keep, KnnwbNeighbors *lists)
 {
   if (lists == NULL)
     return;
-  const size_t cells = lists->n_queries * lists->k;
+  const size_t cells = lists->indices != NULL && lists->indices == keep->lent
+                           ? keep->lent_cells
+                           : lists->n_queries * lists->k;
   if (cells > keep->cells && lists->indices != NULL && lists->distances != NULL) {
     knnwb_knn_result_keep_clear(keep);
     keep->indices = g_steal_pointer(&lists->indices);
@@ -61,6 +63,8 @@ static void knnwb_knn_result_arrays(KnnwbNeighbors *result, size_t cells)
   if (keep != NULL && keep->cells >= cells && keep->cells > 0) {
     result->indices = g_steal_pointer(&keep->indices);
     result->distances = g_steal_pointer(&keep->distances);
+    keep->lent = result->indices;
+    keep->lent_cells = keep->cells;
     keep->cells = 0;
     return;
   }

@@ -4,8 +4,8 @@
 # Gaussian clusters (tests/bench/make_clusters_table.py; 10,000,000 and 2,000,000 rows by
 # default). Each line: wall time, lists digest (the same for every setting), knnwb's own summary;
 # the next line the partition's own-lists and bounds times, and summed over the sub-searches (from
-# the trace) the GPU workers' setup and release, the host's spreading of refined lists, the
-# engine's prepare, and the tile loops. A setting is "default" or comma-separated VAR=VALUE pairs.
+# the trace) the GPU workers' setup (its streams, handles and memory) and release, the host's
+# spreading of refined lists, the engine's prepare, and the tile loops. A setting is "default" or comma-separated VAR=VALUE pairs.
 # GPUS="0 0,1" runs every setting on each of those CUDA_VISIBLE_DEVICES values (default: "0").
 # Usage (repository root, after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/partition_knob_check.sh OUT SETTING [SETTING...]   (ROUNDS=2, ROWS="10000000 2000000", GPUS="0")
@@ -34,9 +34,10 @@ whole() { # way, setting, then the knn arguments
   t1=$(date +%s.%N); cat "$out/one.log" >>"$out/runs.log"
   printf '  %-36s rc=%d wall %s s %s %s\n' "$s (GPUs $w)" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \
     "$(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)" "$(grep -E '^knnwb: [0-9]+ x' "$out/one.log" | grep -oE '\(read.*')"
-  printf '      %s, %s; setup %s, release %s, spreading %s, prepare %s, tile loops %s\n' \
+  printf '      %s, %s; setup %s (streams %s, handles %s, memory %s), release %s, spreading %s, prepare %s, tile loops %s\n' \
     "$(grep -oE 'own lists [0-9.]+ s' "$out/one.log" | head -1)" "$(grep -oE 'bounds [0-9.]+ s' "$out/one.log" | head -1)" \
-    "$(total "$out/one.log" 'setup')" "$(total "$out/one.log" 'host merge [0-9.]+ s, release')" \
+    "$(total "$out/one.log" 'setup')" "$(total "$out/one.log" 'streams and events')" "$(total "$out/one.log" 'handles')" \
+    "$(total "$out/one.log" 'device memory')" "$(total "$out/one.log" 'host merge [0-9.]+ s, release')" \
     "$(total "$out/one.log" 'spreading')" "$(total "$out/one.log" 'knnwb: prepare')" \
     "$(total "$out/one.log" 'tile loop on the GPU')"
 }

@@ -409,6 +409,37 @@ static void test_groups_and_exact_mst(void)
   g_free(rows);
 }
 
+/* Searches inside a keep scope (knnwb_cuda_keep_begin: the partitioned run's sub-searches) reuse
+ * the memory and handles of the ones before, whose bytes are still in it: the lists stay those of
+ * the CPU backend, sizes shrinking and growing, every metric; what the scope keeps counts as free
+ * memory, and closing it frees it (GPU 0). */
+static void test_kept_memory(void)
+{
+  if (!gpu_or_skip())
+    return;
+  const size_t slack = 768 * MIB; /* cuBLAS's and the context's own growth */
+  const size_t free_before = knnwb_cuda_free_bytes(0);
+  g_autoptr(KnnwbMatrix) large = knnwb_test_random_matrix(20011, 64, 5);
+  g_autoptr(KnnwbMatrix) smaller = knnwb_test_random_matrix(17003, 64, 6);
+  g_autoptr(KnnwbMatrix) small = knnwb_test_random_matrix(1501, 33, 7);
+  knnwb_cuda_keep_begin();
+  knnwb_cuda_keep_begin(); /* scopes nest */
+  compare(large, KNNWB_METRIC_EUCLIDEAN, 20, 0, 1);
+  compare(smaller, KNNWB_METRIC_PEARSON, 20, 0, 1);
+  compare(large, KNNWB_METRIC_COSINE, 7, 0, 1);
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
+    compare(small, metric, 20, 0, 1);
+  compare(smaller, KNNWB_METRIC_EUCLIDEAN, 1, 96 * MIB + 2 * MIB, 1);
+  knnwb_cuda_keep_end();
+  compare(large, KNNWB_METRIC_EUCLIDEAN, 30, 0, 1);
+  /* The kept blocks (two tile buffers of 1 GiB among them) count as free. */
+  g_assert_cmpuint(knnwb_cuda_free_bytes(0) + slack, >=, free_before);
+  knnwb_cuda_keep_end();
+  g_assert_cmpuint(knnwb_cuda_free_bytes(0) + slack, >=, free_before);
+  knnwb_cuda_keep_end(); /* an end without a scope is ignored */
+  compare(small, KNNWB_METRIC_EUCLIDEAN, 5, 0, 1);
+}
+
 static void test_no_device_error(void)
 {
   if (knnwb_cuda_device_count() > 0) {
@@ -439,6 +470,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/fused-tiles", test_fused_tiles);
   g_test_add_func("/kernels/cuda-knn/lt-gemm", test_lt_gemm);
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
+  g_test_add_func("/kernels/cuda-knn/kept-memory", test_kept_memory);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
   g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);
   return g_test_run();
