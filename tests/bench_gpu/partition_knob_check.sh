@@ -5,7 +5,8 @@
 # default). Each line: wall time, lists digest (the same for every setting), knnwb's own summary;
 # the next line the partition's own-lists and bounds times, and summed over the sub-searches (from
 # the trace) the GPU workers' setup (its streams, handles and memory) and release, the host's
-# spreading of refined lists, the engine's prepare, and the tile loops. A setting is "default" or comma-separated VAR=VALUE pairs.
+# spreading of refined lists, the engine's prepare, and the tile loops. A setting is "default"
+# or comma-separated VAR=VALUE pairs.
 # GPUS="0 0,1" runs every setting on each of those CUDA_VISIBLE_DEVICES values (default: "0").
 # Usage (repository root, after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/partition_knob_check.sh OUT SETTING [SETTING...]   (ROUNDS=2, ROWS="10000000 2000000", GPUS="0")
