@@ -104,7 +104,8 @@ typedef struct {
    * reads. Core's bound must then include that rounding (knnwb_screen_slack). */
   int screen_half_scores;
   /* execution */
-  int n_threads;       /* CPU backend: threads (>= 1) */
+  int n_threads;       /* host threads (CPU backend: >= 1; CUDA: of its copies and merges, at
+                        * most the cores, shared by its GPUs; <= 0: every core) */
   size_t memory_bytes; /* CPU: tile budget in bytes; CUDA: per-device budget (0 = 90% of free) */
   const int *devices;  /* CUDA: ordinals, NULL = all */
   int n_devices;

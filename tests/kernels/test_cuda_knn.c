@@ -429,7 +429,7 @@ static void test_kept_memory(void)
   compare(large, KNNWB_METRIC_COSINE, 7, 0, 1);
   for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
     compare(small, metric, 20, 0, 1);
-  compare(smaller, KNNWB_METRIC_EUCLIDEAN, 1, 96 * MIB + 2 * MIB, 1);
+  compare(small, KNNWB_METRIC_EUCLIDEAN, 1, 96 * MIB + 2 * MIB, 1); /* many tiles */
   knnwb_cuda_keep_end();
   compare(large, KNNWB_METRIC_EUCLIDEAN, 30, 0, 1);
   /* The kept blocks (two tile buffers of 1 GiB among them) count as free. */
