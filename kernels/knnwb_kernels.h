@@ -245,7 +245,8 @@ size_t knnwb_cuda_free_bytes(int device);
  * when an allocation would otherwise fail. Never fails.
  */
 void knnwb_cuda_keep_begin(void);
-/** Closes a keep scope; the last one frees what was kept. Call only when no search runs. */
+/** Closes a keep scope (one without a scope is ignored); the last one frees what was kept, and
+ * searches still running then free theirs when they end. */
 void knnwb_cuda_keep_end(void);
 
 /**
