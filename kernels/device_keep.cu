@@ -4,6 +4,7 @@
  * run outside it.
  */
 #include "device_keep.h"
+#include "device_keep_policy.h"
 #include "knnwb_kernels.h"
 
 #include <algorithm>
@@ -17,11 +18,7 @@ namespace knnwb_cuda
 namespace
 {
 
-struct Block {
-  int ordinal;
-  void *p;
-  size_t bytes;
-};
+using Block = KeptBlock;
 
 std::mutex keep_lock;
 int scopes = 0;                             /* open keep scopes */
@@ -29,13 +26,6 @@ std::unordered_map<void *, Block> live;     /* blocks of keep_malloc in use */
 std::vector<Block> kept;                    /* free blocks, oldest first */
 std::vector<std::pair<int, void *>> blases; /* kept cublasHandle_t, by device */
 std::vector<std::pair<int, void *>> lts;    /* kept cublasLtHandle_t, by device */
-
-/* A kept block may be this much larger than the request: the sub-searches of a partitioned run
- * come largest first, so a block serves the next few of similar size. */
-bool fits(size_t have, size_t want)
-{
-  return have >= want && have - want <= want / 4 + ((size_t)64 << 10);
-}
 
 /* Kept bytes a device may hold: beyond it the oldest blocks are freed (blocks of a size no
  * later request fits would otherwise stay until the scope ends). An eighth of the GPU's memory:
@@ -74,24 +64,6 @@ void free_blocks(const std::vector<Block> &blocks)
   cudaGetLastError();
 }
 
-/* With keep_lock held: removes device ordinal's kept blocks (all, or the oldest until at most
- * `leave` bytes stay) into *out. */
-void take_kept(int ordinal, size_t leave, std::vector<Block> *out)
-{
-  size_t on_device = 0;
-  for (const Block &b : kept)
-    on_device += b.ordinal == ordinal ? b.bytes : 0;
-  for (auto it = kept.begin(); it != kept.end() && on_device > leave;) {
-    if (it->ordinal != ordinal) {
-      ++it;
-      continue;
-    }
-    on_device -= it->bytes;
-    out->push_back(*it);
-    it = kept.erase(it);
-  }
-}
-
 /* With keep_lock held: a kept handle of device ordinal from list, or NULL. */
 void *take_handle(std::vector<std::pair<int, void *>> &list, int ordinal)
 {
@@ -111,15 +83,12 @@ cudaError_t keep_malloc(int ordinal, void **p, size_t bytes)
   *p = nullptr;
   {
     std::lock_guard<std::mutex> guard(keep_lock);
-    auto best = kept.end();
-    for (auto it = kept.begin(); it != kept.end(); ++it)
-      if (it->ordinal == ordinal && fits(it->bytes, bytes) &&
-          (best == kept.end() || it->bytes < best->bytes))
-        best = it;
-    if (best != kept.end()) {
-      *p = best->p;
-      live[best->p] = *best;
-      kept.erase(best);
+    const long best = keep_best_fit(kept, ordinal, bytes);
+    if (best >= 0) {
+      const Block b = kept[(size_t)best];
+      kept.erase(kept.begin() + best);
+      *p = b.p;
+      live[b.p] = b;
       return cudaSuccess;
     }
   }
@@ -129,7 +98,7 @@ cudaError_t keep_malloc(int ordinal, void **p, size_t bytes)
     std::vector<Block> spare;
     {
       std::lock_guard<std::mutex> guard(keep_lock);
-      take_kept(ordinal, 0, &spare);
+      keep_evict(kept, ordinal, 0, &spare);
     }
     if (!spare.empty()) {
       free_blocks(spare);
@@ -159,7 +128,7 @@ void keep_free(int ordinal, void *p)
       live.erase(it);
     if (scopes > 0 && b.bytes > 0) {
       kept.push_back(b);
-      take_kept(ordinal, kept_cap(ordinal), &evicted);
+      keep_evict(kept, ordinal, kept_cap(ordinal), &evicted);
     } else {
       evicted.push_back(b);
     }
