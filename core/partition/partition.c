@@ -234,6 +234,10 @@ static int knnwb_partition_per_gpu(const KnnwbPartitionRun *run, const int *devi
   const double need =
       (double)largest * (double)(run->d * sizeof(float) + KNNWB_PARTITION_GPU_ROW_BYTES) +
       (double)((size_t)1 << 30);
+  /* (a budget the user gave a GPU is shared by its sub-searches) */
+  const size_t budget = run->options->gpu_memory_bytes;
+  if (budget > 0 && (double)budget < wanted * need)
+    return 1;
   for (int w = 0; w < count; w++)
     if ((double)knnwb_cuda_free_bytes(devices[w]) < wanted * need)
       return 1;

@@ -105,6 +105,8 @@ static KnnwbNeighbors *knnwb_partition_search(KnnwbPartitionWorker *worker,
   } else if (run->devices != NULL) {
     options.devices = run->devices + worker->index;
     options.n_devices = 1;
+    /* a GPU's budget is shared by the sub-searches on it at once */
+    options.gpu_memory_bytes = run->options->gpu_memory_bytes / (size_t)(run->workers / run->gpus);
   }
   if (run->options->progress != NULL) {
     options.progress = knnwb_partition_progress;
@@ -310,8 +312,10 @@ static gboolean knnwb_partition_pool_run(KnnwbPartitionRun *run, KnnwbPartitionI
   g_qsort_with_data(order, (gint)n_items, sizeof(size_t), knnwb_partition_work_compare, work);
   KnnwbPartitionPool pool = {.run = run, .item = item, .order = order, .n_items = n_items};
   /* The sub-searches on a GPU reuse each other's GPU memory and handles (knnwb_cuda_keep_begin):
-   * setting them up and freeing them cost 0.13-0.2 s a sub-search with six at once on two GPUs. */
-  const gboolean keep_device = run->devices != NULL && (run->keep & KNNWB_PARTITION_KEEP_DEVICE);
+   * setting them up and freeing them cost 0.13-0.2 s a sub-search with six at once on two GPUs.
+   * Not under a budget the user gave (--gpu-memory): what is kept would lie outside it. */
+  const gboolean keep_device = run->devices != NULL && (run->keep & KNNWB_PARTITION_KEEP_DEVICE) &&
+                               run->options->gpu_memory_bytes == 0;
   if (keep_device)
     knnwb_cuda_keep_begin();
   knnwb_team_run(MAX(1, MIN(run->workers, (int)n_items)), knnwb_partition_worker_body, &pool);
