@@ -64,16 +64,39 @@ void free_blocks(const std::vector<Block> &blocks)
   cudaGetLastError();
 }
 
-/* With keep_lock held: a kept handle of device ordinal from list, or NULL. */
-void *take_handle(std::vector<std::pair<int, void *>> &list, int ordinal)
+/* A kept handle of device ordinal from list, else one made by create (its status). */
+template <typename Handle, typename Create>
+cublasStatus_t take_handle(std::vector<std::pair<int, void *>> &list, int ordinal, Handle *handle,
+                           Create create)
 {
-  for (auto it = list.begin(); it != list.end(); ++it)
-    if (it->first == ordinal) {
-      void *h = it->second;
-      list.erase(it);
-      return h;
+  *handle = nullptr;
+  {
+    std::lock_guard<std::mutex> guard(keep_lock);
+    for (auto it = list.begin(); it != list.end(); ++it)
+      if (it->first == ordinal) {
+        *handle = (Handle)it->second;
+        list.erase(it);
+        return CUBLAS_STATUS_SUCCESS;
+      }
+  }
+  return create(handle);
+}
+
+/* handle (NULL ignored) into list inside a scope, else destroyed. */
+template <typename Handle, typename Destroy>
+void give_handle(std::vector<std::pair<int, void *>> &list, int ordinal, Handle handle,
+                 Destroy destroy)
+{
+  if (handle == nullptr)
+    return;
+  {
+    std::lock_guard<std::mutex> guard(keep_lock);
+    if (scopes > 0) {
+      list.push_back({ordinal, (void *)handle});
+      return;
     }
-  return nullptr;
+  }
+  destroy(handle);
 }
 
 } // namespace
@@ -147,48 +170,22 @@ size_t keep_bytes(int ordinal)
 
 cublasStatus_t keep_blas_take(int ordinal, cublasHandle_t *handle)
 {
-  {
-    std::lock_guard<std::mutex> guard(keep_lock);
-    *handle = (cublasHandle_t)take_handle(blases, ordinal);
-  }
-  return *handle != nullptr ? CUBLAS_STATUS_SUCCESS : cublasCreate(handle);
+  return take_handle(blases, ordinal, handle, cublasCreate);
 }
 
 void keep_blas_give(int ordinal, cublasHandle_t handle)
 {
-  if (handle == nullptr)
-    return;
-  {
-    std::lock_guard<std::mutex> guard(keep_lock);
-    if (scopes > 0) {
-      blases.push_back({ordinal, (void *)handle});
-      return;
-    }
-  }
-  cublasDestroy(handle);
+  give_handle(blases, ordinal, handle, cublasDestroy);
 }
 
 cublasStatus_t keep_lt_take(int ordinal, cublasLtHandle_t *handle)
 {
-  {
-    std::lock_guard<std::mutex> guard(keep_lock);
-    *handle = (cublasLtHandle_t)take_handle(lts, ordinal);
-  }
-  return *handle != nullptr ? CUBLAS_STATUS_SUCCESS : cublasLtCreate(handle);
+  return take_handle(lts, ordinal, handle, cublasLtCreate);
 }
 
 void keep_lt_give(int ordinal, cublasLtHandle_t handle)
 {
-  if (handle == nullptr)
-    return;
-  {
-    std::lock_guard<std::mutex> guard(keep_lock);
-    if (scopes > 0) {
-      lts.push_back({ordinal, (void *)handle});
-      return;
-    }
-  }
-  cublasLtDestroy(handle);
+  give_handle(lts, ordinal, handle, cublasLtDestroy);
 }
 
 } // namespace knnwb_cuda
