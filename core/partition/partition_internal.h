@@ -283,6 +283,28 @@ KnnwbPartitionMode knnwb_partition_mode(void);
  * searched (rows), on a GPU or on the CPU; and the plain search's own for n rows. */
 double knnwb_partition_work(gboolean gpu, double pairs, double calls, double rows);
 double knnwb_partition_plain_work(gboolean gpu, size_t n);
+/* What a partition leaves to do: pairs scored, sub-searches (calls) and rows searched. */
+typedef struct {
+  double pairs, calls, rows;
+} KnnwbPartitionLoad;
+/* knnwb_partition_work of a load. */
+double knnwb_partition_load_work(gboolean gpu, const KnnwbPartitionLoad *load);
+/* The least load m clusters of n rows can leave (equal cluster sizes, no visits): no part of it
+ * above the sample's estimate for any m clusters, and its work on either backend convex in m.
+ * O(1). */
+KnnwbPartitionLoad knnwb_partition_load_floor(size_t n, size_t m);
+/* A sample's view of m clusters of n rows: its rows' labels and the centroids' squares. */
+typedef struct {
+  const KnnwbPartitionBlock *sample;
+  const int32_t *label;
+  const double *centroid_sq;
+  size_t m, n, k;
+  KnnwbMetric metric;
+} KnnwbPartitionSampleView;
+/* The load the sample estimates: cluster sizes scaled to n rows, their radii, and for a few
+ * sample rows the k-th chord in their cluster (the j-th among its sample rows, j = k s / n) and
+ * the rows of other clusters they would visit. O(s m + e (m + members) d) on threads. */
+KnnwbPartitionLoad knnwb_partition_sample_load(const KnnwbPartitionSampleView *view, int threads);
 /*
  * The clusters to search with, if any: k-means for a few cluster counts on a sample, each judged
  * by the work it would leave (pairs scored, plus what each sub-search and each row searched cost

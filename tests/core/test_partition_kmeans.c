@@ -2,7 +2,7 @@
  * partition_plan.c), host only: the same sample, seeds, centroids, labels, rounds and choice, bit
  * for bit, for any number of threads, on odd sizes; the seeds as the serial k-means++ draws them;
  * rounds that stop early leave each centroid the mean of its rows; the estimated k-th chord as a
- * sort of the chords gives it. */
+ * sort of the chords gives it; the floor of the work under what the estimate gives. */
 #include <math.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
@@ -261,6 +261,59 @@ static void test_choice_threads(void)
   }
 }
 
+/* The floor's load is below the sample's estimate for the clusters k-means finds (every part,
+ * every metric, few clusters and many), and a count whose floor's work is no less than the best
+ * of a smaller count's is followed by none whose floor is below it, on either backend's costs:
+ * so the choice may stop there. */
+static void test_work_floor(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(12345, 9, 30, 13);
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
+                                 KNNWB_METRIC_ABS_PEARSON, KNNWB_METRIC_COSINE};
+  const size_t counts[] = {2, 7, 41, 150};
+  for (size_t k = 0; k < G_N_ELEMENTS(metrics); k++)
+    for (size_t c = 0; c < G_N_ELEMENTS(counts); c++) {
+      const size_t m = counts[c], s = 4801, n = 10 * data->n_rows;
+      KnnwbPartitionBlock sample;
+      sample_of(&sample, data, metrics[k], s, m);
+      double *centroid = g_new(double, m *sample.d), *centroid_sq = g_new(double, m);
+      int32_t *label = g_new(int32_t, s);
+      knnwb_partition_kmeans(&sample, m, 2, centroid, centroid_sq, label);
+      const KnnwbPartitionSampleView view = {.sample = &sample,
+                                             .label = label,
+                                             .centroid_sq = centroid_sq,
+                                             .m = m,
+                                             .n = n,
+                                             .k = 7,
+                                             .metric = metrics[k]};
+      const KnnwbPartitionLoad load = knnwb_partition_sample_load(&view, 2);
+      const KnnwbPartitionLoad floor = knnwb_partition_load_floor(n, m);
+      g_assert_cmpfloat(floor.pairs, <=, load.pairs);
+      g_assert_cmpfloat(floor.calls, <=, load.calls);
+      g_assert_cmpfloat(floor.rows, <=, load.rows);
+      g_free(label);
+      g_free(centroid_sq);
+      g_free(centroid);
+      knnwb_partition_block_clear(&sample);
+    }
+  g_autoptr(GRand) rand = g_rand_new_with_seed(7);
+  for (int trial = 0; trial < 20000; trial++) {
+    const gboolean gpu = g_rand_boolean(rand);
+    const size_t n = (size_t)g_rand_double_range(rand, 1e3, 1e10);
+    size_t m[3];
+    KnnwbPartitionLoad floor[3];
+    for (int t = 0; t < 3; t++) {
+      m[t] = (size_t)g_rand_int_range(rand, 2, 100000);
+      floor[t] = knnwb_partition_load_floor(n, m[t]);
+    }
+    if (!(m[0] < m[1] && m[1] < m[2]))
+      continue;
+    const double best = knnwb_partition_load_work(gpu, &floor[0]) * g_rand_double_range(rand, 1, 3);
+    if (knnwb_partition_load_work(gpu, &floor[1]) >= best)
+      g_assert_cmpfloat(knnwb_partition_load_work(gpu, &floor[2]), >=, best);
+  }
+}
+
 static int compare_doubles(const void *a, const void *b)
 {
   const double x = *(const double *)a, y = *(const double *)b;
@@ -488,6 +541,7 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-kmeans/seeds", test_seeds);
   g_test_add_func("/partition-kmeans/threads", test_kmeans_threads);
   g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
+  g_test_add_func("/partition-kmeans/work-floor", test_work_floor);
   g_test_add_func("/partition-kmeans/estimate-limit", test_estimate_limit);
   g_test_add_func("/partition-kmeans/dots", test_dots);
   g_test_add_func("/partition-kmeans/centroid-gaps", test_centroid_gaps);
