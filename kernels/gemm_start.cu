@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -39,46 +38,14 @@ bool gemm_start_wanted()
   return v == nullptr || strcmp(v, "0") != 0;
 }
 
-/* KNNWB_CUDA_GEMM_SHARE=0: every GPU times its own candidates, also where the GPUs are alike (to
- * measure). */
-bool gemm_share_wanted()
-{
-  const char *v = getenv("KNNWB_CUDA_GEMM_SHARE");
-  return v == nullptr || strcmp(v, "0") != 0;
-}
-
-/* Whether GPUs a and b are of one model (name, compute capability, multiprocessors): the same
- * GEMM candidates and, timed, the same winner. */
-bool same_model(int a, int b)
-{
-  cudaDeviceProp pa, pb;
-  if (cudaGetDeviceProperties(&pa, a) != cudaSuccess ||
-      cudaGetDeviceProperties(&pb, b) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return strcmp(pa.name, pb.name) == 0 && pa.major == pb.major && pa.minor == pb.minor &&
-         pa.multiProcessorCount == pb.multiProcessorCount;
-}
-
-/* Where a GPU's choice comes from: its own timing (leader < 0), or the leader's, once made. */
-struct ChoiceSource {
-  int leader = -1;
-  std::shared_future<void> made;
-};
-
-/* One device's choice for tiles of tile x dpad halves, on a handle and stream of its own. A GPU
- * that adopts the leader's choice still runs the chosen GEMM once: its first call loads the
- * kernel, which would otherwise fall in its first tile. */
-void choose_on(int device, int tile, int dpad, ChoiceSource source, double t0)
+/* One device's choice for tiles of tile x dpad halves, on a handle and stream of its own. */
+void choose_on(int device, int tile, int dpad)
 {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   void *buffer = nullptr;
   const size_t rows_bytes = ((size_t)tile * (size_t)dpad * 2 + 255) / 256 * 256;
   const size_t tile_bytes = (size_t)tile * (size_t)tile * 2;
-  double ready = 0, chosen = 0;
-  const char *how = "timed";
   if (cudaSetDevice(device) == cudaSuccess &&
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
       cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS &&
@@ -87,22 +54,11 @@ void choose_on(int device, int tile, int dpad, ChoiceSource source, double t0)
       cudaMalloc(&buffer, rows_bytes + tile_bytes) == cudaSuccess &&
       cudaMemsetAsync(buffer, 0x3c, rows_bytes, stream) == cudaSuccess) {
     /* (halves of 0x3c3c: 1.06 each) */
-    ready = seconds_now() - t0;
-    const float alpha = ldexpf(1.0f, kHalfTileExponent);
-    void *out = static_cast<char *>(buffer) + rows_bytes;
-    if (source.leader >= 0) {
-      source.made.wait();
-      how = lt_gemm_adopt(device, source.leader, tile, dpad) ? "adopted" : "timed";
-    }
     LtGemm gemm;
     double ex_ms = 0, lt_ms = 0;
-    lt_gemm_choose(&gemm, blas, device, tile, dpad, alpha, buffer, out, stream, &ex_ms, &lt_ms);
-    if (ex_ms == 0 && lt_ms == 0) /* reused: its kernel loaded by one run */
-      (void)(gemm.ready ? lt_gemm_run(gemm, buffer, buffer, alpha, out, stream)
-                        : tile_scores_gemm(blas, GemmPrecision::kFp16, buffer, tile, buffer, tile,
-                                           dpad, alpha, out, tile, true));
+    lt_gemm_choose(&gemm, blas, device, tile, dpad, ldexpf(1.0f, kHalfTileExponent), buffer,
+                   static_cast<char *>(buffer) + rows_bytes, stream, &ex_ms, &lt_ms);
     cudaStreamSynchronize(stream);
-    chosen = seconds_now() - t0;
     lt_gemm_destroy(&gemm);
   }
   if (buffer)
@@ -112,15 +68,9 @@ void choose_on(int device, int tile, int dpad, ChoiceSource source, double t0)
   if (stream)
     cudaStreamDestroy(stream);
   cudaGetLastError(); /* best effort: nothing of it may fail a search */
-  if (trace_enabled())
-    fprintf(stderr, "knnwb cuda: GPU %d: handle and buffers at %.3f s, tile GEMM %s at %.3f s\n",
-            device, ready, how, chosen);
 }
 
-/* The helper thread: the driver's count, then every GPU of ordinals (all when empty) at once.
- * GPUs of the first one's model take its choice instead of timing their own: on two H200s the
- * second GPU's timing (loading every candidate's kernel while the first did the same) made the
- * start 0.3-0.4 s longer than on one. */
+/* The helper thread: the driver's count, then every GPU of ordinals (all when empty) at once. */
 void choose_all(std::vector<int> ordinals, int tile, int dpad)
 {
   const double t0 = seconds_now();
@@ -128,33 +78,14 @@ void choose_all(std::vector<int> ordinals, int tile, int dpad)
   if (ordinals.empty())
     for (int i = 0; i < count; i++)
       ordinals.push_back(i);
-  std::vector<int> todo;
-  for (int ordinal : ordinals)
-    if (ordinal >= 0 && ordinal < count && !lt_gemm_known(ordinal, tile, dpad))
-      todo.push_back(ordinal);
-  std::promise<void> leader_done;
-  ChoiceSource shared;
-  if (todo.size() > 1 && gemm_share_wanted())
-    shared = {todo[0], leader_done.get_future().share()};
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < todo.size(); i++) {
-    ChoiceSource source;
-    if (i > 0 && shared.leader >= 0 && same_model(todo[i], shared.leader))
-      source = shared;
+  for (int ordinal : ordinals) {
+    if (ordinal < 0 || ordinal >= count || lt_gemm_known(ordinal, tile, dpad))
+      continue;
     try {
-      if (i == 0 && shared.leader >= 0)
-        threads.emplace_back(
-            [&leader_done, tile, dpad, t0](int device) {
-              choose_on(device, tile, dpad, ChoiceSource{}, t0);
-              leader_done.set_value();
-            },
-            todo[i]);
-      else
-        threads.emplace_back(choose_on, todo[i], tile, dpad, source, t0);
+      threads.emplace_back(choose_on, ordinal, tile, dpad);
     } catch (...) {
-      if (i == 0 && shared.leader >= 0)
-        leader_done.set_value(); /* (no leader: the others time their own) */
-      break;                     /* no thread: the workers choose for what is left */
+      break; /* no thread: the workers choose for what is left */
     }
   }
   for (std::thread &t : threads)

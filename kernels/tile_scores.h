@@ -64,13 +64,6 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
 /** Whether lt_gemm_choose has made its timed choice for device and this shape in this process. */
 bool lt_gemm_known(int device, int tile, int dpad);
 
-/**
- * Gives device the choice made on from for this shape (a GPU of the same model: same name,
- * compute capability and multiprocessors), so that lt_gemm_choose on device reuses it without
- * timing. False when from has no choice for it or device has one already.
- */
-bool lt_gemm_adopt(int device, int from, int tile, int dpad);
-
 /** tile = alpha R^T Q as tile_scores_gemm for a full tile, with g's algorithm on stream. */
 cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
                            cudaStream_t stream);

@@ -174,24 +174,6 @@ bool lt_gemm_known(int device, int tile, int dpad)
   return find_chosen(device, tile, dpad, &known);
 }
 
-bool lt_gemm_adopt(int device, int from, int tile, int dpad)
-{
-  std::lock_guard<std::mutex> guard(chosen_lock);
-  const Chosen *source = nullptr;
-  for (const Chosen &c : chosen) {
-    if (c.device == device && c.tile == tile && c.dpad == dpad)
-      return false;
-    if (c.device == from && c.tile == tile && c.dpad == dpad)
-      source = &c;
-  }
-  if (source == nullptr)
-    return false;
-  Chosen copy = *source;
-  copy.device = device;
-  chosen.push_back(copy);
-  return true;
-}
-
 cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
                            cudaStream_t stream)
 {
