@@ -403,19 +403,53 @@ static gboolean knnwb_partition_assign_moved(KnnwbPartition *p, const KnnwbMatri
   return ok;
 }
 
-/* Each group's rows, ascending, in members (a counting sort by group). */
+/* A counting sort by group on a team: each thread counts the groups of its static range of rows,
+ * then writes its rows at its own offsets in each group (the groups of the threads before it
+ * first), so that every group's rows come out ascending, as one thread would leave them. */
+typedef struct {
+  KnnwbPartition *p;
+  size_t *count; /* per thread, per group: its rows, then its first slot */
+} KnnwbPartitionIndex;
+
+static void knnwb_partition_index_count(int t, int n_threads, void *data)
+{
+  const KnnwbPartitionIndex *x = data;
+  const KnnwbPartition *p = x->p;
+  size_t first, last, *count = x->count + (size_t)t * p->groups;
+  knnwb_team_range(p->n, t, n_threads, &first, &last);
+  memset(count, 0, p->groups * sizeof(size_t));
+  for (size_t i = first; i < last; i++)
+    count[p->group_of[p->cluster_of[i]]]++;
+}
+
+static void knnwb_partition_index_place(int t, int n_threads, void *data)
+{
+  const KnnwbPartitionIndex *x = data;
+  KnnwbPartition *p = x->p;
+  size_t first, last, *next = x->count + (size_t)t * p->groups;
+  knnwb_team_range(p->n, t, n_threads, &first, &last);
+  for (size_t i = first; i < last; i++)
+    p->members[next[p->group_of[p->cluster_of[i]]]++] = (int64_t)i;
+}
+
 void knnwb_partition_index(KnnwbPartition *p)
 {
-  memset(p->start, 0, (p->groups + 1) * sizeof(size_t));
-  for (size_t i = 0; i < p->n; i++)
-    p->start[p->group_of[p->cluster_of[i]] + 1]++;
-  for (size_t g = 0; g < p->groups; g++)
-    p->start[g + 1] += p->start[g];
-  size_t *next = g_new(size_t, p->groups);
-  memcpy(next, p->start, p->groups * sizeof(size_t));
-  for (size_t i = 0; i < p->n; i++)
-    p->members[next[p->group_of[p->cluster_of[i]]]++] = (int64_t)i;
-  g_free(next);
+  /* a thread per 256 Ki rows at most: below that the counts cost more than they save */
+  const int threads = (int)MAX(1, MIN((size_t)MAX(p->threads, 1), p->n >> 18));
+  KnnwbPartitionIndex x = {.p = p, .count = g_new(size_t, (size_t)threads * p->groups)};
+  knnwb_team_run(threads, knnwb_partition_index_count, &x);
+  size_t at = 0;
+  for (size_t g = 0; g < p->groups; g++) {
+    p->start[g] = at;
+    for (int t = 0; t < threads; t++) {
+      const size_t rows = x.count[(size_t)t * p->groups + g];
+      x.count[(size_t)t * p->groups + g] = at;
+      at += rows;
+    }
+  }
+  p->start[p->groups] = at;
+  knnwb_team_run(threads, knnwb_partition_index_place, &x);
+  g_free(x.count);
 }
 
 gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,

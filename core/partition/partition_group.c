@@ -218,6 +218,18 @@ static void knnwb_partition_join(KnnwbPartition *p, size_t e, const int32_t *cel
   g_free(j.list);
 }
 
+typedef struct {
+  KnnwbPartitionBlock *sample;
+  const KnnwbPartition *p;
+} KnnwbPartitionGroupDots;
+
+/* The sample rows' products with the centroids, a range of rows at a time. */
+static void knnwb_partition_group_dots(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionGroupDots *x = data;
+  knnwb_partition_block_dots_rows(x->sample, x->p->centroid, x->p->m, first, last);
+}
+
 void knnwb_partition_group(KnnwbPartition *p, const KnnwbMatrix *data, size_t k, gboolean gpu)
 {
   const size_t s = knnwb_partition_sample_rows(p->n, p->d);
@@ -225,7 +237,8 @@ void knnwb_partition_group(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
   if (p->m <= 2 || g_strcmp0(g_getenv("KNNWB_PARTITION_GROUPS"), "off") == 0 ||
       !knnwb_partition_sample_init(&sample, data, p->metric, s, p->m, p->threads))
     return;
-  knnwb_partition_block_dots(&sample, p->centroid, p->m);
+  KnnwbPartitionGroupDots dots = {.sample = &sample, .p = p};
+  knnwb_parallel_for(p->threads, s, 1024, knnwb_partition_group_dots, &dots);
   int32_t *label = g_new(int32_t, s);
   for (size_t t = 0; t < s; t++)
     label[t] = p->cluster_of[(t * (uint64_t)p->n) / s];

@@ -162,7 +162,8 @@ void knnwb_partition_clear(KnnwbPartition *p);
  * at least two groups stay; none with KNNWB_PARTITION_GROUPS=off (comparisons, tests). Only the
  * speed depends on it. */
 void knnwb_partition_group(KnnwbPartition *p, const KnnwbMatrix *data, size_t k, gboolean gpu);
-/* p's members indexed by p->group_of (p->groups groups). */
+/* p's members indexed by p->group_of (p->groups groups): each group's rows ascending, on up to
+ * p->threads threads (the same members on any number). O(n + threads groups). */
 void knnwb_partition_index(KnnwbPartition *p);
 
 /*

@@ -314,6 +314,48 @@ static void test_work_floor(void)
   }
 }
 
+/* Members indexed by group on one thread and on several (ranges of 256 Ki rows, the last short;
+ * empty groups): each group's rows ascending, the same start and members on any number. */
+static void test_index_threads(void)
+{
+  const size_t n = 1000003, m = 37, groups = 11;
+  g_autoptr(GRand) rand = g_rand_new_with_seed(3);
+  KnnwbPartition p = {.n = n, .m = m, .groups = groups, .threads = 1};
+  p.cluster_of = g_new(int32_t, n);
+  p.group_of = g_new(int32_t, m);
+  p.start = g_new(size_t, groups + 1);
+  p.members = g_new(int64_t, n);
+  for (size_t c = 0; c < m; c++) /* groups 9 and 10 stay empty */
+    p.group_of[c] = (int32_t)(c % (groups - 2));
+  for (size_t i = 0; i < n; i++)
+    p.cluster_of[i] = g_rand_int_range(rand, 0, (gint32)m);
+  knnwb_partition_index(&p);
+  size_t *start = g_memdup2(p.start, (groups + 1) * sizeof(size_t));
+  int64_t *members = g_memdup2(p.members, n * sizeof(int64_t));
+  g_assert_cmpuint(start[0], ==, 0);
+  g_assert_cmpuint(start[groups], ==, n);
+  g_assert_cmpuint(start[groups - 1], ==, n);
+  for (size_t g = 0; g < groups; g++)
+    for (size_t t = start[g]; t < start[g + 1]; t++) {
+      g_assert_cmpint(p.group_of[p.cluster_of[members[t]]], ==, (int32_t)g);
+      if (t > start[g])
+        g_assert_cmpint(members[t - 1], <, members[t]);
+    }
+  for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
+    p.threads = thread_counts[t];
+    memset(p.members, 0xff, n * sizeof(int64_t));
+    knnwb_partition_index(&p);
+    g_assert_cmpmem(p.start, (groups + 1) * sizeof(size_t), start, (groups + 1) * sizeof(size_t));
+    g_assert_cmpmem(p.members, n * sizeof(int64_t), members, n * sizeof(int64_t));
+  }
+  g_free(start);
+  g_free(members);
+  g_free(p.cluster_of);
+  g_free(p.group_of);
+  g_free(p.start);
+  g_free(p.members);
+}
+
 static int compare_doubles(const void *a, const void *b)
 {
   const double x = *(const double *)a, y = *(const double *)b;
@@ -542,6 +584,7 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-kmeans/threads", test_kmeans_threads);
   g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
   g_test_add_func("/partition-kmeans/work-floor", test_work_floor);
+  g_test_add_func("/partition-kmeans/index-threads", test_index_threads);
   g_test_add_func("/partition-kmeans/estimate-limit", test_estimate_limit);
   g_test_add_func("/partition-kmeans/dots", test_dots);
   g_test_add_func("/partition-kmeans/centroid-gaps", test_centroid_gaps);
