@@ -103,8 +103,25 @@ static void knnwb_partition_visit_row(const KnnwbPartitionVisits *v,
   }
 }
 
+/* Whether the triangle test rules row i (of cell a, bound by limit) out of every other group's
+ * cells with the reach its assignment found, so that the row need not be read: in clustered data
+ * most rows. */
+static gboolean knnwb_partition_row_stays(const KnnwbPartitionVisits *v, size_t i, double limit)
+{
+  const KnnwbPartition *p = v->run->p;
+  const size_t a = (size_t)p->cluster_of[i], own = (size_t)p->group_of[a], m = p->m;
+  const double *gap = v->gap + a * m;
+  for (size_t j = 0; j < m; j++)
+    if ((size_t)p->group_of[j] != own &&
+        !knnwb_partition_triangle_rules_out(gap[j], p->reach[i], p->radius[j], limit))
+      return FALSE;
+  return TRUE;
+}
+
 /* Rows run->first + [from, to) (one block): the other clusters their bound cannot rule out (lower
- * bound minus the cluster's radius not beyond the chord of the row's k-th distance so far). */
+ * bound minus the cluster's radius not beyond the chord of the row's k-th distance so far). With
+ * the centroids' gaps and the reaches of the assignment, only the rows the triangle test does not
+ * rule out of every other group are read. */
 static void knnwb_partition_visit_block(size_t from, size_t to, void *data)
 {
   KnnwbPartitionVisits *v = data;
@@ -118,25 +135,37 @@ static void knnwb_partition_visit_block(size_t from, size_t to, void *data)
   }
   /* with the centroids' gaps, products are made row by row for the cells left */
   const size_t m = v->gap != NULL ? 0 : p->m;
+  int64_t *rows = g_new(int64_t, last - first);
+  size_t count = 0;
+  const gboolean reached =
+      v->gap != NULL && p->reach != NULL && first >= p->reach_first && last <= p->reach_last;
+  for (size_t i = first; i < last; i++)
+    if (!reached ||
+        !knnwb_partition_row_stays(
+            v, i, knnwb_partition_chord_limit(p->metric, knnwb_partition_kth(run, i), p->d)))
+      rows[count++] = (int64_t)i;
   KnnwbPartitionBlock block;
-  if (!knnwb_partition_block_init(&block, last - first, m, p->d)) {
+  if (!knnwb_partition_block_init(&block, MAX(count, (size_t)1), m, p->d)) {
+    g_free(rows);
     g_atomic_int_set(&v->failed, 1);
     return;
   }
   GArray *found = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   size_t *seen = g_new0(size_t, p->groups); /* the last row (+ 1) that visits each group */
-  if (knnwb_partition_block_fill(&block, p->metric, run->data, first, last, NULL,
+  if (knnwb_partition_block_fill(&block, p->metric, run->data, 0, count, rows,
                                  m > 0 ? p->centroid : NULL, m)) {
-    for (size_t r = 0; r < block.rows; r++)
+    for (size_t r = 0; r < block.rows; r++) {
+      const size_t i = (size_t)rows[r];
       knnwb_partition_visit_row(
-          v, &block, r, first + r,
-          knnwb_partition_chord_limit(p->metric, knnwb_partition_kth(run, first + r), p->d), seen,
-          found);
+          v, &block, r, i,
+          knnwb_partition_chord_limit(p->metric, knnwb_partition_kth(run, i), p->d), seen, found);
+    }
   } else {
     g_atomic_int_set(&v->failed, 1);
   }
   knnwb_partition_block_clear(&block);
   g_free(seen);
+  g_free(rows);
   v->found[from / KNNWB_PARTITION_BOUND_ROWS] = found;
 }
 

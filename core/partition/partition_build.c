@@ -281,6 +281,7 @@ static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
       double lower, upper;
       knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, c, &lower, &upper);
       p->cluster_of[first + r] = (int32_t)c;
+      p->reach[first + r] = upper;
       radius[c] = MAX(radius[c], upper);
     }
   }
@@ -325,6 +326,8 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
   size_t first = 0, last = p->n;
   if (group != NULL)
     knnwb_knn_group_rows(p->n, group->rank, group->size, &first, &last);
+  p->reach_first = first;
+  p->reach_last = last;
   KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel, .first = first};
   g_mutex_init(&a.lock);
   memset(p->radius, 0, p->m * sizeof(double));
@@ -394,6 +397,7 @@ static gboolean knnwb_partition_assign_moved(KnnwbPartition *p, const KnnwbMatri
       double lower, upper;
       knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, c, &lower, &upper);
       p->cluster_of[rows[r]] = (int32_t)c;
+      p->reach[rows[r]] = upper;
       p->radius[c] = MAX(p->radius[c], upper);
     }
   }
@@ -457,10 +461,11 @@ gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, 
 {
   p->radius = g_try_new(double, p->m);
   p->cluster_of = g_try_new(int32_t, p->n);
+  p->reach = g_try_new(double, p->n);
   p->start = g_try_new(size_t, p->m + 1);
   p->members = g_try_new(int64_t, p->n);
-  gboolean ok = p->radius != NULL && p->cluster_of != NULL && p->start != NULL &&
-                p->members != NULL && p->m >= 2;
+  gboolean ok = p->radius != NULL && p->cluster_of != NULL && p->reach != NULL &&
+                p->start != NULL && p->members != NULL && p->m >= 2;
   if (group != NULL && !group->agree(group, ok, NULL))
     ok = FALSE;
   ok = ok && knnwb_partition_assign(p, data, cancel, group);
@@ -487,6 +492,8 @@ void knnwb_partition_clear(KnnwbPartition *p)
   g_clear_pointer(&p->centroid_sq, g_free);
   g_clear_pointer(&p->radius, g_free);
   g_clear_pointer(&p->cluster_of, g_free);
+  g_clear_pointer(&p->reach, g_free);
+  p->reach_first = p->reach_last = 0;
   g_clear_pointer(&p->group_of, g_free);
   g_clear_pointer(&p->start, g_free);
   g_clear_pointer(&p->members, g_free);

@@ -37,9 +37,12 @@ typedef struct {
   double *centroid_sq; /* m: |c|^2 */
   double *radius;      /* m: at least the distance of every member to its centroid */
   int32_t *cluster_of; /* n: each row's cell */
-  int32_t *group_of;   /* m: each cell's group */
-  size_t *start;       /* groups + 1: each group's range in members */
-  int64_t *members;    /* n: group by group, rows ascending within each */
+  double *reach;       /* n: an upper bound of each row's distance to its cell's centroid, for
+                          the rows [reach_first, reach_last) this process assigned */
+  size_t reach_first, reach_last;
+  int32_t *group_of; /* m: each cell's group */
+  size_t *start;     /* groups + 1: each group's range in members */
+  int64_t *members;  /* n: group by group, rows ascending within each */
 } KnnwbPartition;
 
 /* A block of rows in the bound space with their dot products with every centroid. */
