@@ -201,6 +201,12 @@ typedef struct {
   gint failed;
 } KnnwbPartitionRun;
 
+/* The bounds pass (partition_visits.c): phase two's queries among rows [run->first, run->last),
+ * each group's visitors with rows ascending (run->query_start, run->queries), from each row's k-th
+ * distance after phase one; *pairs: the pairs they will score. FALSE: memory or cancel.
+ * O(n m) at worst, about O(n) on clustered data. */
+gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs);
+
 /* What a worker's sub-searches reuse from its last one: GPU memory and cuBLAS handles
  * (knnwb_cuda_keep_begin), list arrays (knnwb_knn_result_keep_set). Both by default;
  * KNNWB_PARTITION_KEEP=0, device or host keeps none or one (comparisons). Only the speed depends

@@ -1,0 +1,142 @@
+/* The partitioned search's bounds pass (core/partition/partition_visits.c), host only: the groups
+ * each row must still visit are exactly those with a cell whose exact bound (the row's distance
+ * to its centroid less the cell's radius) is not beyond the row's limit, every row read or not;
+ * with many cells (more than a cell's ordered neighbourhood holds), few, and limits from none to
+ * every group; on any number of threads. */
+#include <math.h>
+#include <string.h>
+#include <knnwb/knnwb.h>
+#include "partition/partition_internal.h"
+
+/* n rows of d values around `clusters` centres. */
+static KnnwbMatrix *clustered(size_t n, size_t d, size_t clusters, double spread, guint32 seed)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  double *centre = g_new(double, clusters *d);
+  for (size_t i = 0; i < clusters * d; i++)
+    centre[i] = g_rand_double_range(rand, -10.0, 10.0);
+  for (size_t i = 0; i < n; i++) {
+    const size_t c = (size_t)g_rand_int_range(rand, 0, (gint32)clusters);
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] =
+          (float)(centre[c * d + j] + spread * g_rand_double_range(rand, -1.0, 1.0));
+  }
+  g_free(centre);
+  return m;
+}
+
+/* The visitors of each group by their definition: every cell of another group, its exact bound. */
+static void reference_visits(const KnnwbPartition *p, const KnnwbMatrix *data, const double *limit,
+                             int64_t *start, GArray *rows)
+{
+  const size_t d = p->d;
+  double *v = g_new(double, d);
+  memset(start, 0, (p->groups + 1) * sizeof(int64_t));
+  for (size_t g = 0; g < p->groups; g++) {
+    for (size_t i = 0; i < p->n; i++) {
+      const size_t own = (size_t)p->group_of[p->cluster_of[i]];
+      if (own == g)
+        continue;
+      g_assert_true(knnwb_partition_space_row(p->metric, data->values + i * d, d, v));
+      double sq = 0.0;
+      for (size_t t = 0; t < d; t++)
+        sq += v[t] * v[t];
+      gboolean visits = FALSE;
+      for (size_t j = 0; j < p->m && !visits; j++) {
+        if ((size_t)p->group_of[j] != g)
+          continue;
+        double lower, upper;
+        knnwb_partition_pair_bounds(p->metric, d, sq + p->centroid_sq[j],
+                                    knnwb_partition_row_dot(v, p->centroid + j * d, d), &lower,
+                                    &upper);
+        visits = !(lower - p->radius[j] > limit[i]);
+      }
+      if (visits) {
+        const int64_t row = (int64_t)i;
+        g_array_append_val(rows, row);
+      }
+    }
+    start[g + 1] = (int64_t)rows->len;
+  }
+  g_free(v);
+}
+
+/* A partition of data (cells of about 300 rows, grouped), the bounds pass with limits of a few
+ * scales of the cells' radii, against the reference (with the largest, some visits). */
+static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, int threads)
+{
+  KnnwbPartition p;
+  double share;
+  g_assert_true(knnwb_partition_choose(&p, data, metric, k, threads, FALSE, &share));
+  g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL));
+  knnwb_partition_group(&p, data, k, FALSE);
+  g_assert_cmpuint(p.groups, >=, 2);
+  const size_t n = data->n_rows;
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = k;
+  options.metric = metric;
+  /* limits: the chord of a distance between nothing and many times a cell's radius (more cells
+   * left than a cell orders) */
+  const double scales[] = {0.0, 0.3, 1.0, 3.0, 12.0};
+  for (size_t s = 0; s < G_N_ELEMENTS(scales); s++) {
+    g_autoptr(GRand) rand = g_rand_new_with_seed(11 + (guint32)s);
+    double *limit = g_new(double, n);
+    KnnwbPartitionRun run = {
+        .data = data, .options = &options, .p = &p, .k = k, .d = p.d, .first = 0, .last = n};
+    run.kth = g_new(int64_t, n);
+    for (size_t i = 0; i < n; i++) {
+      const double kth = scales[s] * p.radius[p.cluster_of[i]] * g_rand_double_range(rand, 0.5, 1);
+      memcpy(&run.kth[i], &kth, sizeof kth);
+      limit[i] = knnwb_partition_chord_limit(metric, kth, p.d);
+    }
+    double pairs;
+    g_assert_true(knnwb_partition_visits(&run, &pairs));
+    int64_t *start = g_new(int64_t, p.groups + 1);
+    GArray *rows = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    reference_visits(&p, data, limit, start, rows);
+    g_assert_cmpmem(run.query_start, (p.groups + 1) * sizeof(int64_t), start,
+                    (p.groups + 1) * sizeof(int64_t));
+    g_assert_cmpmem(run.queries, rows->len * sizeof(int64_t), rows->data,
+                    rows->len * sizeof(int64_t));
+    if (s == G_N_ELEMENTS(scales) - 1)
+      g_assert_cmpint(start[p.groups], >, 0);
+    g_array_free(rows, TRUE);
+    g_free(start);
+    g_free(run.query_start);
+    g_free(run.queries);
+    g_free(run.kth);
+    g_free(limit);
+  }
+  knnwb_partition_clear(&p);
+}
+
+/* 150 cells (more than the 64 a cell orders): rows with few cells left, with more, and with none */
+static void test_many_cells(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(45001, 6, 40, 1.5, 5);
+  check_visits(data, KNNWB_METRIC_EUCLIDEAN, 5, 3);
+  check_visits(data, KNNWB_METRIC_EUCLIDEAN, 5, 1);
+}
+
+/* few cells, the other metrics whose bound space has the triangle test */
+static void test_metrics(void)
+{
+  g_autoptr(KnnwbMatrix) data = clustered(9001, 7, 6, 2.0, 8);
+  check_visits(data, KNNWB_METRIC_PEARSON, 4, 2);
+  check_visits(data, KNNWB_METRIC_COSINE, 4, 2);
+  /* abs-pearson has no gaps: every row is read, as before */
+  check_visits(data, KNNWB_METRIC_ABS_PEARSON, 4, 2);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_log_set_always_fatal(G_LOG_FATAL_MASK);
+  /* the choice tries one cluster count: a cell each 300 rows (set before any thread starts) */
+  g_setenv("KNNWB_PARTITION_ROWS", "300", TRUE);
+  g_test_add_func("/partition-visits/many-cells", test_many_cells);
+  g_test_add_func("/partition-visits/metrics", test_metrics);
+  return g_test_run();
+}
