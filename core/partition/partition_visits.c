@@ -5,8 +5,9 @@
  * the cell's centroid. The cells of each cell's neighbourhood are ordered by how little the
  * triangle test leaves them, so that a row stops at the first cell it rules out; a row it rules
  * out of every other group is not read at all (its reach, an upper bound of its distance to its
- * own centroid, comes from the assignment). Only which rows are read depends on that order: the
- * visits are those of every cell's own test.
+ * own centroid, comes from the assignment: the bound the row's own test would compute, bit for
+ * bit, as every product is summed in one order, partition_dots.c). Only which rows are read
+ * depends on that order: the visits are those of every cell's own test.
  */
 #include <math.h>
 #include <stdlib.h>
