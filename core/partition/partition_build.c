@@ -248,37 +248,10 @@ typedef struct {
   KnnwbPartition *p;
   const KnnwbMatrix *data;
   const volatile gint *cancel;
-  const KnnwbPartitionScreen *screen; /* or NULL: every product in double */
-  size_t first;                       /* rows first + [from, to) of a block */
+  size_t first; /* rows first + [from, to) of a block */
   GMutex lock;
   gint failed;
 } KnnwbPartitionAssign;
-
-/* The block's rows to their nearest centroids (screened in float, or every product in double:
- * the same choice and bounds), each row's reach and its cell's radius grown to it. */
-static void knnwb_partition_assign_block(KnnwbPartitionAssign *a, KnnwbPartitionBlock *block,
-                                         size_t first, float *scratch, size_t *nearest, double *dot,
-                                         double *radius)
-{
-  KnnwbPartition *p = a->p;
-  if (a->screen != NULL)
-    knnwb_partition_screen_nearest(a->screen, block, scratch, nearest, dot);
-  for (size_t r = 0; r < block->rows; r++) {
-    double lower, upper;
-    size_t c;
-    if (a->screen != NULL) {
-      c = nearest[r];
-      knnwb_partition_pair_bounds(p->metric, p->d, block->v_sq[r] + p->centroid_sq[c], dot[r],
-                                  &lower, &upper);
-    } else {
-      c = knnwb_partition_nearest(block, p->centroid_sq, p->m, r);
-      knnwb_partition_block_bounds(block, p->metric, p->centroid_sq, r, c, &lower, &upper);
-    }
-    p->cluster_of[first + r] = (int32_t)c;
-    p->reach[first + r] = upper;
-    radius[c] = MAX(radius[c], upper);
-  }
-}
 
 /* Rows first + [from, to) to their nearest centroid, in blocks of KNNWB_PARTITION_BLOCK_ROWS (one
  * thread is given every row at once: one block of them all took n m doubles); the radii grow to
@@ -287,31 +260,30 @@ static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
 {
   KnnwbPartitionAssign *a = data;
   KnnwbPartition *p = a->p;
-  const size_t cap = MIN(to - from, KNNWB_PARTITION_BLOCK_ROWS);
-  /* screened, the products in double are made row by row, for the few centroids left */
-  const size_t m = a->screen != NULL ? 0 : p->m;
   KnnwbPartitionBlock block;
-  double *radius = g_try_new0(double, p->m), *dot = g_try_new(double, cap);
-  size_t *nearest = g_try_new(size_t, cap);
-  float *scratch = a->screen != NULL ? g_try_new(float, cap *(p->d + p->m)) : NULL;
-  if (radius == NULL || dot == NULL || nearest == NULL || (a->screen != NULL && scratch == NULL) ||
-      !knnwb_partition_block_init(&block, cap, m, p->d)) {
+  double *radius = g_try_new0(double, p->m);
+  if (radius == NULL ||
+      !knnwb_partition_block_init(&block, MIN(to - from, KNNWB_PARTITION_BLOCK_ROWS), p->m, p->d)) {
     g_free(radius);
-    g_free(dot);
-    g_free(nearest);
-    g_free(scratch);
     g_atomic_int_set(&a->failed, 1);
     return;
   }
   for (size_t next = from; next < to; next += KNNWB_PARTITION_BLOCK_ROWS) {
     const size_t first = a->first + next, last = a->first + MIN(to, next + block.cap);
     if (g_atomic_int_get(&a->failed) || (a->cancel != NULL && g_atomic_int_get(a->cancel)) ||
-        !knnwb_partition_block_fill(&block, p->metric, a->data, first, last, NULL,
-                                    m > 0 ? p->centroid : NULL, m)) {
+        !knnwb_partition_block_fill(&block, p->metric, a->data, first, last, NULL, p->centroid,
+                                    p->m)) {
       g_atomic_int_set(&a->failed, 1);
       break;
     }
-    knnwb_partition_assign_block(a, &block, first, scratch, nearest, dot, radius);
+    for (size_t r = 0; r < block.rows; r++) {
+      const size_t c = knnwb_partition_nearest(&block, p->centroid_sq, p->m, r);
+      double lower, upper;
+      knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, c, &lower, &upper);
+      p->cluster_of[first + r] = (int32_t)c;
+      p->reach[first + r] = upper;
+      radius[c] = MAX(radius[c], upper);
+    }
   }
   g_mutex_lock(&a->lock);
   for (size_t c = 0; c < p->m; c++)
@@ -319,9 +291,6 @@ static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
   g_mutex_unlock(&a->lock);
   knnwb_partition_block_clear(&block);
   g_free(radius);
-  g_free(dot);
-  g_free(nearest);
-  g_free(scratch);
 }
 
 /* The ranks' blocks of cluster_of made whole on every rank, and their radii the largest (radii
@@ -359,18 +328,12 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
     knnwb_knn_group_rows(p->n, group->rank, group->size, &first, &last);
   p->reach_first = first;
   p->reach_last = last;
-  KnnwbPartitionScreen screen;
-  const gboolean screened =
-      knnwb_partition_screen_init(&screen, p->centroid, p->centroid_sq, p->m, p->d);
-  KnnwbPartitionAssign a = {
-      .p = p, .data = data, .cancel = cancel, .screen = screened ? &screen : NULL, .first = first};
+  KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel, .first = first};
   g_mutex_init(&a.lock);
   memset(p->radius, 0, p->m * sizeof(double));
   knnwb_parallel_for(p->threads, last - first, KNNWB_PARTITION_BLOCK_ROWS,
                      knnwb_partition_assign_rows, &a);
   g_mutex_clear(&a.lock);
-  if (screened)
-    knnwb_partition_screen_clear(&screen);
   if (group != NULL)
     return knnwb_partition_assign_share(p, group, first, last, !a.failed);
   return !a.failed;

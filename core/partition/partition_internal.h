@@ -102,35 +102,11 @@ gboolean knnwb_partition_block_fill(KnnwbPartitionBlock *block, KnnwbMetric metr
  * d) time, O(min(m, 32 Ki / d) d) memory. */
 void knnwb_partition_dots(const double *v, size_t rows, size_t d, const double *centroid, size_t m,
                           double *dot, size_t ld);
-/* The same in single precision (the assignment's screen, partition_nearest.c): in order, the
- * same bits on every CPU, width and blocking. */
-void knnwb_partition_dots_float(const float *v, size_t rows, size_t d, const float *centroid,
-                                size_t m, float *dot, size_t ld);
 /* The block's dot products with the m centroids (m x d, row-major; NULL or m = 0: none). */
 void knnwb_partition_block_dots(KnnwbPartitionBlock *block, const double *centroid, size_t m);
 /* The same for rows [first, last) of the block only (the k-means splits rows over threads). */
 void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *centroid, size_t m,
                                      size_t first, size_t last);
-
-/* The assignment's screen (partition_nearest.c): the centroids in single precision. */
-typedef struct {
-  size_t m, d;
-  const double *centroid, *centroid_sq; /* the caller's */
-  float *centroid_float;
-  double error; /* the float score's error bound over |v|^2 + |c|^2 */
-} KnnwbPartitionScreen;
-/* The screen of m centroids (m x d) and their squares, kept by the caller meanwhile. FALSE (and
- * nothing to clear) when a value is outside the screen's range, or KNNWB_PARTITION_SCREEN=0
- * (every product in double, to compare): the caller takes every product in double. O(m d). */
-gboolean knnwb_partition_screen_init(KnnwbPartitionScreen *screen, const double *centroid,
-                                     const double *centroid_sq, size_t m, size_t d);
-void knnwb_partition_screen_clear(KnnwbPartitionScreen *screen);
-/* Each block row's nearest centroid (ties to the lower) in nearest[r], its double product with it
- * in dot[r]: what knnwb_partition_dots and knnwb_partition_nearest give, bit for bit. scratch:
- * room for rows (d + m) floats. O(rows m d) in float, and a few products a row in double. */
-void knnwb_partition_screen_nearest(const KnnwbPartitionScreen *screen,
-                                    const KnnwbPartitionBlock *block, float *scratch,
-                                    size_t *nearest, double *dot);
 
 /* Lower and upper bounds of the chord between a row v and a centroid c from sq = |v|^2 + |c|^2
  * and dot = v.c (each as the rows' own sums make them); abs-pearson takes the nearer of c and -c.

@@ -356,93 +356,6 @@ static void test_index_threads(void)
   g_free(p.members);
 }
 
-/* Rows against centroids through the assignment's float screen and with every product in double:
- * the same nearest centroid (the first of the lowest |c|^2 - 2 v.c) and the same product bits. */
-static void check_screen(const double *centroid, size_t m, const double *rows, size_t n, size_t d)
-{
-  double *centroid_sq = g_new(double, m);
-  for (size_t j = 0; j < m; j++)
-    centroid_sq[j] = knnwb_partition_row_dot(centroid + j * d, centroid + j * d, d);
-  KnnwbPartitionBlock block;
-  g_assert_true(knnwb_partition_block_init(&block, n, m, d));
-  block.rows = n;
-  memcpy(block.v, rows, n * d * sizeof(double));
-  for (size_t r = 0; r < n; r++)
-    block.v_sq[r] = knnwb_partition_row_dot(rows + r * d, rows + r * d, d);
-  knnwb_partition_block_dots(&block, centroid, m);
-  KnnwbPartitionScreen screen;
-  g_assert_true(knnwb_partition_screen_init(&screen, centroid, centroid_sq, m, d));
-  float *scratch = g_new(float, n *(d + m));
-  size_t *nearest = g_new(size_t, n);
-  double *dot = g_new(double, n);
-  knnwb_partition_screen_nearest(&screen, &block, scratch, nearest, dot);
-  for (size_t r = 0; r < n; r++) {
-    size_t best = 0;
-    double best_score = HUGE_VAL;
-    for (size_t j = 0; j < m; j++) {
-      const double score = centroid_sq[j] - 2.0 * block.dot[r * m + j];
-      if (score < best_score) {
-        best_score = score;
-        best = j;
-      }
-    }
-    g_assert_cmpuint(nearest[r], ==, best);
-    g_assert_cmpmem(&dot[r], sizeof(double), &block.dot[r * m + best], sizeof(double));
-  }
-  knnwb_partition_screen_clear(&screen);
-  g_free(dot);
-  g_free(nearest);
-  g_free(scratch);
-  knnwb_partition_block_clear(&block);
-  g_free(centroid_sq);
-}
-
-/* The screen on rows near their centroids, on exact ties (repeated centroids, rows halfway
- * between two), on centroids a part in 10^9 apart (float cannot tell them), on rows with values
- * outside its range (each alone in double) and zero rows; centroids outside its range refused. */
-static void test_screen(void)
-{
-  g_autoptr(GRand) rand = g_rand_new_with_seed(17);
-  const size_t m = 37, d = 13, n = 3001;
-  double *centroid = g_new(double, m *d), *rows = g_new(double, n *d);
-  for (size_t i = 0; i < m * d; i++)
-    centroid[i] = (double)g_rand_int_range(rand, -20, 21);
-  memcpy(centroid + 20 * d, centroid + 5 * d, d * sizeof(double)); /* 20 repeats 5 */
-  for (size_t t = 0; t < d; t++)                                   /* 30 a part in 10^9 from 29 */
-    centroid[30 * d + t] = centroid[29 * d + t] * (1.0 + 1e-9);
-  for (size_t r = 0; r < n; r++) {
-    const size_t a = (size_t)g_rand_int_range(rand, 0, (gint32)m),
-                 b = (size_t)g_rand_int_range(rand, 0, (gint32)m);
-    for (size_t t = 0; t < d; t++) {
-      double x;
-      switch (r % 6) {
-      case 0: /* halfway between two centroids: exact ties in double */
-        x = 0.5 * (centroid[a * d + t] + centroid[b * d + t]);
-        break;
-      case 1: /* on the repeated centroid, or the near pair */
-        x = centroid[(r % 12 == 1 ? 5 : 29) * d + t] + g_rand_double_range(rand, -1e-6, 1e-6);
-        break;
-      case 2: /* tiny or huge values: in double */
-        x = t == 0 ? (r % 4 == 2 ? 1e-44 : 3e37) : centroid[a * d + t];
-        break;
-      case 3:
-        x = 0.0;
-        break;
-      default:
-        x = centroid[a * d + t] + g_rand_double_range(rand, -3.0, 3.0);
-      }
-      rows[r * d + t] = x;
-    }
-  }
-  check_screen(centroid, m, rows, n, d);
-  check_screen(centroid, m, rows, n, 1); /* (the same arrays read as one column) */
-  KnnwbPartitionScreen screen;
-  centroid[7] = 1e-30;
-  g_assert_false(knnwb_partition_screen_init(&screen, centroid, centroid, m, d));
-  g_free(rows);
-  g_free(centroid);
-}
-
 static int compare_doubles(const void *a, const void *b)
 {
   const double x = *(const double *)a, y = *(const double *)b;
@@ -672,7 +585,6 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
   g_test_add_func("/partition-kmeans/work-floor", test_work_floor);
   g_test_add_func("/partition-kmeans/index-threads", test_index_threads);
-  g_test_add_func("/partition-kmeans/screen", test_screen);
   g_test_add_func("/partition-kmeans/estimate-limit", test_estimate_limit);
   g_test_add_func("/partition-kmeans/dots", test_dots);
   g_test_add_func("/partition-kmeans/centroid-gaps", test_centroid_gaps);
