@@ -328,12 +328,15 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
     knnwb_knn_group_rows(p->n, group->rank, group->size, &first, &last);
   p->reach_first = first;
   p->reach_last = last;
+  const gint64 start = g_get_monotonic_time();
   KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel, .first = first};
   g_mutex_init(&a.lock);
   memset(p->radius, 0, p->m * sizeof(double));
   knnwb_parallel_for(p->threads, last - first, KNNWB_PARTITION_BLOCK_ROWS,
                      knnwb_partition_assign_rows, &a);
   g_mutex_clear(&a.lock);
+  g_debug("knnwb: partition: %zu rows to their nearest of %zu centroids in %.3f s", last - first,
+          p->m, (double)(g_get_monotonic_time() - start) / 1e6);
   if (group != NULL)
     return knnwb_partition_assign_share(p, group, first, last, !a.failed);
   return !a.failed;
