@@ -25,7 +25,7 @@
  * radius(j) (1 + 1e-9), at most KNNWB_PARTITION_NEAR_CELLS of them, and the slack of the first
  * one left out (HUGE_VAL when none is). */
 typedef struct {
-  size_t m, cap;
+  size_t cap;
   size_t *count;  /* per cell */
   int32_t *cell;  /* m x cap */
   double *slack;  /* m x cap */
@@ -184,7 +184,6 @@ static void knnwb_partition_near_cells(size_t first, size_t last, void *data)
 static void knnwb_partition_near_init(KnnwbPartitionNear *near, const KnnwbPartition *p,
                                       const double *gap)
 {
-  near->m = p->m;
   near->cap = MIN(p->m, KNNWB_PARTITION_NEAR_CELLS);
   near->count = g_new(size_t, p->m);
   near->cell = g_new(int32_t, p->m * near->cap);

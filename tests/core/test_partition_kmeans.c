@@ -7,25 +7,9 @@
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "partition/partition_internal.h"
+#include "uniform_clusters.h"
 
 static const int thread_counts[] = {2, 3, 5, 16};
-
-/* n rows of d values around `clusters` centres (uniform noise, so that some clusters are near). */
-static KnnwbMatrix *clustered(size_t n, size_t d, size_t clusters, guint32 seed)
-{
-  g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
-  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
-  double *centre = g_new(double, clusters *d);
-  for (size_t i = 0; i < clusters * d; i++)
-    centre[i] = g_rand_double_range(rand, -4.0, 4.0);
-  for (size_t i = 0; i < n; i++) {
-    const size_t c = (size_t)g_rand_int_range(rand, 0, (gint32)clusters);
-    for (size_t j = 0; j < d; j++)
-      m->values[i * d + j] = (float)(centre[c * d + j] + g_rand_double_range(rand, -1.0, 1.0));
-  }
-  g_free(centre);
-  return m;
-}
 
 /* The k-means++ seeds drawn one row at a time (the subset, the fixed seed and the draw of
  * partition_seed.c, without threads). */
@@ -74,7 +58,7 @@ static void sample_of(KnnwbPartitionBlock *sample, const KnnwbMatrix *data, Knnw
 
 static void test_seeds(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(9001, 13, 40, 11);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(9001, 13, 40, 4.0, 1.0, 11);
   /* 5003 rows: a subset of 4096 (threads' ranges not multiples of 4); 2001 rows: the whole
    * sample; 1100 seeds: a subset of 4 rows a seed */
   const size_t rows[] = {5003, 2001, 5003}, seeds[] = {37, 150, 1100};
@@ -101,7 +85,7 @@ static void test_seeds(void)
  * for pearson) in any block fails it. */
 static void test_sample_threads(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(9001, 13, 20, 16);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(9001, 13, 20, 4.0, 1.0, 16);
   KnnwbPartitionBlock one;
   g_assert_true(knnwb_partition_sample_init(&one, data, KNNWB_METRIC_PEARSON, 5003, 2, 1));
   for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
@@ -222,14 +206,14 @@ static int check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, s
 
 static void test_kmeans_threads(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(9001, 13, 60, 12);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(9001, 13, 60, 4.0, 1.0, 12);
   /* 5003 sample rows: three assignment blocks of 2048, the last short */
   check_kmeans(data, KNNWB_METRIC_EUCLIDEAN, 5003, 37);
   check_kmeans(data, KNNWB_METRIC_EUCLIDEAN, 5003, 150);
   check_kmeans(data, KNNWB_METRIC_PEARSON, 4097, 61);
   check_kmeans(data, KNNWB_METRIC_COSINE, 333, 7);
   /* a few blobs far apart, fewer centroids than blobs: the labels settle before the last round */
-  g_autoptr(KnnwbMatrix) blobs = clustered(7001, 13, 5, 15);
+  g_autoptr(KnnwbMatrix) blobs = uniform_clusters(7001, 13, 5, 4.0, 1.0, 15);
   g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_EUCLIDEAN, 4999, 3), <, 8);
   g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_EUCLIDEAN, 4999, 4), <, 8);
   g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_PEARSON, 4999, 3), <, 8);
@@ -239,7 +223,7 @@ static void test_kmeans_threads(void)
  * one thread and on several: the same centroids and share. */
 static void test_choice_threads(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(12345, 9, 30, 13);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(12345, 9, 30, 4.0, 1.0, 13);
   const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_ABS_PEARSON};
   for (size_t k = 0; k < G_N_ELEMENTS(metrics); k++) {
     KnnwbPartition one;
@@ -267,7 +251,7 @@ static void test_choice_threads(void)
  * so the choice may stop there. */
 static void test_work_floor(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(12345, 9, 30, 13);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(12345, 9, 30, 4.0, 1.0, 13);
   const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
                                  KNNWB_METRIC_ABS_PEARSON, KNNWB_METRIC_COSINE};
   const size_t counts[] = {2, 7, 41, 150};
@@ -393,7 +377,7 @@ static double reference_limit(const KnnwbPartitionBlock *sample, KnnwbMetric met
 
 static void test_estimate_limit(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(6007, 11, 5, 14);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(6007, 11, 5, 4.0, 1.0, 14);
   /* rows repeated: equal chords, which the selection must place as a sort does */
   memcpy(data->values + 11 * 100, data->values, 11 * 100 * sizeof(float));
   const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
@@ -532,7 +516,7 @@ static KnnwbPartition partition_on_rows(const KnnwbMatrix *data, KnnwbMetric met
  * families. */
 static void test_drop_small(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(4001, 7, 6, 17);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(4001, 7, 6, 4.0, 1.0, 17);
   /* three lone rows far out (one of them twice): cells of one or two rows */
   for (size_t t = 0; t < 7; t++) {
     data->values[10 * 7 + t] = (float)(40.0 + t);

@@ -7,24 +7,7 @@
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "partition/partition_internal.h"
-
-/* n rows of d values around `clusters` centres. */
-static KnnwbMatrix *clustered(size_t n, size_t d, size_t clusters, double spread, guint32 seed)
-{
-  g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
-  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
-  double *centre = g_new(double, clusters *d);
-  for (size_t i = 0; i < clusters * d; i++)
-    centre[i] = g_rand_double_range(rand, -10.0, 10.0);
-  for (size_t i = 0; i < n; i++) {
-    const size_t c = (size_t)g_rand_int_range(rand, 0, (gint32)clusters);
-    for (size_t j = 0; j < d; j++)
-      m->values[i * d + j] =
-          (float)(centre[c * d + j] + spread * g_rand_double_range(rand, -1.0, 1.0));
-  }
-  g_free(centre);
-  return m;
-}
+#include "uniform_clusters.h"
 
 /* The visitors of each group by their definition: every cell of another group, its exact bound. */
 static void reference_visits(const KnnwbPartition *p, const KnnwbMatrix *data, const double *limit,
@@ -115,7 +98,7 @@ static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
 /* 150 cells (more than the 64 a cell orders): rows with few cells left, with more, and with none */
 static void test_many_cells(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(45001, 6, 40, 1.5, 5);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(45001, 6, 40, 10.0, 1.5, 5);
   check_visits(data, KNNWB_METRIC_EUCLIDEAN, 5, 3);
   check_visits(data, KNNWB_METRIC_EUCLIDEAN, 5, 1);
 }
@@ -123,7 +106,7 @@ static void test_many_cells(void)
 /* few cells, the other metrics whose bound space has the triangle test */
 static void test_metrics(void)
 {
-  g_autoptr(KnnwbMatrix) data = clustered(9001, 7, 6, 2.0, 8);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(9001, 7, 6, 10.0, 2.0, 8);
   check_visits(data, KNNWB_METRIC_PEARSON, 4, 2);
   check_visits(data, KNNWB_METRIC_COSINE, 4, 2);
   /* abs-pearson has no gaps: every row is read, as before */
