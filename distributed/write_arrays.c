@@ -1,7 +1,8 @@
 /*
  * The NumPy outputs of the lists (.npy: indices in OUT, distances in its side file; .npz: both in
- * one stored zip) from every rank's own rows, in place: a row takes k x 8 bytes in each array, so
- * rank r's rows start at first_row x k x 8 after the header, and each rank writes its arrays
+ * one stored zip) from every rank's own rows, in place: a row takes k x 8 bytes in each array (k x
+ * 4 in 32-bit lists, which each rank narrows first), so rank r's rows start at first_row x k x 8
+ * after the header, and each rank writes its arrays
  * there with no formatting and no copy. Rank 0 writes the NPY headers (formats' own, from the
  * job's row count) and, for .npz, the zip frame, whose CRC-32s it combines from every rank's
  * (zlib's crc32_combine: the CRC of a concatenation from the pieces' CRCs and lengths). The
@@ -15,13 +16,15 @@
 #include <knnwb/write_matrix.h>
 #include "distributed_internal.h"
 
-/* Every rank's row count, and (for .npz) every rank's data CRCs, on every rank. */
+/* Every rank's row count, and (for .npz) every rank's data CRCs, on every rank; data: this rank's
+ * two arrays as written, item bytes an element. */
 static gboolean knnwb_distributed_array_layout(const KnnwbKnnGroup *group,
                                                const KnnwbNeighbors *own, size_t n_rows,
+                                               const void *const data[2], size_t item,
                                                gboolean with_crc, uint32_t data_crc[2],
                                                GError **error)
 {
-  const size_t ranks = (size_t)group->size, bytes = own->n_queries * own->k * 8;
+  const size_t ranks = (size_t)group->size, bytes = own->n_queries * own->k * item;
   g_autofree int64_t *rows = g_new(int64_t, ranks);
   if (!knnwb_knn_group_gather_values(group, (int64_t)own->n_queries, rows, error))
     return FALSE;
@@ -35,7 +38,6 @@ static gboolean knnwb_distributed_array_layout(const KnnwbKnnGroup *group,
   }
   if (!with_crc)
     return TRUE;
-  const void *data[2] = {own->indices, own->distances};
   g_autofree int64_t *crcs = g_new(int64_t, ranks);
   for (int a = 0; a < 2; a++) {
     if (!knnwb_knn_group_gather_values(group, knnwb_formats_crc32(0, data[a], bytes), crcs, error))
@@ -43,7 +45,7 @@ static gboolean knnwb_distributed_array_layout(const KnnwbKnnGroup *group,
     /* In rank order: the data of the array is rank 0's rows, then rank 1's, ... */
     uint32_t crc = 0;
     for (size_t r = 0; r < ranks; r++)
-      crc = knnwb_formats_crc32_combine(crc, (uint32_t)crcs[r], (uint64_t)rows[r] * own->k * 8);
+      crc = knnwb_formats_crc32_combine(crc, (uint32_t)crcs[r], (uint64_t)rows[r] * own->k * item);
     data_crc[a] = crc;
   }
   return TRUE;
@@ -56,13 +58,25 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
 {
   if (group->rank != 0)
     labels = NULL; /* rank 0 writes the labels, as it writes the headers */
-  const size_t k = own->k, bytes = own->n_queries * k * 8;
-  const int64_t row_offset = (int64_t)(own->first_row * k * 8);
+  const size_t item = control != NULL && control->lists_dtype == KNNWB_LISTS_DTYPE_32 ? 4 : 8;
+  const size_t k = own->k, bytes = own->n_queries * k * item;
+  const int64_t row_offset = (int64_t)(own->first_row * k * item);
   const void *data[2] = {own->indices, own->distances};
   g_autofree char *target = knnwb_distributed_root_path(group, path);
+  /* 32-bit elements: this rank's rows narrowed once (half their bytes), then written as they are */
+  g_autofree void *narrow = item == 4 ? g_try_malloc(MAX(2 * bytes, (size_t)1)) : NULL;
+  gboolean ok = item == 8 || narrow != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: no memory for the 32-bit lists",
+                target);
+  for (int a = 0; ok && item == 4 && a < 2; a++) {
+    void *to = (char *)narrow + (size_t)a * bytes;
+    ok = knnwb_formats_lists_narrow(target, data[a], a == 1, 0, own->n_queries * k, k, to, error);
+    data[a] = to;
+  }
   uint32_t data_crc[2] = {0, 0};
-  gboolean ok = knnwb_distributed_array_layout(group, own, n_rows, format == KNNWB_OUTPUT_NPZ,
-                                               data_crc, error);
+  ok = ok && knnwb_distributed_array_layout(group, own, n_rows, data, item,
+                                            format == KNNWB_OUTPUT_NPZ, data_crc, error);
   if (!group->agree(group, ok, error))
     return FALSE;
 
@@ -75,8 +89,10 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
     if (!group->agree(group, ok, error))
       return FALSE;
     /* Both at once (write_file.c): the two files' disk writes overlap, as one process's do. */
-    g_autoptr(GString) indices_header = knnwb_formats_npy_header("i8", n_rows, k);
-    g_autoptr(GString) distances_header = knnwb_formats_npy_header("f8", n_rows, k);
+    g_autoptr(GString) indices_header =
+        knnwb_formats_npy_header(item == 4 ? "i4" : "i8", n_rows, k);
+    g_autoptr(GString) distances_header =
+        knnwb_formats_npy_header(item == 4 ? "f4" : "f8", n_rows, k);
     const GString *headers[2] = {indices_header, distances_header};
     KnnwbDistributedPiece pieces[2][2];
     KnnwbDistributedFile files[2];
@@ -99,11 +115,11 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
   /* Rank 0's labels member goes at the end (parts[2]): no other rank's offset depends on it. */
   g_autoptr(GString) labels_array =
       knnwb_formats_npy_labels_array(target, labels, n_rows, &ok, error);
-  ok = ok && knnwb_formats_npz_lists_frame_labelled(target, n_rows, k, data_crc, labels_array,
+  ok = ok && knnwb_formats_npz_lists_frame_labelled(target, n_rows, k, item, data_crc, labels_array,
                                                     parts, error);
   if (!group->agree(group, ok, error))
     return FALSE;
-  const int64_t array_bytes = (int64_t)(n_rows * k * 8);
+  const int64_t array_bytes = (int64_t)(n_rows * k * item);
   const int64_t head = (int64_t)parts[0]->len, middle = (int64_t)parts[1]->len;
   KnnwbDistributedPiece pieces[5] = {
       {.offset = head + row_offset, .data = data[0], .bytes = bytes},

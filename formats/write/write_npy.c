@@ -1,16 +1,19 @@
 /* The neighbour lists as NumPy arrays: indices int64 (n x k, -1 in unused slots) and distances
- * float64 (+inf there). `.npy` holds one array per file, so the indices go to OUT and the distances
- * to OUT's `.distances.npy`; `.npz` is a zip of `indices.npy` and `distances.npy` (stored, not
- * deflated: the lists do not compress much and `np.load` then reads at disk speed). Both are raw
- * copies of the lists in memory, written in 16 MiB blocks with a cancel check between blocks, each
- * block handed to the disk at once; the two `.npy` files are written at the same time.
- * The headers and the zip frame are functions of their own, so that MPI ranks writing their rows
- * in place (distributed/write_arrays.c) put the same bytes around them. */
+ * float64 (+inf there), or int32 and float32 (KNNWB_LISTS_DTYPE_32: each block narrowed into a
+ * buffer of its own on its way to the file, so that the lists are never copied whole). `.npy` holds
+ * one array per file, so the indices go to OUT and the distances to OUT's `.distances.npy`; `.npz`
+ * is a zip of `indices.npy` and `distances.npy` (stored, not deflated: the lists do not compress
+ * much and `np.load` then reads at disk speed). Both are raw copies of the lists in memory, written
+ * in 16 MiB blocks with a cancel check between blocks, each block handed to the disk at once; the
+ * two `.npy` files are written at the same time. The headers and the zip frame are functions of
+ * their own, so that MPI ranks writing their rows in place (distributed/write_arrays.c) put the
+ * same bytes around them. */
 #include "write_internal.h"
 #include <knnwb/parallel.h>
 #include <knnwb/write_matrix.h>
 
 #include <errno.h>
+#include <math.h>
 #include <zlib.h>
 
 /* A block is one fwrite, one cancel check and one hand-over to the disk: small enough that the
@@ -26,22 +29,103 @@ typedef struct {
   gint stop;
 } KnnwbNpyProgress;
 
-/* Writes bytes in blocks into file, each block handed to the disk at once (the commit's fsync then
- * waits for little), checking cancel before each. Progress (bytes of all arrays) is reported by
- * the reporting writer only: a callback need not be thread-safe. FALSE with error set, or with
+/* One array of the lists as written: count elements of the lists' own (int64 indices or double
+ * distances), item bytes each in the file (8: as they are; 4: narrowed). */
+typedef struct {
+  const void *data;
+  gboolean distances;
+  size_t count, k, item;
+} KnnwbNpyArray;
+
+static size_t knnwb_npy_item(const KnnwbWriteControl *control)
+{
+  return control != NULL && control->lists_dtype == KNNWB_LISTS_DTYPE_32 ? 4 : 8;
+}
+
+static KnnwbNpyArray knnwb_npy_array(const KnnwbNeighbors *nb, gboolean distances, size_t item)
+{
+  return (KnnwbNpyArray){.data =
+                             distances ? (const void *)nb->distances : (const void *)nb->indices,
+                         .distances = distances,
+                         .count = nb->n_queries * nb->k,
+                         .k = nb->k,
+                         .item = item};
+}
+
+static const char *knnwb_npy_descr(gboolean distances, size_t item)
+{
+  if (item == 4)
+    return distances ? "f4" : "i4";
+  return distances ? "f8" : "i8";
+}
+
+gboolean knnwb_formats_lists_narrow(const char *path, const void *data, gboolean distances,
+                                    size_t first, size_t count, size_t k, void *out, GError **error)
+{
+  gboolean bad = FALSE;
+  if (distances) {
+    const double *from = (const double *)data + first;
+    float *to = out;
+    for (size_t e = 0; e < count; e++) {
+      to[e] = (float)from[e];
+      bad |= isinf(to[e]) && !isinf(from[e]);
+    }
+  } else {
+    const int64_t *from = (const int64_t *)data + first;
+    int32_t *to = out;
+    for (size_t e = 0; e < count; e++) {
+      to[e] = (int32_t)from[e];
+      bad |= from[e] > INT32_MAX;
+    }
+  }
+  if (!bad)
+    return TRUE;
+  /* (a second pass only on failure, so that the first stays a plain vectorisable loop) */
+  for (size_t e = 0; e < count; e++) {
+    const size_t row = (first + e) / MAX(k, (size_t)1);
+    if (distances && isinf(((const float *)out)[e]) && !isinf(((const double *)data)[first + e])) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "%s: row %zu's distance %g is beyond float32's range: write the lists as "
+                  "float64",
+                  path, row, ((const double *)data)[first + e]);
+      return FALSE;
+    }
+    if (!distances && ((const int64_t *)data)[first + e] > INT32_MAX) {
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                  "%s: row %zu's neighbour %" G_GINT64_FORMAT " is beyond int32's range: write "
+                  "the lists as int64",
+                  path, row, ((const int64_t *)data)[first + e]);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Writes the array in blocks into file, each block handed to the disk at once (the commit's fsync
+ * then waits for little), checking cancel before each. Progress (bytes of all arrays) is reported
+ * by the reporting writer only: a callback need not be thread-safe. FALSE with error set, or with
  * none when the other writer failed first. */
-static gboolean knnwb_npy_put_data(KnnwbAtomicFile *file, const char *path, const void *data,
-                                   size_t bytes, KnnwbNpyProgress *progress, gboolean reporting,
-                                   GError **error)
+static gboolean knnwb_npy_put_data(KnnwbAtomicFile *file, const char *path,
+                                   const KnnwbNpyArray *array, KnnwbNpyProgress *progress,
+                                   gboolean reporting, GError **error)
 {
   const KnnwbWriteControl *control = progress->control;
   FILE *stream = knnwb_atomic_file_stream(file);
-  const char *p = data;
+  const size_t bytes = array->count * array->item;
+  g_autofree char *narrow =
+      array->item == 8 ? NULL : g_malloc(MIN((size_t)KNNWB_NPY_BLOCK_BYTES, MAX(bytes, 1)));
   for (size_t offset = 0; offset < bytes; offset += KNNWB_NPY_BLOCK_BYTES) {
     if (g_atomic_int_get(&progress->stop) != 0 || knnwb_formats_cancelled(control, path, error))
       return FALSE;
     size_t block = MIN((size_t)KNNWB_NPY_BLOCK_BYTES, bytes - offset);
-    if (fwrite(p + offset, 1, block, stream) != block) {
+    const char *from = (const char *)array->data + offset;
+    if (narrow != NULL) {
+      if (!knnwb_formats_lists_narrow(path, array->data, array->distances, offset / array->item,
+                                      block / array->item, array->k, narrow, error))
+        return FALSE;
+      from = narrow;
+    }
+    if (fwrite(from, 1, block, stream) != block) {
       int code = errno;
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: write failed: %s", path,
                   g_strerror(code));
@@ -55,7 +139,7 @@ static gboolean knnwb_npy_put_data(KnnwbAtomicFile *file, const char *path, cons
   return !knnwb_formats_cancelled(control, path, error);
 }
 
-static gboolean knnwb_npy_write_one(const char *path, const char *descr, const void *data,
+static gboolean knnwb_npy_write_one(const char *path, const KnnwbNpyArray *array,
                                     const KnnwbNeighbors *nb, KnnwbNpyProgress *progress,
                                     gboolean reporting, KnnwbAtomicFile **out, GError **error)
 {
@@ -63,9 +147,10 @@ static gboolean knnwb_npy_write_one(const char *path, const char *descr, const v
   if (file == NULL)
     return FALSE;
   FILE *stream = knnwb_atomic_file_stream(file);
-  g_autoptr(GString) header = knnwb_formats_npy_header(descr, nb->n_queries, nb->k);
+  g_autoptr(GString) header = knnwb_formats_npy_header(
+      knnwb_npy_descr(array->distances, array->item), nb->n_queries, nb->k);
   fwrite(header->str, 1, header->len, stream);
-  if (!knnwb_npy_put_data(file, path, data, nb->n_queries * nb->k * 8, progress, reporting, error))
+  if (!knnwb_npy_put_data(file, path, array, progress, reporting, error))
     return FALSE;
   *out = g_steal_pointer(&file);
   return TRUE;
@@ -164,7 +249,7 @@ gboolean knnwb_formats_write_npy_lists(const char *path, const KnnwbNeighbors *n
  * on at once. With one thread, thread 0 writes both in turn. */
 typedef struct {
   const char *paths[2];
-  const void *data[2];
+  KnnwbNpyArray arrays[2];
   const KnnwbNeighbors *neighbors;
   KnnwbNpyProgress progress;
   KnnwbAtomicFile *files[2];
@@ -174,11 +259,10 @@ typedef struct {
 static void knnwb_npy_pair_write(int thread, int n_threads, void *data)
 {
   KnnwbNpyPair *pair = data;
-  static const char *const descr[2] = {"i8", "f8"};
   for (int a = thread; a < 2; a += n_threads) {
     /* The caller's thread (0) reports progress; alone, it writes both. */
-    if (!knnwb_npy_write_one(pair->paths[a], descr[a], pair->data[a], pair->neighbors,
-                             &pair->progress, thread == 0, &pair->files[a], &pair->errors[a])) {
+    if (!knnwb_npy_write_one(pair->paths[a], &pair->arrays[a], pair->neighbors, &pair->progress,
+                             thread == 0, &pair->files[a], &pair->errors[a])) {
       g_atomic_int_set(&pair->progress.stop, 1);
       return;
     }
@@ -192,11 +276,13 @@ static gboolean knnwb_npy_write_lists_pair(const char *path, const KnnwbNeighbor
                                            KnnwbAtomicFile *labels_file, GError **error)
 {
   g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
-  uint64_t bytes = (uint64_t)neighbors->n_queries * neighbors->k * 8;
-  KnnwbNpyPair pair = {.paths = {path, side},
-                       .data = {neighbors->indices, neighbors->distances},
-                       .neighbors = neighbors,
-                       .progress = {.control = control, .total = 2 * bytes}};
+  const size_t item = knnwb_npy_item(control);
+  uint64_t bytes = (uint64_t)neighbors->n_queries * neighbors->k * item;
+  KnnwbNpyPair pair = {
+      .paths = {path, side},
+      .arrays = {knnwb_npy_array(neighbors, FALSE, item), knnwb_npy_array(neighbors, TRUE, item)},
+      .neighbors = neighbors,
+      .progress = {.control = control, .total = 2 * bytes}};
   knnwb_team_run(MIN(2, knnwb_formats_writer_threads(control)), knnwb_npy_pair_write, &pair);
   KnnwbAtomicFile *indices = pair.files[0], *distances = pair.files[1];
   if (indices == NULL || distances == NULL) {
@@ -283,14 +369,15 @@ gboolean knnwb_formats_npz_lists_frame(const char *path, size_t rows, size_t k,
                                        const uint32_t data_crc[2], GString *parts[3],
                                        GError **error)
 {
-  return knnwb_formats_npz_lists_frame_labelled(path, rows, k, data_crc, NULL, parts, error);
+  return knnwb_formats_npz_lists_frame_labelled(path, rows, k, 8, data_crc, NULL, parts, error);
 }
 
 gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, size_t k,
-                                                const uint32_t data_crc[2], const GString *labels,
-                                                GString *parts[3], GError **error)
+                                                size_t item, const uint32_t data_crc[2],
+                                                const GString *labels, GString *parts[3],
+                                                GError **error)
 {
-  uint64_t bytes = (uint64_t)rows * k * 8;
+  uint64_t bytes = (uint64_t)rows * k * item;
   /* Without ZIP64 every size and offset must stay below 4 GiB. */
   if (bytes * 2 + (labels ? labels->len : 0) + 4096 >= UINT32_MAX) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
@@ -305,7 +392,8 @@ gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, s
   uint64_t offset = 0;
   for (int i = 0; i < 2; i++) {
     KnnwbZipEntry *entry = &entries[i];
-    g_autoptr(GString) npy_header = knnwb_formats_npy_header(i == 0 ? "i8" : "f8", rows, k);
+    g_autoptr(GString) npy_header =
+        knnwb_formats_npy_header(knnwb_npy_descr(i == 1, item), rows, k);
     /* The entry's CRC covers its NPY header and then the data, whose own CRC (computed apart,
      * by one process or by every rank for its rows) is appended by zlib's combine. */
     uLong crc = knnwb_formats_crc32(0, npy_header->str, npy_header->len);
@@ -357,6 +445,27 @@ gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, s
   return TRUE;
 }
 
+/* The CRC-32 of the array's bytes as written (narrowed block by block when they are). */
+static gboolean knnwb_npy_array_crc(const char *path, const KnnwbNpyArray *array, uint32_t *crc,
+                                    GError **error)
+{
+  const size_t bytes = array->count * array->item;
+  if (array->item == 8) {
+    *crc = knnwb_formats_crc32(0, array->data, bytes);
+    return TRUE;
+  }
+  g_autofree char *narrow = g_malloc(MIN((size_t)KNNWB_NPY_BLOCK_BYTES, MAX(bytes, 1)));
+  *crc = 0;
+  for (size_t offset = 0; offset < bytes; offset += KNNWB_NPY_BLOCK_BYTES) {
+    const size_t block = MIN((size_t)KNNWB_NPY_BLOCK_BYTES, bytes - offset);
+    if (!knnwb_formats_lists_narrow(path, array->data, array->distances, offset / array->item,
+                                    block / array->item, array->k, narrow, error))
+      return FALSE;
+    *crc = knnwb_formats_crc32(*crc, narrow, block);
+  }
+  return TRUE;
+}
+
 gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *neighbors,
                                        const char *const *labels, const KnnwbWriteControl *control,
                                        GError **error)
@@ -366,14 +475,17 @@ gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *n
       knnwb_formats_npy_labels_array(path, labels, neighbors->n_queries, &labels_ok, error);
   if (!labels_ok)
     return FALSE;
-  size_t bytes = neighbors->n_queries * neighbors->k * 8;
-  const void *data[2] = {neighbors->indices, neighbors->distances};
+  const size_t item = knnwb_npy_item(control);
+  const size_t bytes = neighbors->n_queries * neighbors->k * item;
+  const KnnwbNpyArray arrays[2] = {knnwb_npy_array(neighbors, FALSE, item),
+                                   knnwb_npy_array(neighbors, TRUE, item)};
   uint32_t data_crc[2];
   for (int i = 0; i < 2; i++)
-    data_crc[i] = knnwb_formats_crc32(0, data[i], bytes);
+    if (!knnwb_npy_array_crc(path, &arrays[i], &data_crc[i], error))
+      return FALSE;
   GString *parts[3] = {NULL, NULL, NULL};
-  if (!knnwb_formats_npz_lists_frame_labelled(path, neighbors->n_queries, neighbors->k, data_crc,
-                                              labels_array, parts, error))
+  if (!knnwb_formats_npz_lists_frame_labelled(path, neighbors->n_queries, neighbors->k, item,
+                                              data_crc, labels_array, parts, error))
     return FALSE;
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
   gboolean ok = file != NULL;
@@ -381,7 +493,7 @@ gboolean knnwb_formats_write_npz_lists(const char *path, const KnnwbNeighbors *n
   KnnwbNpyProgress progress = {.control = control, .total = 2 * (uint64_t)bytes};
   for (int i = 0; i < 2 && ok; i++) {
     fwrite(parts[i]->str, 1, parts[i]->len, stream);
-    ok = knnwb_npy_put_data(file, path, data[i], bytes, &progress, TRUE, error);
+    ok = knnwb_npy_put_data(file, path, &arrays[i], &progress, TRUE, error);
   }
   if (ok)
     fwrite(parts[2]->str, 1, parts[2]->len, stream);

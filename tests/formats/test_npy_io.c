@@ -614,8 +614,8 @@ static void free_lists(KnnwbNeighbors *nb)
 }
 
 /* The file holds numpy's version 1 header of an (n, k) array of descr, then the raw data. */
-static void assert_npy_file(const char *path, const char *descr, size_t n, size_t k,
-                            const void *data)
+static void assert_npy_file_item(const char *path, const char *descr, size_t n, size_t k,
+                                 size_t item, const void *data)
 {
   g_autofree char *bytes = NULL;
   gsize length = 0;
@@ -623,13 +623,19 @@ static void assert_npy_file(const char *path, const char *descr, size_t n, size_
   g_autofree char *dict = g_strdup_printf(
       "{'descr': '<%s', 'fortran_order': False, 'shape': (%zu, %zu), }", descr, n, k);
   const size_t header = 128;
-  g_assert_cmpuint(length, ==, header + n * k * 8);
+  g_assert_cmpuint(length, ==, header + n * k * item);
   g_assert_true(memcmp(bytes, "\x93NUMPY\x01\x00\x76\x00", 10) == 0);
   g_assert_true(memcmp(bytes + 10, dict, strlen(dict)) == 0);
   for (size_t i = 10 + strlen(dict); i < header - 1; i++)
     g_assert_cmpint(bytes[i], ==, ' ');
   g_assert_cmpint(bytes[header - 1], ==, '\n');
-  g_assert_true(memcmp(bytes + header, data, n * k * 8) == 0);
+  g_assert_true(memcmp(bytes + header, data, n * k * item) == 0);
+}
+
+static void assert_npy_file(const char *path, const char *descr, size_t n, size_t k,
+                            const void *data)
+{
+  assert_npy_file_item(path, descr, n, k, 8, data);
 }
 
 /* Sizes of no whole number of 16 MiB blocks (and one of exactly one block, one of five and a
@@ -730,6 +736,132 @@ static void test_npy_lists_interrupted(void)
   free_lists(nb);
 }
 
+/* The lists as 32-bit arrays, computed here element by element: int32 indices (-1 kept), float32
+ * distances rounded to nearest (+inf kept). */
+static void narrow_lists(const KnnwbNeighbors *nb, int32_t *indices, float *distances)
+{
+  for (size_t e = 0; e < nb->n_queries * nb->k; e++) {
+    indices[e] = (int32_t)nb->indices[e];
+    distances[e] = (float)nb->distances[e];
+  }
+}
+
+static uint32_t lists_read_le32(const unsigned char *p)
+{
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Member m (0 indices, 1 distances) of a lists .npz: its NPY header's dtype and its data equal
+ * descr and data, and its local header's CRC-32 is the member's. */
+static void assert_npz_member(const char *bytes, gsize length, int m, const char *descr, size_t n,
+                              size_t k, size_t item, const void *data)
+{
+  const unsigned char *at = (const unsigned char *)bytes;
+  for (int skip = 0; skip < m; skip++) {
+    g_assert_cmpuint(lists_read_le32(at), ==, 0x04034b50);
+    at += 30 + (at[26] | at[27] << 8) + lists_read_le32(at + 18);
+  }
+  g_assert_cmpuint(lists_read_le32(at), ==, 0x04034b50);
+  const uint32_t crc = lists_read_le32(at + 14), size = lists_read_le32(at + 18);
+  const unsigned char *npy = at + 30 + (at[26] | at[27] << 8);
+  g_assert_cmpuint(size, ==, 128 + n * k * item);
+  g_assert_cmpuint((gsize)(npy - at) + size, <=, length);
+  g_autofree char *dict = g_strdup_printf(
+      "{'descr': '<%s', 'fortran_order': False, 'shape': (%zu, %zu), }", descr, n, k);
+  g_assert_true(memcmp(npy + 10, dict, strlen(dict)) == 0);
+  g_assert_true(memcmp(npy + 128, data, n * k * item) == 0);
+  g_assert_cmpuint(knnwb_formats_crc32(0, npy, size), ==, crc);
+}
+
+/* --lists-dtype 32: .npy and .npz hold int32 and float32, narrowed from the lists element by
+ * element, on sizes of no whole number of 16 MiB blocks and on one and two writing threads. */
+static void test_npy_lists_32(void)
+{
+  const size_t shapes[][2] = {{4194307, 3}, {3, 2}, {999983, 5}};
+  g_autofree char *path = g_build_filename(formats_test_dir(), "lists32.npy", NULL);
+  g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
+  g_autofree char *npz = g_build_filename(formats_test_dir(), "lists32.npz", NULL);
+  for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
+    KnnwbNeighbors *nb = make_lists(shapes[s][0], shapes[s][1]);
+    nb->distances[1] = 0x1.fffffefffffffp+127; /* rounds to FLT_MAX, not to +inf */
+    nb->distances[0] = 1.0 + 0x1p-30;          /* rounds to 1.0f */
+    const size_t count = nb->n_queries * nb->k;
+    g_autofree int32_t *indices = g_new(int32_t, count);
+    g_autofree float *distances = g_new(float, count);
+    narrow_lists(nb, indices, distances);
+    g_assert_cmpfloat(distances[0], ==, 1.0f);
+    for (int threads = 1; threads <= 2; threads++) {
+      KnnwbWriteControl control = {.n_threads = threads, .lists_dtype = KNNWB_LISTS_DTYPE_32};
+      g_autoptr(GError) error = NULL;
+      g_assert_true(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, NULL, &control, &error));
+      assert_npy_file_item(path, "i4", nb->n_queries, nb->k, 4, indices);
+      assert_npy_file_item(side, "f4", nb->n_queries, nb->k, 4, distances);
+    }
+    KnnwbWriteControl control = {.lists_dtype = KNNWB_LISTS_DTYPE_32};
+    g_autoptr(GError) error = NULL;
+    g_assert_true(knnwb_formats_write_lists(npz, KNNWB_OUTPUT_NPZ, nb, NULL, &control, &error));
+    g_autofree char *bytes = NULL;
+    gsize length = 0;
+    g_assert_true(g_file_get_contents(npz, &bytes, &length, NULL));
+    assert_npz_member(bytes, length, 0, "i4", nb->n_queries, nb->k, 4, indices);
+    assert_npz_member(bytes, length, 1, "f4", nb->n_queries, nb->k, 4, distances);
+    free_lists(nb);
+  }
+  g_unlink(path);
+  g_unlink(side);
+  g_unlink(npz);
+}
+
+/* A finite distance beyond float32's range, or a row number beyond int32's, is refused with the
+ * row's number: the previous files stay as they were, and no temporary is left. */
+static void test_npy_lists_32_refused(void)
+{
+  g_autofree char *dir = g_build_filename(formats_test_dir(), "refused32", NULL);
+  g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
+  g_autofree char *path = g_build_filename(dir, "g.npy", NULL);
+  g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
+  g_autofree char *npz = g_build_filename(dir, "g.npz", NULL);
+  for (int which = 0; which < 2; which++)
+    for (int format = 0; format < 2; format++) {
+      KnnwbNeighbors *nb = make_lists(3000017, 3); /* the bad element in the second block */
+      const size_t row = 2000003;
+      if (which == 0)
+        nb->distances[row * 3 + 1] = 1e39;
+      else
+        nb->indices[row * 3 + 2] = (int64_t)INT32_MAX + 1;
+      g_assert_true(g_file_set_contents(path, "old indices", -1, NULL));
+      g_assert_true(g_file_set_contents(side, "old distances", -1, NULL));
+      g_assert_true(g_file_set_contents(npz, "old archive", -1, NULL));
+      KnnwbWriteControl control = {.n_threads = 2, .lists_dtype = KNNWB_LISTS_DTYPE_32};
+      g_autoptr(GError) error = NULL;
+      const char *out = format == 0 ? path : npz;
+      g_assert_false(knnwb_formats_write_lists(
+          out, format == 0 ? KNNWB_OUTPUT_NPY : KNNWB_OUTPUT_NPZ, nb, NULL, &control, &error));
+      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+      g_autofree char *expected =
+          which == 0 ? g_strdup_printf("%s: row %zu's distance 1e+39 is beyond float32's range: "
+                                       "write the lists as float64",
+                                       format == 0 ? side : npz, row)
+                     : g_strdup_printf("%s: row %zu's neighbour 2147483648 is beyond int32's "
+                                       "range: write the lists as int64",
+                                       out, row);
+      g_assert_cmpstr(error->message, ==, expected);
+      g_autofree char *indices = NULL, *distances = NULL, *archive = NULL;
+      g_assert_true(g_file_get_contents(path, &indices, NULL, NULL));
+      g_assert_true(g_file_get_contents(side, &distances, NULL, NULL));
+      g_assert_true(g_file_get_contents(npz, &archive, NULL, NULL));
+      g_assert_cmpstr(indices, ==, "old indices");
+      g_assert_cmpstr(distances, ==, "old distances");
+      g_assert_cmpstr(archive, ==, "old archive");
+      g_assert_cmpuint(formats_test_count_entries(dir), ==, 3);
+      free_lists(nb);
+    }
+  g_unlink(path);
+  g_unlink(side);
+  g_unlink(npz);
+  g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -749,5 +881,7 @@ int main(int argc, char **argv)
                   test_npy_convert_fortran_transposed);
   g_test_add_func("/formats/npy-io/lists-bytes", test_npy_lists_bytes);
   g_test_add_func("/formats/npy-io/lists-interrupted", test_npy_lists_interrupted);
+  g_test_add_func("/formats/npy-io/lists-32", test_npy_lists_32);
+  g_test_add_func("/formats/npy-io/lists-32-refused", test_npy_lists_32_refused);
   return g_test_run();
 }

@@ -160,6 +160,67 @@ static void test_empty_paths(void)
   host_test_rmtree(dir);
 }
 
+/* --lists-dtype 32 writes .npy lists as int32 and float32 (the same lists as the default's int64
+ * and float64, narrowed); an unknown value, or an output that is not .npy or .npz, is a usage
+ * error that writes nothing. */
+static void test_lists_dtype(void)
+{
+  g_autofree char *dir = make_files();
+  const char *const wide[] = {"knn", "m.npy", "-k", "2", "-q", "-o", "w.npy", NULL};
+  const char *const narrow[] = {"knn",           "m.npy", "-k", "2",     "-q",
+                                "--lists-dtype", "32",    "-o", "n.npy", NULL};
+  g_autofree char *err = NULL;
+  g_assert_cmpint(run_in(dir, &err, wide), ==, 0);
+  g_clear_pointer(&err, g_free);
+  g_assert_cmpint(run_in(dir, &err, narrow), ==, 0);
+  const char *names[2][2] = {{"w.npy", "n.npy"}, {"w.distances.npy", "n.distances.npy"}};
+  for (int a = 0; a < 2; a++) {
+    g_autofree char *w_path = g_build_filename(dir, names[a][0], NULL);
+    g_autofree char *n_path = g_build_filename(dir, names[a][1], NULL);
+    g_autofree char *w = NULL, *n = NULL;
+    gsize w_length = 0, n_length = 0;
+    g_assert_true(g_file_get_contents(w_path, &w, &w_length, NULL));
+    g_assert_true(g_file_get_contents(n_path, &n, &n_length, NULL));
+    g_assert_cmpuint(w_length, ==, 128 + 6 * 2 * 8);
+    g_assert_cmpuint(n_length, ==, 128 + 6 * 2 * 4);
+    g_assert_nonnull(strstr(n + 10, a == 0 ? "'descr': '<i4'" : "'descr': '<f4'"));
+    for (size_t e = 0; e < 12; e++) {
+      if (a == 0) {
+        int64_t wi;
+        int32_t ni;
+        memcpy(&wi, w + 128 + 8 * e, 8);
+        memcpy(&ni, n + 128 + 4 * e, 4);
+        g_assert_cmpint(wi, ==, ni);
+      } else {
+        double wd;
+        float nd;
+        memcpy(&wd, w + 128 + 8 * e, 8);
+        memcpy(&nd, n + 128 + 4 * e, 4);
+        g_assert_cmpfloat((float)wd, ==, nd);
+      }
+    }
+  }
+  const struct {
+    const char *args[12];
+    const char *message;
+  } refused[] = {
+      {{"knn", "m.npy", "-k", "2", "--lists-dtype", "16", "-o", "x.npy"},
+       "--lists-dtype 16: 64 (int64 and float64) or 32 (int32 and float32)"},
+      {{"knn", "m.npy", "-k", "2", "--lists-dtype", "32", "-o", "x.knn"},
+       "--lists-dtype applies to .npy and .npz outputs only"},
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(refused); c++) {
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_in(dir, &err, refused[c].args), ==, 2);
+    g_assert_nonnull(strstr(err, refused[c].message));
+    g_autofree char *x_npy = g_build_filename(dir, "x.npy", NULL);
+    g_autofree char *x_knn = g_build_filename(dir, "x.knn", NULL);
+    g_assert_false(g_file_test(x_npy, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(x_knn, G_FILE_TEST_EXISTS));
+  }
+  host_test_rmtree(dir);
+}
+
 /* A side input that is a FIFO without a writer: refused at once (before, open() blocked for ever
  * and SIGINT/SIGTERM could not end it; the guard's SIGKILL after 60 s then fails the test). */
 static void test_side_input_fifo(void)
@@ -451,6 +512,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/host/checks/output-is-any-input", test_output_is_any_input);
   g_test_add_func("/host/checks/empty-paths", test_empty_paths);
+  g_test_add_func("/host/checks/lists-dtype", test_lists_dtype);
   g_test_add_func("/host/checks/side-input-fifo", test_side_input_fifo);
   g_test_add_func("/host/checks/pipeline-side-files", test_pipeline_side_files);
   g_test_add_func("/host/checks/replaceable-rule", test_replaceable_rule);

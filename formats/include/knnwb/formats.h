@@ -343,8 +343,9 @@ gboolean knnwb_formats_write_knn(const char *path, const igraph_t *graph,
  * are i -> its list in rank order (slots with index -1 skipped), the edge order of
  * knnwb_graph_from_neighbors(DIRECTED). Formats: KNN, MTX (coordinate real general), NEIGHBORS_TSV
  * (labels for both ends), NPY and NPZ (the lists as n x k arrays: indices int64 with -1 in unused
- * slots, distances float64 with +inf there). labels may be NULL; control may be NULL.
- * Output is byte-identical whatever the thread count. Errors: KNNWB_ERROR_IO,
+ * slots, distances float64 with +inf there; int32 and float32 with control->lists_dtype
+ * KNNWB_LISTS_DTYPE_32, which fails as knnwb_formats_lists_narrow does). labels may be NULL;
+ * control may be NULL. Output is byte-identical whatever the thread count. Errors: KNNWB_ERROR_IO,
  * KNNWB_ERROR_CANCELLED, KNNWB_ERROR_INVALID_ARGUMENT (a format that needs a graph).
  * Complexity: O(n k) time; memory O(threads x chunk) beyond the lists.
  */
@@ -587,9 +588,25 @@ GString *knnwb_formats_npy_labels_array(const char *path, const char *const *lab
 gboolean knnwb_formats_write_labels_lines(const char *path, const char *const *labels, size_t n,
                                           GError **error);
 
+/* knnwb_formats_npz_lists_frame_labelled (documented with knnwb_formats_npz_lists_frame above)
+ * for arrays of `item` bytes an element: 8 (int64 and float64) or 4 (int32 and float32,
+ * KNNWB_LISTS_DTYPE_32); data_crc then covers rows x k x item bytes each. */
 gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, size_t k,
-                                                const uint32_t data_crc[2], const GString *labels,
-                                                GString *parts[3], GError **error);
+                                                size_t item, const uint32_t data_crc[2],
+                                                const GString *labels, GString *parts[3],
+                                                GError **error);
+
+/**
+ * Elements [first, first + count) of a lists array (int64 indices, or double distances when
+ * distances is TRUE) in 32 bits, into out: indices as int32 (-1 stays -1), distances as float32
+ * rounded to nearest (+inf stays +inf), for KNNWB_LISTS_DTYPE_32. k: the lists' length, so that a
+ * message names the row (element / k). Errors: KNNWB_ERROR_INVALID_ARGUMENT naming path when an
+ * index passes INT32_MAX or a finite distance passes float32's range (it would read as +inf, the
+ * mark of an empty slot). O(count).
+ */
+gboolean knnwb_formats_lists_narrow(const char *path, const void *data, gboolean distances,
+                                    size_t first, size_t count, size_t k, void *out,
+                                    GError **error);
 
 /**
  * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as

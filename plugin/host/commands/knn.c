@@ -36,8 +36,9 @@ typedef struct {
   char *layout;
   char *mpi_input;
   char *output;
-  char *weights; /* .h5ad: obsp['connectivities'] */
-  char *into;    /* .h5ad: the AnnData whose copy gets the graph */
+  char *weights;     /* .h5ad: obsp['connectivities'] */
+  char *into;        /* .h5ad: the AnnData whose copy gets the graph */
+  char *lists_dtype; /* .npy/.npz: 64 or 32 */
   char *annotation;
   char *annotation_id;
   gboolean quiet;
@@ -55,6 +56,7 @@ static void knnwb_knn_command_clear(KnnwbKnnCommand *command)
   g_free(command->output);
   g_free(command->weights);
   g_free(command->into);
+  g_free(command->lists_dtype);
   g_free(command->annotation);
   g_free(command->annotation_id);
   g_strfreev(command->rest);
@@ -81,7 +83,8 @@ typedef struct {
   KnnwbReadOptions read_options;
   KnnwbGraphMode mode;
   KnnwbOutputFormat output_format;
-  KnnwbH5adOutput h5ad; /* an .h5ad output's weights and --into */
+  KnnwbH5adOutput h5ad;        /* an .h5ad output's weights and --into */
+  KnnwbListsDtype lists_dtype; /* .npy/.npz: the arrays' element types */
   KnnwbDrawingOptions gml;
   int mpi_input; /* KnnwbMpiInput */
   /* Under mpirun (group != NULL), each rank computes its share; rank 0 (the writer) holds the
@@ -168,6 +171,10 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
        ".h5ad: write the graph into a copy of this AnnData file (the input's cells), which stays "
        "as it is",
        "FILE"},
+      {"lists-dtype", 0, 0, G_OPTION_ARG_STRING, &command->lists_dtype,
+       ".npy/.npz: the lists' element types, 64 (default: int64 indices, float64 distances) or "
+       "32 (int32 and float32, distances rounded: half the bytes)",
+       "64|32"},
       {"annotation", 'a', 0, G_OPTION_ARG_STRING, &command->annotation,
        "Node attributes of .gml/.graphml: columns of a table whose first column names the rows, "
        "or names of INPUT's own sample annotations (COLUMN[,COLUMN])",
@@ -196,6 +203,27 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
   knnwb_host_knn_add_entries(context, &command->knn);
   g_option_context_add_main_entries(context, entries, NULL);
   return context;
+}
+
+/* --lists-dtype, for .npy and .npz outputs only. */
+static gboolean knnwb_knn_parse_lists_dtype(KnnwbKnnRun *run, GError **error)
+{
+  const char *dtype = run->command.lists_dtype;
+  run->lists_dtype = KNNWB_LISTS_DTYPE_64;
+  if (dtype == NULL)
+    return TRUE;
+  if (strcmp(dtype, "64") != 0 && strcmp(dtype, "32") != 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--lists-dtype %s: 64 (int64 and float64) or 32 (int32 and float32)", dtype);
+    return FALSE;
+  }
+  if (run->output_format != KNNWB_OUTPUT_NPY && run->output_format != KNNWB_OUTPUT_NPZ) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "--lists-dtype applies to .npy and .npz outputs only");
+    return FALSE;
+  }
+  run->lists_dtype = strcmp(dtype, "32") == 0 ? KNNWB_LISTS_DTYPE_32 : KNNWB_LISTS_DTYPE_64;
+  return TRUE;
 }
 
 /* --weights and --into, for .h5ad outputs only; --into is read, never written, so it must not be
@@ -266,7 +294,7 @@ static gboolean knnwb_knn_parse_output(KnnwbKnnRun *run, GError **error)
   if (command->mpi_input != NULL &&
       !knnwb_enum_from_string(&knnwb_mpi_input_table, command->mpi_input, &run->mpi_input, error))
     return FALSE;
-  if (!knnwb_knn_parse_h5ad(run, error))
+  if (!knnwb_knn_parse_h5ad(run, error) || !knnwb_knn_parse_lists_dtype(run, error))
     return FALSE;
   if ((run->output_format == KNNWB_OUTPUT_NPY || run->output_format == KNNWB_OUTPUT_NPZ ||
        run->output_format == KNNWB_OUTPUT_H5AD) &&
@@ -578,6 +606,7 @@ static gboolean knnwb_knn_write(KnnwbKnnRun *run, GError **error)
   if (run->output_format == KNNWB_OUTPUT_NPY || run->output_format == KNNWB_OUTPUT_NPZ)
     knnwb_host_progress_set_unit(progress, "bytes");
   KnnwbWriteControl control = {.n_threads = run->options.n_threads,
+                               .lists_dtype = run->lists_dtype,
                                .cancel = run->options.cancel,
                                .progress = progress ? knnwb_host_progress_update : NULL,
                                .progress_data = progress};
@@ -637,6 +666,13 @@ static gboolean knnwb_knn_execute(KnnwbKnnRun *run, GError **error)
     return FALSE;
   run->read_done = g_get_monotonic_time();
   knnwb_host_log_set_quiet(run->command.quiet);
+  if (run->lists_dtype == KNNWB_LISTS_DTYPE_32 && run->n_rows > (size_t)INT32_MAX + 1) {
+    /* before the search: its row numbers would not fit the output */
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "%s: %zu rows: --lists-dtype 32 numbers rows up to 2^31 - 1", run->command.rest[0],
+                run->n_rows);
+    return FALSE;
+  }
   if (run->command.annotation != NULL) {
     /* The node attributes before the search: a table that does not fit fails now. */
     gboolean read = !run->writer || knnwb_host_attributes_read(
