@@ -81,6 +81,7 @@ static const struct {
     {NULL, "graph", KNNWB_HELP_OUTPUT},
     {NULL, "weights", KNNWB_HELP_OUTPUT},
     {NULL, "into", KNNWB_HELP_OUTPUT},
+    {NULL, "lists-dtype", KNNWB_HELP_OUTPUT},
     {NULL, "layout", KNNWB_HELP_OUTPUT},
     {NULL, "table", KNNWB_HELP_OUTPUT},
     {NULL, "metrics", KNNWB_HELP_OUTPUT},
