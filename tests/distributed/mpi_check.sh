@@ -68,6 +68,9 @@ python3 "$here/make_npy.py" slices.npy 9001 8 4
 # than one write slice: each rank writes the indices and the distances at once, a slice of each
 # in turn (distributed/write_file.c).
 "$knnwb" knn slices.npy -k 60 -m euclidean -b cpu -q -o one-slices.npy
+# The same lists in 32 bits (--lists-dtype 32): each rank narrows its rows, then writes them.
+"$knnwb" knn slices.npy -k 60 -m euclidean -b cpu -q --lists-dtype 32 -o one-slices32.npy
+"$knnwb" knn slices.npy -k 7 -m euclidean -b cpu -q --lists-dtype 32 -o one-slices32.npz
 # The same matrix as float64 NPY (read in converted chunks) and as TSV text (read whole by every
 # rank, which then keeps a view of its block).
 python3 - <<'PY'
@@ -246,6 +249,17 @@ for ranks in 1 2 3; do
       fail "$ranks ranks: .npy over several write slices (written with its distances) differs"
     cmp one-slices.distances.npy "r$ranks-slices.distances.npy" ||
       fail "$ranks ranks: .distances.npy over several write slices (written with .npy) differs"
+    for mode in split whole; do
+      mpi "$ranks" knn slices.npy -k 60 -m euclidean -b cpu -q --lists-dtype 32 --mpi-input $mode \
+        -o "r$ranks-slices32-$mode.npy"
+      cmp one-slices32.npy "r$ranks-slices32-$mode.npy" &&
+        cmp one-slices32.distances.npy "r$ranks-slices32-$mode.distances.npy" ||
+        fail "$ranks ranks ($mode): 32-bit .npy lists differ"
+      mpi "$ranks" knn slices.npy -k 7 -m euclidean -b cpu -q --lists-dtype 32 --mpi-input $mode \
+        -o "r$ranks-slices32-$mode.npz"
+      cmp one-slices32.npz "r$ranks-slices32-$mode.npz" ||
+        fail "$ranks ranks ($mode): 32-bit .npz lists differ"
+    done
   fi
   # Every rank writes its rows of .npy (and .distances.npy), .npz and .mtx (and .rows.txt).
   for ext in npy npz mtx; do
