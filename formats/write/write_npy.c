@@ -34,7 +34,7 @@ typedef struct {
 typedef struct {
   const void *data;
   gboolean distances;
-  size_t count, k, item;
+  size_t count, k, first_row, item;
 } KnnwbNpyArray;
 
 static size_t knnwb_npy_item(const KnnwbWriteControl *control)
@@ -49,6 +49,7 @@ static KnnwbNpyArray knnwb_npy_array(const KnnwbNeighbors *nb, gboolean distance
                          .distances = distances,
                          .count = nb->n_queries * nb->k,
                          .k = nb->k,
+                         .first_row = nb->first_row,
                          .item = item};
 }
 
@@ -60,7 +61,8 @@ static const char *knnwb_npy_descr(gboolean distances, size_t item)
 }
 
 gboolean knnwb_formats_lists_narrow(const char *path, const void *data, gboolean distances,
-                                    size_t first, size_t count, size_t k, void *out, GError **error)
+                                    size_t first, size_t count, size_t k, size_t first_row,
+                                    void *out, GError **error)
 {
   gboolean bad = FALSE;
   if (distances) {
@@ -82,7 +84,7 @@ gboolean knnwb_formats_lists_narrow(const char *path, const void *data, gboolean
     return TRUE;
   /* (a second pass only on failure, so that the first stays a plain vectorisable loop) */
   for (size_t e = 0; e < count; e++) {
-    const size_t row = (first + e) / MAX(k, (size_t)1);
+    const size_t row = first_row + (first + e) / MAX(k, (size_t)1);
     if (distances && isinf(((const float *)out)[e]) && !isinf(((const double *)data)[first + e])) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                   "%s: row %zu's distance %g is beyond float32's range: write the lists as "
@@ -121,7 +123,8 @@ static gboolean knnwb_npy_put_data(KnnwbAtomicFile *file, const char *path,
     const char *from = (const char *)array->data + offset;
     if (narrow != NULL) {
       if (!knnwb_formats_lists_narrow(path, array->data, array->distances, offset / array->item,
-                                      block / array->item, array->k, narrow, error))
+                                      block / array->item, array->k, array->first_row, narrow,
+                                      error))
         return FALSE;
       from = narrow;
     }
@@ -459,7 +462,7 @@ static gboolean knnwb_npy_array_crc(const char *path, const KnnwbNpyArray *array
   for (size_t offset = 0; offset < bytes; offset += KNNWB_NPY_BLOCK_BYTES) {
     const size_t block = MIN((size_t)KNNWB_NPY_BLOCK_BYTES, bytes - offset);
     if (!knnwb_formats_lists_narrow(path, array->data, array->distances, offset / array->item,
-                                    block / array->item, array->k, narrow, error))
+                                    block / array->item, array->k, array->first_row, narrow, error))
       return FALSE;
     *crc = knnwb_formats_crc32(*crc, narrow, block);
   }

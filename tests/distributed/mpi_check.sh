@@ -432,6 +432,31 @@ grep -q "^knnwb: rank 2: bad.npy: row 301, column 3: NaN" err.txt || fail "no me
 [ "$(cat out.knn)" = previous ] || fail "the previous output was touched"
 ! ls -a | grep -q '^\.knnwb-' || fail "a temporary file was left behind"
 
+# --lists-dtype 32 with a distance that float32 cannot hold (rows 5 and 6 at +-3e38, rank 1's at 2
+# ranks): every rank stops with that rank's message naming the row, the previous output untouched,
+# no temporary left (split and whole input).
+python3 - <<'PY'
+import struct
+rows = [[0.0, 0.0]] * 5 + [[3e38, 3e38], [-3e38, -3e38]]
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (7, 2), }"
+header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+with open("huge.npy", "wb") as out:
+    out.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+    for row in rows:
+        out.write(struct.pack("<2f", *row))
+PY
+for mode in split whole; do
+  echo previous >huge32.npy
+  status=0
+  mpi 2 knn huge.npy -k 2 -m euclidean -b cpu -q --lists-dtype 32 --mpi-input $mode -o huge32.npy \
+    2>err.txt || status=$?
+  [ "$status" -ne 0 ] || fail "32-bit lists beyond float32 ($mode) gave exit status 0"
+  grep -q "^knnwb: rank 1: huge32.distances.npy: row 5's distance .* is beyond float32's range" \
+    err.txt || { cat err.txt; fail "no message naming row 5 ($mode)"; }
+  [ "$(cat huge32.npy)" = previous ] || fail "the previous output was touched ($mode)"
+  ! ls -a | grep -q '^\.knnwb-' || fail "a temporary file was left behind ($mode)"
+done
+
 # One rank's write fails (a full disk seen by that rank alone, KNNWB_MPI_WRITE_FAIL_RANK): every
 # rank stops with its message, the previous outputs (and side files) stay, no temporary is left.
 for ext in npy npz mtx knn tsv union.knn mutual.mtx; do

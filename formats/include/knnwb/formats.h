@@ -599,14 +599,15 @@ gboolean knnwb_formats_npz_lists_frame_labelled(const char *path, size_t rows, s
 /**
  * Elements [first, first + count) of a lists array (int64 indices, or double distances when
  * distances is TRUE) in 32 bits, into out: indices as int32 (-1 stays -1), distances as float32
- * rounded to nearest (+inf stays +inf), for KNNWB_LISTS_DTYPE_32. k: the lists' length, so that a
- * message names the row (element / k). Errors: KNNWB_ERROR_INVALID_ARGUMENT naming path when an
- * index passes INT32_MAX or a finite distance passes float32's range (it would read as +inf, the
- * mark of an empty slot). O(count).
+ * rounded to nearest (+inf stays +inf), for KNNWB_LISTS_DTYPE_32. k and first_row (the array's
+ * first row, of the job) let a message name the row: first_row + element / k. Errors:
+ * KNNWB_ERROR_INVALID_ARGUMENT naming path when an index passes INT32_MAX or a finite distance
+ * passes float32's range (it would read as +inf, the mark of an empty slot), the first such
+ * element of the range. O(count).
  */
 gboolean knnwb_formats_lists_narrow(const char *path, const void *data, gboolean distances,
-                                    size_t first, size_t count, size_t k, void *out,
-                                    GError **error);
+                                    size_t first, size_t count, size_t k, size_t first_row,
+                                    void *out, GError **error);
 
 /**
  * Writes a scipy-style linkage matrix (rows (a, b, distance, size), as
