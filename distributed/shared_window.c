@@ -17,9 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 #include <mpi.h>
 #include <knnwb/knn.h>
 #include "distributed_internal.h"
@@ -32,10 +30,6 @@
 #define KNNWB_SHARED_WINDOW_KEEP ((size_t)64 << 20)
 /* Copies smaller than this stay on the calling thread. */
 #define KNNWB_SHARED_COPY_PIECE ((size_t)8 << 20)
-
-/* A lent part from this size on gets its pages before the caller writes it (every size when the
- * window is forced on, so that the tests take that path too). */
-#define KNNWB_SHARED_POPULATE_MIN ((size_t)64 << 20)
 
 typedef enum { KNNWB_SHARED_OFF, KNNWB_SHARED_AUTO, KNNWB_SHARED_ALWAYS } KnnwbSharedUse;
 
@@ -232,68 +226,11 @@ static void knnwb_shared_copy(char *const *to, const char *const *from, const si
   }
 }
 
-typedef struct {
-  char *base;
-  size_t bytes, pieces, piece;
-} KnnwbSharedPopulate;
-
-/* Piece p of [base, base + bytes), whole pages: its pages made and mapped writable in one call. */
-static gpointer knnwb_shared_populate_part(gpointer user)
-{
-#ifdef MADV_POPULATE_WRITE
-  const KnnwbSharedPopulate *p = user;
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  const uintptr_t start = (uintptr_t)p->base, end = start + p->bytes;
-  const uintptr_t first = (start + page - 1) / page * page, last = end / page * page;
-  if (last <= first)
-    return NULL;
-  const uintptr_t pages = (last - first) / page;
-  const uintptr_t lo = first + pages * p->piece / p->pieces * page;
-  const uintptr_t hi = first + pages * (p->piece + 1) / p->pieces * page;
-  if (hi > lo)
-    (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE); /* a failure leaves page faults */
-#else
-  (void)user;
-#endif
-  return NULL;
-}
-
-/*
- * The pages of this rank's part that the caller is about to write, made before it writes them, on
- * the rank's threads. Written page by page by the packing threads instead, the shared memory took
- * a fault per page, the threads contending for the window's file. Changes no byte;
- * KNNWB_MPI_POPULATE=0 leaves the faults (to compare).
- */
-static void knnwb_shared_populate(char *base, size_t bytes)
-{
-  const char *choice = g_getenv("KNNWB_MPI_POPULATE");
-  if ((choice != NULL && strcmp(choice, "0") == 0) ||
-      (knnwb_shared.use != KNNWB_SHARED_ALWAYS && bytes < KNNWB_SHARED_POPULATE_MIN))
-    return;
-  const size_t pieces =
-      MIN((size_t)knnwb_shared.threads, MAX((size_t)1, bytes / KNNWB_SHARED_COPY_PIECE));
-  g_autofree KnnwbSharedPopulate *parts = g_new(KnnwbSharedPopulate, pieces);
-  g_autofree GThread **threads = g_new0(GThread *, pieces);
-  for (size_t p = 0; p < pieces; p++) {
-    parts[p] = (KnnwbSharedPopulate){base, bytes, pieces, p};
-    if (p > 0)
-      threads[p] = g_thread_try_new("knnwb-populate", knnwb_shared_populate_part, &parts[p], NULL);
-  }
-  knnwb_shared_populate_part(&parts[0]);
-  for (size_t p = 1; p < pieces; p++) {
-    if (threads[p] != NULL)
-      g_thread_join(threads[p]);
-    else
-      knnwb_shared_populate_part(&parts[p]);
-  }
-}
-
 gboolean knnwb_distributed_shared_begin(size_t bytes, void **blocks)
 {
   if (knnwb_shared.lent || !knnwb_shared_acquire(bytes))
     return FALSE;
   knnwb_shared.lent = TRUE;
-  knnwb_shared_populate(knnwb_shared.bases[knnwb_shared.me], bytes);
   for (int r = 0; r < knnwb_shared.ranks; r++)
     blocks[r] = knnwb_shared.bases[r];
   return TRUE;
