@@ -6,7 +6,8 @@
 # (the choice, the groups' own lists, the bounds pass). The data is made once per row count and
 # removed after its runs, so that the disk holds one size at a time (30,000,000 rows: 6.0 GB in,
 # 14.4 GB out). RUNS=N runs each size N times (1); GPUS="0 0,1" runs each size on each of those
-# CUDA_VISIBLE_DEVICES values in turn (default: every GPU).
+# CUDA_VISIBLE_DEVICES values in turn (default: every GPU); VARIANTS="|--lists-dtype 32" runs each
+# also with those extra arguments ('|' between variants; the empty one is the plain command).
 # Usage (repository root; on the GPU machine after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/scale_check.sh OUT [ROWS...]        (ROWS: 10000000 30000000)
 # BUILD=DIR uses that build (a CPU build works too); else a -DKNNWB_CUDA=ON Release build is made.
@@ -14,6 +15,7 @@ set -uo pipefail
 out=$1; shift; sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(10000000 30000000)
 runs=${RUNS:-1}; d=${DATA:-/tmp/knnwb-scale-data}; mkdir -p "$out" "$d"
 read -r -a ways <<<"${GPUS:-all}"
+IFS='|' read -r -a variants <<<"${VARIANTS:-}"; [ ${#variants[@]} -gt 0 ] || variants=("")
 SECONDS=0
 if [ -z "${BUILD:-}" ]; then
   BUILD=/tmp/knnwb-scale
@@ -47,16 +49,18 @@ for n in "${sizes[@]}"; do
   x=$d/c$n.npy g=$d/g$n.npy
   SECONDS=0; $py tests/bench/make_clusters_table.py $x $n 50 >/dev/null || exit 1
   echo "$n x 50: data ${SECONDS} s"
-  for ((r = 1; r <= runs; r++)); do for w in "${ways[@]}"; do
+  for ((r = 1; r <= runs; r++)); do for w in "${ways[@]}"; do for v in "${variants[@]}"; do
     rm -f $g ${g%.npy}.distances.npy
-    vis=KNNWB_GPUS=all; [ "$w" = all ] || { vis=CUDA_VISIBLE_DEVICES=$w; echo "  GPUs $w:"; }
+    vis=KNNWB_GPUS=all; [ "$w" = all ] || vis=CUDA_VISIBLE_DEVICES=$w
+    [ "$w" = all ] && [ -z "$v" ] || echo "  GPUs $w${v:+ ($v)}:"
+    read -r -a extra <<<"$v"
     read -r rc wall hwm < <(peak_run "$out/one.log" env $vis G_MESSAGES_DEBUG=all KNNWB_CUDA_TRACE=1 \
-      $k knn $x -k 30 -m euclidean -o $g)
+      $k knn $x -k 30 -m euclidean "${extra[@]}" -o $g)
     cat "$out/one.log" >>"$out/runs.log"
     in_out=$(($(stat -c %s $x) + $(stat -c %s $g 2>/dev/null || echo 0) + $(stat -c %s ${g%.npy}.distances.npy 2>/dev/null || echo 0)))
     echo "  rc=$rc wall $wall s, peak memory $((hwm / 1024)) MiB = $(awk -v h=$hwm -v b=$in_out 'BEGIN{printf "%.2f", h * 1024 / b}')x input + output, digest $(sha256sum $g 2>/dev/null | cut -c1-16)"
     echo "  $(grep -E '^knnwb: [0-9]+ x' "$out/one.log" | grep -oE '\(read.*')"
     grep -E "clusters \(|partition: [0-9]+ groups" "$out/one.log" | sed -E 's/^.*DEBUG: [0-9:.]+: knnwb: /  /'
-  done; done
+  done; done; done
   rm -f $x $g ${g%.npy}.distances.npy
 done
