@@ -686,14 +686,20 @@ static void test_npy_lists_interrupted(void)
   g_autofree char *path = g_build_filename(dir, "g.npy", NULL);
   g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
   KnnwbNeighbors *nb = make_lists(1500007, 4); /* 48 MB per array: 3 blocks and a tail */
-  for (int threads = 1; threads <= 2; threads++) {
+  /* one and two writers, with 64-bit lists and with 32-bit ones (24 MB an array, narrowed) */
+  for (int variant = 0; variant < 4; variant++) {
+    const int threads = 1 + variant % 2;
+    const KnnwbListsDtype dtype = variant < 2 ? KNNWB_LISTS_DTYPE_64 : KNNWB_LISTS_DTYPE_32;
+    const uint64_t item = dtype == KNNWB_LISTS_DTYPE_32 ? 4 : 8;
     WriteWatch full = {0};
-    KnnwbWriteControl control = {
-        .n_threads = threads, .progress = watch_write, .progress_data = &full};
+    KnnwbWriteControl control = {.n_threads = threads,
+                                 .progress = watch_write,
+                                 .progress_data = &full,
+                                 .lists_dtype = dtype};
     g_autoptr(GError) error = NULL;
     g_assert_true(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, NULL, &control, &error));
     g_assert_false(full.backwards);
-    g_assert_cmpuint(full.last, ==, 2 * (uint64_t)nb->n_queries * nb->k * 8);
+    g_assert_cmpuint(full.last, ==, 2 * (uint64_t)nb->n_queries * nb->k * item);
     g_assert_cmpuint(full.total, ==, full.last);
     g_assert_true(g_file_set_contents(path, "old indices", -1, NULL));
     g_assert_true(g_file_set_contents(side, "old distances", -1, NULL));
@@ -701,7 +707,8 @@ static void test_npy_lists_interrupted(void)
     control = (KnnwbWriteControl){.n_threads = threads,
                                   .cancel = &watch.cancel,
                                   .progress = watch_write,
-                                  .progress_data = &watch};
+                                  .progress_data = &watch,
+                                  .lists_dtype = dtype};
     g_assert_false(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, NULL, &control, &error));
     g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
     g_autofree char *expected = g_strdup_printf("%s: interrupted while writing", path);
