@@ -119,7 +119,7 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%s: no memory for the 32-bit lists",
                 target);
-  /* (a message names the file of the array, as one process's) */
+  /* the distances' file: OUT's side file for .npy, the archive for .npz (messages name it) */
   g_autofree char *distances_path = format == KNNWB_OUTPUT_NPY
                                         ? knnwb_formats_side_path(target, KNNWB_OUTPUT_NPY)
                                         : g_strdup(target);
@@ -139,8 +139,8 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
     return FALSE;
 
   if (format == KNNWB_OUTPUT_NPY) {
-    /* Two files, OUT and its side file of distances, each written by every rank. */
-    g_autofree char *side = knnwb_formats_side_path(target, KNNWB_OUTPUT_NPY);
+    /* Two files, OUT and its side file of distances (distances_path), each written by every rank.
+     */
     /* The labels side file (OUT.labels.txt), whole, by rank 0. */
     g_autofree char *labels_path = labels ? knnwb_formats_npy_labels_path(target) : NULL;
     ok = labels == NULL || knnwb_formats_write_labels_lines(labels_path, labels, n_rows, error);
@@ -159,7 +159,7 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
           .offset = (int64_t)headers[a]->len + row_offset, .data = data[a], .bytes = bytes};
       pieces[a][1] =
           (KnnwbDistributedPiece){.offset = 0, .data = headers[a]->str, .bytes = headers[a]->len};
-      files[a] = (KnnwbDistributedFile){.path = a == 0 ? target : side,
+      files[a] = (KnnwbDistributedFile){.path = a == 0 ? target : distances_path,
                                         .pieces = pieces[a],
                                         .n_pieces = group->rank == 0 ? 2 : 1};
     }
