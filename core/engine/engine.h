@@ -91,6 +91,20 @@ typedef struct {
 } KnnwbMarginMemo;
 void knnwb_knn_margin_memo_set(KnnwbMarginMemo *memo);
 
+/**
+ * knnwb_knn_query for query rows that already hold k neighbours elsewhere (a partitioned search's
+ * visitors, core/partition/): within[i] (an exact distance, +inf for none) is the k-th distance
+ * query row i holds, so only reference rows within it can enter its merged list. Row i's list then
+ * holds the k best reference rows by (distance, index) among a set that contains every reference
+ * row within within[i]: with fewer than k entries (-1 and +inf after them, n_found their count)
+ * when fewer lie within. The k best of its union with the row's other lists are the exact ones,
+ * ties included. Backends that cannot start from bounds (the GPU) return full lists. Not for
+ * groups. Errors and cost: knnwb_knn_query's, less the pairs the bounds leave out.
+ */
+gboolean knnwb_knn_query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                const KnnwbKnnOptions *options, const double *within,
+                                KnnwbNeighbors **result, GError **error);
+
 /** Candidates per row for k neighbours under screen (k plus a margin for the bound's window). */
 size_t knnwb_screen_candidates(KnnwbScreen screen, size_t k);
 /** The precision a run uses for requested on backend ("cpu", "cuda:N"); fp16/tf32 on the CPU is
@@ -203,6 +217,15 @@ size_t knnwb_exhaustive_slices(size_t n_rows, size_t n_reference, size_t k, int 
  */
 double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
                                 const KnnwbPrepared *reference, float score);
+
+/**
+ * The least float score whose knnwb_refine_lower_bound exceeds within: every pair the screen
+ * scores at or above it is provably farther than within (an exact distance), so a row that already
+ * holds k neighbours within that distance elsewhere need not take such pairs as candidates
+ * (KnnwbSelectJob.query_bounds). +inf when within is +inf, NaN or past float's range. O(1).
+ */
+float knnwb_refine_score_bound(const KnnwbPrepared *query, size_t query_row,
+                               const KnnwbPrepared *reference, double within);
 
 /** Fails (KNNWB_ERROR_INVALID_ARGUMENT) when k exceeds available, the rows each query row can
  * choose from once absent rows (missing values, dropped constant rows) are left out: n_valid of

@@ -89,7 +89,8 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                           const char *backend, const KnnwbPrepared *query,
                           const KnnwbPrepared *reference, gboolean self, size_t available,
                           int threads, const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
-                          gboolean lists_fresh, KnnwbNeighbors *result, GError **error);
+                          gboolean lists_fresh, const double *within, KnnwbNeighbors *result,
+                          GError **error);
 
 /** Exact duplicate rows of a matrix (duplicates.c). */
 typedef struct {

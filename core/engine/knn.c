@@ -62,6 +62,7 @@ typedef struct {
   char *backend;
   KnnwbScreen screen;
   size_t available;
+  const double *within; /* knnwb_knn_query_within's, or NULL */
 } KnnwbKnnRun;
 
 /* Local checks and the lists: each rank checks the values of its own rows only (every row is
@@ -226,9 +227,10 @@ static gboolean knnwb_knn_run_search(KnnwbKnnRun *run, GError **error)
                                       run->reference, &run->duplicates, run->threads, group,
                                       run->first, run->last - run->first, run->result, error);
   } else {
-    ok = knnwb_knn_rounds(run->options, run->select, run->backend, &run->query, run->reference,
-                          run->self, run->available, run->threads, group, run->first,
-                          run->last - run->first, run->lists_fresh, run->result, error);
+    ok =
+        knnwb_knn_rounds(run->options, run->select, run->backend, &run->query, run->reference,
+                         run->self, run->available, run->threads, group, run->first,
+                         run->last - run->first, run->lists_fresh, run->within, run->result, error);
     g_debug("knnwb: screen %s, %zu candidates per row, %zu row(s) re-selected in all, %zu of "
             "them compared with every row",
             knnwb_screen_to_string(run->screen), knnwb_screen_candidates(run->screen, run->k),
@@ -313,7 +315,7 @@ static gboolean knnwb_knn_run_whole(KnnwbKnnRun *run, KnnwbNeighbors **result_ou
  * (see knnwb_knn_run_whole). */
 static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *reference_data,
                               const KnnwbPrepared *given, const KnnwbKnnOptions *options,
-                              KnnwbNeighbors **result_out, GError **error)
+                              const double *within, KnnwbNeighbors **result_out, GError **error)
 {
   g_return_val_if_fail(query_data != NULL && options != NULL && result_out != NULL, FALSE);
   *result_out = NULL;
@@ -330,7 +332,8 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
                      .group = group,
                      .self = reference_data == NULL,
                      .n = query_data->n_rows,
-                     .k = options->k};
+                     .k = options->k,
+                     .within = within};
   return knnwb_knn_run_whole(&run, result_out, error);
 }
 
@@ -344,7 +347,7 @@ gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
   *result = NULL;
   gboolean ok = knnwb_partition_self(data, options, result, error);
   if (ok && *result == NULL)
-    ok = knnwb_knn_run(data, NULL, NULL, options, result, error);
+    ok = knnwb_knn_run(data, NULL, NULL, options, NULL, result, error);
   knnwb_knn_devices_wait(); /* a run that ended before its search */
   return ok;
 }
@@ -354,7 +357,19 @@ gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
 {
   g_return_val_if_fail(query != NULL && reference != NULL && options != NULL, FALSE);
   knnwb_knn_gemm_start(options, query->n_rows, reference->n_rows, query->n_cols);
-  const gboolean ok = knnwb_knn_run(query, reference, NULL, options, result, error);
+  const gboolean ok = knnwb_knn_run(query, reference, NULL, options, NULL, result, error);
+  knnwb_knn_devices_wait();
+  return ok;
+}
+
+gboolean knnwb_knn_query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                const KnnwbKnnOptions *options, const double *within,
+                                KnnwbNeighbors **result, GError **error)
+{
+  g_return_val_if_fail(query != NULL && reference != NULL && options != NULL, FALSE);
+  g_return_val_if_fail(options->group == NULL || options->group->size <= 1, FALSE);
+  knnwb_knn_gemm_start(options, query->n_rows, reference->n_rows, query->n_cols);
+  const gboolean ok = knnwb_knn_run(query, reference, NULL, options, within, result, error);
   knnwb_knn_devices_wait();
   return ok;
 }
@@ -405,7 +420,7 @@ gboolean knnwb_knn_reference_query(const KnnwbKnnReference *reference, const Knn
                 options->drop_degenerate ? " (degenerate rows dropped)" : "");
     return FALSE;
   }
-  return knnwb_knn_run(query, reference->data, &reference->prepared, options, result, error);
+  return knnwb_knn_run(query, reference->data, &reference->prepared, options, NULL, result, error);
 }
 
 void knnwb_knn_reference_free(KnnwbKnnReference *reference)

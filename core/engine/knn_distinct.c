@@ -44,9 +44,9 @@ gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc sele
     ok = lists != NULL;
     if (group != NULL && !group->agree(group, ok, error))
       ok = FALSE;
-    ok =
-        ok && knnwb_knn_rounds(&distinct_options, select, backend, &distinct, &distinct, TRUE,
-                               valid - 1, threads, group, first, last - first, FALSE, lists, error);
+    ok = ok &&
+         knnwb_knn_rounds(&distinct_options, select, backend, &distinct, &distinct, TRUE, valid - 1,
+                          threads, group, first, last - first, FALSE, NULL, lists, error);
     if (ok) {
       result->n_reselected += lists->n_reselected;
       result->n_exhaustive += lists->n_exhaustive;
@@ -90,7 +90,7 @@ gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelec
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
   ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, query, &distinct, FALSE, valid,
-                              threads, group, row0, n_rows, FALSE, lists, error);
+                              threads, group, row0, n_rows, FALSE, NULL, lists, error);
   if (ok) {
     result->n_reselected += lists->n_reselected;
     result->n_exhaustive += lists->n_exhaustive;

@@ -37,7 +37,22 @@ typedef struct {
   const double *cand_distance; /* exact distances from the backend, or NULL */
   KnnwbNeighbors *result;      /* holds rows result->first_row ... */
   unsigned char *uncertified;  /* per job row */
+  const float *bound;          /* per job row: its starting threshold (+inf: none), or NULL */
 } KnnwbRefineLoop;
+
+/* A row whose selection started from a bound (knnwb_refine_score_bound of the exact distance it
+ * holds elsewhere) and did not fill its kc candidates took every pair scored below the bound, so
+ * every pair within that distance: its list is exact as far as it can matter, with fewer than k
+ * entries when fewer lie within. */
+static gboolean knnwb_refine_within_bound(const int64_t *cand_index, size_t kc, float bound)
+{
+  if (!isfinite(bound))
+    return FALSE;
+  for (size_t c = 0; c < kc; c++)
+    if (cand_index[c] < 0)
+      return TRUE;
+  return FALSE;
+}
 
 static void knnwb_refine_rows(size_t first, size_t last, void *user)
 {
@@ -59,7 +74,14 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
                          loop->cand_index + t * loop->kc, loop->cand_score + t * loop->kc,
                          loop->cand_distance ? loop->cand_distance + t * loop->kc : NULL, loop->kc,
                          loop->available, loop->k, &scratch, out_index, out_distance);
-    result->n_found[slot] = (int32_t)loop->k;
+    int32_t found = (int32_t)loop->k;
+    if (loop->bound != NULL &&
+        knnwb_refine_within_bound(loop->cand_index + t * loop->kc, loop->kc, loop->bound[t])) {
+      ok = TRUE;
+      for (found = 0; (size_t)found < loop->k && out_index[found] >= 0; found++)
+        ;
+    }
+    result->n_found[slot] = found;
     loop->uncertified[t] = ok ? 0 : 1;
   }
   knnwb_refine_scratch_clear(&scratch);
@@ -172,6 +194,7 @@ typedef struct {
   const KnnwbKnnGroup *group;
   gboolean lists_fresh;
   KnnwbNeighbors *result;
+  const double *within; /* per query row: a distance it needs no pair beyond, or NULL */
   /* state */
   gboolean shared, on_device;
   size_t job_rows, cells;
@@ -182,6 +205,7 @@ typedef struct {
   float *gathered;
   float *worst;
   int32_t *valid_count;
+  float *bound; /* per job row: knnwb_refine_score_bound of within, or NULL */
   int distances_filled, refined;
   size_t list0; /* the job row of the refine's first row in the candidate arrays */
   KnnwbGroupBounds bounds;
@@ -335,6 +359,50 @@ static void knnwb_knn_round_prefault(KnnwbRound *round, KnnwbSelectJob *job)
 
 /* The backend's selection of the round's rows into the candidate arrays (or, refined on the
  * device, into the lists). */
+typedef struct {
+  const KnnwbRound *round;
+  gsize finite; /* rows with a finite bound (atomically added) */
+} KnnwbRoundBounds;
+
+static void knnwb_knn_round_bound_rows(size_t first, size_t last, void *user)
+{
+  KnnwbRoundBounds *b = user;
+  const KnnwbRound *round = b->round;
+  size_t finite = 0;
+  for (size_t t = first; t < last; t++) {
+    const size_t i = round->rows ? (size_t)round->rows[t] : round->row0 + t;
+    round->bound[t] =
+        round->query->invalid != NULL && round->query->invalid[i]
+            ? INFINITY
+            : knnwb_refine_score_bound(round->query, i, round->reference, round->within[i]);
+    finite += isfinite(round->bound[t]);
+  }
+  g_atomic_pointer_add(&b->finite, (gssize)finite);
+}
+
+/* A query job whose rows hold neighbours elsewhere (round->within) starts each row's threshold at
+ * the score beyond which no pair can matter: fewer candidates and merges (the visits of a
+ * partitioned search, where most pairs lie beyond). Backends that ignore the bounds return full
+ * lists, which certify as before. */
+static gboolean knnwb_knn_round_bounds(KnnwbRound *round, KnnwbSelectJob *job, GError **error)
+{
+  if (round->within == NULL || round->self || round->shared)
+    return TRUE;
+  round->bound = knnwb_try_new_array(MAX(job->n_query, (size_t)1), sizeof(float),
+                                     "the rows' starting thresholds", job->n_query, error);
+  if (round->bound == NULL)
+    return FALSE;
+  KnnwbRoundBounds b = {.round = round};
+  knnwb_parallel_for(round->threads, job->n_query, 4096, knnwb_knn_round_bound_rows, &b);
+  g_debug("knnwb: %zu of %zu query rows start from the distance they hold elsewhere",
+          (size_t)b.finite, job->n_query);
+  if (b.finite > 0)
+    job->query_bounds = round->bound;
+  else
+    g_clear_pointer(&round->bound, g_free);
+  return TRUE;
+}
+
 static gboolean knnwb_knn_round_select(KnnwbRound *round, GError **error)
 {
   KnnwbSelectJob job;
@@ -343,7 +411,7 @@ static gboolean knnwb_knn_round_select(KnnwbRound *round, GError **error)
   job.memory_bytes = round->options->memory_bytes;
   job.out_index = round->cand_index;
   job.out_score = round->cand_score;
-  if (!knnwb_knn_round_query(round, &job, error))
+  if (!knnwb_knn_round_query(round, &job, error) || !knnwb_knn_round_bounds(round, &job, error))
     return FALSE;
   if (round->on_device)
     knnwb_knn_round_device_outputs(round, &job);
@@ -415,7 +483,8 @@ static void knnwb_knn_round_refine(KnnwbRound *round, GArray *left)
                             round->cand_score + list0 * kc,
                             round->distances_filled ? round->cand_distance + list0 * kc : NULL,
                             round->result,
-                            round->flags};
+                            round->flags,
+                            round->bound};
     knnwb_parallel_for(round->threads, round->n_rows, 256, knnwb_refine_rows, &loop);
     g_debug("knnwb: %zu rows, %zu candidates: select %.3f s, refine %.3f s (%s, exact distances "
             "from the %s)",
@@ -451,6 +520,7 @@ static void knnwb_knn_round_free(KnnwbRound *round)
   g_free(round->gathered);
   g_free(round->worst);
   g_free(round->valid_count);
+  g_free(round->bound);
 }
 
 /* Runs one selection and its refinement (see KnnwbRound); the rows left uncertified are appended
@@ -493,6 +563,7 @@ typedef struct {
   size_t available;
   int threads;
   KnnwbNeighbors *result;
+  const double *within;
 } KnnwbRounds;
 
 /* The certify loop's re-selection: the rows in batches whose candidate lists (rows x candidates)
@@ -515,7 +586,8 @@ static gboolean knnwb_knn_rounds_reselect(void *data, const int64_t *rows, size_
                         .threads = rounds->threads,
                         .rows = rows + first,
                         .n_rows = MIN(batch, n_rows - first),
-                        .result = rounds->result};
+                        .result = rounds->result,
+                        .within = rounds->within};
     if (!knnwb_knn_round(&round, left, error))
       return FALSE;
   }
@@ -613,7 +685,8 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                           const char *backend, const KnnwbPrepared *query,
                           const KnnwbPrepared *reference, gboolean self, size_t available,
                           int threads, const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
-                          gboolean lists_fresh, KnnwbNeighbors *result, GError **error)
+                          gboolean lists_fresh, const double *within, KnnwbNeighbors *result,
+                          GError **error)
 {
   /* The screening precision sets the certificate's bound, and so the margin of candidates past k
    * that absorbs it; certification checks that the margin sufficed. */
@@ -633,7 +706,8 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                       .row0 = row0,
                       .group = group,
                       .lists_fresh = lists_fresh,
-                      .result = result};
+                      .result = result,
+                      .within = within};
   if (!knnwb_knn_round(&first, uncertified, error)) {
     g_array_free(uncertified, TRUE);
     return FALSE;
@@ -652,8 +726,8 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
     query = &query_fp32;
     reference = same ? &query_fp32 : &reference_fp32;
   }
-  KnnwbRounds rounds = {options, select,    backend, query, reference,
-                        self,    available, threads, result};
+  KnnwbRounds rounds = {options, select,    backend, query,  reference,
+                        self,    available, threads, result, within};
   const KnnwbCertify certify = {knnwb_knn_rounds_reselect,
                                 knnwb_knn_rounds_exhaustive,
                                 NULL,

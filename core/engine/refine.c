@@ -9,6 +9,7 @@
  * (|q| + |r|)^2, and L1 sums by a relative (d + 16) * u. A GPU screen in TF32 or FP16 has a larger
  * bound (screen.c derives each); the run's is in the prepared rows (screen_slack).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +307,47 @@ double knnwb_refine_window_limit(const KnnwbPrepared *query, size_t query_row,
   default:
     return kth + 2.0 * slack;
   }
+}
+
+float knnwb_refine_score_bound(const KnnwbPrepared *query, size_t query_row,
+                               const KnnwbPrepared *reference, double within)
+{
+  if (!(within >= 0.0) || !isfinite(within))
+    return INFINITY;
+  const double slack = knnwb_refine_slack(query);
+  double score;
+  switch (knnwb_metric_score_kind(query->metric)) {
+  case KNNWB_SCORE_L2: {
+    const double qn = query->norm[query_row];
+    const double reach = knnwb_refine_reach(query, reference);
+    const double bound = slack * (qn + reach) * (qn + reach), reach_within = within / (1.0 - 1e-12);
+    score = (reach_within * reach_within - qn * qn + bound) / reference->score_scale;
+    break;
+  }
+  case KNNWB_SCORE_L1:
+    score = (within / (1.0 - 1e-12) + knnwb_refine_l1_absolute(reference)) * (1.0 + slack) /
+            reference->score_scale;
+    break;
+  default:
+    score = within + slack + 1e-12;
+  }
+  if (!(score < (double)FLT_MAX))
+    return INFINITY;
+  /* The inverse above is exact up to rounding: a few steps of one float find the least whose
+   * bound clears within (none found: no bound). */
+  float s = (float)score;
+  int step = 0;
+  while (step++ < 64 && !(knnwb_refine_lower_bound(query, query_row, reference, s) > within))
+    s = nextafterf(s, INFINITY);
+  if (!(knnwb_refine_lower_bound(query, query_row, reference, s) > within))
+    return INFINITY;
+  for (step = 0; step < 64; step++) {
+    const float lower = nextafterf(s, -INFINITY);
+    if (!(knnwb_refine_lower_bound(query, query_row, reference, lower) > within))
+      break;
+    s = lower;
+  }
+  return s;
 }
 
 typedef struct {

@@ -245,6 +245,9 @@ gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPart
 /* Each of groups items to one of size ranks by work: largest first (ties: lower item) to the
  * least loaded (ties: lower rank). The same on every rank. */
 void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, int32_t *owner);
+/* Row i's k-th distance so far: from run->kth where the ranks made it common, else from its list
+ * here (+inf where it holds fewer than k). */
+double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i);
 /* run->kth: every row's k-th distance from the lists of the groups this rank searched in phase
  * one (run->owner). */
 gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error);

@@ -85,11 +85,12 @@ static KnnwbMatrix *knnwb_partition_gather(const KnnwbPartitionWorker *worker, c
   return knnwb_matrix_new_wrapped(count, run->d, *buffer, NULL, NULL);
 }
 
-/* One sub-search on the worker's GPU (or the CPU when it is small or the run is a CPU run). */
+/* One sub-search on the worker's GPU (or the CPU when it is small or the run is a CPU run); a
+ * visit's query rows start from within (knnwb_knn_query_within), the own lists from nothing. */
 static KnnwbNeighbors *knnwb_partition_search(KnnwbPartitionWorker *worker,
                                               const KnnwbMatrix *query,
-                                              const KnnwbMatrix *reference, size_t k, double pairs,
-                                              GError **error)
+                                              const KnnwbMatrix *reference, const double *within,
+                                              size_t k, double pairs, GError **error)
 {
   KnnwbPartitionRun *run = worker->run;
   KnnwbKnnOptions options = *run->options;
@@ -117,8 +118,9 @@ static KnnwbNeighbors *knnwb_partition_search(KnnwbPartitionWorker *worker,
   g_mutex_unlock(&run->progress_lock);
   KnnwbNeighbors *lists = NULL;
   knnwb_partition_sub_search_begin();
-  gboolean ok = reference == NULL ? knnwb_knn_self(query, &options, &lists, error)
-                                  : knnwb_knn_query(query, reference, &options, &lists, error);
+  gboolean ok = reference == NULL
+                    ? knnwb_knn_self(query, &options, &lists, error)
+                    : knnwb_knn_query_within(query, reference, &options, within, &lists, error);
   knnwb_partition_sub_search_end();
   g_mutex_lock(&run->progress_lock);
   run->done += pairs;
@@ -202,8 +204,8 @@ static gboolean knnwb_partition_own_item(KnnwbPartitionWorker *worker, size_t c,
                                              &worker->reference_cap, error);
   if (rows == NULL)
     return FALSE;
-  KnnwbNeighbors *own =
-      knnwb_partition_search(worker, rows, NULL, run->k, 0.5 * (double)size * (double)size, error);
+  KnnwbNeighbors *own = knnwb_partition_search(worker, rows, NULL, NULL, run->k,
+                                               0.5 * (double)size * (double)size, error);
   knnwb_matrix_free(rows);
   if (own == NULL)
     return FALSE;
@@ -211,6 +213,25 @@ static gboolean knnwb_partition_own_item(KnnwbPartitionWorker *worker, size_t c,
   knnwb_parallel_for(run->threads_per_worker, size, 4096, knnwb_partition_copy_rows, &l);
   knnwb_knn_result_keep_put(&worker->lists, own);
   return TRUE;
+}
+
+/* The visitors' k-th distances so far (their own lists and the visits merged into them): a pair
+ * beyond a row's cannot enter its list, so its search need not take it (most pairs of a visit lie
+ * beyond: on 400,000 rows of 50 overlapping clusters a visit scored three times slower per pair
+ * than the plain search without them). Read under the lock the merges take. */
+static double *knnwb_partition_within(KnnwbPartitionRun *run, const int64_t *queries, size_t count)
+{
+  double *within = g_new(double, MAX(count, (size_t)1));
+  g_mutex_lock(&run->lock);
+  for (size_t t = 0; t < count; t++) {
+    const size_t i = (size_t)queries[t];
+    const double here = run->lists->indices[i * run->k + run->k - 1] >= 0
+                            ? run->lists->distances[i * run->k + run->k - 1]
+                            : INFINITY;
+    within[t] = MIN(here, knnwb_partition_kth(run, i));
+  }
+  g_mutex_unlock(&run->lock);
+  return within;
 }
 
 /* Phase two's item: cluster c against its visitors, merged into their lists. */
@@ -231,10 +252,12 @@ static gboolean knnwb_partition_visit_item(KnnwbPartitionWorker *worker, size_t 
                            : knnwb_partition_gather(worker, queries, visitors, &worker->query_rows,
                                                     &worker->query_cap, error);
   const size_t k_found = MIN(run->k, size);
+  double *within = query == NULL ? NULL : knnwb_partition_within(run, queries, visitors);
   KnnwbNeighbors *found = query == NULL
                               ? NULL
-                              : knnwb_partition_search(worker, query, reference, k_found,
+                              : knnwb_partition_search(worker, query, reference, within, k_found,
                                                        (double)visitors * (double)size, error);
+  g_free(within);
   knnwb_matrix_free(query);
   knnwb_matrix_free(reference);
   if (found == NULL)

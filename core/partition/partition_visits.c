@@ -42,7 +42,7 @@ typedef struct {
 } KnnwbPartitionVisits;
 
 /* Row i's k-th distance after phase one. */
-static double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i)
+double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i)
 {
   if (run->kth == NULL)
     return run->lists->distances[i * run->k + run->k - 1];

@@ -554,6 +554,129 @@ static void test_refine_certify_as_refine(void)
   knnwb_prepared_clear(&p);
 }
 
+/* knnwb_refine_score_bound is the least float score whose lower bound clears the distance, for
+ * every score kind, rows near and far from the origin, distances from 0 up. */
+static void test_query_within_score_bound(void)
+{
+  g_autoptr(GRand) rng = g_rand_new_with_seed(41);
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++) {
+    g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(61, 9, (guint32)(mi + 5));
+    for (size_t t = 0; t < m->n_rows * m->n_cols; t++)
+      m->values[t] += (float)(t % 9 == 0 ? 40 * (t % 5) : 0);
+    g_autoptr(GError) error = NULL;
+    KnnwbPrepared p;
+    g_assert_true(
+        knnwb_prepared_init(&p, m, all_metrics[mi], FALSE, "data", 1, NULL, NULL, &error));
+    g_assert_no_error(error);
+    knnwb_prepared_set_screen(&p, &p, KNNWB_SCREEN_FP32);
+    size_t finite = 0;
+    for (size_t i = 0; i < m->n_rows; i++)
+      for (int trial = 0; trial < 8; trial++) {
+        const double within = trial == 0 ? 0.0 : g_rand_double_range(rng, 0, 2.5) * trial;
+        const float bound = knnwb_refine_score_bound(&p, i, &p, within);
+        if (!isfinite(bound))
+          continue;
+        finite++;
+        g_assert_cmpfloat(knnwb_refine_lower_bound(&p, i, &p, bound), >, within);
+        g_assert_cmpfloat(knnwb_refine_lower_bound(&p, i, &p, nextafterf(bound, -INFINITY)), <=,
+                          within);
+      }
+    g_assert_cmpuint(finite, >, m->n_rows);
+    g_assert_true(isinf(knnwb_refine_score_bound(&p, 0, &p, INFINITY)));
+    g_assert_true(isinf(knnwb_refine_score_bound(&p, 0, &p, NAN)));
+    knnwb_prepared_clear(&p);
+  }
+}
+
+/* Rows of small integers (exact ties across any split of the references); none constant. */
+static KnnwbMatrix *lattice_rows(size_t n, size_t d, guint32 seed)
+{
+  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] = (float)g_rand_int_range(rng, -6, 7);
+    m->values[i * d] = m->values[i * d + 1] + 1.0f + (float)(i % 3);
+  }
+  return m;
+}
+
+/* lists of q's rows among reference, k each, on the CPU; within: knnwb_knn_query_within. */
+static KnnwbNeighbors *query_lists(const KnnwbMatrix *q, const KnnwbMatrix *reference,
+                                   KnnwbMetric metric, size_t k, const double *within)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = KNNWB_BACKEND_CPU;
+  options.n_threads = 2;
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *nb = NULL;
+  const gboolean ok = within != NULL
+                          ? knnwb_knn_query_within(q, reference, &options, within, &nb, &error)
+                          : knnwb_knn_query(q, reference, &options, &nb, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  return nb;
+}
+
+/*
+ * The query rows' lists among references a, and among references b started from the k-th
+ * distance of the first (knnwb_knn_query_within): merged by (distance, row) they are the lists
+ * among b and a together (b's rows first, so that a pair of b tied with a row's k-th in a comes
+ * first), byte for byte, for every metric, with exact ties at that k-th distance; some rows find
+ * fewer than k within it (so the bound was used), and a row without a bound (+inf, NaN) gets its
+ * full list. A bound without the screen's slack fails here.
+ */
+static void test_query_within_lists(void)
+{
+  const size_t k = 7, d = 6, na = 157, nb = 233;
+  g_autoptr(KnnwbMatrix) q = lattice_rows(301, d, 1);
+  g_autoptr(KnnwbMatrix) a = lattice_rows(na, d, 2);
+  g_autoptr(KnnwbMatrix) b = lattice_rows(nb, d, 3);
+  g_autoptr(KnnwbMatrix) ba = knnwb_matrix_new(na + nb, d, NULL);
+  memcpy(ba->values, b->values, nb * d * sizeof(float));
+  memcpy(ba->values + nb * d, a->values, na * d * sizeof(float));
+  double *within = g_new(double, q->n_rows);
+  for (size_t mi = 0; mi < G_N_ELEMENTS(all_metrics); mi++) {
+    const KnnwbMetric metric = all_metrics[mi];
+    g_autoptr(KnnwbNeighbors) in_a = query_lists(q, a, metric, k, NULL);
+    g_autoptr(KnnwbNeighbors) in_ba = query_lists(q, ba, metric, k, NULL);
+    for (size_t i = 0; i < q->n_rows; i++)
+      within[i] = i % 17 == 5 ? INFINITY : i % 19 == 3 ? NAN : in_a->distances[i * k + k - 1];
+    g_autoptr(KnnwbNeighbors) in_b = query_lists(q, b, metric, k, within);
+    size_t short_rows = 0, ties = 0;
+    for (size_t i = 0; i < q->n_rows; i++) {
+      const int64_t *ia = in_a->indices + i * k, *ib = in_b->indices + i * k;
+      const double *da = in_a->distances + i * k, *db = in_b->distances + i * k;
+      const size_t found = (size_t)in_b->n_found[i];
+      g_assert_cmpuint(found, <=, k);
+      short_rows += found < k;
+      if (!(within[i] < INFINITY))
+        g_assert_cmpuint(found, ==, k);
+      for (size_t r = found; r < k; r++) {
+        g_assert_cmpint(ib[r], ==, -1);
+        g_assert_true(isinf(db[r]));
+      }
+      for (size_t r = 0; r < found; r++)
+        ties += db[r] == within[i];
+      size_t x = 0, y = 0;
+      for (size_t r = 0; r < k; r++) {
+        const gboolean take_b = y < found && (x >= k || db[y] <= da[x]);
+        const int64_t index = take_b ? ib[y] : ia[x] + (int64_t)nb;
+        const double distance = take_b ? db[y++] : da[x++];
+        g_assert_cmpint(index, ==, in_ba->indices[i * k + r]);
+        g_assert_cmpfloat(distance, ==, in_ba->distances[i * k + r]);
+      }
+    }
+    g_test_message("%s: %zu of %zu rows found fewer than k within their bound, %zu ties at it",
+                   knnwb_metric_to_string(metric), short_rows, q->n_rows, ties);
+    g_assert_cmpuint(short_rows, >, q->n_rows / 10);
+  }
+  g_free(within);
+}
+
 static void test_bad_inputs(void)
 {
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(8, 4, 1);
@@ -920,6 +1043,8 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/bad-inputs", test_bad_inputs);
   g_test_add_func("/knn/screen-precisions", test_screen_precisions);
   g_test_add_func("/knn/refine/certify-as-refine", test_refine_certify_as_refine);
+  g_test_add_func("/knn/query-within/score-bound", test_query_within_score_bound);
+  g_test_add_func("/knn/query-within/lists", test_query_within_lists);
   g_test_add_func("/knn/empty", test_empty_input);
   g_test_add_func("/knn/refused-up-front", test_refused_up_front);
   g_test_add_func("/knn/nearest-outside-group", test_nearest_outside_group);
