@@ -74,12 +74,13 @@ typedef void (*KnnwbKernelsProgress)(uint64_t done, uint64_t total, void *data);
  *
  * Contract: query is n_query x dim row-major float32, reference n_reference x dim (the same pointer
  * when self != 0, then pairs i == j are excluded and tile (i, j) may also feed the rows of j; note
- * that KNNWB_SCORE_L2 is not symmetric: seen from row j, the score of i is s(i,j) - |r_j|^2 + |r_i|^2).
- * reference_sqnorms (n_reference floats) is given for KNNWB_SCORE_L2 only. reference_invalid (NULL
- * or n_reference bytes) marks rows that must never be candidates (and, when self, never queried:
- * their outputs are ignored). kc <= number of valid references (minus one when self), so every
- * query row has kc candidates. Both matrices live in host memory (pinned or not) and may be far
- * larger than a device: implementations stream them in tiles bounded by memory_bytes.
+ * that KNNWB_SCORE_L2 is not symmetric: seen from row j, the score of i is s(i,j) - |r_j|^2 +
+ * |r_i|^2). reference_sqnorms (n_reference floats) is given for KNNWB_SCORE_L2 only.
+ * reference_invalid (NULL or n_reference bytes) marks rows that must never be candidates (and, when
+ * self, never queried: their outputs are ignored). kc <= number of valid references (minus one when
+ * self), so every query row has kc candidates. Both matrices live in host memory (pinned or not)
+ * and may be far larger than a device: implementations stream them in tiles bounded by
+ * memory_bytes.
  */
 typedef struct {
   const float *query;
@@ -183,8 +184,9 @@ typedef struct {
    * below query_bounds[i] (n_query floats) or, for the transposed output, reference_bounds[j]
    * (n_reference floats) need not become a candidate of that row, so its list may hold fewer than
    * kc (padded with -1). Core gives the kc-th best score a row already holds from other rows, so
-   * the pairs left out could never enter its merged list. Only the CPU backend honours them
-   * (others ignore them: their lists are then simply longer). Never NaN. */
+   * the pairs left out could never enter its merged list. The CPU backend honours them, the CUDA
+   * backend for query jobs (its panels start from them); a backend may ignore them (its lists are
+   * then simply longer). Never NaN. */
   const float *query_bounds;
   const float *reference_bounds;
 } KnnwbSelectJob;

@@ -1,14 +1,44 @@
 /*
  * The panel schedule (query jobs, or self jobs whose state for all rows does not fit): query
  * panels of T rows go to GPUs from a shared counter; each panel meets every reference block, and
- * its lists (with their exact distances) go straight to the output.
+ * its lists (with their exact distances) go straight to the output. A query job's starting
+ * thresholds (KnnwbSelectJob.query_bounds) become the panel's thresholds once it is emptied.
  */
 #include "select_worker.h"
+#include "device_keep.h"
 
 #include <algorithm>
 
 namespace knnwb_cuda
 {
+
+/* The job's starting thresholds of query rows [q0, q0 + n_q) into the emptied panel's state, on
+ * the selection stream (before the panel's first filter): a pair that does not beat its row's
+ * never becomes a candidate, and merges only lower them. */
+bool Worker::panel_bounds(size_t q0, int n_q)
+{
+  const KnnwbSelectJob *job = run_.job;
+  if (job->query_bounds == nullptr || job->self)
+    return true;
+  if (start_bounds_ == nullptr) {
+    void *device = nullptr;
+    cudaError_t err = keep_malloc(device_ordinal_, &device, (size_t)run_.plan.tile * sizeof(float));
+    if (err != cudaSuccess) {
+      run_.fail(knnwb_cuda_status_of(err), "cudaMalloc(%zu bytes) failed on GPU %d: %s",
+                (size_t)run_.plan.tile * sizeof(float), device_ordinal_, cudaGetErrorString(err));
+      return false;
+    }
+    allocations_.push_back(device);
+    start_bounds_ = (float *)device;
+  }
+  CUDA_TRY(run_, cudaMemcpyAsync(start_bounds_, job->query_bounds + q0, (size_t)n_q * sizeof(float),
+                                 cudaMemcpyHostToDevice, select_stream_));
+  PeerThresholds start = {};
+  start.thr[0] = start_bounds_;
+  start.count = 1;
+  CUDA_TRY(run_, launch_import_thresholds(state_, start, 0, n_q, select_stream_));
+  return true;
+}
 
 bool Worker::run_panels()
 {
@@ -23,6 +53,8 @@ bool Worker::run_panels()
     const size_t q0 = (size_t)panel * T;
     const int n_q = (int)std::min(T, nq - q0);
     CUDA_TRY(run_, launch_state_reset(state_, 0, n_q, select_stream_));
+    if (!panel_bounds(q0, n_q))
+      return false;
     const void *q = nullptr;
     if (p.resident)
       q = query_data_ + q0 * p.row_bytes;

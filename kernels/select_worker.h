@@ -119,6 +119,7 @@ private:
                    size_t n_rows1 = 0);
   bool run_symmetric();
   bool run_panels();
+  bool panel_bounds(size_t q0, int n_q);
   /* schedule_share_bounds.cu */
   bool share_bounds_wanted() const;
   bool share_bounds_round();
@@ -191,11 +192,14 @@ private:
   /* the GEMM warm-up's thread; its time and the worker's wait for it (trace) */
   std::thread warm_up_thread_;
   double warm_up_s_ = 0, warm_up_wait_s_ = 0;
-  double setup_parts_s_[4] = {}; /* streams and events, handles, device memory, staging and clears */
+  double setup_parts_s_[4] =
+      {}; /* streams and events, handles, device memory, staging and clears */
   /* a share of a group's job: thresholds shared with the other processes (rounds used, buffers) */
   int bounds_rounds_ = 0;
   float *bounds_device_ = nullptr;
   std::unique_ptr<float[]> bounds_host_;
+  /* a query job's starting thresholds of one panel (schedule_panels.cu), or NULL */
+  float *start_bounds_ = nullptr;
 };
 
 } // namespace knnwb_cuda

@@ -93,13 +93,14 @@ void knnwb_knn_margin_memo_set(KnnwbMarginMemo *memo);
 
 /**
  * knnwb_knn_query for query rows that already hold k neighbours elsewhere (a partitioned search's
- * visitors, core/partition/): within[i] (an exact distance, +inf for none) is the k-th distance
- * query row i holds, so only reference rows within it can enter its merged list. Row i's list then
- * holds the k best reference rows by (distance, index) among a set that contains every reference
- * row within within[i]: with fewer than k entries (-1 and +inf after them, n_found their count)
- * when fewer lie within. The k best of its union with the row's other lists are the exact ones,
- * ties included. Backends that cannot start from bounds (the GPU) return full lists. Not for
- * groups. Errors and cost: knnwb_knn_query's, less the pairs the bounds leave out.
+ * visitors, core/partition/): within[i] is the k-th distance query row i holds (an exact distance;
+ * +inf or NaN for none), so only reference rows within it can enter its merged list. Row i's list
+ * holds the k best reference rows by (distance, index) among those at distance <= within[i]: fewer
+ * than k (-1 and +inf after them, n_found their count) when fewer lie within. The k best of its
+ * union with the row's other lists are the exact ones, ties included, and the lists are the same
+ * bytes on every backend. Each row's selection starts from the score beyond which no pair can lie
+ * within (knnwb_refine_score_bound), so pairs beyond cost a product and no more. Not for groups.
+ * Errors and cost: knnwb_knn_query's, less the candidates the bounds leave out.
  */
 gboolean knnwb_knn_query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
                                 const KnnwbKnnOptions *options, const double *within,

@@ -92,6 +92,12 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                           gboolean lists_fresh, const double *within, KnnwbNeighbors *result,
                           GError **error);
 
+/** Rows [row0, row0 + n_rows) of result (lists by (distance, index)) cut to the neighbours at
+ * distance <= within[i] (NaN: none cut): -1 and +inf after them, n_found their count. What
+ * knnwb_knn_query_within returns whichever candidates past within a backend kept. O(rows k). */
+void knnwb_knn_trim_within(KnnwbNeighbors *result, const double *within, size_t row0, size_t n_rows,
+                           int threads);
+
 /** Exact duplicate rows of a matrix (duplicates.c). */
 typedef struct {
   size_t n_unique; /* distinct rows; n_rows when there is no duplicate (then all else NULL) */

@@ -236,6 +236,9 @@ static gboolean knnwb_knn_run_search(KnnwbKnnRun *run, GError **error)
             knnwb_screen_to_string(run->screen), knnwb_screen_candidates(run->screen, run->k),
             run->result->n_reselected, run->result->n_exhaustive);
   }
+  if (ok && run->within != NULL)
+    knnwb_knn_trim_within(run->result, run->within, run->first, run->last - run->first,
+                          run->threads);
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
   return ok;

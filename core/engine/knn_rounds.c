@@ -74,14 +74,10 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
                          loop->cand_index + t * loop->kc, loop->cand_score + t * loop->kc,
                          loop->cand_distance ? loop->cand_distance + t * loop->kc : NULL, loop->kc,
                          loop->available, loop->k, &scratch, out_index, out_distance);
-    int32_t found = (int32_t)loop->k;
     if (loop->bound != NULL &&
-        knnwb_refine_within_bound(loop->cand_index + t * loop->kc, loop->kc, loop->bound[t])) {
+        knnwb_refine_within_bound(loop->cand_index + t * loop->kc, loop->kc, loop->bound[t]))
       ok = TRUE;
-      for (found = 0; (size_t)found < loop->k && out_index[found] >= 0; found++)
-        ;
-    }
-    result->n_found[slot] = found;
+    result->n_found[slot] = (int32_t)loop->k;
     loop->uncertified[t] = ok ? 0 : 1;
   }
   knnwb_refine_scratch_clear(&scratch);
@@ -95,6 +91,8 @@ typedef struct {
   const int32_t *valid; /* per job row: the valid candidates */
   KnnwbNeighbors *result;
   unsigned char *uncertified;
+  size_t kc;
+  const float *bound; /* as KnnwbRefineLoop's */
 } KnnwbCertifyLoop;
 
 static void knnwb_certify_rows(size_t first, size_t last, void *user)
@@ -110,9 +108,11 @@ static void knnwb_certify_rows(size_t first, size_t last, void *user)
       loop->uncertified[t] = 0;
       continue;
     }
-    gboolean ok = knnwb_refine_certify_row(loop->query, i, loop->reference, loop->worst[t],
-                                           (size_t)MAX(loop->valid[t], 0), loop->available, loop->k,
-                                           out_index, out_distance);
+    const size_t valid = (size_t)MAX(loop->valid[t], 0);
+    gboolean ok = knnwb_refine_certify_row(loop->query, i, loop->reference, loop->worst[t], valid,
+                                           loop->available, loop->k, out_index, out_distance);
+    if (loop->bound != NULL && isfinite(loop->bound[t]) && valid < loop->kc)
+      ok = TRUE; /* (knnwb_refine_within_bound) */
     result->n_found[slot] = (int32_t)loop->k;
     loop->uncertified[t] = ok ? 0 : 1;
   }
@@ -461,9 +461,17 @@ static void knnwb_knn_round_refine(KnnwbRound *round, GArray *left)
   const gint64 refine_start = g_get_monotonic_time();
   const double selected = (double)(refine_start - round->select_start) / 1e6;
   if (round->refined) {
-    KnnwbCertifyLoop certify = {round->query,       round->reference, k,
-                                round->available,   round->row0,      round->worst,
-                                round->valid_count, round->result,    round->flags};
+    KnnwbCertifyLoop certify = {round->query,
+                                round->reference,
+                                k,
+                                round->available,
+                                round->row0,
+                                round->worst,
+                                round->valid_count,
+                                round->result,
+                                round->flags,
+                                kc,
+                                round->bound};
     knnwb_parallel_for(round->threads, round->n_rows, 1024, knnwb_certify_rows, &certify);
     /* G_MESSAGES_DEBUG=all shows where the time goes. */
     g_debug("knnwb: %zu rows, %zu candidates: select and refine %.3f s (%s, refined on the "
@@ -631,6 +639,41 @@ static gboolean knnwb_knn_rounds_exhaustive(void *data, const int64_t *rows, siz
   knnwb_exhaustive_run(&job); /* a cancelled run: the certify loop says so */
   g_free(self_index);
   return TRUE;
+}
+
+typedef struct {
+  KnnwbNeighbors *result;
+  const double *within;
+  size_t row0;
+} KnnwbRoundsTrim;
+
+/* Rows [row0 + first, row0 + last) cut to their neighbours within their within (the rest -1 and
+ * +inf, n_found their count): the same lists whichever candidates beyond it a backend took. */
+static void knnwb_knn_rounds_trim_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbRoundsTrim *trim = user;
+  KnnwbNeighbors *result = trim->result;
+  const size_t k = result->k;
+  for (size_t t = first; t < last; t++) {
+    const size_t i = trim->row0 + t, slot = i - result->first_row;
+    int64_t *index = result->indices + slot * k;
+    double *distance = result->distances + slot * k;
+    size_t found = 0;
+    while (found < k && index[found] >= 0 && !(distance[found] > trim->within[i]))
+      found++;
+    for (size_t r = found; r < k; r++) {
+      index[r] = -1;
+      distance[r] = INFINITY;
+    }
+    result->n_found[slot] = (int32_t)MIN(found, (size_t)result->n_found[slot]);
+  }
+}
+
+void knnwb_knn_trim_within(KnnwbNeighbors *result, const double *within, size_t row0, size_t n_rows,
+                           int threads)
+{
+  KnnwbRoundsTrim trim = {result, within, row0};
+  knnwb_parallel_for(threads, n_rows, 4096, knnwb_knn_rounds_trim_rows, &trim);
 }
 
 /* This thread's shared margin decision (knnwb_knn_margin_memo_set), or NULL. */

@@ -265,9 +265,13 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
             give_up ? ": the plain search instead" : "");
     run.total = run.done + visit_pairs / ranks;
   }
-  if (ok && !give_up)
-    ok = knnwb_partition_agree(&run, knnwb_partition_visit_lists(&run, error), error) &&
-         knnwb_partition_finish(&run, lists, error);
+  if (ok && !give_up) {
+    const gint64 visits_start = g_get_monotonic_time();
+    ok = knnwb_partition_agree(&run, knnwb_partition_visit_lists(&run, error), error);
+    g_debug("knnwb: partition: visits %.3f s",
+            (double)(g_get_monotonic_time() - visits_start) / 1e6);
+    ok = ok && knnwb_partition_finish(&run, lists, error);
+  }
   knnwb_partition_run_clear(&run);
   return ok;
 }

@@ -221,6 +221,9 @@ static gboolean knnwb_partition_own_item(KnnwbPartitionWorker *worker, size_t c,
  * than the plain search without them). Read under the lock the merges take. */
 static double *knnwb_partition_within(KnnwbPartitionRun *run, const int64_t *queries, size_t count)
 {
+  /* KNNWB_PARTITION_WITHIN=0: none (to measure what they bring; the lists are the same) */
+  if (g_strcmp0(g_getenv("KNNWB_PARTITION_WITHIN"), "0") == 0)
+    return NULL;
   double *within = g_new(double, MAX(count, (size_t)1));
   g_mutex_lock(&run->lock);
   for (size_t t = 0; t < count; t++) {

@@ -2,17 +2,20 @@
 """Writes ROWS x COLS rows of 50 Gaussian clusters as R's write.table writes a data frame (a header
 of quoted column names without the row names' cell, quoted row names, 15 significant digits;
 tab-separated for .tsv, comma-separated for .csv) or as a float32 .npy, for timing whole
-commands on large text inputs (README, Performance, "Whole commands at scale").
+commands on large text inputs (README, Performance, "Whole commands at scale"). SPREAD (default
+3) is the centres' standard deviation, the clusters' own being 1: at 3 they lie far apart; at 2
+and below they overlap, as cell types do in single-cell data, and rows visit other clusters.
 
-    python3 tests/bench/make_clusters_table.py OUT.tsv|OUT.csv|OUT.npy ROWS COLS
+    python3 tests/bench/make_clusters_table.py OUT.tsv|OUT.csv|OUT.npy ROWS COLS [SPREAD]
 """
 import sys
 
 import numpy as np
 
 out, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+spread = float(sys.argv[4]) if len(sys.argv) > 4 else 3.0
 rng = np.random.default_rng(1)
-centres = rng.normal(0, 3, (50, cols))
+centres = rng.normal(0, spread, (50, cols))
 values = centres[rng.integers(0, 50, rows)] + rng.normal(0, 1, (rows, cols))
 if out.endswith(".npy"):
     np.save(out, values.astype(np.float32))

@@ -626,8 +626,9 @@ static KnnwbNeighbors *query_lists(const KnnwbMatrix *q, const KnnwbMatrix *refe
  * distance of the first (knnwb_knn_query_within): merged by (distance, row) they are the lists
  * among b and a together (b's rows first, so that a pair of b tied with a row's k-th in a comes
  * first), byte for byte, for every metric, with exact ties at that k-th distance; some rows find
- * fewer than k within it (so the bound was used), and a row without a bound (+inf, NaN) gets its
- * full list. A bound without the screen's slack fails here.
+ * fewer than k within it (so the bound was used), each list is the unbounded one's entries within
+ * its bound, and a row without a bound (+inf, NaN) gets its full list. A bound without the
+ * screen's slack fails here.
  */
 static void test_query_within_lists(void)
 {
@@ -646,6 +647,7 @@ static void test_query_within_lists(void)
     for (size_t i = 0; i < q->n_rows; i++)
       within[i] = i % 17 == 5 ? INFINITY : i % 19 == 3 ? NAN : in_a->distances[i * k + k - 1];
     g_autoptr(KnnwbNeighbors) in_b = query_lists(q, b, metric, k, within);
+    g_autoptr(KnnwbNeighbors) all_b = query_lists(q, b, metric, k, NULL);
     size_t short_rows = 0, ties = 0;
     for (size_t i = 0; i < q->n_rows; i++) {
       const int64_t *ia = in_a->indices + i * k, *ib = in_b->indices + i * k;
@@ -661,6 +663,14 @@ static void test_query_within_lists(void)
       }
       for (size_t r = 0; r < found; r++)
         ties += db[r] == within[i];
+      /* exactly the unbounded list's entries within the bound */
+      for (size_t r = 0; r < k; r++) {
+        const gboolean in = !(all_b->distances[i * k + r] > within[i]);
+        g_assert_cmpint(ib[r], ==, in ? all_b->indices[i * k + r] : -1);
+        if (in)
+          g_assert_cmpfloat(db[r], ==, all_b->distances[i * k + r]);
+        g_assert_cmpuint(r < found, ==, in);
+      }
       size_t x = 0, y = 0;
       for (size_t r = 0; r < k; r++) {
         const gboolean take_b = y < found && (x >= k || db[y] <= da[x]);

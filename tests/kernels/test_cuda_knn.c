@@ -13,6 +13,7 @@
 #include <igraph.h>
 #include <knnwb/knnwb.h>
 #include <knnwb/clustering.h>
+#include "engine/engine.h"
 #include "knnwb_kernels.h"
 #include "knnwb_test_matrix.h"
 
@@ -343,6 +344,67 @@ static void test_refine_on_device(void)
   g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
 }
 
+/* knnwb_knn_query_within on one backend (the lists of query among reference, each row within its
+ * bound). */
+static KnnwbNeighbors *query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                    KnnwbMetric metric, size_t k, const double *within,
+                                    KnnwbBackend backend, size_t gpu_memory)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = backend;
+  options.n_threads = 2;
+  options.gpu_memory_bytes = gpu_memory;
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *nb = NULL;
+  const gboolean ok = within != NULL
+                          ? knnwb_knn_query_within(query, reference, &options, within, &nb, &error)
+                          : knnwb_knn_query(query, reference, &options, &nb, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  return nb;
+}
+
+/* A query job whose panels start from the rows' bounds (schedule_panels.cu): the CPU's bytes for
+ * every metric, over several panels, with the rows resident and streamed; rows without a bound
+ * (+inf, NaN) get full lists, and many rows find fewer than k within theirs. */
+static void test_query_within(void)
+{
+  if (!gpu_or_skip())
+    return;
+  const size_t k = 10;
+  g_autoptr(KnnwbMatrix) query = knnwb_test_random_matrix(20011, 13, 31);
+  g_autoptr(KnnwbMatrix) other = knnwb_test_random_matrix(1500, 13, 32);
+  g_autoptr(KnnwbMatrix) reference = knnwb_test_random_matrix(3001, 13, 33);
+  double *within = g_new(double, query->n_rows);
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+    g_autoptr(KnnwbNeighbors) near =
+        query_within(query, other, metric, k, NULL, KNNWB_BACKEND_CPU, 0);
+    for (size_t i = 0; i < query->n_rows; i++)
+      within[i] = i % 101 == 7 ? INFINITY : i % 103 == 9 ? NAN : near->distances[i * k + k - 1];
+    g_autoptr(KnnwbNeighbors) cpu =
+        query_within(query, reference, metric, k, within, KNNWB_BACKEND_CPU, 0);
+    size_t short_rows = 0;
+    for (size_t i = 0; i < query->n_rows; i++)
+      short_rows += cpu->n_found[i] < (int32_t)k;
+    g_assert_cmpuint(short_rows, >, query->n_rows / 10);
+    for (int streamed = 0; streamed < 2; streamed++) {
+      g_autoptr(KnnwbNeighbors) gpu = query_within(query, reference, metric, k, within,
+                                                   KNNWB_BACKEND_CUDA, streamed ? 96 * MIB : 0);
+      g_assert_true(g_str_has_prefix(gpu->backend_used, "cuda"));
+      g_assert_cmpmem(cpu->indices, query->n_rows * k * sizeof(int64_t), gpu->indices,
+                      query->n_rows * k * sizeof(int64_t));
+      g_assert_cmpmem(cpu->distances, query->n_rows * k * sizeof(double), gpu->distances,
+                      query->n_rows * k * sizeof(double));
+      g_assert_cmpmem(cpu->n_found, query->n_rows * sizeof(int32_t), gpu->n_found,
+                      query->n_rows * sizeof(int32_t));
+    }
+  }
+  g_free(within);
+}
+
 /* The exact MST's masked "nearest row in another group" search and the exact MST itself: the GPU
  * (groups masked in its filter and merge) gives exactly the CPU's answers. */
 static void test_groups_and_exact_mst(void)
@@ -471,6 +533,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/lt-gemm", test_lt_gemm);
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/kept-memory", test_kept_memory);
+  g_test_add_func("/kernels/cuda-knn/query-within", test_query_within);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
   g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);
   return g_test_run();
