@@ -161,6 +161,6 @@ gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelec
                                       const KnnwbPrepared *reference,
                                       const KnnwbDuplicates *duplicates, int threads,
                                       const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
-                                      KnnwbNeighbors *result, GError **error);
+                                      const double *within, KnnwbNeighbors *result, GError **error);
 
 #endif

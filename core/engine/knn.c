@@ -223,9 +223,9 @@ static gboolean knnwb_knn_run_search(KnnwbKnnRun *run, GError **error)
   if (!run->self && run->duplicates.representative != NULL) {
     g_debug("knnwb: %zu distinct reference rows of %zu", run->duplicates.n_unique,
             run->reference_data->n_rows);
-    ok = knnwb_knn_distinct_reference(run->options, run->select, run->backend, &run->query,
-                                      run->reference, &run->duplicates, run->threads, group,
-                                      run->first, run->last - run->first, run->result, error);
+    ok = knnwb_knn_distinct_reference(
+        run->options, run->select, run->backend, &run->query, run->reference, &run->duplicates,
+        run->threads, group, run->first, run->last - run->first, run->within, run->result, error);
   } else {
     ok =
         knnwb_knn_rounds(run->options, run->select, run->backend, &run->query, run->reference,

@@ -67,14 +67,15 @@ gboolean knnwb_knn_distinct(const KnnwbKnnOptions *options, KnnwbSelectFunc sele
 }
 
 /* The lists of rows row0 .. row0 + n_rows - 1 of query against a reference with exact duplicate
- * rows: the lists against its distinct rows, expanded into result. In a group every rank does its
- * own query rows, as without duplicates; the ranks agree after each step that can fail alone. */
+ * rows: the lists against its distinct rows, expanded into result (within as knnwb_knn_rounds':
+ * a copy lies as far as its row). In a group every rank does its own query rows, as without
+ * duplicates; the ranks agree after each step that can fail alone. */
 gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelectFunc select,
                                       const char *backend, KnnwbPrepared *query,
                                       const KnnwbPrepared *reference,
                                       const KnnwbDuplicates *duplicates, int threads,
                                       const KnnwbKnnGroup *group, size_t row0, size_t n_rows,
-                                      KnnwbNeighbors *result, GError **error)
+                                      const double *within, KnnwbNeighbors *result, GError **error)
 {
   KnnwbPrepared distinct;
   if (!knnwb_knn_gather_distinct(&distinct, reference, duplicates, group, error))
@@ -90,7 +91,7 @@ gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelec
   if (group != NULL && !group->agree(group, ok, error))
     ok = FALSE;
   ok = ok && knnwb_knn_rounds(&distinct_options, select, backend, query, &distinct, FALSE, valid,
-                              threads, group, row0, n_rows, FALSE, NULL, lists, error);
+                              threads, group, row0, n_rows, FALSE, within, lists, error);
   if (ok) {
     result->n_reselected += lists->n_reselected;
     result->n_exhaustive += lists->n_exhaustive;

@@ -588,7 +588,8 @@ static void test_query_within_score_bound(void)
   }
 }
 
-/* Rows of small integers (exact ties across any split of the references); none constant. */
+/* Rows of small integers (exact ties across any split of the references); none constant; every
+ * 23rd row a copy of the one before (duplicate references take their own path). */
 static KnnwbMatrix *lattice_rows(size_t n, size_t d, guint32 seed)
 {
   g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
@@ -597,6 +598,8 @@ static KnnwbMatrix *lattice_rows(size_t n, size_t d, guint32 seed)
     for (size_t j = 0; j < d; j++)
       m->values[i * d + j] = (float)g_rand_int_range(rng, -6, 7);
     m->values[i * d] = m->values[i * d + 1] + 1.0f + (float)(i % 3);
+    if (i % 23 == 22)
+      memcpy(m->values + i * d, m->values + (i - 1) * d, d * sizeof(float));
   }
   return m;
 }

@@ -368,8 +368,10 @@ static KnnwbNeighbors *query_within(const KnnwbMatrix *query, const KnnwbMatrix 
 }
 
 /* A query job whose panels start from the rows' bounds (schedule_panels.cu): the CPU's bytes for
- * every metric, over several panels, with the rows resident and streamed; rows without a bound
- * (+inf, NaN) get full lists, and many rows find fewer than k within theirs. */
+ * every metric, over several panels, with the rows resident and streamed, against references with
+ * duplicate rows (searched as distinct rows); rows without a bound (+inf, NaN) get full lists, and
+ * some rows find fewer than k within theirs. A bound too tight on either side loses a pair
+ * within, which the other keeps. */
 static void test_query_within(void)
 {
   if (!gpu_or_skip())
@@ -389,7 +391,7 @@ static void test_query_within(void)
     size_t short_rows = 0;
     for (size_t i = 0; i < query->n_rows; i++)
       short_rows += cpu->n_found[i] < (int32_t)k;
-    g_assert_cmpuint(short_rows, >, query->n_rows / 10);
+    g_assert_cmpuint(short_rows, >, query->n_rows / 50);
     for (int streamed = 0; streamed < 2; streamed++) {
       g_autoptr(KnnwbNeighbors) gpu = query_within(query, reference, metric, k, within,
                                                    KNNWB_BACKEND_CUDA, streamed ? 96 * MIB : 0);
