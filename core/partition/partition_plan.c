@@ -300,10 +300,10 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
                                            .metric = metric};
     const KnnwbPartitionLoad load = knnwb_partition_sample_load(&view, threads);
     const double work = knnwb_partition_load_work(gpu, &load);
-    g_debug("knnwb: partition: %zu clusters would leave %.1f%% of the work (k-means %.3f s, "
-            "%d Lloyd rounds, estimate %.3f s)",
-            m, 100.0 * work / plain, (double)(clustered - start) / 1e6, rounds,
-            (double)(g_get_monotonic_time() - clustered) / 1e6);
+    g_debug("knnwb: partition: %zu clusters would leave %.1f%% of the work (%.3g pairs, %.3g "
+            "rows searched; k-means %.3f s, %d Lloyd rounds, estimate %.3f s)",
+            m, 100.0 * work / plain, load.pairs, load.rows, (double)(clustered - start) / 1e6,
+            rounds, (double)(g_get_monotonic_time() - clustered) / 1e6);
     /* More clusters only help clustered data: once a count is worse than the best so far by
      * half, or two in a row are no better (one may be: 50 clusters cut in 2 and 9 left 149% and
      * 162% of the work, in 36 37.5%), the larger ones are not tried (on 1,533,876 metafeatures

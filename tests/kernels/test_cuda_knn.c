@@ -393,8 +393,9 @@ static void test_query_within(void)
       short_rows += cpu->n_found[i] < (int32_t)k;
     g_assert_cmpuint(short_rows, >, query->n_rows / 50);
     for (int streamed = 0; streamed < 2; streamed++) {
-      g_autoptr(KnnwbNeighbors) gpu = query_within(query, reference, metric, k, within,
-                                                   KNNWB_BACKEND_CUDA, streamed ? 96 * MIB : 0);
+      g_autoptr(KnnwbNeighbors) gpu =
+          query_within(query, reference, metric, k, within, KNNWB_BACKEND_CUDA,
+                       streamed ? 96 * MIB + 8 * MIB : 0);
       g_assert_true(g_str_has_prefix(gpu->backend_used, "cuda"));
       g_assert_cmpmem(cpu->indices, query->n_rows * k * sizeof(int64_t), gpu->indices,
                       query->n_rows * k * sizeof(int64_t));
