@@ -2,9 +2,17 @@
  * When the partitioned search runs, and with how many clusters: k-means on a sample for a few
  * cluster counts, each judged from the sample alone (no pass over all rows) by the work it would
  * leave: the pairs scored within clusters and between each row and the clusters its bound cannot
- * rule out, plus a cost per sub-search and per row searched (a GPU call costs about 20 ms and
- * 0.5 us a row whatever its size, a CPU call little: measured on one H200 and 16 cores at
- * d = 50), in pairs of the plain search. Only the speed depends on it.
+ * rule out, plus a cost per sub-search and per row searched, in pairs of the plain search (a CPU
+ * call costs little). Only the speed depends on it.
+ *
+ * The GPU's costs were fitted to the whole partitioned search on one H200 (2,000,000 x 50 rows
+ * of 50 Gaussian clusters whose centres lie 2, 2.5 and 3 standard deviations apart, 61 cells,
+ * against the plain search's 2.35 ps a pair): about 9 ms a sub-search with three at once on a GPU
+ * (the choice and the bounds pass included) and 0.1 us a row searched; the estimates then came
+ * within 10% of the measured share (62%, 40%, 33% against 68%, 42%, 30%). Before the visits'
+ * rows started from their k-th distances (knnwb_knn_query_within) a visiting row cost 0.5 us
+ * and a call 20 ms, and the choice kept the plain search where the partitioned one took half its
+ * time.
  */
 #include <math.h>
 #include <stddef.h>
@@ -21,7 +29,7 @@ typedef struct {
   double call, row;
 } KnnwbPartitionCosts;
 
-static const KnnwbPartitionCosts knnwb_partition_gpu_costs = {6e9, 2e5};
+static const KnnwbPartitionCosts knnwb_partition_gpu_costs = {4e9, 4e4};
 static const KnnwbPartitionCosts knnwb_partition_cpu_costs = {2e7, 1e3};
 
 double knnwb_partition_work(gboolean gpu, double pairs, double calls, double rows)
@@ -278,7 +286,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
     const size_t m = counts[t], d = data->n_cols;
     /* A count whose floor is no better than the best so far cannot win, nor can a larger one:
      * the floor is convex in m and the best lies above the floor of a smaller count (on a GPU,
-     * whose sub-searches cost about 20 ms each, 305 clusters of 10 M rows took a k-means of
+     * whose sub-searches cost about 10-20 ms each, 305 clusters of 10 M rows took a k-means of
      * 0.13-0.15 s to lose to 76). The choice is the same as with every count tried. */
     const KnnwbPartitionLoad floor = knnwb_partition_load_floor(data->n_rows, m);
     if (knnwb_partition_load_work(gpu, &floor) >= best) {
