@@ -8,18 +8,24 @@
 #include "device_keep.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace knnwb_cuda
 {
 
 /* The job's starting thresholds of query rows [q0, q0 + n_q) into the emptied panel's state, on
  * the selection stream (before the panel's first filter): a pair that does not beat its row's
- * never becomes a candidate, and merges only lower them. */
-bool Worker::panel_bounds(size_t q0, int n_q)
+ * never becomes a candidate, and merges only lower them. *bounded: every row of the panel has a
+ * finite one, so its first tile needs no column stages (they serve rows that start from +inf). */
+bool Worker::panel_bounds(size_t q0, int n_q, bool *bounded)
 {
   const KnnwbSelectJob *job = run_.job;
+  *bounded = false;
   if (job->query_bounds == nullptr || job->self)
     return true;
+  *bounded = true;
+  for (int t = 0; t < n_q && *bounded; t++)
+    *bounded = std::isfinite(job->query_bounds[q0 + t]);
   if (start_bounds_ == nullptr) {
     void *device = nullptr;
     cudaError_t err = keep_malloc(device_ordinal_, &device, (size_t)run_.plan.tile * sizeof(float));
@@ -53,7 +59,8 @@ bool Worker::run_panels()
     const size_t q0 = (size_t)panel * T;
     const int n_q = (int)std::min(T, nq - q0);
     CUDA_TRY(run_, launch_state_reset(state_, 0, n_q, select_stream_));
-    if (!panel_bounds(q0, n_q))
+    bool bounded = false;
+    if (!panel_bounds(q0, n_q, &bounded))
       return false;
     const void *q = nullptr;
     if (p.resident)
@@ -74,7 +81,7 @@ bool Worker::run_panels()
       else if (!stream_block(slot(), job->reference, r0, n_r, &t.r))
         return false;
       t.geom = tile_geom(n_q, n_r, q0, r0);
-      t.geom.fresh = c == 0; /* the panel's state was just emptied */
+      t.geom.fresh = c == 0 && !bounded; /* the panel's state was just emptied */
       t.counted = true;
       if (!issue_tile(t))
         return false;

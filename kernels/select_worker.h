@@ -119,7 +119,7 @@ private:
                    size_t n_rows1 = 0);
   bool run_symmetric();
   bool run_panels();
-  bool panel_bounds(size_t q0, int n_q);
+  bool panel_bounds(size_t q0, int n_q, bool *bounded);
   /* schedule_share_bounds.cu */
   bool share_bounds_wanted() const;
   bool share_bounds_round();
