@@ -510,7 +510,7 @@ static void knnwb_duplicates_expand_query_rows(size_t first, size_t last, void *
     double threshold = INFINITY;
     for (size_t r = 0; r < (size_t)distinct->n_found[i]; r++) {
       double distance = distinct->distances[i * kd + r];
-      if (distance > threshold)
+      if (distance > threshold || distinct->indices[i * kd + r] < 0)
         break;
       size_t h = (size_t)distinct->indices[i * kd + r];
       count += knnwb_expand_add(duplicates, h, -1, distance, k, items);

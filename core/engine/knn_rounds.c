@@ -40,6 +40,15 @@ typedef struct {
   const float *bound;          /* per job row: its starting threshold (+inf: none), or NULL */
 } KnnwbRefineLoop;
 
+/* The entries of a list (k slots, -1 after the last), as n_found counts them. */
+static int32_t knnwb_knn_row_found(const int64_t *index, size_t k)
+{
+  size_t found = 0;
+  while (found < k && index[found] >= 0)
+    found++;
+  return (int32_t)found;
+}
+
 /* A row whose selection started from a bound (knnwb_refine_score_bound of the exact distance it
  * holds elsewhere) and did not fill its kc candidates took every pair scored below the bound, so
  * every pair within that distance: its list is exact as far as it can matter, with fewer than k
@@ -74,10 +83,13 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
                          loop->cand_index + t * loop->kc, loop->cand_score + t * loop->kc,
                          loop->cand_distance ? loop->cand_distance + t * loop->kc : NULL, loop->kc,
                          loop->available, loop->k, &scratch, out_index, out_distance);
+    int32_t found = (int32_t)loop->k;
     if (loop->bound != NULL &&
-        knnwb_refine_within_bound(loop->cand_index + t * loop->kc, loop->kc, loop->bound[t]))
+        knnwb_refine_within_bound(loop->cand_index + t * loop->kc, loop->kc, loop->bound[t])) {
       ok = TRUE;
-    result->n_found[slot] = (int32_t)loop->k;
+      found = knnwb_knn_row_found(out_index, loop->k);
+    }
+    result->n_found[slot] = found;
     loop->uncertified[t] = ok ? 0 : 1;
   }
   knnwb_refine_scratch_clear(&scratch);
@@ -111,9 +123,12 @@ static void knnwb_certify_rows(size_t first, size_t last, void *user)
     const size_t valid = (size_t)MAX(loop->valid[t], 0);
     gboolean ok = knnwb_refine_certify_row(loop->query, i, loop->reference, loop->worst[t], valid,
                                            loop->available, loop->k, out_index, out_distance);
-    if (loop->bound != NULL && isfinite(loop->bound[t]) && valid < loop->kc)
+    int32_t found = (int32_t)loop->k;
+    if (loop->bound != NULL && isfinite(loop->bound[t]) && valid < loop->kc) {
       ok = TRUE; /* (knnwb_refine_within_bound) */
-    result->n_found[slot] = (int32_t)loop->k;
+      found = knnwb_knn_row_found(out_index, loop->k);
+    }
+    result->n_found[slot] = found;
     loop->uncertified[t] = ok ? 0 : 1;
   }
 }
