@@ -117,6 +117,11 @@ static void knnwb_partition_workers(KnnwbPartitionRun *run, int threads)
   run->inflight = g_new0(double, 2 * (size_t)run->workers);
   g_mutex_init(&run->lock);
   g_mutex_init(&run->progress_lock);
+  run->n_stripes =
+      MAX((size_t)1, (run->p->n + KNNWB_PARTITION_STRIPE_ROWS - 1) / KNNWB_PARTITION_STRIPE_ROWS);
+  run->stripes = g_new(GMutex, run->n_stripes);
+  for (size_t s = 0; s < run->n_stripes; s++)
+    g_mutex_init(&run->stripes[s]);
 }
 
 int knnwb_partition_keep_wanted(void)
@@ -142,6 +147,9 @@ static void knnwb_partition_run_clear(KnnwbPartitionRun *run)
   g_clear_error(&run->error);
   g_mutex_clear(&run->lock);
   g_mutex_clear(&run->progress_lock);
+  for (size_t s = 0; run->stripes != NULL && s < run->n_stripes; s++)
+    g_mutex_clear(&run->stripes[s]);
+  g_clear_pointer(&run->stripes, g_free);
 }
 
 /* ok as every rank of the run's group says (alone: ok): a rank's failure stops them all. */

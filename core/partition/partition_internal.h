@@ -11,6 +11,8 @@
 #include <knnwb/matrix.h>
 #include "engine/engine.h"
 
+/* Rows a lock of phase two's merges covers (KnnwbPartitionRun.stripes). */
+#define KNNWB_PARTITION_STRIPE_ROWS ((size_t)16384)
 /* Below this many rows the automatic choice keeps the plain search. */
 #define KNNWB_PARTITION_MIN_ROWS ((size_t)262144)
 /* The automatic choice partitions when the sample says at most this share of the plain search's
@@ -191,7 +193,11 @@ typedef struct {
   int32_t *owner;
   size_t first, last;
   int64_t *kth;
-  GMutex lock; /* merges into shared lists, the first error */
+  GMutex lock; /* the first error, the lists' counters */
+  /* Phase two's merges into the lists (and reads of a row's k-th there), by stripes of
+   * KNNWB_PARTITION_STRIPE_ROWS rows: rows visit several groups that several workers search. */
+  GMutex *stripes;
+  size_t n_stripes;
   GMutex progress_lock;
   double done, total;     /* pairs */
   double *inflight;       /* per worker: its sub-search's pairs, and their share done */

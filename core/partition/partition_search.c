@@ -175,20 +175,38 @@ void knnwb_partition_merge_list(int64_t *li, double *ld, size_t k, const int64_t
   memcpy(ld, distance, k * sizeof(double));
 }
 
+/* The lock of row i's stripe, taken when it is not the one held already (rows come in ascending
+ * order, so a run of rows takes few); *held: the stripe held, or NULL. */
+static void knnwb_partition_stripe_take(KnnwbPartitionRun *run, size_t i, GMutex **held)
+{
+  GMutex *stripe = &run->stripes[i / KNNWB_PARTITION_STRIPE_ROWS];
+  if (stripe == *held)
+    return;
+  if (*held != NULL)
+    g_mutex_unlock(*held);
+  g_mutex_lock(stripe);
+  *held = stripe;
+}
+
 /* Visitors [first, last): their lists so far and what they found in the cluster, merged by
- * (distance, row); the row sets are disjoint, so no pair appears twice. */
+ * (distance, row); the row sets are disjoint, so no pair appears twice. A row may visit clusters
+ * that other workers search at the same time: each row is merged under its stripe's lock. */
 static void knnwb_partition_merge_rows(size_t first, size_t last, void *data)
 {
   KnnwbPartitionLists *l = data;
   const size_t k = l->run->k, kf = l->k_found;
   int64_t *index = g_new(int64_t, k);
   double *distance = g_new(double, k);
+  GMutex *held = NULL;
   for (size_t t = first; t < last; t++) {
     const size_t i = (size_t)l->rows[t];
+    knnwb_partition_stripe_take(l->run, i, &held);
     knnwb_partition_merge_list(l->run->lists->indices + i * k, l->run->lists->distances + i * k, k,
                                l->found->indices + t * kf, l->found->distances + t * kf, kf,
                                l->members, index, distance);
   }
+  if (held != NULL)
+    g_mutex_unlock(held);
   g_free(index);
   g_free(distance);
 }
@@ -218,23 +236,38 @@ static gboolean knnwb_partition_own_item(KnnwbPartitionWorker *worker, size_t c,
 /* The visitors' k-th distances so far (their own lists and the visits merged into them): a pair
  * beyond a row's cannot enter its list, so its search need not take it (most pairs of a visit lie
  * beyond: on 400,000 rows of 50 overlapping clusters a visit scored three times slower per pair
- * than the plain search without them). Read under the lock the merges take. */
+ * than the plain search without them). Read under the stripes' locks the merges take. */
+typedef struct {
+  KnnwbPartitionRun *run;
+  const int64_t *queries;
+  double *within;
+} KnnwbPartitionWithin;
+
+static void knnwb_partition_within_rows(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionWithin *w = data;
+  KnnwbPartitionRun *run = w->run;
+  const size_t k = run->k;
+  GMutex *held = NULL;
+  for (size_t t = first; t < last; t++) {
+    const size_t i = (size_t)w->queries[t];
+    knnwb_partition_stripe_take(run, i, &held);
+    const double here =
+        run->lists->indices[i * k + k - 1] >= 0 ? run->lists->distances[i * k + k - 1] : INFINITY;
+    w->within[t] = MIN(here, knnwb_partition_kth(run, i));
+  }
+  if (held != NULL)
+    g_mutex_unlock(held);
+}
+
 static double *knnwb_partition_within(KnnwbPartitionRun *run, const int64_t *queries, size_t count)
 {
   /* KNNWB_PARTITION_WITHIN=0: none (to measure what they bring; the lists are the same) */
   if (g_strcmp0(g_getenv("KNNWB_PARTITION_WITHIN"), "0") == 0)
     return NULL;
-  double *within = g_new(double, MAX(count, (size_t)1));
-  g_mutex_lock(&run->lock);
-  for (size_t t = 0; t < count; t++) {
-    const size_t i = (size_t)queries[t];
-    const double here = run->lists->indices[i * run->k + run->k - 1] >= 0
-                            ? run->lists->distances[i * run->k + run->k - 1]
-                            : INFINITY;
-    within[t] = MIN(here, knnwb_partition_kth(run, i));
-  }
-  g_mutex_unlock(&run->lock);
-  return within;
+  KnnwbPartitionWithin w = {run, queries, g_new(double, MAX(count, (size_t)1))};
+  knnwb_parallel_for(run->threads_per_worker, count, 4096, knnwb_partition_within_rows, &w);
+  return w.within;
 }
 
 /* Phase two's item: cluster c against its visitors, merged into their lists. */
@@ -270,10 +303,7 @@ static gboolean knnwb_partition_visit_item(KnnwbPartitionWorker *worker, size_t 
                            .rows = queries,
                            .members = p->members + p->start[c],
                            .k_found = k_found};
-  /* A row may visit clusters that other workers search at the same time. */
-  g_mutex_lock(&run->lock);
   knnwb_parallel_for(run->threads_per_worker, visitors, 1024, knnwb_partition_merge_rows, &l);
-  g_mutex_unlock(&run->lock);
   knnwb_knn_result_keep_put(&worker->lists, found);
   return TRUE;
 }
