@@ -53,7 +53,7 @@ static int32_t knnwb_knn_row_found(const int64_t *index, size_t k)
  * holds elsewhere) and did not fill its kc candidates took every pair scored below the bound, so
  * every pair within that distance: its list is exact as far as it can matter, with fewer than k
  * entries when fewer lie within. */
-static gboolean knnwb_refine_within_bound(const int64_t *cand_index, size_t kc, float bound)
+static gboolean knnwb_knn_row_within_bound(const int64_t *cand_index, size_t kc, float bound)
 {
   if (!isfinite(bound))
     return FALSE;
@@ -85,7 +85,7 @@ static void knnwb_refine_rows(size_t first, size_t last, void *user)
                          loop->available, loop->k, &scratch, out_index, out_distance);
     int32_t found = (int32_t)loop->k;
     if (loop->bound != NULL &&
-        knnwb_refine_within_bound(loop->cand_index + t * loop->kc, loop->kc, loop->bound[t])) {
+        knnwb_knn_row_within_bound(loop->cand_index + t * loop->kc, loop->kc, loop->bound[t])) {
       ok = TRUE;
       found = knnwb_knn_row_found(out_index, loop->k);
     }
@@ -125,7 +125,7 @@ static void knnwb_certify_rows(size_t first, size_t last, void *user)
                                            loop->available, loop->k, out_index, out_distance);
     int32_t found = (int32_t)loop->k;
     if (loop->bound != NULL && isfinite(loop->bound[t]) && valid < loop->kc) {
-      ok = TRUE; /* (knnwb_refine_within_bound) */
+      ok = TRUE; /* (knnwb_knn_row_within_bound) */
       found = knnwb_knn_row_found(out_index, loop->k);
     }
     result->n_found[slot] = found;
@@ -372,8 +372,6 @@ static void knnwb_knn_round_prefault(KnnwbRound *round, KnnwbSelectJob *job)
   job->progress_data = prefault;
 }
 
-/* The backend's selection of the round's rows into the candidate arrays (or, refined on the
- * device, into the lists). */
 typedef struct {
   const KnnwbRound *round;
   gsize finite; /* rows with a finite bound (atomically added) */
@@ -418,6 +416,8 @@ static gboolean knnwb_knn_round_bounds(KnnwbRound *round, KnnwbSelectJob *job, G
   return TRUE;
 }
 
+/* The backend's selection of the round's rows into the candidate arrays (or, refined on the
+ * device, into the lists). */
 static gboolean knnwb_knn_round_select(KnnwbRound *round, GError **error)
 {
   KnnwbSelectJob job;

@@ -320,8 +320,8 @@ float knnwb_refine_score_bound(const KnnwbPrepared *query, size_t query_row,
   case KNNWB_SCORE_L2: {
     const double qn = query->norm[query_row];
     const double reach = knnwb_refine_reach(query, reference);
-    const double bound = slack * (qn + reach) * (qn + reach), reach_within = within / (1.0 - 1e-12);
-    score = (reach_within * reach_within - qn * qn + bound) / reference->score_scale;
+    const double bound = slack * (qn + reach) * (qn + reach), beyond = within / (1.0 - 1e-12);
+    score = (beyond * beyond - qn * qn + bound) / reference->score_scale;
     break;
   }
   case KNNWB_SCORE_L1:

@@ -233,10 +233,6 @@ static gboolean knnwb_partition_own_item(KnnwbPartitionWorker *worker, size_t c,
   return TRUE;
 }
 
-/* The visitors' k-th distances so far (their own lists and the visits merged into them): a pair
- * beyond a row's cannot enter its list, so its search need not take it (most pairs of a visit lie
- * beyond: on 400,000 rows of 50 overlapping clusters a visit scored three times slower per pair
- * than the plain search without them). Read under the stripes' locks the merges take. */
 typedef struct {
   KnnwbPartitionRun *run;
   const int64_t *queries;
@@ -260,6 +256,10 @@ static void knnwb_partition_within_rows(size_t first, size_t last, void *data)
     g_mutex_unlock(held);
 }
 
+/* The visitors' k-th distances so far (their own lists and the visits merged into them): a pair
+ * beyond a row's cannot enter its list, so its search need not take it (most pairs of a visit lie
+ * beyond: on 400,000 rows of 50 overlapping clusters a visit scored three times slower per pair
+ * than the plain search without them). Read under the stripes' locks the merges take. */
 static double *knnwb_partition_within(KnnwbPartitionRun *run, const int64_t *queries, size_t count)
 {
   /* KNNWB_PARTITION_WITHIN=0: none (to measure what they bring; the lists are the same) */
