@@ -217,35 +217,20 @@ static int knnwb_partition_row_kind(const KnnwbPartitionVisits *v, size_t i, dou
   return v->near->beyond[a] > *threshold ? 1 : 2;
 }
 
-/* Rows of kind 2 moved before the others (stable: each keeps its order); returns how many, and
- * where each row went (order[t]: the place of the t-th row before the move). */
-static size_t knnwb_partition_kind_first(int64_t *rows, double *limit, double *threshold, int *kind,
-                                         size_t count, size_t *order)
+/* The block's order of rows[0 .. count): the rows of kind 2 first, each kind in its order;
+ * place[t] is the block row of rows[t], block_rows the rows in block order. Returns how many are
+ * of kind 2. */
+static size_t knnwb_partition_kind_order(const int64_t *rows, const int *kind, size_t count,
+                                         int64_t *block_rows, size_t *place)
 {
   size_t full = 0;
-  for (size_t r = 0; r < count; r++) {
-    full += kind[r] == 2;
-    order[r] = r;
-  }
-  if (full == 0 || full == count)
-    return full;
-  int64_t *rows_copy = g_memdup2(rows, count * sizeof *rows);
-  double *limit_copy = g_memdup2(limit, count * sizeof *limit);
-  double *threshold_copy = g_memdup2(threshold, count * sizeof *threshold);
-  int *kind_copy = g_memdup2(kind, count * sizeof *kind);
+  for (size_t t = 0; t < count; t++)
+    full += kind[t] == 2;
   size_t at[2] = {0, full};
-  for (size_t r = 0; r < count; r++) {
-    const size_t t = at[kind_copy[r] != 2]++;
-    order[r] = t;
-    rows[t] = rows_copy[r];
-    limit[t] = limit_copy[r];
-    threshold[t] = threshold_copy[r];
-    kind[t] = kind_copy[r];
+  for (size_t t = 0; t < count; t++) {
+    place[t] = at[kind[t] != 2]++;
+    block_rows[place[t]] = rows[t];
   }
-  g_free(rows_copy);
-  g_free(limit_copy);
-  g_free(threshold_copy);
-  g_free(kind_copy);
   return full;
 }
 
@@ -281,8 +266,9 @@ static void knnwb_partition_visit_block(size_t from, size_t to, void *data)
    * overlapping clusters, 304 cells, on 32 cores); the near lists' rows after them, their few
    * products made row by row. The rows are visited in their order, so each group's visitors stay
    * in ascending order. */
-  size_t *order = g_new(size_t, MAX(count, (size_t)1));
-  const size_t full = knnwb_partition_kind_first(rows, limit, threshold, kind, count, order);
+  size_t *place = g_new(size_t, MAX(count, (size_t)1));
+  int64_t *block_rows = g_new(int64_t, MAX(count, (size_t)1));
+  const size_t full = knnwb_partition_kind_order(rows, kind, count, block_rows, place);
   const size_t m = v->gap == NULL || full > 0 ? p->m : 0;
   KnnwbPartitionBlock block;
   GArray *found = g_array_new(FALSE, FALSE, sizeof(uint64_t));
@@ -290,16 +276,16 @@ static void knnwb_partition_visit_block(size_t from, size_t to, void *data)
   if (!knnwb_partition_block_init(&block, MAX(count, (size_t)1), m, p->d)) {
     g_atomic_int_set(&v->failed, 1);
   } else {
-    if (knnwb_partition_block_fill(&block, p->metric, run->data, 0, count, rows, NULL, 0)) {
+    if (knnwb_partition_block_fill(&block, p->metric, run->data, 0, count, block_rows, NULL, 0)) {
       knnwb_partition_block_dots_rows(&block, m > 0 ? p->centroid : NULL, m, 0,
                                       v->gap == NULL ? count : full);
-      for (size_t t = 0; t < block.rows; t++) {
-        const size_t r = order[t];
-        if (kind[r] == 1)
-          knnwb_partition_visit_near(v, &block, r, (size_t)rows[r], limit[r], threshold[r], seen,
-                                     found);
+      for (size_t t = 0; t < count; t++) {
+        if (kind[t] == 1)
+          knnwb_partition_visit_near(v, &block, place[t], (size_t)rows[t], limit[t], threshold[t],
+                                     seen, found);
         else
-          knnwb_partition_visit_row(v, &block, r, (size_t)rows[r], limit[r], m > 0, seen, found);
+          knnwb_partition_visit_row(v, &block, place[t], (size_t)rows[t], limit[t], m > 0, seen,
+                                    found);
       }
     } else {
       g_atomic_int_set(&v->failed, 1);
@@ -307,7 +293,8 @@ static void knnwb_partition_visit_block(size_t from, size_t to, void *data)
     knnwb_partition_block_clear(&block);
   }
   g_free(seen);
-  g_free(order);
+  g_free(place);
+  g_free(block_rows);
   g_free(kind);
   g_free(threshold);
   g_free(limit);
