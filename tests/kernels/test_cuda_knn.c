@@ -280,24 +280,36 @@ static void test_screens(void)
   gpu_screen = KNNWB_SCREEN_AUTO;
 }
 
+/* The lists of query among reference on one backend: knnwb_knn_query, or with within
+ * knnwb_knn_query_within (each row within its bound). */
+static KnnwbNeighbors *query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                    KnnwbMetric metric, size_t k, const double *within,
+                                    KnnwbBackend backend, size_t gpu_memory)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.metric = metric;
+  options.k = k;
+  options.backend = backend;
+  options.n_threads = 2;
+  options.gpu_memory_bytes = gpu_memory;
+  g_autoptr(GError) error = NULL;
+  KnnwbNeighbors *nb = NULL;
+  const gboolean ok = within != NULL
+                          ? knnwb_knn_query_within(query, reference, &options, within, &nb, &error)
+                          : knnwb_knn_query(query, reference, &options, &nb, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  return nb;
+}
+
 /* A query job (query rows against other reference rows: the panel schedule) on both backends. */
 static void compare_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
                           KnnwbMetric metric, size_t k, size_t gpu_memory)
 {
-  KnnwbNeighbors *nb[2] = {NULL, NULL};
-  for (int b = 0; b < 2; b++) {
-    KnnwbKnnOptions options;
-    knnwb_knn_options_init(&options);
-    options.metric = metric;
-    options.k = k;
-    options.backend = b ? KNNWB_BACKEND_CUDA : KNNWB_BACKEND_CPU;
-    options.n_threads = 2;
-    options.gpu_memory_bytes = b ? gpu_memory : 0;
-    g_autoptr(GError) error = NULL;
-    gboolean ok = knnwb_knn_query(query, reference, &options, &nb[b], &error);
-    g_assert_no_error(error);
-    g_assert_true(ok);
-  }
+  KnnwbNeighbors *nb[2] = {
+      query_within(query, reference, metric, k, NULL, KNNWB_BACKEND_CPU, 0),
+      query_within(query, reference, metric, k, NULL, KNNWB_BACKEND_CUDA, gpu_memory)};
   g_assert_true(g_str_has_prefix(nb[1]->backend_used, "cuda"));
   g_assert_cmpmem(nb[0]->indices, query->n_rows * k * sizeof(int64_t), nb[1]->indices,
                   query->n_rows * k * sizeof(int64_t));
@@ -342,29 +354,6 @@ static void test_refine_on_device(void)
   g_setenv("KNNWB_CUDA_NO_PEER_ACCESS", "1", TRUE);
   compare(m, KNNWB_METRIC_PEARSON, 1000, 0, 2); /* kc lists merged and refined on the host */
   g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
-}
-
-/* knnwb_knn_query_within on one backend (the lists of query among reference, each row within its
- * bound). */
-static KnnwbNeighbors *query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
-                                    KnnwbMetric metric, size_t k, const double *within,
-                                    KnnwbBackend backend, size_t gpu_memory)
-{
-  KnnwbKnnOptions options;
-  knnwb_knn_options_init(&options);
-  options.metric = metric;
-  options.k = k;
-  options.backend = backend;
-  options.n_threads = 2;
-  options.gpu_memory_bytes = gpu_memory;
-  g_autoptr(GError) error = NULL;
-  KnnwbNeighbors *nb = NULL;
-  const gboolean ok = within != NULL
-                          ? knnwb_knn_query_within(query, reference, &options, within, &nb, &error)
-                          : knnwb_knn_query(query, reference, &options, &nb, &error);
-  g_assert_no_error(error);
-  g_assert_true(ok);
-  return nb;
 }
 
 /* A query job whose panels start from the rows' bounds (schedule_panels.cu): the CPU's bytes for
