@@ -284,6 +284,21 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
   return ok;
 }
 
+/* The most of the plain search's work the partitioned search may be expected to leave. Between
+ * the two limits the search's GPUs decide, so only there is the driver's count waited for (every
+ * GPU search waits for it before its first tile anyway). Ranks take the lower limit: they add GPUs
+ * to the plain search, and must agree. */
+static double knnwb_partition_share_limit(const KnnwbKnnOptions *options,
+                                          const KnnwbKnnGroup *group, double expected)
+{
+  if (expected <= KNNWB_PARTITION_SAMPLE_SHARE || group != NULL || !knnwb_knn_expects_gpu(options))
+    return KNNWB_PARTITION_SAMPLE_SHARE;
+  if (expected > KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU)
+    return KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU;
+  const int gpus = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
+  return gpus == 1 ? KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU : KNNWB_PARTITION_SAMPLE_SHARE;
+}
+
 /* Whether to partition, with p: the choice, every row's cell, and the cells' groups. In a group
  * every rank makes the choice, the ranks agree on it, assign their blocks' rows, and agree on the
  * partition. FALSE: the group's errors. */
@@ -302,7 +317,8 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
   *chosen = knnwb_partition_choose(p, data, options->metric, options->k, threads,
                                    knnwb_knn_expects_gpu(options), expected);
   const gboolean made = *chosen;
-  *chosen = *chosen && (mode == KNNWB_PARTITION_ON || *expected <= KNNWB_PARTITION_SAMPLE_SHARE);
+  *chosen = *chosen && (mode == KNNWB_PARTITION_ON ||
+                        *expected <= knnwb_partition_share_limit(options, group, *expected));
   /* The ranks go on together (assigning the rows is collective) with the same centroids, and end
    * with the same partition. */
   gboolean same = TRUE;
@@ -314,7 +330,7 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
   const size_t cells = p->m;
   const gint64 assigned = g_get_monotonic_time();
   if (*chosen)
-    knnwb_partition_group(p, data, options->k, knnwb_knn_uses_gpu(options));
+    knnwb_partition_group(p, data, options->k, knnwb_knn_expects_gpu(options));
   if (made)
     g_debug("knnwb: partition: %zu clusters (%zu groups) in %.3f s (grouping %.3f s), expected "
             "%.1f%% of the work: %s",

@@ -32,9 +32,29 @@ typedef struct {
 static const KnnwbPartitionCosts knnwb_partition_gpu_costs = {4e9, 4e4};
 static const KnnwbPartitionCosts knnwb_partition_cpu_costs = {2e7, 1e3};
 
+/* The GPU's costs: KNNWB_PARTITION_GPU_COSTS=CALL:ROW replaces them, to fit them again on other
+ * machines (only the speed depends on them). */
+static KnnwbPartitionCosts knnwb_partition_gpu_costs_get(void)
+{
+  static KnnwbPartitionCosts costs;
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    costs = knnwb_partition_gpu_costs;
+    const char *v = g_getenv("KNNWB_PARTITION_GPU_COSTS");
+    char *end = NULL;
+    const double call = v != NULL ? g_ascii_strtod(v, &end) : -1.0;
+    const double row = end != NULL && *end == ':' ? g_ascii_strtod(end + 1, &end) : -1.0;
+    if (call >= 0.0 && row >= 0.0 && end != NULL && *end == '\0')
+      costs = (KnnwbPartitionCosts){call, row};
+    g_once_init_leave(&once, 1);
+  }
+  return costs;
+}
+
 double knnwb_partition_work(gboolean gpu, double pairs, double calls, double rows)
 {
-  const KnnwbPartitionCosts costs = gpu ? knnwb_partition_gpu_costs : knnwb_partition_cpu_costs;
+  const KnnwbPartitionCosts costs =
+      gpu ? knnwb_partition_gpu_costs_get() : knnwb_partition_cpu_costs;
   return pairs + costs.call * calls + costs.row * rows;
 }
 

@@ -157,6 +157,12 @@ static void check_case(const Case *c, KnnwbMetric metric, gboolean oracle)
   g_test_message("%s: %zu cells in %zu groups", knnwb_metric_to_string(metric), partition_cells,
                  partition_groups);
   assert_same_lists(plain, grouped);
+  /* each group's visitors in several pieces, searched by different workers where there are */
+  g_setenv("KNNWB_PARTITION_PIECES", "3", TRUE);
+  g_autoptr(KnnwbNeighbors) pieces = search(m, metric, c->k, "on", c->rows, TRUE);
+  g_unsetenv("KNNWB_PARTITION_PIECES");
+  g_assert_true(partition_done);
+  assert_same_lists(plain, pieces);
   if (oracle)
     oracle_check(metric, m->values, m->n_rows, m->values, m->n_rows, m->n_cols, TRUE, grouped,
                  1e-9);
