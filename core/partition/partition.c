@@ -284,19 +284,24 @@ static gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptio
   return ok;
 }
 
-/* The most of the plain search's work the partitioned search may be expected to leave. Between
- * the two limits the search's GPUs decide, so only there is the driver's count waited for (every
- * GPU search waits for it before its first tile anyway). Ranks take the lower limit: they add GPUs
- * to the plain search, and must agree. */
+double knnwb_partition_share_limit_of(gboolean gpu, gboolean ranks, int gpus)
+{
+  return gpu && !ranks && gpus == 1 ? KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU
+                                    : KNNWB_PARTITION_SAMPLE_SHARE;
+}
+
+/* The limit for a choice that expects that share. Between the two limits the search's GPUs
+ * decide, so only there is the driver's count waited for (every GPU search waits for it before
+ * its first tile anyway). */
 static double knnwb_partition_share_limit(const KnnwbKnnOptions *options,
                                           const KnnwbKnnGroup *group, double expected)
 {
-  if (expected <= KNNWB_PARTITION_SAMPLE_SHARE || group != NULL || !knnwb_knn_expects_gpu(options))
-    return KNNWB_PARTITION_SAMPLE_SHARE;
-  if (expected > KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU)
-    return KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU;
+  const gboolean gpu = knnwb_knn_expects_gpu(options);
+  if (expected <= KNNWB_PARTITION_SAMPLE_SHARE || expected > KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU ||
+      group != NULL || !gpu)
+    return knnwb_partition_share_limit_of(gpu, group != NULL, 0);
   const int gpus = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
-  return gpus == 1 ? KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU : KNNWB_PARTITION_SAMPLE_SHARE;
+  return knnwb_partition_share_limit_of(gpu, FALSE, gpus);
 }
 
 /* Whether to partition, with p: the choice, every row's cell, and the cells' groups. In a group

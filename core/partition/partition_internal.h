@@ -17,14 +17,19 @@
 #define KNNWB_PARTITION_MIN_ROWS ((size_t)262144)
 /* The automatic choice partitions when the sample says at most this share of the plain search's
  * work remains (and gives up after the clusters' own lists when what remains is more than the
- * plain search's whole work). On one GPU alone the limit is higher: there the plain search has no
- * second GPU to gain from, while the partitioned one, whose fixed parts are on the host, gains
- * little from it (2,000,000 x 50 overlapping clusters, 61.6% expected: 0.65 of the plain search's
- * time on one H200, 1.0 on two). */
+ * plain search's whole work). On one GPU alone the limit is a little higher: there the plain
+ * search has no second GPU to gain from, while the partitioned one, whose fixed parts are on the
+ * host, gains little from it. 2,000,000 x 50 overlapping clusters, knn step against the plain
+ * search's: 61.6% expected, 0.77 on one H200 and 1.0 on two; 65.1% expected, 1.03 on one. */
 #define KNNWB_PARTITION_SAMPLE_SHARE 0.6
-#define KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU 0.8
+#define KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU 0.63
 
 typedef enum { KNNWB_PARTITION_AUTO, KNNWB_PARTITION_OFF, KNNWB_PARTITION_ON } KnnwbPartitionMode;
+
+/* The automatic choice's limit on the expected share of the plain search's work, for a search on
+ * the GPU (gpu) or the CPU, by MPI ranks (which add GPUs to the plain search, and must agree), on
+ * `gpus` GPUs (0: not known, taken as several). O(1). */
+double knnwb_partition_share_limit_of(gboolean gpu, gboolean ranks, int gpus);
 
 /*
  * The rows split into m cells (k-means clusters), in the bound space of the metric: the rows

@@ -555,6 +555,27 @@ static void test_drop_small(void)
     }
 }
 
+/* The automatic choice's limit: higher only for one process on one GPU, where the plain search
+ * has no second GPU to gain from; a CPU run, ranks, and several (or not yet counted) GPUs keep the
+ * common limit. Both limits lie between the shares measured on either side of them. */
+static void test_share_limit(void)
+{
+  const double common = knnwb_partition_share_limit_of(FALSE, FALSE, 0);
+  const double one = knnwb_partition_share_limit_of(TRUE, FALSE, 1);
+  g_assert_cmpfloat(common, ==, KNNWB_PARTITION_SAMPLE_SHARE);
+  g_assert_cmpfloat(one, ==, KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU);
+  g_assert_cmpfloat(one, >, common);
+  g_assert_cmpfloat(knnwb_partition_share_limit_of(FALSE, FALSE, 1), ==, common);
+  g_assert_cmpfloat(knnwb_partition_share_limit_of(TRUE, TRUE, 1), ==, common);
+  g_assert_cmpfloat(knnwb_partition_share_limit_of(TRUE, FALSE, 2), ==, common);
+  g_assert_cmpfloat(knnwb_partition_share_limit_of(TRUE, FALSE, 0), ==, common);
+  /* 2,000,000 x 50 clusters 2 apart: 61.6% expected, faster partitioned on one H200 only; 1.9
+   * apart: 65.1%, slower partitioned on one */
+  g_assert_cmpfloat(0.616, <=, one);
+  g_assert_cmpfloat(0.616, >, common);
+  g_assert_cmpfloat(0.651, >, one);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -568,6 +589,7 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-kmeans/threads", test_kmeans_threads);
   g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
   g_test_add_func("/partition-kmeans/work-floor", test_work_floor);
+  g_test_add_func("/partition-kmeans/share-limit", test_share_limit);
   g_test_add_func("/partition-kmeans/index-threads", test_index_threads);
   g_test_add_func("/partition-kmeans/estimate-limit", test_estimate_limit);
   g_test_add_func("/partition-kmeans/dots", test_dots);
