@@ -4,6 +4,7 @@
 #ifndef KNNWB_PARTITION_INTERNAL_H
 #define KNNWB_PARTITION_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <glib.h>
 #include <knnwb/knn.h>
@@ -124,6 +125,23 @@ void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *c
  */
 void knnwb_partition_pair_bounds(KnnwbMetric metric, size_t d, double sq, double dot, double *lower,
                                  double *upper);
+
+/* The error margin of knnwb_partition_pair_bounds: |v|^2 + |c|^2 - 2 v.c in double errs by at most
+ * about d units of roundoff times |v|^2 + |c|^2 (Cauchy-Schwarz), the rows' own rounding far less
+ * than 1e-10. */
+static inline double knnwb_partition_pair_margin(size_t d, double sq)
+{
+  return sq * (1e-10 + (4.0 * (double)d + 16.0) * (1.0 / 9007199254740992.0 /* 2^-53 */));
+}
+
+/* knnwb_partition_pair_bounds's lower bound alone, the same bits (the bounds pass's inner loop
+ * needs no upper bound). */
+static inline double knnwb_partition_pair_lower(KnnwbMetric metric, size_t d, double sq, double dot)
+{
+  const double plain = sq - 2.0 * dot;
+  const double nearer = metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, sq + 2.0 * dot) : plain;
+  return sqrt(MAX(nearer - knnwb_partition_pair_margin(d, sq), 0.0));
+}
 /* v.c summed in order, one multiply and one add a component: the bits of knnwb_partition_dots. */
 double knnwb_partition_row_dot(const double *v, const double *centroid, size_t d);
 /* Cells past which the bounds pass does without its centroids' distances (m x m doubles). */

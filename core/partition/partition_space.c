@@ -127,13 +127,8 @@ void knnwb_partition_block_dots_rows(KnnwbPartitionBlock *block, const double *c
 void knnwb_partition_pair_bounds(KnnwbMetric metric, size_t d, double sq, double dot, double *lower,
                                  double *upper)
 {
-  /* |v|^2 + |c|^2 - 2 v.c in double: the products and sums err by at most about d units of
-   * roundoff times |v|^2 + |c|^2 (Cauchy-Schwarz), the rows' own rounding far less than 1e-10. */
-  const double margin = sq * (1e-10 + (4.0 * (double)d + 16.0) * KNNWB_DOUBLE_ROUNDOFF);
-  const double plain = sq - 2.0 * dot;
-  const double nearer = metric == KNNWB_METRIC_ABS_PEARSON ? MIN(plain, sq + 2.0 * dot) : plain;
-  *lower = sqrt(MAX(nearer - margin, 0.0));
-  *upper = sqrt(MAX(plain + margin, 0.0));
+  *lower = knnwb_partition_pair_lower(metric, d, sq, dot);
+  *upper = sqrt(MAX(sq - 2.0 * dot + knnwb_partition_pair_margin(d, sq), 0.0));
 }
 
 void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric metric,
