@@ -443,19 +443,11 @@ gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error)
 {
   const KnnwbPartition *p = run->p;
   double total = 0.0;
-  size_t n_pieces = 0;
   for (size_t c = 0; c < p->groups; c++)
     if (knnwb_partition_mine(run, c))
       total += (double)(run->query_start[c + 1] - run->query_start[c]) *
                (double)(p->start[c + 1] - p->start[c]);
-  for (size_t c = 0; c < p->groups; c++) {
-    const size_t visitors = (size_t)(run->query_start[c + 1] - run->query_start[c]);
-    const double work = (double)visitors * (double)(p->start[c + 1] - p->start[c]);
-    if (work > 0 && knnwb_partition_mine(run, c))
-      n_pieces += knnwb_partition_piece_count(run, work, visitors, total);
-  }
-  KnnwbPartitionPiece *pieces = g_new(KnnwbPartitionPiece, MAX(n_pieces, (size_t)1));
-  size_t n = 0;
+  GArray *pieces = g_array_new(FALSE, FALSE, sizeof(KnnwbPartitionPiece));
   for (size_t c = 0; c < p->groups; c++) {
     const size_t visitors = (size_t)(run->query_start[c + 1] - run->query_start[c]);
     const size_t size = p->start[c + 1] - p->start[c];
@@ -465,10 +457,13 @@ gboolean knnwb_partition_visit_lists(KnnwbPartitionRun *run, GError **error)
     const size_t count = knnwb_partition_piece_count(run, work, visitors, total);
     for (size_t q = 0; q < count; q++) {
       const size_t first = visitors * q / count, last = visitors * (q + 1) / count;
-      pieces[n++] = (KnnwbPartitionPiece){c, first, last - first, (double)(last - first) * size};
+      const KnnwbPartitionPiece piece = {c, first, last - first, (double)(last - first) * size};
+      g_array_append_val(pieces, piece);
     }
   }
-  gboolean ok = knnwb_partition_pool_run(run, knnwb_partition_visit_item, pieces, n, error);
-  g_free(pieces);
+  gboolean ok =
+      knnwb_partition_pool_run(run, knnwb_partition_visit_item,
+                               (KnnwbPartitionPiece *)(void *)pieces->data, pieces->len, error);
+  g_array_free(pieces, TRUE);
   return ok;
 }
