@@ -56,6 +56,13 @@ size_t knnwb_cuda_free_bytes(int device)
   return 0;
 }
 
+int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *message, size_t message_size)
+{
+  (void)job;
+  snprintf(message, message_size, "not built with CUDA");
+  return KNNWB_KERNELS_NO_DEVICE;
+}
+
 void knnwb_cuda_keep_begin(void)
 {
 }

@@ -252,6 +252,49 @@ void knnwb_cuda_keep_begin(void);
 void knnwb_cuda_keep_end(void);
 
 /**
+ * The partitioned search's bounds pass on one GPU (kernels/partition_bounds.cu; core's own pass is
+ * core/partition/partition_visits.c): for each of n_rows rows, the groups of cells it must still
+ * visit. Row r visits group g (not its own cell's) when a cell j of g is ruled out neither by the
+ * triangle test on the centroids' gaps (gap NULL: no such test) nor by the row's lower bound to
+ * centroid j less radius[j] against limit[r]. Every value is computed with core's operations in
+ * core's order and rounding (partition_space.c, partition_dots.c), so the visits are core's bit
+ * for bit.
+ *
+ * Contract: values is n_rows x dim float32 in host memory, the rows as read; space says how core
+ * maps them to the bound space (KnnwbBoundSpace); cell (n_rows) each row's cell; limit (n_rows)
+ * each row's chord limit (+inf allowed); centroid (m x dim), centroid_sq, radius, group_of (m
+ * each), gap (m x m or NULL) as core's partition holds them; margin_factor core's rounding margin
+ * per unit of squared norm. visits (n_rows x ceil(groups / 64) words, host) receives the row's
+ * groups as bits: bit g % 64 of word g / 64. Rows stream through the GPU in chunks of at most
+ * 256 MiB. Status: KNNWB_KERNELS_ERROR with a message for a row that has no direction or a value
+ * that is not finite (core's pass refuses them alike) or a failed CUDA call,
+ * KNNWB_KERNELS_CANCELLED when *cancel becomes non-zero between chunks. O(n_rows m dim) work.
+ */
+typedef enum {
+  KNNWB_BOUND_SPACE_PLAIN = 0,    /* euclidean: the rows as they are */
+  KNNWB_BOUND_SPACE_CENTRED = 1,  /* the pearson family: centred, scaled to norm 1 */
+  KNNWB_BOUND_SPACE_SCALED = 2,   /* cosine: scaled to norm 1 */
+  KNNWB_BOUND_SPACE_ABS = 3       /* abs-pearson: centred and scaled; the nearer of c and -c */
+} KnnwbBoundSpace;
+
+typedef struct {
+  const float *values;
+  size_t n_rows, dim;
+  int space; /* KnnwbBoundSpace */
+  const int32_t *cell;
+  const double *limit;
+  size_t m, groups;
+  const double *centroid, *centroid_sq, *radius, *gap;
+  const int32_t *group_of;
+  double margin_factor;
+  int device;
+  const volatile int *cancel;
+  uint64_t *visits;
+} KnnwbBoundsJob;
+
+int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *message, size_t message_size);
+
+/**
  * Runs a selection job on the GPUs. Returns a KNNWB_KERNELS_* status; on failure message (of
  * message_size bytes) says what failed, naming the CUDA/cuBLAS call.
  */

@@ -15,8 +15,6 @@
 #include <knnwb/parallel.h>
 #include "partition/partition_internal.h"
 
-/* Rows per block of the bounds pass. */
-#define KNNWB_PARTITION_BOUND_ROWS ((size_t)2048)
 /* Cells of other groups kept in order per cell: a row whose triangle test leaves more falls back
  * to the test of every cell. */
 #define KNNWB_PARTITION_NEAR_CELLS ((size_t)64)
@@ -370,10 +368,14 @@ gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
                             .gap = gap,
                             .near = near.count != NULL ? &near : NULL,
                             .found = g_new0(GArray *, blocks)};
-  knnwb_parallel_for(p->threads, rows, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows, &v);
-  g_debug("knnwb: partition: bounds: %zu of %zu rows read (the others ruled out of every other "
-          "group by the triangle test)",
-          (size_t)v.read, rows);
+  run->bounds_on_gpu = knnwb_partition_visits_gpu(run, gap, v.found, blocks);
+  if (!run->bounds_on_gpu) {
+    knnwb_parallel_for(p->threads, rows, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows,
+                       &v);
+    g_debug("knnwb: partition: bounds: %zu of %zu rows read (the others ruled out of every other "
+            "group by the triangle test)",
+            (size_t)v.read, rows);
+  }
   if (near.count != NULL)
     knnwb_partition_near_clear(&near);
   const gboolean ok = knnwb_partition_visit_index(run, v.found, blocks, !v.failed);

@@ -47,8 +47,10 @@ static void reference_visits(const KnnwbPartition *p, const KnnwbMatrix *data, c
 
 /* A partition of data (cells of about 300 rows, grouped), the bounds pass with limits of a few
  * scales of the cells' radii, against the reference (with the largest, some visits). */
-static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, int threads)
+static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, int threads,
+                         int gpus)
 {
+  int devices[2] = {0, 0}; /* (two parts on one GPU split the rows as two GPUs would) */
   KnnwbPartition p;
   double share;
   g_assert_true(knnwb_partition_choose(&p, data, metric, k, threads, FALSE, &share));
@@ -66,8 +68,15 @@ static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
   for (size_t s = 0; s < G_N_ELEMENTS(scales); s++) {
     g_autoptr(GRand) rand = g_rand_new_with_seed(11 + (guint32)s);
     double *limit = g_new(double, n);
-    KnnwbPartitionRun run = {
-        .data = data, .options = &options, .p = &p, .k = k, .d = p.d, .first = 0, .last = n};
+    KnnwbPartitionRun run = {.data = data,
+                             .options = &options,
+                             .p = &p,
+                             .k = k,
+                             .d = p.d,
+                             .first = 0,
+                             .last = n,
+                             .devices = gpus > 0 ? devices : NULL,
+                             .gpus = gpus};
     run.kth = g_new(int64_t, n);
     for (size_t i = 0; i < n; i++) {
       const double kth = scales[s] * p.radius[p.cluster_of[i]] * g_rand_double_range(rand, 0.5, 1);
@@ -76,6 +85,7 @@ static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
     }
     double pairs;
     g_assert_true(knnwb_partition_visits(&run, &pairs));
+    g_assert_cmpint(run.bounds_on_gpu, ==, gpus > 0);
     int64_t *start = g_new(int64_t, p.groups + 1);
     GArray *rows = g_array_new(FALSE, FALSE, sizeof(int64_t));
     reference_visits(&p, data, limit, start, rows);
@@ -99,18 +109,42 @@ static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
 static void test_many_cells(void)
 {
   g_autoptr(KnnwbMatrix) data = uniform_clusters(45001, 6, 40, 10.0, 1.5, 5);
-  check_visits(data, KNNWB_METRIC_EUCLIDEAN, 5, 3);
-  check_visits(data, KNNWB_METRIC_EUCLIDEAN, 5, 1);
+  check_visits(data, KNNWB_METRIC_EUCLIDEAN, 5, 3, 0);
+  check_visits(data, KNNWB_METRIC_EUCLIDEAN, 5, 1, 0);
 }
 
 /* few cells, the other metrics whose bound space has the triangle test */
 static void test_metrics(void)
 {
   g_autoptr(KnnwbMatrix) data = uniform_clusters(9001, 7, 6, 10.0, 2.0, 8);
-  check_visits(data, KNNWB_METRIC_PEARSON, 4, 2);
-  check_visits(data, KNNWB_METRIC_COSINE, 4, 2);
+  check_visits(data, KNNWB_METRIC_PEARSON, 4, 2, 0);
+  check_visits(data, KNNWB_METRIC_COSINE, 4, 2, 0);
   /* abs-pearson has no gaps: every row is read, as before */
-  check_visits(data, KNNWB_METRIC_ABS_PEARSON, 4, 2);
+  check_visits(data, KNNWB_METRIC_ABS_PEARSON, 4, 2, 0);
+}
+
+/* The pass on a GPU (kernels/partition_bounds.cu): the same visits as their definition, every
+ * metric, many cells and few, narrow rows and wide, the rows in chunks of 1,000 through both
+ * streams, as one part and as two. Skipped without a GPU. */
+static void test_gpu(void)
+{
+  if (knnwb_cuda_device_count() < 1) {
+    g_test_skip("no GPU");
+    return;
+  }
+  g_autoptr(KnnwbMatrix) many = uniform_clusters(45001, 6, 40, 10.0, 1.5, 5);
+  check_visits(many, KNNWB_METRIC_EUCLIDEAN, 5, 3, 1);
+  check_visits(many, KNNWB_METRIC_EUCLIDEAN, 5, 3, 2);
+  g_autoptr(KnnwbMatrix) few = uniform_clusters(9001, 7, 6, 10.0, 2.0, 8);
+  check_visits(few, KNNWB_METRIC_EUCLIDEAN, 4, 2, 1);
+  check_visits(few, KNNWB_METRIC_PEARSON, 4, 2, 1);
+  check_visits(few, KNNWB_METRIC_COSINE, 4, 2, 2);
+  check_visits(few, KNNWB_METRIC_ABS_PEARSON, 4, 2, 1);
+  /* wide rows: 32 a block in shared memory (700 columns), and read in place (1,400) */
+  g_autoptr(KnnwbMatrix) wide = uniform_clusters(3001, 700, 6, 10.0, 2.0, 9);
+  check_visits(wide, KNNWB_METRIC_EUCLIDEAN, 4, 2, 1);
+  g_autoptr(KnnwbMatrix) wider = uniform_clusters(3001, 1400, 6, 10.0, 2.0, 10);
+  check_visits(wider, KNNWB_METRIC_PEARSON, 4, 2, 1);
 }
 
 int main(int argc, char **argv)
@@ -119,7 +153,11 @@ int main(int argc, char **argv)
   g_log_set_always_fatal(G_LOG_FATAL_MASK);
   /* the choice tries one cluster count: a cell each 300 rows (set before any thread starts) */
   g_setenv("KNNWB_PARTITION_ROWS", "300", TRUE);
+  /* the GPU's pass whenever a run has a GPU, whatever its cells; the CPU's cases have none */
+  g_setenv("KNNWB_PARTITION_GPU_BOUNDS", "1", TRUE);
+  g_setenv("KNNWB_CUDA_BOUNDS_CHUNK", "1000", TRUE);
   g_test_add_func("/partition-visits/many-cells", test_many_cells);
   g_test_add_func("/partition-visits/metrics", test_metrics);
+  g_test_add_func("/partition-visits/gpu", test_gpu);
   return g_test_run();
 }
