@@ -271,10 +271,10 @@ void knnwb_cuda_keep_end(void);
  * KNNWB_KERNELS_CANCELLED when *cancel becomes non-zero between chunks. O(n_rows m dim) work.
  */
 typedef enum {
-  KNNWB_BOUND_SPACE_PLAIN = 0,    /* euclidean: the rows as they are */
-  KNNWB_BOUND_SPACE_CENTRED = 1,  /* the pearson family: centred, scaled to norm 1 */
-  KNNWB_BOUND_SPACE_SCALED = 2,   /* cosine: scaled to norm 1 */
-  KNNWB_BOUND_SPACE_ABS = 3       /* abs-pearson: centred and scaled; the nearer of c and -c */
+  KNNWB_BOUND_SPACE_PLAIN = 0,   /* euclidean: the rows as they are */
+  KNNWB_BOUND_SPACE_CENTRED = 1, /* the pearson family: centred, scaled to norm 1 */
+  KNNWB_BOUND_SPACE_SCALED = 2,  /* cosine: scaled to norm 1 */
+  KNNWB_BOUND_SPACE_ABS = 3      /* abs-pearson: centred and scaled; the nearer of c and -c */
 } KnnwbBoundSpace;
 
 typedef struct {

@@ -247,8 +247,8 @@ gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs);
  * for each of the `blocks` blocks of KNNWB_PARTITION_BOUND_ROWS rows, the visits (group << 40 |
  * row) the CPU's pass would give, rows ascending. FALSE (found untouched) when it does not run or
  * fails: the CPU's pass then runs. gap: knnwb_partition_centroid_gaps or NULL. */
-gboolean knnwb_partition_visits_gpu(const KnnwbPartitionRun *run, const double *gap,
-                                    GArray **found, size_t blocks);
+gboolean knnwb_partition_visits_gpu(const KnnwbPartitionRun *run, const double *gap, GArray **found,
+                                    size_t blocks);
 
 /* What a worker's sub-searches reuse from its last one: GPU memory and cuBLAS handles
  * (knnwb_cuda_keep_begin), list arrays (knnwb_knn_result_keep_set). Both by default;
