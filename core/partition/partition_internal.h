@@ -240,15 +240,11 @@ typedef struct {
  * distance after phase one; *pairs: the pairs they will score. FALSE: memory or cancel.
  * O(n m) at worst, about O(n) on clustered data. */
 gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs);
-/* Rows per block of the bounds pass (each block's visits one array, found[b] below). */
-#define KNNWB_PARTITION_BOUND_ROWS ((size_t)2048)
 /* The bounds pass of rows [run->first, run->last) on the run's GPUs (partition_visits_gpu.c),
- * when it has GPUs and many cells (KNNWB_PARTITION_GPU_BOUNDS=1 or 0: always, never): found[b],
- * for each of the `blocks` blocks of KNNWB_PARTITION_BOUND_ROWS rows, the visits (group << 40 |
- * row) the CPU's pass would give, rows ascending. FALSE (found untouched) when it does not run or
- * fails: the CPU's pass then runs. gap: knnwb_partition_centroid_gaps or NULL. */
-gboolean knnwb_partition_visits_gpu(const KnnwbPartitionRun *run, const double *gap, GArray **found,
-                                    size_t blocks);
+ * when it has GPUs and many cells (KNNWB_PARTITION_GPU_BOUNDS=1 or 0: always, never): the same
+ * run->query_start and run->queries as the CPU's pass. FALSE (both left NULL) when it does not
+ * run or fails: the CPU's pass then runs. gap: knnwb_partition_centroid_gaps or NULL. */
+gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap);
 
 /* What a worker's sub-searches reuse from its last one: GPU memory and cuBLAS handles
  * (knnwb_cuda_keep_begin), list arrays (knnwb_knn_result_keep_set). Both by default;

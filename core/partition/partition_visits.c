@@ -15,6 +15,9 @@
 #include <knnwb/parallel.h>
 #include "partition/partition_internal.h"
 
+/* Rows per block of the bounds pass. */
+#define KNNWB_PARTITION_BOUND_ROWS ((size_t)2048)
+
 /* Cells of other groups kept in order per cell: a row whose triangle test leaves more falls back
  * to the test of every cell. */
 #define KNNWB_PARTITION_NEAR_CELLS ((size_t)64)
@@ -355,12 +358,12 @@ static gboolean knnwb_partition_visit_index(KnnwbPartitionRun *run, GArray **fou
   return run->queries != NULL;
 }
 
-gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
+/* The CPU's pass (gap: knnwb_partition_centroid_gaps or NULL). */
+static gboolean knnwb_partition_visits_cpu(KnnwbPartitionRun *run, const double *gap)
 {
   const KnnwbPartition *p = run->p;
   const size_t rows = run->last - run->first;
   const size_t blocks = (rows + KNNWB_PARTITION_BOUND_ROWS - 1) / KNNWB_PARTITION_BOUND_ROWS;
-  g_autofree double *gap = knnwb_partition_centroid_gaps(p);
   KnnwbPartitionNear near = {0};
   if (gap != NULL && p->reach != NULL)
     knnwb_partition_near_init(&near, p, gap);
@@ -368,18 +371,23 @@ gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
                             .gap = gap,
                             .near = near.count != NULL ? &near : NULL,
                             .found = g_new0(GArray *, blocks)};
-  run->bounds_on_gpu = knnwb_partition_visits_gpu(run, gap, v.found, blocks);
-  if (!run->bounds_on_gpu) {
-    knnwb_parallel_for(p->threads, rows, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows,
-                       &v);
-    g_debug("knnwb: partition: bounds: %zu of %zu rows read (the others ruled out of every other "
-            "group by the triangle test)",
-            (size_t)v.read, rows);
-  }
+  knnwb_parallel_for(p->threads, rows, KNNWB_PARTITION_BOUND_ROWS, knnwb_partition_visit_rows, &v);
+  g_debug("knnwb: partition: bounds: %zu of %zu rows read (the others ruled out of every other "
+          "group by the triangle test)",
+          (size_t)v.read, rows);
   if (near.count != NULL)
     knnwb_partition_near_clear(&near);
   const gboolean ok = knnwb_partition_visit_index(run, v.found, blocks, !v.failed);
   g_free(v.found);
+  return ok;
+}
+
+gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs)
+{
+  const KnnwbPartition *p = run->p;
+  g_autofree double *gap = knnwb_partition_centroid_gaps(p);
+  run->bounds_on_gpu = knnwb_partition_visits_gpu(run, gap);
+  const gboolean ok = run->bounds_on_gpu || knnwb_partition_visits_cpu(run, gap);
   *pairs = 0.0;
   for (size_t c = 0; c < p->groups; c++)
     *pairs += (double)(run->query_start[c + 1] - run->query_start[c]) *

@@ -15,8 +15,11 @@
  * every product from its vector kernels (partition_visits.c's knnwb_partition_row_dots) and is
  * cheap next to the GPU's copy of the rows. */
 #define KNNWB_PARTITION_GPU_BOUNDS_CELLS ((size_t)129)
-/* Host bytes of visits (a bit per row and group) a range of rows takes at once. */
-#define KNNWB_PARTITION_GPU_BOUNDS_BYTES ((size_t)256 << 20)
+/* Host bytes of visits (a bit per row and group) the pass may take: beyond them (10,000,000 rows
+ * of more than 832 groups) the CPU's pass runs. */
+#define KNNWB_PARTITION_GPU_BOUNDS_BYTES ((size_t)1 << 30)
+/* Rows per part of the index's passes (whole words of bits each). */
+#define KNNWB_PARTITION_GPU_INDEX_ROWS ((size_t)65536)
 
 /* KNNWB_PARTITION_GPU_BOUNDS: 1 always on a GPU run, 0 never; unset: from
  * KNNWB_PARTITION_GPU_BOUNDS_CELLS cells. */
@@ -48,10 +51,9 @@ typedef struct {
   const KnnwbPartitionRun *run;
   const double *gap;
   const double *limit; /* per row of the run's, from run->first */
-  uint64_t *visits;    /* the range's rows x words */
+  uint64_t *visits;    /* per row of the run's: words of bits */
   size_t words;
   size_t from, to; /* this GPU's rows, from run->first */
-  size_t base;     /* the range's first row, from run->first */
   int device;
   int status;
   char message[256];
@@ -80,39 +82,122 @@ static gpointer knnwb_partition_bounds_part(gpointer data)
       .margin_factor = knnwb_partition_pair_margin(p->d, 1.0),
       .device = part->device,
       .cancel = run->options->cancel,
-      .visits = part->visits + (part->from - part->base) * part->words,
+      .visits = part->visits + part->from * part->words,
   };
   part->status = knnwb_cuda_partition_bounds(&job, part->message, sizeof part->message);
   return NULL;
 }
 
-typedef struct {
-  const KnnwbPartitionRun *run;
-  const uint64_t *visits; /* rows [base, ...) x words */
-  size_t words, base, end;
-  GArray **found;
-} KnnwbPartitionGpuFound;
-
-/* Blocks [from, to) of the range (KNNWB_PARTITION_BOUND_ROWS rows each, from its first) as the
- * CPU's pass gives them: every visit (group << 40 | row), rows ascending. */
-static void knnwb_partition_gpu_found(size_t from, size_t to, void *data)
+/* Rows [0, rows) of the run's on its GPUs, a share each, into visits. FALSE with the first failure
+ * in message. */
+static gboolean knnwb_partition_gpu_bounds(const KnnwbPartitionRun *run, const double *gap,
+                                           const double *limit, uint64_t *visits, size_t words,
+                                           size_t rows, char *message, size_t message_size)
 {
-  const KnnwbPartitionGpuFound *f = data;
-  for (size_t b = from; b < to; b++) {
-    const size_t r0 = f->base + b * KNNWB_PARTITION_BOUND_ROWS;
-    const size_t r1 = MIN(f->end, r0 + KNNWB_PARTITION_BOUND_ROWS);
-    GArray *found = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-    for (size_t r = r0; r < r1; r++) {
-      const uint64_t *bits = f->visits + (r - f->base) * f->words;
-      for (size_t w = 0; w < f->words; w++)
-        for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
-          const uint64_t g = 64 * w + (uint64_t)__builtin_ctzll(word);
-          const uint64_t visit = (g << 40) | (uint64_t)(f->run->first + r);
-          g_array_append_val(found, visit);
-        }
-    }
-    f->found[r0 / KNNWB_PARTITION_BOUND_ROWS] = found;
+  const int gpus = run->gpus;
+  KnnwbPartitionGpuPart *parts = g_new0(KnnwbPartitionGpuPart, gpus);
+  GThread **threads = g_new0(GThread *, gpus);
+  for (int u = 0; u < gpus; u++) {
+    KnnwbPartitionGpuPart *part = &parts[u];
+    *part = (KnnwbPartitionGpuPart){.run = run,
+                                    .gap = gap,
+                                    .limit = limit,
+                                    .visits = visits,
+                                    .words = words,
+                                    .from = rows * (size_t)u / (size_t)gpus,
+                                    .to = rows * (size_t)(u + 1) / (size_t)gpus,
+                                    .device = run->devices[u]};
+    if (part->to > part->from)
+      threads[u] = g_thread_try_new("knnwb-bounds", knnwb_partition_bounds_part, part, NULL);
+    if (part->to > part->from && threads[u] == NULL)
+      knnwb_partition_bounds_part(part);
   }
+  gboolean ok = TRUE;
+  for (int u = 0; u < gpus; u++) {
+    if (threads[u] != NULL)
+      g_thread_join(threads[u]);
+    if (ok && parts[u].status != KNNWB_KERNELS_OK) {
+      g_snprintf(message, message_size, "GPU %d: %s", parts[u].device, parts[u].message);
+      ok = FALSE;
+    }
+  }
+  g_free(threads);
+  g_free(parts);
+  return ok;
+}
+
+/* The visitor index from the bits, in two passes over parts of KNNWB_PARTITION_GPU_INDEX_ROWS
+ * rows: each part's count per group, then each part's rows at its offsets (rows ascending within
+ * each group, as the parts are in order). */
+typedef struct {
+  KnnwbPartitionRun *run;
+  const uint64_t *visits;
+  size_t words, rows, groups;
+  int64_t *at; /* parts x groups: counts, then offsets */
+} KnnwbPartitionGpuIndex;
+
+static void knnwb_partition_gpu_count(size_t from, size_t to, void *data)
+{
+  const KnnwbPartitionGpuIndex *x = data;
+  for (size_t part = from; part < to; part++) {
+    int64_t *count = x->at + part * x->groups;
+    const size_t last = MIN(x->rows, (part + 1) * KNNWB_PARTITION_GPU_INDEX_ROWS);
+    for (size_t r = part * KNNWB_PARTITION_GPU_INDEX_ROWS; r < last; r++)
+      for (size_t w = 0; w < x->words; w++)
+        for (uint64_t bits = x->visits[r * x->words + w]; bits != 0; bits &= bits - 1)
+          count[64 * w + (size_t)__builtin_ctzll(bits)]++;
+  }
+}
+
+static void knnwb_partition_gpu_fill(size_t from, size_t to, void *data)
+{
+  const KnnwbPartitionGpuIndex *x = data;
+  for (size_t part = from; part < to; part++) {
+    int64_t *at = x->at + part * x->groups;
+    const size_t last = MIN(x->rows, (part + 1) * KNNWB_PARTITION_GPU_INDEX_ROWS);
+    for (size_t r = part * KNNWB_PARTITION_GPU_INDEX_ROWS; r < last; r++)
+      for (size_t w = 0; w < x->words; w++)
+        for (uint64_t bits = x->visits[r * x->words + w]; bits != 0; bits &= bits - 1)
+          x->run->queries[at[64 * w + (size_t)__builtin_ctzll(bits)]++] =
+              (int64_t)(x->run->first + r);
+  }
+}
+
+/* run->query_start and run->queries from the bits. FALSE: memory. */
+static gboolean knnwb_partition_gpu_index(KnnwbPartitionRun *run, const uint64_t *visits,
+                                          size_t words, size_t rows)
+{
+  const size_t groups = run->p->groups;
+  const size_t parts =
+      MAX((size_t)1, (rows + KNNWB_PARTITION_GPU_INDEX_ROWS - 1) / KNNWB_PARTITION_GPU_INDEX_ROWS);
+  KnnwbPartitionGpuIndex x = {.run = run,
+                              .visits = visits,
+                              .words = words,
+                              .rows = rows,
+                              .groups = groups,
+                              .at = g_try_new0(int64_t, parts * groups)};
+  if (x.at == NULL)
+    return FALSE;
+  knnwb_parallel_for(run->p->threads, parts, 1, knnwb_partition_gpu_count, &x);
+  int64_t *start = g_new0(int64_t, groups + 1);
+  for (size_t g = 0; g < groups; g++) {
+    int64_t at = start[g];
+    for (size_t part = 0; part < parts; part++) {
+      const int64_t count = x.at[part * groups + g];
+      x.at[part * groups + g] = at;
+      at += count;
+    }
+    start[g + 1] = at;
+  }
+  run->queries = g_try_new(int64_t, MAX((size_t)start[groups], (size_t)1));
+  if (run->queries != NULL) {
+    knnwb_parallel_for(run->p->threads, parts, 1, knnwb_partition_gpu_fill, &x);
+    run->query_start = start;
+  } else {
+    g_free(start);
+  }
+  g_free(x.at);
+  return run->queries != NULL;
 }
 
 typedef struct {
@@ -129,92 +214,38 @@ static void knnwb_partition_gpu_limits(size_t from, size_t to, void *data)
                                               knnwb_partition_kth(l->run, l->run->first + i), p->d);
 }
 
-/* Rows [base, end) of the run's (from run->first) on its GPUs, a share each, into found. FALSE
- * with the first failure in message. */
-static gboolean knnwb_partition_gpu_range(const KnnwbPartitionRun *run, const double *gap,
-                                          const double *limit, uint64_t *visits, size_t words,
-                                          size_t base, size_t end, GArray **found, double *found_s,
-                                          char *message, size_t message_size)
-{
-  const int gpus = run->gpus;
-  KnnwbPartitionGpuPart *parts = g_new0(KnnwbPartitionGpuPart, gpus);
-  GThread **threads = g_new0(GThread *, gpus);
-  const size_t blocks = (end - base + KNNWB_PARTITION_BOUND_ROWS - 1) / KNNWB_PARTITION_BOUND_ROWS;
-  for (int u = 0; u < gpus; u++) {
-    KnnwbPartitionGpuPart *part = &parts[u];
-    *part = (KnnwbPartitionGpuPart){.run = run,
-                                    .gap = gap,
-                                    .limit = limit,
-                                    .visits = visits,
-                                    .words = words,
-                                    .base = base,
-                                    .device = run->devices[u]};
-    part->from = MIN(end, base + blocks * (size_t)u / (size_t)gpus * KNNWB_PARTITION_BOUND_ROWS);
-    part->to =
-        MIN(end, base + blocks * (size_t)(u + 1) / (size_t)gpus * KNNWB_PARTITION_BOUND_ROWS);
-    if (part->to > part->from)
-      threads[u] = g_thread_try_new("knnwb-bounds", knnwb_partition_bounds_part, part, NULL);
-    if (part->to > part->from && threads[u] == NULL)
-      knnwb_partition_bounds_part(part);
-  }
-  gboolean ok = TRUE;
-  for (int u = 0; u < gpus; u++) {
-    if (threads[u] != NULL)
-      g_thread_join(threads[u]);
-    if (ok && parts[u].status != KNNWB_KERNELS_OK) {
-      g_snprintf(message, message_size, "GPU %d: %s", parts[u].device, parts[u].message);
-      ok = FALSE;
-    }
-  }
-  const gint64 t0 = g_get_monotonic_time();
-  if (ok) {
-    KnnwbPartitionGpuFound f = {
-        .run = run, .visits = visits, .words = words, .base = base, .end = end, .found = found};
-    knnwb_parallel_for(run->p->threads, blocks, 16, knnwb_partition_gpu_found, &f);
-  }
-  *found_s += (double)(g_get_monotonic_time() - t0) / 1e6;
-  g_free(threads);
-  g_free(parts);
-  return ok;
-}
-
-gboolean knnwb_partition_visits_gpu(const KnnwbPartitionRun *run, const double *gap, GArray **found,
-                                    size_t blocks)
+gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap)
 {
   if (!knnwb_partition_visits_gpu_wanted(run))
     return FALSE;
   const KnnwbPartition *p = run->p;
   const size_t rows = run->last - run->first, words = (p->groups + 63) / 64;
-  /* ranges of whole blocks whose visits take at most KNNWB_PARTITION_GPU_BOUNDS_BYTES */
-  const size_t range = MAX((size_t)1, KNNWB_PARTITION_GPU_BOUNDS_BYTES /
-                                          (words * sizeof(uint64_t)) / KNNWB_PARTITION_BOUND_ROWS) *
-                       KNNWB_PARTITION_BOUND_ROWS;
+  if (rows > KNNWB_PARTITION_GPU_BOUNDS_BYTES / (words * sizeof(uint64_t)))
+    return FALSE;
+  const gint64 t0 = g_get_monotonic_time();
   double *limit = g_try_new(double, MAX(rows, (size_t)1));
-  uint64_t *visits = g_try_new(uint64_t, MIN(rows, range) * words + 1);
+  uint64_t *visits = g_try_new(uint64_t, MAX(rows * words, (size_t)1));
   gboolean ok = limit != NULL && visits != NULL;
   char message[300] = "out of host memory";
-  const gint64 t0 = g_get_monotonic_time();
-  double found_s = 0.0;
   if (ok) {
     KnnwbPartitionLimits l = {.run = run, .limit = limit};
     knnwb_parallel_for(p->threads, rows, 65536, knnwb_partition_gpu_limits, &l);
   }
   const gint64 t1 = g_get_monotonic_time();
-  for (size_t base = 0; ok && base < rows; base += range)
-    ok = knnwb_partition_gpu_range(run, gap, limit, visits, words, base, MIN(rows, base + range),
-                                   found, &found_s, message, sizeof message);
+  ok = ok &&
+       knnwb_partition_gpu_bounds(run, gap, limit, visits, words, rows, message, sizeof message);
+  const gint64 t2 = g_get_monotonic_time();
+  ok = ok && knnwb_partition_gpu_index(run, visits, words, rows);
   g_free(visits);
   g_free(limit);
   if (!ok) {
     g_debug("knnwb: partition: bounds on the GPU: %s; on the CPU instead", message);
-    for (size_t b = 0; b < blocks; b++)
-      if (found[b] != NULL)
-        g_clear_pointer(&found[b], g_array_unref);
     return FALSE;
   }
   g_debug("knnwb: partition: bounds of %zu rows and %zu cells on %d GPU(s) in %.3f s (limits "
-          "%.3f s, visits listed %.3f s)",
+          "%.3f s, GPUs %.3f s, index %.3f s)",
           rows, p->m, run->gpus, (double)(g_get_monotonic_time() - t0) / 1e6,
-          (double)(t1 - t0) / 1e6, found_s);
+          (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+          (double)(g_get_monotonic_time() - t2) / 1e6);
   return TRUE;
 }

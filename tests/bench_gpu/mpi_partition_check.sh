@@ -10,7 +10,8 @@
 # run on 1 GPU with the CUDA trace of every sub-search, KNNWB_CUDA_TRACE=1, in OUT/runs.log).
 # About 5 minutes on two H200s with 32 cores.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_partition_check.sh OUT [ROWS]
-# (NO_CPU=1 leaves out the CPU run)
+# (NO_CPU=1 leaves out the CPU run; SPREAD=2 puts the clusters' centres 2 apart instead of 3, where
+# rows visit other clusters; SIZES="10M" leaves out 2M)
 set -uo pipefail
 out=$1; b=/tmp/knnwb-mpipart; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -25,8 +26,11 @@ k=$b/bin/knnwb; export LD_LIBRARY_PATH=$b:${LD_LIBRARY_PATH:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-mpipart-data; mkdir -p $d
-[ -s $d/c2M.npy ] || $py tests/bench/make_clusters_table.py $d/c2M.npy 2000000 50
-[ -s $d/c10M.npy ] || $py tests/bench/make_clusters_table.py $d/c10M.npy 10000000 50
+spread=${SPREAD:-3}; sfx=$([ "$spread" = 3 ] || echo "-$spread")
+read -r -a sizes <<<"${SIZES:-2M 10M}"
+for n in "${sizes[@]}"; do
+  [ -s $d/c$n$sfx.npy ] || $py tests/bench/make_clusters_table.py $d/c$n$sfx.npy ${n%M}000000 50 "$spread"
+done
 gpus=$(nvidia-smi -L | wc -l); ranks=$((gpus > 1 ? gpus : 2))
 log=$out/runs.log; : >"$log"
 run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
@@ -45,14 +49,15 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   echo "== $name rc=$r" >>"$log"; cat $out/one.log >>"$log"
   printf '%-40s rc=%d %7.2f s  %s\n' "$name" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{print b-a}')" \
     "$(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)"
-  grep -oE "partition: [0-9]+ (clusters \(|groups,).*|partition: (done|not used) in [0-9.]+ s|combined in .*|whole call [0-9.]+ s$" \
-    $out/one.log | grep -v "whole call 0\." | head -4 | cut -c1-200 | sed 's/^/    /'
+  grep -oE "partition: [0-9]+ (clusters \(|groups,).*|partition: bounds (of|on) .*|partition: (done|not used) in [0-9.]+ s|combined in .*|whole call [0-9.]+ s$" \
+    $out/one.log | grep -v "whole call 0\." | head -6 | cut -c1-200 | sed 's/^/    /'
 }
-[ -n "${NO_CPU:-}" ] || run "cpu 2M, 1 process" all $d/c2M.npy cpu euclidean 30
-for n in 2M 10M; do
-  KNNWB_CUDA_TRACE=$([ $n = 10M ] && echo 1 || echo 0) run "cuda $n, 1 GPU" 1 $d/c$n.npy cuda euclidean 30
-  [ "$gpus" -gt 1 ] && run "cuda $n, $gpus GPUs, 1 process" all $d/c$n.npy cuda euclidean 30
-  run "cuda $n, $ranks ranks" ranks $d/c$n.npy cuda euclidean 30
+[ -n "${NO_CPU:-}" ] || [ ! -s $d/c2M$sfx.npy ] || run "cpu 2M, 1 process" all $d/c2M$sfx.npy cpu euclidean 30
+for n in "${sizes[@]}"; do
+  f=$d/c$n$sfx.npy
+  KNNWB_CUDA_TRACE=$([ $n = 10M ] && echo 1 || echo 0) run "cuda $n, 1 GPU" 1 $f cuda euclidean 30
+  [ "$gpus" -gt 1 ] && run "cuda $n, $gpus GPUs, 1 process" all $f cuda euclidean 30
+  run "cuda $n, $ranks ranks" ranks $f cuda euclidean 30
 done
 if [ -n "${2:-}" ]; then
   "$k" metafeatures "$2" --ops all -o $d/real.npy || exit 1
