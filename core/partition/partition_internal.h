@@ -245,6 +245,11 @@ gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs);
  * run->query_start and run->queries as the CPU's pass. FALSE (both left NULL) when it does not
  * run or fails: the CPU's pass then runs. gap: knnwb_partition_centroid_gaps or NULL. */
 gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap);
+/* run->query_start and run->queries (each group's visitors, rows ascending) from the GPU's bits:
+ * bit g % 64 of visits[r * words + g / 64] says that row run->first + r visits group g, for
+ * r < rows. Two passes on threads. FALSE (both left NULL): memory. O(rows words + visits). */
+gboolean knnwb_partition_visits_from_bits(KnnwbPartitionRun *run, const uint64_t *visits,
+                                          size_t words, size_t rows);
 
 /* What a worker's sub-searches reuse from its last one: GPU memory and cuBLAS handles
  * (knnwb_cuda_keep_begin), list arrays (knnwb_knn_result_keep_set). Both by default;

@@ -163,8 +163,7 @@ static void knnwb_partition_gpu_fill(size_t from, size_t to, void *data)
   }
 }
 
-/* run->query_start and run->queries from the bits. FALSE: memory. */
-static gboolean knnwb_partition_gpu_index(KnnwbPartitionRun *run, const uint64_t *visits,
+gboolean knnwb_partition_visits_from_bits(KnnwbPartitionRun *run, const uint64_t *visits,
                                           size_t words, size_t rows)
 {
   const size_t groups = run->p->groups;
@@ -235,7 +234,7 @@ gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap)
   ok = ok &&
        knnwb_partition_gpu_bounds(run, gap, limit, visits, words, rows, message, sizeof message);
   const gint64 t2 = g_get_monotonic_time();
-  ok = ok && knnwb_partition_gpu_index(run, visits, words, rows);
+  ok = ok && knnwb_partition_visits_from_bits(run, visits, words, rows);
   g_free(visits);
   g_free(limit);
   if (!ok) {

@@ -50,6 +50,8 @@ static void reference_visits(const KnnwbPartition *p, const KnnwbMatrix *data, c
 static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, int threads,
                          int gpus)
 {
+  /* a run given GPUs bounds on them when there are any, else falls back to the CPU's pass */
+  const gboolean on_gpu = gpus > 0 && knnwb_cuda_device_count() > 0;
   int devices[2] = {0, 0}; /* (two parts on one GPU split the rows as two GPUs would) */
   KnnwbPartition p;
   double share;
@@ -85,7 +87,7 @@ static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
     }
     double pairs;
     g_assert_true(knnwb_partition_visits(&run, &pairs));
-    g_assert_cmpint(run.bounds_on_gpu, ==, gpus > 0);
+    g_assert_cmpint(run.bounds_on_gpu, ==, on_gpu);
     int64_t *start = g_new(int64_t, p.groups + 1);
     GArray *rows = g_array_new(FALSE, FALSE, sizeof(int64_t));
     reference_visits(&p, data, limit, start, rows);
@@ -147,6 +149,57 @@ static void test_gpu(void)
   check_visits(wider, KNNWB_METRIC_PEARSON, 4, 2, 1);
 }
 
+/* Without a GPU, a run that has GPUs falls back to the CPU's pass: the same visits. */
+static void test_gpu_fallback(void)
+{
+  if (knnwb_cuda_device_count() > 0) {
+    g_test_skip("a GPU is there: /partition-visits/gpu");
+    return;
+  }
+  g_autoptr(KnnwbMatrix) few = uniform_clusters(9001, 7, 6, 10.0, 2.0, 8);
+  check_visits(few, KNNWB_METRIC_EUCLIDEAN, 4, 2, 1);
+}
+
+/* The visitor index from the GPU's bits (host only): random bits of 130 groups (three words a
+ * row) over a block of rows that starts past 0, on 1 and 3 threads and parts of 65,536 rows,
+ * against the index by its definition (each group's rows ascending). */
+static void test_bits(void)
+{
+  const size_t groups = 130, words = 3, rows = 150001, first = 777;
+  g_autoptr(GRand) rand = g_rand_new_with_seed(5);
+  uint64_t *bits = g_new0(uint64_t, rows * words);
+  for (size_t r = 0; r < rows; r++)
+    for (int t = g_rand_int_range(rand, 0, 4); t > 0; t--) {
+      const size_t g = (size_t)g_rand_int_range(rand, 0, (gint32)groups);
+      bits[r * words + g / 64] |= (uint64_t)1 << (g % 64);
+    }
+  int64_t *start = g_new0(int64_t, groups + 1);
+  GArray *expected = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  for (size_t g = 0; g < groups; g++) {
+    for (size_t r = 0; r < rows; r++)
+      if (bits[r * words + g / 64] >> (g % 64) & 1) {
+        const int64_t row = (int64_t)(first + r);
+        g_array_append_val(expected, row);
+      }
+    start[g + 1] = (int64_t)expected->len;
+  }
+  const int threads[] = {1, 3};
+  for (size_t t = 0; t < G_N_ELEMENTS(threads); t++) {
+    KnnwbPartition p = {.groups = groups, .threads = threads[t]};
+    KnnwbPartitionRun run = {.p = &p, .first = first, .last = first + rows};
+    g_assert_true(knnwb_partition_visits_from_bits(&run, bits, words, rows));
+    g_assert_cmpmem(run.query_start, (groups + 1) * sizeof(int64_t), start,
+                    (groups + 1) * sizeof(int64_t));
+    g_assert_cmpmem(run.queries, expected->len * sizeof(int64_t), expected->data,
+                    expected->len * sizeof(int64_t));
+    g_free(run.query_start);
+    g_free(run.queries);
+  }
+  g_array_free(expected, TRUE);
+  g_free(start);
+  g_free(bits);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -159,5 +212,7 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-visits/many-cells", test_many_cells);
   g_test_add_func("/partition-visits/metrics", test_metrics);
   g_test_add_func("/partition-visits/gpu", test_gpu);
+  g_test_add_func("/partition-visits/gpu-fallback", test_gpu_fallback);
+  g_test_add_func("/partition-visits/bits", test_bits);
   return g_test_run();
 }
