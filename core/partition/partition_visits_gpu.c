@@ -1,8 +1,8 @@
 /*
  * The bounds pass on the run's GPUs (kernels/partition_bounds.cu), where it pays: with many cells
  * the CPU's pass (partition_visits.c) makes most of each row's products with the centroids one by
- * one, 2-4 s of 10,000,000 rows of overlapping clusters in 304 cells on 16-32 cores; a GPU makes
- * them all in a fraction of the copy of the rows to it. The GPU computes core's bounds bit for bit,
+ * one, 2-4 s of 10,000,000 rows of overlapping clusters in 304 cells on 16-32 cores; a GPU takes
+ * 0.2-0.3 s, most of it copying the rows to it. The GPU computes core's bounds bit for bit,
  * so the visits are the CPU pass's (tests/core/test_partition_visits.c checks both against their
  * definition). Only the speed depends on where the pass runs.
  */
