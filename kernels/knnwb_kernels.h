@@ -265,10 +265,11 @@ void knnwb_cuda_keep_end(void);
  * each row's chord limit (+inf allowed); centroid (m x dim), centroid_sq, radius, group_of (m
  * each), gap (m x m or NULL) as core's partition holds them; margin_factor core's rounding margin
  * per unit of squared norm. visits (n_rows x ceil(groups / 64) words, host) receives the row's
- * groups as bits: bit g % 64 of word g / 64. Rows stream through the GPU in chunks of at most
- * 256 MiB. Status: KNNWB_KERNELS_ERROR with a message for a row that has no direction or a value
- * that is not finite (core's pass refuses them alike) or a failed CUDA call,
- * KNNWB_KERNELS_CANCELLED when *cancel becomes non-zero between chunks. O(n_rows m dim) work.
+ * groups as bits: bit g % 64 of word g / 64. Rows stream through the GPU in chunks of 32 MiB of
+ * values, two at a time (each pinned on the host and on the GPU, with its visits). Status:
+ * KNNWB_KERNELS_ERROR with a message for a row that has no direction or a value that is not
+ * finite (core's pass refuses them alike) or a failed CUDA call, KNNWB_KERNELS_CANCELLED when
+ * *cancel becomes non-zero between chunks; visits is then undefined. O(n_rows m dim) work.
  */
 typedef enum {
   KNNWB_BOUND_SPACE_PLAIN = 0,   /* euclidean: the rows as they are */
