@@ -24,12 +24,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <thread>
-#include <vector>
 #include <cstdio>
 #include <cstdlib>
 
 #include "cuda_check.h"
+#include "host_staging.h"
 #include "knnwb_kernels.h"
 #include "select_trace.h"
 
@@ -45,8 +44,9 @@ constexpr size_t kChunkBytes = (size_t)32 << 20;
  * fewer threads for wide rows; rows wider than 32 threads allow are read in place. */
 constexpr int kThreads = 128;
 constexpr size_t kSharedBytes = (size_t)160 << 10;
-/* Host threads of a chunk's copy into pinned memory (one thread copies about 10 GB/s). */
-constexpr unsigned kCopyThreads = 8;
+/* Host threads of a chunk's copy into pinned memory (host_staging.h's parallel_copy: CUDA's own
+ * staging of pageable memory moved 6 GB/s). */
+constexpr int kCopyThreads = 8;
 
 struct BoundsArgs {
   const float *values;
@@ -269,27 +269,6 @@ int bounds_setup(const KnnwbBoundsJob *job, BoundsMemory *mem, size_t chunk, siz
   return KNNWB_KERNELS_OK;
 }
 
-/* bytes from `from` into `to` on up to kCopyThreads threads: a copy from pageable memory is the
- * chunk's cost (CUDA's own staging of pageable memory moved 6 GB/s). */
-void parallel_copy(void *to, const void *from, size_t bytes)
-{
-  const size_t slice = std::max((size_t)4 << 20, (bytes + kCopyThreads - 1) / kCopyThreads);
-  std::vector<std::thread> threads;
-  size_t at = slice;
-  try {
-    for (; at < bytes; at += slice)
-      threads.emplace_back(memcpy, static_cast<char *>(to) + at,
-                           static_cast<const char *>(from) + at, std::min(slice, bytes - at));
-  } catch (...) {
-    /* no thread: this one copies the rest */
-    memcpy(static_cast<char *>(to) + at, static_cast<const char *>(from) + at,
-           bytes > at ? bytes - at : 0);
-  }
-  memcpy(to, from, std::min(slice, bytes));
-  for (std::thread &t : threads)
-    t.join();
-}
-
 /* The launch's shape: threads a block and their shared bytes (0: rows read in place). */
 void bounds_shape(size_t dim, int *threads, size_t *shared)
 {
@@ -328,7 +307,7 @@ int bounds_chunk(const KnnwbBoundsJob *job, BoundsMemory *mem, int s, size_t fir
   if (status != KNNWB_KERNELS_OK)
     return status;
   const double t0 = seconds_now();
-  parallel_copy(mem->staging[s], job->values + first * job->dim, bytes);
+  knnwb_cuda::parallel_copy(mem->staging[s], job->values + first * job->dim, bytes, kCopyThreads);
   mem->copy_s += seconds_now() - t0;
   KNNWB_CUDA_CHECK_STATUS(
       cudaMemcpyAsync(mem->values[s], mem->staging[s], bytes, cudaMemcpyHostToDevice, stream));
