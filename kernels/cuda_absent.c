@@ -63,6 +63,13 @@ int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *message, size_t
   return KNNWB_KERNELS_NO_DEVICE;
 }
 
+int knnwb_cuda_partition_assign(const KnnwbAssignJob *job, char *message, size_t message_size)
+{
+  (void)job;
+  snprintf(message, message_size, "not built with CUDA");
+  return KNNWB_KERNELS_NO_DEVICE;
+}
+
 void knnwb_cuda_keep_begin(void)
 {
 }

@@ -296,6 +296,28 @@ typedef struct {
 int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *message, size_t message_size);
 
 /**
+ * The partitioned search's assignment on one GPU (the same file; core's own is
+ * core/partition/partition_build.c): each of n_rows rows' nearest of m centroids in the bound
+ * space (the lowest |c|^2 - 2 v.c, ties to the lower centroid) into cell, and its reach there
+ * (core's upper bound of the row's distance to that centroid) into reach, core's values bit for
+ * bit. Fields and statuses as KnnwbBoundsJob's. O(n_rows m dim) work.
+ */
+typedef struct {
+  const float *values;
+  size_t n_rows, dim;
+  int space; /* KnnwbBoundSpace */
+  size_t m;
+  const double *centroid, *centroid_sq;
+  double margin_factor;
+  int device;
+  const volatile int *cancel;
+  int32_t *cell;
+  double *reach;
+} KnnwbAssignJob;
+
+int knnwb_cuda_partition_assign(const KnnwbAssignJob *job, char *message, size_t message_size);
+
+/**
  * Runs a selection job on the GPUs. Returns a KNNWB_KERNELS_* status; on failure message (of
  * message_size bytes) says what failed, naming the CUDA/cuBLAS call.
  */

@@ -62,6 +62,15 @@ struct BoundsArgs {
   int *bad;
 };
 
+/* A job of either kind through the same chunks: the bounds (visits: words of bits a row), or the
+ * assignment (two words a row, unpacked into cell and reach). */
+struct RowsJob {
+  KnnwbBoundsJob b;
+  bool assign;
+  int32_t *cell;
+  double *reach;
+};
+
 /* Component t of the row in the bound space: knnwb_partition_space_row's v[t] (mean 0 and scale 1
  * leave a euclidean row's values as they are, but the plain space skips them). The row's values
  * lie `stride` floats apart (the block's rows transposed in shared memory, or 1 in place). */
@@ -145,21 +154,28 @@ __device__ bool row_frame(const float *x, int64_t stride, int64_t dim, int space
 /* One thread a row. staged: the block's rows are first copied into shared memory transposed
  * (component t of every row side by side), so that a warp's reads of its rows' component t are
  * one line rather than 32; the row is read again for every cell it tests. */
-__global__ void bounds_kernel(BoundsArgs a, bool staged)
+__device__ __forceinline__ const float *block_rows(const BoundsArgs &a, bool staged, float *rows_t,
+                                                   int64_t *stride)
 {
-  extern __shared__ float rows_t[];
   const int64_t first = (int64_t)blockIdx.x * blockDim.x;
-  const int64_t r = first + threadIdx.x;
   if (staged) {
     const int64_t count = min((int64_t)blockDim.x, a.rows - first);
     for (int64_t e = threadIdx.x; e < count * a.dim; e += blockDim.x)
       rows_t[(e % a.dim) * blockDim.x + e / a.dim] = a.values[first * a.dim + e];
     __syncthreads();
   }
+  *stride = staged ? blockDim.x : 1;
+  return staged ? rows_t + threadIdx.x : a.values + (first + threadIdx.x) * a.dim;
+}
+
+__global__ void bounds_kernel(BoundsArgs a, bool staged)
+{
+  extern __shared__ float rows_t[];
+  const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  int64_t stride;
+  const float *x = block_rows(a, staged, rows_t, &stride);
   if (r >= a.rows)
     return;
-  const float *x = staged ? rows_t + threadIdx.x : a.values + r * a.dim;
-  const int64_t stride = staged ? blockDim.x : 1;
   double mean, scale, sq;
   if (!row_frame(x, stride, a.dim, a.space, &mean, &scale, &sq)) {
     atomicExch(a.bad, 1);
@@ -187,6 +203,40 @@ __global__ void bounds_kernel(BoundsArgs a, bool staged)
     if (!(__dsub_rn(lower, a.radius[j]) > limit))
       out[g >> 6] |= 1ull << (g & 63);
   }
+}
+
+/* Each row's nearest centroid (partition_build.c's knnwb_partition_nearest: the lowest
+ * |c|^2 - 2 v.c, ties to the lower centroid) and its reach there (knnwb_partition_pair_bounds's
+ * upper bound), as two words a row: the centroid, then the reach's bits. */
+__global__ void assign_kernel(BoundsArgs a, bool staged)
+{
+  extern __shared__ float rows_t[];
+  const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  int64_t stride;
+  const float *x = block_rows(a, staged, rows_t, &stride);
+  if (r >= a.rows)
+    return;
+  double mean, scale, sq;
+  if (!row_frame(x, stride, a.dim, a.space, &mean, &scale, &sq)) {
+    atomicExch(a.bad, 1);
+    return;
+  }
+  double lowest = HUGE_VAL, nearest_dot = 0.0;
+  int64_t nearest = 0;
+  for (int64_t j = 0; j < a.m; j++) {
+    const double dot = row_dot(x, stride, a.centroid + j * a.dim, a.dim, a.space, mean, scale);
+    const double score = __dsub_rn(a.centroid_sq[j], __dmul_rn(2.0, dot));
+    if (score < lowest) {
+      lowest = score;
+      nearest = j;
+      nearest_dot = dot;
+    }
+  }
+  if (!(lowest < HUGE_VAL)) /* (no centroid scored: core takes the first, with its product) */
+    nearest_dot = row_dot(x, stride, a.centroid, a.dim, a.space, mean, scale);
+  a.visits[2 * r] = (unsigned long long)nearest;
+  a.visits[2 * r + 1] = (unsigned long long)__double_as_longlong(
+      pair_upper(__dadd_rn(sq, a.centroid_sq[nearest]), nearest_dot, a.margin_factor));
 }
 
 /* The GPU's copies of the job's cells and centroids, and two chunks' buffers. */
@@ -241,15 +291,18 @@ template <typename T> cudaError_t upload(T **to, const T *from, size_t count)
   return err;
 }
 
-int bounds_setup(const KnnwbBoundsJob *job, BoundsMemory *mem, size_t chunk, size_t words,
-                 char *message, size_t message_size)
+int bounds_setup(const RowsJob *rj, BoundsMemory *mem, size_t chunk, size_t words, char *message,
+                 size_t message_size)
 {
+  const KnnwbBoundsJob *job = &rj->b;
   KNNWB_CUDA_CHECK_STATUS(cudaSetDevice(job->device));
   KNNWB_CUDA_CHECK_STATUS(upload(&mem->centroid, job->centroid, job->m * job->dim));
   KNNWB_CUDA_CHECK_STATUS(upload(&mem->centroid_sq, job->centroid_sq, job->m));
-  KNNWB_CUDA_CHECK_STATUS(upload(&mem->radius, job->radius, job->m));
-  KNNWB_CUDA_CHECK_STATUS(upload(&mem->group_of, job->group_of, job->m));
-  if (job->gap != nullptr)
+  if (!rj->assign) {
+    KNNWB_CUDA_CHECK_STATUS(upload(&mem->radius, job->radius, job->m));
+    KNNWB_CUDA_CHECK_STATUS(upload(&mem->group_of, job->group_of, job->m));
+  }
+  if (job->gap != nullptr && !rj->assign)
     KNNWB_CUDA_CHECK_STATUS(upload(&mem->gap, job->gap, job->m * job->m));
   KNNWB_CUDA_CHECK_STATUS(cudaMalloc(&mem->bad, sizeof(int)));
   KNNWB_CUDA_CHECK_STATUS(cudaMemset(mem->bad, 0, sizeof(int)));
@@ -262,8 +315,10 @@ int bounds_setup(const KnnwbBoundsJob *job, BoundsMemory *mem, size_t chunk, siz
     KNNWB_CUDA_CHECK_STATUS(cudaEventCreateWithFlags(&mem->done[s], cudaEventDisableTiming));
     KNNWB_CUDA_CHECK_STATUS(cudaEventCreate(&mem->kernel_start[s]));
     KNNWB_CUDA_CHECK_STATUS(cudaEventCreate(&mem->kernel_end[s]));
-    KNNWB_CUDA_CHECK_STATUS(cudaMalloc(&mem->cell[s], chunk * sizeof(int32_t)));
-    KNNWB_CUDA_CHECK_STATUS(cudaMalloc(&mem->limit[s], chunk * sizeof(double)));
+    if (!rj->assign) {
+      KNNWB_CUDA_CHECK_STATUS(cudaMalloc(&mem->cell[s], chunk * sizeof(int32_t)));
+      KNNWB_CUDA_CHECK_STATUS(cudaMalloc(&mem->limit[s], chunk * sizeof(double)));
+    }
     KNNWB_CUDA_CHECK_STATUS(cudaMalloc(&mem->visits[s], chunk * words * sizeof(uint64_t)));
   }
   return KNNWB_KERNELS_OK;
@@ -277,8 +332,9 @@ void bounds_shape(size_t dim, int *threads, size_t *shared)
   *shared = fit >= 32 ? (size_t)*threads * dim * sizeof(float) : 0;
 }
 
-/* Waits for the chunk in buffers s (if any) and copies its visits to the job. */
-int bounds_collect(const KnnwbBoundsJob *job, BoundsMemory *mem, int s, size_t words, char *message,
+/* Waits for the chunk in buffers s (if any) and copies its visits (or cells and reaches) to the
+ * job. */
+int bounds_collect(const RowsJob *rj, BoundsMemory *mem, int s, size_t words, char *message,
                    size_t message_size)
 {
   if (mem->out_rows[s] == 0)
@@ -289,21 +345,29 @@ int bounds_collect(const KnnwbBoundsJob *job, BoundsMemory *mem, int s, size_t w
   float ms = 0;
   KNNWB_CUDA_CHECK_STATUS(cudaEventElapsedTime(&ms, mem->kernel_start[s], mem->kernel_end[s]));
   mem->kernel_ms += ms;
-  memcpy(job->visits + mem->out_first[s] * words, mem->out[s],
-         mem->out_rows[s] * words * sizeof(uint64_t));
+  if (rj->assign) {
+    for (size_t r = 0; r < mem->out_rows[s]; r++) {
+      rj->cell[mem->out_first[s] + r] = (int32_t)mem->out[s][2 * r];
+      memcpy(&rj->reach[mem->out_first[s] + r], &mem->out[s][2 * r + 1], sizeof(double));
+    }
+  } else {
+    memcpy(rj->b.visits + mem->out_first[s] * words, mem->out[s],
+           mem->out_rows[s] * words * sizeof(uint64_t));
+  }
   mem->out_rows[s] = 0;
   return KNNWB_KERNELS_OK;
 }
 
 /* Rows [first, first + rows) of the job through buffers s: copies in, kernel, visits out (to the
  * job when buffers s are next needed, or at the end). */
-int bounds_chunk(const KnnwbBoundsJob *job, BoundsMemory *mem, int s, size_t first, size_t rows,
+int bounds_chunk(const RowsJob *rj, BoundsMemory *mem, int s, size_t first, size_t rows,
                  size_t words, char *message, size_t message_size)
 {
+  const KnnwbBoundsJob *job = &rj->b;
   cudaStream_t stream = mem->stream[s];
   const size_t bytes = rows * job->dim * sizeof(float);
   /* buffers s are free once their previous chunk is done: its visits then go to the job */
-  int status = bounds_collect(job, mem, s, words, message, message_size);
+  int status = bounds_collect(rj, mem, s, words, message, message_size);
   if (status != KNNWB_KERNELS_OK)
     return status;
   const double t0 = seconds_now();
@@ -312,12 +376,14 @@ int bounds_chunk(const KnnwbBoundsJob *job, BoundsMemory *mem, int s, size_t fir
   KNNWB_CUDA_CHECK_STATUS(
       cudaMemcpyAsync(mem->values[s], mem->staging[s], bytes, cudaMemcpyHostToDevice, stream));
   KNNWB_CUDA_CHECK_STATUS(cudaEventRecord(mem->staged[s], stream));
-  KNNWB_CUDA_CHECK_STATUS(cudaMemcpyAsync(mem->cell[s], job->cell + first, rows * sizeof(int32_t),
-                                          cudaMemcpyHostToDevice, stream));
-  KNNWB_CUDA_CHECK_STATUS(cudaMemcpyAsync(mem->limit[s], job->limit + first, rows * sizeof(double),
-                                          cudaMemcpyHostToDevice, stream));
-  KNNWB_CUDA_CHECK_STATUS(
-      cudaMemsetAsync(mem->visits[s], 0, rows * words * sizeof(uint64_t), stream));
+  if (!rj->assign) {
+    KNNWB_CUDA_CHECK_STATUS(cudaMemcpyAsync(mem->cell[s], job->cell + first, rows * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, stream));
+    KNNWB_CUDA_CHECK_STATUS(cudaMemcpyAsync(mem->limit[s], job->limit + first,
+                                            rows * sizeof(double), cudaMemcpyHostToDevice, stream));
+    KNNWB_CUDA_CHECK_STATUS(
+        cudaMemsetAsync(mem->visits[s], 0, rows * words * sizeof(uint64_t), stream));
+  }
   BoundsArgs a;
   a.values = mem->values[s];
   a.rows = (int64_t)rows;
@@ -340,7 +406,10 @@ int bounds_chunk(const KnnwbBoundsJob *job, BoundsMemory *mem, int s, size_t fir
   bounds_shape(job->dim, &threads, &shared);
   const unsigned blocks = (unsigned)((rows + threads - 1) / threads);
   KNNWB_CUDA_CHECK_STATUS(cudaEventRecord(mem->kernel_start[s], stream));
-  bounds_kernel<<<blocks, threads, shared, stream>>>(a, shared > 0);
+  if (rj->assign)
+    assign_kernel<<<blocks, threads, shared, stream>>>(a, shared > 0);
+  else
+    bounds_kernel<<<blocks, threads, shared, stream>>>(a, shared > 0);
   KNNWB_CUDA_CHECK_STATUS(cudaGetLastError());
   KNNWB_CUDA_CHECK_STATUS(cudaEventRecord(mem->kernel_end[s], stream));
   KNNWB_CUDA_CHECK_STATUS(cudaMemcpyAsync(mem->out[s], mem->visits[s],
@@ -352,14 +421,13 @@ int bounds_chunk(const KnnwbBoundsJob *job, BoundsMemory *mem, int s, size_t fir
   return KNNWB_KERNELS_OK;
 }
 
-} // namespace
-
-extern "C" int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *message,
-                                           size_t message_size)
+/* Either kind of job, its rows in chunks through two streams. */
+int run_rows(const RowsJob *rj, char *message, size_t message_size)
 {
+  const KnnwbBoundsJob *job = &rj->b;
   if (job->n_rows == 0)
     return KNNWB_KERNELS_OK;
-  const size_t words = (job->groups + 63) / 64;
+  const size_t words = rj->assign ? 2 : (job->groups + 63) / 64;
   size_t chunk = std::max((size_t)1024, kChunkBytes / (job->dim * sizeof(float) + 1));
   /* (tests: chunks of that many rows, so that both streams and their buffers' reuse run) */
   if (const char *v = getenv("KNNWB_CUDA_BOUNDS_CHUNK"))
@@ -367,7 +435,7 @@ extern "C" int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *mess
   chunk = std::min(job->n_rows, chunk);
   const double t_start = seconds_now();
   BoundsMemory mem;
-  int status = bounds_setup(job, &mem, chunk, words, message, message_size);
+  int status = bounds_setup(rj, &mem, chunk, words, message, message_size);
   const double t_setup = seconds_now();
   int threads;
   size_t shared;
@@ -375,8 +443,9 @@ extern "C" int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *mess
   if (status != KNNWB_KERNELS_OK)
     return status;
   if (shared > 48 * 1024)
-    KNNWB_CUDA_CHECK_STATUS(cudaFuncSetAttribute(
-        bounds_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    KNNWB_CUDA_CHECK_STATUS(cudaFuncSetAttribute(rj->assign ? assign_kernel : bounds_kernel,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)shared));
   for (size_t first = 0, c = 0; status == KNNWB_KERNELS_OK && first < job->n_rows;
        first += chunk, c++) {
     if (job->cancel != nullptr && *job->cancel) {
@@ -384,19 +453,20 @@ extern "C" int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *mess
       return KNNWB_KERNELS_CANCELLED;
     }
     /* (buffers c % 2 are free again once their stream's previous chunk is done) */
-    status = bounds_chunk(job, &mem, (int)(c % 2), first, std::min(chunk, job->n_rows - first),
+    status = bounds_chunk(rj, &mem, (int)(c % 2), first, std::min(chunk, job->n_rows - first),
                           words, message, message_size);
   }
   for (int s = 0; s < 2 && status == KNNWB_KERNELS_OK; s++)
-    status = bounds_collect(job, &mem, s, words, message, message_size);
+    status = bounds_collect(rj, &mem, s, words, message, message_size);
   if (status != KNNWB_KERNELS_OK)
     return status;
   if (trace_enabled())
     fprintf(stderr,
-            "knnwb cuda: bounds of %zu rows, %zu cells on GPU %d: %.3f s (set up %.3f s; rows "
+            "knnwb cuda: %s of %zu rows, %zu cells on GPU %d: %.3f s (set up %.3f s; rows "
             "into pinned memory %.3f s, waits %.3f s, kernels %.3f s)\n",
-            job->n_rows, job->m, job->device, seconds_now() - t_start, t_setup - t_start,
-            mem.copy_s, mem.wait_s, mem.kernel_ms / 1e3);
+            rj->assign ? "nearest centroids" : "bounds", job->n_rows, job->m, job->device,
+            seconds_now() - t_start, t_setup - t_start, mem.copy_s, mem.wait_s,
+            mem.kernel_ms / 1e3);
   int bad = 0;
   KNNWB_CUDA_CHECK_STATUS(cudaMemcpy(&bad, mem.bad, sizeof bad, cudaMemcpyDeviceToHost));
   if (bad) {
@@ -404,4 +474,33 @@ extern "C" int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *mess
     return KNNWB_KERNELS_ERROR;
   }
   return KNNWB_KERNELS_OK;
+}
+
+} // namespace
+
+extern "C" int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *message,
+                                           size_t message_size)
+{
+  RowsJob rj = {*job, false, nullptr, nullptr};
+  return run_rows(&rj, message, message_size);
+}
+
+extern "C" int knnwb_cuda_partition_assign(const KnnwbAssignJob *job, char *message,
+                                           size_t message_size)
+{
+  RowsJob rj = {};
+  rj.b.values = job->values;
+  rj.b.n_rows = job->n_rows;
+  rj.b.dim = job->dim;
+  rj.b.space = job->space;
+  rj.b.m = job->m;
+  rj.b.centroid = job->centroid;
+  rj.b.centroid_sq = job->centroid_sq;
+  rj.b.margin_factor = job->margin_factor;
+  rj.b.device = job->device;
+  rj.b.cancel = job->cancel;
+  rj.assign = true;
+  rj.cell = job->cell;
+  rj.reach = job->reach;
+  return run_rows(&rj, message, message_size);
 }

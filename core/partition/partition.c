@@ -331,7 +331,11 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
     return FALSE;
   *chosen = *chosen && same;
   /* (assigning every row finds values that are not finite: the plain search reports them) */
-  *chosen = *chosen && knnwb_partition_assign_all(p, data, options->k, options->cancel, group);
+  /* (the products of the assignment on the run's first GPU, where it has many centroids) */
+  const int gpu = !knnwb_knn_expects_gpu(options)                      ? -1
+                  : options->devices != NULL && options->n_devices > 0 ? options->devices[0]
+                                                                       : 0;
+  *chosen = *chosen && knnwb_partition_assign_all(p, data, options->k, options->cancel, group, gpu);
   const size_t cells = p->m;
   const gint64 assigned = g_get_monotonic_time();
   if (*chosen)

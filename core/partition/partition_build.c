@@ -321,7 +321,8 @@ static gboolean knnwb_partition_assign_share(KnnwbPartition *p, const KnnwbKnnGr
 /* Every row to its nearest centroid (in a group: each rank its block, then shared); FALSE on a
  * row without direction, memory or cancel (on every rank of a group alike). */
 static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *data,
-                                       const volatile gint *cancel, const KnnwbKnnGroup *group)
+                                       const volatile gint *cancel, const KnnwbKnnGroup *group,
+                                       int gpu)
 {
   size_t first = 0, last = p->n;
   if (group != NULL)
@@ -330,13 +331,15 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
   p->reach_last = last;
   const gint64 start = g_get_monotonic_time();
   KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel, .first = first};
-  g_mutex_init(&a.lock);
   memset(p->radius, 0, p->m * sizeof(double));
-  knnwb_parallel_for(p->threads, last - first, KNNWB_PARTITION_BLOCK_ROWS,
-                     knnwb_partition_assign_rows, &a);
-  g_mutex_clear(&a.lock);
-  g_debug("knnwb: partition: %zu rows to their nearest of %zu centroids in %.3f s", last - first,
-          p->m, (double)(g_get_monotonic_time() - start) / 1e6);
+  if (!knnwb_partition_assign_gpu(p, data, first, last, cancel, gpu)) {
+    g_mutex_init(&a.lock);
+    knnwb_parallel_for(p->threads, last - first, KNNWB_PARTITION_BLOCK_ROWS,
+                       knnwb_partition_assign_rows, &a);
+    g_mutex_clear(&a.lock);
+    g_debug("knnwb: partition: %zu rows to their nearest of %zu centroids in %.3f s", last - first,
+            p->m, (double)(g_get_monotonic_time() - start) / 1e6);
+  }
   if (group != NULL)
     return knnwb_partition_assign_share(p, group, first, last, !a.failed);
   return !a.failed;
@@ -460,7 +463,8 @@ void knnwb_partition_index(KnnwbPartition *p)
 }
 
 gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
-                                    const volatile gint *cancel, const KnnwbKnnGroup *group)
+                                    const volatile gint *cancel, const KnnwbKnnGroup *group,
+                                    int gpu)
 {
   p->radius = g_try_new(double, p->m);
   p->cluster_of = g_try_new(int32_t, p->n);
@@ -471,7 +475,7 @@ gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, 
                 p->start != NULL && p->members != NULL && p->m >= 2;
   if (group != NULL && !group->agree(group, ok, NULL))
     ok = FALSE;
-  ok = ok && knnwb_partition_assign(p, data, cancel, group);
+  ok = ok && knnwb_partition_assign(p, data, cancel, group, gpu);
   /* Dropping small clusters moves their rows to others, whose counts only grow: once is enough. */
   if (ok && knnwb_partition_drop_small(p, k)) {
     ok = p->m >= 2 && knnwb_partition_assign_moved(p, data);

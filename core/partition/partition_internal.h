@@ -182,11 +182,13 @@ void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, int threa
  * (in a group of ranks holding every row, not NULL: each rank its block, shared; collective, and
  * the same outcome on every rank),
  * cells of at most k rows dropped and their rows moved on, members indexed with one group a cell.
+ * gpu: a GPU ordinal for the rows' products with many centroids (partition_assign_gpu.c), or -1.
  * FALSE (p cleared) when fewer than two cells remain, a row has no direction or a value that is
  * not finite, memory is short or
  * cancel is set. */
 gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
-                                    const volatile gint *cancel, const KnnwbKnnGroup *group);
+                                    const volatile gint *cancel, const KnnwbKnnGroup *group,
+                                    int gpu);
 void knnwb_partition_clear(KnnwbPartition *p);
 /* Groups of p's cells (partition_group.c), indexed in p->start and p->members: starting from one
  * group a cell, two groups become one while the work model (knnwb_partition_work on the backend:
@@ -245,6 +247,19 @@ gboolean knnwb_partition_visits(KnnwbPartitionRun *run, double *pairs);
  * run->query_start and run->queries as the CPU's pass. FALSE (both left NULL) when it does not
  * run or fails: the CPU's pass then runs. gap: knnwb_partition_centroid_gaps or NULL. */
 gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap);
+/* Whether a pass over the rows' products with m centroids runs on a GPU (has_gpu): the
+ * environment variable knob 1 or 0 says always or never; else from
+ * KNNWB_PARTITION_GPU_MIN_CELLS cells (partition_visits_gpu.c). */
+#define KNNWB_PARTITION_GPU_MIN_CELLS ((size_t)129)
+gboolean knnwb_partition_gpu_wanted(const char *knob, gboolean has_gpu, size_t m);
+/* The KnnwbBoundSpace of a metric (kernels/knnwb_kernels.h). */
+int knnwb_partition_bound_space(KnnwbMetric metric);
+/* Rows [first, last) to their nearest centroid on GPU gpu (partition_assign_gpu.c), with many
+ * centroids (KNNWB_PARTITION_GPU_ASSIGN=1 or 0: always, never): p->cluster_of and p->reach of those
+ * rows, and p->radius grown to their reaches, the CPU's values bit for bit. FALSE when it does not
+ * run or fails (the CPU's assignment then runs; p->radius untouched). */
+gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, size_t first,
+                                    size_t last, const volatile gint *cancel, int gpu);
 /* run->query_start and run->queries (each group's visitors, rows ascending) from the GPU's bits:
  * bit g % 64 of visits[r * words + g / 64] says that row run->first + r visits group g, for
  * r < rows. Two passes on threads. FALSE (both left NULL): memory. O(rows words + visits). */

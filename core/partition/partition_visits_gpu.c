@@ -11,29 +11,26 @@
 #include "knnwb_kernels.h"
 #include "partition/partition_internal.h"
 
-/* Cells from which the automatic choice bounds on the GPU: up to 2 x 64 cells the CPU's pass takes
- * every product from its vector kernels (partition_visits.c's knnwb_partition_row_dots) and is
- * cheap next to the GPU's copy of the rows. */
-#define KNNWB_PARTITION_GPU_BOUNDS_CELLS ((size_t)129)
 /* Host bytes of visits (a bit per row and group) the pass may take: beyond them (10,000,000 rows
  * of more than 832 groups) the CPU's pass runs. */
 #define KNNWB_PARTITION_GPU_BOUNDS_BYTES ((size_t)1 << 30)
 /* Rows per part of the index's passes (whole words of bits each). */
 #define KNNWB_PARTITION_GPU_INDEX_ROWS ((size_t)65536)
 
-/* KNNWB_PARTITION_GPU_BOUNDS: 1 always on a GPU run, 0 never; unset: from
- * KNNWB_PARTITION_GPU_BOUNDS_CELLS cells. */
-static gboolean knnwb_partition_visits_gpu_wanted(const KnnwbPartitionRun *run)
+/* From KNNWB_PARTITION_GPU_MIN_CELLS cells: up to 2 x 64 cells the CPU's bounds pass takes every
+ * product from its vector kernels (partition_visits.c's knnwb_partition_row_dots) and is cheap
+ * next to the GPU's copy of the rows (about 0.3 s for 10 M rows of 50). */
+gboolean knnwb_partition_gpu_wanted(const char *knob, gboolean has_gpu, size_t m)
 {
-  if (run->devices == NULL || run->gpus < 1)
+  if (!has_gpu)
     return FALSE;
-  const char *v = g_getenv("KNNWB_PARTITION_GPU_BOUNDS");
+  const char *v = g_getenv(knob);
   if (v != NULL && *v != '\0')
     return strcmp(v, "0") != 0;
-  return run->p->m >= KNNWB_PARTITION_GPU_BOUNDS_CELLS;
+  return m >= KNNWB_PARTITION_GPU_MIN_CELLS;
 }
 
-static int knnwb_partition_bound_space(KnnwbMetric metric)
+int knnwb_partition_bound_space(KnnwbMetric metric)
 {
   switch (metric) {
   case KNNWB_METRIC_EUCLIDEAN:
@@ -215,7 +212,8 @@ static void knnwb_partition_gpu_limits(size_t from, size_t to, void *data)
 
 gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap)
 {
-  if (!knnwb_partition_visits_gpu_wanted(run))
+  if (!knnwb_partition_gpu_wanted("KNNWB_PARTITION_GPU_BOUNDS",
+                                  run->devices != NULL && run->gpus > 0, run->p->m))
     return FALSE;
   const KnnwbPartition *p = run->p;
   const size_t rows = run->last - run->first, words = (p->groups + 63) / 64;

@@ -529,14 +529,14 @@ static void test_drop_small(void)
     for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
       KnnwbPartition p =
           partition_on_rows(data, metrics[k], rows, G_N_ELEMENTS(rows), thread_counts[t]);
-      g_assert_true(knnwb_partition_assign_all(&p, data, 5, NULL, NULL));
+      g_assert_true(knnwb_partition_assign_all(&p, data, 5, NULL, NULL, -1));
       g_assert_cmpuint(p.m, <, G_N_ELEMENTS(rows)); /* some were dropped */
       g_assert_cmpuint(p.m, >=, 2);
       /* the kept centroids from scratch, nothing to drop (k = 0: every kept cell has rows) */
       KnnwbPartition full = {.metric = p.metric, .n = p.n, .d = p.d, .m = p.m, .threads = 1};
       full.centroid = g_memdup2(p.centroid, p.m * p.d * sizeof(double));
       full.centroid_sq = g_memdup2(p.centroid_sq, p.m * sizeof(double));
-      g_assert_true(knnwb_partition_assign_all(&full, data, 0, NULL, NULL));
+      g_assert_true(knnwb_partition_assign_all(&full, data, 0, NULL, NULL, -1));
       g_assert_cmpuint(full.m, ==, p.m);
       g_assert_cmpmem(p.cluster_of, p.n * sizeof(int32_t), full.cluster_of,
                       full.n * sizeof(int32_t));

@@ -56,7 +56,7 @@ static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
   KnnwbPartition p;
   double share;
   g_assert_true(knnwb_partition_choose(&p, data, metric, k, threads, FALSE, &share));
-  g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL));
+  g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL, -1));
   knnwb_partition_group(&p, data, k, FALSE);
   g_assert_cmpuint(p.groups, >=, 2);
   const size_t n = data->n_rows;
@@ -125,9 +125,45 @@ static void test_metrics(void)
   check_visits(data, KNNWB_METRIC_ABS_PEARSON, 4, 2, 0);
 }
 
+/* The assignment on a GPU (partition_assign_gpu.c) against the CPU's: the same cells, reaches and
+ * radii, bit for bit, for every row and for a block that starts past 0 (a rank's). The CPU's
+ * assignment has dropped small cells and moved their rows, which gives what a full pass over the
+ * kept centroids gives. has_gpu FALSE: the GPU's is refused (no GPU), nothing written. */
+static void check_assign(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, gboolean has_gpu)
+{
+  KnnwbPartition p;
+  double share;
+  g_assert_true(knnwb_partition_choose(&p, data, metric, k, 2, FALSE, &share));
+  g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL, -1));
+  const size_t n = p.n, first = n / 3;
+  int32_t *cell = g_memdup2(p.cluster_of, n * sizeof(int32_t));
+  double *reach = g_memdup2(p.reach, n * sizeof(double));
+  double *radius = g_memdup2(p.radius, p.m * sizeof(double));
+  memset(p.cluster_of, 0xff, n * sizeof(int32_t));
+  memset(p.reach, 0xff, n * sizeof(double));
+  memset(p.radius, 0, p.m * sizeof(double));
+  g_assert_cmpint(knnwb_partition_assign_gpu(&p, data, 0, n, NULL, 0), ==, has_gpu);
+  if (has_gpu) {
+    g_assert_cmpmem(p.cluster_of, n * sizeof(int32_t), cell, n * sizeof(int32_t));
+    g_assert_cmpmem(p.reach, n * sizeof(double), reach, n * sizeof(double));
+    g_assert_cmpmem(p.radius, p.m * sizeof(double), radius, p.m * sizeof(double));
+    memset(p.cluster_of, 0xff, n * sizeof(int32_t));
+    g_assert_true(knnwb_partition_assign_gpu(&p, data, first, n, NULL, 0));
+    g_assert_cmpmem(p.cluster_of + first, (n - first) * sizeof(int32_t), cell + first,
+                    (n - first) * sizeof(int32_t));
+    g_assert_cmpint(p.cluster_of[first - 1], ==, -1);
+  } else {
+    g_assert_cmpint(p.cluster_of[0], ==, -1);
+  }
+  g_free(cell);
+  g_free(reach);
+  g_free(radius);
+  knnwb_partition_clear(&p);
+}
+
 /* The pass on a GPU (kernels/partition_bounds.cu): the same visits as their definition, every
  * metric, many cells and few, narrow rows and wide, the rows in chunks of 1,000 through both
- * streams, as one part and as two. Skipped without a GPU. */
+ * streams, as one part and as two; and the assignment on the GPU. Skipped without a GPU. */
 static void test_gpu(void)
 {
   if (knnwb_cuda_device_count() < 1) {
@@ -147,9 +183,16 @@ static void test_gpu(void)
   check_visits(wide, KNNWB_METRIC_EUCLIDEAN, 4, 2, 1);
   g_autoptr(KnnwbMatrix) wider = uniform_clusters(3001, 1400, 6, 10.0, 2.0, 10);
   check_visits(wider, KNNWB_METRIC_PEARSON, 4, 2, 1);
+  /* the assignment: every metric, narrow rows and wide */
+  check_assign(many, KNNWB_METRIC_EUCLIDEAN, 5, TRUE);
+  check_assign(few, KNNWB_METRIC_PEARSON, 4, TRUE);
+  check_assign(few, KNNWB_METRIC_COSINE, 4, TRUE);
+  check_assign(few, KNNWB_METRIC_ABS_PEARSON, 4, TRUE);
+  check_assign(wider, KNNWB_METRIC_PEARSON, 4, TRUE);
 }
 
-/* Without a GPU, a run that has GPUs falls back to the CPU's pass: the same visits. */
+/* Without a GPU, a run that has GPUs falls back to the CPU's pass (the same visits), and the
+ * assignment on a GPU is refused. */
 static void test_gpu_fallback(void)
 {
   if (knnwb_cuda_device_count() > 0) {
@@ -158,6 +201,7 @@ static void test_gpu_fallback(void)
   }
   g_autoptr(KnnwbMatrix) few = uniform_clusters(9001, 7, 6, 10.0, 2.0, 8);
   check_visits(few, KNNWB_METRIC_EUCLIDEAN, 4, 2, 1);
+  check_assign(few, KNNWB_METRIC_EUCLIDEAN, 4, FALSE);
 }
 
 /* The visitor index from the GPU's bits (host only): random bits of 130 groups (three words a
@@ -208,6 +252,7 @@ int main(int argc, char **argv)
   g_setenv("KNNWB_PARTITION_ROWS", "300", TRUE);
   /* the GPU's pass whenever a run has a GPU, whatever its cells; the CPU's cases have none */
   g_setenv("KNNWB_PARTITION_GPU_BOUNDS", "1", TRUE);
+  g_setenv("KNNWB_PARTITION_GPU_ASSIGN", "1", TRUE);
   g_setenv("KNNWB_CUDA_BOUNDS_CHUNK", "1000", TRUE);
   g_test_add_func("/partition-visits/many-cells", test_many_cells);
   g_test_add_func("/partition-visits/metrics", test_metrics);
