@@ -31,39 +31,92 @@ static void knnwb_partition_gpu_radii(size_t from, size_t to, void *data)
   g_free(radius);
 }
 
-gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, size_t first,
-                                    size_t last, const volatile gint *cancel, int gpu)
+typedef struct {
+  KnnwbAssignJob job;
+  int status;
+  char message[256];
+} KnnwbPartitionAssignPart;
+
+static gpointer knnwb_partition_assign_part(gpointer data)
 {
+  KnnwbPartitionAssignPart *part = data;
+  part->status = knnwb_cuda_partition_assign(&part->job, part->message, sizeof part->message);
+  return NULL;
+}
+
+/* Rows [first, last) on the GPUs, a share each, at once; FALSE with the first failure in
+ * message. */
+static gboolean knnwb_partition_assign_parts(KnnwbPartition *p, const KnnwbMatrix *data,
+                                             size_t first, size_t last, const volatile gint *cancel,
+                                             const int *gpus, int n_gpus, char *message,
+                                             size_t message_size)
+{
+  KnnwbPartitionAssignPart *parts = g_new0(KnnwbPartitionAssignPart, n_gpus);
+  GThread **threads = g_new0(GThread *, n_gpus);
+  const size_t rows = last - first;
+  for (int u = 0; u < n_gpus; u++) {
+    const size_t from = first + rows * (size_t)u / (size_t)n_gpus,
+                 to = first + rows * (size_t)(u + 1) / (size_t)n_gpus;
+    parts[u].job = (KnnwbAssignJob){
+        .values = data->values + from * p->d,
+        .n_rows = to - from,
+        .dim = p->d,
+        .space = knnwb_partition_bound_space(p->metric),
+        .m = p->m,
+        .centroid = p->centroid,
+        .centroid_sq = p->centroid_sq,
+        .margin_factor = knnwb_partition_pair_margin(p->d, 1.0),
+        .device = gpus != NULL ? gpus[u] : u,
+        .cancel = cancel,
+        .cell = p->cluster_of + from,
+        .reach = p->reach + from,
+    };
+    if (to > from)
+      threads[u] = g_thread_try_new("knnwb-assign", knnwb_partition_assign_part, &parts[u], NULL);
+    if (to > from && threads[u] == NULL)
+      knnwb_partition_assign_part(&parts[u]);
+  }
+  gboolean ok = TRUE;
+  for (int u = 0; u < n_gpus; u++) {
+    if (threads[u] != NULL)
+      g_thread_join(threads[u]);
+    if (ok && parts[u].status != KNNWB_KERNELS_OK) {
+      g_snprintf(message, message_size, "GPU %d: %s", parts[u].job.device, parts[u].message);
+      ok = FALSE;
+    }
+  }
+  g_free(threads);
+  g_free(parts);
+  return ok;
+}
+
+gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, size_t first,
+                                    size_t last, const volatile gint *cancel, const int *gpus,
+                                    int n_gpus)
+{
+  if (!knnwb_partition_gpu_wanted("KNNWB_PARTITION_GPU_ASSIGN", n_gpus != 0, p->m))
+    return FALSE;
   /* (the count waits for the driver a start may still be initialising; no GPU: 0) */
-  if (!knnwb_partition_gpu_wanted("KNNWB_PARTITION_GPU_ASSIGN", gpu >= 0, p->m) ||
-      gpu >= knnwb_cuda_device_count())
+  const int count = knnwb_cuda_device_count();
+  if (n_gpus < 0)
+    n_gpus = count;
+  for (int u = 0; u < n_gpus; u++)
+    if ((gpus != NULL ? gpus[u] : u) >= count)
+      return FALSE;
+  if (n_gpus <= 0)
     return FALSE;
   const gint64 t0 = g_get_monotonic_time();
-  const KnnwbAssignJob job = {
-      .values = data->values + first * p->d,
-      .n_rows = last - first,
-      .dim = p->d,
-      .space = knnwb_partition_bound_space(p->metric),
-      .m = p->m,
-      .centroid = p->centroid,
-      .centroid_sq = p->centroid_sq,
-      .margin_factor = knnwb_partition_pair_margin(p->d, 1.0),
-      .device = gpu,
-      .cancel = cancel,
-      .cell = p->cluster_of + first,
-      .reach = p->reach + first,
-  };
-  char message[256];
-  const int status = knnwb_cuda_partition_assign(&job, message, sizeof message);
-  if (status != KNNWB_KERNELS_OK) {
-    g_debug("knnwb: partition: nearest centroids on GPU %d: %s; on the CPU instead", gpu, message);
+  char message[300];
+  if (!knnwb_partition_assign_parts(p, data, first, last, cancel, gpus, n_gpus, message,
+                                    sizeof message)) {
+    g_debug("knnwb: partition: nearest centroids on the GPUs: %s; on the CPU instead", message);
     return FALSE;
   }
   KnnwbPartitionRadii r = {.p = p, .first = first};
   g_mutex_init(&r.lock);
   knnwb_parallel_for(p->threads, last - first, 1 << 20, knnwb_partition_gpu_radii, &r);
   g_mutex_clear(&r.lock);
-  g_debug("knnwb: partition: %zu rows to their nearest of %zu centroids on GPU %d in %.3f s",
-          last - first, p->m, gpu, (double)(g_get_monotonic_time() - t0) / 1e6);
+  g_debug("knnwb: partition: %zu rows to their nearest of %zu centroids on %d GPU(s) in %.3f s",
+          last - first, p->m, n_gpus, (double)(g_get_monotonic_time() - t0) / 1e6);
   return TRUE;
 }

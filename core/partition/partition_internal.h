@@ -167,11 +167,12 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
 /* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds) on threads, with
  * OpenBLAS set to one thread by the caller: m centroids (m x d), their squared norms, each sample
  * row's nearest (label); the sample's dot products are then those with these centroids. The same
- * centroids and labels, bit for bit, for any number of threads. Returns the Lloyd rounds that
- * moved the centroids (at most 8: fewer when the labels settled). O(rounds s m d) time,
- * O(s + m d) memory besides the sample's. */
-int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
-                           double *centroid_sq, int32_t *label);
+ * centroids and labels, bit for bit, for any number of threads, and with the Lloyd rounds' labels
+ * on GPU gpu (kernels/partition_labels.cu; -1: none) from KNNWB_PARTITION_GPU_MIN_CELLS
+ * centroids. Returns the Lloyd rounds that moved the centroids (at most 8: fewer when the labels
+ * settled). O(rounds s m d) time, O(s + m d) memory besides the sample's. */
+int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, int gpu,
+                           double *centroid, double *centroid_sq, int32_t *label);
 /* m k-means++ seeds (m x d, into centroid) from a fixed seed, among an evenly spread subset of
  * the sample's rows (4 per seed, at least 4096: the seeds only start the Lloyd rounds, and a subset
  * keeps their O(subset m d) cost small), on up to threads threads (partition_seed.c): the same
@@ -182,13 +183,13 @@ void knnwb_partition_seed(const KnnwbPartitionBlock *sample, size_t m, int threa
  * (in a group of ranks holding every row, not NULL: each rank its block, shared; collective, and
  * the same outcome on every rank),
  * cells of at most k rows dropped and their rows moved on, members indexed with one group a cell.
- * gpu: a GPU ordinal for the rows' products with many centroids (partition_assign_gpu.c), or -1.
+ * gpus, n_gpus: the GPUs of the rows' products with many centroids (knnwb_partition_assign_gpu).
  * FALSE (p cleared) when fewer than two cells remain, a row has no direction or a value that is
  * not finite, memory is short or
  * cancel is set. */
 gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
                                     const volatile gint *cancel, const KnnwbKnnGroup *group,
-                                    int gpu);
+                                    const int *gpus, int n_gpus);
 void knnwb_partition_clear(KnnwbPartition *p);
 /* Groups of p's cells (partition_group.c), indexed in p->start and p->members: starting from one
  * group a cell, two groups become one while the work model (knnwb_partition_work on the backend:
@@ -254,12 +255,15 @@ gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap);
 gboolean knnwb_partition_gpu_wanted(const char *knob, gboolean has_gpu, size_t m);
 /* The KnnwbBoundSpace of a metric (kernels/knnwb_kernels.h). */
 int knnwb_partition_bound_space(KnnwbMetric metric);
-/* Rows [first, last) to their nearest centroid on GPU gpu (partition_assign_gpu.c), with many
- * centroids (KNNWB_PARTITION_GPU_ASSIGN=1 or 0: always, never): p->cluster_of and p->reach of those
- * rows, and p->radius grown to their reaches, the CPU's values bit for bit. FALSE when it does not
- * run or fails (the CPU's assignment then runs; p->radius untouched). */
+/* Rows [first, last) to their nearest centroid on the GPUs (partition_assign_gpu.c), a share each,
+ * with many centroids (KNNWB_PARTITION_GPU_ASSIGN=1 or 0: always, never): p->cluster_of and
+ * p->reach of those rows, and p->radius grown to their reaches, the CPU's values bit for bit.
+ * gpus[0 .. n_gpus) are the GPUs' ordinals (gpus NULL: 0 .. n_gpus - 1; n_gpus -1: every GPU the
+ * driver counts, which waits for its start; 0: none). FALSE when it does not run or fails (the
+ * CPU's assignment then runs; p->radius untouched). */
 gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, size_t first,
-                                    size_t last, const volatile gint *cancel, int gpu);
+                                    size_t last, const volatile gint *cancel, const int *gpus,
+                                    int n_gpus);
 /* run->query_start and run->queries (each group's visitors, rows ascending) from the GPU's bits:
  * bit g % 64 of visits[r * words + g / 64] says that row run->first + r visits group g, for
  * r < rows. Two passes on threads. FALSE (both left NULL): memory. O(rows words + visits). */
@@ -381,9 +385,10 @@ KnnwbPartitionLoad knnwb_partition_sample_load(const KnnwbPartitionSampleView *v
  * The clusters to search with, if any: k-means for a few cluster counts on a sample, each judged
  * by the work it would leave (pairs scored, plus what each sub-search and each row searched cost
  * on the backend: gpu or not), the cheapest kept in p (m, centroids) with *share, its work over
- * the plain search's. FALSE when no count applies (too few rows) or memory is short.
+ * the plain search's. labels_gpu: the GPU of the k-means labels with many centroids, or -1 (the
+ * same choice either way). FALSE when no count applies (too few rows) or memory is short.
  */
 gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
-                                size_t k, int threads, gboolean gpu, double *share);
+                                size_t k, int threads, gboolean gpu, int labels_gpu, double *share);
 
 #endif

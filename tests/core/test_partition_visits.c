@@ -55,8 +55,8 @@ static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
   int devices[2] = {0, 0}; /* (two parts on one GPU split the rows as two GPUs would) */
   KnnwbPartition p;
   double share;
-  g_assert_true(knnwb_partition_choose(&p, data, metric, k, threads, FALSE, &share));
-  g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL, -1));
+  g_assert_true(knnwb_partition_choose(&p, data, metric, k, threads, FALSE, -1, &share));
+  g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL, NULL, 0));
   knnwb_partition_group(&p, data, k, FALSE);
   g_assert_cmpuint(p.groups, >=, 2);
   const size_t n = data->n_rows;
@@ -133,8 +133,8 @@ static void check_assign(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
 {
   KnnwbPartition p;
   double share;
-  g_assert_true(knnwb_partition_choose(&p, data, metric, k, 2, FALSE, &share));
-  g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL, -1));
+  g_assert_true(knnwb_partition_choose(&p, data, metric, k, 2, FALSE, -1, &share));
+  g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL, NULL, 0));
   const size_t n = p.n, first = n / 3;
   int32_t *cell = g_memdup2(p.cluster_of, n * sizeof(int32_t));
   double *reach = g_memdup2(p.reach, n * sizeof(double));
@@ -142,15 +142,20 @@ static void check_assign(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
   memset(p.cluster_of, 0xff, n * sizeof(int32_t));
   memset(p.reach, 0xff, n * sizeof(double));
   memset(p.radius, 0, p.m * sizeof(double));
-  g_assert_cmpint(knnwb_partition_assign_gpu(&p, data, 0, n, NULL, 0), ==, has_gpu);
+  /* every GPU there is (one part each), then GPU 0 listed twice (two parts) for a later block */
+  g_assert_cmpint(knnwb_partition_assign_gpu(&p, data, 0, n, NULL, NULL, -1), ==, has_gpu);
   if (has_gpu) {
     g_assert_cmpmem(p.cluster_of, n * sizeof(int32_t), cell, n * sizeof(int32_t));
     g_assert_cmpmem(p.reach, n * sizeof(double), reach, n * sizeof(double));
     g_assert_cmpmem(p.radius, p.m * sizeof(double), radius, p.m * sizeof(double));
     memset(p.cluster_of, 0xff, n * sizeof(int32_t));
-    g_assert_true(knnwb_partition_assign_gpu(&p, data, first, n, NULL, 0));
+    memset(p.reach, 0xff, n * sizeof(double));
+    const int twice[] = {0, 0};
+    g_assert_true(knnwb_partition_assign_gpu(&p, data, first, n, NULL, twice, 2));
     g_assert_cmpmem(p.cluster_of + first, (n - first) * sizeof(int32_t), cell + first,
                     (n - first) * sizeof(int32_t));
+    g_assert_cmpmem(p.reach + first, (n - first) * sizeof(double), reach + first,
+                    (n - first) * sizeof(double));
     g_assert_cmpint(p.cluster_of[first - 1], ==, -1);
   } else {
     g_assert_cmpint(p.cluster_of[0], ==, -1);
