@@ -70,36 +70,6 @@ int knnwb_cuda_partition_assign(const KnnwbAssignJob *job, char *message, size_t
   return KNNWB_KERNELS_NO_DEVICE;
 }
 
-KnnwbCudaLabels *knnwb_cuda_labels_new(const double *values, size_t rows, size_t dim, size_t max_m,
-                                       int device, char *message, size_t message_size)
-{
-  (void)values;
-  (void)rows;
-  (void)dim;
-  (void)max_m;
-  (void)device;
-  snprintf(message, message_size, "not built with CUDA");
-  return NULL;
-}
-
-int knnwb_cuda_labels_run(KnnwbCudaLabels *labels, const double *centroid,
-                          const double *centroid_sq, size_t m, int32_t *label, char *message,
-                          size_t message_size)
-{
-  (void)labels;
-  (void)centroid;
-  (void)centroid_sq;
-  (void)m;
-  (void)label;
-  snprintf(message, message_size, "not built with CUDA");
-  return KNNWB_KERNELS_NO_DEVICE;
-}
-
-void knnwb_cuda_labels_free(KnnwbCudaLabels *labels)
-{
-  (void)labels;
-}
-
 void knnwb_cuda_keep_begin(void)
 {
 }

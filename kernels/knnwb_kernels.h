@@ -318,23 +318,6 @@ typedef struct {
 int knnwb_cuda_partition_assign(const KnnwbAssignJob *job, char *message, size_t message_size);
 
 /**
- * The k-means labels of the partitioned search's choice on one GPU (kernels/partition_labels.cu;
- * core's own are core/partition/partition_build.c's): rows values[0 .. rows * dim) (doubles, in the
- * bound space) stay on the device, and each run gives every row its nearest of m centroids (the
- * lowest squared norm less twice the product, ties to the lower centroid), core's labels bit for
- * bit. new returns NULL with a message when the device cannot take them (no GPU: not built with
- * CUDA, or the driver's failure); run returns KNNWB_KERNELS_OK, or a status with a message, label
- * then undefined. O(rows m dim) work a run; rows dim + max_m dim doubles on the device.
- */
-typedef struct KnnwbCudaLabels KnnwbCudaLabels;
-KnnwbCudaLabels *knnwb_cuda_labels_new(const double *values, size_t rows, size_t dim, size_t max_m,
-                                       int device, char *message, size_t message_size);
-int knnwb_cuda_labels_run(KnnwbCudaLabels *labels, const double *centroid,
-                          const double *centroid_sq, size_t m, int32_t *label, char *message,
-                          size_t message_size);
-void knnwb_cuda_labels_free(KnnwbCudaLabels *labels);
-
-/**
  * Runs a selection job on the GPUs. Returns a KNNWB_KERNELS_* status; on failure message (of
  * message_size bytes) says what failed, naming the CUDA/cuBLAS call.
  */

@@ -317,15 +317,10 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
   int threads = knnwb_thread_count(options->n_threads);
   if (group != NULL && options->n_threads <= 0) /* the host's cores are shared */
     threads = MAX(1, threads / MAX(1, group->local_size));
-  /* (the products of the k-means on the run's first GPU, where there are many centroids: only
-   * there is the GPUs' start waited for) */
-  const int gpu = !knnwb_knn_expects_gpu(options)                      ? -1
-                  : options->devices != NULL && options->n_devices > 0 ? options->devices[0]
-                                                                       : 0;
   /* (the cost model only sets the speed: the GPUs' start is not waited for here, so that it
    * overlaps this choice and the plain search's preparation) */
   *chosen = knnwb_partition_choose(p, data, options->metric, options->k, threads,
-                                   knnwb_knn_expects_gpu(options), gpu, expected);
+                                   knnwb_knn_expects_gpu(options), expected);
   const gboolean made = *chosen;
   *chosen = *chosen && (mode == KNNWB_PARTITION_ON ||
                         *expected <= knnwb_partition_share_limit(options, group, *expected));
@@ -336,13 +331,12 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
     return FALSE;
   *chosen = *chosen && same;
   /* (assigning every row finds values that are not finite: the plain search reports them) */
-  /* (the assignment's products on every GPU of the run, where there are many centroids) */
+  /* (the products of the assignment on the run's GPUs, where there are many centroids) */
+  const gboolean gpu = knnwb_knn_expects_gpu(options);
   const gboolean listed = options->devices != NULL && options->n_devices > 0;
   *chosen = *chosen && knnwb_partition_assign_all(p, data, options->k, options->cancel, group,
                                                   listed ? options->devices : NULL,
-                                                  gpu < 0  ? 0
-                                                  : listed ? options->n_devices
-                                                           : -1);
+                                                  gpu ? (listed ? options->n_devices : -1) : 0);
   const size_t cells = p->m;
   const gint64 assigned = g_get_monotonic_time();
   if (*chosen)

@@ -8,7 +8,6 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/parallel.h>
-#include "knnwb_kernels.h"
 #include "partition/partition_internal.h"
 
 /* The sample's size in doubles at most (32 MiB: the choice must stay cheap at large d), and the
@@ -70,7 +69,6 @@ typedef struct {
   int32_t *label;
   double *sum;   /* NULL, or blocks x m x d: block b's sum of its rows nearest to each centroid */
   size_t *count; /* blocks x m: those rows */
-  KnnwbCudaLabels *gpu; /* NULL, or the Lloyd rounds' labels on a GPU */
 } KnnwbPartitionLabel;
 
 /* Block b's (rows [from, to)) sums, each centroid's row of them zeroed at its first row. */
@@ -119,59 +117,15 @@ static void knnwb_partition_label_rows(size_t first, size_t last, void *data)
   g_free(scratch);
 }
 
-/* Blocks of rows [first, last) (from row 0): their sums, from labels already made. */
-static void knnwb_partition_label_block_sums(size_t first, size_t last, void *data)
-{
-  KnnwbPartitionLabel *l = data;
-  for (size_t from = first; from < last; from += KNNWB_PARTITION_BLOCK_ROWS)
-    knnwb_partition_label_sums(l, from / KNNWB_PARTITION_BLOCK_ROWS, from,
-                               MIN(last, from + KNNWB_PARTITION_BLOCK_ROWS));
-}
-
-/* A Lloyd round's labels on l->gpu, then the blocks' sums on threads; FALSE (l->gpu freed and
- * cleared) when the GPU fails: the CPU's labels are the same bits, so the rounds go on there. */
-static gboolean knnwb_partition_label_gpu(KnnwbPartitionLabel *l, int threads)
-{
-  char message[256];
-  if (knnwb_cuda_labels_run(l->gpu, l->centroid, l->centroid_sq, l->m, l->label, message,
-                            sizeof message) != KNNWB_KERNELS_OK) {
-    g_debug("knnwb: partition: k-means labels on the GPU: %s; on the CPU instead", message);
-    g_clear_pointer(&l->gpu, knnwb_cuda_labels_free);
-    return FALSE;
-  }
-  knnwb_parallel_for(threads, l->sample->rows, KNNWB_PARTITION_BLOCK_ROWS,
-                     knnwb_partition_label_block_sums, l);
-  return TRUE;
-}
-
 /* Every sample row's nearest centroid (without l->sum, the sample's dot products become those
- * with the centroids), in blocks of rows on threads: the same labels for any number of threads,
- * and on a GPU (the Lloyd rounds only). (A threaded DGEMM a block cost more than it gave: k-means
- * of 305 clusters took 1.4 s on 16 cores that way, 0.3 s on 2.) */
+ * with the centroids), in blocks of rows on threads: the same labels for any number of threads.
+ * (A threaded DGEMM a block cost more than it gave: k-means of 305 clusters took 1.4 s on 16
+ * cores that way, 0.3 s on 2.) */
 static void knnwb_partition_label(KnnwbPartitionLabel *l, int threads)
 {
   knnwb_partition_squares(l->centroid, l->m, l->sample->d, l->centroid_sq);
-  if (l->gpu != NULL && l->sum != NULL && knnwb_partition_label_gpu(l, threads))
-    return;
   knnwb_parallel_for(threads, l->sample->rows, KNNWB_PARTITION_BLOCK_ROWS,
                      knnwb_partition_label_rows, l);
-}
-
-/* The Lloyd rounds' labels on GPU gpu (kernels/partition_labels.cu) where there are many
- * centroids (KNNWB_PARTITION_GPU_ASSIGN=1 or 0: always, never), or NULL: on the CPU. */
-static KnnwbCudaLabels *knnwb_partition_labels_gpu(const KnnwbPartitionBlock *sample, size_t m,
-                                                   int gpu)
-{
-  /* (the count waits for the driver a start may still be initialising; no GPU: 0) */
-  if (!knnwb_partition_gpu_wanted("KNNWB_PARTITION_GPU_ASSIGN", gpu >= 0, m) ||
-      gpu >= knnwb_cuda_device_count())
-    return NULL;
-  char message[256];
-  KnnwbCudaLabels *labels =
-      knnwb_cuda_labels_new(sample->v, sample->rows, sample->d, m, gpu, message, sizeof message);
-  if (labels == NULL)
-    g_debug("knnwb: partition: k-means labels on GPU %d: %s; on the CPU instead", gpu, message);
-  return labels;
 }
 
 /* Centroids [first, last) become the means of their rows from the blocks' sums, added in block
@@ -206,7 +160,7 @@ static void knnwb_partition_means(size_t first, size_t last, void *data)
  * rows, from rows still in cache (a pass of its own over the sample was memory-bound: 2 threads no
  * faster than 1). Labels the same as the round before's give the same means, so that no later
  * round would change a bit: the rounds stop there (30 centroids on 50 blobs settled after 4). */
-static int knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads, int gpu,
+static int knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int threads,
                                  double *centroid, double *centroid_sq, int32_t *label)
 {
   const size_t s = sample->rows,
@@ -219,8 +173,7 @@ static int knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int thre
                            .m = m,
                            .label = label,
                            .sum = g_new(double, blocks *m * sample->d),
-                           .count = g_new(size_t, blocks * m),
-                           .gpu = knnwb_partition_labels_gpu(sample, m, gpu)};
+                           .count = g_new(size_t, blocks * m)};
   int32_t *before = g_new(int32_t, s);
   int round = 0;
   for (; round < KNNWB_PARTITION_LLOYD_ROUNDS; round++) {
@@ -234,7 +187,6 @@ static int knnwb_partition_lloyd(KnnwbPartitionBlock *sample, size_t m, int thre
   g_free(before);
   g_free(l.sum);
   g_free(l.count);
-  g_clear_pointer(&l.gpu, knnwb_cuda_labels_free);
   l.sum = NULL;
   knnwb_partition_label(&l, threads); /* (the products into the sample this time) */
   return round;
@@ -285,11 +237,11 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
   return ok;
 }
 
-int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, int gpu,
-                           double *centroid, double *centroid_sq, int32_t *label)
+int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+                           double *centroid_sq, int32_t *label)
 {
   knnwb_partition_seed(sample, m, threads, centroid);
-  return knnwb_partition_lloyd(sample, m, threads, gpu, centroid, centroid_sq, label);
+  return knnwb_partition_lloyd(sample, m, threads, centroid, centroid_sq, label);
 }
 
 typedef struct {

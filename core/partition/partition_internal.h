@@ -167,12 +167,11 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
 /* k-means on the sample (k-means++ seeds from a fixed seed, a few Lloyd rounds) on threads, with
  * OpenBLAS set to one thread by the caller: m centroids (m x d), their squared norms, each sample
  * row's nearest (label); the sample's dot products are then those with these centroids. The same
- * centroids and labels, bit for bit, for any number of threads, and with the Lloyd rounds' labels
- * on GPU gpu (kernels/partition_labels.cu; -1: none) from KNNWB_PARTITION_GPU_MIN_CELLS
- * centroids. Returns the Lloyd rounds that moved the centroids (at most 8: fewer when the labels
- * settled). O(rounds s m d) time, O(s + m d) memory besides the sample's. */
-int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, int gpu,
-                           double *centroid, double *centroid_sq, int32_t *label);
+ * centroids and labels, bit for bit, for any number of threads. Returns the Lloyd rounds that
+ * moved the centroids (at most 8: fewer when the labels settled). O(rounds s m d) time,
+ * O(s + m d) memory besides the sample's. */
+int knnwb_partition_kmeans(KnnwbPartitionBlock *sample, size_t m, int threads, double *centroid,
+                           double *centroid_sq, int32_t *label);
 /* m k-means++ seeds (m x d, into centroid) from a fixed seed, among an evenly spread subset of
  * the sample's rows (4 per seed, at least 4096: the seeds only start the Lloyd rounds, and a subset
  * keeps their O(subset m d) cost small), on up to threads threads (partition_seed.c): the same
@@ -385,10 +384,9 @@ KnnwbPartitionLoad knnwb_partition_sample_load(const KnnwbPartitionSampleView *v
  * The clusters to search with, if any: k-means for a few cluster counts on a sample, each judged
  * by the work it would leave (pairs scored, plus what each sub-search and each row searched cost
  * on the backend: gpu or not), the cheapest kept in p (m, centroids) with *share, its work over
- * the plain search's. labels_gpu: the GPU of the k-means labels with many centroids, or -1 (the
- * same choice either way). FALSE when no count applies (too few rows) or memory is short.
+ * the plain search's. FALSE when no count applies (too few rows) or memory is short.
  */
 gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
-                                size_t k, int threads, gboolean gpu, int labels_gpu, double *share);
+                                size_t k, int threads, gboolean gpu, double *share);
 
 #endif

@@ -288,7 +288,7 @@ static size_t knnwb_partition_counts(size_t n, size_t k, size_t sample,
 }
 
 gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
-                                size_t k, int threads, gboolean gpu, int labels_gpu, double *share)
+                                size_t k, int threads, gboolean gpu, double *share)
 {
   size_t counts[KNNWB_PARTITION_COUNTS];
   const size_t rows = knnwb_partition_sample_rows(data->n_rows, data->n_cols);
@@ -317,8 +317,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
       break; /* the counts tried so far decide */
     double *centroid = g_new(double, m *d), *centroid_sq = g_new(double, m);
     const gint64 start = g_get_monotonic_time();
-    const int rounds =
-        knnwb_partition_kmeans(&sample, m, threads, labels_gpu, centroid, centroid_sq, label);
+    const int rounds = knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);
     const gint64 clustered = g_get_monotonic_time();
     const KnnwbPartitionSampleView view = {.sample = &sample,
                                            .label = label,

@@ -36,7 +36,7 @@ int main(int argc, char **argv)
   KnnwbPartition p;
   double share;
   gint64 start = g_get_monotonic_time();
-  if (!knnwb_partition_choose(&p, data, KNNWB_METRIC_EUCLIDEAN, k, threads, TRUE, -1, &share) ||
+  if (!knnwb_partition_choose(&p, data, KNNWB_METRIC_EUCLIDEAN, k, threads, TRUE, &share) ||
       !knnwb_partition_assign_all(&p, data, k, NULL, NULL, NULL, 0)) {
     g_printerr("bench_partition_bounds: no partition of these rows\n");
     knnwb_matrix_free(data);

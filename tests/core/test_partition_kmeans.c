@@ -6,7 +6,6 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
-#include "knnwb_kernels.h"
 #include "partition/partition_internal.h"
 #include "uniform_clusters.h"
 
@@ -145,45 +144,6 @@ static gboolean centroids_are_means(const KnnwbPartitionBlock *sample, const int
   return same;
 }
 
-/* The Lloyd rounds' labels on GPU 0 (kernels/partition_labels.cu, forced for any count of
- * centroids): the k-means of the CPU, bit for bit (centroids, squares, labels, the sample's dot
- * products, rounds), and the kernel's labels for the final centroids the CPU's. Without a GPU the
- * k-means falls back to the CPU's labels (the same results) and the kernel is refused. */
-static void check_kmeans_gpu(KnnwbPartitionBlock *sample, size_t m, int rounds,
-                             const double *centroid, const double *centroid_sq,
-                             const int32_t *label, const double *dot)
-{
-  const size_t s = sample->rows, centroid_bytes = m * sample->d * sizeof(double);
-  double *c2 = g_malloc0(centroid_bytes), *sq2 = g_new0(double, m);
-  int32_t *label2 = g_new0(int32_t, s);
-  g_setenv("KNNWB_PARTITION_GPU_ASSIGN", "1", TRUE);
-  g_assert_cmpint(knnwb_partition_kmeans(sample, m, 2, 0, c2, sq2, label2), ==, rounds);
-  g_unsetenv("KNNWB_PARTITION_GPU_ASSIGN");
-  g_assert_cmpmem(c2, centroid_bytes, centroid, centroid_bytes);
-  g_assert_cmpmem(sq2, m * sizeof(double), centroid_sq, m * sizeof(double));
-  g_assert_cmpmem(label2, s * sizeof(int32_t), label, s * sizeof(int32_t));
-  g_assert_cmpmem(sample->dot, s * sample->m * sizeof(double), dot, s * sample->m * sizeof(double));
-  char message[256];
-  KnnwbCudaLabels *gpu =
-      knnwb_cuda_labels_new(sample->v, s, sample->d, m, 0, message, sizeof message);
-  g_assert_true((gpu != NULL) == (knnwb_cuda_device_count() > 0));
-  if (gpu != NULL) {
-    memset(label2, 0xff, s * sizeof(int32_t));
-    g_assert_cmpint(
-        knnwb_cuda_labels_run(gpu, centroid, centroid_sq, m, label2, message, sizeof message), ==,
-        KNNWB_KERNELS_OK);
-    g_assert_cmpmem(label2, s * sizeof(int32_t), label, s * sizeof(int32_t));
-    /* more centroids than planned: refused */
-    g_assert_cmpint(
-        knnwb_cuda_labels_run(gpu, centroid, centroid_sq, m + 1, label2, message, sizeof message),
-        !=, KNNWB_KERNELS_OK);
-    knnwb_cuda_labels_free(gpu);
-  }
-  g_free(label2);
-  g_free(sq2);
-  g_free(c2);
-}
-
 /* k-means on one thread and on several: centroids, their squares, labels, the sample's dot
  * products and the rounds the same; rounds that stopped early (the labels settled) left each
  * centroid the mean of its rows, so that one more round would change nothing. Returns the
@@ -195,7 +155,7 @@ static int check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, s
   const size_t d = sample.d, centroid_bytes = m * d * sizeof(double);
   double *centroid = g_malloc(centroid_bytes), *centroid_sq = g_new(double, m);
   int32_t *label = g_new(int32_t, s);
-  const int rounds = knnwb_partition_kmeans(&sample, m, 1, -1, centroid, centroid_sq, label);
+  const int rounds = knnwb_partition_kmeans(&sample, m, 1, centroid, centroid_sq, label);
   g_assert_cmpint(rounds, >=, 1);
   g_assert_cmpint(rounds, <=, 8);
   if (rounds < 8)
@@ -225,7 +185,7 @@ static int check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, s
   for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
     double *c2 = g_malloc0(centroid_bytes), *sq2 = g_new0(double, m);
     int32_t *label2 = g_new0(int32_t, s);
-    g_assert_cmpint(knnwb_partition_kmeans(&sample, m, thread_counts[t], -1, c2, sq2, label2), ==,
+    g_assert_cmpint(knnwb_partition_kmeans(&sample, m, thread_counts[t], c2, sq2, label2), ==,
                     rounds);
     g_assert_cmpmem(c2, centroid_bytes, centroid, centroid_bytes);
     g_assert_cmpmem(sq2, m * sizeof(double), centroid_sq, m * sizeof(double));
@@ -235,7 +195,6 @@ static int check_kmeans(const KnnwbMatrix *data, KnnwbMetric metric, size_t s, s
     g_free(sq2);
     g_free(c2);
   }
-  check_kmeans_gpu(&sample, m, rounds, centroid, centroid_sq, label, dot);
   g_free(count);
   g_free(dot);
   g_free(label);
@@ -253,11 +212,6 @@ static void test_kmeans_threads(void)
   check_kmeans(data, KNNWB_METRIC_EUCLIDEAN, 5003, 150);
   check_kmeans(data, KNNWB_METRIC_PEARSON, 4097, 61);
   check_kmeans(data, KNNWB_METRIC_COSINE, 333, 7);
-  /* wider rows: on a GPU 32 rows a block in shared memory (200 columns), or read in place (500) */
-  g_autoptr(KnnwbMatrix) wide = uniform_clusters(3001, 200, 20, 4.0, 1.0, 16);
-  check_kmeans(wide, KNNWB_METRIC_ABS_PEARSON, 2501, 40);
-  g_autoptr(KnnwbMatrix) wider = uniform_clusters(2001, 500, 20, 4.0, 1.0, 17);
-  check_kmeans(wider, KNNWB_METRIC_EUCLIDEAN, 1999, 33);
   /* a few blobs far apart, fewer centroids than blobs: the labels settle before the last round */
   g_autoptr(KnnwbMatrix) blobs = uniform_clusters(7001, 13, 5, 4.0, 1.0, 15);
   g_assert_cmpint(check_kmeans(blobs, KNNWB_METRIC_EUCLIDEAN, 4999, 3), <, 8);
@@ -274,13 +228,13 @@ static void test_choice_threads(void)
   for (size_t k = 0; k < G_N_ELEMENTS(metrics); k++) {
     KnnwbPartition one;
     double share_one;
-    g_assert_true(knnwb_partition_choose(&one, data, metrics[k], 7, 1, FALSE, -1, &share_one));
+    g_assert_true(knnwb_partition_choose(&one, data, metrics[k], 7, 1, FALSE, &share_one));
     g_assert_cmpuint(one.m, ==, 12345 / 301);
     for (size_t t = 0; t < G_N_ELEMENTS(thread_counts); t++) {
       KnnwbPartition p;
       double share;
       g_assert_true(
-          knnwb_partition_choose(&p, data, metrics[k], 7, thread_counts[t], FALSE, -1, &share));
+          knnwb_partition_choose(&p, data, metrics[k], 7, thread_counts[t], FALSE, &share));
       g_assert_cmpuint(p.m, ==, one.m);
       g_assert_cmpmem(p.centroid, p.m * p.d * sizeof(double), one.centroid,
                       one.m * one.d * sizeof(double));
@@ -308,7 +262,7 @@ static void test_work_floor(void)
       sample_of(&sample, data, metrics[k], s, m);
       double *centroid = g_new(double, m *sample.d), *centroid_sq = g_new(double, m);
       int32_t *label = g_new(int32_t, s);
-      knnwb_partition_kmeans(&sample, m, 2, -1, centroid, centroid_sq, label);
+      knnwb_partition_kmeans(&sample, m, 2, centroid, centroid_sq, label);
       const KnnwbPartitionSampleView view = {.sample = &sample,
                                              .label = label,
                                              .centroid_sq = centroid_sq,

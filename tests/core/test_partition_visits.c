@@ -55,7 +55,7 @@ static void check_visits(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
   int devices[2] = {0, 0}; /* (two parts on one GPU split the rows as two GPUs would) */
   KnnwbPartition p;
   double share;
-  g_assert_true(knnwb_partition_choose(&p, data, metric, k, threads, FALSE, -1, &share));
+  g_assert_true(knnwb_partition_choose(&p, data, metric, k, threads, FALSE, &share));
   g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL, NULL, 0));
   knnwb_partition_group(&p, data, k, FALSE);
   g_assert_cmpuint(p.groups, >=, 2);
@@ -133,7 +133,7 @@ static void check_assign(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
 {
   KnnwbPartition p;
   double share;
-  g_assert_true(knnwb_partition_choose(&p, data, metric, k, 2, FALSE, -1, &share));
+  g_assert_true(knnwb_partition_choose(&p, data, metric, k, 2, FALSE, &share));
   g_assert_true(knnwb_partition_assign_all(&p, data, k, NULL, NULL, NULL, 0));
   const size_t n = p.n, first = n / 3;
   int32_t *cell = g_memdup2(p.cluster_of, n * sizeof(int32_t));
