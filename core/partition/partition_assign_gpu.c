@@ -1,10 +1,11 @@
 /*
- * The assignment of every row to its nearest centroid on a GPU (kernels/partition_bounds.cu), where
- * it pays: with 305 centroids the CPU's (partition_build.c) took 1.25-1.33 s of 10,000,000 rows on
- * 16 cores, 0.74-0.93 s on 32, products in double one centroid after another. The GPU computes
- * core's scores and bounds bit for bit, so the cells, reaches and radii are the CPU's (and MPI
- * ranks, which compare their partitions' digests, agree whichever assigned). Only the speed depends
- * on where it runs.
+ * The assignment of every row to its nearest centroid on the run's GPUs, a share of the rows each
+ * (kernels/partition_bounds.cu's assign_kernel), where it pays: with 305 centroids the CPU's
+ * (partition_build.c) took 1.09-1.24 s of 10,000,000 rows on 16 cores, one GPU 0.23-0.24 s, two
+ * 0.22-0.24 s; 228 centroids of 30,000,000 rows 1.9-2.1 s on 32 cores, one GPU 0.55-0.57 s, two
+ * 0.49 s. The GPU computes core's scores and bounds bit for bit, so the cells, reaches and radii are
+ * the CPU's (and MPI ranks, which compare their partitions' digests, agree whichever assigned).
+ * Only the speed depends on where it runs.
  */
 #include <knnwb/parallel.h>
 #include "knnwb_kernels.h"
