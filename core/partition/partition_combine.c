@@ -120,43 +120,12 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
   g_free(distance);
 }
 
-typedef struct {
-  KnnwbNeighbors *own;
-  const KnnwbNeighbors *lists;
-} KnnwbPartitionLocal;
-
-/* This rank's own pieces of rows own->first_row + [first, last), straight from its lists. */
-static void knnwb_partition_merge_local(size_t first, size_t last, void *data)
-{
-  const KnnwbPartitionLocal *m = data;
-  const size_t k = m->own->k, row0 = m->own->first_row;
-  int64_t *index = g_new(int64_t, k);
-  double *distance = g_new(double, k);
-  for (size_t t = first; t < last; t++) {
-    const int64_t *fi = m->lists->indices + (row0 + t) * k;
-    const double *fd = m->lists->distances + (row0 + t) * k;
-    if (fi[0] < 0)
-      continue;
-    if (m->own->indices[t * k] < 0) {
-      memcpy(m->own->indices + t * k, fi, k * sizeof(int64_t));
-      memcpy(m->own->distances + t * k, fd, k * sizeof(double));
-    } else {
-      knnwb_partition_merge_list(m->own->indices + t * k, m->own->distances + t * k, k, fi, fd, k,
-                                 NULL, index, distance);
-    }
-  }
-  g_free(index);
-  g_free(distance);
-}
-
-/* Every rank's pieces for this block merged into own: this rank's from run->lists, the others'
- * records (records[r], bytes[r]); the records of one rank have distinct rows, so each rank's go on
- * all threads. */
+/* The other ranks' records for this block (records[r], bytes[r]) merged into own, which holds
+ * this rank's pieces already; the records of one rank have distinct rows, so each rank's go on all
+ * threads. */
 static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbNeighbors *own,
                                       const char *const *records, const size_t *bytes)
 {
-  KnnwbPartitionLocal local = {.own = own, .lists = run->lists};
-  knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_merge_local, &local);
   for (int r = 0; r < run->options->group->size; r++) {
     if (r == run->options->group->rank)
       continue;
@@ -166,13 +135,59 @@ static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbNeighbo
   }
 }
 
+typedef struct {
+  KnnwbNeighbors *lists;
+  size_t first, k;
+} KnnwbPartitionAdopt;
+
+/* Block rows [from, to) to the front of the arrays (the block starts at or past its own size, so
+ * source and destination do not overlap). */
+static void knnwb_partition_adopt_rows(size_t from, size_t to, void *data)
+{
+  const KnnwbPartitionAdopt *a = data;
+  const size_t k = a->k;
+  memcpy(a->lists->indices + from * k, a->lists->indices + (a->first + from) * k,
+         (to - from) * k * sizeof(int64_t));
+  memcpy(a->lists->distances + from * k, a->lists->distances + (a->first + from) * k,
+         (to - from) * k * sizeof(double));
+}
+
+/* run->lists (every row) made the lists of this rank's block, rows first .. first + rows - 1: the
+ * block's rows moved to the front of its arrays, on threads, and the rest given back; run->lists
+ * is NULL afterwards. This rank's pieces are then in place: fresh lists for the block (2.4 GB at
+ * 10,000,000 rows, k = 30, two ranks), cleared and then given this rank's pieces, were paid twice
+ * in page faults and copies. Call once the other blocks are packed. Never fails. */
+static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_t first,
+                                                   size_t rows)
+{
+  KnnwbNeighbors *own = g_steal_pointer(&run->lists);
+  const size_t k = own->k, cells = MAX(rows * k, (size_t)1);
+  KnnwbPartitionAdopt a = {.lists = own, .first = first, .k = k};
+  if (first >= rows)
+    knnwb_parallel_for(run->p->threads, rows, 65536, knnwb_partition_adopt_rows, &a);
+  else if (first > 0) /* (overlapping: only where blocks differ by more than a row) */
+    knnwb_partition_adopt_rows(0, rows, &a);
+  /* (shrinking keeps the front; a refusal keeps the larger arrays, as valid) */
+  int64_t *indices = g_try_realloc(own->indices, cells * sizeof(int64_t));
+  double *distances = g_try_realloc(own->distances, cells * sizeof(double));
+  int32_t *found = g_try_realloc(own->n_found, MAX(rows, (size_t)1) * sizeof(int32_t));
+  own->indices = indices != NULL ? indices : own->indices;
+  own->distances = distances != NULL ? distances : own->distances;
+  own->n_found = found != NULL ? found : own->n_found;
+  own->n_queries = rows;
+  own->first_row = first;
+  g_clear_pointer(&own->backend_used, g_free);
+  return own;
+}
+
 /*
- * Through the group's shared blocks: sizes[s * R + r] bytes go from rank s to rank r. *used is
- * FALSE (on every rank alike) when the group has no blocks this time; run->lists is freed once
- * merged. FALSE: the group's errors.
+ * Through the group's shared blocks: sizes[s * R + r] bytes go from rank s to rank r; *own (NULL
+ * before) becomes this block's lists once the others are packed (knnwb_partition_adopt_block).
+ * *used is FALSE (on every rank alike, *own left NULL) when the group has no blocks this time.
+ * FALSE: the group's errors.
  */
 static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
-                                               const size_t *sizes, KnnwbNeighbors *own,
+                                               const size_t *sizes, KnnwbNeighbors **own,
                                                gboolean *used, gint64 *marks, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
@@ -192,6 +207,7 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
       knnwb_partition_pack_fill(&packs[r], (char *)blocks[me] + at);
     at += sizes[(size_t)me * size + r];
   }
+  *own = knnwb_partition_adopt_block(run, packs[me].first, packs[me].rows);
   marks[0] = g_get_monotonic_time();
   gboolean ok = group->share_sync(group, error);
   marks[1] = g_get_monotonic_time();
@@ -205,8 +221,7 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
       records[s] = (const char *)blocks[s] + offset;
       bytes[s] = sizes[(size_t)s * size + me];
     }
-    knnwb_partition_merge_all(run, own, records, bytes);
-    g_clear_pointer(&run->lists, knnwb_neighbors_free);
+    knnwb_partition_merge_all(run, *own, records, bytes);
     g_free(records);
     g_free(bytes);
   }
@@ -215,9 +230,10 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
   return ok;
 }
 
-/* As messages (knnwb_partition_ranks_exchange); run->lists is freed once merged. */
+/* As messages (knnwb_partition_ranks_exchange); *own as for the shared blocks. */
 static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
-                                                 KnnwbNeighbors *own, gint64 *marks, GError **error)
+                                                 KnnwbNeighbors **own, gint64 *marks,
+                                                 GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const size_t record = KNNWB_PARTITION_RECORD_BYTES(run->k);
@@ -231,12 +247,12 @@ static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPa
     if (t.send[r] != NULL && r != group->rank)
       knnwb_partition_pack_fill(&packs[r], t.send[r]);
   }
+  *own = knnwb_partition_adopt_block(run, packs[group->rank].first, packs[group->rank].rows);
   marks[0] = g_get_monotonic_time();
   const gboolean ok = knnwb_partition_ranks_exchange(group, &t, room, "the lists to send", error);
   marks[1] = g_get_monotonic_time();
   if (ok)
-    knnwb_partition_merge_all(run, own, (const char *const *)t.receive, t.receive_bytes);
-  g_clear_pointer(&run->lists, knnwb_neighbors_free);
+    knnwb_partition_merge_all(run, *own, (const char *const *)t.receive, t.receive_bytes);
   knnwb_partition_transfer_clear(&t);
   return ok;
 }
@@ -296,28 +312,30 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size;
   const size_t n = run->p->n, k = run->k;
-  /* start, counted and agreed, packed, exchanged, merged */
+  /* start, counted and agreed, packed (and the block's lists made), exchanged, merged */
   gint64 marks[5] = {g_get_monotonic_time()};
   KnnwbPartitionPack *packs = g_new0(KnnwbPartitionPack, size);
   for (int r = 0; r < size; r++)
     knnwb_partition_pack_init(&packs[r], run, r);
   size_t *sizes = g_new0(size_t, (size_t)size * size);
   const KnnwbNeighbors counters = *run->lists; /* (its counters only) */
-  KnnwbNeighbors *own =
-      knnwb_knn_result_new(packs[group->rank].first, packs[group->rank].rows, k, error);
+  KnnwbNeighbors totals = {0};
   gboolean ok =
       knnwb_partition_sizes(group, packs, KNNWB_PARTITION_RECORD_BYTES(k), sizes, error) &&
-      group->agree(group, own != NULL, error) &&
-      knnwb_partition_counters(group, own, &counters, error);
+      knnwb_partition_counters(group, &totals, &counters, error);
   marks[1] = marks[2] = marks[3] = g_get_monotonic_time();
   gboolean shared = FALSE;
-  ok = ok && knnwb_partition_combine_shared(run, packs, sizes, own, &shared, marks + 2, error);
-  ok = ok && (shared || knnwb_partition_combine_messages(run, packs, own, marks + 2, error));
+  KnnwbNeighbors *own = NULL;
+  ok = ok && knnwb_partition_combine_shared(run, packs, sizes, &own, &shared, marks + 2, error);
+  ok = ok && (shared || knnwb_partition_combine_messages(run, packs, &own, marks + 2, error));
   for (int r = 0; r < size; r++)
     g_free(packs[r].at);
   g_free(packs);
   g_free(sizes);
   if (ok) {
+    own->n_reselected = totals.n_reselected;
+    own->n_exhaustive = totals.n_exhaustive;
+    own->screen_used = totals.screen_used;
     knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_count_found, own);
     marks[4] = g_get_monotonic_time();
     g_debug("knnwb: partition: rank %d: lists of its rows combined in %.3f s through %s (counted "
