@@ -140,8 +140,9 @@ typedef struct {
   size_t first, k;
 } KnnwbPartitionAdopt;
 
-/* Block rows [from, to) to the front of the arrays (the block starts at or past its own size, so
- * source and destination do not overlap). */
+/* Block rows [from, to) to the front of the arrays. A block of rank r >= 1 starts at or past its
+ * own size (knnwb_knn_group_rows gives the earlier blocks the extra rows), so source and
+ * destination never overlap. */
 static void knnwb_partition_adopt_rows(size_t from, size_t to, void *data)
 {
   const KnnwbPartitionAdopt *a = data;
@@ -163,10 +164,8 @@ static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_
   KnnwbNeighbors *own = g_steal_pointer(&run->lists);
   const size_t k = own->k, cells = MAX(rows * k, (size_t)1);
   KnnwbPartitionAdopt a = {.lists = own, .first = first, .k = k};
-  if (first >= rows)
+  if (first > 0) /* (rank 0's block is in place) */
     knnwb_parallel_for(run->p->threads, rows, 65536, knnwb_partition_adopt_rows, &a);
-  else if (first > 0) /* (overlapping: only where blocks differ by more than a row) */
-    knnwb_partition_adopt_rows(0, rows, &a);
   /* (shrinking keeps the front; a refusal keeps the larger arrays, as valid) */
   int64_t *indices = g_try_realloc(own->indices, cells * sizeof(int64_t));
   double *distances = g_try_realloc(own->distances, cells * sizeof(double));
