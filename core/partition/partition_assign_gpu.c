@@ -3,8 +3,8 @@
  * (kernels/partition_bounds.cu's assign_kernel), where it pays: with 305 centroids the CPU's
  * (partition_build.c) took 1.09-1.24 s of 10,000,000 rows on 16 cores, one GPU 0.23-0.24 s, two
  * 0.22-0.24 s; 228 centroids of 30,000,000 rows 1.9-2.1 s on 32 cores, one GPU 0.55-0.57 s, two
- * 0.49 s. The GPU computes core's scores and bounds bit for bit, so the cells, reaches and radii are
- * the CPU's (and MPI ranks, which compare their partitions' digests, agree whichever assigned).
+ * 0.49 s. The GPU computes core's scores and bounds bit for bit, so the cells, reaches and radii
+ * are the CPU's (and MPI ranks, which compare their partitions' digests, agree whichever assigned).
  * Only the speed depends on where it runs.
  */
 #include <knnwb/parallel.h>
@@ -32,63 +32,34 @@ static void knnwb_partition_gpu_radii(size_t from, size_t to, void *data)
   g_free(radius);
 }
 
+/* What every GPU's share of the assignment reads. */
 typedef struct {
-  KnnwbAssignJob job;
-  int status;
-  char message[256];
-} KnnwbPartitionAssignPart;
+  KnnwbPartition *p;
+  const KnnwbMatrix *data;
+  size_t first;
+  const volatile gint *cancel;
+} KnnwbPartitionAssignPass;
 
-static gpointer knnwb_partition_assign_part(gpointer data)
+static void knnwb_partition_assign_part(KnnwbPartitionGpuPart *part)
 {
-  KnnwbPartitionAssignPart *part = data;
-  part->status = knnwb_cuda_partition_assign(&part->job, part->message, sizeof part->message);
-  return NULL;
-}
-
-/* Rows [first, last) on the GPUs, a share each, at once; FALSE with the first failure in
- * message. */
-static gboolean knnwb_partition_assign_parts(KnnwbPartition *p, const KnnwbMatrix *data,
-                                             size_t first, size_t last, const volatile gint *cancel,
-                                             const int *gpus, int n_gpus, char *message,
-                                             size_t message_size)
-{
-  KnnwbPartitionAssignPart *parts = g_new0(KnnwbPartitionAssignPart, n_gpus);
-  GThread **threads = g_new0(GThread *, n_gpus);
-  const size_t rows = last - first;
-  for (int u = 0; u < n_gpus; u++) {
-    const size_t from = first + rows * (size_t)u / (size_t)n_gpus,
-                 to = first + rows * (size_t)(u + 1) / (size_t)n_gpus;
-    parts[u].job = (KnnwbAssignJob){
-        .values = data->values + from * p->d,
-        .n_rows = to - from,
-        .dim = p->d,
-        .space = knnwb_partition_bound_space(p->metric),
-        .m = p->m,
-        .centroid = p->centroid,
-        .centroid_sq = p->centroid_sq,
-        .margin_factor = knnwb_partition_pair_margin(p->d, 1.0),
-        .device = gpus != NULL ? gpus[u] : u,
-        .cancel = cancel,
-        .cell = p->cluster_of + from,
-        .reach = p->reach + from,
-    };
-    if (to > from)
-      threads[u] = g_thread_try_new("knnwb-assign", knnwb_partition_assign_part, &parts[u], NULL);
-    if (to > from && threads[u] == NULL)
-      knnwb_partition_assign_part(&parts[u]);
-  }
-  gboolean ok = TRUE;
-  for (int u = 0; u < n_gpus; u++) {
-    if (threads[u] != NULL)
-      g_thread_join(threads[u]);
-    if (ok && parts[u].status != KNNWB_KERNELS_OK) {
-      g_snprintf(message, message_size, "GPU %d: %s", parts[u].job.device, parts[u].message);
-      ok = FALSE;
-    }
-  }
-  g_free(threads);
-  g_free(parts);
-  return ok;
+  const KnnwbPartitionAssignPass *pass = part->pass;
+  KnnwbPartition *p = pass->p;
+  const size_t from = pass->first + part->from;
+  const KnnwbAssignJob job = {
+      .values = pass->data->values + from * p->d,
+      .n_rows = part->to - part->from,
+      .dim = p->d,
+      .space = knnwb_partition_bound_space(p->metric),
+      .m = p->m,
+      .centroid = p->centroid,
+      .centroid_sq = p->centroid_sq,
+      .margin_factor = knnwb_partition_pair_margin(p->d, 1.0),
+      .device = part->device,
+      .cancel = pass->cancel,
+      .cell = p->cluster_of + from,
+      .reach = p->reach + from,
+  };
+  part->status = knnwb_cuda_partition_assign(&job, part->message, sizeof part->message);
 }
 
 gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, size_t first,
@@ -108,8 +79,9 @@ gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, 
     return FALSE;
   const gint64 t0 = g_get_monotonic_time();
   char message[300];
-  if (!knnwb_partition_assign_parts(p, data, first, last, cancel, gpus, n_gpus, message,
-                                    sizeof message)) {
+  const KnnwbPartitionAssignPass pass = {p, data, first, cancel};
+  if (!knnwb_partition_gpu_parts(last - first, gpus, n_gpus, knnwb_partition_assign_part, &pass,
+                                 message, sizeof message)) {
     g_debug("knnwb: partition: nearest centroids on the GPUs: %s; on the CPU instead", message);
     return FALSE;
   }

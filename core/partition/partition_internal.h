@@ -254,6 +254,23 @@ gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap);
 gboolean knnwb_partition_gpu_wanted(const char *knob, gboolean has_gpu, size_t m);
 /* The KnnwbBoundSpace of a metric (kernels/knnwb_kernels.h). */
 int knnwb_partition_bound_space(KnnwbMetric metric);
+/* One GPU's share of a pass over rows on several GPUs at once (knnwb_partition_gpu_parts). */
+typedef struct KnnwbPartitionGpuPart KnnwbPartitionGpuPart;
+struct KnnwbPartitionGpuPart {
+  size_t from, to;  /* rows [from, to) of the pass's */
+  int device;       /* the GPU's ordinal */
+  const void *pass; /* what the pass's work reads (its caller's) */
+  void (*work)(KnnwbPartitionGpuPart *part);
+  int status; /* KNNWB_KERNELS_OK or the failure, with message */
+  char message[256];
+};
+/* Rows [0, rows) in n_gpus shares, share u on GPU devices[u] (devices NULL: u), each given to
+ * work on a thread of its own at once (on the calling thread where a thread cannot start), then
+ * joined: the per-GPU passes (partition_assign_gpu.c, partition_visits_gpu.c). FALSE with the
+ * first failing share's "GPU d: message" in message. O(n_gpus) threads. */
+gboolean knnwb_partition_gpu_parts(size_t rows, const int *devices, int n_gpus,
+                                   void (*work)(KnnwbPartitionGpuPart *part), const void *pass,
+                                   char *message, size_t message_size);
 /* Rows [first, last) to their nearest centroid on the GPUs (partition_assign_gpu.c), a share each,
  * with many centroids (KNNWB_PARTITION_GPU_ASSIGN=1 or 0: always, never): p->cluster_of and
  * p->reach of those rows, and p->radius grown to their reaches, the CPU's values bit for bit.

@@ -44,22 +44,58 @@ int knnwb_partition_bound_space(KnnwbMetric metric)
   }
 }
 
+static gpointer knnwb_partition_gpu_part(gpointer data)
+{
+  KnnwbPartitionGpuPart *part = data;
+  part->work(part);
+  return NULL;
+}
+
+gboolean knnwb_partition_gpu_parts(size_t rows, const int *devices, int n_gpus,
+                                   void (*work)(KnnwbPartitionGpuPart *part), const void *pass,
+                                   char *message, size_t message_size)
+{
+  KnnwbPartitionGpuPart *parts = g_new0(KnnwbPartitionGpuPart, MAX(n_gpus, 1));
+  GThread **threads = g_new0(GThread *, MAX(n_gpus, 1));
+  for (int u = 0; u < n_gpus; u++) {
+    KnnwbPartitionGpuPart *part = &parts[u];
+    part->from = rows * (size_t)u / (size_t)n_gpus;
+    part->to = rows * (size_t)(u + 1) / (size_t)n_gpus;
+    part->device = devices != NULL ? devices[u] : u;
+    part->pass = pass;
+    part->work = work;
+    if (part->to > part->from)
+      threads[u] = g_thread_try_new("knnwb-gpu-part", knnwb_partition_gpu_part, part, NULL);
+    if (part->to > part->from && threads[u] == NULL)
+      knnwb_partition_gpu_part(part);
+  }
+  gboolean ok = TRUE;
+  for (int u = 0; u < n_gpus; u++) {
+    if (threads[u] != NULL)
+      g_thread_join(threads[u]);
+    if (ok && parts[u].to > parts[u].from && parts[u].status != KNNWB_KERNELS_OK) {
+      g_snprintf(message, message_size, "GPU %d: %s", parts[u].device, parts[u].message);
+      ok = FALSE;
+    }
+  }
+  g_free(threads);
+  g_free(parts);
+  return ok;
+}
+
+/* What every GPU's share of the bounds pass reads. */
 typedef struct {
   const KnnwbPartitionRun *run;
   const double *gap;
   const double *limit; /* per row of the run's, from run->first */
   uint64_t *visits;    /* per row of the run's: words of bits */
   size_t words;
-  size_t from, to; /* this GPU's rows, from run->first */
-  int device;
-  int status;
-  char message[256];
-} KnnwbPartitionGpuPart;
+} KnnwbPartitionBoundsPass;
 
-static gpointer knnwb_partition_bounds_part(gpointer data)
+static void knnwb_partition_bounds_part(KnnwbPartitionGpuPart *part)
 {
-  KnnwbPartitionGpuPart *part = data;
-  const KnnwbPartitionRun *run = part->run;
+  const KnnwbPartitionBoundsPass *pass = part->pass;
+  const KnnwbPartitionRun *run = pass->run;
   const KnnwbPartition *p = run->p;
   const size_t first = run->first + part->from;
   const KnnwbBoundsJob job = {
@@ -68,59 +104,20 @@ static gpointer knnwb_partition_bounds_part(gpointer data)
       .dim = p->d,
       .space = knnwb_partition_bound_space(p->metric),
       .cell = p->cluster_of + first,
-      .limit = part->limit + part->from,
+      .limit = pass->limit + part->from,
       .m = p->m,
       .groups = p->groups,
       .centroid = p->centroid,
       .centroid_sq = p->centroid_sq,
       .radius = p->radius,
-      .gap = part->gap,
+      .gap = pass->gap,
       .group_of = p->group_of,
       .margin_factor = knnwb_partition_pair_margin(p->d, 1.0),
       .device = part->device,
       .cancel = run->options->cancel,
-      .visits = part->visits + part->from * part->words,
+      .visits = pass->visits + part->from * pass->words,
   };
   part->status = knnwb_cuda_partition_bounds(&job, part->message, sizeof part->message);
-  return NULL;
-}
-
-/* Rows [0, rows) of the run's on its GPUs, a share each, into visits. FALSE with the first failure
- * in message. */
-static gboolean knnwb_partition_gpu_bounds(const KnnwbPartitionRun *run, const double *gap,
-                                           const double *limit, uint64_t *visits, size_t words,
-                                           size_t rows, char *message, size_t message_size)
-{
-  const int gpus = run->gpus;
-  KnnwbPartitionGpuPart *parts = g_new0(KnnwbPartitionGpuPart, gpus);
-  GThread **threads = g_new0(GThread *, gpus);
-  for (int u = 0; u < gpus; u++) {
-    KnnwbPartitionGpuPart *part = &parts[u];
-    *part = (KnnwbPartitionGpuPart){.run = run,
-                                    .gap = gap,
-                                    .limit = limit,
-                                    .visits = visits,
-                                    .words = words,
-                                    .from = rows * (size_t)u / (size_t)gpus,
-                                    .to = rows * (size_t)(u + 1) / (size_t)gpus,
-                                    .device = run->devices[u]};
-    if (part->to > part->from)
-      threads[u] = g_thread_try_new("knnwb-bounds", knnwb_partition_bounds_part, part, NULL);
-    if (part->to > part->from && threads[u] == NULL)
-      knnwb_partition_bounds_part(part);
-  }
-  gboolean ok = TRUE;
-  for (int u = 0; u < gpus; u++) {
-    if (threads[u] != NULL)
-      g_thread_join(threads[u]);
-    if (ok && parts[u].status != KNNWB_KERNELS_OK) {
-      g_snprintf(message, message_size, "GPU %d: %s", parts[u].device, parts[u].message);
-      ok = FALSE;
-    }
-  }
-  g_free(threads);
-  g_free(parts);
-  return ok;
 }
 
 /* The visitor index from the bits, in two passes over parts of KNNWB_PARTITION_GPU_INDEX_ROWS
@@ -229,8 +226,9 @@ gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap)
     knnwb_parallel_for(p->threads, rows, 65536, knnwb_partition_gpu_limits, &l);
   }
   const gint64 t1 = g_get_monotonic_time();
-  ok = ok &&
-       knnwb_partition_gpu_bounds(run, gap, limit, visits, words, rows, message, sizeof message);
+  const KnnwbPartitionBoundsPass pass = {run, gap, limit, visits, words};
+  ok = ok && knnwb_partition_gpu_parts(rows, run->devices, run->gpus, knnwb_partition_bounds_part,
+                                       &pass, message, sizeof message);
   const gint64 t2 = g_get_monotonic_time();
   ok = ok && knnwb_partition_visits_from_bits(run, visits, words, rows);
   g_free(visits);
