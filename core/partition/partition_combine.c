@@ -17,8 +17,50 @@
 #include "group/group.h"
 #include "partition/partition_internal.h"
 
-/* A list on the way: its row, then k indices and k distances. */
-#define KNNWB_PARTITION_RECORD_BYTES(k) (sizeof(int64_t) + (k) * (sizeof(int64_t) + sizeof(double)))
+/* A list on the way: its row, then k indices and k distances. Row numbers (the row and its
+ * indices, rows or -1) travel as int32 where every row's fits, as int64 beyond: at 10,000,000
+ * rows and k = 30 a record is 364 bytes instead of 488, and the packing's cost is mostly the
+ * shared window's fresh pages, so it goes with the bytes. Every rank has the same n, so all take
+ * the same layout. */
+static size_t knnwb_partition_id_bytes(size_t n)
+{
+  /* KNNWB_PARTITION_RECORD_IDS=64: 64-bit row numbers whatever n (tests, comparisons) */
+  const gboolean wide = g_strcmp0(g_getenv("KNNWB_PARTITION_RECORD_IDS"), "64") == 0;
+  return n <= (size_t)INT32_MAX && !wide ? sizeof(int32_t) : sizeof(int64_t);
+}
+
+static size_t knnwb_partition_record_bytes(size_t n, size_t k)
+{
+  const size_t id = knnwb_partition_id_bytes(n);
+  return id + k * (id + sizeof(double));
+}
+
+/* count row numbers into a record at `at`, id_bytes each. */
+static void knnwb_partition_ids_put(char *at, const int64_t *ids, size_t count, size_t id_bytes)
+{
+  if (id_bytes == sizeof(int64_t)) {
+    memcpy(at, ids, count * sizeof(int64_t));
+    return;
+  }
+  for (size_t t = 0; t < count; t++) {
+    const int32_t id = (int32_t)ids[t];
+    memcpy(at + t * sizeof id, &id, sizeof id);
+  }
+}
+
+/* count row numbers of a record at `at` (id_bytes each) into ids. */
+static void knnwb_partition_ids_get(int64_t *ids, const char *at, size_t count, size_t id_bytes)
+{
+  if (id_bytes == sizeof(int64_t)) {
+    memcpy(ids, at, count * sizeof(int64_t));
+    return;
+  }
+  for (size_t t = 0; t < count; t++) {
+    int32_t id;
+    memcpy(&id, at + t * sizeof id, sizeof id);
+    ids[t] = id;
+  }
+}
 /* Rows per piece of the packing (the first touch of a buffer's pages is much of its cost). */
 #define KNNWB_PARTITION_PACK_ROWS ((size_t)65536)
 
@@ -45,15 +87,16 @@ static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
 {
   KnnwbPartitionPack *pack = data;
   const KnnwbNeighbors *lists = pack->run->lists;
-  const size_t k = pack->run->k, record = KNNWB_PARTITION_RECORD_BYTES(k);
+  const size_t n = pack->run->p->n, k = pack->run->k, id = knnwb_partition_id_bytes(n),
+               record = knnwb_partition_record_bytes(n, k);
   char *at = pack->out + pack->at[from / KNNWB_PARTITION_PACK_ROWS] * record;
   for (size_t i = pack->first + from; i < pack->first + to; i++) {
     if (lists->indices[i * k] < 0)
       continue;
     const int64_t row = (int64_t)i;
-    memcpy(at, &row, sizeof row);
-    memcpy(at + sizeof row, lists->indices + i * k, k * sizeof(int64_t));
-    memcpy(at + sizeof row + k * sizeof(int64_t), lists->distances + i * k, k * sizeof(double));
+    knnwb_partition_ids_put(at, &row, 1, id);
+    knnwb_partition_ids_put(at + id, lists->indices + i * k, k, id);
+    memcpy(at + id + k * id, lists->distances + i * k, k * sizeof(double));
     at += record;
   }
 }
@@ -90,29 +133,30 @@ static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, char *out)
 typedef struct {
   KnnwbNeighbors *own;
   const char *records;
-  size_t k;
+  size_t n, k;
 } KnnwbPartitionRecords;
 
 /* Records [first, last) (distinct rows) merged into the block's lists. */
 static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
 {
   const KnnwbPartitionRecords *m = data;
-  const size_t k = m->k, record = KNNWB_PARTITION_RECORD_BYTES(k);
+  const size_t k = m->k, id = knnwb_partition_id_bytes(m->n),
+               record = knnwb_partition_record_bytes(m->n, k);
   int64_t *index = g_new(int64_t, 2 * k);
   double *distance = g_new(double, 2 * k);
   for (size_t t = first; t < last; t++) {
     const char *at = m->records + t * record;
     int64_t row;
-    memcpy(&row, at, sizeof row);
+    knnwb_partition_ids_get(&row, at, 1, id);
     const size_t i = (size_t)row - m->own->first_row;
     if (m->own->indices[i * k] < 0) { /* the row's first piece: straight in */
-      memcpy(m->own->indices + i * k, at + sizeof row, k * sizeof(int64_t));
-      memcpy(m->own->distances + i * k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
+      knnwb_partition_ids_get(m->own->indices + i * k, at + id, k, id);
+      memcpy(m->own->distances + i * k, at + id + k * id, k * sizeof(double));
       continue;
     }
     /* (the records are packed bytes: their values are copied out before use) */
-    memcpy(index + k, at + sizeof row, k * sizeof(int64_t));
-    memcpy(distance + k, at + sizeof row + k * sizeof(int64_t), k * sizeof(double));
+    knnwb_partition_ids_get(index + k, at + id, k, id);
+    memcpy(distance + k, at + id + k * id, k * sizeof(double));
     knnwb_partition_merge_list(m->own->indices + i * k, m->own->distances + i * k, k, index + k,
                                distance + k, k, NULL, index, distance);
   }
@@ -129,9 +173,9 @@ static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbNeighbo
   for (int r = 0; r < run->options->group->size; r++) {
     if (r == run->options->group->rank)
       continue;
-    KnnwbPartitionRecords m = {.own = own, .records = records[r], .k = run->k};
-    knnwb_parallel_for(run->p->threads, bytes[r] / KNNWB_PARTITION_RECORD_BYTES(run->k), 256,
-                       knnwb_partition_merge_records, &m);
+    KnnwbPartitionRecords m = {.own = own, .records = records[r], .n = run->p->n, .k = run->k};
+    knnwb_parallel_for(run->p->threads, bytes[r] / knnwb_partition_record_bytes(run->p->n, run->k),
+                       256, knnwb_partition_merge_records, &m);
   }
 }
 
@@ -235,7 +279,7 @@ static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPa
                                                  GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
-  const size_t record = KNNWB_PARTITION_RECORD_BYTES(run->k);
+  const size_t record = knnwb_partition_record_bytes(run->p->n, run->k);
   KnnwbPartitionTransfer t;
   knnwb_partition_transfer_init(&t, group->size);
   gboolean room = TRUE;
@@ -320,7 +364,7 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
   const KnnwbNeighbors counters = *run->lists; /* (its counters only) */
   KnnwbNeighbors totals = {0};
   gboolean ok =
-      knnwb_partition_sizes(group, packs, KNNWB_PARTITION_RECORD_BYTES(k), sizes, error) &&
+      knnwb_partition_sizes(group, packs, knnwb_partition_record_bytes(n, k), sizes, error) &&
       knnwb_partition_counters(group, &totals, &counters, error);
   marks[1] = marks[2] = marks[3] = g_get_monotonic_time();
   gboolean shared = FALSE;

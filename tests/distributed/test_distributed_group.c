@@ -1283,7 +1283,7 @@ static KnnwbMatrix *blob_matrix(size_t n, size_t d, gboolean lattice, guint32 se
  * data, for every metric it takes, with ties: the plain search's bytes (its own rows or all), and
  * every rank must have partitioned (a fallback to the plain search would pass unseen). With each
  * cell its own group the rows of a centre's other cells visit it, so visitors travel too; on 3
- * ranks each visit is searched in two pieces. */
+ * ranks each visit is searched in two pieces; on 4 the lists travel with 64-bit row numbers. */
 static void test_partitioned(void)
 {
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_COSINE,
@@ -1306,11 +1306,15 @@ static void test_partitioned(void)
           options.group_own_rows = own;
           RankRun runs[MAX_RANKS];
           g_atomic_int_set(&partition_runs, 0);
-          /* on 3 ranks each group's visitors in two pieces */
+          /* on 3 ranks each group's visitors in two pieces; on 4 the lists travel with 64-bit
+           * row numbers (32 bits hold every row here, so that layout is otherwise untried) */
           if (ranks == 3)
             g_setenv("KNNWB_PARTITION_PIECES", "2", TRUE);
+          if (ranks == 4)
+            g_setenv("KNNWB_PARTITION_RECORD_IDS", "64", TRUE);
           run_ranks(ranks, data, NULL, &options, runs);
           g_unsetenv("KNNWB_PARTITION_PIECES");
+          g_unsetenv("KNNWB_PARTITION_RECORD_IDS");
           g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, ranks);
           size_t covered = 0;
           for (int r = 0; r < ranks; r++) {
