@@ -20,19 +20,23 @@
 /* A list on the way: its row, then k indices and k distances. Row numbers (the row and its
  * indices, rows or -1) travel as int32 where every row's fits, as int64 beyond: at 10,000,000
  * rows and k = 30 a record is 364 bytes instead of 488, and the packing's cost is mostly the
- * shared window's fresh pages, so it goes with the bytes. Every rank has the same n, so all take
- * the same layout. */
-static size_t knnwb_partition_id_bytes(size_t n)
+ * shared window's fresh pages, so it goes with the bytes. */
+typedef struct {
+  size_t id;     /* bytes of a row number: 4 or 8 */
+  size_t record; /* bytes of a record */
+} KnnwbPartitionLayout;
+
+/* This rank's wish for 64-bit row numbers: beyond 2^31 - 1 rows, or KNNWB_PARTITION_RECORD_IDS=64
+ * (tests, comparisons). The ranks take the layout any of them wishes (knnwb_partition_layout). */
+static int64_t knnwb_partition_ids_wide(size_t n)
 {
-  /* KNNWB_PARTITION_RECORD_IDS=64: 64-bit row numbers whatever n (tests, comparisons) */
-  const gboolean wide = g_strcmp0(g_getenv("KNNWB_PARTITION_RECORD_IDS"), "64") == 0;
-  return n <= (size_t)INT32_MAX && !wide ? sizeof(int32_t) : sizeof(int64_t);
+  return n > (size_t)INT32_MAX || g_strcmp0(g_getenv("KNNWB_PARTITION_RECORD_IDS"), "64") == 0;
 }
 
-static size_t knnwb_partition_record_bytes(size_t n, size_t k)
+static KnnwbPartitionLayout knnwb_partition_layout(gboolean wide, size_t k)
 {
-  const size_t id = knnwb_partition_id_bytes(n);
-  return id + k * (id + sizeof(double));
+  const size_t id = wide ? sizeof(int64_t) : sizeof(int32_t);
+  return (KnnwbPartitionLayout){id, id + k * (id + sizeof(double))};
 }
 
 /* count row numbers into a record at `at`, id_bytes each. */
@@ -67,6 +71,7 @@ static void knnwb_partition_ids_get(int64_t *ids, const char *at, size_t count, 
 /* The records for one rank's block. */
 typedef struct {
   const KnnwbPartitionRun *run;
+  KnnwbPartitionLayout layout;
   size_t first, rows; /* the block */
   size_t *at;         /* per piece: its rows with a list, then its first record */
   size_t records;
@@ -87,8 +92,7 @@ static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
 {
   KnnwbPartitionPack *pack = data;
   const KnnwbNeighbors *lists = pack->run->lists;
-  const size_t n = pack->run->p->n, k = pack->run->k, id = knnwb_partition_id_bytes(n),
-               record = knnwb_partition_record_bytes(n, k);
+  const size_t k = pack->run->k, id = pack->layout.id, record = pack->layout.record;
   char *at = pack->out + pack->at[from / KNNWB_PARTITION_PACK_ROWS] * record;
   for (size_t i = pack->first + from; i < pack->first + to; i++) {
     if (lists->indices[i * k] < 0)
@@ -103,11 +107,12 @@ static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
 
 /* Counts the rows of rank to's block that have a list here (none for this rank's). */
 static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbPartitionRun *run,
-                                      int to)
+                                      KnnwbPartitionLayout layout, int to)
 {
   size_t last;
   knnwb_knn_group_rows(run->p->n, to, run->options->group->size, &pack->first, &last);
   pack->run = run;
+  pack->layout = layout;
   pack->rows = last - pack->first;
   const size_t pieces = (pack->rows + KNNWB_PARTITION_PACK_ROWS - 1) / KNNWB_PARTITION_PACK_ROWS;
   pack->at = g_new0(size_t, MAX(pieces, (size_t)1));
@@ -133,15 +138,15 @@ static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, char *out)
 typedef struct {
   KnnwbNeighbors *own;
   const char *records;
-  size_t n, k;
+  KnnwbPartitionLayout layout;
+  size_t k;
 } KnnwbPartitionRecords;
 
 /* Records [first, last) (distinct rows) merged into the block's lists. */
 static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
 {
   const KnnwbPartitionRecords *m = data;
-  const size_t k = m->k, id = knnwb_partition_id_bytes(m->n),
-               record = knnwb_partition_record_bytes(m->n, k);
+  const size_t k = m->k, id = m->layout.id, record = m->layout.record;
   int64_t *index = g_new(int64_t, 2 * k);
   double *distance = g_new(double, 2 * k);
   for (size_t t = first; t < last; t++) {
@@ -167,15 +172,16 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
 /* The other ranks' records for this block (records[r], bytes[r]) merged into own, which holds
  * this rank's pieces already; the records of one rank have distinct rows, so each rank's go on all
  * threads. */
-static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbNeighbors *own,
-                                      const char *const *records, const size_t *bytes)
+static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbPartitionLayout layout,
+                                      KnnwbNeighbors *own, const char *const *records,
+                                      const size_t *bytes)
 {
   for (int r = 0; r < run->options->group->size; r++) {
     if (r == run->options->group->rank)
       continue;
-    KnnwbPartitionRecords m = {.own = own, .records = records[r], .n = run->p->n, .k = run->k};
-    knnwb_parallel_for(run->p->threads, bytes[r] / knnwb_partition_record_bytes(run->p->n, run->k),
-                       256, knnwb_partition_merge_records, &m);
+    KnnwbPartitionRecords m = {.own = own, .records = records[r], .layout = layout, .k = run->k};
+    knnwb_parallel_for(run->p->threads, bytes[r] / layout.record, 256,
+                       knnwb_partition_merge_records, &m);
   }
 }
 
@@ -264,7 +270,7 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
       records[s] = (const char *)blocks[s] + offset;
       bytes[s] = sizes[(size_t)s * size + me];
     }
-    knnwb_partition_merge_all(run, *own, records, bytes);
+    knnwb_partition_merge_all(run, packs[me].layout, *own, records, bytes);
     g_free(records);
     g_free(bytes);
   }
@@ -279,7 +285,7 @@ static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPa
                                                  GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
-  const size_t record = knnwb_partition_record_bytes(run->p->n, run->k);
+  const size_t record = packs[0].layout.record;
   KnnwbPartitionTransfer t;
   knnwb_partition_transfer_init(&t, group->size);
   gboolean room = TRUE;
@@ -295,7 +301,8 @@ static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPa
   const gboolean ok = knnwb_partition_ranks_exchange(group, &t, room, "the lists to send", error);
   marks[1] = g_get_monotonic_time();
   if (ok)
-    knnwb_partition_merge_all(run, *own, (const char *const *)t.receive, t.receive_bytes);
+    knnwb_partition_merge_all(run, packs[0].layout, *own, (const char *const *)t.receive,
+                              t.receive_bytes);
   knnwb_partition_transfer_clear(&t);
   return ok;
 }
@@ -357,15 +364,18 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
   const size_t n = run->p->n, k = run->k;
   /* start, counted and agreed, packed (and the block's lists made), exchanged, merged */
   gint64 marks[5] = {g_get_monotonic_time()};
+  /* the records' layout, the same on every rank: 64-bit row numbers if any rank needs them */
+  int64_t wide = knnwb_partition_ids_wide(n);
+  gboolean ok = group->reduce(group, &wide, 1, KNNWB_GROUP_MAX, error);
+  const KnnwbPartitionLayout layout = knnwb_partition_layout(wide != 0, k);
   KnnwbPartitionPack *packs = g_new0(KnnwbPartitionPack, size);
   for (int r = 0; r < size; r++)
-    knnwb_partition_pack_init(&packs[r], run, r);
+    knnwb_partition_pack_init(&packs[r], run, layout, r);
   size_t *sizes = g_new0(size_t, (size_t)size * size);
   const KnnwbNeighbors counters = *run->lists; /* (its counters only) */
   KnnwbNeighbors totals = {0};
-  gboolean ok =
-      knnwb_partition_sizes(group, packs, knnwb_partition_record_bytes(n, k), sizes, error) &&
-      knnwb_partition_counters(group, &totals, &counters, error);
+  ok = ok && knnwb_partition_sizes(group, packs, layout.record, sizes, error) &&
+       knnwb_partition_counters(group, &totals, &counters, error);
   marks[1] = marks[2] = marks[3] = g_get_monotonic_time();
   gboolean shared = FALSE;
   KnnwbNeighbors *own = NULL;
