@@ -55,6 +55,9 @@ bool Worker::symmetric_tile(long b, long c, int n_cols, bool counted)
   t.geom.col_state0 = (int)r0;
   t.geom.do_cols = b != c;
   t.geom.fresh = b == c; /* every schedule gives a block's rows their diagonal tile first */
+  /* one GPU's order: block b's rows saw (b, b) .. (b, c - 1), block c's (c, c), (0, c) ..
+   * (b - 1, c); other GPUs' orders differ little, and thresholds imported from them only help */
+  t.geom.seen = (int)std::min(c - b, b + 1);
   t.counted = counted;
   return issue_tile(t);
 }

@@ -77,6 +77,11 @@ struct TileGeom {
   int self;
   /* the rows have seen no pair yet (+inf thresholds): see launch_tile_select */
   int fresh;
+  /* tiles the rows or the columns of this one, whichever fewer, were filtered against before
+   * (the symmetric schedule; INT_MAX where a schedule does not count them): the first tiles
+   * after a row's diagonal pass many pairs, which the filter kernel handles better than a fused
+   * tile (Worker::fused_wanted) */
+  int seen;
   int kind;
   const float *sqnorms;         /* reference squared norms by global index (L2 only) */
   const unsigned char *invalid; /* reference rows never to be candidates, or NULL */
@@ -153,6 +158,10 @@ constexpr bool kFusedTilesDefault = false;
 
 /** Whether ordinary FP16 tiles of DOT and ABS_DOT scores are fused (KNNWB_CUDA_FUSED=1 or 0). */
 bool fused_tiles_wanted(void);
+
+/** How many tiles a fused tile's rows and columns must have been filtered against before
+ * (TileGeom.seen; KNNWB_CUDA_FUSED_AFTER, default 4). */
+int fused_tiles_after(void);
 
 /**
  * The fused tile (tile_fused.cu): the products of geom.q_rows and geom.r_rows on the tensor

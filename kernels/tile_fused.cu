@@ -33,6 +33,7 @@
 #define KNNWB_FUSED_WARP_N 64
 #endif
 
+#include <algorithm>
 #include <stdlib.h>
 #include <string.h>
 
@@ -320,6 +321,13 @@ bool fused_tiles_wanted(void)
 {
   const char *v = getenv("KNNWB_CUDA_FUSED");
   return v == nullptr || *v == 0 ? kFusedTilesDefault : strcmp(v, "0") != 0;
+}
+
+/* Read at every tile, as fused_tiles_wanted. */
+int fused_tiles_after(void)
+{
+  const char *v = getenv("KNNWB_CUDA_FUSED_AFTER");
+  return v == nullptr || *v == 0 ? 4 : std::max(0, atoi(v));
 }
 
 /* The wgmma kernel where the device runs it, unless KNNWB_CUDA_FUSED_MMA=sync (comparisons). */

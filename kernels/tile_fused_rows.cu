@@ -88,126 +88,101 @@ template <int kKind> __device__ __forceinline__ float half_score(float x, float 
 }
 
 /*
- * The exact pass of tile row i (its half products v[nt][h] in this lane: columns n0 + 8 nt +
- * col_base + e), in the quad whose `hit` is set; the quad's passing pairs get contiguous slots
- * from one atomic. Every lane of the warp calls it (the shuffles), lanes of other quads with
- * hit false.
+ * Appends this lane's passing pairs of one line (bits u of pass: candidate cand(u), score
+ * score(u)) to state row `row`: one atomic for the lane's n pairs, no exchange with other lanes,
+ * so that the lines of a warp (and the quads of a row) reserve their slots at once rather than
+ * one line after another: a line's atomic is a round trip to L2, which the block's next MMAs
+ * would otherwise wait for.
  */
-template <int kKind>
-__device__ __forceinline__ void append_row(const SelectState &st, const TileGeom &g,
-                                           const __half2 (&v)[16][2], int h, bool hit, int i,
-                                           int n0, int col_base, float thr)
+template <int kBits, typename Score, typename Cand>
+__device__ __forceinline__ void append_lane(const SelectState &st, int row, int entry,
+                                            uint32_t pass, Score score, Cand cand)
 {
-  const int q = threadIdx.x & 3;
-  uint32_t pass = 0;
-  if (hit) {
-#pragma unroll
-    for (int nt = 0; nt < 16; nt++)
-#pragma unroll
-      for (int e = 0; e < 2; e++) {
-        const int j = n0 + nt * 8 + col_base + e;
-        const int cand = g.col_global0 + j;
-        const float x = e ? __high2float(v[nt][h]) : __low2float(v[nt][h]);
-        const bool ok = j < g.n_cols && half_score<kKind>(x, g.tile_scale) < thr &&
-                        !(g.invalid && g.invalid[cand]) && !(g.self && cand == g.row_global0 + i);
-        pass |= (uint32_t)ok << (2 * nt + e);
-      }
-  }
-  const int n = __popc(pass);
-  int incl = n;
-  int up = __shfl_up_sync(kFullMask, incl, 1, 4);
-  incl += q >= 1 ? up : 0;
-  up = __shfl_up_sync(kFullMask, incl, 2, 4);
-  incl += q >= 2 ? up : 0;
-  const int total = __shfl_sync(kFullMask, incl, 3, 4);
-  int first = 0;
-  if (q == 3 && total > 0)
-    first = reserve_candidates(st, g.row_state0 + i, total, i);
-  first = __shfl_sync(kFullMask, first, 3, 4);
   if (!pass)
     return;
-  int pos = first + incl - n;
-  const size_t at = (size_t)(g.row_state0 + i) * st.cap;
+  int pos = reserve_candidates(st, row, __popc(pass), entry);
+  const size_t at = (size_t)row * st.cap;
 #pragma unroll
-  for (int nt = 0; nt < 16; nt++)
-#pragma unroll
-    for (int e = 0; e < 2; e++)
-      if (pass & (1u << (2 * nt + e))) {
-        if (pos < st.cap) {
-          const float x = e ? __high2float(v[nt][h]) : __low2float(v[nt][h]);
-          st.cand_score[at + pos] = half_score<kKind>(x, g.tile_scale);
-          st.cand_index[at + pos] = g.col_global0 + n0 + nt * 8 + col_base + e;
-        }
-        pos++;
+  for (int u = 0; u < kBits; u++)
+    if (pass & (1u << u)) {
+      if (pos < st.cap) {
+        st.cand_score[at + pos] = score(u);
+        st.cand_index[at + pos] = cand(u);
       }
+      pos++;
+    }
 }
 
 /*
- * The exact passes of the columns whose bit is set in some lane's col_bits (bit 2 t + e: column
- * jl = (2 (lane / 4) + t) 8 + 2 (lane mod 4) + e of the block, its threshold col_thr[t][e]), one
- * column at a time over the warp's 16 rows (rows row_base + 8 h of the lanes with the column's
- * lane mod 4); a column's passing pairs get contiguous slots from one atomic. Every lane calls it.
+ * The exact pass of tile row i in this lane (its half products v[nt][h]: columns n0 + 8 nt +
+ * col_base + e), for lanes whose quad found the row's largest product passing: each product
+ * against the row's threshold, invalid references and the self pair excluded.
  */
 template <int kKind>
-__device__ __forceinline__ void
-append_columns(const SelectState &st, const TileGeom &g, const __half2 (&v)[16][2],
-               unsigned col_bits, const float (&col_thr)[2][2], int m0, int n0, int row_base)
+__device__ __noinline__ void append_row(const SelectState &st, const TileGeom &g,
+                                           const __half2 (&v)[16][2], int h, int i, int n0,
+                                           int col_base, float thr)
+{
+  uint32_t pass = 0;
+#pragma unroll
+  for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int j = n0 + nt * 8 + col_base + e;
+      const int cand = g.col_global0 + j;
+      const float x = e ? __high2float(v[nt][h]) : __low2float(v[nt][h]);
+      const bool ok = j < g.n_cols && half_score<kKind>(x, g.tile_scale) < thr &&
+                      !(g.invalid && g.invalid[cand]) && !(g.self && cand == g.row_global0 + i);
+      pass |= (uint32_t)ok << (2 * nt + e);
+    }
+  append_lane<32>(
+      st, g.row_state0 + i, i, pass,
+      [&](int u) {
+        const __half2 x = v[u >> 1][h];
+        return half_score<kKind>(u & 1 ? __high2float(x) : __low2float(x), g.tile_scale);
+      },
+      [&](int u) { return g.col_global0 + n0 + (u >> 1) * 8 + col_base + (u & 1); });
+}
+
+/*
+ * The exact passes of the block's columns in this warp, once some lane found a column's largest
+ * product over the warp's rows passing: every product of this lane (rows row_base + 8 h, columns
+ * 8 nt + col_base + e) against its column's threshold (col_thr of the lane that tested the
+ * column, (nt / 2) 4 + lane mod 4, entry nt mod 2, e), invalid references excluded; a column's
+ * passing pairs of this lane (at most 2) go in with one atomic. Every lane calls it.
+ */
+template <int kKind>
+__device__ __noinline__ void append_columns(const SelectState &st, const TileGeom &g,
+                                               const __half2 (&v)[16][2],
+                                               const float (&col_thr)[2][2], int m0, int n0,
+                                               int row_base, int col_base)
 {
   const int lane = threadIdx.x & 31;
-  for (;;) {
-    const unsigned who = __ballot_sync(kFullMask, col_bits != 0);
-    if (!who)
-      return;
-    const int src = __ffs(who) - 1;
-    const int bit = __ffs(__shfl_sync(kFullMask, col_bits, src)) - 1;
-    if (lane == src)
-      col_bits &= col_bits - 1;
-    const int t = bit >> 1, e = bit & 1;
-    const int nt = 2 * (src >> 2) + t;
-    const int j = n0 + nt * 8 + 2 * (src & 3) + e;
-    const float mine =
-        t ? (e ? col_thr[1][1] : col_thr[1][0]) : (e ? col_thr[0][1] : col_thr[0][0]);
-    const float thr = __shfl_sync(kFullMask, mine, src);
-    /* the column's products in this lane (nt is the same in every lane: selects, no local array) */
-    __half2 x2[2] = {v[0][0], v[0][1]};
+  bool row_ok[2];
 #pragma unroll
-    for (int u = 1; u < 16; u++)
-      if (u == nt) {
-        x2[0] = v[u][0];
-        x2[1] = v[u][1];
-      }
-    uint32_t pass = 0;
-    float score[2];
-    if ((lane & 3) == (src & 3)) {
+  for (int h = 0; h < 2; h++) {
+    const int i = m0 + row_base + 8 * h;
+    row_ok[h] = i < g.n_rows && !(g.invalid && g.invalid[g.row_global0 + i]);
+  }
+#pragma unroll
+  for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const float thr = __shfl_sync(kFullMask, col_thr[nt & 1][e], (nt >> 1) * 4 + (lane & 3));
+      float score[2];
+      uint32_t pass = 0;
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const int i = m0 + row_base + 8 * h;
-        const float x = e ? __high2float(x2[h]) : __low2float(x2[h]);
-        score[h] = half_score<kKind>(x, g.tile_scale);
-        const bool ok =
-            i < g.n_rows && score[h] < thr && !(g.invalid && g.invalid[g.row_global0 + i]);
-        pass |= (uint32_t)ok << h;
+        score[h] = half_score<kKind>(e ? __high2float(v[nt][h]) : __low2float(v[nt][h]),
+                                     g.tile_scale);
+        pass |= (uint32_t)(row_ok[h] && score[h] < thr) << h;
       }
+      const int j = n0 + nt * 8 + col_base + e;
+      append_lane<2>(
+          st, g.col_state0 + j, (int)(kColumnFlag | (uint32_t)j), pass,
+          [&](int h) { return score[h]; },
+          [&](int h) { return g.row_global0 + m0 + row_base + 8 * h; });
     }
-    const int n = __popc(pass);
-    const int incl = warp_inclusive_sum(n);
-    const int total = __shfl_sync(kFullMask, incl, 31);
-    int first = 0;
-    if (lane == 31 && total > 0)
-      first = reserve_candidates(st, g.col_state0 + j, total, (int)(kColumnFlag | (uint32_t)j));
-    first = __shfl_sync(kFullMask, first, 31);
-    int pos = first + incl - n;
-    const size_t at = (size_t)(g.col_state0 + j) * st.cap;
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-      if (pass & (1u << h)) {
-        if (pos < st.cap) {
-          st.cand_score[at + pos] = score[h];
-          st.cand_index[at + pos] = g.row_global0 + m0 + row_base + 8 * h;
-        }
-        pos++;
-      }
-  }
 }
 
 /*
@@ -249,9 +224,8 @@ filter_block(const SelectState &st, const TileGeom &g, float (&acc)[64], int m0,
       best = __hmax2(best, magnitude2<kKind>(v[nt][h]));
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 1));
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 2));
-    const bool hit = half_score<kKind>(pair_max(best), g.tile_scale) < row_thr[h];
-    if (__any_sync(kFullMask, hit))
-      append_row<kKind>(st, g, v, h, hit, m0 + row_base + 8 * h, n0, col_base, row_thr[h]);
+    if (half_score<kKind>(pair_max(best), g.tile_scale) < row_thr[h])
+      append_row<kKind>(st, g, v, h, m0 + row_base + 8 * h, n0, col_base, row_thr[h]);
   }
   if (!g.do_cols)
     return;
@@ -275,7 +249,7 @@ filter_block(const SelectState &st, const TileGeom &g, float (&acc)[64], int m0,
                 << (2 * t + 1);
   }
   if (__any_sync(kFullMask, col_bits != 0))
-    append_columns<kKind>(st, g, v, col_bits, col_thr, m0, n0, row_base);
+    append_columns<kKind>(st, g, v, col_thr, m0, n0, row_base, col_base);
 }
 
 /*

@@ -9,6 +9,7 @@
 #include "select_worker.h"
 #include "tile_scores.h"
 
+#include <climits>
 #include <cmath>
 
 namespace knnwb_cuda
@@ -48,11 +49,13 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
   return true;
 }
 
-/* Ordinary FP16 tiles of DOT and ABS_DOT scores without groups are fused (tile_fused.cu). */
+/* Ordinary FP16 tiles of DOT and ABS_DOT scores without groups are fused (tile_fused.cu), once
+ * both their rows and their columns were filtered against fused_tiles_after() tiles. */
 bool Worker::fused_wanted(const TileGeom &geom) const
 {
   return half_tiles_ && !geom.fresh && !geom.row_group &&
-         (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) && fused_tiles_wanted();
+         (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) &&
+         fused_tiles_wanted() && geom.seen >= fused_tiles_after();
 }
 
 /*
@@ -135,6 +138,7 @@ TileGeom Worker::tile_geom(int n_rows, int n_cols, size_t row0, size_t col0) con
   g.invalid = invalid_;
   g.row_group = query_group_;
   g.col_group = reference_group_;
+  g.seen = INT_MAX;
   return g;
 }
 

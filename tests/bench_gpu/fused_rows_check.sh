@@ -6,7 +6,7 @@
 # k = 20) and on 1,000,000 rows of 50 clusters at d = 32, 64, 128 (cosine k = 30), in alternating
 # rounds with the lists' digests, and ncu of one mid-loop launch of each kernel.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/fused_rows_check.sh OUT ROWS
-#   ROUNDS=2, QUICK=1 (the real-like runs only, no tests, memcheck or ncu)
+#   ROUNDS=2, QUICK=1 (the real-like runs only, no tests, memcheck or ncu), SETTINGS (see below)
 set -uo pipefail
 out=$1; rows=$2; rounds=${ROUNDS:-2}; quick=${QUICK:-0}
 b=/tmp/knnwb-rows; d=/tmp/knnwb-rows-data; mkdir -p "$out" $d
@@ -32,7 +32,8 @@ if [ "$quick" != 1 ]; then
     echo "memcheck ($mma) rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck-$mma.log")"
   done
 fi
-settings=("KNNWB_CUDA_FUSED=0" "KNNWB_CUDA_FUSED=1" "KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_MMA=block")
+# SETTINGS: ";"-separated settings of space-separated VAR=VALUE pairs
+IFS=';' read -r -a settings <<<"${SETTINGS:-KNNWB_CUDA_FUSED=0;KNNWB_CUDA_FUSED=1;KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_MMA=block}"
 trace() { grep -oE "tile loop on the GPU [0-9.]+ s|[0-9.]+ ms per other tile \([0-9]+, of which [0-9]+ fused" "$1" | sort -u | tr '\n' ';'; }
 whole() { # setting, then the knn arguments
   local s=$1; shift; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)

@@ -208,6 +208,8 @@ static void test_fused_tiles(void)
   g_autoptr(KnnwbMatrix) wide = knnwb_test_random_matrix(8501, 201, 44);
   g_autoptr(KnnwbMatrix) mid = knnwb_test_random_matrix(8307, 101, 45);
   g_setenv("KNNWB_CUDA_DPAD_ROUND", "8", TRUE);
+  /* every tile after a row's first fused, also those that pass many pairs and overflow lines */
+  g_setenv("KNNWB_CUDA_FUSED_AFTER", "0", TRUE);
   /* the fused tile on the kernels the device runs (on compute capability 9.0 the strip kernel
    * for narrow rows, else wgmma's block kernel), on wgmma's block kernel, on the mma.sync kernel,
    * and not fused */
@@ -231,6 +233,7 @@ static void test_fused_tiles(void)
   g_unsetenv("KNNWB_CUDA_FUSED");
   g_unsetenv("KNNWB_CUDA_FUSED_MMA");
   g_unsetenv("KNNWB_CUDA_DPAD_ROUND");
+  g_unsetenv("KNNWB_CUDA_FUSED_AFTER");
 }
 
 /* The FP16 tiles' GEMM on cuBLASLt's fastest algorithm and on cublasGemmEx, each against the
