@@ -45,13 +45,6 @@ constexpr int kThreads = 256;
 constexpr int kMaxBoxes = 2; /* dpad <= 128 */
 constexpr int kBlocksPerSm = 2;
 
-/* A's boxes, then two buffers of B's, plus the slack that aligns them to 1024 bytes (dynamic
- * shared memory is only 16-byte aligned by contract). */
-template <int kBoxes> constexpr int rows_smem_bytes()
-{
-  return 3 * kBoxes * kOperandBytes + 1024;
-}
-
 /* Arms bar for B's boxes of the columns n0.. and copies them to dst. One thread. */
 template <int kBoxes>
 __device__ __forceinline__ void load_columns(uint32_t dst, uint32_t bar, const CUtensorMap &map_r,
@@ -88,29 +81,75 @@ template <int kKind> __device__ __forceinline__ float half_score(float x, float 
 }
 
 /*
- * Appends this lane's passing pairs of one line (bits u of pass: candidate cand(u), score
- * score(u)) to state row `row`: one atomic for the lane's n pairs, no exchange with other lanes,
- * so that the lines of a warp (and the quads of a row) reserve their slots at once rather than
- * one line after another: a line's atomic is a round trip to L2, which the block's next MMAs
- * would otherwise wait for.
+ * The block's passing pairs, staged in shared memory until the kernel ends: appending a pair to
+ * its row's candidate buffer takes an atomic on the row's count in global memory, a round trip
+ * to L2 that the warp (and, through the warpgroup's MMAs, the block) would wait for in every
+ * column block with a pass. Staged, a pair costs a shared-memory atomic; the block's pairs then
+ * reserve their slots all at once (flush_staged). A pair is (entry: tile-local line, kColumnFlag
+ * for a column, as the merge queue takes it; candidate; score).
  */
-template <int kBits, typename Score, typename Cand>
-__device__ __forceinline__ void append_lane(const SelectState &st, int row, int entry,
-                                            uint32_t pass, Score score, Cand cand)
+constexpr int kStageCap = 1024;
+constexpr int kStageBytes = kStageCap * 12 + 16;
+
+struct Staging {
+  int *count;
+  int *entry;
+  int *cand;
+  float *score;
+};
+
+__device__ __forceinline__ Staging staging_at(unsigned char *p)
 {
-  if (!pass)
-    return;
-  int pos = reserve_candidates(st, row, __popc(pass), entry);
-  const size_t at = (size_t)row * st.cap;
-#pragma unroll
-  for (int u = 0; u < kBits; u++)
-    if (pass & (1u << u)) {
-      if (pos < st.cap) {
-        st.cand_score[at + pos] = score(u);
-        st.cand_index[at + pos] = cand(u);
-      }
-      pos++;
-    }
+  Staging s;
+  s.count = reinterpret_cast<int *>(p);
+  s.entry = reinterpret_cast<int *>(p + 16);
+  s.cand = s.entry + kStageCap;
+  s.score = reinterpret_cast<float *>(s.cand + kStageCap);
+  return s;
+}
+
+/* A's boxes, then two buffers of B's, the staging, plus the slack that aligns the boxes to 1024
+ * bytes (dynamic shared memory is only 16-byte aligned by contract). */
+template <int kBoxes> constexpr int rows_smem_bytes()
+{
+  return 3 * kBoxes * kOperandBytes + kStageBytes + 1024;
+}
+
+/* Appends one pair to its state row's candidate buffer now (reserve_candidates). */
+__device__ __forceinline__ void append_now(const SelectState &st, const TileGeom &g, int entry,
+                                           int cand, float score)
+{
+  const int row = (uint32_t)entry & kColumnFlag
+                      ? g.col_state0 + (int)((uint32_t)entry & ~kColumnFlag)
+                      : g.row_state0 + entry;
+  const int pos = reserve_candidates(st, row, 1, entry);
+  if (pos < st.cap) {
+    st.cand_score[(size_t)row * st.cap + pos] = score;
+    st.cand_index[(size_t)row * st.cap + pos] = cand;
+  }
+}
+
+/* Stages one pair, or appends it now once the staging is full. */
+__device__ __forceinline__ void stage_pair(const SelectState &st, const TileGeom &g,
+                                           const Staging &s, int entry, int cand, float score)
+{
+  const int pos = atomicAdd(s.count, 1);
+  if (pos < kStageCap) {
+    s.entry[pos] = entry;
+    s.cand[pos] = cand;
+    s.score[pos] = score;
+  } else {
+    append_now(st, g, entry, cand, score);
+  }
+}
+
+/* Appends every staged pair (the whole block, after a block barrier). */
+__device__ __forceinline__ void flush_staged(const SelectState &st, const TileGeom &g,
+                                             const Staging &s)
+{
+  const int n = min(*s.count, kStageCap);
+  for (int e = threadIdx.x; e < n; e += blockDim.x)
+    append_now(st, g, s.entry[e], s.cand[e], s.score[e]);
 }
 
 /*
@@ -119,70 +158,70 @@ __device__ __forceinline__ void append_lane(const SelectState &st, int row, int 
  * against the row's threshold, invalid references and the self pair excluded.
  */
 template <int kKind>
-__device__ __noinline__ void append_row(const SelectState &st, const TileGeom &g,
-                                           const __half2 (&v)[16][2], int h, int i, int n0,
-                                           int col_base, float thr)
+__device__ __forceinline__ void stage_row(const SelectState &st, const TileGeom &g,
+                                          const Staging &s, const __half2 (&v)[16][2], int h, int i,
+                                          int n0, int col_base, float thr)
 {
-  uint32_t pass = 0;
 #pragma unroll
   for (int nt = 0; nt < 16; nt++)
 #pragma unroll
     for (int e = 0; e < 2; e++) {
       const int j = n0 + nt * 8 + col_base + e;
       const int cand = g.col_global0 + j;
-      const float x = e ? __high2float(v[nt][h]) : __low2float(v[nt][h]);
-      const bool ok = j < g.n_cols && half_score<kKind>(x, g.tile_scale) < thr &&
-                      !(g.invalid && g.invalid[cand]) && !(g.self && cand == g.row_global0 + i);
-      pass |= (uint32_t)ok << (2 * nt + e);
+      const float score =
+          half_score<kKind>(e ? __high2float(v[nt][h]) : __low2float(v[nt][h]), g.tile_scale);
+      if (j < g.n_cols && score < thr && !(g.invalid && g.invalid[cand]) &&
+          !(g.self && cand == g.row_global0 + i))
+        stage_pair(st, g, s, i, cand, score);
     }
-  append_lane<32>(
-      st, g.row_state0 + i, i, pass,
-      [&](int u) {
-        const __half2 x = v[u >> 1][h];
-        return half_score<kKind>(u & 1 ? __high2float(x) : __low2float(x), g.tile_scale);
-      },
-      [&](int u) { return g.col_global0 + n0 + (u >> 1) * 8 + col_base + (u & 1); });
 }
 
 /*
- * The exact passes of the block's columns in this warp, once some lane found a column's largest
- * product over the warp's rows passing: every product of this lane (rows row_base + 8 h, columns
- * 8 nt + col_base + e) against its column's threshold (col_thr of the lane that tested the
- * column, (nt / 2) 4 + lane mod 4, entry nt mod 2, e), invalid references excluded; a column's
- * passing pairs of this lane (at most 2) go in with one atomic. Every lane calls it.
+ * The exact passes of the columns whose bit is set in some lane's col_bits (bit 2 t + e: column
+ * (2 (lane / 4) + t) 8 + 2 (lane mod 4) + e of the block, its threshold col_thr[t][e]), one column
+ * at a time over the warp's 16 rows (rows row_base + 8 h of the lanes with the column's lane mod
+ * 4), invalid references excluded. Every lane calls it.
  */
 template <int kKind>
-__device__ __noinline__ void append_columns(const SelectState &st, const TileGeom &g,
-                                               const __half2 (&v)[16][2],
-                                               const float (&col_thr)[2][2], int m0, int n0,
-                                               int row_base, int col_base)
+__device__ __forceinline__ void
+stage_columns(const SelectState &st, const TileGeom &g, const Staging &s, const __half2 (&v)[16][2],
+              unsigned col_bits, const float (&col_thr)[2][2], int m0, int n0, int row_base)
 {
   const int lane = threadIdx.x & 31;
-  bool row_ok[2];
+  for (;;) {
+    const unsigned who = __ballot_sync(kFullMask, col_bits != 0);
+    if (!who)
+      return;
+    const int src = __ffs(who) - 1;
+    const int bit = __ffs(__shfl_sync(kFullMask, col_bits, src)) - 1;
+    if (lane == src)
+      col_bits &= col_bits - 1;
+    const int t = bit >> 1, e = bit & 1;
+    const int nt = 2 * (src >> 2) + t;
+    const int j = n0 + nt * 8 + 2 * (src & 3) + e;
+    const float mine =
+        t ? (e ? col_thr[1][1] : col_thr[1][0]) : (e ? col_thr[0][1] : col_thr[0][0]);
+    const float thr = __shfl_sync(kFullMask, mine, src);
+    if ((lane & 3) != (src & 3))
+      continue;
+    /* the column's products in this lane (nt is the same in every lane: selects, no local array) */
+    __half2 x2[2] = {v[0][0], v[0][1]};
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const int i = m0 + row_base + 8 * h;
-    row_ok[h] = i < g.n_rows && !(g.invalid && g.invalid[g.row_global0 + i]);
-  }
-#pragma unroll
-  for (int nt = 0; nt < 16; nt++)
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-      const float thr = __shfl_sync(kFullMask, col_thr[nt & 1][e], (nt >> 1) * 4 + (lane & 3));
-      float score[2];
-      uint32_t pass = 0;
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        score[h] = half_score<kKind>(e ? __high2float(v[nt][h]) : __low2float(v[nt][h]),
-                                     g.tile_scale);
-        pass |= (uint32_t)(row_ok[h] && score[h] < thr) << h;
+    for (int u = 1; u < 16; u++)
+      if (u == nt) {
+        x2[0] = v[u][0];
+        x2[1] = v[u][1];
       }
-      const int j = n0 + nt * 8 + col_base + e;
-      append_lane<2>(
-          st, g.col_state0 + j, (int)(kColumnFlag | (uint32_t)j), pass,
-          [&](int h) { return score[h]; },
-          [&](int h) { return g.row_global0 + m0 + row_base + 8 * h; });
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int i = m0 + row_base + 8 * h;
+      const int cand = g.row_global0 + i;
+      const float score =
+          half_score<kKind>(e ? __high2float(x2[h]) : __low2float(x2[h]), g.tile_scale);
+      if (i < g.n_rows && score < thr && !(g.invalid && g.invalid[cand]))
+        stage_pair(st, g, s, (int)(kColumnFlag | (uint32_t)j), cand, score);
     }
+  }
 }
 
 /*
@@ -192,8 +231,8 @@ __device__ __noinline__ void append_columns(const SelectState &st, const TileGeo
  */
 template <int kKind>
 __device__ __forceinline__ void
-filter_block(const SelectState &st, const TileGeom &g, float (&acc)[64], int m0, int n0,
-             int row_base, const float (&row_thr)[2], const float (&col_thr)[2][2])
+filter_block(const SelectState &st, const TileGeom &g, const Staging &stage, float (&acc)[64],
+             int m0, int n0, int row_base, const float (&row_thr)[2], const float (&col_thr)[2][2])
 {
   const int lane = threadIdx.x & 31;
   const int col_base = (lane & 3) * 2;
@@ -225,7 +264,7 @@ filter_block(const SelectState &st, const TileGeom &g, float (&acc)[64], int m0,
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 1));
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 2));
     if (half_score<kKind>(pair_max(best), g.tile_scale) < row_thr[h])
-      append_row<kKind>(st, g, v, h, m0 + row_base + 8 * h, n0, col_base, row_thr[h]);
+      stage_row<kKind>(st, g, stage, v, h, m0 + row_base + 8 * h, n0, col_base, row_thr[h]);
   }
   if (!g.do_cols)
     return;
@@ -249,7 +288,7 @@ filter_block(const SelectState &st, const TileGeom &g, float (&acc)[64], int m0,
                 << (2 * t + 1);
   }
   if (__any_sync(kFullMask, col_bits != 0))
-    append_columns<kKind>(st, g, v, col_thr, m0, n0, row_base, col_base);
+    stage_columns<kKind>(st, g, stage, v, col_bits, col_thr, m0, n0, row_base);
 }
 
 /*
@@ -272,7 +311,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int step = (int)gridDim.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = threadIdx.x >> 7;
 
+  const Staging stage =
+      staging_at(smem_raw + (a_smem - shared_address(smem_raw)) + 3 * kBoxes * kOperandBytes);
   if (threadIdx.x == 0) {
+    *stage.count = 0;
     barrier_init(shared_address(&bar_a), 1);
     for (int b = 0; b < 2; b++) {
       barrier_init(shared_address(&bar_full[b]), 1);
@@ -332,8 +374,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       barrier_wait(shared_address(&bar_empty[buf]), parity);
       load_columns<kBoxes>(b, shared_address(&bar_full[buf]), map_r, (cb + 2 * step) * kFusedBlock);
     }
-    filter_block<kKind>(st, g, acc, m0, n0, row_base, row_thr, col_thr);
+    filter_block<kKind>(st, g, stage, acc, m0, n0, row_base, row_thr, col_thr);
   }
+  __syncthreads(); /* every pair staged */
+  flush_staged(st, g, stage);
 }
 
 /* One device's answer: 0 unknown, else 1 + the blocks an SM holds at once times its SMs, or -1. */
