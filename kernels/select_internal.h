@@ -182,13 +182,6 @@ cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, 
  */
 cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
-/**
- * launch_fused_wgmma's kernel for narrow rows (tile_fused_rows.cu; geom.dpad <= 128), same
- * contract: a block's query rows stay in shared memory against a strip of the tile's columns, and
- * the tests and exact passes are warp-local. cudaErrorNotSupported (nothing launched) for wider
- * rows or where launch_fused_wgmma's kernel cannot run.
- */
-cudaError_t launch_fused_rows(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
  * Filters a finished tile into the state and merges the rows that need it. A tile of fresh rows

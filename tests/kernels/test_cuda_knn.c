@@ -189,14 +189,13 @@ static void test_fresh_tile_overflow(void)
 }
 
 /* Ordinary FP16 tiles of DOT and ABS_DOT scores are fused (GEMM and filter in one kernel,
- * kernels/tile_fused_rows.cu for rows of at most 128 halves on compute capability 9.0,
- * tile_fused_wgmma.cu, or tile_fused.cu) where KNNWB_CUDA_FUSED selects them: every path against
- * the CPU on many tiles of one and two GPUs, with near ties and duplicates (adversarial_matrix),
- * and with ordinary tiles whose lines overflow a row's buffer (arc_matrix's row 0: every later
- * column is nearer than the ones before), which the merge recomputes from the rows when the tile
- * is fused. Rows of 8,307 x 101 (dpad 104: two K boxes, the second partly past the rows) make
- * 65 row blocks of a tile, so the strip kernel's blocks take 4 column blocks or more each and
- * refill both column buffers. */
+ * kernels/tile_fused_wgmma.cu or tile_fused.cu) where KNNWB_CUDA_FUSED=1 selects them: every path
+ * against the CPU on many tiles of one and two GPUs, with near ties and duplicates
+ * (adversarial_matrix), and with ordinary tiles whose lines overflow a row's buffer (arc_matrix's
+ * row 0: every later column is nearer than the ones before), which the merge recomputes from the
+ * rows when the tile is fused. KNNWB_CUDA_FUSED_AFTER=0 fuses every tile after a row's first (by
+ * default a tile's rows and columns must have seen 4 tiles, which these small inputs rarely
+ * reach); rows of 8,307 x 101 (dpad 104) make two K stages, the second partly past the rows. */
 static void test_fused_tiles(void)
 {
   if (!gpu_or_skip())
@@ -208,13 +207,10 @@ static void test_fused_tiles(void)
   g_autoptr(KnnwbMatrix) wide = knnwb_test_random_matrix(8501, 201, 44);
   g_autoptr(KnnwbMatrix) mid = knnwb_test_random_matrix(8307, 101, 45);
   g_setenv("KNNWB_CUDA_DPAD_ROUND", "8", TRUE);
-  /* every tile after a row's first fused, also those that pass many pairs and overflow lines */
   g_setenv("KNNWB_CUDA_FUSED_AFTER", "0", TRUE);
-  /* the fused tile on the kernels the device runs (on compute capability 9.0 the strip kernel
-   * for narrow rows, else wgmma's block kernel), on wgmma's block kernel, on the mma.sync kernel,
-   * and not fused */
-  static const char *const fused[][2] = {
-      {"1", "auto"}, {"1", "block"}, {"1", "sync"}, {"0", "auto"}};
+  /* the fused tile on the kernel the device runs (wgmma on compute capability 9.0), on the
+   * mma.sync kernel, and not fused */
+  static const char *const fused[][2] = {{"1", "auto"}, {"1", "sync"}, {"0", "auto"}};
   for (size_t f = 0; f < G_N_ELEMENTS(fused); f++) {
     g_setenv("KNNWB_CUDA_FUSED", fused[f][0], TRUE);
     g_setenv("KNNWB_CUDA_FUSED_MMA", fused[f][1], TRUE);
@@ -229,6 +225,14 @@ static void test_fused_tiles(void)
     compare(wide, KNNWB_METRIC_COSINE, 7, 0, 2);
     compare(mid, KNNWB_METRIC_PEARSON, 20, 0, 1);
     compare(mid, KNNWB_METRIC_COSINE, 30, 0, 2);
+    /* tiles of 1,024 (9 blocks) with the default rule's kind: tiles whose rows or columns saw
+     * fewer than 3 tiles filtered, the others fused, in one run */
+    g_setenv("KNNWB_CUDA_MAX_TILE", "1024", TRUE);
+    g_setenv("KNNWB_CUDA_FUSED_AFTER", "3", TRUE);
+    compare(mid, KNNWB_METRIC_PEARSON, 20, 0, 1);
+    compare(mid, KNNWB_METRIC_ABS_PEARSON, 9, 0, 2);
+    g_setenv("KNNWB_CUDA_FUSED_AFTER", "0", TRUE);
+    g_unsetenv("KNNWB_CUDA_MAX_TILE");
   }
   g_unsetenv("KNNWB_CUDA_FUSED");
   g_unsetenv("KNNWB_CUDA_FUSED_MMA");

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The fused tile for narrow rows (kernels/tile_fused_rows.cu) against cuBLAS + the filter kernel
-# (the default) and against wgmma's per-block fused kernel (KNNWB_CUDA_FUSED_MMA=block), side by
-# side in one call on one GPU: the fused-tiles test against the CPU backend, memcheck of a fused
-# run, the user's whole command on the real-like matrix (ROWS: real_like_check.sh --rows; Pearson
-# k = 20) and on 1,000,000 rows of 50 clusters at d = 32, 64, 128 (cosine k = 30), in alternating
-# rounds with the lists' digests, and ncu of one mid-loop launch of each kernel.
-# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/fused_rows_check.sh OUT ROWS
+# Fused tiles (KNNWB_CUDA_FUSED=1: kernels/tile_fused_wgmma.cu) against cuBLAS + the filter kernel
+# (the default), with the tiles whose rows or columns saw fewer than KNNWB_CUDA_FUSED_AFTER tiles
+# (default 4) left to the filter, side by side in one call on one GPU: the fused-tiles test
+# against the CPU backend, memcheck of a fused run, the user's whole command on the real-like
+# matrix (ROWS: real_like_check.sh --rows; Pearson k = 20) and on 1,000,000 rows of 50 clusters at
+# d = 32, 64, 128 (cosine k = 30), in alternating rounds with the lists' digests, and ncu of one
+# mid-loop launch of each kernel.
+# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/fused_after_check.sh OUT ROWS
 #   ROUNDS=2, QUICK=1 (the real-like runs only, no tests, memcheck or ncu), SETTINGS (see below)
 set -uo pipefail
 out=$1; rows=$2; rounds=${ROUNDS:-2}; quick=${QUICK:-0}
-b=/tmp/knnwb-rows; d=/tmp/knnwb-rows-data; mkdir -p "$out" $d
+b=/tmp/knnwb-after; d=/tmp/knnwb-after-data; mkdir -p "$out" $d
 SECONDS=0
 { cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=OFF -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
   cmake --build $b -j"$(nproc)" --target knnwb_host knnwb_knn_plugin test_cuda_knn; } \
@@ -26,14 +27,12 @@ $k metafeatures "$rows" --ops all -o $d/real.npy -q || exit 1
 for dim in 32 64 128; do $py tests/bench/make_clusters_table.py $d/c$dim.npy 1000000 $dim >/dev/null; done
 $py tests/bench/make_clusters_table.py $d/small.npy 20011 37 >/dev/null
 if [ "$quick" != 1 ]; then
-  for mma in auto block; do
-    KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_MMA=$mma timeout 300 compute-sanitizer --tool memcheck --leak-check no \
-      $k knn $d/small.npy -k 20 -m pearson -o $d/m.npy >"$out/memcheck-$mma.log" 2>&1
-    echo "memcheck ($mma) rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck-$mma.log")"
-  done
+  KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_AFTER=0 timeout 300 compute-sanitizer --tool memcheck --leak-check no \
+    $k knn $d/small.npy -k 20 -m pearson -o $d/m.npy >"$out/memcheck.log" 2>&1
+  echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log")"
 fi
 # SETTINGS: ";"-separated settings of space-separated VAR=VALUE pairs
-IFS=';' read -r -a settings <<<"${SETTINGS:-KNNWB_CUDA_FUSED=0;KNNWB_CUDA_FUSED=1;KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_MMA=block}"
+IFS=';' read -r -a settings <<<"${SETTINGS:-KNNWB_CUDA_FUSED=0;KNNWB_CUDA_FUSED=1;KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_AFTER=0}"
 trace() { grep -oE "tile loop on the GPU [0-9.]+ s|[0-9.]+ ms per other tile \([0-9]+, of which [0-9]+ fused" "$1" | sort -u | tr '\n' ';'; }
 whole() { # setting, then the knn arguments
   local s=$1; shift; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
@@ -52,12 +51,10 @@ for dim in 32 64 128; do
   echo "1,000,000 x $dim clusters, cosine k = 30"
   for s in "${settings[@]}" "${settings[@]}"; do whole "$s" $d/c$dim.npy -k 30 -m cosine; done
 done
-# one mid-loop launch of each kernel (the strip kernel, the per-block one, cuBLAS's GEMM + filter)
+# one mid-loop launch of each kernel (the fused one, cuBLAS's GEMM + filter)
 sol="--section SpeedOfLight --section Occupancy --section LaunchStats"
-KNNWB_CUDA_FUSED=1 timeout 150 ncu --clock-control none -k regex:fused_rows --launch-skip 150 --launch-count 1 $sol \
+KNNWB_CUDA_FUSED=1 timeout 150 ncu --clock-control none -k regex:fused_wgmma --launch-skip 150 --launch-count 1 $sol \
   $k knn $d/c128.npy -k 30 -m cosine -o $d/g.npy >"$out/ncu.txt" 2>&1
-KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_MMA=block timeout 150 ncu --clock-control none -k regex:fused_wgmma --launch-skip 150 \
-  --launch-count 1 $sol $k knn $d/c128.npy -k 30 -m cosine -o $d/g.npy >>"$out/ncu.txt" 2>&1
 KNNWB_CUDA_FUSED=0 timeout 150 ncu --clock-control none -k 'regex:nvjet|gemm|filter' --launch-skip 300 --launch-count 2 $sol \
   $k knn $d/c128.npy -k 30 -m cosine -o $d/g.npy >>"$out/ncu.txt" 2>&1
 grep -E "^  [a-zA-Z_].*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Grid Size" \
