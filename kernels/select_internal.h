@@ -182,7 +182,6 @@ cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, 
  */
 cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
-
 /**
  * Filters a finished tile into the state and merges the rows that need it. A tile of fresh rows
  * (geom.fresh, row pass only) is filtered in column stages of doubling width, every row with
