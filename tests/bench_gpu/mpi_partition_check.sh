@@ -38,17 +38,19 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   rm -f $d/g.npy
   t0=$(date +%s.%N)
   case $way in
-  1) CUDA_VISIBLE_DEVICES=0 G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -q -o $d/g.npy >$out/one.log 2>&1 ;;
-  all) G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -q -o $d/g.npy >$out/one.log 2>&1 ;;
+  1) CUDA_VISIBLE_DEVICES=0 G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -o $d/g.npy >$out/one.log 2>&1 ;;
+  all) G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -o $d/g.npy >$out/one.log 2>&1 ;;
   *) # one GPU per rank where there are enough, else all on GPU 0
     G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np $ranks \
       bash -c 'g=$OMPI_COMM_WORLD_LOCAL_RANK; [ "$g" -lt '"$gpus"' ] || g=0; CUDA_VISIBLE_DEVICES=$g exec "$@"' rank \
-      "$k" knn "$f" -k $kk -m $metric -b $backend -q --mpi-input whole -o $d/g.npy >$out/one.log 2>&1 ;;
+      "$k" knn "$f" -k $kk -m $metric -b $backend --mpi-input whole -o $d/g.npy >$out/one.log 2>&1 ;;
   esac
   r=$?; t1=$(date +%s.%N)
   echo "== $name rc=$r" >>"$log"; cat $out/one.log >>"$log"
   printf '%-40s rc=%d %7.2f s  %s\n' "$name" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{print b-a}')" \
     "$(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)"
+  # knnwb's own summary (rank 0's under mpirun): read, knn step, write
+  grep -m1 -oE "\(read [0-9.]+ s, knn .*" $out/one.log | sed 's/^/    /'
   grep -oE "partition: [0-9]+ (clusters \(|groups,).*|partition: bounds (of|on) .*|partition: (done|not used) in [0-9.]+ s|combined in .*|whole call [0-9.]+ s$" \
     $out/one.log | grep -v "whole call 0\." | head -6 | cut -c1-200 | sed 's/^/    /'
 }
