@@ -61,8 +61,7 @@ typedef struct {
 
 /**
  * Every rank writes its pieces of every file at once: each file created or truncated first, then
- * the pieces at their offsets in slices, one of each file in turn (1 MiB of the rank's largest
- * file, the others' in proportion to their bytes, so that they end together), each file's bytes
+ * the pieces at their offsets in 1 MiB slices, a slice of each file in turn, each file's bytes
  * handed to the disk every 16 MiB, then every file synced. Between slices a look at control's
  * cancel, after each its progress (progress_done + the bytes written so far, of progress_total;
  * control may be NULL). Collective; ends with an agree, so the result (and the lowest failing

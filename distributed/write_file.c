@@ -158,7 +158,6 @@ typedef struct {
   size_t at;        /* its bytes written */
   size_t handed;    /* its bytes handed to the disk */
   gboolean started; /* a slice of the file written (or tried) */
-  size_t slice;     /* bytes a turn (knnwb_distributed_slice_sizes) */
 } KnnwbDistributedCursor;
 
 /* Opens and truncates every file (collective). Every rank fails alike: MPI_File_open and
@@ -199,7 +198,7 @@ static gboolean knnwb_distributed_write_slice(const KnnwbKnnGroup *group,
   if (first && !knnwb_distributed_slice_hook(group, file->path, error))
     return FALSE;
   const size_t at = cursor->at;
-  int count = (int)MIN(cursor->slice, piece->bytes - at);
+  int count = (int)MIN(KNNWB_WRITE_SLICE, piece->bytes - at);
   MPI_Status status;
   int code = MPI_File_write_at(cursor->handle, (MPI_Offset)(piece->offset + at),
                                (const char *)piece->data + at, count, MPI_BYTE, &status);
@@ -225,30 +224,6 @@ static gboolean knnwb_distributed_write_slice(const KnnwbKnnGroup *group,
   return TRUE;
 }
 
-/* Each file's bytes a turn: KNNWB_WRITE_SLICE for this rank's largest, the others in proportion
- * to their bytes (at least KNNWB_WRITE_SLICE / 16), so that this rank's files end together. With
- * equal slices the smaller file (the distances: half the indices' bytes in .npy lists) ended
- * first, and from there every rank wrote the larger one, queueing for its inode's lock, which the
- * turns' staggered start is there to avoid. */
-static void knnwb_distributed_slice_sizes(KnnwbDistributedCursor *cursors, size_t n_files)
-{
-  uint64_t largest = 0;
-  for (size_t f = 0; f < n_files; f++) {
-    uint64_t bytes = 0;
-    for (size_t p = 0; p < cursors[f].file->n_pieces; p++)
-      bytes += cursors[f].file->pieces[p].bytes;
-    cursors[f].slice = (size_t)MIN(bytes, (uint64_t)SIZE_MAX);
-    largest = MAX(largest, bytes);
-  }
-  for (size_t f = 0; f < n_files; f++) {
-    const uint64_t share =
-        largest > 0
-            ? (uint64_t)((double)KNNWB_WRITE_SLICE * (double)cursors[f].slice / (double)largest)
-            : KNNWB_WRITE_SLICE;
-    cursors[f].slice = (size_t)MAX(share, (uint64_t)KNNWB_WRITE_SLICE / 16);
-  }
-}
-
 /* The cursor past empty pieces: FALSE once the file's pieces are all written. */
 static gboolean knnwb_distributed_has_slice(KnnwbDistributedCursor *cursor)
 {
@@ -260,8 +235,7 @@ static gboolean knnwb_distributed_has_slice(KnnwbDistributedCursor *cursor)
   return cursor->piece < file->n_pieces;
 }
 
-/* Every file's pieces, one slice of each file in turn (slices in proportion to the files' bytes),
- * so that the files' copies into the page
+/* Every file's pieces, one slice of each file in turn, so that the files' copies into the page
  * cache and their disk writes (each handed over as it goes) run together, as one process writes
  * the two arrays of .npy lists on two threads (the group talks MPI from one thread only). Rank r
  * starts at file r mod n_files: at two ranks the one writes the indices while the other writes
@@ -306,7 +280,6 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
     cursors[f].file = &files[f];
     cursors[f].writeback_fd = -1;
   }
-  knnwb_distributed_slice_sizes(cursors, n_files);
   /* Collective calls (open, set_size, sync, close) are made by every rank whatever its own writes
    * did, so that a rank that failed does not leave the others waiting. */
   gboolean ok = knnwb_distributed_open_files(cursors, n_files, error);
