@@ -133,10 +133,14 @@ gboolean knnwb_distributed_write_arrays(const KnnwbKnnGroup *group, const char *
   if (item == 4 && !group->agree(group, ok, error))
     return FALSE;
   uint32_t data_crc[2] = {0, 0};
+  const gint64 entered = g_get_monotonic_time();
   ok = knnwb_distributed_array_layout(group, own, n_rows, data, item, format == KNNWB_OUTPUT_NPZ,
                                       data_crc, error);
   if (!group->agree(group, ok, error))
     return FALSE;
+  /* the first collective of the write: a rank that finished its lists early waits here */
+  g_debug("distributed write: every rank's lists ready after %.3f s",
+          (double)(g_get_monotonic_time() - entered) / 1e6);
 
   if (format == KNNWB_OUTPUT_NPY) {
     /* Two files, OUT and its side file of distances (distances_path), each written by every rank.
