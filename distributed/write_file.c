@@ -51,32 +51,11 @@ static void knnwb_distributed_io_error(int code, const char *what, const char *p
   g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot %s: %s", path, what, text);
 }
 
-/* bytes of data at offset of the open file fd, by write(2) (pwrite), to the last byte or the
- * reason it stopped ("No space left on device", "File too large"), in the one process's words. */
-static gboolean knnwb_distributed_pwrite(int fd, const char *path, uint64_t offset,
-                                         const char *data, size_t bytes, GError **error)
-{
-  while (bytes > 0) {
-    ssize_t n = pwrite(fd, data, bytes, (off_t)offset);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int saved = n < 0 ? errno : ENOSPC;
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: write failed: %s", path,
-                  g_strerror(saved));
-      return FALSE;
-    }
-    data += n;
-    offset += (uint64_t)n;
-    bytes -= (size_t)n;
-  }
-  return TRUE;
-}
-
 /* Open MPI 4.1's MPI_File_write_at returns MPI_SUCCESS for a short write (a full disk, a file size
  * limit: it wrote what fitted and says so only in the status's count), so a file the ranks
  * believed whole would be committed truncated. The rest goes through write(2) at its offset, which
- * either finishes it or gives the reason. */
+ * either finishes it or gives the reason ("No space left on device", "File too large"): the one
+ * process's message. */
 static gboolean knnwb_distributed_write_rest(const char *path, uint64_t offset, const char *data,
                                              size_t bytes, GError **error)
 {
@@ -87,14 +66,28 @@ static gboolean knnwb_distributed_write_rest(const char *path, uint64_t offset, 
                 g_strerror(saved));
     return FALSE;
   }
-  gboolean ok = knnwb_distributed_pwrite(fd, path, offset, data, bytes, error);
-  if (close(fd) != 0 && ok) {
+  while (bytes > 0) {
+    ssize_t n = pwrite(fd, data, bytes, (off_t)offset);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int saved = n < 0 ? errno : ENOSPC;
+      close(fd);
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: write failed: %s", path,
+                  g_strerror(saved));
+      return FALSE;
+    }
+    data += n;
+    offset += (uint64_t)n;
+    bytes -= (size_t)n;
+  }
+  if (close(fd) != 0) {
     int saved = errno;
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: write failed: %s", path,
                 g_strerror(saved));
     return FALSE;
   }
-  return ok;
+  return TRUE;
 }
 
 char *knnwb_distributed_root_path(const KnnwbKnnGroup *group, const char *path)
@@ -155,19 +148,6 @@ static gboolean knnwb_distributed_slice_hook(const KnnwbKnnGroup *group, const c
   return FALSE;
 }
 
-/* Whether this rank writes its slices with pwrite on a descriptor of its own instead of
- * MPI_File_write_at: only where every rank runs on this node, so that all their writes meet in one
- * page cache (on a shared file system of several nodes MPI-IO keeps the file consistent).
- * KNNWB_MPI_WRITE=mpiio or posix chooses; the collective open, truncation, sync and close stay
- * MPI-IO's either way. */
-static gboolean knnwb_distributed_writes_posix(const KnnwbKnnGroup *group)
-{
-  const char *way = g_getenv("KNNWB_MPI_WRITE");
-  if (group->local_size != group->size)
-    return FALSE;
-  return way != NULL && g_strcmp0(way, "posix") == 0;
-}
-
 /* Where a rank stands in one of the files it writes. */
 typedef struct {
   const KnnwbDistributedFile *file;
@@ -178,7 +158,6 @@ typedef struct {
   size_t at;        /* its bytes written */
   size_t handed;    /* its bytes handed to the disk */
   gboolean started; /* a slice of the file written (or tried) */
-  gboolean posix;   /* slices through writeback_fd's pwrite rather than MPI_File_write_at */
 } KnnwbDistributedCursor;
 
 /* Opens and truncates every file (collective). Every rank fails alike: MPI_File_open and
@@ -206,22 +185,6 @@ static gboolean knnwb_distributed_open_files(KnnwbDistributedCursor *cursors, si
   return ok;
 }
 
-/* The cursor past a written slice of count bytes; what reached KNNWB_WRITEBACK_BYTES, or the
- * piece's end, handed to the disk. */
-static gboolean knnwb_distributed_slice_done(KnnwbDistributedCursor *cursor, size_t count,
-                                             uint64_t *written)
-{
-  const KnnwbDistributedPiece *piece = &cursor->file->pieces[cursor->piece];
-  *written += (uint64_t)count;
-  const size_t end = cursor->at = cursor->at + count;
-  if (end - cursor->handed >= KNNWB_WRITEBACK_BYTES || end == piece->bytes) {
-    knnwb_distributed_writeback(cursor->writeback_fd, piece->offset + cursor->handed,
-                                piece->offset + end);
-    cursor->handed = end;
-  }
-  return TRUE;
-}
-
 /* Writes the cursor's next slice (at most KNNWB_WRITE_SLICE bytes of its piece) and hands what
  * reached KNNWB_WRITEBACK_BYTES, or the piece's end, to the disk. *written grows by the slice. */
 static gboolean knnwb_distributed_write_slice(const KnnwbKnnGroup *group,
@@ -236,12 +199,6 @@ static gboolean knnwb_distributed_write_slice(const KnnwbKnnGroup *group,
     return FALSE;
   const size_t at = cursor->at;
   int count = (int)MIN(KNNWB_WRITE_SLICE, piece->bytes - at);
-  if (cursor->posix) {
-    if (!knnwb_distributed_pwrite(cursor->writeback_fd, file->path, piece->offset + at,
-                                  (const char *)piece->data + at, (size_t)count, error))
-      return FALSE;
-    return knnwb_distributed_slice_done(cursor, (size_t)count, written);
-  }
   MPI_Status status;
   int code = MPI_File_write_at(cursor->handle, (MPI_Offset)(piece->offset + at),
                                (const char *)piece->data + at, count, MPI_BYTE, &status);
@@ -257,7 +214,14 @@ static gboolean knnwb_distributed_write_slice(const KnnwbKnnGroup *group,
                                       (size_t)(count - wrote), error))
       return FALSE;
   }
-  return knnwb_distributed_slice_done(cursor, (size_t)count, written);
+  *written += (uint64_t)count;
+  const size_t end = cursor->at = at + (size_t)count;
+  if (end - cursor->handed >= KNNWB_WRITEBACK_BYTES || end == piece->bytes) {
+    knnwb_distributed_writeback(cursor->writeback_fd, piece->offset + cursor->handed,
+                                piece->offset + end);
+    cursor->handed = end;
+  }
+  return TRUE;
 }
 
 /* The cursor past empty pieces: FALSE once the file's pieces are all written. */
@@ -323,11 +287,8 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
   gboolean hooked = knnwb_distributed_write_hooks(
       group, files[0].path, control != NULL ? control->cancel : NULL, ok ? error : NULL);
   ok = ok && hooked;
-  const gboolean posix = knnwb_distributed_writes_posix(group);
-  for (size_t f = 0; ok && f < n_files; f++) {
+  for (size_t f = 0; ok && f < n_files; f++)
     cursors[f].writeback_fd = open(files[f].path, O_WRONLY | O_CLOEXEC);
-    cursors[f].posix = posix && cursors[f].writeback_fd >= 0;
-  }
   const gint64 opened = g_get_monotonic_time();
   ok = ok && knnwb_distributed_write_turns(group, cursors, n_files, control, progress_done,
                                            progress_total, error);
@@ -357,8 +318,10 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
   }
   const gint64 synced = g_get_monotonic_time();
   ok = group->agree(group, ok, error);
-  g_debug("distributed write: %zu file(s) opened in %.3f s, this rank's slices written in "
-          "%.3f s, synced and closed in %.3f s, every rank done %.3f s later",
+  /* where a rank's write goes: waiting for the others, copying into the page cache (the disk's
+   * pace once its writeback is started: 2.1-2.4 GB/s on the GPU host), the sync */
+  g_debug("distributed write: %zu file(s) opened in %.3f s, this rank's slices written in %.3f s, "
+          "synced and closed in %.3f s, every rank done %.3f s later",
           n_files, (double)(opened - start) / 1e6, (double)(copied - opened) / 1e6,
           (double)(synced - copied) / 1e6, (double)(g_get_monotonic_time() - synced) / 1e6);
   return ok;

@@ -40,14 +40,6 @@ static void knnwb_host_usage(FILE *out)
                "Options:\n  -h, --help     this text\n  -V, --version  the version\n");
 }
 
-/* Whether the process may end with _exit once its command is done: one process always; an MPI
- * rank once MPI_Finalize returned (it has left the job: mpirun sees it end as with exit), unless
- * KNNWB_MPI_FAST_EXIT=0. */
-static gboolean knnwb_host_fast_exit(const KnnwbKnnGroup *group)
-{
-  return group == NULL || g_strcmp0(g_getenv("KNNWB_MPI_FAST_EXIT"), "0") != 0;
-}
-
 int main(int argc, char **argv)
 {
   setlocale(LC_ALL, "");
@@ -104,11 +96,10 @@ int main(int argc, char **argv)
       xmlCleanupParser();
       knnwb_distributed_finalize();
       g_debug("knnwb: command finished, the process exits");
-      if (knnwb_knn_devices_started() && knnwb_host_fast_exit(group)) {
-        /* Every output is committed (written, synced, renamed) by now, and an MPI rank has left
-         * the job (MPI_Finalize above). CUDA's teardown at exit (each context destroyed, its
-         * pinned host memory unpinned) took 0.2 s of every GPU command on one H200 and changes
-         * nothing the user sees: the system frees it all. */
+      if (group == NULL && knnwb_knn_devices_started()) {
+        /* Every output is committed (written, synced, renamed) by now. CUDA's teardown at exit
+         * (each context destroyed, its pinned host memory unpinned) took 0.2 s of every GPU
+         * command on one H200 and changes nothing the user sees: the system frees it all. */
         fflush(stdout);
         fflush(stderr);
         _exit(status);

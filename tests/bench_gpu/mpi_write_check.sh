@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Where MPI ranks lose to one process after their lists are made: the write of the .npy lists and
 # the process's end, side by side in alternating rounds on one GPU host. Workload: 10,000,000 x 50
-# in 50 clusters (make_clusters_table.py, centres SPREAD apart), euclidean k = 30, the whole
-# `knnwb knn X.npy -k 30 -o g.npy`: one process on one GPU, then `mpirun -np R ... --mpi-input
+# in 50 clusters (make_clusters_table.py, centres SPREAD apart), k = 30 (METRIC, euclidean by
+# default), the whole `knnwb knn X.npy -k 30 -m METRIC -o g.npy`: one process on one GPU, then `mpirun -np R ... --mpi-input
 # whole` (one GPU a rank; R = the GPUs, 2 sharing GPU 0 on a 1-GPU host) once per SETTING (a
-# setting is "default" or comma-separated VAR=VALUE pairs, e.g. KNNWB_MPI_WRITE=posix or
-# KNNWB_MPI_FAST_EXIT=0). The page cache is synced between runs (`sync`, 3 s), so that one run's
+# setting is "default" or comma-separated VAR=VALUE pairs, e.g. KNNWB_MPI_SHARED=0 for the
+# combining's messages path). The page cache is synced between runs (`sync`, 3 s), so that one run's
 # disk writes do not land in the next. Each line: wall time, lists digest (the same for every run),
 # knnwb's summary (rank 0's), and every rank's debug lines of the write (when its lists were ready,
 # its slices, its sync) and of its knn step's end.
 # Usage (repository root, after `. .gpu/env.sh`):
-#   bash tests/bench_gpu/mpi_write_check.sh OUT SETTING [SETTING...]   (ROUNDS=2, ROWS=10000000, SPREAD=3)
+#   bash tests/bench_gpu/mpi_write_check.sh OUT SETTING [SETTING...]   (ROUNDS=2, ROWS=10000000, SPREAD=3,
+#   METRIC=euclidean)
 set -uo pipefail
 out=$1; shift; settings=("$@"); rounds=${ROUNDS:-2}; rows=${ROWS:-10000000}; spread=${SPREAD:-3}
+metric=${METRIC:-euclidean}
 b=/tmp/knnwb-mpiwrite; d=/tmp/knnwb-mpipart-data; mkdir -p "$out" $d
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
   [ -x "$dir/mpicc" ] && ! command -v mpicc >/dev/null && export PATH=$dir:$PATH
@@ -35,12 +37,12 @@ run() { # NAME SETTING(or "one")
   rm -f $d/g.npy $d/g.distances.npy; sync; sleep 3
   t0=$(date +%s.%N)
   if [ "$s" = one ]; then
-    CUDA_VISIBLE_DEVICES=0 G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k 30 -o $d/g.npy >"$out/one.log" 2>&1
+    CUDA_VISIBLE_DEVICES=0 G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k 30 -m $metric -o $d/g.npy >"$out/one.log" 2>&1
   else
     env $(envs "$s") KNNWB_MPI_VERBOSE=1 G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root \
       --oversubscribe --bind-to none --tag-output -np $ranks \
       bash -c 'g=$OMPI_COMM_WORLD_LOCAL_RANK; [ "$g" -lt '"$gpus"' ] || g=0; CUDA_VISIBLE_DEVICES=$g exec "$@"' rank \
-      "$k" knn "$f" -k 30 --mpi-input whole -o $d/g.npy >"$out/one.log" 2>&1
+      "$k" knn "$f" -k 30 -m $metric --mpi-input whole -o $d/g.npy >"$out/one.log" 2>&1
   fi
   r=$?; t1=$(date +%s.%N)
   { echo "== $name rc=$r"; cat "$out/one.log"; } >>"$out/runs.log"
