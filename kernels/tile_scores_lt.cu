@@ -9,8 +9,10 @@
  * accumulates in FP32 like cublasGemmEx, and the screen's bound holds for any order of the sums.
  */
 #include "device_keep.h"
+#include "select_trace.h"
 #include "tile_scores.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -154,6 +156,11 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
     }
   }
   const bool lt = best >= 0 && (override == 2 || *ex_ms <= 0 || *lt_ms < *ex_ms);
+  if (trace_enabled())
+    fprintf(stderr,
+            "knnwb cuda: GPU %d's tile GEMM timed: cublasGemmEx %.3f ms, %d of cuBLASLt's "
+            "candidates, the fastest (number %d) %.3f ms\n",
+            device, *ex_ms, found, best + 1, *lt_ms);
   if (lt) {
     g->algo = results[best].algo;
     g->ready = true;
@@ -166,6 +173,40 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
     return; /* a forced choice is not the device's own */
   std::lock_guard<std::mutex> guard(chosen_lock);
   chosen.push_back({device, tile, dpad, lt, lt ? results[best].algo : cublasLtMatmulAlgo_t{}});
+}
+
+bool lt_gemm_adopt(LtGemm *g, cublasHandle_t blas, int device, int from_device, int tile, int dpad,
+                   float alpha, const void *rows, void *out, cudaStream_t stream)
+{
+  Chosen known;
+  if (gemm_override() != 0 || !find_chosen(from_device, tile, dpad, &known))
+    return false;
+  bool ok;
+  if (known.lt) {
+    cublasLtMatmulHeuristicResult_t check = {};
+    ok = create(g, device, tile, dpad);
+    g->algo = known.algo;
+    ok = ok &&
+         cublasLtMatmulAlgoCheck(g->handle, g->op, g->rows, g->rows, g->tile, g->tile, &g->algo,
+                                 &check) == CUBLAS_STATUS_SUCCESS &&
+         check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= kWorkspaceBytes &&
+         lt_gemm_run(*g, rows, rows, alpha, out, stream) == CUBLAS_STATUS_SUCCESS &&
+         cudaStreamSynchronize(stream) == cudaSuccess;
+    g->ready = ok;
+  } else {
+    ok = tile_scores_gemm(blas, GemmPrecision::kFp16, rows, tile, rows, tile, dpad, alpha, out,
+                          tile, true) == CUBLAS_STATUS_SUCCESS &&
+         cudaStreamSynchronize(stream) == cudaSuccess;
+  }
+  if (!ok) {
+    cudaStreamSynchronize(stream);
+    cudaGetLastError();
+    lt_gemm_destroy(g);
+    return false;
+  }
+  std::lock_guard<std::mutex> guard(chosen_lock);
+  chosen.push_back({device, tile, dpad, known.lt, known.algo});
+  return true;
 }
 
 bool lt_gemm_known(int device, int tile, int dpad)
