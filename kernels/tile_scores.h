@@ -58,19 +58,8 @@ struct LtGemm {
  * Cost: about 20 GEMMs of the tile, once per device and shape.
  */
 void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dpad, float alpha,
-                    const void *rows, void *out, cudaStream_t stream, double *ex_ms, double *lt_ms);
-
-/**
- * lt_gemm_choose's choice for from_device (made before) taken for device, a GPU of the same model:
- * cuBLASLt checks the algorithm on device (cublasLtMatmulAlgoCheck) and it runs once there (which
- * loads its kernel), or cublasGemmEx runs once when that was the choice; then the choice is kept
- * for device as if timed there. Why: timing every candidate loads every candidate's kernel, and
- * GPUs started together wait for each other's loads (a choice on two H200s took 0.56-0.58 s against
- * 0.26-0.30 s on one). FALSE (g left empty, nothing kept) when from_device has no choice, the check
- * or the run fails, or KNNWB_CUDA_GEMM forces one: then lt_gemm_choose times on device.
- */
-bool lt_gemm_adopt(LtGemm *g, cublasHandle_t blas, int device, int from_device, int tile, int dpad,
-                   float alpha, const void *rows, void *out, cudaStream_t stream);
+                    const void *rows, void *out, cudaStream_t stream, double *ex_ms,
+                    double *lt_ms);
 
 /** Whether lt_gemm_choose has made its timed choice for device and this shape in this process. */
 bool lt_gemm_known(int device, int tile, int dpad);

@@ -175,40 +175,6 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
   chosen.push_back({device, tile, dpad, lt, lt ? results[best].algo : cublasLtMatmulAlgo_t{}});
 }
 
-bool lt_gemm_adopt(LtGemm *g, cublasHandle_t blas, int device, int from_device, int tile, int dpad,
-                   float alpha, const void *rows, void *out, cudaStream_t stream)
-{
-  Chosen known;
-  if (gemm_override() != 0 || !find_chosen(from_device, tile, dpad, &known))
-    return false;
-  bool ok;
-  if (known.lt) {
-    cublasLtMatmulHeuristicResult_t check = {};
-    ok = create(g, device, tile, dpad);
-    g->algo = known.algo;
-    ok = ok &&
-         cublasLtMatmulAlgoCheck(g->handle, g->op, g->rows, g->rows, g->tile, g->tile, &g->algo,
-                                 &check) == CUBLAS_STATUS_SUCCESS &&
-         check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= kWorkspaceBytes &&
-         lt_gemm_run(*g, rows, rows, alpha, out, stream) == CUBLAS_STATUS_SUCCESS &&
-         cudaStreamSynchronize(stream) == cudaSuccess;
-    g->ready = ok;
-  } else {
-    ok = tile_scores_gemm(blas, GemmPrecision::kFp16, rows, tile, rows, tile, dpad, alpha, out,
-                          tile, true) == CUBLAS_STATUS_SUCCESS &&
-         cudaStreamSynchronize(stream) == cudaSuccess;
-  }
-  if (!ok) {
-    cudaStreamSynchronize(stream);
-    cudaGetLastError();
-    lt_gemm_destroy(g);
-    return false;
-  }
-  std::lock_guard<std::mutex> guard(chosen_lock);
-  chosen.push_back({device, tile, dpad, known.lt, known.algo});
-  return true;
-}
-
 bool lt_gemm_known(int device, int tile, int dpad)
 {
   Chosen known;
