@@ -29,8 +29,10 @@ namespace
 
 using namespace knnwb_cuda;
 
-std::mutex gemm_lock;    /* gemm_thread */
+std::mutex gemm_lock;    /* gemm_thread, gemm_shape */
 std::thread gemm_thread; /* joinable while a choice runs or has not been waited for */
+/* what gemm_thread chooses for: tile, dpad, then the ordinals asked for (none: every GPU) */
+std::vector<int> gemm_shape;
 
 bool gemm_start_wanted()
 {
@@ -128,10 +130,17 @@ extern "C" void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t 
   std::vector<int> ordinals;
   for (int i = 0; i < n_devices; i++)
     ordinals.push_back(devices != nullptr ? devices[i] : i);
+  std::vector<int> shape = {tile, dpad};
+  shape.insert(shape.end(), ordinals.begin(), ordinals.end());
   std::lock_guard<std::mutex> guard(gemm_lock);
+  /* Begun already for this shape (from an input's header, before its values were read): the
+   * search finds it under way or made, and must not wait for it here. */
+  if (gemm_thread.joinable() && shape == gemm_shape)
+    return;
   wait_locked();
   try {
     gemm_thread = std::thread(choose_all, ordinals, tile, dpad);
+    gemm_shape = shape;
   } catch (...) {
     /* no thread: the workers choose, as without a start */
   }

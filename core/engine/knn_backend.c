@@ -44,6 +44,12 @@ void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t
   knnwb_cuda_gemm_start(options->devices, options->n_devices, n_query, n_reference, dim);
 }
 
+void knnwb_knn_devices_prepare(const KnnwbKnnOptions *options, size_t n_rows, size_t n_cols)
+{
+  g_return_if_fail(options != NULL);
+  knnwb_knn_gemm_start(options, n_rows, n_rows, n_cols);
+}
+
 void knnwb_knn_devices_wait(void)
 {
   knnwb_cuda_start_wait();

@@ -31,6 +31,8 @@ void knnwb_formats_read_options_init(KnnwbReadOptions *options)
   options->progress = NULL;
   options->progress_data = NULL;
   options->n_threads = 0;
+  options->shape_known = NULL;
+  options->shape_known_data = NULL;
 }
 
 gboolean knnwb_formats_label_column_from_string(const char *text, KnnwbReadOptions *options,

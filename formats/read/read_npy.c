@@ -787,6 +787,8 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *given,
                 knnwb_npy_check_array(path, &array, error);
   if (ok) {
     knnwb_npy_choose_rows(options, &array, info);
+    if (options->shape_known != NULL)
+      options->shape_known(array.rows, array.cols, options->shape_known_data);
     matrix = knnwb_npy_read_values(&source, path, options, &array, &finite, error);
     ok = matrix != NULL && knnwb_npy_check_gzip_end(&source, path, &array, error);
   }

@@ -752,6 +752,78 @@ static void test_npy_good(void)
   knnwb_matrix_free(m);
 }
 
+/* What KnnwbReadOptions.shape_known was told: calls, then the last rows and columns. */
+typedef struct {
+  int calls;
+  size_t rows, cols;
+} ShapeSeen;
+
+static void shape_seen(size_t rows, size_t cols, void *data)
+{
+  ShapeSeen *seen = data;
+  seen->calls++;
+  seen->rows = rows;
+  seen->cols = cols;
+}
+
+/* The NPY reader tells the matrix's shape once, before its values: as stored, transposed, a
+ * rank's block; a file whose header is bad tells nothing, one whose values are bad tells it
+ * (the header was good) and fails after; text formats never tell. */
+static void test_npy_shape_known(void)
+{
+  const float values[15] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}; /* 5 x 3 */
+  g_autofree char *npy =
+      make_npy("shape.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 3), }",
+               values, sizeof values);
+  ShapeSeen seen = {0};
+  KnnwbReadOptions options = options_for(KNNWB_INPUT_AUTO);
+  options.shape_known = shape_seen;
+  options.shape_known_data = &seen;
+  KnnwbReadInfo info;
+  KnnwbMatrix *m = read_ok(npy, &options, &info);
+  g_assert_cmpint(seen.calls, ==, 1);
+  g_assert_cmpuint(seen.rows, ==, m->n_rows);
+  g_assert_cmpuint(seen.cols, ==, m->n_cols);
+  g_assert_cmpuint(seen.rows, ==, 5);
+  knnwb_matrix_free(m);
+
+  options.transpose = TRUE;
+  m = read_ok(npy, &options, &info);
+  g_assert_cmpint(seen.calls, ==, 2);
+  g_assert_cmpuint(seen.rows, ==, 3);
+  g_assert_cmpuint(seen.cols, ==, 5);
+  knnwb_matrix_free(m);
+
+  /* rank 1 of 2 reads rows 3 .. 4 (knnwb_knn_group_rows gives the first block the extra row) */
+  options.transpose = FALSE;
+  options.block_index = 1;
+  options.block_count = 2;
+  m = read_ok(npy, &options, &info);
+  g_assert_true(info.block_read);
+  g_assert_cmpint(seen.calls, ==, 3);
+  g_assert_cmpuint(seen.rows, ==, m->n_rows);
+  g_assert_cmpuint(seen.rows, ==, 2);
+  knnwb_matrix_free(m);
+
+  options.block_index = options.block_count = 0;
+  const float with_nan[6] = {1, 2, NAN, 4, 5, 6};
+  g_autofree char *nan =
+      make_npy("shape-nan.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+               with_nan, sizeof with_nan);
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_formats_read_matrix(nan, &options, &m, &info, &error));
+  g_assert_cmpint(seen.calls, ==, 4);
+  g_assert_cmpuint(seen.rows, ==, 2);
+  g_clear_error(&error);
+  g_autofree char *bad = formats_test_write("shape-bad.npy", "NUMPY is not here", -1);
+  g_assert_false(knnwb_formats_read_matrix(bad, &options, &m, &info, &error));
+  g_clear_error(&error);
+  g_autofree char *csv = formats_test_write("shape.csv", "id,a,b\nr1,1,2\nr2,3,4\n", -1);
+  m = read_ok(csv, &options, &info);
+  g_assert_cmpint(seen.calls, ==, 4);
+  knnwb_matrix_free(m);
+}
+
 static void test_npy_malformed(void)
 {
   const float data[6] = {1, 2, 3, 4, 5, 6};
@@ -984,6 +1056,7 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/gct/malformed", test_gct_malformed);
   g_test_add_func("/formats/npy/good", test_npy_good);
   g_test_add_func("/formats/npy/malformed", test_npy_malformed);
+  g_test_add_func("/formats/npy/shape-known", test_npy_shape_known);
   g_test_add_func("/formats/detection", test_detection);
   g_test_add_func("/formats/example-data", test_example_data);
   g_test_add_func("/formats/gml", test_gml);

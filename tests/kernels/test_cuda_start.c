@@ -76,6 +76,13 @@ static void test_gemm_choice_ahead(void)
   if (count > 1)
     g_assert_false(knnwb_cuda_gemm_known(1, 3000000, 140000, 129));
   knnwb_cuda_gemm_start_wait(); /* nothing to wait for */
+  /* begun from an input's header, then by the search of the same shape: the second joins the
+   * first (it does not wait for it, nor start another), and the choice is made once */
+  knnwb_cuda_gemm_start(NULL, 0, 250000, 250000, 300);
+  knnwb_cuda_gemm_start(NULL, 0, 250000, 250000, 300);
+  knnwb_cuda_gemm_start_wait();
+  for (int device = 0; device < MAX(count, 1); device++)
+    g_assert_true(knnwb_cuda_gemm_known(device, 250000, 250000, 300) == expected);
 }
 
 int main(int argc, char **argv)

@@ -144,6 +144,16 @@ gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options);
  * A caller that may exit without a search calls knnwb_knn_devices_wait first.
  */
 void knnwb_knn_devices_start(const KnnwbKnnOptions *options);
+/**
+ * knnwb_knn_devices_start, and the GPUs' timed choice of their tile GEMM for a self search of
+ * n_rows x n_cols rows with options (which knnwb_knn_self begins itself once it has the rows), for
+ * a caller that knows the shape before the values: an NPY's header (KnnwbReadOptions.shape_known),
+ * so that the choice (0.25-0.45 s on an H200: the driver, the context, about 20 GEMMs) overlaps
+ * the read. A search of that shape then finds it under way or made; a search of another shape
+ * waits for it first. Nothing where knnwb_knn_self would not time a GEMM (the cpu backend, small
+ * or non-FP16 runs, --gpu-memory). Returns at once; never fails; the lists do not depend on it.
+ */
+void knnwb_knn_devices_prepare(const KnnwbKnnOptions *options, size_t n_rows, size_t n_cols);
 /** Waits for the work of knnwb_knn_devices_start (returns at once when there is none). */
 void knnwb_knn_devices_wait(void);
 /** Whether this process started CUDA and found a GPU (so that its exit tears GPU contexts down).

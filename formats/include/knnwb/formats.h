@@ -153,6 +153,12 @@ typedef struct {
   /** Threads that read a plain (not compressed) float32 NPY's data; 0 (the default): every
    * usable core. The matrix is the same with any number. */
   int n_threads;
+  /** Optional: called once with the matrix's rows and columns (this rank's block for a block
+   * read) as soon as they are known and before the values are read, for work that depends on the
+   * shape alone (knnwb_knn_devices_prepare). Only the NPY reader calls it (from its header); the
+   * matrix read may still fail, or have fewer rows (KNNWB_MISSING_DROP_ROWS). */
+  void (*shape_known)(size_t rows, size_t cols, void *data);
+  void *shape_known_data;
 } KnnwbReadOptions;
 
 /** Fills options with the defaults listed in KnnwbReadOptions. */

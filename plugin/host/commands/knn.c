@@ -381,6 +381,14 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
   return ready;
 }
 
+/* An NPY's shape, known from its header: the GPUs choose their tile GEMM for it while the values
+ * are read (knnwb_knn_devices_prepare). */
+static void knnwb_knn_shape_known(size_t rows, size_t cols, void *data)
+{
+  const KnnwbKnnRun *run = data;
+  knnwb_knn_devices_prepare(&run->options, rows, cols);
+}
+
 /* The rows this process computes on: all, or (split memory) its block, which the helper reads
  * alone or cuts from the whole file; the writers of all rows want every rank's labels. */
 static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
@@ -403,8 +411,11 @@ static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
     run->labels = run->split.labels;
     return TRUE;
   }
+  run->read_options.shape_known = knnwb_knn_shape_known;
+  run->read_options.shape_known_data = run;
   gboolean read =
       knnwb_formats_read_matrix(path, &run->read_options, &run->data, &run->info, error);
+  run->read_options.shape_known = NULL;
   knnwb_host_progress_finish(progress);
   if (read && *run->options.cancel) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "interrupted");
