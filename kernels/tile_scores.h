@@ -52,14 +52,16 @@ struct LtGemm {
  * Times cublasGemmEx (tile_scores_gemm) and cuBLASLt's heuristic algorithms for g's shape on
  * stream, with rows (tile x dpad halves on the device) as both operands into out (a half tile),
  * and makes g ready when a cuBLASLt algorithm is the faster; the choice is kept per device and
- * shape for the process, so later runs reuse it without timing. KNNWB_CUDA_GEMM=ex keeps
+ * shape for the process, so later runs reuse it without timing, and on disk (gemm_cache.h) for
+ * later processes on the same GPU model and libraries, which take it once cuBLASLt accepts it on
+ * their device (cublasLtMatmulAlgoCheck) and it ran once. KNNWB_CUDA_GEMM=ex keeps
  * cublasGemmEx, =lt takes cuBLASLt's fastest. Best effort: any failure leaves g not ready (the
  * GEMMs stay cublasGemmEx's). *ex_ms and *lt_ms get the times (0 when reused or not timed).
- * Cost: about 20 GEMMs of the tile, once per device and shape.
+ * Cost: about 20 GEMMs of the tile and the loads of their kernels (0.11-0.14 s on an H200), once
+ * per device and shape; from the disk, one GEMM.
  */
 void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dpad, float alpha,
-                    const void *rows, void *out, cudaStream_t stream, double *ex_ms,
-                    double *lt_ms);
+                    const void *rows, void *out, cudaStream_t stream, double *ex_ms, double *lt_ms);
 
 /** Whether lt_gemm_choose has made its timed choice for device and this shape in this process. */
 bool lt_gemm_known(int device, int tile, int dpad);

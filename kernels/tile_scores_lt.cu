@@ -5,10 +5,12 @@
  * (M = N = 16,384, FP16 in and out, FP32 accumulation; eight candidates): cublasGemmEx 0.185 ms
  * at K = 128 against 0.174 ms for the fastest candidate, 0.294 ms at K = 320 against 0.268 ms,
  * 0.171 ms at K = 64 against 0.147 ms. Which one wins depends on K, the GPU and the library's
- * version, so each device times them once per shape on the run's own rows. Every candidate
+ * version, so each device times them once per shape on the run's own rows, and the choice is kept
+ * on disk for the next process on the same GPU model and libraries (gemm_cache.h). Every candidate
  * accumulates in FP32 like cublasGemmEx, and the screen's bound holds for any order of the sums.
  */
 #include "device_keep.h"
+#include "gemm_cache.h"
 #include "select_trace.h"
 #include "tile_scores.h"
 
@@ -101,6 +103,60 @@ bool find_chosen(int device, int tile, int dpad, Chosen *out)
   return false;
 }
 
+/* The disk cache's key for device and shape (gemm_cache.h); false when the device or the driver
+ * cannot say. */
+bool cache_key(int device, int tile, int dpad, GemmCacheKey *key)
+{
+  cudaDeviceProp prop;
+  int driver = 0;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess ||
+      cudaDriverGetVersion(&driver) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  key->model = gemm_cache_model(prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  key->cublaslt = (long)cublasLtGetVersion();
+  key->driver = driver;
+  key->tile = tile;
+  key->dpad = dpad;
+  return true;
+}
+
+/* A choice from the disk cache made g's: cuBLASLt's algorithm once cuBLASLt accepts it on this
+ * device (cublasLtMatmulAlgoCheck) and it ran once (which loads its kernel, as the timing did),
+ * or cublasGemmEx. false (g empty) when the algorithm is refused or fails: then it is timed. */
+bool take_cached(LtGemm *g, const GemmCacheEntry &e, int device, int tile, int dpad, float alpha,
+                 const void *rows, void *out, cudaStream_t stream)
+{
+  static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof e.algo, "cuBLASLt's algorithm: 64 bytes");
+  if (!e.lt)
+    return true;
+  cublasLtMatmulHeuristicResult_t check = {};
+  bool ok = create(g, device, tile, dpad);
+  memcpy(&g->algo, e.algo, sizeof e.algo);
+  ok = ok &&
+       cublasLtMatmulAlgoCheck(g->handle, g->op, g->rows, g->rows, g->tile, g->tile, &g->algo,
+                               &check) == CUBLAS_STATUS_SUCCESS &&
+       check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= kWorkspaceBytes &&
+       lt_gemm_run(*g, rows, rows, alpha, out, stream) == CUBLAS_STATUS_SUCCESS &&
+       cudaStreamSynchronize(stream) == cudaSuccess;
+  if (!ok) {
+    cudaStreamSynchronize(stream);
+    cudaGetLastError();
+    lt_gemm_destroy(g);
+    return false;
+  }
+  g->ready = true;
+  return true;
+}
+
+/* The choice for (device, tile, dpad) kept for this process. */
+void keep_chosen(int device, int tile, int dpad, bool lt, const cublasLtMatmulAlgo_t &algo)
+{
+  std::lock_guard<std::mutex> guard(chosen_lock);
+  chosen.push_back({device, tile, dpad, lt, algo});
+}
+
 } // namespace
 
 void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dpad, float alpha,
@@ -118,6 +174,19 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
     } else {
       lt_gemm_destroy(g);
     }
+    return;
+  }
+  /* Timed before by a process on this GPU model with these libraries: taken from the disk. */
+  GemmCacheKey key;
+  const std::string cache = override == 0 ? gemm_cache_path() : std::string();
+  const bool keyed = !cache.empty() && cache_key(device, tile, dpad, &key);
+  GemmCacheEntry cached;
+  if (keyed && gemm_cache_lookup(cache, key, &cached) &&
+      take_cached(g, cached, device, tile, dpad, alpha, rows, out, stream)) {
+    keep_chosen(device, tile, dpad, cached.lt, g->algo);
+    if (trace_enabled())
+      fprintf(stderr, "knnwb cuda: GPU %d's tile GEMM (%s) taken from %s\n", device,
+              cached.lt ? "cuBLASLt" : "cublasGemmEx", cache.c_str());
     return;
   }
   if (!create(g, device, tile, dpad)) {
@@ -171,8 +240,15 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
   }
   if (override != 0)
     return; /* a forced choice is not the device's own */
-  std::lock_guard<std::mutex> guard(chosen_lock);
-  chosen.push_back({device, tile, dpad, lt, lt ? results[best].algo : cublasLtMatmulAlgo_t{}});
+  const cublasLtMatmulAlgo_t algo = lt ? results[best].algo : cublasLtMatmulAlgo_t{};
+  keep_chosen(device, tile, dpad, lt, algo);
+  if (keyed && (lt || *ex_ms > 0)) { /* (a choice of cublasGemmEx by failed timings: not kept) */
+    GemmCacheEntry entry;
+    entry.key = key;
+    entry.lt = lt;
+    memcpy(entry.algo, &algo, sizeof entry.algo);
+    gemm_cache_store(cache, entry);
+  }
 }
 
 bool lt_gemm_known(int device, int tile, int dpad)

@@ -5,8 +5,11 @@
  * only when no GPU will run the search; after the start, guess and answer agree; the tile GEMM's
  * choice begun ahead. Needs no GPU: on a machine without one the count is 0 (CI).
  */
+#include <string.h>
+#include <glib/gstdio.h>
 #include <knnwb/knnwb.h>
 #include "knnwb_kernels.h"
+#include "select_plan.h"
 
 #define CALLERS 6
 
@@ -61,6 +64,16 @@ static void test_gemm_choice_ahead(void)
       g_getenv("KNNWB_CUDA_GEMM") != NULL || g_strcmp0(g_getenv("KNNWB_CUDA_GEMM_START"), "0") == 0;
   const int count = knnwb_cuda_device_count();
   const gboolean expected = count > 0 && !skipped;
+  /* The choices go to a cache file of the test's own (kernels/gemm_cache.h), whose lines another
+   * process would take (KNNWB_CUDA_GEMM_CACHE=... set outside: that file, whatever it holds). */
+  g_autofree char *dir = NULL;
+  g_autofree char *cache = g_strdup(g_getenv("KNNWB_CUDA_GEMM_CACHE"));
+  if (cache == NULL) {
+    dir = g_dir_make_tmp("knnwb-start-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    cache = g_build_filename(dir, "gemm-choices", NULL);
+    g_setenv("KNNWB_CUDA_GEMM_CACHE", cache, TRUE);
+  }
   knnwb_cuda_gemm_start(NULL, 0, 200000, 200000, 50);
   knnwb_cuda_gemm_start(NULL, 0, 100000, 100000, 200); /* waits for the first: too small */
   knnwb_cuda_gemm_start_wait();
@@ -83,6 +96,21 @@ static void test_gemm_choice_ahead(void)
   knnwb_cuda_gemm_start_wait();
   for (int device = 0; device < MAX(count, 1); device++)
     g_assert_true(knnwb_cuda_gemm_known(device, 250000, 250000, 300) == expected);
+  /* a fresh cache has a line for each shape timed (one a GPU model) */
+  g_autofree char *lines = NULL;
+  if (dir != NULL && expected) {
+    g_assert_true(g_file_get_contents(cache, &lines, NULL, NULL));
+    g_assert_true(g_str_has_prefix(lines, "knnwb-gemm-1 "));
+    g_autofree char *shape =
+        g_strdup_printf(" %d %d ", knnwb_select_plan_first_tile(250000, 250000),
+                        knnwb_select_plan_dpad(300, KNNWB_KERNELS_SCREEN_FP16));
+    g_assert_nonnull(strstr(lines, shape));
+  }
+  if (dir != NULL) {
+    g_remove(cache);
+    g_rmdir(dir);
+    g_unsetenv("KNNWB_CUDA_GEMM_CACHE");
+  }
 }
 
 int main(int argc, char **argv)
