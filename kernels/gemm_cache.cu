@@ -14,7 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <fcntl.h>
+#include <mutex>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -152,6 +154,11 @@ bool gemm_cache_lookup(const std::string &path, const GemmCacheKey &key, GemmCac
 
 bool gemm_cache_store(const std::string &path, const GemmCacheEntry &entry)
 {
+  /* The GPUs of a process store from their own threads: one at a time, so that each reads the
+   * file the one before it renamed into place, and no two share a temporary. */
+  static std::mutex store_lock;
+  static std::atomic<unsigned> stores{0};
+  std::lock_guard<std::mutex> guard(store_lock);
   if (path.empty() || !make_parents(path))
     return false;
   /* the newest first: this entry, then the others of the file (without one of its key) */
@@ -164,7 +171,8 @@ bool gemm_cache_store(const std::string &path, const GemmCacheEntry &entry)
       kept++;
     }
   }
-  const std::string temporary = path + ".tmp." + std::to_string((long)getpid());
+  const std::string temporary =
+      path + ".tmp." + std::to_string((long)getpid()) + "." + std::to_string(stores++);
   int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     return false;

@@ -48,7 +48,9 @@ bool gemm_cache_lookup(const std::string &path, const GemmCacheKey &key, GemmCac
 /** Keeps entry in the file at path, in place of an entry of the same key: the file's other
  * well-formed lines are kept (the newest 255), written to a temporary beside it and renamed over
  * it, so that a reader sees the old file or the new one; the directory is made when missing.
- * false (nothing changed) when any step fails. Two processes storing at once: one's file wins. */
+ * false (nothing changed) when any step fails. Thread-safe (a process's stores go one at a
+ * time); two processes storing at once: one's file wins, and the other's entry is timed again by
+ * a later run. */
 bool gemm_cache_store(const std::string &path, const GemmCacheEntry &entry);
 
 } // namespace knnwb_cuda

@@ -159,11 +159,55 @@ static void test_store(void)
   g_rmdir(dir);
 }
 
+/* Threads of one process (a GPU each) storing at once: every key ends in the file once, and no
+ * temporary is left. */
+static gpointer store_some(gpointer data)
+{
+  const std::string *path = static_cast<const std::string *>(data);
+  for (int round = 0; round < 10; round++)
+    for (int t = 0; t < 8; t++)
+      g_assert_true(gemm_cache_store(*path, entry(1024 * (t + 1), 64, true, (uint64_t)t)));
+  return NULL;
+}
+
+static void test_threads(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("knnwb-gemm-cache-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  const std::string path = std::string(dir) + "/gemm-choices";
+  GThread *threads[4];
+  for (GThread *&t : threads)
+    t = g_thread_new("store", store_some, (gpointer)&path);
+  for (GThread *t : threads)
+    g_thread_join(t);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path.c_str(), &text, NULL, NULL));
+  int lines = 0;
+  for (const char *c = text; *c != '\0'; c++)
+    lines += *c == '\n';
+  g_assert_cmpint(lines, ==, 8);
+  for (int t = 0; t < 8; t++) {
+    GemmCacheEntry found;
+    g_assert_true(gemm_cache_lookup(path, entry(1024 * (t + 1), 64, true, 0).key, &found));
+    assert_same(entry(1024 * (t + 1), 64, true, (uint64_t)t), found);
+  }
+  GDir *d = g_dir_open(dir, 0, NULL);
+  g_assert_nonnull(d);
+  int files = 0;
+  while (g_dir_read_name(d) != NULL)
+    files++;
+  g_dir_close(d);
+  g_assert_cmpint(files, ==, 1);
+  g_remove(path.c_str());
+  g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/kernels/gemm-cache/line", test_line);
   g_test_add_func("/kernels/gemm-cache/path", test_path);
   g_test_add_func("/kernels/gemm-cache/store", test_store);
+  g_test_add_func("/kernels/gemm-cache/threads", test_threads);
   return g_test_run();
 }
