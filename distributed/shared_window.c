@@ -112,18 +112,22 @@ static gboolean knnwb_shared_acquire(size_t need)
 {
   if (knnwb_shared.use == KNNWB_SHARED_OFF)
     return FALSE;
-  /* A window whose pages were given back (knnwb_shared_release; every rank alike) is freed, not
-   * reused: a new one's room is checked first. */
-  if (knnwb_shared.capacity > KNNWB_SHARED_WINDOW_KEEP)
-    knnwb_shared_window_free();
+  /* A window whose pages are given back (knnwb_shared_release; every rank alike) counts as none:
+   * it is freed, not reused, once a window is wanted again, and a new one's room is checked. Small
+   * exchanges meanwhile go as messages and leave its pages to their thread (the write that follows
+   * a partitioned run's combining asks a few such questions at once). */
+  const gboolean given_back = knnwb_shared.capacity > KNNWB_SHARED_WINDOW_KEEP;
+  const size_t usable = given_back ? 0 : knnwb_shared.capacity;
   /* [largest need, no room anywhere] */
   int64_t agreed[2] = {(int64_t)need, 0};
-  const gboolean grow = need > knnwb_shared.capacity;
+  const gboolean grow = need > usable;
   agreed[1] = grow && !knnwb_shared_room(need) ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT64_T, MPI_MAX, knnwb_shared.comm);
   const size_t largest = (size_t)agreed[0];
   if (largest == 0 || (knnwb_shared.use == KNNWB_SHARED_AUTO && largest < KNNWB_SHARED_WINDOW_MIN))
     return FALSE;
+  if (given_back)
+    knnwb_shared_window_free();
   if (largest <= knnwb_shared.capacity)
     return TRUE;
   if (agreed[1] != 0)
