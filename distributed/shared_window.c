@@ -189,16 +189,17 @@ static void knnwb_shared_own_pages(char **start, size_t *bytes)
   *bytes = end > first ? (size_t)(end - first) : 0;
 }
 
-/* The helper thread: this rank's part's pages back to the system (MADV_REMOVE punches them out of
- * the window's shared file, whatever maps it). */
+/* The helper thread: this rank's part's pages after its first (given back already, and more than
+ * one: knnwb_shared_give_back_started) back to the system (MADV_REMOVE punches them out of the
+ * window's shared file, whatever maps it). */
 static gpointer knnwb_shared_give_pages(gpointer data)
 {
   (void)data;
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   char *start;
   size_t bytes;
   knnwb_shared_own_pages(&start, &bytes);
-  (void)madvise(start + (bytes > 0 ? sysconf(_SC_PAGESIZE) : 0),
-                bytes > 0 ? bytes - (size_t)sysconf(_SC_PAGESIZE) : 0, MADV_REMOVE);
+  (void)madvise(start + page, bytes - page, MADV_REMOVE);
   return NULL;
 }
 
