@@ -58,7 +58,8 @@ bool Worker::run_panels()
       break;
     const size_t q0 = (size_t)panel * T;
     const int n_q = (int)std::min(T, nq - q0);
-    CUDA_TRY(run_, launch_state_reset(state_, 0, n_q, select_stream_));
+    if (!reset_state(0, n_q))
+      return false;
     bool bounded = false;
     if (!panel_bounds(q0, n_q, &bounded))
       return false;

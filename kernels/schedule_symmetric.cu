@@ -189,7 +189,8 @@ bool Worker::run_symmetric()
   const size_t n = job->n_query, T = (size_t)run_.plan.tile;
   const int G = run_.n_devices;
   auto block_rows = [&](long b) { return (int)std::min(T, n - (size_t)b * T); };
-  CUDA_TRY(run_, launch_state_reset(state_, 0, (int)n, select_stream_));
+  if (!reset_state(0, (int)n))
+    return false;
   if (loop_start_)
     CUDA_TRY(run_, cudaEventRecord(loop_start_, select_stream_));
   PeerThresholds peers = {};

@@ -55,6 +55,9 @@ struct SelectState {
   unsigned long long *stats;
 };
 
+/** The side of a fused tile's blocks, whose passing pairs it keeps together (TileGeom.pairs). */
+constexpr int kFusedPairBlock = 128;
+
 /**
  * One tile of products: tile[i*ld + j] = q_i . r_j (or sum |q_i - r_j| for L1) for i < n_rows
  * (queries), j < n_cols (references); float, or with half_tile __half values that times
@@ -94,6 +97,17 @@ struct TileGeom {
   const void *r_rows;
   int dpad;
   float alpha;
+  /* fused tiles: the pairs that passed, found by the fused kernel and appended to the candidate
+   * buffers by launch_tile_select (launch_fused_pairs), so that the kernel touches no selection
+   * state but the thresholds it reads. A pool of pair_room pairs; pair_index[0] counts the pool's
+   * pairs, and kFusedPairBlock-square block b (block row * blocks per row + block column) holds
+   * pair_index[2 + 2b] of them from pairs[pair_index[1 + 2b]]. A line some of whose pairs did not
+   * fit is marked in lost (lost[i]: row line i, lost[ld + j]: column line j); its merge
+   * recomputes it from the rows. */
+  uint2 *pairs;
+  int *pair_index;
+  unsigned char *lost;
+  int pair_room;
 };
 
 /** Empties rows [row0, row0 + n_rows) of the state. */
@@ -142,6 +156,23 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
                                 int n_rows, cudaStream_t stream);
 
 /**
+ * Appends a fused tile's pairs (geom.pairs, filled by launch_fused_filter) that beat their row's
+ * threshold to the candidate buffers, as launch_filter appends a tile's, and queues their rows for
+ * the merge; a lost line gets more than cap candidates counted, so that its merge takes it whole
+ * (tile_fused_pairs.cu). Empties the merge queue first. O(pairs + lines).
+ */
+cudaError_t launch_fused_pairs(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
+
+/** The most pairs a fused tile keeps (KNNWB_CUDA_FUSED_ROOM, at least 1, for tests of lost lines;
+ * INT_MAX when unset: what fits its buffer, Worker::fused_pairs). */
+int fused_pair_room(void);
+
+/** Whether a fused tile may start before the previous tile's merge ended (it then reads thresholds
+ * that the merge may still lower, which lets more pairs through, never fewer;
+ * KNNWB_CUDA_FUSED_OVERLAP=0: it waits, as before). */
+bool fused_overlap_wanted(void);
+
+/**
  * Launches the threshold filter of tile geom on stream (tile_filter.cu): pairs that beat their
  * row's (and, for column passes, column's) threshold go to the candidate buffers, rows that cross
  * lazy_limit are queued in merge_list. Errors: the caller reads cudaGetLastError(). O(tile) reads.
@@ -167,13 +198,17 @@ int fused_tiles_after(void);
  * The fused tile (tile_fused.cu): the products of geom.q_rows and geom.r_rows on the tensor
  * cores, filtered in registers as launch_filter filters a tile, without writing the tile. For
  * geom.kind DOT or ABS_DOT, no groups, rows with thresholds (not fresh); geom.dpad a multiple of
- * 8 and the rows 16-byte aligned. Empties the merge queue first: launch_tile_select with
- * geom.tile NULL then merges what it queued. *wgmma: whether the wgmma kernel ran
- * (launch_fused_wgmma, the default where the device runs it; KNNWB_CUDA_FUSED_MMA=sync forces the
- * mma.sync one). Errors: the launch's. O(n_rows n_cols dpad) tensor-core work.
+ * 8 and the rows 16-byte aligned. Writes only geom.pairs, pair_index and lost (emptied first):
+ * launch_tile_select with geom.tile NULL then appends the pairs and merges. *wgmma: whether the
+ * wgmma kernel ran (launch_fused_wgmma, the default where the device runs it;
+ * KNNWB_CUDA_FUSED_MMA=sync forces the mma.sync one). Errors: the launch's. O(n_rows n_cols dpad)
+ * tensor-core work.
  */
 cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream,
                                 bool *wgmma);
+
+/** Empties the pairs' index and lost lines of a fused tile of geom's size (before its kernel). */
+cudaError_t clear_fused_pairs(const TileGeom &geom, cudaStream_t stream);
 
 /**
  * launch_fused_filter's kernel on Hopper's wgmma instructions (tile_fused_wgmma.cu), same

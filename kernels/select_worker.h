@@ -101,7 +101,9 @@ private:
   bool issue_tile(TileRequest &request);
   bool finish_last_tile();
   bool gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r);
+  bool fused_pairs(int slot, TileGeom *g) const;
   bool fused_wanted(const TileGeom &geom) const;
+  bool reset_state(int row0, int n_rows);
   bool fused_tile(int slot, TileRequest &request);
   bool select_tile(int slot, const TileGeom &geom);
   bool time_select(int slot);
@@ -142,8 +144,10 @@ private:
   LtGemm lt_gemm_; /* full FP16 tiles' GEMM when cuBLASLt's is the faster (choose_gemm) */
   cudaEvent_t copy_done_[2] = {}, gemm_done_[2] = {}, select_done_[2] = {}, query_free_ = nullptr,
               query_ready_ = nullptr;
-  /* fused tiles: the selection stream's work so far, which the fused kernel waits for */
+  /* fused tiles: the selection stream's work so far, which the fused kernel waits for after a
+   * reset of the state (state_reset_, set by reset_state) */
   cudaEvent_t select_tail_ = nullptr;
+  bool state_reset_ = false;
   std::vector<void *> allocations_;
   char *query_data_ = nullptr, *reference_data_ = nullptr;    /* resident, plan.row_bytes a row */
   float *query_buffer_ = nullptr, *reference_buffer_[2] = {}; /* streaming, float32 */

@@ -38,6 +38,30 @@ __device__ __forceinline__ float score_of(int kind, float v, float candidate_sqn
   }
 }
 
+/* A fused tile's kept pair (TileGeom.pairs): .x kColumnFlag for a column line, the line's offset
+ * in its kFusedPairBlock-square block times kFusedPairBlock, plus the other end's offset; .y the
+ * score's bits. */
+
+__device__ __forceinline__ uint32_t fused_pair_meta(bool column, int line_offset)
+{
+  return (column ? kColumnFlag : 0u) | (uint32_t)line_offset * kFusedPairBlock;
+}
+
+__device__ __forceinline__ bool fused_pair_column(uint32_t meta)
+{
+  return (meta & kColumnFlag) != 0;
+}
+
+__device__ __forceinline__ int fused_pair_line(uint32_t meta)
+{
+  return (int)((meta & ~kColumnFlag) / kFusedPairBlock);
+}
+
+__device__ __forceinline__ int fused_pair_other(uint32_t meta)
+{
+  return (int)(meta % kFusedPairBlock);
+}
+
 /* Unsigned keys with the order of the floats (negative values flipped). */
 __device__ __forceinline__ uint32_t float_key(float f)
 {

@@ -50,7 +50,8 @@ constexpr int kWarpN = KNNWB_FUSED_WARP_N, kNT = kWarpN / 8, kWarpsN = kBlockN /
 constexpr int kFusedThreads = 32 * (kBlockM / 64) * kWarpsN;
 constexpr int kStageHalves = (kBlockM + kBlockN) * kBlockK; /* 16 KiB a stage */
 static_assert(kBlockM == kFusedBlock && kBlockN == kFusedBlock, "the epilogue's blocks");
-static_assert(kCopyBytes <= kStages * kStageHalves * 2, "the epilogue's copy fits the stages");
+static_assert(kPairCountOffset + (int)sizeof(int) <= kStages * kStageHalves * 2,
+              "the epilogue's copy and count fit the stages");
 static_assert(kFusedThreads >= kBlockM && kFusedThreads >= kBlockN, "a thread per row and column");
 
 __device__ __forceinline__ void load_matrix_x4(uint32_t (&r)[4], uint32_t address)
@@ -310,8 +311,12 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
         *reinterpret_cast<__half2 *>(copy + il * kCopyPitch + jl) =
             __floats2half2_rn(acc[mt][nt][h * 2] * g.alpha, acc[mt][nt][h * 2 + 1] * g.alpha);
       }
+  const BlockPairs kept = block_pairs_at(reinterpret_cast<unsigned char *>(smem), (int)sizeof smem);
+  if (threadIdx.x == 0)
+    kept.count[0] = 0;
   __syncthreads();
-  exact_passes<kKind, kFusedThreads>(st, g, copy, row_flag, col_flag, m0, n0);
+  exact_passes<kKind, kFusedThreads>(st, g, copy, row_flag, col_flag, m0, n0, kept);
+  flush_pairs(g, kept);
 }
 
 } // namespace
@@ -337,6 +342,15 @@ static bool wgmma_wanted(void)
   return v == nullptr || strcmp(v, "sync") != 0;
 }
 
+cudaError_t clear_fused_pairs(const TileGeom &geom, cudaStream_t stream)
+{
+  const size_t blocks = (size_t)((geom.n_cols + kBlockN - 1) / kBlockN) *
+                        (size_t)((geom.n_rows + kBlockM - 1) / kBlockM);
+  const cudaError_t err =
+      cudaMemsetAsync(geom.pair_index, 0, (1 + 2 * blocks) * sizeof(int), stream);
+  return err != cudaSuccess ? err : cudaMemsetAsync(geom.lost, 0, 2 * geom.ld, stream);
+}
+
 cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream,
                                 bool *wgmma)
 {
@@ -349,7 +363,7 @@ cudaError_t launch_fused_filter(const SelectState &state, const TileGeom &geom, 
     }
   }
   const dim3 grid((geom.n_cols + kBlockN - 1) / kBlockN, (geom.n_rows + kBlockM - 1) / kBlockM);
-  const cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
+  const cudaError_t err = clear_fused_pairs(geom, stream);
   if (err != cudaSuccess)
     return err;
   if (geom.kind == KNNWB_SCORE_ABS_DOT)

@@ -2,7 +2,7 @@
  * What the two fused tiles (tile_fused.cu: mma.sync, any GPU from sm_80; tile_fused_wgmma.cu:
  * wgmma, Hopper only) share: the asynchronous copies of their operands to shared memory, and once
  * their products are tested, the exact passes over a block's products copied to shared memory as
- * cuBLAS's half tile would hold them, with the appending of a line's candidates. Blocks are 128 x
+ * cuBLAS's half tile would hold them, with the keeping of a line's passing pairs. Blocks are 128 x
  * 128 products in both. Included by those files only (internal linkage in each).
  */
 #pragma once
@@ -18,11 +18,13 @@ namespace
 {
 
 /* a fused block's products: 128 rows x 128 columns */
-constexpr int kFusedBlock = 128;
+constexpr int kFusedBlock = kFusedPairBlock;
 /* the epilogue's copy of a block's products in shared memory: rows of 136 halves (272 bytes: the
  * fragments' stores and the row passes' reads hit distinct banks), then 2 x 128 flags */
 constexpr int kCopyPitch = kFusedBlock + 8;
 constexpr int kCopyBytes = kFusedBlock * kCopyPitch * 2 + 2 * kFusedBlock;
+/* then, during the exact passes, the block's kept pairs (BlockPairs) */
+constexpr int kPairCountOffset = (kCopyBytes + 15) / 16 * 16;
 
 __device__ __forceinline__ uint32_t shared_address(const void *p)
 {
@@ -52,15 +54,42 @@ template <int kKind> __device__ __forceinline__ float magnitude(float v)
 }
 
 /*
- * Appends the pairs of a line that pass to state row `row` (n passes of this lane, bits in
- * `pass` for its slots u = 0..3 with candidates cand(u)): one atomic per warp and line, as the
- * filter's exact passes (tile_filter.cu); queues the line for the merge when it crosses
- * lazy_limit. Called by the whole warp. (Measured: doing the lines of a warp in one batch, their
- * thresholds and atomics at once, was slower on the wgmma kernel, 205 against 191 us a launch.)
+ * A fused block's kept pairs in shared memory, after the copy of its products: the count, the
+ * block's start in the tile's pool (flush_pairs), then the pairs themselves.
  */
-template <typename Cand>
-__device__ __forceinline__ void append_line(const SelectState &st, int row, int entry,
-                                            uint32_t pass, const float (&score)[4], Cand cand)
+struct BlockPairs {
+  int *count; /* [0] pairs kept (may pass room), [1] their start in the pool */
+  uint2 *pairs;
+  int room;
+};
+
+__device__ __forceinline__ BlockPairs block_pairs_at(unsigned char *smem, int smem_bytes)
+{
+  BlockPairs b;
+  b.count = reinterpret_cast<int *>(smem + kPairCountOffset);
+  b.pairs = reinterpret_cast<uint2 *>(smem + kPairCountOffset + 16);
+  b.room = (smem_bytes - kPairCountOffset - 16) / (int)sizeof(uint2);
+  return b;
+}
+
+/* The tile line of a kept pair of block (blockIdx.x, blockIdx.y), as TileGeom.lost indexes it. */
+__device__ __forceinline__ size_t kept_pair_line(const TileGeom &g, uint32_t meta)
+{
+  return fused_pair_column(meta)
+             ? g.ld + (size_t)blockIdx.x * kFusedPairBlock + (size_t)fused_pair_line(meta)
+             : (size_t)blockIdx.y * kFusedPairBlock + (size_t)fused_pair_line(meta);
+}
+
+/*
+ * Keeps the pairs of a line that pass (n passes of this lane, bits in `pass` for its slots u =
+ * 0..3, the other end of slot u at offset other(u) in the block) in the block's shared memory
+ * (meta: the line's flag and offset in the block): one shared-memory atomic per warp and line, so
+ * that no warp waits for a round trip to global memory. Pairs past the block's room are dropped
+ * and their line is marked lost. Called by the whole warp.
+ */
+template <typename Other>
+__device__ __forceinline__ void keep_line(const TileGeom &g, const BlockPairs &kept, uint32_t meta,
+                                          uint32_t pass, const float (&score)[4], Other other)
 {
   const int lane = threadIdx.x & 31;
   const int n = __popc(pass);
@@ -70,29 +99,60 @@ __device__ __forceinline__ void append_line(const SelectState &st, int row, int 
     return;
   int base = 0;
   if (lane == 31)
-    base = reserve_candidates(st, row, total, entry);
-  int pos = __shfl_sync(kFullMask, base, 31) + incl - n;
+    base = atomicAdd(kept.count, total);
+  base = __shfl_sync(kFullMask, base, 31);
+  int pos = base + incl - n;
   for (int u = 0; u < 4; u++)
     if (pass & (1u << u)) {
-      if (pos < st.cap) {
-        st.cand_score[(size_t)row * st.cap + pos] = score[u];
-        st.cand_index[(size_t)row * st.cap + pos] = cand(u);
-      }
+      if (pos < kept.room)
+        kept.pairs[pos] = make_uint2(meta | (uint32_t)other(u), __float_as_uint(score[u]));
       pos++;
     }
+  if (lane == 31 && base + total > kept.room)
+    g.lost[kept_pair_line(g, meta)] = 1;
+}
+
+/*
+ * After the exact passes, every thread of the block: its kept pairs from shared memory to the
+ * tile's pool (TileGeom.pairs) with one global atomic for the block, and the block's start and
+ * count to pair_index; pairs the pool has no room for mark their lines lost.
+ */
+__device__ __forceinline__ void flush_pairs(const TileGeom &g, const BlockPairs &kept)
+{
+  __syncthreads();
+  const int n = min(kept.count[0], kept.room);
+  if (threadIdx.x == 0)
+    kept.count[1] = n > 0 ? atomicAdd(&g.pair_index[0], n) : 0;
+  __syncthreads();
+  const int start = kept.count[1];
+  const int fit = max(0, min(n, g.pair_room - start));
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    const uint2 pair = kept.pairs[t];
+    if (t < fit)
+      g.pairs[start + t] = pair;
+    else
+      g.lost[kept_pair_line(g, pair.x)] = 1;
+  }
+  if (threadIdx.x == 0) {
+    const int b = blockIdx.y * gridDim.x + blockIdx.x;
+    g.pair_index[1 + 2 * b] = start;
+    g.pair_index[2 + 2 * b] = fit;
+  }
 }
 
 /*
  * The exact passes of a fused block over its products in shared memory (copy: 128 x 128 halves,
  * pitch kCopyPitch, the values cuBLAS's half tile would hold): warps take the flagged rows and
  * columns in turn (kEveryWarp), a lane 4 products of each. Pairs of one row beating its threshold
- * go to its candidate buffer (invalid references and the self pair excluded), likewise for
- * columns (do_cols).
+ * are kept among the block's pairs (keep_line; invalid references and the self pair excluded),
+ * likewise for columns (do_cols), in the block's shared memory (kept; flush_pairs then moves them
+ * to the tile's pool).
  */
 template <int kKind, int kThreads>
 __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom &g,
                                           const __half *copy, const unsigned char *row_flag,
-                                          const unsigned char *col_flag, int m0, int n0)
+                                          const unsigned char *col_flag, int m0, int n0,
+                                          const BlockPairs &kept)
 {
   static_assert(kThreads == 128 || kThreads == 256, "4 or 8 warps share the lines");
   /* warp w takes the lines w, w + warps, ... of each group of 32 */
@@ -118,8 +178,8 @@ __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom 
                         !(g.self && cand == g.row_global0 + i);
         pass |= (uint32_t)ok << u;
       }
-      append_line(st, g.row_state0 + i, i, pass, score,
-                  [&](int u) { return g.col_global0 + n0 + lane * 4 + u; });
+      keep_line(g, kept, fused_pair_meta(false, il), pass, score,
+                [&](int u) { return lane * 4 + u; });
     }
   }
   if (!g.do_cols)
@@ -140,8 +200,8 @@ __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom 
         const bool ok = i < g.n_rows && score[u] < thr && !(g.invalid && g.invalid[cand]);
         pass |= (uint32_t)ok << u;
       }
-      append_line(st, g.col_state0 + j, (int)(kColumnFlag | (uint32_t)j), pass, score,
-                  [&](int u) { return g.row_global0 + m0 + u * 32 + lane; });
+      keep_line(g, kept, fused_pair_meta(true, jl), pass, score,
+                [&](int u) { return u * 32 + lane; });
     }
   }
 }

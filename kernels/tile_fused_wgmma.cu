@@ -316,8 +316,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int h = 0; h < 2; h++)
       *reinterpret_cast<__half2 *>(copy + (row_base + h * 8) * kCopyPitch + nt * 8 + col_base) =
           v[nt][h];
+  const BlockPairs kept = block_pairs_at(smem, kStages * kStageBytes);
+  if (threadIdx.x == 0)
+    kept.count[0] = 0;
   __syncthreads();
-  exact_passes<kKind, kThreads>(st, g, copy, row_flag, col_flag, m0, n0);
+  exact_passes<kKind, kThreads>(st, g, copy, row_flag, col_flag, m0, n0, kept);
+  flush_pairs(g, kept);
 }
 
 /* The driver's cuTensorMapEncodeTiled, through the runtime (no link to libcuda), or NULL. */
@@ -400,7 +404,7 @@ cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, c
     return cudaErrorInvalidValue;
   const dim3 grid((geom.n_cols + kFusedBlock - 1) / kFusedBlock,
                   (geom.n_rows + kFusedBlock - 1) / kFusedBlock);
-  const cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
+  const cudaError_t err = clear_fused_pairs(geom, stream);
   if (err != cudaSuccess)
     return err;
   if (geom.kind == KNNWB_SCORE_ABS_DOT)

@@ -9,6 +9,7 @@
 #include "select_worker.h"
 #include "tile_scores.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -49,21 +50,54 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
   return true;
 }
 
+/* Where a fused tile in slot keeps its pairs: the half of its tile buffer that half tiles leave
+ * unused (a fused tile writes no tile): the index, the lost lines, then the pool; false when the
+ * pool would hold less than a pair a row. */
+bool Worker::fused_pairs(int slot, TileGeom *g) const
+{
+  const size_t T = (size_t)run_.plan.tile, side = (T + kFusedPairBlock - 1) / kFusedPairBlock;
+  const size_t index_bytes = (1 + 2 * side * side) * sizeof(int);
+  const size_t head = (index_bytes + 2 * T + 15) / 16 * 16;
+  /* the tile's halves (T * T * 2 bytes) first */
+  if (tile_bytes_ / 2 < T * T * 2 || tile_bytes_ / 2 < head + T * sizeof(uint2))
+    return false;
+  char *free_half = (char *)tiles_[slot] + tile_bytes_ / 2;
+  g->pair_index = (int *)free_half;
+  g->lost = (unsigned char *)(free_half + index_bytes);
+  g->pairs = (uint2 *)(free_half + head);
+  g->pair_room = (int)std::min(
+      {(tile_bytes_ / 2 - head) / sizeof(uint2), (size_t)INT_MAX / 2, (size_t)fused_pair_room()});
+  return true;
+}
+
+/* Empties rows [row0, row0 + n_rows) of the state on the selection stream; the next fused tile
+ * waits for it (its thresholds go back to +inf, which a fused tile must not read from before). */
+bool Worker::reset_state(int row0, int n_rows)
+{
+  CUDA_TRY(run_, launch_state_reset(state_, row0, n_rows, select_stream_));
+  state_reset_ = true;
+  return true;
+}
+
 /* Ordinary FP16 tiles of DOT and ABS_DOT scores without groups are fused (tile_fused.cu), once
  * both their rows and their columns were filtered against fused_tiles_after() tiles. */
 bool Worker::fused_wanted(const TileGeom &geom) const
 {
+  TileGeom probe = {};
   return half_tiles_ && !geom.fresh && !geom.row_group &&
          (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) &&
-         fused_tiles_wanted() && geom.seen >= fused_tiles_after();
+         fused_tiles_wanted() && geom.seen >= fused_tiles_after() && fused_pairs(0, &probe);
 }
 
 /*
  * A fused tile in slot's place on the GEMM stream, so that the streaming schedules' copies order
  * against it as against a GEMM (they wait for gemm_done_): the products and the filter in one
- * kernel, after everything the selection stream was given so far (the previous tile's merge,
- * imported thresholds, cleared lists: the kernel reads thresholds and appends candidates). The
- * merge then runs on the selection stream as for any tile (select_tile, geom.tile NULL).
+ * kernel, which keeps the pairs that pass in the slot (fused_pairs) and reads thresholds. It starts
+ * once the slot's previous selection is done; the selection stream's later work (the previous
+ * tile's merge, imported thresholds, cleared lists) only lowers thresholds or touches lists, so it
+ * need not wait for that, except after the state was reset (thresholds back to +inf) or with
+ * KNNWB_CUDA_FUSED_OVERLAP=0. The pairs are then appended and merged on the selection stream
+ * (select_tile, geom.tile NULL).
  */
 bool Worker::fused_tile(int slot, TileRequest &request)
 {
@@ -73,9 +107,16 @@ bool Worker::fused_tile(int slot, TileRequest &request)
   g.r_rows = request.r;
   g.dpad = run_.plan.dpad;
   g.alpha = gemm_alpha();
+  if (!fused_pairs(slot, &g)) {
+    run_.fail(KNNWB_KERNELS_ERROR, "the fused tile's pairs do not fit its tile buffer");
+    return false;
+  }
   CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_done_[slot], 0));
-  CUDA_TRY(run_, cudaEventRecord(select_tail_, select_stream_));
-  CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_tail_, 0));
+  if (state_reset_ || !fused_overlap_wanted()) {
+    CUDA_TRY(run_, cudaEventRecord(select_tail_, select_stream_));
+    CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, select_tail_, 0));
+    state_reset_ = false;
+  }
   if (gemm_start_[slot])
     CUDA_TRY(run_, cudaEventRecord(gemm_start_[slot], gemm_stream_));
   bool wgmma = false;

@@ -39,6 +39,9 @@ struct Line {
   const __half *cand_rows;
   int dpad;
   float scale;
+  /* a fused tile's line: its index in the tile, and whether it is a column */
+  int fused_line = -1;
+  bool fused_column = false;
 };
 
 /*
@@ -200,6 +203,52 @@ __device__ __forceinline__ void rescan_line(const TileGeom &g, const Line &line,
 }
 
 /*
+ * As rescan_line for a fused tile's line that was not lost: its pairs that beat thr, taken from the
+ * kept pairs of the blocks along the line (TileGeom.pairs; the fused kernel already excluded the
+ * self pair and invalid references). Every thread of the block calls it.
+ */
+__device__ __forceinline__ void gather_pairs(const TileGeom &g, const Line &line, float thr,
+                                             MergeShared &sh, uint32_t *scratch_key,
+                                             int *scratch_index)
+{
+  const int blocks_x = (g.n_cols + kFusedPairBlock - 1) / kFusedPairBlock;
+  const int blocks_y = (g.n_rows + kFusedPairBlock - 1) / kFusedPairBlock;
+  const int along = line.fused_column ? blocks_y : blocks_x;
+  const int fixed = line.fused_line / kFusedPairBlock;
+  const int offset = line.fused_line % kFusedPairBlock;
+  const int lane = threadIdx.x & 31;
+  for (int k = 0; k < along; k++) {
+    const int b = line.fused_column ? k * blocks_x + fixed : fixed * blocks_x + k;
+    const int n = g.pair_index[2 + 2 * b];
+    const uint2 *kept = g.pairs + g.pair_index[1 + 2 * b];
+    for (int base = 0; base < n; base += kMergeThreads) {
+      const int t = base + threadIdx.x;
+      bool ok = false;
+      float score = 0.0f;
+      int cand = -1;
+      if (t < n) {
+        const uint2 pair = kept[t];
+        if (fused_pair_column(pair.x) == line.fused_column && fused_pair_line(pair.x) == offset) {
+          score = __uint_as_float(pair.y);
+          cand = line.cand0 + k * kFusedPairBlock + fused_pair_other(pair.x);
+          ok = score < thr;
+        }
+      }
+      const unsigned ballot = __ballot_sync(kFullMask, ok);
+      int warp_base = 0;
+      if (lane == 0 && ballot)
+        warp_base = atomicAdd(&sh.n_scratch, __popc(ballot));
+      warp_base = __shfl_sync(kFullMask, warp_base, 0);
+      if (ok) {
+        const int pos = warp_base + __popc(ballot & ((1u << lane) - 1u));
+        scratch_key[pos] = float_key(score);
+        scratch_index[pos] = cand;
+      }
+    }
+  }
+}
+
+/*
  * The key of the merge's sh.kprime-th smallest element (1-based), a digit per pass; on return
  * sh.kprime is how many elements equal to it belong to the smallest. Every thread of the block
  * calls it with the same arguments.
@@ -255,9 +304,13 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
                           const Line &line, MergeShared &sh, uint32_t *out_key, int *out_index)
 {
   const float inf = __int_as_float(0x7f800000);
-  const int count = st.count[row];
+  /* a fused tile's lost line: launch_fused_pairs counted cap + 1 candidates and stored none */
+  const bool lost =
+      has_line && line.fused_line >= 0 &&
+      g.lost[line.fused_column ? g.ld + (size_t)line.fused_line : (size_t)line.fused_line];
+  const int count = st.count[row] - (lost ? st.cap + 1 : 0);
   const float thr_row = st.thr[row]; /* written below by thread 0 only after the block's barriers */
-  const bool overflow = has_line && count > st.cap;
+  const bool overflow = has_line && (lost || count > st.cap);
   const int n_buffer = count < st.cap ? count : st.cap;
   uint32_t *scratch_key = st.scratch_key + (size_t)blockIdx.x * st.scratch_len;
   int *scratch_index = st.scratch_index + (size_t)blockIdx.x * st.scratch_len;
@@ -279,8 +332,12 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
   }
   __syncthreads();
   if (overflow) {
-    /* The buffer lost pairs of this tile: take the whole line again (filtered by the same thr). */
-    rescan_line(g, line, thr_row, sh, scratch_key, scratch_index);
+    /* The buffer lost pairs of this tile: take the whole line again (filtered by the same thr),
+     * from a fused tile's kept pairs unless they lost some too. */
+    if (line.fused_line >= 0 && !lost)
+      gather_pairs(g, line, thr_row, sh, scratch_key, scratch_index);
+    else
+      rescan_line(g, line, thr_row, sh, scratch_key, scratch_index);
     __syncthreads();
   }
   const int n_scratch = overflow ? sh.n_scratch : 0;
@@ -360,6 +417,8 @@ __global__ void __launch_bounds__(kMergeThreads)
         row = g.col_state0 + j;
         line.base = g.tile ? static_cast<const char *>(g.tile) + j * elem : nullptr;
         line.own_row = g.tile ? nullptr : r_rows + (size_t)j * g.dpad;
+        line.fused_line = g.tile ? -1 : j;
+        line.fused_column = true;
         line.cand_rows = q_rows;
         line.stride = g.ld;
         line.length = g.n_rows;
@@ -374,6 +433,7 @@ __global__ void __launch_bounds__(kMergeThreads)
         row = g.row_state0 + i;
         line.base = g.tile ? static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem : nullptr;
         line.own_row = g.tile ? nullptr : q_rows + (size_t)i * g.dpad;
+        line.fused_line = g.tile ? -1 : i;
         line.cand_rows = r_rows;
         line.stride = 1;
         line.length = g.n_cols;
@@ -590,8 +650,12 @@ bool block_merge_only(void)
 cudaError_t filter_and_merge(const SelectState &state, const TileGeom &geom, bool warp_merge,
                              cudaStream_t stream)
 {
-  /* a fused tile (no tile) was filtered on the GEMM stream, which queued its rows */
-  if (geom.tile) {
+  /* a fused tile (no tile) was filtered on the GEMM stream, which kept its pairs */
+  if (!geom.tile) {
+    const cudaError_t err = launch_fused_pairs(state, geom, stream);
+    if (err != cudaSuccess)
+      return err;
+  } else {
     cudaError_t err = cudaMemsetAsync(state.merge_count, 0, 2 * sizeof(int), stream);
     if (err != cudaSuccess)
       return err;

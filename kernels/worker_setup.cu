@@ -324,7 +324,8 @@ bool Worker::clear_buffers()
   /* Shared diagonal tiles: a peer may read this GPU's thresholds before its schedule starts (it
    * resets them again there, to the same +inf). */
   if (p.symmetric && run_.n_devices > 1 && shared_diagonals_wanted()) {
-    CUDA_TRY(run_, launch_state_reset(state_, 0, (int)job->n_query, select_stream_));
+    if (!reset_state(0, (int)job->n_query))
+      return false;
     CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
   }
   /* Zero padding columns once: copies write only the first dim columns of each row. */

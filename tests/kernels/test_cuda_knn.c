@@ -192,10 +192,11 @@ static void test_fresh_tile_overflow(void)
  * kernels/tile_fused_wgmma.cu or tile_fused.cu) where KNNWB_CUDA_FUSED=1 selects them: every path
  * against the CPU on many tiles of one and two GPUs, with near ties and duplicates
  * (adversarial_matrix), and with ordinary tiles whose lines overflow a row's buffer (arc_matrix's
- * row 0: every later column is nearer than the ones before), which the merge recomputes from the
- * rows when the tile is fused. KNNWB_CUDA_FUSED_AFTER=0 fuses every tile after a row's first (by
- * default a tile's rows and columns must have seen 4 tiles, which these small inputs rarely
- * reach); rows of 8,307 x 101 (dpad 104) make two K stages, the second partly past the rows. */
+ * row 0: every later column is nearer than the ones before), which the merge takes from the fused
+ * tile's kept pairs, or recomputes from the rows when the pairs did not fit.
+ * KNNWB_CUDA_FUSED_AFTER=0 fuses every tile after a row's first (by default a tile's rows and
+ * columns must have seen 4 tiles, which these small inputs rarely reach); rows of 8,307 x 101 (dpad
+ * 104) make two K stages, the second partly past the rows. */
 static void test_fused_tiles(void)
 {
   if (!gpu_or_skip())
@@ -209,11 +210,20 @@ static void test_fused_tiles(void)
   g_setenv("KNNWB_CUDA_DPAD_ROUND", "8", TRUE);
   g_setenv("KNNWB_CUDA_FUSED_AFTER", "0", TRUE);
   /* the fused tile on the kernel the device runs (wgmma on compute capability 9.0), on the
-   * mma.sync kernel, and not fused */
-  static const char *const fused[][2] = {{"1", "auto"}, {"1", "sync"}, {"0", "auto"}};
+   * mma.sync kernel, and not fused; with the room its buffer gives the tile's passing pairs (a
+   * line that overflows its row's buffer is then taken from them), with room for one or 100 pairs
+   * a tile (the lines of the others lose some: their merge recomputes them from the rows), and
+   * fused tiles that wait for the previous tile's merge */
+  static const char *const fused[][4] = {{"1", "auto", "", "1"},
+                                         {"1", "auto", "1", "1"},
+                                         {"1", "sync", "100", "1"},
+                                         {"1", "auto", "", "0"},
+                                         {"0", "auto", "", "1"}};
   for (size_t f = 0; f < G_N_ELEMENTS(fused); f++) {
     g_setenv("KNNWB_CUDA_FUSED", fused[f][0], TRUE);
     g_setenv("KNNWB_CUDA_FUSED_MMA", fused[f][1], TRUE);
+    g_setenv("KNNWB_CUDA_FUSED_ROOM", fused[f][2], TRUE);
+    g_setenv("KNNWB_CUDA_FUSED_OVERLAP", fused[f][3], TRUE);
     for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
       compare(arc, metric, 20, 96 * MIB + 3 * MIB, 1);
       compare(arc, metric, 20, 96 * MIB + 3 * MIB, 2);
@@ -236,6 +246,8 @@ static void test_fused_tiles(void)
   }
   g_unsetenv("KNNWB_CUDA_FUSED");
   g_unsetenv("KNNWB_CUDA_FUSED_MMA");
+  g_unsetenv("KNNWB_CUDA_FUSED_ROOM");
+  g_unsetenv("KNNWB_CUDA_FUSED_OVERLAP");
   g_unsetenv("KNNWB_CUDA_DPAD_ROUND");
   g_unsetenv("KNNWB_CUDA_FUSED_AFTER");
 }
