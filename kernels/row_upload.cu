@@ -67,8 +67,8 @@ bool Worker::load_anchor(const float *host, size_t first, int rows)
   const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaEventRecord(query_free_, gemm_stream_));
   CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, query_free_, 0));
-  if (half_tiles_ && fused_tiles_wanted()) {
-    /* a fused tile's merge may still read these rows (an overflowed line, tile_fused.cu) */
+  if (fused_tiles_ > 0) {
+    /* a fused tile's merge may still read these rows (a lost line, tile_fused_pairs.cu) */
     CUDA_TRY(run_, cudaEventRecord(select_tail_, select_stream_));
     CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, select_tail_, 0));
   }

@@ -180,18 +180,17 @@ bool fused_overlap_wanted(void);
 void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
- * Fused tiles only with KNNWB_CUDA_FUSED=1: measured slower than cuBLAS + the filter kernel (one
- * H200, 1,533,876 x 295 Pearson k = 20, end to end: wgmma kernel 4.30 s, mma.sync kernel
- * 5.00-5.11 s, cuBLAS + filter 3.42-3.51 s), see tile_fused_wgmma.cu, tile_fused.cu and
- * docs/performance-gpu.md.
+ * Whether ordinary FP16 tiles of DOT and ABS_DOT scores are fused: KNNWB_CUDA_FUSED=1 (always), 0
+ * (never), or unset: -1, each worker measures both on its first tiles and keeps the faster
+ * (Worker::fused_probe). Neither wins everywhere (one H200, tile loop: real-like 1,533,876 x 128
+ * Pearson k = 20 fused 1.55 s against 1.90 s; 1,000,000 x 32..128 rows of 50 clusters, cosine k =
+ * 30, 1.02-1.27 s against 0.90-1.08 s; docs/performance-gpu.md). Read at every tile (a getenv,
+ * no cache), so that a test can compare the paths in one process.
  */
-constexpr bool kFusedTilesDefault = false;
-
-/** Whether ordinary FP16 tiles of DOT and ABS_DOT scores are fused (KNNWB_CUDA_FUSED=1 or 0). */
-bool fused_tiles_wanted(void);
+int fused_tiles_setting(void);
 
 /** How many tiles a fused tile's rows and columns must have been filtered against before
- * (TileGeom.seen; KNNWB_CUDA_FUSED_AFTER, default 4). */
+ * (TileGeom.seen; KNNWB_CUDA_FUSED_AFTER, default 2). */
 int fused_tiles_after(void);
 
 /**

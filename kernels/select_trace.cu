@@ -32,10 +32,10 @@ void trace_worker(const WorkerTrace &t)
         stderr,
         "knnwb cuda worker %d: selection kernels %.3f ms per diagonal tile (%ld), %.3f ms per "
         "other tile (%ld, of which %ld fused, %ld of them on wgmma: their filter is timed with the "
-        "GEMMs)\n",
+        "GEMMs; fused tiles won %ld of %ld measurements)\n",
         t.index, t.select_ms[1] / (double)std::max(1L, t.select_tiles[1]), t.select_tiles[1],
         t.select_ms[0] / (double)std::max(1L, t.select_tiles[0]), t.select_tiles[0], t.fused_tiles,
-        t.fused_wgmma_tiles);
+        t.fused_wgmma_tiles, t.fused_chosen, t.fused_probes);
   static const char *const kinds[2] = {"other", "diagonal"};
   for (int k = 0; t.have_stats && k < 2; k++) {
     const double n = (double)std::max(1L, t.select_tiles[k]);

@@ -30,7 +30,9 @@ struct WorkerTrace {
   double select_ms[2];
   long select_tiles[2];
   long fused_tiles; /* of the others: fused tiles (GEMM and filter in one kernel, timed as GEMM) */
-  long fused_wgmma_tiles;      /* of those: on the wgmma kernel (tile_fused_wgmma.cu) */
+  long fused_wgmma_tiles; /* of those: on the wgmma kernel (tile_fused_wgmma.cu) */
+  long fused_probes;      /* measurements of fused against filtered tiles (fused_probe) */
+  long fused_chosen;      /* of which fused tiles won */
   /* candidates, merged rows, overflowed lines (trace 2): [0] other tiles, [1] fresh tiles */
   unsigned long long stats[2][KNNWB_SELECT_STATS];
   bool have_stats;

@@ -102,7 +102,8 @@ private:
   bool finish_last_tile();
   bool gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r);
   bool fused_pairs(int slot, TileGeom *g) const;
-  bool fused_wanted(const TileGeom &geom) const;
+  bool fused_wanted(const TileGeom &geom);
+  bool fused_probe();
   bool reset_state(int row0, int n_rows);
   bool fused_tile(int slot, TileRequest &request);
   bool select_tile(int slot, const TileGeom &geom);
@@ -168,6 +169,12 @@ private:
   long tile_counter_ = 0;      /* tiles issued */
   long fused_tiles_ = 0;       /* of which fused (tile_fused.cu) */
   long fused_wgmma_tiles_ = 0; /* of those, on wgmma (tile_fused_wgmma.cu) */
+  /* fused_probe: tiles that could be fused so far, the last choice (0 filtered, 1 fused), and the
+   * selection stream's marks at the windows' bounds */
+  long fusable_tiles_ = 0;
+  int fused_choice_ = 0;
+  long fused_probes_ = 0, fused_chosen_ = 0; /* measurements, and of those won by fused tiles */
+  cudaEvent_t probe_mark_[5] = {};
   bool counted_[2] = {false, false};
   /* trace: timing of the selection kernels per slot, summed for fresh ([1]) and other tiles */
   cudaEvent_t select_start_[2] = {}, select_end_[2] = {};

@@ -321,18 +321,17 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
 
 } // namespace
 
-/* Read at every tile (a getenv, no cache), so that a test can compare both paths in one process. */
-bool fused_tiles_wanted(void)
+int fused_tiles_setting(void)
 {
   const char *v = getenv("KNNWB_CUDA_FUSED");
-  return v == nullptr || *v == 0 ? kFusedTilesDefault : strcmp(v, "0") != 0;
+  return v == nullptr || *v == 0 ? -1 : strcmp(v, "0") != 0;
 }
 
-/* Read at every tile, as fused_tiles_wanted. */
+/* Read at every tile, as fused_tiles_setting. */
 int fused_tiles_after(void)
 {
   const char *v = getenv("KNNWB_CUDA_FUSED_AFTER");
-  return v == nullptr || *v == 0 ? 4 : std::max(0, atoi(v));
+  return v == nullptr || *v == 0 ? 2 : std::max(0, atoi(v));
 }
 
 /* The wgmma kernel where the device runs it, unless KNNWB_CUDA_FUSED_MMA=sync (comparisons). */

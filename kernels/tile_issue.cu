@@ -79,14 +79,62 @@ bool Worker::reset_state(int row0, int n_rows)
   return true;
 }
 
-/* Ordinary FP16 tiles of DOT and ABS_DOT scores without groups are fused (tile_fused.cu), once
- * both their rows and their columns were filtered against fused_tiles_after() tiles. */
-bool Worker::fused_wanted(const TileGeom &geom) const
+/* Ordinary FP16 tiles of DOT and ABS_DOT scores without groups may be fused (tile_fused.cu), once
+ * both their rows and their columns were filtered against fused_tiles_after() tiles: always,
+ * never, or as fused_probe measured (fused_tiles_setting). */
+bool Worker::fused_wanted(const TileGeom &geom)
 {
   TileGeom probe = {};
-  return half_tiles_ && !geom.fresh && !geom.row_group &&
-         (geom.kind == KNNWB_SCORE_DOT || geom.kind == KNNWB_SCORE_ABS_DOT) &&
-         fused_tiles_wanted() && geom.seen >= fused_tiles_after() && fused_pairs(0, &probe);
+  const int setting = fused_tiles_setting();
+  if (setting == 0 || !half_tiles_ || geom.fresh || geom.row_group ||
+      (geom.kind != KNNWB_SCORE_DOT && geom.kind != KNNWB_SCORE_ABS_DOT) ||
+      geom.seen < fused_tiles_after() || !fused_pairs(0, &probe))
+    return false;
+  return setting == 1 || fused_probe();
+}
+
+/*
+ * Whether the next tile that may be fused is. Of every kProbeEvery such tiles, the first 4
+ * kProbeWindow go fused, filtered, filtered, fused (a trend in the tiles' cost falls on both
+ * alike), the selection stream marked at each window's start; the windows' times then decide for
+ * the rest of the period. Which is faster depends on the data and on how far the loop is (how
+ * many lines pass a block's test as the thresholds tighten), not on the shape alone: on the
+ * real-like matrix the first tiles that may be fused are faster filtered, the later ones fused
+ * (docs/performance-gpu.md). The lists are the same either way. A decision waits for the
+ * selection of the tile before it (one tile of the pipeline, once a period).
+ */
+bool Worker::fused_probe()
+{
+  constexpr long kProbeWindow = 16, kProbeEvery = 512;
+  const long phase = fusable_tiles_++ % kProbeEvery;
+  if (phase > 4 * kProbeWindow)
+    return fused_choice_ == 1;
+  if (phase % kProbeWindow == 0 &&
+      cudaEventRecord(probe_mark_[phase / kProbeWindow], select_stream_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    fusable_tiles_ += kProbeEvery - phase - 1; /* not measured: the last choice this period */
+    return fused_choice_ == 1;
+  }
+  if (phase < 4 * kProbeWindow) {
+    const long w = phase / kProbeWindow;
+    return w == 0 || w == 3;
+  }
+  float ms[4] = {0, 0, 0, 0};
+  bool timed = cudaEventSynchronize(probe_mark_[4]) == cudaSuccess;
+  for (int w = 0; w < 4 && timed; w++)
+    timed = cudaEventElapsedTime(&ms[w], probe_mark_[w], probe_mark_[w + 1]) == cudaSuccess;
+  if (!timed)
+    (void)cudaGetLastError();
+  fused_choice_ = timed && ms[0] + ms[3] < ms[1] + ms[2];
+  fused_probes_++;
+  fused_chosen_ += fused_choice_;
+  if (trace_level() >= 2)
+    fprintf(stderr,
+            "knnwb cuda worker %d: fused tiles %s after %ld tiles that may be fused (%ld of each: "
+            "fused %.3f ms, filtered %.3f ms)\n",
+            index_, fused_choice_ ? "chosen" : "not chosen", fusable_tiles_, 2 * kProbeWindow,
+            ms[0] + ms[3], ms[1] + ms[2]);
+  return fused_choice_ == 1;
 }
 
 /*

@@ -142,6 +142,8 @@ bool Worker::setup_events()
     for (cudaEvent_t *e : {&import_start_, &import_end_, &loop_start_, &loop_end_})
       CUDA_TRY(run_, cudaEventCreate(e));
   }
+  for (cudaEvent_t &e : probe_mark_)
+    CUDA_TRY(run_, cudaEventCreate(&e));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_free_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_ready_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&select_tail_, cudaEventDisableTiming));
@@ -374,6 +376,11 @@ void Worker::release()
     for (cudaEvent_t e : {copy_done_[i], gemm_done_[i], select_done_[i]})
       if (e)
         cudaEventDestroy(e);
+  for (cudaEvent_t &e : probe_mark_) {
+    if (e)
+      cudaEventDestroy(e);
+    e = nullptr;
+  }
   for (cudaEvent_t e :
        {query_free_, query_ready_, select_tail_, select_start_[0], select_start_[1], select_end_[0],
         select_end_[1], gemm_start_[0], gemm_start_[1], gemm_end_[0], gemm_end_[1], import_start_,

@@ -189,7 +189,8 @@ static void test_fresh_tile_overflow(void)
 }
 
 /* Ordinary FP16 tiles of DOT and ABS_DOT scores are fused (GEMM and filter in one kernel,
- * kernels/tile_fused_wgmma.cu or tile_fused.cu) where KNNWB_CUDA_FUSED=1 selects them: every path
+ * kernels/tile_fused_wgmma.cu or tile_fused.cu) where KNNWB_CUDA_FUSED=1 selects them, or where the
+ * default's measurement chose them: every path
  * against the CPU on many tiles of one and two GPUs, with near ties and duplicates
  * (adversarial_matrix), and with ordinary tiles whose lines overflow a row's buffer (arc_matrix's
  * row 0: every later column is nearer than the ones before), which the merge takes from the fused
@@ -244,6 +245,17 @@ static void test_fused_tiles(void)
     g_setenv("KNNWB_CUDA_FUSED_AFTER", "0", TRUE);
     g_unsetenv("KNNWB_CUDA_MAX_TILE");
   }
+  /* the default: each worker measures fused and filtered tiles on the first 64 of every 512 tiles
+   * that may be fused (both kinds in turn), then keeps the faster; tiles of 128 give 3,001 rows
+   * 300 tiles */
+  g_autoptr(KnnwbMatrix) many = knnwb_test_random_matrix(3001, 45, 46);
+  g_setenv("KNNWB_CUDA_FUSED", "", TRUE);
+  g_setenv("KNNWB_CUDA_FUSED_ROOM", "", TRUE);
+  g_setenv("KNNWB_CUDA_FUSED_OVERLAP", "1", TRUE);
+  g_setenv("KNNWB_CUDA_MAX_TILE", "128", TRUE);
+  compare(many, KNNWB_METRIC_PEARSON, 20, 0, 1);
+  compare(many, KNNWB_METRIC_COSINE, 5, 0, 2);
+  g_unsetenv("KNNWB_CUDA_MAX_TILE");
   g_unsetenv("KNNWB_CUDA_FUSED");
   g_unsetenv("KNNWB_CUDA_FUSED_MMA");
   g_unsetenv("KNNWB_CUDA_FUSED_ROOM");
