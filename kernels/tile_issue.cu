@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 
 namespace knnwb_cuda
 {
@@ -93,30 +94,43 @@ bool Worker::fused_wanted(const TileGeom &geom)
   return setting == 1 || fused_probe();
 }
 
+/* Tiles of a fused_probe window (KNNWB_CUDA_FUSED_PROBE, 1 to 4,096, default 64). */
+static long probe_window(void)
+{
+  const char *v = getenv("KNNWB_CUDA_FUSED_PROBE");
+  const long w = v != nullptr && *v != '\0' ? atol(v) : 64;
+  return w < 1 ? 1 : w > 4096 ? 4096 : w;
+}
+
 /*
- * Whether the next tile that may be fused is. Of every kProbeEvery such tiles, the first 4
- * kProbeWindow go fused, filtered, filtered, fused (a trend in the tiles' cost falls on both
- * alike), the selection stream marked at each window's start; the windows' times then decide for
- * the rest of the period. Which is faster depends on the data and on how far the loop is (how
- * many lines pass a block's test as the thresholds tighten), not on the shape alone: on the
- * real-like matrix the first tiles that may be fused are faster filtered, the later ones fused
- * (docs/performance-gpu.md). The lists are the same either way. A decision waits for the
- * selection of the tile before it (one tile of the pipeline, once a period).
+ * Whether the next tile that may be fused is. The first 8 windows of such tiles are filtered: a
+ * fused tile whose rows' thresholds are still loose passes so many pairs that its blocks lose
+ * lines, which its merge then recomputes from the rows (1,000,000 rows of 50 clusters, cosine k =
+ * 30: 2.3 ms a tile fused against 1.4 ms filtered there). Then, of every 32 windows, the first 4
+ * go fused, filtered, filtered, fused (a trend in the tiles' cost falls on both alike), the
+ * selection stream marked at each window's start, and their times decide for the rest of the
+ * period. Which is faster depends on the data, not on the shape alone: fused tiles won on the
+ * real-like matrix and lost on the clusters at every d measured (docs/performance-gpu.md). The
+ * lists are the same either way. A decision waits for the selection of the tile before it (one
+ * tile of the pipeline, once a period).
  */
 bool Worker::fused_probe()
 {
-  constexpr long kProbeWindow = 16, kProbeEvery = 512;
-  const long phase = fusable_tiles_++ % kProbeEvery;
-  if (phase > 4 * kProbeWindow)
+  const long window = probe_window(), every = 32 * window;
+  const long n = fusable_tiles_++;
+  if (n < every / 4)
+    return false;
+  const long phase = (n - every / 4) % every;
+  if (phase > 4 * window)
     return fused_choice_ == 1;
-  if (phase % kProbeWindow == 0 &&
-      cudaEventRecord(probe_mark_[phase / kProbeWindow], select_stream_) != cudaSuccess) {
+  if (phase % window == 0 &&
+      cudaEventRecord(probe_mark_[phase / window], select_stream_) != cudaSuccess) {
     (void)cudaGetLastError();
-    fusable_tiles_ += kProbeEvery - phase - 1; /* not measured: the last choice this period */
+    fusable_tiles_ += every - phase - 1; /* not measured: the last choice this period */
     return fused_choice_ == 1;
   }
-  if (phase < 4 * kProbeWindow) {
-    const long w = phase / kProbeWindow;
+  if (phase < 4 * window) {
+    const long w = phase / window;
     return w == 0 || w == 3;
   }
   float ms[4] = {0, 0, 0, 0};
@@ -132,7 +146,7 @@ bool Worker::fused_probe()
     fprintf(stderr,
             "knnwb cuda worker %d: fused tiles %s after %ld tiles that may be fused (%ld of each: "
             "fused %.3f ms, filtered %.3f ms)\n",
-            index_, fused_choice_ ? "chosen" : "not chosen", fusable_tiles_, 2 * kProbeWindow,
+            index_, fused_choice_ ? "chosen" : "not chosen", fusable_tiles_, 2 * window,
             ms[0] + ms[3], ms[1] + ms[2]);
   return fused_choice_ == 1;
 }

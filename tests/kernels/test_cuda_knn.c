@@ -245,17 +245,19 @@ static void test_fused_tiles(void)
     g_setenv("KNNWB_CUDA_FUSED_AFTER", "0", TRUE);
     g_unsetenv("KNNWB_CUDA_MAX_TILE");
   }
-  /* the default: each worker measures fused and filtered tiles on the first 64 of every 512 tiles
-   * that may be fused (both kinds in turn), then keeps the faster; tiles of 128 give 3,001 rows
-   * 300 tiles */
+  /* the default: each worker measures fused and filtered tiles in windows (both kinds in turn),
+   * then keeps the faster; windows of 4 tiles (the first 32 tiles that may be fused filtered, then
+   * 16 measured of every 128), and tiles of 128 give 3,001 rows 300 tiles */
   g_autoptr(KnnwbMatrix) many = knnwb_test_random_matrix(3001, 45, 46);
   g_setenv("KNNWB_CUDA_FUSED", "", TRUE);
+  g_setenv("KNNWB_CUDA_FUSED_PROBE", "4", TRUE);
   g_setenv("KNNWB_CUDA_FUSED_ROOM", "", TRUE);
   g_setenv("KNNWB_CUDA_FUSED_OVERLAP", "1", TRUE);
   g_setenv("KNNWB_CUDA_MAX_TILE", "128", TRUE);
   compare(many, KNNWB_METRIC_PEARSON, 20, 0, 1);
   compare(many, KNNWB_METRIC_COSINE, 5, 0, 2);
   g_unsetenv("KNNWB_CUDA_MAX_TILE");
+  g_unsetenv("KNNWB_CUDA_FUSED_PROBE");
   g_unsetenv("KNNWB_CUDA_FUSED");
   g_unsetenv("KNNWB_CUDA_FUSED_MMA");
   g_unsetenv("KNNWB_CUDA_FUSED_ROOM");
