@@ -1,7 +1,8 @@
 /*
  * The fused tile: the FP16 score GEMM and the threshold filter in one kernel, for ordinary tiles
- * of DOT and ABS_DOT screens (see launch_fused_filter in select_internal.h). Off by default;
- * KNNWB_CUDA_FUSED=1 turns it on. On compute capability 9.0 the wgmma kernel runs
+ * of DOT and ABS_DOT screens (see launch_fused_filter in select_internal.h), where a worker's
+ * measurement chose it (Worker::fused_probe; KNNWB_CUDA_FUSED=1 always, 0 never). On compute
+ * capability 9.0 the wgmma kernel runs
  * (tile_fused_wgmma.cu, faster); this mma.sync kernel is the path of other GPUs and of
  * KNNWB_CUDA_FUSED_MMA=sync.
  *
@@ -15,15 +16,15 @@
  *
  * The GEMM is a plain Ampere-style tensor-core kernel (mma.sync m16n8k16, ldmatrix from swizzled
  * shared memory, a 3-stage cp.async pipeline, fragments double-buffered): blocks of 128 x 128
- * products, K in steps of 32. A row that overflows its candidate buffer is merged from its line
- * recomputed by the merge (tile_select.cu), as there is no tile to read it from.
+ * products, K in steps of 32. The pairs that pass are kept for the selection stream
+ * (tile_fused_pairs.cu); a row that overflows its candidate buffer is merged from the kept pairs of
+ * its line, or from its line recomputed by the merge (tile_select.cu) when some did not fit.
  *
  * Measured (one H200, fused_check.sh): exact (the lists digest of 1,533,876 x 295 unchanged, the
  * CUDA tests pass both ways), and the selection left on the selection stream falls from 2.81 s to
  * 0.66 s (the merges), but this GEMM reaches about 180 TFLOP/s (0.22 ms a tile, 2 warps per
  * scheduler, ncu: issue-bound at 33% of the issue slots) against cuBLAS's Hopper kernel (wgmma,
- * 0.085 ms alone): 5.0-5.1 s end to end against 3.4-3.5 s. Matching it needs a wgmma/TMA kernel
- * (CUTLASS 3's epilogue visitors are the way in); until then cuBLAS + the filter is the default.
+ * 0.085 ms alone): 5.0-5.1 s end to end against 3.4-3.5 s; hence the wgmma kernel.
  */
 #include "tile_fused_common.cuh"
 

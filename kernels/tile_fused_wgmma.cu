@@ -28,7 +28,10 @@
  * Measured (one H200, 1,533,876 x 295 Pearson k = 20, fused_check.sh wgmma and profile): exact
  * (lists digest unchanged, the CUDA tests and memcheck pass), 0.176 ms a tile in the loop against
  * 0.22 ms for the mma.sync kernel, 4.30 s end to end against 5.02 s; but cuBLAS + the filter
- * kernel take 0.168 ms a tile and 3.42-3.46 s, so fused tiles stay off by default. ncu, one launch
+ * kernel take 0.168 ms a tile and 3.42-3.46 s (then the kernel appended to the candidate buffers
+ * itself and waited for the previous tile's merge; since its pairs are kept for the selection
+ * stream, tile_fused_pairs.cu, it wins where few lines pass, as on the real-like matrix: tile loop
+ * 1.57 s against 1.91 s, docs/performance-gpu.md). ncu, one launch
  * (n = 200,000): 191 us, the tensor pipe active 24% of the time (cuBLAS's GEMM: 61%, 87 us) and
  * twice cuBLAS's L2 reads (its 256 x 128 tiles in clusters of 2 share operands by multicast); PC
  * samples 30% in the main loop (waits for the copies and the MMAs), 22% in the tests, 38% in the

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Fused tiles (KNNWB_CUDA_FUSED=1: kernels/tile_fused_wgmma.cu) against cuBLAS + the filter kernel
-# (the default), with the tiles whose rows or columns saw fewer than KNNWB_CUDA_FUSED_AFTER tiles
-# (default 4) left to the filter, side by side in one call on one GPU: the fused-tiles test
-# against the CPU backend, memcheck of a fused run, the user's whole command on the real-like
-# matrix (ROWS: real_like_check.sh --rows; Pearson k = 20) and on 1,000,000 rows of 50 clusters at
-# d = 32, 64, 128 (cosine k = 30), in alternating rounds with the lists' digests, and ncu of one
-# mid-loop launch of each kernel.
+# Fused tiles (kernels/tile_fused_wgmma.cu, their pairs kept for the selection stream by
+# kernels/tile_fused_pairs.cu) against cuBLAS + the filter kernel, and the default that measures
+# both as the loop goes (kernels/tile_issue.cu, fused_probe), with the tiles whose rows or columns
+# saw fewer than KNNWB_CUDA_FUSED_AFTER tiles (default 2) left to the filter, side by side in one
+# call: the fused-tiles test against the CPU backend, memcheck of a fused run, the user's whole
+# command on the real-like matrix (ROWS: real_like_check.sh --rows; Pearson k = 20) and on
+# 1,000,000 rows of 50 clusters at d = 32, 64, 128 (cosine k = 30), in alternating rounds with the
+# lists' digests, on each GPU set of GPUS, and ncu of one mid-loop launch of each kernel.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/fused_after_check.sh OUT ROWS
-#   ROUNDS=2, QUICK=1 (the real-like runs only, no tests, memcheck or ncu), SETTINGS (see below)
+#   ROUNDS=2, QUICK=1 (the real-like runs only, no tests, memcheck or ncu), SETTINGS (see below),
+#   GPUS="0" (CUDA_VISIBLE_DEVICES values, e.g. "0 0,1")
 set -uo pipefail
 out=$1; rows=$2; rounds=${ROUNDS:-2}; quick=${QUICK:-0}
 b=/tmp/knnwb-after; d=/tmp/knnwb-after-data; mkdir -p "$out" $d
@@ -17,6 +19,7 @@ SECONDS=0
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "build ${SECONDS} s"
 k=$b/bin/knnwb; export LD_LIBRARY_PATH=$b:${LD_LIBRARY_PATH:-} CUDA_VISIBLE_DEVICES=0
+read -r -a gpu_sets <<<"${GPUS:-0}"
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 if [ "$quick" != 1 ]; then
   SECONDS=0
@@ -32,13 +35,18 @@ if [ "$quick" != 1 ]; then
   echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log")"
 fi
 # SETTINGS: ";"-separated settings of space-separated VAR=VALUE pairs
-IFS=';' read -r -a settings <<<"${SETTINGS:-KNNWB_CUDA_FUSED=0;KNNWB_CUDA_FUSED=1;KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_AFTER=0}"
-trace() { grep -oE "tile loop on the GPU [0-9.]+ s|[0-9.]+ ms per other tile \([0-9]+, of which [0-9]+ fused" "$1" | sort -u | tr '\n' ';'; }
-whole() { # setting, then the knn arguments
-  local s=$1; shift; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
-  env $s KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all $k knn "$@" -o $d/g.npy >"$out/one.log" 2>&1; r=$?
-  t1=$(date +%s.%N); { echo "== $s $*"; cat "$out/one.log"; } >>"$out/runs.log"
-  printf '  %-46s rc=%d wall %s s %s %s\n      %s\n' "$s" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \
+# (KNNWB_CUDA_FUSED= is the default: the measurement decides)
+IFS=';' read -r -a settings <<<"${SETTINGS:-KNNWB_CUDA_FUSED=0;KNNWB_CUDA_FUSED=;KNNWB_CUDA_FUSED=1}"
+trace() { grep -oE "tile loop on the GPU [0-9.]+ s|[0-9.]+ ms per other tile \([0-9]+, of which [0-9]+ fused|fused tiles won [0-9]+ of [0-9]+" "$1" | sort -u | tr '\n' ';'; }
+whole() { # setting, then the knn arguments, on every GPU set
+  local s=$1; shift
+  for g in "${gpu_sets[@]}"; do whole_on "$g" "$s" "$@"; done
+}
+whole_on() { # GPUs, setting, then the knn arguments
+  local g=$1 s=$2; shift 2; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
+  env CUDA_VISIBLE_DEVICES=$g $s KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all $k knn "$@" -o $d/g.npy >"$out/one.log" 2>&1; r=$?
+  t1=$(date +%s.%N); { echo "== $g $s $*"; cat "$out/one.log"; } >>"$out/runs.log"
+  printf '  gpus=%-4s %-40s rc=%d wall %s s %s %s\n      %s\n' "$g" "$s" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \
     "$(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)" "$(grep -E '^knnwb: [0-9]+ x' "$out/one.log" | grep -oE '\(read.*')" \
     "$(trace "$out/one.log")"
 }
