@@ -20,6 +20,8 @@
 #ifndef KNNWB_SELECT_INTERNAL_H
 #define KNNWB_SELECT_INTERNAL_H
 
+#include "select_plan.h"
+
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,7 +58,7 @@ struct SelectState {
 };
 
 /** The side of a fused tile's blocks, whose passing pairs it keeps together (TileGeom.pairs). */
-constexpr int kFusedPairBlock = 128;
+constexpr int kFusedPairBlock = KNNWB_SELECT_FUSED_BLOCK;
 
 /**
  * One tile of products: tile[i*ld + j] = q_i . r_j (or sum |q_i - r_j| for L1) for i < n_rows

@@ -4,6 +4,7 @@
  */
 #include "select_plan.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 static size_t knnwb_select_plan_round_up(size_t x, size_t m)
@@ -118,6 +119,52 @@ int knnwb_select_plan_lazy(int cap)
   int lazy = cap / (divisor > 0 ? divisor : 8);
   lazy = lazy > 8 ? lazy : 8;
   return lazy < cap / 2 ? lazy : cap / 2;
+}
+
+int knnwb_select_plan_fused_pairs(int tile, size_t tile_bytes, int room_limit, KnnwbFusedPairs *out)
+{
+  const size_t T = (size_t)tile;
+  const size_t side = (T + KNNWB_SELECT_FUSED_BLOCK - 1) / KNNWB_SELECT_FUSED_BLOCK;
+  const size_t index_bytes = (1 + 2 * side * side) * sizeof(int);
+  const size_t head = knnwb_select_plan_round_up(index_bytes + 2 * T, 16);
+  const size_t free_bytes = tile_bytes / 2;
+  /* the tile's halves (T x T x 2 bytes) fill the first half */
+  if (tile <= 0 || room_limit <= 0 || free_bytes < T * T * 2 || free_bytes < head + T * 8)
+    return 0;
+  size_t room = (free_bytes - head) / 8;
+  room = room < (size_t)room_limit ? room : (size_t)room_limit;
+  room = room < (size_t)INT_MAX / 2 ? room : (size_t)INT_MAX / 2;
+  out->lost_offset = index_bytes;
+  out->pairs_offset = head;
+  out->pair_room = (int)room;
+  return 1;
+}
+
+KnnwbFusedProbeStep knnwb_select_plan_fused_probe(long n, long window, int *mark)
+{
+  const long every = 32 * window, first = every / 4;
+  *mark = -1;
+  if (n < first)
+    return KNNWB_FUSED_PROBE_LAST;
+  const long phase = (n - first) % every;
+  if (phase > 4 * window)
+    return KNNWB_FUSED_PROBE_LAST;
+  if (phase % window == 0)
+    *mark = (int)(phase / window);
+  if (phase == 4 * window)
+    return KNNWB_FUSED_PROBE_DECIDE;
+  const long w = phase / window;
+  return w == 0 || w == 3 ? KNNWB_FUSED_PROBE_FUSED : KNNWB_FUSED_PROBE_FILTERED;
+}
+
+long knnwb_select_plan_probe_window(void)
+{
+  return knnwb_select_plan_env("KNNWB_CUDA_FUSED_PROBE", 64, 1, 4096);
+}
+
+int knnwb_select_plan_fused_wins(const float ms[4])
+{
+  return ms[0] + ms[3] < ms[1] + ms[2];
 }
 
 int knnwb_select_plan_dpad(size_t dim, int screen)

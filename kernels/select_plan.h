@@ -135,6 +135,53 @@ int knnwb_select_plan_dpad(size_t dim, int screen);
 #define KNNWB_SELECT_LAZY_SMALL_CAP 256
 int knnwb_select_plan_lazy(int cap);
 
+/* The side of a fused tile's blocks, whose passing pairs it keeps together (kernels/
+ * tile_fused_common.cuh). */
+#define KNNWB_SELECT_FUSED_BLOCK 128
+
+/* Where a fused tile keeps its passing pairs (TileGeom.pairs): in the half of its tile buffer that
+ * its tile of halves leaves free, offsets from that half's start. The index comes first: the
+ * pool's count, then each block's start and count (ints). */
+typedef struct {
+  size_t lost_offset;  /* the tile's lost lines: 2 x tile bytes */
+  size_t pairs_offset; /* the pool, 16-byte aligned, 8 bytes a pair */
+  int pair_room;       /* pairs the pool holds: all that fit, at most room_limit */
+} KnnwbFusedPairs;
+
+/**
+ * The layout of a fused tile's pairs for tiles of `tile` rows in tile buffers of tile_bytes, the
+ * pool at most room_limit pairs. Returns 0 (out untouched) when the free half holds fewer pairs
+ * than a tile has rows: such tiles are not fused. O(1).
+ */
+int knnwb_select_plan_fused_pairs(int tile, size_t tile_bytes, int room_limit,
+                                  KnnwbFusedPairs *out);
+
+/* What a worker does with a tile that may be fused (knnwb_select_plan_fused_probe). */
+typedef enum {
+  KNNWB_FUSED_PROBE_LAST = 0, /* the last decision's kind: filtered before the first */
+  KNNWB_FUSED_PROBE_FUSED,    /* a fused window's tile */
+  KNNWB_FUSED_PROBE_FILTERED, /* a filtered window's tile */
+  KNNWB_FUSED_PROBE_DECIDE    /* the four windows are over: decide (knnwb_select_plan_fused_wins) */
+} KnnwbFusedProbeStep;
+
+/**
+ * The measurement of fused against filtered tiles, for the n-th tile (from 0) that may be fused,
+ * in windows of `window` tiles (at least 1): the first 8 windows are filtered (a fused tile whose
+ * rows' thresholds are still loose passes so many pairs that its blocks lose lines); then, of
+ * every 32 windows, the first four go fused, filtered, filtered, fused (a trend in the tiles'
+ * cost falls on both alike), and the tile after them decides for the rest of the period. *mark:
+ * the window (0..4) whose start this tile is, whose time starts there (the worker marks its
+ * selection stream before the tile), else -1. O(1).
+ */
+KnnwbFusedProbeStep knnwb_select_plan_fused_probe(long n, long window, int *mark);
+
+/** Tiles of a measurement window: KNNWB_CUDA_FUSED_PROBE (1 to 4,096), default 64. O(1). */
+long knnwb_select_plan_probe_window(void);
+
+/** Whether the fused windows (ms[0] + ms[3], their times in ms) beat the filtered ones (ms[1] +
+ * ms[2]); a tie goes to filtered. O(1). */
+int knnwb_select_plan_fused_wins(const float ms[4]);
+
 /**
  * The first tile knnwb_select_plan_choose tries for n_query x n_reference rows: the rows rounded
  * up to KNNWB_SELECT_MIN_TILE, at most KNNWB_SELECT_MAX_TILE (or KNNWB_CUDA_MAX_TILE's). The plan

@@ -104,6 +104,7 @@ private:
   bool fused_pairs(int slot, TileGeom *g) const;
   bool fused_wanted(const TileGeom &geom);
   bool fused_probe();
+  void fused_decide(long window);
   bool reset_state(int row0, int n_rows);
   bool fused_tile(int slot, TileRequest &request);
   bool select_tile(int slot, const TileGeom &geom);
@@ -173,6 +174,7 @@ private:
    * selection stream's marks at the windows' bounds */
   long fusable_tiles_ = 0;
   int fused_choice_ = 0;
+  bool probe_off_ = false;
   long fused_probes_ = 0, fused_chosen_ = 0; /* measurements, and of those won by fused tiles */
   cudaEvent_t probe_mark_[5] = {};
   bool counted_[2] = {false, false};

@@ -17,8 +17,6 @@
 #include "tile_common.cuh"
 
 #include <limits.h>
-#include <stdlib.h>
-#include <string.h>
 
 namespace knnwb_cuda
 {
@@ -75,27 +73,18 @@ __global__ void __launch_bounds__(kPairThreads)
   }
 }
 
-/* An integer setting in [lo, hi], or fallback. Read at every tile (a getenv, no cache), as
- * KNNWB_CUDA_FUSED, so that a test can compare the settings in one process. */
-int setting(const char *name, int lo, int hi, int fallback)
-{
-  const char *v = getenv(name);
-  if (v == nullptr || *v == '\0')
-    return fallback;
-  const int x = atoi(v);
-  return x < lo ? lo : x > hi ? hi : x;
-}
-
 } // namespace
 
+/* Read at every tile (a getenv, no cache), as KNNWB_CUDA_FUSED, so that a test can compare the
+ * settings in one process. */
 int fused_pair_room(void)
 {
-  return setting("KNNWB_CUDA_FUSED_ROOM", 1, INT_MAX, INT_MAX);
+  return knnwb_select_plan_env("KNNWB_CUDA_FUSED_ROOM", INT_MAX, 1, INT_MAX);
 }
 
 bool fused_overlap_wanted(void)
 {
-  return setting("KNNWB_CUDA_FUSED_OVERLAP", 0, 1, 1) == 1;
+  return knnwb_select_plan_env("KNNWB_CUDA_FUSED_OVERLAP", 1, 0, 1) == 1;
 }
 
 cudaError_t launch_fused_pairs(const SelectState &state, const TileGeom &geom, cudaStream_t stream)

@@ -9,10 +9,8 @@
 #include "select_worker.h"
 #include "tile_scores.h"
 
-#include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 
 namespace knnwb_cuda
 {
@@ -52,22 +50,18 @@ bool Worker::gemm_tile(int slot, const void *q, int n_q, const void *r, int n_r)
 }
 
 /* Where a fused tile in slot keeps its pairs: the half of its tile buffer that half tiles leave
- * unused (a fused tile writes no tile): the index, the lost lines, then the pool; false when the
- * pool would hold less than a pair a row. */
+ * unused (a fused tile writes no tile), laid out by knnwb_select_plan_fused_pairs; false when they
+ * would not fit there. */
 bool Worker::fused_pairs(int slot, TileGeom *g) const
 {
-  const size_t T = (size_t)run_.plan.tile, side = (T + kFusedPairBlock - 1) / kFusedPairBlock;
-  const size_t index_bytes = (1 + 2 * side * side) * sizeof(int);
-  const size_t head = (index_bytes + 2 * T + 15) / 16 * 16;
-  /* the tile's halves (T * T * 2 bytes) first */
-  if (tile_bytes_ / 2 < T * T * 2 || tile_bytes_ / 2 < head + T * sizeof(uint2))
+  KnnwbFusedPairs layout;
+  if (!knnwb_select_plan_fused_pairs(run_.plan.tile, tile_bytes_, fused_pair_room(), &layout))
     return false;
   char *free_half = (char *)tiles_[slot] + tile_bytes_ / 2;
   g->pair_index = (int *)free_half;
-  g->lost = (unsigned char *)(free_half + index_bytes);
-  g->pairs = (uint2 *)(free_half + head);
-  g->pair_room = (int)std::min(
-      {(tile_bytes_ / 2 - head) / sizeof(uint2), (size_t)INT_MAX / 2, (size_t)fused_pair_room()});
+  g->lost = (unsigned char *)(free_half + layout.lost_offset);
+  g->pairs = (uint2 *)(free_half + layout.pairs_offset);
+  g->pair_room = layout.pair_room;
   return true;
 }
 
@@ -94,52 +88,44 @@ bool Worker::fused_wanted(const TileGeom &geom)
   return setting == 1 || fused_probe();
 }
 
-/* Tiles of a fused_probe window (KNNWB_CUDA_FUSED_PROBE, 1 to 4,096, default 64). */
-static long probe_window(void)
-{
-  const char *v = getenv("KNNWB_CUDA_FUSED_PROBE");
-  const long w = v != nullptr && *v != '\0' ? atol(v) : 64;
-  return w < 1 ? 1 : w > 4096 ? 4096 : w;
-}
-
 /*
- * Whether the next tile that may be fused is. The first 8 windows of such tiles are filtered: a
- * fused tile whose rows' thresholds are still loose passes so many pairs that its blocks lose
- * lines, which its merge then recomputes from the rows (1,000,000 rows of 50 clusters, cosine k =
- * 30: 2.3 ms a tile fused against 1.4 ms filtered there). Then, of every 32 windows, the first 4
- * go fused, filtered, filtered, fused (a trend in the tiles' cost falls on both alike), the
- * selection stream marked at each window's start, and their times decide for the rest of the
- * period. Which is faster depends on the data, not on the shape alone: fused tiles won on the
- * real-like matrix and lost on the clusters at every d measured (docs/performance-gpu.md). The
- * lists are the same either way. A decision waits for the selection of the tile before it (one
- * tile of the pipeline, once a period).
+ * Whether the next tile that may be fused is, as knnwb_select_plan_fused_probe measures fused
+ * against filtered tiles in windows: the selection stream is marked at each window's start, and
+ * after the four windows their times decide for the rest of the period. Which is faster depends
+ * on the data, not on the shape alone: fused tiles won on the real-like matrix and lost on the
+ * clusters at every d measured (docs/performance-gpu.md). The lists are the same either way. A
+ * decision waits for the selection of the tile before it (one tile of the pipeline, once a
+ * period). A mark that cannot be recorded ends the measurements of this run.
  */
 bool Worker::fused_probe()
 {
-  const long window = probe_window(), every = 32 * window;
-  const long n = fusable_tiles_++;
-  if (n < every / 4)
-    return false;
-  const long phase = (n - every / 4) % every;
-  if (phase > 4 * window)
+  if (probe_off_)
     return fused_choice_ == 1;
-  if (phase % window == 0 &&
-      cudaEventRecord(probe_mark_[phase / window], select_stream_) != cudaSuccess) {
+  int mark = -1;
+  const long window = knnwb_select_plan_probe_window();
+  const KnnwbFusedProbeStep step = knnwb_select_plan_fused_probe(fusable_tiles_++, window, &mark);
+  if (mark >= 0 && cudaEventRecord(probe_mark_[mark], select_stream_) != cudaSuccess) {
     (void)cudaGetLastError();
-    fusable_tiles_ += every - phase - 1; /* not measured: the last choice this period */
+    probe_off_ = true;
     return fused_choice_ == 1;
   }
-  if (phase < 4 * window) {
-    const long w = phase / window;
-    return w == 0 || w == 3;
-  }
+  if (step == KNNWB_FUSED_PROBE_FUSED || step == KNNWB_FUSED_PROBE_FILTERED)
+    return step == KNNWB_FUSED_PROBE_FUSED;
+  if (step == KNNWB_FUSED_PROBE_DECIDE)
+    fused_decide(window);
+  return fused_choice_ == 1;
+}
+
+/* The decision after a measurement's four windows (fused_probe), from their times. */
+void Worker::fused_decide(long window)
+{
   float ms[4] = {0, 0, 0, 0};
   bool timed = cudaEventSynchronize(probe_mark_[4]) == cudaSuccess;
   for (int w = 0; w < 4 && timed; w++)
     timed = cudaEventElapsedTime(&ms[w], probe_mark_[w], probe_mark_[w + 1]) == cudaSuccess;
   if (!timed)
     (void)cudaGetLastError();
-  fused_choice_ = timed && ms[0] + ms[3] < ms[1] + ms[2];
+  fused_choice_ = timed && knnwb_select_plan_fused_wins(ms);
   fused_probes_++;
   fused_chosen_ += fused_choice_;
   if (trace_level() >= 2)
@@ -148,7 +134,6 @@ bool Worker::fused_probe()
             "fused %.3f ms, filtered %.3f ms)\n",
             index_, fused_choice_ ? "chosen" : "not chosen", fusable_tiles_, 2 * window,
             ms[0] + ms[3], ms[1] + ms[2]);
-  return fused_choice_ == 1;
 }
 
 /*

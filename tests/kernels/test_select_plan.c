@@ -5,6 +5,7 @@
  */
 #include <string.h>
 #include <glib.h>
+#include <limits.h>
 #include "select_plan.h"
 
 static KnnwbSelectJob job_of(size_t n_query, size_t n_reference, size_t dim, size_t kc, int self,
@@ -250,6 +251,82 @@ static void test_plan_first_tile(void)
   g_assert_false(knnwb_select_plan_times_gemm(1000, 1000, 1024));
 }
 
+/* A fused tile's pairs live in the free half of its tile buffer (the planner's tile buffers: T x T
+ * floats, the tile of halves in the first half): the index, the lost lines and the pool neither
+ * overlap each other nor leave that half, the pool is 16-byte aligned and holds all that fits, at
+ * most the limit; a half too small for a pair a row fuses nothing. */
+static void test_plan_fused_pairs(void)
+{
+  const int tiles[] = {128, 1024, 1000, 16384};
+  for (size_t i = 0; i < G_N_ELEMENTS(tiles); i++) {
+    const size_t T = (size_t)tiles[i], bytes = T * T * sizeof(float);
+    const size_t side = (T + KNNWB_SELECT_FUSED_BLOCK - 1) / KNNWB_SELECT_FUSED_BLOCK;
+    KnnwbFusedPairs layout;
+    g_assert_true(knnwb_select_plan_fused_pairs(tiles[i], bytes, INT_MAX, &layout));
+    g_assert_cmpuint(layout.lost_offset, >=, (1 + 2 * side * side) * sizeof(int));
+    g_assert_cmpuint(layout.pairs_offset, >=, layout.lost_offset + 2 * T);
+    g_assert_cmpuint(layout.pairs_offset % 16, ==, 0);
+    g_assert_cmpuint(layout.pairs_offset + (size_t)layout.pair_room * 8, <=, bytes / 2);
+    g_assert_cmpuint(layout.pairs_offset + ((size_t)layout.pair_room + 1) * 8, >, bytes / 2);
+    g_assert_cmpint(layout.pair_room, >=, tiles[i]);
+    g_assert_true(knnwb_select_plan_fused_pairs(tiles[i], bytes, 100, &layout));
+    g_assert_cmpint(layout.pair_room, ==, 100);
+  }
+  KnnwbFusedPairs untouched = {1, 2, 3};
+  /* the tile of halves alone fills a buffer of T x T x 2 bytes; a limit below one pair */
+  g_assert_false(knnwb_select_plan_fused_pairs(1024, (size_t)1024 * 1024 * 2, INT_MAX, &untouched));
+  g_assert_false(knnwb_select_plan_fused_pairs(1024, (size_t)1024 * 1024 * 4, 0, &untouched));
+  g_assert_false(knnwb_select_plan_fused_pairs(0, 4096, INT_MAX, &untouched));
+  g_assert_cmpint(untouched.pair_room, ==, 3);
+}
+
+/* The measurement of fused against filtered tiles, step by step for windows of 4: the first 32
+ * tiles keep the last kind, then fused, filtered, filtered, fused windows with a mark at each
+ * start, the decision with the fifth mark, the rest of the period kept, and the next period 128
+ * tiles later; the decision from the windows' times. */
+static void test_plan_fused_probe(void)
+{
+  int mark = 0;
+  for (long n = 0; n < 32; n++) {
+    g_assert_cmpint(knnwb_select_plan_fused_probe(n, 4, &mark), ==, KNNWB_FUSED_PROBE_LAST);
+    g_assert_cmpint(mark, ==, -1);
+  }
+  for (long period = 0; period < 3; period++) {
+    const long start = 32 + 128 * period;
+    for (long t = 0; t < 16; t++) {
+      const KnnwbFusedProbeStep step = knnwb_select_plan_fused_probe(start + t, 4, &mark);
+      const long w = t / 4;
+      g_assert_cmpint(step, ==,
+                      w == 0 || w == 3 ? KNNWB_FUSED_PROBE_FUSED : KNNWB_FUSED_PROBE_FILTERED);
+      g_assert_cmpint(mark, ==, t % 4 == 0 ? (int)w : -1);
+    }
+    g_assert_cmpint(knnwb_select_plan_fused_probe(start + 16, 4, &mark), ==,
+                    KNNWB_FUSED_PROBE_DECIDE);
+    g_assert_cmpint(mark, ==, 4);
+    for (long t = 17; t < 128; t++) {
+      g_assert_cmpint(knnwb_select_plan_fused_probe(start + t, 4, &mark), ==,
+                      KNNWB_FUSED_PROBE_LAST);
+      g_assert_cmpint(mark, ==, -1);
+    }
+  }
+  /* windows of one tile: every tile of the four is a window's start */
+  for (long t = 0; t < 5; t++) {
+    knnwb_select_plan_fused_probe(8 + t, 1, &mark);
+    g_assert_cmpint(mark, ==, (int)t);
+  }
+  const float fused_faster[4] = {1.0f, 2.0f, 2.0f, 1.5f},
+              filtered_faster[4] = {3.0f, 1.0f, 1.0f, 0.5f}, tie[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  g_assert_true(knnwb_select_plan_fused_wins(fused_faster));
+  g_assert_false(knnwb_select_plan_fused_wins(filtered_faster));
+  g_assert_false(knnwb_select_plan_fused_wins(tie));
+  g_setenv("KNNWB_CUDA_FUSED_PROBE", "16", TRUE);
+  g_assert_cmpint(knnwb_select_plan_probe_window(), ==, 16);
+  g_setenv("KNNWB_CUDA_FUSED_PROBE", "0", TRUE);
+  g_assert_cmpint(knnwb_select_plan_probe_window(), ==, 64);
+  g_unsetenv("KNNWB_CUDA_FUSED_PROBE");
+  g_assert_cmpint(knnwb_select_plan_probe_window(), ==, 64);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -261,5 +338,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/select-plan/dpad", test_plan_dpad);
   g_test_add_func("/kernels/select-plan/refusals", test_plan_refusals);
   g_test_add_func("/kernels/select-plan/first-tile", test_plan_first_tile);
+  g_test_add_func("/kernels/select-plan/fused-pairs", test_plan_fused_pairs);
+  g_test_add_func("/kernels/select-plan/fused-probe", test_plan_fused_probe);
   return g_test_run();
 }
