@@ -35,7 +35,7 @@ bool Worker::stream_block(int slot, const float *host, size_t first, int rows,
 {
   const KnnwbSelectPlan &p = run_.plan;
   CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, gemm_done_[slot], 0));
-  /* a fused tile's merge may read the rows again (an overflowed line, tile_fused.cu) */
+  /* a fused tile's merge may read the rows again (a lost line, tile_fused_pairs.cu) */
   CUDA_TRY(run_, cudaStreamWaitEvent(copy_stream_, select_done_[slot], 0));
   if (!load_rows(reference_buffer_[slot], host, first, (size_t)rows, copy_stream_))
     return false;
