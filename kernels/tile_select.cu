@@ -169,6 +169,24 @@ for_each_element(const SelectState &st, int row, int n_buffer, bool overflow, co
   }
 }
 
+/* Puts (score, cand) in the block's scratch where ok (sh.n_scratch counts them): one atomic per
+ * warp. Every thread of the warp calls it. */
+__device__ __forceinline__ void keep_in_scratch(bool ok, float score, int cand, MergeShared &sh,
+                                                uint32_t *scratch_key, int *scratch_index)
+{
+  const unsigned ballot = __ballot_sync(kFullMask, ok);
+  const int lane = threadIdx.x & 31;
+  int warp_base = 0;
+  if (lane == 0 && ballot)
+    warp_base = atomicAdd(&sh.n_scratch, __popc(ballot));
+  warp_base = __shfl_sync(kFullMask, warp_base, 0);
+  if (ok) {
+    const int pos = warp_base + __popc(ballot & ((1u << lane) - 1u));
+    scratch_key[pos] = float_key(score);
+    scratch_index[pos] = cand;
+  }
+}
+
 /*
  * Appends the pairs of line that beat thr to the block's scratch (sh.n_scratch counts them); every
  * thread of the block calls it. Warp-aggregated: one atomic per warp and chunk.
@@ -188,17 +206,7 @@ __device__ __forceinline__ void rescan_line(const TileGeom &g, const Line &line,
       s = score_of(g.kind, line_value(line, t), sq);
       ok = s < thr;
     }
-    unsigned ballot = __ballot_sync(kFullMask, ok);
-    int lane = threadIdx.x & 31;
-    int warp_base = 0;
-    if (lane == 0 && ballot)
-      warp_base = atomicAdd(&sh.n_scratch, __popc(ballot));
-    warp_base = __shfl_sync(kFullMask, warp_base, 0);
-    if (ok) {
-      int pos = warp_base + __popc(ballot & ((1u << lane) - 1u));
-      scratch_key[pos] = float_key(s);
-      scratch_index[pos] = cand;
-    }
+    keep_in_scratch(ok, s, cand, sh, scratch_key, scratch_index);
   }
 }
 
@@ -216,7 +224,6 @@ __device__ __forceinline__ void gather_pairs(const TileGeom &g, const Line &line
   const int along = line.fused_column ? blocks_y : blocks_x;
   const int fixed = line.fused_line / kFusedPairBlock;
   const int offset = line.fused_line % kFusedPairBlock;
-  const int lane = threadIdx.x & 31;
   for (int k = 0; k < along; k++) {
     const int b = line.fused_column ? k * blocks_x + fixed : fixed * blocks_x + k;
     const int n = g.pair_index[2 + 2 * b];
@@ -234,16 +241,7 @@ __device__ __forceinline__ void gather_pairs(const TileGeom &g, const Line &line
           ok = score < thr;
         }
       }
-      const unsigned ballot = __ballot_sync(kFullMask, ok);
-      int warp_base = 0;
-      if (lane == 0 && ballot)
-        warp_base = atomicAdd(&sh.n_scratch, __popc(ballot));
-      warp_base = __shfl_sync(kFullMask, warp_base, 0);
-      if (ok) {
-        const int pos = warp_base + __popc(ballot & ((1u << lane) - 1u));
-        scratch_key[pos] = float_key(score);
-        scratch_index[pos] = cand;
-      }
+      keep_in_scratch(ok, score, cand, sh, scratch_key, scratch_index);
     }
   }
 }
