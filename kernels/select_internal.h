@@ -160,7 +160,7 @@ cudaError_t launch_gather_lists(const SelectState &state, const PeerLists &peers
 /**
  * Appends a fused tile's pairs (geom.pairs, filled by launch_fused_filter) that beat their row's
  * threshold to the candidate buffers, as launch_filter appends a tile's, and queues their rows for
- * the merge; a lost line gets more than cap candidates counted, so that its merge takes it whole
+ * the merge; a lost line is queued without any, and its merge recomputes it whole
  * (tile_fused_pairs.cu). Empties the merge queue first. O(pairs + lines).
  */
 cudaError_t launch_fused_pairs(const SelectState &state, const TileGeom &geom, cudaStream_t stream);

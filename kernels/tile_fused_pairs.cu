@@ -11,8 +11,7 @@
  * merge lowered it lets more pairs through, never fewer. launch_fused_pairs then appends the pairs
  * that still beat their row's threshold, as the filter kernel appends a tile's (tile_filter.cu),
  * and the merge (tile_select.cu) of a row that overflowed its buffer takes the tile's pairs of its
- * line from the blocks' pairs, or recomputes a lost line from the rows. A lost line gets cap + 1
- * candidates counted, none stored: the merge knows it by its flag and subtracts them.
+ * line from the blocks' pairs, or recomputes a lost line from the rows (it knows one by its flag).
  */
 #include "tile_common.cuh"
 
@@ -27,8 +26,8 @@ constexpr int kPairThreads = 256;
 
 /*
  * Grid-stride over the blocks' pairs (a warp a block) and then over the tile's lines (a thread a
- * line). A pair of a lost line is skipped: that line's merge recomputes it whole. A lost line gets
- * cap + 1 candidates counted, which marks it overflowed and queues it.
+ * line). A pair of a lost line is skipped, and the line is queued for the merge, which recomputes
+ * it whole. (No pair of it is appended, so nothing else queues it.)
  */
 __global__ void __launch_bounds__(kPairThreads)
     fused_pairs_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g)
@@ -68,8 +67,7 @@ __global__ void __launch_bounds__(kPairThreads)
     const int line = column ? t - g.n_rows : t;
     if (!g.lost[column ? g.ld + (size_t)line : (size_t)line])
       continue;
-    const int row = column ? g.col_state0 + line : g.row_state0 + line;
-    (void)reserve_candidates(st, row, st.cap + 1, column ? (int)(kColumnFlag | line) : line);
+    st.merge_list[atomicAdd(st.merge_count, 1)] = column ? (int)(kColumnFlag | line) : line;
   }
 }
 

@@ -302,11 +302,11 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
                           const Line &line, MergeShared &sh, uint32_t *out_key, int *out_index)
 {
   const float inf = __int_as_float(0x7f800000);
-  /* a fused tile's lost line: launch_fused_pairs counted cap + 1 candidates and stored none */
+  /* a fused tile's lost line: launch_fused_pairs queued it without appending any of its pairs */
   const bool lost =
       has_line && line.fused_line >= 0 &&
       g.lost[line.fused_column ? g.ld + (size_t)line.fused_line : (size_t)line.fused_line];
-  const int count = st.count[row] - (lost ? st.cap + 1 : 0);
+  const int count = st.count[row];
   const float thr_row = st.thr[row]; /* written below by thread 0 only after the block's barriers */
   const bool overflow = has_line && (lost || count > st.cap);
   const int n_buffer = count < st.cap ? count : st.cap;
