@@ -283,21 +283,26 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
    * over the registers they made the kernel too large for the instruction cache (ncu: most
    * stalls were instruction fetch). */
   __syncthreads(); /* every warp is done with the stages */
-  unsigned char *row_flag = reinterpret_cast<unsigned char *>(smem + kBlockM * kCopyPitch);
-  unsigned char *col_flag = row_flag + kBlockM;
+  const BlockLines lines = block_lines_at(reinterpret_cast<unsigned char *>(smem));
   if (threadIdx.x < kBlockM)
-    row_flag[threadIdx.x] = 0;
+    lines.row_flag[threadIdx.x] = 0;
   if (threadIdx.x < kBlockN)
-    col_flag[threadIdx.x] = 0;
+    lines.col_flag[threadIdx.x] = 0;
   __syncthreads();
 #pragma unroll
   for (int b = 0; b < 8; b++)
-    if (row_hits & (1u << b))
-      row_flag[wm + (b >> 1) * 16 + (lane >> 2) + (b & 1) * 8] = 1;
+    if (row_hits & (1u << b)) {
+      const int il = wm + (b >> 1) * 16 + (lane >> 2) + (b & 1) * 8;
+      lines.row_flag[il] = 1;
+      lines.row_thr[il] = row_thr[b];
+    }
 #pragma unroll
   for (int b = 0; b < 2 * kNT; b++)
-    if (col_hits & (1u << b))
-      col_flag[wn + (b >> 1) * 8 + (lane & 3) * 2 + (b & 1)] = 1;
+    if (col_hits & (1u << b)) {
+      const int jl = wn + (b >> 1) * 8 + (lane & 3) * 2 + (b & 1);
+      lines.col_flag[jl] = 1;
+      lines.col_thr[jl] = col_thr[b];
+    }
   if (!__syncthreads_or((row_hits | col_hits) != 0))
     return;
   __half *copy = smem;
@@ -316,7 +321,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   if (threadIdx.x == 0)
     kept.count[0] = 0;
   __syncthreads();
-  exact_passes<kKind, kFusedThreads>(st, g, copy, row_flag, col_flag, m0, n0, kept);
+  exact_passes<kKind, kFusedThreads>(g, copy, lines, m0, n0, kept);
   flush_pairs(g, kept);
 }
 

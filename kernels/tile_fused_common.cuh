@@ -20,9 +20,12 @@ namespace
 /* a fused block's products: 128 rows x 128 columns */
 constexpr int kFusedBlock = kFusedPairBlock;
 /* the epilogue's copy of a block's products in shared memory: rows of 136 halves (272 bytes: the
- * fragments' stores and the row passes' reads hit distinct banks), then 2 x 128 flags */
+ * fragments' stores and the row passes' reads hit distinct banks), then the lines' flags and
+ * thresholds (BlockLines) */
 constexpr int kCopyPitch = kFusedBlock + 8;
-constexpr int kCopyBytes = kFusedBlock * kCopyPitch * 2 + 2 * kFusedBlock;
+constexpr int kFlagsOffset = kFusedBlock * kCopyPitch * 2;
+constexpr int kThresholdsOffset = kFlagsOffset + 2 * kFusedBlock;
+constexpr int kCopyBytes = kThresholdsOffset + 2 * kFusedBlock * (int)sizeof(float);
 /* then, during the exact passes, the block's kept pairs (BlockPairs) */
 constexpr int kPairCountOffset = (kCopyBytes + 15) / 16 * 16;
 
@@ -51,6 +54,26 @@ template <int kPending> __device__ __forceinline__ void copy_async_wait()
 template <int kKind> __device__ __forceinline__ float magnitude(float v)
 {
   return kKind == KNNWB_SCORE_ABS_DOT ? fabsf(v) : v;
+}
+
+/*
+ * A fused block's lines in shared memory, after the copy of its products: whether some product of
+ * row i / column j passes (flags), and the threshold it passes, as the kernel read it (a merge may
+ * have lowered it since: more pairs pass, never fewer; the selection stream tests them again).
+ */
+struct BlockLines {
+  unsigned char *row_flag, *col_flag;
+  float *row_thr, *col_thr;
+};
+
+__device__ __forceinline__ BlockLines block_lines_at(unsigned char *smem)
+{
+  BlockLines b;
+  b.row_flag = smem + kFlagsOffset;
+  b.col_flag = b.row_flag + kFusedBlock;
+  b.row_thr = reinterpret_cast<float *>(smem + kThresholdsOffset);
+  b.col_thr = b.row_thr + kFusedBlock;
+  return b;
 }
 
 /*
@@ -144,16 +167,16 @@ __device__ __forceinline__ void flush_pairs(const TileGeom &g, const BlockPairs 
  * The exact passes of a fused block over its products in shared memory (copy: 128 x 128 halves,
  * pitch kCopyPitch, the values cuBLAS's half tile would hold): warps take the flagged rows and
  * columns in turn (kEveryWarp), a lane 4 products of each. Pairs of one row beating its threshold
- * are kept among the block's pairs (keep_line; invalid references and the self pair excluded),
- * likewise for columns (do_cols), in the block's shared memory (kept; flush_pairs then moves them
- * to the tile's pool).
+ * (lines: flags and thresholds) are kept among the block's pairs (keep_line; invalid references
+ * and the self pair excluded), likewise for columns (do_cols), in the block's shared memory (kept;
+ * flush_pairs then moves them to the tile's pool).
  */
 template <int kKind, int kThreads>
-__device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom &g,
-                                          const __half *copy, const unsigned char *row_flag,
-                                          const unsigned char *col_flag, int m0, int n0,
+__device__ __noinline__ void exact_passes(const TileGeom &g, const __half *copy,
+                                          const BlockLines &lines, int m0, int n0,
                                           const BlockPairs &kept)
 {
+  const unsigned char *row_flag = lines.row_flag, *col_flag = lines.col_flag;
   static_assert(kThreads == 128 || kThreads == 256, "4 or 8 warps share the lines");
   /* warp w takes the lines w, w + warps, ... of each group of 32 */
   constexpr uint32_t kEveryWarp = kThreads == 256 ? 0x01010101u : 0x11111111u;
@@ -163,7 +186,7 @@ __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom 
     for (; rows; rows &= rows - 1) {
       const int il = base + __ffs(rows) - 1;
       const int i = m0 + il;
-      const float thr = st.thr[g.row_state0 + i];
+      const float thr = lines.row_thr[il];
       float score[4];
       uint32_t pass = 0;
       /* one 8-byte read a lane: a warp reads the row's 256 bytes at once */
@@ -188,8 +211,7 @@ __device__ __noinline__ void exact_passes(const SelectState &st, const TileGeom 
     uint32_t cols = __ballot_sync(kFullMask, col_flag[base + lane] != 0) & (kEveryWarp << warp);
     for (; cols; cols &= cols - 1) {
       const int jl = base + __ffs(cols) - 1;
-      const int j = n0 + jl;
-      const float thr = st.thr[g.col_state0 + j];
+      const float thr = lines.col_thr[jl];
       float score[4];
       uint32_t pass = 0;
       for (int u = 0; u < 4; u++) {

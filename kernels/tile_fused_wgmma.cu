@@ -211,6 +211,21 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int s = 0; s < kStages && s < n_k; s++)
       load_stage(base + s * kStageBytes, shared_address(&full[s]), map_q, map_r, m0, n0, s);
 
+  /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
+  const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
+  const int col_base = (lane & 3) * 2;
+  /* The thresholds, read while the operands are on their way: a block's time is mostly waits on
+   * memory (two blocks an SM), and these reads took two of them after the products. */
+  const float inf = __int_as_float(0x7f800000);
+  float row_thr[2], col_thr = -inf;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int i = m0 + row_base + h * 8;
+    row_thr[h] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
+  }
+  if (threadIdx.x < kFusedBlock && g.do_cols && n0 + (int)threadIdx.x < g.n_cols)
+    col_thr = st.thr[g.col_state0 + n0 + threadIdx.x];
+
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; i++)
@@ -237,9 +252,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
 
-  /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
-  const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
-  const int col_base = (lane & 3) * 2;
   /* NaN marks products outside the tile: __hmax2 and fmaxf skip it, every comparison fails */
   const float nan = __int_as_float(0x7fc00000);
   if (m0 + kFusedBlock > g.n_rows || n0 + kFusedBlock > g.n_cols) {
@@ -269,17 +281,18 @@ __global__ void __launch_bounds__(kThreads, 2)
       best = __hmax2(best, magnitude2<kKind>(v[nt][h]));
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 1));
     best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 2));
-    const int i = m0 + row_base + h * 8;
-    row_hit[h] = i < g.n_rows && 1.0f - pair_max(best) * g.tile_scale < st.thr[g.row_state0 + i];
+    row_hit[h] = 1.0f - pair_max(best) * g.tile_scale < row_thr[h];
   }
 
   __syncthreads(); /* every warpgroup is done with the stages */
-  unsigned char *row_flag = smem + kFusedBlock * kCopyPitch * 2;
-  unsigned char *col_flag = row_flag + kFusedBlock;
+  const BlockLines lines = block_lines_at(smem);
   __half2 *col_max = reinterpret_cast<__half2 *>(smem + kColumnMaxOffset);
   if ((lane & 3) == 0) {
-    row_flag[row_base] = row_hit[0];
-    row_flag[row_base + 8] = row_hit[1];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      lines.row_flag[row_base + h * 8] = row_hit[h];
+      lines.row_thr[row_base + h * 8] = row_thr[h];
+    }
   }
   /* Columns: each warp's largest product of a column pair over its 16 rows, then over the 8
    * warps. */
@@ -297,16 +310,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
   bool col_hit = false;
   if (threadIdx.x < kFusedBlock) {
-    const int j = n0 + threadIdx.x;
-    if (g.do_cols && j < g.n_cols) {
+    if (g.do_cols && n0 + (int)threadIdx.x < g.n_cols) {
       const __half *cm = reinterpret_cast<const __half *>(col_max);
       float best = nan;
 #pragma unroll
       for (int w = 0; w < kThreads / 32; w++)
         best = fmaxf(best, __half2float(cm[w * kFusedBlock + threadIdx.x]));
-      col_hit = 1.0f - best * g.tile_scale < st.thr[g.col_state0 + j];
+      col_hit = 1.0f - best * g.tile_scale < col_thr;
     }
-    col_flag[threadIdx.x] = col_hit;
+    lines.col_flag[threadIdx.x] = col_hit;
+    lines.col_thr[threadIdx.x] = col_thr;
   }
   if (!__syncthreads_or(row_hit[0] || row_hit[1] || col_hit))
     return;
@@ -323,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (threadIdx.x == 0)
     kept.count[0] = 0;
   __syncthreads();
-  exact_passes<kKind, kThreads>(st, g, copy, row_flag, col_flag, m0, n0, kept);
+  exact_passes<kKind, kThreads>(g, copy, lines, m0, n0, kept);
   flush_pairs(g, kept);
 }
 
