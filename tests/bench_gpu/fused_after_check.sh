@@ -3,7 +3,7 @@
 # kernels/tile_fused_pairs.cu) against cuBLAS + the filter kernel, and the default that measures
 # both as the loop goes (kernels/tile_issue.cu, fused_probe), with the tiles whose rows or columns
 # saw fewer than KNNWB_CUDA_FUSED_AFTER tiles (default 2) left to the filter, side by side in one
-# call: the fused-tiles test against the CPU backend, memcheck of a fused run, the user's whole
+# call: the fused-tiles test against the CPU backend, memcheck and racecheck of a fused run, the user's whole
 # command on the real-like matrix (ROWS: real_like_check.sh --rows; Pearson k = 20) and on
 # 1,000,000 rows of 50 clusters at d = 32, 64, 128 (cosine k = 30), in alternating rounds with the
 # lists' digests, on each GPU set of GPUS, and ncu of one mid-loop launch of each kernel.
@@ -33,6 +33,11 @@ if [ "$quick" != 1 ]; then
   KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_AFTER=0 timeout 300 compute-sanitizer --tool memcheck --leak-check no \
     $k knn $d/small.npy -k 20 -m pearson -o $d/m.npy >"$out/memcheck.log" 2>&1
   echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log")"
+  # a pool of 50 pairs and tiles of 4,096: blocks and lines lose pairs, the merge recomputes them
+  KNNWB_CUDA_FUSED=1 KNNWB_CUDA_FUSED_AFTER=0 KNNWB_CUDA_FUSED_ROOM=50 KNNWB_CUDA_MAX_TILE=4096 \
+    timeout 300 compute-sanitizer --tool racecheck $k knn $d/small.npy -k 20 -m pearson -o $d/m.npy \
+    >"$out/racecheck.log" 2>&1
+  echo "racecheck rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | head -1)"
 fi
 # SETTINGS: ";"-separated settings of space-separated VAR=VALUE pairs
 # (KNNWB_CUDA_FUSED= is the default: the measurement decides)
