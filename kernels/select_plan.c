@@ -140,9 +140,10 @@ int knnwb_select_plan_fused_pairs(int tile, size_t tile_bytes, int room_limit, K
   return 1;
 }
 
-KnnwbFusedProbeStep knnwb_select_plan_fused_probe(long n, long window, int *mark)
+KnnwbFusedProbeStep knnwb_select_plan_fused_probe(long n, long window, long first_windows,
+                                                  int *mark)
 {
-  const long every = 32 * window, first = every / 4;
+  const long every = 32 * window, first = first_windows * window;
   *mark = -1;
   if (n < first)
     return KNNWB_FUSED_PROBE_LAST;
@@ -160,6 +161,11 @@ KnnwbFusedProbeStep knnwb_select_plan_fused_probe(long n, long window, int *mark
 long knnwb_select_plan_probe_window(void)
 {
   return knnwb_select_plan_env("KNNWB_CUDA_FUSED_PROBE", 64, 1, 4096);
+}
+
+long knnwb_select_plan_probe_first(void)
+{
+  return knnwb_select_plan_env("KNNWB_CUDA_FUSED_FIRST", 8, 0, 1024);
 }
 
 int knnwb_select_plan_fused_wins(const float ms[4])

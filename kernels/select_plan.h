@@ -166,17 +166,23 @@ typedef enum {
 
 /**
  * The measurement of fused against filtered tiles, for the n-th tile (from 0) that may be fused,
- * in windows of `window` tiles (at least 1): the first 8 windows are filtered (a fused tile whose
- * rows' thresholds are still loose passes so many pairs that its blocks lose lines); then, of
+ * in windows of `window` tiles (at least 1): the first first_windows windows are filtered (a fused
+ * tile whose rows' thresholds are still loose passes so many pairs that its blocks lose lines,
+ * and measured there it would mislead); then, of
  * every 32 windows, the first four go fused, filtered, filtered, fused (a trend in the tiles'
  * cost falls on both alike), and the tile after them decides for the rest of the period. *mark:
  * the window (0..4) whose start this tile is, whose time starts there (the worker marks its
  * selection stream before the tile), else -1. O(1).
  */
-KnnwbFusedProbeStep knnwb_select_plan_fused_probe(long n, long window, int *mark);
+KnnwbFusedProbeStep knnwb_select_plan_fused_probe(long n, long window, long first_windows,
+                                                  int *mark);
 
 /** Tiles of a measurement window: KNNWB_CUDA_FUSED_PROBE (1 to 4,096), default 64. O(1). */
 long knnwb_select_plan_probe_window(void);
+
+/** Windows filtered before the first measurement: KNNWB_CUDA_FUSED_FIRST (0 to 1,024), default
+ * 8. O(1). */
+long knnwb_select_plan_probe_first(void);
 
 /** Whether the fused windows (ms[0] + ms[3], their times in ms) beat the filtered ones (ms[1] +
  * ms[2]); a tie goes to filtered. O(1). */

@@ -103,7 +103,8 @@ bool Worker::fused_probe()
     return fused_choice_ == 1;
   int mark = -1;
   const long window = knnwb_select_plan_probe_window();
-  const KnnwbFusedProbeStep step = knnwb_select_plan_fused_probe(fusable_tiles_++, window, &mark);
+  const KnnwbFusedProbeStep step = knnwb_select_plan_fused_probe(
+      fusable_tiles_++, window, knnwb_select_plan_probe_first(), &mark);
   if (mark >= 0 && cudaEventRecord(probe_mark_[mark], select_stream_) != cudaSuccess) {
     (void)cudaGetLastError();
     probe_off_ = true;

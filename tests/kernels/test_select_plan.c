@@ -288,30 +288,36 @@ static void test_plan_fused_probe(void)
 {
   int mark = 0;
   for (long n = 0; n < 32; n++) {
-    g_assert_cmpint(knnwb_select_plan_fused_probe(n, 4, &mark), ==, KNNWB_FUSED_PROBE_LAST);
+    g_assert_cmpint(knnwb_select_plan_fused_probe(n, 4, 8, &mark), ==, KNNWB_FUSED_PROBE_LAST);
     g_assert_cmpint(mark, ==, -1);
   }
   for (long period = 0; period < 3; period++) {
     const long start = 32 + 128 * period;
     for (long t = 0; t < 16; t++) {
-      const KnnwbFusedProbeStep step = knnwb_select_plan_fused_probe(start + t, 4, &mark);
+      const KnnwbFusedProbeStep step = knnwb_select_plan_fused_probe(start + t, 4, 8, &mark);
       const long w = t / 4;
       g_assert_cmpint(step, ==,
                       w == 0 || w == 3 ? KNNWB_FUSED_PROBE_FUSED : KNNWB_FUSED_PROBE_FILTERED);
       g_assert_cmpint(mark, ==, t % 4 == 0 ? (int)w : -1);
     }
-    g_assert_cmpint(knnwb_select_plan_fused_probe(start + 16, 4, &mark), ==,
+    g_assert_cmpint(knnwb_select_plan_fused_probe(start + 16, 4, 8, &mark), ==,
                     KNNWB_FUSED_PROBE_DECIDE);
     g_assert_cmpint(mark, ==, 4);
     for (long t = 17; t < 128; t++) {
-      g_assert_cmpint(knnwb_select_plan_fused_probe(start + t, 4, &mark), ==,
+      g_assert_cmpint(knnwb_select_plan_fused_probe(start + t, 4, 8, &mark), ==,
                       KNNWB_FUSED_PROBE_LAST);
       g_assert_cmpint(mark, ==, -1);
     }
   }
+  /* no window filtered first: the first tile starts the first measurement; two: its 8th */
+  g_assert_cmpint(knnwb_select_plan_fused_probe(0, 4, 0, &mark), ==, KNNWB_FUSED_PROBE_FUSED);
+  g_assert_cmpint(mark, ==, 0);
+  g_assert_cmpint(knnwb_select_plan_fused_probe(7, 4, 2, &mark), ==, KNNWB_FUSED_PROBE_LAST);
+  g_assert_cmpint(knnwb_select_plan_fused_probe(8, 4, 2, &mark), ==, KNNWB_FUSED_PROBE_FUSED);
+  g_assert_cmpint(mark, ==, 0);
   /* windows of one tile: every tile of the four is a window's start */
   for (long t = 0; t < 5; t++) {
-    knnwb_select_plan_fused_probe(8 + t, 1, &mark);
+    knnwb_select_plan_fused_probe(8 + t, 1, 8, &mark);
     g_assert_cmpint(mark, ==, (int)t);
   }
   const float fused_faster[4] = {1.0f, 2.0f, 2.0f, 1.5f},
