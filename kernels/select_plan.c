@@ -165,7 +165,7 @@ long knnwb_select_plan_probe_window(void)
 
 long knnwb_select_plan_probe_first(void)
 {
-  return knnwb_select_plan_env("KNNWB_CUDA_FUSED_FIRST", 8, 0, 1024);
+  return knnwb_select_plan_env("KNNWB_CUDA_FUSED_FIRST", 2, 0, 1024);
 }
 
 int knnwb_select_plan_fused_wins(const float ms[4])

@@ -246,7 +246,7 @@ static void test_fused_tiles(void)
     g_unsetenv("KNNWB_CUDA_MAX_TILE");
   }
   /* the default: each worker measures fused and filtered tiles in windows (both kinds in turn),
-   * then keeps the faster; windows of 4 tiles (the first 32 tiles that may be fused filtered, then
+   * then keeps the faster; windows of 4 tiles (the first 8 tiles that may be fused filtered, then
    * 16 measured of every 128), and tiles of 128 give 3,001 rows 300 tiles */
   g_autoptr(KnnwbMatrix) many = knnwb_test_random_matrix(3001, 45, 46);
   g_setenv("KNNWB_CUDA_FUSED", "", TRUE);
