@@ -36,8 +36,12 @@
  * twice cuBLAS's L2 reads (its 256 x 128 tiles in clusters of 2 share operands by multicast); PC
  * samples 30% in the main loop (waits for the copies and the MMAs), 22% in the tests, 38% in the
  * exact passes. Doing a warp's exact passes in one batch (thresholds and atomics at once) was
- * slower (205 us). What remains: a persistent, warp-specialized kernel whose epilogue overlaps the
- * next block's MMAs, and larger tiles with multicast (docs/performance-gpu.md).
+ * slower (205 us). Two blocks of 90 registers a thread fill an SM's registers, so a block's waits
+ * on memory are what it mostly does: its thresholds are read while its operands are on their way
+ * (real-like tile loop 1.25 s against 1.57 s when read after the products). Tried and left out:
+ * persistent blocks copying the next block's operands during this one's tests (no gain, and less
+ * room for kept pairs), and exact passes on the registers (slower: instruction cache, bank
+ * conflicts). What remains: larger blocks with multicast (docs/performance-gpu.md).
  *
  * Built only for sm_90a (kernels/CMakeLists.txt): wgmma is an arch-specific instruction with no
  * forward compatibility, so without 90 among the architectures the launcher reports
