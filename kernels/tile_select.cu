@@ -691,6 +691,8 @@ cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, c
    * cap is a multiple of 32: sub-tiles stay 16-byte aligned for the filter's vector loads. */
   if (!geom.fresh || geom.do_cols || geom.n_cols <= state.cap)
     return filter_and_merge(state, geom, false, stream);
+  if (fresh_select_fits(state, geom))
+    return launch_fresh_select(state, geom, stream);
   SelectState eager = state;
   eager.lazy_limit = 0;
   /* rows of kc + cap entries fit a warp's merge; larger ones would all be deferred */

@@ -150,10 +150,11 @@ static KnnwbMatrix *adversarial_matrix(size_t n, size_t d, guint32 seed)
 
 /* n x d rows on an arc (angles 0.5 .. 2 in the first two components, small noise in the others),
  * and row 0 at angle pi: from row 0, every later row is nearer than the ones before it (cosine,
- * euclidean). A fresh tile is filtered in column stages of doubling width against the kc-th best
- * of the columns before: row 0's third stage passes every one of its 192 columns, more than a
- * candidate buffer holds (cap = 96 at k = 20), so that row leaves the warp merge for the block
- * merge, which re-reads the line (tile_select.cu, merge_warp_kernel). */
+ * euclidean). With KNNWB_CUDA_FRESH=stages a fresh tile is filtered in column stages of doubling
+ * width against the kc-th best of the columns before: row 0's third stage passes every one of its
+ * 192 columns, more than a candidate buffer holds (cap = 96 at k = 20), so that row leaves the
+ * warp merge for the block merge, which re-reads the line (tile_select.cu, merge_warp_kernel).
+ * By default the fresh tile's kernel (tile_fresh.cu) sees row 0's best pairs last. */
 static KnnwbMatrix *arc_matrix(size_t n, size_t d, guint32 seed)
 {
   g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
@@ -170,21 +171,30 @@ static KnnwbMatrix *arc_matrix(size_t n, size_t d, guint32 seed)
   return m;
 }
 
-/* Fresh tiles whose stages overflow a row's buffer (arc_matrix), on one tile and on many tiles
- * of two GPUs, every metric, in the default (FP16 for k <= 256) and the FP32 screen. */
+/* Fresh tiles on the arc (arc_matrix) and with near ties and duplicates (adversarial_matrix: equal
+ * keys at a list's boundary), selected by the one kernel and in column stages whose rows overflow
+ * a buffer, on one tile and on many tiles of two GPUs, every metric, in the default (FP16 for
+ * k <= 256) and the FP32 screen. */
 static void test_fresh_tile_overflow(void)
 {
   if (!gpu_or_skip())
     return;
-  g_autoptr(KnnwbMatrix) m = arc_matrix(1201, 9, 31);
+  g_autoptr(KnnwbMatrix) arc = arc_matrix(1201, 9, 31);
+  g_autoptr(KnnwbMatrix) ties = adversarial_matrix(1333, 19, 37);
   static const KnnwbScreen screens[] = {KNNWB_SCREEN_AUTO, KNNWB_SCREEN_FP32};
-  for (size_t s = 0; s < G_N_ELEMENTS(screens); s++) {
-    gpu_screen = screens[s];
-    for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
-      compare(m, metric, 20, 0, 1);
-      compare(m, metric, 20, 96 * MIB + 3 * MIB, 2);
+  static const char *const ways[] = {"stages", "kernel"};
+  for (size_t w = 0; w < G_N_ELEMENTS(ways); w++) {
+    g_setenv("KNNWB_CUDA_FRESH", ways[w], TRUE);
+    for (size_t s = 0; s < G_N_ELEMENTS(screens); s++) {
+      gpu_screen = screens[s];
+      for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+        compare(arc, metric, 20, 0, 1);
+        compare(arc, metric, 20, 96 * MIB + 3 * MIB, 2);
+        compare(ties, metric, 33, 96 * MIB + 1 * MIB, 1);
+      }
     }
   }
+  g_unsetenv("KNNWB_CUDA_FRESH");
   gpu_screen = KNNWB_SCREEN_AUTO;
 }
 

@@ -1,0 +1,250 @@
+/*
+ * The selection of a fresh tile (TileGeom.fresh: rows that have seen no pair yet, their diagonal
+ * tile or a panel's first; row pass only) in one kernel. A block per row holds the row's line as
+ * sortable keys in shared memory, with the row's list and pending candidates in front, finds the
+ * kc-th smallest key by a radix select over shared memory (four passes of 8 bits) and writes the
+ * kc best as the row's new list, in the order of their places (list, candidates, then the line's
+ * columns): equal keys at the boundary are taken first-placed first, so the list does not depend
+ * on the order in which threads ran.
+ *
+ * Why: with +inf thresholds every pair passes a filter, so tile_select.cu filters such a tile in
+ * column stages of doubling width, a filter and a merge launched over all the tile's rows each
+ * time (about 20 launches a tile). One read of the tile and shared memory instead.
+ */
+#include "tile_common.cuh"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace knnwb_cuda
+{
+namespace
+{
+
+constexpr int kFreshThreads = 512;
+constexpr int kFreshWarps = kFreshThreads / 32;
+constexpr uint32_t kFreshEmpty = 0xffffffffu;
+
+struct FreshShared {
+  unsigned hist[256];
+  unsigned warp_total[kFreshWarps];
+  unsigned warp_equal[kFreshWarps];
+  unsigned digit;
+  unsigned kprime;
+  unsigned valid;
+};
+
+/* Exclusive prefix sums over the block of each thread's (less, equal) counts, in thread order;
+ * every thread calls it. *total_less: the block's sum of less. */
+__device__ __forceinline__ void block_scan_pair(int less, int equal, FreshShared &sh,
+                                                int *less_before, int *equal_before,
+                                                int *total_less)
+{
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int incl_less = warp_inclusive_sum(less), incl_equal = warp_inclusive_sum(equal);
+  if (lane == 31) {
+    sh.warp_total[warp] = (unsigned)incl_less;
+    sh.warp_equal[warp] = (unsigned)incl_equal;
+  }
+  __syncthreads();
+  int before_less = incl_less - less, before_equal = incl_equal - equal, all_less = 0;
+  for (int w = 0; w < kFreshWarps; w++) {
+    if (w < warp) {
+      before_less += (int)sh.warp_total[w];
+      before_equal += (int)sh.warp_equal[w];
+    }
+    all_less += (int)sh.warp_total[w];
+  }
+  *less_before = before_less;
+  *equal_before = before_equal;
+  *total_less = all_less;
+  __syncthreads();
+}
+
+/*
+ * The key of the sh.kprime-th smallest of keys[0, n) (1-based), a digit per pass; on return
+ * sh.kprime is how many keys equal to it belong to the smallest. Every thread calls it.
+ */
+__device__ uint32_t fresh_pivot(const uint32_t *keys, int n, FreshShared &sh)
+{
+  uint32_t prefix = 0;
+  for (int pass = 0; pass < 4; pass++) {
+    const int shift = 24 - 8 * pass;
+    const uint32_t high_mask = pass == 0 ? 0u : (0xffffffffu << (32 - 8 * pass));
+    if (threadIdx.x < 256)
+      sh.hist[threadIdx.x] = 0;
+    __syncthreads();
+    /* every lane of a warp runs the same iterations (histogram_add's warp intrinsics) */
+    for (int base = 0; base < n; base += kFreshThreads) {
+      const int t = base + (int)threadIdx.x;
+      const uint32_t key = t < n ? keys[t] : 0u;
+      histogram_add(sh.hist, t < n && (key & high_mask) == prefix, (key >> shift) & 0xffu);
+    }
+    __syncthreads();
+    /* the block scans the 256 bins; the bin holding the kprime-th key is the next digit */
+    const unsigned h = threadIdx.x < 256 ? sh.hist[threadIdx.x] : 0u;
+    const unsigned incl = (unsigned)warp_inclusive_sum((int)h);
+    if ((threadIdx.x & 31) == 31)
+      sh.warp_total[threadIdx.x >> 5] = incl;
+    __syncthreads();
+    unsigned before = incl - h;
+    for (int w = 0; w < (int)(threadIdx.x >> 5); w++)
+      before += sh.warp_total[w];
+    const unsigned kprime = sh.kprime;
+    __syncthreads();
+    if (before < kprime && kprime <= before + h) {
+      sh.digit = threadIdx.x;
+      sh.kprime = kprime - before;
+    }
+    __syncthreads();
+    prefix |= sh.digit << shift;
+  }
+  return prefix;
+}
+
+/*
+ * Grid: one block of kFreshThreads per row of the tile; dynamic shared memory (kc + cap + n_cols)
+ * keys and (kc + cap) indices. Reads the row's list, its pending candidates (at most cap: a fresh
+ * row has not overflowed) and its line; writes its list, threshold and count.
+ */
+__global__ void __launch_bounds__(kFreshThreads) fresh_kernel(SelectState st, TileGeom g)
+{
+  extern __shared__ uint32_t fresh_shared[];
+  __shared__ FreshShared sh;
+  const int held = st.kc + st.cap; /* list and candidate slots before the line */
+  const int n = held + g.n_cols;
+  uint32_t *keys = fresh_shared;
+  int *held_index = reinterpret_cast<int *>(fresh_shared + n);
+  const int i = blockIdx.x, row = g.row_state0 + i;
+  const float thr_row = st.thr[row];
+  const int buffered = min(st.count[row], st.cap);
+  if (threadIdx.x == 0) {
+    sh.kprime = (unsigned)st.kc;
+    sh.valid = 0;
+  }
+  __syncthreads();
+
+  int valid = 0;
+  for (int t = threadIdx.x; t < held; t += kFreshThreads) {
+    int idx = -1;
+    float score = 0.0f;
+    if (t < st.kc) {
+      idx = st.list_index[(size_t)row * st.kc + t];
+      score = st.list_score[(size_t)row * st.kc + t];
+    } else if (t - st.kc < buffered) {
+      idx = st.cand_index[(size_t)row * st.cap + (t - st.kc)];
+      score = st.cand_score[(size_t)row * st.cap + (t - st.kc)];
+    }
+    keys[t] = idx < 0 ? kFreshEmpty : float_key(score);
+    held_index[t] = idx;
+    valid += idx >= 0;
+  }
+  const size_t elem = g.half_tile ? sizeof(__half) : sizeof(float);
+  const void *line = static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem;
+  const int self = g.self ? g.row_global0 + i : -1;
+  const int group = g.row_group ? g.row_group[g.row_global0 + i] : 0;
+#pragma unroll 4
+  for (int t = threadIdx.x; t < g.n_cols; t += kFreshThreads) {
+    const int cand = g.col_global0 + t;
+    const float v = tile_value(line, g.half_tile != 0, g.tile_scale, (size_t)t);
+    const float s = score_of(g.kind, v, g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f);
+    /* as the filter: only a pair strictly below the threshold (never NaN) enters */
+    const bool ok = cand != self && !(g.invalid && g.invalid[cand]) &&
+                    !(g.row_group && g.col_group[cand] == group) && s < thr_row;
+    keys[held + t] = ok ? float_key(s) : kFreshEmpty;
+    valid += ok;
+  }
+  atomicAdd(&sh.valid, (unsigned)valid);
+  __syncthreads();
+
+  /* fewer than kc pairs: every one is taken and the list keeps empty slots */
+  const bool full = sh.valid >= (unsigned)st.kc;
+  const uint32_t pivot = full ? fresh_pivot(keys, n, sh) : kFreshEmpty;
+  const int take_equal = full ? (int)sh.kprime : 0;
+
+  /* each thread's places form a run, so that the output keeps the places' order */
+  const int per = (n + kFreshThreads - 1) / kFreshThreads;
+  const int t0 = min((int)threadIdx.x * per, n), t1 = min(t0 + per, n);
+  int less = 0, equal = 0;
+  for (int t = t0; t < t1; t++) {
+    less += keys[t] < pivot;
+    equal += keys[t] == pivot;
+  }
+  int out, equal_before, total_less;
+  block_scan_pair(less, equal, sh, &out, &equal_before, &total_less);
+  float *list_score = st.list_score + (size_t)row * st.kc;
+  int *list_index = st.list_index + (size_t)row * st.kc;
+  const int taken = total_less + take_equal;
+  /* a key's slot: the keys taken before its place, the smaller ones and the equal ones taken */
+  for (int t = t0; t < t1; t++) {
+    const uint32_t key = keys[t];
+    int slot = -1;
+    if (key < pivot)
+      slot = out++ + min(equal_before, take_equal);
+    else if (key == pivot && equal_before < take_equal)
+      slot = out + equal_before;
+    equal_before += key == pivot;
+    if (slot < 0)
+      continue;
+    list_index[slot] = t < held ? held_index[t] : g.col_global0 + (t - held);
+    list_score[slot] = key_float(key);
+  }
+  const float inf = __int_as_float(0x7f800000);
+  for (int t = taken + (int)threadIdx.x; t < st.kc; t += kFreshThreads) {
+    list_index[t] = -1;
+    list_score[t] = inf;
+  }
+  if (threadIdx.x == 0) {
+    /* min: a row may hold a bound imported from another GPU's lists, never loosened */
+    st.thr[row] = fminf(thr_row, full ? key_float(pivot) : inf);
+    st.count[row] = 0;
+    if (st.stats) {
+      atomicAdd(&st.stats[0], (unsigned long long)taken);
+      atomicAdd(&st.stats[1], 1ull);
+    }
+  }
+}
+
+/* KNNWB_CUDA_FRESH=stages: fresh tiles filtered in column stages (to compare). Read at every
+ * fresh tile (a getenv, no cache), so that a test can compare the two in one process. */
+bool fresh_stages_only(void)
+{
+  const char *v = getenv("KNNWB_CUDA_FRESH");
+  return v != nullptr && strcmp(v, "stages") == 0;
+}
+
+size_t fresh_shared_bytes(const SelectState &state, const TileGeom &geom)
+{
+  const size_t held = (size_t)state.kc + (size_t)state.cap;
+  return (held + (size_t)geom.n_cols) * sizeof(uint32_t) + held * sizeof(int);
+}
+
+} // namespace
+
+bool fresh_select_fits(const SelectState &state, const TileGeom &geom)
+{
+  if (fresh_stages_only() || !geom.tile || !geom.fresh || geom.do_cols)
+    return false;
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return fresh_shared_bytes(state, geom) + sizeof(FreshShared) <= (size_t)optin;
+}
+
+cudaError_t launch_fresh_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
+{
+  const size_t shared = fresh_shared_bytes(state, geom);
+  cudaError_t err =
+      cudaFuncSetAttribute(fresh_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+  if (err != cudaSuccess)
+    return err;
+  fresh_kernel<<<geom.n_rows, kFreshThreads, shared, stream>>>(state, geom);
+  return cudaGetLastError();
+}
+
+} // namespace knnwb_cuda
