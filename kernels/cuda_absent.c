@@ -50,6 +50,14 @@ int knnwb_cuda_started(void)
   return 0;
 }
 
+void knnwb_cuda_release_begin(void)
+{
+}
+
+void knnwb_cuda_release_wait(void)
+{
+}
+
 size_t knnwb_cuda_free_bytes(int device)
 {
   (void)device;

@@ -90,6 +90,11 @@ void staging_give(void *buffer)
   pinned_pool().give(buffer);
 }
 
+void staging_free_cached()
+{
+  PinnedPool::free_cached();
+}
+
 void parallel_copy(void *dst, const void *src, size_t bytes, int threads)
 {
   const size_t min_part = 2u << 20;

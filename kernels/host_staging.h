@@ -23,6 +23,9 @@ void *staging_take();
 /** Returns a buffer of staging_take (NULL is ignored); kept for reuse, freed at exit. */
 void staging_give(void *buffer);
 
+/** Frees the pool's buffers that no caller holds (at exit, or when the GPUs are given back). */
+void staging_free_cached();
+
 /**
  * memcpy split over up to threads threads (parts of at least 2 MiB): one core copies pageable
  * memory at a fraction of a PCIe 5 DMA's bandwidth, and first-touch page faults are per core.

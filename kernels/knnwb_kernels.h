@@ -216,6 +216,16 @@ void knnwb_cuda_start_wait(void);
  * knnwb_cuda_device_count ran): its exit then tears contexts down. Waits for a start. */
 int knnwb_cuda_started(void);
 /**
+ * Begins giving back every GPU this process started (knnwb_cuda_started): each primary context is
+ * reset on a helper thread, which frees its device memory, and the pinned staging pool is freed;
+ * returns at once. For a process that makes no further CUDA call of any kind (every pointer,
+ * handle and choice made before becomes invalid). Nothing with KNNWB_GPU_RELEASE=0, when no GPU
+ * was started, or once begun. Never fails.
+ */
+void knnwb_cuda_release_begin(void);
+/** Waits for the release begun by knnwb_cuda_release_begin (at once when none). */
+void knnwb_cuda_release_wait(void);
+/**
  * Begins, on helper threads (one a GPU), the timed choice of the tile GEMM that a search of
  * n_query x n_reference rows of dim columns under an FP16 screen makes before its first tile, on
  * the GPUs devices lists (as knnwb_cuda_start), so that the search finds it made: 0.15-0.19 s of

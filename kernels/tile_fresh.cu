@@ -25,6 +25,10 @@ namespace
 constexpr int kFreshThreads = 512;
 constexpr int kFreshWarps = kFreshThreads / 32;
 constexpr uint32_t kFreshEmpty = 0xffffffffu;
+/* the line's sample whose kc-th key bounds the row's (about this many columns), and the room for
+ * the keys under that bound: with a line of 16,384 columns three blocks fit an SM's 228 KB */
+constexpr int kFreshSample = 2048;
+constexpr int kFreshRoom = 1024;
 
 struct FreshShared {
   unsigned hist[256];
@@ -33,6 +37,7 @@ struct FreshShared {
   unsigned digit;
   unsigned kprime;
   unsigned valid;
+  unsigned n_room;
 };
 
 /* Exclusive prefix sums over the block of each thread's (less, equal) counts, in thread order;
@@ -63,11 +68,15 @@ __device__ __forceinline__ void block_scan_pair(int less, int equal, FreshShared
 }
 
 /*
- * The key of the sh.kprime-th smallest of keys[0, n) (1-based), a digit per pass; on return
- * sh.kprime is how many keys equal to it belong to the smallest. Every thread calls it.
+ * The key of the kprime-th smallest (1-based) of keys[0], keys[stride], ... (n keys), a digit per
+ * pass; on return sh.kprime is how many keys equal to it belong to the kprime smallest. Every
+ * thread calls it.
  */
-__device__ uint32_t fresh_pivot(const uint32_t *keys, int n, FreshShared &sh)
+__device__ uint32_t fresh_pivot(const uint32_t *keys, int n, int stride, unsigned kprime,
+                                FreshShared &sh)
 {
+  if (threadIdx.x == 0)
+    sh.kprime = kprime;
   uint32_t prefix = 0;
   for (int pass = 0; pass < 4; pass++) {
     const int shift = 24 - 8 * pass;
@@ -78,7 +87,7 @@ __device__ uint32_t fresh_pivot(const uint32_t *keys, int n, FreshShared &sh)
     /* every lane of a warp runs the same iterations (histogram_add's warp intrinsics) */
     for (int base = 0; base < n; base += kFreshThreads) {
       const int t = base + (int)threadIdx.x;
-      const uint32_t key = t < n ? keys[t] : 0u;
+      const uint32_t key = t < n ? keys[(size_t)t * stride] : 0u;
       histogram_add(sh.hist, t < n && (key & high_mask) == prefix, (key >> shift) & 0xffu);
     }
     __syncthreads();
@@ -91,11 +100,11 @@ __device__ uint32_t fresh_pivot(const uint32_t *keys, int n, FreshShared &sh)
     unsigned before = incl - h;
     for (int w = 0; w < (int)(threadIdx.x >> 5); w++)
       before += sh.warp_total[w];
-    const unsigned kprime = sh.kprime;
+    const unsigned want = sh.kprime;
     __syncthreads();
-    if (before < kprime && kprime <= before + h) {
+    if (before < want && want <= before + h) {
       sh.digit = threadIdx.x;
-      sh.kprime = kprime - before;
+      sh.kprime = want - before;
     }
     __syncthreads();
     prefix |= sh.digit << shift;
@@ -104,9 +113,59 @@ __device__ uint32_t fresh_pivot(const uint32_t *keys, int n, FreshShared &sh)
 }
 
 /*
+ * Copies the keys of keys[0, n) at most bound to room (kFreshRoom keys), in any order; returns
+ * how many there are (more than kFreshRoom: room holds only some). Every thread calls it.
+ */
+__device__ int keys_under(const uint32_t *keys, int n, uint32_t bound, uint32_t *room,
+                          FreshShared &sh)
+{
+  if (threadIdx.x == 0)
+    sh.n_room = 0;
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  for (int base = 0; base < n; base += kFreshThreads) {
+    const int t = base + (int)threadIdx.x;
+    const uint32_t key = t < n ? keys[t] : kFreshEmpty;
+    const bool under = t < n && key <= bound;
+    const unsigned ballot = __ballot_sync(kFullMask, under);
+    int first = 0;
+    if (lane == 0 && ballot)
+      first = (int)atomicAdd(&sh.n_room, (unsigned)__popc(ballot));
+    first = __shfl_sync(kFullMask, first, 0);
+    const int at = first + __popc(ballot & ((1u << lane) - 1u));
+    if (under && at < kFreshRoom)
+      room[at] = key;
+  }
+  __syncthreads();
+  return (int)sh.n_room;
+}
+
+/*
+ * The kc-th smallest of keys[0, held + n_cols) (held list and candidate keys, then the line's),
+ * with sh.kprime as fresh_pivot leaves it. The kc-th key of every step-th column bounds it from
+ * above (a subset's kc-th is never smaller), so the radix select runs on the keys under that
+ * bound alone, about kc * step of them, instead of all; where they do not fit room, on all.
+ */
+__device__ uint32_t row_pivot(const uint32_t *keys, int held, int n_cols, int kc, uint32_t *room,
+                              FreshShared &sh)
+{
+  const int n = held + n_cols;
+  const int step = n_cols / kFreshSample;
+  if (step >= 4 && 2 * kc * step <= kFreshRoom) {
+    const uint32_t bound = fresh_pivot(keys + held, n_cols / step, step, (unsigned)kc, sh);
+    if (bound != kFreshEmpty) {
+      const int under = keys_under(keys, n, bound, room, sh);
+      if (under <= kFreshRoom)
+        return fresh_pivot(room, under, 1, (unsigned)kc, sh);
+    }
+  }
+  return fresh_pivot(keys, n, 1, (unsigned)kc, sh);
+}
+
+/*
  * Grid: one block of kFreshThreads per row of the tile; dynamic shared memory (kc + cap + n_cols)
- * keys and (kc + cap) indices. Reads the row's list, its pending candidates (at most cap: a fresh
- * row has not overflowed) and its line; writes its list, threshold and count.
+ * keys, (kc + cap) indices and kFreshRoom keys. Reads the row's list, its pending candidates (at
+ * most cap: a fresh row has not overflowed) and its line; writes its list, threshold and count.
  */
 __global__ void __launch_bounds__(kFreshThreads) fresh_kernel(SelectState st, TileGeom g)
 {
@@ -116,6 +175,7 @@ __global__ void __launch_bounds__(kFreshThreads) fresh_kernel(SelectState st, Ti
   const int n = held + g.n_cols;
   uint32_t *keys = fresh_shared;
   int *held_index = reinterpret_cast<int *>(fresh_shared + n);
+  uint32_t *room = fresh_shared + n + held;
   const int i = blockIdx.x, row = g.row_state0 + i;
   const float thr_row = st.thr[row];
   const int buffered = min(st.count[row], st.cap);
@@ -160,7 +220,7 @@ __global__ void __launch_bounds__(kFreshThreads) fresh_kernel(SelectState st, Ti
 
   /* fewer than kc pairs: every one is taken and the list keeps empty slots */
   const bool full = sh.valid >= (unsigned)st.kc;
-  const uint32_t pivot = full ? fresh_pivot(keys, n, sh) : kFreshEmpty;
+  const uint32_t pivot = full ? row_pivot(keys, held, g.n_cols, st.kc, room, sh) : kFreshEmpty;
   const int take_equal = full ? (int)sh.kprime : 0;
 
   /* each thread's places form a run, so that the output keeps the places' order */
@@ -217,7 +277,7 @@ bool fresh_stages_only(void)
 size_t fresh_shared_bytes(const SelectState &state, const TileGeom &geom)
 {
   const size_t held = (size_t)state.kc + (size_t)state.cap;
-  return (held + (size_t)geom.n_cols) * sizeof(uint32_t) + held * sizeof(int);
+  return (held + (size_t)geom.n_cols + kFreshRoom) * sizeof(uint32_t) + held * sizeof(int);
 }
 
 } // namespace

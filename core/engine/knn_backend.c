@@ -61,6 +61,16 @@ gboolean knnwb_knn_devices_started(void)
   return knnwb_cuda_started() != 0;
 }
 
+void knnwb_knn_devices_release(void)
+{
+  knnwb_cuda_release_begin();
+}
+
+void knnwb_knn_devices_release_wait(void)
+{
+  knnwb_cuda_release_wait();
+}
+
 gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options)
 {
   if (options->backend == KNNWB_BACKEND_CPU)

@@ -99,7 +99,9 @@ int main(int argc, char **argv)
       if (group == NULL && knnwb_knn_devices_started()) {
         /* Every output is committed (written, synced, renamed) by now. CUDA's teardown at exit
          * (each context destroyed, its pinned host memory unpinned) took 0.2 s of every GPU
-         * command on one H200 and changes nothing the user sees: the system frees it all. */
+         * command on one H200 and changes nothing the user sees: the system frees it all, or a
+         * command gave the GPUs back while it wrote (knnwb_knn_devices_release). */
+        knnwb_knn_devices_release_wait();
         fflush(stdout);
         fflush(stderr);
         _exit(status);

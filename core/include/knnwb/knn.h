@@ -159,6 +159,16 @@ void knnwb_knn_devices_wait(void);
 /** Whether this process started CUDA and found a GPU (so that its exit tears GPU contexts down).
  * Waits for knnwb_knn_devices_start's work. Never fails. */
 gboolean knnwb_knn_devices_started(void);
+/**
+ * Begins giving back the GPUs this process started (their contexts reset, device and pinned
+ * memory freed) on helper threads and returns at once, so that this overlaps the caller's
+ * write instead of the process's exit (0.12-0.26 s on H200s). Only for a process that makes no
+ * further GPU call: a later search on the cuda backend is undefined. Nothing when no GPU was
+ * started or with KNNWB_GPU_RELEASE=0. Never fails.
+ */
+void knnwb_knn_devices_release(void);
+/** Waits for knnwb_knn_devices_release's work (at once when there is none). */
+void knnwb_knn_devices_release_wait(void);
 
 /** Fills options with defaults (pearson, k = 10, auto backend, all threads, 256 MiB). */
 void knnwb_knn_options_init(KnnwbKnnOptions *options);

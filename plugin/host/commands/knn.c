@@ -450,6 +450,10 @@ static gboolean knnwb_knn_compute(KnnwbKnnRun *run, GError **error)
   }
   run->knn_done = g_get_monotonic_time();
   run->backend_used = g_strdup(run->neighbors->backend_used);
+  /* One process makes one search: its GPUs are given back while the lists are written (main
+   * waits for that before the exit). Ranks keep theirs until MPI's finalize. */
+  if (run->group == NULL)
+    knnwb_knn_devices_release();
   if (run->group != NULL && !run->rows_in_place && !run->edges_in_place) {
     /* Rank 0 builds the graph or writes every row: it alone holds every list. */
     g_autoptr(KnnwbNeighbors) own = g_steal_pointer(&run->neighbors);
