@@ -112,6 +112,19 @@ __device__ uint32_t fresh_pivot(const uint32_t *keys, int n, int stride, unsigne
   return prefix;
 }
 
+/* The key of line element t (product v) of a row: its score's, or kFreshEmpty where the pair may
+ * not enter (the row itself, an invalid reference, the row's own group), as the filter decides:
+ * only a score strictly below the row's threshold, never NaN. */
+__device__ __forceinline__ uint32_t line_key(const TileGeom &g, float v, int t, int self, int group,
+                                             float thr_row)
+{
+  const int cand = g.col_global0 + t;
+  const float s = score_of(g.kind, v, g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f);
+  const bool ok = cand != self && !(g.invalid && g.invalid[cand]) &&
+                  !(g.row_group && g.col_group[cand] == group) && s < thr_row;
+  return ok ? float_key(s) : kFreshEmpty;
+}
+
 /*
  * Copies the keys of keys[0, n) at most bound to room (kFreshRoom keys), in any order; returns
  * how many there are (more than kFreshRoom: room holds only some). Every thread calls it.
@@ -141,18 +154,19 @@ __device__ int keys_under(const uint32_t *keys, int n, uint32_t bound, uint32_t 
 }
 
 /*
- * The kc-th smallest of keys[0, held + n_cols) (held list and candidate keys, then the line's),
+ * The kc-th smallest of keys[0, line0 + n_cols) (the list's and candidates' keys, then the line's
+ * from line0),
  * with sh.kprime as fresh_pivot leaves it. The kc-th key of every step-th column bounds it from
  * above (a subset's kc-th is never smaller), so the radix select runs on the keys under that
  * bound alone, about kc * step of them, instead of all; where they do not fit room, on all.
  */
-__device__ uint32_t row_pivot(const uint32_t *keys, int held, int n_cols, int kc, uint32_t *room,
+__device__ uint32_t row_pivot(const uint32_t *keys, int line0, int n_cols, int kc, uint32_t *room,
                               FreshShared &sh)
 {
-  const int n = held + n_cols;
+  const int n = line0 + n_cols;
   const int step = n_cols / kFreshSample;
   if (step >= 4 && 2 * kc * step <= kFreshRoom) {
-    const uint32_t bound = fresh_pivot(keys + held, n_cols / step, step, (unsigned)kc, sh);
+    const uint32_t bound = fresh_pivot(keys + line0, n_cols / step, step, (unsigned)kc, sh);
     if (bound != kFreshEmpty) {
       const int under = keys_under(keys, n, bound, room, sh);
       if (under <= kFreshRoom)
@@ -163,16 +177,20 @@ __device__ uint32_t row_pivot(const uint32_t *keys, int held, int n_cols, int kc
 }
 
 /*
- * Grid: one block of kFreshThreads per row of the tile; dynamic shared memory (kc + cap + n_cols)
- * keys, (kc + cap) indices and kFreshRoom keys. Reads the row's list, its pending candidates (at
+ * Grid: one block of kFreshThreads per row of the tile; dynamic shared memory: the keys of the
+ * list and candidate slots (kc + cap, rounded up to 4) and of the line (n_cols), the slots'
+ * indices, kFreshRoom keys. Reads the row's list, its pending candidates (at
  * most cap: a fresh row has not overflowed) and its line; writes its list, threshold and count.
  */
-__global__ void __launch_bounds__(kFreshThreads) fresh_kernel(SelectState st, TileGeom g)
+/* three blocks an SM, as many as the shared memory of a line of 16,384 columns allows: at most 42
+ * registers a thread (without the bound the compiler took 40 and spilled) */
+__global__ void __launch_bounds__(kFreshThreads, 3) fresh_kernel(SelectState st, TileGeom g)
 {
-  extern __shared__ uint32_t fresh_shared[];
+  extern __shared__ __align__(16) uint32_t fresh_shared[];
   __shared__ FreshShared sh;
-  const int held = st.kc + st.cap; /* list and candidate slots before the line */
-  const int n = held + g.n_cols;
+  const int held = st.kc + st.cap;   /* list and candidate slots before the line */
+  const int line0 = (held + 3) & ~3; /* the line's keys 16-byte aligned, empty keys between */
+  const int n = line0 + g.n_cols;
   uint32_t *keys = fresh_shared;
   int *held_index = reinterpret_cast<int *>(fresh_shared + n);
   uint32_t *room = fresh_shared + n + held;
@@ -204,23 +222,47 @@ __global__ void __launch_bounds__(kFreshThreads) fresh_kernel(SelectState st, Ti
   const void *line = static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem;
   const int self = g.self ? g.row_global0 + i : -1;
   const int group = g.row_group ? g.row_group[g.row_global0 + i] : 0;
+  uint32_t *line_keys = keys + line0;
+  for (int t = held + threadIdx.x; t < line0; t += kFreshThreads)
+    keys[t] = kFreshEmpty;
+  int vectored = 0; /* columns read 8 at a time */
+  if (g.half_tile && g.ld % 8 == 0 && reinterpret_cast<uintptr_t>(g.tile) % 16 == 0) {
+    /* 8 halves a load, every load of the thread in flight at once: the line is read in about one
+     * memory latency, where one half a load waited for memory once per 4 */
+    const uint4 *vectors = static_cast<const uint4 *>(line);
+    const int n_vectors = g.n_cols / 8;
 #pragma unroll 4
-  for (int t = threadIdx.x; t < g.n_cols; t += kFreshThreads) {
-    const int cand = g.col_global0 + t;
+    for (int v = threadIdx.x; v < n_vectors; v += kFreshThreads) {
+      const uint4 raw = __ldg(vectors + v);
+      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+      uint32_t key[8];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        __half2 pair;
+        memcpy(&pair, &words[u], sizeof pair);
+        const float2 f = __half22float2(pair);
+        key[2 * u] = line_key(g, f.x * g.tile_scale, 8 * v + 2 * u, self, group, thr_row);
+        key[2 * u + 1] = line_key(g, f.y * g.tile_scale, 8 * v + 2 * u + 1, self, group, thr_row);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        valid += key[u] != kFreshEmpty;
+      reinterpret_cast<uint4 *>(line_keys)[2 * v] = make_uint4(key[0], key[1], key[2], key[3]);
+      reinterpret_cast<uint4 *>(line_keys)[2 * v + 1] = make_uint4(key[4], key[5], key[6], key[7]);
+    }
+    vectored = 8 * n_vectors;
+  }
+  for (int t = vectored + threadIdx.x; t < g.n_cols; t += kFreshThreads) {
     const float v = tile_value(line, g.half_tile != 0, g.tile_scale, (size_t)t);
-    const float s = score_of(g.kind, v, g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f);
-    /* as the filter: only a pair strictly below the threshold (never NaN) enters */
-    const bool ok = cand != self && !(g.invalid && g.invalid[cand]) &&
-                    !(g.row_group && g.col_group[cand] == group) && s < thr_row;
-    keys[held + t] = ok ? float_key(s) : kFreshEmpty;
-    valid += ok;
+    line_keys[t] = line_key(g, v, t, self, group, thr_row);
+    valid += line_keys[t] != kFreshEmpty;
   }
   atomicAdd(&sh.valid, (unsigned)valid);
   __syncthreads();
 
   /* fewer than kc pairs: every one is taken and the list keeps empty slots */
   const bool full = sh.valid >= (unsigned)st.kc;
-  const uint32_t pivot = full ? row_pivot(keys, held, g.n_cols, st.kc, room, sh) : kFreshEmpty;
+  const uint32_t pivot = full ? row_pivot(keys, line0, g.n_cols, st.kc, room, sh) : kFreshEmpty;
   const int take_equal = full ? (int)sh.kprime : 0;
 
   /* each thread's places form a run, so that the output keeps the places' order */
@@ -247,7 +289,7 @@ __global__ void __launch_bounds__(kFreshThreads) fresh_kernel(SelectState st, Ti
     equal_before += key == pivot;
     if (slot < 0)
       continue;
-    list_index[slot] = t < held ? held_index[t] : g.col_global0 + (t - held);
+    list_index[slot] = t < held ? held_index[t] : g.col_global0 + (t - line0);
     list_score[slot] = key_float(key);
   }
   const float inf = __int_as_float(0x7f800000);
@@ -277,7 +319,8 @@ bool fresh_stages_only(void)
 size_t fresh_shared_bytes(const SelectState &state, const TileGeom &geom)
 {
   const size_t held = (size_t)state.kc + (size_t)state.cap;
-  return (held + (size_t)geom.n_cols + kFreshRoom) * sizeof(uint32_t) + held * sizeof(int);
+  const size_t line0 = (held + 3) & ~(size_t)3;
+  return (line0 + (size_t)geom.n_cols + kFreshRoom) * sizeof(uint32_t) + held * sizeof(int);
 }
 
 } // namespace
