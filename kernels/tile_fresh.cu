@@ -1,15 +1,21 @@
 /*
  * The selection of a fresh tile (TileGeom.fresh: rows that have seen no pair yet, their diagonal
- * tile or a panel's first; row pass only) in one kernel. A block per row holds the row's line as
- * sortable keys in shared memory, with the row's list and pending candidates in front, finds the
- * kc-th smallest key by a radix select over shared memory (four passes of 8 bits) and writes the
- * kc best as the row's new list, in the order of their places (list, candidates, then the line's
- * columns): equal keys at the boundary are taken first-placed first, so the list does not depend
- * on the order in which threads ran.
+ * tile or a panel's first; row pass only) in one kernel, a block per row:
+ *   1. the keys of the row's list and pending candidates, and of every step-th column of its line
+ *      (about kFreshSample), go to shared memory; their kc-th smallest bounds the row's kc-th from
+ *      above (a subset's kc-th is never smaller);
+ *   2. the line is read once, and the keys at most that bound (about kc * step of them) are kept in
+ *      a room with their places (list, candidates, then the line's columns);
+ *   3. a radix select (four passes of 8 bits) over the room gives the kc-th key; the keys below it
+ *      and, of the keys equal to it, the first-placed ones become the row's list.
+ * A row whose room overflows (many keys equal to the bound) takes the radix select and the ordered
+ * pass over its whole line instead, reading it again from the cache (rare).
  *
  * Why: with +inf thresholds every pair passes a filter, so tile_select.cu filters such a tile in
  * column stages of doubling width, a filter and a merge launched over all the tile's rows each
- * time (about 20 launches a tile). One read of the tile and shared memory instead.
+ * time (about 20 launches a tile: 2.15 ms for a tile of 16,384 columns on an H200). A first
+ * version of this kernel that kept the whole line's keys in shared memory and selected over them
+ * all was bound by its instructions (1.3-1.6 ms).
  */
 #include "tile_common.cuh"
 
@@ -22,58 +28,82 @@ namespace knnwb_cuda
 namespace
 {
 
-constexpr int kFreshThreads = 512;
+constexpr int kFreshThreads = 256;
 constexpr int kFreshWarps = kFreshThreads / 32;
 constexpr uint32_t kFreshEmpty = 0xffffffffu;
-/* the line's sample whose kc-th key bounds the row's (about this many columns), and the room for
- * the keys under that bound: with a line of 16,384 columns three blocks fit an SM's 228 KB */
+/* the line's columns in the sample, at most; the room for the keys under the sample's bound */
 constexpr int kFreshSample = 2048;
-constexpr int kFreshRoom = 1024;
+constexpr int kFreshRoom = 2048;
+/* list and candidate slots (kc + cap) a row may hold for this kernel; larger k takes the stages */
+constexpr int kFreshHeld = 512;
+
+static_assert(kFreshThreads == 256, "one thread a radix bin");
+static_assert((kFreshHeld + kFreshSample + 2 * kFreshRoom) * 4 + kFreshHeld * 4 <= 48 * 1024,
+              "the dynamic shared memory needs no opt-in");
 
 struct FreshShared {
   unsigned hist[256];
   unsigned warp_total[kFreshWarps];
-  unsigned warp_equal[kFreshWarps];
   unsigned digit;
   unsigned kprime;
   unsigned valid;
   unsigned n_room;
+  unsigned n_out;
+  unsigned n_equal;
 };
 
-/* Exclusive prefix sums over the block of each thread's (less, equal) counts, in thread order;
- * every thread calls it. *total_less: the block's sum of less. */
-__device__ __forceinline__ void block_scan_pair(int less, int equal, FreshShared &sh,
-                                                int *less_before, int *equal_before,
-                                                int *total_less)
+/* What a block knows of its row. */
+struct FreshRow {
+  const void *line;
+  int self;
+  int group;
+  float thr;
+  int held; /* list and candidate slots before the line's places */
+};
+
+/* The key of line column t (product v) of a row: its score's, or kFreshEmpty where the pair may
+ * not enter (the row itself, an invalid reference, the row's own group), as the filter decides:
+ * only a score strictly below the row's threshold, never NaN. */
+__device__ __forceinline__ uint32_t line_key(const TileGeom &g, const FreshRow &r, float v, int t)
 {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int incl_less = warp_inclusive_sum(less), incl_equal = warp_inclusive_sum(equal);
-  if (lane == 31) {
-    sh.warp_total[warp] = (unsigned)incl_less;
-    sh.warp_equal[warp] = (unsigned)incl_equal;
-  }
-  __syncthreads();
-  int before_less = incl_less - less, before_equal = incl_equal - equal, all_less = 0;
-  for (int w = 0; w < kFreshWarps; w++) {
-    if (w < warp) {
-      before_less += (int)sh.warp_total[w];
-      before_equal += (int)sh.warp_equal[w];
-    }
-    all_less += (int)sh.warp_total[w];
-  }
-  *less_before = before_less;
-  *equal_before = before_equal;
-  *total_less = all_less;
-  __syncthreads();
+  const int cand = g.col_global0 + t;
+  const float s = score_of(g.kind, v, g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f);
+  const bool ok = cand != r.self && !(g.invalid && g.invalid[cand]) &&
+                  !(g.row_group && g.col_group[cand] == r.group) && s < r.thr;
+  return ok ? float_key(s) : kFreshEmpty;
 }
 
+__device__ __forceinline__ uint32_t column_key(const TileGeom &g, const FreshRow &r, int t)
+{
+  return line_key(g, r, tile_value(r.line, g.half_tile != 0, g.tile_scale, (size_t)t), t);
+}
+
+/* Key of place p: a held slot's (held_key) or line column p - held's, read again from the tile. */
+struct PlaceKey {
+  const TileGeom &g;
+  const FreshRow &r;
+  const uint32_t *held_key;
+  __device__ uint32_t operator()(int p) const
+  {
+    return p < r.held ? held_key[p] : column_key(g, r, p - r.held);
+  }
+};
+
+/* Keys of an array in shared memory. */
+struct ArrayKey {
+  const uint32_t *keys;
+  __device__ uint32_t operator()(int p) const
+  {
+    return keys[p];
+  }
+};
+
 /*
- * The key of the kprime-th smallest (1-based) of keys[0], keys[stride], ... (n keys), a digit per
- * pass; on return sh.kprime is how many keys equal to it belong to the kprime smallest. Every
- * thread calls it.
+ * The key of the kprime-th smallest (1-based) of key(0 .. n-1), a digit per pass; on return
+ * sh.kprime is how many keys equal to it belong to the kprime smallest. Every thread calls it.
  */
-__device__ uint32_t fresh_pivot(const uint32_t *keys, int n, int stride, unsigned kprime,
-                                FreshShared &sh)
+template <typename Key>
+__device__ uint32_t radix_pivot(Key key, int n, unsigned kprime, FreshShared &sh)
 {
   if (threadIdx.x == 0)
     sh.kprime = kprime;
@@ -81,18 +111,17 @@ __device__ uint32_t fresh_pivot(const uint32_t *keys, int n, int stride, unsigne
   for (int pass = 0; pass < 4; pass++) {
     const int shift = 24 - 8 * pass;
     const uint32_t high_mask = pass == 0 ? 0u : (0xffffffffu << (32 - 8 * pass));
-    if (threadIdx.x < 256)
-      sh.hist[threadIdx.x] = 0;
+    sh.hist[threadIdx.x] = 0;
     __syncthreads();
     /* every lane of a warp runs the same iterations (histogram_add's warp intrinsics) */
     for (int base = 0; base < n; base += kFreshThreads) {
       const int t = base + (int)threadIdx.x;
-      const uint32_t key = t < n ? keys[(size_t)t * stride] : 0u;
-      histogram_add(sh.hist, t < n && (key & high_mask) == prefix, (key >> shift) & 0xffu);
+      const uint32_t k = t < n ? key(t) : 0u;
+      histogram_add(sh.hist, t < n && (k & high_mask) == prefix, (k >> shift) & 0xffu);
     }
     __syncthreads();
     /* the block scans the 256 bins; the bin holding the kprime-th key is the next digit */
-    const unsigned h = threadIdx.x < 256 ? sh.hist[threadIdx.x] : 0u;
+    const unsigned h = sh.hist[threadIdx.x];
     const unsigned incl = (unsigned)warp_inclusive_sum((int)h);
     if ((threadIdx.x & 31) == 31)
       sh.warp_total[threadIdx.x >> 5] = incl;
@@ -112,99 +141,180 @@ __device__ uint32_t fresh_pivot(const uint32_t *keys, int n, int stride, unsigne
   return prefix;
 }
 
-/* The key of line element t (product v) of a row: its score's, or kFreshEmpty where the pair may
- * not enter (the row itself, an invalid reference, the row's own group), as the filter decides:
- * only a score strictly below the row's threshold, never NaN. */
-__device__ __forceinline__ uint32_t line_key(const TileGeom &g, float v, int t, int self, int group,
-                                             float thr_row)
+/* Appends (key, place) to the room where keep (sh.n_room counts, past kFreshRoom too): one atomic
+ * per warp. Every lane of the warp calls it. */
+__device__ __forceinline__ void room_append(bool keep, uint32_t key, int place, uint32_t *room_key,
+                                            int *room_place, FreshShared &sh)
 {
-  const int cand = g.col_global0 + t;
-  const float s = score_of(g.kind, v, g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f);
-  const bool ok = cand != self && !(g.invalid && g.invalid[cand]) &&
-                  !(g.row_group && g.col_group[cand] == group) && s < thr_row;
-  return ok ? float_key(s) : kFreshEmpty;
-}
-
-/*
- * Copies the keys of keys[0, n) at most bound to room (kFreshRoom keys), in any order; returns
- * how many there are (more than kFreshRoom: room holds only some). Every thread calls it.
- */
-__device__ int keys_under(const uint32_t *keys, int n, uint32_t bound, uint32_t *room,
-                          FreshShared &sh)
-{
-  if (threadIdx.x == 0)
-    sh.n_room = 0;
-  __syncthreads();
+  const unsigned ballot = __ballot_sync(kFullMask, keep);
+  if (!ballot)
+    return;
   const int lane = threadIdx.x & 31;
-  for (int base = 0; base < n; base += kFreshThreads) {
-    const int t = base + (int)threadIdx.x;
-    const uint32_t key = t < n ? keys[t] : kFreshEmpty;
-    const bool under = t < n && key <= bound;
-    const unsigned ballot = __ballot_sync(kFullMask, under);
-    int first = 0;
-    if (lane == 0 && ballot)
-      first = (int)atomicAdd(&sh.n_room, (unsigned)__popc(ballot));
-    first = __shfl_sync(kFullMask, first, 0);
-    const int at = first + __popc(ballot & ((1u << lane) - 1u));
-    if (under && at < kFreshRoom)
-      room[at] = key;
+  int first = 0;
+  if (lane == 0)
+    first = (int)atomicAdd(&sh.n_room, (unsigned)__popc(ballot));
+  first = __shfl_sync(kFullMask, first, 0);
+  const int at = first + __popc(ballot & ((1u << lane) - 1u));
+  if (keep && at < kFreshRoom) {
+    room_key[at] = key;
+    room_place[at] = place;
   }
-  __syncthreads();
-  return (int)sh.n_room;
 }
 
 /*
- * The kc-th smallest of keys[0, line0 + n_cols) (the list's and candidates' keys, then the line's
- * from line0),
- * with sh.kprime as fresh_pivot leaves it. The kc-th key of every step-th column bounds it from
- * above (a subset's kc-th is never smaller), so the radix select runs on the keys under that
- * bound alone, about kc * step of them, instead of all; where they do not fit room, on all.
+ * Reads the row's line once: counts its valid keys into sh.valid and appends those at most bound
+ * to the room. Half tiles of aligned rows are read 8 halves a load, every load of a thread in
+ * flight at once. Every thread calls it.
  */
-__device__ uint32_t row_pivot(const uint32_t *keys, int line0, int n_cols, int kc, uint32_t *room,
-                              FreshShared &sh)
+__device__ void line_under(const TileGeom &g, const FreshRow &r, uint32_t bound, uint32_t *room_key,
+                           int *room_place, FreshShared &sh)
 {
-  const int n = line0 + n_cols;
-  const int step = n_cols / kFreshSample;
-  if (step >= 4 && 2 * kc * step <= kFreshRoom) {
-    const uint32_t bound = fresh_pivot(keys + line0, n_cols / step, step, (unsigned)kc, sh);
-    if (bound != kFreshEmpty) {
-      const int under = keys_under(keys, n, bound, room, sh);
-      if (under <= kFreshRoom)
-        return fresh_pivot(room, under, 1, (unsigned)kc, sh);
+  int valid = 0, vectored = 0;
+  if (g.half_tile && g.ld % 8 == 0 && reinterpret_cast<uintptr_t>(g.tile) % 16 == 0) {
+    const uint4 *vectors = static_cast<const uint4 *>(r.line);
+    const int n_vectors = g.n_cols / 8;
+    /* rounds of whole warps (room_append's ballots), four loads in flight before their tests */
+    const int rounds = (n_vectors + kFreshThreads - 1) / kFreshThreads;
+    for (int round0 = 0; round0 < rounds; round0 += 4) {
+      uint4 raw[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int v = (round0 + q) * kFreshThreads + (int)threadIdx.x;
+        raw[q] = v < n_vectors ? __ldg(vectors + v) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int v = (round0 + q) * kFreshThreads + (int)threadIdx.x;
+        if (round0 + q >= rounds)
+          break; /* the same in every thread */
+        const uint32_t words[4] = {raw[q].x, raw[q].y, raw[q].z, raw[q].w};
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+          __half2 pair;
+          memcpy(&pair, &words[u / 2], sizeof pair);
+          const float2 f = __half22float2(pair);
+          const uint32_t key = v < n_vectors
+                                   ? line_key(g, r, (u % 2 ? f.y : f.x) * g.tile_scale, 8 * v + u)
+                                   : kFreshEmpty;
+          valid += key != kFreshEmpty;
+          room_append(key != kFreshEmpty && key <= bound, key, r.held + 8 * v + u, room_key,
+                      room_place, sh);
+        }
+      }
+    }
+    vectored = 8 * n_vectors;
+  }
+  for (int base = vectored; base < g.n_cols; base += kFreshThreads) {
+    const int t = base + (int)threadIdx.x;
+    const uint32_t key = t < g.n_cols ? column_key(g, r, t) : kFreshEmpty;
+    valid += key != kFreshEmpty;
+    room_append(key != kFreshEmpty && key <= bound, key, r.held + t, room_key, room_place, sh);
+  }
+  atomicAdd(&sh.valid, (unsigned)valid);
+}
+
+/* Writes (key, index) at slot of the row's list. */
+__device__ __forceinline__ void list_put(const SelectState &st, const TileGeom &g, int row,
+                                         int slot, uint32_t key, int place, const FreshRow &r,
+                                         const int *held_index)
+{
+  st.list_index[(size_t)row * st.kc + slot] =
+      place < r.held ? held_index[place] : g.col_global0 + (place - r.held);
+  st.list_score[(size_t)row * st.kc + slot] = key_float(key);
+}
+
+/*
+ * The list from the room (it holds every key at most pivot): keys below pivot at slots counted
+ * from 0, the take_equal first-placed keys equal to pivot after them. Every thread calls it.
+ */
+__device__ void list_from_room(const SelectState &st, const TileGeom &g, int row, const FreshRow &r,
+                               uint32_t pivot, int take_equal, int n_room, const uint32_t *room_key,
+                               const int *room_place, const int *held_index, FreshShared &sh)
+{
+  const int less = st.kc - take_equal; /* pivot is the kc-th key when the list is full */
+  for (int e = threadIdx.x; e < n_room; e += kFreshThreads) {
+    const uint32_t key = room_key[e];
+    if (key < pivot) {
+      list_put(st, g, row, (int)atomicAdd(&sh.n_out, 1u), key, room_place[e], r, held_index);
+    } else if (key == pivot && take_equal > 0) {
+      /* rank among the equal keys by place: few, except on rows of many ties */
+      int rank = 0;
+      for (int o = 0; o < n_room; o++)
+        rank += room_key[o] == pivot && room_place[o] < room_place[e];
+      if (rank < take_equal)
+        list_put(st, g, row, less + rank, key, room_place[e], r, held_index);
     }
   }
-  return fresh_pivot(keys, n, 1, (unsigned)kc, sh);
 }
 
 /*
- * Grid: one block of kFreshThreads per row of the tile; dynamic shared memory: the keys of the
- * list and candidate slots (kc + cap, rounded up to 4) and of the line (n_cols), the slots'
- * indices, kFreshRoom keys. Reads the row's list, its pending candidates (at
- * most cap: a fresh row has not overflowed) and its line; writes its list, threshold and count.
+ * The list from every place (the room overflowed): keys below pivot anywhere, and the take_equal
+ * first-placed keys equal to it, found by rounds over the places in order. Every thread calls it.
  */
-/* three blocks an SM, as many as the shared memory of a line of 16,384 columns allows: at most 42
- * registers a thread (without the bound the compiler took 40 and spilled) */
-__global__ void __launch_bounds__(kFreshThreads, 3) fresh_kernel(SelectState st, TileGeom g)
+template <typename Key>
+__device__ void list_from_places(const SelectState &st, const TileGeom &g, int row,
+                                 const FreshRow &r, Key key_of, int n, uint32_t pivot,
+                                 int take_equal, const int *held_index, FreshShared &sh)
+{
+  const int less = st.kc - take_equal;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int equal_before = 0; /* equal keys at earlier places, the same in every thread */
+  for (int base = 0; base < n; base += kFreshThreads) {
+    const int p = base + (int)threadIdx.x;
+    const uint32_t key = p < n ? key_of(p) : kFreshEmpty;
+    if (p < n && key < pivot)
+      list_put(st, g, row, (int)atomicAdd(&sh.n_out, 1u), key, p, r, held_index);
+    const bool equal = p < n && key == pivot;
+    const unsigned ballot = __ballot_sync(kFullMask, equal);
+    if (lane == 0)
+      sh.warp_total[warp] = (unsigned)__popc(ballot);
+    __syncthreads();
+    int rank = equal_before + __popc(ballot & ((1u << lane) - 1u)), round_equal = 0;
+    for (int w = 0; w < kFreshWarps; w++) {
+      rank += w < warp ? (int)sh.warp_total[w] : 0;
+      round_equal += (int)sh.warp_total[w];
+    }
+    if (equal && rank < take_equal)
+      list_put(st, g, row, less + rank, key, p, r, held_index);
+    equal_before += round_equal;
+    __syncthreads();
+  }
+}
+
+/*
+ * Grid: one block of kFreshThreads per row of the tile; dynamic shared memory for the keys of the
+ * held slots and the sample, the room's keys and places, and the held slots' indices
+ * (fresh_shared_bytes). Reads the row's list, its pending candidates (at most cap: a fresh row has
+ * not overflowed) and its line; writes its list, threshold and count.
+ */
+/* five blocks an SM: at most 51 registers a thread (at six, 42, the compiler spilled) */
+__global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st, TileGeom g)
 {
   extern __shared__ __align__(16) uint32_t fresh_shared[];
   __shared__ FreshShared sh;
-  const int held = st.kc + st.cap;   /* list and candidate slots before the line */
-  const int line0 = (held + 3) & ~3; /* the line's keys 16-byte aligned, empty keys between */
-  const int n = line0 + g.n_cols;
-  uint32_t *keys = fresh_shared;
-  int *held_index = reinterpret_cast<int *>(fresh_shared + n);
-  uint32_t *room = fresh_shared + n + held;
   const int i = blockIdx.x, row = g.row_state0 + i;
-  const float thr_row = st.thr[row];
-  const int buffered = min(st.count[row], st.cap);
+  const size_t elem = g.half_tile ? sizeof(__half) : sizeof(float);
+  FreshRow r;
+  r.line = static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem;
+  r.self = g.self ? g.row_global0 + i : -1;
+  r.group = g.row_group ? g.row_group[g.row_global0 + i] : 0;
+  r.thr = st.thr[row];
+  r.held = st.kc + st.cap;
+  const int step = g.n_cols > kFreshSample ? (g.n_cols + kFreshSample - 1) / kFreshSample : 1;
+  const int n_sample = (g.n_cols + step - 1) / step;
+  uint32_t *sample_key = fresh_shared; /* held slots' keys, then the sample's */
+  uint32_t *room_key = sample_key + r.held + kFreshSample;
+  int *room_place = reinterpret_cast<int *>(room_key + kFreshRoom);
+  int *held_index = room_place + kFreshRoom;
   if (threadIdx.x == 0) {
-    sh.kprime = (unsigned)st.kc;
     sh.valid = 0;
+    sh.n_room = 0;
+    sh.n_out = 0;
   }
-  __syncthreads();
 
-  int valid = 0;
-  for (int t = threadIdx.x; t < held; t += kFreshThreads) {
+  const int buffered = min(st.count[row], st.cap);
+  int held_valid = 0;
+  for (int t = threadIdx.x; t < r.held; t += kFreshThreads) {
     int idx = -1;
     float score = 0.0f;
     if (t < st.kc) {
@@ -214,92 +324,56 @@ __global__ void __launch_bounds__(kFreshThreads, 3) fresh_kernel(SelectState st,
       idx = st.cand_index[(size_t)row * st.cap + (t - st.kc)];
       score = st.cand_score[(size_t)row * st.cap + (t - st.kc)];
     }
-    keys[t] = idx < 0 ? kFreshEmpty : float_key(score);
+    sample_key[t] = idx < 0 ? kFreshEmpty : float_key(score);
     held_index[t] = idx;
-    valid += idx >= 0;
+    held_valid += idx >= 0;
   }
-  const size_t elem = g.half_tile ? sizeof(__half) : sizeof(float);
-  const void *line = static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem;
-  const int self = g.self ? g.row_global0 + i : -1;
-  const int group = g.row_group ? g.row_group[g.row_global0 + i] : 0;
-  uint32_t *line_keys = keys + line0;
-  for (int t = held + threadIdx.x; t < line0; t += kFreshThreads)
-    keys[t] = kFreshEmpty;
-  int vectored = 0; /* columns read 8 at a time */
-  if (g.half_tile && g.ld % 8 == 0 && reinterpret_cast<uintptr_t>(g.tile) % 16 == 0) {
-    /* 8 halves a load, every load of the thread in flight at once: the line is read in about one
-     * memory latency, where one half a load waited for memory once per 4 */
-    const uint4 *vectors = static_cast<const uint4 *>(line);
-    const int n_vectors = g.n_cols / 8;
-#pragma unroll 4
-    for (int v = threadIdx.x; v < n_vectors; v += kFreshThreads) {
-      const uint4 raw = __ldg(vectors + v);
-      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-      uint32_t key[8];
-#pragma unroll
-      for (int u = 0; u < 4; u++) {
-        __half2 pair;
-        memcpy(&pair, &words[u], sizeof pair);
-        const float2 f = __half22float2(pair);
-        key[2 * u] = line_key(g, f.x * g.tile_scale, 8 * v + 2 * u, self, group, thr_row);
-        key[2 * u + 1] = line_key(g, f.y * g.tile_scale, 8 * v + 2 * u + 1, self, group, thr_row);
-      }
-#pragma unroll
-      for (int u = 0; u < 8; u++)
-        valid += key[u] != kFreshEmpty;
-      reinterpret_cast<uint4 *>(line_keys)[2 * v] = make_uint4(key[0], key[1], key[2], key[3]);
-      reinterpret_cast<uint4 *>(line_keys)[2 * v + 1] = make_uint4(key[4], key[5], key[6], key[7]);
-    }
-    vectored = 8 * n_vectors;
-  }
-  for (int t = vectored + threadIdx.x; t < g.n_cols; t += kFreshThreads) {
-    const float v = tile_value(line, g.half_tile != 0, g.tile_scale, (size_t)t);
-    line_keys[t] = line_key(g, v, t, self, group, thr_row);
-    valid += line_keys[t] != kFreshEmpty;
-  }
-  atomicAdd(&sh.valid, (unsigned)valid);
+#pragma unroll 8
+  for (int s = threadIdx.x; s < n_sample; s += kFreshThreads)
+    sample_key[r.held + s] = column_key(g, r, s * step);
   __syncthreads();
 
-  /* fewer than kc pairs: every one is taken and the list keeps empty slots */
-  const bool full = sh.valid >= (unsigned)st.kc;
-  const uint32_t pivot = full ? row_pivot(keys, line0, g.n_cols, st.kc, room, sh) : kFreshEmpty;
-  const int take_equal = full ? (int)sh.kprime : 0;
+  /* 1. the bound (kFreshEmpty while fewer than kc keys are valid: every valid key is kept) */
+  const uint32_t bound = radix_pivot(ArrayKey{sample_key}, r.held + n_sample, (unsigned)st.kc, sh);
+  /* 2. the held slots and the line under it */
+  for (int base = 0; base < r.held; base += kFreshThreads) {
+    const int t = base + (int)threadIdx.x;
+    const uint32_t key = t < r.held ? sample_key[t] : kFreshEmpty;
+    room_append(key != kFreshEmpty && key <= bound, key, t, room_key, room_place, sh);
+  }
+  line_under(g, r, bound, room_key, room_place, sh);
+  if (held_valid)
+    atomicAdd(&sh.valid, (unsigned)held_valid);
+  __syncthreads();
 
-  /* each thread's places form a run, so that the output keeps the places' order */
-  const int per = (n + kFreshThreads - 1) / kFreshThreads;
-  const int t0 = min((int)threadIdx.x * per, n), t1 = min(t0 + per, n);
-  int less = 0, equal = 0;
-  for (int t = t0; t < t1; t++) {
-    less += keys[t] < pivot;
-    equal += keys[t] == pivot;
+  /* 3. the list: fewer than kc valid keys are all taken, and the list keeps empty slots */
+  const bool full = sh.valid >= (unsigned)st.kc;
+  const int n_room = (int)sh.n_room;
+  uint32_t pivot = kFreshEmpty;
+  int take_equal = 0;
+  if (n_room <= kFreshRoom) {
+    if (full) {
+      pivot = radix_pivot(ArrayKey{room_key}, n_room, (unsigned)st.kc, sh);
+      take_equal = (int)sh.kprime;
+    }
+    list_from_room(st, g, row, r, pivot, take_equal, n_room, room_key, room_place, held_index, sh);
+  } else {
+    /* full: more than kFreshRoom valid keys */
+    const PlaceKey key_of{g, r, sample_key};
+    pivot = radix_pivot(key_of, r.held + g.n_cols, (unsigned)st.kc, sh);
+    take_equal = (int)sh.kprime;
+    list_from_places(st, g, row, r, key_of, r.held + g.n_cols, pivot, take_equal, held_index, sh);
   }
-  int out, equal_before, total_less;
-  block_scan_pair(less, equal, sh, &out, &equal_before, &total_less);
-  float *list_score = st.list_score + (size_t)row * st.kc;
-  int *list_index = st.list_index + (size_t)row * st.kc;
-  const int taken = total_less + take_equal;
-  /* a key's slot: the keys taken before its place, the smaller ones and the equal ones taken */
-  for (int t = t0; t < t1; t++) {
-    const uint32_t key = keys[t];
-    int slot = -1;
-    if (key < pivot)
-      slot = out++ + min(equal_before, take_equal);
-    else if (key == pivot && equal_before < take_equal)
-      slot = out + equal_before;
-    equal_before += key == pivot;
-    if (slot < 0)
-      continue;
-    list_index[slot] = t < held ? held_index[t] : g.col_global0 + (t - line0);
-    list_score[slot] = key_float(key);
-  }
+  __syncthreads();
+  const int taken = full ? st.kc : (int)sh.n_out;
   const float inf = __int_as_float(0x7f800000);
   for (int t = taken + (int)threadIdx.x; t < st.kc; t += kFreshThreads) {
-    list_index[t] = -1;
-    list_score[t] = inf;
+    st.list_index[(size_t)row * st.kc + t] = -1;
+    st.list_score[(size_t)row * st.kc + t] = inf;
   }
   if (threadIdx.x == 0) {
     /* min: a row may hold a bound imported from another GPU's lists, never loosened */
-    st.thr[row] = fminf(thr_row, full ? key_float(pivot) : inf);
+    st.thr[row] = fminf(r.thr, full ? key_float(pivot) : inf);
     st.count[row] = 0;
     if (st.stats) {
       atomicAdd(&st.stats[0], (unsigned long long)taken);
@@ -316,36 +390,23 @@ bool fresh_stages_only(void)
   return v != nullptr && strcmp(v, "stages") == 0;
 }
 
-size_t fresh_shared_bytes(const SelectState &state, const TileGeom &geom)
+size_t fresh_shared_bytes(const SelectState &state)
 {
   const size_t held = (size_t)state.kc + (size_t)state.cap;
-  const size_t line0 = (held + 3) & ~(size_t)3;
-  return (line0 + (size_t)geom.n_cols + kFreshRoom) * sizeof(uint32_t) + held * sizeof(int);
+  return (held + kFreshSample + 2 * (size_t)kFreshRoom) * sizeof(uint32_t) + held * sizeof(int);
 }
 
 } // namespace
 
 bool fresh_select_fits(const SelectState &state, const TileGeom &geom)
 {
-  if (fresh_stages_only() || !geom.tile || !geom.fresh || geom.do_cols)
-    return false;
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-          cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return fresh_shared_bytes(state, geom) + sizeof(FreshShared) <= (size_t)optin;
+  return !fresh_stages_only() && geom.tile && geom.fresh && !geom.do_cols &&
+         state.kc + state.cap <= kFreshHeld && state.kc <= kFreshRoom / 2;
 }
 
 cudaError_t launch_fresh_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
-  const size_t shared = fresh_shared_bytes(state, geom);
-  cudaError_t err =
-      cudaFuncSetAttribute(fresh_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
-  if (err != cudaSuccess)
-    return err;
+  const size_t shared = fresh_shared_bytes(state);
   fresh_kernel<<<geom.n_rows, kFreshThreads, shared, stream>>>(state, geom);
   return cudaGetLastError();
 }

@@ -171,16 +171,33 @@ static KnnwbMatrix *arc_matrix(size_t n, size_t d, guint32 seed)
   return m;
 }
 
-/* Fresh tiles on the arc (arc_matrix) and with near ties and duplicates (adversarial_matrix: equal
- * keys at a list's boundary), selected by the one kernel and in column stages whose rows overflow
- * a buffer, on one tile and on many tiles of two GPUs, every metric, in the default (FP16 for
- * k <= 256) and the FP32 screen. */
+/* n x d rows that are one row plus noise 1e-6 its size: distinct in single precision, so no
+ * duplicate search joins them, but their half-precision products are equal, so that a fresh row's
+ * line holds thousands of equal keys (the fresh kernel's room overflows: tile_fresh.cu). */
+static KnnwbMatrix *near_copy_matrix(size_t n, size_t d, guint32 seed)
+{
+  g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  g_assert_nonnull(m);
+  for (size_t j = 0; j < d; j++)
+    m->values[j] = (float)g_rand_double_range(rng, -1, 1);
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = 0; j < d; j++)
+      m->values[i * d + j] = m->values[j] * (1.0f + (float)g_rand_double_range(rng, -1e-6, 1e-6));
+  return m;
+}
+
+/* Fresh tiles on the arc (arc_matrix), with near ties and duplicates (adversarial_matrix: equal
+ * keys at a list's boundary) and with thousands of equal keys a line (near_copy_matrix), selected
+ * by the one kernel and in column stages whose rows overflow a buffer, on one tile and on many
+ * tiles of two GPUs, every metric, in the default (FP16 for k <= 256) and the FP32 screen. */
 static void test_fresh_tile_overflow(void)
 {
   if (!gpu_or_skip())
     return;
   g_autoptr(KnnwbMatrix) arc = arc_matrix(1201, 9, 31);
   g_autoptr(KnnwbMatrix) ties = adversarial_matrix(1333, 19, 37);
+  g_autoptr(KnnwbMatrix) copies = near_copy_matrix(6001, 24, 41);
   static const KnnwbScreen screens[] = {KNNWB_SCREEN_AUTO, KNNWB_SCREEN_FP32};
   static const char *const ways[] = {"stages", "kernel"};
   for (size_t w = 0; w < G_N_ELEMENTS(ways); w++) {
@@ -192,6 +209,8 @@ static void test_fresh_tile_overflow(void)
         compare(arc, metric, 20, 96 * MIB + 3 * MIB, 2);
         compare(ties, metric, 33, 96 * MIB + 1 * MIB, 1);
       }
+      compare(copies, KNNWB_METRIC_PEARSON, 20, 0, 1);
+      compare(copies, KNNWB_METRIC_EUCLIDEAN, 9, 0, 2);
     }
   }
   g_unsetenv("KNNWB_CUDA_FRESH");
