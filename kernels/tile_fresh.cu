@@ -50,6 +50,7 @@ struct FreshShared {
   unsigned n_room;
   unsigned n_out;
   unsigned n_equal;
+  unsigned equal_total; /* radix_pivot: keys equal to the pivot */
 };
 
 /* What a block knows of its row. */
@@ -100,7 +101,8 @@ struct ArrayKey {
 
 /*
  * The key of the kprime-th smallest (1-based) of key(0 .. n-1), a digit per pass; on return
- * sh.kprime is how many keys equal to it belong to the kprime smallest. Every thread calls it.
+ * sh.kprime is how many keys equal to it belong to the kprime smallest, sh.equal_total how many
+ * keys equal it. Every thread calls it.
  */
 template <typename Key>
 __device__ uint32_t radix_pivot(Key key, int n, unsigned kprime, FreshShared &sh)
@@ -134,6 +136,7 @@ __device__ uint32_t radix_pivot(Key key, int n, unsigned kprime, FreshShared &sh
     if (before < want && want <= before + h) {
       sh.digit = threadIdx.x;
       sh.kprime = want - before;
+      sh.equal_total = h;
     }
     __syncthreads();
     prefix |= sh.digit << shift;
@@ -225,25 +228,41 @@ __device__ __forceinline__ void list_put(const SelectState &st, const TileGeom &
 
 /*
  * The list from the room (it holds every key at most pivot): keys below pivot at slots counted
- * from 0, the take_equal first-placed keys equal to pivot after them. Every thread calls it.
+ * from 0, the take_equal first-placed keys equal to pivot after them. When only some of the equal
+ * keys are taken, their places are gathered in equal_place (room for the room's size) and ranked
+ * there. Every thread calls it.
  */
 __device__ void list_from_room(const SelectState &st, const TileGeom &g, int row, const FreshRow &r,
                                uint32_t pivot, int take_equal, int n_room, const uint32_t *room_key,
-                               const int *room_place, const int *held_index, FreshShared &sh)
+                               const int *room_place, const int *held_index, int *equal_place,
+                               FreshShared &sh)
 {
   const int less = st.kc - take_equal; /* pivot is the kc-th key when the list is full */
+  const bool every_equal = take_equal == (int)sh.equal_total;
+  if (threadIdx.x == 0)
+    sh.n_equal = 0;
+  __syncthreads();
   for (int e = threadIdx.x; e < n_room; e += kFreshThreads) {
     const uint32_t key = room_key[e];
-    if (key < pivot) {
+    if (key < pivot)
       list_put(st, g, row, (int)atomicAdd(&sh.n_out, 1u), key, room_place[e], r, held_index);
-    } else if (key == pivot && take_equal > 0) {
-      /* rank among the equal keys by place: few, except on rows of many ties */
-      int rank = 0;
-      for (int o = 0; o < n_room; o++)
-        rank += room_key[o] == pivot && room_place[o] < room_place[e];
-      if (rank < take_equal)
-        list_put(st, g, row, less + rank, key, room_place[e], r, held_index);
-    }
+    else if (key == pivot && take_equal > 0 && every_equal)
+      list_put(st, g, row, less + (int)atomicAdd(&sh.n_equal, 1u), key, room_place[e], r,
+               held_index);
+    else if (key == pivot && take_equal > 0)
+      equal_place[atomicAdd(&sh.n_equal, 1u)] = room_place[e];
+  }
+  __syncthreads();
+  if (take_equal == 0 || every_equal)
+    return;
+  /* rank among the equal keys by place: O(equal keys^2), few except on rows of many ties */
+  const int n_equal = (int)sh.n_equal;
+  for (int e = threadIdx.x; e < n_equal; e += kFreshThreads) {
+    int rank = 0;
+    for (int o = 0; o < n_equal; o++)
+      rank += equal_place[o] < equal_place[e];
+    if (rank < take_equal)
+      list_put(st, g, row, less + rank, pivot, equal_place[e], r, held_index);
   }
 }
 
@@ -356,7 +375,9 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
       pivot = radix_pivot(ArrayKey{room_key}, n_room, (unsigned)st.kc, sh);
       take_equal = (int)sh.kprime;
     }
-    list_from_room(st, g, row, r, pivot, take_equal, n_room, room_key, room_place, held_index, sh);
+    /* the sample's keys are no longer needed: their place holds the equal keys' places */
+    list_from_room(st, g, row, r, pivot, take_equal, n_room, room_key, room_place, held_index,
+                   reinterpret_cast<int *>(sample_key), sh);
   } else {
     /* full: more than kFreshRoom valid keys */
     const PlaceKey key_of{g, r, sample_key};
