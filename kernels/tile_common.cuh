@@ -38,6 +38,18 @@ __device__ __forceinline__ float score_of(int kind, float v, float candidate_sqn
   }
 }
 
+/* The score of product v, as score_of, with the kind fixed at compile time. */
+template <int kKind> __device__ __forceinline__ float kind_score(float v, float sq)
+{
+  if (kKind == KNNWB_SCORE_DOT)
+    return 1.0f - v;
+  if (kKind == KNNWB_SCORE_ABS_DOT)
+    return 1.0f - fabsf(v);
+  if (kKind == KNNWB_SCORE_L2)
+    return sq - 2.0f * v;
+  return v;
+}
+
 /* A fused tile's kept pair (TileGeom.pairs): .x kColumnFlag for a column line, the line's offset
  * in its kFusedPairBlock-square block times kFusedPairBlock, plus the other end's offset; .y the
  * score's bits. */

@@ -38,18 +38,6 @@ constexpr int kFilterWarps = kFilterThreads / 32;
 constexpr int kNarrowFilterCols = 32 * 4;
 constexpr int kNarrowBelow = 8192;
 
-/* The score of product v, as score_of, with the kind fixed at compile time. */
-template <int kKind> __device__ __forceinline__ float kind_score(float v, float sq)
-{
-  if (kKind == KNNWB_SCORE_DOT)
-    return 1.0f - v;
-  if (kKind == KNNWB_SCORE_ABS_DOT)
-    return 1.0f - fabsf(v);
-  if (kKind == KNNWB_SCORE_L2)
-    return sq - 2.0f * v;
-  return v;
-}
-
 /*
  * Reductions for the filter's test "does any of these products beat the threshold": the lowest
  * score of products sharing sq. For DOT and ABS_DOT the score falls as the product (its magnitude)

@@ -32,13 +32,15 @@ constexpr int kFreshThreads = 256;
 constexpr int kFreshWarps = kFreshThreads / 32;
 constexpr uint32_t kFreshEmpty = 0xffffffffu;
 /* the line's columns in the sample, at most; the room for the keys under the sample's bound */
-constexpr int kFreshSample = 2048;
+constexpr int kFreshSample = 1024;
 constexpr int kFreshRoom = 2048;
+/* the sample's slots, which later hold the places of the room's keys equal to the pivot */
+constexpr int kFreshSampleSlots = kFreshSample > kFreshRoom ? kFreshSample : kFreshRoom;
 /* list and candidate slots (kc + cap) a row may hold for this kernel; larger k takes the stages */
 constexpr int kFreshHeld = 512;
 
 static_assert(kFreshThreads == 256, "one thread a radix bin");
-static_assert((kFreshHeld + kFreshSample + 2 * kFreshRoom) * 4 + kFreshHeld * 4 <= 48 * 1024,
+static_assert((kFreshHeld + kFreshSampleSlots + 2 * kFreshRoom) * 4 + kFreshHeld * 4 <= 48 * 1024,
               "the dynamic shared memory needs no opt-in");
 
 struct FreshShared {
@@ -46,7 +48,6 @@ struct FreshShared {
   unsigned warp_total[kFreshWarps];
   unsigned digit;
   unsigned kprime;
-  unsigned valid;
   unsigned n_room;
   unsigned n_out;
   unsigned n_equal;
@@ -62,16 +63,22 @@ struct FreshRow {
   int held; /* list and candidate slots before the line's places */
 };
 
-/* The key of line column t (product v) of a row: its score's, or kFreshEmpty where the pair may
- * not enter (the row itself, an invalid reference, the row's own group), as the filter decides:
- * only a score strictly below the row's threshold, never NaN. */
-__device__ __forceinline__ uint32_t line_key(const TileGeom &g, const FreshRow &r, float v, int t)
+/* The key of line column t of a row with score s: its own, or kFreshEmpty where the pair may not
+ * enter (the row itself, an invalid reference, the row's own group), as the filter decides: only
+ * a score strictly below the row's threshold, never NaN. */
+__device__ __forceinline__ uint32_t score_key(const TileGeom &g, const FreshRow &r, float s, int t)
 {
   const int cand = g.col_global0 + t;
-  const float s = score_of(g.kind, v, g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f);
   const bool ok = cand != r.self && !(g.invalid && g.invalid[cand]) &&
                   !(g.row_group && g.col_group[cand] == r.group) && s < r.thr;
   return ok ? float_key(s) : kFreshEmpty;
+}
+
+/* The key of line column t with product v. */
+__device__ __forceinline__ uint32_t line_key(const TileGeom &g, const FreshRow &r, float v, int t)
+{
+  const int cand = g.col_global0 + t;
+  return score_key(g, r, score_of(g.kind, v, g.kind == KNNWB_SCORE_L2 ? g.sqnorms[cand] : 0.0f), t);
 }
 
 __device__ __forceinline__ uint32_t column_key(const TileGeom &g, const FreshRow &r, int t)
@@ -165,18 +172,22 @@ __device__ __forceinline__ void room_append(bool keep, uint32_t key, int place, 
 }
 
 /*
- * Reads the row's line once: counts its valid keys into sh.valid and appends those at most bound
- * to the room. Half tiles of aligned rows are read 8 halves a load, every load of a thread in
- * flight at once. Every thread calls it.
+ * Reads the row's line once and appends its keys at most bound to the room. Each product's score
+ * is first compared with the bound's (a float compare: the key order is the scores' order), and
+ * only where a lane of the warp passes that do the other tests (line_key) and the appends run:
+ * about kc * step columns of the line's. Half tiles of aligned rows are read 8 halves a load,
+ * four loads of a thread in flight at once. Every thread calls it.
  */
+template <int kKind>
 __device__ void line_under(const TileGeom &g, const FreshRow &r, uint32_t bound, uint32_t *room_key,
                            int *room_place, FreshShared &sh)
 {
-  int valid = 0, vectored = 0;
+  const float bound_score = bound == kFreshEmpty ? __int_as_float(0x7f800000) : key_float(bound);
+  int vectored = 0;
   if (g.half_tile && g.ld % 8 == 0 && reinterpret_cast<uintptr_t>(g.tile) % 16 == 0) {
     const uint4 *vectors = static_cast<const uint4 *>(r.line);
     const int n_vectors = g.n_cols / 8;
-    /* rounds of whole warps (room_append's ballots), four loads in flight before their tests */
+    /* rounds of whole warps (room_append's ballots) */
     const int rounds = (n_vectors + kFreshThreads - 1) / kFreshThreads;
     for (int round0 = 0; round0 < rounds; round0 += 4) {
       uint4 raw[4];
@@ -187,19 +198,31 @@ __device__ void line_under(const TileGeom &g, const FreshRow &r, uint32_t bound,
       }
 #pragma unroll
       for (int q = 0; q < 4; q++) {
-        const int v = (round0 + q) * kFreshThreads + (int)threadIdx.x;
         if (round0 + q >= rounds)
           break; /* the same in every thread */
+        const int v = (round0 + q) * kFreshThreads + (int)threadIdx.x;
         const uint32_t words[4] = {raw[q].x, raw[q].y, raw[q].z, raw[q].w};
+        float score[8];
+        unsigned under = 0;
 #pragma unroll
         for (int u = 0; u < 8; u++) {
           __half2 pair;
           memcpy(&pair, &words[u / 2], sizeof pair);
           const float2 f = __half22float2(pair);
-          const uint32_t key = v < n_vectors
-                                   ? line_key(g, r, (u % 2 ? f.y : f.x) * g.tile_scale, 8 * v + u)
-                                   : kFreshEmpty;
-          valid += key != kFreshEmpty;
+          const float sq = kKind == KNNWB_SCORE_L2 && v < n_vectors
+                               ? g.sqnorms[g.col_global0 + 8 * v + u]
+                               : 0.0f;
+          score[u] = kind_score<kKind>((u % 2 ? f.y : f.x) * g.tile_scale, sq);
+          under |= (unsigned)(v < n_vectors && score[u] <= bound_score) << u;
+        }
+        if (!__any_sync(kFullMask, under))
+          continue;
+          /* the key of the very score compared: the room holds every key of this pass at most
+           * bound */
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+          const uint32_t key =
+              (under >> u) & 1u ? score_key(g, r, score[u], 8 * v + u) : kFreshEmpty;
           room_append(key != kFreshEmpty && key <= bound, key, r.held + 8 * v + u, room_key,
                       room_place, sh);
         }
@@ -210,10 +233,28 @@ __device__ void line_under(const TileGeom &g, const FreshRow &r, uint32_t bound,
   for (int base = vectored; base < g.n_cols; base += kFreshThreads) {
     const int t = base + (int)threadIdx.x;
     const uint32_t key = t < g.n_cols ? column_key(g, r, t) : kFreshEmpty;
-    valid += key != kFreshEmpty;
     room_append(key != kFreshEmpty && key <= bound, key, r.held + t, room_key, room_place, sh);
   }
-  atomicAdd(&sh.valid, (unsigned)valid);
+}
+
+/* line_under for the kind of g's scores (a compile-time kind: no switch a product). */
+__device__ void line_under_kind(const TileGeom &g, const FreshRow &r, uint32_t bound,
+                                uint32_t *room_key, int *room_place, FreshShared &sh)
+{
+  switch (g.kind) {
+  case KNNWB_SCORE_DOT:
+    line_under<KNNWB_SCORE_DOT>(g, r, bound, room_key, room_place, sh);
+    break;
+  case KNNWB_SCORE_ABS_DOT:
+    line_under<KNNWB_SCORE_ABS_DOT>(g, r, bound, room_key, room_place, sh);
+    break;
+  case KNNWB_SCORE_L2:
+    line_under<KNNWB_SCORE_L2>(g, r, bound, room_key, room_place, sh);
+    break;
+  default:
+    line_under<-1>(g, r, bound, room_key, room_place, sh);
+    break;
+  }
 }
 
 /* Writes (key, index) at slot of the row's list. */
@@ -322,17 +363,15 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
   const int step = g.n_cols > kFreshSample ? (g.n_cols + kFreshSample - 1) / kFreshSample : 1;
   const int n_sample = (g.n_cols + step - 1) / step;
   uint32_t *sample_key = fresh_shared; /* held slots' keys, then the sample's */
-  uint32_t *room_key = sample_key + r.held + kFreshSample;
+  uint32_t *room_key = sample_key + r.held + kFreshSampleSlots;
   int *room_place = reinterpret_cast<int *>(room_key + kFreshRoom);
   int *held_index = room_place + kFreshRoom;
   if (threadIdx.x == 0) {
-    sh.valid = 0;
     sh.n_room = 0;
     sh.n_out = 0;
   }
 
   const int buffered = min(st.count[row], st.cap);
-  int held_valid = 0;
   for (int t = threadIdx.x; t < r.held; t += kFreshThreads) {
     int idx = -1;
     float score = 0.0f;
@@ -345,7 +384,6 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
     }
     sample_key[t] = idx < 0 ? kFreshEmpty : float_key(score);
     held_index[t] = idx;
-    held_valid += idx >= 0;
   }
 #pragma unroll 8
   for (int s = threadIdx.x; s < n_sample; s += kFreshThreads)
@@ -360,17 +398,20 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
     const uint32_t key = t < r.held ? sample_key[t] : kFreshEmpty;
     room_append(key != kFreshEmpty && key <= bound, key, t, room_key, room_place, sh);
   }
-  line_under(g, r, bound, room_key, room_place, sh);
-  if (held_valid)
-    atomicAdd(&sh.valid, (unsigned)held_valid);
+  line_under_kind(g, r, bound, room_key, room_place, sh);
   __syncthreads();
 
-  /* 3. the list: fewer than kc valid keys are all taken, and the list keeps empty slots */
-  const bool full = sh.valid >= (unsigned)st.kc;
+  /* 3. the list. The room holds the line's keys at most bound (every valid key when bound is
+   * kFreshEmpty, fewer than kc keys in the sample being valid); it gives the list unless it
+   * overflowed or holds fewer than kc keys under a bound below kFreshEmpty (the sample's keys
+   * rounded otherwise than the line's). Fewer than kc valid keys are all taken, and the list keeps
+   * empty slots. */
   const int n_room = (int)sh.n_room;
+  bool full;
   uint32_t pivot = kFreshEmpty;
   int take_equal = 0;
-  if (n_room <= kFreshRoom) {
+  if (n_room <= kFreshRoom && (bound == kFreshEmpty || n_room >= st.kc)) {
+    full = n_room >= st.kc;
     if (full) {
       pivot = radix_pivot(ArrayKey{room_key}, n_room, (unsigned)st.kc, sh);
       take_equal = (int)sh.kprime;
@@ -379,10 +420,10 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
     list_from_room(st, g, row, r, pivot, take_equal, n_room, room_key, room_place, held_index,
                    reinterpret_cast<int *>(sample_key), sh);
   } else {
-    /* full: more than kFreshRoom valid keys */
     const PlaceKey key_of{g, r, sample_key};
     pivot = radix_pivot(key_of, r.held + g.n_cols, (unsigned)st.kc, sh);
-    take_equal = (int)sh.kprime;
+    full = pivot != kFreshEmpty;
+    take_equal = full ? (int)sh.kprime : 0;
     list_from_places(st, g, row, r, key_of, r.held + g.n_cols, pivot, take_equal, held_index, sh);
   }
   __syncthreads();
@@ -414,7 +455,8 @@ bool fresh_stages_only(void)
 size_t fresh_shared_bytes(const SelectState &state)
 {
   const size_t held = (size_t)state.kc + (size_t)state.cap;
-  return (held + kFreshSample + 2 * (size_t)kFreshRoom) * sizeof(uint32_t) + held * sizeof(int);
+  return (held + kFreshSampleSlots + 2 * (size_t)kFreshRoom) * sizeof(uint32_t) +
+         held * sizeof(int);
 }
 
 } // namespace
