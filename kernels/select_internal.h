@@ -220,18 +220,18 @@ cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, c
 
 /**
  * Filters a finished tile into the state and merges the rows that need it. A tile of fresh rows
- * (geom.fresh, row pass only) goes to launch_fresh_select where it fits; otherwise it is filtered
- * in column stages of doubling width, every row with candidates merged after each stage, so that
- * thresholds exist before most of a line is read: in one pass every pair would beat a +inf
- * threshold and every line would overflow into a full re-read by the merge (about 8x the cost of
- * an ordinary tile's selection, measured).
+ * (geom.fresh, row pass only) goes to launch_fresh_select where fresh_select_fits; otherwise it
+ * is filtered in column stages of doubling width, every row with candidates merged after each
+ * stage, so that thresholds exist before most of a line is read: in one pass every pair would beat
+ * a +inf threshold and every line would overflow into a full re-read by the merge (about 8x the
+ * cost of an ordinary tile's selection, measured).
  */
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
- * Whether launch_fresh_select takes tile geom (tile_fresh.cu): a fresh tile's row pass whose line,
- * list and candidate buffer fit a block's shared memory on the current device, unless
- * KNNWB_CUDA_FRESH=stages keeps the column stages (to compare).
+ * Whether launch_fresh_select takes tile geom (tile_fresh.cu): with KNNWB_CUDA_FRESH=kernel, a
+ * fresh tile's row pass (of a tile in memory) whose rows hold at most 512 list and candidate slots
+ * (kc + cap). Otherwise the column stages run.
  */
 bool fresh_select_fits(const SelectState &state, const TileGeom &geom);
 
@@ -239,8 +239,8 @@ bool fresh_select_fits(const SelectState &state, const TileGeom &geom);
  * Selects a fresh tile's rows in one kernel, a block per row: each row's list becomes the kc best
  * of its list, its pending candidates (at most cap) and its line, equal keys at the boundary
  * taken in that order; its threshold the kc-th (never raised) and its count 0. Needs
- * fresh_select_fits. Errors: the launch's. O(n_cols) shared-memory work a row, one read of the
- * tile.
+ * fresh_select_fits. Errors: the launch's. O(n_cols) a row, one read of the tile (two for a row
+ * of many equal keys).
  */
 cudaError_t launch_fresh_select(const SelectState &state, const TileGeom &geom,
                                 cudaStream_t stream);

@@ -13,9 +13,10 @@
  *
  * Why: with +inf thresholds every pair passes a filter, so tile_select.cu filters such a tile in
  * column stages of doubling width, a filter and a merge launched over all the tile's rows each
- * time (about 20 launches a tile: 2.15 ms for a tile of 16,384 columns on an H200). A first
- * version of this kernel that kept the whole line's keys in shared memory and selected over them
- * all was bound by its instructions (1.3-1.6 ms).
+ * time (about 20 launches a tile: 2.15 ms for a tile of 16,384 columns on an H200; this kernel
+ * 0.96 ms). A first version that kept the whole line's keys in shared memory and selected over
+ * them all was bound by its instructions (1.3-1.6 ms). Taken only with KNNWB_CUDA_FRESH=kernel
+ * (fresh_kernel_wanted says why).
  */
 #include "tile_common.cuh"
 
@@ -444,12 +445,17 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
   }
 }
 
-/* KNNWB_CUDA_FRESH=stages: fresh tiles filtered in column stages (to compare). Read at every
- * fresh tile (a getenv, no cache), so that a test can compare the two in one process. */
-bool fresh_stages_only(void)
+/* KNNWB_CUDA_FRESH=kernel: fresh tiles selected by this kernel; otherwise in column stages. Read at
+ * every fresh tile (a getenv, no cache), so that a test can compare the two in one process. Not the
+ * default: on one H200 the kernel takes 0.96 ms a tile of 16,384 columns against the stages' 2.15
+ * ms, but it fills the SMs while the next tiles' GEMMs and fused kernels run beside it, and the
+ * real-like command's tile loop took 1.51-1.54 s against 1.29 s (its measurement of fused tiles
+ * then chose filtered ones), 1.09 s against 1.03-1.04 s on 1,000,000 x 128 clusters and 0.85 s
+ * against 0.88-0.89 s on 1,000,000 x 32 (docs/performance-gpu.md). */
+bool fresh_kernel_wanted(void)
 {
   const char *v = getenv("KNNWB_CUDA_FRESH");
-  return v != nullptr && strcmp(v, "stages") == 0;
+  return v != nullptr && strcmp(v, "kernel") == 0;
 }
 
 size_t fresh_shared_bytes(const SelectState &state)
@@ -463,7 +469,7 @@ size_t fresh_shared_bytes(const SelectState &state)
 
 bool fresh_select_fits(const SelectState &state, const TileGeom &geom)
 {
-  return !fresh_stages_only() && geom.tile && geom.fresh && !geom.do_cols &&
+  return fresh_kernel_wanted() && geom.tile && geom.fresh && !geom.do_cols &&
          state.kc + state.cap <= kFreshHeld && state.kc <= kFreshRoom / 2;
 }
 
