@@ -120,6 +120,56 @@ __device__ __forceinline__ int warp_inclusive_sum(int v)
   return v;
 }
 
+/* A radix select's shared state, for a block of 256 threads (one a bin). */
+struct RadixShared {
+  unsigned hist[256];
+  unsigned warp_total[8];
+  unsigned digit;
+  /* in: the rank wanted (1-based); out: how many keys equal to the pivot belong to the smallest */
+  unsigned kprime;
+  unsigned equal_total; /* out: how many keys equal the pivot */
+};
+
+/*
+ * The key of the rs.kprime-th smallest of a block's keys, a digit of 8 bits per pass (four passes),
+ * for the tile merge (tile_select.cu) and the fresh tile's kernel (tile_fresh.cu). visit(prefix,
+ * high_mask, shift) adds every key k with (k & high_mask) == prefix to rs.hist at digit
+ * (k >> shift) & 0xff (histogram_add). Every thread of a block of 256 calls it, with rs.kprime set
+ * and visible to all; on return rs.kprime and rs.equal_total are as RadixShared says.
+ */
+template <typename Visit>
+__device__ __forceinline__ uint32_t radix_pivot(RadixShared &rs, Visit visit)
+{
+  uint32_t prefix = 0;
+  for (int pass = 0; pass < 4; pass++) {
+    const int shift = 24 - 8 * pass;
+    const uint32_t high_mask = pass == 0 ? 0u : (0xffffffffu << (32 - 8 * pass));
+    rs.hist[threadIdx.x] = 0;
+    __syncthreads();
+    visit(prefix, high_mask, shift);
+    __syncthreads();
+    /* block scan of the 256 bins; the bin holding the kprime-th key is the next digit */
+    const unsigned h = rs.hist[threadIdx.x];
+    const unsigned incl = (unsigned)warp_inclusive_sum((int)h);
+    if ((threadIdx.x & 31) == 31)
+      rs.warp_total[threadIdx.x >> 5] = incl;
+    __syncthreads();
+    unsigned before = incl - h;
+    for (int w = 0; w < (int)(threadIdx.x >> 5); w++)
+      before += rs.warp_total[w];
+    const unsigned want = rs.kprime;
+    __syncthreads();
+    if (before < want && want <= before + h) {
+      rs.digit = threadIdx.x;
+      rs.kprime = want - before;
+      rs.equal_total = h;
+    }
+    __syncthreads();
+    prefix |= rs.digit << shift;
+  }
+  return prefix;
+}
+
 /*
  * Reserves n slots (n > 0) in state row `row`'s candidate buffer with one atomic and returns the
  * first (slots at cap and beyond are counted but not stored: the row overflowed), queues `entry`

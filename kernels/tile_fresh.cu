@@ -40,19 +40,15 @@ constexpr int kFreshSampleSlots = kFreshSample > kFreshRoom ? kFreshSample : kFr
 /* list and candidate slots (kc + cap) a row may hold for this kernel; larger k takes the stages */
 constexpr int kFreshHeld = 512;
 
-static_assert(kFreshThreads == 256, "one thread a radix bin");
+static_assert(kFreshThreads == 256, "one thread a radix bin (RadixShared)");
 static_assert((kFreshHeld + kFreshSampleSlots + 2 * kFreshRoom) * 4 + kFreshHeld * 4 <= 48 * 1024,
               "the dynamic shared memory needs no opt-in");
 
 struct FreshShared {
-  unsigned hist[256];
-  unsigned warp_total[kFreshWarps];
-  unsigned digit;
-  unsigned kprime;
+  RadixShared radix; /* its warp_total also serves list_from_places' counts */
   unsigned n_room;
   unsigned n_out;
   unsigned n_equal;
-  unsigned equal_total; /* radix_pivot: keys equal to the pivot */
 };
 
 /* What a block knows of its row. */
@@ -108,48 +104,24 @@ struct ArrayKey {
 };
 
 /*
- * The key of the kprime-th smallest (1-based) of key(0 .. n-1), a digit per pass; on return
- * sh.kprime is how many keys equal to it belong to the kprime smallest, sh.equal_total how many
- * keys equal it. Every thread calls it.
+ * The key of the kprime-th smallest (1-based) of key(0 .. n-1); on return sh.radix.kprime is how
+ * many keys equal to it belong to the kprime smallest, sh.radix.equal_total how many keys equal
+ * it (radix_pivot). Every thread calls it.
  */
 template <typename Key>
-__device__ uint32_t radix_pivot(Key key, int n, unsigned kprime, FreshShared &sh)
+__device__ uint32_t keys_pivot(Key key, int n, unsigned kprime, FreshShared &sh)
 {
   if (threadIdx.x == 0)
-    sh.kprime = kprime;
-  uint32_t prefix = 0;
-  for (int pass = 0; pass < 4; pass++) {
-    const int shift = 24 - 8 * pass;
-    const uint32_t high_mask = pass == 0 ? 0u : (0xffffffffu << (32 - 8 * pass));
-    sh.hist[threadIdx.x] = 0;
-    __syncthreads();
-    /* every lane of a warp runs the same iterations (histogram_add's warp intrinsics) */
+    sh.radix.kprime = kprime;
+  /* every lane of a warp runs the same iterations (histogram_add's warp intrinsics); the
+   * radix_pivot's first barrier makes kprime visible */
+  return radix_pivot(sh.radix, [&](uint32_t prefix, uint32_t high_mask, int shift) {
     for (int base = 0; base < n; base += kFreshThreads) {
       const int t = base + (int)threadIdx.x;
       const uint32_t k = t < n ? key(t) : 0u;
-      histogram_add(sh.hist, t < n && (k & high_mask) == prefix, (k >> shift) & 0xffu);
+      histogram_add(sh.radix.hist, t < n && (k & high_mask) == prefix, (k >> shift) & 0xffu);
     }
-    __syncthreads();
-    /* the block scans the 256 bins; the bin holding the kprime-th key is the next digit */
-    const unsigned h = sh.hist[threadIdx.x];
-    const unsigned incl = (unsigned)warp_inclusive_sum((int)h);
-    if ((threadIdx.x & 31) == 31)
-      sh.warp_total[threadIdx.x >> 5] = incl;
-    __syncthreads();
-    unsigned before = incl - h;
-    for (int w = 0; w < (int)(threadIdx.x >> 5); w++)
-      before += sh.warp_total[w];
-    const unsigned want = sh.kprime;
-    __syncthreads();
-    if (before < want && want <= before + h) {
-      sh.digit = threadIdx.x;
-      sh.kprime = want - before;
-      sh.equal_total = h;
-    }
-    __syncthreads();
-    prefix |= sh.digit << shift;
-  }
-  return prefix;
+  });
 }
 
 /* Appends (key, place) to the room where keep (sh.n_room counts, past kFreshRoom too): one atomic
@@ -280,7 +252,7 @@ __device__ void list_from_room(const SelectState &st, const TileGeom &g, int row
                                FreshShared &sh)
 {
   const int less = st.kc - take_equal; /* pivot is the kc-th key when the list is full */
-  const bool every_equal = take_equal == (int)sh.equal_total;
+  const bool every_equal = take_equal == (int)sh.radix.equal_total;
   if (threadIdx.x == 0)
     sh.n_equal = 0;
   __syncthreads();
@@ -328,12 +300,12 @@ __device__ void list_from_places(const SelectState &st, const TileGeom &g, int r
     const bool equal = p < n && key == pivot;
     const unsigned ballot = __ballot_sync(kFullMask, equal);
     if (lane == 0)
-      sh.warp_total[warp] = (unsigned)__popc(ballot);
+      sh.radix.warp_total[warp] = (unsigned)__popc(ballot);
     __syncthreads();
     int rank = equal_before + __popc(ballot & ((1u << lane) - 1u)), round_equal = 0;
     for (int w = 0; w < kFreshWarps; w++) {
-      rank += w < warp ? (int)sh.warp_total[w] : 0;
-      round_equal += (int)sh.warp_total[w];
+      rank += w < warp ? (int)sh.radix.warp_total[w] : 0;
+      round_equal += (int)sh.radix.warp_total[w];
     }
     if (equal && rank < take_equal)
       list_put(st, g, row, less + rank, key, p, r, held_index);
@@ -392,7 +364,7 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
   __syncthreads();
 
   /* 1. the bound (kFreshEmpty while fewer than kc keys are valid: every valid key is kept) */
-  const uint32_t bound = radix_pivot(ArrayKey{sample_key}, r.held + n_sample, (unsigned)st.kc, sh);
+  const uint32_t bound = keys_pivot(ArrayKey{sample_key}, r.held + n_sample, (unsigned)st.kc, sh);
   /* 2. the held slots and the line under it */
   for (int base = 0; base < r.held; base += kFreshThreads) {
     const int t = base + (int)threadIdx.x;
@@ -414,17 +386,17 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
   if (n_room <= kFreshRoom && (bound == kFreshEmpty || n_room >= st.kc)) {
     full = n_room >= st.kc;
     if (full) {
-      pivot = radix_pivot(ArrayKey{room_key}, n_room, (unsigned)st.kc, sh);
-      take_equal = (int)sh.kprime;
+      pivot = keys_pivot(ArrayKey{room_key}, n_room, (unsigned)st.kc, sh);
+      take_equal = (int)sh.radix.kprime;
     }
     /* the sample's keys are no longer needed: their place holds the equal keys' places */
     list_from_room(st, g, row, r, pivot, take_equal, n_room, room_key, room_place, held_index,
                    reinterpret_cast<int *>(sample_key), sh);
   } else {
     const PlaceKey key_of{g, r, sample_key};
-    pivot = radix_pivot(key_of, r.held + g.n_cols, (unsigned)st.kc, sh);
+    pivot = keys_pivot(key_of, r.held + g.n_cols, (unsigned)st.kc, sh);
     full = pivot != kFreshEmpty;
-    take_equal = full ? (int)sh.kprime : 0;
+    take_equal = full ? (int)sh.radix.kprime : 0;
     list_from_places(st, g, row, r, key_of, r.held + g.n_cols, pivot, take_equal, held_index, sh);
   }
   __syncthreads();

@@ -64,11 +64,10 @@ __device__ __forceinline__ float line_value(const Line &line, int t)
   return sum * line.scale;
 }
 
+static_assert(kMergeThreads == 256, "one thread a radix bin (RadixShared)");
+
 struct MergeShared {
-  unsigned hist[kMergeThreads];
-  unsigned warp_total[kMergeThreads / 32];
-  unsigned digit;
-  unsigned kprime;
+  RadixShared radix;
   int n_scratch;
   int n_out;
   int n_eq;
@@ -247,8 +246,8 @@ __device__ __forceinline__ void gather_pairs(const TileGeom &g, const Line &line
 }
 
 /*
- * The key of the merge's sh.kprime-th smallest element (1-based), a digit per pass; on return
- * sh.kprime is how many elements equal to it belong to the smallest. Every thread of the block
+ * The key of the merge's sh.radix.kprime-th smallest element (1-based); on return sh.radix.kprime
+ * is how many elements equal to it belong to the smallest (radix_pivot). Every thread of the block
  * calls it with the same arguments.
  */
 __device__ __forceinline__ uint32_t select_pivot(const SelectState &st, int row, int n_buffer,
@@ -257,44 +256,13 @@ __device__ __forceinline__ uint32_t select_pivot(const SelectState &st, int row,
                                                  const int *scratch_index, int n_scratch,
                                                  MergeShared &sh)
 {
-  uint32_t prefix = 0;
-  for (int pass = 0; pass < 4; pass++) {
-    const int shift = 24 - 8 * pass;
-    const uint32_t high_mask = pass == 0 ? 0u : (0xffffffffu << (32 - 8 * pass));
-    sh.hist[threadIdx.x] = 0;
-    __syncthreads();
+  return radix_pivot(sh.radix, [&](uint32_t prefix, uint32_t high_mask, int shift) {
     for_each_element(st, row, n_buffer, overflow, line, scratch_key, scratch_index, n_scratch,
                      [&](bool act, uint32_t key, int) {
                        bool match = act && (key & high_mask) == prefix;
-                       histogram_add(sh.hist, match, (key >> shift) & 0xffu);
+                       histogram_add(sh.radix.hist, match, (key >> shift) & 0xffu);
                      });
-    __syncthreads();
-    /* Block scan of the 256 bins; the bin holding the kprime-th element is the next digit. */
-    unsigned h = sh.hist[threadIdx.x];
-    unsigned incl = h;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      unsigned t = __shfl_up_sync(kFullMask, incl, off);
-      if (lane >= off)
-        incl += t;
-    }
-    if (lane == 31)
-      sh.warp_total[warp] = incl;
-    __syncthreads();
-    for (int w = 0; w < warp; w++)
-      incl += sh.warp_total[w];
-    unsigned excl = incl - h;
-    unsigned kprime = sh.kprime;
-    __syncthreads();
-    if (excl < kprime && kprime <= incl) {
-      sh.digit = threadIdx.x;
-      sh.kprime = kprime - excl;
-    }
-    __syncthreads();
-    prefix |= sh.digit << shift;
-  }
-  return prefix;
+  });
 }
 
 /* Merges one state row; every thread of the block calls it with the same arguments. */
@@ -324,7 +292,7 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
 
   if (threadIdx.x == 0) {
     sh.n_scratch = 0;
-    sh.kprime = (unsigned)st.kc;
+    sh.radix.kprime = (unsigned)st.kc;
     sh.n_out = 0;
     sh.n_eq = 0;
   }
@@ -344,7 +312,7 @@ __device__ void merge_row(const SelectState &st, const TileGeom &g, int row, boo
 
   const uint32_t pivot =
       select_pivot(st, row, n_buffer, overflow, line, scratch_key, scratch_index, n_scratch, sh);
-  const int take_equal = (int)sh.kprime;
+  const int take_equal = (int)sh.radix.kprime;
 
   for_each_element(st, row, n_buffer, overflow, line, scratch_key, scratch_index, n_scratch,
                    [&](bool act, uint32_t key, int idx) {
