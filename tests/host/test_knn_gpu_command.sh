@@ -1,0 +1,35 @@
+#!/bin/sh
+# The knn command on the GPUs as a user runs it: its lists equal the CPU backend's byte for byte
+# with the GPUs given back while the lists are written (the default), with them left to the exit
+# (KNNWB_GPU_RELEASE=0) and on GPU 0 alone (--devices 0, the others not given back); every run exits
+# 0 and leaves nothing but its output. Skips (77) where no GPU is usable or CUDA was not built.
+# Usage: test_knn_gpu_command.sh KNNWB
+set -eu
+knnwb=$1
+work=$(mktemp -d "${TMPDIR:-/tmp}/knnwb-gpu-command-XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+# 3,001 rows of 17 columns from awk's generator with a fixed seed
+awk 'BEGIN { srand(7); h = "id"; for (j = 0; j < 17; j++) h = h "\ts" j; print h;
+             for (i = 0; i < 3001; i++) { line = "r" i;
+               for (j = 0; j < 17; j++) line = line "\t" sprintf("%.6f", rand() * 2 - 1);
+               print line } }' >"$work/x.tsv"
+mkdir "$work/out"
+status=0
+"$knnwb" knn "$work/x.tsv" -k 9 --backend cuda -q -o "$work/out/gpu.knn" 2>"$work/err" || status=$?
+if [ "$status" != 0 ]; then
+  if grep -q "no usable GPU" "$work/err"; then
+    echo "SKIP: $(cat "$work/err")"
+    exit 77
+  fi
+  cat "$work/err"; echo "FAIL: the GPU run exited $status"; exit 1
+fi
+"$knnwb" knn "$work/x.tsv" -k 9 --backend cpu -q -o "$work/out/cpu.knn"
+KNNWB_GPU_RELEASE=0 "$knnwb" knn "$work/x.tsv" -k 9 --backend cuda -q -o "$work/out/kept.knn"
+"$knnwb" knn "$work/x.tsv" -k 9 --backend cuda --devices 0 -q -o "$work/out/one.knn"
+for run in gpu kept one; do
+  cmp -s "$work/out/cpu.knn" "$work/out/$run.knn" ||
+    { echo "FAIL: the $run run's lists differ from the CPU's"; exit 1; }
+done
+left=$(ls -A "$work/out" | grep -v -x -e cpu.knn -e gpu.knn -e kept.knn -e one.knn || true)
+[ -z "$left" ] || { echo "FAIL: left beside the outputs: $left"; exit 1; }
+echo "ok: the GPU runs' lists equal the CPU's"
