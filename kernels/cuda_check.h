@@ -9,6 +9,8 @@
 
 #include <knnwb_kernels.h>
 
+#include "blas_library.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -56,7 +58,7 @@ static inline int knnwb_cublas_status_of(cublasStatus_t st)
     cublasStatus_t st_ = (call);                                                                   \
     if (st_ != CUBLAS_STATUS_SUCCESS) {                                                            \
       (run).fail(knnwb_cublas_status_of(st_), "%s failed on GPU %d: %s", #call, device_ordinal_,   \
-                 cublasGetStatusString(st_));                                                      \
+                 knnwb_cuda::blas_status_string(st_));                                             \
       return false;                                                                                \
     }                                                                                              \
   } while (0)

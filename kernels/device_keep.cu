@@ -3,6 +3,7 @@
  * (device_keep.h). One lock guards the lists; CUDA's freeing calls, which wait for the device,
  * run outside it.
  */
+#include "blas_library.h"
 #include "device_keep.h"
 #include "device_keep_policy.h"
 #include "knnwb_kernels.h"
@@ -170,22 +171,30 @@ size_t keep_bytes(int ordinal)
 
 cublasStatus_t keep_blas_take(int ordinal, cublasHandle_t *handle)
 {
-  return take_handle(blases, ordinal, handle, cublasCreate);
+  const BlasLibrary *l = blas();
+  *handle = nullptr;
+  return l != nullptr ? take_handle(blases, ordinal, handle, l->create)
+                      : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 void keep_blas_give(int ordinal, cublasHandle_t handle)
 {
-  give_handle(blases, ordinal, handle, cublasDestroy);
+  if (handle != nullptr) /* made by the loaded library */
+    give_handle(blases, ordinal, handle, blas()->destroy);
 }
 
 cublasStatus_t keep_lt_take(int ordinal, cublasLtHandle_t *handle)
 {
-  return take_handle(lts, ordinal, handle, cublasLtCreate);
+  const BlasLibrary *l = blas();
+  *handle = nullptr;
+  return l != nullptr ? take_handle(lts, ordinal, handle, l->lt_create)
+                      : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 void keep_lt_give(int ordinal, cublasLtHandle_t handle)
 {
-  give_handle(lts, ordinal, handle, cublasLtDestroy);
+  if (handle != nullptr)
+    give_handle(lts, ordinal, handle, blas()->lt_destroy);
 }
 
 } // namespace knnwb_cuda
@@ -213,13 +222,14 @@ extern "C" void knnwb_cuda_keep_end(void)
   free_blocks(blocks);
   int current = -1;
   cudaGetDevice(&current);
+  const BlasLibrary *l = blas(); /* loaded: the handles were made by it */
   for (const auto &h : blas_handles) {
     cudaSetDevice(h.first);
-    cublasDestroy((cublasHandle_t)h.second);
+    l->destroy((cublasHandle_t)h.second);
   }
   for (const auto &h : lt_handles) {
     cudaSetDevice(h.first);
-    cublasLtDestroy((cublasLtHandle_t)h.second);
+    l->lt_destroy((cublasLtHandle_t)h.second);
   }
   if (current >= 0)
     cudaSetDevice(current);

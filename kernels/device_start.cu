@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "blas_library.h"
 #include "device_keep.h"
 #include "knnwb_kernels.h"
 
@@ -52,7 +53,8 @@ int count_state()
   return counted ? device_count : counting ? -1 : -2;
 }
 
-/* The driver, then the primary context of each GPU in ordinals (all when empty) at once. */
+/* The driver, then the primary context of each GPU in ordinals (all when empty) and cuBLAS's
+ * libraries (blas_library.h), all at once. */
 void start_devices(std::vector<int> ordinals)
 {
   count_devices();
@@ -60,6 +62,13 @@ void start_devices(std::vector<int> ordinals)
     for (int i = 0; i < device_count; i++)
       ordinals.push_back(i);
   std::vector<std::thread> threads;
+  if (device_count > 0) {
+    try {
+      threads.emplace_back([] { knnwb_cuda::blas(); });
+    } catch (...) {
+      /* no thread: the first GEMM's setup loads them */
+    }
+  }
   for (int ordinal : ordinals) {
     if (ordinal < 0 || ordinal >= device_count)
       continue;

@@ -1,7 +1,7 @@
 /*
  * Exact double-precision distances of selected candidates, on the device, bit for bit as core's
- * knnwb_pair_distance (core/engine/metric.c) computes them on the host: that function sums eight lanes,
- * lane t taking the products of columns t, t + 8, ... in order, combines the lanes as
+ * knnwb_pair_distance (core/engine/metric.c) computes them on the host: that function sums eight
+ * lanes, lane t taking the products of columns t, t + 8, ... in order, combines the lanes as
  * ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), adds the remaining d mod 8 columns summed in order
  * from zero, and finishes with IEEE division and square root. Here eight threads are the eight
  * lanes and a butterfly of shuffles combines them in the same tree (IEEE addition commutes exactly,

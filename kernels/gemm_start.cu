@@ -11,6 +11,7 @@
  * any order of the sums). knnwb_cuda_select waits for it, so its memory is free again before the
  * select plans. KNNWB_CUDA_GEMM_START=0 leaves the choice to the worker, as before (to measure).
  */
+#include "blas_library.h"
 #include "knnwb_kernels.h"
 #include "select_plan.h"
 #include "select_trace.h"
@@ -45,31 +46,32 @@ void choose_on(int device, int tile, int dpad)
 {
   const double t0 = seconds_now();
   cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
+  cublasHandle_t handle = nullptr;
   void *buffer = nullptr;
+  const BlasLibrary *l = blas();
   const size_t rows_bytes = ((size_t)tile * (size_t)dpad * 2 + 255) / 256 * 256;
   const size_t tile_bytes = (size_t)tile * (size_t)tile * 2;
   double ready_at = 0;
-  if (cudaSetDevice(device) == cudaSuccess &&
+  if (l != nullptr && cudaSetDevice(device) == cudaSuccess &&
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
-      cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS &&
-      cublasSetStream(blas, stream) == CUBLAS_STATUS_SUCCESS &&
-      cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS &&
+      l->create(&handle) == CUBLAS_STATUS_SUCCESS &&
+      l->set_stream(handle, stream) == CUBLAS_STATUS_SUCCESS &&
+      l->set_math_mode(handle, CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS &&
       cudaMalloc(&buffer, rows_bytes + tile_bytes) == cudaSuccess &&
       cudaMemsetAsync(buffer, 0x3c, rows_bytes, stream) == cudaSuccess) {
     /* (halves of 0x3c3c: 1.06 each) */
     ready_at = seconds_now() - t0;
     LtGemm gemm;
     double ex_ms = 0, lt_ms = 0;
-    lt_gemm_choose(&gemm, blas, device, tile, dpad, ldexpf(1.0f, kHalfTileExponent), buffer,
+    lt_gemm_choose(&gemm, handle, device, tile, dpad, ldexpf(1.0f, kHalfTileExponent), buffer,
                    static_cast<char *>(buffer) + rows_bytes, stream, &ex_ms, &lt_ms);
     cudaStreamSynchronize(stream);
     lt_gemm_destroy(&gemm);
   }
   if (buffer)
     cudaFree(buffer);
-  if (blas)
-    cublasDestroy(blas);
+  if (handle)
+    l->destroy(handle);
   if (stream)
     cudaStreamDestroy(stream);
   cudaGetLastError(); /* best effort: nothing of it may fail a search */

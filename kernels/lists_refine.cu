@@ -8,9 +8,9 @@
  * radix-sorts them, only the k it keeps (about 12.5 bytes per neighbour instead of 20 per
  * candidate: 35 GB -> 19 GB at 384,126 rows and k = 4,096).
  *
- * Same result as core/engine/refine.c's knnwb_refine_row with the backend's distances: both take every
- * valid candidate but the query row itself, order them by (distance, index) with no ties left (the
- * indices differ), and keep the first k; the worst score and the count are taken over the same
+ * Same result as core/engine/refine.c's knnwb_refine_row with the backend's distances: both take
+ * every valid candidate but the query row itself, order them by (distance, index) with no ties left
+ * (the indices differ), and keep the first k; the worst score and the count are taken over the same
  * entries.
  */
 #include "select_internal.h"

@@ -29,7 +29,7 @@ enum class GemmPrecision {
  * the float32 accumulations times alpha rounded to nearest half. Runs on the handle's stream.
  * Returns cuBLAS's status.
  */
-cublasStatus_t tile_scores_gemm(cublasHandle_t blas, GemmPrecision precision, const void *q,
+cublasStatus_t tile_scores_gemm(cublasHandle_t handle, GemmPrecision precision, const void *q,
                                 int n_q, const void *r, int n_r, int dpad, float alpha, void *tile,
                                 int ld, bool half_tile);
 
@@ -60,7 +60,7 @@ struct LtGemm {
  * Cost: about 20 GEMMs of the tile and the loads of their kernels (0.11-0.14 s on an H200), once
  * per device and shape; from the disk, one GEMM.
  */
-void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dpad, float alpha,
+void lt_gemm_choose(LtGemm *g, cublasHandle_t handle, int device, int tile, int dpad, float alpha,
                     const void *rows, void *out, cudaStream_t stream, double *ex_ms, double *lt_ms);
 
 /** Whether lt_gemm_choose has made its timed choice for device and this shape in this process. */

@@ -9,6 +9,7 @@
  * on disk for the next process on the same GPU model and libraries (gemm_cache.h). Every candidate
  * accumulates in FP32 like cublasGemmEx, and the screen's bound holds for any order of the sums.
  */
+#include "blas_library.h"
 #include "device_keep.h"
 #include "gemm_cache.h"
 #include "select_trace.h"
@@ -53,16 +54,16 @@ bool create(LtGemm *g, int device, int tile, int dpad)
 {
   const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
   g->device = device;
+  /* a handle means the library is loaded */
   return keep_lt_take(device, &g->handle) == CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
+         blas()->lt_desc_create(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+         blas()->lt_desc_set(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof transposed) ==
              CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed,
-                                        sizeof transposed) == CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof plain) ==
+         blas()->lt_desc_set(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof plain) ==
              CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatrixLayoutCreate(&g->rows, CUDA_R_16F, (uint64_t)dpad, (uint64_t)tile, dpad) ==
+         blas()->lt_layout_create(&g->rows, CUDA_R_16F, (uint64_t)dpad, (uint64_t)tile, dpad) ==
              CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatrixLayoutCreate(&g->tile, CUDA_R_16F, (uint64_t)tile, (uint64_t)tile, tile) ==
+         blas()->lt_layout_create(&g->tile, CUDA_R_16F, (uint64_t)tile, (uint64_t)tile, tile) ==
              CUBLAS_STATUS_SUCCESS &&
          keep_malloc(device, &g->workspace, kWorkspaceBytes) == cudaSuccess;
 }
@@ -115,7 +116,9 @@ bool cache_key(int device, int tile, int dpad, GemmCacheKey *key)
     return false;
   }
   key->model = gemm_cache_model(prop.name, prop.major, prop.minor, prop.multiProcessorCount);
-  key->cublaslt = (long)cublasLtGetVersion();
+  if (blas() == nullptr)
+    return false;
+  key->cublaslt = (long)blas()->lt_version();
   key->driver = driver;
   key->tile = tile;
   key->dpad = dpad;
@@ -135,8 +138,8 @@ bool take_cached(LtGemm *g, const GemmCacheEntry &e, int device, int tile, int d
   bool ok = create(g, device, tile, dpad);
   memcpy(&g->algo, e.algo, sizeof e.algo);
   ok = ok &&
-       cublasLtMatmulAlgoCheck(g->handle, g->op, g->rows, g->rows, g->tile, g->tile, &g->algo,
-                               &check) == CUBLAS_STATUS_SUCCESS &&
+       blas()->lt_algo_check(g->handle, g->op, g->rows, g->rows, g->tile, g->tile, &g->algo,
+                             &check) == CUBLAS_STATUS_SUCCESS &&
        check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= kWorkspaceBytes &&
        lt_gemm_run(*g, rows, rows, alpha, out, stream) == CUBLAS_STATUS_SUCCESS &&
        cudaStreamSynchronize(stream) == cudaSuccess;
@@ -159,7 +162,7 @@ void keep_chosen(int device, int tile, int dpad, bool lt, const cublasLtMatmulAl
 
 } // namespace
 
-void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dpad, float alpha,
+void lt_gemm_choose(LtGemm *g, cublasHandle_t handle, int device, int tile, int dpad, float alpha,
                     const void *rows, void *out, cudaStream_t stream, double *ex_ms, double *lt_ms)
 {
   *ex_ms = *lt_ms = 0;
@@ -197,18 +200,18 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t blas, int device, int tile, int dp
   cublasLtMatmulHeuristicResult_t results[kCandidates];
   int found = 0;
   const size_t workspace = kWorkspaceBytes;
-  if (cublasLtMatmulPreferenceCreate(&preference) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                           &workspace, sizeof workspace) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatmulAlgoGetHeuristic(g->handle, g->op, g->rows, g->rows, g->tile, g->tile,
-                                     preference, kCandidates, results,
-                                     &found) != CUBLAS_STATUS_SUCCESS)
+  const BlasLibrary *l = blas(); /* loaded: create() took a handle */
+  if (l->lt_preference_create(&preference) != CUBLAS_STATUS_SUCCESS ||
+      l->lt_preference_set(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                           sizeof workspace) != CUBLAS_STATUS_SUCCESS ||
+      l->lt_heuristic(g->handle, g->op, g->rows, g->rows, g->tile, g->tile, preference, kCandidates,
+                      results, &found) != CUBLAS_STATUS_SUCCESS)
     found = 0;
   if (preference)
-    cublasLtMatmulPreferenceDestroy(preference);
+    l->lt_preference_destroy(preference);
   *ex_ms = time_gemm(
       [&] {
-        return tile_scores_gemm(blas, GemmPrecision::kFp16, rows, tile, rows, tile, dpad, alpha,
+        return tile_scores_gemm(handle, GemmPrecision::kFp16, rows, tile, rows, tile, dpad, alpha,
                                 out, tile, true);
       },
       stream);
@@ -261,18 +264,19 @@ cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float 
                            cudaStream_t stream)
 {
   const float zero = 0.0f;
-  return cublasLtMatmul(g.handle, g.op, &alpha, r, g.rows, q, g.rows, &zero, tile, g.tile, tile,
-                        g.tile, &g.algo, g.workspace, kWorkspaceBytes, stream);
+  return blas()->lt_matmul(g.handle, g.op, &alpha, r, g.rows, q, g.rows, &zero, tile, g.tile, tile,
+                           g.tile, &g.algo, g.workspace, kWorkspaceBytes, stream);
 }
 
 void lt_gemm_destroy(LtGemm *g)
 {
+  /* what exists was made by the loaded library */
   if (g->tile)
-    cublasLtMatrixLayoutDestroy(g->tile);
+    blas()->lt_layout_destroy(g->tile);
   if (g->rows)
-    cublasLtMatrixLayoutDestroy(g->rows);
+    blas()->lt_layout_destroy(g->rows);
   if (g->op)
-    cublasLtMatmulDescDestroy(g->op);
+    blas()->lt_desc_destroy(g->op);
   keep_lt_give(g->device, g->handle);
   keep_free(g->device, g->workspace);
   *g = LtGemm{};

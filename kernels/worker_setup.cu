@@ -3,6 +3,7 @@
  * buffers of the plan, allocated from the planner's one list (select_plan.h) so that the byte
  * count the plan was chosen with and the allocations cannot disagree. Released in reverse.
  */
+#include "blas_library.h"
 #include "device_keep.h"
 #include "host_staging.h"
 #include "select_worker.h"
@@ -155,9 +156,9 @@ bool Worker::setup_blas()
 {
   if (run_.job->score_kind != KNNWB_SCORE_L1) {
     CUBLAS_TRY(run_, keep_blas_take(device_ordinal_, &blas_));
-    CUBLAS_TRY(run_, cublasSetStream(blas_, gemm_stream_));
+    CUBLAS_TRY(run_, blas()->set_stream(blas_, gemm_stream_));
     /* Plain fp32 FMA unless a screening precision says otherwise (tile_scores.h). */
-    CUBLAS_TRY(run_, cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+    CUBLAS_TRY(run_, blas()->set_math_mode(blas_, CUBLAS_DEFAULT_MATH));
   }
   return true;
 }
