@@ -5,6 +5,7 @@
  * system's cache; then in the folder the build found it in.
  */
 #include "blas_library.h"
+#include "knnwb_kernels.h"
 
 #include <dlfcn.h>
 
@@ -91,3 +92,8 @@ const char *blas_status_string(cublasStatus_t status)
 }
 
 } // namespace knnwb_cuda
+
+extern "C" const char *knnwb_cuda_blas_missing(void)
+{
+  return knnwb_cuda::blas() != nullptr ? nullptr : knnwb_cuda::blas_error();
+}

@@ -50,6 +50,11 @@ int knnwb_cuda_started(void)
   return 0;
 }
 
+const char *knnwb_cuda_blas_missing(void)
+{
+  return "knnwb was built without CUDA";
+}
+
 void knnwb_cuda_release_begin(void)
 {
 }

@@ -216,6 +216,11 @@ void knnwb_cuda_start_wait(void);
  * knnwb_cuda_device_count ran): its exit then tears contexts down. Waits for a start. */
 int knnwb_cuda_started(void);
 /**
+ * NULL when cuBLAS and cuBLASLt are loaded (the first call loads them, or waits for the GPUs'
+ * start that loads them), else why they cannot be: a GPU run needs them. Thread-safe.
+ */
+const char *knnwb_cuda_blas_missing(void);
+/**
  * Begins giving back every GPU this process started (knnwb_cuda_started): each primary context is
  * reset on a helper thread, which frees its device memory, and the pinned staging pool is freed;
  * returns at once. For a process that makes no further CUDA call of any kind (every pointer,

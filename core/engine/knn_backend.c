@@ -101,16 +101,18 @@ gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFun
                                   char **name, GError **error)
 {
   int devices = 0;
+  const char *blas_missing = NULL; /* GPUs, but cuBLAS could not be loaded: why */
   if (options->backend != KNNWB_BACKEND_CPU)
     devices = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
-  if (options->backend != KNNWB_BACKEND_CPU && devices > 0 && knnwb_cuda_device_count() > 0) {
+  if (options->backend != KNNWB_BACKEND_CPU && devices > 0 && knnwb_cuda_device_count() > 0 &&
+      (blas_missing = knnwb_cuda_blas_missing()) == NULL) {
     *select = knnwb_cuda_select;
     *name = g_strdup_printf("cuda:%d", devices);
     return TRUE;
   }
   if (options->backend == KNNWB_BACKEND_CUDA) {
 #ifdef KNNWB_HAVE_CUDA
-    const char *why = "no CUDA device is visible";
+    const char *why = blas_missing != NULL ? blas_missing : "no CUDA device is visible";
 #else
     const char *why = "knnwb was built without CUDA";
 #endif
@@ -123,7 +125,10 @@ gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFun
    * the same line a dozen times looks for a dozen problems. */
   static gsize told = 0;
   if (options->backend == KNNWB_BACKEND_AUTO && g_once_init_enter(&told)) {
-    g_message("knnwb: no usable GPU, computing the kNN graph on the CPU");
+    if (blas_missing != NULL)
+      g_message("knnwb: no usable GPU (%s), computing the kNN graph on the CPU", blas_missing);
+    else
+      g_message("knnwb: no usable GPU, computing the kNN graph on the CPU");
     g_once_init_leave(&told, 1);
   }
 #endif

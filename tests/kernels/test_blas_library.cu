@@ -12,6 +12,7 @@
 #include <string>
 
 #include "blas_library.h"
+#include "knnwb_kernels.h"
 
 static void test_loads(void)
 {
@@ -20,6 +21,7 @@ static void test_loads(void)
     g_printerr("%s\n", knnwb_cuda::blas_error());
   g_assert_nonnull(l);
   g_assert_cmpstr(knnwb_cuda::blas_error(), ==, "");
+  g_assert_null(knnwb_cuda_blas_missing()); /* what the backend's choice asks */
   /* the same table on every call, from any thread */
   g_autoptr(GThread) other = g_thread_new(
       "blas", [](gpointer) -> gpointer { return (gpointer)knnwb_cuda::blas(); }, nullptr);
