@@ -222,7 +222,8 @@ extern "C" void knnwb_cuda_keep_end(void)
   free_blocks(blocks);
   int current = -1;
   cudaGetDevice(&current);
-  const BlasLibrary *l = blas(); /* loaded: the handles were made by it */
+  /* handles were made by the loaded library (none: nothing to load) */
+  const BlasLibrary *l = blas_handles.empty() && lt_handles.empty() ? nullptr : blas();
   for (const auto &h : blas_handles) {
     cudaSetDevice(h.first);
     l->destroy((cublasHandle_t)h.second);
