@@ -173,6 +173,17 @@ int knnwb_select_plan_fused_wins(const float ms[4])
   return ms[0] + ms[3] < ms[1] + ms[2];
 }
 
+void knnwb_select_plan_probe_exclude(float ms[4], const float *fresh_ms, const int *fresh_window,
+                                     int n)
+{
+  for (int i = 0; i < n; i++) {
+    const int w = fresh_window[i];
+    if (w < 0 || w > 3)
+      continue;
+    ms[w] = ms[w] > fresh_ms[i] ? ms[w] - fresh_ms[i] : 0.0f;
+  }
+}
+
 int knnwb_select_plan_dpad(size_t dim, int screen)
 {
   int round = 8;

@@ -189,6 +189,19 @@ long knnwb_select_plan_probe_first(void);
  * ms[2]); a tie goes to filtered. O(1). */
 int knnwb_select_plan_fused_wins(const float ms[4]);
 
+/** Fresh tiles (a row block's first) a measurement takes out of its windows: their selection,
+ * several times an ordinary tile's, falls into whichever window holds it, and one more in a fused
+ * window than in a filtered one would decide the measurement by the diagonal's place alone. */
+#define KNNWB_SELECT_PROBE_FRESH 32
+
+/**
+ * Takes the selection times of n fresh tiles (fresh_ms[i], in ms, measured in window
+ * fresh_window[i], 0..3; others ignored) out of the windows' times ms[4], none below 0, before
+ * knnwb_select_plan_fused_wins. O(n).
+ */
+void knnwb_select_plan_probe_exclude(float ms[4], const float *fresh_ms, const int *fresh_window,
+                                     int n);
+
 /**
  * The first tile knnwb_select_plan_choose tries for n_query x n_reference rows: the rows rounded
  * up to KNNWB_SELECT_MIN_TILE, at most KNNWB_SELECT_MAX_TILE (or KNNWB_CUDA_MAX_TILE's). The plan

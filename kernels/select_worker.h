@@ -177,6 +177,12 @@ private:
   bool probe_off_ = false;
   long fused_probes_ = 0, fused_chosen_ = 0; /* measurements, and of those won by fused tiles */
   cudaEvent_t probe_mark_[5] = {};
+  /* fused_probe: the window being measured (0..3, else -1), and the fresh tiles' selections in
+   * it, bracketed on the selection stream, whose times the decision takes out of their windows */
+  int probe_window_ = -1;
+  int probe_fresh_n_ = 0;
+  int probe_fresh_window_[KNNWB_SELECT_PROBE_FRESH] = {};
+  cudaEvent_t probe_fresh_[2 * KNNWB_SELECT_PROBE_FRESH] = {};
   bool counted_[2] = {false, false};
   /* trace: timing of the selection kernels per slot, summed for fresh ([1]) and other tiles */
   cudaEvent_t select_start_[2] = {}, select_end_[2] = {};

@@ -110,6 +110,10 @@ bool Worker::fused_probe()
     probe_off_ = true;
     return fused_choice_ == 1;
   }
+  if (mark == 0)
+    probe_fresh_n_ = 0;
+  if (mark >= 0)
+    probe_window_ = mark < 4 ? mark : -1;
   if (step == KNNWB_FUSED_PROBE_FUSED || step == KNNWB_FUSED_PROBE_FILTERED)
     return step == KNNWB_FUSED_PROBE_FUSED;
   if (step == KNNWB_FUSED_PROBE_DECIDE)
@@ -117,15 +121,22 @@ bool Worker::fused_probe()
   return fused_choice_ == 1;
 }
 
-/* The decision after a measurement's four windows (fused_probe), from their times. */
+/* The decision after a measurement's four windows (fused_probe), from their times less the fresh
+ * tiles' selections inside them. */
 void Worker::fused_decide(long window)
 {
   float ms[4] = {0, 0, 0, 0};
   bool timed = cudaEventSynchronize(probe_mark_[4]) == cudaSuccess;
   for (int w = 0; w < 4 && timed; w++)
     timed = cudaEventElapsedTime(&ms[w], probe_mark_[w], probe_mark_[w + 1]) == cudaSuccess;
+  float fresh_ms[KNNWB_SELECT_PROBE_FRESH];
+  for (int i = 0; i < probe_fresh_n_ && timed; i++)
+    timed = cudaEventElapsedTime(&fresh_ms[i], probe_fresh_[2 * i], probe_fresh_[2 * i + 1]) ==
+            cudaSuccess;
   if (!timed)
     (void)cudaGetLastError();
+  if (timed)
+    knnwb_select_plan_probe_exclude(ms, fresh_ms, probe_fresh_window_, probe_fresh_n_);
   fused_choice_ = timed && knnwb_select_plan_fused_wins(ms);
   fused_probes_++;
   fused_chosen_ += fused_choice_;
@@ -186,7 +197,17 @@ bool Worker::select_tile(int slot, const TileGeom &geom)
   SelectState state = state_;
   if (state.stats && geom.fresh)
     state.stats += KNNWB_SELECT_STATS;
+  /* a fresh tile inside a fused measurement's window: bracketed, taken out of it (fused_decide) */
+  const int fresh_mark = geom.fresh && probe_window_ >= 0 && probe_fresh_n_ < KNNWB_SELECT_PROBE_FRESH
+                             ? probe_fresh_n_++
+                             : -1;
+  if (fresh_mark >= 0) {
+    probe_fresh_window_[fresh_mark] = probe_window_;
+    CUDA_TRY(run_, cudaEventRecord(probe_fresh_[2 * fresh_mark], select_stream_));
+  }
   CUDA_TRY(run_, launch_tile_select(state, geom, select_stream_));
+  if (fresh_mark >= 0)
+    CUDA_TRY(run_, cudaEventRecord(probe_fresh_[2 * fresh_mark + 1], select_stream_));
   if (select_end_[slot])
     CUDA_TRY(run_, cudaEventRecord(select_end_[slot], select_stream_));
   CUDA_TRY(run_, cudaEventRecord(select_done_[slot], select_stream_));

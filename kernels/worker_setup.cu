@@ -145,6 +145,8 @@ bool Worker::setup_events()
   }
   for (cudaEvent_t &e : probe_mark_)
     CUDA_TRY(run_, cudaEventCreate(&e));
+  for (cudaEvent_t &e : probe_fresh_)
+    CUDA_TRY(run_, cudaEventCreate(&e));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_free_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&query_ready_, cudaEventDisableTiming));
   CUDA_TRY(run_, cudaEventCreateWithFlags(&select_tail_, cudaEventDisableTiming));
@@ -378,6 +380,11 @@ void Worker::release()
       if (e)
         cudaEventDestroy(e);
   for (cudaEvent_t &e : probe_mark_) {
+    if (e)
+      cudaEventDestroy(e);
+    e = nullptr;
+  }
+  for (cudaEvent_t &e : probe_fresh_) {
     if (e)
       cudaEventDestroy(e);
     e = nullptr;

@@ -325,6 +325,22 @@ static void test_plan_fused_probe(void)
   g_assert_true(knnwb_select_plan_fused_wins(fused_faster));
   g_assert_false(knnwb_select_plan_fused_wins(filtered_faster));
   g_assert_false(knnwb_select_plan_fused_wins(tie));
+  /* a fresh tile in a fused window lost it the measurement; taken out, the fused windows win */
+  float with_fresh[4] = {3.2f, 2.0f, 2.0f, 1.5f};
+  const float fresh_ms[3] = {2.2f, 0.5f, 9.0f};
+  const int fresh_window[3] = {0, 4, -1};
+  g_assert_false(knnwb_select_plan_fused_wins(with_fresh));
+  knnwb_select_plan_probe_exclude(with_fresh, fresh_ms, fresh_window, 3);
+  g_assert_cmpfloat_with_epsilon(with_fresh[0], 1.0f, 1e-6);
+  g_assert_cmpfloat(with_fresh[1], ==, 2.0f);
+  g_assert_true(knnwb_select_plan_fused_wins(with_fresh));
+  /* never below 0 */
+  float small[4] = {0.5f, 1.0f, 1.0f, 1.0f};
+  const float big = 2.0f;
+  const int in_third = 3;
+  knnwb_select_plan_probe_exclude(small, &big, &in_third, 1);
+  g_assert_cmpfloat(small[3], ==, 0.0f);
+  g_assert_cmpfloat(small[0], ==, 0.5f);
   g_setenv("KNNWB_CUDA_FUSED_PROBE", "16", TRUE);
   g_assert_cmpint(knnwb_select_plan_probe_window(), ==, 16);
   g_setenv("KNNWB_CUDA_FUSED_PROBE", "0", TRUE);
