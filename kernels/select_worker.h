@@ -104,7 +104,7 @@ private:
   bool fused_pairs(int slot, TileGeom *g) const;
   bool fused_wanted(const TileGeom &geom);
   bool fused_probe();
-  void fused_decide(long window);
+  long fused_decide(long window);
   bool reset_state(int row0, int n_rows);
   bool fused_tile(int slot, TileRequest &request);
   bool select_tile(int slot, const TileGeom &geom);
@@ -173,6 +173,7 @@ private:
   /* fused_probe: tiles that could be fused so far, the last choice (0 filtered, 1 fused), and the
    * selection stream's marks at the windows' bounds */
   long fusable_tiles_ = 0;
+  long probe_origin_ = 0; /* the fusable tile the measurements' periods count from */
   int fused_choice_ = 0;
   bool probe_off_ = false;
   long fused_probes_ = 0, fused_chosen_ = 0; /* measurements, and of those won by fused tiles */

@@ -15,8 +15,8 @@
  * column stages of doubling width, a filter and a merge launched over all the tile's rows each
  * time (about 20 launches a tile: 2.15 ms for a tile of 16,384 columns on an H200; this kernel
  * 0.96 ms). A first version that kept the whole line's keys in shared memory and selected over
- * them all was bound by its instructions (1.3-1.6 ms). Taken only with KNNWB_CUDA_FRESH=kernel
- * (fresh_kernel_wanted says why).
+ * them all was bound by its instructions (1.3-1.6 ms). KNNWB_CUDA_FRESH=stages takes the stages
+ * instead (fresh_kernel_wanted).
  */
 #include "tile_common.cuh"
 
@@ -431,17 +431,17 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
   }
 }
 
-/* KNNWB_CUDA_FRESH=kernel: fresh tiles selected by this kernel; otherwise in column stages. Read at
- * every fresh tile (a getenv, no cache), so that a test can compare the two in one process. Not the
- * default: on one H200 the kernel takes 0.96 ms a tile of 16,384 columns against the stages' 2.15
- * ms, but it fills the SMs while the next tiles' GEMMs and fused kernels run beside it, and the
- * real-like command's tile loop took 1.51-1.54 s against 1.29 s (its measurement of fused tiles
- * then chose filtered ones), 1.09 s against 1.03-1.04 s on 1,000,000 x 128 clusters and 0.85 s
- * against 0.88-0.89 s on 1,000,000 x 32 (docs/performance-gpu.md). */
+/* Fresh tiles are selected by this kernel, or in column stages with KNNWB_CUDA_FRESH=stages. Read
+ * at every fresh tile (a getenv, no cache), so that a test can compare the two in one process. On
+ * one H200 the kernel takes 0.9-1.0 ms a tile of 16,384 columns against the stages' 2.15 ms. It
+ * fills the SMs while the next tiles' GEMMs and fused kernels run beside it, which once made the
+ * measurement of fused tiles choose filtered ones on the real-like matrix (its loop 1.5 s against
+ * 1.29 s); since that measurement takes fresh tiles out of its windows and measures a close
+ * decision again soon (tile_issue.cu), the kernel is the default (docs/performance-gpu.md). */
 bool fresh_kernel_wanted(void)
 {
   const char *v = getenv("KNNWB_CUDA_FRESH");
-  return v != nullptr && strcmp(v, "kernel") == 0;
+  return v == nullptr || strcmp(v, "stages") != 0;
 }
 
 /* KNNWB_CUDA_FRESH_BLOCKS=b (1 to 5): the kernel's grid is b blocks an SM of the current device,

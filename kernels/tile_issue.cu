@@ -102,9 +102,10 @@ bool Worker::fused_probe()
   if (probe_off_)
     return fused_choice_ == 1;
   int mark = -1;
-  const long window = knnwb_select_plan_probe_window();
-  const KnnwbFusedProbeStep step = knnwb_select_plan_fused_probe(
-      fusable_tiles_++, window, knnwb_select_plan_probe_first(), &mark);
+  const long window = knnwb_select_plan_probe_window(), first = knnwb_select_plan_probe_first();
+  const long n = fusable_tiles_++;
+  const KnnwbFusedProbeStep step =
+      knnwb_select_plan_fused_probe(n - probe_origin_, window, first, &mark);
   if (mark >= 0 && cudaEventRecord(probe_mark_[mark], select_stream_) != cudaSuccess) {
     (void)cudaGetLastError();
     probe_off_ = true;
@@ -116,14 +117,16 @@ bool Worker::fused_probe()
     probe_window_ = mark < 4 ? mark : -1;
   if (step == KNNWB_FUSED_PROBE_FUSED || step == KNNWB_FUSED_PROBE_FILTERED)
     return step == KNNWB_FUSED_PROBE_FUSED;
+  /* the next measurement begins gap tiles on, where the period's first windows would end */
   if (step == KNNWB_FUSED_PROBE_DECIDE)
-    fused_decide(window);
+    probe_origin_ = n + fused_decide(window) - first * window;
   return fused_choice_ == 1;
 }
 
 /* The decision after a measurement's four windows (fused_probe), from their times less the fresh
- * tiles' selections inside them. */
-void Worker::fused_decide(long window)
+ * tiles' selections inside them. Returns the tiles until the next measurement
+ * (knnwb_select_plan_probe_gap; the usual period when the times could not be read). */
+long Worker::fused_decide(long window)
 {
   float ms[4] = {0, 0, 0, 0};
   bool timed = cudaEventSynchronize(probe_mark_[4]) == cudaSuccess;
@@ -140,12 +143,15 @@ void Worker::fused_decide(long window)
   fused_choice_ = timed && knnwb_select_plan_fused_wins(ms);
   fused_probes_++;
   fused_chosen_ += fused_choice_;
+  const long gap = knnwb_select_plan_probe_gap(ms, window);
   if (trace_level() >= 2)
     fprintf(stderr,
             "knnwb cuda worker %d: fused tiles %s after %ld tiles that may be fused (%ld of each: "
-            "fused %.3f ms, filtered %.3f ms)\n",
+            "fused %.3f ms, filtered %.3f ms, %d fresh tiles taken out); the next measurement in "
+            "%ld tiles\n",
             index_, fused_choice_ ? "chosen" : "not chosen", fusable_tiles_, 2 * window,
-            ms[0] + ms[3], ms[1] + ms[2]);
+            ms[0] + ms[3], ms[1] + ms[2], probe_fresh_n_, gap);
+  return gap;
 }
 
 /*
