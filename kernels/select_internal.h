@@ -229,7 +229,7 @@ cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, c
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
- * Whether launch_fresh_select takes tile geom (tile_fresh.cu): unless KNNWB_CUDA_FRESH=stages, a
+ * Whether launch_fresh_select takes tile geom (tile_fresh.cu): with KNNWB_CUDA_FRESH=kernel, a
  * fresh tile's row pass (of a tile in memory) whose rows hold at most 512 list and candidate slots
  * (kc + cap). Otherwise the column stages run.
  */

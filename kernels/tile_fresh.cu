@@ -15,8 +15,8 @@
  * column stages of doubling width, a filter and a merge launched over all the tile's rows each
  * time (about 20 launches a tile: 2.15 ms for a tile of 16,384 columns on an H200; this kernel
  * 0.96 ms). A first version that kept the whole line's keys in shared memory and selected over
- * them all was bound by its instructions (1.3-1.6 ms). KNNWB_CUDA_FRESH=stages takes the stages
- * instead (fresh_kernel_wanted).
+ * them all was bound by its instructions (1.3-1.6 ms). Taken only with KNNWB_CUDA_FRESH=kernel
+ * (fresh_kernel_wanted says why).
  */
 #include "tile_common.cuh"
 
@@ -315,15 +315,17 @@ __device__ void list_from_places(const SelectState &st, const TileGeom &g, int r
 }
 
 /*
- * Row i of the tile, by the whole block; fresh_shared holds the keys of the held slots and the
- * sample, the room's keys and places, and the held slots' indices (fresh_shared_bytes). Reads the
- * row's list, its pending candidates (at most cap: a fresh row has not overflowed) and its line;
- * writes its list, threshold and count.
+ * Grid: one block of kFreshThreads per row of the tile; dynamic shared memory for the keys of the
+ * held slots and the sample, the room's keys and places, and the held slots' indices
+ * (fresh_shared_bytes). Reads the row's list, its pending candidates (at most cap: a fresh row has
+ * not overflowed) and its line; writes its list, threshold and count.
  */
-__device__ __forceinline__ void fresh_row(const SelectState &st, const TileGeom &g, int i,
-                                          uint32_t *fresh_shared, FreshShared &sh)
+/* five blocks an SM: at most 51 registers a thread (at six, 42, the compiler spilled) */
+__global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st, TileGeom g)
 {
-  const int row = g.row_state0 + i;
+  extern __shared__ __align__(16) uint32_t fresh_shared[];
+  __shared__ FreshShared sh;
+  const int i = blockIdx.x, row = g.row_state0 + i;
   const size_t elem = g.half_tile ? sizeof(__half) : sizeof(float);
   FreshRow r;
   r.line = static_cast<const char *>(g.tile) + (size_t)i * g.ld * elem;
@@ -415,50 +417,18 @@ __device__ __forceinline__ void fresh_row(const SelectState &st, const TileGeom 
   }
 }
 
-/*
- * Grid: blocks of kFreshThreads, each taking the tile's rows blockIdx.x, + gridDim.x, ...
- * (fresh_grid: a block per row, or fewer blocks that leave room on the SMs for the next tiles'
- * kernels beside it); dynamic shared memory of fresh_shared_bytes.
- */
-/* five blocks an SM: at most 51 registers a thread (at six, 42, the compiler spilled) */
-__global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st, TileGeom g)
-{
-  extern __shared__ __align__(16) uint32_t fresh_shared[];
-  __shared__ FreshShared sh;
-  for (int i = blockIdx.x; i < g.n_rows; i += gridDim.x) {
-    fresh_row(st, g, i, fresh_shared, sh);
-    __syncthreads(); /* the next row resets sh and rewrites the shared arrays */
-  }
-}
-
-/* Fresh tiles are selected by this kernel, or in column stages with KNNWB_CUDA_FRESH=stages. Read
- * at every fresh tile (a getenv, no cache), so that a test can compare the two in one process. On
- * one H200 the kernel takes 0.9-1.0 ms a tile of 16,384 columns against the stages' 2.15 ms. It
- * fills the SMs while the next tiles' GEMMs and fused kernels run beside it, which once made the
- * measurement of fused tiles choose filtered ones on the real-like matrix (its loop 1.5 s against
- * 1.29 s); since that measurement takes fresh tiles out of its windows and measures a close
- * decision again soon (tile_issue.cu), the kernel is the default (docs/performance-gpu.md). */
+/* KNNWB_CUDA_FRESH=kernel: fresh tiles selected by this kernel; otherwise in column stages. Read at
+ * every fresh tile (a getenv, no cache), so that a test can compare the two in one process. Not the
+ * default: on one H200 the kernel takes 0.9-1.0 ms a tile of 16,384 columns against the stages'
+ * 2.15 ms, but it fills the SMs while the next tiles' GEMMs and fused kernels run beside it. In the
+ * tile loop of the real-like matrix it gained 0.08-0.1 s when the measurement of fused tiles chose
+ * them, and lost 0.2-0.25 s in 4 of 9 runs where that measurement chose filtered ones (the stages:
+ * 1 of 8); on 1,000,000 x 32 clusters it lost 0.04-0.06 s. A grid of 2 or 3 blocks an SM looping
+ * over the rows lost on the clusters too (docs/performance-gpu.md). */
 bool fresh_kernel_wanted(void)
 {
   const char *v = getenv("KNNWB_CUDA_FRESH");
-  return v == nullptr || strcmp(v, "stages") != 0;
-}
-
-/* KNNWB_CUDA_FRESH_BLOCKS=b (1 to 5): the kernel's grid is b blocks an SM of the current device,
- * each looping over rows, so that the GEMMs and fused kernels of the next tiles keep the rest of
- * the SMs; unset or 0, a block per row (the whole GPU while it runs). Read at every fresh tile. */
-int fresh_grid(int n_rows)
-{
-  const char *v = getenv("KNNWB_CUDA_FRESH_BLOCKS");
-  const int per_sm = v ? atoi(v) : 0;
-  int device = 0, sms = 0;
-  if (per_sm < 1 || per_sm > 5 || cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      sms <= 0) {
-    (void)cudaGetLastError();
-    return n_rows;
-  }
-  return n_rows < per_sm * sms ? n_rows : per_sm * sms;
+  return v != nullptr && strcmp(v, "kernel") == 0;
 }
 
 size_t fresh_shared_bytes(const SelectState &state)
@@ -479,7 +449,7 @@ bool fresh_select_fits(const SelectState &state, const TileGeom &geom)
 cudaError_t launch_fresh_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   const size_t shared = fresh_shared_bytes(state);
-  fresh_kernel<<<fresh_grid(geom.n_rows), kFreshThreads, shared, stream>>>(state, geom);
+  fresh_kernel<<<geom.n_rows, kFreshThreads, shared, stream>>>(state, geom);
   return cudaGetLastError();
 }
 

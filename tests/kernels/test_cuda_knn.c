@@ -150,11 +150,11 @@ static KnnwbMatrix *adversarial_matrix(size_t n, size_t d, guint32 seed)
 
 /* n x d rows on an arc (angles 0.5 .. 2 in the first two components, small noise in the others),
  * and row 0 at angle pi: from row 0, every later row is nearer than the ones before it (cosine,
- * euclidean). With KNNWB_CUDA_FRESH=stages a fresh tile is filtered in column stages of doubling
- * width against the kc-th best of the columns before: row 0's third stage passes every one of its
- * 192 columns, more than a candidate buffer holds (cap = 96 at k = 20), so that row leaves the warp
- * merge for the block merge, which re-reads the line (tile_select.cu, merge_warp_kernel). The fresh
- * tile's kernel (tile_fresh.cu, the default) meets row 0's best pairs last. */
+ * euclidean). By default a fresh tile is filtered in column stages of doubling width against the
+ * kc-th best of the columns before: row 0's third stage passes every one of its 192 columns, more
+ * than a candidate buffer holds (cap = 96 at k = 20), so that row leaves the warp merge for the
+ * block merge, which re-reads the line (tile_select.cu, merge_warp_kernel). With
+ * KNNWB_CUDA_FRESH=kernel the fresh tile's kernel (tile_fresh.cu) meets row 0's best pairs last. */
 static KnnwbMatrix *arc_matrix(size_t n, size_t d, guint32 seed)
 {
   g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
