@@ -421,8 +421,8 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
  * every fresh tile (a getenv, no cache), so that a test can compare the two in one process. Not the
  * default: on one H200 the kernel takes 0.9-1.0 ms a tile of 16,384 columns against the stages'
  * 2.15 ms, but it fills the SMs while the next tiles' GEMMs and fused kernels run beside it. In the
- * tile loop of the real-like matrix it gained 0.08-0.1 s when the measurement of fused tiles chose
- * them, and lost 0.2-0.25 s in 4 of 9 runs where that measurement chose filtered ones (the stages:
+ * tile loop of the real-like matrix it gained 0.07-0.1 s when the measurement of fused tiles chose
+ * them, and lost 0.2-0.24 s in 3 of 9 runs where that measurement chose filtered ones (the stages:
  * 1 of 8); on 1,000,000 x 32 clusters it lost 0.04-0.06 s. A grid of 2 or 3 blocks an SM looping
  * over the rows lost on the clusters too (docs/performance-gpu.md). */
 bool fresh_kernel_wanted(void)
