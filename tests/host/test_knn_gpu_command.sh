@@ -1,8 +1,9 @@
 #!/bin/sh
 # The knn command on the GPUs as a user runs it: its lists equal the CPU backend's byte for byte
 # with the GPUs given back while the lists are written (the default), with them left to the exit
-# (KNNWB_GPU_RELEASE=0) and on GPU 0 alone (--devices 0: only its context is given back); every
-# run exits 0 and leaves nothing but its output. Skips (77) where no GPU is usable or CUDA was not
+# (KNNWB_GPU_RELEASE=0) and on GPU 0 alone (--devices 0: only its context is given back); the
+# cluster command's table and GML equal the CPU's; every run exits 0 and leaves nothing but its
+# output. Skips (77) where no GPU is usable or CUDA was not
 # built.
 # Usage: test_knn_gpu_command.sh KNNWB
 set -eu
@@ -32,6 +33,16 @@ for run in gpu kept one; do
   cmp -s "$work/out/cpu.knn" "$work/out/$run.knn" ||
     { echo "FAIL: the $run run's lists differ from the CPU's"; exit 1; }
 done
-left=$(ls -A "$work/out" | grep -v -x -e cpu.knn -e gpu.knn -e kept.knn -e one.knn || true)
+# cluster gives its GPUs back after its searches too, while its outputs are written
+for backend in cpu cuda; do
+  "$knnwb" cluster "$work/x.tsv" --method mst-knn --backend $backend -q \
+    -o "$work/out/$backend.tsv" --gml "$work/out/$backend.gml"
+done
+for ext in tsv gml; do
+  cmp -s "$work/out/cpu.$ext" "$work/out/cuda.$ext" ||
+    { echo "FAIL: cluster's $ext on the GPU differs from the CPU's"; exit 1; }
+done
+left=$(ls -A "$work/out" | grep -v -x -e cpu.knn -e gpu.knn -e kept.knn -e one.knn \
+  -e cpu.tsv -e cuda.tsv -e cpu.summary.tsv -e cuda.summary.tsv -e cpu.gml -e cuda.gml || true)
 [ -z "$left" ] || { echo "FAIL: left beside the outputs: $left"; exit 1; }
-echo "ok: the GPU runs' lists equal the CPU's"
+echo "ok: the GPU runs' lists and clusters equal the CPU's"

@@ -827,6 +827,9 @@ static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOpti
       g_prefix_error(error, "%s: ", command->rest[0]);
     return FALSE;
   }
+  /* The command's searches are over: its GPUs are given back while the outputs are written (main
+   * waits for that before the exit). */
+  knnwb_knn_devices_release();
   double seconds = (double)(g_get_monotonic_time() - read_done) / 1e6;
   g_autoptr(GString) summary = g_string_new(NULL);
   if (!knnwb_cluster_write(command, data, knn, result, &known, seconds, summary, outputs, error) ||
