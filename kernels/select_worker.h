@@ -194,10 +194,6 @@ private:
   /* exact distances (run_.exact): rows uploaded by a background thread during the tile loop */
   ExactRows exact_ = {};
   cudaStream_t exact_stream_ = nullptr;
-  /* KNNWB_CUDA_FRESH_STREAM=low: fresh tiles' selection on a stream of the least priority, fenced
-   * into the selection stream's order (select_tile), else NULL */
-  cudaStream_t fresh_stream_ = nullptr;
-  cudaEvent_t fresh_fence_[2] = {};
   double *stage_distance_ = nullptr;
   void *host_staging_distance_ = nullptr;
   std::thread exact_thread_;

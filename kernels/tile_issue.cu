@@ -211,17 +211,7 @@ bool Worker::select_tile(int slot, const TileGeom &geom)
     probe_fresh_window_[fresh_mark] = probe_window_;
     CUDA_TRY(run_, cudaEventRecord(probe_fresh_[2 * fresh_mark], select_stream_));
   }
-  if (geom.fresh && fresh_stream_) {
-    /* at the least priority, so that the next tiles' GEMMs and fused kernels keep their SMs;
-     * the selection stream's later work waits for it as before */
-    CUDA_TRY(run_, cudaEventRecord(fresh_fence_[0], select_stream_));
-    CUDA_TRY(run_, cudaStreamWaitEvent(fresh_stream_, fresh_fence_[0], 0));
-    CUDA_TRY(run_, launch_tile_select(state, geom, fresh_stream_));
-    CUDA_TRY(run_, cudaEventRecord(fresh_fence_[1], fresh_stream_));
-    CUDA_TRY(run_, cudaStreamWaitEvent(select_stream_, fresh_fence_[1], 0));
-  } else {
-    CUDA_TRY(run_, launch_tile_select(state, geom, select_stream_));
-  }
+  CUDA_TRY(run_, launch_tile_select(state, geom, select_stream_));
   if (fresh_mark >= 0)
     CUDA_TRY(run_, cudaEventRecord(probe_fresh_[2 * fresh_mark + 1], select_stream_));
   if (select_end_[slot])

@@ -122,13 +122,6 @@ bool Worker::setup_select_stream()
   CUDA_TRY(run_, cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
   CUDA_TRY(run_,
            cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking, greatest_priority));
-  const char *fresh = getenv("KNNWB_CUDA_FRESH_STREAM");
-  if (fresh != nullptr && strcmp(fresh, "low") == 0) {
-    CUDA_TRY(run_,
-             cudaStreamCreateWithPriority(&fresh_stream_, cudaStreamNonBlocking, least_priority));
-    for (cudaEvent_t &e : fresh_fence_)
-      CUDA_TRY(run_, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  }
   return true;
 }
 
@@ -355,7 +348,7 @@ bool Worker::clear_buffers()
 
 void Worker::quiesce()
 {
-  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_, fresh_stream_})
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
     if (s)
       cudaStreamSynchronize(s);
   cudaGetLastError();
@@ -404,16 +397,11 @@ void Worker::release()
       cudaEventDestroy(e);
   gemm_start_[0] = gemm_start_[1] = gemm_end_[0] = gemm_end_[1] = nullptr;
   import_start_ = import_end_ = loop_start_ = loop_end_ = nullptr;
-  for (cudaEvent_t &e : fresh_fence_) {
-    if (e)
-      cudaEventDestroy(e);
-    e = nullptr;
-  }
-  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_, fresh_stream_})
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
     if (s)
       cudaStreamDestroy(s);
   blas_ = nullptr;
-  copy_stream_ = gemm_stream_ = select_stream_ = exact_stream_ = fresh_stream_ = nullptr;
+  copy_stream_ = gemm_stream_ = select_stream_ = exact_stream_ = nullptr;
   cudaGetLastError(); /* teardown errors must not leak into the next call */
   device_ordinal_ = -1;
 }
