@@ -421,10 +421,11 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
  * every fresh tile (a getenv, no cache), so that a test can compare the two in one process. Not the
  * default: on one H200 the kernel takes 0.9-1.0 ms a tile of 16,384 columns against the stages'
  * 2.15 ms, but it fills the SMs while the next tiles' GEMMs and fused kernels run beside it. In the
- * tile loop of the real-like matrix it gained 0.07-0.1 s when the measurement of fused tiles chose
- * them, and lost 0.2-0.24 s in 3 of 9 runs where that measurement chose filtered ones (the stages:
- * 1 of 8); on 1,000,000 x 32 clusters it lost 0.04-0.06 s. A grid of 2 or 3 blocks an SM looping
- * over the rows lost on the clusters too (docs/performance-gpu.md). */
+ * tile loop of the real-like matrix it took 1.18-1.28 s against the stages' 1.28-1.33 s where the
+ * measurement of fused tiles chose them, and 1.49-1.53 s in 3 of 16 runs where it chose filtered
+ * ones (the stages: 1 of 16); on 1,000,000 x 32 clusters it lost 0.02-0.06 s. Neither a grid of 1
+ * to 3 blocks an SM looping over the rows nor a stream of the least priority paid on both
+ * (docs/performance-gpu.md). */
 bool fresh_kernel_wanted(void)
 {
   const char *v = getenv("KNNWB_CUDA_FRESH");
