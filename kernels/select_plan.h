@@ -166,7 +166,8 @@ typedef enum {
 
 /**
  * The measurement of fused against filtered tiles, for the n-th tile (from 0) that may be fused,
- * in windows of `window` tiles (at least 1): the first first_windows windows are filtered (a fused
+ * counted from the worker's origin (which knnwb_select_plan_probe_gap moves after each decision;
+ * a negative n keeps the last decision), in windows of `window` tiles (at least 1): the first first_windows windows are filtered (a fused
  * tile whose rows' thresholds are still loose passes so many pairs that its blocks lose lines,
  * and measured there it would mislead); then, of
  * every 32 windows, the first four go fused, filtered, filtered, fused (a trend in the tiles'

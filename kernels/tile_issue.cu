@@ -204,9 +204,10 @@ bool Worker::select_tile(int slot, const TileGeom &geom)
   if (state.stats && geom.fresh)
     state.stats += KNNWB_SELECT_STATS;
   /* a fresh tile inside a fused measurement's window: bracketed, taken out of it (fused_decide) */
-  const int fresh_mark = geom.fresh && probe_window_ >= 0 && probe_fresh_n_ < KNNWB_SELECT_PROBE_FRESH
-                             ? probe_fresh_n_++
-                             : -1;
+  const int fresh_mark =
+      geom.fresh && probe_window_ >= 0 && probe_fresh_n_ < KNNWB_SELECT_PROBE_FRESH
+          ? probe_fresh_n_++
+          : -1;
   if (fresh_mark >= 0) {
     probe_fresh_window_[fresh_mark] = probe_window_;
     CUDA_TRY(run_, cudaEventRecord(probe_fresh_[2 * fresh_mark], select_stream_));

@@ -350,8 +350,9 @@ static void test_plan_fused_probe(void)
                     KNNWB_FUSED_PROBE_LAST);
     g_assert_cmpint(mark, ==, -1);
   }
-  g_assert_cmpint(knnwb_select_plan_fused_probe(n_decide + 4 * window - origin, window, first, &mark),
-                  ==, KNNWB_FUSED_PROBE_FUSED);
+  g_assert_cmpint(
+      knnwb_select_plan_fused_probe(n_decide + 4 * window - origin, window, first, &mark), ==,
+      KNNWB_FUSED_PROBE_FUSED);
   g_assert_cmpint(mark, ==, 0);
   /* never below 0 */
   float small[4] = {0.5f, 1.0f, 1.0f, 1.0f};
