@@ -2,8 +2,10 @@
 # Settings of the CUDA backend's environment knobs side by side in one call on one GPU, in
 # alternating rounds, on what the user runs: the whole `knnwb knn` command on the real-like matrix
 # (ROWS: real_like_check.sh --rows; Pearson k = 20) and on 2,000,000 x 50 clusters (euclidean k =
-# 30), then bench_knn_gpu d = 295 (library call). Each line: wall time, lists digest (the same for
-# every setting), knnwb's own summary, and from the trace the tile loop and selection per tile.
+# 30), then bench_knn_gpu d = 295 (library call). Each run: wall time, lists digest (the same for
+# every setting), knnwb's own summary, from the trace the tile loop and selection per tile, and
+# the fixed parts around the loop (phases.py: the process's start and end, the partition's choice,
+# the wait for the GPUs' start, each GPU's upload, loop and lists out).
 # A setting is "default" or comma-separated VAR=VALUE pairs. GPUS="0 0,1" runs every setting
 # on each of those CUDA_VISIBLE_DEVICES values in turn (default: every GPU, one way).
 # Usage (repository root, after `. .gpu/env.sh`):
@@ -30,9 +32,9 @@ whole() { # way, setting, then the knn arguments
   local w=$1 s=$2; shift 2; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
   env $(gpus "$w") $(envs "$s") KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all $k knn "$@" -o $d/g.npy >"$out/one.log" 2>&1; r=$?
   t1=$(date +%s.%N); cat "$out/one.log" >>"$out/runs.log"
-  printf '  %-40s rc=%d wall %s s %s %s\n      %s\n' "$s ($w)" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \
+  printf '  %-40s rc=%d wall %s s %s %s\n      %s\n      %s\n' "$s ($w)" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \
     "$(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)" "$(grep -E '^knnwb: [0-9]+ x' "$out/one.log" | grep -oE '\(read.*')" \
-    "$(trace "$out/one.log")"
+    "$(trace "$out/one.log")" "$($py tests/bench_gpu/phases.py "$out/one.log" "$t0" "$t1")"
 }
 for ((r = 1; r <= rounds; r++)); do
   echo "real-like 1,533,876 x 128 pearson k = 20, round $r"
