@@ -109,6 +109,7 @@ bool Worker::fused_probe()
   if (mark >= 0 && cudaEventRecord(probe_mark_[mark], select_stream_) != cudaSuccess) {
     (void)cudaGetLastError();
     probe_off_ = true;
+    probe_window_ = -1;
     return fused_choice_ == 1;
   }
   if (mark == 0)

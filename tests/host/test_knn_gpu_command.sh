@@ -3,8 +3,7 @@
 # with the GPUs given back while the lists are written (the default), with them left to the exit
 # (KNNWB_GPU_RELEASE=0) and on GPU 0 alone (--devices 0: only its context is given back); the
 # cluster command's table and GML equal the CPU's; every run exits 0 and leaves nothing but its
-# output. Skips (77) where no GPU is usable or CUDA was not
-# built.
+# output. Skips (77) where no GPU is usable or CUDA was not built.
 # Usage: test_knn_gpu_command.sh KNNWB
 set -eu
 knnwb=$1
