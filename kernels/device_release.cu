@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "driver_entry.h"
 #include "host_staging.h"
 #include "knnwb_kernels.h"
 
@@ -24,24 +25,6 @@ namespace
 std::mutex release_lock;
 std::thread release_thread; /* joinable while a release runs or has not been waited for */
 
-/* A driver function through the runtime (no link to libcuda), or NULL. */
-void *driver_entry(const char *name)
-{
-  void *fn = nullptr;
-#if CUDART_VERSION >= 12050
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess)
-    fn = nullptr;
-#else
-  if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) != cudaSuccess)
-    fn = nullptr;
-#endif
-  (void)cudaGetLastError();
-  return fn;
-}
-
 /* Whether GPU ordinal's primary context is active in this process (the driver's
  * cuDevicePrimaryCtxGetState); false when that cannot be asked. Why: cudaSetDevice creates the
  * context of a GPU this process never used (--devices), which a reset would then destroy, at the
@@ -50,8 +33,9 @@ bool context_active(int ordinal)
 {
   using DeviceGet = CUresult (*)(CUdevice *, int);
   using PrimaryState = CUresult (*)(CUdevice, unsigned int *, int *);
-  const auto get = reinterpret_cast<DeviceGet>(driver_entry("cuDeviceGet"));
-  const auto state = reinterpret_cast<PrimaryState>(driver_entry("cuDevicePrimaryCtxGetState"));
+  const auto get = reinterpret_cast<DeviceGet>(knnwb_cuda::driver_entry("cuDeviceGet"));
+  const auto state =
+      reinterpret_cast<PrimaryState>(knnwb_cuda::driver_entry("cuDevicePrimaryCtxGetState"));
   CUdevice device = 0;
   unsigned int flags = 0;
   int active = 0;

@@ -47,6 +47,7 @@
  * forward compatibility, so without 90 among the architectures the launcher reports
  * cudaErrorNotSupported and the mma.sync kernel runs instead.
  */
+#include "driver_entry.h"
 #include "tile_fused_common.cuh"
 
 #include <cuda.h>
@@ -350,19 +351,8 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void)
   static std::once_flag once;
   static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   std::call_once(once, [] {
-    void *fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                             cudaEnableDefault, &found);
-#else
-    const cudaError_t err =
-        cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found);
-#endif
-    if (err == cudaSuccess && found == cudaDriverEntryPointSuccess)
-      encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-    else
-      (void)cudaGetLastError();
+    encode =
+        reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(driver_entry("cuTensorMapEncodeTiled"));
   });
   return encode;
 }
