@@ -743,6 +743,66 @@ static void test_npy_lists_interrupted(void)
   free_lists(nb);
 }
 
+/* The labels side file is written beside the two arrays, each file by a thread of its own: one
+ * label a line (an empty one where a row has none, a label longer than the writer's 1 MiB blocks
+ * whole) on one, two and three threads. A label with a line break stops every writer: the
+ * labels' error, the previous files as they were and no temporary left. */
+static void test_npy_lists_labels(void)
+{
+  g_autofree char *dir = g_build_filename(formats_test_dir(), "labelled", NULL);
+  g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
+  g_autofree char *path = g_build_filename(dir, "g.npy", NULL);
+  g_autofree char *side = knnwb_formats_side_path(path, KNNWB_OUTPUT_NPY);
+  g_autofree char *labels_path = knnwb_formats_npy_labels_path(path);
+  const size_t n = 300007;
+  KnnwbNeighbors *nb = make_lists(n, 3);
+  g_autoptr(GPtrArray) labels = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GString) expected = g_string_new(NULL);
+  for (size_t i = 0; i < n; i++) {
+    char *label = i % 1000 == 3 ? NULL
+                  : i == 150001 ? g_strnfill(3 << 20, 'x')
+                                : g_strdup_printf("gene%zu*probe%zu", i, n - i);
+    g_ptr_array_add(labels, label);
+    g_string_append_printf(expected, "%s\n", label != NULL ? label : "");
+  }
+  const char *const *names = (const char *const *)labels->pdata;
+  for (int threads = 1; threads <= 3; threads++) {
+    KnnwbWriteControl control = {.n_threads = threads};
+    g_autoptr(GError) error = NULL;
+    g_assert_true(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, names, &control, &error));
+    assert_npy_file(path, "i8", n, 3, nb->indices);
+    assert_npy_file(side, "f8", n, 3, nb->distances);
+    g_autofree char *text = NULL;
+    gsize length = 0;
+    g_assert_true(g_file_get_contents(labels_path, &text, &length, NULL));
+    g_assert_cmpuint(length, ==, expected->len);
+    g_assert_true(memcmp(text, expected->str, length) == 0);
+  }
+  g_free(labels->pdata[n - 2]);
+  labels->pdata[n - 2] = g_strdup("two\rlines");
+  for (int threads = 1; threads <= 3; threads++) {
+    g_assert_true(g_file_set_contents(path, "old indices", -1, NULL));
+    KnnwbWriteControl control = {.n_threads = threads};
+    g_autoptr(GError) error = NULL;
+    g_assert_false(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, names, &control, &error));
+    g_autofree char *message = g_strdup_printf(
+        "%s: row %zu's label holds a line break; a labels file has one label per line", labels_path,
+        n - 2);
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+    g_assert_cmpstr(error->message, ==, message);
+    g_autofree char *indices = NULL;
+    g_assert_true(g_file_get_contents(path, &indices, NULL, NULL));
+    g_assert_cmpstr(indices, ==, "old indices");
+    assert_npy_file(side, "f8", n, 3, nb->distances);
+    g_assert_cmpuint(formats_test_count_entries(dir), ==, 3);
+  }
+  g_unlink(path);
+  g_unlink(side);
+  g_unlink(labels_path);
+  g_rmdir(dir);
+  free_lists(nb);
+}
+
 /* The lists as 32-bit arrays, computed here element by element: int32 indices (-1 kept), float32
  * distances rounded to nearest (+inf kept). */
 static void narrow_lists(const KnnwbNeighbors *nb, int32_t *indices, float *distances)
@@ -888,6 +948,7 @@ int main(int argc, char **argv)
                   test_npy_convert_fortran_transposed);
   g_test_add_func("/formats/npy-io/lists-bytes", test_npy_lists_bytes);
   g_test_add_func("/formats/npy-io/lists-interrupted", test_npy_lists_interrupted);
+  g_test_add_func("/formats/npy-io/lists-labels", test_npy_lists_labels);
   g_test_add_func("/formats/npy-io/lists-32", test_npy_lists_32);
   g_test_add_func("/formats/npy-io/lists-32-refused", test_npy_lists_32_refused);
   return g_test_run();
