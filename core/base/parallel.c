@@ -1,22 +1,19 @@
-/* A minimal parallel-for over index ranges, with dynamic chunk scheduling, on the process's
- * helper threads (workers.c). */
+/* A minimal parallel-for over index ranges, with dynamic chunk scheduling. */
 #include <sched.h>
 #include <unistd.h>
 #include <knnwb/knn.h>
 #include <knnwb/parallel.h>
-#include "base/base_internal.h"
 
 typedef struct {
-  KnnwbPoolTask task; /* first: the helpers' view of the loop */
   size_t n, grain;
   gssize next; /* atomically advanced chunk start */
   void (*body)(size_t, size_t, void *);
   void *data;
 } KnnwbParallelLoop;
 
-/* Takes chunks until none is left: the caller, and every helper that joined. */
-static void knnwb_parallel_worker(KnnwbParallelLoop *loop)
+static gpointer knnwb_parallel_worker(gpointer user)
 {
+  KnnwbParallelLoop *loop = user;
   for (;;) {
     gssize first = g_atomic_pointer_add(&loop->next, (gssize)loop->grain);
     if ((size_t)first >= loop->n)
@@ -24,12 +21,7 @@ static void knnwb_parallel_worker(KnnwbParallelLoop *loop)
     size_t last = MIN(loop->n, (size_t)first + loop->grain);
     loop->body((size_t)first, last, loop->data);
   }
-}
-
-static void knnwb_parallel_help(KnnwbPoolTask *task, int slot)
-{
-  (void)slot;
-  knnwb_parallel_worker((KnnwbParallelLoop *)task);
+  return NULL;
 }
 
 int knnwb_thread_limit(void)
@@ -123,14 +115,19 @@ void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
     body(0, n, data);
     return;
   }
-  /* The chunks are shared through one counter, so helpers that are busy elsewhere (or could not
-   * start) only leave more chunks to the others. */
-  KnnwbParallelLoop loop = {.task = {.run = knnwb_parallel_help, .slots = threads - 1},
-                            .n = n,
-                            .grain = grain,
-                            .body = body,
-                            .data = data};
-  knnwb_pool_offer(&loop.task);
+  KnnwbParallelLoop loop = {n, grain, 0, body, data};
+  /* The chunks are shared through one counter, so threads that cannot start (a memory or process
+   * limit) only leave more chunks to the others. */
+  GThread **workers = g_try_new(GThread *, threads - 1);
+  int started = 0;
+  while (workers != NULL && started < threads - 1) {
+    workers[started] = knnwb_thread_try_start("knnwb-worker", knnwb_parallel_worker, &loop);
+    if (workers[started] == NULL)
+      break;
+    started++;
+  }
   knnwb_parallel_worker(&loop);
-  knnwb_pool_close(&loop.task);
+  for (int t = 0; t < started; t++)
+    g_thread_join(workers[t]);
+  g_free(workers);
 }
