@@ -58,6 +58,12 @@ void knnwb_text_chunk_put_tsv_field(KnnwbTextChunk *chunk, const char *s);
 
 /* ---- per-format writers ---- */
 
+/** Labels into file, one a line (an empty line for NULL), gathered into blocks of 1 MiB (one
+ * fwrite each) and each block handed to the disk at once (write_npy.c). The caller checked that
+ * none holds a line break. FALSE with error set when a write fails. O(total length). */
+gboolean knnwb_formats_labels_put(KnnwbAtomicFile *file, const char *path,
+                                  const char *const *labels, size_t n, GError **error);
+
 /* Behind knnwb_formats_write_lists / _edges / _graph (write_graph.c). */
 gboolean knnwb_formats_write_knn_edges(const char *path, const KnnwbEdgeList *edges,
                                        const KnnwbWriteControl *control, GError **error);

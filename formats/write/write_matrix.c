@@ -22,13 +22,9 @@ static gboolean knnwb_write_matrix_labels(const char *path, const KnnwbMatrix *m
       return FALSE;
     }
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
-  if (file == NULL)
+  if (file == NULL || !knnwb_formats_labels_put(file, path, (const char *const *)matrix->row_labels,
+                                                matrix->n_rows, error))
     return FALSE;
-  FILE *stream = knnwb_atomic_file_stream(file);
-  for (size_t i = 0; i < matrix->n_rows; i++) {
-    fputs(matrix->row_labels[i] ? matrix->row_labels[i] : "", stream);
-    putc('\n', stream);
-  }
   return knnwb_atomic_file_commit(g_steal_pointer(&file), error);
 }
 

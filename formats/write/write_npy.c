@@ -216,10 +216,8 @@ static gboolean knnwb_npy_labels_check(const char *path, const char *const *labe
  * took 0.1 s for 1,533,876 labels, as long as the rest of the lists' write. */
 enum { KNNWB_NPY_LABELS_BLOCK = 1 << 20 };
 
-/* The labels into file, one a line (an empty line for NULL), each block handed to the disk at
- * once. FALSE with error set when a write fails. O(total length). */
-static gboolean knnwb_npy_labels_put(KnnwbAtomicFile *file, const char *path,
-                                     const char *const *labels, size_t n, GError **error)
+gboolean knnwb_formats_labels_put(KnnwbAtomicFile *file, const char *path,
+                                  const char *const *labels, size_t n, GError **error)
 {
   FILE *stream = knnwb_atomic_file_stream(file);
   g_autofree char *block = g_malloc(KNNWB_NPY_LABELS_BLOCK);
@@ -257,7 +255,7 @@ static gboolean knnwb_npy_labels_file(const char *path, const char *const *label
   if (!knnwb_npy_labels_check(path, labels, n, error))
     return FALSE;
   g_autoptr(KnnwbAtomicFile) file = knnwb_atomic_file_open(path, error);
-  if (file == NULL || !knnwb_npy_labels_put(file, path, labels, n, error))
+  if (file == NULL || !knnwb_formats_labels_put(file, path, labels, n, error))
     return FALSE;
   *out = g_steal_pointer(&file);
   return TRUE;
