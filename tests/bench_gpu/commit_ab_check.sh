@@ -40,7 +40,7 @@ if [ -n "${CLUSTERS:-}" ]; then
   [ -s $d/c2M.npy ] || $py tests/bench/make_clusters_table.py $d/c2M.npy 2000000 50 >/dev/null
   for ((r = 1; r <= 2; r++)); do
     echo "2,000,000 x 50 clusters euclidean k = 30, round $r"
-    for v in old new; do run $v $d/g.npy $d/c2M.npy -k 30; done
+    for v in old new; do run $v $d/g.npy $d/c2M.npy -k 30 -m euclidean; done
   done
 fi
 echo "total ${SECONDS} s"
