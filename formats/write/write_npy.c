@@ -5,9 +5,10 @@
  * is a zip of `indices.npy` and `distances.npy` (stored, not deflated: the lists do not compress
  * much and `np.load` then reads at disk speed). Both are raw copies of the lists in memory, written
  * in 16 MiB blocks with a cancel check between blocks, each block handed to the disk at once; the
- * two `.npy` files are written at the same time. The headers and the zip frame are functions of
- * their own, so that MPI ranks writing their rows in place (distributed/write_arrays.c) put the
- * same bytes around them. */
+ * two `.npy` files, and the labels side file where rows have labels, are written at the same time.
+ * The labels side file's writer (knnwb_formats_labels_put) is shared with the matrix writer. The
+ * headers and the zip frame are functions of their own, so that MPI ranks writing their rows in
+ * place (distributed/write_arrays.c) put the same bytes around them. */
 #include "write_internal.h"
 #include <knnwb/parallel.h>
 #include <knnwb/write_matrix.h>
