@@ -746,7 +746,8 @@ static void test_npy_lists_interrupted(void)
 /* The labels side file is written beside the two arrays, each file by a thread of its own: one
  * label a line (an empty one where a row has none, a label longer than the writer's 1 MiB blocks
  * whole) on one, two and three threads. A label with a line break stops every writer: the
- * labels' error, the previous files as they were and no temporary left. */
+ * labels' error, the previous files as they were and no temporary left; a failing array leaves the
+ * previous labels file too. */
 static void test_npy_lists_labels(void)
 {
   g_autofree char *dir = g_build_filename(formats_test_dir(), "labelled", NULL);
@@ -796,8 +797,30 @@ static void test_npy_lists_labels(void)
     assert_npy_file(side, "f8", n, 3, nb->distances);
     g_assert_cmpuint(formats_test_count_entries(dir), ==, 3);
   }
-  g_unlink(path);
+  /* Good labels, but the distances cannot be written (a directory has their name): that error,
+   * and the labels file as it was. */
+  g_free(labels->pdata[n - 2]);
+  labels->pdata[n - 2] = g_strdup("one line");
+  g_assert_true(g_file_set_contents(labels_path, "old labels", -1, NULL));
   g_unlink(side);
+  g_assert_cmpint(g_mkdir(side, 0755), ==, 0);
+  for (int threads = 1; threads <= 3; threads++) {
+    KnnwbWriteControl control = {.n_threads = threads};
+    g_autoptr(GError) error = NULL;
+    g_assert_false(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, names, &control, &error));
+    g_autofree char *message =
+        g_strdup_printf("%s: exists and is not a regular file; write to a file path instead", side);
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
+    g_assert_cmpstr(error->message, ==, message);
+    g_autofree char *old_labels = NULL, *indices = NULL;
+    g_assert_true(g_file_get_contents(labels_path, &old_labels, NULL, NULL));
+    g_assert_cmpstr(old_labels, ==, "old labels");
+    g_assert_true(g_file_get_contents(path, &indices, NULL, NULL));
+    g_assert_cmpstr(indices, ==, "old indices");
+    g_assert_cmpuint(formats_test_count_entries(dir), ==, 3);
+  }
+  g_rmdir(side);
+  g_unlink(path);
   g_unlink(labels_path);
   g_rmdir(dir);
   free_lists(nb);
