@@ -677,6 +677,20 @@ static void watch_write(uint64_t done, uint64_t total, void *data)
     g_atomic_int_set(&watch->cancel, 1);
 }
 
+/* Writing the lists (with labels, or NULL) on threads fails because the distances' path is a
+ * directory, with the message that says so. */
+static void assert_distances_refused(const char *path, const char *side, const KnnwbNeighbors *nb,
+                                     const char *const *labels, int threads)
+{
+  KnnwbWriteControl control = {.n_threads = threads};
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, labels, &control, &error));
+  g_autofree char *expected =
+      g_strdup_printf("%s: exists and is not a regular file; write to a file path instead", side);
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
+  g_assert_cmpstr(error->message, ==, expected);
+}
+
 /* Progress goes forward to the total of both arrays; an interruption half-way leaves the previous
  * files as they were and no temporary behind, whatever the threads. */
 static void test_npy_lists_interrupted(void)
@@ -725,13 +739,7 @@ static void test_npy_lists_interrupted(void)
   g_unlink(side);
   g_assert_cmpint(g_mkdir(side, 0755), ==, 0);
   for (int threads = 1; threads <= 2; threads++) {
-    KnnwbWriteControl control = {.n_threads = threads};
-    g_autoptr(GError) error = NULL;
-    g_assert_false(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, NULL, &control, &error));
-    g_autofree char *expected =
-        g_strdup_printf("%s: exists and is not a regular file; write to a file path instead", side);
-    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
-    g_assert_cmpstr(error->message, ==, expected);
+    assert_distances_refused(path, side, nb, NULL, threads);
     g_autofree char *indices = NULL;
     g_assert_true(g_file_get_contents(path, &indices, NULL, NULL));
     g_assert_cmpstr(indices, ==, "old indices");
@@ -805,13 +813,7 @@ static void test_npy_lists_labels(void)
   g_unlink(side);
   g_assert_cmpint(g_mkdir(side, 0755), ==, 0);
   for (int threads = 1; threads <= 3; threads++) {
-    KnnwbWriteControl control = {.n_threads = threads};
-    g_autoptr(GError) error = NULL;
-    g_assert_false(knnwb_formats_write_lists(path, KNNWB_OUTPUT_NPY, nb, names, &control, &error));
-    g_autofree char *message =
-        g_strdup_printf("%s: exists and is not a regular file; write to a file path instead", side);
-    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_IO);
-    g_assert_cmpstr(error->message, ==, message);
+    assert_distances_refused(path, side, nb, names, threads);
     g_autofree char *old_labels = NULL, *indices = NULL;
     g_assert_true(g_file_get_contents(labels_path, &old_labels, NULL, NULL));
     g_assert_cmpstr(old_labels, ==, "old labels");
