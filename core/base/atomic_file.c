@@ -1,5 +1,6 @@
 /* Atomic file replacement: temporary file in the target's directory (created with the target's
- * permission bits), fsync, rename, fsync dir. */
+ * permission bits), rename; fsync before the rename (and of the directory after it) where the
+ * rename replaces data (atomic_file.h says why only there). */
 #include <knnwb/atomic_file.h>
 #include <knnwb/error.h>
 
@@ -16,9 +17,23 @@ struct KnnwbAtomicFile {
   FILE *stream;
   char *buffer;
   int fd;
-  int write_errno; /* the first failed write's errno: stdio's ferror() forgets why */
-  off_t handed;    /* bytes already handed to the disk by knnwb_atomic_file_start_writeback */
+  int write_errno;  /* the first failed write's errno: stdio's ferror() forgets why */
+  off_t handed;     /* bytes already handed to the disk by knnwb_atomic_file_start_writeback */
+  gboolean durable; /* synced before the rename: it replaces data, or every file is */
 };
+
+/* Set once by knnwb_atomic_file_sync_always; read by every open. */
+static gint knnwb_atomic_sync_every;
+
+void knnwb_atomic_file_sync_always(void)
+{
+  g_atomic_int_set(&knnwb_atomic_sync_every, 1);
+}
+
+gboolean knnwb_atomic_file_durable(const KnnwbAtomicFile *file)
+{
+  return file->durable;
+}
 
 /* The stream's write function: plain write(2), remembering the reason of a failure so the commit
  * can say "No space left on device" rather than a generic I/O error. */
@@ -62,12 +77,14 @@ static void knnwb_atomic_file_free(KnnwbAtomicFile *file)
 /* The permission bits the new file gets: a regular file's own (never setuid, setgid or sticky: a
  * rewritten file is not the program or directory those were set for), else (no file, or a
  * symbolic link, which is replaced and not followed) 0666 less the umask. *exists: a regular file
- * is replaced. FALSE (error set) when path is something a rename would destroy. */
+ * is replaced; *holds_data: one of at least a byte. FALSE (error set) when path is something a
+ * rename would destroy. */
 static gboolean knnwb_atomic_file_mode(const char *path, mode_t *mode, gboolean *exists,
-                                       GError **error)
+                                       gboolean *holds_data, GError **error)
 {
   struct stat st;
   *exists = FALSE;
+  *holds_data = FALSE;
   *mode = 0666;
   if (lstat(path, &st) != 0 || S_ISLNK(st.st_mode))
     return TRUE;
@@ -77,6 +94,7 @@ static gboolean knnwb_atomic_file_mode(const char *path, mode_t *mode, gboolean 
     return FALSE;
   }
   *exists = TRUE;
+  *holds_data = st.st_size > 0;
   *mode = st.st_mode & 0777;
   return TRUE;
 }
@@ -85,11 +103,12 @@ KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error)
 {
   g_return_val_if_fail(path != NULL, NULL);
   mode_t mode;
-  gboolean exists;
-  if (!knnwb_atomic_file_mode(path, &mode, &exists, error))
+  gboolean exists, holds_data;
+  if (!knnwb_atomic_file_mode(path, &mode, &exists, &holds_data, error))
     return NULL;
   KnnwbAtomicFile *file = g_new0(KnnwbAtomicFile, 1);
   file->path = g_strdup(path);
+  file->durable = holds_data || g_atomic_int_get(&knnwb_atomic_sync_every);
   file->directory = g_path_get_dirname(path);
   /* open(O_EXCL) with the final mode rather than mkstemp (always 0600): a new file honours the
    * umask like fopen would (changing the umask to read it is not thread-safe), and a replaced
@@ -148,6 +167,8 @@ const char *knnwb_atomic_file_path(const KnnwbAtomicFile *file)
 void knnwb_atomic_file_start_writeback(KnnwbAtomicFile *file)
 {
 #ifdef SYNC_FILE_RANGE_WRITE
+  if (!file->durable)
+    return; /* no fsync follows: the page cache takes the bytes at memory speed */
   /* Left to itself the kernel starts writing a file out only past the dirty-memory threshold (10%
    * of memory: never, for a few GB on a large host), so the commit's fsync would write it all
    * while the program waits. A write failure here is found again by fflush or fsync. */
@@ -171,7 +192,7 @@ gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error)
   if (ferror(file->stream) || fflush(file->stream) != 0) {
     saved = file->write_errno != 0 ? file->write_errno : EIO;
     step = "write";
-  } else if (fsync(file->fd) != 0 && errno != EINVAL) {
+  } else if (file->durable && fsync(file->fd) != 0 && errno != EINVAL) {
     saved = errno;
     step = "fsync";
   }
@@ -192,7 +213,7 @@ gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error)
     return FALSE;
   }
   /* The rename is durable only once the directory entry is on disk. */
-  int dir_fd = open(file->directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir_fd = file->durable ? open(file->directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (dir_fd >= 0) {
     (void)fsync(dir_fd);
     close(dir_fd);

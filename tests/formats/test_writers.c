@@ -141,6 +141,54 @@ static void test_knn_malformed(void)
   }
 }
 
+/* Which files are synced before their rename: those that replace data, then every one once the
+ * process asked for it (a subprocess: the request lasts for the process). */
+static void test_atomic_durable(void)
+{
+  if (g_test_subprocess()) {
+    knnwb_atomic_file_sync_always();
+    g_autofree char *fresh = g_build_filename(formats_test_dir(), "durable-fresh.txt", NULL);
+    KnnwbAtomicFile *file = knnwb_atomic_file_open(fresh, NULL);
+    g_assert_true(knnwb_atomic_file_durable(file));
+    fputs("synced\n", knnwb_atomic_file_stream(file));
+    g_assert_true(knnwb_atomic_file_commit(file, NULL));
+    g_autofree char *text = read_text(fresh);
+    g_assert_cmpstr(text, ==, "synced\n");
+    return;
+  }
+  g_autofree char *fresh = g_build_filename(formats_test_dir(), "durable-new.txt", NULL);
+  /* A new file: not synced, and written all the same. */
+  KnnwbAtomicFile *file = knnwb_atomic_file_open(fresh, NULL);
+  g_assert_false(knnwb_atomic_file_durable(file));
+  fputs("first\n", knnwb_atomic_file_stream(file));
+  knnwb_atomic_file_start_writeback(file);
+  fputs("second\n", knnwb_atomic_file_stream(file));
+  g_assert_true(knnwb_atomic_file_commit(file, NULL));
+  g_autofree char *text = read_text(fresh);
+  g_assert_cmpstr(text, ==, "first\nsecond\n");
+  /* It now holds data: replacing it is synced. */
+  file = knnwb_atomic_file_open(fresh, NULL);
+  g_assert_true(knnwb_atomic_file_durable(file));
+  fputs("third\n", knnwb_atomic_file_stream(file));
+  knnwb_atomic_file_start_writeback(file);
+  g_assert_true(knnwb_atomic_file_commit(file, NULL));
+  g_free(text);
+  text = read_text(fresh);
+  g_assert_cmpstr(text, ==, "third\n");
+  /* An empty file (the program's placeholders) holds nothing to keep. */
+  g_autofree char *empty = formats_test_write("durable-empty.txt", "", 0);
+  file = knnwb_atomic_file_open(empty, NULL);
+  g_assert_false(knnwb_atomic_file_durable(file));
+  knnwb_atomic_file_abort(file);
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  /* The request lasted for that process only. */
+  g_autofree char *later = g_build_filename(formats_test_dir(), "durable-later.txt", NULL);
+  file = knnwb_atomic_file_open(later, NULL);
+  g_assert_false(knnwb_atomic_file_durable(file));
+  knnwb_atomic_file_abort(file);
+}
+
 static void test_atomic(void)
 {
   const char *dir = formats_test_dir();
@@ -818,6 +866,7 @@ int main(int argc, char **argv)
   g_test_add_func("/formats/knn/malformed", test_knn_malformed);
   g_test_add_func("/formats/knn/numbers-and-threads", test_knn_numbers_and_threads);
   g_test_add_func("/formats/atomic", test_atomic);
+  g_test_add_func("/formats/atomic/durable", test_atomic_durable);
   g_test_add_func("/formats/tables", test_tables);
   g_test_add_func("/formats/gml-graphml", test_gml_and_graphml);
   g_test_add_func("/formats/output-names", test_output_names);

@@ -15,6 +15,7 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <knnwb/atomic_file.h>
 #include <knnwb/error.h>
 #include "runtime/runtime_internal.h"
 
@@ -214,6 +215,10 @@ static int knnwb_host_output_create(KnnwbPipelineOutput *output, gboolean fresh_
   struct stat st;
   const gboolean replaces = lstat(output->final, &st) == 0 && S_ISREG(st.st_mode);
   const mode_t kept = replaces ? st.st_mode & 0777 : 0;
+  /* The writers write into this empty placeholder, so only here is it known that the final
+   * rename replaces data: then every file is synced before its rename (atomic_file.h). */
+  if (replaces && st.st_size > 0)
+    knnwb_atomic_file_sync_always();
   int fd = -1;
   int code = EEXIST;
   for (int attempt = 0; attempt < 100 && fd < 0 && code == EEXIST; attempt++) {
