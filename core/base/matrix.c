@@ -51,55 +51,10 @@ KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *value
   return matrix;
 }
 
-/* Below this many bytes, the values are freed at once (a thread costs more). */
-#define KNNWB_MATRIX_DROP_LATER ((size_t)64 << 20)
-
-typedef struct {
-  void *blocks[2];
-} KnnwbMatrixDropped;
-
-static gpointer knnwb_matrix_free_dropped(gpointer user)
-{
-  KnnwbMatrixDropped *dropped = user;
-  g_free(dropped->blocks[0]);
-  g_free(dropped->blocks[1]);
-  g_free(dropped);
-  return NULL;
-}
-
-void knnwb_matrix_drop_values(KnnwbMatrix *matrix)
-{
-  g_return_if_fail(matrix != NULL);
-  if (matrix->values == NULL && matrix->row_ranks == NULL)
-    return;
-  const size_t bytes = matrix->n_rows * matrix->n_cols * sizeof(float);
-  KnnwbMatrixDropped *dropped = g_new0(KnnwbMatrixDropped, 1);
-  if (matrix->values_destroy != NULL)
-    matrix->values_destroy(matrix->values, bytes, matrix->values_destroy_data);
-  else if (!matrix->values_borrowed)
-    dropped->blocks[0] = matrix->values;
-  dropped->blocks[1] = matrix->row_ranks;
-  matrix->values = NULL;
-  matrix->row_ranks = NULL;
-  matrix->values_destroy = NULL;
-  matrix->values_destroy_data = NULL;
-  matrix->values_borrowed = TRUE; /* (nothing left to free) */
-  const size_t held = (dropped->blocks[0] != NULL ? bytes : 0) + (dropped->blocks[1] ? bytes : 0);
-  GThread *thread = NULL;
-  if (held >= KNNWB_MATRIX_DROP_LATER && matrix->values_release == NULL)
-    thread = knnwb_thread_try_start("knnwb-drop-values", knnwb_matrix_free_dropped, dropped);
-  if (thread != NULL)
-    matrix->values_release = thread;
-  else
-    knnwb_matrix_free_dropped(dropped); /* small, or no thread: now */
-}
-
 void knnwb_matrix_free(KnnwbMatrix *matrix)
 {
   if (matrix == NULL)
     return;
-  if (matrix->values_release != NULL)
-    g_thread_join(matrix->values_release);
   if (matrix->values_destroy != NULL)
     matrix->values_destroy(matrix->values, matrix->n_rows * matrix->n_cols * sizeof(float),
                            matrix->values_destroy_data);

@@ -148,44 +148,6 @@ static void test_match_columns(void)
   g_assert_null(matched);
 }
 
-/* Counts the calls of a wrapped matrix's values_destroy. */
-static void count_destroy(void *values, size_t n_bytes, void *data)
-{
-  (void)values;
-  (void)n_bytes;
-  (*(int *)data)++;
-}
-
-/* Dropped values: gone (small ones at once, large ones by a helper the free waits for), the
- * labels and shape kept, a second drop and the free harmless; a wrapped matrix's values_destroy
- * called once. The sanitizer build's leak check sees values that no one frees. */
-static void test_drop_values(void)
-{
-  const size_t shapes[2][2] = {{3, 2}, {(size_t)1 << 14, 1100}}; /* 24 bytes; 68.75 MiB */
-  for (int s = 0; s < 2; s++) {
-    g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(shapes[s][0], shapes[s][1], NULL);
-    g_assert_nonnull(m);
-    m->values[m->n_rows * m->n_cols - 1] = 7.0f; /* touched: the pages are there to unmap */
-    knnwb_matrix_set_row_label(m, 1, "second");
-    knnwb_matrix_drop_values(m);
-    g_assert_null(m->values);
-    g_assert_true((m->values_release != NULL) == (s == 1));
-    g_assert_cmpuint(m->n_rows, ==, shapes[s][0]);
-    g_assert_cmpuint(m->n_cols, ==, shapes[s][1]);
-    g_assert_cmpstr(knnwb_matrix_row_label(m, 1), ==, "second");
-    knnwb_matrix_drop_values(m);
-    g_assert_null(m->values);
-  }
-  int destroyed = 0;
-  static float wrapped[6];
-  KnnwbMatrix *m = knnwb_matrix_new_wrapped(3, 2, wrapped, count_destroy, &destroyed);
-  knnwb_matrix_drop_values(m);
-  g_assert_cmpint(destroyed, ==, 1);
-  g_assert_null(m->values);
-  knnwb_matrix_free(m);
-  g_assert_cmpint(destroyed, ==, 1);
-}
-
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -193,6 +155,5 @@ int main(int argc, char **argv)
   g_test_add_func("/matrix/select-rows", test_select_rows);
   g_test_add_func("/matrix/match-columns", test_match_columns);
   g_test_add_func("/matrix/finite-and-overflow", test_finite_and_overflow);
-  g_test_add_func("/matrix/drop-values", test_drop_values);
   return g_test_run();
 }

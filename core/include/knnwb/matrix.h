@@ -32,8 +32,7 @@ typedef struct {
   GPtrArray *annotations[2];  /* per KnnwbMatrixAxis: KnnwbMatrixAnnotation*, in insertion order */
   unsigned char *absent_rows; /* n_rows flags, or NULL when no row is absent */
   size_t n_absent_rows;
-  float *row_ranks;        /* n_rows * n_cols average ranks from the values as read, or NULL */
-  GThread *values_release; /* frees the dropped values (knnwb_matrix_drop_values), or NULL */
+  float *row_ranks; /* n_rows * n_cols average ranks from the values as read, or NULL */
 } KnnwbMatrix;
 
 /**
@@ -107,15 +106,6 @@ KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *value
 
 /** Frees the matrix, its values and labels. NULL is fine. */
 void knnwb_matrix_free(KnnwbMatrix *matrix);
-
-/**
- * Gives the values (and the ranks kept from them) back while the labels, classes, annotations and
- * shape stay: for a program that no longer needs them, such as one writing the lists of a search
- * done. Large values are freed by a helper thread, so the caller goes on at once (unmapping 1 GB
- * of pages takes 0.03-0.07 s); knnwb_matrix_free waits for it. values is NULL afterwards: nothing
- * may read them. Doing it twice is fine.
- */
-void knnwb_matrix_drop_values(KnnwbMatrix *matrix);
 
 /** Sets row label i (copied). Allocates the label array on first use. O(length). */
 void knnwb_matrix_set_row_label(KnnwbMatrix *matrix, size_t i, const char *label);

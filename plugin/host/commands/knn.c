@@ -450,11 +450,6 @@ static gboolean knnwb_knn_compute(KnnwbKnnRun *run, GError **error)
   }
   run->knn_done = g_get_monotonic_time();
   run->backend_used = g_strdup(run->neighbors->backend_used);
-  /* No writer reads the values (labels and annotations stay): a helper thread unmaps them while
-   * the lists are written, instead of the process's end (0.03-0.05 s for the 785 MB of 1.5 M x
-   * 128 rows on the GPU host). */
-  if (run->data != NULL)
-    knnwb_matrix_drop_values(run->data);
   /* One process makes one search: its GPUs are given back while the lists are written (main
    * waits for that before the exit). Ranks keep theirs until MPI's finalize. */
   if (run->group == NULL)
