@@ -184,6 +184,24 @@ void knnwb_atomic_file_start_writeback(KnnwbAtomicFile *file)
 #endif
 }
 
+/* Moves the temporary to the target. A file that is not synced takes the place of an empty file
+ * (the program's placeholders) by exchanging the two names, then removes the old file: ext4 writes
+ * out the data of a file renamed over another within the rename (its auto_da_alloc: 65-80 ms for
+ * each 245 MB array on the GPU host), which an exchange does not. Where there is no exchange (other
+ * systems, file systems without it) or the target changed, a plain rename. */
+static gboolean knnwb_atomic_file_move(const KnnwbAtomicFile *file)
+{
+#ifdef RENAME_EXCHANGE
+  struct stat st;
+  if (!file->durable && lstat(file->path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0 &&
+      renameat2(AT_FDCWD, file->temp_path, AT_FDCWD, file->path, RENAME_EXCHANGE) == 0) {
+    (void)unlink(file->temp_path); /* the empty file it replaced */
+    return TRUE;
+  }
+#endif
+  return rename(file->temp_path, file->path) == 0;
+}
+
 gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error)
 {
   g_return_val_if_fail(file != NULL, FALSE);
@@ -201,7 +219,7 @@ gboolean knnwb_atomic_file_commit(KnnwbAtomicFile *file, GError **error)
     step = "close";
   }
   file->stream = NULL;
-  if (step == NULL && rename(file->temp_path, file->path) != 0) {
+  if (step == NULL && !knnwb_atomic_file_move(file)) {
     saved = errno;
     step = "rename";
   }

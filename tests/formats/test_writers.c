@@ -175,11 +175,18 @@ static void test_atomic_durable(void)
   g_free(text);
   text = read_text(fresh);
   g_assert_cmpstr(text, ==, "third\n");
-  /* An empty file (the program's placeholders) holds nothing to keep. */
+  /* An empty file (the program's placeholders) holds nothing to keep; the new one takes its
+   * place (by an exchange of names where the system has it) and nothing else is left. */
   g_autofree char *empty = formats_test_write("durable-empty.txt", "", 0);
+  const guint entries = formats_test_count_entries(formats_test_dir());
   file = knnwb_atomic_file_open(empty, NULL);
   g_assert_false(knnwb_atomic_file_durable(file));
-  knnwb_atomic_file_abort(file);
+  fputs("into the empty file\n", knnwb_atomic_file_stream(file));
+  g_assert_true(knnwb_atomic_file_commit(file, NULL));
+  g_free(text);
+  text = read_text(empty);
+  g_assert_cmpstr(text, ==, "into the empty file\n");
+  g_assert_cmpuint(formats_test_count_entries(formats_test_dir()), ==, entries);
   g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
   g_test_trap_assert_passed();
   /* The request lasted for that process only. */
