@@ -1,10 +1,13 @@
-/* How much memory the machine can give us, for refusing hopeless runs up front. */
+/* How much memory the machine can give us, for refusing hopeless runs up front; large blocks in
+ * huge pages. */
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <knnwb/parallel.h>
+#include "base/base.h"
 
 /* What the machine offers: MemAvailable counts reclaimable page cache, which a large run can use;
  * sysconf's free pages do not. */
@@ -68,4 +71,33 @@ size_t knnwb_memory_available(void)
 char *knnwb_memory_format(size_t bytes)
 {
   return g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+}
+
+static gboolean knnwb_huge_pages_wanted(void)
+{
+  static gsize wanted;
+  if (g_once_init_enter(&wanted)) {
+    const char *v = g_getenv("KNNWB_HUGE_PAGES");
+    g_once_init_leave(&wanted, v != NULL && strcmp(v, "0") == 0 ? 1 : 2);
+  }
+  return wanted == 2;
+}
+
+void *knnwb_huge_try_malloc(size_t bytes, gboolean zeroed)
+{
+  void *block = zeroed ? g_try_malloc0(bytes) : g_try_malloc(bytes);
+#ifdef MADV_HUGEPAGE
+  const long page = sysconf(_SC_PAGESIZE);
+  if (block != NULL && bytes >= KNNWB_HUGE_PAGES_MIN && page > 0 && knnwb_huge_pages_wanted()) {
+    /* The whole pages inside the block (malloc's header shares the first); the kernel maps huge
+     * pages where the range holds aligned 2 MiB. A refusal (no THP in this kernel) changes
+     * nothing. */
+    const uintptr_t start =
+        ((uintptr_t)block + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    const uintptr_t end = ((uintptr_t)block + bytes) / (uintptr_t)page * (uintptr_t)page;
+    if (end > start)
+      (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+  }
+#endif
+  return block;
 }

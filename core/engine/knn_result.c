@@ -3,6 +3,7 @@
 #include <math.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
+#include "base/base.h"
 #include "engine/engine_internal.h"
 
 void knnwb_neighbors_free(KnnwbNeighbors *neighbors)
@@ -68,8 +69,8 @@ static void knnwb_knn_result_arrays(KnnwbNeighbors *result, size_t cells)
     keep->cells = 0;
     return;
   }
-  result->indices = g_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t));
-  result->distances = g_try_malloc(MAX(cells, (size_t)1) * sizeof(double));
+  result->indices = knnwb_huge_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t), FALSE);
+  result->distances = knnwb_huge_try_malloc(MAX(cells, (size_t)1) * sizeof(double), FALSE);
 }
 
 /* Lists for rows [first, first + rows); with clear every slot empty, filled by every core (at

@@ -234,8 +234,8 @@ typedef struct {
 static gboolean knnwb_knn_round_allocate(KnnwbRound *round, GError **error)
 {
   const size_t cells = MAX(round->cells, (size_t)1);
-  round->cand_index = g_try_malloc(cells * sizeof(int64_t));
-  round->cand_score = g_try_malloc(cells * sizeof(float));
+  round->cand_index = knnwb_huge_try_malloc(cells * sizeof(int64_t), FALSE);
+  round->cand_score = knnwb_huge_try_malloc(cells * sizeof(float), FALSE);
   round->flags = g_try_malloc0(MAX(round->n_rows, (size_t)1));
   gboolean ok = round->cand_index != NULL && round->cand_score != NULL && round->flags != NULL;
   if (round->shared) {
@@ -316,7 +316,8 @@ static void knnwb_knn_round_device_outputs(KnnwbRound *round, KnnwbSelectJob *jo
   const size_t d = query->d, k = round->options->k, job_row0 = round->shared ? 0 : round->row0;
   job->memory_bytes = round->options->gpu_memory_bytes;
   if (round->rows == NULL)
-    round->cand_distance = g_try_malloc(MAX(round->cells, (size_t)1) * sizeof(double));
+    round->cand_distance =
+        knnwb_huge_try_malloc(MAX(round->cells, (size_t)1) * sizeof(double), FALSE);
   if (round->cand_distance == NULL)
     return;
   job->exact_kind = knnwb_metric_exact_kind(query->metric);

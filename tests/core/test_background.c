@@ -1,7 +1,8 @@
-/* Host work off a GPU run's critical path (core/base/background.c): prefaulting keeps every value, even
- * while another thread writes the block; blocks handed to knnwb_release_later are freed (the
+/* Host work off a GPU run's critical path (core/base/background.c): prefaulting keeps every value,
+ * even while another thread writes the block; blocks handed to knnwb_release_later are freed (the
  * sanitizer build's leak check sees any that are not) and knnwb_release_wait waits for them. */
 #include <malloc.h>
+#include <stdio.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "base/base.h"
@@ -75,10 +76,62 @@ static void test_release_later(void)
   }
 }
 
+/* Whether the mapping that holds address p carries the "hg" flag (madvise MADV_HUGEPAGE) in
+ * /proc/self/smaps. */
+static gboolean mapping_asks_huge(const void *p)
+{
+  g_autofree char *smaps = NULL;
+  g_assert_true(g_file_get_contents("/proc/self/smaps", &smaps, NULL, NULL));
+  gboolean inside = FALSE, huge = FALSE;
+  g_auto(GStrv) lines = g_strsplit(smaps, "\n", -1);
+  for (char **line = lines; *line != NULL; line++) {
+    unsigned long long from, to;
+    if (sscanf(*line, "%llx-%llx ", &from, &to) == 2 && strchr(*line, '-') < strchr(*line, ' '))
+      inside = (uintptr_t)p >= from && (uintptr_t)p < to;
+    else if (inside && g_str_has_prefix(*line, "VmFlags:"))
+      huge = strstr(*line, " hg") != NULL;
+  }
+  return huge;
+}
+
+/* Large blocks ask for huge pages where the kernel has them (not small ones, nor with
+ * KNNWB_HUGE_PAGES=0, in a subprocess), and keep zeroes or values like any block. */
+static void test_huge_pages(void)
+{
+  const gboolean kernel_has =
+      g_file_test("/sys/kernel/mm/transparent_hugepage/enabled", G_FILE_TEST_EXISTS);
+  const size_t bytes = KNNWB_HUGE_PAGES_MIN + 12345;
+  if (g_test_subprocess()) {
+    g_setenv("KNNWB_HUGE_PAGES", "0", TRUE); /* read at the first call */
+    char *block = knnwb_huge_try_malloc(bytes, TRUE);
+    g_assert_false(mapping_asks_huge(block + bytes / 2));
+    g_free(block);
+    return;
+  }
+  char *zeroed = knnwb_huge_try_malloc(bytes, TRUE);
+  char *small = knnwb_huge_try_malloc(KNNWB_HUGE_PAGES_MIN / 2, FALSE);
+  g_assert_nonnull(zeroed);
+  g_assert_nonnull(small);
+  if (kernel_has)
+    g_assert_true(mapping_asks_huge(zeroed + bytes / 2));
+  else
+    g_test_message("no transparent huge pages in this kernel: the request is not checked");
+  g_assert_false(mapping_asks_huge(small + KNNWB_HUGE_PAGES_MIN / 4));
+  for (size_t i = 0; i < bytes; i += 4093)
+    g_assert_cmpint(zeroed[i], ==, 0);
+  memset(small, 7, KNNWB_HUGE_PAGES_MIN / 2);
+  g_assert_cmpint(small[KNNWB_HUGE_PAGES_MIN / 2 - 1], ==, 7);
+  g_free(zeroed);
+  g_free(small);
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/background/prefault-keeps-values", test_prefault_keeps_values);
   g_test_add_func("/background/release-later", test_release_later);
+  g_test_add_func("/background/huge-pages", test_huge_pages);
   return g_test_run();
 }
