@@ -102,6 +102,7 @@ int main(int argc, char **argv)
          * command on one H200 and changes nothing the user sees: the system frees it all, or a
          * command gave the GPUs back while it wrote (knnwb_knn_devices_release). */
         knnwb_knn_devices_release_wait();
+        g_debug("knnwb: the GPUs given back");
         fflush(stdout);
         fflush(stderr);
         _exit(status);

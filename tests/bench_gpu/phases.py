@@ -2,7 +2,8 @@
 """The fixed parts of one traced `knnwb knn` run, from its log (G_MESSAGES_DEBUG=all
 KNNWB_CUDA_TRACE=1) and, when given, the shell's clock around it: the process's start (to
 "command started"), the partition's choice, the wait for the GPUs' start, each worker's setup and
-upload, tile loop and lists out, and the process's end after "command finished". One line.
+upload, tile loop and lists out, the cleanup between knnwb's summary and "command finished", and
+the process's end after it (of which the wait for the GPUs given back). One line.
 Usage: phases.py LOG [T0 T1]   (T0, T1: the shell's `date +%s.%N` before and after the run)"""
 import datetime
 import re
@@ -41,6 +42,12 @@ def main():
     m = re.search(r"select and refine ([0-9.]+) s", text)
     if m:
         parts.append("select+refine %s" % m.group(1))
+    m = re.search(r"^knnwb: .*total ([0-9.]+) s\)$", text, re.M)
+    if m and started is not None and finished is not None:
+        parts.append("cleanup %.3f" % (finished - started - float(m.group(1))))
+    given = clock(text, "the GPUs given back")
+    if given is not None and finished is not None:
+        parts.append("release wait %.3f" % (given - finished))
     if len(sys.argv) == 4 and finished is not None:
         parts.append("end %.3f" % (of_day(t0) + (t1 - t0) - finished))
     print("; ".join(parts))

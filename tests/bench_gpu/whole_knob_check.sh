@@ -5,7 +5,8 @@
 # 30), then bench_knn_gpu d = 295 (library call). Each run: wall time, lists digest (the same for
 # every setting), knnwb's own summary, from the trace the tile loop and selection per tile, and
 # the fixed parts around the loop (phases.py: the process's start and end, the partition's choice,
-# the wait for the GPUs' start, each GPU's upload, loop and lists out).
+# the wait for the GPUs' start, each GPU's upload, loop and lists out). Every run writes new files
+# (the previous run's are removed first), as a user's first run does.
 # A setting is "default" or comma-separated VAR=VALUE pairs. GPUS="0 0,1" runs every setting
 # on each of those CUDA_VISIBLE_DEVICES values in turn (default: every GPU, one way).
 # Usage (repository root, after `. .gpu/env.sh`):
@@ -29,7 +30,7 @@ envs() { [ "$1" = default ] && echo "KNNWB_KNOB=default" || echo "$1" | tr ',' '
 gpus() { [ "$1" = all ] && echo "KNNWB_GPUS=all" || echo "CUDA_VISIBLE_DEVICES=$1"; }
 trace() { grep -oE "tile loop on the GPU [0-9.]+ s|[0-9.]+ ms per other tile \([0-9]+" "$1" | sort -u | tr '\n' ';'; }
 whole() { # way, setting, then the knn arguments
-  local w=$1 s=$2; shift 2; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
+  local w=$1 s=$2; shift 2; rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt; local t0 t1 r; t0=$(date +%s.%N)
   env $(gpus "$w") $(envs "$s") KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all $k knn "$@" -o $d/g.npy >"$out/one.log" 2>&1; r=$?
   t1=$(date +%s.%N); cat "$out/one.log" >>"$out/runs.log"
   printf '  %-40s rc=%d wall %s s %s %s\n      %s\n      %s\n' "$s ($w)" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \
