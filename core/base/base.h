@@ -1,7 +1,6 @@
 /* What core/base/ offers the rest of core beyond the public <knnwb/matrix.h>, <knnwb/parallel.h>
- * and <knnwb/error.h>: host work off a GPU run's critical path (background.c), large blocks in
- * huge pages (memory.c), the finite check of a block of rows (matrix.c), the CPU's vector width
- * (vector_width.c). */
+ * and <knnwb/error.h>: host work off a GPU run's critical path (background.c), the finite check of
+ * a block of rows (matrix.c), the CPU's vector width (vector_width.c). */
 #ifndef KNNWB_BASE_H
 #define KNNWB_BASE_H
 
@@ -36,17 +35,6 @@ void knnwb_release_later(void *const *blocks, const size_t *bytes, size_t n_bloc
 void knnwb_release_start(void);
 /** knnwb_release_start, then waits until every block handed over so far is freed. */
 void knnwb_release_wait(void);
-
-/** Blocks of at least this many bytes ask for huge pages (knnwb_huge_try_malloc). */
-#define KNNWB_HUGE_PAGES_MIN ((size_t)32 << 20)
-/**
- * g_try_malloc (g_try_malloc0 when zeroed) of bytes that asks, when bytes is large, for
- * transparent huge pages on the block (madvise MADV_HUGEPAGE, before any page is touched; Linux,
- * elsewhere nothing). On the GPU host, whose kernel gives huge pages only where asked, freeing the
- * 1.3 GB of a 1.5 M-row run's rows and lists took 0.05-0.08 s in 4 KiB pages and nothing in 2 MiB
- * ones, and their first touch costs less. KNNWB_HUGE_PAGES=0 asks for none. Free with g_free.
- */
-void *knnwb_huge_try_malloc(size_t bytes, gboolean zeroed);
 
 /**
  * knnwb_matrix_check_finite over rows [first, last) only. Messages name row i as numbered_from + i

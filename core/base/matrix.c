@@ -25,7 +25,7 @@ KnnwbMatrix *knnwb_matrix_new(size_t n_rows, size_t n_cols, GError **error)
   if (!knnwb_matrix_bytes(n_rows, n_cols, &bytes, error))
     return NULL;
   /* g_try_malloc0 so a huge request is an error, not an abort. */
-  float *values = bytes ? knnwb_huge_try_malloc(bytes, TRUE) : NULL;
+  float *values = bytes ? knnwb_memory_try_alloc(bytes, TRUE) : NULL;
   if (bytes && values == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate %zu bytes for a %zu x %zu matrix", bytes, n_rows, n_cols);

@@ -7,7 +7,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <knnwb/parallel.h>
-#include "base/base.h"
 
 /* What the machine offers: MemAvailable counts reclaimable page cache, which a large run can use;
  * sysconf's free pages do not. */
@@ -83,12 +82,12 @@ static gboolean knnwb_huge_pages_wanted(void)
   return wanted == 2;
 }
 
-void *knnwb_huge_try_malloc(size_t bytes, gboolean zeroed)
+void *knnwb_memory_try_alloc(size_t bytes, gboolean zeroed)
 {
   void *block = zeroed ? g_try_malloc0(bytes) : g_try_malloc(bytes);
 #ifdef MADV_HUGEPAGE
   const long page = sysconf(_SC_PAGESIZE);
-  if (block != NULL && bytes >= KNNWB_HUGE_PAGES_MIN && page > 0 && knnwb_huge_pages_wanted()) {
+  if (block != NULL && bytes >= KNNWB_MEMORY_HUGE_MIN && page > 0 && knnwb_huge_pages_wanted()) {
     /* The whole pages inside the block (malloc's header shares the first); the kernel maps huge
      * pages where the range holds aligned 2 MiB. A refusal (no THP in this kernel) changes
      * nothing. */

@@ -69,8 +69,8 @@ static void knnwb_knn_result_arrays(KnnwbNeighbors *result, size_t cells)
     keep->cells = 0;
     return;
   }
-  result->indices = knnwb_huge_try_malloc(MAX(cells, (size_t)1) * sizeof(int64_t), FALSE);
-  result->distances = knnwb_huge_try_malloc(MAX(cells, (size_t)1) * sizeof(double), FALSE);
+  result->indices = knnwb_memory_try_alloc(MAX(cells, (size_t)1) * sizeof(int64_t), FALSE);
+  result->distances = knnwb_memory_try_alloc(MAX(cells, (size_t)1) * sizeof(double), FALSE);
 }
 
 /* Lists for rows [first, first + rows); with clear every slot empty, filled by every core (at

@@ -234,8 +234,8 @@ typedef struct {
 static gboolean knnwb_knn_round_allocate(KnnwbRound *round, GError **error)
 {
   const size_t cells = MAX(round->cells, (size_t)1);
-  round->cand_index = knnwb_huge_try_malloc(cells * sizeof(int64_t), FALSE);
-  round->cand_score = knnwb_huge_try_malloc(cells * sizeof(float), FALSE);
+  round->cand_index = knnwb_memory_try_alloc(cells * sizeof(int64_t), FALSE);
+  round->cand_score = knnwb_memory_try_alloc(cells * sizeof(float), FALSE);
   round->flags = g_try_malloc0(MAX(round->n_rows, (size_t)1));
   gboolean ok = round->cand_index != NULL && round->cand_score != NULL && round->flags != NULL;
   if (round->shared) {
@@ -317,7 +317,7 @@ static void knnwb_knn_round_device_outputs(KnnwbRound *round, KnnwbSelectJob *jo
   job->memory_bytes = round->options->gpu_memory_bytes;
   if (round->rows == NULL)
     round->cand_distance =
-        knnwb_huge_try_malloc(MAX(round->cells, (size_t)1) * sizeof(double), FALSE);
+        knnwb_memory_try_alloc(MAX(round->cells, (size_t)1) * sizeof(double), FALSE);
   if (round->cand_distance == NULL)
     return;
   job->exact_kind = knnwb_metric_exact_kind(query->metric);

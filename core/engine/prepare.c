@@ -213,7 +213,7 @@ static void *knnwb_try_alloc(size_t count, size_t size, gboolean *ok)
     *ok = FALSE;
     return NULL;
   }
-  void *memory = knnwb_huge_try_malloc(MAX(bytes, (size_t)1), TRUE);
+  void *memory = knnwb_memory_try_alloc(MAX(bytes, (size_t)1), TRUE);
   if (memory == NULL)
     *ok = FALSE;
   return memory;

@@ -1,5 +1,6 @@
 /* NumPy .npy (format versions 1-3): float32/float64, either byte order, C or Fortran order. */
 #include "read_internal.h"
+#include <knnwb/parallel.h>
 #include <knnwb/write_matrix.h>
 
 #include <errno.h>
@@ -33,7 +34,7 @@ static void knnwb_npy_free_values(void *values, size_t n_bytes, void *data)
 {
   (void)n_bytes;
   (void)data;
-  free(values);
+  g_free(values);
 }
 
 /* Where the bytes come from: the file itself (pread at any offset), or its gzip stream, inflated
@@ -606,7 +607,7 @@ static KnnwbMatrix *knnwb_npy_read_values(KnnwbNpySource *source, const char *pa
                                           GError **error)
 {
   *finite = FALSE;
-  float *converted = malloc(MAX(array->matrix_bytes, 1));
+  float *converted = knnwb_memory_try_alloc(MAX(array->matrix_bytes, 1), FALSE);
   if (converted == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "%s: cannot allocate %zu bytes for the matrix", path, array->matrix_bytes);
@@ -625,16 +626,16 @@ static KnnwbMatrix *knnwb_npy_read_values(KnnwbNpySource *source, const char *pa
                                      options, array->data_offset + array->matrix_bytes);
     if (!read) {
       knnwb_npy_read_failed(source, path, source->gzip == NULL ? saved : errno, error);
-      free(converted);
+      g_free(converted);
       return NULL;
     }
   } else if (source->gzip == NULL && array->memory_is_c_order_of_wanted) {
     if (!knnwb_npy_read_plain_converted(source, path, options, array, converted, finite, error)) {
-      free(converted);
+      g_free(converted);
       return NULL;
     }
   } else if (!knnwb_npy_read_converted(source, path, options, array, converted, error)) {
-    free(converted);
+    g_free(converted);
     return NULL;
   }
   return knnwb_matrix_new_wrapped(array->rows, array->cols, converted, knnwb_npy_free_values, NULL);

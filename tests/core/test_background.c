@@ -100,27 +100,27 @@ static void test_huge_pages(void)
 {
   const gboolean kernel_has =
       g_file_test("/sys/kernel/mm/transparent_hugepage/enabled", G_FILE_TEST_EXISTS);
-  const size_t bytes = KNNWB_HUGE_PAGES_MIN + 12345;
+  const size_t bytes = KNNWB_MEMORY_HUGE_MIN + 12345;
   if (g_test_subprocess()) {
     g_setenv("KNNWB_HUGE_PAGES", "0", TRUE); /* read at the first call */
-    char *block = knnwb_huge_try_malloc(bytes, TRUE);
+    char *block = knnwb_memory_try_alloc(bytes, TRUE);
     g_assert_false(mapping_asks_huge(block + bytes / 2));
     g_free(block);
     return;
   }
-  char *zeroed = knnwb_huge_try_malloc(bytes, TRUE);
-  char *small = knnwb_huge_try_malloc(KNNWB_HUGE_PAGES_MIN / 2, FALSE);
+  char *zeroed = knnwb_memory_try_alloc(bytes, TRUE);
+  char *small = knnwb_memory_try_alloc(KNNWB_MEMORY_HUGE_MIN / 2, FALSE);
   g_assert_nonnull(zeroed);
   g_assert_nonnull(small);
   if (kernel_has)
     g_assert_true(mapping_asks_huge(zeroed + bytes / 2));
   else
     g_test_message("no transparent huge pages in this kernel: the request is not checked");
-  g_assert_false(mapping_asks_huge(small + KNNWB_HUGE_PAGES_MIN / 4));
+  g_assert_false(mapping_asks_huge(small + KNNWB_MEMORY_HUGE_MIN / 4));
   for (size_t i = 0; i < bytes; i += 4093)
     g_assert_cmpint(zeroed[i], ==, 0);
-  memset(small, 7, KNNWB_HUGE_PAGES_MIN / 2);
-  g_assert_cmpint(small[KNNWB_HUGE_PAGES_MIN / 2 - 1], ==, 7);
+  memset(small, 7, KNNWB_MEMORY_HUGE_MIN / 2);
+  g_assert_cmpint(small[KNNWB_MEMORY_HUGE_MIN / 2 - 1], ==, 7);
   g_free(zeroed);
   g_free(small);
   g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
