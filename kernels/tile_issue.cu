@@ -214,8 +214,13 @@ bool Worker::select_tile(int slot, const TileGeom &geom)
     CUDA_TRY(run_, cudaEventRecord(probe_fresh_[2 * fresh_mark], select_stream_));
   }
   CUDA_TRY(run_, launch_tile_select(state, geom, select_stream_));
-  if (fresh_mark >= 0)
+  if (fresh_mark >= 0) {
     CUDA_TRY(run_, cudaEventRecord(probe_fresh_[2 * fresh_mark + 1], select_stream_));
+    /* The next tiles wait for it: a fresh selection running beside them slows them by the SMs
+     * it takes (the fresh tiles' kernel fills them), and with that kernel fused tiles lost some
+     * measurements they win. Alone, it leaves the windows timing the tiles alone. */
+    CUDA_TRY(run_, cudaStreamWaitEvent(gemm_stream_, probe_fresh_[2 * fresh_mark + 1], 0));
+  }
   if (select_end_[slot])
     CUDA_TRY(run_, cudaEventRecord(select_end_[slot], select_stream_));
   CUDA_TRY(run_, cudaEventRecord(select_done_[slot], select_stream_));
