@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <mpi.h>
+#include <knnwb/atomic_file.h>
 #include <knnwb/error.h>
 #include "distributed_internal.h"
 
@@ -284,10 +285,17 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
    * did, so that a rank that failed does not leave the others waiting. */
   const gint64 start = g_get_monotonic_time();
   gboolean ok = knnwb_distributed_open_files(cursors, n_files, error);
+  /* Synced only where an output replaces data, as one process's files (atomic_file.h): rank 0,
+   * which made the outputs' placeholders, knows; the ranks agree so that all or none sync. */
+  int64_t durable = knnwb_atomic_file_syncs_always() ? 1 : 0;
+  if (!group->reduce(group, &durable, 1, KNNWB_GROUP_MAX, ok ? error : NULL)) {
+    ok = FALSE;
+    durable = 1;
+  }
   gboolean hooked = knnwb_distributed_write_hooks(
       group, files[0].path, control != NULL ? control->cancel : NULL, ok ? error : NULL);
   ok = ok && hooked;
-  for (size_t f = 0; ok && f < n_files; f++)
+  for (size_t f = 0; ok && durable && f < n_files; f++)
     cursors[f].writeback_fd = open(files[f].path, O_WRONLY | O_CLOEXEC);
   const gint64 opened = g_get_monotonic_time();
   ok = ok && knnwb_distributed_write_turns(group, cursors, n_files, control, progress_done,
@@ -299,7 +307,7 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
   /* Every file's last slices were handed to the disk as they were written: the syncs, one after
    * the other, wait for disk writes that already run together. */
   for (size_t f = 0; f < n_files; f++) {
-    if (!cursors[f].opened)
+    if (!cursors[f].opened || !durable)
       continue;
     int code = MPI_File_sync(cursors[f].handle);
     if (ok && code != MPI_SUCCESS) {
@@ -321,9 +329,10 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
   /* where a rank's write goes: waiting for the others, copying into the page cache (the disk's
    * pace once its writeback is started: 2.1-2.4 GB/s on the GPU host), the sync */
   g_debug("distributed write: %zu file(s) opened in %.3f s, this rank's slices written in %.3f s, "
-          "synced and closed in %.3f s, every rank done %.3f s later",
+          "%s and closed in %.3f s, every rank done %.3f s later",
           n_files, (double)(opened - start) / 1e6, (double)(copied - opened) / 1e6,
-          (double)(synced - copied) / 1e6, (double)(g_get_monotonic_time() - synced) / 1e6);
+          durable ? "synced" : "left to the system's cache", (double)(synced - copied) / 1e6,
+          (double)(g_get_monotonic_time() - synced) / 1e6);
   return ok;
 }
 

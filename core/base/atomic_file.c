@@ -30,6 +30,11 @@ void knnwb_atomic_file_sync_always(void)
   g_atomic_int_set(&knnwb_atomic_sync_every, 1);
 }
 
+gboolean knnwb_atomic_file_syncs_always(void)
+{
+  return g_atomic_int_get(&knnwb_atomic_sync_every) != 0;
+}
+
 gboolean knnwb_atomic_file_durable(const KnnwbAtomicFile *file)
 {
   return file->durable;

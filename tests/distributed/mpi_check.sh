@@ -243,6 +243,20 @@ for ranks in 1 2 3; do
     mpi 2 knn slices.npy -k 40 -m euclidean -b cpu -q -o r2-slices.knn
     cmp one-slices.knn r2-slices.knn || fail "2 ranks: .knn over several write slices differs"
   fi
+  if [ "$ranks" = 2 ]; then
+    # Outputs written by the ranks together follow one process's policy (atomic_file.h): new ones
+    # are left to the system's cache, ones that replace data are synced, by every rank alike.
+    rm -f r2-sync.npy r2-sync.distances.npy
+    for run in new replacing; do
+      G_MESSAGES_DEBUG=all mpi 2 knn slices.npy -k 60 -m euclidean -b cpu -q -o r2-sync.npy \
+        2>"sync-$run.err" || fail "2 ranks: .npy lists ($run files) failed"
+      cmp one-slices.npy r2-sync.npy || fail "2 ranks: .npy lists ($run files) differ"
+    done
+    grep -aq "distributed write: .* left to the system's cache and closed" sync-new.err ||
+      fail "2 ranks: new .npy lists were synced (or the write's debug line is missing)"
+    grep -aq "distributed write: .* synced and closed" sync-replacing.err ||
+      fail "2 ranks: .npy lists replacing earlier ones were not synced"
+  fi
   if [ "$ranks" != 1 ]; then
     mpi "$ranks" knn slices.npy -k 60 -m euclidean -b cpu -q -o "r$ranks-slices.npy"
     cmp one-slices.npy "r$ranks-slices.npy" ||

@@ -42,6 +42,10 @@ KnnwbAtomicFile *knnwb_atomic_file_open(const char *path, GError **error);
  */
 void knnwb_atomic_file_sync_always(void);
 
+/** TRUE once knnwb_atomic_file_sync_always was called in this process (MPI ranks that write one
+ * file together agree on it). Thread-safe. */
+gboolean knnwb_atomic_file_syncs_always(void);
+
 /** TRUE when file will be synced before its rename (see above). */
 gboolean knnwb_atomic_file_durable(const KnnwbAtomicFile *file);
 
