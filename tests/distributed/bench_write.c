@@ -5,8 +5,9 @@
  * --rows x --k lists (blocks of uneven size when the ranks do not divide the rows) from a formula,
  * the ranks write them --reps times (the files removed before each), and rank 0 reads both files
  * back and checks every value. Run alone (no mpirun), one process writes them
- * (knnwb_formats_write_lists), for comparison.
- * Usage: [mpirun -np R] bench_write [--rows N] [--k K] [--reps R] [--output OUT.npy]
+ * (knnwb_formats_write_lists), for comparison. --over-old writes them over files 1 MB longer than
+ * theirs (the ranks must cut them to their length) instead of removing them.
+ * Usage: [mpirun -np R] bench_write [--rows N] [--k K] [--reps R] [--output OUT.npy] [--over-old]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,11 +93,13 @@ int main(int argc, char **argv)
     return 1;
   }
   gint64 rows = 1000000, k = 30, reps = 3;
+  gboolean over_old = FALSE;
   g_autofree char *output = NULL;
   GOptionEntry entries[] = {
       {"rows", 0, 0, G_OPTION_ARG_INT64, &rows, "rows of lists", "N"},
       {"k", 0, 0, G_OPTION_ARG_INT64, &k, "neighbours per row", "K"},
       {"reps", 0, 0, G_OPTION_ARG_INT64, &reps, "repetitions", "R"},
+      {"over-old", 0, 0, G_OPTION_ARG_NONE, &over_old, "write over longer files", NULL},
       {"output", 0, 0, G_OPTION_ARG_FILENAME, &output, "the .npy written", "OUT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) context = g_option_context_new("- .npy lists write time");
@@ -114,6 +117,14 @@ int main(int argc, char **argv)
     if (rank == 0) {
       unlink(path);
       unlink(side);
+      if (over_old) {
+        const gsize longer = (gsize)rows * (gsize)k * 8 + (1 << 20);
+        g_autofree char *old = g_malloc(longer);
+        memset(old, 'x', longer);
+        if (!g_file_set_contents(path, old, (gssize)longer, NULL) ||
+            !g_file_set_contents(side, old, (gssize)longer, NULL))
+          ok = FALSE;
+      }
     }
     if (group != NULL)
       group->agree(group, TRUE, NULL);
