@@ -12,6 +12,7 @@
 #ifdef KNNWB_HAVE_HDF5
 
 #include "../io/h5.h"
+#include <knnwb/atomic_file.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -408,6 +409,31 @@ static gboolean knnwb_h5ad_uns(hid_t file, size_t k, const KnnwbH5adOutput *outp
   return ok;
 }
 
+/* The caller's temporary (the program's empty placeholder) removed before the file is made anew:
+ * ext4 writes out, at its last close, a file that was truncated to nothing and written again
+ * (auto_da_alloc), which a fresh file is not. */
+static void knnwb_h5ad_remove_placeholder(const char *path)
+{
+  (void)unlink(path); /* (absent: nothing to remove; else the creation says what is wrong) */
+}
+
+/* Where an output of the process replaces data (atomic_file.h), the finished file is synced
+ * before the caller renames it, as the other writers' files are. */
+static gboolean knnwb_h5ad_sync(const char *path, GError **error)
+{
+  if (!knnwb_atomic_file_syncs_always())
+    return TRUE;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const gboolean synced = fd >= 0 && fsync(fd) == 0;
+  const int saved = errno;
+  if (fd >= 0)
+    close(fd);
+  if (!synced)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: fsync failed: %s", path,
+                g_strerror(saved));
+  return synced;
+}
+
 /* Copies from into to (the caller's temporary) in 4 MiB pieces, polling cancel between them; the
  * original is only read. */
 static gboolean knnwb_h5ad_copy(const char *from, const char *to, const volatile gint *cancel,
@@ -415,6 +441,8 @@ static gboolean knnwb_h5ad_copy(const char *from, const char *to, const volatile
 {
   enum { PIECE = 4 << 20 };
   int in = open(from, O_RDONLY | O_CLOEXEC);
+  if (in >= 0)
+    knnwb_h5ad_remove_placeholder(to);
   int out = in >= 0 ? open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
   g_autofree char *buffer = g_malloc(PIECE);
   const char *failed = in < 0 ? from : out < 0 ? to : NULL;
@@ -476,6 +504,7 @@ static gboolean knnwb_h5ad_open_output(const char *path, size_t n, const char *c
 {
   knnwb_h5_quiet();
   if (output->into == NULL) {
+    knnwb_h5ad_remove_placeholder(path);
     *file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (*file < 0 || !knnwb_h5ad_skeleton(*file, n, labels)) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot write the HDF5 file", path);
@@ -527,9 +556,11 @@ gboolean knnwb_formats_write_h5ad(const char *path, const KnnwbNeighbors *lists,
   if (obsp >= 0)
     H5Gclose(obsp);
   ok = H5Fclose(file) >= 0 && ok;
-  if (!ok)
+  if (!ok) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: writing the AnnData file failed", path);
-  return ok;
+    return FALSE;
+  }
+  return knnwb_h5ad_sync(path, error);
 }
 
 #else

@@ -394,8 +394,10 @@ typedef struct {
  * float64, each row's found neighbours, the cell itself left out, columns sorted),
  * obsp['connectivities'] (symmetric CSR float32 of output->weights) and uns['neighbors']
  * (connectivities_key, distances_key, params n_neighbors = k + 1 as scanpy counts the cell itself,
- * method, metric, use_rep when given). path is written whole (with into: a byte copy of into, then
- * the keys replaced or added; into itself is only read): give it a temporary (knnwb_atomic_file_*).
+ * method, metric, use_rep when given). path is written whole as a new file (any file there is
+ * removed first; with into: a byte copy of into, then the keys replaced or added; into itself is
+ * only read): give it a temporary. It is synced once written when the process asked for syncs
+ * (knnwb_atomic_file_sync_always), as atomic files are.
  * Errors: KNNWB_ERROR_IO, KNNWB_ERROR_CANCELLED, KNNWB_ERROR_PARSE (into is not AnnData or has
  * another cell count), KNNWB_ERROR_INVALID_ARGUMENT (built without libhdf5). Complexity: O(n k
  * log(n k)) time, O(n k) memory (into: copied in 4 MiB pieces); jaccard O(n k log k) more.
