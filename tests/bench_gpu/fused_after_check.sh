@@ -48,7 +48,7 @@ whole() { # setting, then the knn arguments, on every GPU set
   for g in "${gpu_sets[@]}"; do whole_on "$g" "$s" "$@"; done
 }
 whole_on() { # GPUs, setting, then the knn arguments
-  local g=$1 s=$2; shift 2; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
+  local g=$1 s=$2; shift 2; rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt; local t0 t1 r; t0=$(date +%s.%N)
   env CUDA_VISIBLE_DEVICES=$g $s KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all $k knn "$@" -o $d/g.npy >"$out/one.log" 2>&1; r=$?
   t1=$(date +%s.%N); { echo "== $g $s $*"; cat "$out/one.log"; } >>"$out/runs.log"
   printf '  gpus=%-4s %-40s rc=%d wall %s s %s %s\n      %s\n' "$g" "$s" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \

@@ -35,7 +35,7 @@ gpus=$(nvidia-smi -L | wc -l); ranks=$((gpus > 1 ? gpus : 2))
 log=$out/runs.log; : >"$log"
 run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   local name=$1 way=$2 f=$3 backend=$4 metric=$5 kk=$6 t0 t1 r
-  rm -f $d/g.npy
+  rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt
   t0=$(date +%s.%N)
   case $way in
   1) CUDA_VISIBLE_DEVICES=0 G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -o $d/g.npy >$out/one.log 2>&1 ;;

@@ -31,7 +31,7 @@ echo "build and data ${SECONDS} s"
 k=$b/bin/knnwb; export LD_LIBRARY_PATH=$b:${LD_LIBRARY_PATH:-}
 envs() { [ "$1" = default ] && echo "KNNWB_KNOB=default" || echo "$1" | tr ',' ' '; }
 whole() { # way, setting, then the knn arguments
-  local w=$1 s=$2; shift 2; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
+  local w=$1 s=$2; shift 2; rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt; local t0 t1 r; t0=$(date +%s.%N)
   env CUDA_VISIBLE_DEVICES="$w" $(envs "$s") G_MESSAGES_DEBUG=all timeout 280 $k knn "$@" -o $d/g.npy >"$out/one.log" 2>&1; r=$?
   t1=$(date +%s.%N); cat "$out/one.log" >>"$out/runs.log"
   printf '  %-30s rc=%d wall %s s %s %s\n' "$s (GPUs $w)" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \

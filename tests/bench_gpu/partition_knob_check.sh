@@ -30,7 +30,7 @@ envs() { [ "$1" = default ] && echo "KNNWB_KNOB=default" || echo "$1" | tr ',' '
 # sum of the numbers after PATTERN over every line of the trace that has it
 total() { grep -oE "$2 [0-9.]+ s" "$1" | awk '{s += $(NF - 1); n++} END {printf "%.2f s (%d)", s, n}'; }
 whole() { # way, setting, then the knn arguments
-  local w=$1 s=$2; shift 2; rm -f $d/g.npy; local t0 t1 r; t0=$(date +%s.%N)
+  local w=$1 s=$2; shift 2; rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt; local t0 t1 r; t0=$(date +%s.%N)
   env CUDA_VISIBLE_DEVICES="$w" $(envs "$s") KNNWB_CUDA_TRACE=1 G_MESSAGES_DEBUG=all $k knn "$@" -o $d/g.npy >"$out/one.log" 2>&1; r=$?
   t1=$(date +%s.%N); cat "$out/one.log" >>"$out/runs.log"
   printf '  %-36s rc=%d wall %s s %s %s\n' "$s (GPUs $w)" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')" \

@@ -27,7 +27,7 @@ clock() { # HH:MM:SS.mmm of a debug line -> seconds of the day
   awk -F: '{printf "%.6f\n", $1 * 3600 + $2 * 60 + $3}' <<<"$1"; }
 run() { # NAME FILE ARGS...
   local name=$1 f=$2; shift 2
-  rm -f $d/g.npy; sync
+  rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt; sync
   local t0 t1 r
   t0=$(date +%T.%N); G_MESSAGES_DEBUG=all "$k" knn "$f" "$@" -o $d/g.npy >$out/one.log 2>&1; r=$?; t1=$(date +%T.%N)
   local first last
@@ -64,7 +64,7 @@ if [ -n "${CLUSTERS:-}" ]; then
   if [ -n "${MPI:-}" ]; then
     gpus=$(nvidia-smi -L | wc -l)
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    rm -f $d/g.npy; t0=$(date +%s.%N)
+    rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt; t0=$(date +%s.%N)
     mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 bash -c \
       'g=$OMPI_COMM_WORLD_LOCAL_RANK; [ "$g" -lt '"$gpus"' ] || g=0; CUDA_VISIBLE_DEVICES=$g exec "$@"' rank \
       "$k" knn $d/c10M.npy -k 30 -m euclidean --mpi-input whole -o $d/g.npy >$out/one.log 2>&1
