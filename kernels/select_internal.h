@@ -98,6 +98,9 @@ struct TileGeom {
   const void *q_rows;
   const void *r_rows;
   int dpad;
+  /* halves of a row that may be nonzero (the rows' width rounded up to 8, at most dpad): the
+   * fused kernels' copies read no further (the rest is zero padding) */
+  int dread;
   float alpha;
   /* fused tiles: the pairs that passed, found by the fused kernel and appended to the candidate
    * buffers by launch_tile_select (launch_fused_pairs), so that the kernel touches no selection

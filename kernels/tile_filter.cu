@@ -403,12 +403,18 @@ __device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom 
 {
   constexpr int kRows = kHalfFilterRows;
   const float inf = __int_as_float(0x7f800000);
-  uint4 raw[kRows];
-  half_load_rows(g, i0, j0, raw);
-  float row_thr[kRows];
+  /* Every threshold is read with the products, not after them, so that a thread waits on memory
+   * once (the column thresholds read after the tests were a second round trip): ncu, 16,384^2
+   * tiles of 400,000 x 295 early in the loop, 237-251 us a tile against 244-256 us. */
+  float row_thr[kRows], col_thr[8];
 #pragma unroll
   for (int r = 0; r < kRows; r++)
     row_thr[r] = i0 + r < g.n_rows ? st.thr[g.row_state0 + i0 + r] : -inf;
+#pragma unroll
+  for (int u = 0; u < 8; u++)
+    col_thr[u] = g.do_cols && j0 + u < g.n_cols ? st.thr[g.col_state0 + j0 + u] : -inf;
+  uint4 raw[kRows];
+  half_load_rows(g, i0, j0, raw);
   unsigned rows = 0;
   const __half2 nan2 = __halves2half2(__ushort_as_half(0x7e00), __ushort_as_half(0x7e00));
   __half2 col_max[4] = {nan2, nan2, nan2, nan2};
@@ -432,11 +438,9 @@ __device__ __forceinline__ void half_hits(const SelectState &st, const TileGeom 
   if (g.do_cols) {
 #pragma unroll
     for (int u = 0; u < 8; u++) {
-      const int j = j0 + u;
-      const float thr = j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
       const float largest =
           (u % 2 ? __high2float(col_max[u / 2]) : __low2float(col_max[u / 2])) * g.tile_scale;
-      cols |= (unsigned)(1.0f - largest < thr) << u;
+      cols |= (unsigned)(1.0f - largest < col_thr[u]) << u;
     }
   }
   *row_hits = rows;

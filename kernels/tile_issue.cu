@@ -172,6 +172,7 @@ bool Worker::fused_tile(int slot, TileRequest &request)
   g.q_rows = request.q;
   g.r_rows = request.r;
   g.dpad = run_.plan.dpad;
+  g.dread = (int)std::min<size_t>((size_t)g.dpad, (run_.job->dim + 7) / 8 * 8);
   g.alpha = gemm_alpha();
   if (!fused_pairs(slot, &g)) {
     run_.fail(KNNWB_KERNELS_ERROR, "the fused tile's pairs do not fit its tile buffer");
