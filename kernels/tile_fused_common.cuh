@@ -157,8 +157,7 @@ __device__ __forceinline__ void flush_pairs(const TileGeom &g, const BlockPairs 
       g.lost[kept_pair_line(g, pair.x)] = 1;
   }
   if (threadIdx.x == 0) {
-    /* the tile's blocks a row, not gridDim.x: a clustered launch pads its grid */
-    const int b = blockIdx.y * ((g.n_cols + kFusedBlock - 1) / kFusedBlock) + blockIdx.x;
+    const int b = blockIdx.y * gridDim.x + blockIdx.x;
     g.pair_index[1 + 2 * b] = start;
     g.pair_index[2 + 2 * b] = fit;
   }
