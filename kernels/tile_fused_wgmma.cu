@@ -42,9 +42,9 @@
  * persistent blocks copying the next block's operands during this one's tests (no gain, and less
  * room for kept pairs), and exact passes on the registers (slower: instruction cache, bank
  * conflicts). Clusters of 2 and 4 blocks that share their operands' copies by multicast (commit
- * 20231f8) read 30% fewer bytes from L2 but took 0.70 and 0.78-0.79 ms a tile against 0.50 ms
- * (d = 295): the blocks of a cluster wait for each other at every refill, and the kernel's time
- * is its waits, not its bytes (docs/performance-gpu.md).
+ * 20231f8) read 30% fewer bytes from L2 (4 blocks, ncu) but took 0.66 and 0.75 ms a tile in the
+ * loop against 0.52 ms (d = 295): the blocks of a cluster wait for each other at every refill,
+ * and the kernel's time is its waits, not its bytes (docs/performance-gpu.md).
  *
  * Built only for sm_90a (kernels/CMakeLists.txt): wgmma is an arch-specific instruction with no
  * forward compatibility, so without 90 among the architectures the launcher reports
