@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     kept.count[0] = 0;
   __syncthreads();
   exact_passes<kKind, kFusedThreads>(g, copy, lines, m0, n0, kept);
-  flush_pairs<kFusedThreads>(g, kept);
+  flush_pairs(g, kept);
 }
 
 } // namespace

@@ -136,51 +136,20 @@ __device__ __forceinline__ void keep_line(const TileGeom &g, const BlockPairs &k
 }
 
 /*
- * A barrier of the block's first kThreads threads: the whole block's (__syncthreads) where that is
- * all of it, else named barrier 1 (a block whose other warps copy its operands and have left).
- */
-template <int kThreads> __device__ __forceinline__ void block_sync()
-{
-  if (blockDim.x == kThreads)
-    __syncthreads();
-  else
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
-}
-
-/* Whether v holds in any of the first kThreads threads, a barrier as block_sync. */
-template <int kThreads> __device__ __forceinline__ bool block_any(bool v)
-{
-  if (blockDim.x == kThreads)
-    return __syncthreads_or(v) != 0;
-  uint32_t any;
-  asm volatile("{\n"
-               ".reg .pred p, q;\n"
-               "setp.ne.u32 p, %1, 0;\n"
-               "bar.red.or.pred q, 1, %2, p;\n"
-               "selp.u32 %0, 1, 0, q;\n"
-               "}\n"
-               : "=r"(any)
-               : "r"((uint32_t)v), "n"(kThreads)
-               : "memory");
-  return any != 0;
-}
-
-/*
- * After the exact passes, the block's first kThreads threads: its kept pairs from shared memory to
- * the tile's pool (TileGeom.pairs) with one global atomic for the block, and the block's start and
+ * After the exact passes, every thread of the block: its kept pairs from shared memory to the
+ * tile's pool (TileGeom.pairs) with one global atomic for the block, and the block's start and
  * count to pair_index; pairs the pool has no room for mark their lines lost.
  */
-template <int kThreads>
 __device__ __forceinline__ void flush_pairs(const TileGeom &g, const BlockPairs &kept)
 {
-  block_sync<kThreads>();
+  __syncthreads();
   const int n = min(kept.count[0], kept.room);
   if (threadIdx.x == 0)
     kept.count[1] = n > 0 ? atomicAdd(&g.pair_index[0], n) : 0;
-  block_sync<kThreads>();
+  __syncthreads();
   const int start = kept.count[1];
   const int fit = max(0, min(n, g.pair_room - start));
-  for (int t = threadIdx.x; t < n; t += kThreads) {
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
     const uint2 pair = kept.pairs[t];
     if (t < fit)
       g.pairs[start + t] = pair;
@@ -188,8 +157,7 @@ __device__ __forceinline__ void flush_pairs(const TileGeom &g, const BlockPairs 
       g.lost[kept_pair_line(g, pair.x)] = 1;
   }
   if (threadIdx.x == 0) {
-    /* the tile's blocks a row, not gridDim.x: a clustered launch pads its grid */
-    const int b = blockIdx.y * ((g.n_cols + kFusedBlock - 1) / kFusedBlock) + blockIdx.x;
+    const int b = blockIdx.y * gridDim.x + blockIdx.x;
     g.pair_index[1 + 2 * b] = start;
     g.pair_index[2 + 2 * b] = fit;
   }

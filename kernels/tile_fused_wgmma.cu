@@ -41,7 +41,10 @@
  * (real-like tile loop 1.25 s against 1.57 s when read after the products). Tried and left out:
  * persistent blocks copying the next block's operands during this one's tests (no gain, and less
  * room for kept pairs), and exact passes on the registers (slower: instruction cache, bank
- * conflicts). What remains: larger blocks with multicast (docs/performance-gpu.md).
+ * conflicts). Clusters of 2 and 4 blocks that share their operands' copies by multicast (commit
+ * 20231f8) read 30% fewer bytes from L2 (4 blocks, ncu) but took 0.66 and 0.75 ms a tile in the
+ * loop against 0.52 ms (d = 295): the blocks of a cluster wait for each other at every refill,
+ * and the kernel's time is its waits, not its bytes (docs/performance-gpu.md).
  *
  * Built only for sm_90a (kernels/CMakeLists.txt): wgmma is an arch-specific instruction with no
  * forward compatibility, so without 90 among the architectures the launcher reports
@@ -64,9 +67,7 @@ namespace
 
 constexpr int kBlockK = 64; /* halves: a stage's rows are 128 bytes, the swizzle's width */
 constexpr int kStages = 3;
-constexpr int kThreads = 256; /* the two warpgroups of MMAs and tests */
-/* and one warp that copies the operands (its lane 0), so that no MMA waits for a refill */
-constexpr int kBlockThreads = kThreads + 32;
+constexpr int kThreads = 256;
 constexpr int kOperandBytes = kFusedBlock * kBlockK * 2; /* 16 KiB */
 constexpr int kStageBytes = 2 * kOperandBytes;
 /* stages, plus the slack that aligns them to 1024 bytes (dynamic shared memory is only 16-byte
@@ -82,110 +83,22 @@ __device__ __forceinline__ void barrier_init(uint32_t bar, int count)
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
 }
 
-/* One operand's copy of K step k0 (halves): rows row0.. of the map's box into dst, of this block
- * (mask 0) or multicast to the blocks of the cluster in mask, at the same place of each block's
- * shared memory, completing bytes on each one's barrier at bar's place. One thread. */
-__device__ __forceinline__ void copy_part(uint32_t dst, uint32_t bar, const CUtensorMap &map,
-                                          int k0, int row0, uint16_t mask)
-{
-  if (mask == 0)
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(&map)), "r"(k0), "r"(row0), "r"(bar)
-                 : "memory");
-  else
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(&map)), "r"(k0), "r"(row0), "r"(bar), "h"(mask)
-                 : "memory");
-}
-
-/*
- * A cluster of kCM x kCN blocks (kCM along the rows, kCN along the columns) shares operands: the
- * blocks of one block row (same m0) need the same query rows, those of one block column the same
- * reference rows. Each block copies 128 / kCN of its query rows and 128 / kCM of its reference
- * rows and multicasts them to the blocks that share them, so a block reads 1 / kCN of its query
- * operand and 1 / kCM of its reference operand from L2 (at d = 295 a lone block's copies are what
- * bound the K loop: 2.5-2.7 GB a 16,384^2 tile, as much as cuBLAS's GEMM moves in half the time).
- */
-template <int kCM, int kCN> struct ClusterPlace {
-  int x, y; /* this block's place in its cluster */
-  __device__ __forceinline__ ClusterPlace()
-  {
-    if (kCM * kCN == 1) {
-      x = y = 0;
-    } else {
-      asm volatile("mov.u32 %0, %%cluster_ctaid.x;\n" : "=r"(x));
-      asm volatile("mov.u32 %0, %%cluster_ctaid.y;\n" : "=r"(y));
-    }
-  }
-  /* the blocks sharing the query rows (same y) and the reference rows (same x), as rank masks */
-  __device__ __forceinline__ uint16_t row_mask() const
-  {
-    return kCN == 1 ? 0 : (uint16_t)(((1u << kCN) - 1) << (y * kCN));
-  }
-  __device__ __forceinline__ uint16_t col_mask() const
-  {
-    uint16_t m = 0;
-    for (int yy = 0; kCM > 1 && yy < kCM; yy++)
-      m |= (uint16_t)(1u << (x + yy * kCN));
-    return m;
-  }
-};
-
-/* Arms the stage's barrier for its bytes (both whole operands: the parts the cluster's other
- * blocks multicast land here too) and issues this block's parts: K step kt of the rows m0.. of q
- * and n0.. of r. One thread. */
-template <int kCM, int kCN>
+/* Arms the stage's barrier for its two copies (bytes) and issues them: K step kt of the rows
+ * m0.. of q and n0.. of r. One thread. */
 __device__ __forceinline__ void load_stage(uint32_t stage, uint32_t bar, const CUtensorMap &map_q,
-                                           const CUtensorMap &map_r, int m0, int n0, int kt,
-                                           const ClusterPlace<kCM, kCN> &place)
+                                           const CUtensorMap &map_r, int m0, int n0, int kt)
 {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
                "r"(kStageBytes)
                : "memory");
   const int k0 = kt * kBlockK;
-  constexpr int kQRows = kFusedBlock / kCN, kRRows = kFusedBlock / kCM;
-  copy_part(stage + place.x * kQRows * 128, bar, map_q, k0, m0 + place.x * kQRows,
-            place.row_mask());
-  copy_part(stage + kOperandBytes + place.y * kRRows * 128, bar, map_r, k0, n0 + place.y * kRRows,
-            place.col_mask());
-}
-
-/* Every thread of every block of the cluster: arrive, then wait for the others (memory ordered). */
-__device__ __forceinline__ void cluster_sync()
-{
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
-}
-
-/* Step-done signal of a clustered block: one arrival on the `empty` barrier at bar's place in
- * each block that copies into this one (its block row and block column, itself included). */
-template <int kCM, int kCN>
-__device__ __forceinline__ void release_stage(uint32_t bar, const ClusterPlace<kCM, kCN> &place)
-{
-  const uint32_t writers = place.row_mask() | place.col_mask() | (1u << (place.x + place.y * kCN));
-  for (uint32_t m = writers; m; m &= m - 1) {
-    const uint32_t rank = (uint32_t)__ffs(m) - 1;
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
-                 : "memory");
-  }
-}
-
-/* Waits until phase `parity` of the barrier completed, with the arrivals of the cluster's other
- * blocks ordered before what follows (a clustered block's `empty` barriers). */
-__device__ __forceinline__ void barrier_wait_cluster(uint32_t bar, uint32_t parity)
-{
-  asm volatile("{\n"
-               ".reg .pred done;\n"
-               "wait:\n"
-               "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra wait;\n"
-               "}\n" ::"r"(bar),
-               "r"(parity)
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(stage),
+               "l"(reinterpret_cast<uint64_t>(&map_q)), "r"(k0), "r"(m0), "r"(bar)
+               : "memory");
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(stage + kOperandBytes),
+               "l"(reinterpret_cast<uint64_t>(&map_r)), "r"(k0), "r"(n0), "r"(bar)
                : "memory");
 }
 
@@ -281,56 +194,30 @@ __device__ __forceinline__ float pair_max(__half2 v)
  * Grid: (ceil(n_cols / 128), ceil(n_rows / 128)); block: 2 warpgroups, see the file comment.
  * map_q, map_r: the TMA maps of g.q_rows and g.r_rows (launch_fused_wgmma).
  */
-template <int kKind, int kCM, int kCN>
-__global__ void __launch_bounds__(kBlockThreads, 2)
+template <int kKind>
+__global__ void __launch_bounds__(kThreads, 2)
     fused_wgmma_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g,
                        const __grid_constant__ CUtensorMap map_q,
                        const __grid_constant__ CUtensorMap map_r)
 {
-  constexpr bool kClustered = kCM * kCN > 1;
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kStages];
-  /* a stage's readers are done: one arrival from each warpgroup of each block it is copied into */
-  __shared__ __align__(8) uint64_t empty[kStages];
   const uint32_t raw = shared_address(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char *smem = smem_raw + (base - raw);
   const int m0 = blockIdx.y * kFusedBlock, n0 = blockIdx.x * kFusedBlock;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = threadIdx.x >> 7;
   const int n_k = (g.dpad + kBlockK - 1) / kBlockK;
-  const ClusterPlace<kCM, kCN> place;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; s++) {
+    for (int s = 0; s < kStages; s++)
       barrier_init(shared_address(&full[s]), 1);
-      barrier_init(shared_address(&empty[s]), 2 * (kCM + kCN - 1));
-    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  /* a clustered block's barriers receive the other blocks' copies and arrivals: all initialised
-   * before any block copies */
-  if (kClustered)
-    cluster_sync();
-  else
-    __syncthreads();
-
-  /* The copying warp: step j into stage j mod kStages once every reader of step j - kStages is
-   * done with it, then it leaves (every barrier after this is the warpgroups' alone). Each copy
-   * it issues is awaited by every block it lands in, and each arrival on its `empty` barriers
-   * (sent only for steps with a refill) before it leaves, so no block ends while another's copies
-   * or arrivals may still reach it. */
-  if (warp == kThreads / 32) {
-    if (lane == 0)
-      for (int j = 0; j < n_k; j++) {
-        const int slot = j % kStages;
-        if (j >= kStages)
-          barrier_wait_cluster(shared_address(&empty[slot]),
-                               (uint32_t)((j - kStages) / kStages) & 1u);
-        load_stage<kCM, kCN>(base + slot * kStageBytes, shared_address(&full[slot]), map_q, map_r,
-                             m0, n0, j, place);
-      }
-    return;
-  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int s = 0; s < kStages && s < n_k; s++)
+      load_stage(base + s * kStageBytes, shared_address(&full[s]), map_q, map_r, m0, n0, s);
 
   /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
   const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
@@ -352,7 +239,9 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
   for (int i = 0; i < 64; i++)
     acc[i] = 0.0f;
   /* One K step's MMAs in flight behind the next: step kt's are issued, then the warpgroup waits
-   * for step kt - 1's only and tells the copying warps that it is done with that stage. */
+   * for step kt - 1's only, whose stage is refilled with step kt - 1 + kStages (real-like tile
+   * loop 1.262-1.278 s against 1.286-1.296 s waiting for every MMA, alternating; d = 295 the
+   * same: there the copies' waits bound the loop, not the MMAs). */
   for (int kt = 0; kt < n_k; kt++) {
     const int slot = kt % kStages;
     barrier_wait(shared_address(&full[slot]), (uint32_t)(kt / kStages) & 1u);
@@ -368,14 +257,18 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
     wgmma_commit();
     wgmma_wait<1>();
     fence_accumulators(acc);
-    if (kt >= 1 && kt - 1 + kStages < n_k && (threadIdx.x & 127) == 0)
-      release_stage<kCM, kCN>(shared_address(&empty[(kt - 1) % kStages]), place);
+    const int refill = kt - 1 + kStages;
+    if (kt >= 1 && refill < n_k) {
+      __syncthreads(); /* both warpgroups are done with step kt - 1's slot */
+      if (threadIdx.x == 0) {
+        const int prev = (kt - 1) % kStages;
+        load_stage(base + prev * kStageBytes, shared_address(&full[prev]), map_q, map_r, m0, n0,
+                   refill);
+      }
+    }
   }
   wgmma_wait<0>();
   fence_accumulators(acc);
-  /* the blocks of a clustered launch's padding (past the tile) end here */
-  if (m0 >= g.n_rows || n0 >= g.n_cols)
-    return;
 
   /* NaN marks products outside the tile: __hmax2 and fmaxf skip it, every comparison fails */
   const float nan = __int_as_float(0x7fc00000);
@@ -409,7 +302,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
     row_hit[h] = 1.0f - pair_max(best) * g.tile_scale < row_thr[h];
   }
 
-  block_sync<kThreads>(); /* every warpgroup is done with the stages */
+  __syncthreads(); /* every warpgroup is done with the stages */
   const BlockLines lines = block_lines_at(smem);
   __half2 *col_max = reinterpret_cast<__half2 *>(smem + kColumnMaxOffset);
   if ((lane & 3) == 0) {
@@ -432,7 +325,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
         col_max[(warp * kFusedBlock + nt * 8 + col_base) / 2] = best;
     }
   }
-  block_sync<kThreads>();
+  __syncthreads();
   bool col_hit = false;
   if (threadIdx.x < kFusedBlock) {
     if (g.do_cols && n0 + (int)threadIdx.x < g.n_cols) {
@@ -446,7 +339,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
     lines.col_flag[threadIdx.x] = col_hit;
     lines.col_thr[threadIdx.x] = col_thr;
   }
-  if (!block_any<kThreads>(row_hit[0] || row_hit[1] || col_hit))
+  if (!__syncthreads_or(row_hit[0] || row_hit[1] || col_hit))
     return;
 
   /* Lines with a pass: the products go to shared memory as the half tile cuBLAS would write. */
@@ -460,9 +353,9 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
   const BlockPairs kept = block_pairs_at(smem, kStages * kStageBytes);
   if (threadIdx.x == 0)
     kept.count[0] = 0;
-  block_sync<kThreads>();
+  __syncthreads();
   exact_passes<kKind, kThreads>(g, copy, lines, m0, n0, kept);
-  flush_pairs<kThreads>(g, kept);
+  flush_pairs(g, kept);
 }
 
 /* The driver's cuTensorMapEncodeTiled, through the runtime (no link to libcuda), or NULL. */
@@ -478,14 +371,14 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void)
 }
 
 /* The TMA map of n rows of dpad halves at rows (16-byte aligned, dpad a multiple of 8), of which
- * the first dread (a multiple of 8) are read: boxes of box_rows rows x 64 halves in the 128-byte
+ * the first dread (a multiple of 8) are read: boxes of 128 rows x 64 halves in the 128-byte
  * swizzle, zeros outside. The halves past dread are the rows' zero padding: the copies fill them
  * without reading them (d = 295 is padded to 320 for cuBLAS, 8% of the bytes). */
-bool encode_rows(CUtensorMap *map, const void *rows, int n, int dpad, int dread, int box_rows)
+bool encode_rows(CUtensorMap *map, const void *rows, int n, int dpad, int dread)
 {
   const cuuint64_t dims[2] = {(cuuint64_t)dread, (cuuint64_t)n};
   const cuuint64_t strides[1] = {(cuuint64_t)dpad * sizeof(__half)};
-  const cuuint32_t box[2] = {kBlockK, (cuuint32_t)box_rows};
+  const cuuint32_t box[2] = {kBlockK, kFusedBlock};
   const cuuint32_t element_strides[2] = {1, 1};
   return tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void *>(rows),
                               dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -510,9 +403,7 @@ bool wgmma_ready(void)
     /* 96 KiB of dynamic shared memory, and all of L1 as shared memory so that two blocks fit an
      * SM (the exact passes' reads are few) */
     for (auto kernel :
-         {fused_wgmma_kernel<KNNWB_SCORE_DOT, 1, 1>, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT, 1, 1>,
-          fused_wgmma_kernel<KNNWB_SCORE_DOT, 2, 1>, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT, 2, 1>,
-          fused_wgmma_kernel<KNNWB_SCORE_DOT, 2, 2>, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT, 2, 2>})
+         {fused_wgmma_kernel<KNNWB_SCORE_DOT>, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>})
       ok = ok &&
            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) ==
                cudaSuccess &&
@@ -525,69 +416,30 @@ bool wgmma_ready(void)
   return __atomic_load_n(&state[device], __ATOMIC_RELAXED) == 1;
 }
 
-/* KNNWB_CUDA_FUSED_CLUSTER (read once): blocks of a cluster sharing operands, "1x1" (none), "2x1"
- * (two block rows share the reference rows) or "2x2"; see ClusterPlace. */
-int fused_cluster_rows_cols(void)
-{
-  static const int shape = [] {
-    const char *v = getenv("KNNWB_CUDA_FUSED_CLUSTER");
-    if (v != nullptr && strcmp(v, "2x1") == 0)
-      return 21;
-    if (v != nullptr && strcmp(v, "2x2") == 0)
-      return 22;
-    return 11;
-  }();
-  return shape;
-}
-
-template <int kCM, int kCN>
-cudaError_t launch_shape(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
-{
-  /* the maps travel as kernel parameters (__grid_constant__): nothing to free */
-  CUtensorMap map_q, map_r;
-  const int dread = geom.dread > 0 ? geom.dread : geom.dpad;
-  if (!encode_rows(&map_q, geom.q_rows, geom.n_rows, geom.dpad, dread, kFusedBlock / kCN) ||
-      !encode_rows(&map_r, geom.r_rows, geom.n_cols, geom.dpad, dread, kFusedBlock / kCM))
-    return cudaErrorInvalidValue;
-  /* a clustered grid is padded to whole clusters; the padding's blocks copy zeros and end */
-  const int bx = (geom.n_cols + kFusedBlock - 1) / kFusedBlock,
-            by = (geom.n_rows + kFusedBlock - 1) / kFusedBlock;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((bx + kCN - 1) / kCN * kCN, (by + kCM - 1) / kCM * kCM);
-  config.blockDim = dim3(kBlockThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = kCN;
-  attribute[0].val.clusterDim.y = kCM;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = kCM * kCN > 1 ? 1 : 0;
-  if (geom.kind == KNNWB_SCORE_ABS_DOT)
-    return cudaLaunchKernelEx(&config, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT, kCM, kCN>, state,
-                              geom, map_q, map_r);
-  return cudaLaunchKernelEx(&config, fused_wgmma_kernel<KNNWB_SCORE_DOT, kCM, kCN>, state, geom,
-                            map_q, map_r);
-}
-
 } // namespace
 
 cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   if (!wgmma_ready())
     return cudaErrorNotSupported;
+  /* the maps travel as kernel parameters (__grid_constant__): nothing to free */
+  CUtensorMap map_q, map_r;
+  const int dread = geom.dread > 0 ? geom.dread : geom.dpad;
+  if (!encode_rows(&map_q, geom.q_rows, geom.n_rows, geom.dpad, dread) ||
+      !encode_rows(&map_r, geom.r_rows, geom.n_cols, geom.dpad, dread))
+    return cudaErrorInvalidValue;
+  const dim3 grid((geom.n_cols + kFusedBlock - 1) / kFusedBlock,
+                  (geom.n_rows + kFusedBlock - 1) / kFusedBlock);
   const cudaError_t err = clear_fused_pairs(geom, stream);
   if (err != cudaSuccess)
     return err;
-  switch (fused_cluster_rows_cols()) {
-  case 21:
-    return launch_shape<2, 1>(state, geom, stream);
-  case 22:
-    return launch_shape<2, 2>(state, geom, stream);
-  default:
-    return launch_shape<1, 1>(state, geom, stream);
-  }
+  if (geom.kind == KNNWB_SCORE_ABS_DOT)
+    fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>
+        <<<grid, kThreads, kSmemBytes, stream>>>(state, geom, map_q, map_r);
+  else
+    fused_wgmma_kernel<KNNWB_SCORE_DOT>
+        <<<grid, kThreads, kSmemBytes, stream>>>(state, geom, map_q, map_r);
+  return cudaGetLastError();
 }
 
 #else
