@@ -43,11 +43,10 @@
  * room for kept pairs), and exact passes on the registers (slower: instruction cache, bank
  * conflicts). Clusters of 2 and 4 blocks that share their operands' copies by multicast (commit
  * 20231f8) read 30% fewer bytes from L2 (4 blocks, ncu) but took 0.66 and 0.75 ms a tile in the
- * loop against 0.52 ms (d = 295): the blocks of a cluster wait for each other at every refill,
- * and the kernel's time is its waits, not its bytes. A warp of its own copying the operands
- * (commit ffeceaf: the warpgroups never wait for a refill, barriers after the loop named for them)
- * was slower too, alone (0.58 ms a tile, ncu, against 0.50) and in clusters
- * (docs/performance-gpu.md).
+ * loop against 0.52 ms (d = 295): fewer bytes did not make it faster, so its L2 reads do not
+ * bound it. A warp of its own copying the operands (commit ffeceaf: no warpgroup waits for a
+ * refill, the barriers after the loop named for the warpgroups) was slower too, alone (0.58 ms a
+ * tile, ncu, against 0.50) and in clusters as slow as before (docs/performance-gpu.md).
  *
  * Built only for sm_90a (kernels/CMakeLists.txt): wgmma is an arch-specific instruction with no
  * forward compatibility, so without 90 among the architectures the launcher reports
