@@ -99,7 +99,7 @@ struct TileGeom {
   const void *r_rows;
   int dpad;
   /* halves of a row that may be nonzero (the rows' width rounded up to 8, at most dpad): the
-   * fused kernels' copies read no further (the rest is zero padding) */
+   * wgmma kernel's copies read no further (the rest is zero padding); 0 reads dpad */
   int dread;
   float alpha;
   /* fused tiles: the pairs that passed, found by the fused kernel and appended to the candidate

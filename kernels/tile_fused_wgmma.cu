@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   /* One K step's MMAs in flight behind the next: step kt's are issued, then the warpgroup waits
    * for step kt - 1's only, whose stage is refilled with step kt - 1 + kStages (real-like tile
    * loop 1.262-1.278 s against 1.286-1.296 s waiting for every MMA, alternating; d = 295 the
-   * same: there the copies' waits bound the loop, not the MMAs). */
+   * same). */
   for (int kt = 0; kt < n_k; kt++) {
     const int slot = kt % kStages;
     barrier_wait(shared_address(&full[slot]), (uint32_t)(kt / kStages) & 1u);
@@ -375,7 +375,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void)
 /* The TMA map of n rows of dpad halves at rows (16-byte aligned, dpad a multiple of 8), of which
  * the first dread (a multiple of 8) are read: boxes of 128 rows x 64 halves in the 128-byte
  * swizzle, zeros outside. The halves past dread are the rows' zero padding: the copies fill them
- * without reading them (d = 295 is padded to 320 for cuBLAS, 8% of the bytes). */
+ * without reading them (d = 295: 24 of every 320 halves). */
 bool encode_rows(CUtensorMap *map, const void *rows, int n, int dpad, int dread)
 {
   const cuuint64_t dims[2] = {(cuuint64_t)dread, (cuuint64_t)n};
