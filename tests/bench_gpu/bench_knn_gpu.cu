@@ -39,22 +39,7 @@
 #include <knnwb/distributed.h>
 #endif
 
-#define CHECK_CUDA(call)                                                                           \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));                           \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-#define CHECK_BLAS(call)                                                                           \
-  do {                                                                                             \
-    cublasStatus_t s_ = (call);                                                                    \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      fprintf(stderr, "%s failed: %d\n", #call, (int)s_);                                          \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "bench_check.h"
 
 static double now_seconds(void)
 {

@@ -21,22 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK_CUDA(x)                                                                              \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                  \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-#define CHECK_BLAS(x)                                                                              \
-  do {                                                                                             \
-    cublasStatus_t e_ = (x);                                                                       \
-    if (e_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      fprintf(stderr, "%s:%d: cuBLAS status %d\n", __FILE__, __LINE__, (int)e_);                   \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "bench_check.h"
 
 namespace
 {
