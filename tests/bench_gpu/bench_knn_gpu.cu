@@ -434,6 +434,7 @@ int main(int argc, char **argv)
 #ifdef KNNWB_HAVE_MPI
       /* As `knnwb knn -o graph.knn` under mpirun: each rank ends with its own rows' lists (and
        * writes them in place); gathering them all for the digest is timed apart. */
+      options.group = group; /* there is no default group: each run names its ranks */
       options.group_own_rows = group != NULL;
       /* Every rank starts the clock together (each generated the matrix at its own pace). */
       if (group != NULL && !group->agree(group, TRUE, NULL)) {

@@ -86,3 +86,7 @@ for f in $runs; do
   grep "DEBUG.*\(candidates received\|thresholds shared\|duplicate rows\|checks and\|gathered\|select .* refine\|prepare\|whole call\|re-selected\|exchange and merge\)\|knnwb cuda" "$out/$f.log" |
     sed 's/\*\* (process:[0-9]*): .*DEBUG.*: //' | cut -c1-220
 done
+# Every run must give the one-GPU run's lists (rank 0's digest of the gathered lists).
+digests=$(for f in $runs; do grep -ohE "lists digest [0-9a-f]+" "$out/$f.log" | sort -u; done | sort -u)
+echo "digests: $(echo "$digests" | tr '\n' ' ')"
+[ "$(echo "$digests" | wc -l)" -eq 1 ] || { echo "the runs' lists differ"; exit 1; }
