@@ -18,7 +18,6 @@
 #include "blas_library.h"
 #include "device_keep.h"
 #include "knnwb_kernels.h"
-#include "select_internal.h"
 
 namespace
 {
@@ -54,9 +53,8 @@ int count_state()
   return counted ? device_count : counting ? -1 : -2;
 }
 
-/* The driver, then the primary context of each GPU in ordinals (all when empty) with the search's
- * kernels loaded onto it (kernel_preload.cu) and cuBLAS's libraries (blas_library.h), all at
- * once. */
+/* The driver, then the primary context of each GPU in ordinals (all when empty) and cuBLAS's
+ * libraries (blas_library.h), all at once. */
 void start_devices(std::vector<int> ordinals)
 {
   count_devices();
@@ -76,8 +74,8 @@ void start_devices(std::vector<int> ordinals)
       continue;
     try {
       threads.emplace_back([ordinal] {
-        if (cudaSetDevice(ordinal) == cudaSuccess && cudaFree(nullptr) == cudaSuccess)
-          knnwb_cuda::preload_kernels(); /* the search's kernels too, not cuBLAS's */
+        if (cudaSetDevice(ordinal) == cudaSuccess)
+          cudaFree(nullptr);
         cudaGetLastError();
       });
     } catch (...) {

@@ -96,11 +96,6 @@ __global__ void __launch_bounds__(kThreads)
 
 } // namespace
 
-void add_exact_kernels(std::vector<const void *> &kernels)
-{
-  kernels.push_back((const void *)exact_distance_kernel);
-}
-
 cudaError_t launch_exact_distances(const ExactRows &rows, const int64_t *index, size_t n_rows,
                                    int kc, size_t query0, double *out, cudaStream_t stream)
 {

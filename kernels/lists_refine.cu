@@ -123,11 +123,6 @@ __global__ void refine_rows_kernel(int64_t *index, const float *score, double *d
 
 } // namespace
 
-void add_refine_kernels(std::vector<const void *> &kernels)
-{
-  kernels.push_back((const void *)refine_rows_kernel);
-}
-
 int refine_kc_limit(void)
 {
   int device = 0, optin = 0;

@@ -26,8 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <vector>
-
 namespace knnwb_cuda
 {
 
@@ -307,29 +305,6 @@ cudaError_t prepare_refine_kernel(int kc);
  */
 cudaError_t launch_refine_rows(int64_t *index, const float *score, double *distance, int n_rows,
                                int kc, int k, long long self0, cudaStream_t stream);
-
-/*
- * The kernels a search launches, in about the order it first launches them, for loading them onto
- * a GPU ahead of the search (kernel_preload.cu). Each unit adds its own (their templates are
- * private to it); group-masked variants (exact spanning-tree searches only) are left to load when
- * first launched.
- */
-void add_screen_kernels(std::vector<const void *> &kernels);
-void add_filter_kernels(std::vector<const void *> &kernels);
-void add_fresh_kernels(std::vector<const void *> &kernels);
-void add_select_kernels(std::vector<const void *> &kernels);
-void add_fused_pair_kernels(std::vector<const void *> &kernels);
-void add_fused_wgmma_kernels(std::vector<const void *> &kernels);
-void add_l1_kernels(std::vector<const void *> &kernels);
-void add_exact_kernels(std::vector<const void *> &kernels);
-void add_refine_kernels(std::vector<const void *> &kernels);
-
-/**
- * Loads the kernels above onto the current device (kernel_preload.cu), unless
- * KNNWB_CUDA_PRELOAD=0. Best effort: a kernel that fails to load is loaded again at its first
- * launch, which reports the error. Returns how many were loaded. Thread-safe.
- */
-int preload_kernels(void);
 
 } // namespace knnwb_cuda
 

@@ -634,27 +634,6 @@ bool l2_half_test_exact(const TileGeom &geom)
 
 } // namespace
 
-void add_filter_kernels(std::vector<const void *> &kernels)
-{
-  kernels.insert(kernels.end(),
-                 {
-                     (const void *)filter_half_kernel<KNNWB_SCORE_DOT, false, false>,
-                     (const void *)filter_half_kernel<KNNWB_SCORE_DOT, false, true>,
-                     (const void *)filter_half_kernel<KNNWB_SCORE_L2, false, false>,
-                     (const void *)filter_half_kernel<KNNWB_SCORE_L2, false, true>,
-                     (const void *)filter_half_kernel<KNNWB_SCORE_ABS_DOT, false, false>,
-                     (const void *)filter_half_kernel<KNNWB_SCORE_ABS_DOT, false, true>,
-                     (const void *)filter_kernel<float, KNNWB_SCORE_DOT, false, false>,
-                     (const void *)filter_kernel<float, KNNWB_SCORE_DOT, false, true>,
-                     (const void *)filter_kernel<float, KNNWB_SCORE_L2, false, false>,
-                     (const void *)filter_kernel<float, KNNWB_SCORE_L2, false, true>,
-                     (const void *)filter_kernel<float, KNNWB_SCORE_ABS_DOT, false, false>,
-                     (const void *)filter_kernel<float, KNNWB_SCORE_ABS_DOT, false, true>,
-                     (const void *)filter_kernel<float, KNNWB_SCORE_L1, false, false>,
-                     (const void *)filter_kernel<float, KNNWB_SCORE_L1, false, true>,
-                 });
-}
-
 void launch_filter(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   if (geom.half_tile &&

@@ -441,12 +441,6 @@ size_t fresh_shared_bytes(const SelectState &state)
 
 } // namespace
 
-void add_fresh_kernels(std::vector<const void *> &kernels)
-{
-  if (fresh_kernel_wanted())
-    kernels.push_back((const void *)fresh_kernel);
-}
-
 bool fresh_select_fits(const SelectState &state, const TileGeom &geom)
 {
   return fresh_kernel_wanted() && geom.tile && geom.fresh && !geom.do_cols &&

@@ -75,11 +75,6 @@ __global__ void __launch_bounds__(kPairThreads)
 
 /* Read at every tile (a getenv, no cache), as KNNWB_CUDA_FUSED, so that a test can compare the
  * settings in one process. */
-void add_fused_pair_kernels(std::vector<const void *> &kernels)
-{
-  kernels.push_back((const void *)fused_pairs_kernel);
-}
-
 int fused_pair_room(void)
 {
   return knnwb_select_plan_env("KNNWB_CUDA_FUSED_ROOM", INT_MAX, 1, INT_MAX);

@@ -420,12 +420,6 @@ bool wgmma_ready(void)
 
 } // namespace
 
-void add_fused_wgmma_kernels(std::vector<const void *> &kernels)
-{
-  kernels.insert(kernels.end(), {(const void *)fused_wgmma_kernel<KNNWB_SCORE_DOT>,
-                                 (const void *)fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>});
-}
-
 cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
 {
   if (!wgmma_ready())
@@ -451,10 +445,6 @@ cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, c
 }
 
 #else
-
-void add_fused_wgmma_kernels(std::vector<const void *> &)
-{
-}
 
 cudaError_t launch_fused_wgmma(const SelectState &, const TileGeom &, cudaStream_t)
 {

@@ -87,11 +87,6 @@ __global__ void __launch_bounds__(kThreads)
 
 } // namespace
 
-void add_l1_kernels(std::vector<const void *> &kernels)
-{
-  kernels.push_back((const void *)l1_tile_kernel);
-}
-
 cudaError_t launch_l1_tile(const float *q, int n_q, const float *r, int n_r, int dpad, float *out,
                            size_t ld, cudaStream_t stream)
 {

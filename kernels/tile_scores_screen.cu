@@ -2,7 +2,6 @@
  * The rows of the FP16 screen (tile_scores.h): float32 rows scaled by a power of two (exact) and
  * rounded to half precision, the padding columns zeroed, for cublasGemmEx on the tensor cores.
  */
-#include "select_internal.h"
 #include "tile_scores.h"
 
 #include <cuda_fp16.h>
@@ -30,11 +29,6 @@ __global__ void rows_to_half_kernel(const float *__restrict__ src, size_t src_pi
 }
 
 } // namespace
-
-void add_screen_kernels(std::vector<const void *> &kernels)
-{
-  kernels.push_back((const void *)rows_to_half_kernel);
-}
 
 int screen_scale_exponent(double row_norm)
 {

@@ -557,13 +557,6 @@ unsigned grid_for(size_t work, unsigned threads)
 
 } // namespace
 
-void add_select_kernels(std::vector<const void *> &kernels)
-{
-  kernels.insert(kernels.end(), {(const void *)empty_kernel, (const void *)merge_warp_kernel,
-                                 (const void *)merge_kernel, (const void *)import_kernel,
-                                 (const void *)extract_kernel, (const void *)gather_kernel});
-}
-
 cudaError_t launch_state_reset(const SelectState &state, int row0, int n_rows, cudaStream_t stream)
 {
   if (n_rows <= 0)
