@@ -40,6 +40,20 @@ gboolean knnwb_distributed_shared_exchange(const void *const *send, const size_t
 /** The group's reduce through the shared window, or FALSE as above. */
 gboolean knnwb_distributed_shared_reduce(int64_t *values, size_t count,
                                          KnnwbGroupReduction reduction);
+/**
+ * The communicator of the ranks when they all share this host and its shared memory is used, else
+ * MPI_COMM_NULL (every rank alike); *room: whether the window's directory has room for
+ * bytes_per_rank more of every rank (this rank's view: the ranks agree on it themselves).
+ */
+MPI_Comm knnwb_distributed_shared_comm(size_t bytes_per_rank, gboolean *room);
+
+/** The group's board_open (shared_board.c): collective; FALSE on every rank when the ranks do
+ * not share this host, the shared path is off or there is no room. */
+gboolean knnwb_distributed_board_open(size_t n);
+/** The group's board_lower: posts values, takes the lowest of every rank's; never waits. */
+size_t knnwb_distributed_board_lower(float *values, size_t n);
+/** The group's board_close: collective; the board's window freed (nothing when none). */
+void knnwb_distributed_board_close(void);
 
 /** Bytes one rank writes at an offset of a file that every rank writes (write_file.c). */
 typedef struct {

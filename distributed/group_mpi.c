@@ -194,6 +194,29 @@ static gboolean knnwb_distributed_share_end(const KnnwbKnnGroup *group, GError *
   return TRUE;
 }
 
+static gboolean knnwb_distributed_group_board_open(const KnnwbKnnGroup *group, size_t n,
+                                                   GError **error)
+{
+  (void)group;
+  (void)error;
+  return knnwb_distributed_board_open(n);
+}
+
+static size_t knnwb_distributed_group_board_lower(const KnnwbKnnGroup *group, float *values,
+                                                  size_t n)
+{
+  (void)group;
+  return knnwb_distributed_board_lower(values, n);
+}
+
+static gboolean knnwb_distributed_group_board_close(const KnnwbKnnGroup *group, GError **error)
+{
+  (void)group;
+  (void)error;
+  knnwb_distributed_board_close();
+  return TRUE;
+}
+
 /*
  * A rank runs its share as a row of jobs (step 0, the pair's chunks, the lists going back, the
  * re-selection), each allocating candidate lists, tiles and screen copies of 1-30 MB and freeing
@@ -262,7 +285,10 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
                                             .reduce = knnwb_distributed_reduce,
                                             .share_begin = knnwb_distributed_share_begin,
                                             .share_sync = knnwb_distributed_share_sync,
-                                            .share_end = knnwb_distributed_share_end};
+                                            .share_end = knnwb_distributed_share_end,
+                                            .board_open = knnwb_distributed_group_board_open,
+                                            .board_lower = knnwb_distributed_group_board_lower,
+                                            .board_close = knnwb_distributed_group_board_close};
   if (size > 1) {
     *group = &knnwb_distributed_group;
   }
@@ -273,6 +299,7 @@ void knnwb_distributed_finalize(void)
 {
   if (!knnwb_distributed_joined)
     return;
+  knnwb_distributed_board_close();
   knnwb_distributed_shared_finalize();
   MPI_Comm_free(&knnwb_distributed_comm);
   MPI_Finalize();

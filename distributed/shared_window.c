@@ -104,6 +104,12 @@ static gboolean knnwb_shared_room(size_t bytes_per_rank)
   return (double)bytes_per_rank * knnwb_shared.ranks <= free_bytes / 2;
 }
 
+MPI_Comm knnwb_distributed_shared_comm(size_t bytes_per_rank, gboolean *room)
+{
+  *room = knnwb_shared.use != KNNWB_SHARED_OFF && knnwb_shared_room(bytes_per_rank);
+  return knnwb_shared.use == KNNWB_SHARED_OFF ? MPI_COMM_NULL : knnwb_shared.comm;
+}
+
 /*
  * Collective: a window of at least need bytes per rank, or FALSE (on every rank) when the path is
  * off, need is small, or there is no room. need is this rank's; the ranks agree on the largest.

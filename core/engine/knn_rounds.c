@@ -524,7 +524,8 @@ static void knnwb_knn_round_refine(KnnwbRound *round, GArray *left)
 
 static void knnwb_knn_round_free(KnnwbRound *round)
 {
-  g_free(round->bounds.keys);
+  if (round->shared)
+    knnwb_group_bounds_clear(&round->bounds); /* a job stopped before its merge */
   if (round->rows == NULL) {
     /* Gigabytes at 1.5 M rows (0.03-0.06 s to unmap): freed once the run returns, not during a
      * re-selection round, whose pinned allocations the unmapping slowed. */

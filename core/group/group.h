@@ -27,16 +27,19 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, 
 /**
  * The thresholds of a shared self job made common between the ranks (knn_group_bounds.c), as
  * KnnwbSelectJob.share_bounds / share_bounds_data / share_bound_rounds. init is collective (the
- * ranks agree on the rounds: none unless every rank wanted them) and allocates n int64; when
- * ready() is FALSE the allocation failed (the caller agrees on that before selecting). finish
- * completes the rounds the backend did not use (collective) and frees. Each round: O(n) and one
- * reduction of n int64.
+ * ranks agree on the rounds: none unless every rank wanted them). Where the group has a board
+ * (ranks of one host), a round posts this rank's bounds and takes the others' without waiting
+ * (O(n x ranks)); else it is a reduction of n int64 (collective, O(n)), for which init allocates
+ * n int64: when ready() is FALSE that allocation failed (the caller agrees on that before
+ * selecting). finish completes the reductions the backend did not use and gives the board back
+ * (collective) and frees; clear does the same for a job that stopped before its end (collective:
+ * after an agreed failure).
  */
 typedef struct {
   const KnnwbKnnGroup *group;
   size_t n;
   int rounds, done;
-  gboolean failed;
+  gboolean failed, board;
   int64_t *keys;
   int64_t tightened;
   double seconds;
@@ -46,6 +49,7 @@ gboolean knnwb_group_bounds_init(KnnwbGroupBounds *bounds, const KnnwbKnnGroup *
 gboolean knnwb_group_bounds_ready(const KnnwbGroupBounds *bounds);
 int knnwb_group_bounds_share(float *values, size_t n, void *data);
 void knnwb_group_bounds_finish(KnnwbGroupBounds *bounds);
+void knnwb_group_bounds_clear(KnnwbGroupBounds *bounds);
 
 /** Every rank's lists of its own rows (first_row = its first) into all n rows, on every rank.
  * Collective. Returns NULL (error set, the same on every rank) on failure. */

@@ -5,8 +5,10 @@
  * reduces --reduce int64 values; the content is checked after each transfer, so a fast wrong
  * transport fails. Run it twice to compare the paths: KNNWB_MPI_SHARED=0 (Open MPI's messages)
  * and unset (the shared-memory window when all ranks share a host).
+ * The board of bounds (ranks of one host) is checked with --reduce floats after the reduce.
  * Usage: mpirun -np R bench_exchange [--mib M] [--reduce N] [--reps R]
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,70 @@
 static double knnwb_bench_now(void)
 {
   return (double)g_get_monotonic_time() / 1e6;
+}
+
+/* The board of bounds (ranks of one host): a value is never raised, a first post already sees
+ * whatever the others posted before it (between the own and the lowest value), and once every
+ * rank has posted, every rank reads the lowest. The board is there exactly when the shared window
+ * is used (KNNWB_MPI_SHARED=1), on every rank alike. Returns the failures. */
+static int check_board(const KnnwbKnnGroup *group, size_t n)
+{
+  const int me = group->rank;
+  int failures = 0;
+  const gboolean open = group->board_open(group, n, NULL);
+  int64_t agreed[2] = {open, open};
+  group->reduce(group, &agreed[0], 1, KNNWB_GROUP_MIN, NULL);
+  group->reduce(group, &agreed[1], 1, KNNWB_GROUP_MAX, NULL);
+  /* KNNWB_MPI_SHARED=1: a board (on one host); =0: none; unset: either, on every rank alike. */
+  const char *shared = g_getenv("KNNWB_MPI_SHARED");
+  const int expect = shared == NULL ? -1 : strcmp(shared, "1") == 0 && n > 0;
+  if (agreed[0] != agreed[1] || (expect >= 0 && open != expect)) {
+    fprintf(stderr, "rank %d: board %s, expected %s, ranks agree: %s\n", me,
+            open ? "open" : "not open",
+            expect > 0    ? "open"
+            : expect == 0 ? "none"
+                          : "either",
+            agreed[0] == agreed[1] ? "yes" : "no");
+    return 1;
+  }
+  if (!open)
+    return 0;
+  float *values = g_new(float, n), *lowest = g_new(float, n);
+  for (size_t i = 0; i < n; i++) {
+    values[i] = (float)((i * 7 + (size_t)me * 13) % 101) - 50.0f;
+    lowest[i] = INFINITY;
+    for (int r = 0; r < group->size; r++)
+      lowest[i] = MIN(lowest[i], (float)((i * 7 + (size_t)r * 13) % 101) - 50.0f);
+  }
+  group->board_lower(group, values, n);
+  size_t expected_lowered = 0;
+  for (size_t i = 0; i < n && failures < 10; i++) {
+    const float own = (float)((i * 7 + (size_t)me * 13) % 101) - 50.0f;
+    if (values[i] > own || values[i] < lowest[i]) {
+      fprintf(stderr, "rank %d: board entry %zu read %g outside [%g, %g]\n", me, i, values[i],
+              lowest[i], own);
+      failures++;
+    }
+    expected_lowered += lowest[i] < values[i];
+  }
+  group->agree(group, TRUE, NULL); /* every rank has posted */
+  const size_t lowered = group->board_lower(group, values, n);
+  for (size_t i = 0; i < n && failures < 10; i++) {
+    if (values[i] != lowest[i]) {
+      fprintf(stderr, "rank %d: board entry %zu read %g, the lowest posted is %g\n", me, i,
+              values[i], lowest[i]);
+      failures++;
+    }
+  }
+  if (lowered != expected_lowered) {
+    fprintf(stderr, "rank %d: %zu entries lowered on the second read, %zu expected\n", me, lowered,
+            expected_lowered);
+    failures++;
+  }
+  group->board_close(group, NULL);
+  g_free(values);
+  g_free(lowest);
+  return failures;
 }
 
 int main(int argc, char **argv)
@@ -90,6 +156,7 @@ int main(int argc, char **argv)
       }
     }
     g_free(values);
+    failures += check_board(group, (size_t)reduce_count);
     if (me == 0)
       printf("exchange %" G_GINT64_FORMAT " MiB to each of %d rank(s): %.3f s (%.2f GB/s "
              "received per rank); reduce of %" G_GINT64_FORMAT " int64: %.4f s (shared: %s)\n",

@@ -54,6 +54,23 @@ struct KnnwbKnnGroup {
   gboolean (*share_sync)(const KnnwbKnnGroup *group, GError **error);
   /** Collective: nobody reads the blocks any more (they may be freed). */
   gboolean (*share_end)(const KnnwbKnnGroup *group, GError **error);
+  /**
+   * Optional (NULL when the ranks cannot share memory): a board of n floats a rank, for values
+   * that only ever go down (upper bounds), which each rank posts and reads without waiting for
+   * the others. board_open is collective: TRUE (on every rank alike) with every rank's entries
+   * +inf; FALSE with *error unset (on every rank alike): no board this time (use reduce); FALSE
+   * with *error set: the transport failed. One board at a time.
+   */
+  gboolean (*board_open)(const KnnwbKnnGroup *group, size_t n, GError **error);
+  /**
+   * Not collective, never waits: values[i] (this rank's, none above what it posted before) is
+   * posted as this rank's entry i, then replaced by the lowest entry i any rank has posted so far.
+   * Another rank's entries written meanwhile are seen old or new, each whole. Returns how many
+   * values went down. O(n x size).
+   */
+  size_t (*board_lower)(const KnnwbKnnGroup *group, float *values, size_t n);
+  /** Collective: the board is given back once no rank reads it any more. */
+  gboolean (*board_close)(const KnnwbKnnGroup *group, GError **error);
   void *data; /**< the implementation's */
 };
 
