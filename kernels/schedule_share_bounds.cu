@@ -8,6 +8,7 @@
  * import takes the minimum with the current one. KNNWB_CUDA_NO_SHARE_BOUNDS=1 turns the rounds off
  * (to measure what they bring; the caller still completes them).
  */
+#include "host_staging.h"
 #include "select_worker.h"
 
 #include <cstdlib>
@@ -27,8 +28,10 @@ bool Worker::share_bounds_wanted() const
 }
 
 /* One round: thresholds down, the group's minimum up, imported on the selection stream (so in
- * order with the tiles). A buffer that cannot be had gives nothing this round (the caller still
- * takes part in the collective). */
+ * order with the tiles). The host's copy is a pinned staging buffer when the rows' floats fit one
+ * (16 MiB: 4 M rows): the two copies of a pageable array took 2-3 ms each at 1.5 M rows, a round
+ * now costs about as much on a board (ranks of one host, no wait). A buffer that cannot be had
+ * gives nothing this round (the caller still takes part in the collective). */
 bool Worker::share_bounds_round()
 {
   const KnnwbSelectJob *job = run_.job;
@@ -36,28 +39,32 @@ bool Worker::share_bounds_round()
   if (bounds_rounds_ >= job->share_bound_rounds)
     return true;
   bounds_rounds_++;
-  if (bounds_host_ == nullptr) {
-    bounds_host_.reset(new (std::nothrow) float[n]);
+  if (bounds_device_ == nullptr && bounds_host_ == nullptr && bounds_pinned_ == nullptr) {
+    if (n * sizeof(float) <= kStagingBytes)
+      bounds_pinned_ = staging_take();
+    if (bounds_pinned_ == nullptr)
+      bounds_host_.reset(new (std::nothrow) float[n]);
     void *device = nullptr;
-    if (bounds_host_ != nullptr && cudaMalloc(&device, n * sizeof(float)) == cudaSuccess) {
+    if ((bounds_pinned_ != nullptr || bounds_host_ != nullptr) &&
+        cudaMalloc(&device, n * sizeof(float)) == cudaSuccess) {
       allocations_.push_back(device);
       bounds_device_ = (float *)device;
     } else {
       cudaGetLastError();
-      bounds_host_.reset();
     }
   }
-  if (bounds_device_ == nullptr) {
+  float *host = bounds_pinned_ != nullptr ? (float *)bounds_pinned_ : bounds_host_.get();
+  if (bounds_device_ == nullptr || host == nullptr) {
     job->share_bounds(nullptr, n, job->share_bounds_data);
     return true;
   }
-  CUDA_TRY(run_, cudaMemcpyAsync(bounds_host_.get(), state_.thr, n * sizeof(float),
-                                 cudaMemcpyDeviceToHost, select_stream_));
+  CUDA_TRY(run_, cudaMemcpyAsync(host, state_.thr, n * sizeof(float), cudaMemcpyDeviceToHost,
+                                 select_stream_));
   CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
-  if (!job->share_bounds(bounds_host_.get(), n, job->share_bounds_data))
+  if (!job->share_bounds(host, n, job->share_bounds_data))
     return true;
-  CUDA_TRY(run_, cudaMemcpyAsync(bounds_device_, bounds_host_.get(), n * sizeof(float),
-                                 cudaMemcpyHostToDevice, select_stream_));
+  CUDA_TRY(run_, cudaMemcpyAsync(bounds_device_, host, n * sizeof(float), cudaMemcpyHostToDevice,
+                                 select_stream_));
   PeerThresholds common = {};
   common.thr[0] = bounds_device_;
   common.count = 1;

@@ -218,6 +218,7 @@ private:
   int bounds_rounds_ = 0;
   float *bounds_device_ = nullptr;
   std::unique_ptr<float[]> bounds_host_;
+  void *bounds_pinned_ = nullptr; /* a staging buffer for the bounds when n floats fit it */
   /* a query job's starting thresholds of one panel (schedule_panels.cu), or NULL */
   float *start_bounds_ = nullptr;
 };

@@ -373,6 +373,8 @@ void Worker::release()
   }
   staging_give(host_staging_distance_);
   host_staging_distance_ = nullptr;
+  staging_give(bounds_pinned_);
+  bounds_pinned_ = nullptr;
   lt_gemm_destroy(&lt_gemm_);
   keep_blas_give(device_ordinal_, blas_);
   for (int i = 0; i < 2; i++)
