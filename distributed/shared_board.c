@@ -80,17 +80,19 @@ size_t knnwb_distributed_board_lower(float *values, size_t n)
   for (size_t i = 0; i < n; i++)
     mine[i] = values[i] < mine[i] ? values[i] : mine[i];
   MPI_Win_sync(knnwb_board.window);
-  size_t lowered = 0;
   for (int r = 0; r < knnwb_board.ranks; r++) {
     if (r == knnwb_board.me)
       continue;
     const float *theirs = knnwb_board.parts[r];
     for (size_t i = 0; i < n; i++) {
       const float other = theirs[i];
-      lowered += other < values[i];
       values[i] = other < values[i] ? other : values[i];
     }
   }
+  /* what went down below this rank's own post (the value it came with) */
+  size_t lowered = 0;
+  for (size_t i = 0; i < n; i++)
+    lowered += values[i] < mine[i];
   return lowered;
 }
 
