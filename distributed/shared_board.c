@@ -34,9 +34,10 @@ gboolean knnwb_distributed_board_open(size_t n)
 {
   gboolean room = FALSE;
   MPI_Comm comm = knnwb_distributed_shared_comm(n * sizeof(float), &room);
-  if (comm == MPI_COMM_NULL || knnwb_board.window != MPI_WIN_NULL)
+  if (comm == MPI_COMM_NULL) /* alike on every rank */
     return FALSE;
-  int all_room = room && n > 0 && knnwb_board_wanted();
+  /* Every rank takes part in the agreement, whatever it found here, so that all return alike. */
+  int all_room = room && n > 0 && knnwb_board_wanted() && knnwb_board.window == MPI_WIN_NULL;
   MPI_Allreduce(MPI_IN_PLACE, &all_room, 1, MPI_INT, MPI_MIN, comm);
   if (!all_room)
     return FALSE;
