@@ -27,6 +27,8 @@ typedef struct {
   GError *error[MAX_RANKS];
   int64_t *values[MAX_RANKS];
   void *blocks[MAX_RANKS];
+  uint32_t *board[MAX_RANKS]; /* the board's entries (float bits), each rank's own */
+  gint reduces;               /* reduce calls, every rank's */
 } ThreadJob;
 
 typedef struct {
@@ -105,6 +107,7 @@ static gboolean thread_reduce(const KnnwbKnnGroup *group, int64_t *values, size_
 {
   (void)error;
   ThreadJob *job = thread_job_of(group);
+  g_atomic_int_inc(&job->reduces);
   job->values[group->rank] = values;
   thread_job_barrier(job);
   /* Each rank reduces for itself (any count), then all write once every rank has read. */
@@ -122,6 +125,59 @@ static gboolean thread_reduce(const KnnwbKnnGroup *group, int64_t *values, size_
   thread_job_barrier(job);
   memcpy(values, result, count * sizeof(int64_t));
   thread_job_barrier(job);
+  return TRUE;
+}
+
+/* The board of bounds: each rank's own entries, read by the others without any barrier (whole
+ * entries through atomics, as the processor gives them between MPI ranks). */
+static gboolean thread_board_open(const KnnwbKnnGroup *group, size_t n, GError **error)
+{
+  (void)error;
+  ThreadJob *job = thread_job_of(group);
+  const float none = INFINITY;
+  uint32_t bits;
+  memcpy(&bits, &none, sizeof bits);
+  job->board[group->rank] = g_new(uint32_t, MAX(n, (size_t)1));
+  for (size_t i = 0; i < n; i++)
+    job->board[group->rank][i] = bits;
+  thread_job_barrier(job);
+  return TRUE;
+}
+
+static float thread_board_entry(const uint32_t *entries, size_t i)
+{
+  const uint32_t bits = __atomic_load_n(&entries[i], __ATOMIC_ACQUIRE);
+  float value;
+  memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+static size_t thread_board_lower(const KnnwbKnnGroup *group, float *values, size_t n)
+{
+  ThreadJob *job = thread_job_of(group);
+  uint32_t *mine = job->board[group->rank];
+  size_t lowered = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (values[i] < thread_board_entry(mine, i)) {
+      uint32_t bits;
+      memcpy(&bits, &values[i], sizeof bits);
+      __atomic_store_n(&mine[i], bits, __ATOMIC_RELEASE);
+    }
+    const float own = thread_board_entry(mine, i);
+    for (int r = 0; r < job->size; r++)
+      if (r != group->rank)
+        values[i] = MIN(values[i], thread_board_entry(job->board[r], i));
+    lowered += values[i] < own;
+  }
+  return lowered;
+}
+
+static gboolean thread_board_close(const KnnwbKnnGroup *group, GError **error)
+{
+  (void)error;
+  ThreadJob *job = thread_job_of(group);
+  thread_job_barrier(job); /* nobody reads any more */
+  g_clear_pointer(&job->board[group->rank], g_free);
   return TRUE;
 }
 
@@ -1020,6 +1076,87 @@ static void test_threshold_rounds(void)
   }
 }
 
+/* On a board (ranks of one host) a round waits for nobody: a first read lies between the own bound
+ * and the lowest any rank posted, a read after every rank has posted gives the lowest, no reduction
+ * is made after the agreement on the rounds, and the board is given back at the end. */
+typedef struct {
+  ThreadRank rank;
+  float first[BOUND_ROWS], second[BOUND_ROWS];
+  int returned[2];
+  int rounds;
+  size_t lowered;
+  gboolean board_after;
+} BoardRun;
+
+static gpointer board_main(gpointer data)
+{
+  BoardRun *run = data;
+  const KnnwbKnnGroup *group = &run->rank.group;
+  KnnwbGroupBounds bounds;
+  g_assert_true(knnwb_group_bounds_init(&bounds, group, BOUND_ROWS, TRUE, NULL));
+  g_assert_true(knnwb_group_bounds_ready(&bounds));
+  run->rounds = bounds.rounds;
+  for (size_t i = 0; i < BOUND_ROWS; i++)
+    run->first[i] = bound_value(group->rank, 0, i);
+  run->returned[0] = knnwb_group_bounds_share(run->first, BOUND_ROWS, &bounds);
+  g_assert_true(group->agree(group, TRUE, NULL)); /* every rank has posted */
+  memcpy(run->second, run->first, sizeof run->second);
+  const int64_t before = bounds.tightened;
+  run->returned[1] = knnwb_group_bounds_share(run->second, BOUND_ROWS, &bounds);
+  run->lowered = (size_t)(bounds.tightened - before);
+  knnwb_group_bounds_finish(&bounds);
+  run->board_after = bounds.board;
+  return NULL;
+}
+
+static void test_threshold_board(void)
+{
+  const int ranks = 3;
+  ThreadJob job = {.size = ranks};
+  g_mutex_init(&job.lock);
+  g_cond_init(&job.cond);
+  BoardRun *runs = g_new0(BoardRun, ranks);
+  GThread *threads[MAX_RANKS];
+  for (int r = 0; r < ranks; r++) {
+    runs[r].rank.job = &job;
+    runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
+                                         .size = ranks,
+                                         .local_size = ranks,
+                                         .agree = thread_agree,
+                                         .exchange = thread_exchange,
+                                         .reduce = thread_reduce,
+                                         .board_open = thread_board_open,
+                                         .board_lower = thread_board_lower,
+                                         .board_close = thread_board_close};
+    threads[r] = g_thread_new("rank", board_main, &runs[r]);
+  }
+  for (int r = 0; r < ranks; r++)
+    g_thread_join(threads[r]);
+  /* one reduction a rank: the agreement on the rounds */
+  g_assert_cmpint(g_atomic_int_get(&job.reduces), ==, ranks);
+  for (int r = 0; r < ranks; r++) {
+    g_assert_cmpint(runs[r].rounds, >, 12);
+    g_assert_cmpint(runs[r].returned[0], ==, 1);
+    g_assert_cmpint(runs[r].returned[1], ==, 1);
+    g_assert_false(runs[r].board_after);
+    g_assert_null(job.board[r]);
+    size_t expected_lowered = 0;
+    for (size_t i = 0; i < BOUND_ROWS; i++) {
+      float lowest = INFINITY;
+      for (int o = 0; o < ranks; o++)
+        lowest = MIN(lowest, bound_value(o, 0, i));
+      g_assert_cmpfloat(runs[r].first[i], <=, bound_value(r, 0, i));
+      g_assert_cmpfloat(runs[r].first[i], >=, lowest);
+      g_assert_cmpfloat(runs[r].second[i], ==, lowest);
+      expected_lowered += lowest < runs[r].first[i];
+    }
+    g_assert_cmpuint(runs[r].lowered, ==, expected_lowered);
+  }
+  g_free(runs);
+  g_mutex_clear(&job.lock);
+  g_cond_clear(&job.cond);
+}
+
 /* ---- The undirected graph's edges from every rank's own lists ---- */
 
 typedef struct {
@@ -1437,6 +1574,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
+  g_test_add_func("/distributed/group/threshold-board", test_threshold_board);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
   g_test_add_func("/distributed/group/partitioned", test_partitioned);
   g_test_add_func("/distributed/group/partitioned-cancelled", test_partitioned_cancelled);
