@@ -181,6 +181,20 @@ static gboolean thread_board_close(const KnnwbKnnGroup *group, GError **error)
   return TRUE;
 }
 
+/* Rank rank of ranks over the thread job's barriers, with or without the board. */
+static KnnwbKnnGroup thread_group(int rank, int ranks, gboolean board)
+{
+  return (KnnwbKnnGroup){.rank = rank,
+                         .size = ranks,
+                         .local_size = ranks,
+                         .agree = thread_agree,
+                         .exchange = thread_exchange,
+                         .reduce = thread_reduce,
+                         .board_open = board ? thread_board_open : NULL,
+                         .board_lower = board ? thread_board_lower : NULL,
+                         .board_close = board ? thread_board_close : NULL};
+}
+
 /* Blocks every rank reads (the group's optional zero-copy path): each rank's own allocation. */
 static gboolean thread_share_begin(const KnnwbKnnGroup *group, size_t bytes, void **blocks,
                                    GError **error)
@@ -1034,12 +1048,7 @@ static void test_threshold_rounds(void)
     GThread *threads[MAX_RANKS];
     for (int r = 0; r < ranks; r++) {
       runs[r].rank.job = &job;
-      runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
-                                           .size = ranks,
-                                           .local_size = ranks,
-                                           .agree = thread_agree,
-                                           .exchange = thread_exchange,
-                                           .reduce = thread_reduce};
+      runs[r].rank.group = thread_group(r, ranks, FALSE);
       runs[r].wanted = wanted_by_all || r != 1;
       runs[r].used = r == 1 ? 1 : 3; /* rank 1's backend stops after one round */
       threads[r] = g_thread_new("rank", bounds_main, &runs[r]);
@@ -1119,15 +1128,7 @@ static void test_threshold_board(void)
   GThread *threads[MAX_RANKS];
   for (int r = 0; r < ranks; r++) {
     runs[r].rank.job = &job;
-    runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
-                                         .size = ranks,
-                                         .local_size = ranks,
-                                         .agree = thread_agree,
-                                         .exchange = thread_exchange,
-                                         .reduce = thread_reduce,
-                                         .board_open = thread_board_open,
-                                         .board_lower = thread_board_lower,
-                                         .board_close = thread_board_close};
+    runs[r].rank.group = thread_group(r, ranks, TRUE);
     threads[r] = g_thread_new("rank", board_main, &runs[r]);
   }
   for (int r = 0; r < ranks; r++)
