@@ -4,9 +4,10 @@
 # benchmark (n = 1,533,876, d = 295, k = 20 Pearson) on 1 rank x 1 GPU, on 2 ranks x 1 GPU (with
 # and without the ranks sharing thresholds) and on one process with both GPUs, with every rank's
 # debug lines (exchange, merge, thresholds) and the CUDA trace (KNNWB_CUDA_TRACE=1) in the logs.
-# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests|quick|ratio|all]
+# Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_gpu_check.sh OUTDIR [tests|quick|ratio|board|all]
 # ("tests" also runs the GPU ctest label first; "quick": the byte checks and the 2-rank benchmark
-# only; "ratio": the byte checks, 1 GPU and 2 ranks; "all" adds 2 ranks without threshold rounds, one process with both GPUs and Open MPI's CMA
+# only; "ratio": the byte checks, 1 GPU and 2 ranks; "board": those, then 2 ranks with the
+# thresholds as collective reductions (KNNWB_MPI_BOARD=0), on the board and as reductions again; "all" adds 2 ranks without threshold rounds, one process with both GPUs and Open MPI's CMA
 # path). Default: 1 GPU, 2 ranks, 2 ranks with KNNWB_MPI_SHARED=0 (messages instead of the shared
 # window), and bench_exchange (the transports alone). At most 8 files in OUTDIR. Open MPI's
 # shared-memory segments go to /dev/shm (a container's /tmp may be an overlay on disk).
@@ -23,7 +24,7 @@ done
 cat "$out/mpi.txt"
 mode=${2:-}
 targets="bench_knn_gpu knnwb_host knnwb_knn_plugin"
-[ "$mode" = ratio ] || [ "$mode" = quick ] || targets="$targets bench_exchange"
+[ "$mode" = ratio ] || [ "$mode" = quick ] || [ "$mode" = board ] || targets="$targets bench_exchange"
 [ "$mode" = tests ] && targets="$targets test_cuda_select test_cuda_knn"
 SECONDS=0
 { cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=ON -DKNNWB_CUDA_ARCHITECTURES=90 \
@@ -57,7 +58,7 @@ done 2>&1 | tee "$out/identity.txt"
 export G_MESSAGES_DEBUG=all KNNWB_CUDA_TRACE=1 KNNWB_MPI_VERBOSE=1
 bench="--n 1533876 --no-select --no-floor"
 runs="bench2"
-if [ "$mode" = ratio ]; then
+if [ "$mode" = ratio ] || [ "$mode" = board ]; then
   runs="bench1 bench2"
   CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
 elif [ "$mode" != quick ]; then
@@ -69,7 +70,14 @@ elif [ "$mode" != quick ]; then
   CUDA_VISIBLE_DEVICES=0 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench1.log" 2>&1
 fi
 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2.log" 2>&1
-if [ "$mode" != quick ] && [ "$mode" != ratio ]; then
+if [ "$mode" = board ]; then
+  # The ranks' thresholds on the board (default) and as collective reductions, alternating.
+  runs="$runs bench2-reduce bench2-board bench2-reduce2"
+  KNNWB_MPI_BOARD=0 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-reduce.log" 2>&1
+  mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-board.log" 2>&1
+  KNNWB_MPI_BOARD=0 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-reduce2.log" 2>&1
+fi
+if [ "$mode" != quick ] && [ "$mode" != ratio ] && [ "$mode" != board ]; then
   KNNWB_MPI_SHARED=0 mpi 2 $b/tests/bench_gpu/bench_knn_gpu $bench >"$out/bench2-messages.log" 2>&1
 fi
 if [ "$mode" = all ]; then
