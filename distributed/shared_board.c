@@ -2,9 +2,9 @@
  * A board of bounds in shared memory for ranks of one host (the group's board_open/lower/close):
  * each rank owns n floats of an MPI-3 shared window and posts its upper bounds there, and reads the
  * other ranks' without waiting for them. Why: the threshold rounds of a GPU self job shared by
- * ranks were collective reductions, twelve a run, and each cost 30-35 ms (two barriers and the
- * wait for the rank that was behind, while its GPU sat idle after a drained stream): 0.37-0.41 s of
- * the 1.6 s tile loop of each of two ranks at 1,533,876 x 295 on two H200s. A bound another rank
+ * ranks were collective reductions, twelve a run, and each cost 30-35 ms (two barriers, while the
+ * rank's GPU sat idle after a drained stream): 0.37-0.41 s of the 1.6 s tile loop of each of two
+ * ranks at 1,533,876 x 295 on two H200s. A bound another rank
  * posted stays valid whenever it is read (that rank's lists hold kc pairs at most that far, and
  * only get better), so no rank needs to wait for one. Entries are written and read whole (aligned
  * floats); MPI_Win_sync orders each rank's posts and reads against the window.
