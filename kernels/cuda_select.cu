@@ -23,6 +23,7 @@
  */
 #include "device_keep.h"
 #include "host_staging.h"
+#include "row_order.h"
 #include "select_worker.h"
 
 #include <knnwb_kernels.h>
@@ -154,6 +155,12 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   Run run;
   run.trace_t0 = seconds_now();
   run.job = job;
+  OrderedJob ordered;
+  if (row_order_honoured(job, plan)) {
+    ordered.build(job);
+    run.job = &ordered.job;
+    run.order = job->row_order;
+  }
   run.plan = plan;
   run.ordinals = ordinals;
   run.n_devices = (int)ordinals.size();
@@ -200,11 +207,11 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   if (trace_enabled())
     fprintf(stderr,
             "knnwb cuda: %zu x %zu rows, dim %zu, kc %zu on %d GPU(s): %s, %s, tile %d, "
-            "%.2f GiB per device, exact distances on the %s%s\n",
+            "%.2f GiB per device, exact distances on the %s%s%s\n",
             job->n_query, job->n_reference, job->dim, job->kc, run.n_devices,
             plan.symmetric ? "symmetric" : "panels", plan.resident ? "resident" : "streaming",
             plan.tile, plan.bytes / (double)(1u << 30), run.exact ? "GPU" : "host",
-            run.refine ? ", refined to k there" : "");
+            run.refine ? ", refined to k there" : "", run.order ? ", rows in core's order" : "");
   {
     std::vector<std::unique_ptr<Worker>> workers;
     for (int g = 0; g < run.n_devices; g++)

@@ -43,15 +43,30 @@ bool Worker::extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *ds
       staged = false;
     }
   }
+  /* rows in core's order: each chunk lands in host buffers first (the staging, else these) and
+   * is spread into place from there (spread_ordered) */
+  std::vector<int64_t> own_index;
+  std::vector<float> own_score;
+  std::vector<double> own_distance;
+  if (run_.order && !staged) {
+    own_index.resize(chunk_rows * kc);
+    own_score.resize(chunk_rows * kc);
+    own_distance.resize(dst_distance ? chunk_rows * kc : 0);
+  }
   for (size_t done = 0; done < n_rows;) {
     size_t chunk = std::min(chunk_rows, n_rows - done);
     CUDA_TRY(run_, launch_extract(state_, (int)(row0 + done), (int)chunk, stage_index_,
                                   stage_score_, select_stream_));
-    int64_t *to_index = staged ? (int64_t *)host_staging_[0] : dst_index + done * kc;
-    float *to_score = staged ? (float *)host_staging_[1] : dst_score + done * kc;
-    double *to_distance =
-        dst_distance ? (staged ? (double *)host_staging_distance_ : dst_distance + done * kc)
-                     : nullptr;
+    int64_t *to_index = staged           ? (int64_t *)host_staging_[0]
+                        : own_index.empty() ? dst_index + done * kc
+                                            : own_index.data();
+    float *to_score = staged ? (float *)host_staging_[1]
+                      : own_score.empty() ? dst_score + done * kc
+                                          : own_score.data();
+    double *to_distance = !dst_distance        ? nullptr
+                          : staged             ? (double *)host_staging_distance_
+                          : own_distance.empty() ? dst_distance + done * kc
+                                                 : own_distance.data();
     if (to_distance)
       CUDA_TRY(run_, launch_exact_distances(exact_, stage_index_, chunk, (int)kc, query0 + done,
                                             stage_distance_, select_stream_));
@@ -64,7 +79,10 @@ bool Worker::extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *ds
                                      cudaMemcpyDeviceToHost, select_stream_));
     CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
     const double t_host = seconds_now();
-    if (staged) {
+    if (run_.order) {
+      spread_ordered(to_index, to_score, to_distance, chunk, query0 + done, dst_index - query0 * kc,
+                     dst_score - query0 * kc, dst_distance ? dst_distance - query0 * kc : nullptr);
+    } else if (staged) {
       parallel_copy(dst_index + done * kc, to_index, chunk * kc * sizeof(int64_t),
                     run_.copy_threads);
       parallel_copy(dst_score + done * kc, to_score, chunk * kc * sizeof(float), run_.copy_threads);
@@ -115,6 +133,31 @@ template <typename F> void parallel_rows(size_t n, int threads, size_t min_rows,
 }
 
 } // namespace
+
+/*
+ * Rows in core's order: chunk rows of kc candidates (at places place0, place0 + 1, ... of the
+ * order, their indices places too) into the arrays index/score/distance (NULL: none) of every
+ * row, each at its row's own number with its indices mapped to the rows' own numbers.
+ */
+void Worker::spread_ordered(const int64_t *from_index, const float *from_score,
+                            const double *from_distance, size_t rows, size_t place0,
+                            int64_t *index, float *score, double *distance)
+{
+  const size_t kc = (size_t)run_.plan.kc;
+  const int64_t *order = run_.order;
+  parallel_rows(rows, run_.merge_threads, 256, [&](size_t a, size_t b) {
+    for (size_t r = a; r < b; r++) {
+      const size_t row = (size_t)order[place0 + r];
+      for (size_t c = 0; c < kc; c++) {
+        const int64_t j = from_index[r * kc + c];
+        index[row * kc + c] = j >= 0 ? order[j] : j;
+      }
+      memcpy(score + row * kc, from_score + r * kc, kc * sizeof(float));
+      if (distance)
+        memcpy(distance + row * kc, from_distance + r * kc, kc * sizeof(double));
+    }
+  });
+}
 
 /*
  * The state of one refined download (extract_refined): how its rows are cut into chunks, the two
@@ -321,7 +364,7 @@ cudaError_t Worker::refined_issue_chunk(RefinedDownload &download, size_t c, siz
   if (err == cudaSuccess)
     err = launch_refine_rows(d_index, d_score, d_distance, (int)rows, (int)kc, (int)download.k,
                              download.self0 >= 0 ? download.self0 + (long long)done : -1,
-                             select_stream_);
+                             order_device_, select_stream_);
   if (err == cudaSuccess && timed)
     err = cudaEventRecord(timing[2], select_stream_);
   if (err == cudaSuccess)
@@ -367,19 +410,17 @@ cudaError_t Worker::refined_spread_chunk(RefinedDownload &download, int s)
   const size_t distance_pitch = download.distance_pitch, distance_width = download.distance_width;
   const char *meta = download.host_buffer(2 * s), *dist = download.host_buffer(2 * s + 1);
   const size_t first = download.query0 + download.chunk_first[s];
-  int64_t *out_index = job->out_k_index + first * k;
-  double *out_distance = job->out_k_distance + first * k;
-  float *out_worst = job->out_worst_score + first;
-  int32_t *out_valid = job->out_valid + first;
+  const int64_t *order = run_.order; /* the device's indices are already the rows' own */
   parallel_rows(download.chunk_count[s], run_.merge_threads, 32, [&](size_t a, size_t b) {
     for (size_t r = a; r < b; r++) {
+      const size_t row = order ? (size_t)order[first + r] : first + r;
       const int32_t *m = (const int32_t *)(meta + r * meta_pitch);
-      int64_t *to = out_index + r * k;
+      int64_t *to = job->out_k_index + row * k;
       for (size_t c = 0; c < k; c++)
         to[c] = m[c];
-      memcpy(&out_worst[r], &m[k], sizeof(float));
-      out_valid[r] = m[k + 1];
-      memcpy(out_distance + r * k, dist + r * distance_pitch, distance_width);
+      memcpy(&job->out_worst_score[row], &m[k], sizeof(float));
+      job->out_valid[row] = m[k + 1];
+      memcpy(job->out_k_distance + row * k, dist + r * distance_pitch, distance_width);
     }
   });
   download.host_s += seconds_now() - th;

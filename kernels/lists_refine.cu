@@ -49,7 +49,7 @@ __device__ __forceinline__ bool after(double da, int ia, double db, int ib)
  * self0 >= 0: the chunk's first query row in a self job (its own index is not a neighbour).
  */
 __global__ void refine_rows_kernel(int64_t *index, const float *score, double *distance, int kc,
-                                   int k, long long self0, int cap)
+                                   int k, long long self0, const int *order, int cap)
 {
   extern __shared__ double shared[];
   double *key = shared;
@@ -60,11 +60,15 @@ __global__ void refine_rows_kernel(int64_t *index, const float *score, double *d
   const int64_t *in_index = index + row * kc;
   const float *in_score = score + row * kc;
   double *row_distance = distance + row * kc;
-  const long long self = self0 >= 0 ? self0 + (long long)row : -1;
+  long long self = self0 >= 0 ? self0 + (long long)row : -1;
+  if (order != nullptr && self >= 0)
+    self = order[self];
   float worst = -INFINITY;
   int count = 0;
   for (int i = threadIdx.x; i < cap; i += blockDim.x) {
     long long j = i < kc ? in_index[i] : -1;
+    if (order != nullptr && j >= 0)
+      j = order[j];
     bool valid = j >= 0 && j != self;
     if (j >= 0)
       worst = fmaxf(worst, in_score[i]);
@@ -149,7 +153,8 @@ cudaError_t prepare_refine_kernel(int kc)
 }
 
 cudaError_t launch_refine_rows(int64_t *index, const float *score, double *distance, int n_rows,
-                               int kc, int k, long long self0, cudaStream_t stream)
+                               int kc, int k, long long self0, const int *order,
+                               cudaStream_t stream)
 {
   if (n_rows <= 0)
     return cudaSuccess;
@@ -157,7 +162,7 @@ cudaError_t launch_refine_rows(int64_t *index, const float *score, double *dista
   const int threads = cap / 2 < 1024 ? cap / 2 : 1024;
   const size_t shared = (size_t)cap * (sizeof(double) + sizeof(int));
   refine_rows_kernel<<<(unsigned)n_rows, threads, shared, stream>>>(index, score, distance, kc, k,
-                                                                    self0, cap);
+                                                                    self0, order, cap);
   return cudaGetLastError();
 }
 

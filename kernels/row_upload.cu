@@ -4,6 +4,7 @@
  * into double buffers on the copy stream, ordered against the GEMMs that read them by events.
  */
 #include "host_staging.h"
+#include "row_order.h"
 #include "select_worker.h"
 #include "tile_scores.h"
 
@@ -84,19 +85,21 @@ bool Worker::load_anchor(const float *host, size_t first, int rows)
 }
 
 /*
- * Host rows to the device rows of the plan (dst: rows of plan.row_bytes): chunks go to a free tile
+ * Host rows [row0, row0 + rows) of base (with run_.order, the rows at those places of the order)
+ * to the device rows of the plan (dst: rows of plan.row_bytes): chunks go to a free tile
  * buffer by contiguous DMA (from pageable rows through a parallel host memcpy into the two pinned
  * staging buffers), then into place on the device: a pitched copy, or (FP16) the conversion to
  * scaled halves. Avoids both registering gigabytes and the driver's slow pitched copies from
  * pageable memory.
  */
-bool Worker::upload_staged(char *dst, const float *src, size_t rows)
+bool Worker::upload_staged(char *dst, const float *base, size_t row0, size_t rows)
 {
   const KnnwbSelectPlan &p = run_.plan;
   const size_t dim = run_.job->dim, row_bytes = dim * sizeof(float);
+  const float *src = base + row0 * dim;
   const bool convert = p.screen == KNNWB_KERNELS_SCREEN_FP16;
   const bool staged = !run_.pinned && host_staging_[0] && host_staging_bytes_ >= row_bytes;
-  if (!staged && !convert)
+  if (!staged && !convert && !run_.order)
     return load_rows((float *)dst, src, 0, rows, copy_stream_);
   const size_t chunk_rows = (staged ? host_staging_bytes_ : tile_bytes_) / row_bytes;
   if (chunk_rows == 0) {
@@ -104,19 +107,25 @@ bool Worker::upload_staged(char *dst, const float *src, size_t rows)
               device_ordinal_);
     return false;
   }
+  /* Rows in core's order without pinned staging: gathered into pageable memory, which a copy
+   * has read once it returns. */
+  std::vector<float> gathered(run_.order && !staged ? chunk_rows * dim : 0);
   bool ok = true;
   for (size_t first = 0, c = 0; first < rows && ok; first += chunk_rows, c++) {
     const int b = (int)(c % 2);
     const size_t n = std::min(chunk_rows, rows - first);
     cudaError_t err = cudaEventSynchronize(copy_done_[b]);
-    if (err == cudaSuccess && staged) {
-      parallel_copy(host_staging_[b], src + first * dim, n * row_bytes, run_.copy_threads);
-      err = cudaMemcpyAsync(tiles_[b], host_staging_[b], n * row_bytes, cudaMemcpyHostToDevice,
-                            copy_stream_);
-    } else if (err == cudaSuccess) {
-      err = cudaMemcpyAsync(tiles_[b], src + first * dim, n * row_bytes, cudaMemcpyHostToDevice,
-                            copy_stream_);
+    const void *from = src + first * dim;
+    if (staged || run_.order) {
+      void *to = staged ? host_staging_[b] : (void *)gathered.data();
+      if (run_.order)
+        gather_rows((float *)to, base, run_.order + row0 + first, n, dim, run_.copy_threads);
+      else
+        parallel_copy(to, from, n * row_bytes, run_.copy_threads);
+      from = to;
     }
+    if (err == cudaSuccess)
+      err = cudaMemcpyAsync(tiles_[b], from, n * row_bytes, cudaMemcpyHostToDevice, copy_stream_);
     if (err == cudaSuccess && convert)
       err = launch_rows_to_half(tiles_[b], dim, n, (int)dim, dst + first * p.row_bytes, p.dpad,
                                 screen_exponent_, copy_stream_);
@@ -143,16 +152,21 @@ bool Worker::upload_staged(char *dst, const float *src, size_t rows)
 bool Worker::upload_resident()
 {
   const KnnwbSelectJob *job = run_.job;
+  if (run_.order && order_device_ == nullptr) {
+    const cudaError_t err = order_to_device(run_.order, job->n_query, &order_device_, copy_stream_);
+    if (order_device_)
+      allocations_.push_back(order_device_);
+    CUDA_TRY(run_, err);
+  }
   if (run_.plan.resident) {
-    const size_t row_bytes = (size_t)run_.plan.row_bytes, dim = job->dim;
+    const size_t row_bytes = (size_t)run_.plan.row_bytes;
     auto r = slice_of(job->n_reference, index_, run_.n_devices);
-    if (!upload_staged(reference_data_ + r.first * row_bytes, job->reference + r.first * dim,
+    if (!upload_staged(reference_data_ + r.first * row_bytes, job->reference, r.first,
                        r.second - r.first))
       return false;
     auto q = slice_of(job->n_query, index_, run_.n_devices);
     if (query_data_ != reference_data_ &&
-        !upload_staged(query_data_ + q.first * row_bytes, job->query + q.first * dim,
-                       q.second - q.first))
+        !upload_staged(query_data_ + q.first * row_bytes, job->query, q.first, q.second - q.first))
       return false;
   }
   if (sqnorms_)
@@ -226,6 +240,17 @@ bool Worker::exact_upload()
   for (int b = 0; b < 2 && ok; b++)
     ok = (staging[b] = staging_take()) != nullptr &&
          cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming) == cudaSuccess;
+  /* rows in core's order without pinned staging: gathered into pageable memory, which a copy has
+   * read once it returns (so the events, which may be missing, are not needed) */
+  std::vector<float> gathered;
+  if (!ok && run_.order) {
+    gathered.resize(kStagingBytes / sizeof(float));
+    for (int b = 0; b < 2; b++) {
+      staging_give(staging[b]);
+      staging[b] = gathered.data();
+    }
+    ok = true;
+  }
   const bool staged = ok;
   cudaGetLastError();
   cudaError_t err = cudaSuccess;
@@ -248,13 +273,16 @@ bool Worker::exact_upload()
         break;
       const int b = (int)(c % 2);
       const size_t n = std::min(chunk, counts[a] - first);
-      err = cudaEventSynchronize(done[b]);
+      err = done[b] ? cudaEventSynchronize(done[b]) : cudaSuccess;
       if (err != cudaSuccess)
         break;
-      parallel_copy(staging[b], src + first, n * sizeof(float), run_.copy_threads);
+      if (run_.order)
+        gather_floats((float *)staging[b], src, run_.order, first, n, job->dim, run_.copy_threads);
+      else
+        parallel_copy(staging[b], src + first, n * sizeof(float), run_.copy_threads);
       err = cudaMemcpyAsync(dst + first, staging[b], n * sizeof(float), cudaMemcpyHostToDevice,
                             exact_stream_);
-      if (err == cudaSuccess)
+      if (err == cudaSuccess && done[b])
         err = cudaEventRecord(done[b], exact_stream_);
     }
   }
@@ -262,7 +290,8 @@ bool Worker::exact_upload()
   if (err == cudaSuccess)
     err = sync;
   for (int b = 0; b < 2; b++) {
-    staging_give(staging[b]);
+    if (gathered.empty())
+      staging_give(staging[b]);
     if (done[b])
       cudaEventDestroy(done[b]);
   }

@@ -300,11 +300,14 @@ cudaError_t prepare_refine_kernel(int kc);
  * ((int32_t *)index)[r*2kc + c] = the c-th nearest valid candidate by (distance, index) for
  * c < k (-1 past the valid ones), then the largest score of the row's candidates (float bits) and
  * the number of valid ones; distance[r*kc + c] = its distance (+inf past them). self0 >= 0: a self
- * job whose first row here is query row self0 (a row is never its own neighbour). kc <=
+ * job whose first row here is query row self0 (a row is never its own neighbour). order (NULL:
+ * none): the rows are in core's order (row_order.h), index holds places in it, and the row and its
+ * candidates are order[place] (the indices sorted and written; self0 a place too). kc <=
  * refine_kc_limit(), k <= kc.
  */
 cudaError_t launch_refine_rows(int64_t *index, const float *score, double *distance, int n_rows,
-                               int kc, int k, long long self0, cudaStream_t stream);
+                               int kc, int k, long long self0, const int *order,
+                               cudaStream_t stream);
 
 } // namespace knnwb_cuda
 

@@ -149,6 +149,9 @@ struct Run {
   std::atomic<bool> peers_ok{true};
   /* trace: when the attempt started (seconds_now), so the workers' timelines share an origin */
   double trace_t0 = 0;
+  /* the job's row order when this attempt honours it (row_order.h; job is then the ordered copy
+   * of the caller's), else nullptr: device row r is the caller's row order[r] */
+  const int64_t *order = nullptr;
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;
   /* with them, core's refine too: the lists sorted and cut to out_k on the devices (job asked,

@@ -82,7 +82,7 @@ private:
   /* row_upload.cu */
   bool upload_resident();
   bool upload_peer_slices();
-  bool upload_staged(char *dst, const float *src, size_t rows);
+  bool upload_staged(char *dst, const float *base, size_t row0, size_t rows);
   bool load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream);
   bool stream_block(int slot, const float *host, size_t first, int rows, const void **rows_out);
   const void *anchor_rows() const;
@@ -130,6 +130,9 @@ private:
   /* lists_*.cu */
   bool extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *dst_index, float *dst_score,
                     double *dst_distance, bool allow_refine = true);
+  void spread_ordered(const int64_t *from_index, const float *from_score,
+                      const double *from_distance, size_t rows, size_t place0, int64_t *index,
+                      float *score, double *distance);
   bool extract_refined(size_t row0, size_t n_rows, size_t query0);
   cudaError_t refined_issue_chunk(RefinedDownload &download, size_t c, size_t done);
   cudaError_t refined_spread_chunk(RefinedDownload &download, int s);
@@ -219,6 +222,9 @@ private:
   float *bounds_device_ = nullptr;
   std::unique_ptr<float[]> bounds_host_;
   void *bounds_pinned_ = nullptr; /* a staging buffer for the bounds when n floats fit it */
+  /* rows in core's order (run_.order): the order as device ints, which the device's refine maps
+   * the lists' indices through (row_order.h), else NULL */
+  int *order_device_ = nullptr;
   /* a query job's starting thresholds of one panel (schedule_panels.cu), or NULL */
   float *start_bounds_ = nullptr;
 };

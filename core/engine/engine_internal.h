@@ -58,6 +58,16 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
                            size_t *needed);
 
 /**
+ * An order of the rows of a self search that puts similar ones next to each other, for a GPU's
+ * tile loop (KnnwbSelectJob.row_order; row_order.c): the rows grouped by their nearest of 64
+ * centroids (KNNWB_ROW_ORDER_CELLS; k-means of an evenly spaced sample of the scored rows),
+ * ascending within a group, invalid rows last. Only the speed depends on it. NULL when there is
+ * nothing to group (fewer than 4 valid rows, no columns, KNNWB_ROW_ORDER_CELLS=0) or memory is
+ * short; g_free the result. Time O(n m d) on threads (OpenBLAS), memory O(n + m d).
+ */
+int64_t *knnwb_row_order_build(const KnnwbPrepared *rows, int threads);
+
+/**
  * The dot products the margin planner estimates its distances from: the scored query rows
  * rows[0, n_sample) with reference rows [first, first + n), into dots[r * n_sample + s], each the
  * float sum of one pair at a time (eight lanes over whole groups of eight elements, then the rest

@@ -221,6 +221,7 @@ typedef struct {
   float *worst;
   int32_t *valid_count;
   float *bound; /* per job row: knnwb_refine_score_bound of within, or NULL */
+  int64_t *order; /* the job's row order (knnwb_knn_round_order), or NULL */
   int distances_filled, refined;
   size_t list0; /* the job row of the refine's first row in the candidate arrays */
   KnnwbGroupBounds bounds;
@@ -417,6 +418,31 @@ static gboolean knnwb_knn_round_bounds(KnnwbRound *round, KnnwbSelectJob *job, G
   return TRUE;
 }
 
+/* This thread's shared margin decision (knnwb_knn_margin_memo_set), or NULL. */
+static _Thread_local KnnwbMarginMemo *knnwb_margin_memo;
+
+/* Rows below which a GPU's self search keeps the given order: a few tiles gain less than the
+ * grouping costs. */
+#define KNNWB_ROW_ORDER_MIN_ROWS ((size_t)262144)
+
+/* A first round's self job of KNNWB_ROW_ORDER_MIN_ROWS rows or more on a GPU of one process
+ * visits its rows grouped by similarity (knnwb_row_order_build); KNNWB_ROW_ORDER=0 never, =1 at
+ * any size (tests). Not the sub-searches of a partitioned run (a margin memo set): their rows are
+ * one group of clusters already. */
+static void knnwb_knn_round_order(KnnwbRound *round, KnnwbSelectJob *job)
+{
+  const char *mode = g_getenv("KNNWB_ROW_ORDER");
+  if (round->rows != NULL || !round->self || round->shared || !round->on_device ||
+      knnwb_margin_memo != NULL || g_strcmp0(mode, "0") == 0 ||
+      (round->query->n < KNNWB_ROW_ORDER_MIN_ROWS && g_strcmp0(mode, "1") != 0))
+    return;
+  const gint64 start = g_get_monotonic_time();
+  round->order = knnwb_row_order_build(round->query, round->threads);
+  job->row_order = round->order;
+  g_debug("knnwb: %zu rows grouped for the GPU's tiles in %.3f s", round->query->n,
+          (double)(g_get_monotonic_time() - start) / 1e6);
+}
+
 /* The backend's selection of the round's rows into the candidate arrays (or, refined on the
  * device, into the lists). */
 static gboolean knnwb_knn_round_select(KnnwbRound *round, GError **error)
@@ -431,6 +457,7 @@ static gboolean knnwb_knn_round_select(KnnwbRound *round, GError **error)
     return FALSE;
   if (round->on_device)
     knnwb_knn_round_device_outputs(round, &job);
+  knnwb_knn_round_order(round, &job);
   knnwb_knn_round_prefault(round, &job);
   char message[512] = "";
   round->select_start = g_get_monotonic_time();
@@ -546,6 +573,7 @@ static void knnwb_knn_round_free(KnnwbRound *round)
   g_free(round->worst);
   g_free(round->valid_count);
   g_free(round->bound);
+  g_free(round->order);
 }
 
 /* Runs one selection and its refinement (see KnnwbRound); the rows left uncertified are appended
@@ -692,9 +720,6 @@ void knnwb_knn_trim_within(KnnwbNeighbors *result, const double *within, size_t 
   KnnwbRoundsTrim trim = {result, within, row0};
   knnwb_parallel_for(threads, n_rows, 4096, knnwb_knn_rounds_trim_rows, &trim);
 }
-
-/* This thread's shared margin decision (knnwb_knn_margin_memo_set), or NULL. */
-static _Thread_local KnnwbMarginMemo *knnwb_margin_memo;
 
 void knnwb_knn_margin_memo_set(KnnwbMarginMemo *memo)
 {

@@ -426,6 +426,37 @@ static void test_refine_on_device(void)
   g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
 }
 
+/* Rows visited in core's order (KNNWB_ROW_ORDER=1 at any size: core/engine/row_order.c, the
+ * backend's kernels/row_order.cu): the CPU's bytes for every metric, on one GPU and two (with and
+ * without peer access), many small tiles, duplicates and near ties (the device's sort by distance
+ * and index sees the rows' own numbers), the host refine, and a small budget (rows that do not
+ * stay on the device are visited in the given order). */
+static void test_row_order(void)
+{
+  if (!gpu_or_skip())
+    return;
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(2777, 19, 31);
+  g_autoptr(KnnwbMatrix) hard = adversarial_matrix(1303, 37, 32);
+  g_setenv("KNNWB_ROW_ORDER", "1", TRUE);
+  g_setenv("KNNWB_CUDA_MAX_TILE", "256", TRUE);
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
+    compare(m, metric, 20, 0, 1);
+    compare(hard, metric, 7, 0, 1);
+  }
+  compare(m, KNNWB_METRIC_PEARSON, 20, 0, 2);
+  compare(hard, KNNWB_METRIC_EUCLIDEAN, 30, 0, 2);
+  g_setenv("KNNWB_CUDA_NO_PEER_ACCESS", "1", TRUE);
+  compare(m, KNNWB_METRIC_COSINE, 20, 0, 2); /* kc lists merged and refined on the host */
+  g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
+  g_setenv("KNNWB_CUDA_HOST_REFINE", "1", TRUE);
+  compare(hard, KNNWB_METRIC_PEARSON, 25, 0, 1);
+  compare(m, KNNWB_METRIC_EUCLIDEAN, 5, 0, 1);
+  g_unsetenv("KNNWB_CUDA_HOST_REFINE");
+  compare(m, KNNWB_METRIC_PEARSON, 20, 96 * MIB + 3 * MIB, 1); /* a small budget */
+  g_unsetenv("KNNWB_CUDA_MAX_TILE");
+  g_unsetenv("KNNWB_ROW_ORDER");
+}
+
 /* A query job whose panels start from the rows' bounds (schedule_panels.cu): the CPU's bytes for
  * every metric, over several panels, with the rows resident and streamed, against references with
  * duplicate rows (searched as distinct rows); rows without a bound (+inf, NaN) get full lists, and
@@ -594,6 +625,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/fused-tiles", test_fused_tiles);
   g_test_add_func("/kernels/cuda-knn/lt-gemm", test_lt_gemm);
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
+  g_test_add_func("/kernels/cuda-knn/row-order", test_row_order);
   g_test_add_func("/kernels/cuda-knn/kept-memory", test_kept_memory);
   g_test_add_func("/kernels/cuda-knn/query-within", test_query_within);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);

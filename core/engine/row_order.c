@@ -1,0 +1,178 @@
+/*
+ * An order of a self search's rows that puts similar rows next to each other
+ * (KnnwbSelectJob.row_order): the GPU's symmetric tile loop scores each row first against the rows
+ * of its own tile, so in this order each row's threshold starts near its k-th distance and the
+ * later tiles let far fewer pairs through to the exact passes and merges (a CPU model of the loop,
+ * tests/bench/tile_order_sim.py: 38.5 candidates a row instead of 157.8 on bench_knn_gpu's kind
+ * of rows, 58.3 instead of 105.0 on real-like metafeatures). Only the speed depends on it: the
+ * backend maps every list back, and core certifies the lists as before.
+ *
+ * The groups: k-means (Lloyd) of an evenly spaced sample of the rows as the backend scores them,
+ * then every row to its nearest centroid, as OpenBLAS products with the centroids in blocks split
+ * over the threads.
+ */
+#include <math.h>
+#include <string.h>
+#include <cblas.h>
+#include <knnwb/parallel.h>
+#include "engine/engine_internal.h"
+
+/* OpenBLAS's own thread count (one single-threaded product per thread here, as core/cpu/ does). */
+extern int openblas_get_num_threads(void);
+extern void openblas_set_num_threads(int);
+
+/* Sample rows the centroids are fitted on, and Lloyd's rounds. */
+#define KNNWB_ROW_ORDER_SAMPLE 16384
+#define KNNWB_ROW_ORDER_ROUNDS 8
+/* Rows a thread assigns per product. */
+#define KNNWB_ROW_ORDER_BLOCK 1024
+
+/* The groups to aim at: KNNWB_ROW_ORDER_CELLS (0 = no order), else 64 (the model's best of 11 and
+ * 64 on both kinds of rows). */
+static size_t knnwb_row_order_cells(void)
+{
+  const char *v = g_getenv("KNNWB_ROW_ORDER_CELLS");
+  if (v == NULL || *v == '\0')
+    return 64;
+  const gint64 cells = g_ascii_strtoll(v, NULL, 10);
+  return cells < 0 ? 0 : (size_t)MIN(cells, 4096);
+}
+
+typedef struct {
+  const float *rows; /* n x d */
+  size_t d, m;
+  const float *centroid; /* m x d */
+  const float *half_sq;  /* m: |c|^2 / 2 */
+  const unsigned char *invalid;
+  int32_t *cell; /* n: each row's nearest centroid (-1: an invalid row) */
+} KnnwbRowOrderAssign;
+
+/* cell[i] = argmax over centroids c of x_i . c - |c|^2 / 2 (the nearest in euclidean distance),
+ * for the block of rows [first, first + count) whose products with the centroids are dot. */
+static void knnwb_row_order_nearest(const KnnwbRowOrderAssign *a, size_t first, size_t count,
+                                    const float *dot)
+{
+  for (size_t r = 0; r < count; r++) {
+    const float *row = dot + r * a->m;
+    size_t best = 0;
+    float best_score = row[0] - a->half_sq[0];
+    for (size_t c = 1; c < a->m; c++) {
+      const float score = row[c] - a->half_sq[c];
+      if (score > best_score) {
+        best_score = score;
+        best = c;
+      }
+    }
+    const size_t i = first + r;
+    a->cell[i] = a->invalid != NULL && a->invalid[i] ? -1 : (int32_t)best;
+  }
+}
+
+static void knnwb_row_order_assign_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbRowOrderAssign *a = user;
+  float *dot = g_malloc(KNNWB_ROW_ORDER_BLOCK * a->m * sizeof(float));
+  for (size_t b = first; b < last; b += KNNWB_ROW_ORDER_BLOCK) {
+    const size_t count = MIN((size_t)KNNWB_ROW_ORDER_BLOCK, last - b);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)count, (int)a->m, (int)a->d, 1.0f,
+                a->rows + b * a->d, (int)a->d, a->centroid, (int)a->d, 0.0f, dot, (int)a->m);
+    knnwb_row_order_nearest(a, b, count, dot);
+  }
+  g_free(dot);
+}
+
+/* Each row's nearest centroid, the rows split over threads (OpenBLAS single-threaded inside). */
+static void knnwb_row_order_assign(KnnwbRowOrderAssign *a, size_t n, int threads)
+{
+  float *half_sq = g_new(float, a->m);
+  for (size_t c = 0; c < a->m; c++) {
+    double sq = 0.0;
+    for (size_t t = 0; t < a->d; t++)
+      sq += (double)a->centroid[c * a->d + t] * a->centroid[c * a->d + t];
+    half_sq[c] = (float)(sq / 2.0);
+  }
+  a->half_sq = half_sq;
+  const int saved = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  knnwb_parallel_for(threads, n, KNNWB_ROW_ORDER_BLOCK, knnwb_row_order_assign_rows, a);
+  openblas_set_num_threads(saved);
+  a->half_sq = NULL;
+  g_free(half_sq);
+}
+
+/* Lloyd's rounds on the s sample rows (s x d): centroid (m x d) starts at evenly spaced sample
+ * rows and becomes the mean of its members (kept where it has none). */
+static void knnwb_row_order_fit(const float *sample, size_t s, size_t d, size_t m, float *centroid,
+                                int threads)
+{
+  for (size_t c = 0; c < m; c++)
+    memcpy(centroid + c * d, sample + (c * s / m) * d, d * sizeof(float));
+  int32_t *cell = g_new(int32_t, s);
+  double *sum = g_new(double, m * d);
+  size_t *members = g_new(size_t, m);
+  KnnwbRowOrderAssign a = {.rows = sample, .d = d, .m = m, .centroid = centroid, .cell = cell};
+  for (int round = 0; round < KNNWB_ROW_ORDER_ROUNDS; round++) {
+    knnwb_row_order_assign(&a, s, threads);
+    memset(sum, 0, m * d * sizeof(double));
+    memset(members, 0, m * sizeof(size_t));
+    for (size_t i = 0; i < s; i++) {
+      const size_t c = (size_t)cell[i];
+      members[c]++;
+      for (size_t t = 0; t < d; t++)
+        sum[c * d + t] += sample[i * d + t];
+    }
+    for (size_t c = 0; c < m; c++)
+      for (size_t t = 0; members[c] > 0 && t < d; t++)
+        centroid[c * d + t] = (float)(sum[c * d + t] / (double)members[c]);
+  }
+  g_free(members);
+  g_free(sum);
+  g_free(cell);
+}
+
+int64_t *knnwb_row_order_build(const KnnwbPrepared *rows, int threads)
+{
+  const size_t n = rows->n, d = rows->d, valid = n - rows->n_invalid;
+  const size_t m = MIN(knnwb_row_order_cells(), valid / 2);
+  if (m < 2 || d == 0)
+    return NULL;
+  /* the sample: valid rows at even steps */
+  const size_t s = MIN(valid, (size_t)KNNWB_ROW_ORDER_SAMPLE);
+  float *sample = g_try_malloc(s * d * sizeof(float));
+  float *centroid = g_try_malloc(m * d * sizeof(float));
+  int32_t *cell = g_try_malloc(n * sizeof(int32_t));
+  int64_t *order = g_try_malloc(n * sizeof(int64_t));
+  size_t *start = g_try_malloc0((m + 2) * sizeof(size_t));
+  if (sample == NULL || centroid == NULL || cell == NULL || order == NULL || start == NULL) {
+    g_clear_pointer(&order, g_free);
+    goto done;
+  }
+  for (size_t i = 0, t = 0, next = 0; i < n && t < s; i++) {
+    if (rows->invalid != NULL && rows->invalid[i])
+      continue;
+    if (next == t * valid / s) /* the (t * valid / s)-th valid row */
+      memcpy(sample + (t++) * d, rows->scored + i * d, d * sizeof(float));
+    next++;
+  }
+  knnwb_row_order_fit(sample, s, d, m, centroid, threads);
+  KnnwbRowOrderAssign a = {.rows = rows->scored,
+                           .d = d,
+                           .m = m,
+                           .centroid = centroid,
+                           .invalid = rows->invalid,
+                           .cell = cell};
+  knnwb_row_order_assign(&a, n, threads);
+  /* counting sort by cell, rows ascending within one; invalid rows (cell -1) last */
+  for (size_t i = 0; i < n; i++)
+    start[cell[i] < 0 ? m + 1 : (size_t)cell[i] + 1]++;
+  for (size_t c = 1; c <= m; c++)
+    start[c] += start[c - 1];
+  for (size_t i = 0; i < n; i++)
+    order[start[cell[i] < 0 ? m : (size_t)cell[i]]++] = (int64_t)i;
+done:
+  g_free(start);
+  g_free(cell);
+  g_free(centroid);
+  g_free(sample);
+  return order;
+}
