@@ -156,10 +156,10 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   run.trace_t0 = seconds_now();
   run.job = job;
   OrderedJob ordered;
-  if (row_order_honoured(job, plan)) {
-    ordered.build(job);
-    run.job = &ordered.job;
-    run.order = job->row_order;
+  if (row_order_honoured(job, plan, budget)) {
+    run.order_wanted = true;
+    run.cells.resize(job->n_query);
+    run.ordered = &ordered;
   }
   run.plan = plan;
   run.ordinals = ordinals;
@@ -211,7 +211,7 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
             job->n_query, job->n_reference, job->dim, job->kc, run.n_devices,
             plan.symmetric ? "symmetric" : "panels", plan.resident ? "resident" : "streaming",
             plan.tile, plan.bytes / (double)(1u << 30), run.exact ? "GPU" : "host",
-            run.refine ? ", refined to k there" : "", run.order ? ", rows in core's order" : "");
+            run.refine ? ", refined to k there" : "", run.order_wanted ? ", rows grouped by centroid" : "");
   {
     std::vector<std::unique_ptr<Worker>> workers;
     for (int g = 0; g < run.n_devices; g++)

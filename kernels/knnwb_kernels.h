@@ -189,12 +189,15 @@ typedef struct {
    * then simply longer). Never NaN. */
   const float *query_bounds;
   const float *reference_bounds;
-  /* Optional order of a self job's rows (NULL: as given): a permutation of [0, n_query) that puts
-   * similar rows next to each other (core's row_order.c). A backend may visit the rows in this
-   * order, so that each row's first tiles hold its near rows and its threshold tightens early; it
-   * changes nothing else: every output is indexed and ordered as without it. The CUDA backend
-   * honours it for resident self jobs of one process without groups; others ignore it. */
-  const int64_t *row_order;
+  /* Optional grouping of a self job's rows (order_cells == 0: none): order_cells centroids
+   * (order_cells x dim floats, in the space of the rows as given; core's row_order.c). A backend
+   * may visit the rows grouped by their nearest centroid, so that each row's first tiles hold its
+   * near rows and its threshold tightens early; it changes nothing else: every output is indexed
+   * and ordered as without it. The CUDA backend honours it for resident self jobs of one process
+   * without groups, under the FP16 screen, when its budget also holds a second copy of the rows;
+   * others ignore it. */
+  const float *order_centroids;
+  size_t order_cells;
 } KnnwbSelectJob;
 
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */

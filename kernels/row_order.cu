@@ -1,9 +1,15 @@
 /*
- * A self job's row order honoured by the CUDA backend (row_order.h).
+ * A self job's rows visited grouped by their nearest centroid (row_order.h): the choice, the host's
+ * part (the order, the job in it, the exact rows' gather) and the device's (nearest centroids, the
+ * gathers), and the worker's steps between the upload and the tile loop.
  */
 #include "row_order.h"
+#include "select_worker.h"
+
+#include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -11,11 +17,14 @@
 namespace knnwb_cuda
 {
 
-bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan)
+bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan, size_t budget)
 {
-  return job->row_order != nullptr && job->self && plan.resident && plan.symmetric &&
+  const size_t rows_bytes = job->n_reference * (size_t)plan.row_bytes;
+  return job->order_centroids != nullptr && job->order_cells >= 2 && job->self && plan.resident &&
+         plan.symmetric && plan.screen == KNNWB_KERNELS_SCREEN_FP16 && plan.row_bytes % 16 == 0 &&
          job->share_count <= 1 && job->query_group == nullptr && job->query_bounds == nullptr &&
-         job->n_query == job->n_reference;
+         job->n_query == job->n_reference && plan.bytes <= budget &&
+         rows_bytes <= budget - plan.bytes;
 }
 
 namespace
@@ -56,23 +65,92 @@ template <typename T> void gather(std::vector<T> &out, const T *in, const int64_
     out[r] = in[order[r]];
 }
 
+/* One warp per row: its products with every centroid, the largest r . c - half_sq[c] (the first
+ * of equal ones). */
+__global__ void nearest_cells_kernel(const __half2 *rows, long long n, int pairs,
+                                     const __half2 *centroids, const float *half_sq, int m,
+                                     int32_t *cell)
+{
+  const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n)
+    return;
+  const __half2 *x = rows + row * pairs;
+  float best = -INFINITY;
+  int best_c = 0;
+  for (int c = 0; c < m; c++) {
+    const __half2 *y = centroids + (size_t)c * pairs;
+    float acc = 0.0f;
+    for (int t = lane; t < pairs; t += 32) {
+      const float2 a = __half22float2(x[t]), b = __half22float2(__ldg(y + t));
+      acc = fmaf(a.x, b.x, fmaf(a.y, b.y, acc));
+    }
+    for (int width = 16; width > 0; width >>= 1)
+      acc += __shfl_xor_sync(0xffffffffu, acc, width);
+    const float score = acc - half_sq[c];
+    if (score > best) {
+      best = score;
+      best_c = c;
+    }
+  }
+  if (lane == 0)
+    cell[row] = best_c;
+}
+
+template <typename W>
+__global__ void gather_kernel(const W *src, W *dst, const int *order, long long n, int words)
+{
+  const long long total = n * words;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / words, w = i % words;
+    dst[i] = src[(long long)order[r] * words + w];
+  }
+}
+
+template <typename W>
+cudaError_t gather_words(const void *src, void *dst, const int *order, size_t n, size_t words,
+                         cudaStream_t stream)
+{
+  const long long total = (long long)(n * words);
+  if (total == 0)
+    return cudaSuccess;
+  const int threads = 256;
+  const long long blocks = std::min<long long>((total + threads - 1) / threads, 1 << 20);
+  gather_kernel<W><<<(unsigned)blocks, threads, 0, stream>>>((const W *)src, (W *)dst, order,
+                                                             (long long)n, (int)words);
+  return cudaGetLastError();
+}
+
 } // namespace
 
-void OrderedJob::build(const KnnwbSelectJob *from)
+void OrderedJob::build(const KnnwbSelectJob *from, const int32_t *cell)
 {
-  const size_t n = from->n_query;
-  const int64_t *order = from->row_order;
+  const size_t n = from->n_query, m = from->order_cells;
+  /* counting sort by cell, rows ascending within one; invalid rows (never queried) last */
+  std::vector<size_t> start(m + 2, 0);
+  auto slot = [&](size_t i) {
+    return from->reference_invalid && from->reference_invalid[i] ? m : (size_t)cell[i];
+  };
+  for (size_t i = 0; i < n; i++)
+    start[slot(i) + 1]++;
+  for (size_t c = 1; c <= m; c++)
+    start[c] += start[c - 1];
+  order.resize(n);
+  for (size_t i = 0; i < n; i++)
+    order[start[slot(i)]++] = (int64_t)i;
   job = *from;
-  gather(sqnorms, from->reference_sqnorms, order, n);
-  gather(invalid, from->reference_invalid, order, n);
-  gather(mean, from->exact_reference_mean, order, n);
-  gather(squares, from->exact_reference_squares, order, n);
+  gather(sqnorms, from->reference_sqnorms, order.data(), n);
+  gather(invalid, from->reference_invalid, order.data(), n);
+  gather(mean, from->exact_reference_mean, order.data(), n);
+  gather(squares, from->exact_reference_squares, order.data(), n);
   if (from->reference_sqnorms)
     job.reference_sqnorms = sqnorms.data();
   if (from->reference_invalid)
     job.reference_invalid = invalid.data();
   /* a self job's query and reference statistics are the same rows' */
-  job.exact_reference_mean = job.exact_query_mean = from->exact_reference_mean ? mean.data() : nullptr;
+  job.exact_reference_mean = job.exact_query_mean =
+      from->exact_reference_mean ? mean.data() : nullptr;
   job.exact_reference_squares = job.exact_query_squares =
       from->exact_reference_squares ? squares.data() : nullptr;
 }
@@ -102,10 +180,105 @@ void gather_floats(float *dst, const float *base, const int64_t *order, size_t f
            tail * sizeof(float));
 }
 
-void gather_rows(float *dst, const float *base, const int64_t *order, size_t n, size_t dim,
-                 int threads)
+cudaError_t launch_nearest_cells(const void *rows, size_t n, int dpad, const void *centroids,
+                                 const float *half_sq, int m, int32_t *cell, cudaStream_t stream)
 {
-  gather_floats(dst, base, order, 0, n * dim, dim, threads);
+  if (n == 0)
+    return cudaSuccess;
+  const int threads = 256;
+  const long long blocks = ((long long)n * 32 + threads - 1) / threads;
+  nearest_cells_kernel<<<(unsigned)blocks, threads, 0, stream>>>(
+      (const __half2 *)rows, (long long)n, dpad / 2, (const __half2 *)centroids, half_sq, m, cell);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_items(const void *src, void *dst, const int *order, size_t n,
+                                size_t item_bytes, cudaStream_t stream)
+{
+  if (item_bytes % sizeof(uint4) == 0)
+    return gather_words<uint4>(src, dst, order, n, item_bytes / sizeof(uint4), stream);
+  if (item_bytes % sizeof(uint32_t) == 0)
+    return gather_words<uint32_t>(src, dst, order, n, item_bytes / sizeof(uint32_t), stream);
+  return gather_words<unsigned char>(src, dst, order, n, item_bytes, stream);
+}
+
+/* The worker's steps (select_worker.cu runs them between the upload and the tile loop, with the
+ * run's barrier between them). */
+
+/* Cells of this GPU's slice of the resident rows into run_.cells. */
+bool Worker::order_cells()
+{
+  const KnnwbSelectJob *job = run_.job;
+  const KnnwbSelectPlan &p = run_.plan;
+  const size_t m = job->order_cells, d = job->dim;
+  const auto slice = slice_of(job->n_query, index_, run_.n_devices);
+  const size_t rows = slice.second - slice.first;
+  /* the centroids as the rows: halves scaled by 2^screen_exponent_, and half their squares */
+  std::vector<float> half_sq(m);
+  for (size_t c = 0; c < m; c++) {
+    double sq = 0.0;
+    for (size_t t = 0; t < d; t++)
+      sq += (double)job->order_centroids[c * d + t] * job->order_centroids[c * d + t];
+    half_sq[c] = (float)(std::ldexp(sq, 2 * screen_exponent_) / 2.0);
+  }
+  void *blocks[4] = {};
+  const size_t bytes[4] = {m * d * sizeof(float), m * (size_t)p.dpad * sizeof(__half),
+                           m * sizeof(float), std::max<size_t>(rows, 1) * sizeof(int32_t)};
+  for (int b = 0; b < 4; b++) {
+    CUDA_TRY(run_, cudaMalloc(&blocks[b], bytes[b]));
+    allocations_.push_back(blocks[b]);
+  }
+  CUDA_TRY(run_, cudaMemcpyAsync(blocks[0], job->order_centroids, bytes[0], cudaMemcpyHostToDevice,
+                                 copy_stream_));
+  CUDA_TRY(run_, launch_rows_to_half((const float *)blocks[0], d, m, (int)d, blocks[1], p.dpad,
+                                     screen_exponent_, copy_stream_));
+  CUDA_TRY(run_, cudaMemcpyAsync(blocks[2], half_sq.data(), bytes[2], cudaMemcpyHostToDevice,
+                                 copy_stream_));
+  CUDA_TRY(run_, launch_nearest_cells(reference_data_ + slice.first * (size_t)p.row_bytes, rows,
+                                      p.dpad, blocks[1], (const float *)blocks[2], (int)m,
+                                      (int32_t *)blocks[3], copy_stream_));
+  CUDA_TRY(run_, cudaMemcpyAsync(run_.cells.data() + slice.first, blocks[3],
+                                 rows * sizeof(int32_t), cudaMemcpyDeviceToHost, copy_stream_));
+  CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  return true;
+}
+
+/* Worker 0, once every slice has its cells: the order and the job in it, for every worker. */
+void Worker::order_publish()
+{
+  run_.ordered->build(run_.job, run_.cells.data());
+  run_.job = &run_.ordered->job;
+  run_.order = run_.ordered->order.data();
+}
+
+/* This GPU's rows, squared norms and invalid marks gathered into the order, through a second copy
+ * of the rows (row_order_honoured counted it in the budget). */
+bool Worker::order_apply()
+{
+  const size_t n = run_.job->n_query, row_bytes = (size_t)run_.plan.row_bytes;
+  const cudaError_t err = order_to_device(run_.order, n, &order_device_, copy_stream_);
+  if (order_device_)
+    allocations_.push_back(order_device_);
+  CUDA_TRY(run_, err);
+  void *copy = nullptr;
+  CUDA_TRY(run_, cudaMalloc(&copy, std::max<size_t>(n * row_bytes, 1)));
+  struct Items {
+    void *data;
+    size_t bytes;
+  } items[3] = {{reference_data_, row_bytes}, {sqnorms_, sizeof(float)}, {invalid_, 1}};
+  cudaError_t status = cudaSuccess;
+  for (const Items &it : items) {
+    if (it.data == nullptr || status != cudaSuccess)
+      continue;
+    status = launch_gather_items(it.data, copy, order_device_, n, it.bytes, copy_stream_);
+    if (status == cudaSuccess)
+      status = cudaMemcpyAsync(it.data, copy, n * it.bytes, cudaMemcpyDeviceToDevice, copy_stream_);
+  }
+  const cudaError_t synced = cudaStreamSynchronize(copy_stream_);
+  cudaFree(copy);
+  CUDA_TRY(run_, status);
+  CUDA_TRY(run_, synced);
+  return true;
 }
 
 cudaError_t order_to_device(const int64_t *order, size_t n, int **device, cudaStream_t stream)

@@ -1,10 +1,13 @@
 /*
- * A self job's row order (KnnwbSelectJob.row_order) as the CUDA backend honours it: the rows are
- * gathered in that order on their way to the device, so that tile rows and columns are positions
- * in the order; the per-row arrays the workers read from the job are put in that order once per
- * attempt; and every list is mapped back (its row to the row's place, its indices to the rows'
- * own numbers) before core sees it, ties included: the device's sort by (distance, index) sorts
- * the rows' own numbers. Nothing else in the backend knows of the order.
+ * A self job's rows visited grouped by their nearest centroid (KnnwbSelectJob.order_centroids), as
+ * the CUDA backend does it: once the rows are resident, each GPU finds the nearest centroid of its
+ * slice of them, the host sorts the rows by centroid (rows ascending within one) into an order,
+ * and every GPU gathers its rows, squared norms and invalid marks into that order, so that tile
+ * rows and columns are places in the order. The exact rows are gathered on their way up, the job's
+ * statistics are put in the order once (OrderedJob), and every list is mapped back (its row to the
+ * row's own place, its indices to the rows' own numbers) before core sees it, ties included: the
+ * device's sort by (distance, index) sorts the rows' own numbers. Nothing else in the backend
+ * knows of the order.
  */
 #ifndef KNNWB_ROW_ORDER_H
 #define KNNWB_ROW_ORDER_H
@@ -22,34 +25,41 @@
 namespace knnwb_cuda
 {
 
-/** Whether an attempt of job under plan honours job->row_order: a self job of one process (no
- * share), without groups or starting bounds, whose rows are resident on the devices (streamed
- * blocks are read from the host in place). O(1). */
-bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan);
+/** Whether an attempt of job under plan with budget bytes per device groups the rows: centroids
+ * given, a self job of one process (no share), without groups or starting bounds, rows resident in
+ * half precision, and room in the budget for a second copy of them while they are gathered. O(1). */
+bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan, size_t budget);
 
-/** The job as the workers of an ordered attempt read it: the same, with the squared norms, the
- * invalid marks and the exact rows' statistics in the order (vectors owned here). The rows stay
- * where they are; Worker::upload_staged and exact_upload gather them. */
+/** The job as the workers of a grouped attempt read it once the order is known: the same, with
+ * the squared norms, the invalid marks and the exact rows' statistics in the order (vectors owned
+ * here). The rows stay where they are; Worker::exact_upload gathers the exact rows. */
 struct OrderedJob {
   KnnwbSelectJob job;
+  std::vector<int64_t> order;
   std::vector<float> sqnorms;
   std::vector<unsigned char> invalid;
   std::vector<double> mean, squares;
-  /** Builds it from job (whose row_order is a permutation of its n_query rows). O(n). Throws
+  /** The order of from's rows by cell[i] (each row's nearest centroid, < from->order_cells), rows
+   * ascending within a cell and invalid rows last, and the job in it. O(n + cells). Throws
    * std::bad_alloc when memory is short (the backend's entry turns that into a status). */
-  void build(const KnnwbSelectJob *job);
+  void build(const KnnwbSelectJob *from, const int32_t *cell);
 };
 
-/** Rows order[0 .. n) of base (dim floats each) into dst (n x dim floats), split over up to
- * threads threads, as parallel_copy splits a copy. O(n dim). */
-void gather_rows(float *dst, const float *base, const int64_t *order, size_t n, size_t dim,
-                 int threads);
-
 /** The floats [first, first + count) of the row-major matrix base (dim columns) whose rows are
- * taken in order (row r of the result is base's row order[r]) into dst: gather_rows for a range
- * that may start and end inside rows (the exact rows' upload copies fixed-size chunks). */
+ * taken in order (row r of the result is base's row order[r]) into dst, split over up to threads
+ * threads: a range may start and end inside rows (the exact rows' upload copies fixed-size
+ * chunks). O(count). */
 void gather_floats(float *dst, const float *base, const int64_t *order, size_t first, size_t count,
                    size_t dim, int threads);
+
+/** cell[r] = the nearest of m centroids (halves, dpad a row, scaled as the rows) to row r of the n
+ * resident half rows (dpad halves each), by the largest r . c - half_sq[c]. O(n m dpad). */
+cudaError_t launch_nearest_cells(const void *rows, size_t n, int dpad, const void *centroids,
+                                 const float *half_sq, int m, int32_t *cell, cudaStream_t stream);
+
+/** dst[r] = src[order[r]] for n items of item_bytes each. O(n item_bytes). */
+cudaError_t launch_gather_items(const void *src, void *dst, const int *order, size_t n,
+                                size_t item_bytes, cudaStream_t stream);
 
 /** The order as device ints (int32: the backend's indices), in a cudaMalloc'd array of the
  * current device: *device is set once allocated (the caller frees it, even on a failed copy). */

@@ -85,21 +85,19 @@ bool Worker::load_anchor(const float *host, size_t first, int rows)
 }
 
 /*
- * Host rows [row0, row0 + rows) of base (with run_.order, the rows at those places of the order)
- * to the device rows of the plan (dst: rows of plan.row_bytes): chunks go to a free tile
+ * Host rows to the device rows of the plan (dst: rows of plan.row_bytes): chunks go to a free tile
  * buffer by contiguous DMA (from pageable rows through a parallel host memcpy into the two pinned
  * staging buffers), then into place on the device: a pitched copy, or (FP16) the conversion to
  * scaled halves. Avoids both registering gigabytes and the driver's slow pitched copies from
  * pageable memory.
  */
-bool Worker::upload_staged(char *dst, const float *base, size_t row0, size_t rows)
+bool Worker::upload_staged(char *dst, const float *src, size_t rows)
 {
   const KnnwbSelectPlan &p = run_.plan;
   const size_t dim = run_.job->dim, row_bytes = dim * sizeof(float);
-  const float *src = base + row0 * dim;
   const bool convert = p.screen == KNNWB_KERNELS_SCREEN_FP16;
   const bool staged = !run_.pinned && host_staging_[0] && host_staging_bytes_ >= row_bytes;
-  if (!staged && !convert && !run_.order)
+  if (!staged && !convert)
     return load_rows((float *)dst, src, 0, rows, copy_stream_);
   const size_t chunk_rows = (staged ? host_staging_bytes_ : tile_bytes_) / row_bytes;
   if (chunk_rows == 0) {
@@ -107,25 +105,19 @@ bool Worker::upload_staged(char *dst, const float *base, size_t row0, size_t row
               device_ordinal_);
     return false;
   }
-  /* Rows in core's order without pinned staging: gathered into pageable memory, which a copy
-   * has read once it returns. */
-  std::vector<float> gathered(run_.order && !staged ? chunk_rows * dim : 0);
   bool ok = true;
   for (size_t first = 0, c = 0; first < rows && ok; first += chunk_rows, c++) {
     const int b = (int)(c % 2);
     const size_t n = std::min(chunk_rows, rows - first);
     cudaError_t err = cudaEventSynchronize(copy_done_[b]);
-    const void *from = src + first * dim;
-    if (staged || run_.order) {
-      void *to = staged ? host_staging_[b] : (void *)gathered.data();
-      if (run_.order)
-        gather_rows((float *)to, base, run_.order + row0 + first, n, dim, run_.copy_threads);
-      else
-        parallel_copy(to, from, n * row_bytes, run_.copy_threads);
-      from = to;
+    if (err == cudaSuccess && staged) {
+      parallel_copy(host_staging_[b], src + first * dim, n * row_bytes, run_.copy_threads);
+      err = cudaMemcpyAsync(tiles_[b], host_staging_[b], n * row_bytes, cudaMemcpyHostToDevice,
+                            copy_stream_);
+    } else if (err == cudaSuccess) {
+      err = cudaMemcpyAsync(tiles_[b], src + first * dim, n * row_bytes, cudaMemcpyHostToDevice,
+                            copy_stream_);
     }
-    if (err == cudaSuccess)
-      err = cudaMemcpyAsync(tiles_[b], from, n * row_bytes, cudaMemcpyHostToDevice, copy_stream_);
     if (err == cudaSuccess && convert)
       err = launch_rows_to_half(tiles_[b], dim, n, (int)dim, dst + first * p.row_bytes, p.dpad,
                                 screen_exponent_, copy_stream_);
@@ -152,21 +144,16 @@ bool Worker::upload_staged(char *dst, const float *base, size_t row0, size_t row
 bool Worker::upload_resident()
 {
   const KnnwbSelectJob *job = run_.job;
-  if (run_.order && order_device_ == nullptr) {
-    const cudaError_t err = order_to_device(run_.order, job->n_query, &order_device_, copy_stream_);
-    if (order_device_)
-      allocations_.push_back(order_device_);
-    CUDA_TRY(run_, err);
-  }
   if (run_.plan.resident) {
-    const size_t row_bytes = (size_t)run_.plan.row_bytes;
+    const size_t row_bytes = (size_t)run_.plan.row_bytes, dim = job->dim;
     auto r = slice_of(job->n_reference, index_, run_.n_devices);
-    if (!upload_staged(reference_data_ + r.first * row_bytes, job->reference, r.first,
+    if (!upload_staged(reference_data_ + r.first * row_bytes, job->reference + r.first * dim,
                        r.second - r.first))
       return false;
     auto q = slice_of(job->n_query, index_, run_.n_devices);
     if (query_data_ != reference_data_ &&
-        !upload_staged(query_data_ + q.first * row_bytes, job->query, q.first, q.second - q.first))
+        !upload_staged(query_data_ + q.first * row_bytes, job->query + q.first * dim,
+                       q.second - q.first))
       return false;
   }
   if (sqnorms_)

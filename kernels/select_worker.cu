@@ -2,7 +2,8 @@
  * A worker's phases, in order (one host thread per GPU): set up (every worker has its memory
  * before any starts, so an out-of-memory anywhere retries them all), start the first GEMM's
  * warm-up on a helper thread (gemm_warm_up.cu), upload the rows (several
- * GPUs: a slice each, then the peers' slices), start the exact rows' upload in the background,
+ * GPUs: a slice each, then the peers' slices), group them by centroid when core asks (row_order.cu),
+ * start the exact rows' upload in the background,
  * run the schedule, then (several GPUs without peer access) merge the lists on the host. Failures
  * are recorded in the run; the barriers are left so that no peer waits for a failed worker.
  */
@@ -29,6 +30,16 @@ void Worker::main()
     if (ok && !run_.abort)
       ok = upload_peer_slices();
     run_.barrier->wait(); /* no GPU frees its rows while a peer still reads them */
+  }
+  if (run_.order_wanted) {
+    if (ok && !run_.abort)
+      ok = order_cells();
+    run_.barrier->wait(); /* every slice's cells are known */
+    if (index_ == 0 && ok && !run_.abort)
+      order_publish();
+    run_.barrier->wait(); /* the order and the job in it are published */
+    if (ok && !run_.abort)
+      ok = order_apply();
   }
   if (ok && !run_.abort && run_.exact)
     start_exact_upload();

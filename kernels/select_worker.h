@@ -4,6 +4,7 @@
  *   worker_setup.cu        streams, cuBLAS, peer access, the plan's buffers; release
  *   gemm_warm_up.cu        the first score GEMM's lazy set-up, on a helper thread
  *   row_upload.cu          rows to the device (resident slices, peers' slices, exact rows, blocks)
+ *   row_order.cu           resident rows grouped by their nearest centroid (core's centroids)
  *   tile_issue.cu          one tile: operands, scores (tile_scores.h) or the fused tile
  *                          (tile_fused.cu), selection, bookkeeping
  *   schedule_symmetric.cu  self jobs: upper triangle of tiles, thresholds first
@@ -82,11 +83,15 @@ private:
   /* row_upload.cu */
   bool upload_resident();
   bool upload_peer_slices();
-  bool upload_staged(char *dst, const float *base, size_t row0, size_t rows);
+  bool upload_staged(char *dst, const float *src, size_t rows);
   bool load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream);
   bool stream_block(int slot, const float *host, size_t first, int rows, const void **rows_out);
   const void *anchor_rows() const;
   bool load_anchor(const float *host, size_t first, int rows);
+  /* row_order.cu */
+  bool order_cells();
+  void order_publish();
+  bool order_apply();
   void start_exact_upload();
   bool exact_upload();
   bool finish_exact_upload();

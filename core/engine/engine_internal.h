@@ -58,14 +58,14 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
                            size_t *needed);
 
 /**
- * An order of the rows of a self search that puts similar ones next to each other, for a GPU's
- * tile loop (KnnwbSelectJob.row_order; row_order.c): the rows grouped by their nearest of 64
- * centroids (KNNWB_ROW_ORDER_CELLS; k-means of an evenly spaced sample of the scored rows),
- * ascending within a group, invalid rows last. Only the speed depends on it. NULL when there is
- * nothing to group (fewer than 4 valid rows, no columns, KNNWB_ROW_ORDER_CELLS=0) or memory is
- * short; g_free the result. Time O(n m d) on threads (OpenBLAS), memory O(n + m d).
+ * The centroids a GPU's tile loop groups the rows of a self search by (KnnwbSelectJob
+ * .order_centroids; row_order.c): *cells (64, KNNWB_ROW_ORDER_CELLS) centroids, cells x d floats in
+ * the space of the scored rows, k-means of an evenly spaced sample of the valid rows. Only the
+ * speed depends on them. NULL (*cells 0) when there is nothing to group (fewer than 4 valid rows,
+ * no columns, KNNWB_ROW_ORDER_CELLS below 2) or memory is short; g_free the result. Time
+ * O(s m d) for a sample of s = 16,384 rows, on threads (OpenBLAS); memory O(s d).
  */
-int64_t *knnwb_row_order_build(const KnnwbPrepared *rows, int threads);
+float *knnwb_row_order_centroids(const KnnwbPrepared *rows, int threads, size_t *cells);
 
 /**
  * The dot products the margin planner estimates its distances from: the scored query rows

@@ -221,7 +221,7 @@ typedef struct {
   float *worst;
   int32_t *valid_count;
   float *bound; /* per job row: knnwb_refine_score_bound of within, or NULL */
-  int64_t *order; /* the job's row order (knnwb_knn_round_order), or NULL */
+  float *order_centroids; /* the job's (knnwb_knn_round_order), or NULL */
   int distances_filled, refined;
   size_t list0; /* the job row of the refine's first row in the candidate arrays */
   KnnwbGroupBounds bounds;
@@ -426,7 +426,7 @@ static _Thread_local KnnwbMarginMemo *knnwb_margin_memo;
 #define KNNWB_ROW_ORDER_MIN_ROWS ((size_t)262144)
 
 /* A first round's self job of KNNWB_ROW_ORDER_MIN_ROWS rows or more on a GPU of one process
- * visits its rows grouped by similarity (knnwb_row_order_build); KNNWB_ROW_ORDER=0 never, =1 at
+ * visits its rows grouped by similarity (knnwb_row_order_centroids); KNNWB_ROW_ORDER=0 never, =1 at
  * any size (tests). Not the sub-searches of a partitioned run (a margin memo set): their rows are
  * one group of clusters already. */
 static void knnwb_knn_round_order(KnnwbRound *round, KnnwbSelectJob *job)
@@ -437,10 +437,10 @@ static void knnwb_knn_round_order(KnnwbRound *round, KnnwbSelectJob *job)
       (round->query->n < KNNWB_ROW_ORDER_MIN_ROWS && g_strcmp0(mode, "1") != 0))
     return;
   const gint64 start = g_get_monotonic_time();
-  round->order = knnwb_row_order_build(round->query, round->threads);
-  job->row_order = round->order;
-  g_debug("knnwb: %zu rows grouped for the GPU's tiles in %.3f s", round->query->n,
-          (double)(g_get_monotonic_time() - start) / 1e6);
+  round->order_centroids = knnwb_row_order_centroids(round->query, round->threads, &job->order_cells);
+  job->order_centroids = round->order_centroids;
+  g_debug("knnwb: %zu centroids to group the rows for the GPU's tiles by, in %.3f s",
+          job->order_cells, (double)(g_get_monotonic_time() - start) / 1e6);
 }
 
 /* The backend's selection of the round's rows into the candidate arrays (or, refined on the
@@ -573,7 +573,7 @@ static void knnwb_knn_round_free(KnnwbRound *round)
   g_free(round->worst);
   g_free(round->valid_count);
   g_free(round->bound);
-  g_free(round->order);
+  g_free(round->order_centroids);
 }
 
 /* Runs one selection and its refinement (see KnnwbRound); the rows left uncertified are appended

@@ -7,9 +7,10 @@
  * of rows, 58.3 instead of 105.0 on real-like metafeatures). Only the speed depends on it: the
  * backend maps every list back, and core certifies the lists as before.
  *
- * The groups: k-means (Lloyd) of an evenly spaced sample of the rows as the backend scores them,
- * then every row to its nearest centroid, as OpenBLAS products with the centroids in blocks split
- * over the threads.
+ * Here: the centroids, k-means (Lloyd) of an evenly spaced sample of the rows as the backend
+ * scores them (OpenBLAS products with the centroids, in blocks split over the threads). The backend
+ * finds every row's nearest centroid where the rows already are (the CUDA backend: on the GPUs,
+ * kernels/row_order.cu) and sorts the rows by it.
  */
 #include <math.h>
 #include <string.h>
@@ -43,8 +44,7 @@ typedef struct {
   size_t d, m;
   const float *centroid; /* m x d */
   const float *half_sq;  /* m: |c|^2 / 2 */
-  const unsigned char *invalid;
-  int32_t *cell; /* n: each row's nearest centroid (-1: an invalid row) */
+  int32_t *cell;         /* n: each row's nearest centroid */
 } KnnwbRowOrderAssign;
 
 /* cell[i] = argmax over centroids c of x_i . c - |c|^2 / 2 (the nearest in euclidean distance),
@@ -63,8 +63,7 @@ static void knnwb_row_order_nearest(const KnnwbRowOrderAssign *a, size_t first, 
         best = c;
       }
     }
-    const size_t i = first + r;
-    a->cell[i] = a->invalid != NULL && a->invalid[i] ? -1 : (int32_t)best;
+    a->cell[first + r] = (int32_t)best;
   }
 }
 
@@ -81,7 +80,8 @@ static void knnwb_row_order_assign_rows(size_t first, size_t last, void *user)
   g_free(dot);
 }
 
-/* Each row's nearest centroid, the rows split over threads (OpenBLAS single-threaded inside). */
+/* Each sample row's nearest centroid, the rows split over threads (OpenBLAS single-threaded
+ * inside). */
 static void knnwb_row_order_assign(KnnwbRowOrderAssign *a, size_t n, int threads)
 {
   float *half_sq = g_new(float, a->m);
@@ -130,22 +130,21 @@ static void knnwb_row_order_fit(const float *sample, size_t s, size_t d, size_t 
   g_free(cell);
 }
 
-int64_t *knnwb_row_order_build(const KnnwbPrepared *rows, int threads)
+float *knnwb_row_order_centroids(const KnnwbPrepared *rows, int threads, size_t *cells)
 {
   const size_t n = rows->n, d = rows->d, valid = n - rows->n_invalid;
   const size_t m = MIN(knnwb_row_order_cells(), valid / 2);
+  *cells = 0;
   if (m < 2 || d == 0)
     return NULL;
   /* the sample: valid rows at even steps */
   const size_t s = MIN(valid, (size_t)KNNWB_ROW_ORDER_SAMPLE);
   float *sample = g_try_malloc(s * d * sizeof(float));
   float *centroid = g_try_malloc(m * d * sizeof(float));
-  int32_t *cell = g_try_malloc(n * sizeof(int32_t));
-  int64_t *order = g_try_malloc(n * sizeof(int64_t));
-  size_t *start = g_try_malloc0((m + 2) * sizeof(size_t));
-  if (sample == NULL || centroid == NULL || cell == NULL || order == NULL || start == NULL) {
-    g_clear_pointer(&order, g_free);
-    goto done;
+  if (sample == NULL || centroid == NULL) {
+    g_free(sample);
+    g_free(centroid);
+    return NULL;
   }
   for (size_t i = 0, t = 0, next = 0; i < n && t < s; i++) {
     if (rows->invalid != NULL && rows->invalid[i])
@@ -155,24 +154,7 @@ int64_t *knnwb_row_order_build(const KnnwbPrepared *rows, int threads)
     next++;
   }
   knnwb_row_order_fit(sample, s, d, m, centroid, threads);
-  KnnwbRowOrderAssign a = {.rows = rows->scored,
-                           .d = d,
-                           .m = m,
-                           .centroid = centroid,
-                           .invalid = rows->invalid,
-                           .cell = cell};
-  knnwb_row_order_assign(&a, n, threads);
-  /* counting sort by cell, rows ascending within one; invalid rows (cell -1) last */
-  for (size_t i = 0; i < n; i++)
-    start[cell[i] < 0 ? m + 1 : (size_t)cell[i] + 1]++;
-  for (size_t c = 1; c <= m; c++)
-    start[c] += start[c - 1];
-  for (size_t i = 0; i < n; i++)
-    order[start[cell[i] < 0 ? m : (size_t)cell[i]]++] = (int64_t)i;
-done:
-  g_free(start);
-  g_free(cell);
-  g_free(centroid);
   g_free(sample);
-  return order;
+  *cells = m;
+  return centroid;
 }

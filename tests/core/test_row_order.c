@@ -1,6 +1,8 @@
-/* The rows' order for a GPU's tile loop (core/engine/row_order.c), host only: a permutation that
- * keeps rows of one cluster together, invalid rows last. Whether the GPU honours it without
- * changing a byte is tests/kernels/test_cuda_knn.c's (row-order). */
+/* The centroids a GPU's tile loop groups the rows by (core/engine/row_order.c), host only: on
+ * clusters far apart, every cluster has a centroid and every centroid's nearest rows are of one
+ * cluster, so grouping by centroid keeps each cluster's rows together. Whether the GPU groups the
+ * rows without changing a byte is tests/kernels/test_cuda_knn.c's (row-order). */
+#include <math.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "engine/engine_internal.h"
@@ -43,35 +45,52 @@ static void rows_clear(Rows *r)
   g_free(r->invalid);
 }
 
+/* Row i's nearest of m centroids (d floats each) by euclidean distance. */
+static size_t nearest(const float *row, const float *centroid, size_t m, size_t d)
+{
+  size_t best = 0;
+  double best_sq = INFINITY;
+  for (size_t c = 0; c < m; c++) {
+    double sq = 0.0;
+    for (size_t j = 0; j < d; j++)
+      sq += ((double)row[j] - centroid[c * d + j]) * ((double)row[j] - centroid[c * d + j]);
+    if (sq < best_sq) {
+      best_sq = sq;
+      best = c;
+    }
+  }
+  return best;
+}
+
 static void test_groups_clusters(void)
 {
   const size_t n = 6007, d = 9, clusters = 8;
   Rows r;
   rows_make(&r, n, d, clusters, 13, 1);
-  g_autofree int64_t *order = knnwb_row_order_build(&r.p, 2);
-  g_assert_nonnull(order);
-  /* a permutation */
-  g_autofree unsigned char *seen = g_new0(unsigned char, n);
-  for (size_t t = 0; t < n; t++) {
-    g_assert_cmpint(order[t], >=, 0);
-    g_assert_cmpint(order[t], <, (gint64)n);
-    g_assert_false(seen[order[t]]);
-    seen[order[t]] = 1;
+  size_t m = 0;
+  g_autofree float *centroid = knnwb_row_order_centroids(&r.p, 2, &m);
+  g_assert_nonnull(centroid);
+  g_assert_cmpuint(m, ==, 64);
+  /* each centroid's rows of one cluster; each cluster with rows near a centroid */
+  g_autofree int *cluster_of = g_new(int, m);
+  g_autofree size_t *rows_of = g_new0(size_t, clusters);
+  for (size_t c = 0; c < m; c++)
+    cluster_of[c] = -1;
+  for (size_t i = 0; i < n; i++) {
+    if (r.invalid[i])
+      continue;
+    const size_t c = nearest(r.rows + i * d, centroid, m, d);
+    if (cluster_of[c] < 0)
+      cluster_of[c] = (int)(i % clusters);
+    g_assert_cmpint(cluster_of[c], ==, (int)(i % clusters));
+    rows_of[i % clusters]++;
   }
-  /* invalid rows last, ascending; valid rows before them */
-  const size_t valid = n - r.p.n_invalid;
-  for (size_t t = 0; t < n; t++) {
-    g_assert_cmpint(r.invalid[order[t]], ==, t >= valid);
-    if (t > valid)
-      g_assert_cmpint(order[t], >, order[t - 1]);
-  }
-  /* Rows of one cluster together: in the given order the cluster changes at every row; grouped by
-   * 64 cells (each inside one cluster), at most 63 times. */
-  size_t changes = 0;
-  for (size_t t = 1; t < valid; t++)
-    changes += order[t] % (gint64)clusters != order[t - 1] % (gint64)clusters;
-  g_assert_cmpuint(changes, <=, 63);
-  g_assert_cmpuint(changes, >=, clusters - 1);
+  for (size_t k = 0; k < clusters; k++)
+    g_assert_cmpuint(rows_of[k], >, 0);
+  /* every centroid inside a cluster: its first column near 100 times the cluster */
+  for (size_t c = 0; c < m; c++)
+    if (cluster_of[c] >= 0)
+      g_assert_cmpfloat(fabs(centroid[c * d] - 100.0 * cluster_of[c] - 0.5), <, 0.5);
   rows_clear(&r);
 }
 
@@ -79,19 +98,22 @@ static void test_nothing_to_group(void)
 {
   Rows r;
   rows_make(&r, 500, 4, 3, 0, 2);
+  size_t m = 99;
   g_setenv("KNNWB_ROW_ORDER_CELLS", "0", TRUE);
-  g_assert_null(knnwb_row_order_build(&r.p, 2));
+  g_assert_null(knnwb_row_order_centroids(&r.p, 2, &m));
+  g_assert_cmpuint(m, ==, 0);
   g_setenv("KNNWB_ROW_ORDER_CELLS", "1", TRUE);
-  g_assert_null(knnwb_row_order_build(&r.p, 2));
+  g_assert_null(knnwb_row_order_centroids(&r.p, 2, &m));
   g_setenv("KNNWB_ROW_ORDER_CELLS", "2", TRUE);
-  g_autofree int64_t *two = knnwb_row_order_build(&r.p, 2);
+  g_autofree float *two = knnwb_row_order_centroids(&r.p, 2, &m);
   g_assert_nonnull(two);
+  g_assert_cmpuint(m, ==, 2);
   g_unsetenv("KNNWB_ROW_ORDER_CELLS");
   rows_clear(&r);
   /* three valid rows of seven: no two cells of two rows */
   rows_make(&r, 7, 4, 3, 2, 3);
   g_assert_cmpuint(r.p.n_invalid, ==, 4);
-  g_assert_null(knnwb_row_order_build(&r.p, 2));
+  g_assert_null(knnwb_row_order_centroids(&r.p, 2, &m));
   rows_clear(&r);
 }
 
