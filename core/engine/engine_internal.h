@@ -63,7 +63,7 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
  * the space of the scored rows, k-means of an evenly spaced sample of the valid rows. Only the
  * speed depends on them. NULL (*cells 0) when there is nothing to group (fewer than 4 valid rows,
  * no columns, KNNWB_ROW_ORDER_CELLS below 2) or memory is short; g_free the result. Time
- * O(s m d) for a sample of s = 16,384 rows, on threads (OpenBLAS); memory O(s d).
+ * O(s m d) for a sample of s = 8,192 rows, on threads (OpenBLAS); memory O(s d).
  */
 float *knnwb_row_order_centroids(const KnnwbPrepared *rows, int threads, size_t *cells);
 

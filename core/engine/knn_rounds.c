@@ -421,20 +421,26 @@ static gboolean knnwb_knn_round_bounds(KnnwbRound *round, KnnwbSelectJob *job, G
 /* This thread's shared margin decision (knnwb_knn_margin_memo_set), or NULL. */
 static _Thread_local KnnwbMarginMemo *knnwb_margin_memo;
 
-/* Rows below which a GPU's self search keeps the given order: a few tiles gain less than the
- * grouping costs. */
+/* Where a GPU's self search groups its rows by default: many rows (a few tiles gain less than
+ * the grouping costs) of many columns. Measured on one H200 (docs/performance-gpu.md): 1,533,876
+ * x 295 rows, the tile loop 2.21-2.28 s grouped against 2.43-2.44 s; 1,533,876 x 128 real-like
+ * metafeatures, whose tiles are fused and bound by their products either way, 1.28-1.31 s against
+ * 1.28-1.29 s, so grouping there only cost its 0.05-0.09 s. */
 #define KNNWB_ROW_ORDER_MIN_ROWS ((size_t)262144)
+#define KNNWB_ROW_ORDER_MIN_COLUMNS ((size_t)256)
 
-/* A first round's self job of KNNWB_ROW_ORDER_MIN_ROWS rows or more on a GPU of one process
- * visits its rows grouped by similarity (knnwb_row_order_centroids); KNNWB_ROW_ORDER=0 never, =1 at
- * any size (tests). Not the sub-searches of a partitioned run (a margin memo set): their rows are
- * one group of clusters already. */
+/* A first round's self job on a GPU of one process visits its rows grouped by similarity
+ * (knnwb_row_order_centroids) at the sizes above; KNNWB_ROW_ORDER=0 never, =1 at any size (tests,
+ * comparisons). Not the sub-searches of a partitioned run (a margin memo set): their rows are one
+ * group of clusters already. */
 static void knnwb_knn_round_order(KnnwbRound *round, KnnwbSelectJob *job)
 {
   const char *mode = g_getenv("KNNWB_ROW_ORDER");
+  const gboolean sized = round->query->n >= KNNWB_ROW_ORDER_MIN_ROWS &&
+                         round->query->d >= KNNWB_ROW_ORDER_MIN_COLUMNS;
   if (round->rows != NULL || !round->self || round->shared || !round->on_device ||
       knnwb_margin_memo != NULL || g_strcmp0(mode, "0") == 0 ||
-      (round->query->n < KNNWB_ROW_ORDER_MIN_ROWS && g_strcmp0(mode, "1") != 0))
+      (!sized && g_strcmp0(mode, "1") != 0))
     return;
   const gint64 start = g_get_monotonic_time();
   round->order_centroids = knnwb_row_order_centroids(round->query, round->threads, &job->order_cells);

@@ -23,8 +23,8 @@ extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
 
 /* Sample rows the centroids are fitted on, and Lloyd's rounds. */
-#define KNNWB_ROW_ORDER_SAMPLE 16384
-#define KNNWB_ROW_ORDER_ROUNDS 8
+#define KNNWB_ROW_ORDER_SAMPLE 8192
+#define KNNWB_ROW_ORDER_ROUNDS 6
 /* Rows a thread assigns per product. */
 #define KNNWB_ROW_ORDER_BLOCK 1024
 
