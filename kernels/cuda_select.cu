@@ -211,7 +211,8 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
             job->n_query, job->n_reference, job->dim, job->kc, run.n_devices,
             plan.symmetric ? "symmetric" : "panels", plan.resident ? "resident" : "streaming",
             plan.tile, plan.bytes / (double)(1u << 30), run.exact ? "GPU" : "host",
-            run.refine ? ", refined to k there" : "", run.order_wanted ? ", rows grouped by centroid" : "");
+            run.refine ? ", refined to k there" : "",
+            run.order_wanted ? ", rows grouped by centroid" : "");
   {
     std::vector<std::unique_ptr<Worker>> workers;
     for (int g = 0; g < run.n_devices; g++)

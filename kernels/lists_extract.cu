@@ -57,14 +57,14 @@ bool Worker::extract_rows(size_t row0, size_t n_rows, size_t query0, int64_t *ds
     size_t chunk = std::min(chunk_rows, n_rows - done);
     CUDA_TRY(run_, launch_extract(state_, (int)(row0 + done), (int)chunk, stage_index_,
                                   stage_score_, select_stream_));
-    int64_t *to_index = staged           ? (int64_t *)host_staging_[0]
+    int64_t *to_index = staged              ? (int64_t *)host_staging_[0]
                         : own_index.empty() ? dst_index + done * kc
                                             : own_index.data();
-    float *to_score = staged ? (float *)host_staging_[1]
+    float *to_score = staged              ? (float *)host_staging_[1]
                       : own_score.empty() ? dst_score + done * kc
                                           : own_score.data();
-    double *to_distance = !dst_distance        ? nullptr
-                          : staged             ? (double *)host_staging_distance_
+    double *to_distance = !dst_distance          ? nullptr
+                          : staged               ? (double *)host_staging_distance_
                           : own_distance.empty() ? dst_distance + done * kc
                                                  : own_distance.data();
     if (to_distance)
@@ -140,8 +140,8 @@ template <typename F> void parallel_rows(size_t n, int threads, size_t min_rows,
  * row, each at its row's own number with its indices mapped to the rows' own numbers.
  */
 void Worker::spread_ordered(const int64_t *from_index, const float *from_score,
-                            const double *from_distance, size_t rows, size_t place0,
-                            int64_t *index, float *score, double *distance)
+                            const double *from_distance, size_t rows, size_t place0, int64_t *index,
+                            float *score, double *distance)
 {
   const size_t kc = (size_t)run_.plan.kc;
   const int64_t *order = run_.order;

@@ -237,8 +237,8 @@ bool Worker::order_cells()
   CUDA_TRY(run_, launch_nearest_cells(reference_data_ + slice.first * (size_t)p.row_bytes, rows,
                                       p.dpad, blocks[1], (const float *)blocks[2], (int)m,
                                       (int32_t *)blocks[3], copy_stream_));
-  CUDA_TRY(run_, cudaMemcpyAsync(run_.cells.data() + slice.first, blocks[3],
-                                 rows * sizeof(int32_t), cudaMemcpyDeviceToHost, copy_stream_));
+  CUDA_TRY(run_, cudaMemcpyAsync(run_.cells.data() + slice.first, blocks[3], rows * sizeof(int32_t),
+                                 cudaMemcpyDeviceToHost, copy_stream_));
   CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
   return true;
 }

@@ -2,10 +2,10 @@
  * A worker's phases, in order (one host thread per GPU): set up (every worker has its memory
  * before any starts, so an out-of-memory anywhere retries them all), start the first GEMM's
  * warm-up on a helper thread (gemm_warm_up.cu), upload the rows (several
- * GPUs: a slice each, then the peers' slices), group them by centroid when core asks (row_order.cu),
- * start the exact rows' upload in the background,
- * run the schedule, then (several GPUs without peer access) merge the lists on the host. Failures
- * are recorded in the run; the barriers are left so that no peer waits for a failed worker.
+ * GPUs: a slice each, then the peers' slices), group them by centroid when core asks
+ * (row_order.cu), start the exact rows' upload in the background, run the schedule, then (several
+ * GPUs without peer access) merge the lists on the host. Failures are recorded in the run; the
+ * barriers are left so that no peer waits for a failed worker.
  */
 #include "select_worker.h"
 

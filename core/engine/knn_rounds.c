@@ -220,7 +220,7 @@ typedef struct {
   float *gathered;
   float *worst;
   int32_t *valid_count;
-  float *bound; /* per job row: knnwb_refine_score_bound of within, or NULL */
+  float *bound;           /* per job row: knnwb_refine_score_bound of within, or NULL */
   float *order_centroids; /* the job's (knnwb_knn_round_order), or NULL */
   int distances_filled, refined;
   size_t list0; /* the job row of the refine's first row in the candidate arrays */
@@ -436,14 +436,15 @@ static _Thread_local KnnwbMarginMemo *knnwb_margin_memo;
 static void knnwb_knn_round_order(KnnwbRound *round, KnnwbSelectJob *job)
 {
   const char *mode = g_getenv("KNNWB_ROW_ORDER");
-  const gboolean sized = round->query->n >= KNNWB_ROW_ORDER_MIN_ROWS &&
-                         round->query->d >= KNNWB_ROW_ORDER_MIN_COLUMNS;
+  const gboolean sized =
+      round->query->n >= KNNWB_ROW_ORDER_MIN_ROWS && round->query->d >= KNNWB_ROW_ORDER_MIN_COLUMNS;
   if (round->rows != NULL || !round->self || round->shared || !round->on_device ||
       knnwb_margin_memo != NULL || g_strcmp0(mode, "0") == 0 ||
       (!sized && g_strcmp0(mode, "1") != 0))
     return;
   const gint64 start = g_get_monotonic_time();
-  round->order_centroids = knnwb_row_order_centroids(round->query, round->threads, &job->order_cells);
+  round->order_centroids =
+      knnwb_row_order_centroids(round->query, round->threads, &job->order_cells);
   job->order_centroids = round->order_centroids;
   g_debug("knnwb: %zu centroids to group the rows for the GPU's tiles by, in %.3f s",
           job->order_cells, (double)(g_get_monotonic_time() - start) / 1e6);

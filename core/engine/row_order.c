@@ -108,7 +108,7 @@ static void knnwb_row_order_fit(const float *sample, size_t s, size_t d, size_t 
   for (size_t c = 0; c < m; c++)
     memcpy(centroid + c * d, sample + (c * s / m) * d, d * sizeof(float));
   int32_t *cell = g_new(int32_t, s);
-  double *sum = g_new(double, m * d);
+  double *sum = g_new(double, m *d);
   size_t *members = g_new(size_t, m);
   KnnwbRowOrderAssign a = {.rows = sample, .d = d, .m = m, .centroid = centroid, .cell = cell};
   for (int round = 0; round < KNNWB_ROW_ORDER_ROUNDS; round++) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How many candidates a row's running threshold lets through, rows in their given order against
-rows grouped by a cheap k-means: a CPU model of the GPU's symmetric tile loop, to weigh ordering
-the rows before the search (not built).
+rows grouped by a cheap k-means: a CPU model of the GPU's symmetric tile loop, which weighed
+grouping the rows before the search (since built: core/engine/row_order.c, kernels/row_order.cu;
+measured in docs/performance-gpu.md).
 
 The model: tiles of TILE rows, every diagonal tile first (each row's first tile, not counted),
 then the tiles (b, c), b < c, row by row; a pair is a candidate for row i when its correlation

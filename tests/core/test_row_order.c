@@ -20,7 +20,7 @@ static void rows_make(Rows *r, size_t n, size_t d, size_t clusters, size_t inval
 {
   g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
   memset(r, 0, sizeof *r);
-  r->rows = g_new(float, n * d);
+  r->rows = g_new(float, n *d);
   for (size_t i = 0; i < n; i++)
     for (size_t j = 0; j < d; j++)
       r->rows[i * d + j] =
