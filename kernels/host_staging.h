@@ -7,6 +7,9 @@
 
 #include <stddef.h>
 
+#include <algorithm>
+#include <exception>
+#include <thread>
 #include <vector>
 
 namespace knnwb_cuda
@@ -31,6 +34,34 @@ void staging_free_cached();
  * memory at a fraction of a PCIe 5 DMA's bandwidth, and first-touch page faults are per core.
  */
 void parallel_copy(void *dst, const void *src, size_t bytes, int threads);
+
+/**
+ * fn(begin, end) over [0, n) split among up to threads threads (this one included), parts of at
+ * least min_rows; a part whose thread cannot start (memory or process limits) is done here.
+ */
+template <typename F> void parallel_rows(size_t n, int threads, size_t min_rows, F fn)
+{
+  int parts = (int)std::max<size_t>(
+      1, std::min<size_t>((size_t)std::max(threads, 1), n / std::max<size_t>(min_rows, 1)));
+  if (parts <= 1) {
+    fn((size_t)0, n);
+    return;
+  }
+  std::vector<std::thread> helpers;
+  int started = 1;
+  try {
+    helpers.reserve((size_t)parts);
+    for (; started < parts; started++)
+      helpers.emplace_back(fn, n * started / parts, n * (started + 1) / parts);
+  } catch (const std::exception &) {
+    /* A thread that cannot start: this one does its part (below). */
+  }
+  for (int t = started; t < parts; t++)
+    fn(n * t / parts, n * (t + 1) / parts);
+  fn((size_t)0, n / parts);
+  for (auto &h : helpers)
+    h.join();
+}
 
 /** Registers host arrays for fast asynchronous copies; unregisters on destruction. */
 struct HostPin {

@@ -107,31 +107,6 @@ namespace
 /* Bytes per pinned buffer of the refined download. */
 constexpr size_t kChunkBytes = 64u << 20;
 
-/* fn(begin, end) over [0, n) split among up to threads threads (this one included). */
-template <typename F> void parallel_rows(size_t n, int threads, size_t min_rows, F fn)
-{
-  int parts = (int)std::max<size_t>(
-      1, std::min<size_t>((size_t)std::max(threads, 1), n / std::max<size_t>(min_rows, 1)));
-  if (parts <= 1) {
-    fn((size_t)0, n);
-    return;
-  }
-  std::vector<std::thread> helpers;
-  int started = 1;
-  try {
-    helpers.reserve((size_t)parts);
-    for (; started < parts; started++)
-      helpers.emplace_back(fn, n * started / parts, n * (started + 1) / parts);
-  } catch (const std::exception &) {
-    /* A thread that cannot start (memory or process limits): this one does its part. */
-  }
-  for (int t = started; t < parts; t++)
-    fn(n * t / parts, n * (t + 1) / parts);
-  fn((size_t)0, n / parts);
-  for (auto &h : helpers)
-    h.join();
-}
-
 } // namespace
 
 /*

@@ -4,6 +4,7 @@
  * gathers), and the worker's steps between the upload and the tile loop.
  */
 #include "row_order.h"
+#include "host_staging.h"
 #include "select_worker.h"
 
 #include <cuda_fp16.h>
@@ -11,8 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
-#include <thread>
 
 namespace knnwb_cuda
 {
@@ -29,32 +28,6 @@ bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan, 
 
 namespace
 {
-
-/* fn(begin, end) over [0, n) in up to threads parts of at least min_part items (this thread
- * included); a part whose thread cannot start is done here. */
-template <typename F> void split(size_t n, int threads, size_t min_part, F fn)
-{
-  const int parts =
-      (int)std::max<size_t>(1, std::min<size_t>((size_t)std::max(threads, 1), n / min_part));
-  if (parts <= 1) {
-    fn((size_t)0, n);
-    return;
-  }
-  std::vector<std::thread> helpers;
-  int started = 1;
-  try {
-    helpers.reserve((size_t)parts);
-    for (; started < parts; started++)
-      helpers.emplace_back(fn, n * started / parts, n * (started + 1) / parts);
-  } catch (const std::exception &) {
-    /* A thread that cannot start (memory or process limits): this one does its part. */
-  }
-  for (int t = started; t < parts; t++)
-    fn(n * t / parts, n * (t + 1) / parts);
-  fn((size_t)0, n / parts);
-  for (auto &h : helpers)
-    h.join();
-}
 
 template <typename T> void gather(std::vector<T> &out, const T *in, const int64_t *order, size_t n)
 {
@@ -170,7 +143,7 @@ void gather_floats(float *dst, const float *base, const int64_t *order, size_t f
   if (head > 0)
     memcpy(dst, base + (size_t)order[row_a - 1] * dim + (dim - head), head * sizeof(float));
   float *rows_dst = dst + head;
-  split(row_b - row_a, threads, 2048, [&](size_t a, size_t b) {
+  parallel_rows(row_b - row_a, threads, 2048, [&](size_t a, size_t b) {
     for (size_t r = a; r < b; r++)
       memcpy(rows_dst + r * dim, base + (size_t)order[row_a + r] * dim, dim * sizeof(float));
   });
