@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace knnwb_cuda
@@ -181,6 +182,7 @@ cudaError_t launch_gather_items(const void *src, void *dst, const int *order, si
 /* Cells of this GPU's slice of the resident rows into run_.cells. */
 bool Worker::order_cells()
 {
+  order_t_[0] = seconds_now();
   const KnnwbSelectJob *job = run_.job;
   const KnnwbSelectPlan &p = run_.plan;
   const size_t m = job->order_cells, d = job->dim;
@@ -213,6 +215,7 @@ bool Worker::order_cells()
   CUDA_TRY(run_, cudaMemcpyAsync(run_.cells.data() + slice.first, blocks[3], rows * sizeof(int32_t),
                                  cudaMemcpyDeviceToHost, copy_stream_));
   CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  order_t_[1] = seconds_now();
   return true;
 }
 
@@ -225,16 +228,20 @@ void Worker::order_publish()
 }
 
 /* This GPU's rows, squared norms and invalid marks gathered into the order, through a second copy
- * of the rows (row_order_honoured counted it in the budget). */
+ * of the rows: a tile buffer where they fit it (free until the tile loop), else memory of its own
+ * (row_order_honoured counted it in the budget). */
 bool Worker::order_apply()
 {
+  const double t0 = seconds_now();
   const size_t n = run_.job->n_query, row_bytes = (size_t)run_.plan.row_bytes;
   const cudaError_t err = order_to_device(run_.order, n, &order_device_, copy_stream_);
   if (order_device_)
     allocations_.push_back(order_device_);
   CUDA_TRY(run_, err);
-  void *copy = nullptr;
-  CUDA_TRY(run_, cudaMalloc(&copy, std::max<size_t>(n * row_bytes, 1)));
+  const bool own = n * row_bytes > tile_bytes_;
+  void *copy = own ? nullptr : (void *)tiles_[1];
+  if (own)
+    CUDA_TRY(run_, cudaMalloc(&copy, std::max<size_t>(n * row_bytes, 1)));
   struct Items {
     void *data;
     size_t bytes;
@@ -248,9 +255,16 @@ bool Worker::order_apply()
       status = cudaMemcpyAsync(it.data, copy, n * it.bytes, cudaMemcpyDeviceToDevice, copy_stream_);
   }
   const cudaError_t synced = cudaStreamSynchronize(copy_stream_);
-  cudaFree(copy);
+  if (own)
+    cudaFree(copy);
   CUDA_TRY(run_, status);
   CUDA_TRY(run_, synced);
+  if (trace_enabled())
+    fprintf(stderr,
+            "knnwb cuda worker %d: rows grouped by %zu centroids: nearest centroids %.3f s, the "
+            "order %.3f s, the gathers %.3f s%s\n",
+            index_, run_.job->order_cells, order_t_[1] - order_t_[0], t0 - order_t_[1],
+            seconds_now() - t0, own ? " (through memory of their own)" : "");
   return true;
 }
 

@@ -27,8 +27,8 @@ namespace knnwb_cuda
 
 /** Whether an attempt of job under plan with budget bytes per device groups the rows: centroids
  * given, a self job of one process (no share), without groups or starting bounds, rows resident in
- * half precision, and room in the budget for a second copy of them while they are gathered. O(1).
- */
+ * half precision, and room in the budget for a second copy of them while they are gathered (a
+ * tile buffer serves where they fit it, but the plan's tiles may be smaller). O(1). */
 bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan, size_t budget);
 
 /** The job as the workers of a grouped attempt read it once the order is known: the same, with
