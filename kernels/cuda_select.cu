@@ -155,11 +155,11 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   Run run;
   run.trace_t0 = seconds_now();
   run.job = job;
-  OrderedJob ordered;
+  RowOrder row_order;
   if (row_order_honoured(job, plan, budget)) {
     run.order_wanted = true;
     run.cells.resize(job->n_query);
-    run.ordered = &ordered;
+    run.row_order = &row_order;
   }
   run.plan = plan;
   run.ordinals = ordinals;

@@ -1,7 +1,7 @@
 /*
  * A self job's rows visited grouped by their nearest centroid (row_order.h): the choice, the host's
- * part (the order, the job in it, the exact rows' gather) and the device's (nearest centroids, the
- * gathers), and the worker's steps between the upload and the tile loop.
+ * part (the order, the exact rows' gather) and the device's (nearest centroids, the gathers), and
+ * the worker's steps between the upload and the tile loop.
  */
 #include "row_order.h"
 #include "host_staging.h"
@@ -29,15 +29,6 @@ bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan, 
 
 namespace
 {
-
-template <typename T> void gather(std::vector<T> &out, const T *in, const int64_t *order, size_t n)
-{
-  if (in == nullptr)
-    return;
-  out.resize(n);
-  for (size_t r = 0; r < n; r++)
-    out[r] = in[order[r]];
-}
 
 /* One warp per row: its products with every centroid, the largest r . c - half_sq[c] (the first
  * of equal ones). */
@@ -98,35 +89,23 @@ cudaError_t gather_words(const void *src, void *dst, const int *order, size_t n,
 
 } // namespace
 
-void OrderedJob::build(const KnnwbSelectJob *from, const int32_t *cell)
+void RowOrder::build(const KnnwbSelectJob *job, const int32_t *cell)
 {
-  const size_t n = from->n_query, m = from->order_cells;
+  const size_t n = job->n_query, m = job->order_cells;
+  const unsigned char *invalid = job->reference_invalid;
   /* counting sort by cell, rows ascending within one; invalid rows (never queried) last */
   std::vector<size_t> start(m + 2, 0);
-  auto slot = [&](size_t i) {
-    return from->reference_invalid && from->reference_invalid[i] ? m : (size_t)cell[i];
-  };
   for (size_t i = 0; i < n; i++)
-    start[slot(i) + 1]++;
+    start[(invalid && invalid[i] ? m : (size_t)cell[i]) + 1]++;
   for (size_t c = 1; c <= m; c++)
     start[c] += start[c - 1];
   order.resize(n);
-  for (size_t i = 0; i < n; i++)
-    order[start[slot(i)]++] = (int64_t)i;
-  job = *from;
-  gather(sqnorms, from->reference_sqnorms, order.data(), n);
-  gather(invalid, from->reference_invalid, order.data(), n);
-  gather(mean, from->exact_reference_mean, order.data(), n);
-  gather(squares, from->exact_reference_squares, order.data(), n);
-  if (from->reference_sqnorms)
-    job.reference_sqnorms = sqnorms.data();
-  if (from->reference_invalid)
-    job.reference_invalid = invalid.data();
-  /* a self job's query and reference statistics are the same rows' */
-  job.exact_reference_mean = job.exact_query_mean =
-      from->exact_reference_mean ? mean.data() : nullptr;
-  job.exact_reference_squares = job.exact_query_squares =
-      from->exact_reference_squares ? squares.data() : nullptr;
+  narrow.resize(n);
+  for (size_t i = 0; i < n; i++) {
+    const size_t at = start[invalid && invalid[i] ? m : (size_t)cell[i]]++;
+    order[at] = (int64_t)i;
+    narrow[at] = (int)i;
+  }
 }
 
 void gather_floats(float *dst, const float *base, const int64_t *order, size_t first, size_t count,
@@ -219,12 +198,11 @@ bool Worker::order_cells()
   return true;
 }
 
-/* Worker 0, once every slice has its cells: the order and the job in it, for every worker. */
+/* Worker 0, once every slice has its cells: the order, for every worker. */
 void Worker::order_publish()
 {
-  run_.ordered->build(run_.job, run_.cells.data());
-  run_.job = &run_.ordered->job;
-  run_.order = run_.ordered->order.data();
+  run_.row_order->build(run_.job, run_.cells.data());
+  run_.order = run_.row_order->order.data();
 }
 
 /* This GPU's rows, squared norms and invalid marks gathered into the order, through a second copy
@@ -234,7 +212,7 @@ bool Worker::order_apply()
 {
   const double t0 = seconds_now();
   const size_t n = run_.job->n_query, row_bytes = (size_t)run_.plan.row_bytes;
-  const cudaError_t err = order_to_device(run_.order, n, &order_device_, copy_stream_);
+  const cudaError_t err = order_to_device(*run_.row_order, &order_device_, copy_stream_);
   if (order_device_)
     allocations_.push_back(order_device_);
   CUDA_TRY(run_, err);
@@ -268,18 +246,17 @@ bool Worker::order_apply()
   return true;
 }
 
-cudaError_t order_to_device(const int64_t *order, size_t n, int **device, cudaStream_t stream)
+cudaError_t order_to_device(const RowOrder &order, int **device, cudaStream_t stream)
 {
-  std::vector<int> narrow(n);
-  for (size_t r = 0; r < n; r++)
-    narrow[r] = (int)order[r];
+  const size_t n = order.narrow.size();
   void *allocated = nullptr;
   cudaError_t err = cudaMalloc(&allocated, std::max<size_t>(n, 1) * sizeof(int));
   if (err != cudaSuccess)
     return err;
   *device = (int *)allocated;
-  err = cudaMemcpyAsync(*device, narrow.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream);
-  if (err == cudaSuccess) /* narrow is pageable and local: the copy must be done with it */
+  err = cudaMemcpyAsync(*device, order.narrow.data(), n * sizeof(int), cudaMemcpyHostToDevice,
+                        stream);
+  if (err == cudaSuccess) /* pageable memory: the copy is done with it only once it completes */
     err = cudaStreamSynchronize(stream);
   return err;
 }

@@ -3,9 +3,9 @@
  * the CUDA backend does it: once the rows are resident, each GPU finds the nearest centroid of its
  * slice of them, the host sorts the rows by centroid (rows ascending within one) into an order,
  * and every GPU gathers its rows, squared norms and invalid marks into that order, so that tile
- * rows and columns are places in the order. The exact rows are gathered on their way up, the job's
- * statistics are put in the order once (OrderedJob), and every list is mapped back (its row to the
- * row's own place, its indices to the rows' own numbers) before core sees it, ties included: the
+ * rows and columns are places in the order. The exact rows and their statistics are gathered on
+ * their way up, and every list is mapped back (its row to the row's own place, its indices to the
+ * rows' own numbers) before core sees it, ties included: the
  * device's sort by (distance, index) sorts the rows' own numbers. Nothing else in the backend
  * knows of the order.
  */
@@ -31,19 +31,14 @@ namespace knnwb_cuda
  * tile buffer serves where they fit it, but the plan's tiles may be smaller). O(1). */
 bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan, size_t budget);
 
-/** The job as the workers of a grouped attempt read it once the order is known: the same, with
- * the squared norms, the invalid marks and the exact rows' statistics in the order (vectors owned
- * here). The rows stay where they are; Worker::exact_upload gathers the exact rows. */
-struct OrderedJob {
-  KnnwbSelectJob job;
-  std::vector<int64_t> order;
-  std::vector<float> sqnorms;
-  std::vector<unsigned char> invalid;
-  std::vector<double> mean, squares;
-  /** The order of from's rows by cell[i] (each row's nearest centroid, < from->order_cells), rows
-   * ascending within a cell and invalid rows last, and the job in it. O(n + cells). Throws
-   * std::bad_alloc when memory is short (the backend's entry turns that into a status). */
-  void build(const KnnwbSelectJob *from, const int32_t *cell);
+/** The order of a grouped attempt's rows, built once every row's nearest centroid is known. */
+struct RowOrder {
+  std::vector<int64_t> order; /* place r holds the job's row order[r] */
+  std::vector<int> narrow;    /* the same as ints, for the devices */
+  /** The order of job's rows by cell[i] (each row's nearest centroid, < job->order_cells), rows
+   * ascending within a cell and invalid rows last. O(n + cells). Throws std::bad_alloc when
+   * memory is short (the backend's entry turns that into a status). */
+  void build(const KnnwbSelectJob *job, const int32_t *cell);
 };
 
 /** The floats [first, first + count) of the row-major matrix base (dim columns) whose rows are
@@ -64,7 +59,7 @@ cudaError_t launch_gather_items(const void *src, void *dst, const int *order, si
 
 /** The order as device ints (int32: the backend's indices), in a cudaMalloc'd array of the
  * current device: *device is set once allocated (the caller frees it, even on a failed copy). */
-cudaError_t order_to_device(const int64_t *order, size_t n, int **device, cudaStream_t stream);
+cudaError_t order_to_device(const RowOrder &order, int **device, cudaStream_t stream);
 
 } // namespace knnwb_cuda
 

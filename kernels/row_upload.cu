@@ -207,7 +207,18 @@ bool Worker::exact_upload()
 {
   const KnnwbSelectJob *job = run_.job;
   CUDA_TRY(run_, cudaSetDevice(device_ordinal_));
+  /* with rows in core's order (a self job's), the statistics in it: gathered into host arrays
+   * that live until the stream is synchronized below */
+  std::vector<double> gathered_stats[4];
+  int gathered_count = 0;
   auto small = [&](const double *dst, const double *src, size_t n) {
+    if (dst && src && run_.order) {
+      std::vector<double> &to = gathered_stats[gathered_count++];
+      to.resize(n);
+      for (size_t r = 0; r < n; r++)
+        to[r] = src[run_.order[r]];
+      src = to.data();
+    }
     return !dst || !src ||
            cudaMemcpyAsync(const_cast<double *>(dst), src, n * sizeof(double),
                            cudaMemcpyHostToDevice, exact_stream_) == cudaSuccess;
@@ -227,8 +238,8 @@ bool Worker::exact_upload()
   for (int b = 0; b < 2 && ok; b++)
     ok = (staging[b] = staging_take()) != nullptr &&
          cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming) == cudaSuccess;
-  /* rows in core's order without pinned staging: gathered into pageable memory, which a copy has
-   * read once it returns (so the events, which may be missing, are not needed) */
+  /* rows in core's order without pinned staging: gathered into one pageable buffer, each chunk's
+   * copy waited for (so the events, which may be missing, are not needed) */
   std::vector<float> gathered;
   if (!ok && run_.order) {
     gathered.resize(kStagingBytes / sizeof(float));
@@ -271,6 +282,8 @@ bool Worker::exact_upload()
                             exact_stream_);
       if (err == cudaSuccess && done[b])
         err = cudaEventRecord(done[b], exact_stream_);
+      if (err == cudaSuccess && !gathered.empty()) /* one pageable buffer: the copy done first */
+        err = cudaStreamSynchronize(exact_stream_);
     }
   }
   cudaError_t sync = cudaStreamSynchronize(exact_stream_);

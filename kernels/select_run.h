@@ -115,7 +115,7 @@ private:
   bool open_ = false;
 };
 
-struct OrderedJob; /* row_order.h */
+struct RowOrder; /* row_order.h */
 
 /* What all device threads of one attempt share. */
 struct Run {
@@ -152,12 +152,11 @@ struct Run {
   /* trace: when the attempt started (seconds_now), so the workers' timelines share an origin */
   double trace_t0 = 0;
   /* rows grouped by their nearest centroid (row_order.h): wanted for this attempt; each row's
-   * cell (filled by the GPUs); the job in the order, built by worker 0 once every cell is known
-   * (job then points into it); and the order itself (device row r is the caller's row order[r]),
-   * else nullptr */
+   * cell (filled by the GPUs); the order, built by worker 0 once every cell is known; and the order
+   * itself (device row r is the job's row order[r]), else nullptr */
   bool order_wanted = false;
   std::vector<int32_t> cells;
-  OrderedJob *ordered = nullptr;
+  RowOrder *row_order = nullptr;
   const int64_t *order = nullptr;
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;

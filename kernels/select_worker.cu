@@ -37,7 +37,7 @@ void Worker::main()
     run_.barrier->wait(); /* every slice's cells are known */
     if (index_ == 0 && ok && !run_.abort)
       order_publish();
-    run_.barrier->wait(); /* the order and the job in it are published */
+    run_.barrier->wait(); /* the order is published */
     if (ok && !run_.abort)
       ok = order_apply();
   }
