@@ -156,7 +156,7 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   run.trace_t0 = seconds_now();
   run.job = job;
   RowOrder row_order;
-  if (row_order_honoured(job, plan, budget)) {
+  if (knnwb_select_plan_groups_rows(job, &plan, budget)) {
     run.order_wanted = true;
     run.cells.resize(job->n_query);
     run.row_order = &row_order;

@@ -1,7 +1,8 @@
 /*
- * A self job's rows visited grouped by their nearest centroid (row_order.h): the choice, the host's
- * part (the order, the exact rows' gather) and the device's (nearest centroids, the gathers), and
- * the worker's steps between the upload and the tile loop.
+ * A self job's rows visited grouped by their nearest centroid (row_order.h; whether a run does is
+ * knnwb_select_plan_groups_rows's): the host's part (the order, the exact rows' gather) and the
+ * device's (nearest centroids, the gathers), and the worker's steps between the upload and the tile
+ * loop.
  */
 #include "row_order.h"
 #include "host_staging.h"
@@ -16,16 +17,6 @@
 
 namespace knnwb_cuda
 {
-
-bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan, size_t budget)
-{
-  const size_t rows_bytes = job->n_reference * (size_t)plan.row_bytes;
-  return job->order_centroids != nullptr && job->order_cells >= 2 && job->self && plan.resident &&
-         plan.symmetric && plan.screen == KNNWB_KERNELS_SCREEN_FP16 && plan.row_bytes % 16 == 0 &&
-         job->share_count <= 1 && job->query_group == nullptr && job->query_bounds == nullptr &&
-         job->n_query == job->n_reference && plan.bytes <= budget &&
-         rows_bytes <= budget - plan.bytes;
-}
 
 namespace
 {
@@ -207,7 +198,7 @@ void Worker::order_publish()
 
 /* This GPU's rows, squared norms and invalid marks gathered into the order, through a second copy
  * of the rows: a tile buffer where they fit it (free until the tile loop), else memory of its own
- * (row_order_honoured counted it in the budget). */
+ * in the budget. */
 bool Worker::order_apply()
 {
   const double t0 = seconds_now();
@@ -216,7 +207,7 @@ bool Worker::order_apply()
   if (order_device_)
     allocations_.push_back(order_device_);
   CUDA_TRY(run_, err);
-  const bool own = n * row_bytes > tile_bytes_;
+  const bool own = n * row_bytes > tile_bytes_; /* (knnwb_select_plan_groups_rows counted it) */
   void *copy = own ? nullptr : (void *)tiles_[1];
   if (own)
     CUDA_TRY(run_, cudaMalloc(&copy, std::max<size_t>(n * row_bytes, 1)));

@@ -25,12 +25,6 @@
 namespace knnwb_cuda
 {
 
-/** Whether an attempt of job under plan with budget bytes per device groups the rows: centroids
- * given, a self job of one process (no share), without groups or starting bounds, rows resident in
- * half precision, and room in the budget for a second copy of them while they are gathered (a
- * tile buffer serves where they fit it, but the plan's tiles may be smaller). O(1). */
-bool row_order_honoured(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan, size_t budget);
-
 /** The order of a grouped attempt's rows, built once every row's nearest centroid is known. */
 struct RowOrder {
   std::vector<int64_t> order; /* place r holds the job's row order[r] */

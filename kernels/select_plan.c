@@ -264,3 +264,18 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   }
   return 0;
 }
+
+int knnwb_select_plan_groups_rows(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,
+                                  size_t budget)
+{
+  if (job->order_centroids == NULL || job->order_cells < 2 || !job->self || !plan->resident ||
+      !plan->symmetric || plan->screen != KNNWB_KERNELS_SCREEN_FP16 || plan->row_bytes % 16 != 0 ||
+      job->share_count > 1 || job->query_group != NULL || job->query_bounds != NULL ||
+      job->n_query != job->n_reference)
+    return 0;
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(job, plan, 0, 0, bytes);
+  const size_t rows_bytes = job->n_reference * (size_t)plan->row_bytes;
+  return rows_bytes <= bytes[KNNWB_BUFFER_TILE_0] ||
+         (plan->bytes <= budget && rows_bytes <= budget - plan->bytes);
+}

@@ -228,6 +228,16 @@ int knnwb_select_plan_first_tile(size_t n_query, size_t n_reference);
 int knnwb_select_plan_times_gemm(size_t n_query, size_t n_reference, int tile);
 
 /**
+ * Whether a run of job under plan with budget bytes per device visits the rows grouped by their
+ * nearest centroid (job->order_centroids; kernels/row_order.h): centroids given, a self job of one
+ * process (no share), without groups or starting bounds, its rows resident in half precision, and
+ * room for a second copy of them while they are gathered: the first tile buffer, or else the
+ * budget beyond the plan. O(1).
+ */
+int knnwb_select_plan_groups_rows(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,
+                                  size_t budget);
+
+/**
  * The largest tile (then residency) that fits budget bytes per device; the symmetric schedule is
  * preferred for self jobs while its state leaves at least half the budget to tiles. sm_count and
  * shared_kc (largest kc whose merge lists fit shared memory) describe the smallest device.

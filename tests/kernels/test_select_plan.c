@@ -369,6 +369,66 @@ static void test_plan_fused_probe(void)
   g_assert_cmpint(knnwb_select_plan_probe_window(), ==, 64);
 }
 
+/* When a run groups its rows by centroid (knnwb_select_plan_groups_rows): a resident FP16 self
+ * job of one process with centroids; not without them, nor for query jobs, shares, groups,
+ * starting bounds, other screens, streamed rows, or where neither a tile buffer nor the budget
+ * holds a second copy of the rows. */
+static void test_plan_groups_rows(void)
+{
+  static const float centroids[2 * 40];
+  static const int32_t groups[1];
+  static const float bounds[1];
+  KnnwbSelectJob job = job_of(300000, 300000, 40, 24, 1, KNNWB_SCORE_DOT);
+  job.screen = KNNWB_KERNELS_SCREEN_FP16;
+  job.order_centroids = centroids;
+  job.order_cells = 2;
+  const size_t budget = (size_t)8 << 30;
+  KnnwbSelectPlan plan;
+  g_assert_true(knnwb_select_plan_choose(&job, budget, 132, 64, &plan));
+  g_assert_true(plan.resident && plan.symmetric);
+  g_assert_true(knnwb_select_plan_groups_rows(&job, &plan, budget));
+  KnnwbSelectJob other = job;
+  other.order_cells = 1;
+  g_assert_false(knnwb_select_plan_groups_rows(&other, &plan, budget));
+  other = job;
+  other.order_centroids = NULL;
+  g_assert_false(knnwb_select_plan_groups_rows(&other, &plan, budget));
+  other = job;
+  other.share_count = 2;
+  g_assert_false(knnwb_select_plan_groups_rows(&other, &plan, budget));
+  other = job;
+  other.query_group = other.reference_group = groups;
+  g_assert_false(knnwb_select_plan_groups_rows(&other, &plan, budget));
+  other = job;
+  other.query_bounds = bounds;
+  g_assert_false(knnwb_select_plan_groups_rows(&other, &plan, budget));
+  other = job_of(300000, 200000, 40, 24, 0, KNNWB_SCORE_DOT);
+  other.screen = KNNWB_KERNELS_SCREEN_FP16;
+  other.order_centroids = centroids;
+  other.order_cells = 2;
+  KnnwbSelectPlan query_plan;
+  g_assert_true(knnwb_select_plan_choose(&other, budget, 132, 64, &query_plan));
+  g_assert_false(knnwb_select_plan_groups_rows(&other, &query_plan, budget));
+  KnnwbSelectPlan changed = plan;
+  changed.screen = KNNWB_KERNELS_SCREEN_FP32;
+  g_assert_false(knnwb_select_plan_groups_rows(&job, &changed, budget));
+  changed = plan;
+  changed.resident = 0;
+  g_assert_false(knnwb_select_plan_groups_rows(&job, &changed, budget));
+  /* rows larger than a tile buffer: a second copy needs the budget beyond the plan */
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(&job, &plan, 0, 0, bytes);
+  const size_t rows_bytes = job.n_reference * (size_t)plan.row_bytes;
+  changed = plan;
+  changed.tile = plan.tile / 16;
+  knnwb_select_plan_buffers(&job, &changed, 0, 0, bytes);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_TILE_0], <, rows_bytes);
+  changed.bytes = knnwb_select_plan_bytes(&job, &changed, 0);
+  g_assert_true(knnwb_select_plan_groups_rows(&job, &changed, changed.bytes + rows_bytes));
+  g_assert_false(knnwb_select_plan_groups_rows(&job, &changed, changed.bytes + rows_bytes - 1));
+  g_assert_false(knnwb_select_plan_groups_rows(&job, &changed, changed.bytes - 1));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -382,5 +442,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/select-plan/first-tile", test_plan_first_tile);
   g_test_add_func("/kernels/select-plan/fused-pairs", test_plan_fused_pairs);
   g_test_add_func("/kernels/select-plan/fused-probe", test_plan_fused_probe);
+  g_test_add_func("/kernels/select-plan/groups-rows", test_plan_groups_rows);
   return g_test_run();
 }
