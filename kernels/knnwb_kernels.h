@@ -194,8 +194,8 @@ typedef struct {
    * may visit the rows grouped by their nearest centroid, so that each row's first tiles hold its
    * near rows and its threshold tightens early; it changes nothing else: every output is indexed
    * and ordered as without it. The CUDA backend honours it for resident self jobs of one process
-   * without groups, under the FP16 screen, when its budget also holds a second copy of the rows
-   * (kernels/row_order.h); others ignore it. */
+   * without groups, under the FP16 screen, with room for a second copy of the rows
+   * (knnwb_select_plan_groups_rows); others ignore it. */
   const float *order_centroids;
   size_t order_cells;
 } KnnwbSelectJob;
