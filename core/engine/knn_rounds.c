@@ -423,9 +423,9 @@ static _Thread_local KnnwbMarginMemo *knnwb_margin_memo;
 
 /* Where a GPU's self search groups its rows by default: many rows (a few tiles gain less than
  * the grouping costs) of many columns. Measured on one H200 (docs/performance-gpu.md): 1,533,876
- * x 295 rows, the tile loop 2.21-2.28 s grouped against 2.43-2.44 s; 1,533,876 x 128 real-like
- * metafeatures, whose tiles are fused and bound by their products either way, 1.28-1.31 s against
- * 1.28-1.29 s, so grouping there only cost its 0.05-0.09 s. */
+ * x 295 rows, the tile loop 2.21-2.29 s grouped against 2.43-2.45 s; 1,533,876 x 128 real-like
+ * metafeatures, whose tiles are fused and bound by their products either way, 1.26-1.31 s against
+ * 1.25-1.29 s, so grouping there only added its own cost. */
 #define KNNWB_ROW_ORDER_MIN_ROWS ((size_t)262144)
 #define KNNWB_ROW_ORDER_MIN_COLUMNS ((size_t)256)
 

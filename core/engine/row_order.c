@@ -1,7 +1,7 @@
 /*
  * An order of a self search's rows that puts similar rows next to each other
- * (KnnwbSelectJob.row_order): the GPU's symmetric tile loop scores each row first against the rows
- * of its own tile, so in this order each row's threshold starts near its k-th distance and the
+ * (KnnwbSelectJob.order_centroids): the GPU's symmetric tile loop scores each row first against the
+ * rows of its own tile, so in this order each row's threshold starts near its k-th distance and the
  * later tiles let far fewer pairs through to the exact passes and merges (a CPU model of the loop,
  * tests/bench/tile_order_sim.py: 38.5 candidates a row instead of 157.8 on bench_knn_gpu's kind
  * of rows, 58.3 instead of 105.0 on real-like metafeatures). Only the speed depends on it: the
