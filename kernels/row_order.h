@@ -5,16 +5,14 @@
  * and every GPU gathers its rows, squared norms and invalid marks into that order, so that tile
  * rows and columns are places in the order. The exact rows and their statistics are gathered on
  * their way up, and every list is mapped back (its row to the row's own place, its indices to the
- * rows' own numbers) before core sees it, ties included: the
- * device's sort by (distance, index) sorts the rows' own numbers. Nothing else in the backend
- * knows of the order.
+ * rows' own numbers) before core sees it, ties included: the device's sort by (distance, index)
+ * sorts the rows' own numbers. Nothing else in the backend knows of the order. Whether a run groups
+ * its rows is the planner's (knnwb_select_plan_groups_rows).
  */
 #ifndef KNNWB_ROW_ORDER_H
 #define KNNWB_ROW_ORDER_H
 
 #include <knnwb_kernels.h>
-
-#include "select_plan.h"
 
 #include <cuda_runtime.h>
 #include <stddef.h>
