@@ -55,6 +55,8 @@ struct SelectState {
   int *out_index;
   /* KNNWB_CUDA_TRACE=2: counters (candidates appended, rows merged, overflowed lines), else NULL */
   unsigned long long *stats;
+  /* fresh tiles by launch_fresh_select where it fits (knnwb_select_plan_fresh_kernel) */
+  int fresh_kernel;
 };
 
 /** The side of a fused tile's blocks, whose passing pairs it keeps together (TileGeom.pairs). */
@@ -232,8 +234,8 @@ cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, c
 cudaError_t launch_tile_select(const SelectState &state, const TileGeom &geom, cudaStream_t stream);
 
 /**
- * Whether launch_fresh_select takes tile geom (tile_fresh.cu): with KNNWB_CUDA_FRESH=kernel, a
- * fresh tile's row pass (of a tile in memory) whose rows hold at most 512 list and candidate slots
+ * Whether launch_fresh_select takes tile geom (tile_fresh.cu): where state.fresh_kernel, a fresh
+ * tile's row pass (of a tile in memory) whose rows hold at most 512 list and candidate slots
  * (kc + cap). Otherwise the column stages run.
  */
 bool fresh_select_fits(const SelectState &state, const TileGeom &geom);

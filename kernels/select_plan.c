@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 static size_t knnwb_select_plan_round_up(size_t x, size_t m)
 {
@@ -263,6 +264,16 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
     }
   }
   return 0;
+}
+
+int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices)
+{
+  const char *v = getenv("KNNWB_CUDA_FRESH");
+  if (v != NULL && strcmp(v, "kernel") == 0)
+    return 1;
+  if (v != NULL && strcmp(v, "stages") == 0)
+    return 0;
+  return n_devices == 1 && dim >= 64 && dim < 256;
 }
 
 int knnwb_select_plan_groups_rows(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,

@@ -228,6 +228,18 @@ int knnwb_select_plan_first_tile(size_t n_query, size_t n_reference);
 int knnwb_select_plan_times_gemm(size_t n_query, size_t n_reference, int tile);
 
 /**
+ * Whether the fresh tiles (a row block's first: +inf thresholds) of a run with rows of dim columns
+ * on n_devices GPUs are selected by the one kernel of tile_fresh.cu instead of column stages:
+ * KNNWB_CUDA_FRESH=kernel or =stages decides; by default the kernel for 64 <= dim < 256 on one GPU.
+ * Why (one H200, the tile loop, runs alternating): on the real-like matrix (d = 128) the kernel's
+ * 1.1 ms a tile against the stages' 2.1 ms took the loop from 1.26-1.27 s to 1.17-1.18 s; where the
+ * GEMMs bound the loop it fills the SMs they need (d = 295: the GEMMs 2.08 s against 2.00 s, the
+ * loop no faster), on 1,000,000 x 32 clusters it lost 0.02-0.06 s, at d = 50 they were even, and
+ * on two GPUs it was last measured 0.05 s slower (docs/performance-gpu.md). O(1).
+ */
+int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices);
+
+/**
  * Whether a run of job under plan with budget bytes per device visits the rows grouped by their
  * nearest centroid (job->order_centroids; kernels/row_order.h): centroids given, a self job of one
  * process (no share), without groups or starting bounds, its rows resident in half precision, and

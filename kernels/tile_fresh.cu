@@ -15,13 +15,12 @@
  * column stages of doubling width, a filter and a merge launched over all the tile's rows each
  * time (about 20 launches a tile: 2.15 ms for a tile of 16,384 columns on an H200; this kernel
  * 0.96 ms). A first version that kept the whole line's keys in shared memory and selected over
- * them all was bound by its instructions (1.3-1.6 ms). Taken only with KNNWB_CUDA_FRESH=kernel
- * (fresh_kernel_wanted says why).
+ * them all was bound by its instructions (1.3-1.6 ms). Where it is taken instead of the stages:
+ * knnwb_select_plan_fresh_kernel (select_plan.h says why).
  */
 #include "tile_common.cuh"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 namespace knnwb_cuda
@@ -417,21 +416,6 @@ __global__ void __launch_bounds__(kFreshThreads, 5) fresh_kernel(SelectState st,
   }
 }
 
-/* KNNWB_CUDA_FRESH=kernel: fresh tiles selected by this kernel; otherwise in column stages. Read at
- * every fresh tile (a getenv, no cache), so that a test can compare the two in one process. Not the
- * default: on one H200 the kernel takes 0.9-1.0 ms a tile of 16,384 columns against the stages'
- * 2.15 ms, but it fills the SMs while the next tiles' GEMMs and fused kernels run beside it. In the
- * tile loop of the real-like matrix it took 1.18-1.28 s against the stages' 1.28-1.33 s where the
- * measurement of fused tiles chose them, and 1.49-1.53 s in 3 of 16 runs where it chose filtered
- * ones (the stages: 1 of 16); on 1,000,000 x 32 clusters it lost 0.02-0.06 s. Neither a grid of 1
- * to 3 blocks an SM looping over the rows nor a stream of the least priority paid on both
- * (docs/performance-gpu.md). */
-bool fresh_kernel_wanted(void)
-{
-  const char *v = getenv("KNNWB_CUDA_FRESH");
-  return v != nullptr && strcmp(v, "kernel") == 0;
-}
-
 size_t fresh_shared_bytes(const SelectState &state)
 {
   const size_t held = (size_t)state.kc + (size_t)state.cap;
@@ -443,7 +427,7 @@ size_t fresh_shared_bytes(const SelectState &state)
 
 bool fresh_select_fits(const SelectState &state, const TileGeom &geom)
 {
-  return fresh_kernel_wanted() && geom.tile && geom.fresh && !geom.do_cols &&
+  return state.fresh_kernel && geom.tile && geom.fresh && !geom.do_cols &&
          state.kc + state.cap <= kFreshHeld && state.kc <= kFreshRoom / 2;
 }
 

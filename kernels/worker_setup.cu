@@ -251,6 +251,7 @@ void Worker::bind_state(void *const buffer[KNNWB_BUFFER_KINDS])
   state_.scratch_index = (int *)buffer[KNNWB_BUFFER_SCRATCH_INDEX];
   state_.out_key = (uint32_t *)buffer[KNNWB_BUFFER_OUT_KEY];
   state_.out_index = (int *)buffer[KNNWB_BUFFER_OUT_INDEX];
+  state_.fresh_kernel = knnwb_select_plan_fresh_kernel(run_.job->dim, run_.n_devices);
   run_.device_thr[index_] = state_.thr;
   run_.device_list_score[index_] = state_.list_score;
   run_.device_list_index[index_] = state_.list_index;

@@ -44,6 +44,7 @@ typedef struct {
   KnnwbMetric metric;
   size_t n, d, m;
   size_t groups;
+  size_t tried; /* cluster counts knnwb_partition_choose tried (k-means fitted) */
   int threads;
   double *centroid;    /* m x d */
   double *centroid_sq; /* m: |c|^2 */

@@ -263,6 +263,19 @@ KnnwbPartitionLoad knnwb_partition_sample_load(const KnnwbPartitionSampleView *v
                               .rows = (double)view->n + visit_rows * per_row};
 }
 
+/* A count of at least VISITED_MIN_CELLS clusters whose rows would visit at least VISITED_ALL of
+ * the other clusters ends the choice (knnwb_partition_choose says why). */
+#define KNNWB_PARTITION_VISITED_ALL 0.95
+#define KNNWB_PARTITION_VISITED_MIN_CELLS 8
+
+/* The share of all possible visits (every row to every other of m clusters) that load's rows make:
+ * 1 where no bound keeps a row from any cluster. */
+static double knnwb_partition_load_visited(const KnnwbPartitionLoad *load, size_t n, size_t m)
+{
+  const double possible = (double)n * (double)(m - 1);
+  return possible > 0.0 ? (load->rows - (double)n) / possible : 0.0;
+}
+
 /* The cluster counts to try for n rows and k neighbours, in increasing order: KNNWB_PARTITION_ROWS
  * rows a cluster when set, else clusters of 128 Ki, 32 Ki, 8 Ki and 2 Ki rows; never fewer than 4
  * (k + 1) rows a cluster, nor more clusters than a sample of `sample` rows can place (32 rows
@@ -318,6 +331,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
     double *centroid = g_new(double, m *d), *centroid_sq = g_new(double, m);
     const gint64 start = g_get_monotonic_time();
     const int rounds = knnwb_partition_kmeans(&sample, m, threads, centroid, centroid_sq, label);
+    p->tried++;
     const gint64 clustered = g_get_monotonic_time();
     const KnnwbPartitionSampleView view = {.sample = &sample,
                                            .label = label,
@@ -338,9 +352,18 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
      * of a real microarray, 128 columns: 190%, 200%, 213%, 248% for 11, 46, 187, 748 clusters,
      * 1.4 s to try all four on 2 cores); nor after a first count that leaves three times the
      * plain search's work (data without clusters: 3.4-4.2 measured, against 2.5-2.8 for 50
-     * clusters cut in 15). */
+     * clusters cut in 15); nor after a count of at least 8 clusters whose rows would nearly all
+     * visit every other cluster: no cell's bounds exclude anything, and finer cells did not
+     * either (the real-like metafeatures: 99.6% of all visits at 11 clusters, 98.6% at 46;
+     * bench_knn_gpu's d = 295 modules: all at both; 50 clusters cut in 15: 45%; that second count
+     * cost 0.05-0.06 s of a 2-3 s search). Fewer cells are too wide to tell: 30 clusters apart cut
+     * in 2 visit 93%. */
     no_better = work >= best ? no_better + 1 : 0;
-    const gboolean worse = work > 1.5 * best || no_better >= 2 || (t == 0 && work > 3.0 * plain);
+    const gboolean visited_all =
+        m >= KNNWB_PARTITION_VISITED_MIN_CELLS &&
+        knnwb_partition_load_visited(&load, data->n_rows, m) >= KNNWB_PARTITION_VISITED_ALL;
+    const gboolean worse =
+        work > 1.5 * best || no_better >= 2 || (t == 0 && work > 3.0 * plain) || visited_all;
     if (work < best) {
       best = work;
       g_free(p->centroid);

@@ -245,6 +245,41 @@ static void test_choice_threads(void)
   }
 }
 
+/* n x d Gaussian rows around one centre (no clusters). */
+static KnnwbMatrix *gaussian_rows(size_t n, size_t d, guint32 seed)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  for (size_t i = 0; i < n * d; i++) {
+    double u = g_rand_double(rand), v = g_rand_double(rand);
+    m->values[i] = (float)(sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * G_PI * v));
+  }
+  return m;
+}
+
+/* The choice's counts for 65,601 rows are 2, 8 and 32 clusters: rows without clusters (64
+ * Gaussian columns), whose 8 clusters every row would visit, end the choice there; 30 clusters
+ * apart go on to 32 (2 clusters do not end it: every row of either kind visits nearly all). */
+static void test_choice_visited_all(void)
+{
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+  g_autoptr(KnnwbMatrix) noise = gaussian_rows(65601, 64, 21);
+  g_autoptr(KnnwbMatrix) clusters = uniform_clusters(65601, 9, 30, 4.0, 1.0, 22);
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON};
+  for (size_t k = 0; k < G_N_ELEMENTS(metrics); k++) {
+    KnnwbPartition p;
+    double share;
+    g_assert_true(knnwb_partition_choose(&p, noise, metrics[k], 10, 2, FALSE, &share));
+    g_assert_cmpuint(p.tried, ==, 2);
+    g_assert_cmpfloat(share, >, 1.0);
+    knnwb_partition_clear(&p);
+    g_assert_true(knnwb_partition_choose(&p, clusters, metrics[k], 10, 2, FALSE, &share));
+    g_assert_cmpuint(p.tried, ==, 3);
+    knnwb_partition_clear(&p);
+  }
+  g_setenv("KNNWB_PARTITION_ROWS", "301", TRUE);
+}
+
 /* The floor's load is below the sample's estimate for the clusters k-means finds (every part,
  * every metric, few clusters and many), and a count whose floor's work is no less than the best
  * of a smaller count's is followed by none whose floor is below it, on either backend's costs:
@@ -588,6 +623,7 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-kmeans/seeds", test_seeds);
   g_test_add_func("/partition-kmeans/threads", test_kmeans_threads);
   g_test_add_func("/partition-kmeans/choice-threads", test_choice_threads);
+  g_test_add_func("/partition-kmeans/choice-visited-all", test_choice_visited_all);
   g_test_add_func("/partition-kmeans/work-floor", test_work_floor);
   g_test_add_func("/partition-kmeans/share-limit", test_share_limit);
   g_test_add_func("/partition-kmeans/index-threads", test_index_threads);

@@ -369,6 +369,30 @@ static void test_plan_fused_probe(void)
   g_assert_cmpint(knnwb_select_plan_probe_window(), ==, 64);
 }
 
+/* Which fresh tiles the one kernel selects (knnwb_select_plan_fresh_kernel): rows of 64 to 255
+ * columns on one GPU by default, the column stages at the edges of that range and on two GPUs;
+ * KNNWB_CUDA_FRESH forces either, an unknown value leaves the default. */
+static void test_plan_fresh_kernel(void)
+{
+  g_unsetenv("KNNWB_CUDA_FRESH");
+  g_assert_true(knnwb_select_plan_fresh_kernel(128, 1));
+  g_assert_true(knnwb_select_plan_fresh_kernel(64, 1));
+  g_assert_true(knnwb_select_plan_fresh_kernel(255, 1));
+  g_assert_false(knnwb_select_plan_fresh_kernel(63, 1));
+  g_assert_false(knnwb_select_plan_fresh_kernel(256, 1));
+  g_assert_false(knnwb_select_plan_fresh_kernel(295, 1));
+  g_assert_false(knnwb_select_plan_fresh_kernel(128, 2));
+  g_setenv("KNNWB_CUDA_FRESH", "kernel", TRUE);
+  g_assert_true(knnwb_select_plan_fresh_kernel(295, 1));
+  g_assert_true(knnwb_select_plan_fresh_kernel(32, 2));
+  g_setenv("KNNWB_CUDA_FRESH", "stages", TRUE);
+  g_assert_false(knnwb_select_plan_fresh_kernel(128, 1));
+  g_setenv("KNNWB_CUDA_FRESH", "sometimes", TRUE);
+  g_assert_true(knnwb_select_plan_fresh_kernel(128, 1));
+  g_assert_false(knnwb_select_plan_fresh_kernel(295, 1));
+  g_unsetenv("KNNWB_CUDA_FRESH");
+}
+
 /* When a run groups its rows by centroid (knnwb_select_plan_groups_rows): a resident FP16 self
  * job of one process with centroids; not without them, nor for query jobs, shares, groups,
  * starting bounds, other screens, streamed rows, or where neither a tile buffer nor the budget
@@ -443,5 +467,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/select-plan/fused-pairs", test_plan_fused_pairs);
   g_test_add_func("/kernels/select-plan/fused-probe", test_plan_fused_probe);
   g_test_add_func("/kernels/select-plan/groups-rows", test_plan_groups_rows);
+  g_test_add_func("/kernels/select-plan/fresh-kernel", test_plan_fresh_kernel);
   return g_test_run();
 }
