@@ -221,8 +221,7 @@ typedef struct {
   float *worst;
   int32_t *valid_count;
   float *bound;           /* per job row: knnwb_refine_score_bound of within, or NULL */
-  float *order_centroids; /* the job's (knnwb_knn_round_order), or NULL; freed with the round */
-  size_t order_cells;
+  float *order_centroids; /* the job's (knnwb_knn_round_order), or NULL */
   int distances_filled, refined;
   size_t list0; /* the job row of the refine's first row in the candidate arrays */
   KnnwbGroupBounds bounds;
@@ -430,49 +429,25 @@ static _Thread_local KnnwbMarginMemo *knnwb_margin_memo;
 #define KNNWB_ROW_ORDER_MIN_ROWS ((size_t)262144)
 #define KNNWB_ROW_ORDER_MIN_COLUMNS ((size_t)256)
 
-/* Whether a first round's self job on a GPU of one process visits its rows grouped by similarity
- * (knnwb_row_order_centroids): at the sizes above; KNNWB_ROW_ORDER=0 never, =1 at any size (tests,
+/* A first round's self job on a GPU of one process visits its rows grouped by similarity
+ * (knnwb_row_order_centroids) at the sizes above; KNNWB_ROW_ORDER=0 never, =1 at any size (tests,
  * comparisons). Not the sub-searches of a partitioned run (a margin memo set): their rows are one
- * group of clusters already. Known before the round: its centroids are fitted while the margin
- * planner samples (knnwb_knn_rounds). */
-static gboolean knnwb_knn_rounds_order_wanted(const KnnwbKnnOptions *options,
-                                              KnnwbSelectFunc select, const KnnwbPrepared *query,
-                                              gboolean self, const KnnwbKnnGroup *group)
+ * group of clusters already. */
+static void knnwb_knn_round_order(KnnwbRound *round, KnnwbSelectJob *job)
 {
   const char *mode = g_getenv("KNNWB_ROW_ORDER");
   const gboolean sized =
-      query->n >= KNNWB_ROW_ORDER_MIN_ROWS && query->d >= KNNWB_ROW_ORDER_MIN_COLUMNS;
-  const gboolean on_device = options->backend != KNNWB_BACKEND_CPU && select != knnwb_cpu_select;
-  return self && group == NULL && on_device && knnwb_margin_memo == NULL &&
-         g_strcmp0(mode, "0") != 0 && (sized || g_strcmp0(mode, "1") == 0);
-}
-
-/* The centroids of a first round's rows, fitted on a thread of its own (knnwb_knn_rounds). */
-typedef struct {
-  const KnnwbPrepared *query;
-  int threads;
-  size_t cells;
-  float *centroids;
-  double seconds;
-} KnnwbRoundOrderFit;
-
-static gpointer knnwb_knn_rounds_order_fit(gpointer data)
-{
-  KnnwbRoundOrderFit *fit = data;
-  const gint64 start = g_get_monotonic_time();
-  fit->centroids = knnwb_row_order_centroids(fit->query, fit->threads, &fit->cells);
-  fit->seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-  return NULL;
-}
-
-/* The first round's job takes the centroids fitted for it (knnwb_knn_rounds_order_wanted), if any;
- * the round frees them. */
-static void knnwb_knn_round_order(KnnwbRound *round, KnnwbSelectJob *job)
-{
-  if (round->rows != NULL || round->order_centroids == NULL)
+      round->query->n >= KNNWB_ROW_ORDER_MIN_ROWS && round->query->d >= KNNWB_ROW_ORDER_MIN_COLUMNS;
+  if (round->rows != NULL || !round->self || round->shared || !round->on_device ||
+      knnwb_margin_memo != NULL || g_strcmp0(mode, "0") == 0 ||
+      (!sized && g_strcmp0(mode, "1") != 0))
     return;
+  const gint64 start = g_get_monotonic_time();
+  round->order_centroids =
+      knnwb_row_order_centroids(round->query, round->threads, &job->order_cells);
   job->order_centroids = round->order_centroids;
-  job->order_cells = round->order_cells;
+  g_debug("knnwb: %zu centroids to group the rows for the GPU's tiles by, in %.3f s",
+          job->order_cells, (double)(g_get_monotonic_time() - start) / 1e6);
 }
 
 /* The backend's selection of the round's rows into the candidate arrays (or, refined on the
@@ -623,7 +598,6 @@ static gboolean knnwb_knn_round(KnnwbRound *round, GArray *left, GError **error)
   if (!knnwb_size_multiply(round->job_rows, round->kc, &round->cells)) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "%zu rows x %zu candidates overflow",
                 round->job_rows, round->kc);
-    g_clear_pointer(&round->order_centroids, g_free);
     return FALSE;
   }
   gboolean ok = knnwb_knn_round_allocate(round, error);
@@ -808,24 +782,8 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
 {
   /* The screening precision sets the certificate's bound, and so the margin of candidates past k
    * that absorbs it; certification checks that the margin sufficed. */
-  /* The centroids that group the rows (if the first round wants them) are fitted while the margin
-   * planner samples: both are short and partly serial (0.04 and 0.07 s at 1,533,876 x 295 on 16
-   * cores), so each fills the other's idle cores. */
-  KnnwbRoundOrderFit fit = {.query = query, .threads = threads};
-  GThread *fitting = NULL;
-  if (knnwb_knn_rounds_order_wanted(options, select, query, self, group)) {
-    fitting = g_thread_try_new("knnwb-order", knnwb_knn_rounds_order_fit, &fit, NULL);
-    if (fitting == NULL)
-      knnwb_knn_rounds_order_fit(&fit);
-  }
   const size_t kc = knnwb_knn_rounds_candidates(options, query, reference, self, available, threads,
                                                 group, row0, n_rows);
-  if (fitting != NULL)
-    g_thread_join(fitting);
-  if (fit.centroids != NULL)
-    g_debug("knnwb: %zu centroids to group the rows for the GPU's tiles by, in %.3f s (beside the "
-            "margin planner)",
-            fit.cells, fit.seconds);
   GArray *uncertified = g_array_new(FALSE, FALSE, sizeof(int64_t));
   KnnwbRound first = {.options = options,
                       .select = select,
@@ -841,9 +799,7 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                       .group = group,
                       .lists_fresh = lists_fresh,
                       .result = result,
-                      .within = within,
-                      .order_centroids = fit.centroids,
-                      .order_cells = fit.cells};
+                      .within = within};
   if (!knnwb_knn_round(&first, uncertified, error)) {
     g_array_free(uncertified, TRUE);
     return FALSE;
