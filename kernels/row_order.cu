@@ -80,23 +80,43 @@ cudaError_t gather_words(const void *src, void *dst, const int *order, size_t n,
 
 } // namespace
 
-void RowOrder::build(const KnnwbSelectJob *job, const int32_t *cell)
+void RowOrder::build(const KnnwbSelectJob *job, const int32_t *cell, int threads)
 {
-  const size_t n = job->n_query, m = job->order_cells;
+  const size_t rows = job->n_query, m = job->order_cells, keys = m + 1;
   const unsigned char *invalid = job->reference_invalid;
-  /* counting sort by cell, rows ascending within one; invalid rows (never queried) last */
-  std::vector<size_t> start(m + 2, 0);
-  for (size_t i = 0; i < n; i++)
-    start[(invalid && invalid[i] ? m : (size_t)cell[i]) + 1]++;
-  for (size_t c = 1; c <= m; c++)
-    start[c] += start[c - 1];
-  order.resize(n);
-  narrow.resize(n);
-  for (size_t i = 0; i < n; i++) {
-    const size_t at = start[invalid && invalid[i] ? m : (size_t)cell[i]]++;
-    order[at] = (int64_t)i;
-    narrow[at] = (int)i;
-  }
+  auto key = [&](size_t i) { return invalid && invalid[i] ? m : (size_t)cell[i]; };
+  /* A counting sort by cell, invalid rows (never queried) last, in parts of the rows: each part
+   * counts its keys, then places its rows from its own offsets, which follow the earlier parts'
+   * within a key: rows ascending within a cell, as one thread would place them. Serial, with its
+   * arrays zeroed first, it took 0.027 s at 1,533,876 rows (one H200's host). */
+  const size_t parts =
+      std::max<size_t>(1, std::min<size_t>((size_t)std::max(threads, 1), rows / 65536));
+  auto part_rows = [&](size_t p) {
+    return std::make_pair(rows * p / parts, rows * (p + 1) / parts);
+  };
+  std::vector<size_t> at(parts * keys, 0);
+  parallel_rows(parts, (int)parts, 1, [&](size_t a, size_t b) {
+    for (size_t p = a; p < b; p++)
+      for (size_t i = part_rows(p).first; i < part_rows(p).second; i++)
+        at[p * keys + key(i)]++;
+  });
+  for (size_t c = 0, next = 0; c < keys; c++)
+    for (size_t p = 0; p < parts; p++) {
+      const size_t count = at[p * keys + c];
+      at[p * keys + c] = next;
+      next += count;
+    }
+  order.reset(new int64_t[std::max<size_t>(rows, 1)]);
+  narrow.reset(new int[std::max<size_t>(rows, 1)]);
+  n = rows;
+  parallel_rows(parts, (int)parts, 1, [&](size_t a, size_t b) {
+    for (size_t p = a; p < b; p++)
+      for (size_t i = part_rows(p).first; i < part_rows(p).second; i++) {
+        const size_t r = at[p * keys + key(i)]++;
+        order[r] = (int64_t)i;
+        narrow[r] = (int)i;
+      }
+  });
 }
 
 void gather_floats(float *dst, const float *base, const int64_t *order, size_t first, size_t count,
@@ -192,8 +212,8 @@ bool Worker::order_cells()
 /* Worker 0, once every slice has its cells: the order, for every worker. */
 void Worker::order_publish()
 {
-  run_.row_order->build(run_.job, run_.cells.data());
-  run_.order = run_.row_order->order.data();
+  run_.row_order->build(run_.job, run_.cells.data(), run_.copy_threads);
+  run_.order = run_.row_order->order.get();
 }
 
 /* This GPU's rows, squared norms and invalid marks gathered into the order, through a second copy
@@ -239,14 +259,14 @@ bool Worker::order_apply()
 
 cudaError_t order_to_device(const RowOrder &order, int **device, cudaStream_t stream)
 {
-  const size_t n = order.narrow.size();
+  const size_t n = order.n;
   void *allocated = nullptr;
   cudaError_t err = cudaMalloc(&allocated, std::max<size_t>(n, 1) * sizeof(int));
   if (err != cudaSuccess)
     return err;
   *device = (int *)allocated;
-  err = cudaMemcpyAsync(*device, order.narrow.data(), n * sizeof(int), cudaMemcpyHostToDevice,
-                        stream);
+  err =
+      cudaMemcpyAsync(*device, order.narrow.get(), n * sizeof(int), cudaMemcpyHostToDevice, stream);
   if (err == cudaSuccess) /* pageable memory: the copy is done with it only once it completes */
     err = cudaStreamSynchronize(stream);
   return err;

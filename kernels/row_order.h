@@ -18,19 +18,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <vector>
+#include <memory>
 
 namespace knnwb_cuda
 {
 
 /** The order of a grouped attempt's rows, built once every row's nearest centroid is known. */
 struct RowOrder {
-  std::vector<int64_t> order; /* place r holds the job's row order[r] */
-  std::vector<int> narrow;    /* the same as ints, for the devices */
+  size_t n = 0;
+  std::unique_ptr<int64_t[]> order; /* n: place r holds the job's row order[r] */
+  std::unique_ptr<int[]> narrow;    /* the same as ints, for the devices */
   /** The order of job's rows by cell[i] (each row's nearest centroid, < job->order_cells), rows
-   * ascending within a cell and invalid rows last. O(n + cells). Throws std::bad_alloc when
-   * memory is short (the backend's entry turns that into a status). */
-  void build(const KnnwbSelectJob *job, const int32_t *cell);
+   * ascending within a cell and invalid rows last, counted and placed by up to threads threads
+   * (the same order for any number). O(n + cells threads). Throws std::bad_alloc when memory is
+   * short (the backend's entry turns that into a status). */
+  void build(const KnnwbSelectJob *job, const int32_t *cell, int threads);
 };
 
 /** The floats [first, first + count) of the row-major matrix base (dim columns) whose rows are

@@ -100,6 +100,38 @@ static void knnwb_row_order_assign(KnnwbRowOrderAssign *a, size_t n, int threads
   g_free(half_sq);
 }
 
+typedef struct {
+  const float *sample; /* s x d */
+  size_t s, d;
+  const int32_t *cell; /* s: each sample row's nearest centroid */
+  float *centroid;     /* m x d */
+  double *sum;         /* m x d: scratch */
+} KnnwbRowOrderUpdate;
+
+/* Centroids [first, last) become the means of their members, summed in row order (so the same bits
+ * for any number of threads); one without members is kept. A thread scans every row's cell for
+ * its own centroids: 8,192 labels against 8,192 x d additions in one thread (0.02 of the 0.04 s
+ * at d = 295 when it was serial). */
+static void knnwb_row_order_update(size_t first, size_t last, void *user)
+{
+  const KnnwbRowOrderUpdate *u = user;
+  const size_t d = u->d;
+  for (size_t c = first; c < last; c++) {
+    double *sum = u->sum + c * d;
+    size_t members = 0;
+    memset(sum, 0, d * sizeof(double));
+    for (size_t i = 0; i < u->s; i++) {
+      if ((size_t)u->cell[i] != c)
+        continue;
+      members++;
+      for (size_t t = 0; t < d; t++)
+        sum[t] += u->sample[i * d + t];
+    }
+    for (size_t t = 0; members > 0 && t < d; t++)
+      u->centroid[c * d + t] = (float)(sum[t] / (double)members);
+  }
+}
+
 /* Lloyd's rounds on the s sample rows (s x d): centroid (m x d) starts at evenly spaced sample
  * rows and becomes the mean of its members (kept where it has none). */
 static void knnwb_row_order_fit(const float *sample, size_t s, size_t d, size_t m, float *centroid,
@@ -109,23 +141,13 @@ static void knnwb_row_order_fit(const float *sample, size_t s, size_t d, size_t 
     memcpy(centroid + c * d, sample + (c * s / m) * d, d * sizeof(float));
   int32_t *cell = g_new(int32_t, s);
   double *sum = g_new(double, m *d);
-  size_t *members = g_new(size_t, m);
   KnnwbRowOrderAssign a = {.rows = sample, .d = d, .m = m, .centroid = centroid, .cell = cell};
+  KnnwbRowOrderUpdate u = {
+      .sample = sample, .s = s, .d = d, .cell = cell, .centroid = centroid, .sum = sum};
   for (int round = 0; round < KNNWB_ROW_ORDER_ROUNDS; round++) {
     knnwb_row_order_assign(&a, s, threads);
-    memset(sum, 0, m * d * sizeof(double));
-    memset(members, 0, m * sizeof(size_t));
-    for (size_t i = 0; i < s; i++) {
-      const size_t c = (size_t)cell[i];
-      members[c]++;
-      for (size_t t = 0; t < d; t++)
-        sum[c * d + t] += sample[i * d + t];
-    }
-    for (size_t c = 0; c < m; c++)
-      for (size_t t = 0; members[c] > 0 && t < d; t++)
-        centroid[c * d + t] = (float)(sum[c * d + t] / (double)members[c]);
+    knnwb_parallel_for(threads, m, 1, knnwb_row_order_update, &u);
   }
-  g_free(members);
   g_free(sum);
   g_free(cell);
 }
@@ -146,11 +168,14 @@ float *knnwb_row_order_centroids(const KnnwbPrepared *rows, int threads, size_t 
     g_free(centroid);
     return NULL;
   }
-  for (size_t i = 0, t = 0, next = 0; i < n && t < s; i++) {
+  /* the t-th sample is the (t * valid / s)-th valid row: one division per sample, not per row */
+  for (size_t i = 0, t = 0, next = 0, wanted = 0; i < n && t < s; i++) {
     if (rows->invalid != NULL && rows->invalid[i])
       continue;
-    if (next == t * valid / s) /* the (t * valid / s)-th valid row */
+    if (next == wanted) {
       memcpy(sample + (t++) * d, rows->scored + i * d, d * sizeof(float));
+      wanted = t * valid / s;
+    }
     next++;
   }
   knnwb_row_order_fit(sample, s, d, m, centroid, threads);
