@@ -36,6 +36,20 @@ void knnwb_cuda_gemm_start_wait(void)
 {
 }
 
+void knnwb_cuda_rows_start(int device, const float *rows, size_t n, size_t dim,
+                           double screen_row_norm)
+{
+  (void)device;
+  (void)rows;
+  (void)n;
+  (void)dim;
+  (void)screen_row_norm;
+}
+
+void knnwb_cuda_rows_start_drop(void)
+{
+}
+
 int knnwb_cuda_gemm_known(int device, size_t n_query, size_t n_reference, size_t dim)
 {
   (void)device;

@@ -24,6 +24,7 @@
 #include "device_keep.h"
 #include "host_staging.h"
 #include "row_order.h"
+#include "rows_start.h"
 #include "select_worker.h"
 
 #include <knnwb_kernels.h>
@@ -128,7 +129,8 @@ int select_limits(const KnnwbSelectJob *job, const std::vector<int> &ordinals, D
       cudaGetLastError();
       return KNNWB_KERNELS_NO_DEVICE;
     }
-    free_bytes += keep_bytes(ordinal); /* a keep scope's blocks are this process's to reuse */
+    /* a keep scope's blocks and rows uploaded ahead are this process's to reuse */
+    free_bytes += keep_bytes(ordinal) + rows_start_bytes(ordinal);
     size_t device_budget = job->memory_bytes ? job->memory_bytes : free_bytes / 10 * 9;
     out->budget = std::min(out->budget, device_budget);
     out->sm_count = std::min(out->sm_count, sms);
@@ -164,6 +166,13 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   run.plan = plan;
   run.ordinals = ordinals;
   run.n_devices = (int)ordinals.size();
+  /* rows uploaded ahead for this job's layout on its one GPU; any others freed before the
+   * workers allocate (the limits counted them as free) */
+  const bool takes_rows = run.n_devices == 1 && plan.resident && same &&
+                          plan.screen == KNNWB_KERNELS_SCREEN_FP16 && job->share_count <= 1;
+  run.staged_rows = rows_start_claim(takes_rows ? ordinals[0] : -1, job->reference,
+                                     job->n_reference, job->dim, plan.dpad, (size_t)plan.row_bytes,
+                                     screen_scale_exponent(job->screen_row_norm));
   run.pinned = pinned;
   const size_t T = (size_t)plan.tile;
   const size_t qb = (job->n_query + T - 1) / T, rb = (job->n_reference + T - 1) / T;
@@ -256,6 +265,8 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
     for (auto &t : threads)
       t.join();
   }
+  if (run.staged_rows != nullptr && cudaSetDevice(ordinals[0]) == cudaSuccess)
+    keep_free(ordinals[0], run.staged_rows); /* a worker that failed before it took them */
   if (run.status != KNNWB_KERNELS_OK) {
     set_message(message, message_size, "%s", run.message);
     return run.status;

@@ -254,6 +254,21 @@ void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t n_query, si
                            size_t dim);
 /** Waits for a choice begun by knnwb_cuda_gemm_start (at once when none). */
 void knnwb_cuda_gemm_start_wait(void);
+/**
+ * Begins, on a helper thread, the upload of a self search's n x dim scored rows to GPU device as an
+ * FP16 screen's resident rows (scaled by the power of two that screen_row_norm gives, rounded to
+ * halves, padded to knnwb_select_plan_dpad), while core still samples them before its select
+ * (kernels/rows_start.cu). The next knnwb_cuda_select whose job has these rows, resident in half
+ * precision on that one GPU, takes them instead of uploading; any other select frees them first.
+ * rows must stay unchanged and allocated until then, or until knnwb_cuda_rows_start_drop. Returns
+ * at once; drops rows begun before. Never fails (the select uploads what this could not). Nothing
+ * with KNNWB_CUDA_ROWS_START=0. Holds n x dpad halves of GPU memory until taken or dropped.
+ */
+void knnwb_cuda_rows_start(int device, const float *rows, size_t n, size_t dim,
+                           double screen_row_norm);
+/** Waits for rows begun by knnwb_cuda_rows_start and frees them unless a select took them (at once
+ * when none). */
+void knnwb_cuda_rows_start_drop(void);
 /** Non-zero when this process has made the tile GEMM's choice on GPU device for the shape of
  * knnwb_cuda_gemm_start's arguments (by knnwb_cuda_gemm_start or a search). */
 int knnwb_cuda_gemm_known(int device, size_t n_query, size_t n_reference, size_t dim);

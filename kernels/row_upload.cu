@@ -5,6 +5,7 @@
  */
 #include "host_staging.h"
 #include "row_order.h"
+#include "row_upload.h"
 #include "select_worker.h"
 #include "tile_scores.h"
 
@@ -84,12 +85,44 @@ bool Worker::load_anchor(const float *host, size_t first, int rows)
   return true;
 }
 
+cudaError_t upload_rows(const RowUpload &u)
+{
+  const size_t row_floats = u.dim * sizeof(float);
+  const bool staged = u.staging[0] != nullptr && u.staging[1] != nullptr;
+  const size_t room = staged ? std::min(u.staging_bytes, u.scratch_bytes) : u.scratch_bytes;
+  const size_t chunk_rows = row_floats > 0 ? room / row_floats : 0;
+  if (chunk_rows == 0)
+    return cudaErrorInvalidValue;
+  cudaError_t err = cudaSuccess;
+  for (size_t first = 0, c = 0; first < u.rows && err == cudaSuccess; first += chunk_rows, c++) {
+    const int b = (int)(c % 2);
+    const size_t n = std::min(chunk_rows, u.rows - first);
+    err = cudaEventSynchronize(u.done[b]);
+    if (err == cudaSuccess && staged) {
+      parallel_copy(u.staging[b], u.src + first * u.dim, n * row_floats, u.threads);
+      err = cudaMemcpyAsync(u.scratch[b], u.staging[b], n * row_floats, cudaMemcpyHostToDevice,
+                            u.stream);
+    } else if (err == cudaSuccess) {
+      err = cudaMemcpyAsync(u.scratch[b], u.src + first * u.dim, n * row_floats,
+                            cudaMemcpyHostToDevice, u.stream);
+    }
+    if (err == cudaSuccess && u.convert)
+      err = launch_rows_to_half(u.scratch[b], u.dim, n, (int)u.dim, u.dst + first * u.row_bytes,
+                                u.dpad, u.exponent, u.stream);
+    else if (err == cudaSuccess)
+      err = cudaMemcpy2DAsync(u.dst + first * u.row_bytes, u.row_bytes, u.scratch[b], row_floats,
+                              row_floats, n, cudaMemcpyDeviceToDevice, u.stream);
+    if (err == cudaSuccess)
+      err = cudaEventRecord(u.done[b], u.stream);
+  }
+  const cudaError_t synced = cudaStreamSynchronize(u.stream);
+  return err != cudaSuccess ? err : synced;
+}
+
 /*
- * Host rows to the device rows of the plan (dst: rows of plan.row_bytes): chunks go to a free tile
- * buffer by contiguous DMA (from pageable rows through a parallel host memcpy into the two pinned
- * staging buffers), then into place on the device: a pitched copy, or (FP16) the conversion to
- * scaled halves. Avoids both registering gigabytes and the driver's slow pitched copies from
- * pageable memory.
+ * Resident rows to the device (upload_rows) through the worker's pinned staging (host rows not
+ * page-locked) and its tile buffers, or straight from page-locked rows: avoids both registering
+ * gigabytes and the driver's slow pitched copies from pageable memory.
  */
 bool Worker::upload_staged(char *dst, const float *src, size_t rows)
 {
@@ -99,52 +132,42 @@ bool Worker::upload_staged(char *dst, const float *src, size_t rows)
   const bool staged = !run_.pinned && host_staging_[0] && host_staging_bytes_ >= row_bytes;
   if (!staged && !convert)
     return load_rows((float *)dst, src, 0, rows, copy_stream_);
-  const size_t chunk_rows = (staged ? host_staging_bytes_ : tile_bytes_) / row_bytes;
-  if (chunk_rows == 0) {
+  if (tile_bytes_ < row_bytes) {
     run_.fail(KNNWB_KERNELS_ERROR, "rows of %zu floats do not fit a tile buffer of GPU %d", dim,
               device_ordinal_);
     return false;
   }
-  bool ok = true;
-  for (size_t first = 0, c = 0; first < rows && ok; first += chunk_rows, c++) {
-    const int b = (int)(c % 2);
-    const size_t n = std::min(chunk_rows, rows - first);
-    cudaError_t err = cudaEventSynchronize(copy_done_[b]);
-    if (err == cudaSuccess && staged) {
-      parallel_copy(host_staging_[b], src + first * dim, n * row_bytes, run_.copy_threads);
-      err = cudaMemcpyAsync(tiles_[b], host_staging_[b], n * row_bytes, cudaMemcpyHostToDevice,
-                            copy_stream_);
-    } else if (err == cudaSuccess) {
-      err = cudaMemcpyAsync(tiles_[b], src + first * dim, n * row_bytes, cudaMemcpyHostToDevice,
-                            copy_stream_);
-    }
-    if (err == cudaSuccess && convert)
-      err = launch_rows_to_half(tiles_[b], dim, n, (int)dim, dst + first * p.row_bytes, p.dpad,
-                                screen_exponent_, copy_stream_);
-    else if (err == cudaSuccess)
-      err = cudaMemcpy2DAsync(dst + first * p.row_bytes, (size_t)p.row_bytes, tiles_[b], row_bytes,
-                              row_bytes, n, cudaMemcpyDeviceToDevice, copy_stream_);
-    if (err == cudaSuccess)
-      err = cudaEventRecord(copy_done_[b], copy_stream_);
-    if (err != cudaSuccess) {
-      run_.fail(KNNWB_KERNELS_ERROR, "staged upload to GPU %d failed: %s", device_ordinal_,
-                cudaGetErrorString(err));
-      ok = false;
-    }
+  RowUpload u = {};
+  u.dst = dst;
+  u.row_bytes = (size_t)p.row_bytes;
+  u.dpad = p.dpad;
+  u.convert = convert;
+  u.exponent = screen_exponent_;
+  u.src = src;
+  u.rows = rows;
+  u.dim = dim;
+  for (int b = 0; b < 2; b++) {
+    u.staging[b] = staged ? host_staging_[b] : nullptr;
+    u.scratch[b] = tiles_[b];
+    u.done[b] = copy_done_[b];
   }
-  cudaError_t err = cudaStreamSynchronize(copy_stream_);
-  if (ok && err != cudaSuccess) {
-    run_.fail(KNNWB_KERNELS_ERROR, "cudaStreamSynchronize failed on GPU %d: %s", device_ordinal_,
+  u.staging_bytes = host_staging_bytes_;
+  u.scratch_bytes = tile_bytes_;
+  u.stream = copy_stream_;
+  u.threads = run_.copy_threads;
+  const cudaError_t err = upload_rows(u);
+  if (err != cudaSuccess) {
+    run_.fail(KNNWB_KERNELS_ERROR, "staged upload to GPU %d failed: %s", device_ordinal_,
               cudaGetErrorString(err));
-    ok = false;
+    return false;
   }
-  return ok;
+  return true;
 }
 
 bool Worker::upload_resident()
 {
   const KnnwbSelectJob *job = run_.job;
-  if (run_.plan.resident) {
+  if (run_.plan.resident && !rows_staged_) {
     const size_t row_bytes = (size_t)run_.plan.row_bytes, dim = job->dim;
     auto r = slice_of(job->n_reference, index_, run_.n_devices);
     if (!upload_staged(reference_data_ + r.first * row_bytes, job->reference + r.first * dim,

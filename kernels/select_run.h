@@ -158,6 +158,9 @@ struct Run {
   std::vector<int32_t> cells;
   RowOrder *row_order = nullptr;
   const int64_t *order = nullptr;
+  /* one GPU: its resident rows uploaded ahead of the search (rows_start.h), taken by its worker
+   * instead of allocating and uploading them; else nullptr */
+  void *staged_rows = nullptr;
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;
   /* with them, core's refine too: the lists sorted and cut to out_k on the devices (job asked,

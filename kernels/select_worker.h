@@ -230,6 +230,7 @@ private:
   /* rows in core's order (run_.order): the order as device ints, which the device's refine maps
    * the lists' indices through (row_order.h), else NULL */
   int *order_device_ = nullptr;
+  bool rows_staged_ = false;   /* reference_data_ is run_.staged_rows, uploaded already */
   double order_t_[2] = {0, 0}; /* trace: when the nearest centroids began and ended */
   /* a query job's starting thresholds of one panel (schedule_panels.cu), or NULL */
   float *start_bounds_ = nullptr;

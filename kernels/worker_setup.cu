@@ -187,6 +187,17 @@ bool Worker::allocate_buffers(void *buffer[KNNWB_BUFFER_KINDS], size_t bytes[KNN
   for (int b = 0; b < KNNWB_BUFFER_KINDS; b++) {
     if (bytes[b] == 0)
       continue;
+    if (b == KNNWB_BUFFER_REFERENCE_ROWS && run_.staged_rows != nullptr) {
+      /* the rows uploaded ahead (rows_start_claim checked their size), freed as the others */
+      buffer[b] = run_.staged_rows;
+      run_.staged_rows = nullptr;
+      rows_staged_ = true;
+      allocations_.push_back(buffer[b]);
+      if (trace_enabled())
+        fprintf(stderr, "knnwb cuda worker %d: rows uploaded ahead taken (%zu bytes)\n", index_,
+                bytes[b]);
+      continue;
+    }
     cudaError_t err = keep_malloc(device_ordinal_, &buffer[b], bytes[b]);
     if (err != cudaSuccess) {
       run_.fail(knnwb_cuda_status_of(err), "cudaMalloc(%zu bytes) failed on GPU %d: %s", bytes[b],
@@ -334,9 +345,12 @@ bool Worker::clear_buffers()
       return false;
     CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
   }
-  /* Zero padding columns once: copies write only the first dim columns of each row. */
+  /* Zero padding columns once: copies write only the first dim columns of each row (the
+   * conversion to halves writes every column: rows uploaded ahead are complete). */
   if (p.resident) {
-    CUDA_TRY(run_, cudaMemsetAsync(reference_data_, 0, row_bytes * job->n_reference, copy_stream_));
+    if (!rows_staged_)
+      CUDA_TRY(run_,
+               cudaMemsetAsync(reference_data_, 0, row_bytes * job->n_reference, copy_stream_));
     if (query_data_ != reference_data_)
       CUDA_TRY(run_, cudaMemsetAsync(query_data_, 0, row_bytes * job->n_query, copy_stream_));
   } else {

@@ -90,6 +90,8 @@ typedef struct {
   gint kc; /* 0 until a search planned */
 } KnnwbMarginMemo;
 void knnwb_knn_margin_memo_set(KnnwbMarginMemo *memo);
+/** Whether a memo is set on the calling thread (it runs a partitioned run's sub-search). */
+gboolean knnwb_knn_margin_memo_active(void);
 
 /**
  * knnwb_knn_query for query rows that already hold k neighbours elsewhere (a partitioned search's
@@ -138,6 +140,16 @@ gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFun
  */
 void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t n_reference,
                           size_t dim);
+/**
+ * Begins the upload of a self search's prepared rows to its one GPU (knnwb_cuda_rows_start), where
+ * the search will hold them there in half precision: a GPU backend of one GPU with the default
+ * memory budget, an FP16 screen, at least 262,144 rows (fewer upload in a few ms;
+ * KNNWB_CUDA_ROWS_START=1: any, =0: none). rows (scored) must stay allocated until
+ * knnwb_knn_rows_drop. Returns whether it began; never fails.
+ */
+gboolean knnwb_knn_rows_start(const KnnwbKnnOptions *options, const KnnwbPrepared *rows);
+/** Frees rows begun by knnwb_knn_rows_start that no select took (waits for their upload). */
+void knnwb_knn_rows_drop(void);
 /** Turns a KNNWB_KERNELS_* status into a GError (TRUE when OK). */
 gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
                                    GError **error);

@@ -17,6 +17,7 @@
 #include <knnwb/knn.h>
 #include <knnwb/parallel.h>
 #include "base/base.h"
+#include "cpu/cpu.h"
 #include "engine/engine_internal.h"
 #include "group/group.h"
 #include "partition/partition.h"
@@ -58,6 +59,7 @@ typedef struct {
   KnnwbDuplicates duplicates;
   KnnwbNeighbors *result;
   gboolean lists_fresh, nothing_to_do, gathered;
+  gboolean rows_started; /* knnwb_knn_rows_start began an upload of the rows */
   KnnwbSelectFunc select;
   char *backend;
   KnnwbScreen screen;
@@ -171,6 +173,12 @@ static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
     return FALSE;
   knnwb_prepared_set_screen(&run->query, run->self ? &run->query : &run->reference_storage,
                             run->screen);
+  /* A GPU's rows upload while the first round samples them (margin planner, centroids): a self
+   * search of the rows as they are (no copies collapsed), not a partitioned run's sub-search. */
+  if (run->self && run->group == NULL && run->within == NULL &&
+      run->duplicates.n_unique == run->n && run->select != knnwb_cpu_select &&
+      !knnwb_knn_margin_memo_active())
+    run->rows_started = knnwb_knn_rows_start(options, &run->query);
   return TRUE;
 }
 
@@ -250,6 +258,8 @@ static gboolean knnwb_knn_run_finish(KnnwbKnnRun *run, gboolean ok, GError **err
 {
   const KnnwbKnnGroup *group = run->group;
   knnwb_duplicates_clear(&run->duplicates);
+  if (run->rows_started) /* before the rows they were uploaded from are freed */
+    knnwb_knn_rows_drop();
   gint64 clear_start = g_get_monotonic_time();
   knnwb_prepared_release(&run->query);
   knnwb_prepared_release(&run->reference_storage);

@@ -44,6 +44,30 @@ void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t
   knnwb_cuda_gemm_start(options->devices, options->n_devices, n_query, n_reference, dim);
 }
 
+/* Below this many rows the select's own upload takes a few ms: not worth a helper thread. */
+#define KNNWB_ROWS_START_MIN_ROWS ((size_t)262144)
+
+gboolean knnwb_knn_rows_start(const KnnwbKnnOptions *options, const KnnwbPrepared *rows)
+{
+  const char *mode = g_getenv("KNNWB_CUDA_ROWS_START"); /* 0: never, 1: at any size (tests) */
+  if (options->backend == KNNWB_BACKEND_CPU || options->gpu_memory_bytes != 0 ||
+      rows->screen != KNNWB_SCREEN_FP16 || rows->scored == NULL || g_strcmp0(mode, "0") == 0 ||
+      (rows->n < KNNWB_ROWS_START_MIN_ROWS && g_strcmp0(mode, "1") != 0))
+    return FALSE;
+  int device = 0;
+  if (options->n_devices == 1)
+    device = options->devices != NULL ? options->devices[0] : 0;
+  else if (options->n_devices != 0 || knnwb_cuda_device_count() != 1)
+    return FALSE; /* several GPUs upload a slice each (kernels/row_upload.cu) */
+  knnwb_cuda_rows_start(device, rows->scored, rows->n, rows->d, rows->screen_row_norm);
+  return TRUE;
+}
+
+void knnwb_knn_rows_drop(void)
+{
+  knnwb_cuda_rows_start_drop();
+}
+
 void knnwb_knn_devices_prepare(const KnnwbKnnOptions *options, size_t n_rows, size_t n_cols)
 {
   g_return_if_fail(options != NULL);

@@ -733,6 +733,11 @@ void knnwb_knn_margin_memo_set(KnnwbMarginMemo *memo)
   knnwb_margin_memo = memo;
 }
 
+gboolean knnwb_knn_margin_memo_active(void)
+{
+  return knnwb_margin_memo != NULL;
+}
+
 /* Rows below which the first round keeps the screen's fixed margin: re-selecting is cheap there. */
 #define KNNWB_MARGIN_MIN_ROWS 65536
 #define KNNWB_MARGIN_SAMPLE 32

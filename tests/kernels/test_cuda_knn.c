@@ -457,6 +457,49 @@ static void test_row_order(void)
   g_unsetenv("KNNWB_ROW_ORDER");
 }
 
+/* Rows uploaded to the GPU while core samples them (kernels/rows_start.cu, KNNWB_CUDA_ROWS_START=1
+ * at any size): the CPU's bytes for every metric (manhattan screens in FP32: none uploaded), with
+ * the rows grouped, duplicates (searched as distinct rows: none uploaded), two GPUs and a budget
+ * (none uploaded), rows begun for other rows (freed by the next select or start, never taken) and
+ * dropped without a search (the GPU's memory back). In a subprocess with the trace: a search of
+ * one GPU takes the rows. */
+static void test_rows_ahead(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(2777, 19, 41);
+  g_setenv("KNNWB_CUDA_ROWS_START", "1", TRUE);
+  if (g_test_subprocess()) {
+    g_setenv("CUDA_VISIBLE_DEVICES", "0", TRUE); /* (before CUDA starts) a search of one GPU */
+    g_setenv("KNNWB_CUDA_TRACE", "1", TRUE);
+    compare(m, KNNWB_METRIC_PEARSON, 20, 0, 1);
+    return;
+  }
+  if (!gpu_or_skip())
+    return;
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  g_test_trap_assert_stderr("*rows uploaded ahead taken*");
+  g_autoptr(KnnwbMatrix) hard = adversarial_matrix(1303, 37, 42);
+  g_autoptr(KnnwbMatrix) other = knnwb_test_random_matrix(3001, 19, 43);
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
+    compare(m, metric, 20, 0, 1);
+  compare(hard, KNNWB_METRIC_EUCLIDEAN, 7, 0, 1);
+  g_setenv("KNNWB_ROW_ORDER", "1", TRUE);
+  compare(m, KNNWB_METRIC_COSINE, 20, 0, 1);
+  g_unsetenv("KNNWB_ROW_ORDER");
+  compare(m, KNNWB_METRIC_PEARSON, 20, 0, 2);
+  compare(m, KNNWB_METRIC_PEARSON, 20, 96 * MIB + 3 * MIB, 1);
+  const size_t slack = 64 * MIB, free_before = knnwb_cuda_free_bytes(0);
+  knnwb_cuda_rows_start(0, other->values, other->n_rows, other->n_cols, 64.0);
+  compare(m, KNNWB_METRIC_EUCLIDEAN, 9, 96 * MIB + 3 * MIB, 1); /* frees the other rows */
+  knnwb_cuda_rows_start(0, other->values, other->n_rows, other->n_cols, 64.0);
+  compare(m, KNNWB_METRIC_COSINE, 9, 0, 1); /* the other rows dropped, these taken */
+  knnwb_cuda_rows_start(0, other->values, other->n_rows, other->n_cols, 64.0);
+  knnwb_cuda_rows_start_drop();
+  knnwb_cuda_rows_start_drop(); /* nothing left to drop */
+  g_assert_cmpuint(knnwb_cuda_free_bytes(0) + slack, >=, free_before);
+  g_unsetenv("KNNWB_CUDA_ROWS_START");
+}
+
 /* A query job whose panels start from the rows' bounds (schedule_panels.cu): the CPU's bytes for
  * every metric, over several panels, with the rows resident and streamed, against references with
  * duplicate rows (searched as distinct rows); rows without a bound (+inf, NaN) get full lists, and
@@ -626,6 +669,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/lt-gemm", test_lt_gemm);
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/row-order", test_row_order);
+  g_test_add_func("/kernels/cuda-knn/rows-ahead", test_rows_ahead);
   g_test_add_func("/kernels/cuda-knn/kept-memory", test_kept_memory);
   g_test_add_func("/kernels/cuda-knn/query-within", test_query_within);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);

@@ -1,0 +1,46 @@
+/*
+ * Rows from host memory to a device through pinned staging (row_upload.cu): shared by the
+ * select's workers and by the rows uploaded ahead of a search (rows_start.cu).
+ */
+#ifndef KNNWB_ROW_UPLOAD_H
+#define KNNWB_ROW_UPLOAD_H
+
+#include <cuda_runtime.h>
+
+#include <stddef.h>
+
+namespace knnwb_cuda
+{
+
+/** What upload_rows moves and through what. */
+struct RowUpload {
+  char *dst;        /* device rows of row_bytes each */
+  size_t row_bytes; /* dpad halves (convert) or dpad floats */
+  int dpad;         /* convert: halves a device row holds (the rest of dim zero) */
+  bool convert;     /* FP16: scaled by 2^exponent and rounded to halves */
+  int exponent;
+  const float *src; /* host rows of dim floats */
+  size_t rows, dim;
+  void *staging[2]; /* pinned host buffers of staging_bytes, or NULL: copies from src itself */
+  size_t staging_bytes;
+  float *scratch[2]; /* device buffers of scratch_bytes each: a chunk's floats before conversion */
+  size_t scratch_bytes;
+  cudaEvent_t done[2]; /* recorded when a chunk's buffers are free again */
+  cudaStream_t stream;
+  int threads; /* host threads of each chunk's copy into the staging */
+};
+
+/**
+ * u.src's rows into u.dst in chunks that alternate between the two staging and scratch buffers:
+ * each chunk copied into its staging buffer by up to u.threads threads (so the copy engine reads
+ * pinned memory), sent to its scratch buffer, then converted into place (or, without convert,
+ * copied with the device rows' pitch); the host copies chunk c + 1 while the device takes chunk c.
+ * Chunks of min(staging_bytes, scratch_bytes) (scratch_bytes without staging) / (dim floats) rows:
+ * at least one must fit (else cudaErrorInvalidValue). Returns the first CUDA error; the stream is
+ * synchronized before it returns. O(rows dim).
+ */
+cudaError_t upload_rows(const RowUpload &u);
+
+} // namespace knnwb_cuda
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * A self search's rows uploaded to its one GPU ahead of the search. Between preparing the rows and
+ * selecting, core still samples them (the margin planner, 0.05-0.08 s; the centroids that group
+ * them, 0.04 s) while the GPU waits; the select then set up, uploaded (0.06-0.08 s at 1,533,876
+ * rows) and converted the rows to halves before its first tile. knnwb_cuda_rows_start begins that
+ * upload on a helper thread as soon as the rows and their screen's scale are known; the worker of
+ * a select whose job has those rows, resident in half precision on that GPU, takes the device rows
+ * instead of allocating and uploading them (rows_start_claim), and any other select frees them
+ * first. The device rows are the same bytes either way (the same conversion, row_upload.cu).
+ * KNNWB_CUDA_ROWS_START=0 leaves the upload to the select (to measure).
+ */
+#include "device_keep.h"
+#include "host_staging.h"
+#include "knnwb_kernels.h"
+#include "row_upload.h"
+#include "rows_start.h"
+#include "select_plan.h"
+#include "select_trace.h"
+#include "tile_scores.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace
+{
+
+using namespace knnwb_cuda;
+
+/* What an upload ahead is for, and its device rows once the helper is done. */
+struct Ahead {
+  int device = -1;
+  const float *host = nullptr;
+  size_t n = 0, dim = 0, row_bytes = 0, bytes = 0;
+  int dpad = 0, exponent = 0;
+  void *rows = nullptr; /* keep_malloc's on device, complete when the helper returned true */
+  bool ok = false;
+};
+
+std::mutex ahead_lock;    /* ahead, ahead_thread */
+std::thread ahead_thread; /* joinable while an upload runs or has not been waited for */
+Ahead ahead;
+
+bool rows_start_wanted()
+{
+  const char *v = getenv("KNNWB_CUDA_ROWS_START");
+  return v == nullptr || strcmp(v, "0") != 0;
+}
+
+/* The helper thread: after a tile GEMM's choice begun ahead (whose timings an upload beside them
+ * would disturb), the rows through two pinned staging buffers and two device chunks of their own,
+ * on a stream of its own. On any failure the rows are freed: the select uploads them itself. */
+void upload_ahead(Ahead *a)
+{
+  const double t0 = seconds_now();
+  knnwb_cuda_gemm_start_wait();
+  const double t_start = seconds_now();
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  float *scratch[2] = {nullptr, nullptr};
+  void *staging[2] = {nullptr, nullptr};
+  bool ok = cudaSetDevice(a->device) == cudaSuccess &&
+            cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
+  for (int b = 0; b < 2 && ok; b++)
+    ok = cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming) == cudaSuccess &&
+         cudaMalloc(&scratch[b], kStagingBytes) == cudaSuccess;
+  for (int b = 0; b < 2 && ok; b++)
+    staging[b] = staging_take();
+  if (staging[0] == nullptr || staging[1] == nullptr) /* no page-locked memory: from the rows */
+    for (int b = 0; b < 2; b++)
+      staging_give(staging[b]), staging[b] = nullptr;
+  ok = ok && keep_malloc(a->device, &a->rows, a->bytes) == cudaSuccess;
+  if (ok) {
+    RowUpload u = {};
+    u.dst = static_cast<char *>(a->rows);
+    u.row_bytes = a->row_bytes;
+    u.dpad = a->dpad;
+    u.convert = true;
+    u.exponent = a->exponent;
+    u.src = a->host;
+    u.rows = a->n;
+    u.dim = a->dim;
+    for (int b = 0; b < 2; b++) {
+      u.staging[b] = staging[b];
+      u.scratch[b] = scratch[b];
+      u.done[b] = done[b];
+    }
+    u.staging_bytes = kStagingBytes;
+    u.scratch_bytes = kStagingBytes;
+    u.stream = stream;
+    u.threads = 8;
+    ok = upload_rows(u) == cudaSuccess;
+  }
+  for (int b = 0; b < 2; b++) {
+    staging_give(staging[b]);
+    if (scratch[b])
+      cudaFree(scratch[b]);
+    if (done[b])
+      cudaEventDestroy(done[b]);
+  }
+  if (stream)
+    cudaStreamDestroy(stream);
+  if (!ok && a->rows) {
+    keep_free(a->device, a->rows);
+    a->rows = nullptr;
+  }
+  cudaGetLastError(); /* nothing of it may fail a search */
+  a->ok = ok;
+  if (trace_enabled())
+    fprintf(stderr,
+            "knnwb cuda: %zu rows uploaded ahead to GPU %d in %.3f s (after %.3f s waiting for "
+            "the tile GEMM's choice)%s\n",
+            a->n, a->device, seconds_now() - t_start, t_start - t0, ok ? "" : ": failed");
+}
+
+/* With ahead_lock held: the helper joined, its rows freed, nothing begun. */
+void drop_locked()
+{
+  if (ahead_thread.joinable())
+    ahead_thread.join();
+  if (ahead.rows != nullptr && cudaSetDevice(ahead.device) == cudaSuccess)
+    keep_free(ahead.device, ahead.rows);
+  cudaGetLastError();
+  ahead = Ahead();
+}
+
+} // namespace
+
+namespace knnwb_cuda
+{
+
+void *rows_start_claim(int ordinal, const float *rows, size_t n, size_t dim, int dpad,
+                       size_t row_bytes, int exponent)
+{
+  std::lock_guard<std::mutex> guard(ahead_lock);
+  if (ahead_thread.joinable())
+    ahead_thread.join();
+  if (ahead.ok && ahead.rows != nullptr && ordinal >= 0 && ahead.device == ordinal &&
+      ahead.host == rows && ahead.n == n && ahead.dim == dim && ahead.dpad == dpad &&
+      ahead.row_bytes == row_bytes && ahead.exponent == exponent) {
+    void *taken = ahead.rows;
+    ahead = Ahead();
+    return taken;
+  }
+  drop_locked();
+  return nullptr;
+}
+
+size_t rows_start_bytes(int ordinal)
+{
+  std::lock_guard<std::mutex> guard(ahead_lock);
+  return ahead.device == ordinal ? ahead.bytes : 0;
+}
+
+} // namespace knnwb_cuda
+
+extern "C" void knnwb_cuda_rows_start(int device, const float *rows, size_t n, size_t dim,
+                                      double screen_row_norm)
+{
+  if (!rows_start_wanted() || rows == nullptr || n == 0 || dim == 0 || device < 0)
+    return;
+  std::lock_guard<std::mutex> guard(ahead_lock);
+  drop_locked();
+  ahead.device = device;
+  ahead.host = rows;
+  ahead.n = n;
+  ahead.dim = dim;
+  ahead.dpad = knnwb_select_plan_dpad(dim, KNNWB_KERNELS_SCREEN_FP16);
+  ahead.row_bytes = (size_t)ahead.dpad * 2;
+  ahead.bytes = n * ahead.row_bytes;
+  ahead.exponent = screen_scale_exponent(screen_row_norm);
+  try {
+    ahead_thread = std::thread(upload_ahead, &ahead);
+  } catch (...) {
+    ahead = Ahead(); /* no thread: the select uploads, as without a start */
+  }
+}
+
+extern "C" void knnwb_cuda_rows_start_drop(void)
+{
+  std::lock_guard<std::mutex> guard(ahead_lock);
+  drop_locked();
+}
