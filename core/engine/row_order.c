@@ -107,8 +107,7 @@ typedef struct {
 
 /* Centroids [first, last) become the means of their members, summed in row order (so the same bits
  * for any number of threads); one without members is kept. A thread scans every row's cell for
- * its own centroids: 8,192 labels against 8,192 x d additions in one thread (0.02 of the 0.04 s
- * at d = 295 when it was serial). */
+ * its own centroids: 8,192 labels, where one thread alone made all 8,192 x d additions. */
 static void knnwb_row_order_update(size_t first, size_t last, void *user)
 {
   const KnnwbRowOrderUpdate *u = user;
@@ -142,8 +141,9 @@ static void knnwb_row_order_fit(const float *sample, size_t s, size_t d, size_t 
   KnnwbRowOrderUpdate u = {
       .sample = sample, .s = s, .d = d, .cell = cell, .centroid = centroid, .sum = sum};
   /* OpenBLAS single-threaded inside the threads' products, set once for all rounds; no more threads
-   * than the sample has blocks: every parallel loop starts its threads afresh (0.04 s for 6 rounds
-   * on 16 cores with OpenBLAS set back and forth each round, against 0.016 s on 2). */
+   * than the sample has blocks (every parallel loop starts its threads afresh). The fit took
+   * 0.035-0.039 s on a 16-core H200 host with these changes and without, 0.016-0.019 s on a 2-core
+   * VM: where the larger host spends it is not known. */
   const int saved = openblas_get_num_threads();
   openblas_set_num_threads(1);
   threads = MIN(knnwb_thread_count(threads),
