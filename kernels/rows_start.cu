@@ -39,6 +39,10 @@ struct Ahead {
   bool ok = false;
 };
 
+/* Host threads of each chunk's copy into the staging: as many as a one-GPU select's worker takes
+ * at most (cuda_select.cu); the margin planner runs beside them. */
+constexpr int kAheadCopyThreads = 8;
+
 std::mutex ahead_lock;    /* ahead, ahead_thread */
 std::thread ahead_thread; /* joinable while an upload runs or has not been waited for */
 Ahead ahead;
@@ -68,9 +72,12 @@ void upload_ahead(Ahead *a)
          cudaMalloc(&scratch[b], kStagingBytes) == cudaSuccess;
   for (int b = 0; b < 2 && ok; b++)
     staging[b] = staging_take();
-  if (staging[0] == nullptr || staging[1] == nullptr) /* no page-locked memory: from the rows */
-    for (int b = 0; b < 2; b++)
-      staging_give(staging[b]), staging[b] = nullptr;
+  if (staging[0] == nullptr || staging[1] == nullptr) { /* no page-locked memory: from the rows */
+    for (int b = 0; b < 2; b++) {
+      staging_give(staging[b]);
+      staging[b] = nullptr;
+    }
+  }
   ok = ok && keep_malloc(a->device, &a->rows, a->bytes) == cudaSuccess;
   if (ok) {
     RowUpload u = {};
@@ -90,7 +97,7 @@ void upload_ahead(Ahead *a)
     u.staging_bytes = kStagingBytes;
     u.scratch_bytes = kStagingBytes;
     u.stream = stream;
-    u.threads = 8;
+    u.threads = kAheadCopyThreads;
     ok = upload_rows(u) == cudaSuccess;
   }
   for (int b = 0; b < 2; b++) {
