@@ -3,7 +3,8 @@
  * asked while the driver initialises is -1 or the count, never a wrong one; every waiting caller
  * gets the same count; the guess core's speed-only choices take (knnwb_knn_expects_gpu) is FALSE
  * only when no GPU will run the search; after the start, guess and answer agree; the tile GEMM's
- * choice begun ahead. Needs no GPU: on a machine without one the count is 0 (CI).
+ * choice and the rows' upload begun ahead. Needs no GPU: on a machine without one the count is 0
+ * (CI).
  */
 #include <string.h>
 #include <glib/gstdio.h>
@@ -113,10 +114,34 @@ static void test_gemm_choice_ahead(void)
   }
 }
 
+/* Rows uploaded ahead of a search (kernels/rows_start.cu) that no search takes: dropped once or
+ * twice, replaced by the next start, begun for a GPU that does not exist; each drop waits for its
+ * upload and frees it, so that nothing is left running or allocated (the sanitizer builds check
+ * the host side). Without a GPU (CI) every upload fails on its own thread and is dropped the same
+ * way; on a GPU they are uploaded and freed. */
+static void test_rows_ahead_dropped(void)
+{
+  const size_t n = 4099, d = 37;
+  float *rows = g_new(float, n *d);
+  for (size_t i = 0; i < n * d; i++)
+    rows[i] = (float)((i * 7919) % 1000) / 1000.0f;
+  knnwb_cuda_rows_start(0, rows, n, d, 40.0);
+  knnwb_cuda_rows_start_drop();
+  knnwb_cuda_rows_start_drop(); /* nothing left */
+  knnwb_cuda_rows_start(0, rows, n, d, 40.0);
+  knnwb_cuda_rows_start(0, rows, n / 2, d, 40.0); /* drops the first */
+  knnwb_cuda_rows_start(1 << 20, rows, n, d, 40.0);
+  knnwb_cuda_rows_start(-1, rows, n, d, 40.0); /* no such ordinal: nothing begun */
+  knnwb_cuda_rows_start(0, rows, 0, d, 40.0);  /* no rows: nothing begun */
+  knnwb_cuda_rows_start_drop();
+  g_free(rows);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/kernels/cuda-start/count", test_start_count);
   g_test_add_func("/kernels/cuda-start/gemm-choice-ahead", test_gemm_choice_ahead);
+  g_test_add_func("/kernels/cuda-start/rows-ahead-dropped", test_rows_ahead_dropped);
   return g_test_run();
 }
