@@ -216,12 +216,13 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   if (trace_enabled())
     fprintf(stderr,
             "knnwb cuda: %zu x %zu rows, dim %zu, kc %zu on %d GPU(s): %s, %s, tile %d, "
-            "%.2f GiB per device, exact distances on the %s%s%s\n",
+            "%.2f GiB per device, exact distances on the %s%s%s%s\n",
             job->n_query, job->n_reference, job->dim, job->kc, run.n_devices,
             plan.symmetric ? "symmetric" : "panels", plan.resident ? "resident" : "streaming",
             plan.tile, plan.bytes / (double)(1u << 30), run.exact ? "GPU" : "host",
             run.refine ? ", refined to k there" : "",
-            run.order_wanted ? ", rows grouped by centroid" : "");
+            run.order_wanted ? ", rows grouped by centroid" : "",
+            plan.diagonal_ahead ? ", diagonal tiles a column ahead" : "");
   {
     std::vector<std::unique_ptr<Worker>> workers;
     for (int g = 0; g < run.n_devices; g++)
@@ -350,6 +351,7 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
                     limits.budget >> 20, job->n_query, job->n_reference, job->dim, job->kc);
       return KNNWB_KERNELS_OUT_OF_MEMORY;
     }
+    knnwb_select_plan_diagonal_ahead(job, &plan, (int)ordinals.size(), limits.budget);
     status =
         select_attempt(job, plan, ordinals, limits.budget, limits.refine_kc, message, message_size);
     /* the allocator disagreed with our arithmetic: smaller tiles */

@@ -4,10 +4,11 @@
  * and of c (column pass). Thresholds come first, so that no tile line is ever scanned in full
  * against a +inf threshold (which would merge, for the column side with strided reads, every line
  * of the first tiles): one GPU walks the columns c in order, diagonal tile (c, c) first, then
- * (b, c) for b < c, so a row's first pairs are always its own block's. With G GPUs each keeps
- * state for all rows: every GPU first runs the diagonal tiles of its own blocks (b % G == g), then
- * takes the other rows' thresholds from their owners by peer access (without peer access: from a
- * column sample of each other diagonal tile, the lists emptied again), then the columns'
+ * (b, c) for b < c, so a row's first pairs are always its own block's (the next column's diagonal
+ * computed beside this column's tiles where the plan allows: schedule_ahead.cu). With G GPUs each
+ * keeps state for all rows: every GPU first runs the diagonal tiles of its own blocks (b % G == g),
+ * then takes the other rows' thresholds from their owners by peer access (without peer access: from
+ * a column sample of each other diagonal tile, the lists emptied again), then the columns'
  * off-diagonal tiles (whole columns in one process, pieces of kPiece for shares of a group; see
  * piece_tiles) go to GPUs from a shared counter while the GPUs keep importing each other's
  * tighter thresholds for the rows of their next piece.
@@ -229,7 +230,15 @@ bool Worker::run_symmetric()
         return false;
     }
     tiles_issued += (uint64_t)(sg.b1 - sg.b0) + (sg.diagonal ? 1 : 0);
-    if (sg.diagonal && !symmetric_tile(sg.c, sg.c, block_rows(sg.c), true))
+    if (sg.diagonal) {
+      bool taken = false;
+      if (!ahead_take(sg.c, &taken) ||
+          (!taken && !symmetric_tile(sg.c, sg.c, block_rows(sg.c), true)))
+        return false;
+    }
+    /* one GPU: the next column's diagonal tile beside this column's (schedule_ahead.cu) */
+    if (item + 1 < (long)run_.segments.size() && run_.segments[(size_t)item + 1].diagonal &&
+        !ahead_issue(run_.segments[(size_t)item + 1].c))
       return false;
     for (long b = sg.b0; b < sg.b1 && !run_.cancelled(); b++)
       if (!symmetric_tile(b, sg.c, block_rows(sg.c), true))

@@ -68,6 +68,12 @@ void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan 
     bytes[KNNWB_BUFFER_OUT_KEY] = (size_t)plan->merge_blocks * kc * sizeof(unsigned);
     bytes[KNNWB_BUFFER_OUT_INDEX] = (size_t)plan->merge_blocks * kc * sizeof(int);
   }
+  if (plan->diagonal_ahead) {
+    bytes[KNNWB_BUFFER_AHEAD_TILE] = tile_bytes;
+    bytes[KNNWB_BUFFER_AHEAD_WORKSPACE] = KNNWB_SELECT_LT_WORKSPACE_BYTES;
+    for (int b = KNNWB_BUFFER_MERGE_LIST; b <= KNNWB_BUFFER_OUT_INDEX; b++)
+      bytes[KNNWB_BUFFER_AHEAD_MERGE_LIST + (b - KNNWB_BUFFER_MERGE_LIST)] = bytes[b];
+  }
   /* Symmetric runs extract through the tile buffers (their rows are done by then). */
   if (!plan->symmetric) {
     bytes[KNNWB_BUFFER_STAGE_INDEX] = T * kc * sizeof(long long);
@@ -274,6 +280,29 @@ int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices)
   if (v != NULL && strcmp(v, "stages") == 0)
     return 0;
   return n_devices == 1 && dim >= 64 && dim < 256;
+}
+
+void knnwb_select_plan_diagonal_ahead(const KnnwbSelectJob *job, KnnwbSelectPlan *plan,
+                                      int n_devices, size_t budget)
+{
+  const char *v = getenv("KNNWB_CUDA_DIAGONAL_AHEAD");
+  const size_t T = (size_t)plan->tile;
+  if ((v != NULL && strcmp(v, "0") == 0) || !plan->symmetric || !plan->resident ||
+      plan->screen != KNNWB_KERNELS_SCREEN_FP16 || n_devices != 1 || job->share_count > 1 ||
+      job->n_query < 2 * T + 1)
+    return;
+  KnnwbSelectPlan with = *plan;
+  with.diagonal_ahead = 1;
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(job, &with, 0, 0, bytes);
+  const size_t rows_bytes = job->n_reference * (size_t)plan->row_bytes;
+  const size_t second_rows = rows_bytes <= bytes[KNNWB_BUFFER_TILE_0] ? 0 : rows_bytes;
+  const int exact = job->exact_query && job->exact_reference && job->out_distance;
+  const size_t need = knnwb_select_plan_bytes(job, &with, exact);
+  if (need > budget || second_rows > budget - need)
+    return;
+  plan->diagonal_ahead = 1;
+  plan->bytes = knnwb_select_plan_bytes(job, plan, 0);
 }
 
 int knnwb_select_plan_groups_rows(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,

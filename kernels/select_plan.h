@@ -46,6 +46,8 @@ typedef struct {
   int row_bytes;       /* bytes of one device row: dpad floats, or dpad halves for FP16 */
   size_t state_rows;   /* rows with selection state: all (symmetric) or one panel */
   size_t bytes;        /* device bytes without the exact-distance buffers */
+  int diagonal_ahead;  /* the next column's diagonal tile beside this column's tiles, with buffers
+                          of its own (knnwb_select_plan_diagonal_ahead) */
 } KnnwbSelectPlan;
 
 /* Every device buffer of one worker. Pointers of the same kind alias where noted. */
@@ -79,6 +81,16 @@ typedef enum {
   KNNWB_BUFFER_SCREEN_QUERY_BLOCK, /* streaming FP16: the blocks converted, tile x dpad halves */
   KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_0,
   KNNWB_BUFFER_SCREEN_REFERENCE_BLOCK_1,
+  /* diagonal_ahead: the next column's diagonal tile (tile x tile), its GEMM's workspace, and its
+   * selection's own merge list and scratch (the sizes of the ones above) */
+  KNNWB_BUFFER_AHEAD_TILE,
+  KNNWB_BUFFER_AHEAD_WORKSPACE,
+  KNNWB_BUFFER_AHEAD_MERGE_LIST,
+  KNNWB_BUFFER_AHEAD_MERGE_COUNT,
+  KNNWB_BUFFER_AHEAD_SCRATCH_KEY,
+  KNNWB_BUFFER_AHEAD_SCRATCH_INDEX,
+  KNNWB_BUFFER_AHEAD_OUT_KEY,
+  KNNWB_BUFFER_AHEAD_OUT_INDEX,
   /* exact distances (only when the run computes them on the device) */
   KNNWB_BUFFER_STAGE_DISTANCE,  /* panels: tile x kc doubles */
   KNNWB_BUFFER_EXACT_REFERENCE, /* n_reference x dim floats */
@@ -238,6 +250,25 @@ int knnwb_select_plan_times_gemm(size_t n_query, size_t n_reference, int tile);
  * on two GPUs it was last measured 0.05 s slower (docs/performance-gpu.md). O(1).
  */
 int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices);
+
+/** The workspace of a cuBLASLt tile GEMM (tile_scores_lt.cu); the diagonal ahead has one of its
+ * own, since two GEMMs at once must not share one. */
+#define KNNWB_SELECT_LT_WORKSPACE_BYTES ((size_t)4 << 20)
+
+/**
+ * Sets plan->diagonal_ahead (and plan->bytes with its buffers) for a run of job on n_devices GPUs
+ * with budget bytes per device, or leaves the plan as it is. Ahead: one GPU walks the columns of
+ * the symmetric schedule with each column's diagonal tile first, whose selection from +inf
+ * thresholds (1.1-1.7 ms a 16,384-row tile on an H200, several ordinary tiles' time) the column's
+ * next tiles waited for; computing the next column's diagonal on a stream of its own while this
+ * column's tiles run hides it. The diagonal touches only its block's rows, which no tile of the
+ * column before touches. Wanted: KNNWB_CUDA_DIAGONAL_AHEAD=0 never, otherwise a symmetric
+ * resident FP16 plan of one process on one GPU with at least 3 blocks of rows, and room in the
+ * budget for a third tile and a second merge scratch (the exact-distance buffers and a second
+ * copy of the rows for the grouping counted too, so that neither is given up for it). O(1).
+ */
+void knnwb_select_plan_diagonal_ahead(const KnnwbSelectJob *job, KnnwbSelectPlan *plan,
+                                      int n_devices, size_t budget);
 
 /**
  * Whether a run of job under plan with budget bytes per device visits the rows grouped by their

@@ -33,6 +33,8 @@ struct WorkerTrace {
   long fused_wgmma_tiles; /* of those: on the wgmma kernel (tile_fused_wgmma.cu) */
   long fused_probes;      /* measurements of fused against filtered tiles (fused_probe) */
   long fused_chosen;      /* of which fused tiles won */
+  long ahead_tiles;       /* diagonal tiles computed a column ahead (schedule_ahead.cu) */
+  double ahead_ms;        /* their GEMMs and selections, on a stream of their own */
   /* candidates, merged rows, overflowed lines (trace 2): [0] other tiles, [1] fresh tiles */
   unsigned long long stats[2][KNNWB_SELECT_STATS];
   bool have_stats;

@@ -77,6 +77,8 @@ void Worker::main()
   trace.fused_wgmma_tiles = fused_wgmma_tiles_;
   trace.fused_probes = fused_probes_;
   trace.fused_chosen = fused_chosen_;
+  trace.ahead_tiles = ahead_.taken;
+  trace.ahead_ms = ahead_.ms;
   for (int i = 0; i < 2; i++) {
     trace.select_ms[i] = select_ms_[i];
     trace.select_tiles[i] = select_tiles_[i];

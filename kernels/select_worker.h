@@ -8,6 +8,7 @@
  *   tile_issue.cu          one tile: operands, scores (tile_scores.h) or the fused tile
  *                          (tile_fused.cu), selection, bookkeeping
  *   schedule_symmetric.cu  self jobs: upper triangle of tiles, thresholds first
+ *   schedule_ahead.cu      one GPU: the next column's diagonal tile beside this column's
  *   schedule_panels.cu     query panels against every reference block
  *   lists_extract.cu       final lists (and exact distances) to host memory
  *   lists_refine.cu        or, for core, the lists sorted by exact distance and cut to k
@@ -45,6 +46,23 @@ struct TileRequest {
   int n_r;
   TileGeom geom;
   bool counted; /* one of the progress total's tiles (not a threshold-only sample) */
+};
+
+/* The next column's diagonal tile, computed on a stream of its own while this column's tiles run
+ * (plan.diagonal_ahead; schedule_ahead.cu). */
+struct DiagonalAhead {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr; /* its selection ended */
+  cudaEvent_t after =
+      nullptr; /* the worker's streams' work before the first one (uploads, reset) */
+  cudaEvent_t start = nullptr; /* trace: its GEMM's start (timed to done) */
+  float *tile = nullptr;
+  void *workspace = nullptr; /* its GEMM's own cuBLASLt workspace */
+  SelectState state = {};    /* the worker's, with a merge list and scratch of its own */
+  long block = -1;           /* the block whose diagonal was issued and not yet taken */
+  bool first = true;         /* none issued yet in this schedule */
+  long taken = 0;            /* trace: diagonals taken, and their GPU time */
+  double ms = 0;
 };
 
 class Worker
@@ -127,6 +145,12 @@ private:
   bool import_rows(const PeerThresholds &peers, size_t row0, size_t n_rows, size_t row1 = 0,
                    size_t n_rows1 = 0);
   bool run_symmetric();
+  /* schedule_ahead.cu */
+  bool ahead_setup(void *const buffer[KNNWB_BUFFER_KINDS]);
+  bool ahead_issue(long c);
+  bool ahead_take(long c, bool *taken);
+  bool ahead_quiet();
+  void ahead_release();
   bool run_panels();
   bool panel_bounds(size_t q0, int n_q, bool *bounded);
   /* schedule_share_bounds.cu */
@@ -199,6 +223,7 @@ private:
   double select_ms_[2] = {0, 0};
   long select_tiles_[2] = {0, 0};
   SelectState state_ = {};
+  DiagonalAhead ahead_;
   /* exact distances (run_.exact): rows uploaded by a background thread during the tile loop */
   ExactRows exact_ = {};
   cudaStream_t exact_stream_ = nullptr;

@@ -106,6 +106,9 @@ bool Worker::fused_probe()
   const long n = fusable_tiles_++;
   const KnnwbFusedProbeStep step =
       knnwb_select_plan_fused_probe(n - probe_origin_, window, first, &mark);
+  /* a measurement times the tiles alone: a diagonal tile ahead still running is waited for */
+  if (mark == 0 && !ahead_quiet())
+    return fused_choice_ == 1;
   if (mark >= 0 && cudaEventRecord(probe_mark_[mark], select_stream_) != cudaSuccess) {
     (void)cudaGetLastError();
     probe_off_ = true;
@@ -301,6 +304,8 @@ bool Worker::drain()
   CUDA_TRY(run_, cudaStreamSynchronize(gemm_stream_));
   CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));
   CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
+  if (ahead_.stream)
+    CUDA_TRY(run_, cudaStreamSynchronize(ahead_.stream));
   return true;
 }
 

@@ -66,9 +66,11 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t handle, int device, int tile, int 
 /** Whether lt_gemm_choose has made its timed choice for device and this shape in this process. */
 bool lt_gemm_known(int device, int tile, int dpad);
 
-/** tile = alpha R^T Q as tile_scores_gemm for a full tile, with g's algorithm on stream. */
+/** tile = alpha R^T Q as tile_scores_gemm for a full tile, with g's algorithm on stream, in g's
+ * workspace or the given one (KNNWB_SELECT_LT_WORKSPACE_BYTES; two GEMMs running at once on
+ * different streams must not share one). */
 cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
-                           cudaStream_t stream);
+                           cudaStream_t stream, void *workspace = nullptr);
 
 /** Frees what g holds (nothing when empty), or gives it to a keep scope (device_keep.h): no GEMM
  * of g may still be queued. */

@@ -12,6 +12,7 @@
 #include "blas_library.h"
 #include "device_keep.h"
 #include "gemm_cache.h"
+#include "select_plan.h"
 #include "select_trace.h"
 #include "tile_scores.h"
 
@@ -27,7 +28,7 @@ namespace knnwb_cuda
 namespace
 {
 
-constexpr size_t kWorkspaceBytes = 4u << 20;
+constexpr size_t kWorkspaceBytes = KNNWB_SELECT_LT_WORKSPACE_BYTES;
 constexpr int kCandidates = 16;
 constexpr int kTimedRuns = 3;
 
@@ -261,11 +262,12 @@ bool lt_gemm_known(int device, int tile, int dpad)
 }
 
 cublasStatus_t lt_gemm_run(const LtGemm &g, const void *q, const void *r, float alpha, void *tile,
-                           cudaStream_t stream)
+                           cudaStream_t stream, void *workspace)
 {
   const float zero = 0.0f;
   return blas()->lt_matmul(g.handle, g.op, &alpha, r, g.rows, q, g.rows, &zero, tile, g.tile, tile,
-                           g.tile, &g.algo, g.workspace, kWorkspaceBytes, stream);
+                           g.tile, &g.algo, workspace ? workspace : g.workspace, kWorkspaceBytes,
+                           stream);
 }
 
 void lt_gemm_destroy(LtGemm *g)

@@ -92,6 +92,8 @@ bool Worker::setup()
     return false;
   bind_buffers(buffer, bytes);
   bind_state(buffer);
+  if (!ahead_setup(buffer))
+    return false;
   bind_stage(buffer);
   bind_exact_rows(buffer);
   const double t_memory = seconds_now();
@@ -363,7 +365,7 @@ bool Worker::clear_buffers()
 
 void Worker::quiesce()
 {
-  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_})
+  for (cudaStream_t s : {copy_stream_, gemm_stream_, select_stream_, exact_stream_, ahead_.stream})
     if (s)
       cudaStreamSynchronize(s);
   cudaGetLastError();
@@ -379,6 +381,7 @@ void Worker::release()
   finish_warm_up();
   cudaSetDevice(device_ordinal_);
   quiesce();
+  ahead_release();
   for (void *p : allocations_)
     keep_free(device_ordinal_, p);
   allocations_.clear();

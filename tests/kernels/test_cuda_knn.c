@@ -502,6 +502,47 @@ static void test_rows_ahead(void)
   g_unsetenv("KNNWB_CUDA_ROWS_START");
 }
 
+/* The next column's diagonal tile computed beside this column's tiles (schedule_ahead.cu): tiles
+ * of 128 rows (23 columns), cuBLASLt's tile GEMM (which it needs), every metric, with the rows
+ * grouped, with the fused tiles' measurements in windows of 2 tiles (so that measurements begin
+ * while a diagonal is ahead), fused tiles always and never, and KNNWB_CUDA_DIAGONAL_AHEAD=0: the
+ * CPU's bytes each time; in a subprocess with the trace, a search of one GPU takes them. */
+static void test_diagonal_ahead(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(3001, 41, 45);
+  g_setenv("KNNWB_CUDA_MAX_TILE", "128", TRUE);
+  g_setenv("KNNWB_CUDA_GEMM", "lt", TRUE);
+  if (g_test_subprocess()) {
+    g_setenv("CUDA_VISIBLE_DEVICES", "0", TRUE); /* (before CUDA starts) a search of one GPU */
+    g_setenv("KNNWB_CUDA_TRACE", "1", TRUE);
+    compare(m, KNNWB_METRIC_PEARSON, 20, 0, 1);
+    return;
+  }
+  if (!gpu_or_skip())
+    return;
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  g_test_trap_assert_stderr("*diagonal tiles a column ahead, on a stream of their own*");
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
+    compare(m, metric, 20, 0, 1);
+  g_setenv("KNNWB_ROW_ORDER", "1", TRUE);
+  compare(m, KNNWB_METRIC_COSINE, 13, 0, 1);
+  g_unsetenv("KNNWB_ROW_ORDER");
+  g_setenv("KNNWB_CUDA_FUSED_PROBE", "2", TRUE);
+  compare(m, KNNWB_METRIC_PEARSON, 20, 0, 1);
+  g_unsetenv("KNNWB_CUDA_FUSED_PROBE");
+  for (int fused = 0; fused < 2; fused++) {
+    g_setenv("KNNWB_CUDA_FUSED", fused ? "1" : "0", TRUE);
+    compare(m, KNNWB_METRIC_EUCLIDEAN, 20, 0, 1);
+  }
+  g_unsetenv("KNNWB_CUDA_FUSED");
+  g_setenv("KNNWB_CUDA_DIAGONAL_AHEAD", "0", TRUE);
+  compare(m, KNNWB_METRIC_PEARSON, 20, 0, 1);
+  g_unsetenv("KNNWB_CUDA_DIAGONAL_AHEAD");
+  g_unsetenv("KNNWB_CUDA_GEMM");
+  g_unsetenv("KNNWB_CUDA_MAX_TILE");
+}
+
 /* A query job whose panels start from the rows' bounds (schedule_panels.cu): the CPU's bytes for
  * every metric, over several panels, with the rows resident and streamed, against references with
  * duplicate rows (searched as distinct rows); rows without a bound (+inf, NaN) get full lists, and
@@ -672,6 +713,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/row-order", test_row_order);
   g_test_add_func("/kernels/cuda-knn/rows-ahead", test_rows_ahead);
+  g_test_add_func("/kernels/cuda-knn/diagonal-ahead", test_diagonal_ahead);
   g_test_add_func("/kernels/cuda-knn/kept-memory", test_kept_memory);
   g_test_add_func("/kernels/cuda-knn/query-within", test_query_within);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);

@@ -453,6 +453,93 @@ static void test_plan_groups_rows(void)
   g_assert_false(knnwb_select_plan_groups_rows(&job, &changed, changed.bytes - 1));
 }
 
+/* The next column's diagonal tile ahead (knnwb_select_plan_diagonal_ahead): one GPU, one process,
+ * a resident FP16 symmetric plan of 3 or more blocks, and room for its buffers, which are the
+ * tile's and the merge scratch's sizes again and count in plan.bytes. */
+static void test_plan_diagonal_ahead(void)
+{
+  KnnwbSelectJob job = job_of(300000, 300000, 40, 24, 1, KNNWB_SCORE_DOT);
+  job.screen = KNNWB_KERNELS_SCREEN_FP16;
+  const size_t budget = (size_t)8 << 30;
+  KnnwbSelectPlan plan;
+  g_assert_true(knnwb_select_plan_choose(&job, budget, 132, 64, &plan));
+  g_assert_true(plan.resident && plan.symmetric);
+  g_assert_false(plan.diagonal_ahead);
+  const size_t before = plan.bytes;
+  KnnwbSelectPlan ahead = plan;
+  knnwb_select_plan_diagonal_ahead(&job, &ahead, 1, budget);
+  g_assert_true(ahead.diagonal_ahead);
+  size_t bytes[KNNWB_BUFFER_KINDS];
+  knnwb_select_plan_buffers(&job, &ahead, 0, 0, bytes);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_AHEAD_TILE], ==, bytes[KNNWB_BUFFER_TILE_0]);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_AHEAD_WORKSPACE], ==, KNNWB_SELECT_LT_WORKSPACE_BYTES);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_AHEAD_MERGE_LIST], ==, bytes[KNNWB_BUFFER_MERGE_LIST]);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_AHEAD_MERGE_COUNT], ==, bytes[KNNWB_BUFFER_MERGE_COUNT]);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_AHEAD_SCRATCH_KEY], ==, bytes[KNNWB_BUFFER_SCRATCH_KEY]);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_AHEAD_SCRATCH_INDEX], ==, bytes[KNNWB_BUFFER_SCRATCH_INDEX]);
+  g_assert_cmpuint(bytes[KNNWB_BUFFER_AHEAD_OUT_KEY], ==, bytes[KNNWB_BUFFER_OUT_KEY]);
+  g_assert_cmpuint(ahead.bytes, ==, knnwb_select_plan_bytes(&job, &ahead, 0));
+  g_assert_cmpuint(ahead.bytes, >=, before + bytes[KNNWB_BUFFER_AHEAD_TILE]);
+  /* not for two GPUs, a group's share, panels, a streaming or FP32 plan,
+   * KNNWB_CUDA_DIAGONAL_AHEAD=0 */
+  KnnwbSelectPlan other = plan;
+  knnwb_select_plan_diagonal_ahead(&job, &other, 2, budget);
+  g_assert_false(other.diagonal_ahead);
+  g_assert_cmpuint(other.bytes, ==, before);
+  KnnwbSelectJob shared = job;
+  shared.share_count = 2;
+  knnwb_select_plan_diagonal_ahead(&shared, &other, 1, budget);
+  g_assert_false(other.diagonal_ahead);
+  other.symmetric = 0;
+  knnwb_select_plan_diagonal_ahead(&job, &other, 1, budget);
+  g_assert_false(other.diagonal_ahead);
+  other = plan;
+  other.resident = 0;
+  knnwb_select_plan_diagonal_ahead(&job, &other, 1, budget);
+  g_assert_false(other.diagonal_ahead);
+  other = plan;
+  other.screen = KNNWB_KERNELS_SCREEN_FP32;
+  knnwb_select_plan_diagonal_ahead(&job, &other, 1, budget);
+  g_assert_false(other.diagonal_ahead);
+  g_setenv("KNNWB_CUDA_DIAGONAL_AHEAD", "0", TRUE);
+  other = plan;
+  knnwb_select_plan_diagonal_ahead(&job, &other, 1, budget);
+  g_assert_false(other.diagonal_ahead);
+  g_setenv("KNNWB_CUDA_DIAGONAL_AHEAD", "1", TRUE);
+  other = plan;
+  knnwb_select_plan_diagonal_ahead(&job, &other, 1, budget);
+  g_assert_true(other.diagonal_ahead);
+  g_unsetenv("KNNWB_CUDA_DIAGONAL_AHEAD");
+  /* fewer than three blocks: the diagonals are most of the work, nothing to hide them behind */
+  other = plan;
+  KnnwbSelectJob small =
+      job_of(2 * (size_t)plan.tile, 2 * (size_t)plan.tile, 40, 24, 1, KNNWB_SCORE_DOT);
+  small.screen = KNNWB_KERNELS_SCREEN_FP16;
+  knnwb_select_plan_diagonal_ahead(&small, &other, 1, budget);
+  g_assert_false(other.diagonal_ahead);
+  small.n_query = small.n_reference = 2 * (size_t)plan.tile + 1;
+  knnwb_select_plan_diagonal_ahead(&small, &other, 1, budget);
+  g_assert_true(other.diagonal_ahead);
+  /* the budget: the plan with the ahead buffers must fit it, exact buffers counted when wanted */
+  other = plan;
+  knnwb_select_plan_diagonal_ahead(&job, &other, 1, ahead.bytes);
+  g_assert_true(other.diagonal_ahead);
+  other = plan;
+  knnwb_select_plan_diagonal_ahead(&job, &other, 1, ahead.bytes - 1);
+  g_assert_false(other.diagonal_ahead);
+  g_assert_cmpuint(other.bytes, ==, before);
+  static const float exact_rows[1];
+  static double exact_out[1];
+  KnnwbSelectJob exact = job;
+  exact.exact_query = exact.exact_reference = exact_rows;
+  exact.out_distance = exact_out;
+  other = plan;
+  knnwb_select_plan_diagonal_ahead(&exact, &other, 1, ahead.bytes);
+  g_assert_false(other.diagonal_ahead);
+  knnwb_select_plan_diagonal_ahead(&exact, &other, 1, knnwb_select_plan_bytes(&exact, &ahead, 1));
+  g_assert_true(other.diagonal_ahead);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -468,5 +555,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/select-plan/fused-probe", test_plan_fused_probe);
   g_test_add_func("/kernels/select-plan/groups-rows", test_plan_groups_rows);
   g_test_add_func("/kernels/select-plan/fresh-kernel", test_plan_fresh_kernel);
+  g_test_add_func("/kernels/select-plan/diagonal-ahead", test_plan_diagonal_ahead);
   return g_test_run();
 }
