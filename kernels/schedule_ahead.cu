@@ -38,7 +38,8 @@ bool Worker::ahead_setup(void *const buffer[KNNWB_BUFFER_KINDS])
   ahead_.state.scratch_index = (int *)buffer[KNNWB_BUFFER_AHEAD_SCRATCH_INDEX];
   ahead_.state.out_key = (uint32_t *)buffer[KNNWB_BUFFER_AHEAD_OUT_KEY];
   ahead_.state.out_index = (int *)buffer[KNNWB_BUFFER_AHEAD_OUT_INDEX];
-  /* the default priority, the GEMM stream's: the selection stream's merges go first */
+  /* the lowest priority, below the GEMM stream's (setup_streams): its blocks take the SMs the
+   * tiles leave, at the end of each tile's kernels and while the GEMM stream waits */
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&ahead_.stream, cudaStreamNonBlocking));
   const unsigned timing = trace_enabled() ? cudaEventDefault : cudaEventDisableTiming;
   CUDA_TRY(run_, cudaEventCreateWithFlags(&ahead_.done, timing));

@@ -110,7 +110,15 @@ bool Worker::setup()
 bool Worker::setup_streams()
 {
   CUDA_TRY(run_, cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-  CUDA_TRY(run_, cudaStreamCreateWithFlags(&gemm_stream_, cudaStreamNonBlocking));
+  /* With a diagonal ahead (schedule_ahead.cu) at the lowest priority, the GEMM stream one above
+   * it: the diagonal then takes the SMs the tiles leave (KNNWB_CUDA_AHEAD_PRIORITY=same: equal). */
+  int least = 0, greatest = 0;
+  CUDA_TRY(run_, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  const char *same = getenv("KNNWB_CUDA_AHEAD_PRIORITY");
+  const bool above = run_.plan.diagonal_ahead && least - 1 > greatest &&
+                     !(same != nullptr && strcmp(same, "same") == 0);
+  CUDA_TRY(run_, cudaStreamCreateWithPriority(&gemm_stream_, cudaStreamNonBlocking,
+                                              above ? least - 1 : least));
   if (run_.exact)
     CUDA_TRY(run_, cudaStreamCreateWithFlags(&exact_stream_, cudaStreamNonBlocking));
   return true;
