@@ -84,6 +84,27 @@ static gboolean gpu_or_skip(void)
   return FALSE;
 }
 
+/* A search that must show in the CUDA trace. In this test's subprocess (CUDA not started there
+ * yet) it searches m on GPU 0 alone with the trace on and returns FALSE: its caller returns. The
+ * parent runs that subprocess, asserts that it passed and printed pattern, and returns TRUE; FALSE
+ * without a GPU (the test skipped). */
+static gboolean traced_on_one_gpu(const KnnwbMatrix *m, KnnwbMetric metric, size_t k,
+                                  const char *pattern)
+{
+  if (g_test_subprocess()) {
+    g_setenv("CUDA_VISIBLE_DEVICES", "0", TRUE);
+    g_setenv("KNNWB_CUDA_TRACE", "1", TRUE);
+    compare(m, metric, k, 0, 1);
+    return FALSE;
+  }
+  if (!gpu_or_skip())
+    return FALSE;
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  g_test_trap_assert_stderr(pattern);
+  return TRUE;
+}
+
 static void test_every_metric(void)
 {
   if (!gpu_or_skip())
@@ -469,17 +490,8 @@ static void test_rows_ahead(void)
    * to the distinct rows, whose rows are not uploaded ahead) */
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(2777, 41, 41);
   g_setenv("KNNWB_CUDA_ROWS_START", "1", TRUE);
-  if (g_test_subprocess()) {
-    g_setenv("CUDA_VISIBLE_DEVICES", "0", TRUE); /* (before CUDA starts) a search of one GPU */
-    g_setenv("KNNWB_CUDA_TRACE", "1", TRUE);
-    compare(m, KNNWB_METRIC_PEARSON, 20, 0, 1);
+  if (!traced_on_one_gpu(m, KNNWB_METRIC_PEARSON, 20, "*rows uploaded ahead taken*"))
     return;
-  }
-  if (!gpu_or_skip())
-    return;
-  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_passed();
-  g_test_trap_assert_stderr("*rows uploaded ahead taken*");
   g_autoptr(KnnwbMatrix) hard = adversarial_matrix(1303, 37, 42);
   g_autoptr(KnnwbMatrix) other = knnwb_test_random_matrix(3001, 19, 43);
   for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
@@ -512,17 +524,12 @@ static void test_diagonal_ahead(void)
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(3001, 41, 45);
   g_setenv("KNNWB_CUDA_MAX_TILE", "128", TRUE);
   g_setenv("KNNWB_CUDA_GEMM", "lt", TRUE);
-  if (g_test_subprocess()) {
-    g_setenv("CUDA_VISIBLE_DEVICES", "0", TRUE); /* (before CUDA starts) a search of one GPU */
-    g_setenv("KNNWB_CUDA_TRACE", "1", TRUE);
-    compare(m, KNNWB_METRIC_PEARSON, 20, 0, 1);
+  if (!traced_on_one_gpu(m, KNNWB_METRIC_PEARSON, 20,
+                         "*diagonal tiles a column ahead, on a stream of their own*")) {
+    g_unsetenv("KNNWB_CUDA_GEMM");
+    g_unsetenv("KNNWB_CUDA_MAX_TILE");
     return;
   }
-  if (!gpu_or_skip())
-    return;
-  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_passed();
-  g_test_trap_assert_stderr("*diagonal tiles a column ahead, on a stream of their own*");
   for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
     compare(m, metric, 20, 0, 1);
   g_setenv("KNNWB_ROW_ORDER", "1", TRUE);
