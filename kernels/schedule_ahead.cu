@@ -2,9 +2,12 @@
  * One GPU's symmetric schedule walks the columns c in order, diagonal tile (c, c) first. That tile
  * starts its rows from +inf thresholds, so its selection (column stages or tile_fresh.cu's kernel)
  * takes several ordinary tiles' time, and the column's next tiles, which read the thresholds it
- * sets, waited for it: the GEMM stream stood idle about 1.4 ms a column (d = 295 on an H200).
- * Under plan.diagonal_ahead the worker computes the next column's diagonal tile on a stream of its
- * own while this column's tiles run, and the next column only waits for it to be done.
+ * sets, waited for it on the two-tile pipeline (d = 295 on an H200: the GEMM stream busy 1.97 s of
+ * a 2.28 s loop). Under plan.diagonal_ahead the worker computes the next column's diagonal tile on
+ * a stream of its own while this column's tiles run, and the next column only waits for it to be
+ * done. Measured (one H200, alternating): d = 295 loop 2.234-2.286 s against 2.268-2.301 s (the
+ * diagonals' selection off the selection stream, the GEMMs 0.04-0.07 s slower beside them);
+ * real-like d = 128 loop 1.150-1.171 s against 1.166-1.186 s (docs/performance-gpu.md).
  *
  * Why it is safe: diagonal tile (c + 1, c + 1) reads and writes the selection state of block c +
  * 1's rows only, and no tile of column c, (b, c) for b <= c, touches them (their rows are blocks b
@@ -18,8 +21,6 @@
  * it are taken out of its windows.
  */
 #include "select_worker.h"
-
-#include <algorithm>
 
 namespace knnwb_cuda
 {

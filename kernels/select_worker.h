@@ -53,8 +53,8 @@ struct TileRequest {
 struct DiagonalAhead {
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr; /* its selection ended */
-  cudaEvent_t after =
-      nullptr; /* the worker's streams' work before the first one (uploads, reset) */
+  /* the worker's streams' work before the first diagonal ahead (uploads, order, reset) */
+  cudaEvent_t after = nullptr;
   cudaEvent_t start = nullptr; /* trace: its GEMM's start (timed to done) */
   float *tile = nullptr;
   void *workspace = nullptr; /* its GEMM's own cuBLASLt workspace */
