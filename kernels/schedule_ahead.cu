@@ -7,7 +7,7 @@
  * a stream of its own while this column's tiles run, and the next column only waits for it to be
  * done. Measured (one H200, alternating): d = 295 loop 2.234-2.286 s against 2.268-2.301 s (the
  * diagonals' selection off the selection stream, the GEMMs 0.04-0.07 s slower beside them);
- * real-like d = 128 loop 1.150-1.171 s against 1.166-1.186 s (docs/performance-gpu.md).
+ * real-like d = 128 loop 1.148-1.163 s against 1.166-1.186 s (docs/performance-gpu.md).
  *
  * Why it is safe: diagonal tile (c + 1, c + 1) reads and writes the selection state of block c +
  * 1's rows only, and no tile of column c, (b, c) for b <= c, touches them (their rows are blocks b
