@@ -81,8 +81,13 @@ bool Worker::ahead_issue(long c)
   const char *rows = query_data_ + q0 * (size_t)p.row_bytes;
   if (ahead_.start)
     CUDA_TRY(run_, cudaEventRecord(ahead_.start, ahead_.stream));
-  CUBLAS_TRY(run_, lt_gemm_run(lt_gemm_, rows, rows, gemm_alpha(), ahead_.tile, ahead_.stream,
-                               ahead_.workspace));
+  /* one that cuBLASLt refuses (it checks the operands before any launch) leaves this diagonal
+   * and the later tiles to the in-line path, as gemm_tile does */
+  if (lt_gemm_run(lt_gemm_, rows, rows, gemm_alpha(), ahead_.tile, ahead_.stream,
+                  ahead_.workspace) != CUBLAS_STATUS_SUCCESS) {
+    lt_gemm_.ready = false;
+    return true;
+  }
   SelectState state = ahead_.state;
   if (state.stats)
     state.stats += KNNWB_SELECT_STATS; /* a fresh tile's counters */
