@@ -180,12 +180,13 @@ int knnwb_select_plan_fused_wins(const float ms[4])
   return ms[0] + ms[3] < ms[1] + ms[2];
 }
 
-long knnwb_select_plan_probe_gap(const float ms[4], long window)
+long knnwb_select_plan_probe_gap(const float ms[4], long window, int first)
 {
   const float fused = ms[0] + ms[3], filtered = ms[1] + ms[2];
   const float slower = fused > filtered ? fused : filtered;
   const float diff = fused > filtered ? fused - filtered : filtered - fused;
-  return (diff < 0.1f * slower ? 4 : 28) * window;
+  const int first_against = first && slower > 0.0f && !knnwb_select_plan_fused_wins(ms);
+  return (diff < 0.1f * slower || first_against ? 4 : 28) * window;
 }
 
 void knnwb_select_plan_probe_exclude(float ms[4], const float *fresh_ms, const int *fresh_window,

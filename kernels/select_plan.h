@@ -205,14 +205,18 @@ int knnwb_select_plan_fused_wins(const float ms[4]);
 /**
  * Tiles from a decision on ms[4] (the windows' times, fresh tiles taken out) to the next
  * measurement's first: 4 windows when the fused and the filtered pair differ by less than a tenth
- * of the slower, else 28 (a measurement every 32 windows). Why: a close decision can be flipped by
- * one window that a concurrent kernel slowed (on the real-like matrix with the fresh kernel, fused
- * windows once took 54 ms against filtered ones' 52 ms, where fused tiles otherwise win by 32-38
- * ms to 48-52 ms), and a wrong decision then held for 2,048 tiles. A clear decision holds for the
- * period. The clusters' filtered tiles win by 3-4%, so they are measured every 8
+ * of the slower, or when the run's first measurement (first nonzero) goes against the fused tiles;
+ * else 28 (a measurement every 32 windows). Why: a close decision can be flipped by one window
+ * that a concurrent kernel slowed (on the real-like matrix with the fresh kernel, fused windows
+ * once took 54 ms against filtered ones' 52 ms, where fused tiles otherwise win by 32-38 ms to
+ * 48-52 ms), and a wrong decision then held for 2,048 tiles. A clear decision holds for the
+ * period, except a first one for filtered tiles: the one clear flip seen (the first search on a
+ * fresh machine, d = 295, where fused windows otherwise take 74-75 ms against 91-92 ms) kept
+ * filtered tiles for 1,792 tiles, 0.3 s; where filtered tiles do win clearly, the check costs one
+ * more measurement. The clusters' filtered tiles win by 3-4%, so they are measured every 8
  * windows, 2 of them fused: about 1% slower there. O(1).
  */
-long knnwb_select_plan_probe_gap(const float ms[4], long window);
+long knnwb_select_plan_probe_gap(const float ms[4], long window, int first);
 
 /** Fresh tiles (a row block's first) a measurement takes out of its windows: their selection,
  * several times an ordinary tile's, falls into whichever window holds it, and one more in a fused

@@ -147,7 +147,7 @@ long Worker::fused_decide(long window)
   fused_choice_ = timed && knnwb_select_plan_fused_wins(ms);
   fused_probes_++;
   fused_chosen_ += fused_choice_;
-  const long gap = knnwb_select_plan_probe_gap(ms, window);
+  const long gap = knnwb_select_plan_probe_gap(ms, window, fused_probes_ == 1);
   if (trace_level() >= 2)
     fprintf(stderr,
             "knnwb cuda worker %d: fused tiles %s after %ld tiles that may be fused (%ld of each: "
