@@ -75,8 +75,10 @@ constexpr int kStageBytes = 2 * kOperandBytes;
 /* stages, plus the slack that aligns them to 1024 bytes (dynamic shared memory is only 16-byte
  * aligned by contract) */
 constexpr int kSmemBytes = kStages * kStageBytes + 1024;
-/* after the loop: the copy of the products (kCopyBytes), then the kept pairs */
-static_assert(kCopyBytes < kStages * kStageBytes, "the epilogue fits the stages");
+/* after the loop: the copy and flags (kCopyBytes), then each warp's column maxima (halves) */
+constexpr int kColumnMaxOffset = (kCopyBytes + 15) / 16 * 16;
+static_assert(kColumnMaxOffset + 8 * kFusedBlock * 2 <= kStages * kStageBytes,
+              "the epilogue fits the stages");
 
 __device__ __forceinline__ void barrier_init(uint32_t bar, int count)
 {
@@ -179,14 +181,15 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
                : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-/* b where up, else a: on the values (a choice between two array elements' places made the
- * compiler keep the arrays in local memory). */
-__device__ __forceinline__ __half2 pick(bool up, __half2 a, __half2 b)
+template <int kKind> __device__ __forceinline__ __half2 magnitude2(__half2 v)
 {
-  const uint32_t x = *reinterpret_cast<const uint32_t *>(&a),
-                 y = *reinterpret_cast<const uint32_t *>(&b);
-  const uint32_t z = up ? y : x;
-  return *reinterpret_cast<const __half2 *>(&z);
+  return kKind == KNNWB_SCORE_ABS_DOT ? __habs2(v) : v;
+}
+
+/* The larger of a pair's two halves as a float (NaN only when both are NaN). */
+__device__ __forceinline__ float pair_max(__half2 v)
+{
+  return fmaxf(__low2float(v), __high2float(v));
 }
 
 /*
@@ -201,13 +204,6 @@ __global__ void __launch_bounds__(kThreads, 2)
 {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kStages];
-  /* the lines' flags and thresholds, and each warp's column maxima (halves), apart from the
-   * stages: the tests write them without waiting for the other warpgroup's last MMAs */
-  __shared__ unsigned char line_flags[2 * kFusedBlock];
-  __shared__ float line_thresholds[2 * kFusedBlock];
-  __shared__ __half2 col_max[kThreads / 32 * kFusedBlock / 2];
-  const BlockLines lines = {line_flags, line_flags + kFusedBlock, line_thresholds,
-                            line_thresholds + kFusedBlock};
   const uint32_t raw = shared_address(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char *smem = smem_raw + (base - raw);
@@ -286,26 +282,31 @@ __global__ void __launch_bounds__(kThreads, 2)
         acc[i] = nan;
     }
   }
-  /*
-   * The tests on the products as floats: rounding to a half (after alpha, a power of two) is
-   * monotone and commutes with |.|, so a line's largest half value, the one cuBLAS's half tile
-   * would hold, is its largest product rounded; only the maxima are rounded. (Rounding every
-   * product first, then testing halves, took 64 multiplies and 32 conversions a thread on every
-   * block where only the blocks with a pass need the halves, for their copy below.)
-   */
-  const float alpha = g.alpha;
-  bool row_hit[2];
+  /* the half tile's values: alpha is a power of two, so this is cuBLAS's rounding of the sum */
+  __half2 v[16][2];
+#pragma unroll
+  for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      v[nt][h] =
+          __floats2half2_rn(acc[nt * 4 + h * 2] * g.alpha, acc[nt * 4 + h * 2 + 1] * g.alpha);
+
   /* Rows: a row's 128 products are in the 4 lanes of one quad of one warp. */
+  bool row_hit[2];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    float best = magnitude<kKind>(acc[h * 2]);
+    __half2 best = magnitude2<kKind>(v[0][h]);
 #pragma unroll
-    for (int i = 1; i < 32; i++)
-      best = fmaxf(best, magnitude<kKind>(acc[(i >> 1) * 4 + h * 2 + (i & 1)]));
-    best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 1));
-    best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 2));
-    row_hit[h] = 1.0f - __half2float(__float2half_rn(best * alpha)) * g.tile_scale < row_thr[h];
+    for (int nt = 1; nt < 16; nt++)
+      best = __hmax2(best, magnitude2<kKind>(v[nt][h]));
+    best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 1));
+    best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 2));
+    row_hit[h] = 1.0f - pair_max(best) * g.tile_scale < row_thr[h];
   }
+
+  __syncthreads(); /* every warpgroup is done with the stages */
+  const BlockLines lines = block_lines_at(smem);
+  __half2 *col_max = reinterpret_cast<__half2 *>(smem + kColumnMaxOffset);
   if ((lane & 3) == 0) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -313,34 +314,18 @@ __global__ void __launch_bounds__(kThreads, 2)
       lines.row_thr[row_base + h * 8] = row_thr[h];
     }
   }
-  /* Columns: each warp's largest product of each column over its 16 rows, as halves in column
-   * pairs (nt), reduced over the 8 lanes of a column pair by halving exchanges (a lane keeps half
-   * its pairs at each of 3 steps: 14 shuffles instead of 48), then over the 8 warps. */
+  /* Columns: each warp's largest product of a column pair over its 16 rows, then over the 8
+   * warps. */
   if (g.do_cols) {
-    __half2 c[16];
 #pragma unroll
-    for (int nt = 0; nt < 16; nt++)
-      c[nt] = __floats2half2_rn(
-          fmaxf(magnitude<kKind>(acc[nt * 4]), magnitude<kKind>(acc[nt * 4 + 2])) * alpha,
-          fmaxf(magnitude<kKind>(acc[nt * 4 + 1]), magnitude<kKind>(acc[nt * 4 + 3])) * alpha);
-    const bool up16 = lane & 16, up8 = lane & 8, up4 = lane & 4;
-    __half2 c8[8], c4[4], c2[2];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-      c8[i] = __hmax2(pick(up16, c[i], c[i + 8]),
-                      __shfl_xor_sync(kFullMask, pick(up16, c[i + 8], c[i]), 16));
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-      c4[i] = __hmax2(pick(up8, c8[i], c8[i + 4]),
-                      __shfl_xor_sync(kFullMask, pick(up8, c8[i + 4], c8[i]), 8));
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-      c2[i] = __hmax2(pick(up4, c4[i], c4[i + 2]),
-                      __shfl_xor_sync(kFullMask, pick(up4, c4[i + 2], c4[i]), 4));
-    const int nt0 = (up16 ? 8 : 0) + (up8 ? 4 : 0) + (up4 ? 2 : 0);
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-      col_max[(warp * kFusedBlock + (nt0 + i) * 8 + col_base) / 2] = c2[i];
+    for (int nt = 0; nt < 16; nt++) {
+      __half2 best = __hmax2(magnitude2<kKind>(v[nt][0]), magnitude2<kKind>(v[nt][1]));
+      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 4));
+      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 8));
+      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 16));
+      if (lane < 4)
+        col_max[(warp * kFusedBlock + nt * 8 + col_base) / 2] = best;
+    }
   }
   __syncthreads();
   bool col_hit = false;
@@ -356,7 +341,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     lines.col_flag[threadIdx.x] = col_hit;
     lines.col_thr[threadIdx.x] = col_thr;
   }
-  /* every warpgroup is done with the stages too: the copy may overwrite them */
   if (!__syncthreads_or(row_hit[0] || row_hit[1] || col_hit))
     return;
 
@@ -367,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int h = 0; h < 2; h++)
       *reinterpret_cast<__half2 *>(copy + (row_base + h * 8) * kCopyPitch + nt * 8 + col_base) =
-          __floats2half2_rn(acc[nt * 4 + h * 2] * alpha, acc[nt * 4 + h * 2 + 1] * alpha);
+          v[nt][h];
   const BlockPairs kept = block_pairs_at(smem, kStages * kStageBytes);
   if (threadIdx.x == 0)
     kept.count[0] = 0;
