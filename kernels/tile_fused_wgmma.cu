@@ -18,12 +18,22 @@
  *
  * The accumulators are then the layout of mma.sync's m16n8 fragments repeated over the 16 column
  * groups: acc[nt * 4 + h * 2 + e] is row 16 (warp mod 4) + lane / 4 + 8 h of the warpgroup's
- * rows, column 8 nt + 2 (lane mod 4) + e. They are rounded to the half values cuBLAS's half tile
- * would hold (times alpha, a power of two), and the filter's tests run on those in pairs
- * (__hmax2): a row's largest product lies within one warp, a column's in 8 warps, combined in
- * shared memory. Only blocks with a pass copy their products to shared memory for the exact
- * passes (tile_fused_common.cuh), as in tile_fused.cu: the decisions are those of the filter
- * kernel on cuBLAS's tile, up to the order of the sums.
+ * rows, column 8 nt + 2 (lane mod 4) + e. The filter's tests compare each line's largest product,
+ * rounded to the half value cuBLAS's half tile would hold (times alpha, a power of two): a row's
+ * products lie within one warp; a column passes when the maximum over some warp's 16 rows passes,
+ * so each warp flags the columns it passes and one barrier follows the tests. Only blocks with a
+ * pass copy their products to shared memory for the exact passes (tile_fused_common.cuh), as in
+ * tile_fused.cu: the decisions are those of the filter kernel on cuBLAS's tile, up to the order
+ * of the sums.
+ *
+ * Where a block's time goes at d = 295 (ncu, a 16,384^2 tile, clocks locked): 473-479 us without
+ * the copy, exact passes and flush, 310 us with nothing after the MMAs, 487-564 us whole: the
+ * post-MMA part holds the block's shared memory, and with two blocks an SM the next block's
+ * copies wait for it. The tests as written now (floats, per-warp column flags, one barrier instead
+ * of three) take 446-475 us against 495-508 us (same machine): real-like tile loop 1.111-1.120 s
+ * against 1.150-1.153 s; d = 295's loop, where the selection stream's kernels share the SMs, the
+ * same. Tried and left out: K steps of 32 halves in 6 stages (d = 295 loop 2.45 s against 2.22
+ * s), and the exact passes' lines dealt to the warps in one list (no change).
  *
  * Measured (one H200, 1,533,876 x 295 Pearson k = 20, fused_check.sh wgmma and profile): exact
  * (lists digest unchanged, the CUDA tests and memcheck pass), 0.176 ms a tile in the loop against
@@ -75,10 +85,8 @@ constexpr int kStageBytes = 2 * kOperandBytes;
 /* stages, plus the slack that aligns them to 1024 bytes (dynamic shared memory is only 16-byte
  * aligned by contract) */
 constexpr int kSmemBytes = kStages * kStageBytes + 1024;
-/* after the loop: the copy and flags (kCopyBytes), then each warp's column maxima (halves) */
-constexpr int kColumnMaxOffset = (kCopyBytes + 15) / 16 * 16;
-static_assert(kColumnMaxOffset + 8 * kFusedBlock * 2 <= kStages * kStageBytes,
-              "the epilogue fits the stages");
+/* after the loop: the copy of the products (kCopyBytes), then the kept pairs */
+static_assert(kCopyBytes < kStages * kStageBytes, "the epilogue fits the stages");
 
 __device__ __forceinline__ void barrier_init(uint32_t bar, int count)
 {
@@ -181,15 +189,14 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
                : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-template <int kKind> __device__ __forceinline__ __half2 magnitude2(__half2 v)
+/* b where up, else a: on the values (a choice between two array elements' places made the
+ * compiler keep the arrays in local memory). */
+__device__ __forceinline__ __half2 pick(bool up, __half2 a, __half2 b)
 {
-  return kKind == KNNWB_SCORE_ABS_DOT ? __habs2(v) : v;
-}
-
-/* The larger of a pair's two halves as a float (NaN only when both are NaN). */
-__device__ __forceinline__ float pair_max(__half2 v)
-{
-  return fmaxf(__low2float(v), __high2float(v));
+  const uint32_t x = *reinterpret_cast<const uint32_t *>(&a),
+                 y = *reinterpret_cast<const uint32_t *>(&b);
+  const uint32_t z = up ? y : x;
+  return *reinterpret_cast<const __half2 *>(&z);
 }
 
 /*
@@ -204,6 +211,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kStages];
+  /* the lines' flags and thresholds, apart from the stages: the tests write them without waiting
+   * for the other warpgroup's last MMAs */
+  __shared__ unsigned char line_flags[2 * kFusedBlock];
+  __shared__ float line_thresholds[2 * kFusedBlock];
+  const BlockLines lines = {line_flags, line_flags + kFusedBlock, line_thresholds,
+                            line_thresholds + kFusedBlock};
   const uint32_t raw = shared_address(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char *smem = smem_raw + (base - raw);
@@ -216,6 +229,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       barrier_init(shared_address(&full[s]), 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+  if (threadIdx.x < kFusedBlock) /* a column's flag is only ever set (by any warp) */
+    lines.col_flag[threadIdx.x] = 0;
   __syncthreads();
   if (threadIdx.x == 0)
     for (int s = 0; s < kStages && s < n_k; s++)
@@ -224,17 +239,23 @@ __global__ void __launch_bounds__(kThreads, 2)
   /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
   const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
   const int col_base = (lane & 3) * 2;
+  /* the column pairs whose maxima over the warp's rows this lane tests: nt0 and nt0 + 1 (see
+   * the columns' test below) */
+  const int nt0 = (lane & 16 ? 8 : 0) + (lane & 8 ? 4 : 0) + (lane & 4 ? 2 : 0);
   /* The thresholds, read while the operands are on their way: a block's time is mostly waits on
    * memory (two blocks an SM), and these reads took two of them after the products. */
   const float inf = __int_as_float(0x7f800000);
-  float row_thr[2], col_thr = -inf;
+  float row_thr[2], col_thr[4];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     const int i = m0 + row_base + h * 8;
     row_thr[h] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
   }
-  if (threadIdx.x < kFusedBlock && g.do_cols && n0 + (int)threadIdx.x < g.n_cols)
-    col_thr = st.thr[g.col_state0 + n0 + threadIdx.x];
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    const int j = n0 + (nt0 + (u >> 1)) * 8 + col_base + (u & 1);
+    col_thr[u] = g.do_cols && j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
+  }
 
   float acc[64];
 #pragma unroll
@@ -282,31 +303,26 @@ __global__ void __launch_bounds__(kThreads, 2)
         acc[i] = nan;
     }
   }
-  /* the half tile's values: alpha is a power of two, so this is cuBLAS's rounding of the sum */
-  __half2 v[16][2];
-#pragma unroll
-  for (int nt = 0; nt < 16; nt++)
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-      v[nt][h] =
-          __floats2half2_rn(acc[nt * 4 + h * 2] * g.alpha, acc[nt * 4 + h * 2 + 1] * g.alpha);
-
-  /* Rows: a row's 128 products are in the 4 lanes of one quad of one warp. */
+  /*
+   * The tests on the products as floats: rounding to a half (after alpha, a power of two) is
+   * monotone and commutes with |.|, so a line's largest half value, the one cuBLAS's half tile
+   * would hold, is its largest product rounded; only the maxima are rounded. (Rounding every
+   * product first, then testing halves, took 64 multiplies and 32 conversions a thread on every
+   * block where only the blocks with a pass need the halves, for their copy below.)
+   */
+  const float alpha = g.alpha;
   bool row_hit[2];
+  /* Rows: a row's 128 products are in the 4 lanes of one quad of one warp. */
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    __half2 best = magnitude2<kKind>(v[0][h]);
+    float best = magnitude<kKind>(acc[h * 2]);
 #pragma unroll
-    for (int nt = 1; nt < 16; nt++)
-      best = __hmax2(best, magnitude2<kKind>(v[nt][h]));
-    best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 1));
-    best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 2));
-    row_hit[h] = 1.0f - pair_max(best) * g.tile_scale < row_thr[h];
+    for (int i = 1; i < 32; i++)
+      best = fmaxf(best, magnitude<kKind>(acc[(i >> 1) * 4 + h * 2 + (i & 1)]));
+    best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 1));
+    best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 2));
+    row_hit[h] = 1.0f - __half2float(__float2half_rn(best * alpha)) * g.tile_scale < row_thr[h];
   }
-
-  __syncthreads(); /* every warpgroup is done with the stages */
-  const BlockLines lines = block_lines_at(smem);
-  __half2 *col_max = reinterpret_cast<__half2 *>(smem + kColumnMaxOffset);
   if ((lane & 3) == 0) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -314,33 +330,49 @@ __global__ void __launch_bounds__(kThreads, 2)
       lines.row_thr[row_base + h * 8] = row_thr[h];
     }
   }
-  /* Columns: each warp's largest product of a column pair over its 16 rows, then over the 8
-   * warps. */
-  if (g.do_cols) {
-#pragma unroll
-    for (int nt = 0; nt < 16; nt++) {
-      __half2 best = __hmax2(magnitude2<kKind>(v[nt][0]), magnitude2<kKind>(v[nt][1]));
-      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 4));
-      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 8));
-      best = __hmax2(best, __shfl_xor_sync(kFullMask, best, 16));
-      if (lane < 4)
-        col_max[(warp * kFusedBlock + nt * 8 + col_base) / 2] = best;
-    }
-  }
-  __syncthreads();
+  /*
+   * Columns: each warp's largest product of each column over its 16 rows, as halves in column
+   * pairs (nt), reduced over the 8 lanes of a column pair by halving exchanges (a lane keeps half
+   * its pairs at each of 3 steps: 14 shuffles instead of 48). A column passes when some warp's
+   * maximum passes (the test is monotone in the product), so each warp flags the columns it
+   * passes itself: no reduction over the warps, and one barrier after the tests instead of three.
+   * The threshold stored with a flag is the one that warp read (warps may have read different
+   * values while a merge lowered it: any of them is a value it had, see BlockLines).
+   */
   bool col_hit = false;
-  if (threadIdx.x < kFusedBlock) {
-    if (g.do_cols && n0 + (int)threadIdx.x < g.n_cols) {
-      const __half *cm = reinterpret_cast<const __half *>(col_max);
-      float best = nan;
+  if (g.do_cols) {
+    __half2 c[16];
 #pragma unroll
-      for (int w = 0; w < kThreads / 32; w++)
-        best = fmaxf(best, __half2float(cm[w * kFusedBlock + threadIdx.x]));
-      col_hit = 1.0f - best * g.tile_scale < col_thr;
+    for (int nt = 0; nt < 16; nt++)
+      c[nt] = __floats2half2_rn(
+          fmaxf(magnitude<kKind>(acc[nt * 4]), magnitude<kKind>(acc[nt * 4 + 2])) * alpha,
+          fmaxf(magnitude<kKind>(acc[nt * 4 + 1]), magnitude<kKind>(acc[nt * 4 + 3])) * alpha);
+    const bool up16 = lane & 16, up8 = lane & 8, up4 = lane & 4;
+    __half2 c8[8], c4[4], c2[2];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+      c8[i] = __hmax2(pick(up16, c[i], c[i + 8]),
+                      __shfl_xor_sync(kFullMask, pick(up16, c[i + 8], c[i]), 16));
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      c4[i] = __hmax2(pick(up8, c8[i], c8[i + 4]),
+                      __shfl_xor_sync(kFullMask, pick(up8, c8[i + 4], c8[i]), 8));
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+      c2[i] = __hmax2(pick(up4, c4[i], c4[i + 2]),
+                      __shfl_xor_sync(kFullMask, pick(up4, c4[i + 2], c4[i]), 4));
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const float best = u & 1 ? __high2float(c2[u >> 1]) : __low2float(c2[u >> 1]);
+      if (1.0f - best * g.tile_scale < col_thr[u]) {
+        const int jl = (nt0 + (u >> 1)) * 8 + col_base + (u & 1);
+        lines.col_flag[jl] = 1;
+        lines.col_thr[jl] = col_thr[u];
+        col_hit = true;
+      }
     }
-    lines.col_flag[threadIdx.x] = col_hit;
-    lines.col_thr[threadIdx.x] = col_thr;
   }
+  /* every warpgroup is done with the stages too: the copy may overwrite them */
   if (!__syncthreads_or(row_hit[0] || row_hit[1] || col_hit))
     return;
 
@@ -351,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int h = 0; h < 2; h++)
       *reinterpret_cast<__half2 *>(copy + (row_base + h * 8) * kCopyPitch + nt * 8 + col_base) =
-          v[nt][h];
+          __floats2half2_rn(acc[nt * 4 + h * 2] * alpha, acc[nt * 4 + h * 2 + 1] * alpha);
   const BlockPairs kept = block_pairs_at(smem, kStages * kStageBytes);
   if (threadIdx.x == 0)
     kept.count[0] = 0;
