@@ -189,14 +189,11 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
                : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-/* b where up, else a: on the values (a choice between two array elements' places made the
+/* b where up, else a: a choice between values (one between two array elements' places made the
  * compiler keep the arrays in local memory). */
 __device__ __forceinline__ __half2 pick(bool up, __half2 a, __half2 b)
 {
-  const uint32_t x = *reinterpret_cast<const uint32_t *>(&a),
-                 y = *reinterpret_cast<const uint32_t *>(&b);
-  const uint32_t z = up ? y : x;
-  return *reinterpret_cast<const __half2 *>(&z);
+  return up ? b : a;
 }
 
 /*
