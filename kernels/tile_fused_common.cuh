@@ -77,45 +77,30 @@ __device__ __forceinline__ BlockLines block_lines_at(unsigned char *smem)
 }
 
 /*
- * A fused block's kept pairs in shared memory: the count, the block's start in the tile's pool
- * (flush_pairs), then the pairs themselves; and which block of the tile they belong to (bx, by of
- * blocks_x a block row: a kernel block may do several).
+ * A fused block's kept pairs in shared memory, after the copy of its products: the count, the
+ * block's start in the tile's pool (flush_pairs), then the pairs themselves.
  */
 struct BlockPairs {
   int *count; /* [0] pairs kept (may pass room), [1] their start in the pool */
   uint2 *pairs;
   int room;
-  int bx, by, blocks_x;
 };
 
-/* The kept pairs of block (bx, by) in `bytes` bytes of shared memory at area (16-byte aligned). */
-__device__ __forceinline__ BlockPairs block_pairs_in(unsigned char *area, int bytes, int bx, int by,
-                                                     int blocks_x)
+__device__ __forceinline__ BlockPairs block_pairs_at(unsigned char *smem, int smem_bytes)
 {
   BlockPairs b;
-  b.count = reinterpret_cast<int *>(area);
-  b.pairs = reinterpret_cast<uint2 *>(area + 16);
-  b.room = (bytes - 16) / (int)sizeof(uint2);
-  b.bx = bx;
-  b.by = by;
-  b.blocks_x = blocks_x;
+  b.count = reinterpret_cast<int *>(smem + kPairCountOffset);
+  b.pairs = reinterpret_cast<uint2 *>(smem + kPairCountOffset + 16);
+  b.room = (smem_bytes - kPairCountOffset - 16) / (int)sizeof(uint2);
   return b;
 }
 
-/* The kept pairs of this launch's block, after the copy of its products (smem_bytes in all). */
-__device__ __forceinline__ BlockPairs block_pairs_at(unsigned char *smem, int smem_bytes)
-{
-  return block_pairs_in(smem + kPairCountOffset, smem_bytes - kPairCountOffset, blockIdx.x,
-                        blockIdx.y, gridDim.x);
-}
-
-/* The tile line of a kept pair of the block of kept, as TileGeom.lost indexes it. */
-__device__ __forceinline__ size_t kept_pair_line(const TileGeom &g, const BlockPairs &kept,
-                                                 uint32_t meta)
+/* The tile line of a kept pair of block (blockIdx.x, blockIdx.y), as TileGeom.lost indexes it. */
+__device__ __forceinline__ size_t kept_pair_line(const TileGeom &g, uint32_t meta)
 {
   return fused_pair_column(meta)
-             ? g.ld + (size_t)kept.bx * kFusedPairBlock + (size_t)fused_pair_line(meta)
-             : (size_t)kept.by * kFusedPairBlock + (size_t)fused_pair_line(meta);
+             ? g.ld + (size_t)blockIdx.x * kFusedPairBlock + (size_t)fused_pair_line(meta)
+             : (size_t)blockIdx.y * kFusedPairBlock + (size_t)fused_pair_line(meta);
 }
 
 /*
@@ -147,7 +132,7 @@ __device__ __forceinline__ void keep_line(const TileGeom &g, const BlockPairs &k
       pos++;
     }
   if (lane == 31 && base + total > kept.room)
-    g.lost[kept_pair_line(g, kept, meta)] = 1;
+    g.lost[kept_pair_line(g, meta)] = 1;
 }
 
 /*
@@ -169,10 +154,10 @@ __device__ __forceinline__ void flush_pairs(const TileGeom &g, const BlockPairs 
     if (t < fit)
       g.pairs[start + t] = pair;
     else
-      g.lost[kept_pair_line(g, kept, pair.x)] = 1;
+      g.lost[kept_pair_line(g, pair.x)] = 1;
   }
   if (threadIdx.x == 0) {
-    const int b = kept.by * kept.blocks_x + kept.bx;
+    const int b = blockIdx.y * gridDim.x + blockIdx.x;
     g.pair_index[1 + 2 * b] = start;
     g.pair_index[2 + 2 * b] = fit;
   }

@@ -82,20 +82,11 @@ constexpr int kStages = 3;
 constexpr int kThreads = 256;
 constexpr int kOperandBytes = kFusedBlock * kBlockK * 2; /* 16 KiB */
 constexpr int kStageBytes = 2 * kOperandBytes;
-/* Stages lie 34 KiB apart: after a block's last MMAs the copy of its products (kCopyPitch rows,
- * 34 KiB) takes its last K step's stage while the next block's first steps are copied into the
- * others (see fused_wgmma_kernel). */
-constexpr int kStageStride = kFusedBlock * kCopyPitch * 2;
-static_assert(kStageStride % 1024 == 0 && kStageStride >= kStageBytes, "stages 1024-aligned");
-/* The kept pairs of the block being tested (1,022 pairs; a block whose pairs pass them marks its
- * lines lost, which the merge recomputes): what two blocks an SM leave beside the stages. */
-constexpr int kPairBytes = 8 * 1024;
-/* the pairs, the stages, and the slack that aligns the stages to 1024 bytes (dynamic shared
- * memory is only 16-byte aligned by contract) */
-constexpr int kSmemBytes = kPairBytes + 1024 + kStages * kStageStride;
-/* Blocks of a tile row a kernel block takes in turn, each one's tests and exact passes while the
- * next one's operands travel: see fused_wgmma_kernel. */
-constexpr int kChain = 4;
+/* stages, plus the slack that aligns them to 1024 bytes (dynamic shared memory is only 16-byte
+ * aligned by contract) */
+constexpr int kSmemBytes = kStages * kStageBytes + 1024;
+/* after the loop: the copy of the products (kCopyBytes), then the kept pairs */
+static_assert(kCopyBytes < kStages * kStageBytes, "the epilogue fits the stages");
 
 __device__ __forceinline__ void barrier_init(uint32_t bar, int count)
 {
@@ -206,26 +197,100 @@ __device__ __forceinline__ __half2 pick(bool up, __half2 a, __half2 b)
 }
 
 /*
- * A block's tests on its products (acc, this thread's fragments; row_thr and col_thr its lines'
- * thresholds as read): the flags and thresholds of the lines that pass into lines, and whether
- * this thread saw a pass. Products outside the tile become NaN (__hmax2 and fmaxf skip it, every
- * comparison fails).
- *
- * The tests on the products as floats: rounding to a half (after alpha, a power of two) is
- * monotone and commutes with |.|, so a line's largest half value, the one cuBLAS's half tile
- * would hold, is its largest product rounded; only the maxima are rounded. (Rounding every
- * product first, then testing halves, took 64 multiplies and 32 conversions a thread on every
- * block where only the blocks with a pass need the halves, for their copy.)
+ * Grid: (ceil(n_cols / 128), ceil(n_rows / 128)); block: 2 warpgroups, see the file comment.
+ * map_q, map_r: the TMA maps of g.q_rows and g.r_rows (launch_fused_wgmma).
  */
 template <int kKind>
-__device__ __forceinline__ bool test_block(const TileGeom &g, float (&acc)[64],
-                                           const BlockLines &lines, const float (&row_thr)[2],
-                                           const float (&col_thr)[4], int m0, int n0)
+__global__ void __launch_bounds__(kThreads, 2)
+    fused_wgmma_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g,
+                       const __grid_constant__ CUtensorMap map_q,
+                       const __grid_constant__ CUtensorMap map_r)
 {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kStages];
+  /* the lines' flags and thresholds, apart from the stages: the tests write them without waiting
+   * for the other warpgroup's last MMAs */
+  __shared__ unsigned char line_flags[2 * kFusedBlock];
+  __shared__ float line_thresholds[2 * kFusedBlock];
+  const BlockLines lines = {line_flags, line_flags + kFusedBlock, line_thresholds,
+                            line_thresholds + kFusedBlock};
+  const uint32_t raw = shared_address(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  unsigned char *smem = smem_raw + (base - raw);
+  const int m0 = blockIdx.y * kFusedBlock, n0 = blockIdx.x * kFusedBlock;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = threadIdx.x >> 7;
+  const int n_k = (g.dpad + kBlockK - 1) / kBlockK;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; s++)
+      barrier_init(shared_address(&full[s]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if (threadIdx.x < kFusedBlock) /* a column's flag is only ever set (by any warp) */
+    lines.col_flag[threadIdx.x] = 0;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int s = 0; s < kStages && s < n_k; s++)
+      load_stage(base + s * kStageBytes, shared_address(&full[s]), map_q, map_r, m0, n0, s);
+
+  /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
   const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
   const int col_base = (lane & 3) * 2;
+  /* the column pairs whose maxima over the warp's rows this lane tests: nt0 and nt0 + 1 (see
+   * the columns' test below) */
   const int nt0 = (lane & 16 ? 8 : 0) + (lane & 8 ? 4 : 0) + (lane & 4 ? 2 : 0);
+  /* The thresholds, read while the operands are on their way: a block's time is mostly waits on
+   * memory (two blocks an SM), and these reads took two of them after the products. */
+  const float inf = __int_as_float(0x7f800000);
+  float row_thr[2], col_thr[4];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int i = m0 + row_base + h * 8;
+    row_thr[h] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
+  }
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    const int j = n0 + (nt0 + (u >> 1)) * 8 + col_base + (u & 1);
+    col_thr[u] = g.do_cols && j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
+  }
+
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++)
+    acc[i] = 0.0f;
+  /* One K step's MMAs in flight behind the next: step kt's are issued, then the warpgroup waits
+   * for step kt - 1's only, whose stage is refilled with step kt - 1 + kStages (real-like tile
+   * loop 1.262-1.278 s against 1.286-1.296 s waiting for every MMA, alternating; d = 295 the
+   * same). */
+  for (int kt = 0; kt < n_k; kt++) {
+    const int slot = kt % kStages;
+    barrier_wait(shared_address(&full[slot]), (uint32_t)(kt / kStages) & 1u);
+    const uint32_t stage = base + slot * kStageBytes;
+    const uint32_t a = stage + wg * 64 * 128, b = stage + kOperandBytes;
+    fence_accumulators(acc);
+    wgmma_fence();
+    /* all 4 steps, also past dpad (zeros): a data-dependent branch between the MMAs makes ptxas
+     * wait for each one before the next (its warning C7519), which costs more than the padding */
+#pragma unroll
+    for (int s = 0; s < kBlockK / 16; s++)
+      wgmma_m64n128k16(acc, smem_descriptor(a + s * 32), smem_descriptor(b + s * 32));
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_accumulators(acc);
+    const int refill = kt - 1 + kStages;
+    if (kt >= 1 && refill < n_k) {
+      __syncthreads(); /* both warpgroups are done with step kt - 1's slot */
+      if (threadIdx.x == 0) {
+        const int prev = (kt - 1) % kStages;
+        load_stage(base + prev * kStageBytes, shared_address(&full[prev]), map_q, map_r, m0, n0,
+                   refill);
+      }
+    }
+  }
+  wgmma_wait<0>();
+  fence_accumulators(acc);
+
+  /* NaN marks products outside the tile: __hmax2 and fmaxf skip it, every comparison fails */
   const float nan = __int_as_float(0x7fc00000);
   if (m0 + kFusedBlock > g.n_rows || n0 + kFusedBlock > g.n_cols) {
 #pragma unroll
@@ -235,6 +300,13 @@ __device__ __forceinline__ bool test_block(const TileGeom &g, float (&acc)[64],
         acc[i] = nan;
     }
   }
+  /*
+   * The tests on the products as floats: rounding to a half (after alpha, a power of two) is
+   * monotone and commutes with |.|, so a line's largest half value, the one cuBLAS's half tile
+   * would hold, is its largest product rounded; only the maxima are rounded. (Rounding every
+   * product first, then testing halves, took 64 multiplies and 32 conversions a thread on every
+   * block where only the blocks with a pass need the halves, for their copy below.)
+   */
   const float alpha = g.alpha;
   bool row_hit[2];
   /* Rows: a row's 128 products are in the 4 lanes of one quad of one warp. */
@@ -297,149 +369,24 @@ __device__ __forceinline__ bool test_block(const TileGeom &g, float (&acc)[64],
       }
     }
   }
-  return row_hit[0] || row_hit[1] || col_hit;
-}
+  /* every warpgroup is done with the stages too: the copy may overwrite them */
+  if (!__syncthreads_or(row_hit[0] || row_hit[1] || col_hit))
+    return;
 
-/*
- * Grid: (ceil(blocks_x / chain), ceil(n_rows / 128)) blocks of 2 warpgroups (see the file
- * comment): block (c, y) takes the tile's blocks c chain .. c chain + chain - 1 of block row y in
- * turn (blocks_x of them a row). Its K steps form one sequence through the stages, so the next
- * block's first steps are copied while this one's last MMAs run and its tests and exact passes
- * follow; the copy of a block's products takes the stage of its last K step, which no copy in
- * flight targets. Thread 0 issues every copy, right after the barrier that frees its stage: work
- * there delays the copy (three integer divisions a copy took 0.08 ms more a d = 295 tile, ncu).
- * map_q, map_r: the TMA maps of g.q_rows and g.r_rows (launch_fused_wgmma).
- */
-template <int kKind>
-__global__ void __launch_bounds__(kThreads, 2)
-    fused_wgmma_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g,
-                       const __grid_constant__ CUtensorMap map_q,
-                       const __grid_constant__ CUtensorMap map_r, int chain)
-{
-  extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t full[kStages];
-  /* the lines' flags and thresholds, apart from the stages: the tests write them without waiting
-   * for the other warpgroup's last MMAs */
-  __shared__ unsigned char line_flags[2 * kFusedBlock];
-  __shared__ float line_thresholds[2 * kFusedBlock];
-  const BlockLines lines = {line_flags, line_flags + kFusedBlock, line_thresholds,
-                            line_thresholds + kFusedBlock};
-  /* the kept pairs first, then the stages at the next 1024-byte boundary */
-  const uint32_t raw = shared_address(smem_raw);
-  const uint32_t base = (raw + kPairBytes + 1023u) & ~1023u;
-  unsigned char *smem = smem_raw + (base - raw);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = threadIdx.x >> 7;
-  const int n_k = (g.dpad + kBlockK - 1) / kBlockK;
-  const int blocks_x = (g.n_cols + kFusedBlock - 1) / kFusedBlock;
-  const int m0 = blockIdx.y * kFusedBlock, bx0 = blockIdx.x * chain;
-  const int count = min(chain, blocks_x - bx0), steps = count * n_k;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; s++)
-      barrier_init(shared_address(&full[s]), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  if (threadIdx.x < kFusedBlock) /* a column's flag is only ever set (by any warp) */
-    lines.col_flag[threadIdx.x] = 0;
-  __syncthreads();
+  /* Lines with a pass: the products go to shared memory as the half tile cuBLAS would write. */
+  __half *copy = reinterpret_cast<__half *>(smem);
+#pragma unroll
+  for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      *reinterpret_cast<__half2 *>(copy + (row_base + h * 8) * kCopyPitch + nt * 8 + col_base) =
+          __floats2half2_rn(acc[nt * 4 + h * 2] * alpha, acc[nt * 4 + h * 2 + 1] * alpha);
+  const BlockPairs kept = block_pairs_at(smem, kStages * kStageBytes);
   if (threadIdx.x == 0)
-    for (int s = 0, t = 0, kt = 0; s < kStages && s < steps; s++) {
-      load_stage(base + s * kStageStride, shared_address(&full[s]), map_q, map_r, m0,
-                 (bx0 + t) * kFusedBlock, kt);
-      if (++kt == n_k) {
-        kt = 0;
-        t++;
-      }
-    }
-
-  /* this thread's rows (h = 0, 1) and columns (nt, e) within a block */
-  const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
-  const int col_base = (lane & 3) * 2;
-  /* the column pairs whose maxima over the warp's rows this lane tests (test_block) */
-  const int nt0 = (lane & 16 ? 8 : 0) + (lane & 8 ? 4 : 0) + (lane & 4 ? 2 : 0);
-  const float inf = __int_as_float(0x7f800000);
-  for (int t = 0; t < count; t++) {
-    const int n0 = (bx0 + t) * kFusedBlock;
-    /* The thresholds, read while the operands are on their way: a block's time is mostly waits
-     * on memory (two blocks an SM), and these reads took two of them after the products. */
-    float row_thr[2], col_thr[4];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int i = m0 + row_base + h * 8;
-      row_thr[h] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
-    }
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-      const int j = n0 + (nt0 + (u >> 1)) * 8 + col_base + (u & 1);
-      col_thr[u] = g.do_cols && j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
-    }
-
-    float acc[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-      acc[i] = 0.0f;
-    /* One K step's MMAs in flight behind the next: step kt's are issued, then the warpgroup
-     * waits for step kt - 1's only, whose stage is refilled with the step kStages later, of this
-     * block or the next (real-like tile loop 1.262-1.278 s against 1.286-1.296 s waiting for
-     * every MMA, alternating; d = 295 the same). */
-    for (int kt = 0; kt < n_k; kt++) {
-      const int step = t * n_k + kt, slot = step % kStages;
-      barrier_wait(shared_address(&full[slot]), (uint32_t)(step / kStages) & 1u);
-      const uint32_t stage = base + slot * kStageStride;
-      const uint32_t a = stage + wg * 64 * 128, b = stage + kOperandBytes;
-      fence_accumulators(acc);
-      wgmma_fence();
-      /* all 4 steps, also past dpad (zeros): a data-dependent branch between the MMAs makes
-       * ptxas wait for each one before the next (its warning C7519), which costs more than the
-       * padding */
-#pragma unroll
-      for (int s = 0; s < kBlockK / 16; s++)
-        wgmma_m64n128k16(acc, smem_descriptor(a + s * 32), smem_descriptor(b + s * 32));
-      wgmma_commit();
-      wgmma_wait<1>();
-      fence_accumulators(acc);
-      if (step >= 1 && step - 1 + kStages < steps) {
-        __syncthreads(); /* both warpgroups are done with step - 1's stage */
-        if (threadIdx.x == 0) {
-          int lt = t, lk = kt - 1 + kStages; /* the step's block and K step, no division */
-          while (lk >= n_k) {
-            lk -= n_k;
-            lt++;
-          }
-          const int prev = (step - 1) % kStages;
-          load_stage(base + prev * kStageStride, shared_address(&full[prev]), map_q, map_r, m0,
-                     (bx0 + lt) * kFusedBlock, lk);
-        }
-      }
-    }
-    wgmma_wait<0>();
-    fence_accumulators(acc);
-    const bool hit = test_block<kKind>(g, acc, lines, row_thr, col_thr, m0, n0);
-    /* every warpgroup is done with the last stage too: the copy may overwrite it */
-    if (__syncthreads_or(hit)) {
-      /* Lines with a pass: the products go to the last K step's stage as the half tile cuBLAS
-       * would write. */
-      __half *copy =
-          reinterpret_cast<__half *>(smem + ((t * n_k + n_k - 1) % kStages) * kStageStride);
-#pragma unroll
-      for (int nt = 0; nt < 16; nt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-          *reinterpret_cast<__half2 *>(copy + (row_base + h * 8) * kCopyPitch + nt * 8 + col_base) =
-              __floats2half2_rn(acc[nt * 4 + h * 2] * g.alpha, acc[nt * 4 + h * 2 + 1] * g.alpha);
-      const BlockPairs kept = block_pairs_in(smem_raw, kPairBytes, bx0 + t, blockIdx.y, blocks_x);
-      if (threadIdx.x == 0)
-        kept.count[0] = 0;
-      __syncthreads();
-      exact_passes<kKind, kThreads>(g, copy, lines, m0, n0, kept);
-      flush_pairs(g, kept);
-    }
-    if (t + 1 < count) {
-      if (threadIdx.x < kFusedBlock)
-        lines.col_flag[threadIdx.x] = 0;
-      __syncthreads(); /* the next block's tests write the flags the exact passes read */
-    }
-  }
+    kept.count[0] = 0;
+  __syncthreads();
+  exact_passes<kKind, kThreads>(g, copy, lines, m0, n0, kept);
+  flush_pairs(g, kept);
 }
 
 /* The driver's cuTensorMapEncodeTiled, through the runtime (no link to libcuda), or NULL. */
@@ -500,14 +447,6 @@ bool wgmma_ready(void)
   return __atomic_load_n(&state[device], __ATOMIC_RELAXED) == 1;
 }
 
-/* The blocks of a tile row each block of the kernel takes in turn (KNNWB_CUDA_FUSED_CHAIN, 1..4096:
- * to measure; read at every tile, as KNNWB_CUDA_FUSED, so that a test can compare the settings in
- * one process). */
-int fused_chain(void)
-{
-  return knnwb_select_plan_env("KNNWB_CUDA_FUSED_CHAIN", kChain, 1, 4096);
-}
-
 } // namespace
 
 cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, cudaStream_t stream)
@@ -520,18 +459,17 @@ cudaError_t launch_fused_wgmma(const SelectState &state, const TileGeom &geom, c
   if (!encode_rows(&map_q, geom.q_rows, geom.n_rows, geom.dpad, dread) ||
       !encode_rows(&map_r, geom.r_rows, geom.n_cols, geom.dpad, dread))
     return cudaErrorInvalidValue;
-  const int chain = fused_chain();
-  const dim3 grid(((geom.n_cols + kFusedBlock - 1) / kFusedBlock + chain - 1) / chain,
+  const dim3 grid((geom.n_cols + kFusedBlock - 1) / kFusedBlock,
                   (geom.n_rows + kFusedBlock - 1) / kFusedBlock);
   const cudaError_t err = clear_fused_pairs(geom, stream);
   if (err != cudaSuccess)
     return err;
   if (geom.kind == KNNWB_SCORE_ABS_DOT)
     fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>
-        <<<grid, kThreads, kSmemBytes, stream>>>(state, geom, map_q, map_r, chain);
+        <<<grid, kThreads, kSmemBytes, stream>>>(state, geom, map_q, map_r);
   else
     fused_wgmma_kernel<KNNWB_SCORE_DOT>
-        <<<grid, kThreads, kSmemBytes, stream>>>(state, geom, map_q, map_r, chain);
+        <<<grid, kThreads, kSmemBytes, stream>>>(state, geom, map_q, map_r);
   return cudaGetLastError();
 }
 

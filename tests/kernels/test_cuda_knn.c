@@ -264,17 +264,17 @@ static void test_fused_tiles(void)
    * mma.sync kernel, and not fused; with the room its buffer gives the tile's passing pairs (a
    * line that overflows its row's buffer is then taken from them), with room for one or 100 pairs
    * a tile (the lines of the others lose some: their merge recomputes them from the rows), and
-   * fused tiles that wait for the previous tile's merge; the wgmma kernel's blocks taking one,
-   * three (chains that end short of a block row) or the default number of blocks each */
-  static const char *const fused[][5] = {
-      {"1", "auto", "", "1", ""},    {"1", "auto", "", "1", "1"}, {"1", "auto", "1", "1", "3"},
-      {"1", "sync", "100", "1", ""}, {"1", "auto", "", "0", "3"}, {"0", "auto", "", "1", ""}};
+   * fused tiles that wait for the previous tile's merge */
+  static const char *const fused[][4] = {{"1", "auto", "", "1"},
+                                         {"1", "auto", "1", "1"},
+                                         {"1", "sync", "100", "1"},
+                                         {"1", "auto", "", "0"},
+                                         {"0", "auto", "", "1"}};
   for (size_t f = 0; f < G_N_ELEMENTS(fused); f++) {
     g_setenv("KNNWB_CUDA_FUSED", fused[f][0], TRUE);
     g_setenv("KNNWB_CUDA_FUSED_MMA", fused[f][1], TRUE);
     g_setenv("KNNWB_CUDA_FUSED_ROOM", fused[f][2], TRUE);
     g_setenv("KNNWB_CUDA_FUSED_OVERLAP", fused[f][3], TRUE);
-    g_setenv("KNNWB_CUDA_FUSED_CHAIN", fused[f][4], TRUE);
     for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++) {
       compare(arc, metric, 20, 96 * MIB + 3 * MIB, 1);
       compare(arc, metric, 20, 96 * MIB + 3 * MIB, 2);
@@ -308,7 +308,6 @@ static void test_fused_tiles(void)
   compare(many, KNNWB_METRIC_COSINE, 5, 0, 2);
   g_unsetenv("KNNWB_CUDA_MAX_TILE");
   g_unsetenv("KNNWB_CUDA_FUSED_PROBE");
-  g_unsetenv("KNNWB_CUDA_FUSED_CHAIN");
   g_unsetenv("KNNWB_CUDA_FUSED");
   g_unsetenv("KNNWB_CUDA_FUSED_MMA");
   g_unsetenv("KNNWB_CUDA_FUSED_ROOM");
