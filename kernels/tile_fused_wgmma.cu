@@ -33,7 +33,13 @@
  * of three) take 446-475 us against 495-508 us (same machine): real-like tile loop 1.111-1.120 s
  * against 1.150-1.153 s; d = 295's loop, where the selection stream's kernels share the SMs, the
  * same. Tried and left out: K steps of 32 halves in 6 stages (d = 295 loop 2.45 s against 2.22
- * s), and the exact passes' lines dealt to the warps in one list (no change).
+ * s), and the exact passes' lines dealt to the warps in one list (no change). Also left out
+ * (commit 3635f96): a kernel block taking a chain of a block row's blocks, the next one's first
+ * stages copied while this one tests. Chains of 4 took 504-584 us a tile against 519-598 us for
+ * chains of 1, but that kernel at chain 1 took 40 us more than this one (479-554 us), and in the
+ * d = 295 loop every chain lost (2.28-2.32 s against 2.23 s; longer chains hold the SMs from the
+ * selection stream's merges). Whatever thread 0 does between a stage's barrier and its copies
+ * shows: three integer divisions there (a chain's block coordinates) cost 80 us a tile.
  *
  * Measured (one H200, 1,533,876 x 295 Pearson k = 20, fused_check.sh wgmma and profile): exact
  * (lists digest unchanged, the CUDA tests and memcheck pass), 0.176 ms a tile in the loop against
