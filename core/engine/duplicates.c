@@ -62,7 +62,8 @@ static void knnwb_duplicates_hash_rows(size_t first, size_t last, void *user)
     }
     for (; b < n_bytes; b++)
       h = (h ^ bytes[b]) * 1099511628211ull;
-    loop->hash[i] = h;
+    /* an absent row (zeros, knnwb_matrix_row_is_absent) is no copy of a row of zeros */
+    loop->hash[i] = knnwb_matrix_row_is_absent(loop->data, i) ? ~h : h;
   }
 }
 
@@ -139,7 +140,9 @@ static void knnwb_group_scatter(size_t first, size_t last, void *user)
 }
 
 /* Within a run of equal hashes (in row order), each row joins the first earlier row with the same
- * bytes, or is the first of its group. group_of holds the representative row. */
+ * bytes and the same absence (an absent row holds zeros but is left out, a row of zeros is not:
+ * grouped, the one would take the other's place in every list), or is the first of its group.
+ * group_of holds the representative row. */
 static void knnwb_group_buckets(size_t first, size_t last, void *user)
 {
   KnnwbGroupLoop *loop = user;
@@ -161,6 +164,8 @@ static void knnwb_group_buckets(size_t first, size_t last, void *user)
         for (size_t b = start; b < a; b++) {
           int64_t j = rows[b].row;
           if (loop->group_of[j] == j &&
+              knnwb_matrix_row_is_absent(loop->data, (size_t)i) ==
+                  knnwb_matrix_row_is_absent(loop->data, (size_t)j) &&
               memcmp(loop->values + (size_t)i * d, loop->values + (size_t)j * d,
                      d * sizeof(float)) == 0) {
             loop->group_of[i] = j;

@@ -120,10 +120,11 @@ typedef struct {
 /**
  * Groups the rows of data whose bytes are identical (hashing, then comparing equal hashes): the
  * values, or for metric spearman the ranks a reader kept (knnwb_matrix_row_ranks) when it kept
- * them. O(n d + n log n) time (0.5 s at 1,533,876 x 295 rows here), O(n) memory. cancel (may be
- * NULL) is polled every 4096 rows and once per bucket of about 512 rows, in every thread. Errors:
- * KNNWB_ERROR_NO_MEMORY; KNNWB_ERROR_CANCELLED when cancel was raised. On error duplicates holds
- * nothing (no rows grouped, nothing to free).
+ * them; an absent row (knnwb_matrix_row_is_absent) only with absent rows. O(n d + n log n) time
+ * (0.5 s at 1,533,876 x 295 rows here), O(n) memory. cancel (may be NULL) is polled every 4096 rows
+ * and once per bucket of about 512 rows, in every thread. Errors: KNNWB_ERROR_NO_MEMORY;
+ * KNNWB_ERROR_CANCELLED when cancel was raised. On error duplicates holds nothing (no rows grouped,
+ * nothing to free).
  */
 gboolean knnwb_duplicates_find(const KnnwbMatrix *data, KnnwbMetric metric, int n_threads,
                                const volatile gint *cancel, KnnwbDuplicates *duplicates,

@@ -126,10 +126,33 @@ static void test_duplicates_cancelled(void)
   knnwb_duplicates_clear(&plain);
 }
 
+/* Absent rows (zeros, left out of the search) are copies of each other only, not of rows of
+ * zeros that are present: rows 0 and 2 one group, the absent rows 1 and 3 another. */
+static void test_duplicates_absent(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(4, 3, NULL);
+  knnwb_matrix_set_row_absent(m, 1);
+  knnwb_matrix_set_row_absent(m, 3);
+  for (int threads = 1; threads <= 2; threads++) {
+    KnnwbDuplicates duplicates;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(
+        knnwb_duplicates_find(m, KNNWB_METRIC_EUCLIDEAN, threads, NULL, &duplicates, &error));
+    g_assert_no_error(error);
+    g_assert_cmpuint(duplicates.n_unique, ==, 2);
+    g_assert_cmpmem(duplicates.representative, 2 * sizeof(int64_t), ((const int64_t[]){0, 1}),
+                    2 * sizeof(int64_t));
+    g_assert_cmpmem(duplicates.group_of, 4 * sizeof(int64_t), ((const int64_t[]){0, 1, 0, 1}),
+                    4 * sizeof(int64_t));
+    knnwb_duplicates_clear(&duplicates);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/duplicates/groups", test_duplicates_groups);
   g_test_add_func("/duplicates/cancelled", test_duplicates_cancelled);
+  g_test_add_func("/duplicates/absent", test_duplicates_absent);
   return g_test_run();
 }

@@ -208,6 +208,58 @@ static KnnwbNeighbors *run_query(const KnnwbMatrix *q, const KnnwbMatrix *ref, K
   return nb;
 }
 
+/* The lists of rows on a line (x, 0), absent_row absent (missing values dropped: its zeros are
+ * left out), x = 0, 0, 1, 3, 7, 0 for rows 0..5. */
+static KnnwbMatrix *absent_line(size_t absent_row)
+{
+  static const float x[] = {0, 0, 1, 3, 7, 0};
+  KnnwbMatrix *m = knnwb_matrix_new(G_N_ELEMENTS(x), 2, NULL);
+  for (size_t i = 0; i < G_N_ELEMENTS(x); i++) {
+    m->values[2 * i] = x[i];
+    m->values[2 * i + 1] = 0.0f;
+  }
+  knnwb_matrix_set_row_absent(m, absent_row);
+  return m;
+}
+
+/* Checks row i's list against the expected rows and distances (n of them; 0: no list). */
+static void assert_list(const KnnwbNeighbors *nb, size_t i, size_t n, const int64_t *rows,
+                        const double *distances)
+{
+  g_assert_cmpint(nb->n_found[i], ==, (int)n);
+  for (size_t r = 0; r < n; r++) {
+    g_assert_cmpint(nb->indices[i * nb->k + r], ==, rows[r]);
+    g_assert_cmpfloat(nb->distances[i * nb->k + r], ==, distances[r]);
+  }
+}
+
+/* An absent row holds zeros but is left out, while a row of zeros is a row like any other for
+ * euclidean and manhattan: as copies of each other (the same bytes), the absent row took the zero
+ * rows' place in every list, or left them without neighbours. Self lists with the absent row first
+ * and second, the zero rows copies of each other; a query against the first. */
+static void test_duplicates_absent_rows(void)
+{
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  for (size_t mi = 0; mi < G_N_ELEMENTS(metrics); mi++)
+    for (size_t absent = 0; absent < 2; absent++) {
+      g_autoptr(KnnwbMatrix) m = absent_line(absent);
+      g_autoptr(KnnwbNeighbors) nb = run_self(m, metrics[mi], 2, 2, 0);
+      const int64_t zero = absent == 0 ? 1 : 0; /* the first zero row that is present */
+      assert_list(nb, absent, 0, NULL, NULL);
+      assert_list(nb, (size_t)zero, 2, (const int64_t[]){5, 2}, (const double[]){0, 1});
+      assert_list(nb, 2, 2, (const int64_t[]){zero, 5}, (const double[]){1, 1});
+      assert_list(nb, 3, 2, (const int64_t[]){2, zero}, (const double[]){2, 3});
+      assert_list(nb, 4, 2, (const int64_t[]){3, 2}, (const double[]){4, 6});
+      assert_list(nb, 5, 2, (const int64_t[]){zero, 2}, (const double[]){0, 1});
+    }
+  g_autoptr(KnnwbMatrix) ref = absent_line(0);
+  g_autoptr(KnnwbMatrix) q = knnwb_matrix_new(2, 2, NULL);
+  q->values[2] = 2.0f; /* rows (0, 0) and (2, 0) */
+  g_autoptr(KnnwbNeighbors) nb = run_query(q, ref, KNNWB_METRIC_EUCLIDEAN, 2, 2, 0);
+  assert_list(nb, 0, 2, (const int64_t[]){1, 5}, (const double[]){0, 0});
+  assert_list(nb, 1, 2, (const int64_t[]){2, 3}, (const double[]){1, 1});
+}
+
 /* Copies among the reference rows (groups of 1 to 41 copies scattered, affine images of a row)
  * against query rows that are new, copies of reference rows, or copies of each other: the
  * reference's copies are collapsed before the search and expanded after it. Every metric matches
@@ -1050,6 +1102,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/duplicates/oracle", test_duplicates_against_oracle);
   g_test_add_func("/knn/duplicates/cost-nothing", test_duplicates_cost_nothing);
   g_test_add_func("/knn/duplicates/query-oracle", test_duplicates_query_against_oracle);
+  g_test_add_func("/knn/duplicates/absent-rows", test_duplicates_absent_rows);
   g_test_add_func("/knn/duplicates/query-cost-nothing", test_duplicates_query_cost_nothing);
   g_test_add_func("/knn/large-k", test_large_k);
   g_test_add_func("/knn/seed-sample", test_seed_sample_correlations);
