@@ -50,12 +50,13 @@ double knnwb_refine_window_limit(const KnnwbPrepared *query, size_t query_row,
  * first round). The lists are exact either way. n_sample rows spread evenly over query rows [row0,
  * row0 + n_rows); counts in needed (n_sample, may be NULL). Time O(n_sample n_reference d) on
  * threads (the reference rows read once; counts stop past 4 kc + 1), memory O(n_sample kc) per
- * thread.
+ * thread. cancel (may be NULL) is polled at every block of 4,096 reference rows: once raised, the
+ * planner returns kc (needed all 0), and the caller's next step sees the flag.
  */
 size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *reference,
                            gboolean self, size_t row0, size_t n_rows, size_t k, size_t kc,
                            size_t available, size_t max_kc, size_t n_sample, int threads,
-                           size_t *needed);
+                           const volatile gint *cancel, size_t *needed);
 
 /**
  * The centroids a GPU's tile loop groups the rows of a self search by (KnnwbSelectJob

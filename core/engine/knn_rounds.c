@@ -764,8 +764,9 @@ static size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options,
   const size_t memory = knnwb_memory_available();
   const size_t max_kc = memory == SIZE_MAX ? 4 * kc : memory / 4 / cell / n_rows;
   const gint64 start = g_get_monotonic_time();
-  const size_t chosen = knnwb_margin_choose(query, reference, self, row0, n_rows, options->k, kc,
-                                            available, max_kc, KNNWB_MARGIN_SAMPLE, threads, NULL);
+  const size_t chosen =
+      knnwb_margin_choose(query, reference, self, row0, n_rows, options->k, kc, available, max_kc,
+                          KNNWB_MARGIN_SAMPLE, threads, options->cancel, NULL);
   g_debug(
       "knnwb: margin planner: %d sample rows, %zu candidates per row (the screen's %zu), %.3f s",
       KNNWB_MARGIN_SAMPLE, chosen, kc, (double)(g_get_monotonic_time() - start) / 1e6);

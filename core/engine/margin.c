@@ -51,6 +51,8 @@ typedef struct {
   GMutex lock;
   double *heap; /* n_sample x keep: each sample row's smallest distances, a max-heap */
   size_t *size; /* of each heap */
+  const volatile gint *cancel;
+  gint cancelled; /* a thread saw the flag raised and left its blocks */
 } KnnwbMarginSample;
 
 /* One lane of W sample rows: l += their element e times b[e] (an unaligned load, folded). */
@@ -280,6 +282,11 @@ static void knnwb_margin_blocks(size_t first, size_t last, void *user)
   g_autofree float *dots = g_new(float, KNNWB_MARGIN_CHUNK *stride);
   KnnwbMarginHeaps h = {heap, size, bar, 0};
   for (size_t j0 = first * KNNWB_MARGIN_BLOCK; j0 < end; j0 += KNNWB_MARGIN_CHUNK) {
+    if (j0 % KNNWB_MARGIN_BLOCK == 0 && (g_atomic_int_get(&m->cancelled) ||
+                                         (m->cancel != NULL && g_atomic_int_get(m->cancel) != 0))) {
+      g_atomic_int_set(&m->cancelled, 1);
+      return; /* the planner's answer is kc now: these heaps are not wanted */
+    }
     const size_t n = MIN((size_t)KNNWB_MARGIN_CHUNK, end - j0);
     knnwb_margin_dots(m->panel, m->n_groups, m->width, m->reference->scored + j0 * d, n, d, dots);
     for (size_t r = 0; r < n; r++)
@@ -335,7 +342,7 @@ static void knnwb_margin_count(KnnwbMarginSample *m, size_t k, size_t *needed)
 size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *reference,
                            gboolean self, size_t row0, size_t n_rows, size_t k, size_t kc,
                            size_t available, size_t max_kc, size_t n_sample, int threads,
-                           size_t *needed)
+                           const volatile gint *cancel, size_t *needed)
 {
   n_sample = MIN(n_sample, n_rows);
   if (n_sample == 0 || k == 0 || knnwb_metric_score_kind(query->metric) == KNNWB_SCORE_L1)
@@ -349,7 +356,8 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
                          .kind = knnwb_metric_score_kind(query->metric),
                          .keep = MAX(k, MAX(most, kc) + 1),
                          .n_sample = n_sample,
-                         .rows = rows};
+                         .rows = rows,
+                         .cancel = cancel};
   g_autofree double *heap = g_new(double, n_sample *m.keep);
   g_autofree size_t *size = g_new0(size_t, n_sample);
   m.heap = heap;
@@ -367,6 +375,11 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
   m.n_blocks = (reference->n + KNNWB_MARGIN_BLOCK - 1) / KNNWB_MARGIN_BLOCK;
   knnwb_team_run((int)MIN((size_t)knnwb_thread_count(threads), m.n_blocks), knnwb_margin_share, &m);
   g_mutex_clear(&m.lock);
+  if (g_atomic_int_get(&m.cancelled)) {
+    if (needed != NULL)
+      memset(needed, 0, n_sample * sizeof(size_t));
+    return kc;
+  }
   size_t *count = own ? own : needed;
   knnwb_margin_count(&m, k, count);
   g_autofree size_t *sorted = g_memdup2(count, n_sample * sizeof(size_t));

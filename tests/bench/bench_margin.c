@@ -80,7 +80,7 @@ int main(int argc, char **argv)
   for (int rep = 0; rep < reps; rep++) {
     const gint64 start = g_get_monotonic_time();
     chosen = knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, 4 * kc, BENCH_SAMPLE, threads,
-                                 needed);
+                                 NULL, needed);
     best = MIN(best, (double)(g_get_monotonic_time() - start) / 1e6);
   }
   uint64_t checksum = 0;

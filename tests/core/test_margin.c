@@ -77,7 +77,7 @@ static void test_euclidean_clusters(void)
   prepare(&p, m, KNNWB_METRIC_EUCLIDEAN, KNNWB_SCREEN_FP16);
   size_t needed[16];
   const size_t chosen =
-      knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample, 2, needed);
+      knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample, 2, NULL, needed);
   size_t over = 0;
   for (size_t s = 0; s < sample; s++) {
     const size_t i = (2 * s + 1) * n / (2 * sample);
@@ -96,16 +96,35 @@ static void test_euclidean_clusters(void)
   g_assert_cmpuint(chosen, <=, 4 * kc);
   g_assert_cmpuint(chosen % 8, ==, 0);
   /* the caps: 4 kc, the rows available and the memory bound */
-  g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, 40, sample, 2, NULL), ==,
-                   MIN(chosen, (size_t)40));
-  g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, 33, SIZE_MAX, sample, 2, NULL),
-                   ==, MIN(chosen, 33));
-  g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, 10, sample, 2, NULL), ==,
-                   kc);
+  g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, 40, sample, 2, NULL, NULL),
+                   ==, MIN(chosen, (size_t)40));
+  g_assert_cmpuint(
+      knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, 33, SIZE_MAX, sample, 2, NULL, NULL), ==,
+      MIN(chosen, 33));
+  g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, 10, sample, 2, NULL, NULL),
+                   ==, kc);
+  /* a raised cancel flag: kc (the caller stops at its next step), no counts; a lowered one: as
+   * without a flag, with 1 and 3 threads */
+  for (int threads = 1; threads <= 3; threads += 2) {
+    gint cancel = 1;
+    size_t counts[16];
+    memset(counts, 0xff, sizeof counts);
+    g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample,
+                                         threads, &cancel, counts),
+                     ==, kc);
+    for (size_t s = 0; s < sample; s++)
+      g_assert_cmpuint(counts[s], ==, 0);
+    cancel = 0;
+    g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample,
+                                         threads, &cancel, counts),
+                     ==, chosen);
+    g_assert_cmpmem(counts, sizeof counts, needed, sizeof needed);
+  }
   /* the same rows under FP32: a window 2^13 times narrower, the fixed margin kept */
   knnwb_prepared_set_screen(&p, &p, KNNWB_SCREEN_FP32);
-  g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample, 2, NULL),
-                   ==, kc);
+  g_assert_cmpuint(
+      knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample, 2, NULL, NULL), ==,
+      kc);
   knnwb_prepared_clear(&p);
 }
 
@@ -118,7 +137,8 @@ static void test_pearson_plain(void)
   prepare(&p, m, KNNWB_METRIC_PEARSON, KNNWB_SCREEN_FP16);
   size_t needed[16];
   g_assert_cmpuint(
-      knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample, 2, needed), ==, kc);
+      knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, sample, 2, NULL, needed), ==,
+      kc);
   for (size_t s = 0; s < sample; s++) {
     const size_t exact = needed_of(&p, (2 * s + 1) * n / (2 * sample), k);
     g_assert_cmpuint(needed[s] + 2, >=, exact);
@@ -219,15 +239,15 @@ static void test_edges(void)
     size_t exact[32], one[32], three[32], narrow[2][32];
     exact_counts(&p, n_sample, k, keep, exact);
     const size_t chosen =
-        knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 1, one);
+        knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 1, NULL, one);
     g_assert_cmpuint(
-        knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 3, three), ==,
-        chosen);
+        knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 3, NULL, three),
+        ==, chosen);
     for (int w = 0; w < 2; w++) {
       g_setenv("KNNWB_MARGIN_VECTOR", w ? "8" : "4", TRUE);
-      g_assert_cmpuint(
-          knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 3, narrow[w]),
-          ==, chosen);
+      g_assert_cmpuint(knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 3,
+                                           NULL, narrow[w]),
+                       ==, chosen);
       g_unsetenv("KNNWB_MARGIN_VECTOR");
     }
     size_t spread = 0;
@@ -301,7 +321,7 @@ static void test_pair_at_a_time(void)
       reference[s] = count_window(&p, i, dist, count, k, keep);
     }
     const size_t chosen =
-        knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 2, needed);
+        knnwb_margin_choose(&p, &p, TRUE, 0, n, k, kc, n - 1, SIZE_MAX, n_sample, 2, NULL, needed);
     for (size_t s = 0; s < n_sample; s++)
       g_assert_cmpuint(needed[s], ==, reference[s]);
     g_assert_cmpuint(chosen, ==, choice_of(reference, n_sample, kc, most));
