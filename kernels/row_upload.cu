@@ -10,6 +10,8 @@
 #include "tile_scores.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -330,7 +332,18 @@ void Worker::start_exact_upload()
 {
   exact_ok_ = false;
   try {
-    exact_thread_ = std::thread([this] { exact_ok_ = exact_upload(); });
+    /* An exception must not leave the thread (that would terminate the process): it fails the
+     * attempt, as one in a worker's own thread does (cuda_select.cu). */
+    exact_thread_ = std::thread([this] {
+      try {
+        exact_ok_ = exact_upload();
+      } catch (const std::bad_alloc &) {
+        run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "out of host memory uploading the exact rows");
+      } catch (const std::exception &e) {
+        run_.fail(KNNWB_KERNELS_ERROR, "the upload of the exact rows failed on the host side: %s",
+                  e.what());
+      }
+    });
   } catch (const std::system_error &) {
     /* No thread to spare (memory or process limits): upload now, before the tiles. */
     exact_ok_ = exact_upload();
