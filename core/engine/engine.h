@@ -36,6 +36,8 @@ typedef struct {
   double score_scale;
   unsigned char *invalid; /* n flags: degenerate rows left out, or NULL when none */
   size_t n_invalid;
+  /* the degenerate rows among them (not the absent ones) and the first of them (0 when none) */
+  size_t n_degenerate, first_degenerate;
   /* The run's screening precision (knnwb_prepared_set_screen; zero-initialised = FP32 with its
    * bound), the bound on |screened score - exact| per unit the certificate uses, and a bound on
    * every scored row's norm (the FP16 screen's scale). */
@@ -62,6 +64,23 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *prepared, const KnnwbMatrix *da
                                   size_t first_row, KnnwbMetric metric, gboolean drop_degenerate,
                                   const char *role, int n_threads, const KnnwbPrepared *like,
                                   const volatile gint *cancel, GError **error);
+/** knnwb_prepared_init_rows for one block of rows that a group prepares together
+ * (core/split/): degenerate rows are flagged and left out without a message (n_degenerate and
+ * first_degenerate count them), for knnwb_prepare_report_degenerate once the group has added up
+ * every block's. Errors: as knnwb_prepared_init_rows, but never for degenerate rows. */
+gboolean knnwb_prepared_init_block(KnnwbPrepared *prepared, const KnnwbMatrix *data,
+                                   size_t first_row, KnnwbMetric metric, int n_threads,
+                                   const KnnwbPrepared *like, const volatile gint *cancel,
+                                   GError **error);
+/**
+ * What n_degenerate (> 0) degenerate rows, the first of them row first_row (label: its label or
+ * NULL), mean for metric: without drop, an error that names the first and counts them
+ * (KNNWB_ERROR_INVALID_DATA, FALSE); with drop, one warning (TRUE). role names the matrix ("data",
+ * "query", "reference", or a file name for the data). O(1).
+ */
+gboolean knnwb_prepare_report_degenerate(KnnwbMetric metric, const char *role, gboolean drop,
+                                         size_t n_degenerate, size_t first_row, const char *label,
+                                         GError **error);
 void knnwb_prepared_clear(KnnwbPrepared *prepared);
 /** knnwb_prepared_clear, the blocks freed by knnwb_release_later (a helper thread when large). */
 void knnwb_prepared_release(KnnwbPrepared *prepared);

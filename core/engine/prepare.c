@@ -288,11 +288,38 @@ static void knnwb_prepare_scale(KnnwbPrepared *p, const KnnwbMatrix *data,
     p->score_scale = ldexp(1.0, p->scale_exponent);
 }
 
+gboolean knnwb_prepare_report_degenerate(KnnwbMetric metric, const char *role, gboolean drop,
+                                         size_t n_degenerate, size_t first_row, const char *label,
+                                         GError **error)
+{
+  const char *what = metric == KNNWB_METRIC_COSINE ? "is all zeros and has no direction"
+                                                   : "is constant and has no correlation";
+  /* role is "data", "query", "reference" or the data's name (a file) for warnings. */
+  const char *noun = g_str_equal(role, "query") || g_str_equal(role, "reference") ? role : "data";
+  if (!drop) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                "%s row %zu%s%s%s (counted from 0) %s for the %s metric (%zu such row%s): "
+                "remove %s, or drop them (knnwb knn --drop-degenerate, pipeline "
+                "drop-degenerate=\"true\")",
+                noun, first_row, label ? " (" : "", label ? label : "", label ? ")" : "", what,
+                knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
+                n_degenerate == 1 ? "it" : "them");
+    return FALSE;
+  }
+  g_warning("%s: %zu row%s left out of the %s kNN graph (first: row %zu%s%s%s, counted from 0, "
+            "%s); they get no edges",
+            role, n_degenerate, n_degenerate == 1 ? "" : "s", knnwb_metric_to_string(metric),
+            first_row, label ? " (" : "", label ? label : "", label ? ")" : "", what);
+  return TRUE;
+}
+
 /* The rows left out: absent rows, and degenerate ones (flags 1 in degenerate) as an error naming
- * the first or, with drop_degenerate, a warning. Takes degenerate over (p->invalid, or freed). */
+ * the first or, with drop_degenerate, a warning (report), or counted only (!report). Takes
+ * degenerate over (p->invalid, or freed). */
 static gboolean knnwb_prepare_flag_rows(KnnwbPrepared *p, const KnnwbMatrix *data,
                                         unsigned char *degenerate, size_t first_row,
-                                        gboolean drop_degenerate, const char *role, GError **error)
+                                        gboolean drop_degenerate, const char *role, gboolean report,
+                                        GError **error)
 {
   const size_t n = p->n, d = p->d;
   /* Absent rows (kept only for their numbers; their reader has said why) are left out like
@@ -310,28 +337,14 @@ static gboolean knnwb_prepare_flag_rows(KnnwbPrepared *p, const KnnwbMatrix *dat
   for (size_t i = 0; i < n; i++)
     if (degenerate[i] == 1 && n_degenerate++ == 0)
       first = i;
-  if (n_degenerate > 0) {
-    const KnnwbMetric metric = p->metric;
-    const char *label = knnwb_matrix_row_label(data, first);
-    const char *what = metric == KNNWB_METRIC_COSINE ? "is all zeros and has no direction"
-                                                     : "is constant and has no correlation";
-    /* role is "data", "query", "reference" or the data's name (a file) for warnings. */
-    const char *noun = g_str_equal(role, "query") || g_str_equal(role, "reference") ? role : "data";
-    if (!drop_degenerate) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
-                  "%s row %zu%s%s%s (counted from 0) %s for the %s metric (%zu such row%s): "
-                  "remove %s, or drop them (knnwb knn --drop-degenerate, pipeline "
-                  "drop-degenerate=\"true\")",
-                  noun, first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "",
-                  what, knnwb_metric_to_string(metric), n_degenerate, n_degenerate == 1 ? "" : "s",
-                  n_degenerate == 1 ? "it" : "them");
-      g_free(degenerate);
-      return FALSE;
-    }
-    g_warning("%s: %zu row%s left out of the %s kNN graph (first: row %zu%s%s%s, counted from 0, "
-              "%s); they get no edges",
-              role, n_degenerate, n_degenerate == 1 ? "" : "s", knnwb_metric_to_string(metric),
-              first_row + first, label ? " (" : "", label ? label : "", label ? ")" : "", what);
+  p->n_degenerate = n_degenerate;
+  p->first_degenerate = first;
+  if (n_degenerate > 0 && report &&
+      !knnwb_prepare_report_degenerate(p->metric, role, drop_degenerate, n_degenerate,
+                                       first_row + first, knnwb_matrix_row_label(data, first),
+                                       error)) {
+    g_free(degenerate);
+    return FALSE;
   }
   if (n_degenerate + n_absent > 0) {
     for (size_t i = 0; i < n; i++)
@@ -344,10 +357,12 @@ static gboolean knnwb_prepare_flag_rows(KnnwbPrepared *p, const KnnwbMatrix *dat
   return TRUE;
 }
 
-gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, size_t first_row,
-                                  KnnwbMetric metric, gboolean drop_degenerate, const char *role,
-                                  int n_threads, const KnnwbPrepared *like,
-                                  const volatile gint *cancel, GError **error)
+static gboolean knnwb_prepared_init_report(KnnwbPrepared *p, const KnnwbMatrix *data,
+                                           size_t first_row, KnnwbMetric metric,
+                                           gboolean drop_degenerate, const char *role,
+                                           gboolean report, int n_threads,
+                                           const KnnwbPrepared *like, const volatile gint *cancel,
+                                           GError **error)
 {
   memset(p, 0, sizeof *p);
   p->metric = metric;
@@ -384,11 +399,29 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
   for (size_t i = 0; i < n; i++)
     if (p->norm != NULL && p->norm[i] > p->max_norm)
       p->max_norm = p->norm[i];
-  if (!knnwb_prepare_flag_rows(p, data, degenerate, first_row, drop_degenerate, role, error)) {
+  if (!knnwb_prepare_flag_rows(p, data, degenerate, first_row, drop_degenerate, role, report,
+                               error)) {
     knnwb_prepared_clear(p);
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, size_t first_row,
+                                  KnnwbMetric metric, gboolean drop_degenerate, const char *role,
+                                  int n_threads, const KnnwbPrepared *like,
+                                  const volatile gint *cancel, GError **error)
+{
+  return knnwb_prepared_init_report(p, data, first_row, metric, drop_degenerate, role, TRUE,
+                                    n_threads, like, cancel, error);
+}
+
+gboolean knnwb_prepared_init_block(KnnwbPrepared *p, const KnnwbMatrix *data, size_t first_row,
+                                   KnnwbMetric metric, int n_threads, const KnnwbPrepared *like,
+                                   const volatile gint *cancel, GError **error)
+{
+  return knnwb_prepared_init_report(p, data, first_row, metric, TRUE, "data", FALSE, n_threads,
+                                    like, cancel, error);
 }
 
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j)

@@ -104,6 +104,37 @@ static gboolean knnwb_split_run_check(KnnwbSplitState *state, const KnnwbPrepare
   return group->agree(group, ok, error);
 }
 
+/* The degenerate rows of every rank's block of a matrix (prepared in p from block, whose first row
+ * is row block_first), reported once as one process reports them: their count over the ranks and
+ * the first of them, with its label from the rank that holds it. Collective. */
+static gboolean knnwb_split_report_degenerate(const KnnwbKnnGroup *group, const KnnwbPrepared *p,
+                                              const KnnwbMatrix *block, size_t block_first,
+                                              const char *role, gboolean drop, GError **error)
+{
+  int64_t count = (int64_t)p->n_degenerate;
+  int64_t first = p->n_degenerate > 0 ? (int64_t)(block_first + p->first_degenerate) : INT64_MAX;
+  if (!group->reduce(group, &count, 1, KNNWB_GROUP_SUM, error) ||
+      !group->reduce(group, &first, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  if (count == 0)
+    return TRUE;
+  const gboolean mine =
+      p->n_degenerate > 0 && (int64_t)(block_first + p->first_degenerate) == first;
+  const char *label = mine ? knnwb_matrix_row_label(block, p->first_degenerate) : NULL;
+  g_autofree int64_t *lengths = g_new(int64_t, group->size);
+  if (!knnwb_knn_group_gather_values(group, label ? (int64_t)strlen(label) + 1 : 0, lengths, error))
+    return FALSE;
+  g_autofree size_t *bytes = g_new(size_t, group->size);
+  size_t total = 0;
+  for (int r = 0; r < group->size; r++)
+    total += bytes[r] = (size_t)lengths[r];
+  g_autofree char *labels = g_malloc0(total + 1);
+  if (!knnwb_knn_group_gather_bytes(group, label, bytes, labels, error))
+    return FALSE;
+  return knnwb_prepare_report_degenerate(p->metric, role, drop, (size_t)count, (size_t)first,
+                                         total > 0 ? labels : NULL, error);
+}
+
 /* The shared frame, then each block prepared in it, then what the bound and the candidate counts
  * need of every row (the valid rows, the largest norms). Collective. */
 static gboolean knnwb_split_run_prepare(KnnwbSplitState *state, GError **error)
@@ -117,17 +148,24 @@ static gboolean knnwb_split_run_prepare(KnnwbSplitState *state, GError **error)
       options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN
           ? &state->frame
           : NULL;
+  /* Degenerate rows are counted over the ranks before anything is said of them. */
   gboolean ok = TRUE;
   if (!state->self)
-    ok = knnwb_prepared_init_rows(&state->reference_storage, state->reference_block,
-                                  state->reference_first, options->metric, options->drop_degenerate,
-                                  "reference", state->threads, like, options->cancel, error);
-  ok = ok && knnwb_prepared_init_rows(
-                 &state->query, state->query_block, state->first, options->metric,
-                 options->drop_degenerate,
-                 state->self ? (options->data_name ? options->data_name : "data") : "query",
-                 state->threads, state->self ? like : state->reference, options->cancel, error);
+    ok = knnwb_prepared_init_block(&state->reference_storage, state->reference_block,
+                                   state->reference_first, options->metric, state->threads, like,
+                                   options->cancel, error);
+  ok = ok && knnwb_prepared_init_block(
+                 &state->query, state->query_block, state->first, options->metric, state->threads,
+                 state->self ? like : state->reference, options->cancel, error);
   if (!group->agree(group, ok, error))
+    return FALSE;
+  if ((!state->self && !knnwb_split_report_degenerate(
+                           group, &state->reference_storage, state->reference_block,
+                           state->reference_first, "reference", options->drop_degenerate, error)) ||
+      !knnwb_split_report_degenerate(
+          group, &state->query, state->query_block, state->first,
+          state->self ? (options->data_name ? options->data_name : "data") : "query",
+          options->drop_degenerate, error))
     return FALSE;
   KnnwbPrepared *reference = state->reference;
   int64_t valid = (int64_t)(reference->n - reference->n_invalid);

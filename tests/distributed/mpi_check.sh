@@ -427,6 +427,29 @@ for ranks in 2 3; do
     fail "$ranks ranks: numeric-label warning differs"
 done
 
+# Constant rows in later ranks' blocks (rows 120, 250 and 290: ranks 1 and 2 of 3): the warning of
+# --drop-degenerate, and without it the error, count them and name the first as one process's do.
+# Before, each rank reported its own block and only rank 0 spoke (no warning, or "1 such row").
+awk -F'\t' -v OFS='\t' 'NR == 122 || NR == 252 || NR == 292 { for (j = 2; j <= NF; j++) $j = 1.5 } 1' \
+  data.tsv >constant.tsv
+"$knnwb" knn constant.tsv -k 9 -m pearson -b cpu -t 1 -q --drop-degenerate -o one-constant.knn \
+  2>one-constant.txt
+grep -q "3 rows left out.*first: row 120 (r120)" one-constant.txt ||
+  { cat one-constant.txt; fail "one process: constant rows' warning"; }
+"$knnwb" knn constant.tsv -k 9 -m pearson -b cpu -t 1 -q -o one-refused.knn 2>one-refused.txt &&
+  fail "one process: constant rows accepted"
+for ranks in 2 3; do
+  mpi "$ranks" knn constant.tsv -k 9 -m pearson -b cpu -q --drop-degenerate \
+    -o "r$ranks-constant.knn" 2>"r$ranks-constant.txt"
+  cmp one-constant.knn "r$ranks-constant.knn" || fail "$ranks ranks: constant.tsv differs"
+  diff <(knnwb_lines one-constant.txt) <(knnwb_lines "r$ranks-constant.txt") ||
+    fail "$ranks ranks: constant rows' warning differs from one process's"
+  mpi "$ranks" knn constant.tsv -k 9 -m pearson -b cpu -q -o "r$ranks-refused.knn" \
+    2>"r$ranks-refused.txt" && fail "$ranks ranks: constant rows accepted"
+  diff <(knnwb_lines one-refused.txt) <(knnwb_lines "r$ranks-refused.txt") ||
+    fail "$ranks ranks: constant rows' error differs from one process's"
+done
+
 # Text read by byte ranges: line 300 lies in rank 2's range of 3; lines keep their numbers.
 status=0
 mpi 3 knn bad.tsv -k 9 -b cpu -q -o out.tsv 2>err.txt || status=$?
