@@ -98,19 +98,22 @@ void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double
   double sq[KNNWB_LANES] = {0};
   for (j = 0; j + KNNWB_LANES <= d; j += KNNWB_LANES)
     for (int t = 0; t < KNNWB_LANES; t++) {
-      double c = row[j + t] - m;
+      double c = (double)row[j + t] - m;
       sq[t] += c * c;
     }
-  double ss = knnwb_lanes_sum(sq);
+  /* The tail summed apart and added once, as knnwb_pair_distance sums its dot product: a row's
+   * dot with itself is then its sum of squares bit for bit, and copies are at distance 0. */
+  double tail = 0.0;
   for (; j < d; j++)
-    ss += (row[j] - m) * (row[j] - m);
+    tail += ((double)row[j] - m) * ((double)row[j] - m);
   *mean = m;
-  *sum_squares = ss;
+  *sum_squares = knnwb_lanes_sum(sq) + tail;
 }
 
 /* Clones for wider vector units: the same IEEE operations in the same order per lane (no FMA
  * contraction, see CMakeLists.txt), so every clone returns the same bits, only faster. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) &&                  \
+    !defined(__clang__)
 #define KNNWB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define KNNWB_VECTOR_CLONES

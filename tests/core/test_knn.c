@@ -157,6 +157,35 @@ static void test_duplicates_against_oracle(void)
     }
 }
 
+/* Random rows stacked twice: row i and row i + n are the same bytes, so each is the other's nearest
+ * row at distance exactly 0 for the correlation metrics (the row's dot with itself is its sum of
+ * squares bit for bit), whatever d mod 8. With d == 2 every pair of rows correlates at +-1: the
+ * list may then name any row at exactly 0, the lowest index first. */
+static void test_copies_at_zero(void)
+{
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON, KNNWB_METRIC_COSINE, KNNWB_METRIC_SPEARMAN};
+  const size_t dims[] = {2, 9, 10, 11, 15, 17, 63, 295};
+  const size_t n = 200;
+  for (size_t di = 0; di < G_N_ELEMENTS(dims); di++) {
+    const size_t d = dims[di];
+    g_autoptr(GRand) rng = g_rand_new_with_seed(4242 + (guint32)d);
+    g_autoptr(KnnwbMatrix) m = knnwb_matrix_new(2 * n, d, NULL);
+    for (size_t c = 0; c < n * d; c++)
+      m->values[c] = m->values[n * d + c] = (float)g_rand_double_range(rng, -3, 3);
+    for (size_t mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
+      g_autoptr(KnnwbNeighbors) nb = run_self(m, metrics[mi], 1, 2, 0);
+      for (size_t i = 0; i < 2 * n; i++) {
+        const int64_t copy = (int64_t)((i + n) % (2 * n)), got = nb->indices[i];
+        if (nb->distances[i] != 0.0 ||
+            (got != copy && knnwb_distance_exact(metrics[mi], m->values + i * d,
+                                                 m->values + (size_t)got * d, d) != 0.0))
+          g_error("%s d = %zu: row %zu lists %" G_GINT64_FORMAT " at %.17g, not its copy at 0",
+                  knnwb_metric_to_string(metrics[mi]), d, i, got, nb->distances[i]);
+      }
+    }
+  }
+}
+
 /* Every row the same (and three others): the lists are the lowest other indices at distance 0,
  * found in well under a second and little memory whatever the budget. Before duplicates were
  * collapsed, 20,000 copies took 57 s and 4.7 GB (the copies tie at the k-th distance and were
@@ -1101,6 +1130,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/query", test_query_against_reference);
   g_test_add_func("/knn/duplicates/oracle", test_duplicates_against_oracle);
   g_test_add_func("/knn/duplicates/cost-nothing", test_duplicates_cost_nothing);
+  g_test_add_func("/knn/duplicates/copies-at-zero", test_copies_at_zero);
   g_test_add_func("/knn/duplicates/query-oracle", test_duplicates_query_against_oracle);
   g_test_add_func("/knn/duplicates/absent-rows", test_duplicates_absent_rows);
   g_test_add_func("/knn/duplicates/query-cost-nothing", test_duplicates_query_cost_nothing);
