@@ -103,6 +103,18 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                           gboolean lists_fresh, const double *within, KnnwbNeighbors *result,
                           GError **error);
 
+/**
+ * The candidates per row of knnwb_knn_rounds' first round (knn_rounds.c): the screen's margin, or
+ * under a half-precision screen on at least 65,536 rows what a sample of them needs
+ * (knnwb_margin_choose), or what the calling thread's margin memo holds. Not with a group of
+ * ranks, which must agree on it, nor with KNNWB_MARGIN_PILOT=0 (comparisons). At most available.
+ * Time: O(1) with a memo that holds a value or a screen that keeps its margin, else the planner's.
+ */
+size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPrepared *query,
+                                   const KnnwbPrepared *reference, gboolean self,
+                                   size_t available, int threads, const KnnwbKnnGroup *group,
+                                   size_t row0, size_t n_rows);
+
 /** Rows [row0, row0 + n_rows) of result (lists by (distance, index)) cut to the neighbours at
  * distance <= within[i] (NaN: none cut): -1 and +inf after them, n_found their count. What
  * knnwb_knn_query_within returns whichever candidates past within a backend kept. O(rows k). */

@@ -742,15 +742,11 @@ gboolean knnwb_knn_margin_memo_active(void)
 #define KNNWB_MARGIN_MIN_ROWS 65536
 #define KNNWB_MARGIN_SAMPLE 32
 
-/* The first round's candidates per row: the screen's margin, or under a half-precision screen on
- * many rows what a sample of them needs (margin.c; or what the thread's memo holds). Not with
- * ranks, which must agree on it, nor with KNNWB_MARGIN_PILOT=0 (comparisons). The first round's
- * lists stay within a quarter of the memory the machine can still give. */
-static size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options,
-                                          const KnnwbPrepared *query,
-                                          const KnnwbPrepared *reference, gboolean self,
-                                          size_t available, int threads, const KnnwbKnnGroup *group,
-                                          size_t row0, size_t n_rows)
+/* The first round's lists stay within a quarter of the memory the machine can still give. */
+size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPrepared *query,
+                                   const KnnwbPrepared *reference, gboolean self, size_t available,
+                                   int threads, const KnnwbKnnGroup *group, size_t row0,
+                                   size_t n_rows)
 {
   const size_t kc = MIN(available, knnwb_screen_candidates(query->screen, options->k));
   if ((query->screen != KNNWB_SCREEN_FP16 && query->screen != KNNWB_SCREEN_TF32) ||
@@ -758,8 +754,10 @@ static size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options,
       g_strcmp0(g_getenv("KNNWB_MARGIN_PILOT"), "0") == 0)
     return kc;
   const int memo_kc = knnwb_margin_memo != NULL ? g_atomic_int_get(&knnwb_margin_memo->kc) : 0;
+  /* The memo's value came from another sub-search, which may have had fewer rows available (its
+   * planner capped there) than this one's screen margin: never fewer than that margin. */
   if (memo_kc > 0)
-    return MIN(available, (size_t)memo_kc);
+    return MIN(available, MAX(kc, (size_t)memo_kc));
   const size_t cell = sizeof(int64_t) + sizeof(float) + sizeof(double);
   const size_t memory = knnwb_memory_available();
   const size_t max_kc = memory == SIZE_MAX ? 4 * kc : memory / 4 / cell / n_rows;

@@ -367,6 +367,36 @@ static void test_dots_bits(void)
   }
 }
 
+/* A partitioned run's later sub-search takes the memo's candidates, but never fewer than its own
+ * screen's margin (an earlier sub-search of few rows may have stored fewer) nor more than its rows
+ * available. The memo holds a value, so the planner is not consulted and the rows are not read. */
+static void test_memo_floor(void)
+{
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 10;
+  KnnwbPrepared rows = {.screen = KNNWB_SCREEN_FP16};
+  const size_t n = 65536, screen_kc = knnwb_screen_candidates(KNNWB_SCREEN_FP16, options.k);
+  const struct {
+    gint memo;
+    size_t available, want;
+  } cases[] = {{12, 100000, screen_kc},
+               {(gint)screen_kc + 50, 100000, screen_kc + 50},
+               {(gint)screen_kc + 50, 40, 40},
+               {12, 25, 25},
+               {(gint)screen_kc, 100000, screen_kc}};
+  for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+    KnnwbMarginMemo memo = {.kc = cases[c].memo};
+    knnwb_knn_margin_memo_set(&memo);
+    const size_t kc = knnwb_knn_rounds_candidates(&options, &rows, &rows, TRUE, cases[c].available,
+                                                  1, NULL, 0, n);
+    knnwb_knn_margin_memo_set(NULL);
+    if (kc != cases[c].want)
+      g_error("memo %d, %zu available: %zu candidates per row, not %zu", cases[c].memo,
+              cases[c].available, kc, cases[c].want);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -375,5 +405,6 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/margin/edges", test_edges);
   g_test_add_func("/knn/margin/pair-at-a-time", test_pair_at_a_time);
   g_test_add_func("/knn/margin/dots-bits", test_dots_bits);
+  g_test_add_func("/knn/margin/memo-floor", test_memo_floor);
   return g_test_run();
 }
