@@ -15,8 +15,9 @@
 #include <knnwb/parallel.h>
 #include "engine/engine_internal.h"
 
-/* Polled every this many rows (and once per bucket of the grouping): 1,533,876 rows take 0.5 s in
- * all, so a raised flag is seen within a few ms. */
+/* Polled every this many rows, and every this many steps of a bucket's sort and comparisons (one
+ * bucket can hold every row: all of them copies of one row): 1,533,876 rows take 0.5 s in all, so
+ * a raised flag is seen within a few ms. */
 #define KNNWB_DUPLICATES_POLL_ROWS 4096
 
 /* Whether the search should stop: the caller's flag was raised (then every worker is told through
@@ -96,6 +97,7 @@ typedef struct {
   int shift;              /* bucket = hash >> shift (not used with one bucket: 64 would be UB) */
   size_t *count;          /* n_chunks x n_buckets: rows, then each chunk's first slot */
   KnnwbHashedRow *sorted; /* n: by bucket, then (hash, row) */
+  KnnwbHashedRow *spare;  /* n: the merge sort's other half, each bucket at its place in sorted */
   size_t *bucket_start;   /* n_buckets + 1 */
   int64_t *group_of;      /* n: each row's representative */
   size_t *bucket_unique;  /* n_buckets: representatives per bucket */
@@ -139,42 +141,97 @@ static void knnwb_group_scatter(size_t first, size_t last, void *user)
   }
 }
 
+/* One step of a bucket's work done: whether to stop there (polled every
+ * KNNWB_DUPLICATES_POLL_ROWS steps, so that one bucket of every row stops too). */
+static gboolean knnwb_group_step(KnnwbGroupLoop *loop, size_t *steps)
+{
+  return ++*steps % KNNWB_DUPLICATES_POLL_ROWS == 0 &&
+         knnwb_duplicates_stop(loop->cancel, &loop->cancelled);
+}
+
+/* from[lo, mid) and from[mid, hi), each sorted by (hash, row), merged into to[lo, hi). */
+static gboolean knnwb_group_merge(KnnwbGroupLoop *loop, const KnnwbHashedRow *from,
+                                  KnnwbHashedRow *to, size_t lo, size_t mid, size_t hi,
+                                  size_t *steps)
+{
+  size_t a = lo, b = mid;
+  for (size_t out = lo; out < hi; out++) {
+    if (knnwb_group_step(loop, steps))
+      return FALSE;
+    const gboolean take_a =
+        b == hi || (a < mid && knnwb_hashed_row_compare(&from[a], &from[b]) < 0);
+    to[out] = take_a ? from[a++] : from[b++];
+  }
+  return TRUE;
+}
+
+/* rows[0, m) sorted by (hash, row), spare[0, m) the scratch: a bottom-up merge sort instead of
+ * qsort, which cannot be left when the flag is raised. FALSE when stopped (rows then unordered). */
+static gboolean knnwb_group_sort(KnnwbGroupLoop *loop, KnnwbHashedRow *rows, KnnwbHashedRow *spare,
+                                 size_t m, size_t *steps)
+{
+  KnnwbHashedRow *from = rows, *to = spare;
+  for (size_t width = 1; width < m; width *= 2) {
+    for (size_t lo = 0; lo < m; lo += 2 * width)
+      if (!knnwb_group_merge(loop, from, to, lo, MIN(lo + width, m), MIN(lo + 2 * width, m), steps))
+        return FALSE;
+    KnnwbHashedRow *swap = from;
+    from = to;
+    to = swap;
+  }
+  if (from != rows)
+    memcpy(rows, from, m * sizeof *rows);
+  return TRUE;
+}
+
 /* Within a run of equal hashes (in row order), each row joins the first earlier row with the same
  * bytes and the same absence (an absent row holds zeros but is left out, a row of zeros is not:
  * grouped, the one would take the other's place in every list), or is the first of its group.
- * group_of holds the representative row. */
+ * group_of holds the representative row; unique counts the firsts. FALSE when stopped. */
+static gboolean knnwb_group_run(KnnwbGroupLoop *loop, const KnnwbHashedRow *rows, size_t m,
+                                size_t *unique, size_t *steps)
+{
+  const size_t d = loop->data->n_cols;
+  for (size_t a = 0; a < m; a++) {
+    int64_t i = rows[a].row;
+    loop->group_of[i] = i;
+    for (size_t b = 0; b < a; b++) {
+      if (knnwb_group_step(loop, steps))
+        return FALSE;
+      int64_t j = rows[b].row;
+      if (loop->group_of[j] == j &&
+          knnwb_matrix_row_is_absent(loop->data, (size_t)i) ==
+              knnwb_matrix_row_is_absent(loop->data, (size_t)j) &&
+          memcmp(loop->values + (size_t)i * d, loop->values + (size_t)j * d, d * sizeof(float)) ==
+              0) {
+        loop->group_of[i] = j;
+        break;
+      }
+    }
+    if (loop->group_of[i] == i)
+      (*unique)++;
+  }
+  return TRUE;
+}
+
 static void knnwb_group_buckets(size_t first, size_t last, void *user)
 {
   KnnwbGroupLoop *loop = user;
-  const size_t d = loop->data->n_cols;
+  size_t steps = 0;
   for (size_t bucket = first; bucket < last; bucket++) {
     if (knnwb_duplicates_stop(loop->cancel, &loop->cancelled))
       return;
     KnnwbHashedRow *rows = loop->sorted + loop->bucket_start[bucket];
     const size_t m = loop->bucket_start[bucket + 1] - loop->bucket_start[bucket];
-    qsort(rows, m, sizeof *rows, knnwb_hashed_row_compare);
+    if (!knnwb_group_sort(loop, rows, loop->spare + loop->bucket_start[bucket], m, &steps))
+      return;
     size_t unique = 0;
     for (size_t start = 0; start < m;) {
       size_t end = start + 1;
       while (end < m && rows[end].hash == rows[start].hash)
         end++;
-      for (size_t a = start; a < end; a++) {
-        int64_t i = rows[a].row;
-        loop->group_of[i] = i;
-        for (size_t b = start; b < a; b++) {
-          int64_t j = rows[b].row;
-          if (loop->group_of[j] == j &&
-              knnwb_matrix_row_is_absent(loop->data, (size_t)i) ==
-                  knnwb_matrix_row_is_absent(loop->data, (size_t)j) &&
-              memcmp(loop->values + (size_t)i * d, loop->values + (size_t)j * d,
-                     d * sizeof(float)) == 0) {
-            loop->group_of[i] = j;
-            break;
-          }
-        }
-        if (loop->group_of[i] == i)
-          unique++;
-      }
+      if (!knnwb_group_run(loop, rows + start, end - start, &unique, &steps))
+        return;
       start = end;
     }
     loop->bucket_unique[bucket] = unique;
@@ -202,9 +259,10 @@ static size_t knnwb_duplicates_group(const KnnwbMatrix *data, const float *value
   loop.bucket_start = g_try_malloc((loop.n_buckets + 1) * sizeof(size_t));
   loop.bucket_unique = g_try_malloc(loop.n_buckets * sizeof(size_t));
   loop.sorted = g_try_malloc(n * sizeof(KnnwbHashedRow));
+  loop.spare = g_try_malloc(n * sizeof(KnnwbHashedRow));
   size_t n_unique = SIZE_MAX;
   if (loop.count != NULL && loop.bucket_start != NULL && loop.bucket_unique != NULL &&
-      loop.sorted != NULL) {
+      loop.sorted != NULL && loop.spare != NULL) {
     knnwb_parallel_for(n_threads, loop.n_chunks, 1, knnwb_group_count, &loop);
     if (g_atomic_int_get(&loop.cancelled))
       goto out;
@@ -235,6 +293,7 @@ out:
   g_free(loop.bucket_start);
   g_free(loop.bucket_unique);
   g_free(loop.sorted);
+  g_free(loop.spare);
   return n_unique;
 }
 

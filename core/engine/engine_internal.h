@@ -135,7 +135,8 @@ typedef struct {
  * values, or for metric spearman the ranks a reader kept (knnwb_matrix_row_ranks) when it kept
  * them; an absent row (knnwb_matrix_row_is_absent) only with absent rows. O(n d + n log n) time
  * (0.5 s at 1,533,876 x 295 rows here), O(n) memory. cancel (may be NULL) is polled every 4096 rows
- * and once per bucket of about 512 rows, in every thread. Errors: KNNWB_ERROR_NO_MEMORY;
+ * and every 4096 steps of a bucket's sort and comparisons (a bucket holds about 512 rows, or every
+ * copy of a row), in every thread. Errors: KNNWB_ERROR_NO_MEMORY;
  * KNNWB_ERROR_CANCELLED when cancel was raised. On error duplicates holds nothing (no rows grouped,
  * nothing to free).
  */
