@@ -266,8 +266,9 @@ void knnwb_cuda_gemm_start_wait(void);
  */
 void knnwb_cuda_rows_start(int device, const float *rows, size_t n, size_t dim,
                            double screen_row_norm);
-/** Waits for rows begun by knnwb_cuda_rows_start and frees them unless a select took them (at once
- * when none). */
+/** Stops rows begun by knnwb_cuda_rows_start at their next chunk (a cancelled search waits for one
+ * chunk, not for gigabytes), waits for that, and frees them unless a select took them (at once
+ * when none). The calling thread's current device is left as it was. */
 void knnwb_cuda_rows_start_drop(void);
 /** Non-zero when this process has made the tile GEMM's choice on GPU device for the shape of
  * knnwb_cuda_gemm_start's arguments (by knnwb_cuda_gemm_start or a search). */

@@ -87,7 +87,7 @@ bool Worker::load_anchor(const float *host, size_t first, int rows)
   return true;
 }
 
-cudaError_t upload_rows(const RowUpload &u)
+cudaError_t upload_rows(const RowUpload &u, bool *stopped)
 {
   const size_t row_floats = u.dim * sizeof(float);
   const bool staged = u.staging[0] != nullptr && u.staging[1] != nullptr;
@@ -99,6 +99,11 @@ cudaError_t upload_rows(const RowUpload &u)
   for (size_t first = 0, c = 0; first < u.rows && err == cudaSuccess; first += chunk_rows, c++) {
     const int b = (int)(c % 2);
     const size_t n = std::min(chunk_rows, u.rows - first);
+    if (u.stop && u.stop()) {
+      if (stopped)
+        *stopped = true;
+      break;
+    }
     err = cudaEventSynchronize(u.done[b]);
     if (err == cudaSuccess && staged) {
       parallel_copy(u.staging[b], u.src + first * u.dim, n * row_floats, u.threads);
@@ -157,7 +162,11 @@ bool Worker::upload_staged(char *dst, const float *src, size_t rows)
   u.scratch_bytes = tile_bytes_;
   u.stream = copy_stream_;
   u.threads = run_.copy_threads;
-  const cudaError_t err = upload_rows(u);
+  u.stop = [this] { return run_.cancelled(); }; /* which records why */
+  bool stopped = false;
+  const cudaError_t err = upload_rows(u, &stopped);
+  if (stopped && err == cudaSuccess)
+    return false;
   if (err != cudaSuccess) {
     run_.fail(KNNWB_KERNELS_ERROR, "staged upload to GPU %d failed: %s", device_ordinal_,
               cudaGetErrorString(err));

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <stddef.h>
 
 namespace knnwb_cuda
@@ -28,6 +29,9 @@ struct RowUpload {
   cudaEvent_t done[2]; /* recorded when a chunk's buffers are free again */
   cudaStream_t stream;
   int threads; /* host threads of each chunk's copy into the staging */
+  /* polled before each chunk, when set: true stops the upload (a cancelled search, rows no longer
+   * wanted), so that a stop waits for one chunk, not for gigabytes */
+  std::function<bool()> stop;
 };
 
 /**
@@ -37,9 +41,10 @@ struct RowUpload {
  * copied with the device rows' pitch); the host copies chunk c + 1 while the device takes chunk c.
  * Chunks of min(staging_bytes, scratch_bytes) (scratch_bytes without staging) / (dim floats) rows:
  * at least one must fit (else cudaErrorInvalidValue). Returns the first CUDA error; the stream is
- * synchronized before it returns. O(rows dim).
+ * synchronized before it returns. When u.stop said so, *stopped (if given) is set, the rows are
+ * incomplete and the return is cudaSuccess unless a CUDA call failed. O(rows dim).
  */
-cudaError_t upload_rows(const RowUpload &u);
+cudaError_t upload_rows(const RowUpload &u, bool *stopped = nullptr);
 
 } // namespace knnwb_cuda
 

@@ -37,6 +37,12 @@ struct Ahead {
   int dpad = 0, exponent = 0;
   void *rows = nullptr; /* keep_malloc's on device, complete when the helper returned true */
   bool ok = false;
+  /* Set by the helper (atomically: read without its join) while rows holds device memory, so
+   * that the memory limits count as free only bytes the process holds: not those of an upload
+   * that has not allocated yet (the driver counts them free already) or that failed. */
+  bool held = false;
+  /* Raised (atomically) when the rows are no longer wanted: the helper stops at its next chunk. */
+  bool stop = false;
 };
 
 /* Host threads of each chunk's copy into the staging: as many as a one-GPU select's worker takes
@@ -79,6 +85,8 @@ void upload_ahead(Ahead *a)
     }
   }
   ok = ok && keep_malloc(a->device, &a->rows, a->bytes) == cudaSuccess;
+  if (ok)
+    __atomic_store_n(&a->held, true, __ATOMIC_RELEASE);
   if (ok) {
     RowUpload u = {};
     u.dst = static_cast<char *>(a->rows);
@@ -98,7 +106,9 @@ void upload_ahead(Ahead *a)
     u.scratch_bytes = kStagingBytes;
     u.stream = stream;
     u.threads = kAheadCopyThreads;
-    ok = upload_rows(u) == cudaSuccess;
+    u.stop = [a] { return __atomic_load_n(&a->stop, __ATOMIC_RELAXED); };
+    bool stopped = false;
+    ok = upload_rows(u, &stopped) == cudaSuccess && !stopped;
   }
   for (int b = 0; b < 2; b++) {
     staging_give(staging[b]);
@@ -110,6 +120,7 @@ void upload_ahead(Ahead *a)
   if (stream)
     cudaStreamDestroy(stream);
   if (!ok && a->rows) {
+    __atomic_store_n(&a->held, false, __ATOMIC_RELEASE);
     keep_free(a->device, a->rows);
     a->rows = nullptr;
   }
@@ -122,15 +133,30 @@ void upload_ahead(Ahead *a)
             a->n, a->device, seconds_now() - t_start, t_start - t0, ok ? "" : ": failed");
 }
 
-/* With ahead_lock held: the helper joined, its rows freed, nothing begun. */
+/* With ahead_lock held: the helper stopped and joined, its rows freed, nothing begun; the calling
+ * thread's current device as it was. */
 void drop_locked()
 {
+  __atomic_store_n(&ahead.stop, true, __ATOMIC_RELAXED);
   if (ahead_thread.joinable())
     ahead_thread.join();
-  if (ahead.rows != nullptr && cudaSetDevice(ahead.device) == cudaSuccess)
+  int current = -1;
+  if (ahead.rows != nullptr && cudaGetDevice(&current) == cudaSuccess &&
+      cudaSetDevice(ahead.device) == cudaSuccess) {
     keep_free(ahead.device, ahead.rows);
+    cudaSetDevice(current);
+  }
   cudaGetLastError();
   ahead = Ahead();
+}
+
+/* With ahead_lock held: whether the upload begun is of these rows, in this layout, on ordinal. */
+bool ahead_matches(int ordinal, const float *rows, size_t n, size_t dim, int dpad, size_t row_bytes,
+                   int exponent)
+{
+  return ordinal >= 0 && ahead.device == ordinal && ahead.host == rows && ahead.n == n &&
+         ahead.dim == dim && ahead.dpad == dpad && ahead.row_bytes == row_bytes &&
+         ahead.exponent == exponent;
 }
 
 } // namespace
@@ -142,11 +168,14 @@ void *rows_start_claim(int ordinal, const float *rows, size_t n, size_t dim, int
                        size_t row_bytes, int exponent)
 {
   std::lock_guard<std::mutex> guard(ahead_lock);
+  /* rows of another search are stopped, not waited for */
+  if (!ahead_matches(ordinal, rows, n, dim, dpad, row_bytes, exponent)) {
+    drop_locked();
+    return nullptr;
+  }
   if (ahead_thread.joinable())
     ahead_thread.join();
-  if (ahead.ok && ahead.rows != nullptr && ordinal >= 0 && ahead.device == ordinal &&
-      ahead.host == rows && ahead.n == n && ahead.dim == dim && ahead.dpad == dpad &&
-      ahead.row_bytes == row_bytes && ahead.exponent == exponent) {
+  if (ahead.ok && ahead.rows != nullptr) {
     void *taken = ahead.rows;
     ahead = Ahead();
     return taken;
@@ -158,7 +187,8 @@ void *rows_start_claim(int ordinal, const float *rows, size_t n, size_t dim, int
 size_t rows_start_bytes(int ordinal)
 {
   std::lock_guard<std::mutex> guard(ahead_lock);
-  return ahead.device == ordinal ? ahead.bytes : 0;
+  return ahead.device == ordinal && __atomic_load_n(&ahead.held, __ATOMIC_ACQUIRE) ? ahead.bytes
+                                                                                   : 0;
 }
 
 } // namespace knnwb_cuda
