@@ -299,11 +299,21 @@ void knnwb_select_plan_diagonal_ahead(const KnnwbSelectJob *job, KnnwbSelectPlan
   const size_t rows_bytes = job->n_reference * (size_t)plan->row_bytes;
   const size_t second_rows = rows_bytes <= bytes[KNNWB_BUFFER_TILE_0] ? 0 : rows_bytes;
   const int exact = job->exact_query && job->exact_reference && job->out_distance;
+  const size_t grouping = job->order_centroids != NULL && job->order_cells >= 2
+                              ? knnwb_select_plan_order_bytes(job, plan)
+                              : 0;
   const size_t need = knnwb_select_plan_bytes(job, &with, exact);
-  if (need > budget || second_rows > budget - need)
+  if (need > budget || second_rows > budget - need || grouping > budget - need - second_rows)
     return;
   plan->diagonal_ahead = 1;
   plan->bytes = knnwb_select_plan_bytes(job, plan, 0);
+}
+
+size_t knnwb_select_plan_order_bytes(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan)
+{
+  const size_t m = job->order_cells,
+               cells = m * (job->dim * sizeof(float) + (size_t)plan->dpad * 2 + sizeof(float));
+  return cells + 2 * (job->n_query > 0 ? job->n_query : 1) * sizeof(int32_t);
 }
 
 int knnwb_select_plan_groups_rows(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,
@@ -317,6 +327,8 @@ int knnwb_select_plan_groups_rows(const KnnwbSelectJob *job, const KnnwbSelectPl
   size_t bytes[KNNWB_BUFFER_KINDS];
   knnwb_select_plan_buffers(job, plan, 0, 0, bytes);
   const size_t rows_bytes = job->n_reference * (size_t)plan->row_bytes;
-  return rows_bytes <= bytes[KNNWB_BUFFER_TILE_0] ||
-         (plan->bytes <= budget && rows_bytes <= budget - plan->bytes);
+  const size_t held = knnwb_select_plan_order_bytes(job, plan);
+  if (plan->bytes > budget || held > budget - plan->bytes)
+    return 0;
+  return rows_bytes <= bytes[KNNWB_BUFFER_TILE_0] || rows_bytes <= budget - plan->bytes - held;
 }

@@ -456,9 +456,16 @@ static void test_plan_groups_rows(void)
   knnwb_select_plan_buffers(&job, &changed, 0, 0, bytes);
   g_assert_cmpuint(bytes[KNNWB_BUFFER_TILE_0], <, rows_bytes);
   changed.bytes = knnwb_select_plan_bytes(&job, &changed, 0);
-  g_assert_true(knnwb_select_plan_groups_rows(&job, &changed, changed.bytes + rows_bytes));
-  g_assert_false(knnwb_select_plan_groups_rows(&job, &changed, changed.bytes + rows_bytes - 1));
+  /* the grouping's own arrays (cells and order of every row, the centroids) count too */
+  const size_t held = knnwb_select_plan_order_bytes(&job, &changed);
+  g_assert_cmpuint(held, >=, 2 * job.n_query * sizeof(int32_t));
+  g_assert_true(knnwb_select_plan_groups_rows(&job, &changed, changed.bytes + held + rows_bytes));
+  g_assert_false(
+      knnwb_select_plan_groups_rows(&job, &changed, changed.bytes + held + rows_bytes - 1));
   g_assert_false(knnwb_select_plan_groups_rows(&job, &changed, changed.bytes - 1));
+  /* rows that fit a tile buffer still need room for the grouping's arrays */
+  g_assert_true(knnwb_select_plan_groups_rows(&job, &plan, plan.bytes + held));
+  g_assert_false(knnwb_select_plan_groups_rows(&job, &plan, plan.bytes + held - 1));
 }
 
 /* The next column's diagonal tile ahead (knnwb_select_plan_diagonal_ahead): one GPU, one process,
