@@ -9,37 +9,47 @@
  * shared memory for a whole warpgroup, asynchronously, and the Tensor Memory Accelerator (TMA)
  * copies a stage's operands with one instruction: the two that cuBLAS's kernel is built on.
  *
- * Block: 128 x 128 products, 2 warpgroups (256 threads), warpgroup g the rows 64 g .. 64 g + 63
- * against all 128 columns. K in steps of 64 halves: each operand's stage is 128 rows of 128 bytes
+ * Block: 128 x 128 products, 1 warpgroup (128 threads) issuing two m64n128k16 MMAs a K step of 16,
+ * one for rows 0-63 (acc0) and one for rows 64-127 (acc1) against all 128 columns: 128
+ * accumulators a thread. K in steps of 64 halves: each operand's stage is 128 rows of 128 bytes
  * in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r mod 8); stages 1024-byte
- * aligned) that both the TMA copies write and wgmma's descriptors read. 3 stages (96 KiB: 2
- * blocks an SM), each with an mbarrier that the copies complete; rows past the tile and K past
- * dpad arrive as zeros (the TMA's out-of-bounds fill), so every stage does 4 steps of 16.
+ * aligned) that both the TMA copies write and wgmma's descriptors read. 2 stages (64 KiB), each
+ * with an mbarrier that the copies complete; rows past the tile and K past dpad arrive as zeros
+ * (the TMA's out-of-bounds fill), so every stage does 4 steps of 16. Three blocks fit an SM (166
+ * registers, 65 KiB of shared memory each): while one block tests its products, two compute.
+ * (Two warpgroups a block, 64 rows each, in 3 stages of 96 KiB took 481-555 us a tile under ncu
+ * against 413-458 us for this; d = 295 tile loop 2.256-2.262 s against 2.045-2.061 s, library
+ * call 2.77-2.82 s against 2.55-2.61 s, the same lists: its blocks fit 2 an SM, and a block
+ * testing held its stages while the SM's other block alone computed.)
  *
- * The accumulators are then the layout of mma.sync's m16n8 fragments repeated over the 16 column
- * groups: acc[nt * 4 + h * 2 + e] is row 16 (warp mod 4) + lane / 4 + 8 h of the warpgroup's
- * rows, column 8 nt + 2 (lane mod 4) + e. The filter's tests compare each line's largest product,
- * rounded to the half value cuBLAS's half tile would hold (times alpha, a power of two): a row's
- * products lie within one warp; a column passes when the maximum over some warp's 16 rows passes,
- * so each warp flags the columns it passes and one barrier follows the tests. Only blocks with a
- * pass copy their products to shared memory for the exact passes (tile_fused_common.cuh), as in
+ * Each of acc0 and acc1 is then the layout of mma.sync's m16n8 fragments repeated over the 16
+ * column groups: acc[nt * 4 + h * 2 + e] is row 16 warp + lane / 4 + 8 h of its 64 rows, column
+ * 8 nt + 2 (lane mod 4) + e. The filter's tests compare each line's largest product, rounded to
+ * the half value cuBLAS's half tile would hold (times alpha, a power of two): a row's products lie
+ * within one warp; a column passes when the maximum over some warp's 32 rows passes, so each warp
+ * flags the columns it passes and one barrier follows the tests. Only blocks with a pass copy
+ * their products to shared memory for the exact passes (tile_fused_common.cuh), as in
  * tile_fused.cu: the decisions are those of the filter kernel on cuBLAS's tile, up to the order
  * of the sums.
  *
- * Where a block's time goes at d = 295 (ncu, a 16,384^2 tile, clocks locked): 473-479 us without
- * the copy, exact passes and flush, 310 us with nothing after the MMAs, 487-564 us whole: the
- * post-MMA part holds the block's shared memory, and with two blocks an SM the next block's
- * copies wait for it. The tests as written now (floats, per-warp column flags, one barrier instead
- * of three) take 446-475 us against 495-508 us (same machine): real-like tile loop 1.111-1.120 s
- * against 1.150-1.153 s; d = 295's loop, where the selection stream's kernels share the SMs, the
+ * Where a block of the two-warpgroup kernel's time went at d = 295 (ncu, a 16,384^2 tile, clocks
+ * locked): 473-479 us without the copy, exact passes and flush, 310 us with nothing after the
+ * MMAs, 487-564 us whole: the post-MMA part holds the block's shared memory, and with two blocks
+ * an SM the next block's copies wait for it (which the one-warpgroup blocks, three an SM, answer).
+ * The tests as written now (floats, per-warp column flags, one barrier instead of three) took
+ * 446-475 us against 495-508 us (same machine): real-like tile loop 1.111-1.120 s against
+ * 1.150-1.153 s; d = 295's loop, where the selection stream's kernels share the SMs, the
  * same. Tried and left out: K steps of 32 halves in 6 stages (d = 295 loop 2.45 s against 2.22
  * s), and the exact passes' lines dealt to the warps in one list (no change). Also left out
  * (commit 3635f96): a kernel block taking a chain of a block row's blocks, the next one's first
  * stages copied while this one tests. Chains of 4 took 504-584 us a tile against 519-598 us for
- * chains of 1, but that kernel at chain 1 took 40 us more than this one (479-554 us), and in the
- * d = 295 loop every chain lost (2.28-2.32 s against 2.23 s; longer chains hold the SMs from the
- * selection stream's merges). Whatever thread 0 does between a stage's barrier and its copies
- * shows: three integer divisions there (a chain's block coordinates) cost 80 us a tile.
+ * chains of 1, but that kernel at chain 1 took 40 us more than the two-warpgroup kernel it came
+ * from (479-554 us), and in the d = 295 loop every chain lost (2.28-2.32 s against 2.23 s; longer
+ * chains hold the SMs from the selection stream's merges). Whatever thread 0 does between a stage's
+ * barrier and its copies shows: three integer divisions there (a chain's block coordinates) cost 80
+ * us a tile. Nor did a refill issued by whichever of the two warpgroups released its stage last,
+ * instead of by thread 0 after a block barrier, gain (d = 295 loop 2.265-2.277 s
+ * against 2.235-2.260 s).
  *
  * Measured (one H200, 1,533,876 x 295 Pearson k = 20, fused_check.sh wgmma and profile): exact
  * (lists digest unchanged, the CUDA tests and memcheck pass), 0.176 ms a tile in the loop against
@@ -84,8 +94,8 @@ namespace
 {
 
 constexpr int kBlockK = 64; /* halves: a stage's rows are 128 bytes, the swizzle's width */
-constexpr int kStages = 3;
-constexpr int kThreads = 256;
+constexpr int kStages = 2;
+constexpr int kThreads = 128;
 constexpr int kOperandBytes = kFusedBlock * kBlockK * 2; /* 16 KiB */
 constexpr int kStageBytes = 2 * kOperandBytes;
 /* stages, plus the slack that aligns them to 1024 bytes (dynamic shared memory is only 16-byte
@@ -203,19 +213,17 @@ __device__ __forceinline__ __half2 pick(bool up, __half2 a, __half2 b)
 }
 
 /*
- * Grid: (ceil(n_cols / 128), ceil(n_rows / 128)); block: 2 warpgroups, see the file comment.
+ * Grid: (ceil(n_cols / 128), ceil(n_rows / 128)); block: 1 warpgroup, see the file comment.
  * map_q, map_r: the TMA maps of g.q_rows and g.r_rows (launch_fused_wgmma).
  */
 template <int kKind>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 3)
     fused_wgmma_kernel(const __grid_constant__ SelectState st, const __grid_constant__ TileGeom g,
                        const __grid_constant__ CUtensorMap map_q,
                        const __grid_constant__ CUtensorMap map_r)
 {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kStages];
-  /* the lines' flags and thresholds, apart from the stages: the tests write them without waiting
-   * for the other warpgroup's last MMAs */
   __shared__ unsigned char line_flags[2 * kFusedBlock];
   __shared__ float line_thresholds[2 * kFusedBlock];
   const BlockLines lines = {line_flags, line_flags + kFusedBlock, line_thresholds,
@@ -224,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char *smem = smem_raw + (base - raw);
   const int m0 = blockIdx.y * kFusedBlock, n0 = blockIdx.x * kFusedBlock;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = threadIdx.x >> 7;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n_k = (g.dpad + kBlockK - 1) / kBlockK;
 
   if (threadIdx.x == 0) {
@@ -232,27 +240,24 @@ __global__ void __launch_bounds__(kThreads, 2)
       barrier_init(shared_address(&full[s]), 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (threadIdx.x < kFusedBlock) /* a column's flag is only ever set (by any warp) */
-    lines.col_flag[threadIdx.x] = 0;
+  lines.col_flag[threadIdx.x] = 0; /* a column's flag is only ever set (by any warp) */
   __syncthreads();
   if (threadIdx.x == 0)
     for (int s = 0; s < kStages && s < n_k; s++)
       load_stage(base + s * kStageBytes, shared_address(&full[s]), map_q, map_r, m0, n0, s);
 
-  /* this thread's rows (h = 0, 1) and columns (nt, e) within the block */
-  const int row_base = wg * 64 + (warp & 3) * 16 + (lane >> 2);
+  /* this thread's rows: row_base + 8 h + 64 half (q = 2 half + h); its columns nt, e as above;
+   * the column pairs whose maxima over the warp's rows this lane tests: nt0 and nt0 + 1 (see the
+   * columns' test below). The thresholds are read while the operands are on their way. */
+  const int row_base = warp * 16 + (lane >> 2);
   const int col_base = (lane & 3) * 2;
-  /* the column pairs whose maxima over the warp's rows this lane tests: nt0 and nt0 + 1 (see
-   * the columns' test below) */
   const int nt0 = (lane & 16 ? 8 : 0) + (lane & 8 ? 4 : 0) + (lane & 4 ? 2 : 0);
-  /* The thresholds, read while the operands are on their way: a block's time is mostly waits on
-   * memory (two blocks an SM), and these reads took two of them after the products. */
   const float inf = __int_as_float(0x7f800000);
-  float row_thr[2], col_thr[4];
+  float row_thr[4], col_thr[4];
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const int i = m0 + row_base + h * 8;
-    row_thr[h] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
+  for (int q = 0; q < 4; q++) {
+    const int i = m0 + row_base + (q & 1) * 8 + (q >> 1) * 64;
+    row_thr[q] = i < g.n_rows ? st.thr[g.row_state0 + i] : -inf;
   }
 #pragma unroll
   for (int u = 0; u < 4; u++) {
@@ -260,41 +265,45 @@ __global__ void __launch_bounds__(kThreads, 2)
     col_thr[u] = g.do_cols && j < g.n_cols ? st.thr[g.col_state0 + j] : -inf;
   }
 
-  float acc[64];
+  float acc0[64], acc1[64];
 #pragma unroll
-  for (int i = 0; i < 64; i++)
-    acc[i] = 0.0f;
+  for (int i = 0; i < 64; i++) {
+    acc0[i] = 0.0f;
+    acc1[i] = 0.0f;
+  }
   /* One K step's MMAs in flight behind the next: step kt's are issued, then the warpgroup waits
-   * for step kt - 1's only, whose stage is refilled with step kt - 1 + kStages (real-like tile
-   * loop 1.262-1.278 s against 1.286-1.296 s waiting for every MMA, alternating; d = 295 the
-   * same). */
+   * for step kt - 1's only, whose stage is refilled with step kt + 1. */
   for (int kt = 0; kt < n_k; kt++) {
     const int slot = kt % kStages;
     barrier_wait(shared_address(&full[slot]), (uint32_t)(kt / kStages) & 1u);
     const uint32_t stage = base + slot * kStageBytes;
-    const uint32_t a = stage + wg * 64 * 128, b = stage + kOperandBytes;
-    fence_accumulators(acc);
+    const uint32_t a = stage, b = stage + kOperandBytes;
+    fence_accumulators(acc0);
+    fence_accumulators(acc1);
     wgmma_fence();
     /* all 4 steps, also past dpad (zeros): a data-dependent branch between the MMAs makes ptxas
      * wait for each one before the next (its warning C7519), which costs more than the padding */
 #pragma unroll
-    for (int s = 0; s < kBlockK / 16; s++)
-      wgmma_m64n128k16(acc, smem_descriptor(a + s * 32), smem_descriptor(b + s * 32));
+    for (int s = 0; s < kBlockK / 16; s++) {
+      wgmma_m64n128k16(acc0, smem_descriptor(a + s * 32), smem_descriptor(b + s * 32));
+      wgmma_m64n128k16(acc1, smem_descriptor(a + 64 * 128 + s * 32), smem_descriptor(b + s * 32));
+    }
     wgmma_commit();
     wgmma_wait<1>();
-    fence_accumulators(acc);
+    fence_accumulators(acc0);
+    fence_accumulators(acc1);
+    /* step kt - 1's MMAs are done (wgmma's wait is the warpgroup's): no barrier before the copy,
+     * whose issue is latency-critical */
     const int refill = kt - 1 + kStages;
-    if (kt >= 1 && refill < n_k) {
-      __syncthreads(); /* both warpgroups are done with step kt - 1's slot */
-      if (threadIdx.x == 0) {
-        const int prev = (kt - 1) % kStages;
-        load_stage(base + prev * kStageBytes, shared_address(&full[prev]), map_q, map_r, m0, n0,
-                   refill);
-      }
+    if (threadIdx.x == 0 && kt >= 1 && refill < n_k) {
+      const int prev = (kt - 1) % kStages;
+      load_stage(base + prev * kStageBytes, shared_address(&full[prev]), map_q, map_r, m0, n0,
+                 refill);
     }
   }
   wgmma_wait<0>();
-  fence_accumulators(acc);
+  fence_accumulators(acc0);
+  fence_accumulators(acc1);
 
   /* NaN marks products outside the tile: __hmax2 and fmaxf skip it, every comparison fails */
   const float nan = __int_as_float(0x7fc00000);
@@ -302,8 +311,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int i = 0; i < 64; i++) {
       const int il = row_base + ((i >> 1) & 1) * 8, jl = (i >> 2) * 8 + col_base + (i & 1);
-      if (m0 + il >= g.n_rows || n0 + jl >= g.n_cols)
-        acc[i] = nan;
+      if (n0 + jl >= g.n_cols || m0 + il >= g.n_rows)
+        acc0[i] = nan;
+      if (n0 + jl >= g.n_cols || m0 + il + 64 >= g.n_rows)
+        acc1[i] = nan;
     }
   }
   /*
@@ -314,33 +325,36 @@ __global__ void __launch_bounds__(kThreads, 2)
    * block where only the blocks with a pass need the halves, for their copy below.)
    */
   const float alpha = g.alpha;
-  bool row_hit[2];
   /* Rows: a row's 128 products are in the 4 lanes of one quad of one warp. */
+  bool row_hit[4];
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
+  for (int q = 0; q < 4; q++) {
+    const int h = q & 1;
+    const float *acc = q >> 1 ? acc1 : acc0;
     float best = magnitude<kKind>(acc[h * 2]);
 #pragma unroll
     for (int i = 1; i < 32; i++)
       best = fmaxf(best, magnitude<kKind>(acc[(i >> 1) * 4 + h * 2 + (i & 1)]));
     best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 1));
     best = fmaxf(best, __shfl_xor_sync(kFullMask, best, 2));
-    row_hit[h] = 1.0f - __half2float(__float2half_rn(best * alpha)) * g.tile_scale < row_thr[h];
+    row_hit[q] = 1.0f - __half2float(__float2half_rn(best * alpha)) * g.tile_scale < row_thr[q];
   }
   if ((lane & 3) == 0) {
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      lines.row_flag[row_base + h * 8] = row_hit[h];
-      lines.row_thr[row_base + h * 8] = row_thr[h];
+    for (int q = 0; q < 4; q++) {
+      const int il = row_base + (q & 1) * 8 + (q >> 1) * 64;
+      lines.row_flag[il] = row_hit[q];
+      lines.row_thr[il] = row_thr[q];
     }
   }
   /*
-   * Columns: each warp's largest product of each column over its 16 rows, as halves in column
+   * Columns: each warp's largest product of each column over its 32 rows, as halves in column
    * pairs (nt), reduced over the 8 lanes of a column pair by halving exchanges (a lane keeps half
    * its pairs at each of 3 steps: 14 shuffles instead of 48). A column passes when some warp's
    * maximum passes (the test is monotone in the product), so each warp flags the columns it
-   * passes itself: no reduction over the warps, and one barrier after the tests instead of three.
-   * The threshold stored with a flag is the one that warp read (warps may have read different
-   * values while a merge lowered it: any of them is a value it had, see BlockLines).
+   * passes itself: no reduction over the warps, and one barrier after the tests. The threshold
+   * stored with a flag is the one that warp read (warps may have read different values while a
+   * merge lowered it: any of them is a value it had, see BlockLines).
    */
   bool col_hit = false;
   if (g.do_cols) {
@@ -348,8 +362,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int nt = 0; nt < 16; nt++)
       c[nt] = __floats2half2_rn(
-          fmaxf(magnitude<kKind>(acc[nt * 4]), magnitude<kKind>(acc[nt * 4 + 2])) * alpha,
-          fmaxf(magnitude<kKind>(acc[nt * 4 + 1]), magnitude<kKind>(acc[nt * 4 + 3])) * alpha);
+          fmaxf(fmaxf(magnitude<kKind>(acc0[nt * 4]), magnitude<kKind>(acc0[nt * 4 + 2])),
+                fmaxf(magnitude<kKind>(acc1[nt * 4]), magnitude<kKind>(acc1[nt * 4 + 2]))) *
+              alpha,
+          fmaxf(fmaxf(magnitude<kKind>(acc0[nt * 4 + 1]), magnitude<kKind>(acc0[nt * 4 + 3])),
+                fmaxf(magnitude<kKind>(acc1[nt * 4 + 1]), magnitude<kKind>(acc1[nt * 4 + 3]))) *
+              alpha);
     const bool up16 = lane & 16, up8 = lane & 8, up4 = lane & 4;
     __half2 c8[8], c4[4], c2[2];
 #pragma unroll
@@ -375,8 +393,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
   }
-  /* every warpgroup is done with the stages too: the copy may overwrite them */
-  if (!__syncthreads_or(row_hit[0] || row_hit[1] || col_hit))
+  /* every warp is done with the stages too: the copy may overwrite them */
+  if (!__syncthreads_or(row_hit[0] || row_hit[1] || row_hit[2] || row_hit[3] || col_hit))
     return;
 
   /* Lines with a pass: the products go to shared memory as the half tile cuBLAS would write. */
@@ -384,9 +402,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
   for (int nt = 0; nt < 16; nt++)
 #pragma unroll
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < 2; h++) {
       *reinterpret_cast<__half2 *>(copy + (row_base + h * 8) * kCopyPitch + nt * 8 + col_base) =
-          __floats2half2_rn(acc[nt * 4 + h * 2] * alpha, acc[nt * 4 + h * 2 + 1] * alpha);
+          __floats2half2_rn(acc0[nt * 4 + h * 2] * alpha, acc0[nt * 4 + h * 2 + 1] * alpha);
+      *reinterpret_cast<__half2 *>(copy + (row_base + 64 + h * 8) * kCopyPitch + nt * 8 +
+                                   col_base) =
+          __floats2half2_rn(acc1[nt * 4 + h * 2] * alpha, acc1[nt * 4 + h * 2 + 1] * alpha);
+    }
   const BlockPairs kept = block_pairs_at(smem, kStages * kStageBytes);
   if (threadIdx.x == 0)
     kept.count[0] = 0;
@@ -437,8 +459,8 @@ bool wgmma_ready(void)
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
         major == 9 && minor == 0 && tensor_map_encoder() != nullptr;
-    /* 96 KiB of dynamic shared memory, and all of L1 as shared memory so that two blocks fit an
-     * SM (the exact passes' reads are few) */
+    /* 65 KiB of dynamic shared memory, and all of L1 as shared memory so that three blocks fit
+     * an SM (the exact passes' reads are few) */
     for (auto kernel :
          {fused_wgmma_kernel<KNNWB_SCORE_DOT>, fused_wgmma_kernel<KNNWB_SCORE_ABS_DOT>})
       ok = ok &&
@@ -446,6 +468,7 @@ bool wgmma_ready(void)
                cudaSuccess &&
            cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                 cudaSharedmemCarveoutMaxShared) == cudaSuccess;
+
     if (!ok)
       (void)cudaGetLastError(); /* a refused attribute is an answer, not a pending error */
     __atomic_store_n(&state[device], ok ? 1 : 2, __ATOMIC_RELAXED);
