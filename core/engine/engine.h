@@ -164,10 +164,13 @@ void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t
  * the search will hold them there in half precision: a GPU backend of one GPU with the default
  * memory budget, an FP16 screen, at least 262,144 rows (fewer upload in a few ms;
  * KNNWB_CUDA_ROWS_START=1: any, =0: none). rows (scored) must stay allocated until
- * knnwb_knn_rows_drop. Returns whether it began; never fails.
+ * knnwb_knn_rows_drop. early: before the backend is chosen, so without waiting for the driver's
+ * count of GPUs (nothing begins while it is unknown). Returns whether it began; never fails.
  */
-gboolean knnwb_knn_rows_start(const KnnwbKnnOptions *options, const KnnwbPrepared *rows);
-/** Frees rows begun by knnwb_knn_rows_start that no select took (waits for their upload). */
+gboolean knnwb_knn_rows_start(const KnnwbKnnOptions *options, const KnnwbPrepared *rows,
+                              gboolean early);
+/** Frees rows begun by knnwb_knn_rows_start that no select took (stops their upload at its next
+ * chunk). */
 void knnwb_knn_rows_drop(void);
 /** Turns a KNNWB_KERNELS_* status into a GError (TRUE when OK). */
 gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,

@@ -165,6 +165,18 @@ static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
   if (!knnwb_knn_check_available(run->k, run->available, valid, run->reference->n, run->self,
                                  error))
     return FALSE;
+  /* A GPU's rows upload while core searches the duplicates and samples them (margin planner,
+   * centroids): a self search of the rows as they are (copies collapsed: dropped below), not a
+   * partitioned run's sub-search; begun here with the screen the backend would resolve. */
+  const gboolean uploads =
+      run->self && run->group == NULL && run->within == NULL && !knnwb_knn_margin_memo_active();
+  KnnwbScreen expected = KNNWB_SCREEN_FP32;
+  if (uploads && knnwb_knn_expects_gpu(options) &&
+      knnwb_screen_resolve(options->screen, "cuda", options->metric, run->k, &expected, NULL) &&
+      expected == KNNWB_SCREEN_FP16) {
+    knnwb_prepared_set_screen(&run->query, &run->query, expected);
+    run->rows_started = knnwb_knn_rows_start(options, &run->query, TRUE);
+  }
   /* The duplicates first: choosing the backend waits for the GPUs' start, which this overlaps. */
   if (!knnwb_knn_run_duplicates(run, error) ||
       !knnwb_knn_choose_backend(options, &run->select, &run->backend, error) ||
@@ -173,12 +185,14 @@ static gboolean knnwb_knn_run_prepare(KnnwbKnnRun *run, GError **error)
     return FALSE;
   knnwb_prepared_set_screen(&run->query, run->self ? &run->query : &run->reference_storage,
                             run->screen);
-  /* A GPU's rows upload while the first round samples them (margin planner, centroids): a self
-   * search of the rows as they are (no copies collapsed), not a partitioned run's sub-search. */
-  if (run->self && run->group == NULL && run->within == NULL &&
-      run->duplicates.n_unique == run->n && run->select != knnwb_cpu_select &&
-      !knnwb_knn_margin_memo_active())
-    run->rows_started = knnwb_knn_rows_start(options, &run->query);
+  const gboolean wanted = uploads && run->duplicates.n_unique == run->n &&
+                          run->select != knnwb_cpu_select && run->screen == KNNWB_SCREEN_FP16;
+  if (run->rows_started && !wanted) {
+    knnwb_knn_rows_drop();
+    run->rows_started = FALSE;
+  } else if (!run->rows_started && wanted) {
+    run->rows_started = knnwb_knn_rows_start(options, &run->query, FALSE);
+  }
   return TRUE;
 }
 

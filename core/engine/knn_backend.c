@@ -47,7 +47,8 @@ void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t
 /* Below this many rows the select's own upload takes a few ms: not worth a helper thread. */
 #define KNNWB_ROWS_START_MIN_ROWS ((size_t)262144)
 
-gboolean knnwb_knn_rows_start(const KnnwbKnnOptions *options, const KnnwbPrepared *rows)
+gboolean knnwb_knn_rows_start(const KnnwbKnnOptions *options, const KnnwbPrepared *rows,
+                              gboolean early)
 {
   const char *mode = g_getenv("KNNWB_CUDA_ROWS_START"); /* 0: never, 1: at any size (tests) */
   if (options->backend == KNNWB_BACKEND_CPU || options->gpu_memory_bytes != 0 ||
@@ -57,7 +58,8 @@ gboolean knnwb_knn_rows_start(const KnnwbKnnOptions *options, const KnnwbPrepare
   int device = 0;
   if (options->n_devices == 1)
     device = options->devices != NULL ? options->devices[0] : 0;
-  else if (options->n_devices != 0 || knnwb_cuda_device_count() != 1)
+  else if (options->n_devices != 0 ||
+           (early ? knnwb_cuda_device_count_now() : knnwb_cuda_device_count()) != 1)
     return FALSE; /* several GPUs upload a slice each (kernels/row_upload.cu) */
   knnwb_cuda_rows_start(device, rows->scored, rows->n, rows->d, rows->screen_row_norm);
   return TRUE;

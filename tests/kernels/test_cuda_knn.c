@@ -480,7 +480,8 @@ static void test_row_order(void)
 
 /* Rows uploaded to the GPU while core samples them (kernels/rows_start.cu, KNNWB_CUDA_ROWS_START=1
  * at any size): the CPU's bytes for every metric (manhattan screens in FP32: none uploaded), with
- * the rows grouped, duplicates (searched as distinct rows: none uploaded), two GPUs and a budget
+ * the rows grouped, duplicates (begun before the duplicate search, then stopped and dropped: the
+ * distinct rows are searched), two GPUs and a budget
  * (none uploaded), rows begun for other rows (freed by the next select or start, never taken) and
  * dropped without a search (the GPU's memory back). In a subprocess with the trace: a search of
  * one GPU takes the rows. */
