@@ -2,7 +2,7 @@
 # Issue 18: the fused tile (kernels/tile_fused.cu: FP16 GEMM and threshold filter in one kernel)
 # against cuBLAS + the filter kernel (KNNWB_CUDA_FUSED=0), side by side in one call on one GPU:
 # the CUDA tests against the CPU backend, the 1,533,876 x 295 benchmark in alternating runs (lists
-# digest 839ee8e3b912cbe5 both ways, KNNWB_CUDA_TRACE=1 lines), the real-metafeature shape
+# digest 78f71267a78e9b94 both ways, KNNWB_CUDA_TRACE=1 lines), the real-metafeature shape
 # (d = 128), --gpu-memory 4G (streamed rows), memcheck, and ncu of the fused kernel beside the
 # cuBLAS GEMM and filter of the same tiles.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/fused_check.sh OUT [BUILD] [full|quick|ncu|ab|wgmma]

@@ -4,7 +4,7 @@
 # core and the CUDA trace. Runs a baseline build (BASE: e.g. main before a change; optional) and
 # this build (BUILD) alternately, twice each on 1 GPU, then once each on 2 GPUs, so that the virtual
 # machine's memory growth (fresh memory is slow to fault in at first) weighs on both alike.
-# Every run prints its lists digest: 839ee8e3b912cbe5.
+# Every run prints its lists digest: 78f71267a78e9b94.
 # Usage (repository root, after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/host_time_check.sh OUTDIR BUILD [BASE]
 # BUILD and BASE: CUDA builds holding tests/bench_gpu/bench_knn_gpu (Release, -DKNNWB_CUDA=ON).

@@ -3,7 +3,7 @@
 # library alone (host matrix to exact host lists), with KNNWB_CUDA_TRACE=1, whose timeline line
 # gives each GPU's phases (set up, uploaded, own diagonal tiles, every GPU's, tiles done, lists
 # out) and splits the tile loop's GPU time into selection, threshold imports and the rest.
-# Variants (each must keep the digest 839ee8e3b912cbe5):
+# Variants (each must keep the digest 78f71267a78e9b94):
 #   KNNWB_CUDA_WARM_UP=1/0    the first score GEMM warmed up on a helper thread, or not (default 0)
 #   KNNWB_CUDA_DIAGONALS=shared  diagonal tiles from a shared counter, a latch instead of a barrier
 #   KNNWB_CUDA_IMPORT=all     every threshold import takes all n rows (default: the piece's rows)

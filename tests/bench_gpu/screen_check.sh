@@ -2,7 +2,7 @@
 # One batch on a GPU machine for the screening precisions: build with CUDA, the CUDA
 # tests (every precision against the CPU backend), compute-sanitizer memcheck of a small FP16 run,
 # then the benchmark: auto (FP16) with both floors at n = 384,126 and 1,533,876, the 4 GiB budget,
-# and FP32 / TF32 at 1,533,876 (each run prints its lists digest: all must be 839ee8e3b912cbe5).
+# and FP32 / TF32 at 1,533,876 (each run prints its lists digest: all must be 78f71267a78e9b94).
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/screen_check.sh OUTDIR [quick]
 set -uo pipefail
 out=${1:-/tmp/knnwb-screen}

@@ -8,7 +8,7 @@
 #          (KNNWB_CUDA_HALF_FILTER=4) and on 2 GPUs; 384,126 x 295 (k = 20 and 4096) and
 #          1,533,876 x 128 on 1 and 2 GPUs; PyTorch's chunked GEMM + topk in the same call, on the
 #          second GPU while the first runs knnwb (the CUDA tests run there first).
-# Every run prints its lists digest: 1,533,876 x 295 must give 839ee8e3b912cbe5 everywhere.
+# Every run prints its lists digest: 1,533,876 x 295 must give 78f71267a78e9b94 everywhere.
 # Usage (repository root, after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/tile_loop_check.sh OUTDIR [BUILD] [check|final]
 # The logs end up packed in OUTDIR/logs.tar.gz.
