@@ -51,8 +51,9 @@
  * instead of by thread 0 after a block barrier, gain (d = 295 loop 2.265-2.277 s
  * against 2.235-2.260 s).
  *
- * Measured (one H200, 1,533,876 x 295 Pearson k = 20, fused_check.sh wgmma and profile): exact
- * (lists digest unchanged, the CUDA tests and memcheck pass), 0.176 ms a tile in the loop against
+ * Earlier forms of the two-warpgroup kernel, measured (one H200, 1,533,876 x 295 Pearson k = 20,
+ * fused_check.sh wgmma and profile): exact (lists digest unchanged, the CUDA tests and memcheck
+ * pass), 0.176 ms a tile in the loop against
  * 0.22 ms for the mma.sync kernel, 4.30 s end to end against 5.02 s; but cuBLAS + the filter
  * kernel take 0.168 ms a tile and 3.42-3.46 s (then the kernel appended to the candidate buffers
  * itself and waited for the previous tile's merge; since its pairs are kept for the selection
@@ -292,8 +293,9 @@ __global__ void __launch_bounds__(kThreads, 3)
     wgmma_wait<1>();
     fence_accumulators(acc0);
     fence_accumulators(acc1);
-    /* step kt - 1's MMAs are done (wgmma's wait is the warpgroup's): no barrier before the copy,
-     * whose issue is latency-critical */
+    /* step kt - 1's MMAs are done: wgmma is one operation of the warpgroup, so thread 0's wait
+     * stands for its warps (the assumption CUTLASS's consumer_release makes, one thread a
+     * warpgroup after its wait); no barrier before the copy, whose issue is latency-critical */
     const int refill = kt - 1 + kStages;
     if (threadIdx.x == 0 && kt >= 1 && refill < n_k) {
       const int prev = (kt - 1) % kStages;
