@@ -117,6 +117,9 @@ int select_limits(const KnnwbSelectJob *job, const std::vector<int> &ordinals, D
 {
   for (int ordinal : ordinals) {
     size_t free_bytes = 0, total_bytes = 0;
+    /* asked before the driver: rows that an upload ahead allocates in between are then counted
+     * once (by the driver), not twice */
+    const size_t ahead_bytes = rows_start_bytes(ordinal);
     cudaError_t err = cudaSetDevice(ordinal);
     if (err == cudaSuccess)
       err = cudaMemGetInfo(&free_bytes, &total_bytes);
@@ -130,7 +133,7 @@ int select_limits(const KnnwbSelectJob *job, const std::vector<int> &ordinals, D
       return KNNWB_KERNELS_NO_DEVICE;
     }
     /* a keep scope's blocks and rows uploaded ahead are this process's to reuse */
-    free_bytes += keep_bytes(ordinal) + rows_start_bytes(ordinal);
+    free_bytes += keep_bytes(ordinal) + ahead_bytes;
     size_t device_budget = job->memory_bytes ? job->memory_bytes : free_bytes / 10 * 9;
     out->budget = std::min(out->budget, device_budget);
     out->sm_count = std::min(out->sm_count, sms);

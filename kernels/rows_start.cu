@@ -67,6 +67,8 @@ void upload_ahead(Ahead *a)
   const double t0 = seconds_now();
   knnwb_cuda_gemm_start_wait();
   const double t_start = seconds_now();
+  if (__atomic_load_n(&a->stop, __ATOMIC_RELAXED))
+    return; /* dropped before it began: nothing allocated */
   cudaStream_t stream = nullptr;
   cudaEvent_t done[2] = {nullptr, nullptr};
   float *scratch[2] = {nullptr, nullptr};
@@ -133,6 +135,23 @@ void upload_ahead(Ahead *a)
             a->n, a->device, seconds_now() - t_start, t_start - t0, ok ? "" : ": failed");
 }
 
+/* Device rows of GPU device freed on a thread of its own, so that the calling thread's current
+ * device stays as it was: setting it back would create a context on a GPU this process never used
+ * (a thread that never chose one is on device 0). */
+void free_rows(int device, void *rows)
+{
+  auto free_on = [](int on, void *p) {
+    if (cudaSetDevice(on) == cudaSuccess)
+      keep_free(on, p);
+    cudaGetLastError();
+  };
+  try {
+    std::thread(free_on, device, rows).join();
+  } catch (...) {
+    free_on(device, rows); /* no thread: here, the current device changed */
+  }
+}
+
 /* With ahead_lock held: the helper stopped and joined, its rows freed, nothing begun; the calling
  * thread's current device as it was. */
 void drop_locked()
@@ -140,13 +159,8 @@ void drop_locked()
   __atomic_store_n(&ahead.stop, true, __ATOMIC_RELAXED);
   if (ahead_thread.joinable())
     ahead_thread.join();
-  int current = -1;
-  if (ahead.rows != nullptr && cudaGetDevice(&current) == cudaSuccess &&
-      cudaSetDevice(ahead.device) == cudaSuccess) {
-    keep_free(ahead.device, ahead.rows);
-    cudaSetDevice(current);
-  }
-  cudaGetLastError();
+  if (ahead.rows != nullptr)
+    free_rows(ahead.device, ahead.rows);
   ahead = Ahead();
 }
 

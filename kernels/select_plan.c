@@ -328,7 +328,12 @@ int knnwb_select_plan_groups_rows(const KnnwbSelectJob *job, const KnnwbSelectPl
   knnwb_select_plan_buffers(job, plan, 0, 0, bytes);
   const size_t rows_bytes = job->n_reference * (size_t)plan->row_bytes;
   const size_t held = knnwb_select_plan_order_bytes(job, plan);
-  if (plan->bytes > budget || held > budget - plan->bytes)
+  /* the exact distances' buffers where the run will have them (cuda_select.cu: run.exact) */
+  const size_t with_exact = knnwb_select_plan_bytes(job, plan, 1);
+  const int exact =
+      job->exact_query && job->exact_reference && job->out_distance && with_exact <= budget;
+  const size_t need = exact ? with_exact : plan->bytes;
+  if (need > budget || held > budget - need)
     return 0;
-  return rows_bytes <= bytes[KNNWB_BUFFER_TILE_0] || rows_bytes <= budget - plan->bytes - held;
+  return rows_bytes <= bytes[KNNWB_BUFFER_TILE_0] || rows_bytes <= budget - need - held;
 }

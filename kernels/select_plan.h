@@ -278,9 +278,9 @@ void knnwb_select_plan_diagonal_ahead(const KnnwbSelectJob *job, KnnwbSelectPlan
  * Whether a run of job under plan with budget bytes per device visits the rows grouped by their
  * nearest centroid (job->order_centroids; kernels/row_order.h): centroids given, a self job of one
  * process (no share), without groups or starting bounds, its rows resident in half precision, and
- * room beyond the plan for what the grouping holds through the run (knnwb_select_plan_order_bytes)
- * and for a second copy of the rows while they are gathered: the first tile buffer, or else the
- * budget beyond both. O(1).
+ * room beyond the plan (with the exact distances' buffers where the run will have them) for what
+ * the grouping holds through the run (knnwb_select_plan_order_bytes) and for a second copy of the
+ * rows while they are gathered: the first tile buffer, or else the budget beyond both. O(1).
  */
 int knnwb_select_plan_groups_rows(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,
                                   size_t budget);

@@ -466,6 +466,18 @@ static void test_plan_groups_rows(void)
   /* rows that fit a tile buffer still need room for the grouping's arrays */
   g_assert_true(knnwb_select_plan_groups_rows(&job, &plan, plan.bytes + held));
   g_assert_false(knnwb_select_plan_groups_rows(&job, &plan, plan.bytes + held - 1));
+  /* a job with exact rows and distances: their buffers count where the budget gives them to the
+   * run (beyond it, the run goes without them and so may the grouping) */
+  static const float exact_rows[1];
+  static double exact_out[1];
+  KnnwbSelectJob exact = job;
+  exact.exact_query = exact.exact_reference = exact_rows;
+  exact.out_distance = exact_out;
+  const size_t with_exact = knnwb_select_plan_bytes(&exact, &plan, 1);
+  g_assert_cmpuint(with_exact, >, plan.bytes + held);
+  g_assert_true(knnwb_select_plan_groups_rows(&exact, &plan, with_exact + held));
+  g_assert_false(knnwb_select_plan_groups_rows(&exact, &plan, with_exact + held - 1));
+  g_assert_true(knnwb_select_plan_groups_rows(&exact, &plan, with_exact - 1));
 }
 
 /* The next column's diagonal tile ahead (knnwb_select_plan_diagonal_ahead): one GPU, one process,
