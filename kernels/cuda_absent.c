@@ -83,13 +83,6 @@ size_t knnwb_cuda_free_bytes(int device)
   return 0;
 }
 
-int knnwb_cuda_rows_to_half(int device, const float *rows, size_t n, size_t dim, int dpad,
-                            int exponent, uint16_t *out)
-{
-  (void)device, (void)rows, (void)n, (void)dim, (void)dpad, (void)exponent, (void)out;
-  return -1;
-}
-
 int knnwb_cuda_partition_bounds(const KnnwbBoundsJob *job, char *message, size_t message_size)
 {
   (void)job;

@@ -277,12 +277,6 @@ int knnwb_cuda_gemm_known(int device, size_t n_query, size_t n_reference, size_t
  * it cannot be known (no CUDA, no such device, an error). Makes that device current on the
  * calling thread. */
 size_t knnwb_cuda_free_bytes(int device);
-/** The device's conversion of n rows of dim floats (times 2^exponent, to halves, dpad a row, the
- * rest zero) on GPU device, copied back to out (n x dpad halves as their 16-bit codes): what the
- * host's conversion (kernels/row_halves.h) must match, for tests. 0 on success; -1 without a GPU
- * or on any CUDA error. Makes that device current on the calling thread. O(n dpad). */
-int knnwb_cuda_rows_to_half(int device, const float *rows, size_t n, size_t dim, int dpad,
-                            int exponent, uint16_t *out);
 
 /**
  * Opens a keep scope: until the matching knnwb_cuda_keep_end, the searches of this process keep

@@ -4,20 +4,16 @@
  * into double buffers on the copy stream, ordered against the GEMMs that read them by events.
  */
 #include "host_staging.h"
-#include "row_halves.h"
 #include "row_order.h"
 #include "row_upload.h"
 #include "select_worker.h"
 #include "tile_scores.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <new>
 #include <system_error>
 #include <thread>
-#include <vector>
 
 namespace knnwb_cuda
 {
@@ -91,64 +87,12 @@ bool Worker::load_anchor(const float *host, size_t first, int rows)
   return true;
 }
 
-namespace
-{
-
-/* Whether staged rows are converted to halves by the host (row_halves.c): where the CPU has the
- * conversion instructions; KNNWB_CUDA_HOST_HALVES=0 leaves it to the device (to measure). */
-bool host_halves_wanted()
-{
-  static const bool wanted = [] {
-    const char *v = getenv("KNNWB_CUDA_HOST_HALVES");
-    return (v == nullptr || strcmp(v, "0") != 0) && knnwb_row_halves_fast();
-  }();
-  return wanted;
-}
-
-/* Rows [first, first + n) of u.src as the device's halves into staging (u.row_bytes a row), split
- * over up to u.threads threads as parallel_copy splits a copy. */
-void parallel_halves(const RowUpload &u, void *staging, size_t first, size_t n)
-{
-  const size_t min_rows = std::max<size_t>(1, (2u << 20) / std::max<size_t>(u.row_bytes, 1));
-  const int parts =
-      (int)std::min<size_t>((size_t)std::max(u.threads, 1), (n + min_rows - 1) / min_rows);
-  const size_t per = (n + (size_t)parts - 1) / (size_t)std::max(parts, 1);
-  auto convert_part = [&](int t) {
-    const size_t r0 = per * (size_t)t;
-    if (r0 < n)
-      knnwb_row_halves(static_cast<uint16_t *>(staging) + r0 * (size_t)u.dpad, (size_t)u.dpad,
-                       u.src + (first + r0) * u.dim, std::min(per, n - r0), u.dim, u.exponent);
-  };
-  std::vector<std::thread> workers;
-  int started = 1;
-  try {
-    workers.reserve((size_t)std::max(parts, 1));
-    for (; started < parts; started++)
-      workers.emplace_back(convert_part, started);
-  } catch (const std::exception &) {
-    /* a thread that cannot start: this thread converts its parts */
-  }
-  for (int t = started; t < parts; t++)
-    convert_part(t);
-  convert_part(0);
-  for (std::thread &w : workers)
-    w.join();
-}
-
-} // namespace
-
 cudaError_t upload_rows(const RowUpload &u, bool *stopped)
 {
   const size_t row_floats = u.dim * sizeof(float);
   const bool staged = u.staging[0] != nullptr && u.staging[1] != nullptr;
-  /* converted on the host: the staging holds halves, sent straight to their place */
-  const bool host_halves = u.convert && staged && u.row_bytes == 2 * (size_t)u.dpad &&
-                           (size_t)u.dpad >= u.dim && host_halves_wanted();
-  const size_t room = host_halves ? u.staging_bytes
-                      : staged    ? std::min(u.staging_bytes, u.scratch_bytes)
-                                  : u.scratch_bytes;
-  const size_t per_row = host_halves ? u.row_bytes : row_floats;
-  const size_t chunk_rows = per_row > 0 ? room / per_row : 0;
+  const size_t room = staged ? std::min(u.staging_bytes, u.scratch_bytes) : u.scratch_bytes;
+  const size_t chunk_rows = row_floats > 0 ? room / row_floats : 0;
   if (chunk_rows == 0)
     return cudaErrorInvalidValue;
   cudaError_t err = cudaSuccess;
@@ -161,11 +105,7 @@ cudaError_t upload_rows(const RowUpload &u, bool *stopped)
       break;
     }
     err = cudaEventSynchronize(u.done[b]);
-    if (err == cudaSuccess && host_halves) {
-      parallel_halves(u, u.staging[b], first, n);
-      err = cudaMemcpyAsync(u.dst + first * u.row_bytes, u.staging[b], n * u.row_bytes,
-                            cudaMemcpyHostToDevice, u.stream);
-    } else if (err == cudaSuccess && staged) {
+    if (err == cudaSuccess && staged) {
       parallel_copy(u.staging[b], u.src + first * u.dim, n * row_floats, u.threads);
       err = cudaMemcpyAsync(u.scratch[b], u.staging[b], n * row_floats, cudaMemcpyHostToDevice,
                             u.stream);
@@ -173,10 +113,10 @@ cudaError_t upload_rows(const RowUpload &u, bool *stopped)
       err = cudaMemcpyAsync(u.scratch[b], u.src + first * u.dim, n * row_floats,
                             cudaMemcpyHostToDevice, u.stream);
     }
-    if (err == cudaSuccess && !host_halves && u.convert)
+    if (err == cudaSuccess && u.convert)
       err = launch_rows_to_half(u.scratch[b], u.dim, n, (int)u.dim, u.dst + first * u.row_bytes,
                                 u.dpad, u.exponent, u.stream);
-    else if (err == cudaSuccess && !host_halves)
+    else if (err == cudaSuccess)
       err = cudaMemcpy2DAsync(u.dst + first * u.row_bytes, u.row_bytes, u.scratch[b], row_floats,
                               row_floats, n, cudaMemcpyDeviceToDevice, u.stream);
     if (err == cudaSuccess)

@@ -40,12 +40,9 @@ struct RowUpload {
  * pinned memory), sent to its scratch buffer, then converted into place (or, without convert,
  * copied with the device rows' pitch); the host copies chunk c + 1 while the device takes chunk c.
  * Chunks of min(staging_bytes, scratch_bytes) (scratch_bytes without staging) / (dim floats) rows:
- * at least one must fit (else cudaErrorInvalidValue). Converted rows through staging, where the
- * CPU has conversion instructions (row_halves.h), are converted by those threads into the staging
- * instead and sent straight into place (chunks of staging_bytes / row_bytes rows; the same bytes,
- * half of them on the bus; KNNWB_CUDA_HOST_HALVES=0: on the device). Returns the first CUDA error;
- * the stream is synchronized before it returns. When u.stop said so, *stopped (if given) is set,
- * the rows are incomplete and the return is cudaSuccess unless a CUDA call failed. O(rows dim).
+ * at least one must fit (else cudaErrorInvalidValue). Returns the first CUDA error; the stream is
+ * synchronized before it returns. When u.stop said so, *stopped (if given) is set, the rows are
+ * incomplete and the return is cudaSuccess unless a CUDA call failed. O(rows dim).
  */
 cudaError_t upload_rows(const RowUpload &u, bool *stopped = nullptr);
 

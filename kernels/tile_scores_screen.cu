@@ -2,12 +2,10 @@
  * The rows of the FP16 screen (tile_scores.h): float32 rows scaled by a power of two (exact) and
  * rounded to half precision, the padding columns zeroed, for cublasGemmEx on the tensor cores.
  */
-#include "knnwb_kernels.h"
 #include "tile_scores.h"
 
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cmath>
 
 namespace knnwb_cuda
@@ -56,26 +54,3 @@ cudaError_t launch_rows_to_half(const float *src, size_t src_pitch, size_t n, in
 }
 
 } // namespace knnwb_cuda
-
-extern "C" int knnwb_cuda_rows_to_half(int device, const float *rows, size_t n, size_t dim,
-                                       int dpad, int exponent, uint16_t *out)
-{
-  float *src = nullptr;
-  void *dst = nullptr;
-  const size_t src_bytes = std::max<size_t>(n * dim, 1) * sizeof(float);
-  const size_t dst_bytes = std::max<size_t>(n * (size_t)dpad, 1) * sizeof(uint16_t);
-  bool ok = device >= 0 && device < knnwb_cuda_device_count() &&
-            cudaSetDevice(device) == cudaSuccess && cudaMalloc(&src, src_bytes) == cudaSuccess &&
-            cudaMalloc(&dst, dst_bytes) == cudaSuccess &&
-            cudaMemcpy(src, rows, n * dim * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess &&
-            knnwb_cuda::launch_rows_to_half(src, dim, n, (int)dim, dst, dpad, exponent, 0) ==
-                cudaSuccess &&
-            cudaMemcpy(out, dst, n * (size_t)dpad * sizeof(uint16_t), cudaMemcpyDeviceToHost) ==
-                cudaSuccess;
-  if (src)
-    cudaFree(src);
-  if (dst)
-    cudaFree(dst);
-  cudaGetLastError();
-  return ok ? 0 : -1;
-}

@@ -15,7 +15,6 @@
 #include <knnwb/clustering.h>
 #include "engine/engine.h"
 #include "knnwb_kernels.h"
-#include "row_halves.h"
 #include "knnwb_test_matrix.h"
 
 /* The GPU runs' screening precision (the CPU backend always screens in FP32). */
@@ -516,40 +515,6 @@ static void test_rows_ahead(void)
   g_unsetenv("KNNWB_CUDA_ROWS_START");
 }
 
-/* The host's conversion of rows to the screen's halves (kernels/row_halves.c, which the rows'
- * upload uses where the CPU has the conversion instructions) against the device's
- * (launch_rows_to_half): the same 16-bit codes for values of every magnitude a half reaches, from
- * subnormal halves to overflow, at several scales and row lengths, padding zero. */
-static void test_host_halves(void)
-{
-  if (!gpu_or_skip())
-    return;
-  g_autoptr(GRand) rand = g_rand_new_with_seed(47);
-  const size_t dims[] = {1, 7, 37, 295};
-  for (size_t di = 0; di < G_N_ELEMENTS(dims); di++) {
-    const size_t n = 1001, dim = dims[di];
-    const int dpad = (int)((dim + 63) / 64 * 64);
-    float *rows = g_new(float, n *dim);
-    for (size_t i = 0; i < n * dim; i++) {
-      const double magnitude =
-          ldexp(g_rand_double_range(rand, 1.0, 2.0), g_rand_int_range(rand, -30, 17));
-      rows[i] = (float)(g_rand_boolean(rand) ? -magnitude : magnitude);
-    }
-    uint16_t *device = g_new(uint16_t, n * (size_t)dpad);
-    uint16_t *host = g_new(uint16_t, n * (size_t)dpad);
-    for (int exponent = -4; exponent <= 4; exponent += 4) {
-      g_assert_cmpint(knnwb_cuda_rows_to_half(0, rows, n, dim, dpad, exponent, device), ==, 0);
-      knnwb_row_halves(host, (size_t)dpad, rows, n, dim, exponent);
-      g_assert_cmpmem(host, n * (size_t)dpad * sizeof(uint16_t), device,
-                      n * (size_t)dpad * sizeof(uint16_t));
-    }
-    g_free(rows);
-    g_free(device);
-    g_free(host);
-  }
-  g_test_message("the host's conversion instructions: %s", knnwb_row_halves_fast() ? "yes" : "no");
-}
-
 /* The next column's diagonal tile computed beside this column's tiles (schedule_ahead.cu): tiles
  * of 128 rows (23 columns), cuBLASLt's tile GEMM (which it needs), every metric, with the rows
  * grouped, with the fused tiles' measurements in windows of 2 tiles (so that measurements begin
@@ -756,7 +721,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/row-order", test_row_order);
   g_test_add_func("/kernels/cuda-knn/rows-ahead", test_rows_ahead);
-  g_test_add_func("/kernels/cuda-knn/host-halves", test_host_halves);
   g_test_add_func("/kernels/cuda-knn/diagonal-ahead", test_diagonal_ahead);
   g_test_add_func("/kernels/cuda-knn/kept-memory", test_kept_memory);
   g_test_add_func("/kernels/cuda-knn/query-within", test_query_within);
