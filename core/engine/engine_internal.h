@@ -111,9 +111,9 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
  * Time: O(1) with a memo that holds a value or a screen that keeps its margin, else the planner's.
  */
 size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPrepared *query,
-                                   const KnnwbPrepared *reference, gboolean self,
-                                   size_t available, int threads, const KnnwbKnnGroup *group,
-                                   size_t row0, size_t n_rows);
+                                   const KnnwbPrepared *reference, gboolean self, size_t available,
+                                   int threads, const KnnwbKnnGroup *group, size_t row0,
+                                   size_t n_rows);
 
 /** Rows [row0, row0 + n_rows) of result (lists by (distance, index)) cut to the neighbours at
  * distance <= within[i] (NaN: none cut): -1 and +inf after them, n_found their count. What
