@@ -180,10 +180,15 @@ static gboolean knnwb_distributed_open_files(KnnwbDistributedCursor *cursors, si
     cursors[f].opened = TRUE;
     /* Truncated only when it holds bytes (rank 0's placeholders are empty): ext4 writes out a
      * file truncated to nothing and written again at its last close (auto_da_alloc; 0.11 s for
-     * 288 MB on the 2-core VM), which would hold up a file left to the system's cache. Every
-     * rank sees the same size here: none has written yet. */
+     * 288 MB on the 2-core VM), which would hold up a file left to the system's cache. The
+     * ranks decide together, after every one has asked the size: a rank that asked after
+     * another's MPI_File_set_size had truncated the file saw 0 and skipped the collective call,
+     * and both waited for ever (2 ranks over longer old files under load: 8 runs of 28 hung). */
     MPI_Offset size = -1;
-    if (MPI_File_get_size(cursors[f].handle, &size) != MPI_SUCCESS || size != 0)
+    int holds = MPI_File_get_size(cursors[f].handle, &size) != MPI_SUCCESS || size != 0;
+    int any_holds = holds;
+    MPI_Allreduce(&holds, &any_holds, 1, MPI_INT, MPI_LOR, knnwb_distributed_communicator());
+    if (any_holds)
       code = MPI_File_set_size(cursors[f].handle, 0);
     if (code != MPI_SUCCESS && ok) {
       knnwb_distributed_io_error(code, "truncate", path, error);
