@@ -320,7 +320,9 @@ static gboolean knnwb_knn_run_whole(KnnwbKnnRun *run, KnnwbNeighbors **result_ou
   if (group != NULL && run->options->n_threads <= 0) /* the host's cores are shared */
     run->threads = MAX(1, run->threads / MAX(1, group->local_size));
   gboolean ok = knnwb_knn_run_check(run, error) && knnwb_knn_run_prepare(run, error);
-  if (group != NULL && !group->agree(group, ok, error))
+  if (group != NULL &&
+      !knnwb_knn_group_agree_backend(group, ok, ok && run->select != NULL,
+                                     run->select != NULL && run->select != knnwb_cpu_select, error))
     ok = FALSE;
   /* Only the search itself writes every list: the other ways out start from empty lists. */
   const gboolean search_writes_all =

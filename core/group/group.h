@@ -51,6 +51,17 @@ int knnwb_group_bounds_share(float *values, size_t n, void *data);
 void knnwb_group_bounds_finish(KnnwbGroupBounds *bounds);
 void knnwb_group_bounds_clear(KnnwbGroupBounds *bounds);
 
+/**
+ * group->agree on ok, and on one kind of backend: every rank that chose one (has_backend) passes
+ * whether it runs on GPUs (on_gpu). A mix (a rank without a usable GPU among ranks with GPUs: more
+ * ranks than GPUs, a node without its driver) fails on every rank with an error that says so:
+ * ranks that went on with different backends take different collective paths (kernels' own
+ * panels, kc, the certify loop's rounds) and would wait for each other for ever. Collective: every
+ * rank calls it, whatever ok. O(1) besides two reductions.
+ */
+gboolean knnwb_knn_group_agree_backend(const KnnwbKnnGroup *group, gboolean ok,
+                                       gboolean has_backend, gboolean on_gpu, GError **error);
+
 /** Every rank's lists of its own rows (first_row = its first) into all n rows, on every rank.
  * Collective. Returns NULL (error set, the same on every rank) on failure. */
 KnnwbNeighbors *knnwb_knn_group_gather(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,

@@ -18,6 +18,27 @@ void knnwb_knn_group_rows(size_t n, int rank, int size, size_t *first, size_t *l
   *last = *first + base + (r < extra ? 1 : 0);
 }
 
+gboolean knnwb_knn_group_agree_backend(const KnnwbKnnGroup *group, gboolean ok,
+                                       gboolean has_backend, gboolean on_gpu, GError **error)
+{
+  int64_t kinds[2] = {has_backend && on_gpu, has_backend && !on_gpu};
+  GError *transport = NULL;
+  const gboolean reduced = group->reduce(group, kinds, 2, KNNWB_GROUP_MAX, &transport);
+  if (!reduced && ok) {
+    g_propagate_error(error, transport);
+    transport = NULL;
+    ok = FALSE;
+  } else if (ok && kinds[0] && kinds[1]) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "the ranks differ in their backend: some run on GPUs, some on the CPU (a rank "
+                "without a usable GPU): give every rank one (as many GPUs as ranks on each host), "
+                "or use --backend cpu");
+    ok = FALSE;
+  }
+  g_clear_error(&transport);
+  return group->agree(group, ok, error);
+}
+
 KnnwbNeighbors *knnwb_knn_group_gather_blocks(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,
                                               size_t n, const size_t *first, const size_t *count,
                                               GError **error)

@@ -358,13 +358,21 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
 {
   *result = NULL;
   const KnnwbPartitionMode mode = knnwb_partition_mode();
-  if (knnwb_partition_depth > 0 || mode == KNNWB_PARTITION_OFF ||
-      !knnwb_partition_applies(data, options) ||
-      (mode == KNNWB_PARTITION_AUTO && data->n_rows < KNNWB_PARTITION_MIN_ROWS))
+  if (knnwb_partition_depth > 0)
     return TRUE;
   /* The plain search's own checks (sizes, memory) come first: it reports what they refuse. */
   const size_t n = data->n_rows, d = data->n_cols;
-  if (!knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, NULL))
+  int64_t go = mode != KNNWB_PARTITION_OFF && knnwb_partition_applies(data, options) &&
+               (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS) &&
+               knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, NULL);
+  /* Ranks that each hold every row go on together: the memory each sees (and its environment)
+   * may differ, and a rank that went to the plain search while the others chose would wait for
+   * them for ever. */
+  const KnnwbKnnGroup *group = options->group;
+  if (group != NULL && group->size > 1 && !options->group_split &&
+      !group->reduce(group, &go, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  if (!go)
     return TRUE;
   const gint64 start = g_get_monotonic_time();
   KnnwbPartition p = {0};

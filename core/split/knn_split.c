@@ -207,7 +207,9 @@ static gboolean knnwb_split_run_setup(KnnwbSplitState *state, gboolean *nothing,
          knnwb_screen_resolve(options->screen, state->backend, options->metric, k, &state->screen,
                               error);
   }
-  if (!state->group->agree(state->group, ok, error))
+  if (!knnwb_knn_group_agree_backend(state->group, ok, ok && state->select != NULL,
+                                     state->select != NULL && state->select != knnwb_cpu_select,
+                                     error))
     return FALSE;
   if (*nothing)
     return TRUE;

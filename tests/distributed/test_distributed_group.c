@@ -547,6 +547,67 @@ static void assert_ranks_refused(RankRun *runs, int ranks, const char *prefix)
   }
 }
 
+/* One rank's call of knnwb_knn_group_agree_backend (core/group/): what it passes, what it got. */
+typedef struct {
+  ThreadRank rank;
+  gboolean ok, has_backend, on_gpu, agreed;
+  GError *error;
+} BackendRank;
+
+static gpointer backend_rank_main(gpointer data)
+{
+  BackendRank *b = data;
+  GError *own = b->ok ? NULL : g_error_new(KNNWB_ERROR, KNNWB_ERROR_IO, "own failure");
+  b->agreed = knnwb_knn_group_agree_backend(&b->rank.group, b->ok, b->has_backend, b->on_gpu, &own);
+  b->error = own;
+  return NULL;
+}
+
+/* The ranks agree on one kind of backend: all on the CPU (or all on GPUs) go on; a rank on the CPU
+ * among ranks on GPUs (more ranks than GPUs) fails every rank with a message that says so; a rank
+ * that failed by itself fails all with its own error; a rank without a backend (its own failure,
+ * nothing to do) is no vote. */
+static void test_ranks_agree_backend(void)
+{
+  const struct {
+    gboolean ok[3], has[3], gpu[3], agreed;
+    const char *message;
+  } cases[] = {
+      {{1, 1, 1}, {1, 1, 1}, {0, 0, 0}, TRUE, NULL},
+      {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, TRUE, NULL},
+      {{1, 1, 1}, {1, 1, 1}, {1, 0, 1}, FALSE, "rank 0: the ranks differ in their backend"},
+      {{1, 1, 1}, {1, 1, 1}, {0, 1, 1}, FALSE, "rank 0: the ranks differ in their backend"},
+      {{1, 0, 1}, {1, 0, 1}, {1, 0, 1}, FALSE, "rank 1: own failure"},
+      {{1, 1, 1}, {1, 0, 1}, {1, 0, 1}, TRUE, NULL},
+  };
+  for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+    ThreadJob job = {.size = 3};
+    g_mutex_init(&job.lock);
+    g_cond_init(&job.cond);
+    BackendRank ranks[3];
+    GThread *threads[3];
+    for (int r = 0; r < 3; r++) {
+      ranks[r] = (BackendRank){
+          .ok = cases[c].ok[r], .has_backend = cases[c].has[r], .on_gpu = cases[c].gpu[r]};
+      ranks[r].rank.job = &job;
+      ranks[r].rank.group = thread_group(r, 3, FALSE);
+      threads[r] = g_thread_new("rank", backend_rank_main, &ranks[r]);
+    }
+    for (int r = 0; r < 3; r++)
+      g_thread_join(threads[r]);
+    for (int r = 0; r < 3; r++) {
+      g_assert_cmpint(ranks[r].agreed, ==, cases[c].agreed);
+      if (cases[c].message == NULL)
+        g_assert_no_error(ranks[r].error);
+      else
+        g_assert_true(g_str_has_prefix(ranks[r].error->message, cases[c].message));
+      g_clear_error(&ranks[r].error);
+    }
+    g_mutex_clear(&job.lock);
+    g_cond_clear(&job.cond);
+  }
+}
+
 /* A NaN in rank 2's rows: only rank 2 sees it, every rank fails with its message. */
 static void test_failing_rank(void)
 {
@@ -1576,6 +1637,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/duplicate-rows", test_duplicate_rows);
   g_test_add_func("/distributed/group/failing-rank", test_failing_rank);
   g_test_add_func("/distributed/group/cancelled", test_cancelled_rank);
+  g_test_add_func("/distributed/group/agree-backend", test_ranks_agree_backend);
   g_test_add_func("/distributed/group/split-degenerate-row", test_split_degenerate_row);
   g_test_add_func("/distributed/group/split-global-statistics", test_split_global_statistics);
   g_test_add_func("/distributed/group/split-uneven-blocks", test_split_uneven_blocks);

@@ -351,10 +351,9 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
   /* Split memory (each rank reads and holds its block of rows) unless the input is wanted whole:
    * asked for, or by default on GPUs, whose backend scores a visiting block's pairs as two panels
    * (twice the arithmetic) while the shared tiles of a whole input are scored once. */
-  run->options.group_split =
-      group != NULL &&
-      (run->mpi_input == KNNWB_MPI_INPUT_SPLIT ||
-       (run->mpi_input == KNNWB_MPI_INPUT_AUTO && !knnwb_knn_uses_gpu(&run->options)));
+  run->options.group_split = group != NULL && (run->mpi_input == KNNWB_MPI_INPUT_SPLIT ||
+                                               (run->mpi_input == KNNWB_MPI_INPUT_AUTO &&
+                                                !knnwb_host_group_all_gpus(group, &run->options)));
   const char *output = run->command.output;
   g_autoptr(KnnwbHostFiles) files = knnwb_knn_files(run);
   gboolean ready = knnwb_host_files_check(files, error);

@@ -194,8 +194,8 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
   run->options.cancel = knnwb_host_signals_install();
   run->options.data_name = command->rest[0];
   run->group = knnwb_host_group();
-  run->split_rows =
-      run->group != NULL && run->group->size > 1 && !knnwb_knn_uses_gpu(&run->options);
+  run->split_rows = run->group != NULL && run->group->size > 1 &&
+                    !knnwb_host_group_all_gpus(run->group, &run->options);
   run->writer = !run->split_rows || run->group->rank == 0;
   if (run->split_rows && command->plots.dir != NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,

@@ -32,6 +32,15 @@ const KnnwbKnnGroup *knnwb_host_group(void)
   return knnwb_host_job_group;
 }
 
+gboolean knnwb_host_group_all_gpus(const KnnwbKnnGroup *group, const KnnwbKnnOptions *options)
+{
+  int64_t gpu = knnwb_knn_uses_gpu(options);
+  /* (a transport that fails here fails the next collective call, with its message) */
+  if (group->size > 1 && !group->reduce(group, &gpu, 1, KNNWB_GROUP_MIN, NULL))
+    return FALSE;
+  return gpu != 0;
+}
+
 gboolean knnwb_host_speaks(void)
 {
   return knnwb_host_job_group == NULL || knnwb_host_job_group->rank == 0;

@@ -179,6 +179,10 @@ void knnwb_host_outputs_name_targets(const GPtrArray *outputs, GError *error);
  */
 void knnwb_host_set_group(const KnnwbKnnGroup *group);
 const KnnwbKnnGroup *knnwb_host_group(void);
+/** Whether every rank of group will search on GPUs (knnwb_knn_uses_gpu on each, the least of
+ * them): a collective call on every rank, so that the ranks take the same way to their input
+ * (whole on GPUs, split otherwise) even where some rank has no usable GPU. */
+gboolean knnwb_host_group_all_gpus(const KnnwbKnnGroup *group, const KnnwbKnnOptions *options);
 /** FALSE on ranks other than 0 of a job. */
 gboolean knnwb_host_speaks(void);
 
