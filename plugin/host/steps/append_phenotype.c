@@ -24,7 +24,10 @@ static const KnnwbPortSpec knnwb_append_phenotype_inputs[] = {
     {"data", KNNWB_KIND_MATRIX, FALSE, "the matrix (columns are the samples, named)"},
 };
 
-static gboolean knnwb_append_phenotype_run(KnnwbStepContext *context, GError **error)
+/* The input with the phenotype's row appended on a copy (on the last rank of split rows), or
+ * NULL with error set. */
+static KnnwbMatrix *knnwb_append_phenotype_copy(KnnwbStepContext *context,
+                                                const KnnwbKnnGroup *group, GError **error)
 {
   const KnnwbParamValue *p = context->params;
   const KnnwbMatrix *data = context->inputs[0]->matrix;
@@ -32,7 +35,7 @@ static gboolean knnwb_append_phenotype_run(KnnwbStepContext *context, GError **e
    * place). Check the table before copying a large matrix. */
   g_autoptr(KnnwbAnnotationTable) table = knnwb_annotation_read(p[TABLE].v_string, error);
   if (table == NULL)
-    return FALSE;
+    return NULL;
   const char *missing = p[MISSING].v_string;
   g_autofree float *values = NULL;
   if (!knnwb_phenotype_values_missing(data, table, p[ID_COLUMN].v_string, p[COLUMN].v_string,
@@ -40,31 +43,38 @@ static gboolean knnwb_append_phenotype_run(KnnwbStepContext *context, GError **e
                                           ? KNNWB_PHENOTYPE_MISSING_ERROR
                                           : KNNWB_PHENOTYPE_MISSING_COMPLETE,
                                       &values, NULL, error))
-    return FALSE;
+    return NULL;
   g_autofree gboolean *keep = g_try_new(gboolean, MAX(data->n_rows, (size_t)1));
   if (keep == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate");
-    return FALSE;
+    return NULL;
   }
   for (size_t i = 0; i < data->n_rows; i++)
     keep[i] = TRUE;
   KnnwbMatrix *copy = knnwb_matrix_select_rows(data, keep, error);
-  if (copy == NULL)
-    return FALSE;
-  if (!knnwb_phenotype_complete_cases(&copy, values, error)) {
-    knnwb_matrix_free(copy);
-    return FALSE;
+  if (copy == NULL || !knnwb_phenotype_complete_cases(&copy, values, error)) {
+    g_clear_pointer(&copy, knnwb_matrix_free);
+    return NULL;
   }
-  const char *label = *p[LABEL].v_string ? p[LABEL].v_string : p[COLUMN].v_string;
   /* Split rows under mpirun: the row joins the last rank's block, as it ends the whole. */
+  const char *label = *p[LABEL].v_string ? p[LABEL].v_string : p[COLUMN].v_string;
+  if ((group == NULL || group->rank == group->size - 1) &&
+      !knnwb_phenotype_append_row(&copy, values, label, error))
+    g_clear_pointer(&copy, knnwb_matrix_free);
+  return copy;
+}
+
+static gboolean knnwb_append_phenotype_run(KnnwbStepContext *context, GError **error)
+{
   const KnnwbKnnGroup *group =
       context->group != NULL && context->inputs[0]->block_total > 0 ? context->group : NULL;
-  gboolean appended = (group != NULL && group->rank != group->size - 1) ||
-                      knnwb_phenotype_append_row(&copy, values, label, error);
-  context->output->matrix = copy;
+  context->output->matrix = knnwb_append_phenotype_copy(context, group, error);
+  const gboolean ok = context->output->matrix != NULL;
+  /* With split rows every rank agrees, whatever failed where (a rank that returned alone would
+   * leave the others waiting in the agreement) */
   if (group == NULL)
-    return appended;
-  return group->agree(group, appended, error) &&
+    return ok;
+  return group->agree(group, ok, error) &&
          knnwb_host_split_value_finish(group, context->output, error);
 }
 
