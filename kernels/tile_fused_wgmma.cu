@@ -104,6 +104,8 @@ constexpr int kStageBytes = 2 * kOperandBytes;
 constexpr int kSmemBytes = kStages * kStageBytes + 1024;
 /* after the loop: the copy of the products (kCopyBytes), then the kept pairs */
 static_assert(kCopyBytes < kStages * kStageBytes, "the epilogue fits the stages");
+/* one thread per column clears the columns' flags (the kernel's first lines) */
+static_assert(kThreads == kFusedBlock, "a thread per column");
 
 __device__ __forceinline__ void barrier_init(uint32_t bar, int count)
 {
