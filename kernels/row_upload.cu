@@ -14,6 +14,7 @@
 #include <new>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 namespace knnwb_cuda
 {
@@ -93,11 +94,13 @@ cudaError_t upload_rows(const RowUpload &u, bool *stopped)
   const bool staged = u.staging[0] != nullptr && u.staging[1] != nullptr;
   const size_t room = staged ? std::min(u.staging_bytes, u.scratch_bytes) : u.scratch_bytes;
   const size_t chunk_rows = row_floats > 0 ? room / row_floats : 0;
-  if (chunk_rows == 0)
+  if (chunk_rows == 0 || u.chunk_step == 0)
     return cudaErrorInvalidValue;
   cudaError_t err = cudaSuccess;
-  for (size_t first = 0, c = 0; first < u.rows && err == cudaSuccess; first += chunk_rows, c++) {
-    const int b = (int)(c % 2);
+  for (size_t c = u.chunk_first, b = 0;
+       c < (u.rows + chunk_rows - 1) / chunk_rows && err == cudaSuccess;
+       c += u.chunk_step, b ^= 1) {
+    const size_t first = c * chunk_rows;
     const size_t n = std::min(chunk_rows, u.rows - first);
     if (u.stop && u.stop()) {
       if (stopped)
@@ -124,6 +127,53 @@ cudaError_t upload_rows(const RowUpload &u, bool *stopped)
   }
   const cudaError_t synced = cudaStreamSynchronize(u.stream);
   return err != cudaSuccess ? err : synced;
+}
+
+cudaError_t upload_lanes(RowUpload *lanes, int n, int device, bool *stopped)
+{
+  if (n <= 0)
+    return cudaErrorInvalidValue;
+  for (int l = 0; l < n; l++) {
+    const bool staged = lanes[l].staging[0] != nullptr && lanes[l].staging[1] != nullptr;
+    const bool staged0 = lanes[0].staging[0] != nullptr && lanes[0].staging[1] != nullptr;
+    if (staged != staged0 || lanes[l].scratch_bytes != lanes[0].scratch_bytes ||
+        (staged && lanes[l].staging_bytes != lanes[0].staging_bytes))
+      return cudaErrorInvalidValue;
+    lanes[l].chunk_first = (size_t)l;
+    lanes[l].chunk_step = (size_t)n;
+  }
+  std::vector<cudaError_t> errors((size_t)n, cudaSuccess);
+  std::vector<char> lane_stopped((size_t)n, 0);
+  auto run_lane = [&](int l, bool set_device) {
+    bool s = false;
+    cudaError_t err = set_device ? cudaSetDevice(device) : cudaSuccess;
+    if (err == cudaSuccess)
+      err = upload_rows(lanes[l], &s);
+    errors[(size_t)l] = err;
+    lane_stopped[(size_t)l] = s;
+  };
+  std::vector<std::thread> threads;
+  int started = 1;
+  try {
+    threads.reserve((size_t)n - 1);
+    for (; started < n; started++)
+      threads.emplace_back(run_lane, started, true);
+  } catch (const std::exception &) {
+    /* A thread that cannot start (memory or process limits): this thread takes its lanes. */
+  }
+  for (int l = started; l < n; l++)
+    run_lane(l, false);
+  run_lane(0, false);
+  for (auto &t : threads)
+    t.join();
+  cudaError_t first = cudaSuccess;
+  for (int l = 0; l < n; l++) {
+    if (first == cudaSuccess)
+      first = errors[(size_t)l];
+    if (stopped && lane_stopped[(size_t)l])
+      *stopped = true;
+  }
+  return first;
 }
 
 /*

@@ -29,6 +29,8 @@ struct RowUpload {
   cudaEvent_t done[2]; /* recorded when a chunk's buffers are free again */
   cudaStream_t stream;
   int threads; /* host threads of each chunk's copy into the staging */
+  /* the chunks this upload takes: chunk_first, chunk_first + chunk_step, ... (upload_lanes) */
+  size_t chunk_first = 0, chunk_step = 1;
   /* polled before each chunk, when set: true stops the upload (a cancelled search, rows no longer
    * wanted), so that a stop waits for one chunk, not for gigabytes */
   std::function<bool()> stop;
@@ -45,6 +47,18 @@ struct RowUpload {
  * incomplete and the return is cudaSuccess unless a CUDA call failed. O(rows dim).
  */
 cudaError_t upload_rows(const RowUpload &u, bool *stopped = nullptr);
+
+/**
+ * One upload dealt over n lanes (each an upload_rows of its own chunks, on a thread of its own;
+ * lane 0 on the caller's), whose staging, scratch, events and streams are their own and whose
+ * buffer sizes are equal (else cudaErrorInvalidValue): lane l takes chunks l, l + n, ...; the
+ * chunk_first and chunk_step given are ignored. Each lane thread makes device current first.
+ * Why lanes: a chunk's copy split over threads waits for the slowest of them, and beside other
+ * busy threads (the duplicate search, the margin planner) one of them is often descheduled for a
+ * time slice; a lane held back delays only its own chunks. The first error of any lane is
+ * returned; *stopped as upload_rows. O(rows dim).
+ */
+cudaError_t upload_lanes(RowUpload *lanes, int n, int device, bool *stopped = nullptr);
 
 } // namespace knnwb_cuda
 

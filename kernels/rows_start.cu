@@ -41,13 +41,25 @@ struct Ahead {
    * that the memory limits count as free only bytes the process holds: not those of an upload
    * that has not allocated yet (the driver counts them free already) or that failed. */
   bool held = false;
+  int lanes = 1; /* of the upload (ahead_lanes) */
   /* Raised (atomically) when the rows are no longer wanted: the helper stops at its next chunk. */
   bool stop = false;
 };
 
-/* Host threads of each chunk's copy into the staging: as many as a one-GPU select's worker takes
- * at most (cuda_select.cu); the margin planner runs beside them. */
-constexpr int kAheadCopyThreads = 8;
+/* Lanes of the upload (upload_lanes), each a host thread with a pinned staging buffer and a
+ * device chunk of its own, both halved into its two buffers: the margin planner, the centroids'
+ * fit and the duplicate search run beside them. (As many as a one-GPU select's worker takes
+ * threads for its copies at most, cuda_select.cu.) */
+constexpr int kAheadLanes = 8;
+
+/* The lanes an upload takes: kAheadLanes, or KNNWB_CUDA_UPLOAD_LANES (1 to kAheadLanes; 1 is one
+ * lane whose chunks are copied by kAheadLanes threads each, to measure). */
+int ahead_lanes()
+{
+  const char *v = getenv("KNNWB_CUDA_UPLOAD_LANES");
+  const int n = v != nullptr ? atoi(v) : kAheadLanes;
+  return n >= 1 && n <= kAheadLanes ? n : kAheadLanes;
+}
 
 std::mutex ahead_lock;    /* ahead, ahead_thread */
 std::thread ahead_thread; /* joinable while an upload runs or has not been waited for */
@@ -60,8 +72,8 @@ bool rows_start_wanted()
 }
 
 /* The helper thread: after a tile GEMM's choice begun ahead (whose timings an upload beside them
- * would disturb), the rows through two pinned staging buffers and two device chunks of their own,
- * on a stream of its own. On any failure the rows are freed: the select uploads them itself. */
+ * would disturb), the rows in lanes (upload_lanes), each with pinned staging, device chunks and a
+ * stream of its own. On any failure the rows are freed: the select uploads them itself. */
 void upload_ahead(Ahead *a)
 {
   const double t0 = seconds_now();
@@ -69,58 +81,66 @@ void upload_ahead(Ahead *a)
   const double t_start = seconds_now();
   if (__atomic_load_n(&a->stop, __ATOMIC_RELAXED))
     return; /* dropped before it began: nothing allocated */
-  cudaStream_t stream = nullptr;
-  cudaEvent_t done[2] = {nullptr, nullptr};
-  float *scratch[2] = {nullptr, nullptr};
-  void *staging[2] = {nullptr, nullptr};
-  bool ok = cudaSetDevice(a->device) == cudaSuccess &&
-            cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
-  for (int b = 0; b < 2 && ok; b++)
-    ok = cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming) == cudaSuccess &&
-         cudaMalloc(&scratch[b], kStagingBytes) == cudaSuccess;
-  for (int b = 0; b < 2 && ok; b++)
-    staging[b] = staging_take();
-  if (staging[0] == nullptr || staging[1] == nullptr) { /* no page-locked memory: from the rows */
-    for (int b = 0; b < 2; b++) {
-      staging_give(staging[b]);
-      staging[b] = nullptr;
-    }
+  /* per lane: a stream, two events, a device chunk and a pinned buffer, each halved */
+  cudaStream_t stream[kAheadLanes] = {};
+  cudaEvent_t done[kAheadLanes][2] = {};
+  float *scratch[kAheadLanes] = {};
+  void *staging[kAheadLanes] = {};
+  bool ok = cudaSetDevice(a->device) == cudaSuccess;
+  for (int l = 0; l < kAheadLanes && ok; l++) {
+    ok = cudaStreamCreateWithFlags(&stream[l], cudaStreamNonBlocking) == cudaSuccess &&
+         cudaMalloc(&scratch[l], kStagingBytes) == cudaSuccess;
+    for (int b = 0; b < 2 && ok; b++)
+      ok = cudaEventCreateWithFlags(&done[l][b], cudaEventDisableTiming) == cudaSuccess;
   }
+  bool staged = ok;
+  for (int l = 0; l < kAheadLanes && staged; l++)
+    staged = (staging[l] = staging_take()) != nullptr;
+  if (!staged) /* no page-locked memory: one lane, from the rows themselves */
+    for (int l = 0; l < kAheadLanes; l++) {
+      staging_give(staging[l]);
+      staging[l] = nullptr;
+    }
   ok = ok && keep_malloc(a->device, &a->rows, a->bytes) == cudaSuccess;
   if (ok)
     __atomic_store_n(&a->held, true, __ATOMIC_RELEASE);
   if (ok) {
-    RowUpload u = {};
-    u.dst = static_cast<char *>(a->rows);
-    u.row_bytes = a->row_bytes;
-    u.dpad = a->dpad;
-    u.convert = true;
-    u.exponent = a->exponent;
-    u.src = a->host;
-    u.rows = a->n;
-    u.dim = a->dim;
-    for (int b = 0; b < 2; b++) {
-      u.staging[b] = staging[b];
-      u.scratch[b] = scratch[b];
-      u.done[b] = done[b];
+    RowUpload u[kAheadLanes] = {};
+    const int lanes = staged ? a->lanes : 1;
+    for (int l = 0; l < lanes; l++) {
+      u[l].dst = static_cast<char *>(a->rows);
+      u[l].row_bytes = a->row_bytes;
+      u[l].dpad = a->dpad;
+      u[l].convert = true;
+      u[l].exponent = a->exponent;
+      u[l].src = a->host;
+      u[l].rows = a->n;
+      u[l].dim = a->dim;
+      for (int b = 0; b < 2; b++) {
+        u[l].staging[b] =
+            staged ? static_cast<char *>(staging[l]) + b * (kStagingBytes / 2) : nullptr;
+        u[l].scratch[b] = scratch[l] + b * (kStagingBytes / 2 / sizeof(float));
+        u[l].done[b] = done[l][b];
+      }
+      u[l].staging_bytes = kStagingBytes / 2;
+      u[l].scratch_bytes = kStagingBytes / 2;
+      u[l].stream = stream[l];
+      u[l].threads = lanes == 1 ? kAheadLanes : 1;
+      u[l].stop = [a] { return __atomic_load_n(&a->stop, __ATOMIC_RELAXED); };
     }
-    u.staging_bytes = kStagingBytes;
-    u.scratch_bytes = kStagingBytes;
-    u.stream = stream;
-    u.threads = kAheadCopyThreads;
-    u.stop = [a] { return __atomic_load_n(&a->stop, __ATOMIC_RELAXED); };
     bool stopped = false;
-    ok = upload_rows(u, &stopped) == cudaSuccess && !stopped;
+    ok = upload_lanes(u, lanes, a->device, &stopped) == cudaSuccess && !stopped;
   }
-  for (int b = 0; b < 2; b++) {
-    staging_give(staging[b]);
-    if (scratch[b])
-      cudaFree(scratch[b]);
-    if (done[b])
-      cudaEventDestroy(done[b]);
+  for (int l = 0; l < kAheadLanes; l++) {
+    staging_give(staging[l]);
+    if (scratch[l])
+      cudaFree(scratch[l]);
+    for (int b = 0; b < 2; b++)
+      if (done[l][b])
+        cudaEventDestroy(done[l][b]);
+    if (stream[l])
+      cudaStreamDestroy(stream[l]);
   }
-  if (stream)
-    cudaStreamDestroy(stream);
   if (!ok && a->rows) {
     __atomic_store_n(&a->held, false, __ATOMIC_RELEASE);
     keep_free(a->device, a->rows);
@@ -130,9 +150,9 @@ void upload_ahead(Ahead *a)
   a->ok = ok;
   if (trace_enabled())
     fprintf(stderr,
-            "knnwb cuda: %zu rows uploaded ahead to GPU %d in %.3f s (after %.3f s waiting for "
-            "the tile GEMM's choice)%s\n",
-            a->n, a->device, seconds_now() - t_start, t_start - t0, ok ? "" : ": failed");
+            "knnwb cuda: %zu rows uploaded ahead to GPU %d in %.3f s, %d lane(s) (after %.3f s "
+            "waiting for the tile GEMM's choice)%s\n",
+            a->n, a->device, seconds_now() - t_start, a->lanes, t_start - t0, ok ? "" : ": failed");
 }
 
 /* Device rows of GPU device freed on a thread of its own, so that the calling thread's current
@@ -222,6 +242,7 @@ extern "C" void knnwb_cuda_rows_start(int device, const float *rows, size_t n, s
   ahead.row_bytes = (size_t)ahead.dpad * 2;
   ahead.bytes = n * ahead.row_bytes;
   ahead.exponent = screen_scale_exponent(screen_row_norm);
+  ahead.lanes = ahead_lanes();
   try {
     ahead_thread = std::thread(upload_ahead, &ahead);
   } catch (...) {

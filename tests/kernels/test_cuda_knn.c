@@ -481,10 +481,10 @@ static void test_row_order(void)
 /* Rows uploaded to the GPU while core samples them (kernels/rows_start.cu, KNNWB_CUDA_ROWS_START=1
  * at any size): the CPU's bytes for every metric (manhattan screens in FP32: none uploaded), with
  * the rows grouped, duplicates (begun before the duplicate search, then stopped and dropped: the
- * distinct rows are searched), two GPUs and a budget
- * (none uploaded), rows begun for other rows (freed by the next select or start, never taken) and
- * dropped without a search (the GPU's memory back). In a subprocess with the trace: a search of
- * one GPU takes the rows. */
+ * distinct rows are searched), wide rows in several chunks over 8, 3 and 1 lane(s), two GPUs and
+ * a budget (none uploaded), rows begun for other rows (freed by the next select or start, never
+ * taken) and dropped without a search (the GPU's memory back). In a subprocess with the trace: a
+ * search of one GPU takes the rows. */
 static void test_rows_ahead(void)
 {
   /* (41 columns: none of its rows of exact ties is a copy of another, which would send the search
@@ -503,6 +503,15 @@ static void test_rows_ahead(void)
   g_unsetenv("KNNWB_ROW_ORDER");
   compare(m, KNNWB_METRIC_PEARSON, 20, 0, 2);
   compare(m, KNNWB_METRIC_PEARSON, 20, 96 * MIB + 3 * MIB, 1);
+  /* wide rows: chunks of 256 rows, ten of them dealt over 8, 3 and 1 lane(s), the last short */
+  g_autoptr(KnnwbMatrix) wide = knnwb_test_random_matrix(2311, 8191, 44);
+  const char *lanes[] = {NULL, "3", "1"};
+  for (size_t i = 0; i < G_N_ELEMENTS(lanes); i++) {
+    if (lanes[i] != NULL)
+      g_setenv("KNNWB_CUDA_UPLOAD_LANES", lanes[i], TRUE);
+    compare(wide, KNNWB_METRIC_PEARSON, 10, 0, 1);
+    g_unsetenv("KNNWB_CUDA_UPLOAD_LANES");
+  }
   const size_t slack = 64 * MIB, free_before = knnwb_cuda_free_bytes(0);
   knnwb_cuda_rows_start(0, other->values, other->n_rows, other->n_cols, 64.0);
   compare(m, KNNWB_METRIC_EUCLIDEAN, 9, 96 * MIB + 3 * MIB, 1); /* frees the other rows */
