@@ -41,30 +41,57 @@ typedef struct {
   const float *values; /* the rows compared (see knnwb_duplicates_find) */
 } KnnwbHashLoop;
 
-/* FNV-1a over the row's bytes, 8 at a time: cheap next to the search, and collisions are harmless
- * (equal hashes are compared byte for byte). */
+const float *knnwb_duplicates_values(const KnnwbMatrix *data, KnnwbMetric metric)
+{
+  /* spearman on the ranks a reader kept: rows with the same ranks are copies for the metric,
+   * and rows whose float32 values agree may not be (their values as read differ). */
+  const float *ranks = knnwb_matrix_row_ranks(data);
+  return metric == KNNWB_METRIC_SPEARMAN && ranks ? ranks : data->values;
+}
+
+/* Four FNV-style chains over the row's 8-byte words in turn (independent multiplications, so a
+ * row costs a quarter of one chain's latency: the hashes are made in the prepare pass, beside its
+ * arithmetic), folded and finished by a 64-bit avalanche (murmur3's), whose top bits pick the
+ * bucket. Collisions are harmless (equal hashes are compared byte for byte). */
+guint64 knnwb_duplicates_row_hash(const KnnwbMatrix *data, const float *values, size_t i)
+{
+  const size_t n_bytes = data->n_cols * sizeof(float);
+  const unsigned char *bytes = (const unsigned char *)(values + i * data->n_cols);
+  const guint64 prime = 1099511628211ull;
+  guint64 h[4] = {14695981039346656037ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                  0x165667b19e3779f9ull};
+  size_t b = 0;
+  for (; b + 32 <= n_bytes; b += 32)
+    for (int l = 0; l < 4; l++) {
+      guint64 word;
+      memcpy(&word, bytes + b + 8 * l, 8);
+      h[l] = (h[l] ^ word) * prime;
+      h[l] ^= h[l] >> 29;
+    }
+  guint64 x = h[0];
+  for (int l = 1; l < 4; l++)
+    x = ((x ^ h[l]) * prime) ^ (x >> 31);
+  for (; b < n_bytes; b++)
+    x = (x ^ bytes[b]) * prime;
+  x ^= (guint64)n_bytes;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  /* an absent row (zeros, knnwb_matrix_row_is_absent) is no copy of a row of zeros */
+  return knnwb_matrix_row_is_absent(data, i) ? ~x : x;
+}
+
 static void knnwb_duplicates_hash_rows(size_t first, size_t last, void *user)
 {
   KnnwbHashLoop *loop = user;
-  const size_t d = loop->data->n_cols;
   for (size_t i = first; i < last; i++) {
     /* (One thread gets the whole range in one call: the poll is inside the loop.) */
     if ((i - first) % KNNWB_DUPLICATES_POLL_ROWS == 0 &&
         knnwb_duplicates_stop(loop->cancel, &loop->cancelled))
       return;
-    const unsigned char *bytes = (const unsigned char *)(loop->values + i * d);
-    guint64 h = 14695981039346656037ull;
-    size_t n_bytes = d * sizeof(float), b = 0;
-    for (; b + 8 <= n_bytes; b += 8) {
-      guint64 word;
-      memcpy(&word, bytes + b, 8);
-      h = (h ^ word) * 1099511628211ull;
-      h ^= h >> 29;
-    }
-    for (; b < n_bytes; b++)
-      h = (h ^ bytes[b]) * 1099511628211ull;
-    /* an absent row (zeros, knnwb_matrix_row_is_absent) is no copy of a row of zeros */
-    loop->hash[i] = knnwb_matrix_row_is_absent(loop->data, i) ? ~h : h;
+    loop->hash[i] = knnwb_duplicates_row_hash(loop->data, loop->values, i);
   }
 }
 
@@ -310,26 +337,33 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, KnnwbMetric metric, int 
                                const volatile gint *cancel, KnnwbDuplicates *duplicates,
                                GError **error)
 {
-  /* spearman on the ranks a reader kept: rows with the same ranks are copies for the metric,
-   * and rows whose float32 values agree may not be (their values as read differ). */
-  const float *ranks = knnwb_matrix_row_ranks(data);
-  const float *values = metric == KNNWB_METRIC_SPEARMAN && ranks ? ranks : data->values;
+  return knnwb_duplicates_find_hashed(data, metric, NULL, n_threads, cancel, duplicates, error);
+}
+
+gboolean knnwb_duplicates_find_hashed(const KnnwbMatrix *data, KnnwbMetric metric,
+                                      const guint64 *hashes, int n_threads,
+                                      const volatile gint *cancel, KnnwbDuplicates *duplicates,
+                                      GError **error)
+{
+  const float *values = knnwb_duplicates_values(data, metric);
   memset(duplicates, 0, sizeof *duplicates);
   const size_t n = data->n_rows;
   duplicates->n_unique = n;
   if (n < 2)
     return TRUE;
-  guint64 *hash = g_try_malloc(n * sizeof(guint64));
+  guint64 *hash = hashes == NULL ? g_try_malloc(n * sizeof(guint64)) : NULL;
   int64_t *group_of = g_try_malloc(n * sizeof(int64_t));
   size_t n_unique = SIZE_MAX;
   gboolean cancelled = FALSE;
-  if (hash != NULL && group_of != NULL) {
-    KnnwbHashLoop loop = {data, hash, cancel, 0, values};
-    knnwb_parallel_for(n_threads, n, 4096, knnwb_duplicates_hash_rows, &loop);
-    cancelled = g_atomic_int_get(&loop.cancelled) != 0;
+  if ((hashes != NULL || hash != NULL) && group_of != NULL) {
+    if (hashes == NULL) {
+      KnnwbHashLoop loop = {data, hash, cancel, 0, values};
+      knnwb_parallel_for(n_threads, n, 4096, knnwb_duplicates_hash_rows, &loop);
+      cancelled = g_atomic_int_get(&loop.cancelled) != 0;
+    }
     if (!cancelled)
-      n_unique =
-          knnwb_duplicates_group(data, values, hash, n_threads, group_of, cancel, &cancelled);
+      n_unique = knnwb_duplicates_group(data, values, hashes != NULL ? hashes : hash, n_threads,
+                                        group_of, cancel, &cancelled);
   }
   g_free(hash);
   if (cancelled) {

@@ -143,6 +143,35 @@ typedef struct {
 gboolean knnwb_duplicates_find(const KnnwbMatrix *data, KnnwbMetric metric, int n_threads,
                                const volatile gint *cancel, KnnwbDuplicates *duplicates,
                                GError **error);
+/** What the prepare pass of a self search also does while each row is in cache (one read of the
+ * rows for what took three). */
+typedef struct {
+  /* fail, as knnwb_matrix_check_finite_rows over every row does, at the first row that holds
+   * NaN or an infinite value (such rows are not prepared: the call fails) */
+  gboolean check_finite;
+  guint64 *hash; /* NULL, or n: each row's knnwb_duplicates_row_hash */
+} KnnwbPrepareAlso;
+
+/** knnwb_prepared_init (no like: a self search's rows) doing what also asks in the same pass.
+ * Errors: the finite check's (KNNWB_ERROR_INVALID_DATA, before any degenerate row's), then
+ * knnwb_prepared_init's. */
+gboolean knnwb_prepared_init_also(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMetric metric,
+                                  gboolean drop_degenerate, const char *role, int n_threads,
+                                  const volatile gint *cancel, const KnnwbPrepareAlso *also,
+                                  GError **error);
+
+/** knnwb_duplicates_find with the rows' hashes made already (n of knnwb_duplicates_row_hash, as
+ * the prepare pass makes them: one read of the rows fewer), or NULL to make them. */
+gboolean knnwb_duplicates_find_hashed(const KnnwbMatrix *data, KnnwbMetric metric,
+                                      const guint64 *hashes, int n_threads,
+                                      const volatile gint *cancel, KnnwbDuplicates *duplicates,
+                                      GError **error);
+/** The rows the duplicate search compares for metric: data's values, or the ranks a reader kept
+ * (spearman). */
+const float *knnwb_duplicates_values(const KnnwbMatrix *data, KnnwbMetric metric);
+/** Row i's hash for the duplicate search (values: knnwb_duplicates_values): equal rows, equal
+ * hashes; an absent row's differs from a row of zeros. O(d). */
+guint64 knnwb_duplicates_row_hash(const KnnwbMatrix *data, const float *values, size_t i);
 void knnwb_duplicates_clear(KnnwbDuplicates *duplicates);
 
 /** A prepared copy of rows of from (all per-row arrays gathered, the frame shared). */

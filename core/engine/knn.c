@@ -65,6 +65,7 @@ typedef struct {
   KnnwbScreen screen;
   size_t available;
   const double *within; /* knnwb_knn_query_within's, or NULL */
+  guint64 *hashes;      /* a self search's row hashes, from the prepare pass to the duplicates */
 } KnnwbKnnRun;
 
 /* Local checks and the lists: each rank checks the values of its own rows only (every row is
@@ -72,9 +73,11 @@ typedef struct {
 static gboolean knnwb_knn_run_check(KnnwbKnnRun *run, GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
+  /* (One process's self search checks its rows in the prepare pass: knnwb_prepared_init_also.) */
   if (!knnwb_knn_check_request(run->query_data, run->reference_data, run->self, run->options,
                                error) ||
-      !knnwb_matrix_check_finite_rows(run->query_data, run->first, run->last, 0, error))
+      ((!run->self || group != NULL) &&
+       !knnwb_matrix_check_finite_rows(run->query_data, run->first, run->last, 0, error)))
     return FALSE;
   if (!run->self && run->given == NULL) {
     size_t reference_first = 0, reference_last = run->reference_data->n_rows;
@@ -116,10 +119,22 @@ static gboolean knnwb_knn_run_prepare_rows(KnnwbKnnRun *run, GError **error)
       return FALSE;
     run->reference = &run->reference_storage;
   }
-  return knnwb_prepared_init(
-      &run->query, run->query_data, options->metric, options->drop_degenerate,
-      run->self ? (options->data_name ? options->data_name : "data") : "query", run->threads,
-      run->self ? NULL : run->reference, options->cancel, error);
+  if (run->self) { /* hashed for the duplicate search (alone: checked) in the same pass */
+    run->hashes = run->query_data->n_rows > 1
+                      ? knnwb_try_new_array(run->query_data->n_rows, sizeof(guint64),
+                                            "the row hashes", run->query_data->n_rows, error)
+                      : NULL;
+    if (run->query_data->n_rows > 1 && run->hashes == NULL)
+      return FALSE;
+    const KnnwbPrepareAlso also = {.check_finite = run->group == NULL, .hash = run->hashes};
+    return knnwb_prepared_init_also(&run->query, run->query_data, options->metric,
+                                    options->drop_degenerate,
+                                    options->data_name ? options->data_name : "data", run->threads,
+                                    options->cancel, &also, error);
+  }
+  return knnwb_prepared_init(&run->query, run->query_data, options->metric,
+                             options->drop_degenerate, "query", run->threads, run->reference,
+                             options->cancel, error);
 }
 
 /* Exact duplicate rows are collapsed before the search and expanded after it: a group of copies
@@ -130,8 +145,10 @@ static gboolean knnwb_knn_run_duplicates(KnnwbKnnRun *run, GError **error)
   const KnnwbKnnOptions *options = run->options;
   if (run->self) {
     const gint64 duplicates_start = g_get_monotonic_time();
-    gboolean ok = knnwb_duplicates_find(run->query_data, options->metric, run->threads,
-                                        options->cancel, &run->duplicates, error);
+    gboolean ok = knnwb_duplicates_find_hashed(run->query_data, options->metric, run->hashes,
+                                               run->threads, options->cancel, &run->duplicates,
+                                               error);
+    g_clear_pointer(&run->hashes, g_free);
     g_debug("knnwb: duplicate rows searched in %.3f s",
             (double)(g_get_monotonic_time() - duplicates_start) / 1e6);
     return ok;
@@ -272,6 +289,7 @@ static gboolean knnwb_knn_run_finish(KnnwbKnnRun *run, gboolean ok, GError **err
 {
   const KnnwbKnnGroup *group = run->group;
   knnwb_duplicates_clear(&run->duplicates);
+  g_clear_pointer(&run->hashes, g_free);
   if (run->rows_started) /* before the rows they were uploaded from are freed */
     knnwb_knn_rows_drop();
   gint64 clear_start = g_get_monotonic_time();

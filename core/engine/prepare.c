@@ -14,7 +14,65 @@ typedef struct {
   unsigned char *degenerate;
   const volatile gint *cancel;
   gint cancelled; /* set by a worker that saw the flag and left its rows */
+  const KnnwbPrepareAlso *also; /* or NULL */
+  const float *hashed;          /* the rows also->hash is made of (knnwb_duplicates_values) */
+  GMutex lock;                  /* first_bad */
+  size_t first_bad;             /* the first row holding NaN or an infinite value, or SIZE_MAX */
 } KnnwbPrepareLoop;
+
+static gboolean knnwb_row_is_finite(const float *row, size_t d)
+{
+  /* NaN and the infinities are the floats whose exponent bits are all ones: an OR of integer
+   * tests, which vectorises (a float sum of x - x would be a chain of dependent additions) */
+  guint32 bad = 0;
+  for (size_t j = 0; j < d; j++) {
+    guint32 bits;
+    memcpy(&bits, row + j, sizeof bits);
+    bad |= (guint32)((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+/* Row i holds NaN or an infinite value: recorded (the lowest such row wins) and left unprepared. */
+static void knnwb_prepare_bad_row(KnnwbPrepareLoop *loop, size_t i)
+{
+  g_mutex_lock(&loop->lock);
+  loop->first_bad = MIN(loop->first_bad, i);
+  g_mutex_unlock(&loop->lock);
+}
+
+/* What the prepare pass does beside preparing row i before its metric's arithmetic
+ * (knnwb_prepared_init_also): the duplicate search's hash, and the finite check where no double
+ * sum of the row's values tells it (manhattan; spearman, whose ranks must not see NaN). FALSE: a
+ * bad row, recorded. */
+static gboolean knnwb_prepare_row_also(KnnwbPrepareLoop *loop, size_t i, const float *row)
+{
+  const KnnwbPrepareAlso *also = loop->also;
+  const KnnwbMetric metric = loop->prepared->metric;
+  if (also->check_finite &&
+      (metric == KNNWB_METRIC_MANHATTAN || metric == KNNWB_METRIC_SPEARMAN) &&
+      !knnwb_row_is_finite(row, loop->prepared->d)) {
+    knnwb_prepare_bad_row(loop, i);
+    return FALSE;
+  }
+  if (also->hash != NULL)
+    also->hash[i] = knnwb_duplicates_row_hash(loop->data, loop->hashed, i);
+  return TRUE;
+}
+
+/* The finite check where the metric's double sums over the row tell it: a sum of finite floats
+ * in double cannot overflow, so a sum that is not finite means the row holds NaN or an infinity,
+ * or (euclidean) that a column's mean is not finite because another row does: the row's bits
+ * decide then. FALSE: a bad row, recorded. */
+static gboolean knnwb_prepare_sums_finite(KnnwbPrepareLoop *loop, size_t i, const float *row,
+                                          double a, double b)
+{
+  if (loop->also == NULL || !loop->also->check_finite || (isfinite(a) && isfinite(b)) ||
+      knnwb_row_is_finite(row, loop->prepared->d))
+    return TRUE;
+  knnwb_prepare_bad_row(loop, i);
+  return FALSE;
+}
 
 static gboolean knnwb_row_is_constant(const float *row, size_t d)
 {
@@ -49,6 +107,8 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
       return;
     }
     const float *row = loop->data->values + i * d;
+    if (loop->also != NULL && !knnwb_prepare_row_also(loop, i, row))
+      continue;
     switch (p->metric) {
     case KNNWB_METRIC_EUCLIDEAN: {
       float *out = p->scored_owned + i * d;
@@ -59,6 +119,8 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
         out[j] = knnwb_prepare_scaled(centred, power, e);
         ss_scaled += (double)out[j] * out[j];
       }
+      if (!knnwb_prepare_sums_finite(loop, i, row, ss, 0.0))
+        break;
       p->sqnorms[i] = (float)ss_scaled;
       p->norm[i] = sqrt(ss);
       break;
@@ -83,6 +145,8 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
         source = p->ranks_owned + i * d;
       }
       knnwb_row_statistics(p->metric, source, d, &p->mean[i], &p->sum_squares[i]);
+      if (!knnwb_prepare_sums_finite(loop, i, row, p->mean[i], p->sum_squares[i]))
+        break;
       gboolean degenerate = p->metric == KNNWB_METRIC_COSINE ? p->sum_squares[i] == 0.0
                                                              : knnwb_row_is_constant(source, d);
       float *out = p->scored_owned + i * d;
@@ -154,7 +218,8 @@ static void knnwb_prepare_euclidean_frame(KnnwbPrepared *p, const KnnwbMatrix *d
   for (size_t j = 0; j < p->d; j++)
     largest = MAX(largest, frame.largest[j]);
   g_free(frame.largest);
-  p->scale_exponent = largest > 0.0 ? ilogb(largest) : 0;
+  /* (not finite: the data holds NaN or an infinite value, which the caller's check reports) */
+  p->scale_exponent = largest > 0.0 && isfinite(largest) ? ilogb(largest) : 0;
 }
 
 /* The power of two that keeps float L1 sums finite: a sum of d terms |x - y| is at most
@@ -167,7 +232,7 @@ int knnwb_prepare_manhattan_exponent(const KnnwbMatrix *data)
   float largest = 0.0f;
   for (size_t c = 0; c < cells; c++)
     largest = MAX(largest, fabsf(data->values[c]));
-  if (largest == 0.0f)
+  if (largest == 0.0f || !isfinite(largest)) /* (not finite: the caller's check reports it) */
     return 0;
   int d_bits = 0;
   while (d_bits < 64 && ((size_t)1 << d_bits) < data->n_cols)
@@ -362,7 +427,7 @@ static gboolean knnwb_prepared_init_report(KnnwbPrepared *p, const KnnwbMatrix *
                                            gboolean drop_degenerate, const char *role,
                                            gboolean report, int n_threads,
                                            const KnnwbPrepared *like, const volatile gint *cancel,
-                                           GError **error)
+                                           const KnnwbPrepareAlso *also, GError **error)
 {
   memset(p, 0, sizeof *p);
   p->metric = metric;
@@ -387,14 +452,28 @@ static gboolean knnwb_prepared_init_report(KnnwbPrepared *p, const KnnwbMatrix *
     return FALSE;
   }
   knnwb_prepare_scale(p, data, like, n_threads);
-  KnnwbPrepareLoop loop = {p, data, degenerate, cancel, 0};
+  KnnwbPrepareLoop loop = {.prepared = p,
+                           .data = data,
+                           .degenerate = degenerate,
+                           .cancel = cancel,
+                           .also = also,
+                           .hashed = knnwb_duplicates_values(data, metric),
+                           .first_bad = SIZE_MAX};
+  g_mutex_init(&loop.lock);
   knnwb_parallel_for(n_threads, n, 1024, knnwb_prepare_rows, &loop);
+  g_mutex_clear(&loop.lock);
   if (g_atomic_int_get(&loop.cancelled)) {
     g_free(degenerate);
     knnwb_prepared_clear(p);
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while preparing the %s rows",
                 role);
     return FALSE;
+  }
+  if (loop.first_bad != SIZE_MAX) { /* the message knnwb_matrix_check_finite_rows gives */
+    g_free(degenerate);
+    knnwb_prepared_clear(p);
+    return knnwb_matrix_check_finite_rows(data, loop.first_bad, loop.first_bad + 1, first_row,
+                                          error);
   }
   for (size_t i = 0; i < n; i++)
     if (p->norm != NULL && p->norm[i] > p->max_norm)
@@ -413,7 +492,16 @@ gboolean knnwb_prepared_init_rows(KnnwbPrepared *p, const KnnwbMatrix *data, siz
                                   const volatile gint *cancel, GError **error)
 {
   return knnwb_prepared_init_report(p, data, first_row, metric, drop_degenerate, role, TRUE,
-                                    n_threads, like, cancel, error);
+                                    n_threads, like, cancel, NULL, error);
+}
+
+gboolean knnwb_prepared_init_also(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMetric metric,
+                                  gboolean drop_degenerate, const char *role, int n_threads,
+                                  const volatile gint *cancel, const KnnwbPrepareAlso *also,
+                                  GError **error)
+{
+  return knnwb_prepared_init_report(p, data, 0, metric, drop_degenerate, role, TRUE, n_threads,
+                                    NULL, cancel, also, error);
 }
 
 gboolean knnwb_prepared_init_block(KnnwbPrepared *p, const KnnwbMatrix *data, size_t first_row,
@@ -421,7 +509,7 @@ gboolean knnwb_prepared_init_block(KnnwbPrepared *p, const KnnwbMatrix *data, si
                                    const volatile gint *cancel, GError **error)
 {
   return knnwb_prepared_init_report(p, data, first_row, metric, TRUE, "data", FALSE, n_threads,
-                                    like, cancel, error);
+                                    like, cancel, NULL, error);
 }
 
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j)

@@ -771,6 +771,47 @@ static void test_query_within_lists(void)
   g_free(within);
 }
 
+/* A self search checks its rows in the prepare pass: the lowest row holding NaN or an infinite
+ * value is named whichever thread meets which first (rows far apart, 1 and 4 threads), before a
+ * degenerate row earlier in the data, for every metric; and a query search still names its own
+ * rows before the reference's. */
+static void test_bad_values_first(void)
+{
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(20000, 9, 7);
+  for (size_t j = 0; j < 9; j++)
+    m->values[3 * 9 + j] = 2.0f; /* constant, and all zeros below for cosine */
+  m->values[19990 * 9 + 1] = NAN;
+  m->values[12345 * 9 + 8] = INFINITY;
+  m->values[12345 * 9 + 4] = -INFINITY;
+  for (int metric = 0; metric < KNNWB_METRIC_COUNT; metric++)
+    for (int threads = 1; threads <= 4; threads += 3) {
+      KnnwbKnnOptions options;
+      knnwb_knn_options_init(&options);
+      options.metric = metric;
+      options.k = 5;
+      options.n_threads = threads;
+      options.backend = KNNWB_BACKEND_CPU;
+      g_autoptr(KnnwbNeighbors) nb = NULL;
+      g_autoptr(GError) error = NULL;
+      g_assert_false(knnwb_knn_self(m, &options, &nb, &error));
+      g_assert_null(nb);
+      g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA);
+      g_assert_cmpstr(error->message, ==,
+                      "row 12345, column 4 (both counted from 0) holds an infinite value: remove "
+                      "or impute missing values first");
+    }
+  g_autoptr(KnnwbMatrix) query = knnwb_test_random_matrix(30, 9, 8);
+  query->values[17 * 9 + 3] = NAN;
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 5;
+  options.backend = KNNWB_BACKEND_CPU;
+  g_autoptr(KnnwbNeighbors) nb = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(knnwb_knn_query(query, m, &options, &nb, &error));
+  g_assert_nonnull(strstr(error->message, "row 17, column 3 (both counted from 0) holds NaN"));
+}
+
 static void test_bad_inputs(void)
 {
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(8, 4, 1);
@@ -1137,6 +1178,7 @@ int main(int argc, char **argv)
   g_test_add_func("/knn/large-k", test_large_k);
   g_test_add_func("/knn/seed-sample", test_seed_sample_correlations);
   g_test_add_func("/knn/bad-inputs", test_bad_inputs);
+  g_test_add_func("/knn/bad-values-first", test_bad_values_first);
   g_test_add_func("/knn/screen-precisions", test_screen_precisions);
   g_test_add_func("/knn/refine/certify-as-refine", test_refine_certify_as_refine);
   g_test_add_func("/knn/query-within/score-bound", test_query_within_score_bound);
