@@ -145,9 +145,9 @@ static gboolean knnwb_knn_run_duplicates(KnnwbKnnRun *run, GError **error)
   const KnnwbKnnOptions *options = run->options;
   if (run->self) {
     const gint64 duplicates_start = g_get_monotonic_time();
-    gboolean ok = knnwb_duplicates_find_hashed(run->query_data, options->metric, run->hashes,
-                                               run->threads, options->cancel, &run->duplicates,
-                                               error);
+    gboolean ok =
+        knnwb_duplicates_find_hashed(run->query_data, options->metric, run->hashes, run->threads,
+                                     options->cancel, &run->duplicates, error);
     g_clear_pointer(&run->hashes, g_free);
     g_debug("knnwb: duplicate rows searched in %.3f s",
             (double)(g_get_monotonic_time() - duplicates_start) / 1e6);

@@ -52,7 +52,8 @@ typedef struct {
   double *heap; /* n_sample x keep: each sample row's smallest distances, a max-heap */
   size_t *size; /* of each heap */
   const volatile gint *cancel;
-  gint cancelled; /* a thread saw the flag raised and left its blocks */
+  gint cancelled;    /* a thread saw the flag raised and left its blocks */
+  gssize next_block; /* the first block no thread has taken (knnwb_margin_team) */
 } KnnwbMarginSample;
 
 /* One lane of W sample rows: l += their element e times b[e] (an unaligned load, folded). */
@@ -265,14 +266,18 @@ static void knnwb_margin_take(const KnnwbMarginSample *m, KnnwbMarginHeaps *h, s
     knnwb_margin_take_one(m, h, s, j, dots[s], rn);
 }
 
-/* Reference blocks [first, last) against every sample row, then into the shared heaps (once per
- * thread: merged per block of 4,096 rows under the lock, 375 merges of 32 heaps took most of the
- * planner's 0.135 s on 1,533,876 rows and 16 threads). */
-static void knnwb_margin_blocks(size_t first, size_t last, void *user)
+/* Reference blocks taken in turns of KNNWB_MARGIN_TURN from a shared counter (a thread the busy
+ * host holds back leaves its blocks to the others: with static shares the planner waited for the
+ * slowest while the rows uploaded beside it), each against every sample row, then into the shared
+ * heaps once per thread (merged per block of 4,096 rows under the lock, 375 merges of 32 heaps
+ * took most of the planner's 0.135 s on 1,533,876 rows and 16 threads). */
+#define KNNWB_MARGIN_TURN 4
+static void knnwb_margin_team(int thread, int n_threads, void *user)
 {
+  (void)thread;
+  (void)n_threads;
   KnnwbMarginSample *m = user;
   const size_t keep = m->keep, n_sample = m->n_sample, d = m->reference->d;
-  const size_t end = MIN(m->reference->n, last * KNNWB_MARGIN_BLOCK);
   g_autofree double *heap = g_new(double, n_sample *keep);
   g_autofree size_t *size = g_new0(size_t, n_sample);
   const size_t stride = m->n_groups * m->width;
@@ -281,32 +286,29 @@ static void knnwb_margin_blocks(size_t first, size_t last, void *user)
     bar[s] = s < n_sample ? INFINITY : -INFINITY;
   g_autofree float *dots = g_new(float, KNNWB_MARGIN_CHUNK *stride);
   KnnwbMarginHeaps h = {heap, size, bar, 0};
-  for (size_t j0 = first * KNNWB_MARGIN_BLOCK; j0 < end; j0 += KNNWB_MARGIN_CHUNK) {
-    if (j0 % KNNWB_MARGIN_BLOCK == 0 && (g_atomic_int_get(&m->cancelled) ||
-                                         (m->cancel != NULL && g_atomic_int_get(m->cancel) != 0))) {
-      g_atomic_int_set(&m->cancelled, 1);
-      return; /* the planner's answer is kc now: these heaps are not wanted */
+  for (;;) {
+    const size_t first = (size_t)g_atomic_pointer_add(&m->next_block, KNNWB_MARGIN_TURN);
+    if (first >= m->n_blocks)
+      break;
+    const size_t end = MIN(m->reference->n, (first + KNNWB_MARGIN_TURN) * KNNWB_MARGIN_BLOCK);
+    for (size_t j0 = first * KNNWB_MARGIN_BLOCK; j0 < end; j0 += KNNWB_MARGIN_CHUNK) {
+      if (j0 % KNNWB_MARGIN_BLOCK == 0 &&
+          (g_atomic_int_get(&m->cancelled) ||
+           (m->cancel != NULL && g_atomic_int_get(m->cancel) != 0))) {
+        g_atomic_int_set(&m->cancelled, 1);
+        return; /* the planner's answer is kc now: these heaps are not wanted */
+      }
+      const size_t n = MIN((size_t)KNNWB_MARGIN_CHUNK, end - j0);
+      knnwb_margin_dots(m->panel, m->n_groups, m->width, m->reference->scored + j0 * d, n, d, dots);
+      for (size_t r = 0; r < n; r++)
+        knnwb_margin_take(m, &h, j0 + r, dots + r * stride);
     }
-    const size_t n = MIN((size_t)KNNWB_MARGIN_CHUNK, end - j0);
-    knnwb_margin_dots(m->panel, m->n_groups, m->width, m->reference->scored + j0 * d, n, d, dots);
-    for (size_t r = 0; r < n; r++)
-      knnwb_margin_take(m, &h, j0 + r, dots + r * stride);
   }
   g_mutex_lock(&m->lock);
   for (size_t s = 0; s < n_sample; s++)
     for (size_t t = 0; t < size[s]; t++)
       knnwb_margin_offer(m->heap + s * keep, &m->size[s], keep, heap[s * keep + t]);
   g_mutex_unlock(&m->lock);
-}
-
-/* A thread's static share of the reference blocks (they cost alike). */
-static void knnwb_margin_share(int thread, int n_threads, void *user)
-{
-  KnnwbMarginSample *m = user;
-  size_t first, last;
-  knnwb_team_range(m->n_blocks, thread, n_threads, &first, &last);
-  if (first < last)
-    knnwb_margin_blocks(first, last, m);
 }
 
 static int knnwb_margin_compare_distance(const void *a, const void *b)
@@ -373,7 +375,7 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
   m.qn = qn;
   g_mutex_init(&m.lock);
   m.n_blocks = (reference->n + KNNWB_MARGIN_BLOCK - 1) / KNNWB_MARGIN_BLOCK;
-  knnwb_team_run((int)MIN((size_t)knnwb_thread_count(threads), m.n_blocks), knnwb_margin_share, &m);
+  knnwb_team_run((int)MIN((size_t)knnwb_thread_count(threads), m.n_blocks), knnwb_margin_team, &m);
   g_mutex_clear(&m.lock);
   if (g_atomic_int_get(&m.cancelled)) {
     if (needed != NULL)

@@ -13,7 +13,7 @@ typedef struct {
   const KnnwbMatrix *data;
   unsigned char *degenerate;
   const volatile gint *cancel;
-  gint cancelled; /* set by a worker that saw the flag and left its rows */
+  gint cancelled;               /* set by a worker that saw the flag and left its rows */
   const KnnwbPrepareAlso *also; /* or NULL */
   const float *hashed;          /* the rows also->hash is made of (knnwb_duplicates_values) */
   GMutex lock;                  /* first_bad */
@@ -49,8 +49,7 @@ static gboolean knnwb_prepare_row_also(KnnwbPrepareLoop *loop, size_t i, const f
 {
   const KnnwbPrepareAlso *also = loop->also;
   const KnnwbMetric metric = loop->prepared->metric;
-  if (also->check_finite &&
-      (metric == KNNWB_METRIC_MANHATTAN || metric == KNNWB_METRIC_SPEARMAN) &&
+  if (also->check_finite && (metric == KNNWB_METRIC_MANHATTAN || metric == KNNWB_METRIC_SPEARMAN) &&
       !knnwb_row_is_finite(row, loop->prepared->d)) {
     knnwb_prepare_bad_row(loop, i);
     return FALSE;
