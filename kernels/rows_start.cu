@@ -53,7 +53,8 @@ struct Ahead {
 constexpr int kAheadLanes = 8;
 
 /* The lanes an upload takes: kAheadLanes, or KNNWB_CUDA_UPLOAD_LANES (1 to kAheadLanes; 1 is one
- * lane whose chunks are copied by kAheadLanes threads each, to measure). */
+ * lane whose chunks threads copy together, as before the lanes: parallel_copy's parts of 2 MiB make
+ * that four threads on its 8 MiB chunks; to measure). */
 int ahead_lanes()
 {
   const char *v = getenv("KNNWB_CUDA_UPLOAD_LANES");
@@ -152,7 +153,8 @@ void upload_ahead(Ahead *a)
     fprintf(stderr,
             "knnwb cuda: %zu rows uploaded ahead to GPU %d in %.3f s, %d lane(s) (after %.3f s "
             "waiting for the tile GEMM's choice)%s\n",
-            a->n, a->device, seconds_now() - t_start, a->lanes, t_start - t0, ok ? "" : ": failed");
+            a->n, a->device, seconds_now() - t_start, staged ? a->lanes : 1, t_start - t0,
+            ok ? "" : ": failed");
 }
 
 /* Device rows of GPU device freed on a thread of its own, so that the calling thread's current

@@ -153,8 +153,8 @@ typedef struct {
 } KnnwbPrepareAlso;
 
 /** knnwb_prepared_init (no like: a self search's rows) doing what also asks in the same pass.
- * Errors: the finite check's (KNNWB_ERROR_INVALID_DATA, before any degenerate row's), then
- * knnwb_prepared_init's. */
+ * Errors: KNNWB_ERROR_NO_MEMORY for the prepared copy, KNNWB_ERROR_CANCELLED, then the finite
+ * check's (KNNWB_ERROR_INVALID_DATA, before any degenerate row's), then knnwb_prepared_init's. */
 gboolean knnwb_prepared_init_also(KnnwbPrepared *p, const KnnwbMatrix *data, KnnwbMetric metric,
                                   gboolean drop_degenerate, const char *role, int n_threads,
                                   const volatile gint *cancel, const KnnwbPrepareAlso *also,

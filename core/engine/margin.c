@@ -375,7 +375,8 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
   m.qn = qn;
   g_mutex_init(&m.lock);
   m.n_blocks = (reference->n + KNNWB_MARGIN_BLOCK - 1) / KNNWB_MARGIN_BLOCK;
-  knnwb_team_run((int)MIN((size_t)knnwb_thread_count(threads), m.n_blocks), knnwb_margin_team, &m);
+  const size_t turns = (m.n_blocks + KNNWB_MARGIN_TURN - 1) / KNNWB_MARGIN_TURN;
+  knnwb_team_run((int)MIN((size_t)knnwb_thread_count(threads), turns), knnwb_margin_team, &m);
   g_mutex_clear(&m.lock);
   if (g_atomic_int_get(&m.cancelled)) {
     if (needed != NULL)

@@ -471,8 +471,12 @@ static gboolean knnwb_prepared_init_report(KnnwbPrepared *p, const KnnwbMatrix *
   if (loop.first_bad != SIZE_MAX) { /* the message knnwb_matrix_check_finite_rows gives */
     g_free(degenerate);
     knnwb_prepared_clear(p);
-    return knnwb_matrix_check_finite_rows(data, loop.first_bad, loop.first_bad + 1, first_row,
-                                          error);
+    if (knnwb_matrix_check_finite_rows(data, loop.first_bad, loop.first_bad + 1, first_row, error))
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_DATA,
+                  "%s row %zu was flagged as holding NaN or an infinite value but holds none "
+                  "(an internal error)",
+                  role, first_row + loop.first_bad);
+    return FALSE;
   }
   for (size_t i = 0; i < n; i++)
     if (p->norm != NULL && p->norm[i] > p->max_norm)

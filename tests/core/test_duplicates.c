@@ -90,6 +90,10 @@ static void test_duplicates_groups(void)
     check_duplicates(70001, 3, 40, 5, threads[t]);   /* 128 buckets, 4 chunks: a third unique */
     check_duplicates(40003, 5, 1000, 6, threads[t]); /* no copies at all */
     check_duplicates(33000, 1, 1, 7, threads[t]);    /* every row the same */
+    /* rows of whole 32-byte blocks of the hash's four chains, and blocks with a tail */
+    check_duplicates(3001, 8, 3, 9, threads[t]);
+    check_duplicates(3001, 9, 2, 11, threads[t]);
+    check_duplicates(2003, 41, 1, 8, threads[t]);
   }
 }
 
