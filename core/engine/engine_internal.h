@@ -149,6 +149,10 @@ typedef struct {
   /* fail, as knnwb_matrix_check_finite_rows over every row does, at the first row that holds
    * NaN or an infinite value (such rows are not prepared: the call fails) */
   gboolean check_finite;
+  /* with check_finite: such rows are left unprepared without an error (an MPI group, whose ranks
+   * check their own rows apart and fail together, names the rank that holds the row; the other
+   * ranks must not rank or scale its values meanwhile: spearman's sort of NaN is undefined) */
+  gboolean skip_bad;
   guint64 *hash; /* NULL, or n: each row's knnwb_duplicates_row_hash */
 } KnnwbPrepareAlso;
 

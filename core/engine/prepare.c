@@ -468,7 +468,7 @@ static gboolean knnwb_prepared_init_report(KnnwbPrepared *p, const KnnwbMatrix *
                 role);
     return FALSE;
   }
-  if (loop.first_bad != SIZE_MAX) { /* the message knnwb_matrix_check_finite_rows gives */
+  if (loop.first_bad != SIZE_MAX && !also->skip_bad) { /* knnwb_matrix_check_finite_rows's words */
     g_free(degenerate);
     knnwb_prepared_clear(p);
     if (knnwb_matrix_check_finite_rows(data, loop.first_bad, loop.first_bad + 1, first_row, error))

@@ -608,23 +608,28 @@ static void test_ranks_agree_backend(void)
   }
 }
 
-/* A NaN in rank 2's rows: only rank 2 sees it, every rank fails with its message. */
+/* A NaN in rank 2's rows: only rank 2 reports it (the others, preparing every row, leave it
+ * unprepared), every rank fails with its message; for the default metric, spearman (whose ranks
+ * must not sort a NaN) and euclidean (whose column means it makes NaN). */
 static void test_failing_rank(void)
 {
   g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(100, 6, 5);
   data->values[90 * 6 + 2] = NAN; /* rows 75..99 are rank 2's of 3 */
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
+  const KnnwbMetric metrics[] = {options.metric, KNNWB_METRIC_SPEARMAN, KNNWB_METRIC_EUCLIDEAN};
   options.k = 4;
   options.backend = KNNWB_BACKEND_CPU;
   options.n_threads = 1;
-  for (int split = 0; split <= 1; split++) {
-    /* Split: rank 2 holds rows 67..99 only, and still names the row by its number in all. */
-    options.group_split = split;
-    RankRun runs[MAX_RANKS];
-    run_ranks(3, data, NULL, &options, runs);
-    assert_ranks_refused(runs, 3, "rank 2: row 90, column 2 (both counted from 0) holds NaN");
-  }
+  for (size_t m = 0; m < G_N_ELEMENTS(metrics); m++)
+    for (int split = 0; split <= 1; split++) {
+      /* Split: rank 2 holds rows 67..99 only, and still names the row by its number in all. */
+      options.metric = metrics[m];
+      options.group_split = split;
+      RankRun runs[MAX_RANKS];
+      run_ranks(3, data, NULL, &options, runs);
+      assert_ranks_refused(runs, 3, "rank 2: row 90, column 2 (both counted from 0) holds NaN");
+    }
 }
 
 /* Split memory on data whose global statistics matter: dropped degenerate rows (constant rows in
