@@ -36,6 +36,9 @@ void knnwb_release_start(void);
 /** knnwb_release_start, then waits until every block handed over so far is freed. */
 void knnwb_release_wait(void);
 
+/** Whether d floats hold neither NaN nor an infinity (exponent bits all ones). O(d), vectorised. */
+gboolean knnwb_floats_finite(const float *values, size_t d);
+
 /**
  * knnwb_matrix_check_finite over rows [first, last) only. Messages name row i as numbered_from + i
  * (its label still matrix's row i): 0 for a whole matrix, the first row's number in the whole run

@@ -217,22 +217,27 @@ typedef struct {
   size_t first_bad; /* lowest row found holding a NaN or an infinity, SIZE_MAX when none */
 } KnnwbFiniteScan;
 
-/* Rows [first, last): a value is not finite iff its exponent bits are all ones. An integer max
- * over the exponent fields vectorises (a float probe sum would be a serial dependency chain). */
+/* A value is not finite iff its exponent bits are all ones. An integer max over the exponent
+ * fields vectorises (a float probe sum would be a serial dependency chain). */
+gboolean knnwb_floats_finite(const float *values, size_t d)
+{
+  uint32_t largest = 0;
+  for (size_t j = 0; j < d; j++) {
+    uint32_t bits;
+    memcpy(&bits, values + j, sizeof bits); /* well-defined type pun; compiles to a load */
+    uint32_t exponent = bits & 0x7f800000u;
+    largest = exponent > largest ? exponent : largest;
+  }
+  return largest != 0x7f800000u;
+}
+
+/* Rows [first, last) (knnwb_floats_finite each). */
 static void knnwb_matrix_scan_finite(size_t first, size_t last, void *data)
 {
   KnnwbFiniteScan *scan = data;
   const size_t d = scan->matrix->n_cols;
   for (size_t i = first; i < last; i++) {
-    const float *row = scan->matrix->values + i * d;
-    uint32_t largest = 0;
-    for (size_t j = 0; j < d; j++) {
-      uint32_t bits;
-      memcpy(&bits, row + j, sizeof bits); /* well-defined type pun; compiles to a load */
-      uint32_t exponent = bits & 0x7f800000u;
-      largest = exponent > largest ? exponent : largest;
-    }
-    if (largest == 0x7f800000u) {
+    if (!knnwb_floats_finite(scan->matrix->values + i * d, d)) {
       g_mutex_lock(&scan->lock);
       scan->first_bad = MIN(scan->first_bad, i);
       g_mutex_unlock(&scan->lock);

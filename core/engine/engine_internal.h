@@ -144,14 +144,12 @@ gboolean knnwb_duplicates_find(const KnnwbMatrix *data, KnnwbMetric metric, int 
                                const volatile gint *cancel, KnnwbDuplicates *duplicates,
                                GError **error);
 /** What the prepare pass of a self search also does while each row is in cache (one read of the
- * rows for what took three). */
+ * rows for what took three): it checks every row for NaN and infinities, as
+ * knnwb_matrix_check_finite_rows does, and leaves such rows unprepared. */
 typedef struct {
-  /* fail, as knnwb_matrix_check_finite_rows over every row does, at the first row that holds
-   * NaN or an infinite value (such rows are not prepared: the call fails) */
-  gboolean check_finite;
-  /* with check_finite: such rows are left unprepared without an error (an MPI group, whose ranks
-   * check their own rows apart and fail together, names the rank that holds the row; the other
-   * ranks must not rank or scale its values meanwhile: spearman's sort of NaN is undefined) */
+  /* such rows without an error (an MPI group, whose ranks check their own rows apart and fail
+   * together, names the rank that holds the row; the other ranks must not rank or scale its
+   * values meanwhile: spearman's sort of NaN is undefined); else the call fails at the first */
   gboolean skip_bad;
   guint64 *hash; /* NULL, or n: each row's knnwb_duplicates_row_hash */
 } KnnwbPrepareAlso;

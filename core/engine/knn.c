@@ -126,8 +126,7 @@ static gboolean knnwb_knn_run_prepare_rows(KnnwbKnnRun *run, GError **error)
                       : NULL;
     if (run->query_data->n_rows > 1 && run->hashes == NULL)
       return FALSE;
-    const KnnwbPrepareAlso also = {
-        .check_finite = TRUE, .skip_bad = run->group != NULL, .hash = run->hashes};
+    const KnnwbPrepareAlso also = {.skip_bad = run->group != NULL, .hash = run->hashes};
     return knnwb_prepared_init_also(&run->query, run->query_data, options->metric,
                                     options->drop_degenerate,
                                     options->data_name ? options->data_name : "data", run->threads,

@@ -20,19 +20,6 @@ typedef struct {
   size_t first_bad;             /* the first row holding NaN or an infinite value, or SIZE_MAX */
 } KnnwbPrepareLoop;
 
-static gboolean knnwb_row_is_finite(const float *row, size_t d)
-{
-  /* NaN and the infinities are the floats whose exponent bits are all ones: an OR of integer
-   * tests, which vectorises (a float sum of x - x would be a chain of dependent additions) */
-  guint32 bad = 0;
-  for (size_t j = 0; j < d; j++) {
-    guint32 bits;
-    memcpy(&bits, row + j, sizeof bits);
-    bad |= (guint32)((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad == 0;
-}
-
 /* Row i holds NaN or an infinite value: recorded (the lowest such row wins) and left unprepared. */
 static void knnwb_prepare_bad_row(KnnwbPrepareLoop *loop, size_t i)
 {
@@ -49,8 +36,8 @@ static gboolean knnwb_prepare_row_also(KnnwbPrepareLoop *loop, size_t i, const f
 {
   const KnnwbPrepareAlso *also = loop->also;
   const KnnwbMetric metric = loop->prepared->metric;
-  if (also->check_finite && (metric == KNNWB_METRIC_MANHATTAN || metric == KNNWB_METRIC_SPEARMAN) &&
-      !knnwb_row_is_finite(row, loop->prepared->d)) {
+  if ((metric == KNNWB_METRIC_MANHATTAN || metric == KNNWB_METRIC_SPEARMAN) &&
+      !knnwb_floats_finite(row, loop->prepared->d)) {
     knnwb_prepare_bad_row(loop, i);
     return FALSE;
   }
@@ -66,8 +53,8 @@ static gboolean knnwb_prepare_row_also(KnnwbPrepareLoop *loop, size_t i, const f
 static gboolean knnwb_prepare_sums_finite(KnnwbPrepareLoop *loop, size_t i, const float *row,
                                           double a, double b)
 {
-  if (loop->also == NULL || !loop->also->check_finite || (isfinite(a) && isfinite(b)) ||
-      knnwb_row_is_finite(row, loop->prepared->d))
+  if (loop->also == NULL || (isfinite(a) && isfinite(b)) ||
+      knnwb_floats_finite(row, loop->prepared->d))
     return TRUE;
   knnwb_prepare_bad_row(loop, i);
   return FALSE;
