@@ -175,6 +175,11 @@ long knnwb_select_plan_probe_first(void)
   return knnwb_select_plan_env("KNNWB_CUDA_FUSED_FIRST", 2, 0, 1024);
 }
 
+long knnwb_select_plan_probe_period(void)
+{
+  return knnwb_select_plan_env("KNNWB_CUDA_FUSED_PERIOD", 64, 5, 4096);
+}
+
 int knnwb_select_plan_fused_wins(const float ms[4])
 {
   return ms[0] + ms[3] < ms[1] + ms[2];
@@ -186,7 +191,9 @@ long knnwb_select_plan_probe_gap(const float ms[4], long window, int first)
   const float slower = fused > filtered ? fused : filtered;
   const float diff = fused > filtered ? fused - filtered : filtered - fused;
   const int first_against = first && slower > 0.0f && !knnwb_select_plan_fused_wins(ms);
-  return (diff < 0.1f * slower || first_against ? 4 : 28) * window;
+  if (diff < 0.1f * slower || first_against)
+    return 4 * window;
+  return (knnwb_select_plan_fused_wins(ms) ? knnwb_select_plan_probe_period() - 4 : 28) * window;
 }
 
 void knnwb_select_plan_probe_exclude(float ms[4], const float *fresh_ms, const int *fresh_window,

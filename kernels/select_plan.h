@@ -198,6 +198,10 @@ long knnwb_select_plan_probe_window(void);
  * tiles; the clusters' measurements chose filtered tiles after each). O(1). */
 long knnwb_select_plan_probe_first(void);
 
+/** Windows from one measurement's first to the next one's after a clear decision for fused tiles
+ * (knnwb_select_plan_probe_gap): KNNWB_CUDA_FUSED_PERIOD (5 to 4,096), default 64. O(1). */
+long knnwb_select_plan_probe_period(void);
+
 /** Whether the fused windows (ms[0] + ms[3], their times in ms) beat the filtered ones (ms[1] +
  * ms[2]); a tie goes to filtered. O(1). */
 int knnwb_select_plan_fused_wins(const float ms[4]);
@@ -206,7 +210,8 @@ int knnwb_select_plan_fused_wins(const float ms[4]);
  * Tiles from a decision on ms[4] (the windows' times, fresh tiles taken out) to the next
  * measurement's first: 4 windows when the fused and the filtered pair differ by less than a tenth
  * of the slower, or when the run's first measurement (first nonzero) goes against the fused tiles;
- * else 28 (a measurement every 32 windows). Why: a close decision can be flipped by one window
+ * else the period's rest: 60 for fused tiles (knnwb_select_plan_probe_period less the
+ * measurement's 4), 28 for filtered ones. Why: a close decision can be flipped by one window
  * that a concurrent kernel slowed (on the real-like matrix with the fresh kernel, fused windows
  * once took 54 ms against filtered ones' 52 ms, where fused tiles otherwise win by 32-38 ms to
  * 48-52 ms), and a wrong decision then held for 2,048 tiles. A clear decision holds for the
@@ -214,7 +219,11 @@ int knnwb_select_plan_fused_wins(const float ms[4]);
  * fresh machine, d = 295, where fused windows otherwise take 74-75 ms against 91-92 ms) kept
  * filtered tiles for 1,792 tiles, 0.3 s; where filtered tiles do win clearly, the check costs one
  * more measurement. The clusters' filtered tiles win by 3-4%, so they are measured every 8
- * windows, 2 of them fused: about 1% slower there. O(1).
+ * windows, 2 of them fused: about 1% slower there. Fused tiles only gain as the rows' thresholds
+ * tighten, and a measurement costs more than its two losing windows (no diagonal tile is computed
+ * ahead during one, and its fresh tiles wait for their selection): on the real-like matrix a
+ * second measurement, 32 windows after the first, cost its tile loop 0.08 s, so a clear win for
+ * them holds for 64 windows. O(1).
  */
 long knnwb_select_plan_probe_gap(const float ms[4], long window, int first);
 

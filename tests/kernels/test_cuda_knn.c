@@ -524,6 +524,22 @@ static void test_rows_ahead(void)
   g_unsetenv("KNNWB_CUDA_ROWS_START");
 }
 
+/* The rows' upload ahead dealt over several lanes (rows_start.cu, upload_lanes): in a subprocess
+ * with the trace, wide rows in ten chunks over three lanes, all three of which ran and whose rows
+ * the search then took (a lane that failed would leave the rows to the select: the same lists,
+ * but no "taken"). */
+static void test_rows_ahead_lanes(void)
+{
+  g_autoptr(KnnwbMatrix) wide = knnwb_test_random_matrix(2311, 8191, 44);
+  g_setenv("KNNWB_CUDA_ROWS_START", "1", TRUE);
+  g_setenv("KNNWB_CUDA_UPLOAD_LANES", "3", TRUE);
+  (void)traced_on_one_gpu(wide, KNNWB_METRIC_PEARSON, 10,
+                          "*rows uploaded ahead to GPU 0 in * s, 3 lane(s) (after *"
+                          "rows uploaded ahead taken*");
+  g_unsetenv("KNNWB_CUDA_UPLOAD_LANES");
+  g_unsetenv("KNNWB_CUDA_ROWS_START");
+}
+
 /* The next column's diagonal tile computed beside this column's tiles (schedule_ahead.cu): tiles
  * of 128 rows (23 columns), cuBLASLt's tile GEMM (which it needs), every metric, with the rows
  * grouped, with the fused tiles' measurements in windows of 2 tiles (so that measurements begin
@@ -730,6 +746,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/refine-on-device", test_refine_on_device);
   g_test_add_func("/kernels/cuda-knn/row-order", test_row_order);
   g_test_add_func("/kernels/cuda-knn/rows-ahead", test_rows_ahead);
+  g_test_add_func("/kernels/cuda-knn/rows-ahead-lanes", test_rows_ahead_lanes);
   g_test_add_func("/kernels/cuda-knn/diagonal-ahead", test_diagonal_ahead);
   g_test_add_func("/kernels/cuda-knn/kept-memory", test_kept_memory);
   g_test_add_func("/kernels/cuda-knn/query-within", test_query_within);

@@ -334,14 +334,15 @@ static void test_plan_fused_probe(void)
   g_assert_cmpfloat_with_epsilon(with_fresh[0], 1.0f, 1e-6);
   g_assert_cmpfloat(with_fresh[1], ==, 2.0f);
   g_assert_true(knnwb_select_plan_fused_wins(with_fresh));
-  /* a close decision is measured again 4 windows on, a clear one 28 (every 32 windows), except
-   * the first measurement's clear decision for filtered tiles (4); unread times (zeros) 28 */
+  /* a close decision is measured again 4 windows on, a clear one for fused tiles 60 (every 64
+   * windows), one for filtered tiles 28 (every 32) except the first measurement's (4); unread
+   * times (zeros) 28 */
   const float close[4] = {27.0f, 26.0f, 26.5f, 27.5f}, clear[4] = {18.0f, 25.0f, 26.0f, 19.0f};
   const float against[4] = {25.0f, 18.0f, 19.0f, 26.0f};
   g_assert_cmpint(knnwb_select_plan_probe_gap(close, 64, 0), ==, 4 * 64);
   g_assert_cmpint(knnwb_select_plan_probe_gap(close, 64, 1), ==, 4 * 64);
-  g_assert_cmpint(knnwb_select_plan_probe_gap(clear, 64, 0), ==, 28 * 64);
-  g_assert_cmpint(knnwb_select_plan_probe_gap(clear, 64, 1), ==, 28 * 64);
+  g_assert_cmpint(knnwb_select_plan_probe_gap(clear, 64, 0), ==, 60 * 64);
+  g_assert_cmpint(knnwb_select_plan_probe_gap(clear, 64, 1), ==, 60 * 64);
   g_assert_false(knnwb_select_plan_fused_wins(against));
   g_assert_cmpint(knnwb_select_plan_probe_gap(against, 64, 0), ==, 28 * 64);
   g_assert_cmpint(knnwb_select_plan_probe_gap(against, 64, 1), ==, 4 * 64);
@@ -349,6 +350,19 @@ static void test_plan_fused_probe(void)
   const float none[4] = {0, 0, 0, 0};
   g_assert_cmpint(knnwb_select_plan_probe_gap(none, 16, 0), ==, 28 * 16);
   g_assert_cmpint(knnwb_select_plan_probe_gap(none, 16, 1), ==, 28 * 16);
+  /* another period moves only a clear decision for fused tiles */
+  g_assert_cmpint(knnwb_select_plan_probe_period(), ==, 64);
+  g_setenv("KNNWB_CUDA_FUSED_PERIOD", "32", TRUE);
+  g_assert_cmpint(knnwb_select_plan_probe_period(), ==, 32);
+  g_assert_cmpint(knnwb_select_plan_probe_gap(clear, 16, 0), ==, 28 * 16);
+  g_assert_cmpint(knnwb_select_plan_probe_gap(close, 16, 0), ==, 4 * 16);
+  g_assert_cmpint(knnwb_select_plan_probe_gap(against, 16, 1), ==, 4 * 16);
+  g_setenv("KNNWB_CUDA_FUSED_PERIOD", "100", TRUE);
+  g_assert_cmpint(knnwb_select_plan_probe_gap(clear, 16, 0), ==, 96 * 16);
+  g_assert_cmpint(knnwb_select_plan_probe_gap(against, 16, 0), ==, 28 * 16);
+  g_setenv("KNNWB_CUDA_FUSED_PERIOD", "4", TRUE); /* out of range: the default */
+  g_assert_cmpint(knnwb_select_plan_probe_gap(clear, 16, 0), ==, 60 * 16);
+  g_unsetenv("KNNWB_CUDA_FUSED_PERIOD");
   /* the worker's origin after a decision at tile n_decide: the next measurement's first tile is
    * gap tiles on, its first windows counted as already passed */
   const long first = 2, window = 4, n_decide = 8 + 16;
