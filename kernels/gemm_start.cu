@@ -11,6 +11,8 @@
  * any order of the sums). knnwb_cuda_select waits for it, so its memory is free again before the
  * select plans. KNNWB_CUDA_GEMM_START=0 leaves the choice to the worker, as before (to measure).
  */
+#include "gemm_start.h"
+
 #include "blas_library.h"
 #include "knnwb_kernels.h"
 #include "select_plan.h"
@@ -20,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -34,6 +37,21 @@ std::mutex gemm_lock;    /* gemm_thread, gemm_shape */
 std::thread gemm_thread; /* joinable while a choice runs or has not been waited for */
 /* what gemm_thread chooses for: tile, dpad, then the ordinals asked for (none: every GPU) */
 std::vector<int> gemm_shape;
+
+/* Whether a choice begun ahead may still time a GEMM (gemm_start_wait_untimed): set before its
+ * thread starts, cleared when it knows that none of its GPUs times, or when it ends. */
+std::mutex timing_lock;
+std::condition_variable timing_changed;
+bool timing = false;
+
+void set_timing(bool value)
+{
+  {
+    std::lock_guard<std::mutex> guard(timing_lock);
+    timing = value;
+  }
+  timing_changed.notify_all();
+}
 
 bool gemm_start_wanted()
 {
@@ -92,6 +110,15 @@ void choose_all(std::vector<int> ordinals, int tile, int dpad)
   if (ordinals.empty())
     for (int i = 0; i < count; i++)
       ordinals.push_back(i);
+  bool untimed = true;
+  for (int ordinal : ordinals)
+    untimed = untimed && (ordinal < 0 || ordinal >= count || lt_gemm_untimed(ordinal, tile, dpad));
+  if (untimed) {
+    set_timing(false);
+    if (trace_enabled())
+      fprintf(stderr, "knnwb cuda: the tile GEMM's choice times nothing (made before, here or on "
+                      "disk): the rows may upload beside it\n");
+  }
   std::vector<std::thread> threads;
   for (int ordinal : ordinals) {
     if (ordinal < 0 || ordinal >= count || lt_gemm_known(ordinal, tile, dpad))
@@ -109,6 +136,7 @@ void choose_all(std::vector<int> ordinals, int tile, int dpad)
             "knnwb cuda: tile GEMM (%d x %d, K = %d) chosen ahead on %zu GPU(s) in %.3f s (the "
             "driver's count %.3f s)\n",
             tile, tile, dpad, threads.size(), seconds_now() - t0, counted);
+  set_timing(false);
 }
 
 /* With gemm_lock held: a choice begun before has finished and is joined. */
@@ -140,11 +168,12 @@ extern "C" void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t 
   if (gemm_thread.joinable() && shape == gemm_shape)
     return;
   wait_locked();
+  set_timing(true);
   try {
     gemm_thread = std::thread(choose_all, ordinals, tile, dpad);
     gemm_shape = shape;
   } catch (...) {
-    /* no thread: the workers choose, as without a start */
+    set_timing(false); /* no thread: the workers choose, as without a start */
   }
 }
 
@@ -152,6 +181,12 @@ extern "C" void knnwb_cuda_gemm_start_wait(void)
 {
   std::lock_guard<std::mutex> guard(gemm_lock);
   wait_locked();
+}
+
+void knnwb_cuda::gemm_start_wait_untimed()
+{
+  std::unique_lock<std::mutex> guard(timing_lock);
+  timing_changed.wait(guard, [] { return !timing; });
 }
 
 extern "C" int knnwb_cuda_gemm_known(int device, size_t n_query, size_t n_reference, size_t dim)

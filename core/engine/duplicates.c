@@ -290,9 +290,11 @@ static size_t knnwb_duplicates_group(const KnnwbMatrix *data, const float *value
   size_t n_unique = SIZE_MAX;
   if (loop.count != NULL && loop.bucket_start != NULL && loop.bucket_unique != NULL &&
       loop.sorted != NULL && loop.spare != NULL) {
+    const gint64 t0 = g_get_monotonic_time();
     knnwb_parallel_for(n_threads, loop.n_chunks, 1, knnwb_group_count, &loop);
     if (g_atomic_int_get(&loop.cancelled))
       goto out;
+    const gint64 t1 = g_get_monotonic_time();
     /* Each chunk's first slot in each bucket: buckets in order, chunks in order within one. */
     size_t at = 0;
     for (size_t bucket = 0; bucket < loop.n_buckets; bucket++) {
@@ -307,9 +309,13 @@ static size_t knnwb_duplicates_group(const KnnwbMatrix *data, const float *value
     knnwb_parallel_for(n_threads, loop.n_chunks, 1, knnwb_group_scatter, &loop);
     if (g_atomic_int_get(&loop.cancelled))
       goto out;
+    const gint64 t2 = g_get_monotonic_time();
     knnwb_parallel_for(n_threads, loop.n_buckets, 16, knnwb_group_buckets, &loop);
     if (g_atomic_int_get(&loop.cancelled))
       goto out;
+    g_debug("knnwb: duplicate rows grouped: count %.3f s, scatter %.3f s, buckets %.3f s",
+            (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+            (double)(g_get_monotonic_time() - t2) / 1e6);
     n_unique = 0;
     for (size_t bucket = 0; bucket < loop.n_buckets; bucket++)
       n_unique += loop.bucket_unique[bucket];
