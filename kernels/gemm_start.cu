@@ -39,10 +39,12 @@ std::thread gemm_thread; /* joinable while a choice runs or has not been waited 
 std::vector<int> gemm_shape;
 
 /* Whether a choice begun ahead may still time a GEMM (gemm_start_wait_untimed): set before its
- * thread starts, cleared when it knows that none of its GPUs times, or when it ends. */
+ * thread starts, cleared once each of its GPUs has said that it times nothing, or when it ends. */
 std::mutex timing_lock;
 std::condition_variable timing_changed;
 bool timing = false;
+int undecided = 0;  /* the choice's GPUs that have not said yet */
+bool timed = false; /* one of them times */
 
 void set_timing(bool value)
 {
@@ -51,6 +53,27 @@ void set_timing(bool value)
     timing = value;
   }
   timing_changed.notify_all();
+}
+
+/* A GPU of the choice says whether it times nothing. Each says so before it could store a choice
+ * on disk, and once one times the flag waits for the end: another GPU that then finds that
+ * choice on disk cannot clear it while the first still times. */
+void decided(bool untimed)
+{
+  bool quiet;
+  {
+    std::lock_guard<std::mutex> guard(timing_lock);
+    timed = timed || !untimed;
+    quiet = --undecided == 0 && !timed && timing;
+    if (quiet)
+      timing = false;
+  }
+  if (!quiet)
+    return;
+  timing_changed.notify_all();
+  if (trace_enabled())
+    fprintf(stderr, "knnwb cuda: the tile GEMM's choice times nothing (made before, here or on "
+                    "disk): the rows may upload beside it\n");
 }
 
 bool gemm_start_wanted()
@@ -67,6 +90,7 @@ void choose_on(int device, int tile, int dpad)
   cublasHandle_t handle = nullptr;
   void *buffer = nullptr;
   const BlasLibrary *l = blas();
+  decided(l == nullptr || lt_gemm_untimed(device, tile, dpad));
   const size_t rows_bytes = ((size_t)tile * (size_t)dpad * 2 + 255) / 256 * 256;
   const size_t tile_bytes = (size_t)tile * (size_t)tile * 2;
   double ready_at = 0;
@@ -110,23 +134,24 @@ void choose_all(std::vector<int> ordinals, int tile, int dpad)
   if (ordinals.empty())
     for (int i = 0; i < count; i++)
       ordinals.push_back(i);
-  bool untimed = true;
+  std::vector<int> choosing;
   for (int ordinal : ordinals)
-    untimed = untimed && (ordinal < 0 || ordinal >= count || lt_gemm_untimed(ordinal, tile, dpad));
-  if (untimed) {
-    set_timing(false);
-    if (trace_enabled())
-      fprintf(stderr, "knnwb cuda: the tile GEMM's choice times nothing (made before, here or on "
-                      "disk): the rows may upload beside it\n");
+    if (ordinal >= 0 && ordinal < count && !lt_gemm_known(ordinal, tile, dpad))
+      choosing.push_back(ordinal);
+  {
+    std::lock_guard<std::mutex> guard(timing_lock);
+    undecided = (int)choosing.size();
+    timed = false;
   }
   std::vector<std::thread> threads;
-  for (int ordinal : ordinals) {
-    if (ordinal < 0 || ordinal >= count || lt_gemm_known(ordinal, tile, dpad))
-      continue;
+  for (size_t i = 0; i < choosing.size(); i++) {
     try {
-      threads.emplace_back(choose_on, ordinal, tile, dpad);
+      threads.emplace_back(choose_on, choosing[i], tile, dpad);
     } catch (...) {
-      break; /* no thread: the workers choose for what is left */
+      /* no thread: the workers choose for what is left (in the select, after the upload) */
+      for (; i < choosing.size(); i++)
+        decided(true);
+      break;
     }
   }
   for (std::thread &t : threads)
