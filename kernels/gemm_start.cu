@@ -11,8 +11,6 @@
  * any order of the sums). knnwb_cuda_select waits for it, so its memory is free again before the
  * select plans. KNNWB_CUDA_GEMM_START=0 leaves the choice to the worker, as before (to measure).
  */
-#include "gemm_start.h"
-
 #include "blas_library.h"
 #include "knnwb_kernels.h"
 #include "select_plan.h"
@@ -22,7 +20,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -38,44 +35,6 @@ std::thread gemm_thread; /* joinable while a choice runs or has not been waited 
 /* what gemm_thread chooses for: tile, dpad, then the ordinals asked for (none: every GPU) */
 std::vector<int> gemm_shape;
 
-/* Whether a choice begun ahead may still time a GEMM (gemm_start_wait_untimed): set before its
- * thread starts, cleared once each of its GPUs has said that it times nothing, or when it ends. */
-std::mutex timing_lock;
-std::condition_variable timing_changed;
-bool timing = false;
-int undecided = 0;  /* the choice's GPUs that have not said yet */
-bool timed = false; /* one of them times */
-
-void set_timing(bool value)
-{
-  {
-    std::lock_guard<std::mutex> guard(timing_lock);
-    timing = value;
-  }
-  timing_changed.notify_all();
-}
-
-/* A GPU of the choice says whether it times nothing. Each says so before it could store a choice
- * on disk, and once one times the flag waits for the end: another GPU that then finds that
- * choice on disk cannot clear it while the first still times. */
-void decided(bool untimed)
-{
-  bool quiet;
-  {
-    std::lock_guard<std::mutex> guard(timing_lock);
-    timed = timed || !untimed;
-    quiet = --undecided == 0 && !timed && timing;
-    if (quiet)
-      timing = false;
-  }
-  if (!quiet)
-    return;
-  timing_changed.notify_all();
-  if (trace_enabled())
-    fprintf(stderr, "knnwb cuda: the tile GEMM's choice times nothing (made before, here or on "
-                    "disk): the rows may upload beside it\n");
-}
-
 bool gemm_start_wanted()
 {
   const char *v = getenv("KNNWB_CUDA_GEMM_START");
@@ -90,7 +49,6 @@ void choose_on(int device, int tile, int dpad)
   cublasHandle_t handle = nullptr;
   void *buffer = nullptr;
   const BlasLibrary *l = blas();
-  decided(l == nullptr || lt_gemm_untimed(device, tile, dpad));
   const size_t rows_bytes = ((size_t)tile * (size_t)dpad * 2 + 255) / 256 * 256;
   const size_t tile_bytes = (size_t)tile * (size_t)tile * 2;
   double ready_at = 0;
@@ -134,24 +92,14 @@ void choose_all(std::vector<int> ordinals, int tile, int dpad)
   if (ordinals.empty())
     for (int i = 0; i < count; i++)
       ordinals.push_back(i);
-  std::vector<int> choosing;
-  for (int ordinal : ordinals)
-    if (ordinal >= 0 && ordinal < count && !lt_gemm_known(ordinal, tile, dpad))
-      choosing.push_back(ordinal);
-  {
-    std::lock_guard<std::mutex> guard(timing_lock);
-    undecided = (int)choosing.size();
-    timed = false;
-  }
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < choosing.size(); i++) {
+  for (int ordinal : ordinals) {
+    if (ordinal < 0 || ordinal >= count || lt_gemm_known(ordinal, tile, dpad))
+      continue;
     try {
-      threads.emplace_back(choose_on, choosing[i], tile, dpad);
+      threads.emplace_back(choose_on, ordinal, tile, dpad);
     } catch (...) {
-      /* no thread: the workers choose for what is left (in the select, after the upload) */
-      for (; i < choosing.size(); i++)
-        decided(true);
-      break;
+      break; /* no thread: the workers choose for what is left */
     }
   }
   for (std::thread &t : threads)
@@ -161,7 +109,6 @@ void choose_all(std::vector<int> ordinals, int tile, int dpad)
             "knnwb cuda: tile GEMM (%d x %d, K = %d) chosen ahead on %zu GPU(s) in %.3f s (the "
             "driver's count %.3f s)\n",
             tile, tile, dpad, threads.size(), seconds_now() - t0, counted);
-  set_timing(false);
 }
 
 /* With gemm_lock held: a choice begun before has finished and is joined. */
@@ -193,12 +140,11 @@ extern "C" void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t 
   if (gemm_thread.joinable() && shape == gemm_shape)
     return;
   wait_locked();
-  set_timing(true);
   try {
     gemm_thread = std::thread(choose_all, ordinals, tile, dpad);
     gemm_shape = shape;
   } catch (...) {
-    set_timing(false); /* no thread: the workers choose, as without a start */
+    /* no thread: the workers choose, as without a start */
   }
 }
 
@@ -206,12 +152,6 @@ extern "C" void knnwb_cuda_gemm_start_wait(void)
 {
   std::lock_guard<std::mutex> guard(gemm_lock);
   wait_locked();
-}
-
-void knnwb_cuda::gemm_start_wait_untimed()
-{
-  std::unique_lock<std::mutex> guard(timing_lock);
-  timing_changed.wait(guard, [] { return !timing; });
 }
 
 extern "C" int knnwb_cuda_gemm_known(int device, size_t n_query, size_t n_reference, size_t dim)

@@ -10,7 +10,6 @@
  * KNNWB_CUDA_ROWS_START=0 leaves the upload to the select (to measure).
  */
 #include "device_keep.h"
-#include "gemm_start.h"
 #include "host_staging.h"
 #include "knnwb_kernels.h"
 #include "row_upload.h"
@@ -73,14 +72,13 @@ bool rows_start_wanted()
   return v == nullptr || strcmp(v, "0") != 0;
 }
 
-/* The helper thread: once a tile GEMM's choice begun ahead times nothing more (an upload beside
- * its timings would disturb them; a choice from the disk times nothing), the rows in lanes
- * (upload_lanes), each with pinned staging, device chunks and a stream of its own. On any failure
- * the rows are freed: the select uploads them itself. */
+/* The helper thread: after a tile GEMM's choice begun ahead (whose timings an upload beside them
+ * would disturb), the rows in lanes (upload_lanes), each with pinned staging, device chunks and a
+ * stream of its own. On any failure the rows are freed: the select uploads them itself. */
 void upload_ahead(Ahead *a)
 {
   const double t0 = seconds_now();
-  gemm_start_wait_untimed();
+  knnwb_cuda_gemm_start_wait();
   const double t_start = seconds_now();
   if (__atomic_load_n(&a->stop, __ATOMIC_RELAXED))
     return; /* dropped before it began: nothing allocated */
@@ -154,7 +152,7 @@ void upload_ahead(Ahead *a)
   if (trace_enabled())
     fprintf(stderr,
             "knnwb cuda: %zu rows uploaded ahead to GPU %d in %.3f s, %d lane(s) (after %.3f s "
-            "waiting for the tile GEMM's timings)%s\n",
+            "waiting for the tile GEMM's choice)%s\n",
             a->n, a->device, seconds_now() - t_start, staged ? a->lanes : 1, t_start - t0,
             ok ? "" : ": failed");
 }

@@ -66,11 +66,6 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t handle, int device, int tile, int 
 /** Whether lt_gemm_choose has made its timed choice for device and this shape in this process. */
 bool lt_gemm_known(int device, int tile, int dpad);
 
-/** Whether lt_gemm_choose would time nothing for device and this shape: a choice made in this
- * process, one on disk (not yet checked against the device), or KNNWB_CUDA_GEMM=ex. Needs no
- * context (the device's properties and the driver's version). */
-bool lt_gemm_untimed(int device, int tile, int dpad);
-
 /** tile = alpha R^T Q as tile_scores_gemm for a full tile, with g's algorithm on stream, in g's
  * workspace or the given one (KNNWB_SELECT_LT_WORKSPACE_BYTES; two GEMMs running at once on
  * different streams must not share one). */

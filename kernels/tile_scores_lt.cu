@@ -255,21 +255,6 @@ void lt_gemm_choose(LtGemm *g, cublasHandle_t handle, int device, int tile, int 
   }
 }
 
-bool lt_gemm_untimed(int device, int tile, int dpad)
-{
-  const int override = gemm_override();
-  if (override != 0)
-    return override == 1;
-  Chosen known;
-  if (find_chosen(device, tile, dpad, &known))
-    return true;
-  const std::string cache = gemm_cache_path();
-  GemmCacheKey key;
-  GemmCacheEntry cached;
-  return !cache.empty() && cache_key(device, tile, dpad, &key) &&
-         gemm_cache_lookup(cache, key, &cached);
-}
-
 bool lt_gemm_known(int device, int tile, int dpad)
 {
   Chosen known;

@@ -114,48 +114,6 @@ static void test_gemm_choice_ahead(void)
   }
 }
 
-/* A choice that times nothing lets the rows upload beside it (kernels/gemm_start.cu): in fresh
- * processes with the trace, on a GPU, a shape not yet in the cache is timed; the same shape in the
- * next process comes from the disk, and the choice says at once that it times nothing; another
- * shape is timed again. */
-static void test_gemm_untimed(void)
-{
-  if (g_test_subprocess()) {
-    const size_t dim = (size_t)g_ascii_strtoull(g_getenv("KNNWB_TEST_GEMM_DIM"), NULL, 10);
-    knnwb_cuda_gemm_start(NULL, 0, 250000, 250000, dim);
-    knnwb_cuda_gemm_start_wait();
-    return;
-  }
-  if (knnwb_cuda_device_count() <= 0 || g_getenv("KNNWB_CUDA_GEMM") != NULL ||
-      g_strcmp0(g_getenv("KNNWB_CUDA_GEMM_START"), "0") == 0) {
-    g_test_skip("no GPU, or the tile GEMM's choice is not begun ahead");
-    return;
-  }
-  g_autofree char *dir = g_dir_make_tmp("knnwb-untimed-XXXXXX", NULL);
-  g_assert_nonnull(dir);
-  g_autofree char *cache = g_build_filename(dir, "gemm-choices", NULL);
-  g_setenv("KNNWB_CUDA_GEMM_CACHE", cache, TRUE);
-  g_setenv("KNNWB_CUDA_TRACE", "1", TRUE);
-  const char *dims[] = {"300", "300", "400"};
-  for (size_t i = 0; i < G_N_ELEMENTS(dims); i++) {
-    g_setenv("KNNWB_TEST_GEMM_DIM", dims[i], TRUE);
-    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-    g_test_trap_assert_passed();
-    if (i == 1) {
-      g_test_trap_assert_stderr("*the tile GEMM's choice times nothing*taken from*");
-      g_test_trap_assert_stderr_unmatched("*tile GEMM timed*");
-    } else {
-      g_test_trap_assert_stderr("*tile GEMM timed*");
-      g_test_trap_assert_stderr_unmatched("*times nothing*");
-    }
-  }
-  g_unsetenv("KNNWB_TEST_GEMM_DIM");
-  g_unsetenv("KNNWB_CUDA_TRACE");
-  g_unsetenv("KNNWB_CUDA_GEMM_CACHE");
-  g_remove(cache);
-  g_rmdir(dir);
-}
-
 /* Rows uploaded ahead of a search (kernels/rows_start.cu) that no search takes: dropped once or
  * twice, replaced by the next start, begun for a GPU that does not exist; each drop waits for its
  * upload and frees it, so that nothing is left running or allocated (the sanitizer builds check
@@ -184,7 +142,6 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/kernels/cuda-start/count", test_start_count);
   g_test_add_func("/kernels/cuda-start/gemm-choice-ahead", test_gemm_choice_ahead);
-  g_test_add_func("/kernels/cuda-start/gemm-untimed", test_gemm_untimed);
   g_test_add_func("/kernels/cuda-start/rows-ahead-dropped", test_rows_ahead_dropped);
   return g_test_run();
 }
