@@ -9,6 +9,7 @@
  * 4.7 GB).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
@@ -241,6 +242,30 @@ static gboolean knnwb_group_run(KnnwbGroupLoop *loop, const KnnwbHashedRow *rows
   return TRUE;
 }
 
+/* Rows of a bucket up to which its hashes are first looked for repeats (in a table of twice as many
+ * slots on the stack): a bucket without one is all its own representatives, unsorted. */
+#define KNNWB_GROUP_TABLE_ROWS 1024
+
+/* Whether two of rows[0, m) (m <= KNNWB_GROUP_TABLE_ROWS) hold the same hash: an open-addressing
+ * table of their indices by the hash's low bits (a bucket's rows share its top bits). O(m). */
+static gboolean knnwb_group_hashes_repeat(const KnnwbHashedRow *rows, size_t m)
+{
+  uint32_t slot[2 * KNNWB_GROUP_TABLE_ROWS];
+  size_t size = 16;
+  while (size < 2 * m)
+    size *= 2;
+  memset(slot, 0, size * sizeof slot[0]);
+  for (size_t a = 0; a < m; a++) {
+    const guint64 hash = rows[a].hash;
+    size_t at = (size_t)hash & (size - 1);
+    for (; slot[at] != 0; at = (at + 1) & (size - 1))
+      if (rows[slot[at] - 1].hash == hash)
+        return TRUE;
+    slot[at] = (uint32_t)(a + 1);
+  }
+  return FALSE;
+}
+
 static void knnwb_group_buckets(size_t first, size_t last, void *user)
 {
   KnnwbGroupLoop *loop = user;
@@ -250,6 +275,14 @@ static void knnwb_group_buckets(size_t first, size_t last, void *user)
       return;
     KnnwbHashedRow *rows = loop->sorted + loop->bucket_start[bucket];
     const size_t m = loop->bucket_start[bucket + 1] - loop->bucket_start[bucket];
+    /* Most buckets of most data hold no repeated hash: no sort, and the merge sort's other half
+     * (n pairs) is never touched, so never faulted in. */
+    if (m <= KNNWB_GROUP_TABLE_ROWS && !knnwb_group_hashes_repeat(rows, m)) {
+      for (size_t a = 0; a < m; a++)
+        loop->group_of[rows[a].row] = rows[a].row;
+      loop->bucket_unique[bucket] = m;
+      continue;
+    }
     if (!knnwb_group_sort(loop, rows, loop->spare + loop->bucket_start[bucket], m, &steps))
       return;
     size_t unique = 0;
