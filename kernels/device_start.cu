@@ -8,7 +8,6 @@
  */
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -55,18 +54,21 @@ int count_state()
   return counted ? device_count : counting ? -1 : -2;
 }
 
-/* Pinned staging buffers made once the contexts are there and handed back to the pool
- * (host_staging.h): the rows' upload ahead takes eight (one a lane), and page-locking them there,
- * right after the rows were prepared, held up the upload and the duplicate search beside it (a
- * whole command on 1,533,876 x 128 rows: the upload 0.030-0.050 s with them made here, 0.106-0.119
- * s without; knn step 1.59-1.61 s against 1.62-1.69 s). Here they overlap the input's read.
- * KNNWB_CUDA_STAGING_WARM=N (0 to 16) makes N instead, to measure. */
+/* Pinned staging buffers made and handed back to the pool (host_staging.h), on the thread of the
+ * run's first GPU once its context is there (a thread that never chose a GPU would make GPU 0's
+ * context, which the run may not use): the rows' upload ahead takes eight (one a lane), and
+ * page-locking them there, right after the rows were prepared, held up the upload and the
+ * duplicate search beside it (a whole command on 1,533,876 x 128 rows: the upload 0.030-0.050 s
+ * with them made here, 0.106-0.119 s without; knn step 1.59-1.61 s against 1.62-1.69 s). Here they
+ * overlap the input's read. KNNWB_CUDA_STAGING_WARM=N (0 to 16) makes N instead, to measure;
+ * anything else: 8. */
 void warm_staging()
 {
   const char *v = getenv("KNNWB_CUDA_STAGING_WARM");
-  const int n = v != nullptr ? std::max(0, std::min(16, atoi(v))) : 8;
-  if (device_count <= 0)
-    return;
+  char *end = nullptr;
+  const long asked = v != nullptr ? strtol(v, &end, 10) : -1;
+  const int n =
+      v != nullptr && end != v && *end == '\0' && asked >= 0 && asked <= 16 ? (int)asked : 8;
   void *taken[16] = {};
   for (int i = 0; i < n; i++)
     taken[i] = knnwb_cuda::staging_take();
@@ -90,22 +92,23 @@ void start_devices(std::vector<int> ordinals)
       /* no thread: the first GEMM's setup loads them */
     }
   }
+  bool warm = true; /* on the first GPU's thread */
   for (int ordinal : ordinals) {
     if (ordinal < 0 || ordinal >= device_count)
       continue;
     try {
-      threads.emplace_back([ordinal] {
-        if (cudaSetDevice(ordinal) == cudaSuccess)
-          cudaFree(nullptr);
+      threads.emplace_back([ordinal, warm] {
+        if (cudaSetDevice(ordinal) == cudaSuccess && cudaFree(nullptr) == cudaSuccess && warm)
+          warm_staging();
         cudaGetLastError();
       });
+      warm = false;
     } catch (...) {
       break; /* no thread: the workers create what is left */
     }
   }
   for (std::thread &t : threads)
     t.join();
-  warm_staging();
 }
 
 /* With start_lock held: the start finished and joined. */

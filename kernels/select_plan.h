@@ -183,9 +183,10 @@ typedef enum {
  * first_windows windows are filtered (a fused tile whose rows' thresholds are still loose passes
  * so many pairs that its blocks lose lines, and measured there it would mislead); then, of every
  * 32 windows, the first four go fused, filtered, filtered, fused (a trend in the tiles' cost falls
- * on both alike), and the tile after them decides for the rest of the period. *mark: the window
- * (0..4) whose start this tile is, whose time starts there (the worker marks its selection stream
- * before the tile), else -1. O(1).
+ * on both alike), and the tile after them decides for the rest of the period. (A worker moves its
+ * origin after each decision, so its periods are those of knnwb_select_plan_probe_gap.) *mark: the
+ * window (0..4) whose start this tile is, whose time starts there (the worker marks its selection
+ * stream before the tile), else -1. O(1).
  */
 KnnwbFusedProbeStep knnwb_select_plan_fused_probe(long n, long window, long first_windows,
                                                   int *mark);

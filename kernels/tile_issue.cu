@@ -9,6 +9,7 @@
 #include "select_worker.h"
 #include "tile_scores.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -140,8 +141,10 @@ long Worker::fused_decide(long window)
   for (int i = 0; i < probe_fresh_n_ && timed; i++)
     timed = cudaEventElapsedTime(&fresh_ms[i], probe_fresh_[2 * i], probe_fresh_[2 * i + 1]) ==
             cudaSuccess;
-  if (!timed)
+  if (!timed) {
     (void)cudaGetLastError();
+    std::fill(ms, ms + 4, 0.0f); /* a partial read must not look like a clear decision */
+  }
   if (timed)
     knnwb_select_plan_probe_exclude(ms, fresh_ms, probe_fresh_window_, probe_fresh_n_);
   fused_choice_ = timed && knnwb_select_plan_fused_wins(ms);

@@ -7,7 +7,8 @@
  * pearson: standard normal rows (centred and normalised by the preparation). euclidean: 50
  * Gaussian clusters, centres N(0, 3^2), unit noise (tests/bench/make_clusters_table.py's shape).
  * Prints the best of REPS calls, the choice and a checksum of the sample rows' counts, so that two
- * builds can be compared for the same decisions.
+ * builds can be compared for the same decisions; then the best of REPS fits of the centroids that
+ * the GPU's tile loop groups the rows by (knnwb_row_order_centroids, fitted beside the planner).
  */
 #include <math.h>
 #include <stdint.h>

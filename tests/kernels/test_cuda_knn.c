@@ -297,7 +297,8 @@ static void test_fused_tiles(void)
   }
   /* the default: each worker measures fused and filtered tiles in windows (both kinds in turn),
    * then keeps the faster; windows of 4 tiles (the first 8 tiles that may be fused filtered, then
-   * 16 measured of every 128), and tiles of 128 give 3,001 rows 300 tiles */
+   * 16 measured, the next 16 tiles on after a close decision, 112 or 240 on after a clear one),
+   * and tiles of 128 give 3,001 rows 300 tiles */
   g_autoptr(KnnwbMatrix) many = knnwb_test_random_matrix(3001, 45, 46);
   g_setenv("KNNWB_CUDA_FUSED", "", TRUE);
   g_setenv("KNNWB_CUDA_FUSED_PROBE", "4", TRUE);
@@ -525,9 +526,9 @@ static void test_rows_ahead(void)
 }
 
 /* The rows' upload ahead dealt over several lanes (rows_start.cu, upload_lanes): in a subprocess
- * with the trace, wide rows in ten chunks over three lanes, all three of which ran and whose rows
- * the search then took (a lane that failed would leave the rows to the select: the same lists,
- * but no "taken"). */
+ * with the trace, wide rows in ten chunks over three staged lanes whose rows the search then took
+ * (a lane that failed fails the upload, which leaves the rows to the select: the same lists, but
+ * no "taken"). */
 static void test_rows_ahead_lanes(void)
 {
   g_autoptr(KnnwbMatrix) wide = knnwb_test_random_matrix(2311, 8191, 44);
