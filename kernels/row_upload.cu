@@ -144,28 +144,17 @@ cudaError_t upload_lanes(RowUpload *lanes, int n, int device, bool *stopped)
   }
   std::vector<cudaError_t> errors((size_t)n, cudaSuccess);
   std::vector<char> lane_stopped((size_t)n, 0);
-  auto run_lane = [&](int l, bool set_device) {
-    bool s = false;
-    cudaError_t err = set_device ? cudaSetDevice(device) : cudaSuccess;
-    if (err == cudaSuccess)
-      err = upload_rows(lanes[l], &s);
-    errors[(size_t)l] = err;
-    lane_stopped[(size_t)l] = s;
-  };
-  std::vector<std::thread> threads;
-  int started = 1;
-  try {
-    threads.reserve((size_t)n - 1);
-    for (; started < n; started++)
-      threads.emplace_back(run_lane, started, true);
-  } catch (const std::exception &) {
-    /* A thread that cannot start (memory or process limits): this thread takes its lanes. */
-  }
-  for (int l = started; l < n; l++)
-    run_lane(l, false);
-  run_lane(0, false);
-  for (auto &t : threads)
-    t.join();
+  /* a lane a thread (parallel_rows: one that cannot start leaves its lane to this thread) */
+  parallel_rows((size_t)n, n, 1, [&](size_t first, size_t last) {
+    for (size_t l = first; l < last; l++) {
+      bool s = false;
+      cudaError_t err = cudaSetDevice(device);
+      if (err == cudaSuccess)
+        err = upload_rows(lanes[l], &s);
+      errors[l] = err;
+      lane_stopped[l] = s;
+    }
+  });
   cudaError_t first = cudaSuccess;
   for (int l = 0; l < n; l++) {
     if (first == cudaSuccess)

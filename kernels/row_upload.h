@@ -52,7 +52,8 @@ cudaError_t upload_rows(const RowUpload &u, bool *stopped = nullptr);
  * One upload dealt over n lanes (each an upload_rows of its own chunks, on a thread of its own;
  * lane 0 on the caller's), whose staging, scratch, events and streams are their own and whose
  * buffer sizes are equal (else cudaErrorInvalidValue): lane l takes chunks l, l + n, ...; the
- * chunk_first and chunk_step given are ignored. Each lane thread makes device current first.
+ * chunk_first and chunk_step given are ignored. Each lane makes device current first (the
+ * caller's thread too).
  * Why lanes: a chunk's copy split over threads waits for the slowest of them, and beside other
  * busy threads (the duplicate search, the margin planner) one of them is often descheduled for a
  * time slice; a lane held back delays only its own chunks. The first error of any lane is
