@@ -161,23 +161,71 @@ typedef struct {
   gboolean started; /* a slice of the file written (or tried) */
 } KnnwbDistributedCursor;
 
-/* Opens and truncates every file (collective). Every rank fails alike: MPI_File_open and
- * MPI_File_set_size are collective and see the one file system. */
-static gboolean knnwb_distributed_open_files(KnnwbDistributedCursor *cursors, size_t n_files,
+/* Descriptors a rank keeps free beyond the files' own when it checks that it can open them: Open
+ * MPI 4.1's MPI_File_open (ompio) takes one more for each file (the shared file pointer's backing
+ * file; a rank under `ulimit -n` with one descriptor free hung there, two went through), and a
+ * rank that fails inside it leaves the others there for ever (they wait in its barriers). One
+ * more in all than seen needed, for other MPI-IO components. */
+#define KNNWB_OPEN_SPARE 1
+
+/* Whether this rank can open every file for writing at once (creating it, as MPI_MODE_CREATE
+ * would) and still has a descriptor free for each and KNNWB_OPEN_SPARE more: a directory this host
+ * does not see (a file system the hosts do not share), a per-process descriptor limit. Leaves
+ * nothing open. */
+static gboolean knnwb_distributed_can_open(const KnnwbDistributedCursor *cursors, size_t n_files,
+                                           GError **error)
+{
+  g_autofree int *fds = g_new(int, 2 * n_files + KNNWB_OPEN_SPARE);
+  size_t n_open = 0;
+  int saved = 0;
+  for (; n_open < 2 * n_files + KNNWB_OPEN_SPARE; n_open++) {
+    fds[n_open] = n_open < n_files
+                      ? open(cursors[n_open].file->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666)
+                      : dup(fds[0]);
+    if (fds[n_open] < 0) {
+      saved = errno;
+      break;
+    }
+  }
+  for (size_t i = 0; i < n_open; i++)
+    close(fds[i]);
+  if (n_open == 2 * n_files + KNNWB_OPEN_SPARE)
+    return TRUE;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "%s: cannot open for writing: %s%s",
+              cursors[MIN(n_open, n_files - 1)].file->path, g_strerror(saved),
+              saved == ENOENT ? " (every rank writes into the output: its directory must be on a "
+                                "file system that every host sees)"
+                              : "");
+  return FALSE;
+}
+
+/* Opens and truncates every file (collective). The ranks first agree that each can open every
+ * file: MPI_File_open is collective, and one rank that fails in it alone (a per-process
+ * descriptor limit, a directory its host does not see) leaves the others waiting inside it. A
+ * failure after that (the ranks' file systems disagree with the check) is agreed before the
+ * truncation, so that no rank skips a collective call the others make. Every rank returns the
+ * same result unless a truncation fails (then the final agree of knnwb_distributed_write_files
+ * makes it common); error: the lowest failing rank's ("rank R: " in front). */
+static gboolean knnwb_distributed_open_files(const KnnwbKnnGroup *group,
+                                             KnnwbDistributedCursor *cursors, size_t n_files,
                                              GError **error)
 {
   gboolean ok = TRUE;
+  if (!group->agree(group, knnwb_distributed_can_open(cursors, n_files, error), error))
+    return FALSE;
   for (size_t f = 0; f < n_files; f++) {
     const char *path = cursors[f].file->path;
     int code = MPI_File_open(knnwb_distributed_communicator(), path,
                              MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &cursors[f].handle);
-    if (code != MPI_SUCCESS) {
-      if (ok)
-        knnwb_distributed_io_error(code, "open for writing", path, error);
+    if (code != MPI_SUCCESS && ok)
+      knnwb_distributed_io_error(code, "open for writing", path, error);
+    cursors[f].opened = code == MPI_SUCCESS;
+    /* The ranks agree that every one opened it before any calls set_size on it (the files
+     * after it are left unopened, on every rank alike). */
+    if (!group->agree(group, ok && cursors[f].opened, error)) {
       ok = FALSE;
-      continue;
+      break;
     }
-    cursors[f].opened = TRUE;
     /* Truncated only when it holds bytes (rank 0's placeholders are empty): ext4 writes out a
      * file truncated to nothing and written again at its last close (auto_da_alloc; 0.11 s for
      * 288 MB on the 2-core VM), which would hold up a file left to the system's cache. The
@@ -190,7 +238,7 @@ static gboolean knnwb_distributed_open_files(KnnwbDistributedCursor *cursors, si
     MPI_Allreduce(&holds, &any_holds, 1, MPI_INT, MPI_LOR, knnwb_distributed_communicator());
     if (any_holds)
       code = MPI_File_set_size(cursors[f].handle, 0);
-    if (code != MPI_SUCCESS && ok) {
+    if (code != MPI_SUCCESS) {
       knnwb_distributed_io_error(code, "truncate", path, error);
       ok = FALSE;
     }
@@ -296,7 +344,7 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
   /* Collective calls (open, set_size, sync, close) are made by every rank whatever its own writes
    * did, so that a rank that failed does not leave the others waiting. */
   const gint64 start = g_get_monotonic_time();
-  gboolean ok = knnwb_distributed_open_files(cursors, n_files, error);
+  gboolean ok = knnwb_distributed_open_files(group, cursors, n_files, error);
   /* Synced only where an output replaces data, as one process's files (atomic_file.h): rank 0,
    * which made the outputs' placeholders, knows; the ranks agree so that all or none sync. */
   int64_t durable = knnwb_atomic_file_syncs_always() ? 1 : 0;

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# One rank alone fails (or sees another environment) under mpirun: every rank must still reach the
+# same collectives, so the job ends, non-zero, with the failing rank's reason, no output and the
+# previous output untouched; a knob set on one rank only is replaced by rank 0's. Each failure comes
+# from the outside of one rank of an MPMD launch (`mpirun ... -np 1 A : -np 1 B`): another working
+# directory, a descriptor or address-space limit, another environment. Every mpirun runs under
+# `timeout`, so that a hang (the bug) fails the test instead of blocking it.
+# Usage: mpi_one_rank.sh KNNWB MPIEXEC SOURCE_DIR
+set -euo pipefail
+knnwb=$1
+mpiexec=$2
+here=$3/tests/distributed
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# A job that has not ended after this many seconds hung (each runs in a second or two).
+limit=60
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# Two ranks, each its own command line (MPMD): mpmd 'RANK 0 WORDS' 'RANK 1 WORDS'. Each side runs
+# under bash, so that it may change directory or set a limit before it starts knnwb.
+# Flags as mpi_check.sh's: shared memory without the single-copy path, ranks may oversubscribe.
+mpmd() {
+  timeout "$limit" "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader \
+    --mca btl_vader_single_copy_mechanism none -np 1 bash -c "$1" : -np 1 bash -c "$2"
+}
+# Runs mpmd, expecting a failure: its status (124: hung) in $status, stderr in err.txt.
+mpmd_fails() {
+  status=0
+  mpmd "$1" "$2" >out.txt 2>err.txt || status=$?
+  [ "$status" -ne 124 ] || { cat err.txt; fail "$3: the job hung (killed after $limit s)"; }
+  [ "$status" -ne 0 ] || { cat err.txt; fail "$3: exit status 0"; }
+}
+no_temporaries() {
+  ! find . -name '.knnwb-*' | grep -q . || { find . -name '.knnwb-*'; fail "$1: a temporary was left"; }
+}
+
+python3 "$here/make_npy.py" data.npy 3000 8 1
+data=$work/data.npy
+
+# MPI_File_open is collective, and a rank that fails in it alone (Open MPI's ompio) leaves the
+# others waiting inside it: the ranks check that each can open the files first, and agree.
+# A directory that one rank's host does not see: rank 1 works in another directory, where rank 0's
+# output directory (a relative path) does not exist (its own -o names one that does).
+mkdir -p out elsewhere/other
+for ext in knn npy; do
+  echo previous >"out/x.$ext"
+  mpmd_fails "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.$ext" \
+    "cd elsewhere && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o other/x.$ext" \
+    "the output's directory unseen by one rank (.$ext)"
+  grep -q "^knnwb: rank 1: out/x\.$ext: cannot open for writing: No such file or directory" err.txt ||
+    { cat err.txt; fail "the output's directory unseen by one rank (.$ext): no reason given"; }
+  [ "$(cat "out/x.$ext")" = previous ] || fail "the output's directory unseen by one rank: out/x.$ext replaced"
+  [ ! -e out/x.distances.npy ] || fail "the output's directory unseen by one rank: a side file written"
+  no_temporaries "the output's directory unseen by one rank (.$ext)"
+done
+echo "the output's directory unseen by one rank: every rank stops with its reason"
+# A descriptor limit on rank 1 alone: from a limit that lets the whole run through, down until
+# knnwb's check (not MPI's start) stops it. Every run must end; the exact count MPI needs varies.
+seen=
+for files in 24 22 21 20 19 18 17 16 15 14; do
+  echo previous >out/x.knn
+  status=0
+  mpmd "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.knn" \
+    "ulimit -n $files; exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.knn" \
+    >out.txt 2>err.txt || status=$?
+  [ "$status" -ne 124 ] || { cat err.txt; fail "ulimit -n $files on rank 1: the job hung"; }
+  [ "$status" -eq 0 ] && continue
+  if grep -q "^knnwb: rank 1: out/x.knn: cannot open for writing: Too many open files" err.txt; then
+    seen=$files
+    [ "$(cat out/x.knn)" = previous ] || fail "ulimit -n $files on rank 1: the previous output was replaced"
+    no_temporaries "ulimit -n $files on rank 1"
+    break
+  fi
+done
+if [ -n "$seen" ]; then
+  echo "ulimit -n $seen on rank 1: every rank stops with its reason"
+else
+  echo "ulimit -n on rank 1: MPI itself failed before knnwb's check at every limit (skipped)"
+fi
