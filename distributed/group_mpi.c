@@ -241,6 +241,86 @@ static void knnwb_distributed_keep_freed_memory(void)
 #endif
 }
 
+/* Knobs each rank may hold for itself: KNNWB_MPI decides before MPI starts whether the process
+ * joins at all, KNNWB_MPI_VERBOSE only whether the rank's own output is shown. */
+static gboolean knnwb_distributed_own_knob(const char *name)
+{
+  return !g_str_has_prefix(name, "KNNWB_") || strcmp(name, "KNNWB_MPI") == 0 ||
+         strcmp(name, "KNNWB_MPI_VERBOSE") == 0;
+}
+
+/* Rank 0's KNNWB_* knobs as "NAME=VALUE" strings one after another, each ended by a NUL. */
+static GString *knnwb_distributed_knobs_pack(void)
+{
+  GString *packed = g_string_new(NULL);
+  g_auto(GStrv) names = g_listenv();
+  for (char **name = names; *name != NULL; name++)
+    if (!knnwb_distributed_own_knob(*name)) {
+      g_string_append_printf(packed, "%s=%s", *name, g_getenv(*name));
+      g_string_append_c(packed, '\0');
+    }
+  return packed;
+}
+
+/*
+ * Every rank takes rank 0's KNNWB_* environment (knnwb_distributed_own_knob aside): the knobs
+ * choose collective paths (KNNWB_MPI_SHARED: a shared window or messages; KNNWB_PARTITION: the
+ * partitioned search; test hooks that pause or fail a rank), and ranks started with different
+ * environments (an MPMD launch, `mpirun -np 1 env X=1 knnwb ... : -np 1 knnwb ...`, or hosts whose
+ * shells set different values) would call different collectives and wait for each other for
+ * ever, or mismatch and abort. Rank 0 warns once, naming the lowest rank that differed. Collective;
+ * before any other thread of knnwb's exists (g_setenv). O(size of the environment).
+ */
+static void knnwb_distributed_knobs_common(const KnnwbKnnGroup *group)
+{
+  MPI_Comm comm = knnwb_distributed_comm;
+  g_autoptr(GString) packed =
+      group->rank == 0 ? knnwb_distributed_knobs_pack() : g_string_new(NULL);
+  int length = (int)packed->len;
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  g_string_set_size(packed, (gsize)length);
+  MPI_Bcast(packed->str, length, MPI_CHAR, 0, comm);
+  g_autoptr(GString) differ = g_string_new(NULL);
+  if (group->rank != 0) {
+    g_autoptr(GHashTable) root = g_hash_table_new(g_str_hash, g_str_equal);
+    for (char *entry = packed->str, *next; entry < packed->str + packed->len; entry = next) {
+      next = entry + strlen(entry) + 1;
+      char *equals = strchr(entry, '=');
+      *equals = '\0'; /* the name ends there, its value follows */
+      g_hash_table_insert(root, entry, equals + 1);
+    }
+    g_auto(GStrv) names = g_listenv();
+    for (char **name = names; *name != NULL; name++)
+      if (!knnwb_distributed_own_knob(*name) && !g_hash_table_contains(root, *name)) {
+        g_string_append_printf(differ, "%s%s='%s' here, unset on rank 0", differ->len ? ", " : "",
+                               *name, g_getenv(*name));
+        g_unsetenv(*name);
+      }
+    GHashTableIter at;
+    gpointer name, value;
+    g_hash_table_iter_init(&at, root);
+    while (g_hash_table_iter_next(&at, &name, &value)) {
+      const char *mine = g_getenv(name);
+      if (g_strcmp0(mine, value) == 0)
+        continue;
+      if (mine != NULL)
+        g_string_append_printf(differ, "%s%s='%s' here, '%s' on rank 0", differ->len ? ", " : "",
+                               (const char *)name, mine, (const char *)value);
+      else
+        g_string_append_printf(differ, "%s%s unset here, '%s' on rank 0", differ->len ? ", " : "",
+                               (const char *)name, (const char *)value);
+      g_setenv(name, value, TRUE);
+    }
+  }
+  /* The ranks' one agreement: the lowest rank that differed tells rank 0 how. */
+  g_autoptr(GError) note = NULL;
+  if (differ->len > 0)
+    g_set_error_literal(&note, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT, differ->str);
+  if (!group->agree(group, differ->len == 0, &note) && group->rank == 0)
+    g_warning("the ranks' KNNWB_* environments differ (%s): every rank uses rank 0's values",
+              note->message);
+}
+
 gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **group,
                                 GError **error)
 {
@@ -276,7 +356,6 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   MPI_Comm_split_type(knnwb_distributed_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_size);
   MPI_Comm_free(&local);
-  knnwb_distributed_shared_init(knnwb_distributed_comm, local_size);
   knnwb_distributed_group = (KnnwbKnnGroup){.rank = rank,
                                             .size = size,
                                             .local_size = local_size,
@@ -289,9 +368,12 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
                                             .board_open = knnwb_distributed_group_board_open,
                                             .board_lower = knnwb_distributed_group_board_lower,
                                             .board_close = knnwb_distributed_group_board_close};
-  if (size > 1) {
+  /* The knobs are made common first: the shared window's set-up reads one. */
+  if (size > 1)
+    knnwb_distributed_knobs_common(&knnwb_distributed_group);
+  knnwb_distributed_shared_init(knnwb_distributed_comm, local_size);
+  if (size > 1)
     *group = &knnwb_distributed_group;
-  }
   return TRUE;
 }
 

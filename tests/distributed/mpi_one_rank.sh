@@ -81,3 +81,20 @@ if [ -n "$seen" ]; then
 else
   echo "ulimit -n on rank 1: MPI itself failed before knnwb's check at every limit (skipped)"
 fi
+
+# A knob that chooses collectives, set on one rank only (KNNWB_MPI_SHARED=0: messages instead of the
+# shared window; the ranks' calls mismatched and Open MPI aborted the job): every rank takes rank
+# 0's environment, rank 0 says which differed, and the bytes are one process's.
+"$knnwb" knn "$data" -k 5 -b cpu -t 1 -q -o one.knn
+for side in 0 1; do
+  rank0="exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o knob.knn"
+  rank1=$rank0
+  if [ "$side" = 0 ]; then rank0="KNNWB_MPI_SHARED=0 $rank0"; else rank1="KNNWB_MPI_SHARED=0 $rank1"; fi
+  status=0
+  mpmd "$rank0" "$rank1" >out.txt 2>err.txt || status=$?
+  [ "$status" -eq 0 ] || { cat err.txt; fail "KNNWB_MPI_SHARED=0 on rank $side alone: exit status $status"; }
+  grep -q "^knnwb: warning: the ranks' KNNWB_\* environments differ (rank 1: KNNWB_MPI_SHARED" err.txt ||
+    { cat err.txt; fail "KNNWB_MPI_SHARED=0 on rank $side alone: no warning"; }
+  cmp -s one.knn knob.knn || fail "KNNWB_MPI_SHARED=0 on rank $side alone: bytes differ from one process"
+done
+echo "a knob set on one rank alone: rank 0's value on every rank, a warning, one process's bytes"
