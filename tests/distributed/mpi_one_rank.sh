@@ -98,3 +98,27 @@ for side in 0 1; do
   cmp -s one.knn knob.knn || fail "KNNWB_MPI_SHARED=0 on rank $side alone: bytes differ from one process"
 done
 echo "a knob set on one rank alone: rank 0's value on every rank, a warning, one process's bytes"
+
+# The commands' own checks of the file system, each rank its own (a relative path under another
+# working directory stands for a directory another host does not see): the ranks agree on them
+# before the first collective (the backend's choice), instead of one rank returning alone.
+expression=$3/share/examples/data/synthetic_expression.tsv
+focus=$(awk 'NR == 2 {print $1}' "$expression")
+echo previous >out/nb.gml
+mpmd_fails "exec '$knnwb' neighbourhood $expression --focus $focus -k 5 -b cpu -t 1 -q -o out/nb.gml" \
+  "cd elsewhere && exec '$knnwb' neighbourhood $expression --focus $focus -k 5 -b cpu -t 1 -q -o out/nb.gml" \
+  "neighbourhood, the output's directory unseen by one rank"
+grep -q "^knnwb: rank 1: .*out/nb.gml" err.txt ||
+  { cat err.txt; fail "neighbourhood, the output's directory unseen by one rank: no reason given"; }
+[ "$(cat out/nb.gml)" = previous ] || fail "neighbourhood, the output's directory unseen by one rank: output replaced"
+no_temporaries "neighbourhood, the output's directory unseen by one rank"
+# --into (an .h5ad output's source) that one rank does not find.
+touch into.h5ad
+mpmd_fails "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/g.h5ad --into into.h5ad" \
+  "cd elsewhere && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o other/g.h5ad --into into.h5ad" \
+  "--into unseen by one rank"
+grep -q "^knnwb: rank 1: --into into.h5ad: no such file" err.txt ||
+  { cat err.txt; fail "--into unseen by one rank: no reason given"; }
+[ ! -e out/g.h5ad ] || fail "--into unseen by one rank: an output was written"
+no_temporaries "--into unseen by one rank"
+echo "a file-system check that fails on one rank alone: every rank stops with its reason"

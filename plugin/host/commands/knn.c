@@ -242,19 +242,27 @@ static gboolean knnwb_knn_parse_h5ad(KnnwbKnnRun *run, GError **error)
     return FALSE;
   run->h5ad.weights = (KnnwbH5adWeights)weights;
   run->h5ad.into = command->into;
-  if (command->into != NULL) {
-    g_autofree char *into = knnwb_host_path_identity(command->into);
-    g_autofree char *output = knnwb_host_path_identity(command->output);
-    if (!g_file_test(command->into, G_FILE_TEST_IS_REGULAR)) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "--into %s: no such file", command->into);
-      return FALSE;
-    }
-    if (g_strcmp0(into, output) == 0) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
-                  "-o %s is the --into file, which knnwb only reads: write the copy elsewhere",
-                  command->output);
-      return FALSE;
-    }
+  return TRUE;
+}
+
+/* The --into file exists and is not the output. Each rank looks at its own file system (a
+ * directory another host does not see, a relative path under another working directory): the
+ * caller agrees on the result, so this is no part of the parse that each rank does alone. */
+static gboolean knnwb_knn_check_into(const KnnwbKnnCommand *command, GError **error)
+{
+  if (command->into == NULL)
+    return TRUE;
+  g_autofree char *into = knnwb_host_path_identity(command->into);
+  g_autofree char *output = knnwb_host_path_identity(command->output);
+  if (!g_file_test(command->into, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_IO, "--into %s: no such file", command->into);
+    return FALSE;
+  }
+  if (g_strcmp0(into, output) == 0) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
+                "-o %s is the --into file, which knnwb only reads: write the copy elsewhere",
+                command->output);
+    return FALSE;
   }
   return TRUE;
 }
@@ -356,7 +364,8 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
                                                 !knnwb_host_group_all_gpus(group, &run->options)));
   const char *output = run->command.output;
   g_autoptr(KnnwbHostFiles) files = knnwb_knn_files(run);
-  gboolean ready = knnwb_host_files_check(files, error);
+  gboolean ready =
+      knnwb_knn_check_into(&run->command, error) && knnwb_host_files_check(files, error);
   run->options.cancel = knnwb_host_signals_install();
   /* Creating the temporary proves the directory takes files (root passes access() on /proc). */
   if (ready && run->writer) {

@@ -184,30 +184,33 @@ static gboolean knnwb_neighbourhood_parse(GOptionContext *context, int argc, cha
 }
 
 /* The outputs go to temporaries renamed into place together at the end (all or nothing);
- * creating them now proves the directories take files before any work. */
+ * creating them now proves the directories take files before any work. Under mpirun every rank
+ * reaches the backend's choice (collective) and the agreement whatever its own checks found: each
+ * looks at its own file system (the plots' directory, the outputs'), and a rank that returned
+ * alone would leave the others waiting in the collectives that follow. */
 static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError **error)
 {
   const KnnwbNeighbourhoodCommand *command = &run->command;
   g_autoptr(KnnwbHostFiles) files = knnwb_neighbourhood_files(command);
-  if (!knnwb_host_plots_check(&command->plots, error) || !knnwb_host_files_check(files, error))
-    return FALSE;
+  gboolean ready =
+      knnwb_host_plots_check(&command->plots, error) && knnwb_host_files_check(files, error);
   run->options.cancel = knnwb_host_signals_install();
   run->options.data_name = command->rest[0];
   run->group = knnwb_host_group();
   run->split_rows = run->group != NULL && run->group->size > 1 &&
                     !knnwb_host_group_all_gpus(run->group, &run->options);
   run->writer = !run->split_rows || run->group->rank == 0;
-  if (run->split_rows && command->plots.dir != NULL) {
+  if (ready && run->split_rows && command->plots.dir != NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                 "--plots needs the whole input in one process: run it without mpirun, or with "
                 "the whole input on every rank");
-    return FALSE;
+    ready = FALSE;
   }
-  gboolean ready =
-      !run->writer ||
-      ((run->gml_temporary = knnwb_host_outputs_add(run->outputs, command->output, error)) &&
-       (command->table == NULL || (run->table_temporary = knnwb_host_outputs_add(
-                                       run->outputs, command->table, error)) != NULL));
+  ready = ready &&
+          (!run->writer ||
+           ((run->gml_temporary = knnwb_host_outputs_add(run->outputs, command->output, error)) &&
+            (command->table == NULL || (run->table_temporary = knnwb_host_outputs_add(
+                                            run->outputs, command->table, error)) != NULL)));
   /* .mtx row labels go to a side file named after the output. */
   KnnwbOutputFormat format = KNNWB_OUTPUT_GML;
   g_autofree char *side_final =
@@ -218,7 +221,7 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
     g_autofree char *side_temporary = knnwb_formats_side_path(run->gml_temporary, format);
     knnwb_host_outputs_add_side_file(run->outputs, side_temporary, side_final);
   }
-  if (run->split_rows && !run->group->agree(run->group, ready, error))
+  if (run->group != NULL && !run->group->agree(run->group, ready, error))
     ready = FALSE;
   return ready;
 }
