@@ -214,6 +214,10 @@ static gboolean knnwb_list_store_query(KnnwbListStore *store, const KnnwbNeighbo
   const size_t d = data->n_cols, k = store->k;
   const size_t offset = rows->group != NULL ? rows->first[rows->group->rank] : 0;
   g_autoptr(KnnwbMatrix) query = knnwb_matrix_new(mine_end - mine_begin, d, error);
+  /* Split: every rank agrees before the query's collectives, whatever failed where (a rank that
+   * returned alone would leave the others waiting in them). */
+  if (rows->group != NULL && !rows->group->agree(rows->group, query != NULL, error))
+    return FALSE;
   if (query == NULL)
     return FALSE;
   for (size_t i = mine_begin; i < mine_end; i++) {
@@ -453,6 +457,11 @@ static gboolean knnwb_neighbourhood_search(const KnnwbNeighbourhoodRows *rows,
   gboolean met = FALSE; /* split: this rank met the others before the ranking */
   size_t n_queries = 0;
   g_autoptr(KnnwbNeighbourhood) result = knnwb_neighbourhood_new(error);
+  /* Split queries: the ranks agree on it before the first query's collectives (a failure they
+   * agreed on meets again below, on every rank alike). */
+  if (source->store != NULL && rows->group != NULL &&
+      !rows->group->agree(rows->group, result != NULL, error))
+    goto out;
   if (result == NULL)
     goto out;
   for (size_t f = 0; f < n_focus; f++)

@@ -22,7 +22,9 @@ int knnwb_neighbourhood_rows_owner(const KnnwbNeighbourhoodRows *rows, int64_t r
 
 /* The rows wanted (every rank passes the same list), in that order: every rank sends the ones it
  * holds; *values (n_wanted x d) on every rank, or on rank 0 only when root_only (NULL on the
- * others). Collective. Errors: KNNWB_ERROR_NO_MEMORY (this rank's), transport errors. */
+ * others). Collective; the ranks agree before the exchange, so every rank returns the same result.
+ * Errors: KNNWB_ERROR_NO_MEMORY (the lowest failing rank's, "rank R: " in front), transport
+ * errors. */
 gboolean knnwb_neighbourhood_rows_gather(const KnnwbNeighbourhoodRows *rows, const int64_t *wanted,
                                          size_t n_wanted, gboolean root_only, KnnwbMatrix **values,
                                          GError **error);

@@ -23,21 +23,24 @@ gboolean knnwb_neighbourhood_rows_gather(const KnnwbNeighbourhoodRows *rows, con
   /* Per rank, its rows in the order wanted: the layout of what it sends. */
   g_autofree size_t *count = g_new0(size_t, ranks);
   g_autofree int *owner = g_try_new(int, MAX(n_wanted, (size_t)1));
-  if (owner == NULL) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot hold %zu row numbers", n_wanted);
-    return FALSE;
-  }
-  for (size_t v = 0; v < n_wanted; v++)
+  for (size_t v = 0; owner != NULL && v < n_wanted; v++)
     count[owner[v] = knnwb_neighbourhood_rows_owner(rows, wanted[v])]++;
-  g_autoptr(KnnwbMatrix) out = receiving ? knnwb_matrix_new(n_wanted, d, error) : NULL;
-  g_autofree float *mine = g_try_new(float, MAX(count[me] * d, (size_t)1));
-  g_autofree float *received = receiving ? g_try_new(float, MAX(n_wanted * d, (size_t)1)) : NULL;
-  if ((receiving && (out == NULL || received == NULL)) || mine == NULL) {
-    if (out != NULL || (error != NULL && *error == NULL))
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot hold %zu rows of %zu values",
-                  n_wanted, d);
-    return FALSE;
+  g_autoptr(KnnwbMatrix) out = NULL;
+  g_autofree float *mine = NULL, *received = NULL;
+  if (owner != NULL) {
+    out = receiving ? knnwb_matrix_new(n_wanted, d, error) : NULL;
+    mine = g_try_new(float, MAX(count[me] * d, (size_t)1));
+    received = receiving ? g_try_new(float, MAX(n_wanted * d, (size_t)1)) : NULL;
   }
+  const gboolean held =
+      owner != NULL && mine != NULL && (!receiving || (out != NULL && received != NULL));
+  if (!held && (error == NULL || *error == NULL))
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot hold %zu rows of %zu values",
+                n_wanted, d);
+  /* Every rank agrees before the exchange, whatever failed where: a rank that returned alone
+   * would leave the others waiting in it. */
+  if (!group->agree(group, held, error))
+    return FALSE;
   const size_t offset = rows->first[me];
   for (size_t v = 0, i = 0; v < n_wanted; v++)
     if ((size_t)owner[v] == me)

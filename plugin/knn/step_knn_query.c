@@ -53,18 +53,25 @@ static gboolean knnwb_knn_query_run(KnnwbStepContext *context, GError **error)
   KnnwbValue *out = context->output;
   g_autoptr(GArray) devices = g_array_new(FALSE, FALSE, sizeof(int));
   KnnwbKnnOptions options;
-  if (!knnwb_knn_plugin_options(context, &options, devices, error))
-    return FALSE;
+  gboolean ready = knnwb_knn_plugin_options(context, &options, devices, error);
   /* Split rows under mpirun: each rank passes its blocks and gets its query rows' lists, rank 0
    * gathers them and builds the graph. */
-  if (context->group != NULL && query->block_total > 0 && reference->block_total > 0) {
+  const gboolean split =
+      context->group != NULL && query->block_total > 0 && reference->block_total > 0;
+  if (ready && split) {
     options.group = context->group;
     options.group_split = TRUE;
     options.group_own_rows = TRUE;
   }
   /* A query file may list the columns (samples, or genes after transposing) in another order. */
   g_autoptr(KnnwbMatrix) matched = NULL;
-  if (!knnwb_matrix_match_columns(query->matrix, reference->matrix, &matched, error))
+  ready = ready && knnwb_matrix_match_columns(query->matrix, reference->matrix, &matched, error);
+  /* Split rows: every rank agrees before the query's collectives, whatever failed where (the
+   * reordered copy of a rank's block may not fit on that rank alone; a rank that returned alone
+   * would leave the others waiting in the query). */
+  if (split && !context->group->agree(context->group, ready, error))
+    return FALSE;
+  if (!ready)
     return FALSE;
   g_autoptr(KnnwbNeighbors) neighbors = NULL;
   if (!knnwb_knn_query(matched != NULL ? matched : query->matrix, reference->matrix, &options,
