@@ -52,9 +52,12 @@ void choose_on(int device, int tile, int dpad)
   const size_t rows_bytes = ((size_t)tile * (size_t)dpad * 2 + 255) / 256 * 256;
   const size_t tile_bytes = (size_t)tile * (size_t)tile * 2;
   double ready_at = 0;
+  const double loaded_at = seconds_now() - t0;
+  double context_at = 0, handle_at = 0;
   if (l != nullptr && cudaSetDevice(device) == cudaSuccess &&
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
-      l->create(&handle) == CUBLAS_STATUS_SUCCESS &&
+      (context_at = seconds_now() - t0) >= 0 && l->create(&handle) == CUBLAS_STATUS_SUCCESS &&
+      (handle_at = seconds_now() - t0) >= 0 &&
       l->set_stream(handle, stream) == CUBLAS_STATUS_SUCCESS &&
       l->set_math_mode(handle, CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS &&
       cudaMalloc(&buffer, rows_bytes + tile_bytes) == cudaSuccess &&
@@ -79,8 +82,9 @@ void choose_on(int device, int tile, int dpad)
    * what two GPUs add is the driver's start and the contexts (before this line's first figure). */
   if (trace_enabled())
     fprintf(stderr,
-            "knnwb cuda: GPU %d's tile GEMM chosen in %.3f s (its context and buffers %.3f s)\n",
-            device, seconds_now() - t0, ready_at);
+            "knnwb cuda: GPU %d's tile GEMM chosen in %.3f s (its context and buffers %.3f s: "
+            "cuBLAS loaded at %.3f s, the context at %.3f s, the handle at %.3f s)\n",
+            device, seconds_now() - t0, ready_at, loaded_at, context_at, handle_at);
 }
 
 /* The helper thread: the driver's count, then every GPU of ordinals (all when empty) at once. */
