@@ -1,5 +1,6 @@
 /* Shared by the files of core/base/: the matrix annotations (matrix_annotations.c) that matrix.c
- * copies and frees. */
+ * copies and frees; the kept worker threads (thread_pool.c) that the parallel loops (parallel.c)
+ * and teams (team.c) run on. */
 #ifndef KNNWB_BASE_INTERNAL_H
 #define KNNWB_BASE_INTERNAL_H
 
@@ -12,5 +13,23 @@ void knnwb_matrix_annotations_clear(KnnwbMatrix *matrix);
 void knnwb_matrix_annotations_copy(KnnwbMatrix *to, KnnwbMatrixAxis to_axis,
                                    const KnnwbMatrix *from, KnnwbMatrixAxis from_axis,
                                    const gboolean *keep);
+
+/** Tasks handed to kept workers by one caller, waited for together. */
+typedef struct {
+  int running; /* tasks handed out and not returned */
+  GMutex lock; /* running */
+  GCond done;
+} KnnwbPoolGroup;
+
+/** Makes group empty. */
+void knnwb_pool_group_init(KnnwbPoolGroup *group);
+/**
+ * Runs task(data) on an idle kept worker, else on a new thread, counted in group; never queued
+ * behind a busy worker, so tasks of one group run at once. FALSE (nothing run) when no thread can
+ * start: the caller does that share itself. O(1) with a worker idle.
+ */
+gboolean knnwb_pool_run(KnnwbPoolGroup *group, void (*task)(void *data), void *data);
+/** Waits until every task run in group has returned, then clears group. */
+void knnwb_pool_group_wait(KnnwbPoolGroup *group);
 
 #endif

@@ -1,8 +1,10 @@
-/* A minimal parallel-for over index ranges, with dynamic chunk scheduling. */
+/* A minimal parallel-for over index ranges, with dynamic chunk scheduling, on kept workers
+ * (thread_pool.c). */
 #include <sched.h>
 #include <unistd.h>
 #include <knnwb/knn.h>
 #include <knnwb/parallel.h>
+#include "base/base_internal.h"
 
 typedef struct {
   size_t n, grain;
@@ -11,7 +13,7 @@ typedef struct {
   void *data;
 } KnnwbParallelLoop;
 
-static gpointer knnwb_parallel_worker(gpointer user)
+static void knnwb_parallel_worker(void *user)
 {
   KnnwbParallelLoop *loop = user;
   for (;;) {
@@ -21,7 +23,6 @@ static gpointer knnwb_parallel_worker(gpointer user)
     size_t last = MIN(loop->n, (size_t)first + loop->grain);
     loop->body((size_t)first, last, loop->data);
   }
-  return NULL;
 }
 
 int knnwb_thread_limit(void)
@@ -118,16 +119,11 @@ void knnwb_parallel_for(int n_threads, size_t n, size_t grain,
   KnnwbParallelLoop loop = {n, grain, 0, body, data};
   /* The chunks are shared through one counter, so threads that cannot start (a memory or process
    * limit) only leave more chunks to the others. */
-  GThread **workers = g_try_new(GThread *, threads - 1);
-  int started = 0;
-  while (workers != NULL && started < threads - 1) {
-    workers[started] = knnwb_thread_try_start("knnwb-worker", knnwb_parallel_worker, &loop);
-    if (workers[started] == NULL)
+  KnnwbPoolGroup group;
+  knnwb_pool_group_init(&group);
+  for (int t = 1; t < threads; t++)
+    if (!knnwb_pool_run(&group, knnwb_parallel_worker, &loop))
       break;
-    started++;
-  }
   knnwb_parallel_worker(&loop);
-  for (int t = 0; t < started; t++)
-    g_thread_join(workers[t]);
-  g_free(workers);
+  knnwb_pool_group_wait(&group);
 }

@@ -1,7 +1,14 @@
 /* The parallel loops (core/base/parallel.c, team.c): every index and every team member runs
  * exactly once, whatever the threads asked for; loops inside loops, loops from several threads at
  * once and teams larger than the thread limit all finish (one that waited on another would hang
- * here, and the test's timeout fails it). */
+ * here, and the test's timeout fails it). Their workers (thread_pool.c) are kept between loops,
+ * start afresh in a forked child, and never take SIGINT or SIGTERM. */
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <knnwb/knn.h>
 #include <knnwb/parallel.h>
 
@@ -116,6 +123,119 @@ static void test_team_nested_loops(void)
     knnwb_team_run(12, team_with_loops, NULL);
 }
 
+/* The threads of this process (Linux: /proc/self/task); 0 when unknown. */
+static int process_threads(void)
+{
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL)
+    return 0;
+  int n = 0;
+  for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+    if (e->d_name[0] != '.')
+      n++;
+  closedir(d);
+  return n;
+}
+
+/* Whether workers are kept at this stack limit (core/base/thread_pool.c: up to 64 MiB). */
+static gboolean workers_kept(void)
+{
+  struct rlimit stack;
+  return getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY &&
+         stack.rlim_cur <= ((rlim_t)64 << 20);
+}
+
+/* Loops after the first start no threads: the first loop's workers wait for the next one (each
+ * start maps a fresh stack, which waits for the memory-map lock that a GPU driver holds while it
+ * allocates). */
+static void test_parallel_workers_kept(void)
+{
+  if (process_threads() == 0 || !workers_kept()) {
+    g_test_skip("no /proc/self/task, or stacks too large to keep workers");
+    return;
+  }
+  loop_once(8, 100003, 1);
+  const int after_first = process_threads();
+  g_assert_cmpint(after_first, >, 1); /* joined workers would leave the main thread alone */
+  for (int round = 0; round < 200; round++)
+    loop_once(8, 20011, 1);
+  for (int round = 0; round < 20; round++) {
+    Team team = {g_new0(gint, 8), 8, 0};
+    knnwb_team_run(8, team_member, &team);
+    g_free(team.ran);
+  }
+  /* (an idle worker may have left meanwhile, none started) */
+  g_assert_cmpint(process_threads(), <=, after_first);
+}
+
+/* A forked child has none of its parent's kept workers: its loops start their own (a loop that
+ * handed chunks to the parent's workers would wait for ever). */
+static void test_parallel_after_fork(void)
+{
+  loop_once(8, 100003, 1);
+  pid_t child = fork();
+  g_assert_cmpint(child, >=, 0);
+  if (child == 0) {
+    for (int round = 0; round < 20; round++)
+      loop_once(8, 20011, 1);
+    Team team = {g_new0(gint, 6), 6, 0};
+    knnwb_team_run(6, team_member, &team);
+    _exit(team.wrong_count == 0 && team.ran[5] == 1 ? 0 : 2);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int wait = 0; wait < 600 && done == 0; wait++) { /* 60 s */
+    done = waitpid(child, &status, WNOHANG);
+    if (done == 0)
+      g_usleep(100000);
+  }
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    g_error("the forked child's loops did not finish");
+  }
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+}
+
+typedef struct {
+  GThread *caller;
+  gint unblocked; /* a worker with SIGINT or SIGTERM deliverable */
+  gint on_workers;
+} Masks;
+
+static void check_mask(size_t first, size_t last, void *data)
+{
+  (void)first;
+  (void)last;
+  Masks *m = data;
+  if (g_thread_self() == m->caller)
+    return;
+  g_atomic_int_inc(&m->on_workers);
+  sigset_t now;
+  pthread_sigmask(SIG_BLOCK, NULL, &now);
+  if (!sigismember(&now, SIGINT) || !sigismember(&now, SIGTERM))
+    g_atomic_int_inc(&m->unblocked);
+  g_usleep(1000); /* (so that the workers take chunks too) */
+}
+
+/* Workers never take SIGINT or SIGTERM, even when the thread that started them did: the host takes
+ * them on a thread of its own, and a worker kept from before must not run their handler. */
+static void test_parallel_workers_block_signals(void)
+{
+  sigset_t interrupts, before;
+  sigemptyset(&interrupts);
+  sigaddset(&interrupts, SIGINT);
+  sigaddset(&interrupts, SIGTERM);
+  g_assert_cmpint(pthread_sigmask(SIG_UNBLOCK, &interrupts, &before), ==, 0);
+  Masks m = {g_thread_self(), 0, 0};
+  for (int round = 0; round < 5; round++)
+    knnwb_parallel_for(8, 64, 1, check_mask, &m);
+  pthread_sigmask(SIG_SETMASK, &before, NULL);
+  g_assert_cmpint(m.on_workers, >, 0);
+  g_assert_cmpint(m.unblocked, ==, 0);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -124,5 +244,8 @@ int main(int argc, char **argv)
   g_test_add_func("/core/parallel/from-many-threads", test_parallel_from_many_threads);
   g_test_add_func("/core/parallel/team-every-member-once", test_team_every_member_once);
   g_test_add_func("/core/parallel/team-nested-loops", test_team_nested_loops);
+  g_test_add_func("/core/parallel/workers-kept", test_parallel_workers_kept);
+  g_test_add_func("/core/parallel/after-fork", test_parallel_after_fork);
+  g_test_add_func("/core/parallel/workers-block-signals", test_parallel_workers_block_signals);
   return g_test_run();
 }
