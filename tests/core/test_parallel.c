@@ -137,12 +137,13 @@ static int process_threads(void)
   return n;
 }
 
-/* Whether workers are kept at this stack limit (core/base/thread_pool.c: up to 64 MiB). */
+/* Whether workers are kept at this stack limit (core/base/thread_pool.c: up to 64 MiB) and
+ * without KNNWB_THREAD_POOL=0. */
 static gboolean workers_kept(void)
 {
   struct rlimit stack;
   return getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY &&
-         stack.rlim_cur <= ((rlim_t)64 << 20);
+         stack.rlim_cur <= ((rlim_t)64 << 20) && g_strcmp0(g_getenv("KNNWB_THREAD_POOL"), "0") != 0;
 }
 
 /* Loops after the first start no threads: the first loop's workers wait for the next one (each
