@@ -965,8 +965,10 @@ static void knnwb_delimited_start_window(KnnwbDelimitedStart *start,
   info->block_read = TRUE;
 }
 
-/* The builder for the values, with the header's column names, sized from the first row's length:
- * one realloc in the common case (untouched pages of an overestimate cost no memory). */
+/* The builder for the values, with the header's column names, sized from the first row's length
+ * and the bytes to read (a rank's window of the file, else the whole file): one realloc in the
+ * common case (untouched pages of an overestimate cost no memory, but do cost address space, which
+ * a rank under `ulimit -v` reading its share of a large file needs for its own rows). */
 static gboolean knnwb_delimited_builder_init(const KnnwbDelimitedStart *start, const guint8 *kinds,
                                              size_t n_values, KnnwbMatrixBuilder *builder,
                                              GError **error)
@@ -980,10 +982,12 @@ static gboolean knnwb_delimited_builder_init(const KnnwbDelimitedStart *start, c
       if (kinds[f] == KNNWB_COLUMN_VALUE)
         g_ptr_array_add(builder->col_labels, g_strdup(g_ptr_array_index(start->header, f)));
   }
-  const uint64_t file_size = start->input->file_size;
-  if (file_size > 0 && start->length > 0) {
-    size_t estimate = (size_t)(file_size / (start->length + 1)) + 16;
-    size_t bound = (size_t)(file_size / (2 * n_values)) + 16; /* "0\t" per value at least */
+  const KnnwbTextInput *input = start->input;
+  const uint64_t bytes =
+      input->windowed ? input->window_end - input->window_start : input->file_size;
+  if (bytes > 0 && start->length > 0) {
+    size_t estimate = (size_t)(bytes / (start->length + 1)) + 16;
+    size_t bound = (size_t)(bytes / (2 * n_values)) + 16; /* "0\t" per value at least */
     if (!knnwb_matrix_builder_reserve(builder, MIN(estimate + estimate / 20, bound), error))
       return FALSE;
   }
@@ -1014,8 +1018,14 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
   if (!knnwb_delimited_first_record(&start, error) ||
       !knnwb_delimited_label_column(&start, options, error) ||
       (start.has_header && !knnwb_delimited_after_header(&start, error)) ||
-      (kinds = knnwb_delimited_column_kinds(&start, &n_values, error)) == NULL ||
-      !knnwb_delimited_builder_init(&start, kinds, n_values, &builder, error))
+      (kinds = knnwb_delimited_column_kinds(&start, &n_values, error)) == NULL)
+    goto out;
+  const gboolean window = options->block_count > 1 && !options->transpose && input.file_size > 0 &&
+                          input.gzip == NULL &&
+                          options->labels_path == NULL; /* side labels count from the first row */
+  if (window)
+    knnwb_delimited_start_window(&start, options, info);
+  if (!knnwb_delimited_builder_init(&start, kinds, n_values, &builder, error))
     goto out;
   KnnwbDelimitedLayout layout = {.delimiter = start.delimiter,
                                  .kinds = kinds,
@@ -1030,11 +1040,6 @@ gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *
                                    .info = info,
                                    .scratch = scratch,
                                    .label = label};
-  const gboolean window = options->block_count > 1 && !options->transpose && input.file_size > 0 &&
-                          input.gzip == NULL &&
-                          options->labels_path == NULL; /* side labels count from the first row */
-  if (window)
-    knnwb_delimited_start_window(&start, options, info);
   /* The first data record was read (and split) already and is still the current record. */
   if (!knnwb_delimited_rows_from(&context, start.line, start.length, start.data_line, error))
     goto out;
