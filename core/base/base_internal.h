@@ -21,6 +21,9 @@ typedef struct {
   GCond done;
 } KnnwbPoolGroup;
 
+/** Whether workers wait for the next task after theirs (thread_pool.c): a thread's default stack
+ * of at most 64 MiB, and KNNWB_THREAD_POOL not 0. */
+gboolean knnwb_pool_keeps(void);
 /** Makes group empty. */
 void knnwb_pool_group_init(KnnwbPoolGroup *group);
 /**

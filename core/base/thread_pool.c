@@ -11,11 +11,19 @@
  *
  * A task is handed to an idle worker or, when none is idle, to a new one: never queued behind a
  * busy worker, so a loop inside a loop, or a team whose members run at once, cannot wait on
- * itself. A worker idle for KNNWB_POOL_IDLE_SECONDS leaves. Workers are kept only while the
- * default thread stack is small (RLIMIT_STACK up to KNNWB_POOL_STACK_MAX): huge stacks held
- * between loops would take address space that a limited process needs for its data, so such
- * workers leave after their task, as before. A forked child starts with no workers
- * (knnwb_isolated_run forks, and the parent's workers do not exist in the child).
+ * itself. A worker is back on the idle list before its caller learns that its task returned, so
+ * the next loop finds it there. A worker idle for KNNWB_POOL_IDLE_SECONDS leaves. How many wait
+ * idle is bounded by the address space their stacks hold (KNNWB_POOL_IDLE_STACKS, less under
+ * `ulimit -v`), and none wait when a thread's default stack is over KNNWB_POOL_STACK_MAX: each
+ * then leaves after its task, as before the pool. A worker that leaves is joined by the next
+ * caller, and before any fork (core/base/isolated.c forks): a child forked while a thread was
+ * still ending could inherit an allocator lock that thread held (see the ticker's fork handlers in
+ * plugin/host/runtime/progress.c). A forked child starts with no workers.
+ *
+ * A kept worker keeps what its tasks leave in its thread's state: the OpenMP thread count is
+ * restored by the CPU GEMMs that change it (core/cpu/gemm_cpu.c); the CUDA device that a select
+ * makes current on its calling thread (kernels/cuda_select.cu, in a partitioned search's team
+ * members) stays current, and no task relies on a fresh thread's device 0.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -25,7 +33,8 @@
 #include "base/base_internal.h"
 
 #define KNNWB_POOL_IDLE_SECONDS 10
-#define KNNWB_POOL_STACK_MAX ((rlim_t)64 << 20)
+#define KNNWB_POOL_STACK_MAX ((size_t)64 << 20)
+#define KNNWB_POOL_IDLE_STACKS ((size_t)1 << 30)
 
 /* A worker waits on its own lock, so that the workers a loop wakes do not queue for one. */
 typedef struct KnnwbPoolWorker KnnwbPoolWorker;
@@ -35,17 +44,29 @@ struct KnnwbPoolWorker {
   void (*task)(void *data); /* NULL while idle */
   void *data;
   KnnwbPoolGroup *group;
+  GThread *thread;            /* set by its creator once the thread is made (w->lock) */
   KnnwbPoolWorker *next_idle; /* pool_lock */
 };
 
-static GMutex pool_lock; /* pool_idle, pool_idle_count */
+static GMutex pool_lock; /* everything below */
 static KnnwbPoolWorker *pool_idle;
 static int pool_idle_count;
-static int pool_idle_max; /* knnwb_thread_limit(), read once */
+static int pool_idle_max;    /* 0: no worker waits; read once (knnwb_pool_keeps) */
+static GSList *pool_leaving; /* GThread of workers that left, to join */
+
+/* With pool_lock held: every worker that left has ended. */
+static void knnwb_pool_join_leaving(void)
+{
+  while (pool_leaving != NULL) {
+    g_thread_join(pool_leaving->data); /* (it takes no lock on its way out) */
+    pool_leaving = g_slist_delete_link(pool_leaving, pool_leaving);
+  }
+}
 
 static void knnwb_pool_fork_prepare(void)
 {
   g_mutex_lock(&pool_lock);
+  knnwb_pool_join_leaving();
 }
 
 static void knnwb_pool_fork_parent(void)
@@ -59,25 +80,40 @@ static void knnwb_pool_fork_child(void)
 {
   pool_idle = NULL;
   pool_idle_count = 0;
+  pool_leaving = NULL; /* (empty: the prepare handler joined them) */
   g_mutex_unlock(&pool_lock);
 }
 
-/* Whether workers wait for the next task (see the top of this file): a small default stack, and
- * KNNWB_THREAD_POOL not 0 (0: every worker leaves after its task, as before the pool; to
- * measure). Read once; registers the fork handlers. */
-static gboolean knnwb_pool_keeps(void)
+/* A new thread's default stack in bytes (what GLib's threads get), 0 when unknown. glibc takes it
+ * from `ulimit -s`, and 2 MiB under `ulimit -s unlimited`. */
+static size_t knnwb_pool_default_stack(void)
 {
-  static gsize keeps;
-  if (g_once_init_enter(&keeps)) {
-    struct rlimit stack;
-    const gboolean small = getrlimit(RLIMIT_STACK, &stack) == 0 &&
-                           stack.rlim_cur != RLIM_INFINITY &&
-                           stack.rlim_cur <= KNNWB_POOL_STACK_MAX;
-    pool_idle_max = knnwb_thread_limit();
+  pthread_attr_t attr;
+  size_t bytes = 0;
+  if (pthread_getattr_default_np(&attr) != 0)
+    return 0;
+  if (pthread_attr_getstacksize(&attr, &bytes) != 0)
+    bytes = 0;
+  pthread_attr_destroy(&attr);
+  return bytes;
+}
+
+gboolean knnwb_pool_keeps(void)
+{
+  static gsize once;
+  if (g_once_init_enter(&once)) {
+    const size_t stack = knnwb_pool_default_stack();
+    size_t budget = KNNWB_POOL_IDLE_STACKS;
+    struct rlimit space;
+    if (getrlimit(RLIMIT_AS, &space) == 0 && space.rlim_cur != RLIM_INFINITY)
+      budget = MIN(budget, (size_t)space.rlim_cur / 16);
+    if (stack > 0 && stack <= KNNWB_POOL_STACK_MAX &&
+        g_strcmp0(g_getenv("KNNWB_THREAD_POOL"), "0") != 0)
+      pool_idle_max = (int)MIN((size_t)knnwb_thread_limit(), budget / stack);
     pthread_atfork(knnwb_pool_fork_prepare, knnwb_pool_fork_parent, knnwb_pool_fork_child);
-    g_once_init_leave(&keeps, small && g_strcmp0(g_getenv("KNNWB_THREAD_POOL"), "0") != 0 ? 2 : 1);
+    g_once_init_leave(&once, 1);
   }
-  return keeps == 2;
+  return pool_idle_max > 0;
 }
 
 /* The group's task returned: the last one tells the caller. */
@@ -89,20 +125,24 @@ static void knnwb_pool_task_done(KnnwbPoolGroup *group)
   g_mutex_unlock(&group->lock);
 }
 
-/* Puts w on the idle list and waits for a task; FALSE when none came in time or the pool is
- * full (w then off the list). A worker whose time ran out just as a caller took it from the list
- * waits for that caller's task. */
-static gboolean knnwb_pool_wait_task(KnnwbPoolWorker *w)
+/* Puts w on the idle list; FALSE when the list is full. */
+static gboolean knnwb_pool_idle_push(KnnwbPoolWorker *w)
 {
   g_mutex_lock(&pool_lock);
-  if (pool_idle_count >= pool_idle_max) {
-    g_mutex_unlock(&pool_lock);
-    return FALSE;
+  const gboolean room = pool_idle_count < pool_idle_max;
+  if (room) {
+    w->next_idle = pool_idle;
+    pool_idle = w;
+    pool_idle_count++;
   }
-  w->next_idle = pool_idle;
-  pool_idle = w;
-  pool_idle_count++;
   g_mutex_unlock(&pool_lock);
+  return room;
+}
+
+/* Waits, idle, for a task; FALSE when none came in time (w then off the idle list). A worker whose
+ * time ran out just as a caller took it from the list waits for that caller's task. */
+static gboolean knnwb_pool_wait_task(KnnwbPoolWorker *w)
+{
   const gint64 until = g_get_monotonic_time() + KNNWB_POOL_IDLE_SECONDS * G_TIME_SPAN_SECOND;
   g_mutex_lock(&w->lock);
   gboolean timed_out = FALSE;
@@ -130,11 +170,17 @@ static gboolean knnwb_pool_wait_task(KnnwbPoolWorker *w)
   return TRUE;
 }
 
+static void knnwb_pool_worker_free(KnnwbPoolWorker *w)
+{
+  g_mutex_clear(&w->lock);
+  g_cond_clear(&w->wake);
+  g_free(w);
+}
+
 static gpointer knnwb_pool_worker_main(gpointer user)
 {
   KnnwbPoolWorker *w = user;
-  const gboolean keep = knnwb_pool_keeps();
-  do {
+  for (;;) {
     g_mutex_lock(&w->lock);
     void (*task)(void *) = w->task;
     void *data = w->data;
@@ -142,18 +188,29 @@ static gpointer knnwb_pool_worker_main(gpointer user)
     w->task = NULL;
     g_mutex_unlock(&w->lock);
     task(data);
+    const gboolean idle = knnwb_pool_idle_push(w);
     knnwb_pool_task_done(group);
-  } while (keep && knnwb_pool_wait_task(w));
-  g_mutex_clear(&w->lock);
-  g_cond_clear(&w->wake);
-  g_free(w);
+    if (!idle || !knnwb_pool_wait_task(w))
+      break;
+  }
+  /* Joined only once its creator has it: GLib finishes a thread's record after the thread runs
+   * (a join before that found the record's lock reset under it). */
+  g_mutex_lock(&w->lock);
+  while (w->thread == NULL)
+    g_cond_wait(&w->wake, &w->lock);
+  GThread *self = w->thread;
+  g_mutex_unlock(&w->lock);
+  knnwb_pool_worker_free(w);
+  g_mutex_lock(&pool_lock);
+  pool_leaving = g_slist_prepend(pool_leaving, self);
+  g_mutex_unlock(&pool_lock);
   return NULL;
 }
 
-/* A new worker for the task, counted in group; FALSE when no thread can start. It starts with the
- * signals that a handler catches blocked: the host takes SIGINT and SIGTERM on a thread of its own
- * and blocks them in every thread it starts (plugin/host/runtime/signals.c), and a worker started
- * before that and kept must not take them either. */
+/* A new worker for the task; FALSE when no thread can start. It starts with SIGINT, SIGTERM and
+ * SIGCONT blocked: the host takes those on a thread of its own and blocks them in every thread it
+ * starts (plugin/host/runtime/signals.c), and a worker started before that and kept must not take
+ * them either. */
 static gboolean knnwb_pool_start(KnnwbPoolGroup *group, void (*task)(void *), void *data)
 {
   KnnwbPoolWorker *w = g_try_new0(KnnwbPoolWorker, 1);
@@ -166,20 +223,22 @@ static gboolean knnwb_pool_start(KnnwbPoolGroup *group, void (*task)(void *), vo
   w->group = group;
   sigset_t caught, before;
   sigemptyset(&caught);
-  const int signals[] = {SIGINT, SIGTERM, SIGCONT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
-  for (size_t i = 0; i < G_N_ELEMENTS(signals); i++)
-    sigaddset(&caught, signals[i]);
+  sigaddset(&caught, SIGINT);
+  sigaddset(&caught, SIGTERM);
+  sigaddset(&caught, SIGCONT);
   const gboolean masked = pthread_sigmask(SIG_BLOCK, &caught, &before) == 0;
+  /* (its reference is the one knnwb_pool_join_leaving gives back) */
   GThread *thread = knnwb_thread_try_start("knnwb-worker", knnwb_pool_worker_main, w);
   if (masked)
     pthread_sigmask(SIG_SETMASK, &before, NULL);
   if (thread == NULL) {
-    g_mutex_clear(&w->lock);
-    g_cond_clear(&w->wake);
-    g_free(w);
+    knnwb_pool_worker_free(w);
     return FALSE;
   }
-  g_thread_unref(thread);
+  g_mutex_lock(&w->lock);
+  w->thread = thread;
+  g_cond_broadcast(&w->wake);
+  g_mutex_unlock(&w->lock);
   return TRUE;
 }
 
@@ -197,6 +256,7 @@ gboolean knnwb_pool_run(KnnwbPoolGroup *group, void (*task)(void *data), void *d
   group->running++;
   g_mutex_unlock(&group->lock);
   g_mutex_lock(&pool_lock);
+  knnwb_pool_join_leaving();
   KnnwbPoolWorker *w = pool_idle;
   if (w != NULL) {
     pool_idle = w->next_idle;

@@ -6,11 +6,11 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <knnwb/knn.h>
 #include <knnwb/parallel.h>
+#include "base/base_internal.h"
 
 typedef struct {
   gint *hits;
@@ -137,36 +137,48 @@ static int process_threads(void)
   return n;
 }
 
-/* Whether workers are kept at this stack limit (core/base/thread_pool.c: up to 64 MiB) and
- * without KNNWB_THREAD_POOL=0. */
-static gboolean workers_kept(void)
+/* The pool's workers alive (threads named knnwb-worker). */
+static int pool_workers(void)
 {
-  struct rlimit stack;
-  return getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY &&
-         stack.rlim_cur <= ((rlim_t)64 << 20) && g_strcmp0(g_getenv("KNNWB_THREAD_POOL"), "0") != 0;
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL)
+    return 0;
+  int n = 0;
+  for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+    if (e->d_name[0] == '.')
+      continue;
+    g_autofree char *path = g_strdup_printf("/proc/self/task/%s/comm", e->d_name);
+    g_autofree char *comm = NULL;
+    if (g_file_get_contents(path, &comm, NULL, NULL) && g_str_has_prefix(comm, "knnwb-worker"))
+      n++;
+  }
+  closedir(d);
+  return n;
 }
 
-/* Loops after the first start no threads: the first loop's workers wait for the next one (each
- * start maps a fresh stack, which waits for the memory-map lock that a GPU driver holds while it
- * allocates). */
+/* Loops reuse the workers of the loops before: from one thread, loops and teams of 8 never have
+ * more than 7 workers alive, however many run, and some wait between loops (started per loop,
+ * every loop would leave the main thread alone; started and never reused, they would pile up).
+ * Each start maps a fresh stack, which waits for the memory-map lock that a GPU driver holds while
+ * it allocates. */
 static void test_parallel_workers_kept(void)
 {
-  if (process_threads() == 0 || !workers_kept()) {
+  if (process_threads() == 0 || !knnwb_pool_keeps()) {
     g_test_skip("no /proc/self/task, or stacks too large to keep workers");
     return;
   }
-  loop_once(8, 100003, 1);
-  const int after_first = process_threads();
-  g_assert_cmpint(after_first, >, 1); /* joined workers would leave the main thread alone */
-  for (int round = 0; round < 200; round++)
+  const int most = MAX(pool_workers(), 7); /* (idle ones of the tests before are reused) */
+  for (int round = 0; round < 200; round++) {
     loop_once(8, 20011, 1);
+    g_assert_cmpint(pool_workers(), <=, most);
+  }
   for (int round = 0; round < 20; round++) {
     Team team = {g_new0(gint, 8), 8, 0};
     knnwb_team_run(8, team_member, &team);
     g_free(team.ran);
+    g_assert_cmpint(pool_workers(), <=, most);
   }
-  /* (an idle worker may have left meanwhile, none started) */
-  g_assert_cmpint(process_threads(), <=, after_first);
+  g_assert_cmpint(pool_workers(), >, 0);
 }
 
 /* A forked child has none of its parent's kept workers: its loops start their own (a loop that
@@ -210,6 +222,7 @@ static void check_mask(size_t first, size_t last, void *data)
   (void)first;
   (void)last;
   Masks *m = data;
+  g_usleep(1000); /* (every chunk takes a while, so that the workers take some) */
   if (g_thread_self() == m->caller)
     return;
   g_atomic_int_inc(&m->on_workers);
@@ -217,7 +230,6 @@ static void check_mask(size_t first, size_t last, void *data)
   pthread_sigmask(SIG_BLOCK, NULL, &now);
   if (!sigismember(&now, SIGINT) || !sigismember(&now, SIGTERM))
     g_atomic_int_inc(&m->unblocked);
-  g_usleep(1000); /* (so that the workers take chunks too) */
 }
 
 /* Workers never take SIGINT or SIGTERM, even when the thread that started them did: the host takes
@@ -230,11 +242,37 @@ static void test_parallel_workers_block_signals(void)
   sigaddset(&interrupts, SIGTERM);
   g_assert_cmpint(pthread_sigmask(SIG_UNBLOCK, &interrupts, &before), ==, 0);
   Masks m = {g_thread_self(), 0, 0};
-  for (int round = 0; round < 5; round++)
+  /* (until a worker took a chunk: on a loaded machine the caller may take them all) */
+  for (int round = 0; round < 200 && g_atomic_int_get(&m.on_workers) == 0; round++)
     knnwb_parallel_for(8, 64, 1, check_mask, &m);
   pthread_sigmask(SIG_SETMASK, &before, NULL);
   g_assert_cmpint(m.on_workers, >, 0);
   g_assert_cmpint(m.unblocked, ==, 0);
+}
+
+/* Without kept workers (KNNWB_THREAD_POOL=0, as under huge stacks) every worker leaves after its
+ * task and is joined by a later caller or before a fork: loops, teams and forks still finish, and
+ * no worker is left once they are done. In a subprocess, whose pool reads the knob afresh. */
+static void test_parallel_workers_leave(void)
+{
+  if (g_test_subprocess()) {
+    g_assert_false(knnwb_pool_keeps());
+    for (int round = 0; round < 300; round++)
+      loop_once(8, 20011, 1);
+    test_parallel_nested();
+    test_parallel_after_fork();
+    int workers = pool_workers();
+    for (int wait = 0; wait < 100 && workers > 0; wait++) { /* 10 s */
+      g_usleep(100000);
+      workers = pool_workers();
+    }
+    g_assert_cmpint(workers, ==, 0);
+    return;
+  }
+  g_setenv("KNNWB_THREAD_POOL", "0", TRUE);
+  g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_unsetenv("KNNWB_THREAD_POOL");
+  g_test_trap_assert_passed();
 }
 
 int main(int argc, char **argv)
@@ -248,5 +286,6 @@ int main(int argc, char **argv)
   g_test_add_func("/core/parallel/workers-kept", test_parallel_workers_kept);
   g_test_add_func("/core/parallel/after-fork", test_parallel_after_fork);
   g_test_add_func("/core/parallel/workers-block-signals", test_parallel_workers_block_signals);
+  g_test_add_func("/core/parallel/workers-leave", test_parallel_workers_leave);
   return g_test_run();
 }
