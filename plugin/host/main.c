@@ -12,23 +12,42 @@
 #include "commands/options.h"
 #include "runtime/runtime.h"
 
+/* shared: under mpirun the command's ranks share its work (through knnwb_host_group()). The
+ * others run on rank 0 alone, as one process: run on every rank, they would write the same outputs
+ * at once, and a failure on one rank alone (its host does not see the input, say) would let the
+ * others replace the output while that rank's reason went unseen (only rank 0 prints). */
 static const struct {
   const char *name;
   int (*main)(int argc, char **argv);
   const char *summary;
+  gboolean shared;
 } knnwb_host_commands[] = {
-    {"knn", knnwb_host_command_knn, "build the exact kNN graph of a matrix file"},
-    {"cluster", knnwb_host_command_cluster, "cluster the rows of a matrix file (one command)"},
-    {"run", knnwb_host_command_run, "run a pipeline (XML)"},
-    {"validate", knnwb_host_command_validate, "check a pipeline without running it"},
-    {"plugins", knnwb_host_command_plugins, "list plugins, their steps and parameters"},
+    {"knn", knnwb_host_command_knn, "build the exact kNN graph of a matrix file", TRUE},
+    {"cluster", knnwb_host_command_cluster, "cluster the rows of a matrix file (one command)",
+     TRUE},
+    {"run", knnwb_host_command_run, "run a pipeline (XML)", TRUE},
+    {"validate", knnwb_host_command_validate, "check a pipeline without running it", FALSE},
+    {"plugins", knnwb_host_command_plugins, "list plugins, their steps and parameters", FALSE},
     {"metafeatures", knnwb_host_command_metafeatures,
-     "add pair rows (a-b, a+b, a*b, a/b) to a matrix"},
+     "add pair rows (a-b, a+b, a*b, a/b) to a matrix", FALSE},
     {"neighbourhood", knnwb_host_command_neighbourhood,
-     "the kNN neighbourhood of focus rows (yEd GML, ranked table)"},
-    {"classify", knnwb_host_command_classify, "kNN classification with cross-validation"},
-    {"render", knnwb_host_command_render, "draw a laid-out GML as PNG, SVG or PDF (cairo)"},
+     "the kNN neighbourhood of focus rows (yEd GML, ranked table)", TRUE},
+    {"classify", knnwb_host_command_classify, "kNN classification with cross-validation", TRUE},
+    {"render", knnwb_host_command_render, "draw a laid-out GML as PNG, SVG or PDF (cairo)", FALSE},
 };
+
+/* The exit status of a command that rank 0 ran alone, on every rank: the others wait for it in an
+ * agreement (which sleeps between polls, where a plain reduction would spin a core that rank 0
+ * needs), then take the worst status (2 for usage errors, 130/143 when interrupted). */
+static int knnwb_host_root_status(const KnnwbKnnGroup *group, int status)
+{
+  if (group->agree(group, status == 0, NULL))
+    return 0;
+  int64_t worst = status;
+  if (!group->reduce(group, &worst, 1, KNNWB_GROUP_MAX, NULL))
+    return MAX(status, 1);
+  return (int)worst;
+}
 
 static void knnwb_host_usage(FILE *out)
 {
@@ -79,7 +98,8 @@ int main(int argc, char **argv)
         g_printerr("knnwb: %s\n", error->message);
         return 1;
       }
-      knnwb_host_set_group(group);
+      const gboolean root_alone = group != NULL && !knnwb_host_commands[i].shared;
+      knnwb_host_set_group(root_alone ? NULL : group);
       if (group != NULL && group->rank != 0 && g_getenv("KNNWB_MPI_VERBOSE") == NULL) {
         /* Every rank runs the same steps and every failure is agreed: rank 0 speaks for all. */
         int null = open("/dev/null", O_WRONLY);
@@ -92,7 +112,10 @@ int main(int argc, char **argv)
       /* the whole command's timeline in debug logs: what comes before and after these two lines is
        * the process's start (loading libraries and plugins) and its teardown */
       g_debug("knnwb: command started");
-      int status = knnwb_host_commands[i].main(argc - 1, argv + 1);
+      int status =
+          root_alone && group->rank != 0 ? 0 : knnwb_host_commands[i].main(argc - 1, argv + 1);
+      if (root_alone)
+        status = knnwb_host_root_status(group, status);
       xmlCleanupParser();
       knnwb_distributed_finalize();
       g_debug("knnwb: command finished, the process exits");

@@ -20,18 +20,20 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+# mpirun itself may outlive timeout's SIGTERM, its ranks stuck in a collective: -k ends it.
 # Two ranks, each its own command line (MPMD): mpmd 'RANK 0 WORDS' 'RANK 1 WORDS'. Each side runs
 # under bash, so that it may change directory or set a limit before it starts knnwb.
 # Flags as mpi_check.sh's: shared memory without the single-copy path, ranks may oversubscribe.
 mpmd() {
-  timeout "$limit" "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader \
+  timeout -k 10 "$limit" "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader \
     --mca btl_vader_single_copy_mechanism none -np 1 bash -c "$1" : -np 1 bash -c "$2"
 }
-# Runs mpmd, expecting a failure: its status (124: hung) in $status, stderr in err.txt.
+# Runs mpmd, expecting a failure: its status (124, or 137 after -k: hung) in $status, stderr in
+# err.txt.
 mpmd_fails() {
   status=0
   mpmd "$1" "$2" >out.txt 2>err.txt || status=$?
-  [ "$status" -ne 124 ] || { cat err.txt; fail "$3: the job hung (killed after $limit s)"; }
+  [ "$status" -ne 124 ] && [ "$status" -ne 137 ] || { cat err.txt; fail "$3: the job hung (killed after $limit s)"; }
   [ "$status" -ne 0 ] || { cat err.txt; fail "$3: exit status 0"; }
 }
 no_temporaries() {
@@ -122,3 +124,70 @@ grep -q "^knnwb: rank 1: --into into.h5ad: no such file" err.txt ||
 [ ! -e out/g.h5ad ] || fail "--into unseen by one rank: an output was written"
 no_temporaries "--into unseen by one rank"
 echo "a file-system check that fails on one rank alone: every rank stops with its reason"
+
+# cluster: every rank reads the input and the kNN lists are collective, so a rank that cannot read
+# (here a relative input under another working directory) stops every rank with its reason. Only
+# rank 0 writes: an output directory that rank 1 does not see is no failure, and the bytes are
+# one process's.
+echo previous >out/c.tsv
+mpmd_fails "exec '$knnwb' cluster data.npy --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
+  "cd elsewhere && exec '$knnwb' cluster data.npy --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
+  "cluster, the input unseen by one rank"
+grep -q "^knnwb: rank 1: data.npy: cannot open" err.txt ||
+  { cat err.txt; fail "cluster, the input unseen by one rank: no reason given"; }
+[ "$(cat out/c.tsv)" = previous ] || fail "cluster, the input unseen by one rank: output replaced"
+no_temporaries "cluster, the input unseen by one rank"
+"$knnwb" cluster "$data" --method leiden -k 5 -b cpu -t 1 -q -o one-c.tsv
+mpmd "exec '$knnwb' cluster $data --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
+  "cd elsewhere && exec '$knnwb' cluster $data --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
+  >out.txt 2>err.txt || { cat err.txt; fail "cluster, rank 1 without the output's directory: failed"; }
+cmp -s one-c.tsv out/c.tsv || fail "cluster under mpirun: the table differs from one process's"
+no_temporaries "cluster, rank 1 without the output's directory"
+echo "cluster: a read that fails on one rank alone stops every rank; rank 0 alone writes"
+
+# run and classify: every rank loads the pipeline and checks its files; a rank that failed alone
+# returned before the runner's first meeting, where the others waited.
+cat >p.xml <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<pipeline name="one-rank" version="1">
+  <step id="load" type="load-matrix"><param name="path" value="$data"/></step>
+  <step id="g" type="knn-graph"><input name="data" step="load"/><param name="k" value="5"/></step>
+  <step id="w" type="write-graph"><input name="graph" step="g"/><param name="path" value="p.gml"/></step>
+</pipeline>
+EOF
+mpmd_fails "exec '$knnwb' run p.xml -q -t 1" "cd elsewhere && exec '$knnwb' run p.xml -q -t 1" \
+  "run, the pipeline unseen by one rank"
+grep -q "^rank 1: p.xml: cannot read" err.txt ||
+  { cat err.txt; fail "run, the pipeline unseen by one rank: no reason given"; }
+[ ! -e p.gml ] || fail "run, the pipeline unseen by one rank: an output was written"
+examples=$3/share/examples/data
+cp "$examples/synthetic_clinical.tsv" clinical.tsv
+classify="classify $examples/synthetic_expression.tsv --transpose -k 3 -t 1 -q"
+mpmd_fails "exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv" \
+  "cd elsewhere && exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv" \
+  "classify, the classes unseen by one rank"
+grep -q "^knnwb: rank 1: clinical.tsv: cannot open" err.txt ||
+  { cat err.txt; fail "classify, the classes unseen by one rank: no reason given"; }
+[ ! -e out/cl.tsv ] || fail "classify, the classes unseen by one rank: an output was written"
+no_temporaries "run and classify, a file unseen by one rank"
+echo "run, classify: a pipeline or file unseen by one rank stops every rank with its reason"
+
+# Commands that share no work (metafeatures, render, validate, plugins) run on rank 0 alone, as one
+# process: on every rank they wrote the same output at once, and a rank that failed alone (its
+# input unseen) left the others' output in place with no reason shown. A NaN in the NPY rows of
+# rank 1's share is one process's error.
+python3 "$here/make_npy.py" small.npy 20 5 1
+"$knnwb" metafeatures small.npy -q -t 1 -o one-mf.tsv
+mpmd "exec '$knnwb' metafeatures small.npy -q -t 1 -o mf.tsv" \
+  "cd elsewhere && exec '$knnwb' metafeatures small.npy -q -t 1 -o mf.tsv" >out.txt 2>err.txt ||
+  { cat err.txt; fail "metafeatures, the input unseen by rank 1: failed"; }
+cmp -s one-mf.tsv mf.tsv || fail "metafeatures under mpirun: bytes differ from one process"
+python3 "$here/make_npy.py" nan.npy 20 5 1 15
+echo previous >mf.tsv
+mpmd_fails "exec '$knnwb' metafeatures nan.npy -q -t 1 -o mf.tsv" \
+  "exec '$knnwb' metafeatures nan.npy -q -t 1 -o mf.tsv" "metafeatures, a NaN in rank 1's rows"
+grep -q "^knnwb: nan.npy: row 16, column 3: NaN" err.txt ||
+  { cat err.txt; fail "metafeatures, a NaN in rank 1's rows: not one process's message"; }
+[ "$(cat mf.tsv)" = previous ] || fail "metafeatures, a NaN in rank 1's rows: output replaced"
+no_temporaries "metafeatures under mpirun"
+echo "metafeatures: rank 0 alone, as one process"

@@ -194,7 +194,9 @@ static gboolean knnwb_classify_execute(KnnwbClassifyRun *run, GError **error)
   knnwb_classify_build(run);
   run->registry = knnwb_host_registry_load(NULL, TRUE);
   KnnwbPipelineOptions options = {.quiet = run->command.quiet, .quiet_steps = TRUE};
-  return knnwb_pipeline_prepare(run->pipeline, run->registry, &options, error) &&
+  /* Under mpirun every rank checks the files on its own file system before the runner meets. */
+  return knnwb_pipeline_ranks_ready(
+             knnwb_pipeline_prepare(run->pipeline, run->registry, &options, error), error) &&
          knnwb_pipeline_run(run->pipeline, &options, knnwb_host_signals_install(), error);
 }
 

@@ -451,13 +451,15 @@ static gboolean knnwb_cluster_check_names(const KnnwbClusterCommand *command, GE
 /* The targets of a run, checked before anything is read, like every command's (a long run must
  * not end with "cannot write"): each is absent or a regular file in a directory that takes files
  * (its temporary is created and removed now), none is an input of the run (the matrix, --labels,
- * the annotation table), and no two are one file (`out.tsv`, `./out.tsv`, a hard link). */
-static gboolean knnwb_cluster_outputs_prepare(const KnnwbClusterCommand *command,
+ * the annotation table), and no two are one file (`out.tsv`, `./out.tsv`, a hard link). Under
+ * mpirun only rank 0 (the writer) writes, so the other ranks check their inputs alone. */
+static gboolean knnwb_cluster_outputs_prepare(const KnnwbClusterCommand *command, gboolean writer,
                                               KnnwbClusterOutputs *outputs, GError **error)
 {
   char *companions[2] = {NULL, NULL};
-  const char *finals[KNNWB_CLUSTER_N_TARGETS];
-  knnwb_cluster_finals(command, companions, finals);
+  const char *finals[KNNWB_CLUSTER_N_TARGETS] = {NULL};
+  if (writer)
+    knnwb_cluster_finals(command, companions, finals);
   g_autoptr(KnnwbHostFiles) files = knnwb_cluster_files(command, finals);
   gboolean ok = knnwb_host_files_check(files, error);
   for (int t = 0; ok && t < KNNWB_CLUSTER_N_TARGETS; t++)
@@ -785,55 +787,84 @@ static void knnwb_cluster_result_clear(KnnwbClusterResult *result)
 
 /* Reads, clusters, writes every target and commits them (the last thing: refused when a signal
  * arrived during the writes); prints the note, the report and the summary line. */
+/* The matrix, --sample-labels and the annotation's classes (and attributes for --gml/--graphml),
+ * read by this rank. */
+static gboolean knnwb_cluster_read(KnnwbClusterCommand *command, KnnwbKnnOptions *knn,
+                                   KnnwbReadOptions *read_options, KnnwbMatrix **data,
+                                   KnnwbClusterClasses *known, GError **error)
+{
+  read_options->rank_rows = knn->metric == KNNWB_METRIC_SPEARMAN;
+  void *read_progress = knnwb_host_input_watch(read_options, knn->cancel, command->quiet);
+  gboolean read = knnwb_formats_read_matrix(command->rest[0], read_options, data, NULL, error);
+  knnwb_host_progress_finish(read_progress);
+  if (!read)
+    return FALSE;
+  if (command->sample_labels != NULL &&
+      !knnwb_host_sample_labels(*data, KNNWB_MATRIX_ROWS, command->sample_labels, command->rest[0],
+                                error))
+    return FALSE;
+  /* The classes before the clustering: a table that names no row fails now, not after it. */
+  if (command->annotation == NULL)
+    return TRUE;
+  if (!knnwb_error_from_igraph(igraph_vector_int_init(&known->classes, 0), "vector init", error))
+    return FALSE;
+  known->initialised = TRUE;
+  g_autofree char *first = knnwb_host_annotation_first(command->annotation, *data);
+  return knnwb_host_annotation_classes(first, command->annotation_id, "--annotation",
+                                       "--annotation-id", *data, command->rest[0], &known->classes,
+                                       &known->names, error) &&
+         ((command->gml == NULL && command->graphml == NULL) ||
+          knnwb_host_attributes_read(command->annotation, command->annotation_id, "--annotation-id",
+                                     *data, (const char *const *)(*data)->row_labels,
+                                     (*data)->n_rows, command->rest[0], &known->attributes, error));
+}
+
+/* Under mpirun every rank reads the whole input and the kNN lists are computed together (the
+ * command's kNN options carry the group: collective); each rank then clusters its copy of the
+ * lists and rank 0 alone writes. The ranks agree after each step that one rank may fail alone
+ * (its file system, an allocation, an NPY read that checks only this rank's share of the rows for
+ * NaN) before the next collective, so that no rank waits for one that returned. */
 static gboolean knnwb_cluster_execute(KnnwbClusterCommand *command, KnnwbKnnOptions *knn,
                                       KnnwbReadOptions *read_options, KnnwbClusterOutputs *outputs,
                                       KnnwbClusterResult *result, GError **error)
 {
+  const KnnwbKnnGroup *group = knn->group != NULL && knn->group->size > 1 ? knn->group : NULL;
+  const gboolean writer = group == NULL || group->rank == 0;
+  gboolean ready =
+      knnwb_error_from_igraph(knnwb_cluster_result_init(result), "cluster result", error) &&
+      knnwb_cluster_outputs_prepare(command, writer, outputs, error);
+  if (group != NULL && !group->agree(group, ready, error))
+    return FALSE;
+  if (!ready)
+    return FALSE;
   gint64 start = g_get_monotonic_time();
   g_autoptr(KnnwbMatrix) data = NULL;
-  read_options->rank_rows = knn->metric == KNNWB_METRIC_SPEARMAN;
-  void *read_progress = knnwb_host_input_watch(read_options, knn->cancel, command->quiet);
-  gboolean read = knnwb_formats_read_matrix(command->rest[0], read_options, &data, NULL, error);
-  knnwb_host_progress_finish(read_progress);
+  g_auto(KnnwbClusterClasses) known = {0};
+  gboolean read = knnwb_cluster_read(command, knn, read_options, &data, &known, error);
+  if (group != NULL && !group->agree(group, read, error))
+    return FALSE;
   if (!read)
     return FALSE;
   gint64 read_done = g_get_monotonic_time();
-  if (command->sample_labels != NULL &&
-      !knnwb_host_sample_labels(data, KNNWB_MATRIX_ROWS, command->sample_labels, command->rest[0],
-                                error))
-    return FALSE;
-  /* The classes before the clustering: a table that names no row fails now, not after it. */
-  g_auto(KnnwbClusterClasses) known = {0};
-  if (command->annotation != NULL) {
-    if (!knnwb_error_from_igraph(igraph_vector_int_init(&known.classes, 0), "vector init", error))
-      return FALSE;
-    known.initialised = TRUE;
-    g_autofree char *first = knnwb_host_annotation_first(command->annotation, data);
-    if (!knnwb_host_annotation_classes(first, command->annotation_id, "--annotation",
-                                       "--annotation-id", data, command->rest[0], &known.classes,
-                                       &known.names, error) ||
-        ((command->gml != NULL || command->graphml != NULL) &&
-         !knnwb_host_attributes_read(command->annotation, command->annotation_id, "--annotation-id",
-                                     data, (const char *const *)data->row_labels, data->n_rows,
-                                     command->rest[0], &known.attributes, error)))
-      return FALSE;
-  }
   if (command->knn.k == -1 && data->n_rows >= 2)
     knn->k = MIN(knn->k, data->n_rows - 1);
   gboolean clustered = knnwb_cluster_run(data, knn, command, result, error);
   knnwb_host_ticker_free(g_steal_pointer(&result->ticker));
-  if (!clustered) {
-    if ((*error)->domain == KNNWB_ERROR && (*error)->code != KNNWB_ERROR_CANCELLED)
-      g_prefix_error(error, "%s: ", command->rest[0]);
-    return FALSE;
-  }
+  if (!clustered && (*error)->domain == KNNWB_ERROR && (*error)->code != KNNWB_ERROR_CANCELLED)
+    g_prefix_error(error, "%s: ", command->rest[0]);
   /* The command's searches are over: its GPUs are given back while the outputs are written (main
    * waits for that before the exit). */
   knnwb_knn_devices_release();
   double seconds = (double)(g_get_monotonic_time() - read_done) / 1e6;
   g_autoptr(GString) summary = g_string_new(NULL);
-  if (!knnwb_cluster_write(command, data, knn, result, &known, seconds, summary, outputs, error) ||
-      !knnwb_host_outputs_commit(outputs->outputs, knn->cancel, error))
+  /* A clustering that failed on one rank alone (after the lists' collectives) is agreed with the
+   * writes. */
+  gboolean written =
+      clustered && (!writer || knnwb_cluster_write(command, data, knn, result, &known, seconds,
+                                                   summary, outputs, error));
+  if (group != NULL && !group->agree(group, written, error))
+    written = FALSE;
+  if (!written || !knnwb_host_commit_agreed(group, writer, outputs->outputs, knn->cancel, error))
     return FALSE;
   if (result->note)
     g_printerr("knnwb: %s\n", result->note);
@@ -873,10 +904,7 @@ int knnwb_host_command_cluster(int argc, char **argv)
     knnwb_host_log_set_quiet(command.quiet);
   }
   const gboolean done =
-      parsed &&
-      knnwb_error_from_igraph(knnwb_cluster_result_init(&result), "cluster result", &error) &&
-      knnwb_cluster_outputs_prepare(&command, &outputs, &error) &&
-      knnwb_cluster_execute(&command, &knn, &read_options, &outputs, &result, &error);
+      parsed && knnwb_cluster_execute(&command, &knn, &read_options, &outputs, &result, &error);
   const int status = knnwb_host_command_finish("cluster", parsed, done, outputs.outputs, error);
   knnwb_cluster_result_clear(&result);
   knnwb_cluster_command_clear(&command);

@@ -110,6 +110,16 @@ typedef struct {
  */
 KnnwbPipeline *knnwb_pipeline_load(const char *path, const KnnwbHostRegistry *registry,
                                    const KnnwbPipelineOptions *options, GError **error);
+/**
+ * Under mpirun (knnwb_host_group()), whether every rank loaded (or prepared) its pipeline: ok is
+ * this rank's outcome, error its reason. Each rank loads the file and checks the paths on its own
+ * file system, and the runner's first meeting is collective, so a rank that failed alone must not
+ * return before it (the others would wait there for ever). Collective under mpirun; returns ok
+ * otherwise. Errors: where every rank failed, each keeps its own; else every rank gets the lowest
+ * failing rank's, prefixed "rank R: ". O(1) messages.
+ */
+gboolean knnwb_pipeline_ranks_ready(gboolean ok, GError **error);
+
 /** Frees a loaded pipeline. NULL is fine. */
 void knnwb_pipeline_free(KnnwbPipeline *pipeline);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbPipeline, knnwb_pipeline_free)

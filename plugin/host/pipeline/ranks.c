@@ -2,6 +2,7 @@
  * failures. */
 #include <knnwb/error.h>
 #include "pipeline/pipeline_internal.h"
+#include "runtime/runtime.h"
 
 gboolean *knnwb_pipeline_split_plan(const KnnwbPipeline *pipeline)
 {
@@ -54,6 +55,14 @@ gboolean knnwb_pipeline_ranks_sync(const KnnwbKnnGroup *group, gboolean ok, GErr
   if (failed == group->size)
     return FALSE;
   return group->agree(group, ok, error);
+}
+
+gboolean knnwb_pipeline_ranks_ready(gboolean ok, GError **error)
+{
+  const KnnwbKnnGroup *group = knnwb_host_group();
+  if (group == NULL || group->size <= 1)
+    return ok;
+  return knnwb_pipeline_ranks_sync(group, ok, error);
 }
 
 gboolean *knnwb_pipeline_scatter_plan(const KnnwbPipeline *pipeline, const gboolean *split)
