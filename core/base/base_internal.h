@@ -32,7 +32,8 @@ void knnwb_pool_group_init(KnnwbPoolGroup *group);
  * start: the caller does that share itself. O(1) with a worker idle.
  */
 gboolean knnwb_pool_run(KnnwbPoolGroup *group, void (*task)(void *data), void *data);
-/** Waits until every task run in group has returned, then clears group. */
+/** Waits until every task run in group has returned, then clears group; joins the workers that
+ * left meanwhile. */
 void knnwb_pool_group_wait(KnnwbPoolGroup *group);
 
 #endif

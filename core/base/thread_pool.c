@@ -15,9 +15,10 @@
  * the next loop finds it there. A worker idle for KNNWB_POOL_IDLE_SECONDS leaves. How many wait
  * idle is bounded by the address space their stacks hold (KNNWB_POOL_IDLE_STACKS, less under
  * `ulimit -v`), and none wait when a thread's default stack is over KNNWB_POOL_STACK_MAX: each
- * then leaves after its task, as before the pool. A worker that leaves is joined by the next
- * caller, and before any fork (core/base/isolated.c forks): a child forked while a thread was
- * still ending could inherit an allocator lock that thread held (see the ticker's fork handlers in
+ * then leaves after its task, as before the pool. A worker that leaves after its task is joined
+ * by the caller's wait, one whose idle time ran out by the next caller, and every one before any
+ * fork (core/base/isolated.c forks): a child forked while a thread was still ending could inherit
+ * an allocator lock that thread held (see the ticker's fork handlers in
  * plugin/host/runtime/progress.c). A forked child starts with no workers.
  *
  * A kept worker keeps what its tasks leave in its thread's state: the OpenMP thread count is
@@ -177,6 +178,20 @@ static void knnwb_pool_worker_free(KnnwbPoolWorker *w)
   g_free(w);
 }
 
+/* Puts w's thread on the list of those to join, once its creator has it: GLib finishes a thread's
+ * record after the thread runs (a join before that found the record's lock reset under it). */
+static void knnwb_pool_leave(KnnwbPoolWorker *w)
+{
+  g_mutex_lock(&w->lock);
+  while (w->thread == NULL)
+    g_cond_wait(&w->wake, &w->lock);
+  GThread *self = w->thread;
+  g_mutex_unlock(&w->lock);
+  g_mutex_lock(&pool_lock);
+  pool_leaving = g_slist_prepend(pool_leaving, self);
+  g_mutex_unlock(&pool_lock);
+}
+
 static gpointer knnwb_pool_worker_main(gpointer user)
 {
   KnnwbPoolWorker *w = user;
@@ -188,22 +203,21 @@ static gpointer knnwb_pool_worker_main(gpointer user)
     w->task = NULL;
     g_mutex_unlock(&w->lock);
     task(data);
+    /* Idle again, or to be joined, before the caller learns that the task returned: the next
+     * loop finds it idle, and the caller's wait joins it (its stack given back as before the
+     * pool, which a process under `ulimit -v` with huge stacks needs). */
     const gboolean idle = knnwb_pool_idle_push(w);
+    if (!idle)
+      knnwb_pool_leave(w);
     knnwb_pool_task_done(group);
-    if (!idle || !knnwb_pool_wait_task(w))
+    if (!idle)
       break;
+    if (!knnwb_pool_wait_task(w)) {
+      knnwb_pool_leave(w);
+      break;
+    }
   }
-  /* Joined only once its creator has it: GLib finishes a thread's record after the thread runs
-   * (a join before that found the record's lock reset under it). */
-  g_mutex_lock(&w->lock);
-  while (w->thread == NULL)
-    g_cond_wait(&w->wake, &w->lock);
-  GThread *self = w->thread;
-  g_mutex_unlock(&w->lock);
   knnwb_pool_worker_free(w);
-  g_mutex_lock(&pool_lock);
-  pool_leaving = g_slist_prepend(pool_leaving, self);
-  g_mutex_unlock(&pool_lock);
   return NULL;
 }
 
@@ -286,4 +300,7 @@ void knnwb_pool_group_wait(KnnwbPoolGroup *group)
   g_mutex_unlock(&group->lock);
   g_mutex_clear(&group->lock);
   g_cond_clear(&group->done);
+  g_mutex_lock(&pool_lock);
+  knnwb_pool_join_leaving();
+  g_mutex_unlock(&pool_lock);
 }
