@@ -169,19 +169,18 @@ typedef struct {
 #define KNNWB_OPEN_SPARE 1
 
 /* Whether this rank can open every file for writing at once (creating it, as MPI_MODE_CREATE
- * would) and still has a descriptor free for each and KNNWB_OPEN_SPARE more: a directory this host
- * does not see (a file system the hosts do not share), a per-process descriptor limit. Leaves
- * nothing open. */
+ * would, when create) and still has a descriptor free for each and KNNWB_OPEN_SPARE more: a
+ * directory this host does not see (a file system the hosts do not share), a per-process
+ * descriptor limit. Leaves nothing open. */
 static gboolean knnwb_distributed_can_open(const KnnwbDistributedCursor *cursors, size_t n_files,
-                                           GError **error)
+                                           gboolean create, GError **error)
 {
+  const int flags = O_WRONLY | O_CLOEXEC | (create ? O_CREAT : 0);
   g_autofree int *fds = g_new(int, 2 * n_files + KNNWB_OPEN_SPARE);
   size_t n_open = 0;
   int saved = 0;
   for (; n_open < 2 * n_files + KNNWB_OPEN_SPARE; n_open++) {
-    fds[n_open] = n_open < n_files
-                      ? open(cursors[n_open].file->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666)
-                      : dup(fds[0]);
+    fds[n_open] = n_open < n_files ? open(cursors[n_open].file->path, flags, 0666) : dup(fds[0]);
     if (fds[n_open] < 0) {
       saved = errno;
       break;
@@ -211,7 +210,15 @@ static gboolean knnwb_distributed_open_files(const KnnwbKnnGroup *group,
                                              GError **error)
 {
   gboolean ok = TRUE;
-  if (!group->agree(group, knnwb_distributed_can_open(cursors, n_files, error), error))
+  /* Rank 0 first, which makes the files where they are missing; then the others, which must find
+   * them there: a rank whose host has a folder of that name that is not rank 0's would otherwise
+   * write its rows into a file of its own, and the output would lack them. */
+  if (!group->agree(group,
+                    group->rank != 0 || knnwb_distributed_can_open(cursors, n_files, TRUE, error),
+                    error) ||
+      !group->agree(group,
+                    group->rank == 0 || knnwb_distributed_can_open(cursors, n_files, FALSE, error),
+                    error))
     return FALSE;
   for (size_t f = 0; f < n_files; f++) {
     const char *path = cursors[f].file->path;
@@ -345,6 +352,9 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
    * did, so that a rank that failed does not leave the others waiting. */
   const gint64 start = g_get_monotonic_time();
   gboolean ok = knnwb_distributed_open_files(group, cursors, n_files, error);
+  /* (the same on every rank: a truncation may fail on one alone) */
+  const gboolean opened_all = group->agree(group, ok, error);
+  ok = opened_all;
   /* Synced only where an output replaces data, as one process's files (atomic_file.h): rank 0,
    * which made the outputs' placeholders, knows; the ranks agree so that all or none sync. */
   int64_t durable = knnwb_atomic_file_syncs_always() ? 1 : 0;
@@ -365,9 +375,12 @@ gboolean knnwb_distributed_write_files(const KnnwbKnnGroup *group,
     if (cursors[f].writeback_fd >= 0)
       close(cursors[f].writeback_fd);
   /* Every file's last slices were handed to the disk as they were written: the syncs, one after
-   * the other, wait for disk writes that already run together. */
+   * the other, wait for disk writes that already run together. None after a failed open, which
+   * may have failed on some ranks only: the others would wait in the sync. (Their closes of a
+   * file another rank could not open remain: MPI_File_close is collective. Open MPI's open hangs
+   * or fails on every rank alike in the cases seen, and the checks before it catch the rest.) */
   for (size_t f = 0; f < n_files; f++) {
-    if (!cursors[f].opened || !durable)
+    if (!cursors[f].opened || !durable || !opened_all)
       continue;
     int code = MPI_File_sync(cursors[f].handle);
     if (ok && code != MPI_SUCCESS) {

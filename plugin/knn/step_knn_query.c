@@ -66,10 +66,12 @@ static gboolean knnwb_knn_query_run(KnnwbStepContext *context, GError **error)
   /* A query file may list the columns (samples, or genes after transposing) in another order. */
   g_autoptr(KnnwbMatrix) matched = NULL;
   ready = ready && knnwb_matrix_match_columns(query->matrix, reference->matrix, &matched, error);
-  /* Split rows: every rank agrees before the query's collectives, whatever failed where (the
-   * reordered copy of a rank's block may not fit on that rank alone; a rank that returned alone
-   * would leave the others waiting in the query). */
-  if (split && !context->group->agree(context->group, ready, error))
+  /* Under a group every rank agrees before the query's collectives (the split rows' exchange, or
+   * the whole query's gather of the lists), whatever failed where: the reordered copy of a rank's
+   * rows may not fit on that rank alone, and a rank that returned alone would leave the others
+   * waiting in the query. */
+  if (context->group != NULL && context->group->size > 1 &&
+      !context->group->agree(context->group, ready, error))
     return FALSE;
   if (!ready)
     return FALSE;

@@ -3,7 +3,7 @@
 # same collectives, so the job ends, non-zero, with the failing rank's reason, no output and the
 # previous output untouched; a knob set on one rank only is replaced by rank 0's. Each failure comes
 # from the outside of one rank of an MPMD launch (`mpirun ... -np 1 A : -np 1 B`): another working
-# directory, a descriptor or address-space limit, another environment. Every mpirun runs under
+# directory, a descriptor limit, another environment. Every mpirun runs under
 # `timeout`, so that a hang (the bug) fails the test instead of blocking it.
 # Usage: mpi_one_rank.sh KNNWB MPIEXEC SOURCE_DIR
 set -euo pipefail
@@ -60,9 +60,24 @@ for ext in knn npy; do
   no_temporaries "the output's directory unseen by one rank (.$ext)"
 done
 echo "the output's directory unseen by one rank: every rank stops with its reason"
+# A folder of the same name that is not rank 0's (hosts whose file systems are not shared): rank 1
+# must not write its rows into a file of its own there (it did: the job ended 0 with an output
+# that lacked them, and left a temporary beside rank 1).
+mkdir -p unshared/out
+echo previous >out/x.knn
+mpmd_fails "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.knn" \
+  "cd unshared && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.knn" \
+  "an output folder of rank 1's own"
+grep -q "^knnwb: rank 1: .*cannot open for writing: No such file or directory" err.txt ||
+  { cat err.txt; fail "an output folder of rank 1's own: no reason given"; }
+[ "$(cat out/x.knn)" = previous ] || fail "an output folder of rank 1's own: out/x.knn replaced"
+[ -z "$(ls -A unshared/out)" ] || { ls -la unshared/out; fail "an output folder of rank 1's own: rank 1 wrote there"; }
+no_temporaries "an output folder of rank 1's own"
+echo "an output folder of rank 1's own: every rank stops with its reason"
 # A descriptor limit on rank 1 alone: from a limit that lets the whole run through, down until
 # knnwb's check (not MPI's start) stops it. Every run must end; the exact count MPI needs varies.
 seen=
+stopped=
 for files in 24 22 21 20 19 18 17 16 15 14; do
   echo previous >out/x.knn
   status=0
@@ -71,6 +86,7 @@ for files in 24 22 21 20 19 18 17 16 15 14; do
     >out.txt 2>err.txt || status=$?
   [ "$status" -ne 124 ] || { cat err.txt; fail "ulimit -n $files on rank 1: the job hung"; }
   [ "$status" -eq 0 ] && continue
+  stopped=$files
   if grep -q "^knnwb: rank 1: out/x.knn: cannot open for writing: Too many open files" err.txt; then
     seen=$files
     [ "$(cat out/x.knn)" = previous ] || fail "ulimit -n $files on rank 1: the previous output was replaced"
@@ -80,6 +96,8 @@ for files in 24 22 21 20 19 18 17 16 15 14; do
 done
 if [ -n "$seen" ]; then
   echo "ulimit -n $seen on rank 1: every rank stops with its reason"
+elif [ -z "$stopped" ]; then
+  fail "ulimit -n 14 to 24 on rank 1: every run went through, the check was never reached"
 else
   echo "ulimit -n on rank 1: MPI itself failed before knnwb's check at every limit (skipped)"
 fi
