@@ -39,6 +39,17 @@ mpmd_fails() {
 no_temporaries() {
   ! find . -name '.knnwb-*' | grep -q . || { find . -name '.knnwb-*'; fail "$1: a temporary was left"; }
 }
+# stops CASE REASON KEPT RANK0 RANK1: the job fails with a line of stderr matching REASON, KEPT (a
+# file that held "previous") untouched or, with !PATH, PATH not written, and no temporary left.
+stops() {
+  mpmd_fails "$4" "$5" "$1"
+  grep -q "$2" err.txt || { cat err.txt; fail "$1: no reason given"; }
+  case "$3" in
+    !*) [ ! -e "${3#!}" ] || fail "$1: ${3#!} was written" ;;
+    *) [ "$(cat "$3")" = previous ] || fail "$1: $3 replaced" ;;
+  esac
+  no_temporaries "$1"
+}
 
 python3 "$here/make_npy.py" data.npy 3000 8 1
 data=$work/data.npy
@@ -50,14 +61,11 @@ data=$work/data.npy
 mkdir -p out elsewhere/other
 for ext in knn npy; do
   echo previous >"out/x.$ext"
-  mpmd_fails "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.$ext" \
-    "cd elsewhere && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o other/x.$ext" \
-    "the output's directory unseen by one rank (.$ext)"
-  grep -q "^knnwb: rank 1: out/x\.$ext: cannot open for writing: No such file or directory" err.txt ||
-    { cat err.txt; fail "the output's directory unseen by one rank (.$ext): no reason given"; }
-  [ "$(cat "out/x.$ext")" = previous ] || fail "the output's directory unseen by one rank: out/x.$ext replaced"
+  stops "the output's directory unseen by one rank (.$ext)" \
+    "^knnwb: rank 1: out/x\.$ext: cannot open for writing: No such file or directory" "out/x.$ext" \
+    "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.$ext" \
+    "cd elsewhere && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o other/x.$ext"
   [ ! -e out/x.distances.npy ] || fail "the output's directory unseen by one rank: a side file written"
-  no_temporaries "the output's directory unseen by one rank (.$ext)"
 done
 echo "the output's directory unseen by one rank: every rank stops with its reason"
 # A folder of the same name that is not rank 0's (hosts whose file systems are not shared): rank 1
@@ -65,14 +73,11 @@ echo "the output's directory unseen by one rank: every rank stops with its reaso
 # that lacked them, and left a temporary beside rank 1).
 mkdir -p unshared/out
 echo previous >out/x.knn
-mpmd_fails "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.knn" \
-  "cd unshared && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.knn" \
-  "an output folder of rank 1's own"
-grep -q "^knnwb: rank 1: .*cannot open for writing: No such file or directory" err.txt ||
-  { cat err.txt; fail "an output folder of rank 1's own: no reason given"; }
-[ "$(cat out/x.knn)" = previous ] || fail "an output folder of rank 1's own: out/x.knn replaced"
+stops "an output folder of rank 1's own" \
+  "^knnwb: rank 1: .*cannot open for writing: No such file or directory" out/x.knn \
+  "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.knn" \
+  "cd unshared && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/x.knn"
 [ -z "$(ls -A unshared/out)" ] || { ls -la unshared/out; fail "an output folder of rank 1's own: rank 1 wrote there"; }
-no_temporaries "an output folder of rank 1's own"
 echo "an output folder of rank 1's own: every rank stops with its reason"
 # A descriptor limit on rank 1 alone: from a limit that lets the whole run through, down until
 # knnwb's check (not MPI's start) stops it. Every run must end; the exact count MPI needs varies.
@@ -125,22 +130,15 @@ echo "a knob set on one rank alone: rank 0's value on every rank, a warning, one
 expression=$3/share/examples/data/synthetic_expression.tsv
 focus=$(awk 'NR == 2 {print $1}' "$expression")
 echo previous >out/nb.gml
-mpmd_fails "exec '$knnwb' neighbourhood $expression --focus $focus -k 5 -b cpu -t 1 -q -o out/nb.gml" \
-  "cd elsewhere && exec '$knnwb' neighbourhood $expression --focus $focus -k 5 -b cpu -t 1 -q -o out/nb.gml" \
-  "neighbourhood, the output's directory unseen by one rank"
-grep -q "^knnwb: rank 1: .*out/nb.gml" err.txt ||
-  { cat err.txt; fail "neighbourhood, the output's directory unseen by one rank: no reason given"; }
-[ "$(cat out/nb.gml)" = previous ] || fail "neighbourhood, the output's directory unseen by one rank: output replaced"
-no_temporaries "neighbourhood, the output's directory unseen by one rank"
+stops "neighbourhood, the output's directory unseen by one rank" "^knnwb: rank 1: .*out/nb.gml" \
+  out/nb.gml \
+  "exec '$knnwb' neighbourhood $expression --focus $focus -k 5 -b cpu -t 1 -q -o out/nb.gml" \
+  "cd elsewhere && exec '$knnwb' neighbourhood $expression --focus $focus -k 5 -b cpu -t 1 -q -o out/nb.gml"
 # --into (an .h5ad output's source) that one rank does not find.
 touch into.h5ad
-mpmd_fails "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/g.h5ad --into into.h5ad" \
-  "cd elsewhere && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o other/g.h5ad --into into.h5ad" \
-  "--into unseen by one rank"
-grep -q "^knnwb: rank 1: --into into.h5ad: no such file" err.txt ||
-  { cat err.txt; fail "--into unseen by one rank: no reason given"; }
-[ ! -e out/g.h5ad ] || fail "--into unseen by one rank: an output was written"
-no_temporaries "--into unseen by one rank"
+stops "--into unseen by one rank" "^knnwb: rank 1: --into into.h5ad: no such file" '!out/g.h5ad' \
+  "exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o out/g.h5ad --into into.h5ad" \
+  "cd elsewhere && exec '$knnwb' knn $data -k 5 -b cpu -t 1 -q -o other/g.h5ad --into into.h5ad"
 echo "a file-system check that fails on one rank alone: every rank stops with its reason"
 
 # cluster: every rank reads the input and the kNN lists are collective, so a rank that cannot read
@@ -148,13 +146,9 @@ echo "a file-system check that fails on one rank alone: every rank stops with it
 # rank 0 writes: an output directory that rank 1 does not see is no failure, and the bytes are
 # one process's.
 echo previous >out/c.tsv
-mpmd_fails "exec '$knnwb' cluster data.npy --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
-  "cd elsewhere && exec '$knnwb' cluster data.npy --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
-  "cluster, the input unseen by one rank"
-grep -q "^knnwb: rank 1: data.npy: cannot open" err.txt ||
-  { cat err.txt; fail "cluster, the input unseen by one rank: no reason given"; }
-[ "$(cat out/c.tsv)" = previous ] || fail "cluster, the input unseen by one rank: output replaced"
-no_temporaries "cluster, the input unseen by one rank"
+stops "cluster, the input unseen by one rank" "^knnwb: rank 1: data.npy: cannot open" out/c.tsv \
+  "exec '$knnwb' cluster data.npy --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
+  "cd elsewhere && exec '$knnwb' cluster data.npy --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv"
 "$knnwb" cluster "$data" --method leiden -k 5 -b cpu -t 1 -q -o one-c.tsv
 mpmd "exec '$knnwb' cluster $data --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
   "cd elsewhere && exec '$knnwb' cluster $data --method leiden -k 5 -b cpu -t 1 -q -o out/c.tsv" \
@@ -173,21 +167,15 @@ cat >p.xml <<EOF
   <step id="w" type="write-graph"><input name="graph" step="g"/><param name="path" value="p.gml"/></step>
 </pipeline>
 EOF
-mpmd_fails "exec '$knnwb' run p.xml -q -t 1" "cd elsewhere && exec '$knnwb' run p.xml -q -t 1" \
-  "run, the pipeline unseen by one rank"
-grep -q "^rank 1: p.xml: cannot read" err.txt ||
-  { cat err.txt; fail "run, the pipeline unseen by one rank: no reason given"; }
-[ ! -e p.gml ] || fail "run, the pipeline unseen by one rank: an output was written"
+stops "run, the pipeline unseen by one rank" "^rank 1: p.xml: cannot read" '!p.gml' \
+  "exec '$knnwb' run p.xml -q -t 1" "cd elsewhere && exec '$knnwb' run p.xml -q -t 1"
 examples=$3/share/examples/data
 cp "$examples/synthetic_clinical.tsv" clinical.tsv
 classify="classify $examples/synthetic_expression.tsv --transpose -k 3 -t 1 -q"
-mpmd_fails "exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv" \
-  "cd elsewhere && exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv" \
-  "classify, the classes unseen by one rank"
-grep -q "^knnwb: rank 1: clinical.tsv: cannot open" err.txt ||
-  { cat err.txt; fail "classify, the classes unseen by one rank: no reason given"; }
-[ ! -e out/cl.tsv ] || fail "classify, the classes unseen by one rank: an output was written"
-no_temporaries "run and classify, a file unseen by one rank"
+stops "classify, the classes unseen by one rank" "^knnwb: rank 1: clinical.tsv: cannot open" \
+  '!out/cl.tsv' \
+  "exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv" \
+  "cd elsewhere && exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv"
 echo "run, classify: a pipeline or file unseen by one rank stops every rank with its reason"
 
 # Commands that share no work (metafeatures, render, validate, plugins) run on rank 0 alone, as one
@@ -202,10 +190,7 @@ mpmd "exec '$knnwb' metafeatures small.npy -q -t 1 -o mf.tsv" \
 cmp -s one-mf.tsv mf.tsv || fail "metafeatures under mpirun: bytes differ from one process"
 python3 "$here/make_npy.py" nan.npy 20 5 1 15
 echo previous >mf.tsv
-mpmd_fails "exec '$knnwb' metafeatures nan.npy -q -t 1 -o mf.tsv" \
-  "exec '$knnwb' metafeatures nan.npy -q -t 1 -o mf.tsv" "metafeatures, a NaN in rank 1's rows"
-grep -q "^knnwb: nan.npy: row 16, column 3: NaN" err.txt ||
-  { cat err.txt; fail "metafeatures, a NaN in rank 1's rows: not one process's message"; }
-[ "$(cat mf.tsv)" = previous ] || fail "metafeatures, a NaN in rank 1's rows: output replaced"
-no_temporaries "metafeatures under mpirun"
+stops "metafeatures, a NaN in rank 1's rows (one process's message)" \
+  "^knnwb: nan.npy: row 16, column 3: NaN" mf.tsv \
+  "exec '$knnwb' metafeatures nan.npy -q -t 1 -o mf.tsv" "exec '$knnwb' metafeatures nan.npy -q -t 1 -o mf.tsv"
 echo "metafeatures: rank 0 alone, as one process"
