@@ -55,19 +55,31 @@ static int pool_idle_count;
 static int pool_idle_max;    /* 0: no worker waits; read once (knnwb_pool_keeps) */
 static GSList *pool_leaving; /* GThread of workers that left, to join */
 
-/* With pool_lock held: every worker that left has ended. */
-static void knnwb_pool_join_leaving(void)
+/* Joins the threads of leaving, a list taken off pool_leaving (the caller holds no lock: a thread's
+ * end runs its destructors, libgomp's and the CUDA runtime's among them, which a caller of
+ * knnwb_pool_run need not wait for behind the pool's lock). */
+static void knnwb_pool_join(GSList *leaving)
 {
-  while (pool_leaving != NULL) {
-    g_thread_join(pool_leaving->data); /* (it takes no lock on its way out) */
-    pool_leaving = g_slist_delete_link(pool_leaving, pool_leaving);
-  }
+  for (GSList *at = leaving; at != NULL; at = at->next)
+    g_thread_join(at->data);
+  g_slist_free(leaving);
 }
 
+/* Every worker that left, joined: taken off the list under pool_lock, joined outside it. */
+static void knnwb_pool_join_leaving(void)
+{
+  g_mutex_lock(&pool_lock);
+  GSList *leaving = g_steal_pointer(&pool_leaving);
+  g_mutex_unlock(&pool_lock);
+  knnwb_pool_join(leaving);
+}
+
+/* Before a fork, every leaving thread has ended (under the lock: none may start leaving meanwhile;
+ * their destructors take no lock of knnwb's). */
 static void knnwb_pool_fork_prepare(void)
 {
   g_mutex_lock(&pool_lock);
-  knnwb_pool_join_leaving();
+  knnwb_pool_join(g_steal_pointer(&pool_leaving));
 }
 
 static void knnwb_pool_fork_parent(void)
@@ -241,7 +253,7 @@ static gboolean knnwb_pool_start(KnnwbPoolGroup *group, void (*task)(void *), vo
   sigaddset(&caught, SIGTERM);
   sigaddset(&caught, SIGCONT);
   const gboolean masked = pthread_sigmask(SIG_BLOCK, &caught, &before) == 0;
-  /* (its reference is the one knnwb_pool_join_leaving gives back) */
+  /* (its reference is the one knnwb_pool_join gives back) */
   GThread *thread = knnwb_thread_try_start("knnwb-worker", knnwb_pool_worker_main, w);
   if (masked)
     pthread_sigmask(SIG_SETMASK, &before, NULL);
@@ -269,8 +281,8 @@ gboolean knnwb_pool_run(KnnwbPoolGroup *group, void (*task)(void *data), void *d
   g_mutex_lock(&group->lock);
   group->running++;
   g_mutex_unlock(&group->lock);
-  g_mutex_lock(&pool_lock);
   knnwb_pool_join_leaving();
+  g_mutex_lock(&pool_lock);
   KnnwbPoolWorker *w = pool_idle;
   if (w != NULL) {
     pool_idle = w->next_idle;
@@ -300,7 +312,5 @@ void knnwb_pool_group_wait(KnnwbPoolGroup *group)
   g_mutex_unlock(&group->lock);
   g_mutex_clear(&group->lock);
   g_cond_clear(&group->done);
-  g_mutex_lock(&pool_lock);
   knnwb_pool_join_leaving();
-  g_mutex_unlock(&pool_lock);
 }
