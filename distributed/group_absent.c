@@ -10,12 +10,10 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   (void)argc;
   (void)argv;
   *group = NULL;
-  const char *size = g_getenv("OMPI_COMM_WORLD_SIZE");
-  if (size == NULL)
-    size = g_getenv("PMI_SIZE");
-  if (size != NULL && atoi(size) > 1) {
+  const int size = knnwb_distributed_launch_size();
+  if (size > 1) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
-                "started as one of %s MPI ranks, but this knnwb was built without MPI "
+                "started as one of %d MPI ranks, but this knnwb was built without MPI "
                 "(build with -DKNNWB_MPI=ON, or run it without mpirun)",
                 size);
     return FALSE;

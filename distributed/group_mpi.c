@@ -34,8 +34,7 @@ static gboolean knnwb_distributed_launched(void)
   const char *choice = g_getenv("KNNWB_MPI");
   if (choice != NULL && strcmp(choice, "0") == 0)
     return FALSE;
-  return g_getenv("OMPI_COMM_WORLD_SIZE") != NULL || g_getenv("PMI_SIZE") != NULL ||
-         g_getenv("PMIX_RANK") != NULL;
+  return knnwb_distributed_launch_size() > 0 || knnwb_distributed_launch_rank() >= 0;
 }
 
 /* An error that agree() already made the job's carries the failing rank in front: keep it as is. */

@@ -768,3 +768,13 @@ grep -q "compared with every row" dense.err ||
   fail "dense ties: the split ranks did not compare the rows left with every row"
 cmp -s one-dense.knn dense.knn || fail "dense ties: 2 split ranks differ from one process"
 echo "dense ties on 2 split ranks: rows compared with every row, same bytes"
+
+# A command's help under mpirun: rank 0 prints it once and every rank exits 0 (GOption exits as it
+# prints, which made a rank leave without MPI_Finalize: mpirun reported the job as failed).
+for help in --help -h --help-all; do
+  status=0
+  mpi 2 knn "$help" >help.out 2>help.err || status=$?
+  [ "$status" -eq 0 ] || { cat help.err; fail "knnwb knn $help under mpirun: exit status $status"; }
+  [ "$(grep -c '^Usage:' help.out)" -eq 1 ] || { cat help.out; fail "knnwb knn $help under mpirun: not one usage text"; }
+done
+echo "help under mpirun: printed once, exit status 0"

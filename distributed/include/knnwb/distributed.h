@@ -27,6 +27,16 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
 void knnwb_distributed_finalize(void);
 
 /**
+ * The rank an MPI launcher (mpirun, srun) gave this process, read from the environment it set
+ * (Open MPI's, PMIx's or PMI's), without joining the job; -1 when no launcher started it. With
+ * and without MPI in the build. O(1), never fails.
+ */
+int knnwb_distributed_launch_rank(void);
+
+/** The number of ranks the launcher started (its environment), or 0 when none started this one. */
+int knnwb_distributed_launch_size(void);
+
+/**
  * Whether knnwb_distributed_write_lists writes format in place: KNN, NEIGHBORS_TSV, MTX, NPY, NPZ
  * (the outputs of the directed graph that are written row by row). O(1), never fails.
  */
