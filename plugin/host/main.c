@@ -36,10 +36,12 @@ static const struct {
     {"render", knnwb_host_command_render, "draw a laid-out GML as PNG, SVG or PDF (cairo)", FALSE},
 };
 
-/* The exit status of a command that rank 0 ran alone, on every rank: the others wait for it in an
- * agreement (which sleeps between polls, where a plain reduction would spin a core that rank 0
- * needs), then take the worst status (2 for usage errors, 130/143 when interrupted). */
-static int knnwb_host_root_status(const KnnwbKnnGroup *group, int status)
+/* The job's exit status, the same on every rank: the worst of the ranks' (2 for usage errors,
+ * 130/143 when interrupted), so that mpirun reports it whichever rank exits first (a signal to
+ * rank 0 alone made it 130 there and 1 on the others, which return for the agreed stop). After a
+ * command that rank 0 ran alone the others wait for it here, in an agreement (which sleeps between
+ * polls, where a plain reduction would spin a core that rank 0 needs). */
+static int knnwb_host_job_status(const KnnwbKnnGroup *group, int status)
 {
   if (group->agree(group, status == 0, NULL))
     return 0;
@@ -135,8 +137,8 @@ int main(int argc, char **argv)
       g_debug("knnwb: command started");
       int status =
           root_alone && group->rank != 0 ? 0 : knnwb_host_commands[i].main(argc - 1, argv + 1);
-      if (root_alone)
-        status = knnwb_host_root_status(group, status);
+      if (group != NULL)
+        status = knnwb_host_job_status(group, status);
       xmlCleanupParser();
       knnwb_distributed_finalize();
       g_debug("knnwb: command finished, the process exits");

@@ -655,6 +655,26 @@ for sig in INT TERM; do
   [ "$elapsed" -lt 20000 ] || fail "SIG$sig on mpirun: the job took $elapsed ms to end (hung?)"
   echo "SIG$sig on mpirun: no output, the job ended $elapsed ms after the signal"
 done
+# SIGINT to rank 0 alone (a batch system's signal to one process, not mpirun): the job stops, and
+# every rank exits 130, so that mpirun says so whichever rank exits first (rank 1 returned 1 for
+# the agreed stop, and mpirun reported it when it came first).
+echo previous >sig.knn
+(exec_mpi 2 knn long.npy -k 10 -m manhattan -b cpu -t 1 -o sig.knn 2>sig.err) &
+pid=$!
+wait_ranks_ready "$pid" || fail "SIGINT to rank 0: the ranks never installed their signal handlers"
+rank0=
+for child in $(ps -o pid= --ppid "$pid"); do
+  tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && rank0=$child
+done
+[ -n "$rank0" ] || fail "SIGINT to rank 0: no child of mpirun is rank 0"
+sleep 0.3
+kill -INT "$rank0"
+status=0
+wait "$pid" || status=$?
+[ "$status" -eq 130 ] || { cat sig.err; fail "SIGINT to rank 0 alone: exit status $status, not 130"; }
+[ "$(cat sig.knn)" = previous ] || fail "SIGINT to rank 0 alone: the previous output was replaced"
+! ls -a | grep -q '^\.knnwb-' || fail "SIGINT to rank 0 alone: a temporary file was left behind"
+echo "SIGINT to rank 0 alone: the job ends 130, no output"
 # SIGINT on mpirun while every rank writes its rows (the ranks wait at the start of their write
 # until the signal, KNNWB_MPI_WRITE_PAUSE): no output, the previous files untouched.
 for ext in npy npz mtx; do
