@@ -11,11 +11,12 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   (void)argv;
   *group = NULL;
   const int size = knnwb_distributed_launch_size();
-  if (size > 1) {
+  if (size > 1 || knnwb_distributed_launch_rank() > 0) {
+    g_autofree char *ranks = size > 1 ? g_strdup_printf("%d", size) : g_strdup("several");
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
-                "started as one of %d MPI ranks, but this knnwb was built without MPI "
+                "started as one of %s MPI ranks, but this knnwb was built without MPI "
                 "(build with -DKNNWB_MPI=ON, or run it without mpirun)",
-                size);
+                ranks);
     return FALSE;
   }
   return TRUE;

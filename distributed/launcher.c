@@ -4,12 +4,11 @@
 #include <stdlib.h>
 #include <knnwb/distributed.h>
 
-/* The first of names set in the environment, or NULL: Open MPI's, then PMIx's, then MPICH's and
- * Slurm's PMI. */
-static const char *knnwb_distributed_launch_getenv(const char *const names[3])
+/* The first of names (NULL-terminated) set in the environment, or NULL. */
+static const char *knnwb_distributed_launch_getenv(const char *const *names)
 {
-  for (int i = 0; i < 3; i++) {
-    const char *value = g_getenv(names[i]);
+  for (; *names != NULL; names++) {
+    const char *value = g_getenv(*names);
     if (value != NULL && *value != '\0')
       return value;
   }
@@ -18,14 +17,16 @@ static const char *knnwb_distributed_launch_getenv(const char *const names[3])
 
 int knnwb_distributed_launch_rank(void)
 {
-  static const char *const names[3] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+  /* Open MPI's, PMIx's (Slurm's srun --mpi=pmix too), then MPICH's and Intel MPI's PMI */
+  static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL};
   const char *rank = knnwb_distributed_launch_getenv(names);
   return rank != NULL ? atoi(rank) : -1;
 }
 
 int knnwb_distributed_launch_size(void)
 {
-  static const char *const names[3] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
+  /* PMIx sets no size in the environment: there only a rank above 0 tells */
+  static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
   const char *size = knnwb_distributed_launch_getenv(names);
   return size != NULL ? atoi(size) : 0;
 }

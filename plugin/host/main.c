@@ -51,21 +51,6 @@ static int knnwb_host_job_status(const KnnwbKnnGroup *group, int status)
   return (int)worst;
 }
 
-/* Whether a command's arguments ask for its help (GOption's -h, -?, --help, --help-GROUP; none
- * after "--"). GOption prints it and exits at once, so such a run must not join an MPI job: a rank
- * that exits without leaving the job makes the launcher report the job as failed. */
-static gboolean knnwb_host_asks_help(int argc, char **argv)
-{
-  for (int i = 2; i < argc; i++) {
-    if (strcmp(argv[i], "--") == 0)
-      return FALSE;
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "-?") == 0 ||
-        strcmp(argv[i], "--help") == 0 || g_str_has_prefix(argv[i], "--help-"))
-      return TRUE;
-  }
-  return FALSE;
-}
-
 static void knnwb_host_usage(FILE *out)
 {
   fprintf(out, "Usage: knnwb COMMAND [OPTION...]\n\n"
@@ -95,12 +80,17 @@ int main(int argc, char **argv)
     return 2;
   }
   const char *command = argv[1];
+  /* Under mpirun only rank 0 prints the usage or the version (the launcher's environment says
+   * which rank this is: no job is joined for them). */
   if (strcmp(command, "-h") == 0 || strcmp(command, "--help") == 0 ||
       strcmp(command, "help") == 0) {
-    knnwb_host_usage(stdout);
+    if (knnwb_distributed_launch_rank() <= 0)
+      knnwb_host_usage(stdout);
     return 0;
   }
   if (strcmp(command, "-V") == 0 || strcmp(command, "--version") == 0) {
+    if (knnwb_distributed_launch_rank() > 0)
+      return 0;
     printf("knnwb %s (library %s)\n", KNNWB_VERSION_STRING, knnwb_version());
     return 0;
   }
@@ -108,9 +98,11 @@ int main(int argc, char **argv)
     if (strcmp(command, knnwb_host_commands[i].name) == 0) {
       g_autofree char *name = g_strdup_printf("knnwb %s", command);
       g_set_prgname(name);
-      /* Help under mpirun: rank 0 prints it, as one process; the others have nothing to say. (Where
-       * "-h" was the value of an option after all, rank 0 runs the command alone.) */
-      if (knnwb_host_asks_help(argc, argv))
+      /* A command's help is printed as its options are parsed, and the process exits there: under
+       * mpirun it must not have joined the job (a rank that exits without leaving it makes the
+       * launcher fail the job). Rank 0 prints it, as one process; the others have nothing to say.
+       * (Where "-h" was the value of an option after all, rank 0 runs the command alone.) */
+      if (knnwb_host_options_ask_help(argc, argv, 2))
         return knnwb_distributed_launch_rank() > 0
                    ? 0
                    : knnwb_host_commands[i].main(argc - 1, argv + 1);

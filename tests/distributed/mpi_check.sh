@@ -797,4 +797,12 @@ for help in --help -h --help-all; do
   [ "$status" -eq 0 ] || { cat help.err; fail "knnwb knn $help under mpirun: exit status $status"; }
   [ "$(grep -c '^Usage:' help.out)" -eq 1 ] || { cat help.out; fail "knnwb knn $help under mpirun: not one usage text"; }
 done
-echo "help under mpirun: printed once, exit status 0"
+# Help inside a cluster of short options is an unknown option, a usage error on every rank (GLib's
+# own help exited there); the program's usage and version print once.
+status=0
+mpi 2 knn -qh >help.out 2>help.err || status=$?
+[ "$status" -eq 2 ] || { cat help.err; fail "knnwb knn -qh under mpirun: exit status $status, not 2"; }
+grep -q "Unknown option" help.err || { cat help.err; fail "knnwb knn -qh under mpirun: no reason given"; }
+mpi 2 --help >help.out 2>help.err || { cat help.err; fail "knnwb --help under mpirun failed"; }
+[ "$(grep -c '^Usage:' help.out)" -eq 1 ] || { cat help.out; fail "knnwb --help under mpirun: not one usage text"; }
+echo "help under mpirun: printed once, exit status 0; -qh a usage error"

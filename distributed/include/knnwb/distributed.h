@@ -33,7 +33,10 @@ void knnwb_distributed_finalize(void);
  */
 int knnwb_distributed_launch_rank(void);
 
-/** The number of ranks the launcher started (its environment), or 0 when none started this one. */
+/**
+ * The number of ranks the launcher started (its environment), or 0 when it does not say (no
+ * launcher, or PMIx, which sets no size there: a launch rank above 0 still tells). O(1).
+ */
 int knnwb_distributed_launch_size(void);
 
 /**
@@ -69,9 +72,9 @@ gboolean knnwb_distributed_write_lists(const KnnwbKnnGroup *group, const char *p
 /**
  * knnwb_distributed_write_lists for the undirected (union or mutual) graph: own holds this rank's
  * edges (knnwb_graph_edges_from_own_neighbors: those whose smaller end lies in its range of rows,
- * in order), written as KNN or MTX (`symmetric`) at the rank's offset, rank 0 adding the header (the
- * job's edge count) and the MTX labels. The bytes equal knnwb_formats_write_edges' of the single
- * process's edge list. Same contract, errors and memory (this rank's text) otherwise.
+ * in order), written as KNN or MTX (`symmetric`) at the rank's offset, rank 0 adding the header
+ * (the job's edge count) and the MTX labels. The bytes equal knnwb_formats_write_edges' of the
+ * single process's edge list. Same contract, errors and memory (this rank's text) otherwise.
  */
 gboolean knnwb_distributed_write_edges(const KnnwbKnnGroup *group, const char *path,
                                        KnnwbOutputFormat format, const KnnwbEdgeList *own,

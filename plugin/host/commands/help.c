@@ -322,21 +322,32 @@ char *knnwb_host_help_format(const char *glib_help, const char *command, int wid
   return g_string_free(out, FALSE);
 }
 
+gboolean knnwb_host_options_ask_help(int argc, char **argv, int first)
+{
+  for (int a = first; a < argc; a++) {
+    const char *arg = argv[a];
+    if (strcmp(arg, "--") == 0)
+      return FALSE;
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "-?") == 0 || strcmp(arg, "--help") == 0 ||
+        strcmp(arg, "--help-all") == 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
 gboolean knnwb_host_options_parse(GOptionContext *context, const char *command, int *argc,
                                   char ***argv, GError **error)
 {
-  for (int a = 1; a < *argc; a++) {
-    const char *arg = (*argv)[a];
-    if (strcmp(arg, "--") == 0)
-      break;
-    if (strcmp(arg, "-h") == 0 || strcmp(arg, "-?") == 0 || strcmp(arg, "--help") == 0 ||
-        strcmp(arg, "--help-all") == 0) {
-      g_autofree char *text = g_option_context_get_help(context, FALSE, NULL);
-      g_autofree char *formatted = knnwb_host_help_format(text, command, 80);
-      fputs(formatted, stdout);
-      fflush(stdout);
-      exit(0);
-    }
+  if (knnwb_host_options_ask_help(*argc, *argv, 1)) {
+    g_autofree char *text = g_option_context_get_help(context, FALSE, NULL);
+    g_autofree char *formatted = knnwb_host_help_format(text, command, 80);
+    fputs(formatted, stdout);
+    fflush(stdout);
+    exit(0);
   }
+  /* GLib would exit(0) for help inside a cluster of short options (-qh) as well: under mpirun a
+   * rank that joined the job would leave it without finalising, and the launcher fail the job.
+   * Such a cluster is an unknown option instead, a usage error on every rank alike. */
+  g_option_context_set_help_enabled(context, FALSE);
   return g_option_context_parse(context, argc, argv, error);
 }

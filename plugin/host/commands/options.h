@@ -30,9 +30,17 @@ const char *knnwb_host_help_choices(const KnnwbEnumTable *table, const char *pre
                                     const char *note, const char *skip, const char *suffix);
 
 /**
- * Parses argv as g_option_context_parse does, except that -h, -?, --help and --help-all print the
- * command's help as knnwb_host_help_format lays it out (on stdout) and exit 0, as GLib would.
- * Errors: g_option_context_parse's.
+ * Whether a command's arguments (argv[first..argc)) ask for its help: -h, -?, --help or
+ * --help-all, before any "--". A cluster of short options (-qh) is not help: it is a usage error.
+ * O(argc).
+ */
+gboolean knnwb_host_options_ask_help(int argc, char **argv, int first);
+
+/**
+ * Parses argv as g_option_context_parse does, except that -h, -?, --help and --help-all
+ * (knnwb_host_options_ask_help) print the command's help as knnwb_host_help_format lays it out
+ * (on stdout) and exit 0, as GLib would; GLib's own help options are off, so that no other form
+ * exits the process where it parses. Errors: g_option_context_parse's.
  */
 gboolean knnwb_host_options_parse(GOptionContext *context, const char *command, int *argc,
                                   char ***argv, GError **error);
