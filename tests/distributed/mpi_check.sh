@@ -668,13 +668,16 @@ for child in $(ps -o pid= --ppid "$pid"); do
 done
 [ -n "$rank0" ] || fail "SIGINT to rank 0: no child of mpirun is rank 0"
 sleep 0.3
+start=$(date +%s%N)
 kill -INT "$rank0"
 status=0
 wait "$pid" || status=$?
+elapsed=$((($(date +%s%N) - start) / 1000000))
+[ "$elapsed" -lt 20000 ] || fail "SIGINT to rank 0 alone: the job took $elapsed ms to end (hung?)"
 [ "$status" -eq 130 ] || { cat sig.err; fail "SIGINT to rank 0 alone: exit status $status, not 130"; }
 [ "$(cat sig.knn)" = previous ] || fail "SIGINT to rank 0 alone: the previous output was replaced"
 ! ls -a | grep -q '^\.knnwb-' || fail "SIGINT to rank 0 alone: a temporary file was left behind"
-echo "SIGINT to rank 0 alone: the job ends 130, no output"
+echo "SIGINT to rank 0 alone: the job ends 130, no output, $elapsed ms after the signal"
 # SIGINT on mpirun while every rank writes its rows (the ranks wait at the start of their write
 # until the signal, KNNWB_MPI_WRITE_PAUSE): no output, the previous files untouched.
 for ext in npy npz mtx; do
