@@ -47,6 +47,15 @@ gboolean knnwb_distributed_shared_reduce(int64_t *values, size_t count,
  */
 MPI_Comm knnwb_distributed_shared_comm(size_t bytes_per_rank, gboolean *room);
 
+/**
+ * Opens the stop word (shared_stop.c) of the ranks of comm that share this host: collective over
+ * comm, once after MPI_Init; nothing when they are alone on their hosts, KNNWB_MPI_SHARED=0, or
+ * the window's directory has no room (alike on every rank of a host).
+ */
+void knnwb_distributed_stop_open(MPI_Comm comm);
+/** Frees the stop word (collective); before MPI_Finalize. */
+void knnwb_distributed_stop_close(void);
+
 /** The group's board_open (shared_board.c): collective; FALSE on every rank when the ranks do
  * not share this host, the shared path is off or there is no room. */
 gboolean knnwb_distributed_board_open(size_t n);

@@ -26,6 +26,11 @@ void knnwb_distributed_finalize(void)
 {
 }
 
+volatile gint *knnwb_distributed_stop_word(void)
+{
+  return NULL;
+}
+
 gboolean knnwb_distributed_writes_in_place(KnnwbOutputFormat format)
 {
   (void)format;

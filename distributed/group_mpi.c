@@ -371,8 +371,10 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   if (size > 1)
     knnwb_distributed_knobs_common(&knnwb_distributed_group);
   knnwb_distributed_shared_init(knnwb_distributed_comm, local_size);
-  if (size > 1)
+  if (size > 1) {
+    knnwb_distributed_stop_open(knnwb_distributed_comm);
     *group = &knnwb_distributed_group;
+  }
   return TRUE;
 }
 
@@ -381,6 +383,7 @@ void knnwb_distributed_finalize(void)
   if (!knnwb_distributed_joined)
     return;
   knnwb_distributed_board_close();
+  knnwb_distributed_stop_close();
   knnwb_distributed_shared_finalize();
   MPI_Comm_free(&knnwb_distributed_comm);
   MPI_Finalize();

@@ -113,6 +113,9 @@ int main(int argc, char **argv)
         g_printerr("knnwb: %s\n", error->message);
         return 1;
       }
+      /* a rank interrupted alone stops the others of its host within a tick */
+      if (group != NULL)
+        knnwb_host_signals_share(knnwb_distributed_stop_word());
       const gboolean root_alone = group != NULL && !knnwb_host_commands[i].shared;
       knnwb_host_set_group(root_alone ? NULL : group);
       if (group != NULL && group->rank != 0 && g_getenv("KNNWB_MPI_VERBOSE") == NULL) {
@@ -132,6 +135,7 @@ int main(int argc, char **argv)
       if (group != NULL)
         status = knnwb_host_job_status(group, status);
       xmlCleanupParser();
+      knnwb_host_signals_share(NULL); /* the word goes with the job */
       knnwb_distributed_finalize();
       g_debug("knnwb: command finished, the process exits");
       if (group == NULL && knnwb_knn_devices_started()) {

@@ -657,9 +657,11 @@ for sig in INT TERM; do
 done
 # SIGINT to rank 0 alone (a batch system's signal to one process, not mpirun): the job stops, and
 # every rank exits 130, so that mpirun says so whichever rank exits first (rank 1 returned 1 for
-# the agreed stop, and mpirun reported it when it came first).
+# the agreed stop, and mpirun reported it when it came first). Rank 1 takes the stop from the
+# host's stop word at once, not at its next agreement (which came after its 9 s step).
 echo previous >sig.knn
-(exec_mpi 2 knn long.npy -k 10 -m manhattan -b cpu -t 1 -o sig.knn 2>sig.err) &
+(KNNWB_MPI_VERBOSE=1 G_MESSAGES_DEBUG=all \
+  exec_mpi 2 knn long.npy -k 10 -m manhattan -b cpu -t 1 -o sig.knn 2>sig.err) &
 pid=$!
 wait_ranks_ready "$pid" || fail "SIGINT to rank 0: the ranks never installed their signal handlers"
 rank0=
@@ -675,6 +677,8 @@ wait "$pid" || status=$?
 elapsed=$((($(date +%s%N) - start) / 1000000))
 [ "$elapsed" -lt 20000 ] || fail "SIGINT to rank 0 alone: the job took $elapsed ms to end (hung?)"
 [ "$status" -eq 130 ] || { cat sig.err; fail "SIGINT to rank 0 alone: exit status $status, not 130"; }
+grep -q "knnwb: stopped by signal 2, taken by another rank" sig.err ||
+  { cat sig.err; fail "SIGINT to rank 0 alone: rank 1 did not take the stop from the stop word"; }
 [ "$(cat sig.knn)" = previous ] || fail "SIGINT to rank 0 alone: the previous output was replaced"
 ! ls -a | grep -q '^\.knnwb-' || fail "SIGINT to rank 0 alone: a temporary file was left behind"
 echo "SIGINT to rank 0 alone: the job ends 130, no output, $elapsed ms after the signal"

@@ -27,6 +27,15 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
 void knnwb_distributed_finalize(void);
 
 /**
+ * The job's stop word on this host, or NULL (alone, or no shared memory): an int in memory that
+ * every rank of the job on this host maps, 0 until a rank posts the signal that interrupted it.
+ * Read and written with atomic operations only (g_atomic_int_*), from any thread; no MPI call.
+ * Valid from knnwb_distributed_init until knnwb_distributed_finalize: the caller stops using it
+ * before the latter. O(1).
+ */
+volatile gint *knnwb_distributed_stop_word(void);
+
+/**
  * The rank an MPI launcher (mpirun, srun) gave this process, read from the environment it set
  * (Open MPI's, PMIx's or PMI's), without joining the job; -1 when no launcher started it. With
  * and without MPI in the build. O(1), never fails.

@@ -35,6 +35,14 @@ char *knnwb_host_format_bytes(guint64 bytes);
  * remember the signal; a second signal kills the process the default way. Idempotent.
  */
 const volatile gint *knnwb_host_signals_install(void);
+/**
+ * Shares the stop with the other ranks of this host through word (knnwb_distributed_stop_word;
+ * NULL: no longer): under a launcher the ticker thread posts this rank's signal there, and a signal
+ * posted by another rank stops this one as if it had come here (the flag set, the signal
+ * remembered), within about 10 ms. After knnwb_host_signals_share(NULL) returns the word is no
+ * longer touched. O(1).
+ */
+void knnwb_host_signals_share(volatile gint *word);
 /** The signal that set the flag (0 when none). */
 int knnwb_host_signals_received(void);
 /** The exit status for a run stopped by a signal: 128 + signal number. */

@@ -12,6 +12,10 @@
  * between two ticks less than a second ago, follows a stop. (Under a load that delays the tick
  * that long, the rank stops at the launcher's SIGTERM, as before.)
  *
+ * Ranks of one host share a stop word (knnwb_host_signals_share): the ticker posts this rank's
+ * signal there and takes one another rank posted, so that a signal to one rank alone stops the
+ * ranks of its host within a tick, not at their next agreement.
+ *
  * The signals are taken by a thread of their own (sigwaitinfo), blocked in every thread started
  * after the install: a handler runs on the stack of whatever thread the kernel picks, and oneDNN's
  * JIT GEMM kernels use the stack pointer as a general register, so a signal frame pushed while one
@@ -98,8 +102,44 @@ static gint knnwb_host_signals_now_ms(void)
   return (gint)(((guint64)now.tv_sec * 1000u + (guint64)now.tv_nsec / 1000000u) & 0x7fffffffu);
 }
 
+/* The stop word of this host's ranks (knnwb_host_signals_share), under its lock: the ticker holds
+ * it while it touches the word, so that the word's memory can go once the share ends. */
+static GMutex knnwb_host_signals_word_lock;
+static volatile gint *knnwb_host_signals_word;
+
+void knnwb_host_signals_share(volatile gint *word)
+{
+  g_mutex_lock(&knnwb_host_signals_word_lock);
+  knnwb_host_signals_word = word;
+  g_mutex_unlock(&knnwb_host_signals_word_lock);
+}
+
+/* This rank's signal to the word, or another rank's from it: the first posted stays. */
+static void knnwb_host_signals_exchange(void)
+{
+  g_mutex_lock(&knnwb_host_signals_word_lock);
+  volatile gint *word = knnwb_host_signals_word;
+  gint taken = 0;
+  if (word != NULL) {
+    const gint mine = (gint)knnwb_host_signal_number;
+    const gint posted = g_atomic_int_get(word);
+    if (mine != 0 && posted == 0) {
+      g_atomic_int_compare_and_exchange(word, 0, mine);
+    } else if (mine == 0 && posted != 0) {
+      /* as the waiter takes a first signal (a real one meanwhile counts as the second) */
+      knnwb_host_signal_number = posted;
+      knnwb_host_cancel_flag = 1;
+      taken = posted;
+    }
+  }
+  g_mutex_unlock(&knnwb_host_signals_word_lock);
+  if (taken != 0)
+    g_debug("knnwb: stopped by signal %d, taken by another rank of this host", (int)taken);
+}
+
 /* Ticks every 10 ms; a tick that finds the last one older than the gap first records when the
- * gap ended, so that a SIGCONT read after this thread resumed still sees the stop. */
+ * gap ended, so that a SIGCONT read after this thread resumed still sees the stop. Each tick also
+ * exchanges the stop with the other ranks of the host. */
 static gpointer knnwb_host_signals_ticker(gpointer data)
 {
   (void)data;
@@ -109,6 +149,7 @@ static gpointer knnwb_host_signals_ticker(gpointer data)
         KNNWB_HOST_SIGNALS_GAP_MS)
       g_atomic_int_set(&knnwb_host_signals_gap_end_ms, now);
     g_atomic_int_set(&knnwb_host_signals_tick_ms, now);
+    knnwb_host_signals_exchange();
     g_usleep(10000);
   }
   return NULL;
