@@ -34,11 +34,14 @@
 
 static volatile gint knnwb_host_cancel_flag;
 static volatile sig_atomic_t knnwb_host_signal_number;
+/* Set while the stop came from another rank (knnwb_host_signals_exchange) and no signal has come
+ * here yet: this rank's first own signal is then a first, not the user insisting. */
+static volatile sig_atomic_t knnwb_host_signals_from_peer;
 static volatile sig_atomic_t knnwb_host_signals_in_commit;
 
 static void knnwb_host_signals_handler(int signal_number)
 {
-  if (knnwb_host_signal_number != 0) {
+  if (knnwb_host_signal_number != 0 && !knnwb_host_signals_from_peer) {
     /* During the renames of the commit, dying would leave some outputs new and some old. */
     if (knnwb_host_signals_in_commit)
       return;
@@ -47,6 +50,7 @@ static void knnwb_host_signals_handler(int signal_number)
     raise(signal_number);
     return;
   }
+  knnwb_host_signals_from_peer = 0;
   knnwb_host_signal_number = signal_number;
   knnwb_host_cancel_flag = 1;
 }
@@ -78,7 +82,7 @@ static gpointer knnwb_host_signals_waiter(gpointer data)
       knnwb_host_signals_cont_handler(signal_number, &info, NULL);
       continue;
     }
-    if (knnwb_host_signal_number != 0) {
+    if (knnwb_host_signal_number != 0 && !knnwb_host_signals_from_peer) {
       if (knnwb_host_signals_in_commit)
         continue;
       sigset_t one;
@@ -89,6 +93,7 @@ static gpointer knnwb_host_signals_waiter(gpointer data)
       raise(signal_number);
       continue;
     }
+    knnwb_host_signals_from_peer = 0;
     knnwb_host_signal_number = signal_number;
     knnwb_host_cancel_flag = 1;
   }
@@ -126,7 +131,8 @@ static void knnwb_host_signals_exchange(void)
     if (mine != 0 && posted == 0) {
       g_atomic_int_compare_and_exchange(word, 0, mine);
     } else if (mine == 0 && posted != 0) {
-      /* as the waiter takes a first signal (a real one meanwhile counts as the second) */
+      /* as the waiter takes a first signal; one that comes here later is still a first */
+      knnwb_host_signals_from_peer = 1;
       knnwb_host_signal_number = posted;
       knnwb_host_cancel_flag = 1;
       taken = posted;
