@@ -157,7 +157,7 @@ cmp -s one-c.tsv out/c.tsv || fail "cluster under mpirun: the table differs from
 no_temporaries "cluster, rank 1 without the output's directory"
 echo "cluster: a read that fails on one rank alone stops every rank; rank 0 alone writes"
 
-# run and classify: every rank loads the pipeline and checks its files; a rank that failed alone
+# run and classify: every rank loads the pipeline and checks its inputs; a rank that failed alone
 # returned before the runner's first meeting, where the others waited.
 cat >p.xml <<EOF
 <?xml version="1.0" encoding="UTF-8"?>
@@ -177,6 +177,18 @@ stops "classify, the classes unseen by one rank" "^knnwb: rank 1: clinical.tsv: 
   "exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv" \
   "cd elsewhere && exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv"
 echo "run, classify: a pipeline or file unseen by one rank stops every rank with its reason"
+# Rank 0 alone writes a pipeline's outputs: a rank whose host does not see the output's folder
+# (rank 1 works where out/ does not exist) still takes its part, and the job writes one process's
+# bytes (every rank checked the folder before, and the job stopped with rank 1's reason).
+"$knnwb" $classify --classes clinical.tsv:Group -o one-cl.tsv
+rm -rf out && mkdir out
+mpmd "exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv" \
+  "cd elsewhere && exec '$knnwb' $classify --classes '$work/clinical.tsv:Group' -o out/cl.tsv" \
+  >out.txt 2>err.txt || { cat err.txt; fail "classify, the output's folder unseen by rank 1: the job failed"; }
+cmp -s one-cl.tsv out/cl.tsv || fail "classify, the output's folder unseen by rank 1: bytes differ from one process"
+[ ! -e elsewhere/out ] || fail "classify, the output's folder unseen by rank 1: rank 1 made it"
+no_temporaries "classify, the output's folder unseen by rank 1"
+echo "classify: an output folder that only rank 0 sees is enough (rank 0 alone writes)"
 
 # Commands that share no work (metafeatures, render, validate, plugins) run on rank 0 alone, as one
 # process: on every rank they wrote the same output at once, and a rank that failed alone (its

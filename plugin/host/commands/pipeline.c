@@ -141,7 +141,8 @@ static int knnwb_pipeline_execute(const KnnwbPipelineCommand *command,
       knnwb_host_registry_load(command->plugin_path, command->quiet);
   g_autoptr(KnnwbPipeline) pipeline =
       knnwb_pipeline_load(command->rest[0], registry, options, &error);
-  /* Under mpirun every rank loads the file and checks its paths on its own file system. */
+  /* Under mpirun every rank loads the file and checks its inputs on its own file system (the
+   * outputs rank 0 alone, which writes them). */
   if (!knnwb_pipeline_ranks_ready(pipeline != NULL, &error)) {
     g_printerr("%s\n", error->message);
     return 1;

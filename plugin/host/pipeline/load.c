@@ -337,9 +337,12 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     step->texts[index] = path;
     step->values[index].v_string = path;
     /* No probe file: validation and --dry-run change nothing; `knnwb run` creates its
-     * temporaries before the first step, which proves writability for real. */
+     * temporaries before the first step, which proves writability for real. Under mpirun rank 0
+     * alone writes the outputs (knnwb_pipeline_run_params): the other ranks need not see their
+     * folders (hosts that do not share rank 0's file system). */
+    const KnnwbKnnGroup *group = knnwb_host_group();
     g_autoptr(GError) error = NULL;
-    if (!knnwb_host_output_check(path, &error) &&
+    if ((group == NULL || group->rank == 0) && !knnwb_host_output_check(path, &error) &&
         !knnwb_pipeline_report_named(pipeline, diagnostics, error->message))
       knnwb_pipeline_report(diagnostics, line, "%s%s", about, error->message);
     knnwb_pipeline_note_output(step, path, FALSE, about, line, files, diagnostics);
