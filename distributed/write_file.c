@@ -109,7 +109,8 @@ char *knnwb_distributed_root_path(const KnnwbKnnGroup *group, const char *path)
  * distances of .npy lists, while the indices are being written: knnwb_distributed_slice_hook);
  * KNNWB_MPI_WRITE_PAUSE=FILE has rank 0 create FILE once every rank is about to write, and every
  * rank wait there (up to 20 s) for an interruption, so that a test can signal the job in the
- * middle of its write. */
+ * middle of its write; with KNNWB_MPI_WRITE_PAUSE_HOLD=FILE2 an interrupted rank then waits (up
+ * to 20 s) until FILE2 exists, so that a test can signal it again while it stops. */
 static gboolean knnwb_distributed_fails_here(const KnnwbKnnGroup *group)
 {
   const char *fail = g_getenv("KNNWB_MPI_WRITE_FAIL_RANK");
@@ -126,6 +127,10 @@ static gboolean knnwb_distributed_write_hooks(const KnnwbKnnGroup *group, const 
       g_file_set_contents(pause, "writing\n", -1, NULL);
     for (int waited = 0; waited < 2000 && (cancel == NULL || !*cancel); waited++)
       g_usleep(10000);
+    const char *hold = g_getenv("KNNWB_MPI_WRITE_PAUSE_HOLD");
+    if (hold != NULL && *hold != '\0' && cancel != NULL && *cancel)
+      for (int waited = 0; waited < 2000 && !g_file_test(hold, G_FILE_TEST_EXISTS); waited++)
+        g_usleep(10000);
   }
   const char *file = g_getenv("KNNWB_MPI_WRITE_FAIL_FILE");
   if (knnwb_distributed_fails_here(group) && (file == NULL || *file == '\0')) {

@@ -660,12 +660,13 @@ done
 # the agreed stop, and mpirun reported it when it came first). Rank 1 takes the stop from the
 # host's stop word, not at its next agreement: both ranks wait at the start of their write
 # (KNNWB_MPI_WRITE_PAUSE) for their own cancel flag, which rank 1 sees only through the word
-# (without it rank 1 waited out the pause's 20 s). Then a SIGINT to rank 1 as well is still its
-# first signal, not the user insisting: rank 1 stops cleanly instead of dying by it.
+# (without it rank 1 waited out the pause's 20 s). Then, while the interrupted ranks wait for
+# hold.flag (KNNWB_MPI_WRITE_PAUSE_HOLD), a SIGINT to rank 1 as well is still its first signal,
+# not the user insisting: rank 1 stops cleanly instead of dying by it.
 echo previous >sig.npy
-rm -f pause.flag
-(KNNWB_MPI_WRITE_PAUSE=pause.flag KNNWB_MPI_VERBOSE=1 G_MESSAGES_DEBUG=all \
-  exec_mpi 2 knn data.tsv -k 9 -b cpu -t 1 -o sig.npy 2>sig.err) &
+rm -f pause.flag hold.flag
+(KNNWB_MPI_WRITE_PAUSE=pause.flag KNNWB_MPI_WRITE_PAUSE_HOLD=hold.flag KNNWB_MPI_VERBOSE=1 \
+  G_MESSAGES_DEBUG=all exec_mpi 2 knn data.tsv -k 9 -b cpu -t 1 -o sig.npy 2>sig.err) &
 pid=$!
 for _ in $(seq 200); do [ -e pause.flag ] && break; sleep 0.1; done
 [ -e pause.flag ] || fail "SIGINT to rank 0 alone: the ranks never reached their write"
@@ -678,7 +679,8 @@ done
 [ -n "$rank0" ] && [ -n "$rank1" ] || fail "SIGINT to rank 0 alone: mpirun's children are not ranks 0 and 1"
 kill -INT "$rank0"
 for _ in $(seq 200); do grep -q "taken by another rank" sig.err && break; sleep 0.1; done
-kill -INT "$rank1" 2>/dev/null || true
+kill -INT "$rank1" || fail "SIGINT to rank 1 as well: rank 1 had ended before its hold"
+touch hold.flag
 status=0
 wait "$pid" || status=$?
 [ "$status" -eq 130 ] || { cat sig.err; fail "SIGINT to rank 0 alone: exit status $status, not 130"; }

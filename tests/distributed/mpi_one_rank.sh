@@ -188,7 +188,16 @@ mpmd "exec '$knnwb' $classify --classes clinical.tsv:Group -o out/cl.tsv" \
 cmp -s one-cl.tsv out/cl.tsv || fail "classify, the output's folder unseen by rank 1: bytes differ from one process"
 [ ! -e elsewhere/out ] || fail "classify, the output's folder unseen by rank 1: rank 1 made it"
 no_temporaries "classify, the output's folder unseen by rank 1"
-echo "classify: an output folder that only rank 0 sees is enough (rank 0 alone writes)"
+# The same for run's --output-dir under --confine (which resolves an output's folder too).
+mkdir -p one-run
+"$knnwb" run p.xml -q -t 1 -O one-run --confine "$work" || fail "run alone failed"
+rm -rf out && mkdir out
+mpmd "exec '$knnwb' run '$work/p.xml' -q -t 1 -O out --confine '$work'" \
+  "cd elsewhere && exec '$knnwb' run '$work/p.xml' -q -t 1 -O out --confine '$work'" \
+  >out.txt 2>err.txt || { cat err.txt; fail "run --confine, the output's folder unseen by rank 1: the job failed"; }
+cmp -s one-run/p.gml out/p.gml || fail "run --confine, the output's folder unseen by rank 1: bytes differ from one process"
+no_temporaries "run --confine, the output's folder unseen by rank 1"
+echo "classify, run --confine: an output folder that only rank 0 sees is enough (rank 0 alone writes)"
 
 # Commands that share no work (metafeatures, render, validate, plugins) run on rank 0 alone, as one
 # process: on every rank they wrote the same output at once, and a rank that failed alone (its

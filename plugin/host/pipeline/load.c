@@ -230,6 +230,15 @@ static void knnwb_pipeline_files_note(GHashTable *table, char *identity, const c
 }
 
 /* --confine: a path that leads outside the directory is refused. */
+/* Whether this process writes a pipeline's outputs, and so checks them: under mpirun rank 0 alone
+ * writes them (knnwb_pipeline_run_params); the other ranks need not see their folders (hosts
+ * that do not share rank 0's file system). */
+static gboolean knnwb_pipeline_writes_outputs(void)
+{
+  const KnnwbKnnGroup *group = knnwb_host_group();
+  return group == NULL || group->rank == 0;
+}
+
 static void knnwb_pipeline_check_confined(KnnwbPipeline *pipeline, KnnwbPipelineStep *step,
                                           guint index, int line,
                                           KnnwbPipelineDiagnostics *diagnostics)
@@ -238,8 +247,9 @@ static void knnwb_pipeline_check_confined(KnnwbPipeline *pipeline, KnnwbPipeline
   const char *path = step->values[index].v_string;
   g_autofree char *reason = NULL;
   if (pipeline->confine == NULL || path == NULL ||
-      (spec->type == KNNWB_PARAM_INPUT_FILE && access(path, F_OK) != 0))
-    return; /* no --confine, or a missing input, reported already */
+      (spec->type == KNNWB_PARAM_INPUT_FILE && access(path, F_OK) != 0) ||
+      (spec->type == KNNWB_PARAM_OUTPUT_FILE && !knnwb_pipeline_writes_outputs()))
+    return; /* no --confine, a missing input (reported already), or outputs another rank writes */
   g_autofree char *absolute = NULL;
   if (!g_path_is_absolute(path)) /* as a command gave it: relative to the current directory */
     path = absolute = g_canonicalize_filename(path, NULL);
@@ -337,12 +347,9 @@ static void knnwb_pipeline_check_file(KnnwbPipeline *pipeline, KnnwbPipelineStep
     step->texts[index] = path;
     step->values[index].v_string = path;
     /* No probe file: validation and --dry-run change nothing; `knnwb run` creates its
-     * temporaries before the first step, which proves writability for real. Under mpirun rank 0
-     * alone writes the outputs (knnwb_pipeline_run_params): the other ranks need not see their
-     * folders (hosts that do not share rank 0's file system). */
-    const KnnwbKnnGroup *group = knnwb_host_group();
+     * temporaries before the first step, which proves writability for real. */
     g_autoptr(GError) error = NULL;
-    if ((group == NULL || group->rank == 0) && !knnwb_host_output_check(path, &error) &&
+    if (knnwb_pipeline_writes_outputs() && !knnwb_host_output_check(path, &error) &&
         !knnwb_pipeline_report_named(pipeline, diagnostics, error->message))
       knnwb_pipeline_report(diagnostics, line, "%s%s", about, error->message);
     knnwb_pipeline_note_output(step, path, FALSE, about, line, files, diagnostics);

@@ -131,11 +131,16 @@ static void knnwb_host_signals_exchange(void)
     if (mine != 0 && posted == 0) {
       g_atomic_int_compare_and_exchange(word, 0, mine);
     } else if (mine == 0 && posted != 0) {
-      /* as the waiter takes a first signal; one that comes here later is still a first */
+      /* as the waiter takes a first signal; one that comes here later is still a first. The
+       * number only if no signal came here meanwhile (the handler may run on this thread): that
+       * one is this rank's own first. */
       knnwb_host_signals_from_peer = 1;
-      knnwb_host_signal_number = posted;
-      knnwb_host_cancel_flag = 1;
-      taken = posted;
+      if (g_atomic_int_compare_and_exchange((gint *)&knnwb_host_signal_number, 0, posted)) {
+        knnwb_host_cancel_flag = 1;
+        taken = posted;
+      } else {
+        knnwb_host_signals_from_peer = 0;
+      }
     }
   }
   g_mutex_unlock(&knnwb_host_signals_word_lock);
