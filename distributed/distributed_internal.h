@@ -41,6 +41,13 @@ gboolean knnwb_distributed_shared_exchange(const void *const *send, const size_t
 gboolean knnwb_distributed_shared_reduce(int64_t *values, size_t count,
                                          KnnwbGroupReduction reduction);
 /**
+ * Free bytes in the directory that backs shared windows (Open MPI's osc_sm_backing_directory,
+ * else /dev/shm), or -1 when it cannot be told: touching a page beyond them ends the process with
+ * SIGBUS. O(1), a statvfs.
+ */
+double knnwb_distributed_shared_free_bytes(void);
+
+/**
  * The communicator of the ranks when they all share this host and its shared memory is used, else
  * MPI_COMM_NULL (every rank alike); *room: whether the window's directory has room for
  * bytes_per_rank more of every rank (this rank's view: the ranks agree on it themselves).

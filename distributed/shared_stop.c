@@ -11,7 +11,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <mpi.h>
 #include "distributed_internal.h"
 
@@ -21,21 +20,13 @@ static struct {
   volatile gint *word;
 } knnwb_stop = {MPI_COMM_NULL, MPI_WIN_NULL, NULL};
 
-/* Whether the window's directory has a free page: touching a page of a full /dev/shm would end
- * the process with SIGBUS. TRUE when it cannot be told. */
-static gboolean knnwb_stop_room(void)
-{
-  const char *directory = g_getenv("OMPI_MCA_osc_sm_backing_directory");
-  struct statvfs vfs;
-  if (statvfs(directory != NULL ? directory : "/dev/shm", &vfs) != 0)
-    return TRUE;
-  return (double)vfs.f_bavail * (double)vfs.f_frsize >= 65536.0;
-}
-
 void knnwb_distributed_stop_open(MPI_Comm comm)
 {
+  /* The window's directory must have a free page (or not tell): see shared_free_bytes. */
   const char *shared = g_getenv("KNNWB_MPI_SHARED");
-  int ok = shared == NULL || strcmp(shared, "0") != 0 ? knnwb_stop_room() : 0;
+  const double free_bytes =
+      shared == NULL || strcmp(shared, "0") != 0 ? knnwb_distributed_shared_free_bytes() : 0.0;
+  int ok = free_bytes < 0 || free_bytes >= 65536.0;
   MPI_Comm local = MPI_COMM_NULL;
   int me = 0, ranks = 1;
   MPI_Comm_rank(comm, &me);

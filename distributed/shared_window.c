@@ -85,6 +85,17 @@ void knnwb_distributed_shared_finalize(void)
   knnwb_shared.use = KNNWB_SHARED_OFF;
 }
 
+double knnwb_distributed_shared_free_bytes(void)
+{
+  const char *directory = g_getenv("OMPI_MCA_osc_sm_backing_directory");
+  if (directory == NULL)
+    directory = "/dev/shm";
+  struct statvfs vfs;
+  if (statvfs(directory, &vfs) != 0)
+    return -1.0;
+  return (double)vfs.f_bavail * (double)vfs.f_frsize;
+}
+
 /* Room in the window's directory for every rank's part (TRUE when it cannot be told: Open MPI
  * then reports a failed allocation itself). */
 static gboolean knnwb_shared_room(size_t bytes_per_rank)
@@ -93,15 +104,9 @@ static gboolean knnwb_shared_room(size_t bytes_per_rank)
   const char *no_room = g_getenv("KNNWB_MPI_SHARED_NO_ROOM_RANK");
   if (no_room != NULL && atoi(no_room) == knnwb_shared.me)
     return FALSE;
-  const char *directory = g_getenv("OMPI_MCA_osc_sm_backing_directory");
-  if (directory == NULL)
-    directory = "/dev/shm";
-  struct statvfs vfs;
-  if (statvfs(directory, &vfs) != 0)
-    return TRUE;
-  const double free_bytes = (double)vfs.f_bavail * (double)vfs.f_frsize;
+  const double free_bytes = knnwb_distributed_shared_free_bytes();
   /* Half of what is free: the transport's own segments and other jobs live there too. */
-  return (double)bytes_per_rank * knnwb_shared.ranks <= free_bytes / 2;
+  return free_bytes < 0 || (double)bytes_per_rank * knnwb_shared.ranks <= free_bytes / 2;
 }
 
 MPI_Comm knnwb_distributed_shared_comm(size_t bytes_per_rank, gboolean *room)
