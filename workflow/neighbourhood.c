@@ -642,6 +642,8 @@ static gboolean knnwb_neighbourhood_cut_split(const KnnwbNeighbourhoodRows *rows
   KnnwbKnnOptions self_options = *options;
   self_options.group = group;
   self_options.group_split = TRUE;
+  /* (clustered rows go together for the partitioned search where every rank has room) */
+  self_options.group_split_gather = TRUE;
   self_options.group_own_rows = TRUE;
   g_autoptr(KnnwbNeighbors) own = NULL, lists = NULL;
   if (!knnwb_knn_self(rows->data, &self_options, &own, error) ||

@@ -29,18 +29,6 @@ void knnwb_partition_sub_search_end(void)
   knnwb_partition_depth--;
 }
 
-/* Whether the partitioned search can run on this request at all. */
-static gboolean knnwb_partition_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options)
-{
-  const KnnwbMetric metric = options->metric;
-  return (options->group == NULL || options->group->size <= 1 || !options->group_split) &&
-         data->n_absent_rows == 0 &&
-         (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_COSINE ||
-          metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON) &&
-         options->k >= 1 && options->k < data->n_rows && data->n_cols >= 1 &&
-         data->n_rows < ((size_t)1 << 40);
-}
-
 /* Sub-searches at once on each GPU: while one scores on the GPU, the others prepare their rows,
  * plan and merge on the CPU (about half of a 200,000-row sub-search's time at d = 50; at 10M rows
  * in 50 clusters one H200 took 19.9 s with two, 18.1-18.6 s with three). Each call takes its GPU
@@ -304,32 +292,51 @@ static double knnwb_partition_share_limit(const KnnwbKnnOptions *options,
   return knnwb_partition_share_limit_of(gpu, FALSE, gpus);
 }
 
-/* Whether to partition, with p: the choice, every row's cell, and the cells' groups. In a group
- * every rank makes the choice, the ranks agree on it, assign their blocks' rows, and agree on the
- * partition. FALSE: the group's errors. */
-static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *data,
-                                       const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
-                                       double *expected, gboolean *chosen, GError **error)
+/* The threads a rank's choice and partition take: in a group sharing a host, its share of them. */
+static int knnwb_partition_threads(const KnnwbKnnOptions *options, const KnnwbKnnGroup *group)
 {
-  const gint64 start = g_get_monotonic_time();
+  const int threads = knnwb_thread_count(options->n_threads);
+  if (group != NULL && options->n_threads <= 0) /* the host's cores are shared */
+    return MAX(1, threads / MAX(1, group->local_size));
+  return threads;
+}
+
+/* The choice on sample (the sample of n rows: the data itself, or what the ranks gathered of it),
+ * into p; *made: a choice was made, *chosen: it partitions (in a group, as every rank says). FALSE:
+ * the group's errors. */
+static gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size_t n,
+                                     const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
+                                     double *expected, gboolean *made, gboolean *chosen,
+                                     GError **error)
+{
   const KnnwbKnnGroup *group =
       options->group != NULL && options->group->size > 1 ? options->group : NULL;
-  int threads = knnwb_thread_count(options->n_threads);
-  if (group != NULL && options->n_threads <= 0) /* the host's cores are shared */
-    threads = MAX(1, threads / MAX(1, group->local_size));
   /* (the cost model only sets the speed: the GPUs' start is not waited for here, so that it
    * overlaps this choice and the plain search's preparation) */
-  *chosen = knnwb_partition_choose(p, data, options->metric, options->k, threads,
-                                   knnwb_knn_expects_gpu(options), expected);
-  const gboolean made = *chosen;
-  *chosen = *chosen && (mode == KNNWB_PARTITION_ON ||
-                        *expected <= knnwb_partition_share_limit(options, group, *expected));
+  *made = knnwb_partition_choose_for(p, sample, n, options->metric, options->k,
+                                     knnwb_partition_threads(options, group),
+                                     knnwb_knn_expects_gpu(options), expected);
+  *chosen = *made && (mode == KNNWB_PARTITION_ON ||
+                      *expected <= knnwb_partition_share_limit(options, group, *expected));
   /* The ranks go on together (assigning the rows is collective) with the same centroids, and end
    * with the same partition. */
   gboolean same = TRUE;
   if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error))
     return FALSE;
   *chosen = *chosen && same;
+  return TRUE;
+}
+
+/* The partition p picked (knnwb_partition_pick) made whole: every row's cell, and the cells'
+ * groups. In a group the ranks assign their blocks' rows and agree on the partition. FALSE: the
+ * group's errors. */
+static gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
+                                       const KnnwbKnnOptions *options, gboolean made,
+                                       double expected, gint64 start, gboolean *chosen,
+                                       GError **error)
+{
+  const KnnwbKnnGroup *group =
+      options->group != NULL && options->group->size > 1 ? options->group : NULL;
   /* (assigning every row finds values that are not finite: the plain search reports them) */
   /* (the products of the assignment on the run's GPUs, where there are many centroids) */
   const gboolean gpu = knnwb_knn_expects_gpu(options);
@@ -340,17 +347,127 @@ static gboolean knnwb_partition_decide(KnnwbPartition *p, const KnnwbMatrix *dat
   const size_t cells = p->m;
   const gint64 assigned = g_get_monotonic_time();
   if (*chosen)
-    knnwb_partition_group(p, data, options->k, knnwb_knn_expects_gpu(options));
+    knnwb_partition_group(p, data, options->k, gpu);
   if (made)
     g_debug("knnwb: partition: %zu clusters (%zu groups) in %.3f s (grouping %.3f s), expected "
             "%.1f%% of the work: %s",
             cells, p->groups, (double)(g_get_monotonic_time() - start) / 1e6,
-            (double)(g_get_monotonic_time() - assigned) / 1e6, 100.0 * *expected,
+            (double)(g_get_monotonic_time() - assigned) / 1e6, 100.0 * expected,
             *chosen ? "partitioning" : "the plain search");
+  gboolean same = TRUE;
   if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error))
     return FALSE;
   *chosen = *chosen && same;
   return TRUE;
+}
+
+/* The request's own checks: what the partitioned search applies to, for n rows of d values. */
+static gboolean knnwb_partition_applies_to(const KnnwbKnnOptions *options, size_t n, size_t d,
+                                           size_t absent)
+{
+  const KnnwbMetric metric = options->metric;
+  return absent == 0 &&
+         (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_COSINE ||
+          metric == KNNWB_METRIC_PEARSON || metric == KNNWB_METRIC_ABS_PEARSON) &&
+         options->k >= 1 && options->k < n && d >= 1 && n < ((size_t)1 << 40);
+}
+
+/* Whether the blocks (counts, n rows in all) are the even shares a whole-input run gives its
+ * ranks: then each rank's lists of that run are its block's. */
+static gboolean knnwb_partition_blocks_even(const KnnwbKnnGroup *group, const int64_t *counts,
+                                            size_t n)
+{
+  gboolean even = TRUE;
+  for (int r = 0; r < group->size; r++) {
+    size_t first, last;
+    knnwb_knn_group_rows(n, r, group->size, &first, &last);
+    even = even && (size_t)counts[r] == last - first;
+  }
+  return even;
+}
+
+/* Whether the ranks' blocks of a split run (n rows in all) may be put together: the request
+ * applies, and every rank has room (each says for itself). */
+static int64_t knnwb_partition_gather_wanted(const KnnwbMatrix *block,
+                                             const KnnwbKnnOptions *options,
+                                             KnnwbPartitionMode mode, size_t n)
+{
+  const KnnwbKnnGroup *group = options->group;
+  KnnwbKnnOptions whole = *options;
+  whole.group_split = FALSE;
+  return mode != KNNWB_PARTITION_OFF &&
+         knnwb_partition_applies_to(options, n, block->n_cols, block->n_absent_rows) &&
+         (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS) &&
+         knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL) &&
+         knnwb_partition_gather_room(n, block->n_cols, options->k, group->local_size);
+}
+
+/* knnwb_partition_self for a split-memory run that may put its rows together (partition_gather.c
+ * says when and why). TRUE with *result NULL: the split search runs instead. */
+static gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block,
+                                              const KnnwbKnnOptions *options,
+                                              KnnwbPartitionMode mode, KnnwbNeighbors **result,
+                                              GError **error)
+{
+  const KnnwbKnnGroup *group = options->group;
+  const gint64 start = g_get_monotonic_time();
+  g_autofree int64_t *counts = g_new(int64_t, (size_t)group->size);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, counts, error))
+    return FALSE;
+  size_t n = 0;
+  for (int r = 0; r < group->size; r++)
+    n += (size_t)counts[r];
+  /* (blocks of different widths: the split search's checks say so) */
+  int64_t go[3] = {knnwb_partition_gather_wanted(block, options, mode, n), (int64_t)block->n_cols,
+                   -(int64_t)block->n_cols};
+  if (!group->reduce(group, go, 3, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  if (!go[0] || go[1] != -go[2])
+    return TRUE;
+  KnnwbMatrix *sample = NULL;
+  if (!knnwb_partition_gather_sample(block, group, counts, n, &sample, error))
+    return FALSE;
+  KnnwbPartition p = {0};
+  double expected = HUGE_VAL;
+  gboolean made = FALSE, chosen = FALSE;
+  gboolean ok =
+      knnwb_partition_pick(&p, sample, n, options, mode, &expected, &made, &chosen, error);
+  knnwb_matrix_free(sample);
+  if (ok && made && !chosen)
+    g_debug("knnwb: partition: expected %.1f%% of the work: the split search", 100.0 * expected);
+  KnnwbMatrix *whole = NULL;
+  if (ok && chosen) {
+    const gint64 gathered = g_get_monotonic_time();
+    ok = knnwb_partition_gather_blocks(block, group, counts, n, &whole, error);
+    chosen = whole != NULL;
+    if (ok && chosen)
+      g_debug("knnwb: partition: the ranks' rows put together for the partitioned search (%zu "
+              "rows, expected %.1f%% of the work) in %.3f s",
+              n, 100.0 * expected, (double)(g_get_monotonic_time() - gathered) / 1e6);
+    else if (ok)
+      g_debug("knnwb: partition: a rank cannot hold every row after all: the split search");
+  }
+  KnnwbKnnOptions gathered = *options;
+  gathered.group_split = FALSE;
+  gathered.group_split_gather = FALSE;
+  ok = ok && (!chosen ||
+              knnwb_partition_settle(&p, whole, &gathered, made, expected, start, &chosen, error));
+  if (ok && chosen)
+    ok = knnwb_partition_run(whole, &gathered, &p, mode, expected, result, error);
+  knnwb_partition_clear(&p);
+  knnwb_matrix_free(whole);
+  /* (the run's outcome is the same on every rank, so all reblock or none) */
+  if (ok && *result != NULL && options->group_own_rows &&
+      !knnwb_partition_blocks_even(group, counts, n)) {
+    ok = knnwb_partition_gather_reblock(group, counts, n, result, error);
+    if (!ok)
+      g_clear_pointer(result, knnwb_neighbors_free);
+  }
+  if (ok)
+    g_debug("knnwb: partition: %s in %.3f s",
+            *result != NULL ? "done" : "not used: the split search",
+            (double)(g_get_monotonic_time() - start) / 1e6);
+  return ok;
 }
 
 gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
@@ -360,25 +477,30 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   const KnnwbPartitionMode mode = knnwb_partition_mode();
   if (knnwb_partition_depth > 0)
     return TRUE;
+  const KnnwbKnnGroup *group = options->group;
+  const gboolean split = group != NULL && group->size > 1 && options->group_split;
+  if (split)
+    return !options->group_split_gather ||
+           knnwb_partition_self_gathered(data, options, mode, result, error);
   /* The plain search's own checks (sizes, memory) come first: it reports what they refuse. */
   const size_t n = data->n_rows, d = data->n_cols;
-  int64_t go = mode != KNNWB_PARTITION_OFF && knnwb_partition_applies(data, options) &&
+  int64_t go = mode != KNNWB_PARTITION_OFF &&
+               knnwb_partition_applies_to(options, n, d, data->n_absent_rows) &&
                (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS) &&
                knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, NULL);
   /* Ranks that each hold every row go on together: the memory each sees (and its environment)
    * may differ, and a rank that went to the plain search while the others chose would wait for
    * them for ever. */
-  const KnnwbKnnGroup *group = options->group;
-  if (group != NULL && group->size > 1 && !options->group_split &&
-      !group->reduce(group, &go, 1, KNNWB_GROUP_MIN, error))
+  if (group != NULL && group->size > 1 && !group->reduce(group, &go, 1, KNNWB_GROUP_MIN, error))
     return FALSE;
   if (!go)
     return TRUE;
   const gint64 start = g_get_monotonic_time();
   KnnwbPartition p = {0};
   double expected = HUGE_VAL;
-  gboolean chosen = FALSE;
-  gboolean ok = knnwb_partition_decide(&p, data, options, mode, &expected, &chosen, error);
+  gboolean made = FALSE, chosen = FALSE;
+  gboolean ok = knnwb_partition_pick(&p, data, n, options, mode, &expected, &made, &chosen, error);
+  ok = ok && knnwb_partition_settle(&p, data, options, made, expected, start, &chosen, error);
   if (ok && chosen)
     ok = knnwb_partition_run(data, options, &p, mode, expected, result, error);
   knnwb_partition_clear(&p);

@@ -18,7 +18,10 @@
  * double distances (with a margin for their rounding), so the lists are those of the plain
  * search, byte for byte, on every backend.
  *
- * Applies to one process (no group), the metrics euclidean, cosine, pearson and abs-pearson,
+ * Applies to one process, to ranks that each hold every row (the groups shared out,
+ * partition_ranks.c) and to split-memory ranks that may put their blocks together
+ * (options->group_split_gather: partition_gather.c says when), for the metrics euclidean,
+ * cosine, pearson and abs-pearson,
  * matrices without absent or degenerate rows, at least KNNWB_PARTITION_MIN_ROWS rows, when a
  * sample of rows says the bounds skip most pairs. The environment overrides the choice:
  * KNNWB_PARTITION=off never, =on whenever it applies at all (any size, no sample: for tests);

@@ -222,7 +222,7 @@ gboolean knnwb_partition_sample_init(KnnwbPartitionBlock *sample, const KnnwbMat
   const size_t n = data->n_rows, d = data->n_cols;
   int64_t *rows = g_new(int64_t, s);
   for (size_t t = 0; t < s; t++)
-    rows[t] = (int64_t)((t * (uint64_t)n) / s);
+    rows[t] = (int64_t)knnwb_partition_sample_at(n, s, t);
   gboolean ok = knnwb_partition_block_init(sample, s, m_max, d);
   if (ok) {
     KnnwbPartitionSampleFill f = {sample, data, metric, rows, 0};

@@ -160,6 +160,11 @@ void knnwb_partition_block_bounds(const KnnwbPartitionBlock *block, KnnwbMetric 
 /* The clusters (partition_build.c). The sample's size for n rows of d values (at most 32 Ki rows
  * and 32 MiB of doubles). */
 size_t knnwb_partition_sample_rows(size_t n, size_t d);
+/* The row that an evenly spread sample of s of n rows takes t-th (t < s): ascending in t. */
+static inline size_t knnwb_partition_sample_at(size_t n, size_t s, size_t t)
+{
+  return (size_t)((t * (uint64_t)n) / s);
+}
 /* An evenly spread sample of s rows in the bound space (made on threads), room for the dot
  * products with up to m_max centroids; FALSE when a row has no direction or a value that is not
  * finite, or memory is short. */
@@ -406,5 +411,32 @@ KnnwbPartitionLoad knnwb_partition_sample_load(const KnnwbPartitionSampleView *v
  */
 gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
                                 size_t k, int threads, gboolean gpu, double *share);
+/* Split memory meets clustered rows (partition_gather.c). Whether a rank sharing its host with
+ * local_size ranks has room for every row (n x d), the whole-input run's lists (n x k) and its
+ * arrays: at most half of what it has. O(1). */
+gboolean knnwb_partition_gather_room(size_t n, size_t d, size_t k, int local_size);
+/* The sample one process would take of the n rows that the ranks' blocks (counts[r] rows each, in
+ * rank order) make, gathered on every rank into *sample (its rows in order). Collective. FALSE:
+ * the group's errors. O(s d). */
+gboolean knnwb_partition_gather_sample(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                       const int64_t *counts, size_t n, KnnwbMatrix **sample,
+                                       GError **error);
+/* Every rank's block put together into *whole (n rows) on every rank. Collective. TRUE with
+ * *whole NULL (on every rank alike): some rank could not allocate them. FALSE: the group's
+ * errors. O(n d). */
+gboolean knnwb_partition_gather_blocks(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                       const int64_t *counts, size_t n, KnnwbMatrix **whole,
+                                       GError **error);
+/* Lists of the even share of rows knnwb_knn_group_rows gives this rank (a whole-input run's, n
+ * rows in all) replaced by those of its block as counts gives them (text read by byte ranges has
+ * uneven blocks): each rank sends the rows another's block holds. Collective. FALSE (*lists kept):
+ * memory, the group's errors. O(rows k). */
+gboolean knnwb_partition_gather_reblock(const KnnwbKnnGroup *group, const int64_t *counts, size_t n,
+                                        KnnwbNeighbors **lists, GError **error);
+/* The same choice for n rows of which data holds the sample (the rows a sample of all n would take,
+ * in order: knnwb_partition_sample_at), as ranks that each hold a block of the rows make it. */
+gboolean knnwb_partition_choose_for(KnnwbPartition *p, const KnnwbMatrix *data, size_t n,
+                                    KnnwbMetric metric, size_t k, int threads, gboolean gpu,
+                                    double *share);
 
 #endif

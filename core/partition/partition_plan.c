@@ -303,15 +303,22 @@ static size_t knnwb_partition_counts(size_t n, size_t k, size_t sample,
 gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
                                 size_t k, int threads, gboolean gpu, double *share)
 {
+  return knnwb_partition_choose_for(p, data, data->n_rows, metric, k, threads, gpu, share);
+}
+
+gboolean knnwb_partition_choose_for(KnnwbPartition *p, const KnnwbMatrix *data, size_t n,
+                                    KnnwbMetric metric, size_t k, int threads, gboolean gpu,
+                                    double *share)
+{
   size_t counts[KNNWB_PARTITION_COUNTS];
-  const size_t rows = knnwb_partition_sample_rows(data->n_rows, data->n_cols);
-  const size_t n_counts = knnwb_partition_counts(data->n_rows, k, rows, counts);
+  const size_t rows = knnwb_partition_sample_rows(n, data->n_cols);
+  const size_t n_counts = knnwb_partition_counts(n, k, rows, counts);
   memset(p, 0, sizeof *p);
   KnnwbPartitionBlock sample;
   if (n_counts == 0 ||
       !knnwb_partition_sample_init(&sample, data, metric, rows, counts[0], threads))
     return FALSE;
-  const double plain = knnwb_partition_plain_work(gpu, data->n_rows);
+  const double plain = knnwb_partition_plain_work(gpu, n);
   int32_t *label = g_new(int32_t, sample.rows);
   double best = HUGE_VAL;
   int no_better = 0;
@@ -321,7 +328,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
      * the floor is convex in m and the best lies above the floor of a smaller count (on a GPU,
      * whose sub-searches cost about 10-20 ms each, 305 clusters of 10 M rows took a k-means of
      * 0.13-0.15 s to lose to 76). The choice is the same as with every count tried. */
-    const KnnwbPartitionLoad floor = knnwb_partition_load_floor(data->n_rows, m);
+    const KnnwbPartitionLoad floor = knnwb_partition_load_floor(n, m);
     if (knnwb_partition_load_work(gpu, &floor) >= best) {
       g_debug("knnwb: partition: %zu clusters cannot leave less work than %zu: not tried", m, p->m);
       break;
@@ -337,7 +344,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
                                            .label = label,
                                            .centroid_sq = centroid_sq,
                                            .m = m,
-                                           .n = data->n_rows,
+                                           .n = n,
                                            .k = k,
                                            .metric = metric};
     const KnnwbPartitionLoad load = knnwb_partition_sample_load(&view, threads);
@@ -361,7 +368,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
     no_better = work >= best ? no_better + 1 : 0;
     const gboolean visited_all =
         m >= KNNWB_PARTITION_VISITED_MIN_CELLS &&
-        knnwb_partition_load_visited(&load, data->n_rows, m) >= KNNWB_PARTITION_VISITED_ALL;
+        knnwb_partition_load_visited(&load, n, m) >= KNNWB_PARTITION_VISITED_ALL;
     const gboolean worse =
         work > 1.5 * best || no_better >= 2 || (t == 0 && work > 3.0 * plain) || visited_all;
     if (work < best) {
@@ -380,7 +387,7 @@ gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, Knnw
   g_free(label);
   knnwb_partition_block_clear(&sample);
   p->metric = metric;
-  p->n = data->n_rows;
+  p->n = n;
   p->d = data->n_cols;
   p->threads = threads;
   *share = best / plain;

@@ -31,6 +31,8 @@ static gboolean knnwb_knn_graph_run(KnnwbStepContext *context, GError **error)
      * gathers them and alone builds the graph the steps after this one use. */
     options.group = context->group;
     options.group_split = TRUE;
+    /* (clustered rows go together for the partitioned search where every rank has room) */
+    options.group_split_gather = TRUE;
     options.group_own_rows = TRUE;
     g_autoptr(KnnwbNeighbors) own = NULL, neighbors = NULL;
     if (!knnwb_knn_self(in->matrix, &options, &own, error) ||

@@ -331,6 +331,26 @@ for ranks in 1 2 3; do
     -m euclidean -b cpu -q --mpi-input whole -o "r$ranks-partition.knn" 2>"r$ranks-partition.err"
   grep -q 'partition: done' "r$ranks-partition.err" || fail "$ranks ranks: no partitioned search"
   cmp one-euclidean.knn "r$ranks-partition.knn" || fail "$ranks ranks: the partitioned search differs"
+  # Split memory (the CPU default) on rows the partition takes: the ranks put their blocks
+  # together for it; --mpi-input split keeps each rank to its block. The same bytes both ways.
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \
+    -m euclidean -b cpu -q -o "r$ranks-gathered.knn" 2>"r$ranks-gathered.err"
+  [ "$ranks" -eq 1 ] || grep -q 'rows put together for the partitioned search' "r$ranks-gathered.err" ||
+    fail "$ranks ranks: split rows not put together for the partitioned search"
+  cmp one-euclidean.knn "r$ranks-gathered.knn" || fail "$ranks ranks: the gathered partition differs"
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \
+    -m euclidean -b cpu -q --mpi-input split -o "r$ranks-kept.knn" 2>"r$ranks-kept.err"
+  [ "$ranks" -eq 1 ] || ! grep -q 'partition: done' "r$ranks-kept.err" ||
+    fail "$ranks ranks: --mpi-input split gathered"
+  cmp one-euclidean.knn "r$ranks-kept.knn" || fail "$ranks ranks: --mpi-input split differs"
+  # Text read by byte ranges gives uneven blocks: put together all the same, the lists re-cut.
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 "$knnwb" knn data.tsv -k 9 -m euclidean -b cpu -q \
+    -o one-text-gathered.tsv
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.tsv -k 9 \
+    -m euclidean -b cpu -q -o "r$ranks-text-gathered.tsv" 2>"r$ranks-text-gathered.err"
+  [ "$ranks" -eq 1 ] || grep -q 'rows put together' "r$ranks-text-gathered.err" ||
+    fail "$ranks ranks: text rows not put together for the partitioned search"
+  cmp one-text-gathered.tsv "r$ranks-text-gathered.tsv" || fail "$ranks ranks: gathered text differs"
   # The last rank finds no room for the window: every rank must take messages with it.
   KNNWB_MPI_SHARED=1 KNNWB_MPI_SHARED_NO_ROOM_RANK=$((ranks - 1)) mpi "$ranks" knn data.npy -k 9 \
     -m pearson -b cpu --memory 4K -q --mpi-input whole -o "r$ranks-noroom.knn"
@@ -346,6 +366,15 @@ for ranks in 1 2 3; do
     cmp "one-self-$metric.knn" "r$ranks-self-$metric.knn" || fail "$ranks ranks: pipeline self $metric"
     cmp "one-query-$metric.tsv" "r$ranks-query-$metric.tsv" || fail "$ranks ranks: pipeline query $metric"
   done
+  # The pipeline's split knn-graph steps put the rows together for the partitioned search too.
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" run check.xml -q \
+    --set out="r$ranks-p" 2>"r$ranks-p.err"
+  [ "$ranks" -eq 1 ] || grep -q 'rows put together' "r$ranks-p.err" ||
+    fail "$ranks ranks: pipeline rows not put together for the partitioned search"
+  for metric in $metrics; do
+    cmp "one-self-$metric.knn" "r$ranks-p-self-$metric.knn" ||
+      fail "$ranks ranks: pipeline self $metric, rows put together"
+  done
   for direction in out both; do
     mpi "$ranks" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" \
       -b cpu -q -o "r$ranks-$direction.gml" --table "r$ranks-$direction.tsv"
@@ -358,6 +387,12 @@ for ranks in 1 2 3; do
       fail "$ranks ranks: split neighbourhood $direction"
     cmp "one-text-$direction.tsv" "r$ranks-text-$direction.tsv" ||
       fail "$ranks ranks: split neighbourhood table"
+    # Its split whole graph (in, both) puts the rows together for the partitioned search too.
+    KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 mpi "$ranks" neighbourhood data.tsv --focus r250,r3 \
+      -k 6 -r 2 -m euclidean --direction "$direction" -b cpu --memory 4K -q \
+      -o "r$ranks-textp-$direction.gml" --table "r$ranks-textp-$direction.tsv"
+    cmp "one-text-$direction.gml" "r$ranks-textp-$direction.gml" ||
+      fail "$ranks ranks: split neighbourhood $direction, rows put together"
     mpi "$ranks" neighbourhood "${seed_args[@]}" --direction "$direction" \
       -o "r$ranks-seed-$direction.gml" --table "r$ranks-seed-$direction.tsv"
     cmp "one-seed-$direction.gml" "r$ranks-seed-$direction.gml" ||

@@ -247,6 +247,11 @@ typedef struct {
 /* Uneven blocks for split runs (NULL: knnwb_knn_group_rows's): rank r gets rows
  * [cuts[r], cuts[r + 1]) of the query matrix (and the even share of a reference). */
 static const size_t *rank_cuts;
+/* The rank whose block lacks its last column (-1: none): blocks of different widths. */
+static int rank_narrow = -1;
+/* Blocks as copies, not views into the whole matrix: a read outside a rank's block is then no
+ * longer a read of the right values. */
+static gboolean rank_copies;
 
 /* The rank's block of a matrix (split memory): a view of its rows, which it alone gets. */
 static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *group,
@@ -257,6 +262,14 @@ static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *gr
   if (uneven && rank_cuts != NULL) {
     first = rank_cuts[group->rank];
     last = rank_cuts[group->rank + 1];
+  }
+  if (rank_copies || group->rank == rank_narrow) { /* a copy (without the last column) */
+    const size_t d = whole->n_cols - (group->rank == rank_narrow);
+    KnnwbMatrix *narrow = knnwb_matrix_new(last - first, d, NULL);
+    for (size_t i = first; i < last; i++)
+      memcpy(narrow->values + (i - first) * d, whole->values + i * whole->n_cols,
+             d * sizeof(float));
+    return narrow;
   }
   return knnwb_matrix_new_wrapped(last - first, whole->n_cols,
                                   whole->values + first * whole->n_cols, NULL, NULL);
@@ -1461,11 +1474,34 @@ static void test_split_merge_order(void)
 /* "partition: done", said by any rank (core/partition/), and warnings passed on. */
 static gint partition_runs;
 
+/* The choice's lines ("N clusters would leave P% of the work (X pairs, Y rows searched"), up to
+ * their timings, while choices is not NULL. */
+static GPtrArray *choices;
+static GMutex choices_lock;
+
+/* Starts capturing the choice's lines (start), or stops and returns them. */
+static GPtrArray *choices_capture(gboolean start)
+{
+  g_mutex_lock(&choices_lock);
+  GPtrArray *taken = g_steal_pointer(&choices);
+  if (start)
+    choices = g_ptr_array_new_with_free_func(g_free);
+  g_mutex_unlock(&choices_lock);
+  if (taken != NULL && start)
+    g_ptr_array_unref(taken);
+  return start ? NULL : taken;
+}
+
 static void count_partitions(const gchar *domain, GLogLevelFlags level, const gchar *message,
                              gpointer data)
 {
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partition: done") != NULL)
     g_atomic_int_inc(&partition_runs);
+  const char *choice = strstr(message, "would leave"), *end = strstr(message, "rows searched");
+  g_mutex_lock(&choices_lock);
+  if ((level & G_LOG_LEVEL_DEBUG) && choices != NULL && choice != NULL && end != NULL)
+    g_ptr_array_add(choices, g_strndup(message, (gsize)(end - message)));
+  g_mutex_unlock(&choices_lock);
   if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
     g_log_default_handler(domain, level, message, data);
 }
@@ -1551,6 +1587,141 @@ static void test_partitioned(void)
   g_log_set_default_handler(g_log_default_handler, NULL);
 }
 
+/* Split memory that may put clustered rows together (options.group_split_gather): the ranks
+ * gather their rows and take the partitioned search, every rank's lists those of one process, with
+ * even blocks and uneven ones (text read by byte ranges; the lists are re-cut to the blocks), one
+ * of them empty; not when a rank lacks room (KNNWB_PARTITION_GATHER_ROOM), not without the option
+ * or the partition: then the split search runs, the same bytes. A NaN in rank 2's block stops the
+ * gathered search on every rank, and the split search names the row. */
+static void test_partitioned_gathered(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
+                                        KNNWB_METRIC_ABS_PEARSON};
+  static const size_t uneven[] = {0, 400, 400, 1203}, first_empty[] = {0, 0, 1000, 1203};
+  g_log_set_default_handler(count_partitions, NULL);
+  g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 29);
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    KnnwbKnnOptions options;
+    small_cpu_options(&options, metrics[m], 6);
+    options.memory_bytes = 0;
+    g_setenv("KNNWB_PARTITION", "off", TRUE);
+    g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+    g_setenv("KNNWB_PARTITION", "on", TRUE);
+    options.group_split = TRUE;
+    /* gathered: 2 and 3 ranks, all rows and own rows, uneven blocks; then the four ways not (the
+     * last: a rank that cannot allocate the rows after all) */
+    for (int c = 0; c < 10; c++) {
+      const int ranks = c < 2 ? 2 : 3;
+      const gboolean gathered = c < 6;
+      options.group_own_rows = c != 0 && c != 2;
+      options.group_split_gather = c != 6;
+      rank_cuts = c == 4 ? uneven : c == 5 ? first_empty : NULL;
+      rank_copies = c == 4;
+      if (c == 7)
+        g_setenv("KNNWB_PARTITION_GATHER_ROOM", "1000", TRUE);
+      if (c == 9) /* rank 1 cannot allocate the rows when it comes to it */
+        g_setenv("KNNWB_PARTITION_GATHER_FAIL_RANK", "1", TRUE);
+      if (c == 8)
+        g_setenv("KNNWB_PARTITION", "off", TRUE);
+      RankRun runs[MAX_RANKS];
+      g_atomic_int_set(&partition_runs, 0);
+      run_ranks(ranks, data, NULL, &options, runs);
+      g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
+      g_unsetenv("KNNWB_PARTITION_GATHER_FAIL_RANK");
+      g_setenv("KNNWB_PARTITION", "on", TRUE);
+      g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, gathered ? ranks : 0);
+      for (int r = 0; r < ranks; r++) {
+        g_assert_no_error(runs[r].error);
+        if (rank_cuts != NULL) {
+          g_assert_cmpuint(runs[r].result->first_row, ==, rank_cuts[r]);
+          g_assert_cmpuint(runs[r].result->n_queries, ==, rank_cuts[r + 1] - rank_cuts[r]);
+        }
+        assert_same_rows(expected, runs[r].result);
+        knnwb_neighbors_free(runs[r].result);
+      }
+      rank_cuts = NULL;
+      rank_copies = FALSE;
+    }
+  }
+  data->values[1100 * 7 + 2] = NAN; /* rows 802..1202 are rank 2's of 3 */
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
+  options.group_split = options.group_split_gather = TRUE;
+  RankRun runs[MAX_RANKS];
+  run_ranks(3, data, NULL, &options, runs);
+  assert_ranks_refused(runs, 3, "rank 2: row 1100, column 2 (both counted from 0) holds NaN");
+  g_unsetenv("KNNWB_PARTITION");
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+  g_log_set_default_handler(g_log_default_handler, NULL);
+}
+
+/* The gathered sample is the one one process takes, also when it is a part of the rows (33,000
+ * rows of 4 values: 32,768 sampled, across three uneven blocks): every rank logs the cluster
+ * counts one process tries and the work each would leave, line for line; the lists are the same
+ * bytes. Lists of exact partitions cannot tell a wrong sample, so the lines are compared. */
+static void test_partitioned_gathered_sample(void)
+{
+  static const size_t cuts[] = {0, 5000, 21000, 33000};
+  g_log_set_default_handler(count_partitions, NULL);
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  g_autoptr(KnnwbMatrix) data = blob_matrix(33000, 4, FALSE, 31);
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
+  options.memory_bytes = 0;
+  choices_capture(TRUE);
+  g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+  g_autoptr(GPtrArray) one = choices_capture(FALSE);
+  g_assert_cmpuint(one->len, >=, 1);
+  choices_capture(TRUE);
+  options.group_split = options.group_split_gather = options.group_own_rows = TRUE;
+  rank_cuts = cuts;
+  rank_copies = TRUE;
+  RankRun runs[MAX_RANKS];
+  g_atomic_int_set(&partition_runs, 0);
+  run_ranks(3, data, NULL, &options, runs);
+  rank_cuts = NULL;
+  rank_copies = FALSE;
+  g_autoptr(GPtrArray) ranks = choices_capture(FALSE);
+  g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, 3);
+  g_assert_cmpuint(ranks->len, ==, 3 * one->len);
+  for (guint t = 0; t < one->len; t++) {
+    guint seen = 0;
+    for (guint u = 0; u < ranks->len; u++)
+      seen += g_strcmp0(g_ptr_array_index(one, t), g_ptr_array_index(ranks, u)) == 0;
+    g_assert_cmpuint(seen, ==, 3);
+  }
+  for (int r = 0; r < 3; r++) {
+    g_assert_no_error(runs[r].error);
+    assert_same_rows(expected, runs[r].result);
+    knnwb_neighbors_free(runs[r].result);
+  }
+  g_unsetenv("KNNWB_PARTITION");
+  g_log_set_default_handler(g_log_default_handler, NULL);
+}
+
+/* Blocks of different widths with the gathering allowed: every rank refuses them with the split
+ * search's reason before anything travels (a gather would take the widths as equal). */
+static void test_partitioned_gathered_widths(void)
+{
+  g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 33);
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
+  options.group_split = options.group_split_gather = TRUE;
+  RankRun runs[MAX_RANKS];
+  rank_narrow = 1;
+  run_ranks(3, data, NULL, &options, runs);
+  rank_narrow = -1;
+  for (int r = 0; r < 3; r++) {
+    g_assert_null(runs[r].result);
+    g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull(strstr(runs[r].error->message, "blocks have different numbers of columns"));
+    g_clear_error(&runs[r].error);
+  }
+  g_unsetenv("KNNWB_PARTITION");
+}
+
 /* A NaN in rank 2's block: with the partition forced on, rank 2 finds it while assigning its
  * rows, the ranks give up together and the plain search names the row on every rank. */
 static void test_partitioned_failing_rank(void)
@@ -1583,7 +1754,10 @@ static void test_partitioned_ranks_differ(void)
   g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
   g_setenv("KNNWB_PARTITION_DIFFER_RANK", "1", TRUE);
   g_log_set_default_handler(count_partitions, NULL);
-  for (int ranks = 2; ranks <= 3; ranks++) {
+  /* every rank holding every row, then split ranks that may put their rows together */
+  for (int c = 0; c < 4; c++) {
+    const int ranks = 2 + c % 2;
+    options.group_split = options.group_split_gather = c >= 2;
     RankRun runs[MAX_RANKS];
     g_atomic_int_set(&partition_runs, 0);
     run_ranks(ranks, data, NULL, &options, runs);
@@ -1656,6 +1830,11 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/threshold-board", test_threshold_board);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
   g_test_add_func("/distributed/group/partitioned", test_partitioned);
+  g_test_add_func("/distributed/group/partitioned-gathered", test_partitioned_gathered);
+  g_test_add_func("/distributed/group/partitioned-gathered-sample",
+                  test_partitioned_gathered_sample);
+  g_test_add_func("/distributed/group/partitioned-gathered-widths",
+                  test_partitioned_gathered_widths);
   g_test_add_func("/distributed/group/partitioned-cancelled", test_partitioned_cancelled);
   g_test_add_func("/distributed/group/partitioned-failing-rank", test_partitioned_failing_rank);
   g_test_add_func("/distributed/group/partitioned-ranks-differ", test_partitioned_ranks_differ);

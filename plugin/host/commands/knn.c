@@ -157,11 +157,10 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
        "L"},
       {"mpi-input", 0, 0, G_OPTION_ARG_STRING, &command->mpi_input,
        knnwb_host_help_choices(&knnwb_mpi_input_table, "Under mpirun: ",
-                               " (each rank reads and holds only its block of rows; the default on "
-                               "the CPU)",
-                               NULL,
-                               "; whole: every rank reads all rows and shares the tiles (the "
-                               "default on GPUs)"),
+                               " (each rank reads and holds only its block of rows)", NULL,
+                               "; whole: every rank reads all rows and shares the tiles; auto, the "
+                               "default: whole on GPUs; on the CPU split, but clustered rows that "
+                               "every rank has room for go together for the partitioned search"),
        "M"},
       {"weights", 0, 0, G_OPTION_ARG_STRING, &command->weights,
        knnwb_host_help_choices(&knnwb_h5ad_weights_table, ".h5ad: obsp['connectivities'] as ",
@@ -362,6 +361,11 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
   run->options.group_split = group != NULL && (run->mpi_input == KNNWB_MPI_INPUT_SPLIT ||
                                                (run->mpi_input == KNNWB_MPI_INPUT_AUTO &&
                                                 !knnwb_host_group_all_gpus(group, &run->options)));
+  /* By default clustered rows are put together for the partitioned search where every rank has
+   * room for them (core/partition/partition_gather.c): much faster, and no more memory a rank than
+   * the split search's candidates there. --mpi-input split keeps each rank to its block. */
+  run->options.group_split_gather =
+      run->options.group_split && run->mpi_input == KNNWB_MPI_INPUT_AUTO;
   const char *output = run->command.output;
   g_autoptr(KnnwbHostFiles) files = knnwb_knn_files(run);
   gboolean ready =

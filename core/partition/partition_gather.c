@@ -1,0 +1,195 @@
+/*
+ * Split memory meets clustered rows. A split-memory self run (options->group_split: each rank
+ * holds only its block of rows) compares every pair of blocks, while the partitioned search
+ * compares each row with its own cluster and the few clusters its bounds cannot rule out; but
+ * that search takes its groups' rows from anywhere, so every rank needs every row. When the run
+ * may (options->group_split_gather), the ranks make the choice one process would make, on the
+ * sample one process would take (the rows at the same positions, gathered from the blocks that
+ * hold them), and if it says the partition pays and every rank has room for all rows, they put
+ * their blocks together and run the whole-input partitioned search (partition_ranks.c). On
+ * 400,000 x 50 rows in 50 clusters, two ranks on two cores: 79 s and up to 1.1 GB a rank split,
+ * 11.25 s and up to 579 MB a rank put together, one process 12.0 s and 471 MB; the same bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/parallel.h>
+#include "partition/partition_internal.h"
+
+static void knnwb_partition_values_free(void *values, size_t bytes, void *data)
+{
+  (void)bytes;
+  (void)data;
+  g_free(values);
+}
+
+gboolean knnwb_partition_gather_room(size_t n, size_t d, size_t k, int local_size)
+{
+  /* the whole rows, the whole-input run's lists (an index and a distance for each of n x k) and
+   * its n-long arrays (cells, reaches, members, k-th distances) */
+  const double need = (double)n * ((double)d * sizeof(float) +
+                                   (double)k * (sizeof(int64_t) + sizeof(double)) + 32.0);
+  /* KNNWB_PARTITION_GATHER_ROOM=BYTES: the memory each rank is taken to have (tests) */
+  const char *forced = g_getenv("KNNWB_PARTITION_GATHER_ROOM");
+  const double available = forced != NULL && *forced != '\0'
+                               ? (double)g_ascii_strtoull(forced, NULL, 10)
+                               : (double)knnwb_memory_available() / (double)MAX(local_size, 1);
+  /* at most half: the run's tiles, the block the rank read and the writer need the rest */
+  return need <= 0.5 * available;
+}
+
+gboolean knnwb_partition_gather_sample(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                       const int64_t *counts, size_t n, KnnwbMatrix **sample,
+                                       GError **error)
+{
+  const size_t d = block->n_cols, s = knnwb_partition_sample_rows(n, d);
+  const int size = group->size;
+  size_t *bytes = g_new0(size_t, (size_t)size);
+  size_t first = 0, mine_from = 0, mine_to = 0;
+  for (int r = 0; r < size; r++) {
+    const size_t last = first + (size_t)counts[r];
+    /* the sample's rows are ascending: each block holds a run of them */
+    size_t from = 0, to = 0;
+    for (size_t t = 0; t < s; t++) {
+      const size_t i = knnwb_partition_sample_at(n, s, t);
+      if (i < first)
+        from = t + 1;
+      if (i < last)
+        to = t + 1;
+    }
+    bytes[r] = (to - from) * d * sizeof(float);
+    if (r == group->rank) {
+      mine_from = from;
+      mine_to = to;
+    }
+    first = last;
+  }
+  size_t block_first = 0;
+  for (int r = 0; r < group->rank; r++)
+    block_first += (size_t)counts[r];
+  float *mine = g_new(float, MAX((mine_to - mine_from) * d, (size_t)1));
+  for (size_t t = mine_from; t < mine_to; t++)
+    memcpy(mine + (t - mine_from) * d,
+           block->values + (knnwb_partition_sample_at(n, s, t) - block_first) * d,
+           d * sizeof(float));
+  float *all = g_new(float, s *d);
+  const gboolean ok = knnwb_knn_group_gather_bytes(group, mine, bytes, all, error);
+  g_free(mine);
+  g_free(bytes);
+  if (!ok) {
+    g_free(all);
+    return FALSE;
+  }
+  *sample = knnwb_matrix_new_wrapped(s, d, all, knnwb_partition_values_free, NULL);
+  return TRUE;
+}
+
+gboolean knnwb_partition_gather_blocks(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                       const int64_t *counts, size_t n, KnnwbMatrix **whole,
+                                       GError **error)
+{
+  const size_t d = block->n_cols;
+  *whole = NULL;
+  float *all = g_try_new(float, MAX(n * d, (size_t)1));
+  /* Test hook (as KNNWB_PARTITION_DIFFER_RANK): KNNWB_PARTITION_GATHER_FAIL_RANK=r makes rank r
+   * find no memory for them. */
+  const char *fail = g_getenv("KNNWB_PARTITION_GATHER_FAIL_RANK");
+  if (fail != NULL && *fail != '\0' && atoi(fail) == group->rank)
+    g_clear_pointer(&all, g_free);
+  int64_t room = all != NULL; /* (a rank without it: every rank takes the split search) */
+  const gboolean agreed = group->reduce(group, &room, 1, KNNWB_GROUP_MIN, error);
+  if (!agreed || !room) {
+    g_free(all);
+    return agreed;
+  }
+  size_t *bytes = g_new(size_t, (size_t)group->size);
+  for (int r = 0; r < group->size; r++)
+    bytes[r] = (size_t)counts[r] * d * sizeof(float);
+  const gboolean ok = knnwb_knn_group_gather_bytes(group, block->values, bytes, all, error);
+  g_free(bytes);
+  if (!ok) {
+    g_free(all);
+    return FALSE;
+  }
+  *whole = knnwb_matrix_new_wrapped(n, d, all, knnwb_partition_values_free, NULL);
+  return TRUE;
+}
+
+/* Rows [*first, *last) of the blocks counts gives (rank r's when r >= 0). */
+static void knnwb_partition_block_of(const int64_t *counts, int r, size_t *first, size_t *last)
+{
+  *first = 0;
+  for (int s = 0; s < r; s++)
+    *first += (size_t)counts[s];
+  *last = *first + (size_t)counts[r];
+}
+
+/* One array of the lists (width values of `size` bytes a row) sent from `from`'s rows to the
+ * ranks whose blocks hold them, received into `to` (this rank's block). */
+static gboolean knnwb_partition_reblock_array(const KnnwbKnnGroup *group, const int64_t *counts,
+                                              size_t n, const void *from, void *to, size_t width,
+                                              GError **error)
+{
+  const int size = group->size;
+  size_t even_first, even_last, mine_first, mine_last;
+  knnwb_knn_group_rows(n, group->rank, size, &even_first, &even_last);
+  knnwb_partition_block_of(counts, group->rank, &mine_first, &mine_last);
+  const void **send = g_new0(const void *, (size_t)size);
+  void **receive = g_new0(void *, (size_t)size);
+  size_t *send_bytes = g_new0(size_t, (size_t)size), *receive_bytes = g_new0(size_t, (size_t)size);
+  for (int r = 0; r < size; r++) {
+    size_t first, last, other_first, other_last;
+    knnwb_partition_block_of(counts, r, &first, &last); /* r's block: what this rank sends it */
+    first = MAX(first, even_first);
+    last = MIN(last, even_last);
+    if (first < last) {
+      send[r] = (const char *)from + (first - even_first) * width;
+      send_bytes[r] = (last - first) * width;
+    }
+    knnwb_knn_group_rows(n, r, size, &other_first, &other_last); /* what r sends this rank */
+    other_first = MAX(other_first, mine_first);
+    other_last = MIN(other_last, mine_last);
+    if (other_first < other_last) {
+      receive[r] = (char *)to + (other_first - mine_first) * width;
+      receive_bytes[r] = (other_last - other_first) * width;
+    }
+  }
+  const gboolean ok =
+      group->exchange(group, send, send_bytes, (void *const *)receive, receive_bytes, error);
+  g_free(send);
+  g_free(receive);
+  g_free(send_bytes);
+  g_free(receive_bytes);
+  return ok;
+}
+
+gboolean knnwb_partition_gather_reblock(const KnnwbKnnGroup *group, const int64_t *counts, size_t n,
+                                        KnnwbNeighbors **lists, GError **error)
+{
+  KnnwbNeighbors *even = *lists;
+  const size_t k = even->k;
+  size_t first, last;
+  knnwb_partition_block_of(counts, group->rank, &first, &last);
+  KnnwbNeighbors *block = knnwb_knn_result_new(first, last - first, k, error);
+  if (!group->agree(group, block != NULL, error)) {
+    knnwb_neighbors_free(block);
+    return FALSE;
+  }
+  const gboolean ok = knnwb_partition_reblock_array(group, counts, n, even->indices, block->indices,
+                                                    k * sizeof(int64_t), error) &&
+                      knnwb_partition_reblock_array(group, counts, n, even->distances,
+                                                    block->distances, k * sizeof(double), error) &&
+                      knnwb_partition_reblock_array(group, counts, n, even->n_found, block->n_found,
+                                                    sizeof(int32_t), error);
+  if (!ok) {
+    knnwb_neighbors_free(block);
+    return FALSE;
+  }
+  block->backend_used = g_steal_pointer(&even->backend_used);
+  block->screen_used = even->screen_used;
+  block->n_reselected = even->n_reselected;
+  block->n_exhaustive = even->n_exhaustive;
+  knnwb_neighbors_free(even);
+  *lists = block;
+  return TRUE;
+}
