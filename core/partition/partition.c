@@ -386,20 +386,77 @@ static gboolean knnwb_partition_blocks_even(const KnnwbKnnGroup *group, const in
   return even;
 }
 
-/* Whether the ranks' blocks of a split run (n rows in all) may be put together: the request
- * applies, and every rank has room (each says for itself). */
-static int64_t knnwb_partition_gather_wanted(const KnnwbMatrix *block,
-                                             const KnnwbKnnOptions *options,
-                                             KnnwbPartitionMode mode, size_t n)
+/* Whether every rank can hold the whole run's n rows (each says for itself), whose values are all
+ * they need (no absent rows, no ranks as read: those stay with the split search). */
+static gboolean knnwb_partition_gather_fits(const KnnwbMatrix *block,
+                                            const KnnwbKnnOptions *options, size_t n)
 {
-  const KnnwbKnnGroup *group = options->group;
   KnnwbKnnOptions whole = *options;
   whole.group_split = FALSE;
+  return block->n_absent_rows == 0 && block->row_ranks == NULL &&
+         knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL) &&
+         knnwb_partition_gather_room(n, block->n_cols, options->k, options->group->local_size);
+}
+
+/* Whether the partitioned search applies to the split run's n rows at all. */
+static gboolean knnwb_partition_gather_applies(const KnnwbMatrix *block,
+                                               const KnnwbKnnOptions *options,
+                                               KnnwbPartitionMode mode, size_t n)
+{
   return mode != KNNWB_PARTITION_OFF &&
          knnwb_partition_applies_to(options, n, block->n_cols, block->n_absent_rows) &&
-         (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS) &&
-         knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL) &&
-         knnwb_partition_gather_room(n, block->n_cols, options->k, group->local_size);
+         (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS);
+}
+
+/* Whether a split run that may put its rows together does so whatever its rows: on GPUs, whose
+ * backend scores a visiting pair of blocks as two panels while the whole rows' tiles are shared
+ * and scored once (as `knnwb knn` takes the whole input on GPUs), or when
+ * KNNWB_PARTITION_GATHER_ALWAYS=1 (tests: that path on the CPU). */
+static gboolean knnwb_partition_gather_always(const KnnwbKnnOptions *options)
+{
+  return g_strcmp0(g_getenv("KNNWB_PARTITION_GATHER_ALWAYS"), "1") == 0 ||
+         knnwb_knn_uses_gpu(options);
+}
+
+/* The whole rows' lists (the run put together: whole) made this rank's block's (counts, n rows),
+ * as the split run returns them. */
+static gboolean knnwb_partition_gathered_lists(const KnnwbKnnOptions *options,
+                                               const int64_t *counts, size_t n,
+                                               KnnwbNeighbors **result, GError **error)
+{
+  /* (the run's outcome is the same on every rank, so all re-cut or none) */
+  if (*result == NULL || !options->group_own_rows ||
+      knnwb_partition_blocks_even(options->group, counts, n))
+    return TRUE;
+  if (knnwb_partition_gather_reblock(options->group, counts, n, result, error))
+    return TRUE;
+  g_clear_pointer(result, knnwb_neighbors_free);
+  return FALSE;
+}
+
+/* The split run on GPUs put together: every rank gets every row, and the whole-input search
+ * (the partitioned one where it pays, else the shared tiles) runs over the ranks. */
+static gboolean knnwb_partition_self_whole(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                           const int64_t *counts, size_t n, KnnwbNeighbors **result,
+                                           GError **error)
+{
+  const gint64 start = g_get_monotonic_time();
+  KnnwbMatrix *whole = NULL;
+  if (!knnwb_partition_gather_blocks(block, options->group, counts, n, &whole, error))
+    return FALSE;
+  if (whole == NULL) {
+    g_debug("knnwb: partition: a rank cannot hold every row after all: the split search");
+    return TRUE;
+  }
+  g_debug("knnwb: partition: the ranks' rows put together for the whole-input search (%zu rows) in "
+          "%.3f s",
+          n, (double)(g_get_monotonic_time() - start) / 1e6);
+  KnnwbKnnOptions gathered = *options;
+  gathered.group_split = FALSE;
+  gathered.group_split_gather = FALSE;
+  gboolean ok = knnwb_knn_self(whole, &gathered, result, error);
+  knnwb_matrix_free(whole);
+  return ok && knnwb_partition_gathered_lists(options, counts, n, result, error);
 }
 
 /* knnwb_partition_self for a split-memory run that may put its rows together (partition_gather.c
@@ -418,11 +475,17 @@ static gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block,
   for (int r = 0; r < group->size; r++)
     n += (size_t)counts[r];
   /* (blocks of different widths: the split search's checks say so) */
-  int64_t go[3] = {knnwb_partition_gather_wanted(block, options, mode, n), (int64_t)block->n_cols,
+  const gboolean fits = knnwb_partition_gather_fits(block, options, n);
+  int64_t go[4] = {fits && knnwb_partition_gather_applies(block, options, mode, n),
+                   fits && knnwb_partition_gather_always(options), (int64_t)block->n_cols,
                    -(int64_t)block->n_cols};
-  if (!group->reduce(group, go, 3, KNNWB_GROUP_MIN, error))
+  if (!group->reduce(group, go, 4, KNNWB_GROUP_MIN, error))
     return FALSE;
-  if (!go[0] || go[1] != -go[2])
+  if (go[2] != -go[3])
+    return TRUE;
+  if (go[1])
+    return knnwb_partition_self_whole(block, options, counts, n, result, error);
+  if (!go[0])
     return TRUE;
   KnnwbMatrix *sample = NULL;
   if (!knnwb_partition_gather_sample(block, group, counts, n, &sample, error))
@@ -456,13 +519,7 @@ static gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block,
     ok = knnwb_partition_run(whole, &gathered, &p, mode, expected, result, error);
   knnwb_partition_clear(&p);
   knnwb_matrix_free(whole);
-  /* (the run's outcome is the same on every rank, so all reblock or none) */
-  if (ok && *result != NULL && options->group_own_rows &&
-      !knnwb_partition_blocks_even(group, counts, n)) {
-    ok = knnwb_partition_gather_reblock(group, counts, n, result, error);
-    if (!ok)
-      g_clear_pointer(result, knnwb_neighbors_free);
-  }
+  ok = ok && knnwb_partition_gathered_lists(options, counts, n, result, error);
   if (ok)
     g_debug("knnwb: partition: %s in %.3f s",
             *result != NULL ? "done" : "not used: the split search",

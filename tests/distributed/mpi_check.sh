@@ -375,6 +375,16 @@ for ranks in 1 2 3; do
     cmp "one-self-$metric.knn" "r$ranks-p-self-$metric.knn" ||
       fail "$ranks ranks: pipeline self $metric, rows put together"
   done
+  # On GPUs the split steps put the rows together whatever they are (the whole-input search shares
+  # its tiles); KNNWB_PARTITION_GATHER_ALWAYS=1 takes that path on the CPU.
+  KNNWB_PARTITION_GATHER_ALWAYS=1 G_MESSAGES_DEBUG=all mpi "$ranks" run check.xml -q \
+    --set out="r$ranks-w" 2>"r$ranks-w.err"
+  [ "$ranks" -eq 1 ] || grep -q 'put together for the whole-input search' "r$ranks-w.err" ||
+    fail "$ranks ranks: pipeline rows not put together for the whole-input search"
+  for metric in $metrics; do
+    cmp "one-self-$metric.knn" "r$ranks-w-self-$metric.knn" ||
+      fail "$ranks ranks: pipeline self $metric, whole-input search"
+  done
   for direction in out both; do
     mpi "$ranks" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" \
       -b cpu -q -o "r$ranks-$direction.gml" --table "r$ranks-$direction.tsv"

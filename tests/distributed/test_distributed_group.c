@@ -1610,14 +1610,20 @@ static void test_partitioned_gathered(void)
     g_setenv("KNNWB_PARTITION", "on", TRUE);
     options.group_split = TRUE;
     /* gathered: 2 and 3 ranks, all rows and own rows, uneven blocks; then the four ways not (the
-     * last: a rank that cannot allocate the rows after all) */
-    for (int c = 0; c < 10; c++) {
+     * last: a rank that cannot allocate the rows after all); then whatever the rows, as on GPUs
+     * (KNNWB_PARTITION_GATHER_ALWAYS): the plain search with the partition off (10), the
+     * partitioned one chosen again on the whole rows (11), uneven blocks both */
+    for (int c = 0; c < 12; c++) {
       const int ranks = c < 2 ? 2 : 3;
-      const gboolean gathered = c < 6;
+      const gboolean gathered = c < 6 || c >= 10, partitioned = c < 6 || c == 11;
       options.group_own_rows = c != 0 && c != 2;
       options.group_split_gather = c != 6;
-      rank_cuts = c == 4 ? uneven : c == 5 ? first_empty : NULL;
-      rank_copies = c == 4;
+      rank_cuts = c == 4 || c >= 10 ? uneven : c == 5 ? first_empty : NULL;
+      rank_copies = c == 4 || c >= 10;
+      if (c >= 10)
+        g_setenv("KNNWB_PARTITION_GATHER_ALWAYS", "1", TRUE);
+      if (c == 10)
+        g_setenv("KNNWB_PARTITION", "off", TRUE);
       if (c == 7)
         g_setenv("KNNWB_PARTITION_GATHER_ROOM", "1000", TRUE);
       if (c == 9) /* rank 1 cannot allocate the rows when it comes to it */
@@ -1629,10 +1635,13 @@ static void test_partitioned_gathered(void)
       run_ranks(ranks, data, NULL, &options, runs);
       g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
       g_unsetenv("KNNWB_PARTITION_GATHER_FAIL_RANK");
+      g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
       g_setenv("KNNWB_PARTITION", "on", TRUE);
-      g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, gathered ? ranks : 0);
+      g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, partitioned ? ranks : 0);
       for (int r = 0; r < ranks; r++) {
         g_assert_no_error(runs[r].error);
+        /* (the split search says so in its backend) */
+        g_assert_true(g_str_has_suffix(runs[r].result->backend_used, "(split)") == !gathered);
         if (rank_cuts != NULL) {
           g_assert_cmpuint(runs[r].result->first_row, ==, rank_cuts[r]);
           g_assert_cmpuint(runs[r].result->n_queries, ==, rank_cuts[r + 1] - rank_cuts[r]);

@@ -130,8 +130,12 @@ typedef struct {
    * choose it on the same sample of rows, and every rank has room for all rows and the lists
    * (at most half of its share of the host's memory). The split search compares every pair of
    * blocks; on clustered rows the partitioned one skips most pairs (50 clusters of 400,000 rows: 7x
-   * faster, with less memory a rank than the split search's candidates). Blocks of any sizes; the
-   * lists are the same bytes. FALSE: each rank never holds more than its block. */
+   * faster, with less memory a rank than the split search's candidates). Where every rank
+   * computes on GPUs, the ranks put their rows together whatever they are, given the room, and the
+   * whole-input search runs (the GPUs score a visiting pair of blocks as two panels; the whole
+   * rows' tiles are shared and scored once). Not for rows with absent values or ranks as read
+   * (spearman). Blocks of any sizes; the lists are the same bytes. FALSE: each rank never holds
+   * more than its block. */
   gboolean group_split_gather;
 } KnnwbKnnOptions;
 
