@@ -9,7 +9,11 @@
  * their blocks together and run the whole-input partitioned search (partition_ranks.c). On
  * 400,000 x 50 rows in 50 clusters, two ranks on two cores: 79 s and up to 1.1 GB a rank split,
  * 11.25 s and up to 579 MB a rank put together, one process 12.0 s and 471 MB; the same bytes.
+ * On GPUs the ranks put their rows together whatever they are (given the room) and the
+ * whole-input search runs: the split search scores a visiting pair of blocks as two panels there.
+ * Lists of uneven blocks are re-cut from the whole-input run's even shares.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
@@ -23,7 +27,7 @@ static void knnwb_partition_values_free(void *values, size_t bytes, void *data)
   g_free(values);
 }
 
-gboolean knnwb_partition_gather_room(size_t n, size_t d, size_t k, int local_size)
+static gboolean knnwb_partition_gather_room(size_t n, size_t d, size_t k, int local_size)
 {
   /* the whole rows, the whole-input run's lists (an index and a distance for each of n x k) and
    * its n-long arrays (cells, reaches, members, k-th distances) */
@@ -38,9 +42,9 @@ gboolean knnwb_partition_gather_room(size_t n, size_t d, size_t k, int local_siz
   return need <= 0.5 * available;
 }
 
-gboolean knnwb_partition_gather_sample(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                       const int64_t *counts, size_t n, KnnwbMatrix **sample,
-                                       GError **error)
+static gboolean knnwb_partition_gather_sample(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                              const int64_t *counts, size_t n, KnnwbMatrix **sample,
+                                              GError **error)
 {
   const size_t d = block->n_cols, s = knnwb_partition_sample_rows(n, d);
   const int size = group->size;
@@ -84,9 +88,9 @@ gboolean knnwb_partition_gather_sample(const KnnwbMatrix *block, const KnnwbKnnG
   return TRUE;
 }
 
-gboolean knnwb_partition_gather_blocks(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                       const int64_t *counts, size_t n, KnnwbMatrix **whole,
-                                       GError **error)
+static gboolean knnwb_partition_gather_blocks(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                              const int64_t *counts, size_t n, KnnwbMatrix **whole,
+                                              GError **error)
 {
   const size_t d = block->n_cols;
   *whole = NULL;
@@ -163,8 +167,8 @@ static gboolean knnwb_partition_reblock_array(const KnnwbKnnGroup *group, const 
   return ok;
 }
 
-gboolean knnwb_partition_gather_reblock(const KnnwbKnnGroup *group, const int64_t *counts, size_t n,
-                                        KnnwbNeighbors **lists, GError **error)
+static gboolean knnwb_partition_gather_reblock(const KnnwbKnnGroup *group, const int64_t *counts,
+                                               size_t n, KnnwbNeighbors **lists, GError **error)
 {
   KnnwbNeighbors *even = *lists;
   const size_t k = even->k;
@@ -192,4 +196,158 @@ gboolean knnwb_partition_gather_reblock(const KnnwbKnnGroup *group, const int64_
   knnwb_neighbors_free(even);
   *lists = block;
   return TRUE;
+}
+
+/* Whether the blocks (counts, n rows in all) are the even shares a whole-input run gives its
+ * ranks: then each rank's lists of that run are its block's. */
+static gboolean knnwb_partition_blocks_even(const KnnwbKnnGroup *group, const int64_t *counts,
+                                            size_t n)
+{
+  gboolean even = TRUE;
+  for (int r = 0; r < group->size; r++) {
+    size_t first, last;
+    knnwb_knn_group_rows(n, r, group->size, &first, &last);
+    even = even && (size_t)counts[r] == last - first;
+  }
+  return even;
+}
+
+/* Whether every rank can hold the whole run's n rows (each says for itself), whose values are all
+ * they need (no absent rows, no ranks as read: those stay with the split search). */
+static gboolean knnwb_partition_gather_fits(const KnnwbMatrix *block,
+                                            const KnnwbKnnOptions *options, size_t n)
+{
+  KnnwbKnnOptions whole = *options;
+  whole.group_split = FALSE;
+  return block->n_absent_rows == 0 && block->row_ranks == NULL &&
+         knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL) &&
+         knnwb_partition_gather_room(n, block->n_cols, options->k, options->group->local_size);
+}
+
+/* Whether the partitioned search applies to the split run's n rows at all. */
+static gboolean knnwb_partition_gather_applies(const KnnwbMatrix *block,
+                                               const KnnwbKnnOptions *options,
+                                               KnnwbPartitionMode mode, size_t n)
+{
+  return mode != KNNWB_PARTITION_OFF &&
+         knnwb_partition_applies_to(options, n, block->n_cols, block->n_absent_rows) &&
+         (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS);
+}
+
+/* Whether a split run that may put its rows together does so whatever its rows: on GPUs, whose
+ * backend scores a visiting pair of blocks as two panels while the whole rows' tiles are shared
+ * and scored once (as `knnwb knn` takes the whole input on GPUs), or when
+ * KNNWB_PARTITION_GATHER_ALWAYS=1 (tests: that path on the CPU). */
+static gboolean knnwb_partition_gather_always(const KnnwbKnnOptions *options)
+{
+  return g_strcmp0(g_getenv("KNNWB_PARTITION_GATHER_ALWAYS"), "1") == 0 ||
+         knnwb_knn_uses_gpu(options);
+}
+
+/* The whole rows' lists (the run put together: whole) made this rank's block's (counts, n rows),
+ * as the split run returns them. */
+static gboolean knnwb_partition_gathered_lists(const KnnwbKnnOptions *options,
+                                               const int64_t *counts, size_t n,
+                                               KnnwbNeighbors **result, GError **error)
+{
+  /* (the run's outcome is the same on every rank, so all re-cut or none) */
+  if (*result == NULL || !options->group_own_rows ||
+      knnwb_partition_blocks_even(options->group, counts, n))
+    return TRUE;
+  if (knnwb_partition_gather_reblock(options->group, counts, n, result, error))
+    return TRUE;
+  g_clear_pointer(result, knnwb_neighbors_free);
+  return FALSE;
+}
+
+/* The split run on GPUs put together: every rank gets every row, and the whole-input search
+ * (the partitioned one where it pays, else the shared tiles) runs over the ranks. */
+static gboolean knnwb_partition_self_whole(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                           const int64_t *counts, size_t n, KnnwbNeighbors **result,
+                                           GError **error)
+{
+  const gint64 start = g_get_monotonic_time();
+  KnnwbMatrix *whole = NULL;
+  if (!knnwb_partition_gather_blocks(block, options->group, counts, n, &whole, error))
+    return FALSE;
+  if (whole == NULL) {
+    g_debug("knnwb: partition: a rank cannot hold every row after all: the split search");
+    return TRUE;
+  }
+  g_debug("knnwb: partition: the ranks' rows put together for the whole-input search (%zu rows) in "
+          "%.3f s",
+          n, (double)(g_get_monotonic_time() - start) / 1e6);
+  KnnwbKnnOptions gathered = *options;
+  gathered.group_split = FALSE;
+  gathered.group_split_gather = FALSE;
+  gboolean ok = knnwb_knn_self(whole, &gathered, result, error);
+  knnwb_matrix_free(whole);
+  return ok && knnwb_partition_gathered_lists(options, counts, n, result, error);
+}
+
+/* knnwb_partition_self for a split-memory run that may put its rows together (partition_gather.c
+ * says when and why). TRUE with *result NULL: the split search runs instead. */
+gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                       KnnwbPartitionMode mode, KnnwbNeighbors **result,
+                                       GError **error)
+{
+  const KnnwbKnnGroup *group = options->group;
+  const gint64 start = g_get_monotonic_time();
+  g_autofree int64_t *counts = g_new(int64_t, (size_t)group->size);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, counts, error))
+    return FALSE;
+  size_t n = 0;
+  for (int r = 0; r < group->size; r++)
+    n += (size_t)counts[r];
+  /* (blocks of different widths: the split search's checks say so) */
+  const gboolean fits = knnwb_partition_gather_fits(block, options, n);
+  int64_t go[4] = {fits && knnwb_partition_gather_applies(block, options, mode, n),
+                   fits && knnwb_partition_gather_always(options), (int64_t)block->n_cols,
+                   -(int64_t)block->n_cols};
+  if (!group->reduce(group, go, 4, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  if (go[2] != -go[3])
+    return TRUE;
+  if (go[1])
+    return knnwb_partition_self_whole(block, options, counts, n, result, error);
+  if (!go[0])
+    return TRUE;
+  KnnwbMatrix *sample = NULL;
+  if (!knnwb_partition_gather_sample(block, group, counts, n, &sample, error))
+    return FALSE;
+  KnnwbPartition p = {0};
+  double expected = HUGE_VAL;
+  gboolean made = FALSE, chosen = FALSE;
+  gboolean ok =
+      knnwb_partition_pick(&p, sample, n, options, mode, &expected, &made, &chosen, error);
+  knnwb_matrix_free(sample);
+  if (ok && made && !chosen)
+    g_debug("knnwb: partition: expected %.1f%% of the work: the split search", 100.0 * expected);
+  KnnwbMatrix *whole = NULL;
+  if (ok && chosen) {
+    const gint64 gathered = g_get_monotonic_time();
+    ok = knnwb_partition_gather_blocks(block, group, counts, n, &whole, error);
+    chosen = whole != NULL;
+    if (ok && chosen)
+      g_debug("knnwb: partition: the ranks' rows put together for the partitioned search (%zu "
+              "rows, expected %.1f%% of the work) in %.3f s",
+              n, 100.0 * expected, (double)(g_get_monotonic_time() - gathered) / 1e6);
+    else if (ok)
+      g_debug("knnwb: partition: a rank cannot hold every row after all: the split search");
+  }
+  KnnwbKnnOptions gathered = *options;
+  gathered.group_split = FALSE;
+  gathered.group_split_gather = FALSE;
+  ok = ok && (!chosen ||
+              knnwb_partition_settle(&p, whole, &gathered, made, expected, start, &chosen, error));
+  if (ok && chosen)
+    ok = knnwb_partition_run(whole, &gathered, &p, mode, expected, result, error);
+  knnwb_partition_clear(&p);
+  knnwb_matrix_free(whole);
+  ok = ok && knnwb_partition_gathered_lists(options, counts, n, result, error);
+  if (ok)
+    g_debug("knnwb: partition: %s in %.3f s",
+            *result != NULL ? "done" : "not used: the split search",
+            (double)(g_get_monotonic_time() - start) / 1e6);
+  return ok;
 }

@@ -1,6 +1,7 @@
 /* core/partition/'s own pieces: the bound space and the clusters (partition_space.c,
- * partition_build.c), the choice (partition_plan.c) and the search (partition.c). Read only here.
- */
+ * partition_build.c), the choice (partition_plan.c), the search (partition.c), over ranks
+ * (partition_ranks.c, partition_combine.c) and for split ranks (partition_gather.c). Read only
+ * here. */
 #ifndef KNNWB_PARTITION_INTERNAL_H
 #define KNNWB_PARTITION_INTERNAL_H
 
@@ -411,28 +412,33 @@ KnnwbPartitionLoad knnwb_partition_sample_load(const KnnwbPartitionSampleView *v
  */
 gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
                                 size_t k, int threads, gboolean gpu, double *share);
-/* Split memory meets clustered rows (partition_gather.c). Whether a rank sharing its host with
- * local_size ranks has room for every row (n x d), the whole-input run's lists (n x k) and its
- * arrays: at most half of what it has. O(1). */
-gboolean knnwb_partition_gather_room(size_t n, size_t d, size_t k, int local_size);
-/* The sample one process would take of the n rows that the ranks' blocks (counts[r] rows each, in
- * rank order) make, gathered on every rank into *sample (its rows in order). Collective. FALSE:
- * the group's errors. O(s d). */
-gboolean knnwb_partition_gather_sample(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                       const int64_t *counts, size_t n, KnnwbMatrix **sample,
+/* The pieces of one partitioned run that partition_gather.c shares (partition.c). The choice on
+ * sample (the sample of n rows: the data itself, or what split ranks gathered of it) into p;
+ * *made: a choice was made, *chosen: it partitions (in a group, as every rank says). FALSE: the
+ * group's errors. */
+gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size_t n,
+                              const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
+                              double *expected, gboolean *made, gboolean *chosen, GError **error);
+/* The partition p picked made whole on data: every row's cell, and the cells' groups (in a group
+ * the ranks assign their blocks' rows and agree on the partition). FALSE: the group's errors. */
+gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
+                                const KnnwbKnnOptions *options, gboolean made, double expected,
+                                gint64 start, gboolean *chosen, GError **error);
+/* Both phases over the clusters of p; *lists stays NULL when the run gives up (auto mode: the
+ * bounds rule out too little; memory is short). In a group every rank takes its share and the
+ * same decisions. */
+gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                             KnnwbPartition *p, KnnwbPartitionMode mode, double expected,
+                             KnnwbNeighbors **lists, GError **error);
+/* What the partitioned search applies to, for n rows of d values, absent of them absent. O(1). */
+gboolean knnwb_partition_applies_to(const KnnwbKnnOptions *options, size_t n, size_t d,
+                                    size_t absent);
+/* knnwb_partition_self for a split-memory run that may put its rows together
+ * (options->group_split_gather; partition_gather.c says when and why). Collective. TRUE with
+ * *result NULL: the split search runs instead. */
+gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                       KnnwbPartitionMode mode, KnnwbNeighbors **result,
                                        GError **error);
-/* Every rank's block put together into *whole (n rows) on every rank. Collective. TRUE with
- * *whole NULL (on every rank alike): some rank could not allocate them. FALSE: the group's
- * errors. O(n d). */
-gboolean knnwb_partition_gather_blocks(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                       const int64_t *counts, size_t n, KnnwbMatrix **whole,
-                                       GError **error);
-/* Lists of the even share of rows knnwb_knn_group_rows gives this rank (a whole-input run's, n
- * rows in all) replaced by those of its block as counts gives them (text read by byte ranges has
- * uneven blocks): each rank sends the rows another's block holds. Collective. FALSE (*lists kept):
- * memory, the group's errors. O(rows k). */
-gboolean knnwb_partition_gather_reblock(const KnnwbKnnGroup *group, const int64_t *counts, size_t n,
-                                        KnnwbNeighbors **lists, GError **error);
 /* The same choice for n rows of which data holds the sample (the rows a sample of all n would take,
  * in order: knnwb_partition_sample_at), as ranks that each hold a block of the rows make it. */
 gboolean knnwb_partition_choose_for(KnnwbPartition *p, const KnnwbMatrix *data, size_t n,
