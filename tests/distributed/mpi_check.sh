@@ -366,24 +366,22 @@ for ranks in 1 2 3; do
     cmp "one-self-$metric.knn" "r$ranks-self-$metric.knn" || fail "$ranks ranks: pipeline self $metric"
     cmp "one-query-$metric.tsv" "r$ranks-query-$metric.tsv" || fail "$ranks ranks: pipeline query $metric"
   done
-  # The pipeline's split knn-graph steps put the rows together for the partitioned search too.
-  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" run check.xml -q \
-    --set out="r$ranks-p" 2>"r$ranks-p.err"
-  [ "$ranks" -eq 1 ] || grep -q 'rows put together' "r$ranks-p.err" ||
-    fail "$ranks ranks: pipeline rows not put together for the partitioned search"
-  for metric in $metrics; do
-    cmp "one-self-$metric.knn" "r$ranks-p-self-$metric.knn" ||
-      fail "$ranks ranks: pipeline self $metric, rows put together"
-  done
-  # On GPUs the split steps put the rows together whatever they are (the whole-input search shares
-  # its tiles); KNNWB_PARTITION_GATHER_ALWAYS=1 takes that path on the CPU.
-  KNNWB_PARTITION_GATHER_ALWAYS=1 G_MESSAGES_DEBUG=all mpi "$ranks" run check.xml -q \
-    --set out="r$ranks-w" 2>"r$ranks-w.err"
-  [ "$ranks" -eq 1 ] || grep -q 'put together for the whole-input search' "r$ranks-w.err" ||
-    fail "$ranks ranks: pipeline rows not put together for the whole-input search"
-  for metric in $metrics; do
-    cmp "one-self-$metric.knn" "r$ranks-w-self-$metric.knn" ||
-      fail "$ranks ranks: pipeline self $metric, whole-input search"
+  # The pipeline's split knn-graph steps put the rows together: for the partitioned search (p),
+  # and whatever the rows (w), as on GPUs, where the whole-input search shares its tiles
+  # (KNNWB_PARTITION_GATHER_ALWAYS=1 takes that path on the CPU).
+  for way in p w; do
+    knobs="KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40" search="partitioned search"
+    [ "$way" = p ] || knobs="KNNWB_PARTITION_GATHER_ALWAYS=1" search="whole-input search"
+    (
+      export $knobs G_MESSAGES_DEBUG=all
+      mpi "$ranks" run check.xml -q --set out="r$ranks-$way" 2>"r$ranks-$way.err"
+    )
+    [ "$ranks" -eq 1 ] || grep -q "put together for the $search" "r$ranks-$way.err" ||
+      fail "$ranks ranks: pipeline rows not put together for the $search"
+    for metric in $metrics; do
+      cmp "one-self-$metric.knn" "r$ranks-$way-self-$metric.knn" ||
+        fail "$ranks ranks: pipeline self $metric, the $search"
+    done
   done
   for direction in out both; do
     mpi "$ranks" neighbourhood "$demo" --focus YearsToRelapse -k 5 -r 2 --direction "$direction" \
