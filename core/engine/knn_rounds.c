@@ -821,6 +821,18 @@ gboolean knnwb_knn_margin_memo_active(void)
 #define KNNWB_MARGIN_MIN_ROWS 65536
 #define KNNWB_MARGIN_SAMPLE 32
 
+/* Ranks agree on the first round's count (they share its tiles): each plans for its own rows, and
+ * all take the largest plan within the smallest cap. A transport failure leaves mine (the next
+ * collective reports it). */
+static size_t knnwb_knn_rounds_agree(const KnnwbKnnGroup *group, size_t mine, size_t cap)
+{
+  int64_t most = (int64_t)mine, least_cap = (int64_t)MIN(cap, (size_t)INT64_MAX);
+  if (!group->reduce(group, &most, 1, KNNWB_GROUP_MAX, NULL) ||
+      !group->reduce(group, &least_cap, 1, KNNWB_GROUP_MIN, NULL))
+    return mine;
+  return (size_t)MIN(most, least_cap);
+}
+
 /* The first round's lists stay within a quarter of the memory the machine can still give. */
 size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPrepared *query,
                                    const KnnwbPrepared *reference, gboolean self, size_t available,
@@ -828,22 +840,31 @@ size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPr
                                    size_t n_rows)
 {
   const size_t kc = MIN(available, knnwb_screen_candidates(query->screen, options->k));
-  if ((query->screen != KNNWB_SCREEN_FP16 && query->screen != KNNWB_SCREEN_TF32) ||
-      (group != NULL && group->size > 1) || n_rows < KNNWB_MARGIN_MIN_ROWS ||
-      g_strcmp0(g_getenv("KNNWB_MARGIN_PILOT"), "0") == 0)
+  const gboolean ranks = group != NULL && group->size > 1;
+  /* (ranks judge by all rows, and say together whether to plan) */
+  int64_t plan = (query->screen == KNNWB_SCREEN_FP16 || query->screen == KNNWB_SCREEN_TF32) &&
+                 (ranks ? query->n : n_rows) >= KNNWB_MARGIN_MIN_ROWS &&
+                 g_strcmp0(g_getenv("KNNWB_MARGIN_PILOT"), "0") != 0;
+  if (ranks && !group->reduce(group, &plan, 1, KNNWB_GROUP_MIN, NULL))
+    return kc;
+  if (!plan)
     return kc;
   const int memo_kc = knnwb_margin_memo != NULL ? g_atomic_int_get(&knnwb_margin_memo->kc) : 0;
   /* The memo's value came from another sub-search, which may have had fewer rows available (its
    * planner capped there) than this one's screen margin: never fewer than that margin. */
-  if (memo_kc > 0)
+  if (memo_kc > 0 && !ranks)
     return MIN(available, MAX(kc, (size_t)memo_kc));
   const size_t cell = sizeof(int64_t) + sizeof(float) + sizeof(double);
   const size_t memory = knnwb_memory_available();
-  const size_t max_kc = memory == SIZE_MAX ? 4 * kc : memory / 4 / cell / n_rows;
+  const size_t max_kc = memory == SIZE_MAX ? 4 * kc : memory / 4 / cell / MAX(n_rows, (size_t)1);
   const gint64 start = g_get_monotonic_time();
-  const size_t chosen =
-      knnwb_margin_choose(query, reference, self, row0, n_rows, options->k, kc, available, max_kc,
-                          KNNWB_MARGIN_SAMPLE, threads, options->cancel, NULL);
+  size_t chosen =
+      n_rows == 0
+          ? kc
+          : knnwb_margin_choose(query, reference, self, row0, n_rows, options->k, kc, available,
+                                max_kc, KNNWB_MARGIN_SAMPLE, threads, options->cancel, NULL);
+  if (ranks)
+    chosen = MAX(kc, knnwb_knn_rounds_agree(group, chosen, MIN(available, max_kc)));
   g_debug(
       "knnwb: margin planner: %d sample rows, %zu candidates per row (the screen's %zu), %.3f s",
       KNNWB_MARGIN_SAMPLE, chosen, kc, (double)(g_get_monotonic_time() - start) / 1e6);
