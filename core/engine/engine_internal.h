@@ -106,9 +106,12 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
 /**
  * The candidates per row of knnwb_knn_rounds' first round (knn_rounds.c): the screen's margin, or
  * under a half-precision screen on at least 65,536 rows what a sample of them needs
- * (knnwb_margin_choose), or what the calling thread's margin memo holds. Not with a group of
- * ranks, which must agree on it, nor with KNNWB_MARGIN_PILOT=0 (comparisons). At most available.
- * Time: O(1) with a memo that holds a value or a screen that keeps its margin, else the planner's.
+ * (knnwb_margin_choose), or what the calling thread's margin memo holds. Ranks sharing a self
+ * graph's first round (a group, self) plan each for its own rows and agree on the largest plan
+ * within the smallest cap: collective for them (one reduction, two when they plan); a group's
+ * query rounds keep the screen's margin. Not with KNNWB_MARGIN_PILOT=0 (comparisons). At most
+ * available. Time: O(1) with a memo that holds a value or a screen that keeps its margin, else the
+ * planner's.
  */
 size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPrepared *query,
                                    const KnnwbPrepared *reference, gboolean self, size_t available,

@@ -821,19 +821,19 @@ gboolean knnwb_knn_margin_memo_active(void)
 #define KNNWB_MARGIN_MIN_ROWS 65536
 #define KNNWB_MARGIN_SAMPLE 32
 
-/* Ranks agree on the first round's count (they share its tiles): each plans for its own rows, and
- * all take the largest plan within the smallest cap. A transport failure leaves mine (the next
- * collective reports it). */
+/* Ranks that share a self graph's first round agree on its count: each plans for its own rows,
+ * and all take the largest plan within the smallest cap. A transport failure leaves mine (the
+ * next collective reports it). */
 static size_t knnwb_knn_rounds_agree(const KnnwbKnnGroup *group, size_t mine, size_t cap)
 {
-  int64_t most = (int64_t)mine, least_cap = (int64_t)MIN(cap, (size_t)INT64_MAX);
-  if (!group->reduce(group, &most, 1, KNNWB_GROUP_MAX, NULL) ||
-      !group->reduce(group, &least_cap, 1, KNNWB_GROUP_MIN, NULL))
+  int64_t v[2] = {(int64_t)MIN(mine, (size_t)INT64_MAX), -(int64_t)MIN(cap, (size_t)INT64_MAX)};
+  if (!group->reduce(group, v, 2, KNNWB_GROUP_MAX, NULL))
     return mine;
-  return (size_t)MIN(most, least_cap);
+  return (size_t)MIN(v[0], -v[1]);
 }
 
-/* The first round's lists stay within a quarter of the memory the machine can still give. */
+/* The first round's lists stay within a quarter of the memory the machine can still give (ranks
+ * sharing a round: each holds lists for every row, and the host's ranks share its memory). */
 size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPrepared *query,
                                    const KnnwbPrepared *reference, gboolean self, size_t available,
                                    int threads, const KnnwbKnnGroup *group, size_t row0,
@@ -841,6 +841,8 @@ size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPr
 {
   const size_t kc = MIN(available, knnwb_screen_candidates(query->screen, options->k));
   const gboolean ranks = group != NULL && group->size > 1;
+  if (ranks && !self) /* (each rank's query rows are its own round: the screen's count) */
+    return kc;
   /* (ranks judge by all rows, and say together whether to plan) */
   int64_t plan = (query->screen == KNNWB_SCREEN_FP16 || query->screen == KNNWB_SCREEN_TF32) &&
                  (ranks ? query->n : n_rows) >= KNNWB_MARGIN_MIN_ROWS &&
@@ -856,18 +858,25 @@ size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPr
     return MIN(available, MAX(kc, (size_t)memo_kc));
   const size_t cell = sizeof(int64_t) + sizeof(float) + sizeof(double);
   const size_t memory = knnwb_memory_available();
-  const size_t max_kc = memory == SIZE_MAX ? 4 * kc : memory / 4 / cell / MAX(n_rows, (size_t)1);
+  const size_t listed = ranks ? query->n : MAX(n_rows, (size_t)1);
+  const size_t max_kc =
+      memory == SIZE_MAX
+          ? 4 * kc
+          : memory / (size_t)(ranks ? MAX(group->local_size, 1) : 1) / 4 / cell / listed;
   const gint64 start = g_get_monotonic_time();
   size_t chosen =
       n_rows == 0
           ? kc
           : knnwb_margin_choose(query, reference, self, row0, n_rows, options->k, kc, available,
                                 max_kc, KNNWB_MARGIN_SAMPLE, threads, options->cancel, NULL);
+  const size_t planned = chosen;
   if (ranks)
     chosen = MAX(kc, knnwb_knn_rounds_agree(group, chosen, MIN(available, max_kc)));
-  g_debug(
-      "knnwb: margin planner: %d sample rows, %zu candidates per row (the screen's %zu), %.3f s",
-      KNNWB_MARGIN_SAMPLE, chosen, kc, (double)(g_get_monotonic_time() - start) / 1e6);
+  g_debug("knnwb: margin planner: %d sample rows, %zu candidates per row (the screen's %zu%s), "
+          "%.3f s",
+          KNNWB_MARGIN_SAMPLE, chosen, kc,
+          ranks ? (planned == chosen ? "; this rank's plan" : "; another rank's plan") : "",
+          (double)(g_get_monotonic_time() - start) / 1e6);
   if (knnwb_margin_memo != NULL)
     g_atomic_int_set(&knnwb_margin_memo->kc, (gint)MIN(chosen, (size_t)G_MAXINT));
   return chosen;
