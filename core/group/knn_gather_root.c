@@ -1,7 +1,8 @@
 /* Gathers for callers of the group: every rank's count (the blocks' layout), every rank's block
- * of bytes (labels, rows) on every rank, and every rank's
+ * of bytes (labels, rows) on every rank, every rank's block of rows as one matrix, and every rank's
  * lists of its own rows onto rank 0 alone, for the outputs rank 0 builds a graph for, so that no
  * other rank ever holds more than its share of the lists. */
+#include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
 #include "engine/engine.h"
@@ -34,6 +35,43 @@ gboolean knnwb_knn_group_gather_bytes(const KnnwbKnnGroup *group, const void *mi
     receive[r] = (char *)all + at;
   }
   return group->exchange(group, send, send_bytes, (void *const *)receive, bytes, error);
+}
+
+KnnwbMatrix *knnwb_knn_group_gather_rows(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                         const int64_t *sizes, GError **error)
+{
+  const size_t ranks = (size_t)group->size, d = block->n_cols;
+  size_t n = 0;
+  for (size_t r = 0; r < ranks; r++)
+    n += (size_t)sizes[r];
+  g_autoptr(KnnwbMatrix) whole = knnwb_matrix_new(n, d, error);
+  /* Test hook (as KNNWB_PARTITION_DIFFER_RANK): KNNWB_GATHER_ROWS_FAIL_RANK=r makes rank r find no
+   * memory for them. */
+  const char *fail = g_getenv("KNNWB_GATHER_ROWS_FAIL_RANK");
+  if (whole != NULL && fail != NULL && *fail != '\0' && atoi(fail) == group->rank) {
+    g_clear_pointer(&whole, knnwb_matrix_free);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate %zu x %zu floats for every rank's rows", n, d);
+  }
+  if (!group->agree(group, whole != NULL, error))
+    return NULL;
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  for (size_t r = 0; r < ranks; r++)
+    bytes[r] = (size_t)sizes[r] * d * sizeof(float);
+  if (!knnwb_knn_group_gather_bytes(group, block->values, bytes, whole->values, error))
+    return NULL;
+  /* The ranks a reader kept (every rank read the same way; a rank without rows may have none). */
+  const float *mine = knnwb_matrix_row_ranks(block);
+  int64_t have = mine != NULL;
+  if (!group->reduce(group, &have, 1, KNNWB_GROUP_SUM, error))
+    return NULL;
+  if (have > 0) {
+    float *row_ranks = g_new0(float, MAX(n * d, 1));
+    knnwb_matrix_take_row_ranks(whole, row_ranks);
+    if (!knnwb_knn_group_gather_bytes(group, mine ? mine : block->values, bytes, row_ranks, error))
+      return NULL;
+  }
+  return g_steal_pointer(&whole);
 }
 
 gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeighbors *own,

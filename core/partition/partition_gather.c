@@ -14,7 +14,6 @@
  * Lists of uneven blocks are re-cut from the whole-input run's even shares.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
@@ -88,35 +87,22 @@ static gboolean knnwb_partition_gather_sample(const KnnwbMatrix *block, const Kn
   return TRUE;
 }
 
+/* Every rank's block put together into *whole on every rank (knnwb_knn_group_gather_rows). TRUE
+ * with *whole NULL (on every rank alike): some rank could not allocate them, and the split search
+ * runs. FALSE: the group's errors. */
 static gboolean knnwb_partition_gather_blocks(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                              const int64_t *counts, size_t n, KnnwbMatrix **whole,
+                                              const int64_t *counts, KnnwbMatrix **whole,
                                               GError **error)
 {
-  const size_t d = block->n_cols;
-  *whole = NULL;
-  float *all = g_try_new(float, MAX(n * d, (size_t)1));
-  /* Test hook (as KNNWB_PARTITION_DIFFER_RANK): KNNWB_PARTITION_GATHER_FAIL_RANK=r makes rank r
-   * find no memory for them. */
-  const char *fail = g_getenv("KNNWB_PARTITION_GATHER_FAIL_RANK");
-  if (fail != NULL && *fail != '\0' && atoi(fail) == group->rank)
-    g_clear_pointer(&all, g_free);
-  int64_t room = all != NULL; /* (a rank without it: every rank takes the split search) */
-  const gboolean agreed = group->reduce(group, &room, 1, KNNWB_GROUP_MIN, error);
-  if (!agreed || !room) {
-    g_free(all);
-    return agreed;
+  GError *local = NULL;
+  *whole = knnwb_knn_group_gather_rows(group, block, counts, &local);
+  if (*whole == NULL && g_error_matches(local, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY)) {
+    g_clear_error(&local);
+    return TRUE;
   }
-  size_t *bytes = g_new(size_t, (size_t)group->size);
-  for (int r = 0; r < group->size; r++)
-    bytes[r] = (size_t)counts[r] * d * sizeof(float);
-  const gboolean ok = knnwb_knn_group_gather_bytes(group, block->values, bytes, all, error);
-  g_free(bytes);
-  if (!ok) {
-    g_free(all);
-    return FALSE;
-  }
-  *whole = knnwb_matrix_new_wrapped(n, d, all, knnwb_partition_values_free, NULL);
-  return TRUE;
+  if (local != NULL)
+    g_propagate_error(error, local);
+  return *whole != NULL;
 }
 
 /* Rows [*first, *last) of the blocks counts gives (rank r's when r >= 0). */
@@ -268,7 +254,7 @@ static gboolean knnwb_partition_self_whole(const KnnwbMatrix *block, const Knnwb
 {
   const gint64 start = g_get_monotonic_time();
   KnnwbMatrix *whole = NULL;
-  if (!knnwb_partition_gather_blocks(block, options->group, counts, n, &whole, error))
+  if (!knnwb_partition_gather_blocks(block, options->group, counts, &whole, error))
     return FALSE;
   if (whole == NULL) {
     g_debug("knnwb: partition: a rank cannot hold every row after all: the split search");
@@ -326,7 +312,7 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
   KnnwbMatrix *whole = NULL;
   if (ok && chosen) {
     const gint64 gathered = g_get_monotonic_time();
-    ok = knnwb_partition_gather_blocks(block, group, counts, n, &whole, error);
+    ok = knnwb_partition_gather_blocks(block, group, counts, &whole, error);
     chosen = whole != NULL;
     if (ok && chosen)
       g_debug("knnwb: partition: the ranks' rows put together for the partitioned search (%zu "

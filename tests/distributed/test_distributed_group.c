@@ -1627,14 +1627,14 @@ static void test_partitioned_gathered(void)
       if (c == 7)
         g_setenv("KNNWB_PARTITION_GATHER_ROOM", "1000", TRUE);
       if (c == 9) /* rank 1 cannot allocate the rows when it comes to it */
-        g_setenv("KNNWB_PARTITION_GATHER_FAIL_RANK", "1", TRUE);
+        g_setenv("KNNWB_GATHER_ROWS_FAIL_RANK", "1", TRUE);
       if (c == 8)
         g_setenv("KNNWB_PARTITION", "off", TRUE);
       RankRun runs[MAX_RANKS];
       g_atomic_int_set(&partition_runs, 0);
       run_ranks(ranks, data, NULL, &options, runs);
       g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
-      g_unsetenv("KNNWB_PARTITION_GATHER_FAIL_RANK");
+      g_unsetenv("KNNWB_GATHER_ROWS_FAIL_RANK");
       g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
       g_setenv("KNNWB_PARTITION", "on", TRUE);
       g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, partitioned ? ranks : 0);

@@ -9,6 +9,7 @@
 #include <glib.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <knnwb/matrix.h>
 
 G_BEGIN_DECLS
 
@@ -84,6 +85,14 @@ gboolean knnwb_knn_group_gather_values(const KnnwbKnnGroup *group, int64_t value
  * holds their sum. Collective. Errors: the group's. O(sum of bytes). */
 gboolean knnwb_knn_group_gather_bytes(const KnnwbKnnGroup *group, const void *mine,
                                       const size_t *bytes, void *all, GError **error);
+
+/** Every rank's block of rows (sizes[r] rows from rank r, in rank order, known to every rank,
+ * as knnwb_knn_group_gather_values gives them) put together into one matrix on every rank: the
+ * values, and the ranks as read where the blocks carry them (no labels). Collective. NULL with
+ * error on every rank alike: KNNWB_ERROR_NO_MEMORY from the lowest rank that could not allocate
+ * the matrix ("rank R: ..."), the group's errors. O(n d) time and memory. */
+KnnwbMatrix *knnwb_knn_group_gather_rows(const KnnwbKnnGroup *group, const KnnwbMatrix *block,
+                                         const int64_t *sizes, GError **error);
 
 /** The rows [*first, *last) that rank owns when n rows are cut into size contiguous shares. */
 void knnwb_knn_group_rows(size_t n, int rank, int size, size_t *first, size_t *last);

@@ -237,32 +237,14 @@ KnnwbMatrix *knnwb_host_split_value_whole(const KnnwbKnnGroup *group, const Knnw
                                           GError **error)
 {
   const KnnwbMatrix *block = value->matrix;
-  const size_t ranks = (size_t)group->size, d = block->n_cols;
-  g_autofree int64_t *sizes = g_new(int64_t, ranks);
+  const size_t d = block->n_cols;
+  g_autofree int64_t *sizes = g_new(int64_t, (size_t)group->size);
   if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, sizes, error))
     return NULL;
-  size_t n = 0;
-  for (size_t r = 0; r < ranks; r++)
-    n += (size_t)sizes[r];
-  g_autoptr(KnnwbMatrix) whole = knnwb_matrix_new(n, d, error);
-  if (!group->agree(group, whole != NULL, error))
+  g_autoptr(KnnwbMatrix) whole = knnwb_knn_group_gather_rows(group, block, sizes, error);
+  if (whole == NULL)
     return NULL;
-  g_autofree size_t *bytes = g_new(size_t, ranks);
-  for (size_t r = 0; r < ranks; r++)
-    bytes[r] = (size_t)sizes[r] * d * sizeof(float);
-  if (!knnwb_knn_group_gather_bytes(group, block->values, bytes, whole->values, error))
-    return NULL;
-  /* The ranks a reader kept (every rank read the same way; a rank without rows may have none). */
-  const float *mine = knnwb_matrix_row_ranks(block);
-  int64_t have = mine != NULL;
-  if (!group->reduce(group, &have, 1, KNNWB_GROUP_SUM, error))
-    return NULL;
-  if (have > 0) {
-    float *ranks = g_new0(float, MAX(n * d, 1));
-    knnwb_matrix_take_row_ranks(whole, ranks);
-    if (!knnwb_knn_group_gather_bytes(group, mine ? mine : block->values, bytes, ranks, error))
-      return NULL;
-  }
+  const size_t n = whole->n_rows;
   const char *const *labels = knnwb_host_split_value_labels(value);
   for (size_t i = 0; labels != NULL && i < n; i++)
     if (labels[i] != NULL && *labels[i] != '\0')
