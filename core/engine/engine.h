@@ -112,6 +112,51 @@ void knnwb_knn_margin_memo_set(KnnwbMarginMemo *memo);
 /** Whether a memo is set on the calling thread (it runs a partitioned run's sub-search). */
 gboolean knnwb_knn_margin_memo_active(void);
 
+/*
+ * The margin planner's steps (margin.c), for a first round whose reference rows lie in pieces (the
+ * blocks of split ranks, core/split/): sample rows' heaps of their smallest distances are built
+ * against each piece, merged (the keep smallest of the pieces' keep smallest are the whole's), and
+ * counted where the sample rows live. knnwb_margin_choose (engine_internal.h) is the three steps on
+ * one process's rows, and the pieces give its counts bit for bit.
+ */
+/* Rows below which the first round keeps the screen's fixed margin: re-selecting is cheap there. */
+#define KNNWB_MARGIN_MIN_ROWS 65536
+/* Sample rows a planner takes (a rank: of its own rows). */
+#define KNNWB_MARGIN_SAMPLE 32
+typedef struct {
+  size_t k, kc; /* neighbours, the screen's candidates */
+  size_t most;  /* the largest count the plan may take */
+  size_t keep;  /* distances each sample row's heap keeps */
+} KnnwbMarginPlan;
+/** Whether a first round of rows query rows under screen is planned: a half-precision screen and
+ * at least KNNWB_MARGIN_MIN_ROWS rows; never for manhattan or with KNNWB_MARGIN_PILOT=0; with
+ * KNNWB_MARGIN_PILOT=always every screen and any rows (tests reach the planner on the CPU). O(1). */
+gboolean knnwb_margin_wanted(KnnwbScreen screen, KnnwbMetric metric, size_t rows);
+/** The plan's sizes for k, the screen's kc, the rows available and a memory cap max_kc: at most
+ * 4 kc, available and max_kc (kc at least). O(1). */
+KnnwbMarginPlan knnwb_margin_plan(size_t k, size_t kc, size_t available, size_t max_kc);
+/** n_sample rows spread evenly over [row0, row0 + n_rows) into rows (n_sample <= n_rows). */
+void knnwb_margin_sample_rows(size_t row0, size_t n_rows, size_t n_sample, size_t *rows);
+/** The heaps (heap: n_sample x keep, size: n_sample, both the caller's) of the keep smallest
+ * estimated distances of samples' rows rows[s] to the rows of reference, which are rows
+ * reference_first.. of the whole run; ids[s] is row rows[s]'s number there (self: a row is not its
+ * own neighbour). Reads samples' scored rows and sqnorms only. FALSE once cancel is raised (the
+ * heaps are then partial). Time O(n_sample n d) on threads, the reference rows read once. */
+gboolean knnwb_margin_heaps(const KnnwbPrepared *samples, const size_t *rows, const size_t *ids,
+                            size_t n_sample, const KnnwbPrepared *reference,
+                            size_t reference_first, gboolean self, size_t keep, int threads,
+                            const volatile gint *cancel, double *heap, size_t *size);
+/** count values offered to a heap of the keep smallest (*size so far). O(count log keep). */
+void knnwb_margin_heap_add(double *heap, size_t *size, size_t keep, const double *values,
+                           size_t count);
+/** The plan from full heaps of query's rows rows[0, n_sample) (sorted in place): each row's count
+ * of rows inside its certificate's window plus one into needed, and the count seven eighths of
+ * them need when more than an eighth need more than kc (within plan->most), else kc. reference
+ * gives the window's global norm bound. O(n_sample keep log keep). */
+size_t knnwb_margin_decide(const KnnwbPrepared *query, const size_t *rows, size_t n_sample,
+                           const KnnwbPrepared *reference, const KnnwbMarginPlan *plan,
+                           double *heap, const size_t *size, size_t *needed);
+
 /**
  * knnwb_knn_query for query rows that already hold k neighbours elsewhere (a partitioned search's
  * visitors, core/partition/): within[i] is the k-th distance query row i holds (an exact distance;

@@ -817,10 +817,6 @@ gboolean knnwb_knn_margin_memo_active(void)
   return knnwb_margin_memo != NULL;
 }
 
-/* Rows below which the first round keeps the screen's fixed margin: re-selecting is cheap there. */
-#define KNNWB_MARGIN_MIN_ROWS 65536
-#define KNNWB_MARGIN_SAMPLE 32
-
 /* Ranks that share a self graph's first round agree on its count: each plans for its own rows,
  * and all take the largest plan within the smallest cap. A transport failure leaves mine (the
  * next collective reports it). */
@@ -844,9 +840,7 @@ size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPr
   if (ranks && !self) /* (each rank's query rows are its own round: the screen's count) */
     return kc;
   /* (ranks judge by all rows, and say together whether to plan) */
-  int64_t plan = (query->screen == KNNWB_SCREEN_FP16 || query->screen == KNNWB_SCREEN_TF32) &&
-                 (ranks ? query->n : n_rows) >= KNNWB_MARGIN_MIN_ROWS &&
-                 g_strcmp0(g_getenv("KNNWB_MARGIN_PILOT"), "0") != 0;
+  int64_t plan = knnwb_margin_wanted(query->screen, query->metric, ranks ? query->n : n_rows);
   if (ranks && !group->reduce(group, &plan, 1, KNNWB_GROUP_MIN, NULL))
     return kc;
   if (!plan)

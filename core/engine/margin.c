@@ -38,12 +38,13 @@ typedef float KnnwbMarginVec8 __attribute__((vector_size(8 * sizeof(float))));
 typedef float KnnwbMarginVec16 __attribute__((vector_size(16 * sizeof(float))));
 
 typedef struct {
-  const KnnwbPrepared *query, *reference;
+  const KnnwbPrepared *reference;
+  size_t reference_first; /* the reference's first row in the whole run (split ranks' blocks) */
   gboolean self;
   KnnwbScoreKind kind;
   size_t keep, n_sample, n_blocks;
-  const size_t *rows; /* n_sample query rows */
-  const double *qn;   /* their squared norms (euclidean) */
+  const size_t *ids; /* n_sample: each sample row's number in the whole run (self: skipped) */
+  const double *qn;  /* their squared norms (euclidean) */
   /* Their scored rows in groups of `width` (the last padded with zero rows), each group transposed
    * (d x width): one load gives one element of every row of a group. */
   const float *panel;
@@ -221,7 +222,7 @@ static void knnwb_margin_take_one(const KnnwbMarginSample *m, KnnwbMarginHeaps *
   const gboolean l2 = m->kind == KNNWB_SCORE_L2;
   const double v = l2 ? MAX(0.0, (m->qn[s] + rn - 2.0 * dot) * m->reference->score_scale)
                       : 1.0 - (m->kind == KNNWB_SCORE_ABS_DOT ? fabs(dot) : dot);
-  if ((!(v < h->bar[s]) && h->size[s] == keep) || (m->self && m->rows[s] == j))
+  if ((!(v < h->bar[s]) && h->size[s] == keep) || (m->self && m->ids[s] == m->reference_first + j))
     return;
   const size_t before = h->size[s];
   knnwb_margin_offer(h->heap + s * keep, &h->size[s], keep, l2 ? sqrt(v) : v);
@@ -323,22 +324,100 @@ static int knnwb_margin_compare(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
-/* Each sample row's count of rows inside its window plus one (0 without a k-th), from its heap. */
-static void knnwb_margin_count(KnnwbMarginSample *m, size_t k, size_t *needed)
+void knnwb_margin_heap_add(double *heap, size_t *size, size_t keep, const double *values,
+                           size_t count)
 {
-  for (size_t s = 0; s < m->n_sample; s++) {
-    double *sorted = m->heap + s * m->keep;
-    const size_t i = m->rows[s], size = m->size[s];
+  for (size_t t = 0; t < count; t++)
+    knnwb_margin_offer(heap, size, keep, values[t]);
+}
+
+KnnwbMarginPlan knnwb_margin_plan(size_t k, size_t kc, size_t available, size_t max_kc)
+{
+  const size_t most = MIN(MIN(4 * kc, available), MAX(max_kc, kc));
+  return (KnnwbMarginPlan){k, kc, most, MAX(k, MAX(most, kc) + 1)};
+}
+
+void knnwb_margin_sample_rows(size_t row0, size_t n_rows, size_t n_sample, size_t *rows)
+{
+  for (size_t s = 0; s < n_sample; s++)
+    rows[s] = row0 + (2 * s + 1) * n_rows / (2 * n_sample); /* spread evenly */
+}
+
+gboolean knnwb_margin_wanted(KnnwbScreen screen, KnnwbMetric metric, size_t rows)
+{
+  const char *pilot = g_getenv("KNNWB_MARGIN_PILOT");
+  if (g_strcmp0(pilot, "0") == 0 || knnwb_metric_score_kind(metric) == KNNWB_SCORE_L1)
+    return FALSE;
+  if (g_strcmp0(pilot, "always") == 0) /* tests: every screen, any row count */
+    return rows > 0;
+  return (screen == KNNWB_SCREEN_FP16 || screen == KNNWB_SCREEN_TF32) &&
+         rows >= KNNWB_MARGIN_MIN_ROWS;
+}
+
+gboolean knnwb_margin_heaps(const KnnwbPrepared *samples, const size_t *rows, const size_t *ids,
+                            size_t n_sample, const KnnwbPrepared *reference, size_t reference_first,
+                            gboolean self, size_t keep, int threads, const volatile gint *cancel,
+                            double *heap, size_t *size)
+{
+  memset(size, 0, n_sample * sizeof(size_t));
+  if (n_sample == 0)
+    return cancel == NULL || g_atomic_int_get(cancel) == 0;
+  KnnwbMarginSample m = {.reference = reference,
+                         .reference_first = reference_first,
+                         .self = self,
+                         .kind = knnwb_metric_score_kind(reference->metric),
+                         .keep = keep,
+                         .n_sample = n_sample,
+                         .ids = ids,
+                         .heap = heap,
+                         .size = size,
+                         .cancel = cancel};
+  m.width = knnwb_margin_width();
+  g_autofree float *panel = knnwb_margin_panel(samples, rows, n_sample, m.width, &m.n_groups);
+  m.panel = panel;
+  g_autofree double *qn = g_new0(double, m.n_groups *m.width);
+  for (size_t s = 0; s < n_sample && samples->sqnorms != NULL; s++)
+    qn[s] = samples->sqnorms[rows[s]];
+  m.qn = qn;
+  g_mutex_init(&m.lock);
+  m.n_blocks = (reference->n + KNNWB_MARGIN_BLOCK - 1) / KNNWB_MARGIN_BLOCK;
+  const size_t turns = (m.n_blocks + KNNWB_MARGIN_TURN - 1) / KNNWB_MARGIN_TURN;
+  if (turns > 0)
+    knnwb_team_run((int)MIN((size_t)knnwb_thread_count(threads), turns), knnwb_margin_team, &m);
+  g_mutex_clear(&m.lock);
+  return !g_atomic_int_get(&m.cancelled);
+}
+
+size_t knnwb_margin_decide(const KnnwbPrepared *query, const size_t *rows, size_t n_sample,
+                           const KnnwbPrepared *reference, const KnnwbMarginPlan *plan,
+                           double *heap, const size_t *size, size_t *needed)
+{
+  const size_t k = plan->k, kc = plan->kc;
+  /* Each sample row's count of rows inside its window plus one (0 without a k-th). */
+  for (size_t s = 0; s < n_sample; s++) {
+    double *sorted = heap + s * plan->keep;
+    const size_t i = rows[s];
     needed[s] = 0;
-    if (size < k || (m->query->invalid && m->query->invalid[i]))
+    if (size[s] < k || (query->invalid && query->invalid[i]))
       continue;
-    qsort(sorted, size, sizeof(double), knnwb_margin_compare_distance);
-    const double limit = knnwb_refine_window_limit(m->query, i, m->reference, sorted[k - 1]);
+    qsort(sorted, size[s], sizeof(double), knnwb_margin_compare_distance);
+    const double limit = knnwb_refine_window_limit(query, i, reference, sorted[k - 1]);
     size_t inside = 0;
-    while (inside < size && sorted[inside] <= limit)
+    while (inside < size[s] && sorted[inside] <= limit)
       inside++;
     needed[s] = inside + 1; /* the last candidate must lie past the window */
   }
+  if (n_sample == 0)
+    return kc;
+  g_autofree size_t *sorted = g_memdup2(needed, n_sample * sizeof(size_t));
+  qsort(sorted, n_sample, sizeof(size_t), knnwb_margin_compare);
+  size_t over = 0;
+  for (size_t s = 0; s < n_sample; s++)
+    over += sorted[s] > kc;
+  if (over * 8 <= n_sample)
+    return kc; /* the certify loop re-selects those few rows more cheaply */
+  const size_t want = (sorted[(7 * n_sample + 7) / 8 - 1] + 7) / 8 * 8;
+  return MAX(kc, MIN(want, plan->most));
 }
 
 size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *reference,
@@ -349,49 +428,18 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
   n_sample = MIN(n_sample, n_rows);
   if (n_sample == 0 || k == 0 || knnwb_metric_score_kind(query->metric) == KNNWB_SCORE_L1)
     return kc;
-  const size_t most = MIN(MIN(4 * kc, available), MAX(max_kc, kc));
+  const KnnwbMarginPlan plan = knnwb_margin_plan(k, kc, available, max_kc);
   g_autofree size_t *rows = g_new(size_t, n_sample);
   g_autofree size_t *own = needed == NULL ? g_new(size_t, n_sample) : NULL;
-  KnnwbMarginSample m = {.query = query,
-                         .reference = reference,
-                         .self = self,
-                         .kind = knnwb_metric_score_kind(query->metric),
-                         .keep = MAX(k, MAX(most, kc) + 1),
-                         .n_sample = n_sample,
-                         .rows = rows,
-                         .cancel = cancel};
-  g_autofree double *heap = g_new(double, n_sample *m.keep);
+  g_autofree double *heap = g_new(double, n_sample *plan.keep);
   g_autofree size_t *size = g_new0(size_t, n_sample);
-  m.heap = heap;
-  m.size = size;
-  for (size_t s = 0; s < n_sample; s++)
-    rows[s] = row0 + (2 * s + 1) * n_rows / (2 * n_sample); /* spread evenly */
-  m.width = knnwb_margin_width();
-  g_autofree float *panel = knnwb_margin_panel(query, rows, n_sample, m.width, &m.n_groups);
-  m.panel = panel;
-  g_autofree double *qn = g_new0(double, m.n_groups *m.width);
-  for (size_t s = 0; s < n_sample && query->sqnorms != NULL; s++)
-    qn[s] = query->sqnorms[rows[s]];
-  m.qn = qn;
-  g_mutex_init(&m.lock);
-  m.n_blocks = (reference->n + KNNWB_MARGIN_BLOCK - 1) / KNNWB_MARGIN_BLOCK;
-  const size_t turns = (m.n_blocks + KNNWB_MARGIN_TURN - 1) / KNNWB_MARGIN_TURN;
-  knnwb_team_run((int)MIN((size_t)knnwb_thread_count(threads), turns), knnwb_margin_team, &m);
-  g_mutex_clear(&m.lock);
-  if (g_atomic_int_get(&m.cancelled)) {
+  knnwb_margin_sample_rows(row0, n_rows, n_sample, rows);
+  if (!knnwb_margin_heaps(query, rows, rows, n_sample, reference, 0, self, plan.keep, threads,
+                          cancel, heap, size)) {
     if (needed != NULL)
       memset(needed, 0, n_sample * sizeof(size_t));
     return kc;
   }
-  size_t *count = own ? own : needed;
-  knnwb_margin_count(&m, k, count);
-  g_autofree size_t *sorted = g_memdup2(count, n_sample * sizeof(size_t));
-  qsort(sorted, n_sample, sizeof(size_t), knnwb_margin_compare);
-  size_t over = 0;
-  for (size_t s = 0; s < n_sample; s++)
-    over += sorted[s] > kc;
-  if (over * 8 <= n_sample)
-    return kc; /* the certify loop re-selects those few rows more cheaply */
-  const size_t want = (sorted[(7 * n_sample + 7) / 8 - 1] + 7) / 8 * 8;
-  return MAX(kc, MIN(want, most));
+  return knnwb_margin_decide(query, rows, n_sample, reference, &plan, heap, size,
+                             own ? own : needed);
 }

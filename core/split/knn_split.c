@@ -42,6 +42,7 @@
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
+#include <knnwb/parallel.h>
 #include "base/base.h"
 #include "cpu/cpu.h"
 #include "group/group.h"
@@ -329,6 +330,31 @@ static gboolean knnwb_split_run_certify(KnnwbSplitState *state, KnnwbSplitRun *r
   return TRUE;
 }
 
+/* The first pass's candidates per row, planned from a sample of every rank's rows where the screen
+ * asks for it (knn_split_plan.c). Each rank's memory holds the lists of its rows and of one
+ * visiting block (self) within a quarter of its share of what the machine can still give.
+ * Collective. */
+static gboolean knnwb_split_run_plan(KnnwbSplitState *state, KnnwbSplitRun *run, GError **error)
+{
+  const size_t cell = knnwb_split_lists_bytes(1, 1);
+  const size_t listed = MAX(state->count + (state->self ? state->blocks.largest : 0), (size_t)1);
+  const size_t memory = knnwb_memory_available();
+  const size_t max_kc = memory == SIZE_MAX
+                            ? 4 * run->kc
+                            : memory / (size_t)MAX(state->group->local_size, 1) / 4 / cell / listed;
+  const KnnwbSplitRows rows = {run,
+                               &state->query,
+                               state->reference,
+                               state->query_invalid,
+                               state->first,
+                               state->reference_first,
+                               state->self,
+                               state->options->k,
+                               state->available,
+                               state->result};
+  return knnwb_split_plan(&rows, state->blocks.n, max_kc, &run->kc, NULL, error);
+}
+
 /* The search itself, from the first pass to certified lists of the own rows. Collective. */
 static gboolean knnwb_split_run_search(KnnwbSplitState *state, GError **error)
 {
@@ -346,7 +372,8 @@ static gboolean knnwb_split_run_search(KnnwbSplitState *state, GError **error)
   if (state->group->rank == 0 && options->progress != NULL)
     run.progress = &progress;
   GArray *left = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  gboolean ok = knnwb_split_run_first(state, &run, left, error) &&
+  gboolean ok = knnwb_split_run_plan(state, &run, error) &&
+                knnwb_split_run_first(state, &run, left, error) &&
                 knnwb_split_run_certify(state, &run, &left, error);
   if (left != NULL)
     g_array_free(left, TRUE);

@@ -227,6 +227,17 @@ gboolean knnwb_split_retry(const KnnwbSplitRows *rows, const int64_t *mine, size
 gboolean knnwb_split_exhaustive(const KnnwbSplitRows *rows, const int64_t *mine, size_t count,
                                 GError **error);
 
+/* knn_split_plan.c */
+/** The first pass's candidates per row: *kc (the screen's) in, the ranks' plan out. Where the
+ * ranks agree to plan (knnwb_margin_wanted for the run's n_query rows), each samples
+ * KNNWB_MARGIN_SAMPLE of its rows as knnwb_margin_choose samples a range, their distances to every
+ * rank's reference block make its plan (its rows' counts in needed, KNNWB_MARGIN_SAMPLE of them, may
+ * be NULL), and all take the largest, each within the smallest max_kc. Collective (one reduction
+ * when nothing is planned); errors: the group's transport. Time: the sample of every rank against
+ * the own block, O(R 32 m d); memory O(R 32 (d + 4 kc)). */
+gboolean knnwb_split_plan(const KnnwbSplitRows *rows, size_t n_query, size_t max_kc, size_t *kc,
+                          size_t *needed, GError **error);
+
 /* knn_split_progress.c */
 /** The select job's progress callback of a run with a progress line (data: the KnnwbSplitRun). */
 void knnwb_split_job_progress(uint64_t done, uint64_t total, void *data);

@@ -10,6 +10,7 @@
 #include <knnwb/knnwb.h>
 #include "knnwb_test_matrix.h"
 #include "../core/oracle.h"
+#include "engine/engine_internal.h"
 #include "group/group.h"
 #include "split/split_internal.h"
 
@@ -1817,6 +1818,174 @@ static void test_partitioned_cancelled(void)
   g_unsetenv("KNNWB_PARTITION_ROWS");
 }
 
+/* One rank of the split planner's test: its block of the whole prepared rows (a packed copy, as
+ * a split run holds it), planned with the others. */
+typedef struct {
+  ThreadRank rank;
+  const KnnwbPrepared *whole;
+  size_t first, count, k, kc, chosen;
+  size_t needed[KNNWB_MARGIN_SAMPLE];
+} PlanRun;
+
+static gpointer plan_main(gpointer data)
+{
+  PlanRun *run = data;
+  const KnnwbPrepared *p = run->whole;
+  const KnnwbSplitLayout layout = knnwb_split_layout(p->metric, p->scale_exponent, p->d);
+  g_autofree unsigned char *flags = g_malloc0(p->n);
+  if (p->invalid != NULL)
+    memcpy(flags, p->invalid, p->n);
+  g_autofree int64_t *rows = g_new(int64_t, MAX(run->count, (size_t)1));
+  for (size_t t = 0; t < run->count; t++)
+    rows[t] = (int64_t)(run->first + t);
+  g_autofree char *buffer = g_malloc(MAX(knnwb_split_bytes(&layout, run->count), (size_t)1));
+  knnwb_split_pack(&layout, p, flags, rows, run->count, buffer);
+  KnnwbPrepared block;
+  knnwb_split_view(&layout, p, buffer, run->count, &block);
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  KnnwbSplitRun split = {.options = &options, .group = &run->rank.group, .threads = 2};
+  const KnnwbSplitRows plan = {&split,     &block, &block, block.invalid, run->first,
+                               run->first, TRUE,   run->k, p->n - 1,      NULL};
+  g_autoptr(GError) error = NULL;
+  run->chosen = run->kc;
+  memset(run->needed, 0xff, sizeof run->needed);
+  g_assert_true(knnwb_split_plan(&plan, p->n, SIZE_MAX, &run->chosen, run->needed, &error));
+  g_assert_no_error(error);
+  return NULL;
+}
+
+/* The split ranks' margin planner (core/split/knn_split_plan.c): every rank's sample counts are
+ * one process's planner's over the whole rows for the rank's range, bit for bit (the heaps built
+ * against each block and merged on the rows' owner), and every rank takes the largest plan.
+ * Euclidean clusters far from the origin under FP16 (the plan rises past the screen's count),
+ * pearson under FP16, cosine under FP32 (the screen's count stays); 2-4 ranks, uneven blocks, one
+ * of them empty, one a block of fewer rows than the sample. */
+static void test_split_planned(void)
+{
+  static const struct {
+    KnnwbMetric metric;
+    KnnwbScreen screen;
+    int rises; /* 1: past the screen's count, 0: the screen's, -1: either */
+  } cases[] = {{KNNWB_METRIC_EUCLIDEAN, KNNWB_SCREEN_FP16, 1},
+               {KNNWB_METRIC_PEARSON, KNNWB_SCREEN_FP16, -1},
+               {KNNWB_METRIC_COSINE, KNNWB_SCREEN_FP32, 0}};
+  static const size_t cuts[][MAX_RANKS + 1] = {
+      {0, 1200, 3001}, {0, 700, 700, 3001}, {0, 900, 920, 2300, 3001}};
+  const size_t n = 3001, k = 10, kc = 30;
+  g_setenv("KNNWB_MARGIN_PILOT", "always", TRUE);
+  g_autoptr(KnnwbMatrix) m = blob_matrix(n, 12, FALSE, 11);
+  for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+    KnnwbPrepared p;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(
+        knnwb_prepared_init(&p, m, cases[c].metric, FALSE, "data", 2, NULL, NULL, &error));
+    g_assert_no_error(error);
+    knnwb_prepared_set_screen(&p, &p, cases[c].screen);
+    for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+      const size_t *cut = cuts[ranks - 2];
+      ThreadJob job = {.size = ranks};
+      g_mutex_init(&job.lock);
+      g_cond_init(&job.cond);
+      PlanRun runs[MAX_RANKS];
+      GThread *threads[MAX_RANKS];
+      for (int r = 0; r < ranks; r++) {
+        runs[r] =
+            (PlanRun){.whole = &p, .first = cut[r], .count = cut[r + 1] - cut[r], .k = k, .kc = kc};
+        runs[r].rank.job = &job;
+        runs[r].rank.group = thread_group(r, ranks, FALSE);
+        threads[r] = g_thread_new("rank", plan_main, &runs[r]);
+      }
+      size_t largest = kc;
+      for (int r = 0; r < ranks; r++) {
+        g_thread_join(threads[r]);
+        size_t needed[KNNWB_MARGIN_SAMPLE];
+        const size_t sample = MIN((size_t)KNNWB_MARGIN_SAMPLE, runs[r].count);
+        const size_t plan =
+            knnwb_margin_choose(&p, &p, TRUE, runs[r].first, runs[r].count, k, kc, n - 1, SIZE_MAX,
+                                KNNWB_MARGIN_SAMPLE, 2, NULL, needed);
+        g_assert_cmpmem(runs[r].needed, sample * sizeof(size_t), needed, sample * sizeof(size_t));
+        for (size_t s = 0; s < sample; s++)
+          g_assert_cmpuint(needed[s], >, k); /* (every sample row was counted) */
+        largest = MAX(largest, plan);
+      }
+      for (int r = 0; r < ranks; r++)
+        g_assert_cmpuint(runs[r].chosen, ==, largest);
+      if (cases[c].rises == 1)
+        g_assert_cmpuint(largest, >, kc);
+      else if (cases[c].rises == 0)
+        g_assert_cmpuint(largest, ==, kc);
+      g_mutex_clear(&job.lock);
+      g_cond_clear(&job.cond);
+    }
+    knnwb_prepared_clear(&p);
+  }
+  g_unsetenv("KNNWB_MARGIN_PILOT");
+}
+
+/* Split ranks' planner lines that raised the screen's count ("N candidates per row (the
+ * screen's M; ..."), counted by the log handler while a planned run goes. */
+static gint plans_raised;
+
+static void count_plans(const gchar *domain, GLogLevelFlags level, const gchar *message,
+                        gpointer data)
+{
+  const char *line = strstr(message, "margin planner: rank ");
+  size_t chosen, screen;
+  if ((level & G_LOG_LEVEL_DEBUG) && line != NULL &&
+      sscanf(strchr(line, ',') + 1, " %zu candidates per row (the screen's %zu", &chosen,
+             &screen) == 2 &&
+      chosen > screen)
+    g_atomic_int_inc(&plans_raised);
+  if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
+    g_log_default_handler(domain, level, message, data);
+}
+
+/* Whole split runs that plan their first pass (KNNWB_MARGIN_PILOT=always: the CPU's FP32 screen
+ * too): one process's lists, self and query runs, 1-4 ranks, both ways of scoring a pair of blocks.
+ * Euclidean rows in two clusters 20,000 apart, their rows about 0.05 apart: even FP32's window
+ * holds many rows, so every rank plans more candidates than the screen's (the first pass's lists
+ * are wider). */
+static void test_split_planned_run(void)
+{
+  g_setenv("KNNWB_MARGIN_PILOT", "always", TRUE);
+  g_log_set_default_handler(count_plans, NULL);
+  for (int panels = 0; panels <= 1; panels++) {
+    if (panels)
+      g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE); /* (the path of GPU backends) */
+    g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(1501, 6, 23);
+    g_autoptr(KnnwbMatrix) queries = knnwb_test_random_matrix(233, 6, 29);
+    for (size_t t = 0; t < data->n_rows * data->n_cols; t++)
+      data->values[t] = (t / data->n_cols % 2 ? 1e4f : -1e4f) + 0.05f * data->values[t];
+    for (size_t t = 0; t < queries->n_rows * queries->n_cols; t++)
+      queries->values[t] = (t / queries->n_cols % 3 ? 1e4f : -1e4f) + 0.05f * queries->values[t];
+    for (int query = 0; query <= 1; query++) {
+      KnnwbKnnOptions options;
+      small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
+      g_autoptr(KnnwbNeighbors) expected =
+          one_process_lists(query ? queries : NULL, data, &options);
+      options.group_split = options.group_own_rows = TRUE;
+      for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+        RankRun runs[MAX_RANKS];
+        g_atomic_int_set(&plans_raised, 0);
+        run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+        g_assert_cmpint(g_atomic_int_get(&plans_raised), ==, ranks);
+        for (int r = 0; r < ranks; r++) {
+          g_assert_no_error(runs[r].error);
+          assert_same_rows(expected, runs[r].result);
+          knnwb_neighbors_free(runs[r].result);
+        }
+      }
+    }
+    g_unsetenv("KNNWB_SPLIT_PANELS");
+  }
+  /* pearson and cosine, whatever the plan */
+  check_case_split(KNNWB_METRIC_PEARSON, 613, 211, 9, 4, TRUE, 0, TRUE);
+  check_case_split(KNNWB_METRIC_COSINE, 777, 0, 6, 6, FALSE, 2, TRUE);
+  g_log_set_default_handler(g_log_default_handler, NULL);
+  g_unsetenv("KNNWB_MARGIN_PILOT");
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -1835,6 +2004,8 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-merge-order", test_split_merge_order);
   g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
+  g_test_add_func("/distributed/group/split-planned", test_split_planned);
+  g_test_add_func("/distributed/group/split-planned-run", test_split_planned_run);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/threshold-board", test_threshold_board);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
