@@ -130,7 +130,8 @@ typedef struct {
 } KnnwbMarginPlan;
 /** Whether a first round of rows query rows under screen is planned: a half-precision screen and
  * at least KNNWB_MARGIN_MIN_ROWS rows; never for manhattan or with KNNWB_MARGIN_PILOT=0; with
- * KNNWB_MARGIN_PILOT=always every screen and any rows (tests reach the planner on the CPU). O(1). */
+ * KNNWB_MARGIN_PILOT=always every screen and any rows (tests reach the planner on the CPU). O(1).
+ */
 gboolean knnwb_margin_wanted(KnnwbScreen screen, KnnwbMetric metric, size_t rows);
 /** The plan's sizes for k, the screen's kc, the rows available and a memory cap max_kc: at most
  * 4 kc, available and max_kc (kc at least). O(1). */
@@ -143,9 +144,9 @@ void knnwb_margin_sample_rows(size_t row0, size_t n_rows, size_t n_sample, size_
  * own neighbour). Reads samples' scored rows and sqnorms only. FALSE once cancel is raised (the
  * heaps are then partial). Time O(n_sample n d) on threads, the reference rows read once. */
 gboolean knnwb_margin_heaps(const KnnwbPrepared *samples, const size_t *rows, const size_t *ids,
-                            size_t n_sample, const KnnwbPrepared *reference,
-                            size_t reference_first, gboolean self, size_t keep, int threads,
-                            const volatile gint *cancel, double *heap, size_t *size);
+                            size_t n_sample, const KnnwbPrepared *reference, size_t reference_first,
+                            gboolean self, size_t keep, int threads, const volatile gint *cancel,
+                            double *heap, size_t *size);
 /** count values offered to a heap of the keep smallest (*size so far). O(count log keep). */
 void knnwb_margin_heap_add(double *heap, size_t *size, size_t keep, const double *values,
                            size_t count);
@@ -321,6 +322,28 @@ gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_
 
 /** Lists for rows [first, first + rows) with every slot empty (index -1, distance +inf). */
 KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error);
+
+/* Split ranks that put their rows together for a search of the whole rows (knn_together.c): the
+ * engine's own rule on GPUs (knnwb_knn_self), the partitioned search's on clustered rows
+ * (core/partition/partition_gather.c). */
+/** Whether this rank could hold the whole run's n rows, with the lists and arrays of a whole-input
+ * run, in half of its share of the memory available (KNNWB_PARTITION_GATHER_ROOM=BYTES: the share,
+ * for tests), and whether the whole run passes the request's checks; never with absent rows or
+ * ranks as read (only the values travel). Not collective: each rank says for itself. O(1). */
+gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                 size_t n);
+/** Every rank's block (counts[r] rows from rank r) put together into *whole on every rank
+ * (knnwb_knn_group_gather_rows). TRUE with *whole NULL on every rank alike when a rank could not
+ * allocate them (the caller goes on with the split search); FALSE: the group's errors.
+ * Collective. O(n d). */
+gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                 const int64_t *counts, KnnwbMatrix **whole, GError **error);
+/** A whole-input run's lists (*result: this rank's even share, or NULL: none) made this rank's
+ * block's when the run returns own rows (knnwb_knn_group_recut). Collective when *result is set
+ * and own rows are asked for (the same on every rank). FALSE with *result freed: allocation, the
+ * group's errors. O(rows k). */
+gboolean knnwb_knn_together_lists(const KnnwbKnnOptions *options, const int64_t *counts, size_t n,
+                                  KnnwbNeighbors **result, GError **error);
 
 /**
  * Lists' arrays kept for the next search on the same thread (the sub-searches of a partitioned

@@ -104,6 +104,18 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                           GError **error);
 
 /**
+ * A split-memory self run on GPUs (or with KNNWB_PARTITION_GATHER_ALWAYS=1) that may put its rows
+ * together (options->group_split_gather), on the whole rows (knn_together.c): where every rank
+ * runs on GPUs and has room (knnwb_knn_together_fits), the ranks put their blocks together and run
+ * the whole-input search (the partitioned one where it pays, else the shared tiles), each keeping
+ * its block's lists. TRUE with *result NULL on every rank alike: not taken (the CPU, no room,
+ * blocks of different widths, a rank that could not allocate the rows), the caller goes on.
+ * Collective. Errors: the search's, the group's. Memory: every row and a whole-input run's.
+ */
+gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                 KnnwbNeighbors **result, GError **error);
+
+/**
  * The candidates per row of knnwb_knn_rounds' first round (knn_rounds.c): the screen's margin, or
  * under a half-precision screen on at least 65,536 rows what a sample of them needs
  * (knnwb_margin_choose), or what the calling thread's margin memo holds. Ranks sharing a self

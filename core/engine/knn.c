@@ -390,9 +390,15 @@ gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
   g_return_val_if_fail(data != NULL && options != NULL && result != NULL, FALSE);
   /* The GPUs choose their tile GEMM while the rows are checked, prepared and partitioned. */
   knnwb_knn_gemm_start(options, data->n_rows, data->n_rows, data->n_cols);
-  /* Large clustered data: cluster by cluster when bounds skip most pairs (core/partition/). */
+  /* Split ranks on GPUs: every row on every rank, where they have room (knn_together.c). */
   *result = NULL;
-  gboolean ok = knnwb_partition_self(data, options, result, error);
+  const KnnwbKnnGroup *group = options->group;
+  gboolean ok = group == NULL || group->size <= 1 || !options->group_split ||
+                !options->group_split_gather ||
+                knnwb_knn_self_together(data, options, result, error);
+  /* Large clustered data: cluster by cluster when bounds skip most pairs (core/partition/). */
+  if (ok && *result == NULL)
+    ok = knnwb_partition_self(data, options, result, error);
   if (ok && *result == NULL)
     ok = knnwb_knn_run(data, NULL, NULL, options, NULL, result, error);
   knnwb_knn_devices_wait(); /* a run that ended before its search */

@@ -1,0 +1,103 @@
+/*
+ * Split ranks that put their rows together. In split memory (options->group_split) each rank holds
+ * only its block of rows, and the split search compares every pair of blocks. Two searches need
+ * every row on every rank instead: the partitioned search (core/partition/partition_gather.c asks
+ * whether it pays, on a sample) and, on GPUs, the whole-input search itself: the CUDA backend
+ * scores a visiting pair of blocks as two panels, while the whole rows' tiles are shared between
+ * the ranks and scored once (as `knnwb knn` reads the whole input on GPUs). Where the run may
+ * (options->group_split_gather) and every rank has room, the ranks put their blocks together,
+ * search the whole rows, and each keeps its block's lists (cut again from the whole-input run's
+ * even shares when the blocks are uneven).
+ */
+#include <knnwb/error.h>
+#include <knnwb/parallel.h>
+#include "engine/engine_internal.h"
+#include "group/group.h"
+
+gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions *options, size_t n)
+{
+  KnnwbKnnOptions whole = *options;
+  whole.group_split = FALSE;
+  if (block->n_absent_rows > 0 || block->row_ranks != NULL ||
+      !knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL))
+    return FALSE;
+  /* the whole rows, the whole-input run's lists (an index and a distance for each of n x k) and
+   * its n-long arrays (cells, reaches, members, k-th distances) */
+  const double need = (double)n * ((double)block->n_cols * sizeof(float) +
+                                   (double)options->k * (sizeof(int64_t) + sizeof(double)) + 32.0);
+  /* KNNWB_PARTITION_GATHER_ROOM=BYTES: the memory each rank is taken to have (tests) */
+  const char *forced = g_getenv("KNNWB_PARTITION_GATHER_ROOM");
+  const double available =
+      forced != NULL && *forced != '\0'
+          ? (double)g_ascii_strtoull(forced, NULL, 10)
+          : (double)knnwb_memory_available() / (double)MAX(options->group->local_size, 1);
+  /* at most half: the run's tiles, the block the rank read and the writer need the rest */
+  return need <= 0.5 * available;
+}
+
+gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                 const int64_t *counts, KnnwbMatrix **whole, GError **error)
+{
+  GError *local = NULL;
+  *whole = knnwb_knn_group_gather_rows(group, block, counts, &local);
+  if (*whole == NULL && g_error_matches(local, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY)) {
+    g_clear_error(&local);
+    return TRUE;
+  }
+  if (local != NULL)
+    g_propagate_error(error, local);
+  return *whole != NULL;
+}
+
+gboolean knnwb_knn_together_lists(const KnnwbKnnOptions *options, const int64_t *counts, size_t n,
+                                  KnnwbNeighbors **result, GError **error)
+{
+  /* (the run's outcome is the same on every rank, so all cut again or none) */
+  if (*result == NULL || !options->group_own_rows)
+    return TRUE;
+  return knnwb_knn_group_recut(options->group, counts, n, result, error);
+}
+
+/* Whether split ranks put their rows together whatever they are: on GPUs, or when
+ * KNNWB_PARTITION_GATHER_ALWAYS=1 (tests: that path on the CPU). */
+static gboolean knnwb_knn_together_always(const KnnwbKnnOptions *options)
+{
+  return g_strcmp0(g_getenv("KNNWB_PARTITION_GATHER_ALWAYS"), "1") == 0 ||
+         knnwb_knn_uses_gpu(options);
+}
+
+gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                 KnnwbNeighbors **result, GError **error)
+{
+  *result = NULL;
+  const KnnwbKnnGroup *group = options->group;
+  const gint64 start = g_get_monotonic_time();
+  g_autofree int64_t *counts = g_new(int64_t, (size_t)group->size);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, counts, error))
+    return FALSE;
+  size_t n = 0;
+  for (int r = 0; r < group->size; r++)
+    n += (size_t)counts[r];
+  /* (blocks of different widths: the split search's checks say so; nothing travels first) */
+  int64_t go[3] = {knnwb_knn_together_always(options) && knnwb_knn_together_fits(block, options, n),
+                   (int64_t)block->n_cols, -(int64_t)block->n_cols};
+  if (!group->reduce(group, go, 3, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  if (!go[0] || go[1] != -go[2])
+    return TRUE;
+  KnnwbMatrix *whole = NULL;
+  if (!knnwb_knn_together_rows(block, group, counts, &whole, error))
+    return FALSE;
+  if (whole == NULL) {
+    g_debug("knnwb: a rank cannot hold every row after all: the split search");
+    return TRUE;
+  }
+  g_debug("knnwb: the ranks' rows put together for the whole-input search (%zu rows) in %.3f s", n,
+          (double)(g_get_monotonic_time() - start) / 1e6);
+  KnnwbKnnOptions together = *options;
+  together.group_split = FALSE;
+  together.group_split_gather = FALSE;
+  gboolean ok = knnwb_knn_self(whole, &together, result, error);
+  knnwb_matrix_free(whole);
+  return ok && knnwb_knn_together_lists(options, counts, n, result, error);
+}
