@@ -117,7 +117,7 @@ gboolean knnwb_knn_margin_memo_active(void);
  * blocks of split ranks, core/split/): sample rows' heaps of their smallest distances are built
  * against each piece, merged (the keep smallest of the pieces' keep smallest are the whole's), and
  * counted where the sample rows live. knnwb_margin_choose (engine_internal.h) is the three steps on
- * one process's rows, and the pieces give its counts bit for bit.
+ * one process's rows; pieces prepared as one process prepares the rows give its counts bit for bit.
  */
 /* Rows below which the first round keeps the screen's fixed margin: re-selecting is cheap there. */
 #define KNNWB_MARGIN_MIN_ROWS 65536

@@ -36,14 +36,8 @@ static gboolean knnwb_partition_gather_sample(const KnnwbMatrix *block, const Kn
   for (int r = 0; r < size; r++) {
     const size_t last = first + (size_t)counts[r];
     /* the sample's rows are ascending: each block holds a run of them */
-    size_t from = 0, to = 0;
-    for (size_t t = 0; t < s; t++) {
-      const size_t i = knnwb_partition_sample_at(n, s, t);
-      if (i < first)
-        from = t + 1;
-      if (i < last)
-        to = t + 1;
-    }
+    const size_t from = knnwb_partition_sample_below(n, s, first);
+    const size_t to = knnwb_partition_sample_below(n, s, last);
     bytes[r] = (to - from) * d * sizeof(float);
     if (r == group->rank) {
       mine_from = from;

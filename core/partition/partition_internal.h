@@ -166,6 +166,11 @@ static inline size_t knnwb_partition_sample_at(size_t n, size_t s, size_t t)
 {
   return (size_t)((t * (uint64_t)n) / s);
 }
+/* How many of that sample's rows lie below row x (x <= n): the t with t n < x s. */
+static inline size_t knnwb_partition_sample_below(size_t n, size_t s, size_t x)
+{
+  return n == 0 ? 0 : (size_t)MIN((uint64_t)s, ((uint64_t)x * s + n - 1) / n);
+}
 /* An evenly spread sample of s rows in the bound space (made on threads), room for the dot
  * products with up to m_max centroids; FALSE when a row has no direction or a value that is not
  * finite, or memory is short. */

@@ -331,13 +331,16 @@ static gboolean knnwb_split_run_certify(KnnwbSplitState *state, KnnwbSplitRun *r
 }
 
 /* The first pass's candidates per row, planned from a sample of every rank's rows where the screen
- * asks for it (knn_split_plan.c). Each rank's memory holds the lists of its rows and of one
- * visiting block (self) within a quarter of its share of what the machine can still give.
- * Collective. */
+ * asks for it (knn_split_plan.c). The lists a rank's first pass holds at once stay within a
+ * quarter of its share of what the machine can still give: its own rows' and, in a self pass, up
+ * to four blocks' more (the visiting block's, the returned ones, the other side's of a pair), in a
+ * query pass its rows' twice (the step's found lists). Collective; errors: the group's
+ * transport. */
 static gboolean knnwb_split_run_plan(KnnwbSplitState *state, KnnwbSplitRun *run, GError **error)
 {
   const size_t cell = knnwb_split_lists_bytes(1, 1);
-  const size_t listed = MAX(state->count + (state->self ? state->blocks.largest : 0), (size_t)1);
+  const size_t listed =
+      MAX(state->self ? state->count + 4 * state->blocks.largest : 2 * state->count, (size_t)1);
   const size_t memory = knnwb_memory_available();
   const size_t max_kc = memory == SIZE_MAX
                             ? 4 * run->kc

@@ -13,8 +13,11 @@
  *      keep smallest are the whole's) and count their rows' windows;
  *   4. the ranks take the largest plan (each plan is within the same cap).
  *
- * So a rank's counts are knnwb_margin_choose's on the whole rows for its range, bit for bit, and
- * the lists are exact whatever the count (only the number of rows selected again depends on it).
+ * So a rank's counts are knnwb_margin_choose's on the whole rows for its range, bit for bit, when
+ * the blocks are prepared as one process prepares the rows (the euclidean frame's column sums,
+ * added block by block, may differ from one process's in their last bits; the counts are then
+ * estimates of the same). The lists are exact whatever the count: only the number of rows selected
+ * again depends on it.
  */
 #include <string.h>
 #include <knnwb/error.h>
@@ -99,10 +102,12 @@ static gboolean knnwb_split_plan_heaps_back(const KnnwbKnnGroup *group,
   return TRUE;
 }
 
-/* Steps 1-3 for a plan's sizes: this rank's plan, its counts in needed (count rows). */
+/* Steps 1-3 for a plan's sizes: this rank's plan in *mine, its counts in needed (count rows), and
+ * whether its heaps were cut short by the run's cancel flag (*cancelled). Collective; errors: the
+ * group's transport. */
 static gboolean knnwb_split_plan_mine(const KnnwbSplitRows *rows, const KnnwbMarginPlan *plan,
                                       const size_t *local, size_t count, size_t *needed,
-                                      size_t *mine, GError **error)
+                                      size_t *mine, gboolean *cancelled, GError **error)
 {
   const KnnwbSplitRun *run = rows->run;
   const KnnwbPrepared *query = rows->query;
@@ -121,10 +126,10 @@ static gboolean knnwb_split_plan_mine(const KnnwbSplitRows *rows, const KnnwbMar
   const size_t keep = plan->keep;
   g_autofree double *heaps = g_new(double, MAX(shared.total * keep, (size_t)1));
   g_autofree size_t *sizes = g_new0(size_t, MAX(shared.total, (size_t)1));
-  if (!knnwb_margin_heaps(&samples.rows, samples.index, samples.ids, shared.total, rows->reference,
-                          rows->reference_first, rows->self, keep, run->threads,
-                          run->options->cancel, heaps, sizes))
-    memset(sizes, 0, MAX(shared.total, (size_t)1) * sizeof(size_t)); /* (cancelled: no plan) */
+  /* (cancelled: the heaps still travel, every rank keeps the screen's count) */
+  *cancelled = !knnwb_margin_heaps(&samples.rows, samples.index, samples.ids, shared.total,
+                                   rows->reference, rows->reference_first, rows->self, keep,
+                                   run->threads, run->options->cancel, heaps, sizes);
   knnwb_split_samples_clear(&samples);
   g_autofree double *heap = g_new(double, MAX(count * keep, (size_t)1));
   g_autofree size_t *size = g_new0(size_t, MAX(count, (size_t)1));
@@ -155,15 +160,22 @@ gboolean knnwb_split_plan(const KnnwbSplitRows *rows, size_t n_query, size_t max
   size_t local[KNNWB_MARGIN_SAMPLE], counts[KNNWB_MARGIN_SAMPLE];
   knnwb_margin_sample_rows(0, query->n, count, local);
   size_t mine = *kc;
-  if (!knnwb_split_plan_mine(rows, &plan, local, count, needed ? needed : counts, &mine, error))
+  gboolean cancelled = FALSE;
+  if (!knnwb_split_plan_mine(rows, &plan, local, count, needed ? needed : counts, &mine, &cancelled,
+                             error))
     return FALSE;
-  int64_t chosen = (int64_t)mine;
-  if (!group->reduce(group, &chosen, 1, KNNWB_GROUP_MAX, error))
+  int64_t chosen[2] = {(int64_t)mine, cancelled};
+  if (!group->reduce(group, chosen, 2, KNNWB_GROUP_MAX, error))
     return FALSE;
+  if (chosen[1]) { /* (the first pass stops at its first step) */
+    if (needed != NULL)
+      memset(needed, 0, count * sizeof(size_t));
+    return TRUE;
+  }
   g_debug("knnwb: margin planner: rank %d: %zu sample rows, %zu candidates per row (the screen's "
           "%zu; this rank's plan %zu), %.3f s",
-          group->rank, count, (size_t)chosen, *kc, mine,
+          group->rank, count, (size_t)chosen[0], *kc, mine,
           (double)(g_get_monotonic_time() - start) / 1e6);
-  *kc = MAX(*kc, (size_t)chosen);
+  *kc = MAX(*kc, (size_t)chosen[0]);
   return TRUE;
 }

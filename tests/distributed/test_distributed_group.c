@@ -1818,49 +1818,112 @@ static void test_partitioned_cancelled(void)
   g_unsetenv("KNNWB_PARTITION_ROWS");
 }
 
-/* One rank of the split planner's test: its block of the whole prepared rows (a packed copy, as
- * a split run holds it), planned with the others. */
+/* One rank of the split planner's test: its blocks of the whole prepared rows (packed copies, as a
+ * split run holds them), planned with the others. */
 typedef struct {
   ThreadRank rank;
-  const KnnwbPrepared *whole;
-  size_t first, count, k, kc, chosen;
+  const KnnwbPrepared *whole, *reference; /* reference NULL: a self run */
+  size_t first, count, reference_first, reference_count, k, kc, chosen;
   size_t needed[KNNWB_MARGIN_SAMPLE];
 } PlanRun;
 
-static gpointer plan_main(gpointer data)
+/* Rows [first, first + count) of p packed into the returned buffer as a split run holds its
+ * block, viewed in block. */
+static char *plan_block(const KnnwbPrepared *p, size_t first, size_t count, KnnwbPrepared *block)
 {
-  PlanRun *run = data;
-  const KnnwbPrepared *p = run->whole;
   const KnnwbSplitLayout layout = knnwb_split_layout(p->metric, p->scale_exponent, p->d);
   g_autofree unsigned char *flags = g_malloc0(p->n);
   if (p->invalid != NULL)
     memcpy(flags, p->invalid, p->n);
-  g_autofree int64_t *rows = g_new(int64_t, MAX(run->count, (size_t)1));
-  for (size_t t = 0; t < run->count; t++)
-    rows[t] = (int64_t)(run->first + t);
-  g_autofree char *buffer = g_malloc(MAX(knnwb_split_bytes(&layout, run->count), (size_t)1));
-  knnwb_split_pack(&layout, p, flags, rows, run->count, buffer);
-  KnnwbPrepared block;
-  knnwb_split_view(&layout, p, buffer, run->count, &block);
+  g_autofree int64_t *rows = g_new(int64_t, MAX(count, (size_t)1));
+  for (size_t t = 0; t < count; t++)
+    rows[t] = (int64_t)(first + t);
+  char *buffer = g_malloc(MAX(knnwb_split_bytes(&layout, count), (size_t)1));
+  knnwb_split_pack(&layout, p, flags, rows, count, buffer);
+  knnwb_split_view(&layout, p, buffer, count, block);
+  return buffer;
+}
+
+static gpointer plan_main(gpointer data)
+{
+  PlanRun *run = data;
+  const gboolean self = run->reference == NULL;
+  KnnwbPrepared block, reference_block;
+  g_autofree char *buffer = plan_block(run->whole, run->first, run->count, &block);
+  g_autofree char *reference_buffer = self ? NULL
+                                           : plan_block(run->reference, run->reference_first,
+                                                        run->reference_count, &reference_block);
   KnnwbKnnOptions options;
   knnwb_knn_options_init(&options);
   KnnwbSplitRun split = {.options = &options, .group = &run->rank.group, .threads = 2};
-  const KnnwbSplitRows plan = {&split,     &block, &block, block.invalid, run->first,
-                               run->first, TRUE,   run->k, p->n - 1,      NULL};
+  const KnnwbSplitRows plan = {
+      &split,        &block,     self ? &block : &reference_block,
+      block.invalid, run->first, self ? run->first : run->reference_first,
+      self,          run->k,     self ? run->whole->n - 1 : run->reference->n,
+      NULL};
   g_autoptr(GError) error = NULL;
   run->chosen = run->kc;
   memset(run->needed, 0xff, sizeof run->needed);
-  g_assert_true(knnwb_split_plan(&plan, p->n, SIZE_MAX, &run->chosen, run->needed, &error));
+  g_assert_true(
+      knnwb_split_plan(&plan, run->whole->n, SIZE_MAX, &run->chosen, run->needed, &error));
   g_assert_no_error(error);
   return NULL;
+}
+
+/* Runs the planner on ranks threads (the rows of p cut at cut[]; a query run against reference's
+ * rows cut evenly, or a self run when reference is NULL), checks every rank's counts against one
+ * process's planner for its range and that every rank took the largest plan, and returns it. */
+static size_t plan_check(const KnnwbPrepared *p, const KnnwbPrepared *reference, int ranks,
+                         const size_t *cut, size_t k, size_t kc)
+{
+  ThreadJob job = {.size = ranks};
+  g_mutex_init(&job.lock);
+  g_cond_init(&job.cond);
+  PlanRun runs[MAX_RANKS];
+  GThread *threads[MAX_RANKS];
+  for (int r = 0; r < ranks; r++) {
+    runs[r] = (PlanRun){.whole = p,
+                        .reference = reference,
+                        .first = cut[r],
+                        .count = cut[r + 1] - cut[r],
+                        .k = k,
+                        .kc = kc};
+    if (reference != NULL) {
+      size_t last;
+      knnwb_knn_group_rows(reference->n, r, ranks, &runs[r].reference_first, &last);
+      runs[r].reference_count = last - runs[r].reference_first;
+    }
+    runs[r].rank.job = &job;
+    runs[r].rank.group = thread_group(r, ranks, FALSE);
+    threads[r] = g_thread_new("rank", plan_main, &runs[r]);
+  }
+  size_t largest = kc;
+  for (int r = 0; r < ranks; r++) {
+    g_thread_join(threads[r]);
+    size_t needed[KNNWB_MARGIN_SAMPLE];
+    const size_t sample = MIN((size_t)KNNWB_MARGIN_SAMPLE, runs[r].count);
+    const size_t plan =
+        knnwb_margin_choose(p, reference != NULL ? reference : p, reference == NULL, runs[r].first,
+                            runs[r].count, k, kc, reference != NULL ? reference->n : p->n - 1,
+                            SIZE_MAX, KNNWB_MARGIN_SAMPLE, 2, NULL, needed);
+    g_assert_cmpmem(runs[r].needed, sample * sizeof(size_t), needed, sample * sizeof(size_t));
+    for (size_t s = 0; s < sample; s++)
+      g_assert_cmpuint(needed[s], >, k); /* (every sample row was counted) */
+    largest = MAX(largest, plan);
+  }
+  for (int r = 0; r < ranks; r++)
+    g_assert_cmpuint(runs[r].chosen, ==, largest);
+  g_mutex_clear(&job.lock);
+  g_cond_clear(&job.cond);
+  return largest;
 }
 
 /* The split ranks' margin planner (core/split/knn_split_plan.c): every rank's sample counts are
  * one process's planner's over the whole rows for the rank's range, bit for bit (the heaps built
  * against each block and merged on the rows' owner), and every rank takes the largest plan.
  * Euclidean clusters far from the origin under FP16 (the plan rises past the screen's count),
- * pearson under FP16, cosine under FP32 (the screen's count stays); 2-4 ranks, uneven blocks, one
- * of them empty, one a block of fewer rows than the sample. */
+ * pearson under FP16, cosine under FP32 (the screen's count stays); self and query runs, 2-4
+ * ranks, uneven blocks, one of them empty, one a block of fewer rows than the sample. */
 static void test_split_planned(void)
 {
   static const struct {
@@ -1882,42 +1945,31 @@ static void test_split_planned(void)
         knnwb_prepared_init(&p, m, cases[c].metric, FALSE, "data", 2, NULL, NULL, &error));
     g_assert_no_error(error);
     knnwb_prepared_set_screen(&p, &p, cases[c].screen);
+    /* queries: the even rows of m against the odd ones */
+    g_autoptr(KnnwbMatrix) odd = knnwb_matrix_new(n / 2, m->n_cols, NULL);
+    g_autoptr(KnnwbMatrix) even = knnwb_matrix_new(n - n / 2, m->n_cols, NULL);
+    for (size_t i = 0; i < n; i++)
+      memcpy((i % 2 ? odd : even)->values + i / 2 * m->n_cols, m->values + i * m->n_cols,
+             m->n_cols * sizeof(float));
+    KnnwbPrepared reference, queries;
+    g_assert_true(knnwb_prepared_init(&reference, odd, cases[c].metric, FALSE, "reference", 2, NULL,
+                                      NULL, &error));
+    g_assert_true(knnwb_prepared_init(&queries, even, cases[c].metric, FALSE, "query", 2,
+                                      &reference, NULL, &error));
+    g_assert_no_error(error);
+    knnwb_prepared_set_screen(&queries, &reference, cases[c].screen);
+    static const size_t query_cuts[][MAX_RANKS + 1] = {
+        {0, 600, 1501}, {0, 350, 350, 1501}, {0, 450, 460, 1150, 1501}};
     for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
-      const size_t *cut = cuts[ranks - 2];
-      ThreadJob job = {.size = ranks};
-      g_mutex_init(&job.lock);
-      g_cond_init(&job.cond);
-      PlanRun runs[MAX_RANKS];
-      GThread *threads[MAX_RANKS];
-      for (int r = 0; r < ranks; r++) {
-        runs[r] =
-            (PlanRun){.whole = &p, .first = cut[r], .count = cut[r + 1] - cut[r], .k = k, .kc = kc};
-        runs[r].rank.job = &job;
-        runs[r].rank.group = thread_group(r, ranks, FALSE);
-        threads[r] = g_thread_new("rank", plan_main, &runs[r]);
-      }
-      size_t largest = kc;
-      for (int r = 0; r < ranks; r++) {
-        g_thread_join(threads[r]);
-        size_t needed[KNNWB_MARGIN_SAMPLE];
-        const size_t sample = MIN((size_t)KNNWB_MARGIN_SAMPLE, runs[r].count);
-        const size_t plan =
-            knnwb_margin_choose(&p, &p, TRUE, runs[r].first, runs[r].count, k, kc, n - 1, SIZE_MAX,
-                                KNNWB_MARGIN_SAMPLE, 2, NULL, needed);
-        g_assert_cmpmem(runs[r].needed, sample * sizeof(size_t), needed, sample * sizeof(size_t));
-        for (size_t s = 0; s < sample; s++)
-          g_assert_cmpuint(needed[s], >, k); /* (every sample row was counted) */
-        largest = MAX(largest, plan);
-      }
-      for (int r = 0; r < ranks; r++)
-        g_assert_cmpuint(runs[r].chosen, ==, largest);
+      const size_t largest = plan_check(&p, NULL, ranks, cuts[ranks - 2], k, kc);
+      const size_t queried = plan_check(&queries, &reference, ranks, query_cuts[ranks - 2], k, kc);
       if (cases[c].rises == 1)
-        g_assert_cmpuint(largest, >, kc);
+        g_assert_cmpuint(MIN(largest, queried), >, kc);
       else if (cases[c].rises == 0)
-        g_assert_cmpuint(largest, ==, kc);
-      g_mutex_clear(&job.lock);
-      g_cond_clear(&job.cond);
+        g_assert_cmpuint(MAX(largest, queried), ==, kc);
     }
+    knnwb_prepared_clear(&queries);
+    knnwb_prepared_clear(&reference);
     knnwb_prepared_clear(&p);
   }
   g_unsetenv("KNNWB_MARGIN_PILOT");
@@ -1942,10 +1994,11 @@ static void count_plans(const gchar *domain, GLogLevelFlags level, const gchar *
 }
 
 /* Whole split runs that plan their first pass (KNNWB_MARGIN_PILOT=always: the CPU's FP32 screen
- * too): one process's lists, self and query runs, 1-4 ranks, both ways of scoring a pair of blocks.
- * Euclidean rows in two clusters 20,000 apart, their rows about 0.05 apart: even FP32's window
- * holds many rows, so every rank plans more candidates than the screen's (the first pass's lists
- * are wider). */
+ * too) against the fixed count (KNNWB_MARGIN_PILOT=0): one process's lists either way, self and
+ * query runs, 2-4 ranks, both ways of scoring a pair of blocks. Euclidean rows in two clusters 20
+ * apart, their rows about 0.05 apart: FP32's window holds a few dozen rows, so every rank plans
+ * more candidates than the screen's, and fewer rows are left to the re-selection (the first pass
+ * took the plan). */
 static void test_split_planned_run(void)
 {
   g_setenv("KNNWB_MARGIN_PILOT", "always", TRUE);
@@ -1956,9 +2009,9 @@ static void test_split_planned_run(void)
     g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(1501, 6, 23);
     g_autoptr(KnnwbMatrix) queries = knnwb_test_random_matrix(233, 6, 29);
     for (size_t t = 0; t < data->n_rows * data->n_cols; t++)
-      data->values[t] = (t / data->n_cols % 2 ? 1e4f : -1e4f) + 0.05f * data->values[t];
+      data->values[t] = (t / data->n_cols % 2 ? 10.0f : -10.0f) + 0.05f * data->values[t];
     for (size_t t = 0; t < queries->n_rows * queries->n_cols; t++)
-      queries->values[t] = (t / queries->n_cols % 3 ? 1e4f : -1e4f) + 0.05f * queries->values[t];
+      queries->values[t] = (t / queries->n_cols % 3 ? 10.0f : -10.0f) + 0.05f * queries->values[t];
     for (int query = 0; query <= 1; query++) {
       KnnwbKnnOptions options;
       small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
@@ -1966,15 +2019,22 @@ static void test_split_planned_run(void)
           one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = options.group_own_rows = TRUE;
       for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
-        RankRun runs[MAX_RANKS];
-        g_atomic_int_set(&plans_raised, 0);
-        run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
-        g_assert_cmpint(g_atomic_int_get(&plans_raised), ==, ranks);
-        for (int r = 0; r < ranks; r++) {
-          g_assert_no_error(runs[r].error);
-          assert_same_rows(expected, runs[r].result);
-          knnwb_neighbors_free(runs[r].result);
+        size_t reselected[2] = {0, 0}; /* the fixed count's, the planned one's */
+        for (int planned = 0; planned <= 1; planned++) {
+          RankRun runs[MAX_RANKS];
+          g_setenv("KNNWB_MARGIN_PILOT", planned ? "always" : "0", TRUE);
+          g_atomic_int_set(&plans_raised, 0);
+          run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+          g_assert_cmpint(g_atomic_int_get(&plans_raised), ==, planned ? ranks : 0);
+          reselected[planned] = runs[0].result->n_reselected;
+          for (int r = 0; r < ranks; r++) {
+            g_assert_no_error(runs[r].error);
+            assert_same_rows(expected, runs[r].result);
+            knnwb_neighbors_free(runs[r].result);
+          }
         }
+        /* the first pass took the planned count: fewer rows left to the re-selection */
+        g_assert_cmpuint(reselected[1], <, reselected[0]);
       }
     }
     g_unsetenv("KNNWB_SPLIT_PANELS");
