@@ -51,6 +51,31 @@ KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *value
   return matrix;
 }
 
+/* A block's values are its whole matrix's: freeing them frees the whole. */
+static void knnwb_matrix_free_whole(void *values, size_t n_bytes, void *data)
+{
+  (void)values;
+  (void)n_bytes;
+  knnwb_matrix_free(data);
+}
+
+KnnwbMatrix *knnwb_matrix_new_block_of(KnnwbMatrix *whole, size_t first, size_t count)
+{
+  g_return_val_if_fail(whole != NULL && first + count <= whole->n_rows, NULL);
+  KnnwbMatrix *block = knnwb_matrix_new_wrapped(
+      count, whole->n_cols, whole->values + first * whole->n_cols, knnwb_matrix_free_whole, whole);
+  block->whole_first = first;
+  return block;
+}
+
+const KnnwbMatrix *knnwb_matrix_whole_of(const KnnwbMatrix *block, size_t *first)
+{
+  if (block == NULL || block->values_destroy != knnwb_matrix_free_whole)
+    return NULL;
+  *first = block->whole_first;
+  return block->values_destroy_data;
+}
+
 void knnwb_matrix_free(KnnwbMatrix *matrix)
 {
   if (matrix == NULL)

@@ -326,16 +326,19 @@ KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError
 /* Split ranks that put their rows together for a search of the whole rows (knn_together.c): the
  * engine's own rule on GPUs (knnwb_knn_self), the partitioned search's on clustered rows
  * (core/partition/partition_gather.c). */
-/** Whether this rank could hold the whole run's n rows, with the lists and arrays of a whole-input
- * run, in half of its share of the memory available (KNNWB_PARTITION_GATHER_ROOM=BYTES: the share,
+/** Whether this rank could hold the whole run's n rows (unless it holds them already:
+ * knnwb_matrix_whole_of), with the lists and arrays of a whole-input run, in half of its share of
+ * the memory available (KNNWB_PARTITION_GATHER_ROOM=BYTES: the share,
  * for tests), and whether the whole run passes the request's checks; never with absent rows or
  * ranks as read (only the values travel). Not collective: each rank says for itself. O(1). */
 gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
                                  size_t n);
 /** Every rank's block (counts[r] rows from rank r) put together into *whole on every rank
- * (knnwb_knn_group_gather_rows). TRUE with *whole NULL on every rank alike when a rank could not
- * allocate them (the caller goes on with the split search); FALSE: the group's errors.
- * Collective. O(n d). */
+ * (knnwb_knn_group_gather_rows), or, where every rank's block is its share of a whole matrix it
+ * holds (knnwb_matrix_new_block_of: an input every rank read whole), a view of that (no copy;
+ * valid while block is). TRUE with *whole NULL on every rank alike when a rank could not allocate
+ * them (the caller goes on with the split search); FALSE: the group's errors. Collective. O(n d),
+ * O(1) for the view. */
 gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
                                  const int64_t *counts, KnnwbMatrix **whole, GError **error);
 /** A whole-input run's lists (*result: this rank's even share, or NULL: none) made this rank's

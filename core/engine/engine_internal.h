@@ -109,11 +109,14 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
  * runs on GPUs and has room (knnwb_knn_together_fits), the ranks put their blocks together and run
  * the whole-input search (the partitioned one where it pays, else the shared tiles), each keeping
  * its block's lists. TRUE with *result NULL on every rank alike: not taken (the CPU, no room,
- * blocks of different widths, a rank that could not allocate the rows), the caller goes on.
- * Collective. Errors: the search's, the group's. Memory: every row and a whole-input run's.
+ * blocks of different widths), the caller goes on; *no_room also when a rank could not allocate
+ * the rows after all (the caller then goes on with the split search, as the partition would find
+ * no room either). Collective. Errors: the search's, the group's. Time: the transfer of every row
+ * (none for an input every rank read whole) and the whole-input search; memory: every row and a
+ * whole-input run's.
  */
 gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
-                                 KnnwbNeighbors **result, GError **error);
+                                 KnnwbNeighbors **result, gboolean *no_room, GError **error);
 
 /**
  * The candidates per row of knnwb_knn_rounds' first round (knn_rounds.c): the screen's margin, or

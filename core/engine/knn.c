@@ -393,11 +393,12 @@ gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
   /* Split ranks on GPUs: every row on every rank, where they have room (knn_together.c). */
   *result = NULL;
   const KnnwbKnnGroup *group = options->group;
+  gboolean no_room = FALSE;
   gboolean ok = group == NULL || group->size <= 1 || !options->group_split ||
                 !options->group_split_gather ||
-                knnwb_knn_self_together(data, options, result, error);
+                knnwb_knn_self_together(data, options, result, &no_room, error);
   /* Large clustered data: cluster by cluster when bounds skip most pairs (core/partition/). */
-  if (ok && *result == NULL)
+  if (ok && *result == NULL && !no_room)
     ok = knnwb_partition_self(data, options, result, error);
   if (ok && *result == NULL)
     ok = knnwb_knn_run(data, NULL, NULL, options, NULL, result, error);

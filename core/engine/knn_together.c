@@ -21,9 +21,13 @@ gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions
   if (block->n_absent_rows > 0 || block->row_ranks != NULL ||
       !knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL))
     return FALSE;
-  /* the whole rows, the whole-input run's lists (an index and a distance for each of n x k) and
-   * its n-long arrays (cells, reaches, members, k-th distances) */
-  const double need = (double)n * ((double)block->n_cols * sizeof(float) +
+  /* the whole rows (unless this rank holds them: an input read whole), the whole-input run's
+   * lists (an index and a distance for each of n x k) and its n-long arrays (cells, reaches,
+   * members, k-th distances) */
+  size_t first;
+  const KnnwbMatrix *held = knnwb_matrix_whole_of(block, &first);
+  const gboolean rows_held = held != NULL && held->n_rows == n;
+  const double need = (double)n * ((rows_held ? 0.0 : (double)block->n_cols * sizeof(float)) +
                                    (double)options->k * (sizeof(int64_t) + sizeof(double)) + 32.0);
   /* KNNWB_PARTITION_GATHER_ROOM=BYTES: the memory each rank is taken to have (tests) */
   const char *forced = g_getenv("KNNWB_PARTITION_GATHER_ROOM");
@@ -35,9 +39,36 @@ gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions
   return need <= 0.5 * available;
 }
 
+/* Whether block is this rank's block of a whole matrix of the run's rows that this rank holds
+ * (an input every rank read whole): the block's rows at its place among the blocks counts gives. */
+static const KnnwbMatrix *knnwb_knn_together_held(const KnnwbMatrix *block,
+                                                  const KnnwbKnnGroup *group, const int64_t *counts)
+{
+  size_t first, at = 0, n = 0;
+  const KnnwbMatrix *whole = knnwb_matrix_whole_of(block, &first);
+  for (int r = 0; r < group->size; r++) {
+    at += r < group->rank ? (size_t)counts[r] : 0;
+    n += (size_t)counts[r];
+  }
+  return whole != NULL && whole->n_rows == n && whole->n_cols == block->n_cols && first == at &&
+                 whole->n_absent_rows == 0 && knnwb_matrix_row_ranks(whole) == NULL
+             ? whole
+             : NULL;
+}
+
 gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
                                  const int64_t *counts, KnnwbMatrix **whole, GError **error)
 {
+  /* Ranks that read the input whole hold every row already: nothing travels. */
+  const KnnwbMatrix *held = knnwb_knn_together_held(block, group, counts);
+  int64_t all_hold = held != NULL;
+  if (!group->reduce(group, &all_hold, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  if (all_hold) {
+    *whole = knnwb_matrix_new_wrapped(held->n_rows, held->n_cols, held->values, NULL, NULL);
+    g_debug("knnwb: every rank holds every row already (the input read whole)");
+    return TRUE;
+  }
   GError *local = NULL;
   *whole = knnwb_knn_group_gather_rows(group, block, counts, &local);
   if (*whole == NULL && g_error_matches(local, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY)) {
@@ -67,9 +98,10 @@ static gboolean knnwb_knn_together_always(const KnnwbKnnOptions *options)
 }
 
 gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
-                                 KnnwbNeighbors **result, GError **error)
+                                 KnnwbNeighbors **result, gboolean *no_room, GError **error)
 {
   *result = NULL;
+  *no_room = FALSE;
   const KnnwbKnnGroup *group = options->group;
   const gint64 start = g_get_monotonic_time();
   g_autofree int64_t *counts = g_new(int64_t, (size_t)group->size);
@@ -90,6 +122,7 @@ gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions
     return FALSE;
   if (whole == NULL) {
     g_debug("knnwb: a rank cannot hold every row after all: the split search");
+    *no_room = TRUE;
     return TRUE;
   }
   g_debug("knnwb: the ranks' rows put together for the whole-input search (%zu rows) in %.3f s", n,

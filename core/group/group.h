@@ -71,12 +71,13 @@ KnnwbNeighbors *knnwb_knn_group_gather_blocks(const KnnwbKnnGroup *group, const 
                                               size_t n, const size_t *first, const size_t *count,
                                               GError **error);
 
-/** The lists of a whole-input run over the ranks (*lists: this rank's even share of n rows,
- * knnwb_knn_group_rows) made the lists of this rank's block of the blocks counts gives (rank r's
- * counts[r] rows, in rank order: split ranks' blocks of any sizes), in place of *lists. Nothing
- * when the blocks are the even shares. Collective (every rank, whatever the blocks: the counts are
- * the same everywhere). FALSE with *lists freed and error set on every rank alike: allocation, the
- * group's transport. O(rows k) time and memory a rank, three exchanges. */
+/** The lists of a whole-input run over the ranks (*lists, not NULL, k the same on every rank: this
+ * rank's even share of n rows, knnwb_knn_group_rows) made the lists of this rank's block of the
+ * blocks counts gives (rank r's counts[r] rows, in rank order: split ranks' blocks of any sizes),
+ * in place of *lists. Nothing when the blocks are the even shares. Collective (every rank, whatever
+ * the blocks: the counts are the same everywhere). FALSE with *lists freed and error set on every
+ * rank alike: allocation, the group's transport. O(rows k) time and memory a rank, three exchanges.
+ */
 gboolean knnwb_knn_group_recut(const KnnwbKnnGroup *group, const int64_t *counts, size_t n,
                                KnnwbNeighbors **lists, GError **error);
 

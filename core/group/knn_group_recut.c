@@ -5,7 +5,6 @@
  * whole-input run, each rank's block's lists come from the even shares that hold them, in three
  * exchanges of contiguous slices (indices, distances, counts), nothing packed.
  */
-#include <knnwb/error.h>
 #include "engine/engine.h"
 #include "group/group.h"
 

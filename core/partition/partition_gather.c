@@ -14,8 +14,6 @@
  */
 #include <math.h>
 #include <string.h>
-#include <knnwb/error.h>
-#include <knnwb/parallel.h>
 #include "partition/partition_internal.h"
 
 static void knnwb_partition_values_free(void *values, size_t bytes, void *data)

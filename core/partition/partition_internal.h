@@ -166,7 +166,8 @@ static inline size_t knnwb_partition_sample_at(size_t n, size_t s, size_t t)
 {
   return (size_t)((t * (uint64_t)n) / s);
 }
-/* How many of that sample's rows lie below row x (x <= n): the t with t n < x s. */
+/* How many of that sample's rows lie below row x (x <= n): the t with t n < x s. O(1); x s stays
+ * below 2^55 for n < 2^40 and s <= 32 Ki. */
 static inline size_t knnwb_partition_sample_below(size_t n, size_t s, size_t x)
 {
   return n == 0 ? 0 : (size_t)MIN((uint64_t)s, ((uint64_t)x * s + n - 1) / n);

@@ -148,11 +148,38 @@ static void test_match_columns(void)
   g_assert_null(matched);
 }
 
+/* A block of a whole matrix: its rows are the whole's (no copy), the whole comes back with the
+ * block's first row, and freeing the block frees the whole (the sanitizer builds see a leak). */
+static void test_block_of(void)
+{
+  KnnwbMatrix *whole = knnwb_matrix_new(7, 3, NULL);
+  for (size_t t = 0; t < 21; t++)
+    whole->values[t] = (float)t;
+  KnnwbMatrix *block = knnwb_matrix_new_block_of(whole, 2, 4);
+  g_assert_cmpuint(block->n_rows, ==, 4);
+  g_assert_cmpuint(block->n_cols, ==, 3);
+  g_assert_true(block->values == whole->values + 6);
+  g_assert_cmpfloat(block->values[11], ==, 17.0f);
+  size_t first = 99;
+  g_assert_true(knnwb_matrix_whole_of(block, &first) == whole);
+  g_assert_cmpuint(first, ==, 2);
+  g_assert_null(knnwb_matrix_whole_of(whole, &first)); /* (a plain matrix) */
+  knnwb_matrix_free(block);
+  /* an empty block at the end */
+  KnnwbMatrix *other = knnwb_matrix_new(5, 2, NULL);
+  KnnwbMatrix *empty = knnwb_matrix_new_block_of(other, 5, 0);
+  g_assert_cmpuint(empty->n_rows, ==, 0);
+  g_assert_true(knnwb_matrix_whole_of(empty, &first) == other);
+  g_assert_cmpuint(first, ==, 5);
+  knnwb_matrix_free(empty);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/matrix/transpose-and-labels", test_transpose_and_labels);
   g_test_add_func("/matrix/select-rows", test_select_rows);
+  g_test_add_func("/matrix/block-of", test_block_of);
   g_test_add_func("/matrix/match-columns", test_match_columns);
   g_test_add_func("/matrix/finite-and-overflow", test_finite_and_overflow);
   return g_test_run();

@@ -90,7 +90,8 @@ with open("data.tsv", "w") as out:
 PY
 
 # data.tsv with one quoted label (row 150), and with a value on line 300 (rank 2's byte range of 3) that is not a number.
-sed '151s/^r150/"r150"/' data.tsv >quoted.tsv
+sed '152s/^r150/"r150"/' data.tsv >quoted.tsv
+grep -q '^"r150"' quoted.tsv || { echo "FAIL: quoted.tsv has no quoted label"; exit 1; }
 sed '300s/\t[^\t]*$/\tabc/' data.tsv >bad.tsv
 "$knnwb" knn quoted.tsv -k 9 -m spearman -b cpu --memory 4K -t 1 -q -o one-quoted.tsv
 
@@ -351,6 +352,15 @@ for ranks in 1 2 3; do
   [ "$ranks" -eq 1 ] || grep -q 'rows put together' "r$ranks-text-gathered.err" ||
     fail "$ranks ranks: text rows not put together for the partitioned search"
   cmp one-text-gathered.tsv "r$ranks-text-gathered.tsv" || fail "$ranks ranks: gathered text differs"
+  # Text every rank reads whole (a quoted label): every row is there already, nothing travels.
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 "$knnwb" knn quoted.tsv -k 9 -m euclidean -b cpu -q \
+    -o one-quoted-gathered.tsv
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn quoted.tsv -k 9 \
+    -m euclidean -b cpu -q -o "r$ranks-quoted-gathered.tsv" 2>"r$ranks-quoted-gathered.err"
+  [ "$ranks" -eq 1 ] || grep -q 'holds every row already' "r$ranks-quoted-gathered.err" ||
+    fail "$ranks ranks: rows read whole sent again"
+  cmp one-quoted-gathered.tsv "r$ranks-quoted-gathered.tsv" ||
+    fail "$ranks ranks: gathered quoted text differs"
   # The last rank finds no room for the window: every rank must take messages with it.
   KNNWB_MPI_SHARED=1 KNNWB_MPI_SHARED_NO_ROOM_RANK=$((ranks - 1)) mpi "$ranks" knn data.npy -k 9 \
     -m pearson -b cpu --memory 4K -q --mpi-input whole -o "r$ranks-noroom.knn"

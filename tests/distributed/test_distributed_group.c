@@ -253,6 +253,10 @@ static int rank_narrow = -1;
 /* Blocks as copies, not views into the whole matrix: a read outside a rank's block is then no
  * longer a read of the right values. */
 static gboolean rank_copies;
+/* Blocks as a rank that read the input whole holds them: its share of its own copy of the whole
+ * matrix (knnwb_matrix_new_block_of); rank_not_whole (>= 0) gets a plain copy instead. */
+static gboolean rank_whole_views;
+static int rank_not_whole = -1;
 
 /* The rank's block of a matrix (split memory): a view of its rows, which it alone gets. */
 static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *group,
@@ -264,7 +268,13 @@ static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *gr
     first = rank_cuts[group->rank];
     last = rank_cuts[group->rank + 1];
   }
-  if (rank_copies || group->rank == rank_narrow) { /* a copy (without the last column) */
+  if (rank_whole_views && group->rank != rank_not_whole) {
+    KnnwbMatrix *copy = knnwb_matrix_new(whole->n_rows, whole->n_cols, NULL);
+    memcpy(copy->values, whole->values, whole->n_rows * whole->n_cols * sizeof(float));
+    return knnwb_matrix_new_block_of(copy, first, last - first);
+  }
+  if (rank_copies || rank_whole_views || group->rank == rank_narrow) {
+    /* a copy (without the last column) */
     const size_t d = whole->n_cols - (group->rank == rank_narrow);
     KnnwbMatrix *narrow = knnwb_matrix_new(last - first, d, NULL);
     for (size_t i = first; i < last; i++)
@@ -1493,11 +1503,16 @@ static GPtrArray *choices_capture(gboolean start)
   return start ? NULL : taken;
 }
 
+/* "every rank holds every row already", said by any rank (core/engine/knn_together.c). */
+static gint held_runs;
+
 static void count_partitions(const gchar *domain, GLogLevelFlags level, const gchar *message,
                              gpointer data)
 {
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partition: done") != NULL)
     g_atomic_int_inc(&partition_runs);
+  if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "holds every row already") != NULL)
+    g_atomic_int_inc(&held_runs);
   const char *choice = strstr(message, "would leave"), *end = strstr(message, "rows searched");
   g_mutex_lock(&choices_lock);
   if ((level & G_LOG_LEVEL_DEBUG) && choices != NULL && choice != NULL && end != NULL)
@@ -1613,10 +1628,11 @@ static void test_partitioned_gathered(void)
     /* gathered: 2 and 3 ranks, all rows and own rows, uneven blocks; then the four ways not (the
      * last: a rank that cannot allocate the rows after all); then whatever the rows, as on GPUs
      * (KNNWB_PARTITION_GATHER_ALWAYS): the plain search with the partition off (10), the
-     * partitioned one chosen again on the whole rows (11), uneven blocks both */
-    for (int c = 0; c < 12; c++) {
+     * partitioned one chosen again on the whole rows (11), uneven blocks both; and a rank that
+     * cannot allocate the rows there (12): the split search, the partition not asked again */
+    for (int c = 0; c < 13; c++) {
       const int ranks = c < 2 ? 2 : 3;
-      const gboolean gathered = c < 6 || c >= 10, partitioned = c < 6 || c == 11;
+      const gboolean gathered = c < 6 || c == 10 || c == 11, partitioned = c < 6 || c == 11;
       options.group_own_rows = c != 0 && c != 2;
       options.group_split_gather = c != 6;
       rank_cuts = c == 4 || c >= 10 ? uneven : c == 5 ? first_empty : NULL;
@@ -1627,13 +1643,19 @@ static void test_partitioned_gathered(void)
         g_setenv("KNNWB_PARTITION", "off", TRUE);
       if (c == 7)
         g_setenv("KNNWB_PARTITION_GATHER_ROOM", "1000", TRUE);
-      if (c == 9) /* rank 1 cannot allocate the rows when it comes to it */
+      if (c == 9 || c == 12) /* rank 1 cannot allocate the rows when it comes to it */
         g_setenv("KNNWB_GATHER_ROWS_FAIL_RANK", "1", TRUE);
       if (c == 8)
         g_setenv("KNNWB_PARTITION", "off", TRUE);
       RankRun runs[MAX_RANKS];
       g_atomic_int_set(&partition_runs, 0);
+      choices_capture(TRUE);
       run_ranks(ranks, data, NULL, &options, runs);
+      g_autoptr(GPtrArray) asked = choices_capture(FALSE);
+      if (c == 12) /* (no choice made after the rows could not be put together) */
+        g_assert_cmpuint(asked->len, ==, 0);
+      else if (c == 9)
+        g_assert_cmpuint(asked->len, >, 0);
       g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
       g_unsetenv("KNNWB_GATHER_ROWS_FAIL_RANK");
       g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
@@ -1661,6 +1683,51 @@ static void test_partitioned_gathered(void)
   RankRun runs[MAX_RANKS];
   run_ranks(3, data, NULL, &options, runs);
   assert_ranks_refused(runs, 3, "rank 2: row 1100, column 2 (both counted from 0) holds NaN");
+  g_unsetenv("KNNWB_PARTITION");
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+  g_log_set_default_handler(g_log_default_handler, NULL);
+}
+
+/* Ranks that read the input whole (each block a share of the rank's own copy of the whole
+ * matrix): put together without a transfer, for the partitioned search (0: even blocks; 1: uneven)
+ * and, as on GPUs, for the whole-input search (2); a rank whose block is a plain copy sends every
+ * rank to the transfer (3). One process's lists every time. */
+static void test_partitioned_gathered_held(void)
+{
+  static const size_t uneven[] = {0, 400, 400, 1203};
+  g_log_set_default_handler(count_partitions, NULL);
+  g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 31);
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 6);
+  options.memory_bytes = 0;
+  g_setenv("KNNWB_PARTITION", "off", TRUE);
+  g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+  options.group_split = options.group_split_gather = options.group_own_rows = TRUE;
+  for (int c = 0; c < 4; c++) {
+    g_setenv("KNNWB_PARTITION", c == 2 ? "off" : "on", TRUE);
+    if (c == 2)
+      g_setenv("KNNWB_PARTITION_GATHER_ALWAYS", "1", TRUE);
+    rank_cuts = c == 1 ? uneven : NULL;
+    rank_whole_views = TRUE;
+    rank_not_whole = c == 3 ? 1 : -1;
+    RankRun runs[MAX_RANKS];
+    g_atomic_int_set(&partition_runs, 0);
+    g_atomic_int_set(&held_runs, 0);
+    run_ranks(3, data, NULL, &options, runs);
+    rank_cuts = NULL;
+    rank_whole_views = FALSE;
+    rank_not_whole = -1;
+    g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
+    g_assert_cmpint(g_atomic_int_get(&held_runs), ==, c == 3 ? 0 : 3);
+    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, c == 2 ? 0 : 3);
+    for (int r = 0; r < 3; r++) {
+      g_assert_no_error(runs[r].error);
+      g_assert_false(g_str_has_suffix(runs[r].result->backend_used, "(split)"));
+      assert_same_rows(expected, runs[r].result);
+      knnwb_neighbors_free(runs[r].result);
+    }
+  }
   g_unsetenv("KNNWB_PARTITION");
   g_unsetenv("KNNWB_PARTITION_ROWS");
   g_log_set_default_handler(g_log_default_handler, NULL);
@@ -2073,6 +2140,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/partitioned-gathered", test_partitioned_gathered);
   g_test_add_func("/distributed/group/partitioned-gathered-sample",
                   test_partitioned_gathered_sample);
+  g_test_add_func("/distributed/group/partitioned-gathered-held", test_partitioned_gathered_held);
   g_test_add_func("/distributed/group/partitioned-gathered-widths",
                   test_partitioned_gathered_widths);
   g_test_add_func("/distributed/group/partitioned-cancelled", test_partitioned_cancelled);

@@ -32,7 +32,8 @@ typedef struct {
   GPtrArray *annotations[2];  /* per KnnwbMatrixAxis: KnnwbMatrixAnnotation*, in insertion order */
   unsigned char *absent_rows; /* n_rows flags, or NULL when no row is absent */
   size_t n_absent_rows;
-  float *row_ranks; /* n_rows * n_cols average ranks from the values as read, or NULL */
+  float *row_ranks;   /* n_rows * n_cols average ranks from the values as read, or NULL */
+  size_t whole_first; /* a block of a whole matrix (knnwb_matrix_new_block_of): its first row */
 } KnnwbMatrix;
 
 /**
@@ -103,6 +104,18 @@ KnnwbMatrix *knnwb_matrix_new(size_t n_rows, size_t n_cols, GError **error);
  */
 KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *values,
                                       void (*values_destroy)(void *, size_t, void *), void *data);
+
+/**
+ * A block of whole: a matrix whose values are rows [first, first + count) of whole's (no copy; no
+ * labels or marks: the caller sets what it needs), which takes whole over and frees it with
+ * itself. For a process that holds a whole matrix of which it works on a block (an MPI rank that
+ * read an input whole): knnwb_matrix_whole_of gives whole back, so that work that needs every row
+ * takes them from there instead of copying them from the other ranks. O(1).
+ */
+KnnwbMatrix *knnwb_matrix_new_block_of(KnnwbMatrix *whole, size_t first, size_t count);
+/** The whole matrix block is a block of (knnwb_matrix_new_block_of), and its first row there in
+ * *first; NULL for any other matrix. O(1). */
+const KnnwbMatrix *knnwb_matrix_whole_of(const KnnwbMatrix *block, size_t *first);
 
 /** Frees the matrix, its values and labels. NULL is fine. */
 void knnwb_matrix_free(KnnwbMatrix *matrix);

@@ -106,14 +106,6 @@ static gboolean knnwb_host_split_warn(const KnnwbKnnGroup *group, const char *pa
   return TRUE;
 }
 
-/* The view of a block owns the whole matrix it looks into. */
-static void knnwb_host_split_free_whole(void *values, size_t n_bytes, void *data)
-{
-  (void)values;
-  (void)n_bytes;
-  knnwb_matrix_free(data);
-}
-
 gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
                                KnnwbReadOptions *options, gboolean want_labels,
                                const volatile gint *cancel, KnnwbHostSplitInput *input,
@@ -165,12 +157,11 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
     return knnwb_host_split_warn(group, path, options, input, error);
   }
   /* Read whole (gzip, quoted or transposed text, other formats, NPY with labels): a view of this
-   * rank's even share, with its absent-row marks. */
+   * rank's even share, with its absent-row marks, that owns the whole matrix (searches that need
+   * every row take them from it instead of from the other ranks). */
   size_t first, last;
   knnwb_knn_group_rows(data->n_rows, group->rank, group->size, &first, &last);
-  input->block =
-      knnwb_matrix_new_wrapped(last - first, data->n_cols, data->values + first * data->n_cols,
-                               knnwb_host_split_free_whole, data);
+  input->block = knnwb_matrix_new_block_of(data, first, last - first);
   for (size_t i = first; i < last && data->n_absent_rows > 0; i++)
     if (knnwb_matrix_row_is_absent(data, i))
       knnwb_matrix_set_row_absent(input->block, i - first);
