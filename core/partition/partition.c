@@ -320,7 +320,8 @@ gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size
   /* The ranks go on together (assigning the rows is collective) with the same centroids, and end
    * with the same partition. */
   gboolean same = TRUE;
-  if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error))
+  const char *otherwise = options->group_split ? "the split search" : "the plain search";
+  if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, otherwise, &same, error))
     return FALSE;
   *chosen = *chosen && same;
   return TRUE;
@@ -331,7 +332,8 @@ gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size
  * group's errors. */
 gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
                                 const KnnwbKnnOptions *options, gboolean made, double expected,
-                                gint64 start, gboolean *chosen, GError **error)
+                                gint64 start, const char *otherwise, gboolean *chosen,
+                                GError **error)
 {
   const KnnwbKnnGroup *group =
       options->group != NULL && options->group->size > 1 ? options->group : NULL;
@@ -351,9 +353,9 @@ gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
             "%.1f%% of the work: %s",
             cells, p->groups, (double)(g_get_monotonic_time() - start) / 1e6,
             (double)(g_get_monotonic_time() - assigned) / 1e6, 100.0 * expected,
-            *chosen ? "partitioning" : "the plain search");
+            *chosen ? "partitioning" : otherwise);
   gboolean same = TRUE;
-  if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, &same, error))
+  if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, otherwise, &same, error))
     return FALSE;
   *chosen = *chosen && same;
   return TRUE;
@@ -400,7 +402,8 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   double expected = HUGE_VAL;
   gboolean made = FALSE, chosen = FALSE;
   gboolean ok = knnwb_partition_pick(&p, data, n, options, mode, &expected, &made, &chosen, error);
-  ok = ok && knnwb_partition_settle(&p, data, options, made, expected, start, &chosen, error);
+  ok = ok && knnwb_partition_settle(&p, data, options, made, expected, start, "the plain search",
+                                    &chosen, error);
   if (ok && chosen)
     ok = knnwb_partition_run(data, options, &p, mode, expected, result, error);
   knnwb_partition_clear(&p);

@@ -121,8 +121,8 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
   KnnwbKnnOptions gathered = *options;
   gathered.group_split = FALSE;
   gathered.group_split_gather = FALSE;
-  ok = ok && (!chosen ||
-              knnwb_partition_settle(&p, whole, &gathered, made, expected, start, &chosen, error));
+  ok = ok && (!chosen || knnwb_partition_settle(&p, whole, &gathered, made, expected, start,
+                                                "the split search", &chosen, error));
   if (ok && chosen)
     ok = knnwb_partition_run(whole, &gathered, &p, mode, expected, result, error);
   knnwb_partition_clear(&p);

@@ -331,9 +331,11 @@ void knnwb_partition_merge_list(int64_t *li, double *ld, size_t k, const int64_t
  * the same error on every rank (a rank's own failures are agreed on).
  */
 /* Whether every rank chose to partition with the same partition (*same); a digest of p is
- * compared, so ranks whose arithmetic differs (other CPUs) all take the plain search. */
+ * compared, so ranks whose arithmetic differs (other CPUs) all take the search named otherwise
+ * ("the plain search", or the split search of ranks that put their rows together). */
 gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPartition *p,
-                                     gboolean chosen, gboolean *same, GError **error);
+                                     gboolean chosen, const char *otherwise, gboolean *same,
+                                     GError **error);
 /* Each of groups items to one of size ranks by work: largest first (ties: lower item) to the
  * least loaded (ties: lower rank). The same on every rank. */
 void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, int32_t *owner);
@@ -426,10 +428,12 @@ gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size
                               const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
                               double *expected, gboolean *made, gboolean *chosen, GError **error);
 /* The partition p picked made whole on data: every row's cell, and the cells' groups (in a group
- * the ranks assign their blocks' rows and agree on the partition). FALSE: the group's errors. */
+ * the ranks assign their blocks' rows and agree on the partition); otherwise names the search that
+ * runs when it is not taken, in the debug lines. FALSE: the group's errors. */
 gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
                                 const KnnwbKnnOptions *options, gboolean made, double expected,
-                                gint64 start, gboolean *chosen, GError **error);
+                                gint64 start, const char *otherwise, gboolean *chosen,
+                                GError **error);
 /* Both phases over the clusters of p; *lists stays NULL when the run gives up (auto mode: the
  * bounds rule out too little; memory is short). In a group every rank takes its share and the
  * same decisions. */

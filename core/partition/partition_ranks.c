@@ -43,7 +43,8 @@ static int64_t knnwb_partition_digest(const KnnwbPartition *p)
 }
 
 gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPartition *p,
-                                     gboolean chosen, gboolean *same, GError **error)
+                                     gboolean chosen, const char *otherwise, gboolean *same,
+                                     GError **error)
 {
   int64_t digest = chosen ? knnwb_partition_digest(p) : 0;
   /* Test hook (as distributed/'s KNNWB_MPI_WRITE_FAIL_RANK): KNNWB_PARTITION_DIFFER_RANK=r gives
@@ -58,8 +59,8 @@ gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPart
   *same = v[0] > 0 && v[0] == -v[1];
   if (chosen && !*same)
     g_debug("knnwb: partition: the ranks' partitions differ (digests %" G_GINT64_FORMAT
-            " .. %" G_GINT64_FORMAT "): the plain search",
-            v[0], -v[1]);
+            " .. %" G_GINT64_FORMAT "): %s",
+            v[0], -v[1], otherwise);
   return TRUE;
 }
 

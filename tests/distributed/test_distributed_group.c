@@ -1505,6 +1505,9 @@ static GPtrArray *choices_capture(gboolean start)
 
 /* "every rank holds every row already", said by any rank (core/engine/knn_together.c). */
 static gint held_runs;
+/* "the ranks' partitions differ (...): the plain search" or ": the split search", said by any
+ * rank. */
+static gint differ_plain, differ_split;
 
 static void count_partitions(const gchar *domain, GLogLevelFlags level, const gchar *message,
                              gpointer data)
@@ -1513,6 +1516,9 @@ static void count_partitions(const gchar *domain, GLogLevelFlags level, const gc
     g_atomic_int_inc(&partition_runs);
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "holds every row already") != NULL)
     g_atomic_int_inc(&held_runs);
+  if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partitions differ") != NULL)
+    g_atomic_int_inc(g_str_has_suffix(message, ": the split search") ? &differ_split
+                                                                     : &differ_plain);
   const char *choice = strstr(message, "would leave"), *end = strstr(message, "rows searched");
   g_mutex_lock(&choices_lock);
   if ((level & G_LOG_LEVEL_DEBUG) && choices != NULL && choice != NULL && end != NULL)
@@ -1817,8 +1823,9 @@ static void test_partitioned_failing_rank(void)
 }
 
 /* Ranks whose partitions differ (a rank on another CPU, simulated by a hook that changes rank 1's
- * digest): every rank takes the plain search together, none partitions, none waits for the
- * others forever, and the lists are the plain search's. */
+ * digest): every rank takes the plain search together (split ranks: the split search, and their
+ * debug lines say so), none partitions, none waits for the others forever, and the lists are the
+ * plain search's. */
 static void test_partitioned_ranks_differ(void)
 {
   g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 27);
@@ -1837,8 +1844,12 @@ static void test_partitioned_ranks_differ(void)
     options.group_split = options.group_split_gather = c >= 2;
     RankRun runs[MAX_RANKS];
     g_atomic_int_set(&partition_runs, 0);
+    g_atomic_int_set(&differ_plain, 0);
+    g_atomic_int_set(&differ_split, 0);
     run_ranks(ranks, data, NULL, &options, runs);
     g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(c >= 2 ? &differ_split : &differ_plain), ==, ranks);
+    g_assert_cmpint(g_atomic_int_get(c >= 2 ? &differ_plain : &differ_split), ==, 0);
     for (int r = 0; r < ranks; r++) {
       g_assert_no_error(runs[r].error);
       assert_same_rows(expected, runs[r].result);
