@@ -341,6 +341,16 @@ gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions
  * O(1) for the view. */
 gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
                                  const int64_t *counts, KnnwbMatrix **whole, GError **error);
+/** Every rank's row count into *counts (group->size of them, g_free) and their sum into *n.
+ * Collective: one gather. FALSE: the group's errors. */
+gboolean knnwb_knn_together_counts(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                   int64_t **counts, size_t *n, GError **error);
+/** Whether the ranks put their rows together (*go): every rank wants to (want) and has room
+ * (knnwb_knn_together_fits for the run's n rows), and the blocks have one width (else the split
+ * search's checks say so; nothing travels first). Collective: one reduction. FALSE: the group's
+ * errors. */
+gboolean knnwb_knn_together_agree(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                  gboolean want, size_t n, gboolean *go, GError **error);
 /** A whole-input run's lists (*result: this rank's even share, or NULL: none) made this rank's
  * block's when the run returns own rows (knnwb_knn_group_recut). Collective when *result is set
  * and own rows are asked for (the same on every rank). FALSE with *result freed: allocation, the

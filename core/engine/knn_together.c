@@ -80,6 +80,31 @@ gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *
   return *whole != NULL;
 }
 
+gboolean knnwb_knn_together_counts(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                   int64_t **counts, size_t *n, GError **error)
+{
+  *counts = g_new(int64_t, (size_t)group->size);
+  *n = 0;
+  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, *counts, error))
+    return FALSE;
+  for (int r = 0; r < group->size; r++)
+    *n += (size_t)(*counts)[r];
+  return TRUE;
+}
+
+gboolean knnwb_knn_together_agree(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                  gboolean want, size_t n, gboolean *go, GError **error)
+{
+  /* (blocks of different widths: the split search's checks say so; nothing travels first) */
+  int64_t v[3] = {want && knnwb_knn_together_fits(block, options, n), (int64_t)block->n_cols,
+                  -(int64_t)block->n_cols};
+  *go = FALSE;
+  if (!options->group->reduce(options->group, v, 3, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  *go = v[0] && v[1] == -v[2];
+  return TRUE;
+}
+
 gboolean knnwb_knn_together_lists(const KnnwbKnnOptions *options, const int64_t *counts, size_t n,
                                   KnnwbNeighbors **result, GError **error)
 {
@@ -104,18 +129,13 @@ gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions
   *no_room = FALSE;
   const KnnwbKnnGroup *group = options->group;
   const gint64 start = g_get_monotonic_time();
-  g_autofree int64_t *counts = g_new(int64_t, (size_t)group->size);
-  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, counts, error))
-    return FALSE;
+  g_autofree int64_t *counts = NULL;
   size_t n = 0;
-  for (int r = 0; r < group->size; r++)
-    n += (size_t)counts[r];
-  /* (blocks of different widths: the split search's checks say so; nothing travels first) */
-  int64_t go[3] = {knnwb_knn_together_always(options) && knnwb_knn_together_fits(block, options, n),
-                   (int64_t)block->n_cols, -(int64_t)block->n_cols};
-  if (!group->reduce(group, go, 3, KNNWB_GROUP_MIN, error))
+  gboolean go = FALSE;
+  if (!knnwb_knn_together_counts(block, group, &counts, &n, error) ||
+      !knnwb_knn_together_agree(block, options, knnwb_knn_together_always(options), n, &go, error))
     return FALSE;
-  if (!go[0] || go[1] != -go[2])
+  if (!go)
     return TRUE;
   KnnwbMatrix *whole = NULL;
   if (!knnwb_knn_together_rows(block, group, counts, &whole, error))

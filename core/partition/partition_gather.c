@@ -81,19 +81,14 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
 {
   const KnnwbKnnGroup *group = options->group;
   const gint64 start = g_get_monotonic_time();
-  g_autofree int64_t *counts = g_new(int64_t, (size_t)group->size);
-  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, counts, error))
-    return FALSE;
+  g_autofree int64_t *counts = NULL;
   size_t n = 0;
-  for (int r = 0; r < group->size; r++)
-    n += (size_t)counts[r];
-  /* (blocks of different widths: the split search's checks say so; nothing travels first) */
-  int64_t go[3] = {knnwb_partition_gather_applies(block, options, mode, n) &&
-                       knnwb_knn_together_fits(block, options, n),
-                   (int64_t)block->n_cols, -(int64_t)block->n_cols};
-  if (!group->reduce(group, go, 3, KNNWB_GROUP_MIN, error))
+  gboolean go = FALSE;
+  if (!knnwb_knn_together_counts(block, group, &counts, &n, error) ||
+      !knnwb_knn_together_agree(
+          block, options, knnwb_partition_gather_applies(block, options, mode, n), n, &go, error))
     return FALSE;
-  if (!go[0] || go[1] != -go[2])
+  if (!go)
     return TRUE;
   KnnwbMatrix *sample = NULL;
   if (!knnwb_partition_gather_sample(block, group, counts, n, &sample, error))

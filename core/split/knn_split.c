@@ -257,6 +257,21 @@ static gboolean knnwb_split_run_first(KnnwbSplitState *state, const KnnwbSplitRu
   return ok;
 }
 
+/* The own rows of a run as its planner and its certify rounds see them. */
+static KnnwbSplitRows knnwb_split_rows(KnnwbSplitState *state, KnnwbSplitRun *run)
+{
+  return (KnnwbSplitRows){run,
+                          &state->query,
+                          state->reference,
+                          state->query_invalid,
+                          state->first,
+                          state->reference_first,
+                          state->self,
+                          state->options->k,
+                          state->available,
+                          state->result};
+}
+
 /* The certify loop's hooks for a split run: every one collective. */
 static gboolean knnwb_split_certify_pending(void *data, size_t mine, size_t *all, GError **error)
 {
@@ -295,16 +310,7 @@ static gboolean knnwb_split_run_certify(KnnwbSplitState *state, KnnwbSplitRun *r
    * others when ranks share cores). */
   if (!group->agree(group, TRUE, error))
     return FALSE;
-  KnnwbSplitRows rows = {run,
-                         &state->query,
-                         state->reference,
-                         state->query_invalid,
-                         state->first,
-                         state->reference_first,
-                         state->self,
-                         state->options->k,
-                         state->available,
-                         state->result};
+  KnnwbSplitRows rows = knnwb_split_rows(state, run);
   /* A rank's job chooses from its block only. Cancel is polled inside the rounds, where the
    * ranks agree on it. */
   const size_t total = state->self ? state->available + 1 : state->available;
@@ -345,16 +351,7 @@ static gboolean knnwb_split_run_plan(KnnwbSplitState *state, KnnwbSplitRun *run,
   const size_t max_kc = memory == SIZE_MAX
                             ? 4 * run->kc
                             : memory / (size_t)MAX(state->group->local_size, 1) / 4 / cell / listed;
-  const KnnwbSplitRows rows = {run,
-                               &state->query,
-                               state->reference,
-                               state->query_invalid,
-                               state->first,
-                               state->reference_first,
-                               state->self,
-                               state->options->k,
-                               state->available,
-                               state->result};
+  const KnnwbSplitRows rows = knnwb_split_rows(state, run);
   return knnwb_split_plan(&rows, state->blocks.n, max_kc, &run->kc, NULL, error);
 }
 

@@ -345,22 +345,18 @@ for ranks in 1 2 3; do
     fail "$ranks ranks: --mpi-input split gathered"
   cmp one-euclidean.knn "r$ranks-kept.knn" || fail "$ranks ranks: --mpi-input split differs"
   # Text read by byte ranges gives uneven blocks: put together all the same, the lists re-cut.
-  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 "$knnwb" knn data.tsv -k 9 -m euclidean -b cpu -q \
-    -o one-text-gathered.tsv
-  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.tsv -k 9 \
-    -m euclidean -b cpu -q -o "r$ranks-text-gathered.tsv" 2>"r$ranks-text-gathered.err"
-  [ "$ranks" -eq 1 ] || grep -q 'rows put together' "r$ranks-text-gathered.err" ||
-    fail "$ranks ranks: text rows not put together for the partitioned search"
-  cmp one-text-gathered.tsv "r$ranks-text-gathered.tsv" || fail "$ranks ranks: gathered text differs"
   # Text every rank reads whole (a quoted label): every row is there already, nothing travels.
-  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 "$knnwb" knn quoted.tsv -k 9 -m euclidean -b cpu -q \
-    -o one-quoted-gathered.tsv
-  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn quoted.tsv -k 9 \
-    -m euclidean -b cpu -q -o "r$ranks-quoted-gathered.tsv" 2>"r$ranks-quoted-gathered.err"
-  [ "$ranks" -eq 1 ] || grep -q 'holds every row already' "r$ranks-quoted-gathered.err" ||
-    fail "$ranks ranks: rows read whole sent again"
-  cmp one-quoted-gathered.tsv "r$ranks-quoted-gathered.tsv" ||
-    fail "$ranks ranks: gathered quoted text differs"
+  for text in data:'rows put together' quoted:'holds every row already'; do
+    name=${text%%:*}
+    KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 "$knnwb" knn "$name.tsv" -k 9 -m euclidean -b cpu \
+      -q -o "one-$name-gathered.tsv"
+    KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn "$name.tsv" \
+      -k 9 -m euclidean -b cpu -q -o "r$ranks-$name-gathered.tsv" 2>"r$ranks-$name-gathered.err"
+    [ "$ranks" -eq 1 ] || grep -q "${text#*:}" "r$ranks-$name-gathered.err" ||
+      fail "$ranks ranks: $name.tsv: no line '${text#*:}'"
+    cmp "one-$name-gathered.tsv" "r$ranks-$name-gathered.tsv" ||
+      fail "$ranks ranks: gathered $name.tsv differs"
+  done
   # The last rank finds no room for the window: every rank must take messages with it.
   KNNWB_MPI_SHARED=1 KNNWB_MPI_SHARED_NO_ROOM_RANK=$((ranks - 1)) mpi "$ranks" knn data.npy -k 9 \
     -m pearson -b cpu --memory 4K -q --mpi-input whole -o "r$ranks-noroom.knn"
