@@ -32,7 +32,8 @@
  * the candidate lists of its rows (m x kc) and of one visiting block, and the backend's tiles.
  *
  * The pieces, in the order a run uses them: knn_split.c (this file: the checks, then the run from
- * the frame to the gathered lists), knn_split_frame.c (the shared frame), knn_split_pass.c (the
+ * the frame to the gathered lists), knn_split_frame.c (the shared frame), knn_split_plan.c (the
+ * first pass's candidates per row, planned from every rank's sample), knn_split_pass.c (the
  * first pass: the schedule above), knn_split_select.c (one selection job and its candidates),
  * knn_split_refine.c (refinement and re-selection of the rows left uncertified),
  * knn_split_exhaustive.c (the rows compared with every row), knn_split_progress.c (progress line,

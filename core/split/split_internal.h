@@ -1,9 +1,9 @@
 /* The pieces of a split-memory group run (knnwb_knn_split_run, knn_split.c), shared between its
  * files: first the data that travels (knn_split_data.c: prepared rows between ranks, candidate
  * lists, where each rank's block lies, the rows of a certify round), then the run's steps (the
- * frame, the first pass, one selection, the refinement and re-selection, the exhaustive round,
- * progress). A function's full contract is beside its
- * definition; the lines here say what it is for, its errors and its cost. */
+ * frame, the first pass's plan, the first pass, one selection, the refinement and re-selection,
+ * the exhaustive round, progress). A function's full contract is beside its definition; the lines
+ * here say what it is for, its errors and its cost. */
 #ifndef KNNWB_SPLIT_INTERNAL_H
 #define KNNWB_SPLIT_INTERNAL_H
 
@@ -231,8 +231,8 @@ gboolean knnwb_split_exhaustive(const KnnwbSplitRows *rows, const int64_t *mine,
 /** The first pass's candidates per row: *kc (the screen's) in, the ranks' plan out. Where the
  * ranks agree to plan (knnwb_margin_wanted for the run's n_query rows), each samples
  * KNNWB_MARGIN_SAMPLE of its rows as knnwb_margin_choose samples a range, their distances to every
- * rank's reference block make its plan (its rows' counts in needed, KNNWB_MARGIN_SAMPLE of them, may
- * be NULL), and all take the largest, each within the smallest max_kc; the counts equal one
+ * rank's reference block make its plan (its rows' counts in needed, KNNWB_MARGIN_SAMPLE of them,
+ * may be NULL), and all take the largest, each within the smallest max_kc; the counts equal one
  * process's when the blocks are prepared as one process prepares the rows. A cancel flag raised
  * on any rank keeps *kc (needed all 0). Collective (one reduction when nothing is planned); errors:
  * the group's transport. Time: every rank's sample against the own block, O(R s m d) for
