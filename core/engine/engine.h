@@ -326,36 +326,41 @@ KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError
 /* Split ranks that put their rows together for a search of the whole rows (knn_together.c): the
  * engine's own rule on GPUs (knnwb_knn_self), the partitioned search's on clustered rows
  * (core/partition/partition_gather.c). */
-/** Whether this rank could hold the whole run's n rows (unless it holds them already:
- * knnwb_matrix_whole_of), with the lists and arrays of a whole-input run, in half of its share of
- * the memory available (KNNWB_PARTITION_GATHER_ROOM=BYTES: the share,
- * for tests), and whether the whole run passes the request's checks; never with absent rows or
- * ranks as read (only the values travel). Not collective: each rank says for itself. O(1). */
-gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
-                                 size_t n);
-/** Every rank's block (counts[r] rows from rank r) put together into *whole on every rank
- * (knnwb_knn_group_gather_rows), or, where every rank's block is its share of a whole matrix it
- * holds (knnwb_matrix_new_block_of: an input every rank read whole), a view of that (no copy;
- * valid while block is). TRUE with *whole NULL on every rank alike when a rank could not allocate
- * them (the caller goes on with the split search); FALSE: the group's errors. Collective. O(n d),
- * O(1) for the view. */
-gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                 const int64_t *counts, KnnwbMatrix **whole, GError **error);
-/** Every rank's row count into *counts (group->size of them, g_free) and their sum into *n.
- * Collective: one gather. FALSE: the group's errors. */
+/* The split ranks' blocks, and whether they put their rows together. */
+typedef struct {
+  int64_t *counts; /* every rank's rows, in rank order */
+  size_t n;        /* their sum */
+  gboolean held;   /* every rank holds every row already (an input every rank read whole) */
+  gboolean go;     /* the ranks put their rows together */
+} KnnwbTogether;
+/** Every rank's row count into t (cleared first; knnwb_knn_together_clear). Collective: one
+ * gather. FALSE: the group's errors. */
 gboolean knnwb_knn_together_counts(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                   int64_t **counts, size_t *n, GError **error);
-/** Whether the ranks put their rows together (*go): every rank wants to (want) and has room
- * (knnwb_knn_together_fits for the run's n rows), and the blocks have one width (else the split
- * search's checks say so; nothing travels first). Collective: one reduction. FALSE: the group's
- * errors. */
+                                   KnnwbTogether *t, GError **error);
+/** Whether the ranks put their rows together (t->go): every rank wants to (want) and has room for
+ * the whole run's rows, with the lists and arrays of a whole-input run, in half of its share of
+ * the memory available (KNNWB_PARTITION_GATHER_ROOM=BYTES: the share, for tests), the whole run
+ * passes the request's checks, no block has absent rows or ranks as read (only the values travel),
+ * and the blocks have one width (else the split search's checks say so; nothing travels first).
+ * Where every rank's block is its share of a whole matrix it holds (knnwb_matrix_new_block_of:
+ * an input every rank read whole, the same input on every rank), t->held, and the rows do not
+ * count. Collective: one reduction. FALSE: the group's errors. */
 gboolean knnwb_knn_together_agree(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
-                                  gboolean want, size_t n, gboolean *go, GError **error);
+                                  gboolean want, KnnwbTogether *t, GError **error);
+/** The rows put together into *whole on every rank: a view of the whole matrix each holds
+ * (t->held; no copy, valid while block is, not to be written), else every rank's block
+ * (knnwb_knn_group_gather_rows). TRUE with *whole NULL on every rank alike when a rank could not
+ * allocate them (the caller goes on with the split search); FALSE: the group's errors. Collective
+ * unless t->held. O(n d), O(1) for the view. */
+gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                 const KnnwbTogether *t, KnnwbMatrix **whole, GError **error);
+void knnwb_knn_together_clear(KnnwbTogether *t);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(KnnwbTogether, knnwb_knn_together_clear)
 /** A whole-input run's lists (*result: this rank's even share, or NULL: none) made this rank's
- * block's when the run returns own rows (knnwb_knn_group_recut). Collective when *result is set
- * and own rows are asked for (the same on every rank). FALSE with *result freed: allocation, the
- * group's errors. O(rows k). */
-gboolean knnwb_knn_together_lists(const KnnwbKnnOptions *options, const int64_t *counts, size_t n,
+ * block's (t's counts) when the run returns own rows (knnwb_knn_group_recut). Collective when
+ * *result is set and own rows are asked for (the same on every rank). FALSE with *result freed:
+ * allocation, the group's errors. O(rows k). */
+gboolean knnwb_knn_together_lists(const KnnwbKnnOptions *options, const KnnwbTogether *t,
                                   KnnwbNeighbors **result, GError **error);
 
 /**

@@ -9,24 +9,27 @@
  * search the whole rows, and each keeps its block's lists (cut again from the whole-input run's
  * even shares when the blocks are uneven).
  */
+#include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
 #include "engine/engine_internal.h"
 #include "group/group.h"
 
-gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions *options, size_t n)
+/* Whether this rank could hold the whole run's n rows (or, rows_held, only what a whole-input run
+ * adds to them), with the lists and arrays of a whole-input run, in half of its share of the
+ * memory available, and whether the whole run passes the request's checks; never with absent
+ * rows or ranks as read (only the values travel). */
+static gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                        size_t n, gboolean rows_held)
 {
   KnnwbKnnOptions whole = *options;
   whole.group_split = FALSE;
   if (block->n_absent_rows > 0 || block->row_ranks != NULL ||
       !knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL))
     return FALSE;
-  /* the whole rows (unless this rank holds them: an input read whole), the whole-input run's
+  /* the whole rows (unless every rank holds them: an input read whole), the whole-input run's
    * lists (an index and a distance for each of n x k) and its n-long arrays (cells, reaches,
    * members, k-th distances) */
-  size_t first;
-  const KnnwbMatrix *held = knnwb_matrix_whole_of(block, &first);
-  const gboolean rows_held = held != NULL && held->n_rows == n;
   const double need = (double)n * ((rows_held ? 0.0 : (double)block->n_cols * sizeof(float)) +
                                    (double)options->k * (sizeof(int64_t) + sizeof(double)) + 32.0);
   /* KNNWB_PARTITION_GATHER_ROOM=BYTES: the memory each rank is taken to have (tests) */
@@ -39,38 +42,63 @@ gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions
   return need <= 0.5 * available;
 }
 
-/* Whether block is this rank's block of a whole matrix of the run's rows that this rank holds
- * (an input every rank read whole): the block's rows at its place among the blocks counts gives. */
+/* The whole matrix block is this rank's block of, when it holds every row of the run (an input
+ * every rank read whole): the block's rows at its place among the blocks, no absent rows or ranks
+ * as read. NULL otherwise. */
 static const KnnwbMatrix *knnwb_knn_together_held(const KnnwbMatrix *block,
-                                                  const KnnwbKnnGroup *group, const int64_t *counts)
+                                                  const KnnwbKnnGroup *group,
+                                                  const KnnwbTogether *t)
 {
-  size_t first, at = 0, n = 0;
+  size_t first, at = 0;
   const KnnwbMatrix *whole = knnwb_matrix_whole_of(block, &first);
-  for (int r = 0; r < group->size; r++) {
-    at += r < group->rank ? (size_t)counts[r] : 0;
-    n += (size_t)counts[r];
-  }
-  return whole != NULL && whole->n_rows == n && whole->n_cols == block->n_cols && first == at &&
+  for (int r = 0; r < group->rank; r++)
+    at += (size_t)t->counts[r];
+  return whole != NULL && whole->n_rows == t->n && whole->n_cols == block->n_cols && first == at &&
                  whole->n_absent_rows == 0 && knnwb_matrix_row_ranks(whole) == NULL
              ? whole
              : NULL;
 }
 
-gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                 const int64_t *counts, KnnwbMatrix **whole, GError **error)
+gboolean knnwb_knn_together_counts(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                   KnnwbTogether *t, GError **error)
 {
-  /* Ranks that read the input whole hold every row already: nothing travels. */
-  const KnnwbMatrix *held = knnwb_knn_together_held(block, group, counts);
-  int64_t all_hold = held != NULL;
-  if (!group->reduce(group, &all_hold, 1, KNNWB_GROUP_MIN, error))
+  memset(t, 0, sizeof *t);
+  t->counts = g_new(int64_t, (size_t)group->size);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, t->counts, error))
     return FALSE;
-  if (all_hold) {
+  for (int r = 0; r < group->size; r++)
+    t->n += (size_t)t->counts[r];
+  return TRUE;
+}
+
+gboolean knnwb_knn_together_agree(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                  gboolean want, KnnwbTogether *t, GError **error)
+{
+  /* Every rank says whether it holds every row, and whether it has room with and without them
+   * (blocks of different widths: the split search's checks say so; nothing travels first). */
+  int64_t v[5] = {knnwb_knn_together_held(block, options->group, t) != NULL,
+                  want && knnwb_knn_together_fits(block, options, t->n, TRUE),
+                  want && knnwb_knn_together_fits(block, options, t->n, FALSE),
+                  (int64_t)block->n_cols, -(int64_t)block->n_cols};
+  t->held = t->go = FALSE;
+  if (!options->group->reduce(options->group, v, 5, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  t->held = v[0] != 0;
+  t->go = (t->held ? v[1] : v[2]) && v[3] == -v[4];
+  return TRUE;
+}
+
+gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                 const KnnwbTogether *t, KnnwbMatrix **whole, GError **error)
+{
+  if (t->held) { /* every rank read the input whole: nothing travels */
+    const KnnwbMatrix *held = knnwb_knn_together_held(block, group, t);
     *whole = knnwb_matrix_new_wrapped(held->n_rows, held->n_cols, held->values, NULL, NULL);
     g_debug("knnwb: every rank holds every row already (the input read whole)");
     return TRUE;
   }
   GError *local = NULL;
-  *whole = knnwb_knn_group_gather_rows(group, block, counts, &local);
+  *whole = knnwb_knn_group_gather_rows(group, block, t->counts, &local);
   if (*whole == NULL && g_error_matches(local, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY)) {
     g_clear_error(&local);
     return TRUE;
@@ -80,38 +108,18 @@ gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *
   return *whole != NULL;
 }
 
-gboolean knnwb_knn_together_counts(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
-                                   int64_t **counts, size_t *n, GError **error)
+void knnwb_knn_together_clear(KnnwbTogether *t)
 {
-  *counts = g_new(int64_t, (size_t)group->size);
-  *n = 0;
-  if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, *counts, error))
-    return FALSE;
-  for (int r = 0; r < group->size; r++)
-    *n += (size_t)(*counts)[r];
-  return TRUE;
+  g_clear_pointer(&t->counts, g_free);
 }
 
-gboolean knnwb_knn_together_agree(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
-                                  gboolean want, size_t n, gboolean *go, GError **error)
-{
-  /* (blocks of different widths: the split search's checks say so; nothing travels first) */
-  int64_t v[3] = {want && knnwb_knn_together_fits(block, options, n), (int64_t)block->n_cols,
-                  -(int64_t)block->n_cols};
-  *go = FALSE;
-  if (!options->group->reduce(options->group, v, 3, KNNWB_GROUP_MIN, error))
-    return FALSE;
-  *go = v[0] && v[1] == -v[2];
-  return TRUE;
-}
-
-gboolean knnwb_knn_together_lists(const KnnwbKnnOptions *options, const int64_t *counts, size_t n,
+gboolean knnwb_knn_together_lists(const KnnwbKnnOptions *options, const KnnwbTogether *t,
                                   KnnwbNeighbors **result, GError **error)
 {
   /* (the run's outcome is the same on every rank, so all cut again or none) */
   if (*result == NULL || !options->group_own_rows)
     return TRUE;
-  return knnwb_knn_group_recut(options->group, counts, n, result, error);
+  return knnwb_knn_group_recut(options->group, t->counts, t->n, result, error);
 }
 
 /* Whether split ranks put their rows together whatever they are: on GPUs, or when
@@ -129,28 +137,26 @@ gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions
   *no_room = FALSE;
   const KnnwbKnnGroup *group = options->group;
   const gint64 start = g_get_monotonic_time();
-  g_autofree int64_t *counts = NULL;
-  size_t n = 0;
-  gboolean go = FALSE;
-  if (!knnwb_knn_together_counts(block, group, &counts, &n, error) ||
-      !knnwb_knn_together_agree(block, options, knnwb_knn_together_always(options), n, &go, error))
+  g_auto(KnnwbTogether) t = {0};
+  if (!knnwb_knn_together_counts(block, group, &t, error) ||
+      !knnwb_knn_together_agree(block, options, knnwb_knn_together_always(options), &t, error))
     return FALSE;
-  if (!go)
+  if (!t.go)
     return TRUE;
   KnnwbMatrix *whole = NULL;
-  if (!knnwb_knn_together_rows(block, group, counts, &whole, error))
+  if (!knnwb_knn_together_rows(block, group, &t, &whole, error))
     return FALSE;
   if (whole == NULL) {
     g_debug("knnwb: a rank cannot hold every row after all: the split search");
     *no_room = TRUE;
     return TRUE;
   }
-  g_debug("knnwb: the ranks' rows put together for the whole-input search (%zu rows) in %.3f s", n,
-          (double)(g_get_monotonic_time() - start) / 1e6);
+  g_debug("knnwb: the ranks' rows put together for the whole-input search (%zu rows) in %.3f s",
+          t.n, (double)(g_get_monotonic_time() - start) / 1e6);
   KnnwbKnnOptions together = *options;
   together.group_split = FALSE;
   together.group_split_gather = FALSE;
   gboolean ok = knnwb_knn_self(whole, &together, result, error);
   knnwb_matrix_free(whole);
-  return ok && knnwb_knn_together_lists(options, counts, n, result, error);
+  return ok && knnwb_knn_together_lists(options, &t, result, error);
 }

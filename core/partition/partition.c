@@ -224,7 +224,7 @@ static gboolean knnwb_partition_finish(KnnwbPartitionRun *run, KnnwbNeighbors **
  * the same decisions. */
 gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                              KnnwbPartition *p, KnnwbPartitionMode mode, double expected,
-                             KnnwbNeighbors **lists, GError **error)
+                             const char *otherwise, KnnwbNeighbors **lists, GError **error)
 {
   const size_t n = data->n_rows, k = options->k;
   const KnnwbKnnGroup *group = options->group;
@@ -254,11 +254,11 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
   ok = ok && knnwb_partition_bound(&run, mode, &give_up, &visit_pairs, error);
   if (ok) {
     g_debug("knnwb: partition: %zu groups, %.3g pairs within, %.3g between (%.1f%% of all), "
-            "%d worker(s)%s, own lists %.3f s, bounds %.3f s%s",
+            "%d worker(s)%s, own lists %.3f s, bounds %.3f s%s%s%s",
             p->groups, own_pairs, visit_pairs, 100.0 * (own_pairs + visit_pairs) / plain,
             run.workers, ranks > 1 ? " a rank" : "", (double)(own_done - start) / 1e6,
-            (double)(g_get_monotonic_time() - own_done) / 1e6,
-            give_up ? ": the plain search instead" : "");
+            (double)(g_get_monotonic_time() - own_done) / 1e6, give_up ? ": " : "",
+            give_up ? otherwise : "", give_up ? " instead" : "");
     run.total = run.done + visit_pairs / ranks;
   }
   if (ok && !give_up) {
@@ -306,7 +306,8 @@ static int knnwb_partition_threads(const KnnwbKnnOptions *options, const KnnwbKn
  * the group's errors. */
 gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size_t n,
                               const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
-                              double *expected, gboolean *made, gboolean *chosen, GError **error)
+                              const char *otherwise, double *expected, gboolean *made,
+                              gboolean *chosen, GError **error)
 {
   const KnnwbKnnGroup *group =
       options->group != NULL && options->group->size > 1 ? options->group : NULL;
@@ -320,7 +321,6 @@ gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size
   /* The ranks go on together (assigning the rows is collective) with the same centroids, and end
    * with the same partition. */
   gboolean same = TRUE;
-  const char *otherwise = options->group_split ? "the split search" : "the plain search";
   if (group != NULL && !knnwb_partition_ranks_agree(group, p, *chosen, otherwise, &same, error))
     return FALSE;
   *chosen = *chosen && same;
@@ -401,11 +401,12 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   KnnwbPartition p = {0};
   double expected = HUGE_VAL;
   gboolean made = FALSE, chosen = FALSE;
-  gboolean ok = knnwb_partition_pick(&p, data, n, options, mode, &expected, &made, &chosen, error);
+  gboolean ok = knnwb_partition_pick(&p, data, n, options, mode, "the plain search", &expected,
+                                     &made, &chosen, error);
   ok = ok && knnwb_partition_settle(&p, data, options, made, expected, start, "the plain search",
                                     &chosen, error);
   if (ok && chosen)
-    ok = knnwb_partition_run(data, options, &p, mode, expected, result, error);
+    ok = knnwb_partition_run(data, options, &p, mode, expected, "the plain search", result, error);
   knnwb_partition_clear(&p);
   g_debug("knnwb: partition: %s in %.3f s", *result != NULL ? "done" : "not used",
           (double)(g_get_monotonic_time() - start) / 1e6);

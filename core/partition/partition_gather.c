@@ -81,30 +81,30 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
 {
   const KnnwbKnnGroup *group = options->group;
   const gint64 start = g_get_monotonic_time();
-  g_autofree int64_t *counts = NULL;
-  size_t n = 0;
-  gboolean go = FALSE;
-  if (!knnwb_knn_together_counts(block, group, &counts, &n, error) ||
-      !knnwb_knn_together_agree(
-          block, options, knnwb_partition_gather_applies(block, options, mode, n), n, &go, error))
+  g_auto(KnnwbTogether) t = {0};
+  if (!knnwb_knn_together_counts(block, group, &t, error))
     return FALSE;
-  if (!go)
+  const size_t n = t.n;
+  if (!knnwb_knn_together_agree(block, options,
+                                knnwb_partition_gather_applies(block, options, mode, n), &t, error))
+    return FALSE;
+  if (!t.go)
     return TRUE;
   KnnwbMatrix *sample = NULL;
-  if (!knnwb_partition_gather_sample(block, group, counts, n, &sample, error))
+  if (!knnwb_partition_gather_sample(block, group, t.counts, n, &sample, error))
     return FALSE;
   KnnwbPartition p = {0};
   double expected = HUGE_VAL;
   gboolean made = FALSE, chosen = FALSE;
-  gboolean ok =
-      knnwb_partition_pick(&p, sample, n, options, mode, &expected, &made, &chosen, error);
+  gboolean ok = knnwb_partition_pick(&p, sample, n, options, mode, "the split search", &expected,
+                                     &made, &chosen, error);
   knnwb_matrix_free(sample);
   if (ok && made && !chosen)
     g_debug("knnwb: partition: expected %.1f%% of the work: the split search", 100.0 * expected);
   KnnwbMatrix *whole = NULL;
   if (ok && chosen) {
     const gint64 gathered = g_get_monotonic_time();
-    ok = knnwb_knn_together_rows(block, group, counts, &whole, error);
+    ok = knnwb_knn_together_rows(block, group, &t, &whole, error);
     chosen = whole != NULL;
     if (ok && chosen)
       g_debug("knnwb: partition: the ranks' rows put together for the partitioned search (%zu "
@@ -119,10 +119,11 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
   ok = ok && (!chosen || knnwb_partition_settle(&p, whole, &gathered, made, expected, start,
                                                 "the split search", &chosen, error));
   if (ok && chosen)
-    ok = knnwb_partition_run(whole, &gathered, &p, mode, expected, result, error);
+    ok = knnwb_partition_run(whole, &gathered, &p, mode, expected, "the split search", result,
+                             error);
   knnwb_partition_clear(&p);
   knnwb_matrix_free(whole);
-  ok = ok && knnwb_knn_together_lists(options, counts, n, result, error);
+  ok = ok && knnwb_knn_together_lists(options, &t, result, error);
   if (ok)
     g_debug("knnwb: partition: %s in %.3f s",
             *result != NULL ? "done" : "not used: the split search",

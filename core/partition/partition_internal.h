@@ -420,13 +420,15 @@ KnnwbPartitionLoad knnwb_partition_sample_load(const KnnwbPartitionSampleView *v
  */
 gboolean knnwb_partition_choose(KnnwbPartition *p, const KnnwbMatrix *data, KnnwbMetric metric,
                                 size_t k, int threads, gboolean gpu, double *share);
-/* The pieces of one partitioned run that partition_gather.c shares (partition.c). The choice on
- * sample (the sample of n rows: the data itself, or what split ranks gathered of it) into p;
- * *made: a choice was made, *chosen: it partitions (in a group, as every rank says). FALSE: the
- * group's errors. */
+/* The pieces of one partitioned run that partition_gather.c shares (partition.c); otherwise names
+ * the search that runs when the partition is not taken ("the plain search", "the split search"),
+ * in the debug lines. The choice on sample (the sample of n rows: the data itself, or what split
+ * ranks gathered of it) into p; *made: a choice was made, *chosen: it partitions (in a group, as
+ * every rank says). FALSE: the group's errors. */
 gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size_t n,
                               const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
-                              double *expected, gboolean *made, gboolean *chosen, GError **error);
+                              const char *otherwise, double *expected, gboolean *made,
+                              gboolean *chosen, GError **error);
 /* The partition p picked made whole on data: every row's cell, and the cells' groups (in a group
  * the ranks assign their blocks' rows and agree on the partition); otherwise names the search that
  * runs when it is not taken, in the debug lines. FALSE: the group's errors. */
@@ -439,7 +441,7 @@ gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
  * same decisions. */
 gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                              KnnwbPartition *p, KnnwbPartitionMode mode, double expected,
-                             KnnwbNeighbors **lists, GError **error);
+                             const char *otherwise, KnnwbNeighbors **lists, GError **error);
 /* What the partitioned search applies to, for n rows of d values, absent of them absent. O(1). */
 gboolean knnwb_partition_applies_to(const KnnwbKnnOptions *options, size_t n, size_t d,
                                     size_t absent);

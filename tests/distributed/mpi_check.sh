@@ -354,6 +354,9 @@ for ranks in 1 2 3; do
       -k 9 -m euclidean -b cpu -q -o "r$ranks-$name-gathered.tsv" 2>"r$ranks-$name-gathered.err"
     [ "$ranks" -eq 1 ] || grep -q "${text#*:}" "r$ranks-$name-gathered.err" ||
       fail "$ranks ranks: $name.tsv: no line '${text#*:}'"
+    # (text read by byte ranges is held by no rank whole: its rows travel)
+    [ "$name" = quoted ] || ! grep -q 'holds every row already' "r$ranks-$name-gathered.err" ||
+      fail "$ranks ranks: $name.tsv: rows taken as held"
     cmp "one-$name-gathered.tsv" "r$ranks-$name-gathered.tsv" ||
       fail "$ranks ranks: gathered $name.tsv differs"
   done

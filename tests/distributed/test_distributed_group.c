@@ -1697,7 +1697,9 @@ static void test_partitioned_gathered(void)
 /* Ranks that read the input whole (each block a share of the rank's own copy of the whole
  * matrix): put together without a transfer, for the partitioned search (0: even blocks; 1: uneven)
  * and, as on GPUs, for the whole-input search (2); a rank whose block is a plain copy sends every
- * rank to the transfer (3). One process's lists every time. */
+ * rank to the transfer (3). With room for the run but not for a copy of the rows: held rows go (4);
+ * where one rank does not hold them, no rank does, and the split search runs (5). One process's
+ * lists every time. */
 static void test_partitioned_gathered_held(void)
 {
   static const size_t uneven[] = {0, 400, 400, 1203};
@@ -1710,13 +1712,15 @@ static void test_partitioned_gathered_held(void)
   g_setenv("KNNWB_PARTITION", "off", TRUE);
   g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
   options.group_split = options.group_split_gather = options.group_own_rows = TRUE;
-  for (int c = 0; c < 4; c++) {
+  for (int c = 0; c < 6; c++) {
     g_setenv("KNNWB_PARTITION", c == 2 ? "off" : "on", TRUE);
     if (c == 2)
       g_setenv("KNNWB_PARTITION_GATHER_ALWAYS", "1", TRUE);
+    if (c >= 4) /* (1203 x (7 floats + 6 list slots) needs 188 KB, 154 KB without the rows) */
+      g_setenv("KNNWB_PARTITION_GATHER_ROOM", "340000", TRUE);
     rank_cuts = c == 1 ? uneven : NULL;
     rank_whole_views = TRUE;
-    rank_not_whole = c == 3 ? 1 : -1;
+    rank_not_whole = c == 3 || c == 5 ? 1 : -1;
     RankRun runs[MAX_RANKS];
     g_atomic_int_set(&partition_runs, 0);
     g_atomic_int_set(&held_runs, 0);
@@ -1725,11 +1729,12 @@ static void test_partitioned_gathered_held(void)
     rank_whole_views = FALSE;
     rank_not_whole = -1;
     g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
-    g_assert_cmpint(g_atomic_int_get(&held_runs), ==, c == 3 ? 0 : 3);
-    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, c == 2 ? 0 : 3);
+    g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
+    g_assert_cmpint(g_atomic_int_get(&held_runs), ==, c == 3 || c == 5 ? 0 : 3);
+    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, c == 2 || c == 5 ? 0 : 3);
     for (int r = 0; r < 3; r++) {
       g_assert_no_error(runs[r].error);
-      g_assert_false(g_str_has_suffix(runs[r].result->backend_used, "(split)"));
+      g_assert_true(g_str_has_suffix(runs[r].result->backend_used, "(split)") == (c == 5));
       assert_same_rows(expected, runs[r].result);
       knnwb_neighbors_free(runs[r].result);
     }

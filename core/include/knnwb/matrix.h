@@ -108,9 +108,10 @@ KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *value
 /**
  * A block of whole: a matrix whose values are rows [first, first + count) of whole's (no copy; no
  * labels or marks: the caller sets what it needs), which takes whole over and frees it with
- * itself. For a process that holds a whole matrix of which it works on a block (an MPI rank that
- * read an input whole): knnwb_matrix_whole_of gives whole back, so that work that needs every row
- * takes them from there instead of copying them from the other ranks. O(1).
+ * itself (so one whole gives one block; NULL when the rows are not whole's). For a process that
+ * holds a whole matrix of which it works on a block (an MPI rank that read an input whole):
+ * knnwb_matrix_whole_of gives whole back, so that work that needs every row takes them from there
+ * instead of copying them from the other ranks. O(1).
  */
 KnnwbMatrix *knnwb_matrix_new_block_of(KnnwbMatrix *whole, size_t first, size_t count);
 /** The whole matrix block is a block of (knnwb_matrix_new_block_of), and its first row there in
