@@ -333,13 +333,13 @@ typedef struct {
   gboolean held;   /* every rank holds every row already (an input every rank read whole) */
   gboolean go;     /* the ranks put their rows together */
 } KnnwbTogether;
-/** Every rank's row count into t (cleared first; knnwb_knn_together_clear). Collective: one
+/** Every rank's row count into t (emptied first: knnwb_knn_together_clear). Collective: one
  * gather. FALSE: the group's errors. */
 gboolean knnwb_knn_together_counts(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
                                    KnnwbTogether *t, GError **error);
 /** Whether the ranks put their rows together (t->go): every rank wants to (want) and has room for
  * the whole run's rows, with the lists and arrays of a whole-input run, in half of its share of
- * the memory available (KNNWB_PARTITION_GATHER_ROOM=BYTES: the share, for tests), the whole run
+ * the memory available (KNNWB_PARTITION_GATHER_ROOM=BYTES: the host's, for tests), the whole run
  * passes the request's checks, no block has absent rows or ranks as read (only the values travel),
  * and the blocks have one width (else the split search's checks say so; nothing travels first).
  * Where every rank's block is its share of a whole matrix it holds (knnwb_matrix_new_block_of:
@@ -354,6 +354,7 @@ gboolean knnwb_knn_together_agree(const KnnwbMatrix *block, const KnnwbKnnOption
  * unless t->held. O(n d), O(1) for the view. */
 gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
                                  const KnnwbTogether *t, KnnwbMatrix **whole, GError **error);
+/** Frees t's counts and empties it. */
 void knnwb_knn_together_clear(KnnwbTogether *t);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(KnnwbTogether, knnwb_knn_together_clear)
 /** A whole-input run's lists (*result: this rank's even share, or NULL: none) made this rank's

@@ -106,7 +106,7 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
 /**
  * A split-memory self run on GPUs (or with KNNWB_PARTITION_GATHER_ALWAYS=1) that may put its rows
  * together (options->group_split_gather), on the whole rows (knn_together.c): where every rank
- * runs on GPUs and has room (knnwb_knn_together_fits), the ranks put their blocks together and run
+ * runs on GPUs and has room (knnwb_knn_together_agree), the ranks put their blocks together and run
  * the whole-input search (the partitioned one where it pays, else the shared tiles), each keeping
  * its block's lists. TRUE with *result NULL on every rank alike: not taken (the CPU, no room,
  * blocks of different widths), the caller goes on; *no_room also when a rank could not allocate

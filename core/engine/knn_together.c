@@ -32,12 +32,11 @@ static gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnn
    * members, k-th distances) */
   const double need = (double)n * ((rows_held ? 0.0 : (double)block->n_cols * sizeof(float)) +
                                    (double)options->k * (sizeof(int64_t) + sizeof(double)) + 32.0);
-  /* KNNWB_PARTITION_GATHER_ROOM=BYTES: the memory each rank is taken to have (tests) */
+  /* KNNWB_PARTITION_GATHER_ROOM=BYTES: the memory the host is taken to have (tests) */
   const char *forced = g_getenv("KNNWB_PARTITION_GATHER_ROOM");
-  const double available =
-      forced != NULL && *forced != '\0'
-          ? (double)g_ascii_strtoull(forced, NULL, 10)
-          : (double)knnwb_memory_available() / (double)MAX(options->group->local_size, 1);
+  const double host = forced != NULL && *forced != '\0' ? (double)g_ascii_strtoull(forced, NULL, 10)
+                                                        : (double)knnwb_memory_available();
+  const double available = host / (double)MAX(options->group->local_size, 1);
   /* at most half: the run's tiles, the block the rank read and the writer need the rest */
   return need <= 0.5 * available;
 }
@@ -62,7 +61,7 @@ static const KnnwbMatrix *knnwb_knn_together_held(const KnnwbMatrix *block,
 gboolean knnwb_knn_together_counts(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
                                    KnnwbTogether *t, GError **error)
 {
-  memset(t, 0, sizeof *t);
+  knnwb_knn_together_clear(t);
   t->counts = g_new(int64_t, (size_t)group->size);
   if (!knnwb_knn_group_gather_values(group, (int64_t)block->n_rows, t->counts, error))
     return FALSE;
@@ -93,6 +92,7 @@ gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *
 {
   if (t->held) { /* every rank read the input whole: nothing travels */
     const KnnwbMatrix *held = knnwb_knn_together_held(block, group, t);
+    g_assert(held != NULL); /* (every rank said so in knnwb_knn_together_agree) */
     *whole = knnwb_matrix_new_wrapped(held->n_rows, held->n_cols, held->values, NULL, NULL);
     g_debug("knnwb: every rank holds every row already (the input read whole)");
     return TRUE;
@@ -110,7 +110,8 @@ gboolean knnwb_knn_together_rows(const KnnwbMatrix *block, const KnnwbKnnGroup *
 
 void knnwb_knn_together_clear(KnnwbTogether *t)
 {
-  g_clear_pointer(&t->counts, g_free);
+  g_free(t->counts);
+  memset(t, 0, sizeof *t);
 }
 
 gboolean knnwb_knn_together_lists(const KnnwbKnnOptions *options, const KnnwbTogether *t,

@@ -257,6 +257,9 @@ static gboolean rank_copies;
  * matrix (knnwb_matrix_new_block_of); rank_not_whole (>= 0) gets a plain copy instead. */
 static gboolean rank_whole_views;
 static int rank_not_whole = -1;
+/* Each rank's count of ranks on its host (NULL: every rank on one host): the share of the host's
+ * memory a rank takes (KNNWB_PARTITION_GATHER_ROOM gives the host's), so that ranks differ. */
+static const int *rank_local_sizes;
 
 /* The rank's block of a matrix (split memory): a view of its rows, which it alone gets. */
 static KnnwbMatrix *rank_block(const KnnwbMatrix *whole, const KnnwbKnnGroup *group,
@@ -384,12 +387,13 @@ static void run_ranks_task(int ranks, const KnnwbMatrix *query, const KnnwbMatri
                         .order = task.order,
                         .direction = task.direction};
     runs[r].rank.job = &job;
-    runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
-                                         .size = ranks,
-                                         .local_size = ranks,
-                                         .agree = task.focus ? turn_agree : thread_agree,
-                                         .exchange = task.focus ? turn_exchange : thread_exchange,
-                                         .reduce = task.focus ? turn_reduce : thread_reduce};
+    runs[r].rank.group =
+        (KnnwbKnnGroup){.rank = r,
+                        .size = ranks,
+                        .local_size = rank_local_sizes ? rank_local_sizes[r] : ranks,
+                        .agree = task.focus ? turn_agree : thread_agree,
+                        .exchange = task.focus ? turn_exchange : thread_exchange,
+                        .reduce = task.focus ? turn_reduce : thread_reduce};
     /* (The turn-taking group of the focus tasks keeps to messages.) */
     if (thread_share_next && !task.focus) {
       runs[r].rank.group.share_begin = thread_share_begin;
@@ -1698,7 +1702,8 @@ static void test_partitioned_gathered(void)
  * matrix): put together without a transfer, for the partitioned search (0: even blocks; 1: uneven)
  * and, as on GPUs, for the whole-input search (2); a rank whose block is a plain copy sends every
  * rank to the transfer (3). With room for the run but not for a copy of the rows: held rows go (4);
- * where one rank does not hold them, no rank does, and the split search runs (5). One process's
+ * where one rank does not hold them, no rank does, and the split search runs (5), also when that
+ * rank alone has room for the copy (6: the others judge their room with the rows). One process's
  * lists every time. */
 static void test_partitioned_gathered_held(void)
 {
@@ -1712,15 +1717,19 @@ static void test_partitioned_gathered_held(void)
   g_setenv("KNNWB_PARTITION", "off", TRUE);
   g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
   options.group_split = options.group_split_gather = options.group_own_rows = TRUE;
-  for (int c = 0; c < 6; c++) {
+  static const int local_sizes[] = {3, 1, 3};
+  for (int c = 0; c < 7; c++) {
     g_setenv("KNNWB_PARTITION", c == 2 ? "off" : "on", TRUE);
     if (c == 2)
       g_setenv("KNNWB_PARTITION_GATHER_ALWAYS", "1", TRUE);
-    if (c >= 4) /* (1203 x (7 floats + 6 list slots) needs 188 KB, 154 KB without the rows) */
-      g_setenv("KNNWB_PARTITION_GATHER_ROOM", "340000", TRUE);
+    /* (1203 x (7 floats + 6 list slots) needs 188 KB, 154 KB without the rows: a third of the
+     * host's 1,020,000 bytes has room at half for the latter only, the whole of it for both) */
+    if (c >= 4)
+      g_setenv("KNNWB_PARTITION_GATHER_ROOM", "1020000", TRUE);
+    rank_local_sizes = c == 6 ? local_sizes : NULL;
     rank_cuts = c == 1 ? uneven : NULL;
     rank_whole_views = TRUE;
-    rank_not_whole = c == 3 || c == 5 ? 1 : -1;
+    rank_not_whole = c == 3 || c >= 5 ? 1 : -1;
     RankRun runs[MAX_RANKS];
     g_atomic_int_set(&partition_runs, 0);
     g_atomic_int_set(&held_runs, 0);
@@ -1730,11 +1739,12 @@ static void test_partitioned_gathered_held(void)
     rank_not_whole = -1;
     g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
     g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
-    g_assert_cmpint(g_atomic_int_get(&held_runs), ==, c == 3 || c == 5 ? 0 : 3);
-    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, c == 2 || c == 5 ? 0 : 3);
+    rank_local_sizes = NULL;
+    g_assert_cmpint(g_atomic_int_get(&held_runs), ==, c == 3 || c >= 5 ? 0 : 3);
+    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, c == 2 || c >= 5 ? 0 : 3);
     for (int r = 0; r < 3; r++) {
       g_assert_no_error(runs[r].error);
-      g_assert_true(g_str_has_suffix(runs[r].result->backend_used, "(split)") == (c == 5));
+      g_assert_true(g_str_has_suffix(runs[r].result->backend_used, "(split)") == (c >= 5));
       assert_same_rows(expected, runs[r].result);
       knnwb_neighbors_free(runs[r].result);
     }

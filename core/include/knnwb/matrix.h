@@ -108,7 +108,8 @@ KnnwbMatrix *knnwb_matrix_new_wrapped(size_t n_rows, size_t n_cols, float *value
 /**
  * A block of whole: a matrix whose values are rows [first, first + count) of whole's (no copy; no
  * labels or marks: the caller sets what it needs), which takes whole over and frees it with
- * itself (so one whole gives one block; NULL when the rows are not whole's). For a process that
+ * itself (so make one block of a whole; rows that are not whole's: a critical warning, NULL, and
+ * whole stays the caller's). For a process that
  * holds a whole matrix of which it works on a block (an MPI rank that read an input whole):
  * knnwb_matrix_whole_of gives whole back, so that work that needs every row takes them from there
  * instead of copying them from the other ranks. O(1).
