@@ -228,7 +228,7 @@ static gboolean knnwb_split_run_first(KnnwbSplitState *state, const KnnwbSplitRu
                                       GArray *left, GError **error)
 {
   KnnwbSplitLists lists = {0};
-  gboolean ok = knnwb_split_lists_init(&lists, state->count, run->kc, error);
+  gboolean ok = knnwb_split_lists_init(&lists, state->count, run->kc, run->threads, error);
   if (!state->group->agree(state->group, ok, error))
     return FALSE;
   knnwb_split_mark(state->group, "frame, prepare and allocation", &state->since);

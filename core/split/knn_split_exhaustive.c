@@ -118,8 +118,8 @@ static gboolean knnwb_split_exhaustive_batch(const KnnwbSplitRows *rows,
   KnnwbSplitLists *back = g_new0(KnnwbSplitLists, ranks);
   gboolean local = ok;
   for (size_t r = 0; r < ranks && local; r++)
-    local = knnwb_split_lists_init(&found[r], (size_t)shared.counts[r], k, error) &&
-            knnwb_split_lists_init(&back[r], count, k, error);
+    local = knnwb_split_lists_init(&found[r], (size_t)shared.counts[r], k, run->threads, error) &&
+            knnwb_split_lists_init(&back[r], count, k, run->threads, error);
   for (size_t r = 0; r < ranks && local; r++) {
     KnnwbPrepared view;
     knnwb_split_shared_view(&shared, layout, rows->query, r, &view);

@@ -72,10 +72,12 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
   const size_t kc = run->kc, cut = lower ? mine->count : other->count;
   const size_t chunks = MIN(cut, (size_t)KNNWB_SPLIT_PAIR_CHUNKS);
   KnnwbSplitLists a_lists = {0}, b_lists = {0};
-  /* The lower rank's room for the other block's lists of one chunk (emptied for each). */
+  /* The lower rank's room for the other block's lists of one chunk (emptied for each), on a
+   * two-sided backend, whose job writes them; the panels' merge into back directly. */
+  const gboolean b_written = lower && run->two_sided;
   char *b_room =
-      lower ? g_try_malloc(MAX(knnwb_split_lists_bytes(other->count, kc), (size_t)1)) : NULL;
-  if (lower && b_room == NULL) {
+      b_written ? g_try_malloc(MAX(knnwb_split_lists_bytes(other->count, kc), (size_t)1)) : NULL;
+  if (b_written && b_room == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates", other->count, kc);
     return FALSE;
@@ -99,14 +101,18 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
     knnwb_split_bounds(lists, bounds);
     if (lower) {
       const KnnwbSplitSide a = {mine->rows, mine->first + c0, c1 - c0, mine->global + c0};
-      ok = knnwb_split_lists_init_in(&b_lists, other->count, kc, b_room, error) &&
-           knnwb_split_select(run, &a, other, bounds + c0, other_bounds, room, &a_lists, &b_lists,
-                              error);
+      if (b_written)
+        ok = knnwb_split_lists_init_in(&b_lists, other->count, kc, b_room, run->threads, error);
+      else
+        b_lists = knnwb_split_lists_window(back, 0, other->count);
+      ok = ok && knnwb_split_select(run, &a, other, bounds + c0, other_bounds, room, &a_lists,
+                                    &b_lists, error);
       if (ok) {
         KnnwbSplitLists rows = knnwb_split_lists_window(lists, c0, c1 - c0);
         knnwb_split_merge(lists, &a_lists, c0, run->threads);
         knnwb_split_fill_distances(run, &a, other, &rows);
-        knnwb_split_merge(back, &b_lists, 0, run->threads);
+        if (b_written)
+          knnwb_split_merge(back, &b_lists, 0, run->threads);
         for (size_t t = 0; t < other->count && kc > 0; t++)
           if (back->index[t * kc + kc - 1] >= 0)
             other_bounds[t] = MIN(other_bounds[t], back->score[t * kc + kc - 1]);
@@ -291,9 +297,10 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
   /* The lists of this block's rows that p computed arrive in the pass's room, once this step's
    * own lists are merged. */
   KnnwbSplitLists back = {0}, from_p = {0};
-  gboolean ok = !knnwb_split_cancelled(run, error) &&
-                knnwb_split_lists_init_in(&back, q_rows, run->kc, pass->back_room, error) &&
-                knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
+  gboolean ok =
+      !knnwb_split_cancelled(run, error) &&
+      knnwb_split_lists_init_in(&back, q_rows, run->kc, pass->back_room, run->threads, error) &&
+      knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
   knnwb_split_mark(group, "pair selected and merged in", &pass->since);
   /* The last step has read the shared blocks (every rank reaches this, failed or not): the
    * window is free for the lists that go back. */
@@ -302,7 +309,7 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
     if (!group->share_end(group, ok ? error : NULL))
       ok = FALSE;
   }
-  ok = ok && knnwb_split_lists_init_in(&from_p, pass->m, run->kc, pass->room, error);
+  ok = ok && knnwb_split_lists_init_in(&from_p, pass->m, run->kc, pass->room, run->threads, error);
   if (group->agree(group, ok, error)) {
     ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
                            from_p.buffer, knnwb_split_lists_bytes(pass->m, run->kc), error);
@@ -401,7 +408,7 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
     KnnwbSplitLists found = {0};
     const size_t valid = knnwb_split_valid(&b);
     gboolean local = !knnwb_split_cancelled(run, error) &&
-                     knnwb_split_lists_init(&found, mine.count, run->kc, error);
+                     knnwb_split_lists_init(&found, mine.count, run->kc, run->threads, error);
     if (local && valid > 0 && mine.count > 0) {
       KnnwbSelectJob job;
       knnwb_split_fill_job(run, &job, &mine, &b, MIN(run->kc, valid), &found);

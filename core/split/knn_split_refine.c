@@ -101,7 +101,7 @@ static gboolean knnwb_split_retry_select(const KnnwbSplitRows *rows, const Knnwb
   KnnwbPrepared view;
   knnwb_split_shared_view(shared, layout, rows->query, r, &view);
   const KnnwbSplitSide theirs = {&view, 0, view.n, 0};
-  if (!knnwb_split_lists_init(found, view.n, kc, error))
+  if (!knnwb_split_lists_init(found, view.n, kc, run->threads, error))
     return FALSE;
   if (valid == 0 || view.n == 0)
     return TRUE;
@@ -143,14 +143,14 @@ static gboolean knnwb_split_retry_batch(const KnnwbSplitRows *rows, const KnnwbS
     local = knnwb_split_retry_select(rows, &shared, layout, r, &found[r], error);
   knnwb_split_mark(group, "re-selection: selected", &since);
   for (size_t r = 0; r < ranks && local; r++)
-    local = knnwb_split_lists_init(&back[r], count, kc, error);
+    local = knnwb_split_lists_init(&back[r], count, kc, rows->run->threads, error);
   if (ok && !group->agree(group, local, error))
     ok = FALSE;
   ok = ok && knnwb_split_return_lists(group, &shared, found, count, kc, back, error);
   knnwb_split_mark(group, "re-selection: candidates returned", &since);
   if (ok) {
     KnnwbSplitLists merged;
-    local = knnwb_split_lists_init(&merged, count, kc, error);
+    local = knnwb_split_lists_init(&merged, count, kc, rows->run->threads, error);
     for (size_t r = 0; r < ranks && local; r++)
       knnwb_split_merge(&merged, &back[r], 0, rows->run->threads);
     knnwb_split_mark(group, "re-selection: merged", &since);

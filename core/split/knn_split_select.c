@@ -104,10 +104,47 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
                                    run->backend, error);
 }
 
+/* The pair (a, b) as two panel jobs, for backends that select for query rows only: b's panel first,
+ * in a_room (NULL: a buffer of its own), its narrower lists finished and merged into b_lists; then
+ * a's panel in the same room as *a_lists. So the pair holds one job's lists at a time besides the
+ * lists it merges into. Both panels start from thresholds fixed before the pair, so their order
+ * changes no list. */
+static gboolean knnwb_split_select_panels(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                                          const KnnwbSplitSide *b, size_t valid_a, size_t valid_b,
+                                          const float *a_bounds, const float *b_bounds,
+                                          char *a_room, KnnwbSplitLists *a_lists,
+                                          KnnwbSplitLists *b_lists, GError **error)
+{
+  const size_t kc = run->kc;
+  KnnwbSelectJob job;
+  KnnwbSplitLists narrow;
+  if (!knnwb_split_lists_init_in(&narrow, b->count, kc, a_room, run->threads, error))
+    return FALSE;
+  knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), &narrow);
+  job.query_bounds = b_bounds;
+  gboolean ok = knnwb_split_run_job(run, &job, error);
+  narrow.kc = job.kc;
+  if (ok) {
+    knnwb_split_finish(run, b, a, &narrow);
+    knnwb_split_merge(b_lists, &narrow, 0, run->threads);
+  }
+  knnwb_split_lists_clear(&narrow);
+  if (!ok || !knnwb_split_lists_init_in(a_lists, a->count, kc, a_room, run->threads, error))
+    return FALSE;
+  knnwb_split_fill_job(run, &job, a, b, MIN(kc, valid_b), a_lists);
+  job.query_bounds = a_bounds;
+  if (!knnwb_split_run_job(run, &job, error))
+    return FALSE;
+  a_lists->kc = job.kc;
+  knnwb_split_finish_as(run, a, b, a_lists, FALSE);
+  return TRUE;
+}
+
 /* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
- * (in a_room, at least knnwb_split_lists_bytes(a->count, run->kc) bytes; NULL: allocated here) and,
- * for a pair, of b's rows among a's into b_lists (b->count empty rows, kc wide, given: the window
- * of the lists that go back to b's owner). a_bounds/b_bounds (NULL: none): the rows' starting
+ * (in a_room, at least knnwb_split_lists_bytes(MAX(a->count, b->count), run->kc) bytes; NULL:
+ * allocated here) and, for a pair, of b's rows among a's merged into b_lists (b->count rows, kc
+ * wide, given: the window of the lists that go back to b's owner; empty when the backend is
+ * two-sided, whose job writes them). a_bounds/b_bounds (NULL: none): the rows' starting
  * thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them (the rest padded
  * with -1). a's lists come without exact distances (NaN): the caller merges them and computes those
  * of the candidates that stayed (knnwb_split_fill_distances) while b's rows are present, about half
@@ -118,14 +155,17 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             GError **error)
 {
   const size_t kc = run->kc;
-  if (!knnwb_split_lists_init_in(a_lists, a->count, kc, a_room, error))
+  const size_t valid_a = knnwb_split_valid(a), valid_b = b != NULL ? knnwb_split_valid(b) : 0;
+  if (b != NULL && !run->two_sided && valid_a > 0 && valid_b > 0)
+    return knnwb_split_select_panels(run, a, b, valid_a, valid_b, a_bounds, b_bounds, a_room,
+                                     a_lists, b_lists, error);
+  if (!knnwb_split_lists_init_in(a_lists, a->count, kc, a_room, run->threads, error))
     return FALSE;
   KnnwbSelectJob job;
   if (b == NULL) {
-    const size_t valid = knnwb_split_valid(a);
-    if (valid < 2)
+    if (valid_a < 2)
       return TRUE;
-    knnwb_split_fill_job(run, &job, a, a, MIN(kc, valid - 1), a_lists);
+    knnwb_split_fill_job(run, &job, a, a, MIN(kc, valid_a - 1), a_lists);
     job.self = 1;
     if (!knnwb_split_run_job(run, &job, error))
       return FALSE;
@@ -133,43 +173,18 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
     knnwb_split_finish_as(run, a, a, a_lists, FALSE);
     return TRUE;
   }
-  const size_t valid_a = knnwb_split_valid(a), valid_b = knnwb_split_valid(b);
   if (valid_a == 0 || valid_b == 0)
     return TRUE;
-  if (run->two_sided) {
-    /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
-    knnwb_split_fill_job(run, &job, a, b, kc, a_lists);
-    job.query_bounds = a_bounds;
-    job.reference_bounds = b_bounds;
-    job.out_reference_index = b_lists->index;
-    job.out_reference_score = b_lists->score;
-    job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
-    job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
-    if (!knnwb_split_run_job(run, &job, error))
-      return FALSE;
-  } else {
-    /* Other backends select for query rows only: the pair as two panels (b's narrower lists
-     * are widened into b_lists). */
-    knnwb_split_fill_job(run, &job, a, b, MIN(kc, valid_b), a_lists);
-    job.query_bounds = a_bounds;
-    if (!knnwb_split_run_job(run, &job, error))
-      return FALSE;
-    a_lists->kc = job.kc;
-    KnnwbSplitLists narrow;
-    if (!knnwb_split_lists_init(&narrow, b->count, kc, error))
-      return FALSE;
-    knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), &narrow);
-    job.query_bounds = b_bounds;
-    gboolean ok = knnwb_split_run_job(run, &job, error);
-    narrow.kc = job.kc;
-    if (ok) {
-      knnwb_split_finish(run, b, a, &narrow);
-      knnwb_split_merge(b_lists, &narrow, 0, run->threads);
-    }
-    knnwb_split_lists_clear(&narrow);
-    knnwb_split_finish_as(run, a, b, a_lists, FALSE);
-    return ok;
-  }
+  /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
+  knnwb_split_fill_job(run, &job, a, b, kc, a_lists);
+  job.query_bounds = a_bounds;
+  job.reference_bounds = b_bounds;
+  job.out_reference_index = b_lists->index;
+  job.out_reference_score = b_lists->score;
+  job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
+  job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
+  if (!knnwb_split_run_job(run, &job, error))
+    return FALSE;
   knnwb_split_finish_as(run, a, b, a_lists, FALSE);
   knnwb_split_finish(run, b, a, b_lists);
   return TRUE;

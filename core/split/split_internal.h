@@ -45,9 +45,13 @@ void knnwb_split_view(const KnnwbSplitLayout *layout, const KnnwbPrepared *like,
 void knnwb_split_pack(const KnnwbSplitLayout *layout, const KnnwbPrepared *p,
                       const unsigned char *invalid, const int64_t *rows, size_t count, char *out);
 size_t knnwb_split_lists_bytes(size_t rows, size_t kc);
+/* rows x kc empty candidates (index -1, score +inf, distance NaN), emptied on threads threads, in
+ * room (at least knnwb_split_lists_bytes(rows, kc) bytes, borrowed) or, room NULL, a buffer of
+ * their own. Errors: KNNWB_ERROR_NO_MEMORY. */
 gboolean knnwb_split_lists_init_in(KnnwbSplitLists *lists, size_t rows, size_t kc, char *room,
-                                   GError **error);
-gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc, GError **error);
+                                   int threads, GError **error);
+gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc, int threads,
+                                GError **error);
 KnnwbSplitLists knnwb_split_lists_window(const KnnwbSplitLists *lists, size_t first, size_t rows);
 void knnwb_split_lists_clear(KnnwbSplitLists *lists);
 void knnwb_split_merge(KnnwbSplitLists *lists, const KnnwbSplitLists *incoming, size_t at,
@@ -178,8 +182,9 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
 /** Runs job on the run's backend (with rank 0's progress). Errors: the backend's status as a
  * GError (cancelled, out of memory, device). Time: the backend's. */
 gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job, GError **error);
-/** The candidates of a pair of sides (or of one side against itself) into a_lists (in a_room, or
- * allocated when NULL) and b_lists (given). Errors: allocation, the backend's. Time: |a| |b| d
+/** The candidates of a pair of sides (or of one side against itself) into a_lists (in a_room, as
+ * large as either side's lists, or allocated when NULL) and b_lists (given: merged into, or, on a
+ * two-sided backend, written and so empty). Errors: allocation, the backend's. Time: |a| |b| d
  * scores on the backend. */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,

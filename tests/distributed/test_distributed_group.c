@@ -1420,8 +1420,8 @@ static void test_split_merge_order(void)
       const size_t width = widths[w];
       const int64_t far = w == 2 ? (int64_t)1 << 33 : 0; /* indices beyond 32 bits */
       KnnwbSplitLists lists, incoming;
-      g_assert_true(knnwb_split_lists_init(&lists, rows, kc, NULL));
-      g_assert_true(knnwb_split_lists_init(&incoming, rows, width, NULL));
+      g_assert_true(knnwb_split_lists_init(&lists, rows, kc, threads, NULL));
+      g_assert_true(knnwb_split_lists_init(&incoming, rows, width, threads, NULL));
       MergeCandidate *all = g_new(MergeCandidate, kc + width);
       MergeCandidate *expected = g_new(MergeCandidate, rows * kc);
       size_t *expected_count = g_new0(size_t, rows);
