@@ -111,22 +111,27 @@ static void knnwb_split_lists_empty_rows(size_t first, size_t last, void *user)
   }
 }
 
+KnnwbSplitLists knnwb_split_lists_over(char *buffer, size_t rows, size_t kc)
+{
+  KnnwbSplitLists lists = {.rows = rows, .kc = kc, .buffer = buffer, .borrowed = TRUE};
+  lists.index = (int64_t *)(void *)buffer;
+  lists.distance = (double *)(void *)(buffer + rows * kc * sizeof(int64_t));
+  lists.score = (float *)(void *)(buffer + rows * kc * (sizeof(int64_t) + sizeof(double)));
+  return lists;
+}
+
 gboolean knnwb_split_lists_init_in(KnnwbSplitLists *lists, size_t rows, size_t kc, char *room,
                                    int threads, GError **error)
 {
-  memset(lists, 0, sizeof *lists);
-  lists->rows = rows;
-  lists->kc = kc;
-  lists->borrowed = room != NULL;
-  lists->buffer = room ? room : g_try_malloc(MAX(knnwb_split_lists_bytes(rows, kc), (size_t)1));
-  if (lists->buffer == NULL) {
+  char *buffer = room ? room : g_try_malloc(MAX(knnwb_split_lists_bytes(rows, kc), (size_t)1));
+  if (buffer == NULL) {
+    memset(lists, 0, sizeof *lists);
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates", rows, kc);
     return FALSE;
   }
-  lists->index = (int64_t *)(void *)lists->buffer;
-  lists->distance = (double *)(void *)(lists->buffer + rows * kc * sizeof(int64_t));
-  lists->score = (float *)(void *)(lists->buffer + rows * kc * (sizeof(int64_t) + sizeof(double)));
+  *lists = knnwb_split_lists_over(buffer, rows, kc);
+  lists->borrowed = room != NULL;
   /* On every thread: at 500,000 rows x 200 candidates this is 2 GB of stores, which one thread
    * took most of a second for, several times a step. */
   knnwb_parallel_for(threads, rows, 1024, knnwb_split_lists_empty_rows, lists);

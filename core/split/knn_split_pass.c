@@ -149,6 +149,10 @@ typedef struct {
   uint64_t steps;
   void **parts;
   gboolean shared;
+  /* The lists that go back lie in the window too, after the block (back_offset bytes into each
+   * rank's part), and their owner merges them from there. */
+  gboolean back_shared;
+  size_t back_offset;
   char *room, *back_room, *visiting;
   float *bounds, *visiting_bounds;
   gint64 since;
@@ -156,14 +160,30 @@ typedef struct {
 
 /* Ranks that share memory (one host) publish their prepared block once, before step 0, and read
  * the others' in place: no copy per step (two at the window: in and out) and no fetch to wait
- * for; else each step fetches its block. Collective. */
+ * for; else each step fetches its block. The window has room for the lists that go back after
+ * the block where the host's shared memory allows it (their owner then merges them in place: no
+ * exchange, no second copy of m x kc candidates a rank), else the block alone. Collective. */
 static gboolean knnwb_split_self_publish(KnnwbSplitSelfPass *pass, GError **error)
 {
   const KnnwbKnnGroup *group = pass->run->group;
   if (group->share_begin == NULL || pass->ranks <= 1)
     return TRUE;
-  pass->shared = group->share_begin(
-      group, KNNWB_SPLIT_HEADER + knnwb_split_bytes(&pass->layout, pass->m), pass->parts, error);
+  const size_t block = KNNWB_SPLIT_HEADER + knnwb_split_bytes(&pass->layout, pass->m);
+  /* The same on every rank (the largest block's end, on a cache line), so each finds the others'.
+   */
+  const size_t largest_block =
+      KNNWB_SPLIT_HEADER + knnwb_split_bytes(&pass->layout, pass->blocks->largest);
+  const size_t back_offset =
+      (largest_block + KNNWB_SPLIT_HEADER - 1) / KNNWB_SPLIT_HEADER * KNNWB_SPLIT_HEADER;
+  const size_t back = knnwb_split_lists_bytes(pass->blocks->largest, pass->run->kc);
+  /* KNNWB_SPLIT_BACK_SHARED=0 (tests, benchmarks): the lists go back as an exchange. */
+  if (g_strcmp0(g_getenv("KNNWB_SPLIT_BACK_SHARED"), "0") != 0) {
+    pass->shared = group->share_begin(group, back_offset + back, pass->parts, error);
+    pass->back_shared = pass->shared;
+    pass->back_offset = back_offset;
+  }
+  if (!pass->shared && (error == NULL || *error == NULL))
+    pass->shared = group->share_begin(group, block, pass->parts, error);
   if (!pass->shared) /* FALSE with *error unset: not shared */
     return error == NULL || *error == NULL;
   char *part = pass->parts[pass->rank];
@@ -172,7 +192,7 @@ static gboolean knnwb_split_self_publish(KnnwbSplitSelfPass *pass, GError **erro
                    part + KNNWB_SPLIT_HEADER);
   if (group->share_sync(group, error))
     return TRUE;
-  pass->shared = FALSE;
+  pass->shared = pass->back_shared = FALSE;
   group->share_end(group, NULL);
   return FALSE;
 }
@@ -190,10 +210,10 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
   KnnwbSplitLists a_lists = {0}, b_lists = {0};
   pass->room =
       g_try_malloc(MAX(knnwb_split_lists_bytes(MAX(pass->m, largest), run->kc), (size_t)1));
-  pass->back_room = pass->ranks > 1
-                        ? g_try_malloc(MAX(knnwb_split_lists_bytes(largest, run->kc), (size_t)1))
-                        : NULL;
-  gboolean ok = pass->room != NULL && (pass->ranks == 1 || pass->back_room != NULL);
+  const gboolean back_room = pass->ranks > 1 && !pass->back_shared;
+  pass->back_room =
+      back_room ? g_try_malloc(MAX(knnwb_split_lists_bytes(largest, run->kc), (size_t)1)) : NULL;
+  gboolean ok = pass->room != NULL && (!back_room || pass->back_room != NULL);
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates",
@@ -270,6 +290,49 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
   return ok;
 }
 
+/* The lists of this block's rows that rank p computed, read in place from p's part of the window
+ * and merged; the parts are written again (the next step's lists) only once every owner has read
+ * its own. Collective. */
+static gboolean knnwb_split_self_back_shared(KnnwbSplitSelfPass *pass, int p, gboolean ok,
+                                             GError **error)
+{
+  const KnnwbKnnGroup *group = pass->run->group;
+  if (!group->agree(group, ok, error) || !group->share_sync(group, error))
+    return FALSE;
+  KnnwbSplitLists from_p =
+      knnwb_split_lists_over((char *)pass->parts[p] + pass->back_offset, pass->m, pass->run->kc);
+  knnwb_split_merge(pass->lists, &from_p, 0, pass->run->threads);
+  return group->share_sync(group, error);
+}
+
+/* The lists of q's block (back) sent to q, and those of this block's rows that rank p computed
+ * received in the pass's room and merged. After the last step (s) the window of shared blocks is
+ * given back first, so the exchange can use it. Collective. */
+static gboolean knnwb_split_self_back_sent(KnnwbSplitSelfPass *pass, int s, int q, int p,
+                                           const KnnwbSplitLists *back, gboolean ok, GError **error)
+{
+  const KnnwbSplitRun *run = pass->run;
+  const KnnwbKnnGroup *group = run->group;
+  /* The last step has read the shared blocks (every rank reaches this, failed or not): the
+   * window is free for the lists that go back. */
+  if (pass->shared && 2 * (s + 1) > pass->ranks) {
+    pass->shared = FALSE;
+    if (!group->share_end(group, ok ? error : NULL))
+      ok = FALSE;
+  }
+  /* Received whole over the room: nothing to empty first. */
+  KnnwbSplitLists from_p = knnwb_split_lists_over(pass->room, pass->m, run->kc);
+  if (group->agree(group, ok, error)) {
+    ok = knnwb_split_shift(group, q, back->buffer, knnwb_split_lists_bytes(back->rows, run->kc), p,
+                           from_p.buffer, knnwb_split_lists_bytes(pass->m, run->kc), error);
+    if (ok)
+      knnwb_split_merge(pass->lists, &from_p, 0, run->threads);
+  } else {
+    ok = FALSE;
+  }
+  return ok;
+}
+
 /* Step s: block A_{r+s} comes to this rank (every rank sends its block to rank r - s), the pair
  * is scored, and the visiting rows' candidates go back to their owner while this block's rows'
  * come from rank r - s. Collective. */
@@ -294,32 +357,16 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
   knnwb_split_mark(group,
                    pass->shared ? "block in shared memory, bounds fetched in" : "block fetched in",
                    &pass->since);
-  /* The lists of this block's rows that p computed arrive in the pass's room, once this step's
-   * own lists are merged. */
-  KnnwbSplitLists back = {0}, from_p = {0};
-  gboolean ok =
-      !knnwb_split_cancelled(run, error) &&
-      knnwb_split_lists_init_in(&back, q_rows, run->kc, pass->back_room, run->threads, error) &&
-      knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
+  char *back_room =
+      pass->back_shared ? (char *)pass->parts[r] + pass->back_offset : pass->back_room;
+  KnnwbSplitLists back = {0};
+  gboolean ok = !knnwb_split_cancelled(run, error) &&
+                knnwb_split_lists_init_in(&back, q_rows, run->kc, back_room, run->threads, error) &&
+                knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
   knnwb_split_mark(group, "pair selected and merged in", &pass->since);
-  /* The last step has read the shared blocks (every rank reaches this, failed or not): the
-   * window is free for the lists that go back. */
-  if (pass->shared && 2 * (s + 1) > R) {
-    pass->shared = FALSE;
-    if (!group->share_end(group, ok ? error : NULL))
-      ok = FALSE;
-  }
-  ok = ok && knnwb_split_lists_init_in(&from_p, pass->m, run->kc, pass->room, run->threads, error);
-  if (group->agree(group, ok, error)) {
-    ok = knnwb_split_shift(group, q, back.buffer, knnwb_split_lists_bytes(q_rows, run->kc), p,
-                           from_p.buffer, knnwb_split_lists_bytes(pass->m, run->kc), error);
-    if (ok)
-      knnwb_split_merge(pass->lists, &from_p, 0, run->threads);
-  } else {
-    ok = FALSE;
-  }
+  ok = pass->back_shared ? knnwb_split_self_back_shared(pass, p, ok, error)
+                         : knnwb_split_self_back_sent(pass, s, q, p, &back, ok, error);
   knnwb_split_lists_clear(&back);
-  knnwb_split_lists_clear(&from_p);
   knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &pass->since);
   knnwb_split_progress(run, (uint64_t)s + 1, pass->steps);
   return ok;

@@ -881,11 +881,14 @@ static void test_split_pair_chunks(void)
       g_autoptr(KnnwbNeighbors) expected =
           one_process_lists(query ? queries : NULL, data, &options);
       options.group_split = TRUE;
-      for (int job = 0; job < 4; job++) {
-        /* the CPU's two-sided jobs, or the two panels of other backends */
+      for (int job = 0; job < 8; job++) {
+        /* the CPU's two-sided jobs, or the two panels of other backends; the lists that go back
+         * read in place from the window, or sent beside the shared blocks */
         const int ranks = 2 + 2 * (job % 2);
-        if (job >= 2)
+        if ((job / 2) % 2 == 1)
           g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+        if (job >= 4)
+          g_setenv("KNNWB_SPLIT_BACK_SHARED", "0", TRUE);
         for (int late = -1; late < ranks; late++) {
           g_autofree char *rank = g_strdup_printf("%d", late);
           if (late >= 0)
@@ -904,6 +907,7 @@ static void test_split_pair_chunks(void)
           }
         }
         g_unsetenv("KNNWB_SPLIT_PANELS");
+        g_unsetenv("KNNWB_SPLIT_BACK_SHARED");
       }
     }
   }
