@@ -186,6 +186,9 @@ void knnwb_prepared_set_screen(KnnwbPrepared *query, KnnwbPrepared *reference, K
 
 /** The score kind the backends compute for metric. */
 KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric);
+/** The formula of knnwb_pair_distance for metric, as the backends name it (a job's exact distances
+ * on the device). */
+KnnwbExactKind knnwb_metric_exact_kind(KnnwbMetric metric);
 
 /** Exact distance between row i of a and row j of b (same metric and d), in double. */
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j);

@@ -7,9 +7,6 @@
 
 #include "engine/engine.h"
 
-/** The formula of knnwb_pair_distance for metric, as the backends name it. */
-KnnwbExactKind knnwb_metric_exact_kind(KnnwbMetric metric);
-
 /** The per-row statistics both the engine and knnwb_distance_exact use, so they agree bit for bit.
  */
 void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,

@@ -39,12 +39,16 @@ static void knnwb_split_finish_rows(size_t first, size_t last, void *user)
         continue;
       }
       const size_t j = finish->of->first + (size_t)*index;
-      if (finish->distances && c + 1 < kc && index[1] >= 0)
-        knnwb_split_prefetch(finish->of->rows, finish->of->first + (size_t)index[1]);
-      finish->lists->distance[t * kc + c] =
-          finish->distances ? knnwb_prepared_distance(finish->rows->rows, finish->rows->first + t,
-                                                      finish->of->rows, j)
-                            : NAN;
+      if (finish->lists->distances_filled) {
+        /* the backend's, kept */
+      } else if (finish->distances) {
+        if (c + 1 < kc && index[1] >= 0)
+          knnwb_split_prefetch(finish->of->rows, finish->of->first + (size_t)index[1]);
+        finish->lists->distance[t * kc + c] = knnwb_prepared_distance(
+            finish->rows->rows, finish->rows->first + t, finish->of->rows, j);
+      } else {
+        finish->lists->distance[t * kc + c] = NAN;
+      }
       *index = (int64_t)(finish->of->global + (size_t)*index);
     }
 }
@@ -90,6 +94,22 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
   job->kc = kc;
   job->out_index = out->index;
   job->out_score = out->score;
+  if (run->select != knnwb_cpu_select) {
+    /* The GPUs compute the candidates' exact distances beside the tiles (bit for bit as
+     * knnwb_prepared_distance), where the host took most of a pair's time: 100 million of them
+     * at 500,000 rows x 200 candidates. They may decline (no room); the host computes them then. */
+    const KnnwbPrepared *q = query->rows;
+    out->distances_filled = 0;
+    job->exact_kind = knnwb_metric_exact_kind(r->metric);
+    job->exact_query = q->exact + query->first * d;
+    job->exact_reference = r->exact + reference->first * d;
+    job->exact_query_mean = q->mean ? q->mean + query->first : NULL;
+    job->exact_query_squares = q->sum_squares ? q->sum_squares + query->first : NULL;
+    job->exact_reference_mean = r->mean ? r->mean + reference->first : NULL;
+    job->exact_reference_squares = r->sum_squares ? r->sum_squares + reference->first : NULL;
+    job->out_distance = out->distance;
+    job->out_distance_filled = &out->distances_filled;
+  }
 }
 
 gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job, GError **error)

@@ -28,6 +28,9 @@ typedef struct {
   int64_t *index;
   double *distance;
   float *score;
+  /* Set by a backend that computed the exact distances of a job's candidates (the GPUs, bit for
+   * bit as the host): knnwb_split_finish_as then keeps them. */
+  int distances_filled;
 } KnnwbSplitLists;
 
 /* Where every rank's block lies: rows [first[r], first[r] + count[r]) of n, in rank order. */
