@@ -29,7 +29,9 @@
  * lists equal one process's, byte for byte.
  *
  * Memory per rank: its block(s) and their prepared copy, one visiting block (the largest share),
- * the candidate lists of its rows (m x kc) and of one visiting block, and the backend's tiles.
+ * the candidate lists of its rows (m x kc), a job's lists (the larger block's) and those of one
+ * visiting block, which go back to their owner (in the shared window of ranks on one host, where
+ * the owner reads them in place), and the backend's tiles.
  *
  * The pieces, in the order a run uses them: knn_split.c (this file: the checks, then the run from
  * the frame to the gathered lists), knn_split_frame.c (the shared frame), knn_split_plan.c (the
@@ -340,14 +342,17 @@ static gboolean knnwb_split_run_certify(KnnwbSplitState *state, KnnwbSplitRun *r
 /* The first pass's candidates per row, planned from a sample of every rank's rows where the screen
  * asks for it (knn_split_plan.c). The lists a rank's first pass holds at once stay within a
  * quarter of its share of what the machine can still give: its own rows' and, in a self pass, up
- * to four blocks' more (the visiting block's, the returned ones, the other side's of a pair), in a
- * query pass its rows' twice (the step's found lists). Collective; errors: the group's
+ * to three blocks' more (a job's room, the lists that go back, their copy where they travel by
+ * exchange), four on a two-sided backend (the other block's lists of a chunk, knn_split_pass.c),
+ * in a query pass its rows' twice (the step's found lists). Collective; errors: the group's
  * transport. */
 static gboolean knnwb_split_run_plan(KnnwbSplitState *state, KnnwbSplitRun *run, GError **error)
 {
   const size_t cell = knnwb_split_lists_bytes(1, 1);
   const size_t listed =
-      MAX(state->self ? state->count + 4 * state->blocks.largest : 2 * state->count, (size_t)1);
+      MAX(state->self ? state->count + (run->two_sided ? 4 : 3) * state->blocks.largest
+                      : 2 * state->count,
+          (size_t)1);
   const size_t memory = knnwb_memory_available();
   const size_t max_kc = memory == SIZE_MAX
                             ? 4 * run->kc
