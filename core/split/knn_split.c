@@ -43,6 +43,7 @@
  * each block lies).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
@@ -373,7 +374,9 @@ static gboolean knnwb_split_run_search(KnnwbSplitState *state, GError **error)
                        state->threads,
                        MIN(state->available, knnwb_screen_candidates(state->screen, options->k)),
                        state->select == knnwb_cpu_select && g_getenv("KNNWB_SPLIT_PANELS") == NULL,
-                       NULL};
+                       NULL,
+                       g_getenv("KNNWB_SPLIT_TEST_EXACT") ? atoi(g_getenv("KNNWB_SPLIT_TEST_EXACT"))
+                                                          : 0};
   KnnwbSplitProgress progress = {0};
   if (state->group->rank == 0 && options->progress != NULL)
     run.progress = &progress;

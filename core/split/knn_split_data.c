@@ -98,8 +98,6 @@ size_t knnwb_split_lists_bytes(size_t rows, size_t kc)
   return rows * kc * (sizeof(int64_t) + sizeof(double) + sizeof(float));
 }
 
-/* Empty lists (index -1) in room (NULL: allocated; else at least knnwb_split_lists_bytes), or
- * FALSE with error set. */
 /* Empties rows [first, last) of a lists' buffer. */
 static void knnwb_split_lists_empty_rows(size_t first, size_t last, void *user)
 {
@@ -151,6 +149,7 @@ KnnwbSplitLists knnwb_split_lists_window(const KnnwbSplitLists *lists, size_t fi
   window.rows = rows;
   window.buffer = NULL;
   window.borrowed = TRUE;
+  window.distances_filled = 0; /* a job's flag, not its window's */
   window.index += first * lists->kc;
   window.distance += first * lists->kc;
   window.score += first * lists->kc;

@@ -6,6 +6,7 @@
  * knn_split.c. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <knnwb/error.h>
 #include "split/split_internal.h"
 
@@ -260,9 +261,14 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
   const int r = pass->rank;
   KnnwbSplitSide a = pass->mine, b = {view, 0, q_rows, q_first};
   KnnwbSplitLists a_lists = {0};
-  /* KNNWB_SPLIT_CHUNKS=0 (benchmarks): the fixed halves even with shared blocks. */
-  const gboolean chunked =
-      pass->shared && 2 * s == pass->ranks && g_strcmp0(g_getenv("KNNWB_SPLIT_CHUNKS"), "0");
+  /* Chunks from the counter on a two-sided backend (the CPU's: a chunk's arithmetic outweighs
+   * its lists); on GPUs every chunk costs lists of the whole other block for a little arithmetic,
+   * so the fixed halves (one H200, 2 ranks: the pair 1.42-1.47 s against 1.74-1.88 s real-like,
+   * 2.85-3.01 s against 3.07-3.29 s on 1 M clusters). KNNWB_SPLIT_CHUNKS=0 or 1 (tests,
+   * benchmarks): the halves or the chunks on any backend. */
+  const char *chunks = g_getenv("KNNWB_SPLIT_CHUNKS");
+  const gboolean chunked = pass->shared && 2 * s == pass->ranks &&
+                           (chunks != NULL ? strcmp(chunks, "0") != 0 : run->two_sided);
   if (2 * s == pass->ranks && !chunked) {
     if (r < q) {
       a.count = pass->m / 2;
@@ -463,7 +469,7 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
         knnwb_split_bounds(lists, bounds);
         job.query_bounds = bounds;
       }
-      local = knnwb_split_run_job(run, &job, error);
+      local = knnwb_split_run_job(run, &job, &mine, &b, error);
       found.kc = job.kc;
       if (local) {
         knnwb_split_finish_as(run, &mine, &b, &found, FALSE);

@@ -107,7 +107,7 @@ static gboolean knnwb_split_retry_select(const KnnwbSplitRows *rows, const Knnwb
     return TRUE;
   KnnwbSelectJob job;
   knnwb_split_fill_job(run, &job, &theirs, &own_reference, MIN(kc, valid), found);
-  if (!knnwb_split_run_job(run, &job, error))
+  if (!knnwb_split_run_job(run, &job, &theirs, &own_reference, error))
     return FALSE;
   KnnwbSplitLists narrow = *found;
   narrow.kc = job.kc;

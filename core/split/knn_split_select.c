@@ -94,13 +94,13 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
   job->kc = kc;
   job->out_index = out->index;
   job->out_score = out->score;
-  if (run->select != knnwb_cpu_select) {
+  if (run->select != knnwb_cpu_select || run->test_exact != 0) {
     /* The GPUs compute the candidates' exact distances beside the tiles (bit for bit as
      * knnwb_prepared_distance), where the host took most of a pair's time: 100 million of them
      * at 500,000 rows x 200 candidates. They may decline (no room); the host computes them then. */
     const KnnwbPrepared *q = query->rows;
     out->distances_filled = 0;
-    job->exact_kind = knnwb_metric_exact_kind(r->metric);
+    job->exact_kind = knnwb_metric_exact_kind(q->metric); /* as knnwb_prepared_distance */
     job->exact_query = q->exact + query->first * d;
     job->exact_reference = r->exact + reference->first * d;
     job->exact_query_mean = q->mean ? q->mean + query->first : NULL;
@@ -112,7 +112,30 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
   }
 }
 
-gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job, GError **error)
+/* Tests (run->test_exact): the exact distances of a job's candidates, in its stride, as a GPU
+ * returns them (knnwb_prepared_distance is what the GPUs match bit for bit), so the path that
+ * keeps a backend's distances runs without a GPU; in mode 2 every other job declines. */
+static void knnwb_split_test_exact(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
+                                   const KnnwbSplitSide *query, const KnnwbSplitSide *reference)
+{
+  static gint jobs;
+  if (run->test_exact == 0 || job->out_distance_filled == NULL ||
+      (run->test_exact == 2 && g_atomic_int_add(&jobs, 1) % 2 == 0))
+    return;
+  for (size_t i = 0; i < job->n_query; i++)
+    for (size_t t = 0; t < job->kc; t++) {
+      const int64_t index = job->out_index[i * job->kc + t];
+      job->out_distance[i * job->kc + t] =
+          index < 0 ? NAN
+                    : knnwb_prepared_distance(query->rows, query->first + i, reference->rows,
+                                              reference->first + (size_t)index);
+    }
+  *job->out_distance_filled = 1;
+}
+
+gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
+                             const KnnwbSplitSide *query, const KnnwbSplitSide *reference,
+                             GError **error)
 {
   char message[512] = "";
   KnnwbSelectJob shown = *job;
@@ -120,8 +143,11 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
     shown.progress = knnwb_split_job_progress;
     shown.progress_data = (void *)run;
   }
-  return knnwb_knn_status_to_error(run->select(&shown, message, sizeof message), message,
-                                   run->backend, error);
+  if (!knnwb_knn_status_to_error(run->select(&shown, message, sizeof message), message,
+                                 run->backend, error))
+    return FALSE;
+  knnwb_split_test_exact(run, job, query, reference);
+  return TRUE;
 }
 
 /* The pair (a, b) as two panel jobs, for backends that select for query rows only: b's panel first,
@@ -142,7 +168,7 @@ static gboolean knnwb_split_select_panels(const KnnwbSplitRun *run, const KnnwbS
     return FALSE;
   knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), &narrow);
   job.query_bounds = b_bounds;
-  gboolean ok = knnwb_split_run_job(run, &job, error);
+  gboolean ok = knnwb_split_run_job(run, &job, b, a, error);
   narrow.kc = job.kc;
   if (ok) {
     knnwb_split_finish(run, b, a, &narrow);
@@ -153,7 +179,7 @@ static gboolean knnwb_split_select_panels(const KnnwbSplitRun *run, const KnnwbS
     return FALSE;
   knnwb_split_fill_job(run, &job, a, b, MIN(kc, valid_b), a_lists);
   job.query_bounds = a_bounds;
-  if (!knnwb_split_run_job(run, &job, error))
+  if (!knnwb_split_run_job(run, &job, a, b, error))
     return FALSE;
   a_lists->kc = job.kc;
   knnwb_split_finish_as(run, a, b, a_lists, FALSE);
@@ -187,7 +213,7 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
       return TRUE;
     knnwb_split_fill_job(run, &job, a, a, MIN(kc, valid_a - 1), a_lists);
     job.self = 1;
-    if (!knnwb_split_run_job(run, &job, error))
+    if (!knnwb_split_run_job(run, &job, a, a, error))
       return FALSE;
     a_lists->kc = job.kc; /* the job's stride; knnwb_split_finish and the merge read it */
     knnwb_split_finish_as(run, a, a, a_lists, FALSE);
@@ -203,7 +229,7 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
   job.out_reference_score = b_lists->score;
   job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
   job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
-  if (!knnwb_split_run_job(run, &job, error))
+  if (!knnwb_split_run_job(run, &job, a, b, error))
     return FALSE;
   knnwb_split_finish_as(run, a, b, a_lists, FALSE);
   knnwb_split_finish(run, b, a, b_lists);

@@ -93,6 +93,9 @@ typedef struct {
   size_t kc;
   gboolean two_sided; /* the backend scores a pair for both sides in one job (the CPU's) */
   struct KnnwbSplitProgress *progress; /* rank 0's progress line, else NULL */
+  /* Tests (KNNWB_SPLIT_TEST_EXACT): 1, the CPU returns its jobs' exact distances as a GPU does;
+   * 2, every other job, as a GPU that declines. 0: the backend's own way. */
+  int test_exact;
 } KnnwbSplitRun;
 
 /* Rank 0's progress through a pass, in thousandths of a step of the schedule: the steps' ends, and
@@ -185,13 +188,16 @@ void knnwb_split_finish_as(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
 void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
                           const KnnwbSplitSide *query, const KnnwbSplitSide *reference, size_t kc,
                           KnnwbSplitLists *out);
-/** Runs job on the run's backend (with rank 0's progress). Errors: the backend's status as a
- * GError (cancelled, out of memory, device). Time: the backend's. */
-gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job, GError **error);
+/** Runs job, filled by knnwb_split_fill_job from the sides query and reference, on the run's
+ * backend (with rank 0's progress). Errors: the backend's status as a GError (cancelled, out of
+ * memory, device). Time: the backend's. */
+gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
+                             const KnnwbSplitSide *query, const KnnwbSplitSide *reference,
+                             GError **error);
 /** The candidates of a pair of sides (or of one side against itself) into a_lists (in a_room, as
- * large as either side's lists, or allocated when NULL) and b_lists (given: merged into, or, on a
- * two-sided backend, written and so empty). Errors: allocation, the backend's. Time: |a| |b| d
- * scores on the backend. */
+ * large as a's lists and, for a pair, b's, or allocated when NULL) and b_lists (given: merged into,
+ * or, on a two-sided backend, written and so empty). Errors: allocation, the backend's. Time: |a|
+ * |b| d scores on the backend. */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
                             char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists,

@@ -196,11 +196,21 @@ static KnnwbKnnGroup thread_group(int rank, int ranks, gboolean board)
                          .board_close = board ? thread_board_close : NULL};
 }
 
+/* Tests of a host whose shared memory is short: blocks of more than this many bytes a rank are
+ * refused (0: none), and the refusals counted. */
+static size_t thread_share_limit;
+static gint thread_share_refused;
+
 /* Blocks every rank reads (the group's optional zero-copy path): each rank's own allocation. */
 static gboolean thread_share_begin(const KnnwbKnnGroup *group, size_t bytes, void **blocks,
                                    GError **error)
 {
   (void)error;
+  if (thread_share_limit > 0 && bytes > thread_share_limit) {
+    /* every rank asks alike for what it refuses here (as MPI's agreement on the largest) */
+    g_atomic_int_inc(&thread_share_refused);
+    return FALSE;
+  }
   ThreadJob *job = thread_job_of(group);
   job->blocks[group->rank] = g_malloc(MAX(bytes, (size_t)1));
   thread_job_barrier(job);
@@ -720,13 +730,34 @@ static void test_split_uneven_blocks(void)
       options.group_split = TRUE;
       for (int ranks = 3; ranks <= 4; ranks++) {
         rank_cuts = ranks == 3 ? three : four;
-        for (int own = 0; own <= 1; own++) {
-          options.group_own_rows = own;
+        for (int way = 0; way < 8; way++) {
+          /* ways 0-1: the CPU's two-sided jobs, blocks shared every other run; 2-7: the panels of
+           * the GPUs with shared blocks, their exact distances returned by the backend (2-3),
+           * every other job's (6-7), the lists that go back sent (4-5), or the window refused
+           * room for them (6-7: the block alone shared) */
+          const int panels = way >= 2, limited = way >= 6;
+          options.group_own_rows = way % 2;
+          if (panels) {
+            g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+            g_setenv("KNNWB_SPLIT_TEST_EXACT", way < 4 ? "1" : way >= 6 ? "2" : "0", TRUE);
+            if (way >= 4 && way < 6)
+              g_setenv("KNNWB_SPLIT_BACK_SHARED", "0", TRUE);
+            thread_share_next = TRUE;
+          }
+          const size_t largest = ranks == 3 ? 122 : 70;
+          thread_share_limit = limited ? knnwb_split_lists_bytes(largest, 5) : 0;
+          const gint refused = g_atomic_int_get(&thread_share_refused);
           RankRun runs[MAX_RANKS];
           run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+          thread_share_limit = 0;
+          g_unsetenv("KNNWB_SPLIT_PANELS");
+          g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
+          g_unsetenv("KNNWB_SPLIT_BACK_SHARED");
+          if (limited && !query)
+            g_assert_cmpint(g_atomic_int_get(&thread_share_refused), >, refused);
           for (int r = 0; r < ranks; r++) {
             g_assert_no_error(runs[r].error);
-            if (own)
+            if (options.group_own_rows)
               g_assert_cmpuint(runs[r].result->first_row, ==, rank_cuts[r]);
             assert_same_rows(expected, runs[r].result);
             knnwb_neighbors_free(runs[r].result);
@@ -885,8 +916,11 @@ static void test_split_pair_chunks(void)
         /* the CPU's two-sided jobs, or the two panels of other backends; the lists that go back
          * read in place from the window, or sent beside the shared blocks */
         const int ranks = 2 + 2 * (job % 2);
-        if ((job / 2) % 2 == 1)
+        if ((job / 2) % 2 == 1) { /* the GPUs take the halves unless told */
           g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+          g_setenv("KNNWB_SPLIT_CHUNKS", "1", TRUE);
+          g_setenv("KNNWB_SPLIT_TEST_EXACT", job >= 4 ? "2" : "1", TRUE);
+        }
         if (job >= 4)
           g_setenv("KNNWB_SPLIT_BACK_SHARED", "0", TRUE);
         for (int late = -1; late < ranks; late++) {
@@ -907,6 +941,8 @@ static void test_split_pair_chunks(void)
           }
         }
         g_unsetenv("KNNWB_SPLIT_PANELS");
+        g_unsetenv("KNNWB_SPLIT_CHUNKS");
+        g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
         g_unsetenv("KNNWB_SPLIT_BACK_SHARED");
       }
     }
