@@ -1,5 +1,6 @@
 /* The first pass of a split-memory run: the schedule that brings the blocks together (self graph:
- * every pair of blocks once, the pair of step R/2 cut into chunks when the ranks share memory;
+ * every pair of blocks once, the pair of step R/2 cut into chunks when the ranks share memory on
+ * the CPU, into halves otherwise;
  * query run: the own query block against every reference block), each step starting from the
  * rows' current kc-th best scores. It leaves each rank the candidate lists of its own rows, which
  * knn_split_refine.c makes exact. Why the schedule is exact and what it costs: the top of
@@ -251,8 +252,8 @@ static gboolean knnwb_split_self_visiting_rooms(KnnwbSplitSelfPass *pass, GError
 }
 
 /* The pair (mine, q's) of step s, where q = r + s: at s = R/2 it is met from both ends, so each
- * scores half (with shared blocks: as many chunks as it takes first). b's candidates are written
- * straight into back, the lists of q's whole block, which go back to q. */
+ * scores half (with shared blocks on the CPU: as many chunks as it takes first). b's candidates are
+ * written straight into back, the lists of q's whole block, which go back to q. */
 static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, KnnwbPrepared *view,
                                       size_t q_first, size_t q_rows, KnnwbSplitLists *back,
                                       GError **error)

@@ -28,6 +28,7 @@ typedef struct {
   GError *error[MAX_RANKS];
   int64_t *values[MAX_RANKS];
   void *blocks[MAX_RANKS];
+  size_t asked[MAX_RANKS];    /* share_begin's bytes, each rank's */
   uint32_t *board[MAX_RANKS]; /* the board's entries (float bits), each rank's own */
   gint reduces;               /* reduce calls, every rank's */
 } ThreadJob;
@@ -197,21 +198,30 @@ static KnnwbKnnGroup thread_group(int rank, int ranks, gboolean board)
 }
 
 /* Tests of a host whose shared memory is short: blocks of more than this many bytes a rank are
- * refused (0: none), and the refusals counted. */
+ * refused (0: none); the refusals, and the blocks granted while a limit holds, counted. */
 static size_t thread_share_limit;
-static gint thread_share_refused;
+static gint thread_share_refused, thread_share_granted;
 
 /* Blocks every rank reads (the group's optional zero-copy path): each rank's own allocation. */
 static gboolean thread_share_begin(const KnnwbKnnGroup *group, size_t bytes, void **blocks,
                                    GError **error)
 {
   (void)error;
-  if (thread_share_limit > 0 && bytes > thread_share_limit) {
-    /* every rank asks alike for what it refuses here (as MPI's agreement on the largest) */
-    g_atomic_int_inc(&thread_share_refused);
-    return FALSE;
-  }
   ThreadJob *job = thread_job_of(group);
+  if (thread_share_limit > 0) {
+    /* the ranks refuse together when the largest request is over the limit, as MPI's do */
+    job->asked[group->rank] = bytes;
+    thread_job_barrier(job);
+    size_t largest = 0;
+    for (int r = 0; r < job->size; r++)
+      largest = MAX(largest, job->asked[r]);
+    thread_job_barrier(job); /* every rank has read asked[] before it is written again */
+    if (largest > thread_share_limit) {
+      g_atomic_int_inc(&thread_share_refused);
+      return FALSE;
+    }
+    g_atomic_int_inc(&thread_share_granted);
+  }
   job->blocks[group->rank] = g_malloc(MAX(bytes, (size_t)1));
   thread_job_barrier(job);
   memcpy(blocks, job->blocks, (size_t)job->size * sizeof(void *));
@@ -731,12 +741,18 @@ static void test_split_uneven_blocks(void)
       for (int ranks = 3; ranks <= 4; ranks++) {
         rank_cuts = ranks == 3 ? three : four;
         for (int way = 0; way < 8; way++) {
-          /* ways 0-1: the CPU's two-sided jobs, blocks shared every other run; 2-7: the panels of
-           * the GPUs with shared blocks, their exact distances returned by the backend (2-3),
-           * every other job's (6-7), the lists that go back sent (4-5), or the window refused
-           * room for them (6-7: the block alone shared) */
+          /* way 0: the CPU's two-sided jobs, blocks shared every other run; 1: the same with
+           * shared blocks, the last pair in halves and the exact distances returned by the
+           * backend; 2-7: the panels of the GPUs with shared blocks, their exact distances
+           * returned by the backend (2-3), every other job's (6-7), the lists that go back sent
+           * (4-5), or the window refused room for them (6-7: the block alone shared) */
           const int panels = way >= 2, limited = way >= 6;
           options.group_own_rows = way % 2;
+          if (way == 1) {
+            g_setenv("KNNWB_SPLIT_CHUNKS", "0", TRUE);
+            g_setenv("KNNWB_SPLIT_TEST_EXACT", "1", TRUE);
+            thread_share_next = TRUE;
+          }
           if (panels) {
             g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
             g_setenv("KNNWB_SPLIT_TEST_EXACT", way < 4 ? "1" : way >= 6 ? "2" : "0", TRUE);
@@ -746,15 +762,19 @@ static void test_split_uneven_blocks(void)
           }
           const size_t largest = ranks == 3 ? 122 : 70;
           thread_share_limit = limited ? knnwb_split_lists_bytes(largest, 5) : 0;
-          const gint refused = g_atomic_int_get(&thread_share_refused);
+          const gint refused = g_atomic_int_get(&thread_share_refused),
+                     granted = g_atomic_int_get(&thread_share_granted);
           RankRun runs[MAX_RANKS];
           run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
           thread_share_limit = 0;
           g_unsetenv("KNNWB_SPLIT_PANELS");
+          g_unsetenv("KNNWB_SPLIT_CHUNKS");
           g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
           g_unsetenv("KNNWB_SPLIT_BACK_SHARED");
-          if (limited && !query)
+          if (limited && !query) { /* the lists' window refused, the block's granted */
             g_assert_cmpint(g_atomic_int_get(&thread_share_refused), >, refused);
+            g_assert_cmpint(g_atomic_int_get(&thread_share_granted), >, granted);
+          }
           for (int r = 0; r < ranks; r++) {
             g_assert_no_error(runs[r].error);
             if (options.group_own_rows)
