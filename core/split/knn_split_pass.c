@@ -112,7 +112,7 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
       if (ok) {
         KnnwbSplitLists rows = knnwb_split_lists_window(lists, c0, c1 - c0);
         knnwb_split_merge(lists, &a_lists, c0, run->threads);
-        knnwb_split_fill_distances(run, &a, other, &rows);
+        knnwb_split_fill_distances(run, &a, other, &rows, &a_lists);
         if (b_written)
           knnwb_split_merge(back, &b_lists, 0, run->threads);
         for (size_t t = 0; t < other->count && kc > 0; t++)
@@ -126,7 +126,7 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
                               error);
       if (ok) {
         knnwb_split_merge(lists, &a_lists, 0, run->threads);
-        knnwb_split_fill_distances(run, mine, &b, lists);
+        knnwb_split_fill_distances(run, mine, &b, lists, &a_lists);
       }
     }
     knnwb_split_lists_clear(&a_lists);
@@ -290,7 +290,7 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
                             pass->room, &a_lists, &window, error);
     if (ok) {
       knnwb_split_merge(pass->lists, &a_lists, 0, run->threads);
-      knnwb_split_fill_distances(run, &a, &b, pass->lists);
+      knnwb_split_fill_distances(run, &a, &b, pass->lists, &a_lists);
     }
   }
   knnwb_split_lists_clear(&a_lists);
@@ -476,7 +476,7 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
         knnwb_split_finish_as(run, &mine, &b, &found, FALSE);
         knnwb_split_merge(lists, &found, 0, run->threads);
         if (s > 0) /* the own reference block's are computed by the refinement */
-          knnwb_split_fill_distances(run, &mine, &b, lists);
+          knnwb_split_fill_distances(run, &mine, &b, lists, &found);
       }
     }
     knnwb_split_lists_clear(&found);

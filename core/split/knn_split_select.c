@@ -192,9 +192,9 @@ static gboolean knnwb_split_select_panels(const KnnwbSplitRun *run, const KnnwbS
  * wide, given: the window of the lists that go back to b's owner; empty when the backend is
  * two-sided, whose job writes them). a_bounds/b_bounds (NULL: none): the rows' starting
  * thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them (the rest padded
- * with -1). a's lists come without exact distances (NaN): the caller merges them and computes those
- * of the candidates that stayed (knnwb_split_fill_distances) while b's rows are present, about half
- * of them at two ranks. */
+ * with -1). a's lists come without exact distances (NaN) unless the backend returned them
+ * (distances_filled): the caller merges them and computes those of the candidates that stayed
+ * (knnwb_split_fill_distances) while b's rows are present, about half of them at two ranks. */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
                             char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists,
@@ -263,8 +263,11 @@ static void knnwb_split_fill_rows(size_t first, size_t last, void *user)
 }
 
 void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
-                                const KnnwbSplitSide *b, KnnwbSplitLists *lists)
+                                const KnnwbSplitSide *b, KnnwbSplitLists *lists,
+                                const KnnwbSplitLists *came)
 {
+  if (came->distances_filled) /* a pass over every candidate that would find none */
+    return;
   KnnwbSplitFill fill = {a, b, lists};
   knnwb_parallel_for(run->threads, a->count, 64, knnwb_split_fill_rows, &fill);
 }

@@ -202,10 +202,12 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
                             char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists,
                             GError **error);
-/** The exact distances left NaN in lists (a's rows) of candidates among b's rows, now present.
- * O(a->count kc d) at most, on run->threads. */
+/** The exact distances left NaN in lists (a's rows) of candidates among b's rows, now present;
+ * came: the lists just merged in, the only ones with candidates among b's rows (nothing to do
+ * when their backend returned the distances). O(a->count kc d) at most, on run->threads. */
 void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
-                                const KnnwbSplitSide *b, KnnwbSplitLists *lists);
+                                const KnnwbSplitSide *b, KnnwbSplitLists *lists,
+                                const KnnwbSplitLists *came);
 
 /** Every rank's count rows (local numbers mine) sent to every rank into shared. Collective;
  * errors: the group's transport. Memory: the packed rows of every rank. */
