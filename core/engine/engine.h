@@ -303,6 +303,18 @@ double knnwb_refine_lower_bound(const KnnwbPrepared *query, size_t query_row,
                                 const KnnwbPrepared *reference, float score);
 
 /**
+ * The certificate of knnwb_refine_row for a row refined elsewhere (a backend
+ * on its device, a split run's first pass): out_index/out_distance
+ * hold its first min(k, valid) neighbours by (distance, index) from valid candidates (index >= 0,
+ * not the row itself) whose largest float score was worst; the slots past them are set empty.
+ * Returns what knnwb_refine_row would for the same candidates. O(k).
+ */
+gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
+                                  const KnnwbPrepared *reference, float worst, size_t valid,
+                                  size_t available, size_t k, int64_t *out_index,
+                                  double *out_distance);
+
+/**
  * The least float score whose knnwb_refine_lower_bound exceeds within: every pair the screen
  * scores at or above it is provably farther than within (an exact distance), so a row that already
  * holds k neighbours within that distance elsewhere need not take such pairs as candidates

@@ -17,17 +17,6 @@ double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, s
 void knnwb_row_ranks(const float *row, size_t d, float *ranks);
 
 /**
- * The certificate of knnwb_refine_row for a row a backend refined itself: out_index/out_distance
- * hold its first min(k, valid) neighbours by (distance, index) from valid candidates (index >= 0,
- * not the row itself) whose largest float score was worst; the slots past them are set empty.
- * Returns what knnwb_refine_row would for the same candidates. O(k).
- */
-gboolean knnwb_refine_certify_row(const KnnwbPrepared *query, size_t query_row,
-                                  const KnnwbPrepared *reference, float worst, size_t valid,
-                                  size_t available, size_t k, int64_t *out_index,
-                                  double *out_distance);
-
-/**
  * The exact distance up to which other rows can keep query_row from being certified when its k-th
  * neighbour lies at kth: a row's list is certified only when its candidates reach past this (the
  * certificate's error window, twice its bound, refine.c). O(1).

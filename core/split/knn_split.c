@@ -16,10 +16,12 @@
  * meets every reference block in R steps (its own first).
  *
  * Exactness is core's: a candidate's exact double distance is computed while its row is present
- * (knnwb_prepared_distance, the refinement's own function, with the list's row first), each row
- * keeps the kc best candidates by (score, index) of all steps (every pair was scored once, so these
- * are the kc best of the whole job), knnwb_refine_row sorts and certifies them, and rows it cannot
- * certify go through core's certify loop (certify.c, as in one process): they are selected again
+ * (knnwb_prepared_distance, the refinement's own function, with the list's row first, or the
+ * GPUs' bit-for-bit copy of it), each row keeps its k best candidates by (distance, index) of all
+ * steps and a bound on the pairs the jobs left out (knn_split_best.c: every pair was scored once,
+ * and each left out scores at least the bound or is provably farther than the row's k-th), the
+ * bound certifies the row as knnwb_refine_row certifies one process's, and rows it cannot certify
+ * go through core's certify loop (certify.c, as in one process): they are selected again
  * with four times the candidates (those rows go to every rank, each selects them against its own
  * reference block and sends the candidates back) until all are certified, or, once a round's
  * candidates would be a quarter of a block (dense ties), each rank computes their exact k best in
@@ -29,14 +31,16 @@
  * lists equal one process's, byte for byte.
  *
  * Memory per rank: its block(s) and their prepared copy, one visiting block (the largest share),
- * the candidate lists of its rows (m x kc), a job's lists (the larger block's) and those of one
- * visiting block, which go back to their owner (in the shared window of ranks on one host, where
- * the owner reads them in place), and the backend's tiles.
+ * the k best of its rows (m x k, 16 bytes each), a job's candidate lists (the larger block's, kc
+ * wide; two on the CPU's two-sided jobs), the k best of one visiting block, which go back to their
+ * owner (in the shared window of ranks on one host, where the owner reads them in place), and the
+ * backend's tiles.
  *
  * The pieces, in the order a run uses them: knn_split.c (this file: the checks, then the run from
  * the frame to the gathered lists), knn_split_frame.c (the shared frame), knn_split_plan.c (the
  * first pass's candidates per row, planned from every rank's sample), knn_split_pass.c (the
  * first pass: the schedule above), knn_split_select.c (one selection job and its candidates),
+ * knn_split_best.c (the k best kept between the steps, and their certificate),
  * knn_split_refine.c (refinement and re-selection of the rows left uncertified),
  * knn_split_exhaustive.c (the rows compared with every row), knn_split_progress.c (progress line,
  * cancel, timing lines) and knn_split_data.c (what travels: prepared blocks, candidate lists, where
@@ -225,39 +229,30 @@ static gboolean knnwb_split_run_setup(KnnwbSplitState *state, gboolean *nothing,
   return TRUE;
 }
 
-/* The first pass over the blocks, then the own rows' candidates refined; the rows left uncertified
- * (local numbers) appended to left. Collective. */
+/* The first pass over the blocks into the own rows' k best, then those certified; the rows left
+ * uncertified (local numbers) appended to left. Collective. */
 static gboolean knnwb_split_run_first(KnnwbSplitState *state, const KnnwbSplitRun *run,
                                       GArray *left, GError **error)
 {
-  KnnwbSplitLists lists = {0};
-  gboolean ok = knnwb_split_lists_init(&lists, state->count, run->kc, run->threads, error);
+  KnnwbSplitBest best = {0};
+  gboolean ok =
+      knnwb_split_best_init_in(&best, state->count, state->options->k, NULL, run->threads, error);
   if (!state->group->agree(state->group, ok, error))
     return FALSE;
   knnwb_split_mark(state->group, "frame, prepare and allocation", &state->since);
   if (state->self)
-    ok = knnwb_split_self_pass(run, &state->query, state->reference_invalid, &state->blocks, &lists,
+    ok = knnwb_split_self_pass(run, &state->query, state->reference_invalid, &state->blocks, &best,
                                error);
   else
     ok = knnwb_split_query_pass(run, &state->query, state->first, state->reference,
-                                state->reference_invalid, &state->reference_blocks, &lists, error);
+                                state->reference_invalid, &state->reference_blocks, &best, error);
   if (ok) {
     state->since = g_get_monotonic_time();
-    KnnwbSplitRefine refine = {&state->query,
-                               state->reference,
-                               state->self,
-                               state->options->k,
-                               state->available,
-                               state->first,
-                               state->reference_first,
-                               NULL,
-                               &lists,
-                               state->result,
-                               NULL};
-    knnwb_split_refine(run, &refine, state->count, left);
-    knnwb_split_mark(state->group, "refine", &state->since);
+    knnwb_split_best_certify(run, &best, &state->query, state->reference, state->available,
+                             state->result, left);
+    knnwb_split_mark(state->group, "certificate", &state->since);
   }
-  knnwb_split_lists_clear(&lists);
+  knnwb_split_best_clear(&best);
   return ok;
 }
 
@@ -341,19 +336,16 @@ static gboolean knnwb_split_run_certify(KnnwbSplitState *state, KnnwbSplitRun *r
 }
 
 /* The first pass's candidates per row, planned from a sample of every rank's rows where the screen
- * asks for it (knn_split_plan.c). The lists a rank's first pass holds at once stay within a
- * quarter of its share of what the machine can still give: its own rows' and, in a self pass, up
- * to three blocks' more (a job's room, the lists that go back, their copy where they travel by
- * exchange), four on a two-sided backend (the other block's lists of a chunk, knn_split_pass.c),
- * in a query pass its rows' twice (the step's found lists). Collective; errors: the group's
- * transport. */
+ * asks for it (knn_split_plan.c). The kc-wide lists a rank's first pass holds at once stay within
+ * a quarter of its share of what the machine can still give: in a self pass a job's room (the
+ * largest block's rows), two on a two-sided backend (the other block's rows of the job), in a
+ * query pass the step's found lists of its rows. (The lists kept between the steps are k wide.)
+ * Collective; errors: the group's transport. */
 static gboolean knnwb_split_run_plan(KnnwbSplitState *state, KnnwbSplitRun *run, GError **error)
 {
   const size_t cell = knnwb_split_lists_bytes(1, 1);
   const size_t listed =
-      MAX(state->self ? state->count + (run->two_sided ? 4 : 3) * state->blocks.largest
-                      : 2 * state->count,
-          (size_t)1);
+      MAX(state->self ? (run->two_sided ? 2 : 1) * state->blocks.largest : state->count, (size_t)1);
   const size_t memory = knnwb_memory_available();
   const size_t max_kc = memory == SIZE_MAX
                             ? 4 * run->kc

@@ -2,9 +2,10 @@
  * every pair of blocks once, the pair of step R/2 cut into chunks when the ranks share memory on
  * the CPU, into halves otherwise;
  * query run: the own query block against every reference block), each step starting from the
- * rows' current kc-th best scores. It leaves each rank the candidate lists of its own rows, which
- * knn_split_refine.c makes exact. Why the schedule is exact and what it costs: the top of
- * knn_split.c. */
+ * rows' thresholds (knnwb_split_best_thresholds). Each job's candidates are taken into k-wide
+ * lists while their rows are present (knn_split_best.c), so each rank ends with its own rows'
+ * neighbours and the bounds that certify them. Why the schedule is exact and what it costs: the
+ * top of knn_split.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,68 +23,28 @@ static const size_t knnwb_split_pair_eighths[] = {0, 3, 6, 7, 8};
 #define KNNWB_SPLIT_PAIR_CHUNKS (G_N_ELEMENTS(knnwb_split_pair_eighths) - 1)
 
 /*
- * Each row's starting threshold for the next step: the kc-th best score its lists (sorted by
- * knnwb_split_merge) hold so far, +inf while they hold fewer than kc.
- *
- * Why dropping the pairs that do not beat it changes no output. Say row i holds kc candidates, the
- * worst scoring T, when a step starts, and the step's job leaves out a pair (i, j) with score
- * s >= T. The merges after it only replace candidates by better ones (by (score, index)), so the
- * worst candidate row i finally keeps, W, satisfies W <= T <= s: every pair left out scores at or
- * above the final worst kept, which is all the certificate (knnwb_refine_row: the bound on
- * everything outside the list from the worst listed score) and the re-selection assume, as for
- * the pairs a job's own cuts drop. Would (i, j) have entered the merged list? Only by beating its
- * worst by (score, index), i.e. with s < T, or s == T and a lower index than the candidate at T;
- * that tie can drop a pair one process would have kept among its kc screen candidates. The
- * candidates are a screen, not the answer: refine computes exact distances, and where the kept
- * candidates certify, the k nearest by (exact distance, index) are the same whichever of equally
- * scored pairs were kept; where they do not, the row is re-selected with more candidates, as in
- * one process. So the lists stay one process's lists, byte for byte (tested with many tied
- * scores and distances against one process and the double oracle: test_distributed_group's
- * split-thresholds-ties).
- */
-static void knnwb_split_bounds(const KnnwbSplitLists *lists, float *bounds)
-{
-  const size_t kc = lists->kc;
-  for (size_t t = 0; t < lists->rows; t++)
-    bounds[t] =
-        kc > 0 && lists->index[t * kc + kc - 1] >= 0 ? lists->score[t * kc + kc - 1] : INFINITY;
-}
-
-/*
  * The pair met from both ends (s = R/2, R even) when the ranks share their blocks: the lower
  * rank's rows are cut into chunks that the two ranks take from a counter in the lower rank's part
  * of the window, so a rank slowed by other work on its core takes fewer of them (as one process's
  * threads share tiles), instead of each scoring a fixed half. The lower rank scores a chunk of its
- * rows against the other block (its chunk's candidates merged into lists, the other block's rows'
- * into back), the higher rank its block against a chunk (its rows' candidates merged into lists,
- * the chunk rows' written into their window of back: every chunk once). Each job starts from the
- * rows' current kc-th best scores: lists improve chunk by chunk, and the lower rank's back lists
- * tighten the other block's bounds (any kc-th best of a subset of a row's final candidates is at
- * or above its final kc-th, all knnwb_split_bounds needs). Which rank takes which chunk varies from
- * run to run; the lists do not: each row keeps the kc best of all pairs by (score, index) whatever
- * the order, and the refinement makes them exact as for the fixed halves. Local, apart from the
- * counter. mine/other: this rank's block and the other's (whole); room: the pass's room for the
- * lists of this rank's rows that a job produces (knnwb_split_self_pass).
+ * rows against the other block (its chunk's candidates taken into best, the other block's rows'
+ * into back), the higher rank its block against a chunk (its rows' candidates taken into best, the
+ * chunk rows' into their window of back: every chunk once). Each job starts from the rows'
+ * thresholds then: they fall chunk by chunk, and the bounds of the lower rank's back lists tighten
+ * the other block's (a pair left out at or above a bound is all the certificate needs: the top
+ * of knn_split_best.c). Which rank takes which chunk varies from run to run; the lists do not:
+ * each row keeps its k best of all pairs by (distance, index) whatever the order. Local, apart
+ * from the counter. mine/other: this rank's block and the other's (whole); room: the pass's room
+ * for the lists of this rank's rows that a job produces (knnwb_split_self_pass).
  */
 static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSplitSide *mine,
                                         const KnnwbSplitSide *other, gboolean lower, int *counter,
                                         float *bounds, float *other_bounds, char *room,
-                                        KnnwbSplitLists *lists, KnnwbSplitLists *back,
-                                        GError **error)
+                                        KnnwbSplitBest *best, KnnwbSplitBest *back, GError **error)
 {
-  const size_t kc = run->kc, cut = lower ? mine->count : other->count;
+  const size_t cut = lower ? mine->count : other->count;
   const size_t chunks = MIN(cut, (size_t)KNNWB_SPLIT_PAIR_CHUNKS);
-  KnnwbSplitLists a_lists = {0}, b_lists = {0};
-  /* The lower rank's room for the other block's lists of one chunk (emptied for each), on a
-   * two-sided backend, whose job writes them; the panels' merge into back directly. */
-  const gboolean b_written = lower && run->two_sided;
-  char *b_room =
-      b_written ? g_try_malloc(MAX(knnwb_split_lists_bytes(other->count, kc), (size_t)1)) : NULL;
-  if (b_written && b_room == NULL) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate candidate lists for %zu rows x %zu candidates", other->count, kc);
-    return FALSE;
-  }
+  KnnwbSplitLists a_lists = {0};
   /* Tests: this rank comes late, so the other one takes every chunk. */
   const char *late = g_getenv("KNNWB_SPLIT_LATE_RANK");
   if (late != NULL && atoi(late) == run->group->rank)
@@ -100,38 +61,28 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
       ok = FALSE;
       break;
     }
-    knnwb_split_bounds(lists, bounds);
+    knnwb_split_best_thresholds(run, best, mine->rows, mine->first, mine->rows, bounds);
     if (lower) {
       const KnnwbSplitSide a = {mine->rows, mine->first + c0, c1 - c0, mine->global + c0};
-      if (b_written)
-        ok = knnwb_split_lists_init_in(&b_lists, other->count, kc, b_room, run->threads, error);
-      else
-        b_lists = knnwb_split_lists_window(back, 0, other->count);
-      ok = ok && knnwb_split_select(run, &a, other, bounds + c0, other_bounds, room, &a_lists,
-                                    &b_lists, error);
+      KnnwbSplitBest b_best = knnwb_split_best_window(back, 0, other->count);
+      ok = knnwb_split_select(run, &a, other, bounds + c0, other_bounds, room, &a_lists, &b_best,
+                              error);
       if (ok) {
-        KnnwbSplitLists rows = knnwb_split_lists_window(lists, c0, c1 - c0);
-        knnwb_split_merge(lists, &a_lists, c0, run->threads);
-        knnwb_split_fill_distances(run, &a, other, &rows, &a_lists);
-        if (b_written)
-          knnwb_split_merge(back, &b_lists, 0, run->threads);
-        for (size_t t = 0; t < other->count && kc > 0; t++)
-          if (back->index[t * kc + kc - 1] >= 0)
-            other_bounds[t] = MIN(other_bounds[t], back->score[t * kc + kc - 1]);
+        knnwb_split_best_take(run, best, c0, &a_lists, &a, other, knnwb_split_valid(other));
+        for (size_t t = 0; t < other->count; t++)
+          if (!isnan(back->bound[t]))
+            other_bounds[t] = MIN(other_bounds[t], back->bound[t]);
       }
     } else {
       const KnnwbSplitSide b = {other->rows, other->first + c0, c1 - c0, other->global + c0};
-      KnnwbSplitLists window = knnwb_split_lists_window(back, c0, c1 - c0);
+      KnnwbSplitBest window = knnwb_split_best_window(back, c0, c1 - c0);
       ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, room, &a_lists, &window,
                               error);
-      if (ok) {
-        knnwb_split_merge(lists, &a_lists, 0, run->threads);
-        knnwb_split_fill_distances(run, mine, &b, lists, &a_lists);
-      }
+      if (ok)
+        knnwb_split_best_take(run, best, 0, &a_lists, mine, &b, knnwb_split_valid(&b));
     }
     knnwb_split_lists_clear(&a_lists);
   }
-  g_free(b_room);
   g_debug("knnwb: rank %d: %zu of the pair's %zu chunks taken", run->group->rank, taken, chunks);
   return ok;
 }
@@ -143,7 +94,7 @@ typedef struct {
   const KnnwbPrepared *own;
   const unsigned char *own_invalid;
   const KnnwbSplitBlocks *blocks;
-  KnnwbSplitLists *lists;
+  KnnwbSplitBest *best;
   KnnwbSplitLayout layout;
   int ranks, rank;
   size_t m;
@@ -177,7 +128,7 @@ static gboolean knnwb_split_self_publish(KnnwbSplitSelfPass *pass, GError **erro
       KNNWB_SPLIT_HEADER + knnwb_split_bytes(&pass->layout, pass->blocks->largest);
   const size_t back_offset =
       (largest_block + KNNWB_SPLIT_HEADER - 1) / KNNWB_SPLIT_HEADER * KNNWB_SPLIT_HEADER;
-  const size_t back = knnwb_split_lists_bytes(pass->blocks->largest, pass->run->kc);
+  const size_t back = knnwb_split_best_bytes(pass->blocks->largest, pass->run->options->k);
   /* KNNWB_SPLIT_BACK_SHARED=0 (tests, benchmarks): the lists go back as an exchange. */
   if (g_strcmp0(g_getenv("KNNWB_SPLIT_BACK_SHARED"), "0") != 0) {
     pass->shared = group->share_begin(group, back_offset + back, pass->parts, error);
@@ -209,23 +160,26 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
 {
   const KnnwbSplitRun *run = pass->run;
   const size_t largest = pass->blocks->largest;
-  KnnwbSplitLists a_lists = {0}, b_lists = {0};
+  KnnwbSplitLists a_lists = {0};
   pass->room =
       g_try_malloc(MAX(knnwb_split_lists_bytes(MAX(pass->m, largest), run->kc), (size_t)1));
   const gboolean back_room = pass->ranks > 1 && !pass->back_shared;
   pass->back_room =
-      back_room ? g_try_malloc(MAX(knnwb_split_lists_bytes(largest, run->kc), (size_t)1)) : NULL;
+      back_room ? g_try_malloc(MAX(knnwb_split_best_bytes(largest, run->options->k), (size_t)1))
+                : NULL;
   gboolean ok = pass->room != NULL && (!back_room || pass->back_room != NULL);
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates",
                 MAX(pass->m, largest), run->kc);
-  ok = ok && knnwb_split_select(run, &pass->mine, NULL, NULL, NULL, pass->room, &a_lists, &b_lists,
-                                error);
-  if (ok)
-    knnwb_split_merge(pass->lists, &a_lists, 0, run->threads);
+  ok = ok &&
+       knnwb_split_select(run, &pass->mine, NULL, NULL, NULL, pass->room, &a_lists, NULL, error);
+  if (ok) {
+    const size_t valid = knnwb_split_valid(&pass->mine);
+    knnwb_split_best_take(run, pass->best, 0, &a_lists, &pass->mine, &pass->mine,
+                          valid > 0 ? valid - 1 : 0);
+  }
   knnwb_split_lists_clear(&a_lists);
-  knnwb_split_lists_clear(&b_lists);
   knnwb_split_mark(run->group, "step 0 (own block) selected and merged in", &pass->since);
   if (!run->group->agree(run->group, ok, error))
     return FALSE;
@@ -255,7 +209,7 @@ static gboolean knnwb_split_self_visiting_rooms(KnnwbSplitSelfPass *pass, GError
  * scores half (with shared blocks on the CPU: as many chunks as it takes first). b's candidates are
  * written straight into back, the lists of q's whole block, which go back to q. */
 static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, KnnwbPrepared *view,
-                                      size_t q_first, size_t q_rows, KnnwbSplitLists *back,
+                                      size_t q_first, size_t q_rows, KnnwbSplitBest *back,
                                       GError **error)
 {
   const KnnwbSplitRun *run = pass->run;
@@ -283,15 +237,13 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
   if (chunked) {
     const int lower = MIN(r, q);
     ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)pass->parts[lower], pass->bounds,
-                                 pass->visiting_bounds, pass->room, pass->lists, back, error);
+                                 pass->visiting_bounds, pass->room, pass->best, back, error);
   } else {
-    KnnwbSplitLists window = knnwb_split_lists_window(back, b.first, b.count);
+    KnnwbSplitBest window = knnwb_split_best_window(back, b.first, b.count);
     ok = knnwb_split_select(run, &a, &b, pass->bounds + a.first, pass->visiting_bounds + b.first,
                             pass->room, &a_lists, &window, error);
-    if (ok) {
-      knnwb_split_merge(pass->lists, &a_lists, 0, run->threads);
-      knnwb_split_fill_distances(run, &a, &b, pass->lists, &a_lists);
-    }
+    if (ok)
+      knnwb_split_best_take(run, pass->best, a.first, &a_lists, &a, &b, knnwb_split_valid(&b));
   }
   knnwb_split_lists_clear(&a_lists);
   return ok;
@@ -306,9 +258,9 @@ static gboolean knnwb_split_self_back_shared(KnnwbSplitSelfPass *pass, int p, gb
   const KnnwbKnnGroup *group = pass->run->group;
   if (!group->agree(group, ok, error) || !group->share_sync(group, error))
     return FALSE;
-  KnnwbSplitLists from_p =
-      knnwb_split_lists_over((char *)pass->parts[p] + pass->back_offset, pass->m, pass->run->kc);
-  knnwb_split_merge(pass->lists, &from_p, 0, pass->run->threads);
+  KnnwbSplitBest from_p = knnwb_split_best_over((char *)pass->parts[p] + pass->back_offset, pass->m,
+                                                pass->run->options->k);
+  knnwb_split_best_merge(pass->best, &from_p, 0, pass->run->threads);
   return group->share_sync(group, error);
 }
 
@@ -316,7 +268,7 @@ static gboolean knnwb_split_self_back_shared(KnnwbSplitSelfPass *pass, int p, gb
  * received in the pass's room and merged. After the last step (s) the window of shared blocks is
  * given back first, so the exchange can use it. Collective. */
 static gboolean knnwb_split_self_back_sent(KnnwbSplitSelfPass *pass, int s, int q, int p,
-                                           const KnnwbSplitLists *back, gboolean ok, GError **error)
+                                           const KnnwbSplitBest *back, gboolean ok, GError **error)
 {
   const KnnwbSplitRun *run = pass->run;
   const KnnwbKnnGroup *group = run->group;
@@ -328,12 +280,13 @@ static gboolean knnwb_split_self_back_sent(KnnwbSplitSelfPass *pass, int s, int 
       ok = FALSE;
   }
   /* Received whole over the room: nothing to empty first. */
-  KnnwbSplitLists from_p = knnwb_split_lists_over(pass->room, pass->m, run->kc);
+  const size_t k = run->options->k;
+  KnnwbSplitBest from_p = knnwb_split_best_over(pass->room, pass->m, k);
   if (group->agree(group, ok, error)) {
-    ok = knnwb_split_shift(group, q, back->buffer, knnwb_split_lists_bytes(back->rows, run->kc), p,
-                           from_p.buffer, knnwb_split_lists_bytes(pass->m, run->kc), error);
+    ok = knnwb_split_shift(group, q, back->buffer, knnwb_split_best_bytes(back->rows, k), p,
+                           from_p.buffer, knnwb_split_best_bytes(pass->m, k), error);
     if (ok)
-      knnwb_split_merge(pass->lists, &from_p, 0, run->threads);
+      knnwb_split_best_merge(pass->best, &from_p, 0, run->threads);
   } else {
     ok = FALSE;
   }
@@ -352,7 +305,7 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
   size_t q_first, q_rows;
   knnwb_split_rows_of(pass->blocks, q, &q_first, &q_rows);
   KnnwbPrepared view;
-  knnwb_split_bounds(pass->lists, pass->bounds);
+  knnwb_split_best_thresholds(run, pass->best, pass->own, 0, pass->own, pass->bounds);
   if (pass->shared)
     knnwb_split_view(&pass->layout, pass->own, (char *)pass->parts[q] + KNNWB_SPLIT_HEADER, q_rows,
                      &view);
@@ -366,14 +319,15 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
                    &pass->since);
   char *back_room =
       pass->back_shared ? (char *)pass->parts[r] + pass->back_offset : pass->back_room;
-  KnnwbSplitLists back = {0};
-  gboolean ok = !knnwb_split_cancelled(run, error) &&
-                knnwb_split_lists_init_in(&back, q_rows, run->kc, back_room, run->threads, error) &&
-                knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
+  KnnwbSplitBest back = {0};
+  gboolean ok =
+      !knnwb_split_cancelled(run, error) &&
+      knnwb_split_best_init_in(&back, q_rows, run->options->k, back_room, run->threads, error) &&
+      knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
   knnwb_split_mark(group, "pair selected and merged in", &pass->since);
   ok = pass->back_shared ? knnwb_split_self_back_shared(pass, p, ok, error)
                          : knnwb_split_self_back_sent(pass, s, q, p, &back, ok, error);
-  knnwb_split_lists_clear(&back);
+  knnwb_split_best_clear(&back);
   knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &pass->since);
   knnwb_split_progress(run, (uint64_t)s + 1, pass->steps);
   return ok;
@@ -383,14 +337,14 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
  * Collective. */
 gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
                                const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
-                               KnnwbSplitLists *lists, GError **error)
+                               KnnwbSplitBest *best, GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
   KnnwbSplitSelfPass pass = {.run = run,
                              .own = own,
                              .own_invalid = own_invalid,
                              .blocks = blocks,
-                             .lists = lists,
+                             .best = best,
                              .layout = knnwb_split_layout(own->metric, own->scale_exponent, own->d),
                              .ranks = group->size,
                              .rank = group->rank,
@@ -422,7 +376,7 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
 gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,
                                 size_t query_first, const KnnwbPrepared *reference,
                                 const unsigned char *reference_invalid,
-                                const KnnwbSplitBlocks *blocks, KnnwbSplitLists *lists,
+                                const KnnwbSplitBlocks *blocks, KnnwbSplitBest *best,
                                 GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
@@ -467,16 +421,14 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
       KnnwbSelectJob job;
       knnwb_split_fill_job(run, &job, &mine, &b, MIN(run->kc, valid), &found);
       if (s > 0) { /* the first step has nothing to start from */
-        knnwb_split_bounds(lists, bounds);
+        knnwb_split_best_thresholds(run, best, query, 0, reference, bounds);
         job.query_bounds = bounds;
       }
       local = knnwb_split_run_job(run, &job, &mine, &b, error);
       found.kc = job.kc;
       if (local) {
         knnwb_split_finish_as(run, &mine, &b, &found, FALSE);
-        knnwb_split_merge(lists, &found, 0, run->threads);
-        if (s > 0) /* the own reference block's are computed by the refinement */
-          knnwb_split_fill_distances(run, &mine, &b, lists, &found);
+        knnwb_split_best_take(run, best, 0, &found, &mine, &b, valid);
       }
     }
     knnwb_split_lists_clear(&found);

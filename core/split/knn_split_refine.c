@@ -1,10 +1,23 @@
-/* The end of a split-memory run: each own row's candidates refined into its exact, certified list
- * (knnwb_refine_row, after the exact distances the passes left to it), and the rows the bound
- * cannot certify selected again with more candidates against every rank's reference block
- * (knnwb_split_retry, one round of core's certify loop that knnwb_knn_split_run runs). */
+/* The re-selection of a split-memory run: the rows the first pass's bound cannot certify
+ * (knn_split_best.c) selected again with more candidates against every rank's reference block,
+ * each row's candidates refined into its exact, certified list (knnwb_refine_row, after the exact
+ * distances the selection left to it): knnwb_split_retry, one round of core's certify loop that
+ * knnwb_knn_split_run runs. */
 #include <math.h>
 #include <knnwb/parallel.h>
 #include "split/split_internal.h"
+
+/* Refines the own rows listed (rows: local numbers, NULL = all count from 0) from their
+ * candidates; uncertified local rows are appended to *left. */
+typedef struct {
+  const KnnwbPrepared *query, *reference;
+  gboolean self;
+  size_t k, available, first, reference_first;
+  const int64_t *rows;
+  const KnnwbSplitLists *lists;
+  KnnwbNeighbors *result;
+  unsigned char *uncertified;
+} KnnwbSplitRefine;
 
 /* The distances left NaN (candidates of the own reference block, knnwb_split_finish_as) of list
  * t (own row i), as knnwb_refine_row would want them: those of the k best by score (the list is
@@ -73,8 +86,10 @@ static void knnwb_split_refine_rows(size_t first, size_t last, void *user)
   knnwb_refine_scratch_clear(&scratch);
 }
 
-void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refine, size_t count,
-                        GArray *left)
+/* Refines count rows of refine into refine->result; the local numbers of the rows left uncertified
+ * are appended to left. About k exact distances a row, on run->threads. */
+static void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refine, size_t count,
+                               GArray *left)
 {
   refine->uncertified = g_malloc0(MAX(count, (size_t)1));
   knnwb_parallel_for(run->threads, count, 256, knnwb_split_refine_rows, refine);

@@ -1,7 +1,7 @@
 /* One selection of a split-memory run, as the passes and the re-selection use it: a select job over
  * two sides (blocks, or parts of blocks) filled for the run's backend and run with rank 0's
- * progress, its candidates turned into global indices with their exact distances computed while
- * the candidates' rows are present, and the distances a merge kept but left unknown filled in. */
+ * progress, and its candidates turned into global indices (with their exact distances where the
+ * re-selection wants them; the passes take theirs in with knn_split_best.c). */
 #include <math.h>
 #include <string.h>
 #include <knnwb/parallel.h>
@@ -57,13 +57,6 @@ void knnwb_split_finish_as(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
                            const KnnwbSplitSide *of, KnnwbSplitLists *lists, gboolean distances)
 {
   KnnwbSplitFinish finish = {rows, of, lists, distances};
-  knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
-}
-
-static void knnwb_split_finish(const KnnwbSplitRun *run, const KnnwbSplitSide *rows,
-                               const KnnwbSplitSide *of, KnnwbSplitLists *lists)
-{
-  KnnwbSplitFinish finish = {rows, of, lists, TRUE};
   knnwb_parallel_for(run->threads, lists->rows, 64, knnwb_split_finish_rows, &finish);
 }
 
@@ -151,15 +144,14 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
 }
 
 /* The pair (a, b) as two panel jobs, for backends that select for query rows only: b's panel first,
- * in a_room (NULL: a buffer of its own), its narrower lists finished and merged into b_lists; then
- * a's panel in the same room as *a_lists. So the pair holds one job's lists at a time besides the
- * lists it merges into. Both panels start from thresholds fixed before the pair, so their order
- * changes no list. */
+ * in a_room (NULL: a buffer of its own), its lists taken into b_best; then a's panel in the same
+ * room as *a_lists. So the pair holds one job's lists at a time besides the lists it takes them
+ * into. Both panels start from thresholds fixed before the pair, so their order changes no list. */
 static gboolean knnwb_split_select_panels(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                                           const KnnwbSplitSide *b, size_t valid_a, size_t valid_b,
                                           const float *a_bounds, const float *b_bounds,
                                           char *a_room, KnnwbSplitLists *a_lists,
-                                          KnnwbSplitLists *b_lists, GError **error)
+                                          KnnwbSplitBest *b_best, GError **error)
 {
   const size_t kc = run->kc;
   KnnwbSelectJob job;
@@ -171,8 +163,8 @@ static gboolean knnwb_split_select_panels(const KnnwbSplitRun *run, const KnnwbS
   gboolean ok = knnwb_split_run_job(run, &job, b, a, error);
   narrow.kc = job.kc;
   if (ok) {
-    knnwb_split_finish(run, b, a, &narrow);
-    knnwb_split_merge(b_lists, &narrow, 0, run->threads);
+    knnwb_split_finish_as(run, b, a, &narrow, FALSE);
+    knnwb_split_best_take(run, b_best, 0, &narrow, b, a, valid_a);
   }
   knnwb_split_lists_clear(&narrow);
   if (!ok || !knnwb_split_lists_init_in(a_lists, a->count, kc, a_room, run->threads, error))
@@ -188,23 +180,23 @@ static gboolean knnwb_split_select_panels(const KnnwbSplitRun *run, const KnnwbS
 
 /* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
  * (in a_room, at least knnwb_split_lists_bytes(MAX(a->count, b->count), run->kc) bytes; NULL:
- * allocated here) and, for a pair, of b's rows among a's merged into b_lists (b->count rows, kc
- * wide, given: the window of the lists that go back to b's owner; empty when the backend is
- * two-sided, whose job writes them). a_bounds/b_bounds (NULL: none): the rows' starting
- * thresholds (knnwb_split_bounds), so the lists hold only pairs that beat them (the rest padded
- * with -1). a's lists come without exact distances (NaN) unless the backend returned them
- * (distances_filled): the caller merges them and computes those of the candidates that stayed
- * (knnwb_split_fill_distances) while b's rows are present, about half of them at two ranks. */
+ * allocated here) and, for a pair, b's rows' candidates among a's taken into b_best (b->count rows,
+ * k wide, given: the window of the lists that go back to b's owner; on a two-sided backend, whose
+ * job writes b's lists, through a room of their own). a_bounds/b_bounds (NULL: none): the rows'
+ * starting thresholds (knnwb_split_best_thresholds), so the lists hold only pairs that beat them
+ * (the rest padded with -1). a's lists come with global indices and without exact distances (NaN)
+ * unless the backend returned them (distances_filled): the caller takes them in
+ * (knnwb_split_best_take) while b's rows are present. */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
-                            char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists,
+                            char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitBest *b_best,
                             GError **error)
 {
   const size_t kc = run->kc;
   const size_t valid_a = knnwb_split_valid(a), valid_b = b != NULL ? knnwb_split_valid(b) : 0;
   if (b != NULL && !run->two_sided && valid_a > 0 && valid_b > 0)
     return knnwb_split_select_panels(run, a, b, valid_a, valid_b, a_bounds, b_bounds, a_room,
-                                     a_lists, b_lists, error);
+                                     a_lists, b_best, error);
   if (!knnwb_split_lists_init_in(a_lists, a->count, kc, a_room, run->threads, error))
     return FALSE;
   KnnwbSelectJob job;
@@ -215,59 +207,29 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
     job.self = 1;
     if (!knnwb_split_run_job(run, &job, a, a, error))
       return FALSE;
-    a_lists->kc = job.kc; /* the job's stride; knnwb_split_finish and the merge read it */
+    a_lists->kc = job.kc; /* the job's stride; knnwb_split_finish_as and the take read it */
     knnwb_split_finish_as(run, a, a, a_lists, FALSE);
     return TRUE;
   }
   if (valid_a == 0 || valid_b == 0)
     return TRUE;
   /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
+  KnnwbSplitLists b_lists;
+  if (!knnwb_split_lists_init(&b_lists, b->count, kc, run->threads, error))
+    return FALSE;
   knnwb_split_fill_job(run, &job, a, b, kc, a_lists);
   job.query_bounds = a_bounds;
   job.reference_bounds = b_bounds;
-  job.out_reference_index = b_lists->index;
-  job.out_reference_score = b_lists->score;
+  job.out_reference_index = b_lists.index;
+  job.out_reference_score = b_lists.score;
   job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
   job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
-  if (!knnwb_split_run_job(run, &job, a, b, error))
-    return FALSE;
-  knnwb_split_finish_as(run, a, b, a_lists, FALSE);
-  knnwb_split_finish(run, b, a, b_lists);
-  return TRUE;
-}
-
-/* The exact distances left NaN in rows [0, a->count) of lists (a's rows, merged) of candidates
- * among b's rows, which are present now. */
-typedef struct {
-  const KnnwbSplitSide *a, *b;
-  KnnwbSplitLists *lists;
-} KnnwbSplitFill;
-
-static void knnwb_split_fill_rows(size_t first, size_t last, void *user)
-{
-  KnnwbSplitFill *fill = user;
-  const size_t kc = fill->lists->kc, lowest = fill->b->global;
-  for (size_t t = first; t < last; t++)
-    for (size_t c = 0; c < kc; c++) {
-      const int64_t index = fill->lists->index[t * kc + c];
-      double *distance = &fill->lists->distance[t * kc + c];
-      if (index >= 0 && (size_t)index >= lowest && (size_t)index - lowest < fill->b->count &&
-          isnan(*distance)) {
-        const int64_t next = c + 1 < kc ? fill->lists->index[t * kc + c + 1] : -1;
-        if (next >= 0 && (size_t)next >= lowest && (size_t)next - lowest < fill->b->count)
-          knnwb_split_prefetch(fill->b->rows, fill->b->first + ((size_t)next - lowest));
-        *distance = knnwb_prepared_distance(fill->a->rows, fill->a->first + t, fill->b->rows,
-                                            fill->b->first + ((size_t)index - lowest));
-      }
-    }
-}
-
-void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
-                                const KnnwbSplitSide *b, KnnwbSplitLists *lists,
-                                const KnnwbSplitLists *came)
-{
-  if (came->distances_filled) /* a pass over every candidate that would find none */
-    return;
-  KnnwbSplitFill fill = {a, b, lists};
-  knnwb_parallel_for(run->threads, a->count, 64, knnwb_split_fill_rows, &fill);
+  const gboolean ok = knnwb_split_run_job(run, &job, a, b, error);
+  if (ok) {
+    knnwb_split_finish_as(run, a, b, a_lists, FALSE);
+    knnwb_split_finish_as(run, b, a, &b_lists, FALSE);
+    knnwb_split_best_take(run, b_best, 0, &b_lists, b, a, valid_a);
+  }
+  knnwb_split_lists_clear(&b_lists);
+  return ok;
 }

@@ -33,6 +33,18 @@ typedef struct {
   int distances_filled;
 } KnnwbSplitLists;
 
+/* rows x k neighbours so far (global index, exact distance; by (distance, index), -1 and +inf
+ * past those found) and each row's bound on the pairs left out, in one buffer, which is also what
+ * travels: indices, distances, bounds (knn_split_best.c says what the bound means). */
+typedef struct {
+  size_t rows, k;
+  char *buffer;
+  gboolean borrowed;
+  int64_t *index;
+  double *distance;
+  float *bound;
+} KnnwbSplitBest;
+
 /* Where every rank's block lies: rows [first[r], first[r] + count[r]) of n, in rank order. */
 typedef struct {
   int ranks;
@@ -116,18 +128,6 @@ static inline void knnwb_split_prefetch(const KnnwbPrepared *p, size_t row)
     __builtin_prefetch(at + offset);
 }
 
-/* Refines the own rows listed (rows: local numbers, NULL = all count from 0) from their
- * candidates; uncertified local rows are appended to *left. */
-typedef struct {
-  const KnnwbPrepared *query, *reference;
-  gboolean self;
-  size_t k, available, first, reference_first;
-  const int64_t *rows;
-  const KnnwbSplitLists *lists;
-  KnnwbNeighbors *result;
-  unsigned char *uncertified;
-} KnnwbSplitRefine;
-
 /* The own rows of a run and what its certify rounds (knn_split.c: re-selection, exhaustive) need
  * of them: rows are local numbers (0 .. query->n), query_first + i in the whole run. */
 typedef struct {
@@ -162,19 +162,58 @@ int64_t knnwb_split_double_bits(double value);
 double knnwb_split_bits_double(int64_t bits);
 
 /* knn_split_pass.c */
-/** The first pass of a self graph into lists (this rank's rows, kc wide, merged step by step).
- * Collective: the ranks agree after each step, so an allocation, backend, transport or cancel
- * error on one rank fails the pass on every rank. Time: about (R/2) m^2 d scores per rank. */
+/** The first pass of a self graph into best (this rank's rows, k wide, empty: taken in step by
+ * step). Collective: the ranks agree after each step, so an allocation, backend, transport or
+ * cancel error on one rank fails the pass on every rank. Time: about (R/2) m^2 d scores per rank.
+ */
 gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
                                const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
-                               KnnwbSplitLists *lists, GError **error);
-/** The first pass of a query run into lists (the own query rows). Collective, errors as
+                               KnnwbSplitBest *best, GError **error);
+/** The first pass of a query run into best (the own query rows). Collective, errors as
  * knnwb_split_self_pass. Time: m x n_reference scores per rank, R - 1 block fetches. */
 gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,
                                 size_t query_first, const KnnwbPrepared *reference,
                                 const unsigned char *reference_invalid,
-                                const KnnwbSplitBlocks *blocks, KnnwbSplitLists *lists,
+                                const KnnwbSplitBlocks *blocks, KnnwbSplitBest *best,
                                 GError **error);
+
+/* knn_split_best.c */
+size_t knnwb_split_best_bytes(size_t rows, size_t k);
+/** rows x k empty lists (bounds +inf) in room (at least knnwb_split_best_bytes, borrowed) or,
+ * room NULL, a buffer of their own; emptied on threads threads. Errors: KNNWB_ERROR_NO_MEMORY. */
+gboolean knnwb_split_best_init_in(KnnwbSplitBest *best, size_t rows, size_t k, char *room,
+                                  int threads, GError **error);
+/** Lists laid out in buffer as knnwb_split_best_init_in lays them (another rank's), as they are. */
+KnnwbSplitBest knnwb_split_best_over(char *buffer, size_t rows, size_t k);
+/** Rows [first, first + rows) of best, in place (owns nothing). */
+KnnwbSplitBest knnwb_split_best_window(const KnnwbSplitBest *best, size_t first, size_t rows);
+void knnwb_split_best_clear(KnnwbSplitBest *best);
+/** A job's candidates (lists: rows' rows against of's, made global by knnwb_split_finish_as) taken
+ * into best's rows [at, at + lists->rows) while of's rows are present: the exact distances the
+ * backend did not return computed, except for candidates provably farther than the row's k-th;
+ * the k best by (distance, index) kept; a full list (kc candidates, fewer than complete_at, the
+ * rows the job chose from) lowers the row's bound to its worst score. O(rows kc log kc), at most
+ * rows x kc exact distances, on run->threads. */
+void knnwb_split_best_take(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
+                           KnnwbSplitLists *lists, const KnnwbSplitSide *rows,
+                           const KnnwbSplitSide *of, size_t complete_at);
+/** incoming's rows merged into best's rows [at, at + incoming->rows): the k best of both, the
+ * lesser bound. O(rows k) on threads. */
+void knnwb_split_best_merge(KnnwbSplitBest *best, const KnnwbSplitBest *incoming, size_t at,
+                            int threads);
+/** Each row's starting threshold for the next job (rows: the prepared rows of best's, from row
+ * first; reference: what the certificate bounds against): its bound, or less once it holds k
+ * neighbours, the least score provably farther than its k-th (knnwb_refine_score_bound).
+ * O(rows) on run->threads. */
+void knnwb_split_best_thresholds(const KnnwbSplitRun *run, const KnnwbSplitBest *best,
+                                 const KnnwbPrepared *rows, size_t first,
+                                 const KnnwbPrepared *reference, float *bounds);
+/** The lists of the own rows (query's, local numbers) into result, and the local numbers of the
+ * rows their bound cannot certify appended to left (rows flagged invalid: empty, certified). No
+ * errors. O(rows k) on run->threads. */
+void knnwb_split_best_certify(const KnnwbSplitRun *run, const KnnwbSplitBest *best,
+                              const KnnwbPrepared *query, const KnnwbPrepared *reference,
+                              size_t available, KnnwbNeighbors *result, GArray *left);
 
 /* knn_split_select.c */
 /** The rows of side not flagged invalid. O(count). */
@@ -195,19 +234,13 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
                              const KnnwbSplitSide *query, const KnnwbSplitSide *reference,
                              GError **error);
 /** The candidates of a pair of sides (or of one side against itself) into a_lists (in a_room, as
- * large as a's lists and, for a pair, b's, or allocated when NULL) and b_lists (given: merged into,
- * or, on a two-sided backend, written and so empty). Errors: allocation, the backend's. Time: |a|
- * |b| d scores on the backend. */
+ * large as a's lists and, for a pair, b's, or allocated when NULL), and, for a pair, b's taken
+ * into b_best (given). Errors: allocation, the backend's. Time: |a| |b| d scores on the backend.
+ */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
-                            char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitLists *b_lists,
+                            char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitBest *b_best,
                             GError **error);
-/** The exact distances left NaN in lists (a's rows) of candidates among b's rows, now present;
- * came: the lists just merged in, the only ones with candidates among b's rows (nothing to do
- * when their backend returned the distances). O(a->count kc d) at most, on run->threads. */
-void knnwb_split_fill_distances(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
-                                const KnnwbSplitSide *b, KnnwbSplitLists *lists,
-                                const KnnwbSplitLists *came);
 
 /** Every rank's count rows (local numbers mine) sent to every rank into shared. Collective;
  * errors: the group's transport. Memory: the packed rows of every rank. */
@@ -225,11 +258,6 @@ gboolean knnwb_split_return_lists(const KnnwbKnnGroup *group, const KnnwbSplitSh
                                   KnnwbSplitLists *back, GError **error);
 
 /* knn_split_refine.c */
-/** Refines count rows of refine (see KnnwbSplitRefine) into refine->result; the local numbers of
- * the rows left uncertified are appended to left. No errors. About k exact distances a row, on
- * run->threads. */
-void knnwb_split_refine(const KnnwbSplitRun *run, KnnwbSplitRefine *refine, size_t count,
-                        GArray *left);
 /** One re-selection round of the own uncertified rows (mine: count local numbers) with
  * rows->run->kc candidates, against every rank's reference block; those still uncertified are
  * appended to left. Collective; errors: allocation, the backend's, the group's transport (the same
