@@ -1,12 +1,53 @@
 /* What core/base/ offers the rest of core beyond the public <knnwb/matrix.h>, <knnwb/parallel.h>
  * and <knnwb/error.h>: host work off a GPU run's critical path (background.c), the finite check of
- * a block of rows (matrix.c), the CPU's vector width (vector_width.c). */
+ * a block of rows (matrix.c), the CPU's vector width (vector_width.c), a selection of the first
+ * elements of an array (KNNWB_DEFINE_SELECT_FIRST, here). */
 #ifndef KNNWB_BASE_H
 #define KNNWB_BASE_H
 
 #include <glib.h>
 #include <stddef.h>
 #include <knnwb/matrix.h>
+
+/**
+ * Defines static void name(type *pool, size_t count, size_t k), which moves the k first elements
+ * of pool[0, count) (count > k >= 1) by before(const type *, const type *) (a strict order) to its
+ * front, in any order: Hoare's selection with a median of three, expected O(count). For the merges
+ * of candidate lists, where sorting every candidate cost more than the rest of the merge.
+ */
+#define KNNWB_DEFINE_SELECT_FIRST(name, type, before)                                              \
+  static void name(type *pool, size_t count, size_t k)                                             \
+  {                                                                                                \
+    size_t lo = 0, hi = count - 1;                                                                 \
+    while (lo < hi) {                                                                              \
+      const size_t mid = lo + (hi - lo) / 2;                                                       \
+      type t;                                                                                      \
+      if (before(&pool[mid], &pool[lo]))                                                           \
+        (t = pool[mid], pool[mid] = pool[lo], pool[lo] = t);                                       \
+      if (before(&pool[hi], &pool[lo]))                                                            \
+        (t = pool[hi], pool[hi] = pool[lo], pool[lo] = t);                                         \
+      if (before(&pool[hi], &pool[mid]))                                                           \
+        (t = pool[hi], pool[hi] = pool[mid], pool[mid] = t);                                       \
+      const type pivot = pool[mid];                                                                \
+      size_t i = lo, j = hi;                                                                       \
+      for (;;) {                                                                                   \
+        while (before(&pool[i], &pivot))                                                           \
+          i++;                                                                                     \
+        while (before(&pivot, &pool[j]))                                                           \
+          j--;                                                                                     \
+        if (i >= j)                                                                                \
+          break;                                                                                   \
+        (t = pool[i], pool[i] = pool[j], pool[j] = t);                                             \
+        i++;                                                                                       \
+        j--;                                                                                       \
+      }                                                                                            \
+      /* [lo, j] <= pivot <= [j + 1, hi] */                                                        \
+      if (k - 1 <= j)                                                                              \
+        hi = j;                                                                                    \
+      else                                                                                         \
+        lo = j + 1;                                                                                \
+    }                                                                                              \
+  }
 
 typedef struct KnnwbPrefault KnnwbPrefault;
 /**

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
+#include "base/base.h"
 #include "group/group_internal.h"
 
 /* The packed form of one candidate: score (float), index (uint32, or int64 when n >= 2^32 - 1,
@@ -49,42 +50,9 @@ static inline gboolean knnwb_group_candidate_before(const KnnwbGroupCandidate *x
   return x->index < y->index;
 }
 
-/* Moves the kc smallest of pool[0, count) (count > kc) to its front, in any order: Hoare's
- * selection with a median of three, expected O(count). */
-static void knnwb_group_select_smallest(KnnwbGroupCandidate *pool, size_t count, size_t kc)
-{
-  size_t lo = 0, hi = count - 1;
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    KnnwbGroupCandidate t;
-#define KNNWB_SWAP(a, b) (t = pool[a], pool[a] = pool[b], pool[b] = t)
-    if (knnwb_group_candidate_before(&pool[mid], &pool[lo]))
-      KNNWB_SWAP(mid, lo);
-    if (knnwb_group_candidate_before(&pool[hi], &pool[lo]))
-      KNNWB_SWAP(hi, lo);
-    if (knnwb_group_candidate_before(&pool[hi], &pool[mid]))
-      KNNWB_SWAP(hi, mid);
-    const KnnwbGroupCandidate pivot = pool[mid];
-    size_t i = lo, j = hi;
-    for (;;) {
-      while (knnwb_group_candidate_before(&pool[i], &pivot))
-        i++;
-      while (knnwb_group_candidate_before(&pivot, &pool[j]))
-        j--;
-      if (i >= j)
-        break;
-      KNNWB_SWAP(i, j);
-      i++;
-      j--;
-    }
-#undef KNNWB_SWAP
-    /* [lo, j] <= pivot <= [j + 1, hi] */
-    if (kc - 1 <= j)
-      hi = j;
-    else
-      lo = j + 1;
-  }
-}
+/* The kc first of a row's pool by (score, index). */
+KNNWB_DEFINE_SELECT_FIRST(knnwb_group_select_smallest, KnnwbGroupCandidate,
+                          knnwb_group_candidate_before)
 
 typedef struct {
   KnnwbGroupPacking packing;
