@@ -222,9 +222,18 @@ static double knnwb_split_take_first(const KnnwbSplitTake *take, size_t t, size_
   return limit;
 }
 
+/* A row flagged invalid (never a candidate, its lists empty at the end), whose lists a self job
+ * may leave arbitrary. */
+static inline gboolean knnwb_split_invalid_row(const KnnwbSplitSide *rows, size_t t)
+{
+  return rows->rows->invalid != NULL && rows->rows->invalid[rows->first + t];
+}
+
 static void knnwb_split_take_row(const KnnwbSplitTake *take, size_t t, KnnwbSplitFound *found,
                                  float *scores, unsigned char *first)
 {
+  if (knnwb_split_invalid_row(take->rows, t))
+    return;
   const size_t kc = take->lists->kc, k = take->best->k, row = take->at + t;
   const int64_t *index = take->lists->index + t * kc;
   const float *score = take->lists->score + t * kc;
@@ -297,6 +306,64 @@ void knnwb_split_best_take(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_
   KnnwbSplitTake take = {
       best, at, lists, rows, of, complete_at, rows->rows == of->rows && rows->global == of->global};
   knnwb_parallel_for(run->threads, lists->rows, 256, knnwb_split_take_rows, &take);
+}
+
+typedef struct {
+  KnnwbSplitBest *best;
+  size_t at, kc, complete_at;
+  const KnnwbSplitRefined *refined;
+  const KnnwbSplitSide *rows, *of;
+  gboolean self;
+} KnnwbSplitTakeRefined;
+
+static void knnwb_split_take_refined_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbSplitTakeRefined *take = user;
+  const size_t k = take->refined->k, best_k = take->best->k;
+  KnnwbSplitFound *found = g_new(KnnwbSplitFound, k + best_k + 1);
+  for (size_t t = first; t < last; t++) {
+    if (knnwb_split_invalid_row(take->rows, t))
+      continue;
+    const size_t row = take->at + t;
+    /* The row itself is never among a refined job's valid candidates: a list that held it was
+     * full all the same (as knnwb_split_take_bound counts it). */
+    if ((size_t)take->refined->valid[t] + (take->self ? 1 : 0) >= take->kc &&
+        take->kc < take->complete_at) {
+      const float worst = take->refined->worst[t];
+      take->best->bound[row] =
+          knnwb_split_bound_min(take->best->bound[row], isfinite(worst) ? worst : NAN);
+    }
+    const gboolean full = best_k > 0 && take->best->index[row * best_k + best_k - 1] >= 0;
+    const KnnwbSplitFound kth =
+        full ? (KnnwbSplitFound){take->best->distance[row * best_k + best_k - 1],
+                                 take->best->index[row * best_k + best_k - 1]}
+             : (KnnwbSplitFound){INFINITY, INT64_MAX};
+    size_t count = 0;
+    for (size_t c = 0; c < k; c++) {
+      const int64_t j = take->refined->index[t * k + c];
+      if (j < 0)
+        break;
+      const KnnwbSplitFound x = {take->refined->distance[t * k + c],
+                                 (int64_t)(take->of->global + (size_t)j)};
+      if (!knnwb_split_found_before(&x, &kth))
+        break; /* sorted: the rest come later still */
+      found[count++] = x;
+    }
+    if (count > 0 && best_k > 0)
+      knnwb_split_best_merge_row(take->best, row, found, count, found + k);
+  }
+  g_free(found);
+}
+
+void knnwb_split_best_take_refined(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
+                                   const KnnwbSplitRefined *refined, size_t kc,
+                                   const KnnwbSplitSide *rows, const KnnwbSplitSide *of,
+                                   size_t complete_at)
+{
+  KnnwbSplitTakeRefined take = {
+      best,    at,   kc, complete_at,
+      refined, rows, of, rows->rows == of->rows && rows->global == of->global};
+  knnwb_parallel_for(run->threads, refined->rows, 256, knnwb_split_take_refined_rows, &take);
 }
 
 /* ---- Lists merged, thresholds, the end ------------------------------------------------------ */

@@ -39,12 +39,12 @@ static const size_t knnwb_split_pair_eighths[] = {0, 3, 6, 7, 8};
  */
 static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSplitSide *mine,
                                         const KnnwbSplitSide *other, gboolean lower, int *counter,
-                                        float *bounds, float *other_bounds, char *room,
-                                        KnnwbSplitBest *best, KnnwbSplitBest *back, GError **error)
+                                        float *bounds, float *other_bounds,
+                                        const KnnwbSplitRoom *room, KnnwbSplitBest *best,
+                                        KnnwbSplitBest *back, GError **error)
 {
   const size_t cut = lower ? mine->count : other->count;
   const size_t chunks = MIN(cut, (size_t)KNNWB_SPLIT_PAIR_CHUNKS);
-  KnnwbSplitLists a_lists = {0};
   /* Tests: this rank comes late, so the other one takes every chunk. */
   const char *late = g_getenv("KNNWB_SPLIT_LATE_RANK");
   if (late != NULL && atoi(late) == run->group->rank)
@@ -65,10 +65,9 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
     if (lower) {
       const KnnwbSplitSide a = {mine->rows, mine->first + c0, c1 - c0, mine->global + c0};
       KnnwbSplitBest b_best = knnwb_split_best_window(back, 0, other->count);
-      ok = knnwb_split_select(run, &a, other, bounds + c0, other_bounds, room, &a_lists, &b_best,
+      ok = knnwb_split_select(run, &a, other, bounds + c0, other_bounds, room, best, c0, &b_best,
                               error);
       if (ok) {
-        knnwb_split_best_take(run, best, c0, &a_lists, &a, other, knnwb_split_valid(other));
         for (size_t t = 0; t < other->count; t++)
           if (!isnan(back->bound[t]))
             other_bounds[t] = MIN(other_bounds[t], back->bound[t]);
@@ -76,12 +75,9 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
     } else {
       const KnnwbSplitSide b = {other->rows, other->first + c0, c1 - c0, other->global + c0};
       KnnwbSplitBest window = knnwb_split_best_window(back, c0, c1 - c0);
-      ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, room, &a_lists, &window,
+      ok = knnwb_split_select(run, mine, &b, bounds, other_bounds + c0, room, best, 0, &window,
                               error);
-      if (ok)
-        knnwb_split_best_take(run, best, 0, &a_lists, mine, &b, knnwb_split_valid(&b));
     }
-    knnwb_split_lists_clear(&a_lists);
   }
   g_debug("knnwb: rank %d: %zu of the pair's %zu chunks taken", run->group->rank, taken, chunks);
   return ok;
@@ -106,7 +102,8 @@ typedef struct {
    * rank's part), and their owner merges them from there. */
   gboolean back_shared;
   size_t back_offset;
-  char *room, *back_room, *visiting;
+  KnnwbSplitRoom room;
+  char *back_room, *visiting;
   float *bounds, *visiting_bounds;
   gint64 since;
 } KnnwbSplitSelfPass;
@@ -160,26 +157,22 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
 {
   const KnnwbSplitRun *run = pass->run;
   const size_t largest = pass->blocks->largest;
-  KnnwbSplitLists a_lists = {0};
-  pass->room =
-      g_try_malloc(MAX(knnwb_split_lists_bytes(MAX(pass->m, largest), run->kc), (size_t)1));
+  const size_t rows = MAX(pass->m, largest), k = run->options->k;
+  pass->room.lists = g_try_malloc(MAX(knnwb_split_lists_bytes(rows, run->kc), (size_t)1));
+  const gboolean refined = knnwb_split_refine_wanted(run);
+  pass->room.refined =
+      refined ? g_try_malloc(MAX(knnwb_split_refined_bytes(rows, k), (size_t)1)) : NULL;
   const gboolean back_room = pass->ranks > 1 && !pass->back_shared;
   pass->back_room =
-      back_room ? g_try_malloc(MAX(knnwb_split_best_bytes(largest, run->options->k), (size_t)1))
-                : NULL;
-  gboolean ok = pass->room != NULL && (!back_room || pass->back_room != NULL);
+      back_room ? g_try_malloc(MAX(knnwb_split_best_bytes(largest, k), (size_t)1)) : NULL;
+  gboolean ok = pass->room.lists != NULL && (!refined || pass->room.refined != NULL) &&
+                (!back_room || pass->back_room != NULL);
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates",
                 MAX(pass->m, largest), run->kc);
-  ok = ok &&
-       knnwb_split_select(run, &pass->mine, NULL, NULL, NULL, pass->room, &a_lists, NULL, error);
-  if (ok) {
-    const size_t valid = knnwb_split_valid(&pass->mine);
-    knnwb_split_best_take(run, pass->best, 0, &a_lists, &pass->mine, &pass->mine,
-                          valid > 0 ? valid - 1 : 0);
-  }
-  knnwb_split_lists_clear(&a_lists);
+  ok = ok && knnwb_split_select(run, &pass->mine, NULL, NULL, NULL, &pass->room, pass->best, 0,
+                                NULL, error);
   knnwb_split_mark(run->group, "step 0 (own block) selected and merged in", &pass->since);
   if (!run->group->agree(run->group, ok, error))
     return FALSE;
@@ -215,7 +208,6 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
   const KnnwbSplitRun *run = pass->run;
   const int r = pass->rank;
   KnnwbSplitSide a = pass->mine, b = {view, 0, q_rows, q_first};
-  KnnwbSplitLists a_lists = {0};
   /* Chunks from the counter on a two-sided backend (the CPU's: a chunk's arithmetic outweighs
    * its lists); on GPUs every chunk costs lists of the whole other block for a little arithmetic,
    * so the fixed halves (one H200, 2 ranks: the pair 1.42-1.47 s against 1.74-1.88 s real-like,
@@ -237,15 +229,12 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
   if (chunked) {
     const int lower = MIN(r, q);
     ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)pass->parts[lower], pass->bounds,
-                                 pass->visiting_bounds, pass->room, pass->best, back, error);
+                                 pass->visiting_bounds, &pass->room, pass->best, back, error);
   } else {
     KnnwbSplitBest window = knnwb_split_best_window(back, b.first, b.count);
     ok = knnwb_split_select(run, &a, &b, pass->bounds + a.first, pass->visiting_bounds + b.first,
-                            pass->room, &a_lists, &window, error);
-    if (ok)
-      knnwb_split_best_take(run, pass->best, a.first, &a_lists, &a, &b, knnwb_split_valid(&b));
+                            &pass->room, pass->best, a.first, &window, error);
   }
-  knnwb_split_lists_clear(&a_lists);
   return ok;
 }
 
@@ -281,7 +270,7 @@ static gboolean knnwb_split_self_back_sent(KnnwbSplitSelfPass *pass, int s, int 
   }
   /* Received whole over the room: nothing to empty first. */
   const size_t k = run->options->k;
-  KnnwbSplitBest from_p = knnwb_split_best_over(pass->room, pass->m, k);
+  KnnwbSplitBest from_p = knnwb_split_best_over(pass->room.lists, pass->m, k);
   if (group->agree(group, ok, error)) {
     ok = knnwb_split_shift(group, q, back->buffer, knnwb_split_best_bytes(back->rows, k), p,
                            from_p.buffer, knnwb_split_best_bytes(pass->m, k), error);
@@ -363,7 +352,8 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
   if (pass.shared && !group->share_end(group, ok ? error : NULL))
     ok = FALSE;
   g_free(pass.parts);
-  g_free(pass.room);
+  g_free(pass.room.lists);
+  g_free(pass.room.refined);
   g_free(pass.back_room);
   g_free(pass.visiting);
   g_free(pass.bounds);
@@ -391,10 +381,17 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate room for a visiting block of %zu rows", largest);
   float *bounds = g_try_new(float, MAX(query->n, (size_t)1));
-  if (ok && bounds == NULL) {
+  /* The steps' job room, kept for the whole pass (fresh pages each step cost their faults). */
+  const gboolean refined = knnwb_split_refine_wanted(run);
+  KnnwbSplitRoom room = {
+      g_try_malloc(MAX(knnwb_split_lists_bytes(query->n, run->kc), (size_t)1)),
+      refined ? g_try_malloc(MAX(knnwb_split_refined_bytes(query->n, run->options->k), (size_t)1))
+              : NULL};
+  if (ok && (bounds == NULL || room.lists == NULL || (refined && room.refined == NULL))) {
     ok = FALSE;
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the thresholds of %zu rows", query->n);
+                "cannot allocate the candidate lists of %zu rows x %zu candidates", query->n,
+                run->kc);
   }
   ok = group->agree(group, ok, error);
   KnnwbSplitSide mine = {query, 0, query->n, query_first};
@@ -412,29 +409,18 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
       }
       block = &view;
     }
-    KnnwbSplitSide b = {block, 0, q_rows, q_first};
-    KnnwbSplitLists found = {0};
-    const size_t valid = knnwb_split_valid(&b);
-    gboolean local = !knnwb_split_cancelled(run, error) &&
-                     knnwb_split_lists_init(&found, mine.count, run->kc, run->threads, error);
-    if (local && valid > 0 && mine.count > 0) {
-      KnnwbSelectJob job;
-      knnwb_split_fill_job(run, &job, &mine, &b, MIN(run->kc, valid), &found);
-      if (s > 0) { /* the first step has nothing to start from */
-        knnwb_split_best_thresholds(run, best, query, 0, reference, bounds);
-        job.query_bounds = bounds;
-      }
-      local = knnwb_split_run_job(run, &job, &mine, &b, error);
-      found.kc = job.kc;
-      if (local) {
-        knnwb_split_finish_as(run, &mine, &b, &found, FALSE);
-        knnwb_split_best_take(run, best, 0, &found, &mine, &b, valid);
-      }
-    }
-    knnwb_split_lists_clear(&found);
+    const KnnwbSplitSide b = {block, 0, q_rows, q_first};
+    /* the first step has nothing to start from */
+    if (s > 0)
+      knnwb_split_best_thresholds(run, best, query, 0, reference, bounds);
+    const gboolean local =
+        !knnwb_split_cancelled(run, error) &&
+        knnwb_split_panel(run, &mine, &b, s > 0 ? bounds : NULL, &room, best, 0, error);
     ok = group->agree(group, local, error);
     knnwb_split_progress(run, (uint64_t)s + 1, (uint64_t)R);
   }
+  g_free(room.lists);
+  g_free(room.refined);
   g_free(visiting);
   g_free(bounds);
   return ok;

@@ -3,6 +3,7 @@
  * progress, and its candidates turned into global indices (with their exact distances where the
  * re-selection wants them; the passes take theirs in with knn_split_best.c). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <knnwb/parallel.h>
 #include "cpu/cpu.h"
@@ -108,7 +109,44 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
 /* Tests (run->test_exact): the exact distances of a job's candidates, in its stride, as a GPU
  * returns them (knnwb_prepared_distance is what the GPUs match bit for bit), so the path that
  * keeps a backend's distances runs without a GPU; in mode 2 about every other job declines (by
- * its sides' first rows, so the same jobs on every run). */
+ * its sides' first rows, so the same jobs on every run); in mode 3 every job returns the k best
+ * as a GPU refining on the device does (knnwb_split_test_refine). */
+typedef struct {
+  double distance;
+  int64_t index;
+} KnnwbSplitTestPair;
+
+static int knnwb_split_test_pair_compare(const void *a, const void *b)
+{
+  const KnnwbSplitTestPair *x = a, *y = b;
+  if (x->distance != y->distance)
+    return x->distance < y->distance ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static void knnwb_split_test_refine(const KnnwbSelectJob *job, size_t i)
+{
+  const size_t kc = job->kc, k = job->out_k;
+  KnnwbSplitTestPair *pairs = g_new(KnnwbSplitTestPair, kc + 1);
+  size_t valid = 0;
+  float worst = -INFINITY;
+  for (size_t t = 0; t < kc; t++) {
+    const int64_t j = job->out_index[i * kc + t];
+    if (j >= 0 && job->out_score[i * kc + t] > worst)
+      worst = job->out_score[i * kc + t];
+    if (j >= 0 && !(job->self && (size_t)j == i))
+      pairs[valid++] = (KnnwbSplitTestPair){job->out_distance[i * kc + t], j};
+  }
+  qsort(pairs, valid, sizeof *pairs, knnwb_split_test_pair_compare);
+  for (size_t t = 0; t < k; t++) {
+    job->out_k_index[i * k + t] = t < valid ? pairs[t].index : -1;
+    job->out_k_distance[i * k + t] = t < valid ? pairs[t].distance : INFINITY;
+  }
+  job->out_worst_score[i] = worst;
+  job->out_valid[i] = (int32_t)valid;
+  g_free(pairs);
+}
+
 static void knnwb_split_test_exact(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
                                    const KnnwbSplitSide *query, const KnnwbSplitSide *reference)
 {
@@ -124,6 +162,11 @@ static void knnwb_split_test_exact(const KnnwbSplitRun *run, const KnnwbSelectJo
                                               reference->first + (size_t)index);
     }
   *job->out_distance_filled = 1;
+  if (run->test_exact == 3 && job->out_k > 0) {
+    for (size_t i = 0; i < job->n_query; i++)
+      knnwb_split_test_refine(job, i);
+    *job->out_refined = 1;
+  }
 }
 
 gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
@@ -143,81 +186,97 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
   return TRUE;
 }
 
-/* The pair (a, b) as two panel jobs, for backends that select for query rows only: b's panel first,
- * in a_room (NULL: a buffer of its own), its lists taken into b_best; then a's panel in the same
- * room as *a_lists. So the pair holds one job's lists at a time besides the lists it takes them
- * into. Both panels start from thresholds fixed before the pair, so their order changes no list. */
-static gboolean knnwb_split_select_panels(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
-                                          const KnnwbSplitSide *b, size_t valid_a, size_t valid_b,
-                                          const float *a_bounds, const float *b_bounds,
-                                          char *a_room, KnnwbSplitLists *a_lists,
-                                          KnnwbSplitBest *b_best, GError **error)
+size_t knnwb_split_refined_bytes(size_t rows, size_t k)
 {
-  const size_t kc = run->kc;
+  return rows * (k * (sizeof(int64_t) + sizeof(double)) + sizeof(float) + sizeof(int32_t));
+}
+
+gboolean knnwb_split_refine_wanted(const KnnwbSplitRun *run)
+{
+  return run->select != knnwb_cpu_select || run->test_exact == 3;
+}
+
+/* The backend asked to return each row's k best (at most the job's kc) in room instead of its kc
+ * candidates: lists k wide come back from a GPU instead of kc wide (2 GB at 500,000 rows x 200
+ * candidates, k = 30: 244 MB). The job must have its exact distances asked for. */
+static void knnwb_split_refined_ask(KnnwbSelectJob *job, KnnwbSplitRefined *refined, char *room,
+                                    size_t rows, size_t k)
+{
+  const size_t width = MIN(k, job->kc);
+  *refined = (KnnwbSplitRefined){.rows = rows, .k = width};
+  refined->index = (int64_t *)(void *)room;
+  refined->distance = (double *)(void *)(room + rows * width * sizeof(int64_t));
+  refined->worst = (float *)(void *)(room + rows * width * (sizeof(int64_t) + sizeof(double)));
+  refined->valid = (int32_t *)(void *)(room + rows * width * (sizeof(int64_t) + sizeof(double)) +
+                                       rows * sizeof(float));
+  if (width == 0 || job->out_distance == NULL)
+    return;
+  job->out_k = width;
+  job->out_k_index = refined->index;
+  job->out_k_distance = refined->distance;
+  job->out_worst_score = refined->worst;
+  job->out_valid = refined->valid;
+  job->out_refined = &refined->done;
+}
+
+gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query,
+                           const KnnwbSplitSide *reference, const float *bounds,
+                           const KnnwbSplitRoom *room, KnnwbSplitBest *best, size_t at,
+                           GError **error)
+{
+  const KnnwbSplitSide *of = reference != NULL ? reference : query;
+  const size_t valid = knnwb_split_valid(of);
+  const size_t choose = reference != NULL ? valid : (valid > 0 ? valid - 1 : 0);
+  if (choose == 0 || query->count == 0)
+    return TRUE;
+  KnnwbSplitLists lists;
+  /* Asked for the k best, a backend writes every slot of the kc lists when it declines, so the
+   * room is left as it is: untouched pages cost no memory. */
+  if (room->refined != NULL)
+    lists = knnwb_split_lists_over(room->lists, query->count, run->kc);
+  else if (!knnwb_split_lists_init_in(&lists, query->count, run->kc, room->lists, run->threads,
+                                      error))
+    return FALSE;
   KnnwbSelectJob job;
-  KnnwbSplitLists narrow;
-  if (!knnwb_split_lists_init_in(&narrow, b->count, kc, a_room, run->threads, error))
+  knnwb_split_fill_job(run, &job, query, of, MIN(run->kc, choose), &lists);
+  job.self = reference == NULL;
+  job.query_bounds = bounds;
+  KnnwbSplitRefined refined = {0};
+  if (room->refined != NULL)
+    knnwb_split_refined_ask(&job, &refined, room->refined, query->count, run->options->k);
+  if (!knnwb_split_run_job(run, &job, query, of, error))
     return FALSE;
-  knnwb_split_fill_job(run, &job, b, a, MIN(kc, valid_a), &narrow);
-  job.query_bounds = b_bounds;
-  gboolean ok = knnwb_split_run_job(run, &job, b, a, error);
-  narrow.kc = job.kc;
-  if (ok) {
-    knnwb_split_finish_as(run, b, a, &narrow, FALSE);
-    knnwb_split_best_take(run, b_best, 0, &narrow, b, a, valid_a);
+  lists.kc = job.kc; /* the job's stride */
+  if (refined.done) {
+    knnwb_split_best_take_refined(run, best, at, &refined, job.kc, query, of, choose);
+  } else {
+    knnwb_split_finish_as(run, query, of, &lists, FALSE);
+    knnwb_split_best_take(run, best, at, &lists, query, of, choose);
   }
-  knnwb_split_lists_clear(&narrow);
-  if (!ok || !knnwb_split_lists_init_in(a_lists, a->count, kc, a_room, run->threads, error))
-    return FALSE;
-  knnwb_split_fill_job(run, &job, a, b, MIN(kc, valid_b), a_lists);
-  job.query_bounds = a_bounds;
-  if (!knnwb_split_run_job(run, &job, a, b, error))
-    return FALSE;
-  a_lists->kc = job.kc;
-  knnwb_split_finish_as(run, a, b, a_lists, FALSE);
   return TRUE;
 }
 
-/* Candidates of a's rows among b's (b NULL: a against itself, self pairs excluded) into *a_lists
- * (in a_room, at least knnwb_split_lists_bytes(MAX(a->count, b->count), run->kc) bytes; NULL:
- * allocated here) and, for a pair, b's rows' candidates among a's taken into b_best (b->count rows,
- * k wide, given: the window of the lists that go back to b's owner; on a two-sided backend, whose
- * job writes b's lists, through a room of their own). a_bounds/b_bounds (NULL: none): the rows'
- * starting thresholds (knnwb_split_best_thresholds), so the lists hold only pairs that beat them
- * (the rest padded with -1). a's lists come with global indices and without exact distances (NaN)
- * unless the backend returned them (distances_filled): the caller takes them in
- * (knnwb_split_best_take) while b's rows are present. */
-gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
-                            const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
-                            char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitBest *b_best,
-                            GError **error)
+/* The pair (a, b) as one two-sided job (the CPU's), its candidates taken into a_best and b_best. */
+static gboolean knnwb_split_select_two_sided(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                                             const KnnwbSplitSide *b, const float *a_bounds,
+                                             const float *b_bounds, const KnnwbSplitRoom *room,
+                                             KnnwbSplitBest *a_best, size_t a_at,
+                                             KnnwbSplitBest *b_best, GError **error)
 {
   const size_t kc = run->kc;
-  const size_t valid_a = knnwb_split_valid(a), valid_b = b != NULL ? knnwb_split_valid(b) : 0;
-  if (b != NULL && !run->two_sided && valid_a > 0 && valid_b > 0)
-    return knnwb_split_select_panels(run, a, b, valid_a, valid_b, a_bounds, b_bounds, a_room,
-                                     a_lists, b_best, error);
-  if (!knnwb_split_lists_init_in(a_lists, a->count, kc, a_room, run->threads, error))
-    return FALSE;
-  KnnwbSelectJob job;
-  if (b == NULL) {
-    if (valid_a < 2)
-      return TRUE;
-    knnwb_split_fill_job(run, &job, a, a, MIN(kc, valid_a - 1), a_lists);
-    job.self = 1;
-    if (!knnwb_split_run_job(run, &job, a, a, error))
-      return FALSE;
-    a_lists->kc = job.kc; /* the job's stride; knnwb_split_finish_as and the take read it */
-    knnwb_split_finish_as(run, a, a, a_lists, FALSE);
-    return TRUE;
-  }
+  const size_t valid_a = knnwb_split_valid(a), valid_b = knnwb_split_valid(b);
   if (valid_a == 0 || valid_b == 0)
     return TRUE;
-  /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
-  KnnwbSplitLists b_lists;
-  if (!knnwb_split_lists_init(&b_lists, b->count, kc, run->threads, error))
+  KnnwbSplitLists a_lists, b_lists;
+  if (!knnwb_split_lists_init_in(&a_lists, a->count, kc, room->lists, run->threads, error))
     return FALSE;
-  knnwb_split_fill_job(run, &job, a, b, kc, a_lists);
+  if (!knnwb_split_lists_init(&b_lists, b->count, kc, run->threads, error)) {
+    knnwb_split_lists_clear(&a_lists);
+    return FALSE;
+  }
+  /* One pass over the tiles gives both sides (the CPU backend pads short lists with -1). */
+  KnnwbSelectJob job;
+  knnwb_split_fill_job(run, &job, a, b, kc, &a_lists);
   job.query_bounds = a_bounds;
   job.reference_bounds = b_bounds;
   job.out_reference_index = b_lists.index;
@@ -226,10 +285,29 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
   job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
   const gboolean ok = knnwb_split_run_job(run, &job, a, b, error);
   if (ok) {
-    knnwb_split_finish_as(run, a, b, a_lists, FALSE);
+    knnwb_split_finish_as(run, a, b, &a_lists, FALSE);
+    knnwb_split_best_take(run, a_best, a_at, &a_lists, a, b, valid_b);
     knnwb_split_finish_as(run, b, a, &b_lists, FALSE);
     knnwb_split_best_take(run, b_best, 0, &b_lists, b, a, valid_a);
   }
   knnwb_split_lists_clear(&b_lists);
+  knnwb_split_lists_clear(&a_lists);
   return ok;
+}
+
+gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                            const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
+                            const KnnwbSplitRoom *room, KnnwbSplitBest *a_best, size_t a_at,
+                            KnnwbSplitBest *b_best, GError **error)
+{
+  if (b == NULL)
+    return knnwb_split_panel(run, a, NULL, NULL, room, a_best, a_at, error);
+  if (run->two_sided)
+    return knnwb_split_select_two_sided(run, a, b, a_bounds, b_bounds, room, a_best, a_at, b_best,
+                                        error);
+  /* Two panel jobs for backends that select for query rows only: b's first, then a's in the same
+   * room, so the pair holds one job's lists at a time. Both start from thresholds fixed before
+   * the pair, so their order changes no list. */
+  return knnwb_split_panel(run, b, a, b_bounds, room, b_best, 0, error) &&
+         knnwb_split_panel(run, a, b, a_bounds, room, a_best, a_at, error);
 }

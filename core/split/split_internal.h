@@ -45,6 +45,26 @@ typedef struct {
   float *bound;
 } KnnwbSplitBest;
 
+/* A job's rooms: kc-wide lists of the larger side's rows (knnwb_split_lists_bytes), and, where
+ * the backend is asked for each row's k best instead (knnwb_split_refine_wanted: GPUs), room for
+ * those (knnwb_split_refined_bytes; the lists' room then stays untouched unless it declines). */
+typedef struct {
+  char *lists;
+  char *refined;
+} KnnwbSplitRoom;
+
+/* What a backend refining on its device returned for a job (KnnwbSelectJob.out_k ..): each row's
+ * k best (job-local indices, by (exact distance, index)), the worst score of its candidates and
+ * how many valid ones it had; done: it did (else the job's kc lists were written). */
+typedef struct {
+  size_t rows, k;
+  int64_t *index;
+  double *distance;
+  float *worst;
+  int32_t *valid;
+  int done;
+} KnnwbSplitRefined;
+
 /* Where every rank's block lies: rows [first[r], first[r] + count[r]) of n, in rank order. */
 typedef struct {
   int ranks;
@@ -106,7 +126,8 @@ typedef struct {
   gboolean two_sided; /* the backend scores a pair for both sides in one job (the CPU's) */
   struct KnnwbSplitProgress *progress; /* rank 0's progress line, else NULL */
   /* Tests (KNNWB_SPLIT_TEST_EXACT): 1, the CPU returns its jobs' exact distances as a GPU does;
-   * 2, every other job, as a GPU that declines. 0: the backend's own way. */
+   * 2, every other job, as a GPU that declines; 3, each row's k best, as a GPU asked to refine
+   * them (knnwb_split_refine_wanted). 0: the backend's own way. */
   int test_exact;
 } KnnwbSplitRun;
 
@@ -197,6 +218,13 @@ void knnwb_split_best_clear(KnnwbSplitBest *best);
 void knnwb_split_best_take(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
                            KnnwbSplitLists *lists, const KnnwbSplitSide *rows,
                            const KnnwbSplitSide *of, size_t complete_at);
+/** A job's rows' k best as a backend refined them (refined, from a job of kc candidates a row)
+ * taken into best's rows [at, at + refined->rows), as knnwb_split_best_take takes kc lists.
+ * O(rows k) on run->threads. */
+void knnwb_split_best_take_refined(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
+                                   const KnnwbSplitRefined *refined, size_t kc,
+                                   const KnnwbSplitSide *rows, const KnnwbSplitSide *of,
+                                   size_t complete_at);
 /** incoming's rows merged into best's rows [at, at + incoming->rows): the k best of both, the
  * lesser bound. O(rows k) on threads. */
 void knnwb_split_best_merge(KnnwbSplitBest *best, const KnnwbSplitBest *incoming, size_t at,
@@ -233,14 +261,26 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
 gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
                              const KnnwbSplitSide *query, const KnnwbSplitSide *reference,
                              GError **error);
-/** The candidates of a pair of sides (or of one side against itself) into a_lists (in a_room, as
- * large as a's lists and, for a pair, b's, or allocated when NULL), and, for a pair, b's taken
- * into b_best (given). Errors: allocation, the backend's. Time: |a| |b| d scores on the backend.
- */
+size_t knnwb_split_refined_bytes(size_t rows, size_t k);
+/** Whether the run's jobs ask the backend for each row's k best (GPUs; KNNWB_SPLIT_TEST_EXACT=3
+ * emulates it on the CPU). */
+gboolean knnwb_split_refine_wanted(const KnnwbSplitRun *run);
+/** One job of query's rows among reference's (NULL: query against itself, self pairs excluded),
+ * from the rows' thresholds bounds (NULL: none), in room, taken into best's rows [at, ..) while
+ * reference's rows are present. Errors: allocation, the backend's. Time: |query| |reference| d
+ * scores on the backend, then knnwb_split_best_take's. */
+gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query,
+                           const KnnwbSplitSide *reference, const float *bounds,
+                           const KnnwbSplitRoom *room, KnnwbSplitBest *best, size_t at,
+                           GError **error);
+/** The candidates of a pair of sides taken into a_best's rows [a_at, ..) and b_best (b->count
+ * rows: the window of the lists that go back to b's owner), or, b NULL, of a against itself: one
+ * two-sided job on the CPU, two panels (knnwb_split_panel, b's first) elsewhere. room: as large as
+ * the larger side's. Errors: allocation, the backend's. Time: |a| |b| d scores on the backend. */
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
-                            char *a_room, KnnwbSplitLists *a_lists, KnnwbSplitBest *b_best,
-                            GError **error);
+                            const KnnwbSplitRoom *room, KnnwbSplitBest *a_best, size_t a_at,
+                            KnnwbSplitBest *b_best, GError **error);
 
 /** Every rank's count rows (local numbers mine) sent to every rank into shared. Collective;
  * errors: the group's transport. Memory: the packed rows of every rank. */

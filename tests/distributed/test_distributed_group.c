@@ -711,14 +711,22 @@ static void test_split_global_statistics(void)
     g_autoptr(KnnwbNeighbors) expected = NULL;
     g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
     options.group_split = TRUE;
-    for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
-      RankRun runs[MAX_RANKS];
-      run_ranks(ranks, data, NULL, &options, runs);
-      for (int r = 0; r < ranks; r++) {
-        g_assert_no_error(runs[r].error);
-        assert_same_rows(expected, runs[r].result);
-        knnwb_neighbors_free(runs[r].result);
+    for (int way = 0; way <= 1; way++) {
+      if (way == 1) { /* the GPUs' panels, their k best refined by the backend */
+        g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+        g_setenv("KNNWB_SPLIT_TEST_EXACT", "3", TRUE);
       }
+      for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+        RankRun runs[MAX_RANKS];
+        run_ranks(ranks, data, NULL, &options, runs);
+        for (int r = 0; r < ranks; r++) {
+          g_assert_no_error(runs[r].error);
+          assert_same_rows(expected, runs[r].result);
+          knnwb_neighbors_free(runs[r].result);
+        }
+      }
+      g_unsetenv("KNNWB_SPLIT_PANELS");
+      g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
     }
   }
   g_log_set_always_fatal(fatal);
@@ -744,8 +752,9 @@ static void test_split_uneven_blocks(void)
           /* way 0: the CPU's two-sided jobs, blocks shared every other run; 1: the same with
            * shared blocks, the last pair in halves and the exact distances returned by the
            * backend; 2-7: the panels of the GPUs with shared blocks, their exact distances
-           * returned by the backend (2-3), every other job's (6-7), the lists that go back sent
-           * (4-5), or the window refused room for them (6-7: the block alone shared) */
+           * returned by the backend (2), their k best refined by it (3), every other job's
+           * distances (6-7), the lists that go back sent (4-5), or the
+           * window refused room for them (6-7: the block alone shared) */
           const int panels = way >= 2, limited = way >= 6;
           options.group_own_rows = way % 2;
           if (way == 1) {
@@ -755,7 +764,12 @@ static void test_split_uneven_blocks(void)
           }
           if (panels) {
             g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
-            g_setenv("KNNWB_SPLIT_TEST_EXACT", way < 4 ? "1" : way >= 6 ? "2" : "0", TRUE);
+            g_setenv("KNNWB_SPLIT_TEST_EXACT",
+                     way == 2   ? "1"
+                     : way == 3 ? "3"
+                     : way >= 6 ? "2"
+                                : "0",
+                     TRUE);
             if (way >= 4 && way < 6)
               g_setenv("KNNWB_SPLIT_BACK_SHARED", "0", TRUE);
             thread_share_next = TRUE;
@@ -881,9 +895,11 @@ static void test_split_dense_ties(void)
               one_process_lists(query ? queries : NULL, data, &options);
           g_assert_cmpuint(expected->n_exhaustive, >, 0);
           options.group_split = TRUE;
-          for (int panels = 0; panels <= 1; panels++) {
+          for (int panels = 0; panels <= 2; panels++) {
             if (panels)
               g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+            if (panels == 2) /* the k best refined by the backend */
+              g_setenv("KNNWB_SPLIT_TEST_EXACT", "3", TRUE);
             for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
               RankRun runs[MAX_RANKS];
               run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
@@ -899,6 +915,7 @@ static void test_split_dense_ties(void)
               }
             }
             g_unsetenv("KNNWB_SPLIT_PANELS");
+            g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
           }
         }
   }
@@ -939,7 +956,9 @@ static void test_split_pair_chunks(void)
         if ((job / 2) % 2 == 1) { /* the GPUs take the halves unless told */
           g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
           g_setenv("KNNWB_SPLIT_CHUNKS", "1", TRUE);
-          g_setenv("KNNWB_SPLIT_TEST_EXACT", job >= 4 ? "2" : "1", TRUE);
+          /* the backend's distances for every job, every other job's, or (7) the k best
+           * refined by the backend */
+          g_setenv("KNNWB_SPLIT_TEST_EXACT", job == 7 ? "3" : job >= 4 ? "2" : "1", TRUE);
         }
         if (job >= 4)
           g_setenv("KNNWB_SPLIT_BACK_SHARED", "0", TRUE);
