@@ -224,12 +224,91 @@ typedef struct {
   float *order_centroids; /* the job's (knnwb_knn_round_order), or NULL */
   struct KnnwbOrderAhead *order_ahead; /* centroids being fitted meanwhile, or NULL */
   int distances_filled, refined;
+  /* A shared job refined to k before its lists travel (knn_shared_best.c): every row's k best of
+   * this rank's share, with round->worst and round->valid_count of every row. */
+  gboolean near;
+  KnnwbSharedBest shared_best;
   size_t list0; /* the job row of the refine's first row in the candidate arrays */
   KnnwbGroupBounds bounds;
   KnnwbGroupProgress group_progress;
   KnnwbSelectPrefault prefault;
   gint64 select_start;
 } KnnwbRound;
+
+/* A shared job's lists refined to k before they travel (knnwb_knn_shared_best_wanted): the room
+ * for every row's k best, worst score and valid count, on every rank or none (a rank short of it
+ * sends every rank the kc-wide candidates). Collective. */
+static gboolean knnwb_knn_round_near(KnnwbRound *round, GError **error)
+{
+  const size_t n = round->query->n, k = round->options->k;
+  size_t cells = 0;
+  int64_t near = knnwb_knn_shared_best_wanted(round->on_device) && k > 0 && k <= round->kc &&
+                 knnwb_size_multiply(n, k, &cells);
+  if (near) {
+    round->shared_best = (KnnwbSharedBest){
+        .n = n,
+        .k = k,
+        .index = knnwb_memory_try_alloc(MAX(cells, (size_t)1) * sizeof(int64_t), FALSE),
+        .distance = knnwb_memory_try_alloc(MAX(cells, (size_t)1) * sizeof(double), FALSE)};
+    round->worst = g_try_malloc(MAX(n, (size_t)1) * sizeof(float));
+    round->valid_count = g_try_malloc(MAX(n, (size_t)1) * sizeof(int32_t));
+    round->shared_best.worst = round->worst;
+    round->shared_best.valid = round->valid_count;
+    near = round->shared_best.index != NULL && round->shared_best.distance != NULL &&
+           round->worst != NULL && round->valid_count != NULL;
+  }
+  if (!round->group->reduce(round->group, &near, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  round->near = near != 0;
+  if (!round->near) {
+    g_free(round->shared_best.index);
+    g_free(round->shared_best.distance);
+    memset(&round->shared_best, 0, sizeof round->shared_best);
+    g_clear_pointer(&round->worst, g_free);
+    g_clear_pointer(&round->valid_count, g_free);
+  }
+  return TRUE;
+}
+
+/* The shared job's rows refined to k (here where the backend declined), merged over the ranks into
+ * this rank's lists, with each row's bound and valid count where the certificate reads them. */
+static gboolean knnwb_knn_round_merge_near(KnnwbRound *round, gint64 start, GError **error)
+{
+  const KnnwbKnnGroup *group = round->group;
+  const size_t k = round->options->k, rows = round->n_rows;
+  const gboolean on_device = round->refined;
+  if (!round->refined)
+    knnwb_knn_shared_best_host(
+        round->query, round->reference, round->kc, round->cand_index, round->cand_score,
+        round->distances_filled ? round->cand_distance : NULL, round->threads, &round->shared_best);
+  const gint64 merge_start = g_get_monotonic_time();
+  float *bound = g_try_malloc(MAX(rows, (size_t)1) * sizeof(float));
+  int32_t *valid = g_try_malloc(MAX(rows, (size_t)1) * sizeof(int32_t));
+  gboolean ok = bound != NULL && valid != NULL;
+  if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "cannot allocate the bounds of %zu rows",
+                rows);
+  const size_t slot0 = round->row0 - round->result->first_row;
+  ok = group->agree(group, ok, error) &&
+       knnwb_knn_group_merge_best(group, round->query->n, k, round->kc, round->shared_best.index,
+                                  round->shared_best.distance, round->worst, round->valid_count,
+                                  round->row0, rows, round->threads,
+                                  round->result->indices + slot0 * k,
+                                  round->result->distances + slot0 * k, bound, valid, error);
+  if (ok) {
+    /* the certificate reads each own row's at its place in the round's rows */
+    memcpy(round->worst, bound, rows * sizeof(float));
+    memcpy(round->valid_count, valid, rows * sizeof(int32_t));
+    round->refined = 1;
+    g_debug("knnwb: rank %d: the rows' %zu nearest of each rank exchanged and merged %.3f s "
+            "(refined %s, %.3f s)",
+            group->rank, k, (double)(g_get_monotonic_time() - merge_start) / 1e6,
+            on_device ? "on the device" : "on the host", (double)(merge_start - start) / 1e6);
+  }
+  g_free(bound);
+  g_free(valid);
+  return ok;
+}
 
 /* The candidate arrays and flags; for a shared job also the threshold rounds, agreed between the
  * ranks before any selects (from here on every rank makes the same collective calls). */
@@ -244,7 +323,8 @@ static gboolean knnwb_knn_round_allocate(KnnwbRound *round, GError **error)
     /* GPU ranks share thresholds; CPU ranks would gain little per round (their tiles are many and
      * small) and have no hook for it. */
     if (!knnwb_group_bounds_init(&round->bounds, round->group, round->query->n, round->on_device,
-                                 error))
+                                 error) ||
+        !knnwb_knn_round_near(round, error))
       return FALSE;
     ok = ok && knnwb_group_bounds_ready(&round->bounds);
   }
@@ -331,6 +411,15 @@ static void knnwb_knn_round_device_outputs(KnnwbRound *round, KnnwbSelectJob *jo
   job->exact_reference_squares = reference->sum_squares;
   job->out_distance = round->cand_distance;
   job->out_distance_filled = &round->distances_filled;
+  if (round->near) {
+    job->out_k = k;
+    job->out_k_index = round->shared_best.index;
+    job->out_k_distance = round->shared_best.distance;
+    job->out_worst_score = round->worst;
+    job->out_valid = round->valid_count;
+    job->out_refined = &round->refined;
+    return;
+  }
   if (!round->shared) {
     round->worst = g_try_malloc(MAX(round->n_rows, (size_t)1) * sizeof(float));
     round->valid_count = g_try_malloc(MAX(round->n_rows, (size_t)1) * sizeof(int32_t));
@@ -569,6 +658,8 @@ static gboolean knnwb_knn_round_merge(KnnwbRound *round, gboolean ok, GError **e
   if (!group->agree(group, ok, error))
     return FALSE;
   gint64 merge_start = g_get_monotonic_time();
+  if (round->near)
+    return knnwb_knn_round_merge_near(round, merge_start, error);
   gboolean distances_kept = FALSE;
   if (!knnwb_knn_group_merge(group, round->query->n, round->kc, round->cand_index,
                              round->cand_score,
@@ -658,6 +749,8 @@ static void knnwb_knn_round_free(KnnwbRound *round)
   g_free(round->gathered);
   g_free(round->worst);
   g_free(round->valid_count);
+  g_free(round->shared_best.index);
+  g_free(round->shared_best.distance);
   g_free(round->bound);
   g_free(round->order_centroids);
 }

@@ -25,6 +25,23 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, 
                                int threads, gboolean *distances_kept, GError **error);
 
 /**
+ * A shared self job's lists refined to k on every rank (index/distance: n x k by (distance,
+ * index), -1 past the valid; worst: each row's largest candidate score; valid: its valid
+ * candidates; from a job of kc candidates a row) merged for this rank's rows [row0, row0 + rows):
+ * the k best of every rank's lists into out_index/out_distance (rows x k), their valid counts
+ * summed into out_valid, and into out_bound the least worst score of the ranks' full lists (+inf:
+ * none; NaN: a worst score that overflowed), which certifies the row as knnwb_refine_certify_row's
+ * worst (knn_group_best.c). Collective. Memory: 2 x (ranks - 1) x rows x (16 k + 8) bytes; time
+ * O(rows ranks k log k).
+ */
+gboolean knnwb_knn_group_merge_best(const KnnwbKnnGroup *group, size_t n, size_t k, size_t kc,
+                                    const int64_t *index, const double *distance,
+                                    const float *worst, const int32_t *valid, size_t row0,
+                                    size_t rows, int threads, int64_t *out_index,
+                                    double *out_distance, float *out_bound, int32_t *out_valid,
+                                    GError **error);
+
+/**
  * The thresholds of a shared self job made common between the ranks (knn_group_bounds.c), as
  * KnnwbSelectJob.share_bounds / share_bounds_data / share_bound_rounds. init is collective (the
  * ranks agree on the rounds: none unless every rank wanted them). Where the group has a board

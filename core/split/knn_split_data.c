@@ -142,20 +142,6 @@ gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc, 
   return knnwb_split_lists_init_in(lists, rows, kc, NULL, threads, error);
 }
 
-/* Rows [first, first + rows) of lists, in place (owns nothing). */
-KnnwbSplitLists knnwb_split_lists_window(const KnnwbSplitLists *lists, size_t first, size_t rows)
-{
-  KnnwbSplitLists window = *lists;
-  window.rows = rows;
-  window.buffer = NULL;
-  window.borrowed = TRUE;
-  window.distances_filled = 0; /* a job's flag, not its window's */
-  window.index += first * lists->kc;
-  window.distance += first * lists->kc;
-  window.score += first * lists->kc;
-  return window;
-}
-
 void knnwb_split_lists_clear(KnnwbSplitLists *lists)
 {
   if (!lists->borrowed)

@@ -112,7 +112,7 @@ typedef struct {
  * the others' in place: no copy per step (two at the window: in and out) and no fetch to wait
  * for; else each step fetches its block. The window has room for the lists that go back after
  * the block where the host's shared memory allows it (their owner then merges them in place: no
- * exchange, no second copy of m x kc candidates a rank), else the block alone. Collective. */
+ * exchange, no second copy of m x k neighbours a rank), else the block alone. Collective. */
 static gboolean knnwb_split_self_publish(KnnwbSplitSelfPass *pass, GError **error)
 {
   const KnnwbKnnGroup *group = pass->run->group;
@@ -158,7 +158,9 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
   const KnnwbSplitRun *run = pass->run;
   const size_t largest = pass->blocks->largest;
   const size_t rows = MAX(pass->m, largest), k = run->options->k;
-  pass->room.lists = g_try_malloc(MAX(knnwb_split_lists_bytes(rows, run->kc), (size_t)1));
+  /* (also where the lists of this block's rows are received when they travel) */
+  pass->room.lists = g_try_malloc(
+      MAX(MAX(knnwb_split_lists_bytes(rows, run->kc), knnwb_split_best_bytes(rows, k)), (size_t)1));
   const gboolean refined = knnwb_split_refine_wanted(run);
   pass->room.refined =
       refined ? g_try_malloc(MAX(knnwb_split_refined_bytes(rows, k), (size_t)1)) : NULL;

@@ -19,9 +19,9 @@ size_t knnwb_split_valid(const KnnwbSplitSide *side)
 
 /* Turns a job's local candidate indices of side `of` into global ones and computes each one's
  * exact distance from its list's row (of side `rows`), as the refinement would; without
- * `distances` (candidates from the rank's own reference block, which stays until the refinement)
- * they are left NaN and computed there for the candidates that are still listed
- * (knnwb_split_refine_rows): most of the first step's are displaced by the other blocks'. */
+ * `distances` they are left NaN (unless the backend returned them) for whoever takes the lists
+ * in: the first pass's knnwb_split_best_take, which skips those provably too far, or the
+ * re-selection's refinement (the own reference block's). */
 typedef struct {
   const KnnwbSplitSide *rows, *of;
   KnnwbSplitLists *lists;
@@ -230,8 +230,9 @@ gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query
   if (choose == 0 || query->count == 0)
     return TRUE;
   KnnwbSplitLists lists;
-  /* Asked for the k best, a backend writes every slot of the kc lists when it declines, so the
-   * room is left as it is: untouched pages cost no memory. */
+  /* Asked for the k best, a backend writes every slot of the kc lists of its valid rows when it
+   * declines (rows flagged invalid may hold anything: the take skips them), so the room is left
+   * as it is: untouched pages cost no memory. */
   if (room->refined != NULL)
     lists = knnwb_split_lists_over(room->lists, query->count, run->kc);
   else if (!knnwb_split_lists_init_in(&lists, query->count, run->kc, room->lists, run->threads,

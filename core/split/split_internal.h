@@ -90,7 +90,6 @@ gboolean knnwb_split_lists_init(KnnwbSplitLists *lists, size_t rows, size_t kc, 
 /* rows x kc lists laid out in buffer as knnwb_split_lists_init_in lays them (what another rank
  * wrote there), taken as they are: borrowed, not emptied. */
 KnnwbSplitLists knnwb_split_lists_over(char *buffer, size_t rows, size_t kc);
-KnnwbSplitLists knnwb_split_lists_window(const KnnwbSplitLists *lists, size_t first, size_t rows);
 void knnwb_split_lists_clear(KnnwbSplitLists *lists);
 void knnwb_split_merge(KnnwbSplitLists *lists, const KnnwbSplitLists *incoming, size_t at,
                        int threads);

@@ -775,7 +775,9 @@ static void test_split_uneven_blocks(void)
             thread_share_next = TRUE;
           }
           const size_t largest = ranks == 3 ? 122 : 70;
-          thread_share_limit = limited ? knnwb_split_lists_bytes(largest, 5) : 0;
+          /* the block alone (under 84 bytes a row at d = 7) fits, not the block and the lists
+           * that go back (84 bytes a row at k = 5): asserted below */
+          thread_share_limit = limited ? knnwb_split_best_bytes(largest, 5) : 0;
           const gint refused = g_atomic_int_get(&thread_share_refused),
                      granted = g_atomic_int_get(&thread_share_granted);
           RankRun runs[MAX_RANKS];
@@ -833,10 +835,16 @@ static void test_split_thresholds_ties(void)
       small_cpu_options(&options, metrics[m], 6); /* 32-row tiles */
       g_autoptr(KnnwbNeighbors) expected =
           one_process_lists(query ? queries : NULL, data, &options);
-      options.group_split = TRUE;
-      for (int panels = 0; panels <= 1; panels++) {
-        if (panels)
+      /* ways 0-1: split memory, two-sided jobs or two panels; 2-3: every rank holds every row
+       * (a shared self job), its candidates merged by score or each rank's k best merged
+       * (KNNWB_GROUP_REFINED, the GPUs' way), whose bound must refuse the rows the ties leave
+       * uncertain */
+      for (int way = 0; way <= 3; way++) {
+        options.group_split = way < 2;
+        if (way == 1)
           g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+        if (way >= 2)
+          g_setenv("KNNWB_GROUP_REFINED", way == 3 ? "1" : "0", TRUE);
         for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
           RankRun runs[MAX_RANKS];
           run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
@@ -850,6 +858,7 @@ static void test_split_thresholds_ties(void)
           }
         }
         g_unsetenv("KNNWB_SPLIT_PANELS");
+        g_unsetenv("KNNWB_GROUP_REFINED");
       }
     }
   }
@@ -918,6 +927,54 @@ static void test_split_dense_ties(void)
             g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
           }
         }
+  }
+  g_test_log_set_fatal_handler(NULL, NULL);
+}
+
+/* Rows whose only full lists come back from another rank: rank 1's block and rank 2's are smaller
+ * than kc (its own step and its pair with rank 2 hold every pair), so its rows' bound is that of
+ * the lists rank 0 computed for them. Two clusters far apart whose rows lie closer together than
+ * the screen can tell, so the bound rarely certifies: a bound lost on the way back (or a wrong one
+ * from the whole-input ranks' merged lists, ways 3-4) certifies rows whose lists are wrong. */
+static void test_split_back_bound(void)
+{
+  const size_t n = 301, d = 4;
+  g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(2011);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < d; j++)
+      data->values[i * d + j] =
+          (i % 2 ? 1e4f : -1e4f) + (float)g_rand_double_range(rng, -1e-2, 1e-2);
+  static const size_t cuts[] = {0, 297, 299, 301}, ks[] = {1, 3};
+  g_test_log_set_fatal_handler(fatal_unless_left_out, NULL);
+  for (guint ki = 0; ki < G_N_ELEMENTS(ks); ki++) {
+    KnnwbKnnOptions options;
+    small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, ks[ki]);
+    g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+    rank_cuts = cuts;
+    /* ways 0-2: split, two-sided jobs, panels, panels refined by the backend; 3-4: every rank
+     * every row, candidates merged by score or each rank's k best merged */
+    for (int way = 0; way < 5; way++) {
+      options.group_split = way < 3;
+      if (way == 1 || way == 2)
+        g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+      if (way == 2)
+        g_setenv("KNNWB_SPLIT_TEST_EXACT", "3", TRUE);
+      if (way >= 3)
+        g_setenv("KNNWB_GROUP_REFINED", way == 4 ? "1" : "0", TRUE);
+      thread_share_next = TRUE;
+      RankRun runs[MAX_RANKS];
+      run_ranks(3, data, NULL, &options, runs);
+      for (int r = 0; r < 3; r++) {
+        g_assert_no_error(runs[r].error);
+        assert_same_rows(expected, runs[r].result);
+        knnwb_neighbors_free(runs[r].result);
+      }
+      g_unsetenv("KNNWB_SPLIT_PANELS");
+      g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
+      g_unsetenv("KNNWB_GROUP_REFINED");
+    }
+    rank_cuts = NULL;
   }
   g_test_log_set_fatal_handler(NULL, NULL);
 }
@@ -2233,6 +2290,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-thresholds-ties", test_split_thresholds_ties);
   g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
   g_test_add_func("/distributed/group/split-dense-ties", test_split_dense_ties);
+  g_test_add_func("/distributed/group/split-back-bound", test_split_back_bound);
   g_test_add_func("/distributed/group/split-merge-order", test_split_merge_order);
   g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);

@@ -1,0 +1,86 @@
+/*
+ * A shared self job (the ranks of a whole-input run each score their share of the tiles over every
+ * row) refined to k before its lists travel: the GPUs sort and cut each row's candidates on the
+ * device (KnnwbSelectJob.out_k), so each rank holds n x k neighbours instead of n x kc candidates
+ * (4 GB at 1,000,000 rows x 200 candidates), and the ranks exchange and merge those
+ * (knnwb_knn_group_merge_best). A rank whose backend declined, or a CPU rank in the tests, refines
+ * its kc lists here first, so that every rank takes the same collective path.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <knnwb/parallel.h>
+#include "engine/engine_internal.h"
+
+gboolean knnwb_knn_shared_best_wanted(gboolean on_device)
+{
+  /* KNNWB_GROUP_REFINED=0: the candidates travel kc wide, merged by score (benchmarks);
+   * =1: refined on the CPU too (tests). */
+  const char *knob = g_getenv("KNNWB_GROUP_REFINED");
+  if (knob != NULL && *knob != '\0')
+    return strcmp(knob, "0") != 0;
+  return on_device;
+}
+
+typedef struct {
+  double distance;
+  int64_t index;
+} KnnwbSharedNear;
+
+static int knnwb_shared_near_compare(const void *a, const void *b)
+{
+  const KnnwbSharedNear *x = a, *y = b;
+  if (x->distance != y->distance)
+    return x->distance < y->distance ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+typedef struct {
+  const KnnwbPrepared *query, *reference;
+  size_t kc, k;
+  const int64_t *cand_index;
+  const float *cand_score;
+  const double *cand_distance;
+  KnnwbSharedBest *best;
+} KnnwbSharedRefine;
+
+static void knnwb_shared_refine_rows(size_t first, size_t last, void *user)
+{
+  const KnnwbSharedRefine *x = user;
+  const size_t kc = x->kc, k = x->k;
+  KnnwbSharedNear *near = g_new(KnnwbSharedNear, kc + 1);
+  for (size_t i = first; i < last; i++) {
+    size_t valid = 0;
+    float worst = -INFINITY;
+    const gboolean invalid = x->query->invalid != NULL && x->query->invalid[i];
+    for (size_t c = 0; c < kc && !invalid; c++) {
+      const int64_t j = x->cand_index[i * kc + c];
+      if (j < 0)
+        continue;
+      worst = MAX(worst, x->cand_score[i * kc + c]);
+      if ((size_t)j == i)
+        continue;
+      const double d = x->cand_distance != NULL
+                           ? x->cand_distance[i * kc + c]
+                           : knnwb_prepared_distance(x->query, i, x->reference, (size_t)j);
+      near[valid++] = (KnnwbSharedNear){d, j};
+    }
+    qsort(near, valid, sizeof *near, knnwb_shared_near_compare);
+    for (size_t c = 0; c < k; c++) {
+      x->best->index[i * k + c] = c < valid ? near[c].index : -1;
+      x->best->distance[i * k + c] = c < valid ? near[c].distance : INFINITY;
+    }
+    x->best->worst[i] = worst;
+    x->best->valid[i] = (int32_t)valid;
+  }
+  g_free(near);
+}
+
+void knnwb_knn_shared_best_host(const KnnwbPrepared *query, const KnnwbPrepared *reference,
+                                size_t kc, const int64_t *cand_index, const float *cand_score,
+                                const double *cand_distance, int threads, KnnwbSharedBest *best)
+{
+  KnnwbSharedRefine x = {query,      reference,     kc,  best->k, cand_index,
+                         cand_score, cand_distance, best};
+  knnwb_parallel_for(threads, best->n, 256, knnwb_shared_refine_rows, &x);
+}
