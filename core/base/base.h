@@ -7,6 +7,7 @@
 
 #include <glib.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <knnwb/matrix.h>
 
 /**
@@ -48,6 +49,27 @@
         lo = j + 1;                                                                                \
     }                                                                                              \
   }
+
+/* A neighbour found: its exact distance and its row. Lists of them are ordered by (distance,
+ * index), the order of every kNN list knnwb writes. */
+typedef struct {
+  double distance;
+  int64_t index;
+} KnnwbNeighbour;
+
+static inline gboolean knnwb_neighbour_before(const KnnwbNeighbour *x, const KnnwbNeighbour *y)
+{
+  return x->distance != y->distance ? x->distance < y->distance : x->index < y->index;
+}
+
+/** qsort's form of knnwb_neighbour_before. */
+static inline int knnwb_neighbour_compare(const void *a, const void *b)
+{
+  const KnnwbNeighbour *x = a, *y = b;
+  if (x->distance != y->distance)
+    return x->distance < y->distance ? -1 : 1;
+  return x->index < y->index ? -1 : (x->index > y->index);
+}
 
 typedef struct KnnwbPrefault KnnwbPrefault;
 /**

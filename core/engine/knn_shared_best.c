@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/parallel.h>
+#include "base/base.h"
 #include "engine/engine_internal.h"
 
 gboolean knnwb_knn_shared_best_wanted(gboolean on_device)
@@ -20,19 +21,6 @@ gboolean knnwb_knn_shared_best_wanted(gboolean on_device)
   if (knob != NULL && *knob != '\0')
     return strcmp(knob, "0") != 0;
   return on_device;
-}
-
-typedef struct {
-  double distance;
-  int64_t index;
-} KnnwbSharedNear;
-
-static int knnwb_shared_near_compare(const void *a, const void *b)
-{
-  const KnnwbSharedNear *x = a, *y = b;
-  if (x->distance != y->distance)
-    return x->distance < y->distance ? -1 : 1;
-  return x->index < y->index ? -1 : x->index > y->index;
 }
 
 typedef struct {
@@ -48,7 +36,7 @@ static void knnwb_shared_refine_rows(size_t first, size_t last, void *user)
 {
   const KnnwbSharedRefine *x = user;
   const size_t kc = x->kc, k = x->k;
-  KnnwbSharedNear *near = g_new(KnnwbSharedNear, kc + 1);
+  KnnwbNeighbour *near = g_new(KnnwbNeighbour, kc + 1);
   for (size_t i = first; i < last; i++) {
     size_t valid = 0;
     float worst = -INFINITY;
@@ -63,9 +51,9 @@ static void knnwb_shared_refine_rows(size_t first, size_t last, void *user)
       const double d = x->cand_distance != NULL
                            ? x->cand_distance[i * kc + c]
                            : knnwb_prepared_distance(x->query, i, x->reference, (size_t)j);
-      near[valid++] = (KnnwbSharedNear){d, j};
+      near[valid++] = (KnnwbNeighbour){d, j};
     }
-    qsort(near, valid, sizeof *near, knnwb_shared_near_compare);
+    qsort(near, valid, sizeof *near, knnwb_neighbour_compare);
     for (size_t c = 0; c < k; c++) {
       x->best->index[i * k + c] = c < valid ? near[c].index : -1;
       x->best->distance[i * k + c] = c < valid ? near[c].distance : INFINITY;

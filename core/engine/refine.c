@@ -13,23 +13,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/base.h"
 #include "cpu/cpu.h"
 #include "engine/engine_internal.h"
 
 #define KNNWB_UNIT_ROUNDOFF (1.0 / 16777216.0)
 
-typedef struct {
-  double distance;
-  int64_t index;
-} KnnwbScored;
-
-static int knnwb_scored_compare(const void *a, const void *b)
-{
-  const KnnwbScored *x = a, *y = b;
-  if (x->distance != y->distance)
-    return x->distance < y->distance ? -1 : 1;
-  return x->index < y->index ? -1 : (x->index > y->index);
-}
+typedef KnnwbNeighbour KnnwbScored;
 
 /* Order-preserving unsigned image of a double (no NaN reaches here): negative values flipped. */
 static uint64_t knnwb_scored_key(double distance)
@@ -139,7 +129,7 @@ static void knnwb_scored_sort(KnnwbScored *items, size_t m, uint64_t *keys, Knnw
   for (size_t i = 1; i < m; i++) {
     KnnwbScored item = items[i];
     size_t j = i;
-    while (j > 0 && knnwb_scored_compare(&items[j - 1], &item) > 0) {
+    while (j > 0 && knnwb_neighbour_compare(&items[j - 1], &item) > 0) {
       items[j] = items[j - 1];
       j--;
     }

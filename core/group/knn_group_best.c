@@ -20,23 +20,7 @@
 #include "base/base.h"
 #include "group/group_internal.h"
 
-typedef struct {
-  double distance;
-  int64_t index;
-} KnnwbGroupNear;
-
-static inline gboolean knnwb_group_near_before(const KnnwbGroupNear *x, const KnnwbGroupNear *y)
-{
-  return x->distance < y->distance || (x->distance == y->distance && x->index < y->index);
-}
-
-static int knnwb_group_near_compare(const void *a, const void *b)
-{
-  const KnnwbGroupNear *x = a, *y = b;
-  return knnwb_group_near_before(x, y) ? -1 : knnwb_group_near_before(y, x) ? 1 : 0;
-}
-
-KNNWB_DEFINE_SELECT_FIRST(knnwb_group_near_select, KnnwbGroupNear, knnwb_group_near_before)
+KNNWB_DEFINE_SELECT_FIRST(knnwb_group_near_select, KnnwbNeighbour, knnwb_neighbour_before)
 
 /* One row's record: k indices, k distances, the worst score, the valid count. */
 static size_t knnwb_group_best_record(size_t k)
@@ -91,7 +75,7 @@ static void knnwb_group_best_merge_rows(size_t a, size_t b, void *user)
 {
   const KnnwbGroupBest *x = user;
   const size_t k = x->k, record = knnwb_group_best_record(k);
-  KnnwbGroupNear *pool = g_new(KnnwbGroupNear, x->ranks * k + 1);
+  KnnwbNeighbour *pool = g_new(KnnwbNeighbour, x->ranks * k + 1);
   for (size_t t = a; t < b; t++) {
     size_t count = 0;
     float bound = INFINITY;
@@ -116,7 +100,7 @@ static void knnwb_group_best_merge_rows(size_t a, size_t b, void *user)
                sizeof(int32_t));
       }
       for (size_t c = 0; c < k && index[c] >= 0; c++)
-        pool[count++] = (KnnwbGroupNear){distance[c], index[c]};
+        pool[count++] = (KnnwbNeighbour){distance[c], index[c]};
       const float own = knnwb_group_best_bound(x->kc, worst, listed);
       bound = isnan(bound) || isnan(own) ? NAN : MIN(bound, own);
       valid += MAX(listed, 0);
@@ -125,7 +109,7 @@ static void knnwb_group_best_merge_rows(size_t a, size_t b, void *user)
       knnwb_group_near_select(pool, count, k);
       count = k;
     }
-    qsort(pool, count, sizeof *pool, knnwb_group_near_compare);
+    qsort(pool, count, sizeof *pool, knnwb_neighbour_compare);
     for (size_t c = 0; c < k; c++) {
       x->out_index[t * k + c] = c < count ? pool[c].index : -1;
       x->out_distance[t * k + c] = c < count ? pool[c].distance : INFINITY;

@@ -96,28 +96,12 @@ static inline float knnwb_split_bound_min(float a, float b)
   return isnan(a) || isnan(b) ? NAN : MIN(a, b);
 }
 
-typedef struct {
-  double distance;
-  int64_t index;
-} KnnwbSplitFound;
-
-static inline gboolean knnwb_split_found_before(const KnnwbSplitFound *x, const KnnwbSplitFound *y)
-{
-  return x->distance < y->distance || (x->distance == y->distance && x->index < y->index);
-}
-
-static int knnwb_split_found_compare(const void *a, const void *b)
-{
-  const KnnwbSplitFound *x = a, *y = b;
-  return knnwb_split_found_before(x, y) ? -1 : knnwb_split_found_before(y, x) ? 1 : 0;
-}
-
-KNNWB_DEFINE_SELECT_FIRST(knnwb_split_found_select, KnnwbSplitFound, knnwb_split_found_before)
+KNNWB_DEFINE_SELECT_FIRST(knnwb_split_found_select, KnnwbNeighbour, knnwb_neighbour_before)
 
 /* Row t of best (k wide, sorted) and found[0, count) (sorted) merged into row t: the k first by
  * (distance, index), a pair listed twice kept once. out: k entries of scratch. */
-static void knnwb_split_best_merge_row(KnnwbSplitBest *best, size_t t, const KnnwbSplitFound *found,
-                                       size_t count, KnnwbSplitFound *out)
+static void knnwb_split_best_merge_row(KnnwbSplitBest *best, size_t t, const KnnwbNeighbour *found,
+                                       size_t count, KnnwbNeighbour *out)
 {
   const size_t k = best->k;
   int64_t *index = best->index + t * k;
@@ -127,9 +111,9 @@ static void knnwb_split_best_merge_row(KnnwbSplitBest *best, size_t t, const Knn
     const gboolean have_a = a < k && index[a] >= 0, have_b = b < count;
     if (!have_a && !have_b)
       break;
-    const KnnwbSplitFound x =
-        have_a ? (KnnwbSplitFound){distance[a], index[a]} : (KnnwbSplitFound){INFINITY, -1};
-    if (have_a && (!have_b || !knnwb_split_found_before(&found[b], &x))) {
+    const KnnwbNeighbour x =
+        have_a ? (KnnwbNeighbour){distance[a], index[a]} : (KnnwbNeighbour){INFINITY, -1};
+    if (have_a && (!have_b || !knnwb_neighbour_before(&found[b], &x))) {
       a++;
       b += have_b && found[b].index == x.index && found[b].distance == x.distance;
       out[n++] = x;
@@ -229,7 +213,7 @@ static inline gboolean knnwb_split_invalid_row(const KnnwbSplitSide *rows, size_
   return rows->rows->invalid != NULL && rows->rows->invalid[rows->first + t];
 }
 
-static void knnwb_split_take_row(const KnnwbSplitTake *take, size_t t, KnnwbSplitFound *found,
+static void knnwb_split_take_row(const KnnwbSplitTake *take, size_t t, KnnwbNeighbour *found,
                                  float *scores, unsigned char *first)
 {
   if (knnwb_split_invalid_row(take->rows, t))
@@ -249,9 +233,9 @@ static void knnwb_split_take_row(const KnnwbSplitTake *take, size_t t, KnnwbSpli
   if (count == 0 || k == 0)
     return;
   const gboolean full = take->best->index[row * k + k - 1] >= 0;
-  const KnnwbSplitFound kth = full ? (KnnwbSplitFound){take->best->distance[row * k + k - 1],
-                                                       take->best->index[row * k + k - 1]}
-                                   : (KnnwbSplitFound){INFINITY, INT64_MAX};
+  const KnnwbNeighbour kth = full ? (KnnwbNeighbour){take->best->distance[row * k + k - 1],
+                                                     take->best->index[row * k + k - 1]}
+                                  : (KnnwbNeighbour){INFINITY, INT64_MAX};
   double limit = kth.distance;
   if (missing && !full)
     limit = knnwb_split_take_first(take, t, k, scores, first);
@@ -269,8 +253,8 @@ static void knnwb_split_take_row(const KnnwbSplitTake *take, size_t t, KnnwbSpli
         continue;
       distance[c] = knnwb_split_take_distance(take, t, index[c]);
     }
-    const KnnwbSplitFound x = {distance[c], index[c]};
-    if (knnwb_split_found_before(&x, &kth))
+    const KnnwbNeighbour x = {distance[c], index[c]};
+    if (knnwb_neighbour_before(&x, &kth))
       found[kept++] = x;
   }
   if (kept == 0)
@@ -281,7 +265,7 @@ static void knnwb_split_take_row(const KnnwbSplitTake *take, size_t t, KnnwbSpli
     knnwb_split_found_select(found, kept, k);
     kept = k;
   }
-  qsort(found, kept, sizeof *found, knnwb_split_found_compare);
+  qsort(found, kept, sizeof *found, knnwb_neighbour_compare);
   knnwb_split_best_merge_row(take->best, row, found, kept, found + kc);
 }
 
@@ -289,7 +273,7 @@ static void knnwb_split_take_rows(size_t first, size_t last, void *user)
 {
   const KnnwbSplitTake *take = user;
   const size_t kc = take->lists->kc, k = take->best->k;
-  KnnwbSplitFound *found = g_new(KnnwbSplitFound, kc + k + 1);
+  KnnwbNeighbour *found = g_new(KnnwbNeighbour, kc + k + 1);
   float *scores = g_new(float, kc + 1);
   unsigned char *marks = g_new(unsigned char, kc + 1);
   for (size_t t = first; t < last; t++)
@@ -320,7 +304,7 @@ static void knnwb_split_take_refined_rows(size_t first, size_t last, void *user)
 {
   const KnnwbSplitTakeRefined *take = user;
   const size_t k = take->refined->k, best_k = take->best->k;
-  KnnwbSplitFound *found = g_new(KnnwbSplitFound, k + best_k + 1);
+  KnnwbNeighbour *found = g_new(KnnwbNeighbour, k + best_k + 1);
   for (size_t t = first; t < last; t++) {
     if (knnwb_split_invalid_row(take->rows, t))
       continue;
@@ -334,18 +318,18 @@ static void knnwb_split_take_refined_rows(size_t first, size_t last, void *user)
           knnwb_split_bound_min(take->best->bound[row], isfinite(worst) ? worst : NAN);
     }
     const gboolean full = best_k > 0 && take->best->index[row * best_k + best_k - 1] >= 0;
-    const KnnwbSplitFound kth =
-        full ? (KnnwbSplitFound){take->best->distance[row * best_k + best_k - 1],
-                                 take->best->index[row * best_k + best_k - 1]}
-             : (KnnwbSplitFound){INFINITY, INT64_MAX};
+    const KnnwbNeighbour kth =
+        full ? (KnnwbNeighbour){take->best->distance[row * best_k + best_k - 1],
+                                take->best->index[row * best_k + best_k - 1]}
+             : (KnnwbNeighbour){INFINITY, INT64_MAX};
     size_t count = 0;
     for (size_t c = 0; c < k; c++) {
       const int64_t j = take->refined->index[t * k + c];
       if (j < 0)
         break;
-      const KnnwbSplitFound x = {take->refined->distance[t * k + c],
-                                 (int64_t)(take->of->global + (size_t)j)};
-      if (!knnwb_split_found_before(&x, &kth))
+      const KnnwbNeighbour x = {take->refined->distance[t * k + c],
+                                (int64_t)(take->of->global + (size_t)j)};
+      if (!knnwb_neighbour_before(&x, &kth))
         break; /* sorted: the rest come later still */
       found[count++] = x;
     }
@@ -378,13 +362,13 @@ static void knnwb_split_best_merge_rows(size_t first, size_t last, void *user)
 {
   const KnnwbSplitBestMerge *merge = user;
   const size_t k = merge->best->k;
-  KnnwbSplitFound *found = g_new(KnnwbSplitFound, 2 * k + 1);
+  KnnwbNeighbour *found = g_new(KnnwbNeighbour, 2 * k + 1);
   for (size_t t = first; t < last; t++) {
     const int64_t *index = merge->incoming->index + t * k;
     const double *distance = merge->incoming->distance + t * k;
     size_t count = 0;
     while (count < k && index[count] >= 0) {
-      found[count] = (KnnwbSplitFound){distance[count], index[count]};
+      found[count] = (KnnwbNeighbour){distance[count], index[count]};
       count++;
     }
     float *bound = &merge->best->bound[merge->at + t];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/parallel.h>
+#include "base/base.h"
 #include "cpu/cpu.h"
 #include "split/split_internal.h"
 
@@ -111,23 +112,11 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
  * keeps a backend's distances runs without a GPU; in mode 2 about every other job declines (by
  * its sides' first rows, so the same jobs on every run); in mode 3 every job returns the k best
  * as a GPU refining on the device does (knnwb_split_test_refine). */
-typedef struct {
-  double distance;
-  int64_t index;
-} KnnwbSplitTestPair;
-
-static int knnwb_split_test_pair_compare(const void *a, const void *b)
-{
-  const KnnwbSplitTestPair *x = a, *y = b;
-  if (x->distance != y->distance)
-    return x->distance < y->distance ? -1 : 1;
-  return x->index < y->index ? -1 : x->index > y->index;
-}
 
 static void knnwb_split_test_refine(const KnnwbSelectJob *job, size_t i)
 {
   const size_t kc = job->kc, k = job->out_k;
-  KnnwbSplitTestPair *pairs = g_new(KnnwbSplitTestPair, kc + 1);
+  KnnwbNeighbour *pairs = g_new(KnnwbNeighbour, kc + 1);
   size_t valid = 0;
   float worst = -INFINITY;
   for (size_t t = 0; t < kc; t++) {
@@ -135,9 +124,9 @@ static void knnwb_split_test_refine(const KnnwbSelectJob *job, size_t i)
     if (j >= 0 && job->out_score[i * kc + t] > worst)
       worst = job->out_score[i * kc + t];
     if (j >= 0 && !(job->self && (size_t)j == i))
-      pairs[valid++] = (KnnwbSplitTestPair){job->out_distance[i * kc + t], j};
+      pairs[valid++] = (KnnwbNeighbour){job->out_distance[i * kc + t], j};
   }
-  qsort(pairs, valid, sizeof *pairs, knnwb_split_test_pair_compare);
+  qsort(pairs, valid, sizeof *pairs, knnwb_neighbour_compare);
   for (size_t t = 0; t < k; t++) {
     job->out_k_index[i * k + t] = t < valid ? pairs[t].index : -1;
     job->out_k_distance[i * k + t] = t < valid ? pairs[t].distance : INFINITY;
