@@ -322,9 +322,10 @@ static gboolean knnwb_knn_round_allocate(KnnwbRound *round, GError **error)
   if (round->shared) {
     /* GPU ranks share thresholds; CPU ranks would gain little per round (their tiles are many and
      * small) and have no hook for it. */
-    if (!knnwb_group_bounds_init(&round->bounds, round->group, round->query->n, round->on_device,
-                                 error) ||
-        !knnwb_knn_round_near(round, error))
+    /* (agreed first: a rank whose board failed must not leave the others in the next reduction) */
+    const gboolean bounds = knnwb_group_bounds_init(&round->bounds, round->group, round->query->n,
+                                                    round->on_device, error);
+    if (!round->group->agree(round->group, bounds, error) || !knnwb_knn_round_near(round, error))
       return FALSE;
     ok = ok && knnwb_group_bounds_ready(&round->bounds);
   }
@@ -733,9 +734,12 @@ static void knnwb_knn_round_free(KnnwbRound *round)
   if (round->rows == NULL) {
     /* Gigabytes at 1.5 M rows (0.03-0.06 s to unmap): freed once the run returns, not during a
      * re-selection round, whose pinned allocations the unmapping slowed. */
-    void *blocks[] = {round->cand_index, round->cand_score, round->cand_distance};
+    const size_t near_cells = round->shared_best.n * round->shared_best.k;
+    void *blocks[] = {round->cand_index, round->cand_score, round->cand_distance,
+                      round->shared_best.index, round->shared_best.distance};
     const size_t bytes[] = {round->cells * sizeof(int64_t), round->cells * sizeof(float),
-                            round->cells * sizeof(double)};
+                            round->cells * sizeof(double), near_cells * sizeof(int64_t),
+                            near_cells * sizeof(double)};
     knnwb_release_later(blocks, bytes, G_N_ELEMENTS(blocks));
   } else {
     /* A re-selection batch is sized to the memory budget so that one at a time is held; queued
@@ -749,8 +753,6 @@ static void knnwb_knn_round_free(KnnwbRound *round)
   g_free(round->gathered);
   g_free(round->worst);
   g_free(round->valid_count);
-  g_free(round->shared_best.index);
-  g_free(round->shared_best.distance);
   g_free(round->bound);
   g_free(round->order_centroids);
 }

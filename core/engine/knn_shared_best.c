@@ -7,10 +7,9 @@
  * its kc lists here first, so that every rank takes the same collective path.
  */
 #include <math.h>
-#include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <knnwb/parallel.h>
-#include "base/base.h"
 #include "engine/engine_internal.h"
 
 gboolean knnwb_knn_shared_best_wanted(gboolean on_device)
@@ -32,36 +31,41 @@ typedef struct {
   KnnwbSharedBest *best;
 } KnnwbSharedRefine;
 
+/* Each row's k best as knnwb_refine_row keeps them (the k best scores' distances first, then only
+ * the candidates whose lower bound does not exceed their largest), which are the k best of all its
+ * candidates by (distance, index); the worst score and the valid count as the device gives them. */
 static void knnwb_shared_refine_rows(size_t first, size_t last, void *user)
 {
   const KnnwbSharedRefine *x = user;
   const size_t kc = x->kc, k = x->k;
-  KnnwbNeighbour *near = g_new(KnnwbNeighbour, kc + 1);
+  KnnwbRefineScratch scratch = {0};
   for (size_t i = first; i < last; i++) {
     size_t valid = 0;
     float worst = -INFINITY;
-    const gboolean invalid = x->query->invalid != NULL && x->query->invalid[i];
-    for (size_t c = 0; c < kc && !invalid; c++) {
-      const int64_t j = x->cand_index[i * kc + c];
-      if (j < 0)
-        continue;
-      worst = MAX(worst, x->cand_score[i * kc + c]);
-      if ((size_t)j == i)
-        continue;
-      const double d = x->cand_distance != NULL
-                           ? x->cand_distance[i * kc + c]
-                           : knnwb_prepared_distance(x->query, i, x->reference, (size_t)j);
-      near[valid++] = (KnnwbNeighbour){d, j};
-    }
-    qsort(near, valid, sizeof *near, knnwb_neighbour_compare);
-    for (size_t c = 0; c < k; c++) {
-      x->best->index[i * k + c] = c < valid ? near[c].index : -1;
-      x->best->distance[i * k + c] = c < valid ? near[c].distance : INFINITY;
+    int64_t *out_index = x->best->index + i * k;
+    double *out_distance = x->best->distance + i * k;
+    if (x->query->invalid != NULL && x->query->invalid[i]) {
+      for (size_t c = 0; c < k; c++) {
+        out_index[c] = -1;
+        out_distance[c] = INFINITY;
+      }
+    } else {
+      for (size_t c = 0; c < kc; c++) {
+        const int64_t j = x->cand_index[i * kc + c];
+        if (j < 0)
+          continue;
+        worst = MAX(worst, x->cand_score[i * kc + c]);
+        valid += (size_t)j != i;
+      }
+      knnwb_refine_row(x->query, i, x->reference, (int64_t)i, x->cand_index + i * kc,
+                       x->cand_score + i * kc,
+                       x->cand_distance != NULL ? x->cand_distance + i * kc : NULL, kc, SIZE_MAX, k,
+                       &scratch, out_index, out_distance);
     }
     x->best->worst[i] = worst;
     x->best->valid[i] = (int32_t)valid;
   }
-  g_free(near);
+  knnwb_refine_scratch_clear(&scratch);
 }
 
 void knnwb_knn_shared_best_host(const KnnwbPrepared *query, const KnnwbPrepared *reference,

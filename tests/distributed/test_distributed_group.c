@@ -838,7 +838,7 @@ static void test_split_thresholds_ties(void)
       /* ways 0-1: split memory, two-sided jobs or two panels; 2-3: every rank holds every row
        * (a shared self job), its candidates merged by score or each rank's k best merged
        * (KNNWB_GROUP_REFINED, the GPUs' way), whose bound must refuse the rows the ties leave
-       * uncertain */
+       * uncertain (on these rows they do not decide: whole-refined-ties does) */
       for (int way = 0; way <= 3; way++) {
         options.group_split = way < 2;
         if (way == 1)
@@ -935,7 +935,8 @@ static void test_split_dense_ties(void)
  * than kc (its own step and its pair with rank 2 hold every pair), so its rows' bound is that of
  * the lists rank 0 computed for them. Two clusters far apart whose rows lie closer together than
  * the screen can tell, so the bound rarely certifies: a bound lost on the way back (or a wrong one
- * from the whole-input ranks' merged lists, ways 3-4) certifies rows whose lists are wrong. */
+ * from the whole-input ranks' merged lists, ways 3-4, though on these rows that bound does not
+ * decide: whole-refined-ties) certifies rows whose lists are wrong. */
 static void test_split_back_bound(void)
 {
   const size_t n = 301, d = 4;
@@ -977,6 +978,60 @@ static void test_split_back_bound(void)
     rank_cuts = NULL;
   }
   g_test_log_set_fatal_handler(NULL, NULL);
+}
+
+/* Whole-input ranks that merge each rank's k best (KNNWB_GROUP_REFINED, the GPUs' way) on rows
+ * whose exact distances tie heavily (distinct binary rows of 12 columns, grids of 3), some sizes
+ * barely above k, and constant rows (dropped under pearson, duplicates otherwise): a bound taken
+ * from the wrong lists, or valid counts that reach the rows available too early, certify rows
+ * whose lists are wrong. One process's lists on 2-4 ranks. */
+static void test_whole_refined_ties(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN,
+                                        KNNWB_METRIC_COSINE, KNNWB_METRIC_PEARSON};
+  static const size_t ns[] = {5, 23, 97, 300}, ds[] = {3, 12}, ks[] = {1, 3, 8, 20};
+  /* (dropping rows warns, expected here) */
+  GLogLevelFlags fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
+  g_setenv("KNNWB_GROUP_REFINED", "1", TRUE);
+  for (int seed = 0; seed < 2; seed++)
+    for (guint ni = 0; ni < G_N_ELEMENTS(ns); ni++)
+      for (guint di = 0; di < G_N_ELEMENTS(ds); di++) {
+        const size_t n = ns[ni], d = ds[di];
+        g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+        g_autoptr(GRand) rng = g_rand_new_with_seed(1000 + seed * 17 + ni * 5 + di);
+        for (size_t i = 0; i < n; i++) {
+          gboolean again;
+          do { /* distinct rows, none with both first columns 0 */
+            for (size_t j = 0; j < d; j++)
+              data->values[i * d + j] =
+                  (float)(d == 12 ? g_rand_int_range(rng, 0, 2) : g_rand_int_range(rng, -4, 5));
+            again = data->values[i * d] == 0 && data->values[i * d + 1] == 0;
+            for (size_t o = 0; o < i && !again; o++)
+              again = memcmp(data->values + o * d, data->values + i * d, d * sizeof(float)) == 0;
+          } while (again);
+        }
+        for (size_t i = 5; seed == 1 && i < n; i += 41) /* constant rows */
+          for (size_t j = 0; j < d; j++)
+            data->values[i * d + j] = (i / 41) % 2 ? 1.0f : 0.0f;
+        for (guint m = 0; m < G_N_ELEMENTS(metrics); m++)
+          for (guint ki = 0; ki < G_N_ELEMENTS(ks) && ks[ki] < n - 2; ki++) {
+            KnnwbKnnOptions options;
+            small_cpu_options(&options, metrics[m], ks[ki]);
+            options.drop_degenerate = TRUE;
+            g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+            for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+              RankRun runs[MAX_RANKS];
+              run_ranks(ranks, data, NULL, &options, runs);
+              for (int r = 0; r < ranks; r++) {
+                g_assert_no_error(runs[r].error);
+                assert_same_rows(expected, runs[r].result);
+                knnwb_neighbors_free(runs[r].result);
+              }
+            }
+          }
+      }
+  g_unsetenv("KNNWB_GROUP_REFINED");
+  g_log_set_always_fatal(fatal);
 }
 
 /* The pair met from both ends (even ranks) in chunks that the ranks take from a shared counter:
@@ -2291,6 +2346,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-pair-chunks", test_split_pair_chunks);
   g_test_add_func("/distributed/group/split-dense-ties", test_split_dense_ties);
   g_test_add_func("/distributed/group/split-back-bound", test_split_back_bound);
+  g_test_add_func("/distributed/group/whole-refined-ties", test_whole_refined_ties);
   g_test_add_func("/distributed/group/split-merge-order", test_split_merge_order);
   g_test_add_func("/distributed/group/split-progress", test_split_progress);
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
