@@ -656,6 +656,21 @@ static void test_ranks_agree_backend(void)
   }
 }
 
+/* A self graph of data on 2 .. MAX_RANKS ranks: every rank's rows as expected's, no error. */
+static void assert_ranks_self_lists(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                                    const KnnwbNeighbors *expected)
+{
+  for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+    RankRun runs[MAX_RANKS];
+    run_ranks(ranks, data, NULL, options, runs);
+    for (int r = 0; r < ranks; r++) {
+      g_assert_no_error(runs[r].error);
+      assert_same_rows(expected, runs[r].result);
+      knnwb_neighbors_free(runs[r].result);
+    }
+  }
+}
+
 /* A NaN in rank 2's rows: only rank 2 reports it (the others, preparing every row, leave it
  * unprepared), every rank fails with its message; for the default metric, spearman (whose ranks
  * must not sort a NaN) and euclidean (whose column means it makes NaN). */
@@ -716,15 +731,7 @@ static void test_split_global_statistics(void)
         g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
         g_setenv("KNNWB_SPLIT_TEST_EXACT", "3", TRUE);
       }
-      for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
-        RankRun runs[MAX_RANKS];
-        run_ranks(ranks, data, NULL, &options, runs);
-        for (int r = 0; r < ranks; r++) {
-          g_assert_no_error(runs[r].error);
-          assert_same_rows(expected, runs[r].result);
-          knnwb_neighbors_free(runs[r].result);
-        }
-      }
+      assert_ranks_self_lists(data, &options, expected);
       g_unsetenv("KNNWB_SPLIT_PANELS");
       g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
     }
@@ -1019,15 +1026,7 @@ static void test_whole_refined_ties(void)
             small_cpu_options(&options, metrics[m], ks[ki]);
             options.drop_degenerate = TRUE;
             g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
-            for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
-              RankRun runs[MAX_RANKS];
-              run_ranks(ranks, data, NULL, &options, runs);
-              for (int r = 0; r < ranks; r++) {
-                g_assert_no_error(runs[r].error);
-                assert_same_rows(expected, runs[r].result);
-                knnwb_neighbors_free(runs[r].result);
-              }
-            }
+            assert_ranks_self_lists(data, &options, expected);
           }
       }
   g_unsetenv("KNNWB_GROUP_REFINED");
