@@ -80,6 +80,15 @@ void knnwb_formats_warn_repeated_labels(const char *path, const char *const *lab
 gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, KnnwbMatrix *matrix,
                                         gboolean as_columns, int n_threads, GError **error);
 
+/**
+ * Reads a labels side file of count rows (as knnwb_formats_read_labels_file: the same checks and
+ * errors) and sets the labels of rows [first, first + matrix->n_rows) as matrix's row labels: one
+ * rank's block of an NPY file read by rows. Needs first + matrix->n_rows <= count. O(file size)
+ * time; the block's labels kept (the others' freed before it returns).
+ */
+gboolean knnwb_formats_read_labels_block(const char *labels_path, size_t count, size_t first,
+                                         KnnwbMatrix *matrix, int n_threads, GError **error);
+
 gboolean knnwb_formats_read_delimited(const char *path, const KnnwbReadOptions *options,
                                       char delimiter, KnnwbMatrix **out, KnnwbReadInfo *info,
                                       GError **error);

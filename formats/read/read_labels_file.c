@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 /* Above this size the file is read line by line: read whole, it would be in memory twice for a
- * moment (the bytes read, then their copy in the matrix's strings). */
+ * moment (the bytes read, then their copy in the labels' strings). */
 #define KNNWB_LABELS_WHOLE_MAX ((uint64_t)1 << 30)
 
 /* Side files below this size are read line by line: threads are not worth starting for them.
@@ -19,10 +19,10 @@ static uint64_t knnwb_labels_parallel_bytes(void)
   return v != NULL ? g_ascii_strtoull(v, NULL, 10) : (uint64_t)1 << 20;
 }
 
-/* A plain side file's text in the matrix's strings, split into lines on every thread. Thread t
+/* A plain side file's text in the strings given, split into lines on every thread. Thread t
  * owns the lines that start in its byte range; the ranges begin at line starts. */
 typedef struct {
-  char *text;  /* the file after a byte-order mark, NUL-terminated, in the matrix's strings */
+  char *text;  /* the file after a byte-order mark, NUL-terminated, in the strings given */
   size_t size; /* its bytes */
   char **labels;
   size_t count;
@@ -87,12 +87,12 @@ static void knnwb_labels_split(int thread, int n_threads, void *data)
   }
 }
 
-/* A plain (not compressed) regular file of input: read whole on every core into the matrix's
+/* A plain (not compressed) regular file of input: read whole on every core into
  * strings, split and checked on n_threads threads (0: every core), the labels into labels (count
  * slots). Returns 1 when read, 0 when the file is not such a file (read it line by line), -1 on an
  * error. Gives the line reader's lines, line numbers and messages. O(file size / threads). */
 static int knnwb_labels_read_plain(KnnwbTextInput *input, const char *labels_path, size_t count,
-                                   KnnwbMatrix *matrix, char **labels, int n_threads,
+                                   GStringChunk *strings, char **labels, int n_threads,
                                    GError **error)
 {
   struct stat st;
@@ -110,17 +110,17 @@ static int knnwb_labels_read_plain(KnnwbTextInput *input, const char *labels_pat
     return 0; /* short of memory, or the file changed: the line reader says what it finds */
   const size_t skip = size >= 3 && memcmp(bytes, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
   const int threads = knnwb_thread_count(n_threads);
-  KnnwbLabelsText t = {
-      .text = g_string_chunk_insert_len(matrix->strings, bytes + skip, (gssize)(size - skip)),
-      .size = size - skip,
-      .labels = labels,
-      .count = count,
-      .range = g_new(size_t, threads + 1),
-      .lines = g_new(size_t, threads),
-      .nonblank = g_new(size_t, threads),
-      .bad_line = g_new(size_t, threads),
-      .bad_column = g_new(size_t, threads),
-      .bad_nul = g_new(gboolean, threads)};
+  KnnwbLabelsText t = {.text =
+                           g_string_chunk_insert_len(strings, bytes + skip, (gssize)(size - skip)),
+                       .size = size - skip,
+                       .labels = labels,
+                       .count = count,
+                       .range = g_new(size_t, threads + 1),
+                       .lines = g_new(size_t, threads),
+                       .nonblank = g_new(size_t, threads),
+                       .bad_line = g_new(size_t, threads),
+                       .bad_column = g_new(size_t, threads),
+                       .bad_nul = g_new(gboolean, threads)};
   g_clear_pointer(&bytes, g_free);
   for (int r = 0; r <= threads; r++)
     t.range[r] = knnwb_labels_line_start(&t, t.size * (size_t)r / (size_t)threads);
@@ -160,14 +160,14 @@ static int knnwb_labels_read_plain(KnnwbTextInput *input, const char *labels_pat
 
 /* The line reader's way, for compressed and small files. */
 static gboolean knnwb_labels_read_lines(KnnwbTextInput *input, const char *labels_path,
-                                        size_t count, KnnwbMatrix *matrix, char **labels,
+                                        size_t count, GStringChunk *strings, char **labels,
                                         GError **error)
 {
   const char *line;
   size_t length;
   size_t n_lines = 0, last_nonblank = 0;
   int got;
-  /* Each label goes straight into the matrix's string chunk (one copy); lines past count are
+  /* Each label goes straight into the string chunk given (one copy); lines past count are
    * only counted, so that the message says how many labels there were. */
   while ((got = knnwb_text_input_next_line(input, &line, &length, error)) > 0) {
     const char *invalid;
@@ -178,7 +178,7 @@ static gboolean knnwb_labels_read_lines(KnnwbTextInput *input, const char *label
       return FALSE;
     }
     if (n_lines < count)
-      labels[n_lines] = g_string_chunk_insert_len(matrix->strings, line, (gssize)length);
+      labels[n_lines] = g_string_chunk_insert_len(strings, line, (gssize)length);
     n_lines++;
     if (length > 0)
       last_nonblank = n_lines;
@@ -194,24 +194,56 @@ static gboolean knnwb_labels_read_lines(KnnwbTextInput *input, const char *label
   return TRUE;
 }
 
-gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, KnnwbMatrix *matrix,
-                                        gboolean as_columns, int n_threads, GError **error)
+/* The count labels of labels_path into labels (count slots), their text in strings. */
+static gboolean knnwb_labels_read(const char *labels_path, size_t count, GStringChunk *strings,
+                                  char **labels, int n_threads, GError **error)
 {
   KnnwbTextInput input;
   if (!knnwb_text_input_open(&input, labels_path, error))
     return FALSE;
+  int plain =
+      knnwb_labels_read_plain(&input, labels_path, count, strings, labels, n_threads, error);
+  gboolean ok = plain == 1 || (plain == 0 && knnwb_labels_read_lines(&input, labels_path, count,
+                                                                     strings, labels, error));
+  knnwb_text_input_close(&input);
+  return ok;
+}
+
+gboolean knnwb_formats_read_labels_file(const char *labels_path, size_t count, KnnwbMatrix *matrix,
+                                        gboolean as_columns, int n_threads, GError **error)
+{
   /* installed only when the whole file is right: on failure the matrix keeps the labels it had */
   g_autofree char **labels = g_new0(char *, MAX(count, 1));
   if (matrix->strings == NULL)
     matrix->strings = g_string_chunk_new(1 << 16);
-  int plain = knnwb_labels_read_plain(&input, labels_path, count, matrix, labels, n_threads, error);
-  gboolean ok = plain == 1 || (plain == 0 && knnwb_labels_read_lines(&input, labels_path, count,
-                                                                     matrix, labels, error));
-  knnwb_text_input_close(&input);
-  if (!ok)
+  if (!knnwb_labels_read(labels_path, count, matrix->strings, labels, n_threads, error))
     return FALSE;
   char ***slot = as_columns ? &matrix->col_labels : &matrix->row_labels;
   g_free(*slot);
   *slot = g_steal_pointer(&labels);
+  return TRUE;
+}
+
+gboolean knnwb_formats_read_labels_block(const char *labels_path, size_t count, size_t first,
+                                         KnnwbMatrix *matrix, int n_threads, GError **error)
+{
+  const size_t rows = matrix->n_rows;
+  g_return_val_if_fail(first <= count && rows <= count - first, FALSE);
+  /* Every label is read and checked (the file names every row of the job, as one process reads
+   * it); only the block's are kept, so a rank holds its own rows' labels. */
+  GStringChunk *all = g_string_chunk_new(1 << 16);
+  g_autofree char **labels = g_new0(char *, MAX(count, 1));
+  if (!knnwb_labels_read(labels_path, count, all, labels, n_threads, error)) {
+    g_string_chunk_free(all);
+    return FALSE;
+  }
+  if (matrix->strings == NULL)
+    matrix->strings = g_string_chunk_new(1 << 16);
+  char **block = g_new0(char *, MAX(rows, 1));
+  for (size_t i = 0; i < rows; i++)
+    block[i] = g_string_chunk_insert(matrix->strings, labels[first + i]);
+  g_string_chunk_free(all);
+  g_free(matrix->row_labels);
+  matrix->row_labels = block;
   return TRUE;
 }

@@ -468,8 +468,7 @@ static void knnwb_npy_choose_rows(const KnnwbReadOptions *options, KnnwbNpyArray
   array->rows = want_transpose ? array->stored_cols : array->stored_rows;
   array->cols = want_transpose ? array->stored_rows : array->stored_cols;
   array->memory_is_c_order_of_wanted = array->header.fortran_order == want_transpose;
-  array->block = options->block_count > 1 && !array->header.fortran_order && !want_transpose &&
-                 options->labels_path == NULL;
+  array->block = options->block_count > 1 && !array->header.fortran_order && !want_transpose;
   const size_t all_rows = array->rows;
   if (array->block) {
     size_t block_last;
@@ -772,7 +771,7 @@ static char *knnwb_npy_side_labels(const char *path, const KnnwbReadOptions *opt
 gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *given, KnnwbMatrix **out,
                                 KnnwbReadInfo *info, GError **error)
 {
-  /* A side file found beside the array names its rows as --labels would (read whole, then). */
+  /* A side file found beside the array names its rows as --labels would. */
   KnnwbReadOptions local = *given;
   g_autofree char *side = knnwb_npy_side_labels(path, given);
   if (side != NULL)
@@ -796,9 +795,14 @@ gboolean knnwb_formats_read_npy(const char *path, const KnnwbReadOptions *given,
   knnwb_npy_close(&source);
   if (ok && options->labels_path != NULL) {
     g_autoptr(GError) side_error = NULL;
-    ok = knnwb_formats_read_labels_file(options->labels_path, array.stored_rows, matrix,
-                                        array.want_transpose, options->n_threads,
-                                        side ? &side_error : error);
+    /* (a block: its rows' labels; a block's rows are stored rows, never transposed) */
+    GError **label_error = side ? &side_error : error;
+    ok = array.block ? knnwb_formats_read_labels_block(options->labels_path, array.stored_rows,
+                                                       array.block_first, matrix,
+                                                       options->n_threads, label_error)
+                     : knnwb_formats_read_labels_file(options->labels_path, array.stored_rows,
+                                                      matrix, array.want_transpose,
+                                                      options->n_threads, label_error);
     if (!ok && side != NULL) {
       /* A side file that does not fit is not this array's: say so, and read on without it. */
       g_warning("%s: the labels beside it are not its rows' (%s); the rows keep no labels", path,

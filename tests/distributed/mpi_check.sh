@@ -89,6 +89,19 @@ with open("data.tsv", "w") as out:
         out.write("r%d\t" % i + "\t".join(repr(v) for v in values[i * 13:(i + 1) * 13]) + "\n")
 PY
 
+# data.npy with a labels side file (one label not ASCII, one repeated): each rank reads its block's
+# rows and labels; and with one label too few (not the array's: a warning, no labels).
+cp data.npy labelled.npy
+python3 -c 'import sys; sys.stdout.write("".join("g\u00e9ne%d\n" % (i if i != 200 else 7) for i in range(307)))' >labelled.labels.txt
+cp data.npy short.npy
+head -n 306 labelled.labels.txt >short.labels.txt
+for ext in tsv gml npy; do
+  "$knnwb" knn labelled.npy -k 9 -m pearson -b cpu --memory 4K -t 1 -q -o "one-labelled.$ext"
+done
+grep -q 'ne186' one-labelled.tsv || { echo "FAIL: one-labelled.tsv has no labels"; exit 1; }
+"$knnwb" knn short.npy -k 9 -m pearson -b cpu --memory 4K -t 1 -q -o one-short.tsv 2>one-short.err
+grep -q "not its rows'" one-short.err || { echo "FAIL: short labels: no warning"; exit 1; }
+
 # data.tsv with one quoted label (row 150), and with a value on line 300 (rank 2's byte range of 3) that is not a number.
 sed '152s/^r150/"r150"/' data.tsv >quoted.tsv
 grep -q '^"r150"' quoted.tsv || { echo "FAIL: quoted.tsv has no quoted label"; exit 1; }
@@ -276,6 +289,20 @@ for ranks in 1 2 3; do
         fail "$ranks ranks ($mode): 32-bit .npz lists differ"
     done
   fi
+  # An NPY with labels beside it, read by rows: every output names the rows as one process's.
+  for ext in tsv gml npy; do
+    mpi "$ranks" knn labelled.npy -k 9 -m pearson -b cpu --memory 4K -q -o "r$ranks-labelled.$ext" \
+      2>"r$ranks-labelled.err"
+    [ "$(grep -c "repeats an earlier row's label" "r$ranks-labelled.err")" = 1 ] ||
+      fail "$ranks ranks: labelled NPY: the repeated label is not told once"
+    cmp "one-labelled.$ext" "r$ranks-labelled.$ext" || fail "$ranks ranks: labelled NPY .$ext differs"
+  done
+  cmp one-labelled.labels.txt "r$ranks-labelled.labels.txt" ||
+    fail "$ranks ranks: labelled NPY: the .npy lists' labels differ"
+  mpi "$ranks" knn short.npy -k 9 -m pearson -b cpu --memory 4K -q -o "r$ranks-short.tsv" \
+    2>"r$ranks-short.err" || fail "$ranks ranks: an NPY with a labels file too short failed"
+  cmp one-short.tsv "r$ranks-short.tsv" || fail "$ranks ranks: NPY with a short labels file differs"
+  grep -q "not its rows'" "r$ranks-short.err" || fail "$ranks ranks: short labels: no warning"
   # Every rank writes its rows of .npy (and .distances.npy), .npz and .mtx (and .rows.txt).
   for ext in npy npz mtx; do
     for input in text lists small; do

@@ -156,6 +156,67 @@ static void assert_read_error(const char *path, const KnnwbReadOptions *options,
   g_assert_cmpstr(error->message, ==, message);
 }
 
+/* An NPY with a labels side file is read by rows too: each block gets its rows and their labels
+ * (a plain side file above the parallel threshold as well, read on threads); a side file that
+ * names one row too few is not the array's (no labels, a warning), and one given with --labels
+ * that does is an error that says so, as for the whole file. */
+static void test_npy_block_labels(void)
+{
+  const size_t rows = 1003, cols = 3;
+  g_autofree float *values = NULL;
+  g_autofree char *path = make_float_npy("block-labels.npy", rows, cols, 7, &values);
+  g_autofree char *side = knnwb_formats_npy_labels_path(path);
+  g_autoptr(GString) text = g_string_new(NULL);
+  for (size_t i = 0; i < rows; i++)
+    g_string_append_printf(text, "cell-%zu\n", i * 7);
+  g_assert_true(g_file_set_contents(side, text->str, (gssize)text->len, NULL));
+  const char *parallel[] = {"1", "1048576"}; /* every size on threads, or the line reader */
+  for (size_t w = 0; w < G_N_ELEMENTS(parallel); w++) {
+    g_setenv("KNNWB_LABELS_PARALLEL_BYTES", parallel[w], TRUE);
+    for (int block = 0; block < 3; block++) {
+      size_t first, last;
+      knnwb_knn_group_rows(rows, block, 3, &first, &last);
+      KnnwbReadOptions options;
+      knnwb_formats_read_options_init(&options);
+      options.block_index = block;
+      options.block_count = 3;
+      KnnwbReadInfo info;
+      KnnwbMatrix *matrix = read_ok(path, &options, &info);
+      g_assert_true(info.block_read);
+      g_assert_cmpuint(info.first_row, ==, first);
+      g_assert_cmpuint(matrix->n_rows, ==, last - first);
+      g_assert_true(memcmp(matrix->values, values + first * cols, (last - first) * cols * 4) == 0);
+      g_assert_nonnull(matrix->row_labels);
+      for (size_t i = 0; i < last - first; i++) {
+        g_autofree char *want = g_strdup_printf("cell-%zu", (first + i) * 7);
+        g_assert_cmpstr(knnwb_matrix_row_label(matrix, i), ==, want);
+      }
+      knnwb_matrix_free(matrix);
+    }
+  }
+  g_unsetenv("KNNWB_LABELS_PARALLEL_BYTES");
+  /* One label short: beside the array, a warning and no labels; given, an error. */
+  const char *newline = strrchr(text->str, 'c');
+  g_assert_true(g_file_set_contents(side, text->str, newline - text->str, NULL));
+  KnnwbReadOptions options;
+  knnwb_formats_read_options_init(&options);
+  options.block_index = 1;
+  options.block_count = 3;
+  KnnwbReadInfo info;
+  g_test_expect_message("knnwb", G_LOG_LEVEL_WARNING, "*the labels beside it are not its rows'*");
+  KnnwbMatrix *matrix = read_ok(path, &options, &info);
+  g_test_assert_expected_messages();
+  g_assert_true(info.block_read);
+  g_assert_null(matrix->row_labels);
+  knnwb_matrix_free(matrix);
+  options.labels_path = side;
+  g_autofree char *message =
+      g_strdup_printf("%s:1002: 1002 labels for 1003 rows (one label per line)", side);
+  assert_read_error(path, &options, KNNWB_ERROR_PARSE, message);
+  g_unlink(side);
+  g_unlink(path);
+}
+
 /* Every thread count fails on the NaN (or the infinity) that is item place, with the message one
  * thread gives, which names its row and column. */
 static void assert_missing_error(const char *path, size_t place, size_t cols, gboolean nan)
@@ -959,6 +1020,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/formats/npy-io/threads-same-matrix", test_npy_threads_same_matrix);
   g_test_add_func("/formats/npy-io/threads-block", test_npy_threads_block);
+  g_test_add_func("/formats/npy-io/block-labels", test_npy_block_labels);
   g_test_add_func("/formats/npy-io/threads-missing-error", test_npy_threads_missing_error);
   g_test_add_func("/formats/npy-io/threads-drop-rows", test_npy_threads_drop_rows);
   g_test_add_func("/formats/npy-io/threads-truncated", test_npy_threads_truncated);

@@ -17,8 +17,9 @@ gboolean knnwb_host_split_offsets(const KnnwbKnnGroup *group, size_t block_rows,
   return TRUE;
 }
 
-/* Every rank's labels (NUL-terminated, in rank order) of the blocks of a text file read by byte
- * ranges, for the writers of all rows; none when no rank has labels. Collective. */
+/* Every rank's labels (NUL-terminated, in rank order) of the blocks read (a text file's byte
+ * ranges, an NPY file's rows), for the writers of all rows; none when no rank has labels.
+ * Collective. */
 static gboolean knnwb_host_split_gather_labels(const KnnwbKnnGroup *group,
                                                KnnwbHostSplitInput *input, GError **error)
 {
@@ -139,9 +140,12 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
     return FALSE;
   }
   if (input->info.block_read && input->info.format == KNNWB_INPUT_NPY) {
+    /* An NPY block: its rows, and their labels when the array has a labels file. */
     input->block = data;
     input->first_row = input->info.first_row;
     input->n_rows = input->info.total_rows;
+    if (want_labels && !knnwb_host_split_gather_labels(group, input, error))
+      return FALSE;
     return knnwb_host_split_warn(group, path, options, input, error);
   }
   if (input->info.block_read) {
@@ -156,7 +160,7 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
       return FALSE;
     return knnwb_host_split_warn(group, path, options, input, error);
   }
-  /* Read whole (gzip, quoted or transposed text, other formats, NPY with labels): a view of this
+  /* Read whole (gzip, quoted or transposed text, other formats, Fortran-order NPY): a view of this
    * rank's even share, with its absent-row marks, that owns the whole matrix (searches that need
    * every row take them from it instead of from the other ranks). */
   size_t first, last;

@@ -32,7 +32,7 @@ typedef struct {
  * may span lines). Collective: the ranks agree at the end, so every rank returns the same result
  * and, on failure, the error of the lowest failing rank prefixed "rank R: ". cancel (may be
  * NULL): a signal during the read fails it with KNNWB_ERROR_CANCELLED. want_labels: gather every
- * rank's labels of a text file (one exchange of the label bytes). Errors: as
+ * rank's labels of a block read (text or NPY; one exchange of the label bytes). Errors: as
  * knnwb_formats_read_matrix, KNNWB_ERROR_CANCELLED. Memory: the block (the whole matrix, for the
  * formats read whole), plus every label when asked for.
  */
