@@ -84,6 +84,11 @@ gboolean knnwb_prepare_report_degenerate(KnnwbMetric metric, const char *role, g
 void knnwb_prepared_clear(KnnwbPrepared *prepared);
 /** knnwb_prepared_clear, the blocks freed by knnwb_release_later (a helper thread when large). */
 void knnwb_prepared_release(KnnwbPrepared *prepared);
+/** The per-row arrays knnwb allocated (the scored copy, ranks, norms, means, sums of squares,
+ * flags) freed as knnwb_prepared_release frees them, and every row pointer (scored, exact too)
+ * set to NULL; the frame (column_mean) and the scalars stay, so prepared can still be the like
+ * of a view (a split run's rows packed in shared memory) and is cleared as before. */
+void knnwb_prepared_release_rows(KnnwbPrepared *prepared);
 
 /**
  * Manhattan: the power of two e by which rows are scaled (scored as x 2^-e) so that float L1 sums

@@ -239,21 +239,32 @@ void knnwb_prepared_clear(KnnwbPrepared *p)
   memset(p, 0, sizeof *p);
 }
 
-void knnwb_prepared_release(KnnwbPrepared *p)
+void knnwb_prepared_release_rows(KnnwbPrepared *p)
 {
   /* The copies are n x d floats each (1.8 GB at 1,533,876 x 295): their unmapping took 0.09 s. */
   const size_t cells = p->n * p->d;
   void *blocks[] = {p->scored_owned, p->ranks_owned, p->sqnorms, p->mean,
-                    p->sum_squares,  p->norm,        p->invalid, p->column_mean};
+                    p->sum_squares,  p->norm,        p->invalid};
   const size_t bytes[] = {cells * sizeof(float),
                           cells * sizeof(float),
                           p->n * sizeof(float),
                           p->n * sizeof(double),
                           p->n * sizeof(double),
                           p->n * sizeof(double),
-                          p->n,
-                          p->d * sizeof(double)};
+                          p->n};
   knnwb_release_later(blocks, bytes, G_N_ELEMENTS(blocks));
+  p->scored_owned = p->ranks_owned = p->sqnorms = NULL;
+  p->mean = p->sum_squares = p->norm = NULL;
+  p->invalid = NULL;
+  p->scored = p->exact = NULL;
+}
+
+void knnwb_prepared_release(KnnwbPrepared *p)
+{
+  knnwb_prepared_release_rows(p);
+  void *frame[] = {p->column_mean};
+  const size_t bytes[] = {p->d * sizeof(double)};
+  knnwb_release_later(frame, bytes, 1);
   memset(p, 0, sizeof *p);
 }
 

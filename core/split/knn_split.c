@@ -30,16 +30,18 @@
  * scale, the largest norm the bound uses, the valid rows) is reduced over the ranks first. So the
  * lists equal one process's, byte for byte.
  *
- * Memory per rank: its block(s) and their prepared copy, one visiting block (the largest share),
- * the k best of its rows (m x k, 16 bytes each), a job's candidate lists (the larger block's, kc
- * wide; two on the CPU's two-sided jobs), the k best of one visiting block, which go back to their
- * owner (in the shared window of ranks on one host, where the owner reads them in place), and the
- * backend's tiles.
+ * Memory per rank: its block(s) as given and their prepared copy (ranks on one host: the copy
+ * packed in the shared window, which the others read in place, and no other), one visiting block
+ * (the largest share; on one host the owner's, read in place), the k best of its rows (m x k, 16
+ * bytes each), a job's candidate lists (the larger block's, kc wide; two on the CPU's two-sided
+ * jobs), the k best of one visiting block, which go back to their owner (in the shared window of
+ * ranks on one host, where the owner reads them in place), and the backend's tiles.
  *
  * The pieces, in the order a run uses them: knn_split.c (this file: the checks, then the run from
  * the frame to the gathered lists), knn_split_frame.c (the shared frame), knn_split_plan.c (the
  * first pass's candidates per row, planned from every rank's sample), knn_split_pass.c (the
- * first pass: the schedule above), knn_split_select.c (one selection job and its candidates),
+ * first pass: the schedule above), knn_split_window.c (the blocks of ranks on one host, published
+ * once in shared memory), knn_split_select.c (one selection job and its candidates),
  * knn_split_best.c (the k best kept between the steps, and their certificate),
  * knn_split_refine.c (refinement and re-selection of the rows left uncertified),
  * knn_split_exhaustive.c (the rows compared with every row), knn_split_progress.c (progress line,
@@ -66,7 +68,11 @@ typedef struct {
   KnnwbSplitBlocks blocks, reference_blocks;
   size_t first, count, reference_first, reference_count;
   KnnwbPrepared frame, query, reference_storage;
-  KnnwbPrepared *reference;
+  /* The own rows as the search reads them: query, or (self runs whose window holds the lists that
+   * go back) own_packed, a view of the rows packed in the window, query's copy freed. */
+  KnnwbPrepared own_packed;
+  KnnwbPrepared *own, *reference;
+  KnnwbSplitWindow window;
   unsigned char *query_invalid, *reference_invalid; /* flags of every row, for what travels */
   size_t valid, available;
   KnnwbNeighbors *result;
@@ -241,14 +247,14 @@ static gboolean knnwb_split_run_first(KnnwbSplitState *state, const KnnwbSplitRu
     return FALSE;
   knnwb_split_mark(state->group, "frame, prepare and allocation", &state->since);
   if (state->self)
-    ok = knnwb_split_self_pass(run, &state->query, state->reference_invalid, &state->blocks, &best,
-                               error);
+    ok = knnwb_split_self_pass(run, state->own, state->reference_invalid, &state->blocks,
+                               &state->window, &best, error);
   else
-    ok = knnwb_split_query_pass(run, &state->query, state->first, state->reference,
+    ok = knnwb_split_query_pass(run, state->own, state->first, state->reference,
                                 state->reference_invalid, &state->reference_blocks, &best, error);
   if (ok) {
     state->since = g_get_monotonic_time();
-    knnwb_split_best_certify(run, &best, &state->query, state->reference, state->available,
+    knnwb_split_best_certify(run, &best, state->own, state->reference, state->available,
                              state->result, left);
     knnwb_split_mark(state->group, "certificate", &state->since);
   }
@@ -260,7 +266,7 @@ static gboolean knnwb_split_run_first(KnnwbSplitState *state, const KnnwbSplitRu
 static KnnwbSplitRows knnwb_split_rows(KnnwbSplitState *state, KnnwbSplitRun *run)
 {
   return (KnnwbSplitRows){run,
-                          &state->query,
+                          state->own,
                           state->reference,
                           state->query_invalid,
                           state->first,
@@ -321,7 +327,7 @@ static gboolean knnwb_split_run_certify(KnnwbSplitState *state, KnnwbSplitRun *r
                                 total,
                                 (total + ranks - 1) / ranks,
                                 NULL,
-                                state->query.d,
+                                state->own->d,
                                 state->select == knnwb_cpu_select};
   KnnwbCertifyCounts counts = {0};
   if (!knnwb_certify_run(&certify, run->kc, left, &counts, error))
@@ -354,6 +360,30 @@ static gboolean knnwb_split_run_plan(KnnwbSplitState *state, KnnwbSplitRun *run,
   return knnwb_split_plan(&rows, state->blocks.n, max_kc, &run->kc, NULL, error);
 }
 
+/* A self run's blocks published in the group's shared window (knn_split_window.c). Where the
+ * lists that go back lie there too, the window stays open to the end of the certify rounds and the
+ * own rows are read from their packed copy in it: the prepared copy (a block of floats, its
+ * statistics and flags) is freed, so a rank holds its rows once beside the input block (the
+ * packed rows are the same values, so the lists do not change). Collective. */
+static gboolean knnwb_split_run_window(KnnwbSplitState *state, const KnnwbSplitRun *run,
+                                       GError **error)
+{
+  if (!knnwb_split_window_open(run, &state->query, state->query_invalid, &state->blocks,
+                               &state->window, error))
+    return FALSE;
+  /* KNNWB_SPLIT_OWN_PACKED=0 (tests, benchmarks): the prepared copy stays. */
+  if (!state->window.back_shared || g_strcmp0(g_getenv("KNNWB_SPLIT_OWN_PACKED"), "0") == 0)
+    return TRUE;
+  const KnnwbSplitLayout layout =
+      knnwb_split_layout(state->query.metric, state->query.scale_exponent, state->query.d);
+  knnwb_split_view(&layout, &state->query,
+                   (char *)state->window.parts[state->group->rank] + KNNWB_SPLIT_HEADER,
+                   state->count, &state->own_packed);
+  knnwb_prepared_release_rows(&state->query);
+  state->own = state->reference = &state->own_packed;
+  return TRUE;
+}
+
 /* The search itself, from the first pass to certified lists of the own rows. Collective. */
 static gboolean knnwb_split_run_search(KnnwbSplitState *state, GError **error)
 {
@@ -374,10 +404,14 @@ static gboolean knnwb_split_run_search(KnnwbSplitState *state, GError **error)
     run.progress = &progress;
   GArray *left = g_array_new(FALSE, FALSE, sizeof(int64_t));
   gboolean ok = knnwb_split_run_plan(state, &run, error) &&
+                (!state->self || knnwb_split_run_window(state, &run, error)) &&
                 knnwb_split_run_first(state, &run, left, error) &&
                 knnwb_split_run_certify(state, &run, &left, error);
   if (left != NULL)
     g_array_free(left, TRUE);
+  /* Every rank alike: the window is open on all or on none. */
+  if (!knnwb_split_window_close(state->group, &state->window, ok ? error : NULL))
+    ok = FALSE;
   return ok;
 }
 
@@ -392,6 +426,7 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
                            .group = group,
                            .self = reference_block == NULL,
                            .since = g_get_monotonic_time()};
+  state.own = &state.query;
   state.reference = state.self ? &state.query : &state.reference_storage;
   state.threads = knnwb_thread_count(options->n_threads);
   if (options->n_threads <= 0) /* the host's cores are shared */

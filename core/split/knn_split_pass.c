@@ -84,7 +84,7 @@ static gboolean knnwb_split_pair_chunks(const KnnwbSplitRun *run, const KnnwbSpl
 }
 
 /* The first pass of a self graph (knnwb_split_self_pass) as it goes: the rank's block, the rooms
- * kept for the whole pass, and the blocks the ranks publish when they share memory. */
+ * kept for the whole pass, and the run's window of the blocks the ranks share. */
 typedef struct {
   const KnnwbSplitRun *run;
   const KnnwbPrepared *own;
@@ -96,56 +96,14 @@ typedef struct {
   size_t m;
   KnnwbSplitSide mine;
   uint64_t steps;
-  void **parts;
-  gboolean shared;
-  /* The lists that go back lie in the window too, after the block (back_offset bytes into each
-   * rank's part), and their owner merges them from there. */
-  gboolean back_shared;
-  size_t back_offset;
+  /* The run's window of shared blocks (window->shared: the blocks are read in place; back_shared:
+   * the lists that go back lie after each block, and their owner merges them from there). */
+  KnnwbSplitWindow *window;
   KnnwbSplitRoom room;
   char *back_room, *visiting;
   float *bounds, *visiting_bounds;
   gint64 since;
 } KnnwbSplitSelfPass;
-
-/* Ranks that share memory (one host) publish their prepared block once, before step 0, and read
- * the others' in place: no copy per step (two at the window: in and out) and no fetch to wait
- * for; else each step fetches its block. The window has room for the lists that go back after
- * the block where the host's shared memory allows it (their owner then merges them in place: no
- * exchange, no second copy of m x k neighbours a rank), else the block alone. Collective. */
-static gboolean knnwb_split_self_publish(KnnwbSplitSelfPass *pass, GError **error)
-{
-  const KnnwbKnnGroup *group = pass->run->group;
-  if (group->share_begin == NULL || pass->ranks <= 1)
-    return TRUE;
-  const size_t block = KNNWB_SPLIT_HEADER + knnwb_split_bytes(&pass->layout, pass->m);
-  /* The same on every rank (the largest block's end, on a cache line), so each finds the others'.
-   */
-  const size_t largest_block =
-      KNNWB_SPLIT_HEADER + knnwb_split_bytes(&pass->layout, pass->blocks->largest);
-  const size_t back_offset =
-      (largest_block + KNNWB_SPLIT_HEADER - 1) / KNNWB_SPLIT_HEADER * KNNWB_SPLIT_HEADER;
-  const size_t back = knnwb_split_best_bytes(pass->blocks->largest, pass->run->options->k);
-  /* KNNWB_SPLIT_BACK_SHARED=0 (tests, benchmarks): the lists go back as an exchange. */
-  if (g_strcmp0(g_getenv("KNNWB_SPLIT_BACK_SHARED"), "0") != 0) {
-    pass->shared = group->share_begin(group, back_offset + back, pass->parts, error);
-    pass->back_shared = pass->shared;
-    pass->back_offset = back_offset;
-  }
-  if (!pass->shared && (error == NULL || *error == NULL))
-    pass->shared = group->share_begin(group, block, pass->parts, error);
-  if (!pass->shared) /* FALSE with *error unset: not shared */
-    return error == NULL || *error == NULL;
-  char *part = pass->parts[pass->rank];
-  *(int *)part = 0; /* the chunk counter of the pair this rank's block is cut for */
-  knnwb_split_pack(&pass->layout, pass->own, pass->own_invalid, NULL, pass->m,
-                   part + KNNWB_SPLIT_HEADER);
-  if (group->share_sync(group, error))
-    return TRUE;
-  pass->shared = pass->back_shared = FALSE;
-  group->share_end(group, NULL);
-  return FALSE;
-}
 
 /* Step 0: the own block against itself, in the rooms kept for the whole pass: one for the lists
  * of the own rows that each job produces (step 0, the pair or its chunks) and then for those that
@@ -164,7 +122,7 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
   const gboolean refined = knnwb_split_refine_wanted(run);
   pass->room.refined =
       refined ? g_try_malloc(MAX(knnwb_split_refined_bytes(rows, k), (size_t)1)) : NULL;
-  const gboolean back_room = pass->ranks > 1 && !pass->back_shared;
+  const gboolean back_room = pass->ranks > 1 && !pass->window->back_shared;
   pass->back_room =
       back_room ? g_try_malloc(MAX(knnwb_split_best_bytes(largest, k), (size_t)1)) : NULL;
   gboolean ok = pass->room.lists != NULL && (!refined || pass->room.refined != NULL) &&
@@ -188,11 +146,12 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
 static gboolean knnwb_split_self_visiting_rooms(KnnwbSplitSelfPass *pass, GError **error)
 {
   const size_t largest = pass->blocks->largest;
-  pass->visiting =
-      pass->shared ? NULL : g_try_malloc(MAX(knnwb_split_bytes(&pass->layout, largest), (size_t)1));
+  pass->visiting = pass->window->shared
+                       ? NULL
+                       : g_try_malloc(MAX(knnwb_split_bytes(&pass->layout, largest), (size_t)1));
   pass->bounds = g_try_new(float, MAX(pass->m, (size_t)1));
   pass->visiting_bounds = g_try_new(float, MAX(largest, (size_t)1));
-  gboolean ok = (pass->shared || pass->visiting != NULL) && pass->bounds != NULL &&
+  gboolean ok = (pass->window->shared || pass->visiting != NULL) && pass->bounds != NULL &&
                 pass->visiting_bounds != NULL;
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -216,7 +175,7 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
    * 2.85-3.01 s against 3.07-3.29 s on 1 M clusters). KNNWB_SPLIT_CHUNKS=0 or 1 (tests,
    * benchmarks): the halves or the chunks on any backend. */
   const char *chunks = g_getenv("KNNWB_SPLIT_CHUNKS");
-  const gboolean chunked = pass->shared && 2 * s == pass->ranks &&
+  const gboolean chunked = pass->window->shared && 2 * s == pass->ranks &&
                            (chunks != NULL ? strcmp(chunks, "0") != 0 : run->two_sided);
   if (2 * s == pass->ranks && !chunked) {
     if (r < q) {
@@ -230,8 +189,9 @@ static gboolean knnwb_split_self_pair(KnnwbSplitSelfPass *pass, int s, int q, Kn
   gboolean ok;
   if (chunked) {
     const int lower = MIN(r, q);
-    ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)pass->parts[lower], pass->bounds,
-                                 pass->visiting_bounds, &pass->room, pass->best, back, error);
+    ok = knnwb_split_pair_chunks(run, &a, &b, r == lower, (int *)pass->window->parts[lower],
+                                 pass->bounds, pass->visiting_bounds, &pass->room, pass->best, back,
+                                 error);
   } else {
     KnnwbSplitBest window = knnwb_split_best_window(back, b.first, b.count);
     ok = knnwb_split_select(run, &a, &b, pass->bounds + a.first, pass->visiting_bounds + b.first,
@@ -249,8 +209,8 @@ static gboolean knnwb_split_self_back_shared(KnnwbSplitSelfPass *pass, int p, gb
   const KnnwbKnnGroup *group = pass->run->group;
   if (!group->agree(group, ok, error) || !group->share_sync(group, error))
     return FALSE;
-  KnnwbSplitBest from_p = knnwb_split_best_over((char *)pass->parts[p] + pass->back_offset, pass->m,
-                                                pass->run->options->k);
+  KnnwbSplitBest from_p = knnwb_split_best_over(
+      (char *)pass->window->parts[p] + pass->window->back_offset, pass->m, pass->run->options->k);
   knnwb_split_best_merge(pass->best, &from_p, 0, pass->run->threads);
   return group->share_sync(group, error);
 }
@@ -265,8 +225,8 @@ static gboolean knnwb_split_self_back_sent(KnnwbSplitSelfPass *pass, int s, int 
   const KnnwbKnnGroup *group = run->group;
   /* The last step has read the shared blocks (every rank reaches this, failed or not): the
    * window is free for the lists that go back. */
-  if (pass->shared && 2 * (s + 1) > pass->ranks) {
-    pass->shared = FALSE;
+  if (pass->window->shared && 2 * (s + 1) > pass->ranks) {
+    pass->window->shared = FALSE;
     if (!group->share_end(group, ok ? error : NULL))
       ok = FALSE;
   }
@@ -297,27 +257,30 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
   knnwb_split_rows_of(pass->blocks, q, &q_first, &q_rows);
   KnnwbPrepared view;
   knnwb_split_best_thresholds(run, pass->best, pass->own, 0, pass->own, pass->bounds);
-  if (pass->shared)
-    knnwb_split_view(&pass->layout, pass->own, (char *)pass->parts[q] + KNNWB_SPLIT_HEADER, q_rows,
-                     &view);
-  if ((!pass->shared && !knnwb_split_fetch(group, &pass->layout, pass->own, pass->own_invalid, p, q,
-                                           q_rows, pass->visiting, &view, error)) ||
+  if (pass->window->shared)
+    knnwb_split_view(&pass->layout, pass->own, (char *)pass->window->parts[q] + KNNWB_SPLIT_HEADER,
+                     q_rows, &view);
+  if ((!pass->window->shared &&
+       !knnwb_split_fetch(group, &pass->layout, pass->own, pass->own_invalid, p, q, q_rows,
+                          pass->visiting, &view, error)) ||
       !knnwb_split_shift(group, p, pass->bounds, pass->m * sizeof(float), q, pass->visiting_bounds,
                          q_rows * sizeof(float), error))
     return FALSE;
   knnwb_split_mark(group,
-                   pass->shared ? "block in shared memory, bounds fetched in" : "block fetched in",
+                   pass->window->shared ? "block in shared memory, bounds fetched in"
+                                        : "block fetched in",
                    &pass->since);
-  char *back_room =
-      pass->back_shared ? (char *)pass->parts[r] + pass->back_offset : pass->back_room;
+  char *back_room = pass->window->back_shared
+                        ? (char *)pass->window->parts[r] + pass->window->back_offset
+                        : pass->back_room;
   KnnwbSplitBest back = {0};
   gboolean ok =
       !knnwb_split_cancelled(run, error) &&
       knnwb_split_best_init_in(&back, q_rows, run->options->k, back_room, run->threads, error) &&
       knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
   knnwb_split_mark(group, "pair selected and merged in", &pass->since);
-  ok = pass->back_shared ? knnwb_split_self_back_shared(pass, p, ok, error)
-                         : knnwb_split_self_back_sent(pass, s, q, p, &back, ok, error);
+  ok = pass->window->back_shared ? knnwb_split_self_back_shared(pass, p, ok, error)
+                                 : knnwb_split_self_back_sent(pass, s, q, p, &back, ok, error);
   knnwb_split_best_clear(&back);
   knnwb_split_mark(group, "visiting rows' candidates returned and merged in", &pass->since);
   knnwb_split_progress(run, (uint64_t)s + 1, pass->steps);
@@ -328,7 +291,7 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
  * Collective. */
 gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
                                const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
-                               KnnwbSplitBest *best, GError **error)
+                               KnnwbSplitWindow *window, KnnwbSplitBest *best, GError **error)
 {
   const KnnwbKnnGroup *group = run->group;
   KnnwbSplitSelfPass pass = {.run = run,
@@ -340,20 +303,16 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
                              .ranks = group->size,
                              .rank = group->rank,
                              .steps = (uint64_t)group->size / 2 + 1,
-                             .parts = g_new0(void *, (size_t)group->size),
+                             .window = window,
                              .since = g_get_monotonic_time()};
   size_t first;
   knnwb_split_rows_of(blocks, pass.rank, &first, &pass.m);
   pass.mine = (KnnwbSplitSide){own, 0, pass.m, first};
   knnwb_split_progress(run, 0, pass.steps);
-  gboolean ok = knnwb_split_self_publish(&pass, error) && knnwb_split_self_own(&pass, error) &&
-                knnwb_split_self_visiting_rooms(&pass, error);
+  gboolean ok = knnwb_split_self_own(&pass, error) && knnwb_split_self_visiting_rooms(&pass, error);
   for (int s = 1; 2 * s <= pass.ranks && ok; s++)
     ok = knnwb_split_self_step(&pass, s, error);
-  /* A failure left the pass early (agreed, or transport errors: on every rank alike). */
-  if (pass.shared && !group->share_end(group, ok ? error : NULL))
-    ok = FALSE;
-  g_free(pass.parts);
+  /* (A window still open is the run's to close: the own rows may live there.) */
   g_free(pass.room.lists);
   g_free(pass.room.refined);
   g_free(pass.back_room);

@@ -181,14 +181,44 @@ gboolean knnwb_split_frame(const KnnwbKnnGroup *group, const KnnwbMatrix *query,
 int64_t knnwb_split_double_bits(double value);
 double knnwb_split_bits_double(int64_t bits);
 
+/* Bytes before each rank's block in a shared window: the chunk counter of knnwb_split_pair_chunks
+ * (a cache line, so the block stays aligned). */
+#define KNNWB_SPLIT_HEADER ((size_t)64)
+
+/* A self run's blocks in the window of ranks that share memory (knn_split_window.c): each rank's
+ * part holds a header, its prepared block packed (knnwb_split_pack) and, when back_shared, the
+ * lists that go back to it, back_offset bytes into the part. */
+typedef struct {
+  gboolean shared;      /* open: every rank reads the others' blocks in place */
+  gboolean back_shared; /* the lists that go back lie in the window too */
+  size_t back_offset;
+  void **parts; /* every rank's part, in rank order */
+} KnnwbSplitWindow;
+
+/* knn_split_window.c */
+/** Publishes own's block (blocks: every rank's rows) in a window with room for the lists that go
+ * back where the host's shared memory allows it (KNNWB_SPLIT_BACK_SHARED=0: never), else for the
+ * block alone. TRUE with window->shared FALSE: no window (the group cannot share memory, or too
+ * little room: the blocks travel as exchanges). Collective: every rank alike. Errors: the group's
+ * transport. Memory: the block packed and the back lists, in shared memory. */
+gboolean knnwb_split_window_open(const KnnwbSplitRun *run, const KnnwbPrepared *own,
+                                 const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
+                                 KnnwbSplitWindow *window, GError **error);
+/** Gives the window back (if still open) and frees window's parts. Collective when it is open,
+ * as every rank's is then. Errors: the group's transport. */
+gboolean knnwb_split_window_close(const KnnwbKnnGroup *group, KnnwbSplitWindow *window,
+                                  GError **error);
+
 /* knn_split_pass.c */
 /** The first pass of a self graph into best (this rank's rows, k wide, empty: taken in step by
- * step). Collective: the ranks agree after each step, so an allocation, backend, transport or
- * cancel error on one rank fails the pass on every rank. Time: about (R/2) m^2 d scores per rank.
- */
+ * step), the blocks read in place from window where it is open (knnwb_split_window_open; without
+ * back_shared the pass gives it back after its last step, for the exchange of the lists that go
+ * back), else fetched. Collective: the ranks agree after each step, so an allocation, backend,
+ * transport or cancel error on one rank fails the pass on every rank. Time: about (R/2) m^2 d
+ * scores per rank. */
 gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
                                const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
-                               KnnwbSplitBest *best, GError **error);
+                               KnnwbSplitWindow *window, KnnwbSplitBest *best, GError **error);
 /** The first pass of a query run into best (the own query rows). Collective, errors as
  * knnwb_split_self_pass. Time: m x n_reference scores per rank, R - 1 block fetches. */
 gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *query,

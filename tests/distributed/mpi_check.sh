@@ -353,6 +353,16 @@ for ranks in 1 2 3; do
       --mpi-input whole -o "r$ranks-shared$shared.knn"
     cmp one-pearson.knn "r$ranks-shared$shared.knn" || fail "$ranks ranks: KNNWB_MPI_SHARED=$shared differs"
   done
+  # Split memory with the blocks in the window (each rank's own rows read from their packed copy
+  # there, its prepared copy freed; or kept: KNNWB_SPLIT_OWN_PACKED=0), every metric's layout.
+  for metric in pearson spearman euclidean manhattan; do
+    for packed in 1 0; do
+      KNNWB_MPI_SHARED=1 KNNWB_SPLIT_OWN_PACKED=$packed mpi "$ranks" knn data.npy -k 9 -m $metric \
+        -b cpu --memory 4K -q --mpi-input split -o "r$ranks-window-$metric-$packed.knn"
+      cmp "one-$metric.knn" "r$ranks-window-$metric-$packed.knn" ||
+        fail "$ranks ranks: split, $metric, blocks in the window (own rows packed: $packed) differs"
+    done
+  done
   # The partitioned search (forced on) with every rank holding every row: each group is searched
   # on one rank and each row's pieces are merged on the rank of its block.
   KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \
