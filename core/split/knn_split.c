@@ -380,6 +380,7 @@ static gboolean knnwb_split_run_window(KnnwbSplitState *state, const KnnwbSplitR
                    (char *)state->window.parts[state->group->rank] + KNNWB_SPLIT_HEADER,
                    state->count, &state->own_packed);
   knnwb_prepared_release_rows(&state->query);
+  knnwb_release_start(); /* on a helper thread, now */
   state->own = state->reference = &state->own_packed;
   return TRUE;
 }

@@ -90,6 +90,35 @@ void knnwb_split_pack(const KnnwbSplitLayout *layout, const KnnwbPrepared *p,
   }
 }
 
+/* The pack of a block's first rows on threads: each takes a range of rows in every segment. */
+typedef struct {
+  const KnnwbSplitLayout *layout;
+  const void *arrays[KNNWB_SPLIT_SEGMENTS];
+  size_t count;
+  char *out;
+} KnnwbSplitPackRows;
+
+static void knnwb_split_pack_range(size_t first, size_t last, void *data)
+{
+  const KnnwbSplitPackRows *pack = data;
+  char *out = pack->out;
+  for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
+    const size_t width = pack->layout->row_bytes[s];
+    if (width > 0)
+      memcpy(out + first * width, (const char *)pack->arrays[s] + first * width,
+             (last - first) * width);
+    out += pack->count * width;
+  }
+}
+
+void knnwb_split_pack_block(const KnnwbSplitLayout *layout, const KnnwbPrepared *p,
+                            const unsigned char *invalid, size_t count, char *out, int threads)
+{
+  KnnwbSplitPackRows pack = {.layout = layout, .count = count, .out = out};
+  knnwb_split_arrays(p, invalid, pack.arrays);
+  knnwb_parallel_for(threads, count, 4096, knnwb_split_pack_range, &pack);
+}
+
 /* ---- Candidate lists ---------------------------------------------------------------------------
  */
 

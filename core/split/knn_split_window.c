@@ -37,7 +37,7 @@ gboolean knnwb_split_window_open(const KnnwbSplitRun *run, const KnnwbPrepared *
     return error == NULL || *error == NULL;
   char *part = window->parts[group->rank];
   *(int *)part = 0; /* the chunk counter of the pair this rank's block is cut for */
-  knnwb_split_pack(&layout, own, own_invalid, NULL, m, part + KNNWB_SPLIT_HEADER);
+  knnwb_split_pack_block(&layout, own, own_invalid, m, part + KNNWB_SPLIT_HEADER, run->threads);
   if (group->share_sync(group, error))
     return TRUE;
   window->shared = window->back_shared = FALSE;
