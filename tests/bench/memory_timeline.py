@@ -5,7 +5,8 @@ Usage: memory_timeline.py OUT COMMAND...
 
 Runs COMMAND (for example `mpirun -np 2 build/bin/knnwb knn X.npy ...`) and samples, every 20 ms,
 the resident set (VmRSS) and the proportional set (Pss: pages shared between processes, such as an
-MPI shared-memory window, counted once over their sharers) of each process named knnwb. Writes
+MPI shared-memory window, counted once over their sharers) of each process named knnwb that
+COMMAND started. Writes
 OUT (time, pid, RSS kB, PSS kB), OUT.log (COMMAND's standard error, each line with its time, to
 place the peaks among knnwb's debug lines) and OUT.smaps (each process's mappings of 8 MB or more
 near its peak, to name what holds the memory), and prints the wall time and each process's peak
@@ -49,16 +50,30 @@ def large_mappings(pid, at):
     return '\n'.join(out)
 
 
-def knnwb_pids():
+def parent(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[1]  # the field after the state
+    except (OSError, IndexError):
+        return None
+
+
+def knnwb_pids(root):
+    """The processes named knnwb that descend from root (not other commands' on the machine)."""
     for pid in os.listdir('/proc'):
         if not pid.isdigit():
             continue
         try:
             with open(f'/proc/{pid}/comm') as f:
-                if f.read().strip() == 'knnwb':
-                    yield pid
+                if f.read().strip() != 'knnwb':
+                    continue
         except OSError:
             continue
+        up, hops = pid, 0
+        while up not in (None, '0', '1') and up != root and hops < 64:
+            up, hops = parent(up), hops + 1
+        if up == root:
+            yield pid
 
 
 def main():
@@ -78,7 +93,7 @@ def main():
     peaks, samples, snapshots = {}, [], {}
     while child.poll() is None:
         at = time.time() - start
-        for pid in knnwb_pids():
+        for pid in knnwb_pids(str(child.pid)):
             rss = field_kb(f'/proc/{pid}/status', 'VmRSS:')
             pss = field_kb(f'/proc/{pid}/smaps_rollup', 'Pss:')
             if rss is None or pss is None:

@@ -9,6 +9,8 @@
 # runs of that tree alternate with this one's; KNNWB_SPLIT_OWN_PACKED=0 runs (the own rows' prepared
 # copy kept beside their packed one) alternate too. Every run must write the same lists.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/split_memory_check.sh OUT [ROWS [OLD]]
+# (BUILD=DIR: this tree's build, made by CMake beforehand; CLUSTER_ROWS=N: N clustered rows, not
+# 1,000,000: a quick look, on the CPU too)
 set -uo pipefail
 out=$1; rows=${2:-}; old=${3:-}; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -19,7 +21,11 @@ trees=new; SECONDS=0
 if [ -n "$old" ]; then
   trees="new old"; mkdir -p /tmp/knnwb-splitmem-old-src && tar -xf "$old" -C /tmp/knnwb-splitmem-old-src || exit 1
 fi
+if [ -n "${BUILD:-}" ]; then
+  ln -sfn "$(realpath "$BUILD")" /tmp/knnwb-splitmem-new || exit 1
+fi
 for t in $trees; do
+  [ $t = new ] && [ -n "${BUILD:-}" ] && continue
   src=.; [ $t = old ] && src=/tmp/knnwb-splitmem-old-src
   { cmake -S $src -B /tmp/knnwb-splitmem-$t $cfg &&
     cmake --build /tmp/knnwb-splitmem-$t -j"$(nproc)" --target knnwb_host knnwb_knn_plugin; } \
@@ -27,10 +33,10 @@ for t in $trees; do
 done
 echo "build ${SECONDS} s"
 base=${LD_LIBRARY_PATH:-}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KNNWB_SPLIT_OWN_PACKED=1 G_MESSAGES_DEBUG=all
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KNNWB_SPLIT_OWN_PACKED=1
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-splitmem-data; mkdir -p $d
-[ -s $d/clusters.npy ] || $py tests/bench/make_clusters_table.py $d/clusters.npy 1000000 50 3 >/dev/null
+$py tests/bench/make_clusters_table.py $d/clusters.npy "${CLUSTER_ROWS:-1000000}" 50 3 >/dev/null || exit 1
 inputs=clusters
 if [ -n "$rows" ]; then
   LD_LIBRARY_PATH=/tmp/knnwb-splitmem-new:$base /tmp/knnwb-splitmem-new/bin/knnwb metafeatures "$rows" \
@@ -43,11 +49,11 @@ run() { # NAME TREE RANKS(0: one process) INPUT ARGS...
   rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt
   printf '%-26s ' "$name"
   if [ "$np" = 0 ]; then
-    LD_LIBRARY_PATH=/tmp/knnwb-splitmem-$t:$base $py tests/bench/memory_timeline.py "$out/$name.tsv" \
-      $k knn $d/$f.npy "$@" -o $d/g.npy | tr -d '\n'
+    LD_LIBRARY_PATH=/tmp/knnwb-splitmem-$t:$base G_MESSAGES_DEBUG=all $py tests/bench/memory_timeline.py \
+      "$out/$name.tsv" $k knn $d/$f.npy "$@" -o $d/g.npy | tr -d '\n'
   else
-    LD_LIBRARY_PATH=/tmp/knnwb-splitmem-$t:$base $py tests/bench/memory_timeline.py "$out/$name.tsv" \
-      mpirun --oversubscribe --allow-run-as-root --bind-to none -x CUDA_VISIBLE_DEVICES=0 \
+    LD_LIBRARY_PATH=/tmp/knnwb-splitmem-$t:$base G_MESSAGES_DEBUG=all $py tests/bench/memory_timeline.py \
+      "$out/$name.tsv" mpirun --oversubscribe --allow-run-as-root --bind-to none -x CUDA_VISIBLE_DEVICES=0 \
       -x G_MESSAGES_DEBUG -x LD_LIBRARY_PATH -x KNNWB_SPLIT_OWN_PACKED -np "$np" $k knn $d/$f.npy "$@" \
       -o $d/g.npy | tr -d '\n'
   fi

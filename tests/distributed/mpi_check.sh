@@ -95,6 +95,16 @@ cp data.npy labelled.npy
 python3 -c 'import sys; sys.stdout.write("".join("g\u00e9ne%d\n" % (i if i != 200 else 7) for i in range(307)))' >labelled.labels.txt
 cp data.npy short.npy
 head -n 306 labelled.labels.txt >short.labels.txt
+python3 - <<'PY'
+import struct
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (9, 4), }"
+header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+with open("allnan.npy", "wb") as out:
+    out.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+    out.write(struct.pack("<36f", *([float("nan")] * 36)))
+with open("allnan.labels.txt", "w") as out:
+    out.write("".join("a%d\n" % i for i in range(9)))
+PY
 for ext in tsv gml npy; do
   "$knnwb" knn labelled.npy -k 9 -m pearson -b cpu --memory 4K -t 1 -q -o "one-labelled.$ext"
 done
@@ -302,6 +312,12 @@ for ranks in 1 2 3; do
   mpi "$ranks" knn short.npy -k 9 -m pearson -b cpu --memory 4K -q -o "r$ranks-short.tsv" \
     2>"r$ranks-short.err" || fail "$ranks ranks: an NPY with a labels file too short failed"
   cmp one-short.tsv "r$ranks-short.tsv" || fail "$ranks ranks: NPY with a short labels file differs"
+  # Every row dropped for missing values (blocks read by rows): the error of one process.
+  if mpi "$ranks" knn allnan.npy -k 2 -b cpu --drop-missing -q -o "r$ranks-allnan.knn" \
+    2>"r$ranks-allnan.err"; then fail "$ranks ranks: an NPY without rows left succeeded"; fi
+  grep -q "^knnwb: allnan.npy: no rows are left (9 with missing values)" "r$ranks-allnan.err" ||
+    fail "$ranks ranks: an NPY without rows left: not one process's message"
+  [ ! -e "r$ranks-allnan.knn" ] || fail "$ranks ranks: an NPY without rows left wrote lists"
   grep -q "not its rows'" "r$ranks-short.err" || fail "$ranks ranks: short labels: no warning"
   # Every rank writes its rows of .npy (and .distances.npy), .npz and .mtx (and .rows.txt).
   for ext in npy npz mtx; do

@@ -107,6 +107,22 @@ static gboolean knnwb_host_split_warn(const KnnwbKnnGroup *group, const char *pa
   return TRUE;
 }
 
+/* An NPY's blocks whose rows were all left out for missing values fail as one process's read of
+ * the whole file does (a block alone may hold none: the job has others). Collective. */
+static gboolean knnwb_host_split_check_left(const KnnwbKnnGroup *group, const char *path,
+                                            const KnnwbHostSplitInput *input, GError **error)
+{
+  int64_t counts[2] = {(int64_t)(input->block->n_rows - input->block->n_absent_rows),
+                       (int64_t)input->info.n_dropped_rows};
+  if (!group->reduce(group, counts, 2, KNNWB_GROUP_SUM, error))
+    return FALSE;
+  if (counts[0] > 0 || input->n_rows == 0)
+    return TRUE;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_PARSE,
+              "%s: no rows are left (%lld with missing values)", path, (long long)counts[1]);
+  return FALSE;
+}
+
 gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
                                KnnwbReadOptions *options, gboolean want_labels,
                                const volatile gint *cancel, KnnwbHostSplitInput *input,
@@ -146,7 +162,8 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
     input->n_rows = input->info.total_rows;
     if (want_labels && !knnwb_host_split_gather_labels(group, input, error))
       return FALSE;
-    return knnwb_host_split_warn(group, path, options, input, error);
+    return knnwb_host_split_check_left(group, path, input, error) &&
+           knnwb_host_split_warn(group, path, options, input, error);
   }
   if (input->info.block_read) {
     /* A text block: where it starts and the labels follow from the other ranks' blocks. */
