@@ -73,8 +73,8 @@ void knnwb_split_view(const KnnwbSplitLayout *layout, const KnnwbPrepared *like,
     view->n_invalid += view->invalid[i] != 0;
 }
 
-/* Packs the given rows of p (flags from invalid; rows NULL: the first count, in order) segment by
- * segment into out. */
+/* Packs the given rows of p (flags from invalid) segment by segment into out; a whole block:
+ * knnwb_split_pack_block. */
 void knnwb_split_pack(const KnnwbSplitLayout *layout, const KnnwbPrepared *p,
                       const unsigned char *invalid, const int64_t *rows, size_t count, char *out)
 {
@@ -82,9 +82,7 @@ void knnwb_split_pack(const KnnwbSplitLayout *layout, const KnnwbPrepared *p,
   knnwb_split_arrays(p, invalid, arrays);
   for (int s = 0; s < KNNWB_SPLIT_SEGMENTS; s++) {
     const size_t width = layout->row_bytes[s];
-    if (rows == NULL && width > 0 && count > 0)
-      memcpy(out, arrays[s], count * width);
-    for (size_t t = 0; rows != NULL && t < count && width > 0; t++)
+    for (size_t t = 0; t < count && width > 0; t++)
       memcpy(out + t * width, (const char *)arrays[s] + (size_t)rows[t] * width, width);
     out += count * width;
   }
