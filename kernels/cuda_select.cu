@@ -35,6 +35,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <cmath>
 #include <memory>
 #include <new>
 #include <system_error>
@@ -143,12 +145,108 @@ int select_limits(const KnnwbSelectJob *job, const std::vector<int> &ordinals, D
   return KNNWB_KERNELS_OK;
 }
 
+/* A plan that cannot run a two-sided job (select_attempt): the caller runs its query side alone. */
+constexpr int kCrossDeclined = -1;
+
+/* A two-sided job (KnnwbSelectJob.out_reference_refined) as a self job over both sides' rows, the
+ * query side's first, and the host arrays that job points to (schedule_cross.cu). */
+struct CrossJob {
+  KnnwbSelectJob job = {};
+  CrossRows rows;
+  std::vector<float> sqnorms, bounds;
+  std::vector<unsigned char> invalid;
+  std::vector<double> mean, squares;
+  int refined = 0;
+};
+
+/* Whether job asks for the refined transposed output in a form this backend runs: one GPU, both
+ * sides' refine and exact distances, no groups or shares (KNNWB_CUDA_CROSS=0: never, to compare).
+ */
+bool cross_wanted(const KnnwbSelectJob *job, size_t n_devices, int refine_kc)
+{
+  const char *off = getenv("KNNWB_CUDA_CROSS");
+  const char *host_refine = getenv("KNNWB_CUDA_HOST_REFINE");
+  return job->out_reference_refined != nullptr && !(off && strcmp(off, "0") == 0) &&
+         !(host_refine && atoi(host_refine) > 0) && n_devices == 1 && !job->self &&
+         job->n_query > 0 && job->n_reference > 0 &&
+         job->n_query + job->n_reference <= 0x7fffffffu && job->out_k > 0 &&
+         job->out_k <= job->kc && job->kc <= (size_t)refine_kc && job->out_k_index &&
+         job->out_k_distance && job->out_worst_score && job->out_valid && job->out_refined &&
+         job->out_reference_k_index && job->out_reference_k_distance &&
+         job->out_reference_worst_score && job->out_reference_valid && job->exact_query &&
+         job->exact_reference && job->out_distance && !job->query_group && !job->reference_group &&
+         job->share_count <= 1 && (job->score_kind != KNNWB_SCORE_L2 || job->query_sqnorms);
+}
+
+/* Both sides of job one after the other, in arrays of x; x->job the self job over them. */
+void cross_build(const KnnwbSelectJob *job, CrossJob *x)
+{
+  const size_t na = job->n_query, nb = job->n_reference, n = na + nb;
+  auto join = [&](auto &to, const auto *a, const auto *b, auto none) {
+    to.assign(n, none);
+    if (a)
+      std::copy(a, a + na, to.begin());
+    if (b)
+      std::copy(b, b + nb, to.begin() + (ptrdiff_t)na);
+    return to.data();
+  };
+  KnnwbSelectJob &c = x->job;
+  c = *job;
+  c.self = 1;
+  c.n_query = c.n_reference = n;
+  c.reference_sqnorms = job->score_kind == KNNWB_SCORE_L2
+                            ? join(x->sqnorms, job->query_sqnorms, job->reference_sqnorms, 0.0f)
+                            : nullptr;
+  c.reference_invalid =
+      job->query_invalid || job->reference_invalid
+          ? join(x->invalid, job->query_invalid, job->reference_invalid, (unsigned char)0)
+          : nullptr;
+  c.query_bounds = job->query_bounds || job->reference_bounds
+                       ? join(x->bounds, job->query_bounds, job->reference_bounds, INFINITY)
+                       : nullptr;
+  c.reference_bounds = nullptr;
+  /* statistics: NULL means all zero, on either side */
+  const bool mean = job->exact_query_mean || job->exact_reference_mean;
+  const bool squares = job->exact_query_squares || job->exact_reference_squares;
+  c.exact_query_mean = c.exact_reference_mean =
+      mean ? join(x->mean, job->exact_query_mean, job->exact_reference_mean, 0.0) : nullptr;
+  c.exact_query_squares = c.exact_reference_squares =
+      squares ? join(x->squares, job->exact_query_squares, job->exact_reference_squares, 0.0)
+              : nullptr;
+  /* stand-ins: the worker reads each side's rows from x->rows */
+  c.exact_query = c.exact_reference = job->exact_query;
+  c.reference = c.query = job->query;
+  c.out_refined = &x->refined;
+  c.out_distance_filled = nullptr;
+  c.out_reference_index = nullptr;
+  c.out_reference_score = nullptr;
+  c.query_sqnorms = nullptr;
+  c.query_invalid = nullptr;
+  c.out_reference_refined = nullptr;
+  c.order_centroids = nullptr;
+  c.order_cells = 0;
+  x->rows.n_a = na;
+  x->rows.rows[0] = job->query;
+  x->rows.rows[1] = job->reference;
+  x->rows.exact[0] = job->exact_query;
+  x->rows.exact[1] = job->exact_reference;
+  x->rows.out[0] = {job->out_k_index, job->out_k_distance, job->out_worst_score, job->out_valid};
+  x->rows.out[1] = {job->out_reference_k_index, job->out_reference_k_distance,
+                    job->out_reference_worst_score, job->out_reference_valid};
+}
+
 /* One attempt at plan on the devices: one worker thread per GPU. Returns the run's status (and
- * its message); KNNWB_KERNELS_OUT_OF_MEMORY asks the caller to retry with a smaller budget. */
-int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
+ * its message); KNNWB_KERNELS_OUT_OF_MEMORY asks the caller to retry with a smaller budget, and
+ * kCrossDeclined (cross given) that the plan cannot hold a two-sided job. */
+int select_attempt(const KnnwbSelectJob *job, const CrossRows *cross, const KnnwbSelectPlan &plan,
                    const std::vector<int> &ordinals, size_t budget, int refine_kc, char *message,
                    size_t message_size)
 {
+  /* A two-sided job needs both sides' rows, state and exact rows on its GPU, and the refine (the
+   * sides' lists come back k wide, each to its own outputs). */
+  if (cross != nullptr && !(plan.symmetric && plan.resident && job->kc <= (size_t)refine_kc &&
+                            knnwb_select_plan_bytes(job, &plan, 1) <= budget))
+    return kCrossDeclined;
   const bool same = job->self || job->query == job->reference;
   HostPin pins;
   bool pinned = false;
@@ -160,6 +258,7 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   Run run;
   run.trace_t0 = seconds_now();
   run.job = job;
+  run.cross = cross;
   RowOrder row_order;
   if (knnwb_select_plan_groups_rows(job, &plan, budget)) {
     run.order_wanted = true;
@@ -171,7 +270,7 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   run.n_devices = (int)ordinals.size();
   /* rows uploaded ahead for this job's layout on its one GPU; any others freed before the
    * workers allocate (the limits counted them as free) */
-  const bool takes_rows = run.n_devices == 1 && plan.resident && same &&
+  const bool takes_rows = run.n_devices == 1 && plan.resident && same && !cross &&
                           plan.screen == KNNWB_KERNELS_SCREEN_FP16 && job->share_count <= 1;
   run.staged_rows = rows_start_claim(takes_rows ? ordinals[0] : -1, job->reference,
                                      job->n_reference, job->dim, plan.dpad, (size_t)plan.row_bytes,
@@ -209,7 +308,10 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
   const int host = job->n_threads > 0 ? std::min(hw, job->n_threads) : hw;
   run.copy_threads = std::max(1, std::min(8, host / run.n_devices));
   run.merge_threads = std::max(1, host / run.n_devices);
-  if (plan.symmetric) {
+  if (cross != nullptr) {
+    const size_t na = cross->n_a;
+    run.tiles_total = (uint64_t)((na + T - 1) / T) * ((job->n_reference - na + T - 1) / T);
+  } else if (plan.symmetric) {
     const int shares = job->share_count > 1 ? job->share_count : 1;
     uint64_t tiles = 0;
     run.segments = symmetric_segments((int)qb, run.n_devices, shares > 1 ? job->share_index : 0,
@@ -220,10 +322,14 @@ int select_attempt(const KnnwbSelectJob *job, const KnnwbSelectPlan &plan,
     fprintf(stderr,
             "knnwb cuda: %zu x %zu rows, dim %zu, kc %zu on %d GPU(s): %s, %s, tile %d, "
             "%.2f GiB per device, exact distances on the %s%s%s%s\n",
-            job->n_query, job->n_reference, job->dim, job->kc, run.n_devices,
-            plan.symmetric ? "symmetric" : "panels", plan.resident ? "resident" : "streaming",
-            plan.tile, plan.bytes / (double)(1u << 30), run.exact ? "GPU" : "host",
-            run.refine ? ", refined to k there" : "",
+            cross ? cross->n_a : job->n_query,
+            cross ? job->n_reference - cross->n_a : job->n_reference, job->dim, job->kc,
+            run.n_devices,
+            cross            ? "two-sided"
+            : plan.symmetric ? "symmetric"
+                             : "panels",
+            plan.resident ? "resident" : "streaming", plan.tile, plan.bytes / (double)(1u << 30),
+            run.exact ? "GPU" : "host", run.refine ? ", refined to k there" : "",
             run.order_wanted ? ", rows grouped by centroid" : "",
             plan.diagonal_ahead ? ", diagonal tiles a column ahead" : "");
   {
@@ -293,6 +399,9 @@ using namespace knnwb_cuda;
 /* The C boundary: no C++ exception may leave (host containers sized by the job throw
  * std::bad_alloc, thread starts std::system_error); each becomes a status with a message. */
 static int select_entry(const KnnwbSelectJob *job, char *message, size_t message_size);
+static int select_plans(const KnnwbSelectJob *job, const CrossRows *cross,
+                        const std::vector<int> &ordinals, DeviceLimits limits, char *message,
+                        size_t message_size);
 
 extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_size)
 {
@@ -334,7 +443,31 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
             "knnwb cuda: %zu GPU(s) and their memory limits in %.3f s (of which %.3f s waiting "
             "for the tile GEMM's choice begun ahead)\n",
             ordinals.size(), seconds_now() - t0, waited);
-  status = KNNWB_KERNELS_OUT_OF_MEMORY;
+  /* A two-sided job runs once for both sides where its GPU holds them; else its query side runs
+   * alone and the caller runs the other side as a job of its own. */
+  if (cross_wanted(job, ordinals.size(), limits.refine_kc)) {
+    std::unique_ptr<CrossJob> cross(new CrossJob);
+    cross_build(job, cross.get());
+    status = select_plans(&cross->job, &cross->rows, ordinals, limits, message, message_size);
+    if (status == KNNWB_KERNELS_OK) {
+      *job->out_refined = 1;
+      *job->out_reference_refined = 1;
+    }
+    if (status != kCrossDeclined)
+      return status;
+  }
+  KnnwbSelectJob plain = *job;
+  plain.out_reference_refined = nullptr;
+  return select_plans(&plain, nullptr, ordinals, limits, message, message_size);
+}
+
+/* Plans for job (cross: a two-sided job's sides) from the devices' limits, retried with smaller
+ * budgets when the allocator disagrees with the plan's arithmetic. */
+static int select_plans(const KnnwbSelectJob *job, const CrossRows *cross,
+                        const std::vector<int> &ordinals, DeviceLimits limits, char *message,
+                        size_t message_size)
+{
+  int status = KNNWB_KERNELS_OUT_OF_MEMORY;
   for (int attempt = 0; attempt < 8 && status == KNNWB_KERNELS_OUT_OF_MEMORY; attempt++) {
     KnnwbSelectPlan plan;
     if (!knnwb_select_plan_choose(job, limits.budget, limits.sm_count, limits.shared_kc, &plan)) {
@@ -354,9 +487,10 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
                     limits.budget >> 20, job->n_query, job->n_reference, job->dim, job->kc);
       return KNNWB_KERNELS_OUT_OF_MEMORY;
     }
-    knnwb_select_plan_diagonal_ahead(job, &plan, (int)ordinals.size(), limits.budget);
-    status =
-        select_attempt(job, plan, ordinals, limits.budget, limits.refine_kc, message, message_size);
+    if (cross == nullptr) /* a two-sided job has no diagonal tiles */
+      knnwb_select_plan_diagonal_ahead(job, &plan, (int)ordinals.size(), limits.budget);
+    status = select_attempt(job, cross, plan, ordinals, limits.budget, limits.refine_kc, message,
+                            message_size);
     /* the allocator disagreed with our arithmetic: smaller tiles */
     limits.budget = limits.budget / 4 * 3;
   }

@@ -174,12 +174,28 @@ typedef struct {
    * x kc), so a block pair of a distributed self graph is scored once for both sides. Seen from
    * reference row j, the KNNWB_SCORE_L2 score of query i is s(i, j) - |r_j|^2 + |q_i|^2, hence
    * query_sqnorms (n_query floats, L2 only); query_invalid (NULL or n_query bytes) marks query rows
-   * that are never candidates. Only the CPU backend honours it; core gives other backends the two
-   * panels as two jobs. */
+   * that are never candidates. The CPU backend honours it; the CUDA backend honours the refined
+   * form below instead. */
   int64_t *out_reference_index;
   float *out_reference_score;
   const float *query_sqnorms;
   const unsigned char *query_invalid;
+  /* Optional refined transposed output (out_reference_refined == NULL: none), asked together with
+   * the query rows' refine (out_k > 0, exact distances): every reference row's k best query rows
+   * as out_k_* gives the query rows' (indices into the query rows; the exact distance is the
+   * query row's to the reference row, bit for bit as core computes it; query_sqnorms and
+   * query_invalid as above), into out_reference_k_index / out_reference_k_distance (n_reference x
+   * out_k), out_reference_worst_score and out_reference_valid (n_reference); both sides start from
+   * query_bounds / reference_bounds. When done, *out_reference_refined and *out_refined are set
+   * to 1. The CUDA backend does it on one GPU whose memory holds both sides' rows and lists, each
+   * tile scored once for both sides (a pair of blocks costs one panel, not two); otherwise it
+   * leaves *out_reference_refined alone and runs the job for its query rows only, and the caller
+   * runs the reference side as a job of its own. The CPU backend ignores it. */
+  int64_t *out_reference_k_index;
+  double *out_reference_k_distance;
+  float *out_reference_worst_score;
+  int32_t *out_reference_valid;
+  int *out_reference_refined;
   /* Optional starting thresholds (NULL: none): a pair whose score (as seen from the row) is not
    * below query_bounds[i] (n_query floats) or, for the transposed output, reference_bounds[j]
    * (n_reference floats) need not become a candidate of that row, so its list may hold fewer than

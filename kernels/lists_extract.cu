@@ -144,6 +144,8 @@ struct RefinedDownload {
   size_t k = 0, kc = 0;
   size_t row0 = 0, n_rows = 0, query0 = 0;
   long long self0 = -1; /* the first row's own index in a self job, else -1 */
+  RefinedOut out;       /* where the rows go: row query0 + r at out's row query0 + r - shift */
+  size_t shift = 0;
   bool timed = false;
   /* What comes back per row: k indices and the two numbers (int32, in the first 4 (k + 2) bytes of
    * the row's 8 kc), and k distances. */
@@ -252,8 +254,10 @@ void RefinedDownload::give_back()
  * (launch_refine_rows), copied to pinned memory on the copy stream, and spread into
  * out_k_index/out_k_distance/out_worst_score/out_valid by the host while the next chunk runs. Two
  * device halves of the staging and two pinned sets, so chunk c + 1 computes while chunk c copies.
+ * out (a two-sided job's side): those arrays instead, query row q at their row q - shift.
  */
-bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0)
+bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0, const RefinedOut *out,
+                             size_t shift)
 {
   const KnnwbSelectJob *job = run_.job;
   const size_t kc = (size_t)run_.plan.kc;
@@ -269,7 +273,17 @@ bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0)
   download.row0 = row0;
   download.n_rows = n_rows;
   download.query0 = query0;
-  download.self0 = job->self ? (long long)query0 : -1;
+  /* a two-sided job's rows are never each other's (its candidates lie across the sides) */
+  download.self0 = job->self && run_.cross == nullptr ? (long long)query0 : -1;
+  if (out != nullptr) {
+    download.out = *out;
+    download.shift = shift;
+  } else {
+    download.out.index = job->out_k_index;
+    download.out.distance = job->out_k_distance;
+    download.out.worst = job->out_worst_score;
+    download.out.valid = job->out_valid;
+  }
   download.choose_chunks(stage_rows_);
   if (!download.take_host_sets()) {
     run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "cannot allocate host staging for GPU %d",
@@ -367,7 +381,6 @@ cudaError_t Worker::refined_issue_chunk(RefinedDownload &download, size_t c, siz
 /* Spreads chunk slot s, once on the host, into the job's arrays. */
 cudaError_t Worker::refined_spread_chunk(RefinedDownload &download, int s)
 {
-  const KnnwbSelectJob *job = run_.job;
   const double tw = seconds_now();
   cudaError_t synced = cudaEventSynchronize(download.copied[s]);
   if (synced != cudaSuccess)
@@ -386,16 +399,17 @@ cudaError_t Worker::refined_spread_chunk(RefinedDownload &download, int s)
   const char *meta = download.host_buffer(2 * s), *dist = download.host_buffer(2 * s + 1);
   const size_t first = download.query0 + download.chunk_first[s];
   const int64_t *order = run_.order; /* the device's indices are already the rows' own */
+  const RefinedOut &out = download.out;
   parallel_rows(download.chunk_count[s], run_.merge_threads, 32, [&](size_t a, size_t b) {
     for (size_t r = a; r < b; r++) {
-      const size_t row = order ? (size_t)order[first + r] : first + r;
+      const size_t row = (order ? (size_t)order[first + r] : first + r) - download.shift;
       const int32_t *m = (const int32_t *)(meta + r * meta_pitch);
-      int64_t *to = job->out_k_index + row * k;
+      int64_t *to = out.index + row * k;
       for (size_t c = 0; c < k; c++)
         to[c] = m[c];
-      memcpy(&job->out_worst_score[row], &m[k], sizeof(float));
-      job->out_valid[row] = m[k + 1];
-      memcpy(job->out_k_distance + row * k, dist + r * distance_pitch, distance_width);
+      memcpy(&out.worst[row], &m[k], sizeof(float));
+      out.valid[row] = m[k + 1];
+      memcpy(out.distance + row * k, dist + r * distance_pitch, distance_width);
     }
   });
   download.host_s += seconds_now() - th;

@@ -217,7 +217,14 @@ bool Worker::upload_staged(char *dst, const float *src, size_t rows)
 bool Worker::upload_resident()
 {
   const KnnwbSelectJob *job = run_.job;
-  if (run_.plan.resident && !rows_staged_) {
+  if (run_.cross != nullptr) {
+    /* a two-sided job: its sides one after the other, on its one GPU */
+    const CrossRows &x = *run_.cross;
+    if (!upload_staged(reference_data_, x.rows[0], x.n_a) ||
+        !upload_staged(reference_data_ + x.n_a * (size_t)run_.plan.row_bytes, x.rows[1],
+                       job->n_reference - x.n_a))
+      return false;
+  } else if (run_.plan.resident && !rows_staged_) {
     const size_t row_bytes = (size_t)run_.plan.row_bytes, dim = job->dim;
     auto r = slice_of(job->n_reference, index_, run_.n_devices);
     if (!upload_staged(reference_data_ + r.first * row_bytes, job->reference + r.first * dim,
@@ -325,9 +332,16 @@ bool Worker::exact_upload()
   const bool staged = ok;
   cudaGetLastError();
   cudaError_t err = cudaSuccess;
-  const std::pair<const float *, const float *> arrays[2] = {
+  std::pair<const float *, const float *> arrays[2] = {
       {exact_.reference, job->exact_reference}, {same ? nullptr : exact_.query, job->exact_query}};
-  const size_t counts[2] = {job->n_reference * job->dim, job->n_query * job->dim};
+  size_t counts[2] = {job->n_reference * job->dim, job->n_query * job->dim};
+  if (run_.cross != nullptr) { /* a two-sided job: its sides one after the other */
+    const CrossRows &x = *run_.cross;
+    arrays[0] = {exact_.reference, x.exact[0]};
+    arrays[1] = {exact_.reference + x.n_a * job->dim, x.exact[1]};
+    counts[0] = x.n_a * job->dim;
+    counts[1] = (job->n_reference - x.n_a) * job->dim;
+  }
   for (int a = 0; a < 2 && err == cudaSuccess; a++) {
     float *dst = const_cast<float *>(arrays[a].first);
     const float *src = arrays[a].second;

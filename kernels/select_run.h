@@ -117,6 +117,28 @@ private:
 
 struct RowOrder; /* row_order.h */
 
+/* Where one side's k best go (the refine's outputs): row r of the side at place0 + r. */
+struct RefinedOut {
+  int64_t *index = nullptr;
+  double *distance = nullptr;
+  float *worst = nullptr;
+  int32_t *valid = nullptr;
+};
+
+/*
+ * A two-sided job (KnnwbSelectJob.out_reference_refined) run as a self job over the two sides'
+ * rows one after the other: rows [0, n_a) are the job's query rows, [n_a, n) its reference rows,
+ * only tiles across the two are scored (schedule_cross.cu), and each side's lists come back to its
+ * own outputs with indices into the other side. The worker reads its host rows from here, not from
+ * the run's job, whose query and reference stand for the combined rows (cuda_select.cu).
+ */
+struct CrossRows {
+  size_t n_a = 0;
+  const float *rows[2] = {};  /* each side's scored rows (host) */
+  const float *exact[2] = {}; /* each side's exact rows (host) */
+  RefinedOut out[2];
+};
+
 /* What all device threads of one attempt share. */
 struct Run {
   const KnnwbSelectJob *job = nullptr;
@@ -161,6 +183,8 @@ struct Run {
   /* one GPU: its resident rows uploaded ahead of the search (rows_start.h), taken by its worker
    * instead of allocating and uploading them; else nullptr */
   void *staged_rows = nullptr;
+  /* a two-sided job's sides (schedule_cross.cu), else nullptr */
+  const CrossRows *cross = nullptr;
   /* exact distances of the final lists computed on the devices (job asked, and they fit) */
   bool exact = false;
   /* with them, core's refine too: the lists sorted and cut to out_k on the devices (job asked,

@@ -48,7 +48,7 @@ void Worker::main()
   if (ok && !run_.abort)
     choose_gemm();
   if (ok && !run_.abort)
-    ok = run_.plan.symmetric ? run_symmetric() : run_panels();
+    ok = run_.cross ? run_cross() : run_.plan.symmetric ? run_symmetric() : run_panels();
   if (ok && run_.exact)
     ok = finish_exact_upload(); /* a GPU that extracted nothing (no panel) still waits here */
   const double t_run = seconds_now();

@@ -10,6 +10,7 @@
  *   schedule_symmetric.cu  self jobs: upper triangle of tiles, thresholds first
  *   schedule_ahead.cu      one GPU: the next column's diagonal tile beside this column's
  *   schedule_panels.cu     query panels against every reference block
+ *   schedule_cross.cu      two-sided jobs: each tile across the two sides feeds both
  *   lists_extract.cu       final lists (and exact distances) to host memory
  *   lists_refine.cu        or, for core, the lists sorted by exact distance and cut to k
  *   lists_merge_peers.cu   several GPUs with peer access: lists merged on the devices
@@ -153,6 +154,10 @@ private:
   void ahead_release();
   bool run_panels();
   bool panel_bounds(size_t q0, int n_q, bool *bounded);
+  /* schedule_cross.cu */
+  bool run_cross();
+  bool cross_bounds();
+  bool cross_tile(size_t q0, int n_q, size_t r0, int n_r);
   /* schedule_share_bounds.cu */
   bool share_bounds_wanted() const;
   bool share_bounds_round();
@@ -162,7 +167,8 @@ private:
   void spread_ordered(const int64_t *from_index, const float *from_score,
                       const double *from_distance, size_t rows, size_t place0, int64_t *index,
                       float *score, double *distance);
-  bool extract_refined(size_t row0, size_t n_rows, size_t query0);
+  bool extract_refined(size_t row0, size_t n_rows, size_t query0, const RefinedOut *out = nullptr,
+                       size_t shift = 0);
   cudaError_t refined_issue_chunk(RefinedDownload &download, size_t c, size_t done);
   cudaError_t refined_spread_chunk(RefinedDownload &download, int s);
   void refined_trace(const RefinedDownload &download, size_t chunks, double seconds);

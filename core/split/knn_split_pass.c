@@ -122,10 +122,15 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
   const gboolean refined = knnwb_split_refine_wanted(run);
   pass->room.refined =
       refined ? g_try_malloc(MAX(knnwb_split_refined_bytes(rows, k), (size_t)1)) : NULL;
+  /* the other side's k best of a pair scored once for both: at most a visiting block's rows */
+  const gboolean cross = pass->ranks > 1 && knnwb_split_cross_wanted(run);
+  pass->room.refined_other =
+      cross ? g_try_malloc(MAX(knnwb_split_refined_bytes(largest, k), (size_t)1)) : NULL;
   const gboolean back_room = pass->ranks > 1 && !pass->window->back_shared;
   pass->back_room =
       back_room ? g_try_malloc(MAX(knnwb_split_best_bytes(largest, k), (size_t)1)) : NULL;
   gboolean ok = pass->room.lists != NULL && (!refined || pass->room.refined != NULL) &&
+                (!cross || pass->room.refined_other != NULL) &&
                 (!back_room || pass->back_room != NULL);
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
@@ -315,6 +320,7 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
   /* (A window still open is the run's to close: the own rows may live there.) */
   g_free(pass.room.lists);
   g_free(pass.room.refined);
+  g_free(pass.room.refined_other);
   g_free(pass.back_room);
   g_free(pass.visiting);
   g_free(pass.bounds);
@@ -347,7 +353,8 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
   KnnwbSplitRoom room = {
       g_try_malloc(MAX(knnwb_split_lists_bytes(query->n, run->kc), (size_t)1)),
       refined ? g_try_malloc(MAX(knnwb_split_refined_bytes(query->n, run->options->k), (size_t)1))
-              : NULL};
+              : NULL,
+      NULL};
   if (ok && (bounds == NULL || room.lists == NULL || (refined && room.refined == NULL))) {
     ok = FALSE;
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,

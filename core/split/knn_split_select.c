@@ -151,7 +151,7 @@ static void knnwb_split_test_exact(const KnnwbSplitRun *run, const KnnwbSelectJo
                                               reference->first + (size_t)index);
     }
   *job->out_distance_filled = 1;
-  if (run->test_exact == 3 && job->out_k > 0) {
+  if (run->test_exact >= 3 && job->out_k > 0) {
     for (size_t i = 0; i < job->n_query; i++)
       knnwb_split_test_refine(job, i);
     *job->out_refined = 1;
@@ -182,7 +182,14 @@ size_t knnwb_split_refined_bytes(size_t rows, size_t k)
 
 gboolean knnwb_split_refine_wanted(const KnnwbSplitRun *run)
 {
-  return run->select != knnwb_cpu_select || run->test_exact == 3;
+  return run->select != knnwb_cpu_select || run->test_exact >= 3;
+}
+
+gboolean knnwb_split_cross_wanted(const KnnwbSplitRun *run)
+{
+  return !run->two_sided && knnwb_split_refine_wanted(run) &&
+         (run->select != knnwb_cpu_select || run->test_exact == 4) &&
+         g_strcmp0(g_getenv("KNNWB_SPLIT_CROSS"), "0") != 0;
 }
 
 /* The backend asked to return each row's k best (at most the job's kc) in room instead of its kc
@@ -206,6 +213,21 @@ static void knnwb_split_refined_ask(KnnwbSelectJob *job, KnnwbSplitRefined *refi
   job->out_worst_score = refined->worst;
   job->out_valid = refined->valid;
   job->out_refined = &refined->done;
+}
+
+/* The other side's k best of a job that scores each pair once for both sides, in room. */
+static void knnwb_split_refined_ask_other(KnnwbSelectJob *job, KnnwbSplitRefined *refined,
+                                          char *room, size_t rows, size_t k)
+{
+  KnnwbSelectJob other = {.kc = job->kc, .out_distance = job->out_distance};
+  knnwb_split_refined_ask(&other, refined, room, rows, k);
+  if (other.out_k == 0 || other.out_k != job->out_k)
+    return;
+  job->out_reference_k_index = refined->index;
+  job->out_reference_k_distance = refined->distance;
+  job->out_reference_worst_score = refined->worst;
+  job->out_reference_valid = refined->valid;
+  job->out_reference_refined = &refined->done;
 }
 
 gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query,
@@ -285,6 +307,95 @@ static gboolean knnwb_split_select_two_sided(const KnnwbSplitRun *run, const Knn
   return ok;
 }
 
+/* Tests (KNNWB_SPLIT_TEST_EXACT=4): a job for both sides as a GPU runs it, from the CPU's
+ * two-sided job: b's kc lists, their exact distances and k best into the job's reference outputs.
+ * Every third pair (by its sides' first rows, so the same ones on every run) declines, as a GPU
+ * without room for both sides: a's side only. */
+static gboolean knnwb_split_test_cross(const KnnwbSplitRun *run, KnnwbSelectJob *job,
+                                       const KnnwbSplitSide *a, const KnnwbSplitSide *b,
+                                       GError **error)
+{
+  int *done = job->out_reference_refined;
+  job->out_reference_refined = NULL;
+  if ((a->global + b->global) % 3 == 0)
+    return knnwb_split_run_job(run, job, a, b, error);
+  KnnwbSplitLists b_lists;
+  if (!knnwb_split_lists_init(&b_lists, b->count, job->kc, run->threads, error))
+    return FALSE;
+  job->out_reference_index = b_lists.index;
+  job->out_reference_score = b_lists.score;
+  job->query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
+  job->query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
+  gboolean ok = knnwb_split_run_job(run, job, a, b, error);
+  if (ok) {
+    KnnwbSelectJob other = {.n_query = b->count,
+                            .kc = job->kc,
+                            .out_index = b_lists.index,
+                            .out_score = b_lists.score,
+                            .out_distance = b_lists.distance,
+                            .out_k = job->out_k,
+                            .out_k_index = job->out_reference_k_index,
+                            .out_k_distance = job->out_reference_k_distance,
+                            .out_worst_score = job->out_reference_worst_score,
+                            .out_valid = job->out_reference_valid};
+    for (size_t i = 0; i < b->count; i++) {
+      for (size_t t = 0; t < job->kc; t++) {
+        const int64_t index = b_lists.index[i * job->kc + t];
+        b_lists.distance[i * job->kc + t] =
+            index < 0
+                ? NAN
+                : knnwb_prepared_distance(b->rows, b->first + i, a->rows, a->first + (size_t)index);
+      }
+      knnwb_split_test_refine(&other, i);
+    }
+    *done = 1;
+  }
+  job->out_reference_index = NULL;
+  job->out_reference_score = NULL;
+  knnwb_split_lists_clear(&b_lists);
+  return ok;
+}
+
+/* The pair (a, b) as one job that scores each pair once for both sides and returns both sides' k
+ * best (a GPU's, KnnwbSelectJob.out_reference_refined): half the arithmetic of two panels. Where
+ * the backend declines, a's side came back as a panel's, and b's runs as a panel of its own. */
+static gboolean knnwb_split_select_cross(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
+                                         const KnnwbSplitSide *b, const float *a_bounds,
+                                         const float *b_bounds, const KnnwbSplitRoom *room,
+                                         KnnwbSplitBest *a_best, size_t a_at,
+                                         KnnwbSplitBest *b_best, GError **error)
+{
+  const size_t valid_a = knnwb_split_valid(a), valid_b = knnwb_split_valid(b);
+  if (valid_a == 0 || valid_b == 0 || a->count == 0 || b->count == 0)
+    return TRUE;
+  /* As a panel's: a backend that declines writes every slot of a's kc lists. */
+  KnnwbSplitLists lists = knnwb_split_lists_over(room->lists, a->count, run->kc);
+  KnnwbSelectJob job;
+  knnwb_split_fill_job(run, &job, a, b, MIN(run->kc, MIN(valid_a, valid_b)), &lists);
+  job.query_bounds = a_bounds;
+  job.reference_bounds = b_bounds;
+  job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
+  job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
+  KnnwbSplitRefined a_refined = {0}, b_refined = {0};
+  knnwb_split_refined_ask(&job, &a_refined, room->refined, a->count, run->options->k);
+  knnwb_split_refined_ask_other(&job, &b_refined, room->refined_other, b->count, run->options->k);
+  if (!(run->test_exact == 4 ? knnwb_split_test_cross(run, &job, a, b, error)
+                             : knnwb_split_run_job(run, &job, a, b, error)))
+    return FALSE;
+  lists.kc = job.kc; /* the job's stride */
+  if (a_refined.done) {
+    knnwb_split_best_take_refined(run, a_best, a_at, &a_refined, job.kc, a, b, valid_b);
+  } else {
+    knnwb_split_finish_as(run, a, b, &lists, FALSE);
+    knnwb_split_best_take(run, a_best, a_at, &lists, a, b, valid_b);
+  }
+  if (b_refined.done) {
+    knnwb_split_best_take_refined(run, b_best, 0, &b_refined, job.kc, b, a, valid_a);
+    return TRUE;
+  }
+  return knnwb_split_panel(run, b, a, b_bounds, room, b_best, 0, error);
+}
+
 gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                             const KnnwbSplitSide *b, const float *a_bounds, const float *b_bounds,
                             const KnnwbSplitRoom *room, KnnwbSplitBest *a_best, size_t a_at,
@@ -295,6 +406,9 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
   if (run->two_sided)
     return knnwb_split_select_two_sided(run, a, b, a_bounds, b_bounds, room, a_best, a_at, b_best,
                                         error);
+  if (room->refined_other != NULL)
+    return knnwb_split_select_cross(run, a, b, a_bounds, b_bounds, room, a_best, a_at, b_best,
+                                    error);
   /* Two panel jobs for backends that select for query rows only: b's first, then a's in the same
    * room, so the pair holds one job's lists at a time. Both start from thresholds fixed before
    * the pair, so their order changes no list. */

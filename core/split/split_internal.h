@@ -47,10 +47,13 @@ typedef struct {
 
 /* A job's rooms: kc-wide lists of the larger side's rows (knnwb_split_lists_bytes), and, where
  * the backend is asked for each row's k best instead (knnwb_split_refine_wanted: GPUs), room for
- * those (knnwb_split_refined_bytes; the lists' room then stays untouched unless it declines). */
+ * those (knnwb_split_refined_bytes; the lists' room then stays untouched unless it declines), and
+ * for the other side's where it scores a pair once for both sides (knnwb_split_cross_wanted;
+ * else NULL). */
 typedef struct {
   char *lists;
   char *refined;
+  char *refined_other;
 } KnnwbSplitRoom;
 
 /* What a backend refining on its device returned for a job (KnnwbSelectJob.out_k ..): each row's
@@ -130,7 +133,9 @@ typedef struct {
   struct KnnwbSplitProgress *progress; /* rank 0's progress line, else NULL */
   /* Tests (KNNWB_SPLIT_TEST_EXACT): 1, the CPU returns its jobs' exact distances as a GPU does;
    * 2, every other job, as a GPU that declines; 3, each row's k best, as a GPU asked to refine
-   * them (knnwb_split_refine_wanted). 0: the backend's own way. */
+   * them (knnwb_split_refine_wanted); 4, as 3, and a pair's two panels (KNNWB_SPLIT_PANELS=1) as
+   * one job for both sides, as a GPU does (knnwb_split_cross_wanted), two pairs in three (the
+   * third declines, as a GPU without room for both sides). 0: the backend's own way. */
   int test_exact;
 } KnnwbSplitRun;
 
@@ -295,6 +300,10 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
                              const KnnwbSplitSide *query, const KnnwbSplitSide *reference,
                              GError **error);
 size_t knnwb_split_refined_bytes(size_t rows, size_t k);
+/** Whether a pair's two panels go to the backend as one job that scores each pair once for both
+ * sides and returns both sides' k best (KnnwbSelectJob.out_reference_refined; GPUs; not on a
+ * two-sided backend, which does it with kc lists). KNNWB_SPLIT_CROSS=0: never (to compare). */
+gboolean knnwb_split_cross_wanted(const KnnwbSplitRun *run);
 /** Whether the run's jobs ask the backend for each row's k best (GPUs; KNNWB_SPLIT_TEST_EXACT=3
  * emulates it on the CPU). */
 gboolean knnwb_split_refine_wanted(const KnnwbSplitRun *run);

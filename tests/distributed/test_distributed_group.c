@@ -263,6 +263,11 @@ typedef struct {
   KnnwbDirection direction;
   KnnwbNeighbourhood *neighbourhood;
   KnnwbMatrix *members; /* rank 0: the neighbourhood's rows, in vertex order */
+  /* A split run's input_done (options.input_done set): its data becomes this run, whose block
+   * (query_block, the rank's own) it is told of, and its calls are counted here. */
+  GThread *thread;
+  KnnwbMatrix *query_block;
+  int input_done_calls;
 } RankRun;
 
 /* Uneven blocks for split runs (NULL: knnwb_knn_group_rows's): rank r gets rows
@@ -374,6 +379,10 @@ static gpointer rank_main(gpointer data)
     if (reference != NULL)
       reference = reference_block = rank_block(run->reference, &run->rank.group, FALSE);
   }
+  run->thread = g_thread_self();
+  run->query_block = query_block;
+  if (run->options.input_done != NULL)
+    run->options.input_done_data = run;
   if (reference == NULL)
     knnwb_knn_self(query, &run->options, &run->result, &run->error);
   else
@@ -726,10 +735,11 @@ static void test_split_global_statistics(void)
     g_autoptr(KnnwbNeighbors) expected = NULL;
     g_assert_true(knnwb_knn_self(data, &options, &expected, &error));
     options.group_split = TRUE;
-    for (int way = 0; way <= 1; way++) {
-      if (way == 1) { /* the GPUs' panels, their k best refined by the backend */
+    for (int way = 0; way <= 2; way++) {
+      if (way >= 1) { /* the GPUs' panels, their k best refined by the backend; 2: a pair's two
+                       * panels as one job for both sides */
         g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
-        g_setenv("KNNWB_SPLIT_TEST_EXACT", "3", TRUE);
+        g_setenv("KNNWB_SPLIT_TEST_EXACT", way == 2 ? "4" : "3", TRUE);
       }
       assert_ranks_self_lists(data, &options, expected);
       g_unsetenv("KNNWB_SPLIT_PANELS");
@@ -755,14 +765,15 @@ static void test_split_uneven_blocks(void)
       options.group_split = TRUE;
       for (int ranks = 3; ranks <= 4; ranks++) {
         rank_cuts = ranks == 3 ? three : four;
-        for (int way = 0; way < 8; way++) {
+        for (int way = 0; way < 9; way++) {
           /* way 0: the CPU's two-sided jobs, blocks shared every other run; 1: the same with
            * shared blocks, the last pair in halves and the exact distances returned by the
-           * backend; 2-7: the panels of the GPUs with shared blocks, their exact distances
+           * backend; 2-8: the panels of the GPUs with shared blocks, their exact distances
            * returned by the backend (2), their k best refined by it (3), every other job's
            * distances (6-7), the lists that go back sent (4-5), or the
-           * window refused room for them (6-7: the block alone shared) */
-          const int panels = way >= 2, limited = way >= 6;
+           * window refused room for them (6-7: the block alone shared); 8: as 3, a pair's two
+           * panels as one job for both sides (two pairs in three) */
+          const int panels = way >= 2, limited = way == 6 || way == 7;
           options.group_own_rows = way % 2;
           if (way == 1) {
             g_setenv("KNNWB_SPLIT_CHUNKS", "0", TRUE);
@@ -774,6 +785,7 @@ static void test_split_uneven_blocks(void)
             g_setenv("KNNWB_SPLIT_TEST_EXACT",
                      way == 2   ? "1"
                      : way == 3 ? "3"
+                     : way == 8 ? "4"
                      : way >= 6 ? "2"
                                 : "0",
                      TRUE);
@@ -911,11 +923,11 @@ static void test_split_dense_ties(void)
               one_process_lists(query ? queries : NULL, data, &options);
           g_assert_cmpuint(expected->n_exhaustive, >, 0);
           options.group_split = TRUE;
-          for (int panels = 0; panels <= 2; panels++) {
+          for (int panels = 0; panels <= 3; panels++) {
             if (panels)
               g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
-            if (panels == 2) /* the k best refined by the backend */
-              g_setenv("KNNWB_SPLIT_TEST_EXACT", "3", TRUE);
+            if (panels >= 2) /* the k best refined by the backend (3: both sides of a pair) */
+              g_setenv("KNNWB_SPLIT_TEST_EXACT", panels == 3 ? "4" : "3", TRUE);
             for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
               RankRun runs[MAX_RANKS];
               run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
@@ -961,13 +973,14 @@ static void test_split_back_bound(void)
     g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
     rank_cuts = cuts;
     /* ways 0-2: split, two-sided jobs, panels, panels refined by the backend; 3-4: every rank
-     * every row, candidates merged by score or each rank's k best merged */
-    for (int way = 0; way < 5; way++) {
-      options.group_split = way < 3;
-      if (way == 1 || way == 2)
+     * every row, candidates merged by score or each rank's k best merged; 5: split, a pair's
+     * panels as one job for both sides, refined by the backend */
+    for (int way = 0; way < 6; way++) {
+      options.group_split = way < 3 || way == 5;
+      if (way == 1 || way == 2 || way == 5)
         g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
-      if (way == 2)
-        g_setenv("KNNWB_SPLIT_TEST_EXACT", "3", TRUE);
+      if (way == 2 || way == 5)
+        g_setenv("KNNWB_SPLIT_TEST_EXACT", way == 5 ? "4" : "3", TRUE);
       if (way >= 3)
         g_setenv("KNNWB_GROUP_REFINED", way == 4 ? "1" : "0", TRUE);
       thread_share_next = TRUE;
@@ -2329,6 +2342,97 @@ static void test_split_planned_run(void)
   g_unsetenv("KNNWB_MARGIN_PILOT");
 }
 
+/* input_done's callback for test_split_input_done: the rank's block overwritten with NaN (1), then
+ * also its values freed as knnwb knn frees them (2: a block of the rank's own copy of the whole,
+ * so the whole's values go), after the checks that it comes once and on the rank's own thread. */
+static int input_done_way;
+
+static void input_done_poison(void *data)
+{
+  RankRun *run = data;
+  g_assert_true(run->thread == g_thread_self());
+  g_assert_nonnull(run->query_block);
+  g_assert_cmpint(++run->input_done_calls, ==, 1);
+  KnnwbMatrix *block = run->query_block;
+  for (size_t c = 0; c < block->n_rows * block->n_cols; c++)
+    block->values[c] = NAN;
+  if (input_done_way == 2)
+    knnwb_matrix_release_values(block);
+}
+
+/* The rows a split self run reads after input_done: none. Small integer values (many ties, so
+ * rows go through the certify loop's re-selection and exhaustive rounds after the first pass), a
+ * callback that poisons the rank's block and then frees it: for every metric's packed layout,
+ * two-sided jobs and the two panels of other backends, 2-4 ranks (one block empty), each rank's
+ * callback comes exactly once where the own rows are read from the shared window, and the lists
+ * are one process's bytes. It never comes with KNNWB_SPLIT_OWN_PACKED=0, without a shared window,
+ * when the lists go back by an exchange (KNNWB_SPLIT_BACK_SHARED=0), for one rank, for ranks that
+ * each hold every row, nor for a split query run. */
+static void test_split_input_done(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
+                                        KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_EUCLIDEAN,
+                                        KNNWB_METRIC_MANHATTAN, KNNWB_METRIC_COSINE};
+  static const size_t three[] = {0, 60, 60, 131};
+  const size_t n = 131, nq = 29, d = 5;
+  g_autoptr(KnnwbMatrix) data = knnwb_matrix_new(n, d, NULL);
+  g_autoptr(KnnwbMatrix) queries = knnwb_matrix_new(nq, d, NULL);
+  g_autoptr(GRand) rng = g_rand_new_with_seed(91);
+  for (size_t i = 0; i < (n + nq) * d; i++)
+    *(i < n * d ? &data->values[i] : &queries->values[i - n * d]) =
+        (float)g_rand_int_range(rng, -3, 4);
+  for (size_t i = 0; i < n + nq; i++) { /* no constant row (correlations) */
+    float *row = i < n ? data->values + i * d : queries->values + (i - n) * d;
+    if (row[0] == row[1])
+      row[1] = row[0] + 1.0f;
+  }
+  rank_copies = TRUE; /* (the callback overwrites the rank's own rows, not data's) */
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    KnnwbKnnOptions options;
+    small_cpu_options(&options, metrics[m], 6);
+    g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+    g_autoptr(KnnwbNeighbors) expected_query = one_process_lists(queries, data, &options);
+    g_assert_cmpuint(expected->n_reselected, >, 0);
+    options.input_done = input_done_poison;
+    options.group_split = TRUE;
+    /* way 0-1: poisoned, freed (blocks of a whole); 2-3: the panels of other backends, their k
+     * best refined by the backend; 4: the own rows' prepared copy kept; 5: no shared window; 6:
+     * the lists sent back; 7: a query run; 8: every rank every row */
+    for (int way = 0; way < 9; way++) {
+      input_done_way = way == 1 || way == 3 ? 2 : 1;
+      rank_whole_views = input_done_way == 2;
+      if (way == 2 || way == 3) {
+        g_setenv("KNNWB_SPLIT_PANELS", "1", TRUE);
+        g_setenv("KNNWB_SPLIT_TEST_EXACT", "3", TRUE);
+      }
+      if (way == 4)
+        g_setenv("KNNWB_SPLIT_OWN_PACKED", "0", TRUE);
+      if (way == 6)
+        g_setenv("KNNWB_SPLIT_BACK_SHARED", "0", TRUE);
+      options.group_split = way != 8;
+      const gboolean query = way == 7, called = way < 4;
+      for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
+        rank_cuts = ranks == 3 && !query ? three : NULL;
+        thread_share_next = way != 5;
+        RankRun runs[MAX_RANKS];
+        run_ranks(ranks, query ? queries : data, query ? data : NULL, &options, runs);
+        for (int r = 0; r < ranks; r++) {
+          g_assert_no_error(runs[r].error);
+          g_assert_cmpint(runs[r].input_done_calls, ==, called && ranks > 1 ? 1 : 0);
+          assert_same_rows(query ? expected_query : expected, runs[r].result);
+          knnwb_neighbors_free(runs[r].result);
+        }
+      }
+      rank_cuts = NULL;
+      g_unsetenv("KNNWB_SPLIT_PANELS");
+      g_unsetenv("KNNWB_SPLIT_TEST_EXACT");
+      g_unsetenv("KNNWB_SPLIT_OWN_PACKED");
+      g_unsetenv("KNNWB_SPLIT_BACK_SHARED");
+    }
+  }
+  rank_copies = rank_whole_views = FALSE;
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -2351,6 +2455,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/split-planned", test_split_planned);
   g_test_add_func("/distributed/group/split-planned-run", test_split_planned_run);
+  g_test_add_func("/distributed/group/split-input-done", test_split_input_done);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/threshold-board", test_threshold_board);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);

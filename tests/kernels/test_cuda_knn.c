@@ -13,6 +13,7 @@
 #include <igraph.h>
 #include <knnwb/knnwb.h>
 #include <knnwb/clustering.h>
+#include "base/base.h"
 #include "engine/engine.h"
 #include "knnwb_kernels.h"
 #include "knnwb_test_matrix.h"
@@ -715,6 +716,143 @@ static void test_kept_memory(void)
   compare(small, KNNWB_METRIC_EUCLIDEAN, 5, 0, 1);
 }
 
+/* The oracle of a two-sided job's side: row i of `rows` (from first) against every valid row of
+ * `of` (from of_first, count of them), its k best by (exact distance, index). */
+static void cross_oracle(const KnnwbPrepared *p, size_t first, size_t i, size_t of_first,
+                         size_t count, size_t k, int64_t *index, double *distance)
+{
+  KnnwbNeighbour *all = g_new(KnnwbNeighbour, count);
+  size_t valid = 0;
+  for (size_t j = 0; j < count; j++)
+    if (p->invalid == NULL || !p->invalid[of_first + j])
+      all[valid++] =
+          (KnnwbNeighbour){knnwb_prepared_distance(p, first + i, p, of_first + j), (int64_t)j};
+  qsort(all, valid, sizeof *all, knnwb_neighbour_compare);
+  for (size_t t = 0; t < k; t++) {
+    index[t] = t < valid ? all[t].index : -1;
+    distance[t] = t < valid ? all[t].distance : INFINITY;
+  }
+  g_free(all);
+}
+
+/* A two-sided job (KnnwbSelectJob.out_reference_refined, a pair of blocks of a split run) on one
+ * GPU: both sides' k best, bit for bit the double oracle's when the candidates are every pair (kc
+ * = the smaller side, no bounds), for every metric, odd sides, a row copied across the sides and a
+ * row left out; declined (KNNWB_CUDA_CROSS=0, as where the GPU cannot hold both sides), the query
+ * side still comes back right and the other is left to the caller. */
+static void test_two_sided(void)
+{
+  if (!gpu_or_skip())
+    return;
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
+                                        KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE,
+                                        KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  const size_t na = 613, nb = 1301, n = na + nb, d = 19, k = 7;
+  g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 3);
+  for (size_t j = 0; j < d; j++) { /* a copy across the sides, and a constant row (left out) */
+    m->values[(na + 5) * d + j] = m->values[2 * d + j];
+    m->values[(na + 9) * d + j] = 1.0f;
+  }
+  for (guint mi = 0; mi < G_N_ELEMENTS(metrics); mi++)
+    for (int declined = 0; declined <= 1; declined++) {
+      KnnwbPrepared p;
+      g_autoptr(GError) error = NULL;
+      g_assert_true(knnwb_prepared_init(&p, m, metrics[mi], TRUE, "data", 2, NULL, NULL, &error));
+      knnwb_prepared_set_screen(
+          &p, &p, metrics[mi] == KNNWB_METRIC_MANHATTAN ? KNNWB_SCREEN_FP32 : KNNWB_SCREEN_FP16);
+      const size_t kc = na; /* every pair: no side has a row left out but b */
+      if (declined)
+        g_setenv("KNNWB_CUDA_CROSS", "0", TRUE);
+      int64_t *index = g_new(int64_t, na * kc), *a_index = g_new(int64_t, na * k),
+              *b_index = g_new(int64_t, nb * k);
+      float *score = g_new(float, na *kc), *a_worst = g_new(float, na), *b_worst = g_new(float, nb),
+            *a_bounds = g_new(float, na);
+      double *distance = g_new(double, na *kc), *a_distance = g_new(double, na *k),
+             *b_distance = g_new(double, nb *k);
+      int32_t *a_valid = g_new(int32_t, na), *b_valid = g_new(int32_t, nb);
+      for (size_t i = 0; i < na; i++)
+        a_bounds[i] = INFINITY;
+      int refined = 0, other_refined = 0, filled = 0;
+      KnnwbSelectJob job = {
+          .query = p.scored,
+          .n_query = na,
+          .reference = p.scored + na * d,
+          .n_reference = nb,
+          .reference_sqnorms = p.sqnorms ? p.sqnorms + na : NULL,
+          .reference_invalid = p.invalid ? p.invalid + na : NULL,
+          .dim = d,
+          .score_kind = knnwb_metric_score_kind(p.metric),
+          .screen = knnwb_screen_kernel_precision(p.screen),
+          .screen_row_norm = p.screen_row_norm,
+          .screen_half_scores = knnwb_screen_half_scores(p.screen),
+          .n_threads = 2,
+          .kc = kc,
+          .out_index = index,
+          .out_score = score,
+          .exact_kind = knnwb_metric_exact_kind(p.metric),
+          .exact_query = p.exact,
+          .exact_reference = p.exact + na * d,
+          .exact_query_mean = p.mean,
+          .exact_query_squares = p.sum_squares,
+          .exact_reference_mean = p.mean ? p.mean + na : NULL,
+          .exact_reference_squares = p.sum_squares ? p.sum_squares + na : NULL,
+          .out_distance = distance,
+          .out_distance_filled = &filled,
+          .out_k = k,
+          .out_k_index = a_index,
+          .out_k_distance = a_distance,
+          .out_worst_score = a_worst,
+          .out_valid = a_valid,
+          .out_refined = &refined,
+          .query_sqnorms = p.sqnorms,
+          .query_invalid = p.invalid,
+          .query_bounds = a_bounds,
+          .out_reference_k_index = b_index,
+          .out_reference_k_distance = b_distance,
+          .out_reference_worst_score = b_worst,
+          .out_reference_valid = b_valid,
+          .out_reference_refined = &other_refined,
+      };
+      char message[512];
+      g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==, KNNWB_KERNELS_OK);
+      g_unsetenv("KNNWB_CUDA_CROSS");
+      g_assert_cmpint(refined, ==, 1);
+      g_assert_cmpint(other_refined, ==, !declined);
+      int64_t want_index[7];
+      double want_distance[7];
+      for (size_t i = 0; i < na; i++) {
+        if (p.invalid && p.invalid[i])
+          continue;
+        cross_oracle(&p, 0, i, na, nb, k, want_index, want_distance);
+        g_assert_cmpmem(a_index + i * k, k * sizeof(int64_t), want_index, sizeof want_index);
+        g_assert_cmpmem(a_distance + i * k, k * sizeof(double), want_distance,
+                        sizeof want_distance);
+      }
+      for (size_t i = 0; i < nb && !declined; i++) {
+        if (p.invalid && p.invalid[na + i])
+          continue;
+        cross_oracle(&p, na, i, 0, na, k, want_index, want_distance);
+        g_assert_cmpmem(b_index + i * k, k * sizeof(int64_t), want_index, sizeof want_index);
+        g_assert_cmpmem(b_distance + i * k, k * sizeof(double), want_distance,
+                        sizeof want_distance);
+        g_assert_cmpint(b_valid[i], ==, (int32_t)kc);
+      }
+      g_free(index);
+      g_free(a_index);
+      g_free(b_index);
+      g_free(score);
+      g_free(a_worst);
+      g_free(b_worst);
+      g_free(a_bounds);
+      g_free(distance);
+      g_free(a_distance);
+      g_free(b_distance);
+      g_free(a_valid);
+      g_free(b_valid);
+      knnwb_prepared_clear(&p);
+    }
+}
+
 static void test_no_device_error(void)
 {
   if (knnwb_cuda_device_count() > 0) {
@@ -753,5 +891,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-knn/query-within", test_query_within);
   g_test_add_func("/kernels/cuda-knn/no-device-error", test_no_device_error);
   g_test_add_func("/kernels/cuda-knn/groups-and-exact-mst", test_groups_and_exact_mst);
+  g_test_add_func("/kernels/cuda-knn/two-sided", test_two_sided);
   return g_test_run();
 }
