@@ -97,6 +97,27 @@ void knnwb_matrix_free(KnnwbMatrix *matrix)
   g_free(matrix);
 }
 
+void knnwb_matrix_release_values(KnnwbMatrix *matrix)
+{
+  if (matrix == NULL)
+    return;
+  g_clear_pointer(&matrix->row_ranks, g_free);
+  if (matrix->values_destroy == knnwb_matrix_free_whole) {
+    /* The block's rows are the whole's: the whole's values go, and the whole itself (its labels,
+     * which callers borrow) stays until the block is freed. */
+    knnwb_matrix_release_values(matrix->values_destroy_data);
+  } else if (matrix->values_destroy != NULL) {
+    if (matrix->values != NULL)
+      matrix->values_destroy(matrix->values, matrix->n_rows * matrix->n_cols * sizeof(float),
+                             matrix->values_destroy_data);
+    matrix->values_destroy = NULL;
+    matrix->values_destroy_data = NULL;
+  } else if (!matrix->values_borrowed) {
+    g_free(matrix->values);
+  }
+  matrix->values = NULL;
+}
+
 static void knnwb_matrix_set_string(KnnwbMatrix *matrix, char ***array, size_t length, size_t i,
                                     const char *label)
 {

@@ -364,7 +364,11 @@ static gboolean knnwb_split_run_plan(KnnwbSplitState *state, KnnwbSplitRun *run,
  * lists that go back lie there too, the window stays open to the end of the certify rounds and the
  * own rows are read from their packed copy in it: the prepared copy (a block of floats, its
  * statistics and flags) is freed, so a rank holds its rows once beside the input block (the
- * packed rows are the same values, so the lists do not change). Collective. */
+ * packed rows are the same values, so the lists do not change). From then on nothing reads the
+ * input block's values (the checks, the frame and the preparation are done; the passes, the
+ * certificate and the certify rounds read state->own; the prepared copy's rows, which alias the
+ * block's values for most metrics, are gone), so the caller may free them too (input_done): the
+ * rank then holds its rows once in all. Collective. */
 static gboolean knnwb_split_run_window(KnnwbSplitState *state, const KnnwbSplitRun *run,
                                        GError **error)
 {
@@ -382,6 +386,8 @@ static gboolean knnwb_split_run_window(KnnwbSplitState *state, const KnnwbSplitR
   knnwb_prepared_release_rows(&state->query);
   knnwb_release_start(); /* on a helper thread, now */
   state->own = state->reference = &state->own_packed;
+  if (state->options->input_done != NULL)
+    state->options->input_done(state->options->input_done_data);
   return TRUE;
 }
 

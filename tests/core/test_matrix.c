@@ -1,4 +1,4 @@
-/* The data matrix: labels, transpose, row selection, finiteness, overflow. */
+/* The data matrix: labels, transpose, row selection, finiteness, overflow, released values. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,12 +174,85 @@ static void test_block_of(void)
   knnwb_matrix_free(empty);
 }
 
+/* A values_destroy that counts its calls and frees as knnwb_matrix_free would. */
+static void count_destroy(void *values, size_t n_bytes, void *data)
+{
+  int *calls = data;
+  g_assert_cmpuint(n_bytes, ==, 6 * sizeof(float)); /* the shape it was made with */
+  (*calls)++;
+  g_free(values);
+}
+
+/* The values (and row ranks) freed while the shape, labels and absent marks stay, for every kind
+ * of ownership, and knnwb_matrix_free afterwards frees nothing twice (the sanitizer builds see a
+ * double free or a leak). */
+static void test_release_values(void)
+{
+  /* owned */
+  KnnwbMatrix *owned = knnwb_matrix_new(3, 2, NULL);
+  knnwb_matrix_set_row_label(owned, 1, "b");
+  knnwb_matrix_set_col_label(owned, 0, "c0");
+  knnwb_matrix_set_row_absent(owned, 2);
+  knnwb_matrix_take_row_ranks(owned, g_new0(float, 6));
+  knnwb_matrix_release_values(owned);
+  g_assert_null(owned->values);
+  g_assert_null(knnwb_matrix_row_ranks(owned));
+  g_assert_cmpuint(owned->n_rows, ==, 3);
+  g_assert_cmpuint(owned->n_cols, ==, 2);
+  g_assert_cmpstr(knnwb_matrix_row_label(owned, 1), ==, "b");
+  g_assert_cmpstr(owned->col_labels[0], ==, "c0");
+  g_assert_true(knnwb_matrix_row_is_absent(owned, 2));
+  knnwb_matrix_release_values(owned); /* again: nothing */
+  knnwb_matrix_free(owned);
+  /* wrapped with a destroy function: called once, with the values and their bytes */
+  int calls = 0;
+  KnnwbMatrix *wrapped = knnwb_matrix_new_wrapped(3, 2, g_new0(float, 6), count_destroy, &calls);
+  knnwb_matrix_release_values(wrapped);
+  g_assert_cmpint(calls, ==, 1);
+  g_assert_null(wrapped->values);
+  knnwb_matrix_release_values(wrapped);
+  knnwb_matrix_free(wrapped);
+  g_assert_cmpint(calls, ==, 1);
+  /* borrowed: let go of, never freed */
+  float borrowed_values[6] = {1, 2, 3, 4, 5, 6};
+  KnnwbMatrix *borrowed = knnwb_matrix_new_wrapped(3, 2, borrowed_values, NULL, NULL);
+  knnwb_matrix_release_values(borrowed);
+  g_assert_null(borrowed->values);
+  knnwb_matrix_free(borrowed);
+  g_assert_cmpfloat(borrowed_values[5], ==, 6.0f);
+  /* a block of a whole: the whole's values go, its labels stay until the block is freed */
+  KnnwbMatrix *whole = knnwb_matrix_new(5, 2, NULL);
+  for (size_t i = 0; i < 5; i++) {
+    g_autofree char *label = g_strdup_printf("r%zu", i);
+    knnwb_matrix_set_row_label(whole, i, label);
+  }
+  knnwb_matrix_take_row_ranks(whole, g_new0(float, 10));
+  KnnwbMatrix *block = knnwb_matrix_new_block_of(whole, 1, 3);
+  knnwb_matrix_set_row_label(block, 0, "own");
+  const char *const *labels = (const char *const *)whole->row_labels;
+  knnwb_matrix_release_values(block);
+  g_assert_null(block->values);
+  size_t first = 0;
+  g_assert_true(knnwb_matrix_whole_of(block, &first) == whole);
+  g_assert_cmpuint(first, ==, 1);
+  g_assert_null(whole->values);
+  g_assert_null(knnwb_matrix_row_ranks(whole));
+  g_assert_cmpuint(whole->n_rows, ==, 5);
+  g_assert_cmpstr(labels[4], ==, "r4");
+  g_assert_cmpstr(knnwb_matrix_row_label(block, 0), ==, "own");
+  g_assert_cmpuint(block->n_rows, ==, 3);
+  knnwb_matrix_release_values(block);
+  knnwb_matrix_free(block);
+  knnwb_matrix_release_values(NULL);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/matrix/transpose-and-labels", test_transpose_and_labels);
   g_test_add_func("/matrix/select-rows", test_select_rows);
   g_test_add_func("/matrix/block-of", test_block_of);
+  g_test_add_func("/matrix/release-values", test_release_values);
   g_test_add_func("/matrix/match-columns", test_match_columns);
   g_test_add_func("/matrix/finite-and-overflow", test_finite_and_overflow);
   return g_test_run();

@@ -370,15 +370,31 @@ for ranks in 1 2 3; do
     cmp one-pearson.knn "r$ranks-shared$shared.knn" || fail "$ranks ranks: KNNWB_MPI_SHARED=$shared differs"
   done
   # Split memory with the blocks in the window (each rank's own rows read from their packed copy
-  # there, its prepared copy freed; or kept: KNNWB_SPLIT_OWN_PACKED=0), every metric's layout.
+  # there, its prepared copy and then its input block freed; or kept: KNNWB_SPLIT_OWN_PACKED=0),
+  # every metric's layout. Each rank frees its block once, and only where its rows are packed
+  # (KNNWB_MPI_VERBOSE: every rank's debug lines).
   for metric in pearson spearman euclidean manhattan; do
     for packed in 1 0; do
-      KNNWB_MPI_SHARED=1 KNNWB_SPLIT_OWN_PACKED=$packed mpi "$ranks" knn data.npy -k 9 -m $metric \
-        -b cpu --memory 4K -q --mpi-input split -o "r$ranks-window-$metric-$packed.knn"
+      KNNWB_MPI_SHARED=1 KNNWB_SPLIT_OWN_PACKED=$packed G_MESSAGES_DEBUG=all KNNWB_MPI_VERBOSE=1 \
+        mpi "$ranks" knn data.npy -k 9 -m $metric -b cpu --memory 4K -q --mpi-input split \
+        -o "r$ranks-window-$metric-$packed.knn" 2>"r$ranks-window-$metric-$packed.err"
       cmp "one-$metric.knn" "r$ranks-window-$metric-$packed.knn" ||
         fail "$ranks ranks: split, $metric, blocks in the window (own rows packed: $packed) differs"
+      freed=$(grep -ac "the input block's values freed" "r$ranks-window-$metric-$packed.err" || true)
+      [ "$freed" = $((ranks > 1 && packed == 1 ? ranks : 0)) ] ||
+        fail "$ranks ranks: split, $metric, own rows packed: $packed: $freed input blocks freed"
     done
   done
+  # Text every rank reads whole (a quoted label), each rank a view of its block: its free frees the
+  # whole's values (and spearman's ranks as read), and the writers still name the rows.
+  KNNWB_MPI_SHARED=1 G_MESSAGES_DEBUG=all KNNWB_MPI_VERBOSE=1 mpi "$ranks" knn quoted.tsv -k 9 \
+    -m spearman -b cpu --memory 4K -q --mpi-input split -o "r$ranks-window-quoted.tsv" \
+    2>"r$ranks-window-quoted.err"
+  cmp one-quoted.tsv "r$ranks-window-quoted.tsv" ||
+    fail "$ranks ranks: quoted text input, its blocks freed after the packing, differs"
+  freed=$(grep -ac "the input block's values freed" "r$ranks-window-quoted.err" || true)
+  [ "$freed" = $((ranks > 1 ? ranks : 0)) ] ||
+    fail "$ranks ranks: quoted text input: $freed input blocks freed"
   # The partitioned search (forced on) with every rank holding every row: each group is searched
   # on one rank and each row's pieces are merged on the rank of its block.
   KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \

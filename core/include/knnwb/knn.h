@@ -86,7 +86,7 @@ const char *knnwb_screen_to_string(KnnwbScreen screen);
  */
 typedef void (*KnnwbProgressFunc)(uint64_t done, uint64_t total, void *data);
 
-/** Options of a kNN run. Initialise with knnwb_knn_options_init(); every field has a safe default. */
+/** A kNN run's options. Initialise with knnwb_knn_options_init(); each field has a safe default. */
 typedef struct {
   KnnwbMetric metric;         /**< default pearson */
   size_t k;                   /**< neighbours per row, 1 <= k <= (reference rows - self) */
@@ -101,7 +101,8 @@ typedef struct {
                                    give them no edges, instead of failing */
   KnnwbProgressFunc progress; /**< optional */
   void *progress_data;
-  const volatile gint *cancel; /**< optional: the run stops with KNNWB_ERROR_CANCELLED once *cancel != 0 */
+  /** Optional: the run stops with KNNWB_ERROR_CANCELLED once *cancel != 0. */
+  const volatile gint *cancel;
   const char *data_name; /**< what warnings call the data (its file name, say); NULL: "data" */
   /** Ranks computing this run together (NULL: this process alone). With a group of
    * size > 1 the call is collective: every rank passes the same matrices and options, gets the
@@ -137,6 +138,16 @@ typedef struct {
    * (spearman). Blocks of any sizes; the lists are the same bytes. FALSE: each rank never holds
    * more than its block. */
   gboolean group_split_gather;
+  /** Optional: called at most once, from the calling thread, with input_done_data, once the search
+   * will no longer read the values (nor the row ranks) of the query rows it was given, so that
+   * the caller may free them before the search returns (knnwb_matrix_release_values); their
+   * labels, n_rows and n_cols may still be read. Today only a split self run (group_split) whose
+   * ranks share a host window calls it, once it reads its own rows from their packed copy there;
+   * any other run never does. For knnwb_knn_self and knnwb_knn_graph (which passes its options on)
+   * only: other functions that take options search rows of their own or read the rows again after
+   * their search, so leave it NULL there. NULL (zero-initialised options): nothing is called. */
+  void (*input_done)(void *data);
+  void *input_done_data;
 } KnnwbKnnOptions;
 
 /** Whether a run with options would compute on GPUs (the cuda backend, or auto with a usable
@@ -197,9 +208,9 @@ typedef struct {
   int64_t *indices;
   double *distances;
   int32_t *n_found;
-  char *backend_used; /**< "cpu" or "cuda:N" (number of GPUs), for reports */
-  size_t first_row;   /**< the lists are of rows first_row .. first_row + n_queries - 1 (not 0
-                           only for a group run with group_own_rows) */
+  char *backend_used;      /**< "cpu" or "cuda:N" (number of GPUs), for reports */
+  size_t first_row;        /**< the lists are of rows first_row .. first_row + n_queries - 1 (not 0
+                                only for a group run with group_own_rows) */
   KnnwbScreen screen_used; /**< the screening precision the run used (never auto) */
   size_t n_reselected;     /**< rows the certificate sent back for a wider selection (all rounds) */
   size_t n_exhaustive;     /**< of those, rows finally compared with every row: their windows held
@@ -228,9 +239,9 @@ gboolean knnwb_neighbors_gather_root(const KnnwbKnnGroup *group, const KnnwbNeig
  * force in double. So every backend, thread count and memory budget gives identical lists.
  *
  * Errors: KNNWB_ERROR_INVALID_ARGUMENT (k out of range), KNNWB_ERROR_INVALID_DATA (NaN/Inf, or a
- * degenerate row naming it), KNNWB_ERROR_NO_MEMORY (size overflow or allocation), KNNWB_ERROR_DEVICE,
- * KNNWB_ERROR_CANCELLED.
- * Complexity: O(n^2 d / 2) arithmetic (each tile pair once), O(n k + n d) memory plus the tile budget.
+ * degenerate row naming it), KNNWB_ERROR_NO_MEMORY (size overflow or allocation),
+ * KNNWB_ERROR_DEVICE, KNNWB_ERROR_CANCELLED. Complexity: O(n^2 d / 2) arithmetic (each tile pair
+ * once), O(n k + n d) memory plus the tile budget.
  */
 gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                         KnnwbNeighbors **result, GError **error);
@@ -293,8 +304,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(KnnwbExactRows, knnwb_exact_rows_free)
  * Errors: as knnwb_knn_self (degenerate rows are an error), KNNWB_ERROR_INVALID_ARGUMENT.
  */
 typedef struct KnnwbOutsideSearch KnnwbOutsideSearch;
-KnnwbOutsideSearch *knnwb_outside_search_new(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
-                                             GError **error);
+KnnwbOutsideSearch *knnwb_outside_search_new(const KnnwbMatrix *data,
+                                             const KnnwbKnnOptions *options, GError **error);
 /**
  * group: n_rows(data) ids in [0, n); rows: the n_rows query rows. out_index[t] (or -1 when every
  * row shares the group of rows[t]) and out_distance[t] (+inf then) receive the answers.
@@ -318,9 +329,10 @@ int knnwb_thread_limit(void);
 
 /**
  * The threads to use for a request of n_threads: 0 (or less) = the CPUs this process may run on
- * (its CPU affinity at the first call: a cpuset or an MPI rank's binding narrows it); more than knnwb_thread_limit() is clamped to it with one warning per
- * process (g_warning). A request for more threads than the affinity allows, when that is narrower
- * than the machine (a bound MPI rank), is kept, with one warning per process.
+ * (its CPU affinity at the first call: a cpuset or an MPI rank's binding narrows it); more than
+ * knnwb_thread_limit() is clamped to it with one warning per process (g_warning). A request for
+ * more threads than the affinity allows, when that is narrower than the machine (a bound MPI rank),
+ * is kept, with one warning per process.
  */
 int knnwb_thread_count(int n_threads);
 

@@ -122,6 +122,18 @@ const KnnwbMatrix *knnwb_matrix_whole_of(const KnnwbMatrix *block, size_t *first
 /** Frees the matrix, its values and labels. NULL is fine. */
 void knnwb_matrix_free(KnnwbMatrix *matrix);
 
+/**
+ * Frees the matrix's values and its row ranks, once nothing reads them any more (a split rank's
+ * block after its search packed it: KnnwbKnnOptions.input_done), and sets values to NULL; the
+ * shape, the labels, the classes, the annotations and the absent-row marks stay, and
+ * knnwb_matrix_free frees the rest later. Values are freed as knnwb_matrix_free would free them
+ * (values_destroy, or g_free); borrowed values (knnwb_matrix_new_wrapped without a destroy
+ * function) are only let go of. A block of a whole (knnwb_matrix_new_block_of) frees the whole's
+ * values and row ranks, which hold its own, and keeps the whole's labels, which a caller may
+ * still read. Calling it again does nothing. NULL is fine. O(1) besides the free.
+ */
+void knnwb_matrix_release_values(KnnwbMatrix *matrix);
+
 /** Sets row label i (copied). Allocates the label array on first use. O(length). */
 void knnwb_matrix_set_row_label(KnnwbMatrix *matrix, size_t i, const char *label);
 /** Sets column label j (copied). */

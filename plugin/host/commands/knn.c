@@ -401,6 +401,18 @@ static void knnwb_knn_shape_known(size_t rows, size_t cols, void *data)
   knnwb_knn_devices_prepare(&run->options, rows, cols);
 }
 
+/* A split rank's block, once the search reads it no more (its rows packed in the ranks' shared
+ * window): only its shape (the summary line) and the labels are used after the search, so its
+ * values go now instead of at the exit, and the rank holds its rows once while it searches. */
+static void knnwb_knn_input_done(void *data)
+{
+  KnnwbKnnRun *run = data;
+  KnnwbMatrix *block = run->split.block;
+  g_debug("knnwb: rank %d: the input block's values freed (%zu x %zu)", run->group->rank,
+          block->n_rows, block->n_cols);
+  knnwb_matrix_release_values(block);
+}
+
 /* The rows this process computes on: all, or (split memory) its block, which the helper reads
  * alone or cuts from the whole file; the writers of all rows want every rank's labels. */
 static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
@@ -421,6 +433,8 @@ static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
     run->rows = run->split.block;
     run->n_rows = run->split.n_rows;
     run->labels = run->split.labels;
+    run->options.input_done = knnwb_knn_input_done;
+    run->options.input_done_data = run;
     return TRUE;
   }
   run->read_options.shape_known = knnwb_knn_shape_known;
