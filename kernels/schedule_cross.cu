@@ -8,7 +8,6 @@
  * start from the job's bounds (core gives the k-th best each row already holds), so the first tiles
  * do not pass every pair. Reference blocks in order, each against every query block.
  */
-#include "device_keep.h"
 #include "select_worker.h"
 
 #include <algorithm>
@@ -26,14 +25,9 @@ bool Worker::cross_bounds()
   const size_t n = job->n_query;
   if (job->query_bounds == nullptr || n == 0)
     return true;
-  void *device = nullptr;
-  cudaError_t err = keep_malloc(device_ordinal_, &device, n * sizeof(float));
-  if (err != cudaSuccess) {
-    run_.fail(knnwb_cuda_status_of(err), "cudaMalloc(%zu bytes) failed on GPU %d: %s",
-              n * sizeof(float), device_ordinal_, cudaGetErrorString(err));
+  void *device = allocate_extra(n * sizeof(float));
+  if (device == nullptr)
     return false;
-  }
-  allocations_.push_back(device);
   CUDA_TRY(run_, cudaMemcpyAsync(device, job->query_bounds, n * sizeof(float),
                                  cudaMemcpyHostToDevice, select_stream_));
   PeerThresholds start = {};
@@ -76,14 +70,9 @@ bool Worker::run_cross()
   std::vector<int> map(n);
   for (size_t g = 0; g < n; g++)
     map[g] = (int)(g < na ? g : g - na);
-  void *device_map = nullptr;
-  cudaError_t err = keep_malloc(device_ordinal_, &device_map, n * sizeof(int));
-  if (err != cudaSuccess) {
-    run_.fail(knnwb_cuda_status_of(err), "cudaMalloc(%zu bytes) failed on GPU %d: %s",
-              n * sizeof(int), device_ordinal_, cudaGetErrorString(err));
+  void *device_map = allocate_extra(n * sizeof(int));
+  if (device_map == nullptr)
     return false;
-  }
-  allocations_.push_back(device_map);
   order_device_ = (int *)device_map;
   CUDA_TRY(run_, cudaMemcpyAsync(device_map, map.data(), n * sizeof(int), cudaMemcpyHostToDevice,
                                  copy_stream_));
@@ -96,13 +85,8 @@ bool Worker::run_cross()
   if (!finish_last_tile())
     return false;
   t_tiles_done_ = seconds_now();
-  if (loop_start_) {
-    float ms = 0;
-    CUDA_TRY(run_, cudaEventRecord(loop_end_, select_stream_));
-    CUDA_TRY(run_, cudaEventSynchronize(loop_end_));
-    CUDA_TRY(run_, cudaEventElapsedTime(&ms, loop_start_, loop_end_));
-    loop_ms_ = ms;
-  }
+  if (!loop_time_end())
+    return false;
   /* the map and the bounds are on the device before their host arrays go */
   CUDA_TRY(run_, cudaStreamSynchronize(copy_stream_));
   CUDA_TRY(run_, cudaStreamSynchronize(select_stream_));

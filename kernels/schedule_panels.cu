@@ -5,7 +5,6 @@
  * thresholds (KnnwbSelectJob.query_bounds) become the panel's thresholds once it is emptied.
  */
 #include "select_worker.h"
-#include "device_keep.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,17 +25,9 @@ bool Worker::panel_bounds(size_t q0, int n_q, bool *bounded)
   *bounded = true;
   for (int t = 0; t < n_q && *bounded; t++)
     *bounded = std::isfinite(job->query_bounds[q0 + t]);
-  if (start_bounds_ == nullptr) {
-    void *device = nullptr;
-    cudaError_t err = keep_malloc(device_ordinal_, &device, (size_t)run_.plan.tile * sizeof(float));
-    if (err != cudaSuccess) {
-      run_.fail(knnwb_cuda_status_of(err), "cudaMalloc(%zu bytes) failed on GPU %d: %s",
-                (size_t)run_.plan.tile * sizeof(float), device_ordinal_, cudaGetErrorString(err));
-      return false;
-    }
-    allocations_.push_back(device);
-    start_bounds_ = (float *)device;
-  }
+  if (start_bounds_ == nullptr &&
+      (start_bounds_ = (float *)allocate_extra((size_t)run_.plan.tile * sizeof(float))) == nullptr)
+    return false;
   CUDA_TRY(run_, cudaMemcpyAsync(start_bounds_, job->query_bounds + q0, (size_t)n_q * sizeof(float),
                                  cudaMemcpyHostToDevice, select_stream_));
   PeerThresholds start = {};

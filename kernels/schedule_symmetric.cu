@@ -247,13 +247,8 @@ bool Worker::run_symmetric()
   if (!finish_last_tile() || !import_rows(PeerThresholds{}, 0, 0))
     return false;
   t_tiles_done_ = seconds_now();
-  if (loop_start_) {
-    float ms = 0;
-    CUDA_TRY(run_, cudaEventRecord(loop_end_, select_stream_));
-    CUDA_TRY(run_, cudaEventSynchronize(loop_end_));
-    CUDA_TRY(run_, cudaEventElapsedTime(&ms, loop_start_, loop_end_));
-    loop_ms_ = ms;
-  }
+  if (!loop_time_end())
+    return false;
   if (run_.abort)
     return false;
   CUDA_TRY(run_, launch_final_merge(state_, 0, (int)n, select_stream_));

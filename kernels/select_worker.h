@@ -91,6 +91,7 @@ private:
   bool setup_blas();
   bool setup_merge_kernel();
   bool allocate_buffers(void *buffer[KNNWB_BUFFER_KINDS], size_t bytes[KNNWB_BUFFER_KINDS]);
+  void *allocate_extra(size_t bytes);
   void bind_buffers(void *const buffer[KNNWB_BUFFER_KINDS], const size_t bytes[KNNWB_BUFFER_KINDS]);
   void bind_state(void *const buffer[KNNWB_BUFFER_KINDS]);
   void bind_stage(void *const buffer[KNNWB_BUFFER_KINDS]);
@@ -134,6 +135,7 @@ private:
   bool select_tile(int slot, const TileGeom &geom);
   bool time_select(int slot);
   bool drain();
+  bool loop_time_end();
   TileGeom tile_geom(int n_rows, int n_cols, size_t row0, size_t col0) const;
   int slot() const
   {

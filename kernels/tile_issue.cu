@@ -302,6 +302,18 @@ bool Worker::issue_tile(TileRequest &request)
   return true;
 }
 
+/* Trace: the tile loop's GPU time, from loop_start_ (recorded when the loop began) to now. */
+bool Worker::loop_time_end()
+{
+  if (!loop_start_)
+    return true;
+  float ms = 0;
+  CUDA_TRY(run_, cudaEventRecord(loop_end_, select_stream_));
+  CUDA_TRY(run_, cudaEventSynchronize(loop_end_));
+  CUDA_TRY(run_, cudaEventElapsedTime(&ms, loop_start_, loop_end_));
+  loop_ms_ = ms;
+  return true;
+}
 bool Worker::drain()
 {
   CUDA_TRY(run_, cudaStreamSynchronize(gemm_stream_));

@@ -189,6 +189,21 @@ bool Worker::setup_merge_kernel()
   return true;
 }
 
+/* A device buffer of this worker's beyond the plan's (a schedule's own), freed by release();
+ * NULL (the run failed) when the GPU has no room. */
+void *Worker::allocate_extra(size_t bytes)
+{
+  void *device = nullptr;
+  const cudaError_t err = keep_malloc(device_ordinal_, &device, bytes);
+  if (err != cudaSuccess) {
+    run_.fail(knnwb_cuda_status_of(err), "cudaMalloc(%zu bytes) failed on GPU %d: %s", bytes,
+              device_ordinal_, cudaGetErrorString(err));
+    return nullptr;
+  }
+  allocations_.push_back(device);
+  return device;
+}
+
 /* The plan's buffers, from the same list the plan's byte count summed (NULL where it has none).
  * Each is in allocations_ as soon as it exists, so release() frees it on any failure. */
 bool Worker::allocate_buffers(void *buffer[KNNWB_BUFFER_KINDS], size_t bytes[KNNWB_BUFFER_KINDS])

@@ -7,7 +7,9 @@
 # NPY with its labels file beside it, as `knnwb metafeatures` writes it). Each rank's timeline,
 # debug lines and largest mappings are in OUT/*.tsv*. With OLD (a `git archive` tarball) the same
 # runs of that tree alternate with this one's; KNNWB_SPLIT_OWN_PACKED=0 runs (the own rows' prepared
-# copy kept beside their packed one) alternate too. Every run must write the same lists.
+# copy and the block as read kept beside their packed copy) and KNNWB_SPLIT_CROSS=0 runs (a pair of
+# blocks as two panel jobs, not one job for both sides) alternate too. Every run must write the
+# same lists.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/split_memory_check.sh OUT [ROWS [OLD]]
 # (BUILD=DIR: this tree's build, made by CMake beforehand; CLUSTER_ROWS=N: N clustered rows, not
 # 1,000,000: a quick look, on the CPU too)
@@ -33,7 +35,7 @@ for t in $trees; do
 done
 echo "build ${SECONDS} s"
 base=${LD_LIBRARY_PATH:-}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KNNWB_SPLIT_OWN_PACKED=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KNNWB_SPLIT_OWN_PACKED=1 KNNWB_SPLIT_CROSS=1
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-splitmem-data; mkdir -p $d
 $py tests/bench/make_clusters_table.py $d/clusters.npy "${CLUSTER_ROWS:-1000000}" 50 3 >/dev/null || exit 1
@@ -54,7 +56,8 @@ run() { # NAME TREE RANKS(0: one process) INPUT ARGS...
   else
     LD_LIBRARY_PATH=/tmp/knnwb-splitmem-$t:$base G_MESSAGES_DEBUG=all $py tests/bench/memory_timeline.py \
       "$out/$name.tsv" mpirun --oversubscribe --allow-run-as-root --bind-to none -x CUDA_VISIBLE_DEVICES=0 \
-      -x G_MESSAGES_DEBUG -x LD_LIBRARY_PATH -x KNNWB_SPLIT_OWN_PACKED -np "$np" $k knn $d/$f.npy "$@" \
+      -x G_MESSAGES_DEBUG -x LD_LIBRARY_PATH -x KNNWB_SPLIT_OWN_PACKED -x KNNWB_SPLIT_CROSS -np "$np" \
+      $k knn $d/$f.npy "$@" \
       -o $d/g.npy | tr -d '\n'
   fi
   echo "  $(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)"
@@ -65,9 +68,10 @@ for f in $inputs; do
     for np in 2 4; do
       for t in $trees; do run $f-split$np-$t-$round $t $np $f "${a[@]}" --mpi-input split; done
       [ $np = 2 ] && KNNWB_SPLIT_OWN_PACKED=0 run $f-split$np-kept-$round new $np $f "${a[@]}" --mpi-input split
+      KNNWB_SPLIT_CROSS=0 run $f-split$np-panels-$round new $np $f "${a[@]}" --mpi-input split
+      run $f-whole$np-$round new $np $f "${a[@]}" --mpi-input whole
     done
   done
   run $f-one new 0 $f "${a[@]}"
-  run $f-whole2 new 2 $f "${a[@]}"
 done
 echo "total ${SECONDS} s"
