@@ -453,7 +453,8 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
       *job->out_refined = 1;
       *job->out_reference_refined = 1;
     }
-    if (status != kCrossDeclined)
+    /* (a plan that fit no budget for both sides may still fit the query side alone) */
+    if (status != kCrossDeclined && status != KNNWB_KERNELS_OUT_OF_MEMORY)
       return status;
   }
   KnnwbSelectJob plain = *job;

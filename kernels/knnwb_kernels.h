@@ -183,7 +183,8 @@ typedef struct {
   /* Optional refined transposed output (out_reference_refined == NULL: none), asked together with
    * the query rows' refine (out_k > 0, exact distances): every reference row's k best query rows
    * as out_k_* gives the query rows' (indices into the query rows; the exact distance is the
-   * query row's to the reference row, bit for bit as core computes it; query_sqnorms and
+   * reference row's to the query row, that row first, bit for bit as core computes it;
+   * query_sqnorms and
    * query_invalid as above), into out_reference_k_index / out_reference_k_distance (n_reference x
    * out_k), out_reference_worst_score and out_reference_valid (n_reference); both sides start from
    * query_bounds / reference_bounds. When done, *out_reference_refined and *out_refined are set

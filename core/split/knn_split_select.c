@@ -371,7 +371,7 @@ static gboolean knnwb_split_select_cross(const KnnwbSplitRun *run, const KnnwbSp
   /* As a panel's: a backend that declines writes every slot of a's kc lists. */
   KnnwbSplitLists lists = knnwb_split_lists_over(room->lists, a->count, run->kc);
   KnnwbSelectJob job;
-  knnwb_split_fill_job(run, &job, a, b, MIN(run->kc, MIN(valid_a, valid_b)), &lists);
+  knnwb_split_fill_job(run, &job, a, b, run->kc, &lists);
   job.query_bounds = a_bounds;
   job.reference_bounds = b_bounds;
   job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
@@ -406,7 +406,10 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
   if (run->two_sided)
     return knnwb_split_select_two_sided(run, a, b, a_bounds, b_bounds, room, a_best, a_at, b_best,
                                         error);
-  if (room->refined_other != NULL)
+  /* A job for both sides has one kc: a side with fewer valid rows than kc would cut the other's
+   * candidates, so such a pair (a small chunk or block) goes as two panels. */
+  if (room->refined_other != NULL && knnwb_split_valid(a) >= run->kc &&
+      knnwb_split_valid(b) >= run->kc)
     return knnwb_split_select_cross(run, a, b, a_bounds, b_bounds, room, a_best, a_at, b_best,
                                     error);
   /* Two panel jobs for backends that select for query rows only: b's first, then a's in the same
