@@ -230,6 +230,22 @@ static void knnwb_split_refined_ask_other(KnnwbSelectJob *job, KnnwbSplitRefined
   job->out_reference_refined = &refined->done;
 }
 
+/* A job's candidates of rows (among of's, complete at choose valid ones) taken into best's rows
+ * from at: its k best where the backend refined them, else its kc lists (lists, in the job's
+ * stride), finished here. */
+static void knnwb_split_take_job(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
+                                 const KnnwbSplitRefined *refined, KnnwbSplitLists *lists,
+                                 const KnnwbSplitSide *rows, const KnnwbSplitSide *of,
+                                 size_t choose)
+{
+  if (refined->done) {
+    knnwb_split_best_take_refined(run, best, at, refined, lists->kc, rows, of, choose);
+  } else {
+    knnwb_split_finish_as(run, rows, of, lists, FALSE);
+    knnwb_split_best_take(run, best, at, lists, rows, of, choose);
+  }
+}
+
 gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query,
                            const KnnwbSplitSide *reference, const float *bounds,
                            const KnnwbSplitRoom *room, KnnwbSplitBest *best, size_t at,
@@ -259,12 +275,7 @@ gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query
   if (!knnwb_split_run_job(run, &job, query, of, error))
     return FALSE;
   lists.kc = job.kc; /* the job's stride */
-  if (refined.done) {
-    knnwb_split_best_take_refined(run, best, at, &refined, job.kc, query, of, choose);
-  } else {
-    knnwb_split_finish_as(run, query, of, &lists, FALSE);
-    knnwb_split_best_take(run, best, at, &lists, query, of, choose);
-  }
+  knnwb_split_take_job(run, best, at, &refined, &lists, query, of, choose);
   return TRUE;
 }
 
@@ -383,12 +394,7 @@ static gboolean knnwb_split_select_cross(const KnnwbSplitRun *run, const KnnwbSp
                              : knnwb_split_run_job(run, &job, a, b, error)))
     return FALSE;
   lists.kc = job.kc; /* the job's stride */
-  if (a_refined.done) {
-    knnwb_split_best_take_refined(run, a_best, a_at, &a_refined, job.kc, a, b, valid_b);
-  } else {
-    knnwb_split_finish_as(run, a, b, &lists, FALSE);
-    knnwb_split_best_take(run, a_best, a_at, &lists, a, b, valid_b);
-  }
+  knnwb_split_take_job(run, a_best, a_at, &a_refined, &lists, a, b, valid_b);
   if (b_refined.done) {
     knnwb_split_best_take_refined(run, b_best, 0, &b_refined, job.kc, b, a, valid_a);
     return TRUE;
