@@ -7,6 +7,7 @@
  * n - 1, query jobs, with and without it). The CPU backend is itself checked
  * against a double brute force (tests/core). Skips without a GPU.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -735,11 +736,176 @@ static void cross_oracle(const KnnwbPrepared *p, size_t first, size_t i, size_t 
   g_free(all);
 }
 
+/* A row's refined list where the job may have left pairs out (a bound that nothing passes: the
+ * backend may honour it or not): every entry one of the oracle's pairs with its exact distance, in
+ * (distance, index) order, none twice, -1 and INFINITY after the valid ones. */
+static void check_subset(const KnnwbPrepared *p, size_t first, size_t i, size_t of_first,
+                         size_t count, size_t k, const int64_t *index, const double *distance)
+{
+  size_t t = 0;
+  for (; t < k && index[t] >= 0; t++) {
+    g_assert_cmpint(index[t], <, (int64_t)count);
+    g_assert_false(p->invalid && p->invalid[of_first + (size_t)index[t]]);
+    const double want = knnwb_prepared_distance(p, first + i, p, of_first + (size_t)index[t]);
+    g_assert_cmpmem(&distance[t], sizeof(double), &want, sizeof want);
+    if (t > 0)
+      g_assert_true(distance[t - 1] < distance[t] ||
+                    (distance[t - 1] == distance[t] && index[t - 1] < index[t]));
+  }
+  for (; t < k; t++) {
+    g_assert_cmpint(index[t], ==, -1);
+    g_assert_true(isinf(distance[t]));
+  }
+}
+
+/* One side's lists against the oracle: rows whose bound blocked every pair (blocked[i]) as
+ * check_subset, every other valid row bit for bit the oracle's k best. */
+static void check_side(const KnnwbPrepared *p, size_t first, size_t rows, size_t of_first,
+                       size_t count, size_t k, const gboolean *blocked, const int64_t *index,
+                       const double *distance)
+{
+  int64_t *want_index = g_new(int64_t, k);
+  double *want_distance = g_new(double, k);
+  for (size_t i = 0; i < rows; i++) {
+    if (p->invalid && p->invalid[first + i])
+      continue;
+    if (blocked[i]) {
+      check_subset(p, first, i, of_first, count, k, index + i * k, distance + i * k);
+      continue;
+    }
+    cross_oracle(p, first, i, of_first, count, k, want_index, want_distance);
+    g_assert_cmpmem(index + i * k, k * sizeof(int64_t), want_index, k * sizeof(int64_t));
+    g_assert_cmpmem(distance + i * k, k * sizeof(double), want_distance, k * sizeof(double));
+  }
+  g_free(want_index);
+  g_free(want_distance);
+}
+
+/* How a two-sided job is run: its tiles (KNNWB_CUDA_MAX_TILE, NULL: the default), fused tiles
+ * (KNNWB_CUDA_FUSED with KNNWB_CUDA_FUSED_AFTER=0, NULL: the default), rows of both sides whose
+ * bound nothing passes (-FLT_MAX; the others FLT_MAX, finite), declined (KNNWB_CUDA_CROSS=0). */
+typedef struct {
+  const char *max_tile;
+  const char *fused;
+  gboolean blocked;
+  gboolean declined;
+} TwoSidedForm;
+
+/* Sides a = rows [0, na) and b = [na, n) of p as one job, kc = na (every pair a candidate), both
+ * sides' k best checked (check_side); b's only where the job took it. */
+static void two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t k,
+                            const TwoSidedForm *form)
+{
+  const size_t d = p->d, kc = na;
+  if (form->max_tile)
+    g_setenv("KNNWB_CUDA_MAX_TILE", form->max_tile, TRUE);
+  if (form->fused) {
+    g_setenv("KNNWB_CUDA_FUSED", form->fused, TRUE);
+    g_setenv("KNNWB_CUDA_FUSED_AFTER", "0", TRUE);
+  }
+  if (form->declined)
+    g_setenv("KNNWB_CUDA_CROSS", "0", TRUE);
+  int64_t *index = g_new(int64_t, na * kc), *a_index = g_new(int64_t, na * k),
+          *b_index = g_new(int64_t, nb * k);
+  float *score = g_new(float, na *kc), *a_worst = g_new(float, na), *b_worst = g_new(float, nb),
+        *a_bounds = g_new(float, na), *b_bounds = g_new(float, nb);
+  double *distance = g_new(double, na *kc), *a_distance = g_new(double, na *k),
+         *b_distance = g_new(double, nb *k);
+  int32_t *a_valid = g_new(int32_t, na), *b_valid = g_new(int32_t, nb);
+  gboolean *a_blocked = g_new0(gboolean, na), *b_blocked = g_new0(gboolean, nb);
+  size_t valid_a = 0;
+  for (size_t i = 0; i < na; i++) {
+    a_blocked[i] = form->blocked && i % 5 == 3;
+    a_bounds[i] = !form->blocked ? INFINITY : a_blocked[i] ? -FLT_MAX : FLT_MAX;
+    valid_a += !(p->invalid && p->invalid[i]);
+  }
+  for (size_t i = 0; i < nb; i++) {
+    b_blocked[i] = form->blocked && i % 7 == 2;
+    b_bounds[i] = !form->blocked ? INFINITY : b_blocked[i] ? -FLT_MAX : FLT_MAX;
+  }
+  int refined = 0, other_refined = 0, filled = 0;
+  KnnwbSelectJob job = {
+      .query = p->scored,
+      .n_query = na,
+      .reference = p->scored + na * d,
+      .n_reference = nb,
+      .reference_sqnorms = p->sqnorms ? p->sqnorms + na : NULL,
+      .reference_invalid = p->invalid ? p->invalid + na : NULL,
+      .dim = d,
+      .score_kind = knnwb_metric_score_kind(p->metric),
+      .screen = knnwb_screen_kernel_precision(p->screen),
+      .screen_row_norm = p->screen_row_norm,
+      .screen_half_scores = knnwb_screen_half_scores(p->screen),
+      .n_threads = 2,
+      .kc = kc,
+      .out_index = index,
+      .out_score = score,
+      .exact_kind = knnwb_metric_exact_kind(p->metric),
+      .exact_query = p->exact,
+      .exact_reference = p->exact + na * d,
+      .exact_query_mean = p->mean,
+      .exact_query_squares = p->sum_squares,
+      .exact_reference_mean = p->mean ? p->mean + na : NULL,
+      .exact_reference_squares = p->sum_squares ? p->sum_squares + na : NULL,
+      .out_distance = distance,
+      .out_distance_filled = &filled,
+      .out_k = k,
+      .out_k_index = a_index,
+      .out_k_distance = a_distance,
+      .out_worst_score = a_worst,
+      .out_valid = a_valid,
+      .out_refined = &refined,
+      .query_sqnorms = p->sqnorms,
+      .query_invalid = p->invalid,
+      .query_bounds = a_bounds,
+      .reference_bounds = b_bounds,
+      .out_reference_k_index = b_index,
+      .out_reference_k_distance = b_distance,
+      .out_reference_worst_score = b_worst,
+      .out_reference_valid = b_valid,
+      .out_reference_refined = &other_refined,
+  };
+  char message[512];
+  g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==, KNNWB_KERNELS_OK);
+  g_unsetenv("KNNWB_CUDA_CROSS");
+  g_unsetenv("KNNWB_CUDA_MAX_TILE");
+  g_unsetenv("KNNWB_CUDA_FUSED");
+  g_unsetenv("KNNWB_CUDA_FUSED_AFTER");
+  g_assert_cmpint(refined, ==, 1);
+  g_assert_cmpint(other_refined, ==, !form->declined);
+  check_side(p, 0, na, na, nb, k, a_blocked, a_index, a_distance);
+  if (!form->declined) {
+    check_side(p, na, nb, 0, na, k, b_blocked, b_index, b_distance);
+    /* a's rows whose own bound passed nothing are still b's candidates: bounds are one-sided */
+    for (size_t i = 0; i < nb; i++)
+      if (!(p->invalid && p->invalid[na + i]) && !b_blocked[i])
+        g_assert_cmpint(b_valid[i], ==, (int32_t)valid_a);
+  }
+  g_free(index);
+  g_free(a_index);
+  g_free(b_index);
+  g_free(score);
+  g_free(a_worst);
+  g_free(b_worst);
+  g_free(a_bounds);
+  g_free(b_bounds);
+  g_free(distance);
+  g_free(a_distance);
+  g_free(b_distance);
+  g_free(a_valid);
+  g_free(b_valid);
+  g_free(a_blocked);
+  g_free(b_blocked);
+}
+
 /* A two-sided job (KnnwbSelectJob.out_reference_refined, a pair of blocks of a split run) on one
  * GPU: both sides' k best, bit for bit the double oracle's when the candidates are every pair (kc
- * = the smaller side, no bounds), for every metric, odd sides, a row copied across the sides and a
- * row left out; declined (KNNWB_CUDA_CROSS=0, as where the GPU cannot hold both sides), the query
- * side still comes back right and the other is left to the caller. */
+ * = the smaller side), for every metric, odd sides, a row copied across the sides and a row left
+ * out on each side; in one tile and in tiles of 128 (5 x 11 tiles of both sides, no diagonal
+ * one), filtered and fused; with rows on both sides whose starting bound nothing passes (their
+ * lists may only lose pairs, the other side's lists none); declined (KNNWB_CUDA_CROSS=0, as where
+ * the GPU cannot hold both sides), the query side still comes back right and the other is left to
+ * the caller. */
 static void test_two_sided(void)
 {
   if (!gpu_or_skip())
@@ -747,113 +913,30 @@ static void test_two_sided(void)
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
                                         KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE,
                                         KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  static const TwoSidedForm forms[] = {
+      {NULL, NULL, FALSE, FALSE}, {NULL, NULL, FALSE, TRUE},   {"128", "0", TRUE, FALSE},
+      {"128", "1", TRUE, FALSE},  {"256", NULL, FALSE, FALSE}, {"128", "1", TRUE, TRUE},
+  };
   const size_t na = 613, nb = 1301, n = na + nb, d = 19, k = 7;
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 3);
-  for (size_t j = 0; j < d; j++) { /* a copy across the sides, and a constant row (left out) */
+  for (size_t j = 0; j < d; j++) { /* a copy across the sides, a constant row on each (left out) */
     m->values[(na + 5) * d + j] = m->values[2 * d + j];
     m->values[(na + 9) * d + j] = 1.0f;
+    m->values[11 * d + j] = -2.0f;
   }
-  for (guint mi = 0; mi < G_N_ELEMENTS(metrics); mi++)
-    for (int declined = 0; declined <= 1; declined++) {
-      KnnwbPrepared p;
-      g_autoptr(GError) error = NULL;
-      /* the constant row's warning is expected, not fatal */
-      GLogLevelFlags fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
-      g_assert_true(knnwb_prepared_init(&p, m, metrics[mi], TRUE, "data", 2, NULL, NULL, &error));
-      g_log_set_always_fatal(fatal);
-      knnwb_prepared_set_screen(
-          &p, &p, metrics[mi] == KNNWB_METRIC_MANHATTAN ? KNNWB_SCREEN_FP32 : KNNWB_SCREEN_FP16);
-      const size_t kc = na; /* every pair: no side has a row left out but b */
-      if (declined)
-        g_setenv("KNNWB_CUDA_CROSS", "0", TRUE);
-      int64_t *index = g_new(int64_t, na * kc), *a_index = g_new(int64_t, na * k),
-              *b_index = g_new(int64_t, nb * k);
-      float *score = g_new(float, na *kc), *a_worst = g_new(float, na), *b_worst = g_new(float, nb),
-            *a_bounds = g_new(float, na);
-      double *distance = g_new(double, na *kc), *a_distance = g_new(double, na *k),
-             *b_distance = g_new(double, nb *k);
-      int32_t *a_valid = g_new(int32_t, na), *b_valid = g_new(int32_t, nb);
-      for (size_t i = 0; i < na; i++)
-        a_bounds[i] = INFINITY;
-      int refined = 0, other_refined = 0, filled = 0;
-      KnnwbSelectJob job = {
-          .query = p.scored,
-          .n_query = na,
-          .reference = p.scored + na * d,
-          .n_reference = nb,
-          .reference_sqnorms = p.sqnorms ? p.sqnorms + na : NULL,
-          .reference_invalid = p.invalid ? p.invalid + na : NULL,
-          .dim = d,
-          .score_kind = knnwb_metric_score_kind(p.metric),
-          .screen = knnwb_screen_kernel_precision(p.screen),
-          .screen_row_norm = p.screen_row_norm,
-          .screen_half_scores = knnwb_screen_half_scores(p.screen),
-          .n_threads = 2,
-          .kc = kc,
-          .out_index = index,
-          .out_score = score,
-          .exact_kind = knnwb_metric_exact_kind(p.metric),
-          .exact_query = p.exact,
-          .exact_reference = p.exact + na * d,
-          .exact_query_mean = p.mean,
-          .exact_query_squares = p.sum_squares,
-          .exact_reference_mean = p.mean ? p.mean + na : NULL,
-          .exact_reference_squares = p.sum_squares ? p.sum_squares + na : NULL,
-          .out_distance = distance,
-          .out_distance_filled = &filled,
-          .out_k = k,
-          .out_k_index = a_index,
-          .out_k_distance = a_distance,
-          .out_worst_score = a_worst,
-          .out_valid = a_valid,
-          .out_refined = &refined,
-          .query_sqnorms = p.sqnorms,
-          .query_invalid = p.invalid,
-          .query_bounds = a_bounds,
-          .out_reference_k_index = b_index,
-          .out_reference_k_distance = b_distance,
-          .out_reference_worst_score = b_worst,
-          .out_reference_valid = b_valid,
-          .out_reference_refined = &other_refined,
-      };
-      char message[512];
-      g_assert_cmpint(knnwb_cuda_select(&job, message, sizeof message), ==, KNNWB_KERNELS_OK);
-      g_unsetenv("KNNWB_CUDA_CROSS");
-      g_assert_cmpint(refined, ==, 1);
-      g_assert_cmpint(other_refined, ==, !declined);
-      int64_t want_index[7];
-      double want_distance[7];
-      for (size_t i = 0; i < na; i++) {
-        if (p.invalid && p.invalid[i])
-          continue;
-        cross_oracle(&p, 0, i, na, nb, k, want_index, want_distance);
-        g_assert_cmpmem(a_index + i * k, k * sizeof(int64_t), want_index, sizeof want_index);
-        g_assert_cmpmem(a_distance + i * k, k * sizeof(double), want_distance,
-                        sizeof want_distance);
-      }
-      for (size_t i = 0; i < nb && !declined; i++) {
-        if (p.invalid && p.invalid[na + i])
-          continue;
-        cross_oracle(&p, na, i, 0, na, k, want_index, want_distance);
-        g_assert_cmpmem(b_index + i * k, k * sizeof(int64_t), want_index, sizeof want_index);
-        g_assert_cmpmem(b_distance + i * k, k * sizeof(double), want_distance,
-                        sizeof want_distance);
-        g_assert_cmpint(b_valid[i], ==, (int32_t)kc);
-      }
-      g_free(index);
-      g_free(a_index);
-      g_free(b_index);
-      g_free(score);
-      g_free(a_worst);
-      g_free(b_worst);
-      g_free(a_bounds);
-      g_free(distance);
-      g_free(a_distance);
-      g_free(b_distance);
-      g_free(a_valid);
-      g_free(b_valid);
-      knnwb_prepared_clear(&p);
-    }
+  for (guint mi = 0; mi < G_N_ELEMENTS(metrics); mi++) {
+    KnnwbPrepared p;
+    g_autoptr(GError) error = NULL;
+    /* the constant rows' warning is expected, not fatal */
+    GLogLevelFlags fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    g_assert_true(knnwb_prepared_init(&p, m, metrics[mi], TRUE, "data", 2, NULL, NULL, &error));
+    g_log_set_always_fatal(fatal);
+    knnwb_prepared_set_screen(
+        &p, &p, metrics[mi] == KNNWB_METRIC_MANHATTAN ? KNNWB_SCREEN_FP32 : KNNWB_SCREEN_FP16);
+    for (guint f = 0; f < G_N_ELEMENTS(forms); f++)
+      two_sided_check(&p, na, nb, k, &forms[f]);
+    knnwb_prepared_clear(&p);
+  }
 }
 
 static void test_no_device_error(void)
