@@ -536,6 +536,34 @@ for ranks in 2 3; do
   diff <(knnwb_lines one-warn.txt) <(knnwb_lines "r$ranks-warn.txt") ||
     fail "$ranks ranks: warnings differ from one process's"
 done
+# The same warnings where neighbourhood's blocks get a phenotype row (the rows' labels are
+# gathered again after it): on warn.tsv, and on the labelled NPY (one process names its repeated
+# label too, then fails: an NPY has no sample names to match). Before, the ranks read these blocks
+# without their labels: no repeated-label warning, the missing rows without their labels.
+awk 'BEGIN { print "sample\tP"; for (j = 0; j < 13; j++) print "c" j "\t" (j * 7) % 5 }' >pheno.tsv
+"$knnwb" neighbourhood warn.tsv --phenotype pheno.tsv:P --focus P -k 5 -m euclidean -b cpu -t 1 \
+  -q --drop-missing -o one-pheno.gml 2>one-pheno.txt ||
+  { cat one-pheno.txt; fail "one process: neighbourhood --phenotype failed"; }
+grep -c "warning" one-pheno.txt | grep -qx 2 ||
+  { cat one-pheno.txt; fail "one process: neighbourhood --phenotype: warnings"; }
+"$knnwb" neighbourhood labelled.npy --phenotype pheno.tsv:P --focus P -k 5 -b cpu -t 1 -q \
+  -o one-pheno-npy.gml 2>one-pheno-npy.txt && fail "one process: an NPY matched to samples"
+grep -q "repeats an earlier row's label" one-pheno-npy.txt ||
+  { cat one-pheno-npy.txt; fail "one process: labelled NPY: no repeated-label warning"; }
+for ranks in 2 3; do
+  mpi "$ranks" neighbourhood warn.tsv --phenotype pheno.tsv:P --focus P -k 5 -m euclidean -b cpu \
+    -q --drop-missing -o "r$ranks-pheno.gml" 2>"r$ranks-pheno.txt" ||
+    { cat "r$ranks-pheno.txt"; fail "$ranks ranks: neighbourhood --phenotype failed"; }
+  cmp one-pheno.gml "r$ranks-pheno.gml" || fail "$ranks ranks: neighbourhood --phenotype differs"
+  diff <(knnwb_lines one-pheno.txt) <(knnwb_lines "r$ranks-pheno.txt") ||
+    fail "$ranks ranks: neighbourhood --phenotype: warnings differ from one process's"
+  mpi "$ranks" neighbourhood labelled.npy --phenotype pheno.tsv:P --focus P -k 5 -b cpu -q \
+    -o "r$ranks-pheno-npy.gml" 2>"r$ranks-pheno-npy.txt" &&
+    fail "$ranks ranks: an NPY matched to samples"
+  diff <(grep -a '^knnwb: warning: ' one-pheno-npy.txt) \
+    <(grep -a '^knnwb: warning: ' "r$ranks-pheno-npy.txt") ||
+    fail "$ranks ranks: labelled NPY, --phenotype: warnings differ from one process's"
+done
 # A purely numeric file: its first column is read as labels, every one a number; one process warns
 # (perhaps data), and so must a split run, whose ranks each hold a part of the labels.
 cut -f2- data.tsv | tail -n +2 >numeric.tsv

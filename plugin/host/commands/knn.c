@@ -424,8 +424,8 @@ static gboolean knnwb_knn_read(KnnwbKnnRun *run, GError **error)
   void *progress =
       knnwb_host_input_watch(&run->read_options, run->options.cancel, run->command.quiet);
   if (run->options.group_split) {
-    gboolean read = knnwb_host_split_read(group, path, &run->read_options, TRUE,
-                                          run->options.cancel, &run->split, error);
+    gboolean read = knnwb_host_split_read(group, path, &run->read_options, run->options.cancel,
+                                          &run->split, error);
     knnwb_host_progress_finish(progress);
     if (!read)
       return FALSE;

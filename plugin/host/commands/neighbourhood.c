@@ -245,8 +245,8 @@ static gboolean knnwb_neighbourhood_read(KnnwbNeighbourhoodRun *run, GError **er
                                                   &run->split.info, error),
                         error);
   else if (run->split_rows)
-    read = knnwb_host_split_read(group, path, &run->read_options, !expanding, run->options.cancel,
-                                 &run->split, error);
+    read = knnwb_host_split_read(group, path, &run->read_options, run->options.cancel, &run->split,
+                                 error);
   else
     read = knnwb_formats_read_matrix(path, &run->read_options, &run->data, NULL, error);
   knnwb_host_progress_finish(progress);

@@ -18,8 +18,8 @@ gboolean knnwb_host_split_offsets(const KnnwbKnnGroup *group, size_t block_rows,
 }
 
 /* Every rank's labels (NUL-terminated, in rank order) of the blocks read (a text file's byte
- * ranges, an NPY file's rows), for the writers of all rows; none when no rank has labels.
- * Collective. */
+ * ranges, an NPY file's rows), for the writers of all rows and the reader's warnings (a label
+ * repeated on another rank); none when no rank has labels. Collective. */
 static gboolean knnwb_host_split_gather_labels(const KnnwbKnnGroup *group,
                                                KnnwbHostSplitInput *input, GError **error)
 {
@@ -124,9 +124,8 @@ static gboolean knnwb_host_split_check_left(const KnnwbKnnGroup *group, const ch
 }
 
 gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
-                               KnnwbReadOptions *options, gboolean want_labels,
-                               const volatile gint *cancel, KnnwbHostSplitInput *input,
-                               GError **error)
+                               KnnwbReadOptions *options, const volatile gint *cancel,
+                               KnnwbHostSplitInput *input, GError **error)
 {
   memset(input, 0, sizeof *input);
   options->block_index = group->rank;
@@ -160,7 +159,7 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
     input->block = data;
     input->first_row = input->info.first_row;
     input->n_rows = input->info.total_rows;
-    if (want_labels && !knnwb_host_split_gather_labels(group, input, error))
+    if (!knnwb_host_split_gather_labels(group, input, error))
       return FALSE;
     return knnwb_host_split_check_left(group, path, input, error) &&
            knnwb_host_split_warn(group, path, options, input, error);
@@ -173,7 +172,7 @@ gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
       return FALSE;
     input->first_row = first_row[group->rank];
     input->n_rows = first_row[group->size];
-    if (want_labels && !knnwb_host_split_gather_labels(group, input, error))
+    if (!knnwb_host_split_gather_labels(group, input, error))
       return FALSE;
     return knnwb_host_split_warn(group, path, options, input, error);
   }

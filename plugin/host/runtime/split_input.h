@@ -18,7 +18,7 @@ typedef struct {
   size_t first_row; /**< the number of block's first row among all rows */
   size_t n_rows;    /**< the rows of every rank together */
   /** n_rows labels, every rank's (borrowed from the whole matrix, or gathered), or NULL when the
-   * rows have none. Only filled when asked for (the writers of all rows want them). */
+   * rows have none. */
   const char *const *labels;
   KnnwbReadInfo info; /**< what the read did (block_read: this rank read only its rows) */
   /*< private >*/
@@ -31,15 +31,15 @@ typedef struct {
  * byte ranges falls back to every rank reading the file whole when any rank saw a quote (a field
  * may span lines). Collective: the ranks agree at the end, so every rank returns the same result
  * and, on failure, the error of the lowest failing rank prefixed "rank R: ". cancel (may be
- * NULL): a signal during the read fails it with KNNWB_ERROR_CANCELLED. want_labels: gather every
- * rank's labels of a block read (text or NPY; one exchange of the label bytes). Errors: as
- * knnwb_formats_read_matrix, KNNWB_ERROR_CANCELLED. Memory: the block (the whole matrix, for the
- * formats read whole), plus every label when asked for.
+ * NULL): a signal during the read fails it with KNNWB_ERROR_CANCELLED. A block read (text or
+ * NPY) always gathers every rank's labels (one exchange of the label bytes): the reader's
+ * warnings, given here for all rows as one process gives them, need every label (a label repeated
+ * on another rank). Errors: as knnwb_formats_read_matrix, KNNWB_ERROR_CANCELLED. Memory: the block
+ * (the whole matrix, for the formats read whole), plus every label.
  */
 gboolean knnwb_host_split_read(const KnnwbKnnGroup *group, const char *path,
-                               KnnwbReadOptions *options, gboolean want_labels,
-                               const volatile gint *cancel, KnnwbHostSplitInput *input,
-                               GError **error);
+                               KnnwbReadOptions *options, const volatile gint *cancel,
+                               KnnwbHostSplitInput *input, GError **error);
 
 /**
  * After input->block was replaced (rows added or expanded on this rank): where each block starts

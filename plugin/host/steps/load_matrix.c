@@ -85,8 +85,8 @@ static gboolean knnwb_load_matrix_run(KnnwbStepContext *context, GError **error)
   KnnwbValue *out = context->output;
   KnnwbHostSplitInput *split = g_new0(KnnwbHostSplitInput, 1);
   out->host_private = split;
-  if (!knnwb_host_split_read(context->group, p[PATH].v_string, &options, TRUE, context->cancel,
-                             split, error))
+  if (!knnwb_host_split_read(context->group, p[PATH].v_string, &options, context->cancel, split,
+                             error))
     return FALSE;
   out->matrix = g_steal_pointer(&split->block);
   out->block_first = split->first_row;
