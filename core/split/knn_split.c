@@ -245,7 +245,7 @@ static gboolean knnwb_split_run_first(KnnwbSplitState *state, const KnnwbSplitRu
       knnwb_split_best_init_in(&best, state->count, state->options->k, NULL, run->threads, error);
   if (!state->group->agree(state->group, ok, error))
     return FALSE;
-  knnwb_split_mark(state->group, "frame, prepare and allocation", &state->since);
+  knnwb_split_mark(state->group, "lists allocated", &state->since);
   if (state->self)
     ok = knnwb_split_self_pass(run, state->own, state->reference_invalid, &state->blocks,
                                &state->window, &best, error);
@@ -410,10 +410,14 @@ static gboolean knnwb_split_run_search(KnnwbSplitState *state, GError **error)
   if (state->group->rank == 0 && options->progress != NULL)
     run.progress = &progress;
   GArray *left = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  gboolean ok = knnwb_split_run_plan(state, &run, error) &&
-                (!state->self || knnwb_split_run_window(state, &run, error)) &&
-                knnwb_split_run_first(state, &run, left, error) &&
-                knnwb_split_run_certify(state, &run, &left, error);
+  gboolean ok = knnwb_split_run_plan(state, &run, error);
+  if (ok)
+    knnwb_split_mark(state->group, "candidates planned", &state->since);
+  ok = ok && (!state->self || knnwb_split_run_window(state, &run, error));
+  if (ok && state->self)
+    knnwb_split_mark(state->group, "rows packed in the shared window", &state->since);
+  ok = ok && knnwb_split_run_first(state, &run, left, error) &&
+       knnwb_split_run_certify(state, &run, &left, error);
   if (left != NULL)
     g_array_free(left, TRUE);
   /* Every rank alike: the window is open on all or on none. */
@@ -444,8 +448,10 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
   if (ok)
     knnwb_split_mark(group, "checks", &state.since);
   ok = ok && knnwb_split_run_prepare(&state, error) &&
-       knnwb_split_run_setup(&state, &nothing, error) &&
-       (nothing || knnwb_split_run_search(&state, error));
+       knnwb_split_run_setup(&state, &nothing, error);
+  if (ok)
+    knnwb_split_mark(group, "frame and prepare", &state.since);
+  ok = ok && (nothing || knnwb_split_run_search(&state, error));
   if (ok && !options->group_own_rows) {
     KnnwbNeighbors *all = knnwb_knn_group_gather_blocks(
         group, state.result, state.blocks.n, state.blocks.first, state.blocks.count, error);
