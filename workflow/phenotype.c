@@ -293,61 +293,17 @@ gboolean knnwb_phenotype_complete_cases(KnnwbMatrix **data, float *values, GErro
 gboolean knnwb_phenotype_append_row(KnnwbMatrix **data, const float *values, const char *label,
                                     GError **error)
 {
-  KnnwbMatrix *old = *data;
-  const size_t n = old->n_rows, d = old->n_cols;
+  const KnnwbMatrix *old = *data;
+  const size_t n = old->n_rows;
   for (size_t i = 0; old->row_labels != NULL && i < n; i++)
     if (old->row_labels[i] != NULL && strcmp(old->row_labels[i], label) == 0) {
       g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT,
                   "a row labelled '%s' exists already (row %zu); choose another label", label, i);
       return FALSE;
     }
-  size_t bytes;
-  if (n == SIZE_MAX || !knnwb_size_multiply(n + 1, d, &bytes) ||
-      !knnwb_size_multiply(bytes, sizeof(float), &bytes)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY, "a %zu x %zu matrix is too large", n + 1,
-                d);
+  if (!knnwb_matrix_append_row(data, values, error))
     return FALSE;
-  }
-  KnnwbMatrix *target = old;
-  if (old->values_destroy == NULL && !old->values_borrowed) {
-    /* Owned (malloc'd) values grow in place: glibc remaps large blocks instead of copying. */
-    float *grown = g_try_realloc(old->values, MAX(bytes, (size_t)1));
-    if (grown == NULL) {
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "cannot grow the matrix to %zu bytes for the phenotype row", bytes);
-      return FALSE;
-    }
-    old->values = grown;
-    old->n_rows = n + 1;
-    if (old->row_labels != NULL) {
-      old->row_labels = g_renew(char *, old->row_labels, n + 1);
-      old->row_labels[n] = NULL;
-    }
-    if (old->row_classes != NULL) {
-      old->row_classes = g_renew(char *, old->row_classes, n + 1);
-      old->row_classes[n] = NULL;
-    }
-  } else {
-    target = knnwb_matrix_new(n + 1, d, error);
-    if (target == NULL)
-      return FALSE;
-    if (n * d > 0)
-      memcpy(target->values, old->values, n * d * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
-      if (old->row_labels)
-        knnwb_matrix_set_row_label(target, i, old->row_labels[i]);
-      if (old->row_classes)
-        knnwb_matrix_set_row_class(target, i, old->row_classes[i]);
-    }
-    for (size_t j = 0; j < d; j++) {
-      if (old->col_labels)
-        knnwb_matrix_set_col_label(target, j, old->col_labels[j]);
-      if (old->col_classes)
-        knnwb_matrix_set_col_class(target, j, old->col_classes[j]);
-    }
-  }
-  if (d > 0)
-    memcpy(target->values + n * d, values, d * sizeof(float));
+  KnnwbMatrix *target = *data;
   if (target->row_labels == NULL)
     for (size_t i = 0; i < n; i++) {
       /* Unlabelled rows get their numbers, so the new row's label is not the only one. */
@@ -356,10 +312,6 @@ gboolean knnwb_phenotype_append_row(KnnwbMatrix **data, const float *values, con
       knnwb_matrix_set_row_label(target, i, scratch);
     }
   knnwb_matrix_set_row_label(target, n, label);
-  if (target != old) {
-    knnwb_matrix_free(old);
-    *data = target;
-  }
   return TRUE;
 }
 

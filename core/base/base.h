@@ -99,6 +99,10 @@ void knnwb_release_start(void);
 /** knnwb_release_start, then waits until every block handed over so far is freed. */
 void knnwb_release_wait(void);
 
+/** Average ranks (1-based, ties sharing their mean rank) of row's d values into ranks (d floats).
+ * O(d log d). */
+void knnwb_row_ranks(const float *row, size_t d, float *ranks);
+
 /** Whether d floats hold neither NaN nor an infinity (exponent bits all ones). O(d), vectorised. */
 gboolean knnwb_floats_finite(const float *values, size_t d);
 

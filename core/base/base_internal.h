@@ -13,6 +13,9 @@ void knnwb_matrix_annotations_clear(KnnwbMatrix *matrix);
 void knnwb_matrix_annotations_copy(KnnwbMatrix *to, KnnwbMatrixAxis to_axis,
                                    const KnnwbMatrix *from, KnnwbMatrixAxis from_axis,
                                    const gboolean *keep);
+/** Every per-row annotation of matrix grown from n_rows to n_rows + 1 entries, the new one NULL
+ * (before n_rows grows). */
+void knnwb_matrix_annotations_grow_rows(KnnwbMatrix *matrix);
 
 /** Tasks handed to kept workers by one caller, waited for together. */
 typedef struct {

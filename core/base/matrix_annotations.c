@@ -98,3 +98,13 @@ void knnwb_matrix_annotations_copy(KnnwbMatrix *to, KnnwbMatrixAxis to_axis,
     }
   }
 }
+
+void knnwb_matrix_annotations_grow_rows(KnnwbMatrix *matrix)
+{
+  GPtrArray *list = matrix->annotations[KNNWB_MATRIX_ROWS];
+  for (guint a = 0; list != NULL && a < list->len; a++) {
+    KnnwbMatrixAnnotation *annotation = g_ptr_array_index(list, a);
+    annotation->values = g_renew(char *, annotation->values, matrix->n_rows + 1);
+    annotation->values[matrix->n_rows] = NULL;
+  }
+}

@@ -13,8 +13,6 @@ void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double
                           double *sum_squares);
 double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
                            double mean_x, double squares_x, double mean_y, double squares_y);
-/** Average ranks (1-based, ties averaged) of row into ranks. O(d log d). */
-void knnwb_row_ranks(const float *row, size_t d, float *ranks);
 
 /**
  * The exact distance up to which other rows can keep query_row from being certified when its k-th

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/enum_names.h>
+#include "base/base.h"
 #include "engine/engine_internal.h"
 
 static const KnnwbEnumName knnwb_metric_names[] = {KNNWB_METRIC_NAMES(KNNWB_ENUM_ENTRY)};
@@ -159,39 +160,6 @@ double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, s
   double r = norms > 0.0 ? (knnwb_lanes_sum(acc) + tail) / norms : 0.0;
   r = r > 1.0 ? 1.0 : (r < -1.0 ? -1.0 : r);
   return metric == KNNWB_METRIC_ABS_PEARSON ? 1.0 - fabs(r) : 1.0 - r;
-}
-
-typedef struct {
-  float value;
-  size_t position;
-} KnnwbRankItem;
-
-static int knnwb_rank_item_compare(const void *a, const void *b)
-{
-  const KnnwbRankItem *x = a, *y = b;
-  if (x->value != y->value)
-    return x->value < y->value ? -1 : 1;
-  return x->position < y->position ? -1 : (x->position > y->position);
-}
-
-void knnwb_row_ranks(const float *row, size_t d, float *ranks)
-{
-  KnnwbRankItem *items = g_new(KnnwbRankItem, d);
-  for (size_t j = 0; j < d; j++)
-    items[j] = (KnnwbRankItem){row[j], j};
-  qsort(items, d, sizeof *items, knnwb_rank_item_compare);
-  for (size_t start = 0; start < d;) {
-    size_t end = start + 1;
-    while (end < d && items[end].value == items[start].value)
-      end++;
-    /* Ranks 1-based; a tie group start..end-1 shares the average (start+1 + end) / 2, which is an
-     * exact float for any d below 2^23. */
-    float average = (float)((double)(start + 1 + end) / 2.0);
-    for (size_t t = start; t < end; t++)
-      ranks[items[t].position] = average;
-    start = end;
-  }
-  g_free(items);
 }
 
 double knnwb_distance_exact(KnnwbMetric metric, const float *x, const float *y, size_t d)

@@ -246,6 +246,107 @@ static void test_release_values(void)
   knnwb_matrix_release_values(NULL);
 }
 
+/* A row appended (knnwb_matrix_append_row) to a matrix with every per-row attribute: each grows
+ * by one entry (the sanitizer builds see a read past a shorter one), the rows before keep theirs,
+ * the new row has its values, its values' average ranks where the matrix kept ranks, and no
+ * label, class, annotation or absent mark; for owned values (grown in place), wrapped values
+ * (copied, the old ones destroyed once) and a block of a whole matrix. */
+static void check_appended(const KnnwbMatrix *m, const float *row)
+{
+  g_assert_cmpuint(m->n_rows, ==, 4);
+  g_assert_cmpuint(m->n_cols, ==, 3);
+  for (size_t i = 0; i < 9; i++)
+    g_assert_cmpfloat(m->values[i], ==, (float)i);
+  g_assert_cmpmem(m->values + 9, 3 * sizeof(float), row, 3 * sizeof(float));
+  g_assert_cmpstr(knnwb_matrix_row_label(m, 1), ==, "b");
+  g_assert_null(knnwb_matrix_row_label(m, 3));
+  g_assert_cmpstr(m->row_classes[0], ==, "x");
+  g_assert_null(m->row_classes[3]);
+  g_assert_cmpstr(m->col_labels[2], ==, "c2");
+  g_assert_true(knnwb_matrix_row_is_absent(m, 2));
+  g_assert_false(knnwb_matrix_row_is_absent(m, 3));
+  g_assert_cmpuint(m->n_absent_rows, ==, 1);
+  const char *const *tissue = knnwb_matrix_annotation(m, KNNWB_MATRIX_ROWS, "tissue");
+  g_assert_cmpstr(tissue[2], ==, "liver");
+  g_assert_null(tissue[3]);
+  g_assert_cmpstr(knnwb_matrix_annotation(m, KNNWB_MATRIX_COLUMNS, "age")[1], ==, "40");
+  const float *ranks = knnwb_matrix_row_ranks(m);
+  g_assert_nonnull(ranks);
+  g_assert_cmpfloat(ranks[4], ==, 7.0f);
+  /* 5, -1, 5: ranks 2.5, 1, 2.5 */
+  g_assert_cmpfloat(ranks[9], ==, 2.5f);
+  g_assert_cmpfloat(ranks[10], ==, 1.0f);
+  g_assert_cmpfloat(ranks[11], ==, 2.5f);
+}
+
+static void fill_for_append(KnnwbMatrix *m)
+{
+  for (size_t i = 0; i < 9; i++)
+    m->values[i] = (float)i;
+  knnwb_matrix_set_row_label(m, 1, "b");
+  knnwb_matrix_set_row_class(m, 0, "x");
+  knnwb_matrix_set_col_label(m, 2, "c2");
+  knnwb_matrix_set_row_absent(m, 2);
+  knnwb_matrix_set_annotation(m, KNNWB_MATRIX_ROWS, "tissue", 2, "liver");
+  knnwb_matrix_set_annotation(m, KNNWB_MATRIX_COLUMNS, "age", 1, "40");
+  float *ranks = g_new(float, 9);
+  for (size_t i = 0; i < 9; i++)
+    ranks[i] = (float)(i + 3);
+  knnwb_matrix_take_row_ranks(m, ranks);
+}
+
+/* As count_destroy, for the 3 x 3 matrices of test_append_row. */
+static void count_destroy_nine(void *values, size_t n_bytes, void *data)
+{
+  int *calls = data;
+  g_assert_cmpuint(n_bytes, ==, 9 * sizeof(float));
+  (*calls)++;
+  g_free(values);
+}
+
+static void test_append_row(void)
+{
+  const float row[3] = {5, -1, 5};
+  g_autoptr(GError) error = NULL;
+  /* owned */
+  KnnwbMatrix *owned = knnwb_matrix_new(3, 3, NULL);
+  fill_for_append(owned);
+  KnnwbMatrix *same = owned;
+  g_assert_true(knnwb_matrix_append_row(&owned, row, &error));
+  g_assert_no_error(error);
+  g_assert_true(owned == same);
+  check_appended(owned, row);
+  knnwb_matrix_free(owned);
+  /* wrapped with a destroy function: copied, the old values destroyed once */
+  int calls = 0;
+  KnnwbMatrix *wrapped =
+      knnwb_matrix_new_wrapped(3, 3, g_new0(float, 9), count_destroy_nine, &calls);
+  fill_for_append(wrapped);
+  g_assert_true(knnwb_matrix_append_row(&wrapped, row, &error));
+  g_assert_cmpint(calls, ==, 1);
+  check_appended(wrapped, row);
+  knnwb_matrix_free(wrapped);
+  g_assert_cmpint(calls, ==, 1);
+  /* a block of a whole matrix: copied, the whole freed with the old block */
+  KnnwbMatrix *whole = knnwb_matrix_new(5, 3, NULL);
+  KnnwbMatrix *block = knnwb_matrix_new_block_of(whole, 1, 3);
+  fill_for_append(block);
+  g_assert_true(knnwb_matrix_append_row(&block, row, &error));
+  check_appended(block, row);
+  size_t first;
+  g_assert_null(knnwb_matrix_whole_of(block, &first));
+  knnwb_matrix_free(block);
+  /* a matrix without any per-row array: none made */
+  KnnwbMatrix *plain = knnwb_matrix_new(2, 3, NULL);
+  g_assert_true(knnwb_matrix_append_row(&plain, row, &error));
+  g_assert_cmpuint(plain->n_rows, ==, 3);
+  g_assert_null(plain->row_labels);
+  g_assert_null(knnwb_matrix_row_ranks(plain));
+  g_assert_false(knnwb_matrix_row_is_absent(plain, 2));
+  g_assert_cmpfloat(plain->values[7], ==, -1.0f);
+  knnwb_matrix_free(plain);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -253,6 +354,7 @@ int main(int argc, char **argv)
   g_test_add_func("/matrix/select-rows", test_select_rows);
   g_test_add_func("/matrix/block-of", test_block_of);
   g_test_add_func("/matrix/release-values", test_release_values);
+  g_test_add_func("/matrix/append-row", test_append_row);
   g_test_add_func("/matrix/match-columns", test_match_columns);
   g_test_add_func("/matrix/finite-and-overflow", test_finite_and_overflow);
   return g_test_run();

@@ -401,6 +401,68 @@ static void test_device_list(void)
   host_test_rmtree(dir);
 }
 
+/* neighbourhood --phenotype on rows as read: the phenotype row appended to a matrix with a row
+ * left out for missing values (--drop-missing) and, for spearman, the ranks its reader kept; the
+ * graph is the one of the same matrix with the phenotype row in the file (before, the row left
+ * out lost its mark and was refused as constant, and the appended row had no ranks). */
+static void test_neighbourhood_phenotype_rows(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  GString *with = g_string_new("\tc0\tc1\tc2\tc3\tc4\tc5\tc6\n");
+  GString *without = g_string_new(with->str);
+  GString *missing = g_string_new(with->str);
+  for (int i = 0; i < 40; i++) {
+    g_string_append_printf(without, "r%d", i);
+    g_string_append_printf(missing, "r%d", i);
+    for (int j = 0; j < 7; j++) {
+      /* values that differ beyond float32 precision tie as floats, not as read */
+      const double v = (double)((i * 37 + j * 11) % 17) + (j == 3 ? 1e-9 * i : 0.0);
+      g_string_append_printf(without, "\t%.12g", v);
+      g_string_append_printf(missing, "\t%.12g", v);
+    }
+    g_string_append_c(without, '\n');
+    g_string_append_c(missing, '\n');
+    if (i == 6)
+      g_string_append(missing, "gone\t1\tNA\t2\t3\t4\t5\t6\n");
+  }
+  g_string_append(with, without->str + strlen(with->str));
+  g_string_append(with, "P\t0\t3\t1\t4\t1\t5\t9\n");
+  g_autofree char *a = host_test_write(dir, "without.tsv", without->str);
+  g_autofree char *b = host_test_write(dir, "with.tsv", with->str);
+  g_autofree char *c = host_test_write(dir, "missing.tsv", missing->str);
+  g_autofree char *table =
+      host_test_write(dir, "p.tsv", "sample\tP\nc0\t0\nc1\t3\nc2\t1\nc3\t4\nc4\t1\nc5\t5\nc6\t9\n");
+  static const char *const metrics[] = {"spearman", "pearson"};
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    g_autofree char *err = NULL, *appended = NULL, *in_file = NULL, *dropped = NULL;
+    g_assert_cmpint(host_test_run(dir, NULL, NULL, "neighbourhood", "without.tsv", "--phenotype",
+                                  "p.tsv:P", "--focus", "P", "-k", "5", "-b", "cpu", "-m",
+                                  metrics[m], "-q", "-o", "appended.gml", NULL),
+                    ==, 0);
+    g_assert_cmpint(host_test_run(dir, NULL, NULL, "neighbourhood", "with.tsv", "--focus", "P",
+                                  "-k", "5", "-b", "cpu", "-m", metrics[m], "-q", "-o",
+                                  "in-file.gml", NULL),
+                    ==, 0);
+    g_assert_cmpint(host_test_run(dir, NULL, &err, "neighbourhood", "missing.tsv", "--phenotype",
+                                  "p.tsv:P", "--focus", "P", "-k", "5", "-b", "cpu", "-m",
+                                  metrics[m], "--drop-missing", "-q", "-o", "dropped.gml", NULL),
+                    ==, 0);
+    g_autofree char *pa = g_build_filename(dir, "appended.gml", NULL);
+    g_autofree char *pb = g_build_filename(dir, "in-file.gml", NULL);
+    g_autofree char *pc = g_build_filename(dir, "dropped.gml", NULL);
+    g_assert_true(g_file_get_contents(pa, &appended, NULL, NULL));
+    g_assert_true(g_file_get_contents(pb, &in_file, NULL, NULL));
+    g_assert_true(g_file_get_contents(pc, &dropped, NULL, NULL));
+    g_assert_cmpstr(appended, ==, in_file);
+    g_assert_nonnull(strstr(err, "row 7 (gone)"));
+    g_assert_null(strstr(dropped, "\"gone\""));
+  }
+  g_string_free(with, TRUE);
+  g_string_free(without, TRUE);
+  g_string_free(missing, TRUE);
+  host_test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -414,5 +476,6 @@ int main(int argc, char **argv)
   g_test_add_func("/host/cli/parse-bytes", test_parse_bytes);
   g_test_add_func("/host/cli/device-list", test_device_list);
   g_test_add_func("/host/cli/knn-interrupted", test_knn_interrupted);
+  g_test_add_func("/host/cli/neighbourhood-phenotype-rows", test_neighbourhood_phenotype_rows);
   return g_test_run();
 }

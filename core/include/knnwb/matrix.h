@@ -63,6 +63,17 @@ void knnwb_matrix_set_row_absent(KnnwbMatrix *matrix, size_t i);
 /** Whether row i is absent (see knnwb_matrix_set_row_absent). */
 gboolean knnwb_matrix_row_is_absent(const KnnwbMatrix *matrix, size_t i);
 
+/**
+ * Appends a row of n_cols values (copied) as row n_rows, without a label, class or annotation,
+ * not absent; every row before keeps its values, label, class, annotations, absent mark and the
+ * ranks its reader kept (the new row's ranks are its values' average ranks). The matrix may be
+ * replaced (*matrix then points to the new one: values a matrix does not own are copied, and the
+ * old matrix is freed); owned values grow in place. Errors: KNNWB_ERROR_NO_MEMORY (the matrix is
+ * then unchanged). O(n_rows) for the per-row arrays, plus a copy of the values where they are not
+ * the matrix's own.
+ */
+gboolean knnwb_matrix_append_row(KnnwbMatrix **matrix, const float *values, GError **error);
+
 /** Which labels of a matrix: its rows or its columns. */
 typedef enum { KNNWB_MATRIX_ROWS = 0, KNNWB_MATRIX_COLUMNS = 1 } KnnwbMatrixAxis;
 
