@@ -163,6 +163,13 @@ static gboolean knnwb_split_run_prepare(KnnwbSplitState *state, GError **error)
       options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN
           ? &state->frame
           : NULL;
+  /* A self run's window made now, its pages faulting in while the rows are prepared (the rows'
+   * layout depends on the metric and the frame's scale only). */
+  const KnnwbSplitLayout layout = knnwb_split_layout(
+      options->metric, like != NULL ? like->scale_exponent : 0, state->query_block->n_cols);
+  if (state->self && !knnwb_split_window_begin(group, &layout, options->k, &state->blocks,
+                                               state->threads, &state->window, error))
+    return FALSE;
   /* Degenerate rows are counted over the ranks before anything is said of them. */
   gboolean ok = TRUE;
   if (!state->self)
@@ -372,7 +379,7 @@ static gboolean knnwb_split_run_plan(KnnwbSplitState *state, KnnwbSplitRun *run,
 static gboolean knnwb_split_run_window(KnnwbSplitState *state, const KnnwbSplitRun *run,
                                        GError **error)
 {
-  if (!knnwb_split_window_open(run, &state->query, state->query_invalid, &state->blocks,
+  if (!knnwb_split_window_fill(run, &state->query, state->query_invalid, &state->blocks,
                                &state->window, error))
     return FALSE;
   /* KNNWB_SPLIT_OWN_PACKED=0 (tests, benchmarks): the prepared copy stays. */
@@ -461,6 +468,9 @@ gboolean knnwb_knn_split_run(const KnnwbMatrix *query_block, const KnnwbMatrix *
       state.result = all;
     }
   }
+  /* (a run that stopped before its search: the window begun with the preparation) */
+  if (!knnwb_split_window_close(group, &state.window, ok ? error : NULL))
+    ok = FALSE;
   knnwb_split_blocks_clear(&state.blocks);
   knnwb_split_blocks_clear(&state.reference_blocks);
   knnwb_prepared_clear(&state.query);

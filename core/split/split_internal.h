@@ -8,6 +8,7 @@
 #define KNNWB_SPLIT_INTERNAL_H
 
 #include <knnwb/knn_group.h>
+#include "base/base.h"
 #include "engine/engine.h"
 #include "split/split.h"
 
@@ -201,16 +202,24 @@ typedef struct {
   gboolean shared;      /* open: every rank reads the others' blocks in place */
   gboolean back_shared; /* the lists that go back lie in the window too */
   size_t back_offset;
-  void **parts; /* every rank's part, in rank order */
+  void **parts;         /* every rank's part, in rank order */
+  KnnwbPrefault *ahead; /* this rank's part faulting in on helpers (knnwb_split_window_begin) */
 } KnnwbSplitWindow;
 
 /* knn_split_window.c */
-/** Publishes own's block (blocks: every rank's rows) in a window with room for the lists that go
- * back where the host's shared memory allows it (KNNWB_SPLIT_BACK_SHARED=0: never), else for the
- * block alone. TRUE with window->shared FALSE: no window (the group cannot share memory, or too
- * little room: the blocks travel as exchanges). Collective: every rank alike. Errors: the group's
- * transport. Memory: the block packed and the back lists, in shared memory. */
-gboolean knnwb_split_window_open(const KnnwbSplitRun *run, const KnnwbPrepared *own,
+/** A self run's window in two halves, so that a rank's part faults in while it prepares its rows.
+ * begin: a window for rows laid out as layout (blocks: every rank's rows) with room for the lists
+ * that go back where the host's shared memory allows it (KNNWB_SPLIT_BACK_SHARED=0: never), else
+ * for the blocks alone, this rank's part faulting in on threads helpers. TRUE with window->shared
+ * FALSE: no window (the group cannot share memory, or too little room: the blocks travel as
+ * exchanges). fill: stops the helpers, packs own (prepared in that layout) and publishes it.
+ * Both collective: every rank alike; errors: the group's transport. Memory: the block packed and
+ * the back lists, in shared memory. knnwb_split_window_close after begin alone stops the helpers
+ * first. */
+gboolean knnwb_split_window_begin(const KnnwbKnnGroup *group, const KnnwbSplitLayout *layout,
+                                  size_t k, const KnnwbSplitBlocks *blocks, int threads,
+                                  KnnwbSplitWindow *window, GError **error);
+gboolean knnwb_split_window_fill(const KnnwbSplitRun *run, const KnnwbPrepared *own,
                                  const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
                                  KnnwbSplitWindow *window, GError **error);
 /** Gives the window back (if still open) and frees window's parts. Collective when it is open,
@@ -220,11 +229,11 @@ gboolean knnwb_split_window_close(const KnnwbKnnGroup *group, KnnwbSplitWindow *
 
 /* knn_split_pass.c */
 /** The first pass of a self graph into best (this rank's rows, k wide, empty: taken in step by
- * step), the blocks read in place from window where it is open (knnwb_split_window_open; without
- * back_shared the pass gives it back after its last step, for the exchange of the lists that go
- * back), else fetched. Collective: the ranks agree after each step, so an allocation, backend,
- * transport or cancel error on one rank fails the pass on every rank. Time: about (R/2) m^2 d
- * scores per rank. */
+ * step), the blocks read in place from window where it is open (knnwb_split_window_begin and _fill;
+ * without back_shared the pass gives it back after its last step, for the exchange of the lists
+ * that go back), else fetched. Collective: the ranks agree after each step, so an allocation,
+ * backend, transport or cancel error on one rank fails the pass on every rank. Time: about (R/2)
+ * m^2 d scores per rank. */
 gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *own,
                                const unsigned char *own_invalid, const KnnwbSplitBlocks *blocks,
                                KnnwbSplitWindow *window, KnnwbSplitBest *best, GError **error);
