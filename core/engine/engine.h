@@ -162,6 +162,10 @@ void knnwb_margin_heap_add(double *heap, size_t *size, size_t keep, const double
 size_t knnwb_margin_decide(const KnnwbPrepared *query, const size_t *rows, size_t n_sample,
                            const KnnwbPrepared *reference, const KnnwbMarginPlan *plan,
                            double *heap, const size_t *size, size_t *needed);
+/** The plan from the sample rows' counts (needed, n_sample of them, as knnwb_margin_decide gives
+ * them; any order): the count seven eighths of them need when more than an eighth need more than
+ * plan->kc (within plan->most), else plan->kc. O(n_sample log n_sample). */
+size_t knnwb_margin_rule(const KnnwbMarginPlan *plan, const size_t *needed, size_t n_sample);
 
 /**
  * knnwb_knn_query for query rows that already hold k neighbours elsewhere (a partitioned search's

@@ -392,7 +392,7 @@ size_t knnwb_margin_decide(const KnnwbPrepared *query, const size_t *rows, size_
                            const KnnwbPrepared *reference, const KnnwbMarginPlan *plan,
                            double *heap, const size_t *size, size_t *needed)
 {
-  const size_t k = plan->k, kc = plan->kc;
+  const size_t k = plan->k;
   /* Each sample row's count of rows inside its window plus one (0 without a k-th). */
   for (size_t s = 0; s < n_sample; s++) {
     double *sorted = heap + s * plan->keep;
@@ -407,6 +407,12 @@ size_t knnwb_margin_decide(const KnnwbPrepared *query, const size_t *rows, size_
       inside++;
     needed[s] = inside + 1; /* the last candidate must lie past the window */
   }
+  return knnwb_margin_rule(plan, needed, n_sample);
+}
+
+size_t knnwb_margin_rule(const KnnwbMarginPlan *plan, const size_t *needed, size_t n_sample)
+{
+  const size_t kc = plan->kc;
   if (n_sample == 0)
     return kc;
   g_autofree size_t *sorted = g_memdup2(needed, n_sample * sizeof(size_t));

@@ -5,16 +5,18 @@
  * fails its certificate and is selected again against every block. One process samples its rows'
  * distances to every row first; split ranks hold one block each, so:
  *
- *   1. each rank takes its sample as one process takes a range of rows (knnwb_margin_sample_rows)
- *      and every rank's sample rows travel to every rank (32 rows a rank);
+ *   1. the sample rows are one process's (knnwb_margin_sample_rows over the whole rows), each
+ *      rank taking those of its block, and every rank's sample rows travel to every rank (32 rows
+ *      in all, so a rank's share of this work falls with the ranks as its threads do);
  *   2. each rank builds every sample row's heap of its smallest distances against its own
  *      reference block;
  *   3. the heaps go back to the rows' owners, which merge them (the keep smallest of each block's
  *      keep smallest are the whole's) and count their rows' windows;
- *   4. the ranks take the largest plan (each plan is within the same cap).
+ *   4. every rank's counts are gathered and every rank takes the plan of all of them
+ *      (knnwb_margin_rule), as one process does of its counts.
  *
- * So a rank's counts are knnwb_margin_choose's on the whole rows for its range, bit for bit, when
- * the blocks are prepared as one process prepares the rows (the euclidean frame's column sums,
+ * So the counts and the plan are one process's knnwb_margin_choose on the whole rows, bit for bit,
+ * when the blocks are prepared as one process prepares the rows (the euclidean frame's column sums,
  * added block by block, may differ from one process's in their last bits; the counts are then
  * estimates of the same). The lists are exact whatever the count: only the number of rows selected
  * again depends on it.
@@ -102,12 +104,12 @@ static gboolean knnwb_split_plan_heaps_back(const KnnwbKnnGroup *group,
   return TRUE;
 }
 
-/* Steps 1-3 for a plan's sizes: this rank's plan in *mine, its counts in needed (count rows), and
+/* Steps 1-3 for a plan's sizes: this rank's sample rows' counts in needed (count rows), and
  * whether its heaps were cut short by the run's cancel flag (*cancelled). Collective; errors: the
  * group's transport. */
 static gboolean knnwb_split_plan_mine(const KnnwbSplitRows *rows, const KnnwbMarginPlan *plan,
                                       const size_t *local, size_t count, size_t *needed,
-                                      size_t *mine, gboolean *cancelled, GError **error)
+                                      gboolean *cancelled, GError **error)
 {
   const KnnwbSplitRun *run = rows->run;
   const KnnwbPrepared *query = rows->query;
@@ -137,8 +139,32 @@ static gboolean knnwb_split_plan_mine(const KnnwbSplitRows *rows, const KnnwbMar
                                                   heap, size, error);
   knnwb_split_shared_clear(&shared);
   if (ok)
-    *mine = knnwb_margin_decide(query, local, count, rows->reference, plan, heap, size, needed);
+    (void)knnwb_margin_decide(query, local, count, rows->reference, plan, heap, size, needed);
   return ok;
+}
+
+/* Step 4: every rank's sample counts (count of them here, needed) gathered, and the plan from all
+ * of them (knnwb_margin_rule) in *chosen, the same on every rank. Collective; errors: the group's
+ * transport. */
+static gboolean knnwb_split_plan_rule(const KnnwbKnnGroup *group, const KnnwbMarginPlan *plan,
+                                      const size_t *needed, size_t count, size_t *chosen,
+                                      GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  g_autofree int64_t *counts = g_new(int64_t, ranks);
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)count, counts, error))
+    return FALSE;
+  size_t total = 0;
+  for (size_t r = 0; r < ranks; r++) {
+    bytes[r] = (size_t)counts[r] * sizeof(size_t);
+    total += (size_t)counts[r];
+  }
+  g_autofree size_t *all = g_new(size_t, MAX(total, (size_t)1));
+  if (!knnwb_knn_group_gather_bytes(group, needed, bytes, all, error))
+    return FALSE;
+  *chosen = knnwb_margin_rule(plan, all, total);
+  return TRUE;
 }
 
 gboolean knnwb_split_plan(const KnnwbSplitRows *rows, size_t n_query, size_t max_kc, size_t *kc,
@@ -156,26 +182,31 @@ gboolean knnwb_split_plan(const KnnwbSplitRows *rows, size_t n_query, size_t max
     return TRUE;
   const gint64 start = g_get_monotonic_time();
   const KnnwbMarginPlan plan = knnwb_margin_plan(rows->k, *kc, rows->available, (size_t)v[1]);
-  const size_t count = MIN((size_t)KNNWB_MARGIN_SAMPLE, query->n);
-  size_t local[KNNWB_MARGIN_SAMPLE], counts[KNNWB_MARGIN_SAMPLE];
-  knnwb_margin_sample_rows(0, query->n, count, local);
-  size_t mine = *kc;
+  /* One process's sample over the whole rows; each rank takes those of its block, so the ranks
+   * score KNNWB_MARGIN_SAMPLE rows in all (not as many a rank: that work grew with the ranks). */
+  const size_t total = MIN((size_t)KNNWB_MARGIN_SAMPLE, n_query);
+  size_t all[KNNWB_MARGIN_SAMPLE], local[KNNWB_MARGIN_SAMPLE], counts[KNNWB_MARGIN_SAMPLE];
+  knnwb_margin_sample_rows(0, n_query, total, all);
+  size_t count = 0;
+  for (size_t s = 0; s < total; s++)
+    if (all[s] >= rows->query_first && all[s] - rows->query_first < query->n)
+      local[count++] = all[s] - rows->query_first;
+  size_t *mine = needed ? needed : counts, chosen = *kc;
   gboolean cancelled = FALSE;
-  if (!knnwb_split_plan_mine(rows, &plan, local, count, needed ? needed : counts, &mine, &cancelled,
-                             error))
+  if (!knnwb_split_plan_mine(rows, &plan, local, count, mine, &cancelled, error) ||
+      !knnwb_split_plan_rule(group, &plan, mine, count, &chosen, error))
     return FALSE;
-  int64_t chosen[2] = {(int64_t)mine, cancelled};
-  if (!group->reduce(group, chosen, 2, KNNWB_GROUP_MAX, error))
+  int64_t stop = cancelled;
+  if (!group->reduce(group, &stop, 1, KNNWB_GROUP_MAX, error))
     return FALSE;
-  if (chosen[1]) { /* (the first pass stops at its first step) */
+  if (stop) { /* (the first pass stops at its first step) */
     if (needed != NULL)
       memset(needed, 0, count * sizeof(size_t));
     return TRUE;
   }
-  g_debug("knnwb: margin planner: rank %d: %zu sample rows, %zu candidates per row (the screen's "
-          "%zu; this rank's plan %zu), %.3f s",
-          group->rank, count, (size_t)chosen[0], *kc, mine,
-          (double)(g_get_monotonic_time() - start) / 1e6);
-  *kc = MAX(*kc, (size_t)chosen[0]);
+  g_debug("knnwb: margin planner: rank %d: %zu sample rows (%zu of them this rank's), %zu "
+          "candidates per row (the screen's %zu), %.3f s",
+          group->rank, total, count, chosen, *kc, (double)(g_get_monotonic_time() - start) / 1e6);
+  *kc = MAX(*kc, chosen);
   return TRUE;
 }

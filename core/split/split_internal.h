@@ -367,14 +367,15 @@ gboolean knnwb_split_exhaustive(const KnnwbSplitRows *rows, const int64_t *mine,
 
 /* knn_split_plan.c */
 /** The first pass's candidates per row: *kc (the screen's) in, the ranks' plan out. Where the
- * ranks agree to plan (knnwb_margin_wanted for the run's n_query rows), each samples
- * KNNWB_MARGIN_SAMPLE of its rows as knnwb_margin_choose samples a range, their distances to every
- * rank's reference block make its plan (its rows' counts in needed, KNNWB_MARGIN_SAMPLE of them,
- * may be NULL), and all take the largest, each within the smallest max_kc; the counts equal one
- * process's when the blocks are prepared as one process prepares the rows. A cancel flag raised
- * on any rank keeps *kc (needed all 0). Collective (one reduction when nothing is planned); errors:
- * the group's transport. Time: every rank's sample against the own block, O(R s m d) for
- * s = KNNWB_MARGIN_SAMPLE; memory O(R s (d + 4 kc)). */
+ * ranks agree to plan (knnwb_margin_wanted for the run's n_query rows), the KNNWB_MARGIN_SAMPLE
+ * rows knnwb_margin_choose samples over all n_query rows are scored against every rank's reference
+ * block, each rank counts those of its block (their counts in needed, in row order, as many as
+ * the sample rows in its block, at most KNNWB_MARGIN_SAMPLE; may be NULL), and every rank takes
+ * the plan of all the counts, within the smallest max_kc: one process's plan and counts when the
+ * blocks are prepared as one process prepares the rows. A cancel flag raised on any rank keeps *kc
+ * (needed all 0). Collective (one reduction when nothing is planned); errors: the group's
+ * transport. Time: the sample against the own block, O(s m d) for s = KNNWB_MARGIN_SAMPLE; memory
+ * O(s (d + 4 kc)). */
 gboolean knnwb_split_plan(const KnnwbSplitRows *rows, size_t n_query, size_t max_kc, size_t *kc,
                           size_t *needed, GError **error);
 

@@ -2168,7 +2168,8 @@ static gpointer plan_main(gpointer data)
 
 /* Runs the planner on ranks threads (the rows of p cut at cut[]; a query run against reference's
  * rows cut evenly, or a self run when reference is NULL), checks every rank's counts against one
- * process's planner for its range and that every rank took the largest plan, and returns it. */
+ * process's planner's for the sample rows in its block and that every rank took one process's
+ * plan, and returns it. */
 static size_t plan_check(const KnnwbPrepared *p, const KnnwbPrepared *reference, int ranks,
                          const size_t *cut, size_t k, size_t kc)
 {
@@ -2193,30 +2194,32 @@ static size_t plan_check(const KnnwbPrepared *p, const KnnwbPrepared *reference,
     runs[r].rank.group = thread_group(r, ranks, FALSE);
     threads[r] = g_thread_new("rank", plan_main, &runs[r]);
   }
-  size_t largest = kc;
+  /* one process: KNNWB_MARGIN_SAMPLE rows spread over all of p, their counts and its plan */
+  size_t sample[KNNWB_MARGIN_SAMPLE], needed[KNNWB_MARGIN_SAMPLE];
+  const size_t n_sample = MIN((size_t)KNNWB_MARGIN_SAMPLE, p->n);
+  knnwb_margin_sample_rows(0, p->n, n_sample, sample);
+  const size_t largest = knnwb_margin_choose(
+      p, reference != NULL ? reference : p, reference == NULL, 0, p->n, k, kc,
+      reference != NULL ? reference->n : p->n - 1, SIZE_MAX, KNNWB_MARGIN_SAMPLE, 2, NULL, needed);
   for (int r = 0; r < ranks; r++) {
     g_thread_join(threads[r]);
-    size_t needed[KNNWB_MARGIN_SAMPLE];
-    const size_t sample = MIN((size_t)KNNWB_MARGIN_SAMPLE, runs[r].count);
-    const size_t plan =
-        knnwb_margin_choose(p, reference != NULL ? reference : p, reference == NULL, runs[r].first,
-                            runs[r].count, k, kc, reference != NULL ? reference->n : p->n - 1,
-                            SIZE_MAX, KNNWB_MARGIN_SAMPLE, 2, NULL, needed);
-    g_assert_cmpmem(runs[r].needed, sample * sizeof(size_t), needed, sample * sizeof(size_t));
-    for (size_t s = 0; s < sample; s++)
-      g_assert_cmpuint(needed[s], >, k); /* (every sample row was counted) */
-    largest = MAX(largest, plan);
-  }
-  for (int r = 0; r < ranks; r++)
+    size_t at = 0; /* the rank's counts: those of the sample rows in its block, in order */
+    for (size_t s = 0; s < n_sample; s++)
+      if (sample[s] >= runs[r].first && sample[s] < runs[r].first + runs[r].count) {
+        g_assert_cmpuint(runs[r].needed[at], ==, needed[s]);
+        g_assert_cmpuint(needed[s], >, k); /* (every sample row was counted) */
+        at++;
+      }
     g_assert_cmpuint(runs[r].chosen, ==, largest);
+  }
   g_mutex_clear(&job.lock);
   g_cond_clear(&job.cond);
   return largest;
 }
 
-/* The split ranks' margin planner (core/split/knn_split_plan.c): every rank's sample counts are
- * one process's planner's over the whole rows for the rank's range, bit for bit (the heaps built
- * against each block and merged on the rows' owner), and every rank takes the largest plan.
+/* The split ranks' margin planner (core/split/knn_split_plan.c): one process's sample rows, each
+ * counted on its block's rank bit for bit as one process counts it (the heaps built against each
+ * block and merged on the row's owner), and every rank takes one process's plan.
  * Euclidean clusters far from the origin under FP16 (the plan rises past the screen's count),
  * pearson under FP16, cosine under FP32 (the screen's count stays); self and query runs, 2-4
  * ranks, uneven blocks, one of them empty, one a block of fewer rows than the sample. */
