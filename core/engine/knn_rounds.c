@@ -912,15 +912,51 @@ gboolean knnwb_knn_margin_memo_active(void)
   return knnwb_margin_memo != NULL;
 }
 
-/* Ranks that share a self graph's first round agree on its count: each plans for its own rows,
- * and all take the largest plan within the smallest cap. A transport failure leaves mine (the
- * next collective reports it). */
-static size_t knnwb_knn_rounds_agree(const KnnwbKnnGroup *group, size_t mine, size_t cap)
+/* Ranks of one run that each hold every row (their own rows [row0, row0 + n_rows)): one process's
+ * KNNWB_MARGIN_SAMPLE sample rows over all of query, each scored on the rank that holds it, and
+ * every rank's counts gathered into one plan (knnwb_margin_rule) within the smallest max_kc: one
+ * process's plan whatever the ranks, and a rank's share of the work falls with the ranks as its
+ * threads do (before, each rank scored 32 rows of its own). kc where a rank was cancelled or the
+ * transport failed. Collective. */
+static size_t knnwb_knn_rounds_plan_ranks(const KnnwbKnnOptions *options,
+                                          const KnnwbPrepared *query,
+                                          const KnnwbPrepared *reference, gboolean self, size_t kc,
+                                          size_t available, size_t max_kc, int threads,
+                                          const KnnwbKnnGroup *group, size_t row0, size_t n_rows)
 {
-  int64_t v[2] = {(int64_t)MIN(mine, (size_t)INT64_MAX), -(int64_t)MIN(cap, (size_t)INT64_MAX)};
-  if (!group->reduce(group, v, 2, KNNWB_GROUP_MAX, NULL))
-    return mine;
-  return (size_t)MIN(v[0], -v[1]);
+  int64_t cap = (int64_t)MIN(max_kc, (size_t)INT64_MAX);
+  if (!group->reduce(group, &cap, 1, KNNWB_GROUP_MIN, NULL))
+    return kc;
+  const KnnwbMarginPlan plan = knnwb_margin_plan(options->k, kc, available, (size_t)cap);
+  const size_t total = MIN((size_t)KNNWB_MARGIN_SAMPLE, query->n);
+  size_t all[KNNWB_MARGIN_SAMPLE], mine[KNNWB_MARGIN_SAMPLE], needed[KNNWB_MARGIN_SAMPLE];
+  knnwb_margin_sample_rows(0, query->n, total, all);
+  size_t count = 0;
+  for (size_t s = 0; s < total; s++)
+    if (all[s] >= row0 && all[s] - row0 < n_rows)
+      mine[count++] = all[s];
+  g_autofree double *heap = g_new(double, MAX(count * plan.keep, (size_t)1));
+  g_autofree size_t *size = g_new0(size_t, MAX(count, (size_t)1));
+  int64_t stop = !knnwb_margin_heaps(query, mine, mine, count, reference, 0, self, plan.keep,
+                                     threads, options->cancel, heap, size);
+  if (!stop)
+    (void)knnwb_margin_decide(query, mine, count, reference, &plan, heap, size, needed);
+  if (!group->reduce(group, &stop, 1, KNNWB_GROUP_MAX, NULL) || stop)
+    return kc;
+  const size_t ranks = (size_t)group->size;
+  g_autofree int64_t *counts = g_new(int64_t, ranks);
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)count, counts, NULL))
+    return kc;
+  size_t sum = 0;
+  for (size_t r = 0; r < ranks; r++) {
+    bytes[r] = (size_t)counts[r] * sizeof(size_t);
+    sum += (size_t)counts[r];
+  }
+  size_t every[KNNWB_MARGIN_SAMPLE];
+  if (sum > KNNWB_MARGIN_SAMPLE || !knnwb_knn_group_gather_bytes(group, needed, bytes, every, NULL))
+    return kc;
+  return knnwb_margin_rule(&plan, every, sum);
 }
 
 /* The first round's lists stay within a quarter of the memory the machine can still give (ranks
@@ -953,19 +989,16 @@ size_t knnwb_knn_rounds_candidates(const KnnwbKnnOptions *options, const KnnwbPr
           ? 4 * kc
           : memory / (size_t)(ranks ? MAX(group->local_size, 1) : 1) / 4 / cell / listed;
   const gint64 start = g_get_monotonic_time();
-  size_t chosen =
-      n_rows == 0
+  const size_t chosen =
+      ranks ? knnwb_knn_rounds_plan_ranks(options, query, reference, self, kc, available, max_kc,
+                                          threads, group, row0, n_rows)
+      : n_rows == 0
           ? kc
           : knnwb_margin_choose(query, reference, self, row0, n_rows, options->k, kc, available,
                                 max_kc, KNNWB_MARGIN_SAMPLE, threads, options->cancel, NULL);
-  const size_t planned = chosen;
-  if (ranks)
-    chosen = MAX(kc, knnwb_knn_rounds_agree(group, chosen, MIN(available, max_kc)));
-  g_debug("knnwb: margin planner: %d sample rows, %zu candidates per row (the screen's %zu%s), "
+  g_debug("knnwb: margin planner: %d sample rows, %zu candidates per row (the screen's %zu), "
           "%.3f s",
-          KNNWB_MARGIN_SAMPLE, chosen, kc,
-          ranks ? (planned == chosen ? "; this rank's plan" : "; another rank's plan") : "",
-          (double)(g_get_monotonic_time() - start) / 1e6);
+          KNNWB_MARGIN_SAMPLE, chosen, kc, (double)(g_get_monotonic_time() - start) / 1e6);
   if (knnwb_margin_memo != NULL)
     g_atomic_int_set(&knnwb_margin_memo->kc, (gint)MIN(chosen, (size_t)G_MAXINT));
   return chosen;

@@ -2274,6 +2274,72 @@ static void test_split_planned(void)
   g_unsetenv("KNNWB_MARGIN_PILOT");
 }
 
+/* Whole-input ranks' margin planner (knnwb_knn_rounds_candidates with a group: every rank holds
+ * every row and plans for its own range [first, first + count)): one process's sample rows, each
+ * scored on the rank whose range holds it, and every rank takes one process's plan; 2-4 ranks,
+ * uneven ranges, one of them empty. */
+typedef struct {
+  ThreadRank rank;
+  const KnnwbPrepared *p;
+  size_t first, count, available, chosen;
+} WholePlanRun;
+
+static gpointer whole_plan_main(gpointer data)
+{
+  WholePlanRun *run = data;
+  KnnwbKnnOptions options;
+  knnwb_knn_options_init(&options);
+  options.k = 10;
+  run->chosen = knnwb_knn_rounds_candidates(&options, run->p, run->p, TRUE, run->available, 2,
+                                            &run->rank.group, run->first, run->count);
+  return NULL;
+}
+
+static void test_whole_planned(void)
+{
+  static const size_t cuts[][MAX_RANKS + 1] = {
+      {0, 1200, 3001}, {0, 700, 700, 3001}, {0, 900, 920, 2300, 3001}};
+  const size_t n = 3001;
+  g_setenv("KNNWB_MARGIN_PILOT", "always", TRUE);
+  g_autoptr(KnnwbMatrix) m = blob_matrix(n, 12, FALSE, 11);
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON};
+  for (guint c = 0; c < G_N_ELEMENTS(metrics); c++) {
+    KnnwbPrepared p;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(knnwb_prepared_init(&p, m, metrics[c], FALSE, "data", 2, NULL, NULL, &error));
+    knnwb_prepared_set_screen(&p, &p, KNNWB_SCREEN_FP16);
+    KnnwbKnnOptions options;
+    knnwb_knn_options_init(&options);
+    options.k = 10;
+    const size_t one = knnwb_knn_rounds_candidates(&options, &p, &p, TRUE, n - 1, 2, NULL, 0, n);
+    if (metrics[c] == KNNWB_METRIC_EUCLIDEAN)
+      g_assert_cmpuint(one, >, knnwb_screen_candidates(KNNWB_SCREEN_FP16, 10)); /* it plans */
+    for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+      ThreadJob job = {.size = ranks};
+      g_mutex_init(&job.lock);
+      g_cond_init(&job.cond);
+      WholePlanRun runs[MAX_RANKS];
+      GThread *threads[MAX_RANKS];
+      for (int r = 0; r < ranks; r++) {
+        const size_t *cut = cuts[ranks - 2];
+        runs[r] = (WholePlanRun){
+            .p = &p, .first = cut[r], .count = cut[r + 1] - cut[r], .available = n - 1};
+        runs[r].rank.job = &job;
+        runs[r].rank.group = thread_group(r, ranks, FALSE);
+        threads[r] = g_thread_new("rank", whole_plan_main, &runs[r]);
+      }
+      for (int r = 0; r < ranks; r++) {
+        g_thread_join(threads[r]);
+        g_assert_cmpuint(runs[r].chosen, ==, one);
+      }
+      g_mutex_clear(&job.lock);
+      g_cond_clear(&job.cond);
+    }
+    knnwb_prepared_clear(&p);
+  }
+  g_unsetenv("KNNWB_MARGIN_PILOT");
+}
+
 /* Split ranks' planner lines that raised the screen's count ("N candidates per row (the
  * screen's M; ..."), counted by the log handler while a planned run goes. */
 static gint plans_raised;
@@ -2461,6 +2527,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-neighbourhood", test_split_neighbourhood);
   g_test_add_func("/distributed/group/split-planned", test_split_planned);
   g_test_add_func("/distributed/group/split-planned-run", test_split_planned_run);
+  g_test_add_func("/distributed/group/whole-planned", test_whole_planned);
   g_test_add_func("/distributed/group/split-input-done", test_split_input_done);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/threshold-board", test_threshold_board);
