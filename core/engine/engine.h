@@ -166,6 +166,11 @@ size_t knnwb_margin_decide(const KnnwbPrepared *query, const size_t *rows, size_
  * them; any order): the count seven eighths of them need when more than an eighth need more than
  * plan->kc (within plan->most), else plan->kc. O(n_sample log n_sample). */
 size_t knnwb_margin_rule(const KnnwbMarginPlan *plan, const size_t *needed, size_t n_sample);
+/** knnwb_margin_rule over every rank's sample counts (count of them on this rank, needed), into
+ * *chosen, the same on every rank. Collective; errors: the group's transport. */
+gboolean knnwb_margin_rule_group(const KnnwbKnnGroup *group, const KnnwbMarginPlan *plan,
+                                 const size_t *needed, size_t count, size_t *chosen,
+                                 GError **error);
 
 /**
  * knnwb_knn_query for query rows that already hold k neighbours elsewhere (a partitioned search's

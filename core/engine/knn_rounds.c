@@ -943,20 +943,8 @@ static size_t knnwb_knn_rounds_plan_ranks(const KnnwbKnnOptions *options,
     (void)knnwb_margin_decide(query, mine, count, reference, &plan, heap, size, needed);
   if (!group->reduce(group, &stop, 1, KNNWB_GROUP_MAX, NULL) || stop)
     return kc;
-  const size_t ranks = (size_t)group->size;
-  g_autofree int64_t *counts = g_new(int64_t, ranks);
-  g_autofree size_t *bytes = g_new(size_t, ranks);
-  if (!knnwb_knn_group_gather_values(group, (int64_t)count, counts, NULL))
-    return kc;
-  size_t sum = 0;
-  for (size_t r = 0; r < ranks; r++) {
-    bytes[r] = (size_t)counts[r] * sizeof(size_t);
-    sum += (size_t)counts[r];
-  }
-  size_t every[KNNWB_MARGIN_SAMPLE];
-  if (sum > KNNWB_MARGIN_SAMPLE || !knnwb_knn_group_gather_bytes(group, needed, bytes, every, NULL))
-    return kc;
-  return knnwb_margin_rule(&plan, every, sum);
+  size_t chosen = kc;
+  return knnwb_margin_rule_group(group, &plan, needed, count, &chosen, NULL) ? chosen : kc;
 }
 
 /* The first round's lists stay within a quarter of the memory the machine can still give (ranks

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <knnwb/knn_group.h>
 #include <knnwb/parallel.h>
 #include "base/base.h"
 #include "engine/engine_internal.h"
@@ -448,4 +449,24 @@ size_t knnwb_margin_choose(const KnnwbPrepared *query, const KnnwbPrepared *refe
   }
   return knnwb_margin_decide(query, rows, n_sample, reference, &plan, heap, size,
                              own ? own : needed);
+}
+
+gboolean knnwb_margin_rule_group(const KnnwbKnnGroup *group, const KnnwbMarginPlan *plan,
+                                 const size_t *needed, size_t count, size_t *chosen, GError **error)
+{
+  const size_t ranks = (size_t)group->size;
+  g_autofree int64_t *counts = g_new(int64_t, ranks);
+  g_autofree size_t *bytes = g_new(size_t, ranks);
+  if (!knnwb_knn_group_gather_values(group, (int64_t)count, counts, error))
+    return FALSE;
+  size_t total = 0;
+  for (size_t r = 0; r < ranks; r++) {
+    bytes[r] = (size_t)counts[r] * sizeof(size_t);
+    total += (size_t)counts[r];
+  }
+  g_autofree size_t *all = g_new(size_t, MAX(total, (size_t)1));
+  if (!knnwb_knn_group_gather_bytes(group, needed, bytes, all, error))
+    return FALSE;
+  *chosen = knnwb_margin_rule(plan, all, total);
+  return TRUE;
 }

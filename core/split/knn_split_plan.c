@@ -143,30 +143,6 @@ static gboolean knnwb_split_plan_mine(const KnnwbSplitRows *rows, const KnnwbMar
   return ok;
 }
 
-/* Step 4: every rank's sample counts (count of them here, needed) gathered, and the plan from all
- * of them (knnwb_margin_rule) in *chosen, the same on every rank. Collective; errors: the group's
- * transport. */
-static gboolean knnwb_split_plan_rule(const KnnwbKnnGroup *group, const KnnwbMarginPlan *plan,
-                                      const size_t *needed, size_t count, size_t *chosen,
-                                      GError **error)
-{
-  const size_t ranks = (size_t)group->size;
-  g_autofree int64_t *counts = g_new(int64_t, ranks);
-  g_autofree size_t *bytes = g_new(size_t, ranks);
-  if (!knnwb_knn_group_gather_values(group, (int64_t)count, counts, error))
-    return FALSE;
-  size_t total = 0;
-  for (size_t r = 0; r < ranks; r++) {
-    bytes[r] = (size_t)counts[r] * sizeof(size_t);
-    total += (size_t)counts[r];
-  }
-  g_autofree size_t *all = g_new(size_t, MAX(total, (size_t)1));
-  if (!knnwb_knn_group_gather_bytes(group, needed, bytes, all, error))
-    return FALSE;
-  *chosen = knnwb_margin_rule(plan, all, total);
-  return TRUE;
-}
-
 gboolean knnwb_split_plan(const KnnwbSplitRows *rows, size_t n_query, size_t max_kc, size_t *kc,
                           size_t *needed, GError **error)
 {
@@ -194,7 +170,7 @@ gboolean knnwb_split_plan(const KnnwbSplitRows *rows, size_t n_query, size_t max
   size_t *mine = needed ? needed : counts, chosen = *kc;
   gboolean cancelled = FALSE;
   if (!knnwb_split_plan_mine(rows, &plan, local, count, mine, &cancelled, error) ||
-      !knnwb_split_plan_rule(group, &plan, mine, count, &chosen, error))
+      !knnwb_margin_rule_group(group, &plan, mine, count, &chosen, error))
     return FALSE;
   int64_t stop = cancelled;
   if (!group->reduce(group, &stop, 1, KNNWB_GROUP_MAX, error))
