@@ -159,6 +159,17 @@ struct CrossJob {
   int refined = 0;
 };
 
+/* Where job's refined lists go: its arrays (both sides' for a two-sided job), or its take. */
+bool refined_outputs(const KnnwbSelectJob *job)
+{
+  if (job->out_refined_take != nullptr)
+    return true;
+  return job->out_k_index && job->out_k_distance && job->out_worst_score && job->out_valid &&
+         (job->out_reference_refined == nullptr ||
+          (job->out_reference_k_index && job->out_reference_k_distance &&
+           job->out_reference_worst_score && job->out_reference_valid));
+}
+
 /* Whether job asks for the refined transposed output in a form this backend runs: one GPU, both
  * sides' refine and exact distances, no groups or shares (KNNWB_CUDA_CROSS=0: never, to compare).
  */
@@ -170,12 +181,10 @@ bool cross_wanted(const KnnwbSelectJob *job, size_t n_devices, int refine_kc)
          !(host_refine && atoi(host_refine) > 0) && n_devices == 1 && !job->self &&
          job->n_query > 0 && job->n_reference > 0 &&
          job->n_query + job->n_reference <= 0x7fffffffu && job->out_k > 0 &&
-         job->out_k <= job->kc && job->kc <= (size_t)refine_kc && job->out_k_index &&
-         job->out_k_distance && job->out_worst_score && job->out_valid && job->out_refined &&
-         job->out_reference_k_index && job->out_reference_k_distance &&
-         job->out_reference_worst_score && job->out_reference_valid && job->exact_query &&
-         job->exact_reference && job->out_distance && !job->query_group && !job->reference_group &&
-         job->share_count <= 1 && (job->score_kind != KNNWB_SCORE_L2 || job->query_sqnorms);
+         job->out_k <= job->kc && job->kc <= (size_t)refine_kc && refined_outputs(job) &&
+         job->out_refined && job->exact_query && job->exact_reference && job->out_distance &&
+         !job->query_group && !job->reference_group && job->share_count <= 1 &&
+         (job->score_kind != KNNWB_SCORE_L2 || job->query_sqnorms);
 }
 
 /* Both sides of job one after the other, in arrays of x; x->job the self job over them. */
@@ -230,17 +239,29 @@ void cross_build(const KnnwbSelectJob *job, CrossJob *x)
   x->rows.rows[1] = job->reference;
   x->rows.exact[0] = job->exact_query;
   x->rows.exact[1] = job->exact_reference;
-  x->rows.out[0] = {job->out_k_index, job->out_k_distance, job->out_worst_score, job->out_valid};
-  x->rows.out[1] = {job->out_reference_k_index, job->out_reference_k_distance,
-                    job->out_reference_worst_score, job->out_reference_valid};
+  x->rows.out[0] = {job->out_k_index,
+                    job->out_k_distance,
+                    job->out_worst_score,
+                    job->out_valid,
+                    job->out_refined_take,
+                    job->out_refined_take_data,
+                    0};
+  x->rows.out[1] = {job->out_reference_k_index,
+                    job->out_reference_k_distance,
+                    job->out_reference_worst_score,
+                    job->out_reference_valid,
+                    job->out_refined_take,
+                    job->out_refined_take_data,
+                    1};
 }
 
 /* One attempt at plan on the devices: one worker thread per GPU. Returns the run's status (and
  * its message); KNNWB_KERNELS_OUT_OF_MEMORY asks the caller to retry with a smaller budget, and
- * kCrossDeclined (cross given) that the plan cannot hold a two-sided job. */
+ * kCrossDeclined (cross given) that the plan cannot hold a two-sided job; *handed: whether rows
+ * went to the job's out_refined_take (then it must not run again, whatever the status). */
 int select_attempt(const KnnwbSelectJob *job, const CrossRows *cross, const KnnwbSelectPlan &plan,
-                   const std::vector<int> &ordinals, size_t budget, int refine_kc, char *message,
-                   size_t message_size)
+                   const std::vector<int> &ordinals, size_t budget, int refine_kc, bool *handed,
+                   char *message, size_t message_size)
 {
   /* A two-sided job needs both sides' rows, state and exact rows on its GPU, and the refine (the
    * sides' lists come back k wide, each to its own outputs). */
@@ -298,9 +319,9 @@ int select_attempt(const KnnwbSelectJob *job, const CrossRows *cross, const Knnw
               knnwb_select_plan_bytes(job, &plan, 1) <= budget;
   /* Core's refine in place in the staging, so no memory beyond the exact distances'. */
   const char *host_refine = getenv("KNNWB_CUDA_HOST_REFINE");
-  run.refine = run.exact && job->out_k > 0 && job->out_k <= job->kc && job->out_k_index &&
-               job->out_k_distance && job->out_worst_score && job->out_valid && job->out_refined &&
-               job->kc <= (size_t)refine_kc && !(host_refine && atoi(host_refine) > 0);
+  run.refine = run.exact && job->out_k > 0 && job->out_k <= job->kc && refined_outputs(job) &&
+               job->out_refined && job->kc <= (size_t)refine_kc &&
+               !(host_refine && atoi(host_refine) > 0);
   /* The host threads of copies and merges: the job's, shared by its GPUs. Several searches at
    * once (a partitioned run's sub-searches, each given its share of the cores) each took every
    * core: six on 32 cores spread their lists 1.5x slower than three on 16. */
@@ -375,6 +396,7 @@ int select_attempt(const KnnwbSelectJob *job, const CrossRows *cross, const Knnw
     for (auto &t : threads)
       t.join();
   }
+  *handed = run.handed.load();
   if (run.staged_rows != nullptr && cudaSetDevice(ordinals[0]) == cudaSuccess)
     keep_free(ordinals[0], run.staged_rows); /* a worker that failed before it took them */
   if (run.status != KNNWB_KERNELS_OK) {
@@ -400,8 +422,8 @@ using namespace knnwb_cuda;
  * std::bad_alloc, thread starts std::system_error); each becomes a status with a message. */
 static int select_entry(const KnnwbSelectJob *job, char *message, size_t message_size);
 static int select_plans(const KnnwbSelectJob *job, const CrossRows *cross,
-                        const std::vector<int> &ordinals, DeviceLimits limits, char *message,
-                        size_t message_size);
+                        const std::vector<int> &ordinals, DeviceLimits limits, bool *handed,
+                        char *message, size_t message_size);
 
 extern "C" int knnwb_cuda_select(const KnnwbSelectJob *job, char *message, size_t message_size)
 {
@@ -448,28 +470,35 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
   if (cross_wanted(job, ordinals.size(), limits.refine_kc)) {
     std::unique_ptr<CrossJob> cross(new CrossJob);
     cross_build(job, cross.get());
-    status = select_plans(&cross->job, &cross->rows, ordinals, limits, message, message_size);
+    bool handed = false;
+    status =
+        select_plans(&cross->job, &cross->rows, ordinals, limits, &handed, message, message_size);
     if (status == KNNWB_KERNELS_OK) {
       *job->out_refined = 1;
       *job->out_reference_refined = 1;
     }
-    /* (a plan that fit no budget for both sides may still fit the query side alone) */
-    if (status != kCrossDeclined && status != KNNWB_KERNELS_OUT_OF_MEMORY)
+    /* (a plan that fit no budget for both sides may still fit the query side alone, unless rows
+     * went to the caller already) */
+    if ((status != kCrossDeclined && status != KNNWB_KERNELS_OUT_OF_MEMORY) || handed)
       return status;
   }
   KnnwbSelectJob plain = *job;
   plain.out_reference_refined = nullptr;
-  return select_plans(&plain, nullptr, ordinals, limits, message, message_size);
+  bool handed = false;
+  return select_plans(&plain, nullptr, ordinals, limits, &handed, message, message_size);
 }
 
 /* Plans for job (cross: a two-sided job's sides) from the devices' limits, retried with smaller
- * budgets when the allocator disagrees with the plan's arithmetic. */
+ * budgets when the allocator disagrees with the plan's arithmetic, unless the attempt handed rows
+ * to the job's out_refined_take already (*handed: it did; the status is then final). */
 static int select_plans(const KnnwbSelectJob *job, const CrossRows *cross,
-                        const std::vector<int> &ordinals, DeviceLimits limits, char *message,
-                        size_t message_size)
+                        const std::vector<int> &ordinals, DeviceLimits limits, bool *handed,
+                        char *message, size_t message_size)
 {
   int status = KNNWB_KERNELS_OUT_OF_MEMORY;
-  for (int attempt = 0; attempt < 8 && status == KNNWB_KERNELS_OUT_OF_MEMORY; attempt++) {
+  *handed = false;
+  for (int attempt = 0; attempt < 8 && status == KNNWB_KERNELS_OUT_OF_MEMORY && !*handed;
+       attempt++) {
     KnnwbSelectPlan plan;
     if (!knnwb_select_plan_choose(job, limits.budget, limits.sm_count, limits.shared_kc, &plan)) {
       /* A budget below the fixed share (context slack, cuBLAS workspace) fails for any input:
@@ -490,8 +519,8 @@ static int select_plans(const KnnwbSelectJob *job, const CrossRows *cross,
     }
     if (cross == nullptr) /* a two-sided job has no diagonal tiles */
       knnwb_select_plan_diagonal_ahead(job, &plan, (int)ordinals.size(), limits.budget);
-    status = select_attempt(job, cross, plan, ordinals, limits.budget, limits.refine_kc, message,
-                            message_size);
+    status = select_attempt(job, cross, plan, ordinals, limits.budget, limits.refine_kc, handed,
+                            message, message_size);
     /* the allocator disagreed with our arithmetic: smaller tiles */
     limits.budget = limits.budget / 4 * 3;
   }

@@ -197,6 +197,20 @@ typedef struct {
   float *out_reference_worst_score;
   int32_t *out_reference_valid;
   int *out_reference_refined;
+  /* Optional, with the refinement (out_refined_take == NULL: none): the refined lists handed to
+   * out_refined_take piece by piece as they come off the device, instead of written into out_k_*
+   * and out_reference_k_* (which may then be NULL), so that the caller merges them where they
+   * belong without arrays for all rows. Each call gives the rows [first, first + count) of side 0
+   * (query rows) or 1 (reference rows of a two-sided job), laid out as out_k_* would hold those
+   * rows (count x out_k indices and distances, count worst scores and valid counts), valid only
+   * during the call. Calls come from the backend's threads, several at once for disjoint rows;
+   * every row of a side comes exactly once when *out_refined (*out_reference_refined) is set. A
+   * job whose status is not OK may have handed some rows already; the backend never runs such a
+   * job again by itself. A backend that cannot hand rows over declines the refinement (the CPU
+   * backend never refines). */
+  void (*out_refined_take)(void *data, int side, size_t first, size_t count, const int64_t *index,
+                           const double *distance, const float *worst, const int32_t *valid);
+  void *out_refined_take_data;
   /* Optional starting thresholds (NULL: none): a pair whose score (as seen from the row) is not
    * below query_bounds[i] (n_query floats) or, for the transposed output, reference_bounds[j]
    * (n_reference floats) need not become a candidate of that row, so its list may hold fewer than

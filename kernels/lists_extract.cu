@@ -15,6 +15,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <vector>
 
 namespace knnwb_cuda
 {
@@ -161,6 +162,11 @@ struct RefinedDownload {
   cudaEvent_t computed[2] = {}, copied[2] = {}, timing[2][3] = {};
   size_t chunk_first[2] = {0, 0}, chunk_count[2] = {0, 0};
   double device_ms[2] = {0, 0}, host_s = 0, wait_s = 0;
+  /* With out.take: a chunk's rows laid out as the job's arrays, handed over from here. */
+  std::vector<int64_t> take_index;
+  std::vector<double> take_distance;
+  std::vector<float> take_worst;
+  std::vector<int32_t> take_valid;
 
   void choose_chunks(size_t stage_rows);
   bool take_host_sets();
@@ -252,9 +258,11 @@ void RefinedDownload::give_back()
  * Rows [row0, row0 + n_rows) refined on the device (query rows query0, ...) into the job's k-lists:
  * per chunk, the lists with their exact distances into the staging (select stream), sorted and cut
  * (launch_refine_rows), copied to pinned memory on the copy stream, and spread into
- * out_k_index/out_k_distance/out_worst_score/out_valid by the host while the next chunk runs. Two
- * device halves of the staging and two pinned sets, so chunk c + 1 computes while chunk c copies.
- * out (a two-sided job's side): those arrays instead, query row q at their row q - shift.
+ * out_k_index/out_k_distance/out_worst_score/out_valid by the host while the next chunk runs (or,
+ * with the job's out_refined_take, laid out so in arrays of the chunk's and handed to it, each
+ * thread's rows at once). Two device halves of the staging and two pinned sets, so chunk c + 1
+ * computes while chunk c copies. out (a two-sided job's side): those arrays (or take) instead,
+ * query row q at their row q - shift.
  */
 bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0, const RefinedOut *out,
                              size_t shift)
@@ -283,8 +291,17 @@ bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0, const Re
     download.out.distance = job->out_k_distance;
     download.out.worst = job->out_worst_score;
     download.out.valid = job->out_valid;
+    download.out.take = job->out_refined_take;
+    download.out.take_data = job->out_refined_take_data;
+    download.out.side = 0;
   }
   download.choose_chunks(stage_rows_);
+  if (download.out.take != nullptr) { /* (std::bad_alloc: the worker's guard fails the job) */
+    download.take_index.resize(download.chunk_rows * download.k);
+    download.take_distance.resize(download.chunk_rows * download.k);
+    download.take_worst.resize(download.chunk_rows);
+    download.take_valid.resize(download.chunk_rows);
+  }
   if (!download.take_host_sets()) {
     run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "cannot allocate host staging for GPU %d",
               device_ordinal_);
@@ -400,17 +417,31 @@ cudaError_t Worker::refined_spread_chunk(RefinedDownload &download, int s)
   const size_t first = download.query0 + download.chunk_first[s];
   const int64_t *order = run_.order; /* the device's indices are already the rows' own */
   const RefinedOut &out = download.out;
+  if (out.take != nullptr)
+    run_.handed.store(true);
   parallel_rows(download.chunk_count[s], run_.merge_threads, 32, [&](size_t a, size_t b) {
     for (size_t r = a; r < b; r++) {
       const size_t row = (order ? (size_t)order[first + r] : first + r) - download.shift;
+      /* with take, the chunk's own arrays at the row's place in the chunk */
+      const size_t at = out.take != nullptr ? r : row;
+      int64_t *index = out.take != nullptr ? download.take_index.data() : out.index;
+      double *distance = out.take != nullptr ? download.take_distance.data() : out.distance;
+      float *worst = out.take != nullptr ? download.take_worst.data() : out.worst;
+      int32_t *valid = out.take != nullptr ? download.take_valid.data() : out.valid;
       const int32_t *m = (const int32_t *)(meta + r * meta_pitch);
-      int64_t *to = out.index + row * k;
       for (size_t c = 0; c < k; c++)
-        to[c] = m[c];
-      memcpy(&out.worst[row], &m[k], sizeof(float));
-      out.valid[row] = m[k + 1];
-      memcpy(out.distance + row * k, dist + r * distance_pitch, distance_width);
+        index[at * k + c] = m[c];
+      memcpy(&worst[at], &m[k], sizeof(float));
+      valid[at] = m[k + 1];
+      memcpy(distance + at * k, dist + r * distance_pitch, distance_width);
+      if (out.take != nullptr && order != nullptr) /* rows in core's order: one at a time */
+        out.take(out.take_data, out.side, row, 1, index + at * k, distance + at * k, worst + at,
+                 valid + at);
     }
+    if (out.take != nullptr && order == nullptr && b > a)
+      out.take(out.take_data, out.side, first + a - download.shift, b - a,
+               download.take_index.data() + a * k, download.take_distance.data() + a * k,
+               download.take_worst.data() + a, download.take_valid.data() + a);
   });
   download.host_s += seconds_now() - th;
   return cudaSuccess;

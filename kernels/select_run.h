@@ -117,12 +117,17 @@ private:
 
 struct RowOrder; /* row_order.h */
 
-/* Where one side's k best go (the refine's outputs): row r of the side at place0 + r. */
+/* Where one side's k best go (the refine's outputs): row r of the side at place0 + r, or, with
+ * take (KnnwbSelectJob.out_refined_take), handed to it as side side. */
 struct RefinedOut {
   int64_t *index = nullptr;
   double *distance = nullptr;
   float *worst = nullptr;
   int32_t *valid = nullptr;
+  void (*take)(void *, int, size_t, size_t, const int64_t *, const double *, const float *,
+               const int32_t *) = nullptr;
+  void *take_data = nullptr;
+  int side = 0;
 };
 
 /*
@@ -150,6 +155,8 @@ struct Run {
   int copy_threads = 1;          /* host threads per GPU for staging copies */
   int merge_threads = 1;         /* host threads per GPU merging the per-GPU lists */
   std::atomic<bool> abort{false};
+  /* rows already handed to the job's out_refined_take: the job must not run again */
+  std::atomic<bool> handed{false};
   bool pinned = false; /* the host rows are registered (page-locked) */
   std::mutex error_mutex;
   int status = KNNWB_KERNELS_OK;

@@ -85,6 +85,10 @@ KnnwbPrefault *knnwb_prefault_start(void *const *blocks, const size_t *bytes, si
  * wait for) and frees the handle. */
 void knnwb_prefault_finish(KnnwbPrefault *prefault);
 
+/** The bytes of [block, block + bytes) in memory now (whole pages, mincore), for debug lines
+ * that name what holds a process's memory; 0 where it cannot tell. O(bytes / page size). */
+size_t knnwb_memory_resident(const void *block, size_t bytes);
+
 /** Below this many bytes in all, knnwb_release_later frees at once (a thread costs more). */
 #define KNNWB_RELEASE_LATER_MIN ((size_t)64 << 20)
 /**

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <knnwb/parallel.h>
+#include "base/base.h"
 
 /* What the machine offers: MemAvailable counts reclaimable page cache, which a large run can use;
  * sysconf's free pages do not. */
@@ -99,4 +100,20 @@ void *knnwb_memory_try_alloc(size_t bytes, gboolean zeroed)
   }
 #endif
   return block;
+}
+
+size_t knnwb_memory_resident(const void *block, size_t bytes)
+{
+  const long page = sysconf(_SC_PAGESIZE);
+  if (block == NULL || bytes == 0 || page <= 0)
+    return 0;
+  const uintptr_t start = (uintptr_t)block / (uintptr_t)page * (uintptr_t)page;
+  const size_t pages = ((uintptr_t)block + bytes - start + (size_t)page - 1) / (size_t)page;
+  g_autofree unsigned char *flags = g_try_malloc(pages);
+  if (flags == NULL || mincore((void *)start, pages * (size_t)page, flags) != 0)
+    return 0;
+  size_t resident = 0;
+  for (size_t i = 0; i < pages; i++)
+    resident += flags[i] & 1;
+  return resident * (size_t)page;
 }

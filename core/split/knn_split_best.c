@@ -292,62 +292,43 @@ void knnwb_split_best_take(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_
   knnwb_parallel_for(run->threads, lists->rows, 256, knnwb_split_take_rows, &take);
 }
 
-typedef struct {
-  KnnwbSplitBest *best;
-  size_t at, kc, complete_at;
-  const KnnwbSplitRefined *refined;
-  const KnnwbSplitSide *rows, *of;
-  gboolean self;
-} KnnwbSplitTakeRefined;
-
-static void knnwb_split_take_refined_rows(size_t first, size_t last, void *user)
+void knnwb_split_best_take_rows(const KnnwbSplitTaker *taker, size_t first, size_t count, size_t k,
+                                const int64_t *index, const double *distance, const float *worst,
+                                const int32_t *valid)
 {
-  const KnnwbSplitTakeRefined *take = user;
-  const size_t k = take->refined->k, best_k = take->best->k;
+  KnnwbSplitBest *best = taker->best;
+  const size_t best_k = best->k;
+  /* The row itself is never among a self job's valid candidates: a list that held it was full
+   * all the same (as knnwb_split_take_bound counts it). */
+  const gboolean self =
+      taker->rows->rows == taker->of->rows && taker->rows->global == taker->of->global;
   KnnwbNeighbour *found = g_new(KnnwbNeighbour, k + best_k + 1);
-  for (size_t t = first; t < last; t++) {
-    if (knnwb_split_invalid_row(take->rows, t))
+  for (size_t i = 0; i < count; i++) {
+    const size_t t = first + i;
+    if (knnwb_split_invalid_row(taker->rows, t))
       continue;
-    const size_t row = take->at + t;
-    /* The row itself is never among a refined job's valid candidates: a list that held it was
-     * full all the same (as knnwb_split_take_bound counts it). */
-    if ((size_t)take->refined->valid[t] + (take->self ? 1 : 0) >= take->kc &&
-        take->kc < take->complete_at) {
-      const float worst = take->refined->worst[t];
-      take->best->bound[row] =
-          knnwb_split_bound_min(take->best->bound[row], isfinite(worst) ? worst : NAN);
-    }
-    const gboolean full = best_k > 0 && take->best->index[row * best_k + best_k - 1] >= 0;
-    const KnnwbNeighbour kth =
-        full ? (KnnwbNeighbour){take->best->distance[row * best_k + best_k - 1],
-                                take->best->index[row * best_k + best_k - 1]}
-             : (KnnwbNeighbour){INFINITY, INT64_MAX};
-    size_t count = 0;
+    const size_t row = taker->at + t;
+    if ((size_t)valid[i] + (self ? 1 : 0) >= taker->kc && taker->kc < taker->complete_at)
+      best->bound[row] =
+          knnwb_split_bound_min(best->bound[row], isfinite(worst[i]) ? worst[i] : NAN);
+    const gboolean full = best_k > 0 && best->index[row * best_k + best_k - 1] >= 0;
+    const KnnwbNeighbour kth = full ? (KnnwbNeighbour){best->distance[row * best_k + best_k - 1],
+                                                       best->index[row * best_k + best_k - 1]}
+                                    : (KnnwbNeighbour){INFINITY, INT64_MAX};
+    size_t n_found = 0;
     for (size_t c = 0; c < k; c++) {
-      const int64_t j = take->refined->index[t * k + c];
+      const int64_t j = index[i * k + c];
       if (j < 0)
         break;
-      const KnnwbNeighbour x = {take->refined->distance[t * k + c],
-                                (int64_t)(take->of->global + (size_t)j)};
+      const KnnwbNeighbour x = {distance[i * k + c], (int64_t)(taker->of->global + (size_t)j)};
       if (!knnwb_neighbour_before(&x, &kth))
         break; /* sorted: the rest come later still */
-      found[count++] = x;
+      found[n_found++] = x;
     }
-    if (count > 0 && best_k > 0)
-      knnwb_split_best_merge_row(take->best, row, found, count, found + k);
+    if (n_found > 0 && best_k > 0)
+      knnwb_split_best_merge_row(best, row, found, n_found, found + k);
   }
   g_free(found);
-}
-
-void knnwb_split_best_take_refined(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
-                                   const KnnwbSplitRefined *refined, size_t kc,
-                                   const KnnwbSplitSide *rows, const KnnwbSplitSide *of,
-                                   size_t complete_at)
-{
-  KnnwbSplitTakeRefined take = {
-      best,    at,   kc, complete_at,
-      refined, rows, of, rows->rows == of->rows && rows->global == of->global};
-  knnwb_parallel_for(run->threads, refined->rows, 256, knnwb_split_take_refined_rows, &take);
 }
 
 /* ---- Lists merged, thresholds, the end ------------------------------------------------------ */

@@ -105,6 +105,19 @@ typedef struct {
   gint64 since;
 } KnnwbSplitSelfPass;
 
+/* A debug line: how much of the pass's lists room is in memory after what (sized for the largest
+ * job's kc lists; with the refinement on a GPU only a declined job writes it). */
+static void knnwb_split_room_debug(const KnnwbSplitSelfPass *pass, const char *what)
+{
+  if (g_log_writer_default_would_drop(G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN))
+    return;
+  const KnnwbSplitRun *run = pass->run;
+  const size_t rows = MAX(pass->m, pass->blocks->largest), k = run->options->k;
+  const size_t lists = MAX(knnwb_split_lists_bytes(rows, run->kc), knnwb_split_best_bytes(rows, k));
+  g_debug("knnwb: rank %d: the lists room after %s: %.0f of %.0f MiB in memory", run->group->rank,
+          what, knnwb_memory_resident(pass->room.lists, lists) / 1048576.0, lists / 1048576.0);
+}
+
 /* Step 0: the own block against itself, in the rooms kept for the whole pass: one for the lists
  * of the own rows that each job produces (step 0, the pair or its chunks) and then for those that
  * come back, one for the lists that go back. A fresh buffer for each is fresh pages each time
@@ -119,19 +132,12 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
   /* (also where the lists of this block's rows are received when they travel) */
   pass->room.lists = g_try_malloc(
       MAX(MAX(knnwb_split_lists_bytes(rows, run->kc), knnwb_split_best_bytes(rows, k)), (size_t)1));
-  const gboolean refined = knnwb_split_refine_wanted(run);
-  pass->room.refined =
-      refined ? g_try_malloc(MAX(knnwb_split_refined_bytes(rows, k), (size_t)1)) : NULL;
-  /* the other side's k best of a pair scored once for both: at most a visiting block's rows */
-  const gboolean cross = pass->ranks > 1 && knnwb_split_cross_wanted(run);
-  pass->room.refined_other =
-      cross ? g_try_malloc(MAX(knnwb_split_refined_bytes(largest, k), (size_t)1)) : NULL;
+  pass->room.refine = knnwb_split_refine_wanted(run);
+  pass->room.cross = pass->ranks > 1 && knnwb_split_cross_wanted(run);
   const gboolean back_room = pass->ranks > 1 && !pass->window->back_shared;
   pass->back_room =
       back_room ? g_try_malloc(MAX(knnwb_split_best_bytes(largest, k), (size_t)1)) : NULL;
-  gboolean ok = pass->room.lists != NULL && (!refined || pass->room.refined != NULL) &&
-                (!cross || pass->room.refined_other != NULL) &&
-                (!back_room || pass->back_room != NULL);
+  gboolean ok = pass->room.lists != NULL && (!back_room || pass->back_room != NULL);
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate candidate lists for %zu rows x %zu candidates",
@@ -139,6 +145,7 @@ static gboolean knnwb_split_self_own(KnnwbSplitSelfPass *pass, GError **error)
   ok = ok && knnwb_split_select(run, &pass->mine, NULL, NULL, NULL, &pass->room, pass->best, 0,
                                 NULL, error);
   knnwb_split_mark(run->group, "step 0 (own block) selected and merged in", &pass->since);
+  knnwb_split_room_debug(pass, "step 0");
   if (!run->group->agree(run->group, ok, error))
     return FALSE;
   knnwb_split_mark(run->group, "step 0 waited for the other ranks", &pass->since);
@@ -284,6 +291,7 @@ static gboolean knnwb_split_self_step(KnnwbSplitSelfPass *pass, int s, GError **
       knnwb_split_best_init_in(&back, q_rows, run->options->k, back_room, run->threads, error) &&
       knnwb_split_self_pair(pass, s, q, &view, q_first, q_rows, &back, error);
   knnwb_split_mark(group, "pair selected and merged in", &pass->since);
+  knnwb_split_room_debug(pass, "the pair");
   ok = pass->window->back_shared ? knnwb_split_self_back_shared(pass, p, ok, error)
                                  : knnwb_split_self_back_sent(pass, s, q, p, &back, ok, error);
   knnwb_split_best_clear(&back);
@@ -319,8 +327,6 @@ gboolean knnwb_split_self_pass(const KnnwbSplitRun *run, const KnnwbPrepared *ow
     ok = knnwb_split_self_step(&pass, s, error);
   /* (A window still open is the run's to close: the own rows may live there.) */
   g_free(pass.room.lists);
-  g_free(pass.room.refined);
-  g_free(pass.room.refined_other);
   g_free(pass.back_room);
   g_free(pass.visiting);
   g_free(pass.bounds);
@@ -349,13 +355,9 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
                 "cannot allocate room for a visiting block of %zu rows", largest);
   float *bounds = g_try_new(float, MAX(query->n, (size_t)1));
   /* The steps' job room, kept for the whole pass (fresh pages each step cost their faults). */
-  const gboolean refined = knnwb_split_refine_wanted(run);
-  KnnwbSplitRoom room = {
-      g_try_malloc(MAX(knnwb_split_lists_bytes(query->n, run->kc), (size_t)1)),
-      refined ? g_try_malloc(MAX(knnwb_split_refined_bytes(query->n, run->options->k), (size_t)1))
-              : NULL,
-      NULL};
-  if (ok && (bounds == NULL || room.lists == NULL || (refined && room.refined == NULL))) {
+  KnnwbSplitRoom room = {g_try_malloc(MAX(knnwb_split_lists_bytes(query->n, run->kc), (size_t)1)),
+                         knnwb_split_refine_wanted(run), FALSE};
+  if (ok && (bounds == NULL || room.lists == NULL)) {
     ok = FALSE;
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate the candidate lists of %zu rows x %zu candidates", query->n,
@@ -388,7 +390,6 @@ gboolean knnwb_split_query_pass(const KnnwbSplitRun *run, const KnnwbPrepared *q
     knnwb_split_progress(run, (uint64_t)s + 1, (uint64_t)R);
   }
   g_free(room.lists);
-  g_free(room.refined);
   g_free(visiting);
   g_free(bounds);
   return ok;

@@ -113,27 +113,50 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
  * its sides' first rows, so the same jobs on every run); in mode 3 every job returns the k best
  * as a GPU refining on the device does (knnwb_split_test_refine). */
 
-static void knnwb_split_test_refine(const KnnwbSelectJob *job, size_t i)
+/* Row i's k best of job's kc lists, as a GPU's refine gives them, into index/distance (k each),
+ * *worst and *count. */
+static void knnwb_split_test_refine_row(const KnnwbSelectJob *job, size_t i, KnnwbNeighbour *pairs,
+                                        int64_t *index, double *distance, float *worst,
+                                        int32_t *count)
 {
   const size_t kc = job->kc, k = job->out_k;
-  KnnwbNeighbour *pairs = g_new(KnnwbNeighbour, kc + 1);
   size_t valid = 0;
-  float worst = -INFINITY;
+  *worst = -INFINITY;
   for (size_t t = 0; t < kc; t++) {
     const int64_t j = job->out_index[i * kc + t];
-    if (j >= 0 && job->out_score[i * kc + t] > worst)
-      worst = job->out_score[i * kc + t];
+    if (j >= 0 && job->out_score[i * kc + t] > *worst)
+      *worst = job->out_score[i * kc + t];
     if (j >= 0 && !(job->self && (size_t)j == i))
       pairs[valid++] = (KnnwbNeighbour){job->out_distance[i * kc + t], j};
   }
   qsort(pairs, valid, sizeof *pairs, knnwb_neighbour_compare);
   for (size_t t = 0; t < k; t++) {
-    job->out_k_index[i * k + t] = t < valid ? pairs[t].index : -1;
-    job->out_k_distance[i * k + t] = t < valid ? pairs[t].distance : INFINITY;
+    index[t] = t < valid ? pairs[t].index : -1;
+    distance[t] = t < valid ? pairs[t].distance : INFINITY;
   }
-  job->out_worst_score[i] = worst;
-  job->out_valid[i] = (int32_t)valid;
-  g_free(pairs);
+  *count = (int32_t)valid;
+}
+
+/* Every row's k best of job's kc lists handed to its out_refined_take as side side, in pieces of
+ * 1 to 7 rows (a GPU hands each thread's rows of a chunk at once). */
+static void knnwb_split_test_refine(const KnnwbSelectJob *job, int side)
+{
+  enum { PIECE = 7 };
+  const size_t k = job->out_k;
+  g_autofree KnnwbNeighbour *pairs = g_new(KnnwbNeighbour, job->kc + 1);
+  g_autofree int64_t *index = g_new(int64_t, PIECE * k);
+  g_autofree double *distance = g_new(double, PIECE *k);
+  float worst[PIECE];
+  int32_t count[PIECE];
+  for (size_t first = 0, piece = 1; first < job->n_query;
+       first += piece, piece = piece % PIECE + 1) {
+    piece = MIN(piece, job->n_query - first);
+    for (size_t r = 0; r < piece; r++)
+      knnwb_split_test_refine_row(job, first + r, pairs, index + r * k, distance + r * k, &worst[r],
+                                  &count[r]);
+    job->out_refined_take(job->out_refined_take_data, side, first, piece, index, distance, worst,
+                          count);
+  }
 }
 
 static void knnwb_split_test_exact(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
@@ -151,9 +174,8 @@ static void knnwb_split_test_exact(const KnnwbSplitRun *run, const KnnwbSelectJo
                                               reference->first + (size_t)index);
     }
   *job->out_distance_filled = 1;
-  if (run->test_exact >= 3 && job->out_k > 0) {
-    for (size_t i = 0; i < job->n_query; i++)
-      knnwb_split_test_refine(job, i);
+  if (run->test_exact >= 3 && job->out_k > 0 && job->out_refined_take != NULL) {
+    knnwb_split_test_refine(job, 0);
     *job->out_refined = 1;
   }
 }
@@ -175,11 +197,6 @@ gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job
   return TRUE;
 }
 
-size_t knnwb_split_refined_bytes(size_t rows, size_t k)
-{
-  return rows * (k * (sizeof(int64_t) + sizeof(double)) + sizeof(float) + sizeof(int32_t));
-}
-
 gboolean knnwb_split_refine_wanted(const KnnwbSplitRun *run)
 {
   return run->select != knnwb_cpu_select || run->test_exact >= 3;
@@ -192,58 +209,67 @@ gboolean knnwb_split_cross_wanted(const KnnwbSplitRun *run)
          g_strcmp0(g_getenv("KNNWB_SPLIT_CROSS"), "0") != 0;
 }
 
-/* The backend asked to return each row's k best (at most the job's kc) in room instead of its kc
- * candidates: lists k wide come back from a GPU instead of kc wide (2 GB at 500,000 rows x 200
- * candidates, k = 30: 244 MB). The job must have its exact distances asked for. */
-static void knnwb_split_refined_ask(KnnwbSelectJob *job, KnnwbSplitRefined *refined, char *room,
-                                    size_t rows, size_t k)
+/* A job's refined lists as they come off the device (KnnwbSelectJob.out_refined_take): each side's
+ * rows straight into its k best (sides[0]: the query rows', sides[1]: a job for both sides' other
+ * side's), without room for all of them (at 766,938 rows a side and k = 20, 240 MiB each); done:
+ * whether the backend refined each side (else the query side's kc lists were written). */
+typedef struct {
+  KnnwbSplitTaker sides[2];
+  size_t k;
+  int done[2];
+} KnnwbSplitTakers;
+
+static void knnwb_split_takers_take(void *data, int side, size_t first, size_t count,
+                                    const int64_t *index, const double *distance,
+                                    const float *worst, const int32_t *valid)
 {
-  const size_t width = MIN(k, job->kc);
-  *refined = (KnnwbSplitRefined){.rows = rows, .k = width};
-  refined->index = (int64_t *)(void *)room;
-  refined->distance = (double *)(void *)(room + rows * width * sizeof(int64_t));
-  refined->worst = (float *)(void *)(room + rows * width * (sizeof(int64_t) + sizeof(double)));
-  refined->valid = (int32_t *)(void *)(room + rows * width * (sizeof(int64_t) + sizeof(double)) +
-                                       rows * sizeof(float));
-  if (width == 0 || job->out_distance == NULL)
-    return;
-  job->out_k = width;
-  job->out_k_index = refined->index;
-  job->out_k_distance = refined->distance;
-  job->out_worst_score = refined->worst;
-  job->out_valid = refined->valid;
-  job->out_refined = &refined->done;
+  const KnnwbSplitTakers *takers = data;
+  knnwb_split_best_take_rows(&takers->sides[side], first, count, takers->k, index, distance, worst,
+                             valid);
 }
 
-/* The other side's k best of a job that scores each pair once for both sides, in room. */
-static void knnwb_split_refined_ask_other(KnnwbSelectJob *job, KnnwbSplitRefined *refined,
-                                          char *room, size_t rows, size_t k)
+/* The backend asked to hand over each query row's k best (at most the job's kc, into best's rows
+ * from at, from a job that chose among complete_at rows) instead of its kc candidates: lists k
+ * wide come back from a GPU instead of kc wide (2 GB at 500,000 rows x 200 candidates, k = 30:
+ * 244 MB), and go straight into best. The job must have its exact distances asked for. */
+static void knnwb_split_takers_ask(KnnwbSelectJob *job, KnnwbSplitTakers *takers,
+                                   KnnwbSplitBest *best, size_t at, const KnnwbSplitSide *rows,
+                                   const KnnwbSplitSide *of, size_t complete_at, size_t k)
 {
-  KnnwbSelectJob other = {.kc = job->kc, .out_distance = job->out_distance};
-  knnwb_split_refined_ask(&other, refined, room, rows, k);
-  if (other.out_k == 0 || other.out_k != job->out_k)
+  memset(takers, 0, sizeof *takers);
+  takers->k = MIN(k, job->kc);
+  takers->sides[0] = (KnnwbSplitTaker){best, at, job->kc, complete_at, rows, of};
+  if (takers->k == 0 || job->out_distance == NULL)
     return;
-  job->out_reference_k_index = refined->index;
-  job->out_reference_k_distance = refined->distance;
-  job->out_reference_worst_score = refined->worst;
-  job->out_reference_valid = refined->valid;
-  job->out_reference_refined = &refined->done;
+  job->out_k = takers->k;
+  job->out_refined = &takers->done[0];
+  job->out_refined_take = knnwb_split_takers_take;
+  job->out_refined_take_data = takers;
+}
+
+/* The other side's k best of a job that scores each pair once for both sides (b's rows, into
+ * b_best from its first row, among a's complete_at rows), handed over as the query side's. */
+static void knnwb_split_takers_ask_other(KnnwbSelectJob *job, KnnwbSplitTakers *takers,
+                                         KnnwbSplitBest *b_best, const KnnwbSplitSide *b,
+                                         const KnnwbSplitSide *a, size_t complete_at)
+{
+  takers->sides[1] = (KnnwbSplitTaker){b_best, 0, job->kc, complete_at, b, a};
+  if (job->out_refined_take != NULL)
+    job->out_reference_refined = &takers->done[1];
 }
 
 /* A job's candidates of rows (among of's, complete at choose valid ones) taken into best's rows
  * from at: its k best where the backend refined them, else its kc lists (lists, in the job's
  * stride), finished here. */
 static void knnwb_split_take_job(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
-                                 const KnnwbSplitRefined *refined, KnnwbSplitLists *lists,
+                                 const KnnwbSplitTakers *takers, KnnwbSplitLists *lists,
                                  const KnnwbSplitSide *rows, const KnnwbSplitSide *of,
                                  size_t choose)
 {
-  if (refined->done) {
-    knnwb_split_best_take_refined(run, best, at, refined, lists->kc, rows, of, choose);
-  } else {
-    knnwb_split_finish_as(run, rows, of, lists, FALSE);
-    knnwb_split_best_take(run, best, at, lists, rows, of, choose);
-  }
+  if (takers->done[0])
+    return; /* handed over as they came */
+  knnwb_split_finish_as(run, rows, of, lists, FALSE);
+  knnwb_split_best_take(run, best, at, lists, rows, of, choose);
 }
 
 gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query,
@@ -260,7 +286,7 @@ gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query
   /* Asked for the k best, a backend writes every slot of the kc lists of its valid rows when it
    * declines (rows flagged invalid may hold anything: the take skips them), so the room is left
    * as it is: untouched pages cost no memory. */
-  if (room->refined != NULL)
+  if (room->refine)
     lists = knnwb_split_lists_over(room->lists, query->count, run->kc);
   else if (!knnwb_split_lists_init_in(&lists, query->count, run->kc, room->lists, run->threads,
                                       error))
@@ -269,13 +295,13 @@ gboolean knnwb_split_panel(const KnnwbSplitRun *run, const KnnwbSplitSide *query
   knnwb_split_fill_job(run, &job, query, of, MIN(run->kc, choose), &lists);
   job.self = reference == NULL;
   job.query_bounds = bounds;
-  KnnwbSplitRefined refined = {0};
-  if (room->refined != NULL)
-    knnwb_split_refined_ask(&job, &refined, room->refined, query->count, run->options->k);
+  KnnwbSplitTakers takers = {0};
+  if (room->refine)
+    knnwb_split_takers_ask(&job, &takers, best, at, query, of, choose, run->options->k);
   if (!knnwb_split_run_job(run, &job, query, of, error))
     return FALSE;
   lists.kc = job.kc; /* the job's stride */
-  knnwb_split_take_job(run, best, at, &refined, &lists, query, of, choose);
+  knnwb_split_take_job(run, best, at, &takers, &lists, query, of, choose);
   return TRUE;
 }
 
@@ -328,7 +354,7 @@ static gboolean knnwb_split_test_cross(const KnnwbSplitRun *run, KnnwbSelectJob 
 {
   int *done = job->out_reference_refined;
   job->out_reference_refined = NULL;
-  if ((a->global + b->global) % 3 == 0)
+  if (done == NULL || (a->global + b->global) % 3 == 0)
     return knnwb_split_run_job(run, job, a, b, error);
   KnnwbSplitLists b_lists;
   if (!knnwb_split_lists_init(&b_lists, b->count, job->kc, run->threads, error))
@@ -345,11 +371,9 @@ static gboolean knnwb_split_test_cross(const KnnwbSplitRun *run, KnnwbSelectJob 
                             .out_score = b_lists.score,
                             .out_distance = b_lists.distance,
                             .out_k = job->out_k,
-                            .out_k_index = job->out_reference_k_index,
-                            .out_k_distance = job->out_reference_k_distance,
-                            .out_worst_score = job->out_reference_worst_score,
-                            .out_valid = job->out_reference_valid};
-    for (size_t i = 0; i < b->count; i++) {
+                            .out_refined_take = job->out_refined_take,
+                            .out_refined_take_data = job->out_refined_take_data};
+    for (size_t i = 0; i < b->count; i++)
       for (size_t t = 0; t < job->kc; t++) {
         const int64_t index = b_lists.index[i * job->kc + t];
         b_lists.distance[i * job->kc + t] =
@@ -357,8 +381,7 @@ static gboolean knnwb_split_test_cross(const KnnwbSplitRun *run, KnnwbSelectJob 
                 ? NAN
                 : knnwb_prepared_distance(b->rows, b->first + i, a->rows, a->first + (size_t)index);
       }
-      knnwb_split_test_refine(&other, i);
-    }
+    knnwb_split_test_refine(&other, 1);
     *done = 1;
   }
   job->out_reference_index = NULL;
@@ -387,18 +410,16 @@ static gboolean knnwb_split_select_cross(const KnnwbSplitRun *run, const KnnwbSp
   job.reference_bounds = b_bounds;
   job.query_sqnorms = a->rows->sqnorms ? a->rows->sqnorms + a->first : NULL;
   job.query_invalid = a->rows->invalid ? a->rows->invalid + a->first : NULL;
-  KnnwbSplitRefined a_refined = {0}, b_refined = {0};
-  knnwb_split_refined_ask(&job, &a_refined, room->refined, a->count, run->options->k);
-  knnwb_split_refined_ask_other(&job, &b_refined, room->refined_other, b->count, run->options->k);
+  KnnwbSplitTakers takers;
+  knnwb_split_takers_ask(&job, &takers, a_best, a_at, a, b, valid_b, run->options->k);
+  knnwb_split_takers_ask_other(&job, &takers, b_best, b, a, valid_a);
   if (!(run->test_exact == 4 ? knnwb_split_test_cross(run, &job, a, b, error)
                              : knnwb_split_run_job(run, &job, a, b, error)))
     return FALSE;
   lists.kc = job.kc; /* the job's stride */
-  knnwb_split_take_job(run, a_best, a_at, &a_refined, &lists, a, b, valid_b);
-  if (b_refined.done) {
-    knnwb_split_best_take_refined(run, b_best, 0, &b_refined, job.kc, b, a, valid_a);
+  knnwb_split_take_job(run, a_best, a_at, &takers, &lists, a, b, valid_b);
+  if (takers.done[1])
     return TRUE;
-  }
   return knnwb_split_panel(run, b, a, b_bounds, room, b_best, 0, error);
 }
 
@@ -414,8 +435,7 @@ gboolean knnwb_split_select(const KnnwbSplitRun *run, const KnnwbSplitSide *a,
                                         error);
   /* A job for both sides has one kc: a side with fewer valid rows than kc would cut the other's
    * candidates, so such a pair (a small chunk or block) goes as two panels. */
-  if (room->refined_other != NULL && knnwb_split_valid(a) >= run->kc &&
-      knnwb_split_valid(b) >= run->kc)
+  if (room->cross && knnwb_split_valid(a) >= run->kc && knnwb_split_valid(b) >= run->kc)
     return knnwb_split_select_cross(run, a, b, a_bounds, b_bounds, room, a_best, a_at, b_best,
                                     error);
   /* Two panel jobs for backends that select for query rows only: b's first, then a's in the same

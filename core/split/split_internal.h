@@ -46,28 +46,14 @@ typedef struct {
   float *bound;
 } KnnwbSplitBest;
 
-/* A job's rooms: kc-wide lists of the larger side's rows (knnwb_split_lists_bytes), and, where
- * the backend is asked for each row's k best instead (knnwb_split_refine_wanted: GPUs), room for
- * those (knnwb_split_refined_bytes; the lists' room then stays untouched unless it declines), and
- * for the other side's where it scores a pair once for both sides (knnwb_split_cross_wanted;
- * else NULL). */
+/* A job's room: kc-wide lists of the larger side's rows (knnwb_split_lists_bytes); refine: the
+ * backend is asked for each row's k best instead (knnwb_split_refine_wanted: GPUs), which it hands
+ * over as they come off the device (KnnwbSplitTaker), so the room stays untouched unless it
+ * declines; cross: it is asked to score a pair once for both sides (knnwb_split_cross_wanted). */
 typedef struct {
   char *lists;
-  char *refined;
-  char *refined_other;
+  gboolean refine, cross;
 } KnnwbSplitRoom;
-
-/* What a backend refining on its device returned for a job (KnnwbSelectJob.out_k ..): each row's
- * k best (job-local indices, by (exact distance, index)), the worst score of its candidates and
- * how many valid ones it had; done: it did (else the job's kc lists were written). */
-typedef struct {
-  size_t rows, k;
-  int64_t *index;
-  double *distance;
-  float *worst;
-  int32_t *valid;
-  int done;
-} KnnwbSplitRefined;
 
 /* Where every rank's block lies: rows [first[r], first[r] + count[r]) of n, in rank order. */
 typedef struct {
@@ -265,13 +251,21 @@ void knnwb_split_best_clear(KnnwbSplitBest *best);
 void knnwb_split_best_take(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
                            KnnwbSplitLists *lists, const KnnwbSplitSide *rows,
                            const KnnwbSplitSide *of, size_t complete_at);
-/** A job's rows' k best as a backend refined them (refined, from a job of kc candidates a row)
- * taken into best's rows [at, at + refined->rows), as knnwb_split_best_take takes kc lists.
- * O(rows k) on run->threads. */
-void knnwb_split_best_take_refined(const KnnwbSplitRun *run, KnnwbSplitBest *best, size_t at,
-                                   const KnnwbSplitRefined *refined, size_t kc,
-                                   const KnnwbSplitSide *rows, const KnnwbSplitSide *of,
-                                   size_t complete_at);
+/* One side of a job whose backend refines its rows' lists on its device and hands them over as
+ * they come (KnnwbSelectJob.out_refined_take): where they go (best's rows from at), what they are
+ * (rows' rows among of's, from kc candidates a row; the rows the job chose from: complete_at). */
+typedef struct {
+  KnnwbSplitBest *best;
+  size_t at, kc, complete_at;
+  const KnnwbSplitSide *rows, *of;
+} KnnwbSplitTaker;
+/** Rows [first, first + count) of taker's side as a backend refined them (count x k job-local
+ * indices and exact distances by (distance, index), -1 past the valid ones; each row's worst
+ * score and valid count) taken into its best, as knnwb_split_best_take takes kc lists. On the
+ * calling thread; calls for disjoint rows may run at once. O(count k). */
+void knnwb_split_best_take_rows(const KnnwbSplitTaker *taker, size_t first, size_t count, size_t k,
+                                const int64_t *index, const double *distance, const float *worst,
+                                const int32_t *valid);
 /** incoming's rows merged into best's rows [at, at + incoming->rows): the k best of both, the
  * lesser bound. O(rows k) on threads. */
 void knnwb_split_best_merge(KnnwbSplitBest *best, const KnnwbSplitBest *incoming, size_t at,
@@ -308,7 +302,6 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
 gboolean knnwb_split_run_job(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
                              const KnnwbSplitSide *query, const KnnwbSplitSide *reference,
                              GError **error);
-size_t knnwb_split_refined_bytes(size_t rows, size_t k);
 /** Whether a pair's two panels go to the backend as one job that scores each pair once for both
  * sides and returns both sides' k best (KnnwbSelectJob.out_reference_refined; GPUs; not on a
  * two-sided backend, which does it with kc lists). KNNWB_SPLIT_CROSS=0: never (to compare). */

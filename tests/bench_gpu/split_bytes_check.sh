@@ -2,7 +2,9 @@
 # Byte checks of the split search on a GPU (`mpirun -np R knnwb knn X.npy --mpi-input split -b cuda`,
 # ranks sharing GPU 0) against the CPU backend in one process, every metric, 2 and 3 ranks: a pair
 # of blocks as one job for both sides (the default) and as two panels (KNNWB_SPLIT_CROSS=0), the
-# own rows read from the shared window (KNNWB_MPI_SHARED=1). Data: 30,011 x 40 Gaussian rows with
+# own rows read from the shared window (KNNWB_MPI_SHARED=1); then the split and the whole-input
+# ranks (`--mpi-input whole`) with their first round planned from one process's sample rows
+# (KNNWB_MARGIN_PILOT=always: the planner at any row count). Data: 30,011 x 40 Gaussian rows with
 # copies of rows, and 20,011 x 6 small integers (many ties; constant rows, dropped for the pearson
 # family and cosine with --drop-degenerate). Prints one line per input and metric; exits non-zero
 # when a run's lists differ.
@@ -43,16 +45,18 @@ for f in g t; do
       { echo "$f $m: the CPU run failed"; tail -3 "$out/ref.err"; fails=$((fails + 1)); continue; }
     line="$f $m:"
     for np in 2 3; do
-      for cross in 1 0; do
+      for form in cross1 cross0 split-planned whole-planned; do
         rm -f $d/x.knn
-        KNNWB_SPLIT_CROSS=$cross mpirun --oversubscribe --allow-run-as-root --bind-to none \
-          -x CUDA_VISIBLE_DEVICES=0 -x LD_LIBRARY_PATH -x KNNWB_SPLIT_CROSS -x KNNWB_MPI_SHARED=1 \
-          -np $np $k knn $d/$f.npy -k 10 -m $m --drop-degenerate --mpi-input split -b cuda -q \
+        mode=${form%-planned}; cross=${form#cross}; pilot=
+        case $form in cross*) mode=split ;; *) cross=1 pilot=always ;; esac
+        KNNWB_SPLIT_CROSS=$cross KNNWB_MARGIN_PILOT=$pilot mpirun --oversubscribe --allow-run-as-root --bind-to none \
+          -x CUDA_VISIBLE_DEVICES=0 -x LD_LIBRARY_PATH -x KNNWB_SPLIT_CROSS -x KNNWB_MARGIN_PILOT -x KNNWB_MPI_SHARED=1 \
+          -np $np $k knn $d/$f.npy -k 10 -m $m --drop-degenerate --mpi-input $mode -b cuda -q \
           -o $d/x.knn 2>>"$out/mpi.err"
         if cmp -s $d/ref.knn $d/x.knn; then
-          line="$line ${np}r/cross$cross=ok"
+          line="$line ${np}r/$form=ok"
         else
-          line="$line ${np}r/cross$cross=DIFF"
+          line="$line ${np}r/$form=DIFF"
           fails=$((fails + 1))
         fi
       done

@@ -12,14 +12,15 @@
 # same lists.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/split_memory_check.sh OUT [ROWS [OLD]]
 # (BUILD=DIR: this tree's build, made by CMake beforehand; CLUSTER_ROWS=N: N clustered rows, not
-# 1,000,000: a quick look, on the CPU too)
+# 1,000,000: a quick look, on the CPU too; FORMS: which of "kept panels whole" run beside the split
+# search, all by default; the whole-input ranks run on OLD's tree too)
 set -uo pipefail
 out=$1; rows=${2:-}; old=${3:-}; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
   [ -x "$dir/mpicc" ] && ! command -v mpicc >/dev/null && export PATH=$dir:$PATH
 done
 cfg="-DKNNWB_CUDA=ON -DKNNWB_MPI=ON -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release"
-trees=new; SECONDS=0
+trees=new; SECONDS=0; forms=${FORMS-kept panels whole}
 if [ -n "$old" ]; then
   trees="new old"; mkdir -p /tmp/knnwb-splitmem-old-src && tar -xf "$old" -C /tmp/knnwb-splitmem-old-src || exit 1
 fi
@@ -67,9 +68,13 @@ for f in $inputs; do
   for round in 1 2; do
     for np in 2 4; do
       for t in $trees; do run $f-split$np-$t-$round $t $np $f "${a[@]}" --mpi-input split; done
-      [ $np = 2 ] && KNNWB_SPLIT_OWN_PACKED=0 run $f-split$np-kept-$round new $np $f "${a[@]}" --mpi-input split
-      KNNWB_SPLIT_CROSS=0 run $f-split$np-panels-$round new $np $f "${a[@]}" --mpi-input split
-      run $f-whole$np-$round new $np $f "${a[@]}" --mpi-input whole
+      for form in $forms; do
+        case $form in
+          kept) [ $np = 2 ] && KNNWB_SPLIT_OWN_PACKED=0 run $f-split$np-kept-$round new $np $f "${a[@]}" --mpi-input split ;;
+          panels) KNNWB_SPLIT_CROSS=0 run $f-split$np-panels-$round new $np $f "${a[@]}" --mpi-input split ;;
+          whole) for t in $trees; do run $f-whole$np-$t-$round $t $np $f "${a[@]}" --mpi-input whole; done ;;
+        esac
+      done
     done
   done
   run $f-one new 0 $f "${a[@]}"

@@ -4,6 +4,8 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <knnwb/knnwb.h>
 #include "base/base.h"
 
@@ -96,6 +98,26 @@ static gboolean mapping_asks_huge(const void *p)
 
 /* Large blocks ask for huge pages where the kernel has them (not small ones, nor with
  * KNNWB_HUGE_PAGES=0, in a subprocess), and keep zeroes or values like any block. */
+/* knnwb_memory_resident counts the pages written, not those only reserved: a fresh mapping of 64
+ * pages holds none, then the three written (and the first's page twice over, counted once). */
+static void test_memory_resident(void)
+{
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = 64 * page;
+  char *block = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  g_assert_true(block != MAP_FAILED);
+  g_assert_cmpuint(knnwb_memory_resident(block, bytes), ==, 0);
+  block[0] = 1;
+  block[1] = 2;
+  block[10 * page + 7] = 3;
+  block[63 * page] = 4;
+  g_assert_cmpuint(knnwb_memory_resident(block, bytes), ==, 3 * page);
+  /* a range inside the pages counts the pages it touches */
+  g_assert_cmpuint(knnwb_memory_resident(block + 10 * page + 100, 10), ==, page);
+  g_assert_cmpuint(knnwb_memory_resident(block + page, 9 * page), ==, 0);
+  g_assert_cmpuint(knnwb_memory_resident(NULL, bytes), ==, 0);
+  munmap(block, bytes);
+}
+
 static void test_huge_pages(void)
 {
   const gboolean kernel_has =
@@ -133,5 +155,6 @@ int main(int argc, char **argv)
   g_test_add_func("/background/prefault-keeps-values", test_prefault_keeps_values);
   g_test_add_func("/background/release-later", test_release_later);
   g_test_add_func("/background/huge-pages", test_huge_pages);
+  g_test_add_func("/background/memory-resident", test_memory_resident);
   return g_test_run();
 }

@@ -783,16 +783,51 @@ static void check_side(const KnnwbPrepared *p, size_t first, size_t rows, size_t
 
 /* How a two-sided job is run: its tiles (KNNWB_CUDA_MAX_TILE, NULL: the default), fused tiles
  * (KNNWB_CUDA_FUSED with KNNWB_CUDA_FUSED_AFTER=0, NULL: the default), rows of both sides whose
- * bound nothing passes (-FLT_MAX; the others FLT_MAX, finite), declined (KNNWB_CUDA_CROSS=0), and
- * a small GPU memory budget (0: the default), under which the backend may run both sides or
- * decline for want of room: either way what it returns must be right. */
+ * bound nothing passes (-FLT_MAX; the others FLT_MAX, finite), declined (KNNWB_CUDA_CROSS=0), a
+ * small GPU memory budget (0: the default), under which the backend may run both sides or
+ * decline for want of room: either way what it returns must be right; and handed: the refined
+ * lists handed to out_refined_take (which puts them in the arrays the job would fill and counts
+ * each row), not written into the job's arrays. */
 typedef struct {
   const char *max_tile;
   const char *fused;
   gboolean blocked;
   gboolean declined;
   size_t memory;
+  gboolean handed;
 } TwoSidedForm;
+
+/* What out_refined_take received: each side's arrays (as the job's), and how often each row came
+ * (calls for disjoint rows may run at once). */
+typedef struct {
+  size_t k, rows[2];
+  int64_t *index[2];
+  double *distance[2];
+  float *worst[2];
+  int32_t *valid[2];
+  gint *seen[2];
+} TwoSidedHanded;
+
+static void two_sided_take(void *data, int side, size_t first, size_t count, const int64_t *index,
+                           const double *distance, const float *worst, const int32_t *valid)
+{
+  TwoSidedHanded *h = data;
+  g_assert_true(side == 0 || side == 1);
+  g_assert_cmpuint(first + count, <=, h->rows[side]);
+  memcpy(h->index[side] + first * h->k, index, count * h->k * sizeof(int64_t));
+  memcpy(h->distance[side] + first * h->k, distance, count * h->k * sizeof(double));
+  memcpy(h->worst[side] + first, worst, count * sizeof(float));
+  memcpy(h->valid[side] + first, valid, count * sizeof(int32_t));
+  for (size_t i = 0; i < count; i++)
+    g_atomic_int_inc(&h->seen[side][first + i]);
+}
+
+/* Every row of a side came exactly once. */
+static void two_sided_seen_once(const TwoSidedHanded *h, int side)
+{
+  for (size_t i = 0; i < h->rows[side]; i++)
+    g_assert_cmpint(h->seen[side][i], ==, 1);
+}
 
 /* Sides a = rows [0, na) and b = [na, n) of p as one job, kc = na (every pair a candidate), both
  * sides' k best checked (check_side); b's only where the job took it. Returns 2 where the job ran
@@ -870,6 +905,22 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
       .out_reference_valid = b_valid,
       .out_reference_refined = &other_refined,
   };
+  g_autofree gint *a_seen = g_new0(gint, na), *b_seen = g_new0(gint, nb);
+  TwoSidedHanded handed = {k,
+                           {na, nb},
+                           {a_index, b_index},
+                           {a_distance, b_distance},
+                           {a_worst, b_worst},
+                           {a_valid, b_valid},
+                           {a_seen, b_seen}};
+  if (form->handed) {
+    job.out_k_index = job.out_reference_k_index = NULL;
+    job.out_k_distance = job.out_reference_k_distance = NULL;
+    job.out_worst_score = job.out_reference_worst_score = NULL;
+    job.out_valid = job.out_reference_valid = NULL;
+    job.out_refined_take = two_sided_take;
+    job.out_refined_take_data = &handed;
+  }
   char message[512] = "";
   const int status = knnwb_cuda_select(&job, message, sizeof message);
   g_unsetenv("KNNWB_CUDA_CROSS");
@@ -887,6 +938,10 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
     else
       g_test_message("a two-sided job under %zu bytes: %s", form->memory,
                      other_refined ? "both sides" : "declined");
+    if (form->handed)
+      two_sided_seen_once(&handed, 0);
+    if (form->handed && other_refined)
+      two_sided_seen_once(&handed, 1);
     check_side(p, 0, na, na, nb, k, a_blocked, a_index, a_distance);
     if (other_refined) {
       check_side(p, na, nb, 0, na, k, b_blocked, b_index, b_distance);
@@ -922,8 +977,10 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
  * one), filtered and fused; with rows on both sides whose starting bound nothing passes (their
  * lists may only lose pairs, the other side's lists none); declined (KNNWB_CUDA_CROSS=0, as where
  * the GPU cannot hold both sides), the query side still comes back right and the other is left to
- * the caller; and under budgets from 3 MiB to 515 MiB, whichever the backend chose (some of them
- * leave room for the query side only). */
+ * the caller; under budgets from 3 MiB to 515 MiB, whichever the backend chose (some of them
+ * leave room for the query side only); and with the lists handed over piece by piece
+ * (out_refined_take: each row exactly once, the same lists), in those forms and every other
+ * budget. */
 static void test_two_sided(void)
 {
   if (!gpu_or_skip())
@@ -932,8 +989,11 @@ static void test_two_sided(void)
                                         KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE,
                                         KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
   static const TwoSidedForm forms[] = {
-      {NULL, NULL, FALSE, FALSE, 0}, {NULL, NULL, FALSE, TRUE, 0},   {"128", "0", TRUE, FALSE, 0},
-      {"128", "1", TRUE, FALSE, 0},  {"256", NULL, FALSE, FALSE, 0}, {"128", "1", TRUE, TRUE, 0},
+      {NULL, NULL, FALSE, FALSE, 0, FALSE},  {NULL, NULL, FALSE, TRUE, 0, FALSE},
+      {"128", "0", TRUE, FALSE, 0, FALSE},   {"128", "1", TRUE, FALSE, 0, FALSE},
+      {"256", NULL, FALSE, FALSE, 0, FALSE}, {"128", "1", TRUE, TRUE, 0, FALSE},
+      {NULL, NULL, FALSE, FALSE, 0, TRUE},   {"128", "1", TRUE, FALSE, 0, TRUE},
+      {"128", NULL, TRUE, TRUE, 0, TRUE},
   };
   const size_t na = 613, nb = 1301, n = na + nb, d = 19, k = 7;
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 3);
@@ -964,7 +1024,7 @@ static void test_two_sided(void)
     for (size_t t = 0, mib = 0; t < (fine ? 21 : G_N_ELEMENTS(coarse)); t++) {
       mib = !fine ? coarse[t] : t == 0 ? 3 : t < 20 ? 95 + 2 * t : 513; /* 97, 99, .. 133 */
       const size_t budget = mib * MIB;
-      const TwoSidedForm small = {"128", NULL, TRUE, FALSE, budget};
+      const TwoSidedForm small = {"128", NULL, TRUE, FALSE, budget, t % 2 == 1};
       outcome = two_sided_check(&p, na, nb, k, &small);
       declined += outcome == 1;
     }
