@@ -222,21 +222,17 @@ gboolean knnwb_knn_distinct_reference(const KnnwbKnnOptions *options, KnnwbSelec
                                       const double *within, KnnwbNeighbors *result, GError **error);
 
 /* knn_shared_best.c: a shared self job's lists refined to k before they travel. */
-typedef struct {
-  size_t n, k;
-  int64_t *index;   /* n x k, by (distance, index), -1 past the valid */
-  double *distance; /* n x k, +inf past the valid */
-  float *worst;     /* n: the largest score of a row's kc candidates (-inf: none) */
-  int32_t *valid;   /* n: its valid candidates (not the row itself) */
-} KnnwbSharedBest;
+struct KnnwbGroupBestLists; /* group/group.h */
 /** Whether a shared self job's lists are refined to k before they travel: on GPUs (on_device),
  * unless KNNWB_GROUP_REFINED says otherwise. */
 gboolean knnwb_knn_shared_best_wanted(gboolean on_device);
 /** A self job's kc lists of every row (cand_distance: the backend's exact distances, or NULL:
- * computed here) refined into best as a GPU refines them on the device. O(n kc log kc) on
- * threads, plus the distances. */
+ * computed here) refined to k as a GPU refines them on the device, each row put into lists
+ * (knnwb_group_best_lists_put: its k best by (distance, index), the worst score of its candidates
+ * and how many valid ones it had). O(n kc log kc) on threads, plus the distances. */
 void knnwb_knn_shared_best_host(const KnnwbPrepared *query, const KnnwbPrepared *reference,
-                                size_t kc, const int64_t *cand_index, const float *cand_score,
-                                const double *cand_distance, int threads, KnnwbSharedBest *best);
+                                size_t kc, size_t k, const int64_t *cand_index,
+                                const float *cand_score, const double *cand_distance, int threads,
+                                struct KnnwbGroupBestLists *lists);
 
 #endif

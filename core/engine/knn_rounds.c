@@ -225,9 +225,9 @@ typedef struct {
   struct KnnwbOrderAhead *order_ahead; /* centroids being fitted meanwhile, or NULL */
   int distances_filled, refined;
   /* A shared job refined to k before its lists travel (knn_shared_best.c): every row's k best of
-   * this rank's share, with round->worst and round->valid_count of every row. */
+   * this rank's share, put as they come into what travels to each row's rank. */
   gboolean near;
-  KnnwbSharedBest shared_best;
+  KnnwbGroupBestLists *best_lists;
   size_t list0; /* the job row of the refine's first row in the candidate arrays */
   KnnwbGroupBounds bounds;
   KnnwbGroupProgress group_progress;
@@ -236,38 +236,40 @@ typedef struct {
 } KnnwbRound;
 
 /* A shared job's lists refined to k before they travel (knnwb_knn_shared_best_wanted): the room
- * for every row's k best, worst score and valid count, on every rank or none (a rank short of it
- * sends every rank the kc-wide candidates). Collective. */
+ * for every row's k best, worst score and valid count as they travel (each row's in its rank's
+ * part), and this rank's rows' bounds and valid counts after the merge, on every rank or none (a
+ * rank short of it sends every rank the kc-wide candidates). Collective. */
 static gboolean knnwb_knn_round_near(KnnwbRound *round, GError **error)
 {
-  const size_t n = round->query->n, k = round->options->k;
+  const size_t n = round->query->n, k = round->options->k, rows = round->n_rows;
   size_t cells = 0;
   int64_t near = knnwb_knn_shared_best_wanted(round->on_device) && k > 0 && k <= round->kc &&
                  knnwb_size_multiply(n, k, &cells);
   if (near) {
-    round->shared_best = (KnnwbSharedBest){
-        .n = n,
-        .k = k,
-        .index = knnwb_memory_try_alloc(MAX(cells, (size_t)1) * sizeof(int64_t), FALSE),
-        .distance = knnwb_memory_try_alloc(MAX(cells, (size_t)1) * sizeof(double), FALSE)};
-    round->worst = g_try_malloc(MAX(n, (size_t)1) * sizeof(float));
-    round->valid_count = g_try_malloc(MAX(n, (size_t)1) * sizeof(int32_t));
-    round->shared_best.worst = round->worst;
-    round->shared_best.valid = round->valid_count;
-    near = round->shared_best.index != NULL && round->shared_best.distance != NULL &&
-           round->worst != NULL && round->valid_count != NULL;
+    round->best_lists = knnwb_group_best_lists_new(round->group, n, k, round->row0, rows);
+    round->worst = g_try_malloc(MAX(rows, (size_t)1) * sizeof(float));
+    round->valid_count = g_try_malloc(MAX(rows, (size_t)1) * sizeof(int32_t));
+    near = round->best_lists != NULL && round->worst != NULL && round->valid_count != NULL;
   }
   if (!round->group->reduce(round->group, &near, 1, KNNWB_GROUP_MIN, error))
     return FALSE;
   round->near = near != 0;
   if (!round->near) {
-    g_free(round->shared_best.index);
-    g_free(round->shared_best.distance);
-    memset(&round->shared_best, 0, sizeof round->shared_best);
+    g_clear_pointer(&round->best_lists, knnwb_group_best_lists_free);
     g_clear_pointer(&round->worst, g_free);
     g_clear_pointer(&round->valid_count, g_free);
   }
   return TRUE;
+}
+
+/* KnnwbSelectJob.out_refined_take of a shared job refined on the device: its rows into the lists
+ * that travel (a self job has one side). */
+static void knnwb_knn_round_near_take(void *data, int side, size_t first, size_t count,
+                                      const int64_t *index, const double *distance,
+                                      const float *worst, const int32_t *valid)
+{
+  (void)side;
+  knnwb_group_best_lists_put(data, first, count, index, distance, worst, valid);
 }
 
 /* The shared job's rows refined to k (here where the backend declined), merged over the ranks into
@@ -279,8 +281,8 @@ static gboolean knnwb_knn_round_merge_near(KnnwbRound *round, gint64 start, GErr
   const gboolean on_device = round->refined;
   if (!round->refined)
     knnwb_knn_shared_best_host(
-        round->query, round->reference, round->kc, round->cand_index, round->cand_score,
-        round->distances_filled ? round->cand_distance : NULL, round->threads, &round->shared_best);
+        round->query, round->reference, round->kc, k, round->cand_index, round->cand_score,
+        round->distances_filled ? round->cand_distance : NULL, round->threads, round->best_lists);
   const gint64 merge_start = g_get_monotonic_time();
   float *bound = g_try_malloc(MAX(rows, (size_t)1) * sizeof(float));
   int32_t *valid = g_try_malloc(MAX(rows, (size_t)1) * sizeof(int32_t));
@@ -290,11 +292,9 @@ static gboolean knnwb_knn_round_merge_near(KnnwbRound *round, gint64 start, GErr
                 rows);
   const size_t slot0 = round->row0 - round->result->first_row;
   ok = group->agree(group, ok, error) &&
-       knnwb_knn_group_merge_best(group, round->query->n, k, round->kc, round->shared_best.index,
-                                  round->shared_best.distance, round->worst, round->valid_count,
-                                  round->row0, rows, round->threads,
-                                  round->result->indices + slot0 * k,
-                                  round->result->distances + slot0 * k, bound, valid, error);
+       knnwb_group_best_lists_merge(group, round->best_lists, round->kc, round->threads,
+                                    round->result->indices + slot0 * k,
+                                    round->result->distances + slot0 * k, bound, valid, error);
   if (ok) {
     /* the certificate reads each own row's at its place in the round's rows */
     memcpy(round->worst, bound, rows * sizeof(float));
@@ -414,10 +414,8 @@ static void knnwb_knn_round_device_outputs(KnnwbRound *round, KnnwbSelectJob *jo
   job->out_distance_filled = &round->distances_filled;
   if (round->near) {
     job->out_k = k;
-    job->out_k_index = round->shared_best.index;
-    job->out_k_distance = round->shared_best.distance;
-    job->out_worst_score = round->worst;
-    job->out_valid = round->valid_count;
+    job->out_refined_take = knnwb_knn_round_near_take;
+    job->out_refined_take_data = round->best_lists;
     job->out_refined = &round->refined;
     return;
   }
@@ -734,12 +732,9 @@ static void knnwb_knn_round_free(KnnwbRound *round)
   if (round->rows == NULL) {
     /* Gigabytes at 1.5 M rows (0.03-0.06 s to unmap): freed once the run returns, not during a
      * re-selection round, whose pinned allocations the unmapping slowed. */
-    const size_t near_cells = round->shared_best.n * round->shared_best.k;
-    void *blocks[] = {round->cand_index, round->cand_score, round->cand_distance,
-                      round->shared_best.index, round->shared_best.distance};
+    void *blocks[] = {round->cand_index, round->cand_score, round->cand_distance};
     const size_t bytes[] = {round->cells * sizeof(int64_t), round->cells * sizeof(float),
-                            round->cells * sizeof(double), near_cells * sizeof(int64_t),
-                            near_cells * sizeof(double)};
+                            round->cells * sizeof(double)};
     knnwb_release_later(blocks, bytes, G_N_ELEMENTS(blocks));
   } else {
     /* A re-selection batch is sized to the memory budget so that one at a time is held; queued
@@ -749,6 +744,7 @@ static void knnwb_knn_round_free(KnnwbRound *round)
     g_free(round->cand_score);
     g_free(round->cand_distance);
   }
+  knnwb_group_best_lists_free(round->best_lists); /* (its parts unmapped later, as those above) */
   g_free(round->flags);
   g_free(round->gathered);
   g_free(round->worst);

@@ -25,21 +25,31 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, 
                                int threads, gboolean *distances_kept, GError **error);
 
 /**
- * A shared self job's lists refined to k on every rank (index/distance: n x k by (distance,
- * index), -1 past the valid; worst: each row's largest candidate score; valid: its valid
- * candidates; from a job of kc candidates a row) merged for this rank's rows [row0, row0 + rows):
- * the k best of every rank's lists into out_index/out_distance (rows x k), their valid counts
+ * A shared self job's lists refined to k on this rank (for every row of n, its k best of this
+ * rank's share of the tiles by (distance, index), -1 and +inf past the valid; the worst score of
+ * its kc candidates; how many valid ones it had), gathered as they come into what travels: each
+ * other rank's rows' records ready to send, and this rank's rows [row0, row0 + rows) (the others'
+ * as knnwb_knn_group_rows cuts n), 16 k + 8 bytes a row (knn_group_best.c).
+ * new: NULL when memory is short (not collective). put: rows [first, first + count) of n, laid
+ * out as count x k indices and distances, count worst scores and valid counts; from several
+ * threads at once for disjoint rows; every row once before merge. merge: the k best of every
+ * rank's lists of this rank's rows into out_index/out_distance (rows x k), their valid counts
  * summed into out_valid, and into out_bound the least worst score of the ranks' full lists (+inf:
  * none; NaN: a worst score that overflowed), which certifies the row as knnwb_refine_certify_row's
- * worst (knn_group_best.c). Collective. Memory: 2 x (ranks - 1) x rows x (16 k + 8) bytes; time
- * O(rows ranks k log k).
+ * worst; collective; the others' records are freed once sent. Memory: n x (16 k + 8) bytes, and
+ * (ranks - 1) x rows records received; time O(rows ranks k log k).
  */
-gboolean knnwb_knn_group_merge_best(const KnnwbKnnGroup *group, size_t n, size_t k, size_t kc,
-                                    const int64_t *index, const double *distance,
-                                    const float *worst, const int32_t *valid, size_t row0,
-                                    size_t rows, int threads, int64_t *out_index,
-                                    double *out_distance, float *out_bound, int32_t *out_valid,
-                                    GError **error);
+typedef struct KnnwbGroupBestLists KnnwbGroupBestLists;
+KnnwbGroupBestLists *knnwb_group_best_lists_new(const KnnwbKnnGroup *group, size_t n, size_t k,
+                                                size_t row0, size_t rows);
+void knnwb_group_best_lists_put(KnnwbGroupBestLists *lists, size_t first, size_t count,
+                                const int64_t *index, const double *distance, const float *worst,
+                                const int32_t *valid);
+gboolean knnwb_group_best_lists_merge(const KnnwbKnnGroup *group, KnnwbGroupBestLists *lists,
+                                      size_t kc, int threads, int64_t *out_index,
+                                      double *out_distance, float *out_bound, int32_t *out_valid,
+                                      GError **error);
+void knnwb_group_best_lists_free(KnnwbGroupBestLists *lists);
 
 /**
  * The thresholds of a shared self job made common between the ranks (knn_group_bounds.c), as

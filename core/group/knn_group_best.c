@@ -28,36 +28,77 @@ static size_t knnwb_group_best_record(size_t k)
   return k * (sizeof(int64_t) + sizeof(double)) + sizeof(float) + sizeof(int32_t);
 }
 
-typedef struct {
-  size_t k, kc, row0, rows, ranks;
-  const int64_t *index;
-  const double *distance;
-  const float *worst;
-  const int32_t *valid;
+struct KnnwbGroupBestLists {
+  size_t n, k, ranks, record;
   int me;
-  /* packing: the rows [first, first + count) into out */
-  size_t first;
-  char *out;
-  /* merging: every rank's records of this rank's rows (this rank's: NULL, read in place) */
-  char *const *from;
-  int64_t *out_index;
-  double *out_distance;
-  float *out_bound;
-  int32_t *out_valid;
-} KnnwbGroupBest;
+  size_t *first, *count; /* each rank's rows [first, first + count) */
+  char **part;           /* each rank's rows' records, in row order */
+};
 
-static void knnwb_group_best_pack(size_t a, size_t b, void *user)
+KnnwbGroupBestLists *knnwb_group_best_lists_new(const KnnwbKnnGroup *group, size_t n, size_t k,
+                                                size_t row0, size_t rows)
 {
-  const KnnwbGroupBest *x = user;
-  const size_t k = x->k, record = knnwb_group_best_record(k);
-  for (size_t t = a; t < b; t++) {
-    const size_t i = x->first + t;
-    char *at = x->out + t * record;
-    memcpy(at, x->index + i * k, k * sizeof(int64_t));
-    memcpy(at + k * sizeof(int64_t), x->distance + i * k, k * sizeof(double));
-    memcpy(at + k * (sizeof(int64_t) + sizeof(double)), &x->worst[i], sizeof(float));
-    memcpy(at + k * (sizeof(int64_t) + sizeof(double)) + sizeof(float), &x->valid[i],
-           sizeof(int32_t));
+  KnnwbGroupBestLists *lists = g_new0(KnnwbGroupBestLists, 1);
+  lists->n = n;
+  lists->k = k;
+  lists->ranks = (size_t)group->size;
+  lists->record = knnwb_group_best_record(k);
+  lists->me = group->rank;
+  lists->first = g_new0(size_t, lists->ranks);
+  lists->count = g_new0(size_t, lists->ranks);
+  lists->part = g_new0(char *, lists->ranks);
+  gboolean ok = TRUE;
+  for (size_t r = 0; r < lists->ranks && ok; r++) {
+    size_t last = 0;
+    knnwb_knn_group_rows(n, (int)r, group->size, &lists->first[r], &last);
+    lists->count[r] = last - lists->first[r];
+    if ((int)r == group->rank) { /* this rank's rows as the caller cut them */
+      lists->first[r] = row0;
+      lists->count[r] = rows;
+    }
+    if (lists->count[r] > 0) {
+      lists->part[r] = knnwb_memory_try_alloc(lists->count[r] * lists->record, FALSE);
+      ok = lists->part[r] != NULL;
+    }
+  }
+  if (!ok)
+    g_clear_pointer(&lists, knnwb_group_best_lists_free);
+  return lists;
+}
+
+void knnwb_group_best_lists_free(KnnwbGroupBestLists *lists)
+{
+  if (lists == NULL)
+    return;
+  size_t *bytes = g_new(size_t, lists->ranks);
+  for (size_t r = 0; r < lists->ranks; r++)
+    bytes[r] = lists->count[r] * lists->record;
+  /* (gigabytes at millions of rows: unmapped later, not in the middle of the run) */
+  knnwb_release_later((void *const *)lists->part, bytes, lists->ranks);
+  g_free(bytes);
+  g_free(lists->part);
+  g_free(lists->first);
+  g_free(lists->count);
+  g_free(lists);
+}
+
+void knnwb_group_best_lists_put(KnnwbGroupBestLists *lists, size_t first, size_t count,
+                                const int64_t *index, const double *distance, const float *worst,
+                                const int32_t *valid)
+{
+  const size_t k = lists->k, record = lists->record;
+  for (size_t t = 0; t < count; t++) {
+    const size_t i = first + t;
+    /* the rank whose rows hold i (blocks in rank order; few ranks) */
+    size_t r = 0;
+    while (r + 1 < lists->ranks && i >= lists->first[r] + lists->count[r])
+      r++;
+    g_assert(i >= lists->first[r] && i < lists->first[r] + lists->count[r]);
+    char *at = lists->part[r] + (i - lists->first[r]) * record;
+    memcpy(at, index + t * k, k * sizeof(int64_t));
+    memcpy(at + k * sizeof(int64_t), distance + t * k, k * sizeof(double));
+    memcpy(at + k * (sizeof(int64_t) + sizeof(double)), &worst[t], sizeof(float));
+    memcpy(at + k * (sizeof(int64_t) + sizeof(double)) + sizeof(float), &valid[t], sizeof(int32_t));
   }
 }
 
@@ -71,34 +112,33 @@ static float knnwb_group_best_bound(size_t kc, float worst, int32_t valid)
   return isfinite(worst) ? worst : NAN;
 }
 
+/* Merging every rank's records of this rank's rows (from[r], rank r's; this rank's own part). */
+typedef struct {
+  size_t k, kc, ranks, record;
+  char *const *from;
+  int64_t *out_index;
+  double *out_distance;
+  float *out_bound;
+  int32_t *out_valid;
+} KnnwbGroupBestMerge;
+
 static void knnwb_group_best_merge_rows(size_t a, size_t b, void *user)
 {
-  const KnnwbGroupBest *x = user;
-  const size_t k = x->k, record = knnwb_group_best_record(k);
+  const KnnwbGroupBestMerge *x = user;
+  const size_t k = x->k, record = x->record;
   KnnwbNeighbour *pool = g_new(KnnwbNeighbour, x->ranks * k + 1);
   for (size_t t = a; t < b; t++) {
     size_t count = 0;
     float bound = INFINITY;
     int64_t valid = 0;
     for (size_t r = 0; r < x->ranks; r++) {
-      const int64_t *index;
-      const double *distance;
+      const char *at = x->from[r] + t * record;
+      const int64_t *index = (const int64_t *)(const void *)at;
+      const double *distance = (const double *)(const void *)(at + k * sizeof(int64_t));
       float worst;
       int32_t listed;
-      if ((int)r == x->me) {
-        const size_t i = x->row0 + t;
-        index = x->index + i * k;
-        distance = x->distance + i * k;
-        worst = x->worst[i];
-        listed = x->valid[i];
-      } else {
-        const char *at = x->from[r] + t * record;
-        index = (const int64_t *)(const void *)at;
-        distance = (const double *)(const void *)(at + k * sizeof(int64_t));
-        memcpy(&worst, at + k * (sizeof(int64_t) + sizeof(double)), sizeof(float));
-        memcpy(&listed, at + k * (sizeof(int64_t) + sizeof(double)) + sizeof(float),
-               sizeof(int32_t));
-      }
+      memcpy(&worst, at + k * (sizeof(int64_t) + sizeof(double)), sizeof(float));
+      memcpy(&listed, at + k * (sizeof(int64_t) + sizeof(double)) + sizeof(float), sizeof(int32_t));
       for (size_t c = 0; c < k && index[c] >= 0; c++)
         pool[count++] = (KnnwbNeighbour){distance[c], index[c]};
       const float own = knnwb_group_best_bound(x->kc, worst, listed);
@@ -120,49 +160,42 @@ static void knnwb_group_best_merge_rows(size_t a, size_t b, void *user)
   g_free(pool);
 }
 
-gboolean knnwb_knn_group_merge_best(const KnnwbKnnGroup *group, size_t n, size_t k, size_t kc,
-                                    const int64_t *index, const double *distance,
-                                    const float *worst, const int32_t *valid, size_t row0,
-                                    size_t rows, int threads, int64_t *out_index,
-                                    double *out_distance, float *out_bound, int32_t *out_valid,
-                                    GError **error)
+gboolean knnwb_group_best_lists_merge(const KnnwbKnnGroup *group, KnnwbGroupBestLists *lists,
+                                      size_t kc, int threads, int64_t *out_index,
+                                      double *out_distance, float *out_bound, int32_t *out_valid,
+                                      GError **error)
 {
-  const size_t ranks = (size_t)group->size, record = knnwb_group_best_record(k);
-  KnnwbGroupBest x = {k,        kc,        row0,         rows,        ranks,    index,
-                      distance, worst,     valid,        group->rank, 0,        NULL,
-                      NULL,     out_index, out_distance, out_bound,   out_valid};
-  char **send = g_new0(char *, ranks), **receive = g_new0(char *, ranks);
+  const size_t ranks = lists->ranks, me = (size_t)lists->me, rows = lists->count[me];
+  char **receive = g_new0(char *, ranks);
   size_t *send_bytes = g_new0(size_t, ranks), *receive_bytes = g_new0(size_t, ranks);
   gboolean ok = TRUE;
   for (size_t r = 0; r < ranks; r++) {
-    if ((int)r == group->rank)
+    if (r == me)
       continue;
-    size_t first, last;
-    knnwb_knn_group_rows(n, (int)r, group->size, &first, &last);
-    send_bytes[r] = (last - first) * record;
-    receive_bytes[r] = rows * record;
-    send[r] = send_bytes[r] > 0 ? g_try_malloc(send_bytes[r]) : NULL;
+    send_bytes[r] = lists->count[r] * lists->record;
+    receive_bytes[r] = rows * lists->record;
     receive[r] = receive_bytes[r] > 0 ? g_try_malloc(receive_bytes[r]) : NULL;
-    ok = ok && (send_bytes[r] == 0 || send[r] != NULL) &&
-         (receive_bytes[r] == 0 || receive[r] != NULL);
-    if (ok && send[r] != NULL) {
-      x.first = first;
-      x.out = send[r];
-      knnwb_parallel_for(threads, last - first, 1024, knnwb_group_best_pack, &x);
-    }
+    ok = ok && (receive_bytes[r] == 0 || receive[r] != NULL);
   }
   if (!ok)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate the neighbour lists of %zu rows that travel between the ranks",
                 rows);
+  char **send = g_new0(char *, ranks);
+  for (size_t r = 0; r < ranks; r++)
+    send[r] = r == me ? NULL : lists->part[r];
   ok = group->agree(group, ok, error) &&
        group->exchange(group, (const void *const *)send, send_bytes, (void *const *)receive,
                        receive_bytes, error);
-  for (size_t r = 0; r < ranks; r++)
-    g_clear_pointer(&send[r], g_free);
+  for (size_t r = 0; r < ranks; r++) /* sent: the others' records are done with */
+    if (r != me)
+      g_clear_pointer(&lists->part[r], g_free);
   if (ok) {
-    x.from = receive;
+    receive[me] = lists->part[me];
+    KnnwbGroupBestMerge x = {lists->k,  kc,           ranks,     lists->record, receive,
+                             out_index, out_distance, out_bound, out_valid};
     knnwb_parallel_for(threads, rows, 256, knnwb_group_best_merge_rows, &x);
+    receive[me] = NULL;
   }
   for (size_t r = 0; r < ranks; r++)
     g_free(receive[r]);
