@@ -33,49 +33,54 @@ typedef struct {
   KnnwbGroupBestLists *lists;
 } KnnwbSharedRefine;
 
+/* Rows put into the lists at once: buffers of a fixed size, whatever range a thread is given (one
+ * thread gets every row). */
+enum { KNNWB_SHARED_PIECE = 256 };
+
 /* Each row's k best as knnwb_refine_row keeps them (the k best scores' distances first, then only
  * the candidates whose lower bound does not exceed their largest), which are the k best of all its
  * candidates by (distance, index); the worst score and the valid count as the device gives them;
- * the rows [first, last) put into the lists at once. */
+ * put into the lists KNNWB_SHARED_PIECE rows at a time. */
 static void knnwb_shared_refine_rows(size_t first, size_t last, void *user)
 {
   const KnnwbSharedRefine *x = user;
-  const size_t kc = x->kc, k = x->k, rows = last - first;
+  const size_t kc = x->kc, k = x->k;
   KnnwbRefineScratch scratch = {0};
-  int64_t *index = g_new(int64_t, rows * k);
-  double *distance = g_new(double, rows *k);
-  float *worst = g_new(float, rows);
-  int32_t *valid = g_new(int32_t, rows);
-  for (size_t i = first; i < last; i++) {
-    const size_t t = i - first;
-    size_t listed = 0;
-    worst[t] = -INFINITY;
-    if (x->query->invalid != NULL && x->query->invalid[i]) {
-      for (size_t c = 0; c < k; c++) {
-        index[t * k + c] = -1;
-        distance[t * k + c] = INFINITY;
+  int64_t *index = g_new(int64_t, KNNWB_SHARED_PIECE * k);
+  double *distance = g_new(double, KNNWB_SHARED_PIECE *k);
+  float worst[KNNWB_SHARED_PIECE];
+  int32_t valid[KNNWB_SHARED_PIECE];
+  for (size_t piece0 = first; piece0 < last; piece0 += KNNWB_SHARED_PIECE) {
+    const size_t rows = MIN((size_t)KNNWB_SHARED_PIECE, last - piece0);
+    for (size_t t = 0; t < rows; t++) {
+      const size_t i = piece0 + t;
+      size_t listed = 0;
+      worst[t] = -INFINITY;
+      if (x->query->invalid != NULL && x->query->invalid[i]) {
+        for (size_t c = 0; c < k; c++) {
+          index[t * k + c] = -1;
+          distance[t * k + c] = INFINITY;
+        }
+      } else {
+        for (size_t c = 0; c < kc; c++) {
+          const int64_t j = x->cand_index[i * kc + c];
+          if (j < 0)
+            continue;
+          worst[t] = MAX(worst[t], x->cand_score[i * kc + c]);
+          listed += (size_t)j != i;
+        }
+        knnwb_refine_row(x->query, i, x->reference, (int64_t)i, x->cand_index + i * kc,
+                         x->cand_score + i * kc,
+                         x->cand_distance != NULL ? x->cand_distance + i * kc : NULL, kc, SIZE_MAX,
+                         k, &scratch, index + t * k, distance + t * k);
       }
-    } else {
-      for (size_t c = 0; c < kc; c++) {
-        const int64_t j = x->cand_index[i * kc + c];
-        if (j < 0)
-          continue;
-        worst[t] = MAX(worst[t], x->cand_score[i * kc + c]);
-        listed += (size_t)j != i;
-      }
-      knnwb_refine_row(x->query, i, x->reference, (int64_t)i, x->cand_index + i * kc,
-                       x->cand_score + i * kc,
-                       x->cand_distance != NULL ? x->cand_distance + i * kc : NULL, kc, SIZE_MAX, k,
-                       &scratch, index + t * k, distance + t * k);
+      valid[t] = (int32_t)listed;
     }
-    valid[t] = (int32_t)listed;
+    knnwb_group_best_lists_put(x->lists, piece0, rows, index, distance, worst, valid);
   }
-  knnwb_group_best_lists_put(x->lists, first, rows, index, distance, worst, valid);
   knnwb_refine_scratch_clear(&scratch);
   g_free(index);
   g_free(distance);
-  g_free(worst);
-  g_free(valid);
 }
 
 void knnwb_knn_shared_best_host(const KnnwbPrepared *query, const KnnwbPrepared *reference,

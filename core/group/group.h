@@ -30,8 +30,9 @@ gboolean knnwb_knn_group_merge(const KnnwbKnnGroup *group, size_t n, size_t kc, 
  * its kc candidates; how many valid ones it had), gathered as they come into what travels: each
  * other rank's rows' records ready to send, and this rank's rows [row0, row0 + rows) (the others'
  * as knnwb_knn_group_rows cuts n), 16 k + 8 bytes a row (knn_group_best.c).
- * new: NULL when memory is short (not collective). put: rows [first, first + count) of n, laid
- * out as count x k indices and distances, count worst scores and valid counts; from several
+ * new: NULL when memory is short (not collective; row0 and rows must be this rank's
+ * knnwb_knn_group_rows, as every rank sends by that cut). put: rows [first, first + count) of n,
+ * laid out as count x k indices and distances, count worst scores and valid counts; from several
  * threads at once for disjoint rows; every row once before merge. merge: the k best of every
  * rank's lists of this rank's rows into out_index/out_distance (rows x k), their valid counts
  * summed into out_valid, and into out_bound the least worst score of the ranks' full lists (+inf:

@@ -38,6 +38,10 @@ struct KnnwbGroupBestLists {
 KnnwbGroupBestLists *knnwb_group_best_lists_new(const KnnwbKnnGroup *group, size_t n, size_t k,
                                                 size_t row0, size_t rows)
 {
+  /* every rank sends and receives by the same cut */
+  size_t my_first = 0, my_last = 0;
+  knnwb_knn_group_rows(n, group->rank, group->size, &my_first, &my_last);
+  g_return_val_if_fail(row0 == my_first && rows == my_last - my_first, NULL);
   KnnwbGroupBestLists *lists = g_new0(KnnwbGroupBestLists, 1);
   lists->n = n;
   lists->k = k;
@@ -52,10 +56,6 @@ KnnwbGroupBestLists *knnwb_group_best_lists_new(const KnnwbKnnGroup *group, size
     size_t last = 0;
     knnwb_knn_group_rows(n, (int)r, group->size, &lists->first[r], &last);
     lists->count[r] = last - lists->first[r];
-    if ((int)r == group->rank) { /* this rank's rows as the caller cut them */
-      lists->first[r] = row0;
-      lists->count[r] = rows;
-    }
     if (lists->count[r] > 0) {
       lists->part[r] = knnwb_memory_try_alloc(lists->count[r] * lists->record, FALSE);
       ok = lists->part[r] != NULL;
@@ -87,10 +87,9 @@ void knnwb_group_best_lists_put(KnnwbGroupBestLists *lists, size_t first, size_t
                                 const int32_t *valid)
 {
   const size_t k = lists->k, record = lists->record;
+  size_t r = 0; /* the rank whose rows hold row i (blocks in rank order), found once and stepped */
   for (size_t t = 0; t < count; t++) {
     const size_t i = first + t;
-    /* the rank whose rows hold i (blocks in rank order; few ranks) */
-    size_t r = 0;
     while (r + 1 < lists->ranks && i >= lists->first[r] + lists->count[r])
       r++;
     g_assert(i >= lists->first[r] && i < lists->first[r] + lists->count[r]);

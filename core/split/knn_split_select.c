@@ -138,25 +138,38 @@ static void knnwb_split_test_refine_row(const KnnwbSelectJob *job, size_t i, Knn
 }
 
 /* Every row's k best of job's kc lists handed to its out_refined_take as side side, in pieces of
- * 1 to 7 rows (a GPU hands each thread's rows of a chunk at once). */
-static void knnwb_split_test_refine(const KnnwbSelectJob *job, int side)
+ * 1 to 7 rows, from several threads at once for disjoint rows (as a GPU hands each spreading
+ * thread's rows of a chunk). */
+typedef struct {
+  const KnnwbSelectJob *job;
+  int side;
+} KnnwbSplitTestHand;
+
+static void knnwb_split_test_refine_rows(size_t row0, size_t row1, void *user)
 {
   enum { PIECE = 7 };
+  const KnnwbSplitTestHand *hand = user;
+  const KnnwbSelectJob *job = hand->job;
   const size_t k = job->out_k;
   g_autofree KnnwbNeighbour *pairs = g_new(KnnwbNeighbour, job->kc + 1);
   g_autofree int64_t *index = g_new(int64_t, PIECE * k);
   g_autofree double *distance = g_new(double, PIECE *k);
   float worst[PIECE];
   int32_t count[PIECE];
-  for (size_t first = 0, piece = 1; first < job->n_query;
-       first += piece, piece = piece % PIECE + 1) {
-    piece = MIN(piece, job->n_query - first);
+  for (size_t first = row0, piece = 1; first < row1; first += piece, piece = piece % PIECE + 1) {
+    piece = MIN(piece, row1 - first);
     for (size_t r = 0; r < piece; r++)
       knnwb_split_test_refine_row(job, first + r, pairs, index + r * k, distance + r * k, &worst[r],
                                   &count[r]);
-    job->out_refined_take(job->out_refined_take_data, side, first, piece, index, distance, worst,
-                          count);
+    job->out_refined_take(job->out_refined_take_data, hand->side, first, piece, index, distance,
+                          worst, count);
   }
+}
+
+static void knnwb_split_test_refine(const KnnwbSelectJob *job, int side)
+{
+  KnnwbSplitTestHand hand = {job, side};
+  knnwb_parallel_for(MAX(job->n_threads, 2), job->n_query, 64, knnwb_split_test_refine_rows, &hand);
 }
 
 static void knnwb_split_test_exact(const KnnwbSplitRun *run, const KnnwbSelectJob *job,
