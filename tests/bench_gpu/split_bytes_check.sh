@@ -9,7 +9,9 @@
 # family and cosine with --drop-degenerate). Prints one line per input and metric; exits non-zero
 # when a run's lists differ.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/split_bytes_check.sh OUT
-# (BUILD=DIR: a build made by CMake beforehand)
+# (BUILD=DIR: a build made by CMake beforehand; FORMS="cross1 whole-planned": only those forms;
+# DEVICES=0,0: each rank's --devices, e.g. GPU 0 listed twice, so that every rank runs two GPU
+# workers on one GPU; KNNWB_CUDA_NO_PEER_ACCESS=1 in the environment reaches the ranks)
 set -uo pipefail
 out=$1; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -45,13 +47,14 @@ for f in g t; do
       { echo "$f $m: the CPU run failed"; tail -3 "$out/ref.err"; fails=$((fails + 1)); continue; }
     line="$f $m:"
     for np in 2 3; do
-      for form in cross1 cross0 split-planned whole-planned; do
+      for form in ${FORMS:-cross1 cross0 split-planned whole-planned}; do
         rm -f $d/x.knn
         mode=${form%-planned}; cross=${form#cross}; pilot=
         case $form in cross*) mode=split ;; *) cross=1 pilot=always ;; esac
         KNNWB_SPLIT_CROSS=$cross KNNWB_MARGIN_PILOT=$pilot mpirun --oversubscribe --allow-run-as-root --bind-to none \
           -x CUDA_VISIBLE_DEVICES=0 -x LD_LIBRARY_PATH -x KNNWB_SPLIT_CROSS -x KNNWB_MARGIN_PILOT -x KNNWB_MPI_SHARED=1 \
-          -np $np $k knn $d/$f.npy -k 10 -m $m --drop-degenerate --mpi-input $mode -b cuda -q \
+          -x KNNWB_CUDA_NO_PEER_ACCESS=${KNNWB_CUDA_NO_PEER_ACCESS:-0} \
+          -np $np $k knn ${DEVICES:+--devices $DEVICES} $d/$f.npy -k 10 -m $m --drop-degenerate --mpi-input $mode -b cuda -q \
           -o $d/x.knn 2>>"$out/mpi.err"
         if cmp -s $d/ref.knn $d/x.knn; then
           line="$line ${np}r/$form=ok"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The several-GPU paths of one process, on a host with one GPU: `knnwb knn -b cuda --devices 0,0`
+# lists GPU 0 twice, so two workers each take their share of the tiles on the one device and their
+# lists meet as on two GPUs (peer copies between the workers' buffers); 0,0,0 and 0,0,0,0 do so
+# with three and four, and KNNWB_CUDA_NO_PEER_ACCESS=1 takes the path of GPUs without peer access
+# (each worker's kc lists merged on the host). Then 2 MPI ranks with two workers each, split and
+# whole-input. Every run's lists must equal one worker's byte for byte (one worker's are checked
+# against the CPU and the double oracle elsewhere). Inputs that take many tiles: 400,003 x 50 in 50
+# clusters (the partitioned search), 300,007 x 50 overlapping clusters (the plain search) and
+# 200,003 x 128 Gaussian rows with copies of rows (pearson, spearman, manhattan).
+# Usage (repository root, after `. .gpu/env.sh`): BUILD=DIR bash tests/bench_gpu/worker_count_check.sh OUT
+# (BUILD: a CMake build with CUDA and MPI holding bin/knnwb). Prints one line per input and metric;
+# exits non-zero when a run's lists differ or a run fails.
+set -uo pipefail
+out=$1; mkdir -p "$out"
+for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
+  [ -x "$dir/mpicc" ] && ! command -v mpicc >/dev/null && export PATH=$dir:$PATH
+done
+build=${BUILD:?BUILD=DIR: a build with CUDA and MPI}
+export LD_LIBRARY_PATH=$build:${LD_LIBRARY_PATH:-} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
+SECONDS=0
+d=$out/data; mkdir -p $d
+$py tests/bench/make_clusters_table.py $d/c.npy 400003 50 >/dev/null || exit 1
+$py tests/bench/make_clusters_table.py $d/o.npy 300007 50 2 >/dev/null || exit 1
+$py - "$d" <<'PY' || exit 1
+import sys
+import numpy as np
+r = np.random.default_rng(7)
+a = r.normal(size=(200003, 128)).astype(np.float32)
+a[1000:1040] = a[17]  # copies of one row: ties at distance zero
+np.save(sys.argv[1] + '/p.npy', a)
+PY
+echo "data ${SECONDS} s"
+k=$build/bin/knnwb
+fails=0
+run() { # name, then the command's arguments after `knnwb knn`
+  local name=$1; shift
+  rm -f $d/x.knn
+  if ! "$@" -o $d/x.knn 2>"$out/$name.err"; then
+    line="$line $name=FAILED"; fails=$((fails + 1)); tail -3 "$out/$name.err"
+  elif cmp -s $d/ref.knn $d/x.knn; then
+    line="$line $name=ok"
+  else
+    line="$line $name=DIFF"; fails=$((fails + 1))
+  fi
+}
+for c in "c euclidean 30" "o euclidean 30" "o cosine 10" "p pearson 20" "p spearman 10" "p manhattan 10"; do
+  set -- $c; f=$1 m=$2 kk=$3
+  args="$d/$f.npy -k $kk -m $m -b cuda -q"
+  $k knn $args --devices 0 -o $d/ref.knn 2>"$out/ref.err" ||
+    { echo "$f $m: one worker failed"; tail -3 "$out/ref.err"; fails=$((fails + 1)); continue; }
+  line="$f $m k=$kk:"
+  for dv in 0,0 0,0,0 0,0,0,0; do
+    run "w${dv//[^0]/}" $k knn $args --devices $dv
+  done
+  KNNWB_CUDA_NO_PEER_ACCESS=1 run "w00-nopeer" $k knn $args --devices 0,0
+  for mode in split whole; do
+    run "2r-$mode" mpirun --oversubscribe --allow-run-as-root --bind-to none -x LD_LIBRARY_PATH \
+      -x CUDA_VISIBLE_DEVICES=0 -np 2 $k knn $args --devices 0,0 --mpi-input $mode
+  done
+  echo "$line"
+done
+echo "differences $fails; ${SECONDS} s"
+[ $fails = 0 ]
