@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -169,6 +170,7 @@ struct RefinedDownload {
   std::vector<int32_t> take_valid;
 
   void choose_chunks(size_t stage_rows);
+  bool take_buffers();
   bool take_host_sets();
   void release_host_sets();
   bool create_events();
@@ -195,6 +197,41 @@ void RefinedDownload::choose_chunks(size_t stage_rows)
   chunk_rows = std::max<size_t>(1, (own ? kChunkBytes : kStagingBytes) / per_row);
   two_slots = stage_rows >= 2;
   chunk_rows = std::min({chunk_rows, two_slots ? stage_rows / 2 : stage_rows, n_rows});
+}
+
+/*
+ * The chunks' host buffers: the pinned (or pageable) sets and, with out.take, a chunk's arrays.
+ * Where the host refuses them the chunks are halved, down to one row, before giving up: this runs
+ * after the tiles, and a job that handed rows already (another side, another GPU) is never run
+ * again, so a refusal here would fail the whole search. FALSE (nothing held) when not even one
+ * row's buffers can be had.
+ */
+bool RefinedDownload::take_buffers()
+{
+  /* KNNWB_CUDA_TEST_HOST_ROWS=N: chunks of more than N rows refused, as a host out of memory
+   * would (the tests' way to reach the shrinking) */
+  const char *limit_text = getenv("KNNWB_CUDA_TEST_HOST_ROWS");
+  const long limit = limit_text ? atol(limit_text) : 0;
+  for (;;) {
+    bool ok = limit <= 0 || chunk_rows <= (size_t)limit;
+    ok = ok && take_host_sets();
+    if (ok && out.take != nullptr) {
+      try {
+        take_index.resize(chunk_rows * k);
+        take_distance.resize(chunk_rows * k);
+        take_worst.resize(chunk_rows);
+        take_valid.resize(chunk_rows);
+      } catch (const std::bad_alloc &) {
+        release_host_sets();
+        ok = false;
+      }
+    }
+    if (ok)
+      return true;
+    if (chunk_rows <= 1)
+      return false;
+    chunk_rows = (chunk_rows + 1) / 2;
+  }
 }
 
 /* FALSE when not even pageable memory is left (the pinned sets are then released). */
@@ -296,13 +333,7 @@ bool Worker::extract_refined(size_t row0, size_t n_rows, size_t query0, const Re
     download.out.side = 0;
   }
   download.choose_chunks(stage_rows_);
-  if (download.out.take != nullptr) { /* (std::bad_alloc: the worker's guard fails the job) */
-    download.take_index.resize(download.chunk_rows * download.k);
-    download.take_distance.resize(download.chunk_rows * download.k);
-    download.take_worst.resize(download.chunk_rows);
-    download.take_valid.resize(download.chunk_rows);
-  }
-  if (!download.take_host_sets()) {
+  if (!download.take_buffers()) {
     run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "cannot allocate host staging for GPU %d",
               device_ordinal_);
     return false;

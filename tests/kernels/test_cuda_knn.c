@@ -787,7 +787,9 @@ static void check_side(const KnnwbPrepared *p, size_t first, size_t rows, size_t
  * small GPU memory budget (0: the default), under which the backend may run both sides or
  * decline for want of room: either way what it returns must be right; and handed: the refined
  * lists handed to out_refined_take (which puts them in the arrays the job would fill and counts
- * each row), not written into the job's arrays. */
+ * each row), not written into the job's arrays; host_rows (KNNWB_CUDA_TEST_HOST_ROWS, NULL: none):
+ * the host refuses the buffers of a refined chunk of more rows than that, so the chunks shrink to
+ * it after the tiles, when rows may have been handed over already. */
 typedef struct {
   const char *max_tile;
   const char *fused;
@@ -795,6 +797,7 @@ typedef struct {
   gboolean declined;
   size_t memory;
   gboolean handed;
+  const char *host_rows;
 } TwoSidedForm;
 
 /* What out_refined_take received: each side's arrays (as the job's), and how often each row came
@@ -844,6 +847,8 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
   }
   if (form->declined)
     g_setenv("KNNWB_CUDA_CROSS", "0", TRUE);
+  if (form->host_rows)
+    g_setenv("KNNWB_CUDA_TEST_HOST_ROWS", form->host_rows, TRUE);
   int64_t *index = g_new(int64_t, na * kc), *a_index = g_new(int64_t, na * k),
           *b_index = g_new(int64_t, nb * k);
   float *score = g_new(float, na *kc), *a_worst = g_new(float, na), *b_worst = g_new(float, nb),
@@ -924,6 +929,7 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
   char message[512] = "";
   const int status = knnwb_cuda_select(&job, message, sizeof message);
   g_unsetenv("KNNWB_CUDA_CROSS");
+  g_unsetenv("KNNWB_CUDA_TEST_HOST_ROWS");
   g_unsetenv("KNNWB_CUDA_MAX_TILE");
   g_unsetenv("KNNWB_CUDA_FUSED");
   g_unsetenv("KNNWB_CUDA_FUSED_AFTER");
@@ -980,7 +986,8 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
  * the caller; under budgets from 3 MiB to 515 MiB, whichever the backend chose (some of them
  * leave room for the query side only); and with the lists handed over piece by piece
  * (out_refined_take: each row exactly once, the same lists), in those forms and every other
- * budget. */
+ * budget; and with the host refusing a refined chunk's buffers (chunks of 5 rows, handed; of 1,
+ * written), which happens after rows were handed and must not fail the job. */
 static void test_two_sided(void)
 {
   if (!gpu_or_skip())
@@ -989,11 +996,12 @@ static void test_two_sided(void)
                                         KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE,
                                         KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
   static const TwoSidedForm forms[] = {
-      {NULL, NULL, FALSE, FALSE, 0, FALSE},  {NULL, NULL, FALSE, TRUE, 0, FALSE},
-      {"128", "0", TRUE, FALSE, 0, FALSE},   {"128", "1", TRUE, FALSE, 0, FALSE},
-      {"256", NULL, FALSE, FALSE, 0, FALSE}, {"128", "1", TRUE, TRUE, 0, FALSE},
-      {NULL, NULL, FALSE, FALSE, 0, TRUE},   {"128", "1", TRUE, FALSE, 0, TRUE},
-      {"128", NULL, TRUE, TRUE, 0, TRUE},
+      {NULL, NULL, FALSE, FALSE, 0, FALSE, NULL},  {NULL, NULL, FALSE, TRUE, 0, FALSE, NULL},
+      {"128", "0", TRUE, FALSE, 0, FALSE, NULL},   {"128", "1", TRUE, FALSE, 0, FALSE, NULL},
+      {"256", NULL, FALSE, FALSE, 0, FALSE, NULL}, {"128", "1", TRUE, TRUE, 0, FALSE, NULL},
+      {NULL, NULL, FALSE, FALSE, 0, TRUE, NULL},   {"128", "1", TRUE, FALSE, 0, TRUE, NULL},
+      {"128", NULL, TRUE, TRUE, 0, TRUE, NULL},    {NULL, NULL, FALSE, FALSE, 0, TRUE, "5"},
+      {"128", "1", TRUE, FALSE, 0, FALSE, "1"},
   };
   const size_t na = 613, nb = 1301, n = na + nb, d = 19, k = 7;
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 3);
@@ -1024,7 +1032,7 @@ static void test_two_sided(void)
     for (size_t t = 0, mib = 0; t < (fine ? 21 : G_N_ELEMENTS(coarse)); t++) {
       mib = !fine ? coarse[t] : t == 0 ? 3 : t < 20 ? 95 + 2 * t : 513; /* 97, 99, .. 133 */
       const size_t budget = mib * MIB;
-      const TwoSidedForm small = {"128", NULL, TRUE, FALSE, budget, t % 2 == 1};
+      const TwoSidedForm small = {"128", NULL, TRUE, FALSE, budget, t % 2 == 1, NULL};
       outcome = two_sided_check(&p, na, nb, k, &small);
       declined += outcome == 1;
     }
