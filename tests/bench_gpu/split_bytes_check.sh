@@ -11,7 +11,8 @@
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/split_bytes_check.sh OUT
 # (BUILD=DIR: a build made by CMake beforehand; FORMS="cross1 whole-planned": only those forms;
 # DEVICES=0,0: each rank's --devices, e.g. GPU 0 listed twice, so that every rank runs two GPU
-# workers on one GPU; KNNWB_CUDA_NO_PEER_ACCESS=1 in the environment reaches the ranks)
+# workers on one GPU; GPU_MEMORY=110M: each rank's --gpu-memory, so that the rows stream and pairs
+# of blocks are declined; KNNWB_CUDA_NO_PEER_ACCESS=1 in the environment reaches the ranks)
 set -uo pipefail
 out=$1; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -54,7 +55,7 @@ for f in g t; do
         KNNWB_SPLIT_CROSS=$cross KNNWB_MARGIN_PILOT=$pilot mpirun --oversubscribe --allow-run-as-root --bind-to none \
           -x CUDA_VISIBLE_DEVICES=0 -x LD_LIBRARY_PATH -x KNNWB_SPLIT_CROSS -x KNNWB_MARGIN_PILOT -x KNNWB_MPI_SHARED=1 \
           -x KNNWB_CUDA_NO_PEER_ACCESS=${KNNWB_CUDA_NO_PEER_ACCESS:-0} \
-          -np $np $k knn ${DEVICES:+--devices $DEVICES} $d/$f.npy -k 10 -m $m --drop-degenerate --mpi-input $mode -b cuda -q \
+          -np $np $k knn ${DEVICES:+--devices $DEVICES} ${GPU_MEMORY:+--gpu-memory $GPU_MEMORY} $d/$f.npy -k 10 -m $m --drop-degenerate --mpi-input $mode -b cuda -q \
           -o $d/x.knn 2>>"$out/mpi.err"
         if cmp -s $d/ref.knn $d/x.knn; then
           line="$line ${np}r/$form=ok"

@@ -9,7 +9,9 @@
 # clusters (the partitioned search), 300,007 x 50 overlapping clusters (the plain search) and
 # 200,003 x 128 Gaussian rows with copies of rows (pearson, spearman, manhattan).
 # Usage (repository root, after `. .gpu/env.sh`): BUILD=DIR bash tests/bench_gpu/worker_count_check.sh OUT
-# (BUILD: a CMake build with CUDA and MPI holding bin/knnwb). Prints one line per input and metric;
+# (BUILD: a CMake build with CUDA and MPI holding bin/knnwb; GPU_MEMORY=400M: every run's
+# --gpu-memory, so that the rows and lists stream through a small part of the GPU; INPUTS="p o":
+# only those inputs). Prints one line per input and metric;
 # exits non-zero when a run's lists differ or a run fails.
 set -uo pipefail
 out=$1; mkdir -p "$out"
@@ -47,7 +49,8 @@ run() { # name, then the command's arguments after `knnwb knn`
 }
 for c in "c euclidean 30" "o euclidean 30" "o cosine 10" "p pearson 20" "p spearman 10" "p manhattan 10"; do
   set -- $c; f=$1 m=$2 kk=$3
-  args="$d/$f.npy -k $kk -m $m -b cuda -q"
+  case " ${INPUTS:-c o p} " in *" $f "*) ;; *) continue ;; esac
+  args="$d/$f.npy -k $kk -m $m -b cuda -q ${GPU_MEMORY:+--gpu-memory $GPU_MEMORY}"
   $k knn $args --devices 0 -o $d/ref.knn 2>"$out/ref.err" ||
     { echo "$f $m: one worker failed"; tail -3 "$out/ref.err"; fails=$((fails + 1)); continue; }
   line="$f $m k=$kk:"
