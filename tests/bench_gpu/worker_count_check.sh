@@ -3,8 +3,8 @@
 # lists GPU 0 twice, so two workers each take their share of the tiles on the one device and their
 # lists meet as on two GPUs (peer copies between the workers' buffers); 0,0,0 and 0,0,0,0 do so
 # with three and four, and KNNWB_CUDA_NO_PEER_ACCESS=1 takes the path of GPUs without peer access
-# (each worker's kc lists merged on the host). Then 2 MPI ranks with two workers each, split and
-# whole-input. Every run's lists must equal one worker's byte for byte (one worker's are checked
+# (each worker's kc lists merged on the host). Then 2 MPI ranks with one worker each and with two,
+# split and whole-input. Every run's lists must equal one worker's byte for byte (one worker's are checked
 # against the CPU and the double oracle elsewhere). Inputs that take many tiles: 400,003 x 50 in 50
 # clusters (the partitioned search), 300,007 x 50 overlapping clusters (the plain search) and
 # 200,003 x 128 Gaussian rows with copies of rows (pearson, spearman, manhattan).
@@ -39,8 +39,9 @@ fails=0
 run() { # name, then the command's arguments after `knnwb knn`
   local name=$1; shift
   rm -f $d/x.knn
-  if ! "$@" -o $d/x.knn 2>"$out/$name.err"; then
-    line="$line $name=FAILED"; fails=$((fails + 1)); tail -3 "$out/$name.err"
+  local err="$out/$f-$m-$name.err"
+  if ! "$@" -o $d/x.knn 2>"$err"; then
+    line="$line $name=FAILED"; fails=$((fails + 1)); tail -3 "$err"
   elif cmp -s $d/ref.knn $d/x.knn; then
     line="$line $name=ok"
   else
@@ -59,8 +60,10 @@ for c in "c euclidean 30" "o euclidean 30" "o cosine 10" "p pearson 20" "p spear
   done
   KNNWB_CUDA_NO_PEER_ACCESS=1 run "w00-nopeer" $k knn $args --devices 0,0
   for mode in split whole; do
-    run "2r-$mode" mpirun --oversubscribe --allow-run-as-root --bind-to none -x LD_LIBRARY_PATH \
-      -x CUDA_VISIBLE_DEVICES=0 -np 2 $k knn $args --devices 0,0 --mpi-input $mode
+    for dv in 0 0,0; do
+      run "2r${dv//[^0]/}-$mode" mpirun --oversubscribe --allow-run-as-root --bind-to none \
+        -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES=0 -np 2 $k knn $args --devices $dv --mpi-input $mode
+    done
   done
   echo "$line"
 done
