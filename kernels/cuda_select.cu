@@ -517,15 +517,9 @@ static int select_plans(const KnnwbSelectJob *job, const CrossRows *cross,
                     limits.budget >> 20, job->n_query, job->n_reference, job->dim, job->kc);
       return KNNWB_KERNELS_OUT_OF_MEMORY;
     }
-    /* A share of a group's job whose rows stream runs on its first GPU only: with two GPU
-     * workers a rank, whole-input ranks whose rows streamed (--gpu-memory 400M on 200,003 rows,
-     * GPU 0 listed twice) wrote lists that differ from one process's, where resident rows, one
-     * process and split ranks under the same budget did not (docs/performance-gpu.md). Until the
-     * cause is found such a job does not take that path; its lists are the same bytes on one GPU
-     * or several, so only its time changes. */
-    const bool first_only =
-        cross == nullptr && job->share_count > 1 && !plan.resident && ordinals.size() > 1;
-    const std::vector<int> used = first_only ? std::vector<int>(1, ordinals[0]) : ordinals;
+    /* all the GPUs, but one for a whole-input rank's share whose rows stream (the planner) */
+    const int workers = knnwb_select_plan_workers(job, &plan, (int)ordinals.size());
+    const std::vector<int> used(ordinals.begin(), ordinals.begin() + workers);
     if (cross == nullptr) /* a two-sided job has no diagonal tiles */
       knnwb_select_plan_diagonal_ahead(job, &plan, (int)used.size(), limits.budget);
     status = select_attempt(job, cross, plan, used, limits.budget, limits.refine_kc, handed,

@@ -290,6 +290,11 @@ int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices)
   return n_devices == 1 && dim >= 64 && dim < 256;
 }
 
+int knnwb_select_plan_workers(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int n_devices)
+{
+  return job->share_count > 1 && !plan->resident && n_devices > 1 ? 1 : n_devices;
+}
+
 void knnwb_select_plan_diagonal_ahead(const KnnwbSelectJob *job, KnnwbSelectPlan *plan,
                                       int n_devices, size_t budget)
 {

@@ -270,6 +270,17 @@ int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices);
 #define KNNWB_SELECT_LT_WORKSPACE_BYTES ((size_t)4 << 20)
 
 /**
+ * How many of the n_devices GPUs given a job runs on with plan: all of them, except a share of a
+ * group's job (share_count > 1: a whole-input rank's) whose rows stream (not resident), which runs
+ * on the first only. Why: with two GPU workers a rank, such shares wrote lists that differ from
+ * one process's in a device check (docs/performance-gpu.md), where one process's several GPUs,
+ * resident rows and split ranks under the same budget did not; until the cause is found that form
+ * is not taken. The lists are the same bytes on one GPU or several, so only the time changes. O(1).
+ */
+int knnwb_select_plan_workers(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,
+                              int n_devices);
+
+/**
  * Sets plan->diagonal_ahead (and plan->bytes with its buffers) for a run of job on n_devices GPUs
  * with budget bytes per device, or leaves the plan as it is. Ahead: one GPU walks the columns of
  * the symmetric schedule with each column's diagonal tile first, whose selection from +inf
