@@ -292,6 +292,9 @@ int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices)
 
 int knnwb_select_plan_workers(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int n_devices)
 {
+  const char *knob = getenv("KNNWB_CUDA_SHARE_WORKERS");
+  if (knob != NULL && strcmp(knob, "all") == 0)
+    return n_devices;
   return job->share_count > 1 && !plan->resident && n_devices > 1 ? 1 : n_devices;
 }
 

@@ -275,7 +275,8 @@ int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices);
  * on the first only. Why: with two GPU workers a rank, such shares wrote lists that differ from
  * one process's in a device check (docs/performance-gpu.md), where one process's several GPUs,
  * resident rows and split ranks under the same budget did not; until the cause is found that form
- * is not taken. The lists are the same bytes on one GPU or several, so only the time changes. O(1).
+ * is not taken. The lists are the same bytes on one GPU or several, so only the time changes.
+ * KNNWB_CUDA_SHARE_WORKERS=all: every GPU anyway (to look for the cause). O(1).
  */
 int knnwb_select_plan_workers(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,
                               int n_devices);

@@ -101,7 +101,101 @@ static void progress_count(uint64_t done, uint64_t total, void *data)
   *last = done;
 }
 
-static void run_case(const Case *c)
+typedef struct {
+  int64_t index;
+  float score;
+  double distance;
+} ShareEntry;
+
+static int share_entry_by_index(const void *a, const void *b)
+{
+  const ShareEntry *x = a, *y = b;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+static int share_entry_compare(const void *a, const void *b)
+{
+  const ShareEntry *x = a, *y = b;
+  if (x->score != y->score)
+    return x->score < y->score ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+/*
+ * job run once per share (share_count = shares, no shared thresholds), as the ranks of a
+ * whole-input group run it, each into lists of its own; then each row's lists merged by score
+ * into job's outputs, as core merges the ranks' lists. The contract: every pair lies in exactly
+ * one share's lists, and the merge is the kc best of the whole job. A pair in two shares' lists
+ * fails here; a pair in none shows in run_case's checks (a worse kc-th). *filled: every share
+ * gave exact distances.
+ */
+static void run_shares(KnnwbSelectJob *job, int shares, int *filled)
+{
+  const size_t n = job->n_query, kc = job->kc;
+  int64_t *merged_index = job->out_index;
+  float *merged_score = job->out_score;
+  double *merged_distance = job->out_distance;
+  int *merged_filled = job->out_distance_filled;
+  uint64_t *progress = job->progress_data;
+  int64_t *index = g_new(int64_t, (size_t)shares * n * kc);
+  float *score = g_new(float, (size_t)shares *n *kc);
+  double *distance = g_new(double, (size_t)shares *n *kc);
+  *filled = 1;
+  for (int s = 0; s < shares; s++) {
+    int share_filled = 0;
+    *progress = 0;
+    job->share_count = shares;
+    job->share_index = s;
+    job->out_index = index + (size_t)s * n * kc;
+    job->out_score = score + (size_t)s * n * kc;
+    job->out_distance = distance + (size_t)s * n * kc;
+    job->out_distance_filled = &share_filled;
+    char message[512];
+    int status = knnwb_cuda_select(job, message, sizeof message);
+    if (status != KNNWB_KERNELS_OK)
+      g_error("knnwb_cuda_select, share %d of %d: status %d: %s", s, shares, status, message);
+    g_assert_cmpuint(*progress, >, 0);
+    *filled = *filled && share_filled;
+  }
+  ShareEntry *row = g_new(ShareEntry, (size_t)shares * kc);
+  size_t twice = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t m = 0;
+    if (job->reference_invalid != NULL && job->reference_invalid[i])
+      continue; /* not queried: its lists hold anything */
+    for (int s = 0; s < shares; s++)
+      for (size_t t = 0; t < kc; t++) {
+        const size_t at = ((size_t)s * n + i) * kc + t;
+        if (index[at] >= 0)
+          row[m++] = (ShareEntry){index[at], score[at], distance[at]};
+      }
+    qsort(row, m, sizeof *row, share_entry_by_index);
+    for (size_t t = 1; t < m; t++)
+      if (row[t].index == row[t - 1].index && twice++ < 5)
+        g_printerr("row %zu: candidate %" G_GINT64_FORMAT " in two shares' lists\n", i,
+                   row[t].index);
+    qsort(row, m, sizeof *row, share_entry_compare);
+    for (size_t t = 0; t < kc; t++) {
+      merged_index[i * kc + t] = t < m ? row[t].index : -1;
+      merged_score[i * kc + t] = t < m ? row[t].score : INFINITY;
+      merged_distance[i * kc + t] = t < m ? row[t].distance : NAN;
+    }
+  }
+  g_assert_cmpuint(twice, ==, 0);
+  job->out_index = merged_index;
+  job->out_score = merged_score;
+  job->out_distance = merged_distance;
+  job->out_distance_filled = merged_filled;
+  job->share_count = 0;
+  job->share_index = 0;
+  g_free(row);
+  g_free(index);
+  g_free(score);
+  g_free(distance);
+}
+
+/* c's job, checked; shares > 1: the self job run once per share (run_shares), the lists merged */
+static void run_case_shared(const Case *c, int shares)
 {
   g_autoptr(GRand) rng = g_rand_new_with_seed(c->seed);
   const size_t d = c->dim;
@@ -173,10 +267,14 @@ static void run_case(const Case *c)
   job.exact_reference_squares = r_squares;
   job.out_distance = g_new(double, c->n_query * c->kc);
   job.out_distance_filled = &distances_filled;
-  char message[512];
-  int status = knnwb_cuda_select(&job, message, sizeof message);
-  if (status != KNNWB_KERNELS_OK)
-    g_error("knnwb_cuda_select: status %d: %s", status, message);
+  if (shares > 1) {
+    run_shares(&job, shares, &distances_filled);
+  } else {
+    char message[512];
+    int status = knnwb_cuda_select(&job, message, sizeof message);
+    if (status != KNNWB_KERNELS_OK)
+      g_error("knnwb_cuda_select: status %d: %s", status, message);
+  }
   g_assert_cmpuint(last_progress, >, 0);
   if (c->budget == 0)
     g_assert_cmpint(distances_filled, ==, 1);
@@ -194,8 +292,8 @@ static void run_case(const Case *c)
       double want = knnwb_pair_distance(metric, query + i * d, reference + (size_t)j * d, d,
                                         q_mean[i], q_squares[i], r_mean[j], r_squares[j]);
       if (memcmp(&got, &want, sizeof got) != 0 && distance_failures++ < 5)
-        g_printerr("row %zu candidate %" G_GINT64_FORMAT ": GPU distance %.17g, host %.17g\n", i,
-                   j, got, want);
+        g_printerr("row %zu candidate %" G_GINT64_FORMAT ": GPU distance %.17g, host %.17g\n", i, j,
+                   got, want);
     }
   }
   g_assert_cmpuint(distance_failures, ==, 0);
@@ -257,6 +355,11 @@ static void run_case(const Case *c)
   if (query != reference)
     g_free(query);
   g_free(reference);
+}
+
+static void run_case(const Case *c)
+{
+  run_case_shared(c, 0);
 }
 
 #define MIB ((size_t)1 << 20)
@@ -332,8 +435,17 @@ static void test_two_devices(void)
     if (no_peer)
       g_setenv("KNNWB_CUDA_NO_PEER_ACCESS", "1", TRUE);
     for (int kind = 0; kind < 4; kind++) {
-      Case c = {2049, 2049, 19,        28, kind, TRUE, 96 * MIB + 4 * MIB,
-                2,    kind == 1, TRUE, 31u + kind + 7u * no_peer};
+      Case c = {2049,
+                2049,
+                19,
+                28,
+                kind,
+                TRUE,
+                96 * MIB + 4 * MIB,
+                2,
+                kind == 1,
+                TRUE,
+                31u + kind + 7u * no_peer};
       run_case(&c);
     }
     if (knnwb_cuda_device_count() >= 2) {
@@ -342,6 +454,46 @@ static void test_two_devices(void)
       Case big_k = {3001, 3001, 9, 700, KNNWB_SCORE_L2, TRUE, 0, 0, TRUE, TRUE, 43u + no_peer};
       run_case(&big_k);
     }
+  }
+  g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
+}
+
+/* A self job shared out as whole-input ranks share it (share_count 2 and 3, each share run in
+ * turn here, their lists merged by score): every pair in one share's lists only, and the merge as
+ * good as the whole job's; resident and streamed (small budgets), on every GPU and on device 0
+ * listed twice, with and without peer access. A streamed share runs on one GPU
+ * (knnwb_select_plan_workers); KNNWB_CUDA_SHARE_WORKERS=all lifts that, for the search of why
+ * whole-input ranks of two workers streamed wrong lists (docs/performance-gpu.md). */
+static void test_shares(void)
+{
+  if (!gpu_or_skip())
+    return;
+  for (int no_peer = 0; no_peer < 2; no_peer++) {
+    if (no_peer)
+      g_setenv("KNNWB_CUDA_NO_PEER_ACCESS", "1", TRUE);
+    for (int kind = 0; kind < 4; kind++)
+      for (int workers = 1; workers <= 2; workers++)
+        for (int streamed = 0; streamed < 2; streamed++) {
+          if (no_peer && workers == 1)
+            continue;
+          const int shares = 2 + (kind + streamed) % 2;
+          /* (300 columns under 100 MiB: symmetric tiles of 128 rows, the rows streamed) */
+          Case c = {3001,
+                    3001,
+                    streamed ? 300 : 21,
+                    28,
+                    kind,
+                    TRUE,
+                    streamed ? 96 * MIB + 4 * MIB : 0,
+                    workers == 2 ? 2 : 0,
+                    kind == 2,
+                    TRUE,
+                    61u + (guint32)kind};
+          g_test_message(
+              "kind %d, %s, %s, %d shares%s", kind, workers == 2 ? "device 0 twice" : "every GPU",
+              streamed ? "streamed" : "resident", shares, no_peer ? ", no peer access" : "");
+          run_case_shared(&c, shares);
+        }
   }
   g_unsetenv("KNNWB_CUDA_NO_PEER_ACCESS");
 }
@@ -398,6 +550,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-select/large-k", test_large_k);
   g_test_add_func("/kernels/cuda-select/wide-tile", test_wide_tile);
   g_test_add_func("/kernels/cuda-select/two-devices", test_two_devices);
+  g_test_add_func("/kernels/cuda-select/shares", test_shares);
   g_test_add_func("/kernels/cuda-select/errors", test_errors);
   return g_test_run();
 }
