@@ -37,6 +37,7 @@ gboolean knnwb_knn_plugin_options(const KnnwbStepContext *context, KnnwbKnnOptio
   options->data_name = context->step_id; /* warnings name the step, not "data" */
   if (!knnwb_device_list_parse(p[KNNWB_KNN_PARAM_DEVICES].v_string, "devices", devices, error))
     return FALSE;
+  knnwb_device_list_warn_repeated(devices, "devices");
   if (devices->len > 0) {
     options->devices = (const int *)(void *)devices->data;
     options->n_devices = (int)devices->len;

@@ -170,6 +170,14 @@ static void test_knn_bad_arguments(void)
     g_assert_cmpuint(host_test_count_files(dir), ==, 0);
   }
   g_autofree char *err = NULL;
+  /* a GPU listed twice is taken (two workers share it), with a warning */
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", "3", "--backend", "cpu",
+                                "--devices", "1,0,1", "-q", "-o", output, NULL),
+                  ==, 0);
+  g_assert_nonnull(strstr(err, "--devices lists GPU 1 more than once"));
+  g_assert_true(g_file_test(output, G_FILE_TEST_IS_REGULAR));
+  g_remove(output);
+  g_clear_pointer(&err, g_free);
   g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", "3", NULL), ==, 2);
   g_assert_nonnull(strstr(err, "-o OUT is required"));
   g_clear_pointer(&err, g_free);
@@ -374,6 +382,16 @@ static void test_device_list(void)
     for (guint d = 0; d < devices->len; d++)
       g_string_append_printf(read, "%s%d", d ? "," : "", g_array_index(devices, int, d));
     g_assert_cmpstr(read->str, ==, cases[i].devices);
+  }
+  /* the first number listed more than once (each listing is a worker of its own) */
+  struct {
+    const char *text;
+    int repeated;
+  } repeats[] = {{"", -1}, {"0", -1}, {"0,1,2", -1}, {"0,0", 0}, {"2,1,3,1,2", 1}, {"5,4,5", 5}};
+  for (guint i = 0; i < G_N_ELEMENTS(repeats); i++) {
+    g_autoptr(GArray) devices = g_array_new(FALSE, FALSE, sizeof(int));
+    g_assert_true(knnwb_device_list_parse(repeats[i].text, "--devices", devices, NULL));
+    g_assert_cmpint(knnwb_device_list_repeated(devices), ==, repeats[i].repeated);
   }
 
   /* The kNN step reads its parameter the same way, naming the parameter. */

@@ -193,6 +193,7 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
       args->device_list = g_array_new(FALSE, FALSE, sizeof(int));
     if (!knnwb_device_list_parse(args->devices, "--devices", args->device_list, error))
       return FALSE;
+    knnwb_device_list_warn_repeated(args->device_list, "--devices");
     options->devices = (const int *)(void *)args->device_list->data;
     options->n_devices = (int)args->device_list->len;
   }

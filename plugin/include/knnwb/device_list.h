@@ -46,6 +46,32 @@ static inline gboolean knnwb_device_list_parse(const char *text, const char *wha
   return ok;
 }
 
+/**
+ * The first GPU number devices (a GArray of int, as knnwb_device_list_parse fills it) lists more
+ * than once, or -1 when none repeats. Why it matters: each listing is a worker of its own, so a
+ * GPU listed twice runs two workers that share it (slower than one; useful only for checks of the
+ * several-GPU paths on one GPU). O(len^2), len at most a few dozen.
+ */
+static inline int knnwb_device_list_repeated(const GArray *devices)
+{
+  for (guint i = 0; devices != NULL && i < devices->len; i++)
+    for (guint j = 0; j < i; j++)
+      if (g_array_index(devices, int, i) == g_array_index(devices, int, j))
+        return g_array_index(devices, int, i);
+  return -1;
+}
+
+/** A warning where devices lists a GPU more than once (knnwb_device_list_repeated); what names the
+ * option or parameter. O(len^2). */
+static inline void knnwb_device_list_warn_repeated(const GArray *devices, const char *what)
+{
+  const int repeated = knnwb_device_list_repeated(devices);
+  if (repeated >= 0)
+    g_warning("%s lists GPU %d more than once: its workers share that GPU, which is slower than "
+              "listing it once (meant for checks of the several-GPU paths)",
+              what, repeated);
+}
+
 G_END_DECLS
 
 #endif
