@@ -11,7 +11,8 @@
 # Usage (repository root, after `. .gpu/env.sh`): BUILD=DIR bash tests/bench_gpu/worker_count_check.sh OUT
 # (BUILD: a CMake build with CUDA and MPI holding bin/knnwb; GPU_MEMORY=400M: every run's
 # --gpu-memory, so that the rows and lists stream through a small part of the GPU; INPUTS="p o":
-# only those inputs). Prints one line per input and metric;
+# only those inputs; KNNWB_CUDA_TRACE and KNNWB_CUDA_SHARE_WORKERS reach the ranks too). Prints one
+# line per input and metric;
 # exits non-zero when a run's lists differ or a run fails.
 set -uo pipefail
 out=$1; mkdir -p "$out"
@@ -62,7 +63,8 @@ for c in "c euclidean 30" "o euclidean 30" "o cosine 10" "p pearson 20" "p spear
   for mode in split whole; do
     for dv in 0 0,0; do
       run "2r${dv//[^0]/}-$mode" mpirun --oversubscribe --allow-run-as-root --bind-to none \
-        -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES=0 -np 2 $k knn $args --devices $dv --mpi-input $mode
+        -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES=0 -x KNNWB_CUDA_TRACE=${KNNWB_CUDA_TRACE:-0} \
+        -x KNNWB_CUDA_SHARE_WORKERS=${KNNWB_CUDA_SHARE_WORKERS:-} -np 2 $k knn $args --devices $dv --mpi-input $mode
     done
   done
   echo "$line"
