@@ -37,6 +37,9 @@ PY
 echo "data ${SECONDS} s"
 k=$build/bin/knnwb
 fails=0
+workers() { # the workers a --devices list makes: one per number listed
+  local list=${1//[^,]/}; echo $(( ${#list} + 1 ))
+}
 run() { # name, then the command's arguments after `knnwb knn`
   local name=$1; shift
   rm -f $d/x.knn
@@ -57,12 +60,12 @@ for c in "c euclidean 30" "o euclidean 30" "o cosine 10" "p pearson 20" "p spear
     { echo "$f $m: one worker failed"; tail -3 "$out/ref.err"; fails=$((fails + 1)); continue; }
   line="$f $m k=$kk:"
   for dv in 0,0 0,0,0 0,0,0,0; do
-    run "w${dv//[^0]/}" $k knn $args --devices $dv
+    run "$(workers $dv)-workers" $k knn $args --devices $dv
   done
-  KNNWB_CUDA_NO_PEER_ACCESS=1 run "w00-nopeer" $k knn $args --devices 0,0
+  KNNWB_CUDA_NO_PEER_ACCESS=1 run "2-workers-no-peer" $k knn $args --devices 0,0
   for mode in split whole; do
     for dv in 0 0,0; do
-      run "2r${dv//[^0]/}-$mode" mpirun --oversubscribe --allow-run-as-root --bind-to none \
+      run "2-ranks-of-$(workers $dv)-$mode" mpirun --oversubscribe --allow-run-as-root --bind-to none \
         -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES=0 -x KNNWB_CUDA_TRACE=${KNNWB_CUDA_TRACE:-0} \
         -x KNNWB_CUDA_SHARE_WORKERS=${KNNWB_CUDA_SHARE_WORKERS:-} -np 2 $k knn $args --devices $dv --mpi-input $mode
     done
