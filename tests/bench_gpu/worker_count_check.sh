@@ -11,9 +11,11 @@
 # Usage (repository root, after `. .gpu/env.sh`): BUILD=DIR bash tests/bench_gpu/worker_count_check.sh OUT
 # (BUILD: a CMake build with CUDA and MPI holding bin/knnwb; GPU_MEMORY=400M: every run's
 # --gpu-memory, so that the rows and lists stream through a small part of the GPU; INPUTS="p o":
-# only those inputs; KNNWB_CUDA_TRACE and KNNWB_CUDA_SHARE_WORKERS reach the ranks too). Prints one
+# only those inputs; DATA=DIR: where the inputs are made, kept when already there (OUT/data);
+# KNNWB_CUDA_TRACE and KNNWB_CUDA_SHARE_WORKERS reach the ranks too). Prints one
 # line per input and metric;
-# exits non-zero when a run's lists differ or a run fails.
+# exits non-zero when a run's lists differ or a run fails. A run whose lists differ leaves
+# OUT/INPUT-METRIC-RUN.diff: how many rows differ and how (tests/bench_gpu/knn_diff.py).
 set -uo pipefail
 out=$1; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -23,10 +25,11 @@ build=${BUILD:?BUILD=DIR: a build with CUDA and MPI}
 export LD_LIBRARY_PATH=$build:${LD_LIBRARY_PATH:-} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 SECONDS=0
-d=$out/data; mkdir -p $d
-$py tests/bench/make_clusters_table.py $d/c.npy 400003 50 >/dev/null || exit 1
-$py tests/bench/make_clusters_table.py $d/o.npy 300007 50 2 >/dev/null || exit 1
-$py - "$d" <<'PY' || exit 1
+d=${DATA:-$out/data}; mkdir -p $d
+want() { case " ${INPUTS:-c o p} " in *" $1 "*) [ ! -s $d/$1.npy ] ;; *) false ;; esac; }
+want c && { $py tests/bench/make_clusters_table.py $d/c.npy 400003 50 >/dev/null || exit 1; }
+want o && { $py tests/bench/make_clusters_table.py $d/o.npy 300007 50 2 >/dev/null || exit 1; }
+want p && { $py - "$d" <<'PY' || exit 1
 import sys
 import numpy as np
 r = np.random.default_rng(7)
@@ -34,6 +37,7 @@ a = r.normal(size=(200003, 128)).astype(np.float32)
 a[1000:1040] = a[17]  # copies of one row: ties at distance zero
 np.save(sys.argv[1] + '/p.npy', a)
 PY
+}
 echo "data ${SECONDS} s"
 k=$build/bin/knnwb
 fails=0
@@ -50,6 +54,7 @@ run() { # name, then the command's arguments after `knnwb knn`
     line="$line $name=ok"
   else
     line="$line $name=DIFF"; fails=$((fails + 1))
+    $py tests/bench_gpu/knn_diff.py $d/ref.knn $d/x.knn 3 > "$out/$f-$m-$name.diff"
   fi
 }
 for c in "c euclidean 30" "o euclidean 30" "o cosine 10" "p pearson 20" "p spearman 10" "p manhattan 10"; do
