@@ -332,6 +332,11 @@ int select_attempt(const KnnwbSelectJob *job, const CrossRows *cross, const Knnw
   if (cross != nullptr) {
     const size_t na = cross->n_a;
     run.tiles_total = (uint64_t)((na + T - 1) / T) * ((job->n_reference - na + T - 1) / T);
+  } else if (!plan.symmetric && job->share_count > 1) {
+    /* schedule_panels.cu: every share_count-th panel, from share_index on */
+    const uint64_t panels = qb, shares = (uint64_t)job->share_count;
+    const uint64_t share = (uint64_t)job->share_index;
+    run.tiles_total = (panels > share ? (panels - share + shares - 1) / shares : 0) * rb;
   } else if (plan.symmetric) {
     const int shares = job->share_count > 1 ? job->share_count : 1;
     uint64_t tiles = 0;
@@ -517,12 +522,9 @@ static int select_plans(const KnnwbSelectJob *job, const CrossRows *cross,
                     limits.budget >> 20, job->n_query, job->n_reference, job->dim, job->kc);
       return KNNWB_KERNELS_OUT_OF_MEMORY;
     }
-    /* all the GPUs, but one for a whole-input rank's share whose rows stream (the planner) */
-    const int workers = knnwb_select_plan_workers(job, &plan, (int)ordinals.size());
-    const std::vector<int> used(ordinals.begin(), ordinals.begin() + workers);
     if (cross == nullptr) /* a two-sided job has no diagonal tiles */
-      knnwb_select_plan_diagonal_ahead(job, &plan, (int)used.size(), limits.budget);
-    status = select_attempt(job, cross, plan, used, limits.budget, limits.refine_kc, handed,
+      knnwb_select_plan_diagonal_ahead(job, &plan, (int)ordinals.size(), limits.budget);
+    status = select_attempt(job, cross, plan, ordinals, limits.budget, limits.refine_kc, handed,
                             message, message_size);
     /* the allocator disagreed with our arithmetic: smaller tiles */
     limits.budget = limits.budget / 4 * 3;

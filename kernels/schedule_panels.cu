@@ -3,6 +3,9 @@
  * panels of T rows go to GPUs from a shared counter; each panel meets every reference block, and
  * its lists (with their exact distances) go straight to the output. A query job's starting
  * thresholds (KnnwbSelectJob.query_bounds) become the panel's thresholds once it is emptied.
+ * A share of the job (KnnwbSelectJob.share_count > 1: one rank of a whole-input group) scores
+ * every share_count-th panel, from its share_index on; the other panels' rows get empty lists
+ * (index -1), written as any panel's, so the union of the shares' lists holds every pair once.
  */
 #include "select_worker.h"
 
@@ -37,12 +40,51 @@ bool Worker::panel_bounds(size_t q0, int n_q, bool *bounded)
   return true;
 }
 
+/* Panel [q0, q0 + n_q)'s tiles against every reference block, into its emptied state. */
+bool Worker::panel_tiles(size_t q0, int n_q)
+{
+  const KnnwbSelectJob *job = run_.job;
+  const KnnwbSelectPlan &p = run_.plan;
+  const size_t nr = job->n_reference, T = (size_t)p.tile;
+  const long blocks = (long)((nr + T - 1) / T);
+  bool bounded = false;
+  if (!panel_bounds(q0, n_q, &bounded))
+    return false;
+  const void *q = nullptr;
+  if (p.resident)
+    q = query_data_ + q0 * p.row_bytes;
+  else if (load_anchor(job->query, q0, n_q))
+    q = anchor_rows();
+  else
+    return false;
+  for (long c = 0; c < blocks && !run_.cancelled(); c++) {
+    const size_t r0 = (size_t)c * T;
+    const int n_r = (int)std::min(T, nr - r0);
+    TileRequest t = {};
+    t.q = q;
+    t.n_q = n_q;
+    t.n_r = n_r;
+    if (p.resident)
+      t.r = reference_data_ + r0 * p.row_bytes;
+    else if (!stream_block(slot(), job->reference, r0, n_r, &t.r))
+      return false;
+    t.geom = tile_geom(n_q, n_r, q0, r0);
+    t.geom.fresh = c == 0 && !bounded; /* the panel's state was just emptied */
+    t.counted = true;
+    if (!issue_tile(t))
+      return false;
+  }
+  return true;
+}
+
 bool Worker::run_panels()
 {
   const KnnwbSelectJob *job = run_.job;
   const KnnwbSelectPlan &p = run_.plan;
-  const size_t nq = job->n_query, nr = job->n_reference, T = (size_t)p.tile;
-  const long panels = (long)((nq + T - 1) / T), blocks = (long)((nr + T - 1) / T);
+  const size_t nq = job->n_query, T = (size_t)p.tile;
+  const long panels = (long)((nq + T - 1) / T);
+  const long shares = job->share_count > 1 ? job->share_count : 1;
+  const long share = shares > 1 ? job->share_index : 0;
   for (;;) {
     long panel = run_.next_item++;
     if (panel >= panels || run_.cancelled())
@@ -51,33 +93,8 @@ bool Worker::run_panels()
     const int n_q = (int)std::min(T, nq - q0);
     if (!reset_state(0, n_q))
       return false;
-    bool bounded = false;
-    if (!panel_bounds(q0, n_q, &bounded))
+    if (panel % shares == share && !panel_tiles(q0, n_q))
       return false;
-    const void *q = nullptr;
-    if (p.resident)
-      q = query_data_ + q0 * p.row_bytes;
-    else if (load_anchor(job->query, q0, n_q))
-      q = anchor_rows();
-    else
-      return false;
-    for (long c = 0; c < blocks && !run_.cancelled(); c++) {
-      const size_t r0 = (size_t)c * T;
-      const int n_r = (int)std::min(T, nr - r0);
-      TileRequest t = {};
-      t.q = q;
-      t.n_q = n_q;
-      t.n_r = n_r;
-      if (p.resident)
-        t.r = reference_data_ + r0 * p.row_bytes;
-      else if (!stream_block(slot(), job->reference, r0, n_r, &t.r))
-        return false;
-      t.geom = tile_geom(n_q, n_r, q0, r0);
-      t.geom.fresh = c == 0 && !bounded; /* the panel's state was just emptied */
-      t.counted = true;
-      if (!issue_tile(t))
-        return false;
-    }
     if (run_.abort)
       break;
     CUDA_TRY(run_, launch_final_merge(state_, 0, n_q, select_stream_));

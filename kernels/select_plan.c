@@ -252,7 +252,8 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   p.dpad = knnwb_select_plan_dpad(job->dim, p.screen);
   p.row_bytes = p.dpad * (p.screen == KNNWB_KERNELS_SCREEN_FP16 ? 2 : 4);
   const int largest = knnwb_select_plan_first_tile(job->n_query, job->n_reference);
-  for (int symmetric = job->self ? 1 : 0; symmetric >= 0; symmetric--) {
+  const int symmetric_first = job->self && knnwb_select_plan_env("KNNWB_CUDA_SYMMETRIC", 1, 0, 1);
+  for (int symmetric = symmetric_first; symmetric >= 0; symmetric--) {
     for (int tile = largest; tile >= KNNWB_SELECT_MIN_TILE;
          tile = tile == KNNWB_SELECT_MIN_TILE
                     ? 0
@@ -288,14 +289,6 @@ int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices)
   if (v != NULL && strcmp(v, "stages") == 0)
     return 0;
   return n_devices == 1 && dim >= 64 && dim < 256;
-}
-
-int knnwb_select_plan_workers(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan, int n_devices)
-{
-  const char *knob = getenv("KNNWB_CUDA_SHARE_WORKERS");
-  if (knob != NULL && strcmp(knob, "all") == 0)
-    return n_devices;
-  return job->share_count > 1 && !plan->resident && n_devices > 1 ? 1 : n_devices;
 }
 
 void knnwb_select_plan_diagonal_ahead(const KnnwbSelectJob *job, KnnwbSelectPlan *plan,

@@ -270,18 +270,6 @@ int knnwb_select_plan_fresh_kernel(size_t dim, int n_devices);
 #define KNNWB_SELECT_LT_WORKSPACE_BYTES ((size_t)4 << 20)
 
 /**
- * How many of the n_devices GPUs given a job runs on with plan: all of them, except a share of a
- * group's job (share_count > 1: a whole-input rank's) whose rows stream (not resident), which runs
- * on the first only. Why: with two GPU workers a rank, such shares wrote lists that differ from
- * one process's in a device check (docs/performance-gpu.md), where one process's several GPUs,
- * resident rows and split ranks under the same budget did not; until the cause is found that form
- * is not taken. The lists are the same bytes on one GPU or several, so only the time changes.
- * KNNWB_CUDA_SHARE_WORKERS=all: every GPU anyway (to look for the cause). O(1).
- */
-int knnwb_select_plan_workers(const KnnwbSelectJob *job, const KnnwbSelectPlan *plan,
-                              int n_devices);
-
-/**
  * Sets plan->diagonal_ahead (and plan->bytes with its buffers) for a run of job on n_devices GPUs
  * with budget bytes per device, or leaves the plan as it is. Ahead: one GPU walks the columns of
  * the symmetric schedule with each column's diagonal tile first, whose selection from +inf
@@ -316,8 +304,9 @@ size_t knnwb_select_plan_order_bytes(const KnnwbSelectJob *job, const KnnwbSelec
 
 /**
  * The largest tile (then residency) that fits budget bytes per device; the symmetric schedule is
- * preferred for self jobs while its state leaves at least half the budget to tiles. sm_count and
- * shared_kc (largest kc whose merge lists fit shared memory) describe the smallest device.
+ * preferred for self jobs while its state leaves at least half the budget to tiles
+ * (KNNWB_CUDA_SYMMETRIC=0: never, so that tests run the panel schedule on small inputs). sm_count
+ * and shared_kc (largest kc whose merge lists fit shared memory) describe the smallest device.
  * Returns 0 when even the smallest tiles do not fit. Complexity: O(log(n) ) plans tried.
  */
 int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,

@@ -155,6 +155,7 @@ private:
   bool ahead_quiet();
   void ahead_release();
   bool run_panels();
+  bool panel_tiles(size_t q0, int n_q);
   bool panel_bounds(size_t q0, int n_q, bool *bounded);
   /* schedule_cross.cu */
   bool run_cross();

@@ -12,8 +12,8 @@
 # (BUILD: a CMake build with CUDA and MPI holding bin/knnwb; GPU_MEMORY=400M: every run's
 # --gpu-memory, so that the rows and lists stream through a small part of the GPU; INPUTS="p o":
 # only those inputs; DATA=DIR: where the inputs are made, kept when already there (OUT/data);
-# KNNWB_CUDA_TRACE and KNNWB_CUDA_SHARE_WORKERS reach the ranks too). Prints one
-# line per input and metric;
+# KNNWB_CUDA_TRACE and KNNWB_CUDA_SYMMETRIC reach the ranks too). Prints one line per input and
+# metric;
 # exits non-zero when a run's lists differ or a run fails. A run whose lists differ leaves
 # OUT/INPUT-METRIC-RUN.diff: how many rows differ and how (tests/bench_gpu/knn_diff.py).
 set -uo pipefail
@@ -72,7 +72,7 @@ for c in "c euclidean 30" "o euclidean 30" "o cosine 10" "p pearson 20" "p spear
     for dv in 0 0,0; do
       run "2-ranks-of-$(workers $dv)-$mode" mpirun --oversubscribe --allow-run-as-root --bind-to none \
         -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES=0 -x KNNWB_CUDA_TRACE=${KNNWB_CUDA_TRACE:-0} \
-        -x KNNWB_CUDA_SHARE_WORKERS=${KNNWB_CUDA_SHARE_WORKERS:-} -np 2 $k knn $args --devices $dv --mpi-input $mode
+        -x KNNWB_CUDA_SYMMETRIC=${KNNWB_CUDA_SYMMETRIC:-1} -np 2 $k knn $args --devices $dv --mpi-input $mode
     done
   done
   echo "$line"

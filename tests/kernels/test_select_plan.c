@@ -581,28 +581,26 @@ static void test_plan_diagonal_ahead(void)
   g_assert_true(other.diagonal_ahead);
 }
 
-/* The GPUs a job runs on (knnwb_select_plan_workers): all, but the first only for a group's share
- * (a whole-input rank's) whose rows stream. */
-static void test_plan_workers(void)
+/* Self jobs take the symmetric schedule while its state (every row's lists) leaves half the
+ * budget to tiles, and query panels beyond: the schedule of a whole-input rank's share of 300,007
+ * rows under --gpu-memory 400M. KNNWB_CUDA_SYMMETRIC=0 takes panels on any input (for tests). */
+static void test_plan_panels(void)
 {
-  KnnwbSelectJob job = job_of(300000, 300000, 40, 24, 1, KNNWB_SCORE_DOT);
+  KnnwbSelectJob job = job_of(3001, 3001, 21, 28, 1, KNNWB_SCORE_DOT);
   job.screen = KNNWB_KERNELS_SCREEN_FP16;
-  KnnwbSelectPlan resident, streaming;
-  g_assert_true(knnwb_select_plan_choose(&job, (size_t)8 << 30, 132, 64, &resident));
-  g_assert_true(resident.resident);
-  KnnwbSelectJob big = job_of(3000000, 3000000, 40, 128, 1, KNNWB_SCORE_DOT);
+  KnnwbSelectPlan plan;
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)100 << 20, 132, 64, &plan));
+  g_assert_true(plan.symmetric);
+  g_setenv("KNNWB_CUDA_SYMMETRIC", "0", TRUE);
+  g_assert_true(knnwb_select_plan_choose(&job, (size_t)100 << 20, 132, 64, &plan));
+  g_assert_false(plan.symmetric);
+  g_unsetenv("KNNWB_CUDA_SYMMETRIC");
+  KnnwbSelectJob big = job_of(300007, 300007, 50, 30, 1, KNNWB_SCORE_DOT);
   big.screen = KNNWB_KERNELS_SCREEN_FP16;
-  g_assert_true(knnwb_select_plan_choose(&big, (size_t)400 << 20, 132, 64, &streaming));
-  g_assert_false(streaming.resident);
-  KnnwbSelectJob shared = job;
-  shared.share_count = 2;
-  shared.share_index = 1;
-  for (int g = 1; g <= 4; g++) {
-    g_assert_cmpint(knnwb_select_plan_workers(&job, &resident, g), ==, g);
-    g_assert_cmpint(knnwb_select_plan_workers(&job, &streaming, g), ==, g);
-    g_assert_cmpint(knnwb_select_plan_workers(&shared, &resident, g), ==, g);
-    g_assert_cmpint(knnwb_select_plan_workers(&shared, &streaming, g), ==, 1);
-  }
+  g_assert_true(knnwb_select_plan_choose(&big, (size_t)400 << 20, 132, 64, &plan));
+  g_assert_false(plan.symmetric);
+  g_assert_true(knnwb_select_plan_choose(&big, (size_t)8 << 30, 132, 64, &plan));
+  g_assert_true(plan.symmetric);
 }
 
 int main(int argc, char **argv)
@@ -621,6 +619,6 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/select-plan/groups-rows", test_plan_groups_rows);
   g_test_add_func("/kernels/select-plan/fresh-kernel", test_plan_fresh_kernel);
   g_test_add_func("/kernels/select-plan/diagonal-ahead", test_plan_diagonal_ahead);
-  g_test_add_func("/kernels/select-plan/workers", test_plan_workers);
+  g_test_add_func("/kernels/select-plan/panels", test_plan_panels);
   return g_test_run();
 }
