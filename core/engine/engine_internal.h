@@ -70,6 +70,18 @@ KnnwbNeighbors *knnwb_knn_result_alloc(size_t first, size_t rows, size_t k, gboo
 void knnwb_knn_result_clear(size_t first, size_t last, void *user);
 
 /**
+ * Whether every list of result keeps the contract every search path must keep: n_found entries,
+ * each a row below n_reference (and not the row itself when self), at a number, in strictly
+ * increasing (distance, index) order (ties by the lower index, no row twice), then empty slots
+ * (-1). The search paths (one process, GPUs, shares of a group, split blocks, clusters) merge
+ * lists that must not overlap; this is the last line against one that does, so that a wrong graph
+ * is refused instead of written. Errors: KNNWB_ERROR_FAILED naming the lowest such row. O(n k),
+ * on threads (<= 0: all cores).
+ */
+gboolean knnwb_knn_result_check(const KnnwbNeighbors *result, gboolean self, size_t n_reference,
+                                int threads, GError **error);
+
+/**
  * The search (knn_rounds.c): select, refine and certify rows [row0, row0 + n_rows) of query into
  * result, then the certify loop (knnwb_certify_run: the uncertified rows re-selected with four
  * times the candidates until all are certified, or compared with every row once that would take a

@@ -384,6 +384,26 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
   return knnwb_knn_run_whole(&run, result_out, error);
 }
 
+/* ok, and then the lists checked (knnwb_knn_result_check) on every rank, the ranks agreeing on
+ * the outcome; lists that fail are freed. A split run's indices reach past its block, so only
+ * their sign is checked there. */
+static gboolean knnwb_knn_checked(gboolean ok, const KnnwbKnnOptions *options, gboolean self,
+                                  size_t n_reference, KnnwbNeighbors **result, GError **error)
+{
+  if (!ok)
+    return FALSE;
+  const KnnwbKnnGroup *group = options->group;
+  const gboolean grouped = group != NULL && group->size > 1;
+  ok = knnwb_knn_result_check(*result, self,
+                              grouped && options->group_split ? SIZE_MAX : n_reference,
+                              options->n_threads, error);
+  if (grouped)
+    ok = group->agree(group, ok, error);
+  if (!ok)
+    g_clear_pointer(result, knnwb_neighbors_free);
+  return ok;
+}
+
 gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                         KnnwbNeighbors **result, GError **error)
 {
@@ -403,7 +423,7 @@ gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
   if (ok && *result == NULL)
     ok = knnwb_knn_run(data, NULL, NULL, options, NULL, result, error);
   knnwb_knn_devices_wait(); /* a run that ended before its search */
-  return ok;
+  return knnwb_knn_checked(ok, options, TRUE, data->n_rows, result, error);
 }
 
 gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
@@ -413,7 +433,7 @@ gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
   knnwb_knn_gemm_start(options, query->n_rows, reference->n_rows, query->n_cols);
   const gboolean ok = knnwb_knn_run(query, reference, NULL, options, NULL, result, error);
   knnwb_knn_devices_wait();
-  return ok;
+  return knnwb_knn_checked(ok, options, FALSE, reference->n_rows, result, error);
 }
 
 gboolean knnwb_knn_query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
@@ -425,7 +445,7 @@ gboolean knnwb_knn_query_within(const KnnwbMatrix *query, const KnnwbMatrix *ref
   knnwb_knn_gemm_start(options, query->n_rows, reference->n_rows, query->n_cols);
   const gboolean ok = knnwb_knn_run(query, reference, NULL, options, within, result, error);
   knnwb_knn_devices_wait();
-  return ok;
+  return knnwb_knn_checked(ok, options, FALSE, reference->n_rows, result, error);
 }
 
 struct KnnwbKnnReference {
@@ -474,7 +494,9 @@ gboolean knnwb_knn_reference_query(const KnnwbKnnReference *reference, const Knn
                 options->drop_degenerate ? " (degenerate rows dropped)" : "");
     return FALSE;
   }
-  return knnwb_knn_run(query, reference->data, &reference->prepared, options, NULL, result, error);
+  const gboolean ok =
+      knnwb_knn_run(query, reference->data, &reference->prepared, options, NULL, result, error);
+  return knnwb_knn_checked(ok, options, FALSE, reference->data->n_rows, result, error);
 }
 
 void knnwb_knn_reference_free(KnnwbKnnReference *reference)

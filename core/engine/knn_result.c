@@ -102,3 +102,77 @@ KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError
 {
   return knnwb_knn_result_alloc(first, rows, k, TRUE, error);
 }
+
+/* knnwb_knn_result_check's rows: the lowest row whose list breaks the contract, and why. */
+typedef struct {
+  const KnnwbNeighbors *result;
+  gboolean self;
+  size_t n_reference;
+  size_t bad_row; /* the lowest bad row seen, under lock */
+  const char *why;
+  GMutex lock;
+} KnnwbResultCheck;
+
+/* Why row i's list breaks the contract, or NULL. */
+static const char *knnwb_knn_result_row_fault(const KnnwbResultCheck *c, size_t i)
+{
+  const KnnwbNeighbors *r = c->result;
+  const size_t k = r->k;
+  const int64_t *index = r->indices + i * k;
+  const double *distance = r->distances + i * k;
+  const int32_t found = r->n_found[i];
+  if (found < 0 || (size_t)found > k)
+    return "its count of neighbours is out of range";
+  for (size_t s = 0; s < (size_t)found; s++) {
+    if (index[s] < 0 || (uint64_t)index[s] >= c->n_reference)
+      return "it names a row that does not exist";
+    if (c->self && (uint64_t)index[s] == r->first_row + i)
+      return "it names the row itself";
+    if (isnan(distance[s]))
+      return "a distance is not a number";
+    /* (distance, index) strictly increasing: ties by the lower index, and no row twice */
+    if (s > 0 && !(distance[s - 1] < distance[s] ||
+                   (distance[s - 1] == distance[s] && index[s - 1] < index[s])))
+      return index[s - 1] == index[s] ? "it names a row twice"
+                                      : "it is not in (distance, row) order";
+  }
+  for (size_t s = (size_t)found; s < k; s++)
+    if (index[s] != -1)
+      return "a slot past its count is not empty";
+  return NULL;
+}
+
+static void knnwb_knn_result_check_rows(size_t first, size_t last, void *user)
+{
+  KnnwbResultCheck *c = user;
+  for (size_t i = first; i < last; i++) {
+    const char *why = knnwb_knn_result_row_fault(c, i);
+    if (why == NULL)
+      continue;
+    g_mutex_lock(&c->lock);
+    if (i < c->bad_row) {
+      c->bad_row = i;
+      c->why = why;
+    }
+    g_mutex_unlock(&c->lock);
+    return;
+  }
+}
+
+gboolean knnwb_knn_result_check(const KnnwbNeighbors *result, gboolean self, size_t n_reference,
+                                int threads, GError **error)
+{
+  if (result == NULL || result->n_queries == 0 || result->k == 0)
+    return TRUE;
+  KnnwbResultCheck c = {result, self, n_reference, SIZE_MAX, NULL, {0}};
+  g_mutex_init(&c.lock);
+  knnwb_parallel_for(threads, result->n_queries, (size_t)1 << 14, knnwb_knn_result_check_rows, &c);
+  g_mutex_clear(&c.lock);
+  if (c.bad_row == SIZE_MAX)
+    return TRUE;
+  g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+              "internal error: the neighbour list of row %zu is wrong (%s), so it is not written; "
+              "please report this with the command and the input's shape",
+              result->first_row + c.bad_row, c.why);
+  return FALSE;
+}
