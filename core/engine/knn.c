@@ -394,9 +394,11 @@ static gboolean knnwb_knn_checked(gboolean ok, const KnnwbKnnOptions *options, g
     return FALSE;
   const KnnwbKnnGroup *group = options->group;
   const gboolean grouped = group != NULL && group->size > 1;
+  const gint64 start = g_get_monotonic_time();
   ok = knnwb_knn_result_check(*result, self,
                               grouped && options->group_split ? SIZE_MAX : n_reference,
                               options->n_threads, error);
+  g_debug("knnwb: lists checked in %.3f s", (double)(g_get_monotonic_time() - start) / 1e6);
   if (grouped)
     ok = group->agree(group, ok, error);
   if (!ok)
