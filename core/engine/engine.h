@@ -352,6 +352,15 @@ gboolean knnwb_knn_check_sizes(size_t n, size_t n_reference, size_t d, size_t d_
 /** Lists for rows [first, first + rows) with every slot empty (index -1, distance +inf). */
 KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError **error);
 
+/** knnwb_knn_self and knnwb_knn_query_within without the last check of their lists
+ * (knnwb_knn_result_check): for the partitioned search's sub-searches, whose combined lists
+ * knnwb_knn_self checks once. Same contracts and errors otherwise. */
+gboolean knnwb_knn_self_unchecked(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                                  KnnwbNeighbors **result, GError **error);
+gboolean knnwb_knn_query_within_unchecked(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                          const KnnwbKnnOptions *options, const double *within,
+                                          KnnwbNeighbors **result, GError **error);
+
 /* Split ranks that put their rows together for a search of the whole rows (knn_together.c): the
  * engine's own rule on GPUs (knnwb_knn_self), the partitioned search's on clustered rows
  * (core/partition/partition_gather.c). */

@@ -406,8 +406,8 @@ static gboolean knnwb_knn_checked(gboolean ok, const KnnwbKnnOptions *options, g
   return ok;
 }
 
-gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
-                        KnnwbNeighbors **result, GError **error)
+gboolean knnwb_knn_self_unchecked(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                                  KnnwbNeighbors **result, GError **error)
 {
   g_return_val_if_fail(data != NULL && options != NULL && result != NULL, FALSE);
   /* The GPUs choose their tile GEMM while the rows are checked, prepared and partitioned. */
@@ -425,6 +425,14 @@ gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
   if (ok && *result == NULL)
     ok = knnwb_knn_run(data, NULL, NULL, options, NULL, result, error);
   knnwb_knn_devices_wait(); /* a run that ended before its search */
+  return ok;
+}
+
+gboolean knnwb_knn_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                        KnnwbNeighbors **result, GError **error)
+{
+  g_return_val_if_fail(data != NULL && options != NULL && result != NULL, FALSE);
+  const gboolean ok = knnwb_knn_self_unchecked(data, options, result, error);
   return knnwb_knn_checked(ok, options, TRUE, data->n_rows, result, error);
 }
 
@@ -438,15 +446,24 @@ gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
   return knnwb_knn_checked(ok, options, FALSE, reference->n_rows, result, error);
 }
 
-gboolean knnwb_knn_query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
-                                const KnnwbKnnOptions *options, const double *within,
-                                KnnwbNeighbors **result, GError **error)
+gboolean knnwb_knn_query_within_unchecked(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                          const KnnwbKnnOptions *options, const double *within,
+                                          KnnwbNeighbors **result, GError **error)
 {
   g_return_val_if_fail(query != NULL && reference != NULL && options != NULL, FALSE);
   g_return_val_if_fail(options->group == NULL || options->group->size <= 1, FALSE);
   knnwb_knn_gemm_start(options, query->n_rows, reference->n_rows, query->n_cols);
   const gboolean ok = knnwb_knn_run(query, reference, NULL, options, within, result, error);
   knnwb_knn_devices_wait();
+  return ok;
+}
+
+gboolean knnwb_knn_query_within(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                const KnnwbKnnOptions *options, const double *within,
+                                KnnwbNeighbors **result, GError **error)
+{
+  const gboolean ok =
+      knnwb_knn_query_within_unchecked(query, reference, options, within, result, error);
   return knnwb_knn_checked(ok, options, FALSE, reference->n_rows, result, error);
 }
 

@@ -125,9 +125,9 @@ static KnnwbNeighbors *knnwb_partition_search(KnnwbPartitionWorker *worker,
   g_mutex_unlock(&run->progress_lock);
   KnnwbNeighbors *lists = NULL;
   knnwb_partition_sub_search_begin();
-  gboolean ok = reference == NULL
-                    ? knnwb_knn_self(query, &options, &lists, error)
-                    : knnwb_knn_query_within(query, reference, &options, within, &lists, error);
+  gboolean ok = reference == NULL ? knnwb_knn_self_unchecked(query, &options, &lists, error)
+                                  : knnwb_knn_query_within_unchecked(query, reference, &options,
+                                                                     within, &lists, error);
   knnwb_partition_sub_search_end();
   g_mutex_lock(&run->progress_lock);
   run->done += pairs;
