@@ -7,23 +7,10 @@
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "engine/engine_internal.h"
+#include "knnwb_test_lists.h"
 #include "knnwb_test_matrix.h"
 
 enum { N = 301, K = 7, ROW = 123 };
-
-static KnnwbNeighbors *search(const KnnwbMatrix *m)
-{
-  KnnwbKnnOptions options;
-  knnwb_knn_options_init(&options);
-  options.k = K;
-  options.backend = KNNWB_BACKEND_CPU;
-  options.n_threads = 2;
-  KnnwbNeighbors *lists = NULL;
-  g_autoptr(GError) error = NULL;
-  g_assert_true(knnwb_knn_self(m, &options, &lists, &error));
-  g_assert_no_error(error);
-  return lists;
-}
 
 /* A copy of lists whose row ROW is spoiled as fault says; checked, must be refused. */
 static void assert_refused(const KnnwbNeighbors *lists, int fault, const char *reason)
@@ -74,7 +61,7 @@ static void assert_refused(const KnnwbNeighbors *lists, int fault, const char *r
 static void test_check(void)
 {
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(N, 11, 5);
-  g_autoptr(KnnwbNeighbors) lists = search(m);
+  g_autoptr(KnnwbNeighbors) lists = knnwb_test_cpu_self_lists(m, K);
   g_autoptr(GError) error = NULL;
   g_assert_true(knnwb_knn_result_check(lists, TRUE, N, 2, &error));
   g_assert_no_error(error);

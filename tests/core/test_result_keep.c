@@ -6,21 +6,8 @@
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "engine/engine.h"
+#include "knnwb_test_lists.h"
 #include "knnwb_test_matrix.h"
-
-static KnnwbNeighbors *search(const KnnwbMatrix *m, size_t k)
-{
-  KnnwbKnnOptions options;
-  knnwb_knn_options_init(&options);
-  options.k = k;
-  options.backend = KNNWB_BACKEND_CPU;
-  options.n_threads = 2;
-  KnnwbNeighbors *lists = NULL;
-  g_autoptr(GError) error = NULL;
-  g_assert_true(knnwb_knn_self(m, &options, &lists, &error));
-  g_assert_no_error(error);
-  return lists;
-}
 
 static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
 {
@@ -37,11 +24,11 @@ static void test_reuse(void)
 {
   const size_t n = 777, k = 9;
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, 13, 17);
-  g_autoptr(KnnwbNeighbors) fresh = search(m, k);
+  g_autoptr(KnnwbNeighbors) fresh = knnwb_test_cpu_self_lists(m, k);
 
   KnnwbResultKeep keep = {0};
   knnwb_knn_result_keep_set(&keep);
-  KnnwbNeighbors *first = search(m, k);
+  KnnwbNeighbors *first = knnwb_test_cpu_self_lists(m, k);
   int64_t *const kept_indices = first->indices;
   knnwb_knn_result_keep_put(&keep, first);
   g_assert_cmpuint(keep.cells, ==, n * k);
@@ -49,15 +36,15 @@ static void test_reuse(void)
 
   memset(keep.indices, 0x5a, keep.cells * sizeof(int64_t));
   memset(keep.distances, 0xa5, keep.cells * sizeof(double));
-  KnnwbNeighbors *second = search(m, k);
+  KnnwbNeighbors *second = knnwb_test_cpu_self_lists(m, k);
   g_assert_true(second->indices == kept_indices); /* the kept arrays served */
   g_assert_cmpuint(keep.cells, ==, 0);
   assert_same_lists(second, fresh);
   knnwb_knn_result_keep_put(&keep, second);
 
   /* Larger lists than kept: fresh arrays, and the kept ones stay for later. */
-  g_autoptr(KnnwbNeighbors) fresh_larger = search(m, k + 3);
-  KnnwbNeighbors *larger = search(m, k + 3);
+  g_autoptr(KnnwbNeighbors) fresh_larger = knnwb_test_cpu_self_lists(m, k + 3);
+  KnnwbNeighbors *larger = knnwb_test_cpu_self_lists(m, k + 3);
   g_assert_true(larger->indices != kept_indices);
   g_assert_true(keep.indices == kept_indices);
   assert_same_lists(larger, fresh_larger);
@@ -67,16 +54,16 @@ static void test_reuse(void)
   g_assert_true(keep.indices == larger_indices);
 
   /* Smaller lists take the larger arrays; given back, they count as large as they are. */
-  KnnwbNeighbors *smaller = search(m, 2);
+  KnnwbNeighbors *smaller = knnwb_test_cpu_self_lists(m, 2);
   g_assert_true(smaller->indices == larger_indices);
   knnwb_knn_result_keep_put(&keep, smaller);
   g_assert_cmpuint(keep.cells, ==, n * (k + 3));
   memset(keep.indices, 0x5a, keep.cells * sizeof(int64_t));
-  KnnwbNeighbors *again = search(m, k);
+  KnnwbNeighbors *again = knnwb_test_cpu_self_lists(m, k);
   g_assert_true(again->indices == larger_indices);
   assert_same_lists(again, fresh);
   /* Smaller lists of other arrays than the kept ones are freed. */
-  KnnwbNeighbors *other = search(m, 2);
+  KnnwbNeighbors *other = knnwb_test_cpu_self_lists(m, 2);
   g_assert_true(other->indices != larger_indices);
   knnwb_knn_result_keep_put(&keep, again);
   knnwb_knn_result_keep_put(&keep, other);
@@ -84,7 +71,7 @@ static void test_reuse(void)
   g_assert_cmpuint(keep.cells, ==, n * (k + 3));
 
   knnwb_knn_result_keep_set(NULL);
-  KnnwbNeighbors *unkept = search(m, 2);
+  KnnwbNeighbors *unkept = knnwb_test_cpu_self_lists(m, 2);
   g_assert_true(unkept->indices != keep.indices); /* no keep set: fresh arrays */
   knnwb_neighbors_free(unkept);
   knnwb_knn_result_keep_clear(&keep);
