@@ -385,8 +385,9 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
 }
 
 /* ok, and then the lists checked (knnwb_knn_result_check) on every rank, the ranks agreeing on
- * the outcome; lists that fail are freed. A split run's indices reach past its block, so only
- * their sign is checked there. */
+ * the outcome; lists that fail are freed. (A failure reaches this point on every rank alike, the
+ * ranks having agreed on it already with its own words, so only success is agreed on here.) A
+ * split run's indices reach past its block, so only their sign is checked there. */
 static gboolean knnwb_knn_checked(gboolean ok, const KnnwbKnnOptions *options, gboolean self,
                                   size_t n_reference, KnnwbNeighbors **result, GError **error)
 {
