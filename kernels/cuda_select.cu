@@ -493,6 +493,54 @@ static int select_entry(const KnnwbSelectJob *job, char *message, size_t message
   return select_plans(&plain, nullptr, ordinals, limits, &handed, message, message_size);
 }
 
+/* The plan a shared job's processes agreed on (KnnwbSelectJob.share_plan): the smallest schedule
+ * (panels before symmetric) and tile of theirs, so that every process splits the pairs alike. */
+struct SharePlan {
+  bool sharing = false;
+  int symmetric = -1, tile = -1;
+};
+
+/* For a shared job (agreed->sharing), *plan: on the first attempt this process's choice offered to
+ * the others and the agreed one taken; on a retry with a smaller budget the agreed one again,
+ * resident or streamed, since another schedule or tile would split the pairs differently from the
+ * other processes. False (with its message): no plan that the processes share fits this one.
+ * Not sharing: true, *plan untouched. */
+static bool share_plan_choose(const KnnwbSelectJob *job, const DeviceLimits &limits, int attempt,
+                              SharePlan *agreed, KnnwbSelectPlan *plan, char *message,
+                              size_t message_size)
+{
+  if (!agreed->sharing)
+    return true;
+  if (attempt == 0) {
+    const bool mine =
+        knnwb_select_plan_choose(job, limits.budget, limits.sm_count, limits.shared_kc, plan) != 0;
+    int64_t values[KNNWB_SELECT_SHARE_PLAN_VALUES] = {0};
+    values[0] = mine ? plan->symmetric : -1;
+    values[1] = mine ? plan->tile : -1;
+    if (!job->share_plan(values, KNNWB_SELECT_SHARE_PLAN_VALUES, job->share_plan_data) ||
+        values[0] < 0 || values[1] < 0) {
+      set_message(message, message_size,
+                  "out of GPU memory: a process of the group has no room for its share of the "
+                  "search (%zu x %zu rows, dim %zu, kc %zu); give a larger --gpu-memory, or "
+                  "fewer processes a GPU",
+                  job->n_query, job->n_reference, job->dim, job->kc);
+      return false;
+    }
+    agreed->symmetric = (int)values[0];
+    agreed->tile = (int)values[1];
+  }
+  if (knnwb_select_plan_choose_agreed(job, limits.budget, limits.sm_count, limits.shared_kc,
+                                      agreed->symmetric, agreed->tile, plan))
+    return true;
+  set_message(message, message_size,
+              "out of GPU memory: a budget of %zu MiB per device cannot hold the %s tiles of %d "
+              "rows the group's processes agreed on for %zu x %zu rows, dim %zu, kc %zu; give a "
+              "larger --gpu-memory, or fewer processes a GPU",
+              limits.budget >> 20, agreed->symmetric ? "symmetric" : "panel", agreed->tile,
+              job->n_query, job->n_reference, job->dim, job->kc);
+  return false;
+}
+
 /* Plans for job (cross: a two-sided job's sides) from the devices' limits, retried with smaller
  * budgets when the allocator disagrees with the plan's arithmetic, unless the attempt handed rows
  * to the job's out_refined_take already (*handed: it did; the status is then final). */
@@ -502,10 +550,15 @@ static int select_plans(const KnnwbSelectJob *job, const CrossRows *cross,
 {
   int status = KNNWB_KERNELS_OUT_OF_MEMORY;
   *handed = false;
+  SharePlan agreed;
+  agreed.sharing = job->share_count > 1 && job->share_plan != nullptr;
   for (int attempt = 0; attempt < 8 && status == KNNWB_KERNELS_OUT_OF_MEMORY && !*handed;
        attempt++) {
     KnnwbSelectPlan plan;
-    if (!knnwb_select_plan_choose(job, limits.budget, limits.sm_count, limits.shared_kc, &plan)) {
+    if (!share_plan_choose(job, limits, attempt, &agreed, &plan, message, message_size))
+      return KNNWB_KERNELS_OUT_OF_MEMORY;
+    if (!agreed.sharing &&
+        !knnwb_select_plan_choose(job, limits.budget, limits.sm_count, limits.shared_kc, &plan)) {
       /* A budget below the fixed share (context slack, cuBLAS workspace) fails for any input:
        * say so, instead of blaming the sizes (seen with --gpu-memory 64M on 2 rows). */
       if (limits.budget <= KNNWB_SELECT_OVERHEAD_BYTES + ((size_t)16 << 20))

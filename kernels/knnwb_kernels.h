@@ -13,6 +13,9 @@
 extern "C" {
 #endif
 
+/** How many int64 values describe a plan in KnnwbSelectJob.share_plan. */
+#define KNNWB_SELECT_SHARE_PLAN_VALUES 4
+
 /**
  * Score of a (query, reference) pair computed in float32 by a backend; smaller is nearer. The
  * exact double distance is recomputed afterwards by core, which also certifies the selection with
@@ -168,6 +171,18 @@ typedef struct {
   int (*share_bounds)(float *bounds, size_t n, void *data);
   void *share_bounds_data;
   int share_bound_rounds;
+  /* Optional with a share (NULL: none): the processes' plans, made common. A backend's split of
+   * the job's pairs into shares follows its plan (schedule, tile), which each process makes from
+   * its own memory, cores and devices; processes whose plans differ would score some pairs twice
+   * and others never, and certify rows whose pairs were not all scored. A backend whose split
+   * depends on its plan calls share_plan at most once per job, from the calling thread, before
+   * any tile, with KNNWB_SELECT_SHARE_PLAN_VALUES values describing its plan (its own encoding,
+   * unused ones 0, -1 for "no plan": larger values never ask for more memory); when it returns
+   * non-zero each value is the minimum over the processes, and the backend runs that plan or
+   * fails the job. 0: the values could not be made common (the backend fails the job). It is
+   * collective, and its caller completes it (with -1s) for a backend that did not call it. */
+  int (*share_plan)(int64_t *values, size_t n, void *data);
+  void *share_plan_data;
   /* Optional transposed output of a job that is not self (out_reference_index == NULL: none): the
    * same tiles also give every reference row its kc best query rows (indices into the query rows,
    * padded with -1 when fewer are valid), into out_reference_index/out_reference_score (n_reference

@@ -240,8 +240,8 @@ int knnwb_select_plan_times_gemm(size_t n_query, size_t n_reference, int tile)
   return full >= KNNWB_SELECT_CHOOSE_MIN_TILES;
 }
 
-int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,
-                             KnnwbSelectPlan *out)
+/* The plan's fields that do not depend on the schedule, tile or residency. */
+static KnnwbSelectPlan knnwb_select_plan_base(const KnnwbSelectJob *job, int shared_kc)
 {
   KnnwbSelectPlan p = {0};
   p.lists_in_shared = job->kc <= (size_t)shared_kc;
@@ -251,33 +251,57 @@ int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_co
   p.screen = job->score_kind == KNNWB_SCORE_L1 ? KNNWB_KERNELS_SCREEN_FP32 : job->screen;
   p.dpad = knnwb_select_plan_dpad(job->dim, p.screen);
   p.row_bytes = p.dpad * (p.screen == KNNWB_KERNELS_SCREEN_FP16 ? 2 : 4);
+  return p;
+}
+
+/* Whether *p with this schedule, tile and residency fits budget bytes (then *p is that plan). */
+static int knnwb_select_plan_fits(const KnnwbSelectJob *job, KnnwbSelectPlan *p, int symmetric,
+                                  int tile, int resident, size_t budget, int sm_count)
+{
+  p->symmetric = symmetric;
+  p->resident = resident;
+  p->tile = tile;
+  int blocks = p->lists_in_shared ? 4 * sm_count : sm_count;
+  blocks = blocks < tile ? blocks : tile;
+  p->merge_blocks = blocks > 1 ? blocks : 1;
+  p->state_rows = symmetric ? job->n_query : (size_t)tile;
+  p->bytes = knnwb_select_plan_bytes(job, p, 0);
+  if (p->bytes > budget)
+    return 0;
+  /* symmetric state must leave most of the budget to tiles */
+  return !(symmetric && p->state_rows * ((size_t)p->kc + (size_t)p->cap) * 8 > budget / 2);
+}
+
+int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,
+                             KnnwbSelectPlan *out)
+{
+  KnnwbSelectPlan p = knnwb_select_plan_base(job, shared_kc);
   const int largest = knnwb_select_plan_first_tile(job->n_query, job->n_reference);
   const int symmetric_first = job->self && knnwb_select_plan_env("KNNWB_CUDA_SYMMETRIC", 1, 0, 1);
-  for (int symmetric = symmetric_first; symmetric >= 0; symmetric--) {
+  for (int symmetric = symmetric_first; symmetric >= 0; symmetric--)
     for (int tile = largest; tile >= KNNWB_SELECT_MIN_TILE;
          tile = tile == KNNWB_SELECT_MIN_TILE
                     ? 0
-                    : (int)knnwb_select_plan_round_up((size_t)tile / 2, KNNWB_SELECT_MIN_TILE)) {
-      for (int resident = 1; resident >= (tile > KNNWB_SELECT_STREAM_MAX_TILE ? 1 : 0);
-           resident--) {
-        p.symmetric = symmetric;
-        p.resident = resident;
-        p.tile = tile;
-        int blocks = p.lists_in_shared ? 4 * sm_count : sm_count;
-        blocks = blocks < tile ? blocks : tile;
-        p.merge_blocks = blocks > 1 ? blocks : 1;
-        p.state_rows = symmetric ? job->n_query : (size_t)tile;
-        p.bytes = knnwb_select_plan_bytes(job, &p, 0);
-        if (p.bytes > budget)
-          continue;
-        /* symmetric state must leave most of the budget to tiles */
-        if (symmetric && p.state_rows * ((size_t)p.kc + (size_t)p.cap) * 8 > budget / 2)
-          continue;
-        *out = p;
-        return 1;
-      }
+                    : (int)knnwb_select_plan_round_up((size_t)tile / 2, KNNWB_SELECT_MIN_TILE))
+      for (int resident = 1; resident >= (tile > KNNWB_SELECT_STREAM_MAX_TILE ? 1 : 0); resident--)
+        if (knnwb_select_plan_fits(job, &p, symmetric, tile, resident, budget, sm_count)) {
+          *out = p;
+          return 1;
+        }
+  return 0;
+}
+
+int knnwb_select_plan_choose_agreed(const KnnwbSelectJob *job, size_t budget, int sm_count,
+                                    int shared_kc, int symmetric, int tile, KnnwbSelectPlan *out)
+{
+  if ((symmetric && !job->self) || tile < KNNWB_SELECT_MIN_TILE)
+    return 0;
+  KnnwbSelectPlan p = knnwb_select_plan_base(job, shared_kc);
+  for (int resident = 1; resident >= (tile > KNNWB_SELECT_STREAM_MAX_TILE ? 1 : 0); resident--)
+    if (knnwb_select_plan_fits(job, &p, symmetric, tile, resident, budget, sm_count)) {
+      *out = p;
+      return 1;
     }
-  }
   return 0;
 }
 

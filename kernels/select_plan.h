@@ -312,6 +312,16 @@ size_t knnwb_select_plan_order_bytes(const KnnwbSelectJob *job, const KnnwbSelec
 int knnwb_select_plan_choose(const KnnwbSelectJob *job, size_t budget, int sm_count, int shared_kc,
                              KnnwbSelectPlan *out);
 
+/**
+ * The plan with exactly this schedule (symmetric: 1, panels: 0) and tile, resident where that fits
+ * budget bytes per device, else streamed: the plan a shared job's processes agreed on
+ * (KnnwbSelectJob.share_plan: the smallest schedule and tile of theirs, which fit wherever a
+ * larger one did). Returns 0 when it fits neither way (or asks for symmetric tiles of a job that
+ * is not self, or a tile below KNNWB_SELECT_MIN_TILE). O(1).
+ */
+int knnwb_select_plan_choose_agreed(const KnnwbSelectJob *job, size_t budget, int sm_count,
+                                    int shared_kc, int symmetric, int tile, KnnwbSelectPlan *out);
+
 #ifdef __cplusplus
 }
 #endif

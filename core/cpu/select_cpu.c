@@ -294,7 +294,9 @@ static void knnwb_select_finish_rows(size_t first, size_t last, void *user)
 
 /* The tiles from the budget: threads * B^2 floats, B in [32, KNNWB_SELECT_TILE] and a multiple
  * of 32 (a tile near the caches while the GEMM still runs at full speed), and this share's count of
- * them. Returns the threads worth starting. */
+ * them. A share takes the group's smallest B (KnnwbSelectJob.share_plan): B follows each process's
+ * threads, and shares of different tilings would miss pairs. Returns the threads worth starting,
+ * 0 when the group's B could not be had. */
 static int knnwb_cpu_select_tiles(KnnwbCpuSelect *s, int threads)
 {
   const KnnwbSelectJob *job = s->job;
@@ -302,6 +304,13 @@ static int knnwb_cpu_select_tiles(KnnwbCpuSelect *s, int threads)
   size_t budget = job->memory_bytes ? job->memory_bytes : (size_t)256 << 20;
   size_t B = (size_t)sqrt((double)budget / (4.0 * threads));
   B = MIN((size_t)KNNWB_SELECT_TILE, MAX((size_t)32, B / 32 * 32));
+  if (job->share_count > 1 && job->share_plan != NULL) {
+    int64_t values[KNNWB_SELECT_SHARE_PLAN_VALUES] = {(int64_t)B};
+    if (!job->share_plan(values, KNNWB_SELECT_SHARE_PLAN_VALUES, job->share_plan_data) ||
+        values[0] < 32)
+      return 0;
+    B = (size_t)values[0];
+  }
   s->block_query = knnwb_select_block(nq, B);
   s->block_reference = job->self ? s->block_query : knnwb_select_block(nr, B);
   s->n_query_blocks = (nq + s->block_query - 1) / s->block_query;
@@ -398,6 +407,10 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
   KnnwbCpuSelect s = {0};
   s.job = job;
   int threads = knnwb_cpu_select_tiles(&s, knnwb_thread_count(MAX(1, job->n_threads)));
+  if (threads == 0) {
+    snprintf(message, message_size, "the group's processes could not agree on their tiles");
+    return KNNWB_KERNELS_ERROR;
+  }
   int status = knnwb_cpu_select_gemm(&s, threads, message, message_size);
   if (status != KNNWB_KERNELS_OK)
     return status;

@@ -230,6 +230,7 @@ typedef struct {
   KnnwbGroupBestLists *best_lists;
   size_t list0; /* the job row of the refine's first row in the candidate arrays */
   KnnwbGroupBounds bounds;
+  KnnwbGroupPlan plan;
   KnnwbGroupProgress group_progress;
   KnnwbSelectPrefault prefault;
   gint64 select_start;
@@ -367,6 +368,9 @@ static gboolean knnwb_knn_round_query(KnnwbRound *round, KnnwbSelectJob *job, GE
   if (round->shared) {
     job->share_index = group->rank;
     job->share_count = group->size;
+    knnwb_group_plan_init(&round->plan, group);
+    job->share_plan = knnwb_group_plan_share;
+    job->share_plan_data = &round->plan;
     if (round->bounds.rounds > 0) {
       job->share_bounds = knnwb_group_bounds_share;
       job->share_bounds_data = &round->bounds;
@@ -653,6 +657,7 @@ static gboolean knnwb_knn_round_select(KnnwbRound *round, GError **error)
 static gboolean knnwb_knn_round_merge(KnnwbRound *round, gboolean ok, GError **error)
 {
   const KnnwbKnnGroup *group = round->group;
+  knnwb_group_plan_finish(&round->plan); /* (taken first, as a backend does) */
   knnwb_group_bounds_finish(&round->bounds);
   if (!group->agree(group, ok, error))
     return FALSE;

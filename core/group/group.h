@@ -80,6 +80,21 @@ void knnwb_group_bounds_finish(KnnwbGroupBounds *bounds);
 void knnwb_group_bounds_clear(KnnwbGroupBounds *bounds);
 
 /**
+ * The plan of a shared self job made common between the ranks (knn_group_plan.c), as
+ * KnnwbSelectJob.share_plan / share_plan_data: share is one reduction (minimum) of
+ * KNNWB_SELECT_SHARE_PLAN_VALUES int64, collective, at most once per job; finish takes part with
+ * no plan (-1s) where the backend did not call it (collective: every rank of a shared job calls
+ * finish after its select). O(1).
+ */
+typedef struct {
+  const KnnwbKnnGroup *group;
+  gboolean done;
+} KnnwbGroupPlan;
+void knnwb_group_plan_init(KnnwbGroupPlan *plan, const KnnwbKnnGroup *group);
+int knnwb_group_plan_share(int64_t *values, size_t n, void *data);
+void knnwb_group_plan_finish(KnnwbGroupPlan *plan);
+
+/**
  * group->agree on ok, and on one kind of backend: every rank that chose one (has_backend) passes
  * whether it runs on GPUs (on_gpu). A mix (a rank without a usable GPU among ranks with GPUs: more
  * ranks than GPUs, a node without its driver) fails on every rank with an error that says so:

@@ -129,6 +129,51 @@ static int share_entry_compare(const void *a, const void *b)
  * fails here; a pair in none shows in run_case's checks (a worse kc-th). *filled: every share
  * gave exact distances.
  */
+/* Shares whose own plans differ (set by test_shares): share s plans with tiles of at most
+ * 512 >> s rows, as ranks with other memory choose other tiles, and the plan the group agrees on
+ * (KnnwbSelectJob.share_plan) is the smallest of theirs: the shares first run with share_plan
+ * taking their offer down and failing the job (as a rank without a plan would make it fail), then
+ * with share_plan giving back the minimum of the offers, as the ranks' reduction does. */
+static gboolean differing_tiles;
+static int64_t share_offers[4][KNNWB_SELECT_SHARE_PLAN_VALUES];
+static int64_t share_agreed[KNNWB_SELECT_SHARE_PLAN_VALUES];
+
+static int share_plan_offer(int64_t *values, size_t n, void *data)
+{
+  g_assert_cmpuint(n, ==, KNNWB_SELECT_SHARE_PLAN_VALUES);
+  memcpy(share_offers[*(const int *)data], values, sizeof share_offers[0]);
+  return 0;
+}
+
+static int share_plan_agreed(int64_t *values, size_t n, void *data)
+{
+  (void)data;
+  g_assert_cmpuint(n, ==, KNNWB_SELECT_SHARE_PLAN_VALUES);
+  memcpy(values, share_agreed, sizeof share_agreed);
+  return 1;
+}
+
+/* The group's plan for differing_tiles: each share's offer, then their minimum. */
+static void share_plans_agree(KnnwbSelectJob *job, int shares)
+{
+  for (int s = 0; s < shares; s++) {
+    char tile[16], message[512];
+    g_snprintf(tile, sizeof tile, "%d", 512 >> s);
+    g_setenv("KNNWB_CUDA_MAX_TILE", tile, TRUE);
+    job->share_count = shares;
+    job->share_index = s;
+    job->share_plan = share_plan_offer;
+    job->share_plan_data = &s;
+    g_assert_cmpint(knnwb_cuda_select(job, message, sizeof message), ==,
+                    KNNWB_KERNELS_OUT_OF_MEMORY);
+    for (size_t v = 0; v < KNNWB_SELECT_SHARE_PLAN_VALUES; v++)
+      share_agreed[v] = s == 0 ? share_offers[0][v] : MIN(share_agreed[v], share_offers[s][v]);
+  }
+  g_assert_cmpint(share_agreed[1], ==, 512 >> (shares - 1));
+  job->share_plan = share_plan_agreed;
+  job->share_plan_data = NULL;
+}
+
 static void run_shares(KnnwbSelectJob *job, int shares, int *filled)
 {
   const size_t n = job->n_query, kc = job->kc;
@@ -142,8 +187,15 @@ static void run_shares(KnnwbSelectJob *job, int shares, int *filled)
   double *distance = g_new(double, (size_t)shares *n *kc);
   uint64_t progressed = 0;
   *filled = 1;
+  if (differing_tiles)
+    share_plans_agree(job, shares);
   for (int s = 0; s < shares; s++) {
     int share_filled = 0;
+    if (differing_tiles) {
+      char tile[16];
+      g_snprintf(tile, sizeof tile, "%d", 512 >> s);
+      g_setenv("KNNWB_CUDA_MAX_TILE", tile, TRUE);
+    }
     *progress = 0;
     job->share_count = shares;
     job->share_index = s;
@@ -190,6 +242,8 @@ static void run_shares(KnnwbSelectJob *job, int shares, int *filled)
   job->out_distance_filled = merged_filled;
   job->share_count = 0;
   job->share_index = 0;
+  job->share_plan = NULL;
+  g_setenv("KNNWB_CUDA_MAX_TILE", "512", TRUE);
   g_free(row);
   g_free(index);
   g_free(score);
@@ -505,6 +559,20 @@ static void test_shares(void)
     }
   }
   g_unsetenv("KNNWB_CUDA_SYMMETRIC");
+  /* Shares that would choose other tiles (512, 256, 128 rows) run the group's agreed plan. */
+  differing_tiles = TRUE;
+  for (int kind = 0; kind < 4; kind++)
+    for (int panels = 0; panels < 2; panels++) {
+      if (panels)
+        g_setenv("KNNWB_CUDA_SYMMETRIC", "0", TRUE);
+      const int shares = 2 + (kind + panels) % 2;
+      Case c = {3001, 3001, 21, 28, kind, TRUE, 0, 0, kind == 2, TRUE, 71u + (guint32)kind};
+      g_test_message("kind %d, %s, %d shares with differing tiles", kind,
+                     panels ? "panels" : "symmetric", shares);
+      run_case_shared(&c, shares);
+      g_unsetenv("KNNWB_CUDA_SYMMETRIC");
+    }
+  differing_tiles = FALSE;
   g_unsetenv("KNNWB_CUDA_MAX_TILE");
 }
 

@@ -601,6 +601,25 @@ static void test_plan_panels(void)
   g_assert_false(plan.symmetric);
   g_assert_true(knnwb_select_plan_choose(&big, (size_t)8 << 30, 132, 64, &plan));
   g_assert_true(plan.symmetric);
+  /* A group's agreed plan (KnnwbSelectJob.share_plan): the smallest schedule and tile of the
+   * ranks' choices, taken as such by a rank that would have chosen more; none that cannot be. */
+  KnnwbSelectPlan agreed;
+  g_assert_true(knnwb_select_plan_choose_agreed(&big, (size_t)8 << 30, 132, 64, 0, 1024, &agreed));
+  g_assert_false(agreed.symmetric);
+  g_assert_cmpint(agreed.tile, ==, 1024);
+  g_assert_true(
+      knnwb_select_plan_choose_agreed(&big, (size_t)8 << 30, 132, 64, 1, plan.tile, &agreed));
+  g_assert_true(agreed.symmetric);
+  g_assert_cmpint(agreed.tile, ==, plan.tile);
+  g_assert_cmpint(agreed.resident, ==, plan.resident);
+  g_assert_cmpuint(agreed.bytes, ==, plan.bytes);
+  g_assert_false(
+      knnwb_select_plan_choose_agreed(&big, (size_t)400 << 20, 132, 64, 1, 4096, &agreed));
+  g_assert_false(knnwb_select_plan_choose_agreed(&big, (size_t)8 << 30, 132, 64, 0, 64, &agreed));
+  KnnwbSelectJob query = job_of(3001, 5003, 21, 28, 0, KNNWB_SCORE_DOT);
+  query.screen = KNNWB_KERNELS_SCREEN_FP16;
+  g_assert_false(
+      knnwb_select_plan_choose_agreed(&query, (size_t)1 << 30, 132, 64, 1, 512, &agreed));
 }
 
 int main(int argc, char **argv)

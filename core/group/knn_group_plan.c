@@ -1,0 +1,45 @@
+/* A shared self job's plan made common between the ranks (KnnwbSelectJob.share_plan): each
+ * backend splits the job's pairs by its plan, which each rank makes from its own memory, cores and
+ * devices, so the ranks take the smallest of their plans. */
+#include <string.h>
+#include <knnwb/error.h>
+#include "group/group.h"
+#include "knnwb_kernels.h"
+
+void knnwb_group_plan_init(KnnwbGroupPlan *plan, const KnnwbKnnGroup *group)
+{
+  memset(plan, 0, sizeof *plan);
+  plan->group = group;
+}
+
+int knnwb_group_plan_share(int64_t *values, size_t n, void *data)
+{
+  KnnwbGroupPlan *plan = data;
+  int64_t own[KNNWB_SELECT_SHARE_PLAN_VALUES];
+  for (size_t i = 0; i < KNNWB_SELECT_SHARE_PLAN_VALUES; i++)
+    own[i] = values != NULL && i < n ? values[i] : -1;
+  if (plan->done || values == NULL || n != KNNWB_SELECT_SHARE_PLAN_VALUES)
+    for (size_t i = 0; i < KNNWB_SELECT_SHARE_PLAN_VALUES; i++)
+      own[i] = -1; /* not this job's call as agreed: take part with no plan */
+  const gboolean twice = plan->done;
+  plan->done = TRUE;
+  if (twice)
+    return 0; /* (a backend that broke the once-per-job rule; never reached by knnwb's) */
+  GError *error = NULL;
+  if (!plan->group->reduce(plan->group, own, KNNWB_SELECT_SHARE_PLAN_VALUES, KNNWB_GROUP_MIN,
+                           &error)) {
+    /* A transport failure: the job cannot go on; the next agreement reports it. */
+    g_debug("knnwb: sharing the plan: %s", error->message);
+    g_error_free(error);
+    return 0;
+  }
+  if (values != NULL)
+    memcpy(values, own, MIN(n, (size_t)KNNWB_SELECT_SHARE_PLAN_VALUES) * sizeof *values);
+  return 1;
+}
+
+void knnwb_group_plan_finish(KnnwbGroupPlan *plan)
+{
+  if (plan->group != NULL && !plan->done)
+    knnwb_group_plan_share(NULL, 0, plan);
+}
