@@ -395,10 +395,13 @@ static gboolean knnwb_knn_checked(gboolean ok, const KnnwbKnnOptions *options, g
     return FALSE;
   const KnnwbKnnGroup *group = options->group;
   const gboolean grouped = group != NULL && group->size > 1;
+  /* (ranks of one host share its cores, as in the search) */
+  int threads = knnwb_thread_count(options->n_threads);
+  if (grouped && options->n_threads <= 0)
+    threads = MAX(1, threads / MAX(1, group->local_size));
   const gint64 start = g_get_monotonic_time();
-  ok = knnwb_knn_result_check(*result, self,
-                              grouped && options->group_split ? SIZE_MAX : n_reference,
-                              options->n_threads, error);
+  ok = knnwb_knn_result_check(
+      *result, self, grouped && options->group_split ? SIZE_MAX : n_reference, threads, error);
   g_debug("knnwb: lists checked in %.3f s", (double)(g_get_monotonic_time() - start) / 1e6);
   if (grouped)
     ok = group->agree(group, ok, error);
