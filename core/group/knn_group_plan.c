@@ -15,16 +15,14 @@ void knnwb_group_plan_init(KnnwbGroupPlan *plan, const KnnwbKnnGroup *group)
 int knnwb_group_plan_share(int64_t *values, size_t n, void *data)
 {
   KnnwbGroupPlan *plan = data;
+  if (plan->done)
+    return 0; /* once per job: a second call would meet no other rank's */
+  plan->done = TRUE;
+  /* none offered (finish, or a call of another size): take part with no plan */
+  const gboolean offered = values != NULL && n == KNNWB_SELECT_SHARE_PLAN_VALUES;
   int64_t own[KNNWB_SELECT_SHARE_PLAN_VALUES];
   for (size_t i = 0; i < KNNWB_SELECT_SHARE_PLAN_VALUES; i++)
-    own[i] = values != NULL && i < n ? values[i] : -1;
-  if (plan->done || values == NULL || n != KNNWB_SELECT_SHARE_PLAN_VALUES)
-    for (size_t i = 0; i < KNNWB_SELECT_SHARE_PLAN_VALUES; i++)
-      own[i] = -1; /* not this job's call as agreed: take part with no plan */
-  const gboolean twice = plan->done;
-  plan->done = TRUE;
-  if (twice)
-    return 0; /* (a backend that broke the once-per-job rule; never reached by knnwb's) */
+    own[i] = offered ? values[i] : -1;
   GError *error = NULL;
   if (!plan->group->reduce(plan->group, own, KNNWB_SELECT_SHARE_PLAN_VALUES, KNNWB_GROUP_MIN,
                            &error)) {
@@ -33,9 +31,9 @@ int knnwb_group_plan_share(int64_t *values, size_t n, void *data)
     g_error_free(error);
     return 0;
   }
-  if (values != NULL)
-    memcpy(values, own, MIN(n, (size_t)KNNWB_SELECT_SHARE_PLAN_VALUES) * sizeof *values);
-  return 1;
+  if (offered)
+    memcpy(values, own, sizeof own);
+  return offered;
 }
 
 void knnwb_group_plan_finish(KnnwbGroupPlan *plan)
