@@ -64,8 +64,10 @@ void set_message(char *message, size_t size, const char *format, ...)
 /* KNNWB_KERNELS_OK when the job is well-formed for this backend. */
 int select_validate(const KnnwbSelectJob *job, char *message, size_t message_size)
 {
-  if (!job || (job->n_query > 0 &&
-               (!job->query || !job->reference || !job->out_index || !job->out_score))) {
+  const bool derived = job && job->query == nullptr && job->reference == nullptr &&
+                       job->rows_fill && job->query_source && job->reference_source;
+  if (!job || (job->n_query > 0 && ((!derived && (!job->query || !job->reference)) ||
+                                    !job->out_index || !job->out_score))) {
     set_message(message, message_size, "knnwb_cuda_select: invalid job");
     return KNNWB_KERNELS_ERROR;
   }
@@ -235,8 +237,8 @@ void cross_build(const KnnwbSelectJob *job, CrossJob *x)
   c.order_centroids = nullptr;
   c.order_cells = 0;
   x->rows.n_a = na;
-  x->rows.rows[0] = job->query;
-  x->rows.rows[1] = job->reference;
+  x->rows.rows[0] = job_rows(job, 0);
+  x->rows.rows[1] = job_rows(job, 1);
   x->rows.exact[0] = job->exact_query;
   x->rows.exact[1] = job->exact_reference;
   x->rows.out[0] = {job->out_k_index,
@@ -255,6 +257,31 @@ void cross_build(const KnnwbSelectJob *job, CrossJob *x)
                     1};
 }
 
+/* job with its derived rows made whole in rows (one vector a side; the query side empty for a job
+ * whose sides are the same rows), as *whole. False when the host has no room for them. */
+static bool derive_whole(const KnnwbSelectJob *job, KnnwbSelectJob *whole,
+                         std::vector<float> rows[2])
+{
+  const bool same = knnwb_select_job_same(job);
+  *whole = *job;
+  try {
+    for (int side = same ? 1 : 0; side < 2; side++) {
+      const size_t n = side ? job->n_reference : job->n_query;
+      rows[side].resize(std::max<size_t>(n * job->dim, 1));
+      const HostRows from = job_rows(job, side);
+      parallel_rows(n, job->n_threads, 1024, [&](size_t a, size_t b) {
+        from.copy(a, b - a, job->dim, rows[side].data() + a * job->dim);
+      });
+    }
+  } catch (const std::bad_alloc &) {
+    return false;
+  }
+  whole->reference = rows[1].data();
+  whole->query = same ? whole->reference : rows[0].data();
+  whole->rows_fill = nullptr;
+  return true;
+}
+
 /* One attempt at plan on the devices: one worker thread per GPU. Returns the run's status (and
  * its message); KNNWB_KERNELS_OUT_OF_MEMORY asks the caller to retry with a smaller budget, and
  * kCrossDeclined (cross given) that the plan cannot hold a two-sided job; *handed: whether rows
@@ -268,7 +295,18 @@ int select_attempt(const KnnwbSelectJob *job, const CrossRows *cross, const Knnw
   if (cross != nullptr && !(plan.symmetric && plan.resident && job->kc <= (size_t)refine_kc &&
                             knnwb_select_plan_bytes(job, &plan, 1) <= budget))
     return kCrossDeclined;
-  const bool same = job->self || job->query == job->reference;
+  /* Streamed rows are read from the host tile by tile: derived rows are made whole for such a plan
+   * (a resident one fills them into its staging as they upload). */
+  KnnwbSelectJob whole;
+  std::vector<float> whole_rows[2];
+  if (knnwb_select_job_derived(job) && !plan.resident && cross == nullptr) {
+    if (!derive_whole(job, &whole, whole_rows)) {
+      set_message(message, message_size, "out of host memory for the rows of a streamed job");
+      return KNNWB_KERNELS_OUT_OF_MEMORY;
+    }
+    job = &whole;
+  }
+  const bool same = knnwb_select_job_same(job);
   HostPin pins;
   bool pinned = false;
   if (!plan.resident) {
@@ -291,8 +329,9 @@ int select_attempt(const KnnwbSelectJob *job, const CrossRows *cross, const Knnw
   run.n_devices = (int)ordinals.size();
   /* rows uploaded ahead for this job's layout on its one GPU; any others freed before the
    * workers allocate (the limits counted them as free) */
-  const bool takes_rows = run.n_devices == 1 && plan.resident && same && !cross &&
-                          plan.screen == KNNWB_KERNELS_SCREEN_FP16 && job->share_count <= 1;
+  const bool takes_rows = job->reference != nullptr && run.n_devices == 1 && plan.resident &&
+                          same && !cross && plan.screen == KNNWB_KERNELS_SCREEN_FP16 &&
+                          job->share_count <= 1;
   run.staged_rows = rows_start_claim(takes_rows ? ordinals[0] : -1, job->reference,
                                      job->n_reference, job->dim, plan.dpad, (size_t)plan.row_bytes,
                                      screen_scale_exponent(job->screen_row_norm));

@@ -85,11 +85,23 @@ typedef void (*KnnwbKernelsProgress)(uint64_t done, uint64_t total, void *data);
  * and may be far larger than a device: implementations stream them in tiles bounded by
  * memory_bytes.
  */
+/** Writes rows [first, first + count) of a source of rows (see KnnwbSelectJob.rows_fill) as count
+ * x dim float32 rows into out. Called from several threads at once, for disjoint rows. */
+typedef void (*KnnwbRowsFill)(const void *source, size_t first, size_t count, float *out);
+
 typedef struct {
   const float *query;
   size_t n_query;
   const float *reference;
   size_t n_reference;
+  /* Rows derived on demand: where query (reference) is NULL, a backend takes its rows [first,
+   * first + count) from rows_fill(query_source, query_source_first + first, count, out)
+   * (reference_source likewise), the same values the rows would hold; a self job gives the same
+   * source and first on both sides. Core derives a split run's scored rows so from their exact
+   * ones, so that the scored copy is never held (knnwb_select_job_rows reads either form). */
+  KnnwbRowsFill rows_fill;
+  const void *query_source, *reference_source;
+  size_t query_source_first, reference_source_first;
   const float *reference_sqnorms;
   const unsigned char *reference_invalid;
   size_t dim;
@@ -245,6 +257,39 @@ typedef struct {
   const float *order_centroids;
   size_t order_cells;
 } KnnwbSelectJob;
+
+/** The job's rows [first, first + count) of side 0 (query) or 1 (reference): a pointer into the
+ * rows given, or, where they are derived (rows_fill), scratch (count x dim floats) filled. O(count
+ * dim) when derived, O(1) otherwise. */
+static inline const float *knnwb_select_job_rows(const KnnwbSelectJob *job, int side, size_t first,
+                                                 size_t count, float *scratch)
+{
+  const float *rows = side ? job->reference : job->query;
+  if (rows != NULL)
+    return rows + first * job->dim;
+  job->rows_fill(side ? job->reference_source : job->query_source,
+                 (side ? job->reference_source_first : job->query_source_first) + first, count,
+                 scratch);
+  return scratch;
+}
+
+/** Whether a job's rows are derived (rows_fill) rather than given. O(1). */
+static inline int knnwb_select_job_derived(const KnnwbSelectJob *job)
+{
+  return job->query == NULL && job->rows_fill != NULL;
+}
+
+/** Whether a job's query rows are its reference rows (a self job, or the same rows given twice).
+ * O(1). */
+static inline int knnwb_select_job_same(const KnnwbSelectJob *job)
+{
+  if (job->self)
+    return 1;
+  if (!knnwb_select_job_derived(job))
+    return job->query == job->reference;
+  return job->query_source == job->reference_source &&
+         job->query_source_first == job->reference_source_first && job->n_query == job->n_reference;
+}
 
 /** Non-zero when knnwb_cuda_select honours query_group/reference_group. */
 int knnwb_cuda_select_supports_groups(void);

@@ -88,13 +88,43 @@ bool Worker::load_anchor(const float *host, size_t first, int rows)
   return true;
 }
 
+void HostRows::copy(size_t at, size_t count, size_t dim, float *out) const
+{
+  if (rows != nullptr)
+    memcpy(out, rows + at * dim, count * dim * sizeof(float));
+  else if (count > 0)
+    fill(source, first + at, count, out);
+}
+
+HostRows job_rows(const KnnwbSelectJob *job, int side)
+{
+  HostRows h;
+  h.rows = side ? job->reference : job->query;
+  if (h.rows == nullptr && job->rows_fill != nullptr) {
+    h.fill = job->rows_fill;
+    h.source = side ? job->reference_source : job->query_source;
+    h.first = side ? job->reference_source_first : job->query_source_first;
+  }
+  return h;
+}
+
+/* Derived rows [first, first + n) filled into a staging buffer on up to threads threads (parts
+ * of 1,024 rows or more: a fill is a pass over the exact rows, as cheap as their copy). */
+static void fill_staging(const HostRows &rows, size_t first, size_t n, size_t dim, int threads,
+                         void *staging)
+{
+  parallel_rows(n, threads, 1024, [&](size_t a, size_t b) {
+    rows.copy(first + a, b - a, dim, (float *)staging + a * dim);
+  });
+}
+
 cudaError_t upload_rows(const RowUpload &u, bool *stopped)
 {
   const size_t row_floats = u.dim * sizeof(float);
   const bool staged = u.staging[0] != nullptr && u.staging[1] != nullptr;
   const size_t room = staged ? std::min(u.staging_bytes, u.scratch_bytes) : u.scratch_bytes;
   const size_t chunk_rows = row_floats > 0 ? room / row_floats : 0;
-  if (chunk_rows == 0 || u.chunk_step == 0)
+  if (chunk_rows == 0 || u.chunk_step == 0 || (u.derived.derived() && !staged))
     return cudaErrorInvalidValue;
   cudaError_t err = cudaSuccess;
   for (size_t c = u.chunk_first, b = 0;
@@ -109,7 +139,10 @@ cudaError_t upload_rows(const RowUpload &u, bool *stopped)
     }
     err = cudaEventSynchronize(u.done[b]);
     if (err == cudaSuccess && staged) {
-      parallel_copy(u.staging[b], u.src + first * u.dim, n * row_floats, u.threads);
+      if (u.derived.derived())
+        fill_staging(u.derived, first, n, u.dim, u.threads, u.staging[b]);
+      else
+        parallel_copy(u.staging[b], u.src + first * u.dim, n * row_floats, u.threads);
       err = cudaMemcpyAsync(u.scratch[b], u.staging[b], n * row_floats, cudaMemcpyHostToDevice,
                             u.stream);
     } else if (err == cudaSuccess) {
@@ -168,20 +201,34 @@ cudaError_t upload_lanes(RowUpload *lanes, int n, int device, bool *stopped)
 /*
  * Resident rows to the device (upload_rows) through the worker's pinned staging (host rows not
  * page-locked) and its tile buffers, or straight from page-locked rows: avoids both registering
- * gigabytes and the driver's slow pitched copies from pageable memory.
+ * gigabytes and the driver's slow pitched copies from pageable memory. Derived rows are filled
+ * into the staging (pageable buffers of the same size where no pinned staging was had).
  */
-bool Worker::upload_staged(char *dst, const float *src, size_t rows)
+bool Worker::upload_staged(char *dst, const HostRows &src, size_t rows)
 {
   const KnnwbSelectPlan &p = run_.plan;
   const size_t dim = run_.job->dim, row_bytes = dim * sizeof(float);
   const bool convert = p.screen == KNNWB_KERNELS_SCREEN_FP16;
-  const bool staged = !run_.pinned && host_staging_[0] && host_staging_bytes_ >= row_bytes;
-  if (!staged && !convert)
-    return load_rows((float *)dst, src, 0, rows, copy_stream_);
+  const bool derived = src.derived();
+  bool staged = !run_.pinned && host_staging_[0] && host_staging_bytes_ >= row_bytes;
+  if (!staged && !convert && !derived)
+    return load_rows((float *)dst, src.rows, 0, rows, copy_stream_);
   if (tile_bytes_ < row_bytes) {
     run_.fail(KNNWB_KERNELS_ERROR, "rows of %zu floats do not fit a tile buffer of GPU %d", dim,
               device_ordinal_);
     return false;
+  }
+  std::vector<float> pageable[2];
+  if (derived && !staged) {
+    try {
+      for (auto &buffer : pageable)
+        buffer.resize(std::max(std::min(kStagingBytes, tile_bytes_) / sizeof(float), dim));
+    } catch (const std::bad_alloc &) {
+      run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "no host memory to stage rows for GPU %d",
+                device_ordinal_);
+      return false;
+    }
+    staged = true;
   }
   RowUpload u = {};
   u.dst = dst;
@@ -189,15 +236,18 @@ bool Worker::upload_staged(char *dst, const float *src, size_t rows)
   u.dpad = p.dpad;
   u.convert = convert;
   u.exponent = screen_exponent_;
-  u.src = src;
+  u.src = src.rows;
+  u.derived = src;
   u.rows = rows;
   u.dim = dim;
   for (int b = 0; b < 2; b++) {
-    u.staging[b] = staged ? host_staging_[b] : nullptr;
+    u.staging[b] = !staged               ? nullptr
+                   : pageable[b].empty() ? host_staging_[b]
+                                         : (void *)pageable[b].data();
     u.scratch[b] = tiles_[b];
     u.done[b] = copy_done_[b];
   }
-  u.staging_bytes = host_staging_bytes_;
+  u.staging_bytes = pageable[0].empty() ? host_staging_bytes_ : pageable[0].size() * sizeof(float);
   u.scratch_bytes = tile_bytes_;
   u.stream = copy_stream_;
   u.threads = run_.copy_threads;
@@ -227,12 +277,12 @@ bool Worker::upload_resident()
   } else if (run_.plan.resident && !rows_staged_) {
     const size_t row_bytes = (size_t)run_.plan.row_bytes, dim = job->dim;
     auto r = slice_of(job->n_reference, index_, run_.n_devices);
-    if (!upload_staged(reference_data_ + r.first * row_bytes, job->reference + r.first * dim,
+    if (!upload_staged(reference_data_ + r.first * row_bytes, job_rows(job, 1).from(r.first, dim),
                        r.second - r.first))
       return false;
     auto q = slice_of(job->n_query, index_, run_.n_devices);
     if (query_data_ != reference_data_ &&
-        !upload_staged(query_data_ + q.first * row_bytes, job->query + q.first * dim,
+        !upload_staged(query_data_ + q.first * row_bytes, job_rows(job, 0).from(q.first, dim),
                        q.second - q.first))
       return false;
   }

@@ -6,12 +6,41 @@
 #define KNNWB_ROW_UPLOAD_H
 
 #include <cuda_runtime.h>
+#include <knnwb_kernels.h>
 
 #include <functional>
 #include <stddef.h>
 
 namespace knnwb_cuda
 {
+
+/** Host rows a worker uploads: given (rows), or derived on demand from a job's rows_fill. */
+struct HostRows {
+  const float *rows = nullptr;
+  KnnwbRowsFill fill = nullptr;
+  const void *source = nullptr;
+  size_t first = 0; /* the source's row that is row 0 here */
+
+  bool derived() const
+  {
+    return rows == nullptr && fill != nullptr;
+  }
+  /** The rows from row `by` on. */
+  HostRows from(size_t by, size_t dim) const
+  {
+    HostRows h = *this;
+    if (h.rows != nullptr)
+      h.rows += by * dim;
+    else
+      h.first += by;
+    return h;
+  }
+  /** Rows [at, at + count) as count x dim floats into out (derived rows: filled). */
+  void copy(size_t at, size_t count, size_t dim, float *out) const;
+};
+
+/** Side 0 (query) or 1 (reference) of job as HostRows. */
+HostRows job_rows(const KnnwbSelectJob *job, int side);
 
 /** What upload_rows moves and through what. */
 struct RowUpload {
@@ -20,7 +49,8 @@ struct RowUpload {
   int dpad;         /* convert: halves a device row holds (the rest of dim zero) */
   bool convert;     /* FP16: scaled by 2^exponent and rounded to halves */
   int exponent;
-  const float *src; /* host rows of dim floats */
+  const float *src; /* host rows of dim floats, or NULL where derived is */
+  HostRows derived; /* rows filled into the staging chunk by chunk (needs staging) */
   size_t rows, dim;
   void *staging[2]; /* pinned host buffers of staging_bytes, or NULL: copies from src itself */
   size_t staging_bytes;
@@ -42,7 +72,9 @@ struct RowUpload {
  * pinned memory), sent to its scratch buffer, then converted into place (or, without convert,
  * copied with the device rows' pitch); the host copies chunk c + 1 while the device takes chunk c.
  * Chunks of min(staging_bytes, scratch_bytes) (scratch_bytes without staging) / (dim floats) rows:
- * at least one must fit (else cudaErrorInvalidValue). Returns the first CUDA error; the stream is
+ * at least one must fit (else cudaErrorInvalidValue). Derived rows (u.derived) are filled into the
+ * staging buffer by up to u.threads threads instead of copied, and need staging (else
+ * cudaErrorInvalidValue). Returns the first CUDA error; the stream is
  * synchronized before it returns. When u.stop said so, *stopped (if given) is set, the rows are
  * incomplete and the return is cudaSuccess unless a CUDA call failed. O(rows dim).
  */

@@ -24,7 +24,7 @@ void knnwb_select_plan_buffers(const KnnwbSelectJob *job, const KnnwbSelectPlan 
   const size_t T = (size_t)plan->tile, kc = (size_t)plan->kc, cap = (size_t)plan->cap;
   const size_t row_bytes = (size_t)plan->row_bytes, rows = plan->state_rows;
   const size_t block_bytes = (size_t)plan->dpad * sizeof(float) * T;
-  const int same = job->self || job->query == job->reference;
+  const int same = knnwb_select_job_same(job);
   const size_t tile_bytes = knnwb_select_plan_max(T * T * sizeof(float), kc * 12);
   for (int b = 0; b < KNNWB_BUFFER_KINDS; b++)
     bytes[b] = 0;

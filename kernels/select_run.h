@@ -8,6 +8,7 @@
 
 #include <knnwb_kernels.h>
 
+#include "row_upload.h"
 #include "select_plan.h"
 
 #include <atomic>
@@ -139,7 +140,7 @@ struct RefinedOut {
  */
 struct CrossRows {
   size_t n_a = 0;
-  const float *rows[2] = {};  /* each side's scored rows (host) */
+  HostRows rows[2];           /* each side's scored rows (host) */
   const float *exact[2] = {}; /* each side's exact rows (host) */
   RefinedOut out[2];
 };

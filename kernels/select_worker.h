@@ -103,7 +103,7 @@ private:
   /* row_upload.cu */
   bool upload_resident();
   bool upload_peer_slices();
-  bool upload_staged(char *dst, const float *src, size_t rows);
+  bool upload_staged(char *dst, const HostRows &src, size_t rows);
   bool load_rows(float *dst, const float *src, size_t first, size_t rows, cudaStream_t stream);
   bool stream_block(int slot, const float *host, size_t first, int rows, const void **rows_out);
   const void *anchor_rows() const;

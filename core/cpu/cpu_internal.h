@@ -18,18 +18,18 @@ typedef struct KnnwbCpuGemm KnnwbCpuGemm;
 typedef struct KnnwbCpuGemmWorker KnnwbCpuGemmWorker;
 
 /**
- * GEMM tiles of block_query x block_reference rows (both > 0): query (nq x d, row-major) against
- * reference (nr x d; the same pointer and count for a self job, whose blocks must then agree) in
- * precision (KNNWB_KERNELS_SCREEN_FP32 or _BF16, which needs knnwb_cpu_gemm_has_bf16). row_norm
- * bounds the norm of every row (BF16 rows are scaled by a power of two from it, so that none loses
- * components to BF16's subnormal flush; the scale is undone exactly). BF16 keeps converted copies
- * of the rows, zero-padded to whole blocks: about 2 (nq + nr) d bytes, O((nq + nr) d) time. NULL
- * with message set on failure (memory, library).
+ * GEMM tiles of block_query x block_reference rows (both > 0): job's query rows (n_query x dim,
+ * row-major) against its reference rows (the same rows for a self job, whose blocks must then
+ * agree), given or derived (knnwb_select_job_rows: a worker then fills a block of each side, as
+ * knnwb_cpu_gemm_worker_bytes counts), in precision (KNNWB_KERNELS_SCREEN_FP32 or _BF16, which
+ * needs knnwb_cpu_gemm_has_bf16). job->screen_row_norm bounds the norm of every row (BF16 rows are
+ * scaled by a power of two from it, so that none loses components to BF16's subnormal flush; the
+ * scale is undone exactly). BF16 keeps converted copies of the rows, zero-padded to whole blocks:
+ * about 2 (nq + nr) d bytes, O((nq + nr) d) time. job must outlive the GEMM. NULL with message set
+ * on failure (memory, library).
  */
-KnnwbCpuGemm *knnwb_cpu_gemm_new(int precision, const float *query, size_t nq,
-                                 const float *reference, size_t nr, size_t d, size_t block_query,
-                                 size_t block_reference, double row_norm, char *message,
-                                 size_t message_size);
+KnnwbCpuGemm *knnwb_cpu_gemm_new(int precision, const KnnwbSelectJob *job, size_t block_query,
+                                 size_t block_reference, char *message, size_t message_size);
 void knnwb_cpu_gemm_free(KnnwbCpuGemm *gemm);
 /** What computes the tiles, for traces ("openblas sgemm", "onednn bf16 brg:avx512_core_bf16"). */
 const char *knnwb_cpu_gemm_name(const KnnwbCpuGemm *gemm);

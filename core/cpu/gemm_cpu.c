@@ -35,7 +35,7 @@ typedef enum {
 
 struct KnnwbCpuGemm {
   KnnwbCpuGemmKind kind;
-  const float *query, *reference;
+  const KnnwbSelectJob *job; /* its rows, given or derived (knnwb_select_job_rows) */
   size_t nq, nr, d, block_query, block_reference;
   char name[96];
 #ifdef KNNWB_HAVE_ONEDNN
@@ -48,6 +48,10 @@ struct KnnwbCpuGemm {
 
 struct KnnwbCpuGemmWorker {
   KnnwbCpuGemm *gemm;
+  /* Derived rows: each side's block as last filled (first row, count), so that a query block
+   * serves all the tiles of its row of tiles without being derived again. */
+  float *rows[2];
+  size_t rows_first[2], rows_count[2];
 #ifdef KNNWB_HAVE_ONEDNN
   int saved_threads; /* the thread's OpenMP setting before, 0 when untouched */
   dnnl_stream_t stream;
@@ -173,10 +177,9 @@ fail:
   return ok;
 }
 
-/* rows (n x d) times 2^s, rounded to BF16 to nearest even, into out (padded x d, zeros past n).
- * Finite inputs at most 1 in magnitude after scaling: the rounding cannot overflow. */
-static void knnwb_cpu_gemm_to_bf16(const float *rows, size_t n, size_t padded, size_t d, int s,
-                                   uint16_t *out)
+/* rows (n x d) times 2^s, rounded to BF16 to nearest even, into out (n x d). Finite inputs at
+ * most 1 in magnitude after scaling: the rounding cannot overflow. */
+static void knnwb_cpu_gemm_to_bf16(const float *rows, size_t n, size_t d, int s, uint16_t *out)
 {
   const float scale = ldexpf(1.0f, s); /* a power of two: the products are exact */
   for (size_t i = 0; i < n * d; i++) {
@@ -186,7 +189,25 @@ static void knnwb_cpu_gemm_to_bf16(const float *rows, size_t n, size_t padded, s
     bits += 0x7fffu + (bits >> 16 & 1u);
     out[i] = (uint16_t)(bits >> 16);
   }
+}
+
+/* Side side's n rows of job (derived ones in chunks) into out as knnwb_cpu_gemm_to_bf16 makes
+ * them, zeros past n (padded x d). FALSE when out of memory. */
+static gboolean knnwb_cpu_gemm_side_to_bf16(const KnnwbSelectJob *job, int side, size_t n,
+                                            size_t padded, int s, uint16_t *out)
+{
+  const size_t d = job->dim, chunk = 4096;
+  g_autofree float *scratch = NULL;
+  if (knnwb_select_job_derived(job) && n > 0 &&
+      (scratch = g_try_malloc(MIN(n, chunk) * MAX(d, (size_t)1) * sizeof(float))) == NULL)
+    return FALSE;
+  for (size_t first = 0; first < n; first += chunk) {
+    const size_t count = MIN(chunk, n - first);
+    knnwb_cpu_gemm_to_bf16(knnwb_select_job_rows(job, side, first, count, scratch), count, d, s,
+                           out + first * d);
+  }
   memset(out + n * d, 0, (padded - n) * d * sizeof(uint16_t));
+  return TRUE;
 }
 #endif
 
@@ -220,14 +241,13 @@ gboolean knnwb_cpu_gemm_has_bf16(void)
 #endif
 }
 
-KnnwbCpuGemm *knnwb_cpu_gemm_new(int precision, const float *query, size_t nq,
-                                 const float *reference, size_t nr, size_t d, size_t block_query,
-                                 size_t block_reference, double row_norm, char *message,
-                                 size_t message_size)
+KnnwbCpuGemm *knnwb_cpu_gemm_new(int precision, const KnnwbSelectJob *job, size_t block_query,
+                                 size_t block_reference, char *message, size_t message_size)
 {
   KnnwbCpuGemm *gemm = g_new0(KnnwbCpuGemm, 1);
-  gemm->query = query;
-  gemm->reference = reference;
+  const size_t nq = job->n_query, nr = job->n_reference, d = job->dim;
+  const double row_norm = job->screen_row_norm;
+  gemm->job = job;
   gemm->nq = nq;
   gemm->nr = nr;
   gemm->d = d;
@@ -264,16 +284,19 @@ KnnwbCpuGemm *knnwb_cpu_gemm_new(int precision, const float *query, size_t nq,
     const size_t pq = (nq + block_query - 1) / block_query * block_query;
     const size_t pr = (nr + block_reference - 1) / block_reference * block_reference;
     gemm->query_bf16 = g_try_malloc(MAX(pq * d, (size_t)1) * sizeof(uint16_t));
-    gemm->reference_bf16 = query == reference && nq == nr
+    gemm->reference_bf16 = knnwb_select_job_same(job) && nq == nr
                                ? gemm->query_bf16
                                : g_try_malloc(MAX(pr * d, (size_t)1) * sizeof(uint16_t));
     if (gemm->query_bf16 == NULL || gemm->reference_bf16 == NULL) {
       snprintf(message, message_size, "cannot allocate the BF16 copies of %zu + %zu rows", nq, nr);
       goto fail;
     }
-    knnwb_cpu_gemm_to_bf16(query, nq, pq, d, s, gemm->query_bf16);
-    if (gemm->reference_bf16 != gemm->query_bf16)
-      knnwb_cpu_gemm_to_bf16(reference, nr, pr, d, s, gemm->reference_bf16);
+    if (!knnwb_cpu_gemm_side_to_bf16(job, 0, nq, pq, s, gemm->query_bf16) ||
+        (gemm->reference_bf16 != gemm->query_bf16 &&
+         !knnwb_cpu_gemm_side_to_bf16(job, 1, nr, pr, s, gemm->reference_bf16))) {
+      snprintf(message, message_size, "cannot allocate the rows to convert to BF16");
+      goto fail;
+    }
     if (!knnwb_cpu_gemm_bf16_primitive(gemm, ldexpf(1.0f, -2 * s), message, message_size))
       goto fail;
   } else if (!knnwb_cpu_gemm_forced_openblas() && d > 0) {
@@ -313,9 +336,18 @@ const char *knnwb_cpu_gemm_name(const KnnwbCpuGemm *gemm)
   return gemm->name;
 }
 
+/* Whether a worker fills blocks of derived rows for its tiles (BF16 converted them all up front).
+ */
+static gboolean knnwb_cpu_gemm_fills(const KnnwbCpuGemm *gemm)
+{
+  return knnwb_select_job_derived(gemm->job) && gemm->kind != KNNWB_CPU_GEMM_ONEDNN_BF16;
+}
+
 size_t knnwb_cpu_gemm_worker_bytes(const KnnwbCpuGemm *gemm)
 {
   size_t bytes = gemm != NULL ? sizeof(KnnwbCpuGemmWorker) : 0;
+  if (gemm != NULL && knnwb_cpu_gemm_fills(gemm))
+    bytes += (gemm->block_query + gemm->block_reference) * gemm->d * sizeof(float);
 #ifdef KNNWB_HAVE_ONEDNN
   if (gemm != NULL && gemm->kind == KNNWB_CPU_GEMM_ONEDNN_BF16)
     bytes += dnnl_memory_desc_get_size(&gemm->scratch_desc);
@@ -329,6 +361,17 @@ KnnwbCpuGemmWorker *knnwb_cpu_gemm_worker_new(KnnwbCpuGemm *gemm)
   if (worker == NULL)
     return NULL;
   worker->gemm = gemm;
+  if (knnwb_cpu_gemm_fills(gemm)) {
+    const size_t blocks[2] = {gemm->block_query, gemm->block_reference};
+    for (int side = 0; side < 2; side++) {
+      worker->rows[side] = g_try_malloc(MAX(blocks[side] * gemm->d, (size_t)1) * sizeof(float));
+      worker->rows_count[side] = 0;
+      if (worker->rows[side] == NULL) {
+        knnwb_cpu_gemm_worker_free(worker);
+        return NULL;
+      }
+    }
+  }
 #ifdef KNNWB_HAVE_ONEDNN
   if (gemm->kind != KNNWB_CPU_GEMM_OPENBLAS) /* this thread's oneDNN calls: one GEMM a worker */
     knnwb_cpu_gemm_openmp_threads(1, &worker->saved_threads);
@@ -359,6 +402,8 @@ void knnwb_cpu_gemm_worker_free(KnnwbCpuGemmWorker *worker)
 {
   if (worker == NULL)
     return;
+  g_free(worker->rows[0]);
+  g_free(worker->rows[1]);
 #ifdef KNNWB_HAVE_ONEDNN
   dnnl_memory_t memories[] = {worker->src, worker->weights, worker->dst, worker->scratch};
   for (size_t i = 0; i < G_N_ELEMENTS(memories); i++)
@@ -371,6 +416,23 @@ void knnwb_cpu_gemm_worker_free(KnnwbCpuGemmWorker *worker)
     knnwb_cpu_gemm_openmp_threads(worker->saved_threads, NULL);
 #endif
   g_free(worker);
+}
+
+/* Rows [first, first + count) of side (0 query, 1 reference) as a tile's GEMM reads them: the
+ * job's own, or derived into the worker's block for that side (kept while the same rows come
+ * again). */
+static const float *knnwb_cpu_gemm_rows(KnnwbCpuGemmWorker *worker, int side, size_t first,
+                                        size_t count)
+{
+  const KnnwbSelectJob *job = worker->gemm->job;
+  if (!knnwb_cpu_gemm_fills(worker->gemm))
+    return knnwb_select_job_rows(job, side, first, count, NULL);
+  if (worker->rows_count[side] != count || worker->rows_first[side] != first) {
+    (void)knnwb_select_job_rows(job, side, first, count, worker->rows[side]);
+    worker->rows_first[side] = first;
+    worker->rows_count[side] = count;
+  }
+  return worker->rows[side];
 }
 
 gboolean knnwb_cpu_gemm_tile(KnnwbCpuGemmWorker *worker, size_t q0, size_t bq, size_t r0, size_t br,
@@ -386,13 +448,15 @@ gboolean knnwb_cpu_gemm_tile(KnnwbCpuGemmWorker *worker, size_t q0, size_t bq, s
   switch (gemm->kind) {
   case KNNWB_CPU_GEMM_OPENBLAS:
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bq, (int)br, (int)d, 1.0f,
-                gemm->query + q0 * d, (int)d, gemm->reference + r0 * d, (int)d, 0.0f, out, (int)ld);
+                knnwb_cpu_gemm_rows(worker, 0, q0, bq), (int)d,
+                knnwb_cpu_gemm_rows(worker, 1, r0, br), (int)d, 0.0f, out, (int)ld);
     return TRUE;
 #ifdef KNNWB_HAVE_ONEDNN
   case KNNWB_CPU_GEMM_ONEDNN_FP32:
     KNNWB_DNNL_TRY(dnnl_sgemm('N', 'T', (dnnl_dim_t)bq, (dnnl_dim_t)br, (dnnl_dim_t)d, 1.0f,
-                              gemm->query + q0 * d, (dnnl_dim_t)d, gemm->reference + r0 * d,
-                              (dnnl_dim_t)d, 0.0f, out, (dnnl_dim_t)ld),
+                              knnwb_cpu_gemm_rows(worker, 0, q0, bq), (dnnl_dim_t)d,
+                              knnwb_cpu_gemm_rows(worker, 1, r0, br), (dnnl_dim_t)d, 0.0f, out,
+                              (dnnl_dim_t)ld),
                    "sgemm");
     return TRUE;
   case KNNWB_CPU_GEMM_ONEDNN_BF16: {

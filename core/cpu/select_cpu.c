@@ -329,6 +329,10 @@ static int knnwb_cpu_select_tiles(KnnwbCpuSelect *s, int threads)
 static int knnwb_cpu_select_gemm(KnnwbCpuSelect *s, int threads, char *message, size_t message_size)
 {
   const KnnwbSelectJob *job = s->job;
+  if (job->score_kind == KNNWB_SCORE_L1 && knnwb_select_job_derived(job)) {
+    snprintf(message, message_size, "the CPU backend takes L1 rows as given only");
+    return KNNWB_KERNELS_ERROR;
+  }
   if (job->score_kind == KNNWB_SCORE_L1)
     return KNNWB_KERNELS_OK;
   const int precision = job->screen == KNNWB_KERNELS_SCREEN_BF16 ? KNNWB_KERNELS_SCREEN_BF16
@@ -337,9 +341,8 @@ static int knnwb_cpu_select_gemm(KnnwbCpuSelect *s, int threads, char *message, 
     snprintf(message, message_size, "the CPU backend screens in FP32 or BF16 only");
     return KNNWB_KERNELS_ERROR;
   }
-  s->gemm = knnwb_cpu_gemm_new(precision, job->query, job->n_query, job->reference,
-                               job->n_reference, job->dim, s->block_query, s->block_reference,
-                               job->screen_row_norm, message, message_size);
+  s->gemm =
+      knnwb_cpu_gemm_new(precision, job, s->block_query, s->block_reference, message, message_size);
   if (s->gemm == NULL)
     return KNNWB_KERNELS_ERROR;
   g_debug("select: %s, %zu x %zu tiles, %d thread(s)", knnwb_cpu_gemm_name(s->gemm), s->block_query,

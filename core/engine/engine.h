@@ -81,6 +81,25 @@ gboolean knnwb_prepared_init_block(KnnwbPrepared *prepared, const KnnwbMatrix *d
 gboolean knnwb_prepare_report_degenerate(KnnwbMetric metric, const char *role, gboolean drop,
                                          size_t n_degenerate, size_t first_row, const char *label,
                                          GError **error);
+/**
+ * Scored rows derived from the exact ones. A prepared view whose scored is NULL (a split run's
+ * rows packed without their scored copy, core/split/) gives its scored rows on demand, the same
+ * bits knnwb_prepared_init wrote: the centred and normalised (or centred and scaled) exact row,
+ * computed in double and rounded once, zeros for rows left out. knnwb_prepared_derivable: whether
+ * metric's scored rows follow from its exact rows and statistics so (all but manhattan, whose
+ * scored rows are either the exact ones or their scaled copy). O(1).
+ */
+gboolean knnwb_prepared_derivable(KnnwbMetric metric);
+/** Rows [first, first + count) of p's scored rows into out (count x d floats): copied, or derived
+ * where p->scored is NULL (p->exact, the statistics, the flags and the frame must be there).
+ * O(count d). */
+void knnwb_prepared_scored_rows(const KnnwbPrepared *p, size_t first, size_t count, float *out);
+/** knnwb_prepared_scored_rows as a KnnwbRowsFill (source: a KnnwbPrepared), for backends. */
+void knnwb_prepared_scored_fill(const void *source, size_t first, size_t count, float *out);
+/** Rows [first, first + count) of p's scored rows: a pointer into p->scored, or scratch (count x d
+ * floats) filled by knnwb_prepared_scored_rows where they are derived. */
+const float *knnwb_prepared_scored_at(const KnnwbPrepared *p, size_t first, size_t count,
+                                      float *scratch);
 void knnwb_prepared_clear(KnnwbPrepared *prepared);
 /** knnwb_prepared_clear, the blocks freed by knnwb_release_later (a helper thread when large). */
 void knnwb_prepared_release(KnnwbPrepared *prepared);

@@ -152,9 +152,12 @@ static float *knnwb_margin_panel(const KnnwbPrepared *query, const size_t *rows,
   const size_t d = query->d;
   *n_groups = (n_sample + width - 1) / width;
   float *panel = g_new0(float, *n_groups *d *width);
-  for (size_t s = 0; s < n_sample; s++)
+  g_autofree float *scratch = query->scored == NULL ? g_new(float, MAX(d, (size_t)1)) : NULL;
+  for (size_t s = 0; s < n_sample; s++) {
+    const float *row = knnwb_prepared_scored_at(query, rows[s], 1, scratch);
     for (size_t t = 0; t < d; t++)
-      panel[(s / width * d + t) * width + s % width] = query->scored[rows[s] * d + t];
+      panel[(s / width * d + t) * width + s % width] = row[t];
+  }
   return panel;
 }
 
@@ -165,8 +168,10 @@ void knnwb_margin_score(const KnnwbPrepared *query, const size_t *rows, size_t n
   size_t n_groups;
   g_autofree float *panel = knnwb_margin_panel(query, rows, n_sample, width, &n_groups);
   g_autofree float *all = g_new(float, n *n_groups *width);
-  knnwb_margin_dots(panel, n_groups, width, reference->scored + first * reference->d, n,
-                    reference->d, all);
+  g_autofree float *scratch =
+      reference->scored == NULL ? g_new(float, MAX(n * reference->d, (size_t)1)) : NULL;
+  knnwb_margin_dots(panel, n_groups, width, knnwb_prepared_scored_at(reference, first, n, scratch),
+                    n, reference->d, all);
   for (size_t r = 0; r < n; r++)
     for (size_t s = 0; s < n_sample; s++)
       dots[r * n_sample + s] = all[r * n_groups * width + s];
@@ -287,6 +292,9 @@ static void knnwb_margin_team(int thread, int n_threads, void *user)
   for (size_t s = 0; s < stride; s++)
     bar[s] = s < n_sample ? INFINITY : -INFINITY;
   g_autofree float *dots = g_new(float, KNNWB_MARGIN_CHUNK *stride);
+  /* a chunk of derived reference rows (a split run's packed block) */
+  g_autofree float *scratch =
+      m->reference->scored == NULL ? g_new(float, KNNWB_MARGIN_CHUNK *MAX(d, (size_t)1)) : NULL;
   KnnwbMarginHeaps h = {heap, size, bar, 0};
   for (;;) {
     const size_t first = (size_t)g_atomic_pointer_add(&m->next_block, KNNWB_MARGIN_TURN);
@@ -301,7 +309,8 @@ static void knnwb_margin_team(int thread, int n_threads, void *user)
         return; /* the planner's answer is kc now: these heaps are not wanted */
       }
       const size_t n = MIN((size_t)KNNWB_MARGIN_CHUNK, end - j0);
-      knnwb_margin_dots(m->panel, m->n_groups, m->width, m->reference->scored + j0 * d, n, d, dots);
+      knnwb_margin_dots(m->panel, m->n_groups, m->width,
+                        knnwb_prepared_scored_at(m->reference, j0, n, scratch), n, d, dots);
       for (size_t r = 0; r < n; r++)
         knnwb_margin_take(m, &h, j0 + r, dots + r * stride);
     }

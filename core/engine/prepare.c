@@ -149,6 +149,57 @@ static void knnwb_prepare_rows(size_t first, size_t last, void *user)
   }
 }
 
+gboolean knnwb_prepared_derivable(KnnwbMetric metric)
+{
+  return metric != KNNWB_METRIC_MANHATTAN;
+}
+
+void knnwb_prepared_scored_rows(const KnnwbPrepared *p, size_t first, size_t count, float *out)
+{
+  const size_t d = p->d;
+  if (p->scored != NULL) {
+    memcpy(out, p->scored + first * d, count * d * sizeof(float));
+    return;
+  }
+  g_assert(knnwb_prepared_derivable(p->metric));
+  const int e = p->scale_exponent;
+  const double power = e > -1000 && e < 1000 ? ldexp(1.0, -e) : 0.0;
+  for (size_t t = 0; t < count; t++) {
+    const size_t i = first + t;
+    const float *row = p->exact + i * d;
+    float *to = out + t * d;
+    /* left-out rows (degenerate, absent) are zeros, as knnwb_prepare_flag_rows leaves them */
+    if ((p->invalid != NULL && p->invalid[i]) ||
+        (p->metric != KNNWB_METRIC_EUCLIDEAN && !(p->sum_squares[i] > 0.0))) {
+      memset(to, 0, d * sizeof(float));
+      continue;
+    }
+    if (p->metric == KNNWB_METRIC_EUCLIDEAN) {
+      for (size_t j = 0; j < d; j++)
+        to[j] = knnwb_prepare_scaled((double)row[j] - p->column_mean[j], power, e);
+    } else {
+      /* as knnwb_prepare_rows: the same double operations, rounded once */
+      const double inverse_norm = 1.0 / sqrt(p->sum_squares[i]);
+      for (size_t j = 0; j < d; j++)
+        to[j] = (float)(((double)row[j] - p->mean[i]) * inverse_norm);
+    }
+  }
+}
+
+void knnwb_prepared_scored_fill(const void *source, size_t first, size_t count, float *out)
+{
+  knnwb_prepared_scored_rows(source, first, count, out);
+}
+
+const float *knnwb_prepared_scored_at(const KnnwbPrepared *p, size_t first, size_t count,
+                                      float *scratch)
+{
+  if (p->scored != NULL)
+    return p->scored + first * p->d;
+  knnwb_prepared_scored_rows(p, first, count, scratch);
+  return scratch;
+}
+
 /* Column means and the power of two that brings the largest centred value into [1, 2): after it,
  * float scores neither overflow (values near 1e20) nor lose everything to an offset (raw
  * intensities around 1e4 with differences near 1). Threads take columns, each summed over the

@@ -11,18 +11,26 @@
 /* ---- Prepared rows that travel ----------------------------------------------------------------
  */
 
+/* Whether the scored rows travel (KNNWB_SPLIT_DERIVED=0, tests and comparisons: for every metric),
+ * or are derived from the exact ones where they are read (knnwb_prepared_scored_rows): a block
+ * then takes half the bytes in the shared window and in every exchange. */
+static gboolean knnwb_split_scored_travel(KnnwbMetric metric)
+{
+  return !knnwb_prepared_derivable(metric) || g_strcmp0(g_getenv("KNNWB_SPLIT_DERIVED"), "0") == 0;
+}
+
 KnnwbSplitLayout knnwb_split_layout(KnnwbMetric metric, int scale_exponent, size_t d)
 {
   const gboolean euclidean = metric == KNNWB_METRIC_EUCLIDEAN;
   const gboolean manhattan = metric == KNNWB_METRIC_MANHATTAN;
   KnnwbSplitLayout layout = {{
-      euclidean ? sizeof(double) : 0,                           /* norm */
-      euclidean || manhattan ? 0 : sizeof(double),              /* mean */
-      euclidean || manhattan ? 0 : sizeof(double),              /* sum_squares */
-      d * sizeof(float),                                        /* scored */
-      manhattan && scale_exponent == 0 ? 0 : d * sizeof(float), /* exact */
-      euclidean ? sizeof(float) : 0,                            /* sqnorms */
-      1,                                                        /* invalid */
+      euclidean ? sizeof(double) : 0,                            /* norm */
+      euclidean || manhattan ? 0 : sizeof(double),               /* mean */
+      euclidean || manhattan ? 0 : sizeof(double),               /* sum_squares */
+      knnwb_split_scored_travel(metric) ? d * sizeof(float) : 0, /* scored */
+      manhattan && scale_exponent == 0 ? 0 : d * sizeof(float),  /* exact */
+      euclidean ? sizeof(float) : 0,                             /* sqnorms */
+      1,                                                         /* invalid */
   }};
   return layout;
 }
@@ -48,7 +56,8 @@ size_t knnwb_split_bytes(const KnnwbSplitLayout *layout, size_t rows)
 }
 
 /* A prepared view of rows packed segment by segment in buffer; the rest (metric, frame, screen,
- * global norm bound) from like. Never cleared: it owns nothing. */
+ * global norm bound) from like. Without a scored segment its scored is NULL: its readers derive
+ * the rows (knnwb_prepared_scored_at). Never cleared: it owns nothing. */
 void knnwb_split_view(const KnnwbSplitLayout *layout, const KnnwbPrepared *like, char *buffer,
                       size_t rows, KnnwbPrepared *view)
 {

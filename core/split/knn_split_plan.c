@@ -48,7 +48,7 @@ static void knnwb_split_samples_init(KnnwbSplitSamples *samples, const KnnwbSpli
     KnnwbPrepared view;
     knnwb_split_shared_view(shared, layout, like, r, &view);
     const size_t at = shared->start[r];
-    memcpy(samples->scored + at * d, view.scored, view.n * d * sizeof(float));
+    knnwb_prepared_scored_rows(&view, 0, view.n, samples->scored + at * d);
     if (samples->sqnorms != NULL)
       memcpy(samples->sqnorms + at, view.sqnorms, view.n * sizeof(float));
   }

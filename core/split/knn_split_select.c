@@ -69,9 +69,18 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
   const KnnwbPrepared *r = reference->rows;
   const size_t d = r->d;
   memset(job, 0, sizeof *job);
-  job->query = query->rows->scored + query->first * d;
+  if (query->rows->scored != NULL && r->scored != NULL) {
+    job->query = query->rows->scored + query->first * d;
+    job->reference = r->scored + reference->first * d;
+  } else {
+    /* rows packed without their scored copy: the backend derives them as it reads them */
+    job->rows_fill = knnwb_prepared_scored_fill;
+    job->query_source = query->rows;
+    job->query_source_first = query->first;
+    job->reference_source = r;
+    job->reference_source_first = reference->first;
+  }
   job->n_query = query->count;
-  job->reference = r->scored + reference->first * d;
   job->n_reference = reference->count;
   job->reference_sqnorms = r->sqnorms ? r->sqnorms + reference->first : NULL;
   job->reference_invalid = r->invalid ? r->invalid + reference->first : NULL;

@@ -251,6 +251,20 @@ static void run_shares(KnnwbSelectJob *job, int shares, int *filled)
 }
 
 /* c's job, checked; shares > 1: the self job run once per share (run_shares), the lists merged */
+/* Derived rows (set by test_derived): the jobs take their rows from KnnwbSelectJob.rows_fill, which
+ * copies them from the test's arrays, as a split run's derivation gives them. */
+static gboolean derived_rows;
+typedef struct {
+  const float *values;
+  size_t dim;
+} DerivedSource;
+
+static void derived_fill(const void *source, size_t first, size_t count, float *out)
+{
+  const DerivedSource *rows = source;
+  memcpy(out, rows->values + first * rows->dim, count * rows->dim * sizeof(float));
+}
+
 static void run_case_shared(const Case *c, int shares)
 {
   g_autoptr(GRand) rng = g_rand_new_with_seed(c->seed);
@@ -290,6 +304,13 @@ static void run_case_shared(const Case *c, int shares)
   job.dim = d;
   job.score_kind = c->kind;
   job.self = c->self;
+  DerivedSource sources[2] = {{query, d}, {reference, d}};
+  if (derived_rows) {
+    job.query = job.reference = NULL;
+    job.rows_fill = derived_fill;
+    job.query_source = c->self ? &sources[1] : &sources[0];
+    job.reference_source = &sources[1];
+  }
   job.kc = c->kc;
   job.n_threads = 1;
   job.memory_bytes = c->budget;
@@ -576,6 +597,30 @@ static void test_shares(void)
   g_unsetenv("KNNWB_CUDA_MAX_TILE");
 }
 
+/* Rows derived on demand (KnnwbSelectJob.rows_fill) instead of given: filled into the staging of
+ * a resident upload, on one GPU and on device 0 twice (each worker its slice), or made whole for a
+ * plan that streams them (small budgets, panels); self and query jobs, every kind. */
+static void test_derived(void)
+{
+  if (!gpu_or_skip())
+    return;
+  derived_rows = TRUE;
+  for (int kind = 0; kind < 4; kind++) {
+    Case c = {1237, 1237, 37, 28, kind, TRUE, 0, 0, kind == 1, TRUE, 81u + kind};
+    run_case(&c);
+    Case q = {301, 1999, 29, 9, kind, FALSE, 0, 0, TRUE, FALSE, 85u + kind};
+    run_case(&q);
+    Case two = {2049, 2049, 19, 28, kind, TRUE, 96 * MIB + 4 * MIB, 2, kind == 2, TRUE, 89u + kind};
+    run_case(&two);
+  }
+  Case s = {3001, 3001, 300, 28, KNNWB_SCORE_DOT, TRUE, 96 * MIB + 3 * MIB, 0, TRUE, TRUE, 93};
+  run_case(&s);
+  Case p = {2500, 2500,  41,   1100, KNNWB_SCORE_ABS_DOT, TRUE, 96 * MIB + 12 * MIB,
+            0,    FALSE, TRUE, 94};
+  run_case(&p);
+  derived_rows = FALSE;
+}
+
 static void test_errors(void)
 {
   if (!gpu_or_skip())
@@ -629,6 +674,7 @@ int main(int argc, char **argv)
   g_test_add_func("/kernels/cuda-select/wide-tile", test_wide_tile);
   g_test_add_func("/kernels/cuda-select/two-devices", test_two_devices);
   g_test_add_func("/kernels/cuda-select/shares", test_shares);
+  g_test_add_func("/kernels/cuda-select/derived", test_derived);
   g_test_add_func("/kernels/cuda-select/errors", test_errors);
   return g_test_run();
 }
