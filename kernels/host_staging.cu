@@ -82,6 +82,10 @@ void PinnedPool::free_cached()
 
 void *staging_take()
 {
+  /* KNNWB_CUDA_TEST_NO_STAGING=1 (tests): as if the host refused page-locked memory */
+  const char *refuse = getenv("KNNWB_CUDA_TEST_NO_STAGING");
+  if (refuse != nullptr && strcmp(refuse, "1") == 0)
+    return nullptr;
   return pinned_pool().take();
 }
 

@@ -20,7 +20,8 @@ namespace knnwb_cuda
  * process-wide pool for the next call (the exact MST makes many). */
 constexpr size_t kStagingBytes = 16u << 20;
 
-/** A pinned buffer of kStagingBytes, or NULL when page-locked memory is refused (copy directly). */
+/** A pinned buffer of kStagingBytes, or NULL when page-locked memory is refused (copy directly;
+ * KNNWB_CUDA_TEST_NO_STAGING=1 refuses every one, for tests). */
 void *staging_take();
 
 /** Returns a buffer of staging_take (NULL is ignored); kept for reuse, freed at exit. */

@@ -111,15 +111,6 @@ void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double
   *sum_squares = knnwb_lanes_sum(sq) + tail;
 }
 
-/* Clones for wider vector units: the same IEEE operations in the same order per lane (no FMA
- * contraction, see CMakeLists.txt), so every clone returns the same bits, only faster. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) &&                  \
-    !defined(__clang__)
-#define KNNWB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KNNWB_VECTOR_CLONES
-#endif
-
 KNNWB_VECTOR_CLONES
 double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
                            double mean_x, double squares_x, double mean_y, double squares_y)

@@ -618,6 +618,11 @@ static void test_derived(void)
   Case p = {2500, 2500,  41,   1100, KNNWB_SCORE_ABS_DOT, TRUE, 96 * MIB + 12 * MIB,
             0,    FALSE, TRUE, 94};
   run_case(&p);
+  /* without pinned staging: pageable buffers stand in for the derived rows */
+  g_setenv("KNNWB_CUDA_TEST_NO_STAGING", "1", TRUE);
+  Case u = {1237, 1237, 37, 28, KNNWB_SCORE_L2, TRUE, 0, 0, TRUE, TRUE, 95};
+  run_case(&u);
+  g_unsetenv("KNNWB_CUDA_TEST_NO_STAGING");
   derived_rows = FALSE;
 }
 
