@@ -36,7 +36,7 @@ void trace_worker(const WorkerTrace &t)
         t.index, t.select_ms[1] / (double)std::max(1L, t.select_tiles[1]), t.select_tiles[1],
         t.select_ms[0] / (double)std::max(1L, t.select_tiles[0]), t.select_tiles[0], t.fused_tiles,
         t.fused_wgmma_tiles, t.fused_chosen, t.fused_probes);
-  if (t.ahead_tiles > 0)
+  if (trace_enabled() && t.ahead_tiles > 0)
     fprintf(stderr,
             "knnwb cuda worker %d: %ld diagonal tiles a column ahead, on a stream of their own: "
             "%.3f ms each (GEMM and selection; not in the selection times above)\n",

@@ -3,7 +3,8 @@
 # with the GPUs given back while the lists are written (the default), with them left to the exit
 # (KNNWB_GPU_RELEASE=0) and on GPU 0 alone (--devices 0: only its context is given back); the
 # cluster command's table and GML equal the CPU's; every run exits 0 and leaves nothing but its
-# output. Skips (77) where no GPU is usable or CUDA was not built.
+# output; a run with -q writes nothing to standard error, on rows enough for several columns of
+# tiles (whose diagonal tiles one GPU takes a column ahead). Skips (77) where no GPU is usable or CUDA was not built.
 # Usage: test_knn_gpu_command.sh KNNWB
 set -eu
 knnwb=$1
@@ -25,7 +26,13 @@ if [ "$status" != 0 ]; then
   fi
   cat "$work/err"; echo "FAIL: the GPU run exited $status"; exit 1
 fi
+[ ! -s "$work/err" ] || { cat "$work/err"; echo "FAIL: a -q run wrote to standard error"; exit 1; }
 "$knnwb" knn "$work/x.tsv" -k 9 --backend cpu -q -o "$work/out/cpu.knn"
+awk 'BEGIN { srand(11); for (i = 0; i < 40001; i++) { line = "";
+               for (j = 0; j < 17; j++) line = line (j ? "\t" : "") sprintf("%.5f", rand());
+               print line } }' >"$work/big.tsv"
+"$knnwb" knn "$work/big.tsv" -k 5 --backend cuda -q -o "$work/out/big.knn" 2>"$work/err"
+[ ! -s "$work/err" ] || { cat "$work/err"; echo "FAIL: a -q run wrote to standard error"; exit 1; }
 KNNWB_GPU_RELEASE=0 "$knnwb" knn "$work/x.tsv" -k 9 --backend cuda -q -o "$work/out/kept.knn"
 "$knnwb" knn "$work/x.tsv" -k 9 --backend cuda --devices 0 -q -o "$work/out/one.knn"
 for run in gpu kept one; do
@@ -42,6 +49,6 @@ for ext in tsv gml; do
     { echo "FAIL: cluster's $ext on the GPU differs from the CPU's"; exit 1; }
 done
 left=$(ls -A "$work/out" | grep -v -x -e cpu.knn -e gpu.knn -e kept.knn -e one.knn \
-  -e cpu.tsv -e cuda.tsv -e cpu.summary.tsv -e cuda.summary.tsv -e cpu.gml -e cuda.gml || true)
+  -e big.knn -e cpu.tsv -e cuda.tsv -e cpu.summary.tsv -e cuda.summary.tsv -e cpu.gml -e cuda.gml || true)
 [ -z "$left" ] || { echo "FAIL: left beside the outputs: $left"; exit 1; }
 echo "ok: the GPU runs' lists and clusters equal the CPU's"
