@@ -28,8 +28,9 @@ if [ "$status" != 0 ]; then
 fi
 [ ! -s "$work/err" ] || { cat "$work/err"; echo "FAIL: a -q run wrote to standard error"; exit 1; }
 "$knnwb" knn "$work/x.tsv" -k 9 --backend cpu -q -o "$work/out/cpu.knn"
-awk 'BEGIN { srand(11); for (i = 0; i < 40001; i++) { line = "";
-               for (j = 0; j < 17; j++) line = line (j ? "\t" : "") sprintf("%.5f", rand());
+awk 'BEGIN { srand(11); h = "id"; for (j = 0; j < 17; j++) h = h "\ts" j; print h;
+             for (i = 0; i < 40001; i++) { line = "r" i;
+               for (j = 0; j < 17; j++) line = line "\t" sprintf("%.5f", rand());
                print line } }' >"$work/big.tsv"
 "$knnwb" knn "$work/big.tsv" -k 5 --backend cuda -q -o "$work/out/big.knn" 2>"$work/err"
 [ ! -s "$work/err" ] || { cat "$work/err"; echo "FAIL: a -q run wrote to standard error"; exit 1; }
