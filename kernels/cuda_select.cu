@@ -257,27 +257,26 @@ void cross_build(const KnnwbSelectJob *job, CrossJob *x)
                     1};
 }
 
-/* job with its derived rows made whole in rows (one vector a side; the query side empty for a job
- * whose sides are the same rows), as *whole. False when the host has no room for them. */
+/* job with its derived rows made whole in rows (one array a side; the query side none for a job
+ * whose sides are the same rows), as *whole. False when the host has no room for them. A streamed
+ * plan (rows beyond the GPU's budget) so holds the rows' scored copy for the job's time. */
 static bool derive_whole(const KnnwbSelectJob *job, KnnwbSelectJob *whole,
-                         std::vector<float> rows[2])
+                         std::unique_ptr<float[]> rows[2])
 {
   const bool same = knnwb_select_job_same(job);
   *whole = *job;
-  try {
-    for (int side = same ? 1 : 0; side < 2; side++) {
-      const size_t n = side ? job->n_reference : job->n_query;
-      rows[side].resize(std::max<size_t>(n * job->dim, 1));
-      const HostRows from = job_rows(job, side);
-      parallel_rows(n, job->n_threads, 1024, [&](size_t a, size_t b) {
-        from.copy(a, b - a, job->dim, rows[side].data() + a * job->dim);
-      });
-    }
-  } catch (const std::bad_alloc &) {
-    return false;
+  for (int side = same ? 1 : 0; side < 2; side++) {
+    const size_t n = side ? job->n_reference : job->n_query;
+    rows[side].reset(new (std::nothrow) float[std::max<size_t>(n * job->dim, 1)]);
+    if (!rows[side])
+      return false;
+    const HostRows from = job_rows(job, side);
+    float *to = rows[side].get();
+    parallel_rows(n, job->n_threads, 1024,
+                  [&](size_t a, size_t b) { from.copy(a, b - a, job->dim, to + a * job->dim); });
   }
-  whole->reference = rows[1].data();
-  whole->query = same ? whole->reference : rows[0].data();
+  whole->reference = rows[1].get();
+  whole->query = same ? whole->reference : rows[0].get();
   whole->rows_fill = nullptr;
   return true;
 }
@@ -298,11 +297,14 @@ int select_attempt(const KnnwbSelectJob *job, const CrossRows *cross, const Knnw
   /* Streamed rows are read from the host tile by tile: derived rows are made whole for such a plan
    * (a resident one fills them into its staging as they upload). */
   KnnwbSelectJob whole;
-  std::vector<float> whole_rows[2];
+  std::unique_ptr<float[]> whole_rows[2];
   if (knnwb_select_job_derived(job) && !plan.resident && cross == nullptr) {
+    /* (an error, not OUT_OF_MEMORY: a smaller GPU budget would stream the rows all the same) */
     if (!derive_whole(job, &whole, whole_rows)) {
-      set_message(message, message_size, "out of host memory for the rows of a streamed job");
-      return KNNWB_KERNELS_OUT_OF_MEMORY;
+      set_message(message, message_size,
+                  "out of host memory for the %zu x %zu rows of a job streamed to the GPU",
+                  job->n_query + job->n_reference, job->dim);
+      return KNNWB_KERNELS_ERROR;
     }
     job = &whole;
   }

@@ -224,8 +224,7 @@ bool Worker::upload_staged(char *dst, const HostRows &src, size_t rows)
       for (auto &buffer : pageable)
         buffer.resize(std::max(std::min(kStagingBytes, tile_bytes_) / sizeof(float), dim));
     } catch (const std::bad_alloc &) {
-      run_.fail(KNNWB_KERNELS_OUT_OF_MEMORY, "no host memory to stage rows for GPU %d",
-                device_ordinal_);
+      run_.fail(KNNWB_KERNELS_ERROR, "no host memory to stage rows for GPU %d", device_ordinal_);
       return false;
     }
     staged = true;

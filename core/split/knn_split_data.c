@@ -11,9 +11,11 @@
 /* ---- Prepared rows that travel ----------------------------------------------------------------
  */
 
-/* Whether the scored rows travel (KNNWB_SPLIT_DERIVED=0, tests and comparisons: for every metric),
- * or are derived from the exact ones where they are read (knnwb_prepared_scored_rows): a block
- * then takes half the bytes in the shared window and in every exchange. */
+/* Whether the scored rows travel (KNNWB_SPLIT_DERIVED=0, tests and comparisons: for every metric;
+ * every rank must see the same value, as `mpirun -x` gives it, since the layout is the ranks'
+ * common format), or are derived from the exact ones where they are read
+ * (knnwb_prepared_scored_rows): a block then takes half the bytes in the shared window and in
+ * every exchange. */
 static gboolean knnwb_split_scored_travel(KnnwbMetric metric)
 {
   return !knnwb_prepared_derivable(metric) || g_strcmp0(g_getenv("KNNWB_SPLIT_DERIVED"), "0") == 0;
