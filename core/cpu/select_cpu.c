@@ -443,7 +443,8 @@ int knnwb_cpu_select(const KnnwbSelectJob *job, char *message, size_t message_si
     knnwb_select_report(&s, TRUE);
   status = g_atomic_int_get(&s.failed);
   if (status == KNNWB_KERNELS_OUT_OF_MEMORY)
-    snprintf(message, message_size, "cannot allocate a %zu x %zu tile buffer; lower --memory",
+    snprintf(message, message_size,
+             "cannot allocate a thread's buffers for tiles of %zu x %zu rows; lower --memory",
              s.block_query, s.block_reference);
   else if (status == KNNWB_KERNELS_CANCELLED)
     snprintf(message, message_size, "cancelled");
