@@ -789,7 +789,9 @@ static void check_side(const KnnwbPrepared *p, size_t first, size_t rows, size_t
  * lists handed to out_refined_take (which puts them in the arrays the job would fill and counts
  * each row), not written into the job's arrays; host_rows (KNNWB_CUDA_TEST_HOST_ROWS, NULL: none):
  * the host refuses the buffers of a refined chunk of more rows than that, so the chunks shrink to
- * it after the tiles, when rows may have been handed over already. */
+ * it after the tiles, when rows may have been handed over already; derived: the rows given as a
+ * split run's packed blocks give them, derived from the exact rows (KnnwbSelectJob.rows_fill;
+ * manhattan, which is never derived, as given). */
 typedef struct {
   const char *max_tile;
   const char *fused;
@@ -798,6 +800,7 @@ typedef struct {
   size_t memory;
   gboolean handed;
   const char *host_rows;
+  gboolean derived;
 } TwoSidedForm;
 
 /* What out_refined_take received: each side's arrays (as the job's), and how often each row came
@@ -918,6 +921,14 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
                            {a_worst, b_worst},
                            {a_valid, b_valid},
                            {a_seen, b_seen}};
+  KnnwbPrepared view = *p;
+  view.scored = NULL;
+  if (form->derived && knnwb_prepared_derivable(p->metric)) {
+    job.query = job.reference = NULL;
+    job.rows_fill = knnwb_prepared_scored_fill;
+    job.query_source = job.reference_source = &view;
+    job.reference_source_first = na;
+  }
   if (form->handed) {
     job.out_k_index = job.out_reference_k_index = NULL;
     job.out_k_distance = job.out_reference_k_distance = NULL;
@@ -987,7 +998,9 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
  * leave room for the query side only); and with the lists handed over piece by piece
  * (out_refined_take: each row exactly once, the same lists), in those forms and every other
  * budget; and with the host refusing a refined chunk's buffers (chunks of 5 rows, handed; of 1,
- * written), which happens after rows were handed and must not fail the job. */
+ * written), which happens after rows were handed and must not fail the job; and with derived rows
+ * (as a split run's blocks give them) in one tile, in tiles of 128, declined, and under a budget.
+ */
 static void test_two_sided(void)
 {
   if (!gpu_or_skip())
@@ -996,12 +1009,21 @@ static void test_two_sided(void)
                                         KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_COSINE,
                                         KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
   static const TwoSidedForm forms[] = {
-      {NULL, NULL, FALSE, FALSE, 0, FALSE, NULL},  {NULL, NULL, FALSE, TRUE, 0, FALSE, NULL},
-      {"128", "0", TRUE, FALSE, 0, FALSE, NULL},   {"128", "1", TRUE, FALSE, 0, FALSE, NULL},
-      {"256", NULL, FALSE, FALSE, 0, FALSE, NULL}, {"128", "1", TRUE, TRUE, 0, FALSE, NULL},
-      {NULL, NULL, FALSE, FALSE, 0, TRUE, NULL},   {"128", "1", TRUE, FALSE, 0, TRUE, NULL},
-      {"128", NULL, TRUE, TRUE, 0, TRUE, NULL},    {NULL, NULL, FALSE, FALSE, 0, TRUE, "5"},
-      {"128", "1", TRUE, FALSE, 0, FALSE, "1"},
+      {NULL, NULL, FALSE, FALSE, 0, FALSE, NULL, FALSE},
+      {NULL, NULL, FALSE, TRUE, 0, FALSE, NULL, FALSE},
+      {"128", "0", TRUE, FALSE, 0, FALSE, NULL, FALSE},
+      {"128", "1", TRUE, FALSE, 0, FALSE, NULL, FALSE},
+      {"256", NULL, FALSE, FALSE, 0, FALSE, NULL, FALSE},
+      {"128", "1", TRUE, TRUE, 0, FALSE, NULL, FALSE},
+      {NULL, NULL, FALSE, FALSE, 0, TRUE, NULL, FALSE},
+      {"128", "1", TRUE, FALSE, 0, TRUE, NULL, FALSE},
+      {"128", NULL, TRUE, TRUE, 0, TRUE, NULL, FALSE},
+      {NULL, NULL, FALSE, FALSE, 0, TRUE, "5", FALSE},
+      {"128", "1", TRUE, FALSE, 0, FALSE, "1", FALSE},
+      {NULL, NULL, FALSE, FALSE, 0, FALSE, NULL, TRUE},
+      {"128", "1", TRUE, FALSE, 0, TRUE, NULL, TRUE},
+      {"128", NULL, TRUE, TRUE, 0, TRUE, NULL, TRUE},
+      {"128", "0", TRUE, FALSE, 150 * MIB, TRUE, NULL, TRUE},
   };
   const size_t na = 613, nb = 1301, n = na + nb, d = 19, k = 7;
   g_autoptr(KnnwbMatrix) m = knnwb_test_random_matrix(n, d, 3);
@@ -1032,7 +1054,7 @@ static void test_two_sided(void)
     for (size_t t = 0, mib = 0; t < (fine ? 21 : G_N_ELEMENTS(coarse)); t++) {
       mib = !fine ? coarse[t] : t == 0 ? 3 : t < 20 ? 95 + 2 * t : 513; /* 97, 99, .. 133 */
       const size_t budget = mib * MIB;
-      const TwoSidedForm small = {"128", NULL, TRUE, FALSE, budget, t % 2 == 1, NULL};
+      const TwoSidedForm small = {"128", NULL, TRUE, FALSE, budget, t % 2 == 1, NULL, FALSE};
       outcome = two_sided_check(&p, na, nb, k, &small);
       declined += outcome == 1;
     }
