@@ -16,10 +16,18 @@ out, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 spread = float(sys.argv[4]) if len(sys.argv) > 4 else 3.0
 rng = np.random.default_rng(1)
 centres = rng.normal(0, spread, (50, cols))
-values = centres[rng.integers(0, 50, rows)] + rng.normal(0, 1, (rows, cols))
+cluster = rng.integers(0, 50, rows)
 if out.endswith(".npy"):
-    np.save(out, values.astype(np.float32))
+    # In blocks of rows (10^8 rows at once would take 120 GB of float64): the generator draws
+    # the same values in blocks as at once, so every size keeps the bytes it had.
+    with open(out, "wb") as f:
+        header = {"descr": "<f4", "fortran_order": False, "shape": (rows, cols)}
+        np.lib.format.write_array_header_1_0(f, header)
+        for first in range(0, rows, 1 << 20):
+            part = cluster[first : first + (1 << 20)]
+            f.write((centres[part] + rng.normal(0, 1, (len(part), cols))).astype(np.float32).tobytes())
     sys.exit(0)
+values = centres[cluster] + rng.normal(0, 1, (rows, cols))
 sep = "," if out.endswith(".csv") else "\t"
 with open(out, "w") as f:
     f.write(sep.join('"S%d"' % j for j in range(cols)) + "\n")

@@ -5,9 +5,11 @@
 # input and output bytes, the lists digest, knnwb's summary and the partitioned search's lines
 # (the choice, the groups' own lists, the bounds pass). The data is made once per row count and
 # removed after its runs, so that the disk holds one size at a time (30,000,000 rows: 6.0 GB in,
-# 14.4 GB out). RUNS=N runs each size N times (1); GPUS="0 0,1" runs each size on each of those
+# 14.4 GB out; 100,000,000 rows: 20 GB in, 24 GB out with --lists-dtype 32). RUNS=N runs each size N times (1); GPUS="0 0,1" runs each size on each of those
 # CUDA_VISIBLE_DEVICES values in turn (default: every GPU); VARIANTS="|--lists-dtype 32" runs each
 # also with those extra arguments ('|' between variants; the empty one is the plain command).
+# ORACLE=N checks N sampled rows of each run's lists against a float64 brute force on the GPU
+# (tests/bench_gpu/sample_oracle.py; PyTorch, else NumPy on the host).
 # Usage (repository root; on the GPU machine after `. .gpu/env.sh`):
 #   bash tests/bench_gpu/scale_check.sh OUT [ROWS...]        (ROWS: 10000000 30000000)
 # BUILD=DIR uses that build (a CPU build works too); else a -DKNNWB_CUDA=ON Release build is made.
@@ -61,6 +63,10 @@ for n in "${sizes[@]}"; do
     echo "  rc=$rc wall $wall s, peak memory $((hwm / 1024)) MiB = $(awk -v h=$hwm -v b=$in_out 'BEGIN{printf "%.2f", h * 1024 / b}')x input + output, digest $(sha256sum $g 2>/dev/null | cut -c1-16)"
     echo "  $(grep -E '^knnwb: [0-9]+ x' "$out/one.log" | grep -oE '\(read.*')"
     grep -E "clusters \(|partition: [0-9]+ groups" "$out/one.log" | sed -E 's/^.*DEBUG: [0-9:.]+: knnwb: /  /'
+    if [ -n "${ORACLE:-}" ] && [ "$rc" = 0 ]; then
+      SECONDS_ORACLE=$SECONDS
+      echo "  $($py tests/bench_gpu/sample_oracle.py $x $g 30 euclidean "$ORACLE" 2>&1 | tail -6) ($((SECONDS - SECONDS_ORACLE)) s)"
+    fi
   done; done; done
   rm -f $x $g ${g%.npy}.distances.npy
 done

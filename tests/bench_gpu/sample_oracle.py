@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Checks a large run's lists against a float64 brute-force oracle on a sample of rows: for each
+sampled row, every other row of the input is scored in float64 (on a GPU with PyTorch where one
+is there, else with NumPy), the closest candidates are rescored one by one in float64, and their
+k nearest (ties by the lower row number) must be the row's list in the output, in order, with the
+output's distances those float64 distances rounded to the output's dtype (one float32 step allowed
+where the two float64 sums round apart). Inputs too large for a whole oracle (10^7-10^8 rows) are
+checked this way; the unit tests check every row of small inputs.
+
+    python3 tests/bench_gpu/sample_oracle.py X.npy G.npy K [METRIC] [ROWS] [SEED]
+
+X.npy: the float32 rows given to `knnwb knn`; G.npy: its `-o G.npy` output (G.distances.npy
+beside it); METRIC: euclidean (default), cosine or pearson; ROWS: rows sampled (1000). Prints one
+line of counts; exit status 1 if a row's list differs (rows whose k-th and (k+1)-th distances are
+within 1e-12 of each other are reported as near ties, not failures: float64 sums in another order
+may order them apart).
+"""
+import os
+import sys
+
+import numpy as np
+
+try:
+    import torch
+
+    GPU = torch.cuda.is_available()
+except ImportError:  # the checker runs with NumPy alone, more slowly
+    GPU = False
+
+CHUNK = int(os.environ.get("ORACLE_CHUNK", 1 << 20))  # input rows scored at once
+SPARE = 16  # candidates kept beyond k, rescored exactly
+
+
+def prepared(rows, metric):
+    """float64 rows as the metric compares them: as given, normalised, or centred and normalised
+    (a NumPy array, or a PyTorch tensor on the GPU)."""
+    x = rows.double() if GPU and torch.is_tensor(rows) else np.asarray(rows, dtype=np.float64)
+    if metric == "pearson":
+        x = x - x.mean(1, keepdims=True)
+    if metric in ("pearson", "cosine"):
+        norm = (x * x).sum(1, keepdims=True) ** 0.5
+        x = x / (norm + (norm == 0)) * (norm > 0)
+    return x
+
+
+def distances(q, x, metric):
+    """Exact float64 distances from one prepared row q to prepared rows x."""
+    if metric == "euclidean":
+        diff = x - q
+        return np.sqrt((diff * diff).sum(axis=1))
+    return 1.0 - x @ q
+
+
+def candidates(data, sample_rows, k, metric):
+    """For each sampled row, the k + SPARE rows of smallest approximate float64 distance (products
+    of the prepared rows: |q|^2 + |x|^2 - 2 q.x, or 1 - q.x), itself left out."""
+    def rows(first, last):
+        block = np.ascontiguousarray(data[first:last])
+        return prepared(torch.from_numpy(block).cuda() if GPU else block, metric)
+
+    m, keep = len(sample_rows), k + SPARE
+    best_score = np.full((m, keep), np.inf)
+    best_index = np.full((m, keep), -1, dtype=np.int64)
+    q_dev = prepared(torch.from_numpy(np.asarray(data[sample_rows])).cuda() if GPU else data[sample_rows], metric)
+    q_norm = (q_dev * q_dev).sum(1)
+    for first in range(0, data.shape[0], CHUNK):
+        last = min(first + CHUNK, data.shape[0])
+        x = rows(first, last)
+        dots = q_dev @ x.T
+        if metric == "euclidean":
+            score = q_norm[:, None] + (x * x).sum(1)[None, :] - 2.0 * dots
+        else:
+            score = 1.0 - dots
+        own = [(t, r - first) for t, r in enumerate(sample_rows) if first <= r < last]
+        for t, col in own:
+            score[t, col] = float("inf")
+        take = min(keep, score.shape[1])
+        if GPU:
+            value, index = torch.topk(score, take, dim=1, largest=False)
+            value, index = value.cpu().numpy(), index.cpu().numpy()
+        else:
+            index = np.argpartition(score, take - 1, axis=1)[:, :take]
+            value = np.take_along_axis(score, index, axis=1)
+        merged_score = np.concatenate([best_score, value], axis=1)
+        merged_index = np.concatenate([best_index, index + first], axis=1)
+        order = np.argsort(merged_score, axis=1, kind="stable")[:, :keep]
+        best_score = np.take_along_axis(merged_score, order, axis=1)
+        best_index = np.take_along_axis(merged_index, order, axis=1)
+    return best_index, best_score
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    x_path, g_path, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    metric = sys.argv[4] if len(sys.argv) > 4 else "euclidean"
+    n_sample = int(sys.argv[5]) if len(sys.argv) > 5 else 1000
+    seed = int(sys.argv[6]) if len(sys.argv) > 6 else 1
+    data = np.load(x_path, mmap_mode="r")
+    lists = np.load(g_path, mmap_mode="r")
+    dists = np.load(g_path[: -len(".npy")] + ".distances.npy", mmap_mode="r")
+    n = data.shape[0]
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(n, size=min(n_sample, n), replace=False))
+    index, approx = candidates(data, rows, k, metric)
+    # float64 sums in another order differ in their last bits; 1 - r also where r is near 1
+    slack = 0.0 if metric == "euclidean" else 1e-12
+    equal = near = wrong = 0
+    for t, row in enumerate(rows):
+        found = index[t][index[t] >= 0]
+        q = prepared(data[row : row + 1], metric)[0]
+        exact = distances(q, prepared(data[found], metric), metric)
+        order = np.lexsort((found, exact))
+        want, want_d = found[order][:k], exact[order][:k]
+        # every row was a candidate, or the last one kept scores clearly beyond the k-th
+        kth = want_d[-1] ** 2 if metric == "euclidean" else want_d[-1]
+        sure = len(found) == n - 1 or approx[t][len(found) - 1] > kth + 1e-9 * (1.0 + abs(kth))
+        got, got_d = np.asarray(lists[row]), np.asarray(dists[row])
+        used = got >= 0
+        got, got_d = got[used], got_d[used]
+        rounded = want_d.astype(got_d.dtype)
+        close = len(got) == len(want) and bool(
+            np.all(np.abs(rounded - got_d) <= np.spacing(np.abs(rounded)) + slack)
+        )
+        if np.array_equal(got, want) and close and sure:
+            equal += 1
+            continue
+        gaps = np.diff(exact[order][: k + 1])
+        if close and np.any(gaps <= 1e-12 * (1.0 + np.abs(exact[order][1 : k + 1]))):
+            near += 1
+            continue
+        wrong += 1
+        if wrong <= 5:
+            print("row %d: knnwb %s %s; oracle %s %s%s" % (row, got.tolist(), got_d.tolist(),
+                  want.tolist(), want_d.tolist(), "" if sure else " (candidates too few)"))
+    print(
+        "sample oracle: %d rows of %d checked (%s), %d equal, %d near ties, %d differ"
+        % (len(rows), n, "GPU float64" if GPU else "CPU float64", equal, near, wrong)
+    )
+    sys.exit(1 if wrong else 0)
+
+
+if __name__ == "__main__":
+    main()
