@@ -34,11 +34,12 @@ SPARE = 16  # candidates kept beyond k, rescored exactly
 def prepared(rows, metric):
     """float64 rows as the metric compares them: as given, normalised, or centred and normalised
     (a NumPy array, or a PyTorch tensor on the GPU)."""
-    x = rows.double() if GPU and torch.is_tensor(rows) else np.asarray(rows, dtype=np.float64)
+    tensor = GPU and torch.is_tensor(rows)
+    x = rows.double() if tensor else np.asarray(rows, dtype=np.float64)
     if metric == "pearson":
-        x = x - x.mean(1, keepdims=True)
+        x = x - x.mean(1)[:, None]
     if metric in ("pearson", "cosine"):
-        norm = (x * x).sum(1, keepdims=True) ** 0.5
+        norm = ((x * x).sum(1) ** 0.5)[:, None]
         x = x / (norm + (norm == 0)) * (norm > 0)
     return x
 
@@ -55,7 +56,7 @@ def candidates(data, sample_rows, k, metric):
     """For each sampled row, the k + SPARE rows of smallest approximate float64 distance (products
     of the prepared rows: |q|^2 + |x|^2 - 2 q.x, or 1 - q.x), itself left out."""
     def rows(first, last):
-        block = np.ascontiguousarray(data[first:last])
+        block = np.array(data[first:last])  # a copy: PyTorch wants writable arrays
         return prepared(torch.from_numpy(block).cuda() if GPU else block, metric)
 
     m, keep = len(sample_rows), k + SPARE
