@@ -31,47 +31,58 @@ void knnwb_partition_sub_search_end(void)
 
 /* Sub-searches at once on each GPU: while one scores on the GPU, the others prepare their rows,
  * plan and merge on the CPU (about half of a 200,000-row sub-search's time at d = 50; at 10M rows
- * in 50 clusters one H200 took 19.9 s with two, 18.1-18.6 s with three). Each call takes its GPU
- * memory from what is free when it starts, so they run at once only where three of the largest
- * group's sub-search surely fit: groups of at most a million rows, and free memory for three of
- * KNNWB_PARTITION_GPU_ROW_BYTES a row (its rows, candidate lists of a few hundred, tiles) plus a
- * GiB each for the context's and cuBLAS's share; else one. */
+ * in 50 clusters one H200 took 19.9 s with two, 18.1-18.6 s with three). Groups of more than a
+ * million rows keep the GPU busy for seconds each, and two at once still gain: their tile loops
+ * fill each other's gaps and one's host work overlaps the other's tiles (groups of 2,000,000 x 50
+ * on one H200: 20 M rows in 10 clusters, own lists 29.8 s with two, 31.0 s with three, 33.3 s with
+ * one; 10^8 rows in 50 clusters 147.6 s against 168.2 s). Each call takes its GPU memory from what
+ * is free when it starts, so they run at once only where that many of the largest group's
+ * sub-search surely fit: free memory for each of KNNWB_PARTITION_GPU_ROW_BYTES a row (its rows,
+ * candidate lists of a few hundred, tiles) plus a GiB for the context's and cuBLAS's share; else
+ * one. */
 #define KNNWB_PARTITION_WORKERS_PER_GPU 3
+#define KNNWB_PARTITION_LARGE_WORKERS_PER_GPU 2
 #define KNNWB_PARTITION_SHARED_ROWS ((size_t)1 << 20)
 #define KNNWB_PARTITION_GPU_ROW_BYTES ((size_t)16384)
 
-/* KNNWB_PARTITION_GPU_WORKERS=N (1-16): N sub-searches at once on each GPU where they fit, to
- * compare with the default; anything else: the default. */
-static int knnwb_partition_gpu_workers_wanted(void)
+/* KNNWB_PARTITION_GPU_WORKERS=N (1-16): N sub-searches at once on each GPU where they fit, groups
+ * of any size, to compare with the default; anything else: the default (*given FALSE). */
+static int knnwb_partition_gpu_workers_wanted(gboolean *given)
 {
   const char *v = g_getenv("KNNWB_PARTITION_GPU_WORKERS");
   char *end = NULL;
   const long n = v != NULL ? strtol(v, &end, 10) : 0;
-  return v != NULL && end != v && *end == 0 && n >= 1 && n <= 16 ? (int)n
-                                                                 : KNNWB_PARTITION_WORKERS_PER_GPU;
+  *given = v != NULL && end != v && *end == 0 && n >= 1 && n <= 16;
+  return *given ? (int)n : KNNWB_PARTITION_WORKERS_PER_GPU;
+}
+
+int knnwb_partition_gpu_workers_for(size_t largest, size_t d, size_t budget, size_t least_free)
+{
+  gboolean given = FALSE;
+  int wanted = knnwb_partition_gpu_workers_wanted(&given);
+  if (largest > KNNWB_PARTITION_SHARED_ROWS && !given)
+    wanted = KNNWB_PARTITION_LARGE_WORKERS_PER_GPU;
+  const double need =
+      (double)largest * (double)(d * sizeof(float) + KNNWB_PARTITION_GPU_ROW_BYTES) +
+      (double)((size_t)1 << 30);
+  /* (a budget the user gave a GPU is shared by its sub-searches) */
+  if (budget > 0 && (double)budget < wanted * need)
+    return 1;
+  return (double)least_free < wanted * need ? 1 : wanted;
 }
 
 /* Workers per GPU for the run's groups on devices[0 .. count). */
 static int knnwb_partition_per_gpu(const KnnwbPartitionRun *run, const int *devices, int count)
 {
-  const int wanted = knnwb_partition_gpu_workers_wanted();
   const KnnwbPartition *p = run->p;
   size_t largest = 0;
   for (size_t g = 0; g < p->groups; g++)
     largest = MAX(largest, p->start[g + 1] - p->start[g]);
-  if (largest > KNNWB_PARTITION_SHARED_ROWS)
-    return 1;
-  const double need =
-      (double)largest * (double)(run->d * sizeof(float) + KNNWB_PARTITION_GPU_ROW_BYTES) +
-      (double)((size_t)1 << 30);
-  /* (a budget the user gave a GPU is shared by its sub-searches) */
-  const size_t budget = run->options->gpu_memory_bytes;
-  if (budget > 0 && (double)budget < wanted * need)
-    return 1;
+  size_t least_free = SIZE_MAX;
   for (int w = 0; w < count; w++)
-    if ((double)knnwb_cuda_free_bytes(devices[w]) < wanted * need)
-      return 1;
-  return wanted;
+    least_free = MIN(least_free, knnwb_cuda_free_bytes(devices[w]));
+  return knnwb_partition_gpu_workers_for(largest, run->d, run->options->gpu_memory_bytes,
+                                         least_free);
 }
 
 /* Threads per CPU worker: one sub-search of a few ten thousand rows does not keep 16 cores busy

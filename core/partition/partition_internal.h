@@ -306,6 +306,11 @@ gboolean knnwb_partition_visits_from_bits(KnnwbPartitionRun *run, const uint64_t
 #define KNNWB_PARTITION_KEEP_DEVICE 1
 #define KNNWB_PARTITION_KEEP_HOST 2
 int knnwb_partition_keep_wanted(void);
+/** Sub-searches at once on each GPU for groups of at most largest rows of d columns: three, two
+ * for groups above a million rows (KNNWB_PARTITION_GPU_WORKERS=N: N for any size), or one where
+ * that many would not surely fit the user's GPU budget (0: none) or the least free memory of the
+ * run's GPUs. Only the speed depends on it. O(1). */
+int knnwb_partition_gpu_workers_for(size_t largest, size_t d, size_t budget, size_t least_free);
 
 /* A sub-search of a partitioned run is about to run (begin) or has returned (end) on this thread:
  * between the two, knnwb_partition_self declines at once. The mark is the thread's own, so that

@@ -5,8 +5,9 @@ tab-separated for .tsv, comma-separated for .csv) or as a float32 .npy, for timi
 commands on large text inputs (README, Performance, "Whole commands at scale"). SPREAD (default
 3) is the centres' standard deviation, the clusters' own being 1: at 3 they lie far apart; at 2
 and below they overlap, as cell types do in single-cell data, and rows visit other clusters.
+CLUSTERS (default 50) sets how many clusters share the rows.
 
-    python3 tests/bench/make_clusters_table.py OUT.tsv|OUT.csv|OUT.npy ROWS COLS [SPREAD]
+    python3 tests/bench/make_clusters_table.py OUT.tsv|OUT.csv|OUT.npy ROWS COLS [SPREAD] [CLUSTERS]
 """
 import sys
 
@@ -14,9 +15,10 @@ import numpy as np
 
 out, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 spread = float(sys.argv[4]) if len(sys.argv) > 4 else 3.0
+clusters = int(sys.argv[5]) if len(sys.argv) > 5 else 50
 rng = np.random.default_rng(1)
-centres = rng.normal(0, spread, (50, cols))
-cluster = rng.integers(0, 50, rows)
+centres = rng.normal(0, spread, (clusters, cols))
+cluster = rng.integers(0, clusters, rows)
 if out.endswith(".npy"):
     # In blocks of rows (10^8 rows at once would take 120 GB of float64): the generator draws
     # the same values in blocks as at once, so every size keeps the bytes it had.

@@ -2,7 +2,8 @@
  * partition_plan.c), host only: the same sample, seeds, centroids, labels, rounds and choice, bit
  * for bit, for any number of threads, on odd sizes; the seeds as the serial k-means++ draws them;
  * rounds that stop early leave each centroid the mean of its rows; the estimated k-th chord as a
- * sort of the chords gives it; the floor of the work under what the estimate gives. */
+ * sort of the chords gives it; the floor of the work under what the estimate gives; how many
+ * sub-searches run at once on a GPU. */
 #include <math.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
@@ -611,6 +612,28 @@ static void test_share_limit(void)
   g_assert_cmpfloat(0.651, >, one);
 }
 
+/* Sub-searches at once on a GPU: three for groups of up to a million rows, two above, one where
+ * that many do not surely fit the free memory or the user's budget; the knob sets any count. */
+static void test_gpu_workers(void)
+{
+  const size_t gib = (size_t)1 << 30, d = 50;
+  g_unsetenv("KNNWB_PARTITION_GPU_WORKERS");
+  g_assert_cmpint(knnwb_partition_gpu_workers_for(200000, d, 0, 139 * gib), ==, 3);
+  g_assert_cmpint(knnwb_partition_gpu_workers_for((size_t)1 << 20, d, 0, 139 * gib), ==, 3);
+  g_assert_cmpint(knnwb_partition_gpu_workers_for(2002069, d, 0, 139 * gib), ==, 2);
+  /* 2,002,069 rows need about 34 GB a sub-search: two do not fit 60 GiB, nor a budget of 40 */
+  g_assert_cmpint(knnwb_partition_gpu_workers_for(2002069, d, 0, 60 * gib), ==, 1);
+  g_assert_cmpint(knnwb_partition_gpu_workers_for(2002069, d, 40 * gib, 139 * gib), ==, 1);
+  g_assert_cmpint(knnwb_partition_gpu_workers_for(200000, d, 0, 5 * gib), ==, 1);
+  g_setenv("KNNWB_PARTITION_GPU_WORKERS", "3", TRUE);
+  g_assert_cmpint(knnwb_partition_gpu_workers_for(2002069, d, 0, 139 * gib), ==, 3);
+  g_setenv("KNNWB_PARTITION_GPU_WORKERS", "1", TRUE);
+  g_assert_cmpint(knnwb_partition_gpu_workers_for(200000, d, 0, 139 * gib), ==, 1);
+  g_setenv("KNNWB_PARTITION_GPU_WORKERS", "many", TRUE);
+  g_assert_cmpint(knnwb_partition_gpu_workers_for(2002069, d, 0, 139 * gib), ==, 2);
+  g_unsetenv("KNNWB_PARTITION_GPU_WORKERS");
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -631,5 +654,6 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-kmeans/dots", test_dots);
   g_test_add_func("/partition-kmeans/centroid-gaps", test_centroid_gaps);
   g_test_add_func("/partition-kmeans/drop-small", test_drop_small);
+  g_test_add_func("/partition-kmeans/gpu-workers", test_gpu_workers);
   return g_test_run();
 }
