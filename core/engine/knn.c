@@ -387,7 +387,8 @@ static gboolean knnwb_knn_run(const KnnwbMatrix *query_data, const KnnwbMatrix *
 /* ok, and then the lists checked (knnwb_knn_result_check) on every rank, the ranks agreeing on
  * the outcome; lists that fail are freed. (A failure reaches this point on every rank alike, the
  * ranks having agreed on it already with its own words, so only success is agreed on here.) A
- * split run's indices reach past its block, so only their sign is checked there. */
+ * split run's indices reach past its block: they are bounded by every rank's rows (one sum over
+ * the ranks). */
 static gboolean knnwb_knn_checked(gboolean ok, const KnnwbKnnOptions *options, gboolean self,
                                   size_t n_reference, KnnwbNeighbors **result, GError **error)
 {
@@ -400,8 +401,12 @@ static gboolean knnwb_knn_checked(gboolean ok, const KnnwbKnnOptions *options, g
   if (grouped && options->n_threads <= 0)
     threads = MAX(1, threads / MAX(1, group->local_size));
   const gint64 start = g_get_monotonic_time();
-  ok = knnwb_knn_result_check(
-      *result, self, grouped && options->group_split ? SIZE_MAX : n_reference, threads, error);
+  int64_t bound = (int64_t)n_reference;
+  if (grouped && options->group_split && !group->reduce(group, &bound, 1, KNNWB_GROUP_SUM, error)) {
+    g_clear_pointer(result, knnwb_neighbors_free);
+    return FALSE;
+  }
+  ok = knnwb_knn_result_check(*result, self, (size_t)bound, threads, error);
   g_debug("knnwb: lists checked in %.3f s", (double)(g_get_monotonic_time() - start) / 1e6);
   if (grouped)
     ok = group->agree(group, ok, error);

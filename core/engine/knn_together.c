@@ -157,7 +157,8 @@ gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions
   KnnwbKnnOptions together = *options;
   together.group_split = FALSE;
   together.group_split_gather = FALSE;
-  gboolean ok = knnwb_knn_self(whole, &together, result, error);
+  /* unchecked: the caller (knnwb_knn_self) checks the lists once, as they are cut again */
+  gboolean ok = knnwb_knn_self_unchecked(whole, &together, result, error);
   knnwb_matrix_free(whole);
   return ok && knnwb_knn_together_lists(options, &t, result, error);
 }
