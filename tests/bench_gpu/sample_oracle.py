@@ -12,7 +12,8 @@ checked this way; the unit tests check every row of small inputs.
 
 X.npy: the float32 rows given to `knnwb knn`; G.npy: its `-o G.npy` output (G.distances.npy
 beside it); METRIC: euclidean (default), cosine or pearson; ROWS: rows sampled (1000). Prints one
-line of counts; exit status 1 if a row's list differs (a list of distinct rows, each as near as
+line of counts; exit status 1 if a row's list differs, or if the float64 products could not
+keep enough candidates clearly apart to confirm it (a list of distinct rows, each as near as
 the oracle's at its place to within 1e-12, is reported as a near tie, not a failure: float64 sums
 in another order may order such rows apart).
 """
@@ -55,22 +56,32 @@ def distances(q, x, metric):
 
 def candidates(data, sample_rows, k, metric):
     """For each sampled row, the k + SPARE rows of smallest approximate float64 distance (products
-    of the prepared rows: |q|^2 + |x|^2 - 2 q.x, or 1 - q.x), itself left out."""
-    def rows(first, last):
-        block = np.array(data[first:last])  # a copy: PyTorch wants writable arrays
-        return prepared(torch.from_numpy(block).cuda() if GPU else block, metric)
+    of the prepared rows: |q - c|^2 + |x - c|^2 - 2 (q - c).(x - c) with c the sampled rows' mean,
+    or 1 - q.x), itself left out; and a bound on those scores' rounding error."""
+    queries = np.asarray(data[sample_rows], dtype=np.float64)
+    # euclidean: rows shifted by one vector (distances do not change) so that an offset common
+    # to the rows (raw intensities) does not swamp the products' float64 precision
+    centre = queries.mean(0) if metric == "euclidean" else np.zeros(queries.shape[1])
+    centre_dev = torch.from_numpy(centre).cuda() if GPU else centre
+
+    def rows(block):
+        x = prepared(torch.from_numpy(block).cuda() if GPU else block, metric)
+        return x - centre_dev if metric == "euclidean" else x
 
     m, keep = len(sample_rows), k + SPARE
     best_score = np.full((m, keep), np.inf)
     best_index = np.full((m, keep), -1, dtype=np.int64)
-    q_dev = prepared(torch.from_numpy(np.asarray(data[sample_rows])).cuda() if GPU else data[sample_rows], metric)
+    q_dev = rows(queries)
     q_norm = (q_dev * q_dev).sum(1)
+    largest = float(q_norm.max())
     for first in range(0, data.shape[0], CHUNK):
         last = min(first + CHUNK, data.shape[0])
-        x = rows(first, last)
+        x = rows(np.array(data[first:last]))  # a copy: PyTorch wants writable arrays
         dots = q_dev @ x.T
         if metric == "euclidean":
-            score = q_norm[:, None] + (x * x).sum(1)[None, :] - 2.0 * dots
+            x_norm = (x * x).sum(1)
+            largest = max(largest, float(x_norm.max()))
+            score = q_norm[:, None] + x_norm[None, :] - 2.0 * dots
         else:
             score = 1.0 - dots
         own = [(t, r - first) for t, r in enumerate(sample_rows) if first <= r < last]
@@ -88,7 +99,9 @@ def candidates(data, sample_rows, k, metric):
         order = np.argsort(merged_score, axis=1, kind="stable")[:, :keep]
         best_score = np.take_along_axis(merged_score, order, axis=1)
         best_index = np.take_along_axis(merged_index, order, axis=1)
-    return best_index, best_score
+    # products of d terms and three sums: a few d roundings of the largest squared norm
+    error = 4.0 * (data.shape[1] + 3) * np.finfo(np.float64).eps * (2.0 * largest if metric == "euclidean" else 1.0)
+    return best_index, best_score, error
 
 
 def main():
@@ -104,7 +117,7 @@ def main():
     n = data.shape[0]
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(n, size=min(n_sample, n), replace=False))
-    index, approx = candidates(data, rows, k, metric)
+    index, approx, error = candidates(data, rows, k, metric)
     # euclidean: the same float64 terms, summed in another order, round to the same float32 or
     # one step apart; 1 - r is computed another way (normalised rows), within d roundings of 1
     slack = 0.0 if metric == "euclidean" else 8.0 * data.shape[1] * np.finfo(np.float64).eps
@@ -117,7 +130,7 @@ def main():
         want, want_d = found[order][:k], exact[order][:k]
         # every row was a candidate, or the last one kept scores clearly beyond the k-th
         kth = want_d[-1] ** 2 if metric == "euclidean" else want_d[-1]
-        sure = len(found) == n - 1 or approx[t][len(found) - 1] > kth + 1e-9 * (1.0 + abs(kth))
+        sure = len(found) == n - 1 or approx[t][len(found) - 1] > kth + 2.0 * error
         got, got_d = np.asarray(lists[row]), np.asarray(dists[row])
         used = got >= 0
         got, got_d = got[used], got_d[used]
@@ -130,7 +143,7 @@ def main():
             continue
         # near ties: knnwb's own neighbours, distinct and not the row, each as near as the
         # oracle's at its place to within 1e-12 (float64 sums in another order may swap them)
-        if close and len(set(got.tolist())) == len(got) and row not in got:
+        if sure and close and len(set(got.tolist())) == len(got) and row not in got:
             mine = distances(q, prepared(data[got], metric), metric)
             if np.all(np.abs(mine - want_d) <= 1e-12 * (1.0 + np.abs(want_d))):
                 near += 1
