@@ -393,8 +393,7 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   const KnnwbKnnGroup *group = options->group;
   const gboolean split = group != NULL && group->size > 1 && options->group_split;
   if (split)
-    return !options->group_split_gather ||
-           knnwb_partition_self_gathered(data, options, mode, result, error);
+    return knnwb_partition_self_gathered(data, options, mode, result, error);
   /* The plain search's own checks (sizes, memory) come first: it reports what they refuse. */
   const size_t n = data->n_rows, d = data->n_cols;
   int64_t go = mode != KNNWB_PARTITION_OFF &&

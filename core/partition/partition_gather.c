@@ -11,6 +11,12 @@
  * blocks). On 400,000 x 50 rows in 50 clusters, two ranks on two cores: 79 s and up to 1.1 GB a
  * rank split, 11.25 s and up to 579 MB a rank put together, one process 12.0 s and 471 MB; the
  * same bytes. (On GPUs the engine puts the rows together before this is asked.)
+ *
+ * A run that must keep each rank to its block (options->group_split_gather unset: `knnwb knn
+ * --mpi-input split`) makes the same choice, and where the partition would pay and every rank has
+ * room, says so and runs the split search: the choice costs a sample, the split search on clustered
+ * rows many times the partitioned one (10,000,000 x 50 in 50 clusters on two ranks of one H200
+ * each: 44 s split, 7 s with the input read whole).
  */
 #include <math.h>
 #include <string.h>
@@ -73,8 +79,19 @@ static gboolean knnwb_partition_gather_applies(const KnnwbMatrix *block,
          (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS);
 }
 
-/* knnwb_partition_self for a split-memory run that may put its rows together (partition_gather.c
- * says when and why). TRUE with *result NULL: the split search runs instead. */
+/* The choice said the partition pays, but the run keeps each rank to its block: the notice, on
+ * every rank (the host shows rank 0's). */
+static void knnwb_partition_gather_declined(double expected)
+{
+  g_message("knnwb: these rows are clustered: the partitioned search would take about %.1f%% of "
+            "the split search's work, with every row on every rank (each has room for them); leave "
+            "out --mpi-input split to let the ranks put their rows together",
+            100.0 * expected);
+}
+
+/* knnwb_partition_self for a split-memory run (partition_gather.c says when the ranks put their
+ * rows together, and what a run that may not does). TRUE with *result NULL: the split search runs
+ * instead. */
 gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
                                        KnnwbPartitionMode mode, KnnwbNeighbors **result,
                                        GError **error)
@@ -101,6 +118,10 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
   knnwb_matrix_free(sample);
   if (ok && made && !chosen)
     g_debug("knnwb: partition: expected %.1f%% of the work: the split search", 100.0 * expected);
+  if (ok && chosen && !options->group_split_gather) {
+    knnwb_partition_gather_declined(expected);
+    chosen = FALSE;
+  }
   KnnwbMatrix *whole = NULL;
   if (ok && chosen) {
     const gint64 gathered = g_get_monotonic_time();

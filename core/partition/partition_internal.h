@@ -450,9 +450,9 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
 /* What the partitioned search applies to, for n rows of d values, absent of them absent. O(1). */
 gboolean knnwb_partition_applies_to(const KnnwbKnnOptions *options, size_t n, size_t d,
                                     size_t absent);
-/* knnwb_partition_self for a split-memory run that may put its rows together
- * (options->group_split_gather; partition_gather.c says when and why). Collective. TRUE with
- * *result NULL: the split search runs instead. */
+/* knnwb_partition_self for a split-memory run: where the partition pays, the ranks put their rows
+ * together when options->group_split_gather allows, else a notice says what it would save
+ * (partition_gather.c). Collective. TRUE with *result NULL: the split search runs instead. */
 gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
                                        KnnwbPartitionMode mode, KnnwbNeighbors **result,
                                        GError **error);

@@ -12,7 +12,10 @@
 # (BUILD: a CMake build with CUDA and MPI holding bin/knnwb; GPU_MEMORY=400M: every run's
 # --gpu-memory, so that the rows and lists stream through a small part of the GPU; INPUTS="p o":
 # only those inputs; DATA=DIR: where the inputs are made, kept when already there (OUT/data);
-# KNNWB_CUDA_TRACE and KNNWB_CUDA_SYMMETRIC reach the ranks too). Prints one line per input and
+# KNNWB_CUDA_TRACE and KNNWB_CUDA_SYMMETRIC reach the ranks too; LISTS="0,1 0,1,0,1": the --devices
+# lists compared with one worker (default "0,0 0,0,0 0,0,0,0"), on a host with several GPUs;
+# RANK_GPUS=own: each rank sees the GPU of its local rank only, else every rank sees GPU 0).
+# Prints one line per input and
 # metric;
 # exits non-zero when a run's lists differ or a run fails. A run whose lists differ leaves
 # OUT/INPUT-METRIC-RUN.diff: how many rows differ and how (tests/bench_gpu/knn_diff.py).
@@ -41,6 +44,8 @@ PY
 echo "data ${SECONDS} s"
 k=$build/bin/knnwb
 fails=0
+rank_gpu='export CUDA_VISIBLE_DEVICES=0;'
+[ "${RANK_GPUS:-}" = own ] && rank_gpu='export CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK;'
 workers() { # the workers a --devices list makes: one per number listed
   local list=${1//[^,]/}; echo $(( ${#list} + 1 ))
 }
@@ -64,15 +69,16 @@ for c in "c euclidean 30" "o euclidean 30" "o cosine 10" "p pearson 20" "p spear
   $k knn $args --devices 0 -o $d/ref.knn 2>"$out/ref.err" ||
     { echo "$f $m: one worker failed"; tail -3 "$out/ref.err"; fails=$((fails + 1)); continue; }
   line="$f $m k=$kk:"
-  for dv in 0,0 0,0,0 0,0,0,0; do
+  for dv in ${LISTS:-0,0 0,0,0 0,0,0,0}; do
     run "$(workers $dv)-workers" $k knn $args --devices $dv
   done
   KNNWB_CUDA_NO_PEER_ACCESS=1 run "2-workers-no-peer" $k knn $args --devices 0,0
   for mode in split whole; do
     for dv in 0 0,0; do
       run "2-ranks-of-$(workers $dv)-$mode" mpirun --oversubscribe --allow-run-as-root --bind-to none \
-        -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES=0 -x KNNWB_CUDA_TRACE=${KNNWB_CUDA_TRACE:-0} \
-        -x KNNWB_CUDA_SYMMETRIC=${KNNWB_CUDA_SYMMETRIC:-1} -np 2 $k knn $args --devices $dv --mpi-input $mode
+        -x LD_LIBRARY_PATH -x KNNWB_CUDA_TRACE=${KNNWB_CUDA_TRACE:-0} \
+        -x KNNWB_CUDA_SYMMETRIC=${KNNWB_CUDA_SYMMETRIC:-1} -np 2 bash -c "$rank_gpu"' exec "$@"' rank \
+        $k knn $args --devices $dv --mpi-input $mode
     done
   done
   echo "$line"

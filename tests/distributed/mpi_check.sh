@@ -409,9 +409,12 @@ for ranks in 1 2 3; do
     fail "$ranks ranks: split rows not put together for the partitioned search"
   cmp one-euclidean.knn "r$ranks-gathered.knn" || fail "$ranks ranks: the gathered partition differs"
   KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \
-    -m euclidean -b cpu -q --mpi-input split -o "r$ranks-kept.knn" 2>"r$ranks-kept.err"
+    -m euclidean -b cpu --mpi-input split -o "r$ranks-kept.knn" 2>"r$ranks-kept.err"
   [ "$ranks" -eq 1 ] || ! grep -q 'partition: done' "r$ranks-kept.err" ||
     fail "$ranks ranks: --mpi-input split gathered"
+  # ... and says, once, what the partition would save.
+  [ "$ranks" -eq 1 ] || [ "$(grep -c '^knnwb: these rows are clustered: the partitioned search would take' "r$ranks-kept.err")" = 1 ] ||
+    fail "$ranks ranks: --mpi-input split on clustered rows without its notice"
   cmp one-euclidean.knn "r$ranks-kept.knn" || fail "$ranks ranks: --mpi-input split differs"
   # Text read by byte ranges gives uneven blocks: put together all the same, the lists re-cut.
   # Text every rank reads whole (a quoted label): every row is there already, nothing travels.

@@ -1715,6 +1715,9 @@ static gint held_runs;
 /* "the ranks' partitions differ (...): the plain search" or ": the split search", said by any
  * rank. */
 static gint differ_plain, differ_split;
+/* The notice of a split run that may not put its clustered rows together (partition_gather.c), said
+ * by any rank. */
+static gint declined_notices;
 
 static void count_partitions(const gchar *domain, GLogLevelFlags level, const gchar *message,
                              gpointer data)
@@ -1726,6 +1729,8 @@ static void count_partitions(const gchar *domain, GLogLevelFlags level, const gc
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partitions differ") != NULL)
     g_atomic_int_inc(g_str_has_suffix(message, ": the split search") ? &differ_split
                                                                      : &differ_plain);
+  if ((level & G_LOG_LEVEL_MESSAGE) && strstr(message, "the partitioned search would take") != NULL)
+    g_atomic_int_inc(&declined_notices);
   const char *choice = strstr(message, "would leave"), *end = strstr(message, "rows searched");
   g_mutex_lock(&choices_lock);
   if ((level & G_LOG_LEVEL_DEBUG) && choices != NULL && choice != NULL && end != NULL)
@@ -1820,8 +1825,9 @@ static void test_partitioned(void)
  * gather their rows and take the partitioned search, every rank's lists those of one process, with
  * even blocks and uneven ones (text read by byte ranges; the lists are re-cut to the blocks), one
  * of them empty; not when a rank lacks room (KNNWB_PARTITION_GATHER_ROOM), not without the option
- * or the partition: then the split search runs, the same bytes. A NaN in rank 2's block stops the
- * gathered search on every rank, and the split search names the row. */
+ * or the partition: then the split search runs, the same bytes, and without the option alone every
+ * rank says what the partition would save. A NaN in rank 2's block stops the gathered search on
+ * every rank, and the split search names the row. */
 static void test_partitioned_gathered(void)
 {
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
@@ -1862,13 +1868,15 @@ static void test_partitioned_gathered(void)
         g_setenv("KNNWB_PARTITION", "off", TRUE);
       RankRun runs[MAX_RANKS];
       g_atomic_int_set(&partition_runs, 0);
+      g_atomic_int_set(&declined_notices, 0);
       choices_capture(TRUE);
       run_ranks(ranks, data, NULL, &options, runs);
       g_autoptr(GPtrArray) asked = choices_capture(FALSE);
       if (c == 12) /* (no choice made after the rows could not be put together) */
         g_assert_cmpuint(asked->len, ==, 0);
-      else if (c == 9)
+      else if (c == 9 || c == 6)
         g_assert_cmpuint(asked->len, >, 0);
+      g_assert_cmpint(g_atomic_int_get(&declined_notices), ==, c == 6 ? ranks : 0);
       g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
       g_unsetenv("KNNWB_GATHER_ROWS_FAIL_RANK");
       g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
