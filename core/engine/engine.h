@@ -230,9 +230,17 @@ double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrep
  * KNNWB_KERNELS_* status, with message set when it is not OK. */
 typedef int (*KnnwbSelectFunc)(const KnnwbSelectJob *job, char *message, size_t message_size);
 
-/** Picks the backend for options (auto: CUDA when usable, else CPU with a notice). */
+/** Picks the backend for options (auto: CUDA when usable, else CPU with a notice; a notice too
+ * when the ranks of a host each take all of its GPUs, knnwb_knn_gpus_shared_by_ranks). */
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
                                   char **name, GError **error);
+/**
+ * Whether local_size ranks of one host would each run on all `visible` GPUs they see: the search
+ * was given no GPUs (given_devices 0), the host runs several ranks and each sees more than one GPU.
+ * Their contexts then take turns on every GPU and each rank's memory budget meets the others'
+ * allocations, where a GPU or a few of its own each would not. O(1).
+ */
+gboolean knnwb_knn_gpus_shared_by_ranks(int local_size, int given_devices, int visible);
 /**
  * Begins the GPUs' start (knnwb_knn_devices_start) and the choice of the tile GEMM for a search of
  * n_query x n_reference rows of dim columns with options (knnwb_cuda_gemm_start), where that

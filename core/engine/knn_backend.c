@@ -123,6 +123,29 @@ gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options)
   return now > 0 || (now < 0 && !knnwb_knn_gpus_hidden());
 }
 
+gboolean knnwb_knn_gpus_shared_by_ranks(int local_size, int given_devices, int visible)
+{
+  return local_size > 1 && given_devices == 0 && visible > 1;
+}
+
+/* Once per process, on every rank (the host shows rank 0's): the ranks of this host each take all
+ * of its GPUs. mpirun starts every rank with the same CUDA_VISIBLE_DEVICES unless told otherwise.
+ */
+static void knnwb_knn_gpus_shared_note(const KnnwbKnnOptions *options, int visible)
+{
+  static gsize told = 0;
+  const KnnwbKnnGroup *group = options->group;
+  if (group == NULL || group->size <= 1 ||
+      !knnwb_knn_gpus_shared_by_ranks(group->local_size, options->n_devices, visible) ||
+      !g_once_init_enter(&told))
+    return;
+  g_message("knnwb: the %d ranks of this host each run on all %d GPUs they see, taking turns on "
+            "every GPU: give each rank its own (CUDA_VISIBLE_DEVICES from its local rank, "
+            "docs/mpi.md)",
+            group->local_size, visible);
+  g_once_init_leave(&told, 1);
+}
+
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
                                   char **name, GError **error)
 {
@@ -134,6 +157,7 @@ gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFun
       (blas_missing = knnwb_cuda_blas_missing()) == NULL) {
     *select = knnwb_cuda_select;
     *name = g_strdup_printf("cuda:%d", devices);
+    knnwb_knn_gpus_shared_note(options, devices);
     return TRUE;
   }
   if (options->backend == KNNWB_BACKEND_CUDA) {
