@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The user's whole `knnwb knn` command on one GPU, on two GPUs of one process and as two MPI ranks
+# The user's whole `knnwb knn` command on one GPU (picked with --devices 0, and the only one visible:
+# the driver starts every GPU it sees), on two GPUs of one process and as two MPI ranks
 # of one GPU each (reading the input whole, and --mpi-input split), alternating, on a host with two
 # GPUs (nvidia-h200-x2): the real-like matrix (pearson k = 20) and 10,000,000 x 50 rows in 50
 # clusters (euclidean k = 30). Outputs are removed before each run (a run that replaces an earlier
@@ -48,7 +49,9 @@ for input in "real -k 20 -m pearson" "clusters -k 30 -m euclidean"; do
   set -- $input; name=$1; shift
   echo "$name:"
   for ((r = 1; r <= ${ROUNDS:-2}; r++)); do
-    timed "one GPU" $out/$name-1gpu-$r.log $k knn $d/$name.npy "$@" --devices 0 -o $d/g.npy
+    timed "one GPU (--devices 0)" $out/$name-1gpu-$r.log $k knn $d/$name.npy "$@" --devices 0 -o $d/g.npy
+    timed "one GPU visible" $out/$name-1vis-$r.log env CUDA_VISIBLE_DEVICES=0 $k knn $d/$name.npy "$@" \
+      -o $d/g.npy
     timed "two GPUs" $out/$name-2gpu-$r.log $k knn $d/$name.npy "$@" --devices 0,1 -o $d/g.npy
     timed "2 ranks, input whole" $out/$name-whole-$r.log ranks $k knn $d/$name.npy "$@" \
       --mpi-input whole -o $d/g.npy
