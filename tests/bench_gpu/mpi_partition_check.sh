@@ -11,7 +11,10 @@
 # About 5 minutes on two H200s with 32 cores.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_partition_check.sh OUT [ROWS]
 # (NO_CPU=1 leaves out the CPU run; SPREAD=2 puts the clusters' centres 2 apart instead of 3, where
-# rows visit other clusters; SIZES="10M" leaves out 2M)
+# rows visit other clusters; SIZES="10M" leaves out 2M; ROUNDS=N runs the GPU ways N times,
+# alternating; SPLIT=1 adds the ranks with --mpi-input split, which compare every pair of blocks
+# (44 s at 10M rows on two H200s); DEVICES0=1 adds one GPU picked with --devices 0 while every GPU
+# is visible, which the CUDA driver starts all of)
 set -uo pipefail
 out=$1; b=/tmp/knnwb-mpipart; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -40,10 +43,13 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   case $way in
   1) CUDA_VISIBLE_DEVICES=0 G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -o $d/g.npy >$out/one.log 2>&1 ;;
   all) G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -o $d/g.npy >$out/one.log 2>&1 ;;
-  *) # one GPU per rank where there are enough, else all on GPU 0
+  dev0) G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend --devices 0 \
+    -o $d/g.npy >$out/one.log 2>&1 ;;
+  *) # ranks|split: one GPU per rank where there are enough, else all on GPU 0
+    local input=whole; [ "$way" = split ] && input=split
     G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np $ranks \
       bash -c 'g=$OMPI_COMM_WORLD_LOCAL_RANK; [ "$g" -lt '"$gpus"' ] || g=0; CUDA_VISIBLE_DEVICES=$g exec "$@"' rank \
-      "$k" knn "$f" -k $kk -m $metric -b $backend --mpi-input whole -o $d/g.npy >$out/one.log 2>&1 ;;
+      "$k" knn "$f" -k $kk -m $metric -b $backend --mpi-input $input -o $d/g.npy >$out/one.log 2>&1 ;;
   esac
   r=$?; t1=$(date +%s.%N)
   echo "== $name rc=$r" >>"$log"; cat $out/one.log >>"$log"
@@ -55,16 +61,20 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
     $out/one.log | grep -v "whole call 0\." | head -6 | cut -c1-200 | sed 's/^/    /'
 }
 [ -n "${NO_CPU:-}" ] || [ ! -s $d/c2M$sfx.npy ] || run "cpu 2M, 1 process" all $d/c2M$sfx.npy cpu euclidean 30
-for n in "${sizes[@]}"; do
-  f=$d/c$n$sfx.npy
-  KNNWB_CUDA_TRACE=$([ $n = 10M ] && echo 1 || echo 0) run "cuda $n, 1 GPU" 1 $f cuda euclidean 30
-  [ "$gpus" -gt 1 ] && run "cuda $n, $gpus GPUs, 1 process" all $f cuda euclidean 30
-  run "cuda $n, $ranks ranks" ranks $f cuda euclidean 30
+# NAME FILE METRIC K [TRACE]: every way of the GPU runs, in turn
+ways() {
+  local name=$1 f=$2 metric=$3 kk=$4
+  KNNWB_CUDA_TRACE=${5:-0} run "$name, 1 GPU" 1 $f cuda $metric $kk
+  [ "$gpus" -gt 1 ] && [ -n "${DEVICES0:-}" ] && run "$name, --devices 0" dev0 $f cuda $metric $kk
+  [ "$gpus" -gt 1 ] && run "$name, $gpus GPUs, 1 process" all $f cuda $metric $kk
+  run "$name, $ranks ranks" ranks $f cuda $metric $kk
+  [ -n "${SPLIT:-}" ] && run "$name, $ranks ranks, split" split $f cuda $metric $kk
+}
+[ -z "${2:-}" ] || "$k" metafeatures "$2" --ops all -o $d/real.npy || exit 1
+for ((round = 1; round <= ${ROUNDS:-1}; round++)); do
+  for n in "${sizes[@]}"; do
+    ways "cuda $n" $d/c$n$sfx.npy euclidean 30 $([ $n = 10M ] && [ $round = 1 ] && echo 1 || echo 0)
+  done
+  [ -z "${2:-}" ] || ways "real-like" $d/real.npy pearson 20
 done
-if [ -n "${2:-}" ]; then
-  "$k" metafeatures "$2" --ops all -o $d/real.npy || exit 1
-  run "real-like, 1 GPU" 1 $d/real.npy cuda pearson 20
-  [ "$gpus" -gt 1 ] && run "real-like, $gpus GPUs, 1 process" all $d/real.npy cuda pearson 20
-  run "real-like, $ranks ranks" ranks $d/real.npy cuda pearson 20
-fi
 echo "total ${SECONDS} s"
