@@ -348,16 +348,18 @@ gboolean knnwb_distributed_init(int *argc, char ***argv, const KnnwbKnnGroup **g
   }
   knnwb_distributed_joined = TRUE;
   MPI_Comm_dup(MPI_COMM_WORLD, &knnwb_distributed_comm);
-  int rank = 0, size = 1, local_size = 1;
+  int rank = 0, size = 1, local_size = 1, local_rank = 0;
   MPI_Comm_rank(knnwb_distributed_comm, &rank);
   MPI_Comm_size(knnwb_distributed_comm, &size);
   MPI_Comm local;
   MPI_Comm_split_type(knnwb_distributed_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_size);
+  MPI_Comm_rank(local, &local_rank);
   MPI_Comm_free(&local);
   knnwb_distributed_group = (KnnwbKnnGroup){.rank = rank,
                                             .size = size,
                                             .local_size = local_size,
+                                            .local_rank = local_rank,
                                             .agree = knnwb_distributed_agree,
                                             .exchange = knnwb_distributed_exchange,
                                             .reduce = knnwb_distributed_reduce,

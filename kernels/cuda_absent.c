@@ -12,21 +12,34 @@ int knnwb_cuda_device_count_now(void)
   return 0;
 }
 
-void knnwb_cuda_start(const int *devices, int n_devices)
+int knnwb_cuda_share_devices(int share, int shares, int *ordinals, int max)
+{
+  (void)share;
+  (void)shares;
+  (void)ordinals;
+  (void)max;
+  return 0;
+}
+
+void knnwb_cuda_start(const int *devices, int n_devices, int share, int shares)
 {
   (void)devices;
   (void)n_devices;
+  (void)share;
+  (void)shares;
 }
 
 void knnwb_cuda_start_wait(void)
 {
 }
 
-void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t n_query, size_t n_reference,
-                           size_t dim)
+void knnwb_cuda_gemm_start(const int *devices, int n_devices, int share, int shares, size_t n_query,
+                           size_t n_reference, size_t dim)
 {
   (void)devices;
   (void)n_devices;
+  (void)share;
+  (void)shares;
   (void)n_query;
   (void)n_reference;
   (void)dim;

@@ -82,7 +82,8 @@ int select_validate(const KnnwbSelectJob *job, char *message, size_t message_siz
   return KNNWB_KERNELS_OK;
 }
 
-/* The job's device ordinals (all visible ones when it names none). */
+/* The job's device ordinals (when it names none: its share of the visible ones,
+ * knnwb_device_share). */
 int select_devices(const KnnwbSelectJob *job, std::vector<int> *ordinals, char *message,
                    size_t message_size)
 {
@@ -101,8 +102,9 @@ int select_devices(const KnnwbSelectJob *job, std::vector<int> *ordinals, char *
       ordinals->push_back(job->devices[i]);
     }
   } else {
-    for (int i = 0; i < available; i++)
-      ordinals->push_back(i);
+    ordinals->resize((size_t)available);
+    ordinals->resize((size_t)knnwb_device_share(job->device_share, job->device_shares, available,
+                                                ordinals->data(), available));
   }
   return KNNWB_KERNELS_OK;
 }

@@ -76,14 +76,16 @@ void warm_staging()
     knnwb_cuda::staging_give(taken[i]);
 }
 
-/* The driver, then the primary context of each GPU in ordinals (all when empty) and cuBLAS's
- * libraries (blas_library.h), all at once. */
-void start_devices(std::vector<int> ordinals)
+/* The driver, then the primary context of each GPU in ordinals (when empty: the share's of every
+ * visible one, knnwb_device_share) and cuBLAS's libraries (blas_library.h), all at once. */
+void start_devices(std::vector<int> ordinals, int share, int shares)
 {
   count_devices();
-  if (ordinals.empty())
-    for (int i = 0; i < device_count; i++)
-      ordinals.push_back(i);
+  if (ordinals.empty() && device_count > 0) {
+    ordinals.resize((size_t)device_count);
+    ordinals.resize(
+        (size_t)knnwb_device_share(share, shares, device_count, ordinals.data(), device_count));
+  }
   std::vector<std::thread> threads;
   if (device_count > 0) {
     try {
@@ -120,7 +122,7 @@ void wait_locked()
 
 } // namespace
 
-extern "C" void knnwb_cuda_start(const int *devices, int n_devices)
+extern "C" void knnwb_cuda_start(const int *devices, int n_devices, int share, int shares)
 {
   std::lock_guard<std::mutex> guard(start_lock);
   if (count_state() != -2 || start_thread.joinable())
@@ -133,7 +135,7 @@ extern "C" void knnwb_cuda_start(const int *devices, int n_devices)
     counting = true;
   }
   try {
-    start_thread = std::thread(start_devices, ordinals);
+    start_thread = std::thread(start_devices, ordinals, share, shares);
   } catch (...) {
     /* no thread: knnwb_cuda_device_count starts the driver itself */
     {
@@ -185,6 +187,11 @@ extern "C" int knnwb_cuda_device_count_now(void)
 {
   const int state = count_state();
   return state == -2 || wait_for_contexts() ? knnwb_cuda_device_count() : state;
+}
+
+extern "C" int knnwb_cuda_share_devices(int share, int shares, int *ordinals, int max)
+{
+  return knnwb_device_share(share, shares, knnwb_cuda_device_count(), ordinals, max);
 }
 
 extern "C" int knnwb_cuda_started(void)

@@ -87,15 +87,17 @@ void choose_on(int device, int tile, int dpad)
             device, seconds_now() - t0, ready_at, loaded_at, context_at, handle_at);
 }
 
-/* The helper thread: the driver's count, then every GPU of ordinals (all when empty) at once. */
-void choose_all(std::vector<int> ordinals, int tile, int dpad)
+/* The helper thread: the driver's count, then every GPU of ordinals (when empty: the share's,
+ * knnwb_device_share) at once. */
+void choose_all(std::vector<int> ordinals, int share, int shares, int tile, int dpad)
 {
   const double t0 = seconds_now();
   const int count = knnwb_cuda_device_count();
   const double counted = seconds_now() - t0;
-  if (ordinals.empty())
-    for (int i = 0; i < count; i++)
-      ordinals.push_back(i);
+  if (ordinals.empty() && count > 0) {
+    ordinals.resize((size_t)count);
+    ordinals.resize((size_t)knnwb_device_share(share, shares, count, ordinals.data(), count));
+  }
   std::vector<std::thread> threads;
   for (int ordinal : ordinals) {
     if (ordinal < 0 || ordinal >= count || lt_gemm_known(ordinal, tile, dpad))
@@ -124,8 +126,8 @@ void wait_locked()
 
 } // namespace
 
-extern "C" void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t n_query,
-                                      size_t n_reference, size_t dim)
+extern "C" void knnwb_cuda_gemm_start(const int *devices, int n_devices, int share, int shares,
+                                      size_t n_query, size_t n_reference, size_t dim)
 {
   if (!gemm_start_wanted() || dim == 0)
     return;
@@ -136,7 +138,7 @@ extern "C" void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t 
   std::vector<int> ordinals;
   for (int i = 0; i < n_devices; i++)
     ordinals.push_back(devices != nullptr ? devices[i] : i);
-  std::vector<int> shape = {tile, dpad};
+  std::vector<int> shape = {tile, dpad, n_devices > 0 ? 0 : share, n_devices > 0 ? 1 : shares};
   shape.insert(shape.end(), ordinals.begin(), ordinals.end());
   std::lock_guard<std::mutex> guard(gemm_lock);
   /* Begun already for this shape (from an input's header, before its values were read): the
@@ -145,7 +147,7 @@ extern "C" void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t 
     return;
   wait_locked();
   try {
-    gemm_thread = std::thread(choose_all, ordinals, tile, dpad);
+    gemm_thread = std::thread(choose_all, ordinals, share, shares, tile, dpad);
     gemm_shape = shape;
   } catch (...) {
     /* no thread: the workers choose, as without a start */

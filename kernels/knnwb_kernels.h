@@ -123,8 +123,11 @@ typedef struct {
   int n_threads;       /* host threads (CPU backend: >= 1; CUDA: of its copies and merges, at
                         * most the cores, shared by its GPUs; <= 0: every core) */
   size_t memory_bytes; /* CPU: tile budget in bytes; CUDA: per-device budget (0 = 90% of free) */
-  const int *devices;  /* CUDA: ordinals, NULL = all */
+  const int *devices;  /* CUDA: ordinals, NULL = all (or the share below) */
   int n_devices;
+  /* CUDA, where devices names none: this process is share of shares ranks of its host and takes
+   * its share of the GPUs (knnwb_device_share); shares <= 1: every visible GPU */
+  int device_share, device_shares;
   KnnwbKernelsProgress progress;
   void *progress_data;
   const volatile int *cancel;
@@ -303,13 +306,26 @@ int knnwb_cuda_device_count(void);
 int knnwb_cuda_device_count_now(void);
 
 /**
+ * The GPUs that rank share of shares ranks of one host takes where its run names none, of the
+ * visible ones (ordinals 0 to visible - 1): every one when shares <= 1; with at least as many GPUs
+ * as ranks a contiguous block each, as even as the count allows (2 ranks of 4 GPUs: 0 1 | 2 3);
+ * with fewer, one each, round robin (4 ranks of 2: 0 | 1 | 0 | 1), so ranks take turns on a GPU
+ * only where they must. Fills the first max of them into ordinals and returns how many there are
+ * (0 when visible <= 0). Host-only, O(visible).
+ */
+int knnwb_device_share(int share, int shares, int visible, int *ordinals, int max);
+/** knnwb_device_share of the visible GPUs (knnwb_cuda_device_count, whose wait it shares). */
+int knnwb_cuda_share_devices(int share, int shares, int *ordinals, int max);
+
+/**
  * Begins the driver's initialisation and the contexts of the GPUs devices lists (n_devices
- * ordinals; devices NULL: the first n_devices; n_devices 0: every visible GPU) on helper threads,
- * and returns at once. Once per process; never fails (what it cannot do, the select does later).
+ * ordinals; devices NULL: the first n_devices; n_devices 0: the visible GPUs of rank share of
+ * shares of this host, knnwb_device_share, all of them when shares <= 1) on helper threads, and
+ * returns at once. Once per process; never fails (what it cannot do, the select does later).
  * Call knnwb_cuda_start_wait (or knnwb_cuda_device_count) before the call that began it returns,
  * so that no start outlives it.
  */
-void knnwb_cuda_start(const int *devices, int n_devices);
+void knnwb_cuda_start(const int *devices, int n_devices, int share, int shares);
 /** Waits for a start begun by knnwb_cuda_start (at once when none). */
 void knnwb_cuda_start_wait(void);
 /** Non-zero when this process initialised CUDA's driver and found a GPU (knnwb_cuda_start or
@@ -333,16 +349,16 @@ void knnwb_cuda_release_wait(void);
 /**
  * Begins, on helper threads (one a GPU), the timed choice of the tile GEMM that a search of
  * n_query x n_reference rows of dim columns under an FP16 screen makes before its first tile, on
- * the GPUs devices lists (as knnwb_cuda_start), so that the search finds it made: 0.15-0.19 s of
- * every GPU run on an H200, mostly cuBLAS loading its kernels. Returns at once; waits first for a
- * choice begun before. Does nothing where such a run makes no timed choice (fewer than
- * KNNWB_SELECT_CHOOSE_MIN_TILES full tiles), for a shape already chosen, or with
+ * the GPUs devices lists (or the share's, as knnwb_cuda_start), so that the search finds it made:
+ * 0.15-0.19 s of every GPU run on an H200, mostly cuBLAS loading its kernels. Returns at once;
+ * waits first for a choice begun before. Does nothing where such a run makes no timed choice
+ * (fewer than KNNWB_SELECT_CHOOSE_MIN_TILES full tiles), for a shape already chosen, or with
  * KNNWB_CUDA_GEMM_START=0. Never fails (nothing of it can fail a search); takes a tile of GPU
  * memory (512 MiB at tiles of 16,384) until done. knnwb_cuda_select waits for it; call
  * knnwb_cuda_gemm_start_wait before the call that began it returns.
  */
-void knnwb_cuda_gemm_start(const int *devices, int n_devices, size_t n_query, size_t n_reference,
-                           size_t dim);
+void knnwb_cuda_gemm_start(const int *devices, int n_devices, int share, int shares, size_t n_query,
+                           size_t n_reference, size_t dim);
 /** Waits for a choice begun by knnwb_cuda_gemm_start (at once when none). */
 void knnwb_cuda_gemm_start_wait(void);
 /**

@@ -230,17 +230,23 @@ double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrep
  * KNNWB_KERNELS_* status, with message set when it is not OK. */
 typedef int (*KnnwbSelectFunc)(const KnnwbSelectJob *job, char *message, size_t message_size);
 
-/** Picks the backend for options (auto: CUDA when usable, else CPU with a notice; a notice too
- * when the ranks of a host each take all of its GPUs, knnwb_knn_gpus_shared_by_ranks). */
+/** Picks the backend for options (auto: CUDA when usable, else CPU with a notice). */
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
                                   char **name, GError **error);
 /**
- * Whether local_size ranks of one host would each run on all `visible` GPUs they see: the search
- * was given no GPUs (given_devices 0), the host runs several ranks and each sees more than one GPU.
- * Their contexts then take turns on every GPU and each rank's memory budget meets the others'
- * allocations, where a GPU or a few of its own each would not. O(1).
+ * The share of its host's GPUs a run of options takes where it names none (no --devices): rank
+ * share of the shares ranks its group runs on this host (knnwb_device_share), so that ranks
+ * started alike (mpirun gives every rank the same CUDA_VISIBLE_DEVICES) do not each take every GPU
+ * and take turns on all of them; (0, 1), every visible GPU, for a run alone on its host, one of a
+ * group with a rank a host, or one that names its GPUs. O(1).
  */
-gboolean knnwb_knn_gpus_shared_by_ranks(int local_size, int given_devices, int visible);
+void knnwb_knn_gpu_share(const KnnwbKnnOptions *options, int *share, int *shares);
+/**
+ * The GPUs a run of options uses: those it names, else its share of the visible ones
+ * (knnwb_knn_gpu_share). Fills the first max ordinals and returns how many there are (0 without a
+ * GPU). Waits for the driver's count of GPUs (knnwb_cuda_device_count). Never fails.
+ */
+int knnwb_knn_run_gpus(const KnnwbKnnOptions *options, int *ordinals, int max);
 /**
  * Begins the GPUs' start (knnwb_knn_devices_start) and the choice of the tile GEMM for a search of
  * n_query x n_reference rows of dim columns with options (knnwb_cuda_gemm_start), where that

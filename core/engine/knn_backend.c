@@ -24,10 +24,33 @@ gboolean knnwb_knn_status_to_error(int status, const char *message, const char *
   return FALSE;
 }
 
+void knnwb_knn_gpu_share(const KnnwbKnnOptions *options, int *share, int *shares)
+{
+  const KnnwbKnnGroup *group = options->group;
+  const gboolean ranks =
+      group != NULL && group->size > 1 && group->local_size > 1 && options->n_devices <= 0;
+  *share = ranks ? group->local_rank : 0;
+  *shares = ranks ? group->local_size : 1;
+}
+
+int knnwb_knn_run_gpus(const KnnwbKnnOptions *options, int *ordinals, int max)
+{
+  if (options->n_devices > 0) {
+    for (int i = 0; i < MIN(options->n_devices, max); i++)
+      ordinals[i] = options->devices != NULL ? options->devices[i] : i;
+    return options->n_devices;
+  }
+  int share = 0, shares = 1;
+  knnwb_knn_gpu_share(options, &share, &shares);
+  return knnwb_cuda_share_devices(share, shares, ordinals, max);
+}
+
 void knnwb_knn_devices_start(const KnnwbKnnOptions *options)
 {
+  int share = 0, shares = 1;
+  knnwb_knn_gpu_share(options, &share, &shares);
   if (options->backend != KNNWB_BACKEND_CPU)
-    knnwb_cuda_start(options->devices, options->n_devices);
+    knnwb_cuda_start(options->devices, options->n_devices, share, shares);
 }
 
 void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t n_reference,
@@ -41,7 +64,10 @@ void knnwb_knn_gemm_start(const KnnwbKnnOptions *options, size_t n_query, size_t
       screen != KNNWB_SCREEN_FP16 || !knnwb_screen_half_scores(screen))
     return;
   knnwb_knn_devices_start(options);
-  knnwb_cuda_gemm_start(options->devices, options->n_devices, n_query, n_reference, dim);
+  int share = 0, shares = 1;
+  knnwb_knn_gpu_share(options, &share, &shares);
+  knnwb_cuda_gemm_start(options->devices, options->n_devices, share, shares, n_query, n_reference,
+                        dim);
 }
 
 /* Below this many rows the select's own upload takes a few ms: not worth a helper thread. */
@@ -56,10 +82,9 @@ gboolean knnwb_knn_rows_start(const KnnwbKnnOptions *options, const KnnwbPrepare
       (rows->n < KNNWB_ROWS_START_MIN_ROWS && g_strcmp0(mode, "1") != 0))
     return FALSE;
   int device = 0;
-  if (options->n_devices == 1)
-    device = options->devices != NULL ? options->devices[0] : 0;
-  else if (options->n_devices != 0 ||
-           (early ? knnwb_cuda_device_count_now() : knnwb_cuda_device_count()) != 1)
+  if (early && options->n_devices == 0 && knnwb_cuda_device_count_now() < 0)
+    return FALSE; /* the driver is still counting */
+  if (knnwb_knn_run_gpus(options, &device, 1) != 1)
     return FALSE; /* several GPUs upload a slice each (kernels/row_upload.cu) */
   knnwb_cuda_rows_start(device, rows->scored, rows->n, rows->d, rows->screen_row_norm);
   return TRUE;
@@ -123,27 +148,22 @@ gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options)
   return now > 0 || (now < 0 && !knnwb_knn_gpus_hidden());
 }
 
-gboolean knnwb_knn_gpus_shared_by_ranks(int local_size, int given_devices, int visible)
+/* The GPUs a run takes, in debug logs: which ones each rank of a host took is otherwise not seen
+ * (a rank other than 0 writes nothing). */
+static void knnwb_knn_gpus_log(const KnnwbKnnOptions *options, int devices)
 {
-  return local_size > 1 && given_devices == 0 && visible > 1;
-}
-
-/* Once per process, on every rank (the host shows rank 0's): the ranks of this host each take all
- * of its GPUs. mpirun starts every rank with the same CUDA_VISIBLE_DEVICES unless told otherwise.
- */
-static void knnwb_knn_gpus_shared_note(const KnnwbKnnOptions *options, int visible)
-{
-  static gsize told = 0;
-  const KnnwbKnnGroup *group = options->group;
-  if (group == NULL || group->size <= 1 ||
-      !knnwb_knn_gpus_shared_by_ranks(group->local_size, options->n_devices, visible) ||
-      !g_once_init_enter(&told))
+  int share = 0, shares = 1;
+  knnwb_knn_gpu_share(options, &share, &shares);
+  if (shares <= 1)
     return;
-  g_message("knnwb: the %d ranks of this host each run on all %d GPUs they see, taking turns on "
-            "every GPU: give each rank its own (CUDA_VISIBLE_DEVICES from its local rank, "
-            "docs/mpi.md)",
-            group->local_size, visible);
-  g_once_init_leave(&told, 1);
+  int *ordinals = g_new(int, devices);
+  knnwb_knn_run_gpus(options, ordinals, devices);
+  g_autoptr(GString) list = g_string_new(NULL);
+  for (int i = 0; i < devices; i++)
+    g_string_append_printf(list, i > 0 ? " %d" : "%d", ordinals[i]);
+  g_debug("knnwb: rank %d of the %d of this host runs on GPU %s of the %d it sees", share, shares,
+          list->str, knnwb_cuda_device_count());
+  g_free(ordinals);
 }
 
 gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFunc *select,
@@ -152,12 +172,12 @@ gboolean knnwb_knn_choose_backend(const KnnwbKnnOptions *options, KnnwbSelectFun
   int devices = 0;
   const char *blas_missing = NULL; /* GPUs, but cuBLAS could not be loaded: why */
   if (options->backend != KNNWB_BACKEND_CPU)
-    devices = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
+    devices = knnwb_knn_run_gpus(options, NULL, 0);
   if (options->backend != KNNWB_BACKEND_CPU && devices > 0 && knnwb_cuda_device_count() > 0 &&
       (blas_missing = knnwb_cuda_blas_missing()) == NULL) {
     *select = knnwb_cuda_select;
     *name = g_strdup_printf("cuda:%d", devices);
-    knnwb_knn_gpus_shared_note(options, devices);
+    knnwb_knn_gpus_log(options, devices);
     return TRUE;
   }
   if (options->backend == KNNWB_BACKEND_CUDA) {

@@ -119,6 +119,7 @@ static void knnwb_outside_fill_job(const KnnwbOutsideSearch *search, KnnwbSelect
                                                          : search->options.gpu_memory_bytes;
   job->devices = search->options.devices;
   job->n_devices = search->options.n_devices;
+  knnwb_knn_gpu_share(&search->options, &job->device_share, &job->device_shares);
   job->cancel = search->options.cancel;
   job->out_index = cand_index;
   job->out_score = cand_score;

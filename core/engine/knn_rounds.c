@@ -149,6 +149,7 @@ static void knnwb_knn_fill_job(KnnwbSelectJob *job, const KnnwbKnnOptions *optio
   job->n_threads = threads;
   job->devices = options->devices;
   job->n_devices = options->n_devices;
+  knnwb_knn_gpu_share(options, &job->device_share, &job->device_shares);
   job->cancel = options->cancel;
 }
 

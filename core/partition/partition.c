@@ -99,10 +99,9 @@ static void knnwb_partition_workers(KnnwbPartitionRun *run, int threads)
   run->workers = MAX(1, MIN(threads / KNNWB_PARTITION_CPU_WORKER_THREADS, (int)run->p->groups));
   run->gpus = 0;
   if (knnwb_knn_uses_gpu(options) && knnwb_cuda_device_count() > 0) {
-    const int count = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
+    const int count = knnwb_knn_run_gpus(options, NULL, 0);
     int *ordinals = g_new(int, count);
-    for (int w = 0; w < count; w++)
-      ordinals[w] = options->devices != NULL ? options->devices[w] : w;
+    knnwb_knn_run_gpus(options, ordinals, count);
     const int per_gpu = knnwb_partition_per_gpu(run, ordinals, count);
     run->gpus = count;
     run->workers = count * per_gpu;
@@ -299,7 +298,7 @@ static double knnwb_partition_share_limit(const KnnwbKnnOptions *options,
   if (expected <= KNNWB_PARTITION_SAMPLE_SHARE || expected > KNNWB_PARTITION_SAMPLE_SHARE_ONE_GPU ||
       group != NULL || !gpu)
     return knnwb_partition_share_limit_of(gpu, group != NULL, 0);
-  const int gpus = options->n_devices > 0 ? options->n_devices : knnwb_cuda_device_count();
+  const int gpus = knnwb_knn_run_gpus(options, NULL, 0);
   return knnwb_partition_share_limit_of(gpu, FALSE, gpus);
 }
 
@@ -351,10 +350,18 @@ gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
   /* (assigning every row finds values that are not finite: the plain search reports them) */
   /* (the products of the assignment on the run's GPUs, where there are many centroids) */
   const gboolean gpu = knnwb_knn_expects_gpu(options);
-  const gboolean listed = options->devices != NULL && options->n_devices > 0;
-  *chosen = *chosen && knnwb_partition_assign_all(p, data, options->k, options->cancel, group,
-                                                  listed ? options->devices : NULL,
-                                                  gpu ? (listed ? options->n_devices : -1) : 0);
+  int share = 0, shares = 1;
+  knnwb_knn_gpu_share(options, &share, &shares);
+  const gboolean listed = (options->devices != NULL && options->n_devices > 0) || shares > 1;
+  int *gpus = NULL, n_gpus = gpu ? -1 : 0; /* -1: every visible GPU */
+  if (gpu && listed) {
+    n_gpus = knnwb_knn_run_gpus(options, NULL, 0);
+    gpus = g_new(int, MAX(n_gpus, 1));
+    knnwb_knn_run_gpus(options, gpus, n_gpus);
+  }
+  *chosen = *chosen &&
+            knnwb_partition_assign_all(p, data, options->k, options->cancel, group, gpus, n_gpus);
+  g_free(gpus);
   const size_t cells = p->m;
   const gint64 assigned = g_get_monotonic_time();
   if (*chosen)

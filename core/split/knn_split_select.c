@@ -94,6 +94,7 @@ void knnwb_split_fill_job(const KnnwbSplitRun *run, KnnwbSelectJob *job,
       run->select == knnwb_cpu_select ? run->options->memory_bytes : run->options->gpu_memory_bytes;
   job->devices = run->options->devices;
   job->n_devices = run->options->n_devices;
+  knnwb_knn_gpu_share(run->options, &job->device_share, &job->device_shares);
   job->cancel = run->options->cancel;
   job->kc = kc;
   job->out_index = out->index;

@@ -189,6 +189,7 @@ static KnnwbKnnGroup thread_group(int rank, int ranks, gboolean board)
   return (KnnwbKnnGroup){.rank = rank,
                          .size = ranks,
                          .local_size = ranks,
+                         .local_rank = rank,
                          .agree = thread_agree,
                          .exchange = thread_exchange,
                          .reduce = thread_reduce,
@@ -420,6 +421,7 @@ static void run_ranks_task(int ranks, const KnnwbMatrix *query, const KnnwbMatri
         (KnnwbKnnGroup){.rank = r,
                         .size = ranks,
                         .local_size = rank_local_sizes ? rank_local_sizes[r] : ranks,
+                        .local_rank = rank_local_sizes ? 0 : r,
                         .agree = task.focus ? turn_agree : thread_agree,
                         .exchange = task.focus ? turn_exchange : thread_exchange,
                         .reduce = task.focus ? turn_reduce : thread_reduce};
@@ -1544,6 +1546,7 @@ static void test_undirected_edges(void)
           runs[r].rank.group = (KnnwbKnnGroup){.rank = r,
                                                .size = ranks,
                                                .local_size = ranks,
+                                               .local_rank = r,
                                                .agree = turn_agree,
                                                .exchange = turn_exchange,
                                                .reduce = turn_reduce};

@@ -75,8 +75,8 @@ static void test_gemm_choice_ahead(void)
     cache = g_build_filename(dir, "gemm-choices", NULL);
     g_setenv("KNNWB_CUDA_GEMM_CACHE", cache, TRUE);
   }
-  knnwb_cuda_gemm_start(NULL, 0, 200000, 200000, 50);
-  knnwb_cuda_gemm_start(NULL, 0, 100000, 100000, 200); /* waits for the first: too small */
+  knnwb_cuda_gemm_start(NULL, 0, 0, 1, 200000, 200000, 50);
+  knnwb_cuda_gemm_start(NULL, 0, 0, 1, 100000, 100000, 200); /* waits for the first: too small */
   knnwb_cuda_gemm_start_wait();
   for (int device = 0; device < MAX(count, 1); device++) {
     g_assert_true(knnwb_cuda_gemm_known(device, 200000, 200000, 50) == expected);
@@ -84,7 +84,7 @@ static void test_gemm_choice_ahead(void)
   }
   /* the ordinals given only; a query job's shape (K = 192) */
   const int first = 0;
-  knnwb_cuda_gemm_start(&first, 1, 3000000, 140000, 129);
+  knnwb_cuda_gemm_start(&first, 1, 0, 1, 3000000, 140000, 129);
   knnwb_cuda_gemm_start_wait();
   g_assert_true(knnwb_cuda_gemm_known(0, 3000000, 140000, 129) == expected);
   if (count > 1)
@@ -92,8 +92,8 @@ static void test_gemm_choice_ahead(void)
   knnwb_cuda_gemm_start_wait(); /* nothing to wait for */
   /* begun from an input's header, then by the search of the same shape: the second joins the
    * first (it does not wait for it, nor start another), and the choice is made once */
-  knnwb_cuda_gemm_start(NULL, 0, 250000, 250000, 300);
-  knnwb_cuda_gemm_start(NULL, 0, 250000, 250000, 300);
+  knnwb_cuda_gemm_start(NULL, 0, 0, 1, 250000, 250000, 300);
+  knnwb_cuda_gemm_start(NULL, 0, 0, 1, 250000, 250000, 300);
   knnwb_cuda_gemm_start_wait();
   for (int device = 0; device < MAX(count, 1); device++)
     g_assert_true(knnwb_cuda_gemm_known(device, 250000, 250000, 300) == expected);

@@ -25,7 +25,8 @@ typedef struct KnnwbKnnGroup KnnwbKnnGroup;
 struct KnnwbKnnGroup {
   int rank;       /**< 0 <= rank < size */
   int size;       /**< number of ranks; 1 means no distribution */
-  int local_size; /**< ranks on this host (shares its cores), >= 1 */
+  int local_size; /**< ranks on this host (shares its cores and GPUs), >= 1 */
+  int local_rank; /**< this rank among those of its host, 0 <= local_rank < local_size */
   /**
    * Every rank passes ok (and, when !ok, its error). Returns TRUE when every rank was ok.
    * Otherwise returns FALSE on every rank, with *error replaced by the error of the lowest failing

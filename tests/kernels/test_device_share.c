@@ -1,0 +1,94 @@
+/*
+ * Which GPUs of a host each rank takes where its run names none (kernels/device_share.c): every
+ * GPU once when there are at least as many as ranks, contiguous and as even as the count allows;
+ * with fewer GPUs, every rank one, no GPU two ranks more than another; the cap on what is filled.
+ */
+#include <glib.h>
+#include "knnwb_kernels.h"
+
+/* Every rank's share of visible GPUs, checked against the rules above. */
+static void check_shares(int shares, int visible)
+{
+  int *used = g_new0(int, (size_t)visible);
+  int previous_last = -1;
+  for (int r = 0; r < shares; r++) {
+    int ordinals[64];
+    const int n = knnwb_device_share(r, shares, visible, ordinals, 64);
+    g_assert_cmpint(n, >=, 1);
+    for (int i = 0; i < n; i++) {
+      g_assert_cmpint(ordinals[i], >=, 0);
+      g_assert_cmpint(ordinals[i], <, visible);
+      if (i > 0)
+        g_assert_cmpint(ordinals[i], ==, ordinals[i - 1] + 1); /* contiguous */
+      used[ordinals[i]]++;
+    }
+    if (visible >= shares) {
+      g_assert_cmpint(ordinals[0], ==, previous_last + 1); /* in order, none skipped */
+      previous_last = ordinals[n - 1];
+      g_assert_cmpint(n, >=, visible / shares);
+      g_assert_cmpint(n, <=, (visible + shares - 1) / shares);
+    } else {
+      g_assert_cmpint(n, ==, 1);
+    }
+  }
+  int least = G_MAXINT, most = 0;
+  for (int g = 0; g < visible; g++) {
+    least = MIN(least, used[g]);
+    most = MAX(most, used[g]);
+  }
+  if (visible >= shares)
+    g_assert_cmpint(most, ==, 1); /* every GPU taken exactly once */
+  else
+    g_assert_cmpint(most - least, <=, 1);
+  g_assert_cmpint(least, >=, 1);
+  g_free(used);
+}
+
+static void test_rules(void)
+{
+  for (int shares = 1; shares <= 9; shares++)
+    for (int visible = 1; visible <= 9; visible++)
+      check_shares(shares, visible);
+}
+
+static void test_examples(void)
+{
+  int o[8];
+  /* one rank, or no share: every GPU */
+  g_assert_cmpint(knnwb_device_share(0, 1, 4, o, 8), ==, 4);
+  g_assert_cmpint(o[0], ==, 0);
+  g_assert_cmpint(o[3], ==, 3);
+  g_assert_cmpint(knnwb_device_share(0, 0, 2, o, 8), ==, 2);
+  /* two ranks of two GPUs: one each */
+  g_assert_cmpint(knnwb_device_share(1, 2, 2, o, 8), ==, 1);
+  g_assert_cmpint(o[0], ==, 1);
+  /* two ranks of four: 0 1 | 2 3 */
+  g_assert_cmpint(knnwb_device_share(1, 2, 4, o, 8), ==, 2);
+  g_assert_cmpint(o[0], ==, 2);
+  g_assert_cmpint(o[1], ==, 3);
+  /* three ranks of four: 0 | 1 | 2 3 */
+  g_assert_cmpint(knnwb_device_share(2, 3, 4, o, 8), ==, 2);
+  g_assert_cmpint(o[0], ==, 2);
+  /* four ranks of two: 0 | 1 | 0 | 1; two ranks of one GPU (each sees its own): GPU 0 */
+  g_assert_cmpint(knnwb_device_share(2, 4, 2, o, 8), ==, 1);
+  g_assert_cmpint(o[0], ==, 0);
+  g_assert_cmpint(knnwb_device_share(1, 2, 1, o, 8), ==, 1);
+  g_assert_cmpint(o[0], ==, 0);
+  /* no GPU: none; a share outside the ranks: every GPU */
+  g_assert_cmpint(knnwb_device_share(0, 2, 0, o, 8), ==, 0);
+  g_assert_cmpint(knnwb_device_share(5, 2, 3, o, 8), ==, 3);
+  /* only max are filled; the count is the share's */
+  o[1] = -7;
+  g_assert_cmpint(knnwb_device_share(0, 1, 3, o, 1), ==, 3);
+  g_assert_cmpint(o[0], ==, 0);
+  g_assert_cmpint(o[1], ==, -7);
+  g_assert_cmpint(knnwb_device_share(0, 1, 3, NULL, 0), ==, 3);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/kernels/device-share/rules", test_rules);
+  g_test_add_func("/kernels/device-share/examples", test_examples);
+  return g_test_run();
+}
