@@ -103,8 +103,8 @@ int select_devices(const KnnwbSelectJob *job, std::vector<int> *ordinals, char *
     }
   } else {
     ordinals->resize((size_t)available);
-    ordinals->resize((size_t)knnwb_device_share(job->device_share, job->device_shares, available,
-                                                ordinals->data(), available));
+    ordinals->resize((size_t)knnwb_cuda_share_devices(job->device_share, job->device_shares,
+                                                      ordinals->data(), available));
   }
   return KNNWB_KERNELS_OK;
 }

@@ -1,5 +1,9 @@
 /* Which GPUs of a host a rank takes when its run names none (knnwb_device_share in
- * knnwb_kernels.h): host-only C, so that the rule is tested everywhere, CI included. */
+ * knnwb_kernels.h), and the CUDA_VISIBLE_DEVICES that shows it only those: host-only C, so that
+ * the rules are tested everywhere, CI included. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "knnwb_kernels.h"
 
 int knnwb_device_share(int share, int shares, int visible, int *ordinals, int max)
@@ -21,4 +25,56 @@ int knnwb_device_share(int share, int shares, int visible, int *ordinals, int ma
   for (int i = first; i < last && i - first < max; i++)
     ordinals[i - first] = i;
   return last - first;
+}
+
+char *knnwb_device_share_visible(const char *visible, int count, int share, int shares)
+{
+  if (shares <= 1 || share < 0 || share >= shares)
+    return NULL;
+  /* the entries: visible's, up to the first empty one (CUDA stops at the first it cannot use),
+   * or "0" to "count - 1" */
+  int n = 0;
+  if (visible != NULL) {
+    for (const char *at = visible; *at != '\0' && *at != ','; n++) {
+      at += strcspn(at, ",");
+      if (*at == ',')
+        at++;
+    }
+  } else {
+    n = count;
+  }
+  if (n <= 1)
+    return NULL; /* one GPU or none: every rank takes it, nothing to narrow */
+  int *ordinals = malloc((size_t)n * sizeof *ordinals);
+  if (ordinals == NULL)
+    return NULL;
+  const int taken = knnwb_device_share(share, shares, n, ordinals, n);
+  size_t bytes = 1;
+  if (visible != NULL)
+    bytes += strlen(visible);
+  else
+    bytes += (size_t)taken * 12;
+  char *value = malloc(bytes);
+  if (value == NULL) {
+    free(ordinals);
+    return NULL;
+  }
+  size_t used = 0;
+  for (int t = 0; t < taken; t++) {
+    if (t > 0)
+      value[used++] = ',';
+    if (visible == NULL) {
+      used += (size_t)snprintf(value + used, bytes - used, "%d", ordinals[t]);
+      continue;
+    }
+    const char *at = visible; /* the ordinals[t]-th entry */
+    for (int e = 0; e < ordinals[t]; e++)
+      at += strcspn(at, ",") + 1;
+    const size_t length = strcspn(at, ",");
+    memcpy(value + used, at, length);
+    used += length;
+  }
+  value[used] = '\0';
+  free(ordinals);
+  return value;
 }

@@ -96,7 +96,7 @@ void choose_all(std::vector<int> ordinals, int share, int shares, int tile, int 
   const double counted = seconds_now() - t0;
   if (ordinals.empty() && count > 0) {
     ordinals.resize((size_t)count);
-    ordinals.resize((size_t)knnwb_device_share(share, shares, count, ordinals.data(), count));
+    ordinals.resize((size_t)knnwb_cuda_share_devices(share, shares, ordinals.data(), count));
   }
   std::vector<std::thread> threads;
   for (int ordinal : ordinals) {

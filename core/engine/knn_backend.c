@@ -161,8 +161,10 @@ static void knnwb_knn_gpus_log(const KnnwbKnnOptions *options, int devices)
   g_autoptr(GString) list = g_string_new(NULL);
   for (int i = 0; i < devices; i++)
     g_string_append_printf(list, i > 0 ? " %d" : "%d", ordinals[i]);
-  g_debug("knnwb: rank %d of the %d of this host runs on GPU %s of the %d it sees", share, shares,
-          list->str, knnwb_cuda_device_count());
+  const char *visible = g_getenv("CUDA_VISIBLE_DEVICES");
+  g_debug("knnwb: rank %d of the %d of this host runs on GPU %s of the %d it sees "
+          "(CUDA_VISIBLE_DEVICES=%s)",
+          share, shares, list->str, knnwb_cuda_device_count(), visible ? visible : "(unset)");
   g_free(ordinals);
 }
 

@@ -3,6 +3,7 @@
  * GPU once when there are at least as many as ranks, contiguous and as even as the count allows;
  * with fewer GPUs, every rank one, no GPU two ranks more than another; the cap on what is filled.
  */
+#include <stdlib.h>
 #include <glib.h>
 #include "knnwb_kernels.h"
 
@@ -85,10 +86,46 @@ static void test_examples(void)
   g_assert_cmpint(knnwb_device_share(0, 1, 3, NULL, 0), ==, 3);
 }
 
+static void assert_visible(const char *visible, int count, int share, int shares,
+                           const char *expected)
+{
+  char *value = knnwb_device_share_visible(visible, count, share, shares);
+  g_assert_cmpstr(value, ==, expected);
+  free(value);
+}
+
+/* CUDA_VISIBLE_DEVICES narrowed to a rank's share: of the variable's entries (numbers, UUIDs, MIG
+ * names alike), or of the GPUs the system counts; nothing where nothing narrows. */
+static void test_visible(void)
+{
+  /* unset: the system's count */
+  assert_visible(NULL, 2, 0, 2, "0");
+  assert_visible(NULL, 2, 1, 2, "1");
+  assert_visible(NULL, 4, 1, 2, "2,3");
+  assert_visible(NULL, 4, 2, 3, "2,3");
+  assert_visible(NULL, 2, 3, 4, "1");
+  assert_visible(NULL, 12, 1, 2, "6,7,8,9,10,11");
+  /* set: its entries, whatever they are */
+  assert_visible("3,5", 0, 1, 2, "5");
+  assert_visible("GPU-aa,GPU-bb,GPU-cc,GPU-dd", 0, 0, 2, "GPU-aa,GPU-bb");
+  assert_visible("MIG-1,MIG-2", 0, 2, 3, "MIG-1");
+  /* up to the first empty entry (CUDA stops at the first it cannot use) */
+  assert_visible("4,6,,7", 0, 1, 2, "6");
+  assert_visible("4,", 0, 1, 2, NULL);
+  /* nothing to narrow: one rank, a rank out of range, one GPU or none */
+  assert_visible(NULL, 4, 0, 1, NULL);
+  assert_visible(NULL, 4, 2, 2, NULL);
+  assert_visible(NULL, 1, 1, 2, NULL);
+  assert_visible(NULL, 0, 0, 2, NULL);
+  assert_visible("2", 0, 1, 2, NULL);
+  assert_visible("", 0, 1, 2, NULL);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/kernels/device-share/rules", test_rules);
   g_test_add_func("/kernels/device-share/examples", test_examples);
+  g_test_add_func("/kernels/device-share/visible", test_visible);
   return g_test_run();
 }
