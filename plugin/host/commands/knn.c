@@ -355,6 +355,11 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
   /* Each rank gets its rows' lists; for the other outputs rank 0 gathers them (knnwb_knn_compute).
    */
   run->options.group_own_rows = group != NULL;
+  /* The GPUs start before the input's mode asks whether there are any: a rank's start narrows what
+   * the driver shows to its share of the host's GPUs, which only a driver not yet started by a
+   * count allows (kernels/device_start.cu). knnwb_host_command_knn waits for it. */
+  if (group != NULL)
+    knnwb_knn_devices_start(&run->options);
   /* Split memory (each rank reads and holds its block of rows) unless the input is wanted whole:
    * asked for, or by default on GPUs, whose backend scores a visiting block's pairs as two panels
    * (twice the arithmetic) while the shared tiles of a whole input are scored once. */
