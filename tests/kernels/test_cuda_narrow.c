@@ -1,0 +1,64 @@
+/*
+ * A rank's share of its host's GPUs made all the driver shows (kernels/device_start.cu): the
+ * GPUs' start of rank 1 of 2 narrows CUDA_VISIBLE_DEVICES="7,9" to "9" before the driver starts;
+ * it leaves the variable alone with KNNWB_GPU_NARROW=0, for a run that names its GPUs, for a run
+ * alone on its host, and once the driver was counted. Each case runs in a fresh process (the start
+ * is once a process). Needs no GPU: the entries need not exist, the driver is never asked which do
+ * before the variable is set (a CUDA build narrows; a build without CUDA never does).
+ */
+#include <stdio.h>
+#include <glib.h>
+#include "knnwb_kernels.h"
+
+#ifdef KNNWB_HAVE_CUDA
+#define NARROWED "9\n"
+#else
+#define NARROWED "7,9\n"
+#endif
+
+typedef struct {
+  const char *knob;  /* KNNWB_GPU_NARROW, or NULL */
+  int n_devices;     /* the run's --devices (the first n) */
+  int shares;        /* ranks on the host */
+  gboolean counted;  /* the driver counted before the start */
+  const char *after; /* CUDA_VISIBLE_DEVICES after the start, and a newline */
+} NarrowCase;
+
+static const NarrowCase narrow_cases[] = {
+    {NULL, 0, 2, FALSE, NARROWED}, {"0", 0, 2, FALSE, "7,9\n"}, {NULL, 1, 2, FALSE, "7,9\n"},
+    {NULL, 0, 1, FALSE, "7,9\n"},  {NULL, 0, 2, TRUE, "7,9\n"},
+};
+
+static void test_narrow(gconstpointer data)
+{
+  const NarrowCase *c = data;
+  if (g_test_subprocess()) {
+    if (c->counted)
+      (void)knnwb_cuda_device_count();
+    knnwb_cuda_start(NULL, c->n_devices, c->shares > 1 ? 1 : 0, c->shares);
+    knnwb_cuda_start_wait();
+    const char *visible = g_getenv("CUDA_VISIBLE_DEVICES");
+    printf("%s\n", visible != NULL ? visible : "(unset)");
+    return;
+  }
+  g_setenv("CUDA_VISIBLE_DEVICES", "7,9", TRUE);
+  if (c->knob != NULL)
+    g_setenv("KNNWB_GPU_NARROW", c->knob, TRUE);
+  else
+    g_unsetenv("KNNWB_GPU_NARROW");
+  g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  g_test_trap_assert_stdout(c->after);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  static const char *names[] = {"/kernels/cuda-narrow/share", "/kernels/cuda-narrow/knob-off",
+                                "/kernels/cuda-narrow/devices-named",
+                                "/kernels/cuda-narrow/alone-on-host",
+                                "/kernels/cuda-narrow/driver-counted"};
+  for (size_t i = 0; i < G_N_ELEMENTS(narrow_cases); i++)
+    g_test_add_data_func(names[i], &narrow_cases[i], test_narrow);
+  return g_test_run();
+}
