@@ -21,6 +21,13 @@ int knnwb_cuda_share_devices(int share, int shares, int *ordinals, int max)
   return 0;
 }
 
+int knnwb_cuda_narrow_to(const int *devices, int n_devices)
+{
+  (void)devices;
+  (void)n_devices;
+  return 0;
+}
+
 void knnwb_cuda_start(const int *devices, int n_devices, int share, int shares)
 {
   (void)devices;

@@ -27,40 +27,44 @@ int knnwb_device_share(int share, int shares, int visible, int *ordinals, int ma
   return last - first;
 }
 
-char *knnwb_device_share_visible(const char *visible, int count, int share, int shares)
+/* The entries a CUDA_VISIBLE_DEVICES of value visible shows: its entries up to the first empty one
+ * (CUDA stops at the first it cannot use), or where visible is NULL the count GPUs "0" to
+ * "count - 1". */
+static int knnwb_device_entries(const char *visible, int count)
 {
-  if (shares <= 1 || share < 0 || share >= shares)
-    return NULL;
-  /* the entries: visible's, up to the first empty one (CUDA stops at the first it cannot use),
-   * or "0" to "count - 1" */
+  if (visible == NULL)
+    return count;
   int n = 0;
-  if (visible != NULL) {
-    for (const char *at = visible; *at != '\0' && *at != ','; n++) {
-      at += strcspn(at, ",");
-      if (*at == ',')
-        at++;
-    }
-  } else {
-    n = count;
+  for (const char *at = visible; *at != '\0' && *at != ','; n++) {
+    at += strcspn(at, ",");
+    if (*at == ',')
+      at++;
   }
-  if (n <= 1)
-    return NULL; /* one GPU or none: every rank takes it, nothing to narrow */
-  int *ordinals = malloc((size_t)n * sizeof *ordinals);
-  if (ordinals == NULL)
+  return n;
+}
+
+char *knnwb_device_visible_of(const char *visible, int count, const int *ordinals, int n)
+{
+  const int entries = knnwb_device_entries(visible, count);
+  if (n <= 0 || entries <= 0)
     return NULL;
-  const int taken = knnwb_device_share(share, shares, n, ordinals, n);
-  size_t bytes = 1;
-  if (visible != NULL)
-    bytes += strlen(visible);
-  else
-    bytes += (size_t)taken * 12;
+  int same = n == entries; /* every entry, in order: nothing to narrow */
+  for (int t = 0; t < n; t++) {
+    if (ordinals[t] < 0 || ordinals[t] >= entries)
+      return NULL;
+    for (int u = 0; u < t; u++)
+      if (ordinals[u] == ordinals[t])
+        return NULL; /* CUDA refuses an entry twice */
+    same = same && ordinals[t] == t;
+  }
+  if (same)
+    return NULL;
+  const size_t bytes = 1 + (visible != NULL ? strlen(visible) : (size_t)n * 12);
   char *value = malloc(bytes);
-  if (value == NULL) {
-    free(ordinals);
+  if (value == NULL)
     return NULL;
-  }
   size_t used = 0;
-  for (int t = 0; t < taken; t++) {
+  for (int t = 0; t < n; t++) {
     if (t > 0)
       value[used++] = ',';
     if (visible == NULL) {
@@ -75,6 +79,19 @@ char *knnwb_device_share_visible(const char *visible, int count, int share, int 
     used += length;
   }
   value[used] = '\0';
+  return value;
+}
+
+char *knnwb_device_share_visible(const char *visible, int count, int share, int shares)
+{
+  const int entries = knnwb_device_entries(visible, count);
+  if (shares <= 1 || share < 0 || share >= shares || entries <= 1)
+    return NULL; /* one GPU or none: every rank takes it, nothing to narrow */
+  int *ordinals = malloc((size_t)entries * sizeof *ordinals);
+  if (ordinals == NULL)
+    return NULL;
+  const int taken = knnwb_device_share(share, shares, entries, ordinals, entries);
+  char *value = knnwb_device_visible_of(visible, count, ordinals, taken);
   free(ordinals);
   return value;
 }

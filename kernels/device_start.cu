@@ -83,7 +83,7 @@ void warm_staging()
     knnwb_cuda::staging_give(taken[i]);
 }
 
-/* knnwb_device_share of count GPUs, or every one of them once narrow_to_share made the share all
+/* knnwb_device_share of count GPUs, or every one of them once narrow made the share all
  * the driver shows. */
 int share_of(int share, int shares, int count, int *ordinals, int max)
 {
@@ -128,21 +128,22 @@ int system_gpu_count()
 }
 
 /* Before the driver starts: CUDA_VISIBLE_DEVICES narrowed to this rank's share of the GPUs
- * (knnwb_device_share_visible), so that the driver starts those only (the count took 0.44-0.46 s
- * with two H200s visible, 0.05 s with one). */
-void narrow_to_share(int share, int shares)
+ * (share >= 0: knnwb_device_share_visible) or to the n GPUs of devices (share < 0:
+ * knnwb_device_visible_of), so that the driver starts those only (the count took 0.44-0.46 s with
+ * two H200s visible, 0.05 s with one). Whether it did. */
+bool narrow(int share, int shares, const int *devices, int n)
 {
   const char *knob = getenv("KNNWB_GPU_NARROW");
-  if (shares <= 1 || (knob != nullptr && strcmp(knob, "0") == 0) || !driver_untouched())
-    return;
+  if ((knob != nullptr && strcmp(knob, "0") == 0) || (share >= 0 && shares <= 1) ||
+      (share < 0 && n <= 0) || !driver_untouched())
+    return false;
   const char *visible = getenv("CUDA_VISIBLE_DEVICES");
   const int count = visible != nullptr ? 0 : system_gpu_count();
-  char *value = knnwb_device_share_visible(visible, count, share, shares);
-  if (value == nullptr)
-    return;
-  if (setenv("CUDA_VISIBLE_DEVICES", value, 1) == 0)
-    narrowed = true;
+  char *value = share >= 0 ? knnwb_device_share_visible(visible, count, share, shares)
+                           : knnwb_device_visible_of(visible, count, devices, n);
+  const bool set = value != nullptr && setenv("CUDA_VISIBLE_DEVICES", value, 1) == 0;
   free(value);
+  return set;
 }
 
 /* The driver, then the primary context of each GPU in ordinals (when empty: the share's of every
@@ -198,8 +199,8 @@ extern "C" void knnwb_cuda_start(const int *devices, int n_devices, int share, i
   std::vector<int> ordinals;
   for (int i = 0; i < n_devices; i++)
     ordinals.push_back(devices != nullptr ? devices[i] : i);
-  if (n_devices == 0)
-    narrow_to_share(share, shares);
+  if (n_devices == 0 && narrow(share, shares, nullptr, 0))
+    narrowed = true;
   {
     std::lock_guard<std::mutex> count_guard(count_lock);
     counting = true;
@@ -214,6 +215,13 @@ extern "C" void knnwb_cuda_start(const int *devices, int n_devices, int share, i
     }
     count_known.notify_all();
   }
+}
+
+extern "C" int knnwb_cuda_narrow_to(const int *devices, int n_devices)
+{
+  std::lock_guard<std::mutex> guard(start_lock);
+  return count_state() == -2 && !start_thread.joinable() && devices != nullptr &&
+         narrow(-1, 0, devices, n_devices);
 }
 
 extern "C" void knnwb_cuda_start_wait(void)

@@ -323,6 +323,23 @@ int knnwb_device_share(int share, int shares, int visible, int *ordinals, int ma
  */
 char *knnwb_device_share_visible(const char *visible, int count, int share, int shares);
 /**
+ * CUDA_VISIBLE_DEVICES narrowed to the n GPUs ordinals lists, in that order, of those visible shows
+ * (as knnwb_device_share_visible). NULL (nothing to narrow) when n <= 0, an ordinal is not among
+ * them or is listed twice (CUDA refuses an entry twice), or the list is every one in order; else a
+ * string to free(). Host-only, O(n^2 + length).
+ */
+char *knnwb_device_visible_of(const char *visible, int count, const int *ordinals, int n);
+/**
+ * Makes the n_devices GPUs devices lists (ordinals of the visible ones) all the driver will show,
+ * in that order, by narrowing CUDA_VISIBLE_DEVICES (knnwb_device_visible_of): they are then
+ * ordinals 0 to n_devices - 1, and the driver starts only those. Returns 1 when it did; 0, with
+ * nothing changed, where the process has counted or started its GPUs or its driver already,
+ * KNNWB_GPU_NARROW is 0, the visible GPUs cannot be counted without the driver (as
+ * knnwb_cuda_start), or knnwb_device_visible_of has nothing to narrow. For a process whose every
+ * run names these GPUs: call once, before anything else asks CUDA.
+ */
+int knnwb_cuda_narrow_to(const int *devices, int n_devices);
+/**
  * knnwb_device_share of the visible GPUs (knnwb_cuda_device_count, whose wait it shares); every
  * visible GPU once a start narrowed what the driver shows to the share (knnwb_cuda_start).
  */

@@ -45,6 +45,19 @@ int knnwb_knn_run_gpus(const KnnwbKnnOptions *options, int *ordinals, int max)
   return knnwb_cuda_share_devices(share, shares, ordinals, max);
 }
 
+gboolean knnwb_knn_devices_narrow(int *devices, int n_devices)
+{
+  g_autofree char *given = g_strdup(g_getenv("CUDA_VISIBLE_DEVICES"));
+  if (devices == NULL || n_devices <= 0 || !knnwb_cuda_narrow_to(devices, n_devices))
+    return FALSE;
+  g_debug("knnwb: the run's GPUs are all the driver shows: CUDA_VISIBLE_DEVICES=%s (was %s), "
+          "now GPU 0 to %d",
+          g_getenv("CUDA_VISIBLE_DEVICES"), given ? given : "unset", n_devices - 1);
+  for (int i = 0; i < n_devices; i++)
+    devices[i] = i;
+  return TRUE;
+}
+
 void knnwb_knn_devices_start(const KnnwbKnnOptions *options)
 {
   int share = 0, shares = 1;

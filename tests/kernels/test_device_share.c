@@ -121,11 +121,37 @@ static void test_visible(void)
   assert_visible("", 0, 1, 2, NULL);
 }
 
+static void assert_named(const char *visible, int count, const int *ordinals, int n,
+                         const char *expected)
+{
+  char *value = knnwb_device_visible_of(visible, count, ordinals, n);
+  g_assert_cmpstr(value, ==, expected);
+  free(value);
+}
+
+/* CUDA_VISIBLE_DEVICES narrowed to GPUs named in a list, in its order. */
+static void test_visible_of(void)
+{
+  const int second[] = {1}, swapped[] = {1, 0}, twice[] = {0, 0}, all[] = {0, 1}, far[] = {3};
+  assert_named("GPU-a,GPU-b", 0, second, 1, "GPU-b");
+  assert_named("GPU-a,GPU-b", 0, swapped, 2, "GPU-b,GPU-a");
+  assert_named(NULL, 4, swapped, 2, "1,0");
+  assert_named(NULL, 2, second, 1, "1");
+  assert_named(NULL, 2, twice, 2, NULL); /* CUDA refuses an entry twice */
+  assert_named(NULL, 2, all, 2, NULL);   /* every one in order */
+  assert_named(NULL, 3, all, 2, "0,1");  /* the first two of three */
+  assert_named(NULL, 2, far, 1, NULL);   /* not visible */
+  assert_named("5,6,,7", 0, second, 1, "6");
+  assert_named(NULL, 0, second, 1, NULL); /* nothing counted */
+  assert_named(NULL, 2, second, 0, NULL); /* nothing named */
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/kernels/device-share/rules", test_rules);
   g_test_add_func("/kernels/device-share/examples", test_examples);
   g_test_add_func("/kernels/device-share/visible", test_visible);
+  g_test_add_func("/kernels/device-share/visible-of", test_visible_of);
   return g_test_run();
 }

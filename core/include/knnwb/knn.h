@@ -160,6 +160,16 @@ gboolean knnwb_knn_uses_gpu(const KnnwbKnnOptions *options);
 gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options);
 
 /**
+ * For a process whose every kNN run takes the GPUs devices lists (n_devices ordinals of the visible
+ * ones, as --devices gives them): makes them all CUDA's driver will show, so that it starts only
+ * those (CUDA_VISIBLE_DEVICES narrowed; 0.05 s against 0.45 s for two H200s), and then rewrites
+ * devices to 0 to n_devices - 1, what they are called from then on. Returns whether it did; FALSE
+ * changes nothing (the driver was started or the GPUs counted already, KNNWB_GPU_NARROW=0, the
+ * GPUs cannot be counted without the driver, an ordinal is repeated or not visible, or the list is
+ * every GPU in order). Call before any other GPU call of the process. Never fails.
+ */
+gboolean knnwb_knn_devices_narrow(int *devices, int n_devices);
+/**
  * Begins starting the GPUs a run with options may use (CUDA's driver, then every GPU's context at
  * once, on helper threads: 0.3 s on one H200, 1 s on four) and returns at once, so that the
  * caller reads its input meanwhile. Nothing with the cpu backend or without CUDA; once per
