@@ -248,6 +248,12 @@ void knnwb_knn_gpu_share(const KnnwbKnnOptions *options, int *share, int *shares
  */
 int knnwb_knn_run_gpus(const KnnwbKnnOptions *options, int *ordinals, int max);
 /**
+ * Once a process, in debug logs: which of its host's GPUs this rank's run of options takes
+ * (devices of them, knnwb_knn_run_gpus), which is otherwise not seen (a rank other than 0 writes
+ * nothing). Nothing for a run that takes no share (knnwb_knn_gpu_share).
+ */
+void knnwb_knn_gpus_log(const KnnwbKnnOptions *options, int devices);
+/**
  * Begins the GPUs' start (knnwb_knn_devices_start) and the choice of the tile GEMM for a search of
  * n_query x n_reference rows of dim columns with options (knnwb_cuda_gemm_start), where that
  * search will score in half-precision tiles on GPUs with the default memory budget; else nothing.

@@ -161,14 +161,14 @@ gboolean knnwb_knn_expects_gpu(const KnnwbKnnOptions *options)
   return now > 0 || (now < 0 && !knnwb_knn_gpus_hidden());
 }
 
-/* The GPUs a run takes, in debug logs: which ones each rank of a host took is otherwise not seen
- * (a rank other than 0 writes nothing). */
-static void knnwb_knn_gpus_log(const KnnwbKnnOptions *options, int devices)
+void knnwb_knn_gpus_log(const KnnwbKnnOptions *options, int devices)
 {
+  static gsize told = 0;
   int share = 0, shares = 1;
   knnwb_knn_gpu_share(options, &share, &shares);
-  if (shares <= 1)
+  if (shares <= 1 || !g_once_init_enter(&told))
     return;
+  g_once_init_leave(&told, 1);
   int *ordinals = g_new(int, devices);
   knnwb_knn_run_gpus(options, ordinals, devices);
   g_autoptr(GString) list = g_string_new(NULL);

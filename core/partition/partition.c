@@ -102,6 +102,7 @@ static void knnwb_partition_workers(KnnwbPartitionRun *run, int threads)
     const int count = knnwb_knn_run_gpus(options, NULL, 0);
     int *ordinals = g_new(int, count);
     knnwb_knn_run_gpus(options, ordinals, count);
+    knnwb_knn_gpus_log(options, count);
     const int per_gpu = knnwb_partition_per_gpu(run, ordinals, count);
     run->gpus = count;
     run->workers = count * per_gpu;

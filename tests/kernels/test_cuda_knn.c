@@ -835,12 +835,19 @@ static void two_sided_seen_once(const TwoSidedHanded *h, int side)
     g_assert_cmpint(h->seen[side][i], ==, 1);
 }
 
+/* Whether two_sided_check's jobs run on every visible GPU instead of GPU 0 alone: the backend
+ * runs both sides only on one GPU (a rank's own, as ranks of a host take them) and declines b's
+ * on several. */
+static gboolean two_sided_every_gpu;
+
 /* Sides a = rows [0, na) and b = [na, n) of p as one job, kc = na (every pair a candidate), both
  * sides' k best checked (check_side); b's only where the job took it. Returns 2 where the job ran
  * both sides, 1 where it declined b's, 0 where a budget (form->memory) left it no room at all. */
 static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t k,
                            const TwoSidedForm *form)
 {
+  static const int gpu0[] = {0};
+  const gboolean one_gpu = !two_sided_every_gpu || knnwb_cuda_device_count() == 1;
   const size_t d = p->d, kc = na;
   if (form->max_tile)
     g_setenv("KNNWB_CUDA_MAX_TILE", form->max_tile, TRUE);
@@ -885,6 +892,8 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
       .screen_half_scores = knnwb_screen_half_scores(p->screen),
       .n_threads = 2,
       .memory_bytes = form->memory,
+      .devices = two_sided_every_gpu ? NULL : gpu0,
+      .n_devices = two_sided_every_gpu ? 0 : 1,
       .kc = kc,
       .out_index = index,
       .out_score = score,
@@ -951,7 +960,7 @@ static int two_sided_check(const KnnwbPrepared *p, size_t na, size_t nb, size_t 
     g_assert_cmpint(status, ==, KNNWB_KERNELS_OK);
     g_assert_cmpint(refined, ==, 1);
     if (form->memory == 0)
-      g_assert_cmpint(other_refined, ==, !form->declined);
+      g_assert_cmpint(other_refined, ==, !form->declined && one_gpu);
     else
       g_test_message("a two-sided job under %zu bytes: %s", form->memory,
                      other_refined ? "both sides" : "declined");
@@ -1061,6 +1070,10 @@ static void test_two_sided(void)
     g_assert_cmpint(outcome, ==, 2);
     if (fine)
       g_assert_cmpint(declined, >, 0);
+    /* on every GPU of the host: both sides where there is one, the query side alone on more */
+    two_sided_every_gpu = TRUE;
+    two_sided_check(&p, na, nb, k, &forms[0]);
+    two_sided_every_gpu = FALSE;
     knnwb_prepared_clear(&p);
   }
 }
