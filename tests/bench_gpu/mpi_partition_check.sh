@@ -14,7 +14,8 @@
 # rows visit other clusters; SIZES="10M" leaves out 2M; ROUNDS=N runs the GPU ways N times,
 # alternating; SPLIT=1 adds the ranks with --mpi-input split, which compare every pair of blocks
 # (44 s at 10M rows on two H200s); DEVICES0=1 adds one GPU picked with --devices 0 while every GPU
-# is visible, which the CUDA driver starts all of)
+# is visible, which the CUDA driver narrows to GPU 0; SHARE=1 adds ranks that see every GPU and
+# take their share of them, narrowed and not (KNNWB_GPU_NARROW=0), and ranks each on every GPU)
 set -uo pipefail
 out=$1; b=/tmp/knnwb-mpipart; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
@@ -45,6 +46,13 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   all) G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -o $d/g.npy >$out/one.log 2>&1 ;;
   dev0) G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend --devices 0 \
     -o $d/g.npy >$out/one.log 2>&1 ;;
+  share|share0|every) # ranks that see every GPU: each takes its share (narrowed, or with
+    # KNNWB_GPU_NARROW=0 not), or each runs on every GPU (--devices 0,..,G-1)
+    local narrow=1 devices=(); [ "$way" = share0 ] && narrow=0
+    [ "$way" = every ] && devices=(--devices "$(seq -s, 0 $((gpus - 1)))")
+    G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np $ranks \
+      -x G_MESSAGES_DEBUG -x KNNWB_GPU_NARROW=$narrow "$k" knn "$f" -k $kk -m $metric -b $backend \
+      "${devices[@]}" -o $d/g.npy >$out/one.log 2>&1 ;;
   *) # ranks|split: one GPU per rank where there are enough, else all on GPU 0
     local input=whole; [ "$way" = split ] && input=split
     G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np $ranks \
@@ -69,6 +77,11 @@ ways() {
   [ "$gpus" -gt 1 ] && run "$name, $gpus GPUs, 1 process" all $f cuda $metric $kk
   run "$name, $ranks ranks" ranks $f cuda $metric $kk
   [ -n "${SPLIT:-}" ] && run "$name, $ranks ranks, split" split $f cuda $metric $kk
+  if [ -n "${SHARE:-}" ]; then
+    run "$name, $ranks ranks, share" share $f cuda $metric $kk
+    run "$name, $ranks ranks, share not narrowed" share0 $f cuda $metric $kk
+    run "$name, $ranks ranks, each on every GPU" every $f cuda $metric $kk
+  fi
 }
 [ -z "${2:-}" ] || "$k" metafeatures "$2" --ops all -o $d/real.npy || exit 1
 for ((round = 1; round <= ${ROUNDS:-1}; round++)); do
