@@ -31,6 +31,20 @@ static const NarrowCase narrow_cases[] = {
     {NULL, 0, 1, FALSE, "7,9\n"},  {NULL, 0, 2, TRUE, "7,9\n"},
 };
 
+/* The case's test again in a fresh process with CUDA_VISIBLE_DEVICES="7,9" and knob as
+ * KNNWB_GPU_NARROW (NULL: unset): it must pass and print after. */
+static void run_case(const char *knob, const char *after)
+{
+  g_setenv("CUDA_VISIBLE_DEVICES", "7,9", TRUE);
+  if (knob != NULL)
+    g_setenv("KNNWB_GPU_NARROW", knob, TRUE);
+  else
+    g_unsetenv("KNNWB_GPU_NARROW");
+  g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+  g_test_trap_assert_stdout(after);
+}
+
 static void test_narrow(gconstpointer data)
 {
   const NarrowCase *c = data;
@@ -43,14 +57,7 @@ static void test_narrow(gconstpointer data)
     printf("%s\n", visible != NULL ? visible : "(unset)");
     return;
   }
-  g_setenv("CUDA_VISIBLE_DEVICES", "7,9", TRUE);
-  if (c->knob != NULL)
-    g_setenv("KNNWB_GPU_NARROW", c->knob, TRUE);
-  else
-    g_unsetenv("KNNWB_GPU_NARROW");
-  g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_passed();
-  g_test_trap_assert_stdout(c->after);
+  run_case(c->knob, c->after);
 }
 
 /* The GPUs --devices names, narrowed the same way (knnwb_knn_devices_narrow): the variable after
@@ -93,14 +100,7 @@ static void test_named(gconstpointer data)
     g_assert_true(done == (g_strcmp0(visible, "7,9") != 0));
     return;
   }
-  g_setenv("CUDA_VISIBLE_DEVICES", "7,9", TRUE);
-  if (c->knob != NULL)
-    g_setenv("KNNWB_GPU_NARROW", c->knob, TRUE);
-  else
-    g_unsetenv("KNNWB_GPU_NARROW");
-  g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_passed();
-  g_test_trap_assert_stdout(c->after);
+  run_case(c->knob, c->after);
 }
 
 int main(int argc, char **argv)
