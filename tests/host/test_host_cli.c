@@ -58,6 +58,42 @@ static void test_help_and_version(void)
   g_assert_cmpint(host_test_run(NULL, NULL, &err, NULL), ==, 2);
 }
 
+/* --devices narrows CUDA_VISIBLE_DEVICES to the GPUs it names while the options are read, before
+ * any GPU call (knnwb_knn_devices_narrow): a CUDA build's debug line says so (7,9 -> 9, the run's
+ * GPU 0), a build without CUDA never narrows, and `--backend cpu` leaves the variable alone. GPU
+ * "9" exists nowhere, so every run computes on the CPU and writes the same graph. */
+static void test_devices_narrowed(void)
+{
+  g_autofree char *dir = host_test_tmpdir();
+  g_autofree char *named = g_build_filename(dir, "named.knn", NULL);
+  g_autofree char *cpu = g_build_filename(dir, "cpu.knn", NULL);
+  g_autofree char *given = g_strdup(g_getenv("CUDA_VISIBLE_DEVICES"));
+  g_autofree char *err = NULL, *cpu_err = NULL;
+  g_setenv("CUDA_VISIBLE_DEVICES", "7,9", TRUE);
+  g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
+  g_assert_cmpint(host_test_run(NULL, NULL, &err, "knn", CIBM_SAMPLE, "-k", "3", "--devices", "1",
+                                "-o", named, NULL),
+                  ==, 0);
+  g_assert_cmpint(host_test_run(NULL, NULL, &cpu_err, "knn", CIBM_SAMPLE, "-k", "3", "--devices",
+                                "1", "--backend", "cpu", "-o", cpu, NULL),
+                  ==, 0);
+  g_unsetenv("G_MESSAGES_DEBUG");
+  if (given != NULL)
+    g_setenv("CUDA_VISIBLE_DEVICES", given, TRUE);
+  else
+    g_unsetenv("CUDA_VISIBLE_DEVICES");
+#ifdef KNNWB_HAVE_CUDA
+  g_assert_nonnull(strstr(err, "CUDA_VISIBLE_DEVICES=9 (was 7,9), now GPU 0 to 0"));
+#else
+  g_assert_null(strstr(err, "all the driver shows"));
+#endif
+  g_assert_null(strstr(cpu_err, "all the driver shows"));
+  g_autofree char *a = NULL, *b = NULL;
+  g_assert_true(g_file_get_contents(named, &a, NULL, NULL));
+  g_assert_true(g_file_get_contents(cpu, &b, NULL, NULL));
+  g_assert_cmpstr(a, ==, b);
+}
+
 /* The sample's graph, checked against the exact distances of a brute-force search. */
 static void test_knn_sample(void)
 {
@@ -493,6 +529,7 @@ int main(int argc, char **argv)
   g_test_add_func("/host/cli/knn-bad-files", test_knn_bad_files);
   g_test_add_func("/host/cli/parse-bytes", test_parse_bytes);
   g_test_add_func("/host/cli/device-list", test_device_list);
+  g_test_add_func("/host/cli/devices-narrowed", test_devices_narrowed);
   g_test_add_func("/host/cli/knn-interrupted", test_knn_interrupted);
   g_test_add_func("/host/cli/neighbourhood-phenotype-rows", test_neighbourhood_phenotype_rows);
   return g_test_run();

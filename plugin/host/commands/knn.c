@@ -355,13 +355,9 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
   /* Each rank gets its rows' lists; for the other outputs rank 0 gathers them (knnwb_knn_compute).
    */
   run->options.group_own_rows = group != NULL;
-  /* The GPUs --devices names become all the driver shows (it starts every GPU it sees), and so
-   * does a rank's share of its host's GPUs, which its start takes before the input's mode asks
-   * whether there are any: only a driver not yet started by a count allows either
-   * (kernels/device_start.cu). knnwb_host_command_knn waits for the start. */
-  if (run->options.backend != KNNWB_BACKEND_CPU && run->command.knn.device_list != NULL)
-    knnwb_knn_devices_narrow((int *)(void *)run->command.knn.device_list->data,
-                             run->options.n_devices);
+  /* A rank's share of its host's GPUs becomes all the driver shows when its start comes before
+   * the input's mode asks whether there are any: only a driver not yet started by a count allows
+   * it (kernels/device_start.cu). knnwb_host_command_knn waits for the start. */
   if (group != NULL)
     knnwb_knn_devices_start(&run->options);
   /* Split memory (each rank reads and holds its block of rows) unless the input is wanted whole:

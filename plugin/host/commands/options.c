@@ -196,6 +196,10 @@ gboolean knnwb_host_knn_options(KnnwbHostKnnArgs *args, gboolean k_required,
     knnwb_device_list_warn_repeated(args->device_list, "--devices");
     options->devices = (const int *)(void *)args->device_list->data;
     options->n_devices = (int)args->device_list->len;
+    /* The GPUs named become all the driver shows (it starts every GPU it sees; the list is then
+     * 0 to n - 1): a command parses its options once, before any GPU call. */
+    if (options->backend != KNNWB_BACKEND_CPU)
+      knnwb_knn_devices_narrow((int *)(void *)args->device_list->data, options->n_devices);
   }
   return TRUE;
 }
