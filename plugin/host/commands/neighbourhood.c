@@ -197,6 +197,11 @@ static gboolean knnwb_neighbourhood_prepare(KnnwbNeighbourhoodRun *run, GError *
   run->options.cancel = knnwb_host_signals_install();
   run->options.data_name = command->rest[0];
   run->group = knnwb_host_group();
+  /* Under mpirun the GPUs start before the ranks ask whether there are any, so that a rank's
+   * share of its host's GPUs becomes all the driver shows (kernels/device_start.cu);
+   * knnwb_host_command_neighbourhood waits for the start. */
+  if (run->group != NULL && run->group->size > 1)
+    knnwb_knn_devices_start(&run->options);
   run->split_rows = run->group != NULL && run->group->size > 1 &&
                     !knnwb_host_group_all_gpus(run->group, &run->options);
   run->writer = !run->split_rows || run->group->rank == 0;
@@ -425,6 +430,7 @@ int knnwb_host_command_neighbourhood(int argc, char **argv)
   const gboolean parsed = knnwb_neighbourhood_parse(context, argc, argv, &run, &error);
   const gboolean done = parsed && knnwb_neighbourhood_prepare(&run, &error) &&
                         knnwb_neighbourhood_execute(&run, &error);
+  knnwb_knn_devices_wait(); /* a run that failed before its search */
   const int status = knnwb_host_command_finish("neighbourhood", parsed, done, run.outputs, error);
   knnwb_neighbourhood_run_clear(&run);
   return status;
