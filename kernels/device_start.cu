@@ -132,20 +132,26 @@ int system_gpu_count()
   return gpus > 0 && gpus == files ? gpus : -1;
 }
 
-/* Before the driver starts: CUDA_VISIBLE_DEVICES narrowed to this rank's share of the GPUs
- * (share >= 0: knnwb_device_share_visible) or to the n GPUs of devices (share < 0:
- * knnwb_device_visible_of), so that the driver starts those only (the count took 0.44-0.46 s with
- * two H200s visible, 0.05 s with one). Whether it did. */
-bool narrow(int share, int shares, const int *devices, int n)
+/* Whether CUDA_VISIBLE_DEVICES may still be narrowed: KNNWB_GPU_NARROW is not 0 and nothing
+ * started the driver, which reads the variable only then. */
+bool narrowing_allowed()
 {
   const char *knob = getenv("KNNWB_GPU_NARROW");
-  if ((knob != nullptr && strcmp(knob, "0") == 0) || (share >= 0 && shares <= 1) ||
-      (share < 0 && n <= 0) || !driver_untouched())
-    return false;
-  const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-  const int count = visible != nullptr ? 0 : system_gpu_count();
-  char *value = share >= 0 ? knnwb_device_share_visible(visible, count, share, shares)
-                           : knnwb_device_visible_of(visible, count, devices, n);
+  return !(knob != nullptr && strcmp(knob, "0") == 0) && driver_untouched();
+}
+
+/* The GPUs a narrowed variable picks from when CUDA_VISIBLE_DEVICES is unset (0 when it is set:
+ * its entries are those). */
+int unset_count(const char *visible)
+{
+  return visible != nullptr ? 0 : system_gpu_count();
+}
+
+/* CUDA_VISIBLE_DEVICES set to value (a string to free, or NULL: nothing to narrow), so that the
+ * driver starts those GPUs only (the count took 0.44-0.46 s with two H200s visible, 0.05 s with
+ * one). Whether it was set. */
+bool narrow_to(char *value)
+{
   const bool set = value != nullptr && setenv("CUDA_VISIBLE_DEVICES", value, 1) == 0;
   free(value);
   return set;
@@ -204,8 +210,10 @@ extern "C" void knnwb_cuda_start(const int *devices, int n_devices, int share, i
   std::vector<int> ordinals;
   for (int i = 0; i < n_devices; i++)
     ordinals.push_back(devices != nullptr ? devices[i] : i);
-  if (n_devices == 0 && narrow(share, shares, nullptr, 0))
-    narrowed = true;
+  if (n_devices == 0 && shares > 1 && narrowing_allowed()) {
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    narrowed = narrow_to(knnwb_device_share_visible(visible, unset_count(visible), share, shares));
+  }
   {
     std::lock_guard<std::mutex> count_guard(count_lock);
     counting = true;
@@ -225,8 +233,11 @@ extern "C" void knnwb_cuda_start(const int *devices, int n_devices, int share, i
 extern "C" int knnwb_cuda_narrow_to(const int *devices, int n_devices)
 {
   std::lock_guard<std::mutex> guard(start_lock);
-  return count_state() == -2 && !start_thread.joinable() && devices != nullptr &&
-         narrow(-1, 0, devices, n_devices);
+  if (count_state() != -2 || start_thread.joinable() || devices == nullptr || n_devices <= 0 ||
+      !narrowing_allowed())
+    return 0;
+  const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+  return narrow_to(knnwb_device_visible_of(visible, unset_count(visible), devices, n_devices));
 }
 
 extern "C" void knnwb_cuda_start_wait(void)
