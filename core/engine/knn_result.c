@@ -103,6 +103,16 @@ KnnwbNeighbors *knnwb_knn_result_new(size_t first, size_t rows, size_t k, GError
   return knnwb_knn_result_alloc(first, rows, k, TRUE, error);
 }
 
+KnnwbNeighbors *knnwb_knn_result_new_unset(size_t first, size_t rows, size_t k, GError **error)
+{
+  return knnwb_knn_result_alloc(first, rows, k, FALSE, error);
+}
+
+void knnwb_knn_result_empty_rows(KnnwbNeighbors *lists, size_t first, size_t last)
+{
+  knnwb_knn_result_clear(first * lists->k, last * lists->k, lists);
+}
+
 /* knnwb_knn_result_check's rows: the lowest row whose list breaks the contract, and why. */
 typedef struct {
   const KnnwbNeighbors *result;

@@ -347,6 +347,10 @@ void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, i
 /* Row i's k-th distance so far: from run->kth where the ranks made it common, else from its list
  * here (+inf where it holds fewer than k). */
 double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i);
+/* The lists' rows of the groups other ranks search (run->owner) emptied: phase one writes only
+ * this rank's, and phase two's merges and the combining read every row here. Disjoint from the
+ * rows phase one writes, so it may run beside it. On up to threads threads, O(n k). */
+void knnwb_partition_ranks_empty_others(KnnwbPartitionRun *run, int threads);
 /* run->kth: every row's k-th distance from the lists of the groups this rank searched in phase
  * one (run->owner). */
 gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error);

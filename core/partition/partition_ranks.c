@@ -154,28 +154,64 @@ gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, KnnwbPartiti
   return ok;
 }
 
+typedef struct {
+  const KnnwbPartitionRun *run;
+  guint8 *mine; /* per row: whether a group of this rank holds it */
+} KnnwbPartitionOthers;
+
+static void knnwb_partition_mark_mine(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionOthers *o = data;
+  const KnnwbPartition *p = o->run->p;
+  for (size_t g = first; g < last; g++)
+    for (size_t t = p->start[g];
+         o->run->owner[g] == o->run->options->group->rank && t < p->start[g + 1]; t++)
+      o->mine[p->members[t]] = 1;
+}
+
+static void knnwb_partition_empty_rows(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionOthers *o = data;
+  for (size_t i = first; i < last;) {
+    size_t j = i;
+    while (j < last && !o->mine[j])
+      j++;
+    if (j > i)
+      knnwb_knn_result_empty_rows(o->run->lists, i, j);
+    i = j + 1;
+  }
+}
+
+void knnwb_partition_ranks_empty_others(KnnwbPartitionRun *run, int threads)
+{
+  KnnwbPartitionOthers o = {run, g_new0(guint8, MAX(run->p->n, (size_t)1))};
+  knnwb_parallel_for(threads, run->p->groups, 1, knnwb_partition_mark_mine, &o);
+  knnwb_parallel_for(threads, run->p->n, 65536, knnwb_partition_empty_rows, &o);
+  g_free(o.mine);
+}
+
+/* Rows [first, last)'s k-th distances as this rank holds them: its groups' rows from their lists,
+ * +inf for the others (emptied: knnwb_partition_ranks_empty_others). Distances are not negative,
+ * so their bits order as integers do. */
+static void knnwb_partition_kth_here(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionRun *run = data;
+  const size_t k = run->k;
+  for (size_t i = first; i < last; i++)
+    memcpy(&run->kth[i], &run->lists->distances[i * k + k - 1], sizeof(int64_t));
+}
+
 gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const KnnwbPartition *p = run->p;
-  const size_t k = run->k;
   run->kth = g_try_new(int64_t, p->n);
   if (run->kth == NULL)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate the k-th distances of %zu rows", p->n);
   if (!group->agree(group, run->kth != NULL, error))
     return FALSE;
-  const double none = INFINITY;
-  int64_t none_bits;
-  memcpy(&none_bits, &none, sizeof none_bits);
-  for (size_t i = 0; i < p->n; i++)
-    run->kth[i] = none_bits;
-  /* distances are not negative, so their bits order as integers do */
-  for (size_t g = 0; g < p->groups; g++)
-    for (size_t t = p->start[g]; run->owner[g] == group->rank && t < p->start[g + 1]; t++) {
-      const size_t i = (size_t)p->members[t];
-      memcpy(&run->kth[i], &run->lists->distances[i * k + k - 1], sizeof(int64_t));
-    }
+  knnwb_parallel_for(p->threads, p->n, 65536, knnwb_partition_kth_here, run);
   return group->reduce(group, run->kth, p->n, KNNWB_GROUP_MIN, error);
 }
 
