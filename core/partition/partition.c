@@ -159,10 +159,10 @@ static gboolean knnwb_partition_agree(const KnnwbPartitionRun *run, gboolean ok,
 }
 
 /* In a group, the rows of the other ranks' groups are emptied by a helper thread while this rank
- * searches its own (knnwb_partition_ranks_empty_others): emptying them first held the GPUs'
- * start back 0.25 s at 10,000,000 rows, k = 30, two ranks. Alone there is nothing to empty, and
- * the first copy into a page faults it in: faulting the lists in ahead on helper threads (without
- * writing them) held the GPUs' first allocations back about as long as it saved, 0.15 s. */
+ * searches its own (knnwb_partition_ranks_empty_others): emptying every row first held the GPUs'
+ * start back 0.25 s at 10,000,000 rows, k = 30, two ranks sharing an H200. (Alone, faulting the
+ * lists in on helper threads beside the search, without writing them, held the GPUs' first
+ * allocations back about as long as it saved.) */
 typedef struct {
   KnnwbPartitionRun *run;
   int helpers; /* threads of the helper */
@@ -202,7 +202,8 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
   const gint64 emptied = g_get_monotonic_time();
   const gboolean agreed = knnwb_partition_agree(run, ok, error);
   const gint64 waited = g_get_monotonic_time();
-  const gboolean known = agreed && knnwb_partition_ranks_kth(run, error);
+  const gboolean known = agreed && knnwb_partition_ranks_kth(run, error) &&
+                         knnwb_partition_ranks_window_early(run, error);
   g_debug("knnwb: partition: rank %d: own lists of its groups %.3f s, the other ranks' rows "
           "emptied %.3f s later, then waited %.3f s for the other ranks, every row's k-th "
           "distance made known in %.3f s",
@@ -290,10 +291,13 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
     knnwb_knn_group_rows(n, group->rank, ranks, &run.first, &run.last);
   knnwb_partition_workers(&run, p->threads);
   const gint64 start = g_get_monotonic_time();
-  /* Phase one writes every row's list whole (each row is in one group, searched on one rank), so
-   * the slots are not emptied first; a rank empties the rows of the other ranks' groups beside its
-   * search (knnwb_partition_phase_one). */
-  run.lists = knnwb_knn_result_new_unset(0, n, k, error);
+  /* In a group a rank's lists are not emptied first: phase one writes every row of its own groups
+   * whole, and the rows of the other ranks' groups are emptied beside its search
+   * (knnwb_partition_phase_one). Alone every row would be written whole, but the copies that
+   * fault the pages in then cost the search more than emptying them first on every core (own
+   * lists 3.44-3.51 s against 3.32-3.49 s at 10,000,000 rows, k = 30, one H200). */
+  run.lists =
+      ranks > 1 ? knnwb_knn_result_new_unset(0, n, k, error) : knnwb_knn_result_new(0, n, k, error);
   gboolean ok = knnwb_partition_agree(&run, run.lists != NULL, error) &&
                 knnwb_partition_phase_one(&run, error);
   const gint64 own_done = g_get_monotonic_time();
@@ -315,6 +319,12 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
     g_debug("knnwb: partition: visits %.3f s",
             (double)(g_get_monotonic_time() - visits_start) / 1e6);
     ok = ok && knnwb_partition_finish(&run, lists, error);
+  }
+  /* (blocks still held: given up or failed, on every rank alike) */
+  if (!knnwb_partition_ranks_window_drop(&run) && ok) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "the ranks' shared blocks failed");
+    g_clear_pointer(lists, knnwb_neighbors_free);
+    ok = FALSE;
   }
   knnwb_partition_run_clear(&run);
   return ok;

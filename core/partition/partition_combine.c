@@ -13,6 +13,7 @@
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
+#include "base/base.h"
 #include "engine/engine.h"
 #include "group/group.h"
 #include "partition/partition_internal.h"
@@ -244,8 +245,15 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
   size_t mine = 0;
   for (int r = 0; r < size; r++)
     mine += sizes[(size_t)me * size + r];
-  void **blocks = g_new0(void *, size);
-  *used = group->share_begin != NULL && group->share_begin(group, mine, blocks, error);
+  void **blocks = g_steal_pointer(&run->window.blocks); /* (held since phase one) */
+  g_clear_pointer(&run->window.prefault, knnwb_prefault_finish);
+  if (blocks == NULL) {
+    blocks = g_new0(void *, size);
+    *used = group->share_begin != NULL && group->share_begin(group, mine, blocks, error);
+  } else {
+    *used = TRUE;
+    g_assert(mine <= run->window.bytes);
+  }
   if (!*used) {
     g_free(blocks);
     return error == NULL || *error == NULL;
@@ -261,8 +269,8 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPart
   gboolean ok = group->share_sync(group, error);
   marks[1] = g_get_monotonic_time();
   if (ok) {
-    const char **records = g_new(const char *, size);
-    size_t *bytes = g_new(size_t, size);
+    const char **records = g_new(const char *, (guint)size);
+    size_t *bytes = g_new(size_t, (guint)size);
     for (int s = 0; s < size; s++) {
       size_t offset = 0;
       for (int r = 0; r < me; r++)
@@ -361,6 +369,62 @@ static gboolean knnwb_partition_sizes(const KnnwbKnnGroup *group, const KnnwbPar
   return ok;
 }
 
+/* The records' layout, the same on every rank: *wide (64-bit row numbers) if any rank needs
+ * them. Collective. */
+static gboolean knnwb_partition_agree_layout(const KnnwbKnnGroup *group, size_t n, int64_t *wide,
+                                             GError **error)
+{
+  *wide = knnwb_partition_ids_wide(n);
+  return group->reduce(group, wide, 1, KNNWB_GROUP_MAX, error);
+}
+
+gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const int size = group->size, me = group->rank;
+  if (group->share_begin == NULL)
+    return TRUE;
+  int64_t wide;
+  if (!knnwb_partition_agree_layout(group, run->p->n, &wide, error))
+    return FALSE;
+  run->window.agreed = TRUE;
+  run->window.wide = wide;
+  const KnnwbPartitionLayout layout = knnwb_partition_layout(wide != 0, run->k);
+  /* What this rank sends at most (each row of the other blocks once), and what its own groups'
+   * rows there make of it already. */
+  size_t first, last, owned = 0;
+  knnwb_knn_group_rows(run->p->n, me, size, &first, &last);
+  for (int r = 0; r < size; r++) {
+    if (r == me)
+      continue;
+    KnnwbPartitionPack pack;
+    knnwb_partition_pack_init(&pack, run, layout, r);
+    owned += pack.records;
+    g_free(pack.at);
+  }
+  const size_t most = (run->p->n - (last - first)) * layout.record;
+  void **blocks = g_new0(void *, size);
+  if (!group->share_begin(group, most, blocks, error)) {
+    g_free(blocks);
+    return error == NULL || *error == NULL;
+  }
+  run->window.blocks = blocks;
+  run->window.bytes = most;
+  void *mine[1] = {blocks[me]};
+  const size_t bytes[1] = {owned * layout.record};
+  run->window.prefault = knnwb_prefault_start(mine, bytes, 1, MAX(1, run->p->threads / 2));
+  return TRUE;
+}
+
+gboolean knnwb_partition_ranks_window_drop(KnnwbPartitionRun *run)
+{
+  g_clear_pointer(&run->window.prefault, knnwb_prefault_finish);
+  if (run->window.blocks == NULL)
+    return TRUE;
+  g_clear_pointer(&run->window.blocks, g_free);
+  return run->options->group->share_end(run->options->group, NULL);
+}
+
 gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
                                        GError **error)
 {
@@ -369,9 +433,8 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
   const size_t n = run->p->n, k = run->k;
   /* start, counted and agreed, packed (and the block's lists made), exchanged, merged */
   gint64 marks[5] = {g_get_monotonic_time()};
-  /* the records' layout, the same on every rank: 64-bit row numbers if any rank needs them */
-  int64_t wide = knnwb_partition_ids_wide(n);
-  gboolean ok = group->reduce(group, &wide, 1, KNNWB_GROUP_MAX, error);
+  int64_t wide = run->window.wide;
+  gboolean ok = run->window.agreed || knnwb_partition_agree_layout(group, n, &wide, error);
   const KnnwbPartitionLayout layout = knnwb_partition_layout(wide != 0, k);
   KnnwbPartitionPack *packs = g_new0(KnnwbPartitionPack, size);
   for (int r = 0; r < size; r++)

@@ -218,6 +218,16 @@ void knnwb_partition_index(KnnwbPartition *p);
  * once, one or three a GPU (devices[w]) or, for a CPU run, one worker with every thread: small
  * groups keep one GPU busy only a few milliseconds, so GPUs share groups, not tiles.
  */
+/* A group's shared blocks for the combining (partition_combine.c), lent from the end of phase one
+ * so that this rank's pages fault in while it bounds and visits. */
+typedef struct {
+  gboolean agreed;                /* the records' layout: */
+  int64_t wide;                   /* 64-bit row numbers */
+  void **blocks;                  /* every rank's block, or NULL */
+  size_t bytes;                   /* what this rank's block holds */
+  struct KnnwbPrefault *prefault; /* this rank's block faulting in, or NULL */
+} KnnwbPartitionWindow;
+
 typedef struct {
   const KnnwbMatrix *data;
   const KnnwbKnnOptions *options;
@@ -235,7 +245,8 @@ typedef struct {
   int32_t *owner;
   size_t first, last;
   int64_t *kth;
-  GMutex lock; /* the first error, the lists' counters */
+  KnnwbPartitionWindow window; /* the combining's shared blocks, held from phase one's end */
+  GMutex lock;                 /* the first error, the lists' counters */
   /* Phase two's merges into the lists (and reads of a row's k-th there), by stripes of
    * KNNWB_PARTITION_STRIPE_ROWS rows: rows visit several groups that several workers search. */
   GMutex *stripes;
@@ -378,6 +389,15 @@ gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, KnnwbPartiti
 /* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged
  * (partition_combine.c): *result holds this rank's block (options->group_own_rows) or every row.
  * Frees run->lists. */
+/* Collective, at the end of phase one: the records' layout agreed (run->window.wide), and the
+ * group's shared blocks lent for what this rank may send (each row of the other blocks once),
+ * its own groups' rows' part faulted in on helper threads meanwhile. Nothing held (on every rank
+ * alike) where the group has no blocks or no room: the combining goes as it would. FALSE: the
+ * group's errors. */
+gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **error);
+/* Collective where blocks are held (on every rank alike): gives them back unused (a run that
+ * gives up or fails after phase one). FALSE: the transport failed. */
+gboolean knnwb_partition_ranks_window_drop(KnnwbPartitionRun *run);
 gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
                                        GError **error);
 
