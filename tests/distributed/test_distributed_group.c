@@ -223,6 +223,8 @@ static gboolean thread_share_begin(const KnnwbKnnGroup *group, size_t bytes, voi
     }
     g_atomic_int_inc(&thread_share_granted);
   }
+  /* (a rank that began again before share_end would keep the host's blocks for nothing) */
+  g_assert_null(job->blocks[group->rank]);
   job->blocks[group->rank] = g_malloc(MAX(bytes, (size_t)1));
   thread_job_barrier(job);
   memcpy(blocks, job->blocks, (size_t)job->size * sizeof(void *));
@@ -435,6 +437,8 @@ static void run_ranks_task(int ranks, const KnnwbMatrix *query, const KnnwbMatri
   }
   for (int r = 0; r < ranks; r++)
     g_thread_join(threads[r]);
+  for (int r = 0; r < ranks; r++) /* every block lent was given back (share_end) */
+    g_assert_null(job.blocks[r]);
   thread_share_next = !thread_share_next;
   g_mutex_clear(&job.lock);
   g_cond_clear(&job.cond);
@@ -1824,6 +1828,75 @@ static void test_partitioned(void)
   g_log_set_default_handler(g_log_default_handler, NULL);
 }
 
+static void free_runs(RankRun *runs, int ranks)
+{
+  for (int r = 0; r < ranks; r++) {
+    g_clear_pointer(&runs[r].result, knnwb_neighbors_free);
+    g_clear_error(&runs[r].error);
+  }
+}
+
+/* Runs the partitioned search (forced on) of data over 2 ranks that share blocks, each rank's
+ * lists its own rows' and those of the plain search (expected); *partitioned: how many ranks
+ * finished it. */
+static void partitioned_shared(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                               const KnnwbNeighbors *expected, int *partitioned)
+{
+  RankRun runs[MAX_RANKS];
+  if (!thread_share_next) { /* (every other run shares blocks) */
+    run_ranks(2, data, NULL, options, runs);
+    free_runs(runs, 2);
+  }
+  g_assert_true(thread_share_next);
+  g_atomic_int_set(&partition_runs, 0);
+  run_ranks(2, data, NULL, options, runs);
+  *partitioned = g_atomic_int_get(&partition_runs);
+  for (int r = 0; r < 2; r++) {
+    g_assert_no_error(runs[r].error);
+    assert_same_rows(expected, runs[r].result);
+  }
+  free_runs(runs, 2);
+}
+
+/* The ranks' shared blocks for the combining, lent at the end of phase one for the most a rank
+ * may send (every row of the other block): where that is more than the host grants, the blocks
+ * are taken at the combining for what it sends, as before; where the run gives up after phase
+ * one (a rank's bounds pass short of memory), the blocks lent are given back on every rank and the
+ * plain search gives the lists. The same bytes each way; a rank that kept its blocks or gave them
+ * back alone would leave the other waiting (the test would not end). */
+static void test_partitioned_blocks(void)
+{
+  g_log_set_default_handler(count_partitions, NULL);
+  g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 23);
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
+  options.memory_bytes = 0;
+  options.group_own_rows = TRUE;
+  g_setenv("KNNWB_PARTITION", "off", TRUE);
+  g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  /* a record: its row and 5 neighbours (32-bit numbers, double distances); rank 1 may send each
+   * of rank 0's 602 rows, rank 0 each of rank 1's 601 */
+  const size_t record = 4 + 5 * (4 + 8), most = 602 * record;
+  int partitioned = 0;
+  g_atomic_int_set(&thread_share_refused, 0);
+  g_atomic_int_set(&thread_share_granted, 0);
+  thread_share_limit = most - 1;
+  partitioned_shared(data, &options, expected, &partitioned);
+  thread_share_limit = 0;
+  g_assert_cmpint(partitioned, ==, 2);
+  g_assert_cmpint(g_atomic_int_get(&thread_share_refused), >=, 2); /* lent early: refused */
+  g_assert_cmpint(g_atomic_int_get(&thread_share_granted), >=, 2); /* at the combining */
+  g_setenv("KNNWB_PARTITION_BOUNDS_SHORT_RANK", "1", TRUE);
+  partitioned_shared(data, &options, expected, &partitioned);
+  g_unsetenv("KNNWB_PARTITION_BOUNDS_SHORT_RANK");
+  g_assert_cmpint(partitioned, ==, 0);
+  g_unsetenv("KNNWB_PARTITION");
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+  g_log_set_default_handler(g_log_default_handler, NULL);
+}
+
 /* Split memory that may put clustered rows together (options.group_split_gather): the ranks
  * gather their rows and take the partitioned search, every rank's lists those of one process, with
  * even blocks and uneven ones (text read by byte ranges; the lists are re-cut to the blocks), one
@@ -2544,6 +2617,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/threshold-board", test_threshold_board);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
   g_test_add_func("/distributed/group/partitioned", test_partitioned);
+  g_test_add_func("/distributed/group/partitioned-blocks", test_partitioned_blocks);
   g_test_add_func("/distributed/group/partitioned-gathered", test_partitioned_gathered);
   g_test_add_func("/distributed/group/partitioned-gathered-sample",
                   test_partitioned_gathered_sample);
