@@ -213,11 +213,6 @@ void knnwb_partition_group(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
  * p->threads threads (the same members on any number). O(n + threads groups). */
 void knnwb_partition_index(KnnwbPartition *p);
 
-/*
- * One partitioned run (partition.c, partition_search.c). Sub-searches run on `workers` threads at
- * once, one or three a GPU (devices[w]) or, for a CPU run, one worker with every thread: small
- * groups keep one GPU busy only a few milliseconds, so GPUs share groups, not tiles.
- */
 /* A group's shared blocks for the combining (partition_combine.c), lent from the end of phase one
  * so that this rank's pages fault in while it bounds and visits. */
 typedef struct {
@@ -228,6 +223,11 @@ typedef struct {
   struct KnnwbPrefault *prefault; /* this rank's block faulting in, or NULL */
 } KnnwbPartitionWindow;
 
+/*
+ * One partitioned run (partition.c, partition_search.c). Sub-searches run on `workers` threads at
+ * once, one or three a GPU (devices[w]) or, for a CPU run, one worker with every thread: small
+ * groups keep one GPU busy only a few milliseconds, so GPUs share groups, not tiles.
+ */
 typedef struct {
   const KnnwbMatrix *data;
   const KnnwbKnnOptions *options;
@@ -386,9 +386,6 @@ void knnwb_partition_transfer_clear(KnnwbPartitionTransfer *t);
  * freed. FALSE (error set, the same on every rank) when a rank is short of memory. */
 gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, KnnwbPartitionTransfer *t,
                                         gboolean room, const char *what, GError **error);
-/* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged
- * (partition_combine.c): *result holds this rank's block (options->group_own_rows) or every row.
- * Frees run->lists. */
 /* Collective, at the end of phase one: the records' layout agreed (run->window.wide), and the
  * group's shared blocks lent for what this rank may send (each row of the other blocks once),
  * its own groups' rows' part faulted in on helper threads meanwhile. Nothing held (on every rank
@@ -398,6 +395,9 @@ gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **err
 /* Collective where blocks are held (on every rank alike): gives them back unused (a run that
  * gives up or fails after phase one). FALSE: the transport failed. */
 gboolean knnwb_partition_ranks_window_drop(KnnwbPartitionRun *run);
+/* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged
+ * (partition_combine.c): *result holds this rank's block (options->group_own_rows) or every row.
+ * Frees run->lists. */
 gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
                                        GError **error);
 
