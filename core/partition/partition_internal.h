@@ -363,7 +363,7 @@ double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i);
  * rows phase one writes, so it may run beside it. On up to threads threads, O(n k). */
 void knnwb_partition_ranks_empty_others(KnnwbPartitionRun *run, int threads);
 /* run->kth: every row's k-th distance from the lists of the groups this rank searched in phase
- * one (run->owner). */
+ * one (run->owner); the other rows must be emptied first (knnwb_partition_ranks_empty_others). */
 gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error);
 /* After each rank found its block's visits (local_ok: it could), the job's: their pairs and count,
  * *give_up when a rank ran short of memory; otherwise run->owner becomes phase two's and each

@@ -401,6 +401,24 @@ for ranks in 1 2 3; do
     -m euclidean -b cpu -q --mpi-input whole -o "r$ranks-partition.knn" 2>"r$ranks-partition.err"
   grep -q 'partition: done' "r$ranks-partition.err" || fail "$ranks ranks: no partitioned search"
   cmp one-euclidean.knn "r$ranks-partition.knn" || fail "$ranks ranks: the partitioned search differs"
+  # ... through the shared window whatever the size (its blocks lent as phase one ends), and a
+  # rank short of memory after phase one: every rank gives the blocks back, the plain search runs.
+  if [ "$ranks" -gt 1 ]; then
+    KNNWB_MPI_SHARED=1 KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" \
+      knn data.npy -k 9 -m euclidean -b cpu -q --mpi-input whole -o "r$ranks-partition-shm.knn" \
+      2>"r$ranks-partition-shm.err"
+    grep -q 'combined in .* through shared memory' "r$ranks-partition-shm.err" ||
+      fail "$ranks ranks: the partitioned search's lists not combined through shared memory"
+    cmp one-euclidean.knn "r$ranks-partition-shm.knn" ||
+      fail "$ranks ranks: the partitioned search through shared memory differs"
+    KNNWB_PARTITION_BOUNDS_SHORT_RANK=1 KNNWB_MPI_SHARED=1 KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 \
+      G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 -m euclidean -b cpu -q --mpi-input whole \
+      -o "r$ranks-partition-short.knn" 2>"r$ranks-partition-short.err"
+    ! grep -q 'partition: done' "r$ranks-partition-short.err" ||
+      fail "$ranks ranks: a rank short of memory in the bounds did not stop the partitioned search"
+    cmp one-euclidean.knn "r$ranks-partition-short.knn" ||
+      fail "$ranks ranks: the plain search after the partition gave up differs"
+  fi
   # Split memory (the CPU default) on rows the partition takes: the ranks put their blocks
   # together for it; --mpi-input split keeps each rank to its block. The same bytes both ways.
   KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \

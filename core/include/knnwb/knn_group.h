@@ -47,7 +47,8 @@ struct KnnwbKnnGroup {
    * Optional (NULL when the ranks cannot share memory): blocks every rank can read, for exchanges
    * without a copy. Collective: each rank asks for bytes of its own (0 too). TRUE (on every rank
    * alike): blocks[r] is rank r's block; a rank writes only its own, calls share_sync, may then
-   * read every block, and calls share_end when done. FALSE with *error unset (on every rank alike):
+   * read every block, and calls share_end when done (also without share_sync, on every rank
+   * alike, when the blocks go unused). FALSE with *error unset (on every rank alike):
    * no blocks this time (too small to be worth it, no room); use exchange. FALSE with *error set:
    * the transport failed.
    */
