@@ -295,15 +295,22 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
                            .total = MAX(own_pairs, expected * plain) / ranks};
   if (ranks > 1)
     knnwb_knn_group_rows(n, group->rank, ranks, &run.first, &run.last);
-  knnwb_partition_workers(&run, p->threads);
   const gint64 start = g_get_monotonic_time();
   /* In a group a rank's lists are not emptied first: phase one writes every row of its own groups
    * whole, and the rows of the other ranks' groups are emptied beside its search
    * (knnwb_partition_phase_one). Alone every row would be written whole, but the copies that
    * fault the pages in then cost the search more than emptying them first on every core (own
-   * lists 3.44-3.51 s against 3.32-3.49 s at 10,000,000 rows, k = 30, one H200). */
+   * lists 3.44-3.51 s against 3.32-3.49 s at 10,000,000 rows, k = 30, one H200). The lists come
+   * before the workers: counting the workers waits for the GPUs' start (their free memory), which
+   * the emptying now overlaps. */
   run.lists =
       ranks > 1 ? knnwb_knn_result_new_unset(0, n, k, error) : knnwb_knn_result_new(0, n, k, error);
+  const gint64 emptied = g_get_monotonic_time();
+  knnwb_partition_workers(&run, p->threads);
+  g_debug("knnwb: partition: lists %s in %.3f s, then the workers counted (the GPUs' start "
+          "waited for) in %.3f s",
+          ranks > 1 ? "allocated" : "emptied", (double)(emptied - start) / 1e6,
+          (double)(g_get_monotonic_time() - emptied) / 1e6);
   gboolean ok = knnwb_partition_agree(&run, run.lists != NULL, error) &&
                 knnwb_partition_phase_one(&run, error);
   const gint64 own_done = g_get_monotonic_time();

@@ -64,9 +64,10 @@ static void knnwb_partition_assign_part(KnnwbPartitionGpuPart *part)
 
 gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, size_t first,
                                     size_t last, const volatile gint *cancel, const int *gpus,
-                                    int n_gpus)
+                                    int n_gpus, gboolean shared_cores)
 {
-  if (!knnwb_partition_gpu_wanted("KNNWB_PARTITION_GPU_ASSIGN", n_gpus != 0, p->m))
+  if (!knnwb_partition_assign_gpu_wanted(g_getenv("KNNWB_PARTITION_GPU_ASSIGN"), n_gpus != 0, p->m,
+                                         shared_cores))
     return FALSE;
   /* (the count waits for the driver a start may still be initialising; no GPU: 0) */
   const int count = knnwb_cuda_device_count();

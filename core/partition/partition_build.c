@@ -332,7 +332,8 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
   const gint64 start = g_get_monotonic_time();
   KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel, .first = first};
   memset(p->radius, 0, p->m * sizeof(double));
-  if (!knnwb_partition_assign_gpu(p, data, first, last, cancel, gpus, n_gpus)) {
+  const gboolean shared_cores = group != NULL && group->local_size > 1;
+  if (!knnwb_partition_assign_gpu(p, data, first, last, cancel, gpus, n_gpus, shared_cores)) {
     g_mutex_init(&a.lock);
     knnwb_parallel_for(p->threads, last - first, KNNWB_PARTITION_BLOCK_ROWS,
                        knnwb_partition_assign_rows, &a);

@@ -276,6 +276,11 @@ gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap);
  * KNNWB_PARTITION_GPU_MIN_CELLS cells (partition_visits_gpu.c). */
 #define KNNWB_PARTITION_GPU_MIN_CELLS ((size_t)129)
 gboolean knnwb_partition_gpu_wanted(const char *knob, gboolean has_gpu, size_t m);
+/* The same rule for the assignment (partition_assign_gpu.c), with setting the value of
+ * KNNWB_PARTITION_GPU_ASSIGN (NULL: unset): ranks that share the host's cores (shared_cores) take
+ * the GPU from any number of cells. */
+gboolean knnwb_partition_assign_gpu_wanted(const char *setting, gboolean has_gpu, size_t m,
+                                           gboolean shared_cores);
 /* The KnnwbBoundSpace of a metric (kernels/knnwb_kernels.h). */
 int knnwb_partition_bound_space(KnnwbMetric metric);
 /* One GPU's share of a pass over rows on several GPUs at once (knnwb_partition_gpu_parts). */
@@ -296,14 +301,15 @@ gboolean knnwb_partition_gpu_parts(size_t rows, const int *devices, int n_gpus,
                                    void (*work)(KnnwbPartitionGpuPart *part), const void *pass,
                                    char *message, size_t message_size);
 /* Rows [first, last) to their nearest centroid on the GPUs (partition_assign_gpu.c), a share each,
- * with many centroids (KNNWB_PARTITION_GPU_ASSIGN=1 or 0: always, never): p->cluster_of and
+ * with many centroids or where ranks share the host's cores (shared_cores: a group's local_size
+ * above 1), KNNWB_PARTITION_GPU_ASSIGN=1 or 0: always, never: p->cluster_of and
  * p->reach of those rows, and p->radius grown to their reaches, the CPU's values bit for bit.
  * gpus[0 .. n_gpus) are the GPUs' ordinals (gpus NULL: 0 .. n_gpus - 1; n_gpus -1: every GPU the
  * driver counts, which waits for its start; 0: none). FALSE when it does not run or fails (the
  * CPU's assignment then runs; p->radius untouched). */
 gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, size_t first,
                                     size_t last, const volatile gint *cancel, const int *gpus,
-                                    int n_gpus);
+                                    int n_gpus, gboolean shared_cores);
 /* run->query_start and run->queries (each group's visitors, rows ascending) from the GPU's bits:
  * bit g % 64 of visits[r * words + g / 64] says that row run->first + r visits group g, for
  * r < rows. Two passes on threads. FALSE (both left NULL): memory. O(rows words + visits). */

@@ -143,7 +143,7 @@ static void check_assign(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
   memset(p.reach, 0xff, n * sizeof(double));
   memset(p.radius, 0, p.m * sizeof(double));
   /* every GPU there is (one part each), then GPU 0 listed twice (two parts) for a later block */
-  g_assert_cmpint(knnwb_partition_assign_gpu(&p, data, 0, n, NULL, NULL, -1), ==, has_gpu);
+  g_assert_cmpint(knnwb_partition_assign_gpu(&p, data, 0, n, NULL, NULL, -1, FALSE), ==, has_gpu);
   if (has_gpu) {
     g_assert_cmpmem(p.cluster_of, n * sizeof(int32_t), cell, n * sizeof(int32_t));
     g_assert_cmpmem(p.reach, n * sizeof(double), reach, n * sizeof(double));
@@ -151,7 +151,7 @@ static void check_assign(const KnnwbMatrix *data, KnnwbMetric metric, size_t k, 
     memset(p.cluster_of, 0xff, n * sizeof(int32_t));
     memset(p.reach, 0xff, n * sizeof(double));
     const int twice[] = {0, 0};
-    g_assert_true(knnwb_partition_assign_gpu(&p, data, first, n, NULL, twice, 2));
+    g_assert_true(knnwb_partition_assign_gpu(&p, data, first, n, NULL, twice, 2, TRUE));
     g_assert_cmpmem(p.cluster_of + first, (n - first) * sizeof(int32_t), cell + first,
                     (n - first) * sizeof(int32_t));
     g_assert_cmpmem(p.reach + first, (n - first) * sizeof(double), reach + first,
@@ -249,6 +249,21 @@ static void test_bits(void)
   g_free(bits);
 }
 
+/* Where the assignment runs (host only): one process from KNNWB_PARTITION_GPU_MIN_CELLS cells,
+ * ranks sharing the host's cores from any count, never without a GPU; the knob overrides both. */
+static void test_assign_rule(void)
+{
+  const size_t few = KNNWB_PARTITION_GPU_MIN_CELLS - 1, many = KNNWB_PARTITION_GPU_MIN_CELLS;
+  g_assert_false(knnwb_partition_assign_gpu_wanted(NULL, TRUE, few, FALSE));
+  g_assert_true(knnwb_partition_assign_gpu_wanted(NULL, TRUE, many, FALSE));
+  g_assert_true(knnwb_partition_assign_gpu_wanted(NULL, TRUE, 2, TRUE));
+  g_assert_true(knnwb_partition_assign_gpu_wanted("", TRUE, few, TRUE));
+  g_assert_false(knnwb_partition_assign_gpu_wanted(NULL, FALSE, many, TRUE));
+  g_assert_false(knnwb_partition_assign_gpu_wanted("1", FALSE, many, TRUE));
+  g_assert_false(knnwb_partition_assign_gpu_wanted("0", TRUE, many, TRUE));
+  g_assert_true(knnwb_partition_assign_gpu_wanted("1", TRUE, 2, FALSE));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -264,5 +279,6 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-visits/gpu", test_gpu);
   g_test_add_func("/partition-visits/gpu-fallback", test_gpu_fallback);
   g_test_add_func("/partition-visits/bits", test_bits);
+  g_test_add_func("/partition-visits/assign-rule", test_assign_rule);
   return g_test_run();
 }
