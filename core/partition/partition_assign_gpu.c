@@ -66,8 +66,11 @@ gboolean knnwb_partition_assign_gpu(KnnwbPartition *p, const KnnwbMatrix *data, 
                                     size_t last, const volatile gint *cancel, const int *gpus,
                                     int n_gpus, gboolean shared_cores)
 {
+  const double shared_work =
+      shared_cores ? (double)(last - first) * (double)p->m * (double)p->d / MAX(p->threads, 1)
+                   : 0.0;
   if (!knnwb_partition_assign_gpu_wanted(g_getenv("KNNWB_PARTITION_GPU_ASSIGN"), n_gpus != 0, p->m,
-                                         shared_cores))
+                                         shared_work))
     return FALSE;
   /* (the count waits for the driver a start may still be initialising; no GPU: 0) */
   const int count = knnwb_cuda_device_count();

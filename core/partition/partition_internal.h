@@ -277,10 +277,13 @@ gboolean knnwb_partition_visits_gpu(KnnwbPartitionRun *run, const double *gap);
 #define KNNWB_PARTITION_GPU_MIN_CELLS ((size_t)129)
 gboolean knnwb_partition_gpu_wanted(const char *knob, gboolean has_gpu, size_t m);
 /* The same rule for the assignment (partition_assign_gpu.c), with setting the value of
- * KNNWB_PARTITION_GPU_ASSIGN (NULL: unset): ranks that share the host's cores (shared_cores) take
- * the GPU from any number of cells. */
+ * KNNWB_PARTITION_GPU_ASSIGN (NULL: unset); ranks that share the host's cores also take the GPU
+ * from any number of cells where their CPU's assignment is long: shared_work is its multiply-adds
+ * a thread (rows x cells x columns / threads; 0 for a process alone), from
+ * KNNWB_PARTITION_GPU_ASSIGN_SHARED_WORK. */
+#define KNNWB_PARTITION_GPU_ASSIGN_SHARED_WORK 2e9
 gboolean knnwb_partition_assign_gpu_wanted(const char *setting, gboolean has_gpu, size_t m,
-                                           gboolean shared_cores);
+                                           double shared_work);
 /* The KnnwbBoundSpace of a metric (kernels/knnwb_kernels.h). */
 int knnwb_partition_bound_space(KnnwbMetric metric);
 /* One GPU's share of a pass over rows on several GPUs at once (knnwb_partition_gpu_parts). */

@@ -34,16 +34,21 @@ gboolean knnwb_partition_gpu_wanted(const char *knob, gboolean has_gpu, size_t m
   return knnwb_partition_gpu_rule(g_getenv(knob), has_gpu, m);
 }
 
-/* Ranks that share a host's cores assign on its GPUs from any number of centroids: each rank's
- * CPU assignment runs on its share of the cores. Two ranks sharing an H200 and 16 cores, 76
- * centroids of 10,000,000 x 50: 0.28-0.30 s a rank's block on the GPU against 0.37-0.39 s on the
- * cores. One process keeps its cores below KNNWB_PARTITION_GPU_MIN_CELLS (0.34-0.39 s on 16 cores
- * against 0.40-0.41 s on the GPU there). */
+/* Ranks that share a host's cores assign on its GPUs from any number of centroids where their
+ * CPU's assignment is long: each runs on its share of the cores. Two ranks sharing an H200 and 16
+ * cores, 76 centroids of 10,000,000 x 50 (2.4e9 multiply-adds a thread): 0.30-0.35 s a rank's
+ * block on the GPU against 0.36-0.44 s on the cores. Three ranks, 61 centroids of 2,000,001 rows
+ * (4e8 a thread): the GPU took 0.32 s, most of it waiting for the GPU's start, where one process
+ * took 0.06 s of every row on the cores. One process keeps its cores below
+ * KNNWB_PARTITION_GPU_MIN_CELLS (0.34-0.39 s at 10,000,000 rows on 16 cores against 0.40-0.41 s
+ * on the GPU). */
 gboolean knnwb_partition_assign_gpu_wanted(const char *setting, gboolean has_gpu, size_t m,
-                                           gboolean shared_cores)
+                                           double shared_work)
 {
   return knnwb_partition_gpu_rule(setting, has_gpu,
-                                  shared_cores ? MAX(m, KNNWB_PARTITION_GPU_MIN_CELLS) : m);
+                                  shared_work >= KNNWB_PARTITION_GPU_ASSIGN_SHARED_WORK
+                                      ? MAX(m, KNNWB_PARTITION_GPU_MIN_CELLS)
+                                      : m);
 }
 
 int knnwb_partition_bound_space(KnnwbMetric metric)

@@ -250,18 +250,23 @@ static void test_bits(void)
 }
 
 /* Where the assignment runs (host only): one process from KNNWB_PARTITION_GPU_MIN_CELLS cells,
- * ranks sharing the host's cores from any count, never without a GPU; the knob overrides both. */
+ * ranks sharing the host's cores from any count where their CPU's share is long, never without a
+ * GPU; the knob overrides both. */
 static void test_assign_rule(void)
 {
   const size_t few = KNNWB_PARTITION_GPU_MIN_CELLS - 1, many = KNNWB_PARTITION_GPU_MIN_CELLS;
-  g_assert_false(knnwb_partition_assign_gpu_wanted(NULL, TRUE, few, FALSE));
-  g_assert_true(knnwb_partition_assign_gpu_wanted(NULL, TRUE, many, FALSE));
-  g_assert_true(knnwb_partition_assign_gpu_wanted(NULL, TRUE, 2, TRUE));
-  g_assert_true(knnwb_partition_assign_gpu_wanted("", TRUE, few, TRUE));
-  g_assert_false(knnwb_partition_assign_gpu_wanted(NULL, FALSE, many, TRUE));
-  g_assert_false(knnwb_partition_assign_gpu_wanted("1", FALSE, many, TRUE));
-  g_assert_false(knnwb_partition_assign_gpu_wanted("0", TRUE, many, TRUE));
-  g_assert_true(knnwb_partition_assign_gpu_wanted("1", TRUE, 2, FALSE));
+  const double long_share = KNNWB_PARTITION_GPU_ASSIGN_SHARED_WORK;
+  const double short_share = KNNWB_PARTITION_GPU_ASSIGN_SHARED_WORK / 2;
+  g_assert_false(knnwb_partition_assign_gpu_wanted(NULL, TRUE, few, 0.0));
+  g_assert_true(knnwb_partition_assign_gpu_wanted(NULL, TRUE, many, 0.0));
+  g_assert_true(knnwb_partition_assign_gpu_wanted(NULL, TRUE, 2, long_share));
+  g_assert_true(knnwb_partition_assign_gpu_wanted("", TRUE, few, long_share));
+  g_assert_false(knnwb_partition_assign_gpu_wanted(NULL, TRUE, few, short_share));
+  g_assert_true(knnwb_partition_assign_gpu_wanted(NULL, TRUE, many, short_share));
+  g_assert_false(knnwb_partition_assign_gpu_wanted(NULL, FALSE, many, long_share));
+  g_assert_false(knnwb_partition_assign_gpu_wanted("1", FALSE, many, long_share));
+  g_assert_false(knnwb_partition_assign_gpu_wanted("0", TRUE, many, long_share));
+  g_assert_true(knnwb_partition_assign_gpu_wanted("1", TRUE, 2, 0.0));
 }
 
 int main(int argc, char **argv)
