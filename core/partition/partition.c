@@ -142,7 +142,6 @@ static void knnwb_partition_run_clear(KnnwbPartitionRun *run)
   g_clear_pointer(&run->queries, g_free);
   g_clear_pointer(&run->owner, g_free);
   g_clear_pointer(&run->kth, g_free);
-  g_clear_pointer(&run->mine, g_free);
   g_clear_pointer(&run->lists, knnwb_neighbors_free);
   g_clear_error(&run->error);
   g_mutex_clear(&run->lock);
@@ -328,7 +327,6 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
     run.total = run.done + visit_pairs / ranks;
   }
   if (ok && !give_up) {
-    knnwb_partition_ranks_window_wait(&run); /* (its packing reads the lists the visits change) */
     const gint64 visits_start = g_get_monotonic_time();
     ok = knnwb_partition_agree(&run, knnwb_partition_visit_lists(&run, error), error);
     g_debug("knnwb: partition: visits %.3f s",

@@ -7,14 +7,12 @@
  * The pieces travel as records (row, k indices, k distances). Where the ranks share a host the
  * group lends blocks of shared memory: each rank packs its records once into its block and the
  * others merge them in place. Otherwise they go as messages. The blocks are lent as phase one ends
- * (knnwb_partition_ranks_window_early), for the most a rank can send, and the records of its own
- * groups' rows, final but for the visits this rank searches, are packed there on a helper thread
- * while it bounds (section A of its block, one part for each other rank); the combining packs the
- * visitors' pieces after them (section B), and packs again only the pieces of section A whose rows
- * this rank's visits changed. First touches of the fresh pages were most of the packing (0.33-0.43
- * s of a 0.57-0.61 s combining at 10M rows, k = 30, two ranks of one H200), the copies the rest.
- * At 10M rows and k = 30 the lists are 4.8 GB, of which a share of (R - 1) / R changes rank, so
- * every step runs on all the rank's threads.
+ * (knnwb_partition_ranks_window_early), for the most a rank can send, and the part its own
+ * groups' rows will fill faults in on helper threads while it bounds and visits: those first
+ * touches were most of the packing (0.33-0.43 s of a 0.57-0.61 s combining at 10M rows, k = 30,
+ * two ranks of one H200; then 0.25-0.33 s). At 10M rows and k = 30 the lists are
+ * 4.8 GB, of which a share of (R - 1) / R changes rank: the copies are what this costs, so every
+ * step runs on all the rank's threads.
  */
 #include <string.h>
 #include <knnwb/error.h>
@@ -73,101 +71,53 @@ static void knnwb_partition_ids_get(int64_t *ids, const char *at, size_t count, 
   }
 }
 /* Rows per piece of the packing (the first touch of a buffer's pages is much of its cost). */
-#define KNNWB_PARTITION_PACK_DEFAULT ((size_t)65536)
-
-/* KNNWB_PARTITION_PACK_ROWS: the pieces' rows (tests: pieces of a few rows in small runs, so
- * that a chunk of the threads' loop holds several); else 65,536. Read once. */
-static size_t knnwb_partition_pack_rows(void)
-{
-  static gsize rows = 0;
-  if (g_once_init_enter(&rows)) {
-    const char *v = g_getenv("KNNWB_PARTITION_PACK_ROWS");
-    const long long given = v != NULL ? g_ascii_strtoll(v, NULL, 10) : 0;
-    g_once_init_leave(&rows, given >= 1 ? (gsize)given : KNNWB_PARTITION_PACK_DEFAULT);
-  }
-  return rows;
-}
-#define KNNWB_PARTITION_PACK_ROWS (knnwb_partition_pack_rows())
-
-/* Which rows of a block a pack takes: every row with a list here; the rows of this rank's groups
- * (run->mine), listed or not (an empty record merges as nothing); the other rows with a list
- * here, the pieces of the visits this rank searched. */
-typedef enum {
-  KNNWB_PARTITION_TAKE_LISTED,
-  KNNWB_PARTITION_TAKE_OWN,
-  KNNWB_PARTITION_TAKE_VISITED
-} KnnwbPartitionTake;
+#define KNNWB_PARTITION_PACK_ROWS ((size_t)65536)
 
 /* The records for one rank's block. */
 typedef struct {
   const KnnwbPartitionRun *run;
   KnnwbPartitionLayout layout;
-  KnnwbPartitionTake take;
   size_t first, rows; /* the block */
-  size_t *at;         /* per piece: its rows taken, then its first record */
-  guint8 *dirty;      /* per piece, for TAKE_OWN: a visit here changed a row since it was packed */
+  size_t *at;         /* per piece: its rows with a list, then its first record */
   size_t records;
   char *out;
 } KnnwbPartitionPack;
 
-static gboolean knnwb_partition_pack_takes(const KnnwbPartitionPack *pack, size_t i)
-{
-  const KnnwbPartitionRun *run = pack->run;
-  switch (pack->take) {
-  case KNNWB_PARTITION_TAKE_OWN:
-    return run->mine[i] != 0;
-  case KNNWB_PARTITION_TAKE_VISITED:
-    return !run->mine[i] && run->lists->indices[i * run->k] >= 0;
-  default:
-    return run->lists->indices[i * run->k] >= 0;
-  }
-}
-
-/* Rows [from, to) of the block, whole pieces of KNNWB_PARTITION_PACK_ROWS (a chunk of the
- * threads' loop may hold several): each piece's count. */
 static void knnwb_partition_pack_count(size_t from, size_t to, void *data)
 {
   KnnwbPartitionPack *pack = data;
-  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_PACK_ROWS) {
-    size_t count = 0;
-    for (size_t i = pack->first + piece;
-         i < pack->first + MIN(to, piece + KNNWB_PARTITION_PACK_ROWS); i++)
-      count += knnwb_partition_pack_takes(pack, i);
-    pack->at[piece / KNNWB_PARTITION_PACK_ROWS] = count;
-  }
+  const size_t k = pack->run->k;
+  size_t count = 0;
+  for (size_t i = pack->first + from; i < pack->first + to; i++)
+    count += pack->run->lists->indices[i * k] >= 0;
+  pack->at[from / KNNWB_PARTITION_PACK_ROWS] = count;
 }
 
-/* The records of rows [from, to) of the block, whole pieces, each at its piece's place. */
 static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
 {
   KnnwbPartitionPack *pack = data;
   const KnnwbNeighbors *lists = pack->run->lists;
   const size_t k = pack->run->k, id = pack->layout.id, record = pack->layout.record;
-  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_PACK_ROWS) {
-    char *at = pack->out + pack->at[piece / KNNWB_PARTITION_PACK_ROWS] * record;
-    for (size_t i = pack->first + piece;
-         i < pack->first + MIN(to, piece + KNNWB_PARTITION_PACK_ROWS); i++) {
-      if (!knnwb_partition_pack_takes(pack, i))
-        continue;
-      const int64_t row = (int64_t)i;
-      knnwb_partition_ids_put(at, &row, 1, id);
-      knnwb_partition_ids_put(at + id, lists->indices + i * k, k, id);
-      memcpy(at + id + k * id, lists->distances + i * k, k * sizeof(double));
-      at += record;
-    }
+  char *at = pack->out + pack->at[from / KNNWB_PARTITION_PACK_ROWS] * record;
+  for (size_t i = pack->first + from; i < pack->first + to; i++) {
+    if (lists->indices[i * k] < 0)
+      continue;
+    const int64_t row = (int64_t)i;
+    knnwb_partition_ids_put(at, &row, 1, id);
+    knnwb_partition_ids_put(at + id, lists->indices + i * k, k, id);
+    memcpy(at + id + k * id, lists->distances + i * k, k * sizeof(double));
+    at += record;
   }
 }
 
-/* Counts the rows of rank to's block that the pack takes (none for this rank's), on threads. */
+/* Counts the rows of rank to's block that have a list here (none for this rank's). */
 static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbPartitionRun *run,
-                                      KnnwbPartitionLayout layout, int to, KnnwbPartitionTake take)
+                                      KnnwbPartitionLayout layout, int to)
 {
   size_t last;
   knnwb_knn_group_rows(run->p->n, to, run->options->group->size, &pack->first, &last);
   pack->run = run;
   pack->layout = layout;
-  pack->take = take;
-  pack->dirty = NULL;
   pack->rows = last - pack->first;
   const size_t pieces = (pack->rows + KNNWB_PARTITION_PACK_ROWS - 1) / KNNWB_PARTITION_PACK_ROWS;
   pack->at = g_new0(size_t, MAX(pieces, (size_t)1));
@@ -182,21 +132,12 @@ static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbParti
   }
 }
 
-/* The records into out (room for pack->records of them), on threads. */
-static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, char *out, int threads)
+/* The records into out (room for pack->records of them). */
+static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, char *out)
 {
   pack->out = out;
-  knnwb_parallel_for(threads, pack->rows, KNNWB_PARTITION_PACK_ROWS, knnwb_partition_pack_copy,
-                     pack);
-}
-
-static void knnwb_partition_packs_free(KnnwbPartitionPack *packs, int size)
-{
-  for (int r = 0; packs != NULL && r < size; r++) {
-    g_free(packs[r].at);
-    g_free(packs[r].dirty);
-  }
-  g_free(packs);
+  knnwb_parallel_for(pack->run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
+                     knnwb_partition_pack_copy, pack);
 }
 
 typedef struct {
@@ -293,62 +234,23 @@ static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_
   return own;
 }
 
-/* What this rank's block in the shared window holds: for every rank r, section A's records
- * (sections[0][r]) one after another, then section B's (sections[1][r]). */
-typedef struct {
-  KnnwbPartitionPack *sections[2];
-  const size_t *sizes[2]; /* sizes[x][s * R + r]: section x's bytes from rank s to rank r */
-} KnnwbPartitionBlockLayout;
-
-/* Where in rank s's block section x's records for rank r begin. */
-static size_t knnwb_partition_block_offset(const KnnwbPartitionBlockLayout *b, int size, int s,
-                                           int x, int r)
-{
-  size_t offset = 0;
-  for (int t = 0; t < (x == 0 ? r : size); t++)
-    offset += b->sizes[0][(size_t)s * size + t];
-  for (int t = 0; x == 1 && t < r; t++)
-    offset += b->sizes[1][(size_t)s * size + t];
-  return offset;
-}
-
-/* Every other rank's records for this block, both sections, merged into own. */
-static void knnwb_partition_merge_block(const KnnwbPartitionRun *run,
-                                        const KnnwbPartitionBlockLayout *b, KnnwbNeighbors *own,
-                                        void *const *blocks)
-{
-  const int size = run->options->group->size, me = run->options->group->rank;
-  const char **records = g_new(const char *, (guint)size);
-  size_t *bytes = g_new(size_t, (guint)size);
-  for (int x = 0; x < 2; x++) {
-    for (int s = 0; s < size; s++) {
-      records[s] = (const char *)blocks[s] + knnwb_partition_block_offset(b, size, s, x, me);
-      bytes[s] = b->sizes[x][(size_t)s * size + me];
-    }
-    knnwb_partition_merge_all(run, b->sections[0][0].layout, own, records, bytes);
-  }
-  g_free(records);
-  g_free(bytes);
-}
-
 /*
- * Through the group's shared blocks (held since phase one, or taken now): section A as packed
- * early (or packed now: every listed row), section B packed now after it; *own (NULL before)
- * becomes this block's lists once the others are packed (knnwb_partition_adopt_block). *used is
- * FALSE (on every rank alike, *own left NULL) when the group has no blocks this time. FALSE: the
- * group's errors.
+ * Through the group's shared blocks: sizes[s * R + r] bytes go from rank s to rank r; *own (NULL
+ * before) becomes this block's lists once the others are packed (knnwb_partition_adopt_block).
+ * *used is FALSE (on every rank alike, *own left NULL) when the group has no blocks this time.
+ * FALSE: the group's errors.
  */
-static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run,
-                                               const KnnwbPartitionBlockLayout *b, gboolean early,
-                                               KnnwbNeighbors **own, gboolean *used, gint64 *marks,
-                                               GError **error)
+static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
+                                               const size_t *sizes, KnnwbNeighbors **own,
+                                               gboolean *used, gint64 *marks, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size, me = group->rank;
   size_t mine = 0;
   for (int r = 0; r < size; r++)
-    mine += b->sizes[0][(size_t)me * size + r] + b->sizes[1][(size_t)me * size + r];
+    mine += sizes[(size_t)me * size + r];
   void **blocks = g_steal_pointer(&run->window.blocks); /* (held since phase one) */
+  g_clear_pointer(&run->window.prefault, knnwb_prefault_finish);
   if (blocks == NULL) {
     blocks = g_new0(void *, size);
     *used = group->share_begin != NULL && group->share_begin(group, mine, blocks, error);
@@ -360,18 +262,30 @@ static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run,
     g_free(blocks);
     return error == NULL || *error == NULL;
   }
-  for (int x = early ? 1 : 0; x < 2; x++)
-    for (int r = 0; r < size; r++)
-      if (r != me)
-        knnwb_partition_pack_fill(
-            &b->sections[x][r],
-            (char *)blocks[me] + knnwb_partition_block_offset(b, size, me, x, r), run->p->threads);
-  *own = knnwb_partition_adopt_block(run, b->sections[0][me].first, b->sections[0][me].rows);
+  size_t at = 0;
+  for (int r = 0; r < size; r++) {
+    if (r != me)
+      knnwb_partition_pack_fill(&packs[r], (char *)blocks[me] + at);
+    at += sizes[(size_t)me * size + r];
+  }
+  *own = knnwb_partition_adopt_block(run, packs[me].first, packs[me].rows);
   marks[0] = g_get_monotonic_time();
   gboolean ok = group->share_sync(group, error);
   marks[1] = g_get_monotonic_time();
-  if (ok)
-    knnwb_partition_merge_block(run, b, *own, blocks);
+  if (ok) {
+    const char **records = g_new(const char *, (guint)size);
+    size_t *bytes = g_new(size_t, (guint)size);
+    for (int s = 0; s < size; s++) {
+      size_t offset = 0;
+      for (int r = 0; r < me; r++)
+        offset += sizes[(size_t)s * size + r];
+      records[s] = (const char *)blocks[s] + offset;
+      bytes[s] = sizes[(size_t)s * size + me];
+    }
+    knnwb_partition_merge_all(run, packs[me].layout, *own, records, bytes);
+    g_free(records);
+    g_free(bytes);
+  }
   const gint64 merged = g_get_monotonic_time();
   ok = group->share_end(group, ok ? error : NULL) && ok;
   /* (the release waits for every rank's merge, then gives the window's pages back) */
@@ -397,7 +311,7 @@ static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPa
     t.send[r] = g_try_malloc(MAX(t.send_bytes[r], (size_t)1));
     room = room && t.send[r] != NULL;
     if (t.send[r] != NULL && r != group->rank)
-      knnwb_partition_pack_fill(&packs[r], t.send[r], run->p->threads);
+      knnwb_partition_pack_fill(&packs[r], t.send[r]);
   }
   *own = knnwb_partition_adopt_block(run, packs[group->rank].first, packs[group->rank].rows);
   marks[0] = g_get_monotonic_time();
@@ -468,50 +382,6 @@ static gboolean knnwb_partition_agree_layout(const KnnwbKnnGroup *group, size_t 
   return group->reduce(group, wide, 1, KNNWB_GROUP_MAX, error);
 }
 
-/* The packing of this rank's groups' rows into its block, begun as phase one ends. */
-struct KnnwbPartitionEarly {
-  KnnwbPartitionRun *run;
-  KnnwbPartitionPack *packs; /* section A: for each rank, the rows of this rank's groups */
-  char *out;                 /* this rank's block */
-  int threads;
-  GThread *thread; /* the packing, until joined */
-  gint64 began, ended;
-};
-
-static void knnwb_partition_early_fill(KnnwbPartitionEarly *early)
-{
-  const int size = early->run->options->group->size, me = early->run->options->group->rank;
-  size_t at = 0;
-  for (int r = 0; r < size; r++) {
-    if (r != me)
-      knnwb_partition_pack_fill(&early->packs[r], early->out + at, early->threads);
-    at += early->packs[r].records * early->packs[r].layout.record;
-  }
-  early->ended = g_get_monotonic_time();
-}
-
-static gpointer knnwb_partition_early_body(gpointer data)
-{
-  knnwb_partition_early_fill(data);
-  return NULL;
-}
-
-/* The early packing finished (joined); the time waited for it, in s. */
-static double knnwb_partition_early_join(KnnwbPartitionEarly *early)
-{
-  const gint64 start = g_get_monotonic_time();
-  if (early != NULL && early->thread != NULL)
-    g_thread_join(g_steal_pointer(&early->thread));
-  return (double)(g_get_monotonic_time() - start) / 1e6;
-}
-
-static void knnwb_partition_early_free(KnnwbPartitionEarly *early)
-{
-  knnwb_partition_early_join(early);
-  knnwb_partition_packs_free(early->packs, early->run->options->group->size);
-  g_free(early);
-}
-
 gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
@@ -524,9 +394,18 @@ gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **err
   run->window.agreed = TRUE;
   run->window.wide = wide;
   const KnnwbPartitionLayout layout = knnwb_partition_layout(wide != 0, run->k);
-  /* What this rank sends at most: each row of the other blocks once. */
-  size_t first, last;
+  /* What this rank sends at most (each row of the other blocks once), and what its own groups'
+   * rows there make of it already. */
+  size_t first, last, owned = 0;
   knnwb_knn_group_rows(run->p->n, me, size, &first, &last);
+  for (int r = 0; r < size; r++) {
+    if (r == me)
+      continue;
+    KnnwbPartitionPack pack;
+    knnwb_partition_pack_init(&pack, run, layout, r);
+    owned += pack.records;
+    g_free(pack.at);
+  }
   const size_t most = (run->p->n - (last - first)) * layout.record;
   void **blocks = g_new0(void *, size);
   if (!group->share_begin(group, most, blocks, error)) {
@@ -535,90 +414,19 @@ gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **err
   }
   run->window.blocks = blocks;
   run->window.bytes = most;
-  /* Section A: the rows of this rank's groups (run->mine, set beside phase one), packed on a
-   * helper thread while the rank bounds; joined before the visits change any of them. */
-  KnnwbPartitionEarly *early = g_new0(KnnwbPartitionEarly, 1);
-  early->run = run;
-  early->packs = g_new0(KnnwbPartitionPack, size);
-  for (int r = 0; r < size; r++)
-    knnwb_partition_pack_init(&early->packs[r], run, layout, r, KNNWB_PARTITION_TAKE_OWN);
-  early->out = blocks[me];
-  early->threads = MAX(1, run->p->threads / 2);
-  early->began = g_get_monotonic_time();
-  early->thread = knnwb_thread_try_start("knnwb-pack", knnwb_partition_early_body, early);
-  if (early->thread == NULL) { /* (no thread: packed here) */
-    early->threads = run->p->threads;
-    knnwb_partition_early_fill(early);
-  }
-  run->window.early = early;
+  void *mine[1] = {blocks[me]};
+  const size_t bytes[1] = {owned * layout.record};
+  run->window.prefault = knnwb_prefault_start(mine, bytes, 1, MAX(1, run->p->threads / 2));
   return TRUE;
-}
-
-void knnwb_partition_ranks_window_wait(KnnwbPartitionRun *run)
-{
-  if (run->window.early == NULL)
-    return;
-  const double waited = knnwb_partition_early_join(run->window.early);
-  g_debug("knnwb: partition: rank %d: its groups' rows packed for the other ranks in %.3f s beside "
-          "the bounds, then waited %.3f s for them",
-          run->options->group->rank,
-          (double)(run->window.early->ended - run->window.early->began) / 1e6, waited);
 }
 
 gboolean knnwb_partition_ranks_window_drop(KnnwbPartitionRun *run)
 {
-  g_clear_pointer(&run->window.early, knnwb_partition_early_free);
+  g_clear_pointer(&run->window.prefault, knnwb_prefault_finish);
   if (run->window.blocks == NULL)
     return TRUE;
   g_clear_pointer(&run->window.blocks, g_free);
   return run->options->group->share_end(run->options->group, NULL);
-}
-
-typedef struct {
-  KnnwbPartitionPack *pack;
-  size_t pieces;
-} KnnwbPartitionRepack;
-
-static void knnwb_partition_repack_pieces(size_t first, size_t last, void *data)
-{
-  const KnnwbPartitionRepack *r = data;
-  for (size_t t = first; t < last; t++)
-    if (r->pack->dirty[t])
-      knnwb_partition_pack_copy(t * KNNWB_PARTITION_PACK_ROWS,
-                                MIN((t + 1) * KNNWB_PARTITION_PACK_ROWS, r->pack->rows), r->pack);
-}
-
-/* Section A's pieces whose rows of this rank's groups the visits this rank searched changed
- * (run->queries), packed again in place; *rows: how many such rows. */
-static void knnwb_partition_repack_visited(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
-                                           size_t *rows)
-{
-  const int size = run->options->group->size, me = run->options->group->rank;
-  const size_t total = run->query_start != NULL ? (size_t)run->query_start[run->p->groups] : 0;
-  *rows = 0;
-  for (int r = 0; r < size; r++) {
-    const size_t pieces =
-        (packs[r].rows + KNNWB_PARTITION_PACK_ROWS - 1) / KNNWB_PARTITION_PACK_ROWS;
-    packs[r].dirty = g_new0(guint8, MAX(pieces, (size_t)1));
-  }
-  for (size_t t = 0; t < total; t++) {
-    const size_t i = (size_t)run->queries[t];
-    if (!run->mine[i])
-      continue;
-    int r = 0;
-    while (r + 1 < size && i >= packs[r + 1].first)
-      r++;
-    if (r != me) {
-      packs[r].dirty[(i - packs[r].first) / KNNWB_PARTITION_PACK_ROWS] = 1;
-      (*rows)++;
-    }
-  }
-  for (int r = 0; r < size; r++) {
-    KnnwbPartitionRepack repack = {&packs[r], (packs[r].rows + KNNWB_PARTITION_PACK_ROWS - 1) /
-                                                  KNNWB_PARTITION_PACK_ROWS};
-    if (r != me && *rows > 0)
-      knnwb_parallel_for(run->p->threads, repack.pieces, 1, knnwb_partition_repack_pieces, &repack);
-  }
 }
 
 gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
@@ -626,50 +434,29 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size;
-  const size_t n = run->p->n;
+  const size_t n = run->p->n, k = run->k;
   /* start, counted and agreed, packed (and the block's lists made), exchanged, merged */
   gint64 marks[5] = {g_get_monotonic_time()};
   int64_t wide = run->window.wide;
   gboolean ok = run->window.agreed || knnwb_partition_agree_layout(group, n, &wide, error);
-  const KnnwbPartitionLayout layout = knnwb_partition_layout(wide != 0, run->k);
-  /* Section A packed early where the blocks are held (its changed pieces packed again), section
-   * B the visited rows; else section A is every listed row and B is empty. */
-  KnnwbPartitionEarly *early = g_steal_pointer(&run->window.early);
-  const gboolean prepacked = early != NULL;
-  knnwb_partition_early_join(early);
-  KnnwbPartitionPack *sections[2] = {early != NULL ? g_steal_pointer(&early->packs)
-                                                   : g_new0(KnnwbPartitionPack, size),
-                                     g_new0(KnnwbPartitionPack, size)};
-  size_t changed = 0;
-  if (early != NULL)
-    knnwb_partition_repack_visited(run, sections[0], &changed);
-  for (int r = 0; r < size; r++) {
-    if (early == NULL)
-      knnwb_partition_pack_init(&sections[0][r], run, layout, r, KNNWB_PARTITION_TAKE_LISTED);
-    if (early != NULL)
-      knnwb_partition_pack_init(&sections[1][r], run, layout, r, KNNWB_PARTITION_TAKE_VISITED);
-    else
-      sections[1][r] = (KnnwbPartitionPack){.run = run, .layout = layout};
-  }
-  g_clear_pointer(&early, knnwb_partition_early_free);
-  size_t *sizes[2] = {g_new0(size_t, (size_t)size * size), g_new0(size_t, (size_t)size * size)};
+  const KnnwbPartitionLayout layout = knnwb_partition_layout(wide != 0, k);
+  KnnwbPartitionPack *packs = g_new0(KnnwbPartitionPack, size);
+  for (int r = 0; r < size; r++)
+    knnwb_partition_pack_init(&packs[r], run, layout, r);
+  size_t *sizes = g_new0(size_t, (size_t)size * size);
   const KnnwbNeighbors counters = *run->lists; /* (its counters only) */
   KnnwbNeighbors totals = {0};
-  ok = ok && knnwb_partition_sizes(group, sections[0], layout.record, sizes[0], error) &&
-       knnwb_partition_sizes(group, sections[1], layout.record, sizes[1], error) &&
+  ok = ok && knnwb_partition_sizes(group, packs, layout.record, sizes, error) &&
        knnwb_partition_counters(group, &totals, &counters, error);
   marks[1] = marks[2] = marks[3] = g_get_monotonic_time();
   gboolean shared = FALSE;
   KnnwbNeighbors *own = NULL;
-  const KnnwbPartitionBlockLayout block = {{sections[0], sections[1]}, {sizes[0], sizes[1]}};
-  ok =
-      ok && knnwb_partition_combine_shared(run, &block, prepacked, &own, &shared, marks + 2, error);
-  /* (messages only where no blocks were held: section B is empty then) */
-  ok = ok && (shared || knnwb_partition_combine_messages(run, sections[0], &own, marks + 2, error));
-  for (int x = 0; x < 2; x++) {
-    knnwb_partition_packs_free(sections[x], size);
-    g_free(sizes[x]);
-  }
+  ok = ok && knnwb_partition_combine_shared(run, packs, sizes, &own, &shared, marks + 2, error);
+  ok = ok && (shared || knnwb_partition_combine_messages(run, packs, &own, marks + 2, error));
+  for (int r = 0; r < size; r++)
+    g_free(packs[r].at);
+  g_free(packs);
+  g_free(sizes);
   if (ok) {
     own->n_reselected = totals.n_reselected;
     own->n_exhaustive = totals.n_exhaustive;
@@ -677,11 +464,10 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
     knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_count_found, own);
     marks[4] = g_get_monotonic_time();
     g_debug("knnwb: partition: rank %d: lists of its rows combined in %.3f s through %s (counted "
-            "%.3f s, packed %.3f s, exchanged %.3f s, merged %.3f s; %zu of its groups' rows "
-            "changed by its visits after they were packed)",
+            "%.3f s, packed %.3f s, exchanged %.3f s, merged %.3f s)",
             group->rank, (double)(marks[4] - marks[0]) / 1e6, shared ? "shared memory" : "messages",
             (double)(marks[1] - marks[0]) / 1e6, (double)(marks[2] - marks[1]) / 1e6,
-            (double)(marks[3] - marks[2]) / 1e6, (double)(marks[4] - marks[3]) / 1e6, changed);
+            (double)(marks[3] - marks[2]) / 1e6, (double)(marks[4] - marks[3]) / 1e6);
     if (!run->options->group_own_rows) {
       KnnwbNeighbors *all = knnwb_knn_group_gather(group, own, n, error);
       ok = all != NULL;

@@ -214,14 +214,13 @@ void knnwb_partition_group(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
 void knnwb_partition_index(KnnwbPartition *p);
 
 /* A group's shared blocks for the combining (partition_combine.c), lent from the end of phase one
- * so that this rank packs its own groups' rows there while it bounds. */
-typedef struct KnnwbPartitionEarly KnnwbPartitionEarly;
+ * so that this rank's pages fault in while it bounds and visits. */
 typedef struct {
-  gboolean agreed;            /* the records' layout: */
-  int64_t wide;               /* 64-bit row numbers */
-  void **blocks;              /* every rank's block, or NULL */
-  size_t bytes;               /* what this rank's block holds */
-  KnnwbPartitionEarly *early; /* the packing of its own groups' rows begun there, or NULL */
+  gboolean agreed;                /* the records' layout: */
+  int64_t wide;                   /* 64-bit row numbers */
+  void **blocks;                  /* every rank's block, or NULL */
+  size_t bytes;                   /* what this rank's block holds */
+  struct KnnwbPrefault *prefault; /* this rank's block faulting in, or NULL */
 } KnnwbPartitionWindow;
 
 /*
@@ -247,8 +246,7 @@ typedef struct {
   size_t first, last;
   int64_t *kth;
   KnnwbPartitionWindow window; /* the combining's shared blocks, held from phase one's end */
-  guint8 *mine; /* in a group: per row, whether a group this rank searched in phase one holds it */
-  GMutex lock;  /* the first error, the lists' counters */
+  GMutex lock;                 /* the first error, the lists' counters */
   /* Phase two's merges into the lists (and reads of a row's k-th there), by stripes of
    * KNNWB_PARTITION_STRIPE_ROWS rows: rows visit several groups that several workers search. */
   GMutex *stripes;
@@ -371,9 +369,7 @@ void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, i
 double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i);
 /* The lists' rows of the groups other ranks search (run->owner) emptied: phase one writes only
  * this rank's, and phase two's merges and the combining read every row here. Disjoint from the
- * rows phase one writes, so it may run beside it. Also sets run->mine (the rows of this rank's
- * groups; NULL where memory is short: the combining then takes every listed row as it comes).
- * On up to threads threads, O(n k). */
+ * rows phase one writes, so it may run beside it. On up to threads threads, O(n k). */
 void knnwb_partition_ranks_empty_others(KnnwbPartitionRun *run, int threads);
 /* run->kth: every row's k-th distance from the lists of the groups this rank searched in phase
  * one (run->owner); the other rows must be emptied first (knnwb_partition_ranks_empty_others). */
@@ -401,13 +397,10 @@ gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, KnnwbPartiti
                                         gboolean room, const char *what, GError **error);
 /* Collective, at the end of phase one: the records' layout agreed (run->window.wide), and the
  * group's shared blocks lent for what this rank may send (each row of the other blocks once),
- * the records of its own groups' rows (run->mine) packed there on a helper thread meanwhile.
- * Nothing held (on every rank alike) where the group has no blocks or no room: the combining
- * goes as it would. FALSE: the group's errors. */
+ * its own groups' rows' part faulted in on helper threads meanwhile. Nothing held (on every rank
+ * alike) where the group has no blocks or no room: the combining goes as it would. FALSE: the
+ * group's errors. */
 gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **error);
-/* Waits for that packing (nothing to wait for: returns at once). Before phase two's merges change
- * the lists it reads. Not collective. */
-void knnwb_partition_ranks_window_wait(KnnwbPartitionRun *run);
 /* Collective where blocks are held (on every rank alike): gives them back unused (a run that
  * gives up or fails after phase one). FALSE: the transport failed. */
 gboolean knnwb_partition_ranks_window_drop(KnnwbPartitionRun *run);

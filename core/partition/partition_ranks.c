@@ -187,8 +187,7 @@ void knnwb_partition_ranks_empty_others(KnnwbPartitionRun *run, int threads)
   KnnwbPartitionOthers o = {run, g_new0(guint8, MAX(run->p->n, (size_t)1))};
   knnwb_parallel_for(threads, run->p->groups, 1, knnwb_partition_mark_mine, &o);
   knnwb_parallel_for(threads, run->p->n, 65536, knnwb_partition_empty_rows, &o);
-  g_free(run->mine);
-  run->mine = o.mine; /* (the combining's packing takes these rows early) */
+  g_free(o.mine);
 }
 
 /* Rows [first, last)'s k-th distances as this rank holds them: its groups' rows from their lists,
