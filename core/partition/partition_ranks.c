@@ -27,8 +27,37 @@ static uint64_t knnwb_partition_digest_bytes(uint64_t h, const void *bytes, size
   return h;
 }
 
+/* Rows' cells a chunk of the digest: each chunk is hashed on its own, two cells a step, on
+ * threads, and the chunks' digests in order make the rows' part, the same on any number of
+ * threads. Byte by byte on one thread the cells of 10,000,000 rows took 0.06-0.07 s, on every
+ * rank, between the assignment and the search. */
+#define KNNWB_PARTITION_DIGEST_ROWS ((size_t)1 << 18)
+
+typedef struct {
+  const int32_t *cells;
+  size_t n;
+  uint64_t *chunk;
+} KnnwbPartitionDigestCells;
+
+static void knnwb_partition_digest_chunks(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionDigestCells *d = data;
+  for (size_t c = first; c < last; c++) {
+    const size_t from = c * KNNWB_PARTITION_DIGEST_ROWS,
+                 to = MIN(d->n, from + KNNWB_PARTITION_DIGEST_ROWS);
+    uint64_t h = UINT64_C(14695981039346656037) ^ c;
+    for (size_t i = from; i < to; i += 2) {
+      const uint64_t high = i + 1 < to ? (uint64_t)(uint32_t)d->cells[i + 1] << 32 : 0;
+      h ^= (uint64_t)(uint32_t)d->cells[i] | high;
+      h *= UINT64_C(0x9E3779B97F4A7C15);
+      h ^= h >> 29;
+    }
+    d->chunk[c] = h;
+  }
+}
+
 /* A positive digest of everything the search takes from p (what it has so far: the centroids
- * alone before the rows are assigned). */
+ * alone before the rows are assigned). O(n / threads + m d). */
 static int64_t knnwb_partition_digest(const KnnwbPartition *p)
 {
   uint64_t h = UINT64_C(14695981039346656037);
@@ -38,7 +67,13 @@ static int64_t knnwb_partition_digest(const KnnwbPartition *p)
   h = knnwb_partition_digest_bytes(h, p->radius, p->m * sizeof(double));
   h = knnwb_partition_digest_bytes(h, p->group_of, p->m * sizeof(int32_t));
   h = knnwb_partition_digest_bytes(h, p->centroid_sq, p->m * sizeof(double));
-  h = knnwb_partition_digest_bytes(h, p->cluster_of, p->n * sizeof(int32_t));
+  if (p->cluster_of != NULL) {
+    const size_t chunks = (p->n + KNNWB_PARTITION_DIGEST_ROWS - 1) / KNNWB_PARTITION_DIGEST_ROWS;
+    KnnwbPartitionDigestCells d = {p->cluster_of, p->n, g_new(uint64_t, MAX(chunks, (size_t)1))};
+    knnwb_parallel_for(p->threads, chunks, 1, knnwb_partition_digest_chunks, &d);
+    h = knnwb_partition_digest_bytes(h, d.chunk, chunks * sizeof(uint64_t));
+    g_free(d.chunk);
+  }
   return (int64_t)(h >> 1) | 1;
 }
 
@@ -46,6 +81,7 @@ gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPart
                                      gboolean chosen, const char *otherwise, gboolean *same,
                                      GError **error)
 {
+  const gint64 start = g_get_monotonic_time();
   int64_t digest = chosen ? knnwb_partition_digest(p) : 0;
   /* Test hook (as distributed/'s KNNWB_MPI_WRITE_FAIL_RANK): KNNWB_PARTITION_DIFFER_RANK=r gives
    * rank r another digest, as a rank on a CPU whose arithmetic differs would have. */
@@ -57,6 +93,8 @@ gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPart
   if (!group->reduce(group, v, 2, KNNWB_GROUP_MIN, error))
     return FALSE;
   *same = v[0] > 0 && v[0] == -v[1];
+  g_debug("knnwb: partition: rank %d: the ranks' partitions compared in %.3f s", group->rank,
+          (double)(g_get_monotonic_time() - start) / 1e6);
   if (chosen && !*same)
     g_debug("knnwb: partition: the ranks' partitions differ (digests %" G_GINT64_FORMAT
             " .. %" G_GINT64_FORMAT "): %s",
