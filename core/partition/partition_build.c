@@ -346,18 +346,71 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
   return !a.failed;
 }
 
+/* Rows per chunk of the passes over every row's cell below (on p->threads threads). */
+#define KNNWB_PARTITION_CELL_ROWS ((size_t)1 << 18)
+
+typedef struct {
+  KnnwbPartition *p;
+  size_t *count;           /* per cluster: its rows (added under the lock) */
+  const int32_t *renumber; /* per cluster: its new number, or -1 */
+  GArray *moved;           /* the rows of dropped clusters (under the lock) */
+  GMutex lock;
+} KnnwbPartitionCells;
+
+static void knnwb_partition_count_cells(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionCells *x = data;
+  const KnnwbPartition *p = x->p;
+  size_t *count = g_new0(size_t, p->m);
+  for (size_t i = first; i < last; i++)
+    count[p->cluster_of[i]]++;
+  g_mutex_lock(&x->lock);
+  for (size_t c = 0; c < p->m; c++)
+    x->count[c] += count[c];
+  g_mutex_unlock(&x->lock);
+  g_free(count);
+}
+
+static void knnwb_partition_renumber_cells(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionCells *x = data;
+  for (size_t i = first; i < last; i++)
+    x->p->cluster_of[i] = x->renumber[x->p->cluster_of[i]];
+}
+
+static void knnwb_partition_find_moved(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionCells *x = data;
+  GArray *found = g_array_new(FALSE, FALSE, sizeof(int64_t));
+  for (size_t i = first; i < last; i++)
+    if (x->p->cluster_of[i] < 0) {
+      const int64_t row = (int64_t)i;
+      g_array_append_val(found, row);
+    }
+  g_mutex_lock(&x->lock);
+  g_array_append_vals(x->moved, found->data, found->len);
+  g_mutex_unlock(&x->lock);
+  g_array_free(found, TRUE);
+}
+
+static gint knnwb_partition_row_order(gconstpointer a, gconstpointer b)
+{
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
 /* Drops the centroids of clusters with at most k rows and renumbers the rest in their order: each
  * row of a dropped cluster gets -1, every other row its cluster's new number, and the kept radii
- * move with their clusters. TRUE when some were dropped. O(n + m d). */
+ * move with their clusters. TRUE when some were dropped. O(n / threads + m d). */
 static gboolean knnwb_partition_drop_small(KnnwbPartition *p, size_t k)
 {
-  size_t *count = g_new0(size_t, p->m);
-  for (size_t i = 0; i < p->n; i++)
-    count[p->cluster_of[i]]++;
+  KnnwbPartitionCells x = {.p = p, .count = g_new0(size_t, p->m)};
+  g_mutex_init(&x.lock);
+  knnwb_parallel_for(p->threads, p->n, KNNWB_PARTITION_CELL_ROWS, knnwb_partition_count_cells, &x);
   int32_t *renumber = g_new(int32_t, p->m);
   size_t kept = 0;
   for (size_t c = 0; c < p->m; c++) {
-    if (count[c] <= k) {
+    if (x.count[c] <= k) {
       renumber[c] = -1;
       continue;
     }
@@ -367,11 +420,13 @@ static gboolean knnwb_partition_drop_small(KnnwbPartition *p, size_t k)
     renumber[c] = (int32_t)kept++;
   }
   const gboolean dropped = kept < p->m;
+  x.renumber = renumber;
   if (dropped)
-    for (size_t i = 0; i < p->n; i++)
-      p->cluster_of[i] = renumber[p->cluster_of[i]];
+    knnwb_parallel_for(p->threads, p->n, KNNWB_PARTITION_CELL_ROWS, knnwb_partition_renumber_cells,
+                       &x);
+  g_mutex_clear(&x.lock);
   g_free(renumber);
-  g_free(count);
+  g_free(x.count);
   p->m = kept;
   return dropped;
 }
@@ -380,17 +435,18 @@ static gboolean knnwb_partition_drop_small(KnnwbPartition *p, size_t k)
  * The rows of dropped clusters (cluster_of -1) to their nearest kept centroid, the radii grown to
  * them: what a full pass over the kept centroids would give, bit for bit, since every other row's
  * nearest centroid is kept (ties still go to the lower one: the order is kept) and its bounds do
- * not change. Those rows are at most k a dropped cluster, so one thread takes them all, on every
- * rank of a group alike. FALSE on a row without direction or memory.
+ * not change. Those rows are at most k a dropped cluster: found on threads, then one thread takes
+ * them all, in row order, on every rank of a group alike. FALSE on a row without direction or
+ * memory.
  */
 static gboolean knnwb_partition_assign_moved(KnnwbPartition *p, const KnnwbMatrix *data)
 {
-  GArray *moved = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  for (size_t i = 0; i < p->n; i++)
-    if (p->cluster_of[i] < 0) {
-      const int64_t row = (int64_t)i;
-      g_array_append_val(moved, row);
-    }
+  KnnwbPartitionCells x = {.p = p, .moved = g_array_new(FALSE, FALSE, sizeof(int64_t))};
+  g_mutex_init(&x.lock);
+  knnwb_parallel_for(p->threads, p->n, KNNWB_PARTITION_CELL_ROWS, knnwb_partition_find_moved, &x);
+  g_mutex_clear(&x.lock);
+  GArray *moved = x.moved;
+  g_array_sort(moved, knnwb_partition_row_order);
   KnnwbPartitionBlock block;
   gboolean ok =
       moved->len == 0 ||

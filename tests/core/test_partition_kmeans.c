@@ -549,15 +549,19 @@ static KnnwbPartition partition_on_rows(const KnnwbMatrix *data, KnnwbMetric met
 
 /* Clusters too small for k are dropped and only their rows move: the cells and radii are those of
  * a full pass over the kept centroids, bit for bit, for every thread count and both metric
- * families. */
-static void test_drop_small(void)
+ * families, on n rows (more than one chunk of the passes over every row's cell: several threads'
+ * counts merged, rows renumbered and found on threads). */
+static void check_drop_small(size_t n)
 {
-  g_autoptr(KnnwbMatrix) data = uniform_clusters(4001, 7, 6, 4.0, 1.0, 17);
+  g_autoptr(KnnwbMatrix) data = uniform_clusters(n, 7, 6, 4.0, 1.0, 17);
   /* three lone rows far out (one of them twice): cells of one or two rows */
   for (size_t t = 0; t < 7; t++) {
     data->values[10 * 7 + t] = (float)(40.0 + t);
     data->values[20 * 7 + t] = (float)(-35.0 + 2.0 * t);
     data->values[30 * 7 + t] = data->values[40 * 7 + t] = (float)(t % 2 ? 50.0 : -50.0);
+    /* (and in the later chunks, the same far points again: their rows move too) */
+    data->values[(n / 2) * 7 + t] = data->values[10 * 7 + t];
+    data->values[(n - 1) * 7 + t] = data->values[20 * 7 + t];
   }
   const size_t rows[] = {0, 10, 1, 2, 20, 3, 4, 30, 5, 6, 7, 8};
   const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_ABS_PEARSON};
@@ -589,6 +593,12 @@ static void test_drop_small(void)
       knnwb_partition_clear(&full);
       knnwb_partition_clear(&p);
     }
+}
+
+static void test_drop_small(void)
+{
+  check_drop_small(4001);
+  check_drop_small(600001);
 }
 
 /* The automatic choice's limit: higher only for one process on one GPU, where the plain search
