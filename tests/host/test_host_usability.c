@@ -1,5 +1,8 @@
 /* What new users tripped on, each as behaviour that a regression would break: the help texts of
  * run and validate, one label-column convention in `knnwb knn` and pipelines, and the messages. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +261,8 @@ static void test_example_commands_paste(void)
   g_assert_cmpuint(n_commands, >=, 7);
 }
 
+#define RUN_ON_TERMINAL_SECONDS 150
+
 /* Runs knnwb with args (NULL-terminated, after the program) with stderr on a pseudo-terminal of
  * the given width (0: the size unset, so $COLUMNS decides) and returns everything the program
  * wrote there. */
@@ -283,10 +288,27 @@ static char *run_args_on_terminal(const char *const *args, unsigned short width,
     execv(KNNWB_HOST_PROGRAM, (char **)argv->pdata);
     _exit(127);
   }
+  /* Read until the child closes its side (EIO). A read interrupted by a signal goes on: giving
+   * up then would leave the child blocked on a full terminal and this test waiting for it. A
+   * child still running after RUN_ON_TERMINAL_SECONDS (a few seconds are enough, even under the
+   * sanitizers on a loaded machine) is killed and the test fails with what it wrote. */
+  const gint64 deadline = g_get_monotonic_time() + RUN_ON_TERMINAL_SECONDS * G_TIME_SPAN_SECOND;
   GString *text = g_string_new(NULL);
   char buffer[4096];
   for (;;) {
-    ssize_t got = read(master, buffer, sizeof buffer);
+    struct pollfd ready = {.fd = master, .events = POLLIN};
+    const int polled = poll(&ready, 1, 1000);
+    if (polled == 0 && g_get_monotonic_time() > deadline) {
+      kill(child, SIGKILL);
+      waitpid(child, NULL, 0);
+      g_error("knnwb %s did not finish within %d s on a terminal; it wrote:\n%s", args[0],
+              RUN_ON_TERMINAL_SECONDS, text->str + MAX(text->len, (gsize)4000) - 4000);
+    }
+    if (polled == 0 || (polled < 0 && errno == EINTR))
+      continue;
+    const ssize_t got = read(master, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR)
+      continue;
     if (got <= 0)
       break; /* EIO once the child has closed its side */
     g_string_append_len(text, buffer, got);
