@@ -419,6 +419,7 @@ typedef struct {
   size_t n;        /* their sum */
   gboolean held;   /* every rank holds every row already (an input every rank read whole) */
   gboolean go;     /* the ranks put their rows together */
+  gboolean apply;  /* every rank wants to, and the whole rows pass the checks (room or not) */
 } KnnwbTogether;
 /** Every rank's row count into t (emptied first: knnwb_knn_together_clear). Collective: one
  * gather. FALSE: the group's errors. */
@@ -431,7 +432,8 @@ gboolean knnwb_knn_together_counts(const KnnwbMatrix *block, const KnnwbKnnGroup
  * and the blocks have one width (else the split search's checks say so; nothing travels first).
  * Where every rank's block is its share of a whole matrix it holds (knnwb_matrix_new_block_of:
  * an input every rank read whole, the same input on every rank), t->held, and the rows do not
- * count. Collective: one reduction. FALSE: the group's errors. */
+ * count. t->apply: the same but for the room (split ranks that keep to their blocks need none).
+ * Collective: one reduction. FALSE: the group's errors. */
 gboolean knnwb_knn_together_agree(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
                                   gboolean want, KnnwbTogether *t, GError **error);
 /** The rows put together into *whole on every rank: a view of the whole matrix each holds

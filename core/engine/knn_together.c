@@ -19,13 +19,21 @@
  * adds to them), with the lists and arrays of a whole-input run, in half of its share of the
  * memory available, and whether the whole run passes the request's checks; never with absent
  * rows or ranks as read (only the values travel). */
-static gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
-                                        size_t n, gboolean rows_held)
+/* Whether a search of the whole run's n rows passes the request's checks, with no absent rows or
+ * ranks as read in this rank's block. */
+static gboolean knnwb_knn_together_checks(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                          size_t n)
 {
   KnnwbKnnOptions whole = *options;
   whole.group_split = FALSE;
-  if (block->n_absent_rows > 0 || block->row_ranks != NULL ||
-      !knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL))
+  return block->n_absent_rows == 0 && block->row_ranks == NULL &&
+         knnwb_knn_check_sizes(n, n, block->n_cols, block->n_cols, n, n, TRUE, &whole, NULL);
+}
+
+static gboolean knnwb_knn_together_fits(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
+                                        size_t n, gboolean rows_held)
+{
+  if (!knnwb_knn_together_checks(block, options, n))
     return FALSE;
   /* the whole rows (unless every rank holds them: an input read whole), the whole-input run's
    * lists (an index and a distance for each of n x k) and its n-long arrays (cells, reaches,
@@ -75,15 +83,18 @@ gboolean knnwb_knn_together_agree(const KnnwbMatrix *block, const KnnwbKnnOption
 {
   /* Every rank says whether it holds every row, and whether it has room with and without them
    * (blocks of different widths: the split search's checks say so; nothing travels first). */
-  int64_t v[5] = {knnwb_knn_together_held(block, options->group, t) != NULL,
+  int64_t v[6] = {knnwb_knn_together_held(block, options->group, t) != NULL,
                   want && knnwb_knn_together_fits(block, options, t->n, TRUE),
                   want && knnwb_knn_together_fits(block, options, t->n, FALSE),
-                  (int64_t)block->n_cols, -(int64_t)block->n_cols};
-  t->held = t->go = FALSE;
-  if (!options->group->reduce(options->group, v, 5, KNNWB_GROUP_MIN, error))
+                  (int64_t)block->n_cols,
+                  -(int64_t)block->n_cols,
+                  want && knnwb_knn_together_checks(block, options, t->n)};
+  t->held = t->go = t->apply = FALSE;
+  if (!options->group->reduce(options->group, v, 6, KNNWB_GROUP_MIN, error))
     return FALSE;
   t->held = v[0] != 0;
-  t->go = (t->held ? v[1] : v[2]) && v[3] == -v[4];
+  t->apply = v[5] && v[3] == -v[4];
+  t->go = (t->held ? v[1] : v[2]) && t->apply;
   return TRUE;
 }
 

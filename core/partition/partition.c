@@ -142,6 +142,8 @@ static void knnwb_partition_run_clear(KnnwbPartitionRun *run)
   g_clear_pointer(&run->queries, g_free);
   g_clear_pointer(&run->owner, g_free);
   g_clear_pointer(&run->kth, g_free);
+  g_clear_pointer(&run->slot, g_free);
+  g_clear_pointer(&run->held.values, g_free);
   g_clear_pointer(&run->lists, knnwb_neighbors_free);
   g_clear_error(&run->error);
   g_mutex_clear(&run->lock);
@@ -190,6 +192,9 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
   run->owner = g_new(int32_t, p->groups);
   knnwb_partition_ranks_assign(work, p->groups, group->size, run->owner);
   g_free(work);
+  /* (split ranks first bring the rows of their groups) */
+  if (run->slot == NULL && run->data->n_rows < p->n && !knnwb_partition_split_own_rows(run, error))
+    return FALSE;
   const gint64 start = g_get_monotonic_time();
   KnnwbPartitionEmpty empty = {run, MAX(1, p->threads / 2)};
   GThread *emptying = knnwb_thread_try_start("knnwb-empty", knnwb_partition_empty_body, &empty);
@@ -241,6 +246,9 @@ static gboolean knnwb_partition_bound(KnnwbPartitionRun *run, KnnwbPartitionMode
   *give_up = !found;
   if (group != NULL && !knnwb_partition_ranks_visitors(run, found, give_up, pairs, &visits, error))
     return FALSE;
+  if (group != NULL && !*give_up && run->slot != NULL &&
+      !knnwb_partition_split_visitor_rows(run, error))
+    return FALSE;
   const gboolean gpu = run->devices != NULL;
   const double remaining = knnwb_partition_work(gpu, *pairs, (double)groups, visits);
   int64_t stop =
@@ -278,7 +286,9 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
                              KnnwbPartition *p, KnnwbPartitionMode mode, double expected,
                              const char *otherwise, KnnwbNeighbors **lists, GError **error)
 {
-  const size_t n = data->n_rows, k = options->k;
+  /* (split ranks: data is this rank's block, from row p->data_first) */
+  const size_t n = p->n, k = options->k;
+  const gboolean split = data->n_rows < n;
   const KnnwbKnnGroup *group = options->group;
   const int ranks = group != NULL ? MAX(group->size, 1) : 1;
   double own_pairs = 0.0;
@@ -294,7 +304,7 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
                            .last = n,
                            .total = MAX(own_pairs, expected * plain) / ranks};
   if (ranks > 1)
-    knnwb_knn_group_rows(n, group->rank, ranks, &run.first, &run.last);
+    knnwb_partition_block_of(p, group, group->rank, &run.first, &run.last);
   const gint64 start = g_get_monotonic_time();
   /* In a group a rank's lists are not emptied first: phase one writes every row of its own groups
    * whole, and the rows of the other ranks' groups are emptied beside its search
@@ -303,15 +313,17 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
    * lists 3.44-3.51 s against 3.32-3.49 s at 10,000,000 rows, k = 30, one H200). The lists come
    * before the workers: counting the workers waits for the GPUs' start (their free memory), which
    * the emptying now overlaps. */
-  run.lists =
-      ranks > 1 ? knnwb_knn_result_new_unset(0, n, k, error) : knnwb_knn_result_new(0, n, k, error);
+  /* (split ranks: once they know the rows they hold, knnwb_partition_split_own_rows) */
+  run.lists = split       ? NULL
+              : ranks > 1 ? knnwb_knn_result_new_unset(0, n, k, error)
+                          : knnwb_knn_result_new(0, n, k, error);
   const gint64 emptied = g_get_monotonic_time();
   knnwb_partition_workers(&run, p->threads);
   g_debug("knnwb: partition: lists %s in %.3f s, then the workers counted (the GPUs' start "
           "waited for) in %.3f s",
           ranks > 1 ? "allocated" : "emptied", (double)(emptied - start) / 1e6,
           (double)(g_get_monotonic_time() - emptied) / 1e6);
-  gboolean ok = knnwb_partition_agree(&run, run.lists != NULL, error) &&
+  gboolean ok = knnwb_partition_agree(&run, split || run.lists != NULL, error) &&
                 knnwb_partition_phase_one(&run, error);
   const gint64 own_done = g_get_monotonic_time();
   gboolean give_up = FALSE;
@@ -402,9 +414,9 @@ gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size
  * groups. In a group the ranks assign their blocks' rows and agree on the partition. FALSE: the
  * group's errors. */
 gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
-                                const KnnwbKnnOptions *options, gboolean made, double expected,
-                                gint64 start, const char *otherwise, gboolean *chosen,
-                                GError **error)
+                                const KnnwbMatrix *sample, const KnnwbKnnOptions *options,
+                                gboolean made, double expected, gint64 start, const char *otherwise,
+                                gboolean *chosen, GError **error)
 {
   const KnnwbKnnGroup *group =
       options->group != NULL && options->group->size > 1 ? options->group : NULL;
@@ -426,7 +438,7 @@ gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
   const size_t cells = p->m;
   const gint64 assigned = g_get_monotonic_time();
   if (*chosen)
-    knnwb_partition_group(p, data, options->k, gpu);
+    knnwb_partition_group(p, sample != NULL ? sample : data, options->k, gpu);
   if (made)
     g_debug("knnwb: partition: %zu clusters (%zu groups) in %.3f s (grouping %.3f s), expected "
             "%.1f%% of the work: %s",
@@ -481,8 +493,8 @@ gboolean knnwb_partition_self(const KnnwbMatrix *data, const KnnwbKnnOptions *op
   gboolean made = FALSE, chosen = FALSE;
   gboolean ok = knnwb_partition_pick(&p, data, n, options, mode, "the plain search", &expected,
                                      &made, &chosen, error);
-  ok = ok && knnwb_partition_settle(&p, data, options, made, expected, start, "the plain search",
-                                    &chosen, error);
+  ok = ok && knnwb_partition_settle(&p, data, NULL, options, made, expected, start,
+                                    "the plain search", &chosen, error);
   if (ok && chosen)
     ok = knnwb_partition_run(data, options, &p, mode, expected, "the plain search", result, error);
   knnwb_partition_clear(&p);

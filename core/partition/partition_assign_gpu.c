@@ -46,7 +46,7 @@ static void knnwb_partition_assign_part(KnnwbPartitionGpuPart *part)
   KnnwbPartition *p = pass->p;
   const size_t from = pass->first + part->from;
   const KnnwbAssignJob job = {
-      .values = pass->data->values + from * p->d,
+      .values = pass->data->values + (from - p->data_first) * p->d,
       .n_rows = part->to - part->from,
       .dim = p->d,
       .space = knnwb_partition_bound_space(p->metric),

@@ -271,8 +271,8 @@ static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
   for (size_t next = from; next < to; next += KNNWB_PARTITION_BLOCK_ROWS) {
     const size_t first = a->first + next, last = a->first + MIN(to, next + block.cap);
     if (g_atomic_int_get(&a->failed) || (a->cancel != NULL && g_atomic_int_get(a->cancel)) ||
-        !knnwb_partition_block_fill(&block, p->metric, a->data, first, last, NULL, p->centroid,
-                                    p->m)) {
+        !knnwb_partition_block_fill(&block, p->metric, a->data, first - p->data_first,
+                                    last - p->data_first, NULL, p->centroid, p->m)) {
       g_atomic_int_set(&a->failed, 1);
       break;
     }
@@ -303,7 +303,7 @@ static gboolean knnwb_partition_assign_share(KnnwbPartition *p, const KnnwbKnnGr
   size_t *bytes = g_new(size_t, (size_t)group->size);
   for (int r = 0; r < group->size; r++) {
     size_t from, to;
-    knnwb_knn_group_rows(p->n, r, group->size, &from, &to);
+    knnwb_partition_block_of(p, group, r, &from, &to);
     bytes[r] = (to - from) * sizeof(int32_t);
   }
   int32_t *mine = g_memdup2(p->cluster_of + first, (last - first) * sizeof(int32_t));
@@ -326,7 +326,7 @@ static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *dat
 {
   size_t first = 0, last = p->n;
   if (group != NULL)
-    knnwb_knn_group_rows(p->n, group->rank, group->size, &first, &last);
+    knnwb_partition_block_of(p, group, group->rank, &first, &last);
   p->reach_first = first;
   p->reach_last = last;
   const gint64 start = g_get_monotonic_time();
@@ -447,6 +447,14 @@ static gboolean knnwb_partition_assign_moved(KnnwbPartition *p, const KnnwbMatri
   g_mutex_clear(&x.lock);
   GArray *moved = x.moved;
   g_array_sort(moved, knnwb_partition_row_order);
+  /* (a split rank holds its block's rows alone: it takes those, and the ranks share the cells) */
+  size_t kept = 0;
+  for (size_t t = 0; t < moved->len; t++) {
+    const int64_t row = g_array_index(moved, int64_t, t);
+    if ((size_t)row >= p->data_first && (size_t)row - p->data_first < data->n_rows)
+      g_array_index(moved, int64_t, kept++) = row - (int64_t)p->data_first;
+  }
+  g_array_set_size(moved, (guint)kept);
   KnnwbPartitionBlock block;
   gboolean ok =
       moved->len == 0 ||
@@ -459,8 +467,8 @@ static gboolean knnwb_partition_assign_moved(KnnwbPartition *p, const KnnwbMatri
       const size_t c = knnwb_partition_nearest(&block, p->centroid_sq, p->m, r);
       double lower, upper;
       knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, c, &lower, &upper);
-      p->cluster_of[rows[r]] = (int32_t)c;
-      p->reach[rows[r]] = upper;
+      p->cluster_of[p->data_first + (size_t)rows[r]] = (int32_t)c;
+      p->reach[p->data_first + (size_t)rows[r]] = upper;
       p->radius[c] = MAX(p->radius[c], upper);
     }
   }
@@ -536,7 +544,9 @@ gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, 
   /* Dropping small clusters moves their rows to others, whose counts only grow: once is enough. */
   if (ok && knnwb_partition_drop_small(p, k)) {
     ok = p->m >= 2 && knnwb_partition_assign_moved(p, data);
-    if (group != NULL && !group->agree(group, ok, NULL))
+    if (group != NULL && data->n_rows < p->n) /* (split ranks: each moved its block's rows) */
+      ok = knnwb_partition_assign_share(p, group, p->reach_first, p->reach_last, ok);
+    else if (group != NULL && !group->agree(group, ok, NULL))
       ok = FALSE;
   }
   if (ok) {
@@ -561,5 +571,17 @@ void knnwb_partition_clear(KnnwbPartition *p)
   g_clear_pointer(&p->group_of, g_free);
   g_clear_pointer(&p->start, g_free);
   g_clear_pointer(&p->members, g_free);
+  g_clear_pointer(&p->block_start, g_free);
   p->m = p->groups = 0;
+}
+
+void knnwb_partition_block_of(const KnnwbPartition *p, const KnnwbKnnGroup *group, int r,
+                              size_t *first, size_t *last)
+{
+  if (p->block_start == NULL) {
+    knnwb_knn_group_rows(p->n, r, group->size, first, last);
+    return;
+  }
+  *first = p->block_start[r];
+  *last = p->block_start[r + 1];
 }

@@ -87,9 +87,11 @@ static void knnwb_partition_pack_count(size_t from, size_t to, void *data)
 {
   KnnwbPartitionPack *pack = data;
   const size_t k = pack->run->k;
+  const KnnwbPartitionRun *run = pack->run;
   size_t count = 0;
   for (size_t i = pack->first + from; i < pack->first + to; i++)
-    count += pack->run->lists->indices[i * k] >= 0;
+    count += (run->slot == NULL || run->slot[i] >= 0) &&
+             run->lists->indices[knnwb_partition_at(run, i) * k] >= 0;
   pack->at[from / KNNWB_PARTITION_PACK_ROWS] = count;
 }
 
@@ -99,13 +101,15 @@ static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
   const KnnwbNeighbors *lists = pack->run->lists;
   const size_t k = pack->run->k, id = pack->layout.id, record = pack->layout.record;
   char *at = pack->out + pack->at[from / KNNWB_PARTITION_PACK_ROWS] * record;
+  const int64_t *slot = pack->run->slot;
   for (size_t i = pack->first + from; i < pack->first + to; i++) {
-    if (lists->indices[i * k] < 0)
+    const size_t held = knnwb_partition_at(pack->run, i);
+    if ((slot != NULL && slot[i] < 0) || lists->indices[held * k] < 0)
       continue;
     const int64_t row = (int64_t)i;
     knnwb_partition_ids_put(at, &row, 1, id);
-    knnwb_partition_ids_put(at + id, lists->indices + i * k, k, id);
-    memcpy(at + id + k * id, lists->distances + i * k, k * sizeof(double));
+    knnwb_partition_ids_put(at + id, lists->indices + held * k, k, id);
+    memcpy(at + id + k * id, lists->distances + held * k, k * sizeof(double));
     at += record;
   }
 }
@@ -115,7 +119,7 @@ static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbParti
                                       KnnwbPartitionLayout layout, int to)
 {
   size_t last;
-  knnwb_knn_group_rows(run->p->n, to, run->options->group->size, &pack->first, &last);
+  knnwb_partition_block_of(run->p, run->options->group, to, &pack->first, &last);
   pack->run = run;
   pack->layout = layout;
   pack->rows = last - pack->first;
@@ -219,7 +223,7 @@ static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_
   KnnwbNeighbors *own = g_steal_pointer(&run->lists);
   const size_t k = own->k, cells = MAX(rows * k, (size_t)1);
   KnnwbPartitionAdopt a = {.lists = own, .first = first, .k = k};
-  if (first > 0) /* (rank 0's block is in place) */
+  if (first > 0 && run->slot == NULL) /* (rank 0's block, and a split rank's, are in place) */
     knnwb_parallel_for(run->p->threads, rows, 65536, knnwb_partition_adopt_rows, &a);
   /* (shrinking keeps the front; a refusal keeps the larger arrays, as valid) */
   int64_t *indices = g_try_realloc(own->indices, cells * sizeof(int64_t));
@@ -386,7 +390,8 @@ gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **err
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size, me = group->rank;
-  if (group->share_begin == NULL)
+  /* (split ranks learn their visitors later: the blocks are taken at the end) */
+  if (group->share_begin == NULL || run->slot != NULL)
     return TRUE;
   int64_t wide;
   if (!knnwb_partition_agree_layout(group, run->p->n, &wide, error))
@@ -397,7 +402,7 @@ gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **err
   /* What this rank sends at most (each row of the other blocks once), and what its own groups'
    * rows there make of it already. */
   size_t first, last, owned = 0;
-  knnwb_knn_group_rows(run->p->n, me, size, &first, &last);
+  knnwb_partition_block_of(run->p, group, me, &first, &last);
   for (int r = 0; r < size; r++) {
     if (r == me)
       continue;
@@ -427,6 +432,22 @@ gboolean knnwb_partition_ranks_window_drop(KnnwbPartitionRun *run)
     return TRUE;
   g_clear_pointer(&run->window.blocks, g_free);
   return run->options->group->share_end(run->options->group, NULL);
+}
+
+/* Every rank's block's lists (own) into every row's, on every rank. Collective. */
+static KnnwbNeighbors *knnwb_partition_gather_all(const KnnwbPartitionRun *run,
+                                                  const KnnwbNeighbors *own, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const size_t *start = run->p->block_start;
+  if (start == NULL)
+    return knnwb_knn_group_gather(group, own, run->p->n, error);
+  size_t *count = g_new(size_t, (size_t)group->size);
+  for (int r = 0; r < group->size; r++)
+    count[r] = start[r + 1] - start[r];
+  KnnwbNeighbors *all = knnwb_knn_group_gather_blocks(group, own, run->p->n, start, count, error);
+  g_free(count);
+  return all;
 }
 
 gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
@@ -469,7 +490,7 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
             (double)(marks[1] - marks[0]) / 1e6, (double)(marks[2] - marks[1]) / 1e6,
             (double)(marks[3] - marks[2]) / 1e6, (double)(marks[4] - marks[3]) / 1e6);
     if (!run->options->group_own_rows) {
-      KnnwbNeighbors *all = knnwb_knn_group_gather(group, own, n, error);
+      KnnwbNeighbors *all = knnwb_partition_gather_all(run, own, error);
       ok = all != NULL;
       knnwb_neighbors_free(own);
       own = all;

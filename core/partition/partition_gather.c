@@ -79,18 +79,33 @@ static gboolean knnwb_partition_gather_applies(const KnnwbMatrix *block,
          (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS);
 }
 
-/* The choice said the partition pays, but the run keeps each rank to its block: the notice, on
- * every rank (the host shows rank 0's). */
-static void knnwb_partition_gather_declined(double expected)
+/* Whether the ranks keep to their blocks where they could put their rows together:
+ * KNNWB_PARTITION_SPLIT=1 (tests, comparisons; =0 or unset: they put them together). */
+static gboolean knnwb_partition_split_forced(void)
 {
-  g_message("knnwb: these rows are clustered: the partitioned search would take about %.1f%% of "
-            "the split search's work, with every row on every rank (each has room for them); leave "
-            "out --mpi-input split to let the ranks put their rows together",
-            100.0 * expected);
+  return g_strcmp0(g_getenv("KNNWB_PARTITION_SPLIT"), "1") == 0;
+}
+
+/* The ranks' rows put together where they may and have room (*whole; NULL on every rank alike
+ * where a rank has none after all). FALSE: the group's errors. */
+static gboolean knnwb_partition_gather_whole(const KnnwbMatrix *block, const KnnwbKnnGroup *group,
+                                             const KnnwbTogether *t, double expected,
+                                             KnnwbMatrix **whole, GError **error)
+{
+  const gint64 gathered = g_get_monotonic_time();
+  if (!knnwb_knn_together_rows(block, group, t, whole, error))
+    return FALSE;
+  if (*whole != NULL)
+    g_debug("knnwb: partition: the ranks' rows put together for the partitioned search (%zu "
+            "rows, expected %.1f%% of the work) in %.3f s",
+            t->n, 100.0 * expected, (double)(g_get_monotonic_time() - gathered) / 1e6);
+  else
+    g_debug("knnwb: partition: a rank cannot hold every row after all: each keeps its block");
+  return TRUE;
 }
 
 /* knnwb_partition_self for a split-memory run (partition_gather.c says when the ranks put their
- * rows together, and what a run that may not does). TRUE with *result NULL: the split search runs
+ * rows together, and when each keeps its block). TRUE with *result NULL: the split search runs
  * instead. */
 gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
                                        KnnwbPartitionMode mode, KnnwbNeighbors **result,
@@ -105,7 +120,7 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
   if (!knnwb_knn_together_agree(block, options,
                                 knnwb_partition_gather_applies(block, options, mode, n), &t, error))
     return FALSE;
-  if (!t.go)
+  if (!t.apply)
     return TRUE;
   KnnwbMatrix *sample = NULL;
   if (!knnwb_partition_gather_sample(block, group, t.counts, n, &sample, error))
@@ -115,36 +130,28 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
   gboolean made = FALSE, chosen = FALSE;
   gboolean ok = knnwb_partition_pick(&p, sample, n, options, mode, "the split search", &expected,
                                      &made, &chosen, error);
-  knnwb_matrix_free(sample);
   if (ok && made && !chosen)
     g_debug("knnwb: partition: expected %.1f%% of the work: the split search", 100.0 * expected);
-  if (ok && chosen && !options->group_split_gather) {
-    knnwb_partition_gather_declined(expected);
-    chosen = FALSE;
-  }
+  /* (the same on every rank: t.go and the environment are agreed, the choice compared) */
   KnnwbMatrix *whole = NULL;
-  if (ok && chosen) {
-    const gint64 gathered = g_get_monotonic_time();
-    ok = knnwb_knn_together_rows(block, group, &t, &whole, error);
-    chosen = whole != NULL;
-    if (ok && chosen)
-      g_debug("knnwb: partition: the ranks' rows put together for the partitioned search (%zu "
-              "rows, expected %.1f%% of the work) in %.3f s",
-              n, 100.0 * expected, (double)(g_get_monotonic_time() - gathered) / 1e6);
-    else if (ok)
-      g_debug("knnwb: partition: a rank cannot hold every row after all: the split search");
+  if (ok && chosen && t.go && options->group_split_gather && !knnwb_partition_split_forced())
+    ok = knnwb_partition_gather_whole(block, group, &t, expected, &whole, error);
+  if (ok && chosen && whole == NULL) {
+    ok = knnwb_partition_split_run(block, sample, t.counts, &p, options, mode, made, expected,
+                                   start, result, error);
+  } else if (ok && chosen) {
+    KnnwbKnnOptions gathered = *options;
+    gathered.group_split = FALSE;
+    gathered.group_split_gather = FALSE;
+    ok = knnwb_partition_settle(&p, whole, NULL, &gathered, made, expected, start,
+                                "the split search", &chosen, error) &&
+         (!chosen || knnwb_partition_run(whole, &gathered, &p, mode, expected, "the split search",
+                                         result, error)) &&
+         knnwb_knn_together_lists(options, &t, result, error);
   }
-  KnnwbKnnOptions gathered = *options;
-  gathered.group_split = FALSE;
-  gathered.group_split_gather = FALSE;
-  ok = ok && (!chosen || knnwb_partition_settle(&p, whole, &gathered, made, expected, start,
-                                                "the split search", &chosen, error));
-  if (ok && chosen)
-    ok = knnwb_partition_run(whole, &gathered, &p, mode, expected, "the split search", result,
-                             error);
+  knnwb_matrix_free(sample);
   knnwb_partition_clear(&p);
   knnwb_matrix_free(whole);
-  ok = ok && knnwb_knn_together_lists(options, &t, result, error);
   if (ok)
     g_debug("knnwb: partition: %s in %.3f s",
             *result != NULL ? "done" : "not used: the split search",

@@ -54,6 +54,11 @@ typedef struct {
   double *reach;       /* n: an upper bound of each row's distance to its cell's centroid, for
                           the rows [reach_first, reach_last) this process assigned */
   size_t reach_first, reach_last;
+  /* Where the rows come from: data's first row is row data_first (split ranks: their block's
+   * first; else 0), and in a group block_start (size + 1 entries) gives each rank's block (NULL:
+   * knnwb_knn_group_rows' even blocks). */
+  size_t data_first;
+  size_t *block_start;
   int32_t *group_of; /* m: each cell's group */
   size_t *start;     /* groups + 1: each group's range in members */
   int64_t *members;  /* n: group by group, rows ascending within each */
@@ -223,6 +228,13 @@ typedef struct {
   struct KnnwbPrefault *prefault; /* this rank's block faulting in, or NULL */
 } KnnwbPartitionWindow;
 
+/* The rows a split rank holds besides its block (partition_split.c): the rows of the groups it
+ * searches, then their visitors, d floats each. */
+typedef struct {
+  float *values;
+  size_t rows;
+} KnnwbPartitionHeld;
+
 /*
  * One partitioned run (partition.c, partition_search.c). Sub-searches run on `workers` threads at
  * once, one or three a GPU (devices[w]) or, for a CPU run, one worker with every thread: small
@@ -245,6 +257,12 @@ typedef struct {
   int32_t *owner;
   size_t first, last;
   int64_t *kth;
+  /* Split ranks (partition_split.c) hold only their block's rows (data) and those they search
+   * (held): slot[i] is row i's place in data, then held, and in lists (-1: not held here), the
+   * block's rows first, in order. NULL: every row in its own place in data (one process, ranks
+   * that hold every row). */
+  int64_t *slot;
+  KnnwbPartitionHeld held;
   KnnwbPartitionWindow window; /* the combining's shared blocks, held from phase one's end */
   GMutex lock;                 /* the first error, the lists' counters */
   /* Phase two's merges into the lists (and reads of a row's k-th there), by stripes of
@@ -260,6 +278,46 @@ typedef struct {
   GError *error;
   gint failed;
 } KnnwbPartitionRun;
+
+/* Row i's place in run->data and run->lists (a row this rank holds). O(1). */
+static inline size_t knnwb_partition_at(const KnnwbPartitionRun *run, size_t i)
+{
+  return run->slot != NULL ? (size_t)run->slot[i] : i;
+}
+
+/* Row i's d values (a row this rank holds). O(1). */
+static inline const float *knnwb_partition_row(const KnnwbPartitionRun *run, size_t i)
+{
+  const size_t at = knnwb_partition_at(run, i), rows = run->data->n_rows;
+  return at < rows ? run->data->values + at * run->d : run->held.values + (at - rows) * run->d;
+}
+
+/*
+ * Split ranks (partition_split.c: each holds its block of rows, run->data, and brings the rows it
+ * searches from the others' blocks). Each call is collective; FALSE comes with the same error on
+ * every rank (memory, the group's errors).
+ */
+/* The rows of the groups this rank searches in phase one (run->owner) from the blocks that hold
+ * them: run->slot, run->held, and run->lists for every row held (unset: phase one writes its
+ * groups' rows, knnwb_partition_ranks_empty_others the rest). O(n) besides the rows. */
+gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error);
+/* Once run->queries are the visitors of the groups this rank searches (phase two): those it does
+ * not hold from their blocks, with empty lists. O(n + visitors) besides the rows. */
+gboolean knnwb_partition_split_visitor_rows(KnnwbPartitionRun *run, GError **error);
+/* The partitioned search of split ranks that keep to their blocks (block: this rank's rows; the
+ * ranks' counts and the gathered sample as partition_gather.c made them, p picked on it): every
+ * row's cell, the groups, both phases, each rank's block's lists in *result (NULL: given up, the
+ * split search runs). */
+gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *sample,
+                                   const int64_t *counts, KnnwbPartition *p,
+                                   const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
+                                   gboolean made, double expected, gint64 start,
+                                   KnnwbNeighbors **result, GError **error);
+
+/* Rank r's block of p's rows in group: [*first, *last) (p->block_start, else
+ * knnwb_knn_group_rows). O(1). */
+void knnwb_partition_block_of(const KnnwbPartition *p, const KnnwbKnnGroup *group, int r,
+                              size_t *first, size_t *last);
 
 /* The bounds pass (partition_visits.c): phase two's queries among rows [run->first, run->last),
  * each group's visitors with rows ascending (run->query_start, run->queries), from each row's k-th
@@ -468,12 +526,14 @@ gboolean knnwb_partition_pick(KnnwbPartition *p, const KnnwbMatrix *sample, size
                               const char *otherwise, double *expected, gboolean *made,
                               gboolean *chosen, GError **error);
 /* The partition p picked made whole on data: every row's cell, and the cells' groups (in a group
- * the ranks assign their blocks' rows and agree on the partition); otherwise names the search that
- * runs when it is not taken, in the debug lines. FALSE: the group's errors. */
+ * the ranks assign their blocks' rows and agree on the partition; split ranks, whose data is
+ * their block from row p->data_first, join the cells on the gathered sample, else NULL: data's);
+ * otherwise names the search that runs when it is not taken, in the debug lines. FALSE: the
+ * group's errors. */
 gboolean knnwb_partition_settle(KnnwbPartition *p, const KnnwbMatrix *data,
-                                const KnnwbKnnOptions *options, gboolean made, double expected,
-                                gint64 start, const char *otherwise, gboolean *chosen,
-                                GError **error);
+                                const KnnwbMatrix *sample, const KnnwbKnnOptions *options,
+                                gboolean made, double expected, gint64 start, const char *otherwise,
+                                gboolean *chosen, GError **error);
 /* Both phases over the clusters of p; *lists stays NULL when the run gives up (auto mode: the
  * bounds rule out too little; memory is short). In a group every rank takes its share and the
  * same decisions. */

@@ -204,7 +204,7 @@ static void knnwb_partition_mark_mine(size_t first, size_t last, void *data)
   for (size_t g = first; g < last; g++)
     for (size_t t = p->start[g];
          o->run->owner[g] == o->run->options->group->rank && t < p->start[g + 1]; t++)
-      o->mine[p->members[t]] = 1;
+      o->mine[knnwb_partition_at(o->run, (size_t)p->members[t])] = 1;
 }
 
 static void knnwb_partition_empty_rows(size_t first, size_t last, void *data)
@@ -222,21 +222,29 @@ static void knnwb_partition_empty_rows(size_t first, size_t last, void *data)
 
 void knnwb_partition_ranks_empty_others(KnnwbPartitionRun *run, int threads)
 {
-  KnnwbPartitionOthers o = {run, g_new0(guint8, MAX(run->p->n, (size_t)1))};
+  /* (the rows this rank holds lists for: every row, or a split rank's) */
+  const size_t held = run->lists->n_queries;
+  KnnwbPartitionOthers o = {run, g_new0(guint8, MAX(held, (size_t)1))};
   knnwb_parallel_for(threads, run->p->groups, 1, knnwb_partition_mark_mine, &o);
-  knnwb_parallel_for(threads, run->p->n, 65536, knnwb_partition_empty_rows, &o);
+  knnwb_parallel_for(threads, held, 65536, knnwb_partition_empty_rows, &o);
   g_free(o.mine);
 }
 
 /* Rows [first, last)'s k-th distances as this rank holds them: its groups' rows from their lists,
- * +inf for the others (emptied: knnwb_partition_ranks_empty_others). Distances are not negative,
- * so their bits order as integers do. */
+ * +inf for the others (emptied: knnwb_partition_ranks_empty_others, or not held by a split rank).
+ * Distances are not negative, so their bits order as integers do. */
 static void knnwb_partition_kth_here(size_t first, size_t last, void *data)
 {
   KnnwbPartitionRun *run = data;
   const size_t k = run->k;
-  for (size_t i = first; i < last; i++)
-    memcpy(&run->kth[i], &run->lists->distances[i * k + k - 1], sizeof(int64_t));
+  const double none = INFINITY;
+  for (size_t i = first; i < last; i++) {
+    if (run->slot != NULL && run->slot[i] < 0)
+      memcpy(&run->kth[i], &none, sizeof(int64_t));
+    else
+      memcpy(&run->kth[i], &run->lists->distances[knnwb_partition_at(run, i) * k + k - 1],
+             sizeof(int64_t));
+  }
 }
 
 gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error)

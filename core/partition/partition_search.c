@@ -57,7 +57,7 @@ static void knnwb_partition_progress(uint64_t done, uint64_t total, void *data)
 }
 
 typedef struct {
-  const KnnwbMatrix *data;
+  const KnnwbPartitionRun *run;
   const int64_t *rows;
   float *out;
 } KnnwbPartitionGather;
@@ -65,9 +65,9 @@ typedef struct {
 static void knnwb_partition_gather_rows(size_t first, size_t last, void *data)
 {
   KnnwbPartitionGather *g = data;
-  const size_t d = g->data->n_cols;
+  const size_t d = g->run->d;
   for (size_t t = first; t < last; t++)
-    memcpy(g->out + t * d, g->data->values + (size_t)g->rows[t] * d, d * sizeof(float));
+    memcpy(g->out + t * d, knnwb_partition_row(g->run, (size_t)g->rows[t]), d * sizeof(float));
 }
 
 /* rows[0 .. count) of the data, in that order, as a matrix over *buffer (grown as needed); NULL
@@ -87,7 +87,7 @@ static KnnwbMatrix *knnwb_partition_gather(const KnnwbPartitionWorker *worker, c
       return NULL;
     }
   }
-  KnnwbPartitionGather g = {.data = run->data, .rows = rows, .out = *buffer};
+  KnnwbPartitionGather g = {.run = run, .rows = rows, .out = *buffer};
   knnwb_parallel_for(run->threads_per_worker, count, 4096, knnwb_partition_gather_rows, &g);
   return knnwb_matrix_new_wrapped(count, run->d, *buffer, NULL, NULL);
 }
@@ -156,7 +156,7 @@ static void knnwb_partition_copy_rows(size_t first, size_t last, void *data)
   KnnwbPartitionLists *l = data;
   const size_t k = l->run->k;
   for (size_t t = first; t < last; t++) {
-    const size_t i = (size_t)l->rows[t];
+    const size_t i = knnwb_partition_at(l->run, (size_t)l->rows[t]);
     for (size_t r = 0; r < k; r++) {
       const int64_t local = l->found->indices[t * k + r];
       l->run->lists->indices[i * k + r] = local >= 0 ? l->rows[local] : -1;
@@ -206,10 +206,10 @@ static void knnwb_partition_merge_rows(size_t first, size_t last, void *data)
   double *distance = g_new(double, k);
   GMutex *held = NULL;
   for (size_t t = first; t < last; t++) {
-    const size_t i = (size_t)l->rows[t];
+    const size_t i = (size_t)l->rows[t], at = knnwb_partition_at(l->run, i);
     knnwb_partition_stripe_take(l->run, i, &held);
-    knnwb_partition_merge_list(l->run->lists->indices + i * k, l->run->lists->distances + i * k, k,
-                               l->found->indices + t * kf, l->found->distances + t * kf, kf,
+    knnwb_partition_merge_list(l->run->lists->indices + at * k, l->run->lists->distances + at * k,
+                               k, l->found->indices + t * kf, l->found->distances + t * kf, kf,
                                l->members, index, distance);
   }
   if (held != NULL)
@@ -255,10 +255,10 @@ static void knnwb_partition_within_rows(size_t first, size_t last, void *data)
   const size_t k = run->k;
   GMutex *held = NULL;
   for (size_t t = first; t < last; t++) {
-    const size_t i = (size_t)w->queries[t];
+    const size_t i = (size_t)w->queries[t], at = knnwb_partition_at(run, i);
     knnwb_partition_stripe_take(run, i, &held);
     const double here =
-        run->lists->indices[i * k + k - 1] >= 0 ? run->lists->distances[i * k + k - 1] : INFINITY;
+        run->lists->indices[at * k + k - 1] >= 0 ? run->lists->distances[at * k + k - 1] : INFINITY;
     w->within[t] = MIN(here, knnwb_partition_kth(run, i));
   }
   if (held != NULL)

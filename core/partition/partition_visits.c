@@ -46,7 +46,7 @@ typedef struct {
 double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i)
 {
   if (run->kth == NULL)
-    return run->lists->distances[i * run->k + run->k - 1];
+    return run->lists->distances[knnwb_partition_at(run, i) * run->k + run->k - 1];
   double kth;
   memcpy(&kth, &run->kth[i], sizeof kth);
   return kth;
@@ -292,7 +292,18 @@ static void knnwb_partition_visit_block(size_t from, size_t to, void *data)
   if (!knnwb_partition_block_init(&block, MAX(count, (size_t)1), m, p->d)) {
     g_atomic_int_set(&v->failed, 1);
   } else {
-    if (knnwb_partition_block_fill(&block, p->metric, run->data, 0, count, block_rows, NULL, 0)) {
+    /* (a split rank's rows are in their places: its block's, in order, from the first) */
+    int64_t *held = block_rows;
+    if (run->slot != NULL) {
+      held = g_new(int64_t, MAX(count, (size_t)1));
+      for (size_t t = 0; t < count; t++)
+        held[t] = run->slot[block_rows[t]];
+    }
+    const gboolean filled =
+        knnwb_partition_block_fill(&block, p->metric, run->data, 0, count, held, NULL, 0);
+    if (held != block_rows)
+      g_free(held);
+    if (filled) {
       knnwb_partition_block_dots_rows(&block, m > 0 ? p->centroid : NULL, m, 0,
                                       v->gap == NULL ? count : full);
       for (size_t t = 0; t < count; t++) {

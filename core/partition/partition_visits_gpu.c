@@ -120,7 +120,7 @@ static void knnwb_partition_bounds_part(KnnwbPartitionGpuPart *part)
   const KnnwbPartition *p = run->p;
   const size_t first = run->first + part->from;
   const KnnwbBoundsJob job = {
-      .values = run->data->values + first * p->d,
+      .values = knnwb_partition_row(run, first),
       .n_rows = part->to - part->from,
       .dim = p->d,
       .space = knnwb_partition_bound_space(p->metric),
