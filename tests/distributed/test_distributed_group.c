@@ -1722,9 +1722,9 @@ static gint held_runs;
 /* "the ranks' partitions differ (...): the plain search" or ": the split search", said by any
  * rank. */
 static gint differ_plain, differ_split;
-/* The notice of a split run that may not put its clustered rows together (partition_gather.c), said
- * by any rank. */
-static gint declined_notices;
+/* Split ranks that kept to their blocks for the partitioned search (partition_split.c), said by
+ * each rank. */
+static gint kept_runs;
 
 static void count_partitions(const gchar *domain, GLogLevelFlags level, const gchar *message,
                              gpointer data)
@@ -1736,8 +1736,8 @@ static void count_partitions(const gchar *domain, GLogLevelFlags level, const gc
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "partitions differ") != NULL)
     g_atomic_int_inc(g_str_has_suffix(message, ": the split search") ? &differ_split
                                                                      : &differ_plain);
-  if ((level & G_LOG_LEVEL_MESSAGE) && strstr(message, "the partitioned search would take") != NULL)
-    g_atomic_int_inc(&declined_notices);
+  if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "each rank keeps its block of rows") != NULL)
+    g_atomic_int_inc(&kept_runs);
   const char *choice = strstr(message, "would leave"), *end = strstr(message, "rows searched");
   g_mutex_lock(&choices_lock);
   if ((level & G_LOG_LEVEL_DEBUG) && choices != NULL && choice != NULL && end != NULL)
@@ -1900,9 +1900,10 @@ static void test_partitioned_blocks(void)
 /* Split memory that may put clustered rows together (options.group_split_gather): the ranks
  * gather their rows and take the partitioned search, every rank's lists those of one process, with
  * even blocks and uneven ones (text read by byte ranges; the lists are re-cut to the blocks), one
- * of them empty; not when a rank lacks room (KNNWB_PARTITION_GATHER_ROOM), not without the option
- * or the partition: then the split search runs, the same bytes, and without the option alone every
- * rank says what the partition would save. A NaN in rank 2's block stops the gathered search on
+ * of them empty. Without the option, when a rank lacks room (KNNWB_PARTITION_GATHER_ROOM) or
+ * cannot allocate the rows when it comes to it, and with KNNWB_PARTITION_SPLIT=1, each rank keeps
+ * to its block and brings the rows it searches (uneven blocks, one empty, too): the same bytes.
+ * Without the partition the split search runs. A NaN in rank 2's block stops the gathered search on
  * every rank, and the split search names the row. */
 static void test_partitioned_gathered(void)
 {
@@ -1925,15 +1926,19 @@ static void test_partitioned_gathered(void)
      * (KNNWB_PARTITION_GATHER_ALWAYS): the plain search with the partition off (10), the
      * partitioned one chosen again on the whole rows (11), uneven blocks both; and a rank that
      * cannot allocate the rows there (12): the split search, the partition not asked again */
-    for (int c = 0; c < 13; c++) {
-      const int ranks = c < 2 ? 2 : 3;
-      const gboolean gathered = c < 6 || c == 10 || c == 11, partitioned = c < 6 || c == 11;
-      options.group_own_rows = c != 0 && c != 2;
+    for (int c = 0; c < 16; c++) {
+      const int ranks = c < 2 || c == 15 ? 2 : 3;
+      /* (kept: each rank kept to its block for the partitioned search) */
+      const gboolean kept = c == 6 || c == 7 || c == 9 || c >= 13;
+      const gboolean split = c == 8 || c == 12, partitioned = c < 6 || c == 11 || kept;
+      options.group_own_rows = c != 0 && c != 2 && c != 15;
       options.group_split_gather = c != 6;
-      rank_cuts = c == 4 || c >= 10 ? uneven : c == 5 ? first_empty : NULL;
-      rank_copies = c == 4 || c >= 10;
-      if (c >= 10)
+      rank_cuts = c == 4 || (c >= 10 && c <= 13) ? uneven : c == 5 || c == 14 ? first_empty : NULL;
+      rank_copies = c == 4 || (c >= 10 && c <= 12);
+      if (c >= 10 && c <= 12)
         g_setenv("KNNWB_PARTITION_GATHER_ALWAYS", "1", TRUE);
+      if (c >= 13)
+        g_setenv("KNNWB_PARTITION_SPLIT", "1", TRUE);
       if (c == 10)
         g_setenv("KNNWB_PARTITION", "off", TRUE);
       if (c == 7)
@@ -1944,7 +1949,7 @@ static void test_partitioned_gathered(void)
         g_setenv("KNNWB_PARTITION", "off", TRUE);
       RankRun runs[MAX_RANKS];
       g_atomic_int_set(&partition_runs, 0);
-      g_atomic_int_set(&declined_notices, 0);
+      g_atomic_int_set(&kept_runs, 0);
       choices_capture(TRUE);
       run_ranks(ranks, data, NULL, &options, runs);
       g_autoptr(GPtrArray) asked = choices_capture(FALSE);
@@ -1952,16 +1957,17 @@ static void test_partitioned_gathered(void)
         g_assert_cmpuint(asked->len, ==, 0);
       else if (c == 9 || c == 6)
         g_assert_cmpuint(asked->len, >, 0);
-      g_assert_cmpint(g_atomic_int_get(&declined_notices), ==, c == 6 ? ranks : 0);
       g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
       g_unsetenv("KNNWB_GATHER_ROWS_FAIL_RANK");
       g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
+      g_unsetenv("KNNWB_PARTITION_SPLIT");
       g_setenv("KNNWB_PARTITION", "on", TRUE);
       g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, partitioned ? ranks : 0);
+      g_assert_cmpint(g_atomic_int_get(&kept_runs), ==, kept ? ranks : 0);
       for (int r = 0; r < ranks; r++) {
         g_assert_no_error(runs[r].error);
         /* (the split search says so in its backend) */
-        g_assert_true(g_str_has_suffix(runs[r].result->backend_used, "(split)") == !gathered);
+        g_assert_true(g_str_has_suffix(runs[r].result->backend_used, "(split)") == split);
         if (rank_cuts != NULL) {
           g_assert_cmpuint(runs[r].result->first_row, ==, rank_cuts[r]);
           g_assert_cmpuint(runs[r].result->n_queries, ==, rank_cuts[r + 1] - rank_cuts[r]);
@@ -1989,9 +1995,9 @@ static void test_partitioned_gathered(void)
  * matrix): put together without a transfer, for the partitioned search (0: even blocks; 1: uneven)
  * and, as on GPUs, for the whole-input search (2); a rank whose block is a plain copy sends every
  * rank to the transfer (3). With room for the run but not for a copy of the rows: held rows go (4);
- * where one rank does not hold them, no rank does, and the split search runs (5), also when that
- * rank alone has room for the copy (6: the others judge their room with the rows). One process's
- * lists every time. */
+ * where one rank does not hold them, no rank does, and each rank keeps to its block for the
+ * partitioned search (5), also when that rank alone has room for the copy (6: the others judge
+ * their room with the rows). One process's lists every time. */
 static void test_partitioned_gathered_held(void)
 {
   static const size_t uneven[] = {0, 400, 400, 1203};
@@ -2020,6 +2026,7 @@ static void test_partitioned_gathered_held(void)
     RankRun runs[MAX_RANKS];
     g_atomic_int_set(&partition_runs, 0);
     g_atomic_int_set(&held_runs, 0);
+    g_atomic_int_set(&kept_runs, 0);
     run_ranks(3, data, NULL, &options, runs);
     rank_cuts = NULL;
     rank_whole_views = FALSE;
@@ -2028,10 +2035,11 @@ static void test_partitioned_gathered_held(void)
     g_unsetenv("KNNWB_PARTITION_GATHER_ROOM");
     rank_local_sizes = NULL;
     g_assert_cmpint(g_atomic_int_get(&held_runs), ==, c == 3 || c >= 5 ? 0 : 3);
-    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, c == 2 || c >= 5 ? 0 : 3);
+    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, c == 2 ? 0 : 3);
+    g_assert_cmpint(g_atomic_int_get(&kept_runs), ==, c >= 5 ? 3 : 0);
     for (int r = 0; r < 3; r++) {
       g_assert_no_error(runs[r].error);
-      g_assert_true(g_str_has_suffix(runs[r].result->backend_used, "(split)") == (c >= 5));
+      g_assert_false(g_str_has_suffix(runs[r].result->backend_used, "(split)"));
       assert_same_rows(expected, runs[r].result);
       knnwb_neighbors_free(runs[r].result);
     }
