@@ -165,8 +165,9 @@ gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error)
   return ok;
 }
 
-/* The rows this rank searches in phase two that it does not hold (the rows of the groups it is
- * given, run->owner, which phase one may have given another rank, and their visitors): their
+/* The rows this rank searches in phase two that it does not hold (the rows of the groups with
+ * visitors it is given, run->owner, which phase one may have given another rank, and their
+ * visitors): their
  * places (after the rows held), and per rank the rows asked of it (ascending) in ask[r]. Returns
  * how many. O(n + visitors). */
 static size_t knnwb_partition_split_wanted(KnnwbPartitionRun *run, GArray **ask)
@@ -178,10 +179,14 @@ static size_t knnwb_partition_split_wanted(KnnwbPartitionRun *run, GArray **ask)
   for (size_t t = 0; t < visits; t++)
     if (run->slot[run->queries[t]] == -1)
       run->slot[run->queries[t]] = -2;
-  for (size_t g = 0; g < p->groups; g++)
-    for (size_t t = p->start[g]; run->owner[g] == group->rank && t < p->start[g + 1]; t++)
+  /* (a group without visitors is not searched again: its rows stay where they are) */
+  for (size_t g = 0; g < p->groups; g++) {
+    if (run->owner[g] != group->rank || run->query_start[g + 1] == run->query_start[g])
+      continue;
+    for (size_t t = p->start[g]; t < p->start[g + 1]; t++)
       if (run->slot[p->members[t]] == -1)
         run->slot[p->members[t]] = -2;
+  }
   const size_t base = run->lists->n_queries;
   size_t wanted = 0;
   for (int r = 0; r < group->size; r++) {
