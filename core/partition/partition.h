@@ -19,8 +19,9 @@
  * search, byte for byte, on every backend.
  *
  * Applies to one process, to ranks that each hold every row (the groups shared out,
- * partition_ranks.c) and to split-memory ranks that may put their blocks together
- * (options->group_split_gather: partition_gather.c says when), for the metrics euclidean,
+ * partition_ranks.c) and to split-memory ranks, which put their blocks together where they may
+ * and have room, else keep to them and bring the rows each searches (partition_gather.c,
+ * partition_split.c), for the metrics euclidean,
  * cosine, pearson and abs-pearson,
  * matrices without absent or degenerate rows, at least KNNWB_PARTITION_MIN_ROWS rows, when a
  * sample of rows says the bounds skip most pairs. The environment overrides the choice:

@@ -1,22 +1,21 @@
 /*
  * Split memory meets clustered rows. A split-memory self run (options->group_split: each rank
  * holds only its block of rows) compares every pair of blocks, while the partitioned search
- * compares each row with its own cluster and the few clusters its bounds cannot rule out; but
- * that search takes its groups' rows from anywhere, so every rank needs every row. When the run
- * may (options->group_split_gather), the ranks make the choice one process would make, on the
- * sample one process would take (the rows at the same positions, gathered from the blocks that
- * hold them), and if it says the partition pays and every rank has room for all rows, they put
- * their blocks together and run the whole-input partitioned search (partition_ranks.c) with the
- * engine's steps for it (core/engine/knn_together.c: the room, the rows, the lists of uneven
- * blocks). On 400,000 x 50 rows in 50 clusters, two ranks on two cores: 79 s and up to 1.1 GB a
- * rank split, 11.25 s and up to 579 MB a rank put together, one process 12.0 s and 471 MB; the
- * same bytes. (On GPUs the engine puts the rows together before this is asked.)
+ * compares each row with its own cluster and the few clusters its bounds cannot rule out. The ranks
+ * make the choice one process would make, on the sample one process would take (the rows at the
+ * same positions, gathered from the blocks that hold them), and where it says the partition pays:
  *
- * A run that must keep each rank to its block (options->group_split_gather unset: `knnwb knn
- * --mpi-input split`) makes the same choice, and where the partition would pay and every rank has
- * room, says so and runs the split search: the choice costs a sample, the split search on clustered
- * rows many times the partitioned one (10,000,000 x 50 in 50 clusters on two ranks of one H200
- * each: 44 s split, 7 s with the input read whole).
+ * - where the run may (options->group_split_gather) and every rank has room for all rows, they put
+ *   their blocks together and run the whole-input partitioned search (partition_ranks.c) with the
+ *   engine's steps for it (core/engine/knn_together.c: the room, the rows, the lists of uneven
+ *   blocks). On 400,000 x 50 rows in 50 clusters, two ranks on two cores: 79 s and up to 1.1 GB a
+ *   rank split, 11.25 s and up to 579 MB a rank put together, one process 12.0 s and 471 MB; the
+ *   same bytes. (On GPUs the engine puts the rows together before this is asked.)
+ * - otherwise (`knnwb knn --mpi-input split`, no room, KNNWB_PARTITION_SPLIT=1) each rank keeps to
+ *   its block and brings only the rows it searches (partition_split.c): on 1,000,000 x 50 rows in
+ *   50 clusters, four ranks on two cores, 0.44-0.46 GB a rank against 0.88-0.89 GB put together, in
+ *   the same time; the split search on clustered rows takes many times longer (10,000,000 x 50 in
+ *   50 clusters on two ranks of one H200 each: 44 s split, 7 s with the input read whole).
  */
 #include <math.h>
 #include <string.h>

@@ -9,9 +9,10 @@
  * lists are those of one process.
  *
  * Memory per rank: its block, the rows of its groups and of their visitors, lists for every row it
- * holds (16 bytes an entry), and n-long arrays of 28 bytes a row (each row's cell, place and k-th
- * distance, the members). Ranks that hold every row keep n rows and n lists each.
+ * holds (16 bytes an entry), and n-long arrays of 36 bytes a row (each row's cell, reach, place and
+ * k-th distance, the members). Ranks that hold every row keep n rows and n lists each.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
 #include "engine/engine.h"
@@ -127,8 +128,13 @@ gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error)
   float **send = g_new0(float *, size);
   run->slot = g_try_new(int64_t, MAX(run->p->n, (size_t)1));
   gboolean room = run->slot != NULL;
+  /* Test hook (as partition.c's KNNWB_PARTITION_BOUNDS_SHORT_RANK):
+   * KNNWB_PARTITION_SPLIT_SHORT_RANK=r makes rank r short of memory for the rows it searches: every
+   * rank stops with its message. */
+  const char *short_rank = g_getenv("KNNWB_PARTITION_SPLIT_SHORT_RANK");
+  const gboolean short_here = short_rank != NULL && *short_rank != '\0' && atoi(short_rank) == me;
   const size_t held = room ? knnwb_partition_split_places(run, receive_rows) : 0;
-  run->held.values = room ? g_try_new(float, MAX(held * run->d, (size_t)1)) : NULL;
+  run->held.values = room && !short_here ? g_try_new(float, MAX(held * run->d, (size_t)1)) : NULL;
   run->held.rows = held;
   room = room && run->held.values != NULL;
   run->lists = room ? knnwb_knn_result_new_unset(0, block + held, run->k, NULL) : NULL;

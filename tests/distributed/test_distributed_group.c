@@ -1903,8 +1903,9 @@ static void test_partitioned_blocks(void)
  * of them empty. Without the option, when a rank lacks room (KNNWB_PARTITION_GATHER_ROOM) or
  * cannot allocate the rows when it comes to it, and with KNNWB_PARTITION_SPLIT=1, each rank keeps
  * to its block and brings the rows it searches (uneven blocks, one empty, too): the same bytes.
- * Without the partition the split search runs. A NaN in rank 2's block stops the gathered search on
- * every rank, and the split search names the row. */
+ * Without the partition the split search runs. A rank that keeps to its block and cannot allocate
+ * the rows it searches stops every rank with its message. A NaN in rank 2's block stops the
+ * gathered search on every rank, and the split search names the row. */
 static void test_partitioned_gathered(void)
 {
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
@@ -1978,6 +1979,21 @@ static void test_partitioned_gathered(void)
       rank_cuts = NULL;
       rank_copies = FALSE;
     }
+  }
+  /* a rank that keeps to its block and cannot allocate the rows it searches stops them all */
+  KnnwbKnnOptions kept;
+  small_cpu_options(&kept, KNNWB_METRIC_EUCLIDEAN, 5);
+  kept.group_split = TRUE;
+  g_setenv("KNNWB_PARTITION_SPLIT_SHORT_RANK", "1", TRUE);
+  RankRun short_runs[MAX_RANKS];
+  run_ranks(3, data, NULL, &kept, short_runs);
+  g_unsetenv("KNNWB_PARTITION_SPLIT_SHORT_RANK");
+  for (int r = 0; r < 3; r++) {
+    g_assert_null(short_runs[r].result);
+    g_assert_error(short_runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
+    g_assert_nonnull(
+        strstr(short_runs[r].error->message, "cannot allocate the rows this rank searches"));
+    g_clear_error(&short_runs[r].error);
   }
   data->values[1100 * 7 + 2] = NAN; /* rows 802..1202 are rank 2's of 3 */
   KnnwbKnnOptions options;
@@ -2120,6 +2136,21 @@ static void test_partitioned_gathered_widths(void)
 static void test_partitioned_failing_rank(void)
 {
   g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 25);
+  /* a rank that keeps to its block and cannot allocate the rows it searches stops them all */
+  KnnwbKnnOptions kept;
+  small_cpu_options(&kept, KNNWB_METRIC_EUCLIDEAN, 5);
+  kept.group_split = TRUE;
+  g_setenv("KNNWB_PARTITION_SPLIT_SHORT_RANK", "1", TRUE);
+  RankRun short_runs[MAX_RANKS];
+  run_ranks(3, data, NULL, &kept, short_runs);
+  g_unsetenv("KNNWB_PARTITION_SPLIT_SHORT_RANK");
+  for (int r = 0; r < 3; r++) {
+    g_assert_null(short_runs[r].result);
+    g_assert_error(short_runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
+    g_assert_nonnull(
+        strstr(short_runs[r].error->message, "cannot allocate the rows this rank searches"));
+    g_clear_error(&short_runs[r].error);
+  }
   data->values[1100 * 7 + 2] = NAN; /* rows 802..1202 are rank 2's of 3 */
   g_setenv("KNNWB_PARTITION", "on", TRUE);
   g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Peak memory of each rank of the partitioned search on split ranks: one process, then R ranks that
+# put their rows together (the default where every rank has room) and R ranks that keep to their
+# blocks (--mpi-input split), ROUNDS times alternating; every run's lists compared with one
+# process's. Memory is each process's peak proportional set (Pss: pages shared between the ranks,
+# such as the shared window of the lists that travel, counted once over them), sampled every 0.1 s
+# from /proc/PID/smaps_rollup; times are the whole command's wall clock.
+#
+#   bash tests/distributed/mpi_partition_memory.sh build/bin/knnwb X.npy [knn options...]
+#   e.g. ... X.npy -k 30 -m euclidean (X.npy from tests/bench/make_clusters_table.py)
+#
+# RANKS="2 4" (default), ROUNDS=2, BACKEND=cpu. Not a test: a measurement (docs/performance-mpi.md).
+set -euo pipefail
+knnwb=$(realpath "$1")
+input=$(realpath "$2")
+shift 2
+ranks=${RANKS:-2 4}
+rounds=${ROUNDS:-2}
+backend=${BACKEND:-cpu}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+
+# Runs "$@", prints its wall time and each knnwb process's peak Pss in MiB.
+measure() {
+  local start end pid pss
+  declare -A peak=()
+  start=$(date +%s.%N)
+  "$@" &
+  local main=$!
+  while kill -0 "$main" 2>/dev/null; do
+    for pid in $(pgrep -f "^$knnwb knn" || true); do
+      pss=$(awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || true)
+      [ -n "$pss" ] || continue
+      [ "${peak[$pid]:-0}" -ge "$pss" ] || peak[$pid]=$pss
+    done
+    sleep 0.1
+  done
+  wait "$main"
+  end=$(date +%s.%N)
+  printf '%.2f s,' "$(echo "$end - $start" | bc)"
+  for pid in $(printf '%s\n' "${!peak[@]}" | sort -n); do
+    printf ' %d' $((peak[$pid] / 1024))
+  done
+  echo ' MiB'
+}
+
+echo "one process: $(measure "$knnwb" knn "$input" "$@" -b "$backend" -q -o one.npy)"
+for round in $(seq "$rounds"); do
+  for r in $ranks; do
+    for mode in together kept; do
+      extra=()
+      [ "$mode" = kept ] && extra=(--mpi-input split)
+      line=$(measure mpirun --oversubscribe --bind-to none -np "$r" "$knnwb" knn "$input" "$@" \
+        -b "$backend" -q "${extra[@]}" -o "$mode.npy")
+      same=differs
+      cmp -s one.npy "$mode.npy" && cmp -s one.distances.npy "$mode.distances.npy" && same=same
+      echo "round $round, $r ranks, $mode: $line, lists $same"
+    done
+  done
+done
