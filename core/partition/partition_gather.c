@@ -5,17 +5,17 @@
  * make the choice one process would make, on the sample one process would take (the rows at the
  * same positions, gathered from the blocks that hold them), and where it says the partition pays:
  *
- * - where the run may (options->group_split_gather) and every rank has room for all rows, they put
- *   their blocks together and run the whole-input partitioned search (partition_ranks.c) with the
- *   engine's steps for it (core/engine/knn_together.c: the room, the rows, the lists of uneven
- *   blocks). On 400,000 x 50 rows in 50 clusters, two ranks on two cores: 79 s and up to 1.1 GB a
- *   rank split, 11.25 s and up to 579 MB a rank put together, one process 12.0 s and 471 MB; the
- *   same bytes. (On GPUs the engine puts the rows together before this is asked.)
- * - otherwise (`knnwb knn --mpi-input split`, no room, KNNWB_PARTITION_SPLIT=1) each rank keeps to
- *   its block and brings only the rows it searches (partition_split.c): on 1,000,000 x 50 rows in
- *   50 clusters, four ranks on two cores, 0.44-0.46 GB a rank against 0.88-0.89 GB put together, in
- *   the same time; the split search on clustered rows takes many times longer (10,000,000 x 50 in
- *   50 clusters on two ranks of one H200 each: 44 s split, 7 s with the input read whole).
+ * - each rank keeps to its block and brings only the rows it searches (partition_split.c): it
+ *   holds less than ranks that put their rows together, in no more time (below);
+ * - with KNNWB_PARTITION_SPLIT=0, where the run may (options->group_split_gather) and every rank has
+ *   room for all rows, they put their blocks together and run the whole-input partitioned search
+ *   (partition_ranks.c) with the engine's steps for it (core/engine/knn_together.c: the room, the
+ *   rows, the lists of uneven blocks). (On GPUs the engine puts the rows together before this is
+ *   asked, unless `--mpi-input split` keeps each rank to its block.)
+ *
+ * Either way the split search on clustered rows takes many times longer: 400,000 x 50 rows in 50
+ * clusters, two ranks on two cores, 79 s split against 11.25 s put together; 10,000,000 x 50 in 50
+ * clusters on two ranks of one H200 each, 44 s split against 7 s with the input read whole.
  */
 #include <math.h>
 #include <string.h>
@@ -78,11 +78,15 @@ static gboolean knnwb_partition_gather_applies(const KnnwbMatrix *block,
          (mode != KNNWB_PARTITION_AUTO || n >= KNNWB_PARTITION_MIN_ROWS);
 }
 
-/* Whether the ranks keep to their blocks where they could put their rows together:
- * KNNWB_PARTITION_SPLIT=1 (tests, comparisons; =0 or unset: they put them together). */
-static gboolean knnwb_partition_split_forced(void)
+/* Whether the ranks put their rows together where they may and have room: KNNWB_PARTITION_SPLIT=0
+ * (comparisons, tests). By default each keeps to its block: on 1,000,000 x 50 rows in 50 clusters
+ * (k = 30, two cores) that held 0.65 GB a rank against 0.94 GB put together at 2 ranks, 0.43-0.50 GB
+ * against 0.86-0.87 GB at 4, in no more time (17.6-18.3 s against 19.0-19.4 s, 21.8 s against
+ * 23.3-24.6 s); the same memory and time on 300,001 rows of overlapping clusters, most of whose work
+ * is visits (docs/performance-mpi.md). */
+static gboolean knnwb_partition_together_wanted(void)
 {
-  return g_strcmp0(g_getenv("KNNWB_PARTITION_SPLIT"), "1") == 0;
+  return g_strcmp0(g_getenv("KNNWB_PARTITION_SPLIT"), "0") == 0;
 }
 
 /* The ranks' rows put together where they may and have room (*whole; NULL on every rank alike
@@ -133,7 +137,7 @@ gboolean knnwb_partition_self_gathered(const KnnwbMatrix *block, const KnnwbKnnO
     g_debug("knnwb: partition: expected %.1f%% of the work: the split search", 100.0 * expected);
   /* (the same on every rank: t.go and the environment are agreed, the choice compared) */
   KnnwbMatrix *whole = NULL;
-  if (ok && chosen && t.go && options->group_split_gather && !knnwb_partition_split_forced())
+  if (ok && chosen && t.go && options->group_split_gather && knnwb_partition_together_wanted())
     ok = knnwb_partition_gather_whole(block, group, &t, expected, &whole, error);
   if (ok && chosen && whole == NULL) {
     ok = knnwb_partition_split_run(block, sample, t.counts, &p, options, mode, made, expected,

@@ -419,10 +419,11 @@ for ranks in 1 2 3; do
     cmp one-euclidean.knn "r$ranks-partition-short.knn" ||
       fail "$ranks ranks: the plain search after the partition gave up differs"
   fi
-  # Split memory (the CPU default) on rows the partition takes: the ranks put their blocks
-  # together for it; --mpi-input split keeps each rank to its block, from which it brings the rows
-  # it searches. The same bytes both ways.
-  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \
+  # Split memory (the CPU default) on rows the partition takes: each rank keeps to its block, from
+  # which it brings the rows it searches (by default and with --mpi-input split); with
+  # KNNWB_PARTITION_SPLIT=0 the ranks put their blocks together for it. The same bytes every way.
+  KNNWB_PARTITION_SPLIT=0 KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all \
+    mpi "$ranks" knn data.npy -k 9 \
     -m euclidean -b cpu -q -o "r$ranks-gathered.knn" 2>"r$ranks-gathered.err"
   [ "$ranks" -eq 1 ] || grep -q 'rows put together for the partitioned search' "r$ranks-gathered.err" ||
     fail "$ranks ranks: split rows not put together for the partitioned search"
@@ -441,7 +442,8 @@ for ranks in 1 2 3; do
     name=${text%%:*}
     KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 "$knnwb" knn "$name.tsv" -k 9 -m euclidean -b cpu \
       -q -o "one-$name-gathered.tsv"
-    KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn "$name.tsv" \
+    KNNWB_PARTITION_SPLIT=0 KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all \
+      mpi "$ranks" knn "$name.tsv" \
       -k 9 -m euclidean -b cpu -q -o "r$ranks-$name-gathered.tsv" 2>"r$ranks-$name-gathered.err"
     [ "$ranks" -eq 1 ] || grep -q "${text#*:}" "r$ranks-$name-gathered.err" ||
       fail "$ranks ranks: $name.tsv: no line '${text#*:}'"
@@ -451,6 +453,12 @@ for ranks in 1 2 3; do
     cmp "one-$name-gathered.tsv" "r$ranks-$name-gathered.tsv" ||
       fail "$ranks ranks: gathered $name.tsv differs"
   done
+  # ... and by default kept to them: each rank brings the rows it searches.
+  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.tsv -k 9 \
+    -m euclidean -b cpu -q -o "r$ranks-data-kept.tsv" 2>"r$ranks-data-kept.err"
+  [ "$ranks" -eq 1 ] || grep -q 'each rank keeps its block' "r$ranks-data-kept.err" ||
+    fail "$ranks ranks: data.tsv not searched cluster by cluster on the blocks"
+  cmp one-data-gathered.tsv "r$ranks-data-kept.tsv" || fail "$ranks ranks: kept data.tsv differs"
   # The last rank finds no room for the window: every rank must take messages with it.
   KNNWB_MPI_SHARED=1 KNNWB_MPI_SHARED_NO_ROOM_RANK=$((ranks - 1)) mpi "$ranks" knn data.npy -k 9 \
     -m pearson -b cpu --memory 4K -q --mpi-input whole -o "r$ranks-noroom.knn"
@@ -466,18 +474,23 @@ for ranks in 1 2 3; do
     cmp "one-self-$metric.knn" "r$ranks-self-$metric.knn" || fail "$ranks ranks: pipeline self $metric"
     cmp "one-query-$metric.tsv" "r$ranks-query-$metric.tsv" || fail "$ranks ranks: pipeline query $metric"
   done
-  # The pipeline's split knn-graph steps put the rows together: for the partitioned search (p),
-  # and whatever the rows (w), as on GPUs, where the whole-input search shares its tiles
-  # (KNNWB_PARTITION_GATHER_ALWAYS=1 takes that path on the CPU).
-  for way in p w; do
+  # The pipeline's split knn-graph steps search cluster by cluster on their blocks (k), or put the
+  # rows together: for the partitioned search (p, KNNWB_PARTITION_SPLIT=0), and whatever the rows
+  # (w), as on GPUs, where the whole-input search shares its tiles (KNNWB_PARTITION_GATHER_ALWAYS=1
+  # takes that path on the CPU).
+  for way in k p w; do
     knobs="KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40" search="partitioned search"
-    [ "$way" = p ] || knobs="KNNWB_PARTITION_GATHER_ALWAYS=1" search="whole-input search"
+    line="put together for the partitioned search"
+    [ "$way" != k ] || line="each rank keeps its block"
+    [ "$way" != p ] || knobs="$knobs KNNWB_PARTITION_SPLIT=0"
+    [ "$way" != w ] || knobs="KNNWB_PARTITION_GATHER_ALWAYS=1" search="whole-input search" \
+      line="put together for the whole-input search"
     (
       export $knobs G_MESSAGES_DEBUG=all
       mpi "$ranks" run check.xml -q --set out="r$ranks-$way" 2>"r$ranks-$way.err"
     )
-    [ "$ranks" -eq 1 ] || grep -q "put together for the $search" "r$ranks-$way.err" ||
-      fail "$ranks ranks: pipeline rows not put together for the $search"
+    [ "$ranks" -eq 1 ] || grep -q "$line" "r$ranks-$way.err" ||
+      fail "$ranks ranks: pipeline: no line '$line'"
     for metric in $metrics; do
       cmp "one-self-$metric.knn" "r$ranks-$way-self-$metric.knn" ||
         fail "$ranks ranks: pipeline self $metric, the $search"
@@ -495,12 +508,12 @@ for ranks in 1 2 3; do
       fail "$ranks ranks: split neighbourhood $direction"
     cmp "one-text-$direction.tsv" "r$ranks-text-$direction.tsv" ||
       fail "$ranks ranks: split neighbourhood table"
-    # Its split whole graph (in, both) puts the rows together for the partitioned search too.
+    # Its split whole graph (in, both) searches cluster by cluster on the blocks too.
     KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 mpi "$ranks" neighbourhood data.tsv --focus r250,r3 \
       -k 6 -r 2 -m euclidean --direction "$direction" -b cpu --memory 4K -q \
       -o "r$ranks-textp-$direction.gml" --table "r$ranks-textp-$direction.tsv"
     cmp "one-text-$direction.gml" "r$ranks-textp-$direction.gml" ||
-      fail "$ranks ranks: split neighbourhood $direction, rows put together"
+      fail "$ranks ranks: split neighbourhood $direction, cluster by cluster"
     mpi "$ranks" neighbourhood "${seed_args[@]}" --direction "$direction" \
       -o "r$ranks-seed-$direction.gml" --table "r$ranks-seed-$direction.tsv"
     cmp "one-seed-$direction.gml" "r$ranks-seed-$direction.gml" ||

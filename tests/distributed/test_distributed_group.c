@@ -1900,9 +1900,10 @@ static void test_partitioned_blocks(void)
 /* Split memory that may put clustered rows together (options.group_split_gather): the ranks
  * gather their rows and take the partitioned search, every rank's lists those of one process, with
  * even blocks and uneven ones (text read by byte ranges; the lists are re-cut to the blocks), one
- * of them empty. Without the option, when a rank lacks room (KNNWB_PARTITION_GATHER_ROOM) or
- * cannot allocate the rows when it comes to it, and with KNNWB_PARTITION_SPLIT=1, each rank keeps
- * to its block and brings the rows it searches (uneven blocks, one empty, too): the same bytes.
+ * of them empty (KNNWB_PARTITION_SPLIT=0). Without the option, when a rank lacks room
+ * (KNNWB_PARTITION_GATHER_ROOM) or cannot allocate the rows when it comes to it, and by default,
+ * each rank keeps to its block and brings the rows it searches (uneven blocks, one empty, too): the
+ * same bytes.
  * Without the partition the split search runs. A rank that keeps to its block and cannot allocate
  * the rows it searches stops every rank with its message. A NaN in rank 2's block stops the
  * gathered search on every rank, and the split search names the row. */
@@ -1938,8 +1939,8 @@ static void test_partitioned_gathered(void)
       rank_copies = c == 4 || (c >= 10 && c <= 12);
       if (c >= 10 && c <= 12)
         g_setenv("KNNWB_PARTITION_GATHER_ALWAYS", "1", TRUE);
-      if (c >= 13)
-        g_setenv("KNNWB_PARTITION_SPLIT", "1", TRUE);
+      if (c < 13) /* (the default keeps each rank to its block: 13 on) */
+        g_setenv("KNNWB_PARTITION_SPLIT", "0", TRUE);
       if (c == 10)
         g_setenv("KNNWB_PARTITION", "off", TRUE);
       if (c == 7)
@@ -2008,7 +2009,8 @@ static void test_partitioned_gathered(void)
 }
 
 /* Ranks that read the input whole (each block a share of the rank's own copy of the whole
- * matrix): put together without a transfer, for the partitioned search (0: even blocks; 1: uneven)
+ * matrix) and may put their rows together (KNNWB_PARTITION_SPLIT=0): put together without a
+ * transfer, for the partitioned search (0: even blocks; 1: uneven)
  * and, as on GPUs, for the whole-input search (2); a rank whose block is a plain copy sends every
  * rank to the transfer (3). With room for the run but not for a copy of the rows: held rows go (4);
  * where one rank does not hold them, no rank does, and each rank keeps to its block for the
@@ -2027,6 +2029,7 @@ static void test_partitioned_gathered_held(void)
   g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
   options.group_split = options.group_split_gather = options.group_own_rows = TRUE;
   static const int local_sizes[] = {3, 1, 3};
+  g_setenv("KNNWB_PARTITION_SPLIT", "0", TRUE); /* (else each rank keeps to its block) */
   for (int c = 0; c < 7; c++) {
     g_setenv("KNNWB_PARTITION", c == 2 ? "off" : "on", TRUE);
     if (c == 2)
@@ -2060,6 +2063,7 @@ static void test_partitioned_gathered_held(void)
       knnwb_neighbors_free(runs[r].result);
     }
   }
+  g_unsetenv("KNNWB_PARTITION_SPLIT");
   g_unsetenv("KNNWB_PARTITION");
   g_unsetenv("KNNWB_PARTITION_ROWS");
   g_log_set_default_handler(g_log_default_handler, NULL);
@@ -2136,21 +2140,6 @@ static void test_partitioned_gathered_widths(void)
 static void test_partitioned_failing_rank(void)
 {
   g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 25);
-  /* a rank that keeps to its block and cannot allocate the rows it searches stops them all */
-  KnnwbKnnOptions kept;
-  small_cpu_options(&kept, KNNWB_METRIC_EUCLIDEAN, 5);
-  kept.group_split = TRUE;
-  g_setenv("KNNWB_PARTITION_SPLIT_SHORT_RANK", "1", TRUE);
-  RankRun short_runs[MAX_RANKS];
-  run_ranks(3, data, NULL, &kept, short_runs);
-  g_unsetenv("KNNWB_PARTITION_SPLIT_SHORT_RANK");
-  for (int r = 0; r < 3; r++) {
-    g_assert_null(short_runs[r].result);
-    g_assert_error(short_runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
-    g_assert_nonnull(
-        strstr(short_runs[r].error->message, "cannot allocate the rows this rank searches"));
-    g_clear_error(&short_runs[r].error);
-  }
   data->values[1100 * 7 + 2] = NAN; /* rows 802..1202 are rank 2's of 3 */
   g_setenv("KNNWB_PARTITION", "on", TRUE);
   g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
