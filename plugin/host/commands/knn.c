@@ -159,8 +159,8 @@ static GOptionContext *knnwb_knn_options_new(KnnwbKnnCommand *command)
        knnwb_host_help_choices(&knnwb_mpi_input_table, "Under mpirun: ",
                                " (each rank reads and holds only its block of rows)", NULL,
                                "; whole: every rank reads all rows and shares the tiles; auto, the "
-                               "default: whole on GPUs; on the CPU split, but clustered rows that "
-                               "every rank has room for go together for the partitioned search"),
+                               "default: whole on GPUs, split on the CPU (clustered rows searched "
+                               "cluster by cluster on the blocks either way)"),
        "M"},
       {"weights", 0, 0, G_OPTION_ARG_STRING, &command->weights,
        knnwb_host_help_choices(&knnwb_h5ad_weights_table, ".h5ad: obsp['connectivities'] as ",
@@ -366,9 +366,9 @@ static gboolean knnwb_knn_prepare(KnnwbKnnRun *run, GError **error)
   run->options.group_split = group != NULL && (run->mpi_input == KNNWB_MPI_INPUT_SPLIT ||
                                                (run->mpi_input == KNNWB_MPI_INPUT_AUTO &&
                                                 !knnwb_host_group_all_gpus(group, &run->options)));
-  /* By default clustered rows are put together for the partitioned search where every rank has
-   * room for them (core/partition/partition_gather.c): much faster, and no more memory a rank than
-   * the split search's candidates there. --mpi-input split keeps each rank to its block. */
+  /* Clustered rows go to the partitioned search on the blocks (core/partition/partition_gather.c);
+   * with KNNWB_PARTITION_SPLIT=0 (comparisons) they are put together where every rank has room,
+   * unless --mpi-input split keeps each rank to its block. */
   run->options.group_split_gather =
       run->options.group_split && run->mpi_input == KNNWB_MPI_INPUT_AUTO;
   const char *output = run->command.output;
