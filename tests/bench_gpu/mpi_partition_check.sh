@@ -12,8 +12,9 @@
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/mpi_partition_check.sh OUT [ROWS]
 # (NO_CPU=1 leaves out the CPU run; SPREAD=2 puts the clusters' centres 2 apart instead of 3, where
 # rows visit other clusters; SIZES="10M" leaves out 2M; ROUNDS=N runs the GPU ways N times,
-# alternating; SPLIT=1 adds the ranks with --mpi-input split, which compare every pair of blocks
-# (44 s at 10M rows on two H200s); DEVICES0=1 adds one GPU picked with --devices 0 while every GPU
+# alternating; SPLIT=1 adds the ranks with --mpi-input split, which search cluster by cluster on
+# their blocks (before, they compared every pair of blocks: 44 s at 10M rows on two H200s);
+# MEMORY=1 prints each knnwb process's peak proportional set (Pss, sampled every 0.1 s); DEVICES0=1 adds one GPU picked with --devices 0 while every GPU
 # is visible, which the CUDA driver narrows to GPU 0; SHARE=1 adds ranks that see every GPU and
 # take their share of them, narrowed and not (KNNWB_GPU_NARROW=0), and ranks each on every GPU)
 set -uo pipefail
@@ -37,9 +38,22 @@ for n in "${sizes[@]}"; do
 done
 gpus=$(nvidia-smi -L | wc -l); ranks=$((gpus > 1 ? gpus : 2))
 log=$out/runs.log; : >"$log"
+# Each knnwb process's peak Pss in MiB, sampled every 0.1 s until the file $1 exists, into $2.
+pss_peaks() {
+  local pid pss; declare -A peak=()
+  while [ ! -e "$1" ]; do
+    for pid in $(pgrep -f "^$k knn" || true); do
+      pss=$(awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || true)
+      [ -z "$pss" ] || [ "${peak[$pid]:-0}" -ge "$pss" ] || peak[$pid]=$pss
+    done
+    sleep 0.1
+  done
+  for pid in $(printf '%s\n' "${!peak[@]}" | sort -n); do printf '%d ' $((peak[$pid] / 1024)); done >"$2"
+}
 run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
-  local name=$1 way=$2 f=$3 backend=$4 metric=$5 kk=$6 t0 t1 r
-  rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt
+  local name=$1 way=$2 f=$3 backend=$4 metric=$5 kk=$6 t0 t1 r sampler=
+  rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt $d/pss.stop $d/pss.txt
+  [ -z "${MEMORY:-}" ] || { pss_peaks $d/pss.stop $d/pss.txt & sampler=$!; }
   t0=$(date +%s.%N)
   case $way in
   1) CUDA_VISIBLE_DEVICES=0 G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$f" -k $kk -m $metric -b $backend -o $d/g.npy >$out/one.log 2>&1 ;;
@@ -60,6 +74,7 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
       "$k" knn "$f" -k $kk -m $metric -b $backend --mpi-input $input -o $d/g.npy >$out/one.log 2>&1 ;;
   esac
   r=$?; t1=$(date +%s.%N)
+  [ -z "$sampler" ] || { touch $d/pss.stop; wait $sampler; }
   echo "== $name rc=$r" >>"$log"; cat $out/one.log >>"$log"
   printf '%-40s rc=%d %7.2f s  %s\n' "$name" $r "$(awk -v a=$t0 -v b=$t1 'BEGIN{print b-a}')" \
     "$(sha256sum $d/g.npy 2>/dev/null | cut -c1-16)"
@@ -67,6 +82,7 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   grep -m1 -oE "\(read [0-9.]+ s, knn .*" $out/one.log | sed 's/^/    /'
   grep -oE "partition: [0-9]+ (clusters \(|groups,).*|partition: bounds (of|on) .*|partition: (done|not used) in [0-9.]+ s|combined in .*|whole call [0-9.]+ s$" \
     $out/one.log | grep -v "whole call 0\." | head -6 | cut -c1-200 | sed 's/^/    /'
+  [ -z "$sampler" ] || echo "    peak Pss (MiB) per process: $(cat $d/pss.txt)"
 }
 [ -n "${NO_CPU:-}" ] || [ ! -s $d/c2M$sfx.npy ] || run "cpu 2M, 1 process" all $d/c2M$sfx.npy cpu euclidean 30
 # NAME FILE METRIC K [TRACE]: every way of the GPU runs, in turn
