@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
+#include <knnwb/parallel.h>
 #include "engine/engine.h"
 #include "partition/partition_internal.h"
 
@@ -46,74 +47,331 @@ static gboolean knnwb_partition_split_grow(KnnwbNeighbors *lists, size_t rows)
   return TRUE;
 }
 
-/* Rows [first, first + count) of this rank's block (rows[t]: rows[t] of it, when not NULL) as d
- * floats each, from data; NULL: memory. */
-static float *knnwb_partition_split_pack(const KnnwbPartitionRun *run, const int64_t *rows,
-                                         size_t count)
+/* Rows a piece of the passes below takes on a thread. */
+#define KNNWB_PARTITION_SPLIT_PIECE ((size_t)65536)
+
+/* What a pass over rows picks: the rows of another block that this rank searches in phase one
+ * (numbered after the rows held), the rows it wants for phase two (slot -2, numbered likewise), or
+ * the rows of its block by the rank that searches them in phase one (listed per rank). */
+typedef enum {
+  KNNWB_PARTITION_SPLIT_SEARCHED,
+  KNNWB_PARTITION_SPLIT_WANTED,
+  KNNWB_PARTITION_SPLIT_OWNERS
+} KnnwbPartitionSplitPick;
+
+/* A pass over rows [first, last), piece by piece on threads: counted first, then numbered in order
+ * (each piece from its first number on), so the numbers are those of one thread. */
+typedef struct {
+  KnnwbPartitionRun *run;
+  KnnwbPartitionSplitPick pick;
+  size_t first, last;
+  int ways;      /* the lists the rows go to: 1, or the ranks (owners) */
+  size_t *count; /* per piece, per way: its rows, then its first number */
+  int64_t base;  /* the first slot the rows are given (searched, wanted) */
+  int64_t **ids; /* per way: the rows, ascending, or NULL (searched) */
+} KnnwbPartitionSplitPass;
+
+/* Which way row i goes (-1: none). */
+static inline int knnwb_partition_split_way(const KnnwbPartitionSplitPass *x, size_t i)
 {
-  const size_t d = run->d;
-  float *out = g_try_new(float, MAX(count * d, (size_t)1));
-  for (size_t t = 0; out != NULL && t < count; t++)
-    memcpy(out + t * d, run->data->values + ((size_t)rows[t] - run->first) * d, d * sizeof(float));
-  return out;
+  const KnnwbPartitionRun *run = x->run;
+  const int me = run->options->group->rank;
+  switch (x->pick) {
+  case KNNWB_PARTITION_SPLIT_SEARCHED:
+    return knnwb_partition_split_searches(run, i, me) ? 0 : -1;
+  case KNNWB_PARTITION_SPLIT_WANTED:
+    return run->slot[i] == -2 ? 0 : -1;
+  default: {
+    const int r = run->owner[run->p->group_of[run->p->cluster_of[i]]];
+    return r != me ? r : -1;
+  }
+  }
 }
 
-/* The rows sent to each rank and received from each (receive[r] pointing into run->held.values, at
- * the rows from rank r), then freed. Collective; the byte counts match pairwise by construction. */
-static gboolean knnwb_partition_split_send(KnnwbPartitionRun *run, float **send,
-                                           const size_t *send_rows, const size_t *receive_rows,
-                                           size_t held_from, gboolean room, GError **error)
+static void knnwb_partition_split_count(size_t from, size_t to, void *data)
+{
+  KnnwbPartitionSplitPass *x = data;
+  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_SPLIT_PIECE) {
+    size_t *count = x->count + (piece / KNNWB_PARTITION_SPLIT_PIECE) * (size_t)x->ways;
+    const size_t last = x->first + MIN(to, piece + KNNWB_PARTITION_SPLIT_PIECE);
+    for (size_t i = x->first + piece; i < last; i++) {
+      const int way = knnwb_partition_split_way(x, i);
+      if (way >= 0)
+        count[way]++;
+    }
+  }
+}
+
+static void knnwb_partition_split_fill(size_t from, size_t to, void *data)
+{
+  KnnwbPartitionSplitPass *x = data;
+  int64_t *next = g_new(int64_t, x->ways);
+  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_SPLIT_PIECE) {
+    const size_t *count = x->count + (piece / KNNWB_PARTITION_SPLIT_PIECE) * (size_t)x->ways;
+    for (int w = 0; w < x->ways; w++)
+      next[w] = (int64_t)count[w];
+    const size_t last = x->first + MIN(to, piece + KNNWB_PARTITION_SPLIT_PIECE);
+    for (size_t i = x->first + piece; i < last; i++) {
+      const int way = knnwb_partition_split_way(x, i);
+      if (way >= 0 && x->ids != NULL)
+        x->ids[way][next[way]] = (int64_t)i;
+      if (way >= 0 && x->pick != KNNWB_PARTITION_SPLIT_OWNERS)
+        x->run->slot[i] = x->base + next[way];
+      else if (x->pick == KNNWB_PARTITION_SPLIT_SEARCHED) /* (not held) */
+        x->run->slot[i] = -1;
+      if (way >= 0)
+        next[way]++;
+    }
+  }
+  g_free(next);
+}
+
+/* Counts the rows each way takes (total[w]) and makes each piece's count its first number. */
+static void knnwb_partition_split_begin(KnnwbPartitionSplitPass *x, size_t *total)
+{
+  const size_t pieces =
+      (x->last - x->first + KNNWB_PARTITION_SPLIT_PIECE - 1) / KNNWB_PARTITION_SPLIT_PIECE;
+  x->count = g_new0(size_t, MAX(pieces, (size_t)1) * (size_t)x->ways);
+  knnwb_parallel_for(x->run->p->threads, x->last - x->first, KNNWB_PARTITION_SPLIT_PIECE,
+                     knnwb_partition_split_count, x);
+  for (int w = 0; w < x->ways; w++) {
+    size_t at = 0;
+    for (size_t t = 0; t < pieces; t++) {
+      const size_t rows = x->count[t * (size_t)x->ways + (size_t)w];
+      x->count[t * (size_t)x->ways + (size_t)w] = at;
+      at += rows;
+    }
+    total[w] = at;
+  }
+}
+
+/* Numbers the rows (slots from x->base, ids where x->ids is set). */
+static void knnwb_partition_split_end(KnnwbPartitionSplitPass *x)
+{
+  knnwb_parallel_for(x->run->p->threads, x->last - x->first, KNNWB_PARTITION_SPLIT_PIECE,
+                     knnwb_partition_split_fill, x);
+  g_clear_pointer(&x->count, g_free);
+}
+
+typedef struct {
+  const KnnwbPartitionRun *run;
+  const int64_t *ids; /* rows of this rank's block */
+  float *out;
+} KnnwbPartitionSplitPack;
+
+static void knnwb_partition_split_pack_rows(size_t from, size_t to, void *data)
+{
+  const KnnwbPartitionSplitPack *x = data;
+  const size_t d = x->run->d;
+  for (size_t t = from; t < to; t++)
+    memcpy(x->out + t * d, x->run->data->values + ((size_t)x->ids[t] - x->run->first) * d,
+           d * sizeof(float));
+}
+
+/* count rows of this rank's block (ids) as d floats each into out, on threads. */
+static void knnwb_partition_split_pack(const KnnwbPartitionRun *run, const int64_t *ids,
+                                       size_t count, float *out)
+{
+  KnnwbPartitionSplitPack x = {run, ids, out};
+  knnwb_parallel_for(run->p->threads, count, 4096, knnwb_partition_split_pack_rows, &x);
+}
+
+typedef struct {
+  float *to;
+  const float *from;
+} KnnwbPartitionSplitCopy;
+
+static void knnwb_partition_split_copy_values(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionSplitCopy *x = data;
+  memcpy(x->to + first, x->from + first, (last - first) * sizeof(float));
+}
+
+/* Through the group's shared blocks (*used FALSE when it lends none this time): this rank packs
+ * its rows for every rank into its block once, and copies its own out of the others' (all[s * R +
+ * r]: the rows rank s sends rank r). */
+static gboolean knnwb_partition_split_shared(KnnwbPartitionRun *run, const int64_t *const *ids,
+                                             const size_t *count, const int64_t *all,
+                                             size_t held_from, gboolean *used, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
-  const int size = group->size;
-  const size_t row_bytes = run->d * sizeof(float);
+  const int size = group->size, me = group->rank;
+  const size_t d = run->d;
+  size_t total = 0;
+  for (int r = 0; r < size; r++)
+    total += count[r];
+  void **blocks = g_new0(void *, size);
+  GError *local = NULL;
+  *used = group->share_begin != NULL &&
+          group->share_begin(group, total * d * sizeof(float), blocks, &local);
+  if (!*used) {
+    g_free(blocks);
+    if (local != NULL)
+      g_propagate_error(error, local);
+    return local == NULL;
+  }
+  size_t at = 0;
+  for (int r = 0; r < size; r++) {
+    knnwb_partition_split_pack(run, ids[r], count[r], (float *)blocks[me] + at * d);
+    at += count[r];
+  }
+  gboolean ok = group->share_sync(group, error);
+  size_t into = held_from;
+  for (int s = 0; ok && s < size; s++) {
+    size_t offset = 0;
+    for (int r = 0; r < me; r++)
+      offset += (size_t)all[(size_t)s * size + r];
+    const size_t rows = (size_t)all[(size_t)s * size + me];
+    KnnwbPartitionSplitCopy x = {run->held.values + into * d,
+                                 (const float *)blocks[s] + offset * d};
+    knnwb_parallel_for(run->p->threads, rows * d, (size_t)1 << 18,
+                       knnwb_partition_split_copy_values, &x);
+    into += rows;
+  }
+  ok = group->share_end(group, ok ? error : NULL) && ok;
+  g_free(blocks);
+  return ok;
+}
+
+/* As messages: each rank's rows packed and sent, received into run->held.values. */
+static gboolean knnwb_partition_split_messages(KnnwbPartitionRun *run, const int64_t *const *ids,
+                                               const size_t *count, const int64_t *all,
+                                               size_t held_from, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const int size = group->size, me = group->rank;
+  const size_t d = run->d, row_bytes = d * sizeof(float);
+  float **send = g_new0(float *, size);
   size_t *send_bytes = g_new(size_t, size), *receive_bytes = g_new(size_t, size);
   void **receive = g_new0(void *, size);
-  size_t at = held_from;
+  gboolean room = TRUE;
+  size_t into = held_from;
   for (int r = 0; r < size; r++) {
-    send_bytes[r] = send_rows[r] * row_bytes;
-    receive_bytes[r] = receive_rows[r] * row_bytes;
-    receive[r] = receive_rows[r] > 0 && run->held.values != NULL
-                     ? (char *)run->held.values + at * row_bytes
-                     : NULL;
-    at += receive_rows[r];
+    send_bytes[r] = count[r] * row_bytes;
+    send[r] = count[r] > 0 ? g_try_new(float, count[r] * d) : NULL;
+    room = room && (count[r] == 0 || send[r] != NULL);
+    if (send[r] != NULL)
+      knnwb_partition_split_pack(run, ids[r], count[r], send[r]);
+    const size_t rows = (size_t)all[(size_t)r * size + me];
+    receive_bytes[r] = rows * row_bytes;
+    receive[r] = rows > 0 ? (char *)run->held.values + into * row_bytes : NULL;
+    into += rows;
   }
   if (!room)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the rows this rank searches (%zu rows of %zu values)",
-                at - held_from, run->d);
+                "cannot allocate the rows this rank sends to the others");
   const gboolean ok = group->agree(group, room, error) &&
                       group->exchange(group, (const void *const *)send, send_bytes,
                                       (void *const *)receive, receive_bytes, error);
   for (int r = 0; r < size; r++)
-    g_clear_pointer(&send[r], g_free);
+    g_free(send[r]);
+  g_free(send);
   g_free(send_bytes);
   g_free(receive_bytes);
   g_free(receive);
   return ok;
 }
 
-/* Places in slot for the rows of the other blocks that this rank searches in phase one (after its
- * block's), rank by rank and ascending, counted per block in receive_rows; -1 for the rest.
- * Returns the rows it brings. O(n). */
+/*
+ * Rows of this rank's block to the others: rank r gets ids[r] (count[r] rows, ascending), and this
+ * rank the rows each rank sends it into run->held.values from row held_from, in rank order (the
+ * order it placed them in). Through the group's shared blocks where the ranks share a host (a copy
+ * each way: at 10,000,000 x 50 rows, 2 ranks on two cores, 2.5 M rows a rank took 3.1 s as
+ * messages), else as messages. room: this rank has its places (else every rank fails with the
+ * rows it lacks room for). Collective.
+ */
+static gboolean knnwb_partition_split_ship(KnnwbPartitionRun *run, int64_t *const *ids,
+                                           const size_t *count, size_t held_from, size_t wanted,
+                                           gboolean room, const char **how, GError **error)
+{
+  *how = "messages";
+  const KnnwbKnnGroup *group = run->options->group;
+  const int size = group->size;
+  if (!room)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the rows this rank searches (%zu rows of %zu values)", wanted,
+                run->d);
+  if (!group->agree(group, room, error))
+    return FALSE;
+  /* every rank's counts for every rank: where its rows lie in the others' blocks */
+  int64_t *mine = g_new(int64_t, size), *all = g_new(int64_t, (size_t)size * size);
+  size_t *bytes = g_new(size_t, size);
+  for (int r = 0; r < size; r++) {
+    mine[r] = (int64_t)count[r];
+    bytes[r] = (size_t)size * sizeof(int64_t);
+  }
+  gboolean used = FALSE;
+  gboolean ok = knnwb_knn_group_gather_bytes(group, mine, bytes, all, error) &&
+                knnwb_partition_split_shared(run, (const int64_t *const *)ids, count, all,
+                                             held_from, &used, error);
+  ok = ok && (used || knnwb_partition_split_messages(run, (const int64_t *const *)ids, count, all,
+                                                     held_from, error));
+  *how = used ? "shared memory" : "messages";
+  g_free(mine);
+  g_free(all);
+  g_free(bytes);
+  return ok;
+}
+
+static void knnwb_partition_split_ids_free(int64_t **ids, int size)
+{
+  for (int r = 0; ids != NULL && r < size; r++)
+    g_free(ids[r]);
+  g_free(ids);
+}
+
+/* The rows of this rank's block per rank that searches them in phase one (count[r] each,
+ * ascending); NULL: memory. */
+static int64_t **knnwb_partition_split_owners(KnnwbPartitionRun *run, size_t *count)
+{
+  const int size = run->options->group->size;
+  KnnwbPartitionSplitPass x = {.run = run,
+                               .pick = KNNWB_PARTITION_SPLIT_OWNERS,
+                               .first = run->first,
+                               .last = run->last,
+                               .ways = size};
+  knnwb_partition_split_begin(&x, count);
+  x.ids = g_new0(int64_t *, size);
+  gboolean room = TRUE;
+  for (int r = 0; r < size; r++) {
+    x.ids[r] = g_try_new(int64_t, MAX(count[r], (size_t)1));
+    room = room && x.ids[r] != NULL;
+  }
+  if (!room) {
+    g_clear_pointer(&x.count, g_free);
+    knnwb_partition_split_ids_free(x.ids, size);
+    return NULL;
+  }
+  knnwb_partition_split_end(&x);
+  return x.ids;
+}
+
+static void knnwb_partition_split_block_places(size_t first, size_t last, void *data)
+{
+  KnnwbPartitionRun *run = data;
+  for (size_t t = first; t < last; t++)
+    run->slot[run->first + t] = (int64_t)t;
+}
+
+/* Places in slot: this rank's block first, then the rows of the other blocks that it searches in
+ * phase one, rank by rank and ascending, counted per block in receive_rows; -1 for the rest.
+ * Returns the rows it brings. O(n) on threads. */
 static size_t knnwb_partition_split_places(KnnwbPartitionRun *run, size_t *receive_rows)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const size_t block = run->last - run->first;
+  knnwb_parallel_for(run->p->threads, block, KNNWB_PARTITION_SPLIT_PIECE,
+                     knnwb_partition_split_block_places, run);
   size_t held = 0;
   for (int r = 0; r < group->size; r++) {
-    size_t first, last;
-    knnwb_partition_block_of(run->p, group, r, &first, &last);
-    for (size_t i = first; i < last; i++) {
-      if (r == group->rank) {
-        run->slot[i] = (int64_t)(i - run->first);
-      } else if (knnwb_partition_split_searches(run, i, group->rank)) {
-        run->slot[i] = (int64_t)(block + held++);
-        receive_rows[r]++;
-      } else {
-        run->slot[i] = -1;
-      }
-    }
+    if (r == group->rank)
+      continue;
+    KnnwbPartitionSplitPass x = {.run = run, .pick = KNNWB_PARTITION_SPLIT_SEARCHED, .ways = 1};
+    knnwb_partition_block_of(run->p, group, r, &x.first, &x.last);
+    x.base = (int64_t)(block + held);
+    knnwb_partition_split_begin(&x, &receive_rows[r]);
+    knnwb_partition_split_end(&x);
+    held += receive_rows[r];
   }
   return held;
 }
@@ -124,8 +382,7 @@ gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error)
   const int size = group->size, me = group->rank;
   const size_t block = run->last - run->first;
   const gint64 start = g_get_monotonic_time();
-  size_t *send_rows = g_new0(size_t, size), *receive_rows = g_new0(size_t, size);
-  float **send = g_new0(float *, size);
+  size_t *receive_rows = g_new0(size_t, size), *send_rows = g_new0(size_t, size);
   run->slot = g_try_new(int64_t, MAX(run->p->n, (size_t)1));
   gboolean room = run->slot != NULL;
   /* Test hook (as partition.c's KNNWB_PARTITION_BOUNDS_SHORT_RANK):
@@ -134,49 +391,37 @@ gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error)
   const char *short_rank = g_getenv("KNNWB_PARTITION_SPLIT_SHORT_RANK");
   const gboolean short_here = short_rank != NULL && *short_rank != '\0' && atoi(short_rank) == me;
   const size_t held = room ? knnwb_partition_split_places(run, receive_rows) : 0;
+  const gint64 placed = g_get_monotonic_time();
   run->held.values = room && !short_here ? g_try_new(float, MAX(held * run->d, (size_t)1)) : NULL;
   run->held.rows = held;
   room = room && run->held.values != NULL;
   run->lists = room ? knnwb_knn_result_new_unset(0, block + held, run->k, NULL) : NULL;
   room = room && run->lists != NULL;
-  /* (each rank's rows of this block, ascending: the order it placed them in) */
-  GArray **rows = g_new0(GArray *, size);
-  for (int r = 0; r < size; r++)
-    rows[r] = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  for (size_t i = run->first; room && i < run->last; i++) {
-    const int r = run->owner[run->p->group_of[run->p->cluster_of[i]]];
-    if (r != me)
-      g_array_append_val(rows[r], i);
-  }
-  for (int r = 0; r < size; r++) {
-    send_rows[r] = rows[r]->len;
-    send[r] =
-        room && r != me
-            ? knnwb_partition_split_pack(run, (const int64_t *)(void *)rows[r]->data, rows[r]->len)
-            : NULL;
-    room = room && (r == me || send[r] != NULL);
-    g_array_free(rows[r], TRUE);
-  }
-  g_free(rows);
+  /* (each rank's rows of this block, ascending: the order that rank placed them in) */
+  int64_t **ids = room ? knnwb_partition_split_owners(run, send_rows) : NULL;
+  room = room && ids != NULL;
   if (!room)
     memset(send_rows, 0, size * sizeof(size_t));
-  const gboolean ok = knnwb_partition_split_send(run, send, send_rows,
-                                                 room ? receive_rows : send_rows, 0, room, error);
+  const gint64 listed = g_get_monotonic_time();
+  const char *how = NULL;
+  const gboolean ok = knnwb_partition_split_ship(run, ids, send_rows, 0, held, room, &how, error);
   g_debug("knnwb: partition: rank %d: holds its block's %zu rows and %zu rows of its groups from "
-          "the other blocks (brought in %.3f s)",
-          me, block, held, (double)(g_get_monotonic_time() - start) / 1e6);
-  g_free(send);
-  g_free(send_rows);
+          "the other blocks (brought in %.3f s through %s: placed %.3f s, listed %.3f s, sent "
+          "%.3f s)",
+          me, block, held, (double)(g_get_monotonic_time() - start) / 1e6, how,
+          (double)(placed - start) / 1e6, (double)(listed - placed) / 1e6,
+          (double)(g_get_monotonic_time() - listed) / 1e6);
+  knnwb_partition_split_ids_free(ids, size);
   g_free(receive_rows);
+  g_free(send_rows);
   return ok;
 }
 
 /* The rows this rank searches in phase two that it does not hold (the rows of the groups with
  * visitors it is given, run->owner, which phase one may have given another rank, and their
- * visitors): their
- * places (after the rows held), and per rank the rows asked of it (ascending) in ask[r]. Returns
- * how many. O(n + visitors). */
-static size_t knnwb_partition_split_wanted(KnnwbPartitionRun *run, GArray **ask)
+ * visitors) marked -2 in slot, then placed after the rows held, rank by rank and ascending; ask[r]:
+ * the rows asked of rank r (count[r]). Returns how many. O(n + visitors). */
+static size_t knnwb_partition_split_wanted(KnnwbPartitionRun *run, int64_t **ask, size_t *count)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const KnnwbPartition *p = run->p;
@@ -193,17 +438,18 @@ static size_t knnwb_partition_split_wanted(KnnwbPartitionRun *run, GArray **ask)
       if (run->slot[p->members[t]] == -1)
         run->slot[p->members[t]] = -2;
   }
-  const size_t base = run->lists->n_queries;
   size_t wanted = 0;
   for (int r = 0; r < group->size; r++) {
-    size_t first, last;
-    knnwb_partition_block_of(run->p, group, r, &first, &last);
-    for (size_t i = first; i < last; i++)
-      if (run->slot[i] == -2) {
-        run->slot[i] = (int64_t)(base + wanted++);
-        const int64_t row = (int64_t)i;
-        g_array_append_val(ask[r], row);
-      }
+    if (r == group->rank) /* (its own rows are all held) */
+      continue;
+    KnnwbPartitionSplitPass x = {.run = run, .pick = KNNWB_PARTITION_SPLIT_WANTED, .ways = 1};
+    knnwb_partition_block_of(p, group, r, &x.first, &x.last);
+    x.base = (int64_t)(run->lists->n_queries + wanted);
+    knnwb_partition_split_begin(&x, &count[r]);
+    ask[r] = g_new(int64_t, MAX(count[r], (size_t)1));
+    x.ids = &ask[r];
+    knnwb_partition_split_end(&x);
+    wanted += count[r];
   }
   return wanted;
 }
@@ -213,58 +459,46 @@ gboolean knnwb_partition_split_visitor_rows(KnnwbPartitionRun *run, GError **err
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size;
   const gint64 start = g_get_monotonic_time();
-  GArray **ask = g_new0(GArray *, size);
-  for (int r = 0; r < size; r++)
-    ask[r] = g_array_new(FALSE, FALSE, sizeof(int64_t));
-  const size_t wanted = knnwb_partition_split_wanted(run, ask);
+  int64_t **ask = g_new0(int64_t *, size);
+  size_t *count = g_new0(size_t, size);
+  const size_t wanted = knnwb_partition_split_wanted(run, ask, count);
   const size_t before = run->lists->n_queries, held_before = run->held.rows;
   /* the asks out, each rank's asks of this one in */
   KnnwbPartitionTransfer t;
   knnwb_partition_transfer_init(&t, size);
-  size_t *receive_rows = g_new0(size_t, size);
   for (int r = 0; r < size; r++) {
-    receive_rows[r] = ask[r]->len;
-    t.send_bytes[r] = ask[r]->len * sizeof(int64_t);
-    t.send[r] = (char *)g_array_free(ask[r], FALSE);
+    t.send_bytes[r] = count[r] * sizeof(int64_t);
+    t.send[r] = (char *)g_steal_pointer(&ask[r]);
   }
   g_free(ask);
   gboolean ok = knnwb_partition_ranks_exchange(group, &t, TRUE, "the rows asked for", error);
   /* room for the rows asked for, then the rows each rank asked of this one */
-  float *values = NULL;
   gboolean room = ok;
   if (room && wanted > 0) {
-    values = g_try_realloc(run->held.values,
-                           MAX((held_before + wanted) * run->d, (size_t)1) * sizeof(float));
+    float *values = g_try_realloc(run->held.values,
+                                  MAX((held_before + wanted) * run->d, (size_t)1) * sizeof(float));
     run->held.values = values != NULL ? values : run->held.values;
     room = values != NULL && knnwb_partition_split_grow(run->lists, before + wanted);
   }
-  size_t *send_rows = g_new0(size_t, size);
-  float **send = g_new0(float *, size);
+  size_t *asked = g_new0(size_t, size);
   for (int r = 0; ok && r < size; r++) {
-    send_rows[r] = t.receive_bytes[r] / sizeof(int64_t);
-    const int64_t *asked = (const int64_t *)(void *)t.receive[r];
-    for (size_t u = 0; u < send_rows[r]; u++) /* (the ranks' own bookkeeping: never fails) */
-      g_assert((size_t)asked[u] >= run->first && (size_t)asked[u] < run->last);
-    send[r] =
-        room && send_rows[r] > 0 ? knnwb_partition_split_pack(run, asked, send_rows[r]) : NULL;
-    room = room && (send_rows[r] == 0 || send[r] != NULL);
+    asked[r] = t.receive_bytes[r] / sizeof(int64_t);
+    const int64_t *rows = (const int64_t *)(void *)t.receive[r];
+    for (size_t u = 0; u < asked[r]; u++) /* (the ranks' own bookkeeping: never fails) */
+      g_assert((size_t)rows[u] >= run->first && (size_t)rows[u] < run->last);
   }
+  if (ok && !room)
+    memset(asked, 0, size * sizeof(size_t));
+  const char *how = "messages";
+  ok = ok && knnwb_partition_split_ship(run, (int64_t *const *)(void *)t.receive, asked,
+                                        held_before, wanted, room, &how, error);
   knnwb_partition_transfer_clear(&t);
-  if (ok && !room) {
-    memset(send_rows, 0, size * sizeof(size_t));
-    memset(receive_rows, 0, size * sizeof(size_t));
-  }
-  ok = ok &&
-       knnwb_partition_split_send(run, send, send_rows, receive_rows, held_before, room, error);
   if (ok)
     run->held.rows = held_before + wanted;
-  g_debug("knnwb: partition: rank %d: %zu rows of its groups' visits brought in %.3f s",
-          group->rank, wanted, (double)(g_get_monotonic_time() - start) / 1e6);
-  for (int r = 0; r < size; r++)
-    g_free(send[r]);
-  g_free(send);
-  g_free(send_rows);
-  g_free(receive_rows);
+  g_debug("knnwb: partition: rank %d: %zu rows of its groups' visits brought in %.3f s through %s",
+          group->rank, wanted, (double)(g_get_monotonic_time() - start) / 1e6, how);
+  g_free(asked);
+  g_free(count);
   return ok;
 }
 
