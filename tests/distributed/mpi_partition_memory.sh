@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Peak memory of each rank of the partitioned search on split ranks: one process, then R ranks that
-# put their rows together (the default where every rank has room) and R ranks that keep to their
-# blocks (--mpi-input split), ROUNDS times alternating; every run's lists compared with one
+# put their rows together (KNNWB_PARTITION_SPLIT=0, where every rank has room) and R ranks that keep
+# to their blocks (the default), ROUNDS times alternating; every run's lists compared with one
 # process's. Memory is each process's peak proportional set (Pss: pages shared between the ranks,
 # such as the shared window of the lists that travel, counted once over them), sampled every 0.1 s
 # from /proc/PID/smaps_rollup; times are the whole command's wall clock.
@@ -51,10 +51,10 @@ echo "one process: $(measure "$knnwb" knn "$input" "$@" -b "$backend" -q -o one.
 for round in $(seq "$rounds"); do
   for r in $ranks; do
     for mode in together kept; do
-      extra=()
-      [ "$mode" = kept ] && extra=(--mpi-input split)
-      line=$(measure mpirun --oversubscribe --bind-to none -np "$r" "$knnwb" knn "$input" "$@" \
-        -b "$backend" -q "${extra[@]}" -o "$mode.npy")
+      split=1
+      [ "$mode" = kept ] || split=0
+      line=$(measure mpirun --oversubscribe --bind-to none -np "$r" -x KNNWB_PARTITION_SPLIT=$split \
+        "$knnwb" knn "$input" "$@" -b "$backend" -q -o "$mode.npy")
       same=differs
       cmp -s one.npy "$mode.npy" && cmp -s one.distances.npy "$mode.distances.npy" && same=same
       echo "round $round, $r ranks, $mode: $line, lists $same"
