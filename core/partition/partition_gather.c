@@ -82,8 +82,8 @@ static gboolean knnwb_partition_gather_applies(const KnnwbMatrix *block,
  * (comparisons, tests). By default each keeps to its block: on 1,000,000 x 50 rows in 50 clusters
  * (k = 30, two cores) that held 0.65-0.69 GB a rank against 0.94 GB put together at 2 ranks,
  * 0.43-0.50 GB against 0.86-0.87 GB at 4, and took no longer (16.4-16.6 s against 17.5-18.3 s,
- * 19.7-19.9 s against 22.1-22.7 s); the same memory and time on 300,001 rows of overlapping
- * clusters, most of whose work is visits (docs/performance-mpi.md). */
+ * 19.7-19.9 s against 22.1-22.7 s); on 300,001 rows of overlapping clusters, most of whose work
+ * is visits, a little less memory and up to a tenth longer at 2 ranks (docs/performance-mpi.md). */
 static gboolean knnwb_partition_together_wanted(void)
 {
   return g_strcmp0(g_getenv("KNNWB_PARTITION_SPLIT"), "0") == 0;
