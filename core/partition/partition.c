@@ -193,7 +193,7 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
   knnwb_partition_ranks_assign(work, p->groups, group->size, run->owner);
   g_free(work);
   /* (split ranks first bring the rows of their groups) */
-  if (run->slot == NULL && run->data->n_rows < p->n && !knnwb_partition_split_own_rows(run, error))
+  if (run->slot == NULL && p->block_start != NULL && !knnwb_partition_split_own_rows(run, error))
     return FALSE;
   const gint64 start = g_get_monotonic_time();
   KnnwbPartitionEmpty empty = {run, MAX(1, p->threads / 2)};
@@ -288,7 +288,7 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
 {
   /* (split ranks: data is this rank's block, from row p->data_first) */
   const size_t n = p->n, k = options->k;
-  const gboolean split = data->n_rows < n;
+  const gboolean split = p->block_start != NULL;
   const KnnwbKnnGroup *group = options->group;
   const int ranks = group != NULL ? MAX(group->size, 1) : 1;
   double own_pairs = 0.0;

@@ -544,7 +544,7 @@ gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, 
   /* Dropping small clusters moves their rows to others, whose counts only grow: once is enough. */
   if (ok && knnwb_partition_drop_small(p, k)) {
     ok = p->m >= 2 && knnwb_partition_assign_moved(p, data);
-    if (group != NULL && data->n_rows < p->n) /* (split ranks: each moved its block's rows) */
+    if (group != NULL && p->block_start != NULL) /* (split ranks: each moved its block's rows) */
       ok = knnwb_partition_assign_share(p, group, p->reach_first, p->reach_last, ok);
     else if (group != NULL && !group->agree(group, ok, NULL))
       ok = FALSE;

@@ -55,8 +55,10 @@ typedef struct {
                           the rows [reach_first, reach_last) this process assigned */
   size_t reach_first, reach_last;
   /* Where the rows come from: data's first row is row data_first (split ranks: their block's
-   * first; else 0), and in a group block_start (size + 1 entries) gives each rank's block (NULL:
-   * knnwb_knn_group_rows' even blocks). */
+   * first; else 0), and in a group block_start (size + 1 entries) gives each rank's block. Set
+   * only for split ranks that keep to their blocks (knnwb_partition_split_run; NULL:
+   * knnwb_knn_group_rows' even blocks of rows every rank holds), so it is what tells them apart,
+   * the same on every rank: a rank's block may hold every row while the others hold none. */
   size_t data_first;
   size_t *block_start;
   int32_t *group_of; /* m: each cell's group */

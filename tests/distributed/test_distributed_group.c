@@ -1902,8 +1902,8 @@ static void test_partitioned_blocks(void)
  * even blocks and uneven ones (text read by byte ranges; the lists are re-cut to the blocks), one
  * of them empty (KNNWB_PARTITION_SPLIT=0). Without the option, when a rank lacks room
  * (KNNWB_PARTITION_GATHER_ROOM) or cannot allocate the rows when it comes to it, and by default,
- * each rank keeps to its block and brings the rows it searches (uneven blocks, one empty, too): the
- * same bytes.
+ * each rank keeps to its block and brings the rows it searches (uneven blocks, one empty, one
+ * holding every row, too): the same bytes.
  * Without the partition the split search runs. A rank that keeps to its block and cannot allocate
  * the rows it searches stops every rank with its message. A NaN in rank 2's block stops the
  * gathered search on every rank, and the split search names the row. */
@@ -1911,7 +1911,8 @@ static void test_partitioned_gathered(void)
 {
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_PEARSON,
                                         KNNWB_METRIC_ABS_PEARSON};
-  static const size_t uneven[] = {0, 400, 400, 1203}, first_empty[] = {0, 0, 1000, 1203};
+  static const size_t uneven[] = {0, 400, 400, 1203}, first_empty[] = {0, 0, 1000, 1203},
+                      all_first[] = {0, 1203, 1203, 1203};
   g_log_set_default_handler(count_partitions, NULL);
   g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
   g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 29);
@@ -1928,14 +1929,17 @@ static void test_partitioned_gathered(void)
      * (KNNWB_PARTITION_GATHER_ALWAYS): the plain search with the partition off (10), the
      * partitioned one chosen again on the whole rows (11), uneven blocks both; and a rank that
      * cannot allocate the rows there (12): the split search, the partition not asked again */
-    for (int c = 0; c < 16; c++) {
+    for (int c = 0; c < 17; c++) {
       const int ranks = c < 2 || c == 15 ? 2 : 3;
       /* (kept: each rank kept to its block for the partitioned search) */
       const gboolean kept = c == 6 || c == 7 || c == 9 || c >= 13;
       const gboolean split = c == 8 || c == 12, partitioned = c < 6 || c == 11 || kept;
       options.group_own_rows = c != 0 && c != 2 && c != 15;
       options.group_split_gather = c != 6;
-      rank_cuts = c == 4 || (c >= 10 && c <= 13) ? uneven : c == 5 || c == 14 ? first_empty : NULL;
+      rank_cuts = c == 4 || (c >= 10 && c <= 13) ? uneven
+                  : c == 5 || c == 14            ? first_empty
+                  : c == 16                      ? all_first
+                                                 : NULL;
       rank_copies = c == 4 || (c >= 10 && c <= 12);
       if (c >= 10 && c <= 12)
         g_setenv("KNNWB_PARTITION_GATHER_ALWAYS", "1", TRUE);
