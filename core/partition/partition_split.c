@@ -19,11 +19,11 @@
 #include "engine/engine.h"
 #include "partition/partition_internal.h"
 
-/* Whether row i's group in the phase at hand (run->owner) is rank r's. */
-static inline gboolean knnwb_partition_split_searches(const KnnwbPartitionRun *run, size_t i, int r)
+/* The rank that searches row i's group in the phase at hand (run->owner). */
+static inline int knnwb_partition_split_owner(const KnnwbPartitionRun *run, size_t i)
 {
   const KnnwbPartition *p = run->p;
-  return run->owner[p->group_of[p->cluster_of[i]]] == r;
+  return run->owner[p->group_of[p->cluster_of[i]]];
 }
 
 /* lists grown to rows rows, the new ones empty. FALSE (lists as they were): memory. */
@@ -78,11 +78,11 @@ static inline int knnwb_partition_split_way(const KnnwbPartitionSplitPass *x, si
   const int me = run->options->group->rank;
   switch (x->pick) {
   case KNNWB_PARTITION_SPLIT_SEARCHED:
-    return knnwb_partition_split_searches(run, i, me) ? 0 : -1;
+    return knnwb_partition_split_owner(run, i) == me ? 0 : -1;
   case KNNWB_PARTITION_SPLIT_WANTED:
     return run->slot[i] == -2 ? 0 : -1;
   default: {
-    const int r = run->owner[run->p->group_of[run->p->cluster_of[i]]];
+    const int r = knnwb_partition_split_owner(run, i);
     return r != me ? r : -1;
   }
   }
