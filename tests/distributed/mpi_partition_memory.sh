@@ -40,7 +40,7 @@ measure() {
   done
   wait "$main"
   end=$(date +%s.%N)
-  printf '%.2f s,' "$(echo "$end - $start" | bc)"
+  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f s,", b - a }'
   for pid in $(printf '%s\n' "${!peak[@]}" | sort -n); do
     printf ' %d' $((peak[$pid] / 1024))
   done
