@@ -142,6 +142,7 @@ static void knnwb_partition_run_clear(KnnwbPartitionRun *run)
   g_clear_pointer(&run->queries, g_free);
   g_clear_pointer(&run->owner, g_free);
   g_clear_pointer(&run->kth, g_free);
+  g_clear_pointer(&run->query_kth, g_free);
   g_clear_pointer(&run->slot, g_free);
   g_clear_pointer(&run->held.values, g_free);
   g_clear_pointer(&run->lists, knnwb_neighbors_free);
@@ -177,8 +178,8 @@ static gpointer knnwb_partition_empty_body(gpointer data)
   return NULL;
 }
 
-/* Phase one: the groups' own lists (in a group, each on the rank its work is given to, then every
- * row's k-th distance made known to every rank). */
+/* Phase one: the groups' own lists (in a group, each on the rank its work is given to, then each
+ * row's k-th distance sent to the rank that bounds it). */
 static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
@@ -207,13 +208,15 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
   const gint64 emptied = g_get_monotonic_time();
   const gboolean agreed = knnwb_partition_agree(run, ok, error);
   const gint64 waited = g_get_monotonic_time();
-  const gboolean known = agreed && knnwb_partition_ranks_kth(run, error) &&
-                         knnwb_partition_ranks_window_early(run, error);
+  const gboolean sent = agreed && knnwb_partition_ranks_kth(run, error);
+  const gint64 received = g_get_monotonic_time();
+  const gboolean known = sent && knnwb_partition_ranks_window_early(run, error);
   g_debug("knnwb: partition: rank %d: own lists of its groups %.3f s, the other ranks' rows "
-          "emptied %.3f s later, then waited %.3f s for the other ranks, every row's k-th "
-          "distance made known in %.3f s",
+          "emptied %.3f s later, then waited %.3f s for the other ranks, its block's k-th "
+          "distances received in %.3f s, the shared blocks lent in %.3f s",
           group->rank, (double)(searched - start) / 1e6, (double)(emptied - searched) / 1e6,
-          (double)(waited - emptied) / 1e6, (double)(g_get_monotonic_time() - waited) / 1e6);
+          (double)(waited - emptied) / 1e6, (double)(received - waited) / 1e6,
+          (double)(g_get_monotonic_time() - received) / 1e6);
   return known;
 }
 

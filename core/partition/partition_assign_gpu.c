@@ -24,7 +24,7 @@ static void knnwb_partition_gpu_radii(size_t from, size_t to, void *data)
   KnnwbPartition *p = r->p;
   double *radius = g_new0(double, p->m);
   for (size_t i = r->first + from; i < r->first + to; i++)
-    radius[p->cluster_of[i]] = MAX(radius[p->cluster_of[i]], p->reach[i]);
+    radius[p->cluster_of[i]] = MAX(radius[p->cluster_of[i]], *knnwb_partition_reach(p, i));
   g_mutex_lock(&r->lock);
   for (size_t c = 0; c < p->m; c++)
     p->radius[c] = MAX(p->radius[c], radius[c]);
@@ -57,7 +57,7 @@ static void knnwb_partition_assign_part(KnnwbPartitionGpuPart *part)
       .device = part->device,
       .cancel = pass->cancel,
       .cell = p->cluster_of + from,
-      .reach = p->reach + from,
+      .reach = knnwb_partition_reach(p, from),
   };
   part->status = knnwb_cuda_partition_assign(&job, part->message, sizeof part->message);
 }

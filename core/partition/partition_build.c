@@ -281,7 +281,7 @@ static void knnwb_partition_assign_rows(size_t from, size_t to, void *data)
       double lower, upper;
       knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, c, &lower, &upper);
       p->cluster_of[first + r] = (int32_t)c;
-      p->reach[first + r] = upper;
+      *knnwb_partition_reach(p, first + r) = upper;
       radius[c] = MAX(radius[c], upper);
     }
   }
@@ -318,17 +318,14 @@ static gboolean knnwb_partition_assign_share(KnnwbPartition *p, const KnnwbKnnGr
   return ok;
 }
 
-/* Every row to its nearest centroid (in a group: each rank its block, then shared); FALSE on a
+/* Every row to its nearest centroid (in a group: each rank its block, p->reach_first ..
+ * p->reach_last, then the cells shared); FALSE on a
  * row without direction, memory or cancel (on every rank of a group alike). */
 static gboolean knnwb_partition_assign(KnnwbPartition *p, const KnnwbMatrix *data,
                                        const volatile gint *cancel, const KnnwbKnnGroup *group,
                                        const int *gpus, int n_gpus)
 {
-  size_t first = 0, last = p->n;
-  if (group != NULL)
-    knnwb_partition_block_of(p, group, group->rank, &first, &last);
-  p->reach_first = first;
-  p->reach_last = last;
+  const size_t first = p->reach_first, last = p->reach_last;
   const gint64 start = g_get_monotonic_time();
   KnnwbPartitionAssign a = {.p = p, .data = data, .cancel = cancel, .first = first};
   memset(p->radius, 0, p->m * sizeof(double));
@@ -467,8 +464,10 @@ static gboolean knnwb_partition_assign_moved(KnnwbPartition *p, const KnnwbMatri
       const size_t c = knnwb_partition_nearest(&block, p->centroid_sq, p->m, r);
       double lower, upper;
       knnwb_partition_block_bounds(&block, p->metric, p->centroid_sq, r, c, &lower, &upper);
-      p->cluster_of[p->data_first + (size_t)rows[r]] = (int32_t)c;
-      p->reach[p->data_first + (size_t)rows[r]] = upper;
+      const size_t i = p->data_first + (size_t)rows[r];
+      p->cluster_of[i] = (int32_t)c;
+      if (i >= p->reach_first && i < p->reach_last) /* (ranks holding every row: their block's) */
+        *knnwb_partition_reach(p, i) = upper;
       p->radius[c] = MAX(p->radius[c], upper);
     }
   }
@@ -533,7 +532,11 @@ gboolean knnwb_partition_assign_all(KnnwbPartition *p, const KnnwbMatrix *data, 
 {
   p->radius = g_try_new(double, p->m);
   p->cluster_of = g_try_new(int32_t, p->n);
-  p->reach = g_try_new(double, p->n);
+  p->reach_first = 0;
+  p->reach_last = p->n;
+  if (group != NULL)
+    knnwb_partition_block_of(p, group, group->rank, &p->reach_first, &p->reach_last);
+  p->reach = g_try_new(double, MAX(p->reach_last - p->reach_first, (size_t)1));
   p->start = g_try_new(size_t, p->m + 1);
   p->members = g_try_new(int64_t, p->n);
   gboolean ok = p->radius != NULL && p->cluster_of != NULL && p->reach != NULL &&

@@ -51,8 +51,10 @@ typedef struct {
   double *centroid_sq; /* m: |c|^2 */
   double *radius;      /* m: at least the distance of every member to its centroid */
   int32_t *cluster_of; /* n: each row's cell */
-  double *reach;       /* n: an upper bound of each row's distance to its cell's centroid, for
-                          the rows [reach_first, reach_last) this process assigned */
+  /* An upper bound of each row's distance to its cell's centroid, for the rows [reach_first,
+   * reach_last) this process assigned (its block in a group of ranks: nothing else reads them),
+   * row i at reach[i - reach_first] (knnwb_partition_reach). */
+  double *reach;
   size_t reach_first, reach_last;
   /* Where the rows come from: data's first row is row data_first (split ranks: their block's
    * first; else 0), and in a group block_start (size + 1 entries) gives each rank's block. Set
@@ -65,6 +67,12 @@ typedef struct {
   size_t *start;     /* groups + 1: each group's range in members */
   int64_t *members;  /* n: group by group, rows ascending within each */
 } KnnwbPartition;
+
+/* Where row i's reach is (reach_first <= i < reach_last). O(1). */
+static inline double *knnwb_partition_reach(const KnnwbPartition *p, size_t i)
+{
+  return p->reach + (i - p->reach_first);
+}
 
 /* A block of rows in the bound space with their dot products with every centroid. */
 typedef struct {
@@ -254,11 +262,13 @@ typedef struct {
   int64_t *query_start; /* m + 1: each cluster's visitors in queries */
   int64_t *queries;
   /* In a group (options->group, partition_ranks.c): the rank searching each group in the phase
-   * at hand (NULL alone), the rows this rank bounds, and the k-th distances of every row after
-   * phase one (bits of non-negative doubles; NULL alone: the lists hold them). */
+   * at hand (NULL alone), the rows this rank bounds, their k-th distances after phase one (row i
+   * at kth[i - first], bits of non-negative doubles; NULL alone: the lists hold them), and in
+   * phase two each visitor's (query_kth[t] for queries[t]; NULL alone). */
   int32_t *owner;
   size_t first, last;
   int64_t *kth;
+  double *query_kth;
   /* Split ranks (partition_split.c) hold only their block's rows (data) and those they search
    * (held): slot[i] is row i's place in data, then held, and in lists (-1: not held here), the
    * block's rows first, in order. NULL: every row in its own place in data (one process, ranks
@@ -424,15 +434,16 @@ gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPart
 /* Each of groups items to one of size ranks by work: largest first (ties: lower item) to the
  * least loaded (ties: lower rank). The same on every rank. */
 void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, int32_t *owner);
-/* Row i's k-th distance so far: from run->kth where the ranks made it common, else from its list
- * here (+inf where it holds fewer than k). */
+/* Row i's k-th distance after phase one: from run->kth in a group (a row this rank bounds), else
+ * from its list. O(1). */
 double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i);
 /* The lists' rows of the groups other ranks search (run->owner) emptied: phase one writes only
  * this rank's, and phase two's merges and the combining read every row here. Disjoint from the
  * rows phase one writes, so it may run beside it. On up to threads threads, O(n k). */
 void knnwb_partition_ranks_empty_others(KnnwbPartitionRun *run, int threads);
-/* run->kth: every row's k-th distance from the lists of the groups this rank searched in phase
- * one (run->owner); the other rows must be emptied first (knnwb_partition_ranks_empty_others). */
+/* run->kth: the k-th distances of this rank's block (run->first .. run->last), each sent by the
+ * rank that searched its group in phase one (run->owner) from its lists. O(n / size + groups size
+ * log n) a rank, 8 bytes a row over the job. */
 gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error);
 /* After each rank found its block's visits (local_ok: it could), the job's: their pairs and count,
  * *give_up when a rank ran short of memory; otherwise run->owner becomes phase two's and each

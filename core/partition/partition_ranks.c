@@ -230,54 +230,193 @@ void knnwb_partition_ranks_empty_others(KnnwbPartitionRun *run, int threads)
   g_free(o.mine);
 }
 
-/* Rows [first, last)'s k-th distances as this rank holds them: its groups' rows from their lists,
- * +inf for the others (emptied: knnwb_partition_ranks_empty_others, or not held by a split rank).
- * Distances are not negative, so their bits order as integers do. */
-static void knnwb_partition_kth_here(size_t first, size_t last, void *data)
+/*
+ * Each row's k-th distance after phase one goes from the rank that searched its group to the rank
+ * that bounds it (its block, run->first .. run->last), and no further: the bounds pass reads its
+ * block's, and phase two's visitors take theirs along (knnwb_partition_ranks_visitors). A group's
+ * members in a block are one range of its ascending members, so both sides know which row each
+ * value is and only the values travel: 8 bytes a row over the job, where a value for every row
+ * on every rank (the all-reduce this replaces) cost each rank 8 bytes a row of the whole input.
+ */
+/* How many of group g's members lie below row x. O(log size). */
+static size_t knnwb_partition_members_below(const KnnwbPartition *p, size_t g, size_t x)
 {
-  KnnwbPartitionRun *run = data;
-  const size_t k = run->k;
-  const double none = INFINITY;
-  for (size_t i = first; i < last; i++) {
-    if (run->slot != NULL && run->slot[i] < 0)
-      memcpy(&run->kth[i], &none, sizeof(int64_t));
+  const int64_t *members = p->members + p->start[g];
+  size_t lo = 0, hi = p->start[g + 1] - p->start[g];
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if ((size_t)members[mid] < x)
+      lo = mid + 1;
     else
-      memcpy(&run->kth[i], &run->lists->distances[knnwb_partition_at(run, i) * k + k - 1],
+      hi = mid;
+  }
+  return lo;
+}
+
+typedef struct {
+  KnnwbPartitionRun *run;
+  const size_t *mine; /* this rank's phase-one groups, ascending */
+  size_t *cut;        /* per group of mine, size + 1: its members below each rank's block */
+  size_t *at;         /* per group of mine, size: where its values for rank r go in send[r] */
+  double **send;
+} KnnwbPartitionKthPack;
+
+/* The k-th distances of mine[from .. to)'s rows into what goes to the ranks of their blocks
+ * (+inf where a list has no k-th: never, as a group holds more than k rows, but the all-reduce's
+ * minimum gave +inf there too). */
+static void knnwb_partition_kth_pack(size_t from, size_t to, void *data)
+{
+  const KnnwbPartitionKthPack *x = data;
+  const KnnwbPartitionRun *run = x->run;
+  const KnnwbPartition *p = run->p;
+  const size_t size = (size_t)run->options->group->size, k = run->k;
+  for (size_t j = from; j < to; j++) {
+    const int64_t *members = p->members + p->start[x->mine[j]];
+    const size_t *cut = x->cut + j * (size + 1);
+    for (size_t r = 0; r < size; r++)
+      for (size_t t = cut[r]; t < cut[r + 1]; t++) {
+        const double kth =
+            run->lists->distances[knnwb_partition_at(run, (size_t)members[t]) * k + k - 1];
+        x->send[r][x->at[j * size + r] + t - cut[r]] = kth <= INFINITY ? kth : INFINITY;
+      }
+  }
+}
+
+typedef struct {
+  KnnwbPartitionRun *run;
+  size_t *lo, *hi; /* per group: its members in this rank's block */
+  size_t *at;      /* per group: where its values are in receive[owner] */
+  char **receive;
+} KnnwbPartitionKthTake;
+
+static void knnwb_partition_kth_take(size_t from, size_t to, void *data)
+{
+  const KnnwbPartitionKthTake *x = data;
+  KnnwbPartitionRun *run = x->run;
+  const KnnwbPartition *p = run->p;
+  for (size_t g = from; g < to; g++) {
+    const double *values = (const double *)(const void *)x->receive[run->owner[g]] + x->at[g];
+    for (size_t t = x->lo[g]; t < x->hi[g]; t++)
+      memcpy(&run->kth[(size_t)p->members[p->start[g] + t] - run->first], &values[t - x->lo[g]],
              sizeof(int64_t));
   }
+}
+
+/* What goes to each rank (t->send, counted in t->send_bytes); FALSE: memory. */
+static gboolean knnwb_partition_kth_send(KnnwbPartitionRun *run, KnnwbPartitionTransfer *t)
+{
+  const KnnwbPartition *p = run->p;
+  const KnnwbKnnGroup *group = run->options->group;
+  const size_t size = (size_t)group->size;
+  size_t n_mine = 0;
+  size_t *mine = g_new(size_t, MAX(p->groups, (size_t)1));
+  for (size_t g = 0; g < p->groups; g++)
+    if (run->owner[g] == group->rank)
+      mine[n_mine++] = g;
+  KnnwbPartitionKthPack x = {.run = run,
+                             .mine = mine,
+                             .cut = g_new(size_t, MAX(n_mine, (size_t)1) * (size + 1)),
+                             .at = g_new(size_t, MAX(n_mine, (size_t)1) * size),
+                             .send = (double **)t->send};
+  size_t *count = g_new0(size_t, size);
+  for (size_t j = 0; j < n_mine; j++) {
+    size_t *cut = x.cut + j * (size + 1);
+    for (size_t r = 0; r < size; r++) {
+      size_t first, last;
+      knnwb_partition_block_of(p, group, (int)r, &first, &last);
+      cut[r] = knnwb_partition_members_below(p, mine[j], first);
+      if (r + 1 == size)
+        cut[size] = knnwb_partition_members_below(p, mine[j], last);
+    }
+    for (size_t r = 0; r < size; r++) {
+      x.at[j * size + r] = count[r];
+      count[r] += cut[r + 1] - cut[r];
+    }
+  }
+  gboolean room = TRUE;
+  for (size_t r = 0; r < size; r++) {
+    t->send[r] = g_try_malloc(MAX(count[r], (size_t)1) * sizeof(double));
+    t->send_bytes[r] = count[r] * sizeof(double);
+    room = room && t->send[r] != NULL;
+  }
+  if (room)
+    knnwb_parallel_for(p->threads, n_mine, 16, knnwb_partition_kth_pack, &x);
+  g_free(count);
+  g_free(x.at);
+  g_free(x.cut);
+  g_free(mine);
+  return room;
+}
+
+/* run->kth of this rank's block from what the ranks sent (in their groups' order); FALSE with
+ * *error when the counts disagree (a fault: the ranks hold the same members). */
+static gboolean knnwb_partition_kth_receive(KnnwbPartitionRun *run, KnnwbPartitionTransfer *t,
+                                            GError **error)
+{
+  const KnnwbPartition *p = run->p;
+  KnnwbPartitionKthTake x = {.run = run,
+                             .lo = g_new(size_t, MAX(p->groups, (size_t)1)),
+                             .hi = g_new(size_t, MAX(p->groups, (size_t)1)),
+                             .at = g_new(size_t, MAX(p->groups, (size_t)1)),
+                             .receive = t->receive};
+  size_t *count = g_new0(size_t, (size_t)t->size);
+  for (size_t g = 0; g < p->groups; g++) {
+    x.lo[g] = knnwb_partition_members_below(p, g, run->first);
+    x.hi[g] = knnwb_partition_members_below(p, g, run->last);
+    x.at[g] = count[run->owner[g]];
+    count[run->owner[g]] += x.hi[g] - x.lo[g];
+  }
+  gboolean ok = TRUE;
+  for (int r = 0; r < t->size; r++)
+    ok = ok && count[r] * sizeof(double) == t->receive_bytes[r];
+  if (ok)
+    knnwb_parallel_for(p->threads, p->groups, 16, knnwb_partition_kth_take, &x);
+  else
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED,
+                "the k-th distances the ranks sent do not match this rank's rows");
+  g_free(count);
+  g_free(x.at);
+  g_free(x.hi);
+  g_free(x.lo);
+  return ok;
 }
 
 gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
-  const KnnwbPartition *p = run->p;
-  run->kth = g_try_new(int64_t, p->n);
-  if (run->kth == NULL)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the k-th distances of %zu rows", p->n);
-  if (!group->agree(group, run->kth != NULL, error))
-    return FALSE;
-  knnwb_parallel_for(p->threads, p->n, 65536, knnwb_partition_kth_here, run);
-  return group->reduce(group, run->kth, p->n, KNNWB_GROUP_MIN, error);
+  const size_t block = run->last - run->first;
+  run->kth = g_try_new(int64_t, MAX(block, (size_t)1));
+  KnnwbPartitionTransfer t;
+  knnwb_partition_transfer_init(&t, group->size);
+  const gboolean room = run->kth != NULL && knnwb_partition_kth_send(run, &t);
+  gboolean ok = knnwb_partition_ranks_exchange(group, &t, room, "the k-th distances to send", error);
+  const gboolean taken = ok && knnwb_partition_kth_receive(run, &t, error);
+  ok = ok && group->agree(group, taken, error);
+  knnwb_partition_transfer_clear(&t);
+  return ok;
 }
 
-/* Visits of this rank's block to the groups owner[] gives rank `to`, as (group << 40 | row). */
+/* Visits of this rank's block to the groups owner[] gives rank `to`, two words each: (group << 40
+ * | row) and the bits of the row's k-th distance after phase one. */
 static char *knnwb_partition_ranks_visits_to(const KnnwbPartitionRun *run, int to, size_t *bytes)
 {
   size_t count = 0;
   for (size_t g = 0; g < run->p->groups; g++)
     if (run->owner[g] == to)
       count += (size_t)(run->query_start[g + 1] - run->query_start[g]);
-  uint64_t *out = g_try_new(uint64_t, MAX(count, (size_t)1));
+  uint64_t *out = g_try_new(uint64_t, 2 * MAX(count, (size_t)1));
   size_t at = 0;
   for (size_t g = 0; out != NULL && g < run->p->groups; g++)
-    for (int64_t t = run->query_start[g]; run->owner[g] == to && t < run->query_start[g + 1]; t++)
+    for (int64_t t = run->query_start[g]; run->owner[g] == to && t < run->query_start[g + 1]; t++) {
       out[at++] = ((uint64_t)g << 40) | (uint64_t)run->queries[t];
-  *bytes = out != NULL ? count * sizeof(uint64_t) : 0;
+      out[at++] = (uint64_t)run->kth[(size_t)run->queries[t] - run->first];
+    }
+  *bytes = out != NULL ? 2 * count * sizeof(uint64_t) : 0;
   return (char *)out;
 }
 
-/* The visitors received (senders in rank order, so each group's rows ascend) as the run's. */
+/* The visitors received (senders in rank order, so each group's rows ascend) as the run's, with
+ * their k-th distances (run->query_kth). */
 static gboolean knnwb_partition_ranks_take_visits(KnnwbPartitionRun *run, char **receive,
                                                   const size_t *bytes, GError **error)
 {
@@ -286,16 +425,18 @@ static gboolean knnwb_partition_ranks_take_visits(KnnwbPartitionRun *run, char *
   size_t total = 0;
   g_clear_pointer(&run->query_start, g_free);
   g_clear_pointer(&run->queries, g_free);
+  g_clear_pointer(&run->query_kth, g_free);
   run->query_start = g_new0(int64_t, groups + 1);
   for (int r = 0; r < size; r++)
-    for (size_t t = 0; t < bytes[r] / sizeof(uint64_t); t++) {
+    for (size_t t = 0; t < bytes[r] / sizeof(uint64_t); t += 2) {
       run->query_start[(((const uint64_t *)(const void *)receive[r])[t] >> 40) + 1]++;
       total++;
     }
   for (size_t g = 0; g < groups; g++)
     run->query_start[g + 1] += run->query_start[g];
   run->queries = g_try_new(int64_t, MAX(total, (size_t)1));
-  if (run->queries == NULL) {
+  run->query_kth = g_try_new(double, MAX(total, (size_t)1));
+  if (run->queries == NULL || run->query_kth == NULL) {
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate the %zu visitors of this rank's groups", total);
     return FALSE;
@@ -303,9 +444,11 @@ static gboolean knnwb_partition_ranks_take_visits(KnnwbPartitionRun *run, char *
   int64_t *next = g_new(int64_t, groups);
   memcpy(next, run->query_start, groups * sizeof(int64_t));
   for (int r = 0; r < size; r++)
-    for (size_t t = 0; t < bytes[r] / sizeof(uint64_t); t++) {
-      const uint64_t visit = ((const uint64_t *)(const void *)receive[r])[t];
-      run->queries[next[visit >> 40]++] = (int64_t)(visit & ((UINT64_C(1) << 40) - 1));
+    for (size_t t = 0; t < bytes[r] / sizeof(uint64_t); t += 2) {
+      const uint64_t *visit = (const uint64_t *)(const void *)receive[r] + t;
+      const int64_t at = next[visit[0] >> 40]++;
+      run->queries[at] = (int64_t)(visit[0] & ((UINT64_C(1) << 40) - 1));
+      memcpy(&run->query_kth[at], &visit[1], sizeof(double));
     }
   g_free(next);
   return TRUE;

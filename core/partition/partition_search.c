@@ -244,7 +244,8 @@ static gboolean knnwb_partition_own_item(KnnwbPartitionWorker *worker,
 
 typedef struct {
   KnnwbPartitionRun *run;
-  const int64_t *queries;
+  const int64_t *queries; /* run->queries + offset */
+  size_t offset;
   double *within;
 } KnnwbPartitionWithin;
 
@@ -259,7 +260,9 @@ static void knnwb_partition_within_rows(size_t first, size_t last, void *data)
     knnwb_partition_stripe_take(run, i, &held);
     const double here =
         run->lists->indices[at * k + k - 1] >= 0 ? run->lists->distances[at * k + k - 1] : INFINITY;
-    w->within[t] = MIN(here, knnwb_partition_kth(run, i));
+    const double kth = run->query_kth != NULL ? run->query_kth[w->offset + t]
+                                              : knnwb_partition_kth(run, i);
+    w->within[t] = MIN(here, kth);
   }
   if (held != NULL)
     g_mutex_unlock(held);
@@ -274,7 +277,8 @@ static double *knnwb_partition_within(KnnwbPartitionRun *run, const int64_t *que
   /* KNNWB_PARTITION_WITHIN=0: none (to measure what they bring; the lists are the same) */
   if (g_strcmp0(g_getenv("KNNWB_PARTITION_WITHIN"), "0") == 0)
     return NULL;
-  KnnwbPartitionWithin w = {run, queries, g_new(double, MAX(count, (size_t)1))};
+  KnnwbPartitionWithin w = {run, queries, (size_t)(queries - run->queries),
+                            g_new(double, MAX(count, (size_t)1))};
   knnwb_parallel_for(run->threads_per_worker, count, 4096, knnwb_partition_within_rows, &w);
   return w.within;
 }

@@ -48,7 +48,7 @@ double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i)
   if (run->kth == NULL)
     return run->lists->distances[knnwb_partition_at(run, i) * run->k + run->k - 1];
   double kth;
-  memcpy(&kth, &run->kth[i], sizeof kth);
+  memcpy(&kth, &run->kth[i - run->first], sizeof kth);
   return kth;
 }
 
@@ -214,7 +214,7 @@ static int knnwb_partition_row_kind(const KnnwbPartitionVisits *v, size_t i, dou
 {
   const KnnwbPartition *p = v->run->p;
   const size_t a = (size_t)p->cluster_of[i];
-  *threshold = (1.0 + 1e-9) * (p->reach[i] + limit);
+  *threshold = (1.0 + 1e-9) * (*knnwb_partition_reach(p, i) + limit);
   if (v->near->count[a] == 0 || v->near->slack[a * v->near->cap] > *threshold)
     return 0;
   return v->near->beyond[a] > *threshold ? 1 : 2;
