@@ -225,7 +225,8 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
  * remains costs more than the plain search from the start, since phase one is spent. The same
  * decision on every rank. FALSE: cancelled, the group's errors. */
 static gboolean knnwb_partition_bound(KnnwbPartitionRun *run, KnnwbPartitionMode mode,
-                                      gboolean *give_up, double *pairs, GError **error)
+                                      gboolean *give_up, double *pairs, double *visits,
+                                      GError **error)
 {
   const KnnwbKnnOptions *options = run->options;
   const KnnwbKnnGroup *group =
@@ -245,15 +246,15 @@ static gboolean knnwb_partition_bound(KnnwbPartitionRun *run, KnnwbPartitionMode
   }
   if (!knnwb_partition_agree(run, ok, error))
     return FALSE;
-  double visits = (double)(run->queries != NULL ? run->query_start[groups] : 0);
+  *visits = (double)(run->queries != NULL ? run->query_start[groups] : 0);
   *give_up = !found;
-  if (group != NULL && !knnwb_partition_ranks_visitors(run, found, give_up, pairs, &visits, error))
+  if (group != NULL && !knnwb_partition_ranks_visitors(run, found, give_up, pairs, visits, error))
     return FALSE;
   if (group != NULL && !*give_up && run->slot != NULL &&
       !knnwb_partition_split_visitor_rows(run, error))
     return FALSE;
   const gboolean gpu = run->devices != NULL;
-  const double remaining = knnwb_partition_work(gpu, *pairs, (double)groups, visits);
+  const double remaining = knnwb_partition_work(gpu, *pairs, (double)groups, *visits);
   int64_t stop =
       *give_up || (mode == KNNWB_PARTITION_AUTO &&
                    remaining > knnwb_partition_plain_work(gpu, run->p->n) * MAX(run->gpus, 1));
@@ -330,12 +331,12 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
                 knnwb_partition_phase_one(&run, error);
   const gint64 own_done = g_get_monotonic_time();
   gboolean give_up = FALSE;
-  double visit_pairs = 0.0;
-  ok = ok && knnwb_partition_bound(&run, mode, &give_up, &visit_pairs, error);
+  double visit_pairs = 0.0, visits = 0.0;
+  ok = ok && knnwb_partition_bound(&run, mode, &give_up, &visit_pairs, &visits, error);
   if (ok) {
-    g_debug("knnwb: partition: %zu groups, %.3g pairs within, %.3g between (%.1f%% of all), "
-            "%d worker(s)%s, own lists %.3f s, bounds %.3f s%s%s%s",
-            p->groups, own_pairs, visit_pairs, 100.0 * (own_pairs + visit_pairs) / plain,
+    g_debug("knnwb: partition: %zu groups, %.3g pairs within, %.3g between (%.1f%% of all; %.0f "
+            "visits), %d worker(s)%s, own lists %.3f s, bounds %.3f s%s%s%s",
+            p->groups, own_pairs, visit_pairs, 100.0 * (own_pairs + visit_pairs) / plain, visits,
             run.workers, ranks > 1 ? " a rank" : "", (double)(own_done - start) / 1e6,
             (double)(g_get_monotonic_time() - own_done) / 1e6, give_up ? ": " : "",
             give_up ? otherwise : "", give_up ? " instead" : "");

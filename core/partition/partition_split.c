@@ -9,8 +9,8 @@
  * lists are those of one process.
  *
  * Memory per rank: its block, the rows of its groups and of their visitors, lists for every row it
- * holds (16 bytes an entry), and n-long arrays of 36 bytes a row (each row's cell, reach, place and
- * k-th distance, the members). Ranks that hold every row keep n rows and n lists each.
+ * holds (16 bytes an entry), n-long arrays of 20 bytes a row (each row's cell, place, the members)
+ * and 16 bytes a row of its block (reaches and k-th distances). Ranks that hold every row keep n rows and n lists each.
  */
 #include <stdlib.h>
 #include <string.h>

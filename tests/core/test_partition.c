@@ -40,9 +40,9 @@ static void capture(const gchar *domain, GLogLevelFlags level, const gchar *mess
                &between) == 3) {
       g_assert_cmpuint(groups, ==, partition_groups);
       pairs_within = within, pairs_between = between;
-      const char *workers = strstr(said, "of all), ");
+      const char *workers = strstr(said, " visits), ");
       g_assert_nonnull(workers);
-      g_assert_cmpint(sscanf(workers, "of all), %d worker", &partition_workers), ==, 1);
+      g_assert_cmpint(sscanf(workers, " visits), %d worker", &partition_workers), ==, 1);
     }
   }
   if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))

@@ -1725,6 +1725,27 @@ static gint differ_plain, differ_split;
 /* Split ranks that kept to their blocks for the partitioned search (partition_split.c), said by
  * each rank. */
 static gint kept_runs;
+/* Phase two's visits of the job ("of all; V visits)"), as the last rank said them, and whether
+ * two sayings since visits_forget differed: each row's visits follow from its k-th distance after
+ * phase one, which the ranks send each other, so the job's count must be one process's (a k-th
+ * distance too large would leave the lists exact, but not the count). */
+static gint64 visits_said = -1;
+static gint visits_differ;
+
+static void visits_forget(void)
+{
+  g_atomic_int_set(&visits_differ, 0);
+  visits_said = -1;
+}
+
+/* One process's visits for data (options: the partition on). */
+static gint64 one_process_visits(const KnnwbMatrix *data, const KnnwbKnnOptions *options)
+{
+  visits_forget();
+  g_autoptr(KnnwbNeighbors) lists = one_process_lists(NULL, data, options);
+  g_assert_cmpint(visits_said, >=, 0);
+  return visits_said;
+}
 
 static void count_partitions(const gchar *domain, GLogLevelFlags level, const gchar *message,
                              gpointer data)
@@ -1738,6 +1759,16 @@ static void count_partitions(const gchar *domain, GLogLevelFlags level, const gc
                                                                      : &differ_plain);
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "each rank keeps its block of rows") != NULL)
     g_atomic_int_inc(&kept_runs);
+  const char *visits = strstr(message, "of all; ");
+  double said;
+  if ((level & G_LOG_LEVEL_DEBUG) && visits != NULL &&
+      sscanf(visits, "of all; %lg visits)", &said) == 1) {
+    g_mutex_lock(&choices_lock);
+    if (visits_said >= 0 && visits_said != (gint64)said)
+      g_atomic_int_set(&visits_differ, 1);
+    visits_said = (gint64)said;
+    g_mutex_unlock(&choices_lock);
+  }
   const char *choice = strstr(message, "would leave"), *end = strstr(message, "rows searched");
   g_mutex_lock(&choices_lock);
   if ((level & G_LOG_LEVEL_DEBUG) && choices != NULL && choice != NULL && end != NULL)
@@ -1793,11 +1824,13 @@ static void test_partitioned(void)
       g_setenv("KNNWB_PARTITION", "off", TRUE);
       g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
       g_setenv("KNNWB_PARTITION", "on", TRUE);
+      const gint64 visits = one_process_visits(data, &options);
       for (int ranks = 2; ranks <= MAX_RANKS; ranks++)
         for (int own = 0; own <= 1; own++) {
           options.group_own_rows = own;
           RankRun runs[MAX_RANKS];
           g_atomic_int_set(&partition_runs, 0);
+          visits_forget();
           /* on 3 ranks each group's visitors in two pieces; on 4 the lists travel with 64-bit
            * row numbers (32 bits hold every row here, so that layout is otherwise untried) */
           if (ranks == 3)
@@ -1808,6 +1841,8 @@ static void test_partitioned(void)
           g_unsetenv("KNNWB_PARTITION_PIECES");
           g_unsetenv("KNNWB_PARTITION_RECORD_IDS");
           g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, ranks);
+          g_assert_cmpint(visits_said, ==, visits);
+          g_assert_cmpint(g_atomic_int_get(&visits_differ), ==, 0);
           size_t covered = 0;
           for (int r = 0; r < ranks; r++) {
             g_assert_no_error(runs[r].error);
@@ -1915,6 +1950,8 @@ static void test_partitioned_gathered(void)
                       all_first[] = {0, 1203, 1203, 1203};
   g_log_set_default_handler(count_partitions, NULL);
   g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  /* (each cell its own group: the cells of a centre visit each other, so visitors travel) */
+  g_setenv("KNNWB_PARTITION_GROUPS", "off", TRUE);
   g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 29);
   for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
     KnnwbKnnOptions options;
@@ -1923,6 +1960,7 @@ static void test_partitioned_gathered(void)
     g_setenv("KNNWB_PARTITION", "off", TRUE);
     g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
     g_setenv("KNNWB_PARTITION", "on", TRUE);
+    const gint64 visits = one_process_visits(data, &options);
     options.group_split = TRUE;
     /* gathered: 2 and 3 ranks, all rows and own rows, uneven blocks; then the four ways not (the
      * last: a rank that cannot allocate the rows after all); then whatever the rows, as on GPUs
@@ -1956,6 +1994,7 @@ static void test_partitioned_gathered(void)
       RankRun runs[MAX_RANKS];
       g_atomic_int_set(&partition_runs, 0);
       g_atomic_int_set(&kept_runs, 0);
+      visits_forget();
       choices_capture(TRUE);
       run_ranks(ranks, data, NULL, &options, runs);
       g_autoptr(GPtrArray) asked = choices_capture(FALSE);
@@ -1970,6 +2009,10 @@ static void test_partitioned_gathered(void)
       g_setenv("KNNWB_PARTITION", "on", TRUE);
       g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, partitioned ? ranks : 0);
       g_assert_cmpint(g_atomic_int_get(&kept_runs), ==, kept ? ranks : 0);
+      if (partitioned) { /* (every rank's count of the job's visits: one process's) */
+        g_assert_cmpint(visits_said, ==, visits);
+        g_assert_cmpint(g_atomic_int_get(&visits_differ), ==, 0);
+      }
       for (int r = 0; r < ranks; r++) {
         g_assert_no_error(runs[r].error);
         /* (the split search says so in its backend) */
@@ -2009,6 +2052,7 @@ static void test_partitioned_gathered(void)
   assert_ranks_refused(runs, 3, "rank 2: row 1100, column 2 (both counted from 0) holds NaN");
   g_unsetenv("KNNWB_PARTITION");
   g_unsetenv("KNNWB_PARTITION_ROWS");
+  g_unsetenv("KNNWB_PARTITION_GROUPS");
   g_log_set_default_handler(g_log_default_handler, NULL);
 }
 
