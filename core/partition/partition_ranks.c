@@ -270,15 +270,22 @@ static void knnwb_partition_kth_pack(size_t from, size_t to, void *data)
   const KnnwbPartitionRun *run = x->run;
   const KnnwbPartition *p = run->p;
   const size_t size = (size_t)run->options->group->size, k = run->k;
+  const size_t self = (size_t)run->options->group->rank;
   for (size_t j = from; j < to; j++) {
     const int64_t *members = p->members + p->start[x->mine[j]];
-    const size_t *cut = x->cut + j * (size + 1);
-    for (size_t r = 0; r < size; r++)
-      for (size_t t = cut[r]; t < cut[r + 1]; t++) {
-        const double kth =
-            run->lists->distances[knnwb_partition_at(run, (size_t)members[t]) * k + k - 1];
-        x->send[r][x->at[j * size + r] + t - cut[r]] = kth <= INFINITY ? kth : INFINITY;
-      }
+    const size_t *cut = x->cut + j * (size + 1), count = cut[size];
+    size_t r = 0;
+    for (size_t t = 0; t < count; t++) {
+      while (t >= cut[r + 1])
+        r++;
+      const double kth =
+          run->lists->distances[knnwb_partition_at(run, (size_t)members[t]) * k + k - 1];
+      const double sent = kth <= INFINITY ? kth : INFINITY;
+      if (r == self) /* (this rank's block: in place) */
+        memcpy(&run->kth[(size_t)members[t] - run->first], &sent, sizeof(int64_t));
+      else
+        x->send[r][x->at[j * size + r] + t - cut[r]] = sent;
+    }
   }
 }
 
@@ -302,7 +309,8 @@ static void knnwb_partition_kth_take(size_t from, size_t to, void *data)
   }
 }
 
-/* What goes to each rank (t->send, counted in t->send_bytes); FALSE: memory. */
+/* What goes to each other rank (t->send, counted in t->send_bytes; this rank's block's straight
+ * into run->kth); FALSE: memory. */
 static gboolean knnwb_partition_kth_send(KnnwbPartitionRun *run, KnnwbPartitionTransfer *t)
 {
   const KnnwbPartition *p = run->p;
@@ -330,7 +338,7 @@ static gboolean knnwb_partition_kth_send(KnnwbPartitionRun *run, KnnwbPartitionT
     }
     for (size_t r = 0; r < size; r++) {
       x.at[j * size + r] = count[r];
-      count[r] += cut[r + 1] - cut[r];
+      count[r] += r == (size_t)group->rank ? 0 : cut[r + 1] - cut[r];
     }
   }
   gboolean room = TRUE;
@@ -348,7 +356,7 @@ static gboolean knnwb_partition_kth_send(KnnwbPartitionRun *run, KnnwbPartitionT
   return room;
 }
 
-/* run->kth of this rank's block from what the ranks sent (in their groups' order); FALSE with
+/* run->kth of this rank's block from what the other ranks sent (in their groups' order); FALSE with
  * *error when the counts disagree (a fault: the ranks hold the same members). */
 static gboolean knnwb_partition_kth_receive(KnnwbPartitionRun *run, KnnwbPartitionTransfer *t,
                                             GError **error)
@@ -361,8 +369,9 @@ static gboolean knnwb_partition_kth_receive(KnnwbPartitionRun *run, KnnwbPartiti
                              .receive = t->receive};
   size_t *count = g_new0(size_t, (size_t)t->size);
   for (size_t g = 0; g < p->groups; g++) {
-    x.lo[g] = knnwb_partition_members_below(p, g, run->first);
-    x.hi[g] = knnwb_partition_members_below(p, g, run->last);
+    const gboolean mine = run->owner[g] == run->options->group->rank; /* (written in place) */
+    x.lo[g] = mine ? 0 : knnwb_partition_members_below(p, g, run->first);
+    x.hi[g] = mine ? 0 : knnwb_partition_members_below(p, g, run->last);
     x.at[g] = count[run->owner[g]];
     count[run->owner[g]] += x.hi[g] - x.lo[g];
   }
@@ -389,7 +398,8 @@ gboolean knnwb_partition_ranks_kth(KnnwbPartitionRun *run, GError **error)
   KnnwbPartitionTransfer t;
   knnwb_partition_transfer_init(&t, group->size);
   const gboolean room = run->kth != NULL && knnwb_partition_kth_send(run, &t);
-  gboolean ok = knnwb_partition_ranks_exchange(group, &t, room, "the k-th distances to send", error);
+  gboolean ok =
+      knnwb_partition_ranks_exchange(group, &t, room, "the k-th distances to send", error);
   const gboolean taken = ok && knnwb_partition_kth_receive(run, &t, error);
   ok = ok && group->agree(group, taken, error);
   knnwb_partition_transfer_clear(&t);

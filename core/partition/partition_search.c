@@ -260,8 +260,8 @@ static void knnwb_partition_within_rows(size_t first, size_t last, void *data)
     knnwb_partition_stripe_take(run, i, &held);
     const double here =
         run->lists->indices[at * k + k - 1] >= 0 ? run->lists->distances[at * k + k - 1] : INFINITY;
-    const double kth = run->query_kth != NULL ? run->query_kth[w->offset + t]
-                                              : knnwb_partition_kth(run, i);
+    const double kth =
+        run->query_kth != NULL ? run->query_kth[w->offset + t] : knnwb_partition_kth(run, i);
     w->within[t] = MIN(here, kth);
   }
   if (held != NULL)

@@ -9,7 +9,10 @@
 #   bash tests/distributed/mpi_partition_memory.sh build/bin/knnwb X.npy [knn options...]
 #   e.g. ... X.npy -k 30 -m euclidean (X.npy from tests/bench/make_clusters_table.py)
 #
-# RANKS="2 4" (default), ROUNDS=2, BACKEND=cpu. Not a test: a measurement (docs/performance-mpi.md).
+# RANKS="2 4" (default), ROUNDS=2, BACKEND=cpu. BEFORE=path/to/other/knnwb compares that build
+# with this one instead (the default way, MPI_INPUT=split or whole; each line then also gives each
+# rank's time to send the k-th distances after phase one, from the debug lines). Not a test: a
+# measurement (docs/performance-mpi.md).
 set -euo pipefail
 knnwb=$(realpath "$1")
 input=$(realpath "$2")
@@ -23,15 +26,18 @@ cd "$dir"
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 
-# Runs "$@", prints its wall time and each knnwb process's peak Pss in MiB.
+pattern="^$knnwb knn"
+[ -z "${BEFORE:-}" ] || pattern="^($knnwb|$(realpath "$BEFORE")) knn"
+
+# Runs "$@" (its output in run.log), prints its wall time and each knnwb process's peak Pss in MiB.
 measure() {
   local start end pid pss
   declare -A peak=()
   start=$(date +%s.%N)
-  "$@" &
+  "$@" >run.log 2>&1 &
   local main=$!
   while kill -0 "$main" 2>/dev/null; do
-    for pid in $(pgrep -f "^$knnwb knn" || true); do
+    for pid in $(pgrep -f "$pattern" || true); do
       pss=$(awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || true)
       [ -n "$pss" ] || continue
       [ "${peak[$pid]:-0}" -ge "$pss" ] || peak[$pid]=$pss
@@ -48,6 +54,26 @@ measure() {
 }
 
 echo "one process: $(measure "$knnwb" knn "$input" "$@" -b "$backend" -q -o one.npy)"
+if [ -n "${BEFORE:-}" ]; then
+  before=$(realpath "$BEFORE")
+  for round in $(seq "$rounds"); do
+    for r in $ranks; do
+      for tree in before this; do
+        binary=$knnwb
+        [ "$tree" = this ] || binary=$before
+        line=$(measure mpirun --oversubscribe --bind-to none -np "$r" -x KNNWB_MPI_VERBOSE=1 \
+          -x G_MESSAGES_DEBUG=all "$binary" knn "$input" "$@" -b "$backend" \
+          --mpi-input "${MPI_INPUT:-split}" -o "$tree.npy")
+        kth=$( (grep -o "k-th distances* [a-z' ]* in [0-9.]* s" run.log || true) |
+          grep -o "[0-9.]* s" | tr '\n' ' ')
+        same=differs
+        cmp -s one.npy "$tree.npy" && cmp -s one.distances.npy "$tree.distances.npy" && same=same
+        echo "round $round, $r ranks, $tree: $line, k-th distances sent in $kth, lists $same"
+      done
+    done
+  done
+  exit 0
+fi
 for round in $(seq "$rounds"); do
   for r in $ranks; do
     for mode in together kept; do
