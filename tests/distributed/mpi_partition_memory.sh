@@ -53,6 +53,15 @@ measure() {
   echo ' MiB'
 }
 
+# Whether NAME.npy holds one process's lists: "same" or "differs".
+same() {
+  if cmp -s one.npy "$1.npy" && cmp -s one.distances.npy "$1.distances.npy"; then
+    echo same
+  else
+    echo differs
+  fi
+}
+
 echo "one process: $(measure "$knnwb" knn "$input" "$@" -b "$backend" -q -o one.npy)"
 if [ -n "${BEFORE:-}" ]; then
   before=$(realpath "$BEFORE")
@@ -66,9 +75,7 @@ if [ -n "${BEFORE:-}" ]; then
           --mpi-input "${MPI_INPUT:-split}" -o "$tree.npy")
         kth=$( (grep -o "k-th distances* [a-z' ]* in [0-9.]* s" run.log || true) |
           grep -o "[0-9.]* s" | tr '\n' ' ')
-        same=differs
-        cmp -s one.npy "$tree.npy" && cmp -s one.distances.npy "$tree.distances.npy" && same=same
-        echo "round $round, $r ranks, $tree: $line, k-th distances sent in $kth, lists $same"
+        echo "round $round, $r ranks, $tree: $line, k-th distances sent in $kth, lists $(same "$tree")"
       done
     done
   done
@@ -81,9 +88,7 @@ for round in $(seq "$rounds"); do
       [ "$mode" = kept ] || split=0
       line=$(measure mpirun --oversubscribe --bind-to none -np "$r" -x KNNWB_PARTITION_SPLIT=$split \
         "$knnwb" knn "$input" "$@" -b "$backend" -q -o "$mode.npy")
-      same=differs
-      cmp -s one.npy "$mode.npy" && cmp -s one.distances.npy "$mode.distances.npy" && same=same
-      echo "round $round, $r ranks, $mode: $line, lists $same"
+      echo "round $round, $r ranks, $mode: $line, lists $(same "$mode")"
     done
   done
 done
