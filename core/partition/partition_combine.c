@@ -101,7 +101,7 @@ static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
   const KnnwbNeighbors *lists = pack->run->lists;
   const size_t k = pack->run->k, id = pack->layout.id, record = pack->layout.record;
   char *at = pack->out + pack->at[from / KNNWB_PARTITION_PACK_ROWS] * record;
-  const int64_t *slot = pack->run->slot;
+  const int32_t *slot = pack->run->slot;
   for (size_t i = pack->first + from; i < pack->first + to; i++) {
     const size_t held = knnwb_partition_at(pack->run, i);
     if ((slot != NULL && slot[i] < 0) || lists->indices[held * k] < 0)

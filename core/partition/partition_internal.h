@@ -238,6 +238,10 @@ typedef struct {
   struct KnnwbPrefault *prefault; /* this rank's block faulting in, or NULL */
 } KnnwbPartitionWindow;
 
+/* The most rows a split rank holds (its block, the rows it searches and their visitors): places in
+ * run->slot are 32-bit. */
+#define KNNWB_PARTITION_SPLIT_MAX_HELD ((size_t)INT32_MAX)
+
 /* The rows a split rank holds besides its block (partition_split.c): the rows of the groups it
  * searches, then their visitors, d floats each. */
 typedef struct {
@@ -271,9 +275,10 @@ typedef struct {
   double *query_kth;
   /* Split ranks (partition_split.c) hold only their block's rows (data) and those they search
    * (held): slot[i] is row i's place in data, then held, and in lists (-1: not held here), the
-   * block's rows first, in order. NULL: every row in its own place in data (one process, ranks
-   * that hold every row). */
-  int64_t *slot;
+   * block's rows first, in order; 4 bytes a row of the whole input, so a rank holds at most
+   * KNNWB_PARTITION_SPLIT_MAX_HELD rows. NULL: every row in its own place in data (one process,
+   * ranks that hold every row). */
+  int32_t *slot;
   KnnwbPartitionHeld held;
   KnnwbPartitionWindow window; /* the combining's shared blocks, held from phase one's end */
   GMutex lock;                 /* the first error, the lists' counters */

@@ -9,8 +9,9 @@
  * lists are those of one process.
  *
  * Memory per rank: its block, the rows of its groups and of their visitors, lists for every row it
- * holds (16 bytes an entry), n-long arrays of 20 bytes a row (each row's cell, place, the members)
- * and 16 bytes a row of its block (reaches and k-th distances). Ranks that hold every row keep n rows and n lists each.
+ * holds (16 bytes an entry), n-long arrays of 16 bytes a row (each row's cell and place, the members)
+ * and 16 bytes a row of its block (reaches and k-th distances). Ranks that hold every row keep n
+ * rows and n lists each.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,16 @@ static gboolean knnwb_partition_split_grow(KnnwbNeighbors *lists, size_t rows)
   lists->n_queries = rows;
   knnwb_knn_result_empty_rows(lists, before, rows);
   return TRUE;
+}
+
+/* The most rows a rank holds: KNNWB_PARTITION_SPLIT_MAX_HELD, less with the test hook
+ * KNNWB_PARTITION_SPLIT_MAX_HELD=N (so that the tests reach the refusal). */
+static size_t knnwb_partition_split_max_held(void)
+{
+  const char *hook = g_getenv("KNNWB_PARTITION_SPLIT_MAX_HELD");
+  const gint64 rows = hook != NULL ? g_ascii_strtoll(hook, NULL, 10) : 0;
+  return rows > 0 ? MIN((size_t)rows, KNNWB_PARTITION_SPLIT_MAX_HELD)
+                  : KNNWB_PARTITION_SPLIT_MAX_HELD;
 }
 
 /* Rows a piece of the passes below takes on a thread. */
@@ -116,7 +127,7 @@ static void knnwb_partition_split_fill(size_t from, size_t to, void *data)
       if (way >= 0 && x->ids != NULL)
         x->ids[way][next[way]] = (int64_t)i;
       if (way >= 0 && x->pick != KNNWB_PARTITION_SPLIT_OWNERS)
-        x->run->slot[i] = x->base + next[way];
+        x->run->slot[i] = (int32_t)(x->base + next[way]);
       else if (x->pick == KNNWB_PARTITION_SPLIT_SEARCHED) /* (not held) */
         x->run->slot[i] = -1;
       if (way >= 0)
@@ -278,19 +289,25 @@ static gboolean knnwb_partition_split_messages(KnnwbPartitionRun *run, const int
  * order it placed them in). Through the group's shared blocks where the ranks share a host (a copy
  * each way: at 10,000,000 x 50 rows, 2 ranks on two cores, 2.5 M rows a rank took 3.1 s as
  * messages), else as messages. room: this rank has its places (else every rank fails with the
- * rows it lacks room for). Collective.
+ * rows it lacks room for; too_many: more than knnwb_partition_split_max_held()). Collective.
  */
 static gboolean knnwb_partition_split_ship(KnnwbPartitionRun *run, int64_t *const *ids,
                                            const size_t *count, size_t held_from, size_t wanted,
-                                           gboolean room, const char **how, GError **error)
+                                           gboolean room, gboolean too_many, const char **how,
+                                           GError **error)
 {
   *how = "messages";
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size;
-  if (!room)
+  if (!room) {
+    g_autofree char *limit =
+        too_many ? g_strdup_printf(": a rank holds at most %zu rows; run more ranks",
+                                   knnwb_partition_split_max_held())
+                 : g_strdup("");
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the rows this rank searches (%zu rows of %zu values)", wanted,
-                run->d);
+                "cannot allocate the rows this rank searches (%zu rows of %zu values)%s", wanted,
+                run->d, limit);
+  }
   if (!group->agree(group, room, error))
     return FALSE;
   /* every rank's counts for every rank: where its rows lie in the others' blocks */
@@ -350,7 +367,7 @@ static void knnwb_partition_split_block_places(size_t first, size_t last, void *
 {
   KnnwbPartitionRun *run = data;
   for (size_t t = first; t < last; t++)
-    run->slot[run->first + t] = (int64_t)t;
+    run->slot[run->first + t] = (int32_t)t;
 }
 
 /* Places in slot: this rank's block first, then the rows of the other blocks that it searches in
@@ -383,15 +400,20 @@ gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error)
   const size_t block = run->last - run->first;
   const gint64 start = g_get_monotonic_time();
   size_t *receive_rows = g_new0(size_t, size), *send_rows = g_new0(size_t, size);
-  run->slot = g_try_new(int64_t, MAX(run->p->n, (size_t)1));
+  run->slot = g_try_new(int32_t, MAX(run->p->n, (size_t)1));
   gboolean room = run->slot != NULL;
   /* Test hook (as partition.c's KNNWB_PARTITION_BOUNDS_SHORT_RANK):
    * KNNWB_PARTITION_SPLIT_SHORT_RANK=r makes rank r short of memory for the rows it searches: every
    * rank stops with its message. */
   const char *short_rank = g_getenv("KNNWB_PARTITION_SPLIT_SHORT_RANK");
   const gboolean short_here = short_rank != NULL && *short_rank != '\0' && atoi(short_rank) == me;
-  const size_t held = room ? knnwb_partition_split_places(run, receive_rows) : 0;
+  const size_t held = room && block <= knnwb_partition_split_max_held()
+                          ? knnwb_partition_split_places(run, receive_rows)
+                          : 0;
   const gint64 placed = g_get_monotonic_time();
+  /* (the places were numbered past 32 bits: never used) */
+  const gboolean too_many = block + held > knnwb_partition_split_max_held();
+  room = room && !too_many;
   run->held.values = room && !short_here ? g_try_new(float, MAX(held * run->d, (size_t)1)) : NULL;
   run->held.rows = held;
   room = room && run->held.values != NULL;
@@ -404,7 +426,8 @@ gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error)
     memset(send_rows, 0, size * sizeof(size_t));
   const gint64 listed = g_get_monotonic_time();
   const char *how = NULL;
-  const gboolean ok = knnwb_partition_split_ship(run, ids, send_rows, 0, held, room, &how, error);
+  const gboolean ok =
+      knnwb_partition_split_ship(run, ids, send_rows, 0, held, room, too_many, &how, error);
   g_debug("knnwb: partition: rank %d: holds its block's %zu rows and %zu rows of its groups from "
           "the other blocks (brought in %.3f s through %s: placed %.3f s, listed %.3f s, sent "
           "%.3f s)",
@@ -472,8 +495,10 @@ gboolean knnwb_partition_split_visitor_rows(KnnwbPartitionRun *run, GError **err
   }
   g_free(ask);
   gboolean ok = knnwb_partition_ranks_exchange(group, &t, TRUE, "the rows asked for", error);
-  /* room for the rows asked for, then the rows each rank asked of this one */
-  gboolean room = ok;
+  /* room for the rows asked for, then the rows each rank asked of this one (the places were
+   * numbered past 32 bits where too many: never used) */
+  const gboolean too_many = before + wanted > knnwb_partition_split_max_held();
+  gboolean room = ok && !too_many;
   if (room && wanted > 0) {
     float *values = g_try_realloc(run->held.values,
                                   MAX((held_before + wanted) * run->d, (size_t)1) * sizeof(float));
@@ -491,7 +516,7 @@ gboolean knnwb_partition_split_visitor_rows(KnnwbPartitionRun *run, GError **err
     memset(asked, 0, size * sizeof(size_t));
   const char *how = "messages";
   ok = ok && knnwb_partition_split_ship(run, (int64_t *const *)(void *)t.receive, asked,
-                                        held_before, wanted, room, &how, error);
+                                        held_before, wanted, room, too_many, &how, error);
   knnwb_partition_transfer_clear(&t);
   if (ok)
     run->held.rows = held_before + wanted;

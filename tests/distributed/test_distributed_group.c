@@ -2043,6 +2043,30 @@ static void test_partitioned_gathered(void)
         strstr(short_runs[r].error->message, "cannot allocate the rows this rank searches"));
     g_clear_error(&short_runs[r].error);
   }
+  /* a rank's places are 32-bit: one that would hold more rows than they number stops them all
+   * (the limit lowered by the test hook: 401 rows a block, and its groups' rows besides) */
+  g_setenv("KNNWB_PARTITION_SPLIT_MAX_HELD", "500", TRUE);
+  run_ranks(3, data, NULL, &kept, short_runs);
+  for (int r = 0; r < 3; r++) {
+    g_assert_null(short_runs[r].result);
+    g_assert_error(short_runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
+    g_assert_nonnull(strstr(short_runs[r].error->message, "a rank holds at most 500 rows"));
+    g_clear_error(&short_runs[r].error);
+  }
+  /* (room for every row: the same lists as one process) */
+  g_setenv("KNNWB_PARTITION_SPLIT_MAX_HELD", "1203", TRUE);
+  g_setenv("KNNWB_PARTITION", "off", TRUE);
+  g_autoptr(KnnwbNeighbors) whole = one_process_lists(NULL, data, &kept);
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  g_atomic_int_set(&kept_runs, 0);
+  run_ranks(3, data, NULL, &kept, short_runs);
+  g_unsetenv("KNNWB_PARTITION_SPLIT_MAX_HELD");
+  g_assert_cmpint(g_atomic_int_get(&kept_runs), ==, 3);
+  for (int r = 0; r < 3; r++) {
+    g_assert_no_error(short_runs[r].error);
+    assert_same_rows(whole, short_runs[r].result);
+    g_clear_pointer(&short_runs[r].result, knnwb_neighbors_free);
+  }
   data->values[1100 * 7 + 2] = NAN; /* rows 802..1202 are rank 2's of 3 */
   KnnwbKnnOptions options;
   small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 5);
