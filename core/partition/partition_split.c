@@ -9,9 +9,9 @@
  * lists are those of one process.
  *
  * Memory per rank: its block, the rows of its groups and of their visitors, lists for every row it
- * holds (16 bytes an entry), n-long arrays of 16 bytes a row (each row's cell and place, the members)
- * and 16 bytes a row of its block (reaches and k-th distances). Ranks that hold every row keep n
- * rows and n lists each.
+ * holds (16 bytes an entry), n-long arrays of 16 bytes a row (each row's cell and place, the
+ * members) and 16 bytes a row of its block (reaches and k-th distances). Ranks that hold every row
+ * keep n rows and n lists each.
  */
 #include <stdlib.h>
 #include <string.h>
