@@ -191,7 +191,7 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
     work[g] =
         0.5 * (double)(p->start[g + 1] - p->start[g]) * (double)(p->start[g + 1] - p->start[g]);
   run->owner = g_new(int32_t, p->groups);
-  knnwb_partition_ranks_assign(work, p->groups, group->size, run->owner);
+  knnwb_partition_ranks_assign(work, NULL, p->groups, group->size, run->owner);
   g_free(work);
   /* (split ranks first bring the rows of their groups) */
   if (run->slot == NULL && p->block_start != NULL && !knnwb_partition_split_own_rows(run, error))

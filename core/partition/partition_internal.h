@@ -437,8 +437,10 @@ gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPart
                                      gboolean chosen, const char *otherwise, gboolean *same,
                                      GError **error);
 /* Each of groups items to one of size ranks by work: largest first (ties: lower item) to the
- * least loaded (ties: lower rank). The same on every rank. */
-void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, int32_t *owner);
+ * rank where it ends soonest (ties: lower rank), counting extra[g * size + r] (NULL: none) as
+ * more work of item g on rank r. The same on every rank. O(groups (log groups + size)). */
+void knnwb_partition_ranks_assign(const double *work, const double *extra, size_t groups, int size,
+                                  int32_t *owner);
 /* Row i's k-th distance after phase one: from run->kth in a group (a row this rank bounds), else
  * from its list. O(1). */
 double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i);

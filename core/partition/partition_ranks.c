@@ -111,7 +111,8 @@ static int knnwb_partition_ranks_compare(const void *a, const void *b, void *dat
   return x < y ? -1 : (x > y);
 }
 
-void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, int32_t *owner)
+void knnwb_partition_ranks_assign(const double *work, const double *extra, size_t groups, int size,
+                                  int32_t *owner)
 {
   size_t *order = g_new(size_t, MAX(groups, (size_t)1));
   double *load = g_new0(double, (size_t)size);
@@ -120,12 +121,14 @@ void knnwb_partition_ranks_assign(const double *work, size_t groups, int size, i
   g_qsort_with_data(order, (gint)groups, sizeof(size_t), knnwb_partition_ranks_compare,
                     (gpointer)work);
   for (size_t t = 0; t < groups; t++) {
+    const size_t g = order[t];
+    const double *more = extra != NULL ? extra + g * (size_t)size : NULL;
     int best = 0;
     for (int r = 1; r < size; r++)
-      if (load[r] < load[best])
+      if (load[r] + (more != NULL ? more[r] : 0.0) < load[best] + (more != NULL ? more[best] : 0.0))
         best = r;
-    owner[order[t]] = (int32_t)best;
-    load[best] += work[order[t]];
+    owner[g] = (int32_t)best;
+    load[best] += work[g] + (more != NULL ? more[best] : 0.0);
   }
   g_free(load);
   g_free(order);
@@ -464,6 +467,51 @@ static gboolean knnwb_partition_ranks_take_visits(KnnwbPartitionRun *run, char *
   return TRUE;
 }
 
+/*
+ * Phase two's groups to the ranks (run->owner, phase one's until now), each group with visitors
+ * by its work (its pairs, one sub-search and a row searched a visitor, in pairs of the plain
+ * search: knnwb_partition_work), most first, to the rank where it ends soonest. Ranks that keep
+ * to their blocks (run->slot) hold a group's rows only on the rank that searched it in phase one,
+ * besides the members in their own block: another rank must first bring the rest, counted as a
+ * row searched each (bringing a row through shared memory took 0.14 us on an H100's host, where
+ * a row searched costs the GPU about 0.1 us). By work alone, two ranks sharing a GPU at 10,000,000
+ * x 50 rows, 27 visits in all, moved groups from the rank that held them: 2.6 s of rows brought,
+ * where the visits took 0.06 s. A group without visitors keeps its rank (it is not searched
+ * again). The same on every rank: count[g] is the job's visitors of group g. O(groups size log n).
+ */
+static void knnwb_partition_ranks_assign_visits(KnnwbPartitionRun *run, const int64_t *count)
+{
+  const KnnwbPartition *p = run->p;
+  const KnnwbKnnGroup *group = run->options->group;
+  const size_t groups = p->groups, size = (size_t)group->size;
+  const gboolean gpu = run->devices != NULL;
+  int32_t *first = g_memdup2(run->owner, MAX(groups, (size_t)1) * sizeof(int32_t));
+  double *work = g_new0(double, MAX(groups, (size_t)1));
+  double *extra = run->slot != NULL ? g_new0(double, MAX(groups * size, (size_t)1)) : NULL;
+  for (size_t g = 0; g < groups; g++) {
+    const size_t members = p->start[g + 1] - p->start[g];
+    if (count[g] == 0)
+      continue;
+    work[g] = knnwb_partition_work(gpu, (double)count[g] * (double)members, 1.0, (double)count[g]);
+    for (size_t r = 0; extra != NULL && r < size; r++) {
+      if ((int32_t)r == first[g])
+        continue;
+      size_t from, to;
+      knnwb_partition_block_of(p, group, (int)r, &from, &to);
+      const size_t inside =
+          knnwb_partition_members_below(p, g, to) - knnwb_partition_members_below(p, g, from);
+      extra[g * size + r] = knnwb_partition_work(gpu, 0.0, 0.0, (double)(members - inside));
+    }
+  }
+  knnwb_partition_ranks_assign(work, extra, groups, group->size, run->owner);
+  for (size_t g = 0; g < groups; g++)
+    if (count[g] == 0)
+      run->owner[g] = first[g];
+  g_free(extra);
+  g_free(work);
+  g_free(first);
+}
+
 gboolean knnwb_partition_ranks_visitors(KnnwbPartitionRun *run, gboolean local_ok,
                                         gboolean *give_up, double *pairs, double *visits,
                                         GError **error)
@@ -477,20 +525,16 @@ gboolean knnwb_partition_ranks_visitors(KnnwbPartitionRun *run, gboolean local_o
   count[groups] = local_ok ? 0 : 1; /* ranks short of memory */
   gboolean ok = group->reduce(group, count, groups + 1, KNNWB_GROUP_SUM, error);
   *give_up = !ok || count[groups] > 0;
-  double *work = g_new(double, groups);
   *pairs = *visits = 0.0;
   for (size_t g = 0; g < groups; g++) {
-    work[g] = (double)count[g] * (double)(p->start[g + 1] - p->start[g]);
-    *pairs += work[g];
+    *pairs += (double)count[g] * (double)(p->start[g + 1] - p->start[g]);
     *visits += (double)count[g];
   }
+  if (!*give_up)
+    knnwb_partition_ranks_assign_visits(run, count);
   g_free(count);
-  if (*give_up) {
-    g_free(work);
+  if (*give_up)
     return ok;
-  }
-  knnwb_partition_ranks_assign(work, groups, group->size, run->owner);
-  g_free(work);
   KnnwbPartitionTransfer t;
   knnwb_partition_transfer_init(&t, group->size);
   gboolean room = TRUE;

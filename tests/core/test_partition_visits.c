@@ -269,6 +269,36 @@ static void test_assign_rule(void)
   g_assert_true(knnwb_partition_assign_gpu_wanted("1", TRUE, 2, 0.0));
 }
 
+/* The groups' ranks (host only): most work first to the rank where each ends soonest, ties to
+ * the lower rank; with extra work of an item on some ranks (phase two of ranks that keep to their
+ * blocks: rows to bring) an item stays where it costs nothing more unless that rank is loaded by
+ * more than the extra. */
+static void test_ranks_assign(void)
+{
+  const double work[] = {5, 4, 3, 3, 1};
+  int32_t owner[5];
+  knnwb_partition_ranks_assign(work, NULL, 5, 2, owner);
+  const int32_t by_work[] = {0, 1, 1, 0, 1}; /* loads 5 | 4, then 7, 8, 8 */
+  g_assert_cmpmem(owner, sizeof owner, by_work, sizeof by_work);
+  const double same[] = {2, 2, 2};
+  knnwb_partition_ranks_assign(same, NULL, 3, 3, owner);
+  g_assert_cmpint(owner[0], ==, 0);
+  g_assert_cmpint(owner[1], ==, 1);
+  g_assert_cmpint(owner[2], ==, 2);
+  /* four items held on rank 0: bringing one to rank 1 costs 10, more than all four together */
+  const double ones[] = {1, 1, 1, 1};
+  const double far[] = {0, 10, 0, 10, 0, 10, 0, 10};
+  knnwb_partition_ranks_assign(ones, far, 4, 2, owner);
+  for (int g = 0; g < 4; g++)
+    g_assert_cmpint(owner[g], ==, 0);
+  /* cheap to bring: shared out, the extra counted in rank 1's load (loads 1 | 1.5, 2 | 1.5, then
+   * a tie at 2: the lower rank) */
+  const double near[] = {0, 0.5, 0, 0.5, 0, 0.5, 0, 0.5};
+  knnwb_partition_ranks_assign(ones, near, 4, 2, owner);
+  const int32_t shared[] = {0, 1, 0, 0};
+  g_assert_cmpmem(owner, 4 * sizeof(int32_t), shared, sizeof shared);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -285,5 +315,6 @@ int main(int argc, char **argv)
   g_test_add_func("/partition-visits/gpu-fallback", test_gpu_fallback);
   g_test_add_func("/partition-visits/bits", test_bits);
   g_test_add_func("/partition-visits/assign-rule", test_assign_rule);
+  g_test_add_func("/partition-visits/ranks-assign", test_ranks_assign);
   return g_test_run();
 }
