@@ -11,8 +11,9 @@
 #
 # RANKS="2 4" (default), ROUNDS=2, BACKEND=cpu. BEFORE=path/to/other/knnwb compares that build
 # with this one instead (the default way, MPI_INPUT=split or whole; each line then also gives each
-# rank's time to send the k-th distances after phase one, from the debug lines). Not a test: a
-# measurement (docs/performance-mpi.md).
+# rank's time to send the k-th distances after phase one and, for ranks that keep to their
+# blocks, the rows each brought for phase two and how long that took, from the debug lines).
+# Not a test: a measurement (docs/performance-mpi.md).
 set -euo pipefail
 knnwb=$(realpath "$1")
 input=$(realpath "$2")
@@ -75,7 +76,10 @@ if [ -n "${BEFORE:-}" ]; then
           --mpi-input "${MPI_INPUT:-split}" -o "$tree.npy")
         kth=$( (grep -o "k-th distances* [a-z' ]* in [0-9.]* s" run.log || true) |
           grep -o "[0-9.]* s" | tr '\n' ' ')
-        echo "round $round, $r ranks, $tree: $line, k-th distances sent in $kth, lists $(same "$tree")"
+        brought=$( (grep -o "[0-9]* rows of its groups' visits brought in [0-9.]* s" run.log || true) |
+          awk '{printf "%s%d rows %s s", (NR > 1 ? ", " : ""), $1, $(NF - 1)}')
+        echo "round $round, $r ranks, $tree: $line, k-th distances sent in $kth, phase two's rows" \
+          "brought: ${brought:-none said}, lists $(same "$tree")"
       done
     done
   done
