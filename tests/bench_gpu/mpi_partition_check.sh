@@ -69,7 +69,8 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
       "${devices[@]}" -o $d/g.npy >$out/one.log 2>&1 ;;
   *) # ranks|split: one GPU per rank where there are enough, else all on GPU 0
     local input=whole; [ "$way" = split ] && input=split
-    G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np $ranks \
+    # (every rank's debug lines in runs.log: what one rank waits for is often another's step)
+    KNNWB_MPI_VERBOSE=1 G_MESSAGES_DEBUG=all timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np $ranks \
       bash -c 'g=$OMPI_COMM_WORLD_LOCAL_RANK; [ "$g" -lt '"$gpus"' ] || g=0; CUDA_VISIBLE_DEVICES=$g exec "$@"' rank \
       "$k" knn "$f" -k $kk -m $metric -b $backend --mpi-input $input -o $d/g.npy >$out/one.log 2>&1 ;;
   esac
