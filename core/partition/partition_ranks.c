@@ -474,10 +474,11 @@ static gboolean knnwb_partition_ranks_take_visits(KnnwbPartitionRun *run, char *
  * to their blocks (run->slot) hold a group's rows only on the rank that searched it in phase one,
  * besides the members in their own block: another rank must first bring the rest, counted as a
  * row searched each (bringing a row through shared memory took 0.14 us on an H100's host, where
- * a row searched costs the GPU about 0.1 us). By work alone, two ranks sharing a GPU at 10,000,000
- * x 50 rows, 27 visits in all, moved groups from the rank that held them: 2.6 s of rows brought,
- * where the visits took 0.06 s. A group without visitors keeps its rank (it is not searched
- * again). The same on every rank: count[g] is the job's visitors of group g. O(groups size log n).
+ * a row searched costs the GPU about 0.1 us). By pairs alone, two ranks sharing a GPU at
+ * 10,000,000 x 50 rows (27 visits in all, ~5e6 pairs) spread the visited groups over the ranks as
+ * if free: rank 0, which brought no rows, waited 2.6 s in the exchange of the rows brought, where
+ * the visits took 0.06 s. A group without visitors keeps its rank (it is not searched again). The
+ * same on every rank: count[g] is the job's visitors of group g. O(groups size log n).
  */
 static void knnwb_partition_ranks_assign_visits(KnnwbPartitionRun *run, const int64_t *count)
 {
