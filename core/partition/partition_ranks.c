@@ -111,6 +111,12 @@ static int knnwb_partition_ranks_compare(const void *a, const void *b, void *dat
   return x < y ? -1 : (x > y);
 }
 
+/* What taking group g costs rank r besides the group's work (extra NULL: nothing). */
+static inline double knnwb_partition_ranks_extra(const double *extra, size_t g, int size, int r)
+{
+  return extra != NULL ? extra[g * (size_t)size + (size_t)r] : 0.0;
+}
+
 void knnwb_partition_ranks_assign(const double *work, const double *extra, size_t groups, int size,
                                   int32_t *owner)
 {
@@ -122,13 +128,13 @@ void knnwb_partition_ranks_assign(const double *work, const double *extra, size_
                     (gpointer)work);
   for (size_t t = 0; t < groups; t++) {
     const size_t g = order[t];
-    const double *more = extra != NULL ? extra + g * (size_t)size : NULL;
     int best = 0;
     for (int r = 1; r < size; r++)
-      if (load[r] + (more != NULL ? more[r] : 0.0) < load[best] + (more != NULL ? more[best] : 0.0))
+      if (load[r] + knnwb_partition_ranks_extra(extra, g, size, r) <
+          load[best] + knnwb_partition_ranks_extra(extra, g, size, best))
         best = r;
     owner[g] = (int32_t)best;
-    load[best] += work[g] + (more != NULL ? more[best] : 0.0);
+    load[best] += work[g] + knnwb_partition_ranks_extra(extra, g, size, best);
   }
   g_free(load);
   g_free(order);
