@@ -16,18 +16,30 @@
 # their blocks (before, they compared every pair of blocks: 44 s at 10M rows on two H200s);
 # MEMORY=1 prints each knnwb process's peak proportional set (Pss, sampled every 0.1 s); DEVICES0=1 adds one GPU picked with --devices 0 while every GPU
 # is visible, which the CUDA driver narrows to GPU 0; SHARE=1 adds ranks that see every GPU and
-# take their share of them, narrowed and not (KNNWB_GPU_NARROW=0), and ranks each on every GPU)
+# take their share of them, narrowed and not (KNNWB_GPU_NARROW=0), and ranks each on every GPU;
+# BEFORE=old.tar.gz, a `git archive` of another tree, builds it beside this one and runs every way
+# with both builds in turn, the other's lines marked "(before)": a side-by-side comparison)
 set -uo pipefail
 out=$1; b=/tmp/knnwb-mpipart; mkdir -p "$out"
 for dir in /usr/local/mpi/bin /opt/hpcx/ompi/bin /usr/mpi/gcc/openmpi-*/bin; do
   [ -x "$dir/mpicc" ] && ! command -v mpicc >/dev/null && export PATH=$dir:$PATH
 done
 SECONDS=0
-{ cmake -S . -B $b -DKNNWB_CUDA=ON -DKNNWB_MPI=ON -DKNNWB_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
-  cmake --build $b -j"$(nproc)" --target knnwb_host knnwb_knn_plugin; } >"$out/build.log" 2>&1 ||
-  { tail -30 "$out/build.log"; exit 1; }
+# SOURCE BUILD LOG: the host and the kNN plugin, with CUDA and MPI
+build() {
+  { cmake -S "$1" -B "$2" -DKNNWB_CUDA=ON -DKNNWB_MPI=ON -DKNNWB_CUDA_ARCHITECTURES=90 \
+      -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF &&
+    cmake --build "$2" -j"$(nproc)" --target knnwb_host knnwb_knn_plugin; } >"$3" 2>&1 ||
+    { tail -30 "$3"; exit 1; }
+}
+build . $b "$out/build.log"
+k=$b/bin/knnwb; kb=; ld=${LD_LIBRARY_PATH:-}
+if [ -n "${BEFORE:-}" ]; then
+  rm -rf $b-before-src && mkdir -p $b-before-src && tar -xzf "$BEFORE" -C $b-before-src || exit 1
+  build $b-before-src $b-before "$out/build-before.log"
+  kb=$b-before/bin/knnwb
+fi
 echo "build ${SECONDS} s; $(nproc) cores; $(nvidia-smi -L | wc -l) GPU(s)"
-k=$b/bin/knnwb; export LD_LIBRARY_PATH=$b:${LD_LIBRARY_PATH:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 py=python3; $py -c "import numpy" 2>/dev/null || py=/usr/bin/python3
 d=/tmp/knnwb-mpipart-data; mkdir -p $d
@@ -42,7 +54,7 @@ log=$out/runs.log; : >"$log"
 pss_peaks() {
   local pid pss; declare -A peak=()
   while [ ! -e "$1" ]; do
-    for pid in $(pgrep -f "^$k knn" || true); do
+    for pid in $(pgrep -f "^($k|${kb:-$k}) knn" || true); do
       pss=$(awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || true)
       [ -z "$pss" ] || [ "${peak[$pid]:-0}" -ge "$pss" ] || peak[$pid]=$pss
     done
@@ -52,6 +64,7 @@ pss_peaks() {
 }
 run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   local name=$1 way=$2 f=$3 backend=$4 metric=$5 kk=$6 t0 t1 r sampler=
+  export LD_LIBRARY_PATH=${k%/bin/knnwb}:$ld # (each build its own libraries)
   rm -f $d/g.npy $d/g.distances.npy $d/g.labels.txt $d/pss.stop $d/pss.txt
   [ -z "${MEMORY:-}" ] || { pss_peaks $d/pss.stop $d/pss.txt & sampler=$!; }
   t0=$(date +%s.%N)
@@ -86,8 +99,17 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   [ -z "$sampler" ] || echo "    peak Pss (MiB) per process: $(cat $d/pss.txt)"
 }
 [ -n "${NO_CPU:-}" ] || [ ! -s $d/c2M$sfx.npy ] || run "cpu 2M, 1 process" all $d/c2M$sfx.npy cpu euclidean 30
-# NAME FILE METRIC K [TRACE]: every way of the GPU runs, in turn
+# NAME FILE METRIC K [TRACE]: every way of the GPU runs, in turn; with BEFORE, each way again
+# with the other build
 ways() {
+  local now=$k
+  waysof "$@"
+  [ -z "$kb" ] && return
+  k=$kb
+  waysof "$1 (before)" "${@:2}"
+  k=$now
+}
+waysof() {
   local name=$1 f=$2 metric=$3 kk=$4
   KNNWB_CUDA_TRACE=${5:-0} run "$name, 1 GPU" 1 $f cuda $metric $kk
   [ "$gpus" -gt 1 ] && [ -n "${DEVICES0:-}" ] && run "$name, --devices 0" dev0 $f cuda $metric $kk
@@ -100,7 +122,7 @@ ways() {
     run "$name, $ranks ranks, each on every GPU" every $f cuda $metric $kk
   fi
 }
-[ -z "${2:-}" ] || "$k" metafeatures "$2" --ops all -o $d/real.npy || exit 1
+[ -z "${2:-}" ] || LD_LIBRARY_PATH=$b:$ld "$k" metafeatures "$2" --ops all -o $d/real.npy || exit 1
 for ((round = 1; round <= ${ROUNDS:-1}; round++)); do
   for n in "${sizes[@]}"; do
     ways "cuda $n" $d/c$n$sfx.npy euclidean 30 $([ $n = 10M ] && [ $round = 1 ] && echo 1 || echo 0)
