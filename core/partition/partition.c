@@ -186,13 +186,8 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
   const KnnwbPartition *p = run->p;
   if (group == NULL || group->size <= 1)
     return knnwb_partition_own_lists(run, error);
-  double *work = g_new(double, p->groups);
-  for (size_t g = 0; g < p->groups; g++)
-    work[g] =
-        0.5 * (double)(p->start[g + 1] - p->start[g]) * (double)(p->start[g + 1] - p->start[g]);
-  run->owner = g_new(int32_t, p->groups);
-  knnwb_partition_ranks_assign(work, NULL, p->groups, group->size, run->owner);
-  g_free(work);
+  if (!knnwb_partition_ranks_assign_own(run, error))
+    return FALSE;
   /* (split ranks first bring the rows of their groups) */
   if (run->slot == NULL && p->block_start != NULL && !knnwb_partition_split_own_rows(run, error))
     return FALSE;

@@ -270,6 +270,9 @@ typedef struct {
    * at kth[i - first], bits of non-negative doubles; NULL alone: the lists hold them), and in
    * phase two each visitor's (query_kth[t] for queries[t]; NULL alone). */
   int32_t *owner;
+  /* The work model the ranks give groups out by (knnwb_partition_work): the GPU's where every
+   * rank searches on GPUs, the same on every rank (knnwb_partition_ranks_assign_own). */
+  gboolean owner_gpu;
   size_t first, last;
   int64_t *kth;
   double *query_kth;
@@ -441,6 +444,9 @@ gboolean knnwb_partition_ranks_agree(const KnnwbKnnGroup *group, const KnnwbPart
  * more work of item g on rank r. The same on every rank. O(groups (log groups + size)). */
 void knnwb_partition_ranks_assign(const double *work, const double *extra, size_t groups, int size,
                                   int32_t *owner);
+/* Phase one's groups to the ranks (run->owner): see partition_ranks.c. Collective (the work
+ * model is agreed). FALSE: the group's errors. */
+gboolean knnwb_partition_ranks_assign_own(KnnwbPartitionRun *run, GError **error);
 /* Row i's k-th distance after phase one: from run->kth in a group (a row this rank bounds), else
  * from its list. O(1). */
 double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i);

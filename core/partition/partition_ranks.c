@@ -473,6 +473,50 @@ static gboolean knnwb_partition_ranks_take_visits(KnnwbPartitionRun *run, char *
   return TRUE;
 }
 
+/* How many of group g's members lie outside rank r's block: the rows rank r must bring to search
+ * g, when it keeps to its block. O(log n). */
+static size_t knnwb_partition_members_away(const KnnwbPartitionRun *run, size_t g, size_t r)
+{
+  const KnnwbPartition *p = run->p;
+  size_t from, to;
+  knnwb_partition_block_of(p, run->options->group, (int)r, &from, &to);
+  const size_t inside =
+      knnwb_partition_members_below(p, g, to) - knnwb_partition_members_below(p, g, from);
+  return p->start[g + 1] - p->start[g] - inside;
+}
+
+/*
+ * Phase one's groups to the ranks (run->owner) by their pairs, most first, to the rank where each
+ * ends soonest (knnwb_partition_ranks_assign). Also agrees on the work model phase two gives its
+ * groups out by (run->owner_gpu): the GPU's only where every rank searches on GPUs. A job may mix
+ * hosts with and without GPUs (the partitioned search runs each group on one rank, on its own
+ * backend), and ranks that weighed phase two's groups by different models gave them out
+ * differently: visitors went to ranks that did not search their groups, and the lists were wrong
+ * (the test /distributed/group/partitioned-mixed-models). Collective. O(groups (log groups +
+ * size)).
+ */
+gboolean knnwb_partition_ranks_assign_own(KnnwbPartitionRun *run, GError **error)
+{
+  const KnnwbPartition *p = run->p;
+  const KnnwbKnnGroup *group = run->options->group;
+  /* Test hook (as KNNWB_PARTITION_DIFFER_RANK): KNNWB_PARTITION_GPU_MODEL_RANK=r makes rank r
+   * vote for the GPU's model, as a rank on a GPU among ranks on CPUs would. */
+  const char *model_rank = g_getenv("KNNWB_PARTITION_GPU_MODEL_RANK");
+  int64_t gpu = run->devices != NULL ||
+                (model_rank != NULL && *model_rank != '\0' && atoi(model_rank) == group->rank);
+  if (!group->reduce(group, &gpu, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  run->owner_gpu = gpu != 0;
+  double *work = g_new(double, MAX(p->groups, (size_t)1));
+  for (size_t g = 0; g < p->groups; g++)
+    work[g] =
+        0.5 * (double)(p->start[g + 1] - p->start[g]) * (double)(p->start[g + 1] - p->start[g]);
+  run->owner = g_new(int32_t, MAX(p->groups, (size_t)1));
+  knnwb_partition_ranks_assign(work, NULL, p->groups, group->size, run->owner);
+  g_free(work);
+  return TRUE;
+}
+
 /*
  * Phase two's groups to the ranks (run->owner, phase one's until now), each group with visitors
  * by its work (its pairs, one sub-search and a row searched a visitor, in pairs of the plain
@@ -491,7 +535,7 @@ static void knnwb_partition_ranks_assign_visits(KnnwbPartitionRun *run, const in
   const KnnwbPartition *p = run->p;
   const KnnwbKnnGroup *group = run->options->group;
   const size_t groups = p->groups, size = (size_t)group->size;
-  const gboolean gpu = run->devices != NULL;
+  const gboolean gpu = run->owner_gpu;
   int32_t *first = g_memdup2(run->owner, MAX(groups, (size_t)1) * sizeof(int32_t));
   double *work = g_new0(double, MAX(groups, (size_t)1));
   double *extra = run->slot != NULL ? g_new0(double, MAX(groups * size, (size_t)1)) : NULL;
@@ -500,15 +544,10 @@ static void knnwb_partition_ranks_assign_visits(KnnwbPartitionRun *run, const in
     if (count[g] == 0)
       continue;
     work[g] = knnwb_partition_work(gpu, (double)count[g] * (double)members, 1.0, (double)count[g]);
-    for (size_t r = 0; extra != NULL && r < size; r++) {
-      if ((int32_t)r == first[g])
-        continue;
-      size_t from, to;
-      knnwb_partition_block_of(p, group, (int)r, &from, &to);
-      const size_t inside =
-          knnwb_partition_members_below(p, g, to) - knnwb_partition_members_below(p, g, from);
-      extra[g * size + r] = knnwb_partition_work(gpu, 0.0, 0.0, (double)(members - inside));
-    }
+    for (size_t r = 0; extra != NULL && r < size; r++)
+      if ((int32_t)r != first[g])
+        extra[g * size + r] =
+            knnwb_partition_work(gpu, 0.0, 0.0, (double)knnwb_partition_members_away(run, g, r));
   }
   knnwb_partition_ranks_assign(work, extra, groups, group->size, run->owner);
   for (size_t g = 0; g < groups; g++)

@@ -2224,6 +2224,54 @@ static void test_partitioned_failing_rank(void)
   g_unsetenv("KNNWB_PARTITION_ROWS");
 }
 
+/* Ranks that keep to their blocks, one of them weighing work by the GPU's model as a rank on a
+ * GPU would among ranks on CPUs (KNNWB_PARTITION_GPU_MODEL_RANK): the ranks agree on one model
+ * before they give phase two's groups out, so every rank gives them to the same ranks and the
+ * lists are one process's (weighed apart, rank 1 gave five of the nine visited groups to other
+ * ranks than the others did, and the lists differed from one process's). */
+static void test_partitioned_mixed_models(void)
+{
+  g_log_set_default_handler(count_partitions, NULL);
+  g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
+  /* (each cell its own group: the cells of a centre visit each other, so visitors travel) */
+  g_setenv("KNNWB_PARTITION_GROUPS", "off", TRUE);
+  g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 37);
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 6);
+  options.memory_bytes = 0;
+  g_setenv("KNNWB_PARTITION", "off", TRUE);
+  g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+  g_setenv("KNNWB_PARTITION", "on", TRUE);
+  const gint64 visits = one_process_visits(data, &options);
+  g_assert_cmpint(visits, >, 0);
+  options.group_split = options.group_split_gather = options.group_own_rows = TRUE;
+  for (int ranks = 2; ranks <= 3; ranks++) {
+    g_setenv("KNNWB_PARTITION_GPU_MODEL_RANK", "1", TRUE);
+    /* (a GPU model far from the CPU's: a row brought costs more than any group's work, so by it
+     * every group with visitors would stay where phase one searched it) */
+    g_setenv("KNNWB_PARTITION_GPU_COSTS", "1e15:0", TRUE);
+    RankRun runs[MAX_RANKS];
+    g_atomic_int_set(&kept_runs, 0);
+    g_atomic_int_set(&partition_runs, 0);
+    visits_forget();
+    run_ranks(ranks, data, NULL, &options, runs);
+    g_unsetenv("KNNWB_PARTITION_GPU_MODEL_RANK");
+    g_unsetenv("KNNWB_PARTITION_GPU_COSTS");
+    g_assert_cmpint(g_atomic_int_get(&kept_runs), ==, ranks);
+    g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, ranks);
+    g_assert_cmpint(visits_said, ==, visits);
+    for (int r = 0; r < ranks; r++) {
+      g_assert_no_error(runs[r].error);
+      assert_same_rows(expected, runs[r].result);
+    }
+    free_runs(runs, ranks);
+  }
+  g_unsetenv("KNNWB_PARTITION");
+  g_unsetenv("KNNWB_PARTITION_ROWS");
+  g_unsetenv("KNNWB_PARTITION_GROUPS");
+  g_log_set_default_handler(g_log_default_handler, NULL);
+}
+
 /* Ranks whose partitions differ (a rank on another CPU, simulated by a hook that changes rank 1's
  * digest): every rank takes the plain search together (split ranks: the split search, and their
  * debug lines say so), none partitions, none waits for the others forever, and the lists are the
@@ -2727,5 +2775,6 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/partitioned-cancelled", test_partitioned_cancelled);
   g_test_add_func("/distributed/group/partitioned-failing-rank", test_partitioned_failing_rank);
   g_test_add_func("/distributed/group/partitioned-ranks-differ", test_partitioned_ranks_differ);
+  g_test_add_func("/distributed/group/partitioned-mixed-models", test_partitioned_mixed_models);
   return g_test_run();
 }
