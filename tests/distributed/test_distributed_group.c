@@ -2080,6 +2080,17 @@ static void test_partitioned_gathered(void)
   g_log_set_default_handler(g_log_default_handler, NULL);
 }
 
+/* One process's lists of data by the plain search (KNNWB_PARTITION=off, left set), euclidean,
+ * k neighbours, with options made the small CPU runs' (no memory budget). */
+static KnnwbNeighbors *plain_euclidean_lists(const KnnwbMatrix *data, size_t k,
+                                             KnnwbKnnOptions *options)
+{
+  small_cpu_options(options, KNNWB_METRIC_EUCLIDEAN, k);
+  options->memory_bytes = 0;
+  g_setenv("KNNWB_PARTITION", "off", TRUE);
+  return one_process_lists(NULL, data, options);
+}
+
 /* Ranks that read the input whole (each block a share of the rank's own copy of the whole
  * matrix) and may put their rows together (KNNWB_PARTITION_SPLIT=0): put together without a
  * transfer, for the partitioned search (0: even blocks; 1: uneven)
@@ -2095,10 +2106,7 @@ static void test_partitioned_gathered_held(void)
   g_setenv("KNNWB_PARTITION_ROWS", "90", TRUE);
   g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 31);
   KnnwbKnnOptions options;
-  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 6);
-  options.memory_bytes = 0;
-  g_setenv("KNNWB_PARTITION", "off", TRUE);
-  g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+  g_autoptr(KnnwbNeighbors) expected = plain_euclidean_lists(data, 6, &options);
   options.group_split = options.group_split_gather = options.group_own_rows = TRUE;
   static const int local_sizes[] = {3, 1, 3};
   g_setenv("KNNWB_PARTITION_SPLIT", "0", TRUE); /* (else each rank keeps to its block) */
@@ -2237,10 +2245,7 @@ static void test_partitioned_mixed_models(void)
   g_setenv("KNNWB_PARTITION_GROUPS", "off", TRUE);
   g_autoptr(KnnwbMatrix) data = blob_matrix(1203, 7, FALSE, 37);
   KnnwbKnnOptions options;
-  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 6);
-  options.memory_bytes = 0;
-  g_setenv("KNNWB_PARTITION", "off", TRUE);
-  g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+  g_autoptr(KnnwbNeighbors) expected = plain_euclidean_lists(data, 6, &options);
   g_setenv("KNNWB_PARTITION", "on", TRUE);
   const gint64 visits = one_process_visits(data, &options);
   g_assert_cmpint(visits, >, 0);
