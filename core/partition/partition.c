@@ -205,14 +205,12 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
   const gint64 waited = g_get_monotonic_time();
   const gboolean sent = agreed && knnwb_partition_ranks_kth(run, error);
   const gint64 received = g_get_monotonic_time();
-  const gboolean known = sent && knnwb_partition_ranks_window_early(run, error);
   g_debug("knnwb: partition: rank %d: own lists of its groups %.3f s, the other ranks' rows "
           "emptied %.3f s later, then waited %.3f s for the other ranks, its block's k-th "
-          "distances received in %.3f s, the shared blocks lent in %.3f s",
+          "distances received in %.3f s",
           group->rank, (double)(searched - start) / 1e6, (double)(emptied - searched) / 1e6,
-          (double)(waited - emptied) / 1e6, (double)(received - waited) / 1e6,
-          (double)(g_get_monotonic_time() - received) / 1e6);
-  return known;
+          (double)(waited - emptied) / 1e6, (double)(received - waited) / 1e6);
+  return sent;
 }
 
 /* The bounds of the run's rows and phase two's visitors (in a group, shared out to the ranks that
@@ -343,12 +341,6 @@ gboolean knnwb_partition_run(const KnnwbMatrix *data, const KnnwbKnnOptions *opt
     g_debug("knnwb: partition: visits %.3f s",
             (double)(g_get_monotonic_time() - visits_start) / 1e6);
     ok = ok && knnwb_partition_finish(&run, lists, error);
-  }
-  /* (blocks still held: given up or failed, on every rank alike) */
-  if (!knnwb_partition_ranks_window_drop(&run) && ok) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_FAILED, "the ranks' shared blocks failed");
-    g_clear_pointer(lists, knnwb_neighbors_free);
-    ok = FALSE;
   }
   knnwb_partition_run_clear(&run);
   return ok;

@@ -4,15 +4,15 @@
  * groups it searched after; every pair of rows was scored on exactly one rank, so the pieces of a
  * row, merged by (distance, row) on the rank of its block, make its list of one process.
  *
- * The pieces travel as records (row, k indices, k distances). Where the ranks share a host the
- * group lends blocks of shared memory: each rank packs its records once into its block and the
- * others merge them in place. Otherwise they go as messages. The blocks are lent as phase one ends
- * (knnwb_partition_ranks_window_early), for the most a rank can send, and the part its own
- * groups' rows will fill faults in on helper threads while it bounds and visits: those first
- * touches were most of the packing (0.33-0.43 s of a 0.57-0.61 s combining at 10M rows, k = 30,
- * two ranks of one H200; then 0.25-0.33 s). At 10M rows and k = 30 the lists are
- * 4.8 GB, of which a share of (R - 1) / R changes rank: the copies are what this costs, so every
- * step runs on all the rank's threads.
+ * The pieces travel as records (row, k indices, k distances), in rounds of at most
+ * KNNWB_PARTITION_ROUND_BYTES a rank. Where the ranks share a host the group lends blocks of
+ * shared memory of that size: each round every rank packs its next records into its block, and
+ * the others merge them in place. Otherwise they go as messages. At 10M rows and k = 30 the lists
+ * are 4.8 GB, of which a share of (R - 1) / R changes rank; through blocks for the whole of it at
+ * once, the first touches of their fresh pages were most of the packing (0.44-0.48 s of a
+ * 0.58-0.66 s combining, two split ranks of one H100), and the blocks held that much shared memory
+ * at the rank's peak. Small blocks refilled every round fault in once. The copies are what is left,
+ * so every step runs on all the rank's threads.
  */
 #include <string.h>
 #include <knnwb/error.h>
@@ -24,8 +24,8 @@
 
 /* A list on the way: its row, then k indices and k distances. Row numbers (the row and its
  * indices, rows or -1) travel as int32 where every row's fits, as int64 beyond: at 10,000,000
- * rows and k = 30 a record is 364 bytes instead of 488, and the packing's cost is mostly the
- * shared window's fresh pages, so it goes with the bytes. */
+ * rows and k = 30 a record is 364 bytes instead of 488, and the combining's cost is its copies,
+ * so it goes with the bytes. */
 typedef struct {
   size_t id;     /* bytes of a row number: 4 or 8 */
   size_t record; /* bytes of a record */
@@ -70,7 +70,7 @@ static void knnwb_partition_ids_get(int64_t *ids, const char *at, size_t count, 
     ids[t] = id;
   }
 }
-/* Rows per piece of the packing (the first touch of a buffer's pages is much of its cost). */
+/* Rows per piece of the packing: each piece's records are counted, then copied, on one thread. */
 #define KNNWB_PARTITION_PACK_ROWS ((size_t)65536)
 
 /* The records for one rank's block. */
@@ -78,40 +78,63 @@ typedef struct {
   const KnnwbPartitionRun *run;
   KnnwbPartitionLayout layout;
   size_t first, rows; /* the block */
-  size_t *at;         /* per piece: its rows with a list, then its first record */
+  size_t pieces;
+  size_t *at; /* per piece: its rows with a list, then its first record */
   size_t records;
+  /* the round's: records [from, to) into out */
+  size_t from, to;
   char *out;
 } KnnwbPartitionPack;
+
+/* Whether row i has a list here (a row this rank holds, with an entry). */
+static inline gboolean knnwb_partition_pack_has(const KnnwbPartitionRun *run, size_t i)
+{
+  return (run->slot == NULL || run->slot[i] >= 0) &&
+         run->lists->indices[knnwb_partition_at(run, i) * run->k] >= 0;
+}
 
 static void knnwb_partition_pack_count(size_t from, size_t to, void *data)
 {
   KnnwbPartitionPack *pack = data;
-  const size_t k = pack->run->k;
-  const KnnwbPartitionRun *run = pack->run;
-  size_t count = 0;
-  for (size_t i = pack->first + from; i < pack->first + to; i++)
-    count += (run->slot == NULL || run->slot[i] >= 0) &&
-             run->lists->indices[knnwb_partition_at(run, i) * k] >= 0;
-  pack->at[from / KNNWB_PARTITION_PACK_ROWS] = count;
+  /* (one call may take several pieces: a loop on one thread takes them all) */
+  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_PACK_ROWS) {
+    const size_t last = pack->first + MIN(to, piece + KNNWB_PARTITION_PACK_ROWS);
+    size_t count = 0;
+    for (size_t i = pack->first + piece; i < last; i++)
+      count += knnwb_partition_pack_has(pack->run, i);
+    pack->at[piece / KNNWB_PARTITION_PACK_ROWS] = count;
+  }
 }
 
-static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
+/* The round's records among those of one piece (rows [piece, last) of the block). */
+static void knnwb_partition_pack_piece(const KnnwbPartitionPack *pack, size_t piece, size_t last)
 {
-  KnnwbPartitionPack *pack = data;
+  const size_t index = piece / KNNWB_PARTITION_PACK_ROWS;
+  const size_t end = index + 1 < pack->pieces ? pack->at[index + 1] : pack->records;
+  size_t t = pack->at[index];
+  if (end <= pack->from || t >= pack->to) /* (none of the round's here: its rows not read) */
+    return;
   const KnnwbNeighbors *lists = pack->run->lists;
   const size_t k = pack->run->k, id = pack->layout.id, record = pack->layout.record;
-  char *at = pack->out + pack->at[from / KNNWB_PARTITION_PACK_ROWS] * record;
-  const int32_t *slot = pack->run->slot;
-  for (size_t i = pack->first + from; i < pack->first + to; i++) {
-    const size_t held = knnwb_partition_at(pack->run, i);
-    if ((slot != NULL && slot[i] < 0) || lists->indices[held * k] < 0)
+  for (size_t i = pack->first + piece; i < pack->first + last && t < pack->to; i++) {
+    if (!knnwb_partition_pack_has(pack->run, i))
       continue;
+    if (t++ < pack->from)
+      continue;
+    char *at = pack->out + (t - 1 - pack->from) * record;
+    const size_t held = knnwb_partition_at(pack->run, i);
     const int64_t row = (int64_t)i;
     knnwb_partition_ids_put(at, &row, 1, id);
     knnwb_partition_ids_put(at + id, lists->indices + held * k, k, id);
     memcpy(at + id + k * id, lists->distances + held * k, k * sizeof(double));
-    at += record;
   }
+}
+
+static void knnwb_partition_pack_copy(size_t from, size_t to, void *data)
+{
+  const KnnwbPartitionPack *pack = data;
+  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_PACK_ROWS)
+    knnwb_partition_pack_piece(pack, piece, MIN(to, piece + KNNWB_PARTITION_PACK_ROWS));
 }
 
 /* Counts the rows of rank to's block that have a list here (none for this rank's). */
@@ -123,25 +146,29 @@ static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbParti
   pack->run = run;
   pack->layout = layout;
   pack->rows = last - pack->first;
-  const size_t pieces = (pack->rows + KNNWB_PARTITION_PACK_ROWS - 1) / KNNWB_PARTITION_PACK_ROWS;
-  pack->at = g_new0(size_t, MAX(pieces, (size_t)1));
+  pack->pieces = (pack->rows + KNNWB_PARTITION_PACK_ROWS - 1) / KNNWB_PARTITION_PACK_ROWS;
+  pack->at = g_new0(size_t, MAX(pack->pieces, (size_t)1));
   if (to != run->options->group->rank) /* (this rank's own pieces are merged in place) */
     knnwb_parallel_for(run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
                        knnwb_partition_pack_count, pack);
   pack->records = 0;
-  for (size_t t = 0; t < pieces; t++) {
+  for (size_t t = 0; t < pack->pieces; t++) {
     const size_t count = pack->at[t];
     pack->at[t] = pack->records;
     pack->records += count;
   }
 }
 
-/* The records into out (room for pack->records of them). */
-static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, char *out)
+/* Records [from, from + count) (in the block's row order) into out. */
+static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, size_t from, size_t count,
+                                      char *out)
 {
+  pack->from = from;
+  pack->to = from + count;
   pack->out = out;
-  knnwb_parallel_for(pack->run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
-                     knnwb_partition_pack_copy, pack);
+  if (count > 0)
+    knnwb_parallel_for(pack->run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
+                       knnwb_partition_pack_copy, pack);
 }
 
 typedef struct {
@@ -238,93 +265,180 @@ static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_
   return own;
 }
 
+/* This rank's block's lists where they lie in run->lists (its rows in order: from place first,
+ * or 0 for a split rank's), as the others' records are merged into them before the block is
+ * moved to the front (knnwb_partition_adopt_block): only the rows and the arrays are set. */
+static KnnwbNeighbors knnwb_partition_block_view(const KnnwbPartitionRun *run, size_t first)
+{
+  const size_t at = run->slot != NULL ? 0 : first;
+  return (KnnwbNeighbors){.indices = run->lists->indices + at * run->k,
+                          .distances = run->lists->distances + at * run->k,
+                          .k = run->k,
+                          .first_row = first};
+}
+
+/* Records a rank sends in one round, at most: the shared blocks of that size are faulted in
+ * once and refilled every round. The group keeps blocks up to 64 MiB a rank between calls
+ * (distributed/shared_window.c), so those of earlier exchanges serve again. */
+#define KNNWB_PARTITION_ROUND_BYTES ((size_t)32 << 20)
+
+/* The rounds of the combining, the same on every rank: sizes[s * R + r] record bytes go from rank
+ * s to rank r, q records of them a round at most. */
+typedef struct {
+  const size_t *sizes;
+  size_t record, q, rounds;
+  int size;
+} KnnwbPartitionRounds;
+
+/* Records from rank s to rank r in round j. O(1). */
+static size_t knnwb_partition_round_count(const KnnwbPartitionRounds *x, int s, int r, size_t j)
+{
+  const size_t all = s == r ? 0 : x->sizes[(size_t)s * x->size + r] / x->record, done = j * x->q;
+  return all > done ? MIN(x->q, all - done) : 0;
+}
+
+/* Where rank s's records for rank r lie in its block in round j (rank order). O(R). */
+static size_t knnwb_partition_round_offset(const KnnwbPartitionRounds *x, int s, int r, size_t j)
+{
+  size_t records = 0;
+  for (int t = 0; t < r; t++)
+    records += knnwb_partition_round_count(x, s, t, j);
+  return records * x->record;
+}
+
+/* The rounds for the agreed sizes and the record's bytes, q agreed (the least any rank asks:
+ * KNNWB_PARTITION_ROUND_BYTES, or the test hook KNNWB_PARTITION_ROUND_BYTES=N, so that small
+ * runs take several rounds). Collective. */
+static gboolean knnwb_partition_rounds_plan(const KnnwbKnnGroup *group, const size_t *sizes,
+                                            size_t record, KnnwbPartitionRounds *x, GError **error)
+{
+  const char *hook = g_getenv("KNNWB_PARTITION_ROUND_BYTES");
+  const gint64 asked = hook != NULL ? g_ascii_strtoll(hook, NULL, 10) : 0;
+  const size_t bytes = asked > 0 ? (size_t)asked : KNNWB_PARTITION_ROUND_BYTES;
+  int64_t q = (int64_t)MAX((size_t)1, bytes / (record * (size_t)MAX(group->size - 1, 1)));
+  if (!group->reduce(group, &q, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  *x =
+      (KnnwbPartitionRounds){.sizes = sizes, .record = record, .q = (size_t)q, .size = group->size};
+  size_t most = 0; /* (records on the way between two ranks, at most) */
+  for (size_t t = 0; t < (size_t)group->size * group->size; t++)
+    most = MAX(most, sizes[t] / record);
+  x->rounds = (most + x->q - 1) / x->q;
+  return TRUE;
+}
+
+/* The durations of the combining's steps, summed over the rounds (seconds). */
+typedef struct {
+  double packed, exchanged, merged;
+} KnnwbPartitionSteps;
+
 /*
- * Through the group's shared blocks: sizes[s * R + r] bytes go from rank s to rank r; *own (NULL
- * before) becomes this block's lists once the others are packed (knnwb_partition_adopt_block).
- * *used is FALSE (on every rank alike, *own left NULL) when the group has no blocks this time.
- * FALSE: the group's errors.
+ * Round j through the group's shared blocks (blocks[r], rank r's): this rank's records for the
+ * others packed into its block, then, once every rank's are, the others' for this block merged
+ * into own; the blocks may be refilled when it returns. FALSE: the group's errors.
  */
-static gboolean knnwb_partition_combine_shared(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
-                                               const size_t *sizes, KnnwbNeighbors **own,
-                                               gboolean *used, gint64 *marks, GError **error)
+static gboolean knnwb_partition_round_shared(const KnnwbPartitionRun *run,
+                                             KnnwbPartitionPack *packs,
+                                             const KnnwbPartitionRounds *x, size_t j,
+                                             void *const *blocks, KnnwbNeighbors *own,
+                                             KnnwbPartitionSteps *steps, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size, me = group->rank;
-  size_t mine = 0;
+  const gint64 start = g_get_monotonic_time();
   for (int r = 0; r < size; r++)
-    mine += sizes[(size_t)me * size + r];
-  void **blocks = g_steal_pointer(&run->window.blocks); /* (held since phase one) */
-  g_clear_pointer(&run->window.prefault, knnwb_prefault_finish);
-  if (blocks == NULL) {
-    blocks = g_new0(void *, size);
-    *used = group->share_begin != NULL && group->share_begin(group, mine, blocks, error);
-  } else {
-    *used = TRUE;
-    g_assert(mine <= run->window.bytes);
+    if (r != me)
+      knnwb_partition_pack_fill(&packs[r], j * x->q, knnwb_partition_round_count(x, me, r, j),
+                                (char *)blocks[me] + knnwb_partition_round_offset(x, me, r, j));
+  const gint64 packed = g_get_monotonic_time();
+  gboolean ok = group->share_sync(group, error);
+  const gint64 synced = g_get_monotonic_time();
+  const char **records = g_new(const char *, (guint)size);
+  size_t *bytes = g_new(size_t, (guint)size);
+  for (int s = 0; s < size; s++) {
+    records[s] = (const char *)blocks[s] + knnwb_partition_round_offset(x, s, me, j);
+    bytes[s] = knnwb_partition_round_count(x, s, me, j) * x->record;
   }
+  if (ok)
+    knnwb_partition_merge_all(run, packs[me].layout, own, records, bytes);
+  g_free(records);
+  g_free(bytes);
+  const gint64 merged = g_get_monotonic_time();
+  /* (every rank's reads done before a block is refilled; the last round's end waits anyway) */
+  ok = ok && (j + 1 == x->rounds || group->share_sync(group, error));
+  steps->packed += (double)(packed - start) / 1e6;
+  steps->exchanged += (double)(synced - packed + g_get_monotonic_time() - merged) / 1e6;
+  steps->merged += (double)(merged - synced) / 1e6;
+  return ok;
+}
+
+/*
+ * Every round through the group's shared blocks, each rank's of the size of its largest round.
+ * *used is FALSE (on every rank alike) when the group has no blocks this time. FALSE: the group's
+ * errors.
+ */
+static gboolean knnwb_partition_combine_shared(const KnnwbPartitionRun *run,
+                                               KnnwbPartitionPack *packs,
+                                               const KnnwbPartitionRounds *x, KnnwbNeighbors *own,
+                                               gboolean *used, KnnwbPartitionSteps *steps,
+                                               GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const size_t first_round = knnwb_partition_round_offset(x, group->rank, group->size, 0);
+  void **blocks = g_new0(void *, group->size);
+  GError *local = NULL;
+  *used = group->share_begin != NULL && group->share_begin(group, first_round, blocks, &local);
   if (!*used) {
     g_free(blocks);
-    return error == NULL || *error == NULL;
+    if (local != NULL)
+      g_propagate_error(error, local);
+    return local == NULL;
   }
-  size_t at = 0;
-  for (int r = 0; r < size; r++) {
-    if (r != me)
-      knnwb_partition_pack_fill(&packs[r], (char *)blocks[me] + at);
-    at += sizes[(size_t)me * size + r];
-  }
-  *own = knnwb_partition_adopt_block(run, packs[me].first, packs[me].rows);
-  marks[0] = g_get_monotonic_time();
-  gboolean ok = group->share_sync(group, error);
-  marks[1] = g_get_monotonic_time();
-  if (ok) {
-    const char **records = g_new(const char *, (guint)size);
-    size_t *bytes = g_new(size_t, (guint)size);
-    for (int s = 0; s < size; s++) {
-      size_t offset = 0;
-      for (int r = 0; r < me; r++)
-        offset += sizes[(size_t)s * size + r];
-      records[s] = (const char *)blocks[s] + offset;
-      bytes[s] = sizes[(size_t)s * size + me];
-    }
-    knnwb_partition_merge_all(run, packs[me].layout, *own, records, bytes);
-    g_free(records);
-    g_free(bytes);
-  }
+  gboolean ok = TRUE;
+  for (size_t j = 0; ok && j < x->rounds; j++)
+    ok = knnwb_partition_round_shared(run, packs, x, j, blocks, own, steps, error);
   const gint64 merged = g_get_monotonic_time();
   ok = group->share_end(group, ok ? error : NULL) && ok;
   /* (the release waits for every rank's merge, then gives the window's pages back) */
-  g_debug("knnwb: partition: rank %d: the others' records merged in %.3f s, the shared blocks "
-          "released in %.3f s",
-          me, (double)(merged - marks[1]) / 1e6, (double)(g_get_monotonic_time() - merged) / 1e6);
+  g_debug("knnwb: partition: rank %d: the shared blocks released in %.3f s", group->rank,
+          (double)(g_get_monotonic_time() - merged) / 1e6);
   g_free(blocks);
   return ok;
 }
 
-/* As messages (knnwb_partition_ranks_exchange); *own as for the shared blocks. */
-static gboolean knnwb_partition_combine_messages(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
-                                                 KnnwbNeighbors **own, gint64 *marks,
-                                                 GError **error)
+/* Every round as messages (knnwb_partition_ranks_exchange). FALSE: the group's errors. */
+static gboolean knnwb_partition_combine_messages(const KnnwbPartitionRun *run,
+                                                 KnnwbPartitionPack *packs,
+                                                 const KnnwbPartitionRounds *x, KnnwbNeighbors *own,
+                                                 KnnwbPartitionSteps *steps, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
-  const size_t record = packs[0].layout.record;
-  KnnwbPartitionTransfer t;
-  knnwb_partition_transfer_init(&t, group->size);
-  gboolean room = TRUE;
-  for (int r = 0; r < t.size; r++) {
-    t.send_bytes[r] = packs[r].records * record;
-    t.send[r] = g_try_malloc(MAX(t.send_bytes[r], (size_t)1));
-    room = room && t.send[r] != NULL;
-    if (t.send[r] != NULL && r != group->rank)
-      knnwb_partition_pack_fill(&packs[r], t.send[r]);
+  const int me = group->rank;
+  gboolean ok = TRUE;
+  for (size_t j = 0; ok && j < x->rounds; j++) {
+    const gint64 start = g_get_monotonic_time();
+    KnnwbPartitionTransfer t;
+    knnwb_partition_transfer_init(&t, group->size);
+    gboolean room = TRUE;
+    for (int r = 0; r < t.size; r++) {
+      const size_t count = knnwb_partition_round_count(x, me, r, j);
+      t.send_bytes[r] = count * x->record;
+      t.send[r] = g_try_malloc(MAX(t.send_bytes[r], (size_t)1));
+      room = room && t.send[r] != NULL;
+      if (t.send[r] != NULL)
+        knnwb_partition_pack_fill(&packs[r], j * x->q, count, t.send[r]);
+    }
+    const gint64 packed = g_get_monotonic_time();
+    ok = knnwb_partition_ranks_exchange(group, &t, room, "the lists to send", error);
+    const gint64 exchanged = g_get_monotonic_time();
+    if (ok)
+      knnwb_partition_merge_all(run, packs[me].layout, own, (const char *const *)t.receive,
+                                t.receive_bytes);
+    knnwb_partition_transfer_clear(&t);
+    steps->packed += (double)(packed - start) / 1e6;
+    steps->exchanged += (double)(exchanged - packed) / 1e6;
+    steps->merged += (double)(g_get_monotonic_time() - exchanged) / 1e6;
   }
-  *own = knnwb_partition_adopt_block(run, packs[group->rank].first, packs[group->rank].rows);
-  marks[0] = g_get_monotonic_time();
-  const gboolean ok = knnwb_partition_ranks_exchange(group, &t, room, "the lists to send", error);
-  marks[1] = g_get_monotonic_time();
-  if (ok)
-    knnwb_partition_merge_all(run, packs[0].layout, *own, (const char *const *)t.receive,
-                              t.receive_bytes);
-  knnwb_partition_transfer_clear(&t);
   return ok;
 }
 
@@ -386,54 +500,6 @@ static gboolean knnwb_partition_agree_layout(const KnnwbKnnGroup *group, size_t 
   return group->reduce(group, wide, 1, KNNWB_GROUP_MAX, error);
 }
 
-gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **error)
-{
-  const KnnwbKnnGroup *group = run->options->group;
-  const int size = group->size, me = group->rank;
-  /* (split ranks learn their visitors later: the blocks are taken at the end) */
-  if (group->share_begin == NULL || run->slot != NULL)
-    return TRUE;
-  int64_t wide;
-  if (!knnwb_partition_agree_layout(group, run->p->n, &wide, error))
-    return FALSE;
-  run->window.agreed = TRUE;
-  run->window.wide = wide;
-  const KnnwbPartitionLayout layout = knnwb_partition_layout(wide != 0, run->k);
-  /* What this rank sends at most (each row of the other blocks once), and what its own groups'
-   * rows there make of it already. */
-  size_t first, last, owned = 0;
-  knnwb_partition_block_of(run->p, group, me, &first, &last);
-  for (int r = 0; r < size; r++) {
-    if (r == me)
-      continue;
-    KnnwbPartitionPack pack;
-    knnwb_partition_pack_init(&pack, run, layout, r);
-    owned += pack.records;
-    g_free(pack.at);
-  }
-  const size_t most = (run->p->n - (last - first)) * layout.record;
-  void **blocks = g_new0(void *, size);
-  if (!group->share_begin(group, most, blocks, error)) {
-    g_free(blocks);
-    return error == NULL || *error == NULL;
-  }
-  run->window.blocks = blocks;
-  run->window.bytes = most;
-  void *mine[1] = {blocks[me]};
-  const size_t bytes[1] = {owned * layout.record};
-  run->window.prefault = knnwb_prefault_start(mine, bytes, 1, MAX(1, run->p->threads / 2));
-  return TRUE;
-}
-
-gboolean knnwb_partition_ranks_window_drop(KnnwbPartitionRun *run)
-{
-  g_clear_pointer(&run->window.prefault, knnwb_prefault_finish);
-  if (run->window.blocks == NULL)
-    return TRUE;
-  g_clear_pointer(&run->window.blocks, g_free);
-  return run->options->group->share_end(run->options->group, NULL);
-}
-
 /* Every rank's block's lists (own) into every row's, on every rank. Collective. */
 static KnnwbNeighbors *knnwb_partition_gather_all(const KnnwbPartitionRun *run,
                                                   const KnnwbNeighbors *own, GError **error)
@@ -450,16 +516,36 @@ static KnnwbNeighbors *knnwb_partition_gather_all(const KnnwbPartitionRun *run,
   return all;
 }
 
+/* The pieces exchanged and merged, round by round: *own (NULL before) becomes this block's lists.
+ * FALSE: the group's errors. */
+static gboolean knnwb_partition_combine_rounds(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
+                                               const size_t *sizes, KnnwbNeighbors **own,
+                                               gboolean *shared, KnnwbPartitionSteps *steps,
+                                               size_t *rounds, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  const KnnwbPartitionPack *mine = &packs[group->rank];
+  KnnwbPartitionRounds x;
+  if (!knnwb_partition_rounds_plan(group, sizes, mine->layout.record, &x, error))
+    return FALSE;
+  *rounds = x.rounds;
+  KnnwbNeighbors block = knnwb_partition_block_view(run, mine->first);
+  gboolean ok = knnwb_partition_combine_shared(run, packs, &x, &block, shared, steps, error);
+  ok = ok && (*shared || knnwb_partition_combine_messages(run, packs, &x, &block, steps, error));
+  if (ok)
+    *own = knnwb_partition_adopt_block(run, mine->first, mine->rows);
+  return ok;
+}
+
 gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **result,
                                        GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size;
   const size_t n = run->p->n, k = run->k;
-  /* start, counted and agreed, packed (and the block's lists made), exchanged, merged */
-  gint64 marks[5] = {g_get_monotonic_time()};
-  int64_t wide = run->window.wide;
-  gboolean ok = run->window.agreed || knnwb_partition_agree_layout(group, n, &wide, error);
+  const gint64 start = g_get_monotonic_time();
+  int64_t wide = 0;
+  gboolean ok = knnwb_partition_agree_layout(group, n, &wide, error);
   const KnnwbPartitionLayout layout = knnwb_partition_layout(wide != 0, k);
   KnnwbPartitionPack *packs = g_new0(KnnwbPartitionPack, size);
   for (int r = 0; r < size; r++)
@@ -469,11 +555,13 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
   KnnwbNeighbors totals = {0};
   ok = ok && knnwb_partition_sizes(group, packs, layout.record, sizes, error) &&
        knnwb_partition_counters(group, &totals, &counters, error);
-  marks[1] = marks[2] = marks[3] = g_get_monotonic_time();
+  const gint64 counted = g_get_monotonic_time();
   gboolean shared = FALSE;
   KnnwbNeighbors *own = NULL;
-  ok = ok && knnwb_partition_combine_shared(run, packs, sizes, &own, &shared, marks + 2, error);
-  ok = ok && (shared || knnwb_partition_combine_messages(run, packs, &own, marks + 2, error));
+  KnnwbPartitionSteps steps = {0};
+  size_t rounds = 0;
+  ok = ok &&
+       knnwb_partition_combine_rounds(run, packs, sizes, &own, &shared, &steps, &rounds, error);
   for (int r = 0; r < size; r++)
     g_free(packs[r].at);
   g_free(packs);
@@ -483,12 +571,11 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
     own->n_exhaustive = totals.n_exhaustive;
     own->screen_used = totals.screen_used;
     knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_count_found, own);
-    marks[4] = g_get_monotonic_time();
-    g_debug("knnwb: partition: rank %d: lists of its rows combined in %.3f s through %s (counted "
-            "%.3f s, packed %.3f s, exchanged %.3f s, merged %.3f s)",
-            group->rank, (double)(marks[4] - marks[0]) / 1e6, shared ? "shared memory" : "messages",
-            (double)(marks[1] - marks[0]) / 1e6, (double)(marks[2] - marks[1]) / 1e6,
-            (double)(marks[3] - marks[2]) / 1e6, (double)(marks[4] - marks[3]) / 1e6);
+    g_debug("knnwb: partition: rank %d: lists of its rows combined in %.3f s through %s in %zu "
+            "round(s) (counted %.3f s, packed %.3f s, exchanged %.3f s, merged %.3f s)",
+            group->rank, (double)(g_get_monotonic_time() - start) / 1e6,
+            shared ? "shared memory" : "messages", rounds, (double)(counted - start) / 1e6,
+            steps.packed, steps.exchanged, steps.merged);
     if (!run->options->group_own_rows) {
       KnnwbNeighbors *all = knnwb_partition_gather_all(run, own, error);
       ok = all != NULL;

@@ -228,16 +228,6 @@ void knnwb_partition_group(KnnwbPartition *p, const KnnwbMatrix *data, size_t k,
  * p->threads threads (the same members on any number). O(n + threads groups). */
 void knnwb_partition_index(KnnwbPartition *p);
 
-/* A group's shared blocks for the combining (partition_combine.c), lent from the end of phase one
- * so that this rank's pages fault in while it bounds and visits. */
-typedef struct {
-  gboolean agreed;                /* the records' layout: */
-  int64_t wide;                   /* 64-bit row numbers */
-  void **blocks;                  /* every rank's block, or NULL */
-  size_t bytes;                   /* what this rank's block holds */
-  struct KnnwbPrefault *prefault; /* this rank's block faulting in, or NULL */
-} KnnwbPartitionWindow;
-
 /* The most rows a split rank holds (its block, the rows it searches and their visitors): places in
  * run->slot are 32-bit. */
 #define KNNWB_PARTITION_SPLIT_MAX_HELD ((size_t)INT32_MAX)
@@ -283,8 +273,7 @@ typedef struct {
    * ranks that hold every row). */
   int32_t *slot;
   KnnwbPartitionHeld held;
-  KnnwbPartitionWindow window; /* the combining's shared blocks, held from phase one's end */
-  GMutex lock;                 /* the first error, the lists' counters */
+  GMutex lock; /* the first error, the lists' counters */
   /* Phase two's merges into the lists (and reads of a row's k-th there), by stripes of
    * KNNWB_PARTITION_STRIPE_ROWS rows: rows visit several groups that several workers search. */
   GMutex *stripes;
@@ -479,15 +468,6 @@ void knnwb_partition_transfer_clear(KnnwbPartitionTransfer *t);
  * freed. FALSE (error set, the same on every rank) when a rank is short of memory. */
 gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, KnnwbPartitionTransfer *t,
                                         gboolean room, const char *what, GError **error);
-/* Collective, at the end of phase one: the records' layout agreed (run->window.wide), and the
- * group's shared blocks lent for what this rank may send (each row of the other blocks once),
- * its own groups' rows' part faulted in on helper threads meanwhile. Nothing held (on every rank
- * alike) where the group has no blocks or no room: the combining goes as it would. FALSE: the
- * group's errors. */
-gboolean knnwb_partition_ranks_window_early(KnnwbPartitionRun *run, GError **error);
-/* Collective where blocks are held (on every rank alike): gives them back unused (a run that
- * gives up or fails after phase one). FALSE: the transport failed. */
-gboolean knnwb_partition_ranks_window_drop(KnnwbPartitionRun *run);
 /* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged
  * (partition_combine.c): *result holds this rank's block (options->group_own_rows) or every row.
  * Frees run->lists. */

@@ -401,14 +401,15 @@ for ranks in 1 2 3; do
     -m euclidean -b cpu -q --mpi-input whole -o "r$ranks-partition.knn" 2>"r$ranks-partition.err"
   grep -q 'partition: done' "r$ranks-partition.err" || fail "$ranks ranks: no partitioned search"
   cmp one-euclidean.knn "r$ranks-partition.knn" || fail "$ranks ranks: the partitioned search differs"
-  # ... through the shared window whatever the size (its blocks lent as phase one ends), and a
-  # rank short of memory after phase one: every rank gives the blocks back, the plain search runs.
+  # ... through the shared window whatever the size, in rounds of 2000 bytes a rank (the window
+  # refilled each round), and a rank short of memory after phase one: the plain search runs.
   if [ "$ranks" -gt 1 ]; then
-    KNNWB_MPI_SHARED=1 KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" \
-      knn data.npy -k 9 -m euclidean -b cpu -q --mpi-input whole -o "r$ranks-partition-shm.knn" \
-      2>"r$ranks-partition-shm.err"
-    grep -q 'combined in .* through shared memory' "r$ranks-partition-shm.err" ||
-      fail "$ranks ranks: the partitioned search's lists not combined through shared memory"
+    KNNWB_MPI_SHARED=1 KNNWB_PARTITION_ROUND_BYTES=2000 KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 \
+      G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 -m euclidean -b cpu -q --mpi-input whole \
+      -o "r$ranks-partition-shm.knn" 2>"r$ranks-partition-shm.err"
+    grep -Eq 'combined in .* through shared memory in ([2-9]|[1-9][0-9]+) round' \
+      "r$ranks-partition-shm.err" ||
+      fail "$ranks ranks: the partitioned search's lists not combined through shared memory in rounds"
     cmp one-euclidean.knn "r$ranks-partition-shm.knn" ||
       fail "$ranks ranks: the partitioned search through shared memory differs"
     KNNWB_PARTITION_BOUNDS_SHORT_RANK=1 KNNWB_MPI_SHARED=1 KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 \
@@ -428,8 +429,9 @@ for ranks in 1 2 3; do
   [ "$ranks" -eq 1 ] || grep -q 'rows put together for the partitioned search' "r$ranks-gathered.err" ||
     fail "$ranks ranks: split rows not put together for the partitioned search"
   cmp one-euclidean.knn "r$ranks-gathered.knn" || fail "$ranks ranks: the gathered partition differs"
-  KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all mpi "$ranks" knn data.npy -k 9 \
-    -m euclidean -b cpu --mpi-input split -o "r$ranks-kept.knn" 2>"r$ranks-kept.err"
+  KNNWB_PARTITION_ROUND_BYTES=2000 KNNWB_PARTITION=on KNNWB_PARTITION_ROWS=40 G_MESSAGES_DEBUG=all \
+    mpi "$ranks" knn data.npy -k 9 -m euclidean -b cpu --mpi-input split -o "r$ranks-kept.knn" \
+    2>"r$ranks-kept.err"
   [ "$ranks" -eq 1 ] || ! grep -q 'rows put together' "r$ranks-kept.err" ||
     fail "$ranks ranks: --mpi-input split gathered"
   [ "$ranks" -eq 1 ] || { grep -q 'each rank keeps its block' "r$ranks-kept.err" &&

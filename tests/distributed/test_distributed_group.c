@@ -1731,6 +1731,33 @@ static gint kept_runs;
  * distance too large would leave the lists exact, but not the count). */
 static gint64 visits_said = -1;
 static gint visits_differ;
+/* The combinings said since combined_forget: through shared memory, as messages, and the most
+ * rounds one took ("combined in ... through W in N round(s)"). */
+static gint combined_shared, combined_messages, combined_rounds;
+
+static void combined_forget(void)
+{
+  g_atomic_int_set(&combined_shared, 0);
+  g_atomic_int_set(&combined_messages, 0);
+  g_atomic_int_set(&combined_rounds, 0);
+}
+
+/* A combining's saying counted (message: a debug line). */
+static void combined_count(const char *message)
+{
+  const char *shared = strstr(message, "through shared memory in ");
+  const char *messages = strstr(message, "through messages in ");
+  int rounds = 0;
+  if (strstr(message, "lists of its rows combined") == NULL || (shared == NULL && messages == NULL))
+    return;
+  const char *count = shared != NULL ? shared + strlen("through shared memory in ")
+                                     : messages + strlen("through messages in ");
+  g_assert_cmpint(sscanf(count, "%d round(s)", &rounds), ==, 1);
+  g_atomic_int_inc(shared != NULL ? &combined_shared : &combined_messages);
+  g_mutex_lock(&choices_lock);
+  g_atomic_int_set(&combined_rounds, MAX(g_atomic_int_get(&combined_rounds), rounds));
+  g_mutex_unlock(&choices_lock);
+}
 
 static void visits_forget(void)
 {
@@ -1759,6 +1786,8 @@ static void count_partitions(const gchar *domain, GLogLevelFlags level, const gc
                                                                      : &differ_plain);
   if ((level & G_LOG_LEVEL_DEBUG) && strstr(message, "each rank keeps its block of rows") != NULL)
     g_atomic_int_inc(&kept_runs);
+  if (level & G_LOG_LEVEL_DEBUG)
+    combined_count(message);
   const char *visits = strstr(message, "of all; ");
   double said;
   if ((level & G_LOG_LEVEL_DEBUG) && visits != NULL &&
@@ -1831,8 +1860,14 @@ static void test_partitioned(void)
           RankRun runs[MAX_RANKS];
           g_atomic_int_set(&partition_runs, 0);
           visits_forget();
-          /* on 3 ranks each group's visitors in two pieces; on 4 the lists travel with 64-bit
-           * row numbers (32 bits hold every row here, so that layout is otherwise untried) */
+          /* on 2 ranks the lists travel in rounds of 8 records; on 3 each group's visitors in
+           * two pieces; on 4 the lists travel with 64-bit row numbers (32 bits hold every row
+           * here, so that layout is otherwise untried) */
+          const size_t record = 4 + options.k * (4 + 8);
+          g_autofree char *round = g_strdup_printf("%zu", 8 * record);
+          if (ranks == 2)
+            g_setenv("KNNWB_PARTITION_ROUND_BYTES", round, TRUE);
+          combined_forget();
           if (ranks == 3)
             g_setenv("KNNWB_PARTITION_PIECES", "2", TRUE);
           if (ranks == 4)
@@ -1840,7 +1875,13 @@ static void test_partitioned(void)
           run_ranks(ranks, data, NULL, &options, runs);
           g_unsetenv("KNNWB_PARTITION_PIECES");
           g_unsetenv("KNNWB_PARTITION_RECORD_IDS");
+          g_unsetenv("KNNWB_PARTITION_ROUND_BYTES");
           g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, ranks);
+          /* (a rank sends hundreds of records: 2 ranks take many rounds, the others one) */
+          if (ranks == 2)
+            g_assert_cmpint(g_atomic_int_get(&combined_rounds), >, 10);
+          else
+            g_assert_cmpint(g_atomic_int_get(&combined_rounds), ==, 1);
           g_assert_cmpint(visits_said, ==, visits);
           g_assert_cmpint(g_atomic_int_get(&visits_differ), ==, 0);
           size_t covered = 0;
@@ -1873,7 +1914,7 @@ static void free_runs(RankRun *runs, int ranks)
 
 /* Runs the partitioned search (forced on) of data over 2 ranks that share blocks, each rank's
  * lists its own rows' and those of the plain search (expected); *partitioned: how many ranks
- * finished it. */
+ * finished it (the combinings' counters, combined_forget, are that run's). */
 static void partitioned_shared(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                                const KnnwbNeighbors *expected, int *partitioned)
 {
@@ -1884,6 +1925,7 @@ static void partitioned_shared(const KnnwbMatrix *data, const KnnwbKnnOptions *o
   }
   g_assert_true(thread_share_next);
   g_atomic_int_set(&partition_runs, 0);
+  combined_forget();
   run_ranks(2, data, NULL, options, runs);
   *partitioned = g_atomic_int_get(&partition_runs);
   for (int r = 0; r < 2; r++) {
@@ -1893,12 +1935,12 @@ static void partitioned_shared(const KnnwbMatrix *data, const KnnwbKnnOptions *o
   free_runs(runs, 2);
 }
 
-/* The ranks' shared blocks for the combining, lent at the end of phase one for the most a rank
- * may send (every row of the other block): where that is more than the host grants, the blocks
- * are taken at the combining for what it sends, as before; where the run gives up after phase
- * one (a rank's bounds pass short of memory), the blocks lent are given back on every rank and the
- * plain search gives the lists. The same bytes each way; a rank that kept its blocks or gave them
- * back alone would leave the other waiting (the test would not end). */
+/* The combining's rounds through the ranks' shared blocks, a round's records a rank: where a round
+ * is more than the host grants, the records go as messages; with rounds smaller than what a rank
+ * sends (KNNWB_PARTITION_ROUND_BYTES) they go through the blocks in many rounds, each refilling
+ * them. Where the run gives up after phase one (a rank's bounds pass short of memory), the plain
+ * search gives the lists. The same bytes each way; ranks that took different numbers of rounds
+ * would leave each other waiting (the test would not end). */
 static void test_partitioned_blocks(void)
 {
   g_log_set_default_handler(count_partitions, NULL);
@@ -1911,18 +1953,30 @@ static void test_partitioned_blocks(void)
   g_setenv("KNNWB_PARTITION", "off", TRUE);
   g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
   g_setenv("KNNWB_PARTITION", "on", TRUE);
-  /* a record: its row and 5 neighbours (32-bit numbers, double distances); rank 1 may send each
-   * of rank 0's 602 rows, rank 0 each of rank 1's 601 */
-  const size_t record = 4 + 5 * (4 + 8), most = 602 * record;
+  /* a record: its row and 5 neighbours (32-bit numbers, double distances) */
+  const size_t record = 4 + 5 * (4 + 8);
   int partitioned = 0;
+  /* one round, refused: as messages */
   g_atomic_int_set(&thread_share_refused, 0);
   g_atomic_int_set(&thread_share_granted, 0);
-  thread_share_limit = most - 1;
+  thread_share_limit = 10 * record;
   partitioned_shared(data, &options, expected, &partitioned);
+  g_assert_cmpint(partitioned, ==, 2);
+  g_assert_cmpint(g_atomic_int_get(&thread_share_refused), >=, 2);
+  g_assert_cmpint(g_atomic_int_get(&combined_messages), ==, 2);
+  g_assert_cmpint(g_atomic_int_get(&combined_shared), ==, 0);
+  g_assert_cmpint(g_atomic_int_get(&combined_rounds), ==, 1);
+  /* rounds of 7 records: through the blocks the host grants, many times */
+  g_autofree char *round = g_strdup_printf("%zu", 7 * record);
+  g_setenv("KNNWB_PARTITION_ROUND_BYTES", round, TRUE);
+  g_atomic_int_set(&thread_share_granted, 0);
+  partitioned_shared(data, &options, expected, &partitioned);
+  g_unsetenv("KNNWB_PARTITION_ROUND_BYTES");
   thread_share_limit = 0;
   g_assert_cmpint(partitioned, ==, 2);
-  g_assert_cmpint(g_atomic_int_get(&thread_share_refused), >=, 2); /* lent early: refused */
-  g_assert_cmpint(g_atomic_int_get(&thread_share_granted), >=, 2); /* at the combining */
+  g_assert_cmpint(g_atomic_int_get(&thread_share_granted), >=, 2);
+  g_assert_cmpint(g_atomic_int_get(&combined_shared), ==, 2);
+  g_assert_cmpint(g_atomic_int_get(&combined_rounds), >, 10);
   g_setenv("KNNWB_PARTITION_BOUNDS_SHORT_RANK", "1", TRUE);
   partitioned_shared(data, &options, expected, &partitioned);
   g_unsetenv("KNNWB_PARTITION_BOUNDS_SHORT_RANK");
@@ -1991,6 +2045,9 @@ static void test_partitioned_gathered(void)
         g_setenv("KNNWB_GATHER_ROWS_FAIL_RANK", "1", TRUE);
       if (c == 8)
         g_setenv("KNNWB_PARTITION", "off", TRUE);
+      if (c == 14) /* (the lists travel in rounds of 9 records, to and from an empty block) */
+        g_setenv("KNNWB_PARTITION_ROUND_BYTES", "684", TRUE);
+      combined_forget();
       RankRun runs[MAX_RANKS];
       g_atomic_int_set(&partition_runs, 0);
       g_atomic_int_set(&kept_runs, 0);
@@ -2006,8 +2063,11 @@ static void test_partitioned_gathered(void)
       g_unsetenv("KNNWB_GATHER_ROWS_FAIL_RANK");
       g_unsetenv("KNNWB_PARTITION_GATHER_ALWAYS");
       g_unsetenv("KNNWB_PARTITION_SPLIT");
+      g_unsetenv("KNNWB_PARTITION_ROUND_BYTES");
       g_setenv("KNNWB_PARTITION", "on", TRUE);
       g_assert_cmpint(g_atomic_int_get(&partition_runs), ==, partitioned ? ranks : 0);
+      if (c == 14)
+        g_assert_cmpint(g_atomic_int_get(&combined_rounds), >, 10);
       g_assert_cmpint(g_atomic_int_get(&kept_runs), ==, kept ? ranks : 0);
       if (partitioned) { /* (every rank's count of the job's visits: one process's) */
         g_assert_cmpint(visits_said, ==, visits);
