@@ -14,7 +14,8 @@
 # rows visit other clusters; SIZES="10M" leaves out 2M; ROUNDS=N runs the GPU ways N times,
 # alternating; SPLIT=1 adds the ranks with --mpi-input split, which search cluster by cluster on
 # their blocks (before, they compared every pair of blocks: 44 s at 10M rows on two H200s);
-# MEMORY=1 prints each knnwb process's peak proportional set (Pss, sampled every 0.1 s); DEVICES0=1 adds one GPU picked with --devices 0 while every GPU
+# MEMORY=1 prints each knnwb process's peak proportional set (Pss, sampled every 0.1 s, with its
+# anonymous, file-backed and shared-memory parts); DEVICES0=1 adds one GPU picked with --devices 0 while every GPU
 # is visible, which the CUDA driver narrows to GPU 0; SHARE=1 adds ranks that see every GPU and
 # take their share of them, narrowed and not (KNNWB_GPU_NARROW=0), and ranks each on every GPU;
 # BEFORE=old.tar.gz, a `git archive` of another tree, builds it beside this one and runs every way
@@ -50,17 +51,22 @@ for n in "${sizes[@]}"; do
 done
 gpus=$(nvidia-smi -L | wc -l); ranks=$((gpus > 1 ? gpus : 2))
 log=$out/runs.log; : >"$log"
-# Each knnwb process's peak Pss in MiB, sampled every 0.1 s until the file $1 exists, into $2.
+# Each knnwb process's peak Pss in MiB, sampled every 0.1 s until the file $1 exists, into $2,
+# with its anonymous, file-backed and shared-memory parts at the peak: "PSS (ANON/FILE/SHMEM)".
 pss_peaks() {
-  local pid pss; declare -A peak=()
+  local pid line; declare -A peak=() parts=()
   while [ ! -e "$1" ]; do
     for pid in $(pgrep -f "^($k|${kb:-$k}) knn" || true); do
-      pss=$(awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || true)
-      [ -z "$pss" ] || [ "${peak[$pid]:-0}" -ge "$pss" ] || peak[$pid]=$pss
+      line=$(awk '/^(Pss|Pss_Anon|Pss_File|Pss_Shmem):/ {v[$1] = $2}
+        END {if (v["Pss:"] != "") printf "%d %d (%d/%d/%d)\n", v["Pss:"], v["Pss:"] / 1024,
+          v["Pss_Anon:"] / 1024, v["Pss_File:"] / 1024, v["Pss_Shmem:"] / 1024}' \
+        "/proc/$pid/smaps_rollup" 2>/dev/null || true)
+      [ -n "$line" ] && [ "${peak[$pid]:-0}" -lt "${line%% *}" ] || continue
+      peak[$pid]=${line%% *}; parts[$pid]=${line#* }
     done
     sleep 0.1
   done
-  for pid in $(printf '%s\n' "${!peak[@]}" | sort -n); do printf '%d ' $((peak[$pid] / 1024)); done >"$2"
+  for pid in $(printf '%s\n' "${!peak[@]}" | sort -n); do printf '%s ' "${parts[$pid]}"; done >"$2"
 }
 run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   local name=$1 way=$2 f=$3 backend=$4 metric=$5 kk=$6 t0 t1 r sampler=
@@ -96,7 +102,7 @@ run() { # NAME WAY(1|all|ranks) FILE BACKEND METRIC K
   grep -m1 -oE "\(read [0-9.]+ s, knn .*" $out/one.log | sed 's/^/    /'
   grep -oE "partition: [0-9]+ (clusters \(|groups,).*|partition: bounds (of|on) .*|partition: (done|not used) in [0-9.]+ s|combined in .*|whole call [0-9.]+ s$" \
     $out/one.log | grep -v "whole call 0\." | head -6 | cut -c1-200 | sed 's/^/    /'
-  [ -z "$sampler" ] || echo "    peak Pss (MiB) per process: $(cat $d/pss.txt)"
+  [ -z "$sampler" ] || echo "    peak Pss (anonymous/file/shared) in MiB per process: $(cat $d/pss.txt)"
 }
 [ -n "${NO_CPU:-}" ] || [ ! -s $d/c2M$sfx.npy ] || run "cpu 2M, 1 process" all $d/c2M$sfx.npy cpu euclidean 30
 # NAME FILE METRIC K [TRACE]: every way of the GPU runs, in turn; with BEFORE, each way again
