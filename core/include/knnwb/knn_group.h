@@ -47,10 +47,11 @@ struct KnnwbKnnGroup {
    * Optional (NULL when the ranks cannot share memory): blocks every rank can read, for exchanges
    * without a copy. Collective: each rank asks for bytes of its own (0 too). TRUE (on every rank
    * alike): blocks[r] is rank r's block; a rank writes only its own, calls share_sync, may then
-   * read every block, and calls share_end when done (also without share_sync, on every rank
-   * alike, when the blocks go unused). FALSE with *error unset (on every rank alike):
-   * no blocks this time (too small to be worth it, no room); use exchange. FALSE with *error set:
-   * the transport failed.
+   * read every block, and may write its own again after a further share_sync (every rank's reads
+   * before it are done: the rounds of partition_combine.c), and calls share_end when done (also
+   * without share_sync, on every rank alike, when the blocks go unused). FALSE with *error unset
+   * (on every rank alike): no blocks this time (too small to be worth it, no room); use exchange.
+   * FALSE with *error set: the transport failed.
    */
   gboolean (*share_begin)(const KnnwbKnnGroup *group, size_t bytes, void **blocks, GError **error);
   /** Collective: every rank's writes to its block are seen by all once it returns. */
