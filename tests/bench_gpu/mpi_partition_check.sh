@@ -14,6 +14,7 @@
 # rows visit other clusters; SIZES="10M" leaves out 2M; ROUNDS=N runs the GPU ways N times,
 # alternating; SPLIT=1 adds the ranks with --mpi-input split, which search cluster by cluster on
 # their blocks (before, they compared every pair of blocks: 44 s at 10M rows on two H200s);
+# RANKS=R runs R ranks (they share GPU 0 past the GPUs);
 # MEMORY=1 prints each knnwb process's peak proportional set (Pss, sampled every 0.1 s, with its
 # anonymous, file-backed and shared-memory parts); DEVICES0=1 adds one GPU picked with --devices 0 while every GPU
 # is visible, which the CUDA driver narrows to GPU 0; SHARE=1 adds ranks that see every GPU and
@@ -49,7 +50,7 @@ read -r -a sizes <<<"${SIZES:-2M 10M}"
 for n in "${sizes[@]}"; do
   [ -s $d/c$n$sfx.npy ] || $py tests/bench/make_clusters_table.py $d/c$n$sfx.npy ${n%M}000000 50 "$spread"
 done
-gpus=$(nvidia-smi -L | wc -l); ranks=$((gpus > 1 ? gpus : 2))
+gpus=$(nvidia-smi -L | wc -l); ranks=${RANKS:-$((gpus > 1 ? gpus : 2))}
 log=$out/runs.log; : >"$log"
 # Each knnwb process's peak Pss in MiB, sampled every 0.1 s until the file $1 exists, into $2,
 # with its anonymous, file-backed and shared-memory parts at the peak: "PSS (ANON/FILE/SHMEM)".
