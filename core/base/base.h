@@ -89,6 +89,12 @@ void knnwb_prefault_finish(KnnwbPrefault *prefault);
  * that name what holds a process's memory; 0 where it cannot tell. O(bytes / page size). */
 size_t knnwb_memory_resident(const void *block, size_t bytes);
 
+/** The whole pages of bytes [from, to) of block (an allocation of knnwb_memory_try_alloc or
+ * g_malloc, still to be freed with g_free) given back to the system now: a pass that has read
+ * them lowers the process's memory as it goes. They read as zeros afterwards. Linux (madvise
+ * MADV_DONTNEED); elsewhere nothing. O(pages). */
+void knnwb_memory_give_back(void *block, size_t from, size_t to);
+
 /** Below this many bytes in all, knnwb_release_later frees at once (a thread costs more). */
 #define KNNWB_RELEASE_LATER_MIN ((size_t)64 << 20)
 /**

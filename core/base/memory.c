@@ -102,6 +102,25 @@ void *knnwb_memory_try_alloc(size_t bytes, gboolean zeroed)
   return block;
 }
 
+void knnwb_memory_give_back(void *block, size_t from, size_t to)
+{
+#ifdef MADV_DONTNEED
+  const long page = sysconf(_SC_PAGESIZE);
+  if (block == NULL || page <= 0 || to <= from)
+    return;
+  /* (inward to whole pages: malloc's header and the neighbours' bytes share the end pages) */
+  const uintptr_t start =
+      ((uintptr_t)block + from + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+  const uintptr_t end = ((uintptr_t)block + to) / (uintptr_t)page * (uintptr_t)page;
+  if (end > start)
+    (void)madvise((void *)start, end - start, MADV_DONTNEED);
+#else
+  (void)block;
+  (void)from;
+  (void)to;
+#endif
+}
+
 size_t knnwb_memory_resident(const void *block, size_t bytes)
 {
   const long page = sysconf(_SC_PAGESIZE);

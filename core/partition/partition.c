@@ -144,6 +144,7 @@ static void knnwb_partition_run_clear(KnnwbPartitionRun *run)
   g_clear_pointer(&run->kth, g_free);
   g_clear_pointer(&run->query_kth, g_free);
   g_clear_pointer(&run->slot, g_free);
+  g_clear_pointer(&run->block_list, g_free);
   g_clear_pointer(&run->held.values, g_free);
   g_clear_pointer(&run->lists, knnwb_neighbors_free);
   g_clear_error(&run->error);
@@ -165,7 +166,8 @@ static gboolean knnwb_partition_agree(const KnnwbPartitionRun *run, gboolean ok,
  * searches its own (knnwb_partition_ranks_empty_others): emptying every row first held the GPUs'
  * start back 0.25 s at 10,000,000 rows, k = 30, two ranks sharing an H200. (Alone, faulting the
  * lists in on helper threads beside the search, without writing them, held the GPUs' first
- * allocations back about as long as it saved.) */
+ * allocations back about as long as it saved.) A split rank's others are left unset instead
+ * (run->block_list): their lists are touched only where a visit or the combining writes them. */
 typedef struct {
   KnnwbPartitionRun *run;
   int helpers; /* threads of the helper */
@@ -192,9 +194,11 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
   if (run->slot == NULL && p->block_start != NULL && !knnwb_partition_split_own_rows(run, error))
     return FALSE;
   const gint64 start = g_get_monotonic_time();
+  const gboolean unset = run->block_list != NULL;
   KnnwbPartitionEmpty empty = {run, MAX(1, p->threads / 2)};
-  GThread *emptying = knnwb_thread_try_start("knnwb-empty", knnwb_partition_empty_body, &empty);
-  if (emptying == NULL) /* (no thread: emptied here, before the search) */
+  GThread *emptying =
+      unset ? NULL : knnwb_thread_try_start("knnwb-empty", knnwb_partition_empty_body, &empty);
+  if (emptying == NULL && !unset) /* (no thread: emptied here, before the search) */
     knnwb_partition_ranks_empty_others(run, p->threads);
   const gboolean ok = knnwb_partition_own_lists(run, error);
   const gint64 searched = g_get_monotonic_time();
@@ -206,10 +210,11 @@ static gboolean knnwb_partition_phase_one(KnnwbPartitionRun *run, GError **error
   const gboolean sent = agreed && knnwb_partition_ranks_kth(run, error);
   const gint64 received = g_get_monotonic_time();
   g_debug("knnwb: partition: rank %d: own lists of its groups %.3f s, the other ranks' rows "
-          "emptied %.3f s later, then waited %.3f s for the other ranks, its block's k-th "
-          "distances received in %.3f s",
-          group->rank, (double)(searched - start) / 1e6, (double)(emptied - searched) / 1e6,
-          (double)(waited - emptied) / 1e6, (double)(received - waited) / 1e6);
+          "%s %.3f s later, then waited %.3f s for the other ranks, its block's k-th distances "
+          "received in %.3f s",
+          group->rank, (double)(searched - start) / 1e6, unset ? "left unset" : "emptied",
+          (double)(emptied - searched) / 1e6, (double)(waited - emptied) / 1e6,
+          (double)(received - waited) / 1e6);
   return sent;
 }
 
@@ -270,6 +275,8 @@ static gboolean knnwb_partition_finish(KnnwbPartitionRun *run, KnnwbNeighbors **
     *lists = g_steal_pointer(&run->lists);
     return TRUE;
   }
+  /* (the rows a split rank brought serve no more: given back before its block's lists fill) */
+  g_clear_pointer(&run->held.values, g_free);
   if (!knnwb_partition_ranks_combine(run, lists, error))
     return FALSE;
   (*lists)->backend_used = g_strdup_printf("%s x %d ranks", backend, group->size);

@@ -90,7 +90,7 @@ typedef struct {
 static inline gboolean knnwb_partition_pack_has(const KnnwbPartitionRun *run, size_t i)
 {
   return (run->slot == NULL || run->slot[i] >= 0) &&
-         run->lists->indices[knnwb_partition_at(run, i) * run->k] >= 0;
+         run->lists->indices[knnwb_partition_list_at(run, i) * run->k] >= 0;
 }
 
 static void knnwb_partition_pack_count(size_t from, size_t to, void *data)
@@ -122,7 +122,7 @@ static void knnwb_partition_pack_piece(const KnnwbPartitionPack *pack, size_t pi
     if (t++ < pack->from)
       continue;
     char *at = pack->out + (t - 1 - pack->from) * record;
-    const size_t held = knnwb_partition_at(pack->run, i);
+    const size_t held = knnwb_partition_list_at(pack->run, i);
     const int64_t row = (int64_t)i;
     knnwb_partition_ids_put(at, &row, 1, id);
     knnwb_partition_ids_put(at + id, lists->indices + held * k, k, id);
@@ -190,9 +190,11 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
     int64_t row;
     knnwb_partition_ids_get(&row, at, 1, id);
     const size_t i = (size_t)row - m->own->first_row;
-    if (m->own->indices[i * k] < 0) { /* the row's first piece: straight in */
+    /* the row's first piece (an empty or unset list, partition_internal.h): straight in */
+    if (m->own->n_found[i] < 0 || m->own->indices[i * k] < 0) {
       knnwb_partition_ids_get(m->own->indices + i * k, at + id, k, id);
       memcpy(m->own->distances + i * k, at + id + k * id, k * sizeof(double));
+      m->own->n_found[i] = 0;
       continue;
     }
     /* (the records are packed bytes: their values are copied out before use) */
@@ -273,6 +275,7 @@ static KnnwbNeighbors knnwb_partition_block_view(const KnnwbPartitionRun *run, s
   const size_t at = run->slot != NULL ? 0 : first;
   return (KnnwbNeighbors){.indices = run->lists->indices + at * run->k,
                           .distances = run->lists->distances + at * run->k,
+                          .n_found = run->lists->n_found + at,
                           .k = run->k,
                           .first_row = first};
 }
@@ -529,11 +532,32 @@ static gboolean knnwb_partition_combine_rounds(KnnwbPartitionRun *run, KnnwbPart
   if (!knnwb_partition_rounds_plan(group, sizes, mine->layout.record, &x, error))
     return FALSE;
   *rounds = x.rounds;
-  KnnwbNeighbors block = knnwb_partition_block_view(run, mine->first);
+  /* A split rank's lists lie by who searched them (run->block_list): its block's go into fresh
+   * lists in row order first, and the others' pieces are merged into those. */
+  KnnwbNeighbors *ordered =
+      run->block_list != NULL
+          ? knnwb_partition_lists_in_order(run->lists, mine->first, mine->rows, run->block_list,
+                                           run->block_searched, KNNWB_PARTITION_ORDER_BATCH,
+                                           run->p->threads)
+          : NULL;
+  if (run->block_list != NULL && ordered == NULL)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the lists of this rank's %zu rows (k = %zu)", mine->rows, run->k);
+  if (!group->agree(group, run->block_list == NULL || ordered != NULL, error)) {
+    knnwb_neighbors_free(ordered);
+    return FALSE;
+  }
+  KnnwbNeighbors block = ordered != NULL ? *ordered : knnwb_partition_block_view(run, mine->first);
   gboolean ok = knnwb_partition_combine_shared(run, packs, &x, &block, shared, steps, error);
   ok = ok && (*shared || knnwb_partition_combine_messages(run, packs, &x, &block, steps, error));
-  if (ok)
+  if (ok && ordered != NULL) { /* (the lists it sent, of the rows it brought, go) */
+    g_clear_pointer(&run->lists, knnwb_neighbors_free);
+    knnwb_partition_lists_empty_unset(ordered, run->p->threads);
+    *own = g_steal_pointer(&ordered);
+  } else if (ok) {
     *own = knnwb_partition_adopt_block(run, mine->first, mine->rows);
+  }
+  knnwb_neighbors_free(ordered);
   return ok;
 }
 

@@ -272,6 +272,16 @@ typedef struct {
    * KNNWB_PARTITION_SPLIT_MAX_HELD rows. NULL: every row in its own place in data (one process,
    * ranks that hold every row). */
   int32_t *slot;
+  /* A split rank's lists put its block's rows by the rank that searches them in phase one: row i
+   * of the block (slot[i] = i - first) has its list at block_list[i - first], the rows this rank
+   * searches first, then the others, each in row order; the rows held past the block keep their
+   * slot. The others' lists are unset (n_found -1, read as empty) until a visit or the combining
+   * writes them, so a rank touches only the lists it writes: lists in row order put every page of
+   * the block's lists under phase one (a page holds 17 rows' lists at k = 30). Put back in row
+   * order as the block's lists are adopted (partition_combine.c). NULL: lists at the slots, every
+   * one set. */
+  int32_t *block_list;
+  size_t block_searched; /* the block's rows this rank searches in phase one */
   KnnwbPartitionHeld held;
   GMutex lock; /* the first error, the lists' counters */
   /* Phase two's merges into the lists (and reads of a row's k-th there), by stripes of
@@ -288,10 +298,19 @@ typedef struct {
   gint failed;
 } KnnwbPartitionRun;
 
-/* Row i's place in run->data and run->lists (a row this rank holds). O(1). */
+/* Row i's place in run->data, and in run->lists where run->block_list is NULL (a row this rank
+ * holds). O(1). */
 static inline size_t knnwb_partition_at(const KnnwbPartitionRun *run, size_t i)
 {
   return run->slot != NULL ? (size_t)run->slot[i] : i;
+}
+
+/* Row i's place in run->lists (a row this rank holds): its slot, or for a split rank's block row
+ * its block_list place. O(1). */
+static inline size_t knnwb_partition_list_at(const KnnwbPartitionRun *run, size_t i)
+{
+  const size_t at = knnwb_partition_at(run, i);
+  return run->block_list != NULL && at < run->data->n_rows ? (size_t)run->block_list[at] : at;
 }
 
 /* Row i's d values (a row this rank holds). O(1). */
@@ -322,6 +341,21 @@ gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *
                                    const KnnwbKnnOptions *options, KnnwbPartitionMode mode,
                                    gboolean made, double expected, gint64 start,
                                    KnnwbNeighbors **result, GError **error);
+
+/* Rows a batch of knnwb_partition_lists_in_order puts in order before the pages it read are given
+ * back (126 MB of lists at k = 30). */
+#define KNNWB_PARTITION_ORDER_BATCH ((size_t)1 << 18)
+/* A split rank's block lists in row order, in fresh lists of rows rows from row first: block row
+ * t's list lies in lists at place[t], the `searched` rows this rank searched first, then the
+ * others, each run in row order (run->block_list). The lists set there are copied (unset ones,
+ * n_found -1, stay unset: nothing is written for them) batch rows at a time, and the pages each
+ * batch read in lists are given back as it goes, so the block's lists are held about once. lists
+ * keeps its size (its pages past the block untouched). NULL: memory. O(rows k) on threads. */
+KnnwbNeighbors *knnwb_partition_lists_in_order(KnnwbNeighbors *lists, size_t first, size_t rows,
+                                               const int32_t *place, size_t searched, size_t batch,
+                                               int threads);
+/* The unset lists of lists (n_found -1) made empty. O(rows) besides them, on threads. */
+void knnwb_partition_lists_empty_unset(KnnwbNeighbors *lists, int threads);
 
 /* Rank r's block of p's rows in group: [*first, *last) (p->block_start, else
  * knnwb_knn_group_rows). O(1). */

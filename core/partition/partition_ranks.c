@@ -213,7 +213,7 @@ static void knnwb_partition_mark_mine(size_t first, size_t last, void *data)
   for (size_t g = first; g < last; g++)
     for (size_t t = p->start[g];
          o->run->owner[g] == o->run->options->group->rank && t < p->start[g + 1]; t++)
-      o->mine[knnwb_partition_at(o->run, (size_t)p->members[t])] = 1;
+      o->mine[knnwb_partition_list_at(o->run, (size_t)p->members[t])] = 1;
 }
 
 static void knnwb_partition_empty_rows(size_t first, size_t last, void *data)
@@ -288,7 +288,7 @@ static void knnwb_partition_kth_pack(size_t from, size_t to, void *data)
       while (t >= cut[r + 1])
         r++;
       const double kth =
-          run->lists->distances[knnwb_partition_at(run, (size_t)members[t]) * k + k - 1];
+          run->lists->distances[knnwb_partition_list_at(run, (size_t)members[t]) * k + k - 1];
       const double sent = kth <= INFINITY ? kth : INFINITY;
       if (r == self) /* (this rank's block: in place) */
         memcpy(&run->kth[(size_t)members[t] - run->first], &sent, sizeof(int64_t));

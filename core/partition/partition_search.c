@@ -156,7 +156,7 @@ static void knnwb_partition_copy_rows(size_t first, size_t last, void *data)
   KnnwbPartitionLists *l = data;
   const size_t k = l->run->k;
   for (size_t t = first; t < last; t++) {
-    const size_t i = knnwb_partition_at(l->run, (size_t)l->rows[t]);
+    const size_t i = knnwb_partition_list_at(l->run, (size_t)l->rows[t]);
     for (size_t r = 0; r < k; r++) {
       const int64_t local = l->found->indices[t * k + r];
       l->run->lists->indices[i * k + r] = local >= 0 ? l->rows[local] : -1;
@@ -206,8 +206,12 @@ static void knnwb_partition_merge_rows(size_t first, size_t last, void *data)
   double *distance = g_new(double, k);
   GMutex *held = NULL;
   for (size_t t = first; t < last; t++) {
-    const size_t i = (size_t)l->rows[t], at = knnwb_partition_at(l->run, i);
+    const size_t i = (size_t)l->rows[t], at = knnwb_partition_list_at(l->run, i);
     knnwb_partition_stripe_take(l->run, i, &held);
+    if (l->run->lists->n_found[at] < 0) { /* (unset: partition_internal.h) */
+      knnwb_knn_result_empty_rows(l->run->lists, at, at + 1);
+      l->run->lists->n_found[at] = 0;
+    }
     knnwb_partition_merge_list(l->run->lists->indices + at * k, l->run->lists->distances + at * k,
                                k, l->found->indices + t * kf, l->found->distances + t * kf, kf,
                                l->members, index, distance);
@@ -256,10 +260,11 @@ static void knnwb_partition_within_rows(size_t first, size_t last, void *data)
   const size_t k = run->k;
   GMutex *held = NULL;
   for (size_t t = first; t < last; t++) {
-    const size_t i = (size_t)w->queries[t], at = knnwb_partition_at(run, i);
+    const size_t i = (size_t)w->queries[t], at = knnwb_partition_list_at(run, i);
     knnwb_partition_stripe_take(run, i, &held);
-    const double here =
-        run->lists->indices[at * k + k - 1] >= 0 ? run->lists->distances[at * k + k - 1] : INFINITY;
+    const double here = run->lists->n_found[at] >= 0 && run->lists->indices[at * k + k - 1] >= 0
+                            ? run->lists->distances[at * k + k - 1]
+                            : INFINITY;
     const double kth =
         run->query_kth != NULL ? run->query_kth[w->offset + t] : knnwb_partition_kth(run, i);
     w->within[t] = MIN(here, kth);

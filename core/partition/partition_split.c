@@ -393,6 +393,72 @@ static size_t knnwb_partition_split_places(KnnwbPartitionRun *run, size_t *recei
   return held;
 }
 
+typedef struct {
+  KnnwbPartitionRun *run;
+  size_t *mine;    /* per piece of the block: its rows this rank searches, then the first place */
+  size_t searched; /* the block's rows this rank searches in phase one */
+} KnnwbPartitionBlockLists;
+
+static void knnwb_partition_split_block_count(size_t from, size_t to, void *data)
+{
+  KnnwbPartitionBlockLists *x = data;
+  const int me = x->run->options->group->rank;
+  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_SPLIT_PIECE) {
+    const size_t last = MIN(to, piece + KNNWB_PARTITION_SPLIT_PIECE);
+    size_t count = 0;
+    for (size_t t = piece; t < last; t++)
+      count += knnwb_partition_split_owner(x->run, x->run->first + t) == me;
+    x->mine[piece / KNNWB_PARTITION_SPLIT_PIECE] = count;
+  }
+}
+
+static void knnwb_partition_split_block_fill(size_t from, size_t to, void *data)
+{
+  KnnwbPartitionBlockLists *x = data;
+  KnnwbPartitionRun *run = x->run;
+  const int me = run->options->group->rank;
+  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_SPLIT_PIECE) {
+    const size_t last = MIN(to, piece + KNNWB_PARTITION_SPLIT_PIECE);
+    size_t mine = x->mine[piece / KNNWB_PARTITION_SPLIT_PIECE];
+    /* (the others below the piece follow the searched rows) */
+    size_t other = x->searched + piece - mine;
+    for (size_t t = piece; t < last; t++) {
+      const gboolean searched = knnwb_partition_split_owner(run, run->first + t) == me;
+      run->block_list[t] = (int32_t)(searched ? mine++ : other++);
+      if (!searched) /* (unset: partition_internal.h) */
+        run->lists->n_found[run->block_list[t]] = -1;
+    }
+  }
+}
+
+/* run->block_list (partition_internal.h): the block's rows this rank searches in phase one at the
+ * front of its lists, the others after them, each in row order and marked unset. FALSE: memory.
+ * O(block) on threads. */
+static gboolean knnwb_partition_split_block_lists(KnnwbPartitionRun *run)
+{
+  const size_t block = run->last - run->first;
+  const size_t pieces = (block + KNNWB_PARTITION_SPLIT_PIECE - 1) / KNNWB_PARTITION_SPLIT_PIECE;
+  run->block_list = g_try_new(int32_t, MAX(block, (size_t)1));
+  KnnwbPartitionBlockLists x = {.run = run, .mine = g_try_new(size_t, MAX(pieces, (size_t)1))};
+  if (run->block_list == NULL || x.mine == NULL) {
+    g_clear_pointer(&run->block_list, g_free);
+    g_free(x.mine);
+    return FALSE;
+  }
+  knnwb_parallel_for(run->p->threads, block, KNNWB_PARTITION_SPLIT_PIECE,
+                     knnwb_partition_split_block_count, &x);
+  for (size_t t = 0; t < pieces; t++) {
+    const size_t count = x.mine[t];
+    x.mine[t] = x.searched;
+    x.searched += count;
+  }
+  knnwb_parallel_for(run->p->threads, block, KNNWB_PARTITION_SPLIT_PIECE,
+                     knnwb_partition_split_block_fill, &x);
+  run->block_searched = x.searched;
+  g_free(x.mine);
+  return TRUE;
+}
+
 gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
@@ -418,7 +484,7 @@ gboolean knnwb_partition_split_own_rows(KnnwbPartitionRun *run, GError **error)
   run->held.rows = held;
   room = room && run->held.values != NULL;
   run->lists = room ? knnwb_knn_result_new_unset(0, block + held, run->k, NULL) : NULL;
-  room = room && run->lists != NULL;
+  room = room && run->lists != NULL && knnwb_partition_split_block_lists(run);
   /* (each rank's rows of this block, ascending: the order that rank placed them in) */
   int64_t **ids = room ? knnwb_partition_split_owners(run, send_rows) : NULL;
   room = room && ids != NULL;

@@ -46,7 +46,7 @@ typedef struct {
 double knnwb_partition_kth(const KnnwbPartitionRun *run, size_t i)
 {
   if (run->kth == NULL)
-    return run->lists->distances[knnwb_partition_at(run, i) * run->k + run->k - 1];
+    return run->lists->distances[knnwb_partition_list_at(run, i) * run->k + run->k - 1];
   double kth;
   memcpy(&kth, &run->kth[i - run->first], sizeof kth);
   return kth;

@@ -1,0 +1,93 @@
+/*
+ * A split rank's block lists put back in row order. In the search they lie by the rank that
+ * searched them (partition_internal.h's block_list: the rows this rank searched first, then the
+ * others, each in row order), so that phase one touches only the lists it writes. Before the
+ * others' pieces come in, the lists written here move into fresh arrays in row order, a batch of
+ * rows at a time, and the pages each batch has read are given back to the system as it goes; the
+ * pieces are then merged straight into the fresh arrays. The block's lists are held about once,
+ * not twice (2.4 GB at 10,000,000 rows, k = 30, two ranks), and the lists no rank here wrote are
+ * never copied.
+ */
+#include <math.h>
+#include <string.h>
+#include <knnwb/parallel.h>
+#include "base/base.h"
+#include "engine/engine.h"
+#include "partition/partition_internal.h"
+
+typedef struct {
+  const KnnwbNeighbors *from;
+  KnnwbNeighbors *to;
+  const int32_t *place;
+  size_t base; /* the batch's first row */
+} KnnwbPartitionOrder;
+
+static void knnwb_partition_order_rows(size_t first, size_t last, void *data)
+{
+  const KnnwbPartitionOrder *o = data;
+  const size_t k = o->from->k;
+  for (size_t t = o->base + first; t < o->base + last; t++) {
+    const size_t at = (size_t)o->place[t];
+    o->to->n_found[t] = o->from->n_found[at];
+    if (o->from->n_found[at] < 0) /* (unset: nothing here to copy, nor a page to touch) */
+      continue;
+    memcpy(o->to->indices + t * k, o->from->indices + at * k, k * sizeof(int64_t));
+    memcpy(o->to->distances + t * k, o->from->distances + at * k, k * sizeof(double));
+  }
+}
+
+/* Lists [from, to) of both arrays given back (knnwb_memory_give_back). */
+static void knnwb_partition_order_give_back(const KnnwbNeighbors *lists, size_t from, size_t to)
+{
+  const size_t k = lists->k;
+  knnwb_memory_give_back(lists->indices, from * k * sizeof(int64_t), to * k * sizeof(int64_t));
+  knnwb_memory_give_back(lists->distances, from * k * sizeof(double), to * k * sizeof(double));
+}
+
+KnnwbNeighbors *knnwb_partition_lists_in_order(KnnwbNeighbors *lists, size_t first, size_t rows,
+                                               const int32_t *place, size_t searched, size_t batch,
+                                               int threads)
+{
+  KnnwbNeighbors *ordered = knnwb_knn_result_new_unset(first, rows, lists->k, NULL);
+  if (ordered == NULL)
+    return NULL;
+  KnnwbPartitionOrder o = {.from = lists, .to = ordered, .place = place};
+  batch = MAX(batch, (size_t)1);
+  /* (each run is read in row order: what a batch read of it is a prefix) */
+  size_t mine = 0, others = 0; /* rows of each run read so far */
+  for (size_t at = 0; at < rows; at += batch) {
+    const size_t last = MIN(rows, at + batch);
+    o.base = at;
+    knnwb_parallel_for(threads, last - at, 8192, knnwb_partition_order_rows, &o);
+    size_t mine_to = mine, others_to = others;
+    gboolean mine_seen = FALSE, others_seen = FALSE;
+    for (size_t t = last; t > at && !(mine_seen && others_seen); t--) {
+      const size_t from = (size_t)place[t - 1];
+      if (from < searched && !mine_seen) {
+        mine_to = from + 1;
+        mine_seen = TRUE;
+      } else if (from >= searched && !others_seen) {
+        others_to = from + 1 - searched;
+        others_seen = TRUE;
+      }
+    }
+    knnwb_partition_order_give_back(lists, mine, mine_to);
+    knnwb_partition_order_give_back(lists, searched + others, searched + others_to);
+    mine = mine_to;
+    others = others_to;
+  }
+  return ordered;
+}
+
+static void knnwb_partition_order_empty(size_t first, size_t last, void *data)
+{
+  KnnwbNeighbors *lists = data;
+  for (size_t t = first; t < last; t++)
+    if (lists->n_found[t] < 0)
+      knnwb_knn_result_empty_rows(lists, t, t + 1);
+}
+
+void knnwb_partition_lists_empty_unset(KnnwbNeighbors *lists, int threads)
+{
+  knnwb_parallel_for(threads, lists->n_queries, 65536, knnwb_partition_order_empty, lists);
+}
