@@ -145,6 +145,7 @@ static void knnwb_partition_run_clear(KnnwbPartitionRun *run)
   g_clear_pointer(&run->query_kth, g_free);
   g_clear_pointer(&run->slot, g_free);
   g_clear_pointer(&run->block_list, g_free);
+  g_clear_pointer(&run->held_first, g_free);
   g_clear_pointer(&run->held.values, g_free);
   g_clear_pointer(&run->lists, knnwb_neighbors_free);
   g_clear_error(&run->error);

@@ -78,9 +78,12 @@ typedef struct {
   const KnnwbPartitionRun *run;
   KnnwbPartitionLayout layout;
   size_t first, rows; /* the block */
+  int rank;           /* the block's */
   size_t pieces;
   size_t *at; /* per piece: its rows with a list, then its first record */
   size_t records;
+  /* A split rank's (run->held_first): the pieces packed whole, and its lists given back below */
+  size_t done, given_back;
   /* the round's: records [from, to) into out */
   size_t from, to;
   char *out;
@@ -145,6 +148,8 @@ static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbParti
   knnwb_partition_block_of(run->p, run->options->group, to, &pack->first, &last);
   pack->run = run;
   pack->layout = layout;
+  pack->rank = to;
+  pack->given_back = run->held_first != NULL ? run->held_first[to] : 0;
   pack->rows = last - pack->first;
   pack->pieces = (pack->rows + KNNWB_PARTITION_PACK_ROWS - 1) / KNNWB_PARTITION_PACK_ROWS;
   pack->at = g_new0(size_t, MAX(pack->pieces, (size_t)1));
@@ -159,6 +164,38 @@ static void knnwb_partition_pack_init(KnnwbPartitionPack *pack, const KnnwbParti
   }
 }
 
+/* A split rank's lists of the rows of the pieces packed whole so far given back: they go nowhere
+ * else, and a later round reads no row of such a piece (knnwb_partition_pack_piece), so the lists
+ * it sends no longer add to those its block gathers. The rows of pack's block that it searched
+ * in phase one have their lists at [held_first[r], held_first[r + 1]) in row order: those up to
+ * the last such row of the pieces done go (phase two's, a few, stay to the end). O(rows read). */
+static void knnwb_partition_pack_give_back(KnnwbPartitionPack *pack)
+{
+  const KnnwbPartitionRun *run = pack->run;
+  if (run->held_first == NULL)
+    return;
+  size_t done = pack->done;
+  while (done < pack->pieces &&
+         (done + 1 < pack->pieces ? pack->at[done + 1] : pack->records) <= pack->to)
+    done++;
+  const size_t lo = run->held_first[pack->rank], hi = run->held_first[pack->rank + 1];
+  const size_t from = pack->first + pack->done * KNNWB_PARTITION_PACK_ROWS;
+  const size_t to = pack->first + MIN(pack->rows, done * KNNWB_PARTITION_PACK_ROWS);
+  pack->done = done;
+  for (size_t i = to; i > from; i--) {
+    const int32_t at = run->slot[i - 1];
+    if (at < 0 || (size_t)at < lo || (size_t)at >= hi)
+      continue;
+    const size_t k = run->k, end = (size_t)at + 1;
+    knnwb_memory_give_back(run->lists->indices, pack->given_back * k * sizeof(int64_t),
+                           end * k * sizeof(int64_t));
+    knnwb_memory_give_back(run->lists->distances, pack->given_back * k * sizeof(double),
+                           end * k * sizeof(double));
+    pack->given_back = end;
+    break;
+  }
+}
+
 /* Records [from, from + count) (in the block's row order) into out. */
 static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, size_t from, size_t count,
                                       char *out)
@@ -169,10 +206,12 @@ static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, size_t from, siz
   if (count > 0)
     knnwb_parallel_for(pack->run->p->threads, pack->rows, KNNWB_PARTITION_PACK_ROWS,
                        knnwb_partition_pack_copy, pack);
+  knnwb_partition_pack_give_back(pack);
 }
 
 typedef struct {
   KnnwbNeighbors *own;
+  const int32_t *place; /* a split rank's block_list, or NULL: rows in order */
   const char *records;
   KnnwbPartitionLayout layout;
   size_t k;
@@ -189,7 +228,8 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
     const char *at = m->records + t * record;
     int64_t row;
     knnwb_partition_ids_get(&row, at, 1, id);
-    const size_t i = (size_t)row - m->own->first_row;
+    const size_t i = m->place != NULL ? (size_t)m->place[(size_t)row - m->own->first_row]
+                                      : (size_t)row - m->own->first_row;
     /* the row's first piece (an empty or unset list, partition_internal.h): straight in */
     if (m->own->n_found[i] < 0 || m->own->indices[i * k] < 0) {
       knnwb_partition_ids_get(m->own->indices + i * k, at + id, k, id);
@@ -217,7 +257,8 @@ static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbPartiti
   for (int r = 0; r < run->options->group->size; r++) {
     if (r == run->options->group->rank)
       continue;
-    KnnwbPartitionRecords m = {.own = own, .records = records[r], .layout = layout, .k = run->k};
+    KnnwbPartitionRecords m = {
+        .own = own, .place = run->block_list, .records = records[r], .layout = layout, .k = run->k};
     knnwb_parallel_for(run->p->threads, bytes[r] / layout.record, 256,
                        knnwb_partition_merge_records, &m);
   }
@@ -267,9 +308,9 @@ static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_
   return own;
 }
 
-/* This rank's block's lists where they lie in run->lists (its rows in order: from place first,
- * or 0 for a split rank's), as the others' records are merged into them before the block is
- * moved to the front (knnwb_partition_adopt_block): only the rows and the arrays are set. */
+/* This rank's block's lists where they lie in run->lists (its rows in order from place first; a
+ * split rank's from 0, by run->block_list), as the others' records are merged into them before the
+ * block is moved to the front or put in row order: only the rows and the arrays are set. */
 static KnnwbNeighbors knnwb_partition_block_view(const KnnwbPartitionRun *run, size_t first)
 {
   const size_t at = run->slot != NULL ? 0 : first;
@@ -532,30 +573,28 @@ static gboolean knnwb_partition_combine_rounds(KnnwbPartitionRun *run, KnnwbPart
   if (!knnwb_partition_rounds_plan(group, sizes, mine->layout.record, &x, error))
     return FALSE;
   *rounds = x.rounds;
-  /* A split rank's lists lie by who searched them (run->block_list): its block's go into fresh
-   * lists in row order first, and the others' pieces are merged into those. */
-  KnnwbNeighbors *ordered =
-      run->block_list != NULL
-          ? knnwb_partition_lists_in_order(run->lists, mine->first, mine->rows, run->block_list,
-                                           run->block_searched, KNNWB_PARTITION_ORDER_BATCH,
-                                           run->p->threads)
-          : NULL;
-  if (run->block_list != NULL && ordered == NULL)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the lists of this rank's %zu rows (k = %zu)", mine->rows, run->k);
-  if (!group->agree(group, run->block_list == NULL || ordered != NULL, error)) {
-    knnwb_neighbors_free(ordered);
-    return FALSE;
-  }
-  KnnwbNeighbors block = ordered != NULL ? *ordered : knnwb_partition_block_view(run, mine->first);
+  /* A split rank's lists lie by who searched them (run->block_list): the others' pieces are
+   * merged where they lie, its lists sent given back as they go (knnwb_partition_pack_give_back),
+   * and then its block's go into fresh lists in row order, the old given back as they go. */
+  KnnwbNeighbors block = knnwb_partition_block_view(run, mine->first);
   gboolean ok = knnwb_partition_combine_shared(run, packs, &x, &block, shared, steps, error);
   ok = ok && (*shared || knnwb_partition_combine_messages(run, packs, &x, &block, steps, error));
-  if (ok && ordered != NULL) { /* (the lists it sent, of the rows it brought, go) */
-    g_clear_pointer(&run->lists, knnwb_neighbors_free);
+  if (!ok || run->block_list == NULL) {
+    if (ok)
+      *own = knnwb_partition_adopt_block(run, mine->first, mine->rows);
+    return ok;
+  }
+  KnnwbNeighbors *ordered = knnwb_partition_lists_in_order(
+      run->lists, mine->first, mine->rows, run->block_list, run->block_searched,
+      KNNWB_PARTITION_ORDER_BATCH, run->p->threads);
+  if (ordered == NULL)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the lists of this rank's %zu rows (k = %zu)", mine->rows, run->k);
+  ok = group->agree(group, ordered != NULL, error);
+  g_clear_pointer(&run->lists, knnwb_neighbors_free);
+  if (ok) {
     knnwb_partition_lists_empty_unset(ordered, run->p->threads);
     *own = g_steal_pointer(&ordered);
-  } else if (ok) {
-    *own = knnwb_partition_adopt_block(run, mine->first, mine->rows);
   }
   knnwb_neighbors_free(ordered);
   return ok;

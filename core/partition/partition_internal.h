@@ -282,6 +282,9 @@ typedef struct {
    * one set. */
   int32_t *block_list;
   size_t block_searched; /* the block's rows this rank searches in phase one */
+  /* Per rank r, size + 1: the places of the rows of r's block it searches in phase one begin at
+   * held_first[r] (those of phase two come after held_first[size]); NULL but for split ranks. */
+  size_t *held_first;
   KnnwbPartitionHeld held;
   GMutex lock; /* the first error, the lists' counters */
   /* Phase two's merges into the lists (and reads of a row's k-th there), by stripes of
@@ -343,8 +346,8 @@ gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *
                                    KnnwbNeighbors **result, GError **error);
 
 /* Rows a batch of knnwb_partition_lists_in_order puts in order before the pages it read are given
- * back (126 MB of lists at k = 30). */
-#define KNNWB_PARTITION_ORDER_BATCH ((size_t)1 << 18)
+ * back (31 MB of lists at k = 30). */
+#define KNNWB_PARTITION_ORDER_BATCH ((size_t)1 << 16)
 /* A split rank's block lists in row order, in fresh lists of rows rows from row first: block row
  * t's list lies in lists at place[t], the `searched` rows this rank searched first, then the
  * others, each run in row order (run->block_list). The lists set there are copied (unset ones,

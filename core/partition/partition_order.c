@@ -1,12 +1,11 @@
 /*
  * A split rank's block lists put back in row order. In the search they lie by the rank that
  * searched them (partition_internal.h's block_list: the rows this rank searched first, then the
- * others, each in row order), so that phase one touches only the lists it writes. Before the
- * others' pieces come in, the lists written here move into fresh arrays in row order, a batch of
- * rows at a time, and the pages each batch has read are given back to the system as it goes; the
- * pieces are then merged straight into the fresh arrays. The block's lists are held about once,
- * not twice (2.4 GB at 10,000,000 rows, k = 30, two ranks), and the lists no rank here wrote are
- * never copied.
+ * others, each in row order), so that phase one touches only the lists it writes. Once the
+ * others' pieces are merged where they lie, the lists move into fresh arrays in row order, a batch
+ * of rows at a time, and the pages each batch has read are given back to the system as it goes:
+ * the block's lists are held about once, not twice (2.4 GB at 10,000,000 rows, k = 30, two
+ * ranks), and a list nothing was written to is never copied.
  */
 #include <math.h>
 #include <string.h>
@@ -58,7 +57,7 @@ KnnwbNeighbors *knnwb_partition_lists_in_order(KnnwbNeighbors *lists, size_t fir
   for (size_t at = 0; at < rows; at += batch) {
     const size_t last = MIN(rows, at + batch);
     o.base = at;
-    knnwb_parallel_for(threads, last - at, 8192, knnwb_partition_order_rows, &o);
+    knnwb_parallel_for(threads, last - at, 4096, knnwb_partition_order_rows, &o);
     size_t mine_to = mine, others_to = others;
     gboolean mine_seen = FALSE, others_seen = FALSE;
     for (size_t t = last; t > at && !(mine_seen && others_seen); t--) {

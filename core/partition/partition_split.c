@@ -9,9 +9,10 @@
  * lists are those of one process.
  *
  * Memory per rank: its block, the rows of its groups and of their visitors, lists for every row it
- * holds (16 bytes an entry), n-long arrays of 16 bytes a row (each row's cell and place, the
- * members) and 16 bytes a row of its block (reaches and k-th distances). Ranks that hold every row
- * keep n rows and n lists each.
+ * searches (16 bytes an entry: the lists of its block's rows that other ranks search are touched
+ * only as their pieces come in, run->block_list), n-long arrays of 16 bytes a row (each row's cell
+ * and place, the members) and 16 bytes a row of its block (reaches and k-th distances). Ranks that
+ * hold every row keep n rows and n lists each.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -371,7 +372,8 @@ static void knnwb_partition_split_block_places(size_t first, size_t last, void *
 }
 
 /* Places in slot: this rank's block first, then the rows of the other blocks that it searches in
- * phase one, rank by rank and ascending, counted per block in receive_rows; -1 for the rest.
+ * phase one, rank by rank and ascending (from run->held_first[r]), counted per block in
+ * receive_rows; -1 for the rest.
  * Returns the rows it brings. O(n) on threads. */
 static size_t knnwb_partition_split_places(KnnwbPartitionRun *run, size_t *receive_rows)
 {
@@ -380,7 +382,9 @@ static size_t knnwb_partition_split_places(KnnwbPartitionRun *run, size_t *recei
   knnwb_parallel_for(run->p->threads, block, KNNWB_PARTITION_SPLIT_PIECE,
                      knnwb_partition_split_block_places, run);
   size_t held = 0;
+  run->held_first = g_new(size_t, (size_t)group->size + 1);
   for (int r = 0; r < group->size; r++) {
+    run->held_first[r] = block + held;
     if (r == group->rank)
       continue;
     KnnwbPartitionSplitPass x = {.run = run, .pick = KNNWB_PARTITION_SPLIT_SEARCHED, .ways = 1};
@@ -390,6 +394,7 @@ static size_t knnwb_partition_split_places(KnnwbPartitionRun *run, size_t *recei
     knnwb_partition_split_end(&x);
     held += receive_rows[r];
   }
+  run->held_first[group->size] = block + held;
   return held;
 }
 
