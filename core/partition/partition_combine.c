@@ -14,6 +14,7 @@
  * at the rank's peak. Small blocks refilled every round fault in once. The copies are what is left,
  * so every step runs on all the rank's threads.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
@@ -584,9 +585,17 @@ static gboolean knnwb_partition_combine_rounds(KnnwbPartitionRun *run, KnnwbPart
       *own = knnwb_partition_adopt_block(run, mine->first, mine->rows);
     return ok;
   }
-  KnnwbNeighbors *ordered = knnwb_partition_lists_in_order(
-      run->lists, mine->first, mine->rows, run->block_list, run->block_searched,
-      KNNWB_PARTITION_ORDER_BATCH, run->p->threads);
+  /* Test hook (as partition_split.c's KNNWB_PARTITION_SPLIT_SHORT_RANK):
+   * KNNWB_PARTITION_ORDER_SHORT_RANK=r makes rank r short of memory for its block's lists in row
+   * order: every rank stops with its message. */
+  const char *short_rank = g_getenv("KNNWB_PARTITION_ORDER_SHORT_RANK");
+  const gboolean short_here =
+      short_rank != NULL && *short_rank != '\0' && atoi(short_rank) == group->rank;
+  KnnwbNeighbors *ordered =
+      short_here ? NULL
+                 : knnwb_partition_lists_in_order(run->lists, mine->first, mine->rows,
+                                                  run->block_list, run->block_searched,
+                                                  KNNWB_PARTITION_ORDER_BATCH, run->p->threads);
   if (ordered == NULL)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
                 "cannot allocate the lists of this rank's %zu rows (k = %zu)", mine->rows, run->k);

@@ -2103,6 +2103,17 @@ static void test_partitioned_gathered(void)
         strstr(short_runs[r].error->message, "cannot allocate the rows this rank searches"));
     g_clear_error(&short_runs[r].error);
   }
+  /* one that cannot allocate its block's lists in row order at the end stops them all too */
+  g_setenv("KNNWB_PARTITION_ORDER_SHORT_RANK", "2", TRUE);
+  run_ranks(3, data, NULL, &kept, short_runs);
+  g_unsetenv("KNNWB_PARTITION_ORDER_SHORT_RANK");
+  for (int r = 0; r < 3; r++) {
+    g_assert_null(short_runs[r].result);
+    g_assert_error(short_runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
+    g_assert_nonnull(
+        strstr(short_runs[r].error->message, "cannot allocate the lists of this rank's"));
+    g_clear_error(&short_runs[r].error);
+  }
   /* a rank's places are 32-bit: one that would hold more rows than they number stops them all
    * (the limit lowered by the test hook: 401 rows a block, and its groups' rows besides) */
   g_setenv("KNNWB_PARTITION_SPLIT_MAX_HELD", "500", TRUE);
