@@ -1986,6 +1986,22 @@ static void test_partitioned_blocks(void)
   g_log_set_default_handler(g_log_default_handler, NULL);
 }
 
+/* Three ranks run with the test hook `hook` set to `value` (unset after): every rank fails, short
+ * of memory, with `text` in its message. */
+static void assert_ranks_short(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                               const char *hook, const char *value, const char *text, RankRun *runs)
+{
+  g_setenv(hook, value, TRUE);
+  run_ranks(3, data, NULL, options, runs);
+  g_unsetenv(hook);
+  for (int r = 0; r < 3; r++) {
+    g_assert_null(runs[r].result);
+    g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
+    g_assert_nonnull(strstr(runs[r].error->message, text));
+    g_clear_error(&runs[r].error);
+  }
+}
+
 /* Split memory that may put clustered rows together (options.group_split_gather): the ranks
  * gather their rows and take the partitioned search, every rank's lists those of one process, with
  * even blocks and uneven ones (text read by byte ranges; the lists are re-cut to the blocks), one
@@ -2092,38 +2108,16 @@ static void test_partitioned_gathered(void)
   KnnwbKnnOptions kept;
   small_cpu_options(&kept, KNNWB_METRIC_EUCLIDEAN, 5);
   kept.group_split = TRUE;
-  g_setenv("KNNWB_PARTITION_SPLIT_SHORT_RANK", "1", TRUE);
   RankRun short_runs[MAX_RANKS];
-  run_ranks(3, data, NULL, &kept, short_runs);
-  g_unsetenv("KNNWB_PARTITION_SPLIT_SHORT_RANK");
-  for (int r = 0; r < 3; r++) {
-    g_assert_null(short_runs[r].result);
-    g_assert_error(short_runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
-    g_assert_nonnull(
-        strstr(short_runs[r].error->message, "cannot allocate the rows this rank searches"));
-    g_clear_error(&short_runs[r].error);
-  }
+  assert_ranks_short(data, &kept, "KNNWB_PARTITION_SPLIT_SHORT_RANK", "1",
+                     "cannot allocate the rows this rank searches", short_runs);
   /* one that cannot allocate its block's lists in row order at the end stops them all too */
-  g_setenv("KNNWB_PARTITION_ORDER_SHORT_RANK", "2", TRUE);
-  run_ranks(3, data, NULL, &kept, short_runs);
-  g_unsetenv("KNNWB_PARTITION_ORDER_SHORT_RANK");
-  for (int r = 0; r < 3; r++) {
-    g_assert_null(short_runs[r].result);
-    g_assert_error(short_runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
-    g_assert_nonnull(
-        strstr(short_runs[r].error->message, "cannot allocate the lists of this rank's"));
-    g_clear_error(&short_runs[r].error);
-  }
+  assert_ranks_short(data, &kept, "KNNWB_PARTITION_ORDER_SHORT_RANK", "2",
+                     "cannot allocate the lists of this rank's", short_runs);
   /* a rank's places are 32-bit: one that would hold more rows than they number stops them all
    * (the limit lowered by the test hook: 401 rows a block, and its groups' rows besides) */
-  g_setenv("KNNWB_PARTITION_SPLIT_MAX_HELD", "500", TRUE);
-  run_ranks(3, data, NULL, &kept, short_runs);
-  for (int r = 0; r < 3; r++) {
-    g_assert_null(short_runs[r].result);
-    g_assert_error(short_runs[r].error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY);
-    g_assert_nonnull(strstr(short_runs[r].error->message, "a rank holds at most 500 rows"));
-    g_clear_error(&short_runs[r].error);
-  }
+  assert_ranks_short(data, &kept, "KNNWB_PARTITION_SPLIT_MAX_HELD", "500",
+                     "a rank holds at most 500 rows", short_runs);
   /* (room for every row: the same lists as one process) */
   g_setenv("KNNWB_PARTITION_SPLIT_MAX_HELD", "1203", TRUE);
   g_setenv("KNNWB_PARTITION", "off", TRUE);
