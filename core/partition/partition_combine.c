@@ -187,12 +187,8 @@ static void knnwb_partition_pack_give_back(KnnwbPartitionPack *pack)
     const int32_t at = run->slot[i - 1];
     if (at < 0 || (size_t)at < lo || (size_t)at >= hi)
       continue;
-    const size_t k = run->k, end = (size_t)at + 1;
-    knnwb_memory_give_back(run->lists->indices, pack->given_back * k * sizeof(int64_t),
-                           end * k * sizeof(int64_t));
-    knnwb_memory_give_back(run->lists->distances, pack->given_back * k * sizeof(double),
-                           end * k * sizeof(double));
-    pack->given_back = end;
+    knnwb_partition_lists_give_back(run->lists, pack->given_back, (size_t)at + 1);
+    pack->given_back = (size_t)at + 1;
     break;
   }
 }

@@ -357,6 +357,9 @@ gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *
 KnnwbNeighbors *knnwb_partition_lists_in_order(KnnwbNeighbors *lists, size_t first, size_t rows,
                                                const int32_t *place, size_t searched, size_t batch,
                                                int threads);
+/* Lists [from, to) of lists, both arrays, given back to the system (knnwb_memory_give_back): read
+ * as zeros afterwards. O(pages). */
+void knnwb_partition_lists_give_back(const KnnwbNeighbors *lists, size_t from, size_t to);
 /* The unset lists of lists (n_found -1) made empty. O(rows) besides them, on threads. */
 void knnwb_partition_lists_empty_unset(KnnwbNeighbors *lists, int threads);
 

@@ -35,8 +35,7 @@ static void knnwb_partition_order_rows(size_t first, size_t last, void *data)
   }
 }
 
-/* Lists [from, to) of both arrays given back (knnwb_memory_give_back). */
-static void knnwb_partition_order_give_back(const KnnwbNeighbors *lists, size_t from, size_t to)
+void knnwb_partition_lists_give_back(const KnnwbNeighbors *lists, size_t from, size_t to)
 {
   const size_t k = lists->k;
   knnwb_memory_give_back(lists->indices, from * k * sizeof(int64_t), to * k * sizeof(int64_t));
@@ -70,8 +69,8 @@ KnnwbNeighbors *knnwb_partition_lists_in_order(KnnwbNeighbors *lists, size_t fir
         others_seen = TRUE;
       }
     }
-    knnwb_partition_order_give_back(lists, mine, mine_to);
-    knnwb_partition_order_give_back(lists, searched + others, searched + others_to);
+    knnwb_partition_lists_give_back(lists, mine, mine_to);
+    knnwb_partition_lists_give_back(lists, searched + others, searched + others_to);
     mine = mine_to;
     others = others_to;
   }

@@ -63,12 +63,14 @@ static size_t knnwb_partition_split_max_held(void)
 #define KNNWB_PARTITION_SPLIT_PIECE ((size_t)65536)
 
 /* What a pass over rows picks: the rows of another block that this rank searches in phase one
- * (numbered after the rows held), the rows it wants for phase two (slot -2, numbered likewise), or
- * the rows of its block by the rank that searches them in phase one (listed per rank). */
+ * (numbered after the rows held), the rows it wants for phase two (slot -2, numbered likewise),
+ * the rows of its block by the rank that searches them in phase one (listed per rank), or the
+ * rows of its block by whether this rank searches them (their places in run->block_list). */
 typedef enum {
   KNNWB_PARTITION_SPLIT_SEARCHED,
   KNNWB_PARTITION_SPLIT_WANTED,
-  KNNWB_PARTITION_SPLIT_OWNERS
+  KNNWB_PARTITION_SPLIT_OWNERS,
+  KNNWB_PARTITION_SPLIT_BLOCK
 } KnnwbPartitionSplitPick;
 
 /* A pass over rows [first, last), piece by piece on threads: counted first, then numbered in order
@@ -93,6 +95,8 @@ static inline int knnwb_partition_split_way(const KnnwbPartitionSplitPass *x, si
     return knnwb_partition_split_owner(run, i) == me ? 0 : -1;
   case KNNWB_PARTITION_SPLIT_WANTED:
     return run->slot[i] == -2 ? 0 : -1;
+  case KNNWB_PARTITION_SPLIT_BLOCK:
+    return knnwb_partition_split_owner(run, i) == me ? 0 : 1;
   default: {
     const int r = knnwb_partition_split_owner(run, i);
     return r != me ? r : -1;
@@ -127,7 +131,11 @@ static void knnwb_partition_split_fill(size_t from, size_t to, void *data)
       const int way = knnwb_partition_split_way(x, i);
       if (way >= 0 && x->ids != NULL)
         x->ids[way][next[way]] = (int64_t)i;
-      if (way >= 0 && x->pick != KNNWB_PARTITION_SPLIT_OWNERS)
+      if (x->pick == KNNWB_PARTITION_SPLIT_BLOCK) {
+        x->run->block_list[i - x->first] = (int32_t)next[way];
+        if (way == 1) /* (unset: partition_internal.h) */
+          x->run->lists->n_found[next[way]] = -1;
+      } else if (way >= 0 && x->pick != KNNWB_PARTITION_SPLIT_OWNERS)
         x->run->slot[i] = (int32_t)(x->base + next[way]);
       else if (x->pick == KNNWB_PARTITION_SPLIT_SEARCHED) /* (not held) */
         x->run->slot[i] = -1;
@@ -398,69 +406,26 @@ static size_t knnwb_partition_split_places(KnnwbPartitionRun *run, size_t *recei
   return held;
 }
 
-typedef struct {
-  KnnwbPartitionRun *run;
-  size_t *mine;    /* per piece of the block: its rows this rank searches, then the first place */
-  size_t searched; /* the block's rows this rank searches in phase one */
-} KnnwbPartitionBlockLists;
-
-static void knnwb_partition_split_block_count(size_t from, size_t to, void *data)
-{
-  KnnwbPartitionBlockLists *x = data;
-  const int me = x->run->options->group->rank;
-  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_SPLIT_PIECE) {
-    const size_t last = MIN(to, piece + KNNWB_PARTITION_SPLIT_PIECE);
-    size_t count = 0;
-    for (size_t t = piece; t < last; t++)
-      count += knnwb_partition_split_owner(x->run, x->run->first + t) == me;
-    x->mine[piece / KNNWB_PARTITION_SPLIT_PIECE] = count;
-  }
-}
-
-static void knnwb_partition_split_block_fill(size_t from, size_t to, void *data)
-{
-  KnnwbPartitionBlockLists *x = data;
-  KnnwbPartitionRun *run = x->run;
-  const int me = run->options->group->rank;
-  for (size_t piece = from; piece < to; piece += KNNWB_PARTITION_SPLIT_PIECE) {
-    const size_t last = MIN(to, piece + KNNWB_PARTITION_SPLIT_PIECE);
-    size_t mine = x->mine[piece / KNNWB_PARTITION_SPLIT_PIECE];
-    /* (the others below the piece follow the searched rows) */
-    size_t other = x->searched + piece - mine;
-    for (size_t t = piece; t < last; t++) {
-      const gboolean searched = knnwb_partition_split_owner(run, run->first + t) == me;
-      run->block_list[t] = (int32_t)(searched ? mine++ : other++);
-      if (!searched) /* (unset: partition_internal.h) */
-        run->lists->n_found[run->block_list[t]] = -1;
-    }
-  }
-}
-
 /* run->block_list (partition_internal.h): the block's rows this rank searches in phase one at the
  * front of its lists, the others after them, each in row order and marked unset. FALSE: memory.
  * O(block) on threads. */
 static gboolean knnwb_partition_split_block_lists(KnnwbPartitionRun *run)
 {
-  const size_t block = run->last - run->first;
-  const size_t pieces = (block + KNNWB_PARTITION_SPLIT_PIECE - 1) / KNNWB_PARTITION_SPLIT_PIECE;
-  run->block_list = g_try_new(int32_t, MAX(block, (size_t)1));
-  KnnwbPartitionBlockLists x = {.run = run, .mine = g_try_new(size_t, MAX(pieces, (size_t)1))};
-  if (run->block_list == NULL || x.mine == NULL) {
-    g_clear_pointer(&run->block_list, g_free);
-    g_free(x.mine);
+  run->block_list = g_try_new(int32_t, MAX(run->last - run->first, (size_t)1));
+  if (run->block_list == NULL)
     return FALSE;
-  }
-  knnwb_parallel_for(run->p->threads, block, KNNWB_PARTITION_SPLIT_PIECE,
-                     knnwb_partition_split_block_count, &x);
-  for (size_t t = 0; t < pieces; t++) {
-    const size_t count = x.mine[t];
-    x.mine[t] = x.searched;
-    x.searched += count;
-  }
-  knnwb_parallel_for(run->p->threads, block, KNNWB_PARTITION_SPLIT_PIECE,
-                     knnwb_partition_split_block_fill, &x);
-  run->block_searched = x.searched;
-  g_free(x.mine);
+  KnnwbPartitionSplitPass x = {.run = run,
+                               .pick = KNNWB_PARTITION_SPLIT_BLOCK,
+                               .first = run->first,
+                               .last = run->last,
+                               .ways = 2};
+  size_t total[2];
+  knnwb_partition_split_begin(&x, total);
+  /* (the others follow the rows searched here) */
+  for (size_t t = 0; t * KNNWB_PARTITION_SPLIT_PIECE < x.last - x.first; t++)
+    x.count[t * 2 + 1] += total[0];
+  knnwb_partition_split_end(&x);
+  run->block_searched = total[0];
   return TRUE;
 }
 
