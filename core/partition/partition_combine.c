@@ -206,9 +206,20 @@ static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, size_t from, siz
   knnwb_partition_pack_give_back(pack);
 }
 
+/* Where the others' records for this rank's block are merged: own, block row t's list at
+ * place[t] (NULL: in row order). A split rank's are its block's lists going into row order
+ * (order): each batch of rows is put in order before the records for its rows are merged, so they
+ * land in the fresh lists, and the places of the rows the others searched are never faulted in. */
 typedef struct {
   KnnwbNeighbors *own;
-  const int32_t *place; /* a split rank's block_list, or NULL: rows in order */
+  const int32_t *place;
+  KnnwbPartitionOrder *order; /* a split rank's, or NULL */
+  double ordered;             /* seconds spent putting rows in order */
+} KnnwbPartitionTarget;
+
+typedef struct {
+  KnnwbNeighbors *own;
+  const int32_t *place; /* as KnnwbPartitionTarget's */
   const char *records;
   KnnwbPartitionLayout layout;
   size_t k;
@@ -244,18 +255,43 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
   g_free(distance);
 }
 
-/* The other ranks' records for this block (records[r], bytes[r]) merged into own, which holds
- * this rank's pieces already; the records of one rank have distinct rows, so each rank's go on all
- * threads. */
+/* A split rank's block rows put in order up to the last row of this round's records (each rank's
+ * records are in row order: its last is its highest). */
+static void knnwb_partition_merge_order(const KnnwbPartitionRun *run, KnnwbPartitionLayout layout,
+                                        KnnwbPartitionTarget *target, const char *const *records,
+                                        const size_t *bytes)
+{
+  const gint64 start = g_get_monotonic_time();
+  size_t end = 0; /* (block rows) */
+  for (int r = 0; r < run->options->group->size; r++) {
+    if (r == run->options->group->rank || bytes[r] < layout.record)
+      continue;
+    int64_t row;
+    knnwb_partition_ids_get(&row, records[r] + (bytes[r] / layout.record - 1) * layout.record, 1,
+                            layout.id);
+    end = MAX(end, (size_t)row + 1 - target->own->first_row);
+  }
+  knnwb_partition_order_to(target->order, end, run->p->threads);
+  target->ordered += (double)(g_get_monotonic_time() - start) / 1e6;
+}
+
+/* The other ranks' records for this block (records[r], bytes[r]) merged into the target, which
+ * holds this rank's pieces already; the records of one rank have distinct rows, so each rank's go
+ * on all threads. */
 static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbPartitionLayout layout,
-                                      KnnwbNeighbors *own, const char *const *records,
+                                      KnnwbPartitionTarget *target, const char *const *records,
                                       const size_t *bytes)
 {
+  if (target->order != NULL)
+    knnwb_partition_merge_order(run, layout, target, records, bytes);
   for (int r = 0; r < run->options->group->size; r++) {
     if (r == run->options->group->rank)
       continue;
-    KnnwbPartitionRecords m = {
-        .own = own, .place = run->block_list, .records = records[r], .layout = layout, .k = run->k};
+    KnnwbPartitionRecords m = {.own = target->own,
+                               .place = target->place,
+                               .records = records[r],
+                               .layout = layout,
+                               .k = run->k};
     knnwb_parallel_for(run->p->threads, bytes[r] / layout.record, 256,
                        knnwb_partition_merge_records, &m);
   }
@@ -305,9 +341,9 @@ static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_
   return own;
 }
 
-/* This rank's block's lists where they lie in run->lists (its rows in order from place first; a
- * split rank's from 0, by run->block_list), as the others' records are merged into them before the
- * block is moved to the front or put in row order: only the rows and the arrays are set. */
+/* This rank's block's lists where they lie in run->lists (its rows in order from place first), as
+ * the others' records are merged into them before the block is moved to the front: only the rows
+ * and the arrays are set. (A split rank's go into row order instead: KnnwbPartitionTarget.) */
 static KnnwbNeighbors knnwb_partition_block_view(const KnnwbPartitionRun *run, size_t first)
 {
   const size_t at = run->slot != NULL ? 0 : first;
@@ -371,6 +407,7 @@ static gboolean knnwb_partition_rounds_plan(const KnnwbKnnGroup *group, const si
 /* The durations of the combining's steps, summed over the rounds (seconds). */
 typedef struct {
   double packed, exchanged, merged;
+  double ordered; /* (a split rank's lists put in row order: within merged, and after) */
 } KnnwbPartitionSteps;
 
 /*
@@ -381,7 +418,7 @@ typedef struct {
 static gboolean knnwb_partition_round_shared(const KnnwbPartitionRun *run,
                                              KnnwbPartitionPack *packs,
                                              const KnnwbPartitionRounds *x, size_t j,
-                                             void *const *blocks, KnnwbNeighbors *own,
+                                             void *const *blocks, KnnwbPartitionTarget *target,
                                              KnnwbPartitionSteps *steps, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
@@ -401,7 +438,7 @@ static gboolean knnwb_partition_round_shared(const KnnwbPartitionRun *run,
     bytes[s] = knnwb_partition_round_count(x, s, me, j) * x->record;
   }
   if (ok)
-    knnwb_partition_merge_all(run, packs[me].layout, own, records, bytes);
+    knnwb_partition_merge_all(run, packs[me].layout, target, records, bytes);
   g_free(records);
   g_free(bytes);
   const gint64 merged = g_get_monotonic_time();
@@ -420,9 +457,9 @@ static gboolean knnwb_partition_round_shared(const KnnwbPartitionRun *run,
  */
 static gboolean knnwb_partition_combine_shared(const KnnwbPartitionRun *run,
                                                KnnwbPartitionPack *packs,
-                                               const KnnwbPartitionRounds *x, KnnwbNeighbors *own,
-                                               gboolean *used, KnnwbPartitionSteps *steps,
-                                               GError **error)
+                                               const KnnwbPartitionRounds *x,
+                                               KnnwbPartitionTarget *target, gboolean *used,
+                                               KnnwbPartitionSteps *steps, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const size_t first_round = knnwb_partition_round_offset(x, group->rank, group->size, 0);
@@ -437,7 +474,7 @@ static gboolean knnwb_partition_combine_shared(const KnnwbPartitionRun *run,
   }
   gboolean ok = TRUE;
   for (size_t j = 0; ok && j < x->rounds; j++)
-    ok = knnwb_partition_round_shared(run, packs, x, j, blocks, own, steps, error);
+    ok = knnwb_partition_round_shared(run, packs, x, j, blocks, target, steps, error);
   const gint64 merged = g_get_monotonic_time();
   ok = group->share_end(group, ok ? error : NULL) && ok;
   /* (the release waits for every rank's merge, then gives the window's pages back) */
@@ -450,7 +487,8 @@ static gboolean knnwb_partition_combine_shared(const KnnwbPartitionRun *run,
 /* Every round as messages (knnwb_partition_ranks_exchange). FALSE: the group's errors. */
 static gboolean knnwb_partition_combine_messages(const KnnwbPartitionRun *run,
                                                  KnnwbPartitionPack *packs,
-                                                 const KnnwbPartitionRounds *x, KnnwbNeighbors *own,
+                                                 const KnnwbPartitionRounds *x,
+                                                 KnnwbPartitionTarget *target,
                                                  KnnwbPartitionSteps *steps, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
@@ -473,7 +511,7 @@ static gboolean knnwb_partition_combine_messages(const KnnwbPartitionRun *run,
     ok = knnwb_partition_ranks_exchange(group, &t, room, "the lists to send", error);
     const gint64 exchanged = g_get_monotonic_time();
     if (ok)
-      knnwb_partition_merge_all(run, packs[me].layout, own, (const char *const *)t.receive,
+      knnwb_partition_merge_all(run, packs[me].layout, target, (const char *const *)t.receive,
                                 t.receive_bytes);
     knnwb_partition_transfer_clear(&t);
     steps->packed += (double)(packed - start) / 1e6;
@@ -557,6 +595,34 @@ static KnnwbNeighbors *knnwb_partition_gather_all(const KnnwbPartitionRun *run,
   return all;
 }
 
+/* A split rank's fresh lists for its block in row order (*order, knnwb_partition_order_begin),
+ * agreed: a rank short of memory stops every rank with its message. Collective. */
+static gboolean knnwb_partition_combine_order_begin(KnnwbPartitionRun *run,
+                                                    const KnnwbPartitionPack *mine,
+                                                    KnnwbPartitionOrder *order, GError **error)
+{
+  const KnnwbKnnGroup *group = run->options->group;
+  /* Test hook (as partition_split.c's KNNWB_PARTITION_SPLIT_SHORT_RANK):
+   * KNNWB_PARTITION_ORDER_SHORT_RANK=r makes rank r short of memory for its block's lists in row
+   * order: every rank stops with its message. */
+  const char *short_rank = g_getenv("KNNWB_PARTITION_ORDER_SHORT_RANK");
+  const gboolean short_here =
+      short_rank != NULL && *short_rank != '\0' && atoi(short_rank) == group->rank;
+  const gboolean room =
+      !short_here &&
+      knnwb_partition_order_begin(order, run->lists, mine->first, mine->rows, run->block_list,
+                                  run->block_searched, KNNWB_PARTITION_ORDER_BATCH);
+  if (short_here)
+    order->ordered = NULL;
+  if (!room)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the lists of this rank's %zu rows (k = %zu)", mine->rows, run->k);
+  if (group->agree(group, room, error))
+    return TRUE;
+  g_clear_pointer(&order->ordered, knnwb_neighbors_free);
+  return FALSE;
+}
+
 /* The pieces exchanged and merged, round by round: *own (NULL before) becomes this block's lists.
  * FALSE: the group's errors. */
 static gboolean knnwb_partition_combine_rounds(KnnwbPartitionRun *run, KnnwbPartitionPack *packs,
@@ -570,38 +636,35 @@ static gboolean knnwb_partition_combine_rounds(KnnwbPartitionRun *run, KnnwbPart
   if (!knnwb_partition_rounds_plan(group, sizes, mine->layout.record, &x, error))
     return FALSE;
   *rounds = x.rounds;
-  /* A split rank's lists lie by who searched them (run->block_list): the others' pieces are
-   * merged where they lie, its lists sent given back as they go (knnwb_partition_pack_give_back),
-   * and then its block's go into fresh lists in row order, the old given back as they go. */
+  /* A split rank's lists lie by who searched them (run->block_list): its block's go into fresh
+   * lists in row order as the rounds bring the others' records for them (the old given back as
+   * they go), and the lists it sends are given back as they go (knnwb_partition_pack_give_back).
+   * Otherwise the others' records are merged where the block's lists lie. */
   KnnwbNeighbors block = knnwb_partition_block_view(run, mine->first);
-  gboolean ok = knnwb_partition_combine_shared(run, packs, &x, &block, shared, steps, error);
-  ok = ok && (*shared || knnwb_partition_combine_messages(run, packs, &x, &block, steps, error));
-  if (!ok || run->block_list == NULL) {
+  KnnwbPartitionTarget target = {.own = &block};
+  KnnwbPartitionOrder order = {0};
+  const gboolean split = run->block_list != NULL;
+  if (split && !knnwb_partition_combine_order_begin(run, mine, &order, error))
+    return FALSE;
+  if (split)
+    target = (KnnwbPartitionTarget){.own = order.ordered, .order = &order};
+  gboolean ok = knnwb_partition_combine_shared(run, packs, &x, &target, shared, steps, error);
+  ok = ok && (*shared || knnwb_partition_combine_messages(run, packs, &x, &target, steps, error));
+  if (!split) {
     if (ok)
       *own = knnwb_partition_adopt_block(run, mine->first, mine->rows);
     return ok;
   }
-  /* Test hook (as partition_split.c's KNNWB_PARTITION_SPLIT_SHORT_RANK):
-   * KNNWB_PARTITION_ORDER_SHORT_RANK=r makes rank r short of memory for its block's lists in row
-   * order: every rank stops with its message. */
-  const char *short_rank = g_getenv("KNNWB_PARTITION_ORDER_SHORT_RANK");
-  const gboolean short_here =
-      short_rank != NULL && *short_rank != '\0' && atoi(short_rank) == group->rank;
-  KnnwbNeighbors *ordered =
-      short_here ? NULL
-                 : knnwb_partition_lists_in_order(run->lists, mine->first, mine->rows,
-                                                  run->block_list, run->block_searched,
-                                                  KNNWB_PARTITION_ORDER_BATCH, run->p->threads);
-  if (ordered == NULL)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the lists of this rank's %zu rows (k = %zu)", mine->rows, run->k);
-  ok = group->agree(group, ordered != NULL, error);
+  const gint64 start = g_get_monotonic_time();
+  if (ok) /* (the rows past the last record) */
+    knnwb_partition_order_to(&order, mine->rows, run->p->threads);
   g_clear_pointer(&run->lists, knnwb_neighbors_free);
   if (ok) {
-    knnwb_partition_lists_empty_unset(ordered, run->p->threads);
-    *own = g_steal_pointer(&ordered);
+    knnwb_partition_lists_empty_unset(order.ordered, run->p->threads);
+    *own = g_steal_pointer(&order.ordered);
   }
-  knnwb_neighbors_free(ordered);
+  knnwb_neighbors_free(order.ordered);
+  steps->ordered = target.ordered + (double)(g_get_monotonic_time() - start) / 1e6;
   return ok;
 }
 
@@ -640,10 +703,11 @@ gboolean knnwb_partition_ranks_combine(KnnwbPartitionRun *run, KnnwbNeighbors **
     own->screen_used = totals.screen_used;
     knnwb_parallel_for(run->p->threads, own->n_queries, 4096, knnwb_partition_count_found, own);
     g_debug("knnwb: partition: rank %d: lists of its rows combined in %.3f s through %s in %zu "
-            "round(s) (counted %.3f s, packed %.3f s, exchanged %.3f s, merged %.3f s)",
+            "round(s) (counted %.3f s, packed %.3f s, exchanged %.3f s, merged %.3f s; put in "
+            "row order %.3f s)",
             group->rank, (double)(g_get_monotonic_time() - start) / 1e6,
             shared ? "shared memory" : "messages", rounds, (double)(counted - start) / 1e6,
-            steps.packed, steps.exchanged, steps.merged);
+            steps.packed, steps.exchanged, steps.merged, steps.ordered);
     if (!run->options->group_own_rows) {
       KnnwbNeighbors *all = knnwb_partition_gather_all(run, own, error);
       ok = all != NULL;

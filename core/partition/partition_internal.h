@@ -278,8 +278,8 @@ typedef struct {
    * slot. The others' lists are unset (n_found -1, read as empty) until a visit or the combining
    * writes them, so a rank touches only the lists it writes: lists in row order put every page of
    * the block's lists under phase one (a page holds 17 rows' lists at k = 30). Put back in row
-   * order as the block's lists are adopted (partition_combine.c). NULL: lists at the slots, every
-   * one set. */
+   * order as the combining brings the others' records for them (partition_combine.c). NULL: lists
+   * at the slots, every one set. */
   int32_t *block_list;
   size_t block_searched; /* the block's rows this rank searches in phase one */
   /* Per rank r, size + 1: the places of the rows of r's block it searches in phase one begin at
@@ -348,6 +348,25 @@ gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *
 /* Rows a batch of knnwb_partition_lists_in_order puts in order before the pages it read are given
  * back (31 MB of lists at k = 30). */
 #define KNNWB_PARTITION_ORDER_BATCH ((size_t)1 << 16)
+/* A split rank's block lists going into row order, batch by batch (knnwb_partition_order_to). */
+typedef struct {
+  KnnwbNeighbors *from;    /* the lists by who searched them (run->lists) */
+  KnnwbNeighbors *ordered; /* the block's lists in row order, rows [0, done) set */
+  const int32_t *place;    /* block row t's list at from's place[t] */
+  size_t rows, searched, batch;
+  size_t done;         /* rows put in order so far */
+  size_t mine, others; /* rows of each run read (and given back) so far */
+} KnnwbPartitionOrder;
+
+/* Fresh, unset lists for rows rows from row first into *order->ordered, none copied yet; the
+ * arguments as knnwb_partition_lists_in_order's. FALSE: memory (nothing to free). O(1). */
+gboolean knnwb_partition_order_begin(KnnwbPartitionOrder *order, KnnwbNeighbors *lists,
+                                     size_t first, size_t rows, const int32_t *place,
+                                     size_t searched, size_t batch);
+/* Block rows up to row (exclusive; at most rows) put in order: those from order->done on copied
+ * from order->from, batch rows at a time, the pages each batch read given back. A later merge
+ * into a row below order->done goes to order->ordered. O((row - done) k) on threads. */
+void knnwb_partition_order_to(KnnwbPartitionOrder *order, size_t row, int threads);
 /* A split rank's block lists in row order, in fresh lists of rows rows from row first: block row
  * t's list lies in lists at place[t], the `searched` rows this rank searched first, then the
  * others, each run in row order (run->block_list). The lists set there are copied (unset ones,

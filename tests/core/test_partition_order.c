@@ -2,7 +2,8 @@
  * the lists a rank searched and the others', each run in row order, interleaved into fresh lists
  * in row order with every set row's list intact and the unset ones still unset, then empty, over
  * one batch and many (the pages each batch read are given back: a bound one row off reads
- * zeros); lists past the block (the rows brought from the others) are left alone. */
+ * zeros); lists past the block (the rows brought from the others) are left alone; and step by
+ * step, as the combining's rounds ask for the rows their records reach. */
 #include <math.h>
 #include <string.h>
 #include <knnwb/knnwb.h>
@@ -49,13 +50,33 @@ static size_t order_make(KnnwbNeighbors **lists, int32_t **place, size_t rows, s
   return searched;
 }
 
-static void order_check(size_t rows, size_t k, size_t every, size_t batch)
+/* The block's lists in order: at once (step 0), or as the combining asks for them, step rows at a
+ * time (each step's end a row or more past the last, the last past the block; a step back asks
+ * for nothing), each row's list checked as soon as its step is done. */
+static KnnwbNeighbors *order_by_steps(KnnwbNeighbors *lists, const int32_t *place, size_t rows,
+                                      size_t searched, size_t batch, size_t step)
+{
+  if (step == 0)
+    return knnwb_partition_lists_in_order(lists, 100, rows, place, searched, batch, 3);
+  KnnwbPartitionOrder order;
+  g_assert_true(knnwb_partition_order_begin(&order, lists, 100, rows, place, searched, batch));
+  for (size_t end = 0; end < rows + step; end += step) {
+    knnwb_partition_order_to(&order, end, 3);
+    knnwb_partition_order_to(&order, end / 2, 3);
+    g_assert_cmpuint(order.done, ==, MIN(end, rows));
+    for (size_t t = end >= step ? end - step : 0; t < MIN(end, rows); t++)
+      if (order.ordered->n_found[t] >= 0)
+        g_assert_cmpint(order.ordered->indices[t * lists->k], ==, (int64_t)(t * 10));
+  }
+  return order.ordered;
+}
+
+static void order_check(size_t rows, size_t k, size_t every, size_t batch, size_t step)
 {
   KnnwbNeighbors *lists;
   int32_t *place;
   const size_t searched = order_make(&lists, &place, rows, 1234, k, every);
-  KnnwbNeighbors *ordered =
-      knnwb_partition_lists_in_order(lists, 100, rows, place, searched, batch, 3);
+  KnnwbNeighbors *ordered = order_by_steps(lists, place, rows, searched, batch, step);
   g_assert_nonnull(ordered);
   g_assert_cmpuint(ordered->n_queries, ==, rows);
   g_assert_cmpuint(ordered->first_row, ==, 100);
@@ -89,20 +110,31 @@ static void order_check(size_t rows, size_t k, size_t every, size_t batch)
  * batches, where giving back one row too many would zero a page a later batch reads. */
 static void test_batches(void)
 {
-  order_check(600001, 3, 3, KNNWB_PARTITION_ORDER_BATCH);
+  order_check(600001, 3, 3, KNNWB_PARTITION_ORDER_BATCH, 0);
   for (size_t batch = 1; batch <= 1001; batch += 250)
-    order_check(3001, 512, 2, batch);
+    order_check(3001, 512, 2, batch, 0);
+}
+
+/* Put in order as the combining's rounds ask for rows: steps shorter and longer than a batch,
+ * steps of one row, and a step past the whole block. */
+static void test_steps(void)
+{
+  order_check(600001, 3, 3, KNNWB_PARTITION_ORDER_BATCH, 100003);
+  for (size_t step = 1; step <= 5001; step += 1250)
+    order_check(3001, 512, 2, 301, step);
+  order_check(20001, 31, 2, 999, 1);
+  order_check(5001, 2, 0, 64, 7);
 }
 
 /* Every row searched here, none, and a block of one row and of none. */
 static void test_edges(void)
 {
   for (size_t batch = 1; batch < 2000; batch += 998) {
-    order_check(5001, 2, 1, batch); /* every row here */
-    order_check(5001, 2, 0, batch); /* none: only the others */
-    order_check(1, 4, 0, batch);
-    order_check(0, 4, 2, batch);
-    order_check(20001, 31, 2, batch); /* a row's list over a page's edge */
+    order_check(5001, 2, 1, batch, 0); /* every row here */
+    order_check(5001, 2, 0, batch, 0); /* none: only the others */
+    order_check(1, 4, 0, batch, 0);
+    order_check(0, 4, 2, batch, 0);
+    order_check(20001, 31, 2, batch, 0); /* a row's list over a page's edge */
   }
 }
 
@@ -110,6 +142,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/partition-order/batches", test_batches);
+  g_test_add_func("/partition-order/steps", test_steps);
   g_test_add_func("/partition-order/edges", test_edges);
   return g_test_run();
 }
