@@ -354,56 +354,6 @@ static KnnwbNeighbors knnwb_partition_block_view(const KnnwbPartitionRun *run, s
                           .first_row = first};
 }
 
-/* Records a rank sends in one round, at most: the shared blocks of that size are faulted in
- * once and refilled every round. The group keeps blocks up to 64 MiB a rank between calls
- * (distributed/shared_window.c), so those of earlier exchanges serve again. */
-#define KNNWB_PARTITION_ROUND_BYTES ((size_t)32 << 20)
-
-/* The rounds of the combining, the same on every rank: sizes[s * R + r] record bytes go from rank
- * s to rank r, q records of them a round at most. */
-typedef struct {
-  const size_t *sizes;
-  size_t record, q, rounds;
-  int size;
-} KnnwbPartitionRounds;
-
-/* Records from rank s to rank r in round j. O(1). */
-static size_t knnwb_partition_round_count(const KnnwbPartitionRounds *x, int s, int r, size_t j)
-{
-  const size_t all = s == r ? 0 : x->sizes[(size_t)s * x->size + r] / x->record, done = j * x->q;
-  return all > done ? MIN(x->q, all - done) : 0;
-}
-
-/* Where rank s's records for rank r lie in its block in round j (rank order). O(R). */
-static size_t knnwb_partition_round_offset(const KnnwbPartitionRounds *x, int s, int r, size_t j)
-{
-  size_t records = 0;
-  for (int t = 0; t < r; t++)
-    records += knnwb_partition_round_count(x, s, t, j);
-  return records * x->record;
-}
-
-/* The rounds for the agreed sizes and the record's bytes, q agreed (the least any rank asks:
- * KNNWB_PARTITION_ROUND_BYTES, or the test hook KNNWB_PARTITION_ROUND_BYTES=N, so that small
- * runs take several rounds). Collective. */
-static gboolean knnwb_partition_rounds_plan(const KnnwbKnnGroup *group, const size_t *sizes,
-                                            size_t record, KnnwbPartitionRounds *x, GError **error)
-{
-  const char *hook = g_getenv("KNNWB_PARTITION_ROUND_BYTES");
-  const gint64 asked = hook != NULL ? g_ascii_strtoll(hook, NULL, 10) : 0;
-  const size_t bytes = asked > 0 ? (size_t)asked : KNNWB_PARTITION_ROUND_BYTES;
-  int64_t q = (int64_t)MAX((size_t)1, bytes / (record * (size_t)MAX(group->size - 1, 1)));
-  if (!group->reduce(group, &q, 1, KNNWB_GROUP_MIN, error))
-    return FALSE;
-  *x =
-      (KnnwbPartitionRounds){.sizes = sizes, .record = record, .q = (size_t)q, .size = group->size};
-  size_t most = 0; /* (records on the way between two ranks, at most) */
-  for (size_t t = 0; t < (size_t)group->size * group->size; t++)
-    most = MAX(most, sizes[t] / record);
-  x->rounds = (most + x->q - 1) / x->q;
-  return TRUE;
-}
-
 /* The durations of the combining's steps, summed over the rounds (seconds). */
 typedef struct {
   double packed, exchanged, merged;

@@ -527,6 +527,29 @@ void knnwb_partition_transfer_clear(KnnwbPartitionTransfer *t);
  * freed. FALSE (error set, the same on every rank) when a rank is short of memory. */
 gboolean knnwb_partition_ranks_exchange(const KnnwbKnnGroup *group, KnnwbPartitionTransfer *t,
                                         gboolean room, const char *what, GError **error);
+/* Bytes a rank sends in one round of what travels in bulk (partition_rounds.c), at most: the
+ * shared blocks of that size are faulted in once and refilled every round. The group keeps blocks
+ * up to 64 MiB a rank between calls (distributed/shared_window.c), so those of earlier exchanges
+ * serve again. */
+#define KNNWB_PARTITION_ROUND_BYTES ((size_t)32 << 20)
+/* The rounds of one bulk exchange, the same on every rank: sizes[s * R + r] bytes of records of
+ * `record` bytes go from rank s to rank r, q records of them a round at most (in order: round j
+ * takes records [j q, (j + 1) q) of each pair). */
+typedef struct {
+  const size_t *sizes;
+  size_t record, q, rounds;
+  int size;
+} KnnwbPartitionRounds;
+/* The rounds for the sizes (the same on every rank) and the record's bytes, q agreed (the least
+ * any rank asks: KNNWB_PARTITION_ROUND_BYTES, or the test hook KNNWB_PARTITION_ROUND_BYTES=N).
+ * Collective; FALSE: the group's errors. O(R^2). */
+gboolean knnwb_partition_rounds_plan(const KnnwbKnnGroup *group, const size_t *sizes, size_t record,
+                                     KnnwbPartitionRounds *x, GError **error);
+/* Records from rank s to rank r in round j (none to itself). O(1). */
+size_t knnwb_partition_round_count(const KnnwbPartitionRounds *x, int s, int r, size_t j);
+/* Where rank s's records for rank r lie in its round-j block, in bytes (ranks in order). O(R). */
+size_t knnwb_partition_round_offset(const KnnwbPartitionRounds *x, int s, int r, size_t j);
+
 /* Each rank's lists (its own and its visitors' pieces) to the ranks of their rows' blocks, merged
  * (partition_combine.c): *result holds this rank's block (options->group_own_rows) or every row.
  * Frees run->lists. */

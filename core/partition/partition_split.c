@@ -207,84 +207,102 @@ static void knnwb_partition_split_copy_values(size_t first, size_t last, void *d
   memcpy(x->to + first, x->from + first, (last - first) * sizeof(float));
 }
 
-/* Through the group's shared blocks (*used FALSE when it lends none this time): this rank packs
- * its rows for every rank into its block once, and copies its own out of the others' (all[s * R +
- * r]: the rows rank s sends rank r). */
+/* Where round j of the rows this rank brings from rank s goes in held (x's rounds, rows as
+ * records; call only for a round that brings some): the rows each rank sends this one lie in
+ * held in rank order from held_from, each rank's ascending, q of them a round. O(R). */
+static float *knnwb_partition_split_round_into(const KnnwbPartitionRun *run,
+                                               const KnnwbPartitionRounds *x, size_t held_from,
+                                               int s, size_t j)
+{
+  size_t into = held_from;
+  for (int t = 0; t < s; t++)
+    into += x->sizes[(size_t)t * x->size + run->options->group->rank] / x->record;
+  return run->held.values + (into + j * x->q) * run->d;
+}
+
+/*
+ * Through the group's shared blocks (*used FALSE when it lends none this time), round by round:
+ * this rank packs its next rows for every rank into its block, then, once every rank's are,
+ * copies its own out of the others' into held. FALSE: the group's errors.
+ */
 static gboolean knnwb_partition_split_shared(KnnwbPartitionRun *run, const int64_t *const *ids,
-                                             const size_t *count, const int64_t *all,
-                                             size_t held_from, gboolean *used, GError **error)
+                                             const KnnwbPartitionRounds *x, size_t held_from,
+                                             gboolean *used, GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size, me = group->rank;
-  const size_t d = run->d;
-  size_t total = 0;
-  for (int r = 0; r < size; r++)
-    total += count[r];
   void **blocks = g_new0(void *, size);
   GError *local = NULL;
   *used = group->share_begin != NULL &&
-          group->share_begin(group, total * d * sizeof(float), blocks, &local);
+          group->share_begin(group, knnwb_partition_round_offset(x, me, size, 0), blocks, &local);
   if (!*used) {
     g_free(blocks);
     if (local != NULL)
       g_propagate_error(error, local);
     return local == NULL;
   }
-  size_t at = 0;
-  for (int r = 0; r < size; r++) {
-    knnwb_partition_split_pack(run, ids[r], count[r], (float *)blocks[me] + at * d);
-    at += count[r];
-  }
-  gboolean ok = group->share_sync(group, error);
-  size_t into = held_from;
-  for (int s = 0; ok && s < size; s++) {
-    size_t offset = 0;
-    for (int r = 0; r < me; r++)
-      offset += (size_t)all[(size_t)s * size + r];
-    const size_t rows = (size_t)all[(size_t)s * size + me];
-    KnnwbPartitionSplitCopy x = {run->held.values + into * d,
-                                 (const float *)blocks[s] + offset * d};
-    knnwb_parallel_for(run->p->threads, rows * d, (size_t)1 << 18,
-                       knnwb_partition_split_copy_values, &x);
-    into += rows;
+  gboolean ok = TRUE;
+  for (size_t j = 0; ok && j < x->rounds; j++) {
+    for (int r = 0; r < size; r++) {
+      const size_t rows = knnwb_partition_round_count(x, me, r, j);
+      if (rows > 0)
+        knnwb_partition_split_pack(
+            run, ids[r] + j * x->q, rows,
+            (float *)((char *)blocks[me] + knnwb_partition_round_offset(x, me, r, j)));
+    }
+    ok = group->share_sync(group, error);
+    for (int s = 0; ok && s < size; s++) {
+      const size_t rows = knnwb_partition_round_count(x, s, me, j);
+      if (rows == 0)
+        continue;
+      KnnwbPartitionSplitCopy c = {
+          knnwb_partition_split_round_into(run, x, held_from, s, j),
+          (const float *)((const char *)blocks[s] + knnwb_partition_round_offset(x, s, me, j))};
+      knnwb_parallel_for(run->p->threads, rows * run->d, (size_t)1 << 18,
+                         knnwb_partition_split_copy_values, &c);
+    }
+    /* (every rank's reads done before a block is refilled; the last round's end waits anyway) */
+    ok = ok && (j + 1 == x->rounds || group->share_sync(group, error));
   }
   ok = group->share_end(group, ok ? error : NULL) && ok;
   g_free(blocks);
   return ok;
 }
 
-/* As messages: each rank's rows packed and sent, received into run->held.values. */
+/* As messages, round by round, each rank's next rows packed for every rank and received straight
+ * into held. FALSE: the group's errors (a rank short of memory for its sends stops them all). */
 static gboolean knnwb_partition_split_messages(KnnwbPartitionRun *run, const int64_t *const *ids,
-                                               const size_t *count, const int64_t *all,
-                                               size_t held_from, GError **error)
+                                               const KnnwbPartitionRounds *x, size_t held_from,
+                                               GError **error)
 {
   const KnnwbKnnGroup *group = run->options->group;
   const int size = group->size, me = group->rank;
-  const size_t d = run->d, row_bytes = d * sizeof(float);
   float **send = g_new0(float *, size);
   size_t *send_bytes = g_new(size_t, size), *receive_bytes = g_new(size_t, size);
   void **receive = g_new0(void *, size);
-  gboolean room = TRUE;
-  size_t into = held_from;
-  for (int r = 0; r < size; r++) {
-    send_bytes[r] = count[r] * row_bytes;
-    send[r] = count[r] > 0 ? g_try_new(float, count[r] * d) : NULL;
-    room = room && (count[r] == 0 || send[r] != NULL);
-    if (send[r] != NULL)
-      knnwb_partition_split_pack(run, ids[r], count[r], send[r]);
-    const size_t rows = (size_t)all[(size_t)r * size + me];
-    receive_bytes[r] = rows * row_bytes;
-    receive[r] = rows > 0 ? (char *)run->held.values + into * row_bytes : NULL;
-    into += rows;
+  gboolean ok = TRUE;
+  for (size_t j = 0; ok && j < x->rounds; j++) {
+    gboolean room = TRUE;
+    for (int r = 0; r < size; r++) {
+      const size_t rows = knnwb_partition_round_count(x, me, r, j);
+      send_bytes[r] = rows * x->record;
+      send[r] = rows > 0 ? g_try_malloc(send_bytes[r]) : NULL;
+      room = room && (rows == 0 || send[r] != NULL);
+      if (send[r] != NULL)
+        knnwb_partition_split_pack(run, ids[r] + j * x->q, rows, send[r]);
+      receive_bytes[r] = knnwb_partition_round_count(x, r, me, j) * x->record;
+      receive[r] =
+          receive_bytes[r] > 0 ? knnwb_partition_split_round_into(run, x, held_from, r, j) : NULL;
+    }
+    if (!room)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "cannot allocate the rows this rank sends to the others");
+    ok = group->agree(group, room, error) &&
+         group->exchange(group, (const void *const *)send, send_bytes, (void *const *)receive,
+                         receive_bytes, error);
+    for (int r = 0; r < size; r++)
+      g_clear_pointer(&send[r], g_free);
   }
-  if (!room)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the rows this rank sends to the others");
-  const gboolean ok = group->agree(group, room, error) &&
-                      group->exchange(group, (const void *const *)send, send_bytes,
-                                      (void *const *)receive, receive_bytes, error);
-  for (int r = 0; r < size; r++)
-    g_free(send[r]);
   g_free(send);
   g_free(send_bytes);
   g_free(receive_bytes);
@@ -295,7 +313,8 @@ static gboolean knnwb_partition_split_messages(KnnwbPartitionRun *run, const int
 /*
  * Rows of this rank's block to the others: rank r gets ids[r] (count[r] rows, ascending), and this
  * rank the rows each rank sends it into run->held.values from row held_from, in rank order (the
- * order it placed them in). Through the group's shared blocks where the ranks share a host (a copy
+ * order it placed them in). In rounds of at most KNNWB_PARTITION_ROUND_BYTES a rank
+ * (partition_rounds.c): through the group's shared blocks where the ranks share a host (a copy
  * each way: at 10,000,000 x 50 rows, 2 ranks on two cores, 2.5 M rows a rank took 3.1 s as
  * messages), else as messages. room: this rank has its places (else every rank fails with the
  * rows it lacks room for; too_many: more than knnwb_partition_split_max_held()). Collective.
@@ -320,22 +339,27 @@ static gboolean knnwb_partition_split_ship(KnnwbPartitionRun *run, int64_t *cons
   if (!group->agree(group, room, error))
     return FALSE;
   /* every rank's counts for every rank: where its rows lie in the others' blocks */
+  const size_t row_bytes = run->d * sizeof(float);
   int64_t *mine = g_new(int64_t, size), *all = g_new(int64_t, (size_t)size * size);
-  size_t *bytes = g_new(size_t, size);
+  size_t *bytes = g_new(size_t, size), *sizes = g_new(size_t, (size_t)size * size);
   for (int r = 0; r < size; r++) {
     mine[r] = (int64_t)count[r];
     bytes[r] = (size_t)size * sizeof(int64_t);
   }
   gboolean used = FALSE;
-  gboolean ok = knnwb_knn_group_gather_bytes(group, mine, bytes, all, error) &&
-                knnwb_partition_split_shared(run, (const int64_t *const *)ids, count, all,
-                                             held_from, &used, error);
-  ok = ok && (used || knnwb_partition_split_messages(run, (const int64_t *const *)ids, count, all,
+  KnnwbPartitionRounds x;
+  gboolean ok = knnwb_knn_group_gather_bytes(group, mine, bytes, all, error);
+  for (size_t t = 0; ok && t < (size_t)size * size; t++)
+    sizes[t] = (size_t)all[t] * row_bytes;
+  ok = ok && knnwb_partition_rounds_plan(group, sizes, row_bytes, &x, error) &&
+       knnwb_partition_split_shared(run, (const int64_t *const *)ids, &x, held_from, &used, error);
+  ok = ok && (used || knnwb_partition_split_messages(run, (const int64_t *const *)ids, &x,
                                                      held_from, error));
   *how = used ? "shared memory" : "messages";
   g_free(mine);
   g_free(all);
   g_free(bytes);
+  g_free(sizes);
   return ok;
 }
 
