@@ -10,9 +10,10 @@
 #   e.g. ... X.npy -k 30 -m euclidean (X.npy from tests/bench/make_clusters_table.py)
 #
 # RANKS="2 4" (default), ROUNDS=2, BACKEND=cpu. BEFORE=path/to/other/knnwb compares that build
-# with this one instead (the default way, MPI_INPUT=split or whole; each line then also gives each
-# rank's time to send the k-th distances after phase one and, for ranks that keep to their
-# blocks, the rows each brought for phase two and how long that took, from the debug lines).
+# with this one instead (the default way, MPI_INPUT=split or whole; each line then also gives, from
+# the debug lines, each rank's time to bring the rows of its groups (ranks that keep to their
+# blocks), to send the k-th distances after phase one, the rows each brought for phase two and how
+# long that took, and the time each rank's lists took to combine).
 # Not a test: a measurement (docs/performance-mpi.md).
 set -euo pipefail
 knnwb=$(realpath "$1")
@@ -78,8 +79,14 @@ if [ -n "${BEFORE:-}" ]; then
           grep -o "[0-9.]* s" | tr '\n' ' ')
         brought=$( (grep -o "[0-9]* rows of its groups' visits brought in [0-9.]* s" run.log || true) |
           awk '{printf "%s%d rows %s s", (NR > 1 ? ", " : ""), $1, $(NF - 1)}')
-        echo "round $round, $r ranks, $tree: $line, k-th distances sent in $kth, phase two's rows" \
-          "brought: ${brought:-none said}, lists $(same "$tree")"
+        # (each rank's rows for phase one brought, and its block's lists combined, in seconds)
+        own=$( (grep -o "other blocks (brought in [0-9.]* s" run.log || true) |
+          grep -o "[0-9.]* s" | tr '\n' ' ')
+        combined=$( (grep -o "lists of its rows combined in [0-9.]* s" run.log || true) |
+          grep -o "[0-9.]* s" | tr '\n' ' ')
+        echo "round $round, $r ranks, $tree: $line, rows brought in ${own:-(none said) }," \
+          "k-th distances sent in $kth, phase two's rows brought: ${brought:-none said}," \
+          "combined in ${combined:-(none said) }, lists $(same "$tree")"
       done
     done
   done
