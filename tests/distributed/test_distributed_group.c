@@ -2111,6 +2111,17 @@ static void test_partitioned_gathered(void)
   RankRun short_runs[MAX_RANKS];
   assert_ranks_short(data, &kept, "KNNWB_PARTITION_SPLIT_SHORT_RANK", "1",
                      "cannot allocate the rows this rank searches", short_runs);
+  /* so does one that cannot allocate the rows it sends in a later round, as messages (the host
+   * refuses its shared blocks; rounds of 10 rows) */
+  thread_share_next = TRUE;
+  thread_share_limit = 1;
+  g_setenv("KNNWB_PARTITION_ROUND_BYTES", "280", TRUE);
+  g_atomic_int_set(&thread_share_refused, 0);
+  assert_ranks_short(data, &kept, "KNNWB_PARTITION_SEND_SHORT_RANK", "1",
+                     "cannot allocate the rows this rank sends to the others", short_runs);
+  g_unsetenv("KNNWB_PARTITION_ROUND_BYTES");
+  thread_share_limit = 0;
+  g_assert_cmpint(g_atomic_int_get(&thread_share_refused), >=, 3);
   /* one that cannot allocate its block's lists in row order at the end stops them all too */
   assert_ranks_short(data, &kept, "KNNWB_PARTITION_ORDER_SHORT_RANK", "2",
                      "cannot allocate the lists of this rank's", short_runs);
