@@ -206,20 +206,18 @@ static void knnwb_partition_pack_fill(KnnwbPartitionPack *pack, size_t from, siz
   knnwb_partition_pack_give_back(pack);
 }
 
-/* Where the others' records for this rank's block are merged: own, block row t's list at
- * place[t] (NULL: in row order). A split rank's are its block's lists going into row order
- * (order): each batch of rows is put in order before the records for its rows are merged, so they
- * land in the fresh lists, and the places of the rows the others searched are never faulted in. */
+/* Where the others' records for this rank's block are merged: own, its rows in order. A split
+ * rank's are its block's lists going into row order (order): each batch of rows is put in order
+ * before the records for its rows are merged, so they land in the fresh lists, and the places of
+ * the rows the others searched are never faulted in. */
 typedef struct {
   KnnwbNeighbors *own;
-  const int32_t *place;
   KnnwbPartitionOrder *order; /* a split rank's, or NULL */
   double ordered;             /* seconds spent putting rows in order */
 } KnnwbPartitionTarget;
 
 typedef struct {
   KnnwbNeighbors *own;
-  const int32_t *place; /* as KnnwbPartitionTarget's */
   const char *records;
   KnnwbPartitionLayout layout;
   size_t k;
@@ -236,8 +234,7 @@ static void knnwb_partition_merge_records(size_t first, size_t last, void *data)
     const char *at = m->records + t * record;
     int64_t row;
     knnwb_partition_ids_get(&row, at, 1, id);
-    const size_t i = m->place != NULL ? (size_t)m->place[(size_t)row - m->own->first_row]
-                                      : (size_t)row - m->own->first_row;
+    const size_t i = (size_t)row - m->own->first_row;
     /* the row's first piece (an empty or unset list, partition_internal.h): straight in */
     if (m->own->n_found[i] < 0 || m->own->indices[i * k] < 0) {
       knnwb_partition_ids_get(m->own->indices + i * k, at + id, k, id);
@@ -287,11 +284,8 @@ static void knnwb_partition_merge_all(const KnnwbPartitionRun *run, KnnwbPartiti
   for (int r = 0; r < run->options->group->size; r++) {
     if (r == run->options->group->rank)
       continue;
-    KnnwbPartitionRecords m = {.own = target->own,
-                               .place = target->place,
-                               .records = records[r],
-                               .layout = layout,
-                               .k = run->k};
+    KnnwbPartitionRecords m = {
+        .own = target->own, .records = records[r], .layout = layout, .k = run->k};
     knnwb_parallel_for(run->p->threads, bytes[r] / layout.record, 256,
                        knnwb_partition_merge_records, &m);
   }
@@ -326,7 +320,7 @@ static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_
   KnnwbNeighbors *own = g_steal_pointer(&run->lists);
   const size_t k = own->k, cells = MAX(rows * k, (size_t)1);
   KnnwbPartitionAdopt a = {.lists = own, .first = first, .k = k};
-  if (first > 0 && run->slot == NULL) /* (rank 0's block, and a split rank's, are in place) */
+  if (first > 0) /* (rank 0's block is in place) */
     knnwb_parallel_for(run->p->threads, rows, 65536, knnwb_partition_adopt_rows, &a);
   /* (shrinking keeps the front; a refusal keeps the larger arrays, as valid) */
   int64_t *indices = g_try_realloc(own->indices, cells * sizeof(int64_t));
@@ -341,15 +335,15 @@ static KnnwbNeighbors *knnwb_partition_adopt_block(KnnwbPartitionRun *run, size_
   return own;
 }
 
-/* This rank's block's lists where they lie in run->lists (its rows in order from place first), as
- * the others' records are merged into them before the block is moved to the front: only the rows
- * and the arrays are set. (A split rank's go into row order instead: KnnwbPartitionTarget.) */
+/* This rank's block's lists where they lie in run->lists of a rank that holds every row (its rows
+ * in order from place first), as the others' records are merged into them before the block is
+ * moved to the front: only the rows and the arrays are set. (A split rank's go into row order
+ * instead: KnnwbPartitionTarget.) */
 static KnnwbNeighbors knnwb_partition_block_view(const KnnwbPartitionRun *run, size_t first)
 {
-  const size_t at = run->slot != NULL ? 0 : first;
-  return (KnnwbNeighbors){.indices = run->lists->indices + at * run->k,
-                          .distances = run->lists->distances + at * run->k,
-                          .n_found = run->lists->n_found + at,
+  return (KnnwbNeighbors){.indices = run->lists->indices + first * run->k,
+                          .distances = run->lists->distances + first * run->k,
+                          .n_found = run->lists->n_found + first,
                           .k = run->k,
                           .first_row = first};
 }
@@ -590,14 +584,16 @@ static gboolean knnwb_partition_combine_rounds(KnnwbPartitionRun *run, KnnwbPart
    * lists in row order as the rounds bring the others' records for them (the old given back as
    * they go), and the lists it sends are given back as they go (knnwb_partition_pack_give_back).
    * Otherwise the others' records are merged where the block's lists lie. */
-  KnnwbNeighbors block = knnwb_partition_block_view(run, mine->first);
-  KnnwbPartitionTarget target = {.own = &block};
-  KnnwbPartitionOrder order = {0};
   const gboolean split = run->block_list != NULL;
+  KnnwbNeighbors block = {0};
+  KnnwbPartitionOrder order = {0};
+  KnnwbPartitionTarget target = {.own = &block};
   if (split && !knnwb_partition_combine_order_begin(run, mine, &order, error))
     return FALSE;
   if (split)
     target = (KnnwbPartitionTarget){.own = order.ordered, .order = &order};
+  else
+    block = knnwb_partition_block_view(run, mine->first);
   gboolean ok = knnwb_partition_combine_shared(run, packs, &x, &target, shared, steps, error);
   ok = ok && (*shared || knnwb_partition_combine_messages(run, packs, &x, &target, steps, error));
   if (!split) {

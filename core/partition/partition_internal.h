@@ -345,8 +345,8 @@ gboolean knnwb_partition_split_run(const KnnwbMatrix *block, const KnnwbMatrix *
                                    gboolean made, double expected, gint64 start,
                                    KnnwbNeighbors **result, GError **error);
 
-/* Rows a batch of knnwb_partition_lists_in_order puts in order before the pages it read are given
- * back (31 MB of lists at k = 30). */
+/* Rows a batch of knnwb_partition_order_to puts in order before the pages it read are given back
+ * (31 MB of lists at k = 30). */
 #define KNNWB_PARTITION_ORDER_BATCH ((size_t)1 << 16)
 /* A split rank's block lists going into row order, batch by batch (knnwb_partition_order_to). */
 typedef struct {
@@ -358,24 +358,20 @@ typedef struct {
   size_t mine, others; /* rows of each run read (and given back) so far */
 } KnnwbPartitionOrder;
 
-/* Fresh, unset lists for rows rows from row first into *order->ordered, none copied yet; the
- * arguments as knnwb_partition_lists_in_order's. FALSE: memory (nothing to free). O(1). */
+/* Fresh, unset lists for a split rank's block in row order (rows rows from row first) into
+ * *order->ordered, none copied yet. Block row t's list lies in lists at place[t]: the `searched`
+ * rows this rank searched first, then the others, each run in row order (run->block_list).
+ * FALSE: memory (nothing to free). O(1). */
 gboolean knnwb_partition_order_begin(KnnwbPartitionOrder *order, KnnwbNeighbors *lists,
                                      size_t first, size_t rows, const int32_t *place,
                                      size_t searched, size_t batch);
 /* Block rows up to row (exclusive; at most rows) put in order: those from order->done on copied
- * from order->from, batch rows at a time, the pages each batch read given back. A later merge
- * into a row below order->done goes to order->ordered. O((row - done) k) on threads. */
+ * from order->from (unset ones, n_found -1, stay unset: nothing is written for them), batch rows
+ * at a time, and the pages each batch read in order->from given back as it goes, so the block's
+ * lists are held about once; order->from keeps its size (its pages past the block untouched). A
+ * later merge into a row below order->done goes to order->ordered. O((row - done) k) on
+ * threads. */
 void knnwb_partition_order_to(KnnwbPartitionOrder *order, size_t row, int threads);
-/* A split rank's block lists in row order, in fresh lists of rows rows from row first: block row
- * t's list lies in lists at place[t], the `searched` rows this rank searched first, then the
- * others, each run in row order (run->block_list). The lists set there are copied (unset ones,
- * n_found -1, stay unset: nothing is written for them) batch rows at a time, and the pages each
- * batch read in lists are given back as it goes, so the block's lists are held about once. lists
- * keeps its size (its pages past the block untouched). NULL: memory. O(rows k) on threads. */
-KnnwbNeighbors *knnwb_partition_lists_in_order(KnnwbNeighbors *lists, size_t first, size_t rows,
-                                               const int32_t *place, size_t searched, size_t batch,
-                                               int threads);
 /* Lists [from, to) of lists, both arrays, given back to the system (knnwb_memory_give_back): read
  * as zeros afterwards. O(pages). */
 void knnwb_partition_lists_give_back(const KnnwbNeighbors *lists, size_t from, size_t to);

@@ -93,17 +93,6 @@ void knnwb_partition_order_to(KnnwbPartitionOrder *order, size_t row, int thread
   }
 }
 
-KnnwbNeighbors *knnwb_partition_lists_in_order(KnnwbNeighbors *lists, size_t first, size_t rows,
-                                               const int32_t *place, size_t searched, size_t batch,
-                                               int threads)
-{
-  KnnwbPartitionOrder order;
-  if (!knnwb_partition_order_begin(&order, lists, first, rows, place, searched, batch))
-    return NULL;
-  knnwb_partition_order_to(&order, rows, threads);
-  return order.ordered;
-}
-
 static void knnwb_partition_order_empty(size_t first, size_t last, void *data)
 {
   KnnwbNeighbors *lists = data;

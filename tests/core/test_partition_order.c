@@ -56,10 +56,12 @@ static size_t order_make(KnnwbNeighbors **lists, int32_t **place, size_t rows, s
 static KnnwbNeighbors *order_by_steps(KnnwbNeighbors *lists, const int32_t *place, size_t rows,
                                       size_t searched, size_t batch, size_t step)
 {
-  if (step == 0)
-    return knnwb_partition_lists_in_order(lists, 100, rows, place, searched, batch, 3);
   KnnwbPartitionOrder order;
   g_assert_true(knnwb_partition_order_begin(&order, lists, 100, rows, place, searched, batch));
+  if (step == 0) {
+    knnwb_partition_order_to(&order, rows, 3);
+    return order.ordered;
+  }
   for (size_t end = 0; end < rows + step; end += step) {
     knnwb_partition_order_to(&order, end, 3);
     knnwb_partition_order_to(&order, end / 2, 3);
