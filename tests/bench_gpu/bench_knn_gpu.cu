@@ -9,11 +9,13 @@
  *           with float32 output (cublasGemmEx, what the FP16 screen runs): the new floor.
  * --screen sets the library's and the select's screening precision (default auto: fp16 for
  * k <= 256); the select then takes core's candidate count for it. --backend cpu runs the library
- * on the CPU backend instead (the same lists digest as the GPU's on the same n and k).
+ * on the CPU backend instead (the same lists digest as the GPU's on the same n and k). --cold
+ * leaves the GPUs but device 0 without a context until the first timed call, which then creates
+ * them as a user's command does (device 0 has one either way: the data are generated there).
  *
  * Usage: bench_knn_gpu [--n N[,N...]] [--d D] [--k K] [--gpu-memory BYTES[G|M]] [--devices 0,1,..]
  *                      [--screen auto|fp32|tf32|fp16] [--backend cuda|cpu] [--no-lib]
- *                      [--no-select] [--no-floor]
+ *                      [--no-select] [--no-floor] [--cold]
  */
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -288,7 +290,7 @@ int main(int argc, char **argv)
   int d = 295;
   size_t k = 20, gpu_memory = 0;
   std::vector<int> devices;
-  bool do_lib = true, do_select = true, do_floor = true;
+  bool do_lib = true, do_select = true, do_floor = true, cold = false;
   KnnwbScreen screen = KNNWB_SCREEN_AUTO;
   KnnwbBackend backend = KNNWB_BACKEND_CUDA;
   for (int a = 1; a < argc; a++) {
@@ -317,6 +319,8 @@ int main(int argc, char **argv)
       do_select = false;
     } else if (!strcmp(argv[a], "--no-floor")) {
       do_floor = false;
+    } else if (!strcmp(argv[a], "--cold")) {
+      cold = true;
     } else {
       fprintf(stderr, "unknown argument %s\n", argv[a]);
       return 2;
@@ -334,8 +338,9 @@ int main(int argc, char **argv)
   printf("device: %s x%d visible, using %zu; d=%d k=%zu\n", prop.name, n_gpus,
          devices.empty() ? (size_t)n_gpus : devices.size(), d, k);
   /* Every GPU used gets its context before any timing: device 0 has one anyway (the data are
-   * generated there), so 1 and N GPUs are compared without N - 1 context creations on one side. */
-  for (int g = 0; g < (devices.empty() ? n_gpus : (int)devices.size()); g++) {
+   * generated there), so 1 and N GPUs are compared without N - 1 context creations on one side.
+   * With --cold they are left to the first timed call, which pays them as a command does. */
+  for (int g = 0; g < (cold ? 0 : devices.empty() ? n_gpus : (int)devices.size()); g++) {
     CHECK_CUDA(cudaSetDevice(devices.empty() ? g : devices[g]));
     CHECK_CUDA(cudaFree(0));
   }
