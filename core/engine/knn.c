@@ -21,6 +21,7 @@
 #include "engine/engine_internal.h"
 #include "group/group.h"
 #include "partition/partition.h"
+#include "tree/tree.h"
 #include "split/split.h"
 
 void knnwb_knn_options_init(KnnwbKnnOptions *options)
@@ -428,6 +429,9 @@ gboolean knnwb_knn_self_unchecked(const KnnwbMatrix *data, const KnnwbKnnOptions
   gboolean ok = group == NULL || group->size <= 1 || !options->group_split ||
                 !options->group_split_gather ||
                 knnwb_knn_self_together(data, options, result, &no_room, error);
+  /* Rows of a few columns: a k-d tree (core/tree/). */
+  if (ok && *result == NULL && !no_room && knnwb_tree_applies(data, options))
+    ok = knnwb_tree_self(data, options, result, error);
   /* Large clustered data: cluster by cluster when bounds skip most pairs (core/partition/). */
   if (ok && *result == NULL && !no_room)
     ok = knnwb_partition_self(data, options, result, error);

@@ -1,0 +1,40 @@
+/* core/tree/: the exact lists of rows of a few columns (spatial coordinates, embeddings) through a
+ * k-d tree on the CPU, for the engine's self search (core/engine/knn.c). Where rows have few
+ * columns the pairs' products are cheap and a tile search's n^2 pairs are the cost; a tree visits
+ * about k log n of them a row. The lists are the bytes of every other path: the k nearest by
+ * (distance, row), each distance knnwb_distance_exact's double from the rows as stored. */
+#ifndef KNNWB_TREE_H
+#define KNNWB_TREE_H
+
+#include <glib.h>
+#include <knnwb/knn.h>
+#include <knnwb/matrix.h>
+
+/* The most columns the tree search takes on the CPU, and where the run is on GPUs. Up to about 8
+ * columns a row's k nearest lie in a few leaves; past that the leaves a row must open grow fast
+ * (on Gaussian rows), and on GPUs the tile search's products cost little against a tree's. */
+#define KNNWB_TREE_MAX_COLUMNS 8
+#define KNNWB_TREE_MAX_COLUMNS_GPU 4
+/* Below this many rows the tile search's start is cheap and takes the run (KNNWB_TREE=1 sends
+ * any run the tree can take there, for the tests). */
+#define KNNWB_TREE_MIN_ROWS ((size_t)20000)
+
+/** Whether knnwb_tree_self takes a self run of data with options: euclidean or manhattan, one
+ * process (no group of ranks), rows and columns within the limits above, 1 <= k < rows, and the
+ * environment's KNNWB_TREE not 0 (1: at any row count) nor KNNWB_PARTITION on (a partitioned
+ * search asked for by name), unless KNNWB_TREE is 1. O(1). */
+gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options);
+
+/**
+ * The exact lists of every row of data against the others (a row's own place left out, its
+ * copies kept), as knnwb_knn_self's: k slots a row, by (distance, row), n_found = k. Data must
+ * hold finite values only: *result stays NULL, and TRUE comes back, when one is not (the tile
+ * search then says where). Progress (rows done) and cancel as options say. FALSE with error:
+ * memory (KNNWB_ERROR_NO_MEMORY), cancelled (KNNWB_ERROR_CANCELLED). Time O(n log n) to build
+ * and about O(n k log n d) to search on rows of low intrinsic dimension; memory O(n) besides the
+ * lists.
+ */
+gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                         KnnwbNeighbors **result, GError **error);
+
+#endif

@@ -1,0 +1,40 @@
+/* core/tree/'s own pieces: the k-d tree (tree_build.c) and its search (tree_search.c). Read only
+ * here. */
+#ifndef KNNWB_TREE_INTERNAL_H
+#define KNNWB_TREE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <glib.h>
+
+/* Rows a leaf holds at most. */
+#define KNNWB_TREE_LEAF 16
+
+/*
+ * A balanced k-d tree over n rows of d floats, laid out implicitly: node t's children are 2t + 1
+ * and 2t + 2, the root (0) holds positions [0, n) of order, and a node holding [lo, hi) gives
+ * [lo, mid) and [mid, hi) to its children, mid = lo + (hi - lo) / 2, split on its widest column.
+ * Every leaf lies at depth `levels`; node t's box is the least and the greatest value of each
+ * column over its rows (the rows' own floats, so a row's gap to a box is a gap to a row).
+ */
+typedef struct {
+  const float *values;
+  size_t n, d;
+  int levels;
+  size_t nodes;
+  int64_t *order; /* n: rows, node by node */
+  float *box;     /* nodes x 2d: node t's least values, then its greatest */
+} KnnwbTree;
+
+/* The child range's midpoint of a node holding [lo, hi). O(1). */
+static inline size_t knnwb_tree_mid(size_t lo, size_t hi)
+{
+  return lo + (hi - lo) / 2;
+}
+
+/* The tree of values' n rows of d floats, built on up to threads threads (the same tree on any
+ * number). FALSE when memory is short (tree cleared). Time O(n d log n). */
+gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d, int threads);
+void knnwb_tree_clear(KnnwbTree *tree);
+
+#endif

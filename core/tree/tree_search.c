@@ -1,0 +1,281 @@
+/* The tree search of core/tree/ (tree.h): each row's k nearest found by descending the k-d tree,
+ * the nearer child first, leaving out every node whose box lies beyond the row's k-th distance so
+ * far. Rows are searched in the tree's order, so that rows searched one after another open the
+ * same leaves. */
+#include <math.h>
+#include <string.h>
+#include <knnwb/error.h>
+#include <knnwb/parallel.h>
+#include "engine/engine.h"
+#include "tree/tree.h"
+#include "tree/tree_internal.h"
+
+/* A box's gap to a row and a row's distance carry relative rounding errors of at most (d + 2)
+ * 2^-53 each (differences, squares, a sum of d terms, a square root); a node is left out only when
+ * its gap exceeds the k-th distance by far more than both, so that no row at the k-th distance or
+ * nearer, ties included, is ever left out. */
+#define KNNWB_TREE_SLACK (1.0 + 1e-12)
+
+typedef struct {
+  const KnnwbTree *tree;
+  KnnwbMetric metric;
+  size_t k;
+  KnnwbNeighbors *lists;
+  const KnnwbKnnOptions *options;
+  gsize done;      /* rows searched (atomic) */
+  GMutex report;   /* one thread reports progress at a time */
+  gint64 reported; /* when progress was last reported (under report) */
+  gint cancelled;  /* (atomic) */
+} KnnwbTreeSearch;
+
+/* One row's search: its best so far, a max-heap by (distance, row) of count <= k entries. */
+typedef struct {
+  const float *x;
+  int64_t self;
+  size_t count, k;
+  int64_t *index;
+  double *distance;
+} KnnwbTreeRow;
+
+/* Entry a after entry b: by distance, then by row. */
+static inline gboolean knnwb_tree_after(const KnnwbTreeRow *r, size_t a, size_t b)
+{
+  return r->distance[a] > r->distance[b] ||
+         (r->distance[a] == r->distance[b] && r->index[a] > r->index[b]);
+}
+
+static inline void knnwb_tree_swap_entries(KnnwbTreeRow *r, size_t a, size_t b)
+{
+  const int64_t i = r->index[a];
+  const double x = r->distance[a];
+  r->index[a] = r->index[b];
+  r->distance[a] = r->distance[b];
+  r->index[b] = i;
+  r->distance[b] = x;
+}
+
+/* The heap's first `count` entries made a heap again after entry 0 changed. O(log count). */
+static void knnwb_tree_sift_down(KnnwbTreeRow *r, size_t count)
+{
+  for (size_t at = 0;;) {
+    size_t worst = at;
+    const size_t left = 2 * at + 1, right = left + 1;
+    if (left < count && knnwb_tree_after(r, left, worst))
+      worst = left;
+    if (right < count && knnwb_tree_after(r, right, worst))
+      worst = right;
+    if (worst == at)
+      return;
+    knnwb_tree_swap_entries(r, at, worst);
+    at = worst;
+  }
+}
+
+/* Row `row` at distance offered to the best so far. */
+static inline void knnwb_tree_offer(KnnwbTreeRow *r, int64_t row, double distance)
+{
+  if (r->count < r->k) {
+    size_t at = r->count++;
+    r->index[at] = row;
+    r->distance[at] = distance;
+    while (at > 0 && knnwb_tree_after(r, at, (at - 1) / 2)) {
+      knnwb_tree_swap_entries(r, at, (at - 1) / 2);
+      at = (at - 1) / 2;
+    }
+    return;
+  }
+  if (distance > r->distance[0] || (distance == r->distance[0] && row > r->index[0]))
+    return;
+  r->index[0] = row;
+  r->distance[0] = distance;
+  knnwb_tree_sift_down(r, r->count);
+}
+
+/* The least distance node t's box allows from the row: its gaps, summed as the metric sums. */
+static double knnwb_tree_gap(const KnnwbTree *tree, KnnwbMetric metric, size_t t, const float *x)
+{
+  const size_t d = tree->d;
+  const float *least = tree->box + t * 2 * d, *most = least + d;
+  double sum = 0.0;
+  for (size_t j = 0; j < d; j++) {
+    const double gap = x[j] < least[j]  ? (double)least[j] - (double)x[j]
+                       : x[j] > most[j] ? (double)x[j] - (double)most[j]
+                                        : 0.0;
+    sum += metric == KNNWB_METRIC_EUCLIDEAN ? gap * gap : gap;
+  }
+  return metric == KNNWB_METRIC_EUCLIDEAN ? sqrt(sum) : sum;
+}
+
+/* Whether a node at gap from the row may hold a row as near as its k-th so far. */
+static inline gboolean knnwb_tree_open(const KnnwbTreeRow *r, double gap)
+{
+  return r->count < r->k || gap <= r->distance[0] * KNNWB_TREE_SLACK;
+}
+
+/* Node t (positions [lo, hi), at depth) searched for the row. */
+static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t, size_t lo,
+                             size_t hi, int depth)
+{
+  const KnnwbTree *tree = s->tree;
+  if (depth == tree->levels) {
+    for (size_t p = lo; p < hi; p++) {
+      const int64_t row = tree->order[p];
+      if (row != r->self)
+        knnwb_tree_offer(
+            r, row,
+            knnwb_distance_exact(s->metric, r->x, tree->values + (size_t)row * tree->d, tree->d));
+    }
+    return;
+  }
+  const size_t mid = knnwb_tree_mid(lo, hi), left = 2 * t + 1, right = left + 1;
+  const double gap_left = knnwb_tree_gap(tree, s->metric, left, r->x);
+  const double gap_right = knnwb_tree_gap(tree, s->metric, right, r->x);
+  if (gap_left <= gap_right) {
+    if (knnwb_tree_open(r, gap_left))
+      knnwb_tree_visit(s, r, left, lo, mid, depth + 1);
+    if (knnwb_tree_open(r, gap_right))
+      knnwb_tree_visit(s, r, right, mid, hi, depth + 1);
+  } else {
+    if (knnwb_tree_open(r, gap_right))
+      knnwb_tree_visit(s, r, right, mid, hi, depth + 1);
+    if (knnwb_tree_open(r, gap_left))
+      knnwb_tree_visit(s, r, left, lo, mid, depth + 1);
+  }
+}
+
+/* The best so far into the row's list, by (distance, row), padded with -1 and +inf. */
+static void knnwb_tree_write(KnnwbTreeRow *r, KnnwbNeighbors *lists, size_t row)
+{
+  const size_t found = r->count, k = lists->k;
+  for (size_t count = found; count > 1; count--) { /* (the heap sorted: the last after) */
+    knnwb_tree_swap_entries(r, 0, count - 1);
+    knnwb_tree_sift_down(r, count - 1);
+  }
+  memcpy(lists->indices + row * k, r->index, found * sizeof(int64_t));
+  memcpy(lists->distances + row * k, r->distance, found * sizeof(double));
+  for (size_t slot = found; slot < k; slot++) {
+    lists->indices[row * k + slot] = -1;
+    lists->distances[row * k + slot] = INFINITY;
+  }
+  lists->n_found[row] = (int32_t)found;
+}
+
+/* Progress, from one thread at a time and at most ten times a second. */
+static void knnwb_tree_report(KnnwbTreeSearch *s, size_t rows)
+{
+  const gsize done = g_atomic_pointer_add(&s->done, rows) + rows;
+  if (s->options->progress == NULL || !g_mutex_trylock(&s->report))
+    return;
+  const gint64 now = g_get_monotonic_time();
+  if (now - s->reported >= 100000 || done == s->tree->n) {
+    s->reported = now;
+    s->options->progress(done, s->tree->n, s->options->progress_data);
+  }
+  g_mutex_unlock(&s->report);
+}
+
+/* Rows at positions [first, last) of the tree's order. */
+static void knnwb_tree_search_rows(size_t first, size_t last, void *data)
+{
+  KnnwbTreeSearch *s = data;
+  const volatile gint *cancel = s->options->cancel;
+  if (g_atomic_int_get(&s->cancelled) || (cancel != NULL && g_atomic_int_get(cancel))) {
+    g_atomic_int_set(&s->cancelled, 1);
+    return;
+  }
+  const KnnwbTree *tree = s->tree;
+  KnnwbTreeRow r = {.k = s->k, .index = g_new(int64_t, s->k), .distance = g_new(double, s->k)};
+  for (size_t p = first; p < last; p++) {
+    const int64_t row = tree->order[p];
+    r.x = tree->values + (size_t)row * tree->d;
+    r.self = row;
+    r.count = 0;
+    knnwb_tree_visit(s, &r, 0, 0, tree->n, 0);
+    knnwb_tree_write(&r, s->lists, (size_t)row);
+  }
+  g_free(r.index);
+  g_free(r.distance);
+  knnwb_tree_report(s, last - first);
+}
+
+gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options)
+{
+  const char *setting = g_getenv("KNNWB_TREE");
+  if (setting != NULL && strcmp(setting, "0") == 0)
+    return FALSE;
+  const gboolean any_size = setting != NULL && strcmp(setting, "1") == 0;
+  /* A partitioned search asked for by name (KNNWB_PARTITION=on, the partition's tests and
+   * benchmarks) is left to run, unless the tree is asked for too. */
+  const char *partition = g_getenv("KNNWB_PARTITION");
+  if (!any_size && partition != NULL &&
+      (strcmp(partition, "on") == 0 || strcmp(partition, "1") == 0))
+    return FALSE;
+  const size_t n = data->n_rows, d = data->n_cols;
+  if ((options->metric != KNNWB_METRIC_EUCLIDEAN && options->metric != KNNWB_METRIC_MANHATTAN) ||
+      (options->group != NULL && options->group->size > 1) || d == 0 || options->k < 1 ||
+      options->k >= n || n > (size_t)INT64_MAX || (!any_size && n < KNNWB_TREE_MIN_ROWS))
+    return FALSE;
+  return d <= (knnwb_knn_uses_gpu(options) ? KNNWB_TREE_MAX_COLUMNS_GPU : KNNWB_TREE_MAX_COLUMNS);
+}
+
+typedef struct {
+  const float *values;
+  gint finite; /* (atomic) cleared at the first value that is not */
+} KnnwbTreeFinite;
+
+static void knnwb_tree_finite_values(size_t first, size_t last, void *data)
+{
+  KnnwbTreeFinite *f = data;
+  gboolean finite = TRUE;
+  for (size_t i = first; i < last; i++)
+    finite = finite && isfinite(f->values[i]);
+  if (!finite)
+    g_atomic_int_set(&f->finite, 0);
+}
+
+gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                         KnnwbNeighbors **result, GError **error)
+{
+  *result = NULL;
+  const size_t n = data->n_rows, d = data->n_cols, k = options->k;
+  const int threads = knnwb_thread_count(options->n_threads);
+  const gint64 start = g_get_monotonic_time();
+  /* (the request checks first: they refuse a run too large for memory before a value is read) */
+  if (!knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, error))
+    return FALSE;
+  KnnwbTreeFinite finite = {.values = data->values, .finite = 1};
+  knnwb_parallel_for(threads, n * d, (size_t)1 << 16, knnwb_tree_finite_values, &finite);
+  if (!finite.finite)
+    return TRUE; /* (the tile search says which row) */
+  KnnwbTree tree;
+  if (!knnwb_tree_build(&tree, data->values, n, d, threads)) {
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the tree of %zu rows of %zu columns", n, d);
+    return FALSE;
+  }
+  const gint64 built = g_get_monotonic_time();
+  KnnwbNeighbors *lists = knnwb_knn_result_new_unset(0, n, k, error);
+  if (lists == NULL) {
+    knnwb_tree_clear(&tree);
+    return FALSE;
+  }
+  KnnwbTreeSearch s = {
+      .tree = &tree, .metric = options->metric, .k = k, .lists = lists, .options = options};
+  g_mutex_init(&s.report);
+  knnwb_parallel_for(threads, n, 256, knnwb_tree_search_rows, &s);
+  g_mutex_clear(&s.report);
+  knnwb_tree_clear(&tree);
+  if (s.cancelled) {
+    knnwb_neighbors_free(lists);
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while searching the tree");
+    return FALSE;
+  }
+  lists->backend_used = g_strdup("cpu");
+  lists->screen_used = KNNWB_SCREEN_FP32;
+  g_debug("knnwb: tree: %zu rows of %zu columns, k = %zu: tree built in %.3f s (%d levels), "
+          "rows searched in %.3f s on %d thread(s)",
+          n, d, k, (double)(built - start) / 1e6, tree.levels,
+          (double)(g_get_monotonic_time() - built) / 1e6, threads);
+  *result = lists;
+  return TRUE;
+}

@@ -1,0 +1,232 @@
+/* core/tree/: the k-d tree search of rows of a few columns gives the bytes of the tile search
+ * (KNNWB_TREE=0) and the double brute-force oracle's lists, on odd sizes, ties (a grid, copies),
+ * large magnitudes and both metrics it takes; it says when it applies, stops when cancelled,
+ * reports its progress, and leaves rows that are not finite to the tile search's message. */
+#include <math.h>
+#include <string.h>
+#include <glib.h>
+#include <knnwb/error.h>
+#include <knnwb/knn.h>
+#include <knnwb/matrix.h>
+#include "oracle.h"
+#include "tree/tree.h"
+
+static KnnwbMatrix *random_rows(size_t n, size_t d, guint32 seed, double scale)
+{
+  KnnwbMatrix *m = knnwb_matrix_new(n, d, NULL);
+  GRand *rand = g_rand_new_with_seed(seed);
+  for (size_t i = 0; i < n * d; i++)
+    m->values[i] = (float)(scale * (g_rand_double(rand) - 0.5));
+  g_rand_free(rand);
+  for (size_t i = 3; i < n && i < 9; i++) /* copies of row 1 */
+    memcpy(m->values + i * d, m->values + d, d * sizeof(float));
+  return m;
+}
+
+/* A grid of w columns of points, spacing 1, every point's neighbours at tied distances. */
+static KnnwbMatrix *grid_rows(size_t n, size_t w)
+{
+  KnnwbMatrix *m = knnwb_matrix_new(n, 2, NULL);
+  for (size_t i = 0; i < n; i++) {
+    m->values[2 * i] = (float)(i % w);
+    m->values[2 * i + 1] = (float)(i / w);
+  }
+  return m;
+}
+
+static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k, const char *tree,
+                              int threads)
+{
+  g_setenv("KNNWB_TREE", tree, TRUE);
+  KnnwbKnnOptions o;
+  knnwb_knn_options_init(&o);
+  o.metric = metric;
+  o.k = k;
+  o.backend = KNNWB_BACKEND_CPU;
+  o.n_threads = threads;
+  KnnwbNeighbors *nb = NULL;
+  GError *error = NULL;
+  g_assert_true(knnwb_knn_self(m, &o, &nb, &error));
+  g_assert_no_error(error);
+  g_unsetenv("KNNWB_TREE");
+  return nb;
+}
+
+static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
+{
+  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
+  g_assert_cmpuint(a->k, ==, b->k);
+  const size_t cells = a->n_queries * a->k;
+  g_assert_cmpmem(a->indices, cells * sizeof(int64_t), b->indices, cells * sizeof(int64_t));
+  g_assert_cmpmem(a->distances, cells * sizeof(double), b->distances, cells * sizeof(double));
+  g_assert_cmpmem(a->n_found, a->n_queries * sizeof(int32_t), b->n_found,
+                  b->n_queries * sizeof(int32_t));
+}
+
+/* The tree's lists on 1 and 3 threads, the tile search's and the oracle's, for one input. */
+static void check_rows(const KnnwbMatrix *m, KnnwbMetric metric, size_t k)
+{
+  KnnwbNeighbors *tree = search(m, metric, k, "1", 1);
+  KnnwbNeighbors *threads = search(m, metric, k, "1", 3);
+  KnnwbNeighbors *tiles = search(m, metric, k, "0", 2);
+  assert_same_lists(tree, tiles);
+  assert_same_lists(threads, tiles);
+  const size_t d = m->n_cols;
+  double scale = 0.0;
+  for (size_t i = 0; i < m->n_rows * d; i++)
+    scale = MAX(scale, fabs((double)m->values[i]));
+  oracle_check(metric, m->values, m->n_rows, m->values, m->n_rows, d, TRUE, tree,
+               1e-12 * MAX(scale, 1.0) * (double)d);
+  knnwb_neighbors_free(tree);
+  knnwb_neighbors_free(threads);
+  knnwb_neighbors_free(tiles);
+}
+
+static void test_odd_sizes(void)
+{
+  const size_t sizes[] = {2, 3, 17, 18, 33, 101, 1027};
+  const size_t columns[] = {1, 2, 3, 5, 8};
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  for (size_t s = 0; s < G_N_ELEMENTS(sizes); s++)
+    for (size_t c = 0; c < G_N_ELEMENTS(columns); c++)
+      for (size_t t = 0; t < G_N_ELEMENTS(metrics); t++) {
+        const size_t n = sizes[s];
+        KnnwbMatrix *m = random_rows(n, columns[c], (guint32)(n * 31 + c), 10.0);
+        check_rows(m, metrics[t], 1);
+        check_rows(m, metrics[t], MIN((size_t)7, n - 1));
+        check_rows(m, metrics[t], n - 1);
+        knnwb_matrix_free(m);
+      }
+}
+
+static void test_ties(void)
+{
+  KnnwbMatrix *grid = grid_rows(2000, 37); /* (a last row short of its 37 points) */
+  for (size_t k = 1; k <= 21; k += 4) {
+    check_rows(grid, KNNWB_METRIC_EUCLIDEAN, k);
+    check_rows(grid, KNNWB_METRIC_MANHATTAN, k);
+  }
+  knnwb_matrix_free(grid);
+  KnnwbMatrix *same = knnwb_matrix_new(301, 3, NULL); /* every row the same */
+  for (size_t i = 0; i < same->n_rows * 3; i++)
+    same->values[i] = 0.25f;
+  check_rows(same, KNNWB_METRIC_EUCLIDEAN, 300);
+  check_rows(same, KNNWB_METRIC_MANHATTAN, 13);
+  knnwb_matrix_free(same);
+}
+
+static void test_magnitudes(void)
+{
+  KnnwbMatrix *big = random_rows(777, 3, 5, 6e38); /* (near FLT_MAX: squares in double) */
+  check_rows(big, KNNWB_METRIC_EUCLIDEAN, 9);
+  check_rows(big, KNNWB_METRIC_MANHATTAN, 9);
+  knnwb_matrix_free(big);
+  KnnwbMatrix *small = random_rows(777, 2, 6, 1e-38); /* (subnormal floats) */
+  check_rows(small, KNNWB_METRIC_EUCLIDEAN, 9);
+  knnwb_matrix_free(small);
+}
+
+static void test_applies(void)
+{
+  KnnwbMatrix *m = random_rows(KNNWB_TREE_MIN_ROWS, 3, 1, 1.0);
+  KnnwbMatrix *wide = random_rows(KNNWB_TREE_MIN_ROWS, KNNWB_TREE_MAX_COLUMNS + 1, 1, 1.0);
+  KnnwbKnnOptions o;
+  knnwb_knn_options_init(&o);
+  o.metric = KNNWB_METRIC_EUCLIDEAN;
+  o.backend = KNNWB_BACKEND_CPU;
+  o.k = 10;
+  g_unsetenv("KNNWB_TREE");
+  g_assert_true(knnwb_tree_applies(m, &o));
+  g_assert_false(knnwb_tree_applies(wide, &o));
+  o.metric = KNNWB_METRIC_MANHATTAN;
+  g_assert_true(knnwb_tree_applies(m, &o));
+  o.metric = KNNWB_METRIC_PEARSON;
+  g_assert_false(knnwb_tree_applies(m, &o));
+  o.metric = KNNWB_METRIC_EUCLIDEAN;
+  o.k = m->n_rows; /* (more than the other rows: the request checks say so) */
+  g_assert_false(knnwb_tree_applies(m, &o));
+  o.k = 10;
+  g_setenv("KNNWB_TREE", "0", TRUE);
+  g_assert_false(knnwb_tree_applies(m, &o));
+  KnnwbMatrix *few = random_rows(KNNWB_TREE_MIN_ROWS - 1, 3, 1, 1.0);
+  g_unsetenv("KNNWB_TREE");
+  g_assert_false(knnwb_tree_applies(few, &o));
+  g_setenv("KNNWB_TREE", "1", TRUE);
+  g_assert_true(knnwb_tree_applies(few, &o));
+  g_unsetenv("KNNWB_TREE");
+  knnwb_matrix_free(m);
+  knnwb_matrix_free(wide);
+  knnwb_matrix_free(few);
+}
+
+static void count_progress(uint64_t done, uint64_t total, void *data)
+{
+  uint64_t *last = data;
+  g_assert_cmpuint(done, <=, total);
+  g_assert_cmpuint(done, >=, last[0]); /* (never back) */
+  last[0] = done;
+  last[1] = total;
+}
+
+static void test_progress_and_cancel(void)
+{
+  KnnwbMatrix *m = random_rows(5003, 2, 9, 1.0);
+  KnnwbKnnOptions o;
+  knnwb_knn_options_init(&o);
+  o.metric = KNNWB_METRIC_EUCLIDEAN;
+  o.k = 5;
+  o.n_threads = 2;
+  uint64_t last[2] = {0, 0};
+  o.progress = count_progress;
+  o.progress_data = last;
+  KnnwbNeighbors *nb = NULL;
+  GError *error = NULL;
+  g_assert_true(knnwb_tree_self(m, &o, &nb, &error));
+  g_assert_no_error(error);
+  g_assert_nonnull(nb);
+  g_assert_cmpuint(last[1], ==, m->n_rows);
+  g_assert_cmpuint(last[0], ==, m->n_rows); /* (the last rows are always reported) */
+  knnwb_neighbors_free(nb);
+  nb = NULL;
+  volatile gint cancel = 1;
+  o.cancel = &cancel;
+  g_assert_false(knnwb_tree_self(m, &o, &nb, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+  g_assert_null(nb);
+  g_clear_error(&error);
+  knnwb_matrix_free(m);
+}
+
+static void test_not_finite(void)
+{
+  KnnwbMatrix *m = random_rows(300, 2, 4, 1.0);
+  m->values[2 * 123 + 1] = NAN;
+  KnnwbKnnOptions o;
+  knnwb_knn_options_init(&o);
+  o.metric = KNNWB_METRIC_EUCLIDEAN;
+  o.backend = KNNWB_BACKEND_CPU;
+  o.k = 4;
+  KnnwbNeighbors *nb = NULL;
+  GError *error = NULL;
+  g_assert_true(knnwb_tree_self(m, &o, &nb, &error)); /* (left to the tile search) */
+  g_assert_null(nb);
+  g_setenv("KNNWB_TREE", "1", TRUE);
+  g_assert_false(knnwb_knn_self(m, &o, &nb, &error));
+  g_unsetenv("KNNWB_TREE");
+  g_assert_nonnull(error);
+  g_assert_nonnull(strstr(error->message, "123")); /* the tile search's message names the row */
+  g_clear_error(&error);
+  knnwb_matrix_free(m);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/tree/odd-sizes", test_odd_sizes);
+  g_test_add_func("/tree/ties", test_ties);
+  g_test_add_func("/tree/magnitudes", test_magnitudes);
+  g_test_add_func("/tree/applies", test_applies);
+  g_test_add_func("/tree/progress-and-cancel", test_progress_and_cancel);
+  g_test_add_func("/tree/not-finite", test_not_finite);
+  return g_test_run();
+}
