@@ -420,6 +420,15 @@ gboolean knnwb_knn_self_unchecked(const KnnwbMatrix *data, const KnnwbKnnOptions
                                   KnnwbNeighbors **result, GError **error)
 {
   g_return_val_if_fail(data != NULL && options != NULL && result != NULL, FALSE);
+  /* Rows of a few columns: a k-d tree on the CPU (core/tree/), no tile GEMM to choose. */
+  *result = NULL;
+  if (knnwb_tree_applies(data, options)) {
+    gboolean ok = knnwb_tree_self(data, options, result, error);
+    if (!ok || *result != NULL) {
+      knnwb_knn_devices_wait(); /* (GPUs a caller began starting, unused) */
+      return ok;
+    }
+  }
   /* The GPUs choose their tile GEMM while the rows are checked, prepared and partitioned. */
   knnwb_knn_gemm_start(options, data->n_rows, data->n_rows, data->n_cols);
   /* Split ranks on GPUs: every row on every rank, where they have room (knn_together.c). */
@@ -429,9 +438,6 @@ gboolean knnwb_knn_self_unchecked(const KnnwbMatrix *data, const KnnwbKnnOptions
   gboolean ok = group == NULL || group->size <= 1 || !options->group_split ||
                 !options->group_split_gather ||
                 knnwb_knn_self_together(data, options, result, &no_room, error);
-  /* Rows of a few columns: a k-d tree (core/tree/). */
-  if (ok && *result == NULL && !no_room && knnwb_tree_applies(data, options))
-    ok = knnwb_tree_self(data, options, result, error);
   /* Large clustered data: cluster by cluster when bounds skip most pairs (core/partition/). */
   if (ok && *result == NULL && !no_room)
     ok = knnwb_partition_self(data, options, result, error);

@@ -3,6 +3,7 @@
 #include <knnwb/error.h>
 #include "cpu/cpu.h"
 #include "engine/engine.h"
+#include "tree/tree.h"
 
 gboolean knnwb_knn_status_to_error(int status, const char *message, const char *backend,
                                    GError **error)
@@ -111,7 +112,8 @@ void knnwb_knn_rows_drop(void)
 void knnwb_knn_devices_prepare(const KnnwbKnnOptions *options, size_t n_rows, size_t n_cols)
 {
   g_return_if_fail(options != NULL);
-  knnwb_knn_gemm_start(options, n_rows, n_rows, n_cols);
+  if (!knnwb_tree_applies_shape(n_rows, n_cols, options)) /* (a tree run times no GEMM) */
+    knnwb_knn_gemm_start(options, n_rows, n_rows, n_cols);
 }
 
 void knnwb_knn_devices_wait(void)

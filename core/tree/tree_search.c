@@ -200,6 +200,11 @@ static void knnwb_tree_search_rows(size_t first, size_t last, void *data)
 
 gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options)
 {
+  return knnwb_tree_applies_shape(data->n_rows, data->n_cols, options);
+}
+
+gboolean knnwb_tree_applies_shape(size_t n, size_t d, const KnnwbKnnOptions *options)
+{
   const char *setting = g_getenv("KNNWB_TREE");
   if (setting != NULL && strcmp(setting, "0") == 0)
     return FALSE;
@@ -210,7 +215,6 @@ gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *opti
   if (!any_size && partition != NULL &&
       (strcmp(partition, "on") == 0 || strcmp(partition, "1") == 0))
     return FALSE;
-  const size_t n = data->n_rows, d = data->n_cols;
   if ((options->metric != KNNWB_METRIC_EUCLIDEAN && options->metric != KNNWB_METRIC_MANHATTAN) ||
       (options->group != NULL && options->group->size > 1) || d == 0 || options->k < 1 ||
       options->k >= n || n > (size_t)INT64_MAX || (!any_size && n < KNNWB_TREE_MIN_ROWS))
