@@ -2,15 +2,18 @@
 # Rows of a few columns, the user's whole command (`knnwb knn X.npy -k K -m METRIC -b cpu -o
 # g.npy`, the k-d tree of core/tree/) side by side with SciPy's cKDTree on every core
 # (tests/bench/kdtree_peer.py), through farm-bench (A = knnwb, B = SciPy, alternating; medians), on:
-#   - 1,000,000 points spread evenly over a square (spatial coordinates), euclidean k = 15;
+#   - 1,000,000 points spread evenly over a square (spatial coordinates), euclidean and manhattan
+#     k = 15;
 #   - a Visium-like grid of 1,000,000 spots (integer coordinates: neighbours tied), k = 6;
 #   - 1,000,000 x 3 rows in 50 Gaussian clusters (an embedding), euclidean k = 30, and 200,000 x 8
 #     (the tree's widest rows);
 # with the tile search (KNNWB_TREE=0) once on 100,000 of the even points for scale, and every
 # pair of lists compared with the tile search's on 100,000 rows (the same bytes).
-# Usage (repository root): bash tests/bench/lowd_check.sh BUILD OUT   (RUNS=N, default 3)
+# Usage (repository root): bash tests/bench/lowd_check.sh BUILD OUT   (RUNS=N, default 3; the
+# report also goes to OUT/lowd.txt)
 set -uo pipefail
 build=$1; out=$2; k=$build/bin/knnwb; d=/tmp/knnwb-lowd; mkdir -p "$out" $d
+exec > >(tee "$out/lowd.txt") 2>&1
 py=python3; $py -c "import scipy" 2>/dev/null || py=/usr/bin/python3
 $py - $d <<'PY'
 import sys, numpy as np
