@@ -11,6 +11,7 @@
 #include "oracle.h"
 #include "knnwb_test_matrix.h"
 #include "knnwb_test_process.h"
+#include "knnwb_test_lists.h"
 
 static const KnnwbMetric all_metrics[] = {KNNWB_METRIC_PEARSON,   KNNWB_METRIC_ABS_PEARSON,
                                           KNNWB_METRIC_SPEARMAN,  KNNWB_METRIC_EUCLIDEAN,
@@ -40,20 +41,6 @@ static KnnwbNeighbors *run_self(const KnnwbMatrix *m, KnnwbMetric metric, size_t
   g_assert_no_error(error);
   g_assert_true(ok);
   return nb;
-}
-
-static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
-{
-  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
-  g_assert_cmpuint(a->k, ==, b->k);
-  size_t cells = a->n_queries * a->k;
-  for (size_t c = 0; c < cells; c++)
-    if (a->indices[c] != b->indices[c] || a->distances[c] != b->distances[c])
-      g_error(
-          "cell %zu (row %zu rank %zu): %" G_GINT64_FORMAT " %.17g vs %" G_GINT64_FORMAT " %.17g",
-          c, c / a->k, c % a->k, a->indices[c], a->distances[c], b->indices[c], b->distances[c]);
-  g_assert_cmpmem(a->indices, cells * sizeof(int64_t), b->indices, cells * sizeof(int64_t));
-  g_assert_cmpmem(a->distances, cells * sizeof(double), b->distances, cells * sizeof(double));
 }
 
 static void test_oracle_all_metrics(void)
@@ -90,7 +77,7 @@ static void test_threads_and_budgets_identical(void)
         g_printerr("%s threads %d budget %zu\n", knnwb_metric_to_string(all_metrics[mi]),
                    threads[t], budgets[t]);
       g_autoptr(KnnwbNeighbors) other = run_self(m, all_metrics[mi], 12, threads[t], budgets[t]);
-      assert_same_lists(base, other);
+      knnwb_test_assert_same_lists(base, other);
     }
     if (g_getenv("KNNWB_TEST_ALL_ORACLE") != NULL || mi == 0)
       oracle_check(all_metrics[mi], m->values, 1100, m->values, 1100, 17, TRUE, base, 1e-9);
@@ -153,7 +140,7 @@ static void test_duplicates_against_oracle(void)
       oracle_check(all_metrics[mi], m->values, n, m->values, n, d, TRUE, nb, 1e-9);
       /* Thread counts and budgets change nothing, with duplicates too. */
       g_autoptr(KnnwbNeighbors) other = run_self(m, all_metrics[mi], ks[ki], 1, 0);
-      assert_same_lists(nb, other);
+      knnwb_test_assert_same_lists(nb, other);
     }
 }
 
@@ -330,12 +317,12 @@ static void test_duplicates_query_against_oracle(void)
       g_autoptr(KnnwbNeighbors) nb = run_query(q, ref, all_metrics[mi], ks[ki], 2, 64 << 10);
       oracle_check(all_metrics[mi], q->values, nq, ref->values, nr, d, FALSE, nb, 1e-9);
       g_autoptr(KnnwbNeighbors) other = run_query(q, ref, all_metrics[mi], ks[ki], 1, 0);
-      assert_same_lists(nb, other);
+      knnwb_test_assert_same_lists(nb, other);
       options.k = ks[ki];
       g_autoptr(KnnwbNeighbors) every_copy = NULL;
       g_assert_true(knnwb_knn_reference_query(prepared, q, &options, &every_copy, &error));
       g_assert_no_error(error);
-      assert_same_lists(nb, every_copy);
+      knnwb_test_assert_same_lists(nb, every_copy);
     }
   }
 }

@@ -5,15 +5,7 @@
 #include <knnwb/error.h>
 #include <knnwb/knn.h>
 #include "knnwb_test_matrix.h"
-
-static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
-{
-  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
-  g_assert_cmpuint(a->k, ==, b->k);
-  g_assert_cmpmem(a->indices, a->n_queries * a->k * 8, b->indices, b->n_queries * b->k * 8);
-  g_assert_cmpmem(a->distances, a->n_queries * a->k * 8, b->distances, b->n_queries * b->k * 8);
-  g_assert_cmpmem(a->n_found, a->n_queries * 4, b->n_found, b->n_queries * 4);
-}
+#include "knnwb_test_lists.h"
 
 static void test_same_as_query(void)
 {
@@ -35,7 +27,7 @@ static void test_same_as_query(void)
       g_assert_true(knnwb_knn_query(query, reference, &options, &direct, &error));
       g_assert_true(knnwb_knn_reference_query(prepared, query, &options, &reused, &error));
       g_assert_no_error(error);
-      assert_same_lists(direct, reused);
+      knnwb_test_assert_same_lists(direct, reused);
     }
     options.metric = (KnnwbMetric)((metric + 1) % KNNWB_METRIC_COUNT);
     g_autoptr(KnnwbNeighbors) refused = NULL;
@@ -68,7 +60,7 @@ static void test_degenerate_and_errors(void)
   g_assert_true(knnwb_knn_query(query, reference, &options, &direct, &error));
   g_test_assert_expected_messages();
   g_assert_true(knnwb_knn_reference_query(prepared, query, &options, &reused, &error));
-  assert_same_lists(direct, reused);
+  knnwb_test_assert_same_lists(direct, reused);
   for (size_t i = 0; i < reused->n_queries * reused->k; i++)
     g_assert_cmpint(reused->indices[i], !=, 7);
   /* Wrong width, k beyond the rows: the query's own checks. */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <knnwb/knnwb.h>
 #include "oracle.h"
+#include "knnwb_test_lists.h"
 
 /* What the engine's debug messages said about the partitioned search in the last run: the
  * choice, the cells and groups it searched with (0 until said) and the pairs they left. */
@@ -117,17 +118,6 @@ static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k
   return nb;
 }
 
-static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
-{
-  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
-  g_assert_cmpuint(a->k, ==, b->k);
-  const size_t slots = a->n_queries * a->k;
-  g_assert_cmpmem(a->indices, slots * sizeof(int64_t), b->indices, slots * sizeof(int64_t));
-  g_assert_cmpmem(a->distances, slots * sizeof(double), b->distances, slots * sizeof(double));
-  g_assert_cmpmem(a->n_found, a->n_queries * sizeof(int32_t), b->n_found,
-                  a->n_queries * sizeof(int32_t));
-}
-
 typedef struct {
   size_t n, d, k;
   int clusters;
@@ -149,20 +139,20 @@ static void check_case(const Case *c, KnnwbMetric metric, gboolean oracle)
   g_assert_cmpuint(partition_groups, ==, partition_cells);
   g_assert_cmpint(partition_workers, ==,
                   MAX(1, MIN(MIN(8, knnwb_thread_limit()) / 4, (int)partition_groups)));
-  assert_same_lists(plain, cells);
+  knnwb_test_assert_same_lists(plain, cells);
   g_autoptr(KnnwbNeighbors) grouped = search(m, metric, c->k, "on", c->rows, TRUE);
   g_assert_true(partition_done);
   g_assert_cmpuint(partition_groups, >=, 2);
   g_assert_cmpuint(partition_groups, <=, partition_cells);
   g_test_message("%s: %zu cells in %zu groups", knnwb_metric_to_string(metric), partition_cells,
                  partition_groups);
-  assert_same_lists(plain, grouped);
+  knnwb_test_assert_same_lists(plain, grouped);
   /* each group's visitors in several pieces, searched by different workers where there are */
   g_setenv("KNNWB_PARTITION_PIECES", "3", TRUE);
   g_autoptr(KnnwbNeighbors) pieces = search(m, metric, c->k, "on", c->rows, TRUE);
   g_unsetenv("KNNWB_PARTITION_PIECES");
   g_assert_true(partition_done);
-  assert_same_lists(plain, pieces);
+  knnwb_test_assert_same_lists(plain, pieces);
   if (oracle)
     oracle_check(metric, m->values, m->n_rows, m->values, m->n_rows, m->n_cols, TRUE, grouped,
                  1e-9);
@@ -246,7 +236,7 @@ static void test_neighbour_across(void)
     for (int grouped = 0; grouped < 2; grouped++) {
       g_autoptr(KnnwbNeighbors) split = search(m, metrics[t], 1, "on", "200", grouped);
       g_assert_true(partition_done);
-      assert_same_lists(plain, split);
+      knnwb_test_assert_same_lists(plain, split);
     }
   }
 }
@@ -284,7 +274,7 @@ static void search_both(const KnnwbMatrix *m, size_t k, const char *rows, Said *
     g_assert_true(partition_done);
     g_assert_cmpfloat(pairs_within, >=, 0.0);
     g_assert_cmpfloat(pairs_between, >=, 0.0);
-    assert_same_lists(plain, split);
+    knnwb_test_assert_same_lists(plain, split);
     Said *said = g ? grouped : cells;
     *said = (Said){partition_cells, partition_groups, pairs_within, pairs_between};
     g_test_message("%s: %zu cells, %zu groups, %g pairs within, %g between",

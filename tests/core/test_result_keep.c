@@ -9,17 +9,6 @@
 #include "knnwb_test_lists.h"
 #include "knnwb_test_matrix.h"
 
-static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
-{
-  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
-  g_assert_cmpuint(a->k, ==, b->k);
-  const size_t cells = a->n_queries * a->k;
-  g_assert_cmpmem(a->indices, cells * sizeof(int64_t), b->indices, cells * sizeof(int64_t));
-  g_assert_cmpmem(a->distances, cells * sizeof(double), b->distances, cells * sizeof(double));
-  g_assert_cmpmem(a->n_found, a->n_queries * sizeof(int32_t), b->n_found,
-                  b->n_queries * sizeof(int32_t));
-}
-
 static void test_reuse(void)
 {
   const size_t n = 777, k = 9;
@@ -39,7 +28,7 @@ static void test_reuse(void)
   KnnwbNeighbors *second = knnwb_test_cpu_self_lists(m, k);
   g_assert_true(second->indices == kept_indices); /* the kept arrays served */
   g_assert_cmpuint(keep.cells, ==, 0);
-  assert_same_lists(second, fresh);
+  knnwb_test_assert_same_lists(second, fresh);
   knnwb_knn_result_keep_put(&keep, second);
 
   /* Larger lists than kept: fresh arrays, and the kept ones stay for later. */
@@ -47,7 +36,7 @@ static void test_reuse(void)
   KnnwbNeighbors *larger = knnwb_test_cpu_self_lists(m, k + 3);
   g_assert_true(larger->indices != kept_indices);
   g_assert_true(keep.indices == kept_indices);
-  assert_same_lists(larger, fresh_larger);
+  knnwb_test_assert_same_lists(larger, fresh_larger);
   int64_t *const larger_indices = larger->indices;
   knnwb_knn_result_keep_put(&keep, larger); /* replaces the smaller ones */
   g_assert_cmpuint(keep.cells, ==, n * (k + 3));
@@ -61,7 +50,7 @@ static void test_reuse(void)
   memset(keep.indices, 0x5a, keep.cells * sizeof(int64_t));
   KnnwbNeighbors *again = knnwb_test_cpu_self_lists(m, k);
   g_assert_true(again->indices == larger_indices);
-  assert_same_lists(again, fresh);
+  knnwb_test_assert_same_lists(again, fresh);
   /* Smaller lists of other arrays than the kept ones are freed. */
   KnnwbNeighbors *other = knnwb_test_cpu_self_lists(m, 2);
   g_assert_true(other->indices != larger_indices);

@@ -10,6 +10,7 @@
 #include <knnwb/matrix.h>
 #include "oracle.h"
 #include "tree/tree.h"
+#include "knnwb_test_lists.h"
 
 static KnnwbMatrix *random_rows(size_t n, size_t d, guint32 seed, double scale)
 {
@@ -52,25 +53,14 @@ static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k
   return nb;
 }
 
-static void assert_same_lists(const KnnwbNeighbors *a, const KnnwbNeighbors *b)
-{
-  g_assert_cmpuint(a->n_queries, ==, b->n_queries);
-  g_assert_cmpuint(a->k, ==, b->k);
-  const size_t cells = a->n_queries * a->k;
-  g_assert_cmpmem(a->indices, cells * sizeof(int64_t), b->indices, cells * sizeof(int64_t));
-  g_assert_cmpmem(a->distances, cells * sizeof(double), b->distances, cells * sizeof(double));
-  g_assert_cmpmem(a->n_found, a->n_queries * sizeof(int32_t), b->n_found,
-                  b->n_queries * sizeof(int32_t));
-}
-
 /* The tree's lists on 1 and 3 threads, the tile search's and the oracle's, for one input. */
 static void check_rows(const KnnwbMatrix *m, KnnwbMetric metric, size_t k)
 {
   KnnwbNeighbors *tree = search(m, metric, k, "1", 1);
   KnnwbNeighbors *threads = search(m, metric, k, "1", 3);
   KnnwbNeighbors *tiles = search(m, metric, k, "0", 2);
-  assert_same_lists(tree, tiles);
-  assert_same_lists(threads, tiles);
+  knnwb_test_assert_same_lists(tree, tiles);
+  knnwb_test_assert_same_lists(threads, tiles);
   const size_t d = m->n_cols;
   double scale = 0.0;
   for (size_t i = 0; i < m->n_rows * d; i++)
