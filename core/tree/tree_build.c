@@ -94,10 +94,19 @@ static void knnwb_tree_select(KnnwbTree *tree, size_t j, size_t lo, size_t hi, s
       knnwb_tree_swap(order, q, q - 1);
 }
 
+/* Whether the build stops at a node of hi - lo rows: the caller's flag seen raised, now or by
+ * another thread. */
+static gboolean knnwb_tree_stops(KnnwbTree *tree, size_t lo, size_t hi)
+{
+  if (hi - lo >= KNNWB_TREE_POLL_ROWS && tree->cancel != NULL && g_atomic_int_get(tree->cancel))
+    g_atomic_int_set(&tree->stopped, 1);
+  return g_atomic_int_get(&tree->stopped) != 0;
+}
+
 /* Node t (positions [lo, hi), at depth) and every node below it. */
 static void knnwb_tree_build_below(KnnwbTree *tree, size_t t, size_t lo, size_t hi, int depth)
 {
-  for (;; depth++) {
+  for (; !knnwb_tree_stops(tree, lo, hi); depth++) {
     const size_t widest = knnwb_tree_box(tree, t, lo, hi);
     if (depth == tree->levels)
       return;
@@ -118,6 +127,8 @@ typedef struct {
 /* The nodes above depth sub->depth, and each subtree's range. */
 static void knnwb_tree_build_top(KnnwbTreeSubtrees *sub, size_t t, size_t lo, size_t hi, int depth)
 {
+  if (knnwb_tree_stops(sub->tree, lo, hi))
+    return;
   if (depth == sub->depth) {
     const size_t s = t - (((size_t)1 << depth) - 1);
     sub->ranges[2 * s] = lo;
@@ -140,9 +151,11 @@ static void knnwb_tree_build_subtrees(size_t first, size_t last, void *data)
                            sub->depth);
 }
 
-gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d, int threads)
+gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d, int threads,
+                          const volatile gint *cancel)
 {
   memset(tree, 0, sizeof *tree);
+  tree->cancel = cancel;
   tree->values = values;
   tree->n = n;
   tree->d = d;
@@ -162,10 +175,15 @@ gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t
   KnnwbTreeSubtrees sub = {.tree = tree, .depth = 0};
   while (sub.depth < tree->levels && ((size_t)1 << sub.depth) < 4 * (size_t)MAX(threads, 1))
     sub.depth++;
-  sub.ranges = g_new(size_t, (size_t)2 << sub.depth);
+  sub.ranges = g_new0(size_t, (size_t)2 << sub.depth);
   knnwb_tree_build_top(&sub, 0, 0, n, 0);
-  knnwb_parallel_for(threads, (size_t)1 << sub.depth, 1, knnwb_tree_build_subtrees, &sub);
+  if (!g_atomic_int_get(&tree->stopped))
+    knnwb_parallel_for(threads, (size_t)1 << sub.depth, 1, knnwb_tree_build_subtrees, &sub);
   g_free(sub.ranges);
+  if (g_atomic_int_get(&tree->stopped)) {
+    knnwb_tree_clear(tree);
+    return FALSE;
+  }
   return TRUE;
 }
 

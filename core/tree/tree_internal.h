@@ -22,9 +22,14 @@ typedef struct {
   size_t n, d;
   int levels;
   size_t nodes;
-  int64_t *order; /* n: rows, node by node */
-  float *box;     /* nodes x 2d: node t's least values, then its greatest */
+  int64_t *order;              /* n: rows, node by node */
+  float *box;                  /* nodes x 2d: node t's least values, then its greatest */
+  const volatile gint *cancel; /* polled at every node of KNNWB_TREE_POLL_ROWS rows or more */
+  gint stopped;                /* (atomic) set when the build saw it raised */
 } KnnwbTree;
+
+/* Nodes of at least this many rows poll the build's cancel flag (a few milliseconds apart). */
+#define KNNWB_TREE_POLL_ROWS ((size_t)65536)
 
 /* The child range's midpoint of a node holding [lo, hi). O(1). */
 static inline size_t knnwb_tree_mid(size_t lo, size_t hi)
@@ -33,8 +38,10 @@ static inline size_t knnwb_tree_mid(size_t lo, size_t hi)
 }
 
 /* The tree of values' n rows of d floats, built on up to threads threads (the same tree on any
- * number). FALSE when memory is short (tree cleared). Time O(n d log n). */
-gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d, int threads);
+ * number). FALSE when memory is short, or when *cancel (NULL: never) was raised, then
+ * tree->stopped is set (tree cleared either way). Time O(n d log n). */
+gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d, int threads,
+                          const volatile gint *cancel);
 void knnwb_tree_clear(KnnwbTree *tree);
 
 #endif

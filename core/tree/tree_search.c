@@ -252,9 +252,12 @@ gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options
   if (!finite.finite)
     return TRUE; /* (the tile search says which row) */
   KnnwbTree tree;
-  if (!knnwb_tree_build(&tree, data->values, n, d, threads)) {
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the tree of %zu rows of %zu columns", n, d);
+  if (!knnwb_tree_build(&tree, data->values, n, d, threads, options->cancel)) {
+    if (tree.stopped)
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while building the tree");
+    else
+      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                  "cannot allocate the tree of %zu rows of %zu columns", n, d);
     return FALSE;
   }
   const gint64 built = g_get_monotonic_time();

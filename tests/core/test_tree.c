@@ -185,6 +185,14 @@ static void test_progress_and_cancel(void)
   g_assert_null(nb);
   g_clear_error(&error);
   knnwb_matrix_free(m);
+  /* Rows enough for the build to poll: it stops before the search. */
+  m = random_rows(3 * 65536, 2, 10, 1.0);
+  g_assert_false(knnwb_tree_self(m, &o, &nb, &error));
+  g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+  g_assert_nonnull(strstr(error->message, "building"));
+  g_assert_null(nb);
+  g_clear_error(&error);
+  knnwb_matrix_free(m);
 }
 
 static void test_not_finite(void)
