@@ -22,13 +22,16 @@ static size_t knnwb_tree_box(KnnwbTree *tree, size_t t, size_t lo, size_t hi)
   const float *first = tree->values + (size_t)tree->order[lo] * d;
   memcpy(least, first, d * sizeof(float));
   memcpy(most, first, d * sizeof(float));
+  int64_t lowest = tree->order[lo];
   for (size_t p = lo + 1; p < hi; p++) {
+    lowest = MIN(lowest, tree->order[p]);
     const float *x = tree->values + (size_t)tree->order[p] * d;
     for (size_t j = 0; j < d; j++) {
       least[j] = x[j] < least[j] ? x[j] : least[j];
       most[j] = x[j] > most[j] ? x[j] : most[j];
     }
   }
+  tree->least[t] = lowest;
   size_t widest = 0;
   for (size_t j = 1; j < d; j++)
     if ((double)most[j] - least[j] > (double)most[widest] - least[widest])
@@ -163,7 +166,8 @@ gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t
   tree->nodes = ((size_t)2 << tree->levels) - 1;
   tree->order = g_try_new(int64_t, MAX(n, (size_t)1));
   tree->box = g_try_new(float, tree->nodes * 2 * MAX(d, (size_t)1));
-  if (tree->order == NULL || tree->box == NULL) {
+  tree->least = g_try_new(int64_t, tree->nodes);
+  if (tree->order == NULL || tree->box == NULL || tree->least == NULL) {
     knnwb_tree_clear(tree);
     return FALSE;
   }
@@ -191,4 +195,5 @@ void knnwb_tree_clear(KnnwbTree *tree)
 {
   g_clear_pointer(&tree->order, g_free);
   g_clear_pointer(&tree->box, g_free);
+  g_clear_pointer(&tree->least, g_free);
 }

@@ -24,6 +24,7 @@ typedef struct {
   size_t nodes;
   int64_t *order;              /* n: rows, node by node */
   float *box;                  /* nodes x 2d: node t's least values, then its greatest */
+  int64_t *least;              /* nodes: node t's lowest row */
   const volatile gint *cancel; /* polled at every node of KNNWB_TREE_POLL_ROWS rows or more */
   gint stopped;                /* (atomic) set when the build saw it raised */
 } KnnwbTree;

@@ -106,10 +106,19 @@ static double knnwb_tree_gap(const KnnwbTree *tree, KnnwbMetric metric, size_t t
   return metric == KNNWB_METRIC_EUCLIDEAN ? sqrt(sum) : sum;
 }
 
-/* Whether a node at gap from the row may hold a row as near as its k-th so far. */
-static inline gboolean knnwb_tree_open(const KnnwbTreeRow *r, double gap)
+/* Whether node t, at gap from the row, may hold a row that enters its k best so far. Where the
+ * k-th is at distance 0 (k copies of the row found), a row enters only at distance 0 and below
+ * the k-th's row (distances are never negative), so a node whose lowest row is above it is left
+ * out: copies of one row are split by row, and a row's search reads the copies it keeps, not all
+ * of them. */
+static inline gboolean knnwb_tree_open(const KnnwbTree *tree, const KnnwbTreeRow *r, size_t t,
+                                       double gap)
 {
-  return r->count < r->k || gap <= r->distance[0] * KNNWB_TREE_SLACK;
+  if (r->count < r->k)
+    return TRUE;
+  if (r->distance[0] == 0.0)
+    return gap == 0.0 && tree->least[t] < r->index[0];
+  return gap <= r->distance[0] * KNNWB_TREE_SLACK;
 }
 
 /* Node t (positions [lo, hi), at depth) searched for the row. */
@@ -131,14 +140,14 @@ static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t
   const double gap_left = knnwb_tree_gap(tree, s->metric, left, r->x);
   const double gap_right = knnwb_tree_gap(tree, s->metric, right, r->x);
   if (gap_left <= gap_right) {
-    if (knnwb_tree_open(r, gap_left))
+    if (knnwb_tree_open(tree, r, left, gap_left))
       knnwb_tree_visit(s, r, left, lo, mid, depth + 1);
-    if (knnwb_tree_open(r, gap_right))
+    if (knnwb_tree_open(tree, r, right, gap_right))
       knnwb_tree_visit(s, r, right, mid, hi, depth + 1);
   } else {
-    if (knnwb_tree_open(r, gap_right))
+    if (knnwb_tree_open(tree, r, right, gap_right))
       knnwb_tree_visit(s, r, right, mid, hi, depth + 1);
-    if (knnwb_tree_open(r, gap_left))
+    if (knnwb_tree_open(tree, r, left, gap_left))
       knnwb_tree_visit(s, r, left, lo, mid, depth + 1);
   }
 }
