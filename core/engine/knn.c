@@ -432,7 +432,6 @@ gboolean knnwb_knn_self_unchecked(const KnnwbMatrix *data, const KnnwbKnnOptions
   /* The GPUs choose their tile GEMM while the rows are checked, prepared and partitioned. */
   knnwb_knn_gemm_start(options, data->n_rows, data->n_rows, data->n_cols);
   /* Split ranks on GPUs: every row on every rank, where they have room (knn_together.c). */
-  *result = NULL;
   const KnnwbKnnGroup *group = options->group;
   gboolean no_room = FALSE;
   gboolean ok = group == NULL || group->size <= 1 || !options->group_split ||
