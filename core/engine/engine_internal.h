@@ -109,16 +109,17 @@ gboolean knnwb_knn_rounds(const KnnwbKnnOptions *options, KnnwbSelectFunc select
                           GError **error);
 
 /**
- * A split-memory self run on GPUs (or with KNNWB_PARTITION_GATHER_ALWAYS=1) that may put its rows
- * together (options->group_split_gather), on the whole rows (knn_together.c): where every rank
- * runs on GPUs and has room (knnwb_knn_together_agree), the ranks put their blocks together and run
- * the whole-input search (the partitioned one where it pays, else the shared tiles), each keeping
- * its block's lists. TRUE with *result NULL on every rank alike: not taken (the CPU, no room,
- * blocks of different widths), the caller goes on; *no_room also when a rank could not allocate
- * the rows after all (the caller then goes on with the split search, as the partition would find
- * no room either). Collective. Errors: the search's, the group's. Time: the transfer of every row
- * (none for an input every rank read whole) and the whole-input search; memory: every row and a
- * whole-input run's.
+ * A split-memory self run on the whole rows (knn_together.c): rows of a few columns that the k-d
+ * tree takes (knnwb_tree_applies_shape of every rank's rows), or a run on GPUs (or with
+ * KNNWB_PARTITION_GATHER_ALWAYS=1) that may put its rows together (options->group_split_gather).
+ * Where every rank agrees and has room (knnwb_knn_together_agree), the ranks put their blocks
+ * together and run the whole-input search (the tree; the partitioned one where it pays; else the
+ * shared tiles), each keeping its block's lists. TRUE with *result NULL on every rank alike: not
+ * taken (the CPU, no room, blocks of different widths), the caller goes on; *no_room also when a
+ * rank could not allocate the rows after all (the caller then goes on with the split search, as the
+ * partition would find no room either). Collective. Errors: the search's, the group's. Time: the
+ * transfer of every row (none for an input every rank read whole) and the whole-input search;
+ * memory: every row and a whole-input run's.
  */
 gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions *options,
                                  KnnwbNeighbors **result, gboolean *no_room, GError **error);

@@ -434,8 +434,9 @@ gboolean knnwb_knn_self_unchecked(const KnnwbMatrix *data, const KnnwbKnnOptions
   /* Split ranks on GPUs: every row on every rank, where they have room (knn_together.c). */
   const KnnwbKnnGroup *group = options->group;
   gboolean no_room = FALSE;
+  /* (rows of a few columns are put together for the tree whether or not the run may otherwise) */
   gboolean ok = group == NULL || group->size <= 1 || !options->group_split ||
-                !options->group_split_gather ||
+                (!options->group_split_gather && !knnwb_tree_may_apply(options)) ||
                 knnwb_knn_self_together(data, options, result, &no_room, error);
   /* Large clustered data: cluster by cluster when bounds skip most pairs (core/partition/). */
   if (ok && *result == NULL && !no_room)

@@ -1,11 +1,13 @@
 /*
  * Split ranks that put their rows together. In split memory (options->group_split) each rank holds
- * only its block of rows, and the split search compares every pair of blocks. Two searches need
- * every row on every rank instead: the partitioned search (core/partition/partition_gather.c asks
- * whether it pays, on a sample) and, on GPUs, the whole-input search itself: the CUDA backend
+ * only its block of rows, and the split search compares every pair of blocks. Three searches need
+ * every row on every rank instead: the k-d tree of rows of a few columns (core/tree/: always, the
+ * rows being small), the partitioned search (core/partition/partition_gather.c asks whether it
+ * pays, on a sample) and, on GPUs, the whole-input search itself: the CUDA backend
  * scores a visiting pair of blocks as two panels, while the whole rows' tiles are shared between
  * the ranks and scored once (as `knnwb knn` reads the whole input on GPUs). Where the run may
- * (options->group_split_gather) and every rank has room, the ranks put their blocks together,
+ * (options->group_split_gather; the tree's rows whatever it says) and every rank has room, the
+ * ranks put their blocks together,
  * search the whole rows, and each keeps its block's lists (cut again from the whole-input run's
  * even shares when the blocks are uneven).
  */
@@ -14,6 +16,7 @@
 #include <knnwb/parallel.h>
 #include "engine/engine_internal.h"
 #include "group/group.h"
+#include "tree/tree.h"
 
 /* Whether this rank could hold the whole run's n rows (or, rows_held, only what a whole-input run
  * adds to them), with the lists and arrays of a whole-input run, in half of its share of the
@@ -150,8 +153,15 @@ gboolean knnwb_knn_self_together(const KnnwbMatrix *block, const KnnwbKnnOptions
   const KnnwbKnnGroup *group = options->group;
   const gint64 start = g_get_monotonic_time();
   g_auto(KnnwbTogether) t = {0};
-  if (!knnwb_knn_together_counts(block, group, &t, error) ||
-      !knnwb_knn_together_agree(block, options, knnwb_knn_together_always(options), &t, error))
+  if (!knnwb_knn_together_counts(block, group, &t, error))
+    return FALSE;
+  /* Rows of a few columns go to the tree (core/tree/), whose search needs every row: they are
+   * small beside the lists (at most 32 bytes a row), and the split search would compare every
+   * pair of them. */
+  const gboolean tree = knnwb_tree_applies_shape(t.n, block->n_cols, options);
+  if (!knnwb_knn_together_agree(
+          block, options,
+          (options->group_split_gather && knnwb_knn_together_always(options)) || tree, &t, error))
     return FALSE;
   if (!t.go)
     return TRUE;

@@ -22,21 +22,32 @@
 #define KNNWB_TREE_MIN_ROWS ((size_t)20000)
 
 /** Whether knnwb_tree_self takes a self run of data with options: euclidean or manhattan, one
- * process (no group of ranks), rows and columns within the limits above, 1 <= k < rows, and the
- * environment's KNNWB_TREE not 0 (1: at any row count) nor KNNWB_PARTITION on (a partitioned
- * search asked for by name), unless KNNWB_TREE is 1. O(1). */
+ * process or ranks that each hold every row (split ranks, knnwb_knn_self_together, put their
+ * blocks together first: see knnwb_tree_applies_shape), rows and columns within the limits above,
+ * 1 <= k < rows, and the environment's KNNWB_TREE not 0 (1: at any row count) nor KNNWB_PARTITION
+ * on (a partitioned search asked for by name), unless KNNWB_TREE is 1. O(1). */
 gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options);
-/** The same for a self run of n rows of d columns, before the rows are read. O(1). */
+/** The same for a self run of n rows of d columns in all (over the ranks, however they hold
+ * them), before the rows are read. O(1). */
 gboolean knnwb_tree_applies_shape(size_t n, size_t d, const KnnwbKnnOptions *options);
+/** What of knnwb_tree_applies_shape the options and the environment alone say (the metric,
+ * KNNWB_TREE, KNNWB_PARTITION): the same on every rank, so that ranks may take a collective step
+ * on it. O(1). */
+gboolean knnwb_tree_may_apply(const KnnwbKnnOptions *options);
 
 /**
  * The exact lists of every row of data against the others (a row's own place left out, its
  * copies kept), as knnwb_knn_self's: k slots a row, by (distance, row), n_found = k. Data must
  * hold finite values only: *result stays NULL, and TRUE comes back, when one is not (the tile
- * search then says where). Progress (rows done) and cancel as options say. FALSE with error:
- * memory (KNNWB_ERROR_NO_MEMORY), cancelled (KNNWB_ERROR_CANCELLED). Time O(n log n) to build
- * and about O(n k log n d) to search on rows of low intrinsic dimension; memory O(n) besides the
- * lists.
+ * search then says where). Progress (this process's rows done) and cancel as options say.
+ * With a group of ranks that each hold every row (options->group, not group_split): every rank
+ * builds the same tree and searches its even share of the rows (knnwb_knn_group_rows), the host's
+ * cores shared among its ranks; it keeps that share's lists (group_own_rows) or gathers every
+ * row's. Collective then: every rank calls it, and the ranks agree on the outcome, an error on
+ * one stopping all with its message. FALSE with error: memory (KNNWB_ERROR_NO_MEMORY), cancelled
+ * (KNNWB_ERROR_CANCELLED), the group's transport. Time O(n log n) to build and about
+ * O(n k log n d) to search (divided among the ranks) on rows of low intrinsic dimension; memory
+ * O(n) besides the lists.
  */
 gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                          KnnwbNeighbors **result, GError **error);

@@ -7,6 +7,7 @@
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
 #include "engine/engine.h"
+#include "group/group.h"
 #include "tree/tree.h"
 #include "tree/tree_internal.h"
 
@@ -20,7 +21,8 @@ typedef struct {
   const KnnwbTree *tree;
   KnnwbMetric metric;
   size_t k;
-  KnnwbNeighbors *lists;
+  size_t first, last;    /* the rows this process searches (all alone, a rank's share in a group) */
+  KnnwbNeighbors *lists; /* rows [first, last) */
   const KnnwbKnnOptions *options;
   gsize done;      /* rows searched (atomic) */
   GMutex report;   /* one thread reports progress at a time */
@@ -152,7 +154,8 @@ static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t
   }
 }
 
-/* The best so far into the row's list, by (distance, row), padded with -1 and +inf. */
+/* The best so far into the list of the row at `row` of lists, by (distance, row), padded with -1
+ * and +inf. */
 static void knnwb_tree_write(KnnwbTreeRow *r, KnnwbNeighbors *lists, size_t row)
 {
   const size_t found = r->count, k = lists->k;
@@ -176,14 +179,14 @@ static void knnwb_tree_report(KnnwbTreeSearch *s, size_t rows)
   if (s->options->progress == NULL || !g_mutex_trylock(&s->report))
     return;
   const gint64 now = g_get_monotonic_time();
-  if (now - s->reported >= 100000 || done == s->tree->n) {
+  if (now - s->reported >= 100000 || done == s->last - s->first) {
     s->reported = now;
-    s->options->progress(done, s->tree->n, s->options->progress_data);
+    s->options->progress(done, s->last - s->first, s->options->progress_data);
   }
   g_mutex_unlock(&s->report);
 }
 
-/* Rows at positions [first, last) of the tree's order. */
+/* The rows at positions [first, last) of the tree's order that this process searches. */
 static void knnwb_tree_search_rows(size_t first, size_t last, void *data)
 {
   KnnwbTreeSearch *s = data;
@@ -194,39 +197,51 @@ static void knnwb_tree_search_rows(size_t first, size_t last, void *data)
   }
   const KnnwbTree *tree = s->tree;
   KnnwbTreeRow r = {.k = s->k, .index = g_new(int64_t, s->k), .distance = g_new(double, s->k)};
+  size_t searched = 0;
   for (size_t p = first; p < last; p++) {
     const int64_t row = tree->order[p];
+    if ((size_t)row < s->first || (size_t)row >= s->last)
+      continue; /* (another rank's) */
     r.x = tree->values + (size_t)row * tree->d;
     r.self = row;
     r.count = 0;
     knnwb_tree_visit(s, &r, 0, 0, tree->n, 0);
-    knnwb_tree_write(&r, s->lists, (size_t)row);
+    knnwb_tree_write(&r, s->lists, (size_t)row - s->first);
+    searched++;
   }
   g_free(r.index);
   g_free(r.distance);
-  knnwb_tree_report(s, last - first);
+  knnwb_tree_report(s, searched);
 }
 
 gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options)
 {
-  return knnwb_tree_applies_shape(data->n_rows, data->n_cols, options);
+  /* (split ranks hold a block each: knnwb_knn_self_together puts their rows together first) */
+  const gboolean split = options->group != NULL && options->group->size > 1 && options->group_split;
+  return !split && knnwb_tree_applies_shape(data->n_rows, data->n_cols, options);
 }
 
-gboolean knnwb_tree_applies_shape(size_t n, size_t d, const KnnwbKnnOptions *options)
+gboolean knnwb_tree_may_apply(const KnnwbKnnOptions *options)
 {
   const char *setting = g_getenv("KNNWB_TREE");
   if (setting != NULL && strcmp(setting, "0") == 0)
     return FALSE;
-  const gboolean any_size = setting != NULL && strcmp(setting, "1") == 0;
   /* A partitioned search asked for by name (KNNWB_PARTITION=on, the partition's tests and
    * benchmarks) is left to run, unless the tree is asked for too. */
   const char *partition = g_getenv("KNNWB_PARTITION");
-  if (!any_size && partition != NULL &&
+  if ((setting == NULL || strcmp(setting, "1") != 0) && partition != NULL &&
       (strcmp(partition, "on") == 0 || strcmp(partition, "1") == 0))
     return FALSE;
-  if ((options->metric != KNNWB_METRIC_EUCLIDEAN && options->metric != KNNWB_METRIC_MANHATTAN) ||
-      (options->group != NULL && options->group->size > 1) || d == 0 || options->k < 1 ||
-      options->k >= n || n > (size_t)INT64_MAX || (!any_size && n < KNNWB_TREE_MIN_ROWS))
+  return options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN;
+}
+
+gboolean knnwb_tree_applies_shape(size_t n, size_t d, const KnnwbKnnOptions *options)
+{
+  if (!knnwb_tree_may_apply(options))
+    return FALSE;
+  const gboolean any_size = g_strcmp0(g_getenv("KNNWB_TREE"), "1") == 0;
+  if (d == 0 || options->k < 1 || options->k >= n || n > (size_t)INT64_MAX ||
+      (!any_size && n < KNNWB_TREE_MIN_ROWS))
     return FALSE;
   return d <= (knnwb_knn_uses_gpu(options) ? KNNWB_TREE_MAX_COLUMNS_GPU : KNNWB_TREE_MAX_COLUMNS);
 }
@@ -246,52 +261,118 @@ static void knnwb_tree_finite_values(size_t first, size_t last, void *data)
     g_atomic_int_set(&f->finite, 0);
 }
 
+/* ok, agreed on by the group's ranks (NULL: alone). */
+static gboolean knnwb_tree_agree(const KnnwbKnnGroup *group, gboolean ok, GError **error)
+{
+  return group == NULL ? ok : group->agree(group, ok, error);
+}
+
+/* Whether the request passes its checks (sizes, memory) and every value is finite (*finite), on
+ * every rank. The checks come first: they refuse a run too large for memory before a value is
+ * read. */
+static gboolean knnwb_tree_check(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
+                                 const KnnwbKnnGroup *group, int threads, gboolean *finite,
+                                 GError **error)
+{
+  const size_t n = data->n_rows, d = data->n_cols;
+  *finite = FALSE;
+  if (!knnwb_tree_agree(group, knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, error),
+                        error))
+    return FALSE;
+  KnnwbTreeFinite f = {.values = data->values, .finite = 1};
+  knnwb_parallel_for(threads, n * d, (size_t)1 << 16, knnwb_tree_finite_values, &f);
+  int64_t all_finite = f.finite; /* (the ranks hold the same rows; all go on, or none) */
+  if (group != NULL && !group->reduce(group, &all_finite, 1, KNNWB_GROUP_MIN, error))
+    return FALSE;
+  *finite = all_finite != 0;
+  return TRUE;
+}
+
+/* The tree of data's rows, on every rank. */
+static gboolean knnwb_tree_build_all(KnnwbTree *tree, const KnnwbMatrix *data,
+                                     const KnnwbKnnOptions *options, const KnnwbKnnGroup *group,
+                                     int threads, GError **error)
+{
+  gboolean ok =
+      knnwb_tree_build(tree, data->values, data->n_rows, data->n_cols, threads, options->cancel);
+  if (!ok && tree->stopped)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while building the tree");
+  else if (!ok)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
+                "cannot allocate the tree of %zu rows of %zu columns", data->n_rows, data->n_cols);
+  if (!knnwb_tree_agree(group, ok, error)) {
+    if (ok)
+      knnwb_tree_clear(tree);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Rows [s->first, s->last) searched into s->lists, on every rank; the lists freed on failure. */
+static gboolean knnwb_tree_search_all(KnnwbTreeSearch *s, const KnnwbKnnGroup *group, int threads,
+                                      GError **error)
+{
+  g_mutex_init(&s->report);
+  knnwb_parallel_for(threads, s->tree->n, 256, knnwb_tree_search_rows, s);
+  g_mutex_clear(&s->report);
+  if (s->cancelled)
+    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while searching the tree");
+  if (!knnwb_tree_agree(group, !s->cancelled, error)) {
+    g_clear_pointer(&s->lists, knnwb_neighbors_free);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                          KnnwbNeighbors **result, GError **error)
 {
   *result = NULL;
   const size_t n = data->n_rows, d = data->n_cols, k = options->k;
-  const int threads = knnwb_thread_count(options->n_threads);
+  const KnnwbKnnGroup *group =
+      options->group != NULL && options->group->size > 1 ? options->group : NULL;
+  g_return_val_if_fail(group == NULL || !options->group_split, FALSE);
+  KnnwbTreeSearch s = {
+      .metric = options->metric, .k = k, .first = 0, .last = n, .options = options};
+  int threads = knnwb_thread_count(options->n_threads);
+  if (group != NULL) { /* an even share of the rows; the host's cores shared by its ranks */
+    knnwb_knn_group_rows(n, group->rank, group->size, &s.first, &s.last);
+    if (options->n_threads <= 0)
+      threads = MAX(1, threads / MAX(1, group->local_size));
+  }
   const gint64 start = g_get_monotonic_time();
-  /* (the request checks first: they refuse a run too large for memory before a value is read) */
-  if (!knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, error))
+  gboolean finite;
+  if (!knnwb_tree_check(data, options, group, threads, &finite, error))
     return FALSE;
-  KnnwbTreeFinite finite = {.values = data->values, .finite = 1};
-  knnwb_parallel_for(threads, n * d, (size_t)1 << 16, knnwb_tree_finite_values, &finite);
-  if (!finite.finite)
+  if (!finite)
     return TRUE; /* (the tile search says which row) */
   KnnwbTree tree;
-  if (!knnwb_tree_build(&tree, data->values, n, d, threads, options->cancel)) {
-    if (tree.stopped)
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while building the tree");
-    else
-      g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                  "cannot allocate the tree of %zu rows of %zu columns", n, d);
+  if (!knnwb_tree_build_all(&tree, data, options, group, threads, error))
     return FALSE;
-  }
   const gint64 built = g_get_monotonic_time();
-  KnnwbNeighbors *lists = knnwb_knn_result_new_unset(0, n, k, error);
-  if (lists == NULL) {
-    knnwb_tree_clear(&tree);
-    return FALSE;
-  }
-  KnnwbTreeSearch s = {
-      .tree = &tree, .metric = options->metric, .k = k, .lists = lists, .options = options};
-  g_mutex_init(&s.report);
-  knnwb_parallel_for(threads, n, 256, knnwb_tree_search_rows, &s);
-  g_mutex_clear(&s.report);
+  s.tree = &tree;
+  s.lists = knnwb_knn_result_new_unset(s.first, s.last - s.first, k, error);
+  gboolean ok = knnwb_tree_agree(group, s.lists != NULL, error) &&
+                knnwb_tree_search_all(&s, group, threads, error);
   knnwb_tree_clear(&tree);
-  if (s.cancelled) {
-    knnwb_neighbors_free(lists);
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while searching the tree");
+  if (!ok) {
+    g_clear_pointer(&s.lists, knnwb_neighbors_free);
     return FALSE;
   }
-  lists->backend_used = g_strdup("cpu");
-  lists->screen_used = KNNWB_SCREEN_FP32;
+  s.lists->backend_used = group != NULL ? g_strdup_printf("cpu (k-d tree) x %d ranks", group->size)
+                                        : g_strdup("cpu (k-d tree)");
+  s.lists->screen_used = KNNWB_SCREEN_FP32;
   g_debug("knnwb: tree: %zu rows of %zu columns, k = %zu: tree built in %.3f s (%d levels), "
-          "rows searched in %.3f s on %d thread(s)",
-          n, d, k, (double)(built - start) / 1e6, tree.levels,
+          "rows %zu to %zu searched in %.3f s on %d thread(s)",
+          n, d, k, (double)(built - start) / 1e6, tree.levels, s.first, s.last,
           (double)(g_get_monotonic_time() - built) / 1e6, threads);
-  *result = lists;
+  if (group != NULL && !options->group_own_rows) { /* every row's lists on every rank */
+    KnnwbNeighbors *all = knnwb_knn_group_gather(group, s.lists, n, error);
+    knnwb_neighbors_free(s.lists);
+    s.lists = all;
+    if (all == NULL)
+      return FALSE;
+  }
+  *result = s.lists;
   return TRUE;
 }

@@ -2,7 +2,7 @@
 # `mpirun -np R knnwb ...` gives the single-process bytes: R = 1, 2, 3 on the CPU backend (ranks
 # oversubscribe the cores), every metric, the self graph (knnwb knn: each rank writes its rows into
 # one .knn/.tsv/.mtx/.npy/.npz, the union/mutual graph's .knn/.mtx too; rank 0 writes the GML of
-# the union graph) and query panels (a pipeline), odd sizes
+# the union graph) and query panels (a pipeline), odd sizes, points of the plane (the k-d tree)
 # (fewer rows than ranks, tiles that do not divide the rows), `knnwb neighbourhood` and pipelines
 # with split input (each rank reads its rows; rank 0 clusters and writes), and a rank
 # that alone sees bad input.
@@ -71,6 +71,10 @@ python3 "$here/make_npy.py" slices.npy 9001 8 4
 # The same lists in 32 bits (--lists-dtype 32): each rank narrows its rows, then writes them.
 "$knnwb" knn slices.npy -k 60 -m euclidean -b cpu -q --lists-dtype 32 -o one-slices32.npy
 "$knnwb" knn slices.npy -k 7 -m euclidean -b cpu -q --lists-dtype 32 -o one-slices32.npz
+# Points of the plane (25,013 rows of 2 columns: the k-d tree's, core/tree/), with copies.
+python3 "$here/make_npy.py" points.npy 25013 2 5
+"$knnwb" knn points.npy -k 12 -m manhattan -b cpu -q -o one-points.knn
+"$knnwb" knn points.npy -k 12 -m euclidean -b cpu -q -g union -o one-points.mtx
 # The same matrix as float64 NPY (read in converted chunks) and as TSV text (read whole by every
 # rank, which then keeps a view of its block).
 python3 - <<'PY'
@@ -298,6 +302,17 @@ for ranks in 1 2 3; do
       cmp one-slices32.npz "r$ranks-slices32-$mode.npz" ||
         fail "$ranks ranks ($mode): 32-bit .npz lists differ"
     done
+    # Every rank builds the tree of every row and searches its share; split ranks (the default,
+    # and asked for) put their blocks together first.
+    for mode in auto split whole; do
+      mpi "$ranks" knn points.npy -k 12 -m manhattan -b cpu --mpi-input $mode \
+        -o "r$ranks-points-$mode.knn" 2>"points-$mode.err"
+      grep -aq "on cpu (k-d tree) x $ranks ranks" "points-$mode.err" ||
+        fail "$ranks ranks ($mode): the points did not go through the tree"
+      cmp one-points.knn "r$ranks-points-$mode.knn" || fail "$ranks ranks ($mode): tree .knn differs"
+    done
+    mpi "$ranks" knn points.npy -k 12 -m euclidean -b cpu -q -g union -o "r$ranks-points.mtx"
+    cmp one-points.mtx "r$ranks-points.mtx" || fail "$ranks ranks: tree union .mtx differs"
   fi
   # An NPY with labels beside it, read by rows: every output names the rows as one process's.
   for ext in tsv gml npy; do

@@ -2818,6 +2818,85 @@ static void test_split_input_done(void)
   rank_copies = rank_whole_views = FALSE;
 }
 
+/* Rows of a few columns (KNNWB_TREE=1: the k-d tree at any size, core/tree/): every rank builds
+ * the tree of every row and searches its share; split ranks put their blocks together for it, even
+ * uneven ones and where the run may not put them together otherwise (--mpi-input split). The lists
+ * are one process's tile search's bytes, on each rank's rows or every row; copies of a row
+ * included. */
+static void test_tree_ranks(void)
+{
+  static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  static const size_t uneven[] = {0, 100, 101, 900, 1203};
+  for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+    const size_t n = 1203, d = m == 0 ? 2 : 3;
+    g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(n, d, (guint32)(41 + m));
+    for (size_t c = 1; c <= 12; c++) /* copies of row 3 */
+      memcpy(data->values + 7 * c * d, data->values + 3 * d, d * sizeof(float));
+    KnnwbKnnOptions options;
+    small_cpu_options(&options, metrics[m], 7);
+    g_setenv("KNNWB_TREE", "0", TRUE);
+    g_autoptr(KnnwbNeighbors) expected = one_process_lists(NULL, data, &options);
+    g_setenv("KNNWB_TREE", "1", TRUE);
+    for (int way = 0; way < 5; way++) {
+      options.group_split = way >= 2; /* 0, 1: every rank holds every row */
+      options.group_own_rows = way % 2 == 1 || way == 4;
+      rank_cuts = way == 4 ? uneven : NULL; /* (4 split ranks' blocks of any sizes) */
+      for (int ranks = way == 4 ? 4 : 2; ranks <= MAX_RANKS; ranks++) {
+        RankRun runs[MAX_RANKS];
+        run_ranks(ranks, data, NULL, &options, runs);
+        size_t covered = 0;
+        for (int r = 0; r < ranks; r++) {
+          g_assert_no_error(runs[r].error);
+          g_assert_true(g_str_has_prefix(runs[r].result->backend_used, "cpu (k-d tree) x "));
+          if (options.group_own_rows) {
+            g_assert_cmpuint(runs[r].result->first_row, ==, covered);
+            covered += runs[r].result->n_queries;
+          } else {
+            g_assert_cmpuint(runs[r].result->n_queries, ==, n);
+          }
+          assert_same_rows(expected, runs[r].result);
+          knnwb_neighbors_free(runs[r].result);
+        }
+        if (options.group_own_rows)
+          g_assert_cmpuint(covered, ==, n);
+      }
+    }
+    rank_cuts = NULL;
+  }
+  g_unsetenv("KNNWB_TREE");
+}
+
+/* The tree's ranks agree on how a run ends: a NaN in rank 2's rows leaves the run to the tile
+ * search, which names it on every rank; a raised cancel stops every rank. */
+static void test_tree_ranks_fail(void)
+{
+  g_autoptr(KnnwbMatrix) data = knnwb_test_random_matrix(300, 2, 9);
+  data->values[250 * 2 + 1] = NAN; /* rows 200..299 are rank 2's of 3 */
+  KnnwbKnnOptions options;
+  small_cpu_options(&options, KNNWB_METRIC_EUCLIDEAN, 4);
+  g_setenv("KNNWB_TREE", "1", TRUE);
+  for (int split = 0; split <= 1; split++) {
+    options.group_split = split;
+    RankRun runs[MAX_RANKS];
+    run_ranks(3, data, NULL, &options, runs);
+    assert_ranks_refused(runs, 3, "rank 2: row 250, column 1 (both counted from 0) holds NaN");
+  }
+  data->values[250 * 2 + 1] = 0.5f;
+  static volatile gint cancel = 1;
+  options.cancel = &cancel;
+  for (int split = 0; split <= 1; split++) {
+    options.group_split = split;
+    RankRun runs[MAX_RANKS];
+    run_ranks(3, data, NULL, &options, runs);
+    for (int r = 0; r < 3; r++) {
+      g_assert_null(runs[r].result);
+      g_assert_error(runs[r].error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED);
+      g_clear_error(&runs[r].error);
+    }
+  }
+  g_unsetenv("KNNWB_TREE");
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -2842,6 +2921,8 @@ int main(int argc, char **argv)
   g_test_add_func("/distributed/group/split-planned-run", test_split_planned_run);
   g_test_add_func("/distributed/group/whole-planned", test_whole_planned);
   g_test_add_func("/distributed/group/split-input-done", test_split_input_done);
+  g_test_add_func("/distributed/group/tree-ranks", test_tree_ranks);
+  g_test_add_func("/distributed/group/tree-ranks-fail", test_tree_ranks_fail);
   g_test_add_func("/distributed/group/threshold-rounds", test_threshold_rounds);
   g_test_add_func("/distributed/group/threshold-board", test_threshold_board);
   g_test_add_func("/distributed/group/undirected-edges", test_undirected_edges);
