@@ -1,6 +1,7 @@
 /* The k-d tree of core/tree/ (tree_internal.h): balanced on positions, each node split at its
  * rows' median on its widest column, the top levels on one thread and the subtrees below them on
- * every thread. The tree is the same on any number of threads. */
+ * every thread. The tree is the same on any number of threads. The rows' values move with their
+ * places (tree->points), so that a node's rows are read one after another, not through order. */
 #include <string.h>
 #include <knnwb/parallel.h>
 #include "tree/tree_internal.h"
@@ -14,18 +15,18 @@ static int knnwb_tree_levels(size_t n)
   return levels;
 }
 
-/* Node t's box over positions [lo, hi) of order, and its widest column (the lowest of equals). */
+/* Node t's box over positions [lo, hi), and its widest column (the lowest of equals). */
 static size_t knnwb_tree_box(KnnwbTree *tree, size_t t, size_t lo, size_t hi)
 {
   const size_t d = tree->d;
   float *least = tree->box + t * 2 * d, *most = least + d;
-  const float *first = tree->values + (size_t)tree->order[lo] * d;
+  const float *first = tree->points + lo * d;
   memcpy(least, first, d * sizeof(float));
   memcpy(most, first, d * sizeof(float));
   int64_t lowest = tree->order[lo];
   for (size_t p = lo + 1; p < hi; p++) {
     lowest = MIN(lowest, tree->order[p]);
-    const float *x = tree->values + (size_t)tree->order[p] * d;
+    const float *x = tree->points + p * d;
     for (size_t j = 0; j < d; j++) {
       least[j] = x[j] < least[j] ? x[j] : least[j];
       most[j] = x[j] > most[j] ? x[j] : most[j];
@@ -39,28 +40,34 @@ static size_t knnwb_tree_box(KnnwbTree *tree, size_t t, size_t lo, size_t hi)
   return widest;
 }
 
-/* Row a before row b on column j: by value, then by row (every key distinct). */
-static inline gboolean knnwb_tree_before(const KnnwbTree *tree, size_t j, int64_t a, int64_t b)
+/* The row at position a before the row at position b on column j: by value, then by row (every
+ * key distinct). */
+static inline gboolean knnwb_tree_before(const KnnwbTree *tree, size_t j, size_t a, size_t b)
 {
-  const float va = tree->values[(size_t)a * tree->d + j],
-              vb = tree->values[(size_t)b * tree->d + j];
-  return va < vb || (va == vb && a < b);
+  const float va = tree->points[a * tree->d + j], vb = tree->points[b * tree->d + j];
+  return va < vb || (va == vb && tree->order[a] < tree->order[b]);
 }
 
-static inline void knnwb_tree_swap(int64_t *order, size_t a, size_t b)
+/* The rows at positions a and b trade places, with their values. */
+static inline void knnwb_tree_swap(KnnwbTree *tree, size_t a, size_t b)
 {
-  const int64_t t = order[a];
-  order[a] = order[b];
-  order[b] = t;
+  const int64_t t = tree->order[a];
+  tree->order[a] = tree->order[b];
+  tree->order[b] = t;
+  float *x = tree->points + a * tree->d, *y = tree->points + b * tree->d;
+  for (size_t j = 0; j < tree->d; j++) {
+    const float v = x[j];
+    x[j] = y[j];
+    y[j] = v;
+  }
 }
 
-/* Positions [lo, hi) of order rearranged so that position nth holds the row that sorting them on
- * column j would put there, those before it before it and those after after it. The pivot is the
- * median of three positions that a fixed sequence picks, so no order of the input is the slow
- * case. O(hi - lo) expected. */
+/* Positions [lo, hi) rearranged so that position nth holds the row that sorting them on column j
+ * would put there, those before it before it and those after after it. The pivot is the median of
+ * three positions that a fixed sequence picks, so no order of the input is the slow case.
+ * O(hi - lo) expected. */
 static void knnwb_tree_select(KnnwbTree *tree, size_t j, size_t lo, size_t hi, size_t nth)
 {
-  int64_t *order = tree->order;
   guint64 state = 0x9e3779b97f4a7c15ull ^ (guint64)nth;
   while (hi - lo > 16) {
     size_t pick[3];
@@ -70,7 +77,7 @@ static void knnwb_tree_select(KnnwbTree *tree, size_t j, size_t lo, size_t hi, s
       state ^= state << 17;
       pick[s] = lo + (size_t)(state % (guint64)(hi - lo));
     }
-    const int64_t a = order[pick[0]], b = order[pick[1]], c = order[pick[2]];
+    const size_t a = pick[0], b = pick[1], c = pick[2];
     size_t middle = knnwb_tree_before(tree, j, a, b)
                         ? (knnwb_tree_before(tree, j, b, c)   ? pick[1]
                            : knnwb_tree_before(tree, j, a, c) ? pick[2]
@@ -78,13 +85,12 @@ static void knnwb_tree_select(KnnwbTree *tree, size_t j, size_t lo, size_t hi, s
                         : (knnwb_tree_before(tree, j, a, c)   ? pick[0]
                            : knnwb_tree_before(tree, j, b, c) ? pick[2]
                                                               : pick[1]);
-    knnwb_tree_swap(order, middle, hi - 1);
-    const int64_t pivot = order[hi - 1];
+    knnwb_tree_swap(tree, middle, hi - 1); /* (the pivot, at hi - 1 while the rest is split) */
     size_t store = lo;
     for (size_t p = lo; p + 1 < hi; p++)
-      if (knnwb_tree_before(tree, j, order[p], pivot))
-        knnwb_tree_swap(order, p, store++);
-    knnwb_tree_swap(order, store, hi - 1);
+      if (knnwb_tree_before(tree, j, p, hi - 1))
+        knnwb_tree_swap(tree, p, store++);
+    knnwb_tree_swap(tree, store, hi - 1);
     if (nth == store)
       return;
     if (nth < store)
@@ -93,8 +99,8 @@ static void knnwb_tree_select(KnnwbTree *tree, size_t j, size_t lo, size_t hi, s
       lo = store + 1;
   }
   for (size_t p = lo + 1; p < hi; p++) /* (a few rows: inserted in order) */
-    for (size_t q = p; q > lo && knnwb_tree_before(tree, j, order[q], order[q - 1]); q--)
-      knnwb_tree_swap(order, q, q - 1);
+    for (size_t q = p; q > lo && knnwb_tree_before(tree, j, q, q - 1); q--)
+      knnwb_tree_swap(tree, q, q - 1);
 }
 
 /* Whether the build stops at a node of hi - lo rows: the caller's flag seen raised, now or by
@@ -165,14 +171,16 @@ gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t
   tree->levels = knnwb_tree_levels(n);
   tree->nodes = ((size_t)2 << tree->levels) - 1;
   tree->order = g_try_new(int64_t, MAX(n, (size_t)1));
+  tree->points = g_try_new(float, MAX(n * d, (size_t)1));
   tree->box = g_try_new(float, tree->nodes * 2 * MAX(d, (size_t)1));
   tree->least = g_try_new(int64_t, tree->nodes);
-  if (tree->order == NULL || tree->box == NULL || tree->least == NULL) {
+  if (tree->order == NULL || tree->points == NULL || tree->box == NULL || tree->least == NULL) {
     knnwb_tree_clear(tree);
     return FALSE;
   }
   for (size_t i = 0; i < n; i++)
     tree->order[i] = (int64_t)i;
+  memcpy(tree->points, values, n * d * sizeof(float));
   if (n == 0)
     return TRUE;
   /* The top levels on this thread, down to at least 4 subtrees a thread. */
@@ -194,6 +202,7 @@ gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t
 void knnwb_tree_clear(KnnwbTree *tree)
 {
   g_clear_pointer(&tree->order, g_free);
+  g_clear_pointer(&tree->points, g_free);
   g_clear_pointer(&tree->box, g_free);
   g_clear_pointer(&tree->least, g_free);
 }

@@ -15,7 +15,8 @@
  * and 2t + 2, the root (0) holds positions [0, n) of order, and a node holding [lo, hi) gives
  * [lo, mid) and [mid, hi) to its children, mid = lo + (hi - lo) / 2, split on its widest column.
  * Every leaf lies at depth `levels`; node t's box is the least and the greatest value of each
- * column over its rows (the rows' own floats, so a row's gap to a box is a gap to a row).
+ * column over its rows (the rows' own floats, so a row's gap to a box is a gap to a row). The
+ * rows' values are copied in the tree's order (points), so a leaf's rows lie together.
  */
 typedef struct {
   const float *values;
@@ -23,6 +24,7 @@ typedef struct {
   int levels;
   size_t nodes;
   int64_t *order;              /* n: rows, node by node */
+  float *points;               /* n x d: the values of the row at each position of order */
   float *box;                  /* nodes x 2d: node t's least values, then its greatest */
   int64_t *least;              /* nodes: node t's lowest row */
   const volatile gint *cancel; /* polled at every node of KNNWB_TREE_POLL_ROWS rows or more */

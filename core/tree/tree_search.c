@@ -133,8 +133,7 @@ static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t
       const int64_t row = tree->order[p];
       if (row != r->self)
         knnwb_tree_offer(
-            r, row,
-            knnwb_distance_exact(s->metric, r->x, tree->values + (size_t)row * tree->d, tree->d));
+            r, row, knnwb_distance_exact(s->metric, r->x, tree->points + p * tree->d, tree->d));
     }
     return;
   }
@@ -202,7 +201,7 @@ static void knnwb_tree_search_rows(size_t first, size_t last, void *data)
     const int64_t row = tree->order[p];
     if ((size_t)row < s->first || (size_t)row >= s->last)
       continue; /* (another rank's) */
-    r.x = tree->values + (size_t)row * tree->d;
+    r.x = tree->points + p * tree->d;
     r.self = row;
     r.count = 0;
     knnwb_tree_visit(s, &r, 0, 0, tree->n, 0);
