@@ -160,27 +160,49 @@ static void knnwb_tree_build_subtrees(size_t first, size_t last, void *data)
                            sub->depth);
 }
 
-gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d, int threads,
-                          const volatile gint *cancel)
+/* The rows not marked in absent (NULL: every row), in order, with their values, into the tree's
+ * order and points; their count. */
+static size_t knnwb_tree_place_rows(KnnwbTree *tree, const float *values, size_t n,
+                                    const unsigned char *absent)
+{
+  const size_t d = tree->d;
+  if (absent == NULL) {
+    for (size_t i = 0; i < n; i++)
+      tree->order[i] = (int64_t)i;
+    memcpy(tree->points, values, n * d * sizeof(float));
+    return n;
+  }
+  size_t placed = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!absent[i]) {
+      tree->order[placed] = (int64_t)i;
+      memcpy(tree->points + placed * d, values + i * d, d * sizeof(float));
+      placed++;
+    }
+  return placed;
+}
+
+gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d,
+                          const unsigned char *absent, int threads, const volatile gint *cancel)
 {
   memset(tree, 0, sizeof *tree);
   tree->cancel = cancel;
-  tree->values = values;
-  tree->n = n;
   tree->d = d;
-  tree->levels = knnwb_tree_levels(n);
-  tree->nodes = ((size_t)2 << tree->levels) - 1;
   tree->order = g_try_new(int64_t, MAX(n, (size_t)1));
   tree->points = g_try_new(float, MAX(n * d, (size_t)1));
-  tree->box = g_try_new(float, tree->nodes * 2 * MAX(d, (size_t)1));
-  tree->least = g_try_new(int64_t, tree->nodes);
-  if (tree->order == NULL || tree->points == NULL || tree->box == NULL || tree->least == NULL) {
+  if (tree->order == NULL || tree->points == NULL) {
     knnwb_tree_clear(tree);
     return FALSE;
   }
-  for (size_t i = 0; i < n; i++)
-    tree->order[i] = (int64_t)i;
-  memcpy(tree->points, values, n * d * sizeof(float));
+  n = tree->n = knnwb_tree_place_rows(tree, values, n, absent);
+  tree->levels = knnwb_tree_levels(n);
+  tree->nodes = ((size_t)2 << tree->levels) - 1;
+  tree->box = g_try_new(float, tree->nodes * 2 * MAX(d, (size_t)1));
+  tree->least = g_try_new(int64_t, tree->nodes);
+  if (tree->box == NULL || tree->least == NULL) {
+    knnwb_tree_clear(tree);
+    return FALSE;
+  }
   if (n == 0)
     return TRUE;
   /* The top levels on this thread, down to at least 4 subtrees a thread. */

@@ -19,8 +19,7 @@
  * rows' values are copied in the tree's order (points), so a leaf's rows lie together.
  */
 typedef struct {
-  const float *values;
-  size_t n, d;
+  size_t n, d; /* the rows in the tree (those not absent), their columns */
   int levels;
   size_t nodes;
   int64_t *order;              /* n: rows, node by node */
@@ -40,11 +39,12 @@ static inline size_t knnwb_tree_mid(size_t lo, size_t hi)
   return lo + (hi - lo) / 2;
 }
 
-/* The tree of values' n rows of d floats, built on up to threads threads (the same tree on any
- * number). FALSE when memory is short, or when *cancel (NULL: never) was raised, then
- * tree->stopped is set (tree cleared either way). Time O(n d log n). */
-gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d, int threads,
-                          const volatile gint *cancel);
+/* The tree of values' n rows of d floats, those marked in absent (n flags; NULL: none) left out
+ * (tree->n counts the others), built on up to threads threads (the same tree on any number).
+ * FALSE when memory is short, or when *cancel (NULL: never) was raised, then tree->stopped is set
+ * (tree cleared either way). Time O(n d log n). */
+gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d,
+                          const unsigned char *absent, int threads, const volatile gint *cancel);
 void knnwb_tree_clear(KnnwbTree *tree);
 
 #endif

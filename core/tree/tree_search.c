@@ -260,23 +260,41 @@ static void knnwb_tree_finite_values(size_t first, size_t last, void *data)
     g_atomic_int_set(&f->finite, 0);
 }
 
+/* The lists of lists' rows that data marks absent (kept only for their numbers: not in the tree,
+ * so never a neighbour) emptied, as the tile search leaves them; their count. */
+static size_t knnwb_tree_empty_absent(const KnnwbMatrix *data, KnnwbNeighbors *lists)
+{
+  size_t count = 0;
+  for (size_t i = 0; i < lists->n_queries && data->n_absent_rows > 0; i++)
+    if (knnwb_matrix_row_is_absent(data, lists->first_row + i)) {
+      knnwb_knn_result_empty_rows(lists, i, i + 1);
+      count++;
+    }
+  return count;
+}
+
 /* ok, agreed on by the group's ranks (NULL: alone). */
 static gboolean knnwb_tree_agree(const KnnwbKnnGroup *group, gboolean ok, GError **error)
 {
   return group == NULL ? ok : group->agree(group, ok, error);
 }
 
-/* Whether the request passes its checks (sizes, memory) and every value is finite (*finite), on
- * every rank. The checks come first: they refuse a run too large for memory before a value is
- * read. */
+/* Whether the request passes its checks (sizes, memory, k against the rows not absent) and every
+ * value is finite (*finite), on every rank. The checks come first: they refuse a run too large for
+ * memory before a value is read. */
 static gboolean knnwb_tree_check(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                                  const KnnwbKnnGroup *group, int threads, gboolean *finite,
                                  GError **error)
 {
   const size_t n = data->n_rows, d = data->n_cols;
   *finite = FALSE;
-  if (!knnwb_tree_agree(group, knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, error),
-                        error))
+  /* (as the tile search: rows absent as read are no one's neighbours, and when every row is
+   * absent there is nothing to refuse) */
+  const size_t valid = n - MIN(data->n_absent_rows, n);
+  const gboolean ok =
+      knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, error) &&
+      (valid == 0 || knnwb_knn_check_available(options->k, valid - 1, valid, n, TRUE, error));
+  if (!knnwb_tree_agree(group, ok, error))
     return FALSE;
   KnnwbTreeFinite f = {.values = data->values, .finite = 1};
   knnwb_parallel_for(threads, n * d, (size_t)1 << 16, knnwb_tree_finite_values, &f);
@@ -292,8 +310,9 @@ static gboolean knnwb_tree_build_all(KnnwbTree *tree, const KnnwbMatrix *data,
                                      const KnnwbKnnOptions *options, const KnnwbKnnGroup *group,
                                      int threads, GError **error)
 {
-  gboolean ok =
-      knnwb_tree_build(tree, data->values, data->n_rows, data->n_cols, threads, options->cancel);
+  gboolean ok = knnwb_tree_build(tree, data->values, data->n_rows, data->n_cols,
+                                 data->n_absent_rows > 0 ? data->absent_rows : NULL, threads,
+                                 options->cancel);
   if (!ok && tree->stopped)
     g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while building the tree");
   else if (!ok)
@@ -351,6 +370,8 @@ gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options
   const gint64 built = g_get_monotonic_time();
   s.tree = &tree;
   s.lists = knnwb_knn_result_new_unset(s.first, s.last - s.first, k, error);
+  if (s.lists != NULL)
+    s.done = knnwb_tree_empty_absent(data, s.lists);
   gboolean ok = knnwb_tree_agree(group, s.lists != NULL, error) &&
                 knnwb_tree_search_all(&s, group, threads, error);
   knnwb_tree_clear(&tree);

@@ -1,7 +1,8 @@
 /* core/tree/: the k-d tree search of rows of a few columns gives the bytes of the tile search
  * (KNNWB_TREE=0) and the double brute-force oracle's lists, on odd sizes, ties (a grid, copies),
- * large magnitudes and both metrics it takes; it says when it applies, stops when cancelled,
- * reports its progress, and leaves rows that are not finite to the tile search's message. */
+ * large magnitudes, absent rows and both metrics it takes; it says when it applies, stops when
+ * cancelled, reports its progress, and leaves rows that are not finite to the tile search's
+ * message. */
 #include <math.h>
 #include <string.h>
 #include <glib.h>
@@ -47,8 +48,9 @@ static KnnwbNeighbors *search(const KnnwbMatrix *m, KnnwbMetric metric, size_t k
   o.n_threads = threads;
   KnnwbNeighbors *nb = NULL;
   GError *error = NULL;
-  g_assert_true(knnwb_knn_self(m, &o, &nb, &error));
+  const gboolean ok = knnwb_knn_self(m, &o, &nb, &error);
   g_assert_no_error(error);
+  g_assert_true(ok);
   g_unsetenv("KNNWB_TREE");
   return nb;
 }
@@ -103,6 +105,73 @@ static void test_ties(void)
   check_rows(same, KNNWB_METRIC_EUCLIDEAN, 300);
   check_rows(same, KNNWB_METRIC_MANHATTAN, 13);
   knnwb_matrix_free(same);
+}
+
+/* Absent rows (kept only for their numbers: rows with missing values as read, their values zeros)
+ * get no list and are nobody's neighbour, as in the tile search: many of them, all rows but a few
+ * (fewer than k left), all but one. */
+static void check_absent(size_t n, size_t d, size_t every, size_t keep, size_t k)
+{
+  KnnwbMatrix *m = random_rows(n, d, (guint32)(n + every), 10.0);
+  for (size_t i = 0; i < n; i++)
+    if ((every > 0 && i % every == 0) || (keep > 0 && i >= keep)) {
+      memset(m->values + i * d, 0, d * sizeof(float));
+      knnwb_matrix_set_row_absent(m, i);
+    }
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  for (size_t t = 0; t < G_N_ELEMENTS(metrics); t++) {
+    KnnwbNeighbors *tiles = search(m, metrics[t], k, "0", 2);
+    for (int threads = 1; threads <= 3; threads += 2) {
+      KnnwbNeighbors *tree = search(m, metrics[t], k, "1", threads);
+      knnwb_test_assert_same_lists(tree, tiles);
+      for (size_t i = 0; i < n; i++) {
+        if (knnwb_matrix_row_is_absent(m, i))
+          g_assert_cmpint(tree->n_found[i], ==, 0);
+        for (size_t slot = 0; slot < (size_t)tree->n_found[i]; slot++)
+          g_assert_false(knnwb_matrix_row_is_absent(m, (size_t)tree->indices[i * k + slot]));
+      }
+      knnwb_neighbors_free(tree);
+    }
+    knnwb_neighbors_free(tiles);
+  }
+  knnwb_matrix_free(m);
+}
+
+static void test_absent_rows(void)
+{
+  check_absent(1027, 2, 5, 0, 7); /* every fifth row, row 0 among them */
+  check_absent(333, 3, 0, 8, 7);  /* 8 rows left, k = 7: every other one */
+  check_absent(40, 1, 0, 40, 39); /* none absent, k = n - 1 */
+  /* Fewer rows left than k + 1: refused with the tile search's words; none left: empty lists. */
+  const char *refusal = "k = 7 but each row has only 3 other rows to choose neighbours from (329 "
+                        "of the 333 rows are absent";
+  for (int tree = 0; tree <= 1; tree++) {
+    KnnwbMatrix *m = random_rows(333, 3, 4, 10.0);
+    for (size_t i = 4; i < 333; i++)
+      knnwb_matrix_set_row_absent(m, i);
+    memset(m->values + 4 * 3, 0, 329 * 3 * sizeof(float));
+    g_setenv("KNNWB_TREE", tree ? "1" : "0", TRUE);
+    KnnwbKnnOptions o;
+    knnwb_knn_options_init(&o);
+    o.metric = KNNWB_METRIC_EUCLIDEAN;
+    o.k = 7;
+    o.backend = KNNWB_BACKEND_CPU;
+    KnnwbNeighbors *nb = NULL;
+    GError *error = NULL;
+    g_assert_false(knnwb_knn_self(m, &o, &nb, &error));
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+    g_assert_true(g_str_has_prefix(error->message, refusal));
+    g_clear_error(&error);
+    for (size_t i = 0; i < 4; i++)
+      knnwb_matrix_set_row_absent(m, i);
+    g_assert_true(knnwb_knn_self(m, &o, &nb, &error));
+    g_assert_no_error(error);
+    for (size_t i = 0; i < 333; i++)
+      g_assert_cmpint(nb->n_found[i], ==, 0);
+    knnwb_neighbors_free(nb);
+    knnwb_matrix_free(m);
+  }
+  g_unsetenv("KNNWB_TREE");
 }
 
 static void test_magnitudes(void)
@@ -223,6 +292,7 @@ int main(int argc, char **argv)
   g_test_add_func("/tree/odd-sizes", test_odd_sizes);
   g_test_add_func("/tree/ties", test_ties);
   g_test_add_func("/tree/magnitudes", test_magnitudes);
+  g_test_add_func("/tree/absent-rows", test_absent_rows);
   g_test_add_func("/tree/applies", test_applies);
   g_test_add_func("/tree/progress-and-cancel", test_progress_and_cancel);
   g_test_add_func("/tree/not-finite", test_not_finite);
