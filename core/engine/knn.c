@@ -459,6 +459,15 @@ gboolean knnwb_knn_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
                          const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error)
 {
   g_return_val_if_fail(query != NULL && reference != NULL && options != NULL, FALSE);
+  /* Rows of a few columns: a k-d tree of the reference on the CPU (core/tree/). */
+  *result = NULL;
+  if (knnwb_tree_applies_query(query, reference, options)) {
+    gboolean ok = knnwb_tree_query(query, reference, options, result, error);
+    if (!ok || *result != NULL) {
+      knnwb_knn_devices_wait(); /* (GPUs a caller began starting, unused) */
+      return knnwb_knn_checked(ok, options, FALSE, reference->n_rows, result, error);
+    }
+  }
   knnwb_knn_gemm_start(options, query->n_rows, reference->n_rows, query->n_cols);
   const gboolean ok = knnwb_knn_run(query, reference, NULL, options, NULL, result, error);
   knnwb_knn_devices_wait();

@@ -1,7 +1,7 @@
 /* core/tree/: the exact lists of rows of a few columns (spatial coordinates, embeddings) through a
- * k-d tree on the CPU, for the engine's self search (core/engine/knn.c). Where rows have few
- * columns the pairs' products are cheap and a tile search's n^2 pairs are the cost; a tree visits
- * about k log n of them a row. The lists are the bytes of every other path: the k nearest by
+ * k-d tree on the CPU, for the engine's self and query searches (core/engine/knn.c). Where rows
+ * have few columns the pairs' products are cheap and a tile search's n^2 pairs are the cost; a tree
+ * visits about k log n of them a row. The lists are the bytes of every other path: the k nearest by
  * (distance, row), each distance knnwb_distance_exact's double from the rows as stored. */
 #ifndef KNNWB_TREE_H
 #define KNNWB_TREE_H
@@ -20,6 +20,9 @@
 /* Below this many rows the tile search's start is cheap and takes the run (KNNWB_TREE=1 sends
  * any run the tree can take there, for the tests). */
 #define KNNWB_TREE_MIN_ROWS ((size_t)20000)
+/* A query run takes the tree from this many query rows on (and KNNWB_TREE_MIN_ROWS reference
+ * rows): fewer are compared with every reference row faster than the tree is built. */
+#define KNNWB_TREE_MIN_QUERIES ((size_t)1024)
 
 /** Whether knnwb_tree_self takes a self run of data with options: euclidean or manhattan, one
  * process or ranks that each hold every row (split ranks, knnwb_knn_self_together, put their
@@ -34,6 +37,12 @@ gboolean knnwb_tree_applies_shape(size_t n, size_t d, const KnnwbKnnOptions *opt
  * KNNWB_TREE, KNNWB_PARTITION): the same on every rank, so that ranks may take a collective step
  * on it. O(1). */
 gboolean knnwb_tree_may_apply(const KnnwbKnnOptions *options);
+
+/** Whether knnwb_tree_query takes a query run of query's rows against reference's with options:
+ * as knnwb_tree_applies for reference's rows (1 <= k <= its rows, no split ranks), query rows
+ * of reference's columns, at least KNNWB_TREE_MIN_QUERIES of them unless KNNWB_TREE is 1. O(1). */
+gboolean knnwb_tree_applies_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                                  const KnnwbKnnOptions *options);
 
 /**
  * The exact lists of every row of data against the others (a row's own place left out, its
@@ -51,5 +60,15 @@ gboolean knnwb_tree_may_apply(const KnnwbKnnOptions *options);
  */
 gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
                          KnnwbNeighbors **result, GError **error);
+
+/**
+ * The same for the rows of query against those of reference (knnwb_knn_query's lists): the tree
+ * of reference's rows, rows absent as read in reference never a neighbour, those of query without
+ * a list; k checked against reference's other rows. With a group that holds every row, each rank
+ * searches its even share of the query rows. Errors, collective calls and cost as
+ * knnwb_tree_self's, with n reference rows to build and query's rows to search.
+ */
+gboolean knnwb_tree_query(const KnnwbMatrix *query, const KnnwbMatrix *reference,
+                          const KnnwbKnnOptions *options, KnnwbNeighbors **result, GError **error);
 
 #endif

@@ -1,11 +1,13 @@
-/* core/tree/'s own pieces: the k-d tree (tree_build.c) and its search (tree_search.c). Read only
- * here. */
+/* core/tree/'s own pieces: the k-d tree (tree_build.c) and its search (tree_search.c), which the
+ * runs (tree_run.c) put together. Read only here. */
 #ifndef KNNWB_TREE_INTERNAL_H
 #define KNNWB_TREE_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <glib.h>
+#include <knnwb/knn.h>
+#include <knnwb/matrix.h>
 
 /* Rows a leaf holds at most. */
 #define KNNWB_TREE_LEAF 16
@@ -46,5 +48,28 @@ static inline size_t knnwb_tree_mid(size_t lo, size_t hi)
 gboolean knnwb_tree_build(KnnwbTree *tree, const float *values, size_t n, size_t d,
                           const unsigned char *absent, int threads, const volatile gint *cancel);
 void knnwb_tree_clear(KnnwbTree *tree);
+
+/* One search of a tree (tree_search.c): the rows [first, last) of a self run (the tree's own rows,
+ * searched in its order; a rank's even share, or all) or of a query matrix, their lists, progress
+ * and cancel. */
+typedef struct {
+  const KnnwbTree *tree;
+  const KnnwbMatrix *queries; /* NULL: a self run */
+  KnnwbMetric metric;
+  size_t k;
+  size_t first, last;    /* the rows this process searches */
+  KnnwbNeighbors *lists; /* rows [first, last); absent rows' lists emptied by the caller */
+  const KnnwbKnnOptions *options;
+  gsize done;      /* rows searched (atomic; the caller may count the absent ones first) */
+  GMutex report;   /* one thread reports progress at a time */
+  gint64 reported; /* when progress was last reported (under report) */
+  gint cancelled;  /* (atomic) */
+} KnnwbTreeSearch;
+
+/* Each row's k nearest of the tree's rows (a self run: the row itself left out) into s->lists, by
+ * (distance, row), on up to threads threads; rows absent as read in s->queries are skipped. Sets
+ * s->cancelled when options' cancel was raised (the lists then incomplete). About O(k log n d) a
+ * row on rows of low intrinsic dimension. */
+void knnwb_tree_search(KnnwbTreeSearch *s, int threads);
 
 #endif

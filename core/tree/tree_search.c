@@ -1,14 +1,12 @@
-/* The tree search of core/tree/ (tree.h): each row's k nearest found by descending the k-d tree,
- * the nearer child first, leaving out every node whose box lies beyond the row's k-th distance so
- * far. Rows are searched in the tree's order, so that rows searched one after another open the
- * same leaves. */
+/* The tree search of core/tree/ (tree_internal.h): each row's k nearest found by descending the
+ * k-d tree, the nearer child first, leaving out every node whose box lies beyond the row's k-th
+ * distance so far. A self run's rows are searched in the tree's order, so that rows searched one
+ * after another open the same leaves. */
 #include <math.h>
 #include <string.h>
 #include <knnwb/error.h>
 #include <knnwb/parallel.h>
 #include "engine/engine.h"
-#include "group/group.h"
-#include "tree/tree.h"
 #include "tree/tree_internal.h"
 
 /* A box's gap to a row and a row's distance carry relative rounding errors of at most (d + 2)
@@ -16,19 +14,6 @@
  * its gap exceeds the k-th distance by far more than both, so that no row at the k-th distance or
  * nearer, ties included, is ever left out. */
 #define KNNWB_TREE_SLACK (1.0 + 1e-12)
-
-typedef struct {
-  const KnnwbTree *tree;
-  KnnwbMetric metric;
-  size_t k;
-  size_t first, last;    /* the rows this process searches (all alone, a rank's share in a group) */
-  KnnwbNeighbors *lists; /* rows [first, last) */
-  const KnnwbKnnOptions *options;
-  gsize done;      /* rows searched (atomic) */
-  GMutex report;   /* one thread reports progress at a time */
-  gint64 reported; /* when progress was last reported (under report) */
-  gint cancelled;  /* (atomic) */
-} KnnwbTreeSearch;
 
 /* One row's search: its best so far, a max-heap by (distance, row) of count <= k entries. */
 typedef struct {
@@ -185,15 +170,24 @@ static void knnwb_tree_report(KnnwbTreeSearch *s, size_t rows)
   g_mutex_unlock(&s->report);
 }
 
-/* The rows at positions [first, last) of the tree's order that this process searches. */
-static void knnwb_tree_search_rows(size_t first, size_t last, void *data)
+/* Whether the search stops: the caller's flag seen raised, now or by another thread. */
+static gboolean knnwb_tree_search_stops(KnnwbTreeSearch *s)
 {
-  KnnwbTreeSearch *s = data;
   const volatile gint *cancel = s->options->cancel;
   if (g_atomic_int_get(&s->cancelled) || (cancel != NULL && g_atomic_int_get(cancel))) {
     g_atomic_int_set(&s->cancelled, 1);
-    return;
+    return TRUE;
   }
+  return FALSE;
+}
+
+/* A self run: the rows at positions [first, last) of the tree's order that this process
+ * searches. */
+static void knnwb_tree_search_own(size_t first, size_t last, void *data)
+{
+  KnnwbTreeSearch *s = data;
+  if (knnwb_tree_search_stops(s))
+    return;
   const KnnwbTree *tree = s->tree;
   KnnwbTreeRow r = {.k = s->k, .index = g_new(int64_t, s->k), .distance = g_new(double, s->k)};
   size_t searched = 0;
@@ -213,186 +207,37 @@ static void knnwb_tree_search_rows(size_t first, size_t last, void *data)
   knnwb_tree_report(s, searched);
 }
 
-gboolean knnwb_tree_applies(const KnnwbMatrix *data, const KnnwbKnnOptions *options)
+/* A query run: query rows s->first + [first, last), those absent as read left as they are. */
+static void knnwb_tree_search_queries(size_t first, size_t last, void *data)
 {
-  /* (split ranks hold a block each: knnwb_knn_self_together puts their rows together first) */
-  const gboolean split = options->group != NULL && options->group->size > 1 && options->group_split;
-  return !split && knnwb_tree_applies_shape(data->n_rows, data->n_cols, options);
-}
-
-gboolean knnwb_tree_may_apply(const KnnwbKnnOptions *options)
-{
-  const char *setting = g_getenv("KNNWB_TREE");
-  if (setting != NULL && strcmp(setting, "0") == 0)
-    return FALSE;
-  /* A partitioned search asked for by name (KNNWB_PARTITION=on, the partition's tests and
-   * benchmarks) is left to run, unless the tree is asked for too. */
-  const char *partition = g_getenv("KNNWB_PARTITION");
-  if ((setting == NULL || strcmp(setting, "1") != 0) && partition != NULL &&
-      (strcmp(partition, "on") == 0 || strcmp(partition, "1") == 0))
-    return FALSE;
-  return options->metric == KNNWB_METRIC_EUCLIDEAN || options->metric == KNNWB_METRIC_MANHATTAN;
-}
-
-gboolean knnwb_tree_applies_shape(size_t n, size_t d, const KnnwbKnnOptions *options)
-{
-  if (!knnwb_tree_may_apply(options))
-    return FALSE;
-  const gboolean any_size = g_strcmp0(g_getenv("KNNWB_TREE"), "1") == 0;
-  if (d == 0 || options->k < 1 || options->k >= n || n > (size_t)INT64_MAX ||
-      (!any_size && n < KNNWB_TREE_MIN_ROWS))
-    return FALSE;
-  return d <= (knnwb_knn_uses_gpu(options) ? KNNWB_TREE_MAX_COLUMNS_GPU : KNNWB_TREE_MAX_COLUMNS);
-}
-
-typedef struct {
-  const float *values;
-  gint finite; /* (atomic) cleared at the first value that is not */
-} KnnwbTreeFinite;
-
-static void knnwb_tree_finite_values(size_t first, size_t last, void *data)
-{
-  KnnwbTreeFinite *f = data;
-  gboolean finite = TRUE;
-  for (size_t i = first; i < last; i++)
-    finite = finite && isfinite(f->values[i]);
-  if (!finite)
-    g_atomic_int_set(&f->finite, 0);
-}
-
-/* The lists of lists' rows that data marks absent (kept only for their numbers: not in the tree,
- * so never a neighbour) emptied, as the tile search leaves them; their count. */
-static size_t knnwb_tree_empty_absent(const KnnwbMatrix *data, KnnwbNeighbors *lists)
-{
-  size_t count = 0;
-  for (size_t i = 0; i < lists->n_queries && data->n_absent_rows > 0; i++)
-    if (knnwb_matrix_row_is_absent(data, lists->first_row + i)) {
-      knnwb_knn_result_empty_rows(lists, i, i + 1);
-      count++;
-    }
-  return count;
-}
-
-/* ok, agreed on by the group's ranks (NULL: alone). */
-static gboolean knnwb_tree_agree(const KnnwbKnnGroup *group, gboolean ok, GError **error)
-{
-  return group == NULL ? ok : group->agree(group, ok, error);
-}
-
-/* Whether the request passes its checks (sizes, memory, k against the rows not absent) and every
- * value is finite (*finite), on every rank. The checks come first: they refuse a run too large for
- * memory before a value is read. */
-static gboolean knnwb_tree_check(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
-                                 const KnnwbKnnGroup *group, int threads, gboolean *finite,
-                                 GError **error)
-{
-  const size_t n = data->n_rows, d = data->n_cols;
-  *finite = FALSE;
-  /* (as the tile search: rows absent as read are no one's neighbours, and when every row is
-   * absent there is nothing to refuse) */
-  const size_t valid = n - MIN(data->n_absent_rows, n);
-  const gboolean ok =
-      knnwb_knn_check_sizes(n, n, d, d, n, n, TRUE, options, error) &&
-      (valid == 0 || knnwb_knn_check_available(options->k, valid - 1, valid, n, TRUE, error));
-  if (!knnwb_tree_agree(group, ok, error))
-    return FALSE;
-  KnnwbTreeFinite f = {.values = data->values, .finite = 1};
-  knnwb_parallel_for(threads, n * d, (size_t)1 << 16, knnwb_tree_finite_values, &f);
-  int64_t all_finite = f.finite; /* (the ranks hold the same rows; all go on, or none) */
-  if (group != NULL && !group->reduce(group, &all_finite, 1, KNNWB_GROUP_MIN, error))
-    return FALSE;
-  *finite = all_finite != 0;
-  return TRUE;
-}
-
-/* The tree of data's rows, on every rank. */
-static gboolean knnwb_tree_build_all(KnnwbTree *tree, const KnnwbMatrix *data,
-                                     const KnnwbKnnOptions *options, const KnnwbKnnGroup *group,
-                                     int threads, GError **error)
-{
-  gboolean ok = knnwb_tree_build(tree, data->values, data->n_rows, data->n_cols,
-                                 data->n_absent_rows > 0 ? data->absent_rows : NULL, threads,
-                                 options->cancel);
-  if (!ok && tree->stopped)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while building the tree");
-  else if (!ok)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_NO_MEMORY,
-                "cannot allocate the tree of %zu rows of %zu columns", data->n_rows, data->n_cols);
-  if (!knnwb_tree_agree(group, ok, error)) {
-    if (ok)
-      knnwb_tree_clear(tree);
-    return FALSE;
+  KnnwbTreeSearch *s = data;
+  if (knnwb_tree_search_stops(s))
+    return;
+  const KnnwbMatrix *queries = s->queries;
+  KnnwbTreeRow r = {.k = s->k, .index = g_new(int64_t, s->k), .distance = g_new(double, s->k)};
+  size_t searched = 0;
+  for (size_t i = first; i < last; i++) {
+    const size_t row = s->first + i;
+    if (queries->n_absent_rows > 0 && knnwb_matrix_row_is_absent(queries, row))
+      continue;
+    r.x = queries->values + row * queries->n_cols;
+    r.self = -1;
+    r.count = 0;
+    knnwb_tree_visit(s, &r, 0, 0, s->tree->n, 0);
+    knnwb_tree_write(&r, s->lists, i);
+    searched++;
   }
-  return TRUE;
+  g_free(r.index);
+  g_free(r.distance);
+  knnwb_tree_report(s, searched);
 }
 
-/* Rows [s->first, s->last) searched into s->lists, on every rank; the lists freed on failure. */
-static gboolean knnwb_tree_search_all(KnnwbTreeSearch *s, const KnnwbKnnGroup *group, int threads,
-                                      GError **error)
+void knnwb_tree_search(KnnwbTreeSearch *s, int threads)
 {
   g_mutex_init(&s->report);
-  knnwb_parallel_for(threads, s->tree->n, 256, knnwb_tree_search_rows, s);
+  if (s->queries == NULL)
+    knnwb_parallel_for(threads, s->tree->n, 256, knnwb_tree_search_own, s);
+  else
+    knnwb_parallel_for(threads, s->last - s->first, 256, knnwb_tree_search_queries, s);
   g_mutex_clear(&s->report);
-  if (s->cancelled)
-    g_set_error(error, KNNWB_ERROR, KNNWB_ERROR_CANCELLED, "cancelled while searching the tree");
-  if (!knnwb_tree_agree(group, !s->cancelled, error)) {
-    g_clear_pointer(&s->lists, knnwb_neighbors_free);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-gboolean knnwb_tree_self(const KnnwbMatrix *data, const KnnwbKnnOptions *options,
-                         KnnwbNeighbors **result, GError **error)
-{
-  *result = NULL;
-  const size_t n = data->n_rows, d = data->n_cols, k = options->k;
-  const KnnwbKnnGroup *group =
-      options->group != NULL && options->group->size > 1 ? options->group : NULL;
-  g_return_val_if_fail(group == NULL || !options->group_split, FALSE);
-  KnnwbTreeSearch s = {
-      .metric = options->metric, .k = k, .first = 0, .last = n, .options = options};
-  int threads = knnwb_thread_count(options->n_threads);
-  if (group != NULL) { /* an even share of the rows; the host's cores shared by its ranks */
-    knnwb_knn_group_rows(n, group->rank, group->size, &s.first, &s.last);
-    if (options->n_threads <= 0)
-      threads = MAX(1, threads / MAX(1, group->local_size));
-  }
-  const gint64 start = g_get_monotonic_time();
-  gboolean finite;
-  if (!knnwb_tree_check(data, options, group, threads, &finite, error))
-    return FALSE;
-  if (!finite)
-    return TRUE; /* (the tile search says which row) */
-  KnnwbTree tree;
-  if (!knnwb_tree_build_all(&tree, data, options, group, threads, error))
-    return FALSE;
-  const gint64 built = g_get_monotonic_time();
-  s.tree = &tree;
-  s.lists = knnwb_knn_result_new_unset(s.first, s.last - s.first, k, error);
-  if (s.lists != NULL)
-    s.done = knnwb_tree_empty_absent(data, s.lists);
-  gboolean ok = knnwb_tree_agree(group, s.lists != NULL, error) &&
-                knnwb_tree_search_all(&s, group, threads, error);
-  knnwb_tree_clear(&tree);
-  if (!ok) {
-    g_clear_pointer(&s.lists, knnwb_neighbors_free);
-    return FALSE;
-  }
-  s.lists->backend_used = group != NULL ? g_strdup_printf("cpu (k-d tree) x %d ranks", group->size)
-                                        : g_strdup("cpu (k-d tree)");
-  s.lists->screen_used = KNNWB_SCREEN_FP32;
-  g_debug("knnwb: tree: %zu rows of %zu columns, k = %zu: tree built in %.3f s (%d levels), "
-          "rows %zu to %zu searched in %.3f s on %d thread(s)",
-          n, d, k, (double)(built - start) / 1e6, tree.levels, s.first, s.last,
-          (double)(g_get_monotonic_time() - built) / 1e6, threads);
-  if (group != NULL && !options->group_own_rows) { /* every row's lists on every rank */
-    KnnwbNeighbors *all = knnwb_knn_group_gather(group, s.lists, n, error);
-    knnwb_neighbors_free(s.lists);
-    s.lists = all;
-    if (all == NULL)
-      return FALSE;
-  }
-  *result = s.lists;
-  return TRUE;
 }

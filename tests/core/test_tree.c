@@ -1,8 +1,8 @@
 /* core/tree/: the k-d tree search of rows of a few columns gives the bytes of the tile search
  * (KNNWB_TREE=0) and the double brute-force oracle's lists, on odd sizes, ties (a grid, copies),
- * large magnitudes, absent rows and both metrics it takes; it says when it applies, stops when
- * cancelled, reports its progress, and leaves rows that are not finite to the tile search's
- * message. */
+ * large magnitudes, absent rows and both metrics it takes, for self graphs and query rows; it says
+ * when it applies, stops when cancelled, reports its progress, and leaves rows that are not finite
+ * to the tile search's message. */
 #include <math.h>
 #include <string.h>
 #include <glib.h>
@@ -174,6 +174,99 @@ static void test_absent_rows(void)
   g_unsetenv("KNNWB_TREE");
 }
 
+/* knnwb_knn_query of queries against data, KNNWB_TREE as tree says. */
+static KnnwbNeighbors *query_search(const KnnwbMatrix *queries, const KnnwbMatrix *data,
+                                    KnnwbMetric metric, size_t k, const char *tree, int threads)
+{
+  g_setenv("KNNWB_TREE", tree, TRUE);
+  KnnwbKnnOptions o;
+  knnwb_knn_options_init(&o);
+  o.metric = metric;
+  o.k = k;
+  o.backend = KNNWB_BACKEND_CPU;
+  o.n_threads = threads;
+  KnnwbNeighbors *nb = NULL;
+  GError *error = NULL;
+  const gboolean ok = knnwb_knn_query(queries, data, &o, &nb, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  g_unsetenv("KNNWB_TREE");
+  return nb;
+}
+
+/* Query rows against reference rows: the tree (1 and 3 threads, named in the lists) gives the
+ * tile search's bytes and the oracle's lists, on odd sizes, k up to every reference row, queries
+ * that are reference rows (distance 0, and copies among them), both metrics. */
+static void test_queries(void)
+{
+  const size_t sizes[][2] = {{1, 2}, {17, 33}, {1027, 101}, {300, 1027}};
+  const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
+  for (size_t c = 0; c < G_N_ELEMENTS(sizes); c++)
+    for (size_t t = 0; t < G_N_ELEMENTS(metrics); t++) {
+      const size_t nq = sizes[c][0], n = sizes[c][1], d = 1 + c % 3;
+      KnnwbMatrix *data = random_rows(n, d, (guint32)(n + 5 * c), 10.0);
+      KnnwbMatrix *queries = random_rows(nq, d, (guint32)(nq + 7 * c), 10.0);
+      for (size_t i = 0; i < nq; i += 3) /* every third query is a reference row */
+        memcpy(queries->values + i * d, data->values + (i % n) * d, d * sizeof(float));
+      const size_t ks[] = {1, MIN((size_t)7, n), n};
+      for (size_t kk = 0; kk < G_N_ELEMENTS(ks); kk++) {
+        KnnwbNeighbors *tiles = query_search(queries, data, metrics[t], ks[kk], "0", 2);
+        for (int threads = 1; threads <= 3; threads += 2) {
+          KnnwbNeighbors *tree = query_search(queries, data, metrics[t], ks[kk], "1", threads);
+          g_assert_cmpstr(tree->backend_used, ==, "cpu (k-d tree)");
+          knnwb_test_assert_same_lists(tree, tiles);
+          oracle_check(metrics[t], queries->values, nq, data->values, n, d, FALSE, tree,
+                       1e-12 * 10.0 * (double)d);
+          knnwb_neighbors_free(tree);
+        }
+        knnwb_neighbors_free(tiles);
+      }
+      knnwb_matrix_free(data);
+      knnwb_matrix_free(queries);
+    }
+}
+
+/* Query runs with rows absent as read: absent queries get no list, absent reference rows are no
+ * one's neighbour; k above the reference rows left is refused with the tile search's words. */
+static void test_queries_absent(void)
+{
+  KnnwbMatrix *data = random_rows(500, 2, 21, 10.0);
+  KnnwbMatrix *queries = random_rows(203, 2, 22, 10.0);
+  for (size_t i = 0; i < 500; i += 4) {
+    memset(data->values + i * 2, 0, 2 * sizeof(float));
+    knnwb_matrix_set_row_absent(data, i);
+  }
+  for (size_t i = 1; i < 203; i += 10) {
+    memset(queries->values + i * 2, 0, 2 * sizeof(float));
+    knnwb_matrix_set_row_absent(queries, i);
+  }
+  KnnwbNeighbors *tiles = query_search(queries, data, KNNWB_METRIC_EUCLIDEAN, 9, "0", 2);
+  KnnwbNeighbors *tree = query_search(queries, data, KNNWB_METRIC_EUCLIDEAN, 9, "1", 3);
+  knnwb_test_assert_same_lists(tree, tiles);
+  g_assert_cmpint(tree->n_found[1], ==, 0);
+  for (size_t i = 0; i < 203 * 9; i++)
+    g_assert_true(tree->indices[i] < 0 || !knnwb_matrix_row_is_absent(data, tree->indices[i]));
+  knnwb_neighbors_free(tiles);
+  knnwb_neighbors_free(tree);
+  for (int way = 0; way <= 1; way++) {
+    g_setenv("KNNWB_TREE", way ? "1" : "0", TRUE);
+    KnnwbKnnOptions o;
+    knnwb_knn_options_init(&o);
+    o.metric = KNNWB_METRIC_MANHATTAN;
+    o.k = 376; /* (375 reference rows left) */
+    o.backend = KNNWB_BACKEND_CPU;
+    KnnwbNeighbors *nb = NULL;
+    GError *error = NULL;
+    g_assert_false(knnwb_knn_query(queries, data, &o, &nb, &error));
+    g_assert_error(error, KNNWB_ERROR, KNNWB_ERROR_INVALID_ARGUMENT);
+    g_assert_true(g_str_has_prefix(error->message, "k = 376 but each row has only 375 reference"));
+    g_clear_error(&error);
+  }
+  g_unsetenv("KNNWB_TREE");
+  knnwb_matrix_free(data);
+  knnwb_matrix_free(queries);
+}
+
 static void test_magnitudes(void)
 {
   KnnwbMatrix *big = random_rows(777, 3, 5, 6e38); /* (near FLT_MAX: squares in double) */
@@ -213,6 +306,25 @@ static void test_applies(void)
   g_setenv("KNNWB_TREE", "1", TRUE);
   g_assert_true(knnwb_tree_applies(few, &o));
   g_unsetenv("KNNWB_TREE");
+  /* Query runs: enough query rows, as many columns, k up to every reference row. */
+  KnnwbMatrix *queries = random_rows(KNNWB_TREE_MIN_QUERIES, 3, 2, 1.0);
+  KnnwbMatrix *queries_few = random_rows(KNNWB_TREE_MIN_QUERIES - 1, 3, 2, 1.0);
+  KnnwbMatrix *queries_wide = random_rows(KNNWB_TREE_MIN_QUERIES, 4, 2, 1.0);
+  g_assert_true(knnwb_tree_applies_query(queries, m, &o));
+  g_assert_false(knnwb_tree_applies_query(queries_few, m, &o));
+  g_assert_false(knnwb_tree_applies_query(queries_wide, m, &o));
+  g_assert_false(knnwb_tree_applies_query(queries, few, &o));
+  o.k = m->n_rows;
+  g_assert_true(knnwb_tree_applies_query(queries, m, &o));
+  o.k = m->n_rows + 1;
+  g_assert_false(knnwb_tree_applies_query(queries, m, &o));
+  o.k = 10;
+  g_setenv("KNNWB_TREE", "1", TRUE);
+  g_assert_true(knnwb_tree_applies_query(queries_few, few, &o));
+  g_unsetenv("KNNWB_TREE");
+  knnwb_matrix_free(queries);
+  knnwb_matrix_free(queries_few);
+  knnwb_matrix_free(queries_wide);
   knnwb_matrix_free(m);
   knnwb_matrix_free(wide);
   knnwb_matrix_free(few);
@@ -293,6 +405,8 @@ int main(int argc, char **argv)
   g_test_add_func("/tree/ties", test_ties);
   g_test_add_func("/tree/magnitudes", test_magnitudes);
   g_test_add_func("/tree/absent-rows", test_absent_rows);
+  g_test_add_func("/tree/queries", test_queries);
+  g_test_add_func("/tree/queries-absent", test_queries_absent);
   g_test_add_func("/tree/applies", test_applies);
   g_test_add_func("/tree/progress-and-cancel", test_progress_and_cancel);
   g_test_add_func("/tree/not-finite", test_not_finite);

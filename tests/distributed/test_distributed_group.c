@@ -2822,7 +2822,7 @@ static void test_split_input_done(void)
  * the tree of every row and searches its share; split ranks put their blocks together for it, even
  * uneven ones and where the run may not put them together otherwise (--mpi-input split). The lists
  * are one process's tile search's bytes, on each rank's rows or every row; copies of a row
- * included. */
+ * included; and query rows, each rank its share of them. */
 static void test_tree_ranks(void)
 {
   static const KnnwbMetric metrics[] = {KNNWB_METRIC_EUCLIDEAN, KNNWB_METRIC_MANHATTAN};
@@ -2862,6 +2862,26 @@ static void test_tree_ranks(void)
       }
     }
     rank_cuts = NULL;
+    /* Query rows against every row held by every rank: each rank its share of the queries. */
+    g_autoptr(KnnwbMatrix) queries = knnwb_test_random_matrix(331, d, (guint32)(43 + m));
+    g_setenv("KNNWB_TREE", "0", TRUE);
+    options.group_split = FALSE;
+    g_autoptr(KnnwbNeighbors) expected_queries = one_process_lists(queries, data, &options);
+    g_setenv("KNNWB_TREE", "1", TRUE);
+    for (int own = 0; own <= 1; own++) {
+      options.group_own_rows = own;
+      RankRun runs[MAX_RANKS];
+      run_ranks(3, queries, data, &options, runs);
+      for (int r = 0; r < 3; r++) {
+        g_assert_no_error(runs[r].error);
+        g_assert_cmpstr(runs[r].result->backend_used, ==, "cpu (k-d tree) x 3 ranks");
+        size_t first, last;
+        knnwb_knn_group_rows(331, r, 3, &first, &last);
+        g_assert_cmpuint(runs[r].result->n_queries, ==, own ? last - first : 331);
+        assert_same_rows(expected_queries, runs[r].result);
+        knnwb_neighbors_free(runs[r].result);
+      }
+    }
   }
   g_unsetenv("KNNWB_TREE");
 }
