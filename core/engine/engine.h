@@ -7,6 +7,7 @@
 #define KNNWB_ENGINE_H
 
 #include <glib.h>
+#include <math.h>
 #include <stdint.h>
 #include <knnwb/knn.h>
 #include "knnwb_kernels.h"
@@ -222,6 +223,41 @@ KnnwbScoreKind knnwb_metric_score_kind(KnnwbMetric metric);
 /** The formula of knnwb_pair_distance for metric, as the backends name it (a job's exact distances
  * on the device). */
 KnnwbExactKind knnwb_metric_exact_kind(KnnwbMetric metric);
+
+/* Eight independent accumulators, always combined in the same order: deterministic, and the
+ * compiler can vectorise them. Every exact sum of the engine (metric.c) is made this way, so every
+ * caller gets bit-identical results. */
+#define KNNWB_LANES 8
+static inline double knnwb_lanes_sum(const double *acc)
+{
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/** knnwb_pair_distance (so knnwb_distance_exact) of x and y under the euclidean (euclidean TRUE)
+ * or manhattan metric, inline for the k-d tree's inner loop (core/tree/); metric.c's is this
+ * one, so the two agree bit for bit. O(d). */
+static inline double knnwb_distance_lp(gboolean euclidean, const float *x, const float *y, size_t d)
+{
+  double acc[KNNWB_LANES] = {0};
+  size_t j = 0;
+  double tail = 0.0;
+  if (euclidean) {
+    for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+      for (int t = 0; t < KNNWB_LANES; t++) {
+        double c = (double)x[j + t] - (double)y[j + t];
+        acc[t] += c * c;
+      }
+    for (; j < d; j++)
+      tail += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);
+    return sqrt(knnwb_lanes_sum(acc) + tail);
+  }
+  for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
+    for (int t = 0; t < KNNWB_LANES; t++)
+      acc[t] += fabs((double)x[j + t] - (double)y[j + t]);
+  for (; j < d; j++)
+    tail += fabs((double)x[j] - y[j]);
+  return knnwb_lanes_sum(acc) + tail;
+}
 
 /** Exact distance between row i of a and row j of b (same metric and d), in double. */
 double knnwb_prepared_distance(const KnnwbPrepared *a, size_t i, const KnnwbPrepared *b, size_t j);

@@ -73,13 +73,7 @@ static gboolean knnwb_metric_is_centred(KnnwbMetric metric)
          metric == KNNWB_METRIC_SPEARMAN;
 }
 
-/* Eight independent accumulators, always combined in the same order: deterministic, and the
- * compiler can vectorise them. Every caller therefore gets bit-identical results. */
-#define KNNWB_LANES 8
-static double knnwb_lanes_sum(const double *acc)
-{
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
+/* (KNNWB_LANES accumulators combined by knnwb_lanes_sum, engine.h: the same order everywhere) */
 
 void knnwb_row_statistics(KnnwbMetric metric, const float *row, size_t d, double *mean,
                           double *sum_squares)
@@ -115,29 +109,11 @@ KNNWB_VECTOR_CLONES
 double knnwb_pair_distance(KnnwbMetric metric, const float *x, const float *y, size_t d,
                            double mean_x, double squares_x, double mean_y, double squares_y)
 {
+  if (metric == KNNWB_METRIC_EUCLIDEAN || metric == KNNWB_METRIC_MANHATTAN)
+    return knnwb_distance_lp(metric == KNNWB_METRIC_EUCLIDEAN, x, y, d);
   double acc[KNNWB_LANES] = {0};
   size_t j = 0;
   double tail = 0.0;
-  switch (metric) {
-  case KNNWB_METRIC_EUCLIDEAN:
-    for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
-      for (int t = 0; t < KNNWB_LANES; t++) {
-        double c = (double)x[j + t] - (double)y[j + t];
-        acc[t] += c * c;
-      }
-    for (; j < d; j++)
-      tail += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);
-    return sqrt(knnwb_lanes_sum(acc) + tail);
-  case KNNWB_METRIC_MANHATTAN:
-    for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
-      for (int t = 0; t < KNNWB_LANES; t++)
-        acc[t] += fabs((double)x[j + t] - (double)y[j + t]);
-    for (; j < d; j++)
-      tail += fabs((double)x[j] - y[j]);
-    return knnwb_lanes_sum(acc) + tail;
-  default:
-    break;
-  }
   /* Pearson family and cosine: a normalised dot product (means are 0 for cosine). */
   for (; j + KNNWB_LANES <= d; j += KNNWB_LANES)
     for (int t = 0; t < KNNWB_LANES; t++)

@@ -117,8 +117,9 @@ static void knnwb_tree_visit(const KnnwbTreeSearch *s, KnnwbTreeRow *r, size_t t
     for (size_t p = lo; p < hi; p++) {
       const int64_t row = tree->order[p];
       if (row != r->self)
-        knnwb_tree_offer(
-            r, row, knnwb_distance_exact(s->metric, r->x, tree->points + p * tree->d, tree->d));
+        knnwb_tree_offer(r, row,
+                         knnwb_distance_lp(s->metric == KNNWB_METRIC_EUCLIDEAN, r->x,
+                                           tree->points + p * tree->d, tree->d));
     }
     return;
   }
