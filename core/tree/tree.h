@@ -13,10 +13,13 @@
 /* The most columns the tree search takes on the CPU, and where the run is on GPUs. The leaves a
  * row opens grow fast with its columns: 200,000 rows in 50 overlapping Gaussian clusters, k = 30,
  * two cores, took the tree 1.0 s at 3 columns, 3.0 s at 5 and 9.4 s at 8, the tile search 28-35 s
- * at each (SciPy's cKDTree 1.6, 2.9 and 10.6 s). GPUs do the tile search's products fast, so
- * there the tree keeps to spatial coordinates, where its n log n beats their n^2 at any size. */
+ * at each (SciPy's cKDTree 1.6, 2.9 and 10.6 s). On a GPU host the tiles' products are fast but
+ * rows of a few columns lie close and tie, so the screen keeps many candidates: 1,000,000 rows in
+ * the same clusters, k = 30, one H100 against the tree on its host's 16 cores
+ * (tests/bench_gpu/lowd_gpu_check.sh): 2 columns over 300 s against 0.44 s, 3 columns 26.9 s
+ * against 0.63 s, 4: 10.1 s against 0.93 s, 6: 7.4 s against 2.7 s, 8: 3.7 s against 6.3 s. */
 #define KNNWB_TREE_MAX_COLUMNS 8
-#define KNNWB_TREE_MAX_COLUMNS_GPU 3
+#define KNNWB_TREE_MAX_COLUMNS_GPU 6
 /* Below this many rows the tile search's start is cheap and takes the run (KNNWB_TREE=1 sends
  * any run the tree can take there, for the tests). */
 #define KNNWB_TREE_MIN_ROWS ((size_t)20000)

@@ -11,6 +11,8 @@
 # gave the same lists (digests). KNNWB_TREE_MAX_COLUMNS_GPU (core/tree/tree.h) is the most columns
 # at which the tree wins.
 # Usage (repository root, after `. .gpu/env.sh`): bash tests/bench_gpu/lowd_gpu_check.sh OUT
+# (COLS="3 4" picks the clusters' columns, BIG=0 leaves out the 4 M rows, SQUARE=0 the square;
+# TIMEOUT=S, default 300, ends a run: the GPU's tiles took over 300 s on 1 M x 2 clusters.)
 # DRY=BUILD checks the script without a GPU: BUILD's knnwb, the CPU both ways, a hundredth of the
 # rows.
 set -uo pipefail
@@ -44,25 +46,26 @@ case_() {
     for way in 1 0; do
       rm -f $d/g.npy $d/g.distances.npy
       t0=$(date +%s.%N)
-      KNNWB_TREE=$way G_MESSAGES_DEBUG=all timeout 300 "$k" knn "$2" -k "$3" -m euclidean \
+      KNNWB_TREE=$way G_MESSAGES_DEBUG=all timeout "${TIMEOUT:-300}" "$k" knn "$2" -k "$3" -m euclidean \
         -b "$([ $way = 1 ] && echo cpu || echo $gpu)" \
         -o $d/g.npy >"$out/one.log" 2>&1
       r=$?; t1=$(date +%s.%N)
       { echo "== $1 KNNWB_TREE=$way rc=$r"; grep -E "^knnwb: [0-9]|tree:|partition|error" "$out/one.log"; } >>"$out/runs.log"
       local w; w=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')
-      [ $r = 0 ] || w="rc=$r"
-      if [ $way = 1 ]; then tree+="$w "; a=$(cat $d/g.npy $d/g.distances.npy | sha256sum | cut -c1-16)
-      else tiles+="$w "; b=$(cat $d/g.npy $d/g.distances.npy | sha256sum | cut -c1-16); fi
+      local g="failed"
+      [ $r = 0 ] && g=$(cat $d/g.npy $d/g.distances.npy | sha256sum | cut -c1-16)
+      [ $r = 0 ] || w=">${TIMEOUT:-300}(rc=$r)"
+      if [ $way = 1 ]; then tree+="$w "; a=$g; else tiles+="$w "; b=$g; fi
     done
   done
   local worst_tree worst_tiles
-  worst_tree=$(tr ' ' '\n' <<<"$tree" | grep . | sort -g | tail -1)
-  worst_tiles=$(tr ' ' '\n' <<<"$tiles" | grep . | sort -g | tail -1)
+  worst_tree=$(tr ' ' '\n' <<<"$tree" | grep . | sed 's/^>\([0-9]*\).*/\1/' | sort -g | tail -1)
+  worst_tiles=$(tr ' ' '\n' <<<"$tiles" | grep . | sed 's/^>\([0-9]*\).*/\1/' | sort -g | tail -1)
   printf '%-34s %-14s %-14s %-6s %s\n' "$1" "$tree" "$tiles" \
     "$(awk -v a="$worst_tree" -v b="$worst_tiles" 'BEGIN{print (a + 0 < b + 0) ? "tree" : "GPU"}')" \
     "$([ "$a" = "$b" ] && echo "same $a" || echo "DIFFER $a $b")"
 }
-case_ "1M points over a square, k=15" $d/square.npy 15
-for cols in 2 3 4 5 6 8; do case_ "1M x $cols clusters, k=30" $d/c$cols.npy 30; done
-for cols in 3 4; do case_ "4M x $cols clusters, k=30" $d/c$cols-4M.npy 30; done
+[ "${SQUARE:-1}" = 0 ] || case_ "1M points over a square, k=15" $d/square.npy 15
+for cols in ${COLS:-2 3 4 5 6 8}; do case_ "1M x $cols clusters, k=30" $d/c$cols.npy 30; done
+[ "${BIG:-1}" = 0 ] || for cols in 3 4; do case_ "4M x $cols clusters, k=30" $d/c$cols-4M.npy 30; done
 echo "total ${SECONDS} s"
